@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A Kubernetes API client over libcurl: HTTPS with HTTP/2 and connection reuse, a
+ * separate connection for each watch stream, client-side QPS/burst limiting, retry of
+ * 429/5xx honouring Retry-After. Objects stay JSON (jansson json_t): unknown fields
+ * survive read-modify-write, and "absent" differs from false/0.
+ *
+ * Thread-safety: one struct kube_client may be used from any number of threads at once
+ * (curl handles are pooled per call). Nothing per-call is stored in the client. */
+#pragma once
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/clock.h"
+#include "kube/config.h"
+#include "kube/err.h"
+#include "kube/res.h"
+
+struct kube_client;
+
+struct kube_client_opts {
+    double qps;             /* client-side steady rate; 0 = unlimited */
+    int burst;              /* bucket size; 0 = max(1, qps) */
+    const char *user_agent; /* NULL = "agent-sandbox/<version>" */
+    usec_t timeout;         /* per non-watch request; 0 = LIMIT_KUBE_REQUEST */
+    int max_retries;        /* retries of 429/5xx/transport errors; -1 = LIMIT_KUBE_RETRIES, 0 = none */
+};
+
+/** Creates a client. Takes cfg (freed by kube_client_free, also on failure). */
+int kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts,
+                    struct kube_client **ret);
+/** NULL is fine. */
+void kube_client_free(struct kube_client *c);
+/** The namespace of the current context ("default" when unset). Borrowed. */
+const char *kube_client_namespace(const struct kube_client *c);
+/** The config the client was made from. Borrowed. */
+const struct kube_config *kube_client_config(const struct kube_client *c);
+
+/** Counters for tests and metrics (monotonic since creation). */
+struct kube_client_stats {
+    unsigned long requests;   /* HTTP requests sent, retries included */
+    unsigned long retries;    /* of which retries */
+    unsigned long throttled_us; /* total time spent waiting in the QPS limiter */
+    unsigned long connections; /* new TCP connections opened (curl's num_connects) */
+};
+void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret);
+
+enum kube_patch_type {
+    KUBE_PATCH_MERGE,     /* application/merge-patch+json */
+    KUBE_PATCH_JSON,      /* application/json-patch+json */
+    KUBE_PATCH_STRATEGIC, /* application/strategic-merge-patch+json (built-in kinds only) */
+    KUBE_PATCH_APPLY,     /* application/apply-patch+yaml with a JSON body (server-side apply) */
+};
+
+/** A request, described by value. Unset (NULL/0) fields are not sent. */
+struct kube_req {
+    const char *method;           /* "GET", "POST", "PUT", "PATCH", "DELETE" */
+    const struct kube_res *res;
+    const char *ns;               /* NULL: cluster scope or all namespaces */
+    const char *name;
+    const char *subresource;      /* "status", "scale", ... */
+    /* query */
+    const char *label_selector;
+    const char *field_selector;
+    long limit;
+    const char *continue_token;
+    const char *resource_version;
+    const char *resource_version_match; /* "NotOlderThan", "Exact" */
+    bool watch;
+    bool allow_watch_bookmarks;
+    long timeout_seconds;         /* server-side timeoutSeconds (watch) */
+    bool dry_run;                 /* dryRun=All */
+    const char *field_manager;
+    bool force;                   /* server-side apply force=true */
+    const char *propagation_policy; /* DELETE body: Foreground, Background, Orphan */
+    const char *precondition_uid;   /* DELETE body preconditions */
+    const char *precondition_rv;
+    long grace_period_seconds;    /* DELETE body; -1 = unset (use 0 to mean immediate) */
+    /* body */
+    const json_t *body;           /* borrowed; serialised compactly */
+    enum kube_patch_type patch_type;
+};
+
+/** Initialises r for method on res (all optional fields unset). */
+void kube_req_init(struct kube_req *r, const char *method, const struct kube_res *res);
+/** Builds the full URL (server + path + escaped query) into out. */
+int kube_req_url(const struct kube_client *c, const struct kube_req *r, struct buf *out);
+
+/** Sends one request and parses the JSON response. On success *ret_obj (may be NULL if
+ * the caller does not want it) gets a new reference. On failure returns a negative
+ * errno and fills reterr (may be NULL); *ret_obj is untouched. */
+int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_obj,
+                 struct kube_err *reterr);
+
+/* Convenience wrappers; each returns as kube_request. */
+int kube_get(struct kube_client *c, const struct kube_res *res, const char *ns, const char *name,
+             json_t **ret_obj, struct kube_err *reterr);
+int kube_create(struct kube_client *c, const struct kube_res *res, const char *ns,
+                const json_t *obj, json_t **ret_obj, struct kube_err *reterr);
+/** PUT of obj (its metadata.resourceVersion is the optimistic-concurrency guard). */
+int kube_update(struct kube_client *c, const struct kube_res *res, const char *ns,
+                const json_t *obj, json_t **ret_obj, struct kube_err *reterr);
+/** PUT on the /status subresource. */
+int kube_update_status(struct kube_client *c, const struct kube_res *res, const char *ns,
+                       const json_t *obj, json_t **ret_obj, struct kube_err *reterr);
+int kube_patch(struct kube_client *c, const struct kube_res *res, const char *ns,
+               const char *name, enum kube_patch_type type, const json_t *patch,
+               json_t **ret_obj, struct kube_err *reterr);
+/** Server-side apply of obj with field_manager (required); force overrides conflicts. */
+int kube_apply(struct kube_client *c, const struct kube_res *res, const char *ns,
+               const json_t *obj, const char *field_manager, bool force, json_t **ret_obj,
+               struct kube_err *reterr);
+int kube_delete(struct kube_client *c, const struct kube_res *res, const char *ns,
+                const char *name, struct kube_err *reterr);
+
+/** Lists every page (limit + continue) of res matching r's selectors into one List-shaped
+ * object {"items":[...],"metadata":{"resourceVersion":...}} (new reference). r->method,
+ * r->limit and r->continue_token are managed by the call; r may be NULL for a plain
+ * list of res in ns. A 410 on a continue token restarts the list from scratch once. */
+int kube_list_all(struct kube_client *c, const struct kube_res *res, const char *ns,
+                  const struct kube_req *r, json_t **ret_list, struct kube_err *reterr);
+
+/** Called with each piece of a streamed response body as curl delivers it. Return 0 to
+ * continue, negative to stop (the value is returned by kube_request_stream). */
+typedef int kube_stream_fn(void *ctx, const char *data, size_t len);
+
+/** Streams a long-running response (watch) on its own connection, never shared with
+ * other requests. Returns 0 when the server ends the response normally, -ECANCELED when
+ * *stop became true, -ETIMEDOUT when no byte arrived for idle_timeout (0 =
+ * LIMIT_KUBE_WATCH_IDLE), the callback's negative value, or an error (reterr filled; a
+ * non-2xx status has its Status body parsed). No retry: the caller reconnects. */
+int kube_request_stream(struct kube_client *c, const struct kube_req *r, kube_stream_fn *fn,
+                        void *ctx, const atomic_bool *stop, usec_t idle_timeout,
+                        struct kube_err *reterr);

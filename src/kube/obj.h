@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Thin typed accessors over Kubernetes objects kept as jansson json_t. Every accessor
+ * borrows obj and returns borrowed data (valid while obj is alive and unmodified), or
+ * NULL / a default when the field is absent or of the wrong type. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+const char *kube_obj_name(const json_t *obj);
+const char *kube_obj_namespace(const json_t *obj);
+const char *kube_obj_uid(const json_t *obj);
+const char *kube_obj_resource_version(const json_t *obj);
+const char *kube_obj_kind(const json_t *obj);
+int64_t kube_obj_generation(const json_t *obj); /* 0 when absent */
+/** True when metadata.deletionTimestamp is set. */
+bool kube_obj_deleting(const json_t *obj);
+const char *kube_obj_label(const json_t *obj, const char *key);
+const char *kube_obj_annotation(const json_t *obj, const char *key);
+/** The ownerReference with controller=true, or NULL. */
+const json_t *kube_obj_controller_ref(const json_t *obj);
+/** UID of the controller ownerReference, or NULL. */
+const char *kube_obj_controller_uid(const json_t *obj);
+bool kube_obj_has_finalizer(const json_t *obj, const char *finalizer);
+
+/** Follows a dotted path of object keys ("status.podIP"); returns borrowed or NULL. */
+const json_t *kube_obj_path(const json_t *obj, const char *dotted);
+/** String at a dotted path, or NULL. */
+const char *kube_obj_path_str(const json_t *obj, const char *dotted);
+
+/** Appends "namespace/name" (or "name" for cluster-scoped) to out: the store key. */
+int kube_obj_key(const json_t *obj, struct buf *out);
+
+/** Returns the condition object of type in status.conditions, or NULL. */
+const json_t *kube_obj_condition(const json_t *obj, const char *type);
+/** True when condition type has status "True". */
+bool kube_obj_condition_true(const json_t *obj, const char *type);
+
+/** Sets metadata.<key> = value on a mutable object, creating metadata if needed. */
+void kube_obj_set_meta_str(json_t *obj, const char *key, const char *value);
