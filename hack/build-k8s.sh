@@ -12,7 +12,6 @@
 # wrapper module whose replace lines point each of them at the published
 # k8s.io/X v0.M.P instead, derived from k8s.io/kubernetes's own go.mod.
 source "$(dirname "$0")/lib.sh"
-need go "install Go 1.24 or newer"
 
 all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 want=("$@")
@@ -103,6 +102,7 @@ for c in "${want[@]}"; do
 	case $c in
 	etcd)
 		if [ ! -x "$ETCD_BIN/etcd" ]; then
+			ensure_go
 			dir=$(etcd_module)
 			log "building etcd $ETCD_VERSION"
 			start=$(date +%s)
@@ -120,6 +120,7 @@ for c in "${want[@]}"; do
 done
 
 if [ ${#k8s_todo[@]} -gt 0 ]; then
+	ensure_go
 	dir=$(wrapper_module)
 	pkgs=()
 	for c in "${k8s_todo[@]}"; do pkgs+=("$(pkg_of "$c")"); done

@@ -17,3 +17,42 @@ ETCD_BIN=$BIN_CACHE/etcd-$ETCD_VERSION
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found: $2"; }
+
+# Go: k8s.io/kubernetes $K8S_VERSION needs Go >= 1.24. Debian 12 ships 1.19, which is
+# enough to fetch the official toolchain as a module (golang.org/toolchain) from the Go
+# module proxy; it is unpacked once into $BIN_CACHE/go-<version>.
+GO_MIN_MINOR=24
+GO_TOOLCHAIN=${AS_GO_TOOLCHAIN:-go1.24.13}
+
+go_recent() { # true when `go` on PATH is >= 1.$GO_MIN_MINOR
+	local v
+	v=$(go env GOVERSION 2>/dev/null) || return 1
+	v=${v#go1.}
+	[[ ${v%%.*} =~ ^[0-9]+$ ]] && [ "${v%%.*}" -ge "$GO_MIN_MINOR" ]
+}
+
+ensure_go() {
+	local dir=$BIN_CACHE/$GO_TOOLCHAIN arch src
+	if [ -x "$dir/bin/go" ]; then export PATH=$dir/bin:$PATH; fi
+	go_recent && return 0
+	need go "install golang-go (make deps) or Go >= 1.$GO_MIN_MINOR"
+	case $(uname -m) in
+	x86_64) arch=amd64 ;;
+	aarch64) arch=arm64 ;;
+	*) die "no Go toolchain for $(uname -m)" ;;
+	esac
+	log "fetching the $GO_TOOLCHAIN toolchain from the Go module proxy"
+	src=$(cd / && GO111MODULE=on GOFLAGS= go mod download -json \
+		"golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.linux-$arch" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -x "$src/bin/go" ] || [ -f "$src/bin/go" ] || die "could not download $GO_TOOLCHAIN"
+	rm -rf "$dir.tmp"
+	mkdir -p "$BIN_CACHE"
+	cp -r "$src" "$dir.tmp"
+	chmod -R u+w "$dir.tmp"
+	chmod +x "$dir.tmp"/bin/* "$dir.tmp"/pkg/tool/*/*
+	mv "$dir.tmp" "$dir"
+	export PATH=$dir/bin:$PATH
+	export GOTOOLCHAIN=local
+	go_recent || die "$dir/bin/go does not run"
+}

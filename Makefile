@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: Apache-2.0
+# User-facing entry points. The build itself is CMake + Ninja (CMakePresets.json);
+# the local API server and cluster are driven by scripts in hack/.
+#
+#   make deps         install Debian packages and build etcd/kube-apiserver (once)
+#   make build        release build (build/release)
+#   make test         everything: unit + integration tests (ASan/UBSan) and checks
+#   make unit         unit tests only
+#   make integration  integration tests against a local kube-apiserver
+#   make up | down | status   start / stop / inspect the local environment
+#   make -s kubeconfig        print the admin kubeconfig path
+#   make fmt          clang-format every C file
+#   make clean        remove the preset build directories
+#   make distclean    also stop the local API server and remove its state
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+.PHONY: deps build asan unit integration test up down status kubeconfig fmt clean distclean
+
+deps:
+	hack/deps.sh
+
+build:
+	cmake --preset release >/dev/null
+	cmake --build --preset release
+
+asan:
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan
+
+unit: asan
+	ctest --preset unit
+
+integration: asan
+	hack/apiserver.sh start >/dev/null
+	eval "$$(hack/apiserver.sh env)" && ctest --preset integration
+
+test:
+	hack/test.sh
+
+up:
+	hack/up.sh
+
+down:
+	hack/down.sh
+
+status:
+	hack/status.sh
+
+kubeconfig:
+	@hack/apiserver.sh kubeconfig
+
+fmt:
+	git ls-files -z -- '*.c' '*.h' | xargs -0 -r clang-format -i
+
+clean:
+	rm -rf build/debug build/asan build/release
+
+distclean: clean
+	hack/apiserver.sh stop --purge

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# make test: build with ASan/UBSan, run the unit tests, start the local API server,
+# run the integration tests (one at a time), run the repository checks, and print
+# "N passed, N failed" as the last line. Exits non-zero on any failure.
+#
+# Env: AS_KEEP_APISERVER=1 keeps an API server that this script started running.
+source "$(dirname "$0")/lib.sh"
+set +e
+cd "$ROOT"
+passed=0
+failed=0
+failures=()
+
+fail() { failed=$((failed + 1)); failures+=("$1"); }
+
+# ctest prints "NN% tests passed, F tests failed out of T"; count its tests.
+run_ctest() { # label preset
+	local out rc line total nfail
+	out=$(mktemp)
+	ctest --preset "$2" 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$out" | tail -n 1)
+	rm -f "$out"
+	if [ -n "$line" ]; then
+		total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+		nfail=$(sed -E 's/.*, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+		passed=$((passed + total - nfail))
+		failed=$((failed + nfail))
+		[ "$nfail" -eq 0 ] || failures+=("$1 tests ($nfail)")
+	elif [ "$rc" -ne 0 ]; then
+		fail "$1 tests (ctest exit $rc)"
+	fi
+}
+
+step() { # name command...: one pass/fail unit
+	log "$1"
+	shift
+	if "$@"; then passed=$((passed + 1)); else fail "$*"; fi
+}
+
+log "configure + build (asan preset)"
+if cmake --preset asan >/dev/null && cmake --build --preset asan; then
+	log "unit tests"
+	run_ctest unit unit
+	log "starting the local API server"
+	was_running=0
+	hack/apiserver.sh status >/dev/null 2>&1 && was_running=1
+	if hack/apiserver.sh start >/dev/null; then
+		eval "$(hack/apiserver.sh env)"
+		log "integration tests"
+		run_ctest integration integration
+		if [ "$was_running" = 0 ] && [ "${AS_KEEP_APISERVER:-0}" != 1 ]; then
+			hack/apiserver.sh stop
+		fi
+	else
+		fail "hack/apiserver.sh start"
+	fi
+else
+	fail "build (asan preset)"
+fi
+
+for check in scripts/check-banned.sh scripts/check-format.sh; do
+	[ -x "$check" ] || [ -f "$check" ] || continue
+	step "$check" bash "$check"
+done
+
+if [ "$failed" -gt 0 ]; then
+	printf '\nfailed:\n' >&2
+	printf '  %s\n' "${failures[@]}" >&2
+fi
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# make up: build, start the local API server and print how to reach it.
+# (The full local cluster in hack/cluster/ will take over here.)
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+cmake --preset release >/dev/null
+cmake --build --preset release
+kubeconfig=$(hack/apiserver.sh start)
+cat <<MSG
+
+The local API server is up.
+  kubeconfig: $kubeconfig
+  try:        KUBECONFIG=$kubeconfig $CACHE_DIR/bin/kubectl get namespaces
+  shell:      eval "\$(hack/apiserver.sh env)"
+  stop:       make down
+MSG
