@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct kube_err {
     int code;          /* negative errno of the failure (-ENOENT, -EEXIST, -ECONNREFUSED...) */

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Typed accessors over Kubernetes objects kept as jansson values. */
+#include "kube/obj.h"
+
+#include <errno.h>
+#include <string.h>
+
+static const json_t *meta(const json_t *obj)
+{
+    return json_object_get(obj, "metadata");
+}
+
+static const char *meta_str(const json_t *obj, const char *key)
+{
+    return json_string_value(json_object_get(meta(obj), key));
+}
+
+const char *kube_obj_name(const json_t *obj)
+{
+    return meta_str(obj, "name");
+}
+
+const char *kube_obj_namespace(const json_t *obj)
+{
+    return meta_str(obj, "namespace");
+}
+
+const char *kube_obj_uid(const json_t *obj)
+{
+    return meta_str(obj, "uid");
+}
+
+const char *kube_obj_resource_version(const json_t *obj)
+{
+    return meta_str(obj, "resourceVersion");
+}
+
+const char *kube_obj_kind(const json_t *obj)
+{
+    return json_string_value(json_object_get(obj, "kind"));
+}
+
+int64_t kube_obj_generation(const json_t *obj)
+{
+    return (int64_t)json_integer_value(json_object_get(meta(obj), "generation"));
+}
+
+bool kube_obj_deleting(const json_t *obj)
+{
+    const json_t *ts = json_object_get(meta(obj), "deletionTimestamp");
+    return ts && !json_is_null(ts);
+}
+
+const char *kube_obj_label(const json_t *obj, const char *key)
+{
+    return json_string_value(json_object_get(json_object_get(meta(obj), "labels"), key));
+}
+
+const char *kube_obj_annotation(const json_t *obj, const char *key)
+{
+    return json_string_value(json_object_get(json_object_get(meta(obj), "annotations"), key));
+}
+
+const json_t *kube_obj_controller_ref(const json_t *obj)
+{
+    const json_t *refs = json_object_get(meta(obj), "ownerReferences");
+    size_t i;
+    const json_t *ref;
+    json_array_foreach(refs, i, ref)
+    {
+        if (json_is_true(json_object_get(ref, "controller")))
+            return ref;
+    }
+    return NULL;
+}
+
+const char *kube_obj_controller_uid(const json_t *obj)
+{
+    return json_string_value(json_object_get(kube_obj_controller_ref(obj), "uid"));
+}
+
+bool kube_obj_has_finalizer(const json_t *obj, const char *finalizer)
+{
+    const json_t *fins = json_object_get(meta(obj), "finalizers");
+    size_t i;
+    const json_t *f;
+    json_array_foreach(fins, i, f)
+    {
+        const char *s = json_string_value(f);
+        if (s && strcmp(s, finalizer) == 0)
+            return true;
+    }
+    return false;
+}
+
+const json_t *kube_obj_path(const json_t *obj, const char *dotted)
+{
+    const json_t *cur = obj;
+    const char *p = dotted;
+    while (cur && *p) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+        if (!json_is_object(cur))
+            return NULL;
+        cur = json_object_getn(cur, p, n);
+        p += n;
+        if (*p == '.')
+            p++;
+    }
+    return cur;
+}
+
+const char *kube_obj_path_str(const json_t *obj, const char *dotted)
+{
+    return json_string_value(kube_obj_path(obj, dotted));
+}
+
+int kube_obj_key(const json_t *obj, struct buf *out)
+{
+    const char *name = kube_obj_name(obj);
+    const char *ns = kube_obj_namespace(obj);
+    if (!name || name[0] == '\0')
+        return -EINVAL;
+    if (ns && ns[0] != '\0')
+        return buf_printf(out, "%s/%s", ns, name);
+    return buf_puts(out, name);
+}
+
+const json_t *kube_obj_condition(const json_t *obj, const char *type)
+{
+    const json_t *conds = json_object_get(json_object_get(obj, "status"), "conditions");
+    size_t i;
+    const json_t *c;
+    json_array_foreach(conds, i, c)
+    {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        if (t && strcmp(t, type) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+bool kube_obj_condition_true(const json_t *obj, const char *type)
+{
+    const char *s = json_string_value(json_object_get(kube_obj_condition(obj, type), "status"));
+    return s && strcmp(s, "True") == 0;
+}
+
+void kube_obj_set_meta_str(json_t *obj, const char *key, const char *value)
+{
+    json_t *m = json_object_get(obj, "metadata");
+    if (!json_is_object(m)) {
+        m = json_object();
+        (void)json_object_set_new(obj, "metadata", m);
+    }
+    (void)json_object_set_new(m, key, json_string(value));
+}
