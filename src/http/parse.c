@@ -223,23 +223,32 @@ static int parse_fields(const char *b, size_t pos, size_t end, struct http_head 
     return 0;
 }
 
-/* Finds the CRLF CRLF that ends the head; from is where the header lines start. */
-static bool find_head_end(const char *b, size_t len, size_t from, size_t last_len, size_t *ret_end)
+/* Finds the CRLF CRLF that ends the head; from is where the header lines start. Bytes
+ * that can never be part of a valid head (NUL, bare CR, bare LF) fail early, so a
+ * hostile client cannot park a doomed head until the size limit. Returns 1 found, 0
+ * not yet, negative on error. */
+static int find_head_end(const char *b, size_t len, size_t from, size_t last_len, size_t *ret_end,
+                         struct http_parse_err *e)
 {
-    size_t s = from >= 2 ? from - 2 : 0;
-    if (last_len > 3 && last_len - 3 > s)
-        s = last_len - 3;
-    for (size_t i = s; i + 3 < len; i++) {
-        const char *q = memchr(b + i, '\r', len - 3 - i);
-        if (!q)
-            return false;
-        i = (size_t)(q - b);
-        if (memcmp(q, "\r\n\r\n", 4) == 0) {
+    size_t i = from >= 2 ? from - 2 : 0;
+    if (last_len > 3 && last_len - 3 > i)
+        i = last_len - 3;
+    for (; i < len; i++) {
+        char c = b[i];
+        if (c == '\0')
+            return fail(e, 400, "NUL in header section", i);
+        if (c == '\n' && b[i - 1] != '\r')
+            return fail(e, 400, "bare LF", i);
+        if (c != '\r' || i + 1 == len)
+            continue;
+        if (b[i + 1] != '\n')
+            return fail(e, 400, "bare CR", i);
+        if (i + 3 < len && b[i + 2] == '\r' && b[i + 3] == '\n') {
             *ret_end = i + 4;
-            return true;
+            return 1;
         }
     }
-    return false;
+    return 0;
 }
 
 /* What the framing-relevant fields say, collected over all header lines. */
@@ -278,8 +287,8 @@ static int add_te(struct fields *f, struct str v, size_t pos, struct http_parse_
 {
     struct str el, name, params;
     f->have_te = true;
-    if (v.len == 0)
-        return fail(e, 400, "empty Transfer-Encoding", pos);
+    if (v.len == 0 || v.p[v.len - 1] == ',')
+        return fail(e, 400, "empty transfer coding", pos);
     while (next_elem(&v, &el)) {
         str_cut(el, ';', &name, &params);
         name = str_trim(name);
@@ -372,6 +381,8 @@ int http_parse_request(const char *buf, size_t len, size_t last_len, struct http
 {
     struct http_head h = {0};
     size_t start = skip_empty_lines(buf, len), line_end = 0, end = 0;
+    if (start + 1 == len && buf[start] == '\r')
+        return 0;
     int r = parse_request_line(buf, len, start, &h, &line_end, reterr);
     if (r < 0)
         return r;
@@ -379,8 +390,9 @@ int http_parse_request(const char *buf, size_t len, size_t last_len, struct http
         return incomplete(len, start, false, reterr);
     if (line_end - start > LIMIT_HTTP_REQUEST_LINE)
         return fail(reterr, 414, "request line too long", start);
-    if (!find_head_end(buf, len, line_end, last_len, &end))
-        return incomplete(len, start, true, reterr);
+    r = find_head_end(buf, len, line_end, last_len, &end, reterr);
+    if (r <= 0)
+        return r < 0 ? r : incomplete(len, start, true, reterr);
     if (end > LIMIT_HTTP_HEADER_BYTES)
         return fail(reterr, 431, "request header section too large", LIMIT_HTTP_HEADER_BYTES);
     r = parse_fields(buf, line_end, end, &h, reterr);
@@ -460,7 +472,11 @@ int http_parse_response(const char *buf, size_t len, size_t last_len, unsigned f
     int r = parse_status_line(buf, len, &h, &line_end, reterr);
     if (r < 0)
         return r;
-    if (r == 0 || !find_head_end(buf, len, line_end, last_len, &end)) {
+    if (r > 0)
+        r = find_head_end(buf, len, line_end, last_len, &end, reterr);
+    if (r < 0)
+        return r;
+    if (r == 0) {
         if (len > LIMIT_HTTP_HEADER_BYTES)
             return fail(reterr, 431, "response header section too large", 0);
         return 0;
