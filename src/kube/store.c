@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Indexed, read-mostly object cache behind a pthread rwlock. */
+#include "kube/store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/map.h"
+#include "common/xalloc.h"
+#include "kube/informer_limits.h"
+#include "kube/obj.h"
+
+/* One secondary index: value -> set of keys (a map whose values are all NULL). */
+struct store_index {
+    char *name;
+    kube_index_fn *fn;
+    void *ctx;
+    struct map *values;
+};
+
+struct kube_store {
+    pthread_rwlock_t lock;
+    struct map *objs; /* key -> json_t * (one reference each) */
+    struct store_index *idx;
+    size_t nidx;
+    kube_store_transform_fn *transform;
+    void *transform_ctx;
+};
+
+void kube_strv_add(struct kube_strv *sv, const char *s)
+{
+    if (sv->n == sv->cap) {
+        sv->cap = sv->cap ? sv->cap * 2 : 4;
+        sv->v = xreallocarray(sv->v, sv->cap, sizeof(*sv->v));
+    }
+    sv->v[sv->n++] = xstrdup(s);
+}
+
+void kube_strv_done(struct kube_strv *sv)
+{
+    for (size_t i = 0; i < sv->n; i++)
+        xfree(sv->v[i]);
+    XFREE(sv->v);
+    sv->n = sv->cap = 0;
+}
+
+static void objv_add(struct kube_objv *ov, json_t *obj)
+{
+    if (ov->n == ov->cap) {
+        ov->cap = ov->cap ? ov->cap * 2 : 8;
+        ov->v = xreallocarray(ov->v, ov->cap, sizeof(*ov->v));
+    }
+    ov->v[ov->n++] = json_incref(obj);
+}
+
+void kube_objv_done(struct kube_objv *ov)
+{
+    for (size_t i = 0; i < ov->n; i++)
+        json_decref(ov->v[i]);
+    XFREE(ov->v);
+    ov->n = ov->cap = 0;
+}
+
+void kube_index_namespace(void *ctx, const json_t *obj, struct kube_strv *out)
+{
+    (void)ctx;
+    const char *ns = kube_obj_namespace(obj);
+    if (ns && ns[0])
+        kube_strv_add(out, ns);
+}
+
+void kube_index_owner_uid(void *ctx, const json_t *obj, struct kube_strv *out)
+{
+    (void)ctx;
+    const json_t *refs = json_object_get(json_object_get(obj, "metadata"), "ownerReferences");
+    size_t i;
+    const json_t *ref;
+    json_array_foreach(refs, i, ref)
+    {
+        const char *uid = json_string_value(json_object_get(ref, "uid"));
+        if (uid && uid[0])
+            kube_strv_add(out, uid);
+    }
+}
+
+void kube_index_controller_uid(void *ctx, const json_t *obj, struct kube_strv *out)
+{
+    (void)ctx;
+    const char *uid = kube_obj_controller_uid(obj);
+    if (uid && uid[0])
+        kube_strv_add(out, uid);
+}
+
+void kube_index_label(void *ctx, const json_t *obj, struct kube_strv *out)
+{
+    const char *v = kube_obj_label(obj, ctx);
+    if (v)
+        kube_strv_add(out, v);
+}
+
+void kube_store_strip_transform(void *ctx, json_t *obj)
+{
+    (void)ctx;
+    json_t *md = json_object_get(obj, "metadata");
+    (void)json_object_del(md, "managedFields");
+    json_t *ann = json_object_get(md, "annotations");
+    if (json_object_del(ann, "kubectl.kubernetes.io/last-applied-configuration") == 0 &&
+        json_object_size(ann) == 0)
+        (void)json_object_del(md, "annotations");
+}
+
+int kube_store_key(const json_t *obj, char *out, size_t size)
+{
+    const char *name = kube_obj_name(obj);
+    const char *ns = kube_obj_namespace(obj);
+    if (!name || !name[0])
+        return -EINVAL;
+    int n = ns && ns[0] ? snprintf(out, size, "%s/%s", ns, name) : snprintf(out, size, "%s", name);
+    if (n < 0 || (size_t)n >= size || (size_t)n > LIMIT_KUBE_STORE_KEY)
+        return -E2BIG;
+    return 0;
+}
+
+static void free_obj(void *p)
+{
+    json_decref(p);
+}
+
+static void free_keyset(void *p)
+{
+    map_free(p);
+}
+
+struct kube_store *kube_store_new(void)
+{
+    struct kube_store *s = XNEW(struct kube_store);
+    ASSERT(pthread_rwlock_init(&s->lock, NULL) == 0);
+    s->objs = map_new(free_obj);
+    return s;
+}
+
+void kube_store_free(struct kube_store *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nidx; i++) {
+        map_free(s->idx[i].values);
+        xfree(s->idx[i].name);
+    }
+    xfree(s->idx);
+    map_free(s->objs);
+    (void)pthread_rwlock_destroy(&s->lock);
+    xfree(s);
+}
+
+void kube_store_set_transform(struct kube_store *s, kube_store_transform_fn *fn, void *ctx)
+{
+    ASSERT(pthread_rwlock_wrlock(&s->lock) == 0);
+    s->transform = fn;
+    s->transform_ctx = ctx;
+    (void)pthread_rwlock_unlock(&s->lock);
+}
+
+/* Adds (add = true) or removes key under each of obj's values in index ix. */
+static void index_update(struct store_index *ix, const char *key, const json_t *obj, bool add)
+{
+    struct kube_strv vals = {0};
+    ix->fn(ix->ctx, obj, &vals);
+    for (size_t i = 0; i < vals.n; i++) {
+        struct map *keys = map_get(ix->values, vals.v[i]);
+        if (add) {
+            if (!keys) {
+                keys = map_new(NULL);
+                (void)map_put(ix->values, vals.v[i], keys, NULL);
+            }
+            (void)map_put(keys, key, NULL, NULL);
+        } else if (keys) {
+            (void)map_remove(keys, key);
+            if (map_len(keys) == 0)
+                map_free(map_remove(ix->values, vals.v[i]));
+        }
+    }
+    kube_strv_done(&vals);
+}
+
+static void index_all(struct kube_store *s, const char *key, const json_t *obj, bool add)
+{
+    for (size_t i = 0; i < s->nidx; i++)
+        index_update(&s->idx[i], key, obj, add);
+}
+
+static struct store_index *find_index(struct kube_store *s, const char *name)
+{
+    for (size_t i = 0; i < s->nidx; i++)
+        if (strcmp(s->idx[i].name, name) == 0)
+            return &s->idx[i];
+    return NULL;
+}
+
+int kube_store_add_index(struct kube_store *s, const char *name, kube_index_fn *fn, void *ctx)
+{
+    int r = 0;
+    ASSERT(pthread_rwlock_wrlock(&s->lock) == 0);
+    if (find_index(s, name)) {
+        r = -EEXIST;
+        goto out;
+    }
+    s->idx = xreallocarray(s->idx, s->nidx + 1, sizeof(*s->idx));
+    struct store_index *ix = &s->idx[s->nidx++];
+    *ix = (struct store_index){
+        .name = xstrdup(name), .fn = fn, .ctx = ctx, .values = map_new(free_keyset)};
+    struct map_iter it;
+    const char *key;
+    void *obj;
+    map_foreach(s->objs, it, key, obj) index_update(ix, key, obj, true);
+out:
+    (void)pthread_rwlock_unlock(&s->lock);
+    return r;
+}
+
+int kube_store_put(struct kube_store *s, json_t *obj, json_t **ret_old)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    void *old = NULL;
+
+    ASSERT(pthread_rwlock_wrlock(&s->lock) == 0);
+    if (s->transform)
+        s->transform(s->transform_ctx, obj);
+    int r = kube_store_key(obj, key, sizeof(key));
+    if (r < 0) {
+        (void)pthread_rwlock_unlock(&s->lock);
+        json_decref(obj);
+        return r;
+    }
+    (void)map_put(s->objs, key, obj, &old);
+    if (old)
+        index_all(s, key, old, false);
+    index_all(s, key, obj, true);
+    (void)pthread_rwlock_unlock(&s->lock);
+    if (ret_old)
+        *ret_old = old;
+    else
+        json_decref(old);
+    return 0;
+}
+
+int kube_store_remove(struct kube_store *s, const char *key, json_t **ret_old)
+{
+    ASSERT(pthread_rwlock_wrlock(&s->lock) == 0);
+    json_t *old = map_remove(s->objs, key);
+    if (old)
+        index_all(s, key, old, false);
+    (void)pthread_rwlock_unlock(&s->lock);
+    if (!old)
+        return -ENOENT;
+    if (ret_old)
+        *ret_old = old;
+    else
+        json_decref(old);
+    return 0;
+}
+
+json_t *kube_store_get(struct kube_store *s, const char *key)
+{
+    ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
+    json_t *obj = json_incref(map_get(s->objs, key));
+    (void)pthread_rwlock_unlock(&s->lock);
+    return obj;
+}
+
+json_t *kube_store_get_ns(struct kube_store *s, const char *ns, const char *name)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    int n = ns && ns[0] ? snprintf(key, sizeof(key), "%s/%s", ns, name)
+                        : snprintf(key, sizeof(key), "%s", name);
+    if (n < 0 || (size_t)n >= sizeof(key))
+        return NULL;
+    return kube_store_get(s, key);
+}
+
+size_t kube_store_len(struct kube_store *s)
+{
+    ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
+    size_t n = map_len(s->objs);
+    (void)pthread_rwlock_unlock(&s->lock);
+    return n;
+}
+
+void kube_store_list(struct kube_store *s, struct kube_objv *ret)
+{
+    struct map_iter it;
+    const char *key;
+    void *obj;
+    ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
+    map_foreach(s->objs, it, key, obj) objv_add(ret, obj);
+    (void)pthread_rwlock_unlock(&s->lock);
+}
+
+void kube_store_keys(struct kube_store *s, struct kube_strv *ret)
+{
+    struct map_iter it;
+    const char *key;
+    void *obj;
+    ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
+    map_foreach(s->objs, it, key, obj) kube_strv_add(ret, key);
+    (void)pthread_rwlock_unlock(&s->lock);
+}
+
+/* Appends the objects (objs) or keys (keys) filed under index/value. Caller holds the
+ * read lock. */
+static int index_walk(struct kube_store *s, const char *index, const char *value,
+                      struct kube_objv *objs, struct kube_strv *keys)
+{
+    struct store_index *ix = find_index(s, index);
+    if (!ix)
+        return -ENOENT;
+    struct map *set = map_get(ix->values, value);
+    if (!set)
+        return 0;
+    struct map_iter it;
+    const char *key;
+    void *unused;
+    int n = 0;
+    map_foreach(set, it, key, unused)
+    {
+        if (objs)
+            objv_add(objs, map_get(s->objs, key));
+        else
+            kube_strv_add(keys, key);
+        n++;
+    }
+    return n;
+}
+
+int kube_store_by_index(struct kube_store *s, const char *index, const char *value,
+                        struct kube_objv *ret)
+{
+    ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
+    int r = index_walk(s, index, value, ret, NULL);
+    (void)pthread_rwlock_unlock(&s->lock);
+    return r;
+}
+
+int kube_store_index_keys(struct kube_store *s, const char *index, const char *value,
+                          struct kube_strv *ret)
+{
+    ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
+    int r = index_walk(s, index, value, NULL, ret);
+    (void)pthread_rwlock_unlock(&s->lock);
+    return r;
+}
