@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Request/response head parser: valid and hostile inputs, limits, incremental feeding. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
 #include <stdio.h>
 #include <string.h>
 
