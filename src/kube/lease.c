@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Leader election on a Lease. The record we last saw and the monotonic time it last
+ * changed decide expiry; the remote timestamps are written for humans and other
+ * candidates but never trusted here. */
+#include "kube/lease.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/str.h"
+#include "common/xalloc.h"
+#include "kube/client.h"
+#include "kube/res.h"
+
+#define RFC3339_LEN 40
+
+struct lease_elector {
+    char *ns, *name, *identity;
+    usec_t lease_duration, renew_deadline, retry_period;
+    struct lease_api api;
+    struct lease_callbacks cb;
+    struct lease_clock clock;
+
+    /* Touched by the ticking thread only. */
+    json_t *observed;   /* spec of the record last seen (new reference) or NULL */
+    usec_t observed_at; /* monotonic time the record last changed */
+    usec_t last_renew;  /* monotonic time of our last successful write */
+    unsigned jitter_seed;
+
+    /* Shared with other threads. */
+    atomic_bool leader;
+    pthread_mutex_t lock; /* guards holder, thread state */
+    pthread_cond_t wake;  /* stop requested (CLOCK_MONOTONIC) */
+    char *holder;         /* last observed holder, "" if none */
+    bool running, stopping;
+    pthread_t thread;
+};
+
+/* ---- real API through the kube client ---- */
+
+static int kube_lease_get(void *ctx, const char *ns, const char *name, json_t **ret_obj,
+                          struct kube_err *reterr)
+{
+    return kube_get(ctx, &KUBE_RES_LEASES, ns, name, ret_obj, reterr);
+}
+
+static int kube_lease_create(void *ctx, const char *ns, const json_t *obj, json_t **ret_obj,
+                             struct kube_err *reterr)
+{
+    return kube_create(ctx, &KUBE_RES_LEASES, ns, obj, ret_obj, reterr);
+}
+
+static int kube_lease_update(void *ctx, const char *ns, const json_t *obj, json_t **ret_obj,
+                             struct kube_err *reterr)
+{
+    return kube_update(ctx, &KUBE_RES_LEASES, ns, obj, ret_obj, reterr);
+}
+
+void lease_api_kube(struct kube_client *c, struct lease_api *ret)
+{
+    *ret = (struct lease_api){
+        .ctx = c,
+        .get = kube_lease_get,
+        .create = kube_lease_create,
+        .update = kube_lease_update,
+    };
+}
+
+/* ---- helpers ---- */
+
+static usec_t now_mono(const struct lease_elector *le)
+{
+    return le->clock.now ? le->clock.now(le->clock.ctx) : clock_now();
+}
+
+static usec_t now_wall(const struct lease_elector *le)
+{
+    return le->clock.wall_now ? le->clock.wall_now(le->clock.ctx) : clock_wall_now();
+}
+
+static const char *spec_str(const json_t *spec, const char *key)
+{
+    const char *s = json_string_value(json_object_get(spec, key));
+    return s ? s : "";
+}
+
+static json_int_t spec_int(const json_t *spec, const char *key)
+{
+    return json_integer_value(json_object_get(spec, key));
+}
+
+static bool holder_is(const json_t *spec, const char *identity)
+{
+    return strcmp(spec_str(spec, "holderIdentity"), identity) == 0;
+}
+
+static void set_holder(struct lease_elector *le, const char *holder)
+{
+    char *copy = xstrdup(holder);
+
+    (void)pthread_mutex_lock(&le->lock);
+    xfree(le->holder);
+    le->holder = copy;
+    (void)pthread_mutex_unlock(&le->lock);
+}
+
+/* Records spec (borrowed) as seen at now: the expiry clock restarts only when the
+ * record changed, and new_leader fires when the holder changed. */
+static void observe(struct lease_elector *le, const json_t *spec, usec_t now)
+{
+    const char *holder = spec_str(spec, "holderIdentity");
+    bool holder_changed = !le->observed || !holder_is(le->observed, holder);
+
+    if (le->observed && spec && json_equal(le->observed, spec))
+        return;
+    json_decref(le->observed);
+    le->observed = spec ? json_deep_copy(spec) : json_object();
+    le->observed_at = now;
+    if (!holder_changed)
+        return;
+    set_holder(le, holder);
+    if (holder[0] && le->cb.new_leader)
+        le->cb.new_leader(le->cb.ctx, holder);
+}
+
+/* Whether the observed record has gone unchanged for its lease duration. */
+static bool observed_expired(const struct lease_elector *le, usec_t now)
+{
+    json_int_t secs = spec_int(le->observed, "leaseDurationSeconds");
+    usec_t d = secs > 0 ? (usec_t)secs * USEC_PER_SEC : le->lease_duration;
+
+    return now >= le->observed_at + d;
+}
+
+/* Someone else holds the observed record and it has not expired. */
+static bool held_by_other(const struct lease_elector *le, usec_t now)
+{
+    const char *holder;
+
+    if (!le->observed)
+        return false;
+    holder = spec_str(le->observed, "holderIdentity");
+    return holder[0] && strcmp(holder, le->identity) != 0 && !observed_expired(le, now);
+}
+
+/* Writes our record into spec (borrowed, modified): a new acquisition when we were not
+ * the holder, a renewal otherwise. */
+static void fill_spec(const struct lease_elector *le, json_t *spec, usec_t wall)
+{
+    char ts[RFC3339_LEN];
+    bool ours = holder_is(spec, le->identity);
+    json_int_t transitions = spec_int(spec, "leaseTransitions");
+
+    clock_format_rfc3339(wall, ts, sizeof(ts));
+    if (!ours) {
+        (void)json_object_set_new(spec, "acquireTime", json_string(ts));
+        (void)json_object_set_new(spec, "leaseTransitions", json_integer(transitions + 1));
+    }
+    (void)json_object_set_new(spec, "holderIdentity", json_string(le->identity));
+    (void)json_object_set_new(spec, "leaseDurationSeconds",
+                              json_integer((json_int_t)(le->lease_duration / USEC_PER_SEC)));
+    (void)json_object_set_new(spec, "renewTime", json_string(ts));
+}
+
+static void log_api_error(const struct lease_elector *le, const char *what, int r,
+                          const struct kube_err *err)
+{
+    log_debug_errno(r, "lease %s/%s: %s failed\tdetail=\"%s\"", le->ns, le->name, what,
+                    err->message);
+}
+
+/* ---- acquire / renew ---- */
+
+static int try_create(struct lease_elector *le, usec_t now, usec_t wall)
+{
+    json_t *obj, *spec = json_object(), *ret_obj = NULL;
+    struct kube_err err;
+    int r;
+
+    kube_err_clear(&err);
+    fill_spec(le, spec, wall);
+    (void)json_object_set_new(spec, "leaseTransitions", json_integer(0));
+    obj = json_pack("{s:s, s:s, s:{s:s, s:s}, s:o}", "apiVersion", "coordination.k8s.io/v1", "kind",
+                    "Lease", "metadata", "name", le->name, "namespace", le->ns, "spec", spec);
+    ASSERT(obj);
+    r = le->api.create(le->api.ctx, le->ns, obj, &ret_obj, &err);
+    if (r < 0) {
+        /* -EEXIST: another candidate created it first; the next get shows whom. */
+        log_api_error(le, "create", r, &err);
+        goto out;
+    }
+    observe(le, json_object_get(obj, "spec"), now);
+    r = 1;
+out:
+    json_decref(ret_obj);
+    json_decref(obj);
+    return r;
+}
+
+/* After a conflict: look again so that the winner is observed right away. */
+static void refresh(struct lease_elector *le, usec_t now)
+{
+    json_t *cur = NULL;
+
+    if (le->api.get(le->api.ctx, le->ns, le->name, &cur, NULL) < 0)
+        return;
+    observe(le, json_object_get(cur, "spec"), now);
+    json_decref(cur);
+}
+
+static int try_update(struct lease_elector *le, const json_t *cur, usec_t now, usec_t wall)
+{
+    json_t *obj = json_deep_copy(cur), *spec, *ret_obj = NULL;
+    struct kube_err err;
+    int r;
+
+    kube_err_clear(&err);
+    spec = json_object_get(obj, "spec");
+    if (!json_is_object(spec)) {
+        spec = json_object();
+        (void)json_object_set_new(obj, "spec", spec);
+    }
+    fill_spec(le, spec, wall);
+    r = le->api.update(le->api.ctx, le->ns, obj, &ret_obj, &err);
+    if (r < 0) {
+        log_api_error(le, "update", r, &err);
+        if (r == -EBUSY)
+            refresh(le, now);
+        goto out;
+    }
+    observe(le, spec, now);
+    r = 1;
+out:
+    json_decref(ret_obj);
+    json_decref(obj);
+    return r;
+}
+
+/* Returns 1 when we hold the lease now, 0 when someone else does, or a negative errno. */
+static int try_acquire_or_renew(struct lease_elector *le, usec_t now)
+{
+    json_t *cur = NULL;
+    struct kube_err err;
+    int r;
+
+    kube_err_clear(&err);
+    r = le->api.get(le->api.ctx, le->ns, le->name, &cur, &err);
+    if (r == -ENOENT)
+        return try_create(le, now, now_wall(le));
+    if (r < 0) {
+        log_api_error(le, "get", r, &err);
+        return r;
+    }
+    observe(le, json_object_get(cur, "spec"), now);
+    if (held_by_other(le, now))
+        r = 0;
+    else
+        r = try_update(le, cur, now, now_wall(le));
+    json_decref(cur);
+    return r;
+}
+
+/* ---- leadership state ---- */
+
+static void become_leader(struct lease_elector *le)
+{
+    atomic_store(&le->leader, true);
+    log_debug("lease %s/%s: started leading\tidentity=%s", le->ns, le->name, le->identity);
+    if (le->cb.started_leading)
+        le->cb.started_leading(le->cb.ctx);
+}
+
+static void become_follower(struct lease_elector *le)
+{
+    atomic_store(&le->leader, false);
+    log_debug("lease %s/%s: stopped leading\tidentity=%s", le->ns, le->name, le->identity);
+    if (le->cb.stopped_leading)
+        le->cb.stopped_leading(le->cb.ctx);
+}
+
+int lease_elector_tick(struct lease_elector *le)
+{
+    usec_t now = now_mono(le);
+    bool leading = atomic_load(&le->leader);
+    int r = try_acquire_or_renew(le, now);
+
+    if (r == 1) {
+        le->last_renew = now;
+        if (!leading)
+            become_leader(le);
+        return 1;
+    }
+    if (!leading)
+        return 0;
+    /* Seeing another valid holder means we lost already; otherwise keep trying until
+     * the renew deadline, which ends before others consider our lease expired. */
+    if (held_by_other(le, now) || now - le->last_renew >= le->renew_deadline) {
+        become_follower(le);
+        return 0;
+    }
+    return 1;
+}
+
+int lease_elector_release(struct lease_elector *le)
+{
+    json_t *cur = NULL, *obj = NULL, *spec;
+    char ts[RFC3339_LEN];
+    int r;
+
+    if (!atomic_load(&le->leader))
+        return 0;
+    r = le->api.get(le->api.ctx, le->ns, le->name, &cur, NULL);
+    if (r < 0)
+        goto out;
+    spec = json_object_get(cur, "spec");
+    if (!json_is_object(spec) || !holder_is(spec, le->identity))
+        goto out; /* not ours any more: nothing to give back */
+    obj = json_deep_copy(cur);
+    spec = json_object_get(obj, "spec");
+    clock_format_rfc3339(now_wall(le), ts, sizeof(ts));
+    (void)json_object_set_new(spec, "holderIdentity", json_string(""));
+    (void)json_object_set_new(spec, "leaseDurationSeconds", json_integer(1));
+    (void)json_object_set_new(spec, "acquireTime", json_string(ts));
+    (void)json_object_set_new(spec, "renewTime", json_string(ts));
+    r = le->api.update(le->api.ctx, le->ns, obj, NULL, NULL);
+    if (r >= 0)
+        observe(le, spec, now_mono(le));
+out:
+    json_decref(obj);
+    json_decref(cur);
+    become_follower(le);
+    return r < 0 ? r : 0;
+}
+
+bool lease_elector_is_leader(struct lease_elector *le)
+{
+    return atomic_load(&le->leader);
+}
+
+int lease_elector_leader(struct lease_elector *le, char *out, size_t size)
+{
+    int r;
+
+    (void)pthread_mutex_lock(&le->lock);
+    r = str_copy(out, size, le->holder);
+    (void)pthread_mutex_unlock(&le->lock);
+    return r;
+}
+
+/* ---- thread ---- */
+
+static usec_t next_wait(struct lease_elector *le)
+{
+    usec_t jitter;
+
+    if (atomic_load(&le->leader))
+        return le->retry_period;
+    /* Followers spread their attempts a little (client-go uses a jitter factor). */
+    jitter = le->retry_period / 5 * (usec_t)(rand_r(&le->jitter_seed) % 1000) / 1000;
+    return le->retry_period + jitter;
+}
+
+static void *elector_main(void *arg)
+{
+    struct lease_elector *le = arg;
+    struct timespec ts;
+
+    (void)pthread_mutex_lock(&le->lock);
+    while (!le->stopping) {
+        (void)pthread_mutex_unlock(&le->lock);
+        (void)lease_elector_tick(le);
+        clock_deadline_mono(next_wait(le), &ts);
+        (void)pthread_mutex_lock(&le->lock);
+        while (!le->stopping) {
+            if (pthread_cond_timedwait(&le->wake, &le->lock, &ts) == ETIMEDOUT)
+                break;
+        }
+    }
+    (void)pthread_mutex_unlock(&le->lock);
+    return NULL;
+}
+
+int lease_elector_start(struct lease_elector *le)
+{
+    int r = 0;
+
+    (void)pthread_mutex_lock(&le->lock);
+    if (le->running) {
+        r = -EALREADY;
+        goto out;
+    }
+    le->stopping = false;
+    r = -pthread_create(&le->thread, NULL, elector_main, le);
+    if (r == 0)
+        le->running = true;
+out:
+    (void)pthread_mutex_unlock(&le->lock);
+    return r;
+}
+
+void lease_elector_stop(struct lease_elector *le)
+{
+    bool joined = false;
+
+    (void)pthread_mutex_lock(&le->lock);
+    if (le->running) {
+        le->stopping = true;
+        (void)pthread_cond_broadcast(&le->wake);
+        joined = true;
+    }
+    (void)pthread_mutex_unlock(&le->lock);
+    if (joined) {
+        (void)pthread_join(le->thread, NULL);
+        (void)pthread_mutex_lock(&le->lock);
+        le->running = false;
+        (void)pthread_mutex_unlock(&le->lock);
+    }
+    (void)lease_elector_release(le);
+}
+
+/* ---- lifecycle ---- */
+
+static int check_opts(const struct lease_opts *o, usec_t dur, usec_t renew, usec_t retry)
+{
+    if (!o->ns || !o->ns[0] || !o->name || !o->name[0] || !o->identity || !o->identity[0])
+        return -EINVAL;
+    if (!o->api.get || !o->api.create || !o->api.update)
+        return -EINVAL;
+    if (dur < USEC_PER_SEC || renew >= dur || retry >= renew)
+        return -EINVAL;
+    return 0;
+}
+
+static int init_sync(struct lease_elector *le)
+{
+    pthread_condattr_t ca;
+    int r = -pthread_condattr_init(&ca);
+
+    if (r < 0)
+        return r;
+    r = -pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (r == 0)
+        r = -pthread_cond_init(&le->wake, &ca);
+    (void)pthread_condattr_destroy(&ca);
+    if (r == 0)
+        (void)pthread_mutex_init(&le->lock, NULL);
+    return r;
+}
+
+int lease_elector_new(const struct lease_opts *opts, struct lease_elector **ret)
+{
+    usec_t dur = opts->lease_duration ? opts->lease_duration : LEASE_DEFAULT_DURATION;
+    usec_t renew = opts->renew_deadline ? opts->renew_deadline : LEASE_DEFAULT_RENEW;
+    usec_t retry = opts->retry_period ? opts->retry_period : LEASE_DEFAULT_RETRY;
+    struct lease_elector *le;
+    int r = check_opts(opts, dur, renew, retry);
+
+    if (r < 0)
+        return r;
+    le = XNEW(struct lease_elector);
+    r = init_sync(le);
+    if (r < 0) {
+        xfree(le);
+        return r;
+    }
+    le->ns = xstrdup(opts->ns);
+    le->name = xstrdup(opts->name);
+    le->identity = xstrdup(opts->identity);
+    le->holder = xstrdup("");
+    le->lease_duration = dur;
+    le->renew_deadline = renew;
+    le->retry_period = retry;
+    le->api = opts->api;
+    le->cb = opts->cb;
+    if (opts->clock)
+        le->clock = *opts->clock;
+    le->jitter_seed = (unsigned)clock_now() ^ (unsigned)(uintptr_t)le;
+    atomic_init(&le->leader, false);
+    *ret = le;
+    return 0;
+}
+
+void lease_elector_free(struct lease_elector *le)
+{
+    if (!le)
+        return;
+    lease_elector_stop(le);
+    json_decref(le->observed);
+    xfree(le->holder);
+    xfree(le->ns);
+    xfree(le->name);
+    xfree(le->identity);
+    (void)pthread_cond_destroy(&le->wake);
+    (void)pthread_mutex_destroy(&le->lock);
+    xfree(le);
+}
