@@ -20,11 +20,13 @@ enum {
     CH_DONE,
 };
 
+static const char too_long[] = "chunk size line too long";
+
 static int bad(struct http_parse_err *e, int status, const char *msg, size_t pos)
 {
     if (e)
         *e = (struct http_parse_err){.status = status, .msg = msg, .pos = pos};
-    return status == 400 ? -EPROTO : -E2BIG;
+    return status == 400 && msg != too_long ? -EPROTO : -E2BIG;
 }
 
 void http_chunked_init(struct http_chunked *c)
@@ -111,7 +113,7 @@ static int step(struct http_chunked *c, unsigned char ch, size_t pos, struct htt
 {
     c->line_len++;
     if ((c->state == CH_SIZE || c->state == CH_EXT) && c->line_len > LIMIT_HTTP_CHUNK_LINE)
-        return bad(e, 400, "chunk size line too long", pos);
+        return bad(e, 400, too_long, pos);
     switch (c->state) {
     case CH_SIZE:
         return step_size(c, ch, pos, e);
