@@ -24,7 +24,6 @@ struct kube_config *kube__config_alloc(void)
     buf_init(&cfg->cert, LIMIT_KUBE_CERT);
     buf_init(&cfg->key, LIMIT_KUBE_CERT);
     pthread_mutex_init(&cfg->lock, NULL);
-    atomic_init(&cfg->tls_gen, 0);
     return cfg;
 }
 
@@ -168,11 +167,6 @@ const char *kube_config_context(const struct kube_config *cfg)
     return cfg->context ? cfg->context : "";
 }
 
-unsigned kube__config_tls_generation(const struct kube_config *cfg)
-{
-    return atomic_load(&((struct kube_config *)cfg)->tls_gen);
-}
-
 void kube_config_tls(const struct kube_config *cfg, struct kube_tls *ret)
 {
     struct kube_config *c = (struct kube_config *)cfg;
@@ -238,7 +232,6 @@ static int exec_token_locked(struct kube_config *cfg, struct kube_err *reterr)
          strcmp(res.key ? res.key : "", cfg->exec_res.key ? cfg->exec_res.key : "") != 0);
     if (cert_changed) {
         retire_exec_cert(cfg);
-        atomic_fetch_add(&cfg->tls_gen, 1);
     } else {
         XFREE(res.cert);
         XFREE(res.key);

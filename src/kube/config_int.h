@@ -64,7 +64,6 @@ struct kube_config {
     struct kube_exec_result exec_res;
     bool exec_valid;
     struct kube_retired *retired;
-    atomic_uint tls_gen;
 };
 
 /** Returns a new, empty config (mutex initialised, buffers bounded). */

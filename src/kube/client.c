@@ -1,0 +1,537 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The client object, its pool of curl easy handles and the retrying request path. */
+#include "kube/client.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/str.h"
+#include "common/xalloc.h"
+#include "kube/client_int.h"
+#include "kube/config_int.h"
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+static void curl_init(void)
+{
+    curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *userp)
+{
+    (void)h;
+    (void)access;
+    struct kube_client *c = userp;
+    pthread_mutex_lock(&c->share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *userp)
+{
+    (void)h;
+    struct kube_client *c = userp;
+    pthread_mutex_unlock(&c->share_locks[data]);
+}
+
+/* DNS and TLS sessions are shared between handles. The connection cache is not: curl
+ * does not support using shared connections from several threads at once, so each
+ * pooled handle keeps its own (HTTP/2) connection alive instead. */
+static void share_setup(struct kube_client *c)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(c->share_locks); i++)
+        pthread_mutex_init(&c->share_locks[i], NULL);
+    c->share = curl_share_init();
+    curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
+    curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+}
+
+/* With tls-server-name, curl connects to the real host but verifies (and sends SNI for)
+ * the given name: the URL names server_name and CONNECT_TO maps it back. */
+static int base_url_setup(struct kube_client *c, struct kube_err *reterr)
+{
+    struct kube_tls tls;
+    kube_config_tls(c->cfg, &tls);
+    const char *server = kube_config_server(c->cfg);
+    if (!tls.server_name) {
+        c->base_url = xstrdup(server);
+        return 0;
+    }
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL, *url = NULL;
+    int r = 0;
+    if (curl_url_set(u, CURLUPART_URL, server, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+        curl_url_set(u, CURLUPART_HOST, tls.server_name, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
+        r = -EINVAL;
+        kube_err_set(reterr, r, "server URL %s or tls-server-name %s is invalid", server,
+                     tls.server_name);
+        goto out;
+    }
+    struct str s = str_c(url);
+    while (s.len > 0 && s.p[s.len - 1] == '/')
+        s.len--;
+    c->base_url = str_dup(s);
+    char *map = xasprintf("%s:%s:%s:%s", tls.server_name, port, host, port);
+    c->connect_to = curl_slist_append(NULL, map);
+    xfree(map);
+out:
+    curl_free(host);
+    curl_free(port);
+    curl_free(url);
+    curl_url_cleanup(u);
+    return r;
+}
+
+int kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts,
+                    struct kube_client **ret)
+{
+    static const struct kube_client_opts defaults = {.max_retries = -1};
+    if (!opts)
+        opts = &defaults;
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_result != CURLE_OK) {
+        kube_config_free(cfg);
+        return -EIO;
+    }
+    struct kube_client *c = XNEW(struct kube_client);
+    c->cfg = cfg;
+    c->qps = opts->qps;
+    c->max_retries = opts->max_retries < 0 ? LIMIT_KUBE_RETRIES : opts->max_retries;
+    c->timeout = opts->timeout ? opts->timeout : LIMIT_KUBE_REQUEST;
+    c->user_agent =
+        opts->user_agent ? xstrdup(opts->user_agent) : xstrdup("agent-sandbox/" AS_VERSION);
+    pthread_mutex_init(&c->pool_lock, NULL);
+    kube_ratelimit_init(&c->rl, opts->qps, opts->burst, clock_now());
+    share_setup(c);
+    int r = base_url_setup(c, NULL);
+    if (r < 0) {
+        kube_client_free(c);
+        return r;
+    }
+    *ret = c;
+    return 0;
+}
+
+void kube_client_free(struct kube_client *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->pool_len; i++)
+        curl_easy_cleanup(c->pool[i]);
+    if (c->share)
+        curl_share_cleanup(c->share);
+    for (size_t i = 0; i < ARRAY_SIZE(c->share_locks); i++)
+        pthread_mutex_destroy(&c->share_locks[i]);
+    pthread_mutex_destroy(&c->pool_lock);
+    kube_ratelimit_done(&c->rl);
+    curl_slist_free_all(c->connect_to);
+    xfree(c->base_url);
+    xfree(c->user_agent);
+    kube_config_free(c->cfg);
+    xfree(c);
+}
+
+const char *kube_client_namespace(const struct kube_client *c)
+{
+    return kube_config_namespace(c->cfg);
+}
+
+const struct kube_config *kube_client_config(const struct kube_client *c)
+{
+    return c->cfg;
+}
+
+void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret)
+{
+    struct kube_client *m = (struct kube_client *)c;
+    ret->requests = atomic_load(&m->requests);
+    ret->retries = atomic_load(&m->retries);
+    ret->throttled_us = atomic_load(&m->throttled_us);
+    ret->connections = atomic_load(&m->connections);
+}
+
+static CURL *pool_get(struct kube_client *c)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&c->pool_lock);
+    if (c->pool_len > 0)
+        h = c->pool[--c->pool_len];
+    pthread_mutex_unlock(&c->pool_lock);
+    return h ? h : curl_easy_init();
+}
+
+static void pool_put(struct kube_client *c, CURL *h)
+{
+    pthread_mutex_lock(&c->pool_lock);
+    if (c->pool_len < ARRAY_SIZE(c->pool)) {
+        c->pool[c->pool_len++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&c->pool_lock);
+    if (h)
+        curl_easy_cleanup(h);
+}
+
+void kube__throttle(struct kube_client *c)
+{
+    usec_t waited = kube_ratelimit_wait(&c->rl);
+    if (waited)
+        atomic_fetch_add(&c->throttled_us, (unsigned long)waited);
+}
+
+static void set_blob(CURL *h, CURLoption opt, const char *data, size_t len)
+{
+    struct curl_blob b = {.data = (void *)data, .len = len, .flags = CURL_BLOB_COPY};
+    curl_easy_setopt(h, opt, &b);
+}
+
+static void set_tls(struct kube_client *c, CURL *h)
+{
+    struct kube_tls t;
+    kube_config_tls(c->cfg, &t);
+    if (t.ca_data)
+        set_blob(h, CURLOPT_CAINFO_BLOB, t.ca_data, t.ca_len);
+    else if (t.ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, t.ca_file);
+    if (t.cert_data) {
+        set_blob(h, CURLOPT_SSLCERT_BLOB, t.cert_data, t.cert_len);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    } else if (t.cert_file) {
+        curl_easy_setopt(h, CURLOPT_SSLCERT, t.cert_file);
+    }
+    if (t.key_data) {
+        set_blob(h, CURLOPT_SSLKEY_BLOB, t.key_data, t.key_len);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    } else if (t.key_file) {
+        curl_easy_setopt(h, CURLOPT_SSLKEY, t.key_file);
+    }
+    if (t.insecure) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+}
+
+static struct curl_slist *add_header(struct curl_slist *l, const char *h)
+{
+    struct curl_slist *n = curl_slist_append(l, h);
+    ASSERT(n); /* curl only fails here when out of memory */
+    return n;
+}
+
+static int build_headers(struct kube_client *c, const struct kube__prep *p, struct curl_slist **ret,
+                         struct kube_err *reterr)
+{
+    char *tok = xmalloc(LIMIT_KUBE_TOKEN + 1);
+    int r = kube_config_token(c->cfg, tok, LIMIT_KUBE_TOKEN + 1, reterr);
+    if (r < 0) {
+        xfree(tok);
+        return r;
+    }
+    struct curl_slist *l = add_header(NULL, "Accept: application/json");
+    l = add_header(l, "Expect:");
+    if (r > 0) {
+        char *auth = xasprintf("Authorization: Bearer %s", tok);
+        l = add_header(l, auth);
+        explicit_bzero(auth, strlen(auth));
+        xfree(auth);
+    }
+    explicit_bzero(tok, (size_t)r);
+    xfree(tok);
+    if (p->has_body) {
+        char *ct = xasprintf("Content-Type: %s", p->content_type);
+        l = add_header(l, ct);
+        xfree(ct);
+    }
+    *ret = l;
+    return 0;
+}
+
+static void set_method(CURL *h, const struct kube__prep *p)
+{
+    if (p->has_body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body.len);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, buf_str(&p->body));
+    }
+    if (strcmp(p->method, "GET") == 0)
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    else if (strcmp(p->method, "POST") == 0)
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+    if (strcmp(p->method, "GET") != 0 && strcmp(p->method, "POST") != 0)
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, p->method);
+}
+
+int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
+                struct curl_slist **ret_headers, struct kube_err *reterr)
+{
+    struct curl_slist *hdrs = NULL;
+    int r = build_headers(c, p, &hdrs, reterr);
+    if (r < 0)
+        return r;
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, buf_str(&p->url));
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(LIMIT_KUBE_CONNECT / USEC_PER_MSEC));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(c->timeout / USEC_PER_MSEC));
+    curl_easy_setopt(h, CURLOPT_SHARE, c->share);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    if (c->connect_to)
+        curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
+    set_tls(c, h);
+    set_method(h, p);
+    *ret_headers = hdrs;
+    return 0;
+}
+
+int kube__curl_errno(CURLcode cc)
+{
+    switch (cc) {
+    case CURLE_OK:
+        return 0;
+    case CURLE_COULDNT_RESOLVE_HOST:
+        return -EHOSTUNREACH;
+    case CURLE_COULDNT_CONNECT:
+        return -ECONNREFUSED;
+    case CURLE_OPERATION_TIMEDOUT:
+        return -ETIMEDOUT;
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+        return -ECONNRESET;
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CIPHER:
+        return -EPROTO;
+    case CURLE_ABORTED_BY_CALLBACK:
+        return -ECANCELED;
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        return -EINVAL;
+    default:
+        return -EIO;
+    }
+}
+
+void kube__transport_err(struct kube_err *reterr, CURLcode cc, const char *errbuf)
+{
+    kube_err_set(reterr, kube__curl_errno(cc), "%s",
+                 errbuf && errbuf[0] ? errbuf : curl_easy_strerror(cc));
+}
+
+void kube__parse_retry_after(const char *line, size_t len, long *ret_s)
+{
+    struct str s = str_make(line, len), name, value;
+    uint64_t v;
+    if (!str_cut(s, ':', &name, &value) || !str_eq_nocase(str_trim(name), STR_LIT("Retry-After")))
+        return;
+    if (str_to_u64(str_trim(value), &v) == 0)
+        *ret_s = v > LIMIT_KUBE_RETRY_AFTER / USEC_PER_SEC
+                     ? (long)(LIMIT_KUBE_RETRY_AFTER / USEC_PER_SEC)
+                     : (long)v;
+}
+
+/* One response being received. */
+struct resp {
+    CURL *h;
+    struct buf body;
+    long status;
+    long retry_after;
+};
+
+static bool is_2xx(long s)
+{
+    return s >= 200 && s < 300;
+}
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userp)
+{
+    struct resp *rs = userp;
+    size_t n = size * nmemb;
+    if (rs->status == 0)
+        curl_easy_getinfo(rs->h, CURLINFO_RESPONSE_CODE, &rs->status);
+    if (is_2xx(rs->status))
+        return buf_append(&rs->body, ptr, n) < 0 ? 0 : n; /* 0 aborts: too large */
+    size_t room = rs->body.len < LIMIT_KUBE_ERROR_BODY ? LIMIT_KUBE_ERROR_BODY - rs->body.len : 0;
+    (void)buf_append(&rs->body, ptr, n < room ? n : room); /* the rest is dropped */
+    return n;
+}
+
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userp)
+{
+    struct resp *rs = userp;
+    size_t n = size * nmemb;
+    if (n >= 5 && memcmp(ptr, "HTTP/", 5) == 0) {
+        rs->retry_after = 0;
+        rs->status = 0;
+        buf_reset(&rs->body);
+    } else {
+        kube__parse_retry_after(ptr, n, &rs->retry_after);
+    }
+    return n;
+}
+
+/* Runs one transfer on a pooled handle. Returns the curl result; rs gets the status. */
+static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, struct resp *rs,
+                             char *errbuf, struct kube_err *reterr, int *ret_r)
+{
+    struct curl_slist *hdrs = NULL;
+    CURL *h = pool_get(c);
+    *ret_r = kube__setup(c, h, p, &hdrs, reterr);
+    if (*ret_r < 0) {
+        pool_put(c, h);
+        return CURLE_OK;
+    }
+    rs->h = h;
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, rs);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, rs);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    errbuf[0] = '\0';
+    atomic_fetch_add(&c->requests, 1);
+    CURLcode cc = curl_easy_perform(h);
+    long nconn = 0;
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn);
+    atomic_fetch_add(&c->connections, (unsigned long)nconn);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rs->status);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hdrs);
+    rs->h = NULL;
+    pool_put(c, h);
+    return cc;
+}
+
+/* Exponential back-off with jitter in [d/2, d], or the server's Retry-After. */
+static usec_t backoff(int attempt, long retry_after_s)
+{
+    if (retry_after_s > 0) {
+        usec_t ra = (usec_t)retry_after_s * USEC_PER_SEC;
+        return ra < LIMIT_KUBE_RETRY_AFTER ? ra : LIMIT_KUBE_RETRY_AFTER;
+    }
+    usec_t d = LIMIT_KUBE_BACKOFF_MIN;
+    for (int i = 0; i < attempt && d < LIMIT_KUBE_BACKOFF_MAX; i++)
+        d *= 2;
+    if (d > LIMIT_KUBE_BACKOFF_MAX)
+        d = LIMIT_KUBE_BACKOFF_MAX;
+    static _Thread_local unsigned seed;
+    if (seed == 0)
+        seed = (unsigned)clock_now() | 1u;
+    return d / 2 + (usec_t)rand_r(&seed) % (d / 2 + 1);
+}
+
+static bool should_retry(const struct kube__prep *p, CURLcode cc, long status)
+{
+    if (cc == CURLE_OK)
+        return status == 429 || (status >= 500 && status != 501 && status != 505);
+    if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST)
+        return true; /* nothing was sent */
+    return p->idempotent && kube__curl_errno(cc) != -EPROTO && cc != CURLE_WRITE_ERROR;
+}
+
+static int parse_ok(const struct resp *rs, json_t **ret_obj, struct kube_err *reterr)
+{
+    if (!ret_obj)
+        return 0;
+    json_t *j = NULL;
+    if (rs->body.len > 0) {
+        json_error_t je;
+        j = json_loadb(rs->body.data, rs->body.len, 0, &je);
+        if (!j) {
+            kube_err_set(reterr, -EPROTO, "response is not JSON: %s", je.text);
+            return -EPROTO;
+        }
+    }
+    *ret_obj = j;
+    return 0;
+}
+
+/* Sends p once (after the rate limiter). Returns 0 on a 2xx, else a negative errno with
+ * e filled; *ret_sent tells whether a transfer happened at all. */
+static int attempt_once(struct kube_client *c, const struct kube__prep *p, struct resp *rs,
+                        CURLcode *ret_cc, struct kube_err *e)
+{
+    char errbuf[CURL_ERROR_SIZE];
+    int r = 0;
+    kube__throttle(c);
+    buf_reset(&rs->body);
+    rs->status = 0;
+    rs->retry_after = 0;
+    *ret_cc = perform_once(c, p, rs, errbuf, e, &r);
+    if (r < 0)
+        return r; /* no transfer: the token could not be had */
+    if (*ret_cc == CURLE_WRITE_ERROR) {
+        kube_err_set(e, -E2BIG, "response body larger than %u bytes", LIMIT_KUBE_RESPONSE);
+        return -E2BIG;
+    }
+    if (*ret_cc != CURLE_OK) {
+        kube__transport_err(e, *ret_cc, errbuf);
+        return e->code;
+    }
+    if (is_2xx(rs->status))
+        return 0;
+    kube_err_from_response(e, rs->status, rs->body.data, rs->body.len);
+    if (rs->retry_after > e->retry_after_s)
+        e->retry_after_s = rs->retry_after;
+    return e->code;
+}
+
+int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_obj,
+                 struct kube_err *reterr)
+{
+    struct kube__prep p;
+    struct resp rs = {0};
+    struct kube_err e;
+    bool refreshed = false;
+    kube_err_clear(&e);
+    buf_init(&rs.body, LIMIT_KUBE_RESPONSE);
+    int ret = kube__prepare(c, r, &p, &e);
+    for (int attempt = 0; ret >= 0;) {
+        CURLcode cc = CURLE_OK;
+        ret = attempt_once(c, &p, &rs, &cc, &e);
+        if (ret >= 0) {
+            ret = parse_ok(&rs, ret_obj, &e);
+            break;
+        }
+        if (rs.status == 401 && !refreshed) {
+            /* a rotated or expired token: fetch a fresh one and try once more */
+            refreshed = true;
+            kube_config_invalidate_token(c->cfg);
+            atomic_fetch_add(&c->retries, 1);
+            ret = 0;
+            continue;
+        }
+        if ((cc == CURLE_OK && rs.status == 0) || !should_retry(&p, cc, rs.status) ||
+            attempt >= c->max_retries)
+            break;
+        usec_t d = backoff(attempt, e.retry_after_s);
+        log_debug("kube request failed, will retry\tmethod=%s status=%ld attempt=%d delay_ms=%llu",
+                  p.method, rs.status, attempt + 1, (unsigned long long)(d / USEC_PER_MSEC));
+        clock_sleep(d);
+        attempt++;
+        atomic_fetch_add(&c->retries, 1);
+        ret = 0;
+    }
+    if (ret < 0 && reterr)
+        *reterr = e;
+    buf_done(&rs.body);
+    kube__prep_done(&p);
+    return ret;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Client-side token bucket (qps, burst). Callers reserve a token and wait out the debt,
+ * so concurrent waiters are served roughly in arrival order. Thread-safe. */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "common/clock.h"
+
+struct kube_ratelimit {
+    pthread_mutex_t lock;
+    double qps;    /* tokens per second; <= 0 disables the limiter */
+    double burst;  /* bucket size */
+    double tokens; /* may go negative: tokens already promised to waiters */
+    usec_t last;   /* when tokens was last brought up to date */
+};
+
+/** Initialises a full bucket at now. burst <= 0 means max(1, qps). */
+void kube_ratelimit_init(struct kube_ratelimit *rl, double qps, int burst, usec_t now);
+void kube_ratelimit_done(struct kube_ratelimit *rl);
+/** Takes one token at time now and returns how long the caller must wait before using
+ * it (0 when one was available). The clock is a parameter so tests can drive it. */
+usec_t kube_ratelimit_reserve(struct kube_ratelimit *rl, usec_t now);
+/** Reserves a token and sleeps until it is due. Returns the time waited. */
+usec_t kube_ratelimit_wait(struct kube_ratelimit *rl);
