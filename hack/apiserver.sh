@@ -22,7 +22,9 @@
 # AS_ETCD_PORT=12379 upwards; peer port = etcd port + 1) and reused afterwards.
 # Env: AS_APISERVER_TIMEOUT (readiness wait, default 120 s), AS_APISERVER_CONTROLLERS
 # (kube-controller-manager --controllers, default "namespace,garbagecollector";
-# "none" disables it).
+# "none" disables it), AS_APISERVER_EXTRA_ARGS (more kube-apiserver flags).
+# PodTemplates have no watch cache (--watch-cache-sizes=podtemplates#0), so a watch on
+# them goes to etcd and sees an etcd compaction at once: the 410 test relies on it.
 source "$(dirname "$0")/lib.sh"
 
 DIR=${AS_APISERVER_DIR:-$CACHE_DIR/apiserver}
@@ -260,8 +262,8 @@ start_etcd() {
 	fail_start etcd "etcd not healthy after ${TIMEOUT}s"
 }
 
-start_apiserver() {
-	launch kube-apiserver \
+apiserver_args() { # one flag per line
+	printf '%s\n' \
 		--etcd-servers="http://127.0.0.1:$ETCD_PORT" \
 		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
 		--secure-port="$APISERVER_PORT" \
@@ -277,7 +279,17 @@ start_apiserver() {
 		--enable-priority-and-fairness=true \
 		--allow-privileged=true \
 		--profiling=false \
+		--watch-cache-sizes=podtemplates#0 \
 		--v=1
+	# shellcheck disable=SC2086 # word splitting of the extra flags is intended
+	[ -z "${AS_APISERVER_EXTRA_ARGS:-}" ] || printf '%s\n' $AS_APISERVER_EXTRA_ARGS
+}
+
+start_apiserver() {
+	local args
+	mapfile -t args < <(apiserver_args)
+	apiserver_args >"$DIR/kube-apiserver.args"
+	launch kube-apiserver "${args[@]}"
 	local i
 	for i in $(seq 1 $((TIMEOUT * 2))); do
 		ready && return 0
@@ -297,8 +309,9 @@ start_controllers() {
 		fail_start kube-controller-manager "kube-controller-manager exited"
 }
 
-running() { # true when the API server answers and every component we need runs
+running() { # true when everything we need runs, the API server with today's flags
 	pid_of etcd >/dev/null && pid_of kube-apiserver >/dev/null && ready || return 1
+	[ "$(apiserver_args)" = "$(cat "$DIR/kube-apiserver.args" 2>/dev/null)" ] || return 1
 	if [ "$CONTROLLERS" != none ] && [ -x "$BIN/kube-controller-manager" ]; then
 		pid_of kube-controller-manager >/dev/null || return 1
 	fi
