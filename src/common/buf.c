@@ -42,7 +42,8 @@ static int reserve(struct buf *b, size_t n)
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need)
         cap = cap > (SIZE_MAX / 2) ? need : cap * 2;
-    if (cap > b->limit + 1)
+    /* Never allocate more than the limit allows (limit + 1 would wrap at SIZE_MAX). */
+    if (b->limit < SIZE_MAX && cap > b->limit + 1)
         cap = b->limit + 1;
     b->data = xrealloc(b->data, cap);
     b->cap = cap;

@@ -3,6 +3,7 @@
 #include "common/clock.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -98,17 +99,23 @@ static int expect(const char **s, char c)
     return 0;
 }
 
-/* Parses ".ffffff" (any number of digits) into microseconds. */
-static usec_t fraction(const char **s)
+/* Parses an optional ".f..." (at least one digit; digits past microseconds are
+ * truncated) into microseconds. */
+static int fraction(const char **s, usec_t *ret)
 {
     usec_t us = 0, scale = 100000;
+    *ret = 0;
     if (**s != '.')
         return 0;
-    for ((*s)++; **s >= '0' && **s <= '9'; (*s)++) {
+    (*s)++;
+    if (**s < '0' || **s > '9')
+        return -EINVAL;
+    for (; **s >= '0' && **s <= '9'; (*s)++) {
         us += (usec_t)(**s - '0') * scale;
         scale /= 10;
     }
-    return us;
+    *ret = us;
+    return 0;
 }
 
 /* Parses "Z" or "+hh:mm"/"-hh:mm" into an offset in seconds east of UTC. */
@@ -122,9 +129,31 @@ static int zone(const char *s, long *ret)
     if ((s[0] != '+' && s[0] != '-') || strlen(s) != 6)
         return -EINVAL;
     const char *p = s + 1;
-    if (digits(&p, 2, &hh) < 0 || expect(&p, ':') < 0 || digits(&p, 2, &mm) < 0)
+    if (digits(&p, 2, &hh) < 0 || expect(&p, ':') < 0 || digits(&p, 2, &mm) < 0 || hh > 23 ||
+        mm > 59)
         return -EINVAL;
     *ret = (s[0] == '-' ? -1 : 1) * (hh * 3600L + mm * 60L);
+    return 0;
+}
+
+static int days_in_month(int y, int mo)
+{
+    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return mo == 2 && leap ? 29 : days[mo - 1];
+}
+
+/* Parses "YYYY-MM-DD" followed by 'T', 't' or ' '. */
+static int date(const char **s, int *y, int *mo, int *d)
+{
+    if (digits(s, 4, y) < 0 || expect(s, '-') < 0 || digits(s, 2, mo) < 0 || expect(s, '-') < 0 ||
+        digits(s, 2, d) < 0)
+        return -EINVAL;
+    if (*mo < 1 || *mo > 12 || *d < 1 || *d > days_in_month(*y, *mo))
+        return -EINVAL;
+    if (**s != 'T' && **s != 't' && **s != ' ')
+        return -EINVAL;
+    (*s)++;
     return 0;
 }
 
@@ -132,19 +161,16 @@ int clock_parse_rfc3339(const char *s, usec_t *ret)
 {
     struct tm tm = {0};
     int y, mo, d, h, mi, sec;
-    if (digits(&s, 4, &y) < 0 || expect(&s, '-') < 0 || digits(&s, 2, &mo) < 0 ||
-        expect(&s, '-') < 0 || digits(&s, 2, &d) < 0)
-        return -EINVAL;
-    if ((*s != 'T' && *s != 't' && *s != ' ') || (s++, 0))
+    if (date(&s, &y, &mo, &d) < 0)
         return -EINVAL;
     if (digits(&s, 2, &h) < 0 || expect(&s, ':') < 0 || digits(&s, 2, &mi) < 0 ||
         expect(&s, ':') < 0 || digits(&s, 2, &sec) < 0)
         return -EINVAL;
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+    if (h > 23 || mi > 59 || sec > 60) /* 60: a leap second */
         return -EINVAL;
-    usec_t us = fraction(&s);
+    usec_t us;
     long off;
-    if (zone(s, &off) < 0)
+    if (fraction(&s, &us) < 0 || zone(s, &off) < 0)
         return -EINVAL;
     tm.tm_year = y - 1900;
     tm.tm_mon = mo - 1;

@@ -36,10 +36,10 @@ void log_set_fd(int fd);
  * Use the macros below, not this. */
 void log_emit(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define LOG_AT(level, ...)                                                                         \
-    do {                                                                                           \
-        if ((level) <= log_max_level)                                                              \
-            log_emit((level), __VA_ARGS__);                                                  \
+#define LOG_AT(level, ...)                  \
+    do {                                    \
+        if ((level) <= log_max_level)       \
+            log_emit((level), __VA_ARGS__); \
     } while (0)
 
 #define log_error(...) LOG_AT(LOG_ERROR, __VA_ARGS__)
@@ -53,7 +53,7 @@ void log_emit(enum log_level level, const char *fmt, ...) __attribute__((format(
 int log_emit_errno(enum log_level level, int r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define LOG_ERRNO_AT(level, r, ...)                                                                \
+#define LOG_ERRNO_AT(level, r, ...) \
     ((level) <= log_max_level ? log_emit_errno((level), (r), __VA_ARGS__) : (r))
 
 #define log_error_errno(r, ...) LOG_ERRNO_AT(LOG_ERROR, (r), __VA_ARGS__)

@@ -128,21 +128,28 @@ int cstr_to_i64(const char *s, int64_t *ret)
     return str_to_i64(str_c(s), ret);
 }
 
+static int hex_digit(char c)
+{
+    c = lower(c);
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
 int str_hex_to_u64(struct str s, uint64_t *ret)
 {
-    if (s.len == 0 || s.len > 16)
-        return s.len ? -ERANGE : -EINVAL;
+    if (s.len == 0)
+        return -EINVAL;
     uint64_t v = 0;
     for (size_t i = 0; i < s.len; i++) {
-        char c = lower(s.p[i]);
-        unsigned d;
-        if (c >= '0' && c <= '9')
-            d = (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            d = (unsigned)(c - 'a' + 10);
-        else
+        int d = hex_digit(s.p[i]);
+        if (d < 0)
             return -EINVAL;
-        v = (v << 4) | d;
+        if (v >> 60) /* leading zeros are fine; a 17th significant digit is not */
+            return -ERANGE;
+        v = (v << 4) | (uint64_t)d;
     }
     *ret = v;
     return 0;

@@ -26,10 +26,10 @@ char *xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0
 void xfree(void *p);
 
 /** Frees *pp and sets it to NULL. */
-#define XFREE(pp)                                                                                  \
-    do {                                                                                           \
-        xfree(pp);                                                                                 \
-        (pp) = NULL;                                                                               \
+#define XFREE(pp)    \
+    do {             \
+        xfree(pp);   \
+        (pp) = NULL; \
     } while (0)
 
 /** Allocates one zeroed object of the pointed-to type. */
@@ -43,10 +43,10 @@ void xfree(void *p);
 
 /** Programmer-error check, always compiled in: logs file:line and aborts. Never use on
  * external input. */
-#define ASSERT(expr)                                                                               \
-    do {                                                                                           \
-        if (__builtin_expect(!(expr), 0))                                                          \
-            xalloc_assert_fail(#expr, __FILE__, __LINE__);                                         \
+#define ASSERT(expr)                                       \
+    do {                                                   \
+        if (__builtin_expect(!(expr), 0))                  \
+            xalloc_assert_fail(#expr, __FILE__, __LINE__); \
     } while (0)
 
 _Noreturn void xalloc_assert_fail(const char *expr, const char *file, int line);
