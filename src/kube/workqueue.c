@@ -228,8 +228,7 @@ void wq_free(struct wq *q)
     if (!q)
         return;
     heap_done(&q->timers);
-    map_foreach(q->items, it, key, value)
-    {
+    map_foreach (q->items, it, key, value) {
         item_free(value);
     }
     map_free(q->items);
