@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* CRUD against the real kube-apiserver: ConfigMaps and the Widget test CRD, status and
+ * scale subresources, paginated lists, delete preconditions and propagation, dry-run. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "kube/client.h"
+#include "kube/obj.h"
+#include "kube/res.h"
+#include "support/apiserver.h"
+
+#define WAIT (60 * USEC_PER_SEC)
+
+static const struct kube_res WIDGETS = {
+    .group = "testing.agents.x-k8s.io",
+    .version = "v1",
+    .kind = "Widget",
+    .plural = "widgets",
+    .namespaced = true,
+};
+
+static struct kube_client *client;
+static char ns[64];
+
+static json_t *configmap(const char *name, const char *key, const char *value)
+{
+    return json_pack("{s:s, s:s, s:{s:s}, s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                     "metadata", "name", name, "data", key, value);
+}
+
+static json_t *widget(const char *name, int replicas, const char *color)
+{
+    return json_pack("{s:s, s:s, s:{s:s}, s:{s:i, s:s}}", "apiVersion",
+                     "testing.agents.x-k8s.io/v1", "kind", "Widget", "metadata", "name", name,
+                     "spec", "replicas", replicas, "color", color);
+}
+
+static int setup(void **state)
+{
+    struct kube_err err;
+    char crd[512];
+    (void)state;
+    IT_OK(it_client_new(NULL, &client, &err), &err);
+    IT_OK(it_ns_create(client, "it-crud", ns, sizeof(ns), &err), &err);
+    IT_OK(it_data_path("crds/widget-crd.json", crd, sizeof(crd)), &err);
+    IT_OK(it_crd_apply(client, crd, WAIT, &err), &err);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    assert_int_equal(it_ns_delete(client, ns, WAIT), 0);
+    assert_int_equal(
+        kube_delete(client, &KUBE_RES_CRDS, NULL, "widgets.testing.agents.x-k8s.io", NULL), 0);
+    assert_int_equal(
+        it_wait_gone(client, &KUBE_RES_CRDS, NULL, "widgets.testing.agents.x-k8s.io", WAIT), 0);
+    kube_client_free(client);
+    return 0;
+}
+
+static void test_configmap_crud(void **state)
+{
+    struct kube_err err;
+    json_t *obj = configmap("cm1", "k", "v1"), *got = NULL, *upd = NULL, *stale = NULL;
+    (void)state;
+
+    IT_OK(kube_create(client, &KUBE_RES_CONFIGMAPS, ns, obj, &got, &err), &err);
+    assert_non_null(kube_obj_uid(got));
+    assert_int_equal(kube_create(client, &KUBE_RES_CONFIGMAPS, ns, obj, NULL, &err), -EEXIST);
+    assert_true(kube_err_is_already_exists(&err));
+    json_decref(got);
+
+    IT_OK(kube_get(client, &KUBE_RES_CONFIGMAPS, ns, "cm1", &got, &err), &err);
+    assert_string_equal(kube_obj_path_str(got, "data.k"), "v1");
+    stale = json_deep_copy(got);
+    json_object_set_new(json_object_get(got, "data"), "k", json_string("v2"));
+    IT_OK(kube_update(client, &KUBE_RES_CONFIGMAPS, ns, got, &upd, &err), &err);
+    assert_string_equal(kube_obj_path_str(upd, "data.k"), "v2");
+    assert_string_not_equal(kube_obj_resource_version(upd), kube_obj_resource_version(stale));
+
+    /* An update carrying the old resourceVersion loses the optimistic-concurrency race. */
+    json_object_set_new(json_object_get(stale, "data"), "k", json_string("v3"));
+    assert_int_equal(kube_update(client, &KUBE_RES_CONFIGMAPS, ns, stale, NULL, &err), -EBUSY);
+    assert_true(kube_err_is_conflict(&err));
+    assert_int_equal(err.http_status, 409);
+
+    IT_OK(kube_delete(client, &KUBE_RES_CONFIGMAPS, ns, "cm1", &err), &err);
+    assert_int_equal(kube_get(client, &KUBE_RES_CONFIGMAPS, ns, "cm1", NULL, &err), -ENOENT);
+    assert_true(kube_err_is_not_found(&err));
+    assert_int_equal(kube_delete(client, &KUBE_RES_CONFIGMAPS, ns, "cm1", &err), -ENOENT);
+    json_decref(obj);
+    json_decref(got);
+    json_decref(upd);
+    json_decref(stale);
+}
+
+static void test_widget_crud(void **state)
+{
+    struct kube_err err;
+    json_t *obj = widget("w1", 1, "red"), *got = NULL, *upd = NULL, *bad;
+    (void)state;
+
+    IT_OK(kube_create(client, &WIDGETS, ns, obj, &got, &err), &err);
+    assert_int_equal(kube_obj_generation(got), 1);
+    json_decref(got);
+    IT_OK(kube_get(client, &WIDGETS, ns, "w1", &got, &err), &err);
+    assert_string_equal(kube_obj_path_str(got, "spec.color"), "red");
+    json_object_set_new(json_object_get(got, "spec"), "color", json_string("blue"));
+    IT_OK(kube_update(client, &WIDGETS, ns, got, &upd, &err), &err);
+    assert_string_equal(kube_obj_path_str(upd, "spec.color"), "blue");
+    assert_int_equal(kube_obj_generation(upd), 2);
+
+    /* The schema is enforced: replicas has a maximum of 1000. */
+    bad = widget("w-bad", 5000, "red");
+    assert_int_equal(kube_create(client, &WIDGETS, ns, bad, NULL, &err), -EINVAL);
+    assert_true(kube_err_is_invalid(&err));
+
+    IT_OK(kube_delete(client, &WIDGETS, ns, "w1", &err), &err);
+    assert_int_equal(it_wait_gone(client, &WIDGETS, ns, "w1", WAIT), 0);
+    json_decref(obj);
+    json_decref(got);
+    json_decref(upd);
+    json_decref(bad);
+}
+
+/* Status writes touch only status; main-resource writes only spec. */
+static void test_status_subresource(void **state)
+{
+    struct kube_err err;
+    json_t *obj = widget("w-status", 2, "red"), *cur = NULL, *after = NULL;
+    (void)state;
+
+    IT_OK(kube_create(client, &WIDGETS, ns, obj, &cur, &err), &err);
+    json_object_set_new(cur, "status", json_pack("{s:s, s:i}", "phase", "Running", "replicas", 2));
+    json_object_set_new(json_object_get(cur, "spec"), "color", json_string("green"));
+    IT_OK(kube_update_status(client, &WIDGETS, ns, cur, &after, &err), &err);
+    assert_string_equal(kube_obj_path_str(after, "status.phase"), "Running");
+    assert_string_equal(kube_obj_path_str(after, "spec.color"), "red");
+    assert_int_equal(kube_obj_generation(after), 1);
+    json_decref(cur);
+
+    cur = after;
+    after = NULL;
+    json_object_set_new(json_object_get(cur, "status"), "phase", json_string("Lost"));
+    json_object_set_new(json_object_get(cur, "spec"), "color", json_string("yellow"));
+    IT_OK(kube_update(client, &WIDGETS, ns, cur, &after, &err), &err);
+    assert_string_equal(kube_obj_path_str(after, "spec.color"), "yellow");
+    assert_string_equal(kube_obj_path_str(after, "status.phase"), "Running");
+    assert_int_equal(kube_obj_generation(after), 2);
+    json_decref(obj);
+    json_decref(cur);
+    json_decref(after);
+}
+
+static void test_scale_subresource(void **state)
+{
+    struct kube_err err;
+    struct kube_req req;
+    json_t *obj = widget("w-scale", 3, "red"), *scale = NULL, *patch, *got = NULL;
+    (void)state;
+
+    IT_OK(kube_create(client, &WIDGETS, ns, obj, NULL, &err), &err);
+    kube_req_init(&req, "GET", &WIDGETS);
+    req.ns = ns;
+    req.name = "w-scale";
+    req.subresource = "scale";
+    IT_OK(kube_request(client, &req, &scale, &err), &err);
+    assert_string_equal(kube_obj_kind(scale), "Scale");
+    assert_int_equal(json_integer_value(kube_obj_path(scale, "spec.replicas")), 3);
+
+    patch = json_pack("{s:{s:i}}", "spec", "replicas", 7);
+    req.method = "PATCH";
+    req.body = patch;
+    req.patch_type = KUBE_PATCH_MERGE;
+    IT_OK(kube_request(client, &req, NULL, &err), &err);
+    IT_OK(kube_get(client, &WIDGETS, ns, "w-scale", &got, &err), &err);
+    assert_int_equal(json_integer_value(kube_obj_path(got, "spec.replicas")), 7);
+    json_decref(obj);
+    json_decref(scale);
+    json_decref(patch);
+    json_decref(got);
+}
+
+static void create_page_objects(int n)
+{
+    struct kube_err err;
+    char name[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "page-%03d", i);
+        json_t *obj = configmap(name, "i", name);
+        json_object_set_new(json_object_get(obj, "metadata"), "labels",
+                            json_pack("{s:s}", "it", "page"));
+        IT_OK(kube_create(client, &KUBE_RES_CONFIGMAPS, ns, obj, NULL, &err), &err);
+        json_decref(obj);
+    }
+}
+
+/* Marks each item of a page in seen[]; fails on a duplicate or a stranger. */
+static void mark_page(const json_t *items, bool *seen, int n)
+{
+    size_t i;
+    const json_t *it;
+    json_array_foreach(items, i, it)
+    {
+        int idx = -1;
+        assert_int_equal(sscanf(kube_obj_name(it), "page-%d", &idx), 1);
+        assert_true(idx >= 0 && idx < n);
+        assert_false(seen[idx]);
+        seen[idx] = true;
+    }
+}
+
+static void test_paginated_list(void **state)
+{
+    enum { N = 120, LIMIT = 25 };
+    struct kube_err err;
+    struct kube_req req;
+    bool seen[N] = {false};
+    char *cont = NULL;
+    int pages = 0;
+    (void)state;
+
+    create_page_objects(N);
+    kube_req_init(&req, "GET", &KUBE_RES_CONFIGMAPS);
+    req.ns = ns;
+    req.label_selector = "it=page";
+    req.limit = LIMIT;
+    do {
+        json_t *page = NULL;
+        req.continue_token = cont;
+        IT_OK(kube_request(client, &req, &page, &err), &err);
+        const json_t *items = json_object_get(page, "items");
+        assert_true(json_array_size(items) <= LIMIT);
+        mark_page(items, seen, N);
+        pages++;
+        xfree(cont);
+        const char *next = kube_obj_path_str(page, "metadata.continue");
+        cont = next && *next ? xstrdup(next) : NULL;
+        json_decref(page);
+    } while (cont && pages < 100);
+    assert_int_equal(pages, (N + LIMIT - 1) / LIMIT);
+    for (int i = 0; i < N; i++)
+        assert_true(seen[i]);
+
+    json_t *all = NULL;
+    req.limit = 0;
+    req.continue_token = NULL;
+    IT_OK(kube_list_all(client, &KUBE_RES_CONFIGMAPS, ns, &req, &all, &err), &err);
+    assert_int_equal(json_array_size(json_object_get(all, "items")), N);
+    assert_non_null(kube_obj_path_str(all, "metadata.resourceVersion"));
+    json_decref(all);
+}
+
+static int delete_with(const char *name, const char *uid, const char *rv, const char *policy,
+                       struct kube_err *err)
+{
+    struct kube_req req;
+    kube_req_init(&req, "DELETE", &KUBE_RES_CONFIGMAPS);
+    req.ns = ns;
+    req.name = name;
+    req.precondition_uid = uid;
+    req.precondition_rv = rv;
+    req.propagation_policy = policy;
+    return kube_request(client, &req, NULL, err);
+}
+
+static void test_delete_preconditions(void **state)
+{
+    struct kube_err err;
+    json_t *obj = configmap("pre", "k", "v"), *got = NULL;
+    (void)state;
+
+    IT_OK(kube_create(client, &KUBE_RES_CONFIGMAPS, ns, obj, &got, &err), &err);
+    assert_int_equal(delete_with("pre", "00000000-0000-0000-0000-000000000000", NULL, NULL, &err),
+                     -EBUSY);
+    assert_true(kube_err_is_conflict(&err));
+    assert_int_equal(delete_with("pre", NULL, "1", NULL, &err), -EBUSY);
+    assert_true(kube_err_is_conflict(&err));
+    IT_OK(kube_get(client, &KUBE_RES_CONFIGMAPS, ns, "pre", NULL, &err), &err);
+    IT_OK(delete_with("pre", kube_obj_uid(got), kube_obj_resource_version(got), NULL, &err), &err);
+    assert_int_equal(kube_get(client, &KUBE_RES_CONFIGMAPS, ns, "pre", NULL, &err), -ENOENT);
+    json_decref(obj);
+    json_decref(got);
+}
+
+/* Creates owner and a dependent that names it in ownerReferences. */
+static void create_owned_pair(const char *owner, const char *dep)
+{
+    struct kube_err err;
+    json_t *o = configmap(owner, "k", "v"), *got = NULL, *d = configmap(dep, "k", "v");
+    IT_OK(kube_create(client, &KUBE_RES_CONFIGMAPS, ns, o, &got, &err), &err);
+    json_t *ref = json_pack("[{s:s, s:s, s:s, s:s, s:b}]", "apiVersion", "v1", "kind", "ConfigMap",
+                            "name", owner, "uid", kube_obj_uid(got), "blockOwnerDeletion", 1);
+    json_object_set_new(json_object_get(d, "metadata"), "ownerReferences", ref);
+    IT_OK(kube_create(client, &KUBE_RES_CONFIGMAPS, ns, d, NULL, &err), &err);
+    json_decref(o);
+    json_decref(d);
+    json_decref(got);
+}
+
+struct orphan_ctx {
+    const char *name;
+};
+
+static bool orphaned(void *ctx)
+{
+    struct orphan_ctx *oc = ctx;
+    json_t *obj = NULL;
+    if (kube_get(client, &KUBE_RES_CONFIGMAPS, ns, oc->name, &obj, NULL) < 0)
+        return false;
+    bool none = json_array_size(kube_obj_path(obj, "metadata.ownerReferences")) == 0;
+    json_decref(obj);
+    return none;
+}
+
+/* Needs the garbage collector (kube-controller-manager of hack/apiserver.sh). */
+static void test_delete_propagation(void **state)
+{
+    struct kube_err err;
+    json_t *got = NULL;
+    (void)state;
+
+    create_owned_pair("fg-owner", "fg-dep");
+    IT_OK(delete_with("fg-owner", NULL, NULL, "Foreground", &err), &err);
+    IT_OK(kube_get(client, &KUBE_RES_CONFIGMAPS, ns, "fg-owner", &got, &err), &err);
+    assert_true(kube_obj_deleting(got));
+    assert_true(kube_obj_has_finalizer(got, "foregroundDeletion"));
+    assert_int_equal(it_wait_gone(client, &KUBE_RES_CONFIGMAPS, ns, "fg-dep", WAIT), 0);
+    assert_int_equal(it_wait_gone(client, &KUBE_RES_CONFIGMAPS, ns, "fg-owner", WAIT), 0);
+    json_decref(got);
+
+    create_owned_pair("bg-owner", "bg-dep");
+    IT_OK(delete_with("bg-owner", NULL, NULL, "Background", &err), &err);
+    assert_int_equal(kube_get(client, &KUBE_RES_CONFIGMAPS, ns, "bg-owner", NULL, &err), -ENOENT);
+    assert_int_equal(it_wait_gone(client, &KUBE_RES_CONFIGMAPS, ns, "bg-dep", WAIT), 0);
+
+    create_owned_pair("or-owner", "or-dep");
+    IT_OK(delete_with("or-owner", NULL, NULL, "Orphan", &err), &err);
+    assert_int_equal(it_wait_gone(client, &KUBE_RES_CONFIGMAPS, ns, "or-owner", WAIT), 0);
+    struct orphan_ctx oc = {.name = "or-dep"};
+    assert_int_equal(it_wait(orphaned, &oc, WAIT), 0);
+}
+
+static void test_dry_run(void **state)
+{
+    struct kube_err err;
+    struct kube_req req;
+    json_t *obj = configmap("dry", "k", "v"), *got = NULL;
+    (void)state;
+
+    kube_req_init(&req, "POST", &KUBE_RES_CONFIGMAPS);
+    req.ns = ns;
+    req.body = obj;
+    req.dry_run = true;
+    IT_OK(kube_request(client, &req, &got, &err), &err);
+    assert_string_equal(kube_obj_name(got), "dry");
+    assert_int_equal(kube_get(client, &KUBE_RES_CONFIGMAPS, ns, "dry", NULL, &err), -ENOENT);
+
+    /* A dry-run delete of a real object leaves it in place. */
+    IT_OK(kube_create(client, &KUBE_RES_CONFIGMAPS, ns, obj, NULL, &err), &err);
+    kube_req_init(&req, "DELETE", &KUBE_RES_CONFIGMAPS);
+    req.ns = ns;
+    req.name = "dry";
+    req.dry_run = true;
+    IT_OK(kube_request(client, &req, NULL, &err), &err);
+    IT_OK(kube_get(client, &KUBE_RES_CONFIGMAPS, ns, "dry", NULL, &err), &err);
+    json_decref(obj);
+    json_decref(got);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_configmap_crud),     cmocka_unit_test(test_widget_crud),
+        cmocka_unit_test(test_status_subresource), cmocka_unit_test(test_scale_subresource),
+        cmocka_unit_test(test_paginated_list),     cmocka_unit_test(test_delete_preconditions),
+        cmocka_unit_test(test_delete_propagation), cmocka_unit_test(test_dry_run),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
