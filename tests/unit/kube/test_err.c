@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* metav1.Status parsing, errno mapping and predicates. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <string.h>
+
+#include "kube/err.h"
+
+static void from(struct kube_err *e, long status, const char *body)
+{
+    kube_err_from_response(e, status, body, body ? strlen(body) : 0);
+}
+
+static void test_not_found(void **state)
+{
+    (void)state;
+    struct kube_err e;
+    from(&e, 404,
+         "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":"
+         "\"pods \\\"x\\\" not found\",\"reason\":\"NotFound\",\"details\":{\"name\":\"x\","
+         "\"kind\":\"pods\"},\"code\":404}");
+    assert_int_equal(e.code, -ENOENT);
+    assert_int_equal(e.http_status, 404);
+    assert_string_equal(e.reason, "NotFound");
+    assert_string_equal(e.message, "pods \"x\" not found");
+    assert_true(kube_err_is_not_found(&e));
+    assert_false(kube_err_is_conflict(&e));
+    assert_false(kube_err_is_retryable(&e));
+}
+
+static void test_conflicts(void **state)
+{
+    (void)state;
+    struct kube_err e;
+    from(&e, 409, "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"message\":\"exists\"}");
+    assert_int_equal(e.code, -EEXIST);
+    assert_true(kube_err_is_already_exists(&e));
+    assert_false(kube_err_is_conflict(&e));
+    from(&e, 409, "{\"kind\":\"Status\",\"reason\":\"Conflict\",\"message\":\"modified\"}");
+    assert_int_equal(e.code, -EBUSY);
+    assert_true(kube_err_is_conflict(&e));
+    assert_false(kube_err_is_already_exists(&e));
+}
+
+static void test_gone_and_throttle(void **state)
+{
+    (void)state;
+    struct kube_err e;
+    from(&e, 410, "{\"kind\":\"Status\",\"reason\":\"Expired\",\"message\":\"too old\"}");
+    assert_int_equal(e.code, -ESTALE);
+    assert_true(kube_err_is_gone(&e));
+    /* a watch ERROR event carries the Status without an HTTP status */
+    from(&e, 0, "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}");
+    assert_int_equal(e.http_status, 410);
+    assert_true(kube_err_is_gone(&e));
+    from(&e, 429,
+         "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\",\"details\":"
+         "{\"retryAfterSeconds\":3}}");
+    assert_int_equal(e.code, -EAGAIN);
+    assert_int_equal(e.retry_after_s, 3);
+    assert_true(kube_err_is_too_many_requests(&e));
+    assert_true(kube_err_is_retryable(&e));
+}
+
+static void test_non_status_bodies(void **state)
+{
+    (void)state;
+    struct kube_err e;
+    from(&e, 503, NULL);
+    assert_int_equal(e.code, -EIO);
+    assert_string_equal(e.message, "HTTP status 503");
+    assert_true(kube_err_is_retryable(&e));
+    from(&e, 502, "  <html>bad\ngateway</html>\n");
+    assert_string_equal(e.message, "<html>bad gateway</html>");
+    from(&e, 504, "x");
+    assert_int_equal(e.code, -ETIMEDOUT);
+    from(&e, 501, "x");
+    assert_false(kube_err_is_retryable(&e));
+    from(&e, 422, "{\"kind\":\"Status\",\"reason\":\"Invalid\"}");
+    assert_int_equal(e.code, -EINVAL);
+    assert_true(kube_err_is_invalid(&e));
+    from(&e, 403, "{}");
+    assert_int_equal(e.code, -EPERM);
+    assert_true(kube_err_is_forbidden(&e));
+    from(&e, 401, "{}");
+    assert_int_equal(e.code, -EACCES);
+    assert_true(kube_err_is_unauthorized(&e));
+    /* an overlong message is cut, not overflowed */
+    char big[3000];
+    memset(big, 'm', sizeof(big));
+    memcpy(big, "{\"message\":\"", 12);
+    memcpy(big + sizeof(big) - 3, "\"}", 3);
+    from(&e, 400, big);
+    assert_int_equal(strlen(e.message), sizeof(e.message) - 1);
+}
+
+static void test_codes_and_set(void **state)
+{
+    (void)state;
+    assert_int_equal(kube_err_code_for_status(200, NULL), 0);
+    assert_int_equal(kube_err_code_for_status(400, NULL), -EINVAL);
+    assert_int_equal(kube_err_code_for_status(409, NULL), -EBUSY);
+    assert_int_equal(kube_err_code_for_status(500, NULL), -EIO);
+    assert_int_equal(kube_err_code_for_status(418, NULL), -EPROTO);
+    struct kube_err e;
+    kube_err_set(&e, -ECONNREFUSED, "connect to %s failed", "127.0.0.1");
+    assert_int_equal(e.http_status, 0);
+    assert_string_equal(e.message, "connect to 127.0.0.1 failed");
+    assert_true(kube_err_is_retryable(&e));
+    kube_err_set(&e, -EPROTO, "tls");
+    assert_false(kube_err_is_retryable(&e));
+    kube_err_set(NULL, -EIO, "ignored");
+    assert_false(kube_err_is_not_found(NULL));
+    kube_err_clear(&e);
+    assert_int_equal(e.code, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_not_found),         cmocka_unit_test(test_conflicts),
+        cmocka_unit_test(test_gone_and_throttle), cmocka_unit_test(test_non_status_bodies),
+        cmocka_unit_test(test_codes_and_set),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Typed accessors over jansson objects. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+
+#include "kube/obj.h"
+
+static const char *pod_json =
+    "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\","
+    "\"uid\":\"u1\",\"resourceVersion\":\"42\",\"generation\":7,"
+    "\"deletionTimestamp\":\"2026-01-01T00:00:00Z\",\"labels\":{\"app\":\"x\"},"
+    "\"annotations\":{\"a/b\":\"c\"},\"finalizers\":[\"f1\",\"agents.x-k8s.io/f\"],"
+    "\"ownerReferences\":[{\"uid\":\"o1\"},{\"uid\":\"o2\",\"controller\":true}]},"
+    "\"status\":{\"podIP\":\"10.0.0.1\",\"conditions\":[{\"type\":\"Ready\",\"status\":"
+    "\"True\"},{\"type\":\"Scheduled\",\"status\":\"False\"}]}}";
+
+static void test_accessors(void **state)
+{
+    (void)state;
+    json_t *o = json_loads(pod_json, 0, NULL);
+    assert_non_null(o);
+    assert_string_equal(kube_obj_name(o), "p");
+    assert_string_equal(kube_obj_namespace(o), "ns");
+    assert_string_equal(kube_obj_uid(o), "u1");
+    assert_string_equal(kube_obj_resource_version(o), "42");
+    assert_string_equal(kube_obj_kind(o), "Pod");
+    assert_int_equal(kube_obj_generation(o), 7);
+    assert_true(kube_obj_deleting(o));
+    assert_string_equal(kube_obj_label(o, "app"), "x");
+    assert_null(kube_obj_label(o, "nope"));
+    assert_string_equal(kube_obj_annotation(o, "a/b"), "c");
+    assert_string_equal(kube_obj_controller_uid(o), "o2");
+    assert_true(kube_obj_has_finalizer(o, "agents.x-k8s.io/f"));
+    assert_false(kube_obj_has_finalizer(o, "f"));
+    assert_string_equal(kube_obj_path_str(o, "status.podIP"), "10.0.0.1");
+    assert_null(kube_obj_path(o, "status.podIP.x"));
+    assert_null(kube_obj_path(o, "status.nope"));
+    assert_true(kube_obj_condition_true(o, "Ready"));
+    assert_false(kube_obj_condition_true(o, "Scheduled"));
+    assert_null(kube_obj_condition(o, "Other"));
+    struct buf b;
+    buf_init(&b, 64);
+    assert_int_equal(kube_obj_key(o, &b), 0);
+    assert_string_equal(buf_str(&b), "ns/p");
+    buf_done(&b);
+    json_decref(o);
+}
+
+static void test_absent_and_wrong_types(void **state)
+{
+    (void)state;
+    json_t *o = json_loads("{\"metadata\":{\"name\":5,\"labels\":[],\"deletionTimestamp\":null,"
+                           "\"ownerReferences\":{}}}",
+                           0, NULL);
+    assert_null(kube_obj_name(o));
+    assert_null(kube_obj_label(o, "x"));
+    assert_false(kube_obj_deleting(o));
+    assert_null(kube_obj_controller_ref(o));
+    assert_int_equal(kube_obj_generation(o), 0);
+    assert_null(kube_obj_name(NULL));
+    struct buf b;
+    buf_init(&b, 64);
+    assert_int_equal(kube_obj_key(o, &b), -EINVAL);
+    json_decref(o);
+    o = json_object();
+    kube_obj_set_meta_str(o, "name", "cluster-thing");
+    kube_obj_set_meta_str(o, "resourceVersion", "9");
+    assert_string_equal(kube_obj_name(o), "cluster-thing");
+    assert_string_equal(kube_obj_resource_version(o), "9");
+    assert_int_equal(kube_obj_key(o, &b), 0);
+    assert_string_equal(buf_str(&b), "cluster-thing");
+    buf_done(&b);
+    json_decref(o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accessors),
+        cmocka_unit_test(test_absent_and_wrong_types),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
