@@ -536,6 +536,45 @@ static void test_bad_opts(void **state)
     events_recorder_free(NULL);
 }
 
+struct recorder_thread {
+    struct events_recorder *r;
+    json_t *obj;
+};
+
+static void *record_many(void *arg)
+{
+    struct recorder_thread *t = arg;
+
+    for (int i = 0; i < 100; i++)
+        events_record(t->r, t->obj, EVENTS_NORMAL, "Busy", "same message");
+    return NULL;
+}
+
+static void test_concurrent_record(void **state)
+{
+    struct fx *x = *state;
+    struct recorder_thread t[4];
+    pthread_t tid[4];
+    char name[16];
+
+    fx_start(x);
+    for (int i = 0; i < 4; i++) {
+        (void)snprintf(name, sizeof(name), "sb%d", i);
+        t[i] = (struct recorder_thread){.r = x->r, .obj = make_obj("Sandbox", "ns1", name)};
+        assert_int_equal(pthread_create(&tid[i], NULL, record_many, &t[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_join(tid[i], NULL), 0);
+    events_flush(x->r);
+    /* Each object gets its burst; each burst collapses into one Event. */
+    assert_int_equal(stats(x).recorded, 4 * LIMIT_EVENT_BURST);
+    assert_int_equal(stats(x).dropped_spam, 4 * (100 - LIMIT_EVENT_BURST));
+    assert_int_equal(x->api.creates, 4);
+    assert_int_equal(x->api.patches, 4 * (LIMIT_EVENT_BURST - 1));
+    for (int i = 0; i < 4; i++)
+        json_decref(t[i].obj);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +590,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failures_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_scoped_object, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_writes_queue_then_drops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_opts, setup, teardown),
     };
 
