@@ -84,7 +84,8 @@ def load_openapi(bindir, refresh, verbose):
     cache_root, key = cache_dir(bindir, version)
     if key is None:
         raise SystemExit(
-            f"gen-crds: {bindir}/kube-apiserver not found: run hack/build-k8s.sh etcd kube-apiserver"
+            f"gen-crds: {bindir}/kube-apiserver not found: "
+            "run hack/build-k8s.sh etcd kube-apiserver"
         )
     cdir = os.path.join(cache_root, "openapi", key)
     paths = {name: os.path.join(cdir, name) for name in DOCUMENTS}

@@ -15,6 +15,7 @@ generates in its --cert-dir; the client verifies it against that file.
 """
 
 import atexit
+import base64
 import json
 import os
 import shutil
@@ -215,6 +216,22 @@ class LocalAPIServer:
 
     def _path(self, *parts):
         return os.path.join(self.dir, *parts)
+
+    def write_kubeconfig(self, path):
+        """Write an admin kubeconfig for this server (token auth) to path."""
+        with open(self._path("certs", "apiserver.crt"), "rb") as f:
+            ca = base64.b64encode(f.read()).decode()
+        text = (
+            "apiVersion: v1\nkind: Config\n"
+            f"clusters:\n- name: local\n  cluster:\n    server: https://127.0.0.1:{self.port}\n"
+            f"    certificate-authority-data: {ca}\n"
+            f"users:\n- name: admin\n  user:\n    token: {self.token}\n"
+            "contexts:\n- name: local\n  context:\n    cluster: local\n    user: admin\n"
+            "    namespace: default\ncurrent-context: local\n"
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
 
     # --- client ----------------------------------------------------------------
 

@@ -163,7 +163,8 @@ class Resolver:
         out = {}
         for key, value in node.items():
             self._convert_key(out, key, value, stack, where)
-        if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
+        free_form = "properties" not in out and "additionalProperties" not in out
+        if out.get("type") == "object" and free_form:
             out["x-kubernetes-preserve-unknown-fields"] = True
         if out.get("x-kubernetes-list-type") == "map":
             self._fix_list_map_keys(out, where)

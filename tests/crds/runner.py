@@ -69,6 +69,9 @@ def main():
             t0 = time.monotonic()
             try:
                 fn(**kwargs)
+            except support.Skip as e:
+                skipped += 1
+                print(f"skip {mod}.{name}: {e}")
             except Exception:  # noqa: BLE001 - report every failure
                 failed += 1
                 print(f"FAIL {mod}.{name}")

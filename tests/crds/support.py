@@ -27,6 +27,10 @@ class Failure(AssertionError):
     pass
 
 
+class Skip(Exception):
+    """Raised by a test whose prerequisite is missing (reported, not counted as passed)."""
+
+
 def check(cond, msg):
     if not cond:
         raise Failure(msg)

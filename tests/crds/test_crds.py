@@ -444,3 +444,27 @@ def test_volume_claim_templates_are_immutable(api):
     code, body = update_spec(api, plain, attach)
     check(code == 422 and "volumeClaimTemplates is immutable" in message(body),
           f"adding volumeClaimTemplates: HTTP {code}: {message(body)}")
+
+
+def test_kubectl_apply_and_get(api):
+    kubectl = os.path.join(os.environ.get("AS_K8S_BINDIR",
+                                          os.path.join(support.ROOT, ".cache", "bin")), "kubectl")
+    if not os.access(kubectl, os.X_OK):
+        raise support.Skip(f"{kubectl} not built")
+    with tempfile.TemporaryDirectory() as tmp:
+        kc = os.path.join(tmp, "kubeconfig")
+        api.write_kubeconfig(kc)
+
+        def run(*args):
+            r = subprocess.run([kubectl, "--kubeconfig", kc, *args], capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == 0, f"kubectl {' '.join(args)}: {r.stdout}{r.stderr}")
+            return r.stdout
+
+        # Client-side apply keeps the whole CRD in an annotation limited to 256 KiB.
+        run("apply", "-f", support.CRD_DIR)
+        run("apply", "-f", os.path.join(support.EXAMPLES, "sandboxwarmpool-full.yaml"))
+        header = run("get", "swp", "python-full-pool").splitlines()[0].split()
+        check(header == ["NAME", "READY", "DESIRED", "AGE"], f"kubectl get swp: {header}")
+        explained = run("explain", "sandbox.spec.operatingMode")
+        check("Suspended" in explained, f"kubectl explain: {explained}")
