@@ -468,3 +468,24 @@ def test_kubectl_apply_and_get(api):
         check(header == ["NAME", "READY", "DESIRED", "AGE"], f"kubectl get swp: {header}")
         explained = run("explain", "sandbox.spec.operatingMode")
         check("Suspended" in explained, f"kubectl explain: {explained}")
+
+
+def test_go_client_nulls_are_accepted(api):
+    # Go clients serialize zero ObjectMeta times and nil pointers as null; they
+    # must be dropped, not rejected.
+    sb = minimal_sandbox("go-nulls")
+    tmpl = sb["spec"]["podTemplate"]
+    tmpl["metadata"] = {"creationTimestamp": None, "labels": {"a": "b"}}
+    ctr = tmpl["spec"]["containers"][0]
+    ctr["resources"] = {}
+    ctr["securityContext"] = None
+    tmpl["spec"]["volumes"] = [{"name": "eph", "ephemeral": {"volumeClaimTemplate": {
+        "metadata": {"creationTimestamp": None, "labels": {"x": "y"}},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}}}}]
+    _, body = create(api, sb)
+    stored = body["spec"]["podTemplate"]
+    check(stored["metadata"] == {"labels": {"a": "b"}}, f"pod metadata {stored['metadata']}")
+    check("securityContext" not in stored["spec"]["containers"][0], "null kept")
+    eph = stored["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["metadata"]
+    check(eph == {"labels": {"x": "y"}}, f"ephemeral claim metadata {eph}")
