@@ -1,0 +1,599 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The client against a scripted HTTP/1.1 server on 127.0.0.1: retries, Retry-After,
+ * 401 token refresh, request bodies, paging, connection reuse and streams. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "kube/client.h"
+
+#define MAX_CONNS 16
+#define MAX_REQS  64
+
+struct srv_req {
+    char method[16];
+    char target[2048];
+    char auth[256];
+    char ctype[128];
+    char body[8192];
+};
+
+struct srv;
+/* Writes a response for rq on fd. Returns 0 to keep the connection, 1 to close it. */
+typedef int srv_handler(struct srv *s, const struct srv_req *rq, int n, int fd);
+
+struct srv {
+    int lfd, port, wake[2];
+    pthread_t th;
+    pthread_mutex_t lock;
+    struct srv_req reqs[MAX_REQS];
+    int nreq;
+    int accepted;
+    srv_handler *handler;
+    char tmp[256];
+    char token_file[300];
+};
+
+static struct srv S;
+
+static void send_all(int fd, const char *p)
+{
+    size_t len = strlen(p);
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n <= 0)
+            return;
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+static void respond(int fd, int status, const char *extra, const char *body)
+{
+    char head[1024];
+    (void)snprintf(head, sizeof(head),
+                   "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s"
+                   "\r\n",
+                   status, strlen(body), extra ? extra : "");
+    send_all(fd, head);
+    send_all(fd, body);
+}
+
+static void header_value(const char *head, const char *name, char *out, size_t size)
+{
+    const char *p = strcasestr(head, name);
+    out[0] = '\0';
+    if (!p)
+        return;
+    p += strlen(name);
+    size_t n = strcspn(p, "\r\n");
+    (void)snprintf(out, size, "%.*s", (int)n, p);
+}
+
+/* Parses one complete request from b, if there is one; returns its length. */
+static size_t parse_req(struct buf *b, struct srv_req *rq)
+{
+    const char *end = b->data ? strstr(b->data, "\r\n\r\n") : NULL;
+    if (!end)
+        return 0;
+    size_t head_len = (size_t)(end - b->data) + 4;
+    char cl[32];
+    header_value(b->data, "\r\nContent-Length: ", cl, sizeof(cl));
+    size_t body_len = cl[0] ? (size_t)strtoul(cl, NULL, 10) : 0;
+    if (b->len < head_len + body_len)
+        return 0;
+    memset(rq, 0, sizeof(*rq));
+    (void)sscanf(b->data, "%15s %2047s", rq->method, rq->target);
+    header_value(b->data, "\r\nAuthorization: ", rq->auth, sizeof(rq->auth));
+    header_value(b->data, "\r\nContent-Type: ", rq->ctype, sizeof(rq->ctype));
+    (void)snprintf(rq->body, sizeof(rq->body), "%.*s", (int)body_len, b->data + head_len);
+    return head_len + body_len;
+}
+
+/* Handles what arrived on a connection; returns false when it is to be closed. */
+static bool serve_conn(int fd, struct buf *b)
+{
+    char chunk[4096];
+    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+    if (n <= 0 || buf_append(b, chunk, (size_t)n) < 0)
+        return false;
+    struct srv_req rq;
+    size_t used;
+    while ((used = parse_req(b, &rq)) > 0) {
+        buf_consume(b, used);
+        pthread_mutex_lock(&S.lock);
+        int idx = S.nreq < MAX_REQS ? S.nreq++ : MAX_REQS - 1;
+        S.reqs[idx] = rq;
+        srv_handler *h = S.handler;
+        pthread_mutex_unlock(&S.lock);
+        if (h(&S, &rq, idx, fd))
+            return false;
+    }
+    return true;
+}
+
+static void *srv_main(void *arg)
+{
+    (void)arg;
+    struct pollfd p[MAX_CONNS + 2];
+    struct buf bufs[MAX_CONNS + 2];
+    int n = 2;
+    p[0] = (struct pollfd){.fd = S.lfd, .events = POLLIN};
+    p[1] = (struct pollfd){.fd = S.wake[0], .events = POLLIN};
+    for (;;) {
+        if (poll(p, (nfds_t)n, -1) < 0)
+            continue;
+        if (p[1].revents)
+            break;
+        if ((p[0].revents & POLLIN) && n < MAX_CONNS + 2) {
+            int fd = accept(S.lfd, NULL, NULL);
+            pthread_mutex_lock(&S.lock);
+            S.accepted++;
+            pthread_mutex_unlock(&S.lock);
+            p[n] = (struct pollfd){.fd = fd, .events = POLLIN};
+            buf_init(&bufs[n++], 1 << 20);
+        }
+        for (int i = 2; i < n; i++) {
+            if (!p[i].revents || serve_conn(p[i].fd, &bufs[i]))
+                continue;
+            (void)close(p[i].fd);
+            buf_done(&bufs[i]);
+            p[i] = p[n - 1];
+            bufs[i] = bufs[n - 1];
+            n--;
+            i--;
+        }
+    }
+    for (int i = 2; i < n; i++) {
+        (void)close(p[i].fd);
+        buf_done(&bufs[i]);
+    }
+    return NULL;
+}
+
+static void write_file(const char *path, const char *content)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(content, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&S, 0, sizeof(S));
+    pthread_mutex_init(&S.lock, NULL);
+    S.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    assert_int_equal(bind(S.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(S.lfd, 16), 0);
+    assert_int_equal(getsockname(S.lfd, (struct sockaddr *)&a, &alen), 0);
+    S.port = ntohs(a.sin_port);
+    assert_int_equal(pipe(S.wake), 0);
+    (void)snprintf(S.tmp, sizeof(S.tmp), "/tmp/as-test-http-XXXXXX");
+    assert_non_null(mkdtemp(S.tmp));
+    (void)snprintf(S.token_file, sizeof(S.token_file), "%s/token", S.tmp);
+    write_file(S.token_file, "old");
+    assert_int_equal(pthread_create(&S.th, NULL, srv_main, NULL), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    assert_int_equal(write(S.wake[1], "x", 1), 1);
+    assert_int_equal(pthread_join(S.th, NULL), 0);
+    (void)close(S.lfd);
+    (void)close(S.wake[0]);
+    (void)close(S.wake[1]);
+    char cmd[400];
+    (void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", S.tmp);
+    assert_int_equal(system(cmd), 0);
+    pthread_mutex_destroy(&S.lock);
+    return 0;
+}
+
+static struct kube_client *client(int max_retries, srv_handler *h)
+{
+    char kc[400], text[1024];
+    (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", S.tmp);
+    (void)snprintf(text, sizeof(text),
+                   "current-context: t\nclusters:\n- name: k\n  cluster: {server: "
+                   "'http://127.0.0.1:%d'}\ncontexts:\n- name: t\n  context: {cluster: k, user: "
+                   "u, namespace: ns}\nusers:\n- name: u\n  user: {tokenFile: '%s'}\n",
+                   S.port, S.token_file);
+    write_file(kc, text);
+    write_file(S.token_file, "old");
+    struct kube_config *cfg = NULL;
+    struct kube_client *c = NULL;
+    struct kube_err e;
+    assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
+    struct kube_client_opts o = {.max_retries = max_retries, .timeout = 5 * USEC_PER_SEC};
+    assert_int_equal(kube_client_new(cfg, &o, &c), 0);
+    pthread_mutex_lock(&S.lock);
+    S.nreq = 0;
+    S.accepted = 0;
+    S.handler = h;
+    pthread_mutex_unlock(&S.lock);
+    return c;
+}
+
+static int server_requests(void)
+{
+    pthread_mutex_lock(&S.lock);
+    int n = S.nreq;
+    pthread_mutex_unlock(&S.lock);
+    return n;
+}
+
+static const char *pod = "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\"}}";
+
+static int h_503_then_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)rq;
+    if (n == 0)
+        respond(fd, 503, NULL, "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\"}");
+    else
+        respond(fd, 200, NULL, pod);
+    return 0;
+}
+
+static void test_retry_5xx(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(-1, h_503_then_ok);
+    json_t *o = NULL;
+    struct kube_client_stats st;
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, NULL, "p", &o, NULL), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "metadata"), "name")),
+                        "p");
+    json_decref(o);
+    kube_client_stats(c, &st);
+    assert_int_equal(st.requests, 2);
+    assert_int_equal(st.retries, 1);
+    assert_int_equal(server_requests(), 2);
+    assert_string_equal(S.reqs[0].target, "/api/v1/namespaces/ns/pods/p");
+    assert_string_equal(S.reqs[0].auth, "Bearer old");
+    /* the same connection served both */
+    assert_int_equal(st.connections, 1);
+    kube_client_free(c);
+}
+
+static int h_429_then_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)rq;
+    if (n == 0)
+        respond(fd, 429, "Retry-After: 1\r\n",
+                "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\",\"code\":429}");
+    else
+        respond(fd, 200, NULL, pod);
+    return 0;
+}
+
+static void test_retry_after(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(3, h_429_then_ok);
+    usec_t start = clock_now();
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, NULL), 0);
+    assert_true(clock_now() - start >= USEC_PER_SEC);
+    assert_int_equal(server_requests(), 2);
+    kube_client_free(c);
+
+    /* with retries off the 429 comes back with its Retry-After */
+    c = client(0, h_429_then_ok);
+    struct kube_err e;
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, &e), -EAGAIN);
+    assert_true(kube_err_is_too_many_requests(&e));
+    assert_int_equal(e.retry_after_s, 1);
+    assert_int_equal(server_requests(), 1);
+    kube_client_free(c);
+}
+
+static int h_401_rotate(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)n;
+    if (strcmp(rq->auth, "Bearer new") != 0) {
+        write_file(s->token_file, "new"); /* the token rotates; the old one is refused */
+        respond(fd, 401, NULL, "{\"kind\":\"Status\",\"reason\":\"Unauthorized\"}");
+    } else {
+        respond(fd, 200, NULL, pod);
+    }
+    return 0;
+}
+
+static void test_401_refresh(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(0, h_401_rotate);
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, NULL), 0);
+    assert_int_equal(server_requests(), 2);
+    assert_string_equal(S.reqs[0].auth, "Bearer old");
+    assert_string_equal(S.reqs[1].auth, "Bearer new");
+    kube_client_free(c);
+}
+
+static int h_status(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)n;
+    if (strcmp(rq->method, "POST") == 0)
+        respond(fd, 409, NULL,
+                "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"message\":\"exists\"}");
+    else
+        respond(fd, 404, NULL, "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"message\":\"nf\"}");
+    return 0;
+}
+
+static void test_errors_not_retried(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(-1, h_status);
+    struct kube_err e;
+    json_t *o = (json_t *)0x1; /* untouched on failure */
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", &o, &e), -ENOENT);
+    assert_ptr_equal(o, (json_t *)0x1);
+    assert_true(kube_err_is_not_found(&e));
+    assert_string_equal(e.message, "nf");
+    json_t *obj = json_loads(pod, 0, NULL);
+    assert_int_equal(kube_create(c, &KUBE_RES_PODS, NULL, obj, NULL, &e), -EEXIST);
+    assert_true(kube_err_is_already_exists(&e));
+    assert_int_equal(server_requests(), 2);
+    assert_string_equal(S.reqs[1].target, "/api/v1/namespaces/ns/pods");
+    assert_string_equal(S.reqs[1].ctype, "application/json");
+    assert_string_equal(S.reqs[1].body, pod);
+    json_decref(obj);
+    kube_client_free(c);
+}
+
+static int h_drop_first(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)rq;
+    if (n == 0)
+        return 1; /* close without answering */
+    respond(fd, 200, NULL, pod);
+    return 0;
+}
+
+static void test_transport_retry(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(-1, h_drop_first);
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, NULL), 0);
+    assert_int_equal(server_requests(), 2);
+    kube_client_free(c);
+
+    /* a POST may have been applied: a dropped connection is not retried */
+    c = client(-1, h_drop_first);
+    struct kube_err e;
+    json_t *obj = json_loads(pod, 0, NULL);
+    int r = kube_create(c, &KUBE_RES_PODS, "ns", obj, NULL, &e);
+    assert_true(r < 0);
+    assert_int_equal(e.http_status, 0);
+    assert_int_equal(server_requests(), 1);
+    json_decref(obj);
+    kube_client_free(c);
+}
+
+static int h_echo_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)rq;
+    (void)n;
+    respond(fd, 200, NULL, pod);
+    return 0;
+}
+
+static void test_connection_reuse_and_bodies(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(0, h_echo_ok);
+    struct kube_req r;
+    kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+    r.ns = "ns";
+    r.name = "s";
+    r.propagation_policy = "Foreground";
+    r.precondition_uid = "u-1";
+    r.precondition_rv = "7";
+    r.grace_period_seconds = 0;
+    assert_int_equal(kube_request(c, &r, NULL, NULL), 0);
+    assert_string_equal(S.reqs[0].method, "DELETE");
+    assert_string_equal(S.reqs[0].body,
+                        "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"propagationPolicy\":"
+                        "\"Foreground\",\"gracePeriodSeconds\":0,\"preconditions\":{\"uid\":"
+                        "\"u-1\",\"resourceVersion\":\"7\"}}");
+
+    json_t *obj = json_pack("{s:{s:s}}", "metadata", "name", "s");
+    assert_int_equal(kube_apply(c, &KUBE_RES_SANDBOXES, "ns", obj, "ctl", true, NULL, NULL), 0);
+    assert_string_equal(S.reqs[1].method, "PATCH");
+    assert_string_equal(S.reqs[1].ctype, "application/apply-patch+yaml");
+    assert_string_equal(S.reqs[1].target, "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/"
+                                          "s?fieldManager=ctl&force=true");
+    assert_non_null(strstr(S.reqs[1].body, "\"apiVersion\":\"agents.x-k8s.io/v1beta1\""));
+    assert_non_null(strstr(S.reqs[1].body, "\"kind\":\"Sandbox\""));
+    assert_null(json_object_get(obj, "kind")); /* the caller's object is not modified */
+
+    assert_int_equal(kube_update_status(c, &KUBE_RES_SANDBOXES, NULL, obj, NULL, NULL), 0);
+    assert_string_equal(S.reqs[2].method, "PUT");
+    assert_string_equal(S.reqs[2].target,
+                        "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/s/status");
+    assert_int_equal(
+        kube_patch(c, &KUBE_RES_PODS, "ns", "p", KUBE_PATCH_STRATEGIC, obj, NULL, NULL), 0);
+    assert_string_equal(S.reqs[3].ctype, "application/strategic-merge-patch+json");
+    json_decref(obj);
+
+    struct kube_client_stats st;
+    kube_client_stats(c, &st);
+    assert_int_equal(st.requests, 4);
+    assert_int_equal(st.connections, 1); /* one kept-alive connection for all */
+    assert_int_equal(S.accepted, 1);
+    kube_client_free(c);
+}
+
+static int h_pages(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    if (strstr(rq->target, "continue=c1") && n == 1) {
+        respond(fd, 410, NULL, "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}");
+    } else if (strstr(rq->target, "continue=c1")) {
+        respond(fd, 200, NULL,
+                "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+                "\"100\"},\"items\":[{\"metadata\":{\"name\":\"c\"}}]}");
+    } else {
+        respond(fd, 200, NULL,
+                "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+                "\"100\",\"continue\":\"c1\"},\"items\":[{\"metadata\":{\"name\":\"a\"}},"
+                "{\"metadata\":{\"name\":\"b\"}}]}");
+    }
+    return 0;
+}
+
+static void test_list_all(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(0, h_pages);
+    struct kube_req r;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.label_selector = "app=x";
+    r.resource_version = "0";
+    r.limit = 2;
+    json_t *l = NULL;
+    assert_int_equal(kube_list_all(c, &KUBE_RES_PODS, "ns", &r, &l, NULL), 0);
+    /* first page, 410 on its continuation, then the whole list again */
+    assert_int_equal(server_requests(), 4);
+    assert_string_equal(S.reqs[0].target,
+                        "/api/v1/namespaces/ns/pods?labelSelector=app%3Dx&resourceVersion=0"
+                        "&limit=2");
+    assert_string_equal(S.reqs[3].target,
+                        "/api/v1/namespaces/ns/pods?labelSelector=app%3Dx&continue=c1&limit=2");
+    json_t *items = json_object_get(l, "items");
+    assert_int_equal(json_array_size(items), 3);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_array_get(items, 2), "metadata"), "name")),
+                        "c");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion")),
+        "100");
+    assert_string_equal(json_string_value(json_object_get(l, "kind")), "PodList");
+    json_decref(l);
+    kube_client_free(c);
+}
+
+static int h_stream(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)n;
+    if (strstr(rq->target, "/secrets")) {
+        respond(fd, 403, NULL, "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"message\":\"no\"}");
+        return 0;
+    }
+    if (!strstr(rq->target, "watch=true")) {
+        respond(fd, 200, NULL, pod);
+        return 0;
+    }
+    send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
+    if (strstr(rq->target, "configmaps"))
+        return 0; /* headers only, then silence */
+    send_all(fd, "11\r\n{\"type\":\"ADDED\"}\n\r\n");
+    if (strstr(rq->target, "services"))
+        send_all(fd, "0\r\n\r\n"); /* a normal end */
+    return 0;
+}
+
+struct sink {
+    struct buf got;
+    atomic_bool stop;
+    bool stop_on_data;
+    int ret;
+};
+
+static int on_chunk(void *ctx, const char *data, size_t len)
+{
+    struct sink *k = ctx;
+    assert_int_equal(buf_append(&k->got, data, len), 0);
+    if (k->stop_on_data)
+        atomic_store(&k->stop, true);
+    return k->ret;
+}
+
+static int stream(struct kube_client *c, const struct kube_res *res, struct sink *k, usec_t idle,
+                  struct kube_err *e)
+{
+    struct kube_req r;
+    kube_req_init(&r, "GET", res);
+    r.ns = "ns";
+    r.watch = true;
+    buf_init(&k->got, 1024);
+    atomic_init(&k->stop, false);
+    return kube_request_stream(c, &r, on_chunk, k, &k->stop, idle, e);
+}
+
+static void test_streams(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(0, h_stream);
+    struct kube_err e;
+    struct sink k = {.stop_on_data = true};
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, NULL), 0);
+    /* the stop flag ends a stream that the server keeps open */
+    assert_int_equal(stream(c, &KUBE_RES_PODS, &k, 0, &e), -ECANCELED);
+    assert_string_equal(buf_str(&k.got), "{\"type\":\"ADDED\"}\n");
+    buf_done(&k.got);
+    /* the watch did not borrow the pooled connection: a second one was opened */
+    assert_int_equal(S.accepted, 2);
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, NULL), 0);
+    assert_int_equal(S.accepted, 2);
+
+    k.ret = -EPIPE; /* the callback's error ends the stream */
+    assert_int_equal(stream(c, &KUBE_RES_PODS, &k, 0, &e), -EPIPE);
+    buf_done(&k.got);
+    k.ret = 0;
+    k.stop_on_data = false;
+    assert_int_equal(stream(c, &KUBE_RES_SERVICES, &k, 0, &e), 0);
+    assert_string_equal(buf_str(&k.got), "{\"type\":\"ADDED\"}\n");
+    buf_done(&k.got);
+    assert_int_equal(stream(c, &KUBE_RES_SECRETS, &k, 0, &e), -EPERM);
+    assert_true(kube_err_is_forbidden(&e));
+    assert_string_equal(e.message, "no");
+    assert_int_equal(k.got.len, 0);
+    buf_done(&k.got);
+    usec_t start = clock_now();
+    assert_int_equal(stream(c, &KUBE_RES_CONFIGMAPS, &k, USEC_PER_SEC, &e), -ETIMEDOUT);
+    assert_true(clock_now() - start >= USEC_PER_SEC);
+    buf_done(&k.got);
+    kube_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_retry_5xx),       cmocka_unit_test(test_retry_after),
+        cmocka_unit_test(test_401_refresh),     cmocka_unit_test(test_errors_not_retried),
+        cmocka_unit_test(test_transport_retry), cmocka_unit_test(test_connection_reuse_and_bodies),
+        cmocka_unit_test(test_list_all),        cmocka_unit_test(test_streams),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
