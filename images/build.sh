@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Build the local OCI images (no registry, no Docker) and import them into containerd.
+#
+#   images/build.sh pause                 pause image from images/pause/pause.c
+#   images/build.sh runtime               sandbox runtime image (debootstrap minbase)
+#   images/build.sh binaries NAME:TAG [--base scratch|runtime] [--entrypoint PATH] FILE...
+#                                         minimal image holding FILEs (plus their shared
+#                                         libraries) in /usr/local/bin
+#   images/build.sh import SOCKET ARCHIVE...   ctr -n k8s.io images import into containerd
+#   images/build.sh ref pause|runtime     print the image reference
+#
+# Each build prints the archive path (ARCHIVE; ARCHIVE.digest holds the manifest digest).
+# Archives live in $AS_IMAGES_CACHE (default .cache/images).
+#
+# Runtime image hook: the files of $AS_RUNTIME_EXTRA_DIR (default images/runtime/extra,
+# if it exists) are added as a top layer, e.g. usr/local/bin/sandboxd.
+source "$(dirname "$0")/../hack/lib.sh"
+source "$ROOT/images/lib.sh"
+
+PAUSE_REF=$IMAGE_PREFIX/pause:3.10
+RUNTIME_REF=$IMAGE_PREFIX/runtime:dev
+RUNTIME_SUITE=${AS_RUNTIME_SUITE:-bookworm}
+RUNTIME_EXTRA_DIR=${AS_RUNTIME_EXTRA_DIR:-$ROOT/images/runtime/extra}
+BUILD_ENV='["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8"]'
+
+usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
+
+# The Debian mirror apt is configured with (deb822 or one-line format).
+debian_mirror() {
+	[ -z "${AS_DEBIAN_MIRROR:-}" ] || { echo "$AS_DEBIAN_MIRROR"; return; }
+	local m
+	m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
+		awk '/^URIs:/ {u=$2} /^Suites:/ && / '"$RUNTIME_SUITE"'( |$)/ && u ~ /debian\/?$/ {print u; exit}')
+	[ -n "$m" ] || m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+		awk '$1 == "deb" && $3 == "'"$RUNTIME_SUITE"'" {print $2; exit}')
+	[ -n "$m" ] || die "no Debian mirror for $RUNTIME_SUITE in /etc/apt/sources.list*; set AS_DEBIAN_MIRROR"
+	echo "$m"
+}
+
+build_pause() {
+	need gcc "apt-get install gcc libc6-dev"
+	local dir=$IMAGES_CACHE/pause out=$IMAGES_CACHE/pause.oci.tar
+	mkdir -p "$dir/root"
+	gcc -std=gnu11 -static -Os -s -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+		-Wmissing-prototypes -Wformat=2 -Wvla -o "$dir/root/pause" "$ROOT/images/pause/pause.c" ||
+		die "cannot build the pause program (needs gcc and the static libc: libc6-dev)"
+	oci_layer_from_dir "$dir/layer.tar" "$dir/root" || die "pause layer failed"
+	oci_image "$out" "$PAUSE_REF" '["/pause"]' null "$BUILD_ENV" "$dir/layer.tar" ||
+		die "pause image failed"
+	echo "$out"
+}
+
+# runtime_base: debootstraps the base root file system once per package list and mirror;
+# prints the base layer's path.
+runtime_base() {
+	local mirror pkgs key dir layer
+	mirror=$(debian_mirror)
+	pkgs=$(grep -v '^#' "$ROOT/images/runtime/packages.txt" | xargs | tr ' ' ,)
+	key=$(printf '%s\n' "$RUNTIME_SUITE" "$mirror" "$pkgs" minbase-v1 | sha256sum | cut -c1-16)
+	dir=$IMAGES_CACHE/runtime-rootfs-$key
+	layer=$IMAGES_CACHE/runtime-base-$key.tar
+	if [ -s "$layer" ]; then echo "$layer"; return; fi
+	need debootstrap "apt-get install debootstrap"
+	rm -rf "$dir"
+	log "debootstrap $RUNTIME_SUITE minbase (+$pkgs) from $mirror (about a minute)"
+	debootstrap --variant=minbase --include="$pkgs" "$RUNTIME_SUITE" "$dir" "$mirror" \
+		>"$IMAGES_CACHE/debootstrap.log" 2>&1 ||
+		{ tail -20 "$IMAGES_CACHE/debootstrap.log" >&2; die "debootstrap failed (log: $IMAGES_CACHE/debootstrap.log)"; }
+	rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/* "$dir"/var/log/*.log
+	: >"$dir/etc/resolv.conf"
+	echo agent-sandbox >"$dir/etc/hostname"
+	oci_rootfs_layer "$layer" "$dir" || die "runtime base layer failed"
+	rm -rf "$dir"
+	# Keep only the current base layer.
+	find "$IMAGES_CACHE" -maxdepth 1 -name 'runtime-base-*.tar' ! -name "${layer##*/}" -delete
+	echo "$layer"
+}
+
+build_runtime() {
+	mkdir -p "$IMAGES_CACHE"
+	local base out=$IMAGES_CACHE/runtime.oci.tar layers stamp
+	base=$(runtime_base) || exit 1
+	layers=("$base")
+	stamp=${base##*/}
+	if [ -d "$RUNTIME_EXTRA_DIR" ]; then
+		oci_layer_from_dir "$IMAGES_CACHE/runtime-extra.tar" "$RUNTIME_EXTRA_DIR" ||
+			die "runtime extra layer failed"
+		layers+=("$IMAGES_CACHE/runtime-extra.tar")
+		stamp="$stamp $(oci_sha256 "$IMAGES_CACHE/runtime-extra.tar")"
+	fi
+	if [ -s "$out" ] && [ "$(cat "$out.stamp" 2>/dev/null)" = "$stamp" ]; then
+		echo "$out"
+		return
+	fi
+	oci_image "$out" "$RUNTIME_REF" null '["python3"]' "$BUILD_ENV" "${layers[@]}" ||
+		die "runtime image failed"
+	echo "$stamp" >"$out.stamp"
+	echo "$out"
+}
+
+# build_binaries NAME:TAG [--base scratch|runtime] [--entrypoint PATH] FILE...
+build_binaries() {
+	local ref=${1:?usage: binaries NAME:TAG FILE...} base=scratch ep="" files=() layers=()
+	shift
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--base) base=$2; shift 2 ;;
+		--entrypoint) ep=$2; shift 2 ;;
+		*) files+=("$1"); shift ;;
+		esac
+	done
+	[ ${#files[@]} -gt 0 ] || die "binaries: no files given"
+	case $ref in */*) ;; *) ref=$IMAGE_PREFIX/$ref ;; esac
+	case $ref in *:*) ;; *) ref=$ref:dev ;; esac
+	local name=${ref##*/}
+	name=${name//:/-}
+	local dir=$IMAGES_CACHE/bin-$name out=$IMAGES_CACHE/$name.oci.tar
+	rm -rf "$dir"
+	mkdir -p "$dir/root"
+	case $base in
+	scratch) oci_base_files "$dir/root" ;;
+	runtime) layers+=("$(runtime_base)") || exit 1 ;;
+	*) die "binaries: unknown base '$base' (scratch or runtime)" ;;
+	esac
+	oci_copy_with_libs "$dir/root" "${files[@]}"
+	oci_layer_from_dir "$dir/layer.tar" "$dir/root" || die "layer failed"
+	layers+=("$dir/layer.tar")
+	[ -n "$ep" ] || ep=/usr/local/bin/$(basename "${files[0]}")
+	oci_image "$out" "$ref" "$(oci_json_array "$ep")" null "$BUILD_ENV" "${layers[@]}" ||
+		die "image $ref failed"
+	echo "$out"
+}
+
+# import_images SOCKET ARCHIVE...: imports into the k8s.io namespace (unpacked for CRI).
+import_images() {
+	local sock=${1:?usage: import SOCKET ARCHIVE...} a
+	shift
+	for a in "$@"; do
+		ctr --address "$sock" -n k8s.io images import --no-unpack=false "$a" >/dev/null ||
+			die "ctr import of $a failed"
+	done
+}
+
+need jq "apt-get install jq"
+mkdir -p "$IMAGES_CACHE"
+case ${1:-} in
+pause) build_pause ;;
+runtime) build_runtime ;;
+binaries) shift; build_binaries "$@" ;;
+import) shift; import_images "$@" ;;
+ref)
+	case ${2:-} in
+	pause) echo "$PAUSE_REF" ;;
+	runtime) echo "$RUNTIME_REF" ;;
+	*) die "ref: pause or runtime" ;;
+	esac
+	;;
+-h | --help | help) usage ;;
+*) usage >&2; exit 2 ;;
+esac
