@@ -1,0 +1,553 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One HTTP/1.1 connection: a state machine over head -> body -> handler -> next request,
+ * one request at a time (pipelined bytes wait in the input buffer), with a single timer
+ * whose meaning depends on the state. Memory is released only in uv_close callbacks. */
+#include <errno.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "http/http_limits.h"
+#include "http/server_int.h"
+
+struct write_op {
+    uv_write_t req;
+    size_t len;
+    char data[];
+};
+
+static void conn_process(struct http_conn *c);
+static void on_timer(uv_timer_t *t);
+
+static uint64_t to_ms(usec_t u)
+{
+    return (u + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+}
+
+static void arm(struct http_conn *c, usec_t t, bool idle)
+{
+    c->idle_timer = idle;
+    (void)uv_timer_start(&c->timer, on_timer, to_ms(t), 0);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    struct http_conn *c = h->data;
+    if (--c->handles_open > 0)
+        return;
+    struct http_server *s = c->server;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    buf_done(&c->in);
+    xfree(c);
+    http__server_conn_gone(s);
+}
+
+/* Detaches the current request; tells its owner if no response was completed. */
+static void abort_req(struct http_conn *c)
+{
+    struct http_req *req = c->req;
+    if (!req)
+        return;
+    c->req = NULL;
+    req->conn = NULL;
+    if (req->resp != HTTP_RESP_DONE) {
+        req->aborted = true;
+        if (req->abort_fn)
+            req->abort_fn(req, req->abort_ctx);
+    }
+    http_req_unref(req);
+}
+
+void http__conn_close(struct http_conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    c->reading = false;
+    (void)uv_read_stop((uv_stream_t *)&c->tcp);
+    (void)uv_timer_stop(&c->timer);
+    abort_req(c);
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+static void on_shutdown(uv_shutdown_t *sr, int status)
+{
+    struct http_conn *c = sr->handle->data;
+    if (status < 0 || c->read_eof)
+        http__conn_close(c);
+}
+
+/* Ends the connection after the queued response: FIN after the writes, then keep reading
+ * (and discarding) for a while so that unread request bytes do not turn our close into a
+ * reset that destroys the response before the client read it. */
+static void conn_end(struct http_conn *c)
+{
+    if (c->closing || c->state == HTTP_CONN_LINGER)
+        return;
+    abort_req(c);
+    c->state = HTTP_CONN_LINGER;
+    c->keep_alive = false;
+    if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+        http__conn_close(c);
+        return;
+    }
+    arm(c, LIMIT_HTTP_LINGER, false);
+    http__conn_update_read(c);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct http_conn *c = t->data;
+    switch (c->state) {
+    case HTTP_CONN_HEAD:
+        if (c->in.len == 0) {
+            http__conn_close(c);
+            return;
+        }
+        http__write_error(c, 408, "request head not received in time");
+        conn_end(c);
+        return;
+    case HTTP_CONN_BODY:
+        if (c->req && c->req->resp == HTTP_RESP_NONE) {
+            http__write_error(c, 408, "request body not received in time");
+            conn_end(c);
+            return;
+        }
+        http__conn_close(c);
+        return;
+    case HTTP_CONN_LINGER:
+        http__conn_close(c);
+        return;
+    case HTTP_CONN_WAIT:
+        return;
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    struct http_conn *c = h->data;
+    (void)suggested;
+    *b = uv_buf_init(c->server->read_buf, LIMIT_HTTP_READ_CHUNK);
+}
+
+static void on_read_error(struct http_conn *c, ssize_t nread)
+{
+    if (nread != UV_EOF) {
+        http__conn_close(c);
+        return;
+    }
+    c->read_eof = true;
+    http__conn_update_read(c);
+    /* A half-closed client still gets the response to a request it completed. */
+    if (c->state == HTTP_CONN_WAIT)
+        return;
+    if (c->state == HTTP_CONN_HEAD && c->in.len > 0 && !c->in_process) {
+        conn_process(c);
+        return;
+    }
+    http__conn_close(c);
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *b)
+{
+    struct http_conn *c = stream->data;
+    if (nread == 0 || c->closing)
+        return;
+    if (nread < 0) {
+        on_read_error(c, nread);
+        return;
+    }
+    if (c->state == HTTP_CONN_LINGER)
+        return;
+    bool was_empty = c->in.len == 0;
+    if (buf_append(&c->in, b->base, (size_t)nread) < 0) {
+        http__conn_close(c);
+        return;
+    }
+    if (c->state == HTTP_CONN_HEAD && was_empty && c->idle_timer)
+        arm(c, c->server->opts.header_timeout, false);
+    else if (c->state == HTTP_CONN_BODY && !c->req->body_paused)
+        arm(c, c->server->opts.body_timeout, false);
+    conn_process(c);
+}
+
+void http__conn_update_read(struct http_conn *c)
+{
+    const struct http_server *s = c->server;
+    bool want = !c->closing && !c->read_eof;
+    if (want && c->state != HTTP_CONN_LINGER) {
+        if (c->queued >= s->opts.write_queue || c->in.len > LIMIT_HTTP_HEADER_BYTES)
+            want = false;
+        if (c->state == HTTP_CONN_BODY && c->req && c->req->body_paused)
+            want = false;
+    }
+    if (want && !c->reading) {
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+            http__conn_close(c);
+            return;
+        }
+        c->reading = true;
+    } else if (!want && c->reading) {
+        (void)uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+}
+
+static void on_write(uv_write_t *wr, int status)
+{
+    struct write_op *w = container_of(wr, struct write_op, req);
+    struct http_conn *c = wr->handle->data;
+    c->queued -= w->len;
+    xfree(w);
+    if (status < 0) {
+        http__conn_close(c);
+        return;
+    }
+    if (c->closing)
+        return;
+    struct http_req *req = c->req;
+    if (req && req->want_drain && c->queued <= c->server->opts.write_queue / 2) {
+        req->want_drain = false;
+        if (req->drain_fn) {
+            http_req_ref(req);
+            req->drain_fn(req, req->drain_ctx);
+            http_req_unref(req);
+        }
+    }
+    http__conn_update_read(c);
+}
+
+int http__conn_write(struct http_conn *c, const struct str *parts, size_t n)
+{
+    if (c->closing)
+        return -EPIPE;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += parts[i].len;
+    if (total == 0)
+        return 0;
+    struct write_op *w = xmalloc(sizeof(*w) + total);
+    w->len = total;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i].len)
+            memcpy(w->data + off, parts[i].p, parts[i].len);
+        off += parts[i].len;
+    }
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)total);
+    int r = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (r < 0) {
+        xfree(w);
+        http__conn_close(c);
+        return r;
+    }
+    c->queued += total;
+    if (c->queued >= c->server->opts.write_queue)
+        http__conn_update_read(c);
+    return 0;
+}
+
+/* The handler failed: 500 if nothing was sent yet, else the response is cut off. */
+static void handler_failed(struct http_conn *c, struct http_req *req)
+{
+    if (!req->conn)
+        return;
+    if (req->resp == HTTP_RESP_NONE)
+        (void)http_respond_error(req, 500, "internal error");
+    else if (req->resp == HTTP_RESP_STREAMING)
+        http__conn_close(c);
+}
+
+static void call_handler(struct http_conn *c, struct http_req *req)
+{
+    http_req_ref(req);
+    if (req->route->fn(req, req->route->ctx) < 0)
+        handler_failed(c, req);
+    http_req_unref(req);
+}
+
+/* Answers a request that gets no handler. */
+static void reject(struct http_conn *c, struct http_req *req, int status, const char *detail)
+{
+    c->state = HTTP_CONN_WAIT;
+    (void)uv_timer_stop(&c->timer);
+    (void)http_respond_error(req, status, detail);
+}
+
+static bool known_method(struct str m)
+{
+    static const char *const methods[] = {"GET",    "HEAD",    "POST", "PUT",
+                                          "DELETE", "OPTIONS", "PATCH"};
+    for (size_t i = 0; i < ARRAY_SIZE(methods); i++)
+        if (str_eq_c(m, methods[i]))
+            return true;
+    return false;
+}
+
+/* Finds the route; answers 501/404/405 itself. Returns false when rejected. */
+static bool route_req(struct http_conn *c, struct http_req *req)
+{
+    const struct http_head *h = &req->head;
+    bool known = false;
+    if (!known_method(h->method)) {
+        reject(c, req, 501, "method not implemented");
+        return false;
+    }
+    req->route = http__router_match(c->server->opts.router, h->method, h->path, &known);
+    if (!req->route && known) {
+        struct buf allow;
+        buf_init(&allow, LIMIT_HTTP_RESP_HEADERS / 2);
+        http__router_allow(c->server->opts.router, h->path, &allow);
+        (void)http_resp_header_add(req, "Allow", buf_str(&allow));
+        buf_done(&allow);
+        reject(c, req, 405, "method not allowed");
+        return false;
+    }
+    if (!req->route) {
+        reject(c, req, 404, "not found");
+        return false;
+    }
+    bool prefix = req->route->flags & HTTP_ROUTE_PREFIX;
+    size_t skip = prefix ? req->route->path_len : 0;
+    req->rest = str_make(h->path.p + skip, h->path.len - skip);
+    req->stream_body = req->route->flags & HTTP_ROUTE_STREAM_BODY;
+    return true;
+}
+
+static void dispatch(struct http_conn *c, struct http_req *req)
+{
+    const struct http_head *h = &req->head;
+    const struct http_server *s = c->server;
+    req->is_head_method = str_eq_c(h->method, "HEAD");
+    req->body_done = h->body == HTTP_BODY_NONE;
+    c->keep_alive = h->keep_alive;
+    if (!route_req(c, req))
+        return;
+    if (!req->stream_body && h->body == HTTP_BODY_LENGTH && h->content_length > s->opts.max_body) {
+        reject(c, req, 413, "request body too large");
+        return;
+    }
+    if (req->body_done) {
+        c->state = HTTP_CONN_WAIT;
+        (void)uv_timer_stop(&c->timer);
+        call_handler(c, req);
+        return;
+    }
+    req->body_left = h->content_length;
+    http_chunked_init(&req->chunked);
+    if (h->expect_continue) {
+        struct str cont = STR_LIT("HTTP/1.1 100 Continue\r\n\r\n");
+        if (http__conn_write(c, &cont, 1) < 0)
+            return;
+    }
+    c->state = HTTP_CONN_BODY;
+    arm(c, s->opts.body_timeout, false);
+    if (req->stream_body)
+        call_handler(c, req);
+}
+
+static int try_head(struct http_conn *c)
+{
+    struct http_head h;
+    struct http_parse_err e = {.status = 400, .msg = "bad request"};
+    int r = http_parse_request(c->in.data, c->in.len, c->scanned, &h, &e);
+    if (r == 0) {
+        c->scanned = c->in.len;
+        if (c->read_eof)
+            http__conn_close(c);
+        return 0;
+    }
+    if (r < 0) {
+        log_debug("rejecting request head\tstatus=%d pos=%zu err=\"%s\"", e.status, e.pos, e.msg);
+        http__write_error(c, e.status, e.msg);
+        conn_end(c);
+        return 0;
+    }
+    struct http_req *req = http__req_new(c);
+    req->raw = xmalloc((size_t)r);
+    memcpy(req->raw, c->in.data, (size_t)r);
+    int again = http_parse_request(req->raw, (size_t)r, 0, &req->head, NULL);
+    ASSERT(again == r);
+    buf_consume(&c->in, (size_t)r);
+    c->scanned = 0;
+    c->req = req;
+    dispatch(c, req);
+    return 1;
+}
+
+/* Hands body bytes to the streaming receiver or the buffer. */
+static int deliver(struct http_conn *c, struct http_req *req, struct str data, bool last)
+{
+    if (last) {
+        req->body_done = true;
+        c->state = HTTP_CONN_WAIT;
+        (void)uv_timer_stop(&c->timer);
+    }
+    if (req->stream_body) {
+        if (req->body_fn && req->body_fn(req, data, last, req->body_ctx) < 0) {
+            handler_failed(c, req);
+            return -ECANCELED;
+        }
+        return 0;
+    }
+    if (buf_append(&req->body, data.p, data.len) < 0) {
+        reject(c, req, 413, "request body too large");
+        return -E2BIG;
+    }
+    if (last)
+        call_handler(c, req);
+    return 0;
+}
+
+static int body_error(struct http_conn *c, struct http_req *req, const struct http_parse_err *e)
+{
+    if (req->stream_body && req->abort_fn && !req->aborted) {
+        req->aborted = true;
+        req->abort_fn(req, req->abort_ctx);
+    }
+    if (req->resp == HTTP_RESP_NONE && req->conn)
+        reject(c, req, e->status, e->msg);
+    else
+        http__conn_close(c);
+    return -EPROTO;
+}
+
+static int feed_chunked(struct http_conn *c, struct http_req *req)
+{
+    size_t used = 0;
+    struct str data;
+    struct http_parse_err e = {.status = 400, .msg = "bad chunked body"};
+    int r = http_chunked_feed(&req->chunked, c->in.data, c->in.len, &used, &data, &e);
+    if (r < 0)
+        return body_error(c, req, &e);
+    int d = 0;
+    if (data.len || r == 1)
+        d = deliver(c, req, data, r == 1);
+    buf_consume(&c->in, used);
+    return d;
+}
+
+static int feed_length(struct http_conn *c, struct http_req *req)
+{
+    size_t n = c->in.len < req->body_left ? c->in.len : (size_t)req->body_left;
+    req->body_left -= n;
+    int r = deliver(c, req, str_make(c->in.data, n), req->body_left == 0);
+    buf_consume(&c->in, n);
+    return r;
+}
+
+/* Returns 1 when the state machine should go on, 0 when it must wait for input. */
+static int feed_body(struct http_conn *c)
+{
+    struct http_req *req = c->req;
+    http_req_ref(req);
+    while (c->in.len > 0 && c->state == HTTP_CONN_BODY && !req->body_paused && !c->closing &&
+           !c->resp_complete) {
+        if ((req->head.body == HTTP_BODY_CHUNKED ? feed_chunked(c, req) : feed_length(c, req)) < 0)
+            break;
+    }
+    http_req_unref(req);
+    return c->state != HTTP_CONN_BODY || c->resp_complete;
+}
+
+/* The response is complete: next request, or end of the connection. */
+static void finish_request(struct http_conn *c)
+{
+    struct http_req *req = c->req;
+    bool reuse = c->keep_alive && req && req->body_done && !c->server->shutting_down &&
+                 !(c->read_eof && c->in.len == 0);
+    if (req) {
+        c->req = NULL;
+        req->conn = NULL;
+        http_req_unref(req);
+    }
+    if (!reuse) {
+        conn_end(c);
+        return;
+    }
+    c->state = HTTP_CONN_HEAD;
+    c->scanned = 0;
+    if (c->in.len > 0)
+        arm(c, c->server->opts.header_timeout, false);
+    else
+        arm(c, c->server->opts.idle_timeout, true);
+}
+
+static void conn_process(struct http_conn *c)
+{
+    if (c->in_process)
+        return;
+    c->in_process = true;
+    while (!c->closing && c->state != HTTP_CONN_LINGER) {
+        if (c->resp_complete) {
+            c->resp_complete = false;
+            finish_request(c);
+            continue;
+        }
+        int r = 0;
+        if (c->state == HTTP_CONN_HEAD)
+            r = try_head(c);
+        else if (c->state == HTTP_CONN_BODY)
+            r = feed_body(c);
+        if (r <= 0)
+            break;
+    }
+    c->in_process = false;
+    http__conn_update_read(c);
+}
+
+void http__conn_response_done(struct http_conn *c)
+{
+    c->resp_complete = true;
+    conn_process(c);
+}
+
+void http__conn_resume(struct http_conn *c)
+{
+    if (c->state == HTTP_CONN_BODY)
+        arm(c, c->server->opts.body_timeout, false);
+    conn_process(c);
+}
+
+void http__conn_drain(struct http_conn *c)
+{
+    if (!c->closing && c->state == HTTP_CONN_HEAD && c->in.len == 0)
+        http__conn_close(c);
+}
+
+static void on_reject_closed(uv_handle_t *h)
+{
+    xfree(h);
+}
+
+void http__conn_accept(struct http_server *s)
+{
+    struct http_conn *c = XNEW(struct http_conn);
+    (void)uv_tcp_init(s->loop, &c->tcp);
+    c->tcp.data = c;
+    int r = uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp);
+    if (r < 0 || s->nconns >= s->opts.max_connections || s->shutting_down) {
+        /* tcp is the first member: the whole object is freed with the handle */
+        uv_close((uv_handle_t *)&c->tcp, on_reject_closed);
+        return;
+    }
+    (void)uv_timer_init(s->loop, &c->timer);
+    c->timer.data = c;
+    c->handles_open = 2;
+    c->server = s;
+    buf_init(&c->in, LIMIT_HTTP_HEADER_BYTES + LIMIT_HTTP_READ_CHUNK);
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    (void)uv_tcp_nodelay(&c->tcp, 1);
+    arm(c, s->opts.header_timeout, false);
+    http__conn_update_read(c);
+}

@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Responses: head serialisation, Content-Length and chunked bodies, error bodies. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/xalloc.h"
+#include "http/http_limits.h"
+#include "http/server_int.h"
+
+#define HEAD_LIMIT (LIMIT_HTTP_RESP_HEADERS + 1024)
+
+enum body_mode {
+    MODE_LENGTH,
+    MODE_CHUNKED,
+    MODE_UNTIL_CLOSE,
+};
+
+struct head_spec {
+    int status;
+    const char *content_type;
+    enum body_mode mode;
+    size_t len;
+    bool keep_alive;
+    int minor;
+    const struct buf *extra; /* "Name: value\r\n" lines, may be NULL */
+};
+
+const char *http_status_reason(int status)
+{
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 101:
+        return "Switching Protocols";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 206:
+        return "Partial Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 304:
+        return "Not Modified";
+    case 307:
+        return "Temporary Redirect";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Content Too Large";
+    case 414:
+        return "URI Too Long";
+    case 415:
+        return "Unsupported Media Type";
+    case 416:
+        return "Range Not Satisfiable";
+    case 417:
+        return "Expectation Failed";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Unknown";
+    }
+}
+
+/* IMF-fixdate, recomputed once per second. */
+static const char *date_now(struct http_server *s)
+{
+    time_t now = (time_t)(clock_wall_now() / USEC_PER_SEC);
+    if ((long)now != s->date_sec || !s->date[0]) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        if (strftime(s->date, sizeof(s->date), "%a, %d %b %Y %H:%M:%S GMT", &tm) == 0)
+            s->date[0] = '\0';
+        s->date_sec = (long)now;
+    }
+    return s->date;
+}
+
+static bool bodyless_status(int status)
+{
+    return status < 200 || status == 204 || status == 304;
+}
+
+static void build_head(struct http_server *s, const struct head_spec *h, struct buf *out)
+{
+    /* Sizes are bounded: extra is at most LIMIT_HTTP_RESP_HEADERS and the rest is small,
+     * so the appends below cannot fail with HEAD_LIMIT. */
+    (void)buf_printf(out, "HTTP/1.1 %d %s\r\nDate: %s\r\n", h->status,
+                     http_status_reason(h->status), date_now(s));
+    if (h->content_type)
+        (void)buf_printf(out, "Content-Type: %s\r\n", h->content_type);
+    if (h->mode == MODE_LENGTH && !bodyless_status(h->status))
+        (void)buf_printf(out, "Content-Length: %zu\r\n", h->len);
+    else if (h->mode == MODE_CHUNKED)
+        (void)buf_puts(out, "Transfer-Encoding: chunked\r\n");
+    if (!h->keep_alive)
+        (void)buf_puts(out, "Connection: close\r\n");
+    else if (h->minor == 0)
+        (void)buf_puts(out, "Connection: keep-alive\r\n");
+    if (h->extra && h->extra->len)
+        (void)buf_append(out, h->extra->data, h->extra->len);
+    (void)buf_puts(out, "\r\n");
+}
+
+static void json_escape(struct buf *out, const char *s, size_t max)
+{
+    for (size_t i = 0; s[i] && i < max; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\')
+            (void)buf_printf(out, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            (void)buf_printf(out, "\\u%04x", ch);
+        else
+            (void)buf_putc(out, (char)ch);
+    }
+}
+
+void http__error_body(struct http_server *s, int status, const char *detail, struct buf *out,
+                      const char **ret_content_type)
+{
+    const char *ct = NULL;
+    if (s->opts.error_body &&
+        s->opts.error_body(s->opts.error_ctx, status, detail, out, &ct) >= 0 && ct) {
+        *ret_content_type = ct;
+        return;
+    }
+    buf_reset(out);
+    (void)buf_puts(out, "{\"detail\": \"");
+    json_escape(out, detail ? detail : http_status_reason(status), out->limit / 8);
+    (void)buf_puts(out, "\"}");
+    *ret_content_type = "application/json";
+}
+
+void http__write_error(struct http_conn *c, int status, const char *detail)
+{
+    struct buf body, head;
+    const char *ct;
+    buf_init(&body, LIMIT_HTTP_ERROR_BODY);
+    buf_init(&head, HEAD_LIMIT);
+    http__error_body(c->server, status, detail, &body, &ct);
+    struct head_spec h = {.status = status, .content_type = ct, .len = body.len, .minor = 1};
+    build_head(c->server, &h, &head);
+    struct str parts[] = {str_make(head.data, head.len), str_make(body.data, body.len)};
+    (void)http__conn_write(c, parts, ARRAY_SIZE(parts));
+    buf_done(&head);
+    buf_done(&body);
+}
+
+/* The connection is kept after this response only if the client wants it, the whole
+ * request body was read, and the server is not shutting down. */
+static bool decide_keep_alive(struct http_req *req, bool close_delimited)
+{
+    struct http_conn *c = req->conn;
+    c->keep_alive =
+        c->keep_alive && req->body_done && !c->server->shutting_down && !close_delimited;
+    return c->keep_alive;
+}
+
+static int can_respond(const struct http_req *req)
+{
+    if (!req->conn)
+        return -EPIPE;
+    return req->resp == HTTP_RESP_NONE ? 0 : -EALREADY;
+}
+
+static bool framing_header(const char *name)
+{
+    static const char *const names[] = {"content-length", "transfer-encoding", "connection"};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (strcasecmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+int http_resp_header_add(struct http_req *req, const char *name, const char *value)
+{
+    if (req->resp != HTTP_RESP_NONE)
+        return -EALREADY;
+    if (!*name || framing_header(name))
+        return -EINVAL;
+    for (const char *p = name; *p; p++)
+        if (!http_is_tchar((unsigned char)*p))
+            return -EINVAL;
+    for (const char *p = value; *p; p++)
+        if ((unsigned char)*p < 0x20 && *p != '\t')
+            return -EINVAL;
+    return buf_printf(&req->resp_headers, "%s: %s\r\n", name, value);
+}
+
+int http_respond(struct http_req *req, int status, const char *content_type, const void *body,
+                 size_t len)
+{
+    int r = can_respond(req);
+    if (r < 0)
+        return r;
+    if (status < 200 || status > 999)
+        return -EINVAL;
+    struct http_conn *c = req->conn;
+    struct buf head;
+    buf_init(&head, HEAD_LIMIT);
+    struct head_spec h = {.status = status,
+                          .content_type = content_type,
+                          .len = len,
+                          .keep_alive = decide_keep_alive(req, false),
+                          .minor = req->head.minor_version,
+                          .extra = &req->resp_headers};
+    build_head(req->server, &h, &head);
+    bool no_body = req->is_head_method || bodyless_status(status);
+    struct str parts[] = {str_make(head.data, head.len), str_make(body, no_body ? 0 : len)};
+    req->resp = HTTP_RESP_DONE;
+    r = http__conn_write(c, parts, ARRAY_SIZE(parts));
+    buf_done(&head);
+    if (r < 0)
+        return -EPIPE;
+    http__conn_response_done(c);
+    return 0;
+}
+
+int http_respond_json(struct http_req *req, int status, const json_t *j)
+{
+    size_t n = json_dumpb(j, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (n == 0)
+        return -EINVAL;
+    char *s = xmalloc(n);
+    size_t m = json_dumpb(j, s, n, JSON_COMPACT | JSON_ENCODE_ANY);
+    int r = m == n ? http_respond(req, status, "application/json", s, n) : -EINVAL;
+    xfree(s);
+    return r;
+}
+
+int http_respond_error(struct http_req *req, int status, const char *detail)
+{
+    int r = can_respond(req);
+    if (r < 0)
+        return r;
+    struct buf body;
+    const char *ct;
+    buf_init(&body, LIMIT_HTTP_ERROR_BODY);
+    http__error_body(req->server, status, detail, &body, &ct);
+    r = http_respond(req, status, ct, body.data, body.len);
+    buf_done(&body);
+    return r;
+}
+
+int http_resp_start(struct http_req *req, int status, const char *content_type)
+{
+    int r = can_respond(req);
+    if (r < 0)
+        return r;
+    if (status < 200 || status > 999 || bodyless_status(status))
+        return -EINVAL;
+    bool chunked = req->head.minor_version == 1;
+    struct buf head;
+    buf_init(&head, HEAD_LIMIT);
+    struct head_spec h = {.status = status,
+                          .content_type = content_type,
+                          .mode = chunked ? MODE_CHUNKED : MODE_UNTIL_CLOSE,
+                          .keep_alive = decide_keep_alive(req, !chunked),
+                          .minor = req->head.minor_version,
+                          .extra = &req->resp_headers};
+    build_head(req->server, &h, &head);
+    req->resp = HTTP_RESP_STREAMING;
+    req->resp_chunked = chunked;
+    struct str part = str_make(head.data, head.len);
+    r = http__conn_write(req->conn, &part, 1);
+    buf_done(&head);
+    return r < 0 ? -EPIPE : 0;
+}
+
+int http_resp_write(struct http_req *req, const void *data, size_t len)
+{
+    if (!req->conn)
+        return -EPIPE;
+    if (req->resp != HTTP_RESP_STREAMING)
+        return -EINVAL;
+    struct http_conn *c = req->conn;
+    size_t limit = c->server->opts.write_queue;
+    if (c->queued >= limit) {
+        req->want_drain = true;
+        return -EAGAIN;
+    }
+    if (len == 0 || req->is_head_method)
+        return 0;
+    char hex[24];
+    int n = snprintf(hex, sizeof(hex), "%zx\r\n", len);
+    ASSERT(n > 0 && (size_t)n < sizeof(hex));
+    struct str parts[] = {str_make(hex, (size_t)n), str_make(data, len), STR_LIT("\r\n")};
+    int r = req->resp_chunked ? http__conn_write(c, parts, 3) : http__conn_write(c, parts + 1, 1);
+    if (r < 0)
+        return -EPIPE;
+    if (c->queued >= limit) {
+        req->want_drain = true;
+        return 1;
+    }
+    return 0;
+}
+
+int http_resp_end(struct http_req *req)
+{
+    if (!req->conn)
+        return -EPIPE;
+    if (req->resp != HTTP_RESP_STREAMING)
+        return -EINVAL;
+    struct http_conn *c = req->conn;
+    req->resp = HTTP_RESP_DONE;
+    if (req->resp_chunked && !req->is_head_method) {
+        struct str last = STR_LIT("0\r\n\r\n");
+        if (http__conn_write(c, &last, 1) < 0)
+            return -EPIPE;
+    }
+    http__conn_response_done(c);
+    return 0;
+}

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* HTTP/1.1 server on a libuv loop: keep-alive, safe pipelining (one request at a time),
+ * buffered or streamed request bodies, Content-Length or chunked streaming responses,
+ * write back-pressure, slow-client timeouts, a connection limit and graceful shutdown.
+ *
+ * Threading: every function here runs on the loop thread, except http_server_post (any
+ * thread) and the http_server_*_thread helpers (the controlling thread). */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/str.h"
+
+struct http_server;
+struct http_router;
+struct http_req;
+
+/** A request handler. Called on the loop thread once the head (streamed-body routes) or
+ * the whole body (other routes) has arrived. It responds now or later (keep a reference
+ * with http_req_ref to respond after returning). A negative return before any response
+ * started answers 500; after a streaming response started it closes the connection. */
+typedef int http_handler_fn(struct http_req *req, void *ctx);
+
+/** Receives a streamed request body: data (borrowed for the call) and last = true once
+ * (possibly with empty data). A negative return aborts the request (500 or close). */
+typedef int http_body_fn(struct http_req *req, struct str data, bool last, void *ctx);
+
+/** A request event (abort: the connection is gone; drain: the write queue emptied). */
+typedef void http_req_event_fn(struct http_req *req, void *ctx);
+
+/** Work posted to the loop thread. */
+typedef void http_post_fn(void *arg);
+
+/** Formats an error body for status with a human detail into out (bounded) and returns
+ * the Content-Type through *ret_content_type (a static string). Returns 0 or negative
+ * (then the default JSON body is used). */
+typedef int http_error_body_fn(void *ctx, int status, const char *detail, struct buf *out,
+                               const char **ret_content_type);
+
+/** Called once a graceful shutdown finished and every handle is closed. */
+typedef void http_server_done_fn(struct http_server *s, void *ctx);
+
+/* ---- Router ------------------------------------------------------------------------ */
+
+enum {
+    HTTP_ROUTE_PREFIX = 1u << 0,      /* path is a prefix ("/v1/files/"), else exact */
+    HTTP_ROUTE_STREAM_BODY = 1u << 1, /* call the handler at the head; body via body_fn */
+};
+
+/** Returns a new empty router (free with http_router_free). */
+struct http_router *http_router_new(void);
+/** Frees the router (NULL is fine). Servers that borrow it must be gone. */
+void http_router_free(struct http_router *r);
+/** Adds a route. method NULL matches any method; a GET route also answers HEAD. The best
+ * match is an exact path, else the longest prefix, among routes of the request's method;
+ * a path known only under other methods answers 405 with Allow. Borrows method and path
+ * (copied). ctx is passed to fn. Returns 0, -EINVAL (path not starting with '/', method
+ * not a token) or -E2BIG (LIMIT_HTTP_ROUTES). */
+int http_router_add(struct http_router *r, const char *method, const char *path, unsigned flags,
+                    http_handler_fn *fn, void *ctx);
+
+/* ---- Server ------------------------------------------------------------------------ */
+
+/** Server options; zero fields take the LIMIT_HTTP_* defaults. */
+struct http_server_opts {
+    const char *host; /* numeric IPv4/IPv6 address; NULL: "127.0.0.1" (borrowed, copied) */
+    uint16_t port;    /* 0: an ephemeral port (see http_server_port) */
+    int backlog;      /* listen backlog; 0: 511 */
+    struct http_router *router;     /* borrowed; must outlive the server */
+    usec_t header_timeout;          /* whole request head (408) */
+    usec_t body_timeout;            /* between two body reads (408 or close) */
+    usec_t idle_timeout;            /* keep-alive connection without a request (close) */
+    size_t max_connections;         /* past it new connections are accepted and closed */
+    size_t max_body;                /* buffered body limit (413) */
+    size_t write_queue;             /* queued response bytes before back-pressure */
+    http_error_body_fn *error_body; /* NULL: {"detail": "..."} as application/json */
+    void *error_ctx;
+};
+
+/** Binds, listens and returns a new server on loop (borrowed; the caller runs it). On
+ * failure after libuv handles were created, memory is released when the loop next runs.
+ * Returns 0 or a negative errno (-EINVAL bad host, -EADDRINUSE, ...). */
+int http_server_new(uv_loop_t *loop, const struct http_server_opts *opts, struct http_server **ret);
+/** The bound port. */
+uint16_t http_server_port(const struct http_server *s);
+/** Open connections. */
+size_t http_server_connections(const struct http_server *s);
+/** Graceful shutdown: stops accepting, closes idle connections, lets in-flight requests
+ * finish (their connections close afterwards) and force-closes what is left after grace.
+ * done (optional) runs once everything is closed; then http_server_free may be called. */
+void http_server_shutdown(struct http_server *s, usec_t grace, http_server_done_fn *done,
+                          void *ctx);
+/** Frees a server whose shutdown completed (NULL is fine). */
+void http_server_free(struct http_server *s);
+/** Runs fn(arg) on the loop thread soon; safe from any thread until the shutdown
+ * completes. Returns 0 or -ESHUTDOWN (fn will not run). */
+int http_server_post(struct http_server *s, http_post_fn *fn, void *arg);
+
+struct http_server_thread;
+/** Creates a loop and a server on it and runs it on a new thread. Returns 0 or negative. */
+int http_server_start_thread(const struct http_server_opts *opts, struct http_server_thread **ret);
+/** The server of a thread (borrowed; only post to it from other threads). */
+struct http_server *http_server_thread_server(struct http_server_thread *t);
+uint16_t http_server_thread_port(const struct http_server_thread *t);
+/** Shuts the server down gracefully (see http_server_shutdown), joins the thread and frees
+ * everything (NULL is fine). */
+void http_server_stop_thread(struct http_server_thread *t, usec_t grace);
+
+/* ---- Request accessors (borrowed slices, valid while the request is) ---------------- */
+
+struct str http_req_method(const struct http_req *req);
+struct str http_req_target(const struct http_req *req);
+/** Path (percent-encoded as sent) without the query. */
+struct str http_req_path(const struct http_req *req);
+/** Query without '?'; empty when none. */
+struct str http_req_query(const struct http_req *req);
+/** The part of the path after the matched route's prefix (the whole path for exact). */
+struct str http_req_path_rest(const struct http_req *req);
+/** 0 for HTTP/1.0, 1 for HTTP/1.1. */
+int http_req_minor_version(const struct http_req *req);
+/** First header named name (case-insensitive); .p is NULL when absent. */
+struct str http_req_header(const struct http_req *req, const char *name);
+size_t http_req_header_count(const struct http_req *req);
+/** Header i (0-based); false past the end. */
+bool http_req_header_at(const struct http_req *req, size_t i, struct str *ret_name,
+                        struct str *ret_value);
+/** The buffered body (empty for streamed-body routes). */
+struct str http_req_body(const struct http_req *req);
+uv_loop_t *http_req_loop(const struct http_req *req);
+struct http_server *http_req_server(const struct http_req *req);
+
+/** Sets the body receiver of a streamed-body route (call from the handler). */
+void http_req_set_body_cb(struct http_req *req, http_body_fn *fn, void *ctx);
+/** Pauses or resumes reading of a streamed body (back-pressure to the client). */
+void http_req_pause_body(struct http_req *req, bool pause);
+/** fn runs (once) if the connection goes away before the response ended. */
+void http_req_set_abort_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);
+/** fn runs when the write queue drains after http_resp_write returned 1. */
+void http_req_set_drain_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);
+/** Returns req with one more reference (for responding after the handler returned). */
+struct http_req *http_req_ref(struct http_req *req);
+/** Drops a reference (NULL is fine). */
+void http_req_unref(struct http_req *req);
+/** True once the connection is gone (responses then fail with -EPIPE). */
+bool http_req_is_aborted(const struct http_req *req);
+
+/* ---- Responses --------------------------------------------------------------------- */
+
+/** Adds a response header before the response starts. Borrows name and value (copied).
+ * Returns 0, -EINVAL (not a token name, CR/LF/NUL in value, or a framing header such as
+ * Content-Length), -EALREADY (started) or -E2BIG (LIMIT_HTTP_RESP_HEADERS). */
+int http_resp_header_add(struct http_req *req, const char *name, const char *value);
+/** Sends a complete response with Content-Length (body borrowed; copied). content_type
+ * may be NULL. Returns 0, -EALREADY (already responded), -EPIPE (connection gone). */
+int http_respond(struct http_req *req, int status, const char *content_type, const void *body,
+                 size_t len);
+/** Sends j (borrowed) as application/json. */
+int http_respond_json(struct http_req *req, int status, const json_t *j);
+/** Sends the server's error body for status with detail (borrowed). */
+int http_respond_error(struct http_req *req, int status, const char *detail);
+/** Starts a streaming response: chunked for HTTP/1.1, close-delimited for HTTP/1.0. */
+int http_resp_start(struct http_req *req, int status, const char *content_type);
+/** Queues data (borrowed; copied) of a streaming response. Returns 0, 1 when the queue is
+ * now over the limit (wait for the drain callback before writing more), -EAGAIN when it
+ * was already over the limit (nothing queued), -EINVAL (not started), -EPIPE. */
+int http_resp_write(struct http_req *req, const void *data, size_t len);
+/** Ends a streaming response. Returns 0, -EINVAL (not started) or -EPIPE. */
+int http_resp_end(struct http_req *req);
+
+/** The reason phrase of status ("OK"), "Unknown" for others; static. */
+const char *http_status_reason(int status);

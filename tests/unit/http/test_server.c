@@ -1,0 +1,795 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* HTTP server over real loopback sockets: the server runs on its own thread, the test
+ * thread drives it with the blocking test client. Timeouts are shortened to ~200 ms. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "http/probes.h"
+#include "http/server.h"
+#include "support/http_client.h"
+
+#define T_SHORT   (200 * USEC_PER_MSEC) /* server timeouts in these tests */
+#define T_READ    (5 * USEC_PER_SEC)    /* client patience for a response */
+#define MAX_BODY  1024
+#define BIG_TOTAL (1024u * 1024)
+
+static atomic_int stream_started, saw_queue_full, drains, ready_flag;
+static atomic_int upload_chunks;
+
+struct fixture {
+    struct http_router *router;
+    struct http_server_thread *t;
+    uint16_t port;
+};
+
+/* ---- handlers ------------------------------------------------------------------------ */
+
+static int h_hello(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    return http_respond(req, 200, "text/plain", "hello", 5);
+}
+
+static int h_echo(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    struct str b = http_req_body(req);
+    char n[32];
+    (void)snprintf(n, sizeof(n), "%zu", b.len);
+    assert_int_equal(http_resp_header_add(req, "X-Body-Len", n), 0);
+    assert_int_equal(http_resp_header_add(req, "Content-Length", "1"), -EINVAL);
+    assert_int_equal(http_resp_header_add(req, "X-Bad", "a\r\nInjected: 1"), -EINVAL);
+    return http_respond(req, 200, "application/octet-stream", b.p, b.len);
+}
+
+static int h_rest(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    struct str rest = http_req_path_rest(req), q = http_req_query(req);
+    struct str ua = http_req_header(req, "x-test");
+    char out[256];
+    int n = snprintf(out, sizeof(out), "%.*s|%.*s|%.*s", (int)rest.len, rest.p, (int)q.len, q.p,
+                     (int)ua.len, ua.p ? ua.p : "");
+    return http_respond(req, 200, "text/plain", out, (size_t)n);
+}
+
+static int h_fail(struct http_req *req, void *ctx)
+{
+    (void)req;
+    (void)ctx;
+    return -EIO;
+}
+
+struct upload {
+    uint64_t bytes;
+};
+
+static int upload_body(struct http_req *req, struct str data, bool last, void *ctx)
+{
+    struct upload *u = ctx;
+    u->bytes += data.len;
+    if (data.len)
+        atomic_fetch_add(&upload_chunks, 1);
+    if (!last)
+        return 0;
+    char out[64];
+    int n = snprintf(out, sizeof(out), "got %llu", (unsigned long long)u->bytes);
+    xfree(u);
+    http_req_set_body_cb(req, NULL, NULL);
+    return http_respond(req, 200, "text/plain", out, (size_t)n);
+}
+
+static void upload_abort(struct http_req *req, void *ctx)
+{
+    (void)req;
+    xfree(ctx);
+}
+
+static int h_upload(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    struct upload *u = XNEW(struct upload);
+    http_req_set_body_cb(req, upload_body, u);
+    http_req_set_abort_cb(req, upload_abort, u);
+    return 0;
+}
+
+/* A streaming response written from a timer on the loop: parts "p0".."p<n-1>". */
+struct streamer {
+    uv_timer_t timer;
+    struct http_req *req;
+    int n, parts;
+    uint64_t interval_ms;
+};
+
+static void streamer_closed(uv_handle_t *h)
+{
+    struct streamer *st = h->data;
+    http_req_unref(st->req);
+    xfree(st);
+}
+
+static void streamer_tick(uv_timer_t *t)
+{
+    struct streamer *st = t->data;
+    char part[16];
+    int n = snprintf(part, sizeof(part), "p%d", st->n);
+    if (http_req_is_aborted(st->req) || http_resp_write(st->req, part, (size_t)n) < 0) {
+        uv_close((uv_handle_t *)t, streamer_closed);
+        return;
+    }
+    if (++st->n == st->parts) {
+        assert_int_equal(http_resp_end(st->req), 0);
+        uv_close((uv_handle_t *)t, streamer_closed);
+        return;
+    }
+    (void)uv_timer_start(t, streamer_tick, st->interval_ms, 0);
+}
+
+static int start_stream(struct http_req *req, int parts, uint64_t interval_ms)
+{
+    struct streamer *st = XNEW(struct streamer);
+    st->req = http_req_ref(req);
+    st->parts = parts;
+    st->interval_ms = interval_ms;
+    (void)uv_timer_init(http_req_loop(req), &st->timer);
+    st->timer.data = st;
+    int r = http_resp_start(req, 200, "text/plain");
+    (void)uv_timer_start(&st->timer, streamer_tick, interval_ms, 0);
+    atomic_store(&stream_started, 1);
+    return r;
+}
+
+static int h_stream(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    return start_stream(req, 5, 10);
+}
+
+static int h_slowstream(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    return start_stream(req, 5, 80);
+}
+
+/* Writes BIG_TOTAL bytes respecting back-pressure. */
+struct big {
+    size_t sent;
+};
+
+static void big_pump(struct http_req *req, void *ctx)
+{
+    struct big *b = ctx;
+    char chunk[8192];
+    while (b->sent < BIG_TOTAL) {
+        for (size_t i = 0; i < sizeof(chunk); i++)
+            chunk[i] = (char)('a' + (b->sent + i) % 26);
+        int r = http_resp_write(req, chunk, sizeof(chunk));
+        if (r == -EAGAIN)
+            return;
+        assert_true(r >= 0);
+        b->sent += sizeof(chunk);
+        if (r == 1) {
+            atomic_store(&saw_queue_full, 1);
+            return;
+        }
+    }
+    assert_int_equal(http_resp_end(req), 0);
+    xfree(b);
+}
+
+static void big_drain(struct http_req *req, void *ctx)
+{
+    atomic_fetch_add(&drains, 1);
+    big_pump(req, ctx);
+}
+
+static void big_abort(struct http_req *req, void *ctx)
+{
+    (void)req;
+    xfree(ctx);
+}
+
+static int h_big(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    struct big *b = XNEW(struct big);
+    http_req_set_drain_cb(req, big_drain, b);
+    http_req_set_abort_cb(req, big_abort, b);
+    int r = http_resp_start(req, 200, "application/octet-stream");
+    big_pump(req, b);
+    return r;
+}
+
+static bool ready_cb(void *ctx, struct buf *reason)
+{
+    (void)ctx;
+    if (atomic_load(&ready_flag))
+        return true;
+    (void)buf_puts(reason, "informers not synced");
+    return false;
+}
+
+static int render_cb(void *ctx, struct buf *out)
+{
+    (void)ctx;
+    return buf_puts(out, "# TYPE x_total counter\nx_total 42\n");
+}
+
+static const struct http_probes_opts probes = {
+    .ready = ready_cb,
+    .render = render_cb,
+};
+
+/* ---- fixture ------------------------------------------------------------------------- */
+
+static void add_routes(struct http_router *r)
+{
+    assert_int_equal(http_router_add(r, "GET", "/hello", 0, h_hello, NULL), 0);
+    assert_int_equal(http_router_add(r, "POST", "/echo", 0, h_echo, NULL), 0);
+    assert_int_equal(http_router_add(r, "PUT", "/echo", 0, h_echo, NULL), 0);
+    assert_int_equal(http_router_add(r, NULL, "/files/", HTTP_ROUTE_PREFIX, h_rest, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/files/special", 0, h_hello, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/fail", 0, h_fail, NULL), 0);
+    assert_int_equal(http_router_add(r, "POST", "/upload", HTTP_ROUTE_STREAM_BODY, h_upload, NULL),
+                     0);
+    assert_int_equal(http_router_add(r, "GET", "/stream", 0, h_stream, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/slowstream", 0, h_slowstream, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/big", 0, h_big, NULL), 0);
+    assert_int_equal(http_probes_register(r, &probes), 0);
+    assert_int_equal(http_router_add(r, "GET", "no-slash", 0, h_hello, NULL), -EINVAL);
+    assert_int_equal(http_router_add(r, "G T", "/x", 0, h_hello, NULL), -EINVAL);
+}
+
+static struct fixture *start(const struct http_server_opts *extra)
+{
+    struct fixture *f = XNEW(struct fixture);
+    f->router = http_router_new();
+    add_routes(f->router);
+    struct http_server_opts o = {
+        .header_timeout = T_SHORT,
+        .body_timeout = T_SHORT,
+        .idle_timeout = T_SHORT,
+        .max_body = MAX_BODY,
+    };
+    if (extra) {
+        o.max_connections = extra->max_connections;
+        o.write_queue = extra->write_queue;
+        o.error_body = extra->error_body;
+        if (extra->idle_timeout)
+            o.idle_timeout = extra->idle_timeout;
+    }
+    o.router = f->router;
+    assert_int_equal(http_server_start_thread(&o, &f->t), 0);
+    f->port = http_server_thread_port(f->t);
+    assert_true(f->port > 0);
+    atomic_store(&stream_started, 0);
+    return f;
+}
+
+static void stop(struct fixture *f)
+{
+    http_server_stop_thread(f->t, 2 * USEC_PER_SEC);
+    http_router_free(f->router);
+    xfree(f);
+}
+
+static struct test_http_conn conn_to(const struct fixture *f)
+{
+    struct test_http_conn c;
+    assert_int_equal(test_http_connect(f->port, &c), 0);
+    return c;
+}
+
+static void expect_body(const struct test_http_resp *r, const char *want)
+{
+    assert_int_equal(r->body.len, strlen(want));
+    assert_memory_equal(r->body.data, want, strlen(want));
+}
+
+static void expect_header(const struct test_http_resp *r, const char *name, const char *want)
+{
+    char *v = test_http_header(r, name);
+    if (!want) {
+        assert_null(v);
+        return;
+    }
+    assert_non_null(v);
+    assert_string_equal(v, want);
+    xfree(v);
+}
+
+/* One request on a fresh connection; returns the status. */
+static int one(const struct fixture *f, const char *raw, struct test_http_resp *r)
+{
+    int ret = test_http_request(f->port, raw, T_READ, r);
+    assert_int_equal(ret, 0);
+    return r->status;
+}
+
+/* ---- tests --------------------------------------------------------------------------- */
+
+static void test_keep_alive(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+        assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+        assert_int_equal(r.status, 200);
+        expect_body(&r, "hello");
+        assert_false(r.conn_close);
+        expect_header(&r, "content-type", "text/plain");
+    }
+    assert_int_equal(test_http_send_str(&c, "HEAD /hello HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    assert_int_equal(test_http_read(&c, true, T_READ, &r), 0);
+    assert_int_equal(r.status, 200);
+    expect_header(&r, "content-length", "5");
+    assert_int_equal(r.body.len, 0);
+    /* the connection still works after HEAD: no stray body bytes were sent */
+    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n"
+                                            "Connection: close\r\n\r\n"),
+                     0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    expect_body(&r, "hello");
+    assert_true(r.conn_close);
+    assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    stop(f);
+}
+
+static void test_pipelined(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"
+                                            "POST /echo HTTP/1.1\r\nHost: t\r\n"
+                                            "Content-Length: 3\r\n\r\nabc"
+                                            "GET /stream HTTP/1.1\r\nHost: t\r\n\r\n"
+                                            "GET /files/a/b?q=1 HTTP/1.1\r\nHost: t\r\n"
+                                            "X-Test: yes\r\n\r\n"),
+                     0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    expect_body(&r, "hello");
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    expect_body(&r, "abc");
+    expect_header(&r, "x-body-len", "3");
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    expect_body(&r, "p0p1p2p3p4");
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    expect_body(&r, "a/b|q=1|yes");
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    stop(f);
+}
+
+static void test_routing(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(one(f, "GET /files/special HTTP/1.1\r\nHost: t\r\n\r\n", &r), 200);
+    expect_body(&r, "hello"); /* exact beats prefix */
+    assert_int_equal(one(f, "DELETE /files/x HTTP/1.1\r\nHost: t\r\n\r\n", &r), 200);
+    expect_body(&r, "x||");
+    assert_int_equal(one(f, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n", &r), 404);
+    expect_header(&r, "content-type", "application/json");
+    expect_body(&r, "{\"detail\": \"not found\"}");
+    assert_int_equal(one(f, "DELETE /hello HTTP/1.1\r\nHost: t\r\n\r\n", &r), 405);
+    expect_header(&r, "allow", "GET, HEAD");
+    assert_int_equal(one(f, "BREW /hello HTTP/1.1\r\nHost: t\r\n\r\n", &r), 501);
+    assert_int_equal(one(f, "GET /fail HTTP/1.1\r\nHost: t\r\n\r\n", &r), 500);
+    expect_body(&r, "{\"detail\": \"internal error\"}");
+    test_http_resp_done(&r);
+    stop(f);
+}
+
+static void test_bad_requests(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(one(f, "GET / HTTP/1.1\r\nHost: t\r\nBad Name: x\r\n\r\n", &r), 400);
+    assert_true(r.conn_close);
+    assert_int_equal(one(f, "GET / HTTP/2.0\r\nHost: t\r\n\r\n", &r), 505);
+    assert_int_equal(one(f,
+                         "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n"
+                         "Transfer-Encoding: chunked\r\n\r\n",
+                         &r),
+                     400);
+    assert_int_equal(one(f, "\x16\x03\x01\x02", &r), 400); /* TLS hello: answered at once */
+
+    struct buf big;
+    buf_init(&big, 1u << 20);
+    assert_int_equal(buf_puts(&big, "GET /hello HTTP/1.1\r\nHost: t\r\n"), 0);
+    for (int i = 0; big.len < 70000; i++)
+        assert_int_equal(buf_printf(&big, "X-%d: %0100d\r\n", i, i), 0);
+    assert_int_equal(buf_puts(&big, "\r\n"), 0);
+    assert_int_equal(one(f, big.data, &r), 431);
+    buf_reset(&big);
+    assert_int_equal(buf_puts(&big, "GET /"), 0);
+    while (big.len < 20000)
+        assert_int_equal(buf_putc(&big, 'a'), 0);
+    assert_int_equal(buf_puts(&big, " HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    assert_int_equal(one(f, big.data, &r), 414);
+    buf_done(&big);
+    test_http_resp_done(&r);
+    stop(f);
+}
+
+static void test_request_bodies(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    /* chunked body in awkward pieces, then a keep-alive request after it */
+    const char *pieces[] = {"PUT /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n",
+                            "3\r", "\nabc\r\n1", "0;x=y\r\n0123456789abcdef\r\n0\r\nT: v\r\n\r\n"};
+    for (size_t i = 0; i < ARRAY_SIZE(pieces); i++)
+        assert_int_equal(test_http_send_str(&c, pieces[i]), 0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 200);
+    expect_body(&r, "abc0123456789abcdef");
+
+    /* streamed upload with Expect: 100-continue */
+    atomic_store(&upload_chunks, 0);
+    assert_int_equal(test_http_send_str(&c, "POST /upload HTTP/1.1\r\nHost: t\r\n"
+                                            "Content-Length: 3000\r\n"
+                                            "Expect: 100-continue\r\n\r\n"),
+                     0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 100);
+    char block[1000];
+    memset(block, 'z', sizeof(block));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(test_http_send(&c, block, sizeof(block)), 0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 200);
+    expect_body(&r, "got 3000"); /* 3000 > MAX_BODY: streamed routes are not buffered */
+    assert_true(atomic_load(&upload_chunks) >= 1);
+    assert_false(r.conn_close);
+
+    /* a buffered body past max_body: 413 and the connection closes */
+    assert_int_equal(test_http_send_str(&c, "POST /echo HTTP/1.1\r\nHost: t\r\n"
+                                            "Content-Length: 5000\r\n\r\n"),
+                     0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 413);
+    assert_true(r.conn_close);
+    assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
+    test_http_close(&c);
+
+    /* the same with a chunked body that grows past the limit */
+    c = conn_to(f);
+    assert_int_equal(test_http_send_str(&c, "POST /echo HTTP/1.1\r\nHost: t\r\n"
+                                            "Transfer-Encoding: chunked\r\n\r\n"),
+                     0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(test_http_send_str(&c, "3e8\r\n"), 0);
+        assert_int_equal(test_http_send(&c, block, sizeof(block)), 0);
+        assert_int_equal(test_http_send_str(&c, "\r\n"), 0);
+    }
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 413);
+    test_http_close(&c);
+
+    /* a malformed chunk size */
+    c = conn_to(f);
+    assert_int_equal(test_http_send_str(&c, "POST /echo HTTP/1.1\r\nHost: t\r\n"
+                                            "Transfer-Encoding: chunked\r\n\r\nzz\r\n"),
+                     0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 400);
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    stop(f);
+}
+
+static void test_streaming_response(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(one(f, "GET /stream HTTP/1.1\r\nHost: t\r\n\r\n", &r), 200);
+    assert_true(r.chunked);
+    assert_true(r.chunks >= 1);
+    expect_body(&r, "p0p1p2p3p4");
+    /* HTTP/1.0 gets a close-delimited body */
+    assert_int_equal(one(f, "GET /stream HTTP/1.0\r\n\r\n", &r), 200);
+    assert_false(r.chunked);
+    assert_true(r.conn_close);
+    expect_body(&r, "p0p1p2p3p4");
+    test_http_resp_done(&r);
+    stop(f);
+}
+
+static void test_http10_keep_alive(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(
+        test_http_send_str(&c, "GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"), 0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    expect_header(&r, "connection", "keep-alive");
+    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.0\r\n\r\n"), 0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    expect_body(&r, "hello");
+    assert_true(r.conn_close);
+    assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    stop(f);
+}
+
+static void test_back_pressure(void **state)
+{
+    (void)state;
+    struct http_server_opts o = {.write_queue = 16 * 1024};
+    struct fixture *f = start(&o);
+    atomic_store(&saw_queue_full, 0);
+    atomic_store(&drains, 0);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(one(f, "GET /big HTTP/1.1\r\nHost: t\r\n\r\n", &r), 200);
+    assert_int_equal(r.body.len, BIG_TOTAL);
+    for (size_t i = 0; i < BIG_TOTAL; i += 4099)
+        assert_int_equal(r.body.data[i], (char)('a' + i % 26));
+    assert_true(atomic_load(&saw_queue_full));
+    assert_true(atomic_load(&drains) > 0);
+    test_http_resp_done(&r);
+    stop(f);
+}
+
+static void test_slowloris(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    /* a head that trickles in a byte every 50 ms never completes: 408 after the header
+     * timeout, which bounds the whole head, not the gap between bytes */
+    struct test_http_conn c = conn_to(f);
+    usec_t t0 = clock_now();
+    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n"), 0);
+    for (int i = 0; i < 8; i++) { /* 400 ms in all, each gap well below the timeout */
+        clock_sleep(50 * USEC_PER_MSEC);
+        (void)test_http_send_str(&c, "X");
+    }
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 408);
+    assert_true(clock_now() - t0 < 1500 * USEC_PER_MSEC);
+    assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
+    test_http_close(&c);
+
+    /* a body that stalls: 408 after the body timeout */
+    c = conn_to(f);
+    assert_int_equal(test_http_send_str(&c, "POST /echo HTTP/1.1\r\nHost: t\r\n"
+                                            "Content-Length: 10\r\n\r\nabc"),
+                     0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 408);
+    test_http_close(&c);
+
+    /* a connection that never sends anything is closed without a response */
+    c = conn_to(f);
+    assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
+    assert_int_equal(c.in.len, 0);
+    test_http_close(&c);
+    test_http_resp_done(&r);
+    stop(f);
+}
+
+static void test_idle_keep_alive_closed(void **state)
+{
+    (void)state;
+    struct http_server_opts o = {.idle_timeout = 300 * USEC_PER_MSEC};
+    struct fixture *f = start(&o);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    usec_t t0 = clock_now();
+    /* still open well before the idle timeout */
+    assert_int_equal(test_http_wait_closed(&c, 100 * USEC_PER_MSEC), -ETIMEDOUT);
+    assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
+    assert_true(clock_now() - t0 >= 250 * USEC_PER_MSEC);
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    stop(f);
+}
+
+static void test_connection_limit(void **state)
+{
+    (void)state;
+    struct http_server_opts o = {.max_connections = 2, .idle_timeout = 10 * USEC_PER_SEC};
+    struct fixture *f = start(&o);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    struct test_http_conn a = conn_to(f), b = conn_to(f);
+    const char *get = "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n";
+    assert_int_equal(test_http_send_str(&a, get), 0);
+    assert_int_equal(test_http_read(&a, false, T_READ, &r), 0);
+    assert_int_equal(test_http_send_str(&b, get), 0);
+    assert_int_equal(test_http_read(&b, false, T_READ, &r), 0);
+    /* the third is accepted and closed at once */
+    struct test_http_conn c = conn_to(f);
+    assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
+    test_http_close(&c);
+    /* once one closes there is room again (the server notices the close soon) */
+    test_http_close(&a);
+    int status = 0;
+    for (int i = 0; i < 100 && status != 200; i++) {
+        c = conn_to(f);
+        if (test_http_send_str(&c, get) == 0 && test_http_read(&c, false, T_READ, &r) == 0)
+            status = r.status;
+        test_http_close(&c);
+        if (status != 200)
+            clock_sleep(10 * USEC_PER_MSEC);
+    }
+    assert_int_equal(status, 200);
+    test_http_close(&b);
+    test_http_resp_done(&r);
+    stop(f);
+}
+
+struct stopper {
+    struct fixture *f;
+    pthread_t th;
+};
+
+static void *stop_main(void *arg)
+{
+    struct stopper *s = arg;
+    http_server_stop_thread(s->f->t, 5 * USEC_PER_SEC);
+    return NULL;
+}
+
+static void test_graceful_shutdown(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    /* an idle keep-alive connection and an in-flight streaming response */
+    struct test_http_conn idle = conn_to(f), busy = conn_to(f);
+    assert_int_equal(test_http_send_str(&idle, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    assert_int_equal(test_http_read(&idle, false, T_READ, &r), 0);
+    assert_int_equal(test_http_send_str(&busy, "GET /slowstream HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    for (int i = 0; i < 500 && !atomic_load(&stream_started); i++)
+        clock_sleep(2 * USEC_PER_MSEC);
+    assert_true(atomic_load(&stream_started));
+
+    struct stopper s = {.f = f};
+    assert_int_equal(pthread_create(&s.th, NULL, stop_main, &s), 0);
+    /* the idle connection goes right away, the stream completes, then closes */
+    assert_int_equal(test_http_wait_closed(&idle, T_READ), 0);
+    assert_int_equal(test_http_read(&busy, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 200);
+    expect_body(&r, "p0p1p2p3p4");
+    assert_int_equal(test_http_wait_closed(&busy, T_READ), 0);
+    assert_int_equal(pthread_join(s.th, NULL), 0);
+    /* nothing listens any more */
+    struct test_http_conn late;
+    assert_int_equal(test_http_connect(f->port, &late), -ECONNREFUSED);
+    test_http_close(&idle);
+    test_http_close(&busy);
+    test_http_resp_done(&r);
+    http_router_free(f->router);
+    xfree(f);
+}
+
+static void test_probes(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(one(f, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", &r), 200);
+    expect_body(&r, "ok\n");
+    atomic_store(&ready_flag, 0);
+    assert_int_equal(one(f, "GET /readyz HTTP/1.1\r\nHost: t\r\n\r\n", &r), 503);
+    expect_body(&r, "informers not synced\n");
+    atomic_store(&ready_flag, 1);
+    assert_int_equal(one(f, "GET /readyz HTTP/1.1\r\nHost: t\r\n\r\n", &r), 200);
+    assert_int_equal(one(f, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n", &r), 200);
+    expect_header(&r, "content-type", HTTP_METRICS_CONTENT_TYPE);
+    expect_body(&r, "# TYPE x_total counter\nx_total 42\n");
+    assert_int_equal(one(f, "POST /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", &r),
+                     405);
+    test_http_resp_done(&r);
+    stop(f);
+}
+
+struct posted {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int runs;
+};
+
+static void posted_fn(void *arg)
+{
+    struct posted *p = arg;
+    (void)pthread_mutex_lock(&p->lock);
+    p->runs++;
+    (void)pthread_cond_signal(&p->cond);
+    (void)pthread_mutex_unlock(&p->lock);
+}
+
+static int custom_error(void *ctx, int status, const char *detail, struct buf *out,
+                        const char **ret_content_type)
+{
+    (void)ctx;
+    *ret_content_type = "text/plain";
+    return buf_printf(out, "error %d: %s", status, detail);
+}
+
+static void test_post_and_custom_errors(void **state)
+{
+    (void)state;
+    struct http_server_opts o = {.error_body = custom_error};
+    struct fixture *f = start(&o);
+    struct posted p = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(http_server_post(http_server_thread_server(f->t), posted_fn, &p), 0);
+    (void)pthread_mutex_lock(&p.lock);
+    while (p.runs < 10) {
+        struct timespec ts;
+        clock_deadline_realtime(T_READ, &ts);
+        assert_int_equal(pthread_cond_timedwait(&p.cond, &p.lock, &ts), 0);
+    }
+    (void)pthread_mutex_unlock(&p.lock);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(one(f, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n", &r), 404);
+    expect_header(&r, "content-type", "text/plain");
+    expect_body(&r, "error 404: not found");
+    test_http_resp_done(&r);
+    stop(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keep_alive),
+        cmocka_unit_test(test_pipelined),
+        cmocka_unit_test(test_routing),
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_request_bodies),
+        cmocka_unit_test(test_streaming_response),
+        cmocka_unit_test(test_http10_keep_alive),
+        cmocka_unit_test(test_back_pressure),
+        cmocka_unit_test(test_slowloris),
+        cmocka_unit_test(test_idle_keep_alive_closed),
+        cmocka_unit_test(test_connection_limit),
+        cmocka_unit_test(test_graceful_shutdown),
+        cmocka_unit_test(test_probes),
+        cmocka_unit_test(test_post_and_custom_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
