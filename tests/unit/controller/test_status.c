@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests: Sandbox condition computation for every Pod situation, expiry, and the
+ * status write decision. */
+#include <cmocka.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "controller/sandbox_names.h"
+#include "controller/sandbox_status.h"
+#include "kube/obj.h"
+
+#define T0 "2026-01-01T00:00:00Z"
+#define T1 "2026-01-01T00:00:05Z"
+
+static json_t *sandbox(const char *mode, const char *service)
+{
+    char txt[512];
+    (void)snprintf(txt, sizeof(txt),
+                   "{\"metadata\":{\"name\":\"my-sandbox\",\"namespace\":\"ns\",\"uid\":\"u\","
+                   "\"generation\":2},\"spec\":{\"operatingMode\":\"%s\"%s%s}}",
+                   mode, service ? ",\"service\":" : "", service ? service : "");
+    json_t *j = json_loads(txt, 0, NULL);
+    assert_non_null(j);
+    return j;
+}
+
+static json_t *pod(const char *phase, const char *ready, const char *ip)
+{
+    json_t *p = json_pack("{s:{s:s}, s:{s:s}, s:{s:s, s:[]}}", "metadata", "name", "my-sandbox",
+                          "spec", "nodeName", "node-1", "status", "phase", phase, "conditions");
+    json_t *conds = (json_t *)kube_obj_path(p, "status.conditions");
+    json_array_append_new(conds, json_pack("{s:s, s:s}", "type", "PodScheduled", "status", "True"));
+    if (ready)
+        json_array_append_new(conds, json_pack("{s:s, s:s}", "type", "Ready", "status", ready));
+    if (ip)
+        json_object_set_new(json_object_get(p, "status"), "podIPs", json_pack("[{s:s}]", "ip", ip));
+    return p;
+}
+
+static void expect(const json_t *st, const char *type, const char *status, const char *reason,
+                   const char *msg)
+{
+    const json_t *c = sb_cond_get(st, type);
+    if (!status) {
+        assert_null(c);
+        return;
+    }
+    assert_non_null(c);
+    assert_string_equal(json_string_value(json_object_get(c, "status")), status);
+    assert_string_equal(json_string_value(json_object_get(c, "reason")), reason);
+    if (msg)
+        assert_string_equal(json_string_value(json_object_get(c, "message")), msg);
+    assert_int_equal(json_integer_value(json_object_get(c, "observedGeneration")), 2);
+}
+
+static json_t *build(struct sb_observed *o)
+{
+    return sb_status_build(o, T0);
+}
+
+static void test_no_pod_running(void **state)
+{
+    json_t *sb = sandbox("Running", NULL);
+    struct sb_observed o = {.sb = sb};
+    json_t *st = build(&o);
+    (void)state;
+    expect(st, SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED, "Sandbox is not suspended");
+    expect(st, SB_COND_FINISHED, NULL, NULL, NULL);
+    expect(st, SB_COND_POD_SCHEDULED, NULL, NULL, NULL);
+    expect(st, SB_COND_READY, "False", SB_R_DEPS_NOT_READY, "Pod does not exist");
+    assert_null(json_object_get(st, "podIPs"));
+    assert_null(json_object_get(st, "selector"));
+    json_decref(st);
+    json_decref(sb);
+}
+
+static void test_pending_running_ready(void **state)
+{
+    json_t *sb = sandbox("Running", "true");
+    json_t *p1 = pod("Pending", NULL, NULL), *p2 = pod("Running", "False", "10.0.0.5");
+    json_t *p3 = pod("Running", "True", NULL), *p4 = pod("Running", "True", "10.0.0.5");
+    struct sb_observed o = {.sb = sb, .pod = p1, .svc_exists = true, .svc_name = "my-sandbox"};
+    json_t *st = build(&o);
+    (void)state;
+    expect(st, SB_COND_READY, "False", SB_R_DEPS_NOT_READY,
+           "Pod exists with phase: Pending; Service Exists");
+    expect(st, SB_COND_POD_SCHEDULED, "True", SB_R_POD_SCHEDULED, NULL);
+    assert_string_equal(json_string_value(json_object_get(st, "selector")),
+                        "agents.x-k8s.io/sandbox-name-hash=374de8f5");
+    assert_string_equal(json_string_value(json_object_get(st, "serviceFQDN")),
+                        "my-sandbox.ns.svc.cluster.local");
+    json_decref(st);
+    o.pod = p2;
+    st = build(&o);
+    expect(st, SB_COND_READY, "False", SB_R_DEPS_NOT_READY,
+           "Pod is Running but not Ready; Service Exists");
+    json_decref(st);
+    o.pod = p3;
+    st = build(&o);
+    expect(st, SB_COND_READY, "False", SB_R_DEPS_NOT_READY,
+           "Pod is Ready but has no podIPs yet; Service Exists");
+    json_decref(st);
+    o.pod = p4;
+    st = build(&o);
+    expect(st, SB_COND_READY, "True", SB_R_DEPS_READY, "Pod is Ready; Service Exists");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(st, "podIPs"), 0)),
+                        "10.0.0.5");
+    assert_string_equal(json_string_value(json_object_get(st, "nodeName")), "node-1");
+    json_decref(st);
+    o.svc_exists = false;
+    o.svc_name = NULL;
+    st = build(&o);
+    expect(st, SB_COND_READY, "False", SB_R_DEPS_NOT_READY, "Pod is Ready; Service does not exist");
+    assert_null(json_object_get(st, "serviceFQDN"));
+    json_decref(st);
+    json_decref(p1);
+    json_decref(p2);
+    json_decref(p3);
+    json_decref(p4);
+    json_decref(sb);
+}
+
+static void test_service_unset_follows_existence(void **state)
+{
+    json_t *sb = sandbox("Running", NULL), *p = pod("Running", "True", "10.0.0.5");
+    struct sb_observed o = {.sb = sb, .pod = p};
+    json_t *st = build(&o);
+    (void)state;
+    expect(st, SB_COND_READY, "True", SB_R_DEPS_READY, "Pod is Ready");
+    json_decref(st);
+    json_decref(sb);
+    sb = sandbox("Running", "false");
+    o.sb = sb;
+    st = build(&o);
+    expect(st, SB_COND_READY, "True", SB_R_DEPS_READY, "Pod is Ready");
+    json_decref(st);
+    json_decref(sb);
+    json_decref(p);
+}
+
+static void test_terminal_phases(void **state)
+{
+    json_t *sb = sandbox("Running", NULL), *ok = pod("Succeeded", "False", NULL);
+    json_t *bad = pod("Failed", "False", NULL);
+    struct sb_observed o = {.sb = sb, .pod = ok};
+    json_t *st = build(&o), *st2;
+    (void)state;
+    expect(st, SB_COND_FINISHED, "True", SB_R_POD_SUCCEEDED, "Pod completed successfully");
+    expect(st, SB_COND_READY, "False", SB_R_POD_SUCCEEDED, "Pod completed successfully");
+    o.pod = bad;
+    st2 = build(&o);
+    expect(st2, SB_COND_FINISHED, "True", SB_R_POD_FAILED, "Pod failed");
+    expect(st2, SB_COND_READY, "False", SB_R_POD_FAILED, "Pod failed");
+    json_decref(st2);
+    /* Finished is removed once the Pod is no longer terminal. */
+    json_object_set(sb, "status", st);
+    o.pod = NULL;
+    st2 = build(&o);
+    expect(st2, SB_COND_FINISHED, NULL, NULL, NULL);
+    json_decref(st2);
+    json_decref(st);
+    json_decref(ok);
+    json_decref(bad);
+    json_decref(sb);
+}
+
+static void test_suspend_resume(void **state)
+{
+    json_t *sb = sandbox("Suspended", NULL), *p = pod("Running", "True", "10.0.0.5");
+    struct sb_observed o = {.sb = sb, .pod = p};
+    json_t *st = build(&o);
+    (void)state;
+    expect(st, SB_COND_SUSPENDED, "False", SB_R_POD_TERMINATING,
+           "Pod is terminating. Sandbox is suspending");
+    expect(st, SB_COND_READY, "False", SB_R_SUSPENDED, "Sandbox is suspending");
+    json_object_set_new(sb, "status", st);
+    o.pod = NULL;
+    st = build(&o);
+    expect(st, SB_COND_SUSPENDED, "True", SB_R_POD_TERMINATED,
+           "Pod has been terminated. Sandbox is suspended");
+    expect(st, SB_COND_READY, "False", SB_R_SUSPENDED, "Sandbox is suspended");
+    expect(st, SB_COND_POD_SCHEDULED, NULL, NULL, NULL);
+    assert_null(json_object_get(st, "podIPs"));
+    assert_string_equal(json_string_value(json_object_get(st, "selector")),
+                        "agents.x-k8s.io/sandbox-name-hash=374de8f5");
+    /* Resume: Suspended flips to False with a new transition time, never stays True. */
+    json_object_set_new(sb, "status", st);
+    json_object_set_new(json_object_get(sb, "spec"), "operatingMode", json_string("Running"));
+    o.pod = p;
+    st = sb_status_build(&o, T1);
+    expect(st, SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED, "Sandbox is not suspended");
+    assert_string_equal(json_string_value(json_object_get(sb_cond_get(st, SB_COND_SUSPENDED),
+                                                          "lastTransitionTime")),
+                        T1);
+    expect(st, SB_COND_READY, "True", SB_R_DEPS_READY, NULL);
+    json_decref(st);
+    json_decref(p);
+    json_decref(sb);
+}
+
+static void test_suspend_unowned_and_unknown(void **state)
+{
+    json_t *sb = sandbox("Suspended", NULL);
+    struct sb_observed o = {.sb = sb, .pod_unowned = true, .errors = "pod \"x\" is not ours"};
+    json_t *st = build(&o);
+    (void)state;
+    expect(st, SB_COND_SUSPENDED, "False", SB_R_POD_NOT_OWNED, NULL);
+    expect(st, SB_COND_READY, "False", SB_R_RECONCILER_ERROR, "Error seen: pod \"x\" is not ours");
+    json_decref(st);
+    o = (struct sb_observed){.sb = sb, .pod_error = true, .errors = "boom"};
+    st = build(&o);
+    expect(st, SB_COND_SUSPENDED, "Unknown", SB_R_POD_STATE_UNKNOWN, NULL);
+    expect(st, SB_COND_POD_SCHEDULED, "Unknown", SB_R_SCHED_UNKNOWN, NULL);
+    json_decref(st);
+    json_decref(sb);
+}
+
+static void test_multiple_and_lost(void **state)
+{
+    json_t *sb = sandbox("Running", NULL);
+    struct sb_observed o = {.sb = sb, .multiple_pods = "multiple Pods (2)", .errors = "x"};
+    json_t *st = build(&o), *p = pod("Pending", NULL, NULL);
+    (void)state;
+    expect(st, SB_COND_READY, "False", SB_R_MULTIPLE_PODS, "multiple Pods (2)");
+    json_decref(st);
+    o = (struct sb_observed){.sb = sb, .pod = p, .pod_recreated = true};
+    st = build(&o);
+    expect(st, SB_COND_READY, "False", SB_R_DEPS_NOT_READY,
+           "Pod was lost and has been recreated; Pod exists with phase: Pending");
+    json_decref(st);
+    json_decref(p);
+    json_decref(sb);
+}
+
+static void test_pod_scheduled_mirror(void **state)
+{
+    json_t *sb = sandbox("Running", NULL), *p = pod("Pending", NULL, NULL);
+    json_t *c = json_array_get(kube_obj_path(p, "status.conditions"), 0);
+    struct sb_observed o = {.sb = sb, .pod = p};
+    json_t *st;
+    (void)state;
+    json_object_set_new(c, "status", json_string("False"));
+    json_object_set_new(c, "reason", json_string("Unschedulable"));
+    json_object_set_new(c, "message", json_string("0/1 nodes"));
+    st = build(&o);
+    expect(st, SB_COND_POD_SCHEDULED, "False", "Unschedulable", "0/1 nodes");
+    json_decref(st);
+    json_array_clear((json_t *)kube_obj_path(p, "status.conditions"));
+    st = build(&o);
+    expect(st, SB_COND_POD_SCHEDULED, "Unknown", SB_R_SCHED_UNKNOWN,
+           "Pod has not reported a PodScheduled condition yet");
+    json_decref(st);
+    json_decref(p);
+    json_decref(sb);
+}
+
+static void test_transition_time(void **state)
+{
+    json_t *st = json_object();
+    (void)state;
+    sb_cond_set(st, "Ready", "False", "A", "m", 1, T0);
+    sb_cond_set(st, "Ready", "False", "B", "m2", 2, T1);
+    const json_t *c = sb_cond_get(st, "Ready");
+    assert_string_equal(json_string_value(json_object_get(c, "lastTransitionTime")), T0);
+    assert_string_equal(json_string_value(json_object_get(c, "reason")), "B");
+    sb_cond_set(st, "Ready", "True", "B", "m2", 2, T1);
+    assert_string_equal(json_string_value(json_object_get(c, "lastTransitionTime")), T1);
+    assert_int_equal(json_array_size(json_object_get(st, "conditions")), 1);
+    sb_cond_remove(st, "Ready");
+    assert_null(sb_cond_get(st, "Ready"));
+    json_decref(st);
+}
+
+static void test_expire(void **state)
+{
+    json_t *st =
+        json_pack("{s:s, s:[s], s:s}", "service", "x", "podIPs", "1.2.3.4", "selector", "s");
+    (void)state;
+    sb_cond_set(st, SB_COND_FINISHED, "True", SB_R_POD_FAILED, "Pod failed", 2, T0);
+    sb_cond_set(st, SB_COND_POD_SCHEDULED, "True", SB_R_POD_SCHEDULED, "", 2, T0);
+    sb_status_expire(st, false, 2, T1);
+    expect(st, SB_COND_READY, "False", SB_R_EXPIRED, "Sandbox has expired");
+    expect(st, SB_COND_POD_SCHEDULED, NULL, NULL, NULL);
+    assert_non_null(json_object_get(st, "podIPs"));
+    sb_status_expire(st, true, 2, T1);
+    assert_int_equal(json_object_size(st), 1);
+    expect(st, SB_COND_FINISHED, "True", SB_R_POD_FAILED, NULL);
+    expect(st, SB_COND_READY, "False", SB_R_EXPIRED, NULL);
+    json_decref(st);
+}
+
+static void test_changed(void **state)
+{
+    json_t *a = json_object(), *b;
+    (void)state;
+    sb_cond_set(a, "Ready", "False", "X", "m", 1, T0);
+    b = json_deep_copy(a);
+    assert_false(sb_status_changed(a, b));
+    assert_true(sb_status_changed(NULL, b));
+    assert_false(sb_status_changed(NULL, NULL));
+    /* nodeName alone while not Ready: coalesced. */
+    json_object_set_new(b, "nodeName", json_string("n1"));
+    assert_false(sb_status_changed(a, b));
+    json_object_set_new(b, "podIPs", json_pack("[s]", "1.1.1.1"));
+    assert_true(sb_status_changed(a, b));
+    json_object_del(b, "podIPs");
+    sb_cond_set(b, "Ready", "True", "X", "m", 1, T1);
+    assert_true(sb_status_changed(a, b));
+    json_decref(a);
+    json_decref(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_pod_running),
+        cmocka_unit_test(test_pending_running_ready),
+        cmocka_unit_test(test_service_unset_follows_existence),
+        cmocka_unit_test(test_terminal_phases),
+        cmocka_unit_test(test_suspend_resume),
+        cmocka_unit_test(test_suspend_unowned_and_unknown),
+        cmocka_unit_test(test_multiple_and_lost),
+        cmocka_unit_test(test_pod_scheduled_mirror),
+        cmocka_unit_test(test_transition_time),
+        cmocka_unit_test(test_expire),
+        cmocka_unit_test(test_changed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
