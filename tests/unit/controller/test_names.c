@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests: name hash vectors, reserved keys, created-by normalisation, ownership. */
-#include <cmocka.h>
-#include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <jansson.h>
 
 #include "controller/sandbox_names.h"
 

@@ -1,22 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests: Sandbox condition computation for every Pod situation, expiry, and the
  * status write decision. */
-#include <cmocka.h>
-#include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "controller/sandbox_names.h"
 #include "controller/sandbox_status.h"
 #include "kube/obj.h"
 
+
 #define T0 "2026-01-01T00:00:00Z"
 #define T1 "2026-01-01T00:00:05Z"
 
-static json_t *sandbox(const char *mode, const char *service)
+    static json_t *sandbox(const char *mode, const char *service)
 {
     char txt[512];
     (void)snprintf(txt, sizeof(txt),
