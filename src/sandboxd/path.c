@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Lexical cleaning of user paths and openat2-based confined opens (see path.h). */
+#include "sandboxd/path.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "common/buf.h"
+#include "common/xalloc.h"
+#include "sandboxd/sbd_limits.h"
+
+struct sbd_root {
+    int fd;
+    char *path;
+};
+
+/* mkdir -p with 0755; existing directories are fine. */
+static int mkdir_parents(const char *path)
+{
+    char *p = xstrdup(path);
+    int r = 0;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char saved = *s;
+        *s = '\0';
+        if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+            r = -errno;
+            break;
+        }
+        *s = saved;
+        if (!saved)
+            break;
+    }
+    xfree(p);
+    return r;
+}
+
+int sbd_root_open(const char *path, bool create, struct sbd_root **ret)
+{
+    if (!path || !*path)
+        return -EINVAL;
+    if (create && path[0] == '/') {
+        int r = mkdir_parents(path);
+        if (r < 0)
+            return r;
+    }
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        return -errno;
+    int fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int r = fd < 0 ? -errno : 0;
+    if (r == 0) {
+        struct sbd_root *root = XNEW(struct sbd_root);
+        root->fd = fd;
+        root->path = xstrdup(real);
+        *ret = root;
+    }
+    return r;
+}
+
+void sbd_root_free(struct sbd_root *r)
+{
+    if (!r)
+        return;
+    if (r->fd >= 0)
+        (void)close(r->fd);
+    xfree(r->path);
+    xfree(r);
+}
+
+int sbd_root_fd(const struct sbd_root *r)
+{
+    return r->fd;
+}
+
+const char *sbd_root_path(const struct sbd_root *r)
+{
+    return r->path;
+}
+
+/* Pushes component c onto the cleaned path in out ("" means the root). Returns 0 or
+ * -EPERM when ".." climbs above the root of a relative path. */
+static int push_component(struct buf *out, struct str c, bool absolute)
+{
+    if (c.len == 0 || str_eq_c(c, "."))
+        return 0;
+    if (str_eq_c(c, "..")) {
+        if (out->len == 0)
+            return absolute ? 0 : -EPERM;
+        char *slash = memrchr(out->data, '/', out->len);
+        size_t keep = slash ? (size_t)(slash - out->data) : 0;
+        out->len = keep;
+        out->data[keep] = '\0';
+        return 0;
+    }
+    if (out->len && buf_putc(out, '/') < 0)
+        return -ENAMETOOLONG;
+    return buf_append(out, c.p, c.len) < 0 ? -ENAMETOOLONG : 0;
+}
+
+static int clean_components(struct str in, bool absolute, struct buf *out)
+{
+    struct str rest = in, c;
+    while (rest.len) {
+        if (!str_cut(rest, '/', &c, &rest))
+            rest = STR_NULL;
+        int r = push_component(out, c, absolute);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* For an absolute cleaned path (without its leading '/'), drops the root prefix. */
+static const char *strip_root(const char *clean, const char *root_path)
+{
+    if (!root_path)
+        return clean;
+    while (*root_path == '/')
+        root_path++;
+    size_t n = strlen(root_path);
+    if (n == 0)
+        return clean;
+    if (strncmp(clean, root_path, n) != 0)
+        return clean;
+    if (clean[n] == '\0')
+        return "";
+    return clean[n] == '/' ? clean + n + 1 : clean;
+}
+
+int sbd_path_clean(const char *root_path, struct str in, char **ret)
+{
+    if (in.len && memchr(in.p, '\0', in.len))
+        return -EINVAL;
+    if (in.len > LIMIT_SBD_PATH)
+        return -ENAMETOOLONG;
+    bool absolute = in.len && in.p[0] == '/';
+    struct buf out;
+    buf_init(&out, LIMIT_SBD_PATH);
+    (void)buf_puts(&out, "");
+    int r = clean_components(in, absolute, &out);
+    if (r < 0) {
+        buf_done(&out);
+        return r;
+    }
+    const char *rel = absolute ? strip_root(buf_str(&out), root_path) : buf_str(&out);
+    *ret = xstrdup(*rel ? rel : ".");
+    buf_done(&out);
+    return 0;
+}
+
+static int map_resolve_err(int e)
+{
+    return e == EXDEV ? -EPERM : -e;
+}
+
+int sbd_path_open(const struct sbd_root *root, const char *rel, int flags, mode_t mode)
+{
+    struct open_how how = {
+        .flags = (unsigned long long)(flags | O_CLOEXEC),
+        .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    for (int i = 0; i < LIMIT_SBD_OPEN_RETRIES; i++) {
+        long fd = syscall(SYS_openat2, root->fd, rel, &how, sizeof(how));
+        if (fd >= 0)
+            return (int)fd;
+        if (errno != EAGAIN && errno != EINTR)
+            return map_resolve_err(errno);
+    }
+    return -EAGAIN;
+}
+
+/* Opens (creating when missing) every directory of dir, one prefix at a time. */
+static int open_dirs_creating(const struct sbd_root *root, char *dir)
+{
+    for (char *s = dir;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char saved = *s;
+        *s = '\0';
+        int fd = sbd_path_open(root, dir, O_PATH | O_DIRECTORY, 0);
+        if (fd == -ENOENT) {
+            const char *name;
+            int pfd = strchr(dir, '/') ? sbd_path_open_parent(root, dir, false, &name)
+                                       : sbd_path_open(root, ".", O_PATH | O_DIRECTORY, 0);
+            if (pfd < 0)
+                return pfd;
+            if (!strchr(dir, '/'))
+                name = dir;
+            int mr = mkdirat(pfd, name, 0755) < 0 && errno != EEXIST ? -errno : 0;
+            (void)close(pfd);
+            if (mr < 0)
+                return mr;
+            fd = sbd_path_open(root, dir, O_PATH | O_DIRECTORY, 0);
+        }
+        *s = saved;
+        if (fd < 0 || !saved)
+            return fd;
+        (void)close(fd);
+    }
+}
+
+int sbd_path_open_parent(const struct sbd_root *root, const char *rel, bool create,
+                         const char **ret_name)
+{
+    if (!*rel || strcmp(rel, ".") == 0)
+        return -EINVAL;
+    const char *slash = strrchr(rel, '/');
+    const char *name = slash ? slash + 1 : rel;
+    if (!*name || strcmp(name, "..") == 0 || strcmp(name, ".") == 0)
+        return -EINVAL;
+    char *dir = slash ? xstrndup(rel, (size_t)(slash - rel)) : xstrdup(".");
+    int fd = sbd_path_open(root, dir, O_PATH | O_DIRECTORY, 0);
+    if (fd == -ENOENT && create && slash)
+        fd = open_dirs_creating(root, dir);
+    xfree(dir);
+    if (fd >= 0)
+        *ret_name = name;
+    return fd;
+}
+
+bool sbd_path_err_is_denied(int err)
+{
+    return err == -EPERM || err == -EACCES || err == -EXDEV || err == -ELOOP;
+}
