@@ -184,8 +184,10 @@ void http__conn_update_read(struct http_conn *c)
     if (want && c->state != HTTP_CONN_LINGER) {
         if (c->queued >= s->opts.write_queue || c->in.len > LIMIT_HTTP_HEADER_BYTES)
             want = false;
-        if (c->state == HTTP_CONN_BODY && c->req && c->req->body_paused)
+        if (c->state == HTTP_CONN_BODY && c->req && c->req->body_paused) {
             want = false;
+            (void)uv_timer_stop(&c->timer); /* the handler is slow, not the client */
+        }
     }
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
@@ -232,6 +234,8 @@ int http__conn_write(struct http_conn *c, const struct str *parts, size_t n)
         total += parts[i].len;
     if (total == 0)
         return 0;
+    if (total > UINT32_MAX)
+        return -E2BIG;
     struct write_op *w = xmalloc(sizeof(*w) + total);
     w->len = total;
     size_t off = 0;
@@ -269,6 +273,9 @@ static void call_handler(struct http_conn *c, struct http_req *req)
     http_req_ref(req);
     if (req->route->fn(req, req->route->ctx) < 0)
         handler_failed(c, req);
+    /* Nobody kept the request and nothing answered it: it would hang forever. */
+    else if (req->conn && req->resp == HTTP_RESP_NONE && req->refs == 2 && !req->stream_body)
+        (void)http_respond_error(req, 500, "handler did not respond");
     http_req_unref(req);
 }
 

@@ -10,4 +10,5 @@
 #define LIMIT_HTTP_LINGER       (2 * USEC_PER_SEC) /* drain input after an error reply */
 #define LIMIT_HTTP_RESP_HEADERS (16u * 1024)       /* headers a handler adds to a reply */
 #define LIMIT_HTTP_ERROR_BODY   (4u * 1024)        /* one generated error body */
+#define LIMIT_HTTP_READY_REASON 1024u              /* a /readyz failure reason */
 #define LIMIT_HTTP_ROUTES       256                /* routes in one router */

@@ -3,9 +3,9 @@
 #include "http/probes.h"
 
 #include "common/limits.h"
+#include "http/http_limits.h"
 
-#define TEXT               "text/plain; charset=utf-8"
-#define LIMIT_READY_REASON 1024u
+#define TEXT "text/plain; charset=utf-8"
 
 static int healthz(struct http_req *req, void *ctx)
 {
@@ -17,7 +17,7 @@ static int readyz(struct http_req *req, void *ctx)
 {
     const struct http_probes_opts *o = ctx;
     struct buf reason;
-    buf_init(&reason, LIMIT_READY_REASON);
+    buf_init(&reason, LIMIT_HTTP_READY_REASON);
     int r;
     if (!o->ready || o->ready(o->ready_ctx, &reason)) {
         r = http_respond(req, 200, TEXT, "ok\n", 3);

@@ -24,7 +24,9 @@ struct http_req;
 /** A request handler. Called on the loop thread once the head (streamed-body routes) or
  * the whole body (other routes) has arrived. It responds now or later (keep a reference
  * with http_req_ref to respond after returning). A negative return before any response
- * started answers 500; after a streaming response started it closes the connection. */
+ * started answers 500; after a streaming response started it closes the connection.
+ * Returning 0 without responding and without a reference also answers 500 (except on
+ * streamed-body routes, whose body callback usually answers). */
 typedef int http_handler_fn(struct http_req *req, void *ctx);
 
 /** Receives a streamed request body: data (borrowed for the call) and last = true once
@@ -152,7 +154,8 @@ bool http_req_is_aborted(const struct http_req *req);
 
 /* ---- Responses --------------------------------------------------------------------- */
 
-/** Adds a response header before the response starts. Borrows name and value (copied).
+/** Adds a response header before the response starts. Borrows name and value (copied;
+ * neither may be NULL).
  * Returns 0, -EINVAL (not a token name, CR/LF/NUL in value, or a framing header such as
  * Content-Length), -EALREADY (started) or -E2BIG (LIMIT_HTTP_RESP_HEADERS). */
 int http_resp_header_add(struct http_req *req, const char *name, const char *value);

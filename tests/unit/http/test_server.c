@@ -211,6 +211,74 @@ static int h_big(struct http_req *req, void *ctx)
     return r;
 }
 
+static int h_noresp(struct http_req *req, void *ctx)
+{
+    (void)req;
+    (void)ctx;
+    return 0;
+}
+
+/* A streamed upload whose consumer is slower than the body timeout: it pauses the body
+ * after the first data for 300 ms (> T_SHORT), which must not count as a slow client. */
+struct slow_up {
+    uv_timer_t timer;
+    struct http_req *req;
+    uint64_t bytes;
+    int pauses;
+};
+
+static void slow_up_closed(uv_handle_t *h)
+{
+    struct slow_up *u = h->data;
+    http_req_unref(u->req);
+    xfree(u);
+}
+
+static void slow_up_resume(uv_timer_t *t)
+{
+    struct slow_up *u = t->data;
+    http_req_pause_body(u->req, false);
+}
+
+static int slow_up_body(struct http_req *req, struct str data, bool last, void *ctx)
+{
+    struct slow_up *u = ctx;
+    u->bytes += data.len;
+    if (last) {
+        char out[64];
+        int n = snprintf(out, sizeof(out), "got %llu after %d pause", (unsigned long long)u->bytes,
+                         u->pauses);
+        uv_close((uv_handle_t *)&u->timer, slow_up_closed);
+        return http_respond(req, 200, "text/plain", out, (size_t)n);
+    }
+    if (data.len && u->pauses == 0) {
+        u->pauses++;
+        http_req_pause_body(req, true);
+        (void)uv_timer_start(&u->timer, slow_up_resume, 300, 0);
+    }
+    return 0;
+}
+
+static void slow_up_abort(struct http_req *req, void *ctx)
+{
+    struct slow_up *u = ctx;
+    (void)req;
+    if (!uv_is_closing((uv_handle_t *)&u->timer))
+        uv_close((uv_handle_t *)&u->timer, slow_up_closed);
+}
+
+static int h_slow_upload(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    struct slow_up *u = XNEW(struct slow_up);
+    u->req = http_req_ref(req);
+    (void)uv_timer_init(http_req_loop(req), &u->timer);
+    u->timer.data = u;
+    http_req_set_body_cb(req, slow_up_body, u);
+    http_req_set_abort_cb(req, slow_up_abort, u);
+    return 0;
+}
+
 static bool ready_cb(void *ctx, struct buf *reason)
 {
     (void)ctx;
@@ -246,6 +314,9 @@ static void add_routes(struct http_router *r)
     assert_int_equal(http_router_add(r, "GET", "/stream", 0, h_stream, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/slowstream", 0, h_slowstream, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/big", 0, h_big, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/noresp", 0, h_noresp, NULL), 0);
+    assert_int_equal(
+        http_router_add(r, "PUT", "/slow-upload", HTTP_ROUTE_STREAM_BODY, h_slow_upload, NULL), 0);
     assert_int_equal(http_probes_register(r, &probes), 0);
     assert_int_equal(http_router_add(r, "GET", "no-slash", 0, h_hello, NULL), -EINVAL);
     assert_int_equal(http_router_add(r, "G T", "/x", 0, h_hello, NULL), -EINVAL);
@@ -398,6 +469,8 @@ static void test_routing(void **state)
     assert_int_equal(one(f, "BREW /hello HTTP/1.1\r\nHost: t\r\n\r\n", &r), 501);
     assert_int_equal(one(f, "GET /fail HTTP/1.1\r\nHost: t\r\n\r\n", &r), 500);
     expect_body(&r, "{\"detail\": \"internal error\"}");
+    assert_int_equal(one(f, "GET /noresp HTTP/1.1\r\nHost: t\r\n\r\n", &r), 500);
+    expect_body(&r, "{\"detail\": \"handler did not respond\"}");
     test_http_resp_done(&r);
     stop(f);
 }
@@ -773,6 +846,95 @@ static void test_post_and_custom_errors(void **state)
     stop(f);
 }
 
+struct conn_count {
+    struct http_server *s;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    long n;
+};
+
+static void count_fn(void *arg)
+{
+    struct conn_count *cc = arg;
+    (void)pthread_mutex_lock(&cc->lock);
+    cc->n = (long)http_server_connections(cc->s);
+    (void)pthread_cond_signal(&cc->cond);
+    (void)pthread_mutex_unlock(&cc->lock);
+}
+
+/* The server's open connection count, read on its loop thread. */
+static long server_conns(const struct fixture *f)
+{
+    struct conn_count cc = {.s = http_server_thread_server(f->t),
+                            .lock = PTHREAD_MUTEX_INITIALIZER,
+                            .cond = PTHREAD_COND_INITIALIZER,
+                            .n = -1};
+    assert_int_equal(http_server_post(cc.s, count_fn, &cc), 0);
+    (void)pthread_mutex_lock(&cc.lock);
+    while (cc.n < 0) {
+        struct timespec ts;
+        clock_deadline_realtime(T_READ, &ts);
+        assert_int_equal(pthread_cond_timedwait(&cc.cond, &cc.lock, &ts), 0);
+    }
+    (void)pthread_mutex_unlock(&cc.lock);
+    return cc.n;
+}
+
+/* Waits (bounded) until the server has no connection left; returns the last count. */
+static long wait_no_conns(const struct fixture *f)
+{
+    long n = server_conns(f);
+    for (int i = 0; i < 400 && n != 0; i++) {
+        clock_sleep(5 * USEC_PER_MSEC);
+        n = server_conns(f);
+    }
+    return n;
+}
+
+static void test_client_gone_mid_stream(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    assert_int_equal(test_http_send_str(&c, "GET /slowstream HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    for (int i = 0; i < 500 && !atomic_load(&stream_started); i++)
+        clock_sleep(2 * USEC_PER_MSEC);
+    assert_int_equal(server_conns(f), 1);
+    test_http_close(&c);
+    /* the server notices on its next write and releases everything (ASan checks) */
+    assert_int_equal(wait_no_conns(f), 0);
+
+    /* an upload abandoned half-way */
+    c = conn_to(f);
+    assert_int_equal(test_http_send_str(&c, "POST /upload HTTP/1.1\r\nHost: t\r\n"
+                                            "Content-Length: 100\r\n\r\nabc"),
+                     0);
+    clock_sleep(20 * USEC_PER_MSEC);
+    test_http_close(&c);
+    assert_int_equal(wait_no_conns(f), 0);
+    stop(f);
+}
+
+static void test_paused_upload(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(test_http_send_str(&c, "PUT /slow-upload HTTP/1.1\r\nHost: t\r\n"
+                                            "Content-Length: 6\r\n\r\nabc"),
+                     0);
+    clock_sleep(50 * USEC_PER_MSEC);
+    assert_int_equal(test_http_send_str(&c, "def"), 0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 200);
+    expect_body(&r, "got 6 after 1 pause");
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    stop(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -790,6 +952,8 @@ int main(void)
         cmocka_unit_test(test_graceful_shutdown),
         cmocka_unit_test(test_probes),
         cmocka_unit_test(test_post_and_custom_errors),
+        cmocka_unit_test(test_client_gone_mid_stream),
+        cmocka_unit_test(test_paused_upload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
