@@ -61,6 +61,10 @@ struct kube_req {
     const char *ns;               /* NULL: cluster scope or all namespaces */
     const char *name;
     const char *subresource;      /* "status", "scale", ... */
+    const char *raw_path;         /* instead of res/ns/name/subresource: an absolute API
+                                     path such as "/version" or a pod proxy path
+                                     "/api/v1/namespaces/N/pods/P:8080/proxy/x" (sent
+                                     as given: the caller escapes it) */
     /* query */
     const char *label_selector;
     const char *field_selector;

@@ -72,12 +72,14 @@ static int build_query(const struct kube_req *r, struct buf *out)
 
 int kube_req_url(const struct kube_client *c, const struct kube_req *r, struct buf *out)
 {
-    if (!r->res || (r->res->namespaced && r->name && !r->ns))
+    if (r->raw_path ? r->raw_path[0] != '/'
+                    : (!r->res || (r->res->namespaced && r->name && !r->ns)))
         return -EINVAL;
     size_t start = out->len;
     int ret = buf_puts(out, c->base_url);
     if (ret >= 0)
-        ret = kube_res_path(r->res, r->ns, r->name, r->subresource, out);
+        ret = r->raw_path ? buf_puts(out, r->raw_path)
+                          : kube_res_path(r->res, r->ns, r->name, r->subresource, out);
     if (ret >= 0)
         ret = build_query(r, out);
     if (ret < 0) {

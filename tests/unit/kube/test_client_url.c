@@ -125,6 +125,27 @@ static void test_invalid(void **state)
     kube_client_free(c);
 }
 
+static void test_raw_path(void **state)
+{
+    (void)state;
+    struct kube_client *c = client_for(NULL);
+    struct kube_req r;
+    kube_req_init(&r, "GET", NULL);
+    r.raw_path = "/version";
+    expect_url(c, &r, "https://a.example:6443/version");
+    r.raw_path = "/api/v1/namespaces/n/pods/p:8080/proxy/v1/health";
+    r.timeout_seconds = 5;
+    expect_url(c, &r,
+               "https://a.example:6443/api/v1/namespaces/n/pods/p:8080/proxy/v1/health"
+               "?timeoutSeconds=5");
+    struct buf b;
+    buf_init(&b, 16384);
+    r.raw_path = "version"; /* must be absolute */
+    assert_int_equal(kube_req_url(c, &r, &b), -EINVAL);
+    buf_done(&b);
+    kube_client_free(c);
+}
+
 static void test_tls_server_name(void **state)
 {
     (void)state;
@@ -143,6 +164,7 @@ int main(void)
         cmocka_unit_test(test_write_query),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_tls_server_name),
+        cmocka_unit_test(test_raw_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Output helpers for kubectl-sandbox: JSON, YAML, kubectl-style ages and tables. */
+#pragma once
+
+#include <jansson.h>
+#include <stdio.h>
+
+/** Prints obj as indented JSON followed by a newline. */
+void out_json(FILE *out, const json_t *obj);
+/** Prints obj as block-style YAML (strings quoted only where YAML needs it). */
+void out_yaml(FILE *out, const json_t *obj);
+/** kubectl-style age of an RFC 3339 timestamp ("45s", "12m", "5h", "3d"); "<unknown>" if
+ * ts is NULL or malformed. Writes into buf and returns it. */
+const char *out_age(const char *ts, char *buf, unsigned size);
+
+#define OUT_MAX_COLS 10
+
+/** A simple left-aligned table: rows are collected, then printed with column widths. */
+struct out_table {
+    unsigned ncols;
+    unsigned nrows;
+    unsigned cap;
+    char **cells; /* nrows * ncols, owned */
+};
+
+void out_table_init(struct out_table *t, unsigned ncols);
+/** Adds a row of ncols cells (copied; NULL prints as "<none>"). */
+void out_table_add(struct out_table *t, const char *const *cells);
+void out_table_print(FILE *out, const struct out_table *t);
+void out_table_done(struct out_table *t);
