@@ -1,8 +1,288 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-sandbox-controller entry point (being written). */
-int main(void);
+/* agent-sandbox-controller: flags, signals, and the manager's lifecycle. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-int main(void)
+#include "common/log.h"
+#include "common/str.h"
+#include "controller/manager.h"
+#include "kube/client.h"
+#include "kube/config.h"
+
+struct flags {
+    const char *kubeconfig;
+    bool leader_elect;
+    const char *lease_ns, *lease_id;
+    const char *metrics_addr, *health_addr;
+    double qps;
+    int64_t burst, workers;
+    const char *ns, *cluster_domain;
+    bool cache_label_selectors;
+};
+
+static struct ctrl_manager *g_manager;
+
+static const char usage_text[] =
+    "Usage: agent-sandbox-controller [flags]\n"
+    "Reconciles agents.x-k8s.io/v1beta1 Sandboxes into a Pod, an optional headless\n"
+    "Service and PersistentVolumeClaims.\n\n"
+    "Flags (--name=value or --name value; a bare boolean flag means true):\n"
+    "  --kubeconfig PATH                   kubeconfig file (default: $KUBECONFIG,\n"
+    "                                      ~/.kube/config, else in-cluster config)\n"
+    "  --leader-elect[=BOOL]               leader election on a Lease (default true)\n"
+    "  --leader-election-namespace NS      Lease namespace (default: the client's)\n"
+    "  --leader-election-id NAME           Lease name (default " CTRL_DEFAULT_LEASE_ID ")\n"
+    "  --metrics-bind-address ADDR         /metrics address, \"0\" disables\n"
+    "                                      (default 127.0.0.1:8080)\n"
+    "  --health-probe-bind-address ADDR    /healthz and /readyz address, \"0\" disables\n"
+    "                                      (default 127.0.0.1:8081)\n"
+    "  --kube-api-qps QPS                  client-side rate limit; <= 0 disables (default -1)\n"
+    "  --kube-api-burst N                  client-side burst, > 0 (default 10)\n"
+    "  --sandbox-concurrent-workers N      Sandbox reconcile workers, > 0 (default 100)\n"
+    "  --namespace NS                      watch only this namespace (default: all)\n"
+    "  --cluster-domain DOMAIN             for status.serviceFQDN (default cluster.local)\n"
+    "  --cache-label-selectors[=BOOL]      cache only Pods/Services carrying the\n"
+    "                                      sandbox-name-hash label (default false)\n"
+    "  --log-level LEVEL                   error, warn, info, debug, trace (default info)\n"
+    "  --version                           print the version and exit\n"
+    "  --help                              print this help and exit\n";
+
+enum {
+    F_KUBECONFIG = 256,
+    F_LEADER_ELECT,
+    F_LEASE_NS,
+    F_LEASE_ID,
+    F_METRICS,
+    F_HEALTH,
+    F_QPS,
+    F_BURST,
+    F_WORKERS,
+    F_NAMESPACE,
+    F_DOMAIN,
+    F_CACHE_SEL,
+    F_LOG_LEVEL,
+    F_VERSION,
+    F_HELP,
+};
+
+static const struct option long_opts[] = {
+    {"kubeconfig", required_argument, NULL, F_KUBECONFIG},
+    {"leader-elect", optional_argument, NULL, F_LEADER_ELECT},
+    {"leader-election-namespace", required_argument, NULL, F_LEASE_NS},
+    {"leader-election-id", required_argument, NULL, F_LEASE_ID},
+    {"metrics-bind-address", required_argument, NULL, F_METRICS},
+    {"health-probe-bind-address", required_argument, NULL, F_HEALTH},
+    {"kube-api-qps", required_argument, NULL, F_QPS},
+    {"kube-api-burst", required_argument, NULL, F_BURST},
+    {"sandbox-concurrent-workers", required_argument, NULL, F_WORKERS},
+    {"namespace", required_argument, NULL, F_NAMESPACE},
+    {"cluster-domain", required_argument, NULL, F_DOMAIN},
+    {"cache-label-selectors", optional_argument, NULL, F_CACHE_SEL},
+    {"log-level", required_argument, NULL, F_LOG_LEVEL},
+    {"version", no_argument, NULL, F_VERSION},
+    {"help", no_argument, NULL, F_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_bool(const char *v, bool *ret)
 {
+    if (!v || strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
+        *ret = true;
+        return 0;
+    }
+    if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
+        *ret = false;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static int parse_double(const char *v, double *ret)
+{
+    char *end;
+    double d;
+    errno = 0;
+    d = strtod(v, &end);
+    if (errno || end == v || *end)
+        return -EINVAL;
+    *ret = d;
     return 0;
+}
+
+static int parse_positive(const char *v, int64_t *ret)
+{
+    int64_t n;
+    if (cstr_to_i64(v, &n) < 0 || n <= 0 || n > 100000)
+        return -EINVAL;
+    *ret = n;
+    return 0;
+}
+
+/* Applies one flag. Returns 0, 1 to exit successfully (help/version), or -EINVAL. */
+static int apply_flag(struct flags *f, int c, const char *v)
+{
+    enum log_level lvl;
+    switch (c) {
+    case F_KUBECONFIG:
+        f->kubeconfig = v;
+        return 0;
+    case F_LEADER_ELECT:
+        return parse_bool(v, &f->leader_elect);
+    case F_LEASE_NS:
+        f->lease_ns = v;
+        return 0;
+    case F_LEASE_ID:
+        f->lease_id = v;
+        return 0;
+    case F_METRICS:
+        f->metrics_addr = v;
+        return 0;
+    case F_HEALTH:
+        f->health_addr = v;
+        return 0;
+    case F_QPS:
+        return parse_double(v, &f->qps);
+    case F_BURST:
+        return parse_positive(v, &f->burst);
+    case F_WORKERS:
+        return parse_positive(v, &f->workers);
+    case F_NAMESPACE:
+        f->ns = v;
+        return 0;
+    case F_DOMAIN:
+        f->cluster_domain = v;
+        return 0;
+    case F_CACHE_SEL:
+        return parse_bool(v, &f->cache_label_selectors);
+    case F_LOG_LEVEL:
+        if (log_parse_level(v, &lvl) < 0)
+            return -EINVAL;
+        log_set_level(lvl);
+        return 0;
+    case F_VERSION:
+        printf("agent-sandbox-controller, version %s\n", AS_VERSION);
+        return 1;
+    case F_HELP:
+        fputs(usage_text, stdout);
+        return 1;
+    default:
+        return -EINVAL;
+    }
+}
+
+static int parse_flags(int argc, char **argv, struct flags *f)
+{
+    int c, r;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        if (c == '?' || c == ':') {
+            fprintf(stderr, "agent-sandbox-controller: bad flag %s (see --help)\n",
+                    argv[optind - 1]);
+            return -EINVAL;
+        }
+        r = apply_flag(f, c, optarg);
+        if (r != 0) {
+            if (r < 0)
+                fprintf(stderr, "agent-sandbox-controller: bad value for %s (see --help)\n",
+                        argv[optind - 1]);
+            return r;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "agent-sandbox-controller: unexpected argument %s\n", argv[optind]);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (g_manager)
+        ctrl_manager_request_stop(g_manager);
+}
+
+static int install_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    signal(SIGPIPE, SIG_IGN);
+    if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+        return -errno;
+    return 0;
+}
+
+static int make_client(const struct flags *f, struct kube_client **ret)
+{
+    struct kube_config_opts co = {.kubeconfig = f->kubeconfig};
+    struct kube_client_opts o = {.qps = f->qps > 0 ? f->qps : 0,
+                                 .burst = (int)f->burst,
+                                 .user_agent = "agent-sandbox-controller/" AS_VERSION};
+    struct kube_config *cfg;
+    struct kube_err e;
+    int r = kube_config_load(&co, &cfg, &e);
+    if (r < 0)
+        return log_error_errno(r, "cannot load the client configuration\tdetail=\"%s\"", e.message);
+    r = kube_client_new(cfg, &o, ret);
+    if (r < 0)
+        return log_error_errno(r, "cannot create the API client");
+    return 0;
+}
+
+static int run(const struct flags *f, struct kube_client *client)
+{
+    struct ctrl_opts o = {
+        .client = client,
+        .workers = (int)f->workers,
+        .ns = f->ns,
+        .cache_label_selectors = f->cache_label_selectors,
+        .cluster_domain = f->cluster_domain,
+        .leader_elect = f->leader_elect,
+        .lease_ns = f->lease_ns,
+        .lease_name = f->lease_id,
+        .metrics_addr = f->metrics_addr,
+        .health_addr = f->health_addr,
+        .events = true,
+    };
+    int r = ctrl_manager_new(&o, &g_manager);
+    if (r < 0)
+        return log_error_errno(r, "cannot create the manager");
+    r = ctrl_manager_start(g_manager);
+    if (r >= 0) {
+        log_info("started\tversion=%s leader_elect=%s workers=%d", AS_VERSION,
+                 f->leader_elect ? "true" : "false", o.workers);
+        r = ctrl_manager_wait(g_manager);
+    }
+    ctrl_manager_stop(g_manager);
+    ctrl_manager_free(g_manager);
+    g_manager = NULL;
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    struct flags f = {
+        .leader_elect = true,
+        .metrics_addr = "127.0.0.1:8080",
+        .health_addr = "127.0.0.1:8081",
+        .qps = -1,
+        .burst = 10,
+        .workers = 100,
+    };
+    struct kube_client *client = NULL;
+    int r;
+    log_set_component("controller");
+    r = parse_flags(argc, argv, &f);
+    if (r != 0)
+        return r > 0 ? 0 : 2;
+    if (install_signals() < 0 || make_client(&f, &client) < 0)
+        return 1;
+    r = run(&f, client);
+    kube_client_free(client);
+    log_info("stopped");
+    return r < 0 ? 1 : 0;
 }

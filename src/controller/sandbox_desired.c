@@ -426,8 +426,11 @@ static void annotation_patch(const json_t *sb, const json_t *pod, json_t *ap, js
     struct meta_ctx m = {.patch = ap, .cur = cur, .tmpl = tmpl, .wanted = wanted};
     foreach_listed(kube_obj_annotation(pod, SB_ANN_PROP_ANNOTATION), stale_annotation, &m);
     char *ls = join_sorted(lkeys), *as = join_sorted(akeys);
-    want(ap, cur, SB_ANN_PROP_LABELS, ls);
-    want(ap, cur, SB_ANN_PROP_ANNOTATION, as);
+    /* An absent list means the same as an empty one: no write just to add "". */
+    if (*ls || json_object_get(cur, SB_ANN_PROP_LABELS))
+        want(ap, cur, SB_ANN_PROP_LABELS, ls);
+    if (*as || json_object_get(cur, SB_ANN_PROP_ANNOTATION))
+        want(ap, cur, SB_ANN_PROP_ANNOTATION, as);
     xfree(ls);
     xfree(as);
     json_decref(wanted);

@@ -14,11 +14,10 @@
 #include "controller/sandbox_status.h"
 #include "kube/obj.h"
 
-
 #define T0 "2026-01-01T00:00:00Z"
 #define T1 "2026-01-01T00:00:05Z"
 
-    static json_t *sandbox(const char *mode, const char *service)
+static json_t *sandbox(const char *mode, const char *service)
 {
     char txt[512];
     (void)snprintf(txt, sizeof(txt),

@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Controller manager lifecycle: informers, queue, workers, leader election. */
+#include "controller/manager.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/xalloc.h"
+#include "controller/manager_int.h"
+#include "controller/pod_transform.h"
+#include "controller/sandbox_names.h"
+#include "kube/client.h"
+#include "kube/events.h"
+#include "kube/informer.h"
+#include "kube/informer_limits.h"
+#include "kube/lease.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+#include "kube/workqueue.h"
+
+static const char *const CTRL_NAME = "sandbox";
+
+/* ---- event handlers: map every change to the owning Sandbox's key ------------------- */
+
+static void enqueue_obj(struct ctrl_manager *m, const json_t *obj)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    if (kube_store_key(obj, key, sizeof(key)) >= 0)
+        wq_add(m->queue, key);
+}
+
+static void sb_add(void *ctx, const json_t *obj)
+{
+    enqueue_obj(ctx, obj);
+}
+
+static void sb_update(void *ctx, const json_t *old_obj, const json_t *new_obj)
+{
+    (void)old_obj;
+    enqueue_obj(ctx, new_obj);
+}
+
+static void sb_delete(void *ctx, const json_t *obj, bool unknown)
+{
+    (void)unknown;
+    enqueue_obj(ctx, obj);
+}
+
+/* A child maps to its controlling Sandbox; an uncontrolled one to the Sandbox of the
+ * same name, if there is one (a Pod or Service waiting to be adopted or refused). */
+static void child_changed(struct ctrl_manager *m, const json_t *obj)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    const char *ns = kube_obj_namespace(obj), *name = NULL;
+    json_t *sb;
+    if (!ns)
+        return;
+    if (sb_controller_is(obj, SB_GROUP, SB_KIND))
+        name = json_string_value(json_object_get(kube_obj_controller_ref(obj), "name"));
+    else if (sb_uncontrolled(obj))
+        name = kube_obj_name(obj);
+    if (!name)
+        return;
+    if (snprintf(key, sizeof(key), "%s/%s", ns, name) >= (int)sizeof(key))
+        return;
+    sb = kube_store_get(kube_informer_store(m->inf[CTRL_INF_SANDBOX]), key);
+    if (sb || sb_controller_is(obj, SB_GROUP, SB_KIND))
+        wq_add(m->queue, key);
+    json_decref(sb);
+}
+
+static void child_add(void *ctx, const json_t *obj)
+{
+    child_changed(ctx, obj);
+}
+
+static void child_update(void *ctx, const json_t *old_obj, const json_t *new_obj)
+{
+    child_changed(ctx, new_obj);
+    if (!json_equal(kube_obj_controller_ref(old_obj), kube_obj_controller_ref(new_obj)))
+        child_changed(ctx, old_obj);
+}
+
+static void child_delete(void *ctx, const json_t *obj, bool unknown)
+{
+    (void)unknown;
+    child_changed(ctx, obj);
+}
+
+/* ---- workers ---------------------------------------------------------------------- */
+
+static void reconcile_one(struct ctrl_manager *m, const char *key)
+{
+    struct sb_result res = {0};
+    const char *lv[] = {CTRL_NAME, NULL, NULL};
+    usec_t t0 = clock_now();
+    int rc;
+    atomic_fetch_add(&m->active, 1);
+    metric_set(m->met.active_workers, lv, (double)atomic_load(&m->active));
+    rc = sb_reconcile(&m->rec, key, &res);
+    metric_observe(m->met.reconcile_time, lv, (double)(clock_now() - t0) / USEC_PER_SEC);
+    if (rc < 0) {
+        log_warn_errno(rc, "reconcile failed, will retry\tkey=%s", key);
+        metric_inc(m->met.reconcile_errors, lv);
+        lv[1] = "error";
+        wq_add_rate_limited(m->queue, key);
+    } else {
+        wq_forget(m->queue, key);
+        lv[1] = res.requeue_after ? "requeue_after" : "success";
+        if (res.requeue_after)
+            wq_add_after(m->queue, key, res.requeue_after);
+    }
+    metric_inc(m->met.reconcile_total, lv);
+    atomic_fetch_sub(&m->active, 1);
+    lv[1] = NULL;
+    metric_set(m->met.active_workers, lv, (double)atomic_load(&m->active));
+    atomic_fetch_add(&m->reconciles, 1);
+}
+
+static void *worker_main(void *arg)
+{
+    struct ctrl_manager *m = arg;
+    const char *key;
+    while (wq_get(m->queue, &key) == 0) {
+        reconcile_one(m, key);
+        wq_done(m->queue, key);
+    }
+    return NULL;
+}
+
+/* Starts the workers once (on taking the lead, or at start without election). */
+static void start_workers(struct ctrl_manager *m)
+{
+    int n = m->opts.workers > 0 ? m->opts.workers : 100;
+    pthread_mutex_lock(&m->lock);
+    if (!m->threads && !atomic_load(&m->stopping)) {
+        m->threads = xcalloc((size_t)n, sizeof(*m->threads));
+        for (int i = 0; i < n; i++) {
+            if (pthread_create(&m->threads[m->nthreads], NULL, worker_main, m) != 0) {
+                log_error("cannot start worker %d of %d", i + 1, n);
+                break;
+            }
+            m->nthreads++;
+        }
+        log_info("workers started\tworkers=%zu", m->nthreads);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+static void wake(struct ctrl_manager *m)
+{
+    char c = 1;
+    ssize_t r = write(m->wake_fd[1], &c, 1);
+    (void)r;
+}
+
+static void on_started_leading(void *ctx)
+{
+    struct ctrl_manager *m = ctx;
+    atomic_store(&m->leading, true);
+    metric_set(m->met.leader, (const char *const[]){m->lease_name}, 1);
+    log_info("became leader\tlease=%s/%s identity=%s", m->lease_ns, m->lease_name, m->identity);
+    start_workers(m);
+}
+
+static void on_stopped_leading(void *ctx)
+{
+    struct ctrl_manager *m = ctx;
+    atomic_store(&m->leading, false);
+    metric_set(m->met.leader, (const char *const[]){m->lease_name}, 0);
+    if (atomic_load(&m->stopping))
+        return;
+    /* Another instance may act on our Sandboxes now: stop at once (and be restarted). */
+    log_error("leadership lost, stopping\tlease=%s/%s", m->lease_ns, m->lease_name);
+    atomic_store(&m->lost, true);
+    wake(m);
+}
+
+/* ---- construction ----------------------------------------------------------------- */
+
+static void default_identity(char *out, size_t size)
+{
+    char host[256] = "controller";
+    if (gethostname(host, sizeof(host) - 1) < 0)
+        (void)snprintf(host, sizeof(host), "controller");
+    host[sizeof(host) - 1] = '\0';
+    (void)snprintf(out, size, "%s_%ld", host, (long)getpid());
+}
+
+int ctrl_manager_new(const struct ctrl_opts *opts, struct ctrl_manager **ret)
+{
+    struct ctrl_manager *m;
+    char id[320];
+    if (!opts || !opts->client)
+        return -EINVAL;
+    m = XNEW(struct ctrl_manager);
+    m->opts = *opts;
+    m->ns = opts->ns && *opts->ns ? xstrdup(opts->ns) : NULL;
+    m->cluster_domain = xstrdup(opts->cluster_domain ? opts->cluster_domain : "cluster.local");
+    m->lease_ns = xstrdup(opts->lease_ns && *opts->lease_ns ? opts->lease_ns
+                                                            : kube_client_namespace(opts->client));
+    m->lease_name = xstrdup(opts->lease_name ? opts->lease_name : CTRL_DEFAULT_LEASE_ID);
+    default_identity(id, sizeof(id));
+    m->identity = xstrdup(opts->identity ? opts->identity : id);
+    m->metrics_addr = opts->metrics_addr ? xstrdup(opts->metrics_addr) : NULL;
+    m->health_addr = opts->health_addr ? xstrdup(opts->health_addr) : NULL;
+    m->opts.ns = m->ns;
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->cond, NULL);
+    if (pipe2(m->wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+        int r = -errno;
+        m->wake_fd[0] = m->wake_fd[1] = -1;
+        ctrl_manager_free(m);
+        return r;
+    }
+    ctrl__metrics_init(m);
+    *ret = m;
+    return 0;
+}
+
+/* ---- start ------------------------------------------------------------------------ */
+
+static void wq_m_add(void *ctx, const char *name)
+{
+    struct ctrl_manager *m = ctx;
+    metric_inc(m->met.wq_adds, (const char *const[]){name});
+}
+
+static void wq_m_depth(void *ctx, const char *name, size_t depth)
+{
+    struct ctrl_manager *m = ctx;
+    metric_set(m->met.wq_depth, (const char *const[]){name}, (double)depth);
+}
+
+static void wq_m_latency(void *ctx, const char *name, usec_t d)
+{
+    struct ctrl_manager *m = ctx;
+    metric_observe(m->met.wq_latency, (const char *const[]){name}, (double)d / USEC_PER_SEC);
+}
+
+static void wq_m_work(void *ctx, const char *name, usec_t d)
+{
+    struct ctrl_manager *m = ctx;
+    metric_observe(m->met.wq_work, (const char *const[]){name}, (double)d / USEC_PER_SEC);
+}
+
+static void wq_m_retry(void *ctx, const char *name)
+{
+    struct ctrl_manager *m = ctx;
+    metric_inc(m->met.wq_retries, (const char *const[]){name});
+}
+
+static int new_informer(struct ctrl_manager *m, int which, const struct kube_res *res,
+                        bool tracked_only, kube_store_transform_fn *tf)
+{
+    struct kube_informer_opts o = {
+        .client = m->opts.client,
+        .res = res,
+        .ns = m->ns,
+        .label_selector = tracked_only ? SB_LABEL_NAME_HASH : NULL,
+        .transform = tf,
+    };
+    struct kube_informer_handlers sh = {
+        .on_add = sb_add, .on_update = sb_update, .on_delete = sb_delete, .ctx = m};
+    struct kube_informer_handlers ch = {
+        .on_add = child_add, .on_update = child_update, .on_delete = child_delete, .ctx = m};
+    int r = kube_informer_new(&o, &m->inf[which]);
+    if (r < 0)
+        return r;
+    if (which != CTRL_INF_SANDBOX)
+        r = kube_informer_add_index(m->inf[which], SB_INDEX_OWNER, kube_index_controller_uid, NULL);
+    if (r >= 0)
+        r = kube_informer_add_handlers(m->inf[which], which == CTRL_INF_SANDBOX ? &sh : &ch);
+    return r;
+}
+
+static int start_informers(struct ctrl_manager *m)
+{
+    bool sel = m->opts.cache_label_selectors;
+    int r =
+        new_informer(m, CTRL_INF_SANDBOX, &KUBE_RES_SANDBOXES, false, kube_store_strip_transform);
+    if (r >= 0)
+        r = new_informer(m, CTRL_INF_POD, &KUBE_RES_PODS, sel, ctrl_pod_transform);
+    if (r >= 0)
+        r = new_informer(m, CTRL_INF_SERVICE, &KUBE_RES_SERVICES, sel, kube_store_strip_transform);
+    if (r >= 0)
+        r = new_informer(m, CTRL_INF_PVC, &KUBE_RES_PVCS, false, kube_store_strip_transform);
+    for (int i = 0; r >= 0 && i < CTRL_INF_COUNT; i++)
+        r = kube_informer_start(m->inf[i]);
+    if (r < 0)
+        return log_error_errno(r, "cannot start informers");
+    m->rec = (struct sb_reconciler){
+        .client = m->opts.client,
+        .sandboxes = kube_informer_store(m->inf[CTRL_INF_SANDBOX]),
+        .pods = kube_informer_store(m->inf[CTRL_INF_POD]),
+        .services = kube_informer_store(m->inf[CTRL_INF_SERVICE]),
+        .pvcs = kube_informer_store(m->inf[CTRL_INF_PVC]),
+        .cluster_domain = m->cluster_domain,
+    };
+    return 0;
+}
+
+static int start_election(struct ctrl_manager *m)
+{
+    struct lease_opts lo = {
+        .ns = m->lease_ns,
+        .name = m->lease_name,
+        .identity = m->identity,
+        .lease_duration = m->opts.lease_duration,
+        .renew_deadline = m->opts.renew_deadline,
+        .retry_period = m->opts.retry_period,
+        .cb = {.ctx = m,
+               .started_leading = on_started_leading,
+               .stopped_leading = on_stopped_leading},
+    };
+    int r;
+    lease_api_kube(m->opts.client, &lo.api);
+    r = lease_elector_new(&lo, &m->elector);
+    if (r >= 0)
+        r = lease_elector_start(m->elector);
+    if (r < 0)
+        return log_error_errno(r, "cannot start leader election");
+    metric_set(m->met.leader, (const char *const[]){m->lease_name}, 0);
+    log_info("leader election started\tlease=%s/%s identity=%s", m->lease_ns, m->lease_name,
+             m->identity);
+    return 0;
+}
+
+static int start_events(struct ctrl_manager *m)
+{
+    struct events_opts eo = {.component = SB_EVENT_SOURCE, .instance = m->identity};
+    int r;
+    if (!m->opts.events)
+        return 0;
+    events_api_kube(m->opts.client, &eo.api);
+    r = events_recorder_new(&eo, &m->events);
+    if (r < 0)
+        return log_error_errno(r, "cannot start the events recorder");
+    return 0;
+}
+
+int ctrl_manager_start(struct ctrl_manager *m)
+{
+    struct wq_opts qo = {.name = CTRL_NAME, .metrics = &m->wq_ops};
+    int r;
+    if (atomic_exchange(&m->started, true))
+        return -EALREADY;
+    m->wq_ops = (struct wq_metrics_ops){.ctx = m,
+                                        .add = wq_m_add,
+                                        .depth = wq_m_depth,
+                                        .latency = wq_m_latency,
+                                        .work = wq_m_work,
+                                        .retry = wq_m_retry};
+    r = wq_new(&qo, &m->queue);
+    if (r < 0)
+        return r;
+    r = start_events(m);
+    if (r >= 0)
+        r = start_informers(m);
+    if (r >= 0)
+        m->rec.events = m->events;
+    if (r >= 0)
+        r = ctrl__servers_start(m);
+    if (r < 0)
+        return r;
+    metric_set(m->met.max_concurrent, (const char *const[]){CTRL_NAME},
+               m->opts.workers > 0 ? m->opts.workers : 100);
+    if (m->opts.leader_elect)
+        return start_election(m);
+    atomic_store(&m->leading, true);
+    start_workers(m);
+    return 0;
+}
+
+/* ---- run, stop, free ---------------------------------------------------------------- */
+
+int ctrl_manager_wait_synced(struct ctrl_manager *m, usec_t timeout)
+{
+    usec_t end = clock_now() + timeout;
+    for (int i = 0; i < CTRL_INF_COUNT; i++) {
+        usec_t now = clock_now();
+        int r;
+        if (!m->inf[i])
+            return -ECANCELED;
+        r = kube_informer_wait_for_sync(m->inf[i], now < end ? end - now : 0);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+bool ctrl__synced(struct ctrl_manager *m)
+{
+    for (int i = 0; i < CTRL_INF_COUNT; i++)
+        if (!m->inf[i] || !kube_informer_has_synced(m->inf[i]))
+            return false;
+    return true;
+}
+
+void ctrl_manager_request_stop(struct ctrl_manager *m)
+{
+    atomic_store(&m->stop_requested, true);
+    wake(m);
+}
+
+int ctrl_manager_wait(struct ctrl_manager *m)
+{
+    struct pollfd pfd = {.fd = m->wake_fd[0], .events = POLLIN};
+    char drain[64];
+    while (!atomic_load(&m->stop_requested) && !atomic_load(&m->lost)) {
+        if (poll(&pfd, 1, 1000) > 0)
+            while (read(m->wake_fd[0], drain, sizeof(drain)) > 0) {
+            }
+    }
+    return atomic_load(&m->lost) && !atomic_load(&m->stop_requested) ? -ENOLCK : 0;
+}
+
+static void stop_workers(struct ctrl_manager *m)
+{
+    if (m->queue)
+        wq_shutdown(m->queue);
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < m->nthreads; i++)
+        pthread_join(m->threads[i], NULL);
+    XFREE(m->threads);
+    m->nthreads = 0;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void ctrl_manager_stop(struct ctrl_manager *m)
+{
+    if (!m || atomic_exchange(&m->stopped, true))
+        return;
+    atomic_store(&m->stopping, true);
+    log_info("stopping");
+    /* Workers first (running reconciles finish), then the lease goes, so a successor
+     * never overlaps with us; the informers and servers last. */
+    stop_workers(m);
+    if (m->elector)
+        lease_elector_stop(m->elector);
+    for (int i = 0; i < CTRL_INF_COUNT; i++)
+        if (m->inf[i])
+            kube_informer_stop(m->inf[i]);
+    if (m->events)
+        events_stop(m->events);
+    ctrl__servers_stop(m);
+    atomic_store(&m->leading, false);
+}
+
+void ctrl_manager_free(struct ctrl_manager *m)
+{
+    if (!m)
+        return;
+    ctrl_manager_stop(m);
+    lease_elector_free(m->elector);
+    for (int i = 0; i < CTRL_INF_COUNT; i++)
+        kube_informer_free(m->inf[i]);
+    events_recorder_free(m->events);
+    wq_free(m->queue);
+    metrics_registry_free(m->met.reg);
+    for (int i = 0; i < 2; i++)
+        if (m->wake_fd[i] >= 0)
+            close(m->wake_fd[i]);
+    pthread_mutex_destroy(&m->lock);
+    pthread_cond_destroy(&m->cond);
+    xfree(m->ns);
+    xfree(m->cluster_domain);
+    xfree(m->lease_ns);
+    xfree(m->lease_name);
+    xfree(m->identity);
+    xfree(m->metrics_addr);
+    xfree(m->health_addr);
+    xfree(m);
+}
+
+bool ctrl_manager_leading(struct ctrl_manager *m)
+{
+    return atomic_load(&m->leading);
+}
+
+struct metrics_registry *ctrl_manager_metrics(struct ctrl_manager *m)
+{
+    return m->met.reg;
+}
+
+unsigned long ctrl_manager_reconciles(struct ctrl_manager *m)
+{
+    return atomic_load(&m->reconciles);
+}

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Manager metrics (registry, Sandbox state collector) and the /metrics, /healthz and
+ * /readyz servers. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/map.h"
+#include "common/metrics.h"
+#include "common/str.h"
+#include "common/xalloc.h"
+#include "controller/manager_int.h"
+#include "controller/sandbox_names.h"
+#include "controller/sandbox_status.h"
+#include "http/server.h"
+#include "kube/informer.h"
+#include "kube/lease.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+
+/* A rendered /metrics page. */
+#define CTRL_METRICS_PAGE_MAX (32u * 1024 * 1024)
+
+static const char *const L_CTRL[] = {"controller", NULL};
+static const char *const L_CTRL_RESULT[] = {"controller", "result", NULL};
+static const char *const L_NAME[] = {"name", NULL};
+static const char *const L_SANDBOXES[] = {
+    "namespace",        "ready_condition", "expired",    "launch_type",
+    "sandbox_template", "owned_by",        "created_by", NULL};
+#define N_SB_LABELS 7
+
+/* Label values of one Sandbox in agent_sandboxes, joined with '\x1f' as a map key. */
+static void sandbox_series_key(const json_t *sb, struct buf *out)
+{
+    const json_t *st = json_object_get(sb, "status");
+    const json_t *ready = sb_cond_get(st, SB_COND_READY);
+    const char *rs = json_string_value(json_object_get(ready, "status"));
+    const char *rr = sb_cond_reason(st, SB_COND_READY);
+    const char *lt = kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE);
+    const char *tpl = kube_obj_annotation(sb, SB_ANN_TEMPLATE_REF);
+    const char *owner = sb_controller_is(sb, SB_EXT_GROUP, "SandboxClaim")      ? "SandboxClaim"
+                        : sb_controller_is(sb, SB_EXT_GROUP, "SandboxWarmPool") ? "SandboxWarmPool"
+                                                                                : "None";
+    const char *cb = sb_created_by_normalize(kube_obj_label(sb, SB_LABEL_CREATED_BY));
+    (void)buf_printf(out, "%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", kube_obj_namespace(sb),
+                     rs && strcmp(rs, "True") == 0 ? "true" : "false",
+                     rr && strcmp(rr, SB_R_EXPIRED) == 0 ? "true" : "false",
+                     lt && strcmp(lt, "warm") == 0 ? "warm" : "cold", tpl ? tpl : "unknown", owner,
+                     cb ? cb : "unknown");
+}
+
+static int write_series(struct buf *out, const char *key, double n)
+{
+    const char *v[N_SB_LABELS];
+    char *copy = xstrdup(key), *s = copy;
+    int r;
+    for (int i = 0; i < N_SB_LABELS; i++) {
+        char *sep = strchr(s, '\x1f');
+        v[i] = s;
+        if (sep) {
+            *sep = '\0';
+            s = sep + 1;
+        }
+    }
+    r = metrics_write_sample(out, "agent_sandboxes", L_SANDBOXES, v, n);
+    xfree(copy);
+    return r;
+}
+
+static int collect_sandboxes(void *ctx, struct buf *out)
+{
+    struct ctrl_manager *m = ctx;
+    struct kube_objv all = {0};
+    struct map *counts = map_new(xfree);
+    struct map_iter it;
+    const char *key;
+    void *val;
+    struct buf k;
+    int r;
+    if (m->inf[CTRL_INF_SANDBOX])
+        kube_store_list(kube_informer_store(m->inf[CTRL_INF_SANDBOX]), &all);
+    buf_init(&k, 4096);
+    for (size_t i = 0; i < all.n; i++) {
+        buf_reset(&k);
+        sandbox_series_key(all.v[i], &k);
+        double *n = map_get(counts, buf_str(&k));
+        if (!n) {
+            n = xcalloc(1, sizeof(*n));
+            map_put(counts, buf_str(&k), n, NULL);
+        }
+        (*n)++;
+    }
+    buf_done(&k);
+    kube_objv_done(&all);
+    r = metrics_write_header(out, "agent_sandboxes", "Number of Sandboxes by state.", METRIC_GAUGE);
+    map_foreach (counts, it, key, val) {
+        if (r >= 0)
+            r = write_series(out, key, *(double *)val);
+    }
+    map_free(counts);
+    return r;
+}
+
+static int collect_build_info(void *ctx, struct buf *out)
+{
+    static const char *const names[] = {"git_version", "compiler", "platform", NULL};
+    const char *vals[] = {AS_VERSION, "gcc " __VERSION__, "linux", NULL};
+    (void)ctx;
+    if (metrics_write_header(out, "agent_sandbox_build_info", "Build metadata.", METRIC_GAUGE) < 0)
+        return -E2BIG;
+    return metrics_write_sample(out, "agent_sandbox_build_info", names, vals, 1);
+}
+
+void ctrl__metrics_init(struct ctrl_manager *m)
+{
+    struct ctrl_metrics *x = &m->met;
+    double b[20];
+    x->reg = metrics_registry_new();
+    metrics_exp_buckets(0.001, 2, 16, b);
+    x->reconcile_total = metrics_counter(x->reg, "controller_runtime_reconcile_total",
+                                         "Reconciles per controller and result.", L_CTRL_RESULT);
+    x->reconcile_errors = metrics_counter(x->reg, "controller_runtime_reconcile_errors_total",
+                                          "Reconcile errors per controller.", L_CTRL);
+    x->reconcile_time = metrics_histogram(x->reg, "controller_runtime_reconcile_time_seconds",
+                                          "Reconcile latency.", L_CTRL, b, 16);
+    x->max_concurrent = metrics_gauge(x->reg, "controller_runtime_max_concurrent_reconciles",
+                                      "Workers per controller.", L_CTRL);
+    x->active_workers = metrics_gauge(x->reg, "controller_runtime_active_workers",
+                                      "Workers reconciling right now.", L_CTRL);
+    x->wq_depth = metrics_gauge(x->reg, "workqueue_depth", "Keys waiting in the queue.", L_NAME);
+    x->wq_adds = metrics_counter(x->reg, "workqueue_adds_total", "Keys queued.", L_NAME);
+    x->wq_latency = metrics_histogram(x->reg, "workqueue_queue_duration_seconds",
+                                      "Time a key waited in the queue.", L_NAME, b, 16);
+    x->wq_work = metrics_histogram(x->reg, "workqueue_work_duration_seconds",
+                                   "Time spent processing a key.", L_NAME, b, 16);
+    x->wq_retries =
+        metrics_counter(x->reg, "workqueue_retries_total", "Rate-limited re-adds.", L_NAME);
+    x->leader = metrics_gauge(x->reg, "leader_election_master_status",
+                              "1 while this instance leads.", L_NAME);
+    metrics_register_collector(x->reg, collect_sandboxes, m);
+    metrics_register_collector(x->reg, collect_build_info, m);
+    metrics_register_process(x->reg);
+}
+
+/* ---- servers ------------------------------------------------------------------------ */
+
+static int h_metrics(struct http_req *req, void *ctx)
+{
+    struct ctrl_manager *m = ctx;
+    struct buf b;
+    int r;
+    buf_init(&b, CTRL_METRICS_PAGE_MAX);
+    (void)metrics_render(m->met.reg, &b); /* a cut page is still served */
+    r = http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf_str(&b), b.len);
+    buf_done(&b);
+    return r;
+}
+
+static int h_healthz(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    return http_respond(req, 200, "text/plain; charset=utf-8", "ok", 2);
+}
+
+/* Ready once every cache has synced; a standby (not leading) is ready too, so that a
+ * rolling update can proceed while another replica holds the lease. */
+static int h_readyz(struct http_req *req, void *ctx)
+{
+    struct ctrl_manager *m = ctx;
+    static const char not_synced[] = "informers not synced";
+    if (!ctrl__synced(m))
+        return http_respond(req, 503, "text/plain; charset=utf-8", not_synced,
+                            sizeof(not_synced) - 1);
+    return http_respond(req, 200, "text/plain; charset=utf-8", "ok", 2);
+}
+
+/* Parses "host:port", ":port" or "[v6]:port". Returns 0, 1 for "0" (disabled) or
+ * -EINVAL. */
+static int parse_addr(const char *addr, char *host, size_t size, uint16_t *ret_port)
+{
+    const char *colon = strrchr(addr, ':');
+    uint64_t port;
+    size_t hl;
+    if (strcmp(addr, "0") == 0)
+        return 1;
+    if (!colon || cstr_to_u64(colon + 1, &port) < 0 || port > 65535)
+        return -EINVAL;
+    hl = (size_t)(colon - addr);
+    if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
+        addr++;
+        hl -= 2;
+    }
+    if (hl == 0)
+        (void)snprintf(host, size, "0.0.0.0");
+    else if (hl >= size)
+        return -EINVAL;
+    else
+        (void)snprintf(host, size, "%.*s", (int)hl, addr);
+    *ret_port = (uint16_t)port;
+    return 0;
+}
+
+static int serve(struct ctrl_manager *m, const char *addr, struct http_router *router,
+                 struct http_server_thread **ret)
+{
+    char host[128];
+    struct http_server_opts o = {.router = router, .host = host};
+    int r;
+    if (!addr)
+        return 0;
+    r = parse_addr(addr, host, sizeof(host), &o.port);
+    if (r == 1)
+        return 0;
+    if (r < 0)
+        return log_error_errno(r, "bad listen address\taddr=%s", addr);
+    r = http_server_start_thread(&o, ret);
+    if (r < 0)
+        return log_error_errno(r, "cannot listen\taddr=%s", addr);
+    log_info("serving\taddr=%s port=%u", addr, (unsigned)http_server_thread_port(*ret));
+    (void)m;
+    return 0;
+}
+
+int ctrl__servers_start(struct ctrl_manager *m)
+{
+    int r;
+    m->metrics_router = http_router_new();
+    m->health_router = http_router_new();
+    r = http_router_add(m->metrics_router, "GET", "/metrics", 0, h_metrics, m);
+    if (r >= 0)
+        r = http_router_add(m->health_router, "GET", "/healthz", 0, h_healthz, m);
+    if (r >= 0)
+        r = http_router_add(m->health_router, "GET", "/readyz", 0, h_readyz, m);
+    if (r >= 0)
+        r = serve(m, m->metrics_addr, m->metrics_router, &m->metrics_srv);
+    if (r >= 0)
+        r = serve(m, m->health_addr, m->health_router, &m->health_srv);
+    return r;
+}
+
+void ctrl__servers_stop(struct ctrl_manager *m)
+{
+    http_server_stop_thread(m->metrics_srv, 1 * USEC_PER_SEC);
+    http_server_stop_thread(m->health_srv, 1 * USEC_PER_SEC);
+    m->metrics_srv = m->health_srv = NULL;
+    http_router_free(m->metrics_router);
+    http_router_free(m->health_router);
+    m->metrics_router = m->health_router = NULL;
+}
+
+uint16_t ctrl_manager_metrics_port(struct ctrl_manager *m)
+{
+    return m->metrics_srv ? http_server_thread_port(m->metrics_srv) : 0;
+}
+
+uint16_t ctrl_manager_health_port(struct ctrl_manager *m)
+{
+    return m->health_srv ? http_server_thread_port(m->health_srv) : 0;
+}

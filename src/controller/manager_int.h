@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Manager internals shared by manager.c and manager_http.c. */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "controller/manager.h"
+#include "controller/sandbox_reconcile.h"
+#include "kube/workqueue.h"
+
+struct kube_informer;
+struct wq;
+struct lease_elector;
+struct events_recorder;
+struct http_server_thread;
+struct http_router;
+struct metric;
+
+enum { CTRL_INF_SANDBOX, CTRL_INF_POD, CTRL_INF_SERVICE, CTRL_INF_PVC, CTRL_INF_COUNT };
+
+struct ctrl_metrics {
+    struct metrics_registry *reg;
+    struct metric *reconcile_total, *reconcile_errors, *reconcile_time;
+    struct metric *max_concurrent, *active_workers;
+    struct metric *wq_depth, *wq_adds, *wq_latency, *wq_work, *wq_retries;
+    struct metric *leader;
+};
+
+struct ctrl_manager {
+    struct ctrl_opts opts;
+    char *ns, *cluster_domain, *lease_ns, *lease_name, *identity;
+    char *metrics_addr, *health_addr;
+    struct kube_informer *inf[CTRL_INF_COUNT];
+    struct wq *queue;
+    struct sb_reconciler rec;
+    struct events_recorder *events;
+    struct lease_elector *elector;
+    struct http_server_thread *metrics_srv, *health_srv;
+    struct http_router *metrics_router, *health_router;
+    struct ctrl_metrics met;
+    struct wq_metrics_ops wq_ops;
+
+    pthread_t *threads;
+    size_t nthreads;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    atomic_bool leading, stopping, stop_requested, lost, started, stopped;
+    atomic_ulong reconciles;
+    atomic_int active;
+    int wake_fd[2]; /* self-pipe for the async-signal-safe stop request */
+};
+
+/** Registers the metric families (manager_http.c). */
+void ctrl__metrics_init(struct ctrl_manager *m);
+/** Starts the metrics and probe servers. Returns 0 or a negative errno. */
+int ctrl__servers_start(struct ctrl_manager *m);
+void ctrl__servers_stop(struct ctrl_manager *m);
+/** True when every informer has synced. */
+bool ctrl__synced(struct ctrl_manager *m);

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* State of one Sandbox reconcile pass, shared by the sandbox_*.c steps. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "common/buf.h"
+#include "controller/sandbox_reconcile.h"
+#include "controller/sandbox_status.h"
+#include "kube/err.h"
+#include "kube/res.h"
+
+/* Errors text kept for the Ready condition of one pass. */
+#define SB_ERRORS_MAX 4096u
+
+struct sb_pass {
+    const struct sb_reconciler *r;
+    json_t *sb; /* the Sandbox (own reference; replaced by newer copies we write) */
+    const char *ns, *name, *uid;
+    char hash[16];
+    json_t *pod; /* the owned Pod in use (own reference), or NULL */
+    struct sb_observed obs;
+    struct buf errors; /* condition errors, "; "-joined */
+    char *multiple;    /* multiple-Pods error text, or NULL */
+    int ret;           /* first error worth a retry */
+};
+
+/** Adds a condition error (formatted) to the pass; retry (negative errno) or 0. */
+void sb__error(struct sb_pass *p, int retry, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** Records an Event about the Sandbox (no-op without a recorder). */
+void sb__event(struct sb_pass *p, bool warning, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/** POST of obj (borrowed) with our field manager; *ret_obj gets the created object. */
+int sb__create(struct sb_pass *p, const struct kube_res *res, const json_t *obj, json_t **ret_obj,
+               struct kube_err *reterr);
+/** Merge patch that adds our controller ownerReference to obj (borrowed), guarded by
+ * its resourceVersion so that two adopters cannot both win; extra (borrowed, may be
+ * NULL) is merged into the patch. *ret_obj gets the patched object. */
+int sb__adopt(struct sb_pass *p, const struct kube_res *res, const json_t *obj, json_t *extra,
+              json_t **ret_obj, struct kube_err *reterr);
+/** "Kind/Name (UID: u)" of obj's controller into out. */
+void sb__owner_text(const json_t *obj, char *out, size_t size);
+
+/** The steps. Each records its errors in the pass. */
+void sb__reconcile_pvcs(struct sb_pass *p);
+void sb__reconcile_pod(struct sb_pass *p);
+void sb__reconcile_service(struct sb_pass *p);

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Pod step of a Sandbox reconcile: find the one owned Pod, adopt or refuse
+ * unowned ones, create, delete on suspend, keep its metadata in line, and keep the
+ * Sandbox's pod-name annotation. */
+#include <errno.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "controller/sandbox_desired.h"
+#include "controller/sandbox_int.h"
+#include "controller/sandbox_names.h"
+#include "kube/client.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+
+static bool suspended(const struct sb_pass *p)
+{
+    const char *m = kube_obj_path_str(p->sb, "spec.operatingMode");
+    return m && strcmp(m, "Suspended") == 0;
+}
+
+/* The Pod named by the annotation is a candidate only when someone may hand it to us:
+ * unowned and labelled adoptable. Anything else it names is ignored, so editing the
+ * annotation cannot make us adopt or delete a Pod we do not own. */
+static json_t *candidate(struct sb_pass *p)
+{
+    const char *ann = kube_obj_annotation(p->sb, SB_ANN_POD_NAME);
+    json_t *c;
+    if (ann && *ann && strcmp(ann, p->name) != 0) {
+        c = kube_store_get_ns(p->r->pods, p->ns, ann);
+        if (c && sb_uncontrolled(c) && sb_adoptable_label(c))
+            return c;
+        json_decref(c);
+    }
+    return kube_store_get_ns(p->r->pods, p->ns, p->name);
+}
+
+static void use_pod(struct sb_pass *p, json_t *pod)
+{
+    json_decref(p->pod);
+    p->pod = pod;
+    p->obs.pod = pod;
+}
+
+static void sync_meta(struct sb_pass *p)
+{
+    struct kube_err e;
+    json_t *patch, *out = NULL;
+    if (!p->pod || kube_obj_deleting(p->pod))
+        return;
+    patch = sb_pod_meta_patch(p->sb, p->pod);
+    if (!patch)
+        return;
+    if (kube_patch(p->r->client, &KUBE_RES_PODS, p->ns, kube_obj_name(p->pod), KUBE_PATCH_MERGE,
+                   patch, &out, &e) < 0)
+        sb__error(p, e.code, "pod \"%s\" metadata patch failed: %s", kube_obj_name(p->pod),
+                  e.message);
+    else
+        use_pod(p, out);
+    json_decref(patch);
+}
+
+/* A Pod we found that is not (yet) ours: adopt it when allowed, else report it. */
+static void handle_candidate(struct sb_pass *p, json_t *c)
+{
+    char owner[512];
+    struct kube_err e;
+    json_t *out = NULL, *extra;
+    if (sb_controlled_by(c, p->uid)) {
+        use_pod(p, c);
+        return;
+    }
+    p->obs.pod_unowned = true;
+    if (!sb_uncontrolled(c)) {
+        sb__owner_text(c, owner, sizeof(owner));
+        sb__error(p, 0, "pod \"%s\" is owned by %s, not by sandbox \"%s\"", kube_obj_name(c), owner,
+                  p->name);
+    } else if (!sb_adoptable_label(c)) {
+        sb__error(p, 0,
+                  "pod \"%s\" exists and is not owned by sandbox \"%s\"; it is left alone "
+                  "(label it " SB_LABEL_ADOPTABLE "=true to allow adoption)",
+                  kube_obj_name(c), p->name);
+        sb__event(p, true, "PodNotOwned", "Pod %s exists and is not owned by this Sandbox",
+                  kube_obj_name(c));
+    } else if (!suspended(p)) {
+        extra = json_pack("{s:{s:{s:s}}}", "metadata", "labels", SB_LABEL_NAME_HASH, p->hash);
+        if (sb__adopt(p, &KUBE_RES_PODS, c, extra, &out, &e) < 0) {
+            sb__error(p, e.code ? e.code : -EIO, "adopting pod \"%s\" failed: %s", kube_obj_name(c),
+                      e.message);
+        } else {
+            p->obs.pod_unowned = false;
+            sb__event(p, false, "PodAdopted", "Adopted Pod %s", kube_obj_name(c));
+            use_pod(p, out);
+            c = NULL;
+        }
+        json_decref(extra);
+    }
+    json_decref(c);
+}
+
+static void create_pod(struct sb_pass *p)
+{
+    struct kube_err e;
+    json_t *want = sb_desired_pod(p->sb), *out = NULL;
+    bool lost = kube_obj_annotation(p->sb, SB_ANN_POD_NAME) != NULL;
+    int r = sb__create(p, &KUBE_RES_PODS, want, &out, &e);
+    json_decref(want);
+    if (r >= 0) {
+        use_pod(p, out);
+        if (lost) {
+            p->obs.pod_recreated = true;
+            sb__event(p, true, "PodRecreated", "Pod was lost; created a new one");
+        }
+        log_info("created pod\tkey=%s/%s", p->ns, p->name);
+        return;
+    }
+    if (kube_err_is_already_exists(&e)) {
+        /* Not in our cache (yet): look at the real thing before deciding. */
+        if (kube_get(p->r->client, &KUBE_RES_PODS, p->ns, p->name, &out, &e) >= 0) {
+            handle_candidate(p, out);
+            return;
+        }
+    }
+    p->obs.pod_error = true;
+    sb__error(p, e.code ? e.code : -EIO, "pod create failed: %s", e.message);
+}
+
+static void delete_pod(struct sb_pass *p)
+{
+    struct kube_err e;
+    if (kube_obj_deleting(p->pod))
+        return;
+    if (kube_delete(p->r->client, &KUBE_RES_PODS, p->ns, kube_obj_name(p->pod), &e) < 0 &&
+        !kube_err_is_not_found(&e)) {
+        sb__error(p, e.code ? e.code : -EIO, "pod delete failed: %s", e.message);
+        return;
+    }
+    log_info("deleted pod for suspend\tkey=%s/%s", p->ns, p->name);
+}
+
+/* Keeps metadata.annotations[pod-name] equal to the Pod in use (absent without one). */
+static void sync_annotation(struct sb_pass *p)
+{
+    const char *have = kube_obj_annotation(p->sb, SB_ANN_POD_NAME);
+    const char *want = p->pod ? kube_obj_name(p->pod) : NULL;
+    struct kube_err e;
+    json_t *patch, *out = NULL;
+    if ((!have && !want) || (have && want && strcmp(have, want) == 0))
+        return;
+    patch = json_pack("{s:{s:{s:o}}}", "metadata", "annotations", SB_ANN_POD_NAME,
+                      want ? json_string(want) : json_null());
+    if (kube_patch(p->r->client, &KUBE_RES_SANDBOXES, p->ns, p->name, KUBE_PATCH_MERGE, patch, &out,
+                   &e) < 0) {
+        p->ret = p->ret ? p->ret : (e.code ? e.code : -EIO);
+        log_warn("pod-name annotation patch failed, will retry\tkey=%s/%s err=\"%s\"", p->ns,
+                 p->name, e.message);
+    } else {
+        json_decref(p->sb);
+        p->sb = out;
+        p->obs.sb = out;
+    }
+    json_decref(patch);
+}
+
+void sb__reconcile_pod(struct sb_pass *p)
+{
+    struct kube_objv owned = {0};
+    kube_store_by_index(p->r->pods, SB_INDEX_OWNER, p->uid, &owned);
+    if (owned.n > 1) {
+        p->multiple = xasprintf("multiple Pods (%zu) are controlled by this Sandbox; refusing "
+                                "to choose or create a Pod",
+                                owned.n);
+        p->obs.multiple_pods = p->multiple;
+        if (strcmp(sb_cond_reason(json_object_get(p->sb, "status"), SB_COND_READY) ?: "",
+                   SB_R_MULTIPLE_PODS) != 0)
+            sb__event(p, true, SB_R_MULTIPLE_PODS, "%s", p->multiple);
+    } else if (owned.n == 1) {
+        use_pod(p, json_incref(owned.v[0]));
+    } else {
+        json_t *c = candidate(p);
+        if (c)
+            handle_candidate(p, c);
+    }
+    kube_objv_done(&owned);
+    if (p->multiple || p->obs.pod_unowned) {
+        /* leave everything alone */
+    } else if (suspended(p)) {
+        if (p->pod)
+            delete_pod(p);
+    } else if (p->pod) {
+        sync_meta(p);
+    } else if (!p->obs.pod_error) {
+        create_pod(p);
+    }
+    if (!p->multiple)
+        sync_annotation(p);
+}

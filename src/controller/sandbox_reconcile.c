@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One Sandbox reconcile pass: expiry, children, status write. */
+#include "controller/sandbox_reconcile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "controller/sandbox_desired.h"
+#include "controller/sandbox_int.h"
+#include "controller/sandbox_names.h"
+#include "kube/client.h"
+#include "kube/events.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+
+void sb__error(struct sb_pass *p, int retry, const char *fmt, ...)
+{
+    va_list ap;
+    if (p->errors.len)
+        (void)buf_puts(&p->errors, "; ");
+    va_start(ap, fmt);
+    (void)buf_vprintf(&p->errors, fmt, ap); /* bounded: an over-long text is dropped */
+    va_end(ap);
+    if (retry < 0 && !p->ret)
+        p->ret = retry;
+}
+
+void sb__event(struct sb_pass *p, bool warning, const char *reason, const char *fmt, ...)
+{
+    va_list ap;
+    if (!p->r->events)
+        return;
+    va_start(ap, fmt);
+    events_recordv(p->r->events, p->sb, warning ? EVENTS_WARNING : EVENTS_NORMAL, reason, fmt, ap);
+    va_end(ap);
+}
+
+int sb__create(struct sb_pass *p, const struct kube_res *res, const json_t *obj, json_t **ret_obj,
+               struct kube_err *reterr)
+{
+    struct kube_req req;
+    kube_req_init(&req, "POST", res);
+    req.ns = p->ns;
+    req.body = obj;
+    req.field_manager = SB_FIELD_MANAGER;
+    kube_err_clear(reterr);
+    return kube_request(p->r->client, &req, ret_obj, reterr);
+}
+
+int sb__adopt(struct sb_pass *p, const struct kube_res *res, const json_t *obj, json_t *extra,
+              json_t **ret_obj, struct kube_err *reterr)
+{
+    json_t *refs = json_deep_copy(kube_obj_path(obj, "metadata.ownerReferences"));
+    json_t *patch = extra ? json_deep_copy(extra) : json_object();
+    json_t *meta = json_object_get(patch, "metadata");
+    int r;
+    if (!json_is_array(refs)) {
+        json_decref(refs);
+        refs = json_array();
+    }
+    json_array_append_new(refs, sb_owner_ref(p->sb));
+    if (!meta) {
+        meta = json_object();
+        json_object_set_new(patch, "metadata", meta);
+    }
+    json_object_set_new(meta, "ownerReferences", refs);
+    /* The resourceVersion makes this a compare-and-swap: of two adopters one wins. */
+    json_object_set_new(meta, "resourceVersion", json_string(kube_obj_resource_version(obj)));
+    kube_err_clear(reterr);
+    r = kube_patch(p->r->client, res, p->ns, kube_obj_name(obj), KUBE_PATCH_MERGE, patch, ret_obj,
+                   reterr);
+    json_decref(patch);
+    return r;
+}
+
+void sb__owner_text(const json_t *obj, char *out, size_t size)
+{
+    const json_t *ref = kube_obj_controller_ref(obj);
+    const char *k = json_string_value(json_object_get(ref, "kind"));
+    const char *n = json_string_value(json_object_get(ref, "name"));
+    const char *u = json_string_value(json_object_get(ref, "uid"));
+    (void)snprintf(out, size, "%s/%s (UID: %s)", k ? k : "?", n ? n : "?", u ? u : "?");
+}
+
+static void now_text(char *out, size_t size)
+{
+    clock_format_rfc3339_sec(clock_wall_now(), out, (unsigned)size);
+}
+
+/* Writes status st (borrowed) when it differs from the Sandbox's. */
+static int write_status(struct sb_pass *p, json_t *st)
+{
+    struct kube_err e;
+    json_t *obj;
+    int r;
+    if (!sb_status_changed(json_object_get(p->sb, "status"), st))
+        return 0;
+    obj = json_deep_copy(p->sb);
+    json_object_set(obj, "status", st);
+    r = kube_update_status(p->r->client, &KUBE_RES_SANDBOXES, p->ns, obj, NULL, &e);
+    json_decref(obj);
+    if (r >= 0 || kube_err_is_not_found(&e))
+        return 0;
+    if (kube_err_is_conflict(&e)) {
+        log_debug("status write conflict, will retry\tkey=%s/%s", p->ns, p->name);
+        return -EAGAIN;
+    }
+    return log_warn_errno(r, "status write failed, will retry\tkey=%s/%s detail=\"%s\"", p->ns,
+                          p->name, e.message);
+}
+
+/* Deletes the owned child of res named name, if the cache has it. */
+static int delete_owned(struct sb_pass *p, struct kube_store *s, const struct kube_res *res,
+                        const char *name)
+{
+    json_t *obj = kube_store_get_ns(s, p->ns, name);
+    struct kube_err e;
+    int r = 0;
+    if (obj && sb_controlled_by(obj, p->uid) && !kube_obj_deleting(obj) &&
+        kube_delete(p->r->client, res, p->ns, name, &e) < 0 && !kube_err_is_not_found(&e))
+        r = e.code ? e.code : -EIO;
+    json_decref(obj);
+    return r;
+}
+
+static int teardown_pod(struct sb_pass *p)
+{
+    struct kube_objv owned = {0};
+    int r = 0;
+    kube_store_by_index(p->r->pods, SB_INDEX_OWNER, p->uid, &owned);
+    for (size_t i = 0; i < owned.n && r >= 0; i++)
+        r = delete_owned(p, p->r->pods, &KUBE_RES_PODS, kube_obj_name(owned.v[i]));
+    kube_objv_done(&owned);
+    return r;
+}
+
+/* Expiry, second pass: the expired state is already persisted; tear down. */
+static int expire_teardown(struct sb_pass *p, struct sb_result *res)
+{
+    const char *policy = kube_obj_path_str(p->sb, "spec.shutdownPolicy");
+    char now[64];
+    struct kube_err e;
+    int r = teardown_pod(p);
+    if (r >= 0)
+        r = delete_owned(p, p->r->services, &KUBE_RES_SERVICES, p->name);
+    if (r < 0)
+        return log_warn_errno(r, "expiry teardown failed, will retry\tkey=%s/%s", p->ns, p->name);
+    if (policy && strcmp(policy, "Delete") == 0) {
+        if (kube_delete(p->r->client, &KUBE_RES_SANDBOXES, p->ns, p->name, &e) < 0 &&
+            !kube_err_is_not_found(&e))
+            return e.code ? e.code : -EIO;
+        log_info("expired sandbox deleted\tkey=%s/%s", p->ns, p->name);
+        return 0;
+    }
+    json_t *st = json_deep_copy(json_object_get(p->sb, "status"));
+    st = st ? st : json_object();
+    now_text(now, sizeof(now));
+    sb_status_expire(st, true, kube_obj_generation(p->sb), now);
+    r = write_status(p, st);
+    json_decref(st);
+    (void)res;
+    return r;
+}
+
+static int expire(struct sb_pass *p, struct sb_result *res)
+{
+    const json_t *status = json_object_get(p->sb, "status");
+    const char *reason = sb_cond_reason(status, SB_COND_READY);
+    char now[64];
+    json_t *st;
+    int r;
+    if (reason && strcmp(reason, SB_R_EXPIRED) == 0)
+        return expire_teardown(p, res);
+    /* First pass: persist the expired state before anything is torn down. */
+    st = status ? json_deep_copy(status) : json_object();
+    now_text(now, sizeof(now));
+    sb_status_expire(st, false, kube_obj_generation(p->sb), now);
+    r = write_status(p, st);
+    json_decref(st);
+    if (r >= 0) {
+        sb__event(p, false, SB_R_EXPIRED, "Sandbox reached its shutdownTime");
+        res->requeue_after = 1 * USEC_PER_SEC; /* the status event usually comes first */
+    }
+    return r;
+}
+
+/* Wall-clock usec of spec.shutdownTime, or 0 when unset or unparsable. */
+static usec_t shutdown_time(const json_t *sb)
+{
+    const char *s = kube_obj_path_str(sb, "spec.shutdownTime");
+    usec_t t;
+    if (!s || clock_parse_rfc3339(s, &t) < 0)
+        return 0;
+    return t;
+}
+
+static int reconcile_children(struct sb_pass *p, struct sb_result *res, usec_t deadline)
+{
+    char now[64];
+    json_t *st;
+    int r;
+    sb__reconcile_pvcs(p);
+    sb__reconcile_pod(p);
+    if (!p->multiple)
+        sb__reconcile_service(p);
+    p->obs.errors = p->errors.len ? buf_str(&p->errors) : NULL;
+    now_text(now, sizeof(now));
+    st = sb_status_build(&p->obs, now);
+    r = write_status(p, st);
+    json_decref(st);
+    if (deadline) {
+        usec_t wall = clock_wall_now();
+        /* An exact timer, not a poll: wake up when the Sandbox expires. */
+        res->requeue_after = deadline > wall ? deadline - wall : 1;
+    }
+    if (p->ret < 0)
+        return p->ret;
+    return r;
+}
+
+static int pass_init(struct sb_pass *p, const struct sb_reconciler *r, json_t *sb)
+{
+    memset(p, 0, sizeof(*p));
+    p->r = r;
+    p->sb = sb;
+    p->ns = kube_obj_namespace(sb);
+    p->name = kube_obj_name(sb);
+    p->uid = kube_obj_uid(sb);
+    if (!p->ns || !p->name || !p->uid)
+        return -EINVAL;
+    sb_name_hash(p->name, p->hash);
+    buf_init(&p->errors, SB_ERRORS_MAX);
+    p->obs.sb = sb;
+    p->obs.cluster_domain = r->cluster_domain;
+    return 0;
+}
+
+static void pass_done(struct sb_pass *p)
+{
+    buf_done(&p->errors);
+    xfree(p->multiple);
+    json_decref(p->pod);
+    json_decref(p->sb);
+}
+
+int sb_reconcile(const struct sb_reconciler *r, const char *key, struct sb_result *ret)
+{
+    struct sb_result res = {0};
+    struct sb_pass p;
+    json_t *sb = kube_store_get(r->sandboxes, key);
+    usec_t deadline;
+    int rc;
+    if (!sb || kube_obj_deleting(sb)) {
+        /* Gone or going: garbage collection removes the children. */
+        json_decref(sb);
+        *ret = res;
+        return 0;
+    }
+    rc = pass_init(&p, r, sb);
+    if (rc < 0) {
+        json_decref(sb);
+        return rc;
+    }
+    deadline = shutdown_time(sb);
+    /* The namespace/name strings stay valid: p.sb may be replaced, but the first
+     * object is kept alive by the store reference until pass_done. */
+    json_incref(sb);
+    if (deadline && clock_wall_now() >= deadline)
+        rc = expire(&p, &res);
+    else
+        rc = reconcile_children(&p, &res, deadline);
+    pass_done(&p);
+    json_decref(sb);
+    if (rc >= 0)
+        *ret = res;
+    return rc;
+}

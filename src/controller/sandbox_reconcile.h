@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Sandbox reconciler: one pass brings a Sandbox's PVCs, Pod and headless Service
+ * in line with its spec (adopting unowned objects only when they are labelled
+ * agents.x-k8s.io/adoptable=true), handles suspend/resume and expiry, and writes the
+ * status when it changed (PUT on /status, guarded by resourceVersion).
+ *
+ * It reads the Sandbox and its children from informer stores and writes through the
+ * API client. Thread-safe: several workers may run it at once on different keys. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "common/clock.h"
+
+struct kube_client;
+struct kube_store;
+struct events_recorder;
+
+/** Name of the index by controller ownerReference UID that the Pod, Service and PVC
+ * stores must carry (kube_index_controller_uid). */
+#define SB_INDEX_OWNER "controller-uid"
+
+struct sb_reconciler {
+    struct kube_client *client;     /* borrowed */
+    struct kube_store *sandboxes;   /* borrowed: Sandbox cache */
+    struct kube_store *pods;        /* borrowed: Pod cache with SB_INDEX_OWNER */
+    struct kube_store *services;    /* borrowed: Service cache */
+    struct kube_store *pvcs;        /* borrowed: PVC cache */
+    struct events_recorder *events; /* borrowed; NULL: no Events */
+    const char *cluster_domain;     /* borrowed; NULL: cluster.local */
+};
+
+struct sb_result {
+    usec_t requeue_after; /* > 0: reconcile again after this long */
+};
+
+/** Reconciles the Sandbox with store key "namespace/name" (borrowed). Returns 0 (and
+ * fills *ret) or a negative errno for a failure worth a rate-limited retry. */
+int sb_reconcile(const struct sb_reconciler *r, const char *key, struct sb_result *ret);
