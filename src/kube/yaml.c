@@ -4,10 +4,13 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
 
+#include "common/str.h"
 #include "common/xalloc.h"
 #include "kube/kube_limits.h"
 
@@ -17,6 +20,7 @@ struct ystate {
     int depth;
     json_t *root;
     bool done;
+    bool typed; /* resolve plain numbers (YAML 1.2 core schema) */
     char *err;
     size_t errsize;
 };
@@ -33,10 +37,28 @@ static bool is_one_of(const char *v, const char *a, const char *b, const char *c
     return strcmp(v, a) == 0 || strcmp(v, b) == 0 || strcmp(v, c) == 0;
 }
 
-static json_t *scalar_value(const yaml_event_t *ev)
+/* A plain scalar that the YAML 1.2 core schema reads as an integer or a float, or NULL.
+ * Hex and octal forms and .inf/.nan stay strings (Kubernetes objects never need them). */
+static json_t *number_value(const char *v)
+{
+    int64_t i;
+    if (cstr_to_i64(v, &i) == 0)
+        return json_integer((json_int_t)i);
+    size_t n = strlen(v), digits = strspn(v + (v[0] == '-' || v[0] == '+'), "0123456789");
+    if (n == 0 || n > 64 || digits == 0 || strspn(v, "0123456789.eE+-") != n)
+        return NULL;
+    char *end = NULL;
+    double d = strtod(v, &end);
+    return end && *end == '\0' ? json_real(d) : NULL;
+}
+
+static json_t *scalar_value(const yaml_event_t *ev, bool typed)
 {
     const char *v = (const char *)ev->data.scalar.value;
     if (ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        json_t *num = typed ? number_value(v) : NULL;
+        if (num)
+            return num;
         if (v[0] == '\0' || strcmp(v, "~") == 0 || is_one_of(v, "null", "Null", "NULL"))
             return json_null();
         if (is_one_of(v, "true", "True", "TRUE"))
@@ -86,7 +108,7 @@ static int on_scalar(struct ystate *st, const yaml_event_t *ev)
             xstrndup((const char *)ev->data.scalar.value, ev->data.scalar.length);
         return 0;
     }
-    return attach(st, scalar_value(ev), &ev->start_mark);
+    return attach(st, scalar_value(ev, st->typed), &ev->start_mark);
 }
 
 static int on_start(struct ystate *st, const yaml_event_t *ev, json_t *container)
@@ -162,9 +184,9 @@ static int run_parser(yaml_parser_t *p, struct ystate *st)
     return 0;
 }
 
-int kube_yaml_load(const char *data, size_t len, json_t **ret, char *err, size_t errsize)
+static int load(const char *data, size_t len, bool typed, json_t **ret, char *err, size_t errsize)
 {
-    struct ystate st = {.err = err, .errsize = errsize};
+    struct ystate st = {.err = err, .errsize = errsize, .typed = typed};
     yaml_parser_t p;
     if (!yaml_parser_initialize(&p))
         return -ENOMEM;
@@ -182,4 +204,14 @@ int kube_yaml_load(const char *data, size_t len, json_t **ret, char *err, size_t
 out:
     state_done(&st);
     return r;
+}
+
+int kube_yaml_load(const char *data, size_t len, json_t **ret, char *err, size_t errsize)
+{
+    return load(data, len, false, ret, err, errsize);
+}
+
+int kube_yaml_load_typed(const char *data, size_t len, json_t **ret, char *err, size_t errsize)
+{
+    return load(data, len, true, ret, err, errsize);
 }

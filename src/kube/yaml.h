@@ -12,3 +12,6 @@
  * refused. Returns 0, or -EINVAL with a "line L column C: problem" text in err. An empty
  * document gives an empty object. */
 int kube_yaml_load(const char *data, size_t len, json_t **ret, char *err, size_t errsize);
+/** Same, but plain scalars that are decimal integers or floats (YAML 1.2 core schema)
+ * become JSON numbers: for Kubernetes object manifests (kubeconfig values stay strings). */
+int kube_yaml_load_typed(const char *data, size_t len, json_t **ret, char *err, size_t errsize);

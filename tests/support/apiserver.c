@@ -294,7 +294,7 @@ int it_load_file(const char *path, json_t **ret)
         v = json_loadb(buf_str(&b), b.len, 0, NULL);
         r = v ? 0 : -EINVAL;
     } else {
-        r = kube_yaml_load(buf_str(&b), b.len, &v, err, sizeof(err));
+        r = kube_yaml_load_typed(buf_str(&b), b.len, &v, err, sizeof(err));
     }
     if (r == 0)
         *ret = v;
