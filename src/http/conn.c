@@ -480,6 +480,9 @@ static void finish_request(struct http_conn *c)
     }
     c->state = HTTP_CONN_HEAD;
     c->scanned = 0;
+    /* A CRLF some clients add after a body is not the start of a new request. */
+    while (c->in.len >= 2 && c->in.data[0] == '\r' && c->in.data[1] == '\n')
+        buf_consume(&c->in, 2);
     if (c->in.len > 0)
         arm(c, c->server->opts.header_timeout, false);
     else

@@ -687,6 +687,9 @@ static void test_idle_keep_alive_closed(void **state)
     test_http_resp_init(&r);
     assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
     assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    /* a stray CRLF after a request does not count as the start of a new one */
+    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n\r\n"), 0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
     usec_t t0 = clock_now();
     /* still open well before the idle timeout */
     assert_int_equal(test_http_wait_closed(&c, 100 * USEC_PER_MSEC), -ETIMEDOUT);
