@@ -10,6 +10,9 @@
 # status      print what runs; exit 0 when the API server is ready, 3 otherwise.
 # kubeconfig  print the admin kubeconfig path.
 # env         print shell exports: eval "$(hack/apiserver.sh env)".
+# sweep       delete what crashed integration tests left behind: namespaces labelled
+#             agent-sandbox.test/integration=true, it-* flow-control and webhook
+#             objects, the Widget test CRD.
 #
 # Everything lives in the state dir ($AS_APISERVER_DIR, default .cache/apiserver):
 #   kubeconfig          admin (client certificate, group system:masters), inline PEM
@@ -37,7 +40,7 @@ SERVICE_IP=10.96.0.1
 BIN=$CACHE_DIR/bin
 COMPONENTS=(etcd kube-apiserver kube-controller-manager)
 
-usage() { sed -n '2,12s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,15s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
 # --- processes ----------------------------------------------------------------
 
@@ -221,8 +224,8 @@ make_kubeconfigs() {
 # --- start ----------------------------------------------------------------------
 
 curl_admin() { # path: GET over TLS with the admin certificate
-	curl -sS --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" \
-		--key "$PKI/admin.key" "https://127.0.0.1:$APISERVER_PORT$1"
+	curl -sS -A agent-sandbox-hack --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" \
+		--key "$PKI/admin.key" "https://127.0.0.1:$APISERVER_PORT$1" "${@:2}"
 }
 
 ready() {
@@ -378,6 +381,37 @@ cmd_status() {
 	return $rc
 }
 
+api_names() { # path: names of the listed objects (compact JSON: curl as UA gets it indented)
+	curl_admin "$1" | grep -o '"metadata":{"name":"[^"]*"' | sed 's/.*"name":"\([^"]*\)"/\1/'
+}
+
+api_delete() { # path
+	curl -sS -o /dev/null --max-time 10 -X DELETE --cacert "$PKI/ca.crt" \
+		--cert "$PKI/admin.crt" --key "$PKI/admin.key" "https://127.0.0.1:$APISERVER_PORT$1"
+}
+
+cmd_sweep() {
+	ready || die "the API server is not running"
+	local n p
+	for n in $(api_names "/api/v1/namespaces?labelSelector=agent-sandbox.test%2Fintegration%3Dtrue"); do
+		log "deleting namespace $n"
+		api_delete "/api/v1/namespaces/$n"
+	done
+	for p in /apis/flowcontrol.apiserver.k8s.io/v1/flowschemas \
+		/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations \
+		/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations; do
+		for n in $(api_names "$p" | grep '^it-'); do
+			log "deleting ${p##*/}/$n"
+			api_delete "$p/$n"
+		done
+	done
+	p=/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.testing.agents.x-k8s.io
+	if [ "$(curl_admin "$p" -o /dev/null -w '%{http_code}' 2>/dev/null)" = 200 ]; then
+		log "deleting the Widget test CRD"
+		api_delete "$p"
+	fi
+}
+
 cmd_env() {
 	printf 'export AS_APISERVER_DIR=%q\n' "$DIR"
 	printf 'export AS_KUBECONFIG=%q\n' "$KUBECONFIG_PATH"
@@ -394,5 +428,6 @@ restart) cmd_stop && cmd_start ;;
 status) cmd_status ;;
 kubeconfig) echo "$KUBECONFIG_PATH" ;;
 env) cmd_env ;;
+sweep) cmd_sweep ;;
 *) usage ;;
 esac

@@ -52,6 +52,7 @@ else
 	hack/apiserver.sh status >/dev/null 2>&1 && was_running=1
 	if hack/apiserver.sh start >/dev/null; then
 		eval "$(hack/apiserver.sh env)"
+		hack/apiserver.sh sweep # leftovers of an earlier run that crashed
 		log "integration tests"
 		run_ctest integration integration
 		if [ "$was_running" = 0 ] && [ "${AS_KEEP_APISERVER:-0}" != 1 ]; then
