@@ -180,7 +180,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *b)
 void http__conn_update_read(struct http_conn *c)
 {
     const struct http_server *s = c->server;
-    bool want = !c->closing && !c->read_eof;
+    bool want = !c->closing && !c->read_eof && !c->upgrading;
     if (want && c->state != HTTP_CONN_LINGER) {
         if (c->queued >= s->opts.write_queue || c->in.len > LIMIT_HTTP_HEADER_BYTES)
             want = false;

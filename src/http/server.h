@@ -176,5 +176,35 @@ int http_resp_write(struct http_req *req, const void *data, size_t len);
 /** Ends a streaming response. Returns 0, -EINVAL (not started) or -EPIPE. */
 int http_resp_end(struct http_req *req);
 
+/* ---- Connection upgrade (101 Switching Protocols) ----------------------------------- */
+
+/** The outcome of http_req_upgrade, on the loop thread. status 0: the 101 response was
+ * written and tcp (the caller's memory given to http_req_upgrade) is now an initialised,
+ * open uv_tcp_t on the request's loop that the callee owns and must uv_close; pending
+ * holds the bytes the client sent after the request head that the server had already
+ * read (borrowed for the call: consume or copy them before returning). status < 0: the
+ * connection failed before the hand-over (tcp is not, or no longer, a libuv handle: its
+ * memory is free again; tcp is passed as NULL and pending is empty); the client is gone. */
+typedef void http_upgrade_fn(void *ctx, int status, uv_tcp_t *tcp, struct str pending);
+
+/** Options of http_req_upgrade. */
+struct http_upgrade_opts {
+    const char *protocol; /* "Upgrade: <protocol>" header (borrowed; copied); NULL: none */
+    uv_tcp_t *tcp;        /* caller memory, uninitialised; see http_upgrade_fn */
+    http_upgrade_fn *fn;  /* required */
+    void *ctx;
+};
+
+/** Answers req with "101 Switching Protocols" ("Connection: Upgrade", the Upgrade header
+ * of opts and the headers added with http_resp_header_add) and takes the connection out
+ * of the server: the request is finished at once (responses fail with -EPIPE, the abort
+ * callback never runs), no more bytes are read as HTTP, and once the 101 is written the
+ * socket is handed over through opts->fn (always called exactly once, later, unless this
+ * returns an error). The server no longer counts or drains the connection: the new owner
+ * handles its shutdown. The request body must be complete (upgrade requests have none).
+ * Borrows opts. Returns 0, -EALREADY (a response started), -EPIPE (connection gone) or
+ * -EINVAL (body not complete, no fn or tcp, bad protocol token). */
+int http_req_upgrade(struct http_req *req, const struct http_upgrade_opts *opts);
+
 /** The reason phrase of status ("OK"), "Unknown" for others; static. */
 const char *http_status_reason(int status);

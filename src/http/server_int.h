@@ -73,6 +73,7 @@ struct http_conn {
     struct http_req *req;
     size_t queued; /* bytes handed to uv_write and not yet completed */
     bool reading, read_eof, closing, keep_alive, in_process, resp_complete, idle_timer;
+    bool upgrading; /* http_req_upgrade: no more HTTP reads; the socket is being handed over */
 };
 
 struct http_post_item {
