@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* GET/HEAD/PUT/DELETE /v1/files/{path}: confined file access. File I/O runs on the loop
+ * thread: it is local disk work of bounded size per call (one chunk at a time for large
+ * files and uploads), which keeps the code simple and the latency low. */
+#include "sandboxd/files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "sandboxd/multipart.h"
+#include "sandboxd/sbd_int.h"
+#include "sandboxd/sbd_limits.h"
+#include "sandboxd/util.h"
+
+/* ---- listing --------------------------------------------------------------------- */
+
+struct entry {
+    char *name;
+    json_t *obj;
+};
+
+static int entry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct entry *)a)->name, ((const struct entry *)b)->name);
+}
+
+json_t *sbd_file_entry_json(const char *name, const struct stat *st)
+{
+    char when[40], mode[8];
+    clock_format_rfc3339_sec((usec_t)st->st_mtim.tv_sec * USEC_PER_SEC, when, sizeof(when));
+    (void)snprintf(mode, sizeof(mode), "%04o", (unsigned)(st->st_mode & 0777));
+    const char *type = S_ISDIR(st->st_mode) ? "directory" : S_ISREG(st->st_mode) ? "file" : "other";
+    return json_pack("{s:s, s:I, s:s, s:s, s:s}", "name", name, "size",
+                     (json_int_t)(S_ISREG(st->st_mode) ? st->st_size : 0), "type", type,
+                     "modified_at", when, "mode", mode);
+}
+
+/* Describes name in the directory dirfd (rel is the directory's cleaned path). Symlinks are
+ * followed beneath the root; escaping or broken ones give false (omitted). */
+static bool describe(const struct sbd_root *root, int dirfd, const char *rel, const char *name,
+                     struct stat *st)
+{
+    if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+        return false;
+    if (!S_ISLNK(st->st_mode))
+        return true;
+    char *child = strcmp(rel, ".") == 0 ? xstrdup(name) : xasprintf("%s/%s", rel, name);
+    int fd = sbd_path_open(root, child, O_PATH, 0);
+    xfree(child);
+    if (fd < 0)
+        return false;
+    bool ok = fstat(fd, st) == 0;
+    (void)close(fd);
+    return ok;
+}
+
+static size_t read_entries(const struct sbd_root *root, int fd, const char *rel, struct entry **ret)
+{
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        (void)close(fd);
+        return 0;
+    }
+    struct entry *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(dir)) && n < LIMIT_SBD_LISTING) {
+        struct stat st;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (!describe(root, dirfd(dir), rel, de->d_name, &st))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = xreallocarray(v, cap, sizeof(*v));
+        }
+        v[n].name = xstrdup(de->d_name);
+        v[n].obj = sbd_file_entry_json(de->d_name, &st);
+        n++;
+    }
+    (void)closedir(dir);
+    if (n > 1)
+        qsort(v, n, sizeof(*v), entry_cmp);
+    *ret = v;
+    return n;
+}
+
+/* Responds with the DirectoryListing of fd (taken). */
+static int send_listing(struct http_req *req, const struct sbd_root *root, const char *rel, int fd)
+{
+    struct entry *v = NULL;
+    size_t n = read_entries(root, fd, rel, &v);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        (void)json_array_append_new(arr, v[i].obj);
+        xfree(v[i].name);
+    }
+    xfree(v);
+    char *path = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
+    json_t *j = json_pack("{s:s, s:o}", "path", path, "entries", arr);
+    xfree(path);
+    int r = http_respond_json(req, 200, j);
+    json_decref(j);
+    return r;
+}
+
+/* ---- file content ------------------------------------------------------------------ */
+
+struct range {
+    uint64_t start, len;
+    bool partial;
+};
+
+/* Parses a single "bytes=" range. Returns 0 (ret filled), 1 to ignore the header, or
+ * -ERANGE when unsatisfiable. */
+static int parse_range(struct str h, uint64_t size, struct range *ret)
+{
+    struct str spec, first, last;
+    if (!str_has_prefix(h, STR_LIT("bytes=")))
+        return 1;
+    spec = str_trim(str_make(h.p + 6, h.len - 6));
+    if (str_index(spec, ',') >= 0 || !str_cut(spec, '-', &first, &last))
+        return 1;
+    uint64_t a = 0, b = 0;
+    first = str_trim(first);
+    last = str_trim(last);
+    if (first.len == 0) {
+        if (str_to_u64(last, &b) < 0)
+            return 1;
+        if (b == 0 || size == 0)
+            return -ERANGE;
+        a = b >= size ? 0 : size - b;
+        *ret = (struct range){.start = a, .len = size - a, .partial = true};
+        return 0;
+    }
+    if (str_to_u64(first, &a) < 0 || (last.len && str_to_u64(last, &b) < 0))
+        return 1;
+    if (last.len && b < a)
+        return 1;
+    if (a >= size)
+        return -ERANGE;
+    if (!last.len || b >= size)
+        b = size - 1;
+    *ret = (struct range){.start = a, .len = b - a + 1, .partial = true};
+    return 0;
+}
+
+/* Conditional GET. Returns 0 to go on, or the status to answer (304 / 412). */
+static int check_conditions(struct http_req *req, time_t mtime)
+{
+    time_t t;
+    struct str ius = http_req_header(req, "If-Unmodified-Since");
+    if (ius.p && !http_req_header(req, "If-Match").p && sbd_parse_http_date(ius, &t) == 0 &&
+        mtime > t)
+        return 412;
+    struct str ims = http_req_header(req, "If-Modified-Since");
+    if (ims.p && !http_req_header(req, "If-None-Match").p && sbd_parse_http_date(ims, &t) == 0 &&
+        mtime <= t)
+        return 304;
+    return 0;
+}
+
+/* Applies Range and If-Range. Returns 0 or -ERANGE. */
+static int pick_range(struct http_req *req, const struct stat *st, struct range *ret)
+{
+    uint64_t size = (uint64_t)st->st_size;
+    *ret = (struct range){.start = 0, .len = size};
+    struct str h = http_req_header(req, "Range");
+    if (!h.p)
+        return 0;
+    struct str ir = http_req_header(req, "If-Range");
+    time_t t;
+    if (ir.p && (sbd_parse_http_date(ir, &t) < 0 || t != st->st_mtim.tv_sec))
+        return 0;
+    struct range r;
+    int pr = parse_range(h, size, &r);
+    if (pr < 0)
+        return pr;
+    if (pr == 0)
+        *ret = r;
+    return 0;
+}
+
+struct fstream {
+    struct http_req *req;
+    int fd;
+    uint64_t off, end;
+    bool busy, aborted;
+};
+
+static void fstream_free(struct fstream *s)
+{
+    http_req_set_abort_cb(s->req, NULL, NULL);
+    http_req_set_drain_cb(s->req, NULL, NULL);
+    (void)close(s->fd);
+    http_req_unref(s->req);
+    xfree(s);
+}
+
+static void fstream_more(struct fstream *s)
+{
+    char chunk[LIMIT_SBD_CHUNK];
+    s->busy = true;
+    while (!s->aborted && s->off < s->end) {
+        uint64_t want = s->end - s->off < sizeof(chunk) ? s->end - s->off : sizeof(chunk);
+        ssize_t n = pread(s->fd, chunk, (size_t)want, (off_t)s->off);
+        if (n <= 0) {
+            s->end = s->off; /* the file shrank or failed: end the stream here */
+            break;
+        }
+        int r = http_resp_write(s->req, chunk, (size_t)n);
+        if (r == -EAGAIN) {
+            s->busy = false;
+            return;
+        }
+        if (r < 0) {
+            s->aborted = true;
+            break;
+        }
+        s->off += (uint64_t)n;
+        if (r == 1) {
+            s->busy = false;
+            return;
+        }
+    }
+    if (!s->aborted)
+        (void)http_resp_end(s->req);
+    s->busy = false;
+    fstream_free(s);
+}
+
+static void on_fstream_drain(struct http_req *req, void *ctx)
+{
+    (void)req;
+    fstream_more(ctx);
+}
+
+static void on_fstream_abort(struct http_req *req, void *ctx)
+{
+    struct fstream *s = ctx;
+    (void)req;
+    s->aborted = true;
+    if (!s->busy)
+        fstream_free(s);
+}
+
+static int send_inline(struct http_req *req, int fd, int status, const struct range *rg)
+{
+    char *data = xmalloc(rg->len ? rg->len : 1);
+    size_t got = 0;
+    while (got < rg->len) {
+        ssize_t n = pread(fd, data + got, rg->len - got, (off_t)(rg->start + got));
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    int r = http_respond(req, status, "application/octet-stream", data, got);
+    xfree(data);
+    return r;
+}
+
+static int send_body(struct http_req *req, int fd, int status, const struct range *rg)
+{
+    if (str_eq_c(http_req_method(req), "HEAD"))
+        return http_respond(req, status, "application/octet-stream", NULL, rg->len);
+    if (rg->len <= LIMIT_SBD_INLINE_FILE)
+        return send_inline(req, fd, status, rg);
+    int r = http_resp_start(req, status, "application/octet-stream");
+    if (r < 0)
+        return r;
+    struct fstream *s = XNEW(struct fstream);
+    s->req = http_req_ref(req);
+    s->fd = dup(fd);
+    s->off = rg->start;
+    s->end = rg->start + rg->len;
+    if (s->fd < 0) {
+        http_req_unref(s->req);
+        xfree(s);
+        return -errno;
+    }
+    http_req_set_abort_cb(req, on_fstream_abort, s);
+    http_req_set_drain_cb(req, on_fstream_drain, s);
+    fstream_more(s);
+    return 0;
+}
+
+/* Serves the regular file fd (borrowed) with Last-Modified, Range and conditionals. */
+static int send_file(struct http_req *req, int fd, const struct stat *st)
+{
+    char date[40], cr[96];
+    sbd_http_date(st->st_mtim.tv_sec, date, sizeof(date));
+    (void)http_resp_header_add(req, "Last-Modified", date);
+    (void)http_resp_header_add(req, "Accept-Ranges", "bytes");
+    int cond = check_conditions(req, st->st_mtim.tv_sec);
+    if (cond == 304)
+        return http_respond(req, 304, NULL, NULL, 0);
+    if (cond == 412)
+        return sbd_respond_error(req, 412, SBD_FAILED_PRECONDITION, "file was modified");
+    struct range rg;
+    if (pick_range(req, st, &rg) < 0) {
+        (void)snprintf(cr, sizeof(cr), "bytes */%lld", (long long)st->st_size);
+        (void)http_resp_header_add(req, "Content-Range", cr);
+        return sbd_respond_error(req, 416, SBD_INVALID_ARGUMENT, "range not satisfiable");
+    }
+    if (rg.partial) {
+        (void)snprintf(cr, sizeof(cr), "bytes %llu-%llu/%lld", (unsigned long long)rg.start,
+                       (unsigned long long)(rg.start + rg.len - 1), (long long)st->st_size);
+        (void)http_resp_header_add(req, "Content-Range", cr);
+    }
+    return send_body(req, fd, rg.partial ? 206 : 200, &rg);
+}
+
+static int files_get(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    char *rel = NULL;
+    if (sbd__req_path(req, d->root, &rel) < 0)
+        return 0;
+    struct stat st;
+    int fd = sbd_path_open(d->root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+    if (fd < 0) {
+        (void)sbd_respond_errno(req, fd, "open");
+    } else if (fstat(fd, &st) < 0) {
+        (void)sbd_respond_errno(req, -errno, "stat");
+    } else if (S_ISDIR(st.st_mode)) {
+        (void)send_listing(req, d->root, rel, fd);
+        fd = -1; /* taken */
+    } else if (S_ISREG(st.st_mode)) {
+        (void)send_file(req, fd, &st);
+    } else {
+        (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "not a regular file");
+    }
+    if (fd >= 0)
+        (void)close(fd);
+    xfree(rel);
+    return 0;
+}
+
+/* ---- delete ------------------------------------------------------------------------ */
+
+static int rm_contents(int fd, unsigned depth);
+
+/* Removes name (a directory, not followed if a symlink) in dirfd with its contents. */
+static int rm_tree(int dirfd, const char *name, unsigned depth)
+{
+    if (depth > 256)
+        return -ELOOP;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int r = rm_contents(fd, depth);
+    if (r < 0)
+        return r;
+    return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+}
+
+/* Empties the directory fd (taken). */
+static int rm_contents(int fd, unsigned depth)
+{
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        (void)close(fd);
+        return -errno;
+    }
+    int r = 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(dir))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode))
+            r = rm_tree(dirfd(dir), de->d_name, depth + 1);
+        else if (unlinkat(dirfd(dir), de->d_name, 0) < 0 && errno != ENOENT)
+            r = -errno;
+    }
+    (void)closedir(dir);
+    return r;
+}
+
+static int delete_root(struct http_req *req, struct sbd *d, bool recursive)
+{
+    if (!recursive)
+        return sbd_respond_error(req, 409, SBD_CONFLICT,
+                                 "refusing to delete the root without recursive=true");
+    int fd = sbd_path_open(d->root, ".", O_RDONLY | O_DIRECTORY, 0);
+    int r = fd < 0 ? fd : rm_contents(fd, 0);
+    if (r < 0)
+        return sbd_respond_errno(req, r, "delete");
+    return http_respond(req, 204, NULL, NULL, 0);
+}
+
+static int delete_path(struct http_req *req, struct sbd *d, const char *rel, bool recursive)
+{
+    const char *name;
+    int pfd = sbd_path_open_parent(d->root, rel, false, &name);
+    if (pfd < 0)
+        return sbd_respond_errno(req, pfd, "delete");
+    struct stat st;
+    int r = 0;
+    if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        r = -errno;
+    } else if (!S_ISDIR(st.st_mode)) {
+        r = unlinkat(pfd, name, 0) < 0 ? -errno : 0;
+    } else if (unlinkat(pfd, name, AT_REMOVEDIR) < 0) {
+        r = -errno;
+        if (r == -EEXIST)
+            r = -ENOTEMPTY;
+        if (r == -ENOTEMPTY && recursive)
+            r = rm_tree(pfd, name, 0);
+    }
+    (void)close(pfd);
+    if (r == -ENOTEMPTY)
+        return sbd_respond_error(req, 409, SBD_CONFLICT,
+                                 "directory not empty (use recursive=true)");
+    if (r < 0)
+        return sbd_respond_errno(req, r, "delete");
+    return http_respond(req, 204, NULL, NULL, 0);
+}
+
+static int files_delete(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    struct buf v;
+    bool recursive = false;
+    buf_init(&v, 16);
+    int q = sbd_query_get(http_req_query(req), "recursive", &v);
+    if (q != 0 && (q < 0 || sbd_parse_bool(buf_str(&v), &recursive) < 0)) {
+        buf_done(&v);
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "recursive must be a boolean");
+    }
+    buf_done(&v);
+    char *rel = NULL;
+    if (sbd__req_path(req, d->root, &rel) < 0)
+        return 0;
+    if (strcmp(rel, ".") == 0)
+        (void)delete_root(req, d, recursive);
+    else
+        (void)delete_path(req, d, rel, recursive);
+    xfree(rel);
+    return 0;
+}
+
+/* ---- registration ------------------------------------------------------------------ */
+
+int sbd__files_register(struct sbd *d)
+{
+    int r = 0;
+    r |= sbd__route(d, d->router, "GET", "/v1/files", 0, files_get, false);
+    r |= sbd__route(d, d->router, "GET", "/v1/files/", HTTP_ROUTE_PREFIX, files_get, false);
+    r |= sbd__route(d, d->router, "DELETE", "/v1/files", 0, files_delete, false);
+    r |= sbd__route(d, d->router, "DELETE", "/v1/files/", HTTP_ROUTE_PREFIX, files_delete, false);
+    r |= sbd__route(d, d->router, "PUT", "/v1/files/", HTTP_ROUTE_PREFIX | HTTP_ROUTE_STREAM_BODY,
+                    sbd__files_put, false);
+    r |=
+        sbd__route(d, d->router, "PUT", "/v1/files", HTTP_ROUTE_STREAM_BODY, sbd__files_put, false);
+    return r < 0 ? -EINVAL : 0;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* File helpers shared by the REST and legacy APIs: listing entries, atomic confined
+ * writes, and streamed uploads (raw or multipart) into them. */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include <sys/stat.h>
+
+#include "http/server.h"
+#include "sandboxd/path.h"
+
+/** Returns a new DirectoryListing entry {name,size,type,modified_at,mode}. */
+json_t *sbd_file_entry_json(const char *name, const struct stat *st);
+
+struct sbd_writer;
+
+/** Starts an atomic write of rel (cleaned) beneath root: parents are created (0755) and a
+ * temporary file is made next to the target; an existing symlink that resolves beneath
+ * the root is written through (truncated in place). Returns 0 with *ret new, -EISDIR when
+ * the target is a directory, -EPERM on escape, or another negative errno. */
+int sbd_writer_open(const struct sbd_root *root, const char *rel, mode_t mode,
+                    struct sbd_writer **ret);
+/** Appends n bytes. Returns 0 or a negative errno. */
+int sbd_writer_write(struct sbd_writer *w, const void *p, size_t n);
+/** Bytes written so far. */
+uint64_t sbd_writer_size(const struct sbd_writer *w);
+/** fsync, chmod, rename over the target; frees w. Returns 0 or a negative errno (the
+ * temporary file is removed). */
+int sbd_writer_commit(struct sbd_writer *w);
+/** Removes the temporary file and frees w (NULL is fine). */
+void sbd_writer_abort(struct sbd_writer *w);
+
+/** Outcome of an upload: err 0 on success, else -EPERM (escape), -EISDIR, -EPROTO (bad
+ * multipart), -ENODATA (no file part), -EFBIG (over the limit), -EINVAL (bad filename) or
+ * another negative errno. path is the cleaned relative path written (borrowed, may be
+ * NULL on failure). The callback must respond to req. */
+typedef void sbd_upload_done_fn(struct http_req *req, int err, const char *path, void *ctx);
+
+struct sbd_upload_opts {
+    const struct sbd_root *root; /* borrowed; must outlive the upload */
+    const char *rel;             /* target (raw body, or multipart part "file"); NULL:
+                                  * the "file" part's filename is the path (legacy) */
+    const char *boundary;        /* multipart boundary, NULL: raw body */
+    mode_t mode;
+    uint64_t limit; /* bytes */
+    sbd_upload_done_fn *done;
+    void *ctx;
+};
+
+/** Receives the body of req (a streamed-body route) into an atomic write. opts is
+ * borrowed (copied). Returns 0, or negative when it could not start (nothing responded:
+ * the caller answers). */
+int sbd_upload_start(struct http_req *req, const struct sbd_upload_opts *opts);
+
+/** The REST PUT handler (ctx: struct sbd). */
+int sbd__files_put(struct http_req *req, void *ctx);

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Streaming multipart/form-data parser (see multipart.h). */
+#include "sandboxd/multipart.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "sandboxd/sbd_limits.h"
+
+enum { MP_PREAMBLE = 0, MP_AFTER_DELIM, MP_HEADERS, MP_DATA, MP_END };
+
+int sbd_header_param(struct str value, const char *name, struct buf *out)
+{
+    struct str rest = value, item, key, val;
+    while (rest.len) {
+        /* A ';' inside quotes does not split: scan by hand. */
+        size_t i = 0;
+        bool q = false;
+        for (; i < rest.len && (q || rest.p[i] != ';'); i++) {
+            if (rest.p[i] == '\\' && q)
+                i++;
+            else if (rest.p[i] == '"')
+                q = !q;
+        }
+        item = str_make(rest.p, i < rest.len ? i : rest.len);
+        rest = i < rest.len ? str_make(rest.p + i + 1, rest.len - i - 1) : STR_NULL;
+        if (!str_cut(item, '=', &key, &val) || !str_eq_nocase(str_trim(key), str_c(name)))
+            continue;
+        val = str_trim(val);
+        buf_reset(out);
+        if (buf_puts(out, "") < 0)
+            return -E2BIG;
+        bool quoted = val.len >= 2 && val.p[0] == '"' && val.p[val.len - 1] == '"';
+        if (quoted)
+            val = str_make(val.p + 1, val.len - 2);
+        for (size_t j = 0; j < val.len; j++) {
+            if (quoted && val.p[j] == '\\' && j + 1 < val.len)
+                j++;
+            if (buf_putc(out, val.p[j]) < 0)
+                return -E2BIG;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+int sbd_multipart_boundary(struct str ct, char **ret)
+{
+    struct str type, params;
+    if (!str_cut(ct, ';', &type, &params))
+        params = STR_NULL;
+    if (!str_eq_nocase(str_trim(type), STR_LIT("multipart/form-data")))
+        return -ENOENT;
+    struct buf b;
+    buf_init(&b, 200);
+    int r = sbd_header_param(params, "boundary", &b);
+    if (r <= 0 || b.len == 0 || b.len > 70) {
+        buf_done(&b);
+        return -EINVAL;
+    }
+    *ret = buf_steal(&b);
+    return 0;
+}
+
+void sbd_multipart_init(struct sbd_multipart *m, const char *boundary, sbd_part_begin_fn *begin,
+                        sbd_part_data_fn *data, sbd_part_end_fn *end, void *ctx)
+{
+    *m = (struct sbd_multipart){.begin = begin, .data = data, .end = end, .ctx = ctx};
+    m->delim = xasprintf("\r\n--%s", boundary);
+    m->delim_len = strlen(m->delim);
+    buf_init(&m->in, LIMIT_SBD_CHUNK * 4 + LIMIT_SBD_MULTIPART_HEAD);
+    /* The first delimiter may start the body: pretend a CRLF came before it. */
+    (void)buf_puts(&m->in, "\r\n");
+}
+
+void sbd_multipart_done(struct sbd_multipart *m)
+{
+    XFREE(m->delim);
+    buf_done(&m->in);
+}
+
+/* Parses the part headers in p[0..n) (without the final CRLF CRLF). */
+static int part_headers(struct sbd_multipart *m, struct str h)
+{
+    struct str line, rest = h, name, value;
+    struct buf pn, fn;
+    buf_init(&pn, 1024);
+    buf_init(&fn, LIMIT_SBD_PATH);
+    bool has_name = false, has_file = false;
+    while (rest.len) {
+        long nl = str_index(rest, '\n');
+        line = nl < 0 ? rest : str_make(rest.p, (size_t)nl);
+        rest = nl < 0 ? STR_NULL : str_make(rest.p + nl + 1, rest.len - (size_t)nl - 1);
+        if (!str_cut(str_trim(line), ':', &name, &value))
+            continue;
+        if (!str_eq_nocase(str_trim(name), STR_LIT("content-disposition")))
+            continue;
+        has_name = sbd_header_param(value, "name", &pn) == 1;
+        has_file = sbd_header_param(value, "filename", &fn) == 1;
+    }
+    int r = m->begin(m->ctx, has_name ? str_make(pn.data, pn.len) : STR_LIT(""),
+                     has_file ? str_make(fn.data, fn.len) : STR_NULL);
+    buf_done(&pn);
+    buf_done(&fn);
+    if (r < 0)
+        return r;
+    m->accepted = r > 0;
+    return 0;
+}
+
+static int step_headers(struct sbd_multipart *m)
+{
+    struct str in = str_make(m->in.data, m->in.len);
+    size_t skip;
+    const char *end;
+    if (in.len >= 2 && memcmp(in.p, "\r\n", 2) == 0) {
+        end = in.p; /* no header lines at all */
+        skip = 2;
+    } else {
+        end = memmem(in.p, in.len, "\r\n\r\n", 4);
+        skip = 4;
+    }
+    if (!end)
+        return in.len > LIMIT_SBD_MULTIPART_HEAD ? -E2BIG : 0;
+    int r = part_headers(m, str_make(in.p, (size_t)(end - in.p)));
+    if (r < 0)
+        return r;
+    buf_consume(&m->in, (size_t)(end - in.p) + skip);
+    m->state = MP_DATA;
+    return 1;
+}
+
+static int step_data(struct sbd_multipart *m, bool preamble)
+{
+    struct str in = str_make(m->in.data, m->in.len);
+    const char *d = memmem(in.p, in.len, m->delim, m->delim_len);
+    size_t emit =
+        d ? (size_t)(d - in.p) : (in.len >= m->delim_len ? in.len - (m->delim_len - 1) : 0);
+    if (!preamble && m->accepted && emit) {
+        int r = m->data(m->ctx, str_make(in.p, emit));
+        if (r < 0)
+            return r;
+    }
+    if (!d) {
+        buf_consume(&m->in, emit);
+        return 0;
+    }
+    buf_consume(&m->in, emit + m->delim_len);
+    if (!preamble && m->accepted) {
+        m->accepted = false;
+        int r = m->end(m->ctx);
+        if (r < 0)
+            return r;
+    }
+    m->state = MP_AFTER_DELIM;
+    return 1;
+}
+
+static int step_after_delim(struct sbd_multipart *m)
+{
+    if (m->in.len < 2)
+        return 0;
+    if (memcmp(m->in.data, "--", 2) == 0) {
+        m->state = MP_END;
+        buf_reset(&m->in);
+        return 1;
+    }
+    /* Linear whitespace may follow the boundary before the CRLF. */
+    size_t i = 0;
+    while (i < m->in.len && (m->in.data[i] == ' ' || m->in.data[i] == '\t'))
+        i++;
+    if (i + 2 > m->in.len)
+        return 0;
+    if (memcmp(m->in.data + i, "\r\n", 2) != 0)
+        return -EPROTO;
+    buf_consume(&m->in, i + 2);
+    m->state = MP_HEADERS;
+    return 1;
+}
+
+static int step(struct sbd_multipart *m)
+{
+    switch (m->state) {
+    case MP_PREAMBLE:
+        return step_data(m, true);
+    case MP_AFTER_DELIM:
+        return step_after_delim(m);
+    case MP_HEADERS:
+        return step_headers(m);
+    case MP_DATA:
+        return step_data(m, false);
+    default:
+        buf_reset(&m->in);
+        return 0;
+    }
+}
+
+int sbd_multipart_feed(struct sbd_multipart *m, struct str data, bool last)
+{
+    while (data.len || m->in.len) {
+        size_t room = m->in.limit - m->in.len;
+        size_t n = data.len < room ? data.len : room;
+        if (n && buf_append(&m->in, data.p, n) < 0)
+            return -E2BIG;
+        data = str_make(data.p + n, data.len - n);
+        int r;
+        while ((r = step(m)) > 0)
+            ;
+        if (r < 0)
+            return r;
+        if (n == 0 && data.len)
+            return -E2BIG; /* no progress with a full buffer */
+        if (!data.len)
+            break;
+    }
+    if (m->state == MP_END)
+        return 1;
+    return last ? -EPROTO : 0;
+}

@@ -1,0 +1,673 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Process manager (see proc.h): posix_spawn with POSIX_SPAWN_SETSID (each command leads
+ * its own session and process group), a pidfd polled on the loop for the exit, pipes or a
+ * PTY read through uv_pipe_t. Nothing else in the daemon reaps children, so the pidfd
+ * stays valid until waitid() here. */
+#include "sandboxd/proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <sys/ioctl.h>
+#include <sys/pidfd.h>
+#include <sys/wait.h>
+
+#include "common/log.h"
+#include "common/str.h"
+#include "common/xalloc.h"
+#include "sandboxd/sbd_limits.h"
+
+extern char **environ;
+
+#define STDIN_QUEUE_MAX (8u * 1024 * 1024)
+
+struct sbd_proc {
+    struct sbd_procs *ps;
+    struct sbd_proc *prev, *next;
+    uint32_t id;
+    pid_t pid;
+    int pidfd;
+    bool pty;
+    int master; /* PTY master (also owned by out) */
+    uv_poll_t poll;
+    uv_pipe_t out, err, in;
+    uv_timer_t timer;
+    bool out_open, err_open, in_open, in_closing, timer_init, poll_init;
+    bool exited, finished, detached, paused, closing;
+    int handles;
+    struct sbd_exit status;
+    const struct sbd_proc_ops *ops;
+    void *ctx;
+    json_t *argv;
+    usec_t started;
+};
+
+struct sbd_procs {
+    uv_loop_t *loop;
+    unsigned max;
+    uint32_t next_id;
+    struct sbd_proc *head;
+    size_t count;
+    bool shutting_down;
+    uv_timer_t kill_timer;
+    bool kill_timer_init;
+    void (*done)(void *ctx);
+    void *done_ctx;
+};
+
+int sbd_procs_new(uv_loop_t *loop, unsigned max, struct sbd_procs **ret)
+{
+    struct sbd_procs *ps = XNEW(struct sbd_procs);
+    ps->loop = loop;
+    ps->max = max ? max : LIMIT_SBD_PROCS;
+    ps->next_id = 1;
+    *ret = ps;
+    return 0;
+}
+
+void sbd_procs_free(struct sbd_procs *ps)
+{
+    xfree(ps);
+}
+
+size_t sbd_procs_count(const struct sbd_procs *ps)
+{
+    return ps->count;
+}
+
+struct sbd_proc *sbd_procs_find(struct sbd_procs *ps, uint32_t id)
+{
+    for (struct sbd_proc *p = ps->head; p; p = p->next)
+        if (p->id == id && !p->finished)
+            return p;
+    return NULL;
+}
+
+json_t *sbd_procs_list(const struct sbd_procs *ps)
+{
+    json_t *arr = json_array();
+    for (const struct sbd_proc *p = ps->head; p; p = p->next) {
+        if (p->finished)
+            continue;
+        char when[40];
+        clock_format_rfc3339_sec(clock_wall_now() - (clock_now() - p->started), when, sizeof(when));
+        (void)json_array_append_new(arr, json_pack("{s:I, s:I, s:O, s:b, s:b, s:s}", "id",
+                                                   (json_int_t)p->id, "pid", (json_int_t)p->pid,
+                                                   "command", p->argv, "pty", p->pty, "running",
+                                                   !p->exited, "started_at", when));
+    }
+    return arr;
+}
+
+/* ---- teardown ---------------------------------------------------------------------- */
+
+static void procs_maybe_done(struct sbd_procs *ps)
+{
+    if (!ps->shutting_down || ps->count > 0 || !ps->done)
+        return;
+    void (*done)(void *) = ps->done;
+    ps->done = NULL;
+    if (ps->kill_timer_init) {
+        (void)uv_timer_stop(&ps->kill_timer);
+        ps->kill_timer_init = false;
+        uv_close((uv_handle_t *)&ps->kill_timer, NULL);
+    }
+    done(ps->done_ctx);
+}
+
+static void proc_release(struct sbd_proc *p)
+{
+    struct sbd_procs *ps = p->ps;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        ps->head = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    ps->count--;
+    if (p->pidfd >= 0)
+        (void)close(p->pidfd);
+    json_decref(p->argv);
+    xfree(p);
+    procs_maybe_done(ps);
+}
+
+static void on_proc_handle_closed(uv_handle_t *h)
+{
+    struct sbd_proc *p = h->data;
+    if (--p->handles == 0)
+        proc_release(p);
+}
+
+static void close_handle(uv_handle_t *h, bool *open)
+{
+    if (open && !*open)
+        return;
+    if (open)
+        *open = false;
+    if (!uv_is_closing(h))
+        uv_close(h, on_proc_handle_closed);
+}
+
+/* Everything is over: close all handles; memory goes with the last one. */
+static void proc_close(struct sbd_proc *p)
+{
+    if (p->closing)
+        return;
+    p->closing = true;
+    close_handle((uv_handle_t *)&p->out, &p->out_open);
+    close_handle((uv_handle_t *)&p->err, &p->err_open);
+    close_handle((uv_handle_t *)&p->in, &p->in_open);
+    close_handle((uv_handle_t *)&p->timer, &p->timer_init);
+    close_handle((uv_handle_t *)&p->poll, &p->poll_init);
+    if (p->handles == 0)
+        proc_release(p);
+}
+
+/* Delivers the exit once the process exited and its output ended. */
+static void maybe_finish(struct sbd_proc *p, bool force)
+{
+    if (p->finished || !p->exited)
+        return;
+    if (!force && (p->out_open || p->err_open))
+        return;
+    p->finished = true;
+    if (p->ops && !p->detached)
+        p->ops->exit(p, &p->status, p->ctx);
+    proc_close(p);
+}
+
+static void kill_group(struct sbd_proc *p, int sig)
+{
+    if (p->exited && p->finished)
+        return;
+    if (kill(-p->pid, sig) < 0 && !p->exited)
+        (void)pidfd_send_signal(p->pidfd, sig, NULL, 0);
+}
+
+/* ---- output ------------------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    (void)h;
+    (void)suggested;
+    static char chunk[LIMIT_SBD_CHUNK]; /* loop thread only; consumed before the next read */
+    *b = uv_buf_init(chunk, sizeof(chunk));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct sbd_proc *p = s->data;
+    bool is_err = s == (uv_stream_t *)&p->err;
+    if (n > 0) {
+        if (p->ops && !p->detached)
+            p->ops->output(p, is_err ? SBD_STDERR : SBD_STDOUT, b->base, (size_t)n, p->ctx);
+        return;
+    }
+    if (n == 0)
+        return;
+    /* EOF, or EIO from a PTY master once the slave side is gone. */
+    if (is_err)
+        close_handle((uv_handle_t *)&p->err, &p->err_open);
+    else
+        close_handle((uv_handle_t *)&p->out, &p->out_open);
+    if (p->pty)
+        close_handle((uv_handle_t *)&p->in, &p->in_open);
+    maybe_finish(p, false);
+}
+
+static void set_reading(struct sbd_proc *p)
+{
+    uv_stream_t *streams[] = {(uv_stream_t *)&p->out, (uv_stream_t *)&p->err};
+    bool open[] = {p->out_open, p->err_open};
+    for (size_t i = 0; i < 2; i++) {
+        if (!open[i])
+            continue;
+        if (p->paused)
+            (void)uv_read_stop(streams[i]);
+        else
+            (void)uv_read_start(streams[i], on_alloc, on_read);
+    }
+}
+
+void sbd_proc_pause(struct sbd_proc *p, bool pause)
+{
+    if (p->paused == pause)
+        return;
+    p->paused = pause;
+    set_reading(p);
+}
+
+/* ---- exit -------------------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *t)
+{
+    struct sbd_proc *p = t->data;
+    if (!p->exited) {
+        p->status.timed_out = true;
+        kill_group(p, SIGKILL);
+        return;
+    }
+    maybe_finish(p, true); /* output did not end in time (a descendant keeps it open) */
+}
+
+static void on_pidfd(uv_poll_t *h, int status, int events)
+{
+    struct sbd_proc *p = h->data;
+    (void)events;
+    siginfo_t si = {0};
+    if (status < 0 || waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+        return;
+    (void)uv_poll_stop(&p->poll);
+    p->exited = true;
+    bool sig = si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED;
+    p->status.exit_code = sig ? -1 : si.si_status;
+    p->status.signal = sig ? si.si_status : 0;
+    if (p->status.timed_out || p->ps->shutting_down || p->detached)
+        kill_group(p, SIGKILL); /* no stragglers holding the pipes */
+    (void)uv_timer_start(&p->timer, on_timer, LIMIT_SBD_DRAIN / USEC_PER_MSEC, 0);
+    maybe_finish(p, false);
+}
+
+/* ---- spawn ------------------------------------------------------------------------- */
+
+static bool env_overridden(const char *entry, char *const *over)
+{
+    const char *eq = strchr(entry, '=');
+    size_t n = eq ? (size_t)(eq - entry) : strlen(entry);
+    for (char *const *o = over; o && *o; o++)
+        if (strncmp(*o, entry, n) == 0 && (*o)[n] == '=')
+            return true;
+    return false;
+}
+
+/* Returns a new NULL-terminated array (xfree; entries borrowed): the daemon's environment
+ * with the overrides applied. */
+static char **build_env(char *const *over)
+{
+    size_t n = 0, m = 0;
+    for (char **e = environ; e && *e; e++)
+        n++;
+    for (char *const *o = over; o && *o; o++)
+        m++;
+    char **env = xcalloc(n + m + 1, sizeof(char *));
+    size_t k = 0;
+    for (char **e = environ; e && *e; e++)
+        if (!env_overridden(*e, over))
+            env[k++] = *e;
+    for (char *const *o = over; o && *o; o++)
+        env[k++] = *o;
+    return env;
+}
+
+struct fds {
+    int in[2], out[2], err[2];
+    int master, slave;
+    char slave_name[128];
+};
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        (void)close(*fd);
+    *fd = -1;
+}
+
+static void fds_close(struct fds *f)
+{
+    int *all[] = {&f->in[0],  &f->in[1],  &f->out[0], &f->out[1],
+                  &f->err[0], &f->err[1], &f->master, &f->slave};
+    for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+        close_fd(all[i]);
+}
+
+static int open_pty(struct fds *f, const struct sbd_proc_spec *spec)
+{
+    f->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (f->master < 0)
+        return -errno;
+    if (grantpt(f->master) < 0 || unlockpt(f->master) < 0 ||
+        ptsname_r(f->master, f->slave_name, sizeof(f->slave_name)) != 0)
+        return -errno;
+    if (spec->cols && spec->rows) {
+        struct winsize ws = {.ws_row = spec->rows, .ws_col = spec->cols};
+        (void)ioctl(f->master, TIOCSWINSZ, &ws);
+    }
+    return 0;
+}
+
+static int open_fds(struct fds *f, const struct sbd_proc_spec *spec)
+{
+    *f = (struct fds){{-1, -1}, {-1, -1}, {-1, -1}, -1, -1, {0}};
+    if (spec->pty)
+        return open_pty(f, spec);
+    if (pipe2(f->in, O_CLOEXEC) < 0 || pipe2(f->out, O_CLOEXEC) < 0 || pipe2(f->err, O_CLOEXEC) < 0)
+        return -errno;
+    return 0;
+}
+
+/* File actions for the child: stdio, then the working directory. After POSIX_SPAWN_SETSID
+ * the first terminal opened without O_NOCTTY becomes the controlling terminal. */
+static int file_actions(posix_spawn_file_actions_t *fa, const struct fds *f,
+                        const struct sbd_proc_spec *spec)
+{
+    int r = posix_spawn_file_actions_init(fa);
+    if (r)
+        return -r;
+    if (spec->pty) {
+        r = posix_spawn_file_actions_addopen(fa, 0, f->slave_name, O_RDWR, 0);
+        r = r ? r : posix_spawn_file_actions_adddup2(fa, 0, 1);
+        r = r ? r : posix_spawn_file_actions_adddup2(fa, 0, 2);
+    } else {
+        r = posix_spawn_file_actions_adddup2(fa, f->in[0], 0);
+        r = r ? r : posix_spawn_file_actions_adddup2(fa, f->out[1], 1);
+        r = r ? r : posix_spawn_file_actions_adddup2(fa, f->err[1], 2);
+    }
+    if (!r && spec->cwd_fd >= 0)
+        r = posix_spawn_file_actions_addfchdir_np(fa, spec->cwd_fd);
+    return -r;
+}
+
+static int spawn_attrs(posix_spawnattr_t *at)
+{
+    sigset_t all, none;
+    (void)sigfillset(&all);
+    (void)sigemptyset(&none);
+    int r = posix_spawnattr_init(at);
+    r = r ? r : posix_spawnattr_setsigdefault(at, &all);
+    r = r ? r : posix_spawnattr_setsigmask(at, &none);
+    r = r ? r
+          : posix_spawnattr_setflags(at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF |
+                                             POSIX_SPAWN_SETSIGMASK);
+    return -r;
+}
+
+static int do_spawn(const struct sbd_proc_spec *spec, const struct fds *f, pid_t *ret)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    int r = file_actions(&fa, f, spec);
+    if (r == 0)
+        r = spawn_attrs(&at);
+    if (r < 0) {
+        (void)posix_spawn_file_actions_destroy(&fa);
+        return r;
+    }
+    char **env = build_env(spec->env);
+    pid_t pid;
+    r = -posix_spawnp(&pid, spec->argv[0], &fa, &at, spec->argv, env);
+    xfree(env);
+    (void)posix_spawn_file_actions_destroy(&fa);
+    (void)posix_spawnattr_destroy(&at);
+    if (r == 0)
+        *ret = pid;
+    return r;
+}
+
+/* Wraps fd (taken) in a pipe handle; *open tells whether h must be closed. */
+static int open_stream(struct sbd_proc *p, uv_pipe_t *h, int fd, bool *open)
+{
+    int r = uv_pipe_init(p->ps->loop, h, 0);
+    if (r < 0) {
+        (void)close(fd);
+        return r;
+    }
+    h->data = p;
+    p->handles++;
+    *open = true;
+    r = uv_pipe_open(h, fd);
+    if (r < 0)
+        (void)close(fd);
+    return r;
+}
+
+static int init_handles(struct sbd_proc *p, struct fds *f)
+{
+    uv_loop_t *loop = p->ps->loop;
+    (void)uv_timer_init(loop, &p->timer);
+    p->timer.data = p;
+    p->handles++;
+    p->timer_init = true;
+    int r = uv_poll_init(loop, &p->poll, p->pidfd);
+    if (r < 0)
+        return r;
+    p->poll.data = p;
+    p->handles++;
+    p->poll_init = true;
+    if (p->pty) {
+        int dupfd = fcntl(f->master, F_DUPFD_CLOEXEC, 0);
+        if (dupfd < 0)
+            return -errno;
+        p->master = f->master;
+        f->master = -1;
+        r = open_stream(p, &p->out, p->master, &p->out_open);
+        return r ? r : open_stream(p, &p->in, dupfd, &p->in_open);
+    }
+    r = open_stream(p, &p->out, f->out[0], &p->out_open);
+    f->out[0] = -1;
+    if (r == 0)
+        r = open_stream(p, &p->err, f->err[0], &p->err_open);
+    f->err[0] = -1;
+    if (r == 0)
+        r = open_stream(p, &p->in, f->in[1], &p->in_open);
+    f->in[1] = -1;
+    return r;
+}
+
+static struct sbd_proc *proc_new(struct sbd_procs *ps, const struct sbd_proc_spec *spec,
+                                 const struct sbd_proc_ops *ops, void *ctx)
+{
+    struct sbd_proc *p = XNEW(struct sbd_proc);
+    p->ps = ps;
+    p->pidfd = -1;
+    p->master = -1;
+    p->ops = ops;
+    p->ctx = ctx;
+    p->pty = spec->pty;
+    p->started = clock_now();
+    p->argv = json_array();
+    for (char *const *a = spec->argv; *a; a++)
+        (void)json_array_append_new(p->argv, json_stringn_nocheck(*a, strlen(*a)));
+    return p;
+}
+
+static void proc_link(struct sbd_procs *ps, struct sbd_proc *p)
+{
+    p->id = ps->next_id++;
+    p->next = ps->head;
+    if (ps->head)
+        ps->head->prev = p;
+    ps->head = p;
+    ps->count++;
+}
+
+int sbd_proc_start(struct sbd_procs *ps, const struct sbd_proc_spec *spec,
+                   const struct sbd_proc_ops *ops, void *ctx, struct sbd_proc **ret)
+{
+    if (ps->shutting_down)
+        return -ESHUTDOWN;
+    if (ps->count >= ps->max)
+        return -EAGAIN;
+    if (!spec->argv || !spec->argv[0] || !spec->argv[0][0])
+        return -EINVAL;
+    struct fds f;
+    int r = open_fds(&f, spec);
+    pid_t pid = -1;
+    if (r == 0)
+        r = do_spawn(spec, &f, &pid);
+    if (r < 0) {
+        fds_close(&f);
+        return r;
+    }
+    close_fd(&f.in[0]);
+    close_fd(&f.out[1]);
+    close_fd(&f.err[1]);
+    struct sbd_proc *p = proc_new(ps, spec, ops, ctx);
+    p->pid = pid;
+    p->pidfd = pidfd_open(pid, 0);
+    proc_link(ps, p);
+    r = p->pidfd < 0 ? -errno : init_handles(p, &f);
+    fds_close(&f);
+    if (r < 0) {
+        /* Cannot watch it: kill it, reap it and report the failure. */
+        (void)kill(-pid, SIGKILL);
+        (void)waitpid(pid, NULL, 0);
+        p->exited = p->finished = true;
+        proc_close(p);
+        return r;
+    }
+    (void)uv_poll_start(&p->poll, UV_READABLE, on_pidfd);
+    if (spec->timeout)
+        (void)uv_timer_start(&p->timer, on_timer, (spec->timeout + 999) / USEC_PER_MSEC, 0);
+    set_reading(p);
+    *ret = p;
+    return 0;
+}
+
+/* ---- control ----------------------------------------------------------------------- */
+
+uint32_t sbd_proc_id(const struct sbd_proc *p)
+{
+    return p->id;
+}
+
+pid_t sbd_proc_pid(const struct sbd_proc *p)
+{
+    return p->pid;
+}
+
+static void on_stdin_written(uv_write_t *w, int status)
+{
+    (void)status;
+    xfree(w);
+}
+
+int sbd_proc_write(struct sbd_proc *p, const void *data, size_t n)
+{
+    if (!p->in_open || p->in_closing || p->finished)
+        return -EPIPE;
+    if (n == 0)
+        return 0;
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&p->in) + n > STDIN_QUEUE_MAX)
+        return -EAGAIN;
+    uv_write_t *w = xmalloc(sizeof(*w) + n);
+    memcpy(w + 1, data, n);
+    uv_buf_t b = uv_buf_init((char *)(w + 1), (unsigned)n);
+    int r = uv_write(w, (uv_stream_t *)&p->in, &b, 1, on_stdin_written);
+    if (r < 0) {
+        xfree(w);
+        return -EPIPE;
+    }
+    return 0;
+}
+
+static void on_stdin_shutdown(uv_shutdown_t *sr, int status)
+{
+    struct sbd_proc *p = sr->handle->data;
+    (void)status;
+    xfree(sr);
+    close_handle((uv_handle_t *)&p->in, &p->in_open);
+}
+
+int sbd_proc_close_stdin(struct sbd_proc *p)
+{
+    if (!p->in_open || p->in_closing)
+        return 0;
+    if (p->pty) {
+        char eof = 4; /* VEOF (^D) as a canonical-mode terminal reads it */
+        return sbd_proc_write(p, &eof, 1);
+    }
+    p->in_closing = true;
+    uv_shutdown_t *sr = XNEW(uv_shutdown_t);
+    if (uv_shutdown(sr, (uv_stream_t *)&p->in, on_stdin_shutdown) < 0) {
+        xfree(sr);
+        close_handle((uv_handle_t *)&p->in, &p->in_open);
+    }
+    return 0;
+}
+
+int sbd_proc_signal(struct sbd_proc *p, int sig)
+{
+    if (sig <= 0 || sig >= NSIG)
+        return -EINVAL;
+    if (!p->exited)
+        kill_group(p, sig);
+    return 0;
+}
+
+int sbd_proc_resize(struct sbd_proc *p, unsigned short cols, unsigned short rows)
+{
+    if (!p->pty)
+        return -ENOTTY;
+    if (p->exited || !p->out_open)
+        return -ESRCH;
+    struct winsize ws = {.ws_row = rows, .ws_col = cols};
+    return ioctl(p->master, TIOCSWINSZ, &ws) < 0 ? -errno : 0;
+}
+
+void sbd_proc_detach(struct sbd_proc *p)
+{
+    if (p->detached)
+        return;
+    p->detached = true;
+    p->ops = NULL;
+    kill_group(p, SIGKILL);
+    if (p->paused)
+        sbd_proc_pause(p, false); /* keep draining so the pipes do not block it */
+}
+
+/* ---- shutdown ---------------------------------------------------------------------- */
+
+static void signal_all(struct sbd_procs *ps, int sig)
+{
+    for (struct sbd_proc *p = ps->head; p; p = p->next)
+        if (!p->exited)
+            kill_group(p, sig);
+}
+
+static void on_kill_timer(uv_timer_t *t)
+{
+    struct sbd_procs *ps = t->data;
+    signal_all(ps, SIGKILL);
+}
+
+void sbd_procs_shutdown(struct sbd_procs *ps, usec_t grace, void (*done)(void *ctx), void *ctx)
+{
+    ps->shutting_down = true;
+    ps->done = done;
+    ps->done_ctx = ctx;
+    signal_all(ps, SIGTERM);
+    if (ps->count == 0) {
+        procs_maybe_done(ps);
+        return;
+    }
+    (void)uv_timer_init(ps->loop, &ps->kill_timer);
+    ps->kill_timer.data = ps;
+    ps->kill_timer_init = true;
+    (void)uv_timer_start(&ps->kill_timer, on_kill_timer, grace / USEC_PER_MSEC, 0);
+}
+
+int sbd_signal_parse(const char *s)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"KILL", SIGKILL},
+                 {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM},   {"CONT", SIGCONT},
+                 {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"WINCH", SIGWINCH}, {"ALRM", SIGALRM}};
+    uint64_t n;
+    if (cstr_to_u64(s, &n) == 0)
+        return n > 0 && n < NSIG ? (int)n : -EINVAL;
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (strcasecmp(s, names[i].name) == 0)
+            return names[i].sig;
+    return -EINVAL;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Process manager: spawns commands in their own session (so signals and timeouts hit the
+ * whole process group), with pipes or a pseudo-terminal, watches their exit through a
+ * pidfd, and delivers output and the exit status on the loop thread. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include <sys/types.h>
+
+#include "common/clock.h"
+
+struct sbd_procs;
+struct sbd_proc;
+
+enum sbd_stream {
+    SBD_STDOUT = 1,
+    SBD_STDERR = 2,
+};
+
+/** How a process ended. exit_code is the status for a normal exit, else -1; signal is the
+ * terminating signal or 0. */
+struct sbd_exit {
+    int exit_code;
+    int signal;
+    bool timed_out;
+};
+
+/** What to run. Everything is borrowed for the call. */
+struct sbd_proc_spec {
+    char *const *argv;         /* NULL-terminated; argv[0] is searched in PATH */
+    char *const *env;          /* NULL or NULL-terminated "NAME=value" overrides */
+    int cwd_fd;                /* directory to start in; -1: the daemon's cwd */
+    bool pty;                  /* run on a pseudo-terminal (stdout and stderr merged) */
+    unsigned short cols, rows; /* initial window size of the PTY (0: kernel default) */
+    usec_t timeout;            /* 0: none; else SIGKILL to the group after it */
+};
+
+/** Output callbacks, on the loop thread. data is borrowed for the call. */
+struct sbd_proc_ops {
+    void (*output)(struct sbd_proc *p, enum sbd_stream s, const char *data, size_t n, void *ctx);
+    /** The process exited and its output was drained (or the drain timed out). The last
+     * callback: p must not be used after it returns. */
+    void (*exit)(struct sbd_proc *p, const struct sbd_exit *e, void *ctx);
+};
+
+/** Returns a new registry on loop (borrowed) allowing max concurrent processes. */
+int sbd_procs_new(uv_loop_t *loop, unsigned max, struct sbd_procs **ret);
+/** Frees a registry whose shutdown completed (NULL is fine). */
+void sbd_procs_free(struct sbd_procs *ps);
+/** SIGTERM to every group now, SIGKILL to those left after grace; done runs once every
+ * process is gone. New starts fail with -ESHUTDOWN afterwards. */
+void sbd_procs_shutdown(struct sbd_procs *ps, usec_t grace, void (*done)(void *ctx), void *ctx);
+/** Number of running (registered) processes. */
+size_t sbd_procs_count(const struct sbd_procs *ps);
+/** Finds a process by id (borrowed), NULL when unknown or already finished. */
+struct sbd_proc *sbd_procs_find(struct sbd_procs *ps, uint32_t id);
+/** Returns a new JSON array describing every process. */
+json_t *sbd_procs_list(const struct sbd_procs *ps);
+
+/** Starts a process; ops and ctx receive its events (ops borrowed, must be static). Returns
+ * 0 with *ret borrowed (valid until the exit callback returns), -EAGAIN at the process cap,
+ * -ESHUTDOWN, -ENOENT / -EACCES / -ENOEXEC (the command could not be executed), or another
+ * negative errno. */
+int sbd_proc_start(struct sbd_procs *ps, const struct sbd_proc_spec *spec,
+                   const struct sbd_proc_ops *ops, void *ctx, struct sbd_proc **ret);
+uint32_t sbd_proc_id(const struct sbd_proc *p);
+pid_t sbd_proc_pid(const struct sbd_proc *p);
+/** Queues data (copied) for the process's stdin. Returns 0, -EPIPE (stdin closed or the
+ * process gone), -EAGAIN (too much queued). */
+int sbd_proc_write(struct sbd_proc *p, const void *data, size_t n);
+/** Closes stdin once queued data is written (a PTY gets an EOF character instead). */
+int sbd_proc_close_stdin(struct sbd_proc *p);
+/** Sends sig to the process group (the process itself if that fails). Signalling a
+ * process that already exited succeeds. Returns 0 or -EINVAL. */
+int sbd_proc_signal(struct sbd_proc *p, int sig);
+/** Resizes the PTY. Returns 0, -ENOTTY (no PTY) or -ESRCH (exited). */
+int sbd_proc_resize(struct sbd_proc *p, unsigned short cols, unsigned short rows);
+/** Stops (true) or resumes reading output, for back-pressure. */
+void sbd_proc_pause(struct sbd_proc *p, bool pause);
+/** The owner is gone: SIGKILL to the group; no more callbacks. */
+void sbd_proc_detach(struct sbd_proc *p);
+/** Parses "SIGTERM", "TERM", "term" or a number. Returns the signal or -EINVAL. */
+int sbd_signal_parse(const char *s);

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The sandboxd daemon as a library: the REST API (files, processes, health, metadata) and
+ * the legacy python-runtime API on a libuv loop, confined to one root directory. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/clock.h"
+
+/** Daemon settings; sbd_config_defaults fills every field. Strings are borrowed. */
+struct sbd_config {
+    const char *host;            /* bind address of both servers */
+    int port;                    /* REST port; 0: ephemeral */
+    int legacy_port;             /* python-runtime port; 0: ephemeral; < 0: disabled */
+    const char *root;            /* confinement root and default cwd (created 0755) */
+    const char *legacy_root;     /* root of the legacy endpoints; NULL: root */
+    const char *token;           /* bearer token; NULL or "": no authentication */
+    const char *metadata_prefix; /* env prefix served by /v1/metadata */
+    uint64_t max_upload;         /* one uploaded file */
+    size_t max_body;             /* a buffered request body (JSON, stdin) */
+    size_t max_output;           /* default cap of buffered stdout/stderr of a run */
+    unsigned max_procs;          /* concurrent processes */
+    unsigned exec_timeout_s;     /* legacy /execute timeout */
+    usec_t header_timeout, body_timeout, idle_timeout;
+};
+
+struct sbd;
+
+/** Fills c with the defaults (host 0.0.0.0, ports 8080 and 8888, root /workspace, ...). */
+void sbd_config_defaults(struct sbd_config *c);
+/** Opens the root, binds both servers on loop (borrowed) and returns a new daemon. Returns
+ * 0 or a negative errno. cfg is borrowed (copied). */
+int sbd_new(uv_loop_t *loop, const struct sbd_config *cfg, struct sbd **ret);
+uint16_t sbd_port(const struct sbd *d);
+/** 0 when the legacy server is disabled. */
+uint16_t sbd_legacy_port(const struct sbd *d);
+/** Stops: health answers 503, every process group gets SIGTERM then (after grace) SIGKILL,
+ * the servers shut down gracefully. done (optional) runs once all is closed; then call
+ * sbd_free. */
+void sbd_shutdown(struct sbd *d, usec_t grace, void (*done)(void *ctx), void *ctx);
+/** Frees a daemon whose shutdown completed (NULL is fine). */
+void sbd_free(struct sbd *d);
+
+struct sbd_thread;
+/** Runs a daemon on its own loop and thread (tests, benchmarks). Returns 0 or negative. */
+int sbd_thread_start(const struct sbd_config *cfg, struct sbd_thread **ret);
+uint16_t sbd_thread_port(const struct sbd_thread *t);
+uint16_t sbd_thread_legacy_port(const struct sbd_thread *t);
+/** Shuts down, joins and frees (NULL is fine). */
+void sbd_thread_stop(struct sbd_thread *t);

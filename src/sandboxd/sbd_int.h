@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Internals shared by sandboxd's files: the daemon object and route registration. */
+#pragma once
+
+#include <jansson.h>
+
+#include "http/server.h"
+#include "sandboxd/path.h"
+#include "sandboxd/sandboxd.h"
+
+struct sbd_procs;
+
+/** A registered route: authentication, then fn(req, d). */
+struct sbd_route {
+    struct sbd *d;
+    http_handler_fn *fn;
+    bool public_; /* no token needed (probes) */
+};
+
+#define SBD_MAX_ROUTES 48
+
+struct sbd {
+    uv_loop_t *loop;
+    struct sbd_config cfg; /* strings below are owned copies */
+    char *host, *root_path, *legacy_root_path, *token, *metadata_prefix;
+    struct sbd_root *root, *legacy_root;
+    struct http_router *router, *legacy_router;
+    struct http_server *server, *legacy;
+    struct sbd_procs *procs;
+    json_t *metadata;
+    usec_t started;
+    bool shutting_down;
+    struct sbd_route routes[SBD_MAX_ROUTES];
+    size_t nroutes;
+    /* shutdown */
+    int servers_open;
+    void (*done)(void *ctx);
+    void *done_ctx;
+    uv_timer_t kill_timer;
+    usec_t grace;
+};
+
+/** Adds a route whose handler gets d as ctx, behind the bearer-token check unless
+ * public_. Returns 0 or negative (http_router_add). */
+int sbd__route(struct sbd *d, struct http_router *r, const char *method, const char *path,
+               unsigned flags, http_handler_fn *fn, bool public_);
+/** Decodes the rest of the request path (after the route prefix) and cleans it against
+ * root into *ret (new). Responds with the error itself and returns negative on failure. */
+int sbd__req_path(struct http_req *req, const struct sbd_root *root, char **ret);
+
+/* files.c */
+int sbd__files_register(struct sbd *d);
+/* api_proc.c */
+int sbd__procs_register(struct sbd *d);
+/* legacy.c */
+int sbd__legacy_register(struct sbd *d);
+/** http_error_body_fn of the legacy server: FastAPI's {"detail": "..."}. */
+int sbd__legacy_error_body(void *ctx, int status, const char *detail, struct buf *out,
+                           const char **ret_content_type);

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Small helpers shared by sandboxd's handlers: percent-decoding, query parameters, the
+ * {"code","message"} error body, HTTP dates and JSON-safe text. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common/buf.h"
+#include "common/str.h"
+#include "http/server.h"
+
+/** Percent-decodes in into out (appended; '+' is kept as is). Returns 0, -EINVAL for a bad
+ * escape or an encoded NUL, -E2BIG past out's limit. */
+int sbd_url_decode(struct str in, struct buf *out);
+/** Finds name in a query string ("a=1&b=2") and decodes its value into out (form
+ * encoding: '+' is a space). Returns 1 found, 0 absent, or negative as sbd_url_decode. */
+int sbd_query_get(struct str query, const char *name, struct buf *out);
+/** Parses "true"/"false" (and "1"/"0"). Returns 0 or -EINVAL. */
+int sbd_parse_bool(const char *s, bool *ret);
+
+/** Error codes of the sandboxd API (the code strings of its error body). */
+#define SBD_PERMISSION_DENIED   "PERMISSION_DENIED"
+#define SBD_NOT_FOUND           "NOT_FOUND"
+#define SBD_INVALID_ARGUMENT    "INVALID_ARGUMENT"
+#define SBD_CONFLICT            "CONFLICT"
+#define SBD_INTERNAL            "INTERNAL"
+#define SBD_UNAVAILABLE         "UNAVAILABLE"
+#define SBD_UNAUTHENTICATED     "UNAUTHENTICATED"
+#define SBD_RESOURCE_EXHAUSTED  "RESOURCE_EXHAUSTED"
+#define SBD_FAILED_PRECONDITION "FAILED_PRECONDITION"
+
+/** Sends {"code": code, "message": msg} with status (code and msg borrowed). */
+int sbd_respond_error(struct http_req *req, int status, const char *code, const char *msg);
+/** Maps a negative errno from a file operation to status + code and responds. */
+int sbd_respond_errno(struct http_req *req, int err, const char *what);
+/** The default error code for an HTTP status ("NOT_FOUND" for 404...); static. */
+const char *sbd_code_for_status(int status);
+/** http_error_body_fn for the REST server: {"code","message"}. */
+int sbd_error_body(void *ctx, int status, const char *detail, struct buf *out,
+                   const char **ret_content_type);
+
+/** Appends j (borrowed) as compact JSON, keys in insertion order, to out. Returns 0 or
+ * -E2BIG. */
+int sbd_json_dump(const json_t *j, struct buf *out);
+
+/** Formats t as an IMF-fixdate into out (>= 30 bytes). */
+void sbd_http_date(time_t t, char *out, size_t size);
+/** Parses an IMF-fixdate. Returns 0 or -EINVAL. */
+int sbd_parse_http_date(struct str s, time_t *ret);
+
+/** Appends p[0..n) to out as valid UTF-8, replacing invalid sequences with U+FFFD.
+ * Returns 0 or -E2BIG. */
+int sbd_utf8_sanitize(const char *p, size_t n, struct buf *out);
+/** Appends base64 (standard, padded) of p[0..n) to out. Returns 0 or -E2BIG. */
+int sbd_base64_encode(const void *p, size_t n, struct buf *out);
+/** Decodes standard base64 (padding optional) into out. Returns 0, -EINVAL, -E2BIG. */
+int sbd_base64_decode(struct str in, struct buf *out);
+/** Constant-time comparison of two byte strings (length leaks). */
+bool sbd_secure_eq(struct str a, struct str b);

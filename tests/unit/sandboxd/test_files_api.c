@@ -1,0 +1,366 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* /v1/files, /v1/health, /v1/metadata and bearer-token auth against a real daemon on
+ * 127.0.0.1: every method, listings, ranges, conditionals, atomic writes with modes,
+ * multipart, deletes and their error codes. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "sbd_test.h"
+
+static int setup(void **state)
+{
+    *state = sbd_fixture_start(NULL, 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    sbd_fixture_stop(*state);
+    return 0;
+}
+
+static json_t *body_json(const struct test_http_resp *r)
+{
+    json_error_t e;
+    json_t *j = json_loadb(r->body.data, r->body.len, 0, &e);
+    if (!j)
+        fail_msg("bad JSON body: %s", buf_str(&r->body));
+    return j;
+}
+
+static void expect_error(const struct test_http_resp *r, const char *code)
+{
+    json_t *j = body_json(r);
+    assert_string_equal(json_string_value(json_object_get(j, "code")), code);
+    assert_non_null(json_string_value(json_object_get(j, "message")));
+    json_decref(j);
+}
+
+static void test_health_metadata(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/health", NULL, NULL, &r), 200);
+    json_t *j = body_json(&r);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "ok");
+    assert_true(json_is_integer(json_object_get(j, "uptime_seconds")));
+    json_decref(j);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/metadata", NULL, NULL, &r), 200);
+    j = body_json(&r);
+    json_t *env = json_object_get(j, "env");
+    assert_true(json_is_object(env));
+    assert_string_equal(json_string_value(json_object_get(env, "SANDBOX_NAME")), "box1");
+    assert_null(json_object_get(env, "SANDBOX_API_TOKEN"));
+    assert_null(json_object_get(env, "SANDBOX_db_password"));
+    assert_null(json_object_get(env, "SANDBOX_PRIVATE_KEY"));
+    assert_null(json_object_get(env, "OTHER_VAR"));
+    json_decref(j);
+    test_http_resp_done(&r);
+}
+
+static void test_put_get_roundtrip(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    assert_int_equal(
+        sbd_do(f->port, "PUT", "/v1/files/dir%2Fsub%2Fa.txt?mode=0600", NULL, "hello world", &r),
+        204);
+    test_http_resp_done(&r);
+    char p[256];
+    snprintf(p, sizeof(p), "%s/dir/sub/a.txt", f->root);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/dir/sub/a.txt", NULL, NULL, &r), 200);
+    assert_string_equal(buf_str(&r.body), "hello world");
+    char *ct = test_http_header(&r, "Content-Type");
+    assert_string_equal(ct, "application/octet-stream");
+    xfree(ct);
+    char *lm = test_http_header(&r, "Last-Modified");
+    assert_non_null(lm);
+    test_http_resp_done(&r);
+    /* Conditional GET and HEAD. */
+    char hdr[128];
+    snprintf(hdr, sizeof(hdr), "If-Modified-Since: %s\r\n", lm);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/dir/sub/a.txt", hdr, NULL, &r), 304);
+    test_http_resp_done(&r);
+    snprintf(hdr, sizeof(hdr), "If-Unmodified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n");
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/dir/sub/a.txt", hdr, NULL, &r), 412);
+    test_http_resp_done(&r);
+    xfree(lm);
+    assert_int_equal(sbd_do(f->port, "HEAD", "/v1/files/dir/sub/a.txt", NULL, NULL, &r), 200);
+    char *cl = test_http_header(&r, "Content-Length");
+    assert_string_equal(cl, "11");
+    xfree(cl);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "HEAD", "/v1/files/nope", NULL, NULL, &r), 404);
+    test_http_resp_done(&r);
+    /* Overwrite is atomic and replaces the content; bad modes are refused. */
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/dir/sub/a.txt", NULL, "v2", &r), 204);
+    test_http_resp_done(&r);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+    assert_int_equal(st.st_size, 2);
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/x?mode=777", NULL, "x", &r), 400);
+    expect_error(&r, "INVALID_ARGUMENT");
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/x?mode=0800", NULL, "x", &r), 400);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/dir", NULL, "x", &r), 400);
+    expect_error(&r, "INVALID_ARGUMENT");
+    test_http_resp_done(&r);
+}
+
+static void test_ranges(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    sbd_write_file(f->root, "r.txt", "0123456789");
+    const struct {
+        const char *range;
+        int status;
+        const char *body;
+        const char *cr;
+    } cases[] = {
+        {"bytes=2-4", 206, "234", "bytes 2-4/10"}, {"bytes=7-", 206, "789", "bytes 7-9/10"},
+        {"bytes=-2", 206, "89", "bytes 8-9/10"},   {"bytes=5-100", 206, "56789", "bytes 5-9/10"},
+        {"bytes=10-", 416, NULL, "bytes */10"},    {"bytes=1-2,4-5", 200, "0123456789", NULL},
+        {"items=1-2", 200, "0123456789", NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char hdr[64];
+        snprintf(hdr, sizeof(hdr), "Range: %s\r\n", cases[i].range);
+        assert_int_equal(sbd_do(f->port, "GET", "/v1/files/r.txt", hdr, NULL, &r), cases[i].status);
+        if (cases[i].body)
+            assert_string_equal(buf_str(&r.body), cases[i].body);
+        char *cr = test_http_header(&r, "Content-Range");
+        if (cases[i].cr)
+            assert_string_equal(cr, cases[i].cr);
+        else
+            assert_null(cr);
+        xfree(cr);
+        test_http_resp_done(&r);
+    }
+}
+
+static void test_listing(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    char p[256];
+    snprintf(p, sizeof(p), "%s/d", f->root);
+    mkdir(p, 0750);
+    sbd_write_file(p, "b.txt", "bb");
+    sbd_write_file(f->root, "secret-outside", "x");
+    snprintf(p, sizeof(p), "%s/d/a-link", f->root);
+    assert_int_equal(symlink("b.txt", p), 0);
+    snprintf(p, sizeof(p), "%s/d/escape", f->root);
+    assert_int_equal(symlink("/etc/passwd", p), 0);
+    snprintf(p, sizeof(p), "%s/d/broken", f->root);
+    assert_int_equal(symlink("nowhere", p), 0);
+    snprintf(p, sizeof(p), "%s/d/c", f->root);
+    mkdir(p, 0700);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/d", NULL, NULL, &r), 200);
+    json_t *j = body_json(&r);
+    assert_string_equal(json_string_value(json_object_get(j, "path")), "/d");
+    json_t *e = json_object_get(j, "entries");
+    assert_int_equal(json_array_size(e), 3); /* a-link, b.txt, c; escape/broken omitted */
+    const char *names[] = {"a-link", "b.txt", "c"};
+    const char *types[] = {"file", "file", "directory"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *x = json_array_get(e, i);
+        assert_string_equal(json_string_value(json_object_get(x, "name")), names[i]);
+        assert_string_equal(json_string_value(json_object_get(x, "type")), types[i]);
+        const char *mod = json_string_value(json_object_get(x, "modified_at"));
+        assert_int_equal(strlen(mod), 20);
+        assert_int_equal(mod[19], 'Z');
+    }
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(e, 1), "size")), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(e, 2), "mode")), "0700");
+    json_decref(j);
+    test_http_resp_done(&r);
+    /* The root: /v1/files, /v1/files/ and /v1/files/%2F all list it. */
+    const char *roots[] = {"/v1/files", "/v1/files/", "/v1/files/%2F"};
+    for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
+        assert_int_equal(sbd_do(f->port, "GET", roots[i], NULL, NULL, &r), 200);
+        j = body_json(&r);
+        assert_string_equal(json_string_value(json_object_get(j, "path")), "/");
+        json_decref(j);
+        test_http_resp_done(&r);
+    }
+}
+
+static void test_escapes_http(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    char p[256];
+    snprintf(p, sizeof(p), "%s/up", f->root);
+    assert_int_equal(symlink("..", p), 0);
+    sbd_write_file(f->base, "outside.txt", "secret");
+    const char *denied[] = {"/v1/files/..%2Foutside.txt", "/v1/files/up%2Foutside.txt",
+                            "/v1/files/a%2F..%2F..%2Foutside.txt", "/v1/files/%2E%2E"};
+    for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
+        assert_int_equal(sbd_do(f->port, "GET", denied[i], NULL, NULL, &r), 403);
+        expect_error(&r, "PERMISSION_DENIED");
+        test_http_resp_done(&r);
+    }
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/up%2Fnew.txt", NULL, "x", &r), 403);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/up%2Fa%2Fb%2Fnew.txt", NULL, "x", &r), 403);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "DELETE", "/v1/files/up%2Foutside.txt", NULL, NULL, &r), 403);
+    test_http_resp_done(&r);
+    snprintf(p, sizeof(p), "%s/outside.txt", f->base);
+    assert_int_equal(access(p, F_OK), 0);
+    snprintf(p, sizeof(p), "%s/new.txt", f->base);
+    assert_int_equal(access(p, F_OK), -1);
+    /* Absolute paths are mapped under the root. */
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/%2Fabs.txt", NULL, "abs", &r), 204);
+    test_http_resp_done(&r);
+    snprintf(p, sizeof(p), "%s/abs.txt", f->root);
+    assert_int_equal(access(p, F_OK), 0);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/bad%zz", NULL, NULL, &r), 400);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/a%00b", NULL, NULL, &r), 400);
+    test_http_resp_done(&r);
+}
+
+static void test_delete(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    char p[256];
+    snprintf(p, sizeof(p), "%s/tree/x/y", f->root);
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && echo 1 > '%s/f'", p, p);
+    assert_int_equal(system(cmd), 0);
+    sbd_write_file(f->root, "one.txt", "1");
+    assert_int_equal(sbd_do(f->port, "DELETE", "/v1/files/one.txt", NULL, NULL, &r), 204);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "DELETE", "/v1/files/one.txt", NULL, NULL, &r), 404);
+    expect_error(&r, "NOT_FOUND");
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "DELETE", "/v1/files/tree", NULL, NULL, &r), 409);
+    expect_error(&r, "CONFLICT");
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "DELETE", "/v1/files/tree?recursive=maybe", NULL, NULL, &r),
+                     400);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "DELETE", "/v1/files/tree?recursive=true", NULL, NULL, &r),
+                     204);
+    test_http_resp_done(&r);
+    snprintf(p, sizeof(p), "%s/tree", f->root);
+    assert_int_equal(access(p, F_OK), -1);
+    /* The root: 409 without recursive, emptied (but kept) with it. */
+    sbd_write_file(f->root, "k.txt", "1");
+    assert_int_equal(sbd_do(f->port, "DELETE", "/v1/files/", NULL, NULL, &r), 409);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "DELETE", "/v1/files/?recursive=true", NULL, NULL, &r), 204);
+    test_http_resp_done(&r);
+    assert_int_equal(access(f->root, F_OK), 0);
+    snprintf(p, sizeof(p), "%s/k.txt", f->root);
+    assert_int_equal(access(p, F_OK), -1);
+}
+
+static void test_multipart_put(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    const char *body = "--XyZ\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nskip\r\n"
+                       "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; "
+                       "filename=\"ignored.bin\"\r\nContent-Type: application/octet-stream\r\n"
+                       "\r\nline1\r\n--not-the-boundary\r\nline2\r\n--XyZ--\r\n";
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/mp.txt",
+                            "Content-Type: multipart/form-data; boundary=XyZ\r\n", body, &r),
+                     204);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/mp.txt", NULL, NULL, &r), 200);
+    assert_string_equal(buf_str(&r.body), "line1\r\n--not-the-boundary\r\nline2");
+    test_http_resp_done(&r);
+    const char *nofile =
+        "--XyZ\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n1\r\n--XyZ--\r\n";
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/mp2.txt",
+                            "Content-Type: multipart/form-data; boundary=XyZ\r\n", nofile, &r),
+                     400);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/mp3.txt",
+                            "Content-Type: multipart/form-data; boundary=XyZ\r\n", "garbage", &r),
+                     400);
+    test_http_resp_done(&r);
+    /* No temporary file is left behind by the failures. */
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/", NULL, NULL, &r), 200);
+    assert_null(strstr(buf_str(&r.body), ".sandboxd-tmp"));
+    test_http_resp_done(&r);
+}
+
+static void test_large_file(void **state)
+{
+    struct sbd_fixture *f = *state;
+    size_t n = 5u * 1024 * 1024 + 7;
+    char *data = xmalloc(n);
+    for (size_t i = 0; i < n; i++)
+        data[i] = (char)('a' + i % 26);
+    char *raw = sbd_fmt_req("PUT", "/v1/files/big.bin", NULL, data, n);
+    struct test_http_resp r;
+    assert_int_equal(sbd_req(f->port, raw, &r), 204);
+    test_http_resp_done(&r);
+    xfree(raw);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/big.bin", NULL, NULL, &r), 200);
+    assert_int_equal(r.body.len, n);
+    assert_memory_equal(r.body.data, data, n);
+    test_http_resp_done(&r);
+    assert_int_equal(
+        sbd_do(f->port, "GET", "/v1/files/big.bin", "Range: bytes=3000000-\r\n", NULL, &r), 206);
+    assert_int_equal(r.body.len, n - 3000000);
+    assert_memory_equal(r.body.data, data + 3000000, n - 3000000);
+    test_http_resp_done(&r);
+    xfree(data);
+}
+
+static void test_auth(void **state)
+{
+    (void)state;
+    struct sbd_fixture *f = sbd_fixture_start("s3cret", 0);
+    struct test_http_resp r;
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/", NULL, NULL, &r), 401);
+    expect_error(&r, "UNAUTHENTICATED");
+    test_http_resp_done(&r);
+    assert_int_equal(
+        sbd_do(f->port, "GET", "/v1/files/", "Authorization: Bearer wrong\r\n", NULL, &r), 401);
+    test_http_resp_done(&r);
+    assert_int_equal(
+        sbd_do(f->port, "GET", "/v1/files/", "Authorization: Bearer s3cret\r\n", NULL, &r), 200);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/health", NULL, NULL, &r), 200);
+    test_http_resp_done(&r);
+    sbd_fixture_stop(f);
+}
+
+int main(void)
+{
+    setenv("SANDBOX_NAME", "box1", 1);
+    setenv("SANDBOX_API_TOKEN", "t", 1);
+    setenv("SANDBOX_db_password", "p", 1);
+    setenv("SANDBOX_PRIVATE_KEY", "k", 1);
+    setenv("OTHER_VAR", "o", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_health_metadata, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_get_roundtrip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ranges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_listing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_escapes_http, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multipart_put, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_file, setup, teardown),
+        cmocka_unit_test(test_auth),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
