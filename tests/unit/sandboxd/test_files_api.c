@@ -2,13 +2,14 @@
 /* /v1/files, /v1/health, /v1/metadata and bearer-token auth against a real daemon on
  * 127.0.0.1: every method, listings, ranges, conditionals, atomic writes with modes,
  * multipart, deletes and their error codes. */
-#include <cmocka.h>
-#include <errno.h>
-#include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
 #include <unistd.h>
 
 #include "sbd_test.h"

@@ -2,15 +2,16 @@
 /* Path confinement: lexical cleaning table, escape attempts through "..", absolute and
  * relative symlinks (existing targets, new files, nested new files), sibling prefixes,
  * magic links, and a race that swaps a directory for an escaping symlink. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <setjmp.h>
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
