@@ -8,7 +8,8 @@
 #                         simulated kwok nodes (scale mode); without it the kwok nodes
 #                         of an earlier run are kept. Prints how to use the kubeconfig.
 #   down [--purge]        stop every process, unmount, remove the bridge and our iptables
-#                         chains. Keeps certificates, etcd data and images unless --purge.
+#                         chains. Keeps certificates, etcd data, images and the guard
+#                         routes (docs/local-cluster.md) unless --purge.
 #   status                state of each component and node; exit 0 only when healthy
 #   kubeconfig [--raw]    print the admin kubeconfig path (or its contents)
 #   kubectl ARGS...       run kubectl against the cluster
@@ -24,7 +25,7 @@ source "$ROOT/hack/cluster/kwok.sh"
 
 CNI_BIN_DIR=${AS_CNI_BIN_DIR:-/usr/lib/cni}
 
-usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,22s/^# \{0,1\}//p' "$0"; }
 
 prereqs() {
 	[ "$(id -u)" = 0 ] || die "the local cluster needs root (bridge, iptables, mounts, containerd)"
@@ -177,6 +178,22 @@ kill_pods() {
 	done
 }
 
+# kubelet_chains_down: the chains our kubelet creates (kube-proxy --cleanup leaves them).
+kubelet_chains_down() {
+	local c t rule
+	for t in mangle nat filter; do
+		for c in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-PROXY-CANARY KUBE-IPTABLES-HINT; do
+			{ iptables -w -t "$t" -S 2>/dev/null || true; } | { grep -- "-j $c\$" || true; } |
+				sed 's/^-A /-D /' | while read -r rule; do
+					# shellcheck disable=SC2086
+					iptables -w -t "$t" $rule 2>/dev/null || true
+				done
+			iptables -w -t "$t" -F "$c" 2>/dev/null || true
+			iptables -w -t "$t" -X "$c" 2>/dev/null || true
+		done
+	done
+}
+
 cgroup_root_down() {
 	local d
 	for d in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
@@ -198,13 +215,12 @@ teardown() {
 	kill_pods
 	for pid in $(our_pids); do stop_pid "$pid" 20; done
 	[ -x "$BIN/kube-proxy" ] && "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
-	for c in KUBE-KUBELET-CANARY KUBE-PROXY-CANARY KUBE-IPTABLES-HINT; do
-		for t in mangle nat filter; do iptables -w -t "$t" -X "$c" 2>/dev/null || true; done
-	done
+	kubelet_chains_down
 	unmount_all
 	net_down
 	cgroup_root_down
 	rm -rf "$RUN" "$PIDS"
+	rmdir /run/containerd/s /run/containerd 2>/dev/null || true # shim sockets' dir, if empty
 	find /var/log/containers -maxdepth 1 -lname "$STATE/*" -delete 2>/dev/null || true
 }
 
@@ -214,6 +230,7 @@ cmd_down() {
 	[ "$(id -u)" = 0 ] || die "down needs root"
 	teardown
 	if [ $purge = yes ]; then
+		net_guard purge
 		rm -rf "$STATE"
 		log "cluster down; state removed"
 	else

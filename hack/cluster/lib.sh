@@ -70,11 +70,18 @@ start_daemon() {
 stop_pid() {
 	local pid=$1 n=${2:-50}
 	kill -TERM "$pid" 2>/dev/null || return 0
-	while [ "$n" -gt 0 ] && kill -0 "$pid" 2>/dev/null; do
+	while [ "$n" -gt 0 ] && alive "$pid"; do
 		sleep 0.1
 		n=$((n - 1))
 	done
 	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# alive PID: the process exists and is not a zombie waiting for its parent.
+alive() {
+	local st
+	st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1) || return 1
+	[ -n "$st" ] && [ "$st" != Z ]
 }
 
 stop_daemon() {

@@ -7,6 +7,14 @@
 # service or kwok addresses that kube-proxy did not translate (it would otherwise
 # follow the default route). The CNI bridge plugin runs with ipMasq false.
 # Rules live in dedicated chains (AS-CLUSTER-*) so that cleanup is exact.
+#
+# Guard routes: "unreachable" routes for our ranges, so that a client holding a stale
+# kubeconfig (cluster down) fails at once instead of sending packets for 10.244.0.1
+# along the default route. The bridge's /24 is more specific than the pod guard, so
+# the guards for pods and kwok stay while the cluster runs; the service guard is
+# only present while it is down (a route lookup happens before kube-proxy's DNAT).
+# `down` keeps the guards; `down --purge` removes them.
+POD_GUARD=${POD_CIDR%.*.*}.0.0/16
 
 # Chains: table:parent-chain:our-chain
 NET_CHAINS=(raw:PREROUTING:AS-CLUSTER-PRE mangle:FORWARD:AS-CLUSTER-FWD
@@ -85,7 +93,24 @@ net_cni_conf() {
 JSON
 }
 
+# net_guard up|down|purge
+net_guard() {
+	case $1 in
+	up)
+		ip route replace unreachable "$POD_GUARD" && ip route replace unreachable "$KWOK_CIDR" ||
+			die "cannot add guard routes"
+		ip route del unreachable "$SVC_CIDR" 2>/dev/null || true
+		;;
+	down) ip route replace unreachable "$SVC_CIDR" 2>/dev/null || true ;;
+	purge)
+		local r
+		for r in "$POD_GUARD" "$KWOK_CIDR" "$SVC_CIDR"; do ip route del unreachable "$r" 2>/dev/null || true; done
+		;;
+	esac
+}
+
 net_up() {
+	net_guard up
 	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
 		ip link add "$BRIDGE" type bridge || die "cannot create bridge $BRIDGE"
 	fi
@@ -105,6 +130,7 @@ net_up() {
 }
 
 net_down() {
+	net_guard down
 	net_iptables_down
 	ip link del "$BRIDGE" 2>/dev/null || true
 	if [ -f "$STATE/ip_forward.orig" ]; then
