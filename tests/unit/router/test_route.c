@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Routing: header form, path form, every validation error (status and detail), and the
+ * SSRF address classes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include "router/route.h"
+
+/* Headers as a NULL-terminated list of name, value pairs. */
+static struct str hdr(void *ctx, const char *name)
+{
+    const char *const *h = ctx;
+    for (; h && h[0]; h += 2)
+        if (strcasecmp(h[0], name) == 0)
+            return str_c(h[1]);
+    return STR_NULL;
+}
+
+static int parse(const char *path, const char *query, const char *const *headers, struct route *r,
+                 struct route_err *e)
+{
+    struct route_input in = {
+        .path = str_c(path), .query = str_c(query), .header = hdr, .header_ctx = (void *)headers};
+    e->status = 0;
+    e->detail = NULL;
+    return route_parse(&in, r, e);
+}
+
+static void expect_err(const char *path, const char *const *headers, const char *detail)
+{
+    struct route r;
+    struct route_err e;
+    assert_int_equal(parse(path, "", headers, &r, &e), -EINVAL);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.detail, detail);
+}
+
+static void test_header_form_defaults(void **state)
+{
+    (void)state;
+    const char *h[] = {"x-sandbox-id", "my-box", NULL};
+    struct route r;
+    struct route_err e;
+    assert_int_equal(parse("/a/b%2F..//c", "x=1&y", h, &r, &e), 0);
+    assert_string_equal(r.name, "my-box");
+    assert_string_equal(r.ns, "default");
+    assert_int_equal(r.port, 8888);
+    assert_string_equal(r.pod_ip, "");
+    assert_false(r.path_form);
+    assert_true(str_eq_c(r.path, "/a/b%2F..//c")); /* unchanged, not normalised */
+    assert_true(str_eq_c(r.query, "x=1&y"));
+    assert_int_equal(r.timeout, 0);
+}
+
+static void test_header_form_full(void **state)
+{
+    (void)state;
+    const char *h[] = {"X-Sandbox-ID",
+                       "s1",
+                       "X-Sandbox-Namespace",
+                       "team-a",
+                       "X-Sandbox-Port",
+                       "65535",
+                       "X-Sandbox-Pod-IP",
+                       "10.1.2.3",
+                       "X-Sandbox-UID",
+                       "0c9d8a6e-1111-4b2c-9d3e-abcdefabcdef",
+                       "X-Sandbox-Timeout",
+                       "2.5",
+                       NULL};
+    struct route r;
+    struct route_err e;
+    assert_int_equal(parse("/s/x/y/1/z", "", h, &r, &e), 0); /* header form wins */
+    assert_string_equal(r.ns, "team-a");
+    assert_int_equal(r.port, 65535);
+    assert_string_equal(r.pod_ip, "10.1.2.3");
+    assert_string_equal(r.uid, "0c9d8a6e-1111-4b2c-9d3e-abcdefabcdef");
+    assert_int_equal(r.timeout, 2500000);
+    assert_true(str_eq_c(r.path, "/s/x/y/1/z"));
+}
+
+static void test_timeout_ignored_when_bad(void **state)
+{
+    (void)state;
+    const char *bad[] = {"0", "-1", "nan", "inf", "1e99", "abc", "", "1s"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const char *h[] = {"X-Sandbox-ID", "a", "X-Sandbox-Timeout", bad[i], NULL};
+        struct route r;
+        struct route_err e;
+        assert_int_equal(parse("/", "", h, &r, &e), 0);
+        assert_int_equal(r.timeout, 0);
+    }
+}
+
+static void test_header_errors(void **state)
+{
+    (void)state;
+    expect_err("/x", NULL, ROUTE_ERR_ID_REQUIRED);
+    const char *ids[] = {
+        "",    "A",    "a.b",
+        "a/b", "-a",   "a-",
+        "a_b", "../x", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+        const char *h[] = {"X-Sandbox-ID", ids[i], NULL};
+        expect_err("/x", h, ROUTE_ERR_ID_INVALID);
+    }
+    const char *nss[] = {"", "Kube-System", "a.b", "a b", "x/y"};
+    for (size_t i = 0; i < sizeof(nss) / sizeof(nss[0]); i++) {
+        const char *h[] = {"X-Sandbox-ID", "a", "X-Sandbox-Namespace", nss[i], NULL};
+        expect_err("/x", h, ROUTE_ERR_NS_INVALID);
+    }
+    const char *ports[] = {"", "0", "65536", "-1", "+80", "8o", "1.5", "000080", "99999999999"};
+    for (size_t i = 0; i < sizeof(ports) / sizeof(ports[0]); i++) {
+        const char *h[] = {"X-Sandbox-ID", "a", "X-Sandbox-Port", ports[i], NULL};
+        expect_err("/x", h, ROUTE_ERR_PORT_INVALID);
+    }
+    const char *ips[] = {"",
+                         "example.com",
+                         "10.0.0",
+                         "127.0.0.1:80",
+                         "[::1]",
+                         "0.0.0.0",
+                         "169.254.169.254",
+                         "fe80::1",
+                         "224.0.0.1",
+                         "ff02::1",
+                         "::",
+                         "::ffff:169.254.169.254",
+                         "10.0.0.1 "};
+    for (size_t i = 0; i < sizeof(ips) / sizeof(ips[0]); i++) {
+        const char *h[] = {"X-Sandbox-ID", "a", "X-Sandbox-Pod-IP", ips[i], NULL};
+        expect_err("/x", h, ROUTE_ERR_IP_INVALID);
+    }
+    const char *uids[] = {"", "ABC", "a/b", "x y"};
+    for (size_t i = 0; i < sizeof(uids) / sizeof(uids[0]); i++) {
+        const char *h[] = {"X-Sandbox-ID", "a", "X-Sandbox-UID", uids[i], NULL};
+        expect_err("/x", h, ROUTE_ERR_UID_INVALID);
+    }
+}
+
+static void test_path_form(void **state)
+{
+    (void)state;
+    struct route r;
+    struct route_err e;
+    assert_int_equal(parse("/s/team-a/box-1/8080/api/v1/x%20y", "q=1", NULL, &r, &e), 0);
+    assert_true(r.path_form);
+    assert_string_equal(r.ns, "team-a");
+    assert_string_equal(r.name, "box-1");
+    assert_int_equal(r.port, 8080);
+    assert_true(str_eq_c(r.path, "/api/v1/x%20y"));
+    assert_true(str_eq_c(r.query, "q=1"));
+    assert_int_equal(parse("/s/ns/b/80", "", NULL, &r, &e), 0);
+    assert_true(str_eq_c(r.path, "/"));
+    assert_int_equal(parse("/s/ns/b/80/", "", NULL, &r, &e), 0);
+    assert_true(str_eq_c(r.path, "/"));
+    assert_int_equal(parse("/s/ns/b/80//x/../y", "", NULL, &r, &e), 0);
+    assert_true(str_eq_c(r.path, "//x/../y"));
+}
+
+static void test_path_form_errors(void **state)
+{
+    (void)state;
+    expect_err("/s/", NULL, ROUTE_ERR_NS_INVALID);
+    expect_err("/s//b/80", NULL, ROUTE_ERR_NS_INVALID);
+    expect_err("/s/NS/b/80", NULL, ROUTE_ERR_NS_INVALID);
+    expect_err("/s/%6e/b/80", NULL, ROUTE_ERR_NS_INVALID);
+    expect_err("/s/ns", NULL, ROUTE_ERR_ID_INVALID);
+    expect_err("/s/ns/", NULL, ROUTE_ERR_ID_INVALID);
+    expect_err("/s/ns/b.c/80", NULL, ROUTE_ERR_ID_INVALID);
+    expect_err("/s/ns/b", NULL, ROUTE_ERR_PORT_INVALID);
+    expect_err("/s/ns/b/", NULL, ROUTE_ERR_PORT_INVALID);
+    expect_err("/s/ns/b/0/x", NULL, ROUTE_ERR_PORT_INVALID);
+    expect_err("/s/ns/b/http/x", NULL, ROUTE_ERR_PORT_INVALID);
+    expect_err("/sx/ns/b/80", NULL, ROUTE_ERR_ID_REQUIRED);
+    const char *h[] = {"X-Sandbox-Pod-IP", "127.0.0.1:1", NULL};
+    expect_err("/s/ns/b/80", h, ROUTE_ERR_IP_INVALID);
+}
+
+static void ip_ok(const char *ip, bool lo, const char *canon)
+{
+    char out[ROUTE_IP_MAX] = "";
+    assert_int_equal(route_ip_check(ip, lo, out), 0);
+    assert_string_equal(out, canon);
+}
+
+static void ip_refused(const char *ip, bool lo, int want)
+{
+    char out[ROUTE_IP_MAX] = "untouched";
+    assert_int_equal(route_ip_check(ip, lo, out), want);
+    assert_string_equal(out, "untouched");
+}
+
+static void test_ip_classes(void **state)
+{
+    (void)state;
+    ip_ok("10.244.0.5", false, "10.244.0.5");
+    ip_ok("192.168.1.1", false, "192.168.1.1");
+    ip_ok("2001:DB8::1", false, "2001:db8::1");
+    ip_ok("fd00::5", false, "fd00::5");
+    ip_ok("::ffff:10.0.0.1", false, "::ffff:10.0.0.1");
+    /* loopback only with the flag */
+    ip_refused("127.0.0.1", false, -EPERM);
+    ip_refused("127.255.0.1", false, -EPERM);
+    ip_refused("::1", false, -EPERM);
+    ip_refused("::ffff:127.0.0.1", false, -EPERM);
+    ip_ok("127.0.0.1", true, "127.0.0.1");
+    ip_ok("::1", true, "::1");
+    /* never */
+    const char *never[] = {"0.0.0.0",
+                           "0.1.2.3",
+                           "169.254.0.1",
+                           "169.254.169.254",
+                           "224.0.0.251",
+                           "239.1.1.1",
+                           "255.255.255.255",
+                           "240.0.0.1",
+                           "168.63.129.16",
+                           "100.100.100.200",
+                           "::",
+                           "fe80::1",
+                           "febf::1",
+                           "fec0::1",
+                           "ff02::1",
+                           "ff05::2",
+                           "fd00:ec2::254",
+                           "::ffff:169.254.169.254",
+                           "::ffff:0.0.0.0",
+                           "::169.254.169.254",
+                           "64:ff9b::a9fe:a9fe",
+                           "::ffff:224.0.0.1"};
+    for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
+        ip_refused(never[i], false, -EPERM);
+        ip_refused(never[i], true, -EPERM);
+    }
+    /* not literals */
+    const char *bad[] = {"",      "localhost",    "010.0.0.1", "10.0.0.1/8", "1.2.3",
+                         "[::1]", "fe80::1%eth0", " 10.0.0.1", "0x7f.0.0.1", "1.2.3.4.5"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ip_refused(bad[i], true, -EINVAL);
+}
+
+static void test_dns_label(void **state)
+{
+    (void)state;
+    assert_true(route_dns_label(STR_LIT("a")));
+    assert_true(route_dns_label(STR_LIT("0-a-9")));
+    assert_true(route_dns_label(
+        STR_LIT("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")));
+    assert_false(route_dns_label(
+        STR_LIT("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")));
+    assert_false(route_dns_label(str_make("a\0b", 3)));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_header_form_defaults),
+        cmocka_unit_test(test_header_form_full),
+        cmocka_unit_test(test_timeout_ignored_when_bad),
+        cmocka_unit_test(test_header_errors),
+        cmocka_unit_test(test_path_form),
+        cmocka_unit_test(test_path_form_errors),
+        cmocka_unit_test(test_ip_classes),
+        cmocka_unit_test(test_dns_label),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
