@@ -135,13 +135,16 @@ struct kube_store *kube_informer_store(struct kube_informer *inf);
 int kube_informer_start(struct kube_informer *inf);
 /** Asks the thread to stop and joins it: a LIST or handler call in progress finishes
  * first; a watch or back-off wait is cut short (within about a second with the API
- * server source). Idempotent; no handler runs after it returns. */
+ * server source). Idempotent; no handler runs after it returns. Never call it (or
+ * kube_informer_free) from a handler: the thread would join itself. start, stop and
+ * free belong to the thread that owns the informer. */
 void kube_informer_stop(struct kube_informer *inf);
 
 /** True once the first LIST has been stored and its on_add calls made. Thread-safe. */
 bool kube_informer_has_synced(struct kube_informer *inf);
 /** Waits until has_synced. Returns 0, -ETIMEDOUT after timeout (USEC_INFINITY waits
- * forever), or -ECANCELED when the informer stopped first. Thread-safe. */
+ * forever), or -ECANCELED when the informer stopped first. Thread-safe; may be called
+ * before start (it then waits for the start and the first LIST). */
 int kube_informer_wait_for_sync(struct kube_informer *inf, usec_t timeout);
 
 /** Fills *ret with the counters. Thread-safe. */

@@ -214,7 +214,8 @@ int kube_store_add_index(struct kube_store *s, const char *name, kube_index_fn *
     struct map_iter it;
     const char *key;
     void *obj;
-    map_foreach(s->objs, it, key, obj) index_update(ix, key, obj, true);
+    map_foreach (s->objs, it, key, obj)
+        index_update(ix, key, obj, true);
 out:
     (void)pthread_rwlock_unlock(&s->lock);
     return r;
@@ -294,7 +295,8 @@ void kube_store_list(struct kube_store *s, struct kube_objv *ret)
     const char *key;
     void *obj;
     ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
-    map_foreach(s->objs, it, key, obj) objv_add(ret, obj);
+    map_foreach (s->objs, it, key, obj)
+        objv_add(ret, obj);
     (void)pthread_rwlock_unlock(&s->lock);
 }
 
@@ -304,7 +306,8 @@ void kube_store_keys(struct kube_store *s, struct kube_strv *ret)
     const char *key;
     void *obj;
     ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
-    map_foreach(s->objs, it, key, obj) kube_strv_add(ret, key);
+    map_foreach (s->objs, it, key, obj)
+        kube_strv_add(ret, key);
     (void)pthread_rwlock_unlock(&s->lock);
 }
 
@@ -323,8 +326,7 @@ static int index_walk(struct kube_store *s, const char *index, const char *value
     const char *key;
     void *unused;
     int n = 0;
-    map_foreach(set, it, key, unused)
-    {
+    map_foreach (set, it, key, unused) {
         if (objs)
             objv_add(objs, map_get(s->objs, key));
         else
