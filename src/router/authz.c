@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Review orchestration: cache lookups on the loop thread, reviews on worker threads,
+ * results handed back through a uv_async_t. */
+#include "router/authz.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <sys/random.h>
+
+#include "common/log.h"
+#include "common/map.h"
+#include "common/xalloc.h"
+#include "router/authz_cache.h"
+#include "router/router_limits.h"
+
+struct job {
+    struct job *next;
+    char tkey[40]; /* hash of the token */
+    char *akey;    /* tkey + "|" + ns + "/" + name */
+    char *token, *ns, *name;
+    json_t *user; /* known identity (token review cached) or the review's result */
+    bool review_token;
+    int token_rc, access_rc; /* review results (negative errno on failure) */
+    bool allowed, access_done;
+    authz_done_fn *fn;
+    void *ctx;
+};
+
+struct authz {
+    uv_async_t async;
+    struct authz_opts o;
+    char *verb, *subresource;
+    uint8_t k1[16], k2[16];
+    struct authz_cache *tokens, *access;
+    pthread_t *threads;
+    unsigned nthreads;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct job *todo_head, *todo_tail, *done;
+    size_t pending; /* jobs queued or running or done-not-delivered */
+    bool stop;
+    struct authz_stats st;
+};
+
+static void job_free(struct job *j)
+{
+    xfree(j->akey);
+    xfree(j->token);
+    xfree(j->ns);
+    xfree(j->name);
+    if (j->user)
+        json_decref(j->user);
+    xfree(j);
+}
+
+static void token_key(const struct authz *a, const char *token, char out[40])
+{
+    size_t n = strlen(token);
+    uint64_t h1 = map_siphash24(a->k1, token, n), h2 = map_siphash24(a->k2, token, n);
+    (void)snprintf(out, 40, "%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
+}
+
+/* ---- Worker side --------------------------------------------------------------------- */
+
+static void run_job(struct authz *a, struct job *j)
+{
+    const struct authz_reviewer *rv = a->o.reviewer;
+    if (j->review_token) {
+        json_t *user = NULL;
+        j->token_rc = rv->review_token(rv->ctx, j->token, &user);
+        if (j->token_rc >= 0)
+            j->user = user;
+        if (j->token_rc < 0 || !j->user)
+            return;
+    }
+    struct authz_attrs at = {
+        .ns = j->ns, .name = j->name, .verb = a->verb, .subresource = a->subresource};
+    j->access_rc = rv->review_access(rv->ctx, j->user, &at, &j->allowed);
+    j->access_done = true;
+}
+
+static void *worker_main(void *arg)
+{
+    struct authz *a = arg;
+    (void)pthread_mutex_lock(&a->lock);
+    for (;;) {
+        while (!a->stop && !a->todo_head)
+            (void)pthread_cond_wait(&a->cond, &a->lock);
+        if (a->stop)
+            break;
+        struct job *j = a->todo_head;
+        a->todo_head = j->next;
+        if (!a->todo_head)
+            a->todo_tail = NULL;
+        (void)pthread_mutex_unlock(&a->lock);
+        run_job(a, j);
+        (void)pthread_mutex_lock(&a->lock);
+        j->next = a->done;
+        a->done = j;
+        (void)uv_async_send(&a->async);
+    }
+    (void)pthread_mutex_unlock(&a->lock);
+    return NULL;
+}
+
+/* ---- Loop side ----------------------------------------------------------------------- */
+
+static const char *user_name(const json_t *user)
+{
+    const char *s = json_string_value(json_object_get(user, "username"));
+    return s ? s : "";
+}
+
+static void deliver(struct job *j, enum authz_verdict v, bool cached)
+{
+    struct authz_result res = {
+        .verdict = v, .user = j->user ? user_name(j->user) : "", .cached = cached};
+    j->fn(j->ctx, &res);
+}
+
+/* Stores the job's review results and answers it. */
+static void finish_job(struct authz *a, struct job *j)
+{
+    usec_t now = a->o.now();
+    if (j->review_token) {
+        a->st.token_reviews++;
+        usec_t ttl = j->token_rc < 0 ? a->o.error_ttl : a->o.ttl;
+        a->st.evictions +=
+            (uint64_t)authz_cache_put(a->tokens, j->tkey, j->token_rc, j->user, now + ttl);
+    }
+    enum authz_verdict v;
+    if (j->review_token && j->token_rc < 0)
+        v = AUTHZ_ERROR;
+    else if (!j->user)
+        v = AUTHZ_UNAUTHENTICATED;
+    else if (j->access_rc < 0)
+        v = AUTHZ_ERROR;
+    else
+        v = j->allowed ? AUTHZ_ALLOW : AUTHZ_FORBIDDEN;
+    if (j->access_done) {
+        a->st.access_reviews++;
+        usec_t ttl = j->access_rc < 0 ? a->o.error_ttl : a->o.ttl;
+        a->st.evictions += (uint64_t)authz_cache_put(a->access, j->akey, (int)v, NULL, now + ttl);
+    }
+    deliver(j, v, false);
+}
+
+static void on_async(uv_async_t *h)
+{
+    struct authz *a = h->data;
+    (void)pthread_mutex_lock(&a->lock);
+    struct job *list = a->done;
+    a->done = NULL;
+    (void)pthread_mutex_unlock(&a->lock);
+    while (list) {
+        struct job *j = list;
+        list = j->next;
+        a->pending--;
+        finish_job(a, j);
+        job_free(j);
+    }
+}
+
+static void fill_defaults(struct authz_opts *o)
+{
+    if (!o->ttl)
+        o->ttl = LIMIT_ROUTER_AUTH_TTL;
+    if (!o->error_ttl)
+        o->error_ttl = LIMIT_ROUTER_AUTH_ERROR_TTL;
+    if (!o->cache_size)
+        o->cache_size = LIMIT_ROUTER_AUTH_CACHE;
+    if (!o->workers)
+        o->workers = LIMIT_ROUTER_AUTH_WORKERS;
+    if (!o->max_pending)
+        o->max_pending = LIMIT_ROUTER_AUTH_QUEUE;
+    if (!o->now)
+        o->now = clock_now;
+}
+
+int authz_new(uv_loop_t *loop, const struct authz_opts *opts, struct authz **ret)
+{
+    if (!opts->reviewer || !opts->reviewer->review_token || !opts->reviewer->review_access)
+        return -EINVAL;
+    struct authz *a = XNEW(struct authz);
+    a->o = *opts;
+    fill_defaults(&a->o);
+    a->verb = xstrdup(opts->verb ? opts->verb : "get");
+    a->subresource = opts->subresource ? xstrdup(opts->subresource) : NULL;
+    if (getrandom(a->k1, sizeof(a->k1), 0) != sizeof(a->k1) ||
+        getrandom(a->k2, sizeof(a->k2), 0) != sizeof(a->k2))
+        log_debug("getrandom failed, cache keys are weaker");
+    a->tokens = authz_cache_new(a->o.cache_size);
+    a->access = authz_cache_new(a->o.cache_size);
+    (void)pthread_mutex_init(&a->lock, NULL);
+    (void)pthread_cond_init(&a->cond, NULL);
+    (void)uv_async_init(loop, &a->async, on_async);
+    a->async.data = a;
+    a->threads = xcalloc(a->o.workers, sizeof(pthread_t));
+    for (unsigned i = 0; i < a->o.workers; i++) {
+        int r = -pthread_create(&a->threads[i], NULL, worker_main, a);
+        if (r < 0) {
+            authz_free(a);
+            return r;
+        }
+        a->nthreads++;
+    }
+    *ret = a;
+    return 0;
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    struct authz *a = h->data;
+    authz_cache_free(a->tokens);
+    authz_cache_free(a->access);
+    (void)pthread_mutex_destroy(&a->lock);
+    (void)pthread_cond_destroy(&a->cond);
+    xfree(a->threads);
+    xfree(a->verb);
+    xfree(a->subresource);
+    xfree(a);
+}
+
+static void fail_list(struct job *list)
+{
+    while (list) {
+        struct job *j = list;
+        list = j->next;
+        deliver(j, AUTHZ_ERROR, false);
+        job_free(j);
+    }
+}
+
+void authz_free(struct authz *a)
+{
+    if (!a)
+        return;
+    (void)pthread_mutex_lock(&a->lock);
+    a->stop = true;
+    (void)pthread_cond_broadcast(&a->cond);
+    (void)pthread_mutex_unlock(&a->lock);
+    for (unsigned i = 0; i < a->nthreads; i++)
+        (void)pthread_join(a->threads[i], NULL);
+    fail_list(a->done);
+    fail_list(a->todo_head);
+    a->done = a->todo_head = a->todo_tail = NULL;
+    uv_close((uv_handle_t *)&a->async, on_closed);
+}
+
+/* Answers from the caches when possible. Returns true when answered. */
+static bool try_cached(struct authz *a, struct job *j, usec_t now)
+{
+    const struct authz_entry *t = authz_cache_get(a->tokens, j->tkey, now);
+    if (!t)
+        return false;
+    a->st.token_hits++;
+    if (t->code < 0 || !t->user) {
+        deliver(j, t->code < 0 ? AUTHZ_ERROR : AUTHZ_UNAUTHENTICATED, true);
+        return true;
+    }
+    j->user = json_deep_copy(t->user); /* the worker may need its own copy */
+    const struct authz_entry *e = authz_cache_get(a->access, j->akey, now);
+    if (!e)
+        return false;
+    a->st.access_hits++;
+    deliver(j, (enum authz_verdict)e->code, true);
+    return true;
+}
+
+static void enqueue(struct authz *a, struct job *j)
+{
+    a->pending++;
+    (void)pthread_mutex_lock(&a->lock);
+    if (a->todo_tail)
+        a->todo_tail->next = j;
+    else
+        a->todo_head = j;
+    a->todo_tail = j;
+    (void)pthread_cond_signal(&a->cond);
+    (void)pthread_mutex_unlock(&a->lock);
+}
+
+int authz_check(struct authz *a, const char *token, const char *ns, const char *name,
+                authz_done_fn *fn, void *ctx)
+{
+    struct job *j = XNEW(struct job);
+    j->fn = fn;
+    j->ctx = ctx;
+    if (!token || !*token) {
+        deliver(j, AUTHZ_UNAUTHENTICATED, true);
+        job_free(j);
+        return 1;
+    }
+    token_key(a, token, j->tkey);
+    j->akey = xasprintf("%s|%s/%s", j->tkey, ns, name);
+    if (try_cached(a, j, a->o.now())) {
+        job_free(j);
+        return 1;
+    }
+    if (a->pending >= a->o.max_pending) {
+        a->st.busy++;
+        deliver(j, AUTHZ_BUSY, false);
+        job_free(j);
+        return 1;
+    }
+    j->review_token = j->user == NULL;
+    j->token = xstrdup(token);
+    j->ns = xstrdup(ns);
+    j->name = xstrdup(name);
+    enqueue(a, j);
+    return 0;
+}
+
+void authz_stats(const struct authz *a, struct authz_stats *ret)
+{
+    *ret = a->st;
+    ret->token_entries = authz_cache_len(a->tokens);
+    ret->access_entries = authz_cache_len(a->access);
+}

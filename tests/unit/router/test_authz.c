@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Review caching with a fake reviewer: verdicts, hits, TTL and error TTL with a fake
+ * clock, the bound on entries, the pending-review bound, and shutdown with checks
+ * pending. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "router/authz.h"
+
+static atomic_int token_calls, access_calls;
+static usec_t fake_now = 1000 * USEC_PER_SEC;
+
+static usec_t now_fn(void)
+{
+    return fake_now;
+}
+
+static int fake_token(void *ctx, const char *token, json_t **ret_user)
+{
+    (void)ctx;
+    atomic_fetch_add(&token_calls, 1);
+    if (strcmp(token, "err") == 0)
+        return -EIO;
+    if (strncmp(token, "good-", 5) == 0) {
+        *ret_user = json_pack("{s:s,s:[s]}", "username", token + 5, "groups", "devs");
+        return 0;
+    }
+    *ret_user = NULL;
+    return 0;
+}
+
+static int fake_access(void *ctx, const json_t *user, const struct authz_attrs *at, bool *ret)
+{
+    (void)ctx;
+    atomic_fetch_add(&access_calls, 1);
+    if (strcmp(at->name, "broken") == 0)
+        return -EIO;
+    const char *u = json_string_value(json_object_get(user, "username"));
+    assert_string_equal(at->verb, "get");
+    *ret = strcmp(u, "alice") == 0 || strcmp(at->ns, "open") == 0;
+    return 0;
+}
+
+static const struct authz_reviewer fake = {.review_token = fake_token,
+                                           .review_access = fake_access};
+
+struct result {
+    int calls;
+    enum authz_verdict v;
+    bool cached;
+    char user[32];
+};
+
+static void on_done(void *ctx, const struct authz_result *res)
+{
+    struct result *r = ctx;
+    r->calls++;
+    r->v = res->verdict;
+    r->cached = res->cached;
+    (void)snprintf(r->user, sizeof(r->user), "%s", res->user);
+}
+
+struct fixture {
+    uv_loop_t loop;
+    struct authz *a;
+};
+
+static struct fixture *fixture_new(const struct authz_opts *extra)
+{
+    struct fixture *f = XNEW(struct fixture);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    struct authz_opts o = {.reviewer = &fake,
+                           .now = now_fn,
+                           .ttl = 10 * USEC_PER_SEC,
+                           .error_ttl = USEC_PER_SEC,
+                           .workers = 2};
+    if (extra) {
+        o.cache_size = extra->cache_size;
+        o.max_pending = extra->max_pending;
+    }
+    assert_int_equal(authz_new(&f->loop, &o, &f->a), 0);
+    atomic_store(&token_calls, 0);
+    atomic_store(&access_calls, 0);
+    return f;
+}
+
+static void fixture_free(struct fixture *f)
+{
+    authz_free(f->a);
+    (void)uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    xfree(f);
+}
+
+/* Checks and waits for the answer; returns what authz_check returned. */
+static int check(struct fixture *f, const char *token, const char *ns, const char *name,
+                 struct result *r)
+{
+    memset(r, 0, sizeof(*r));
+    int rc = authz_check(f->a, token, ns, name, on_done, r);
+    while (r->calls == 0)
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(r->calls, 1);
+    return rc;
+}
+
+static void test_verdicts_and_hits(void **state)
+{
+    (void)state;
+    struct fixture *f = fixture_new(NULL);
+    struct result r;
+    assert_int_equal(check(f, NULL, "a", "s", &r), 1);
+    assert_int_equal(r.v, AUTHZ_UNAUTHENTICATED);
+    assert_int_equal(check(f, "", "a", "s", &r), 1);
+    assert_int_equal(r.v, AUTHZ_UNAUTHENTICATED);
+    assert_int_equal(atomic_load(&token_calls), 0);
+
+    assert_int_equal(check(f, "good-alice", "a", "s", &r), 0);
+    assert_int_equal(r.v, AUTHZ_ALLOW);
+    assert_false(r.cached);
+    assert_string_equal(r.user, "alice");
+    assert_int_equal(check(f, "good-alice", "a", "s", &r), 1);
+    assert_int_equal(r.v, AUTHZ_ALLOW);
+    assert_true(r.cached);
+    assert_string_equal(r.user, "alice");
+    assert_int_equal(atomic_load(&token_calls), 1);
+    assert_int_equal(atomic_load(&access_calls), 1);
+
+    /* Same token, other sandbox: only an access review. */
+    assert_int_equal(check(f, "good-alice", "a", "t", &r), 0);
+    assert_int_equal(r.v, AUTHZ_ALLOW);
+    assert_int_equal(atomic_load(&token_calls), 1);
+    assert_int_equal(atomic_load(&access_calls), 2);
+
+    assert_int_equal(check(f, "good-bob", "a", "s", &r), 0);
+    assert_int_equal(r.v, AUTHZ_FORBIDDEN);
+    assert_int_equal(check(f, "good-bob", "a", "s", &r), 1);
+    assert_int_equal(r.v, AUTHZ_FORBIDDEN);
+    assert_int_equal(check(f, "good-bob", "open", "s", &r), 0);
+    assert_int_equal(r.v, AUTHZ_ALLOW);
+
+    assert_int_equal(check(f, "forged", "a", "s", &r), 0);
+    assert_int_equal(r.v, AUTHZ_UNAUTHENTICATED);
+    assert_int_equal(check(f, "forged", "a", "s", &r), 1);
+    assert_int_equal(r.v, AUTHZ_UNAUTHENTICATED);
+    assert_int_equal(atomic_load(&token_calls), 3);
+
+    struct authz_stats st;
+    authz_stats(f->a, &st);
+    assert_int_equal(st.token_reviews, 3);
+    assert_int_equal(st.token_entries, 3);
+    fixture_free(f);
+}
+
+static void test_ttl_and_error_ttl(void **state)
+{
+    (void)state;
+    struct fixture *f = fixture_new(NULL);
+    struct result r;
+    assert_int_equal(check(f, "err", "a", "s", &r), 0);
+    assert_int_equal(r.v, AUTHZ_ERROR);
+    assert_int_equal(check(f, "err", "a", "s", &r), 1); /* cached briefly */
+    assert_int_equal(r.v, AUTHZ_ERROR);
+    assert_int_equal(check(f, "good-alice", "a", "broken", &r), 0);
+    assert_int_equal(r.v, AUTHZ_ERROR);
+    assert_int_equal(check(f, "good-alice", "a", "broken", &r), 1);
+    assert_int_equal(check(f, "good-alice", "a", "s", &r), 0);
+    assert_int_equal(r.v, AUTHZ_ALLOW);
+    assert_int_equal(atomic_load(&token_calls), 2);
+    assert_int_equal(atomic_load(&access_calls), 2);
+
+    fake_now += 2 * USEC_PER_SEC; /* past the error TTL, within the TTL */
+    assert_int_equal(check(f, "err", "a", "s", &r), 0);
+    assert_int_equal(check(f, "good-alice", "a", "broken", &r), 0);
+    assert_int_equal(check(f, "good-alice", "a", "s", &r), 1);
+    assert_int_equal(atomic_load(&token_calls), 3);
+    assert_int_equal(atomic_load(&access_calls), 3);
+
+    fake_now += 10 * USEC_PER_SEC; /* past the TTL */
+    assert_int_equal(check(f, "good-alice", "a", "s", &r), 0);
+    assert_int_equal(r.v, AUTHZ_ALLOW);
+    assert_int_equal(atomic_load(&token_calls), 4);
+    assert_int_equal(atomic_load(&access_calls), 4);
+    fixture_free(f);
+}
+
+static void test_bounded(void **state)
+{
+    (void)state;
+    struct authz_opts extra = {.cache_size = 2};
+    struct fixture *f = fixture_new(&extra);
+    struct result r;
+    char tok[32];
+    for (int i = 0; i < 10; i++) {
+        (void)snprintf(tok, sizeof(tok), "good-u%d", i);
+        assert_int_equal(check(f, tok, "open", "s", &r), 0);
+        assert_int_equal(r.v, AUTHZ_ALLOW);
+    }
+    struct authz_stats st;
+    authz_stats(f->a, &st);
+    assert_int_equal(st.token_entries, 2);
+    assert_int_equal(st.access_entries, 2);
+    assert_true(st.evictions >= 16);
+    /* The most recent stays cached, the oldest is gone. */
+    assert_int_equal(check(f, "good-u9", "open", "s", &r), 1);
+    assert_int_equal(check(f, "good-u0", "open", "s", &r), 0);
+    fixture_free(f);
+}
+
+static void test_pending_bound_and_free(void **state)
+{
+    (void)state;
+    struct authz_opts extra = {.max_pending = 1};
+    struct fixture *f = fixture_new(&extra);
+    struct result r1 = {0}, r2 = {0};
+    assert_int_equal(authz_check(f->a, "good-alice", "a", "s", on_done, &r1), 0);
+    assert_int_equal(authz_check(f->a, "good-bob", "a", "s", on_done, &r2), 1);
+    assert_int_equal(r2.calls, 1);
+    assert_int_equal(r2.v, AUTHZ_BUSY);
+    /* Freed with a check pending: it is still answered exactly once. */
+    fixture_free(f);
+    assert_int_equal(r1.calls, 1);
+    assert_true(r1.v == AUTHZ_ALLOW || r1.v == AUTHZ_ERROR);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_verdicts_and_hits),
+        cmocka_unit_test(test_ttl_and_error_ttl),
+        cmocka_unit_test(test_bounded),
+        cmocka_unit_test(test_pending_bound_and_free),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
