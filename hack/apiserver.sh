@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real etcd + kube-apiserver (+ namespace/GC controllers) on 127.0.0.1 for tests.
 #
-#   hack/apiserver.sh start|stop|restart|status|kubeconfig|env
+#   hack/apiserver.sh start|stop|restart|status|kubeconfig|env|sweep
 #
 # start       start (or keep) etcd, kube-apiserver and, when its binary is built,
 #             kube-controller-manager running only the namespace and garbage-collector
@@ -71,9 +71,9 @@ leftovers() { # pids of processes started from this state dir, pid files or not
 }
 
 kill_pid() { # pid: TERM, wait up to 10 s, then KILL
-	local pid=$1 i
+	local pid=$1
 	kill -TERM "$pid" 2>/dev/null || return 0
-	for i in $(seq 1 100); do
+	for _ in $(seq 1 100); do
 		kill -0 "$pid" 2>/dev/null || return 0
 		sleep 0.1
 	done
@@ -210,11 +210,11 @@ EOF
 }
 
 make_kubeconfigs() {
-	local line tok user
+	local tok user
 	write_kubeconfig "$KUBECONFIG_PATH" admin \
 		"client-certificate-data: $(b64 "$PKI/admin.crt")" \
 		"client-key-data: $(b64 "$PKI/admin.key")"
-	while IFS=, read -r tok user line; do
+	while IFS=, read -r tok user _; do
 		[ "$user" = admin ] && continue
 		write_kubeconfig "$DIR/kubeconfig-$user" "$user" "token: $tok"
 	done <"$DIR/tokens.csv"
@@ -255,8 +255,7 @@ start_etcd() {
 		--initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
 		--initial-cluster="as-test=http://127.0.0.1:$ETCD_PEER_PORT" \
 		--unsafe-no-fsync=true --log-level=warn
-	local i
-	for i in $(seq 1 $((TIMEOUT * 5))); do
+	for _ in $(seq 1 $((TIMEOUT * 5))); do
 		curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null |
 			grep -q '"health":"true"' && return 0
 		pid_of etcd >/dev/null || fail_start etcd "etcd exited"
@@ -293,8 +292,7 @@ start_apiserver() {
 	mapfile -t args < <(apiserver_args)
 	apiserver_args >"$DIR/kube-apiserver.args"
 	launch kube-apiserver "${args[@]}"
-	local i
-	for i in $(seq 1 $((TIMEOUT * 2))); do
+	for _ in $(seq 1 $((TIMEOUT * 2))); do
 		ready && return 0
 		pid_of kube-apiserver >/dev/null || fail_start kube-apiserver "kube-apiserver exited"
 		sleep 0.5

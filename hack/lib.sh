@@ -1,5 +1,5 @@
 # Shared settings for hack/ scripts. Source it; do not execute it.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the variables are for the scripts that source this
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,7 +42,7 @@ ensure_go() {
 	*) die "no Go toolchain for $(uname -m)" ;;
 	esac
 	log "fetching the $GO_TOOLCHAIN toolchain from the Go module proxy"
-	src=$(cd / && GO111MODULE=on GOFLAGS= go mod download -json \
+	src=$(cd / && GO111MODULE=on GOFLAGS='' go mod download -json \
 		"golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.linux-$arch" |
 		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 	[ -x "$src/bin/go" ] || [ -f "$src/bin/go" ] || die "could not download $GO_TOOLCHAIN"

@@ -6,7 +6,7 @@
 # Env: AS_KEEP_APISERVER=1 keeps an API server that this script started running.
 source "$(dirname "$0")/lib.sh"
 set +e
-cd "$ROOT"
+cd "$ROOT" || exit
 passed=0
 failed=0
 failures=()

@@ -2,7 +2,7 @@
 # make up: build, start the local API server and print how to reach it.
 # (The full local cluster in hack/cluster/ will take over here.)
 source "$(dirname "$0")/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit
 cmake --preset release >/dev/null
 cmake --build --preset release
 kubeconfig=$(hack/apiserver.sh start)
