@@ -6,11 +6,13 @@ cd "$ROOT" || exit
 cmake --preset release >/dev/null
 cmake --build --preset release
 kubeconfig=$(hack/apiserver.sh start)
+kubectl=$CACHE_DIR/bin/kubectl
+[ -x "$kubectl" ] || kubectl="kubectl  # (hack/build-k8s.sh kubectl builds one into .cache/bin)"
 cat <<MSG
 
 The local API server is up.
   kubeconfig: $kubeconfig
-  try:        KUBECONFIG=$kubeconfig $CACHE_DIR/bin/kubectl get namespaces
+  try:        KUBECONFIG=$kubeconfig $kubectl get namespaces
   shell:      eval "\$(hack/apiserver.sh env)"
   stop:       make down
 MSG
