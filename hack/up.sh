@@ -7,12 +7,17 @@ cmake --preset release >/dev/null
 cmake --build --preset release
 kubeconfig=$(hack/apiserver.sh start)
 kubectl=$CACHE_DIR/bin/kubectl
-[ -x "$kubectl" ] || kubectl="kubectl  # (hack/build-k8s.sh kubectl builds one into .cache/bin)"
+note=""
+if [ ! -x "$kubectl" ]; then
+	kubectl=kubectl
+	note="  (no kubectl built yet: hack/build-k8s.sh kubectl puts one in .cache/bin)"
+fi
 cat <<MSG
 
 The local API server is up.
   kubeconfig: $kubeconfig
   try:        KUBECONFIG=$kubeconfig $kubectl get namespaces
+$note
   shell:      eval "\$(hack/apiserver.sh env)"
   stop:       make down
 MSG
