@@ -92,7 +92,6 @@ static void handle_candidate(struct sb_pass *p, json_t *c)
             p->obs.pod_unowned = false;
             sb__event(p, false, "PodAdopted", "Adopted Pod %s", kube_obj_name(c));
             use_pod(p, out);
-            c = NULL;
         }
         json_decref(extra);
     }

@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Integration tests of the Sandbox controller against the local kube-apiserver: the
+ * manager runs in-process, watching one namespace; the test plays the kubelet by
+ * patching Pod status. Tests share one namespace and run in order. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "controller/manager.h"
+#include "controller/sandbox_names.h"
+#include "kube/client.h"
+#include "kube/obj.h"
+#include "support/apiserver.h"
+
+#define WAIT (30 * USEC_PER_SEC)
+
+static struct kube_client *c;
+static struct ctrl_manager *mgr;
+static char ns[96];
+
+static void start_manager(void)
+{
+    struct ctrl_opts o = {.client = c,
+                          .workers = 4,
+                          .ns = ns,
+                          .leader_elect = true,
+                          .lease_ns = ns,
+                          .lease_name = "it-controller",
+                          .metrics_addr = "127.0.0.1:0",
+                          .health_addr = "127.0.0.1:0",
+                          .events = true};
+    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
+    assert_int_equal(ctrl_manager_start(mgr), 0);
+    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+}
+
+static void stop_manager(void)
+{
+    ctrl_manager_free(mgr);
+    mgr = NULL;
+}
+
+static int group_setup(void **state)
+{
+    char crd[1024];
+    struct kube_err e;
+    json_t *sa;
+    (void)state;
+    log_set_level(LOG_WARN);
+    if (it_client_new(NULL, &c, &e) < 0)
+        return -1;
+    if (it_data_path("../../api/crds/agents.x-k8s.io_sandboxes.yaml", crd, sizeof(crd)) < 0 ||
+        it_crd_apply(c, crd, WAIT, &e) < 0) {
+        fprintf(stderr, "CRD apply failed: %s\n", e.message);
+        return -1;
+    }
+    if (it_ns_create(c, "ctl", ns, sizeof(ns), &e) < 0)
+        return -1;
+    /* No service-account controller here: Pods need the default ServiceAccount. */
+    sa = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "ServiceAccount", "metadata",
+                   "name", "default");
+    if (kube_create(c, &KUBE_RES_SERVICEACCOUNTS, ns, sa, NULL, &e) < 0)
+        return -1;
+    json_decref(sa);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    stop_manager();
+    if (c && ns[0])
+        (void)it_ns_delete(c, ns, 60 * USEC_PER_SEC);
+    kube_client_free(c);
+    return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static json_t *get(const struct kube_res *res, const char *name)
+{
+    json_t *o = NULL;
+    struct kube_err e;
+    if (kube_get(c, res, ns, name, &o, &e) < 0)
+        return NULL;
+    return o;
+}
+
+static void create_sandbox(const char *name, json_t *spec_extra)
+{
+    struct kube_err e;
+    json_t *sb =
+        json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s, s:[{s:i}]}]}}}}",
+                  "apiVersion", SB_API_VERSION, "kind", SB_KIND, "metadata", "name", name, "spec",
+                  "podTemplate", "metadata", "labels", "tier", "gold", "spec", "containers", "name",
+                  "runtime", "image", "registry.local/runtime:1", "ports", "containerPort", 8888);
+    if (spec_extra)
+        json_object_update(json_object_get(sb, "spec"), spec_extra);
+    IT_OK(kube_create(c, &KUBE_RES_SANDBOXES, ns, sb, NULL, &e), &e);
+    json_decref(sb);
+    json_decref(spec_extra);
+}
+
+static void patch(const struct kube_res *res, const char *name, const char *sub, json_t *p)
+{
+    struct kube_req r;
+    struct kube_err e;
+    kube_req_init(&r, "PATCH", res);
+    r.ns = ns;
+    r.name = name;
+    r.subresource = sub;
+    r.body = p;
+    r.patch_type = KUBE_PATCH_MERGE;
+    IT_OK(kube_request(c, &r, NULL, &e), &e);
+    json_decref(p);
+}
+
+static void patch_spec(const char *name, json_t *spec)
+{
+    patch(&KUBE_RES_SANDBOXES, name, NULL, json_pack("{s:o}", "spec", spec));
+}
+
+/* Acts as the kubelet: the Pod runs, is Ready and has an IP. */
+static void kubelet_ready(const char *name, const char *ip)
+{
+    char now[64];
+    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
+    patch(&KUBE_RES_PODS, name, "status",
+          json_pack("{s:{s:s, s:s, s:[{s:s}], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}}", "status",
+                    "phase", "Running", "podIP", ip, "podIPs", "ip", ip, "conditions", "type",
+                    "PodScheduled", "status", "True", "lastTransitionTime", now, "type", "Ready",
+                    "status", "True", "lastTransitionTime", now));
+}
+
+struct cond_ctx {
+    const char *name;
+    const char *type;
+    const char *status; /* NULL: any */
+    const char *reason; /* NULL: any */
+};
+
+static bool sandbox_cond(void *ctx)
+{
+    struct cond_ctx *x = ctx;
+    json_t *sb = get(&KUBE_RES_SANDBOXES, x->name);
+    const json_t *cd = kube_obj_condition(sb, x->type);
+    const char *s = json_string_value(json_object_get(cd, "status"));
+    const char *r = json_string_value(json_object_get(cd, "reason"));
+    bool ok = cd && (!x->status || (s && strcmp(s, x->status) == 0)) &&
+              (!x->reason || (r && strcmp(r, x->reason) == 0));
+    json_decref(sb);
+    return ok;
+}
+
+static void wait_cond(const char *name, const char *type, const char *status, const char *reason)
+{
+    struct cond_ctx x = {name, type, status, reason};
+    if (it_wait(sandbox_cond, &x, WAIT) < 0) {
+        json_t *sb = get(&KUBE_RES_SANDBOXES, name);
+        char *s = json_dumps(json_object_get(sb, "status"), JSON_INDENT(1));
+        fail_msg("sandbox %s: no %s=%s/%s; status: %s", name, type, status ? status : "*",
+                 reason ? reason : "*", s ? s : "null");
+    }
+}
+
+struct exists_ctx {
+    const struct kube_res *res;
+    const char *name;
+    const char *not_uid; /* wait for an object with another uid */
+};
+
+static bool exists(void *ctx)
+{
+    struct exists_ctx *x = ctx;
+    json_t *o = get(x->res, x->name);
+    bool ok = o && !kube_obj_deleting(o) &&
+              (!x->not_uid || strcmp(kube_obj_uid(o) ?: "", x->not_uid) != 0);
+    json_decref(o);
+    return ok;
+}
+
+static json_t *wait_obj(const struct kube_res *res, const char *name, const char *not_uid)
+{
+    struct exists_ctx x = {res, name, not_uid};
+    if (it_wait(exists, &x, WAIT) < 0)
+        fail_msg("%s %s did not appear", res->plural, name);
+    return get(res, name);
+}
+
+static void assert_owned_by(const json_t *obj, const json_t *sb)
+{
+    assert_non_null(obj);
+    assert_true(sb_controlled_by(obj, kube_obj_uid(sb)));
+    assert_true(json_is_true(json_object_get(kube_obj_controller_ref(obj), "blockOwnerDeletion")));
+}
+
+/* ---- tests -------------------------------------------------------------------------- */
+
+static void test_create_children(void **state)
+{
+    json_t *sb, *pod, *svc, *pvc;
+    char hash[SB_HASH_LEN + 1];
+    (void)state;
+    start_manager();
+    create_sandbox("s1", json_pack("{s:b, s:[{s:{s:s}, s:{s:[s], s:{s:{s:s}}}}]}", "service", 1,
+                                   "volumeClaimTemplates", "metadata", "name", "data", "spec",
+                                   "accessModes", "ReadWriteOnce", "resources", "requests",
+                                   "storage", "1Gi"));
+    pod = wait_obj(&KUBE_RES_PODS, "s1", NULL);
+    svc = wait_obj(&KUBE_RES_SERVICES, "s1", NULL);
+    pvc = wait_obj(&KUBE_RES_PVCS, "data-s1", NULL);
+    sb = get(&KUBE_RES_SANDBOXES, "s1");
+    sb_name_hash("s1", hash);
+    assert_owned_by(pod, sb);
+    assert_owned_by(svc, sb);
+    assert_owned_by(pvc, sb);
+    assert_string_equal(kube_obj_label(pod, SB_LABEL_NAME_HASH), hash);
+    assert_string_equal(kube_obj_label(pod, "tier"), "gold");
+    assert_string_equal(kube_obj_label(svc, SB_LABEL_NAME_HASH), hash);
+    assert_string_equal(kube_obj_label(pvc, SB_LABEL_NAME_HASH), hash);
+    assert_string_equal(kube_obj_path_str(svc, "spec.clusterIP"), "None");
+    assert_string_equal(kube_obj_path_str(json_array_get(kube_obj_path(pod, "spec.volumes"), 0),
+                                          "persistentVolumeClaim.claimName"),
+                        "data-s1");
+    wait_cond("s1", SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
+    wait_cond("s1", SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED);
+    json_decref(sb);
+    sb = get(&KUBE_RES_SANDBOXES, "s1");
+    assert_string_equal(kube_obj_annotation(sb, SB_ANN_POD_NAME), "s1");
+    char fqdn[256];
+    (void)snprintf(fqdn, sizeof(fqdn), "s1.%s.svc.cluster.local", ns);
+    assert_string_equal(kube_obj_path_str(sb, "status.service"), "s1");
+    assert_string_equal(kube_obj_path_str(sb, "status.serviceFQDN"), fqdn);
+    json_decref(sb);
+    json_decref(pod);
+    json_decref(svc);
+    json_decref(pvc);
+}
+
+static void test_ready(void **state)
+{
+    json_t *sb;
+    (void)state;
+    kubelet_ready("s1", "10.1.2.3");
+    wait_cond("s1", SB_COND_READY, "True", SB_R_DEPS_READY);
+    sb = get(&KUBE_RES_SANDBOXES, "s1");
+    assert_string_equal(json_string_value(json_array_get(kube_obj_path(sb, "status.podIPs"), 0)),
+                        "10.1.2.3");
+    assert_non_null(kube_obj_path_str(sb, "status.selector"));
+    wait_cond("s1", SB_COND_POD_SCHEDULED, "True", NULL);
+    json_decref(sb);
+}
+
+static bool status_has_no_pod_ips(void *ctx)
+{
+    json_t *sb = get(&KUBE_RES_SANDBOXES, ctx);
+    bool ok = sb && !kube_obj_path(sb, "status.podIPs");
+    json_decref(sb);
+    return ok;
+}
+
+static void test_pod_lost(void **state)
+{
+    json_t *pod = get(&KUBE_RES_PODS, "s1"), *again, *sb;
+    struct kube_err e;
+    char uid[64];
+    (void)state;
+    assert_non_null(pod);
+    (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(pod));
+    IT_OK(kube_delete(c, &KUBE_RES_PODS, ns, "s1", &e), &e);
+    /* Ready drops at once (no stale Ready), with a reason, and a new Pod appears. */
+    wait_cond("s1", SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
+    again = wait_obj(&KUBE_RES_PODS, "s1", uid);
+    sb = get(&KUBE_RES_SANDBOXES, "s1");
+    assert_owned_by(again, sb);
+    json_decref(sb);
+    /* The old Pod's IPs do not outlive it. */
+    assert_int_equal(it_wait(status_has_no_pod_ips, "s1", WAIT), 0);
+    json_decref(again);
+    json_decref(pod);
+    kubelet_ready("s1", "10.1.2.4");
+    wait_cond("s1", SB_COND_READY, "True", SB_R_DEPS_READY);
+}
+
+static void test_suspend_resume(void **state)
+{
+    json_t *pvc, *svc, *sb;
+    (void)state;
+    patch_spec("s1", json_pack("{s:s}", "operatingMode", "Suspended"));
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_PODS, ns, "s1", WAIT), 0);
+    wait_cond("s1", SB_COND_SUSPENDED, "True", SB_R_POD_TERMINATED);
+    wait_cond("s1", SB_COND_READY, "False", SB_R_SUSPENDED);
+    pvc = get(&KUBE_RES_PVCS, "data-s1");
+    svc = get(&KUBE_RES_SERVICES, "s1");
+    assert_non_null(pvc);
+    assert_non_null(svc);
+    sb = get(&KUBE_RES_SANDBOXES, "s1");
+    assert_null(kube_obj_path(sb, "status.podIPs"));
+    assert_null(kube_obj_annotation(sb, SB_ANN_POD_NAME));
+    json_decref(sb);
+    /* Resume: same identity, same PVC, and Suspended goes False (never stale). */
+    patch_spec("s1", json_pack("{s:s}", "operatingMode", "Running"));
+    json_t *pod = wait_obj(&KUBE_RES_PODS, "s1", NULL);
+    wait_cond("s1", SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED);
+    assert_string_equal(kube_obj_path_str(json_array_get(kube_obj_path(pod, "spec.volumes"), 0),
+                                          "persistentVolumeClaim.claimName"),
+                        "data-s1");
+    json_t *pvc2 = get(&KUBE_RES_PVCS, "data-s1");
+    assert_string_equal(kube_obj_uid(pvc2), kube_obj_uid(pvc));
+    kubelet_ready("s1", "10.1.2.5");
+    wait_cond("s1", SB_COND_READY, "True", SB_R_DEPS_READY);
+    json_decref(pod);
+    json_decref(pvc);
+    json_decref(pvc2);
+    json_decref(svc);
+}
+
+static bool status_has_no_service(void *ctx)
+{
+    json_t *sb = get(&KUBE_RES_SANDBOXES, ctx);
+    bool ok = sb && !kube_obj_path(sb, "status.service");
+    json_decref(sb);
+    return ok;
+}
+
+static void test_service_off_on(void **state)
+{
+    json_t *svc;
+    (void)state;
+    patch_spec("s1", json_pack("{s:b}", "service", 0));
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_SERVICES, ns, "s1", WAIT), 0);
+    assert_int_equal(it_wait(status_has_no_service, "s1", WAIT), 0);
+    wait_cond("s1", SB_COND_READY, "True", SB_R_DEPS_READY);
+    patch_spec("s1", json_pack("{s:b}", "service", 1));
+    svc = wait_obj(&KUBE_RES_SERVICES, "s1", NULL);
+    assert_int_equal(json_array_size(kube_obj_path(svc, "spec.ports")), 1);
+    json_decref(svc);
+}
+
+static void shutdown_in(json_t *spec, usec_t d)
+{
+    char t[64];
+    clock_format_rfc3339_sec(clock_wall_now() + d, t, sizeof(t));
+    json_object_set_new(spec, "shutdownTime", json_string(t));
+}
+
+static void test_shutdown_delete(void **state)
+{
+    json_t *spec = json_pack("{s:s, s:b}", "shutdownPolicy", "Delete", "service", 1);
+    json_t *pod;
+    (void)state;
+    shutdown_in(spec, 4 * USEC_PER_SEC);
+    create_sandbox("s-del", spec);
+    pod = wait_obj(&KUBE_RES_PODS, "s-del", NULL);
+    json_decref(pod);
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXES, ns, "s-del", WAIT), 0);
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_PODS, ns, "s-del", WAIT), 0);
+}
+
+static void test_shutdown_retain(void **state)
+{
+    json_t *spec = json_pack("{s:s, s:b}", "shutdownPolicy", "Retain", "service", 1), *sb;
+    (void)state;
+    shutdown_in(spec, 4 * USEC_PER_SEC);
+    create_sandbox("s-ret", spec);
+    json_decref(wait_obj(&KUBE_RES_SERVICES, "s-ret", NULL));
+    wait_cond("s-ret", SB_COND_READY, "False", SB_R_EXPIRED);
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_PODS, ns, "s-ret", WAIT), 0);
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_SERVICES, ns, "s-ret", WAIT), 0);
+    assert_int_equal(it_wait(status_has_no_service, "s-ret", WAIT), 0);
+    sb = get(&KUBE_RES_SANDBOXES, "s-ret");
+    assert_non_null(sb);
+    assert_null(kube_obj_path(sb, "status.selector"));
+    assert_null(kube_obj_condition(sb, SB_COND_POD_SCHEDULED));
+    json_decref(sb);
+}
+
+static bool has_event(void *ctx)
+{
+    struct kube_req r;
+    json_t *list = NULL;
+    char sel[256];
+    bool ok;
+    kube_req_init(&r, "GET", &KUBE_RES_EVENTS);
+    r.ns = ns;
+    (void)snprintf(sel, sizeof(sel), "involvedObject.name=s-foreign,reason=%s", (char *)ctx);
+    r.field_selector = sel;
+    ok = kube_request(c, &r, &list, NULL) >= 0 && json_array_size(json_object_get(list, "items"));
+    json_decref(list);
+    return ok;
+}
+
+static void test_unowned_pod_untouched(void **state)
+{
+    struct kube_err e;
+    json_t *pod = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1", "kind",
+                            "Pod", "metadata", "name", "s-foreign", "spec", "containers", "name",
+                            "x", "image", "registry.local/other:1");
+    json_t *before = NULL, *after, *sb;
+    (void)state;
+    IT_OK(kube_create(c, &KUBE_RES_PODS, ns, pod, &before, &e), &e);
+    json_decref(pod);
+    create_sandbox("s-foreign", NULL);
+    wait_cond("s-foreign", SB_COND_READY, "False", SB_R_RECONCILER_ERROR);
+    assert_int_equal(it_wait(has_event, "PodNotOwned", WAIT), 0);
+    after = get(&KUBE_RES_PODS, "s-foreign");
+    assert_non_null(after);
+    assert_string_equal(kube_obj_uid(after), kube_obj_uid(before));
+    assert_string_equal(kube_obj_resource_version(after), kube_obj_resource_version(before));
+    assert_null(kube_obj_controller_ref(after));
+    /* Suspending must not delete it either. */
+    patch_spec("s-foreign", json_pack("{s:s}", "operatingMode", "Suspended"));
+    wait_cond("s-foreign", SB_COND_SUSPENDED, "False", SB_R_POD_NOT_OWNED);
+    json_decref(after);
+    after = get(&KUBE_RES_PODS, "s-foreign");
+    assert_string_equal(kube_obj_resource_version(after), kube_obj_resource_version(before));
+    json_decref(after);
+    /* Labelled adoptable, it is adopted (once running again). */
+    patch_spec("s-foreign", json_pack("{s:s}", "operatingMode", "Running"));
+    patch(&KUBE_RES_PODS, "s-foreign", NULL,
+          json_pack("{s:{s:{s:s}}}", "metadata", "labels", SB_LABEL_ADOPTABLE, "true"));
+    wait_cond("s-foreign", SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
+    after = get(&KUBE_RES_PODS, "s-foreign");
+    sb = get(&KUBE_RES_SANDBOXES, "s-foreign");
+    assert_owned_by(after, sb);
+    assert_string_equal(kube_obj_uid(after), kube_obj_uid(before));
+    json_decref(after);
+    json_decref(before);
+    json_decref(sb);
+}
+
+static size_t count_pods(const char *name)
+{
+    char sel[128], hash[SB_HASH_LEN + 1];
+    struct kube_req r;
+    json_t *list = NULL;
+    size_t n = 0;
+    sb_name_hash(name, hash);
+    (void)snprintf(sel, sizeof(sel), SB_LABEL_NAME_HASH "=%s", hash);
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.ns = ns;
+    r.label_selector = sel;
+    if (kube_list_all(c, &KUBE_RES_PODS, ns, &r, &list, NULL) >= 0)
+        n = json_array_size(json_object_get(list, "items"));
+    json_decref(list);
+    return n;
+}
+
+static void test_restart_converges(void **state)
+{
+    struct kube_err e;
+    json_t *pod, *lease;
+    (void)state;
+    stop_manager();
+    /* The lease was released on stop: a successor does not wait for it to expire. */
+    lease = get(&KUBE_RES_LEASES, "it-controller");
+    assert_non_null(lease);
+    assert_string_equal(kube_obj_path_str(lease, "spec.holderIdentity") ?: "", "");
+    json_decref(lease);
+    /* Changes while no controller runs. */
+    create_sandbox("s-restart", json_pack("{s:b}", "service", 1));
+    IT_OK(kube_delete(c, &KUBE_RES_PODS, ns, "s1", &e), &e);
+    start_manager();
+    pod = wait_obj(&KUBE_RES_PODS, "s-restart", NULL);
+    json_decref(pod);
+    json_decref(wait_obj(&KUBE_RES_PODS, "s1", NULL));
+    json_decref(wait_obj(&KUBE_RES_SERVICES, "s-restart", NULL));
+    wait_cond("s-restart", SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
+    kubelet_ready("s1", "10.1.2.6");
+    wait_cond("s1", SB_COND_READY, "True", SB_R_DEPS_READY);
+    assert_int_equal(count_pods("s1"), 1);
+    assert_int_equal(count_pods("s-restart"), 1);
+    assert_true(ctrl_manager_leading(mgr));
+}
+
+static void test_metrics(void **state)
+{
+    (void)state;
+    assert_true(ctrl_manager_reconciles(mgr) > 0);
+    assert_true(ctrl_manager_metrics_port(mgr) > 0);
+    assert_true(ctrl_manager_health_port(mgr) > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_children),   cmocka_unit_test(test_ready),
+        cmocka_unit_test(test_pod_lost),          cmocka_unit_test(test_suspend_resume),
+        cmocka_unit_test(test_service_off_on),    cmocka_unit_test(test_shutdown_delete),
+        cmocka_unit_test(test_shutdown_retain),   cmocka_unit_test(test_unowned_pod_untouched),
+        cmocka_unit_test(test_restart_converges), cmocka_unit_test(test_metrics),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
