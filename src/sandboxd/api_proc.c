@@ -1,9 +1,448 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Process API placeholder. */
+/* The process API over HTTP: run to completion (JSON), streaming runs (chunked NDJSON),
+ * stdin, signals, PTY resize, listing and kill. */
+#include "sandboxd/api_proc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
 #include "sandboxd/sbd_int.h"
+#include "sandboxd/sbd_limits.h"
+#include "sandboxd/util.h"
+
+int sbd__proc_start_req(struct sbd *d, const struct sbd_procreq *r, const struct sbd_proc_ops *ops,
+                        void *ctx, struct sbd_proc **ret, int *ret_status, const char **ret_code,
+                        const char **ret_msg)
+{
+    struct sbd_proc_spec spec;
+    int cwd_fd = -1;
+    int e = sbd_procreq_spec(r, d->root, &spec, &cwd_fd);
+    if (e == 0)
+        e = sbd_proc_start(d->procs, &spec, ops, ctx, ret);
+    if (cwd_fd >= 0)
+        (void)close(cwd_fd);
+    switch (e) {
+    case 0:
+        return 0;
+    case -ENOENT:
+        *ret_status = 404, *ret_code = SBD_NOT_FOUND, *ret_msg = "command or cwd not found";
+        break;
+    case -ENOTDIR:
+        *ret_status = 400, *ret_code = SBD_INVALID_ARGUMENT, *ret_msg = "cwd is not a directory";
+        break;
+    case -EPERM:
+    case -EACCES:
+        *ret_status = 403, *ret_code = SBD_PERMISSION_DENIED, *ret_msg = "permission denied";
+        break;
+    case -EAGAIN:
+        *ret_status = 429, *ret_code = SBD_RESOURCE_EXHAUSTED,
+        *ret_msg = "too many running processes";
+        break;
+    case -ESHUTDOWN:
+        *ret_status = 503, *ret_code = SBD_UNAVAILABLE, *ret_msg = "sandboxd is shutting down";
+        break;
+    default:
+        *ret_status = 500, *ret_code = SBD_INTERNAL, *ret_msg = "cannot start the process";
+        break;
+    }
+    return e;
+}
+
+json_t *sbd__exit_json(const struct sbd_exit *e)
+{
+    return json_pack("{s:s, s:i, s:i, s:b}", "type", "exit", "exit_code", e->exit_code, "signal",
+                     e->signal, "timed_out", e->timed_out);
+}
+
+/* Parses the JSON body of req into a process request; responds itself on failure. */
+static int parse_body(struct http_req *req, struct sbd *d, struct sbd_procreq *r)
+{
+    struct str body = http_req_body(req);
+    json_error_t je;
+    json_t *j = json_loadb(body.p, body.len, 0, &je);
+    if (!j) {
+        (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "body must be JSON");
+        return -EINVAL;
+    }
+    const char *msg = NULL;
+    int e = sbd_procreq_parse(j, d->root, d->cfg.max_output, r, &msg);
+    json_decref(j);
+    if (e < 0) {
+        (void)sbd_respond_error(req, e == -EPERM ? 403 : 400,
+                                e == -EPERM ? SBD_PERMISSION_DENIED : SBD_INVALID_ARGUMENT, msg);
+        sbd_procreq_done(r);
+    }
+    return e;
+}
+
+/* ---- run to completion ------------------------------------------------------------- */
+
+struct run {
+    struct http_req *req;
+    struct sbd_proc *p;
+    struct buf out, err;
+    bool out_cut, err_cut, base64;
+    usec_t started;
+};
+
+static void run_free(struct run *x)
+{
+    http_req_set_abort_cb(x->req, NULL, NULL);
+    http_req_unref(x->req);
+    buf_done(&x->out);
+    buf_done(&x->err);
+    xfree(x);
+}
+
+static void run_output(struct sbd_proc *p, enum sbd_stream s, const char *data, size_t n, void *ctx)
+{
+    struct run *x = ctx;
+    (void)p;
+    struct buf *b = s == SBD_STDERR ? &x->err : &x->out;
+    bool *cut = s == SBD_STDERR ? &x->err_cut : &x->out_cut;
+    size_t room = b->limit - b->len;
+    if (n > room) {
+        *cut = true;
+        n = room;
+    }
+    if (n)
+        (void)buf_append(b, data, n);
+}
+
+static json_t *text_json(const struct buf *b, bool base64)
+{
+    struct buf t;
+    buf_init(&t, SIZE_MAX);
+    if (base64)
+        (void)sbd_base64_encode(b->data, b->len, &t);
+    else
+        (void)sbd_utf8_sanitize(b->data ? b->data : "", b->len, &t);
+    json_t *j = json_stringn(t.data, t.len);
+    buf_done(&t);
+    return j;
+}
+
+static void run_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
+{
+    struct run *x = ctx;
+    json_t *j = sbd__exit_json(e);
+    (void)json_object_del(j, "type");
+    (void)json_object_set_new(j, "id", json_integer(sbd_proc_id(p)));
+    (void)json_object_set_new(j, "stdout", text_json(&x->out, x->base64));
+    (void)json_object_set_new(j, "stderr", text_json(&x->err, x->base64));
+    (void)json_object_set_new(j, "stdout_truncated", json_boolean(x->out_cut));
+    (void)json_object_set_new(j, "stderr_truncated", json_boolean(x->err_cut));
+    (void)json_object_set_new(j, "duration_ms",
+                              json_integer((json_int_t)((clock_now() - x->started) / 1000)));
+    (void)http_respond_json(x->req, 200, j);
+    json_decref(j);
+    run_free(x);
+}
+
+static void run_abort(struct http_req *req, void *ctx)
+{
+    struct run *x = ctx;
+    (void)req;
+    sbd_proc_detach(x->p);
+    run_free(x);
+}
+
+static const struct sbd_proc_ops run_ops = {.output = run_output, .exit = run_exit};
+
+static int proc_run(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    struct sbd_procreq r;
+    if (parse_body(req, d, &r) < 0)
+        return 0;
+    if (r.timeout_s == 0)
+        r.timeout_s = d->cfg.exec_timeout_s;
+    struct run *x = XNEW(struct run);
+    x->base64 = r.base64;
+    x->started = clock_now();
+    buf_init(&x->out, r.max_output);
+    buf_init(&x->err, r.max_output);
+    int status = 0;
+    const char *code = NULL, *msg = NULL;
+    if (sbd__proc_start_req(d, &r, &run_ops, x, &x->p, &status, &code, &msg) < 0) {
+        (void)sbd_respond_error(req, status, code, msg);
+        buf_done(&x->out);
+        buf_done(&x->err);
+        xfree(x);
+        sbd_procreq_done(&r);
+        return 0;
+    }
+    x->req = http_req_ref(req);
+    http_req_set_abort_cb(req, run_abort, x);
+    (void)sbd_proc_write(x->p, r.stdin_data.data, r.stdin_data.len);
+    (void)sbd_proc_close_stdin(x->p);
+    sbd_procreq_done(&r);
+    return 0;
+}
+
+/* ---- streaming (chunked NDJSON) ---------------------------------------------------- */
+
+struct stream {
+    struct http_req *req;
+    struct sbd_proc *p;
+    struct buf pending; /* a line the connection refused (-EAGAIN) */
+};
+
+static void stream_free(struct stream *s)
+{
+    http_req_set_abort_cb(s->req, NULL, NULL);
+    http_req_set_drain_cb(s->req, NULL, NULL);
+    http_req_unref(s->req);
+    buf_done(&s->pending);
+    xfree(s);
+}
+
+/* Writes one NDJSON line of j (taken); pauses the process when the socket is full. */
+static void stream_line(struct stream *s, json_t *j)
+{
+    struct buf line;
+    buf_init(&line, SIZE_MAX);
+    (void)sbd_json_dump(j, &line);
+    (void)buf_putc(&line, '\n');
+    json_decref(j);
+    int r = s->pending.len ? -EAGAIN : http_resp_write(s->req, line.data, line.len);
+    if (r == -EAGAIN)
+        (void)buf_append(&s->pending, line.data, line.len);
+    if ((r == 1 || r == -EAGAIN) && s->p)
+        sbd_proc_pause(s->p, true);
+    buf_done(&line);
+}
+
+static void stream_output(struct sbd_proc *p, enum sbd_stream st, const char *data, size_t n,
+                          void *ctx)
+{
+    struct stream *s = ctx;
+    (void)p;
+    struct buf b64;
+    buf_init(&b64, SIZE_MAX);
+    (void)sbd_base64_encode(data, n, &b64);
+    stream_line(s, json_pack("{s:s, s:s%}", "type", st == SBD_STDERR ? "stderr" : "stdout", "data",
+                             b64.data, b64.len));
+    buf_done(&b64);
+}
+
+static void stream_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
+{
+    struct stream *s = ctx;
+    (void)p;
+    s->p = NULL;
+    stream_line(s, sbd__exit_json(e));
+    if (s->pending.len == 0) {
+        (void)http_resp_end(s->req);
+        stream_free(s);
+    }
+}
+
+static void stream_drain(struct http_req *req, void *ctx)
+{
+    struct stream *s = ctx;
+    if (s->pending.len) {
+        int r = http_resp_write(req, s->pending.data, s->pending.len);
+        if (r == -EAGAIN)
+            return;
+        buf_reset(&s->pending);
+        if (r == 1)
+            return;
+    }
+    if (s->p) {
+        sbd_proc_pause(s->p, false);
+        return;
+    }
+    (void)http_resp_end(req); /* the exit line was pending */
+    stream_free(s);
+}
+
+static void stream_abort(struct http_req *req, void *ctx)
+{
+    struct stream *s = ctx;
+    (void)req;
+    if (s->p)
+        sbd_proc_detach(s->p);
+    stream_free(s);
+}
+
+static const struct sbd_proc_ops stream_ops = {.output = stream_output, .exit = stream_exit};
+
+static int proc_stream(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    struct sbd_procreq r;
+    if (parse_body(req, d, &r) < 0)
+        return 0;
+    struct stream *s = XNEW(struct stream);
+    buf_init(&s->pending, SIZE_MAX);
+    int status = 0;
+    const char *code = NULL, *msg = NULL;
+    if (sbd__proc_start_req(d, &r, &stream_ops, s, &s->p, &status, &code, &msg) < 0) {
+        (void)sbd_respond_error(req, status, code, msg);
+        buf_done(&s->pending);
+        xfree(s);
+        sbd_procreq_done(&r);
+        return 0;
+    }
+    s->req = http_req_ref(req);
+    http_req_set_abort_cb(req, stream_abort, s);
+    http_req_set_drain_cb(req, stream_drain, s);
+    (void)http_resp_start(req, 200, "application/x-ndjson");
+    stream_line(s, json_pack("{s:s, s:I, s:I}", "type", "start", "id",
+                             (json_int_t)sbd_proc_id(s->p), "pid", (json_int_t)sbd_proc_pid(s->p)));
+    if (r.stdin_data.len)
+        (void)sbd_proc_write(s->p, r.stdin_data.data, r.stdin_data.len);
+    sbd_procreq_done(&r);
+    return 0;
+}
+
+/* ---- control ----------------------------------------------------------------------- */
+
+static int proc_list(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    json_t *j = json_pack("{s:o}", "processes", sbd_procs_list(d->procs));
+    int r = http_respond_json(req, 200, j);
+    json_decref(j);
+    return r;
+}
+
+/* Splits "{id}[/action]" from the path rest. Returns the process or NULL (responded). */
+static struct sbd_proc *find_proc(struct http_req *req, struct sbd *d, struct str *ret_action)
+{
+    struct str rest = http_req_path_rest(req), id, action;
+    if (!str_cut(rest, '/', &id, &action))
+        action = STR_NULL;
+    uint64_t n;
+    struct sbd_proc *p = NULL;
+    if (str_to_u64(id, &n) == 0 && n <= UINT32_MAX)
+        p = sbd_procs_find(d->procs, (uint32_t)n);
+    if (!p)
+        (void)sbd_respond_error(req, 404, SBD_NOT_FOUND, "no such process");
+    *ret_action = action;
+    return p;
+}
+
+static int do_stdin(struct http_req *req, struct sbd_proc *p)
+{
+    struct buf v;
+    bool close_after = false;
+    buf_init(&v, 16);
+    int q = sbd_query_get(http_req_query(req), "close", &v);
+    if (q != 0 && (q < 0 || sbd_parse_bool(buf_str(&v), &close_after) < 0)) {
+        buf_done(&v);
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "close must be a boolean");
+    }
+    buf_done(&v);
+    struct str body = http_req_body(req);
+    int r = sbd_proc_write(p, body.p, body.len);
+    if (r == -EAGAIN)
+        return sbd_respond_error(req, 429, SBD_RESOURCE_EXHAUSTED, "stdin queue is full");
+    if (r < 0)
+        return sbd_respond_error(req, 400, SBD_FAILED_PRECONDITION, "stdin is closed");
+    if (close_after)
+        (void)sbd_proc_close_stdin(p);
+    return http_respond(req, 204, NULL, NULL, 0);
+}
+
+static json_t *body_object(struct http_req *req)
+{
+    struct str body = http_req_body(req);
+    json_t *j = json_loadb(body.p, body.len, 0, NULL);
+    if (j && !json_is_object(j)) {
+        json_decref(j);
+        j = NULL;
+    }
+    if (!j)
+        (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "body must be a JSON object");
+    return j;
+}
+
+/* Signal from JSON: a name ("SIGINT") or a number. Returns the signal or -EINVAL. */
+int sbd__signal_from_json(const json_t *s)
+{
+    if (json_is_integer(s))
+        return json_integer_value(s) > 0 && json_integer_value(s) < NSIG
+                   ? (int)json_integer_value(s)
+                   : -EINVAL;
+    return json_is_string(s) ? sbd_signal_parse(json_string_value(s)) : -EINVAL;
+}
+
+static int do_signal(struct http_req *req, struct sbd_proc *p)
+{
+    json_t *j = body_object(req);
+    if (!j)
+        return 0;
+    int sig = sbd__signal_from_json(json_object_get(j, "signal"));
+    json_decref(j);
+    if (sig < 0)
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "unknown signal");
+    (void)sbd_proc_signal(p, sig);
+    return http_respond(req, 204, NULL, NULL, 0);
+}
+
+static int do_resize(struct http_req *req, struct sbd_proc *p)
+{
+    json_t *j = body_object(req);
+    if (!j)
+        return 0;
+    json_int_t cols = 0, rows = 0;
+    int u = json_unpack(j, "{s:I, s:I}", "cols", &cols, "rows", &rows);
+    json_decref(j);
+    if (u < 0 || cols <= 0 || rows <= 0 || cols > 65535 || rows > 65535)
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "cols and rows are required");
+    int r = sbd_proc_resize(p, (unsigned short)cols, (unsigned short)rows);
+    if (r < 0)
+        return sbd_respond_error(req, 400, SBD_FAILED_PRECONDITION,
+                                 r == -ENOTTY ? "process has no PTY" : "process has exited");
+    return http_respond(req, 204, NULL, NULL, 0);
+}
+
+static int proc_post(struct http_req *req, void *ctx)
+{
+    struct str action;
+    struct sbd_proc *p = find_proc(req, ctx, &action);
+    if (!p)
+        return 0;
+    if (str_eq_c(action, "stdin"))
+        return do_stdin(req, p);
+    if (str_eq_c(action, "stdin/close")) {
+        (void)sbd_proc_close_stdin(p);
+        return http_respond(req, 204, NULL, NULL, 0);
+    }
+    if (str_eq_c(action, "signal"))
+        return do_signal(req, p);
+    if (str_eq_c(action, "resize"))
+        return do_resize(req, p);
+    return sbd_respond_error(req, 404, SBD_NOT_FOUND, "unknown process action");
+}
+
+static int proc_delete(struct http_req *req, void *ctx)
+{
+    struct str action;
+    struct sbd_proc *p = find_proc(req, ctx, &action);
+    if (!p)
+        return 0;
+    if (action.len)
+        return sbd_respond_error(req, 404, SBD_NOT_FOUND, "unknown process action");
+    (void)sbd_proc_signal(p, SIGKILL);
+    return http_respond(req, 204, NULL, NULL, 0);
+}
 
 int sbd__procs_register(struct sbd *d)
 {
-    (void)d;
-    return 0;
+    int r = 0;
+    r |= sbd__route(d, d->router, "POST", "/v1/processes/run", 0, proc_run, false);
+    r |= sbd__route(d, d->router, "POST", "/v1/processes", 0, proc_stream, false);
+    r |= sbd__route(d, d->router, "GET", "/v1/processes", 0, proc_list, false);
+    r |= sbd__route(d, d->router, "POST", "/v1/processes/", HTTP_ROUTE_PREFIX, proc_post, false);
+    r |=
+        sbd__route(d, d->router, "DELETE", "/v1/processes/", HTTP_ROUTE_PREFIX, proc_delete, false);
+    r |= sbd__ws_register(d);
+    return r < 0 ? -EINVAL : 0;
 }

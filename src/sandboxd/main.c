@@ -1,6 +1,311 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sandboxd entry point (placeholder until the daemon is wired up). */
-int main(void)
+/* sandboxd: the in-sandbox runtime daemon (files and processes over HTTP). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/str.h"
+#include "common/xalloc.h"
+#include "sandboxd/sandboxd.h"
+#include "sandboxd/sbd_limits.h"
+
+struct opts {
+    struct sbd_config cfg;
+    const char *token_file;
+    char *token;
+    usec_t shutdown_timeout;
+};
+
+struct app {
+    uv_loop_t *loop;
+    struct sbd *d;
+    uv_signal_t sigterm, sigint;
+    usec_t shutdown_timeout;
+    bool stopping;
+};
+
+static void usage(FILE *out)
 {
+    fprintf(
+        out,
+        "usage: sandboxd [options]\n"
+        "  --host ADDR              bind address (default 0.0.0.0)\n"
+        "  --port N                 REST port (default 8080; alias --rest-port)\n"
+        "  --legacy-port N          python-runtime port (default 8888; -1 disables)\n"
+        "  --root DIR               confinement root and cwd (default /workspace;\n"
+        "                           alias --root-dir; created 0755 if missing)\n"
+        "  --legacy-root DIR        root of the legacy API (default: $SANDBOX_BASE_DIR or --root)\n"
+        "  --token-file FILE        require 'Authorization: Bearer <token>' (also\n"
+        "                           $SANDBOXD_TOKEN); /v1/health and GET / stay open\n"
+        "  --metadata-env-prefix P  env prefix served by /v1/metadata (default SANDBOX_)\n"
+        "  --max-upload BYTES       largest uploaded file (default 1 GiB)\n"
+        "  --max-body BYTES         largest buffered request body (default 9 MiB)\n"
+        "  --max-output BYTES       cap of buffered stdout/stderr of a run (default 16 MiB)\n"
+        "  --max-procs N            concurrent processes (default 64)\n"
+        "  --exec-timeout SECONDS   default run timeout (default 300; also\n"
+        "                           $SANDBOX_EXEC_TIMEOUT_SECONDS)\n"
+        "  --header-timeout S, --body-timeout S, --idle-timeout S   slow-client limits\n"
+        "  --shutdown-timeout S     graceful shutdown budget (default 10)\n"
+        "  --log-level LEVEL        error|warn|info|debug|trace (default info)\n"
+        "  --version\n");
+}
+
+static int parse_u64(const char *s, uint64_t *ret)
+{
+    if (cstr_to_u64(s, ret) < 0) {
+        fprintf(stderr, "sandboxd: not a number: %s\n", s);
+        return -EINVAL;
+    }
     return 0;
+}
+
+static int read_token(const char *path, char **ret)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char b[LIMIT_SBD_TOKEN + 1];
+    ssize_t n = read(fd, b, LIMIT_SBD_TOKEN);
+    (void)close(fd);
+    if (n < 0)
+        return -errno;
+    struct str t = str_trim(str_make(b, (size_t)n));
+    if (t.len == 0)
+        return -EINVAL;
+    *ret = str_dup(t);
+    return 0;
+}
+
+enum {
+    O_HOST = 256,
+    O_PORT,
+    O_LPORT,
+    O_ROOT,
+    O_LROOT,
+    O_TOKEN,
+    O_PREFIX,
+    O_UPLOAD,
+    O_BODY,
+    O_OUTPUT,
+    O_PROCS,
+    O_EXEC,
+    O_HDR,
+    O_BODYT,
+    O_IDLE,
+    O_SHUT,
+    O_LOG,
+    O_VERSION,
+    O_HELP
+};
+
+static const struct option long_opts[] = {
+    {"host", 1, NULL, O_HOST},
+    {"listen-host", 1, NULL, O_HOST},
+    {"port", 1, NULL, O_PORT},
+    {"rest-port", 1, NULL, O_PORT},
+    {"legacy-port", 1, NULL, O_LPORT},
+    {"root", 1, NULL, O_ROOT},
+    {"root-dir", 1, NULL, O_ROOT},
+    {"legacy-root", 1, NULL, O_LROOT},
+    {"token-file", 1, NULL, O_TOKEN},
+    {"metadata-env-prefix", 1, NULL, O_PREFIX},
+    {"max-upload", 1, NULL, O_UPLOAD},
+    {"max-body", 1, NULL, O_BODY},
+    {"max-output", 1, NULL, O_OUTPUT},
+    {"max-procs", 1, NULL, O_PROCS},
+    {"exec-timeout", 1, NULL, O_EXEC},
+    {"header-timeout", 1, NULL, O_HDR},
+    {"body-timeout", 1, NULL, O_BODYT},
+    {"idle-timeout", 1, NULL, O_IDLE},
+    {"http-idle-timeout", 1, NULL, O_IDLE},
+    {"shutdown-timeout", 1, NULL, O_SHUT},
+    {"log-level", 1, NULL, O_LOG},
+    {"version", 0, NULL, O_VERSION},
+    {"help", 0, NULL, O_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int set_port(const char *s, int *port, bool allow_off)
+{
+    int64_t v;
+    if (cstr_to_i64(s, &v) < 0 || v > 65535 || v < (allow_off ? -1 : 0)) {
+        fprintf(stderr, "sandboxd: bad port: %s\n", s);
+        return -EINVAL;
+    }
+    *port = (int)v;
+    return 0;
+}
+
+static int apply_num(int opt, const char *arg, struct opts *o)
+{
+    uint64_t v;
+    if (parse_u64(arg, &v) < 0)
+        return -EINVAL;
+    switch (opt) {
+    case O_UPLOAD:
+        o->cfg.max_upload = v;
+        break;
+    case O_BODY:
+        o->cfg.max_body = (size_t)v;
+        break;
+    case O_OUTPUT:
+        o->cfg.max_output = (size_t)v;
+        break;
+    case O_PROCS:
+        o->cfg.max_procs = (unsigned)v;
+        break;
+    case O_EXEC:
+        o->cfg.exec_timeout_s = (unsigned)v;
+        break;
+    case O_HDR:
+        o->cfg.header_timeout = v * USEC_PER_SEC;
+        break;
+    case O_BODYT:
+        o->cfg.body_timeout = v * USEC_PER_SEC;
+        break;
+    case O_IDLE:
+        o->cfg.idle_timeout = v * USEC_PER_SEC;
+        break;
+    case O_SHUT:
+        o->shutdown_timeout = v * USEC_PER_SEC;
+        break;
+    default:
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Returns 0 to run, 1 to exit successfully, negative on a usage error. */
+static int apply_opt(int opt, const char *arg, struct opts *o)
+{
+    enum log_level lvl;
+    switch (opt) {
+    case O_HOST:
+        o->cfg.host = arg;
+        return 0;
+    case O_PORT:
+        return set_port(arg, &o->cfg.port, false);
+    case O_LPORT:
+        return set_port(arg, &o->cfg.legacy_port, true);
+    case O_ROOT:
+        o->cfg.root = arg;
+        return 0;
+    case O_LROOT:
+        o->cfg.legacy_root = arg;
+        return 0;
+    case O_TOKEN:
+        o->token_file = arg;
+        return 0;
+    case O_PREFIX:
+        o->cfg.metadata_prefix = arg;
+        return 0;
+    case O_LOG:
+        if (log_parse_level(arg, &lvl) < 0)
+            return -EINVAL;
+        log_set_level(lvl);
+        return 0;
+    case O_VERSION:
+        printf("sandboxd %s\n", AS_VERSION);
+        return 1;
+    case O_HELP:
+        usage(stdout);
+        return 1;
+    default:
+        return opt >= O_UPLOAD && opt <= O_SHUT ? apply_num(opt, arg, o) : -EINVAL;
+    }
+}
+
+static void env_defaults(struct opts *o)
+{
+    const char *base = getenv("SANDBOX_BASE_DIR");
+    if (base && *base)
+        o->cfg.legacy_root = base;
+    const char *t = getenv("SANDBOX_EXEC_TIMEOUT_SECONDS");
+    uint64_t v;
+    if (t && cstr_to_u64(t, &v) == 0 && v > 0)
+        o->cfg.exec_timeout_s = (unsigned)v;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    sbd_config_defaults(&o->cfg);
+    o->shutdown_timeout = 10 * USEC_PER_SEC;
+    env_defaults(o);
+    int c;
+    while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        int r = apply_opt(c == 'h' ? O_HELP : c, optarg, o);
+        if (r != 0) {
+            if (r < 0)
+                usage(stderr);
+            return r;
+        }
+    }
+    if (optind < argc || !*o->cfg.root) {
+        usage(stderr);
+        return -EINVAL;
+    }
+    const char *env_token = getenv("SANDBOXD_TOKEN");
+    if (o->token_file) {
+        int r = read_token(o->token_file, &o->token);
+        if (r < 0)
+            return log_error_errno(r, "cannot read the token file\tpath=\"%s\"", o->token_file);
+    } else if (env_token && *env_token) {
+        o->token = xstrdup(env_token);
+    }
+    o->cfg.token = o->token;
+    return 0;
+}
+
+static void on_stopped(void *ctx)
+{
+    struct app *a = ctx;
+    uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sigint, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+    struct app *a = h->data;
+    if (a->stopping)
+        return;
+    a->stopping = true;
+    log_info("shutting down\tsignal=%d", sig);
+    sbd_shutdown(a->d, a->shutdown_timeout, on_stopped, a);
+}
+
+static int run(struct opts *o)
+{
+    struct app a = {.loop = uv_default_loop(), .shutdown_timeout = o->shutdown_timeout};
+    int r = sbd_new(a.loop, &o->cfg, &a.d);
+    if (r < 0)
+        return log_error_errno(r, "cannot start");
+    log_info("listening\thost=%s port=%u legacy_port=%u root=\"%s\" auth=%s", o->cfg.host,
+             sbd_port(a.d), sbd_legacy_port(a.d), o->cfg.root, o->token ? "bearer" : "none");
+    uv_signal_init(a.loop, &a.sigterm);
+    uv_signal_init(a.loop, &a.sigint);
+    a.sigterm.data = a.sigint.data = &a;
+    uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&a.sigint, on_signal, SIGINT);
+    r = uv_run(a.loop, UV_RUN_DEFAULT);
+    sbd_free(a.d);
+    (void)uv_loop_close(a.loop);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    log_set_component("sandboxd");
+    (void)signal(SIGPIPE, SIG_IGN);
+    struct opts o = {0};
+    int r = parse_args(argc, argv, &o);
+    if (r == 0)
+        r = run(&o);
+    xfree(o.token);
+    return r < 0 ? 1 : 0;
 }

@@ -31,8 +31,8 @@ struct sbd;
 
 /** Fills c with the defaults (host 0.0.0.0, ports 8080 and 8888, root /workspace, ...). */
 void sbd_config_defaults(struct sbd_config *c);
-/** Opens the root, binds both servers on loop (borrowed) and returns a new daemon. Returns
- * 0 or a negative errno. cfg is borrowed (copied). */
+/** Opens the root, binds both servers on loop (borrowed) and returns a new daemon; SIGPIPE
+ * is ignored process-wide from then on. Returns 0 or a negative errno. cfg is borrowed (copied). */
 int sbd_new(uv_loop_t *loop, const struct sbd_config *cfg, struct sbd **ret);
 uint16_t sbd_port(const struct sbd *d);
 /** 0 when the legacy server is disabled. */

@@ -3,6 +3,7 @@
  * shutdown (see sandboxd.h). */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <strings.h>
 
@@ -207,6 +208,8 @@ static void free_when_done(void *ctx)
 
 int sbd_new(uv_loop_t *loop, const struct sbd_config *cfg, struct sbd **ret)
 {
+    /* Writes to the stdin of an exited process must fail with EPIPE, not kill us. */
+    (void)signal(SIGPIPE, SIG_IGN);
     struct sbd *d = XNEW(struct sbd);
     d->loop = loop;
     d->started = clock_now();
