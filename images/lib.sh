@@ -1,6 +1,6 @@
 # OCI image-layout builder: layers from directories, archives for `ctr images import`.
 # Source it after hack/lib.sh; do not execute it.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034,SC2154 # variables shared with images/build.sh; VAR_digest set by printf -v
 #
 # No registry and no Docker: an image is written as an OCI image layout (oci-layout,
 # index.json, blobs/sha256/...) packed into a tar archive. Layers are uncompressed

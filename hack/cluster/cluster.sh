@@ -101,6 +101,7 @@ component_port() {
 start_component() {
 	local c=$1 secs=$2 a p
 	if ! pid_of "$c" >/dev/null; then
+		# shellcheck disable=SC2046 # word splitting intended: "addr port" pairs
 		set -- $(component_port "$c")
 		while [ $# -ge 2 ]; do
 			a=$1 p=$2
@@ -197,7 +198,7 @@ kubelet_chains_down() {
 cgroup_root_down() {
 	local d
 	for d in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
-		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+		if [ -d "$d" ]; then find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
 	done
 }
 
@@ -214,7 +215,7 @@ teardown() {
 	done
 	kill_pods
 	for pid in $(our_pids); do stop_pid "$pid" 20; done
-	[ -x "$BIN/kube-proxy" ] && "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+	if [ -x "$BIN/kube-proxy" ]; then "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
 	kubelet_chains_down
 	unmount_all
 	net_down

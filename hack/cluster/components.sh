@@ -56,8 +56,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 TOML
 	pid_of containerd >/dev/null && return 0
 	# Any image pull goes to a closed local port: nothing is fetched from a registry.
-	HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
-		http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 no_proxy= \
+	HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY='' \
+		http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 no_proxy='' \
 		start_daemon containerd containerd --config "$CONF/containerd.toml"
 }
 ready_containerd() { ctr --address "$CONTAINERD_SOCK" version; }

@@ -1,5 +1,5 @@
 # Settings and helpers of the local cluster (hack/cluster/cluster.sh). Source it.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # settings are used by the files that source this
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 # State: everything the cluster writes lives here (pki, configs, logs, pids, etcd,

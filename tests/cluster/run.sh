@@ -189,7 +189,7 @@ test_network_rules() {
 		iptables -w -t "$t" -C "$parent" -j "$chain" 2>/dev/null || missing=$((missing + 1))
 	done
 	[ "$missing" = 0 ] && ok "isolation chains are hooked" || not_ok "isolation chains" "$missing missing"
-	if iptables -w -t nat -S | grep -q MASQUERADE.*10.244 || iptables -w -t nat -S POSTROUTING | grep -q CNI-; then
+	if iptables -w -t nat -S | grep -q 'MASQUERADE.*10.244' || iptables -w -t nat -S POSTROUTING | grep -q CNI-; then
 		not_ok "no masquerading of pod traffic" "$(iptables -w -t nat -S | grep -E 'CNI-|10.244' | head -3)"
 	else ok "no masquerading of pod traffic (ipMasq false)"; fi
 }
