@@ -11,6 +11,7 @@
 #include "common/metrics.h"
 #include "common/str.h"
 #include "common/xalloc.h"
+#include "controller/controller_limits.h"
 #include "controller/manager_int.h"
 #include "controller/sandbox_names.h"
 #include "controller/sandbox_status.h"
@@ -19,9 +20,6 @@
 #include "kube/lease.h"
 #include "kube/obj.h"
 #include "kube/store.h"
-
-/* A rendered /metrics page. */
-#define CTRL_METRICS_PAGE_MAX (32u * 1024 * 1024)
 
 static const char *const L_CTRL[] = {"controller", NULL};
 static const char *const L_CTRL_RESULT[] = {"controller", "result", NULL};
@@ -151,7 +149,7 @@ static int h_metrics(struct http_req *req, void *ctx)
     struct ctrl_manager *m = ctx;
     struct buf b;
     int r;
-    buf_init(&b, CTRL_METRICS_PAGE_MAX);
+    buf_init(&b, LIMIT_CTRL_METRICS_PAGE);
     (void)metrics_render(m->met.reg, &b); /* a cut page is still served */
     r = http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf_str(&b), b.len);
     buf_done(&b);

@@ -10,12 +10,9 @@
 
 #include "common/buf.h"
 #include "common/xalloc.h"
+#include "controller/controller_limits.h"
 #include "controller/sandbox_names.h"
 #include "kube/obj.h"
-
-/* Longest propagated-labels/annotations value we write: label keys are at most 317
- * bytes and a Pod has a bounded number of them, so this only guards against abuse. */
-#define SB_PROP_LIST_MAX (256u * 1024)
 
 json_t *sb_owner_ref(const json_t *sb)
 {
@@ -100,7 +97,7 @@ static char *join_sorted(const json_t *keys)
     size_t n = json_array_size(keys);
     const char **v = xcalloc(n ? n : 1, sizeof(*v));
     struct buf b;
-    buf_init(&b, SB_PROP_LIST_MAX);
+    buf_init(&b, LIMIT_CTRL_PROP_LIST);
     for (size_t i = 0; i < n; i++)
         v[i] = json_string_value(json_array_get(keys, i));
     qsort(v, n, sizeof(*v), cmp_cstr);

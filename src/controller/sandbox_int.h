@@ -6,13 +6,11 @@
 #include <stdbool.h>
 
 #include "common/buf.h"
+#include "controller/controller_limits.h"
 #include "controller/sandbox_reconcile.h"
 #include "controller/sandbox_status.h"
 #include "kube/err.h"
 #include "kube/res.h"
-
-/* Errors text kept for the Ready condition of one pass. */
-#define SB_ERRORS_MAX 4096u
 
 struct sb_pass {
     const struct sb_reconciler *r;

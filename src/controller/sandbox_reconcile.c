@@ -232,7 +232,7 @@ static int pass_init(struct sb_pass *p, const struct sb_reconciler *r, json_t *s
     if (!p->ns || !p->name || !p->uid)
         return -EINVAL;
     sb_name_hash(p->name, p->hash);
-    buf_init(&p->errors, SB_ERRORS_MAX);
+    buf_init(&p->errors, LIMIT_CTRL_ERRORS_TEXT);
     p->obs.sb = sb;
     p->obs.cluster_domain = r->cluster_domain;
     return 0;
