@@ -14,13 +14,13 @@
 #include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
-int sbd__proc_start_req(struct sbd *d, const struct sbd_procreq *r, const struct sbd_proc_ops *ops,
-                        void *ctx, struct sbd_proc **ret, int *ret_status, const char **ret_code,
-                        const char **ret_msg)
+int sbd__proc_start_req(struct sbd *d, const struct sbd_root *root, const struct sbd_procreq *r,
+                        const struct sbd_proc_ops *ops, void *ctx, struct sbd_proc **ret,
+                        int *ret_status, const char **ret_code, const char **ret_msg)
 {
     struct sbd_proc_spec spec;
     int cwd_fd = -1;
-    int e = sbd_procreq_spec(r, d->root, &spec, &cwd_fd);
+    int e = sbd_procreq_spec(r, root, &spec, &cwd_fd);
     if (e == 0)
         e = sbd_proc_start(d->procs, &spec, ops, ctx, ret);
     if (cwd_fd >= 0)
@@ -168,7 +168,7 @@ static int proc_run(struct http_req *req, void *ctx)
     buf_init(&x->err, r.max_output);
     int status = 0;
     const char *code = NULL, *msg = NULL;
-    if (sbd__proc_start_req(d, &r, &run_ops, x, &x->p, &status, &code, &msg) < 0) {
+    if (sbd__proc_start_req(d, d->root, &r, &run_ops, x, &x->p, &status, &code, &msg) < 0) {
         (void)sbd_respond_error(req, status, code, msg);
         buf_done(&x->out);
         buf_done(&x->err);
@@ -282,7 +282,7 @@ static int proc_stream(struct http_req *req, void *ctx)
     buf_init(&s->pending, SIZE_MAX);
     int status = 0;
     const char *code = NULL, *msg = NULL;
-    if (sbd__proc_start_req(d, &r, &stream_ops, s, &s->p, &status, &code, &msg) < 0) {
+    if (sbd__proc_start_req(d, d->root, &r, &stream_ops, s, &s->p, &status, &code, &msg) < 0) {
         (void)sbd_respond_error(req, status, code, msg);
         buf_done(&s->pending);
         xfree(s);

@@ -10,11 +10,12 @@
 
 struct sbd;
 
-/** Starts the process of r for d with ops/ctx. Returns 0 with *ret (borrowed), or a
- * negative errno with *ret_status / *ret_code / *ret_msg describing the HTTP error. */
-int sbd__proc_start_req(struct sbd *d, const struct sbd_procreq *r, const struct sbd_proc_ops *ops,
-                        void *ctx, struct sbd_proc **ret, int *ret_status, const char **ret_code,
-                        const char **ret_msg);
+/** Starts the process of r for d with ops/ctx, its cwd resolved beneath root. Returns 0 with *ret
+ * (borrowed), or a negative errno with *ret_status / *ret_code / *ret_msg describing the HTTP
+ * error. */
+int sbd__proc_start_req(struct sbd *d, const struct sbd_root *root, const struct sbd_procreq *r,
+                        const struct sbd_proc_ops *ops, void *ctx, struct sbd_proc **ret,
+                        int *ret_status, const char **ret_code, const char **ret_msg);
 /** A signal from JSON: a name ("SIGINT", "TERM") or a number. Returns it or -EINVAL. */
 int sbd__signal_from_json(const json_t *s);
 /** Registers GET /v1/processes/ws (ws_proc.c). */

@@ -294,7 +294,7 @@ static int send_body(struct http_req *req, int fd, int status, const struct rang
 }
 
 /* Serves the regular file fd (borrowed) with Last-Modified, Range and conditionals. */
-static int send_file(struct http_req *req, int fd, const struct stat *st)
+int sbd_send_file(struct http_req *req, int fd, const struct stat *st)
 {
     char date[40], cr[96];
     sbd_http_date(st->st_mtim.tv_sec, date, sizeof(date));
@@ -335,7 +335,7 @@ static int files_get(struct http_req *req, void *ctx)
         (void)send_listing(req, d->root, rel, fd);
         fd = -1; /* taken */
     } else if (S_ISREG(st.st_mode)) {
-        (void)send_file(req, fd, &st);
+        (void)sbd_send_file(req, fd, &st);
     } else {
         (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "not a regular file");
     }

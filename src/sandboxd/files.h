@@ -14,6 +14,10 @@
 /** Returns a new DirectoryListing entry {name,size,type,modified_at,mode}. */
 json_t *sbd_file_entry_json(const char *name, const struct stat *st);
 
+/** Serves the regular file fd (borrowed) as application/octet-stream with Last-Modified,
+ * single-range requests and conditional GET; large files are streamed. */
+int sbd_send_file(struct http_req *req, int fd, const struct stat *st);
+
 struct sbd_writer;
 
 /** Starts an atomic write of rel (cleaned) beneath root: parents are created (0755) and a
