@@ -290,7 +290,7 @@ apiserver_args() { # one flag per line
 start_apiserver() {
 	local args
 	mapfile -t args < <(apiserver_args)
-	apiserver_args >"$DIR/kube-apiserver.args"
+	running_config >"$DIR/kube-apiserver.args"
 	launch kube-apiserver "${args[@]}"
 	for _ in $(seq 1 $((TIMEOUT * 2))); do
 		ready && return 0
@@ -310,9 +310,14 @@ start_controllers() {
 		fail_start kube-controller-manager "kube-controller-manager exited"
 }
 
-running() { # true when everything we need runs, the API server with today's flags
+running_config() { # the flags and the binaries (a rebuild changes size and mtime)
+	apiserver_args
+	stat -L -c '# %n %s %Y' "$BIN/etcd" "$BIN/kube-apiserver"
+}
+
+running() { # true when everything we need runs, with today's flags and binaries
 	pid_of etcd >/dev/null && pid_of kube-apiserver >/dev/null && ready || return 1
-	[ "$(apiserver_args)" = "$(cat "$DIR/kube-apiserver.args" 2>/dev/null)" ] || return 1
+	[ "$(running_config)" = "$(cat "$DIR/kube-apiserver.args" 2>/dev/null)" ] || return 1
 	if [ "$CONTROLLERS" != none ] && [ -x "$BIN/kube-controller-manager" ]; then
 		pid_of kube-controller-manager >/dev/null || return 1
 	fi

@@ -90,6 +90,19 @@ GO
 	echo "$dir"
 }
 
+# Version stamping as the Kubernetes release build does, so /version and `kubectl
+# version` say v1.M.P (not v0.0.0-master). A binary built with other flags is rebuilt.
+k8s_ldflags() {
+	local v=${K8S_VERSION#v} x f=
+	local major=${v%%.*} minor=${v#*.}
+	minor=${minor%%.*}
+	for x in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		f="$f -X $x.gitVersion=$K8S_VERSION -X $x.gitMajor=$major -X $x.gitMinor=$minor"
+		f="$f -X $x.gitTreeState=clean"
+	done
+	echo "-s -w$f"
+}
+
 pkg_of() {
 	case $1 in
 	kubectl) echo k8s.io/kubernetes/cmd/kubectl ;;
@@ -113,7 +126,10 @@ for c in "${want[@]}"; do
 		ln -sf "$ETCD_BIN/etcd" "$CACHE_DIR/bin/etcd"
 		;;
 	kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy | kubectl)
-		[ -x "$K8S_BIN/$c" ] || k8s_todo+=("$c")
+		if [ ! -x "$K8S_BIN/$c" ] ||
+			[ "$(cat "$K8S_BIN/$c.ldflags" 2>/dev/null)" != "$(k8s_ldflags)" ]; then
+			k8s_todo+=("$c")
+		fi
 		;;
 	*) die "unknown component: $c (known: ${all[*]})" ;;
 	esac
