@@ -280,6 +280,31 @@ int http_resp_start(struct http_req *req, int status, const char *content_type)
     return r < 0 ? -EPIPE : 0;
 }
 
+int http_resp_start_length(struct http_req *req, int status, const char *content_type, uint64_t len)
+{
+    int r = can_respond(req);
+    if (r < 0)
+        return r;
+    if (status < 200 || status > 999 || bodyless_status(status))
+        return -EINVAL;
+    struct buf head;
+    buf_init(&head, HEAD_LIMIT);
+    struct head_spec h = {.status = status,
+                          .content_type = content_type,
+                          .mode = MODE_LENGTH,
+                          .len = (size_t)len,
+                          .keep_alive = decide_keep_alive(req, false),
+                          .minor = req->head.minor_version,
+                          .extra = &req->resp_headers};
+    build_head(req->server, &h, &head);
+    req->resp = HTTP_RESP_STREAMING;
+    req->resp_chunked = false;
+    struct str part = str_make(head.data, head.len);
+    r = http__conn_write(req->conn, &part, 1);
+    buf_done(&head);
+    return r < 0 ? -EPIPE : 0;
+}
+
 int http_resp_write(struct http_req *req, const void *data, size_t len)
 {
     if (!req->conn)

@@ -169,6 +169,18 @@ int http_respond_json(struct http_req *req, int status, const json_t *j);
 int http_respond_error(struct http_req *req, int status, const char *detail);
 /** Starts a streaming response: chunked for HTTP/1.1, close-delimited for HTTP/1.0. */
 int http_resp_start(struct http_req *req, int status, const char *content_type);
+/** Starts a streaming response of exactly len body bytes with Content-Length (a proxy
+ * passing on a length-delimited body); http_resp_write then writes raw bytes. Writing
+ * fewer bytes than len and ending is a framing error: abort with http_req_abort instead.
+ * Returns like http_resp_start. */
+int http_resp_start_length(struct http_req *req, int status, const char *content_type,
+                           uint64_t len);
+/** Closes the request's connection at once (a response cut off midway: the client sees
+ * the connection end before the body did). No-op when already gone. */
+void http_req_abort(struct http_req *req);
+/** Writes the client's address ("10.0.0.1" or "::1") into out. Returns 0, -EPIPE
+ * (connection gone) or a negative errno. */
+int http_req_peer(const struct http_req *req, char *out, size_t size);
 /** Queues data (borrowed; copied) of a streaming response. Returns 0, 1 when the queue is
  * now over the limit (wait for the drain callback before writing more), -EAGAIN when it
  * was already over the limit (nothing queued), -EINVAL (not started), -EPIPE. */

@@ -154,3 +154,23 @@ int http_req_upgrade(struct http_req *req, const struct http_upgrade_opts *opts)
     c->queued += op->len;
     return 0;
 }
+
+void http_req_abort(struct http_req *req)
+{
+    if (req->conn)
+        http__conn_close(req->conn);
+}
+
+int http_req_peer(const struct http_req *req, char *out, size_t size)
+{
+    if (!req->conn)
+        return -EPIPE;
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    int r = uv_tcp_getpeername(&req->conn->tcp, (struct sockaddr *)&ss, &len);
+    if (r < 0)
+        return r;
+    if (ss.ss_family == AF_INET)
+        return uv_ip4_name((struct sockaddr_in *)&ss, out, size);
+    return uv_ip6_name((struct sockaddr_in6 *)&ss, out, size);
+}

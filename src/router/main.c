@@ -1,9 +1,317 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sandbox-router: flags, signals and the router's lifecycle. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-int main(void)
+#include "common/log.h"
+#include "common/str.h"
+#include "common/xalloc.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "router/router.h"
+
+#define MAX_AUDIENCES 16
+
+struct flags {
+    struct router_opts o;
+    const char *kubeconfig;
+    char host[64], probe_host[64];
+    const char *audiences[MAX_AUDIENCES + 1];
+    char *aud_copy;
+};
+
+static const char usage_text[] =
+    "Usage: sandbox-router [flags]\n"
+    "Authenticated HTTP/WebSocket reverse proxy to Sandboxes (agents.x-k8s.io/v1beta1).\n\n"
+    "Flags (--name=value or --name value):\n"
+    "  --http-bind-address ADDR:PORT     proxy listener (default 0.0.0.0:8080)\n"
+    "  --health-probe-bind-address A:P   /healthz /readyz /metrics (default 0.0.0.0:8081)\n"
+    "  --kubeconfig PATH                 kubeconfig (default: $KUBECONFIG, ~/.kube/config,\n"
+    "                                    else in-cluster)\n"
+    "  --namespace NS                    serve Sandboxes of one namespace (default: all)\n"
+    "  --auth MODE                       tokenreview (default) or none (no authentication:\n"
+    "                                    anyone who reaches the router reaches every sandbox)\n"
+    "  --authz-verb VERB                 SubjectAccessReview verb on the Sandbox (default get)\n"
+    "  --authz-subresource NAME          SubjectAccessReview subresource (default none)\n"
+    "  --authz-audiences A,B             TokenReview audiences (default: the API server's)\n"
+    "  --authz-cache-ttl SECONDS         review cache TTL (default 30)\n"
+    "  --connect-timeout SECONDS         upstream connect (default 5)\n"
+    "  --idle-timeout SECONDS            no byte either way during a request (default 60)\n"
+    "  --proxy-timeout SECONDS           one request; caps X-Sandbox-Timeout (default 180)\n"
+    "  --tunnel-idle-timeout SECONDS     upgraded connections (default 3600)\n"
+    "  --shutdown-timeout SECONDS        drain budget on SIGTERM (default 30)\n"
+    "  --access-log BOOL                 one logfmt line per request (default true)\n"
+    "  --allow-loopback-upstreams        UNSAFE, tests only: allow 127.0.0.0/8 and ::1 pod IPs\n"
+    "  --log-level LEVEL                 error, warn, info, debug, trace (default info)\n"
+    "  --version, --help\n";
+
+enum {
+    F_HTTP = 256,
+    F_PROBE,
+    F_KUBECONFIG,
+    F_NS,
+    F_AUTH,
+    F_VERB,
+    F_SUBRES,
+    F_AUD,
+    F_TTL,
+    F_CONNECT,
+    F_IDLE,
+    F_PROXY,
+    F_TUNNEL,
+    F_SHUTDOWN,
+    F_ACCESS,
+    F_LOOPBACK,
+    F_LOG,
+    F_VERSION,
+    F_HELP,
+};
+
+static const struct option long_opts[] = {
+    {"http-bind-address", required_argument, NULL, F_HTTP},
+    {"health-probe-bind-address", required_argument, NULL, F_PROBE},
+    {"kubeconfig", required_argument, NULL, F_KUBECONFIG},
+    {"namespace", required_argument, NULL, F_NS},
+    {"auth", required_argument, NULL, F_AUTH},
+    {"authz-verb", required_argument, NULL, F_VERB},
+    {"authz-subresource", required_argument, NULL, F_SUBRES},
+    {"authz-audiences", required_argument, NULL, F_AUD},
+    {"authz-cache-ttl", required_argument, NULL, F_TTL},
+    {"connect-timeout", required_argument, NULL, F_CONNECT},
+    {"idle-timeout", required_argument, NULL, F_IDLE},
+    {"proxy-timeout", required_argument, NULL, F_PROXY},
+    {"tunnel-idle-timeout", required_argument, NULL, F_TUNNEL},
+    {"shutdown-timeout", required_argument, NULL, F_SHUTDOWN},
+    {"access-log", required_argument, NULL, F_ACCESS},
+    {"allow-loopback-upstreams", no_argument, NULL, F_LOOPBACK},
+    {"log-level", required_argument, NULL, F_LOG},
+    {"version", no_argument, NULL, F_VERSION},
+    {"help", no_argument, NULL, F_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_secs(const char *v, usec_t *ret)
 {
-    fputs("sandbox-router: not yet wired\n", stderr);
-    return 1;
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(d) || d <= 0 || d > 1e7)
+        return -EINVAL;
+    *ret = (usec_t)(d * (double)USEC_PER_SEC);
+    return 0;
+}
+
+/* "host:port" or ":port" (all addresses); IPv6 as "[::]:port". */
+static int parse_addr(const char *v, char *host, size_t size, uint16_t *port)
+{
+    const char *colon = strrchr(v, ':');
+    uint64_t p;
+    if (!colon || cstr_to_u64(colon + 1, &p) < 0 || p > 65535)
+        return -EINVAL;
+    struct str h = str_make(v, (size_t)(colon - v));
+    if (h.len >= 2 && h.p[0] == '[' && h.p[h.len - 1] == ']')
+        h = str_make(h.p + 1, h.len - 2);
+    if (h.len == 0)
+        h = STR_LIT("0.0.0.0");
+    if (h.len >= size)
+        return -EINVAL;
+    memcpy(host, h.p, h.len);
+    host[h.len] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+static int split_audiences(struct flags *f, const char *v)
+{
+    xfree(f->aud_copy);
+    f->aud_copy = xstrdup(v);
+    size_t n = 0;
+    for (char *tok = f->aud_copy; tok && *tok;) {
+        char *comma = strchr(tok, ',');
+        if (comma)
+            *comma = '\0';
+        if (n == MAX_AUDIENCES)
+            return -E2BIG;
+        if (*tok)
+            f->audiences[n++] = tok;
+        tok = comma ? comma + 1 : NULL;
+    }
+    f->audiences[n] = NULL;
+    f->o.audiences = f->audiences;
+    return 0;
+}
+
+static int parse_bool(const char *v, bool *ret)
+{
+    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
+        *ret = true;
+        return 0;
+    }
+    if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
+        *ret = false;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static int apply_auth(struct flags *f, const char *v)
+{
+    if (strcmp(v, "tokenreview") == 0)
+        f->o.auth = true;
+    else if (strcmp(v, "none") == 0)
+        f->o.auth = false;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+static int apply_flag(struct flags *f, int c, const char *v)
+{
+    enum log_level lvl;
+    switch (c) {
+    case F_HTTP:
+        return parse_addr(v, f->host, sizeof(f->host), &f->o.port);
+    case F_PROBE:
+        return parse_addr(v, f->probe_host, sizeof(f->probe_host), &f->o.probe_port);
+    case F_KUBECONFIG:
+        f->kubeconfig = v;
+        return 0;
+    case F_NS:
+        f->o.ns = v;
+        return 0;
+    case F_AUTH:
+        return apply_auth(f, v);
+    case F_VERB:
+        f->o.authz_verb = v;
+        return 0;
+    case F_SUBRES:
+        f->o.authz_subresource = v;
+        return 0;
+    case F_AUD:
+        return split_audiences(f, v);
+    case F_TTL:
+        return parse_secs(v, &f->o.auth_ttl);
+    case F_CONNECT:
+        return parse_secs(v, &f->o.connect_timeout);
+    case F_IDLE:
+        return parse_secs(v, &f->o.idle_timeout);
+    case F_PROXY:
+        return parse_secs(v, &f->o.proxy_timeout);
+    case F_TUNNEL:
+        return parse_secs(v, &f->o.tunnel_idle);
+    case F_SHUTDOWN:
+        return parse_secs(v, &f->o.shutdown_grace);
+    case F_ACCESS:
+        return parse_bool(v, &f->o.access_log);
+    case F_LOOPBACK:
+        f->o.allow_loopback = true;
+        return 0;
+    case F_LOG:
+        if (log_parse_level(v, &lvl) < 0)
+            return -EINVAL;
+        log_set_level(lvl);
+        return 0;
+    case F_VERSION:
+        printf("sandbox-router, version %s\n", AS_VERSION);
+        return 1;
+    case F_HELP:
+        fputs(usage_text, stdout);
+        return 1;
+    default:
+        return -EINVAL;
+    }
+}
+
+static int parse_flags(int argc, char **argv, struct flags *f)
+{
+    int c, r;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        if (c == '?' || c == ':') {
+            fprintf(stderr, "sandbox-router: bad flag %s (see --help)\n", argv[optind - 1]);
+            return -EINVAL;
+        }
+        r = apply_flag(f, c, optarg);
+        if (r != 0) {
+            if (r < 0)
+                fprintf(stderr, "sandbox-router: bad value for %s (see --help)\n",
+                        argv[optind - 1]);
+            return r;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sandbox-router: unexpected argument %s\n", argv[optind]);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void warn_unsafe(const struct flags *f)
+{
+    if (!f->o.auth)
+        log_warn("AUTHENTICATION DISABLED (--auth=none): anyone who can reach this router "
+                 "can reach every Sandbox it serves");
+    if (f->o.allow_loopback)
+        log_warn("UNSAFE --allow-loopback-upstreams: loopback pod IPs are dialled (tests only)");
+}
+
+static int run(struct flags *f, struct kube_client *client)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    (void)pthread_sigmask(SIG_BLOCK, &set, NULL);
+    (void)signal(SIGPIPE, SIG_IGN);
+    f->o.client = client;
+    struct router *r;
+    int rc = router_start(&f->o, &r);
+    if (rc < 0)
+        return log_error_errno(rc, "starting the router failed");
+    log_info("serving\tport=%u probe_port=%u auth=%s", router_port(r), router_probe_port(r),
+             f->o.auth ? "tokenreview" : "none");
+    int sig = 0;
+    (void)sigwait(&set, &sig);
+    log_info("signal received, draining\tsignal=%d", sig);
+    router_stop(r);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct flags f = {.o = {.auth = true, .access_log = true, .port = 8080, .probe_port = 8081}};
+    log_set_component("sandbox-router");
+    (void)str_copy(f.host, sizeof(f.host), "0.0.0.0");
+    (void)str_copy(f.probe_host, sizeof(f.probe_host), "0.0.0.0");
+    int rc = parse_flags(argc, argv, &f);
+    if (rc != 0) {
+        xfree(f.aud_copy);
+        return rc > 0 ? 0 : 2;
+    }
+    f.o.host = f.host;
+    f.o.probe_host = f.probe_host;
+    warn_unsafe(&f);
+    struct kube_config_opts co = {.kubeconfig = f.kubeconfig};
+    struct kube_config *cfg;
+    struct kube_client *client;
+    struct kube_err e;
+    rc = kube_config_load(&co, &cfg, &e);
+    if (rc < 0) {
+        log_error("loading the Kubernetes configuration failed\terr=\"%s\"", e.message);
+        xfree(f.aud_copy);
+        return 1;
+    }
+    rc = kube_client_new(cfg, NULL, &client);
+    if (rc >= 0) {
+        rc = run(&f, client);
+        kube_client_free(client);
+    }
+    xfree(f.aud_copy);
+    return rc < 0 ? 1 : 0;
 }

@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One proxied exchange, request side: route, authorize, resolve the Sandbox, connect (or
+ * reuse) upstream, send the head and stream the request body with back-pressure. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+#include "common/map.h"
+#include "common/metrics.h"
+#include "common/xalloc.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+#include "router/authz.h"
+#include "router/proxy_int.h"
+#include "router/router_limits.h"
+
+static void px_arm(struct px *x);
+
+static struct str req_header(void *ctx, const char *name)
+{
+    return http_req_header(ctx, name);
+}
+
+static uint64_t ms(usec_t u)
+{
+    return (u + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    struct px *x = h->data;
+    buf_done(&x->in);
+    xfree(x->head);
+    xfree(x->raw);
+    xfree(x);
+}
+
+static void on_px_timer(uv_timer_t *t)
+{
+    struct px *x = t->data;
+    usec_t now = clock_now();
+    usec_t idle_end = x->last_activity + x->p->o.idle_timeout;
+    if (now < x->deadline && now < idle_end) {
+        px_arm(x);
+        return;
+    }
+    char d[160];
+    (void)snprintf(d, sizeof(d), "Timed out waiting for the backend sandbox: %s", x->rt.name);
+    proxy__px_fail(x, 504, d, "timeout");
+}
+
+static void px_arm(struct px *x)
+{
+    usec_t now = clock_now(), idle_end = x->last_activity + x->p->o.idle_timeout;
+    usec_t end = idle_end < x->deadline ? idle_end : x->deadline;
+    (void)uv_timer_start(&x->timer, on_px_timer, end > now ? ms(end - now) : 0, 0);
+}
+
+/* The namespace label only once the caller passed authorization: strangers cannot
+ * create series. */
+static const char *ns_label(const struct px *x)
+{
+    return x->authorized ? x->rt.ns : "";
+}
+
+/* logfmt value: quoted, with quotes, backslashes and control bytes escaped. */
+static void put_quoted(struct buf *b, struct str s)
+{
+    (void)buf_putc(b, '"');
+    for (size_t i = 0; i < s.len && i < 512; i++) {
+        unsigned char c = (unsigned char)s.p[i];
+        if (c == '"' || c == '\\')
+            (void)buf_printf(b, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            (void)buf_printf(b, "\\x%02x", c);
+        else
+            (void)buf_putc(b, (char)c);
+    }
+    (void)buf_putc(b, '"');
+}
+
+static void access_log(struct px *x, double secs)
+{
+    struct buf b;
+    buf_init(&b, 4096);
+    struct http_req *r = x->req;
+    (void)buf_printf(&b, "method=%.*s path=", (int)http_req_method(r).len, http_req_method(r).p);
+    put_quoted(&b, http_req_path(r)); /* the query is left out: it may carry secrets */
+    (void)buf_printf(&b,
+                     " status=%d duration_ms=%.3f client_ip=%s sandbox_namespace=%s "
+                     "sandbox_id=%s bytes_out=%llu user=",
+                     x->status, secs * 1000, x->client_ip, x->rt.ns, x->rt.name,
+                     (unsigned long long)x->bytes_out);
+    put_quoted(&b, str_c(x->user));
+    (void)buf_puts(&b, " user_agent=");
+    put_quoted(&b, http_req_header(r, "User-Agent"));
+    log_info("access\t%s", buf_str(&b));
+    buf_done(&b);
+}
+
+void proxy__px_finish(struct px *x)
+{
+    if (x->finished)
+        return;
+    x->finished = true;
+    struct proxy *p = x->p;
+    p->inflight--;
+    metric_dec(p->m.inflight, NULL);
+    double secs = (double)(clock_now() - x->start) / (double)USEC_PER_SEC;
+    char code[8];
+    (void)snprintf(code, sizeof(code), "%d", x->status);
+    struct str m = http_req_method(x->req);
+    char method[16];
+    (void)snprintf(method, sizeof(method), "%.*s", (int)(m.len < 15 ? m.len : 15), m.p);
+    const char *labels[] = {method, code, ns_label(x)};
+    metric_inc(p->m.requests, labels);
+    metric_observe(p->m.duration, labels, secs);
+    if (x->error_reason)
+        metric_inc(p->m.upstream_errors, (const char *const[]){ns_label(x), x->error_reason});
+    if (p->o.access_log)
+        access_log(x, secs);
+    if (x->up) {
+        bool reuse = x->resp_done && x->body_done && x->head && x->head->keep_alive &&
+                     x->in.len == 0 && !x->up_eof && x->status != 101;
+        if (reuse)
+            upconn_release(x->up);
+        else if (x->status != 101)
+            upconn_close(x->up);
+        x->up = NULL;
+    }
+    http_req_set_abort_cb(x->req, NULL, NULL);
+    http_req_set_drain_cb(x->req, NULL, NULL);
+    http_req_set_body_cb(x->req, NULL, NULL);
+    http_req_unref(x->req);
+    x->req = NULL;
+    if (!x->authz_pending)
+        uv_close((uv_handle_t *)&x->timer, on_timer_closed);
+}
+
+void proxy__px_fail(struct px *x, int status, const char *detail, const char *reason)
+{
+    if (x->finished)
+        return;
+    if (reason)
+        x->error_reason = reason;
+    if (!x->resp_started && !http_req_is_aborted(x->req)) {
+        x->status = status;
+        (void)http_respond_error(x->req, status, detail);
+    } else {
+        http_req_abort(x->req);
+    }
+    if (x->up) {
+        upconn_close(x->up);
+        x->up = NULL;
+    }
+    proxy__px_finish(x);
+}
+
+static void on_abort(struct http_req *req, void *ctx)
+{
+    struct px *x = ctx;
+    (void)req;
+    if (!x->status)
+        x->status = 499; /* client closed the request */
+    if (x->up) {
+        upconn_close(x->up);
+        x->up = NULL;
+    }
+    proxy__px_finish(x);
+}
+
+/* ---- Upstream request ------------------------------------------------------------------ */
+
+static bool hop_by_hop(struct str name, struct str connection)
+{
+    static const char *const names[] = {"connection",
+                                        "keep-alive",
+                                        "proxy-authenticate",
+                                        "proxy-authorization",
+                                        "te",
+                                        "trailer",
+                                        "trailers",
+                                        "transfer-encoding",
+                                        "upgrade",
+                                        "host",
+                                        "authorization",
+                                        "content-length",
+                                        "expect",
+                                        "x-forwarded-for",
+                                        "x-forwarded-host",
+                                        "x-forwarded-proto",
+                                        "forwarded",
+                                        "proxy-connection"};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (str_eq_nocase(name, str_c(names[i])))
+            return true;
+    if (str_has_prefix(name, STR_LIT("x-sandbox-")) ||
+        str_has_prefix(name, STR_LIT("X-Sandbox-")) ||
+        (name.len > 10 && str_eq_nocase(str_make(name.p, 10), STR_LIT("x-sandbox-"))))
+        return true;
+    /* Fields named in Connection are hop-by-hop too. */
+    struct str rest = connection, tok;
+    while (rest.len) {
+        (void)str_cut(rest, ',', &tok, &rest);
+        if (str_eq_nocase(str_trim(tok), name))
+            return true;
+    }
+    return false;
+}
+
+static void build_head(struct px *x, struct buf *b)
+{
+    struct http_req *r = x->req;
+    struct str m = http_req_method(r);
+    (void)buf_printf(&*b, "%.*s %.*s", (int)m.len, m.p, (int)x->rt.path.len, x->rt.path.p);
+    if (x->rt.query.len)
+        (void)buf_printf(b, "?%.*s", (int)x->rt.query.len, x->rt.query.p);
+    bool v6 = strchr(x->ip, ':') != NULL;
+    (void)buf_printf(b, " HTTP/1.1\r\nHost: %s%s%s:%u\r\n", v6 ? "[" : "", x->ip, v6 ? "]" : "",
+                     (unsigned)x->rt.port);
+    struct str conn = http_req_header(r, "Connection"), name, value;
+    for (size_t i = 0; http_req_header_at(r, i, &name, &value); i++) {
+        if (hop_by_hop(name, conn) || (x->is_upgrade && str_eq_nocase(name, STR_LIT("origin"))))
+            continue;
+        (void)buf_printf(b, "%.*s: %.*s\r\n", (int)name.len, name.p, (int)value.len, value.p);
+    }
+    struct str host = http_req_header(r, "Host");
+    (void)buf_printf(b, "X-Forwarded-For: %s\r\nX-Forwarded-Proto: http\r\n", x->client_ip);
+    if (host.p)
+        (void)buf_printf(b, "X-Forwarded-Host: %.*s\r\n", (int)host.len, host.p);
+    struct str te = http_req_header(r, "Transfer-Encoding"),
+               cl = http_req_header(r, "Content-Length");
+    if (te.p)
+        (void)buf_puts(b, "Transfer-Encoding: chunked\r\n");
+    else if (cl.p)
+        (void)buf_printf(b, "Content-Length: %.*s\r\n", (int)cl.len, cl.p);
+    if (x->is_upgrade) {
+        struct str up = http_req_header(r, "Upgrade");
+        (void)buf_printf(b, "Connection: Upgrade\r\nUpgrade: %.*s\r\n", (int)up.len, up.p);
+    }
+    (void)buf_puts(b, "\r\n");
+}
+
+static int on_body(struct http_req *req, struct str data, bool last, void *ctx)
+{
+    struct px *x = ctx;
+    (void)req;
+    if (x->finished || !x->up)
+        return 0;
+    x->last_activity = clock_now();
+    bool chunked = http_req_header(x->req, "Transfer-Encoding").p != NULL;
+    char hex[24];
+    int n = snprintf(hex, sizeof(hex), "%zx\r\n", data.len);
+    struct str parts[4];
+    size_t np = 0;
+    if (data.len) {
+        if (chunked)
+            parts[np++] = str_make(hex, (size_t)n);
+        parts[np++] = data;
+        if (chunked)
+            parts[np++] = STR_LIT("\r\n");
+    }
+    if (last && chunked)
+        parts[np++] = STR_LIT("0\r\n\r\n");
+    if (upconn_write(x->up, parts, np) < 0) {
+        proxy__px_fail(x, 502, "Could not write to the backend sandbox.", "eof");
+        return 0;
+    }
+    if (last)
+        x->body_done = true;
+    if (x->up->queued >= LIMIT_ROUTER_UPSTREAM_QUEUE && !x->body_paused_by_us) {
+        x->body_paused_by_us = true;
+        http_req_pause_body(x->req, true);
+    }
+    return 0;
+}
+
+void proxy__px_up_written(struct px *x, int status)
+{
+    if (status < 0) {
+        proxy__px_fail(x, 502, "Could not write to the backend sandbox.", "eof");
+        return;
+    }
+    x->last_activity = clock_now();
+    if (x->body_paused_by_us && x->up->queued < LIMIT_ROUTER_UPSTREAM_QUEUE / 2) {
+        x->body_paused_by_us = false;
+        http_req_pause_body(x->req, false);
+    }
+}
+
+static void connect_upstream(struct px *x);
+
+void proxy__px_connected(struct px *x, int status)
+{
+    if (x->finished)
+        return;
+    if (status < 0) {
+        x->up = NULL;
+        char d[160];
+        (void)snprintf(d, sizeof(d), "Could not connect to the backend sandbox: %s", x->rt.name);
+        proxy__px_fail(x, status == -ETIMEDOUT ? 504 : 502, d,
+                       status == -ETIMEDOUT ? "timeout" : "dial");
+        return;
+    }
+    x->last_activity = clock_now();
+    struct buf b;
+    buf_init(&b, LIMIT_ROUTER_REQ_HEAD);
+    build_head(x, &b);
+    struct str part = str_make(buf_str(&b), b.len);
+    int r = upconn_write(x->up, &part, 1);
+    buf_done(&b);
+    if (r >= 0)
+        r = upconn_read(x->up, true);
+    if (r < 0) {
+        proxy__px_fail(x, 502, "Could not write to the backend sandbox.", "eof");
+        return;
+    }
+    x->req_sent = true;
+    if (!x->body_done) {
+        http_req_set_body_cb(x->req, on_body, x);
+        http_req_pause_body(x->req, false);
+    }
+}
+
+/* A pooled connection failed before any response byte: try once more on a new one. */
+bool proxy__px_retry(struct px *x);
+bool proxy__px_retry(struct px *x)
+{
+    if (!x->up || !x->up->reused || x->retried || x->in.len || x->head_done ||
+        http_req_header(x->req, "Transfer-Encoding").p ||
+        http_req_header(x->req, "Content-Length").p)
+        return false;
+    x->retried = true;
+    upconn_close(x->up);
+    x->up = NULL;
+    x->req_sent = false;
+    connect_upstream(x);
+    return true;
+}
+
+static void connect_upstream(struct px *x)
+{
+    x->up = upconn_take(x->p, x->ip, x->rt.port);
+    if (x->up) {
+        x->up->owner_kind = UP_PX;
+        x->up->owner = x;
+        proxy__px_connected(x, 0);
+        return;
+    }
+    int err = 0;
+    x->up = upconn_connect(x->p, x->ip, x->rt.port, x, &err);
+    if (!x->up)
+        proxy__px_connected(x, err);
+}
+
+/* ---- Resolution ------------------------------------------------------------------------ */
+
+static bool ip_listed(const json_t *ips, const char *want)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(ips, i, v)
+    {
+        char canon[ROUTE_IP_MAX];
+        const char *s = json_string_value(v);
+        if (s && route_ip_check(s, true, canon) == 0 && strcmp(canon, want) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Picks the target IP of sandbox obj. Returns 0 or an HTTP status with *detail. */
+static int pick_ip(struct px *x, const json_t *obj, char *detail, size_t size)
+{
+    const json_t *ips = kube_obj_path(obj, "status.podIPs");
+    const char *first = json_string_value(json_array_get(ips, 0));
+    if (!first) {
+        (void)snprintf(detail, size, "Sandbox %s/%s is not ready: it has no pod IP.", x->rt.ns,
+                       x->rt.name);
+        return 503;
+    }
+    if (x->rt.pod_ip[0]) {
+        if (!ip_listed(ips, x->rt.pod_ip)) {
+            (void)snprintf(detail, size, "%s", ROUTE_ERR_IP_INVALID);
+            return 400;
+        }
+        (void)snprintf(x->ip, sizeof(x->ip), "%s", x->rt.pod_ip);
+    } else if (route_ip_check(first, true, x->ip) < 0) {
+        x->ip[0] = '\0';
+    }
+    if (!x->ip[0] || route_ip_check(x->ip, x->p->o.allow_loopback, NULL) < 0) {
+        log_warn("refusing to dial a forbidden pod IP\tsandbox=%s/%s ip=%s", x->rt.ns, x->rt.name,
+                 first);
+        (void)snprintf(detail, size, "Could not connect to the backend sandbox: %s", x->rt.name);
+        return 502;
+    }
+    return 0;
+}
+
+static int check_sandbox(struct px *x, const json_t *obj, char *detail, size_t size)
+{
+    if (!obj || (x->rt.uid[0] && strcmp(kube_obj_uid(obj) ? kube_obj_uid(obj) : "", x->rt.uid))) {
+        (void)snprintf(detail, size, "Sandbox %s/%s not found.", x->rt.ns, x->rt.name);
+        return 404;
+    }
+    if (!kube_obj_condition_true(obj, "Ready")) {
+        const json_t *c = kube_obj_condition(obj, "Ready");
+        const char *reason = json_string_value(json_object_get(c, "reason"));
+        (void)snprintf(detail, size, "Sandbox %s/%s is not ready: %s.", x->rt.ns, x->rt.name,
+                       reason ? reason : "no Ready condition");
+        return 503;
+    }
+    return pick_ip(x, obj, detail, size);
+}
+
+static void resolve_and_go(struct px *x)
+{
+    struct proxy *p = x->p;
+    char detail[256];
+    int status;
+    if (p->o.synced && !p->o.synced(p->o.synced_ctx)) {
+        (void)snprintf(detail, sizeof(detail), "The sandbox cache is not synced yet.");
+        status = 503;
+    } else {
+        json_t *obj = kube_store_get_ns(p->o.store, x->rt.ns, x->rt.name);
+        status = check_sandbox(x, obj, detail, sizeof(detail));
+        if (obj)
+            json_decref(obj);
+    }
+    if (status) {
+        proxy__px_fail(x, status, detail, NULL);
+        return;
+    }
+    connect_upstream(x);
+}
+
+static void on_authz(void *ctx, const struct authz_result *res)
+{
+    struct px *x = ctx;
+    x->authz_pending = false;
+    x->authorized = res->verdict == AUTHZ_ALLOW;
+    static const char *const decision[] = {"allow", "deny", "deny", "error", "busy"};
+    (void)snprintf(x->user, sizeof(x->user), "%s", res->user);
+    metric_inc(x->p->m.authz, (const char *const[]){res->verdict == AUTHZ_ALLOW ? x->rt.ns : "",
+                                                    decision[res->verdict]});
+    if (x->finished) {
+        uv_close((uv_handle_t *)&x->timer, on_timer_closed);
+        return;
+    }
+    switch (res->verdict) {
+    case AUTHZ_ALLOW:
+        resolve_and_go(x);
+        return;
+    case AUTHZ_UNAUTHENTICATED:
+        (void)http_resp_header_add(x->req, "WWW-Authenticate", "Bearer");
+        proxy__px_fail(x, 401,
+                       x->user[0] || http_req_header(x->req, "Authorization").p
+                           ? "Invalid token."
+                           : "Missing or invalid Authorization header.",
+                       NULL);
+        return;
+    case AUTHZ_FORBIDDEN:
+        proxy__px_fail(x, 403, "Not authorized to access this sandbox.", NULL);
+        return;
+    case AUTHZ_BUSY:
+        proxy__px_fail(x, 503, "Too many authorization checks in progress.", NULL);
+        return;
+    case AUTHZ_ERROR:
+        proxy__px_fail(x, 500, "Authorization check failed.", NULL);
+        return;
+    }
+}
+
+static void bearer(struct http_req *req, char *out, size_t size)
+{
+    struct str a = http_req_header(req, "Authorization");
+    out[0] = '\0';
+    if (a.len > 7 && a.len - 7 < size && str_eq_nocase(str_make(a.p, 7), STR_LIT("Bearer "))) {
+        struct str t = str_trim(str_make(a.p + 7, a.len - 7));
+        memcpy(out, t.p, t.len);
+        out[t.len] = '\0';
+    }
+}
+
+/* ---- Handler --------------------------------------------------------------------------- */
+
+static struct px *px_new(struct proxy *p, struct http_req *req)
+{
+    struct px *x = XNEW(struct px);
+    x->p = p;
+    x->req = http_req_ref(req);
+    x->start = x->last_activity = clock_now();
+    buf_init(&x->in, LIMIT_ROUTER_UPSTREAM_HEAD + sizeof(p->read_buf));
+    (void)uv_timer_init(p->loop, &x->timer);
+    x->timer.data = x;
+    if (http_req_peer(req, x->client_ip, sizeof(x->client_ip)) < 0)
+        x->client_ip[0] = '\0';
+    p->inflight++;
+    metric_inc(p->m.inflight, NULL);
+    return x;
+}
+
+static int proxy_handle(struct http_req *req, void *ctx)
+{
+    struct proxy *p = ctx;
+    struct px *x = px_new(p, req);
+    struct route_input in = {.path = http_req_path(req),
+                             .query = http_req_query(req),
+                             .header = req_header,
+                             .header_ctx = req};
+    struct route_err e;
+    http_req_set_abort_cb(req, on_abort, x);
+    http_req_set_drain_cb(req, proxy__resp_drain, x);
+    struct str cl = http_req_header(req, "Content-Length");
+    x->body_done =
+        http_req_header(req, "Transfer-Encoding").p == NULL && (!cl.p || str_eq_c(cl, "0"));
+    if (!x->body_done)
+        http_req_pause_body(req, true);
+    if (route_parse(&in, &x->rt, &e) < 0) {
+        proxy__px_fail(x, e.status, e.detail, NULL);
+        return 0;
+    }
+    x->is_upgrade = http_req_header(req, "Upgrade").p != NULL;
+    usec_t limit = p->o.proxy_timeout;
+    x->deadline = x->start + (x->rt.timeout && x->rt.timeout < limit ? x->rt.timeout : limit);
+    px_arm(x);
+    if (!p->o.authz) {
+        x->authorized = true;
+        resolve_and_go(x);
+        return 0;
+    }
+    char token[LIMIT_ROUTER_TOKEN];
+    bearer(req, token, sizeof(token));
+    x->authz_pending = true;
+    (void)authz_check(p->o.authz, token, x->rt.ns, x->rt.name, on_authz, x);
+    return 0;
+}
+
+static int healthz(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    static const char body[] = "{\"status\":\"ok\"}";
+    return http_respond(req, 200, "application/json", body, sizeof(body) - 1);
+}
+
+int proxy_register(struct proxy *p, struct http_router *r)
+{
+    int rc = http_router_add(r, "GET", "/healthz", 0, healthz, p);
+    if (rc >= 0)
+        rc = http_router_add(r, NULL, "/", HTTP_ROUTE_PREFIX | HTTP_ROUTE_STREAM_BODY, proxy_handle,
+                             p);
+    return rc;
+}

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Internals shared by the proxy's files: upstream connections and their pool, the
+ * exchange of one proxied request, and tunnels. */
+#pragma once
+
+#include "common/buf.h"
+#include "http/parse.h"
+#include "router/proxy.h"
+#include "router/route.h"
+
+struct map;
+struct metric;
+struct px;
+struct tunnel;
+
+/* ---- Upstream connections (upconn.c) ------------------------------------------------ */
+
+enum up_owner {
+    UP_NONE = 0, /* connecting or idle in the pool */
+    UP_PX,
+    UP_TUNNEL,
+};
+
+struct up_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* connect timeout, then pool idle */
+    uv_connect_t connect;
+    struct proxy *proxy;
+    char key[ROUTE_IP_MAX + 8];  /* "ip|port" */
+    struct up_conn *prev, *next; /* pool list of its key */
+    int handles;
+    bool closing, pooled, reused;
+    size_t queued; /* bytes handed to uv_write, not yet written */
+    enum up_owner owner_kind;
+    void *owner;
+};
+
+/** Starts a new connection to ip:port (connect timeout armed); px gets proxy__px_connected
+ * or proxy__px_up_error. Returns the connection or NULL (bad address: reported as -EINVAL
+ * through *ret_err). */
+struct up_conn *upconn_connect(struct proxy *p, const char *ip, uint16_t port, struct px *x,
+                               int *ret_err);
+/** Takes an idle pooled connection to ip:port, or NULL. */
+struct up_conn *upconn_take(struct proxy *p, const char *ip, uint16_t port);
+/** Returns a reusable connection to the pool (or closes it when the pool is full). */
+void upconn_release(struct up_conn *u);
+/** Closes (idempotent); memory goes in the close callbacks. */
+void upconn_close(struct up_conn *u);
+/** Copies and writes n bytes of parts. Returns 0 or negative (the caller closes). */
+int upconn_write(struct up_conn *u, const struct str *parts, size_t n);
+/** Starts or stops reading. */
+int upconn_read(struct up_conn *u, bool on);
+/** Closes every pooled connection. */
+void upconn_pool_clear(struct proxy *p);
+
+/* ---- The proxy context ----------------------------------------------------------------- */
+
+struct proxy_metrics {
+    struct metric *requests, *duration, *inflight, *upstream_errors, *authz, *tunnels, *pool;
+};
+
+struct proxy {
+    uv_loop_t *loop;
+    struct proxy_opts o;
+    struct proxy_metrics m;
+    struct map *pool; /* key -> struct up_conn * (head of the idle list) */
+    size_t pooled;
+    struct tunnel *tunnels;
+    size_t ntunnels, inflight;
+    bool shutting_down, own_metrics;
+    uint64_t grace_end_ms;
+    uv_timer_t shutdown_timer;
+    void (*shutdown_done)(void *ctx);
+    void *shutdown_ctx;
+    char read_buf[64 * 1024]; /* upstream and tunnel reads, one at a time on the loop */
+};
+
+/* ---- Exchange (proxy.c, proxy_resp.c) ------------------------------------------------- */
+
+struct px {
+    struct proxy *p;
+    struct http_req *req;
+    struct route rt;
+    char ip[ROUTE_IP_MAX];
+    char client_ip[ROUTE_IP_MAX];
+    char user[128];
+    struct up_conn *up;
+    uv_timer_t timer;
+    usec_t start, last_activity, deadline;
+    /* request side */
+    bool is_upgrade, req_sent, body_started, body_paused_by_us, body_done, retried;
+    /* response side */
+    struct buf in;          /* upstream bytes not yet processed */
+    size_t last_len;        /* parser rescan hint */
+    struct http_head *head; /* upstream response head (points into raw) */
+    char *raw;              /* copy of the head */
+    bool head_done, resp_started, resp_done, blocked, up_eof;
+    uint64_t body_left;
+    struct http_chunked chunked;
+    uint64_t bytes_out;
+    int status;               /* for logs and metrics */
+    const char *error_reason; /* upstream error class for metrics, or NULL */
+    bool finished, authz_pending, authorized;
+};
+
+void proxy__px_connected(struct px *x, int status);
+void proxy__px_up_read(struct px *x, ssize_t n, const char *data);
+void proxy__px_up_written(struct px *x, int status);
+/** Responds with an error (when nothing was sent yet) or cuts the response off. */
+void proxy__px_fail(struct px *x, int status, const char *detail, const char *reason);
+/** The exchange is over: metrics, log, release the upstream, drop the request. */
+void proxy__px_finish(struct px *x);
+/** Response side: processes px->in. */
+void proxy__resp_process(struct px *x);
+void proxy__resp_drain(struct http_req *req, void *ctx);
+
+/* ---- Tunnels (tunnel.c) ----------------------------------------------------------------- */
+
+/** Starts a tunnel for x after its 101 answer (x's request is then finished). Returns 0
+ * or negative (x failed). */
+int proxy__tunnel_start(struct px *x);
+void proxy__tunnel_up_read(struct tunnel *t, ssize_t n, const char *data);
+void proxy__tunnel_up_written(struct tunnel *t, int status);
+/** Closes every tunnel now. */
+void proxy__tunnels_close_all(struct proxy *p);

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One proxied exchange, response side: parse the upstream head, pass end-to-end headers
+ * on, stream the body (length, chunked or until close) with back-pressure, or switch to
+ * a tunnel after 101. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "router/proxy_int.h"
+
+static bool skip_resp_header(struct str name, struct str connection)
+{
+    static const char *const names[] = {"connection",
+                                        "keep-alive",
+                                        "proxy-authenticate",
+                                        "proxy-authorization",
+                                        "te",
+                                        "trailer",
+                                        "transfer-encoding",
+                                        "upgrade",
+                                        "content-length",
+                                        "date",
+                                        "proxy-connection"};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (str_eq_nocase(name, str_c(names[i])))
+            return true;
+    struct str rest = connection, tok;
+    while (rest.len) {
+        (void)str_cut(rest, ',', &tok, &rest);
+        if (str_eq_nocase(str_trim(tok), name))
+            return true;
+    }
+    return false;
+}
+
+static int copy_headers(struct px *x)
+{
+    const struct http_header *c = http_head_find(x->head, "Connection");
+    struct str conn = c ? c->value : STR_NULL;
+    for (size_t i = 0; i < x->head->num_headers; i++) {
+        const struct http_header *h = &x->head->headers[i];
+        if (skip_resp_header(h->name, conn))
+            continue;
+        char *n = str_dup(h->name), *v = str_dup(h->value);
+        int r = http_resp_header_add(x->req, n, v);
+        xfree(n);
+        xfree(v);
+        if (r < 0 && r != -EINVAL)
+            return r;
+    }
+    return 0;
+}
+
+static void bad_gateway(struct px *x, const char *reason)
+{
+    char d[160];
+    (void)snprintf(d, sizeof(d), "Could not connect to the backend sandbox: %s", x->rt.name);
+    proxy__px_fail(x, 502, d, reason);
+}
+
+static void complete(struct px *x)
+{
+    x->resp_done = true;
+    if (http_resp_end(x->req) < 0) {
+        x->up_eof = true; /* do not reuse: the client is gone mid-way */
+    }
+    proxy__px_finish(x);
+}
+
+static int start_response(struct px *x)
+{
+    x->status = x->head->status;
+    int r = copy_headers(x);
+    if (r < 0)
+        return r;
+    x->resp_started = true;
+    switch (x->head->body) {
+    case HTTP_BODY_NONE:
+        r = http_respond(x->req, x->status, NULL, "", 0);
+        if (r >= 0) {
+            x->resp_done = true;
+            proxy__px_finish(x);
+        }
+        return r;
+    case HTTP_BODY_LENGTH:
+        x->body_left = x->head->content_length;
+        return http_resp_start_length(x->req, x->status, NULL, x->body_left);
+    case HTTP_BODY_CHUNKED:
+        http_chunked_init(&x->chunked);
+        return http_resp_start(x->req, x->status, NULL);
+    case HTTP_BODY_UNTIL_CLOSE:
+        return http_resp_start(x->req, x->status, NULL);
+    }
+    return -EINVAL;
+}
+
+/* Parses the head in x->in. Returns 1 when the exchange went on, 0 to wait, -1 failed. */
+static int process_head(struct px *x)
+{
+    struct http_head h;
+    struct http_parse_err e;
+    unsigned flags = str_eq_c(http_req_method(x->req), "HEAD") ? HTTP_PARSE_RESP_TO_HEAD : 0;
+    int n = http_parse_response(x->in.data, x->in.len, x->last_len, flags, &h, &e);
+    if (n == 0) {
+        x->last_len = x->in.len;
+        return 0;
+    }
+    if (n < 0) {
+        bad_gateway(x, "other");
+        return -1;
+    }
+    x->last_len = 0;
+    if (h.status == 100 || (h.status > 101 && h.status < 200)) {
+        buf_consume(&x->in, (size_t)n); /* interim answers are not passed on */
+        return 1;
+    }
+    xfree(x->raw);
+    x->raw = xmalloc((size_t)n);
+    memcpy(x->raw, x->in.data, (size_t)n);
+    if (!x->head)
+        x->head = xmalloc(sizeof(*x->head));
+    (void)http_parse_response(x->raw, (size_t)n, 0, flags, x->head, NULL);
+    buf_consume(&x->in, (size_t)n);
+    x->head_done = true;
+    if (x->head->status == 101) {
+        if (!x->is_upgrade || copy_headers(x) < 0 || proxy__tunnel_start(x) < 0)
+            bad_gateway(x, "other");
+        return -1;
+    }
+    if (start_response(x) < 0) {
+        proxy__px_fail(x, 502, "Could not pass on the backend's answer.", "other");
+        return -1;
+    }
+    return 1;
+}
+
+/* Writes data to the client; false when the exchange must wait for a drain or ended. */
+static bool write_client(struct px *x, struct str data)
+{
+    if (data.len == 0)
+        return true;
+    int r = http_resp_write(x->req, data.p, data.len);
+    if (r < 0) {
+        proxy__px_fail(x, 502, "", NULL);
+        return false;
+    }
+    x->bytes_out += data.len;
+    if (r == 1) {
+        x->blocked = true;
+        (void)upconn_read(x->up, false);
+        return false;
+    }
+    return true;
+}
+
+static void body_step(struct px *x)
+{
+    struct http_parse_err e;
+    while (!x->finished && !x->blocked && (x->in.len || x->head->body == HTTP_BODY_CHUNKED)) {
+        if (x->head->body == HTTP_BODY_CHUNKED) {
+            size_t used = 0;
+            struct str data;
+            int r = x->in.len
+                        ? http_chunked_feed(&x->chunked, x->in.data, x->in.len, &used, &data, &e)
+                        : 0;
+            if (r < 0) {
+                proxy__px_fail(x, 502, "", "other");
+                return;
+            }
+            bool ok = write_client(x, data);
+            buf_consume(&x->in, used);
+            if (r == 1) {
+                complete(x);
+                return;
+            }
+            if (!ok || used == 0)
+                return;
+            continue;
+        }
+        size_t n = x->in.len;
+        if (x->head->body == HTTP_BODY_LENGTH && n > x->body_left)
+            n = (size_t)x->body_left;
+        struct str data = str_make(x->in.data, n);
+        x->body_left -= x->head->body == HTTP_BODY_LENGTH ? n : 0;
+        bool ok = write_client(x, data);
+        buf_consume(&x->in, n);
+        if (x->head->body == HTTP_BODY_LENGTH && x->body_left == 0) {
+            complete(x);
+            return;
+        }
+        if (!ok)
+            return;
+    }
+    if (!x->finished && x->head->body == HTTP_BODY_LENGTH && x->body_left == 0)
+        complete(x);
+}
+
+void proxy__resp_process(struct px *x)
+{
+    while (!x->finished && !x->head_done) {
+        int r = process_head(x);
+        if (r <= 0)
+            return;
+    }
+    if (!x->finished)
+        body_step(x);
+}
+
+void proxy__resp_drain(struct http_req *req, void *ctx)
+{
+    struct px *x = ctx;
+    (void)req;
+    if (x->finished || !x->blocked)
+        return;
+    x->blocked = false;
+    x->last_activity = clock_now();
+    body_step(x);
+    if (!x->finished && !x->blocked && x->up && upconn_read(x->up, true) < 0)
+        proxy__px_fail(x, 502, "", "eof");
+}
+
+static void on_up_eof(struct px *x)
+{
+    x->up_eof = true;
+    if (!x->head_done) {
+        bad_gateway(x, "eof");
+        return;
+    }
+    if (x->head->body == HTTP_BODY_UNTIL_CLOSE) {
+        complete(x);
+        return;
+    }
+    proxy__px_fail(x, 502, "", "eof"); /* cut off: the client sees the connection end */
+}
+
+bool proxy__px_retry(struct px *x);
+
+void proxy__px_up_read(struct px *x, ssize_t n, const char *data)
+{
+    if (x->finished)
+        return;
+    if (n < 0) {
+        if (!x->head_done && x->in.len == 0 && proxy__px_retry(x))
+            return;
+        on_up_eof(x);
+        return;
+    }
+    x->last_activity = clock_now();
+    if (buf_append(&x->in, data, (size_t)n) < 0) {
+        bad_gateway(x, "other"); /* a head past the limit */
+        return;
+    }
+    proxy__resp_process(x);
+    if (!x->finished && x->head_done && x->head->body == HTTP_BODY_UNTIL_CLOSE && x->up_eof)
+        complete(x);
+}

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Composition of the router: informer, reviews, proxy and probe servers, and the
+ * graceful stop sequence (not ready -> drain requests -> tunnels -> close). */
+#include "router/router.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/xalloc.h"
+#include "http/probes.h"
+#include "http/server.h"
+#include "kube/informer.h"
+#include "kube/res.h"
+#include "router/authz.h"
+#include "router/proxy.h"
+#include "router/router_limits.h"
+
+struct router {
+    struct router_opts o;
+    uv_loop_t loop;
+    uv_async_t stop_async;
+    pthread_t thread;
+    struct kube_informer *informer;
+    struct authz_reviewer reviewer;
+    struct authz *authz;
+    struct proxy *proxy;
+    struct metrics_registry *metrics;
+    struct http_router *proxy_routes, *probe_routes;
+    struct http_server *server, *probe;
+    struct http_probes_opts probes;
+    atomic_bool stopping, stop_sent;
+    int pending_stops;
+};
+
+static bool synced(void *ctx)
+{
+    struct router *r = ctx;
+    return kube_informer_has_synced(r->informer);
+}
+
+static bool ready(void *ctx, struct buf *reason)
+{
+    struct router *r = ctx;
+    if (atomic_load(&r->stopping)) {
+        (void)buf_puts(reason, "draining");
+        return false;
+    }
+    if (!synced(r)) {
+        (void)buf_puts(reason, "sandbox cache not synced");
+        return false;
+    }
+    return true;
+}
+
+static int render(void *ctx, struct buf *out)
+{
+    struct router *r = ctx;
+    return metrics_render(r->metrics, out);
+}
+
+static int start_informer(struct router *r)
+{
+    struct kube_informer_opts io = {.client = r->o.client,
+                                    .res = &KUBE_RES_SANDBOXES,
+                                    .ns = r->o.ns,
+                                    .transform = kube_store_strip_transform,
+                                    .name = "sandboxes"};
+    int rc = kube_informer_new(&io, &r->informer);
+    if (rc >= 0)
+        rc = kube_informer_start(r->informer);
+    return rc;
+}
+
+static int start_servers(struct router *r)
+{
+    struct proxy_opts po = {.store = kube_informer_store(r->informer),
+                            .synced = synced,
+                            .synced_ctx = r,
+                            .authz = r->authz,
+                            .metrics = r->metrics,
+                            .allow_loopback = r->o.allow_loopback,
+                            .connect_timeout = r->o.connect_timeout,
+                            .idle_timeout = r->o.idle_timeout,
+                            .proxy_timeout = r->o.proxy_timeout,
+                            .tunnel_idle = r->o.tunnel_idle,
+                            .access_log = r->o.access_log};
+    r->proxy = proxy_new(&r->loop, &po);
+    r->proxy_routes = http_router_new();
+    r->probe_routes = http_router_new();
+    int rc = proxy_register(r->proxy, r->proxy_routes);
+    r->probes = (struct http_probes_opts){
+        .ready = ready, .ready_ctx = r, .render = render, .render_ctx = r};
+    if (rc >= 0)
+        rc = http_probes_register(r->probe_routes, &r->probes);
+    struct http_server_opts so = {.host = r->o.host ? r->o.host : "0.0.0.0",
+                                  .port = r->o.port,
+                                  .router = r->proxy_routes,
+                                  .header_timeout = r->o.header_timeout,
+                                  .idle_timeout = r->o.idle_timeout};
+    if (rc >= 0)
+        rc = http_server_new(&r->loop, &so, &r->server);
+    struct http_server_opts pso = {.host = r->o.probe_host ? r->o.probe_host : so.host,
+                                   .port = r->o.probe_port,
+                                   .router = r->probe_routes};
+    if (rc >= 0)
+        rc = http_server_new(&r->loop, &pso, &r->probe);
+    return rc;
+}
+
+static void one_stopped(struct router *r)
+{
+    if (--r->pending_stops > 0)
+        return;
+    /* Everything that may call into the reviews is gone: stop them. */
+    authz_free(r->authz);
+    r->authz = NULL;
+    proxy_free(r->proxy);
+    r->proxy = NULL;
+}
+
+static void on_server_done(struct http_server *s, void *ctx)
+{
+    (void)s;
+    one_stopped(ctx);
+}
+
+static void on_proxy_done(void *ctx)
+{
+    struct router *r = ctx;
+    /* Requests drained; now the tunnels are gone too: the probe server can go. */
+    http_server_shutdown(r->probe, USEC_PER_SEC, on_server_done, r);
+    one_stopped(r);
+}
+
+static void on_requests_drained(struct http_server *s, void *ctx)
+{
+    struct router *r = ctx;
+    (void)s;
+    proxy_shutdown(r->proxy, r->o.shutdown_grace, on_proxy_done, r);
+    one_stopped(r);
+}
+
+static void on_stop(uv_async_t *a)
+{
+    struct router *r = a->data;
+    uv_close((uv_handle_t *)&r->stop_async, NULL);
+    atomic_store(&r->stopping, true);
+    log_info("shutting down\tgrace_ms=%llu",
+             (unsigned long long)(r->o.shutdown_grace / USEC_PER_MSEC));
+    r->pending_stops = 4; /* proxy server, proxy, probe server, and this */
+    http_server_shutdown(r->server, r->o.shutdown_grace, on_requests_drained, r);
+    one_stopped(r);
+}
+
+static void *loop_main(void *arg)
+{
+    struct router *r = arg;
+    (void)uv_run(&r->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static void on_partial_done(struct http_server *s, void *ctx)
+{
+    (void)s;
+    (void)ctx;
+}
+
+/* Start-up failed on the calling thread: close what exists and let the loop run down. */
+static void teardown_partial(struct router *r)
+{
+    if (r->server)
+        http_server_shutdown(r->server, 0, on_partial_done, NULL);
+    if (r->probe)
+        http_server_shutdown(r->probe, 0, on_partial_done, NULL);
+    authz_free(r->authz);
+    proxy_free(r->proxy);
+    uv_close((uv_handle_t *)&r->stop_async, NULL);
+    (void)uv_run(&r->loop, UV_RUN_DEFAULT);
+    http_server_free(r->server);
+    http_server_free(r->probe);
+    (void)uv_loop_close(&r->loop);
+    kube_informer_free(r->informer);
+    http_router_free(r->proxy_routes);
+    http_router_free(r->probe_routes);
+    metrics_registry_free(r->metrics);
+    xfree(r);
+}
+
+int router_start(const struct router_opts *opts, struct router **ret)
+{
+    struct router *r = XNEW(struct router);
+    r->o = *opts;
+    if (!r->o.shutdown_grace)
+        r->o.shutdown_grace = LIMIT_ROUTER_SHUTDOWN_GRACE;
+    int rc = uv_loop_init(&r->loop);
+    if (rc < 0) {
+        xfree(r);
+        return rc;
+    }
+    (void)uv_async_init(&r->loop, &r->stop_async, on_stop);
+    r->stop_async.data = r;
+    r->metrics = metrics_registry_new();
+    metrics_register_process(r->metrics);
+    if (r->o.auth) {
+        authz_kube_reviewer(r->o.client, r->o.audiences, &r->reviewer);
+        struct authz_opts ao = {.reviewer = &r->reviewer,
+                                .verb = r->o.authz_verb,
+                                .subresource = r->o.authz_subresource,
+                                .ttl = r->o.auth_ttl};
+        rc = authz_new(&r->loop, &ao, &r->authz);
+    }
+    if (rc >= 0)
+        rc = start_informer(r);
+    if (rc >= 0)
+        rc = start_servers(r);
+    if (rc >= 0)
+        rc = -pthread_create(&r->thread, NULL, loop_main, r);
+    if (rc < 0) {
+        teardown_partial(r);
+        return rc;
+    }
+    *ret = r;
+    return 0;
+}
+
+uint16_t router_port(const struct router *r)
+{
+    return http_server_port(r->server);
+}
+
+uint16_t router_probe_port(const struct router *r)
+{
+    return http_server_port(r->probe);
+}
+
+int router_wait_ready(struct router *r, usec_t timeout)
+{
+    int rc = kube_informer_wait_for_sync(r->informer, timeout);
+    return rc == -ECANCELED ? -ETIMEDOUT : rc;
+}
+
+void router_request_stop(struct router *r)
+{
+    if (!atomic_exchange(&r->stop_sent, true))
+        (void)uv_async_send(&r->stop_async);
+}
+
+void router_join(struct router *r)
+{
+    if (!r)
+        return;
+    (void)pthread_join(r->thread, NULL);
+    http_server_free(r->server);
+    http_server_free(r->probe);
+    (void)uv_loop_close(&r->loop);
+    kube_informer_free(r->informer);
+    http_router_free(r->proxy_routes);
+    http_router_free(r->probe_routes);
+    metrics_registry_free(r->metrics);
+    xfree(r);
+}
+
+void router_stop(struct router *r)
+{
+    if (!r)
+        return;
+    router_request_stop(r);
+    router_join(r);
+}
