@@ -52,7 +52,7 @@ pid_of() { # pid_of NAME: pid of a running component started by us, or fails
 	[ -f "$f" ] || return 1
 	pid=$(cat "$f")
 	[ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$STATE" || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$STATE/" || return 1
 	echo "$pid"
 }
 
@@ -101,7 +101,7 @@ our_pids() {
 		*) continue ;;
 		esac
 		cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
-		case $cmd in *"$STATE"*) echo "${p#/proc/}" ;; esac
+		case $cmd in *"$STATE/"*) echo "${p#/proc/}" ;; esac
 	done
 }
 

@@ -151,6 +151,32 @@ print(json.load(urllib.request.urlopen(req, context=ctx, timeout=5))['major'])"
 	fi
 }
 
+test_images() {
+	local a1 d1 d2 a sock=${AS_CLUSTER_DIR:-$ROOT/.cache/cluster}/run/containerd/containerd.sock
+	a1=$("$ROOT/images/build.sh" pause 2>/dev/null) && d1=$(cat "$a1.digest")
+	"$ROOT/images/build.sh" pause >/dev/null 2>&1 && d2=$(cat "$a1.digest")
+	if [ -n "${d1:-}" ] && [ "$d1" = "${d2:-}" ]; then ok "pause image archive is reproducible ($d1)"; else
+		not_ok "pause image reproducible" "${d1:-} vs ${d2:-}"
+	fi
+	if a=$("$ROOT/images/build.sh" binaries as-test-echo:dev --entrypoint /usr/local/bin/echo /bin/echo 2>&1) &&
+		"$ROOT/images/build.sh" import "$sock" "$a" >/dev/null 2>&1; then
+		kn apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: echo}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: localhost/agent-sandbox/as-test-echo:dev, imagePullPolicy: Never, args: [from-scratch-image]}
+YAML
+		if wait_pod_done echo 120 && [ "$(kn logs echo)" = from-scratch-image ]; then
+			ok "binaries image (scratch + shared libraries) runs"
+		else not_ok "binaries image pod" "$(kn get pod echo --no-headers 2>&1)"; fi
+	else
+		not_ok "binaries image build/import" "$a"
+	fi
+}
+
 rs_and_pods_gone() {
 	[ -z "$(kn get rs -l app=gc -o name)" ] && [ -z "$(kn get pods -l app=gc -o name)" ]
 }
@@ -257,6 +283,7 @@ main() {
 			test_service
 			test_kubernetes_service
 			test_gc
+			test_images
 			[ $opt_kwok = no ] || test_kwok
 			k delete namespace "$NS" --wait=false >/dev/null
 		fi
