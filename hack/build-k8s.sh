@@ -144,18 +144,9 @@ if [ ${#k8s_todo[@]} -gt 0 ]; then
 	start=$(date +%s)
 	tmp=$K8S_BIN/.tmp.$$
 	mkdir -p "$tmp"
-	# Stamp the release version as the official build does, so /version, kubectl version
-	# and version-skew checks see v1.M.P instead of v0.0.0-master.
-	v=${K8S_VERSION#v}
-	major=${v%%.*}
-	minor=${v#*.}
-	minor=${minor%%.*}
-	ver_flags=""
-	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-		ver_flags+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor"
-		ver_flags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
-	done
-	(cd "$dir" && go build -trimpath -ldflags="-s -w$ver_flags" -o "$tmp/" "${pkgs[@]}")
+	flags=$(k8s_ldflags)
+	(cd "$dir" && go build -trimpath -ldflags="$flags" -o "$tmp/" "${pkgs[@]}")
+	for c in "${k8s_todo[@]}"; do printf '%s\n' "$flags" >"$K8S_BIN/$c.ldflags"; done
 	for c in "${k8s_todo[@]}"; do mv "$tmp/$c" "$K8S_BIN/$c"; done
 	rmdir "$tmp"
 	log "built ${k8s_todo[*]} in $(($(date +%s) - start))s"

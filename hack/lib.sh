@@ -11,8 +11,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 # fresh clone on the same machine (CI) only pays for the link step at most.
 CACHE_DIR=${AGENT_SANDBOX_CACHE:-$ROOT/.cache}
 BIN_CACHE=${AGENT_SANDBOX_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox/bin}
-# "-v2": binaries stamped with their release version (bump when build flags change).
-K8S_BIN=$BIN_CACHE/kubernetes-$K8S_VERSION-v2
+K8S_BIN=$BIN_CACHE/kubernetes-$K8S_VERSION
 ETCD_BIN=$BIN_CACHE/etcd-$ETCD_VERSION
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
