@@ -1,9 +1,191 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Process API over WebSocket (placeholder). */
+/* The process API over WebSocket: GET /v1/processes/ws. The client's first text message
+ * is the process request (as for POST /v1/processes); the server then sends the same
+ * events as text messages ({"type":"start"|"stdout"|"stderr"|"exit", ...}) and closes
+ * with 1000 after the exit. Client messages after the start: binary = stdin bytes, or
+ * JSON {"type":"stdin","data":"<base64>"} | {"type":"stdin","text":"..."} |
+ * {"type":"stdin_close"} | {"type":"signal","signal":"SIGINT"} |
+ * {"type":"resize","cols":C,"rows":R}. Closing the socket kills the process group. */
+#include <errno.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "http/ws.h"
 #include "sandboxd/api_proc.h"
+#include "sandboxd/sbd_int.h"
+#include "sandboxd/sbd_limits.h"
+#include "sandboxd/util.h"
+
+struct wsp {
+    struct sbd *d;
+    struct http_ws *ws;
+    struct sbd_proc *p;
+    bool exited;
+};
+
+static void send_json(struct wsp *w, json_t *j)
+{
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    (void)sbd_json_dump(j, &b);
+    json_decref(j);
+    if (http_ws_send(w->ws, HTTP_WS_TEXT, b.data, b.len) == 1 && w->p)
+        sbd_proc_pause(w->p, true);
+    buf_done(&b);
+}
+
+static void send_error(struct wsp *w, const char *code, const char *msg)
+{
+    send_json(w, json_pack("{s:s, s:s, s:s}", "type", "error", "code", code, "message", msg));
+    http_ws_close(w->ws, 1008, NULL);
+}
+
+static void wsp_output(struct sbd_proc *p, enum sbd_stream st, const char *data, size_t n,
+                       void *ctx)
+{
+    (void)p;
+    struct buf b64;
+    buf_init(&b64, SIZE_MAX);
+    (void)sbd_base64_encode(data, n, &b64);
+    send_json(ctx, json_pack("{s:s, s:s%}", "type", st == SBD_STDERR ? "stderr" : "stdout", "data",
+                             b64.data, b64.len));
+    buf_done(&b64);
+}
+
+static void wsp_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
+{
+    struct wsp *w = ctx;
+    (void)p;
+    w->p = NULL;
+    w->exited = true;
+    send_json(w, sbd__exit_json(e));
+    http_ws_close(w->ws, 1000, "exited");
+}
+
+static const struct sbd_proc_ops wsp_ops = {.output = wsp_output, .exit = wsp_exit};
+
+static void start(struct wsp *w, struct str data)
+{
+    json_t *j = json_loadb(data.p, data.len, 0, NULL);
+    struct sbd_procreq r;
+    const char *msg = "first message must be a JSON process request";
+    int e = j ? sbd_procreq_parse(j, w->d->root, w->d->cfg.max_output, &r, &msg) : -EINVAL;
+    json_decref(j);
+    if (e < 0) {
+        send_error(w, e == -EPERM ? SBD_PERMISSION_DENIED : SBD_INVALID_ARGUMENT, msg);
+        return;
+    }
+    int status;
+    const char *code;
+    if (sbd__proc_start_req(w->d, w->d->root, &r, &wsp_ops, w, &w->p, &status, &code, &msg) < 0) {
+        send_error(w, code, msg);
+        sbd_procreq_done(&r);
+        return;
+    }
+    send_json(w, json_pack("{s:s, s:I, s:I}", "type", "start", "id", (json_int_t)sbd_proc_id(w->p),
+                           "pid", (json_int_t)sbd_proc_pid(w->p)));
+    if (r.stdin_data.len)
+        (void)sbd_proc_write(w->p, r.stdin_data.data, r.stdin_data.len);
+    sbd_procreq_done(&r);
+}
+
+static void control_stdin(struct wsp *w, const json_t *j)
+{
+    const json_t *d = json_object_get(j, "data"), *t = json_object_get(j, "text");
+    struct buf b;
+    buf_init(&b, LIMIT_SBD_WS_MESSAGE);
+    if (json_is_string(d))
+        (void)sbd_base64_decode(str_make(json_string_value(d), json_string_length(d)), &b);
+    else if (json_is_string(t))
+        (void)buf_append(&b, json_string_value(t), json_string_length(t));
+    (void)sbd_proc_write(w->p, b.data, b.len);
+    buf_done(&b);
+}
+
+static void control(struct wsp *w, struct str data)
+{
+    json_t *j = json_loadb(data.p, data.len, 0, NULL);
+    const char *type = json_string_value(json_object_get(j, "type"));
+    if (!type) {
+        json_decref(j);
+        send_json(w, json_pack("{s:s, s:s, s:s}", "type", "error", "code", SBD_INVALID_ARGUMENT,
+                               "message", "control messages need a type"));
+        return;
+    }
+    if (strcmp(type, "stdin") == 0) {
+        control_stdin(w, j);
+    } else if (strcmp(type, "stdin_close") == 0) {
+        (void)sbd_proc_close_stdin(w->p);
+    } else if (strcmp(type, "signal") == 0) {
+        int sig = sbd__signal_from_json(json_object_get(j, "signal"));
+        if (sig > 0)
+            (void)sbd_proc_signal(w->p, sig);
+    } else if (strcmp(type, "resize") == 0) {
+        json_int_t c = 0, r = 0;
+        if (json_unpack(j, "{s:I, s:I}", "cols", &c, "rows", &r) == 0 && c > 0 && r > 0 &&
+            c < 65536 && r < 65536)
+            (void)sbd_proc_resize(w->p, (unsigned short)c, (unsigned short)r);
+    }
+    json_decref(j);
+}
+
+static void on_message(struct http_ws *ws, uint8_t opcode, struct str data, void *ctx)
+{
+    struct wsp *w = ctx;
+    (void)ws;
+    if (!w->p && !w->exited) {
+        if (opcode == HTTP_WS_TEXT)
+            start(w, data);
+        else
+            send_error(w, SBD_INVALID_ARGUMENT, "first message must be a JSON process request");
+        return;
+    }
+    if (!w->p)
+        return;
+    if (opcode == HTTP_WS_BINARY)
+        (void)sbd_proc_write(w->p, data.p, data.len);
+    else
+        control(w, data);
+}
+
+static void on_drain(struct http_ws *ws, void *ctx)
+{
+    struct wsp *w = ctx;
+    (void)ws;
+    if (w->p)
+        sbd_proc_pause(w->p, false);
+}
+
+static void on_closed(struct http_ws *ws, int code, void *ctx)
+{
+    struct wsp *w = ctx;
+    (void)ws;
+    (void)code;
+    if (w->p)
+        sbd_proc_detach(w->p);
+    xfree(w);
+}
+
+static const struct http_ws_ops wsp_ws_ops = {
+    .message = on_message, .drain = on_drain, .closed = on_closed};
+
+static int proc_ws(struct http_req *req, void *ctx)
+{
+    const char *msg;
+    if (http_ws_check_request(req, &msg) < 0)
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, msg);
+    struct wsp *w = XNEW(struct wsp);
+    w->d = ctx;
+    struct http_ws_opts o = {.max_message = LIMIT_SBD_WS_MESSAGE, .ops = &wsp_ws_ops, .ctx = w};
+    int r = http_ws_accept(req, &o, &w->ws);
+    if (r < 0) {
+        xfree(w);
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "cannot upgrade");
+    }
+    return 0;
+}
 
 int sbd__ws_register(struct sbd *d)
 {
-    (void)d;
-    return 0;
+    return sbd__route(d, d->router, "GET", "/v1/processes/ws", 0, proc_ws, false);
 }

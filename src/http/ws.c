@@ -1,0 +1,536 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* WebSocket handshake, frame codec and server connection (see ws.h). */
+#include "http/ws.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/xalloc.h"
+
+/* ---- SHA-1 (for Sec-WebSocket-Accept only) and base64 ------------------------------ */
+
+static uint32_t rol(uint32_t x, int n)
+{
+    return (x << n) | (x >> (32 - n));
+}
+
+static void sha1_block(uint32_t h[5], const uint8_t *b)
+{
+    uint32_t w[80];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 |
+               (uint32_t)b[4 * i + 2] << 8 | b[4 * i + 3];
+    for (int i = 16; i < 80; i++)
+        w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    uint32_t a = h[0], bb = h[1], c = h[2], d = h[3], e = h[4];
+    for (int i = 0; i < 80; i++) {
+        uint32_t f, k;
+        if (i < 20)
+            f = (bb & c) | (~bb & d), k = 0x5A827999;
+        else if (i < 40)
+            f = bb ^ c ^ d, k = 0x6ED9EBA1;
+        else if (i < 60)
+            f = (bb & c) | (bb & d) | (c & d), k = 0x8F1BBCDC;
+        else
+            f = bb ^ c ^ d, k = 0xCA62C1D6;
+        uint32_t t = rol(a, 5) + f + e + k + w[i];
+        e = d, d = c, c = rol(bb, 30), bb = a, a = t;
+    }
+    h[0] += a, h[1] += bb, h[2] += c, h[3] += d, h[4] += e;
+}
+
+/* SHA-1 of p[0..n) for short inputs (the key plus the GUID). */
+static void sha1(const uint8_t *p, size_t n, uint8_t out[20])
+{
+    uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
+    uint8_t block[64];
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        sha1_block(h, p + i);
+    size_t rest = n - i;
+    memset(block, 0, sizeof(block));
+    memcpy(block, p + i, rest);
+    block[rest] = 0x80;
+    if (rest >= 56) {
+        sha1_block(h, block);
+        memset(block, 0, sizeof(block));
+    }
+    uint64_t bits = (uint64_t)n * 8;
+    for (int j = 0; j < 8; j++)
+        block[63 - j] = (uint8_t)(bits >> (8 * j));
+    sha1_block(h, block);
+    for (int j = 0; j < 20; j++)
+        out[j] = (uint8_t)(h[j / 4] >> (24 - 8 * (j % 4)));
+}
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+void http_ws_accept_key(struct str key, char out[HTTP_WS_ACCEPT_LEN + 1])
+{
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    uint8_t in[128], d[21] = {0};
+    size_t n = key.len < sizeof(in) - sizeof(guid) ? key.len : sizeof(in) - sizeof(guid);
+    memcpy(in, key.p, n);
+    memcpy(in + n, guid, sizeof(guid) - 1);
+    sha1(in, n + sizeof(guid) - 1, d);
+    size_t o = 0;
+    for (size_t i = 0; i < 20; i += 3) {
+        uint32_t v = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8 | (i + 2 < 20 ? d[i + 2] : 0);
+        out[o++] = b64[(v >> 18) & 63];
+        out[o++] = b64[(v >> 12) & 63];
+        out[o++] = b64[(v >> 6) & 63];
+        out[o++] = i + 2 < 20 ? b64[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+static bool has_token(struct str list, const char *token)
+{
+    struct str rest = list, item;
+    while (rest.len) {
+        if (!str_cut(rest, ',', &item, &rest))
+            rest = STR_NULL;
+        if (str_eq_nocase(str_trim(item), str_c(token)))
+            return true;
+    }
+    return false;
+}
+
+int http_ws_check_request(struct http_req *req, const char **ret_msg)
+{
+    struct str key = str_trim(http_req_header(req, "Sec-WebSocket-Key"));
+    if (!str_eq_c(http_req_method(req), "GET"))
+        return *ret_msg = "WebSocket handshake must be GET", -EINVAL;
+    if (!has_token(http_req_header(req, "Upgrade"), "websocket") ||
+        !has_token(http_req_header(req, "Connection"), "upgrade"))
+        return *ret_msg = "not a WebSocket upgrade request", -EINVAL;
+    if (!str_eq_c(str_trim(http_req_header(req, "Sec-WebSocket-Version")), "13"))
+        return *ret_msg = "unsupported Sec-WebSocket-Version (want 13)", -EINVAL;
+    if (key.len != 24 || key.p[22] != '=' || key.p[23] != '=')
+        return *ret_msg = "bad Sec-WebSocket-Key", -EINVAL;
+    for (size_t i = 0; i < 22; i++)
+        if (!strchr(b64, key.p[i]) || !key.p[i])
+            return *ret_msg = "bad Sec-WebSocket-Key", -EINVAL;
+    return 0;
+}
+
+/* ---- frame codec ------------------------------------------------------------------- */
+
+int http_ws_parse_header(const uint8_t *p, size_t n, uint64_t max_payload,
+                         struct http_ws_frame *ret)
+{
+    if (n < 2)
+        return 0;
+    struct http_ws_frame f = {.fin = p[0] & 0x80, .opcode = p[0] & 0x0f, .masked = p[1] & 0x80};
+    if (p[0] & 0x70)
+        return -EPROTO;
+    bool control = f.opcode & 0x8;
+    if ((f.opcode > 2 && f.opcode < 8) || f.opcode > 10)
+        return -EPROTO;
+    uint64_t len = p[1] & 0x7f;
+    size_t h = 2;
+    if (len == 126) {
+        if (n < 4)
+            return 0;
+        len = (uint64_t)p[2] << 8 | p[3];
+        h = 4;
+    } else if (len == 127) {
+        if (n < 10)
+            return 0;
+        len = 0;
+        for (int i = 0; i < 8; i++)
+            len = len << 8 | p[2 + i];
+        if (len >> 63)
+            return -EPROTO;
+        h = 10;
+    }
+    if (control && (len > 125 || !f.fin))
+        return -EPROTO;
+    if (f.masked) {
+        if (n < h + 4)
+            return 0;
+        memcpy(f.mask, p + h, 4);
+        h += 4;
+    }
+    if (len > max_payload)
+        return -E2BIG;
+    f.len = len;
+    f.header_len = h;
+    *ret = f;
+    return (int)h;
+}
+
+void http_ws_unmask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t off)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] ^= mask[(off + i) & 3];
+}
+
+size_t http_ws_build_header(uint8_t opcode, bool fin, uint64_t len, const uint8_t *mask,
+                            uint8_t out[HTTP_WS_MAX_HEADER])
+{
+    size_t h = 2;
+    out[0] = (uint8_t)((fin ? 0x80 : 0) | (opcode & 0x0f));
+    uint8_t m = mask ? 0x80 : 0;
+    if (len < 126) {
+        out[1] = (uint8_t)(m | len);
+    } else if (len <= 0xffff) {
+        out[1] = m | 126;
+        out[2] = (uint8_t)(len >> 8);
+        out[3] = (uint8_t)len;
+        h = 4;
+    } else {
+        out[1] = m | 127;
+        for (int i = 0; i < 8; i++)
+            out[2 + i] = (uint8_t)(len >> (56 - 8 * i));
+        h = 10;
+    }
+    if (mask) {
+        memcpy(out + h, mask, 4);
+        h += 4;
+    }
+    return h;
+}
+
+/* ---- connection -------------------------------------------------------------------- */
+
+#define WS_CLOSE_WAIT 2000 /* ms to flush a close frame before the socket is closed */
+
+struct http_ws {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_shutdown_t shutdown;
+    struct http_ws_opts o;
+    bool handed, closing, close_sent, paused, reading;
+    int handles;
+    int close_code;
+    struct buf in, msg, pre;
+    uint8_t msg_opcode;
+    size_t queued;
+    bool want_drain;
+};
+
+struct ws_write {
+    uv_write_t req;
+    size_t len;
+    char data[];
+};
+
+static void ws_free(struct http_ws *ws)
+{
+    buf_done(&ws->in);
+    buf_done(&ws->msg);
+    buf_done(&ws->pre);
+    xfree(ws);
+}
+
+static void on_ws_handle_closed(uv_handle_t *h)
+{
+    struct http_ws *ws = h->data;
+    if (--ws->handles > 0)
+        return;
+    ws->o.ops->closed(ws, ws->close_code, ws->o.ctx);
+    ws_free(ws);
+}
+
+static void ws_teardown(struct http_ws *ws)
+{
+    if (ws->closing)
+        return;
+    ws->closing = true;
+    uv_close((uv_handle_t *)&ws->tcp, on_ws_handle_closed);
+    uv_close((uv_handle_t *)&ws->timer, on_ws_handle_closed);
+}
+
+static void on_ws_written(uv_write_t *w, int status)
+{
+    struct ws_write *op = container_of(w, struct ws_write, req);
+    struct http_ws *ws = w->handle->data;
+    ws->queued -= op->len;
+    xfree(op);
+    if (status < 0) {
+        ws_teardown(ws);
+        return;
+    }
+    if (ws->want_drain && !ws->closing && ws->queued <= ws->o.write_queue / 2) {
+        ws->want_drain = false;
+        if (ws->o.ops->drain)
+            ws->o.ops->drain(ws, ws->o.ctx);
+    }
+}
+
+static int ws_write_raw(struct http_ws *ws, const void *a, size_t alen, const void *b, size_t blen)
+{
+    if (!ws->handed) {
+        int r = buf_append(&ws->pre, a, alen);
+        return r ? r : buf_append(&ws->pre, b, blen);
+    }
+    if (ws->closing)
+        return -EPIPE;
+    struct ws_write *op = xmalloc(sizeof(*op) + alen + blen);
+    op->len = alen + blen;
+    memcpy(op->data, a, alen);
+    if (blen)
+        memcpy(op->data + alen, b, blen);
+    uv_buf_t ub = uv_buf_init(op->data, (unsigned)op->len);
+    if (uv_write(&op->req, (uv_stream_t *)&ws->tcp, &ub, 1, on_ws_written) < 0) {
+        xfree(op);
+        ws_teardown(ws);
+        return -EPIPE;
+    }
+    ws->queued += op->len;
+    return 0;
+}
+
+int http_ws_send(struct http_ws *ws, uint8_t opcode, const void *data, size_t len)
+{
+    if (ws->closing || ws->close_sent)
+        return -EPIPE;
+    uint8_t h[HTTP_WS_MAX_HEADER];
+    size_t hl = http_ws_build_header(opcode, true, len, NULL, h);
+    if (ws_write_raw(ws, h, hl, data, len) < 0)
+        return -EPIPE;
+    if (ws->queued + ws->pre.len >= ws->o.write_queue) {
+        ws->want_drain = true;
+        return 1;
+    }
+    return 0;
+}
+
+static void on_ws_shutdown(uv_shutdown_t *sr, int status)
+{
+    (void)status;
+    ws_teardown(sr->handle->data);
+}
+
+static void on_ws_timer(uv_timer_t *t)
+{
+    struct http_ws *ws = t->data;
+    if (ws->close_sent) {
+        ws_teardown(ws); /* the close did not flush in time */
+        return;
+    }
+    http_ws_close(ws, 1001, "idle timeout");
+}
+
+static void ws_finish_close(struct http_ws *ws)
+{
+    if (!ws->handed || ws->closing)
+        return;
+    (void)uv_read_stop((uv_stream_t *)&ws->tcp);
+    (void)uv_timer_start(&ws->timer, on_ws_timer, WS_CLOSE_WAIT, 0);
+    if (uv_shutdown(&ws->shutdown, (uv_stream_t *)&ws->tcp, on_ws_shutdown) < 0)
+        ws_teardown(ws);
+}
+
+void http_ws_close(struct http_ws *ws, uint16_t code, const char *reason)
+{
+    if (ws->close_sent || ws->closing)
+        return;
+    uint8_t payload[125];
+    size_t rl = reason ? strlen(reason) : 0;
+    rl = rl > sizeof(payload) - 2 ? sizeof(payload) - 2 : rl;
+    payload[0] = (uint8_t)(code >> 8);
+    payload[1] = (uint8_t)code;
+    if (rl)
+        memcpy(payload + 2, reason, rl);
+    uint8_t h[HTTP_WS_MAX_HEADER];
+    size_t hl = http_ws_build_header(HTTP_WS_CLOSE, true, rl + 2, NULL, h);
+    (void)ws_write_raw(ws, h, hl, payload, rl + 2);
+    ws->close_sent = true;
+    if (!ws->close_code)
+        ws->close_code = code;
+    ws_finish_close(ws);
+}
+
+static void ws_deliver(struct http_ws *ws, uint8_t opcode, const uint8_t *p, size_t n)
+{
+    ws->o.ops->message(ws, opcode, str_make((const char *)p, n), ws->o.ctx);
+}
+
+static void ws_on_close_frame(struct http_ws *ws, const uint8_t *p, size_t n)
+{
+    ws->close_code = n >= 2 ? (p[0] << 8 | p[1]) : 1005;
+    if (!ws->close_sent)
+        http_ws_close(ws, n >= 2 ? (uint16_t)ws->close_code : 1000, NULL);
+    else
+        ws_finish_close(ws);
+}
+
+/* Handles one complete frame (payload unmasked). Returns 0 or negative to stop. */
+static int ws_frame(struct http_ws *ws, const struct http_ws_frame *f, const uint8_t *p)
+{
+    size_t n = (size_t)f->len;
+    switch (f->opcode) {
+    case HTTP_WS_PING:
+        (void)http_ws_send(ws, HTTP_WS_PONG, p, n);
+        return 0;
+    case HTTP_WS_PONG:
+        return 0;
+    case HTTP_WS_CLOSE:
+        ws_on_close_frame(ws, p, n);
+        return -ECONNRESET;
+    case HTTP_WS_CONT:
+        if (!ws->msg_opcode || buf_append(&ws->msg, p, n) < 0)
+            return ws->msg_opcode ? -E2BIG : -EPROTO;
+        if (f->fin) {
+            uint8_t op = ws->msg_opcode;
+            ws->msg_opcode = 0;
+            ws_deliver(ws, op, (const uint8_t *)ws->msg.data, ws->msg.len);
+            buf_reset(&ws->msg);
+        }
+        return 0;
+    default:
+        if (ws->msg_opcode)
+            return -EPROTO; /* a new message inside a fragmented one */
+        if (f->fin) {
+            ws_deliver(ws, f->opcode, p, n);
+            return 0;
+        }
+        ws->msg_opcode = f->opcode;
+        return buf_append(&ws->msg, p, n) < 0 ? -E2BIG : 0;
+    }
+}
+
+static void ws_process(struct http_ws *ws)
+{
+    while (!ws->closing && !ws->close_sent && !ws->paused && ws->in.len) {
+        struct http_ws_frame f;
+        int r =
+            http_ws_parse_header((const uint8_t *)ws->in.data, ws->in.len, ws->o.max_message, &f);
+        if (r == 0)
+            return;
+        if (r > 0 && !f.masked)
+            r = -EPROTO; /* clients must mask */
+        if (r < 0) {
+            http_ws_close(ws, r == -E2BIG ? 1009 : 1002, NULL);
+            return;
+        }
+        if (ws->in.len - f.header_len < f.len)
+            return;
+        uint8_t *payload = (uint8_t *)ws->in.data + f.header_len;
+        http_ws_unmask(payload, (size_t)f.len, f.mask, 0);
+        r = ws_frame(ws, &f, payload);
+        if (ws->closing)
+            return;
+        buf_consume(&ws->in, f.header_len + (size_t)f.len);
+        if (r == -E2BIG || r == -EPROTO)
+            http_ws_close(ws, r == -E2BIG ? 1009 : 1002, NULL);
+        if (r < 0)
+            return;
+    }
+}
+
+static void on_ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    (void)h;
+    (void)suggested;
+    static char chunk[64 * 1024]; /* loop thread only; consumed in on_ws_read */
+    *b = uv_buf_init(chunk, sizeof(chunk));
+}
+
+static void ws_update_read(struct http_ws *ws);
+
+static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct http_ws *ws = s->data;
+    if (n == 0 || ws->closing)
+        return;
+    if (n < 0) {
+        if (!ws->close_code)
+            ws->close_code = 1006;
+        ws_teardown(ws);
+        return;
+    }
+    if (buf_append(&ws->in, b->base, (size_t)n) < 0) {
+        http_ws_close(ws, 1009, NULL);
+        return;
+    }
+    if (ws->o.idle_timeout && !ws->close_sent)
+        (void)uv_timer_start(&ws->timer, on_ws_timer, ws->o.idle_timeout / 1000, 0);
+    ws_process(ws);
+}
+
+static void ws_update_read(struct http_ws *ws)
+{
+    bool want = ws->handed && !ws->closing && !ws->close_sent && !ws->paused;
+    if (want && !ws->reading)
+        ws->reading = uv_read_start((uv_stream_t *)&ws->tcp, on_ws_alloc, on_ws_read) == 0;
+    else if (!want && ws->reading) {
+        (void)uv_read_stop((uv_stream_t *)&ws->tcp);
+        ws->reading = false;
+    }
+}
+
+void http_ws_pause(struct http_ws *ws, bool pause)
+{
+    ws->paused = pause;
+    ws_update_read(ws);
+    if (!pause)
+        ws_process(ws);
+}
+
+static void on_upgraded(void *ctx, int status, uv_tcp_t *tcp, struct str pending)
+{
+    struct http_ws *ws = ctx;
+    (void)tcp;
+    if (status < 0) {
+        ws->o.ops->closed(ws, 1006, ws->o.ctx);
+        ws_free(ws);
+        return;
+    }
+    ws->handed = true;
+    ws->tcp.data = ws;
+    (void)uv_timer_init(ws->tcp.loop, &ws->timer);
+    ws->timer.data = ws;
+    ws->handles = 2;
+    (void)uv_tcp_nodelay(&ws->tcp, 1);
+    if (pending.len)
+        (void)buf_append(&ws->in, pending.p, pending.len);
+    if (ws->pre.len) {
+        struct buf pre = ws->pre;
+        buf_init(&ws->pre, pre.limit);
+        (void)ws_write_raw(ws, pre.data, pre.len, NULL, 0);
+        buf_done(&pre);
+    }
+    if (ws->close_sent) {
+        ws_finish_close(ws);
+        return;
+    }
+    if (ws->o.idle_timeout)
+        (void)uv_timer_start(&ws->timer, on_ws_timer, ws->o.idle_timeout / 1000, 0);
+    ws_update_read(ws);
+    ws_process(ws);
+}
+
+int http_ws_accept(struct http_req *req, const struct http_ws_opts *opts, struct http_ws **ret)
+{
+    const char *msg;
+    if (!opts->ops || !opts->ops->message || !opts->ops->closed ||
+        http_ws_check_request(req, &msg) < 0)
+        return -EINVAL;
+    char accept[HTTP_WS_ACCEPT_LEN + 1];
+    http_ws_accept_key(str_trim(http_req_header(req, "Sec-WebSocket-Key")), accept);
+    int r = http_resp_header_add(req, "Sec-WebSocket-Accept", accept);
+    if (r < 0)
+        return r;
+    struct http_ws *ws = XNEW(struct http_ws);
+    ws->o = *opts;
+    if (!ws->o.max_message)
+        ws->o.max_message = 1024 * 1024;
+    if (!ws->o.write_queue)
+        ws->o.write_queue = 4 * 1024 * 1024;
+    buf_init(&ws->in, ws->o.max_message + HTTP_WS_MAX_HEADER + 64 * 1024);
+    buf_init(&ws->msg, ws->o.max_message);
+    buf_init(&ws->pre, ws->o.write_queue * 2);
+    struct http_upgrade_opts uo = {
+        .protocol = "websocket", .tcp = &ws->tcp, .fn = on_upgraded, .ctx = ws};
+    r = http_req_upgrade(req, &uo);
+    if (r < 0) {
+        ws_free(ws);
+        return r;
+    }
+    *ret = ws;
+    return 0;
+}

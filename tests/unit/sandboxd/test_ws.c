@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* WebSocket: the handshake key (RFC 6455 example), the frame codec, and the process API
+ * over a real WebSocket (start, stdin as binary and JSON, stdin close, signal, PTY resize,
+ * exit and close frame, rejected handshakes, disconnect kills the process). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "http/ws.h"
+#include "sandboxd/util.h"
+#include "sbd_test.h"
+
+static int setup(void **state)
+{
+    *state = sbd_fixture_start(NULL, 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    sbd_fixture_stop(*state);
+    return 0;
+}
+
+static void test_accept_key_and_codec(void **state)
+{
+    (void)state;
+    char out[HTTP_WS_ACCEPT_LEN + 1];
+    http_ws_accept_key(STR_LIT("dGhlIHNhbXBsZSBub25jZQ=="), out);
+    assert_string_equal(out, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    uint64_t lens[] = {0, 5, 125, 126, 65535, 65536, 1u << 20};
+    uint8_t mask[4] = {1, 2, 3, 4};
+    for (size_t i = 0; i < ARRAY_SIZE(lens); i++) {
+        uint8_t h[HTTP_WS_MAX_HEADER];
+        size_t n = http_ws_build_header(HTTP_WS_BINARY, true, lens[i], mask, h);
+        struct http_ws_frame f;
+        assert_int_equal(http_ws_parse_header(h, n - 1, UINT64_MAX, &f), 0);
+        assert_int_equal(http_ws_parse_header(h, n, UINT64_MAX, &f), (int)n);
+        assert_int_equal(f.len, lens[i]);
+        assert_true(f.fin && f.masked);
+        assert_memory_equal(f.mask, mask, 4);
+        assert_int_equal(http_ws_parse_header(h, n, lens[i] ? lens[i] - 1 : 0, &f),
+                         lens[i] ? -E2BIG : (int)n);
+    }
+    uint8_t bad[] = {0xC1, 0x00}; /* RSV1 */
+    struct http_ws_frame f;
+    assert_int_equal(http_ws_parse_header(bad, 2, 100, &f), -EPROTO);
+    uint8_t ping_frag[] = {0x09, 0x00}; /* fragmented control frame */
+    assert_int_equal(http_ws_parse_header(ping_frag, 2, 100, &f), -EPROTO);
+    uint8_t op3[] = {0x83, 0x00};
+    assert_int_equal(http_ws_parse_header(op3, 2, 100, &f), -EPROTO);
+    uint8_t data[] = "abcdef";
+    http_ws_unmask(data, 6, mask, 0);
+    http_ws_unmask(data, 3, mask, 0);
+    http_ws_unmask(data + 3, 3, mask, 3);
+    assert_memory_equal(data, "abcdef", 6);
+}
+
+struct wsc {
+    struct test_http_conn c;
+    struct buf in;
+};
+
+static int wsc_open(struct wsc *w, uint16_t port, const char *extra)
+{
+    memset(w, 0, sizeof(*w));
+    buf_init(&w->in, 64u * 1024 * 1024);
+    assert_int_equal(test_http_connect(port, &w->c), 0);
+    char req[512];
+    snprintf(req, sizeof(req),
+             "GET /v1/processes/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n"
+             "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+             "%sSec-WebSocket-Version: 13\r\n\r\n",
+             extra ? extra : "");
+    assert_int_equal(test_http_send_str(&w->c, req), 0);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(test_http_read(&w->c, true, 5 * USEC_PER_SEC, &r), 0);
+    int st = r.status;
+    if (st == 101) {
+        char *acc = test_http_header(&r, "Sec-WebSocket-Accept");
+        assert_string_equal(acc, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+        xfree(acc);
+        /* Bytes after the 101 head are frames. */
+        buf_append(&w->in, w->c.in.data, w->c.in.len);
+        buf_reset(&w->c.in);
+    }
+    test_http_resp_done(&r);
+    return st;
+}
+
+static void wsc_send(struct wsc *w, uint8_t opcode, const void *data, size_t n)
+{
+    uint8_t mask[4] = {0x12, 0x34, 0x56, 0x78}, h[HTTP_WS_MAX_HEADER];
+    size_t hl = http_ws_build_header(opcode, true, n, mask, h);
+    uint8_t *p = xmalloc(hl + n + 1);
+    memcpy(p, h, hl);
+    memcpy(p + hl, data, n);
+    http_ws_unmask(p + hl, n, mask, 0);
+    assert_int_equal(test_http_send(&w->c, p, hl + n), 0);
+    xfree(p);
+}
+
+/* Next frame: returns the opcode (payload in *out) or -1 on EOF/timeout. */
+static int wsc_recv(struct wsc *w, struct buf *out)
+{
+    for (;;) {
+        struct http_ws_frame f;
+        int r = http_ws_parse_header((const uint8_t *)w->in.data, w->in.len, UINT64_MAX, &f);
+        if (r > 0 && w->in.len >= f.header_len + f.len) {
+            assert_false(f.masked);
+            buf_reset(out);
+            buf_append(out, w->in.data + f.header_len, (size_t)f.len);
+            buf_consume(&w->in, f.header_len + (size_t)f.len);
+            return f.opcode;
+        }
+        struct pollfd pfd = {.fd = w->c.fd, .events = POLLIN};
+        if (poll(&pfd, 1, 10000) <= 0)
+            return -1;
+        char b[65536];
+        ssize_t n = read(w->c.fd, b, sizeof(b));
+        if (n <= 0)
+            return -1;
+        buf_append(&w->in, b, (size_t)n);
+    }
+}
+
+/* Reads events until exit; collects decoded stdout. Returns the exit event. */
+static json_t *wsc_until_exit(struct wsc *w, struct buf *out, uint32_t *ret_id)
+{
+    struct buf f;
+    buf_init(&f, 64u * 1024 * 1024);
+    json_t *exit_ev = NULL;
+    int op;
+    while (!exit_ev && (op = wsc_recv(w, &f)) >= 0) {
+        if (op != HTTP_WS_TEXT)
+            continue;
+        json_t *j = json_loadb(f.data, f.len, 0, NULL);
+        const char *t = json_string_value(json_object_get(j, "type"));
+        if (strcmp(t, "start") == 0 && ret_id)
+            *ret_id = (uint32_t)json_integer_value(json_object_get(j, "id"));
+        if (strcmp(t, "stdout") == 0)
+            sbd_base64_decode(str_c(json_string_value(json_object_get(j, "data"))), out);
+        if (strcmp(t, "exit") == 0)
+            exit_ev = json_incref(j);
+        json_decref(j);
+    }
+    buf_done(&f);
+    return exit_ev;
+}
+
+static void wsc_close(struct wsc *w)
+{
+    test_http_close(&w->c);
+    buf_done(&w->in);
+}
+
+static void test_ws_stdin_roundtrip(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct wsc w;
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    const char *start = "{\"command\": [\"cat\"]}";
+    wsc_send(&w, HTTP_WS_TEXT, start, strlen(start));
+    wsc_send(&w, HTTP_WS_BINARY, "raw ", 4);
+    const char *js = "{\"type\": \"stdin\", \"data\": \"YjY0IA==\"}";
+    wsc_send(&w, HTTP_WS_TEXT, js, strlen(js));
+    const char *tx = "{\"type\": \"stdin\", \"text\": \"text\"}";
+    wsc_send(&w, HTTP_WS_TEXT, tx, strlen(tx));
+    wsc_send(&w, HTTP_WS_PING, "p", 1);
+    const char *cl = "{\"type\": \"stdin_close\"}";
+    wsc_send(&w, HTTP_WS_TEXT, cl, strlen(cl));
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    json_t *e = wsc_until_exit(&w, &out, NULL);
+    assert_non_null(e);
+    assert_string_equal(buf_str(&out), "raw b64 text");
+    assert_int_equal(json_integer_value(json_object_get(e, "exit_code")), 0);
+    json_decref(e);
+    struct buf fr;
+    buf_init(&fr, 1024);
+    int op;
+    while ((op = wsc_recv(&w, &fr)) == HTTP_WS_PONG)
+        ;
+    assert_int_equal(op, HTTP_WS_CLOSE);
+    assert_int_equal((uint8_t)fr.data[0] << 8 | (uint8_t)fr.data[1], 1000);
+    buf_done(&fr);
+    buf_done(&out);
+    wsc_close(&w);
+}
+
+static void test_ws_signal_pty(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct wsc w;
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    const char *start =
+        "{\"command\": \"read x; stty size\", \"pty\": {\"cols\": 80, \"rows\": 24}}";
+    wsc_send(&w, HTTP_WS_TEXT, start, strlen(start));
+    const char *rs = "{\"type\": \"resize\", \"cols\": 120, \"rows\": 40}";
+    wsc_send(&w, HTTP_WS_TEXT, rs, strlen(rs));
+    wsc_send(&w, HTTP_WS_BINARY, "go\n", 3);
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    json_t *e = wsc_until_exit(&w, &out, NULL);
+    assert_non_null(e);
+    assert_non_null(strstr(buf_str(&out), "40 120"));
+    json_decref(e);
+    wsc_close(&w);
+    buf_reset(&out);
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    start = "{\"command\": [\"sleep\", \"30\"]}";
+    wsc_send(&w, HTTP_WS_TEXT, start, strlen(start));
+    const char *sg = "{\"type\": \"signal\", \"signal\": \"SIGINT\"}";
+    wsc_send(&w, HTTP_WS_TEXT, sg, strlen(sg));
+    e = wsc_until_exit(&w, &out, NULL);
+    assert_non_null(e);
+    assert_int_equal(json_integer_value(json_object_get(e, "signal")), SIGINT);
+    json_decref(e);
+    wsc_close(&w);
+    buf_done(&out);
+}
+
+static void test_ws_errors_and_disconnect(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/processes/ws", NULL, NULL, &r), 400);
+    test_http_resp_done(&r);
+    struct wsc w;
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    wsc_send(&w, HTTP_WS_TEXT, "not json", 8);
+    struct buf fr;
+    buf_init(&fr, 1 << 20);
+    assert_int_equal(wsc_recv(&w, &fr), HTTP_WS_TEXT);
+    assert_non_null(strstr(buf_str(&fr), "\"error\""));
+    assert_int_equal(wsc_recv(&w, &fr), HTTP_WS_CLOSE);
+    wsc_close(&w);
+    /* Disconnecting kills the process: its pid disappears. */
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    const char *start = "{\"command\": [\"sleep\", \"30\"]}";
+    wsc_send(&w, HTTP_WS_TEXT, start, strlen(start));
+    assert_int_equal(wsc_recv(&w, &fr), HTTP_WS_TEXT);
+    json_t *j = json_loadb(fr.data, fr.len, 0, NULL);
+    pid_t pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+    json_decref(j);
+    assert_true(pid > 0);
+    wsc_close(&w);
+    int alive = 1;
+    for (int i = 0; i < 500 && alive; i++) {
+        assert_int_equal(sbd_do(f->port, "GET", "/v1/processes", NULL, NULL, &r), 200);
+        alive = strstr(buf_str(&r.body), "sleep") != NULL;
+        test_http_resp_done(&r);
+        if (alive)
+            usleep(10000);
+    }
+    assert_false(alive);
+    buf_done(&fr);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accept_key_and_codec),
+        cmocka_unit_test_setup_teardown(test_ws_stdin_roundtrip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ws_signal_pty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ws_errors_and_disconnect, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
