@@ -648,7 +648,7 @@ static int collect_process(void *ctx, struct buf *out)
     (void)ctx;
     struct rusage ru;
     struct rlimit rl;
-    double v, rss;
+    double v = 0, rss = 0;
     int r = 0;
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         v = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +

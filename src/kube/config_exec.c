@@ -261,7 +261,7 @@ int kube__exec_run(const struct kube_config *cfg, const struct kube_exec_cfg *x,
                    struct kube_exec_result *ret, struct kube_err *reterr)
 {
     struct buf out, err;
-    struct child ch;
+    struct child ch = {.pid = -1, .out = -1, .err = -1};
     buf_init(&out, LIMIT_KUBE_EXEC_OUTPUT);
     buf_init(&err, LIMIT_KUBE_EXEC_STDERR);
     char *info = exec_info(cfg, x);

@@ -86,7 +86,7 @@ static struct kube_config *load(const struct kube_config_opts *o)
 static void test_merge_first_wins(void **state)
 {
     (void)state;
-    char env[4096], a[2048];
+    char env[8192], a[2048];
     (void)snprintf(a, sizeof(a), "%s", data("kc-a.yaml"));
     (void)snprintf(env, sizeof(env), "%s:/nonexistent/kubeconfig:%s", a, data("kc-b.yaml"));
     setenv("KUBECONFIG", env, 1);
