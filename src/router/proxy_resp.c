@@ -158,13 +158,11 @@ static bool write_client(struct px *x, struct str data)
 static void body_step(struct px *x)
 {
     struct http_parse_err e;
-    while (!x->finished && !x->blocked && (x->in.len || x->head->body == HTTP_BODY_CHUNKED)) {
+    while (!x->finished && !x->blocked && x->in.len) {
         if (x->head->body == HTTP_BODY_CHUNKED) {
             size_t used = 0;
-            struct str data;
-            int r = x->in.len
-                        ? http_chunked_feed(&x->chunked, x->in.data, x->in.len, &used, &data, &e)
-                        : 0;
+            struct str data = STR_NULL;
+            int r = http_chunked_feed(&x->chunked, x->in.data, x->in.len, &used, &data, &e);
             if (r < 0) {
                 proxy__px_fail(x, 502, "", "other");
                 return;

@@ -214,7 +214,8 @@ void upconn_release(struct up_conn *u)
     for (struct up_conn *c = head; c; c = c->next)
         n++;
     if (u->closing || p->shutting_down || n >= p->o.pool_per_host ||
-        p->pooled >= LIMIT_ROUTER_POOL_TOTAL || upconn_read(u, true) < 0) {
+        p->pooled >= LIMIT_ROUTER_POOL_TOTAL || upconn_read(u, false) < 0 ||
+        upconn_read(u, true) < 0) {
         upconn_close(u);
         return;
     }

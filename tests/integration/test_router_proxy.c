@@ -1,0 +1,615 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sandbox-router against the local kube-apiserver: Sandboxes whose status.podIPs point
+ * at a test upstream on 127.0.0.1 (allowed by the unsafe test flag), the router running
+ * in-process. Covers both routing forms, bodies both ways, chunked, keep-alive reuse,
+ * 101 tunnelling, readiness and not-found answers, auth (401/403/200), a slow client and
+ * graceful shutdown with a stream in flight. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "http/server.h"
+#include "kube/client.h"
+#include "kube/obj.h"
+#include "kube/res.h"
+#include "router/router.h"
+#include "support/apiserver.h"
+#include "support/http_client.h"
+
+#define WAIT   (30 * USEC_PER_SEC)
+#define T_READ (10 * USEC_PER_SEC)
+#define BIG    (3u * 1024 * 1024)
+
+static struct kube_client *c;
+static char ns[96];
+static struct http_router *up_routes;
+static struct http_server_thread *up;
+static struct router *rt, *rt_auth;
+
+/* ---- The test upstream (runs on its own loop thread) ------------------------------- */
+
+static int h_echo(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    char body[2048];
+    struct str m = http_req_method(req), t = http_req_target(req);
+    struct str a = http_req_header(req, "Authorization"), x = http_req_header(req, "X-Sandbox-ID");
+    struct str f = http_req_header(req, "X-Forwarded-For");
+    int n = snprintf(body, sizeof(body), "%.*s %.*s auth=%s xsid=%s xff=%.*s", (int)m.len, m.p,
+                     (int)t.len, t.p, a.p ? "yes" : "no", x.p ? "yes" : "no", (int)f.len, f.p);
+    return http_respond(req, 200, "text/plain", body, (size_t)n);
+}
+
+struct upload {
+    uint64_t n;
+};
+
+static int on_upload_body(struct http_req *req, struct str data, bool last, void *ctx)
+{
+    struct upload *u = ctx;
+    u->n += data.len;
+    if (!last)
+        return 0;
+    char body[64];
+    int n = snprintf(body, sizeof(body), "got %llu", (unsigned long long)u->n);
+    xfree(u);
+    http_req_set_body_cb(req, NULL, NULL);
+    return http_respond(req, 200, "text/plain", body, (size_t)n);
+}
+
+static int h_upload(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    http_req_set_body_cb(req, on_upload_body, XNEW(struct upload));
+    return 0;
+}
+
+struct streamer {
+    struct http_req *req;
+    uv_timer_t timer;
+    size_t sent, total;
+    unsigned delay_ms;
+};
+
+static void on_streamer_closed(uv_handle_t *h)
+{
+    struct streamer *s = h->data;
+    http_req_unref(s->req);
+    xfree(s);
+}
+
+static void stream_more(struct streamer *s);
+
+static void on_stream_timer(uv_timer_t *t)
+{
+    stream_more(t->data);
+}
+
+static void on_stream_drain(struct http_req *req, void *ctx)
+{
+    (void)req;
+    stream_more(ctx);
+}
+
+static void stream_more(struct streamer *s)
+{
+    static char chunk[16384];
+    memset(chunk, 'z', sizeof(chunk));
+    while (s->sent < s->total) {
+        size_t n = s->total - s->sent < sizeof(chunk) ? s->total - s->sent : sizeof(chunk);
+        int r = http_resp_write(s->req, chunk, n);
+        if (r < 0 && r != -EAGAIN)
+            break;
+        if (r == -EAGAIN)
+            return;
+        s->sent += n;
+        if (r == 1)
+            return;
+        if (s->delay_ms) {
+            (void)uv_timer_start(&s->timer, on_stream_timer, s->delay_ms, 0);
+            return;
+        }
+    }
+    (void)http_resp_end(s->req);
+    uv_close((uv_handle_t *)&s->timer, on_streamer_closed);
+}
+
+/* /stream?slow: 4 chunks 150 ms apart; /stream: BIG bytes as fast as allowed. */
+static int h_stream(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    struct streamer *s = XNEW(struct streamer);
+    s->req = http_req_ref(req);
+    bool slow = str_eq_c(http_req_query(req), "slow");
+    s->total = slow ? 4 * 16384 : BIG;
+    s->delay_ms = slow ? 150 : 0;
+    (void)uv_timer_init(http_req_loop(req), &s->timer);
+    s->timer.data = s;
+    http_req_set_drain_cb(req, on_stream_drain, s);
+    (void)http_resp_start(req, 200, "application/octet-stream");
+    stream_more(s);
+    return 0;
+}
+
+struct echo {
+    uv_tcp_t tcp;
+    char buf[4096];
+};
+
+static void on_echo_closed(uv_handle_t *h)
+{
+    xfree(h->data);
+}
+
+static void on_echo_written(uv_write_t *wr, int status)
+{
+    (void)status;
+    xfree(wr);
+}
+
+static void echo_write(struct echo *e, const char *p, size_t n)
+{
+    if (n == 0)
+        return;
+    uv_write_t *wr = xmalloc(sizeof(*wr) + n);
+    memcpy(wr + 1, p, n);
+    uv_buf_t b = uv_buf_init((char *)(wr + 1), (unsigned)n);
+    if (uv_write(wr, (uv_stream_t *)&e->tcp, &b, 1, on_echo_written) < 0)
+        xfree(wr);
+}
+
+static void on_echo_alloc(uv_handle_t *h, size_t s, uv_buf_t *b)
+{
+    struct echo *e = h->data;
+    (void)s;
+    *b = uv_buf_init(e->buf, sizeof(e->buf));
+}
+
+static void on_echo_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    struct echo *e = st->data;
+    if (n < 0) {
+        uv_close((uv_handle_t *)&e->tcp, on_echo_closed);
+        return;
+    }
+    echo_write(e, b->base, (size_t)n);
+}
+
+static void on_upgraded(void *ctx, int status, uv_tcp_t *tcp, struct str pending)
+{
+    struct echo *e = ctx;
+    if (status < 0) {
+        xfree(e);
+        return;
+    }
+    tcp->data = e;
+    echo_write(e, "hello-from-upstream:", 20);
+    echo_write(e, pending.p, pending.len);
+    (void)uv_read_start((uv_stream_t *)tcp, on_echo_alloc, on_echo_read);
+}
+
+static int h_ws(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    struct echo *e = XNEW(struct echo);
+    (void)http_resp_header_add(req, "Sec-WebSocket-Accept", "test-accept");
+    struct http_upgrade_opts o = {
+        .protocol = "websocket", .tcp = &e->tcp, .fn = on_upgraded, .ctx = e};
+    int r = http_req_upgrade(req, &o);
+    if (r < 0)
+        xfree(e);
+    return r;
+}
+
+static void start_upstream(void)
+{
+    up_routes = http_router_new();
+    assert_int_equal(
+        http_router_add(up_routes, "POST", "/upload", HTTP_ROUTE_STREAM_BODY, h_upload, NULL), 0);
+    assert_int_equal(http_router_add(up_routes, "GET", "/stream", 0, h_stream, NULL), 0);
+    assert_int_equal(http_router_add(up_routes, "GET", "/ws", 0, h_ws, NULL), 0);
+    assert_int_equal(http_router_add(up_routes, NULL, "/", HTTP_ROUTE_PREFIX, h_echo, NULL), 0);
+    struct http_server_opts o = {.router = up_routes};
+    assert_int_equal(http_server_start_thread(&o, &up), 0);
+}
+
+/* ---- Sandboxes ------------------------------------------------------------------------ */
+
+static void make_sandbox(const char *name, bool ready, const char *ip)
+{
+    struct kube_err e;
+    json_t *obj =
+        json_pack("{s:s,s:s,s:{s:s},s:{s:{s:{s:[{s:s,s:s}]}}}}", "apiVersion",
+                  "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "metadata", "name", name, "spec",
+                  "podTemplate", "spec", "containers", "name", "main", "image", "example");
+    json_t *created = NULL;
+    IT_OK(kube_create(c, &KUBE_RES_SANDBOXES, ns, obj, &created, &e), &e);
+    json_decref(obj);
+    json_t *status = json_pack("{s:[s],s:[{s:s,s:s,s:s,s:s,s:s}]}", "podIPs", ip, "conditions",
+                               "type", "Ready", "status", ready ? "True" : "False", "reason",
+                               ready ? "DependenciesReady" : "PodNotReady", "message", "test",
+                               "lastTransitionTime", "2026-01-01T00:00:00Z");
+    (void)json_object_set_new(created, "status", status);
+    IT_OK(kube_update_status(c, &KUBE_RES_SANDBOXES, ns, created, NULL, &e), &e);
+    json_decref(created);
+}
+
+static struct router *start_router(bool auth)
+{
+    struct router_opts o = {.client = c,
+                            .host = "127.0.0.1",
+                            .probe_host = "127.0.0.1",
+                            .auth = auth,
+                            .ns = ns,
+                            .allow_loopback = true,
+                            .header_timeout = 300 * USEC_PER_MSEC,
+                            .shutdown_grace = 5 * USEC_PER_SEC,
+                            .access_log = false};
+    struct router *r;
+    assert_int_equal(router_start(&o, &r), 0);
+    assert_int_equal(router_wait_ready(r, WAIT), 0);
+    return r;
+}
+
+struct seen {
+    struct router *r;
+    const char *name;
+};
+
+/* The informer saw the sandbox with its status (a request answers 200). */
+static bool routable(void *ctx)
+{
+    struct seen *s = ctx;
+    char raw[256];
+    struct test_http_resp resp;
+    test_http_resp_init(&resp);
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/%s/%u/ HTTP/1.1\r\nHost: x\r\n\r\n", ns, s->name,
+                   http_server_thread_port(up));
+    bool ok = test_http_request(router_port(s->r), raw, T_READ, &resp) == 0 && resp.status == 200;
+    test_http_resp_done(&resp);
+    return ok;
+}
+
+static int group_setup(void **state)
+{
+    char crd[1024];
+    struct kube_err e;
+    (void)state;
+    log_set_level(LOG_WARN);
+    if (it_client_new(NULL, &c, &e) < 0)
+        return -1;
+    if (it_data_path("../../api/crds/agents.x-k8s.io_sandboxes.yaml", crd, sizeof(crd)) < 0 ||
+        it_crd_apply(c, crd, WAIT, &e) < 0) {
+        fprintf(stderr, "CRD apply failed: %s\n", e.message);
+        return -1;
+    }
+    if (it_ns_create(c, "rtr", ns, sizeof(ns), &e) < 0)
+        return -1;
+    start_upstream();
+    make_sandbox("box", true, "127.0.0.1");
+    make_sandbox("sleepy", false, "127.0.0.1");
+    make_sandbox("meta", true, "169.254.169.254");
+    rt = start_router(false);
+    struct seen s = {rt, "box"};
+    if (it_wait(routable, &s, WAIT) < 0) {
+        fprintf(stderr, "the sandbox never became routable\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    router_stop(rt);
+    router_stop(rt_auth);
+    http_server_stop_thread(up, USEC_PER_SEC);
+    http_router_free(up_routes);
+    (void)it_ns_delete(c, ns, WAIT);
+    kube_client_free(c);
+    return 0;
+}
+
+/* ---- Tests ---------------------------------------------------------------------------- */
+
+static int get(struct router *r, const char *raw, struct test_http_resp *resp)
+{
+    test_http_resp_init(resp);
+    return test_http_request(router_port(r), raw, T_READ, resp);
+}
+
+static void test_header_form(void **state)
+{
+    (void)state;
+    char raw[512];
+    struct test_http_resp resp;
+    (void)snprintf(raw, sizeof(raw),
+                   "GET /a/b%%2F..//c?x=1&y=%%20 HTTP/1.1\r\nHost: h\r\nX-Sandbox-ID: box\r\n"
+                   "X-Sandbox-Namespace: %s\r\nX-Sandbox-Port: %u\r\nAuthorization: Bearer s\r\n"
+                   "X-Forwarded-For: 6.6.6.6\r\n\r\n",
+                   ns, http_server_thread_port(up));
+    assert_int_equal(get(rt, raw, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(buf_str(&resp.body),
+                        "GET /a/b%2F..//c?x=1&y=%20 auth=no xsid=no xff=127.0.0.1");
+    test_http_resp_done(&resp);
+}
+
+static void test_path_form(void **state)
+{
+    (void)state;
+    char raw[512];
+    struct test_http_resp resp;
+    (void)snprintf(raw, sizeof(raw), "DELETE /s/%s/box/%u/v1/x?q=%%2F HTTP/1.1\r\nHost: h\r\n\r\n",
+                   ns, http_server_thread_port(up));
+    assert_int_equal(get(rt, raw, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(buf_str(&resp.body), "DELETE /v1/x?q=%2F auth=no xsid=no xff=127.0.0.1");
+    test_http_resp_done(&resp);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    char raw[512];
+    struct test_http_resp resp;
+    assert_int_equal(get(rt, "GET /x HTTP/1.1\r\nHost: h\r\n\r\n", &resp), 0);
+    assert_int_equal(resp.status, 400);
+    assert_string_equal(buf_str(&resp.body), "{\"detail\": \"X-Sandbox-ID header is required.\"}");
+    test_http_resp_done(&resp);
+    assert_int_equal(get(rt, "GET /x HTTP/1.1\r\nHost: h\r\nX-Sandbox-ID: a.b\r\n\r\n", &resp), 0);
+    assert_int_equal(resp.status, 400);
+    assert_string_equal(buf_str(&resp.body), "{\"detail\": \"Invalid sandbox ID format.\"}");
+    test_http_resp_done(&resp);
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/nobody/80/ HTTP/1.1\r\nHost: h\r\n\r\n", ns);
+    assert_int_equal(get(rt, raw, &resp), 0);
+    assert_int_equal(resp.status, 404);
+    test_http_resp_done(&resp);
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/sleepy/80/ HTTP/1.1\r\nHost: h\r\n\r\n", ns);
+    assert_int_equal(get(rt, raw, &resp), 0);
+    assert_int_equal(resp.status, 503);
+    assert_non_null(strstr(buf_str(&resp.body), "PodNotReady"));
+    test_http_resp_done(&resp);
+    /* A metadata pod IP is never dialled, even with the loopback flag. */
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/meta/80/ HTTP/1.1\r\nHost: h\r\n\r\n", ns);
+    assert_int_equal(get(rt, raw, &resp), 0);
+    assert_int_equal(resp.status, 502);
+    test_http_resp_done(&resp);
+    /* X-Sandbox-Pod-IP must be one of the sandbox's pod IPs. */
+    (void)snprintf(raw, sizeof(raw),
+                   "GET / HTTP/1.1\r\nHost: h\r\nX-Sandbox-ID: box\r\nX-Sandbox-Namespace: %s\r\n"
+                   "X-Sandbox-Pod-IP: 10.9.9.9\r\n\r\n",
+                   ns);
+    assert_int_equal(get(rt, raw, &resp), 0);
+    assert_int_equal(resp.status, 400);
+    assert_string_equal(buf_str(&resp.body), "{\"detail\": \"Invalid target IP address.\"}");
+    test_http_resp_done(&resp);
+}
+
+static void test_upload_and_stream(void **state)
+{
+    (void)state;
+    struct test_http_conn conn;
+    struct test_http_resp resp;
+    char head[512];
+    assert_int_equal(test_http_connect(router_port(rt), &conn), 0);
+    (void)snprintf(head, sizeof(head),
+                   "POST /s/%s/box/%u/upload HTTP/1.1\r\nHost: h\r\nContent-Length: %u\r\n\r\n", ns,
+                   http_server_thread_port(up), BIG);
+    assert_int_equal(test_http_send_str(&conn, head), 0);
+    char *blob = xmalloc(BIG);
+    memset(blob, 'a', BIG);
+    assert_int_equal(test_http_send(&conn, blob, BIG), 0);
+    test_http_resp_init(&resp);
+    assert_int_equal(test_http_read(&conn, false, T_READ, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    char want[64];
+    (void)snprintf(want, sizeof(want), "got %u", BIG);
+    assert_string_equal(buf_str(&resp.body), want);
+    /* Chunked upload on the same (kept-alive) connection. */
+    (void)snprintf(head, sizeof(head),
+                   "POST /s/%s/box/%u/upload HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked"
+                   "\r\n\r\n5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n",
+                   ns, http_server_thread_port(up));
+    assert_int_equal(test_http_send_str(&conn, head), 0);
+    assert_int_equal(test_http_read(&conn, false, T_READ, &resp), 0);
+    assert_string_equal(buf_str(&resp.body), "got 8");
+    /* A big chunked download through the router. */
+    (void)snprintf(head, sizeof(head), "GET /s/%s/box/%u/stream HTTP/1.1\r\nHost: h\r\n\r\n", ns,
+                   http_server_thread_port(up));
+    assert_int_equal(test_http_send_str(&conn, head), 0);
+    assert_int_equal(test_http_read(&conn, false, T_READ, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_true(resp.chunked);
+    assert_int_equal(resp.body.len, BIG);
+    test_http_resp_done(&resp);
+    test_http_close(&conn);
+    xfree(blob);
+}
+
+static void test_keepalive_reuse(void **state)
+{
+    (void)state;
+    char raw[256];
+    struct test_http_resp resp;
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/box/%u/k HTTP/1.1\r\nHost: h\r\n\r\n", ns,
+                   http_server_thread_port(up));
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(get(rt, raw, &resp), 0);
+        assert_int_equal(resp.status, 200);
+        test_http_resp_done(&resp);
+    }
+    /* Five client connections, one pooled upstream connection. */
+    assert_int_equal(http_server_connections(http_server_thread_server(up)), 1);
+}
+
+static void read_n(struct test_http_conn *conn, char *out, size_t n)
+{
+    size_t got = conn->in.len < n ? conn->in.len : n;
+    if (got)
+        memcpy(out, conn->in.data, got);
+    buf_consume(&conn->in, got);
+    struct timeval tv = {.tv_sec = 5};
+    (void)setsockopt(conn->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    while (got < n) {
+        ssize_t r = recv(conn->fd, out + got, n - got, 0);
+        assert_true(r > 0);
+        got += (size_t)r;
+    }
+}
+
+static void test_websocket_tunnel(void **state)
+{
+    (void)state;
+    struct test_http_conn conn;
+    struct test_http_resp resp;
+    char head[512], got[64];
+    assert_int_equal(test_http_connect(router_port(rt), &conn), 0);
+    (void)snprintf(head, sizeof(head),
+                   "GET /s/%s/box/%u/ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n"
+                   "Upgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\nearly",
+                   ns, http_server_thread_port(up));
+    assert_int_equal(test_http_send_str(&conn, head), 0);
+    test_http_resp_init(&resp);
+    assert_int_equal(test_http_read(&conn, false, T_READ, &resp), 0);
+    assert_int_equal(resp.status, 101);
+    char *v = test_http_header(&resp, "Sec-WebSocket-Accept");
+    assert_string_equal(v, "test-accept");
+    xfree(v);
+    read_n(&conn, got, 25);
+    assert_memory_equal(got, "hello-from-upstream:early", 25);
+    assert_int_equal(test_http_send_str(&conn, "\x81\x05 ping"), 0);
+    read_n(&conn, got, 7);
+    assert_memory_equal(got, "\x81\x05 ping", 7);
+    test_http_resp_done(&resp);
+    test_http_close(&conn);
+}
+
+static void test_slow_client_cut_off(void **state)
+{
+    (void)state;
+    struct test_http_conn conn;
+    assert_int_equal(test_http_connect(router_port(rt), &conn), 0);
+    assert_int_equal(test_http_send_str(&conn, "GET / HTTP/1.1\r\nHost: h\r\nX-Sl"), 0);
+    /* The header timeout (300 ms here) ends the connection. */
+    assert_int_equal(test_http_wait_closed(&conn, 5 * USEC_PER_SEC), 0);
+    test_http_close(&conn);
+}
+
+static void test_auth(void **state)
+{
+    (void)state;
+    struct kube_err e;
+    rt_auth = start_router(true);
+    /* alice may get sandboxes in ns; bob has no role. */
+    json_t *role = json_pack("{s:s,s:s,s:{s:s},s:[{s:[s],s:[s],s:[s]}]}", "apiVersion",
+                             "rbac.authorization.k8s.io/v1", "kind", "Role", "metadata", "name",
+                             "sandbox-get", "rules", "apiGroups", "agents.x-k8s.io", "resources",
+                             "sandboxes", "verbs", "get");
+    struct kube_req rq;
+    kube_req_init(&rq, "POST", NULL);
+    char path[256];
+    (void)snprintf(path, sizeof(path), "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles",
+                   ns);
+    rq.raw_path = path;
+    rq.body = role;
+    IT_OK(kube_request(c, &rq, NULL, &e), &e);
+    json_decref(role);
+    json_t *rb = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s},s:[{s:s,s:s,s:s}]}", "apiVersion",
+                           "rbac.authorization.k8s.io/v1", "kind", "RoleBinding", "metadata",
+                           "name", "alice-get", "roleRef", "apiGroup", "rbac.authorization.k8s.io",
+                           "kind", "Role", "name", "sandbox-get", "subjects", "apiGroup",
+                           "rbac.authorization.k8s.io", "kind", "User", "name", "alice");
+    (void)snprintf(path, sizeof(path),
+                   "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings", ns);
+    rq.raw_path = path;
+    rq.body = rb;
+    IT_OK(kube_request(c, &rq, NULL, &e), &e);
+    json_decref(rb);
+
+    char raw[1024], alice[512], bob[512];
+    struct test_http_resp resp;
+    assert_int_equal(it_user_token("alice", alice, sizeof(alice)), 0);
+    assert_int_equal(it_user_token("bob", bob, sizeof(bob)), 0);
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\n\r\n", ns,
+                   http_server_thread_port(up));
+    assert_int_equal(get(rt_auth, raw, &resp), 0);
+    assert_int_equal(resp.status, 401);
+    test_http_resp_done(&resp);
+    (void)snprintf(raw, sizeof(raw),
+                   "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer nope\r\n\r\n",
+                   ns, http_server_thread_port(up));
+    assert_int_equal(get(rt_auth, raw, &resp), 0);
+    assert_int_equal(resp.status, 401);
+    test_http_resp_done(&resp);
+    (void)snprintf(raw, sizeof(raw),
+                   "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer %s\r\n\r\n", ns,
+                   http_server_thread_port(up), bob);
+    assert_int_equal(get(rt_auth, raw, &resp), 0);
+    assert_int_equal(resp.status, 403);
+    test_http_resp_done(&resp);
+    (void)snprintf(raw, sizeof(raw),
+                   "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer %s\r\n\r\n", ns,
+                   http_server_thread_port(up), alice);
+    assert_int_equal(get(rt_auth, raw, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    /* The token is never passed on to the sandbox. */
+    assert_non_null(strstr(buf_str(&resp.body), "auth=no"));
+    test_http_resp_done(&resp);
+}
+
+static void test_graceful_shutdown(void **state)
+{
+    (void)state;
+    struct test_http_conn conn;
+    struct test_http_resp resp;
+    char head[256];
+    assert_int_equal(test_http_connect(router_port(rt), &conn), 0);
+    (void)snprintf(head, sizeof(head), "GET /s/%s/box/%u/stream?slow HTTP/1.1\r\nHost: h\r\n\r\n",
+                   ns, http_server_thread_port(up));
+    assert_int_equal(test_http_send_str(&conn, head), 0);
+    char first[1];
+    read_n(&conn, first, 1); /* the response started: the stream is in flight */
+    router_request_stop(rt);
+    test_http_resp_init(&resp);
+    /* The rest of the stream still arrives; then the connection closes. */
+    struct buf rest;
+    buf_init(&rest, 1 << 20);
+    char b[8192];
+    ssize_t n;
+    while ((n = recv(conn.fd, b, sizeof(b), 0)) > 0)
+        assert_int_equal(buf_append(&rest, b, (size_t)n), 0);
+    assert_non_null(strstr(buf_str(&rest), "\r\n0\r\n\r\n"));
+    buf_done(&rest);
+    test_http_resp_done(&resp);
+    test_http_close(&conn);
+    router_join(rt);
+    rt = NULL;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_header_form),
+        cmocka_unit_test(test_path_form),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_upload_and_stream),
+        cmocka_unit_test(test_keepalive_reuse),
+        cmocka_unit_test(test_websocket_tunnel),
+        cmocka_unit_test(test_slow_client_cut_off),
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_graceful_shutdown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
