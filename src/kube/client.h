@@ -25,7 +25,7 @@ struct kube_client_opts {
     int burst;              /* bucket size; 0 = max(1, qps) */
     const char *user_agent; /* NULL = "agent-sandbox/<version>" */
     usec_t timeout;         /* per non-watch request; 0 = LIMIT_KUBE_REQUEST */
-    int max_retries;        /* retries of 429/5xx/transport errors; -1 = LIMIT_KUBE_RETRIES, 0 = none */
+    int max_retries; /* retries of 429/5xx/transport errors; -1 = LIMIT_KUBE_RETRIES, 0 = none */
 };
 
 /** Creates a client. Takes cfg (freed by kube_client_free, also on failure). */
@@ -40,10 +40,10 @@ const struct kube_config *kube_client_config(const struct kube_client *c);
 
 /** Counters for tests and metrics (monotonic since creation). */
 struct kube_client_stats {
-    unsigned long requests;   /* HTTP requests sent, retries included */
-    unsigned long retries;    /* of which retries */
+    unsigned long requests;     /* HTTP requests sent, retries included */
+    unsigned long retries;      /* of which retries */
     unsigned long throttled_us; /* total time spent waiting in the QPS limiter */
-    unsigned long connections; /* new TCP connections opened (curl's num_connects) */
+    unsigned long connections;  /* new TCP connections opened (curl's num_connects) */
 };
 void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret);
 
@@ -56,15 +56,15 @@ enum kube_patch_type {
 
 /** A request, described by value. Unset (NULL/0) fields are not sent. */
 struct kube_req {
-    const char *method;           /* "GET", "POST", "PUT", "PATCH", "DELETE" */
+    const char *method; /* "GET", "POST", "PUT", "PATCH", "DELETE" */
     const struct kube_res *res;
-    const char *ns;               /* NULL: cluster scope or all namespaces */
+    const char *ns; /* NULL: cluster scope or all namespaces */
     const char *name;
-    const char *subresource;      /* "status", "scale", ... */
-    const char *raw_path;         /* instead of res/ns/name/subresource: an absolute API
-                                     path such as "/version" or a pod proxy path
-                                     "/api/v1/namespaces/N/pods/P:8080/proxy/x" (sent
-                                     as given: the caller escapes it) */
+    const char *subresource; /* "status", "scale", ... */
+    const char *raw_path;    /* instead of res/ns/name/subresource: an absolute API
+                                path such as "/version" or a pod proxy path
+                                "/api/v1/namespaces/N/pods/P:8080/proxy/x" (sent
+                                as given: the caller escapes it) */
     /* query */
     const char *label_selector;
     const char *field_selector;
@@ -74,16 +74,16 @@ struct kube_req {
     const char *resource_version_match; /* "NotOlderThan", "Exact" */
     bool watch;
     bool allow_watch_bookmarks;
-    long timeout_seconds;         /* server-side timeoutSeconds (watch) */
-    bool dry_run;                 /* dryRun=All */
+    long timeout_seconds; /* server-side timeoutSeconds (watch) */
+    bool dry_run;         /* dryRun=All */
     const char *field_manager;
-    bool force;                   /* server-side apply force=true */
+    bool force;                     /* server-side apply force=true */
     const char *propagation_policy; /* DELETE body: Foreground, Background, Orphan */
     const char *precondition_uid;   /* DELETE body preconditions */
     const char *precondition_rv;
-    long grace_period_seconds;    /* DELETE body; -1 = unset (use 0 to mean immediate) */
+    long grace_period_seconds; /* DELETE body; -1 = unset (use 0 to mean immediate) */
     /* body */
-    const json_t *body;           /* borrowed; serialised compactly */
+    const json_t *body; /* borrowed; serialised compactly */
     enum kube_patch_type patch_type;
 };
 
@@ -109,18 +109,18 @@ int kube_update(struct kube_client *c, const struct kube_res *res, const char *n
 /** PUT on the /status subresource. */
 int kube_update_status(struct kube_client *c, const struct kube_res *res, const char *ns,
                        const json_t *obj, json_t **ret_obj, struct kube_err *reterr);
-int kube_patch(struct kube_client *c, const struct kube_res *res, const char *ns,
-               const char *name, enum kube_patch_type type, const json_t *patch,
-               json_t **ret_obj, struct kube_err *reterr);
-/** Server-side apply of obj with field_manager (required); force overrides conflicts. */
-int kube_apply(struct kube_client *c, const struct kube_res *res, const char *ns,
-               const json_t *obj, const char *field_manager, bool force, json_t **ret_obj,
+int kube_patch(struct kube_client *c, const struct kube_res *res, const char *ns, const char *name,
+               enum kube_patch_type type, const json_t *patch, json_t **ret_obj,
                struct kube_err *reterr);
-int kube_delete(struct kube_client *c, const struct kube_res *res, const char *ns,
-                const char *name, struct kube_err *reterr);
+/** Server-side apply of obj with field_manager (required); force overrides conflicts. */
+int kube_apply(struct kube_client *c, const struct kube_res *res, const char *ns, const json_t *obj,
+               const char *field_manager, bool force, json_t **ret_obj, struct kube_err *reterr);
+int kube_delete(struct kube_client *c, const struct kube_res *res, const char *ns, const char *name,
+                struct kube_err *reterr);
 
 /** Lists every page (limit + continue) of res matching r's selectors into one List-shaped
- * object {"items":[...],"metadata":{"resourceVersion":...}} (new reference). r->method,
+ * object {"items":[...],"metadata":{"resourceVersion":...}} (new reference; ret_list is
+ * required). r->method,
  * r->limit and r->continue_token are managed by the call; r may be NULL for a plain
  * list of res in ns. A 410 on a continue token restarts the list from scratch once. */
 int kube_list_all(struct kube_client *c, const struct kube_res *res, const char *ns,

@@ -13,13 +13,13 @@
 struct kube_config;
 
 struct kube_config_opts {
-    const char *kubeconfig; /* path; NULL: $KUBECONFIG (':'-separated), ~/.kube/config,
-                               else in-cluster */
-    const char *context;    /* NULL: current-context */
+    const char *kubeconfig;         /* path; NULL: $KUBECONFIG (':'-separated), ~/.kube/config,
+                                       else in-cluster */
+    const char *context;            /* NULL: current-context */
     const char *namespace_override; /* NULL: the context's namespace or "default" */
-    bool in_cluster;        /* force in-cluster config */
+    bool in_cluster;                /* force in-cluster config */
     /* in-cluster paths (tests override them) */
-    const char *sa_dir;     /* NULL: /var/run/secrets/kubernetes.io/serviceaccount */
+    const char *sa_dir; /* NULL: /var/run/secrets/kubernetes.io/serviceaccount */
 };
 
 /** Loads configuration. Returns 0 and *ret (new, free with kube_config_free) or a

@@ -7,9 +7,9 @@
 #include <stddef.h>
 
 struct kube_err {
-    int code;          /* negative errno of the failure (-ENOENT, -EEXIST, -ECONNREFUSED...) */
-    long http_status;  /* HTTP status, 0 when no response arrived */
-    char reason[64];   /* Status.reason: NotFound, Conflict, AlreadyExists, Expired, ... */
+    int code;           /* negative errno of the failure (-ENOENT, -EEXIST, -ECONNREFUSED...) */
+    long http_status;   /* HTTP status, 0 when no response arrived */
+    char reason[64];    /* Status.reason: NotFound, Conflict, AlreadyExists, Expired, ... */
     char message[1024]; /* Status.message, or a transport error text; cut to fit */
     long retry_after_s; /* Retry-After header or Status.details.retryAfterSeconds, else 0 */
 };
@@ -28,12 +28,12 @@ void kube_err_set(struct kube_err *e, int code, const char *fmt, ...)
 int kube_err_code_for_status(long http_status, const char *reason);
 
 bool kube_err_is_not_found(const struct kube_err *e);
-bool kube_err_is_conflict(const struct kube_err *e);       /* 409 reason Conflict */
-bool kube_err_is_already_exists(const struct kube_err *e); /* 409 reason AlreadyExists */
-bool kube_err_is_gone(const struct kube_err *e);           /* 410, or reason Expired */
+bool kube_err_is_conflict(const struct kube_err *e);          /* 409 reason Conflict */
+bool kube_err_is_already_exists(const struct kube_err *e);    /* 409 reason AlreadyExists */
+bool kube_err_is_gone(const struct kube_err *e);              /* 410, or reason Expired */
 bool kube_err_is_too_many_requests(const struct kube_err *e); /* 429 */
-bool kube_err_is_invalid(const struct kube_err *e);        /* 422 */
-bool kube_err_is_forbidden(const struct kube_err *e);      /* 403 */
-bool kube_err_is_unauthorized(const struct kube_err *e);   /* 401 */
+bool kube_err_is_invalid(const struct kube_err *e);           /* 422 */
+bool kube_err_is_forbidden(const struct kube_err *e);         /* 403 */
+bool kube_err_is_unauthorized(const struct kube_err *e);      /* 401 */
 /** True for errors worth retrying as-is: 429, 5xx, transport failures. */
 bool kube_err_is_retryable(const struct kube_err *e);

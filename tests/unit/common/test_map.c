@@ -136,8 +136,7 @@ static void test_iteration(void **state)
     const char *k;
     void *v;
     size_t count = 0;
-    map_foreach(m, it, k, v)
-    {
+    map_foreach (m, it, k, v) {
         uintptr_t i = (uintptr_t)v;
         assert_true(i < N);
         (void)snprintf(key, sizeof(key), "%lu", (unsigned long)i);

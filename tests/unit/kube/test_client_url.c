@@ -160,10 +160,8 @@ static void test_tls_server_name(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_list_query),
-        cmocka_unit_test(test_write_query),
-        cmocka_unit_test(test_invalid),
-        cmocka_unit_test(test_tls_server_name),
+        cmocka_unit_test(test_list_query), cmocka_unit_test(test_write_query),
+        cmocka_unit_test(test_invalid),    cmocka_unit_test(test_tls_server_name),
         cmocka_unit_test(test_raw_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
