@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Component tests of the real sandboxd binary on 127.0.0.1 (standard library only):
+flags, token file auth, slow-client header timeout, upload and body limits, SIGTERM
+killing every process group, legacy defaults from SANDBOX_BASE_DIR, metadata hygiene, and
+an upstream-SDK-style session (write/read/list/exists/execute) against the legacy port.
+
+  SANDBOXD_BIN=build/sandboxd/sandboxd python3 -m unittest tests/sandboxd/test_component.py
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.parse
+
+BIN = os.environ.get("SANDBOXD_BIN", "build/sandboxd/sandboxd")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    def __init__(self, *args, env=None):
+        self.dir = tempfile.mkdtemp(prefix="sbd-comp-")
+        self.root = os.path.join(self.dir, "root")
+        self.port, self.lport = free_port(), free_port()
+        e = dict(os.environ)
+        e.update(env or {})
+        e.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1")
+        self.p = subprocess.Popen(
+            [BIN, "--host", "127.0.0.1", "--port", str(self.port), "--legacy-port",
+             str(self.lport), "--root", self.root, "--log-level", "warn", *args], env=e)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                socket.create_connection(("127.0.0.1", self.lport), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("sandboxd did not start")
+
+    def req(self, method, path, body=None, headers=None, port=None, timeout=10):
+        c = http.client.HTTPConnection("127.0.0.1", port or self.port, timeout=timeout)
+        c.request(method, path, body, headers or {})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, data, r
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        rc = self.p.wait(timeout=20)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return rc
+
+
+class ComponentTest(unittest.TestCase):
+    def test_token_file_and_metadata(self):
+        tf = tempfile.NamedTemporaryFile("w", delete=False)
+        tf.write("tok-123\n")
+        tf.close()
+        d = Daemon("--token-file", tf.name,
+                   env={"SANDBOX_REGION": "eu", "SANDBOX_AUTH_HEADER": "x", "SANDBOX_CERT": "y"})
+        try:
+            st, body, _ = d.req("GET", "/v1/metadata")
+            self.assertEqual(st, 401)
+            self.assertEqual(json.loads(body)["code"], "UNAUTHENTICATED")
+            st, body, _ = d.req("GET", "/v1/metadata", headers={"Authorization": "Bearer tok-123"})
+            self.assertEqual(st, 200)
+            self.assertEqual(json.loads(body), {"env": {"SANDBOX_REGION": "eu"}})
+            st, _, _ = d.req("GET", "/v1/health")
+            self.assertEqual(st, 200)
+            st, _, _ = d.req("GET", "/", port=d.lport)
+            self.assertEqual(st, 200)
+            st, _, _ = d.req("POST", "/execute", '{"command":"true"}', port=d.lport)
+            self.assertEqual(st, 401)
+        finally:
+            self.assertEqual(d.stop(), 0)
+            os.unlink(tf.name)
+
+    def test_slow_client_and_limits(self):
+        d = Daemon("--header-timeout", "1", "--max-upload", "1000", "--max-body", "2000")
+        try:
+            s = socket.create_connection(("127.0.0.1", d.port))
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")  # never finished
+            s.settimeout(5)
+            t0 = time.monotonic()
+            data = s.recv(4096)
+            self.assertIn(b" 408 ", data.split(b"\r\n")[0])
+            self.assertLess(time.monotonic() - t0, 4)
+            s.close()
+            st, body, _ = d.req("PUT", "/v1/files/big", b"x" * 5000)
+            self.assertEqual(st, 413)
+            st, _, _ = d.req("PUT", "/v1/files/ok", b"x" * 1000)
+            self.assertEqual(st, 204)
+            st, _, _ = d.req("POST", "/v1/processes/run", json.dumps(
+                {"command": ["cat"], "stdin": "y" * 5000}))
+            self.assertEqual(st, 413)
+            st, body, _ = d.req("GET", "/v1/files/")
+            self.assertNotIn(b"sandboxd-tmp", body)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+    def test_sigterm_kills_process_groups(self):
+        d = Daemon()
+        pidfile = os.path.join(d.dir, "pids")
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+        c.request("POST", "/v1/processes", json.dumps(
+            {"command": f"sleep 100 & echo $! > {pidfile}; trap '' TERM; sleep 100"}))
+        r = c.getresponse()
+        first = json.loads(r.readline())
+        self.assertEqual(first["type"], "start")
+        leader = first["pid"]
+        for _ in range(200):
+            if os.path.exists(pidfile) and os.path.getsize(pidfile):
+                break
+            time.sleep(0.01)
+        with open(pidfile) as f:
+            bg = int(f.read())
+        t0 = time.monotonic()
+        self.assertEqual(d.stop(), 0)
+        self.assertLess(time.monotonic() - t0, 8)
+        c.close()
+        for pid in (leader, bg):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    self.assertIn(") Z ", f.read())  # at most a zombie awaiting its reaper
+            except FileNotFoundError:
+                pass
+
+    def test_legacy_sdk_session(self):
+        base = tempfile.mkdtemp(prefix="sbd-legacy-")
+        d = Daemon(env={"SANDBOX_BASE_DIR": base})
+        try:
+            boundary = "----sdk"
+            body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+                    f"filename=\"notes/hello.txt\"\r\nContent-Type: text/plain\r\n\r\n"
+                    f"hi there\r\n--{boundary}--\r\n").encode()
+            st, out, _ = d.req("POST", "/upload", body, {
+                "Content-Type": f"multipart/form-data; boundary={boundary}"}, port=d.lport)
+            self.assertEqual((st, out), (200, b'{"message":"File \'notes/hello.txt\' uploaded '
+                                              b'successfully."}'))
+            self.assertTrue(os.path.exists(os.path.join(base, "notes", "hello.txt")))
+            q = urllib.parse.quote("notes/hello.txt", safe="")
+            st, out, _ = d.req("GET", f"/download/{q}", port=d.lport)
+            self.assertEqual((st, out), (200, b"hi there"))
+            st, out, _ = d.req("GET", f"/exists/{q}", port=d.lport)
+            self.assertEqual(out, b'{"path":"notes/hello.txt","exists":true}')
+            st, out, _ = d.req("GET", "/list/notes", port=d.lport)
+            entries = json.loads(out)
+            self.assertEqual([e["name"] for e in entries], ["hello.txt"])
+            self.assertIsInstance(entries[0]["mod_time"], float)
+            st, out, _ = d.req("POST", "/execute", json.dumps({"command": "pwd"}), port=d.lport)
+            self.assertEqual(json.loads(out), {"stdout": os.path.realpath(base) + "\n",
+                                               "stderr": "", "exit_code": 0})
+        finally:
+            self.assertEqual(d.stop(), 0)
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
