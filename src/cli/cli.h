@@ -2,47 +2,123 @@
 /* kubectl-sandbox: shared state of one invocation and the command table. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "common/clock.h"
 #include "kube/client.h"
 
-/* Exit codes (documented in --help and docs/cli.md). */
+/* Exit codes (documented in --help and docs/cli.md). exec passes the remote command's
+ * exit code through instead (see cmd_exec.c). */
 enum cli_exit {
     CLI_OK = 0,
     CLI_ERR = 1,       /* the request failed (API error, object not found, ...) */
     CLI_USAGE = 2,     /* bad command line */
     CLI_NO_CONFIG = 3, /* no usable kubeconfig / cluster unreachable */
+    CLI_TIMEOUT = 4,   /* --wait / claim: the condition did not come within --timeout */
+    CLI_SBD = 5,       /* exec/cp/logs: sandboxd (or the path to it) failed */
 };
 
-/** Options every command understands (kubectl's names). */
+/** Options every command understands (kubectl's names). All strings borrowed from argv
+ * or the environment. */
 struct cli_globals {
     const char *kubeconfig;
     const char *context;
-    const char *ns;       /* -n/--namespace; NULL: the context's namespace */
-    bool all_namespaces;  /* -A */
-    const char *output;   /* -o: "", "wide", "json", "yaml", "name" */
-    const char *selector; /* -l */
+    const char *ns;             /* -n/--namespace; NULL: the context's namespace */
+    bool all_namespaces;        /* -A */
+    const char *output;         /* -o: "", "wide", "json", "yaml", "name" */
+    const char *selector;       /* -l */
+    const char *router_url;     /* --router-url / $AGENT_SANDBOX_ROUTER_URL */
+    const char *sandboxd_url;   /* --sandboxd-url / $AGENT_SANDBOX_SANDBOXD_URL: direct mode */
+    const char *sandboxd_token; /* $AGENT_SANDBOX_SANDBOXD_TOKEN: bearer for direct mode */
+    unsigned sandboxd_port;     /* --sandboxd-port: sandboxd's port in the pod (8080) */
+    bool help;                  /* -h/--help seen */
     FILE *out;
     FILE *err;
 };
 
-/** One subcommand: argv[0] is the subcommand name. */
+/** One subcommand. run gets argv[0] = the command name, then its own options and
+ * arguments (global options already removed). */
 struct cli_cmd {
     const char *name;
     const char *summary;
     int (*run)(struct cli_globals *g, int argc, char **argv);
     void (*help)(FILE *out);
+    const char *flags; /* space-separated long flags, for shell completion */
 };
+
+/** The command table (main.c), terminated by an entry with name NULL. */
+extern const struct cli_cmd cli_commands[];
+
+/** Splits argv (argv[0] = program) into the globals g and the rest: *ret_rest gets a new
+ * array (free with xfree; the strings are borrowed from argv) whose first entry is the
+ * command name, followed by everything that is not a global option, in order. Tokens
+ * after "--" are never interpreted. Returns the number of rest entries (0 when there is
+ * no command), or -EINVAL after printing the problem to g->err. */
+int cli_split_globals(struct cli_globals *g, int argc, char **argv, char ***ret_rest);
+/** Reads $AGENT_SANDBOX_ROUTER_URL and friends for options not given. */
+void cli_globals_env(struct cli_globals *g);
 
 /** Creates a client from the globals; on failure prints why and returns CLI_NO_CONFIG. */
 int cli_client(const struct cli_globals *g, struct kube_client **ret);
+/** Loads the kubeconfig again (for the sandboxd connection). Returns CLI_OK or prints
+ * why and returns CLI_NO_CONFIG. */
+int cli_config(const struct cli_globals *g, struct kube_config **ret);
 /** Prints "error: <what>: <API message>" for a failed request and returns CLI_ERR. */
 int cli_fail(const struct cli_globals *g, const char *what, int r, const struct kube_err *e);
 /** Namespace to use: -n, else the client's default. Borrowed. */
 const char *cli_namespace(const struct cli_globals *g, const struct kube_client *c);
+/** Parses a duration ("90", "90s", "5m", "1h", "250ms") into *ret. Returns 0 or -EINVAL. */
+int cli_parse_duration(const char *s, usec_t *ret);
+/** Checks g->output against the formats a command supports (a NULL-terminated list). */
+int cli_check_output(const struct cli_globals *g, const char *const *allowed);
+/** Prints one object for -o json|yaml|name (kind singular for name), dropping
+ * managedFields. */
+void cli_print_object(const struct cli_globals *g, const char *singular, const char *group,
+                      json_t *obj);
+
+/* Waiting (wait.c). A predicate on the latest state of the watched object: returns 1 when
+ * done, 0 to keep waiting, or a negative errno for a terminal failure (with a message in
+ * why). obj is NULL when the object was deleted. */
+typedef int cli_wait_fn(void *ctx, const json_t *obj, char *why, size_t why_size);
+
+/** Waits with a watch (field selector metadata.name) until fn says done, up to timeout.
+ * *ret_obj (optional) gets a new reference to the last object seen. Returns 0,
+ * -ETIMEDOUT, the predicate's error (why filled) or an API error (e filled). */
+int cli_wait(struct kube_client *c, const struct kube_res *res, const char *ns, const char *name,
+             usec_t timeout, cli_wait_fn *fn, void *ctx, json_t **ret_obj, char *why,
+             size_t why_size, struct kube_err *e);
 
 int cli_cmd_version(struct cli_globals *g, int argc, char **argv);
 void cli_help_version(FILE *out);
 int cli_cmd_get(struct cli_globals *g, int argc, char **argv);
 void cli_help_get(FILE *out);
+int cli_cmd_list(struct cli_globals *g, int argc, char **argv);
+void cli_help_list(FILE *out);
+int cli_cmd_pools(struct cli_globals *g, int argc, char **argv);
+void cli_help_pools(FILE *out);
+int cli_cmd_create(struct cli_globals *g, int argc, char **argv);
+void cli_help_create(FILE *out);
+int cli_cmd_claim(struct cli_globals *g, int argc, char **argv);
+void cli_help_claim(FILE *out);
+int cli_cmd_suspend(struct cli_globals *g, int argc, char **argv);
+void cli_help_suspend(FILE *out);
+int cli_cmd_resume(struct cli_globals *g, int argc, char **argv);
+void cli_help_resume(FILE *out);
+int cli_cmd_delete(struct cli_globals *g, int argc, char **argv);
+void cli_help_delete(FILE *out);
+int cli_cmd_describe(struct cli_globals *g, int argc, char **argv);
+void cli_help_describe(FILE *out);
+int cli_cmd_exec(struct cli_globals *g, int argc, char **argv);
+void cli_help_exec(FILE *out);
+int cli_cmd_cp(struct cli_globals *g, int argc, char **argv);
+void cli_help_cp(FILE *out);
+int cli_cmd_logs(struct cli_globals *g, int argc, char **argv);
+void cli_help_logs(FILE *out);
+int cli_cmd_install(struct cli_globals *g, int argc, char **argv);
+void cli_help_install(FILE *out);
+int cli_cmd_uninstall(struct cli_globals *g, int argc, char **argv);
+void cli_help_uninstall(FILE *out);
+int cli_cmd_completion(struct cli_globals *g, int argc, char **argv);
+void cli_help_completion(FILE *out);

@@ -59,6 +59,30 @@ static const char *c_pod(const json_t *o, char *b, unsigned n)
     return kube_obj_annotation(o, "agents.x-k8s.io/pod-name");
 }
 
+/* The pod a sandbox runs in: the pod-name annotation, else the sandbox's own name; none
+ * while suspended. */
+static const char *c_list_pod(const json_t *o, char *b, unsigned n)
+{
+    const char *mode = kube_obj_path_str(o, "spec.operatingMode");
+    if (mode && strcmp(mode, "Suspended") == 0)
+        return NULL;
+    const char *p = c_pod(o, b, n);
+    return p ? p : kube_obj_name(o);
+}
+
+static const char *c_pool_template(const json_t *o, char *b, unsigned n)
+{
+    (void)b, (void)n;
+    return kube_obj_path_str(o, "spec.sandboxTemplateRef.name");
+}
+
+static const char *c_mode(const json_t *o, char *b, unsigned n)
+{
+    (void)b, (void)n;
+    const char *m = kube_obj_path_str(o, "spec.operatingMode");
+    return m ? m : "Running";
+}
+
 static const char *c_node(const json_t *o, char *b, unsigned n)
 {
     (void)b, (void)n;
@@ -114,6 +138,20 @@ static const struct column pool_cols[] = {
     {NULL, NULL, false},
 };
 
+static const struct column list_cols[] = {
+    {"NAME", c_name, false},    {"READY", c_ready, false}, {"REASON", c_reason, false},
+    {"POD", c_list_pod, false}, {"NODE", c_node, false},   {"MODE", c_mode, true},
+    {"IP", c_ip, true},         {"AGE", c_age, false},     {NULL, NULL, false},
+};
+static const struct column pools_cols[] = {
+    {"NAME", c_name, false},
+    {"TEMPLATE", c_pool_template, false},
+    {"DESIRED", c_pool_desired, false},
+    {"READY", c_pool_ready, false},
+    {"AGE", c_age, false},
+    {NULL, NULL, false},
+};
+
 static const struct kind kinds[] = {
     {{"sandboxes", "sandbox", "sbx", "sandboxes.agents.x-k8s.io", NULL},
      &KUBE_RES_SANDBOXES,
@@ -128,6 +166,12 @@ static const struct kind kinds[] = {
      &KUBE_RES_SANDBOXWARMPOOLS,
      pool_cols},
 };
+/* The same kinds with the columns of `list` and `pools`. */
+static const struct kind list_kind = {
+    {"sandboxes", "sandbox", NULL, NULL, NULL}, &KUBE_RES_SANDBOXES, list_cols};
+static const struct kind pools_kind = {{"sandboxwarmpools", "sandboxwarmpool", NULL, NULL, NULL},
+                                       &KUBE_RES_SANDBOXWARMPOOLS,
+                                       pools_cols};
 
 static const struct kind *find_kind(const char *name)
 {
@@ -246,32 +290,63 @@ static int get_list(struct cli_globals *g, struct kube_client *c, const struct k
     return r;
 }
 
+static int run_kind(struct cli_globals *g, const struct kind *k, int argc, char **argv)
+{
+    static const char *const fmts[] = {"", "wide", "json", "yaml", "name", NULL};
+    int r = cli_check_output(g, fmts);
+    if (r != CLI_OK)
+        return r;
+    for (int i = 0; i < argc; i++)
+        if (argv[i][0] == '-') {
+            fprintf(g->err, "error: unknown option %s\n", argv[i]);
+            return CLI_USAGE;
+        }
+    struct kube_client *c = NULL;
+    r = cli_client(g, &c);
+    if (r != CLI_OK)
+        return r;
+    r = argc > 0 ? get_named(g, c, k, argc, argv) : get_list(g, c, k);
+    kube_client_free(c);
+    return r;
+}
+
 int cli_cmd_get(struct cli_globals *g, int argc, char **argv)
 {
-    if (argc < 1) {
+    if (argc < 2) {
         cli_help_get(g->err);
         return CLI_USAGE;
     }
-    const struct kind *k = find_kind(argv[0]);
+    const struct kind *k = find_kind(argv[1]);
     if (!k) {
         fprintf(g->err, "error: unknown kind \"%s\"; try sandboxes, templates, claims, pools\n",
-                argv[0]);
+                argv[1]);
         return CLI_USAGE;
     }
-    static const char *const fmts[] = {"", "wide", "json", "yaml", "name"};
-    bool ok = false;
-    for (size_t i = 0; i < ARRAY_SIZE(fmts); i++)
-        ok = ok || strcmp(g->output, fmts[i]) == 0;
-    if (!ok) {
-        fprintf(g->err, "error: unknown output format \"%s\" (wide, json, yaml, name)\n",
-                g->output);
-        return CLI_USAGE;
-    }
-    struct kube_client *c = NULL;
-    int r = cli_client(g, &c);
-    if (r != CLI_OK)
-        return r;
-    r = argc > 1 ? get_named(g, c, k, argc - 1, argv + 1) : get_list(g, c, k);
-    kube_client_free(c);
-    return r;
+    return run_kind(g, k, argc - 2, argv + 2);
+}
+
+void cli_help_list(FILE *out)
+{
+    fprintf(out, "Usage: kubectl-sandbox list [NAME...] [-n NS | -A] [-l SELECTOR]\n"
+                 "                             [-o wide|json|yaml|name]\n\n"
+                 "Lists sandboxes with READY, REASON, POD, NODE and AGE (wide adds the\n"
+                 "operating mode and the pod IP).\n");
+}
+
+int cli_cmd_list(struct cli_globals *g, int argc, char **argv)
+{
+    return run_kind(g, &list_kind, argc - 1, argv + 1);
+}
+
+void cli_help_pools(FILE *out)
+{
+    fprintf(out, "Usage: kubectl-sandbox pools [NAME...] [-n NS | -A] [-l SELECTOR]\n"
+                 "                              [-o json|yaml|name]\n\n"
+                 "Lists warm pools with their template and the desired and ready number of\n"
+                 "pool sandboxes.\n");
+}
+
+int cli_cmd_pools(struct cli_globals *g, int argc, char **argv)
+{
+    return run_kind(g, &pools_kind, argc - 1, argv + 1);
 }

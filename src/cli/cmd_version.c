@@ -16,7 +16,7 @@ void cli_help_version(FILE *out)
 int cli_cmd_version(struct cli_globals *g, int argc, char **argv)
 {
     bool client_only = false;
-    for (int i = 0; i < argc; i++) {
+    for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--client") != 0) {
             fprintf(g->err, "error: unexpected argument %s\n", argv[i]);
             return CLI_USAGE;

@@ -1,22 +1,36 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Helpers shared by the kubectl-sandbox commands: client set-up and error reporting. */
+/* Helpers shared by the kubectl-sandbox commands: client set-up, error reporting,
+ * durations and single-object output. */
+#include <errno.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/output.h"
+#include "common/str.h"
+#include "kube/obj.h"
 
-int cli_client(const struct cli_globals *g, struct kube_client **ret)
+int cli_config(const struct cli_globals *g, struct kube_config **ret)
 {
     struct kube_config_opts o = {
         .kubeconfig = g->kubeconfig, .context = g->context, .namespace_override = g->ns};
-    struct kube_config *cfg = NULL;
     struct kube_err e;
     kube_err_clear(&e);
-    int r = kube_config_load(&o, &cfg, &e);
-    if (r < 0) {
-        fprintf(g->err, "error: no usable cluster configuration: %s\n",
+    if (kube_config_load(&o, ret, &e) < 0) {
+        fprintf(g->err,
+                "error: no usable cluster configuration: %s\n"
+                "hint: pass --kubeconfig PATH or --context NAME, or set KUBECONFIG\n",
                 e.message[0] ? e.message : "unknown error");
         return CLI_NO_CONFIG;
     }
+    return CLI_OK;
+}
+
+int cli_client(const struct cli_globals *g, struct kube_client **ret)
+{
+    struct kube_config *cfg = NULL;
+    int r = cli_config(g, &cfg);
+    if (r != CLI_OK)
+        return r;
     r = kube_client_new(cfg, &(struct kube_client_opts){.user_agent = "kubectl-sandbox"}, ret);
     if (r < 0) {
         fprintf(g->err, "error: cannot create the API client\n");
@@ -31,12 +45,63 @@ int cli_fail(const struct cli_globals *g, const char *what, int r, const struct 
     const char *msg = e && e->message[0] ? e->message : strerror_r(-r, eb, sizeof(eb));
     if (e && e->http_status == 404 && !e->reason[0])
         msg = "the server does not know this resource type; are the Agent Sandbox CRDs "
-              "installed? (kubectl apply -f api/crds/)";
+              "installed? (kubectl-sandbox install)";
     fprintf(g->err, "error: %s: %s\n", what, msg);
+    if (e && e->http_status == 0 && r != -ENOENT)
+        fprintf(g->err, "hint: is the cluster reachable? check --kubeconfig / --context\n");
     return CLI_ERR;
 }
 
 const char *cli_namespace(const struct cli_globals *g, const struct kube_client *c)
 {
     return g->ns ? g->ns : kube_client_namespace(c);
+}
+
+int cli_parse_duration(const char *s, usec_t *ret)
+{
+    struct str v = str_c(s);
+    usec_t unit = USEC_PER_SEC;
+    static const struct {
+        const char *suffix;
+        usec_t unit;
+    } units[] = {{"ms", USEC_PER_MSEC},
+                 {"s", USEC_PER_SEC},
+                 {"m", 60 * USEC_PER_SEC},
+                 {"h", 3600 * USEC_PER_SEC}};
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (str_has_suffix(v, str_c(units[i].suffix))) {
+            v.len -= strlen(units[i].suffix);
+            unit = units[i].unit;
+            break;
+        }
+    uint64_t n;
+    if (str_to_u64(v, &n) < 0 || n > UINT64_MAX / unit / 2)
+        return -EINVAL;
+    *ret = n * unit;
+    return 0;
+}
+
+int cli_check_output(const struct cli_globals *g, const char *const *allowed)
+{
+    for (const char *const *a = allowed; *a; a++)
+        if (strcmp(g->output, *a) == 0)
+            return CLI_OK;
+    fprintf(g->err, "error: unknown output format \"%s\" for this command (", g->output);
+    for (const char *const *a = allowed; *a; a++)
+        if (**a)
+            fprintf(g->err, "%s%s", a == allowed || !a[-1][0] ? "" : ", ", *a);
+    fprintf(g->err, ")\n");
+    return CLI_USAGE;
+}
+
+void cli_print_object(const struct cli_globals *g, const char *singular, const char *group,
+                      json_t *obj)
+{
+    (void)json_object_del(json_object_get(obj, "metadata"), "managedFields");
+    if (strcmp(g->output, "json") == 0)
+        out_json(g->out, obj);
+    else if (strcmp(g->output, "yaml") == 0)
+        out_yaml(g->out, obj);
+    else
+        fprintf(g->out, "%s.%s/%s\n", singular, group, kube_obj_name(obj));
 }
