@@ -131,18 +131,58 @@ static int step_headers(struct sbd_multipart *m)
     return 1;
 }
 
+/* What follows a delimiter candidate: 1 a real delimiter ("--", or optional spaces and
+ * CRLF), 0 more bytes needed, -1 plain data that only looks like one. */
+static int delim_follows(const char *p, size_t n)
+{
+    if (n >= 2 && p[0] == '-' && p[1] == '-')
+        return 1;
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t'))
+        i++;
+    if (i + 2 > n)
+        return n < 2 || (n >= 1 && p[0] == '-') || i == n || p[i] == '\r' ? 0 : -1;
+    return p[i] == '\r' && p[i + 1] == '\n' ? 1 : -1;
+}
+
+/* Finds the next real delimiter in in. Returns its offset, or -1 with *ret_safe the
+ * number of leading bytes that can be emitted as data now. */
+static long find_delim(const struct sbd_multipart *m, struct str in, size_t *ret_safe)
+{
+    size_t from = 0;
+    for (;;) {
+        const char *d = memmem(in.p + from, in.len - from, m->delim, m->delim_len);
+        if (!d) {
+            size_t keep = m->delim_len - 1;
+            *ret_safe = in.len > keep ? in.len - keep : 0;
+            if (*ret_safe < from)
+                *ret_safe = from;
+            return -1;
+        }
+        size_t at = (size_t)(d - in.p), after = at + m->delim_len;
+        int k = delim_follows(in.p + after, in.len - after);
+        if (k > 0)
+            return (long)at;
+        if (k == 0) {
+            *ret_safe = at;
+            return -1;
+        }
+        from = at + 1;
+    }
+}
+
 static int step_data(struct sbd_multipart *m, bool preamble)
 {
     struct str in = str_make(m->in.data, m->in.len);
-    const char *d = memmem(in.p, in.len, m->delim, m->delim_len);
-    size_t emit =
-        d ? (size_t)(d - in.p) : (in.len >= m->delim_len ? in.len - (m->delim_len - 1) : 0);
+    size_t safe = 0;
+    long d = find_delim(m, in, &safe);
+    size_t emit = d >= 0 ? (size_t)d : safe;
     if (!preamble && m->accepted && emit) {
         int r = m->data(m->ctx, str_make(in.p, emit));
         if (r < 0)
             return r;
     }
-    if (!d) {
+    if (d < 0) {
         buf_consume(&m->in, emit);
         return 0;
     }
