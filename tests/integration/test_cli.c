@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kubectl-sandbox end to end against the real API server: version, get (table, wide,
- * json, yaml, name), errors and exit codes. */
+ * json, yaml, name), list, pools, create, claim, suspend/resume/delete with --wait,
+ * describe, errors and exit codes. The test plays the controller where a command waits
+ * for status (there is none in this cluster). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sys/wait.h>
 
@@ -22,6 +26,32 @@ static char ns[64];
 
 /* Runs kubectl-sandbox with args (a shell-quoted string) against the test API server;
  * stdout and stderr go into out; returns the exit code. */
+static FILE *start_cli(const char *args)
+{
+    const char *bin = getenv("AS_BIN_DIR");
+    assert_non_null(bin);
+    char cmd[4096];
+    int n = snprintf(cmd, sizeof(cmd), "'%s/kubectl-sandbox' --kubeconfig '%s' %s 2>&1", bin,
+                     it_kubeconfig(), args);
+    assert_true(n > 0 && (size_t)n < sizeof(cmd));
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    return p;
+}
+
+/* Reads the output of a command started with start_cli and returns its exit code. */
+static int finish_cli(FILE *p, struct buf *out)
+{
+    char chunk[4096];
+    size_t got;
+    buf_reset(out);
+    while ((got = fread(chunk, 1, sizeof(chunk), p)) > 0)
+        assert_int_equal(buf_append(out, chunk, got), 0);
+    int st = pclose(p);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
 static int run_cli(const char *args, struct buf *out)
 {
     const char *bin = getenv("AS_BIN_DIR");
@@ -73,6 +103,13 @@ static int setup(void **state)
     assert_non_null(src);
     (void)snprintf(path, sizeof(path), "%s/api/crds/agents.x-k8s.io_sandboxes.yaml", src);
     IT_OK(it_crd_apply(client, path, 60 * USEC_PER_SEC, &e), &e);
+    static const char *const more[] = {"extensions.agents.x-k8s.io_sandboxclaims.yaml",
+                                       "extensions.agents.x-k8s.io_sandboxtemplates.yaml",
+                                       "extensions.agents.x-k8s.io_sandboxwarmpools.yaml"};
+    for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+        (void)snprintf(path, sizeof(path), "%s/api/crds/%s", src, more[i]);
+        IT_OK(it_crd_apply(client, path, 60 * USEC_PER_SEC, &e), &e);
+    }
     IT_OK(it_ns_create(client, "cli", ns, sizeof(ns), &e), &e);
     create_sandbox("alpha", "True");
     create_sandbox("beta", NULL);
@@ -173,13 +210,326 @@ static void test_errors(void **state)
     assert_non_null(strstr(line, "/nonexistent/kc"));
 }
 
+/* Sets status (taken) on object ns/name of res through the status subresource. */
+static void set_status(const struct kube_res *res, const char *name, json_t *status)
+{
+    struct kube_err e;
+    json_t *o = NULL;
+    IT_OK(kube_get(client, res, ns, name, &o, &e), &e);
+    (void)json_object_set_new(o, "status", status);
+    IT_OK(kube_update_status(client, res, ns, o, NULL, &e), &e);
+    json_decref(o);
+}
+
+static json_t *cond(const char *type, const char *status, const char *reason)
+{
+    return json_pack("{s:s,s:s,s:s,s:s,s:s}", "type", type, "status", status, "reason", reason,
+                     "message", "set by the test", "lastTransitionTime", "2026-01-01T00:00:00Z");
+}
+
+static void create_template_and_pool(void)
+{
+    struct kube_err e;
+    json_t *t = json_pack("{s:s,s:s,s:{s:s},s:{s:{s:{s:[{s:s,s:s}]}},s:b}}", "apiVersion",
+                          "extensions.agents.x-k8s.io/v1beta1", "kind", "SandboxTemplate",
+                          "metadata", "name", "tmpl", "spec", "podTemplate", "spec", "containers",
+                          "name", "main", "image", "busybox", "service", 1);
+    IT_OK(kube_create(client, &KUBE_RES_SANDBOXTEMPLATES, ns, t, NULL, &e), &e);
+    json_decref(t);
+    json_t *p =
+        json_pack("{s:s,s:s,s:{s:s},s:{s:i,s:{s:s}}}", "apiVersion",
+                  "extensions.agents.x-k8s.io/v1beta1", "kind", "SandboxWarmPool", "metadata",
+                  "name", "py", "spec", "replicas", 3, "sandboxTemplateRef", "name", "tmpl");
+    IT_OK(kube_create(client, &KUBE_RES_SANDBOXWARMPOOLS, ns, p, NULL, &e), &e);
+    json_decref(p);
+    set_status(&KUBE_RES_SANDBOXWARMPOOLS, "py",
+               json_pack("{s:i,s:i}", "replicas", 3, "readyReplicas", 2));
+}
+
+static void test_list_and_pools(void **state)
+{
+    (void)state;
+    struct buf out;
+    char args[256];
+    buf_init(&out, 1 << 20);
+    (void)snprintf(args, sizeof(args), "list -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    char h[6][16];
+    assert_int_equal(
+        sscanf(buf_str(&out), "%15s %15s %15s %15s %15s %15s", h[0], h[1], h[2], h[3], h[4], h[5]),
+        6);
+    assert_string_equal(h[0], "NAME");
+    assert_string_equal(h[3], "POD");
+    assert_string_equal(h[4], "NODE");
+    assert_string_equal(h[5], "AGE");
+    /* alpha: Ready, no pod-name annotation (the pod is named after it), on node-1 */
+    char row[6][64];
+    const char *alpha = strstr(buf_str(&out), "\nalpha");
+    assert_non_null(alpha);
+    assert_int_equal(sscanf(alpha + 1, "%63s %63s %63s %63s %63s %63s", row[0], row[1], row[2],
+                            row[3], row[4], row[5]),
+                     6);
+    assert_string_equal(row[1], "True");
+    assert_string_equal(row[2], "DependenciesReady");
+    assert_string_equal(row[3], "alpha");
+    assert_string_equal(row[4], "node-1");
+    create_template_and_pool();
+    (void)snprintf(args, sizeof(args), "pools -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    const char *py = strstr(buf_str(&out), "\npy");
+    assert_non_null(py);
+    assert_int_equal(sscanf(py + 1, "%63s %63s %63s %63s", row[0], row[1], row[2], row[3]), 4);
+    assert_string_equal(row[1], "tmpl");
+    assert_string_equal(row[2], "3"); /* desired */
+    assert_string_equal(row[3], "2"); /* ready */
+    buf_done(&out);
+}
+
+static void test_create(void **state)
+{
+    (void)state;
+    struct buf out;
+    char args[512];
+    struct kube_err e;
+    buf_init(&out, 1 << 20);
+    (void)snprintf(args, sizeof(args), "create fromtmpl --template tmpl -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    assert_string_equal(buf_str(&out), "sandbox.agents.x-k8s.io/fromtmpl created\n");
+    json_t *sb = NULL;
+    IT_OK(kube_get(client, &KUBE_RES_SANDBOXES, ns, "fromtmpl", &sb, &e), &e);
+    const json_t *ctr = json_array_get(kube_obj_path(sb, "spec.podTemplate.spec.containers"), 0);
+    assert_string_equal(json_string_value(json_object_get(ctr, "image")), "busybox");
+    assert_true(
+        json_is_false(kube_obj_path(sb, "spec.podTemplate.spec.automountServiceAccountToken")));
+    assert_true(json_is_true(kube_obj_path(sb, "spec.service")));
+    json_decref(sb);
+    (void)snprintf(args, sizeof(args), "create x --template nope -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 1);
+    assert_non_null(strstr(buf_str(&out), "sandbox template \"nope\" not found"));
+    /* a file with two documents */
+    char path[] = "/tmp/cli-create-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "apiVersion: agents.x-k8s.io/v1beta1\nkind: Sandbox\nmetadata:\n  name: fromfile\n"
+               "spec:\n  podTemplate:\n    spec:\n      containers:\n      - name: m\n"
+               "        image: busybox\n---\n# a comment\n---\n"
+               "apiVersion: v1\nkind: List\nitems:\n"
+               "- apiVersion: extensions.agents.x-k8s.io/v1beta1\n  kind: SandboxClaim\n"
+               "  metadata: {name: fileclaim}\n  spec: {warmPoolRef: {name: py}}\n");
+    fclose(f);
+    (void)snprintf(args, sizeof(args), "create -f %s -n %s", path, ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    assert_non_null(strstr(buf_str(&out), "sandboxes.agents.x-k8s.io/fromfile created"));
+    assert_non_null(strstr(buf_str(&out), "sandboxclaims.extensions.agents.x-k8s.io/fileclaim"));
+    IT_OK(kube_get(client, &KUBE_RES_SANDBOXCLAIMS, ns, "fileclaim", NULL, &e), &e);
+    /* the same again: AlreadyExists is exit 1 and names the object */
+    assert_int_equal(run_cli(args, &out), 1);
+    assert_non_null(strstr(buf_str(&out), "Sandbox \"fromfile\""));
+    unlink(path);
+    (void)snprintf(args, sizeof(args), "create onlyname -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 2);
+    buf_done(&out);
+}
+
+/* Finds the claim kubectl-sandbox created (by name or, when name is NULL, by label). */
+struct find_claim {
+    const char *name;
+    char found[128];
+};
+
+static bool claim_exists(void *ctx)
+{
+    struct find_claim *fc = ctx;
+    struct kube_req q;
+    json_t *list = NULL;
+    kube_req_init(&q, "GET", &KUBE_RES_SANDBOXCLAIMS);
+    q.label_selector = "agents.x-k8s.io/created-by=kubectl-sandbox";
+    if (kube_list_all(client, &KUBE_RES_SANDBOXCLAIMS, ns, &q, &list, NULL) < 0)
+        return false;
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(list, "items"), i, o)
+    {
+        const char *n = kube_obj_name(o);
+        if ((fc->name && strcmp(n, fc->name) == 0) ||
+            (!fc->name && strncmp(n, "sandbox-claim-", 14) == 0)) {
+            (void)snprintf(fc->found, sizeof(fc->found), "%s", n);
+            json_decref(list);
+            return true;
+        }
+    }
+    json_decref(list);
+    return false;
+}
+
+static void test_claim(void **state)
+{
+    (void)state;
+    struct buf out;
+    char args[512];
+    struct kube_err e;
+    buf_init(&out, 1 << 20);
+    (void)snprintf(args, sizeof(args), "claim py --timeout 60s -n %s", ns);
+    FILE *p = start_cli(args);
+    struct find_claim fc = {0};
+    assert_int_equal(it_wait(claim_exists, &fc, 30 * USEC_PER_SEC), 0);
+    json_t *claim = NULL;
+    IT_OK(kube_get(client, &KUBE_RES_SANDBOXCLAIMS, ns, fc.found, &claim, &e), &e);
+    assert_string_equal(kube_obj_path_str(claim, "spec.warmPoolRef.name"), "py");
+    assert_non_null(kube_obj_annotation(claim, "agents.x-k8s.io/client-first-requested-at"));
+    json_decref(claim);
+    /* not Ready yet, then Ready with its sandbox */
+    set_status(&KUBE_RES_SANDBOXCLAIMS, fc.found,
+               json_pack("{s:[o]}", "conditions", cond("Ready", "False", "SandboxNotReady")));
+    set_status(&KUBE_RES_SANDBOXCLAIMS, fc.found,
+               json_pack("{s:[o],s:{s:s}}", "conditions", cond("Ready", "True", "SandboxReady"),
+                         "sandbox", "name", "py-x7k2q"));
+    assert_int_equal(finish_cli(p, &out), 0);
+    assert_string_equal(buf_str(&out), "py-x7k2q\n");
+    /* a terminal reason fails fast with the reason */
+    (void)snprintf(args, sizeof(args), "claim py --name bad1 --timeout 60s -n %s", ns);
+    p = start_cli(args);
+    struct find_claim bad = {.name = "bad1"};
+    assert_int_equal(it_wait(claim_exists, &bad, 30 * USEC_PER_SEC), 0);
+    set_status(&KUBE_RES_SANDBOXCLAIMS, "bad1",
+               json_pack("{s:[o]}", "conditions", cond("Ready", "False", "TemplateNotFound")));
+    assert_int_equal(finish_cli(p, &out), 1);
+    assert_non_null(strstr(buf_str(&out), "TemplateNotFound"));
+    /* nothing happens: timeout, exit 4 */
+    (void)snprintf(args, sizeof(args), "claim py --name slow1 --timeout 1s -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 4);
+    assert_non_null(strstr(buf_str(&out), "slow1"));
+    (void)snprintf(args, sizeof(args), "claim nope -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 1);
+    assert_non_null(strstr(buf_str(&out), "warm pool \"nope\" not found"));
+    (void)snprintf(args, sizeof(args), "claim py --no-wait --name quick -o name -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    assert_string_equal(buf_str(&out), "sandboxclaim.extensions.agents.x-k8s.io/quick\n");
+    buf_done(&out);
+}
+
+static bool mode_is_running(void *ctx)
+{
+    (void)ctx;
+    json_t *o = NULL;
+    if (kube_get(client, &KUBE_RES_SANDBOXES, ns, "alpha", &o, NULL) < 0)
+        return false;
+    const char *m = kube_obj_path_str(o, "spec.operatingMode");
+    bool r = m && strcmp(m, "Running") == 0;
+    json_decref(o);
+    return r;
+}
+
+static void test_suspend_resume(void **state)
+{
+    (void)state;
+    struct buf out;
+    char args[512];
+    struct kube_err e;
+    buf_init(&out, 1 << 20);
+    (void)snprintf(args, sizeof(args), "suspend alpha -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    json_t *o = NULL;
+    IT_OK(kube_get(client, &KUBE_RES_SANDBOXES, ns, "alpha", &o, &e), &e);
+    assert_string_equal(kube_obj_path_str(o, "spec.operatingMode"), "Suspended");
+    json_decref(o);
+    /* --wait without a controller: times out with exit 4 */
+    (void)snprintf(args, sizeof(args), "suspend alpha --wait --timeout 1s -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 4);
+    set_status(&KUBE_RES_SANDBOXES, "alpha",
+               json_pack("{s:[o,o]}", "conditions", cond("Ready", "False", "SandboxSuspended"),
+                         cond("Suspended", "True", "Suspended")));
+    (void)snprintf(args, sizeof(args), "suspend alpha --wait --timeout 30s -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    /* resume --wait returns once Ready is True again */
+    (void)snprintf(args, sizeof(args), "resume alpha --wait --timeout 60s -n %s", ns);
+    FILE *p = start_cli(args);
+    assert_int_equal(it_wait(mode_is_running, NULL, 30 * USEC_PER_SEC), 0);
+    set_status(&KUBE_RES_SANDBOXES, "alpha",
+               json_pack("{s:[o,o],s:s}", "conditions", cond("Ready", "True", "DependenciesReady"),
+                         cond("Suspended", "False", "NotSuspended"), "nodeName", "node-1"));
+    assert_int_equal(finish_cli(p, &out), 0);
+    assert_non_null(strstr(buf_str(&out), "sandbox.agents.x-k8s.io/alpha resumed"));
+    (void)snprintf(args, sizeof(args), "resume missing -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 1);
+    assert_non_null(strstr(buf_str(&out), "sandbox \"missing\""));
+    buf_done(&out);
+}
+
+static void test_describe(void **state)
+{
+    (void)state;
+    struct buf out;
+    char args[512];
+    struct kube_err e;
+    buf_init(&out, 1 << 20);
+    json_t *ev =
+        json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s}}", "apiVersion", "v1",
+                  "kind", "Event", "metadata", "name", "alpha.1", "involvedObject", "apiVersion",
+                  "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "name", "alpha", "namespace", ns,
+                  "reason", "PodCreated", "message", "created pod alpha", "type", "Normal",
+                  "source", "component", "agent-sandbox-controller");
+    IT_OK(kube_create(client, &KUBE_RES_EVENTS, ns, ev, NULL, &e), &e);
+    json_decref(ev);
+    (void)snprintf(args, sizeof(args), "describe alpha -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    const char *s = buf_str(&out);
+    assert_non_null(strstr(s, "Name:         alpha\n"));
+    assert_non_null(strstr(s, "Mode:         Running\n"));
+    assert_non_null(strstr(s, "Pod:          <none> (not created)\n"));
+    assert_non_null(strstr(s, "Conditions:\n"));
+    assert_non_null(strstr(s, "NotSuspended"));
+    assert_non_null(strstr(s, "PodCreated"));
+    assert_non_null(strstr(s, "created pod alpha"));
+    (void)snprintf(args, sizeof(args), "describe missing -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 1);
+    buf_done(&out);
+}
+
+static void test_delete(void **state)
+{
+    (void)state;
+    struct buf out;
+    char args[512];
+    struct kube_err e;
+    buf_init(&out, 1 << 20);
+    (void)snprintf(args, sizeof(args), "delete beta --wait --timeout 30s -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(kube_get(client, &KUBE_RES_SANDBOXES, ns, "beta", NULL, &e), -ENOENT);
+    (void)snprintf(args, sizeof(args), "delete beta -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 1);
+    assert_non_null(strstr(buf_str(&out), "sandbox \"beta\""));
+    /* a sandbox owned by a claim: the claim is deleted */
+    json_t *claim = NULL;
+    IT_OK(kube_get(client, &KUBE_RES_SANDBOXCLAIMS, ns, "fileclaim", &claim, &e), &e);
+    json_t *sb = json_pack("{s:s,s:s,s:{s:s,s:[{s:s,s:s,s:s,s:s,s:b}]},s:{s:{s:{s:[{s:s,s:s}]}}}}",
+                           "apiVersion", "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "metadata",
+                           "name", "owned", "ownerReferences", "apiVersion",
+                           "extensions.agents.x-k8s.io/v1beta1", "kind", "SandboxClaim", "name",
+                           "fileclaim", "uid", kube_obj_uid(claim), "controller", 1, "spec",
+                           "podTemplate", "spec", "containers", "name", "m", "image", "busybox");
+    IT_OK(kube_create(client, &KUBE_RES_SANDBOXES, ns, sb, NULL, &e), &e);
+    json_decref(sb);
+    json_decref(claim);
+    (void)snprintf(args, sizeof(args), "delete owned -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    assert_non_null(strstr(buf_str(&out), "belongs to sandboxclaim \"fileclaim\""));
+    assert_int_equal(kube_get(client, &KUBE_RES_SANDBOXCLAIMS, ns, "fileclaim", NULL, &e), -ENOENT);
+    (void)snprintf(args, sizeof(args), "delete claim/quick -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 0);
+    assert_string_equal(buf_str(&out), "sandboxclaim.extensions.agents.x-k8s.io/quick deleted\n");
+    buf_done(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_version),
-        cmocka_unit_test(test_get_table),
-        cmocka_unit_test(test_get_formats),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_version),        cmocka_unit_test(test_get_table),
+        cmocka_unit_test(test_get_formats),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_list_and_pools), cmocka_unit_test(test_create),
+        cmocka_unit_test(test_claim),          cmocka_unit_test(test_suspend_resume),
+        cmocka_unit_test(test_describe),       cmocka_unit_test(test_delete),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
