@@ -1,0 +1,56 @@
+"""agent_sandbox: Python SDK for Agent Sandbox (sync and async clients for sandboxes,
+claims, processes and files)."""
+
+from ._kubeconfig import ConfigError, KubeConfig, load_config, load_in_cluster, load_kubeconfig
+from .client import Files, Process, Sandbox, SandboxClient, connect
+from .errors import (
+    AuthError,
+    NotFoundError,
+    RequestError,
+    SandboxConnectionError,
+    SandboxError,
+    SandboxFailedError,
+    SandboxTimeoutError,
+)
+from .models import (
+    AutoConnection,
+    Connection,
+    DirectConnection,
+    ExecResult,
+    FileEntry,
+    PodProxyConnection,
+    ProcessEvent,
+    RouterConnection,
+    SandboxInfo,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AuthError",
+    "AutoConnection",
+    "ConfigError",
+    "Connection",
+    "DirectConnection",
+    "ExecResult",
+    "FileEntry",
+    "Files",
+    "KubeConfig",
+    "NotFoundError",
+    "PodProxyConnection",
+    "Process",
+    "ProcessEvent",
+    "RequestError",
+    "RouterConnection",
+    "Sandbox",
+    "SandboxClient",
+    "SandboxConnectionError",
+    "SandboxError",
+    "SandboxFailedError",
+    "SandboxInfo",
+    "SandboxTimeoutError",
+    "connect",
+    "load_config",
+    "load_in_cluster",
+    "load_kubeconfig",
+]

@@ -1,0 +1,257 @@
+"""A small kubeconfig / in-cluster configuration loader.
+
+Supports what real kubeconfigs use: server URL, CA (file or data), client certificates
+(file or data), bearer tokens (inline or file, re-read on every request so rotated
+tokens are picked up), basic auth, ``insecure-skip-tls-verify`` and exec credential
+plugins (client.authentication.k8s.io). Auth-provider plugins are not supported."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from .errors import SandboxError
+
+SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+class ConfigError(SandboxError):
+    """The kubeconfig or in-cluster configuration is missing or unusable."""
+
+
+@dataclass
+class KubeConfig:
+    """Everything needed to talk to one API server."""
+
+    server: str
+    namespace: str = "default"
+    ca_file: str | None = None
+    ca_data: str | None = None
+    insecure: bool = False
+    cert_file: str | None = None
+    key_file: str | None = None
+    cert_data: bytes | None = None
+    key_data: bytes | None = None
+    token: str | None = None
+    token_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+    exec_config: dict[str, Any] | None = None
+    in_cluster: bool = False
+    base_dir: str = "."
+    _exec_cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """Returns a TLS context with the CA and client certificate loaded."""
+        if self.insecure:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        elif self.ca_data:
+            ctx = ssl.create_default_context(cadata=self.ca_data)
+        elif self.ca_file:
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+        else:
+            ctx = ssl.create_default_context()
+        cert, key = self.cert_data, self.key_data
+        ex = self._exec_credential()
+        if ex.get("clientCertificateData"):
+            cert = str(ex["clientCertificateData"]).encode()
+            key = str(ex.get("clientKeyData", "")).encode()
+        if self.cert_file and not cert:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+        elif cert:
+            _load_cert_data(ctx, cert, key or b"")
+        return ctx
+
+    def bearer_token(self) -> str | None:
+        """The current bearer token (a token file is re-read each time)."""
+        if self.token_file:
+            try:
+                return Path(self.token_file).read_text().strip() or None
+            except OSError as e:
+                raise ConfigError(f"cannot read the token file {self.token_file}: {e}") from e
+        if self.token:
+            return self.token
+        tok = self._exec_credential().get("token")
+        return str(tok) if tok else None
+
+    def auth(self) -> httpx.Auth | None:
+        """An httpx auth hook for this configuration, or None."""
+        if self.username is not None and self.password is not None:
+            return httpx.BasicAuth(self.username, self.password)
+        if self.token or self.token_file or self.exec_config:
+            return _BearerAuth(self)
+        return None
+
+    def _exec_credential(self) -> dict[str, Any]:
+        if not self.exec_config:
+            return {}
+        exp = self._exec_cache.get("expires", 0.0)
+        if self._exec_cache.get("status") is not None and (exp == 0.0 or exp > time.time() + 10):
+            return dict(self._exec_cache["status"])
+        status = _run_exec_plugin(self.exec_config, self.base_dir)
+        expires = 0.0
+        if status.get("expirationTimestamp"):
+            ts = str(status["expirationTimestamp"]).replace("Z", "+00:00")
+            expires = datetime.fromisoformat(ts).timestamp()
+        self._exec_cache.update(status=status, expires=expires)
+        return status
+
+
+class _BearerAuth(httpx.Auth):
+    def __init__(self, cfg: KubeConfig) -> None:
+        self._cfg = cfg
+        self._lock = threading.Lock()
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        with self._lock:
+            tok = self._cfg.bearer_token()
+        if tok:
+            request.headers["Authorization"] = f"Bearer {tok}"
+        yield request
+
+
+def _load_cert_data(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """ssl only loads client certificates from files: write them to a private temporary
+    directory, load them and remove them at once."""
+    with tempfile.TemporaryDirectory(prefix="agent-sandbox-") as d:
+        cp, kp = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        for p, data in ((cp, cert), (kp, key)):
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        ctx.load_cert_chain(cp, kp if key else None)
+
+
+def _run_exec_plugin(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
+    cmd = [str(cfg.get("command", ""))] + [str(a) for a in cfg.get("args") or []]
+    env = dict(os.environ)
+    for e in cfg.get("env") or []:
+        env[str(e["name"])] = str(e["value"])
+    api = cfg.get("apiVersion", "client.authentication.k8s.io/v1")
+    env["KUBERNETES_EXEC_INFO"] = json.dumps(
+        {"apiVersion": api, "kind": "ExecCredential", "spec": {"interactive": False}}
+    )
+    try:
+        out = subprocess.run(cmd, env=env, cwd=base_dir, capture_output=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise ConfigError(f"the kubeconfig's exec credential plugin {cmd[0]!r} failed: {e}") from e
+    status = json.loads(out).get("status") or {}
+    if not isinstance(status, dict):
+        raise ConfigError("the exec credential plugin printed no status")
+    return status
+
+
+def _b64(v: Any) -> bytes:
+    return base64.b64decode(str(v))
+
+
+def _path(base: str, p: Any) -> str:
+    s = str(p)
+    return s if os.path.isabs(s) else os.path.join(base, s)
+
+
+def _named(items: Any, name: str, what: str, path: str) -> dict[str, Any]:
+    for it in items or []:
+        if it.get("name") == name:
+            return dict(it.get(what) or {})
+    raise ConfigError(f"{path}: no {what} named {name!r}")
+
+
+def load_kubeconfig(path: str | os.PathLike[str] | None = None, context: str | None = None) -> KubeConfig:
+    """Loads a kubeconfig file: ``path``, else the first file of $KUBECONFIG, else
+    ~/.kube/config. ``context`` defaults to the file's current-context."""
+    p = str(path) if path else (os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "")
+    if not p:
+        p = os.path.expanduser("~/.kube/config")
+    try:
+        doc = yaml.safe_load(Path(p).read_text()) or {}
+    except OSError as e:
+        raise ConfigError(f"cannot read the kubeconfig {p}: {e}; pass kubeconfig=... or set $KUBECONFIG") from e
+    base = os.path.dirname(os.path.abspath(p))
+    ctx_name = context or doc.get("current-context")
+    if not ctx_name:
+        raise ConfigError(f"{p}: no current-context; pass context=...")
+    ctx = _named(doc.get("contexts"), ctx_name, "context", p)
+    cluster = _named(doc.get("clusters"), str(ctx.get("cluster")), "cluster", p)
+    user = _named(doc.get("users"), str(ctx.get("user")), "user", p) if ctx.get("user") else {}
+    cfg = KubeConfig(
+        server=str(cluster.get("server", "")).rstrip("/"),
+        namespace=str(ctx.get("namespace") or "default"),
+        insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
+        base_dir=base,
+    )
+    if not cfg.server:
+        raise ConfigError(f"{p}: cluster {ctx.get('cluster')!r} has no server")
+    if cluster.get("certificate-authority-data"):
+        cfg.ca_data = _b64(cluster["certificate-authority-data"]).decode()
+    elif cluster.get("certificate-authority"):
+        cfg.ca_file = _path(base, cluster["certificate-authority"])
+    _apply_user(cfg, user, base)
+    return cfg
+
+
+def _apply_user(cfg: KubeConfig, user: dict[str, Any], base: str) -> None:
+    if user.get("client-certificate-data"):
+        cfg.cert_data = _b64(user["client-certificate-data"])
+        cfg.key_data = _b64(user.get("client-key-data", ""))
+    elif user.get("client-certificate"):
+        cfg.cert_file = _path(base, user["client-certificate"])
+        cfg.key_file = _path(base, user["client-key"]) if user.get("client-key") else None
+    if user.get("token"):
+        cfg.token = str(user["token"])
+    elif user.get("tokenFile"):
+        cfg.token_file = _path(base, user["tokenFile"])
+    if user.get("username") is not None:
+        cfg.username, cfg.password = str(user["username"]), str(user.get("password", ""))
+    if user.get("exec"):
+        cfg.exec_config = dict(user["exec"])
+    if user.get("auth-provider"):
+        raise ConfigError("kubeconfig auth-provider plugins are not supported; use exec")
+
+
+def in_cluster() -> bool:
+    """True when running in a pod with a service account token mounted."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SA_DIR / "token").exists()
+
+
+def load_in_cluster() -> KubeConfig:
+    """The configuration of the pod's service account."""
+    host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    if not host or not (SA_DIR / "token").exists():
+        raise ConfigError("not running in a cluster (no KUBERNETES_SERVICE_HOST or token)")
+    if ":" in host:
+        host = f"[{host}]"
+    ns_file = SA_DIR / "namespace"
+    ns = ns_file.read_text().strip() if ns_file.exists() else "default"
+    return KubeConfig(
+        server=f"https://{host}:{port}",
+        namespace=ns,
+        ca_file=str(SA_DIR / "ca.crt"),
+        token_file=str(SA_DIR / "token"),
+        in_cluster=True,
+    )
+
+
+def load_config(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None) -> KubeConfig:
+    """An explicit kubeconfig wins; else the in-cluster service account when running in
+    a pod; else $KUBECONFIG or ~/.kube/config."""
+    if kubeconfig is None and context is None and in_cluster() and not os.environ.get("KUBECONFIG"):
+        return load_in_cluster()
+    return load_kubeconfig(kubeconfig, context)

@@ -1,0 +1,73 @@
+"""Exceptions raised by the SDK.
+
+Every exception derives from :class:`SandboxError`. The subclasses also derive from
+the matching builtin (``TimeoutError``, ``ConnectionError``, ``PermissionError``,
+``LookupError``) so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base class of every error raised by agent_sandbox."""
+
+
+class NotFoundError(SandboxError, LookupError):
+    """A sandbox, claim, template, pool, file or process does not exist."""
+
+    def __init__(self, message: str, *, kind: str = "", name: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.name = name
+
+
+class SandboxTimeoutError(SandboxError, TimeoutError):
+    """A wait ran out of time. ``reason``/``message`` hold the last observed state."""
+
+    def __init__(self, message: str, *, reason: str = "", detail: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.detail = detail
+
+
+class SandboxFailedError(SandboxError):
+    """The claim or sandbox reached a state it will not leave (terminal reason)."""
+
+    def __init__(self, message: str, *, kind: str, name: str, reason: str, detail: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.name = name
+        self.reason = reason
+        self.detail = detail
+
+
+class AuthError(SandboxError, PermissionError):
+    """The API server, router or sandboxd refused the credentials (401/403)."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SandboxConnectionError(SandboxError, ConnectionError):
+    """The API server, router or sandbox could not be reached or dropped the connection."""
+
+
+class RequestError(SandboxError):
+    """Any other refused request: ``status`` is the HTTP status, ``code`` the API code."""
+
+    def __init__(self, message: str, *, status: int, code: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+__all__ = [
+    "AuthError",
+    "NotFoundError",
+    "RequestError",
+    "SandboxConnectionError",
+    "SandboxError",
+    "SandboxFailedError",
+    "SandboxTimeoutError",
+]

@@ -1,0 +1,126 @@
+"""Plain data types: results, events, file entries, sandbox summaries and the
+connection modes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+DEFAULT_PORT = 8080
+"""Port of sandboxd's REST API inside the sandbox pod."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of a command run to completion."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    signal: int = 0
+    timed_out: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_ms: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited with status 0."""
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class ProcessEvent:
+    """One event of a streamed process: ``start``, ``stdout``, ``stderr`` or ``exit``."""
+
+    type: Literal["start", "stdout", "stderr", "exit"]
+    data: bytes = b""
+    process_id: int = 0
+    pid: int = 0
+    exit_code: int = -1
+    signal: int = 0
+    timed_out: bool = False
+
+    @property
+    def text(self) -> str:
+        """``data`` decoded as UTF-8 (invalid bytes replaced)."""
+        return self.data.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One entry of a directory listing."""
+
+    name: str
+    size: int
+    type: Literal["file", "directory", "other"]
+    modified: datetime
+    mode: str = ""
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "directory"
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """A summary of a Sandbox as listed by the API server."""
+
+    name: str
+    namespace: str
+    ready: bool
+    reason: str
+    message: str
+    pod_ips: tuple[str, ...]
+    claim: str = ""
+    operating_mode: str = "Running"
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RouterConnection:
+    """Through the sandbox router.
+
+    ``style="headers"`` sends X-Sandbox-ID/Namespace/Port; ``style="path"`` uses the
+    ``/s/{namespace}/{name}/{port}/...`` form. ``token`` (or the file ``token_file``) is
+    sent as ``Authorization: Bearer``; without either, the kubeconfig's bearer token is
+    used when it has one."""
+
+    url: str
+    token: str | None = None
+    token_file: str | None = None
+    style: Literal["headers", "path"] = "headers"
+    port: int = DEFAULT_PORT
+    verify: bool | str = True
+
+
+@dataclass(frozen=True)
+class DirectConnection:
+    """Straight to the pod IP (from inside the cluster).
+
+    ``url`` pins one base URL for every sandbox (for a sandboxd on a known address);
+    ``token`` is sandboxd's own bearer token when it requires one."""
+
+    port: int = DEFAULT_PORT
+    url: str | None = None
+    token: str | None = None
+
+
+@dataclass(frozen=True)
+class PodProxyConnection:
+    """Through the API server's pod proxy: needs only the kubeconfig."""
+
+    port: int = DEFAULT_PORT
+
+
+@dataclass(frozen=True)
+class AutoConnection:
+    """Router when a router URL is configured ($AGENT_SANDBOX_ROUTER_URL), else direct to
+    the pod IP when running in a cluster, else the API server's pod proxy."""
+
+    port: int = DEFAULT_PORT
+
+
+Connection = RouterConnection | DirectConnection | PodProxyConnection | AutoConnection
+ConnectionMode = Literal["auto", "router", "direct", "proxy"]
