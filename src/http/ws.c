@@ -426,7 +426,7 @@ static void on_ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     (void)h;
     (void)suggested;
-    static char chunk[64 * 1024]; /* loop thread only; consumed in on_ws_read */
+    static _Thread_local char chunk[64 * 1024]; /* per loop thread; consumed in on_ws_read */
     *b = uv_buf_init(chunk, sizeof(chunk));
 }
 

@@ -197,7 +197,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     (void)h;
     (void)suggested;
-    static char chunk[LIMIT_SBD_CHUNK]; /* loop thread only; consumed before the next read */
+    static _Thread_local char chunk[LIMIT_SBD_CHUNK]; /* per loop thread; consumed at once */
     *b = uv_buf_init(chunk, sizeof(chunk));
 }
 
