@@ -2,6 +2,7 @@
 claims, processes and files)."""
 
 from ._kubeconfig import ConfigError, KubeConfig, load_config, load_in_cluster, load_kubeconfig
+from .aio import AsyncFiles, AsyncProcess, AsyncSandbox, AsyncSandboxClient
 from .client import Files, Process, Sandbox, SandboxClient, connect
 from .errors import (
     AuthError,
@@ -27,6 +28,10 @@ from .models import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncFiles",
+    "AsyncProcess",
+    "AsyncSandbox",
+    "AsyncSandboxClient",
     "AuthError",
     "AutoConnection",
     "ConfigError",
