@@ -1,0 +1,197 @@
+package v1beta1
+
+import (
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1beta1 "agent-sandbox.dev/sdk/go/apis/agents/v1beta1"
+)
+
+// Condition types of a SandboxClaim.
+const (
+	ConditionReady    = "Ready"
+	ConditionFinished = "Finished"
+)
+
+// Reasons of the SandboxClaim Ready condition. The Sandbox reasons are copied through
+// when a Sandbox is bound.
+const (
+	ReasonTemplateNotFound          = "TemplateNotFound"
+	ReasonWarmPoolNotFound          = "WarmPoolNotFound"
+	ReasonInvalidMetadata           = "InvalidMetadata"
+	ReasonEnvVarsInjectionRejected  = "EnvVarsInjectionRejected"
+	ReasonVolumeClaimTemplatesError = "VolumeClaimTemplatesError"
+	ReasonClaimExpired              = "ClaimExpired"
+	ReasonSandboxExpired            = "SandboxExpired"
+	ReasonSandboxMissing            = "SandboxMissing"
+	ReasonSandboxNotReady           = "SandboxNotReady"
+	ReasonAdoptionConflict          = "AdoptionConflict"
+	ReasonSandboxCreatePending      = "SandboxCreatePending"
+	ReasonReconcilerError           = "ReconcilerError"
+)
+
+// NetworkPolicyManagement says whether the controller manages a template's NetworkPolicy.
+type NetworkPolicyManagement string
+
+const (
+	NetworkPolicyManaged   NetworkPolicyManagement = "Managed"
+	NetworkPolicyUnmanaged NetworkPolicyManagement = "Unmanaged"
+)
+
+// InjectionPolicy says what claims may set (env vars, volume claim templates).
+type InjectionPolicy string
+
+const (
+	InjectionAllowed    InjectionPolicy = "Allowed"
+	InjectionOverrides  InjectionPolicy = "Overrides"
+	InjectionDisallowed InjectionPolicy = "Disallowed"
+)
+
+// ClaimShutdownPolicy says what happens on claim expiry.
+type ClaimShutdownPolicy string
+
+const (
+	ClaimShutdownDelete           ClaimShutdownPolicy = "Delete"
+	ClaimShutdownDeleteForeground ClaimShutdownPolicy = "DeleteForeground"
+	ClaimShutdownRetain           ClaimShutdownPolicy = "Retain"
+)
+
+// UpdateStrategyType says how stale pool members are replaced.
+type UpdateStrategyType string
+
+const (
+	UpdateRecreate    UpdateStrategyType = "Recreate"
+	UpdateOnReplenish UpdateStrategyType = "OnReplenish"
+)
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	Name string `json:"name"`
+}
+
+// NetworkPolicySpec holds custom rules of a template's shared NetworkPolicy. A nil list
+// keeps the default; an empty, non-nil list denies all traffic in that direction.
+type NetworkPolicySpec struct {
+	Ingress []networkingv1.NetworkPolicyIngressRule `json:"ingress,omitzero"`
+	Egress  []networkingv1.NetworkPolicyEgressRule  `json:"egress,omitzero"`
+}
+
+// SandboxTemplateSpec is a reusable Sandbox blueprint plus policies.
+type SandboxTemplateSpec struct {
+	PodTemplate                agentsv1beta1.PodTemplate                     `json:"podTemplate"`
+	VolumeClaimTemplates       []agentsv1beta1.PersistentVolumeClaimTemplate `json:"volumeClaimTemplates,omitempty"`
+	Service                    *bool                                         `json:"service,omitempty"`
+	NetworkPolicy              *NetworkPolicySpec                            `json:"networkPolicy,omitempty"`
+	NetworkPolicyManagement    NetworkPolicyManagement                       `json:"networkPolicyManagement,omitempty"`
+	EnvVarsInjectionPolicy     InjectionPolicy                               `json:"envVarsInjectionPolicy,omitempty"`
+	VolumeClaimTemplatesPolicy InjectionPolicy                               `json:"volumeClaimTemplatesPolicy,omitempty"`
+}
+
+// SandboxTemplate is a reusable Sandbox blueprint.
+type SandboxTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec SandboxTemplateSpec `json:"spec"`
+}
+
+// SandboxTemplateList is a list of SandboxTemplates.
+type SandboxTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SandboxTemplate `json:"items"`
+}
+
+// Lifecycle is the expiry of a claim.
+type Lifecycle struct {
+	ShutdownTime            *metav1.Time        `json:"shutdownTime,omitempty"`
+	TTLSecondsAfterFinished *int32              `json:"ttlSecondsAfterFinished,omitempty"`
+	ShutdownPolicy          ClaimShutdownPolicy `json:"shutdownPolicy,omitempty"`
+}
+
+// EnvVar is an environment variable injected into a cold-created Sandbox.
+type EnvVar struct {
+	Name          string `json:"name"`
+	Value         string `json:"value"`
+	ContainerName string `json:"containerName,omitempty"`
+}
+
+// SandboxClaimSpec is what a claim asks for.
+type SandboxClaimSpec struct {
+	WarmPoolRef           LocalObjectReference                          `json:"warmPoolRef"`
+	Lifecycle             *Lifecycle                                    `json:"lifecycle,omitempty"`
+	AdditionalPodMetadata *agentsv1beta1.PodMetadata                    `json:"additionalPodMetadata,omitempty"`
+	Env                   []EnvVar                                      `json:"env,omitempty"`
+	VolumeClaimTemplates  []agentsv1beta1.PersistentVolumeClaimTemplate `json:"volumeClaimTemplates,omitempty"`
+}
+
+// SandboxReference is the Sandbox bound to a claim.
+type SandboxReference struct {
+	Name   string   `json:"name,omitempty"`
+	PodIPs []string `json:"podIPs,omitempty"`
+}
+
+// SandboxClaimStatus is the observed state of a claim.
+type SandboxClaimStatus struct {
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Sandbox    SandboxReference   `json:"sandbox,omitzero"`
+}
+
+// SandboxClaim requests a Sandbox from a warm pool.
+type SandboxClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SandboxClaimSpec   `json:"spec"`
+	Status SandboxClaimStatus `json:"status,omitzero"`
+}
+
+// SandboxClaimList is a list of SandboxClaims.
+type SandboxClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SandboxClaim `json:"items"`
+}
+
+// IsReady reports whether the claim's Ready condition is True.
+func (c *SandboxClaim) IsReady() bool {
+	cond := agentsv1beta1.FindCondition(c.Status.Conditions, ConditionReady)
+	return cond != nil && cond.Status == metav1.ConditionTrue
+}
+
+// UpdateStrategy says how pool members built from an older template are replaced.
+type UpdateStrategy struct {
+	Type UpdateStrategyType `json:"type,omitempty"`
+}
+
+// SandboxWarmPoolSpec is the desired pool.
+type SandboxWarmPoolSpec struct {
+	// Replicas is the number of pool Sandboxes to keep; nil means the API default (1).
+	Replicas           *int32               `json:"replicas,omitempty"`
+	SandboxTemplateRef LocalObjectReference `json:"sandboxTemplateRef"`
+	UpdateStrategy     *UpdateStrategy      `json:"updateStrategy,omitempty"`
+}
+
+// SandboxWarmPoolStatus is the observed pool.
+type SandboxWarmPoolStatus struct {
+	Replicas           int32  `json:"replicas,omitempty"`
+	ReadyReplicas      int32  `json:"readyReplicas,omitempty"`
+	Selector           string `json:"selector,omitempty"`
+	ObservedGeneration int64  `json:"observedGeneration,omitempty"`
+}
+
+// SandboxWarmPool is a pool of pre-created Sandboxes.
+type SandboxWarmPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SandboxWarmPoolSpec   `json:"spec"`
+	Status SandboxWarmPoolStatus `json:"status,omitzero"`
+}
+
+// SandboxWarmPoolList is a list of SandboxWarmPools.
+type SandboxWarmPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SandboxWarmPool `json:"items"`
+}
