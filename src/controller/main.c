@@ -22,6 +22,9 @@ struct flags {
     int64_t burst, workers;
     const char *ns, *cluster_domain;
     bool cache_label_selectors;
+    bool extensions, eviction;
+    struct ext_opts ext;
+    int64_t claim_workers, pool_workers, template_workers, max_replicas, max_batch;
 };
 
 static struct ctrl_manager *g_manager;
@@ -29,7 +32,8 @@ static struct ctrl_manager *g_manager;
 static const char usage_text[] =
     "Usage: agent-sandbox-controller [flags]\n"
     "Reconciles agents.x-k8s.io/v1beta1 Sandboxes into a Pod, an optional headless\n"
-    "Service and PersistentVolumeClaims.\n\n"
+    "Service and PersistentVolumeClaims, and (with --extensions) SandboxTemplates,\n"
+    "SandboxWarmPools and SandboxClaims.\n\n"
     "Flags (--name=value or --name value; a bare boolean flag means true):\n"
     "  --kubeconfig PATH                   kubeconfig file (default: $KUBECONFIG,\n"
     "                                      ~/.kube/config, else in-cluster config)\n"
@@ -47,6 +51,28 @@ static const char usage_text[] =
     "  --cluster-domain DOMAIN             for status.serviceFQDN (default cluster.local)\n"
     "  --cache-label-selectors[=BOOL]      cache only Pods/Services carrying the\n"
     "                                      sandbox-name-hash label (default false)\n"
+    "  --extensions[=BOOL]                 run the SandboxTemplate, SandboxWarmPool and\n"
+    "                                      SandboxClaim controllers (default true)\n"
+    "  --sandbox-claim-concurrent-workers N        claim workers (default 50)\n"
+    "  --sandbox-warm-pool-concurrent-workers N    warm pool workers (default 1)\n"
+    "  --sandbox-template-concurrent-workers N     template workers (default 1)\n"
+    "  --max-pool-replicas N               upper bound on a pool's replicas (default 1000)\n"
+    "  --sandbox-warm-pool-max-batch-size N  creates/deletes per pool pass (default 300)\n"
+    "  --sandbox-warm-pool-max-refill-rate R  creates per second per pool, 0 = unpaced\n"
+    "                                      (default 0; annotation\n"
+    "                                      extensions.agents.x-k8s.io/max-refill-rate overrides)\n"
+    "  --sandbox-warm-pool-readiness-grace-period D  non-Ready member grace (default 5m)\n"
+    "  --claim-timeout D                   a claim not Ready by then fails with ClaimTimeout;\n"
+    "                                      0 disables (default 10m; annotation\n"
+    "                                      extensions.agents.x-k8s.io/claim-timeout-seconds)\n"
+    "  --enable-warm-pool-eviction[=BOOL]  safe-to-evict on warm pods (default true)\n"
+    "  --disable-claim-events[=BOOL]       no Events from the claim controller\n"
+    "  --disable-claim-observability-annotations[=BOOL]  no first-observed/first-ready\n"
+    "                                      annotation write per claim\n"
+    "  --allowed-label-domains LIST        label domains claims may add, comma-separated\n"
+    "                                      (default: /etc/sandbox-config/allowed-label-domains,\n"
+    "                                      else sandbox.users.io)\n"
+    "  Durations: a number with ms, s, m or h (e.g. 500ms, 5m).\n"
     "  --log-level LEVEL                   error, warn, info, debug, trace (default info)\n"
     "  --version                           print the version and exit\n"
     "  --help                              print this help and exit\n";
@@ -65,6 +91,19 @@ enum {
     F_DOMAIN,
     F_CACHE_SEL,
     F_LOG_LEVEL,
+    F_EXTENSIONS,
+    F_CLAIM_WORKERS,
+    F_POOL_WORKERS,
+    F_TPL_WORKERS,
+    F_MAX_REPLICAS,
+    F_MAX_BATCH,
+    F_REFILL_RATE,
+    F_GRACE,
+    F_CLAIM_TIMEOUT,
+    F_EVICTION,
+    F_NO_CLAIM_EVENTS,
+    F_NO_CLAIM_ANN,
+    F_LABEL_DOMAINS,
     F_VERSION,
     F_HELP,
 };
@@ -83,6 +122,19 @@ static const struct option long_opts[] = {
     {"cluster-domain", required_argument, NULL, F_DOMAIN},
     {"cache-label-selectors", optional_argument, NULL, F_CACHE_SEL},
     {"log-level", required_argument, NULL, F_LOG_LEVEL},
+    {"extensions", optional_argument, NULL, F_EXTENSIONS},
+    {"sandbox-claim-concurrent-workers", required_argument, NULL, F_CLAIM_WORKERS},
+    {"sandbox-warm-pool-concurrent-workers", required_argument, NULL, F_POOL_WORKERS},
+    {"sandbox-template-concurrent-workers", required_argument, NULL, F_TPL_WORKERS},
+    {"max-pool-replicas", required_argument, NULL, F_MAX_REPLICAS},
+    {"sandbox-warm-pool-max-batch-size", required_argument, NULL, F_MAX_BATCH},
+    {"sandbox-warm-pool-max-refill-rate", required_argument, NULL, F_REFILL_RATE},
+    {"sandbox-warm-pool-readiness-grace-period", required_argument, NULL, F_GRACE},
+    {"claim-timeout", required_argument, NULL, F_CLAIM_TIMEOUT},
+    {"enable-warm-pool-eviction", optional_argument, NULL, F_EVICTION},
+    {"disable-claim-events", optional_argument, NULL, F_NO_CLAIM_EVENTS},
+    {"disable-claim-observability-annotations", optional_argument, NULL, F_NO_CLAIM_ANN},
+    {"allowed-label-domains", required_argument, NULL, F_LABEL_DOMAINS},
     {"version", no_argument, NULL, F_VERSION},
     {"help", no_argument, NULL, F_HELP},
     {NULL, 0, NULL, 0},
@@ -122,10 +174,90 @@ static int parse_positive(const char *v, int64_t *ret)
     return 0;
 }
 
+/* Parses a duration: a non-negative integer with ms, s, m or h. */
+static int parse_duration(const char *v, usec_t *ret)
+{
+    static const struct {
+        const char *unit;
+        usec_t mul;
+    } units[] = {{"ms", USEC_PER_MSEC},
+                 {"s", USEC_PER_SEC},
+                 {"m", 60 * USEC_PER_SEC},
+                 {"h", 3600 * USEC_PER_SEC}};
+    size_t n = strspn(v, "0123456789");
+    uint64_t x;
+    char num[32];
+    if (n == 0 || n >= sizeof(num))
+        return -EINVAL;
+    (void)snprintf(num, sizeof(num), "%.*s", (int)n, v);
+    if (cstr_to_u64(num, &x) < 0 || x > 100000000)
+        return -EINVAL;
+    if (x == 0 && !v[n]) {
+        *ret = 0;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(v + n, units[i].unit) == 0) {
+            *ret = x * units[i].mul;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* Extension flags. Returns 0, -EINVAL, or 1 when c is not one of them. */
+static int apply_ext_flag(struct flags *f, int c, const char *v)
+{
+    bool b;
+    int r;
+    switch (c) {
+    case F_EXTENSIONS:
+        return parse_bool(v, &f->extensions);
+    case F_CLAIM_WORKERS:
+        return parse_positive(v, &f->claim_workers);
+    case F_POOL_WORKERS:
+        return parse_positive(v, &f->pool_workers);
+    case F_TPL_WORKERS:
+        return parse_positive(v, &f->template_workers);
+    case F_MAX_REPLICAS:
+        return parse_positive(v, &f->max_replicas);
+    case F_MAX_BATCH:
+        return parse_positive(v, &f->max_batch);
+    case F_REFILL_RATE:
+        r = parse_double(v, &f->ext.refill_rate);
+        return r < 0 || !(f->ext.refill_rate >= 0 && f->ext.refill_rate < 1e6) ? -EINVAL : 0;
+    case F_GRACE:
+        r = parse_duration(v, &f->ext.ready_grace);
+        return r < 0 || f->ext.ready_grace == 0 ? -EINVAL : 0;
+    case F_CLAIM_TIMEOUT:
+        r = parse_duration(v, &f->ext.claim_timeout);
+        if (r >= 0 && f->ext.claim_timeout == 0)
+            f->ext.claim_timeout = USEC_INFINITY;
+        return r;
+    case F_EVICTION:
+        return parse_bool(v, &f->eviction);
+    case F_NO_CLAIM_EVENTS:
+        r = parse_bool(v, &b);
+        f->ext.no_claim_events = b;
+        return r;
+    case F_NO_CLAIM_ANN:
+        r = parse_bool(v, &b);
+        f->ext.no_claim_annotations = b;
+        return r;
+    case F_LABEL_DOMAINS:
+        f->ext.label_domains = v;
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 /* Applies one flag. Returns 0, 1 to exit successfully (help/version), or -EINVAL. */
 static int apply_flag(struct flags *f, int c, const char *v)
 {
     enum log_level lvl;
+    int r = apply_ext_flag(f, c, v);
+    if (r <= 0)
+        return r;
     switch (c) {
     case F_KUBECONFIG:
         f->kubeconfig = v;
@@ -247,8 +379,17 @@ static int run(const struct flags *f, struct kube_client *client)
         .metrics_addr = f->metrics_addr,
         .health_addr = f->health_addr,
         .events = true,
+        .extensions = f->extensions,
+        .ext = f->ext,
     };
-    int r = ctrl_manager_new(&o, &g_manager);
+    int r;
+    o.ext.claim_workers = (int)f->claim_workers;
+    o.ext.pool_workers = (int)f->pool_workers;
+    o.ext.template_workers = (int)f->template_workers;
+    o.ext.max_pool_replicas = (int)f->max_replicas;
+    o.ext.max_batch = (int)f->max_batch;
+    o.ext.no_eviction = !f->eviction;
+    r = ctrl_manager_new(&o, &g_manager);
     if (r < 0)
         return log_error_errno(r, "cannot create the manager");
     r = ctrl_manager_start(g_manager);
@@ -272,6 +413,13 @@ int main(int argc, char **argv)
         .qps = -1,
         .burst = 10,
         .workers = 100,
+        .extensions = true,
+        .eviction = true,
+        .claim_workers = 50,
+        .pool_workers = 1,
+        .template_workers = 1,
+        .max_replicas = 1000,
+        .max_batch = 300,
     };
     struct kube_client *client = NULL;
     int r;

@@ -149,6 +149,8 @@ static void start_workers(struct ctrl_manager *m)
             m->nthreads++;
         }
         log_info("workers started\tworkers=%zu", m->nthreads);
+        if (m->ext)
+            ext_ctrl_start_workers(m->ext);
     }
     pthread_mutex_unlock(&m->lock);
 }
@@ -291,8 +293,12 @@ static int start_informers(struct ctrl_manager *m)
         r = new_informer(m, CTRL_INF_SERVICE, &KUBE_RES_SERVICES, sel, kube_store_strip_transform);
     if (r >= 0)
         r = new_informer(m, CTRL_INF_PVC, &KUBE_RES_PVCS, false, kube_store_strip_transform);
+    if (r >= 0 && m->ext)
+        r = ext_ctrl_attach(m->ext, m->inf[CTRL_INF_SANDBOX], m->inf[CTRL_INF_POD]);
     for (int i = 0; r >= 0 && i < CTRL_INF_COUNT; i++)
         r = kube_informer_start(m->inf[i]);
+    if (r >= 0 && m->ext)
+        r = ext_ctrl_start(m->ext);
     if (r < 0)
         return log_error_errno(r, "cannot start informers");
     m->rec = (struct sb_reconciler){
@@ -361,6 +367,11 @@ int ctrl_manager_start(struct ctrl_manager *m)
     if (r < 0)
         return r;
     r = start_events(m);
+    if (r >= 0 && m->opts.extensions) {
+        struct ext_deps d = {
+            .client = m->opts.client, .ns = m->ns, .events = m->events, .metrics = &m->met};
+        r = ext_ctrl_new(&m->opts.ext, &d, &m->ext);
+    }
     if (r >= 0)
         r = start_informers(m);
     if (r >= 0)
@@ -392,6 +403,10 @@ int ctrl_manager_wait_synced(struct ctrl_manager *m, usec_t timeout)
         if (r < 0)
             return r;
     }
+    if (m->ext) {
+        usec_t now = clock_now();
+        return ext_ctrl_wait_synced(m->ext, now < end ? end - now : 0);
+    }
     return 0;
 }
 
@@ -400,7 +415,7 @@ bool ctrl__synced(struct ctrl_manager *m)
     for (int i = 0; i < CTRL_INF_COUNT; i++)
         if (!m->inf[i] || !kube_informer_has_synced(m->inf[i]))
             return false;
-    return true;
+    return !m->ext || ext_ctrl_synced(m->ext);
 }
 
 void ctrl_manager_request_stop(struct ctrl_manager *m)
@@ -425,6 +440,7 @@ static void stop_workers(struct ctrl_manager *m)
 {
     if (m->queue)
         wq_shutdown(m->queue);
+    ext_ctrl_stop_workers(m->ext);
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < m->nthreads; i++)
         pthread_join(m->threads[i], NULL);
@@ -444,6 +460,7 @@ void ctrl_manager_stop(struct ctrl_manager *m)
     stop_workers(m);
     if (m->elector)
         lease_elector_stop(m->elector);
+    ext_ctrl_stop(m->ext);
     for (int i = 0; i < CTRL_INF_COUNT; i++)
         if (m->inf[i])
             kube_informer_stop(m->inf[i]);
@@ -459,6 +476,7 @@ void ctrl_manager_free(struct ctrl_manager *m)
         return;
     ctrl_manager_stop(m);
     lease_elector_free(m->elector);
+    ext_ctrl_free(m->ext);
     for (int i = 0; i < CTRL_INF_COUNT; i++)
         kube_informer_free(m->inf[i]);
     events_recorder_free(m->events);

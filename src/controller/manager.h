@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/clock.h"
+#include "controller/ext_ctrl.h"
 #include "kube/err.h"
 
 struct kube_client;
@@ -31,6 +32,8 @@ struct ctrl_opts {
     const char *metrics_addr; /* "host:port"; NULL or "0" = no metrics server */
     const char *health_addr;  /* "host:port"; NULL or "0" = no probe server */
     bool events;              /* record Events (off in some tests) */
+    bool extensions;          /* run the SandboxTemplate/WarmPool/Claim controllers */
+    struct ext_opts ext;      /* their options (copied; strings borrowed until start) */
 };
 
 /** Creates a stopped manager (copies opts; the client is borrowed). Returns 0 and

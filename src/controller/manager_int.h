@@ -36,6 +36,7 @@ struct ctrl_manager {
     struct kube_informer *inf[CTRL_INF_COUNT];
     struct wq *queue;
     struct sb_reconciler rec;
+    struct ext_ctrl *ext; /* extensions controllers, or NULL */
     struct events_recorder *events;
     struct lease_elector *elector;
     struct http_server_thread *metrics_srv, *health_srv;

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Warm adoption: one merge patch on the Sandbox, guarded by its resourceVersion, moves
+ * it from the pool to the claim (owner reference, labels, pod metadata). That write is
+ * the binding: nothing is written to the claim before it, and a candidate taken by
+ * another claim fails the guard (409) and is skipped. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "controller/claim_meta.h"
+#include "controller/claim_queue.h"
+#include "controller/ext_int.h"
+#include "controller/ext_limits.h"
+#include "controller/ext_names.h"
+#include "controller/template_build.h"
+#include "kube/client.h"
+#include "kube/informer_limits.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+
+/* Merge patch turning map old into map want (keys removed become null); NULL if equal. */
+static json_t *map_diff(const json_t *old, const json_t *want)
+{
+    json_t *d = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)old, k, v) if (!json_object_get(want, k))
+        json_object_set_new(d, k, json_null());
+    json_object_foreach((json_t *)want, k, v) if (!json_equal(json_object_get(old, k), v))
+        json_object_set(d, k, v);
+    if (json_object_size(d) == 0) {
+        json_decref(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* The spec part of the patch: pod template metadata from the pool's to the claim's. */
+static int pod_meta_patch(const json_t *claim, const json_t *sb, json_t *patch, char *msg,
+                          size_t size)
+{
+    const json_t *cur = kube_obj_path(sb, "spec.podTemplate.metadata");
+    struct claim_err ce;
+    json_t *want = claim_pod_meta(claim, NULL, cur, &ce), *meta = json_object(), *d;
+    if (!want) {
+        (void)snprintf(msg, size, "%s", ce.message);
+        json_decref(meta);
+        return -EEXIST;
+    }
+    if ((d = map_diff(json_object_get(cur, "labels"), json_object_get(want, "labels"))))
+        json_object_set_new(meta, "labels", d);
+    if ((d = map_diff(json_object_get(cur, "annotations"), json_object_get(want, "annotations"))))
+        json_object_set_new(meta, "annotations", d);
+    if (json_object_size(meta))
+        json_object_set_new(patch, "spec", json_pack("{s:{s:o}}", "podTemplate", "metadata", meta));
+    else
+        json_decref(meta);
+    json_decref(want);
+    return 0;
+}
+
+static json_t *adopt_patch(const json_t *claim, const json_t *sb, char *msg, size_t size)
+{
+    const char *cb = kube_obj_label(claim, SB_LABEL_CREATED_BY);
+    const char *trace = kube_obj_annotation(claim, SB_ANN_TRACE_CONTEXT);
+    json_t *p =
+        json_pack("{s:{s:s, s:[o], s:{s:n, s:n, s:n, s:s, s:s, s:s*}}}", "metadata",
+                  "resourceVersion", kube_obj_resource_version(sb) ?: "", "ownerReferences",
+                  ext_owner_ref(claim, EXT_KIND_CLAIM), "labels", SB_LABEL_WARM_POOL,
+                  EXT_LABEL_TEMPLATE_HASH, EXT_LABEL_POD_TEMPLATE_HASH, SB_LABEL_LAUNCH_TYPE,
+                  "warm", EXT_LABEL_CLAIM_UID, kube_obj_uid(claim) ?: "", SB_LABEL_CREATED_BY, cb);
+    json_t *labels = json_object_get(json_object_get(p, "metadata"), "labels");
+    if (!cb)
+        json_object_set_new(labels, SB_LABEL_CREATED_BY, json_null());
+    if (trace)
+        json_object_set_new(json_object_get(p, "metadata"), "annotations",
+                            json_pack("{s:s}", SB_ANN_TRACE_CONTEXT, trace));
+    if (pod_meta_patch(claim, sb, p, msg, size) < 0) {
+        json_decref(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Tries one candidate. Returns 1 adopted, 0 skip it, negative errno to stop. */
+static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
+                   const char *name, json_t **ret_sb, char *msg, size_t size)
+{
+    const char *ns = kube_obj_namespace(claim);
+    json_t *sb = kube_store_get_ns(ext__sandboxes(x), ns, name), *patch, *out = NULL;
+    struct kube_err e;
+    int r;
+    if (!sb || !ext__warm_candidate(sb) || !sb_controlled_by(sb, kube_obj_uid(pool))) {
+        json_decref(sb);
+        return 0; /* gone, taken, or not Ready: the informer re-queues it when it is */
+    }
+    patch = adopt_patch(claim, sb, msg, size);
+    if (!patch) {
+        claim_queue_push(x->cq, pk, name);
+        json_decref(sb);
+        return -EEXIST;
+    }
+    r = ext__patch(x, &KUBE_RES_SANDBOXES, ns, name, NULL, patch, &out, &e);
+    json_decref(patch);
+    json_decref(sb);
+    if (r >= 0) {
+        *ret_sb = out;
+        return 1;
+    }
+    if (kube_err_is_conflict(&e) || kube_err_is_not_found(&e))
+        return 0; /* another claim won it, or it went away */
+    claim_queue_push(x->cq, pk, name);
+    (void)snprintf(msg, size, "adopting Sandbox %s: %s", name, e.message);
+    return r;
+}
+
+int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, json_t **ret_sb,
+                 char *msg, size_t size)
+{
+    char pk[LIMIT_KUBE_STORE_KEY + 1], name[LIMIT_KUBE_STORE_KEY + 1];
+    int r = 0;
+    if (ext__key(kube_obj_namespace(pool), kube_obj_name(pool), pk, sizeof(pk)) < 0)
+        return 0;
+    for (int i = 0; i < LIMIT_EXT_ADOPT_ATTEMPTS && r == 0; i++) {
+        if (!claim_queue_pop(x->cq, pk, name, sizeof(name)))
+            break;
+        r = try_one(x, claim, pool, pk, name, ret_sb, msg, size);
+    }
+    if (r == 1) {
+        ext__binding_put(x, kube_obj_uid(claim), kube_obj_name(*ret_sb));
+        log_debug("adopted\tclaim=%s/%s sandbox=%s", kube_obj_namespace(claim),
+                  kube_obj_name(claim), kube_obj_name(*ret_sb));
+    }
+    return r;
+}

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* SandboxClaim reconcile: lifecycle expiry, find the bound Sandbox, else adopt a warm
+ * one or create a cold one, then one status write (Ready, sandbox name and IPs). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/xalloc.h"
+#include "controller/claim_meta.h"
+#include "controller/claim_status.h"
+#include "controller/ext_int.h"
+#include "controller/ext_limits.h"
+#include "controller/ext_names.h"
+#include "controller/sandbox_status.h"
+#include "kube/client.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+
+struct claim_pass {
+    struct ext_ctrl *x;
+    const char *key, *ns, *name, *uid;
+    json_t *claim; /* own reference */
+    json_t *sb;    /* bound Sandbox (own reference) or NULL */
+    struct claim_observed obs;
+    char msg[768];
+    const char *launch; /* "warm" or "cold" when bound in this pass */
+    usec_t requeue;
+    int err; /* error worth a rate-limited retry */
+};
+
+static void requeue_min(struct claim_pass *p, usec_t d)
+{
+    if (d && (!p->requeue || d < p->requeue))
+        p->requeue = d;
+}
+
+static void fail(struct claim_pass *p, const char *reason, bool transient, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void fail(struct claim_pass *p, const char *reason, bool transient, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(p->msg, sizeof(p->msg), fmt, ap);
+    va_end(ap);
+    p->obs.err_reason = reason;
+    p->obs.err_message = p->msg;
+    p->obs.transient = transient;
+}
+
+/* ---- finding the bound Sandbox ------------------------------------------------------- */
+
+static json_t *sb_get(struct claim_pass *p, const char *name)
+{
+    return kube_store_get_ns(ext__sandboxes(p->x), p->ns, name);
+}
+
+static json_t *find_by_binding(struct claim_pass *p)
+{
+    char *name = ext__binding_get(p->x, p->uid);
+    json_t *sb;
+    struct kube_err e;
+    if (!name)
+        return NULL;
+    sb = sb_get(p, name);
+    if (sb && sb_controlled_by(sb, p->uid)) {
+        ext__binding_drop(p->x, p->uid); /* the cache has caught up */
+    } else {
+        /* The cache lags our own write: read the truth once. */
+        json_decref(sb);
+        sb = NULL;
+        if (kube_get(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, name, &sb, &e) >= 0 &&
+            !sb_controlled_by(sb, p->uid)) {
+            json_decref(sb);
+            sb = NULL;
+        }
+        if (!sb && kube_err_is_not_found(&e))
+            ext__binding_drop(p->x, p->uid);
+    }
+    xfree(name);
+    return sb;
+}
+
+static json_t *find_owned(struct claim_pass *p)
+{
+    struct kube_objv v = {0};
+    const char *want = kube_obj_path_str(p->claim, "status.sandbox.name");
+    json_t *sb = NULL;
+    kube_store_by_index(ext__sandboxes(p->x), EXT_IDX_SB_OWNER, p->uid, &v);
+    for (size_t i = 0; i < v.n && !sb; i++)
+        if (!want || strcmp(kube_obj_name(v.v[i]), want) == 0 || v.n == 1)
+            sb = json_incref(v.v[i]);
+    kube_objv_done(&v);
+    return sb;
+}
+
+static bool find_sandbox(struct claim_pass *p)
+{
+    json_t *sb = find_by_binding(p);
+    if (!sb)
+        sb = find_owned(p);
+    if (!sb && (sb = sb_get(p, p->name)) && !sb_controlled_by(sb, p->uid)) {
+        fail(p, EXT_R_RECONCILER_ERROR, true,
+             "Error seen: sandbox %s is not controlled by claim %s. Please use a different claim "
+             "name or delete the sandbox manually",
+             p->name, p->name);
+        json_decref(sb);
+        return false;
+    }
+    p->sb = sb;
+    return true;
+}
+
+/* ---- provisioning ------------------------------------------------------------------- */
+
+static void count_creation(struct claim_pass *p, const char *launch, const char *pool)
+{
+    const char *lv[] = {p->ns, launch, pool,
+                        kube_obj_condition_true(p->sb, SB_COND_READY) ? "ready" : "not_ready",
+                        NULL};
+    p->launch = launch;
+    if (p->x->met.creation_total)
+        metric_inc(p->x->met.creation_total, lv);
+    if (!p->x->o.no_claim_events)
+        ext__event(p->x, p->claim, false,
+                   launch[0] == 'w' ? "SandboxAdopted" : "SandboxProvisioned", "%s Sandbox \"%s\"",
+                   launch[0] == 'w' ? "Adopted warm pool" : "Created", kube_obj_name(p->sb));
+}
+
+static void cold_create(struct claim_pass *p, const json_t *tpl, const char *pool)
+{
+    struct claim_err ce = {0};
+    struct kube_err e;
+    json_t *sb = NULL, *out = NULL;
+    if (claim_cold_sandbox(p->claim, tpl, &sb, &ce) < 0) {
+        fail(p, ce.reason, false, "%s", ce.message);
+        return;
+    }
+    if (kube_create(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, sb, &out, &e) >= 0) {
+        p->sb = out;
+        ext__binding_put(p->x, p->uid, kube_obj_name(out));
+        count_creation(p, "cold", pool);
+    } else if (kube_err_is_already_exists(&e)) {
+        fail(p, EXT_R_CREATE_PENDING, true,
+             "Sandbox already created; waiting for cache to converge");
+        requeue_min(p, LIMIT_EXT_CACHE_LAG_REQUEUE);
+    } else {
+        fail(p, EXT_R_RECONCILER_ERROR, true, "Error seen: %s", e.message);
+        p->err = e.code ? e.code : -EIO;
+    }
+    json_decref(sb);
+}
+
+static void provision(struct claim_pass *p)
+{
+    const char *pn = kube_obj_path_str(p->claim, "spec.warmPoolRef.name"), *tn;
+    struct claim_domains d = {(const char *const *)p->x->domains, p->x->ndomains};
+    struct claim_err ce = {0};
+    json_t *pool, *tpl = NULL, *sb = NULL;
+    int r;
+    if (claim_meta_validate(p->claim, &d, &ce) < 0)
+        return fail(p, ce.reason, false, "%s", ce.message);
+    pool = pn ? kube_store_get_ns(ext__store(p->x, EXT_INF_POOL), p->ns, pn) : NULL;
+    tn = kube_obj_path_str(pool, "spec.sandboxTemplateRef.name");
+    tpl = tn ? kube_store_get_ns(ext__store(p->x, EXT_INF_TEMPLATE), p->ns, tn) : NULL;
+    if (!pool || !tpl) {
+        if (!pool)
+            fail(p, EXT_R_POOL_NOT_FOUND, true, "SandboxWarmPool \"%s\" not found", pn ? pn : "");
+        else
+            fail(p, EXT_R_TEMPLATE_NOT_FOUND, true, "SandboxTemplate \"%s\" not found",
+                 tn ? tn : "");
+        requeue_min(p, LIMIT_EXT_MISSING_REQUEUE);
+    } else if (!claim_needs_cold(p->claim) &&
+               (r = claim__adopt(p->x, p->claim, pool, &sb, p->msg, sizeof(p->msg))) != 0) {
+        if (r > 0) {
+            p->sb = sb;
+            count_creation(p, "warm", pn);
+        } else {
+            fail(p, EXT_R_RECONCILER_ERROR, true, "Error seen: %s", p->msg);
+            p->err = r;
+        }
+    } else {
+        cold_create(p, tpl, pn);
+    }
+    json_decref(pool);
+    json_decref(tpl);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------- */
+
+static void now_text(char *out, size_t size)
+{
+    clock_format_rfc3339(clock_wall_now(), out, (unsigned)size);
+}
+
+/* Second expiry pass: the expired state is persisted; act on the policy. */
+static void expire_act(struct claim_pass *p)
+{
+    const char *policy = kube_obj_path_str(p->claim, "spec.lifecycle.shutdownPolicy");
+    bool del = policy && strcmp(policy, "Delete") == 0;
+    bool fg = policy && strcmp(policy, "DeleteForeground") == 0;
+    struct kube_req r;
+    struct kube_err e;
+    if (del || fg) {
+        if (!p->x->o.no_claim_events)
+            ext__event(p->x, p->claim, false, EXT_R_CLAIM_EXPIRED,
+                       "Deleting Claim (ShutdownPolicy=%s)", policy);
+        kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXCLAIMS);
+        r.ns = p->ns;
+        r.name = p->name;
+        r.precondition_uid = p->uid;
+        r.propagation_policy = fg ? "Foreground" : NULL;
+    } else {
+        if (!p->sb || kube_obj_deleting(p->sb))
+            return;
+        kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+        r.ns = p->ns;
+        r.name = kube_obj_name(p->sb);
+        r.precondition_uid = kube_obj_uid(p->sb);
+    }
+    if (kube_request(p->x->d.client, &r, NULL, &e) < 0 && !kube_err_is_not_found(&e))
+        p->err = e.code ? e.code : -EIO;
+}
+
+/* Returns true when the claim is expired (and the pass is about expiry only). */
+static bool lifecycle(struct claim_pass *p)
+{
+    usec_t at, now = clock_wall_now();
+    if (claim_expire_at(p->claim, &at) < 0)
+        return false;
+    if (now < at) {
+        requeue_min(p, at - now);
+        return false;
+    }
+    p->obs.expired = true;
+    return true;
+}
+
+/* ---- status ------------------------------------------------------------------------- */
+
+static void record_first_ready(struct claim_pass *p)
+{
+    char now[64], first[64];
+    usec_t seen = ext__observed(p->x, p->key, true), t = clock_wall_now(), client;
+    const char *tpl = kube_obj_annotation(p->sb, SB_ANN_TEMPLATE_REF);
+    const char *lt = kube_obj_label(p->sb, SB_LABEL_LAUNCH_TYPE);
+    const char *lv[] = {lt && strcmp(lt, "warm") == 0 ? "warm" : "cold", tpl ? tpl : "__unknown__",
+                        NULL};
+    const char *ca = kube_obj_annotation(p->claim, EXT_ANN_CLIENT_REQ);
+    struct kube_err e;
+    json_t *patch;
+    if (kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY))
+        return;
+    if (seen && t >= seen && p->x->met.ctrl_latency)
+        metric_observe(p->x->met.ctrl_latency, lv, (double)(t - seen) / USEC_PER_MSEC);
+    if (ca && clock_parse_rfc3339(ca, &client) >= 0 && t >= client && p->x->met.client_latency)
+        metric_observe(p->x->met.client_latency, lv, (double)(t - client) / USEC_PER_MSEC);
+    if (p->x->o.no_claim_annotations)
+        return;
+    /* One metadata write after Ready, off the client's path. */
+    clock_format_rfc3339(t, now, sizeof(now));
+    clock_format_rfc3339(seen ? seen : t, first, sizeof(first));
+    patch = json_pack("{s:{s:{s:s, s:s}}}", "metadata", "annotations", EXT_ANN_FIRST_READY, now,
+                      EXT_ANN_FIRST_OBSERVED, first);
+    if (kube_obj_annotation(p->claim, EXT_ANN_FIRST_OBSERVED))
+        json_object_del(json_object_get(json_object_get(patch, "metadata"), "annotations"),
+                        EXT_ANN_FIRST_OBSERVED);
+    (void)ext__patch(p->x, &KUBE_RES_SANDBOXCLAIMS, p->ns, p->name, NULL, patch, NULL, &e);
+    json_decref(patch);
+}
+
+static bool status_ready(const json_t *st)
+{
+    const char *s = json_string_value(json_object_get(sb_cond_get(st, SB_COND_READY), "status"));
+    return s && strcmp(s, "True") == 0;
+}
+
+static void write_status(struct claim_pass *p)
+{
+    char now[64];
+    json_t *st, *patch;
+    struct kube_err e;
+    bool was_ready = claim_ready(p->claim);
+    now_text(now, sizeof(now));
+    st = claim_status_build(&p->obs, now);
+    if (claim_status_changed(json_object_get(p->claim, "status"), st)) {
+        patch = json_pack("{s:{s:s}, s:O}", "metadata", "resourceVersion",
+                          kube_obj_resource_version(p->claim) ?: "", "status", st);
+        if (ext__patch(p->x, &KUBE_RES_SANDBOXCLAIMS, p->ns, p->name, "status", patch, NULL, &e) <
+            0) {
+            /* A 409 is dropped: the conflicting write's event brings the claim back. */
+            if (!kube_err_is_conflict(&e) && !kube_err_is_not_found(&e) && !p->err)
+                p->err = e.code ? e.code : -EIO;
+            json_decref(patch);
+            json_decref(st);
+            return;
+        }
+        json_decref(patch);
+    }
+    if (!was_ready && status_ready(st))
+        record_first_ready(p);
+    json_decref(st);
+}
+
+/* ---- the pass ----------------------------------------------------------------------- */
+
+static bool timed_out(struct claim_pass *p)
+{
+    usec_t deadline, now = clock_wall_now();
+    usec_t dflt = p->x->o.claim_timeout == USEC_INFINITY ? 0
+                  : p->x->o.claim_timeout                ? p->x->o.claim_timeout
+                                                         : LIMIT_EXT_CLAIM_TIMEOUT;
+    if (claim_ready(p->claim) || kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY) ||
+        kube_obj_condition_true(p->sb, SB_COND_READY) ||
+        claim_deadline(p->claim, dflt, &deadline) < 0)
+        return false;
+    if (now < deadline) {
+        requeue_min(p, deadline - now);
+        return false;
+    }
+    return true;
+}
+
+static void run(struct claim_pass *p)
+{
+    const char *reason =
+        json_string_value(json_object_get(kube_obj_condition(p->claim, SB_COND_READY), "reason"));
+    bool expired = lifecycle(p);
+    bool found = find_sandbox(p);
+    if (expired) {
+        /* Two passes: persist ClaimExpired first, then act on the policy. */
+        if (reason && strcmp(reason, EXT_R_CLAIM_EXPIRED) == 0) {
+            expire_act(p);
+        } else {
+            if (!p->x->o.no_claim_events)
+                ext__event(p->x, p->claim, false, EXT_R_CLAIM_EXPIRED, "Claim expired");
+            requeue_min(p, USEC_PER_MSEC);
+        }
+        if (p->sb && kube_obj_deleting(p->sb)) {
+            json_decref(p->sb);
+            p->sb = NULL;
+        }
+    } else if (found) {
+        p->obs.timed_out = timed_out(p);
+        if (!p->sb && !p->obs.timed_out)
+            provision(p);
+    }
+    p->obs.sb = p->sb;
+    write_status(p);
+}
+
+int claim_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue)
+{
+    struct claim_pass p = {.x = x, .key = key};
+    *ret_requeue = 0;
+    p.claim = kube_store_get(ext__store(x, EXT_INF_CLAIM), key);
+    if (!p.claim || kube_obj_deleting(p.claim)) {
+        json_decref(p.claim);
+        return 0; /* garbage collection removes the Sandbox */
+    }
+    p.ns = kube_obj_namespace(p.claim);
+    p.name = kube_obj_name(p.claim);
+    p.uid = kube_obj_uid(p.claim);
+    if (!p.ns || !p.name || !p.uid) {
+        json_decref(p.claim);
+        return 0;
+    }
+    p.obs.claim = p.claim;
+    run(&p);
+    json_decref(p.sb);
+    json_decref(p.claim);
+    *ret_requeue = p.requeue;
+    return p.err;
+}

@@ -1,0 +1,755 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Extensions controllers: construction, informers, event routing, workers. */
+#include "controller/ext_ctrl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/map.h"
+#include "common/metrics.h"
+#include "common/str.h"
+#include "common/xalloc.h"
+#include "controller/claim_queue.h"
+#include "controller/ext_int.h"
+#include "controller/ext_limits.h"
+#include "controller/ext_names.h"
+#include "controller/manager_int.h"
+#include "controller/pool_expect.h"
+#include "kube/client.h"
+#include "kube/events.h"
+#include "kube/informer.h"
+#include "kube/informer_limits.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+
+/* ---- small shared helpers ----------------------------------------------------------- */
+
+int ext__key(const char *ns, const char *name, char *out, size_t size)
+{
+    int n = snprintf(out, size, "%s/%s", ns ? ns : "", name ? name : "");
+    return n < 0 || (size_t)n >= size ? -E2BIG : 0;
+}
+
+struct kube_store *ext__store(struct ext_ctrl *x, int which)
+{
+    return kube_informer_store(x->inf[which]);
+}
+
+struct kube_store *ext__sandboxes(struct ext_ctrl *x)
+{
+    return kube_informer_store(x->sandboxes);
+}
+
+struct kube_store *ext__pods(struct ext_ctrl *x)
+{
+    return kube_informer_store(x->pods);
+}
+
+void ext__enqueue(struct ext_ctrl *x, int loop, const char *key, usec_t delay)
+{
+    if (delay)
+        wq_add_after(x->loops[loop].q, key, delay);
+    else
+        wq_add(x->loops[loop].q, key);
+}
+
+void ext__event(struct ext_ctrl *x, const json_t *obj, bool warning, const char *reason,
+                const char *fmt, ...)
+{
+    va_list ap;
+    if (!x->d.events)
+        return;
+    va_start(ap, fmt);
+    events_recordv(x->d.events, obj, warning ? EVENTS_WARNING : EVENTS_NORMAL, reason, fmt, ap);
+    va_end(ap);
+}
+
+int ext__patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns, const char *name,
+               const char *sub, const json_t *patch, json_t **ret_obj, struct kube_err *reterr)
+{
+    struct kube_req r;
+    kube_req_init(&r, "PATCH", res);
+    r.ns = ns;
+    r.name = name;
+    r.subresource = sub;
+    r.body = patch;
+    r.patch_type = KUBE_PATCH_MERGE;
+    r.field_manager = EXT_FIELD_MANAGER;
+    kube_err_clear(reterr);
+    return kube_request(x->d.client, &r, ret_obj, reterr);
+}
+
+bool ext__pool_of(const json_t *sb, char *out, size_t size)
+{
+    const char *name;
+    if (!sb_controller_is(sb, SB_EXT_GROUP, EXT_KIND_POOL))
+        return false;
+    name = json_string_value(json_object_get(kube_obj_controller_ref(sb), "name"));
+    return name && ext__key(kube_obj_namespace(sb), name, out, size) == 0;
+}
+
+bool ext__warm_candidate(const json_t *sb)
+{
+    return !kube_obj_deleting(sb) && kube_obj_label(sb, SB_LABEL_WARM_POOL) &&
+           kube_obj_label(sb, SB_LABEL_TEMPLATE_REF) &&
+           sb_controller_is(sb, SB_EXT_GROUP, EXT_KIND_POOL) &&
+           kube_obj_condition_true(sb, SB_COND_READY) &&
+           json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
+}
+
+void ext__binding_put(struct ext_ctrl *x, const char *claim_uid, const char *sb_name)
+{
+    pthread_mutex_lock(&x->lock);
+    map_put(x->bindings, claim_uid, xstrdup(sb_name), NULL);
+    pthread_mutex_unlock(&x->lock);
+}
+
+char *ext__binding_get(struct ext_ctrl *x, const char *claim_uid)
+{
+    char *v;
+    pthread_mutex_lock(&x->lock);
+    v = xstrdup(map_get(x->bindings, claim_uid));
+    pthread_mutex_unlock(&x->lock);
+    return v;
+}
+
+void ext__binding_drop(struct ext_ctrl *x, const char *claim_uid)
+{
+    pthread_mutex_lock(&x->lock);
+    xfree(map_remove(x->bindings, claim_uid));
+    pthread_mutex_unlock(&x->lock);
+}
+
+usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop)
+{
+    usec_t *p, t = 0;
+    pthread_mutex_lock(&x->lock);
+    p = drop ? map_remove(x->observed, key) : map_get(x->observed, key);
+    if (p)
+        t = *p;
+    if (drop)
+        xfree(p);
+    pthread_mutex_unlock(&x->lock);
+    return t;
+}
+
+static void observe_claim(struct ext_ctrl *x, const char *key)
+{
+    pthread_mutex_lock(&x->lock);
+    if (!map_get(x->observed, key)) {
+        usec_t *t = xmalloc(sizeof(*t));
+        *t = clock_wall_now();
+        map_put(x->observed, key, t, NULL);
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* ---- indexes ------------------------------------------------------------------------ */
+
+static void index_ns_value(const json_t *obj, const char *v, struct kube_strv *out)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    if (v && *v && ext__key(kube_obj_namespace(obj), v, key, sizeof(key)) == 0)
+        kube_strv_add(out, key);
+}
+
+static void idx_sb_pool(void *ctx, const json_t *obj, struct kube_strv *out)
+{
+    (void)ctx;
+    index_ns_value(obj, kube_obj_label(obj, SB_LABEL_WARM_POOL), out);
+}
+
+static void idx_pool_tpl(void *ctx, const json_t *obj, struct kube_strv *out)
+{
+    (void)ctx;
+    index_ns_value(obj, kube_obj_path_str(obj, "spec.sandboxTemplateRef.name"), out);
+}
+
+static void idx_claim_pool(void *ctx, const json_t *obj, struct kube_strv *out)
+{
+    (void)ctx;
+    index_ns_value(obj, kube_obj_path_str(obj, "spec.warmPoolRef.name"), out);
+}
+
+/* ---- event routing ------------------------------------------------------------------ */
+
+static void enqueue_index(struct ext_ctrl *x, int which, const char *idx, const char *val, int loop,
+                          bool unbound_only)
+{
+    struct kube_objv v = {0};
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    kube_store_by_index(ext__store(x, which), idx, val, &v);
+    for (size_t i = 0; i < v.n; i++) {
+        if (unbound_only &&
+            (kube_obj_path_str(v.v[i], "status.sandbox.name") || kube_obj_deleting(v.v[i])))
+            continue;
+        if (kube_store_key(v.v[i], key, sizeof(key)) == 0)
+            ext__enqueue(x, loop, key, 0);
+    }
+    kube_objv_done(&v);
+}
+
+/* Candidate queue maintenance and pool/claim routing for one Sandbox state. */
+static void sb_route(struct ext_ctrl *x, const json_t *sb, bool gone)
+{
+    char pool[LIMIT_KUBE_STORE_KEY + 1], key[LIMIT_KUBE_STORE_KEY + 1];
+    const char *name = kube_obj_name(sb);
+    if (ext__pool_of(sb, pool, sizeof(pool))) {
+        if (!gone && ext__warm_candidate(sb))
+            claim_queue_push(x->cq, pool, name);
+        else
+            claim_queue_remove(x->cq, pool, name);
+        ext__enqueue(x, EXT_LOOP_POOL, pool, 0);
+    }
+    if (sb_controller_is(sb, SB_EXT_GROUP, EXT_KIND_CLAIM) &&
+        ext__key(kube_obj_namespace(sb),
+                 json_string_value(json_object_get(kube_obj_controller_ref(sb), "name")), key,
+                 sizeof(key)) == 0)
+        ext__enqueue(x, EXT_LOOP_CLAIM, key, 0);
+}
+
+static void sb_on_add(void *ctx, const json_t *sb)
+{
+    struct ext_ctrl *x = ctx;
+    char pool[LIMIT_KUBE_STORE_KEY + 1];
+    /* Lower before the pool is queued: its reconcile must see the create as seen. */
+    if (ext__pool_of(sb, pool, sizeof(pool)))
+        pool_expect_lower_creations(x->expect, pool, 1);
+    sb_route(x, sb, false);
+}
+
+/* True when a claim consumes something that changed between old and new. */
+static bool claim_relevant(const json_t *o, const json_t *n)
+{
+    return kube_obj_deleting(o) != kube_obj_deleting(n) ||
+           !json_equal(kube_obj_path(o, "status.podIPs"), kube_obj_path(n, "status.podIPs")) ||
+           !json_equal(kube_obj_condition(o, SB_COND_READY),
+                       kube_obj_condition(n, SB_COND_READY)) ||
+           !json_equal(kube_obj_condition(o, SB_COND_FINISHED),
+                       kube_obj_condition(n, SB_COND_FINISHED)) ||
+           !json_equal(kube_obj_controller_ref(o), kube_obj_controller_ref(n));
+}
+
+static void sb_on_update(void *ctx, const json_t *o, const json_t *n)
+{
+    struct ext_ctrl *x = ctx;
+    char pool[LIMIT_KUBE_STORE_KEY + 1];
+    if (ext__pool_of(o, pool, sizeof(pool)) && !sb_controller_is(n, SB_EXT_GROUP, EXT_KIND_POOL)) {
+        claim_queue_remove(x->cq, pool, kube_obj_name(o));
+        ext__enqueue(x, EXT_LOOP_POOL, pool, 0); /* a member left: refill */
+    }
+    if (ext__pool_of(n, pool, sizeof(pool)) || claim_relevant(o, n))
+        sb_route(x, n, false);
+}
+
+static void sb_on_delete(void *ctx, const json_t *sb, bool unknown)
+{
+    struct ext_ctrl *x = ctx;
+    char pool[LIMIT_KUBE_STORE_KEY + 1];
+    (void)unknown;
+    if (ext__pool_of(sb, pool, sizeof(pool)))
+        pool_expect_deletion_observed(x->expect, pool, kube_obj_uid(sb));
+    sb_route(x, sb, true);
+}
+
+static void obj_key(const json_t *obj, char *key, size_t size)
+{
+    if (kube_store_key(obj, key, size) < 0)
+        key[0] = '\0';
+}
+
+static void tpl_changed(struct ext_ctrl *x, const json_t *tpl, bool added)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    struct kube_objv pools = {0};
+    obj_key(tpl, key, sizeof(key));
+    if (!*key)
+        return;
+    ext__enqueue(x, EXT_LOOP_TEMPLATE, key, 0);
+    kube_store_by_index(ext__store(x, EXT_INF_POOL), EXT_IDX_POOL_TPL, key, &pools);
+    for (size_t i = 0; i < pools.n; i++) {
+        char pk[LIMIT_KUBE_STORE_KEY + 1];
+        obj_key(pools.v[i], pk, sizeof(pk));
+        ext__enqueue(x, EXT_LOOP_POOL, pk, 0);
+        if (added) /* claims waiting for a missing template */
+            enqueue_index(x, EXT_INF_CLAIM, EXT_IDX_CLAIM_POOL, pk, EXT_LOOP_CLAIM, true);
+    }
+    kube_objv_done(&pools);
+}
+
+static void tpl_on_add(void *ctx, const json_t *o)
+{
+    tpl_changed(ctx, o, true);
+}
+
+static void tpl_on_update(void *ctx, const json_t *o, const json_t *n)
+{
+    (void)o;
+    tpl_changed(ctx, n, false);
+}
+
+static void tpl_on_delete(void *ctx, const json_t *o, bool unknown)
+{
+    (void)unknown;
+    tpl_changed(ctx, o, false);
+}
+
+static void pool_changed(struct ext_ctrl *x, const json_t *pool, bool claims, bool gone)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    obj_key(pool, key, sizeof(key));
+    if (!*key)
+        return;
+    ext__enqueue(x, EXT_LOOP_POOL, key, 0);
+    if (gone)
+        claim_queue_drop(x->cq, key);
+    if (claims)
+        enqueue_index(x, EXT_INF_CLAIM, EXT_IDX_CLAIM_POOL, key, EXT_LOOP_CLAIM, true);
+}
+
+static void pool_on_add(void *ctx, const json_t *o)
+{
+    pool_changed(ctx, o, true, false);
+}
+
+static void pool_on_update(void *ctx, const json_t *o, const json_t *n)
+{
+    pool_changed(ctx, n, kube_obj_generation(o) != kube_obj_generation(n), false);
+}
+
+static void pool_on_delete(void *ctx, const json_t *o, bool unknown)
+{
+    (void)unknown;
+    pool_changed(ctx, o, true, true);
+}
+
+static void claim_on_add(void *ctx, const json_t *o)
+{
+    struct ext_ctrl *x = ctx;
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    obj_key(o, key, sizeof(key));
+    if (!*key)
+        return;
+    if (!kube_obj_annotation(o, EXT_ANN_FIRST_READY))
+        observe_claim(x, key);
+    ext__enqueue(x, EXT_LOOP_CLAIM, key, 0);
+}
+
+static void claim_on_update(void *ctx, const json_t *o, const json_t *n)
+{
+    struct ext_ctrl *x = ctx;
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    (void)o;
+    obj_key(n, key, sizeof(key));
+    if (*key)
+        ext__enqueue(x, EXT_LOOP_CLAIM, key, 0);
+}
+
+static void claim_on_delete(void *ctx, const json_t *o, bool unknown)
+{
+    struct ext_ctrl *x = ctx;
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    (void)unknown;
+    obj_key(o, key, sizeof(key));
+    (void)ext__observed(x, key, true);
+    if (kube_obj_uid(o))
+        ext__binding_drop(x, kube_obj_uid(o));
+}
+
+static void np_changed(struct ext_ctrl *x, const json_t *np)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    const char *owner = json_string_value(json_object_get(kube_obj_controller_ref(np), "name"));
+    if (sb_controller_is(np, SB_EXT_GROUP, EXT_KIND_TEMPLATE) &&
+        ext__key(kube_obj_namespace(np), owner, key, sizeof(key)) == 0)
+        ext__enqueue(x, EXT_LOOP_TEMPLATE, key, 0);
+}
+
+static void np_on_add(void *ctx, const json_t *o)
+{
+    np_changed(ctx, o);
+}
+
+static void np_on_update(void *ctx, const json_t *o, const json_t *n)
+{
+    (void)o;
+    np_changed(ctx, n);
+}
+
+static void np_on_delete(void *ctx, const json_t *o, bool unknown)
+{
+    (void)unknown;
+    np_changed(ctx, o);
+}
+
+static const struct kube_informer_handlers ext_handlers[EXT_INF_COUNT] = {
+    [EXT_INF_TEMPLATE] = {.on_add = tpl_on_add,
+                          .on_update = tpl_on_update,
+                          .on_delete = tpl_on_delete},
+    [EXT_INF_POOL] = {.on_add = pool_on_add,
+                      .on_update = pool_on_update,
+                      .on_delete = pool_on_delete},
+    [EXT_INF_CLAIM] = {.on_add = claim_on_add,
+                       .on_update = claim_on_update,
+                       .on_delete = claim_on_delete},
+    [EXT_INF_NETPOL] = {.on_add = np_on_add, .on_update = np_on_update, .on_delete = np_on_delete},
+};
+
+/* ---- workers ------------------------------------------------------------------------ */
+
+/* Waits for every cache, giving up once the loop's queue shuts down. */
+static bool wait_caches(struct ext_loop *l)
+{
+    struct ext_ctrl *x = l->x;
+    struct kube_informer *all[EXT_INF_COUNT + 2] = {x->sandboxes, x->pods};
+    for (int i = 0; i < EXT_INF_COUNT; i++)
+        all[i + 2] = x->inf[i];
+    for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+        int r = -ETIMEDOUT;
+        while (all[i] && r == -ETIMEDOUT && !wq_shutting_down(l->q))
+            r = kube_informer_wait_for_sync(all[i], 100 * USEC_PER_MSEC);
+        if (r < 0)
+            return false;
+    }
+    return true;
+}
+
+static void run_one(struct ext_loop *l, const char *key)
+{
+    struct ctrl_metrics *cm = l->x->d.metrics;
+    const char *lv[] = {l->name, NULL, NULL};
+    usec_t t0 = clock_now(), requeue = 0;
+    int rc = l->fn(l->x, key, &requeue);
+    if (cm)
+        metric_observe(cm->reconcile_time, lv, (double)(clock_now() - t0) / USEC_PER_SEC);
+    if (rc < 0) {
+        log_warn_errno(rc, "reconcile failed, will retry\tcontroller=%s key=%s", l->name, key);
+        if (cm)
+            metric_inc(cm->reconcile_errors, lv);
+        lv[1] = "error";
+        wq_add_rate_limited(l->q, key);
+    } else {
+        wq_forget(l->q, key);
+        lv[1] = requeue ? "requeue_after" : "success";
+        if (requeue)
+            wq_add_after(l->q, key, requeue);
+    }
+    if (cm)
+        metric_inc(cm->reconcile_total, lv);
+}
+
+static void *worker_main(void *arg)
+{
+    struct ext_loop *l = arg;
+    const char *key;
+    if (!wait_caches(l))
+        return NULL;
+    while (wq_get(l->q, &key) == 0) {
+        run_one(l, key);
+        wq_done(l->q, key);
+    }
+    return NULL;
+}
+
+void ext_ctrl_start_workers(struct ext_ctrl *x)
+{
+    if (atomic_exchange(&x->workers_started, true))
+        return;
+    for (int i = 0; i < EXT_LOOP_COUNT; i++) {
+        struct ext_loop *l = &x->loops[i];
+        l->threads = xcalloc((size_t)l->nworkers, sizeof(*l->threads));
+        for (int j = 0; j < l->nworkers; j++) {
+            if (pthread_create(&l->threads[l->nthreads], NULL, worker_main, l) != 0) {
+                log_error("cannot start worker\tcontroller=%s", l->name);
+                break;
+            }
+            l->nthreads++;
+        }
+        if (x->d.metrics)
+            metric_set(x->d.metrics->max_concurrent, (const char *const[]){l->name}, l->nworkers);
+    }
+    log_info("extensions workers started\tclaim=%d pool=%d template=%d",
+             x->loops[EXT_LOOP_CLAIM].nworkers, x->loops[EXT_LOOP_POOL].nworkers,
+             x->loops[EXT_LOOP_TEMPLATE].nworkers);
+}
+
+void ext_ctrl_stop_workers(struct ext_ctrl *x)
+{
+    if (!x)
+        return;
+    for (int i = 0; i < EXT_LOOP_COUNT; i++)
+        if (x->loops[i].q)
+            wq_shutdown(x->loops[i].q);
+    for (int i = 0; i < EXT_LOOP_COUNT; i++) {
+        struct ext_loop *l = &x->loops[i];
+        for (size_t j = 0; j < l->nthreads; j++)
+            pthread_join(l->threads[j], NULL);
+        XFREE(l->threads);
+        l->nthreads = 0;
+    }
+}
+
+/* ---- metrics ------------------------------------------------------------------------ */
+
+static void wqm_add(void *ctx, const char *name)
+{
+    struct ext_ctrl *x = ctx;
+    metric_inc(x->d.metrics->wq_adds, (const char *const[]){name});
+}
+
+static void wqm_depth(void *ctx, const char *name, size_t depth)
+{
+    struct ext_ctrl *x = ctx;
+    metric_set(x->d.metrics->wq_depth, (const char *const[]){name}, (double)depth);
+}
+
+static void wqm_latency(void *ctx, const char *name, usec_t d)
+{
+    struct ext_ctrl *x = ctx;
+    metric_observe(x->d.metrics->wq_latency, (const char *const[]){name}, (double)d / USEC_PER_SEC);
+}
+
+static void wqm_work(void *ctx, const char *name, usec_t d)
+{
+    struct ext_ctrl *x = ctx;
+    metric_observe(x->d.metrics->wq_work, (const char *const[]){name}, (double)d / USEC_PER_SEC);
+}
+
+static void wqm_retry(void *ctx, const char *name)
+{
+    struct ext_ctrl *x = ctx;
+    metric_inc(x->d.metrics->wq_retries, (const char *const[]){name});
+}
+
+/* Claim latency buckets in ms: fine from 1 ms to 100 ms, then coarser to 4 minutes. */
+static const double latency_ms[] = {
+    1,   2,   3,   5,   7.5,  10,   15,   20,   30,   40,    50,    75,    100,    150,
+    200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 10000, 30000, 60000, 120000, 240000};
+
+static void metrics_init(struct ext_ctrl *x)
+{
+    static const char *const l_lat[] = {"launch_type", "sandbox_template", NULL};
+    static const char *const l_create[] = {"namespace", "launch_type", "warmpool_name",
+                                           "pod_condition", NULL};
+    static const char *const l_pool[] = {"namespace", "pool", NULL};
+    struct metrics_registry *reg = x->d.metrics ? x->d.metrics->reg : NULL;
+    if (!reg)
+        return;
+    x->met.ctrl_latency =
+        metrics_histogram(reg, "agent_sandbox_claim_controller_startup_latency_ms",
+                          "Controller first observation of a claim to claim Ready.", l_lat,
+                          latency_ms, ARRAY_SIZE(latency_ms));
+    x->met.client_latency =
+        metrics_histogram(reg, "agent_sandbox_client_claim_startup_latency_ms",
+                          "Client request annotation of a claim to claim Ready.", l_lat, latency_ms,
+                          ARRAY_SIZE(latency_ms));
+    x->met.creation_total = metrics_counter(reg, "agent_sandbox_claim_creation_total",
+                                            "Sandboxes bound to claims, by launch type.", l_create);
+    x->met.pool_replicas = metrics_gauge(reg, "agent_sandbox_warm_pool_replicas",
+                                         "Active members of a warm pool.", l_pool);
+    x->met.pool_ready = metrics_gauge(reg, "agent_sandbox_warm_pool_ready_replicas",
+                                      "Ready members of a warm pool.", l_pool);
+    x->met.pool_creates = metrics_counter(reg, "agent_sandbox_warm_pool_creates_total",
+                                          "Sandboxes created by a warm pool.", l_pool);
+}
+
+/* ---- construction ------------------------------------------------------------------- */
+
+static void add_domain(struct ext_ctrl *x, struct str s)
+{
+    s = str_trim(s);
+    if (!s.len)
+        return;
+    x->domains = xreallocarray(x->domains, x->ndomains + 1, sizeof(*x->domains));
+    x->domains[x->ndomains] = str_dup(s);
+    for (char *p = x->domains[x->ndomains]; *p; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    x->ndomains++;
+}
+
+static void load_domains(struct ext_ctrl *x)
+{
+    struct buf b;
+    struct str s, head, tail = STR_NULL;
+    FILE *f = x->o.label_domains ? NULL : fopen("/etc/sandbox-config/allowed-label-domains", "re");
+    buf_init(&b, LIMIT_EXT_DOMAINS_FILE);
+    if (x->o.label_domains) {
+        (void)buf_puts(&b, x->o.label_domains);
+    } else if (f) {
+        char chunk[4096];
+        size_t n;
+        while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && buf_append(&b, chunk, n) == 0) {
+        }
+        fclose(f);
+    }
+    for (s = str_make(b.data, b.len); s.len; s = tail) {
+        size_t i = 0;
+        while (i < s.len && s.p[i] != ',' && s.p[i] != '\n')
+            i++;
+        head = str_make(s.p, i);
+        tail = i < s.len ? str_make(s.p + i + 1, s.len - i - 1) : STR_NULL;
+        add_domain(x, head);
+    }
+    if (!x->ndomains)
+        add_domain(x, STR_LIT("sandbox.users.io"));
+    buf_done(&b);
+}
+
+static int loop_init(struct ext_ctrl *x, int i, const char *name, int workers, ext_reconcile_fn *fn)
+{
+    struct ext_loop *l = &x->loops[i];
+    struct wq_opts qo = {.name = name, .metrics = x->d.metrics ? &l->ops : NULL};
+    *l = (struct ext_loop){.x = x, .name = name, .nworkers = workers, .fn = fn};
+    l->ops = (struct wq_metrics_ops){.ctx = x,
+                                     .add = wqm_add,
+                                     .depth = wqm_depth,
+                                     .latency = wqm_latency,
+                                     .work = wqm_work,
+                                     .retry = wqm_retry};
+    return wq_new(&qo, &l->q);
+}
+
+int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_ctrl **ret)
+{
+    struct ext_ctrl *x;
+    int r;
+    if (!o || !d || !d->client)
+        return -EINVAL;
+    x = XNEW(struct ext_ctrl);
+    x->o = *o;
+    x->d = *d;
+    x->ns = d->ns && *d->ns ? xstrdup(d->ns) : NULL;
+    x->d.ns = x->ns;
+    x->o.label_domains = NULL;
+    if (o->label_domains)
+        x->o.label_domains = xstrdup(o->label_domains);
+    load_domains(x);
+    pthread_mutex_init(&x->lock, NULL);
+    x->buckets = map_new(xfree);
+    x->observed = map_new(xfree);
+    x->bindings = map_new(xfree);
+    x->expect = pool_expect_new(0);
+    x->cq = claim_queue_new();
+    metrics_init(x);
+    r = loop_init(x, EXT_LOOP_TEMPLATE, "sandboxtemplate",
+                  o->template_workers > 0 ? o->template_workers : 1, tpl_reconcile);
+    if (r >= 0)
+        r = loop_init(x, EXT_LOOP_POOL, "sandboxwarmpool",
+                      o->pool_workers > 0 ? o->pool_workers : 1, pool_reconcile);
+    if (r >= 0)
+        r = loop_init(x, EXT_LOOP_CLAIM, "sandboxclaim",
+                      o->claim_workers > 0 ? o->claim_workers : 50, claim_reconcile);
+    if (r < 0) {
+        ext_ctrl_free(x);
+        return r;
+    }
+    *ret = x;
+    return 0;
+}
+
+int ext_ctrl_attach(struct ext_ctrl *x, struct kube_informer *sandboxes, struct kube_informer *pods)
+{
+    struct kube_informer_handlers h = {
+        .on_add = sb_on_add, .on_update = sb_on_update, .on_delete = sb_on_delete, .ctx = x};
+    int r;
+    x->sandboxes = sandboxes;
+    x->pods = pods;
+    r = kube_informer_add_index(sandboxes, EXT_IDX_SB_POOL, idx_sb_pool, NULL);
+    if (r >= 0)
+        r = kube_informer_add_index(sandboxes, EXT_IDX_SB_OWNER, kube_index_controller_uid, NULL);
+    if (r >= 0)
+        r = kube_informer_add_handlers(sandboxes, &h);
+    return r;
+}
+
+static int new_informer(struct ext_ctrl *x, int i, const struct kube_res *res)
+{
+    struct kube_informer_opts o = {
+        .client = x->d.client, .res = res, .ns = x->ns, .transform = kube_store_strip_transform};
+    struct kube_informer_handlers h = ext_handlers[i];
+    int r = kube_informer_new(&o, &x->inf[i]);
+    h.ctx = x;
+    if (r >= 0 && i == EXT_INF_POOL)
+        r = kube_informer_add_index(x->inf[i], EXT_IDX_POOL_TPL, idx_pool_tpl, NULL);
+    if (r >= 0 && i == EXT_INF_CLAIM)
+        r = kube_informer_add_index(x->inf[i], EXT_IDX_CLAIM_POOL, idx_claim_pool, NULL);
+    if (r >= 0)
+        r = kube_informer_add_handlers(x->inf[i], &h);
+    return r;
+}
+
+int ext_ctrl_start(struct ext_ctrl *x)
+{
+    static const struct kube_res *const res[EXT_INF_COUNT] = {
+        &KUBE_RES_SANDBOXTEMPLATES, &KUBE_RES_SANDBOXWARMPOOLS, &KUBE_RES_SANDBOXCLAIMS,
+        &KUBE_RES_NETWORKPOLICIES};
+    int r = 0;
+    for (int i = 0; r >= 0 && i < EXT_INF_COUNT; i++)
+        r = new_informer(x, i, res[i]);
+    for (int i = 0; r >= 0 && i < EXT_INF_COUNT; i++)
+        r = kube_informer_start(x->inf[i]);
+    if (r < 0)
+        return log_error_errno(r, "cannot start the extensions informers");
+    return 0;
+}
+
+bool ext_ctrl_synced(struct ext_ctrl *x)
+{
+    for (int i = 0; i < EXT_INF_COUNT; i++)
+        if (!x->inf[i] || !kube_informer_has_synced(x->inf[i]))
+            return false;
+    return true;
+}
+
+int ext_ctrl_wait_synced(struct ext_ctrl *x, usec_t timeout)
+{
+    usec_t end = clock_now() + timeout;
+    for (int i = 0; i < EXT_INF_COUNT; i++) {
+        usec_t now = clock_now();
+        int r;
+        if (!x->inf[i])
+            return -ECANCELED;
+        r = kube_informer_wait_for_sync(x->inf[i], now < end ? end - now : 0);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+void ext_ctrl_stop(struct ext_ctrl *x)
+{
+    if (!x || atomic_exchange(&x->stopped, true))
+        return;
+    ext_ctrl_stop_workers(x);
+    for (int i = 0; i < EXT_INF_COUNT; i++)
+        if (x->inf[i])
+            kube_informer_stop(x->inf[i]);
+}
+
+void ext_ctrl_free(struct ext_ctrl *x)
+{
+    if (!x)
+        return;
+    ext_ctrl_stop(x);
+    for (int i = 0; i < EXT_INF_COUNT; i++)
+        kube_informer_free(x->inf[i]);
+    for (int i = 0; i < EXT_LOOP_COUNT; i++)
+        wq_free(x->loops[i].q);
+    for (size_t i = 0; i < x->ndomains; i++)
+        xfree(x->domains[i]);
+    xfree(x->domains);
+    map_free(x->buckets);
+    map_free(x->observed);
+    map_free(x->bindings);
+    pool_expect_free(x->expect);
+    claim_queue_free(x->cq);
+    pthread_mutex_destroy(&x->lock);
+    xfree((char *)x->o.label_domains);
+    xfree(x->ns);
+    xfree(x);
+}

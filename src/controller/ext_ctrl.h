@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The extensions controllers (SandboxTemplate, SandboxWarmPool, SandboxClaim) inside
+ * the controller manager: their informers, indexes and event handlers, one work queue
+ * and worker pool per kind, the warm candidate queue, pool expectations and metrics.
+ * The manager owns the Sandbox and Pod informers; ext_ctrl_attach hooks into them
+ * before they start. Workers wait for every cache to sync before the first reconcile,
+ * so a pool never counts its members on an empty cache. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "common/clock.h"
+
+struct kube_client;
+struct kube_informer;
+struct events_recorder;
+struct ctrl_metrics;
+struct ext_ctrl;
+
+struct ext_opts {
+    int claim_workers;         /* 0 = 50 */
+    int pool_workers;          /* 0 = 1 */
+    int template_workers;      /* 0 = 1 */
+    int max_pool_replicas;     /* bound on spec.replicas; 0 = LIMIT_EXT_MAX_POOL_REPLICAS */
+    int max_batch;             /* creates/deletes per pool pass; 0 = LIMIT_EXT_MAX_BATCH */
+    double refill_rate;        /* per-pool creates per second; 0 = unpaced */
+    usec_t ready_grace;        /* 0 = LIMIT_EXT_READY_GRACE */
+    usec_t claim_timeout;      /* 0 = LIMIT_EXT_CLAIM_TIMEOUT; USEC_INFINITY = none */
+    bool no_eviction;          /* do not stamp safe-to-evict on warm pods */
+    bool no_claim_events;      /* no Events from the claim controller */
+    bool no_claim_annotations; /* do not persist the first-observed/first-ready annotations */
+    const char *label_domains; /* allowed label domains, comma-separated (copied); NULL = file
+                                  /etc/sandbox-config/allowed-label-domains, else
+                                  sandbox.users.io */
+};
+
+/** What the manager lends the extensions. Everything is borrowed and must outlive the
+ * controller. */
+struct ext_deps {
+    struct kube_client *client;
+    const char *ns;                 /* watched namespace, NULL = all */
+    struct events_recorder *events; /* NULL: no Events */
+    struct ctrl_metrics *metrics;   /* the manager's reconcile/workqueue families */
+};
+
+/** Creates the controller (copies o). Returns 0 and *ret or a negative errno. */
+int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_ctrl **ret);
+/** Adds indexes and handlers to the manager's Sandbox and Pod informers (before they
+ * start). Returns 0 or a negative errno. */
+int ext_ctrl_attach(struct ext_ctrl *x, struct kube_informer *sandboxes,
+                    struct kube_informer *pods);
+/** Starts the extension informers. Returns 0 or a negative errno. */
+int ext_ctrl_start(struct ext_ctrl *x);
+/** Starts the workers (idempotent). */
+void ext_ctrl_start_workers(struct ext_ctrl *x);
+/** Stops the workers, letting running reconciles finish (idempotent). */
+void ext_ctrl_stop_workers(struct ext_ctrl *x);
+/** Stops the informers (after the workers). Idempotent. */
+void ext_ctrl_stop(struct ext_ctrl *x);
+/** Stops and frees; NULL is fine. */
+void ext_ctrl_free(struct ext_ctrl *x);
+/** True when every extension informer has synced. */
+bool ext_ctrl_synced(struct ext_ctrl *x);
+/** Waits for the extension informers. Returns 0, -ETIMEDOUT or -ECANCELED. */
+int ext_ctrl_wait_synced(struct ext_ctrl *x, usec_t timeout);

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Internals shared by the extensions controllers (ext_ctrl.c, template_reconcile.c,
+ * pool_reconcile.c, claim_reconcile.c, claim_adopt.c). */
+#pragma once
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "controller/ext_ctrl.h"
+#include "kube/err.h"
+#include "kube/workqueue.h"
+
+struct map;
+struct metric;
+struct kube_store;
+struct kube_res;
+struct pool_expect;
+struct claim_queue;
+
+enum { EXT_INF_TEMPLATE, EXT_INF_POOL, EXT_INF_CLAIM, EXT_INF_NETPOL, EXT_INF_COUNT };
+enum { EXT_LOOP_TEMPLATE, EXT_LOOP_POOL, EXT_LOOP_CLAIM, EXT_LOOP_COUNT };
+
+/* Store indexes. Values are "namespace/name" or "namespace/hash". */
+#define EXT_IDX_SB_POOL    "ext-pool-member" /* Sandboxes by namespace/warm-pool hash */
+#define EXT_IDX_SB_OWNER   "ext-owner"       /* Sandboxes by controller UID */
+#define EXT_IDX_POOL_TPL   "ext-template"    /* pools by namespace/template name */
+#define EXT_IDX_CLAIM_POOL "ext-pool"        /* claims by namespace/pool name */
+
+struct ext_ctrl;
+
+/** A reconcile function: 0 (with *ret_requeue > 0 to run again later) or a negative
+ * errno for a rate-limited retry. */
+typedef int ext_reconcile_fn(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);
+
+struct ext_loop {
+    struct ext_ctrl *x;
+    const char *name; /* controller name in metrics */
+    struct wq *q;
+    int nworkers;
+    pthread_t *threads;
+    size_t nthreads;
+    ext_reconcile_fn *fn;
+    struct wq_metrics_ops ops;
+};
+
+struct ext_metrics {
+    struct metric *ctrl_latency, *client_latency, *creation_total;
+    struct metric *pool_replicas, *pool_ready, *pool_creates;
+};
+
+struct ext_ctrl {
+    struct ext_opts o;
+    struct ext_deps d;
+    char *ns, **domains;
+    size_t ndomains;
+    struct kube_informer *sandboxes, *pods; /* the manager's */
+    struct kube_informer *inf[EXT_INF_COUNT];
+    struct ext_loop loops[EXT_LOOP_COUNT];
+    struct ext_metrics met;
+    struct pool_expect *expect;
+    struct claim_queue *cq;
+    pthread_mutex_t lock; /* guards the maps below */
+    struct map *buckets;  /* pool key -> struct pool_bucket */
+    struct map *observed; /* claim key -> usec_t * (wall time first seen) */
+    struct map *bindings; /* claim uid -> char * (Sandbox name, until the cache shows it) */
+    atomic_bool workers_started, stopped;
+};
+
+/** Stores. */
+struct kube_store *ext__store(struct ext_ctrl *x, int which);
+struct kube_store *ext__sandboxes(struct ext_ctrl *x);
+struct kube_store *ext__pods(struct ext_ctrl *x);
+/** Queues key on a loop (now or after delay). */
+void ext__enqueue(struct ext_ctrl *x, int loop, const char *key, usec_t delay);
+/** Records an Event (no-op without a recorder). */
+void ext__event(struct ext_ctrl *x, const json_t *obj, bool warning, const char *reason,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/** Merge patch of res ns/name (status subresource when sub != NULL). */
+int ext__patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns, const char *name,
+               const char *sub, const json_t *patch, json_t **ret_obj, struct kube_err *reterr);
+/** "namespace/name" into out; returns 0 or -E2BIG. */
+int ext__key(const char *ns, const char *name, char *out, size_t size);
+
+/** The reconcilers. */
+int tpl_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);
+int pool_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);
+int claim_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);
+
+/** Pool membership of a Sandbox: writes "namespace/pool" of its controlling warm pool
+ * into out and returns true when sb is pool-controlled. */
+bool ext__pool_of(const json_t *sb, char *out, size_t size);
+/** True when sb may be handed to a claim: pool-controlled, labelled, not deleting,
+ * Ready with pod IPs. */
+bool ext__warm_candidate(const json_t *sb);
+
+/** Claim bindings made by this process that the cache may not show yet. */
+void ext__binding_put(struct ext_ctrl *x, const char *claim_uid, const char *sb_name);
+/** Returns a new copy of the bound Sandbox name, or NULL. */
+char *ext__binding_get(struct ext_ctrl *x, const char *claim_uid);
+void ext__binding_drop(struct ext_ctrl *x, const char *claim_uid);
+/** Wall time the claim key was first seen (0 when unknown); drop removes it. */
+usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop);
+
+/** Warm adoption (claim_adopt.c): pops candidates of pool for claim and adopts the first
+ * that passes; *ret_sb gets the adopted Sandbox (new reference). Returns 1 adopted, 0
+ * none available, or a negative errno (reterr text in msg). */
+int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, json_t **ret_sb,
+                 char *msg, size_t size);

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Warm-pool create/delete planning and the refill bucket. */
+#include "controller/pool_plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "common/xalloc.h"
+
+static void add_del(struct pool_plan *p, size_t i, size_t cap)
+{
+    if (!p->del)
+        p->del = xcalloc(cap ? cap : 1, sizeof(*p->del));
+    p->del[p->ndel++] = i;
+}
+
+/* Classifies member i; returns true when it counts as active. */
+static bool classify(const struct pool_plan_in *in, size_t i, struct pool_plan *p)
+{
+    const struct pool_member *m = &in->m[i];
+    if (m->terminating) {
+        p->terminating++;
+        return false;
+    }
+    if (m->stale && in->recreate) {
+        add_del(p, i, in->n);
+        p->terminating++;
+        return false;
+    }
+    if (!m->ready && m->created && in->now >= m->created) {
+        usec_t age = in->now - m->created;
+        if (age <= in->grace) {
+            usec_t left = in->grace - age + 2 * USEC_PER_SEC;
+            if (!p->requeue || left < p->requeue)
+                p->requeue = left;
+        } else if (m->unschedulable) {
+            p->held++; /* a replacement would be just as unschedulable */
+        } else {
+            add_del(p, i, in->n);
+            p->terminating++;
+            return false;
+        }
+    }
+    return true;
+}
+
+struct excess_ctx {
+    const struct pool_member *m;
+};
+
+/* Not-Ready first, then newest first. */
+static int excess_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct pool_member *m = ((struct excess_ctx *)ctx)->m;
+    const struct pool_member *x = &m[*(const size_t *)a], *y = &m[*(const size_t *)b];
+    if (x->ready != y->ready)
+        return x->ready ? 1 : -1;
+    if (x->created != y->created)
+        return x->created > y->created ? -1 : 1;
+    return 0;
+}
+
+static void plan_excess(const struct pool_plan_in *in, const size_t *active, struct pool_plan *p)
+{
+    size_t n = (size_t)p->active;
+    size_t *order = xcalloc(n ? n : 1, sizeof(*order));
+    struct excess_ctx ctx = {in->m};
+    int excess = p->active - in->desired;
+    for (size_t i = 0; i < n; i++)
+        order[i] = active[i];
+    qsort_r(order, n, sizeof(*order), excess_cmp, &ctx);
+    if (excess > in->max_batch)
+        excess = in->max_batch;
+    for (int i = 0; i < excess; i++)
+        add_del(p, order[i], in->n);
+    xfree(order);
+}
+
+void pool_plan_compute(const struct pool_plan_in *in, struct pool_plan *ret)
+{
+    struct pool_plan p = {0};
+    size_t *active = xcalloc(in->n ? in->n : 1, sizeof(*active));
+    int total;
+    for (size_t i = 0; i < in->n; i++) {
+        if (!classify(in, i, &p))
+            continue;
+        active[p.active++] = i;
+        if (in->m[i].ready)
+            p.ready++;
+    }
+    total = p.active + p.terminating;
+    if (total < in->desired) {
+        p.create = in->desired - total;
+        if (p.create > in->max_batch)
+            p.create = in->max_batch;
+    } else if (p.active > in->desired) {
+        plan_excess(in, active, &p);
+    }
+    xfree(active);
+    *ret = p;
+}
+
+void pool_plan_done(struct pool_plan *p)
+{
+    XFREE(p->del);
+    p->ndel = 0;
+}
+
+int pool_bucket_take(struct pool_bucket *b, double rate, int want, usec_t now, usec_t *ret_wait)
+{
+    double cap = rate > 1 ? rate : 1;
+    int granted;
+    if (rate <= 0 || want <= 0)
+        return want > 0 ? want : 0;
+    if (!b->init) {
+        b->tokens = cap;
+        b->last = now;
+        b->init = true;
+    }
+    if (now > b->last)
+        b->tokens = fmin(cap, b->tokens + rate * (double)(now - b->last) / USEC_PER_SEC);
+    b->last = now;
+    granted = (int)fmin((double)want, floor(b->tokens));
+    b->tokens -= granted;
+    if (granted == 0 && ret_wait)
+        *ret_wait = (usec_t)ceil((1.0 - b->tokens) / rate * USEC_PER_SEC);
+    return granted;
+}
+
+void pool_bucket_refund(struct pool_bucket *b, double rate, int n)
+{
+    double cap = rate > 1 ? rate : 1;
+    if (rate > 0 && n > 0)
+        b->tokens = fmin(cap, b->tokens + n);
+}

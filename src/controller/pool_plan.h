@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Pure warm-pool decisions: from the classified members of a pool, how many Sandboxes
+ * to create and which to delete (stale under Recreate, stuck past the readiness grace,
+ * excess), never counting on members that are going away; and the per-pool refill
+ * token bucket. No API access, no clock reads (times are passed in). */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/clock.h"
+
+struct pool_member {
+    const json_t *sb;   /* borrowed */
+    bool ready;         /* Ready=True */
+    bool terminating;   /* being deleted, or our delete of it is pending */
+    bool stale;         /* built from another blueprint than the template's current one */
+    bool unschedulable; /* its Pod is PodScheduled=False/Unschedulable */
+    usec_t created;     /* creationTimestamp (wall usec), 0 when unknown */
+};
+
+struct pool_plan_in {
+    const struct pool_member *m; /* borrowed */
+    size_t n;
+    int desired;   /* spec.replicas, already bounded */
+    int max_batch; /* creates or deletes per pass, > 0 */
+    bool recreate; /* updateStrategy Recreate: stale members are replaced at once */
+    usec_t grace;  /* readiness grace period */
+    usec_t now;    /* wall usec */
+};
+
+struct pool_plan {
+    int active;      /* members counted as the pool (status.replicas) */
+    int ready;       /* of which Ready (status.readyReplicas) */
+    int terminating; /* going away (including the deletes planned here) */
+    int held;        /* unschedulable past the grace, kept rather than churned */
+    int create;      /* Sandboxes to create */
+    size_t *del;     /* indexes into m to delete, in order (new array or NULL) */
+    size_t ndel;
+    usec_t requeue; /* earliest end of a readiness grace from now, 0 if none */
+};
+
+/** Computes the plan. *ret is overwritten; release it with pool_plan_done. */
+void pool_plan_compute(const struct pool_plan_in *in, struct pool_plan *ret);
+void pool_plan_done(struct pool_plan *p);
+
+/** A refill token bucket (one second's worth of capacity, at least one token). */
+struct pool_bucket {
+    double tokens;
+    usec_t last;
+    bool init;
+};
+
+/** Takes up to want tokens at rate per second (rate <= 0: unlimited, grants want).
+ * Returns the number granted; when it is 0, *ret_wait (may be NULL) gets the time
+ * until the next token. */
+int pool_bucket_take(struct pool_bucket *b, double rate, int want, usec_t now, usec_t *ret_wait);
+/** Gives back n tokens (no POST was made). */
+void pool_bucket_refund(struct pool_bucket *b, double rate, int n);

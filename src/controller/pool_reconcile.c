@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* SandboxWarmPool reconcile: classify members, plan, delete, create (behind the
+ * expectations gate and the refill bucket), write the status. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/map.h"
+#include "common/metrics.h"
+#include "common/xalloc.h"
+#include "controller/ext_int.h"
+#include "controller/ext_limits.h"
+#include "controller/ext_names.h"
+#include "controller/pool_expect.h"
+#include "controller/pool_plan.h"
+#include "controller/sandbox_status.h"
+#include "controller/template_build.h"
+#include "kube/client.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+
+struct pool_pass {
+    struct ext_ctrl *x;
+    const char *key, *ns;
+    json_t *pool, *tpl; /* own references; tpl may be NULL */
+    struct kube_objv sbs;
+    struct pool_member *m;
+    char bh[SB_HASH_LEN + 1], th[SB_HASH_LEN + 1];
+    usec_t requeue;
+    int err;
+};
+
+static void requeue_min(struct pool_pass *p, usec_t d)
+{
+    if (d && (!p->requeue || d < p->requeue))
+        p->requeue = d;
+}
+
+static bool pod_unschedulable(struct ext_ctrl *x, const json_t *sb)
+{
+    json_t *pod = kube_store_get_ns(ext__pods(x), kube_obj_namespace(sb), kube_obj_name(sb));
+    const json_t *c = kube_obj_condition(pod, "PodScheduled");
+    const char *s = json_string_value(json_object_get(c, "status"));
+    const char *r = json_string_value(json_object_get(c, "reason"));
+    bool yes = pod && !kube_obj_deleting(pod) && s && strcmp(s, "False") == 0 && r &&
+               strcmp(r, "Unschedulable") == 0;
+    json_decref(pod);
+    return yes;
+}
+
+static bool member_stale(struct pool_pass *p, const json_t *sb)
+{
+    const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
+    const char *bh = kube_obj_label(sb, EXT_LABEL_TEMPLATE_HASH);
+    if (!p->tpl)
+        return false;
+    if (!tr || strcmp(tr, p->th) != 0)
+        return true;
+    if (bh && strcmp(bh, p->bh) == 0)
+        return false;
+    return !tpl_blueprint_matches(p->tpl, sb);
+}
+
+/* Fills p->m from the pool's members; returns how many. */
+static size_t classify(struct pool_pass *p)
+{
+    const char *uid = kube_obj_uid(p->pool);
+    usec_t now = clock_now();
+    size_t n = 0;
+    p->m = xcalloc(p->sbs.n ? p->sbs.n : 1, sizeof(*p->m));
+    for (size_t i = 0; i < p->sbs.n; i++) {
+        const json_t *sb = p->sbs.v[i];
+        const char *ct = kube_obj_path_str(sb, "metadata.creationTimestamp");
+        struct pool_member *m = &p->m[n];
+        if (!sb_controlled_by(sb, uid))
+            continue; /* labelled like ours but controlled by someone else: not ours */
+        m->sb = sb;
+        m->terminating = kube_obj_deleting(sb) ||
+                         pool_expect_deleting(p->x->expect, p->key, kube_obj_uid(sb), now);
+        m->ready = kube_obj_condition_true(sb, SB_COND_READY);
+        m->stale = member_stale(p, sb);
+        if (ct)
+            (void)clock_parse_rfc3339(ct, &m->created);
+        m->unschedulable = !m->ready && pod_unschedulable(p->x, sb);
+        n++;
+    }
+    return n;
+}
+
+static void delete_members(struct pool_pass *p, const struct pool_plan *plan)
+{
+    for (size_t i = 0; i < plan->ndel; i++) {
+        const json_t *sb = p->m[plan->del[i]].sb;
+        struct kube_req r;
+        struct kube_err e;
+        kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+        r.ns = p->ns;
+        r.name = kube_obj_name(sb);
+        r.precondition_uid = kube_obj_uid(sb);
+        pool_expect_deletion(p->x->expect, p->key, kube_obj_uid(sb), clock_now());
+        if (kube_request(p->x->d.client, &r, NULL, &e) < 0) {
+            pool_expect_deletion_observed(p->x->expect, p->key, kube_obj_uid(sb));
+            if (!kube_err_is_not_found(&e) && !p->err)
+                p->err = e.code ? e.code : -EIO;
+        }
+    }
+}
+
+static double refill_rate(struct pool_pass *p)
+{
+    const char *a = kube_obj_annotation(p->pool, EXT_ANN_REFILL_RATE);
+    char *end;
+    double v;
+    if (!a)
+        return p->x->o.refill_rate;
+    v = strtod(a, &end);
+    return end != a && !*end && v >= 0 && v < 1e6 ? v : p->x->o.refill_rate;
+}
+
+/* Takes refill tokens; returns how many creates may go now. */
+static int take_tokens(struct pool_pass *p, int want, double rate)
+{
+    struct pool_bucket *b;
+    usec_t wait = 0;
+    int granted;
+    pthread_mutex_lock(&p->x->lock);
+    b = map_get(p->x->buckets, p->key);
+    if (!b) {
+        b = XNEW(struct pool_bucket);
+        map_put(p->x->buckets, p->key, b, NULL);
+    }
+    granted = pool_bucket_take(b, rate, want, clock_now(), &wait);
+    pthread_mutex_unlock(&p->x->lock);
+    if (!granted)
+        requeue_min(p, wait);
+    return granted;
+}
+
+static void refund_tokens(struct pool_pass *p, int n, double rate)
+{
+    struct pool_bucket *b;
+    pthread_mutex_lock(&p->x->lock);
+    b = map_get(p->x->buckets, p->key);
+    if (b)
+        pool_bucket_refund(b, rate, n);
+    pthread_mutex_unlock(&p->x->lock);
+}
+
+static void create_members(struct pool_pass *p, int want)
+{
+    struct tpl_pool_opts o = {.eviction = !p->x->o.no_eviction};
+    double rate = refill_rate(p);
+    int granted = take_tokens(p, want, rate), ok = 0;
+    json_t *sb;
+    if (!granted)
+        return;
+    if (!pool_expect_try_creations(p->x->expect, p->key, granted, clock_now())) {
+        refund_tokens(p, granted, rate);
+        requeue_min(p, LIMIT_EXT_EXPECT_RECHECK);
+        log_debug("waiting for in-flight creates/deletes\tpool=%s", p->key);
+        return;
+    }
+    sb = tpl_pool_sandbox(p->pool, p->tpl, &o);
+    for (; ok < granted; ok++) {
+        struct kube_err e;
+        if (kube_create(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, sb, NULL, &e) < 0) {
+            log_warn("pool create failed\tpool=%s detail=\"%s\"", p->key, e.message);
+            p->err = e.code ? e.code : -EIO;
+            break;
+        }
+    }
+    json_decref(sb);
+    if (ok < granted)
+        pool_expect_lower_creations(p->x->expect, p->key, granted - ok);
+    if (p->x->met.pool_creates)
+        metric_add(p->x->met.pool_creates, (const char *const[]){p->ns, kube_obj_name(p->pool)},
+                   ok);
+}
+
+static int desired_replicas(struct pool_pass *p)
+{
+    const json_t *r = kube_obj_path(p->pool, "spec.replicas");
+    int max =
+        p->x->o.max_pool_replicas > 0 ? p->x->o.max_pool_replicas : LIMIT_EXT_MAX_POOL_REPLICAS;
+    json_int_t n = json_is_integer(r) ? json_integer_value(r) : 1;
+    if (n < 0)
+        n = 0;
+    return n > max ? max : (int)n;
+}
+
+static void write_status(struct pool_pass *p, const struct pool_plan *plan)
+{
+    char sel[128], hash[SB_HASH_LEN + 1];
+    json_t *st, *patch;
+    struct kube_err e;
+    sb_name_hash(kube_obj_name(p->pool), hash);
+    (void)snprintf(sel, sizeof(sel), SB_LABEL_WARM_POOL "=%s", hash);
+    st = json_pack("{s:i, s:i, s:s, s:I}", "replicas", plan->active, "readyReplicas", plan->ready,
+                   "selector", sel, "observedGeneration", (json_int_t)kube_obj_generation(p->pool));
+    if (p->x->met.pool_replicas) {
+        const char *lv[] = {p->ns, kube_obj_name(p->pool), NULL};
+        metric_set(p->x->met.pool_replicas, lv, plan->active);
+        metric_set(p->x->met.pool_ready, lv, plan->ready);
+    }
+    if (!json_equal(st, json_object_get(p->pool, "status"))) {
+        patch = json_pack("{s:O}", "status", st);
+        if (ext__patch(p->x, &KUBE_RES_SANDBOXWARMPOOLS, p->ns, kube_obj_name(p->pool), "status",
+                       patch, NULL, &e) < 0 &&
+            !kube_err_is_not_found(&e) && !p->err)
+            p->err = e.code ? e.code : -EIO;
+        json_decref(patch);
+    }
+    json_decref(st);
+}
+
+static void run_plan(struct pool_pass *p, size_t n)
+{
+    const char *strategy = kube_obj_path_str(p->pool, "spec.updateStrategy.type");
+    struct pool_plan_in in = {
+        .m = p->m,
+        .n = n,
+        .desired = desired_replicas(p),
+        .max_batch = p->x->o.max_batch > 0 ? p->x->o.max_batch : LIMIT_EXT_MAX_BATCH,
+        .recreate = strategy && strcmp(strategy, "Recreate") == 0,
+        .grace = p->x->o.ready_grace ? p->x->o.ready_grace : LIMIT_EXT_READY_GRACE,
+        .now = clock_wall_now(),
+    };
+    struct pool_plan plan;
+    pool_plan_compute(&in, &plan);
+    if (plan.ndel && plan.create == 0 &&
+        !pool_expect_satisfied(p->x->expect, p->key, clock_now()) && plan.active > in.desired) {
+        requeue_min(p, LIMIT_EXT_EXPECT_RECHECK); /* excess: wait until our creates are seen */
+    } else {
+        delete_members(p, &plan);
+    }
+    if (plan.create > 0 && p->tpl)
+        create_members(p, plan.create);
+    requeue_min(p, plan.requeue ? plan.requeue + (usec_t)(rand() % 1000) * plan.requeue / 2000 : 0);
+    if (plan.held)
+        requeue_min(p, LIMIT_EXT_UNSCHED_RECHECK);
+    write_status(p, &plan);
+    pool_plan_done(&plan);
+}
+
+int pool_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue)
+{
+    struct pool_pass p = {.x = x, .key = key};
+    char idx[512], hash[SB_HASH_LEN + 1];
+    const char *tn;
+    *ret_requeue = 0;
+    p.pool = kube_store_get(ext__store(x, EXT_INF_POOL), key);
+    if (!p.pool || kube_obj_deleting(p.pool)) {
+        pool_expect_forget(x->expect, key);
+        pthread_mutex_lock(&x->lock);
+        xfree(map_remove(x->buckets, key));
+        pthread_mutex_unlock(&x->lock);
+        json_decref(p.pool);
+        return 0;
+    }
+    p.ns = kube_obj_namespace(p.pool);
+    tn = kube_obj_path_str(p.pool, "spec.sandboxTemplateRef.name");
+    p.tpl = tn ? kube_store_get_ns(ext__store(x, EXT_INF_TEMPLATE), p.ns, tn) : NULL;
+    if (p.tpl) {
+        tpl_blueprint_hash(p.tpl, p.bh);
+        sb_name_hash(kube_obj_name(p.tpl), p.th);
+    }
+    sb_name_hash(kube_obj_name(p.pool), hash);
+    (void)snprintf(idx, sizeof(idx), "%s/%s", p.ns, hash);
+    kube_store_by_index(ext__sandboxes(x), EXT_IDX_SB_POOL, idx, &p.sbs);
+    run_plan(&p, classify(&p));
+    xfree(p.m);
+    kube_objv_done(&p.sbs);
+    json_decref(p.tpl);
+    json_decref(p.pool);
+    *ret_requeue = p.requeue;
+    return p.err;
+}

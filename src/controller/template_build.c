@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Blueprints, fingerprints, NetworkPolicy and pool Sandboxes built from templates. */
+#include "controller/template_build.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "controller/ext_names.h"
+#include "kube/obj.h"
+
+json_t *ext_owner_ref(const json_t *obj, const char *kind)
+{
+    const char *n = kube_obj_name(obj), *u = kube_obj_uid(obj);
+    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "apiVersion", EXT_API_VERSION, "kind", kind,
+                     "name", n ? n : "", "uid", u ? u : "", "controller", 1, "blockOwnerDeletion",
+                     1);
+}
+
+json_t *ext_obj_ensure(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_object(v)) {
+        v = json_object();
+        json_object_set_new(obj, key, v);
+    }
+    return v;
+}
+
+bool tpl_np_managed(const json_t *tpl)
+{
+    const char *m = kube_obj_path_str(tpl, "spec.networkPolicyManagement");
+    return !m || !*m || strcmp(m, "Managed") == 0;
+}
+
+void tpl_secure_pod_spec(json_t *pod_spec)
+{
+    if (json_is_object(pod_spec) && !json_object_get(pod_spec, "automountServiceAccountToken"))
+        json_object_set_new(pod_spec, "automountServiceAccountToken", json_false());
+}
+
+json_t *tpl_blueprint(const json_t *tpl)
+{
+    const json_t *spec = json_object_get(tpl, "spec");
+    const json_t *pt = json_object_get(spec, "podTemplate");
+    const json_t *vct = json_object_get(spec, "volumeClaimTemplates");
+    const json_t *svc = json_object_get(spec, "service");
+    json_t *bp = json_object();
+    json_t *ptc = json_is_object(pt) ? json_deep_copy(pt) : json_object();
+    tpl_secure_pod_spec(ext_obj_ensure(ptc, "spec"));
+    json_object_set_new(bp, "podTemplate", ptc);
+    if (json_is_array(vct))
+        json_object_set_new(bp, "volumeClaimTemplates", json_deep_copy(vct));
+    if (json_is_boolean(svc))
+        json_object_set(bp, "service", (json_t *)svc);
+    return bp;
+}
+
+/* FNV-1a fed by jansson's streaming dump: no intermediate string. */
+static int fnv_feed(const char *buf, size_t len, void *ctx)
+{
+    uint32_t *h = ctx;
+    for (size_t i = 0; i < len; i++) {
+        *h ^= (unsigned char)buf[i];
+        *h *= 0x01000193u;
+    }
+    return 0;
+}
+
+static void hash_json(const json_t *v, char out[SB_HASH_LEN + 1])
+{
+    uint32_t h = 0x811c9dc5u;
+    if (v)
+        (void)json_dump_callback(v, fnv_feed, &h, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    (void)snprintf(out, SB_HASH_LEN + 1, "%08x", h);
+}
+
+void tpl_blueprint_hash(const json_t *tpl, char out[SB_HASH_LEN + 1])
+{
+    const json_t *spec = json_object_get(tpl, "spec");
+    json_t *bp =
+        json_pack("{s:O*, s:O*, s:O*}", "podTemplate", json_object_get(spec, "podTemplate"),
+                  "volumeClaimTemplates", json_object_get(spec, "volumeClaimTemplates"), "service",
+                  json_object_get(spec, "service"));
+    hash_json(bp, out);
+    json_decref(bp);
+}
+
+void tpl_pod_template_hash(const json_t *tpl, char out[SB_HASH_LEN + 1])
+{
+    hash_json(kube_obj_path(tpl, "spec.podTemplate"), out);
+}
+
+static bool vcts_match(const json_t *a, const json_t *b)
+{
+    size_t i;
+    const json_t *x;
+    if (json_array_size(a) != json_array_size(b))
+        return false;
+    json_array_foreach(a, i, x)
+    {
+        const json_t *y = json_array_get(b, i);
+        const char *na = kube_obj_name(x), *nb = kube_obj_name(y);
+        if (!na || !nb || strcmp(na, nb) != 0 ||
+            !json_equal(json_object_get(x, "spec"), json_object_get(y, "spec")))
+            return false;
+    }
+    return true;
+}
+
+bool tpl_blueprint_matches(const json_t *tpl, const json_t *sb)
+{
+    json_t *bp = tpl_blueprint(tpl);
+    const json_t *ss = json_object_get(sb, "spec");
+    const json_t *bs = json_object_get(bp, "service"), *svc = json_object_get(ss, "service");
+    bool ok =
+        json_equal(kube_obj_path(bp, "podTemplate.spec"), kube_obj_path(ss, "podTemplate.spec")) &&
+        vcts_match(json_object_get(bp, "volumeClaimTemplates"),
+                   json_object_get(ss, "volumeClaimTemplates")) &&
+        ((!bs && !svc) || (bs && svc && json_equal(bs, svc)));
+    json_decref(bp);
+    return ok;
+}
+
+/* ---- NetworkPolicy ------------------------------------------------------------------ */
+
+static json_t *default_ingress(void)
+{
+    return json_pack("[{s:[{s:{s:{s:s}}, s:{s:{s:s}}}]}]", "from", "namespaceSelector",
+                     "matchLabels", "kubernetes.io/metadata.name", EXT_ROUTER_NAMESPACE,
+                     "podSelector", "matchLabels", "app", EXT_ROUTER_APP);
+}
+
+/* DNS to the cluster resolver only; everything public; nothing private, link-local
+ * (cloud metadata), carrier-grade NAT or unique-local. */
+static json_t *default_egress(void)
+{
+    json_t *dns = json_pack("{s:[{s:{s:{s:s}}, s:{s:{s:s}}}], s:[{s:s, s:i}, {s:s, s:i}]}", "to",
+                            "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name",
+                            "kube-system", "podSelector", "matchLabels", "k8s-app", "kube-dns",
+                            "ports", "protocol", "UDP", "port", 53, "protocol", "TCP", "port", 53);
+    json_t *pub = json_pack("{s:[{s:{s:s, s:[s, s, s, s, s]}}, {s:{s:s, s:[s, s]}}]}", "to",
+                            "ipBlock", "cidr", "0.0.0.0/0", "except", "10.0.0.0/8", "172.16.0.0/12",
+                            "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10", "ipBlock", "cidr",
+                            "::/0", "except", "fc00::/7", "fe80::/10");
+    return json_pack("[o, o]", dns, pub);
+}
+
+json_t *tpl_network_policy(const json_t *tpl)
+{
+    const json_t *custom = kube_obj_path(tpl, "spec.networkPolicy");
+    char hash[SB_HASH_LEN + 1], name[512];
+    json_t *ing, *egr;
+    sb_name_hash(kube_obj_name(tpl), hash);
+    (void)snprintf(name, sizeof(name), "%s" EXT_NP_SUFFIX, kube_obj_name(tpl));
+    if (json_is_object(custom)) {
+        const json_t *i = json_object_get(custom, "ingress"),
+                     *e = json_object_get(custom, "egress");
+        ing = json_is_array(i) ? json_deep_copy(i) : json_array();
+        egr = json_is_array(e) ? json_deep_copy(e) : json_array();
+    } else {
+        ing = default_ingress();
+        egr = default_egress();
+    }
+    return json_pack("{s:s, s:s, s:{s:s, s:s, s:[o]}, s:{s:{s:{s:s}}, s:[s, s], s:o, s:o}}",
+                     "apiVersion", "networking.k8s.io/v1", "kind", "NetworkPolicy", "metadata",
+                     "name", name, "namespace", kube_obj_namespace(tpl) ?: "", "ownerReferences",
+                     ext_owner_ref(tpl, EXT_KIND_TEMPLATE), "spec", "podSelector", "matchLabels",
+                     SB_LABEL_TEMPLATE_REF, hash, "policyTypes", "Ingress", "Egress", "ingress",
+                     ing, "egress", egr);
+}
+
+/* ---- pool Sandbox ------------------------------------------------------------------- */
+
+json_t *tpl_pool_sandbox(const json_t *pool, const json_t *tpl, const struct tpl_pool_opts *o)
+{
+    char ph[SB_HASH_LEN + 1], th[SB_HASH_LEN + 1], bh[SB_HASH_LEN + 1], pth[SB_HASH_LEN + 1];
+    char gen[300];
+    json_t *bp = tpl_blueprint(tpl);
+    json_t *pmeta = ext_obj_ensure(json_object_get(bp, "podTemplate"), "metadata");
+    sb_name_hash(kube_obj_name(pool), ph);
+    sb_name_hash(kube_obj_name(tpl), th);
+    tpl_blueprint_hash(tpl, bh);
+    tpl_pod_template_hash(tpl, pth);
+    (void)snprintf(gen, sizeof(gen), "%.200s-", kube_obj_name(pool) ?: "pool");
+    if (o && o->eviction) {
+        json_t *ann = ext_obj_ensure(pmeta, "annotations");
+        if (!json_object_get(ann, EXT_ANN_SAFE_TO_EVICT))
+            json_object_set_new(ann, EXT_ANN_SAFE_TO_EVICT, json_string("true"));
+    }
+    return json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:{s:s}, s:[o]}, "
+                     "s:o}",
+                     "apiVersion", SB_API_VERSION, "kind", SB_KIND, "metadata", "generateName", gen,
+                     "namespace", kube_obj_namespace(pool) ?: "", "labels", SB_LABEL_WARM_POOL, ph,
+                     SB_LABEL_TEMPLATE_REF, th, SB_LABEL_LAUNCH_TYPE, "warm",
+                     EXT_LABEL_TEMPLATE_HASH, bh, EXT_LABEL_POD_TEMPLATE_HASH, pth,
+                     SB_LABEL_CREATED_BY, "controller", "annotations", SB_ANN_TEMPLATE_REF,
+                     kube_obj_name(tpl) ?: "", "ownerReferences",
+                     ext_owner_ref(pool, EXT_KIND_POOL), "spec", bp);
+}
