@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kubectl-sandbox exec NAME -- CMD...: runs CMD through sandboxd's streaming process API
+ * (POST /v1/processes, NDJSON events), passing stdout, stderr and the exit code through;
+ * -i forwards stdin (POST .../stdin), -t runs on a PTY with the local terminal in raw
+ * mode and window resizes forwarded. */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <sys/ioctl.h>
+
+#include "cli/cli_limits.h"
+#include "cli/sbd.h"
+#include "common/xalloc.h"
+#include "kube/b64.h"
+#include "kube/linebuf.h"
+
+struct exec_opts {
+    bool in, tty;
+    const char *cwd;
+    json_t *env; /* owned object */
+    usec_t timeout;
+};
+
+struct exec_state {
+    struct cli_sbd *s;
+    CURL *h;
+    struct linebuf lb;
+    struct buf errbody; /* the body of a non-200 answer */
+    struct buf dec;     /* decoded output, reused */
+    long status;
+    long id; /* process id from the start event; -1 before */
+    bool exited, timed_out;
+    int exit_code, sig;
+    int proto_err; /* a malformed stream */
+};
+
+static volatile sig_atomic_t got_winch, got_int;
+
+static void on_signal(int sig)
+{
+    if (sig == SIGWINCH)
+        got_winch = 1;
+    else
+        got_int++;
+}
+
+void cli_help_exec(FILE *out)
+{
+    fprintf(out,
+            "Usage: kubectl-sandbox exec NAME [-i] [-t] [--cwd DIR] [-e K=V]... [--timeout D]\n"
+            "                              -- COMMAND [ARG...]\n\n"
+            "Runs COMMAND (argv, no shell: use `sh -c '...'` for pipes) in sandbox NAME\n"
+            "through its sandboxd, streaming stdout and stderr.\n"
+            "  -i, --stdin      forward standard input (EOF closes the command's stdin)\n"
+            "  -t, --tty        run on a pseudo-terminal (stdout and stderr merged); the\n"
+            "                   local terminal is put in raw mode and resizes are forwarded\n"
+            "  --cwd DIR        working directory, relative to sandboxd's root\n"
+            "  -e, --env K=V    environment variable (repeatable)\n"
+            "  --timeout D      kill the command after D (e.g. 30s, 5m)\n"
+            "Without -t, Ctrl-C is sent to the command as SIGINT; a second one exits.\n"
+            "The connection goes through the API server's pod proxy, --router-url, or\n"
+            "--sandboxd-url (direct, for debugging).\n"
+            "Exit codes: the command's exit code; 128+N when it was killed by signal N; 124\n"
+            "when --timeout killed it; 1/2/3 as for every command; 5 when sandboxd could not\n"
+            "be reached or refused the command.\n");
+}
+
+/* ---- the event stream ---------------------------------------------------------------- */
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -errno;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int on_line(void *ctx, const char *line, size_t len)
+{
+    struct exec_state *x = ctx;
+    json_t *j = json_loadb(line, len, 0, NULL);
+    const char *type = json_string_value(json_object_get(j, "type"));
+    int r = 0;
+    if (!type) {
+        r = -EPROTO;
+    } else if (!strcmp(type, "start")) {
+        x->id = (long)json_integer_value(json_object_get(j, "id"));
+    } else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
+        const char *d = json_string_value(json_object_get(j, "data"));
+        buf_reset(&x->dec);
+        r = d ? kube_b64_decode(d, strlen(d), &x->dec) : -EPROTO;
+        if (r == 0)
+            (void)write_all(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "", x->dec.len);
+    } else if (!strcmp(type, "exit")) {
+        x->exited = true;
+        x->exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
+        x->sig = (int)json_integer_value(json_object_get(j, "signal"));
+        x->timed_out = json_is_true(json_object_get(j, "timed_out"));
+    }
+    json_decref(j);
+    if (r < 0)
+        x->proto_err = r;
+    return r;
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *ctx)
+{
+    struct exec_state *x = ctx;
+    if (x->status == 0)
+        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
+    if (x->status != 200) {
+        (void)buf_append(&x->errbody, p, size * n); /* past the limit: keep the start */
+        return size * n;
+    }
+    return linebuf_feed(&x->lb, p, size * n, on_line, x) == 0 ? size * n : 0;
+}
+
+/* ---- control requests ------------------------------------------------------------------ */
+
+/* POSTs to /v1/processes/ID/action. Returns the HTTP status or a negative errno. */
+static long control(struct exec_state *x, const char *action, const void *body, size_t len,
+                    const char *ctype)
+{
+    char path[96], err[512];
+    struct buf resp;
+    long status = 0;
+    buf_init(&resp, LIMIT_CLI_SBD_ERROR);
+    (void)snprintf(path, sizeof(path), "/v1/processes/%ld/%s", x->id, action);
+    int r = cli_sbd_call(x->s, "POST", path, body ? body : "", len, ctype, &resp, &status, err,
+                         sizeof(err));
+    buf_done(&resp);
+    return r < 0 ? r : status;
+}
+
+static void send_json(struct exec_state *x, const char *action, json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (s)
+        (void)control(x, action, s, strlen(s), "application/json");
+    xfree(s); /* jansson allocates with malloc: see output.c */
+}
+
+static void send_resize(struct exec_state *x)
+{
+    struct winsize ws;
+    if (ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row)
+        send_json(x, "resize", json_pack("{s:i,s:i}", "cols", ws.ws_col, "rows", ws.ws_row));
+}
+
+/* Forwards what stdin has. Returns false at EOF (stdin closed remotely). */
+static bool pump_stdin(struct exec_state *x)
+{
+    char chunk[LIMIT_CLI_STDIN_CHUNK];
+    ssize_t n = read(0, chunk, sizeof(chunk));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    if (n <= 0) {
+        (void)control(x, "stdin/close", NULL, 0, NULL);
+        return false;
+    }
+    for (int tries = 0; tries < 1000; tries++) {
+        long st = control(x, "stdin", chunk, (size_t)n, "application/octet-stream");
+        if (st != 429)
+            break;
+        clock_sleep(10 * USEC_PER_MSEC); /* sandboxd's stdin queue is full: back off */
+    }
+    return true;
+}
+
+/* ---- the run --------------------------------------------------------------------------- */
+
+static json_t *request_body(const struct exec_opts *o, int argc, char **argv)
+{
+    json_t *cmd = json_array();
+    for (int i = 0; i < argc; i++)
+        (void)json_array_append_new(cmd, json_string(argv[i]));
+    json_t *j = json_pack("{s:o}", "command", cmd);
+    if (o->env)
+        (void)json_object_set(j, "env", o->env);
+    if (o->cwd)
+        (void)json_object_set_new(j, "cwd", json_string(o->cwd));
+    if (o->timeout)
+        (void)json_object_set_new(j, "timeout_seconds",
+                                  json_real((double)o->timeout / USEC_PER_SEC));
+    struct winsize ws;
+    if (o->tty && ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row)
+        (void)json_object_set_new(j, "pty",
+                                  json_pack("{s:i,s:i}", "cols", ws.ws_col, "rows", ws.ws_row));
+    else if (o->tty)
+        (void)json_object_set_new(j, "pty", json_true());
+    return j;
+}
+
+/* One turn of the loop after the stream made progress: start-up actions, stdin,
+ * signals, resizes. */
+static void housekeeping(struct exec_state *x, const struct exec_opts *o, bool *stdin_open,
+                         bool *closed_stdin, int *ints_sent)
+{
+    if (x->id < 0 || x->exited)
+        return;
+    if (!o->in && !*closed_stdin) {
+        (void)control(x, "stdin/close", NULL, 0, NULL);
+        *closed_stdin = true;
+    }
+    if (got_winch) {
+        got_winch = 0;
+        send_resize(x);
+    }
+    while (*ints_sent < got_int) {
+        (*ints_sent)++;
+        send_json(x, "signal", json_pack("{s:s}", "signal", "SIGINT"));
+    }
+    (void)stdin_open;
+}
+
+static int run_loop(struct exec_state *x, const struct exec_opts *o)
+{
+    CURLM *m = curl_multi_init();
+    curl_multi_add_handle(m, x->h);
+    bool stdin_open = o->in, closed_stdin = false;
+    int running = 1, ints_sent = 0;
+    while (running) {
+        if (curl_multi_perform(m, &running) != CURLM_OK)
+            break;
+        housekeeping(x, o, &stdin_open, &closed_stdin, &ints_sent);
+        if (!running || got_int > 1)
+            break;
+        struct curl_waitfd w = {.fd = 0, .events = CURL_WAIT_POLLIN};
+        bool poll_in = stdin_open && x->id >= 0 && !x->exited;
+        curl_multi_poll(m, poll_in ? &w : NULL, poll_in ? 1 : 0, 200, NULL);
+        if (poll_in && (w.revents & (CURL_WAIT_POLLIN | POLLHUP | POLLERR)))
+            stdin_open = pump_stdin(x);
+    }
+    CURLMsg *msg;
+    int left, cc = CURLE_OK;
+    while ((msg = curl_multi_info_read(m, &left)))
+        if (msg->msg == CURLMSG_DONE)
+            cc = msg->data.result;
+    curl_multi_remove_handle(m, x->h);
+    curl_multi_cleanup(m);
+    return cc;
+}
+
+static int finish(const struct cli_globals *g, struct exec_state *x, int cc, const char *errbuf)
+{
+    char text[600];
+    if (x->status && x->status != 200) {
+        cli_sbd_error_text(x->status, x->errbody.data, x->errbody.len, text, sizeof(text));
+        fprintf(g->err, "error: %s refused the command: %s\n", x->s->what, text);
+        return CLI_SBD;
+    }
+    if (x->exited)
+        return x->timed_out ? 124 : x->sig > 0 ? 128 + x->sig : x->exit_code;
+    if (got_int > 1)
+        return 130;
+    if (x->status == 0) {
+        fprintf(g->err, "error: cannot reach %s: %s\n", x->s->what,
+                errbuf[0] ? errbuf : curl_easy_strerror((CURLcode)cc));
+        return CLI_SBD;
+    }
+    fprintf(g->err, "error: the stream from %s ended without an exit status: %s\n", x->s->what,
+            x->proto_err     ? "malformed event"
+            : cc != CURLE_OK ? (errbuf[0] ? errbuf : curl_easy_strerror((CURLcode)cc))
+                             : "connection closed");
+    return CLI_SBD;
+}
+
+static int do_exec(const struct cli_globals *g, struct cli_sbd *s, const struct exec_opts *o,
+                   int argc, char **argv)
+{
+    struct exec_state x = {.s = s, .id = -1};
+    char errbuf[CURL_ERROR_SIZE];
+    const char *extra[] = {"Content-Type: application/json", "Accept: application/x-ndjson", NULL};
+    struct curl_slist *hdrs = NULL;
+    json_t *body = request_body(o, argc, argv);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    linebuf_init(&x.lb, LIMIT_CLI_SBD_LINE);
+    buf_init(&x.errbody, LIMIT_CLI_SBD_ERROR);
+    buf_init(&x.dec, LIMIT_CLI_SBD_LINE);
+    x.h = curl_easy_init();
+    (void)cli_sbd_setup(s, x.h, "POST", "/v1/processes", extra, &hdrs, errbuf);
+    curl_easy_setopt(x.h, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(x.h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(x.h, CURLOPT_WRITEDATA, &x);
+    int cc = run_loop(&x, o);
+    int rc = finish(g, &x, cc, errbuf);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(x.h);
+    xfree(text);
+    linebuf_done(&x.lb);
+    buf_done(&x.errbody);
+    buf_done(&x.dec);
+    return rc;
+}
+
+/* ---- options and terminal ---------------------------------------------------------------- */
+
+static const struct option exec_long[] = {
+    {"stdin", no_argument, NULL, 'i'},         {"tty", no_argument, NULL, 't'},
+    {"cwd", required_argument, NULL, 'C'},     {"env", required_argument, NULL, 'e'},
+    {"timeout", required_argument, NULL, 'T'}, {NULL, 0, NULL, 0},
+};
+
+static int parse_exec(const struct cli_globals *g, int argc, char **argv, struct exec_opts *o)
+{
+    int ch;
+    optind = 0;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "ite:", exec_long, NULL)) != -1) {
+        const char *eq = ch == 'e' ? strchr(optarg, '=') : NULL;
+        if (ch == 'i') {
+            o->in = true;
+        } else if (ch == 't') {
+            o->tty = true;
+        } else if (ch == 'C') {
+            o->cwd = optarg;
+        } else if (ch == 'e' && eq && eq != optarg) {
+            if (!o->env)
+                o->env = json_object();
+            char *k = xstrndup(optarg, (size_t)(eq - optarg));
+            (void)json_object_set_new(o->env, k, json_string(eq + 1));
+            xfree(k);
+        } else if (ch == 'T' && cli_parse_duration(optarg, &o->timeout) == 0) {
+            continue;
+        } else {
+            fprintf(g->err, "error: bad option %s; see exec --help\n", argv[optind - 1]);
+            return CLI_USAGE;
+        }
+    }
+    return CLI_OK;
+}
+
+int cli_cmd_exec(struct cli_globals *g, int argc, char **argv)
+{
+    struct exec_opts o = {0};
+    /* getopt sees only what precedes "--" (a copy it may permute), never the command */
+    int dd = 1;
+    while (dd < argc && strcmp(argv[dd], "--") != 0)
+        dd++;
+    char **head = xcalloc((size_t)dd + 1, sizeof(char *));
+    memcpy(head, argv, (size_t)dd * sizeof(char *));
+    int rc = parse_exec(g, dd, head, &o);
+    if (rc == CLI_OK && (dd - optind != 1 || dd + 1 >= argc)) {
+        fprintf(g->err, "error: usage: kubectl-sandbox exec NAME [options] -- COMMAND [ARG...]\n");
+        rc = CLI_USAGE;
+    }
+    struct cli_sbd *s = NULL;
+    if (rc == CLI_OK)
+        rc = cli_sbd_open(g, head[optind], &s);
+    if (rc == CLI_OK) {
+        struct termios saved;
+        bool raw = o.tty && isatty(0) && tcgetattr(0, &saved) == 0;
+        if (raw) {
+            struct termios t = saved;
+            cfmakeraw(&t);
+            (void)tcsetattr(0, TCSANOW, &t);
+        }
+        struct sigaction sa = {.sa_handler = on_signal};
+        sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGWINCH, &sa, NULL);
+        if (!o.tty)
+            (void)sigaction(SIGINT, &sa, NULL);
+        rc = do_exec(g, s, &o, argc - dd - 1, argv + dd + 1);
+        if (raw)
+            (void)tcsetattr(0, TCSANOW, &saved);
+    }
+    cli_sbd_free(s);
+    json_decref(o.env);
+    xfree(head);
+    return rc;
+}
