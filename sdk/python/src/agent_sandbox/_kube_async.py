@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import httpx
@@ -80,7 +82,7 @@ class AsyncKubeClient:
 
     async def watch(
         self, resource: str, ns: str, name: str, rv: str, timeout: float
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """Watch events of one object from resourceVersion rv, for at most timeout."""
         params = {
             "watch": "1",
@@ -132,21 +134,28 @@ class AsyncKubeClient:
             return obj
         rv = str(obj.get("metadata", {}).get("resourceVersion", ""))
         while (left := deadline - time.monotonic()) > 0:
-            async for etype, o in self.watch(resource, ns, name, rv, left):
-                if etype == "ERROR":
-                    if o.get("code") == 410:
-                        rv = ""
+            got = 0
+            async with contextlib.aclosing(self.watch(resource, ns, name, rv, left)) as events:
+                async for etype, o in events:
+                    got += 1
+                    if etype == "ERROR":
+                        if o.get("code") == 410:
+                            rv = ""
+                            break
+                        raise SandboxError(f"watch {resource} {ns}/{name}: {o.get('message')}")
+                    rv = str(o.get("metadata", {}).get("resourceVersion", rv))
+                    if etype == "BOOKMARK":
+                        continue
+                    step(w, etype, o)
+                    obj = o
+                    if w.done:
+                        return obj
+                    if time.monotonic() >= deadline:
                         break
-                    raise SandboxError(f"watch {resource} {ns}/{name}: {o.get('message')}")
-                rv = str(o.get("metadata", {}).get("resourceVersion", rv))
-                if etype == "BOOKMARK":
-                    continue
-                step(w, etype, o)
-                obj = o
-                if w.done:
-                    return obj
-                if time.monotonic() >= deadline:
-                    break
+            if not got:
+                await asyncio.sleep(
+                    min(0.1, max(0.0, deadline - time.monotonic()))
+                )  # a watch that ends at once: do not spin
         raise SandboxTimeoutError(
             f"{w.kind} {ns}/{name} not ready after {timeout:g}s ({w.describe()})",
             reason=w.reason,

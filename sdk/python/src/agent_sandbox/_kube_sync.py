@@ -130,7 +130,9 @@ class KubeClient:
             return obj
         rv = str(obj.get("metadata", {}).get("resourceVersion", ""))
         while (left := deadline - time.monotonic()) > 0:
+            got = 0
             for etype, o in self.watch(resource, ns, name, rv, left):
+                got += 1
                 if etype == "ERROR":
                     if o.get("code") == 410:
                         rv = ""
@@ -145,6 +147,8 @@ class KubeClient:
                     return obj
                 if time.monotonic() >= deadline:
                     break
+            if not got:
+                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))  # a watch that ends at once: do not spin
         raise SandboxTimeoutError(
             f"{w.kind} {ns}/{name} not ready after {timeout:g}s ({w.describe()})",
             reason=w.reason,

@@ -1,0 +1,184 @@
+"""An in-memory fake of the few API server calls the SDK makes, and a scripted sandboxd,
+both as httpx handlers (usable by sync and async clients through MockTransport)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from agent_sandbox import AsyncSandboxClient, KubeConfig, PodProxyConnection, SandboxClient
+
+SERVER = "https://kube.test"
+_COLL = re.compile(r"^/apis/([^/]+)/v1beta1/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?$")
+_PROXY = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/:]+):(\d+)/proxy(/.*)$")
+
+Hook = Callable[["FakeKube", str, dict[str, Any]], None]
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.store: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.events: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
+        self.requests: list[httpx.Request] = []
+        self.rv = 100
+        self.on_create: Hook | None = None
+        self.on_patch: Hook | None = None
+        self.sandboxd: Callable[[httpx.Request, str], httpx.Response] | None = None
+
+    # ---- helpers for tests ---------------------------------------------------------
+
+    def put(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        meta["resourceVersion"] = str(self.rv)
+        self.store[(resource, meta["namespace"], meta["name"])] = obj
+        return obj
+
+    def emit(self, resource: str, name: str, etype: str, obj: dict[str, Any]) -> None:
+        self.events.setdefault((resource, name), []).append((etype, copy.deepcopy(obj)))
+
+    def update(self, resource: str, name: str, status: dict[str, Any], ns: str = "default") -> dict[str, Any]:
+        obj = copy.deepcopy(self.store[(resource, ns, name)])
+        obj["status"] = status
+        obj = self.put(resource, obj)
+        self.emit(resource, name, "MODIFIED", obj)
+        return obj
+
+    def calls(self, method: str, pattern: str) -> list[httpx.Request]:
+        return [r for r in self.requests if r.method == method and re.search(pattern, r.url.path)]
+
+    # ---- the handler ---------------------------------------------------------------
+
+    def __call__(self, req: httpx.Request) -> httpx.Response:
+        self.requests.append(req)
+        m = _PROXY.match(req.url.path)
+        if m:
+            assert self.sandboxd is not None
+            return self.sandboxd(req, m.group(4))
+        m = _COLL.match(req.url.path)
+        if not m:
+            return _status(404, "NotFound", f"no route {req.url.path}")
+        _, ns, resource, name = m.groups()
+        if req.method == "POST":
+            body = json.loads(req.content)
+            body["metadata"]["namespace"] = ns
+            if (resource, ns, body["metadata"]["name"]) in self.store:
+                return _status(409, "AlreadyExists", "exists")
+            obj = self.put(resource, body)
+            if self.on_create:
+                self.on_create(self, resource, obj)
+            return httpx.Response(201, json=obj)
+        if req.method == "GET" and name:
+            obj = self.store.get((resource, ns, name))
+            return httpx.Response(200, json=obj) if obj else _status(404, "NotFound", f"{name} not found")
+        if req.method == "GET" and req.url.params.get("watch"):
+            sel = req.url.params.get("fieldSelector", "")
+            wname = sel.removeprefix("metadata.name=")
+            evs = self.events.pop((resource, wname), [])
+            lines = "".join(json.dumps({"type": t, "object": o}) + "\n" for t, o in evs)
+            return httpx.Response(200, content=lines.encode())
+        if req.method == "GET":
+            items = [o for (r, n, _), o in self.store.items() if r == resource and n == ns]
+            return httpx.Response(200, json={"items": items, "metadata": {"resourceVersion": str(self.rv)}})
+        if req.method == "DELETE":
+            obj = self.store.pop((resource, ns, name), None)
+            if obj is None:
+                return _status(404, "NotFound", f"{name} not found")
+            self.emit(resource, name, "DELETED", obj)
+            return httpx.Response(200, json={"kind": "Status", "status": "Success"})
+        if req.method == "PATCH":
+            obj = copy.deepcopy(self.store.get((resource, ns, name)) or {})
+            if not obj:
+                return _status(404, "NotFound", f"{name} not found")
+            _merge(obj, json.loads(req.content))
+            obj = self.put(resource, obj)
+            if self.on_patch:
+                self.on_patch(self, resource, obj)
+            return httpx.Response(200, json=obj)
+        return _status(405, "MethodNotAllowed", req.method)
+
+
+def _merge(dst: dict[str, Any], patch: dict[str, Any]) -> None:
+    for k, v in patch.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            _merge(dst[k], v)
+        elif v is None:
+            dst.pop(k, None)
+        else:
+            dst[k] = v
+
+
+def _status(code: int, reason: str, msg: str) -> httpx.Response:
+    return httpx.Response(code, json={"kind": "Status", "status": "Failure", "reason": reason, "message": msg})
+
+
+def ready(status: str = "True", reason: str = "Ready", message: str = "") -> dict[str, Any]:
+    return {"type": "Ready", "status": status, "reason": reason, "message": message}
+
+
+class FakeSandboxd:
+    """Answers the sandboxd calls the tests need; counts them by path."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.hits: list[tuple[str, str]] = []
+        self.fail: dict[tuple[str, str], list[int]] = {}
+
+    def __call__(self, req: httpx.Request, path: str) -> httpx.Response:
+        self.hits.append((req.method, path))
+        queued = self.fail.get((req.method, path))
+        if queued:
+            return httpx.Response(queued.pop(0), json={"code": "UNAVAILABLE", "message": "try again"})
+        if path == "/v1/processes/run":
+            body = json.loads(req.content)
+            return httpx.Response(200, json={"stdout": f"ran {body['command']}", "stderr": "", "exit_code": 0})
+        if path == "/v1/processes":
+            lines = [
+                {"type": "start", "id": 7, "pid": 42},
+                {"type": "stdout", "data": base64.b64encode(b"hello ").decode()},
+                {"type": "stderr", "data": base64.b64encode(b"warn").decode()},
+                {"type": "stdout", "data": base64.b64encode(b"world").decode()},
+                {"type": "exit", "exit_code": 3, "signal": 0, "timed_out": False},
+            ]
+            return httpx.Response(200, content="".join(json.dumps(x) + "\n" for x in lines).encode())
+        if path.startswith("/v1/processes/7/"):
+            return httpx.Response(204)
+        if path.startswith("/v1/files/"):
+            key = path[len("/v1/files/") :]
+            if req.method == "PUT":
+                self.files[key] = req.read()
+                return httpx.Response(204)
+            if key not in self.files:
+                return httpx.Response(404, json={"code": "NOT_FOUND", "message": "open: not found"})
+            if req.method == "HEAD":
+                return httpx.Response(200)
+            if req.method == "DELETE":
+                del self.files[key]
+                return httpx.Response(204)
+            return httpx.Response(200, content=self.files[key])
+        return httpx.Response(404, json={"code": "NOT_FOUND", "message": "no route"})
+
+
+def config() -> KubeConfig:
+    return KubeConfig(server=SERVER, namespace="default", token="t0k")
+
+
+def sync_client(fake: FakeKube) -> SandboxClient:
+    c = SandboxClient(config=config(), connection=PodProxyConnection(port=8080))
+    c.kube.http.close()
+    c.kube.http = httpx.Client(base_url=SERVER, transport=httpx.MockTransport(fake))
+    return c
+
+
+def async_client(fake: FakeKube) -> AsyncSandboxClient:
+    c = AsyncSandboxClient(config=config(), connection=PodProxyConnection(port=8080))
+    c.kube.http = httpx.AsyncClient(base_url=SERVER, transport=httpx.MockTransport(fake))
+    return c

@@ -1,0 +1,129 @@
+"""The kubeconfig / in-cluster loader."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from agent_sandbox import ConfigError, _kubeconfig
+from agent_sandbox._kubeconfig import load_config, load_kubeconfig
+
+
+def write(tmp: Path, user: dict[str, object], cluster: dict[str, object] | None = None) -> Path:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "ctx",
+        "clusters": [
+            {"name": "cl", "cluster": cluster or {"server": "https://10.0.0.1:6443/", "insecure-skip-tls-verify": True}}
+        ],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "ctx", "context": {"cluster": "cl", "user": "u", "namespace": "team"}}],
+    }
+    p = tmp / "kubeconfig"
+    p.write_text(yaml.safe_dump(doc))
+    return p
+
+
+def bearer(cfg: _kubeconfig.KubeConfig) -> str | None:
+    auth = cfg.auth()
+    assert auth is not None
+    req = httpx.Request("GET", "https://x")
+    out = next(auth.auth_flow(req))
+    return out.headers.get("Authorization")
+
+
+def test_token_and_namespace(tmp_path: Path) -> None:
+    cfg = load_kubeconfig(write(tmp_path, {"token": "abc"}))
+    assert cfg.server == "https://10.0.0.1:6443" and cfg.namespace == "team"
+    assert bearer(cfg) == "Bearer abc"
+    assert cfg.ssl_context().verify_mode.name == "CERT_NONE"
+
+
+def test_token_file_is_reread(tmp_path: Path) -> None:
+    tf = tmp_path / "tok"
+    tf.write_text("one\n")
+    cfg = load_kubeconfig(write(tmp_path, {"tokenFile": "tok"}))
+    assert bearer(cfg) == "Bearer one"
+    tf.write_text("two")
+    assert bearer(cfg) == "Bearer two"
+
+
+def test_exec_plugin(tmp_path: Path) -> None:
+    script = tmp_path / "plugin.py"
+    script.write_text(
+        "import json; print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', "
+        "'kind': 'ExecCredential', 'status': {'token': 'from-exec'}}))"
+    )
+    cfg = load_kubeconfig(write(tmp_path, {"exec": {"command": sys.executable, "args": [str(script)]}}))
+    assert bearer(cfg) == "Bearer from-exec"
+
+
+def test_client_cert_data(tmp_path: Path) -> None:
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is not installed")
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=t",
+            "-days",
+            "1",
+            "-keyout",
+            str(tmp_path / "k.pem"),
+            "-out",
+            str(tmp_path / "c.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    crt, key = (tmp_path / "c.pem").read_bytes(), (tmp_path / "k.pem").read_bytes()
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    cfg = load_kubeconfig(
+        write(
+            tmp_path,
+            {"client-certificate-data": b64(crt), "client-key-data": b64(key)},
+            {"server": "https://h:1", "certificate-authority-data": b64(crt)},
+        )
+    )
+    assert cfg.ca_data and "BEGIN CERTIFICATE" in cfg.ca_data
+    ctx = cfg.ssl_context()  # loads the CA and the client pair (through private temp files)
+    assert ctx.verify_mode.name == "CERT_REQUIRED"
+    assert cfg.auth() is None
+
+
+def test_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
+        load_kubeconfig(tmp_path / "missing")
+    p = write(tmp_path, {"token": "x"})
+    with pytest.raises(ConfigError, match="no context named"):
+        load_kubeconfig(p, context="other")
+    with pytest.raises(ConfigError, match="auth-provider"):
+        load_kubeconfig(write(tmp_path, {"auth-provider": {"name": "gcp"}}))
+
+
+def test_in_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "token").write_text("sa-token")
+    (tmp_path / "namespace").write_text("sandboxes")
+    (tmp_path / "ca.crt").write_text("")
+    monkeypatch.setattr(_kubeconfig, "SA_DIR", tmp_path)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    cfg = load_config()
+    assert cfg.in_cluster and cfg.server == "https://[fd00::1]:443" and cfg.namespace == "sandboxes"
+    assert bearer(cfg) == "Bearer sa-token"
+    assert stat.S_ISREG((tmp_path / "token").stat().st_mode)

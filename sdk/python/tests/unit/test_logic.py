@@ -1,0 +1,226 @@
+"""Pure logic: objects the SDK creates, readiness decisions, paths, bodies, errors."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import httpx
+import pytest
+
+from agent_sandbox import (
+    AuthError,
+    DirectConnection,
+    NotFoundError,
+    PodProxyConnection,
+    RequestError,
+    RouterConnection,
+    SandboxConnectionError,
+    SandboxFailedError,
+    _conn,
+    _k8s,
+    _wire,
+)
+from agent_sandbox._kubeconfig import KubeConfig
+
+
+def test_claim_body_shape() -> None:
+    b = _k8s.claim_body(
+        "c1",
+        "pool",
+        labels={"team": "a"},
+        env={"A": "1"},
+        pod_labels={"sandbox.users.io/x": "y"},
+        pod_annotations={"n": "v"},
+        shutdown="2030-01-01T00:00:00Z",
+    )
+    assert b["apiVersion"] == "extensions.agents.x-k8s.io/v1beta1" and b["kind"] == "SandboxClaim"
+    assert b["metadata"]["labels"] == {"team": "a", "agents.x-k8s.io/created-by": "python-client"}
+    ts = b["metadata"]["annotations"]["agents.x-k8s.io/client-first-requested-at"]
+    assert abs(datetime.fromisoformat(ts.replace("Z", "+00:00")) - datetime.now(timezone.utc)) < timedelta(seconds=5)
+    assert b["spec"]["warmPoolRef"] == {"name": "pool"}
+    assert b["spec"]["env"] == [{"name": "A", "value": "1"}]
+    assert b["spec"]["additionalPodMetadata"] == {"labels": {"sandbox.users.io/x": "y"}, "annotations": {"n": "v"}}
+    assert b["spec"]["lifecycle"] == {"shutdownTime": "2030-01-01T00:00:00Z", "shutdownPolicy": "Delete"}
+
+
+def test_sandbox_body_from_template() -> None:
+    tmpl = {
+        "spec": {
+            "podTemplate": {
+                "metadata": {"labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "old"}]}]},
+            },
+            "volumeClaimTemplates": [{"metadata": {"name": "ws"}, "spec": {}}],
+            "service": True,
+        }
+    }
+    b = _k8s.sandbox_body("s1", {}, template=tmpl, env={"A": "new", "B": "2"}, pod_labels={"p": "q"})
+    spec = b["spec"]
+    assert spec["podTemplate"]["spec"]["automountServiceAccountToken"] is False
+    assert spec["podTemplate"]["spec"]["containers"][0]["env"] == [
+        {"name": "A", "value": "new"},
+        {"name": "B", "value": "2"},
+    ]
+    assert spec["podTemplate"]["metadata"]["labels"] == {"app": "x", "p": "q"}
+    assert spec["volumeClaimTemplates"][0]["metadata"]["name"] == "ws" and spec["service"] is True
+    # the template object itself is not modified
+    assert tmpl["spec"]["podTemplate"]["spec"]["containers"][0]["env"] == [{"name": "A", "value": "old"}]
+
+
+def test_shutdown_and_label_validation() -> None:
+    t = _k8s.shutdown_at(60, None)
+    assert t is not None
+    when = datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert timedelta(seconds=55) < when - datetime.now(timezone.utc) < timedelta(seconds=61)
+    assert _k8s.shutdown_at(None, datetime(2030, 1, 2, 3, 4, 5)) == "2030-01-02T03:04:05Z"
+    assert _k8s.shutdown_at(None, None) is None
+    with pytest.raises(ValueError):
+        _k8s.shutdown_at(0, None)
+    with pytest.raises(ValueError):
+        _k8s.shutdown_at(5, datetime.now())
+    with pytest.raises(ValueError, match="invalid key"):
+        _k8s.check_labels({"bad key": "v"})
+    with pytest.raises(ValueError, match="invalid value"):
+        _k8s.check_labels({"k": "-bad"})
+    assert _k8s.check_labels({"example.com/k": ""}) == {"example.com/k": ""}
+
+
+def claim(conds: list[dict[str, str]], sandbox: str = "") -> dict[str, object]:
+    st: dict[str, object] = {"conditions": conds}
+    if sandbox:
+        st["sandbox"] = {"name": sandbox}
+    return {"metadata": {"name": "c"}, "status": st}
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["TemplateNotFound", "WarmPoolNotFound", "InvalidMetadata", "EnvVarsInjectionRejected", "ClaimTimeout"],
+)
+def test_claim_terminal_reasons_fail_fast(reason: str) -> None:
+    w = _k8s.Wait("SandboxClaim", "c")
+    with pytest.raises(SandboxFailedError) as ei:
+        _k8s.on_claim_event(
+            w, "MODIFIED", claim([{"type": "Ready", "status": "False", "reason": reason, "message": "m"}])
+        )
+    assert ei.value.reason == reason and ei.value.detail == "m" and reason in str(ei.value)
+
+
+def test_claim_transient_then_ready() -> None:
+    w = _k8s.Wait("SandboxClaim", "c")
+    _k8s.on_claim_event(w, "ADDED", claim([{"type": "Ready", "status": "False", "reason": "SandboxNotReady"}]))
+    assert not w.done and w.reason == "SandboxNotReady" and "SandboxNotReady" in w.describe()
+    _k8s.on_claim_event(w, "MODIFIED", claim([{"type": "Ready", "status": "True", "reason": "Ready"}], "sb"))
+    assert w.done and w.sandbox == "sb"
+    w2 = _k8s.Wait("SandboxClaim", "c")
+    _k8s.on_claim_event(w2, "ADDED", claim([], "sb"), need_ready=False)
+    assert w2.done
+    with pytest.raises(NotFoundError):
+        _k8s.on_claim_event(w2, "DELETED", claim([]))
+
+
+def test_sandbox_events() -> None:
+    w = _k8s.Wait("Sandbox", "s")
+    obj = {"spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "R"}]}}
+    _k8s.on_sandbox_event(w, "MODIFIED", obj)
+    assert w.done
+    fin = {"status": {"conditions": [{"type": "Finished", "status": "True", "reason": "PodFailed", "message": "x"}]}}
+    with pytest.raises(SandboxFailedError, match="PodFailed"):
+        _k8s.on_sandbox_event(_k8s.Wait("Sandbox", "s"), "MODIFIED", fin)
+    sus = {"status": {"conditions": [{"type": "Suspended", "status": "True", "reason": "S"}]}}
+    w3 = _k8s.Wait("Sandbox", "s")
+    _k8s.on_sandbox_event(w3, "MODIFIED", sus, "Suspended")
+    assert w3.done
+
+
+def test_pod_ip_selection() -> None:
+    assert _k8s.select_pod_ip(["fd00::1", "10.0.0.2"]) == "10.0.0.2"
+    assert _k8s.select_pod_ip(["::ffff:10.1.2.3"]) == "10.1.2.3"
+    assert _k8s.select_pod_ip(["junk", "fd00::1"]) == "fd00::1"
+    assert _k8s.select_pod_ip([]) is None
+
+
+def test_file_paths() -> None:
+    assert _wire.file_path("/a b/c%.txt") == "/v1/files/a%20b/c%25.txt"
+    assert _wire.file_path("") == "/v1/files/"
+    assert _wire.file_path("./x//y/") == "/v1/files/x/y"
+    with pytest.raises(ValueError, match="escapes"):
+        _wire.file_path("a/../../etc/passwd")
+    with pytest.raises(ValueError, match="control"):
+        _wire.file_path("a\x00b")
+
+
+def test_run_body() -> None:
+    b = _wire.run_body("echo hi", env={"A": "1"}, cwd="w", timeout=5, stdin=b"\x00\x01")
+    assert b == {"command": "echo hi", "env": {"A": "1"}, "cwd": "w", "timeout_seconds": 5, "stdin_b64": "AAE="}
+    assert _wire.run_body(["ls", "-l"], stdin="x", pty=(80, 24)) == {
+        "command": ["ls", "-l"],
+        "stdin": "x",
+        "pty": {"cols": 80, "rows": 24},
+    }
+    with pytest.raises(ValueError):
+        _wire.run_body([])
+
+
+def test_event_parsing_and_collector() -> None:
+    col = _wire.Collector()
+    for line in [
+        json.dumps({"type": "stdout", "data": "aGk="}),
+        "",
+        json.dumps({"type": "exit", "exit_code": 0, "signal": 0, "timed_out": False}),
+    ]:
+        ev = _wire.parse_event(line)
+        if ev:
+            col.add(ev)
+    assert col.result().stdout == "hi" and col.result().exit_code == 0
+    with pytest.raises(RequestError):
+        _wire.parse_event(json.dumps({"type": "error", "code": "INVALID_ARGUMENT", "message": "m"}))
+    with pytest.raises(SandboxConnectionError):
+        _wire.Collector().result()
+
+
+def test_error_mapping() -> None:
+    req = httpx.Request("GET", "http://x")
+    assert isinstance(_wire.error(httpx.Response(404, json={"code": "NOT_FOUND"}, request=req), "r"), NotFoundError)
+    assert isinstance(_wire.error(httpx.Response(401, json={"detail": "Invalid token."}, request=req), "r"), AuthError)
+    e = _wire.error(httpx.Response(502, json={"detail": "Could not connect"}, request=req), "r")
+    assert isinstance(e, SandboxConnectionError) and "Could not connect" in str(e)
+    r = _wire.error(httpx.Response(409, json={"code": "CONFLICT", "message": "not empty"}, request=req), "r")
+    assert isinstance(r, RequestError) and r.status == 409 and r.code == "CONFLICT"
+    k = _k8s.api_error(httpx.Response(403, json={"message": "nope", "reason": "Forbidden"}, request=req), "x")
+    assert isinstance(k, AuthError) and "RBAC" in str(k)
+
+
+def test_connection_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_SANDBOX_ROUTER_URL", "http://router:8080")
+    assert isinstance(_conn.resolve("auto"), RouterConnection)
+    monkeypatch.delenv("AGENT_SANDBOX_ROUTER_URL")
+    monkeypatch.setattr(_conn, "in_cluster", lambda: True)
+    assert isinstance(_conn.resolve(None), DirectConnection)
+    monkeypatch.setattr(_conn, "in_cluster", lambda: False)
+    assert isinstance(_conn.resolve(None), PodProxyConnection)
+    with pytest.raises(Exception, match="AGENT_SANDBOX_ROUTER_URL"):
+        _conn.resolve("router")
+
+
+def test_targets() -> None:
+    cfg = KubeConfig(server="https://api:6443", token="kube-tok")
+    sb = {
+        "metadata": {"name": "s", "annotations": {"agents.x-k8s.io/pod-name": "pod-1"}},
+        "status": {"podIPs": ["fd00::5"]},
+    }
+    t = _conn.target(RouterConnection(url="http://r/"), cfg, "ns", "s", None)
+    assert t.base == "http://r" and t.headers == {
+        "Authorization": "Bearer kube-tok",
+        "X-Sandbox-ID": "s",
+        "X-Sandbox-Namespace": "ns",
+        "X-Sandbox-Port": "8080",
+    }
+    t = _conn.target(RouterConnection(url="http://r", token="rt", style="path", port=9000), cfg, "ns", "s", None)
+    assert t.base == "http://r/s/ns/s/9000" and t.headers == {"Authorization": "Bearer rt"}
+    t = _conn.target(DirectConnection(), cfg, "ns", "s", sb)
+    assert t.base == "http://[fd00::5]:8080" and not t.via_kube
+    t = _conn.target(PodProxyConnection(port=8080), cfg, "ns", "s", sb)
+    assert t.base == "https://api:6443/api/v1/namespaces/ns/pods/pod-1:8080/proxy" and t.via_kube
+    with pytest.raises(Exception, match="no pod IP"):
+        _conn.target(DirectConnection(), cfg, "ns", "s", {"status": {}})
