@@ -1,0 +1,836 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Integration tests of the SandboxTemplate, SandboxWarmPool and SandboxClaim
+ * controllers against the local kube-apiserver: the manager runs in-process watching
+ * one namespace, and a small "kubelet" (an informer plus workers) marks new Pods
+ * Running and Ready unless their template opts out. Tests share the namespace and run
+ * in order. The burst test prints warm-claim latency (client-side watch timestamps)
+ * and the API writes per warm claim (from the API server's request counters). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/map.h"
+#include "common/str.h"
+#include "common/xalloc.h"
+#include "controller/ext_names.h"
+#include "controller/manager.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+#include "kube/workqueue.h"
+#include "support/apiserver.h"
+
+#define WAIT     (60 * USEC_PER_SEC)
+#define BURST    100
+#define KUBELETS 8
+
+static struct kube_client *c;
+static struct ctrl_manager *mgr;
+static char ns[96];
+
+/* ---- the simulated kubelet ---------------------------------------------------------- */
+
+static struct kube_informer *pod_inf;
+static struct wq *kq;
+static pthread_t kthreads[KUBELETS];
+static atomic_uint next_ip;
+
+static void kubelet_ready(const char *name)
+{
+    char now[64], ip[32];
+    unsigned n = atomic_fetch_add(&next_ip, 1);
+    struct kube_req r;
+    json_t *p;
+    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
+    (void)snprintf(ip, sizeof(ip), "10.2.%u.%u", (n / 250) % 250, n % 250 + 1);
+    p = json_pack("{s:{s:s, s:s, s:[{s:s}], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}}", "status",
+                  "phase", "Running", "podIP", ip, "podIPs", "ip", ip, "conditions", "type",
+                  "PodScheduled", "status", "True", "lastTransitionTime", now, "type", "Ready",
+                  "status", "True", "lastTransitionTime", now);
+    kube_req_init(&r, "PATCH", &KUBE_RES_PODS);
+    r.ns = ns;
+    r.name = name;
+    r.subresource = "status";
+    r.body = p;
+    r.patch_type = KUBE_PATCH_MERGE;
+    (void)kube_request(c, &r, NULL, NULL);
+    json_decref(p);
+}
+
+static void *kubelet_main(void *arg)
+{
+    const char *key;
+    (void)arg;
+    while (wq_get(kq, &key) == 0) {
+        const char *slash = strchr(key, '/');
+        kubelet_ready(slash ? slash + 1 : key);
+        wq_done(kq, key);
+    }
+    return NULL;
+}
+
+static void pod_seen(void *ctx, const json_t *pod)
+{
+    char key[512];
+    const char *off = kube_obj_label(pod, "sandbox.users.io/kubelet");
+    (void)ctx;
+    if ((off && strcmp(off, "off") == 0) || kube_obj_path_str(pod, "status.podIP"))
+        return;
+    if (kube_store_key(pod, key, sizeof(key)) == 0)
+        wq_add(kq, key);
+}
+
+static void pod_updated(void *ctx, const json_t *o, const json_t *n)
+{
+    (void)o;
+    pod_seen(ctx, n);
+}
+
+static void kubelet_start(void)
+{
+    struct kube_informer_opts o = {.client = c, .res = &KUBE_RES_PODS, .ns = ns};
+    struct kube_informer_handlers h = {.on_add = pod_seen, .on_update = pod_updated};
+    struct wq_opts qo = {.name = "kubelet", .qps = -1};
+    assert_int_equal(wq_new(&qo, &kq), 0);
+    assert_int_equal(kube_informer_new(&o, &pod_inf), 0);
+    assert_int_equal(kube_informer_add_handlers(pod_inf, &h), 0);
+    assert_int_equal(kube_informer_start(pod_inf), 0);
+    for (int i = 0; i < KUBELETS; i++)
+        assert_int_equal(pthread_create(&kthreads[i], NULL, kubelet_main, NULL), 0);
+}
+
+static void kubelet_stop(void)
+{
+    if (!kq)
+        return;
+    kube_informer_stop(pod_inf);
+    wq_shutdown(kq);
+    for (int i = 0; i < KUBELETS; i++)
+        pthread_join(kthreads[i], NULL);
+    kube_informer_free(pod_inf);
+    wq_free(kq);
+    kq = NULL;
+}
+
+/* ---- manager ------------------------------------------------------------------------ */
+
+static struct kube_client *mgr_client;
+
+static void start_manager(void)
+{
+    struct ctrl_opts o = {.client = mgr_client,
+                          .workers = 16,
+                          .ns = ns,
+                          .leader_elect = true,
+                          .lease_ns = ns,
+                          .lease_name = "it-ext",
+                          .metrics_addr = "127.0.0.1:0",
+                          .health_addr = "0",
+                          .events = true,
+                          .extensions = true,
+                          .ext = {.claim_workers = 50,
+                                  .claim_timeout = 120 * USEC_PER_SEC,
+                                  .ready_grace = 600 * USEC_PER_SEC}};
+    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
+    assert_int_equal(ctrl_manager_start(mgr), 0);
+    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+}
+
+static void stop_manager(void)
+{
+    ctrl_manager_free(mgr);
+    mgr = NULL;
+}
+
+static int group_setup(void **state)
+{
+    static const char *const crds[] = {"agents.x-k8s.io_sandboxes.yaml",
+                                       "extensions.agents.x-k8s.io_sandboxtemplates.yaml",
+                                       "extensions.agents.x-k8s.io_sandboxwarmpools.yaml",
+                                       "extensions.agents.x-k8s.io_sandboxclaims.yaml"};
+    struct kube_client_opts co = {.qps = 0};
+    char path[1024], rel[256];
+    struct kube_err e;
+    json_t *sa;
+    (void)state;
+    log_set_level(LOG_WARN);
+    if (it_client_new(&co, &c, &e) < 0 || it_client_new(&co, &mgr_client, &e) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof(crds) / sizeof(crds[0]); i++) {
+        (void)snprintf(rel, sizeof(rel), "../../api/crds/%s", crds[i]);
+        if (it_data_path(rel, path, sizeof(path)) < 0 || it_crd_apply(c, path, WAIT, &e) < 0) {
+            fprintf(stderr, "CRD apply failed: %s\n", e.message);
+            return -1;
+        }
+    }
+    if (it_ns_create(c, "ext", ns, sizeof(ns), &e) < 0)
+        return -1;
+    sa = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "ServiceAccount", "metadata",
+                   "name", "default");
+    if (kube_create(c, &KUBE_RES_SERVICEACCOUNTS, ns, sa, NULL, &e) < 0)
+        return -1;
+    json_decref(sa);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    stop_manager();
+    kubelet_stop();
+    if (c && ns[0])
+        (void)it_ns_delete(c, ns, 120 * USEC_PER_SEC);
+    kube_client_free(c);
+    kube_client_free(mgr_client);
+    return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static json_t *get(const struct kube_res *res, const char *name)
+{
+    json_t *o = NULL;
+    if (kube_get(c, res, ns, name, &o, NULL) < 0)
+        return NULL;
+    return o;
+}
+
+static void create(const struct kube_res *res, json_t *obj)
+{
+    struct kube_err e;
+    IT_OK(kube_create(c, res, ns, obj, NULL, &e), &e);
+    json_decref(obj);
+}
+
+static void patch(const struct kube_res *res, const char *name, const char *sub, json_t *p)
+{
+    struct kube_req r;
+    struct kube_err e;
+    kube_req_init(&r, "PATCH", res);
+    r.ns = ns;
+    r.name = name;
+    r.subresource = sub;
+    r.body = p;
+    r.patch_type = KUBE_PATCH_MERGE;
+    IT_OK(kube_request(c, &r, NULL, &e), &e);
+    json_decref(p);
+}
+
+/* A template whose Pods the simulated kubelet runs (kubelet "on") or ignores. */
+static void create_template(const char *name, const char *kubelet, const char *env_policy)
+{
+    json_t *t = json_pack(
+        "{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s, s:[{s:s, s:s}], s:[{s:i}]}]}}, "
+        "s:s}}",
+        "apiVersion", EXT_API_VERSION, "kind", EXT_KIND_TEMPLATE, "metadata", "name", name, "spec",
+        "podTemplate", "metadata", "labels", "sandbox.users.io/kubelet", kubelet, "spec",
+        "containers", "name", "runtime", "image", "registry.local/runtime:1", "env", "name", "BASE",
+        "value", "1", "ports", "containerPort", 8888, "envVarsInjectionPolicy", env_policy);
+    create(&KUBE_RES_SANDBOXTEMPLATES, t);
+}
+
+static void create_pool(const char *name, const char *tpl, int replicas)
+{
+    create(&KUBE_RES_SANDBOXWARMPOOLS,
+           json_pack("{s:s, s:s, s:{s:s}, s:{s:i, s:{s:s}}}", "apiVersion", EXT_API_VERSION, "kind",
+                     EXT_KIND_POOL, "metadata", "name", name, "spec", "replicas", replicas,
+                     "sandboxTemplateRef", "name", tpl));
+}
+
+static json_t *claim_obj(const char *name, const char *pool)
+{
+    return json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:s}}}", "apiVersion", EXT_API_VERSION, "kind",
+                     EXT_KIND_CLAIM, "metadata", "name", name, "spec", "warmPoolRef", "name", pool);
+}
+
+static void create_claim(const char *name, const char *pool, json_t *spec_extra)
+{
+    json_t *cl = claim_obj(name, pool);
+    if (spec_extra)
+        json_object_update(json_object_get(cl, "spec"), spec_extra);
+    json_decref(spec_extra);
+    create(&KUBE_RES_SANDBOXCLAIMS, cl);
+}
+
+/* Sandboxes of the namespace whose controller is kind/name (name NULL: any). */
+static size_t count_sandboxes(const char *kind, const char *name, size_t *ret_ready)
+{
+    json_t *list = NULL, *sb;
+    size_t n = 0, ready = 0, i;
+    if (kube_list_all(c, &KUBE_RES_SANDBOXES, ns, NULL, &list, NULL) < 0)
+        return 0;
+    json_array_foreach(json_object_get(list, "items"), i, sb)
+    {
+        const json_t *ref = kube_obj_controller_ref(sb);
+        const char *k = json_string_value(json_object_get(ref, "kind"));
+        const char *nm = json_string_value(json_object_get(ref, "name"));
+        if (kube_obj_deleting(sb) || (kind && (!k || strcmp(k, kind) != 0)) ||
+            (name && (!nm || strcmp(nm, name) != 0)))
+            continue;
+        n++;
+        ready += kube_obj_condition_true(sb, SB_COND_READY);
+    }
+    json_decref(list);
+    if (ret_ready)
+        *ret_ready = ready;
+    return n;
+}
+
+struct pool_want {
+    const char *pool;
+    size_t n, ready;
+};
+
+static bool pool_is(void *ctx)
+{
+    struct pool_want *w = ctx;
+    size_t ready = 0, n = count_sandboxes(EXT_KIND_POOL, w->pool, &ready);
+    json_t *p = get(&KUBE_RES_SANDBOXWARMPOOLS, w->pool);
+    bool ok = n == w->n && ready == w->ready &&
+              json_integer_value(kube_obj_path(p, "status.readyReplicas")) == (json_int_t)w->ready;
+    json_decref(p);
+    return ok;
+}
+
+static void wait_pool(const char *pool, size_t n, size_t ready)
+{
+    struct pool_want w = {pool, n, ready};
+    if (it_wait(pool_is, &w, WAIT) < 0) {
+        size_t r = 0, have = count_sandboxes(EXT_KIND_POOL, pool, &r);
+        fail_msg("pool %s: want %zu/%zu ready, have %zu/%zu", pool, ready, n, r, have);
+    }
+}
+
+struct cond_want {
+    const char *name, *status, *reason;
+};
+
+static bool claim_cond(void *ctx)
+{
+    struct cond_want *w = ctx;
+    json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, w->name);
+    const json_t *cd = kube_obj_condition(cl, SB_COND_READY);
+    const char *s = json_string_value(json_object_get(cd, "status"));
+    const char *r = json_string_value(json_object_get(cd, "reason"));
+    bool ok = s && strcmp(s, w->status) == 0 && (!w->reason || (r && strcmp(r, w->reason) == 0));
+    json_decref(cl);
+    return ok;
+}
+
+static json_t *wait_claim(const char *name, const char *status, const char *reason)
+{
+    struct cond_want w = {name, status, reason};
+    if (it_wait(claim_cond, &w, WAIT) < 0) {
+        json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, name);
+        char *s = json_dumps(json_object_get(cl, "status"), JSON_COMPACT);
+        fail_msg("claim %s: no Ready=%s/%s; status %s", name, status, reason ? reason : "*",
+                 s ? s : "null");
+    }
+    return get(&KUBE_RES_SANDBOXCLAIMS, name);
+}
+
+static json_t *bound_sandbox(const json_t *claim)
+{
+    const char *n = kube_obj_path_str(claim, "status.sandbox.name");
+    assert_non_null(n);
+    return get(&KUBE_RES_SANDBOXES, n);
+}
+
+/* ---- tests -------------------------------------------------------------------------- */
+
+static bool template_labelled(void *ctx)
+{
+    json_t *t = get(&KUBE_RES_SANDBOXTEMPLATES, "tpl");
+    bool ok = strcmp(kube_obj_label(t, SB_LABEL_TEMPLATE_REF) ?: "", ctx) == 0;
+    json_decref(t);
+    return ok;
+}
+
+static void test_pool_fills(void **state)
+{
+    char hash[SB_HASH_LEN + 1];
+    json_t *tpl, *np, *sbs = NULL, *sb;
+    (void)state;
+    kubelet_start();
+    start_manager();
+    create_template("tpl", "on", "Allowed");
+    create_pool("p1", "tpl", 3);
+    wait_pool("p1", 3, 3);
+    /* The template labels itself and owns a secure default NetworkPolicy. */
+    sb_name_hash("tpl", hash);
+    assert_int_equal(it_wait(template_labelled, hash, WAIT), 0);
+    tpl = get(&KUBE_RES_SANDBOXTEMPLATES, "tpl");
+    assert_string_equal(kube_obj_label(tpl, SB_LABEL_TEMPLATE_REF) ?: "", hash);
+    np = get(&KUBE_RES_NETWORKPOLICIES, "tpl-network-policy");
+    assert_non_null(np);
+    assert_true(sb_controlled_by(np, kube_obj_uid(tpl)));
+    assert_string_equal(
+        json_string_value(json_object_get(kube_obj_path(np, "spec.podSelector.matchLabels"),
+                                          SB_LABEL_TEMPLATE_REF))
+            ?: "",
+        hash);
+    assert_int_equal(json_array_size(kube_obj_path(np, "spec.egress")), 2);
+    /* Members carry the pool labels and secure pod defaults. */
+    assert_int_equal(kube_list_all(c, &KUBE_RES_SANDBOXES, ns, NULL, &sbs, NULL), 0);
+    sb = json_array_get(json_object_get(sbs, "items"), 0);
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE) ?: "", "warm");
+    assert_true(
+        json_is_false(kube_obj_path(sb, "spec.podTemplate.spec.automountServiceAccountToken")));
+    json_decref(sbs);
+    json_decref(np);
+    json_decref(tpl);
+}
+
+static void scale(const char *pool, int n)
+{
+    patch(&KUBE_RES_SANDBOXWARMPOOLS, pool, "scale", json_pack("{s:{s:i}}", "spec", "replicas", n));
+}
+
+static void test_scale(void **state)
+{
+    json_t *s;
+    (void)state;
+    scale("p1", 5);
+    wait_pool("p1", 5, 5);
+    s = get(&KUBE_RES_SANDBOXWARMPOOLS, "p1");
+    assert_non_null(kube_obj_path_str(s, "status.selector"));
+    json_decref(s);
+    scale("p1", 2);
+    wait_pool("p1", 2, 2);
+}
+
+static void test_warm_claim(void **state)
+{
+    json_t *cl, *sb, *pod_before, *pod_after;
+    const char *sbn;
+    (void)state;
+    create_claim("c-warm", "p1", NULL);
+    cl = wait_claim("c-warm", "True", NULL);
+    sb = bound_sandbox(cl);
+    sbn = kube_obj_name(sb);
+    assert_true(strncmp(sbn, "p1-", 3) == 0);
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE) ?: "", "warm");
+    assert_null(kube_obj_label(sb, SB_LABEL_WARM_POOL));
+    assert_true(sb_controlled_by(sb, kube_obj_uid(cl)));
+    assert_int_equal(json_array_size(kube_obj_path(cl, "status.sandbox.podIPs")), 1);
+    pod_before = get(&KUBE_RES_PODS, sbn);
+    assert_non_null(pod_before);
+    wait_pool("p1", 2, 2); /* refilled */
+    pod_after = get(&KUBE_RES_PODS, sbn);
+    assert_non_null(pod_after);
+    assert_string_equal(kube_obj_uid(pod_after), kube_obj_uid(pod_before)); /* not recreated */
+    json_decref(pod_before);
+    json_decref(pod_after);
+    json_decref(sb);
+    json_decref(cl);
+}
+
+static void test_env_cold(void **state)
+{
+    json_t *cl, *sb, *env, *e;
+    size_t i;
+    bool found = false;
+    (void)state;
+    create_claim("c-env", "p1",
+                 json_pack("{s:[{s:s, s:s}]}", "env", "name", "FOO", "value", "bar"));
+    cl = wait_claim("c-env", "True", NULL);
+    sb = bound_sandbox(cl);
+    assert_string_equal(kube_obj_name(sb), "c-env");
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE) ?: "", "cold");
+    env = json_object_get(json_array_get(kube_obj_path(sb, "spec.podTemplate.spec.containers"), 0),
+                          "env");
+    json_array_foreach(env, i, e) found |=
+        strcmp(json_string_value(json_object_get(e, "name")) ?: "", "FOO") == 0;
+    assert_true(found);
+    json_decref(sb);
+    json_decref(cl);
+    /* A template that disallows env rejects the claim with a reason. */
+    create_template("tpl-noenv", "on", "Disallowed");
+    create_pool("p-noenv", "tpl-noenv", 0);
+    create_claim("c-env-no", "p-noenv",
+                 json_pack("{s:[{s:s, s:s}]}", "env", "name", "FOO", "value", "bar"));
+    json_decref(wait_claim("c-env-no", "False", EXT_R_ENV_REJECTED));
+}
+
+static void test_exhausted_cold(void **state)
+{
+    json_t *cl, *sb;
+    (void)state;
+    create_pool("p0", "tpl", 0);
+    create_claim("c-cold", "p0", NULL);
+    cl = wait_claim("c-cold", "True", NULL);
+    sb = bound_sandbox(cl);
+    assert_string_equal(kube_obj_name(sb), "c-cold");
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE) ?: "", "cold");
+    json_decref(sb);
+    json_decref(cl);
+    /* Invalid metadata fails with a reason. */
+    create_claim("c-badmeta", "p0",
+                 json_pack("{s:{s:{s:s}}}", "additionalPodMetadata", "labels", "evil.io/x", "y"));
+    json_decref(wait_claim("c-badmeta", "False", EXT_R_INVALID_METADATA));
+    create_claim("c-nopool", "p-missing", NULL);
+    json_decref(wait_claim("c-nopool", "False", EXT_R_POOL_NOT_FOUND));
+}
+
+static void test_unready_pool_bounded(void **state)
+{
+    size_t ready = 9;
+    (void)state;
+    create_template("tpl-stuck", "off", "Disallowed");
+    create_pool("p-stuck", "tpl-stuck", 3);
+    wait_pool("p-stuck", 3, 0);
+    for (int i = 0; i < 5; i++) { /* several more passes */
+        patch(&KUBE_RES_SANDBOXWARMPOOLS, "p-stuck", NULL,
+              json_pack("{s:{s:{s:s}}}", "metadata", "annotations", "poke", i % 2 ? "a" : "b"));
+        clock_sleep(200 * USEC_PER_MSEC); /* let reconciles run; nothing to wait for */
+    }
+    assert_int_equal(count_sandboxes(EXT_KIND_POOL, "p-stuck", &ready), 3);
+    assert_int_equal(ready, 0);
+}
+
+static void test_claim_delete_gc(void **state)
+{
+    json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, "c-warm");
+    char sbn[256];
+    struct kube_err e;
+    (void)state;
+    (void)snprintf(sbn, sizeof(sbn), "%s", kube_obj_path_str(cl, "status.sandbox.name"));
+    json_decref(cl);
+    IT_OK(kube_delete(c, &KUBE_RES_SANDBOXCLAIMS, ns, "c-warm", &e), &e);
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXES, ns, sbn, WAIT), 0);
+}
+
+static json_t *lifecycle_in(const char *policy, usec_t d)
+{
+    char t[64];
+    clock_format_rfc3339_sec(clock_wall_now() + d, t, sizeof(t));
+    return json_pack("{s:{s:s, s:s}}", "lifecycle", "shutdownTime", t, "shutdownPolicy", policy);
+}
+
+static void pod_succeeded(const char *name)
+{
+    patch(&KUBE_RES_PODS, name, "status",
+          json_pack("{s:{s:s, s:[{s:s, s:s}]}}", "status", "phase", "Succeeded", "conditions",
+                    "type", "Ready", "status", "False"));
+}
+
+static void test_lifecycle(void **state)
+{
+    json_t *cl, *sb;
+    char sbn[256];
+    (void)state;
+    /* Delete: the claim goes, and its Sandbox with it. */
+    create_claim("c-del", "p1", lifecycle_in("Delete", 3 * USEC_PER_SEC));
+    cl = wait_claim("c-del", "True", NULL);
+    (void)snprintf(sbn, sizeof(sbn), "%s", kube_obj_path_str(cl, "status.sandbox.name"));
+    json_decref(cl);
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXCLAIMS, ns, "c-del", WAIT), 0);
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXES, ns, sbn, WAIT), 0);
+    /* Retain: the Sandbox goes, the claim stays with ClaimExpired. */
+    create_claim("c-ret", "p1", lifecycle_in("Retain", 3 * USEC_PER_SEC));
+    cl = wait_claim("c-ret", "True", NULL);
+    (void)snprintf(sbn, sizeof(sbn), "%s", kube_obj_path_str(cl, "status.sandbox.name"));
+    json_decref(cl);
+    json_decref(wait_claim("c-ret", "False", EXT_R_CLAIM_EXPIRED));
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXES, ns, sbn, WAIT), 0);
+    cl = get(&KUBE_RES_SANDBOXCLAIMS, "c-ret");
+    assert_non_null(cl);
+    json_decref(cl);
+    /* TTL after Finished, with DeleteForeground. */
+    create_claim("c-ttl", "p1",
+                 json_pack("{s:{s:i, s:s}}", "lifecycle", "ttlSecondsAfterFinished", 0,
+                           "shutdownPolicy", "DeleteForeground"));
+    cl = wait_claim("c-ttl", "True", NULL);
+    sb = bound_sandbox(cl);
+    pod_succeeded(kube_obj_name(sb));
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXCLAIMS, ns, "c-ttl", WAIT), 0);
+    json_decref(sb);
+    json_decref(cl);
+}
+
+static void test_template_recovers(void **state)
+{
+    struct kube_err e;
+    (void)state;
+    create_template("tpl-late", "on", "Disallowed");
+    IT_OK(kube_delete(c, &KUBE_RES_SANDBOXTEMPLATES, ns, "tpl-late", &e), &e);
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXTEMPLATES, ns, "tpl-late", WAIT), 0);
+    create_pool("p-late", "tpl-late", 1);
+    create_claim("c-late", "p-late", NULL);
+    json_decref(wait_claim("c-late", "False", EXT_R_TEMPLATE_NOT_FOUND));
+    create_template("tpl-late", "on", "Disallowed");
+    json_decref(wait_claim("c-late", "True", NULL));
+}
+
+/* ---- burst -------------------------------------------------------------------------- */
+
+#define NCLAIMS (2 * BURST)
+static usec_t t_create[NCLAIMS], t_ready[NCLAIMS];
+static pthread_mutex_t t_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int claim_index(const json_t *cl)
+{
+    const char *n = kube_obj_name(cl);
+    int64_t i;
+    if (!n || strncmp(n, "b-", 2) != 0 || cstr_to_i64(n + 2, &i) < 0 || i < 0 || i >= NCLAIMS)
+        return -1;
+    return (int)i;
+}
+
+static void claim_seen(void *ctx, const json_t *o, const json_t *cl)
+{
+    int i = claim_index(cl);
+    usec_t now = clock_now();
+    (void)ctx;
+    (void)o;
+    if (i < 0 || !kube_obj_condition_true(cl, SB_COND_READY))
+        return;
+    pthread_mutex_lock(&t_lock);
+    if (!t_ready[i])
+        t_ready[i] = now;
+    pthread_mutex_unlock(&t_lock);
+}
+
+static void claim_added(void *ctx, const json_t *cl)
+{
+    claim_seen(ctx, NULL, cl);
+}
+
+struct creator {
+    int from, to;
+};
+
+static void *create_claims(void *arg)
+{
+    struct creator *cr = arg;
+    char name[32];
+    for (int i = cr->from; i < cr->to; i++) {
+        json_t *cl;
+        (void)snprintf(name, sizeof(name), "b-%03d", i);
+        cl = claim_obj(name, "pb");
+        t_create[i] = clock_now();
+        (void)kube_create(c, &KUBE_RES_SANDBOXCLAIMS, ns, cl, NULL, NULL);
+        json_decref(cl);
+    }
+    return NULL;
+}
+
+static void burst(int from, int to)
+{
+    pthread_t th[8];
+    struct creator cr[8];
+    int per = (to - from + 7) / 8;
+    for (int i = 0; i < 8; i++) {
+        cr[i] =
+            (struct creator){from + i * per, from + (i + 1) * per > to ? to : from + (i + 1) * per};
+        assert_int_equal(pthread_create(&th[i], NULL, create_claims, &cr[i]), 0);
+    }
+    for (int i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+}
+
+struct range {
+    int from, to;
+};
+
+static bool all_ready(void *ctx)
+{
+    struct range *r = ctx;
+    bool ok = true;
+    pthread_mutex_lock(&t_lock);
+    for (int i = r->from; i < r->to && ok; i++)
+        ok = t_ready[i] != 0;
+    pthread_mutex_unlock(&t_lock);
+    return ok;
+}
+
+static int cmp_usec(const void *a, const void *b)
+{
+    usec_t x = *(const usec_t *)a, y = *(const usec_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void print_latency(const char *what, int from, int to)
+{
+    usec_t v[NCLAIMS];
+    int n = 0;
+    for (int i = from; i < to; i++)
+        v[n++] = t_ready[i] - t_create[i];
+    qsort(v, (size_t)n, sizeof(v[0]), cmp_usec);
+    printf("# %s: %d claims: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n", what, n,
+           (double)v[n / 2] / 1000, (double)v[n * 9 / 10] / 1000, (double)v[n * 99 / 100] / 1000,
+           (double)v[n - 1] / 1000);
+}
+
+/* Sums apiserver_request_total by "verb resource/subresource" for writes. */
+static void api_writes(struct map *out)
+{
+    struct buf b;
+    buf_init(&b, 64u * 1024 * 1024);
+    if (it_http_get("/metrics", &b) == 200) {
+        char *save = NULL, *line;
+        for (line = strtok_r(b.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            char verb[16] = "", res[64] = "", sub[32] = "", key[128];
+            const char *p;
+            double v, *acc;
+            if (strncmp(line, "apiserver_request_total{", 24) != 0)
+                continue;
+            if ((p = strstr(line, "verb=\"")))
+                (void)sscanf(p + 6, "%15[^\"]", verb);
+            if ((p = strstr(line, "resource=\"")))
+                (void)sscanf(p + 10, "%63[^\"]", res);
+            if ((p = strstr(line, "subresource=\"")))
+                (void)sscanf(p + 13, "%31[^\"]", sub);
+            if (strcmp(verb, "POST") && strcmp(verb, "PUT") && strcmp(verb, "PATCH") &&
+                strcmp(verb, "DELETE"))
+                continue;
+            p = strrchr(line, ' ');
+            v = p ? strtod(p + 1, NULL) : 0;
+            (void)snprintf(key, sizeof(key), "%s %s%s%s", verb, res, *sub ? "/" : "", sub);
+            acc = map_get(out, key);
+            if (!acc) {
+                acc = xcalloc(1, sizeof(*acc));
+                map_put(out, key, acc, NULL);
+            }
+            *acc += v;
+        }
+    }
+    buf_done(&b);
+}
+
+static void print_writes(struct map *before, struct map *after, int claims)
+{
+    struct map_iter it;
+    const char *k;
+    void *v;
+    printf("# API writes during the burst, per claim (%d claims):\n", claims);
+    map_foreach (after, it, k, v) {
+        double *b = map_get(before, k), d = *(double *)v - (b ? *b : 0);
+        if (d > 0)
+            printf("#   %-40s %7.0f  %.2f/claim\n", k, d, d / claims);
+    }
+}
+
+static struct kube_informer *claim_inf;
+
+static void watch_claims(void)
+{
+    struct kube_informer_opts o = {.client = c, .res = &KUBE_RES_SANDBOXCLAIMS, .ns = ns};
+    struct kube_informer_handlers h = {.on_add = claim_added, .on_update = claim_seen};
+    assert_int_equal(kube_informer_new(&o, &claim_inf), 0);
+    assert_int_equal(kube_informer_add_handlers(claim_inf, &h), 0);
+    assert_int_equal(kube_informer_start(claim_inf), 0);
+    assert_int_equal(kube_informer_wait_for_sync(claim_inf, WAIT), 0);
+}
+
+/* Every claim of [from, to) bound to a distinct Sandbox that it alone controls. */
+static void assert_exclusive(int from, int to, size_t *ret_warm)
+{
+    struct map *seen = map_new(NULL);
+    char name[32];
+    size_t warm = 0;
+    for (int i = from; i < to; i++) {
+        json_t *cl, *sb;
+        (void)snprintf(name, sizeof(name), "b-%03d", i);
+        cl = get(&KUBE_RES_SANDBOXCLAIMS, name);
+        assert_true(kube_obj_condition_true(cl, SB_COND_READY));
+        sb = bound_sandbox(cl);
+        assert_non_null(sb);
+        assert_true(sb_controlled_by(sb, kube_obj_uid(cl)));
+        assert_int_equal(json_array_size(kube_obj_path(sb, "metadata.ownerReferences")), 1);
+        assert_null(map_get(seen, kube_obj_name(sb)));
+        map_put(seen, kube_obj_name(sb), (void *)1, NULL);
+        warm += strcmp(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE) ?: "", "warm") == 0;
+        json_decref(sb);
+        json_decref(cl);
+    }
+    map_free(seen);
+    *ret_warm = warm;
+}
+
+static void test_burst(void **state)
+{
+    struct map *before = map_new(xfree), *after = map_new(xfree);
+    struct range r = {0, BURST};
+    size_t warm = 0;
+    (void)state;
+    create_pool("pb", "tpl", BURST);
+    wait_pool("pb", BURST, BURST);
+    watch_claims();
+    api_writes(before);
+    burst(0, BURST);
+    assert_int_equal(it_wait(all_ready, &r, WAIT), 0);
+    api_writes(after);
+    assert_exclusive(0, BURST, &warm);
+    print_latency("warm-claim burst (create -> Ready seen by a watch)", 0, BURST);
+    printf("# warm: %zu of %d\n", warm, BURST);
+    print_writes(before, after, BURST);
+    assert_true(warm >= BURST * 9 / 10);
+    /* The pool refills to exactly N: claimed ones plus N members, nothing more. */
+    wait_pool("pb", BURST, BURST);
+    assert_int_equal(count_sandboxes(EXT_KIND_POOL, "pb", NULL), BURST);
+    assert_int_equal(count_sandboxes(EXT_KIND_CLAIM, NULL, NULL) >= (size_t)BURST, 1);
+    map_free(before);
+    map_free(after);
+}
+
+static bool some_ready(void *ctx)
+{
+    struct range *r = ctx;
+    int n = 0;
+    pthread_mutex_lock(&t_lock);
+    for (int i = r->from; i < r->to; i++)
+        n += t_ready[i] != 0;
+    pthread_mutex_unlock(&t_lock);
+    return n >= (r->to - r->from) / 5;
+}
+
+static void test_restart_mid_burst(void **state)
+{
+    struct range r = {BURST, NCLAIMS};
+    size_t warm = 0, pool_before, total;
+    (void)state;
+    pool_before = count_sandboxes(EXT_KIND_POOL, "pb", NULL);
+    assert_int_equal(pool_before, BURST);
+    burst(BURST, NCLAIMS);
+    assert_int_equal(it_wait(some_ready, &r, WAIT), 0);
+    stop_manager();
+    start_manager();
+    assert_int_equal(it_wait(all_ready, &r, WAIT), 0);
+    assert_exclusive(BURST, NCLAIMS, &warm);
+    printf("# after restart: %zu of %d warm\n", warm, BURST);
+    wait_pool("pb", BURST, BURST);
+    /* No over-creation: every Sandbox is a pool member or bound to exactly one claim. */
+    total = count_sandboxes(NULL, NULL, NULL);
+    assert_int_equal(count_sandboxes(EXT_KIND_POOL, "pb", NULL), BURST);
+    printf("# sandboxes in the namespace: %zu\n", total);
+    kube_informer_stop(claim_inf);
+    kube_informer_free(claim_inf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pool_fills),        cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_warm_claim),        cmocka_unit_test(test_env_cold),
+        cmocka_unit_test(test_exhausted_cold),    cmocka_unit_test(test_unready_pool_bounded),
+        cmocka_unit_test(test_claim_delete_gc),   cmocka_unit_test(test_lifecycle),
+        cmocka_unit_test(test_template_recovers), cmocka_unit_test(test_burst),
+        cmocka_unit_test(test_restart_mid_burst),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of the warm-pool plan, expectations and refill bucket. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+
+#include "controller/pool_expect.h"
+#include "controller/pool_plan.h"
+
+#define S USEC_PER_SEC
+
+static void test_fill_and_terminating(void **state)
+{
+    struct pool_member m[3] = {{.ready = true, .created = 1}, {.terminating = true}, {0}};
+    struct pool_plan_in in = {
+        .m = m, .n = 3, .desired = 5, .max_batch = 300, .grace = 10 * S, .now = 100 * S};
+    struct pool_plan p;
+    (void)state;
+    pool_plan_compute(&in, &p);
+    /* 2 active + 1 terminating count against the target: only 2 more. */
+    assert_int_equal(p.active, 2);
+    assert_int_equal(p.ready, 1);
+    assert_int_equal(p.terminating, 1);
+    assert_int_equal(p.create, 2);
+    assert_int_equal(p.ndel, 0);
+    pool_plan_done(&p);
+    in.max_batch = 1;
+    pool_plan_compute(&in, &p);
+    assert_int_equal(p.create, 1);
+    pool_plan_done(&p);
+}
+
+static void test_unready_held_and_stuck(void **state)
+{
+    struct pool_member m[3] = {
+        {.created = 95 * S},                        /* within the grace */
+        {.created = 10 * S, .unschedulable = true}, /* past it, unschedulable: held */
+        {.created = 10 * S},                        /* past it: stuck, replaced */
+    };
+    struct pool_plan_in in = {
+        .m = m, .n = 3, .desired = 3, .max_batch = 300, .grace = 10 * S, .now = 100 * S};
+    struct pool_plan p;
+    (void)state;
+    pool_plan_compute(&in, &p);
+    assert_int_equal(p.active, 2);
+    assert_int_equal(p.held, 1);
+    assert_int_equal(p.ndel, 1);
+    assert_int_equal(p.del[0], 2);
+    assert_int_equal(p.create, 0); /* the stuck one's delete still counts */
+    assert_int_equal(p.requeue, 5 * S + 2 * S);
+    pool_plan_done(&p);
+}
+
+static void test_excess_and_stale(void **state)
+{
+    struct pool_member m[4] = {
+        {.ready = true, .created = 1 * S},
+        {.ready = true, .created = 3 * S},
+        {.ready = false, .created = 2 * S},
+        {.ready = true, .created = 4 * S, .stale = true},
+    };
+    struct pool_plan_in in = {
+        .m = m, .n = 4, .desired = 2, .max_batch = 300, .grace = 100 * S, .now = 5 * S};
+    struct pool_plan p;
+    (void)state;
+    pool_plan_compute(&in, &p); /* OnReplenish: stale stays, excess 2: unready, then newest */
+    assert_int_equal(p.ndel, 2);
+    assert_int_equal(p.del[0], 2);
+    assert_int_equal(p.del[1], 3);
+    pool_plan_done(&p);
+    in.recreate = true; /* Recreate: stale goes first, then 1 excess */
+    pool_plan_compute(&in, &p);
+    assert_int_equal(p.ndel, 2);
+    assert_int_equal(p.del[0], 3);
+    assert_int_equal(p.del[1], 2);
+    pool_plan_done(&p);
+}
+
+static void test_expectations(void **state)
+{
+    struct pool_expect *x = pool_expect_new(60 * S);
+    (void)state;
+    assert_true(pool_expect_try_creations(x, "ns/p", 3, 0));
+    assert_false(pool_expect_try_creations(x, "ns/p", 3, 1)); /* in flight: no double create */
+    assert_true(pool_expect_try_creations(x, "ns/other", 1, 1));
+    pool_expect_lower_creations(x, "ns/p", 2);
+    assert_int_equal(pool_expect_pending_creations(x, "ns/p"), 1);
+    assert_false(pool_expect_satisfied(x, "ns/p", 2));
+    pool_expect_lower_creations(x, "ns/p", 5);
+    assert_true(pool_expect_satisfied(x, "ns/p", 2));
+    pool_expect_deletion(x, "ns/p", "u1", 3);
+    assert_true(pool_expect_deleting(x, "ns/p", "u1", 3));
+    assert_false(pool_expect_try_creations(x, "ns/p", 1, 3));
+    pool_expect_deletion_observed(x, "ns/p", "u1");
+    assert_true(pool_expect_satisfied(x, "ns/p", 4));
+    /* A lost event: the record expires. */
+    assert_true(pool_expect_try_creations(x, "ns/p", 1, 10));
+    assert_false(pool_expect_satisfied(x, "ns/p", 10 + 59 * S));
+    assert_true(pool_expect_satisfied(x, "ns/p", 10 + 61 * S));
+    pool_expect_free(x);
+}
+
+static void test_bucket(void **state)
+{
+    struct pool_bucket b = {0};
+    usec_t wait = 0;
+    (void)state;
+    assert_int_equal(pool_bucket_take(&b, 0, 50, 0, &wait), 50); /* unpaced */
+    assert_int_equal(pool_bucket_take(&b, 10, 50, 0, &wait), 10);
+    assert_int_equal(pool_bucket_take(&b, 10, 5, 0, &wait), 0);
+    assert_int_equal(wait, 100 * USEC_PER_MSEC);
+    assert_int_equal(pool_bucket_take(&b, 10, 5, 300 * USEC_PER_MSEC, &wait), 3);
+    pool_bucket_refund(&b, 10, 3);
+    assert_int_equal(pool_bucket_take(&b, 10, 5, 300 * USEC_PER_MSEC, &wait), 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fill_and_terminating),
+        cmocka_unit_test(test_unready_held_and_stuck),
+        cmocka_unit_test(test_excess_and_stale),
+        cmocka_unit_test(test_expectations),
+        cmocka_unit_test(test_bucket),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

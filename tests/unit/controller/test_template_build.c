@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of template_build: secure defaults, blueprint fingerprint and semantic
+ * match, the managed NetworkPolicy and pool Sandboxes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "controller/ext_names.h"
+#include "controller/template_build.h"
+#include "kube/obj.h"
+
+static json_t *tpl(void)
+{
+    return json_pack("{s:{s:s, s:s, s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}", "metadata",
+                     "name", "py", "namespace", "ns", "uid", "u-tpl", "spec", "podTemplate",
+                     "metadata", "labels", "tier", "gold", "spec", "containers", "name", "r",
+                     "image", "img:1");
+}
+
+static void test_secure_defaults(void **state)
+{
+    json_t *t = tpl(), *bp;
+    (void)state;
+    bp = tpl_blueprint(t);
+    assert_true(json_is_false(kube_obj_path(bp, "podTemplate.spec.automountServiceAccountToken")));
+    json_decref(bp);
+    /* An explicit true is kept. */
+    json_object_set_new(json_object_get(kube_obj_path(t, "spec.podTemplate"), "spec"),
+                        "automountServiceAccountToken", json_true());
+    bp = tpl_blueprint(t);
+    assert_true(json_is_true(kube_obj_path(bp, "podTemplate.spec.automountServiceAccountToken")));
+    json_decref(bp);
+    json_decref(t);
+}
+
+static void test_hash_and_match(void **state)
+{
+    json_t *t = tpl(), *pool = json_pack("{s:{s:s, s:s, s:s}}", "metadata", "name", "pool",
+                                         "namespace", "ns", "uid", "u-pool");
+    struct tpl_pool_opts o = {.eviction = true};
+    char h1[SB_HASH_LEN + 1], h2[SB_HASH_LEN + 1];
+    json_t *sb;
+    (void)state;
+    tpl_blueprint_hash(t, h1);
+    sb = tpl_pool_sandbox(pool, t, &o);
+    assert_true(tpl_blueprint_matches(t, sb));
+    assert_string_equal(kube_obj_label(sb, EXT_LABEL_TEMPLATE_HASH), h1);
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_WARM_POOL), "91dd7983"); /* NameHash("pool") */
+    assert_string_equal(kube_obj_path_str(sb, "metadata.generateName"), "pool-");
+    assert_true(sb_controlled_by(sb, "u-pool"));
+    assert_string_equal(
+        json_string_value(json_object_get(
+            kube_obj_path(sb, "spec.podTemplate.metadata.annotations"), EXT_ANN_SAFE_TO_EVICT))
+            ?: "",
+        "true");
+    /* Metadata edits change the fingerprint but not the semantic match. */
+    json_object_set_new(json_object_get(kube_obj_path(t, "spec.podTemplate.metadata"), "labels"),
+                        "tier", json_string("silver"));
+    tpl_blueprint_hash(t, h2);
+    assert_string_not_equal(h1, h2);
+    assert_true(tpl_blueprint_matches(t, sb));
+    /* A spec edit does not match. */
+    json_object_set_new(json_array_get(kube_obj_path(t, "spec.podTemplate.spec.containers"), 0),
+                        "image", json_string("img:2"));
+    assert_false(tpl_blueprint_matches(t, sb));
+    json_decref(sb);
+    json_decref(pool);
+    json_decref(t);
+}
+
+static void test_network_policy_default(void **state)
+{
+    json_t *t = tpl(), *np;
+    const json_t *eg, *pub;
+    char hash[SB_HASH_LEN + 1];
+    (void)state;
+    np = tpl_network_policy(t);
+    assert_string_equal(kube_obj_name(np), "py-network-policy");
+    assert_true(sb_controlled_by(np, "u-tpl"));
+    sb_name_hash("py", hash);
+    assert_string_equal(
+        json_string_value(json_object_get(kube_obj_path(np, "spec.podSelector.matchLabels"),
+                                          SB_LABEL_TEMPLATE_REF)),
+        hash);
+    eg = kube_obj_path(np, "spec.egress");
+    assert_int_equal(json_array_size(eg), 2);
+    /* DNS only to the cluster resolver on port 53. */
+    assert_int_equal(
+        json_integer_value(json_object_get(
+            json_array_get(json_object_get(json_array_get(eg, 0), "ports"), 0), "port")),
+        53);
+    /* Public IPv4 without private, link-local and metadata ranges. */
+    pub = kube_obj_path(json_array_get(json_object_get(json_array_get(eg, 1), "to"), 0), "ipBlock");
+    assert_string_equal(json_string_value(json_object_get(pub, "cidr")), "0.0.0.0/0");
+    assert_true(json_array_size(json_object_get(pub, "except")) >= 4);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(pub, "except"), 3)),
+                        "169.254.0.0/16");
+    /* Ingress only from the router. */
+    assert_string_equal(
+        kube_obj_path_str(
+            json_array_get(
+                json_object_get(json_array_get(kube_obj_path(np, "spec.ingress"), 0), "from"), 0),
+            "podSelector.matchLabels.app"),
+        "sandbox-router");
+    json_decref(np);
+    json_decref(t);
+}
+
+static void test_network_policy_custom(void **state)
+{
+    json_t *t = tpl(), *np;
+    (void)state;
+    json_object_set_new(json_object_get(t, "spec"), "networkPolicy",
+                        json_pack("{s:[]}", "ingress"));
+    np = tpl_network_policy(t);
+    assert_int_equal(json_array_size(kube_obj_path(np, "spec.ingress")), 0);
+    assert_int_equal(json_array_size(kube_obj_path(np, "spec.egress")), 0);
+    assert_int_equal(json_array_size(kube_obj_path(np, "spec.policyTypes")), 2);
+    json_decref(np);
+    assert_true(tpl_np_managed(t));
+    json_object_set_new(json_object_get(t, "spec"), "networkPolicyManagement",
+                        json_string("Unmanaged"));
+    assert_false(tpl_np_managed(t));
+    json_decref(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_secure_defaults),
+        cmocka_unit_test(test_hash_and_match),
+        cmocka_unit_test(test_network_policy_default),
+        cmocka_unit_test(test_network_policy_custom),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
