@@ -1,0 +1,474 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	agentsv1beta1 "agent-sandbox.dev/sdk/go/apis/agents/v1beta1"
+	extv1beta1 "agent-sandbox.dev/sdk/go/apis/extensions/v1beta1"
+	"agent-sandbox.dev/sdk/go/typed"
+)
+
+// CreatedBy is the value of the agents.x-k8s.io/created-by label on objects this SDK
+// creates.
+const CreatedBy = "go-client"
+
+// Defaults.
+const (
+	DefaultReadyTimeout   = 180 * time.Second
+	DefaultCleanupTimeout = 30 * time.Second
+	DefaultMaxReadSize    = 256 << 20
+)
+
+// Options configure a Client. The zero value works with the kubeconfig of the
+// environment and the API server's pod proxy.
+type Options struct {
+	// RestConfig reaches the API server. Nil: $KUBECONFIG or ~/.kube/config, else the
+	// in-cluster config. A config without a rate limit (QPS 0) gets QPS 100, burst 200.
+	RestConfig *rest.Config
+	// Namespace of the sandboxes. Empty: the kubeconfig context's namespace, else
+	// "default".
+	Namespace string
+	// Connection configures the data plane (processes and files).
+	Connection Connection
+	// ReadyTimeout bounds a wait for Ready when the context has no deadline
+	// (default 180 s).
+	ReadyTimeout time.Duration
+	// CleanupTimeout bounds the deletion of a claim or Sandbox whose creation failed
+	// (default 30 s). It runs on a context detached from the caller's cancellation.
+	CleanupTimeout time.Duration
+	// MaxReadSize caps Files.ReadFile (default 256 MiB).
+	MaxReadSize int64
+
+	kube kube // tests
+}
+
+// Client creates, finds and deletes sandboxes. It is safe for concurrent use.
+type Client struct {
+	kube           kube
+	ns             string
+	conn           *conn
+	readyTimeout   time.Duration
+	cleanupTimeout time.Duration
+	maxRead        int64
+}
+
+// NewClient builds a Client.
+func NewClient(opts Options) (*Client, error) {
+	rc := opts.RestConfig
+	ns := opts.Namespace
+	if rc == nil && opts.kube == nil {
+		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{})
+		var err error
+		if rc, err = cc.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("sandbox: no Kubernetes configuration: %w", err)
+		}
+		if ns == "" {
+			ns, _, _ = cc.Namespace()
+		}
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	if rc != nil {
+		rc = rest.CopyConfig(rc)
+		if rc.QPS == 0 && rc.RateLimiter == nil {
+			rc.QPS, rc.Burst = 100, 200
+		}
+	}
+	k := opts.kube
+	if k == nil {
+		cs, err := typed.NewForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		k = typedKube{cs}
+	}
+	cn, err := newConn(opts.Connection, rc)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{kube: k, ns: ns, conn: cn, readyTimeout: opts.ReadyTimeout,
+		cleanupTimeout: opts.CleanupTimeout, maxRead: opts.MaxReadSize}
+	if c.readyTimeout <= 0 {
+		c.readyTimeout = DefaultReadyTimeout
+	}
+	if c.cleanupTimeout <= 0 {
+		c.cleanupTimeout = DefaultCleanupTimeout
+	}
+	if c.maxRead <= 0 {
+		c.maxRead = DefaultMaxReadSize
+	}
+	return c, nil
+}
+
+// Namespace is the client's namespace.
+func (c *Client) Namespace() string { return c.ns }
+
+// Mode is the client's connection mode.
+func (c *Client) Mode() Mode { return c.conn.mode }
+
+// withReadyTimeout applies ReadyTimeout when ctx has no deadline.
+func (c *Client) withReadyTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.readyTimeout)
+}
+
+// cleanupCtx survives the caller's cancellation (so a failed create does not leak).
+func (c *Client) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), c.cleanupTimeout)
+}
+
+// ---- create options ------------------------------------------------------------------
+
+// CreateOption customizes CreateSandbox, CreateSandboxFromTemplate and
+// CreateSandboxFromSpec.
+type CreateOption func(*createOptions)
+
+type createOptions struct {
+	name           string
+	labels         map[string]string
+	annotations    map[string]string
+	podLabels      map[string]string
+	podAnnotations map[string]string
+	env            []extv1beta1.EnvVar
+	shutdownAfter  time.Duration
+	noWait         bool
+	keepOnFailure  bool
+}
+
+// WithName gives the claim (or Sandbox) an exact name instead of a generated one.
+func WithName(name string) CreateOption { return func(o *createOptions) { o.name = name } }
+
+// WithLabels adds labels to the claim (or Sandbox).
+func WithLabels(l map[string]string) CreateOption {
+	return func(o *createOptions) { o.labels = mergeMap(o.labels, l) }
+}
+
+// WithAnnotations adds annotations to the claim (or Sandbox).
+func WithAnnotations(a map[string]string) CreateOption {
+	return func(o *createOptions) { o.annotations = mergeMap(o.annotations, a) }
+}
+
+// WithPodMetadata adds labels and annotations to the sandbox's Pod (a claim's
+// additionalPodMetadata; the controller validates the keys).
+func WithPodMetadata(labels, annotations map[string]string) CreateOption {
+	return func(o *createOptions) {
+		o.podLabels = mergeMap(o.podLabels, labels)
+		o.podAnnotations = mergeMap(o.podAnnotations, annotations)
+	}
+}
+
+// WithEnv sets environment variables of the sandbox's first container (a claim's
+// spec.env forces a cold start and needs the template's envVarsInjectionPolicy).
+func WithEnv(env map[string]string) CreateOption {
+	return func(o *createOptions) {
+		for k, v := range env {
+			o.env = append(o.env, extv1beta1.EnvVar{Name: k, Value: v})
+		}
+	}
+}
+
+// WithShutdownAfter makes the claim (or Sandbox) expire and be deleted after d,
+// measured on the client's clock.
+func WithShutdownAfter(d time.Duration) CreateOption {
+	return func(o *createOptions) { o.shutdownAfter = d }
+}
+
+// WithoutWait returns as soon as the object is created; call Sandbox.WaitReady later.
+// For a claim, the handle is usable once WaitReady returns.
+func WithoutWait() CreateOption { return func(o *createOptions) { o.noWait = true } }
+
+// WithKeepOnFailure keeps the claim (or Sandbox) when waiting for Ready fails; by
+// default it is deleted.
+func WithKeepOnFailure() CreateOption { return func(o *createOptions) { o.keepOnFailure = true } }
+
+func mergeMap(dst, src map[string]string) map[string]string {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = make(map[string]string, len(src))
+	}
+	for k, v := range src {
+		dst[k] = v
+	}
+	return dst
+}
+
+func (o *createOptions) meta(generatePrefix string) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Name: o.name, Labels: mergeMap(nil, o.labels), Annotations: mergeMap(nil, o.annotations)}
+	if m.Name == "" {
+		m.GenerateName = generatePrefix
+	}
+	m.Labels = mergeMap(m.Labels, map[string]string{agentsv1beta1.LabelCreatedBy: CreatedBy})
+	return m
+}
+
+// ---- create ---------------------------------------------------------------------------
+
+// CreateSandbox claims a sandbox from the warm pool warmPool: it creates a SandboxClaim
+// (generateName "sandbox-claim-", label agents.x-k8s.io/created-by=go-client,
+// annotation agents.x-k8s.io/client-first-requested-at) and waits by watch until the
+// claim is bound and Ready. On failure the claim is deleted (see WithKeepOnFailure).
+func (c *Client) CreateSandbox(ctx context.Context, warmPool string, opts ...CreateOption) (*Sandbox, error) {
+	if warmPool == "" {
+		return nil, fmt.Errorf("%w: empty warm pool name", ErrInvalidArgument)
+	}
+	var o createOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	claim := &extv1beta1.SandboxClaim{
+		ObjectMeta: o.meta("sandbox-claim-"),
+		Spec: extv1beta1.SandboxClaimSpec{
+			WarmPoolRef: extv1beta1.LocalObjectReference{Name: warmPool},
+			Env:         o.env,
+		},
+	}
+	claim.Annotations = mergeMap(claim.Annotations, map[string]string{
+		agentsv1beta1.AnnotationClientFirstRequestedAt: time.Now().UTC().Format(time.RFC3339Nano)})
+	if len(o.podLabels)+len(o.podAnnotations) > 0 {
+		claim.Spec.AdditionalPodMetadata = &agentsv1beta1.PodMetadata{Labels: o.podLabels, Annotations: o.podAnnotations}
+	}
+	if o.shutdownAfter > 0 {
+		t := metav1.NewTime(time.Now().Add(o.shutdownAfter).UTC().Truncate(time.Second))
+		claim.Spec.Lifecycle = &extv1beta1.Lifecycle{ShutdownTime: &t, ShutdownPolicy: extv1beta1.ClaimShutdownDelete}
+	}
+	created, err := c.kube.claims(c.ns).Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: create claim from pool %s/%s: %w", c.ns, warmPool, kubeErr(err))
+	}
+	sb := &Sandbox{c: c, ns: c.ns, claim: created.Name}
+	if o.noWait {
+		return sb, nil
+	}
+	if err := sb.waitClaim(ctx, created, true); err != nil {
+		return nil, c.rollback(ctx, o, err, func(cctx context.Context) error {
+			return c.deleteClaim(cctx, created.Name)
+		})
+	}
+	return sb, nil
+}
+
+// CreateSandboxFromTemplate creates a Sandbox directly from the SandboxTemplate named
+// template (its podTemplate, volumeClaimTemplates and service; the Pod gets
+// automountServiceAccountToken: false unless the template sets it) and waits until it
+// is Ready. No warm pool is involved: this is a cold start.
+func (c *Client) CreateSandboxFromTemplate(ctx context.Context, template string, opts ...CreateOption) (*Sandbox, error) {
+	t, err := c.kube.templates(c.ns).Get(ctx, template, metav1.GetOptions{})
+	if err != nil {
+		err = kubeErr(err)
+		if errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("%w: %w", ErrTemplateNotFound, err)
+		}
+		return nil, fmt.Errorf("sandbox: template %s/%s: %w", c.ns, template, err)
+	}
+	spec := agentsv1beta1.SandboxSpec{
+		PodTemplate:          *t.Spec.PodTemplate.DeepCopy(),
+		VolumeClaimTemplates: agentsv1beta1.CopyVolumeClaimTemplates(t.Spec.VolumeClaimTemplates),
+	}
+	if t.Spec.Service != nil {
+		v := *t.Spec.Service
+		spec.Service = &v
+	}
+	if spec.PodTemplate.Spec.AutomountServiceAccountToken == nil {
+		f := false
+		spec.PodTemplate.Spec.AutomountServiceAccountToken = &f
+	}
+	return c.CreateSandboxFromSpec(ctx, spec, opts...)
+}
+
+// CreateSandboxFromSpec creates a Sandbox with the given spec (label
+// agents.x-k8s.io/created-by=go-client) and waits until it is Ready. WithEnv sets the
+// variables in the first container; WithPodMetadata merges into the pod template's
+// metadata. On failure the Sandbox is deleted (see WithKeepOnFailure).
+func (c *Client) CreateSandboxFromSpec(ctx context.Context, spec agentsv1beta1.SandboxSpec, opts ...CreateOption) (*Sandbox, error) {
+	var o createOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	sb := &agentsv1beta1.Sandbox{ObjectMeta: o.meta("sandbox-"), Spec: *spec.DeepCopy()}
+	pt := &sb.Spec.PodTemplate
+	pt.ObjectMeta.Labels = mergeMap(pt.ObjectMeta.Labels, o.podLabels)
+	pt.ObjectMeta.Annotations = mergeMap(pt.ObjectMeta.Annotations, o.podAnnotations)
+	if len(o.env) > 0 {
+		if len(pt.Spec.Containers) == 0 {
+			return nil, fmt.Errorf("%w: WithEnv needs a container in the pod template", ErrInvalidArgument)
+		}
+		for _, e := range o.env {
+			pt.Spec.Containers[0].Env = append(pt.Spec.Containers[0].Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+		}
+	}
+	if o.shutdownAfter > 0 {
+		t := metav1.NewTime(time.Now().Add(o.shutdownAfter).UTC().Truncate(time.Second))
+		sb.Spec.ShutdownTime = &t
+		sb.Spec.ShutdownPolicy = agentsv1beta1.ShutdownPolicyDelete
+	}
+	created, err := c.kube.sandboxes(c.ns).Create(ctx, sb, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: create sandbox in %s: %w", c.ns, kubeErr(err))
+	}
+	h := &Sandbox{c: c, ns: c.ns, name: created.Name, obj: created}
+	if o.noWait {
+		return h, nil
+	}
+	if err := h.waitSandbox(ctx, created, true, 0); err != nil {
+		return nil, c.rollback(ctx, o, err, func(cctx context.Context) error {
+			return c.deleteSandbox(cctx, created.Name)
+		})
+	}
+	return h, nil
+}
+
+// rollback deletes what a failed create left behind, unless asked to keep it.
+func (c *Client) rollback(ctx context.Context, o createOptions, err error, del func(context.Context) error) error {
+	if o.keepOnFailure {
+		return err
+	}
+	cctx, cancel := c.cleanupCtx(ctx)
+	defer cancel()
+	if derr := del(cctx); derr != nil {
+		return errors.Join(err, fmt.Errorf("sandbox: cleanup after failed create: %w", derr))
+	}
+	return err
+}
+
+// ---- find -----------------------------------------------------------------------------
+
+// Attach returns a handle to the existing Sandbox name (for example one created by
+// another process). It does not wait; see Sandbox.WaitReady.
+func (c *Client) Attach(ctx context.Context, name string) (*Sandbox, error) {
+	obj, err := c.kube.sandboxes(c.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: get %s/%s: %w", c.ns, name, kubeErr(err))
+	}
+	return &Sandbox{c: c, ns: c.ns, name: name, claim: controllingClaim(obj), obj: obj}, nil
+}
+
+// AttachClaim returns a handle to the sandbox bound to the existing claim, waiting (by
+// watch) until the claim is bound and Ready.
+func (c *Client) AttachClaim(ctx context.Context, claim string) (*Sandbox, error) {
+	sb := &Sandbox{c: c, ns: c.ns, claim: claim}
+	if err := sb.waitClaim(ctx, nil, false); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+func controllingClaim(s *agentsv1beta1.Sandbox) string {
+	for _, r := range s.OwnerReferences {
+		if r.Controller != nil && *r.Controller && r.Kind == "SandboxClaim" {
+			return r.Name
+		}
+	}
+	return ""
+}
+
+// ListOptions select sandboxes or claims.
+type ListOptions struct {
+	// LabelSelector, e.g. "team=a".
+	LabelSelector string
+	// OnlyMine keeps only objects labelled agents.x-k8s.io/created-by=go-client.
+	OnlyMine bool
+}
+
+func (o ListOptions) selector() string {
+	s := o.LabelSelector
+	if o.OnlyMine {
+		if s != "" {
+			s += ","
+		}
+		s += agentsv1beta1.LabelCreatedBy + "=" + CreatedBy
+	}
+	return s
+}
+
+// ListSandboxes lists the Sandboxes of the namespace.
+func (c *Client) ListSandboxes(ctx context.Context, opts ListOptions) ([]agentsv1beta1.Sandbox, error) {
+	l, err := c.kube.sandboxes(c.ns).List(ctx, metav1.ListOptions{LabelSelector: opts.selector()})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: list sandboxes in %s: %w", c.ns, kubeErr(err))
+	}
+	return l.Items, nil
+}
+
+// ListClaims lists the SandboxClaims of the namespace.
+func (c *Client) ListClaims(ctx context.Context, opts ListOptions) ([]extv1beta1.SandboxClaim, error) {
+	l, err := c.kube.claims(c.ns).List(ctx, metav1.ListOptions{LabelSelector: opts.selector()})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: list claims in %s: %w", c.ns, kubeErr(err))
+	}
+	return l.Items, nil
+}
+
+// DeleteClaim deletes a claim (its Sandbox goes with it). A missing claim is not an
+// error.
+func (c *Client) DeleteClaim(ctx context.Context, name string) error { return c.deleteClaim(ctx, name) }
+
+// DeleteSandbox deletes a Sandbox. A missing Sandbox is not an error.
+func (c *Client) DeleteSandbox(ctx context.Context, name string) error {
+	return c.deleteSandbox(ctx, name)
+}
+
+func (c *Client) deleteClaim(ctx context.Context, name string) error {
+	bg := metav1.DeletePropagationBackground
+	err := c.kube.claims(c.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("sandbox: delete claim %s/%s: %w", c.ns, name, kubeErr(err))
+	}
+	return nil
+}
+
+func (c *Client) deleteSandbox(ctx context.Context, name string) error {
+	bg := metav1.DeletePropagationBackground
+	err := c.kube.sandboxes(c.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("sandbox: delete sandbox %s/%s: %w", c.ns, name, kubeErr(err))
+	}
+	return nil
+}
+
+// kubeErr adds the sentinel meaning to an API error (errors.Is works for both).
+func kubeErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return &kubeError{err, ErrNotFound}
+	case apierrors.IsForbidden(err):
+		return &kubeError{err, ErrForbidden}
+	case apierrors.IsUnauthorized(err):
+		return &kubeError{err, ErrUnauthorized}
+	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
+		return &kubeError{err, ErrConflict}
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return &kubeError{err, ErrInvalidArgument}
+	case apierrors.IsServiceUnavailable(err), apierrors.IsTooManyRequests(err):
+		return &kubeError{err, ErrUnavailable}
+	}
+	return err
+}
+
+// kubeError is an API server error that also matches a sentinel.
+type kubeError struct {
+	err      error
+	sentinel error
+}
+
+func (e *kubeError) Error() string        { return e.err.Error() }
+func (e *kubeError) Unwrap() []error      { return []error{e.err, e.sentinel} }
+func (e *kubeError) Is(target error) bool { return target == e.sentinel }
+func mergePatch(v any) ([]byte, error)    { return json.Marshal(v) }

@@ -1,0 +1,358 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1beta1 "agent-sandbox.dev/sdk/go/apis/agents/v1beta1"
+	extv1beta1 "agent-sandbox.dev/sdk/go/apis/extensions/v1beta1"
+)
+
+func newTestClient(t *testing.T, k *fakeKube) *Client {
+	t.Helper()
+	c, err := NewClient(Options{Namespace: "ns", kube: k, Connection: Connection{Mode: ModeDirect},
+		ReadyTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func cond(typ, status, reason string, gen int64) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: metav1.ConditionStatus(status), Reason: reason,
+		ObservedGeneration: gen, LastTransitionTime: metav1.Now()}
+}
+
+func readySandbox(name string, ip string) *agentsv1beta1.Sandbox {
+	return &agentsv1beta1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Generation: 1,
+			Annotations: map[string]string{agentsv1beta1.AnnotationPodName: name + "-pod"}},
+		Status: agentsv1beta1.SandboxStatus{PodIPs: []string{ip},
+			Conditions: []metav1.Condition{cond("Ready", "True", "DependenciesReady", 1)}},
+	}
+}
+
+// claimStep is one status write of the simulated claim controller.
+type claimStep func(k *fakeKube, r *fakeRes[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList], name string)
+
+func setClaimReady(status, reason, sandbox string) claimStep {
+	return func(k *fakeKube, r *fakeRes[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList], name string) {
+		r.update(name, func(c *extv1beta1.SandboxClaim) {
+			c.Status.Conditions = []metav1.Condition{cond("Ready", status, reason, 1)}
+			c.Status.Sandbox.Name = sandbox
+		})
+	}
+}
+
+func bindWarm(sandbox, ip string) claimStep {
+	return func(k *fakeKube, r *fakeRes[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList], name string) {
+		k.sbx.Add(readySandbox(sandbox, ip))
+		setClaimReady("True", "DependenciesReady", sandbox)(k, r, name)
+	}
+}
+
+func deleteClaim() claimStep {
+	return func(k *fakeKube, r *fakeRes[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList], name string) {
+		r.remove(name)
+	}
+}
+
+func TestCreateSandbox(t *testing.T) {
+	tests := []struct {
+		name      string
+		steps     []claimStep
+		gone      int // 410 answers to the first watches
+		opts      []CreateOption
+		timeout   time.Duration
+		wantErr   []error
+		wantClaim bool // claim still exists afterwards
+	}{
+		{name: "warm adoption", steps: []claimStep{bindWarm("pool-abc", "10.1.0.7")}, wantClaim: true},
+		{name: "transient reasons first", steps: []claimStep{
+			setClaimReady("False", "SandboxMissing", ""),
+			setClaimReady("False", "SandboxNotReady", "pool-x"),
+			bindWarm("pool-x", "10.1.0.8")}, wantClaim: true},
+		{name: "ready but unbound is not enough", steps: []claimStep{
+			setClaimReady("True", "DependenciesReady", ""), bindWarm("pool-y", "10.1.0.9")}, wantClaim: true},
+		{name: "watch expired then ready", gone: 2, steps: []claimStep{bindWarm("pool-z", "10.1.0.10")}, wantClaim: true},
+		{name: "template not found", steps: []claimStep{setClaimReady("False", "TemplateNotFound", "")},
+			wantErr: []error{ErrTemplateNotFound, ErrClaimFailed}},
+		{name: "warm pool not found", steps: []claimStep{setClaimReady("False", "WarmPoolNotFound", "")},
+			wantErr: []error{ErrWarmPoolNotFound, ErrClaimFailed}},
+		{name: "invalid metadata", steps: []claimStep{setClaimReady("False", "InvalidMetadata", "")},
+			wantErr: []error{ErrClaimFailed}},
+		{name: "expired", steps: []claimStep{setClaimReady("False", "SandboxExpired", "x")},
+			wantErr: []error{ErrClaimFailed, ErrSandboxFailed}},
+		{name: "deleted while waiting", steps: []claimStep{deleteClaim()},
+			wantErr: []error{ErrSandboxDeleted, ErrNotFound}},
+		{name: "never ready", timeout: 150 * time.Millisecond, steps: []claimStep{setClaimReady("False", "SandboxNotReady", "")},
+			wantErr: []error{ErrTimeout, context.DeadlineExceeded}},
+		{name: "keep on failure", opts: []CreateOption{WithKeepOnFailure()},
+			steps: []claimStep{setClaimReady("False", "InvalidMetadata", "")}, wantErr: []error{ErrClaimFailed}, wantClaim: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newFakeKube()
+			k.clm.goneWatches = tc.gone
+			var created string
+			k.clm.onCreate = func(r *fakeRes[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList], c *extv1beta1.SandboxClaim) {
+				created = c.Name
+				for _, s := range tc.steps {
+					s(k, r, c.Name)
+				}
+			}
+			c := newTestClient(t, k)
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			sb, err := c.CreateSandbox(ctx, "pool", tc.opts...)
+			for _, w := range tc.wantErr {
+				if !errors.Is(err, w) {
+					t.Errorf("error %v does not match %v", err, w)
+				}
+			}
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("CreateSandbox: %v", err)
+				}
+				if sb.ClaimName() != created || sb.Name() == "" || sb.PodIP() == "" ||
+					sb.PodName() != sb.Name()+"-pod" || !sb.IsReady() {
+					t.Errorf("handle: claim %q name %q ip %q pod %q", sb.ClaimName(), sb.Name(), sb.PodIP(), sb.PodName())
+				}
+			}
+			if got := k.clm.Has(created); got != tc.wantClaim {
+				t.Errorf("claim exists = %v, want %v", got, tc.wantClaim)
+			}
+		})
+	}
+}
+
+func TestCreateSandboxClaimShape(t *testing.T) {
+	k := newFakeKube()
+	var got *extv1beta1.SandboxClaim
+	k.clm.onCreate = func(r *fakeRes[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList], c *extv1beta1.SandboxClaim) {
+		got = c
+	}
+	c := newTestClient(t, k)
+	before := time.Now()
+	sb, err := c.CreateSandbox(context.Background(), "pool-a", WithoutWait(), WithLabels(map[string]string{"team": "a"}),
+		WithPodMetadata(map[string]string{"sandbox.users.io/x": "1"}, nil), WithShutdownAfter(time.Hour),
+		WithEnv(map[string]string{"K": "V"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GenerateName != "sandbox-claim-" || sb.ClaimName() != got.Name {
+		t.Errorf("name %q generateName %q", got.Name, got.GenerateName)
+	}
+	if got.Labels[agentsv1beta1.LabelCreatedBy] != "go-client" || got.Labels["team"] != "a" {
+		t.Errorf("labels %v", got.Labels)
+	}
+	ts, err := time.Parse(time.RFC3339Nano, got.Annotations[agentsv1beta1.AnnotationClientFirstRequestedAt])
+	if err != nil || ts.Before(before.Add(-time.Second)) || ts.After(time.Now().Add(time.Second)) {
+		t.Errorf("client-first-requested-at %q: %v", got.Annotations[agentsv1beta1.AnnotationClientFirstRequestedAt], err)
+	}
+	if got.Spec.WarmPoolRef.Name != "pool-a" || got.Spec.AdditionalPodMetadata.Labels["sandbox.users.io/x"] != "1" ||
+		len(got.Spec.Env) != 1 || got.Spec.Lifecycle == nil || got.Spec.Lifecycle.ShutdownPolicy != "Delete" {
+		t.Errorf("spec %+v", got.Spec)
+	}
+	if _, err := sb.Run(context.Background(), "true"); !errors.Is(err, ErrNotReady) {
+		t.Errorf("Run on an unbound claim: %v, want ErrNotReady", err)
+	}
+	if _, err := c.CreateSandbox(context.Background(), ""); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("empty pool: %v", err)
+	}
+}
+
+func TestAttachAndList(t *testing.T) {
+	k := newFakeKube()
+	c := newTestClient(t, k)
+	ctrl := true
+	sb := readySandbox("sb-1", "10.0.0.1")
+	sb.Labels = map[string]string{agentsv1beta1.LabelCreatedBy: "go-client"}
+	sb.OwnerReferences = []metav1.OwnerReference{{Kind: "SandboxClaim", Name: "claim-1", Controller: &ctrl}}
+	k.sbx.Add(sb)
+	k.sbx.Add(readySandbox("sb-2", "10.0.0.2"))
+	k.clm.Add(&extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim-1", Namespace: "ns"},
+		Status: extv1beta1.SandboxClaimStatus{Sandbox: extv1beta1.SandboxReference{Name: "sb-1"},
+			Conditions: []metav1.Condition{cond("Ready", "True", "DependenciesReady", 1)}}})
+	ctx := context.Background()
+
+	h, err := c.Attach(ctx, "sb-1")
+	if err != nil || h.ClaimName() != "claim-1" || h.PodIP() != "10.0.0.1" {
+		t.Fatalf("Attach: %v %+v", err, h)
+	}
+	h2, err := c.AttachClaim(ctx, "claim-1")
+	if err != nil || h2.Name() != "sb-1" {
+		t.Fatalf("AttachClaim: %v", err)
+	}
+	if _, err := c.Attach(ctx, "missing"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Attach missing: %v", err)
+	}
+	tests := []struct {
+		opts ListOptions
+		want int
+	}{{ListOptions{}, 2}, {ListOptions{OnlyMine: true}, 1}}
+	for _, tc := range tests {
+		l, err := c.ListSandboxes(ctx, tc.opts)
+		if err != nil || len(l) != tc.want {
+			t.Errorf("ListSandboxes(%+v) = %d, %v; want %d", tc.opts, len(l), err, tc.want)
+		}
+	}
+	if cl, err := c.ListClaims(ctx, ListOptions{}); err != nil || len(cl) != 1 {
+		t.Errorf("ListClaims = %d, %v", len(cl), err)
+	}
+	if err := h.Delete(ctx); err != nil || k.clm.Has("claim-1") {
+		t.Errorf("Delete: %v, claim exists %v", err, k.clm.Has("claim-1"))
+	}
+	if _, err := h.Run(ctx, "true"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run after Delete: %v", err)
+	}
+	if err := h.Delete(ctx); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+}
+
+func TestCreateFromTemplate(t *testing.T) {
+	k := newFakeKube()
+	svc := true
+	k.tpl.Add(&extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "py", Namespace: "ns"},
+		Spec: extv1beta1.SandboxTemplateSpec{Service: &svc}})
+	k.sbx.onCreate = func(r *fakeRes[*agentsv1beta1.Sandbox, *agentsv1beta1.SandboxList], s *agentsv1beta1.Sandbox) {
+		r.update(s.Name, func(s *agentsv1beta1.Sandbox) {
+			s.Status.Conditions = []metav1.Condition{cond("Ready", "False", "DependenciesNotReady", 1)}
+		})
+		r.update(s.Name, func(s *agentsv1beta1.Sandbox) {
+			s.Status.Conditions = []metav1.Condition{cond("Ready", "True", "DependenciesReady", 1)}
+			s.Status.PodIPs = []string{"fd00::5", "10.2.0.5"}
+		})
+	}
+	c := newTestClient(t, k)
+	sb, err := c.CreateSandboxFromTemplate(context.Background(), "py", WithEnv(map[string]string{"A": "1"}))
+	if err == nil {
+		t.Fatalf("a template without containers must not take WithEnv")
+	}
+	sb, err = c.CreateSandboxFromTemplate(context.Background(), "py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := k.sbx.Stored(sb.Name())
+	if !strings.HasPrefix(sb.Name(), "sandbox-") || obj.Labels[agentsv1beta1.LabelCreatedBy] != "go-client" ||
+		obj.Spec.Service == nil || !*obj.Spec.Service || obj.Spec.PodTemplate.Spec.AutomountServiceAccountToken == nil ||
+		*obj.Spec.PodTemplate.Spec.AutomountServiceAccountToken {
+		t.Errorf("created %+v", obj)
+	}
+	if sb.PodIP() != "10.2.0.5" || sb.ClaimName() != "" {
+		t.Errorf("ip %q claim %q", sb.PodIP(), sb.ClaimName())
+	}
+	if _, err := c.CreateSandboxFromTemplate(context.Background(), "nope"); !errors.Is(err, ErrTemplateNotFound) {
+		t.Errorf("missing template: %v", err)
+	}
+}
+
+func TestCreateFromSpecFailureDeletes(t *testing.T) {
+	k := newFakeKube()
+	k.sbx.onCreate = func(r *fakeRes[*agentsv1beta1.Sandbox, *agentsv1beta1.SandboxList], s *agentsv1beta1.Sandbox) {
+		r.update(s.Name, func(s *agentsv1beta1.Sandbox) {
+			s.Status.Conditions = []metav1.Condition{cond("Ready", "False", "PodFailed", 1)}
+		})
+	}
+	c := newTestClient(t, k)
+	_, err := c.CreateSandboxFromSpec(context.Background(), agentsv1beta1.SandboxSpec{}, WithName("fixed"))
+	var sf *SandboxFailedError
+	if !errors.Is(err, ErrSandboxFailed) || !errors.As(err, &sf) || sf.Reason != "PodFailed" {
+		t.Fatalf("error %v", err)
+	}
+	if k.sbx.Has("fixed") {
+		t.Error("failed Sandbox was not deleted")
+	}
+}
+
+func TestSuspendResume(t *testing.T) {
+	k := newFakeKube()
+	k.sbx.Add(readySandbox("sb", "10.0.0.1"))
+	k.sbx.onPatch = func(r *fakeRes[*agentsv1beta1.Sandbox, *agentsv1beta1.SandboxList], s *agentsv1beta1.Sandbox) {
+		gen := s.Generation
+		if s.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+			r.update(s.Name, func(s *agentsv1beta1.Sandbox) {
+				s.Status.PodIPs = nil
+				s.Status.Conditions = []metav1.Condition{cond("Ready", "False", "SandboxSuspended", gen),
+					cond("Suspended", "True", "PodTerminated", gen)}
+			})
+			return
+		}
+		// A stale Ready=True of the old generation first, then the real one.
+		r.update(s.Name, func(s *agentsv1beta1.Sandbox) {
+			s.Status.PodIPs = []string{"10.0.0.1"}
+			s.Status.Conditions = []metav1.Condition{cond("Ready", "True", "DependenciesReady", gen-1)}
+		})
+		r.update(s.Name, func(s *agentsv1beta1.Sandbox) {
+			s.Status.PodIPs = []string{"10.0.0.99"}
+			s.Status.Conditions = []metav1.Condition{cond("Ready", "True", "DependenciesReady", gen),
+				cond("Suspended", "False", "NotSuspended", gen)}
+		})
+	}
+	c := newTestClient(t, k)
+	ctx := context.Background()
+	h, err := c.Attach(ctx, "sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Suspend(ctx); err != nil {
+		t.Fatalf("Suspend: %v", err)
+	}
+	if h.IsReady() || h.PodIP() != "" {
+		t.Errorf("after Suspend: ready %v ip %q", h.IsReady(), h.PodIP())
+	}
+	if err := h.WaitReady(ctx); !errors.Is(err, ErrSuspended) {
+		t.Errorf("WaitReady on a suspended sandbox: %v", err)
+	}
+	if err := h.Resume(ctx); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if h.PodIP() != "10.0.0.99" {
+		t.Errorf("after Resume: ip %q, want the new pod's", h.PodIP())
+	}
+}
+
+func TestWaitDoesNotLeakGoroutines(t *testing.T) {
+	base := runtime.NumGoroutine()
+	k := newFakeKube()
+	c := newTestClient(t, k)
+	for i := 0; i < 20; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		_, err := c.CreateSandbox(ctx, "pool")
+		cancel()
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("want timeout, got %v", err)
+		}
+	}
+	waitGoroutines(t, base)
+	k.clm.mu.Lock()
+	n := len(k.clm.watchers)
+	k.clm.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d watches were not stopped", n)
+	}
+}
+
+// waitGoroutines fails when the goroutine count does not come back to base.
+func waitGoroutines(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("goroutines: %d > %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

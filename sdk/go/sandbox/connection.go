@@ -1,0 +1,348 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// Mode is how the SDK reaches sandboxd inside a sandbox.
+type Mode string
+
+const (
+	// ModeRouter goes through sandbox-router (RouterURL) with the X-Sandbox-* headers and
+	// a bearer token that the router checks with TokenReview/SubjectAccessReview.
+	ModeRouter Mode = "router"
+	// ModeDirect dials the pod IP (programs running inside the cluster network).
+	ModeDirect Mode = "direct"
+	// ModePodProxy goes through the API server's pod proxy
+	// (/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy/...) with the kubeconfig's
+	// credentials: only a kubeconfig is needed, no kubectl, no port-forward.
+	ModePodProxy Mode = "pod-proxy"
+)
+
+// DefaultPort is sandboxd's REST port.
+const DefaultPort = 8080
+
+// Connection configures the data plane (processes and files).
+type Connection struct {
+	// Mode: empty means ModeRouter when RouterURL is set, else ModePodProxy.
+	Mode Mode
+	// RouterURL is the router's base URL, e.g. http://127.0.0.1:8080.
+	RouterURL string
+	// RouterToken is sent as "Authorization: Bearer ..." to the router. Empty: the
+	// bearer token of the REST config (BearerToken or BearerTokenFile), if any.
+	RouterToken string
+	// Port is sandboxd's port in the pod (default 8080).
+	Port int
+	// SandboxdToken, when set, is sent as a bearer token in ModeDirect (sandboxd's
+	// --token-file). The router and the pod proxy consume the Authorization header
+	// themselves.
+	SandboxdToken string
+	// HTTPClient is used in ModeRouter and ModeDirect. Nil: a pooled client without an
+	// overall timeout (use contexts).
+	HTTPClient *http.Client
+}
+
+// target is what a request needs to know about a sandbox.
+type target struct {
+	ns, name, podName, podIP string
+}
+
+// conn sends data-plane requests in one mode.
+type conn struct {
+	mode        Mode
+	routerURL   string
+	routerToken string
+	port        int
+	sbdToken    string
+	hc          *http.Client
+	apiBase     string // pod proxy: API server URL (no trailing slash)
+}
+
+func defaultHTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 256
+	tr.MaxIdleConnsPerHost = 128
+	tr.IdleConnTimeout = 90 * time.Second
+	return &http.Client{
+		Transport: tr,
+		// Redirects are never followed: a redirect is an answer of its own.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+func newConn(c Connection, rc *rest.Config) (*conn, error) {
+	cn := &conn{mode: c.Mode, port: c.Port, sbdToken: c.SandboxdToken, hc: c.HTTPClient}
+	if cn.mode == "" {
+		cn.mode = ModePodProxy
+		if c.RouterURL != "" {
+			cn.mode = ModeRouter
+		}
+	}
+	if cn.port == 0 {
+		cn.port = DefaultPort
+	}
+	if cn.port < 1 || cn.port > 65535 {
+		return nil, fmt.Errorf("%w: port %d out of range", ErrInvalidArgument, cn.port)
+	}
+	if cn.hc == nil {
+		cn.hc = defaultHTTPClient()
+	}
+	switch cn.mode {
+	case ModeRouter:
+		u, err := url.Parse(c.RouterURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%w: router URL %q must be http(s)://host[:port]", ErrInvalidArgument, c.RouterURL)
+		}
+		cn.routerURL = strings.TrimRight(c.RouterURL, "/")
+		cn.routerToken = c.RouterToken
+		if cn.routerToken == "" && rc != nil {
+			cn.routerToken = restBearerToken(rc)
+		}
+	case ModeDirect:
+	case ModePodProxy:
+		if rc == nil {
+			return nil, fmt.Errorf("%w: pod-proxy mode needs a REST config", ErrInvalidArgument)
+		}
+		hc, err := rest.HTTPClientFor(rc)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: API server client: %w", err)
+		}
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		cn.hc = hc
+		base, err := apiServerURL(rc)
+		if err != nil {
+			return nil, err
+		}
+		cn.apiBase = base
+	default:
+		return nil, fmt.Errorf("%w: unknown connection mode %q", ErrInvalidArgument, cn.mode)
+	}
+	return cn, nil
+}
+
+func restBearerToken(rc *rest.Config) string {
+	if rc.BearerToken != "" {
+		return rc.BearerToken
+	}
+	if rc.BearerTokenFile != "" {
+		if b, err := os.ReadFile(rc.BearerTokenFile); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
+}
+
+func apiServerURL(rc *rest.Config) (string, error) {
+	host := rc.Host
+	if !strings.Contains(host, "://") {
+		host = "https://" + host
+	}
+	u, err := url.Parse(host)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("%w: API server host %q", ErrInvalidArgument, rc.Host)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// requestURL is the full URL of path (already escaped, starting with "/") for t.
+func (c *conn) requestURL(t target, path string, q url.Values) (string, error) {
+	var base string
+	switch c.mode {
+	case ModeRouter:
+		base = c.routerURL
+	case ModeDirect:
+		if t.podIP == "" {
+			return "", fmt.Errorf("%w: %s/%s has no pod IP", ErrNotReady, t.ns, t.name)
+		}
+		base = "http://" + net.JoinHostPort(t.podIP, strconv.Itoa(c.port))
+	case ModePodProxy:
+		pod := t.podName
+		if pod == "" {
+			pod = t.name
+		}
+		base = fmt.Sprintf("%s/api/v1/namespaces/%s/pods/%s:%d/proxy", c.apiBase,
+			url.PathEscape(t.ns), url.PathEscape(pod), c.port)
+	}
+	s := base + path
+	if len(q) > 0 {
+		s += "?" + q.Encode()
+	}
+	return s, nil
+}
+
+// newRequest builds a request for t with the mode's headers.
+func (c *conn) newRequest(ctx context.Context, t target, method, path string, q url.Values,
+	body io.Reader) (*http.Request, error) {
+	u, err := c.requestURL(t, path, q)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %s %s: %w", method, path, err)
+	}
+	req.Header.Set("User-Agent", "agent-sandbox-go-sdk")
+	switch c.mode {
+	case ModeRouter:
+		req.Header.Set("X-Sandbox-ID", t.name)
+		req.Header.Set("X-Sandbox-Namespace", t.ns)
+		req.Header.Set("X-Sandbox-Port", strconv.Itoa(c.port))
+		if dl, ok := ctx.Deadline(); ok {
+			if s := time.Until(dl).Seconds(); s > 0 {
+				req.Header.Set("X-Sandbox-Timeout", strconv.FormatFloat(s, 'f', 3, 64))
+			}
+		}
+		if c.routerToken != "" {
+			req.Header.Set("Authorization", "Bearer "+c.routerToken)
+		}
+	case ModeDirect:
+		if c.sbdToken != "" {
+			req.Header.Set("Authorization", "Bearer "+c.sbdToken)
+		}
+	}
+	return req, nil
+}
+
+// call describes one data-plane request.
+type call struct {
+	op          string // for errors
+	method      string
+	path        string // escaped, starting with "/"
+	query       url.Values
+	body        []byte    // replayable body (retries allowed)
+	stream      io.Reader // streamed body (no retries); overrides body
+	contentType string
+	idempotent  bool // retry on 502/504 and transport errors as well
+}
+
+// retry budget: back-off 50 ms doubling to 1 s, at most this many attempts.
+const maxAttempts = 8
+
+// do sends cl and returns a 2xx response (caller closes the body) or an error. Answers
+// that say nothing reached sandboxd (router cache lag, 503, 429) are retried with
+// back-off within ctx.
+func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error) {
+	delay := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		var body io.Reader
+		if cl.stream != nil {
+			body = cl.stream
+		} else if cl.body != nil {
+			body = bytes.NewReader(cl.body)
+		}
+		req, err := c.newRequest(ctx, t, cl.method, cl.path, cl.query, body)
+		if err != nil {
+			return nil, err
+		}
+		if cl.contentType != "" {
+			req.Header.Set("Content-Type", cl.contentType)
+		}
+		if cl.stream == nil && cl.body != nil {
+			req.ContentLength = int64(len(cl.body))
+		}
+		resp, err := c.hc.Do(req)
+		var herr *HTTPError
+		retry := false
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			err = fmt.Errorf("sandbox: %s: %w: %w", cl.op, ErrUnavailable, err)
+			retry = cl.idempotent || isDialError(err)
+		} else if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			return resp, nil
+		} else {
+			herr = readHTTPError(cl.op, resp)
+			err = herr
+			retry = retryable(herr, cl.idempotent)
+		}
+		if !retry || cl.stream != nil || attempt >= maxAttempts {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		if delay *= 2; delay > time.Second {
+			delay = time.Second
+		}
+	}
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// Codes given to errors that come from the router ({"detail": ...} bodies) and from the
+// API server (Status objects) rather than from sandboxd.
+const (
+	routerCode    = "ROUTER"
+	apiServerCode = "APISERVER"
+)
+
+// retryable: the request did not reach sandboxd (or, for idempotent calls, may be
+// repeated safely).
+func retryable(e *HTTPError, idempotent bool) bool {
+	switch e.StatusCode {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return true
+	case http.StatusNotFound:
+		return e.Code == routerCode // the router's cache has not seen the Sandbox yet
+	case http.StatusBadGateway:
+		return idempotent || strings.HasPrefix(e.Message, "Could not connect")
+	case http.StatusGatewayTimeout:
+		return idempotent
+	}
+	return false
+}
+
+// readHTTPError reads (at most 4 KiB of) an error body and closes it.
+func readHTTPError(op string, resp *http.Response) *HTTPError {
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	e := &HTTPError{Op: op, StatusCode: resp.StatusCode}
+	var j struct {
+		Code    json.RawMessage `json:"code"` // a string from sandboxd, a number in a Status
+		Message string          `json:"message"`
+		Detail  string          `json:"detail"`
+		Kind    string          `json:"kind"`
+	}
+	if json.Unmarshal(b, &j) == nil {
+		var code string
+		_ = json.Unmarshal(j.Code, &code)
+		switch {
+		case j.Detail != "":
+			e.Code, e.Message = routerCode, j.Detail
+		case j.Kind == "Status":
+			e.Code, e.Message = apiServerCode, j.Message
+		default:
+			e.Code, e.Message = code, j.Message
+		}
+	}
+	if e.Message == "" {
+		e.Message = strings.TrimSpace(string(b))
+		if len(e.Message) > 256 {
+			e.Message = e.Message[:256] + "..."
+		}
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	return e
+}

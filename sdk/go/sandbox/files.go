@@ -1,0 +1,247 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// FileType is the type of a directory entry.
+type FileType string
+
+const (
+	FileTypeFile      FileType = "file"
+	FileTypeDirectory FileType = "directory"
+	FileTypeOther     FileType = "other"
+)
+
+// FileEntry is one entry of a directory listing.
+type FileEntry struct {
+	Name    string
+	Size    int64
+	Type    FileType
+	ModTime time.Time
+	Mode    string // octal permission bits, e.g. "0644"
+}
+
+// IsDir reports whether the entry is a directory.
+func (e FileEntry) IsDir() bool { return e.Type == FileTypeDirectory }
+
+// Files reaches the sandbox's file system (paths are relative to sandboxd's root,
+// /workspace by default; a leading "/" means that root).
+type Files struct{ s *Sandbox }
+
+// Files returns the file API of the sandbox.
+func (s *Sandbox) Files() *Files { return &Files{s: s} }
+
+func (f *Files) do(ctx context.Context, cl call) (*http.Response, error) {
+	t, err := f.s.target()
+	if err != nil {
+		return nil, err
+	}
+	return f.s.c.conn.do(ctx, t, cl)
+}
+
+// Read opens the file at path for streaming. The caller closes the reader.
+func (f *Files) Read(ctx context.Context, path string) (io.ReadCloser, error) {
+	p, err := filesPath(path, false)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := f.do(ctx, call{op: "read " + path, method: http.MethodGet, path: p, idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	if isJSON(resp) {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: %s", ErrIsDirectory, path)
+	}
+	return resp.Body, nil
+}
+
+// ReadFile reads the whole file at path (at most the client's MaxReadSize).
+func (f *Files) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	rc, err := f.Read(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	max := f.s.c.maxRead
+	b, err := io.ReadAll(io.LimitReader(rc, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: read %s: %w", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s is over %d bytes (use Read)", ErrTooLarge, path, max)
+	}
+	return b, nil
+}
+
+// WriteOption customizes Write, WriteFile and Create.
+type WriteOption func(*url.Values)
+
+// WithMode sets the permission bits of the written file (default 0644).
+func WithMode(m fs.FileMode) WriteOption {
+	return func(q *url.Values) { q.Set("mode", fmt.Sprintf("0%03o", m.Perm())) }
+}
+
+func writeQuery(opts []WriteOption) url.Values {
+	q := url.Values{}
+	for _, o := range opts {
+		o(&q)
+	}
+	return q
+}
+
+// Write streams r into the file at path (parents are created; the file is replaced
+// atomically once complete). The body is sent chunked; no retries.
+func (f *Files) Write(ctx context.Context, path string, r io.Reader, opts ...WriteOption) error {
+	p, err := filesPath(path, false)
+	if err != nil {
+		return err
+	}
+	resp, err := f.do(ctx, call{op: "write " + path, method: http.MethodPut, path: p, query: writeQuery(opts),
+		stream: r, contentType: "application/octet-stream"})
+	if err != nil {
+		return err
+	}
+	return drain(resp)
+}
+
+// WriteFile writes data to the file at path (retried when sandboxd was not reached).
+func (f *Files) WriteFile(ctx context.Context, path string, data []byte, opts ...WriteOption) error {
+	p, err := filesPath(path, false)
+	if err != nil {
+		return err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	resp, err := f.do(ctx, call{op: "write " + path, method: http.MethodPut, path: p, query: writeQuery(opts),
+		body: data, contentType: "application/octet-stream", idempotent: true})
+	if err != nil {
+		return err
+	}
+	return drain(resp)
+}
+
+// Create returns a writer that streams into the file at path; Close finishes the
+// upload and returns its result. Abandoning the writer without Close leaks the upload
+// until ctx ends.
+func (f *Files) Create(ctx context.Context, path string, opts ...WriteOption) (io.WriteCloser, error) {
+	if _, err := filesPath(path, false); err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	w := &fileWriter{pw: pw, done: make(chan error, 1)}
+	go func() {
+		err := f.Write(ctx, path, pr, opts...)
+		pr.CloseWithError(errWriterDone(err))
+		w.done <- err
+	}()
+	return w, nil
+}
+
+func errWriterDone(err error) error {
+	if err == nil {
+		return io.ErrClosedPipe
+	}
+	return err
+}
+
+type fileWriter struct {
+	pw   *io.PipeWriter
+	done chan error
+}
+
+func (w *fileWriter) Write(b []byte) (int, error) { return w.pw.Write(b) }
+
+func (w *fileWriter) Close() error {
+	_ = w.pw.Close()
+	return <-w.done
+}
+
+// List lists the directory at path ("" or "/" is the root), sorted by name.
+func (f *Files) List(ctx context.Context, path string) ([]FileEntry, error) {
+	p, err := filesPath(path, true)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := f.do(ctx, call{op: "list " + path, method: http.MethodGet, path: p, idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if !isJSON(resp) {
+		return nil, fmt.Errorf("%w: %s", ErrNotDirectory, path)
+	}
+	var l struct {
+		Entries []struct {
+			Name       string `json:"name"`
+			Size       int64  `json:"size"`
+			Type       string `json:"type"`
+			ModifiedAt string `json:"modified_at"`
+			Mode       string `json:"mode"`
+		} `json:"entries"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 32<<20)).Decode(&l); err != nil {
+		return nil, fmt.Errorf("sandbox: list %s: bad response: %w", path, err)
+	}
+	out := make([]FileEntry, 0, len(l.Entries))
+	for _, e := range l.Entries {
+		mt, _ := time.Parse(time.RFC3339, e.ModifiedAt)
+		out = append(out, FileEntry{Name: e.Name, Size: e.Size, Type: FileType(e.Type), ModTime: mt, Mode: e.Mode})
+	}
+	return out, nil
+}
+
+// Exists reports whether path exists (HEAD: 2xx true, 404 false).
+func (f *Files) Exists(ctx context.Context, path string) (bool, error) {
+	p, err := filesPath(path, true)
+	if err != nil {
+		return false, err
+	}
+	resp, err := f.do(ctx, call{op: "stat " + path, method: http.MethodHead, path: p, idempotent: true})
+	if err != nil {
+		if herr, ok := err.(*HTTPError); ok && herr.StatusCode == http.StatusNotFound && herr.Code != routerCode {
+			return false, nil
+		}
+		return false, err
+	}
+	resp.Body.Close()
+	return true, nil
+}
+
+// Delete removes the file or directory at path; a non-empty directory needs
+// recursive (else ErrConflict).
+func (f *Files) Delete(ctx context.Context, path string, recursive bool) error {
+	p, err := filesPath(path, recursive)
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	if recursive {
+		q.Set("recursive", "true")
+	}
+	resp, err := f.do(ctx, call{op: "delete " + path, method: http.MethodDelete, path: p, query: q, idempotent: true})
+	if err != nil {
+		return err
+	}
+	return drain(resp)
+}
+
+func isJSON(resp *http.Response) bool {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return mt == "application/json"
+}
+
+func drain(resp *http.Response) error {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return resp.Body.Close()
+}

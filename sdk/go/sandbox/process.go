@@ -1,0 +1,456 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Limits of the process API.
+const (
+	maxInlineStdin = 8 << 20  // stdin given to a buffered run (sandboxd's limit)
+	maxEventLine   = 1 << 20  // one NDJSON event (64 KiB of output, base64-encoded)
+	stdinChunk     = 64 << 10 // one stdin request when copying Cmd.Stdin
+)
+
+// Cmd describes a process. Exactly one of Command and Args is set.
+type Cmd struct {
+	// Command runs through "/bin/sh -c" (pipes, redirects, globbing).
+	Command string
+	// Args is an argv run without a shell.
+	Args []string
+	// Env adds environment variables.
+	Env map[string]string
+	// Dir is the working directory, relative to sandboxd's root (default: the root).
+	Dir string
+	// Stdin is the process's standard input. Run reads it fully (at most 8 MiB) before
+	// starting; Start copies it while the process runs and closes stdin at EOF. Nil: no
+	// input (Run) or an open stdin for Process.Stdin (Start).
+	Stdin io.Reader
+	// Stdout and Stderr receive the output as it arrives (Start only). Nil discards.
+	Stdout, Stderr io.Writer
+	// Timeout is enforced by sandboxd (0: its default, 300 s, for Run; none for Start).
+	// The context bounds the call as well.
+	Timeout time.Duration
+	// MaxOutputBytes caps the buffered stdout and stderr of Run (0: sandboxd's cap).
+	MaxOutputBytes int
+	// PTY runs the process on a pseudo-terminal of this size (Start only).
+	PTY *PTYSize
+}
+
+// PTYSize is a terminal size.
+type PTYSize struct{ Cols, Rows int }
+
+// Result is the outcome of a process run to completion. A non-zero exit is not an error.
+type Result struct {
+	ID              int
+	Stdout, Stderr  string // exact bytes (not necessarily UTF-8)
+	ExitCode        int    // -1 when killed by a signal
+	Signal          int    // the signal that ended the process, 0 if none
+	TimedOut        bool   // sandboxd killed it at the timeout
+	StdoutTruncated bool
+	StderrTruncated bool
+	Duration        time.Duration
+}
+
+// ExecutionResult is the name the upstream SDK uses for Result.
+type ExecutionResult = Result
+
+// ExitStatus is how a streamed process ended.
+type ExitStatus struct {
+	ExitCode int
+	Signal   int
+	TimedOut bool
+}
+
+// Success reports exit code 0 without signal or timeout.
+func (e *ExitStatus) Success() bool { return e.ExitCode == 0 && e.Signal == 0 && !e.TimedOut }
+
+func (cmd *Cmd) request(buffered bool) (map[string]any, error) {
+	req := map[string]any{}
+	switch {
+	case cmd.Command != "" && len(cmd.Args) == 0:
+		req["command"] = cmd.Command
+	case cmd.Command == "" && len(cmd.Args) > 0:
+		req["command"] = cmd.Args
+	default:
+		return nil, fmt.Errorf("%w: set exactly one of Cmd.Command and Cmd.Args", ErrInvalidArgument)
+	}
+	if len(cmd.Env) > 0 {
+		req["env"] = cmd.Env
+	}
+	if cmd.Dir != "" {
+		if _, err := cleanPath(cmd.Dir, true); err != nil {
+			return nil, err
+		}
+		req["cwd"] = cmd.Dir
+	}
+	if cmd.Timeout > 0 {
+		req["timeout_seconds"] = cmd.Timeout.Seconds()
+	}
+	if buffered {
+		req["encoding"] = "base64"
+		if cmd.MaxOutputBytes > 0 {
+			req["max_output_bytes"] = cmd.MaxOutputBytes
+		}
+		if cmd.Stdin != nil {
+			b, err := io.ReadAll(io.LimitReader(cmd.Stdin, maxInlineStdin+1))
+			if err != nil {
+				return nil, fmt.Errorf("sandbox: read stdin: %w", err)
+			}
+			if len(b) > maxInlineStdin {
+				return nil, fmt.Errorf("%w: stdin over %d bytes (use Start)", ErrTooLarge, maxInlineStdin)
+			}
+			req["stdin_b64"] = base64.StdEncoding.EncodeToString(b)
+		}
+	} else if cmd.PTY != nil {
+		req["pty"] = map[string]int{"cols": cmd.PTY.Cols, "rows": cmd.PTY.Rows}
+	}
+	return req, nil
+}
+
+// Run runs command through "/bin/sh -c" to completion and returns its output.
+func (s *Sandbox) Run(ctx context.Context, command string) (*Result, error) {
+	return s.Exec(ctx, Cmd{Command: command})
+}
+
+// Exec runs cmd to completion with buffered output (Stdout, Stderr and PTY are
+// ignored).
+func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (*Result, error) {
+	t, err := s.target()
+	if err != nil {
+		return nil, err
+	}
+	req, err := cmd.request(true)
+	if err != nil {
+		return nil, err
+	}
+	body, _ := json.Marshal(req)
+	resp, err := s.c.conn.do(ctx, t, call{op: "run", method: http.MethodPost, path: "/v1/processes/run",
+		body: body, contentType: "application/json"})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		ID              int    `json:"id"`
+		ExitCode        int    `json:"exit_code"`
+		Signal          int    `json:"signal"`
+		TimedOut        bool   `json:"timed_out"`
+		Stdout          string `json:"stdout"`
+		Stderr          string `json:"stderr"`
+		StdoutTruncated bool   `json:"stdout_truncated"`
+		StderrTruncated bool   `json:"stderr_truncated"`
+		DurationMS      int64  `json:"duration_ms"`
+	}
+	// Two capped base64 streams plus framing.
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 3*(64<<20))).Decode(&r); err != nil {
+		return nil, fmt.Errorf("sandbox: run: bad response: %w", err)
+	}
+	out, err1 := base64.StdEncoding.DecodeString(r.Stdout)
+	errb, err2 := base64.StdEncoding.DecodeString(r.Stderr)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("sandbox: run: bad output encoding: %w", err)
+	}
+	return &Result{ID: r.ID, Stdout: string(out), Stderr: string(errb), ExitCode: r.ExitCode, Signal: r.Signal,
+		TimedOut: r.TimedOut, StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
+		Duration: time.Duration(r.DurationMS) * time.Millisecond}, nil
+}
+
+// Process is a running process whose output streams to the Cmd's writers.
+type Process struct {
+	ID  int // sandboxd's process id
+	PID int // the pid inside the sandbox
+
+	s      *Sandbox
+	t      target
+	cancel context.CancelFunc // ends the stream (sandboxd then kills the process group)
+	done   chan struct{}
+	exit   *ExitStatus
+	err    error
+
+	stdinMu     sync.Mutex
+	stdinClosed bool
+}
+
+type event struct {
+	Type     string `json:"type"`
+	ID       int    `json:"id"`
+	PID      int    `json:"pid"`
+	Data     string `json:"data"`
+	ExitCode int    `json:"exit_code"`
+	Signal   int    `json:"signal"`
+	TimedOut bool   `json:"timed_out"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+}
+
+// Start starts cmd and streams its output (chunked NDJSON) to cmd.Stdout and
+// cmd.Stderr. Cancelling ctx ends the stream and sandboxd kills the process group. Call
+// Wait to release the stream's goroutine.
+func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
+	t, err := s.target()
+	if err != nil {
+		return nil, err
+	}
+	req, err := cmd.request(false)
+	if err != nil {
+		return nil, err
+	}
+	body, _ := json.Marshal(req)
+	sctx, cancel := context.WithCancel(ctx)
+	resp, err := s.c.conn.do(sctx, t, call{op: "start", method: http.MethodPost, path: "/v1/processes",
+		body: body, contentType: "application/json"})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	first, err := readEvent(br)
+	if err != nil || first.Type != "start" {
+		cancel()
+		resp.Body.Close()
+		if err == nil {
+			err = fmt.Errorf("first event is %q, not start", first.Type)
+		}
+		return nil, fmt.Errorf("sandbox: start: %w", err)
+	}
+	p := &Process{ID: first.ID, PID: first.PID, s: s, t: t, cancel: cancel, done: make(chan struct{})}
+	go p.pump(resp.Body, br, cmd.Stdout, cmd.Stderr)
+	if cmd.Stdin != nil {
+		go p.copyStdin(sctx, cmd.Stdin)
+	}
+	return p, nil
+}
+
+func readEvent(br *bufio.Reader) (*event, error) {
+	var line []byte
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		line = append(line, chunk...)
+		if len(line) > maxEventLine {
+			return nil, fmt.Errorf("%w: event line over %d bytes", ErrTooLarge, maxEventLine)
+		}
+		if !isPrefix {
+			break
+		}
+	}
+	var ev event
+	if err := json.Unmarshal(line, &ev); err != nil {
+		return nil, fmt.Errorf("bad event: %w", err)
+	}
+	return &ev, nil
+}
+
+// pump reads events until the exit event or an error, then releases everything.
+func (p *Process) pump(body io.ReadCloser, br *bufio.Reader, stdout, stderr io.Writer) {
+	defer close(p.done)
+	defer p.cancel()
+	defer body.Close()
+	for {
+		ev, err := readEvent(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			p.err = fmt.Errorf("sandbox: process %d: stream ended: %w", p.ID, err)
+			return
+		}
+		switch ev.Type {
+		case "stdout", "stderr":
+			w := stdout
+			if ev.Type == "stderr" {
+				w = stderr
+			}
+			if w == nil {
+				continue
+			}
+			b, err := base64.StdEncoding.DecodeString(ev.Data)
+			if err != nil {
+				p.err = fmt.Errorf("sandbox: process %d: bad output encoding: %w", p.ID, err)
+				return
+			}
+			if _, err := w.Write(b); err != nil {
+				p.err = fmt.Errorf("sandbox: process %d: write %s: %w", p.ID, ev.Type, err)
+				return
+			}
+		case "exit":
+			p.exit = &ExitStatus{ExitCode: ev.ExitCode, Signal: ev.Signal, TimedOut: ev.TimedOut}
+			return
+		case "error":
+			p.err = &HTTPError{Op: "process stream", StatusCode: 200, Code: ev.Code, Message: ev.Message}
+			return
+		}
+	}
+}
+
+// Wait waits for the process to end and the output to be written. A non-zero exit is
+// not an error; a broken stream or cancelled context is.
+func (p *Process) Wait() (*ExitStatus, error) {
+	<-p.done
+	return p.exit, p.err
+}
+
+// Done is closed when the stream has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+func (p *Process) control(ctx context.Context, op, action string, body []byte, q url.Values) error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%w: process %d has ended", ErrClosed, p.ID)
+	default:
+	}
+	ct := ""
+	if body != nil {
+		ct = "application/json"
+	}
+	path := "/v1/processes/" + strconv.Itoa(p.ID)
+	method := http.MethodDelete
+	if action != "" {
+		path += "/" + action
+		method = http.MethodPost
+		if body == nil {
+			body = []byte{}
+		}
+	}
+	resp, err := p.s.c.conn.do(ctx, p.t, call{op: op, method: method, path: path, query: q, body: body,
+		contentType: ct})
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Signal sends a signal to the process group: a name ("SIGINT", "TERM") or a number.
+func (p *Process) Signal(ctx context.Context, sig string) error {
+	var v any = sig
+	if n, err := strconv.Atoi(sig); err == nil {
+		v = n
+	}
+	b, _ := json.Marshal(map[string]any{"signal": v})
+	return p.control(ctx, "signal", "signal", b, nil)
+}
+
+// Resize changes the size of the process's PTY.
+func (p *Process) Resize(ctx context.Context, cols, rows int) error {
+	b, _ := json.Marshal(map[string]int{"cols": cols, "rows": rows})
+	return p.control(ctx, "resize", "resize", b, nil)
+}
+
+// Kill sends SIGKILL to the process group.
+func (p *Process) Kill(ctx context.Context) error { return p.control(ctx, "kill", "", nil, nil) }
+
+// WriteStdin sends data to the process's stdin (one request; sandboxd queues it).
+func (p *Process) WriteStdin(ctx context.Context, data []byte) error {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdinClosed {
+		return fmt.Errorf("%w: stdin of process %d is closed", ErrClosed, p.ID)
+	}
+	return p.control(ctx, "stdin", "stdin", append([]byte{}, data...), nil)
+}
+
+// CloseStdin closes the process's stdin once the queued data is written.
+func (p *Process) CloseStdin(ctx context.Context) error {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdinClosed {
+		return nil
+	}
+	p.stdinClosed = true
+	return p.control(ctx, "stdin close", "stdin/close", nil, nil)
+}
+
+// Stdin returns a writer to the process's stdin: each Write is one request, Close
+// closes stdin. ctx bounds every request.
+func (p *Process) Stdin(ctx context.Context) io.WriteCloser { return &stdinWriter{ctx: ctx, p: p} }
+
+type stdinWriter struct {
+	ctx context.Context
+	p   *Process
+}
+
+func (w *stdinWriter) Write(b []byte) (int, error) {
+	if err := w.p.WriteStdin(w.ctx, b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (w *stdinWriter) Close() error { return w.p.CloseStdin(w.ctx) }
+
+// copyStdin copies r to stdin in chunks and closes stdin at EOF. It stops when the
+// process ends; a Read that blocks keeps the goroutine until it returns (as os/exec).
+func (p *Process) copyStdin(ctx context.Context, r io.Reader) {
+	buf := make([]byte, stdinChunk)
+	for {
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			if err := p.WriteStdin(ctx, buf[:n]); err != nil {
+				return
+			}
+		}
+		if rerr != nil {
+			_ = p.CloseStdin(ctx)
+			return
+		}
+	}
+}
+
+// ProcessInfo describes a process listed by sandboxd.
+type ProcessInfo struct {
+	ID        int       `json:"id"`
+	PID       int       `json:"pid"`
+	Command   []string  `json:"command"`
+	PTY       bool      `json:"pty"`
+	Running   bool      `json:"running"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Processes lists the processes sandboxd is running.
+func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
+	t, err := s.target()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.c.conn.do(ctx, t, call{op: "list processes", method: http.MethodGet, path: "/v1/processes",
+		idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Processes []ProcessInfo `json:"processes"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&r); err != nil {
+		return nil, fmt.Errorf("sandbox: list processes: bad response: %w", err)
+	}
+	return r.Processes, nil
+}
+
+// Health checks that sandboxd answers /v1/health.
+func (s *Sandbox) Health(ctx context.Context) error {
+	t, err := s.target()
+	if err != nil {
+		return err
+	}
+	resp, err := s.c.conn.do(ctx, t, call{op: "health", method: http.MethodGet, path: "/v1/health", idempotent: true})
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	return resp.Body.Close()
+}

@@ -1,0 +1,260 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	agentsv1beta1 "agent-sandbox.dev/sdk/go/apis/agents/v1beta1"
+	extv1beta1 "agent-sandbox.dev/sdk/go/apis/extensions/v1beta1"
+)
+
+// checkFn inspects one version of the watched object: done, or a terminal error. reason
+// is remembered for timeout messages.
+type checkFn[T any] func(obj T) (done bool, reason string, err error)
+
+// waiter watches one named object until check says done. It never polls: it GETs once
+// (when it has no resourceVersion), then WATCHes from the last resourceVersion seen,
+// re-watching when the server ends the stream and re-reading on 410 Gone.
+type waiter[T kobject, L runtime.Object] struct {
+	api   kubeResource[T, L]
+	ns    string
+	name  string
+	what  string // for errors: "claim ns/name Ready"
+	check checkFn[T]
+
+	rv         string
+	lastReason string
+}
+
+func (w *waiter[T, L]) timeout(ctx context.Context) error {
+	return &TimeoutError{What: w.what, LastReason: w.lastReason, Err: context.Cause(ctx)}
+}
+
+func (w *waiter[T, L]) deleted() error {
+	return fmt.Errorf("%w: %s/%s (%s): %w", ErrSandboxDeleted, w.ns, w.name, w.what, ErrNotFound)
+}
+
+// run waits. start (optional, e.g. the object returned by Create) is checked first.
+func (w *waiter[T, L]) run(ctx context.Context, start T, haveStart bool) (T, error) {
+	var zero T
+	if haveStart {
+		if obj, done, err := w.inspect(start); done || err != nil {
+			return obj, err
+		}
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		if ctx.Err() != nil {
+			return zero, w.timeout(ctx)
+		}
+		if w.rv == "" {
+			obj, err := w.api.Get(ctx, w.name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return zero, w.deleted()
+			case err != nil && ctx.Err() != nil:
+				return zero, w.timeout(ctx)
+			case err != nil:
+				if !transient(err) {
+					return zero, fmt.Errorf("sandbox: get %s: %w", w.what, err)
+				}
+				sleep(ctx, &backoff)
+				continue
+			}
+			if obj, done, err := w.inspect(obj); done || err != nil {
+				return obj, err
+			}
+		}
+		obj, done, err := w.watchOnce(ctx)
+		if done || err != nil {
+			return obj, err
+		}
+		if w.rv == "" || ctx.Err() != nil {
+			continue
+		}
+		sleep(ctx, &backoff)
+	}
+}
+
+func (w *waiter[T, L]) inspect(obj T) (T, bool, error) {
+	var zero T
+	w.rv = obj.GetResourceVersion()
+	done, reason, err := w.check(obj)
+	if reason != "" {
+		w.lastReason = reason
+	}
+	if err != nil {
+		return zero, true, err
+	}
+	return obj, done, nil
+}
+
+// watchOnce runs one watch request until it ends. done/err end the wait.
+func (w *waiter[T, L]) watchOnce(ctx context.Context) (T, bool, error) {
+	var zero T
+	wi, err := w.api.Watch(ctx, metav1.ListOptions{
+		FieldSelector:       fields.OneTermEqualSelector("metadata.name", w.name).String(),
+		ResourceVersion:     w.rv,
+		AllowWatchBookmarks: true,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return zero, false, w.timeout(ctx)
+		}
+		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+			w.rv = ""
+			return zero, false, nil
+		}
+		if !transient(err) {
+			return zero, false, fmt.Errorf("sandbox: watch %s: %w", w.what, err)
+		}
+		return zero, false, nil
+	}
+	defer wi.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return zero, false, w.timeout(ctx)
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return zero, false, nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				obj, ok := ev.Object.(T)
+				if !ok || obj.GetName() != w.name {
+					continue
+				}
+				if obj, done, err := w.inspect(obj); done || err != nil {
+					return obj, done, err
+				}
+			case watch.Deleted:
+				if m, err := meta.Accessor(ev.Object); err == nil && m.GetName() == w.name {
+					return zero, false, w.deleted()
+				}
+			case watch.Bookmark:
+				if m, err := meta.Accessor(ev.Object); err == nil {
+					w.rv = m.GetResourceVersion()
+				}
+			case watch.Error:
+				err := apierrors.FromObject(ev.Object)
+				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+					w.rv = ""
+				}
+				return zero, false, nil
+			}
+		}
+	}
+}
+
+// transient errors are retried with back-off while waiting.
+func transient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) ||
+		errors.Is(err, context.DeadlineExceeded) || !isAPIStatus(err)
+}
+
+func isAPIStatus(err error) bool {
+	var s apierrors.APIStatus
+	return errors.As(err, &s)
+}
+
+func sleep(ctx context.Context, d *time.Duration) {
+	t := time.NewTimer(*d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	if *d *= 2; *d > 5*time.Second {
+		*d = 5 * time.Second
+	}
+}
+
+// Claim reasons that end a wait at once (the controller will not fix them on its own).
+var terminalClaimReasons = map[string]bool{
+	extv1beta1.ReasonTemplateNotFound:          true,
+	extv1beta1.ReasonWarmPoolNotFound:          true,
+	extv1beta1.ReasonInvalidMetadata:           true,
+	extv1beta1.ReasonEnvVarsInjectionRejected:  true,
+	extv1beta1.ReasonVolumeClaimTemplatesError: true,
+	extv1beta1.ReasonClaimExpired:              true,
+	extv1beta1.ReasonSandboxExpired:            true,
+	agentsv1beta1.ReasonPodFailed:              true,
+	agentsv1beta1.ReasonPodSucceeded:           true,
+}
+
+// claimReady is done when the claim is bound and Ready.
+func claimReady(c *extv1beta1.SandboxClaim) (bool, string, error) {
+	for _, cond := range c.Status.Conditions {
+		if cond.Reason == extv1beta1.ReasonWarmPoolNotFound {
+			return false, cond.Reason, &ClaimFailedError{Namespace: c.Namespace, Claim: c.Name,
+				Reason: cond.Reason, Message: cond.Message}
+		}
+	}
+	ready := agentsv1beta1.FindCondition(c.Status.Conditions, extv1beta1.ConditionReady)
+	if ready == nil {
+		return false, "", nil
+	}
+	if ready.Status == metav1.ConditionTrue && c.Status.Sandbox.Name != "" {
+		return true, ready.Reason, nil
+	}
+	if ready.Status == metav1.ConditionFalse && terminalClaimReasons[ready.Reason] {
+		return false, ready.Reason, &ClaimFailedError{Namespace: c.Namespace, Claim: c.Name,
+			Reason: ready.Reason, Message: ready.Message}
+	}
+	return false, ready.Reason, nil
+}
+
+// claimBound is done as soon as the claim names its Sandbox (no Ready needed).
+func claimBound(c *extv1beta1.SandboxClaim) (bool, string, error) {
+	_, reason, err := claimReady(c)
+	if err != nil {
+		return false, reason, err
+	}
+	return c.Status.Sandbox.Name != "", reason, nil
+}
+
+// sandboxReady returns the check for "Ready=True with pod IPs", ignoring conditions
+// computed before generation minGen (so a stale Ready from before a resume is not taken).
+func sandboxReady(minGen int64) checkFn[*agentsv1beta1.Sandbox] {
+	return func(s *agentsv1beta1.Sandbox) (bool, string, error) {
+		if s.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+			return false, agentsv1beta1.ReasonSandboxSuspended, &SandboxFailedError{Namespace: s.Namespace,
+				Name: s.Name, Reason: agentsv1beta1.ReasonSandboxSuspended, Message: "the Sandbox is suspended"}
+		}
+		ready := agentsv1beta1.FindCondition(s.Status.Conditions, agentsv1beta1.ConditionReady)
+		if ready == nil || (ready.ObservedGeneration != 0 && ready.ObservedGeneration < minGen) {
+			return false, "", nil
+		}
+		switch {
+		case ready.Status == metav1.ConditionTrue && len(s.Status.PodIPs) > 0:
+			return true, ready.Reason, nil
+		case ready.Status == metav1.ConditionFalse && (ready.Reason == agentsv1beta1.ReasonPodFailed ||
+			ready.Reason == agentsv1beta1.ReasonPodSucceeded || ready.Reason == agentsv1beta1.ReasonSandboxExpired):
+			return false, ready.Reason, &SandboxFailedError{Namespace: s.Namespace, Name: s.Name,
+				Reason: ready.Reason, Message: ready.Message}
+		}
+		return false, ready.Reason, nil
+	}
+}
+
+// sandboxSuspended is done when the Suspended condition is True for generation minGen.
+func sandboxSuspended(minGen int64) checkFn[*agentsv1beta1.Sandbox] {
+	return func(s *agentsv1beta1.Sandbox) (bool, string, error) {
+		c := agentsv1beta1.FindCondition(s.Status.Conditions, agentsv1beta1.ConditionSuspended)
+		if c == nil || (c.ObservedGeneration != 0 && c.ObservedGeneration < minGen) {
+			return false, "", nil
+		}
+		return c.Status == metav1.ConditionTrue, c.Reason, nil
+	}
+}
