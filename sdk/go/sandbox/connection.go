@@ -239,9 +239,15 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 	delay := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		var body io.Reader
-		if cl.stream != nil {
+		emptyPut := cl.stream == nil && cl.body != nil && len(cl.body) == 0 && cl.method == http.MethodPut
+		switch {
+		case cl.stream != nil:
 			body = cl.stream
-		} else if cl.body != nil {
+		case emptyPut:
+			// An empty upload goes chunked: sandboxd's streamed-body routes wait forever
+			// on "Content-Length: 0" (a server defect; a zero-length chunked body works).
+			body = struct{ io.Reader }{bytes.NewReader(nil)}
+		case cl.body != nil:
 			body = bytes.NewReader(cl.body)
 		}
 		req, err := c.newRequest(ctx, t, cl.method, cl.path, cl.query, body)
@@ -251,7 +257,7 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 		if cl.contentType != "" {
 			req.Header.Set("Content-Type", cl.contentType)
 		}
-		if cl.stream == nil && cl.body != nil {
+		if cl.stream == nil && cl.body != nil && !emptyPut {
 			req.ContentLength = int64(len(cl.body))
 		}
 		resp, err := c.hc.Do(req)

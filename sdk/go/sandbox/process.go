@@ -173,7 +173,8 @@ type Process struct {
 
 	s      *Sandbox
 	t      target
-	cancel context.CancelFunc // ends the stream (sandboxd then kills the process group)
+	ctx    context.Context    // the caller's (values only are used after it ends)
+	cancel context.CancelFunc // ends the stream
 	done   chan struct{}
 	exit   *ExitStatus
 	err    error
@@ -195,8 +196,8 @@ type event struct {
 }
 
 // Start starts cmd and streams its output (chunked NDJSON) to cmd.Stdout and
-// cmd.Stderr. Cancelling ctx ends the stream and sandboxd kills the process group. Call
-// Wait to release the stream's goroutine.
+// cmd.Stderr. Cancelling ctx ends the stream and kills the process group (so does a
+// broken stream or a failing writer). Call Wait to release the stream's goroutine.
 func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	t, err := s.target()
 	if err != nil {
@@ -224,7 +225,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 		}
 		return nil, fmt.Errorf("sandbox: start: %w", err)
 	}
-	p := &Process{ID: first.ID, PID: first.PID, s: s, t: t, cancel: cancel, done: make(chan struct{})}
+	p := &Process{ID: first.ID, PID: first.PID, s: s, t: t, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	go p.pump(resp.Body, br, cmd.Stdout, cmd.Stderr)
 	if cmd.Stdin != nil {
 		go p.copyStdin(sctx, cmd.Stdin)
@@ -266,6 +267,7 @@ func (p *Process) pump(body io.ReadCloser, br *bufio.Reader, stdout, stderr io.W
 				err = io.ErrUnexpectedEOF
 			}
 			p.err = fmt.Errorf("sandbox: process %d: stream ended: %w", p.ID, err)
+			p.killDetached()
 			return
 		}
 		switch ev.Type {
@@ -284,6 +286,7 @@ func (p *Process) pump(body io.ReadCloser, br *bufio.Reader, stdout, stderr io.W
 			}
 			if _, err := w.Write(b); err != nil {
 				p.err = fmt.Errorf("sandbox: process %d: write %s: %w", p.ID, ev.Type, err)
+				p.killDetached()
 				return
 			}
 		case "exit":
@@ -295,6 +298,22 @@ func (p *Process) pump(body io.ReadCloser, br *bufio.Reader, stdout, stderr io.W
 		}
 	}
 }
+
+// killDetached kills a process whose stream ended before its exit event (context
+// cancelled, connection lost, output writer failed), so that nothing keeps running
+// unobserved. Best effort, bounded by killTimeout, on a context detached from the
+// caller's cancellation.
+func (p *Process) killDetached() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), killTimeout)
+	defer cancel()
+	resp, err := p.s.c.conn.do(ctx, p.t, call{op: "kill", method: http.MethodDelete,
+		path: "/v1/processes/" + strconv.Itoa(p.ID), idempotent: true})
+	if err == nil {
+		resp.Body.Close()
+	}
+}
+
+const killTimeout = 5 * time.Second
 
 // Wait waits for the process to end and the output to be written. A non-zero exit is
 // not an error; a broken stream or cancelled context is.

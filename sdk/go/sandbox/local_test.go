@@ -1,0 +1,238 @@
+package sandbox
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// sandboxdBinary finds a built sandboxd: $AS_SANDBOXD, else build/*/sandboxd of the
+// repository.
+func sandboxdBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("AS_SANDBOXD"); p != "" {
+		return p
+	}
+	wd, _ := os.Getwd()
+	for d := wd; d != filepath.Dir(d); d = filepath.Dir(d) {
+		matches, _ := filepath.Glob(filepath.Join(d, "build", "*", "sandboxd"))
+		for _, m := range matches {
+			if st, err := os.Stat(m); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+				return m
+			}
+		}
+	}
+	t.Skip("no sandboxd binary (set AS_SANDBOXD or build it: ninja -C build/<dir> sandboxd)")
+	return ""
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startSandboxd runs sandboxd on 127.0.0.1 with a temporary root; it stops with the test.
+func startSandboxd(t *testing.T) int {
+	t.Helper()
+	bin := sandboxdBinary(t)
+	port := freePort(t)
+	cmd := exec.Command(bin, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--legacy-port", "-1",
+		"--root", t.TempDir(), "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			return port
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandboxd did not listen on %d", port)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// forwarder is a reverse proxy to sandboxd that checks what a mode must send.
+func forwarder(t *testing.T, sbdPort int, check func(r *http.Request) (path string, err error)) *httptest.Server {
+	target, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", sbdPort))
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Header.Del("Authorization")
+		},
+		FlushInterval: -1,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := check(r)
+		if err != nil {
+			t.Errorf("%s %s: %v", r.Method, r.URL, err)
+			http.Error(w, `{"detail":"`+err.Error()+`"}`, http.StatusBadRequest)
+			return
+		}
+		dec, err := url.PathUnescape(p)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.URL.Path, r.URL.RawPath = dec, p
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func routerCheck(port int) func(r *http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
+		want := map[string]string{"X-Sandbox-ID": "sb", "X-Sandbox-Namespace": "ns",
+			"X-Sandbox-Port": strconv.Itoa(port), "Authorization": "Bearer router-token"}
+		for k, v := range want {
+			if got := r.Header.Get(k); got != v {
+				return "", fmt.Errorf("header %s = %q, want %q", k, got, v)
+			}
+		}
+		return r.URL.EscapedPath(), nil
+	}
+}
+
+func podProxyCheck(port int) func(r *http.Request) (string, error) {
+	prefix := fmt.Sprintf("/api/v1/namespaces/ns/pods/sb-pod:%d/proxy", port)
+	return func(r *http.Request) (string, error) {
+		p := r.URL.EscapedPath()
+		if !strings.HasPrefix(p, prefix+"/") {
+			return "", fmt.Errorf("path %q lacks %q", p, prefix)
+		}
+		if r.Header.Get("X-Sandbox-ID") != "" {
+			return "", fmt.Errorf("router headers sent to the API server")
+		}
+		return strings.TrimPrefix(p, prefix), nil
+	}
+}
+
+// localSandbox builds a client in mode with a fake Kubernetes API that holds a Ready
+// Sandbox "sb" (pod "sb-pod", IP 127.0.0.1) served by a local sandboxd.
+func localSandbox(t *testing.T, mode Mode) *Sandbox {
+	t.Helper()
+	port := startSandboxd(t)
+	k := newFakeKube()
+	k.sbx.Add(readySandbox("sb", "127.0.0.1"))
+	opts := Options{Namespace: "ns", kube: k, Connection: Connection{Mode: mode, Port: port}}
+	switch mode {
+	case ModeRouter:
+		opts.Connection.RouterURL = forwarder(t, port, routerCheck(port)).URL
+		opts.Connection.RouterToken = "router-token"
+	case ModePodProxy:
+		opts.RestConfig = &rest.Config{Host: forwarder(t, port, podProxyCheck(port)).URL}
+	}
+	c, err := NewClient(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Attach(testCtx(t), "sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+func TestLocalSandboxd(t *testing.T) {
+	for _, mode := range []Mode{ModeDirect, ModeRouter, ModePodProxy} {
+		t.Run(string(mode), func(t *testing.T) {
+			dataPlaneSuite(t, localSandbox(t, mode))
+		})
+	}
+}
+
+// The NDJSON reader is exercised here against a hand-written stream with edge cases.
+func TestStreamEdgeCases(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		wantErr bool
+		wantOut string
+		code    int
+	}{
+		{"normal", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"stdout","data":"aGk="}` + "\n" +
+			`{"type":"exit","exit_code":4}` + "\n", false, "hi", 4},
+		{"cut off", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"stdout","data":"aGk="}` + "\n", true, "hi", 0},
+		{"bad base64", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"stdout","data":"@@"}` + "\n", true, "", 0},
+		{"error event", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"error","code":"X","message":"m"}` + "\n", true, "", 0},
+		{"unknown events are skipped", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"future"}` + "\n" +
+			`{"type":"exit","exit_code":0}` + "\n", false, "", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/x-ndjson")
+				bw := bufio.NewWriter(w)
+				_, _ = bw.WriteString(tc.body)
+				_ = bw.Flush()
+			}))
+			defer srv.Close()
+			sb := handleFor(t, srv)
+			var out syncBuffer
+			p, err := sb.Start(testCtx(t), Cmd{Command: "x", Stdout: &out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := p.Wait()
+			if (err != nil) != tc.wantErr || out.String() != tc.wantOut {
+				t.Fatalf("Wait: %+v %v, out %q", st, err, out.String())
+			}
+			if !tc.wantErr && st.ExitCode != tc.code {
+				t.Errorf("exit %d, want %d", st.ExitCode, tc.code)
+			}
+		})
+	}
+}
+
+// handleFor is a handle whose data plane is srv in direct mode.
+func handleFor(t *testing.T, srv *httptest.Server) *Sandbox {
+	t.Helper()
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	k := newFakeKube()
+	k.sbx.Add(readySandbox("sb", "127.0.0.1"))
+	c, err := NewClient(Options{Namespace: "ns", kube: k, Connection: Connection{Mode: ModeDirect, Port: port,
+		SandboxdToken: "sbd-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Attach(testCtx(t), "sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
