@@ -7,15 +7,21 @@
 #   make test         everything: unit + integration tests (ASan/UBSan) and checks
 #   make unit         unit tests only
 #   make integration  integration tests against a local kube-apiserver
-#   make up | down | status   start / stop / inspect the local environment
-#   make -s kubeconfig        print the admin kubeconfig path
+#   make up           the local cluster (real node + kwok) with CRDs, controller, router,
+#                     the runtime image with sandboxd and a default template + warm pool
+#   make down | status        stop / inspect it (make down keeps state; distclean purges)
+#   make -s kubeconfig        print the local cluster's admin kubeconfig path
+#   make -s router-url        the router's base URL
+#   make -s router-token      a bearer token for the router (local user sandbox-user)
+#   make apiserver    only a standalone etcd + kube-apiserver (what integration tests use)
 #   make fmt          clang-format every C file
 #   make clean        remove the preset build directories
 #   make distclean    also stop the local API server and remove its state
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
-.PHONY: deps build asan unit integration test up down status kubeconfig fmt clean distclean
+.PHONY: deps build asan unit integration test up down status kubeconfig router-url router-token \
+	apiserver fmt clean distclean
 
 deps:
 	hack/deps.sh
@@ -39,16 +45,25 @@ test:
 	hack/test.sh
 
 up:
-	hack/up.sh
+	hack/stack.sh up
 
 down:
-	hack/down.sh
+	hack/stack.sh down
 
 status:
-	hack/status.sh
+	hack/stack.sh status
 
 kubeconfig:
-	@hack/apiserver.sh kubeconfig
+	@hack/stack.sh kubeconfig
+
+router-url:
+	@hack/stack.sh router-url
+
+router-token:
+	@hack/stack.sh router-token
+
+apiserver:
+	hack/up.sh
 
 fmt:
 	git ls-files -z -- '*.c' '*.h' | xargs -0 -r clang-format -i
@@ -58,3 +73,4 @@ clean:
 
 distclean: clean
 	hack/apiserver.sh stop --purge
+	hack/stack.sh down --purge

@@ -3,11 +3,26 @@
 # ones; apt-get update at most once), a Go >= 1.24 toolchain, and build etcd,
 # kube-apiserver and kube-controller-manager (cached; see hack/build-k8s.sh).
 #
-#   hack/deps.sh [--no-k8s]
+#   hack/deps.sh [--no-k8s] [--cluster]
+#
+# --cluster also installs what the local cluster needs (containerd, runc, CNI plugins,
+# debootstrap, ...) and Python's PyYAML for the CRD generator.
 source "$(dirname "$0")/lib.sh"
 
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates curl openssl
 	libcurl4-openssl-dev libjansson-dev libyaml-dev libuv1-dev libcmocka-dev clang-format)
+
+CLUSTER_PACKAGES=(containerd runc containernetworking-plugins iproute2 iptables kmod procps jq
+	util-linux tar debootstrap gcc libc6-dev python3)
+
+no_k8s=0
+for a in "$@"; do
+	case $a in
+	--no-k8s) no_k8s=1 ;;
+	--cluster) PACKAGES+=("${CLUSTER_PACKAGES[@]}") ;;
+	*) die "usage: hack/deps.sh [--no-k8s] [--cluster]" ;;
+	esac
+done
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -17,14 +32,19 @@ done
 go_recent || command -v go >/dev/null || [ -x "$BIN_CACHE/$GO_TOOLCHAIN/bin/go" ] ||
 	missing+=(golang-go)
 
+sudo=()
+[ "$(id -u)" = 0 ] || sudo=(sudo)
 if [ ${#missing[@]} -gt 0 ]; then
-	sudo=()
-	[ "$(id -u)" = 0 ] || sudo=(sudo)
 	log "installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	"${sudo[@]}" apt-get update -q
 	"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-[ "${1:-}" = --no-k8s ] && exit 0
+python3 -c 'import yaml' 2>/dev/null || {
+	log "installing PyYAML"
+	python3 -m pip install -q PyYAML 2>/dev/null || "${sudo[@]}" apt-get install -y -q python3-yaml
+}
+
+[ "$no_k8s" = 1 ] && exit 0
 "$ROOT/hack/build-k8s.sh" etcd kube-apiserver kube-controller-manager

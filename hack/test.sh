@@ -3,7 +3,12 @@
 # run the integration tests (one at a time), run the repository checks, and print
 # "N passed, N failed" as the last line. Exits non-zero on any failure.
 #
-# Env: AS_KEEP_APISERVER=1 keeps an API server that this script started running.
+# Then: the release build with sandboxd's component tests, the CRD freshness check and
+# CRD tests, the local cluster tests, `make up` and the end-to-end tests on it.
+#
+# Env: AS_KEEP_APISERVER=1 keeps an API server that this script started running;
+# AS_TEST_CLUSTER=0 skips everything that needs the local cluster (root);
+# AS_KEEP_STACK=1 leaves the stack of `make up` running afterwards.
 source "$(dirname "$0")/lib.sh"
 set +e
 cd "$ROOT" || exit
@@ -61,6 +66,52 @@ else
 	else
 		fail "hack/apiserver.sh start"
 	fi
+fi
+
+# suite NAME CMD...: a test program that ends with a "N passed, N failed" line counts
+# its own tests; any other program counts as one pass/fail unit.
+suite() {
+	local name=$1 out rc line
+	shift
+	log "$name"
+	out=$(mktemp)
+	"$@" 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	line=$(grep -E '^([A-Za-z-]+: )?[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	rm -f "$out"
+	if [ -n "$line" ]; then
+		local p f
+		p=$(sed -E 's/^([A-Za-z-]+: )?([0-9]+) passed.*/\2/' <<<"$line")
+		f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+		passed=$((passed + p))
+		failed=$((failed + f))
+		[ "$f" -eq 0 ] || failures+=("$name ($f)")
+		[ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || fail "$name (exit $rc)"
+	elif [ "$rc" -eq 0 ]; then
+		passed=$((passed + 1))
+	else
+		fail "$name (exit $rc)"
+	fi
+}
+
+log "release build (the binaries make up runs; sandboxd static)"
+if cmake --preset release >/dev/null && cmake --build --preset release; then
+	passed=$((passed + 1))
+	suite "sandboxd component tests" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
+		python3 -m unittest -v tests/sandboxd/test_component.py
+else
+	fail "build (release preset)"
+fi
+
+suite "CRDs up to date (hack/gen-crds --check)" python3 hack/gen-crds/gen_crds.py --check
+suite "CRD tests" bash tests/crds/run.sh
+
+if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
+	# The local cluster (real node + kwok) and the whole stack on it (make up).
+	suite "local cluster tests" bash tests/cluster/run.sh
+	suite "make up (hack/stack.sh up)" hack/stack.sh up
+	suite "end-to-end tests" bash tests/e2e/run.sh
+	[ "${AS_KEEP_STACK:-0}" = 1 ] || suite "make down" hack/stack.sh down
 fi
 
 for check in scripts/check-banned.sh scripts/check-format.sh; do

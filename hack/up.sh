@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make up: build, start the local API server and print how to reach it.
-# (The full local cluster in hack/cluster/ will take over here.)
+# make apiserver: build, start the standalone local API server (etcd + kube-apiserver, as
+# the integration tests use it) and print how to reach it.
+
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit
 cmake --preset release >/dev/null

@@ -13,10 +13,13 @@
 #   status                state of each component and node; exit 0 only when healthy
 #   kubeconfig [--raw]    print the admin kubeconfig path (or its contents)
 #   kubectl ARGS...       run kubectl against the cluster
+#   images                rebuild (cached) and import the local images into the running
+#                         cluster's containerd when they changed (e.g. a new sandboxd in
+#                         $AS_RUNTIME_EXTRA_DIR)
 #   env                   print `export KUBECONFIG=...` (eval "$(... env)")
 #
 # State lives in $AS_CLUSTER_DIR (default .cache/cluster); admin kubeconfig:
-# $AS_CLUSTER_DIR/kubeconfig. API server: https://10.244.0.1:16443. See docs/local-cluster.md.
+# $AS_CLUSTER_DIR/kubeconfig. API server: https://10.244.0.1:26443. See docs/local-cluster.md.
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/hack/cluster/pki.sh"
 source "$ROOT/hack/cluster/net.sh"
@@ -25,7 +28,7 @@ source "$ROOT/hack/cluster/kwok.sh"
 
 CNI_BIN_DIR=${AS_CNI_BIN_DIR:-/usr/lib/cni}
 
-usage() { sed -n '2,22s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,25s/^# \{0,1\}//p' "$0"; }
 
 prereqs() {
 	[ "$(id -u)" = 0 ] || die "the local cluster needs root (bridge, iptables, mounts, containerd)"
@@ -271,6 +274,7 @@ kubeconfig)
 	if [ "${1:-}" = --raw ]; then cat "$KUBECONFIG_PATH"; else echo "$KUBECONFIG_PATH"; fi
 	;;
 kubectl) kubectl_ "$@" ;;
+images) images_up ;;
 env) echo "export KUBECONFIG=$KUBECONFIG_PATH" ;;
 -h | --help | help) usage ;;
 *) usage >&2; exit 2 ;;

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# End-to-end tests on the stack of `make up` (hack/stack.sh up): real sandboxes from the
+# runtime image on the real node, reached through the router and the API server's pod
+# proxy; storage across suspend/resume; warm-pool claims. Needs the stack up.
+# Prints "N passed, N failed"; exits non-zero on failure.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+STACK=$ROOT/hack/stack.sh
+KUBECONFIG=$("$STACK" kubeconfig) || exit 1
+export KUBECONFIG
+KUBECTL=$ROOT/.cache/bin/kubectl
+ROUTER=$("$STACK" router-url)
+TOKEN=$("$STACK" router-token) || exit 1
+NS=default
+OTHER_NS=as-e2e-other-$$
+PV_DIR=$ROOT/.cache/e2e/pv-$$
+passed=0 failed=0
+T0=$SECONDS
+
+k() { "$KUBECTL" "$@"; }
+ok() {
+	passed=$((passed + 1))
+	echo "ok   - $1 [$((SECONDS - T0))s]"
+}
+not_ok() {
+	failed=$((failed + 1))
+	echo "FAIL - $1${2:+: $2}"
+}
+check() { # NAME CMD...
+	local name=$1
+	shift
+	if "$@"; then ok "$name"; else not_ok "$name"; fi
+}
+# poll SECONDS CMD...: retries CMD every 0.2 s until it succeeds.
+poll() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.2
+	done
+}
+
+EMPTYDIR_VOLUME='      volumes: [{name: workspace, emptyDir: {}}]'
+# sandbox NAME [NS] [SPEC-TAIL-YAML]: a Sandbox running sandboxd from the runtime image;
+# SPEC-TAIL-YAML replaces the emptyDir workspace volume (e.g. volumeClaimTemplates).
+sandbox() {
+	local tail=${3:-$EMPTYDIR_VOLUME}
+	cat <<YAML | k apply -f - >/dev/null
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: $1, namespace: ${2:-$NS}}
+spec:
+  podTemplate:
+    spec:
+      automountServiceAccountToken: false
+      securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, runAsNonRoot: true}
+      containers:
+      - name: sandbox
+        image: localhost/agent-sandbox/runtime:dev
+        imagePullPolicy: Never
+        command: [/usr/local/bin/sandboxd, --root, /workspace, --port, "8080", --legacy-port, "8888"]
+        env: [{name: HOME, value: /workspace}]
+        readinessProbe: {httpGet: {path: /v1/health, port: 8080}, periodSeconds: 1}
+        volumeMounts: [{name: workspace, mountPath: /workspace}]
+$tail
+YAML
+}
+
+# rt METHOD SANDBOX PORT PATH [curl args...]: a request through the router (header form).
+rt() {
+	local m=$1 sb=$2 port=$3 path=$4
+	shift 4
+	curl -sS -X "$m" -H "Authorization: Bearer $TOKEN" -H "X-Sandbox-ID: $sb" \
+		-H "X-Sandbox-Namespace: $NS" -H "X-Sandbox-Port: $port" "$ROUTER$path" "$@"
+}
+
+run_py() { # SANDBOX CODE: stdout of python3 -c CODE, through the router
+	rt POST "$1" 8080 /v1/processes/run -H 'content-type: application/json' \
+		-d "$(jq -cn --arg c "$2" '{command: ["python3", "-c", $c]}')" | jq -r .stdout
+}
+
+cleanup() {
+	k delete sandbox e2e-basic e2e-store --ignore-not-found --wait=false >/dev/null 2>&1
+	k delete sandboxclaim -l agent-sandbox.test/e2e=true --ignore-not-found >/dev/null 2>&1
+	k delete namespace "$OTHER_NS" --ignore-not-found --wait=false >/dev/null 2>&1
+	k delete pv "e2e-store-$$" --ignore-not-found --wait=false >/dev/null 2>&1
+	rm -rf "$PV_DIR"
+}
+trap cleanup EXIT
+
+# --- a sandbox from the runtime image ----------------------------------------------
+sandbox e2e-basic
+if poll 120 k wait --for=condition=Ready sandbox/e2e-basic --timeout=1s; then
+	ok "sandbox from the runtime image becomes Ready"
+else
+	not_ok "sandbox from the runtime image becomes Ready" "$(k get sandbox e2e-basic -o yaml | tail -20)"
+fi
+check "pod hostname is the sandbox name" \
+	test "$(run_py e2e-basic 'import socket; print(socket.gethostname())')" = e2e-basic
+check "python runs through the router (header form)" test "$(run_py e2e-basic 'print(6*7)')" = 42
+check "legacy /execute through the router (path form)" test "$(curl -sS -X POST \
+	-H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+	-d '{"command":"python3 -c \"print(7*6)\""}' \
+	"$ROUTER/s/$NS/e2e-basic/8888/execute" | jq -r .stdout)" = 42
+rt PUT e2e-basic 8080 /v1/files/notes/hello.txt --data-binary 'hello sandbox' >/dev/null
+check "file written through the router reads back" \
+	test "$(rt GET e2e-basic 8080 /v1/files/notes/hello.txt)" = 'hello sandbox'
+check "the file is visible to processes" \
+	test "$(run_py e2e-basic 'print(open("/workspace/notes/hello.txt").read())')" = 'hello sandbox'
+check "no token: 401" test "$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Sandbox-ID: e2e-basic' \
+	-H "X-Sandbox-Namespace: $NS" -H 'X-Sandbox-Port: 8080' "$ROUTER/v1/health")" = 401
+k create namespace "$OTHER_NS" >/dev/null
+sandbox e2e-basic "$OTHER_NS"
+check "a sandbox outside the user's namespace: 403" test "$(curl -s -o /dev/null \
+	-w '%{http_code}' -H "Authorization: Bearer $TOKEN" -H 'X-Sandbox-ID: e2e-basic' \
+	-H "X-Sandbox-Namespace: $OTHER_NS" -H 'X-Sandbox-Port: 8080' "$ROUTER/v1/health")" = 403
+check "API server pod proxy reaches sandboxd" \
+	test "$(k get --raw "/api/v1/namespaces/$NS/pods/e2e-basic:8080/proxy/v1/health" | jq -r .status)" = ok
+
+# --- persistent storage across pod loss, suspend and resume -------------------------
+# A PersistentVolume on this host (no dynamic provisioner on the local cluster), bound
+# to the PVC the controller creates from volumeClaimTemplates ("<template>-<sandbox>").
+mkdir -p "$PV_DIR" && chmod 0777 "$PV_DIR"
+cat <<YAML | k apply -f - >/dev/null
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: e2e-store-$$}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Delete
+  storageClassName: e2e-local
+  hostPath: {path: $PV_DIR, type: Directory}
+  claimRef: {namespace: $NS, name: workspace-e2e-store}
+YAML
+sandbox e2e-store "$NS" "  volumeClaimTemplates:
+  - metadata: {name: workspace}
+    spec:
+      accessModes: [ReadWriteOnce]
+      storageClassName: e2e-local
+      resources: {requests: {storage: 1Gi}}"
+if poll 120 k wait --for=condition=Ready sandbox/e2e-store --timeout=1s; then
+	ok "sandbox with a volumeClaimTemplate becomes Ready"
+else
+	not_ok "sandbox with a volumeClaimTemplate becomes Ready" "$(k describe sandbox e2e-store | tail -15)"
+fi
+run_py e2e-store 'open("/workspace/data.txt","w").write("kept")' >/dev/null
+uid1=$(k get pod e2e-store -o jsonpath='{.metadata.uid}')
+k delete pod e2e-store --wait=false >/dev/null
+pod_replaced() { u=$(k get pod e2e-store -o jsonpath='{.metadata.uid}') && [ -n "$u" ] && [ "$u" != "$uid1" ]; }
+check "a deleted pod is recreated" poll 60 pod_replaced
+poll 120 k wait --for=condition=Ready sandbox/e2e-store --timeout=1s
+check "data survives pod deletion" test "$(run_py e2e-store 'print(open("/workspace/data.txt").read())')" = kept
+k patch sandbox e2e-store --type=merge -p '{"spec":{"operatingMode":"Suspended"}}' >/dev/null
+pod_gone() { ! k get pod e2e-store >/dev/null 2>&1; }
+check "suspend deletes the pod" poll 60 pod_gone
+check "suspend keeps the PVC" k get pvc workspace-e2e-store -o name
+check "Suspended condition is True" poll 30 test "$(k get sandbox e2e-store \
+	-o jsonpath='{.status.conditions[?(@.type=="Suspended")].status}')" = True
+k patch sandbox e2e-store --type=merge -p '{"spec":{"operatingMode":"Running"}}' >/dev/null
+check "resume brings the sandbox back to Ready" \
+	poll 120 k wait --for=condition=Ready sandbox/e2e-store --timeout=1s
+check "no stale Suspended condition after resume" test "$(k get sandbox e2e-store \
+	-o jsonpath='{.status.conditions[?(@.type=="Suspended")].status}')" != True
+check "data survives suspend and resume" \
+	test "$(run_py e2e-store 'print(open("/workspace/data.txt").read())')" = kept
+k delete sandbox e2e-store >/dev/null
+check "deleting the sandbox garbage-collects its pod" poll 60 pod_gone
+
+echo
+echo "e2e: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
