@@ -356,3 +356,5 @@ func waitGoroutines(t *testing.T, base int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func countGoroutines() int { return runtime.NumGoroutine() }

@@ -1,0 +1,229 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+func TestFilesPath(t *testing.T) {
+	tests := []struct {
+		in        string
+		allowRoot bool
+		want      string
+		err       error
+	}{
+		{"a.txt", false, "/v1/files/a.txt", nil},
+		{"/a/b/c", false, "/v1/files/a/b/c", nil},
+		{"a//./b/", false, "/v1/files/a/b", nil},
+		{"a b/%?#.txt", false, "/v1/files/a%20b/%25%3F%23.txt", nil},
+		{"", true, "/v1/files", nil},
+		{"/", true, "/v1/files", nil},
+		{"", false, "", ErrInvalidPath},
+		{"/.", false, "", ErrInvalidPath},
+		{"a/../b", false, "", ErrInvalidPath},
+		{"..", true, "", ErrInvalidPath},
+		{"a\x00b", false, "", ErrInvalidPath},
+		{"a\nb", false, "", ErrInvalidPath},
+		{"x\x7f", false, "", ErrInvalidPath},
+		{"...", false, "/v1/files/...", nil},
+	}
+	for _, tc := range tests {
+		got, err := filesPath(tc.in, tc.allowRoot)
+		if !errors.Is(err, tc.err) || got != tc.want {
+			t.Errorf("filesPath(%q, %v) = %q, %v; want %q, %v", tc.in, tc.allowRoot, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestHTTPErrorIs(t *testing.T) {
+	all := []error{ErrNotFound, ErrInvalidArgument, ErrUnauthorized, ErrForbidden, ErrConflict, ErrTooLarge, ErrUnavailable}
+	tests := []struct {
+		status int
+		want   error
+	}{
+		{404, ErrNotFound}, {400, ErrInvalidArgument}, {416, ErrInvalidArgument}, {401, ErrUnauthorized},
+		{403, ErrForbidden}, {409, ErrConflict}, {413, ErrTooLarge}, {429, ErrUnavailable},
+		{502, ErrUnavailable}, {503, ErrUnavailable}, {504, ErrUnavailable}, {500, nil},
+	}
+	for _, tc := range tests {
+		var err error = fmt.Errorf("wrapped: %w", &HTTPError{Op: "x", StatusCode: tc.status})
+		for _, s := range all {
+			if got := errors.Is(err, s); got != (s == tc.want) {
+				t.Errorf("status %d: Is(%v) = %v", tc.status, s, got)
+			}
+		}
+		var he *HTTPError
+		if !errors.As(err, &he) || he.StatusCode != tc.status {
+			t.Errorf("status %d: As failed", tc.status)
+		}
+	}
+}
+
+func TestTimeoutError(t *testing.T) {
+	tests := []struct {
+		ctxErr      error
+		timeout     bool
+		matchesCtxE bool
+	}{
+		{context.DeadlineExceeded, true, true},
+		{context.Canceled, false, true},
+	}
+	for _, tc := range tests {
+		err := error(&TimeoutError{What: "x", Err: tc.ctxErr})
+		if errors.Is(err, ErrTimeout) != tc.timeout || errors.Is(err, tc.ctxErr) != tc.matchesCtxE {
+			t.Errorf("%v: Is(ErrTimeout)=%v Is(ctx)=%v", tc.ctxErr, errors.Is(err, ErrTimeout), errors.Is(err, tc.ctxErr))
+		}
+	}
+}
+
+func TestNewConnValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		c    Connection
+		rc   *rest.Config
+		mode Mode
+		err  bool
+	}{
+		{"default is pod proxy", Connection{}, &rest.Config{Host: "https://127.0.0.1:6443"}, ModePodProxy, false},
+		{"router URL selects router", Connection{RouterURL: "http://127.0.0.1:8080"}, nil, ModeRouter, false},
+		{"router without URL", Connection{Mode: ModeRouter}, nil, "", true},
+		{"router with bad URL", Connection{RouterURL: "ftp://x"}, nil, "", true},
+		{"pod proxy without config", Connection{Mode: ModePodProxy}, nil, "", true},
+		{"bad port", Connection{Mode: ModeDirect, Port: 70000}, nil, "", true},
+		{"unknown mode", Connection{Mode: "carrier-pigeon"}, nil, "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cn, err := newConn(tc.c, tc.rc)
+			if (err != nil) != tc.err {
+				t.Fatalf("err %v", err)
+			}
+			if err == nil && cn.mode != tc.mode {
+				t.Errorf("mode %q, want %q", cn.mode, tc.mode)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("error %v is not ErrInvalidArgument", err)
+			}
+		})
+	}
+}
+
+func TestRouterTokenFromRestConfig(t *testing.T) {
+	cn, err := newConn(Connection{RouterURL: "http://127.0.0.1:1"}, &rest.Config{Host: "https://x", BearerToken: "kube-token"})
+	if err != nil || cn.routerToken != "kube-token" {
+		t.Fatalf("token %q, %v", cn.routerToken, err)
+	}
+}
+
+// TestRetries: answers that prove sandboxd was not reached are retried; others are not.
+func TestRetries(t *testing.T) {
+	tests := []struct {
+		name     string
+		status   int
+		body     string
+		op       func(*Sandbox) error
+		attempts int32
+		want     error
+	}{
+		{"router 404 (cache lag) then ok", 404, `{"detail":"Sandbox ns/sb not found."}`,
+			func(s *Sandbox) error { _, err := s.Files().ReadFile(testCtx(t), "a"); return err }, 3, nil},
+		{"sandboxd 404 is final", 404, `{"code":"NOT_FOUND","message":"open: not found"}`,
+			func(s *Sandbox) error { _, err := s.Files().ReadFile(testCtx(t), "a"); return err }, 1, ErrNotFound},
+		{"503 then ok, even for run", 503, `{"detail":"Sandbox ns/sb is not ready: x."}`,
+			func(s *Sandbox) error { _, err := s.Run(testCtx(t), "true"); return err }, 3, nil},
+		{"502 after connect is final for run", 502, `{"detail":"Could not write to the backend sandbox."}`,
+			func(s *Sandbox) error { _, err := s.Run(testCtx(t), "true"); return err }, 1, ErrUnavailable},
+		{"502 is retried for reads", 502, `{"detail":"Could not write to the backend sandbox."}`,
+			func(s *Sandbox) error { _, err := s.Files().ReadFile(testCtx(t), "a"); return err }, 3, nil},
+		{"API server Status", 403, `{"kind":"Status","code":403,"message":"pods/proxy is forbidden"}`,
+			func(s *Sandbox) error { _, err := s.Files().ReadFile(testCtx(t), "a"); return err }, 1, ErrForbidden},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if got := r.Header.Get("Authorization"); got != "Bearer sbd-token" {
+					t.Errorf("Authorization %q", got)
+				}
+				if n.Add(1) < 3 {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(tc.status)
+					_, _ = w.Write([]byte(tc.body))
+					return
+				}
+				if strings.HasSuffix(r.URL.Path, "/run") {
+					_, _ = w.Write([]byte(`{"id":1,"exit_code":0,"stdout":"","stderr":""}`))
+					return
+				}
+				w.Header().Set("Content-Type", "application/octet-stream")
+				_, _ = w.Write([]byte("data"))
+			}))
+			defer srv.Close()
+			err := tc.op(handleFor(t, srv))
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+			if got := n.Load(); got != tc.attempts {
+				t.Errorf("%d attempts, want %d", got, tc.attempts)
+			}
+			var he *HTTPError
+			if tc.want != nil && (!errors.As(err, &he) || he.StatusCode != tc.status || he.Message == "") {
+				t.Errorf("HTTPError %+v", he)
+			}
+		})
+	}
+}
+
+func TestStartCancelDoesNotLeak(t *testing.T) {
+	base := countGoroutines()
+	var kills atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			kills.Add(1)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		_, _ = w.Write([]byte(`{"type":"start","id":5,"pid":9}` + "\n"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	sb := handleFor(t, srv)
+	for i := 0; i < 10; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		p, err := sb.Start(ctx, Cmd{Args: []string{"sleep", "100"}, Stdin: strings.NewReader("in")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if _, err := p.Wait(); err == nil {
+			t.Fatal("Wait after cancel: no error")
+		}
+	}
+	close(release)
+	srv.CloseClientConnections()
+	srv.Close()
+	if kills.Load() != 10 {
+		t.Errorf("%d kills, want 10", kills.Load())
+	}
+	sb.c.conn.hc.CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for countGoroutines() > base && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if countGoroutines() > base {
+		t.Errorf("goroutines: %d > %d", countGoroutines(), base)
+	}
+}
