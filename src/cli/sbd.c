@@ -3,6 +3,7 @@
 #include "cli/sbd.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli_limits.h"
@@ -257,6 +258,8 @@ int cli_sbd_setup(struct cli_sbd *s, CURL *h, const char *method, const char *pa
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (getenv("KUBECTL_SANDBOX_CURL_VERBOSE"))
+        curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
     if (s->cfg)
         setup_tls(s, h);
     errbuf[0] = '\0';

@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kubectl-sandbox cp: files and directory trees to and from a sandbox over sandboxd's
+ * file API (PUT/GET /v1/files/{path}; a directory answers GET with a JSON listing). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
+
+#include "cli/cli_limits.h"
+#include "cli/sbd.h"
+#include "common/limits.h"
+#include "common/xalloc.h"
+
+struct cp_ctx {
+    const struct cli_globals *g;
+    struct cli_sbd *s;
+    unsigned files; /* copied so far, bounded by LIMIT_CLI_CP_ENTRIES */
+};
+
+void cli_help_cp(FILE *out)
+{
+    fprintf(out, "Usage: kubectl-sandbox cp LOCAL NAME:PATH\n"
+                 "       kubectl-sandbox cp NAME:PATH LOCAL\n\n"
+                 "Copies a file or a directory tree to or from sandbox NAME. PATH is relative\n"
+                 "to sandboxd's root (a leading / is allowed). A destination ending in / (remote)\n"
+                 "or an existing local directory receives the source under its own name.\n"
+                 "File modes are kept; symbolic links and empty directories are not copied to\n"
+                 "the sandbox. Parent directories are created.\n"
+                 "Exit codes: 0 copied, 1 local I/O error, 2 usage, 5 sandboxd failed (e.g. no\n"
+                 "such file in the sandbox).\n");
+}
+
+static int sbd_fail(struct cp_ctx *c, const char *what, const char *path, long status,
+                    const struct buf *body, const char *err)
+{
+    char text[600];
+    if (status)
+        cli_sbd_error_text(status, body ? body->data : NULL, body ? body->len : 0, text,
+                           sizeof(text));
+    fprintf(c->g->err, "error: cp: %s %s: %s\n", what, path, status ? text : err);
+    return CLI_SBD;
+}
+
+static int local_fail(struct cp_ctx *c, const char *what, const char *path)
+{
+    fprintf(c->g->err, "error: cp: %s %s: %s\n", what, path, strerror(errno));
+    return CLI_ERR;
+}
+
+/* ---- upload ------------------------------------------------------------------------------ */
+
+static size_t read_fd(char *p, size_t size, size_t n, void *ctx)
+{
+    ssize_t r;
+    do
+        r = read(*(int *)ctx, p, size * n);
+    while (r < 0 && errno == EINTR);
+    return r < 0 ? CURL_READFUNC_ABORT : (size_t)r;
+}
+
+static size_t to_buf(char *p, size_t size, size_t n, void *ctx)
+{
+    (void)buf_append(ctx, p, size * n); /* error bodies: keep what fits */
+    return size * n;
+}
+
+static int put_file(struct cp_ctx *c, const char *local, const struct stat *st, const char *remote)
+{
+    if (++c->files > LIMIT_CLI_CP_ENTRIES) {
+        fprintf(c->g->err, "error: cp: more than %u files\n", LIMIT_CLI_CP_ENTRIES);
+        return CLI_ERR;
+    }
+    int fd = open(local, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return local_fail(c, "cannot open", local);
+    struct buf path, resp;
+    buf_init(&path, LIMIT_KUBE_URL);
+    buf_init(&resp, LIMIT_CLI_SBD_ERROR);
+    (void)cli_sbd_files_path(remote, &path);
+    (void)buf_printf(&path, "?mode=0%03o", (unsigned)(st->st_mode & 0777));
+    CURL *h = curl_easy_init();
+    char errbuf[CURL_ERROR_SIZE];
+    const char *extra[] = {"Content-Type: application/octet-stream", NULL};
+    struct curl_slist *hdrs = NULL;
+    curl_mime *mime = NULL;
+    (void)cli_sbd_setup(c->s, h, "PUT", buf_str(&path), st->st_size ? extra : NULL, &hdrs, errbuf);
+    if (st->st_size) {
+        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, read_fd);
+        curl_easy_setopt(h, CURLOPT_READDATA, &fd);
+        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)st->st_size);
+    } else {
+        /* an empty body would leave sandboxd waiting: an empty multipart "file" part */
+        mime = curl_mime_init(h);
+        curl_mimepart *part = curl_mime_addpart(mime);
+        curl_mime_name(part, "file");
+        curl_mime_data(part, "", 0);
+        curl_easy_setopt(h, CURLOPT_MIMEPOST, mime);
+    }
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
+    CURLcode cc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    int rc = CLI_OK;
+    if (cc != CURLE_OK || status / 100 != 2)
+        rc = sbd_fail(c, "cannot write", remote, cc == CURLE_OK ? status : 0, &resp,
+                      errbuf[0] ? errbuf : curl_easy_strerror(cc));
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    curl_mime_free(mime);
+    buf_done(&path);
+    buf_done(&resp);
+    (void)close(fd);
+    return rc;
+}
+
+static int put_tree(struct cp_ctx *c, const char *local, const char *remote, int depth);
+
+static int put_entry(struct cp_ctx *c, const char *local, const char *remote, int depth)
+{
+    struct stat st;
+    if (lstat(local, &st) < 0)
+        return local_fail(c, "cannot stat", local);
+    if (S_ISREG(st.st_mode))
+        return put_file(c, local, &st, remote);
+    if (S_ISDIR(st.st_mode))
+        return put_tree(c, local, remote, depth + 1);
+    fprintf(c->g->err, "warning: cp: skipping %s (not a regular file or directory)\n", local);
+    return CLI_OK;
+}
+
+static int put_tree(struct cp_ctx *c, const char *local, const char *remote, int depth)
+{
+    if (depth > LIMIT_CLI_CP_DEPTH) {
+        fprintf(c->g->err, "error: cp: %s is nested too deeply\n", local);
+        return CLI_ERR;
+    }
+    DIR *d = opendir(local);
+    if (!d)
+        return local_fail(c, "cannot open directory", local);
+    int rc = CLI_OK;
+    struct dirent *de;
+    while (rc == CLI_OK && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char *l = xasprintf("%s/%s", local, de->d_name);
+        char *r = xasprintf("%s%s%s", remote, *remote ? "/" : "", de->d_name);
+        rc = put_entry(c, l, r, depth);
+        xfree(l);
+        xfree(r);
+    }
+    (void)closedir(d);
+    return rc;
+}
+
+/* ---- download ---------------------------------------------------------------------------- */
+
+struct getter {
+    struct cp_ctx *c;
+    CURL *h;
+    const char *local;
+    int fd;       /* the local file, -1 until the first byte */
+    bool listing; /* the answer is a directory listing */
+    long status;
+    struct buf body; /* listing or error body */
+    int local_err;   /* errno of a local failure */
+};
+
+static int open_local(struct getter *x)
+{
+    x->fd = open(x->local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (x->fd < 0)
+        x->local_err = errno;
+    return x->fd;
+}
+
+static size_t on_get(char *p, size_t size, size_t n, void *ctx)
+{
+    struct getter *x = ctx;
+    if (x->status == 0) {
+        char *ct = NULL;
+        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
+        curl_easy_getinfo(x->h, CURLINFO_CONTENT_TYPE, &ct);
+        x->listing = x->status == 200 && ct && !strncmp(ct, "application/json", 16);
+    }
+    if (x->status != 200 || x->listing)
+        return buf_append(&x->body, p, size * n) == 0 || x->status != 200 ? size * n : 0;
+    if (x->fd < 0 && open_local(x) < 0)
+        return 0;
+    for (size_t off = 0; off < size * n;) {
+        ssize_t w = write(x->fd, p + off, size * n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            x->local_err = errno;
+            return 0;
+        }
+        off += (size_t)w;
+    }
+    return size * n;
+}
+
+static int get_path(struct cp_ctx *c, const char *remote, const char *local, int depth);
+
+/* "0644" → 0644. Returns 0 or -EINVAL. */
+static int parse_mode(const char *s, mode_t *ret)
+{
+    mode_t m = 0;
+    if (!*s || strlen(s) > 4)
+        return -EINVAL;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '7')
+            return -EINVAL;
+        m = (mode_t)(m << 3 | (mode_t)(*s - '0'));
+    }
+    *ret = m & 0777;
+    return 0;
+}
+
+/* Creates local as a directory and fetches every entry of the listing into it. */
+static int get_listing(struct cp_ctx *c, const char *remote, const char *local,
+                       const struct buf *body, int depth)
+{
+    if (depth > LIMIT_CLI_CP_DEPTH) {
+        fprintf(c->g->err, "error: cp: %s is nested too deeply\n", remote);
+        return CLI_ERR;
+    }
+    json_t *j = json_loadb(body->data ? body->data : "", body->len, 0, NULL);
+    if (mkdir(local, 0755) < 0 && errno != EEXIST) {
+        json_decref(j);
+        return local_fail(c, "cannot create directory", local);
+    }
+    int rc = CLI_OK;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(j, "entries"), i, e)
+    {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+            continue; /* never let a listing write outside local */
+        char *r = xasprintf("%s%s%s", remote, *remote ? "/" : "", name);
+        char *l = xasprintf("%s/%s", local, name);
+        rc = get_path(c, r, l, depth + 1);
+        const char *mode = json_string_value(json_object_get(e, "mode"));
+        mode_t m;
+        if (rc == CLI_OK && mode && parse_mode(mode, &m) == 0)
+            (void)chmod(l, m);
+        xfree(r);
+        xfree(l);
+        if (rc != CLI_OK)
+            break;
+    }
+    json_decref(j);
+    return rc;
+}
+
+static int get_path(struct cp_ctx *c, const char *remote, const char *local, int depth)
+{
+    struct getter x = {.c = c, .local = local, .fd = -1};
+    struct buf path;
+    buf_init(&path, LIMIT_KUBE_URL);
+    buf_init(&x.body, LIMIT_CLI_SBD_JSON);
+    (void)cli_sbd_files_path(remote, &path);
+    x.h = curl_easy_init();
+    char errbuf[CURL_ERROR_SIZE];
+    struct curl_slist *hdrs = NULL;
+    (void)cli_sbd_setup(c->s, x.h, "GET", buf_str(&path), NULL, &hdrs, errbuf);
+    curl_easy_setopt(x.h, CURLOPT_WRITEFUNCTION, on_get);
+    curl_easy_setopt(x.h, CURLOPT_WRITEDATA, &x);
+    CURLcode cc = curl_easy_perform(x.h);
+    if (cc == CURLE_OK && x.status == 0) { /* an empty body: no write call */
+        curl_easy_getinfo(x.h, CURLINFO_RESPONSE_CODE, &x.status);
+        if (x.status == 200)
+            (void)open_local(&x);
+    }
+    int rc = CLI_OK;
+    if (x.local_err) {
+        errno = x.local_err;
+        rc = local_fail(c, "cannot write", local);
+    } else if (cc != CURLE_OK || x.status != 200) {
+        rc = sbd_fail(c, "cannot read", remote, cc == CURLE_OK ? x.status : 0, &x.body,
+                      errbuf[0] ? errbuf : curl_easy_strerror(cc));
+    } else if (x.listing) {
+        rc = get_listing(c, remote, local, &x.body, depth);
+    }
+    if (x.fd >= 0 && close(x.fd) < 0 && rc == CLI_OK)
+        rc = local_fail(c, "cannot write", local);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(x.h);
+    buf_done(&path);
+    buf_done(&x.body);
+    return rc;
+}
+
+/* ---- arguments ----------------------------------------------------------------------------- */
+
+/* "NAME:PATH" → name and path; a local path has no ':' before its first '/'. */
+static bool split_remote(const char *arg, char *name, size_t size, const char **ret_path)
+{
+    const char *colon = strchr(arg, ':');
+    const char *slash = strchr(arg, '/');
+    if (!colon || (slash && slash < colon))
+        return false;
+    (void)snprintf(name, size, "%.*s", (int)(colon - arg), arg);
+    *ret_path = colon + 1;
+    return true;
+}
+
+static char *base_name(const char *path)
+{
+    char *copy = xstrdup(path), *b;
+    size_t n = strlen(copy);
+    while (n > 1 && copy[n - 1] == '/')
+        copy[--n] = '\0';
+    b = xstrdup(basename(copy));
+    xfree(copy);
+    return b;
+}
+
+static int upload(struct cp_ctx *c, const char *local, const char *remote)
+{
+    char *target;
+    size_t n = strlen(remote);
+    if (n == 0 || remote[n - 1] == '/') {
+        char *b = base_name(local);
+        target = xasprintf("%s%s", remote, b);
+        xfree(b);
+    } else {
+        target = xstrdup(remote);
+    }
+    int rc = put_entry(c, local, target, 0);
+    xfree(target);
+    return rc;
+}
+
+static int download(struct cp_ctx *c, const char *remote, const char *local)
+{
+    struct stat st;
+    char *target;
+    if (stat(local, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char *b = base_name(remote);
+        bool root = !*remote || !strcmp(b, "/") || !strcmp(b, ".");
+        target = root ? xstrdup(local) : xasprintf("%s/%s", local, b);
+        xfree(b);
+    } else {
+        target = xstrdup(local);
+    }
+    int rc = get_path(c, remote, target, 0);
+    xfree(target);
+    return rc;
+}
+
+int cli_cmd_cp(struct cli_globals *g, int argc, char **argv)
+{
+    int a = 1;
+    if (a < argc && !strcmp(argv[a], "--"))
+        a++;
+    if (argc - a != 2) {
+        cli_help_cp(g->err);
+        return CLI_USAGE;
+    }
+    char sname[256], dname[256];
+    const char *spath, *dpath;
+    bool src_remote = split_remote(argv[a], sname, sizeof(sname), &spath);
+    bool dst_remote = split_remote(argv[a + 1], dname, sizeof(dname), &dpath);
+    if (src_remote == dst_remote) {
+        fprintf(g->err, "error: cp: exactly one of SRC and DST must be NAME:PATH\n");
+        return CLI_USAGE;
+    }
+    struct cp_ctx c = {.g = g};
+    int rc = cli_sbd_open(g, src_remote ? sname : dname, &c.s);
+    if (rc != CLI_OK)
+        return rc;
+    rc = src_remote ? download(&c, spath, argv[a + 1]) : upload(&c, argv[a], dpath);
+    cli_sbd_free(c.s);
+    return rc;
+}
