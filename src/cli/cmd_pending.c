@@ -14,7 +14,6 @@
         fprintf(out, "kubectl-sandbox %s: not implemented yet\n", #n); \
     }
 
-PENDING(logs)
 PENDING(install)
 PENDING(uninstall)
 PENDING(completion)
