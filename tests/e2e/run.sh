@@ -168,6 +168,41 @@ check "data survives suspend and resume" \
 k delete sandbox e2e-store >/dev/null
 check "deleting the sandbox garbage-collects its pod" poll 60 pod_gone
 
+# --- warm pool and claims (the default template "python" and pool "python-pool") ---
+pool_ready() { test "$(k get sandboxwarmpool python-pool -o jsonpath='{.status.readyReplicas}')" = 2; }
+check "the default warm pool is Ready" poll 120 pool_ready
+warm_uids=$(k get pods -l agents.x-k8s.io/warm-pool-sandbox -o jsonpath='{.items[*].metadata.uid}')
+claim() { # NAME [ENV-YAML]
+	cat <<YAML | k apply -f - >/dev/null
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxClaim
+metadata: {name: $1, labels: {agent-sandbox.test/e2e: "true"}}
+spec:
+  warmPoolRef: {name: python-pool}
+${2:-}
+YAML
+}
+claim e2e-warm
+check "a claim on the pool becomes Ready" \
+	poll 60 k wait --for=condition=Ready sandboxclaim/e2e-warm --timeout=1s
+sb=$(k get sandboxclaim e2e-warm -o jsonpath='{.status.sandbox.name}')
+check "the claim names its sandbox" test -n "$sb"
+check "the sandbox was taken warm (launch-type warm)" \
+	test "$(k get sandbox "$sb" -o jsonpath='{.metadata.labels.agents\.x-k8s\.io/launch-type}')" = warm
+pod_uid=$(k get pod "$sb" -o jsonpath='{.metadata.uid}')
+check "the adopted sandbox kept its warm pod (no restart)" grep -qw -- "$pod_uid" <<<"$warm_uids"
+check "python runs in the claimed sandbox" test "$(run_py "$sb" 'print(6*7)')" = 42
+check "the pool refills to 2 Ready" poll 120 pool_ready
+claim e2e-cold "  env: [{name: E2E_VAR, value: from-the-claim}]"
+check "a claim with env becomes Ready" \
+	poll 120 k wait --for=condition=Ready sandboxclaim/e2e-cold --timeout=1s
+cold=$(k get sandboxclaim e2e-cold -o jsonpath='{.status.sandbox.name}')
+check "the env claim got its env" \
+	test "$(run_py "$cold" 'import os; print(os.environ.get("E2E_VAR"))')" = from-the-claim
+k delete sandboxclaim e2e-warm >/dev/null
+sandbox_gone() { ! k get sandbox "$sb" >/dev/null 2>&1; }
+check "deleting a claim deletes its sandbox" poll 60 sandbox_gone
+
 echo
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
