@@ -203,7 +203,8 @@ def test_connection_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
         _conn.resolve("router")
 
 
-def test_targets() -> None:
+def test_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENT_SANDBOX_ROUTER_TOKEN", raising=False)
     cfg = KubeConfig(server="https://api:6443", token="kube-tok")
     sb = {
         "metadata": {"name": "s", "annotations": {"agents.x-k8s.io/pod-name": "pod-1"}},

@@ -1,0 +1,100 @@
+"""Fixtures for the integration tests.
+
+* A real sandboxd binary (``$AGENT_SANDBOX_SANDBOXD`` or build/*/sandboxd of this repo),
+  started on 127.0.0.1 with a temporary root.
+* The real stack: ``$AGENT_SANDBOX_KUBECONFIG`` (or ``$KUBECONFIG``), namespace
+  ``$AGENT_SANDBOX_NAMESPACE`` (default "default"), warm pool ``$AGENT_SANDBOX_POOL``
+  (default: the first SandboxWarmPool of the namespace), router
+  ``$AGENT_SANDBOX_ROUTER_URL`` / ``$AGENT_SANDBOX_ROUTER_TOKEN``. Whatever is missing
+  makes the tests that need it skip with the reason."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent_sandbox import KubeConfig, SandboxError, load_kubeconfig
+from agent_sandbox._kube_sync import KubeClient
+
+REPO = Path(__file__).resolve().parents[4]
+
+
+def _find_sandboxd() -> str | None:
+    env = os.environ.get("AGENT_SANDBOX_SANDBOXD")
+    if env:
+        return env
+    cands = sorted(REPO.glob("build/*/sandboxd"), key=lambda p: p.stat().st_mtime, reverse=True)
+    return str(cands[0]) if cands else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def sandboxd_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    binary = _find_sandboxd()
+    if not binary or not os.access(binary, os.X_OK):
+        pytest.skip("no sandboxd binary: build it (ninja sandboxd) or set $AGENT_SANDBOX_SANDBOXD")
+    root = tmp_path_factory.mktemp("sbd-root")
+    port = _free_port()
+    log = open(tmp_path_factory.mktemp("sbd-log") / "sandboxd.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [binary, "--host", "127.0.0.1", "--port", str(port), "--legacy-port", "-1", "--root", str(root)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("sandboxd did not become healthy")
+    yield url
+    proc.terminate()
+    proc.wait(10)
+    log.close()
+
+
+class Stack:
+    def __init__(self, cfg: KubeConfig, kubeconfig: str, namespace: str, pool: str) -> None:
+        self.cfg = cfg
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.pool = pool
+        self.router_url = os.environ.get("AGENT_SANDBOX_ROUTER_URL", "")
+        self.router_token = os.environ.get("AGENT_SANDBOX_ROUTER_TOKEN") or None
+
+
+@pytest.fixture(scope="session")
+def stack() -> Stack:
+    kc = os.environ.get("AGENT_SANDBOX_KUBECONFIG") or os.environ.get("KUBECONFIG")
+    if not kc or not Path(kc).exists():
+        pytest.skip("the stack is not up: set $AGENT_SANDBOX_KUBECONFIG (make up; make -s kubeconfig)")
+    cfg = load_kubeconfig(kc)
+    ns = os.environ.get("AGENT_SANDBOX_NAMESPACE", "default")
+    kube = KubeClient(cfg, timeout=5)
+    try:
+        pools = kube.list("sandboxwarmpools", ns).get("items") or []
+    except SandboxError as e:
+        pytest.skip(f"the stack is not usable: {e}")
+    finally:
+        kube.close()
+    pool = os.environ.get("AGENT_SANDBOX_POOL") or (pools[0]["metadata"]["name"] if pools else "")
+    if not pool:
+        pytest.skip(f"no SandboxWarmPool in namespace {ns}: make up installs one (or set $AGENT_SANDBOX_POOL)")
+    return Stack(cfg, kc, ns, pool)

@@ -1,0 +1,102 @@
+"""Processes and files against a real sandboxd binary (connection pinned to its URL),
+sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from pathlib import Path
+
+import pytest
+
+import agent_sandbox
+from agent_sandbox import NotFoundError, RequestError, aio
+
+pytestmark = pytest.mark.integration
+
+
+def test_sync_processes(sandboxd_url: str) -> None:
+    sb = agent_sandbox.connect(sandboxd_url)
+    r = sb.run("echo out; echo err >&2; exit 4", env={"X": "1"})
+    assert (r.stdout, r.stderr, r.exit_code) == ("out\n", "err\n", 4)
+    assert sb.run(["sh", "-c", 'printf "%s" "$X"'], env={"X": "v"}).stdout == "v"
+    assert sb.run(["cat"], stdin=b"\x00bin").stdout == "\x00bin"
+    t = sb.run("sleep 10", timeout=0.3)
+    assert t.timed_out and not t.ok
+    sb.files.write("wd/.keep", b"k")
+    assert sb.run("pwd", cwd="wd").stdout.strip().endswith("/wd")
+    evs = list(sb.stream("for i in 1 2 3; do echo $i; done; echo e >&2"))
+    assert b"".join(e.data for e in evs if e.type == "stdout") == b"1\n2\n3\n"
+    assert evs[-1].type == "exit" and evs[-1].exit_code == 0
+    with sb.spawn(["cat"]) as p:
+        p.write("line1\n")
+        p.write(b"line2\n")
+        p.close_stdin()
+        assert p.wait().stdout == "line1\nline2\n"
+    with sb.spawn("sleep 30") as p:
+        p.signal("SIGTERM")
+        res = p.wait()
+        assert res.signal == 15 and p.exit_code == -1
+    with sb.spawn("sleep 30") as p:
+        assert p.id in [x.get("id") for x in sb.processes()]
+    # leaving the block killed it: it leaves the list once reaped
+    deadline = time.monotonic() + 10
+    while p.id in [x.get("id") for x in sb.processes()]:
+        assert time.monotonic() < deadline, "killed process still listed"
+        time.sleep(0.02)
+
+
+def test_sync_files(sandboxd_url: str, tmp_path: Path) -> None:
+    sb = agent_sandbox.connect(sandboxd_url)
+    sb.files.write("/sync/a b.txt", "hé")
+    assert sb.files.read_text("sync/a b.txt") == "hé"
+    assert sb.files.exists("sync/a b.txt") and not sb.files.exists("sync/none")
+    sb.files.write("sync/big.bin", io.BytesIO(b"x" * 5_000_000), mode=0o600)
+    assert sum(len(c) for c in sb.files.iter_read("sync/big.bin")) == 5_000_000
+    entries = {e.name: e for e in sb.files.list("sync")}
+    assert entries["big.bin"].size == 5_000_000 and entries["big.bin"].mode == "0600"
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "one.txt").write_text("1")
+    (src / "d" / "two.txt").write_text("2")
+    assert sb.files.upload_dir(src, "tree") == 2
+    assert sb.files.download_dir("tree", tmp_path / "back") == 2
+    assert (tmp_path / "back" / "d" / "two.txt").read_text() == "2"
+    with pytest.raises(RequestError) as ei:
+        sb.files.delete("tree")
+    assert ei.value.status == 409
+    sb.files.delete("tree", recursive=True)
+    with pytest.raises(NotFoundError):
+        sb.files.read("tree/one.txt")
+    with pytest.raises(ValueError):
+        sb.files.read("../etc/passwd")
+
+
+async def test_async_processes_and_files(sandboxd_url: str) -> None:
+    sb = aio.connect(sandboxd_url)
+    try:
+        rs = await asyncio.gather(*(sb.run(f"echo {i}") for i in range(20)))
+        assert sorted(int(r.stdout) for r in rs) == list(range(20))
+        out = [e.data async for e in sb.stream("echo a; echo b") if e.type == "stdout"]
+        assert b"".join(out) == b"a\nb\n"
+        async with await sb.spawn(["cat"]) as p:
+            await p.write("hi")
+            await p.close_stdin()
+            assert (await p.wait()).stdout == "hi"
+        async with await sb.spawn("sleep 30") as p:
+            with pytest.raises(TimeoutError):
+                await p.wait(0.3)
+
+        async def chunks():  # type: ignore[no-untyped-def]
+            for _ in range(50):
+                yield b"y" * 1000
+
+        await sb.files.write("async/f.bin", chunks())
+        assert len(await sb.files.read("async/f.bin")) == 50_000
+        assert await sb.files.exists("async/f.bin")
+        assert [e.name for e in await sb.files.list("async")] == ["f.bin"]
+        await sb.files.delete("async", recursive=True)
+        assert not await sb.files.exists("async")
+    finally:
+        await sb.client.aclose()
