@@ -10,6 +10,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "sandboxd/activity.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
@@ -56,6 +57,8 @@ static int route_trampoline(struct http_req *req, void *ctx)
         (void)http_resp_header_add(req, "WWW-Authenticate", "Bearer");
         return http_respond_error(req, 401, "missing or invalid bearer token");
     }
+    if (!rt->public_)
+        sbd__activity_touch(rt->d);
     return rt->fn(req, rt->d);
 }
 
@@ -172,6 +175,7 @@ static int register_routes(struct sbd *d)
     int r = 0;
     r |= sbd__route(d, d->router, "GET", "/v1/health", 0, health, true);
     r |= sbd__route(d, d->router, "GET", "/v1/metadata", 0, metadata, false);
+    r |= sbd__activity_register(d);
     r |= sbd__files_register(d);
     r |= sbd__procs_register(d);
     if (d->cfg.legacy_port >= 0)
@@ -212,7 +216,7 @@ int sbd_new(uv_loop_t *loop, const struct sbd_config *cfg, struct sbd **ret)
     (void)signal(SIGPIPE, SIG_IGN);
     struct sbd *d = XNEW(struct sbd);
     d->loop = loop;
-    d->started = clock_now();
+    d->started = d->last_activity = clock_now();
     copy_config(d, cfg);
     d->router = http_router_new();
     d->legacy_router = http_router_new();

@@ -29,6 +29,7 @@ struct sbd {
     struct sbd_procs *procs;
     json_t *metadata;
     usec_t started;
+    usec_t last_activity; /* monotonic time of the last API request (activity.c) */
     bool shutting_down;
     struct sbd_route routes[SBD_MAX_ROUTES];
     size_t nroutes;
