@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "kube/client.h"
 
@@ -89,6 +90,21 @@ typedef int cli_wait_fn(void *ctx, const json_t *obj, char *why, size_t why_size
 int cli_wait(struct kube_client *c, const struct kube_res *res, const char *ns, const char *name,
              usec_t timeout, cli_wait_fn *fn, void *ctx, json_t **ret_obj, char *why,
              size_t why_size, struct kube_err *e);
+
+/** logs options; cli_logs_path appends
+ * /api/v1/namespaces/NS/pods/POD/log[?container=..&follow=true&tailLines=N] to out.
+ * Returns 0, -EINVAL (a container that is not a DNS label, a bad tail) or -E2BIG. */
+struct cli_logs_opts {
+    const char *container;
+    bool follow;
+    const char *tail;
+};
+int cli_logs_path(const char *ns, const char *pod, const struct cli_logs_opts *o, struct buf *out);
+
+/** Prints items (borrowed array) the way `kubectl-sandbox what` does ("list", "pools", or a
+ * get KIND), honouring g->output and g->all_namespaces. Returns CLI_OK or CLI_USAGE for
+ * an unknown what. */
+int cli_print_items(const struct cli_globals *g, const char *what, json_t *items);
 
 int cli_cmd_version(struct cli_globals *g, int argc, char **argv);
 void cli_help_version(FILE *out);

@@ -310,6 +310,14 @@ static int run_kind(struct cli_globals *g, const struct kind *k, int argc, char 
     return r;
 }
 
+int cli_print_items(const struct cli_globals *g, const char *what, json_t *items)
+{
+    const struct kind *k = !strcmp(what, "list")    ? &list_kind
+                           : !strcmp(what, "pools") ? &pools_kind
+                                                    : find_kind(what);
+    return k ? print_items(g, k, items, false) : CLI_USAGE;
+}
+
 int cli_cmd_get(struct cli_globals *g, int argc, char **argv)
 {
     if (argc < 2) {

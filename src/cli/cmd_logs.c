@@ -11,12 +11,6 @@
 #include "common/str.h"
 #include "kube/obj.h"
 
-struct logs_opts {
-    const char *container;
-    bool follow;
-    const char *tail;
-};
-
 void cli_help_logs(FILE *out)
 {
     fprintf(out, "Usage: kubectl-sandbox logs NAME [-c CONTAINER] [-f] [--tail N] [-n NS]\n\n"
@@ -27,10 +21,7 @@ void cli_help_logs(FILE *out)
                  "Exit codes: 0 ok, 1 no such sandbox or pod (e.g. suspended), 2 usage.\n");
 }
 
-/* Appends the log path with its query to out. Returns 0, -EINVAL or -E2BIG. */
-int cli_logs_path(const char *ns, const char *pod, const struct logs_opts *o, struct buf *out);
-
-int cli_logs_path(const char *ns, const char *pod, const struct logs_opts *o, struct buf *out)
+int cli_logs_path(const char *ns, const char *pod, const struct cli_logs_opts *o, struct buf *out)
 {
     int r = kube_res_path(&KUBE_RES_PODS, ns, pod, "log", out);
     char sep = '?';
@@ -59,7 +50,7 @@ static int write_out(void *ctx, const char *data, size_t len)
     return fwrite(data, 1, len, out) == len && fflush(out) == 0 ? 0 : -EPIPE;
 }
 
-static int parse_logs(const struct cli_globals *g, int argc, char **argv, struct logs_opts *o)
+static int parse_logs(const struct cli_globals *g, int argc, char **argv, struct cli_logs_opts *o)
 {
     static const struct option lo[] = {
         {"container", required_argument, NULL, 'c'},
@@ -90,7 +81,7 @@ static int parse_logs(const struct cli_globals *g, int argc, char **argv, struct
 }
 
 static int stream_logs(struct cli_globals *g, struct kube_client *c, const char *ns,
-                       const char *name, const struct logs_opts *o)
+                       const char *name, const struct cli_logs_opts *o)
 {
     json_t *sb = NULL;
     struct kube_err e;
@@ -125,7 +116,7 @@ static int stream_logs(struct cli_globals *g, struct kube_client *c, const char 
 
 int cli_cmd_logs(struct cli_globals *g, int argc, char **argv)
 {
-    struct logs_opts o = {0};
+    struct cli_logs_opts o = {0};
     int rc = parse_logs(g, argc, argv, &o);
     if (rc != CLI_OK)
         return rc;

@@ -23,6 +23,8 @@ const struct kube_res CLI_RES_CLUSTERROLEBINDINGS =
 const struct kube_res CLI_RES_ROLES = RES("rbac.authorization.k8s.io", "v1", "Role", "roles", true);
 const struct kube_res CLI_RES_ROLEBINDINGS =
     RES("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true);
+const struct kube_res CLI_RES_PDBS =
+    RES("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true);
 
 static const struct kube_res *const known[] = {
     &KUBE_RES_SANDBOXES,     &KUBE_RES_SANDBOXTEMPLATES,
@@ -33,6 +35,7 @@ static const struct kube_res *const known[] = {
     &KUBE_RES_SECRETS,       &KUBE_RES_NETWORKPOLICIES,
     &CLI_RES_CLUSTERROLES,   &CLI_RES_CLUSTERROLEBINDINGS,
     &CLI_RES_ROLES,          &CLI_RES_ROLEBINDINGS,
+    &CLI_RES_PDBS,
 };
 
 const struct kube_res *cli_manifest_res(const json_t *obj)

@@ -24,3 +24,4 @@ extern const struct kube_res CLI_RES_CLUSTERROLES;
 extern const struct kube_res CLI_RES_CLUSTERROLEBINDINGS;
 extern const struct kube_res CLI_RES_ROLES;
 extern const struct kube_res CLI_RES_ROLEBINDINGS;
+extern const struct kube_res CLI_RES_PDBS;

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 
 #include "common/buf.h"
+#include "common/xalloc.h"
 #include "kube/obj.h"
 #include "support/apiserver.h"
 
@@ -522,14 +523,57 @@ static void test_delete(void **state)
     buf_done(&out);
 }
 
+static void test_install_uninstall(void **state)
+{
+    (void)state;
+    struct buf out;
+    struct kube_err e;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(run_cli("install --dry-run", &out), 0);
+    const char *s = buf_str(&out);
+    /* CRDs first, the namespace before what lives in it */
+    assert_true(strncmp(s, "customresourcedefinition.apiextensions.k8s.io/", 46) == 0);
+    assert_true(strstr(s, "namespace/agent-sandbox-system") <
+                strstr(s, "serviceaccount/agent-sandbox-controller"));
+    assert_int_equal(run_cli("install", &out), 0);
+    assert_non_null(strstr(buf_str(&out), "clusterrole.rbac.authorization.k8s.io/"
+                                          "agent-sandbox-controller serverside-applied"));
+    json_t *sa = NULL;
+    IT_OK(kube_get(client, &KUBE_RES_SERVICEACCOUNTS, "agent-sandbox-system",
+                   "agent-sandbox-controller", &sa, &e),
+          &e);
+    char *mf = json_dumps(kube_obj_path(sa, "metadata.managedFields"), JSON_COMPACT);
+    bool managed = mf && strstr(mf, "\"manager\":\"kubectl-sandbox\"") != NULL;
+    xfree(mf);
+    json_decref(sa);
+    assert_true(managed);
+    assert_int_equal(run_cli("uninstall", &out), 2); /* needs --yes or --keep-crds */
+    assert_int_equal(run_cli("uninstall --keep-crds", &out), 0);
+    assert_null(strstr(buf_str(&out), "customresourcedefinition"));
+    assert_int_equal(kube_get(client, &KUBE_RES_SERVICEACCOUNTS, "agent-sandbox-system",
+                              "agent-sandbox-controller", NULL, &e),
+                     -ENOENT);
+    IT_OK(kube_get(client, &KUBE_RES_CRDS, NULL, "sandboxes.agents.x-k8s.io", NULL, &e), &e);
+    /* again: everything is already gone and skipped */
+    assert_int_equal(run_cli("uninstall --keep-crds", &out), 0);
+    assert_non_null(strstr(buf_str(&out), "not found, skipped"));
+    buf_done(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_version),        cmocka_unit_test(test_get_table),
-        cmocka_unit_test(test_get_formats),    cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_list_and_pools), cmocka_unit_test(test_create),
-        cmocka_unit_test(test_claim),          cmocka_unit_test(test_suspend_resume),
-        cmocka_unit_test(test_describe),       cmocka_unit_test(test_delete),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_get_table),
+        cmocka_unit_test(test_get_formats),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_list_and_pools),
+        cmocka_unit_test(test_create),
+        cmocka_unit_test(test_claim),
+        cmocka_unit_test(test_suspend_resume),
+        cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_delete),
+        cmocka_unit_test(test_install_uninstall),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kubectl-sandbox: global options anywhere, durations, sandboxd URLs and error texts,
+ * the pod log path. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/sbd.h"
+#include "common/xalloc.h"
+
+static FILE *devnull;
+
+static int split(const char *const *args, struct cli_globals *g, char ***rest)
+{
+    int argc = 0;
+    while (args[argc])
+        argc++;
+    *g = (struct cli_globals){.output = "", .out = devnull, .err = devnull};
+    return cli_split_globals(g, argc, (char **)args, rest);
+}
+
+static void test_globals_anywhere(void **state)
+{
+    (void)state;
+    struct cli_globals g;
+    char **rest = NULL;
+    const char *a1[] = {"ks",        "-n",  "ns1",    "--kubeconfig=/k",
+                        "get",       "sbx", "-owide", "-A",
+                        "--context", "c1",  "name",   NULL};
+    assert_int_equal(split(a1, &g, &rest), 3);
+    assert_string_equal(rest[0], "get");
+    assert_string_equal(rest[1], "sbx");
+    assert_string_equal(rest[2], "name");
+    assert_string_equal(g.ns, "ns1");
+    assert_string_equal(g.kubeconfig, "/k");
+    assert_string_equal(g.output, "wide");
+    assert_string_equal(g.context, "c1");
+    assert_true(g.all_namespaces);
+    xfree(rest);
+    /* command options pass through; nothing after "--" is interpreted */
+    const char *a2[] = {"ks", "exec", "-it", "box", "--cwd",  "d", "-nfoo",
+                        "--", "ls",   "-n",  "-A",  "--help", NULL};
+    assert_int_equal(split(a2, &g, &rest), 10);
+    assert_string_equal(rest[1], "-it");
+    assert_string_equal(rest[3], "--cwd");
+    assert_string_equal(rest[5], "--");
+    assert_string_equal(rest[7], "-n");
+    assert_string_equal(rest[9], "--help");
+    assert_string_equal(g.ns, "foo");
+    assert_false(g.all_namespaces);
+    assert_false(g.help);
+    xfree(rest);
+    const char *a3[] = {"ks", "--router-url", "http://r", "--sandboxd-port", "9000", "-h", NULL};
+    assert_int_equal(split(a3, &g, &rest), 0);
+    assert_string_equal(g.router_url, "http://r");
+    assert_int_equal(g.sandboxd_port, 9000);
+    assert_true(g.help);
+    xfree(rest);
+}
+
+static void test_globals_errors(void **state)
+{
+    (void)state;
+    struct cli_globals g;
+    char **rest = NULL;
+    const char *const bad[][4] = {
+        {"ks", "get", "-n", NULL},         /* missing value */
+        {"ks", "--bogus", "get", NULL},    /* unknown before the command */
+        {"ks", "--help=yes", "get", NULL}, /* value for a flag */
+        {"ks", "--sandboxd-port", "0", NULL},
+        {"ks", "-v", "loud", NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(split(bad[i], &g, &rest), -EINVAL);
+}
+
+static void test_duration(void **state)
+{
+    (void)state;
+    usec_t d;
+    assert_int_equal(cli_parse_duration("90", &d), 0);
+    assert_int_equal(d, 90 * USEC_PER_SEC);
+    assert_int_equal(cli_parse_duration("250ms", &d), 0);
+    assert_int_equal(d, 250 * USEC_PER_MSEC);
+    assert_int_equal(cli_parse_duration("5m", &d), 0);
+    assert_int_equal(d, 300 * USEC_PER_SEC);
+    assert_int_equal(cli_parse_duration("2h", &d), 0);
+    assert_int_equal(d, 7200 * USEC_PER_SEC);
+    assert_int_equal(cli_parse_duration("", &d), -EINVAL);
+    assert_int_equal(cli_parse_duration("m", &d), -EINVAL);
+    assert_int_equal(cli_parse_duration("-1s", &d), -EINVAL);
+    assert_int_equal(cli_parse_duration("1.5s", &d), -EINVAL);
+    assert_int_equal(cli_parse_duration("99999999999999999999", &d), -EINVAL);
+}
+
+static void test_proxy_base(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 4096);
+    assert_int_equal(cli_sbd_proxy_base("https://127.0.0.1:6443/", "team-a", "sb-1", 8080, &b), 0);
+    assert_string_equal(buf_str(&b),
+                        "https://127.0.0.1:6443/api/v1/namespaces/team-a/pods/sb-1:8080/proxy");
+    buf_reset(&b);
+    assert_int_equal(cli_sbd_proxy_base("https://h", "n s", "p:x", 1, &b), 0);
+    assert_string_equal(buf_str(&b), "https://h/api/v1/namespaces/n%20s/pods/p%3Ax:1/proxy");
+    buf_reset(&b);
+    assert_int_equal(cli_sbd_proxy_base("https://h", "..", "p", 80, &b), -EINVAL);
+    assert_int_equal(cli_sbd_proxy_base("https://h", "ns", "a/b", 80, &b), -EINVAL);
+    assert_int_equal(cli_sbd_proxy_base("https://h", "ns", "", 80, &b), -EINVAL);
+    assert_int_equal(cli_sbd_proxy_base("https://h", "ns", "p", 0, &b), -EINVAL);
+    assert_int_equal(cli_sbd_proxy_base("https://h", "ns", "p", 70000, &b), -EINVAL);
+    buf_reset(&b);
+    assert_int_equal(cli_sbd_files_path("/dir/a b/ü?#.txt", &b), 0);
+    assert_string_equal(buf_str(&b), "/v1/files/dir/a%20b/%C3%BC%3F%23.txt");
+    buf_reset(&b);
+    assert_int_equal(cli_sbd_files_path("", &b), 0);
+    assert_string_equal(buf_str(&b), "/v1/files/");
+    buf_done(&b);
+}
+
+static void test_error_text(void **state)
+{
+    (void)state;
+    char t[256];
+    const char *sbd = "{\"code\":\"NOT_FOUND\",\"message\":\"no such file\"}";
+    cli_sbd_error_text(404, sbd, strlen(sbd), t, sizeof(t));
+    assert_string_equal(t, "HTTP 404 NOT_FOUND: no such file");
+    const char *router = "{\"detail\":\"Invalid sandbox ID format.\"}";
+    cli_sbd_error_text(400, router, strlen(router), t, sizeof(t));
+    assert_string_equal(t, "HTTP 400: Invalid sandbox ID format.");
+    const char *status = "{\"kind\":\"Status\",\"message\":\"pods \\\"x\\\" not found\"}";
+    cli_sbd_error_text(404, status, strlen(status), t, sizeof(t));
+    assert_string_equal(t, "HTTP 404: pods \"x\" not found");
+    cli_sbd_error_text(502, "bad\ngateway", 11, t, sizeof(t));
+    assert_string_equal(t, "HTTP 502: bad gateway");
+    cli_sbd_error_text(500, NULL, 0, t, sizeof(t));
+    assert_string_equal(t, "HTTP 500");
+}
+
+static void test_logs_path(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 4096);
+    struct cli_logs_opts o = {0};
+    assert_int_equal(cli_logs_path("ns", "pod", &o, &b), 0);
+    assert_string_equal(buf_str(&b), "/api/v1/namespaces/ns/pods/pod/log");
+    buf_reset(&b);
+    o = (struct cli_logs_opts){.container = "main", .follow = true, .tail = "20"};
+    assert_int_equal(cli_logs_path("ns", "pod", &o, &b), 0);
+    assert_string_equal(
+        buf_str(&b), "/api/v1/namespaces/ns/pods/pod/log?container=main&follow=true&tailLines=20");
+    buf_reset(&b);
+    o = (struct cli_logs_opts){.container = "a&b=c"};
+    assert_int_equal(cli_logs_path("ns", "pod", &o, &b), -EINVAL);
+    buf_reset(&b);
+    o = (struct cli_logs_opts){.tail = "-3"};
+    assert_int_equal(cli_logs_path("ns", "pod", &o, &b), -EINVAL);
+    buf_done(&b);
+}
+
+int main(void)
+{
+    devnull = fopen("/dev/null", "w");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_globals_anywhere), cmocka_unit_test(test_globals_errors),
+        cmocka_unit_test(test_duration),         cmocka_unit_test(test_proxy_base),
+        cmocka_unit_test(test_error_text),       cmocka_unit_test(test_logs_path),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    fclose(devnull);
+    return r;
+}
