@@ -485,6 +485,12 @@ static void test_describe(void **state)
     assert_non_null(strstr(s, "created pod alpha"));
     (void)snprintf(args, sizeof(args), "describe missing -n %s", ns);
     assert_int_equal(run_cli(args, &out), 1);
+    /* logs: the pod does not exist in this cluster; the message says so */
+    (void)snprintf(args, sizeof(args), "logs alpha --tail 5 -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 1);
+    assert_non_null(strstr(buf_str(&out), "has no pod"));
+    (void)snprintf(args, sizeof(args), "logs alpha --tail x -n %s", ns);
+    assert_int_equal(run_cli(args, &out), 2);
     buf_done(&out);
 }
 
