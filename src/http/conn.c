@@ -273,6 +273,11 @@ static void call_handler(struct http_conn *c, struct http_req *req)
     http_req_ref(req);
     if (req->route->fn(req, req->route->ctx) < 0)
         handler_failed(c, req);
+    /* A streaming receiver of an empty body (known complete at dispatch) still sees its
+     * end, as it would after the last byte of a non-empty one. */
+    else if (req->stream_body && req->body_done && req->body_fn && req->conn && !req->aborted &&
+             req->body_fn(req, STR_NULL, true, req->body_ctx) < 0)
+        handler_failed(c, req);
     /* Nobody kept the request and nothing answered it: it would hang forever. */
     else if (req->conn && req->resp == HTTP_RESP_NONE && req->refs == 2 && !req->stream_body)
         (void)http_respond_error(req, 500, "handler did not respond");
@@ -332,7 +337,8 @@ static void dispatch(struct http_conn *c, struct http_req *req)
     const struct http_head *h = &req->head;
     const struct http_server *s = c->server;
     req->is_head_method = str_eq_c(h->method, "HEAD");
-    req->body_done = h->body == HTTP_BODY_NONE;
+    req->body_done = h->body == HTTP_BODY_NONE ||
+                     (h->body == HTTP_BODY_LENGTH && h->content_length == 0);
     c->keep_alive = h->keep_alive;
     if (!route_req(c, req))
         return;

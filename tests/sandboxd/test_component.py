@@ -66,6 +66,19 @@ class Daemon:
 
 
 class ComponentTest(unittest.TestCase):
+    def test_empty_file_write(self):
+        # An empty body with Content-Length: 0 completes (it once hung) and leaves no
+        # temporary file behind.
+        d = Daemon()
+        try:
+            st, _, _ = d.req("PUT", "/v1/files/empty.txt", b"", {"Content-Length": "0"}, timeout=5)
+            self.assertIn(st, (200, 201, 204))
+            st, data, _ = d.req("GET", "/v1/files/empty.txt")
+            self.assertEqual((st, data), (200, b""))
+            self.assertEqual(sorted(os.listdir(d.root)), ["empty.txt"])
+        finally:
+            d.stop()
+
     def test_token_file_and_metadata(self):
         tf = tempfile.NamedTemporaryFile("w", delete=False)
         tf.write("tok-123\n")

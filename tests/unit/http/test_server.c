@@ -543,6 +543,18 @@ static void test_request_bodies(void **state)
     assert_true(atomic_load(&upload_chunks) >= 1);
     assert_false(r.conn_close);
 
+    /* an empty streamed body (Content-Length: 0, or none at all) still ends */
+    assert_int_equal(test_http_send_str(&c, "POST /upload HTTP/1.1\r\nHost: t\r\n"
+                                            "Content-Length: 0\r\n\r\n"),
+                     0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 200);
+    expect_body(&r, "got 0");
+    assert_int_equal(test_http_send_str(&c, "POST /upload HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    assert_int_equal(r.status, 200);
+    expect_body(&r, "got 0");
+
     /* a buffered body past max_body: 413 and the connection closes */
     assert_int_equal(test_http_send_str(&c, "POST /echo HTTP/1.1\r\nHost: t\r\n"
                                             "Content-Length: 5000\r\n\r\n"),
