@@ -2,13 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Embeds the manifests `kubectl-sandbox install` applies into src/cli/manifests_gen.c.
 
-Usage: src/cli/gen_manifests.py [REPO_ROOT]   (rewrites src/cli/manifests_gen.c)
-       src/cli/gen_manifests.py --check [REPO_ROOT]   (exit 1 when it is stale)
+Usage: src/cli/gen_manifests.py --out FILE [REPO_ROOT]
+
+The build runs it (CMakeLists.txt) whenever install.yaml or the manifests change, so the
+embedded copy is always the one in the tree.
 
 Source: install.yaml, the whole install rendered from config/default by
 hack/render-install.sh (CRDs, namespace, controller, RBAC, router). Without it, the
 directories api/crds, config/rbac, config/controller and config/router (*.yaml except
-kustomization.yaml). tests/unit/cli/test_manifests.c checks the output is up to date.
+kustomization.yaml). tests/unit/cli/test_manifests.c checks the embedded copy.
 """
 import pathlib
 import sys
@@ -50,17 +52,15 @@ def render(root):
 
 
 def main(argv):
-    check = "--check" in argv
-    args = [a for a in argv if a != "--check"]
-    root = pathlib.Path(args[0] if args else pathlib.Path(__file__).resolve().parents[2])
-    out = root / "src/cli/manifests_gen.c"
+    if len(argv) < 2 or argv[0] != "--out":
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = pathlib.Path(argv[1])
+    root = pathlib.Path(argv[2] if len(argv) > 2 else pathlib.Path(__file__).resolve().parents[2])
     text = render(root)
-    if check:
-        if not out.exists() or out.read_text() != text:
-            print("src/cli/manifests_gen.c is stale: run src/cli/gen_manifests.py", file=sys.stderr)
-            return 1
-        return 0
-    out.write_text(text)
+    if not out.exists() or out.read_text() != text:  # keep the mtime when unchanged
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
     return 0
 
 

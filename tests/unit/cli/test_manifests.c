@@ -84,7 +84,7 @@ static void test_builtin_manifests_current(void **state)
         bool same = b.len == m->len && memcmp(b.data, m->text, b.len) == 0;
         buf_done(&b);
         if (!same)
-            fail_msg("%s changed: run src/cli/gen_manifests.py", m->path);
+            fail_msg("%s differs from the embedded copy: rebuild", m->path);
         json_t *objs = NULL;
         char err[256];
         assert_int_equal(cli_manifest_parse(m->text, m->len, &objs, err, sizeof(err)), 0);
@@ -101,13 +101,6 @@ static void test_builtin_manifests_current(void **state)
     }
     assert_true(n >= 1);
     assert_true(crd && rbac);
-    /* no manifest missing: the generator's own check over the directories */
-    const char *data = getenv("AS_TEST_DATA");
-    char cmd[2048];
-    (void)snprintf(cmd, sizeof(cmd), "python3 %s/../../src/cli/gen_manifests.py --check %s/../..",
-                   data, data);
-    if (system(cmd) != 0)
-        fail_msg("src/cli/manifests_gen.c is stale: run src/cli/gen_manifests.py");
 }
 
 int main(void)
