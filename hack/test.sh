@@ -78,6 +78,15 @@ suite() {
 	"$@" 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
 	line=$(grep -E '^([A-Za-z-]+: )?[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	if [ -z "$line" ]; then # pytest: "==== 48 passed, 2 skipped, 1 failed in 3.2s ===="
+		line=$(grep -E '^=+ .*[0-9]+ (passed|failed).* in [0-9.]+s' "$out" | tail -n 1)
+		[ -z "$line" ] || line=$(awk '{
+			for (i = 2; i <= NF; i++) {
+				if ($i ~ /^passed/) p += $(i - 1)
+				if ($i ~ /^(failed|error)/) f += $(i - 1)
+			}
+		} END { printf "%d passed, %d failed", p, f }' <<<"$line")
+	fi
 	rm -f "$out"
 	if [ -n "$line" ]; then
 		local p f
@@ -111,6 +120,7 @@ if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	suite "local cluster tests" bash tests/cluster/run.sh
 	suite "make up (hack/stack.sh up)" hack/stack.sh up
 	suite "end-to-end tests" bash tests/e2e/run.sh
+	suite "Python SDK (unit, sandboxd, stack)" sdk/python/run-tests.sh
 	[ "${AS_KEEP_STACK:-0}" = 1 ] || suite "make down" hack/stack.sh down
 fi
 
