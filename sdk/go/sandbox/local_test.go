@@ -108,6 +108,10 @@ func forwarder(t *testing.T, sbdPort int, check func(r *http.Request) (path stri
 			return
 		}
 		r.URL.Path, r.URL.RawPath = dec, p
+		// sandboxd answers a process start while Go's transport may still be checking
+		// the request body for EOF; without full duplex the server would close that
+		// body when the answer starts and the transport would drop the stream.
+		_ = http.NewResponseController(w).EnableFullDuplex()
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)

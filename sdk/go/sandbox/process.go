@@ -291,6 +291,8 @@ func (p *Process) pump(body io.ReadCloser, br *bufio.Reader, stdout, stderr io.W
 			}
 		case "exit":
 			p.exit = &ExitStatus{ExitCode: ev.ExitCode, Signal: ev.Signal, TimedOut: ev.TimedOut}
+			// Read the end of the chunked body so the connection is reused, not reset.
+			_, _ = io.Copy(io.Discard, io.LimitReader(br, 64<<10))
 			return
 		case "error":
 			p.err = &HTTPError{Op: "process stream", StatusCode: 200, Code: ev.Code, Message: ev.Message}
