@@ -53,6 +53,28 @@ stop_proc() { # NAME
 	rm -f "$STACK_DIR/$1.pid" "$STACK_DIR/$1.sum"
 }
 
+# free_ports NAME ARGS...: a process of ours still listening on an address given in ARGS
+# (left by another checkout or a lost pid file) is stopped; anything else is an error.
+free_ports() {
+	local name=$1 a port pid exe
+	shift
+	for a in "$@"; do
+		[[ $a =~ ^127\.0\.0\.1:([0-9]+)$ ]] || continue
+		port=${BASH_REMATCH[1]}
+		for pid in $(ss -Hltnp "( sport = :$port )" 2>/dev/null | grep -oE 'pid=[0-9]+' | cut -d= -f2 | sort -u); do
+			exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+			case ${exe##*/} in
+			agent-sandbox-controller | sandbox-router)
+				log "stopping a stale ${exe##*/} (pid $pid) on port $port"
+				kill -KILL "$pid" 2>/dev/null || true
+				while [ -d "/proc/$pid" ]; do sleep 0.05; done
+				;;
+			*) die "$name: port $port is taken by $exe (pid $pid)" ;;
+			esac
+		done
+	done
+}
+
 # start_proc NAME ARGS...: (re)starts build/release/NAME unless the same binary already
 # runs with the same arguments.
 start_proc() {
@@ -63,6 +85,7 @@ start_proc() {
 		return 0
 	fi
 	stop_proc "$name"
+	free_ports "$name" "$@"
 	log "starting $name"
 	setsid "$RELEASE/$name" "$@" >>"$STACK_DIR/$name.log" 2>&1 </dev/null &
 	echo $! >"$STACK_DIR/$name.pid"

@@ -129,6 +129,7 @@ cmd_up() {
 	prereqs
 	local start=$SECONDS
 	mkdir -p "$STATE"
+	take_machine
 	if healthy; then
 		log "cluster already up"
 	else
@@ -161,6 +162,22 @@ Use it:
   $BIN/kubectl get nodes
 or: hack/cluster/cluster.sh kubectl get nodes
 EOT
+}
+
+# The bridge, ports, iptables chains and cgroup root are machine-wide, so one cluster runs
+# per machine. OWNER records the state dir of the cluster that holds them; `up` from
+# another checkout (CI in a fresh clone, say) first tears that one down.
+OWNER=/run/agent-sandbox/cluster-owner
+
+take_machine() {
+	local other
+	other=$(cat "$OWNER" 2>/dev/null) || other=""
+	if [ -n "$other" ] && [ "$other" != "$STATE" ]; then
+		log "tearing down the cluster of another checkout ($other)"
+		AS_CLUSTER_DIR=$other "$0" down || log "warning: teardown of $other failed"
+	fi
+	mkdir -p "${OWNER%/*}"
+	echo "$STATE" >"$OWNER"
 }
 
 # unmount_all: every mount under the state dir, deepest first, lazily.
