@@ -420,6 +420,37 @@ func TestIntegrationStackModes(t *testing.T) {
 			dataPlaneSuite(t, h)
 		})
 	}
+	// Suspend and resume the claimed sandbox; every mode then reaches the new pod.
+	if err := sb.Suspend(ctx); err != nil {
+		t.Fatalf("suspend: %v", err)
+	}
+	if _, err := sb.Run(ctx, "true"); err == nil {
+		t.Error("run on a suspended sandbox succeeded")
+	}
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	for _, mode := range []Mode{ModePodProxy, ModeRouter, ModeDirect} {
+		t.Run("resumed/"+string(mode), func(t *testing.T) {
+			h, err := stackClient(t, s, mode).AttachClaim(testCtx(t), sb.ClaimName())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.PodIP() != sb.PodIP() {
+				t.Errorf("pod IP %s, resumed handle has %s", h.PodIP(), sb.PodIP())
+			}
+			if mode == ModeDirect {
+				if d, err := net.DialTimeout("tcp", net.JoinHostPort(h.PodIP(), strconv.Itoa(DefaultPort)), 2*time.Second); err != nil {
+					t.Skipf("direct: pod IP %s not reachable from here: %v", h.PodIP(), err)
+				} else {
+					d.Close()
+				}
+			}
+			if r, err := h.Run(testCtx(t), "echo resumed"); err != nil || r.Stdout != "resumed\n" {
+				t.Errorf("run: %+v %v", r, err)
+			}
+		})
+	}
 }
 
 // TestIntegrationStackLifecycle: cold start from the template, suspend, resume, delete.
