@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -471,4 +470,3 @@ type kubeError struct {
 func (e *kubeError) Error() string        { return e.err.Error() }
 func (e *kubeError) Unwrap() []error      { return []error{e.err, e.sentinel} }
 func (e *kubeError) Is(target error) bool { return target == e.sentinel }
-func mergePatch(v any) ([]byte, error)    { return json.Marshal(v) }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"sync"
@@ -192,7 +193,7 @@ func (s *Sandbox) setMode(ctx context.Context, mode agentsv1beta1.OperatingMode)
 	if _, err := s.target(); err != nil {
 		return nil, err
 	}
-	patch, _ := mergePatch(map[string]any{"spec": map[string]any{"operatingMode": mode}})
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"operatingMode": mode}})
 	obj, err := s.c.kube.sandboxes(s.ns).Patch(ctx, s.Name(), types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: set %s/%s to %s: %w", s.ns, s.Name(), mode, kubeErr(err))

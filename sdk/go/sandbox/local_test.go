@@ -187,14 +187,17 @@ func TestStreamEdgeCases(t *testing.T) {
 		wantErr bool
 		wantOut string
 		code    int
+		hang    bool // the server keeps the body open after the exit event
 	}{
 		{"normal", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"stdout","data":"aGk="}` + "\n" +
-			`{"type":"exit","exit_code":4}` + "\n", false, "hi", 4},
-		{"cut off", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"stdout","data":"aGk="}` + "\n", true, "hi", 0},
-		{"bad base64", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"stdout","data":"@@"}` + "\n", true, "", 0},
-		{"error event", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"error","code":"X","message":"m"}` + "\n", true, "", 0},
+			`{"type":"exit","exit_code":4}` + "\n", false, "hi", 4, false},
+		{"cut off", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"stdout","data":"aGk="}` + "\n", true, "hi", 0, false},
+		{"bad base64", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"stdout","data":"@@"}` + "\n", true, "", 0, false},
+		{"error event", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"error","code":"X","message":"m"}` + "\n", true, "", 0, false},
+		{"body left open after exit", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"exit","exit_code":3}` + "\n",
+			false, "", 3, true},
 		{"unknown events are skipped", `{"type":"start","id":1,"pid":2}` + "\n" + `{"type":"future"}` + "\n" +
-			`{"type":"exit","exit_code":0}` + "\n", false, "", 0},
+			`{"type":"exit","exit_code":0}` + "\n", false, "", 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,6 +206,10 @@ func TestStreamEdgeCases(t *testing.T) {
 				bw := bufio.NewWriter(w)
 				_, _ = bw.WriteString(tc.body)
 				_ = bw.Flush()
+				if tc.hang {
+					w.(http.Flusher).Flush()
+					<-r.Context().Done()
+				}
 			}))
 			defer srv.Close()
 			sb := handleFor(t, srv)
@@ -211,7 +218,11 @@ func TestStreamEdgeCases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
 			st, err := p.Wait()
+			if d := time.Since(start); d > drainTimeout+3*time.Second {
+				t.Errorf("Wait took %v", d)
+			}
 			if (err != nil) != tc.wantErr || out.String() != tc.wantOut {
 				t.Fatalf("Wait: %+v %v, out %q", st, err, out.String())
 			}

@@ -282,6 +282,7 @@ func (p *Process) pump(body io.ReadCloser, br *bufio.Reader, stdout, stderr io.W
 			b, err := base64.StdEncoding.DecodeString(ev.Data)
 			if err != nil {
 				p.err = fmt.Errorf("sandbox: process %d: bad output encoding: %w", p.ID, err)
+				p.killDetached()
 				return
 			}
 			if _, err := w.Write(b); err != nil {
@@ -291,8 +292,11 @@ func (p *Process) pump(body io.ReadCloser, br *bufio.Reader, stdout, stderr io.W
 			}
 		case "exit":
 			p.exit = &ExitStatus{ExitCode: ev.ExitCode, Signal: ev.Signal, TimedOut: ev.TimedOut}
-			// Read the end of the chunked body so the connection is reused, not reset.
+			// Read the end of the chunked body so the connection is reused, not reset;
+			// a server that does not end it within drainTimeout gets the stream cut.
+			t := time.AfterFunc(drainTimeout, p.cancel)
 			_, _ = io.Copy(io.Discard, io.LimitReader(br, 64<<10))
+			t.Stop()
 			return
 		case "error":
 			p.err = &HTTPError{Op: "process stream", StatusCode: 200, Code: ev.Code, Message: ev.Message}
@@ -315,7 +319,11 @@ func (p *Process) killDetached() {
 	}
 }
 
-const killTimeout = 5 * time.Second
+// Bounds of the clean-up work of a stream.
+const (
+	killTimeout  = 5 * time.Second
+	drainTimeout = 2 * time.Second
+)
 
 // Wait waits for the process to end and the output to be written. A non-zero exit is
 // not an error; a broken stream or cancelled context is.
