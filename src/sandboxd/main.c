@@ -19,6 +19,8 @@ struct opts {
     struct sbd_config cfg;
     const char *token_file;
     char *token;
+    const char *config_token_file;
+    char *config_token;
     usec_t shutdown_timeout;
 };
 
@@ -43,6 +45,8 @@ static void usage(FILE *out)
         "  --legacy-root DIR        root of the legacy API (default: $SANDBOX_BASE_DIR or --root)\n"
         "  --token-file FILE        require 'Authorization: Bearer <token>' (also\n"
         "                           $SANDBOXD_TOKEN); /v1/health and GET / stay open\n"
+        "  --config-token-file FILE token of PUT /v1/config/env (late-bound claim\n"
+        "                           env; also $SANDBOXD_CONFIG_TOKEN_FILE); unset: disabled\n"
         "  --metadata-env-prefix P  env prefix served by /v1/metadata (default SANDBOX_)\n"
         "  --max-upload BYTES       largest uploaded file (default 1 GiB)\n"
         "  --max-body BYTES         largest buffered request body (default 9 MiB)\n"
@@ -101,7 +105,8 @@ enum {
     O_SHUT,
     O_LOG,
     O_VERSION,
-    O_HELP
+    O_HELP,
+    O_CONFIG_TOKEN
 };
 
 static const struct option long_opts[] = {
@@ -114,6 +119,7 @@ static const struct option long_opts[] = {
     {"root-dir", 1, NULL, O_ROOT},
     {"legacy-root", 1, NULL, O_LROOT},
     {"token-file", 1, NULL, O_TOKEN},
+    {"config-token-file", 1, NULL, O_CONFIG_TOKEN},
     {"metadata-env-prefix", 1, NULL, O_PREFIX},
     {"max-upload", 1, NULL, O_UPLOAD},
     {"max-body", 1, NULL, O_BODY},
@@ -202,6 +208,9 @@ static int apply_opt(int opt, const char *arg, struct opts *o)
     case O_TOKEN:
         o->token_file = arg;
         return 0;
+    case O_CONFIG_TOKEN:
+        o->config_token_file = arg;
+        return 0;
     case O_PREFIX:
         o->cfg.metadata_prefix = arg;
         return 0;
@@ -232,6 +241,22 @@ static void env_defaults(struct opts *o)
         o->cfg.exec_timeout_s = (unsigned)v;
 }
 
+/* The config token of late-bound claim configuration (a Secret mounted by the
+ * controller); the environment names the file when the command line does not. */
+static int read_config_token(struct opts *o)
+{
+    const char *path =
+        o->config_token_file ? o->config_token_file : getenv("SANDBOXD_CONFIG_TOKEN_FILE");
+    int r;
+    if (!path || !*path)
+        return 0;
+    r = read_token(path, &o->config_token);
+    if (r < 0)
+        return log_error_errno(r, "cannot read the config token file\tpath=\"%s\"", path);
+    o->cfg.config_token = o->config_token;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
     sbd_config_defaults(&o->cfg);
@@ -259,7 +284,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         o->token = xstrdup(env_token);
     }
     o->cfg.token = o->token;
-    return 0;
+    return read_config_token(o);
 }
 
 static void on_stopped(void *ctx)
@@ -285,8 +310,9 @@ static int run(struct opts *o)
     int r = sbd_new(a.loop, &o->cfg, &a.d);
     if (r < 0)
         return log_error_errno(r, "cannot start");
-    log_info("listening\thost=%s port=%u legacy_port=%u root=\"%s\" auth=%s", o->cfg.host,
-             sbd_port(a.d), sbd_legacy_port(a.d), o->cfg.root, o->token ? "bearer" : "none");
+    log_info("listening\thost=%s port=%u legacy_port=%u root=\"%s\" auth=%s config_env=%s",
+             o->cfg.host, sbd_port(a.d), sbd_legacy_port(a.d), o->cfg.root,
+             o->token ? "bearer" : "none", o->config_token ? "enabled" : "disabled");
     uv_signal_init(a.loop, &a.sigterm);
     uv_signal_init(a.loop, &a.sigint);
     a.sigterm.data = a.sigint.data = &a;
@@ -307,5 +333,6 @@ int main(int argc, char **argv)
     if (r == 0)
         r = run(&o);
     xfree(o.token);
+    xfree(o.config_token);
     return r < 0 ? 1 : 0;
 }

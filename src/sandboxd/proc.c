@@ -59,6 +59,7 @@ struct sbd_procs {
     bool kill_timer_init;
     void (*done)(void *ctx);
     void *done_ctx;
+    char *const *base_env; /* late-bound env (borrowed), or NULL */
 };
 
 int sbd_procs_new(uv_loop_t *loop, unsigned max, struct sbd_procs **ret)
@@ -287,20 +288,32 @@ static bool env_overridden(const char *entry, char *const *over)
     return false;
 }
 
-/* Returns a new NULL-terminated array (xfree; entries borrowed): the daemon's environment
- * with the overrides applied. */
-static char **build_env(char *const *over)
+void sbd_procs_set_base_env(struct sbd_procs *ps, char *const *env)
 {
-    size_t n = 0, m = 0;
-    for (char **e = environ; e && *e; e++)
+    ps->base_env = env;
+}
+
+static size_t env_len(char *const *v)
+{
+    size_t n = 0;
+    for (; v && *v; v++)
         n++;
-    for (char *const *o = over; o && *o; o++)
-        m++;
-    char **env = xcalloc(n + m + 1, sizeof(char *));
+    return n;
+}
+
+/* Returns a new NULL-terminated array (xfree; entries borrowed): the daemon's environment,
+ * then the late-bound base, then the request's overrides, each layer winning over the
+ * ones before it. */
+static char **build_env(char *const *base, char *const *over)
+{
+    char **env = xcalloc(env_len(environ) + env_len(base) + env_len(over) + 1, sizeof(char *));
     size_t k = 0;
     for (char **e = environ; e && *e; e++)
-        if (!env_overridden(*e, over))
+        if (!env_overridden(*e, over) && !env_overridden(*e, base))
             env[k++] = *e;
+    for (char *const *b = base; b && *b; b++)
+        if (!env_overridden(*b, over))
+            env[k++] = *b;
     for (char *const *o = over; o && *o; o++)
         env[k++] = *o;
     return env;
@@ -388,7 +401,8 @@ static int spawn_attrs(posix_spawnattr_t *at)
     return -r;
 }
 
-static int do_spawn(const struct sbd_proc_spec *spec, const struct fds *f, pid_t *ret)
+static int do_spawn(const struct sbd_procs *ps, const struct sbd_proc_spec *spec,
+                    const struct fds *f, pid_t *ret)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -399,7 +413,7 @@ static int do_spawn(const struct sbd_proc_spec *spec, const struct fds *f, pid_t
         (void)posix_spawn_file_actions_destroy(&fa);
         return r;
     }
-    char **env = build_env(spec->env);
+    char **env = build_env(ps->base_env, spec->env);
     pid_t pid;
     r = -posix_spawnp(&pid, spec->argv[0], &fa, &at, spec->argv, env);
     xfree(env);
@@ -500,7 +514,7 @@ int sbd_proc_start(struct sbd_procs *ps, const struct sbd_proc_spec *spec,
     int r = open_fds(&f, spec);
     pid_t pid = -1;
     if (r == 0)
-        r = do_spawn(spec, &f, &pid);
+        r = do_spawn(ps, spec, &f, &pid);
     if (r < 0) {
         fds_close(&f);
         return r;

@@ -62,6 +62,11 @@ struct sbd_proc *sbd_procs_find(struct sbd_procs *ps, uint32_t id);
 /** Returns a new JSON array describing every process. */
 json_t *sbd_procs_list(const struct sbd_procs *ps);
 
+/** Sets the environment layered over the daemon's for processes started from now on
+ * (late-bound configuration): NULL-terminated "NAME=value" entries, borrowed until the
+ * next call; NULL clears it. A spec's own env still overrides it. */
+void sbd_procs_set_base_env(struct sbd_procs *ps, char *const *env);
+
 /** Starts a process; ops and ctx receive its events (ops borrowed, must be static). Returns
  * 0 with *ret borrowed (valid until the exit callback returns), -EAGAIN at the process cap,
  * -ESHUTDOWN, -ENOENT / -EACCES / -ENOEXEC (the command could not be executed), or another

@@ -18,6 +18,7 @@ struct sbd_config {
     const char *root;            /* confinement root and default cwd (created 0755) */
     const char *legacy_root;     /* root of the legacy endpoints; NULL: root */
     const char *token;           /* bearer token; NULL or "": no authentication */
+    const char *config_token;    /* token of PUT /v1/config/env; NULL or "": disabled */
     const char *metadata_prefix; /* env prefix served by /v1/metadata */
     uint64_t max_upload;         /* one uploaded file */
     size_t max_body;             /* a buffered request body (JSON, stdin) */

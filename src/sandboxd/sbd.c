@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/activity.h"
+#include "sandboxd/config_env.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
@@ -178,6 +179,7 @@ static int register_routes(struct sbd *d)
     r |= sbd__activity_register(d);
     r |= sbd__files_register(d);
     r |= sbd__procs_register(d);
+    r |= sbd__config_env_register(d);
     if (d->cfg.legacy_port >= 0)
         r |= sbd__legacy_register(d);
     return r < 0 ? -EINVAL : 0;
@@ -221,6 +223,7 @@ int sbd_new(uv_loop_t *loop, const struct sbd_config *cfg, struct sbd **ret)
     d->router = http_router_new();
     d->legacy_router = http_router_new();
     d->metadata = build_metadata(d->metadata_prefix);
+    d->config_env = sbd_config_env_new(cfg->config_token);
     int r = sbd_setup(d);
     if (r < 0) {
         /* Servers that did start close when the loop next runs; d is freed then. */
@@ -288,6 +291,7 @@ void sbd_free(struct sbd *d)
     http_server_free(d->server);
     http_server_free(d->legacy);
     sbd_procs_free(d->procs);
+    sbd_config_env_free(d->config_env);
     http_router_free(d->router);
     http_router_free(d->legacy_router);
     sbd_root_free(d->root);

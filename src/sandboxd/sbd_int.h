@@ -27,6 +27,7 @@ struct sbd {
     struct http_router *router, *legacy_router;
     struct http_server *server, *legacy;
     struct sbd_procs *procs;
+    struct sbd_config_env *config_env; /* late-bound env (config_env.c) */
     json_t *metadata;
     usec_t started;
     usec_t last_activity; /* monotonic time of the last API request (activity.c) */
