@@ -13,7 +13,8 @@
 # Archives live in $AS_IMAGES_CACHE (default .cache/images).
 #
 # Runtime image hook: the files of $AS_RUNTIME_EXTRA_DIR (default images/runtime/extra,
-# if it exists) are added as a top layer, e.g. usr/local/bin/sandboxd.
+# if it exists) are added as a top layer, e.g. usr/local/bin/sandboxd. With sandboxd there,
+# the image runs it by default (--root /workspace) as the unprivileged user sandbox (1000).
 source "$(dirname "$0")/../hack/lib.sh"
 source "$ROOT/images/lib.sh"
 
@@ -56,7 +57,7 @@ runtime_base() {
 	local mirror pkgs key dir layer
 	mirror=$(debian_mirror)
 	pkgs=$(grep -v '^#' "$ROOT/images/runtime/packages.txt" | xargs | tr ' ' ,)
-	key=$(printf '%s\n' "$RUNTIME_SUITE" "$mirror" "$pkgs" minbase-v1 | sha256sum | cut -c1-16)
+	key=$(printf '%s\n' "$RUNTIME_SUITE" "$mirror" "$pkgs" minbase-v2 | sha256sum | cut -c1-16)
 	dir=$IMAGES_CACHE/runtime-rootfs-$key
 	layer=$IMAGES_CACHE/runtime-base-$key.tar
 	if [ -s "$layer" ]; then echo "$layer"; return; fi
@@ -69,6 +70,10 @@ runtime_base() {
 	rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/* "$dir"/var/log/*.log
 	: >"$dir/etc/resolv.conf"
 	echo agent-sandbox >"$dir/etc/hostname"
+	# The unprivileged user sandboxes run as (uid/gid 1000), home and workspace /workspace.
+	chroot "$dir" groupadd -g 1000 sandbox &&
+		chroot "$dir" useradd -u 1000 -g 1000 -d /workspace -m -s /bin/bash sandbox ||
+		die "cannot add the sandbox user to the runtime image"
 	oci_rootfs_layer "$layer" "$dir" || die "runtime base layer failed"
 	rm -rf "$dir"
 	# Keep only the current base layer.
@@ -88,11 +93,18 @@ build_runtime() {
 		layers+=("$IMAGES_CACHE/runtime-extra.tar")
 		stamp="$stamp $(oci_sha256 "$IMAGES_CACHE/runtime-extra.tar")"
 	fi
+	# With sandboxd in the extra layer it is the default command, as the unprivileged user.
+	local cmd='["python3"]' user=""
+	if [ -x "$RUNTIME_EXTRA_DIR/usr/local/bin/sandboxd" ]; then
+		cmd='["/usr/local/bin/sandboxd","--root","/workspace"]'
+		user=1000:1000
+	fi
+	stamp="$stamp $cmd $user"
 	if [ -s "$out" ] && [ "$(cat "$out.stamp" 2>/dev/null)" = "$stamp" ]; then
 		echo "$out"
 		return
 	fi
-	oci_image "$out" "$RUNTIME_REF" null '["python3"]' "$BUILD_ENV" "${layers[@]}" ||
+	OCI_USER=$user oci_image "$out" "$RUNTIME_REF" null "$cmd" "$BUILD_ENV" "${layers[@]}" ||
 		die "runtime image failed"
 	echo "$stamp" >"$out.stamp"
 	echo "$out"

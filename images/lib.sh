@@ -54,9 +54,11 @@ oci_image() {
 			'{mediaType: "application/vnd.oci.image.layer.v1.tar", digest: $d, size: $s}')")
 	done
 	jq -cn --argjson ep "$entrypoint" --argjson cmd "$cmd" --argjson env "$env" \
+		--arg user "${OCI_USER:-}" \
 		--argjson diffs "$(oci_json_array "${diffs[@]}")" \
 		'{architecture: "amd64", os: "linux",
-		  config: {Entrypoint: $ep, Cmd: $cmd, Env: $env, WorkingDir: "/"},
+		  config: ({Entrypoint: $ep, Cmd: $cmd, Env: $env, WorkingDir: "/"}
+		           + (if $user == "" then {} else {User: $user} end)),
 		  rootfs: {type: "layers", diff_ids: $diffs}}' >"$work/config.json"
 	oci_blob_add "$work" config.json cfg
 	jq -cn --arg cd "sha256:$cfg_digest" --argjson cs "$cfg_size" \

@@ -81,7 +81,7 @@ run_py() { # SANDBOX CODE: stdout of python3 -c CODE, through the router
 }
 
 cleanup() {
-	k delete sandbox e2e-basic e2e-store --ignore-not-found --wait=false >/dev/null 2>&1
+	k delete sandbox e2e-basic e2e-store e2e-image --ignore-not-found --wait=false >/dev/null 2>&1
 	k delete sandboxclaim -l agent-sandbox.test/e2e=true --ignore-not-found >/dev/null 2>&1
 	k delete namespace "$OTHER_NS" --ignore-not-found --wait=false >/dev/null 2>&1
 	k delete pv "e2e-store-$$" --ignore-not-found --wait=false >/dev/null 2>&1
@@ -117,6 +117,26 @@ check "a sandbox outside the user's namespace: 403" test "$(curl -s -o /dev/null
 	-H "X-Sandbox-Namespace: $OTHER_NS" -H 'X-Sandbox-Port: 8080' "$ROUTER/v1/health")" = 403
 check "API server pod proxy reaches sandboxd" \
 	test "$(k get --raw "/api/v1/namespaces/$NS/pods/e2e-basic:8080/proxy/v1/health" | jq -r .status)" = ok
+
+# --- the runtime image on its own: sandboxd is the default command, non-root ----------
+cat <<YAML | k apply -f - >/dev/null
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: e2e-image, namespace: $NS}
+spec:
+  podTemplate:
+    spec:
+      containers:
+      - name: sandbox
+        image: localhost/agent-sandbox/runtime:dev
+        imagePullPolicy: Never
+        readinessProbe: {httpGet: {path: /v1/health, port: 8080}, periodSeconds: 1}
+YAML
+check "the runtime image serves sandboxd without a command" \
+	poll 120 k wait --for=condition=Ready sandbox/e2e-image --timeout=1s
+check "and runs it as the unprivileged user (uid 1000)" \
+	test "$(run_py e2e-image 'import os; print(os.getuid())')" = 1000
+k delete sandbox e2e-image --wait=false >/dev/null
 
 # --- persistent storage across pod loss, suspend and resume -------------------------
 # A PersistentVolume on this host (no dynamic provisioner on the local cluster), bound
@@ -155,7 +175,7 @@ check "data survives pod deletion" test "$(run_py e2e-store 'print(open("/worksp
 k patch sandbox e2e-store --type=merge -p '{"spec":{"operatingMode":"Suspended"}}' >/dev/null
 pod_gone() { ! k get pod e2e-store >/dev/null 2>&1; }
 check "suspend deletes the pod" poll 60 pod_gone
-check "suspend keeps the PVC" k get pvc workspace-e2e-store -o name
+check "suspend keeps the PVC" eval "k get pvc workspace-e2e-store -o name >/dev/null"
 check "Suspended condition is True" poll 30 test "$(k get sandbox e2e-store \
 	-o jsonpath='{.status.conditions[?(@.type=="Suspended")].status}')" = True
 k patch sandbox e2e-store --type=merge -p '{"spec":{"operatingMode":"Running"}}' >/dev/null
