@@ -351,6 +351,18 @@ static int start_events(struct ctrl_manager *m)
     return 0;
 }
 
+static void start_idle(struct ctrl_manager *m)
+{
+    struct idle_ctrl_opts io = {.client = m->opts.client,
+                                .events = m->events,
+                                .metrics = m->met.reg,
+                                .probe_port = m->opts.idle_probe_port,
+                                .probe = m->opts.idle_probe,
+                                .probe_ctx = m->opts.idle_probe_ctx};
+    m->idle = idle_ctrl_new(&io);
+    m->rec.idle = m->idle;
+}
+
 int ctrl_manager_start(struct ctrl_manager *m)
 {
     struct wq_opts qo = {.name = CTRL_NAME, .metrics = &m->wq_ops};
@@ -376,6 +388,8 @@ int ctrl_manager_start(struct ctrl_manager *m)
         r = start_informers(m);
     if (r >= 0)
         m->rec.events = m->events;
+    if (r >= 0)
+        start_idle(m);
     if (r >= 0)
         r = ctrl__servers_start(m);
     if (r < 0)
@@ -480,6 +494,7 @@ void ctrl_manager_free(struct ctrl_manager *m)
     for (int i = 0; i < CTRL_INF_COUNT; i++)
         kube_informer_free(m->inf[i]);
     events_recorder_free(m->events);
+    idle_ctrl_free(m->idle);
     wq_free(m->queue);
     metrics_registry_free(m->met.reg);
     for (int i = 0; i < 2; i++)

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "controller/ext_ctrl.h"
+#include "controller/idle_ctrl.h"
 #include "kube/err.h"
 
 struct kube_client;
@@ -34,6 +35,11 @@ struct ctrl_opts {
     bool events;              /* record Events (off in some tests) */
     bool extensions;          /* run the SandboxTemplate/WarmPool/Claim controllers */
     struct ext_opts ext;      /* their options (copied; strings borrowed until start) */
+    /* Idle auto-suspend: sandboxd's port (0: 8080) and the activity probe (NULL: GET
+     * /v1/activity over HTTP; tests inject one). */
+    uint16_t idle_probe_port;
+    idle_probe_fn *idle_probe;
+    void *idle_probe_ctx;
 };
 
 /** Creates a stopped manager (copies opts; the client is borrowed). Returns 0 and

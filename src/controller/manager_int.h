@@ -37,6 +37,8 @@ struct ctrl_manager {
     struct wq *queue;
     struct sb_reconciler rec;
     struct ext_ctrl *ext; /* extensions controllers, or NULL */
+    /* idle auto-suspend */
+    struct idle_ctrl *idle;
     struct events_recorder *events;
     struct lease_elector *elector;
     struct http_server_thread *metrics_srv, *health_srv;

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "controller/idle_ctrl.h"
 #include "controller/sandbox_desired.h"
 #include "controller/sandbox_int.h"
 #include "controller/sandbox_names.h"
@@ -209,13 +210,16 @@ static int reconcile_children(struct sb_pass *p, struct sb_result *res, usec_t d
     p->obs.errors = p->errors.len ? buf_str(&p->errors) : NULL;
     now_text(now, sizeof(now));
     st = sb_status_build(&p->obs, now);
+    idle_status_adjust(p->sb, st);
     r = write_status(p, st);
-    json_decref(st);
     if (deadline) {
         usec_t wall = clock_wall_now();
         /* An exact timer, not a poll: wake up when the Sandbox expires. */
         res->requeue_after = deadline > wall ? deadline - wall : 1;
     }
+    if (r >= 0 && p->ret >= 0 && p->r->idle)
+        (void)idle_ctrl_check(p->r->idle, p->sb, st, &res->requeue_after);
+    json_decref(st);
     if (p->ret < 0)
         return p->ret;
     return r;

@@ -15,6 +15,7 @@
 struct kube_client;
 struct kube_store;
 struct events_recorder;
+struct idle_ctrl;
 
 /** Name of the index by controller ownerReference UID that the Pod, Service and PVC
  * stores must carry (kube_index_controller_uid). */
@@ -28,6 +29,7 @@ struct sb_reconciler {
     struct kube_store *pvcs;        /* borrowed: PVC cache */
     struct events_recorder *events; /* borrowed; NULL: no Events */
     const char *cluster_domain;     /* borrowed; NULL: cluster.local */
+    struct idle_ctrl *idle;         /* borrowed; NULL: no idle auto-suspend */
 };
 
 struct sb_result {
