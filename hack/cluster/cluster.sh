@@ -16,6 +16,7 @@
 #   images                rebuild (cached) and import the local images into the running
 #                         cluster's containerd when they changed (e.g. a new sandboxd in
 #                         $AS_RUNTIME_EXTRA_DIR)
+#   ctr ARGS...           run ctr against the cluster's containerd (namespace k8s.io)
 #   env                   print `export KUBECONFIG=...` (eval "$(... env)")
 #
 # State lives in $AS_CLUSTER_DIR (default .cache/cluster); admin kubeconfig:
@@ -28,7 +29,7 @@ source "$ROOT/hack/cluster/kwok.sh"
 
 CNI_BIN_DIR=${AS_CNI_BIN_DIR:-/usr/lib/cni}
 
-usage() { sed -n '2,25s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,26s/^# \{0,1\}//p' "$0"; }
 
 prereqs() {
 	[ "$(id -u)" = 0 ] || die "the local cluster needs root (bridge, iptables, mounts, containerd)"
@@ -292,6 +293,7 @@ kubeconfig)
 	;;
 kubectl) kubectl_ "$@" ;;
 images) images_up ;;
+ctr) ctr --address "$CONTAINERD_SOCK" -n k8s.io "$@" ;;
 env) echo "export KUBECONFIG=$KUBECONFIG_PATH" ;;
 -h | --help | help) usage ;;
 *) usage >&2; exit 2 ;;

@@ -192,13 +192,13 @@ check "deleting the sandbox garbage-collects its pod" poll 60 pod_gone
 pool_ready() { test "$(k get sandboxwarmpool python-pool -o jsonpath='{.status.readyReplicas}')" = 2; }
 check "the default warm pool is Ready" poll 120 pool_ready
 warm_uids=$(k get pods -l agents.x-k8s.io/warm-pool-sandbox -o jsonpath='{.items[*].metadata.uid}')
-claim() { # NAME [ENV-YAML]
+claim() { # NAME [SPEC-YAML] [POOL]
 	cat <<YAML | k apply -f - >/dev/null
 apiVersion: extensions.agents.x-k8s.io/v1beta1
 kind: SandboxClaim
 metadata: {name: $1, labels: {agent-sandbox.test/e2e: "true"}}
 spec:
-  warmPoolRef: {name: python-pool}
+  warmPoolRef: {name: ${3:-python-pool}}
 ${2:-}
 YAML
 }
@@ -222,6 +222,50 @@ check "the env claim got its env" \
 k delete sandboxclaim e2e-warm >/dev/null
 sandbox_gone() { ! k get sandbox "$sb" >/dev/null 2>&1; }
 check "deleting a claim deletes its sandbox" poll 60 sandbox_gone
+
+# --- an upstream-style template, unchanged: upstream's python-runtime image reference,
+# legacy API on 8888, readiness on GET /. Our runtime image (sandboxd serves the legacy
+# python-runtime API on 8888) stands in under that name: no registry is reachable here.
+UPSTREAM_IMAGE=us-central1-docker.pkg.dev/k8s-staging-images/agent-sandbox/python-runtime-sandbox:latest-main
+"$ROOT/hack/cluster/cluster.sh" ctr images tag --force localhost/agent-sandbox/runtime:dev \
+	"$UPSTREAM_IMAGE" >/dev/null
+cat <<YAML | k apply -f - >/dev/null
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxTemplate
+metadata: {name: e2e-upstream-style}
+spec:
+  podTemplate:
+    spec:
+      containers:
+      - name: python-runtime
+        image: $UPSTREAM_IMAGE
+        ports:
+        - containerPort: 8888
+        readinessProbe:
+          httpGet: {path: "/", port: 8888}
+          periodSeconds: 1
+        resources:
+          requests: {cpu: "250m", memory: "256Mi", ephemeral-storage: "256Mi"}
+      restartPolicy: "OnFailure"
+---
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxWarmPool
+metadata: {name: e2e-upstream-pool}
+spec:
+  replicas: 1
+  sandboxTemplateRef: {name: e2e-upstream-style}
+YAML
+claim e2e-upstream "" e2e-upstream-pool
+check "an upstream-style template's claim becomes Ready" \
+	poll 120 k wait --for=condition=Ready sandboxclaim/e2e-upstream --timeout=1s
+up_sb=$(k get sandboxclaim e2e-upstream -o jsonpath='{.status.sandbox.name}')
+check "upstream's python-runtime API (/execute) works through the router" test "$(curl -sS \
+	-X POST -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+	-d '{"command":"python3 -c \"print(6*7)\""}' \
+	"$ROUTER/s/$NS/$up_sb/8888/execute" | jq -r .stdout)" = 42
+k delete sandboxclaim e2e-upstream --wait=false >/dev/null
+k delete sandboxwarmpool e2e-upstream-pool --wait=false >/dev/null
+k delete sandboxtemplate e2e-upstream-style --wait=false >/dev/null
 
 echo
 echo "e2e: $passed passed, $failed failed"
