@@ -30,6 +30,7 @@ struct up_conn {
     struct up_conn *prev, *next; /* pool list of its key */
     int handles;
     bool closing, pooled, reused;
+    bool reading;  /* read callbacks armed (kept on across pool moves: no epoll churn) */
     size_t queued; /* bytes handed to uv_write, not yet written */
     enum up_owner owner_kind;
     void *owner;

@@ -69,6 +69,22 @@ static void complete(struct px *x)
     proxy__px_finish(x);
 }
 
+/* The whole body arrived with the head (the common small answer): head and body leave
+ * in one write. */
+static int respond_whole(struct px *x)
+{
+    size_t n = (size_t)x->body_left;
+    int r = http_respond(x->req, x->status, NULL, x->in.data, n);
+    if (r < 0)
+        return r;
+    x->bytes_out += n;
+    x->body_left = 0;
+    buf_consume(&x->in, n);
+    x->resp_done = true;
+    proxy__px_finish(x);
+    return 0;
+}
+
 static int start_response(struct px *x)
 {
     x->status = x->head->status;
@@ -86,6 +102,8 @@ static int start_response(struct px *x)
         return r;
     case HTTP_BODY_LENGTH:
         x->body_left = x->head->content_length;
+        if (x->body_left <= x->in.len)
+            return respond_whole(x);
         return http_resp_start_length(x->req, x->status, NULL, x->body_left);
     case HTTP_BODY_CHUNKED:
         http_chunked_init(&x->chunked);

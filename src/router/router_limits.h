@@ -10,7 +10,7 @@
 #define LIMIT_ROUTER_TUNNEL_IDLE     (3600 * USEC_PER_SEC) /* upgraded tunnel, no byte */
 #define LIMIT_ROUTER_SHUTDOWN_GRACE  (30 * USEC_PER_SEC)   /* drain budget */
 #define LIMIT_ROUTER_POOL_IDLE       (30 * USEC_PER_SEC)   /* idle pooled upstream conn */
-#define LIMIT_ROUTER_POOL_PER_HOST   16                    /* idle conns per ip:port */
+#define LIMIT_ROUTER_POOL_PER_HOST   128                   /* idle conns per ip:port */
 #define LIMIT_ROUTER_POOL_TOTAL      1024                  /* idle conns in all */
 #define LIMIT_ROUTER_UPSTREAM_HEAD   (64u * 1024)          /* an upstream response head */
 #define LIMIT_ROUTER_UPSTREAM_QUEUE  (1u * 1024 * 1024)    /* bytes queued to one upstream */

@@ -154,9 +154,13 @@ int upconn_read(struct up_conn *u, bool on)
 {
     if (u->closing)
         return -EPIPE;
-    if (!on)
-        return uv_read_stop((uv_stream_t *)&u->tcp);
-    return uv_read_start((uv_stream_t *)&u->tcp, on_alloc, on_read);
+    if (on == u->reading)
+        return 0;
+    int r = on ? uv_read_start((uv_stream_t *)&u->tcp, on_alloc, on_read)
+               : uv_read_stop((uv_stream_t *)&u->tcp);
+    if (r >= 0)
+        u->reading = on;
+    return r;
 }
 
 static void on_write(uv_write_t *wr, int status)
@@ -214,8 +218,7 @@ void upconn_release(struct up_conn *u)
     for (struct up_conn *c = head; c; c = c->next)
         n++;
     if (u->closing || p->shutting_down || n >= p->o.pool_per_host ||
-        p->pooled >= LIMIT_ROUTER_POOL_TOTAL || upconn_read(u, false) < 0 ||
-        upconn_read(u, true) < 0) {
+        p->pooled >= LIMIT_ROUTER_POOL_TOTAL || upconn_read(u, true) < 0) {
         upconn_close(u);
         return;
     }
@@ -238,8 +241,7 @@ struct up_conn *upconn_take(struct proxy *p, const char *ip, uint16_t port)
         return NULL;
     pool_unlink(u);
     (void)uv_timer_stop(&u->timer);
-    (void)upconn_read(u, false);
-    u->reused = true;
+    u->reused = true; /* still reading: its next bytes go to the new owner */
     return u;
 }
 
