@@ -74,6 +74,7 @@ struct http_conn {
     size_t queued; /* bytes handed to uv_write and not yet completed */
     bool reading, read_eof, closing, keep_alive, in_process, resp_complete, idle_timer;
     bool upgrading; /* http_req_upgrade: no more HTTP reads; the socket is being handed over */
+    char peer[48];  /* client address, looked up once (http_req_peer); "" until then */
 };
 
 struct http_post_item {

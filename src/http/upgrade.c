@@ -165,12 +165,22 @@ int http_req_peer(const struct http_req *req, char *out, size_t size)
 {
     if (!req->conn)
         return -EPIPE;
-    struct sockaddr_storage ss;
-    int len = sizeof(ss);
-    int r = uv_tcp_getpeername(&req->conn->tcp, (struct sockaddr *)&ss, &len);
-    if (r < 0)
-        return r;
-    if (ss.ss_family == AF_INET)
-        return uv_ip4_name((struct sockaddr_in *)&ss, out, size);
-    return uv_ip6_name((struct sockaddr_in6 *)&ss, out, size);
+    struct http_conn *c = req->conn;
+    if (!c->peer[0]) { /* once per connection: a syscall per request is measurable */
+        struct sockaddr_storage ss;
+        int len = sizeof(ss);
+        int r = uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len);
+        if (r >= 0)
+            r = ss.ss_family == AF_INET
+                    ? uv_ip4_name((struct sockaddr_in *)&ss, c->peer, sizeof(c->peer))
+                    : uv_ip6_name((struct sockaddr_in6 *)&ss, c->peer, sizeof(c->peer));
+        if (r < 0) {
+            c->peer[0] = '\0';
+            return r;
+        }
+    }
+    if (strlen(c->peer) >= size)
+        return -ENOSPC;
+    memcpy(out, c->peer, strlen(c->peer) + 1);
+    return 0;
 }
