@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 )
 
@@ -158,13 +159,19 @@ func errWriterDone(err error) error {
 type fileWriter struct {
 	pw   *io.PipeWriter
 	done chan error
+	once sync.Once
+	err  error
 }
 
 func (w *fileWriter) Write(b []byte) (int, error) { return w.pw.Write(b) }
 
+// Close ends the upload and returns its result (the same result on every call).
 func (w *fileWriter) Close() error {
-	_ = w.pw.Close()
-	return <-w.done
+	w.once.Do(func() {
+		_ = w.pw.Close()
+		w.err = <-w.done
+	})
+	return w.err
 }
 
 // List lists the directory at path ("" or "/" is the root), sorted by name.

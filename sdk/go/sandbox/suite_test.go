@@ -370,6 +370,20 @@ func suiteFileStreams(t *testing.T, sb *Sandbox) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := w.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := io.WriteString(w, "late"); err == nil {
+		t.Error("Write after Close succeeded")
+	}
+	bad, err := f.Create(ctx, "s") // a directory: the upload fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(bad, "x")
+	if err := bad.Close(); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Create over a directory: Close = %v", err)
+	}
 	if b, err := f.ReadFile(ctx, "s/created.txt"); err != nil || string(b) != "line\nline\nline\n" {
 		t.Errorf("created file %q %v", b, err)
 	}
