@@ -111,6 +111,10 @@ func NewClient(opts Options) (*Client, error) {
 	return c, nil
 }
 
+// CloseIdleConnections closes the idle data-plane connections (the Kubernetes client's
+// pool is client-go's). A Client needs no other clean-up.
+func (c *Client) CloseIdleConnections() { c.conn.hc.CloseIdleConnections() }
+
 // Namespace is the client's namespace.
 func (c *Client) Namespace() string { return c.ns }
 

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,7 +22,7 @@ import (
 
 // sandboxdBinary finds a built sandboxd: $AS_SANDBOXD, else build/*/sandboxd of the
 // repository.
-func sandboxdBinary(t *testing.T) string {
+func sandboxdBinary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("AS_SANDBOXD"); p != "" {
 		return p
@@ -39,7 +40,7 @@ func sandboxdBinary(t *testing.T) string {
 	return ""
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,7 +51,7 @@ func freePort(t *testing.T) int {
 }
 
 // startSandboxd runs sandboxd on 127.0.0.1 with a temporary root; it stops with the test.
-func startSandboxd(t *testing.T) int {
+func startSandboxd(t testing.TB) int {
 	t.Helper()
 	bin := sandboxdBinary(t)
 	port := freePort(t)
@@ -86,7 +87,7 @@ func startSandboxd(t *testing.T) int {
 }
 
 // forwarder is a reverse proxy to sandboxd that checks what a mode must send.
-func forwarder(t *testing.T, sbdPort int, check func(r *http.Request) (path string, err error)) *httptest.Server {
+func forwarder(t testing.TB, sbdPort int, check func(r *http.Request) (path string, err error)) *httptest.Server {
 	target, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", sbdPort))
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -147,7 +148,7 @@ func podProxyCheck(port int) func(r *http.Request) (string, error) {
 
 // localSandbox builds a client in mode with a fake Kubernetes API that holds a Ready
 // Sandbox "sb" (pod "sb-pod", IP 127.0.0.1) served by a local sandboxd.
-func localSandbox(t *testing.T, mode Mode) *Sandbox {
+func localSandbox(t testing.TB, mode Mode) *Sandbox {
 	t.Helper()
 	port := startSandboxd(t)
 	k := newFakeKube()
@@ -176,6 +177,48 @@ func TestLocalSandboxd(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			dataPlaneSuite(t, localSandbox(t, mode))
 		})
+	}
+}
+
+// TestLocalNoLeaks: after every call of the suite, nothing of the SDK keeps running.
+func TestLocalNoLeaks(t *testing.T) {
+	sb := localSandbox(t, ModeDirect)
+	_ = sb.Health(testCtx(t))
+	sb.c.CloseIdleConnections()
+	base := countGoroutines()
+	dataPlaneSuite(t, sb)
+	sb.c.CloseIdleConnections()
+	waitGoroutines(t, base)
+}
+
+func BenchmarkLocalRun(b *testing.B) {
+	for _, mode := range []Mode{ModeDirect, ModeRouter, ModePodProxy} {
+		b.Run(string(mode), func(b *testing.B) {
+			sb := localSandbox(b, mode)
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := sb.Run(ctx, "true"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkLocalFileRoundTrip1MiB(b *testing.B) {
+	sb := localSandbox(b, ModeDirect)
+	ctx := context.Background()
+	data := make([]byte, 1<<20)
+	b.SetBytes(2 << 20)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := sb.Files().WriteFile(ctx, "bench.bin", data); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := sb.Files().ReadFile(ctx, "bench.bin"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -234,7 +277,7 @@ func TestStreamEdgeCases(t *testing.T) {
 }
 
 // handleFor is a handle whose data plane is srv in direct mode.
-func handleFor(t *testing.T, srv *httptest.Server) *Sandbox {
+func handleFor(t testing.TB, srv *httptest.Server) *Sandbox {
 	t.Helper()
 	u, _ := url.Parse(srv.URL)
 	port, _ := strconv.Atoi(u.Port())

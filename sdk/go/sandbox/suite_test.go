@@ -29,7 +29,7 @@ func dataPlaneSuite(t *testing.T, sb *Sandbox) {
 	t.Run("FileStreams", func(t *testing.T) { suiteFileStreams(t, sb) })
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
