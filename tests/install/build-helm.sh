@@ -25,10 +25,17 @@ if [ ! -x "$HELM_BIN/helm" ]; then
 			{ cat "$dir/tidy.log" >&2; die "go mod tidy (helm) failed"; }
 		touch "$dir/.ready"
 	fi
+	# helm's default Kubernetes version (helm template, lint) is that of its client-go,
+	# as helm's own Makefile sets it.
+	kv=$(cd "$dir" && GOFLAGS=-mod=mod go list -m -f '{{.Version}}' k8s.io/client-go) ||
+		die "cannot find helm's k8s.io/client-go version"
+	kv=${kv#v0.}
 	log "building helm $HELM_VERSION (a few minutes the first time)"
 	start=$(date +%s)
 	(cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
-		-ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+		-ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${kv%%.*}" \
 		-o "$HELM_BIN/helm.tmp" helm.sh/helm/v3/cmd/helm) >&2 || die "helm build failed"
 	mv "$HELM_BIN/helm.tmp" "$HELM_BIN/helm"
 	log "helm built in $(($(date +%s) - start))s"

@@ -1,0 +1,194 @@
+# The in-cluster end to end on the local cluster (docs/local-cluster.md). Sourced by run.sh.
+# shellcheck shell=bash
+
+E2E_NS=as-install-e2e
+CLUSTER=$ROOT/hack/cluster/cluster.sh
+
+# e2e_refuse_if_host_stack: fails with a message while `make up`'s host processes run.
+e2e_refuse_if_host_stack() {
+	local st
+	st=$("$ROOT/hack/stack.sh" status 2>/dev/null)
+	if grep -qE '^(agent-sandbox-controller|sandbox-router) +running' <<<"$st"; then
+		cat >&2 <<MSG
+tests/install/run.sh e2e: refusing to run: the host stack of \`make up\` is running
+$(grep -E '^(agent-sandbox-controller|sandbox-router) ' <<<"$st")
+An in-cluster controller would reconcile the same objects as the host one. Stop the host
+processes first (make down; the cluster itself may stay up), or run only the checks that
+need no node: tests/install/run.sh static
+MSG
+		return 1
+	fi
+}
+
+# e2e_images: the runtime image with sandboxd, and the controller and router images, in
+# the cluster's containerd.
+e2e_images() {
+	local extra=$WORK/runtime-extra
+	cmake --preset release >/dev/null &&
+		cmake --build --preset release --target sandboxd >/dev/null || return 1
+	mkdir -p "$extra/usr/local/bin"
+	cmp -s "$ROOT/build/release/sandboxd" "$extra/usr/local/bin/sandboxd" ||
+		install -m 0755 "$ROOT/build/release/sandboxd" "$extra/usr/local/bin/sandboxd"
+	AS_RUNTIME_EXTRA_DIR=$extra "$CLUSTER" images >/dev/null || return 1
+	"$ROOT/images/components.sh" import >/dev/null
+}
+
+e2e_leader() { k -n "$SYS_NS" get lease "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+e2e_ctrl_pods() {
+	k -n "$SYS_NS" get pods -l app=agent-sandbox-controller \
+		--field-selector=status.phase=Running -o jsonpath='{.items[*].metadata.name}'
+}
+# e2e_leader_is_pod [NOT]: the Lease holder is a running controller pod (other than NOT).
+e2e_leader_is_pod() {
+	local h p
+	h=$(e2e_leader)
+	for p in $(e2e_ctrl_pods); do
+		[ "$p" != "${1:-}" ] || continue
+		case $h in "${p}_"*) return 0 ;; esac
+	done
+	return 1
+}
+
+e2e_workload() {
+	k create namespace "$E2E_NS" >/dev/null 2>&1
+	k -n "$E2E_NS" apply -f - >/dev/null <<'YAML'
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxTemplate
+metadata: {name: python}
+spec:
+  podTemplate:
+    spec:
+      automountServiceAccountToken: false
+      securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, runAsNonRoot: true}
+      containers:
+      - name: sandbox
+        image: localhost/agent-sandbox/runtime:dev
+        imagePullPolicy: Never
+        command: [/usr/local/bin/sandboxd, --root, /workspace, --port, "8080", --legacy-port, "8888"]
+        env: [{name: HOME, value: /workspace}]
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /v1/health, port: 8080}, periodSeconds: 1}
+        volumeMounts: [{name: workspace, mountPath: /workspace}]
+      volumes: [{name: workspace, emptyDir: {}}]
+---
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxWarmPool
+metadata: {name: python-pool}
+spec: {replicas: 1, sandboxTemplateRef: {name: python}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: user}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: sandbox-user}
+rules: [{apiGroups: [agents.x-k8s.io], resources: [sandboxes], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: sandbox-user}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sandbox-user}
+subjects: [{kind: ServiceAccount, name: user}]
+YAML
+}
+
+e2e_claim() { # NAME: creates a claim on the pool
+	k -n "$E2E_NS" apply -f - >/dev/null <<YAML
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxClaim
+metadata: {name: $1}
+spec: {warmPoolRef: {name: python-pool}}
+YAML
+}
+
+# e2e_run SANDBOX CODE: stdout of python3 -c CODE, through the router Service's ClusterIP.
+e2e_run() {
+	curl -sS --max-time 30 -X POST -H "Authorization: Bearer $E2E_TOKEN" \
+		-H 'content-type: application/json' \
+		-d "$(jq -cn --arg c "$2" '{command: ["python3", "-c", $c]}')" \
+		"http://$ROUTER_IP:8080/s/$E2E_NS/$1/8080/v1/processes/run" | jq -r .stdout
+}
+
+e2e_install() {
+	CRDS_BEFORE=$(k get crd sandboxes.agents.x-k8s.io -o name 2>/dev/null)
+	check "install.yaml applies" eval \
+		"k apply --server-side --field-manager=install-e2e -f '$ROOT/install.yaml' >'$WORK/e2e-apply.log' 2>&1"
+	k -n "$SYS_NS" scale deployment agent-sandbox-controller --replicas=2 >/dev/null
+	check "controller Deployment (2 replicas) rolls out" \
+		k -n "$SYS_NS" rollout status deployment/agent-sandbox-controller --timeout=180s
+	check "router Deployment rolls out" k -n "$SYS_NS" rollout status deployment/sandbox-router --timeout=180s
+	check "one controller pod holds the Lease" poll 60 e2e_leader_is_pod
+	check "controller pods run as 65532 with a read-only root" eval \
+		"[ \"\$(k -n $SYS_NS get pods -l app=agent-sandbox-controller -o jsonpath='{.items[0].spec.securityContext.runAsUser}')\" = 65532 ]"
+}
+
+e2e_claims() {
+	local sb
+	e2e_workload
+	check "the warm pool becomes Ready" poll 180 eval \
+		"[ \"\$(k -n $E2E_NS get sandboxwarmpool python-pool -o jsonpath='{.status.readyReplicas}')\" = 1 ]"
+	e2e_claim first
+	check "a claim from the pool becomes Ready" \
+		poll 120 k -n "$E2E_NS" wait --for=condition=Ready sandboxclaim/first --timeout=1s
+	sb=$(k -n "$E2E_NS" get sandboxclaim first -o jsonpath='{.status.sandbox.name}')
+	ROUTER_IP=$(k -n "$SYS_NS" get service sandbox-router-svc -o jsonpath='{.spec.clusterIP}')
+	E2E_TOKEN=$(k -n "$E2E_NS" create token user)
+	check "a command runs through the in-cluster router (Service $ROUTER_IP:8080)" \
+		eval "[ \"\$(e2e_run '$sb' 'print(6*7)')\" = 42 ]"
+	check "the router refuses a request without a token (401)" \
+		http_is 401 "http://$ROUTER_IP:8080/s/$E2E_NS/$sb/8080/v1/health"
+}
+
+e2e_failover() {
+	local old holder sb
+	holder=$(e2e_leader)
+	old=${holder%_*}
+	k -n "$SYS_NS" delete pod "$old" --wait=false >/dev/null
+	check "after the leader pod is deleted, the other replica takes the Lease" poll 90 e2e_leader_is_pod "$old"
+	e2e_claim second
+	check "a claim made after the fail-over becomes Ready" \
+		poll 180 k -n "$E2E_NS" wait --for=condition=Ready sandboxclaim/second --timeout=1s
+	sb=$(k -n "$E2E_NS" get sandboxclaim second -o jsonpath='{.status.sandbox.name}')
+	check "and runs a command through the router" eval "[ \"\$(e2e_run '$sb' 'print(7*6)')\" = 42 ]"
+}
+
+# e2e_leftovers: what of the install (and the test) still exists.
+e2e_leftovers() {
+	{
+		[ -n "$CRDS_BEFORE" ] || k get crd -o name | grep -e 'agents.x-k8s.io' || true
+		k get namespace "$SYS_NS" "$E2E_NS" -o name 2>/dev/null || true
+		k get clusterroles,clusterrolebindings -o name | grep -e agent-sandbox -e sandbox-router || true
+		k get pods -A -l 'app in (agent-sandbox-controller,sandbox-router)' -o name || true
+	}
+}
+
+e2e_uninstall() {
+	k delete namespace "$E2E_NS" --timeout=180s >/dev/null 2>&1
+	if [ -n "$CRDS_BEFORE" ]; then
+		info "the CRDs existed before the test (make up?): uninstalling all but the CRDs"
+		yaml_docs -v "$ROOT/install.yaml" CustomResourceDefinition >"$WORK/install-no-crds.yaml"
+		check "uninstall (all but the CRDs) succeeds" eval \
+			"k delete -f '$WORK/install-no-crds.yaml' --timeout=180s >'$WORK/e2e-delete.log' 2>&1"
+	else
+		check "kubectl delete -f install.yaml succeeds" eval \
+			"k delete -f '$ROOT/install.yaml' --timeout=180s >'$WORK/e2e-delete.log' 2>&1"
+	fi
+	if poll 180 eval '[ -z "$(e2e_leftovers)" ]'; then
+		ok "uninstall leaves nothing behind"
+	else
+		not_ok "uninstall leaves nothing behind" "$(e2e_leftovers | xargs)"
+	fi
+}
+
+run_e2e() {
+	"$CLUSTER" up >/dev/null || { not_ok "the local cluster is up"; return; }
+	KUBECONFIG=$("$CLUSTER" kubeconfig)
+	export KUBECONFIG
+	e2e_refuse_if_host_stack || { not_ok "host stack not running"; return; }
+	check "images (runtime, controller, router) are in the cluster's containerd" e2e_images
+	e2e_install
+	e2e_claims
+	e2e_failover
+	[ -n "${AS_INSTALL_KEEP:-}" ] || e2e_uninstall
+}

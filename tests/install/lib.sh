@@ -1,0 +1,114 @@
+# Helpers shared by tests/install/run.sh, static.sh and e2e.sh. Source it.
+# shellcheck shell=bash disable=SC2034
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+KUBECTL=${KUBECTL:-$ROOT/.cache/bin/kubectl}
+WORK=${AS_INSTALL_WORK:-$ROOT/.cache/install-tests}
+LEASE=a3317529.agent-sandbox.x-k8s.io
+SYS_NS=agent-sandbox-system
+CTRL_SA=system:serviceaccount:$SYS_NS:agent-sandbox-controller
+ROUTER_SA=system:serviceaccount:$SYS_NS:sandbox-router
+passed=0 failed=0 skipped=0
+T0=$SECONDS
+PIDS=()
+
+k() { "$KUBECTL" "$@"; }
+ok() {
+	passed=$((passed + 1))
+	echo "ok   - $1 [$((SECONDS - T0))s]"
+}
+not_ok() {
+	failed=$((failed + 1))
+	echo "FAIL - $1${2:+: $2}"
+}
+skip() {
+	skipped=$((skipped + 1))
+	echo "skip - $1${2:+: $2}"
+}
+check() { # NAME CMD...
+	local name=$1
+	shift
+	if "$@"; then ok "$name"; else not_ok "$name"; fi
+}
+check_not() { # NAME CMD...: passes when CMD fails
+	local name=$1
+	shift
+	if "$@"; then not_ok "$name"; else ok "$name"; fi
+}
+# poll SECONDS CMD...: retries CMD every 0.2 s until it succeeds.
+poll() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.2
+	done
+}
+info() { printf '# %s\n' "$*"; }
+
+# free_port START: the first port >= START nothing on 127.0.0.1 listens on.
+free_port() {
+	local p=$1
+	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+	echo "$p"
+}
+
+# http_code URL [curl args...]: the HTTP status (000 when unreachable).
+http_code() {
+	local u=$1
+	shift
+	curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@" "$u" 2>/dev/null || true
+}
+http_is() { [ "$(http_code "${@:2}")" = "$1" ]; } # CODE URL [curl args...]
+
+# unpack_image ARCHIVE DIR: the root file system of a one-manifest OCI archive.
+unpack_image() {
+	local a=$1 d=$2 t m l
+	t=$(mktemp -d)
+	tar -xf "$a" -C "$t" || return 1
+	m=$(jq -r '.manifests[0].digest' "$t/index.json" | cut -d: -f2)
+	mkdir -p "$d"
+	for l in $(jq -r '.layers[].digest' "$t/blobs/sha256/$m" | cut -d: -f2); do
+		tar -xf "$t/blobs/sha256/$l" -C "$d" || return 1
+	done
+	rm -rf "$t"
+}
+
+# bg LOG CMD...: runs CMD in the background (own session), records its pid.
+bg() {
+	local log=$1
+	shift
+	setsid "$@" >"$log" 2>&1 </dev/null &
+	PIDS+=($!)
+}
+# stop_bg: SIGTERM to each, SIGKILL after 40 s (the router drains for up to 30 s).
+stop_bg() {
+	local p t0=$SECONDS
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do
+		while [ -d "/proc/$p" ] && [ $((SECONDS - t0)) -lt 40 ]; do sleep 0.1; done
+		kill -KILL "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	[ $((SECONDS - t0)) -lt 5 ] || info "background processes took $((SECONDS - t0)) s to stop"
+	PIDS=()
+}
+
+# yaml_docs FILE KIND...: the documents of FILE whose kind is (not, with -v) in KIND...
+yaml_docs() {
+	python3 - "$@" <<'PY'
+import sys, yaml
+args = sys.argv[1:]
+invert = args[0] == "-v"
+if invert:
+    args = args[1:]
+path, kinds = args[0], set(args[1:])
+docs = [d for d in yaml.safe_load_all(open(path)) if d]
+out = [d for d in docs if (d.get("kind") in kinds) != invert]
+sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False))
+PY
+}
+
+summary() { # SUITE
+	echo
+	[ "$skipped" -eq 0 ] || echo "$1: $skipped skipped"
+	echo "$1: $passed passed, $failed failed"
+}

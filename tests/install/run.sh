@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install tests. Prints "N passed, N failed"; exits non-zero on failure.
+#
+#   tests/install/run.sh [static|e2e|all]     (default all)
+#
+# static  no node needed, never touches the shared local cluster: install.yaml and the
+#         chart CRDs current; install.yaml applied to a private API server
+#         (hack/apiserver.sh with state in .cache/install-tests/apiserver, ports from
+#         17443/13379); least-privilege RBAC (kubectl auth can-i); the controller and
+#         router images run in a chroot as 65532 with in-cluster config and the installed
+#         RBAC (ready, Lease, a warm pool's Sandboxes and Pods, router auth 401/403/503,
+#         nothing forbidden); APF classification of real requests (config/apf); the Helm
+#         chart (helm template | kubectl apply --dry-run=server, same RBAC and APF as
+#         config/); uninstall leaves nothing.
+# e2e     the in-cluster end to end on the local cluster (hack/cluster/cluster.sh):
+#         images imported into its containerd, install.yaml applied, controller (2
+#         replicas, leader election and fail-over) and router as pods, a claim from a
+#         warm pool Ready and a command run through the router Service, uninstall leaves
+#         nothing. Refuses to run while `make up`'s host controller/router run (they
+#         would reconcile the same objects): `make down` first.
+#
+# Env: AS_INSTALL_KEEP=1 keeps the private API server (and, for e2e, the install).
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$ROOT/tests/install/static.sh"
+source "$ROOT/tests/install/e2e.sh"
+BIN_CACHE_HELM=${AGENT_SANDBOX_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox/bin}/helm-${HELM_VERSION:-v3.19.5}/helm
+
+mode=${1:-all}
+case $mode in
+static | e2e | all) ;;
+*) sed -n '2,24s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+esac
+[ "$(id -u)" = 0 ] || { echo "tests/install/run.sh needs root (chroot, the local cluster)" >&2; exit 2; }
+mkdir -p "$WORK"
+trap stop_bg EXIT
+
+if [ "$mode" = e2e ] || [ "$mode" = all ]; then
+	e2e_refuse_if_host_stack || exit 3
+fi
+[ "$mode" = e2e ] || run_static
+[ "$mode" = static ] || run_e2e
+summary install
+[ "$failed" -eq 0 ]

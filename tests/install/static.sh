@@ -1,0 +1,304 @@
+# The install checks that need no node: rendering, a private API server (hack/apiserver.sh
+# with its own state dir and ports), the real images run with in-cluster config under the
+# installed RBAC (chroot, as 65532), APF classification, the Helm chart, uninstall.
+# Sourced by run.sh after lib.sh.
+# shellcheck shell=bash
+
+APISERVER_DIR=${AS_INSTALL_APISERVER_DIR:-$WORK/apiserver}
+TEST_NS=as-install-static
+
+apiserver() {
+	AS_APISERVER_DIR=$APISERVER_DIR AS_APISERVER_PORT=${AS_INSTALL_APISERVER_PORT:-17443} \
+		AS_ETCD_PORT=${AS_INSTALL_ETCD_PORT:-13379} "$ROOT/hack/apiserver.sh" "$@"
+}
+
+static_render() {
+	check "install.yaml and the chart CRDs are current (hack/render-install.sh --check)" \
+		"$ROOT/hack/render-install.sh" --check
+	local d
+	for d in apf prometheus; do
+		check "config/$d builds" eval "k kustomize '$ROOT/config/$d' >/dev/null"
+	done
+	check "--registry/--tag re-point both images" eval \
+		"[ \"\$('$ROOT/hack/render-install.sh' --stdout --registry reg.example/x --tag v9 |
+			grep -c 'image: reg.example/x/\(agent-sandbox-controller\|sandbox-router\):v9')\" = 2 ]"
+	check "install.yaml: objects and pod security" python3 "$ROOT/tests/install/check_manifests.py" \
+		"$ROOT/install.yaml"
+}
+
+static_apply() {
+	check "server-side dry-run of the namespace and CRDs" eval \
+		"yaml_docs '$ROOT/install.yaml' Namespace CustomResourceDefinition |
+			k apply --server-side --dry-run=server -f - >/dev/null"
+	check "install.yaml applies (server-side)" eval \
+		"k apply --server-side --field-manager=install-test -f '$ROOT/install.yaml' >'$WORK/apply.log' 2>&1"
+	check "CRDs are Established" eval "k wait >/dev/null --for condition=established --timeout=60s \
+		crd/sandboxes.agents.x-k8s.io crd/sandboxtemplates.extensions.agents.x-k8s.io \
+		crd/sandboxclaims.extensions.agents.x-k8s.io crd/sandboxwarmpools.extensions.agents.x-k8s.io"
+	check "a second apply changes nothing (kubectl diff is empty)" eval \
+		"k diff --server-side --field-manager=install-test -f '$ROOT/install.yaml' >/dev/null"
+}
+
+# can AS VERB RESOURCE [NS] [extra args]
+can() { k auth can-i "$2" "$3" --as="$1" ${4:+-n "$4"} "${@:5}" >/dev/null 2>&1; }
+
+static_rbac() {
+	local c=$CTRL_SA r=$ROUTER_SA
+	check "controller may patch and delete sandboxes" eval "can $c patch sandboxes.agents.x-k8s.io default && can $c delete sandboxes.agents.x-k8s.io default"
+	check "controller may PUT sandboxes/status" can "$c" update sandboxes.agents.x-k8s.io default --subresource=status
+	check "controller may create and delete pods and services" eval "can $c create pods x && can $c delete services x"
+	check "controller may create sandboxes and patch claims (extensions)" eval \
+		"can $c create sandboxes.agents.x-k8s.io x && can $c patch sandboxclaims.extensions.agents.x-k8s.io x"
+	check "controller may manage NetworkPolicies" can "$c" delete networkpolicies.networking.k8s.io x
+	check "controller may get/update its Lease and create Leases in $SYS_NS" eval \
+		"can $c update leases.coordination.k8s.io/$LEASE $SYS_NS && can $c create leases.coordination.k8s.io $SYS_NS"
+	check_not "controller may not read secrets" can "$c" get secrets x
+	check_not "controller may not exec into pods" can "$c" create pods x --subresource=exec
+	check_not "controller may not delete PVCs" can "$c" delete persistentvolumeclaims x
+	check_not "controller may not update another Lease" can "$c" update leases.coordination.k8s.io/other "$SYS_NS"
+	check_not "controller may not take a Lease outside $SYS_NS" can "$c" update "leases.coordination.k8s.io/$LEASE" kube-system
+	check_not "controller may not create templates, pools or claims" eval \
+		"can $c create sandboxtemplates.extensions.agents.x-k8s.io x || can $c create sandboxwarmpools.extensions.agents.x-k8s.io x || can $c create sandboxclaims.extensions.agents.x-k8s.io x"
+	check "router may list and watch sandboxes and review tokens and access" eval \
+		"can $r list sandboxes.agents.x-k8s.io '' --all-namespaces && can $r watch sandboxes.agents.x-k8s.io x && can $r create tokenreviews.authentication.k8s.io && can $r create subjectaccessreviews.authorization.k8s.io"
+	check_not "router may not read pods, secrets or claims, nor write sandboxes" eval \
+		"can $r get pods x || can $r get secrets x || can $r list sandboxclaims.extensions.agents.x-k8s.io x || can $r patch sandboxes.agents.x-k8s.io x"
+}
+
+# sa_root NAME ARCHIVE SA: unpacks the image and mounts a service-account token like the
+# kubelet does (token, ca.crt, namespace) under /var/run/secrets/kubernetes.io/serviceaccount.
+sa_root() {
+	local root=$WORK/root-$1 sa
+	sa=$root/var/run/secrets/kubernetes.io/serviceaccount
+	rm -rf "$root"
+	unpack_image "$2" "$root" || return 1
+	mkdir -p "$sa"
+	k -n "$SYS_NS" create token "$3" --duration=2h >"$sa/token" || return 1
+	cp "$APISERVER_DIR/pki/ca.crt" "$sa/ca.crt"
+	printf '%s' "$SYS_NS" >"$sa/namespace"
+	chmod 0644 "$sa"/*
+	echo "$root"
+}
+
+# in_pod ROOT CMD...: CMD inside ROOT as 65532:65532 with the in-cluster environment.
+in_pod() { "${POD[@]}" "$@"; }
+
+static_images() {
+	local archives
+	archives=$("$ROOT/images/components.sh" build) || { not_ok "controller and router images build"; return 1; }
+	ok "controller and router images build (docker-free, scratch base)"
+	CTRL_ARCHIVE=$(grep agent-sandbox-controller <<<"$archives")
+	ROUTER_ARCHIVE=$(grep sandbox-router <<<"$archives")
+	API_PORT=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}' | sed 's/.*://')
+	CHROOT=$(command -v chroot) || { not_ok "chroot found"; return 1; }
+	POD=(env -i KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT="$API_PORT"
+		"$CHROOT" --userspec=65532:65532)
+	if ! CTRL_ROOT=$(sa_root controller "$CTRL_ARCHIVE" agent-sandbox-controller) ||
+		! ROUTER_ROOT=$(sa_root router "$ROUTER_ARCHIVE" sandbox-router); then
+		not_ok "image roots with service-account tokens"
+		return 1
+	fi
+	check "the images hold only the binary, its libraries and /etc, /tmp" eval \
+		"[ -z \"\$(cd '$CTRL_ROOT' && ls -d * | grep -v -x -e etc -e lib -e lib64 -e tmp -e usr -e var)\" ]"
+	check "the controller image runs as non-root (--version)" eval \
+		"in_pod '$CTRL_ROOT' /usr/local/bin/agent-sandbox-controller --version | grep -q 'agent-sandbox-controller, version'"
+	check "the router image runs as non-root (--version)" eval \
+		"in_pod '$ROUTER_ROOT' /usr/local/bin/sandbox-router --version | grep -q 'sandbox-router'"
+}
+
+static_controller() {
+	local hp mp
+	hp=$(free_port 27081) && mp=$(free_port $((hp + 1)))
+	k create namespace "$TEST_NS" >/dev/null 2>&1
+	# No service-account controller runs here: the pods' "default" SA is made by hand.
+	k -n "$TEST_NS" create serviceaccount default >/dev/null 2>&1
+	bg "$WORK/controller.log" "${POD[@]}" "$CTRL_ROOT" /usr/local/bin/agent-sandbox-controller \
+		--leader-election-namespace="$SYS_NS" --health-probe-bind-address="127.0.0.1:$hp" \
+		--metrics-bind-address="127.0.0.1:$mp"
+	if ! poll 60 http_is 200 "http://127.0.0.1:$hp/readyz"; then
+		not_ok "controller (in-cluster config, installed RBAC) becomes ready" "$(tail -5 "$WORK/controller.log")"
+		return 1
+	fi
+	ok "controller (in-cluster config, installed RBAC) becomes ready"
+	check "controller holds the Lease" poll 30 eval \
+		"k -n $SYS_NS get lease $LEASE -o jsonpath='{.spec.holderIdentity}' | grep -q ."
+	k -n "$TEST_NS" apply -f - >/dev/null <<'YAML'
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxTemplate
+metadata: {name: python}
+spec:
+  podTemplate:
+    spec:
+      containers: [{name: sandbox, image: localhost/agent-sandbox/runtime:dev}]
+---
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxWarmPool
+metadata: {name: python-pool}
+spec: {replicas: 2, sandboxTemplateRef: {name: python}}
+YAML
+	check "a warm pool's Sandboxes and Pods get created under that RBAC" poll 60 eval \
+		"[ \"\$(k -n $TEST_NS get pods -o name | wc -l)\" = 2 ] && [ \"\$(k -n $TEST_NS get sandboxes -o name | wc -l)\" = 2 ]"
+	check "the template's managed NetworkPolicy is created" poll 30 eval \
+		"[ -n \"\$(k -n $TEST_NS get networkpolicies -o name)\" ]"
+	check "controller metrics are served" eval "curl -fsS -o '$WORK/metrics.txt' 'http://127.0.0.1:$mp/metrics' && grep -q '^# TYPE' '$WORK/metrics.txt'"
+	check_not "no request of the controller was forbidden" grep -qi -e forbidden -e ' 403' \
+		-e 'not permitted' "$WORK/controller.log"
+}
+
+static_router() {
+	local rp hp tok_user tok_other
+	rp=$(free_port 27180) && hp=$(free_port $((rp + 1)))
+	bg "$WORK/router.log" "${POD[@]}" "$ROUTER_ROOT" /usr/local/bin/sandbox-router \
+		--http-bind-address="127.0.0.1:$rp" --health-probe-bind-address="127.0.0.1:$hp"
+	if ! poll 60 http_is 200 "http://127.0.0.1:$hp/readyz"; then
+		not_ok "router (in-cluster config, installed RBAC) becomes ready" "$(tail -5 "$WORK/router.log")"
+		return 1
+	fi
+	ok "router (in-cluster config, installed RBAC) becomes ready"
+	k -n "$TEST_NS" create serviceaccount user >/dev/null
+	k -n "$TEST_NS" create serviceaccount other >/dev/null
+	k -n "$TEST_NS" create role sandbox-get --verb=get --resource=sandboxes.agents.x-k8s.io >/dev/null
+	k -n "$TEST_NS" create rolebinding sandbox-get --role=sandbox-get --serviceaccount="$TEST_NS:user" >/dev/null
+	tok_user=$(k -n "$TEST_NS" create token user) && tok_other=$(k -n "$TEST_NS" create token other)
+	local sb url
+	sb=$(k -n "$TEST_NS" get sandboxes -o jsonpath='{.items[0].metadata.name}')
+	url="http://127.0.0.1:$rp/s/$TEST_NS/$sb/8080/v1/health"
+	check "router: no token is 401" http_is 401 "$url"
+	check "router: TokenReview + SubjectAccessReview deny a stranger (403)" \
+		http_is 403 "$url" -H "Authorization: Bearer $tok_other"
+	check "router: an allowed user reaches the lookup (503: sandbox has no pod IP here)" \
+		http_is 503 "$url" -H "Authorization: Bearer $tok_user"
+	check_not "no request of the router to the API server was forbidden" grep -qi -e forbidden \
+		-e 'not permitted' "$WORK/router.log"
+}
+
+# flow_schema TOKEN METHOD PATH [curl args]: name of the FlowSchema the request matched.
+flow_schema() {
+	local tok=$1 m=$2 p=$3 uid
+	shift 3
+	uid=$(curl -sk -o /dev/null -D - -X "$m" -H "Authorization: Bearer $tok" \
+		--cacert "$APISERVER_DIR/pki/ca.crt" "https://127.0.0.1:$API_PORT$p" "$@" |
+		tr -d '\r' | awk -F': ' 'tolower($1) == "x-kubernetes-pf-flowschema-uid" {print $2}')
+	k get flowschemas -o json | jq -r --arg u "$uid" '.items[] | select(.metadata.uid == $u) | .metadata.name'
+}
+
+static_apf() {
+	check "config/apf applies" eval "k apply --server-side -k '$ROOT/config/apf' >/dev/null"
+	local ct rt patch='-H content-type:application/merge-patch+json -d {}'
+	ct=$(cat "$CTRL_ROOT/var/run/secrets/kubernetes.io/serviceaccount/token")
+	rt=$(cat "$ROUTER_ROOT/var/run/secrets/kubernetes.io/serviceaccount/token")
+	local claims=/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/$TEST_NS/sandboxclaims
+	local sbs=/apis/agents.x-k8s.io/v1beta1/namespaces/$TEST_NS/sandboxes
+	# shellcheck disable=SC2086 # $patch is split on purpose
+	check "APF: claim status patch -> agent-sandbox-critical" eval \
+		"[ \"\$(flow_schema '$ct' PATCH $claims/x/status $patch)\" = agent-sandbox-critical ]"
+	check "APF: sandbox adoption patch -> agent-sandbox-critical" eval \
+		"[ \"\$(flow_schema '$ct' PATCH $sbs/x $patch)\" = agent-sandbox-critical ]"
+	check "APF: Lease update -> agent-sandbox-critical" eval \
+		"[ \"\$(flow_schema '$ct' GET /apis/coordination.k8s.io/v1/namespaces/$SYS_NS/leases/$LEASE)\" = agent-sandbox-critical ]"
+	check "APF: refill create -> agent-sandbox-bulk" eval \
+		"[ \"\$(flow_schema '$ct' POST $sbs -H content-type:application/json -d '{}')\" = agent-sandbox-bulk ]"
+	check "APF: pod list -> agent-sandbox-bulk" eval \
+		"[ \"\$(flow_schema '$ct' GET /api/v1/pods?limit=1)\" = agent-sandbox-bulk ]"
+	check "APF: events -> agent-sandbox-events" eval \
+		"[ \"\$(flow_schema '$ct' POST /api/v1/namespaces/$TEST_NS/events -H content-type:application/json -d '{}')\" = agent-sandbox-events ]"
+	check "APF: router TokenReview -> agent-sandbox-router" eval \
+		"[ \"\$(flow_schema '$rt' POST /apis/authentication.k8s.io/v1/tokenreviews -H content-type:application/json -d '{}')\" = agent-sandbox-router ]"
+	check "APF: router sandbox list -> agent-sandbox-router" eval \
+		"[ \"\$(flow_schema '$rt' GET /apis/agents.x-k8s.io/v1beta1/sandboxes?limit=1)\" = agent-sandbox-router ]"
+	check "APF: the two levels exist with their shares" eval \
+		"[ \"\$(k get prioritylevelconfigurations agent-sandbox-critical agent-sandbox-bulk \
+			-o jsonpath='{.items[*].spec.limited.nominalConcurrencyShares}')\" = '40 25' ]"
+}
+
+# helm_dry NAME ARGS...: helm template ARGS | kubectl apply --dry-run=server.
+helm_dry() {
+	local name=$1
+	shift
+	if "$HELM" template agent-sandbox "$ROOT/charts/agent-sandbox" -n "$SYS_NS" "$@" \
+		>"$WORK/helm-$name.yaml" 2>"$WORK/helm-$name.err" &&
+		k apply --server-side --force-conflicts --field-manager=helm-test --dry-run=server \
+			-f "$WORK/helm-$name.yaml" >>"$WORK/helm-$name.err" 2>&1; then
+		ok "helm template ($name) passes kubectl apply --dry-run=server"
+	else
+		not_ok "helm template ($name) passes kubectl apply --dry-run=server" "$(tail -3 "$WORK/helm-$name.err")"
+	fi
+}
+
+static_helm() {
+	HELM=${HELM:-$BIN_CACHE_HELM}
+	if [ ! -x "$HELM" ]; then
+		skip "Helm chart" "no helm binary ($HELM): tests/install/build-helm.sh builds it"
+		return 0
+	fi
+	check "helm lint" eval "'$HELM' lint '$ROOT/charts/agent-sandbox' >'$WORK/helm-lint.log' 2>&1"
+	helm_dry defaults --set image.tag=dev
+	check "chart defaults: inventory and pod security" python3 "$ROOT/tests/install/check_manifests.py" \
+		"$WORK/helm-defaults.yaml"
+	check "chart RBAC is identical to config/rbac and config/router" python3 \
+		"$ROOT/tests/install/check_manifests.py" --same-rbac "$ROOT/install.yaml" "$WORK/helm-defaults.yaml"
+	helm_dry options --set apf.enabled=true --set router.auth=none --set controller.replicas=2 \
+		--set controller.watchNamespace=team-a --set 'controller.allowedLabelDomains={a.example,b.example}' \
+		--set 'controller.extraArgs={--log-level=debug}' --set networkPolicy.enabled=false \
+		--set crds.install=false --set controller.extensions=false --set image.registry=reg.example/x
+	check "options: flags reach the controller" eval "grep -q -e '--namespace=team-a' '$WORK/helm-options.yaml' &&
+		grep -q -e '--extensions=false' '$WORK/helm-options.yaml' && grep -q -e '\"--log-level=debug\"' '$WORK/helm-options.yaml' &&
+		grep -q 'allowed-label-domains: \"a.example,b.example\"' '$WORK/helm-options.yaml'"
+	check "options: router auth, images, no CRDs, no extensions RBAC, APF objects" eval \
+		"grep -q -e '--auth=none' '$WORK/helm-options.yaml' && grep -q 'image: reg.example/x/sandbox-router:0.1.0' '$WORK/helm-options.yaml' &&
+		! grep -q CustomResourceDefinition '$WORK/helm-options.yaml' && ! grep -q 'name: agent-sandbox-controller-extensions' '$WORK/helm-options.yaml' &&
+		[ \"\$(grep -c 'kind: FlowSchema' '$WORK/helm-options.yaml')\" = 4 ]"
+	check "chart APF objects equal config/apf (specs)" python3 - "$WORK/helm-options.yaml" \
+		"$ROOT/config/apf/flowcontrol.yaml" <<'PY'
+import sys, yaml
+def specs(p):
+    return {(d["kind"], d["metadata"]["name"]): d["spec"] for d in yaml.safe_load_all(open(p))
+            if d and d["kind"] in ("FlowSchema", "PriorityLevelConfiguration")}
+sys.exit(0 if specs(sys.argv[1]) == specs(sys.argv[2]) else 1)
+PY
+	check_not "router.auth must be tokenreview or none" eval "'$HELM' template x '$ROOT/charts/agent-sandbox' \
+		--set router.auth=open >/dev/null 2>&1"
+	check "ServiceMonitors render when enabled" eval "'$HELM' template x '$ROOT/charts/agent-sandbox' \
+		--set metrics.serviceMonitor.enabled=true | grep -c 'kind: ServiceMonitor' | grep -qx 2"
+}
+
+# leftovers: objects of the install that still exist (one per line).
+leftovers() {
+	{
+		k get crd -o name | grep -e 'agents.x-k8s.io' || true
+		k get namespace "$SYS_NS" "$TEST_NS" -o name 2>/dev/null || true
+		k get clusterroles,clusterrolebindings -o name | grep -e agent-sandbox -e sandbox-router || true
+		k get flowschemas,prioritylevelconfigurations -o name | grep agent-sandbox || true
+	}
+}
+
+static_uninstall() {
+	stop_bg
+	k delete namespace "$TEST_NS" --wait=false >/dev/null 2>&1
+	check "config/apf deletes" eval "k delete -k '$ROOT/config/apf' >/dev/null"
+	check "kubectl delete -f install.yaml succeeds" eval \
+		"k delete -f '$ROOT/install.yaml' --wait=true --timeout=120s >'$WORK/delete.log' 2>&1"
+	if poll 120 eval '[ -z "$(leftovers)" ]'; then
+		ok "uninstall leaves nothing behind"
+	else
+		not_ok "uninstall leaves nothing behind" "$(leftovers | xargs)"
+	fi
+}
+
+run_static() {
+	static_render
+	apiserver start >/dev/null || { not_ok "private API server starts"; return; }
+	KUBECONFIG=$(apiserver kubeconfig)
+	export KUBECONFIG
+	info "private API server: $KUBECONFIG"
+	leftovers | xargs -r k delete --wait=true >/dev/null 2>&1 || true
+	static_apply
+	static_rbac
+	if static_images; then
+		static_controller && static_router
+		static_apf
+	fi
+	static_helm
+	static_uninstall
+	[ -n "${AS_INSTALL_KEEP:-}" ] || apiserver stop --purge >/dev/null
+}
