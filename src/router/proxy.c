@@ -12,8 +12,10 @@
 #include "common/xalloc.h"
 #include "kube/obj.h"
 #include "kube/store.h"
+#include "router/activity_track.h"
 #include "router/authz.h"
 #include "router/proxy_int.h"
+#include "router/resume_gate.h"
 #include "router/router_limits.h"
 
 static void px_arm(struct px *x);
@@ -100,6 +102,21 @@ static void access_log(struct px *x, double secs)
     buf_done(&b);
 }
 
+/* Idle auto-suspend bookkeeping of a finished exchange. */
+static void idle_finish(struct px *x)
+{
+    char key[2 * ROUTE_NAME_MAX + 2];
+    if (x->held) {
+        resume_gate_cancel(x->p->o.resume, x->held);
+        x->held = NULL;
+    }
+    if (x->active) {
+        (void)snprintf(key, sizeof(key), "%s/%s", x->rt.ns, x->rt.name);
+        activity_end(x->p->o.activity, key);
+        x->active = false;
+    }
+}
+
 void proxy__px_finish(struct px *x)
 {
     if (x->finished)
@@ -108,6 +125,7 @@ void proxy__px_finish(struct px *x)
     struct proxy *p = x->p;
     p->inflight--;
     metric_dec(p->m.inflight, NULL);
+    idle_finish(x);
     double secs = (double)(clock_now() - x->start) / (double)USEC_PER_SEC;
     char code[8];
     (void)snprintf(code, sizeof(code), "%d", x->status);
@@ -342,6 +360,12 @@ bool proxy__px_retry(struct px *x)
 
 static void connect_upstream(struct px *x)
 {
+    if (!x->active && x->p->o.activity) {
+        char key[2 * ROUTE_NAME_MAX + 2];
+        (void)snprintf(key, sizeof(key), "%s/%s", x->rt.ns, x->rt.name);
+        activity_begin(x->p->o.activity, key);
+        x->active = true;
+    }
     x->up = upconn_take(x->p, x->ip, x->rt.port);
     if (x->up) {
         x->up->owner_kind = UP_PX;
@@ -415,10 +439,22 @@ static int check_sandbox(struct px *x, const json_t *obj, char *detail, size_t s
     return pick_ip(x, obj, detail, size);
 }
 
+static void resolve_and_go(struct px *x);
+
+static void on_resumed(void *ctx, int status, const char *detail)
+{
+    struct px *x = ctx;
+    x->held = NULL;
+    if (status)
+        proxy__px_fail(x, status, detail, "resume");
+    else
+        resolve_and_go(x);
+}
+
 static void resolve_and_go(struct px *x)
 {
     struct proxy *p = x->p;
-    char detail[256];
+    char detail[512];
     int status;
     if (p->o.synced && !p->o.synced(p->o.synced_ctx)) {
         (void)snprintf(detail, sizeof(detail), "The sandbox cache is not synced yet.");
@@ -426,8 +462,15 @@ static void resolve_and_go(struct px *x)
     } else {
         json_t *obj = kube_store_get_ns(p->o.store, x->rt.ns, x->rt.name);
         status = check_sandbox(x, obj, detail, sizeof(detail));
+        /* Not Ready: a Sandbox suspended by its idle policy is resumed and the request
+         * held until it is Ready (or answered 409 when the policy forbids it). */
+        bool held = status == 503 && p->o.resume &&
+                    resume_gate_hold(p->o.resume, obj, x->rt.ns, x->rt.name, on_resumed, x,
+                                     &x->held, &status, detail, sizeof(detail)) > 0;
         if (obj)
             json_decref(obj);
+        if (held)
+            return;
     }
     if (status) {
         proxy__px_fail(x, status, detail, NULL);

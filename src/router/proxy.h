@@ -12,7 +12,9 @@
 #include "common/clock.h"
 #include "http/server.h"
 
+struct activity_track;
 struct authz;
+struct resume_gate;
 struct kube_store;
 struct metrics_registry;
 struct proxy;
@@ -31,6 +33,10 @@ struct proxy_opts {
     usec_t pool_idle;                 /* 0: LIMIT_ROUTER_POOL_IDLE */
     size_t pool_per_host;             /* 0: LIMIT_ROUTER_POOL_PER_HOST */
     bool access_log;                  /* one logfmt line per proxied request */
+    /* Idle auto-suspend (borrowed; NULL: off): hold and resume suspended Sandboxes, and
+     * report per-Sandbox activity. */
+    struct resume_gate *resume;
+    struct activity_track *activity;
 };
 
 /** Creates the proxy on loop (borrowed). Returns a new object (free with proxy_free). */

@@ -102,6 +102,9 @@ struct px {
     int status;               /* for logs and metrics */
     const char *error_reason; /* upstream error class for metrics, or NULL */
     bool finished, authz_pending, authorized;
+    /* idle auto-suspend: the hold while the Sandbox resumes; counted as activity */
+    struct resume_waiter *held;
+    bool active;
 };
 
 void proxy__px_connected(struct px *x, int status);

@@ -15,8 +15,11 @@
 #include "http/server.h"
 #include "kube/informer.h"
 #include "kube/res.h"
+#include "router/activity_track.h"
 #include "router/authz.h"
 #include "router/proxy.h"
+#include "router/resume_gate.h"
+#include "router/resume_worker.h"
 #include "router/router_limits.h"
 
 struct router {
@@ -28,6 +31,10 @@ struct router {
     struct authz_reviewer reviewer;
     struct authz *authz;
     struct proxy *proxy;
+    /* idle auto-suspend: API writes, resume on traffic, activity reports */
+    struct resume_worker *worker;
+    struct resume_gate *resume;
+    struct activity_track *activity;
     struct metrics_registry *metrics;
     struct http_router *proxy_routes, *probe_routes;
     struct http_server *server, *probe;
@@ -75,6 +82,32 @@ static int start_informer(struct router *r)
     return rc;
 }
 
+static int start_idle(struct router *r)
+{
+    struct kube_store *store = kube_informer_store(r->informer);
+    int rc = resume_worker_new(&r->loop, &r->worker);
+    if (rc < 0)
+        return rc;
+    struct resume_gate_opts go = {
+        .store = store, .worker = r->worker, .client = r->o.client, .metrics = r->metrics};
+    struct activity_track_opts ao = {.store = store, .worker = r->worker, .client = r->o.client};
+    r->resume = resume_gate_new(&r->loop, &go);
+    r->activity = activity_track_new(&r->loop, &ao);
+    return 0;
+}
+
+/* After the proxy: the gate and tracker, then the worker (its pending completions
+ * free what the two left to it). */
+static void free_idle(struct router *r)
+{
+    resume_gate_free(r->resume);
+    activity_track_free(r->activity);
+    resume_worker_free(r->worker);
+    r->resume = NULL;
+    r->activity = NULL;
+    r->worker = NULL;
+}
+
 static int start_servers(struct router *r)
 {
     struct proxy_opts po = {.store = kube_informer_store(r->informer),
@@ -87,7 +120,9 @@ static int start_servers(struct router *r)
                             .idle_timeout = r->o.idle_timeout,
                             .proxy_timeout = r->o.proxy_timeout,
                             .tunnel_idle = r->o.tunnel_idle,
-                            .access_log = r->o.access_log};
+                            .access_log = r->o.access_log,
+                            .resume = r->resume,
+                            .activity = r->activity};
     r->proxy = proxy_new(&r->loop, &po);
     r->proxy_routes = http_router_new();
     r->probe_routes = http_router_new();
@@ -120,6 +155,7 @@ static void one_stopped(struct router *r)
     r->authz = NULL;
     proxy_free(r->proxy);
     r->proxy = NULL;
+    free_idle(r);
 }
 
 static void on_server_done(struct http_server *s, void *ctx)
@@ -178,6 +214,7 @@ static void teardown_partial(struct router *r)
         http_server_shutdown(r->probe, 0, on_partial_done, NULL);
     authz_free(r->authz);
     proxy_free(r->proxy);
+    free_idle(r);
     uv_close((uv_handle_t *)&r->stop_async, NULL);
     (void)uv_run(&r->loop, UV_RUN_DEFAULT);
     http_server_free(r->server);
@@ -215,6 +252,8 @@ int router_start(const struct router_opts *opts, struct router **ret)
     }
     if (rc >= 0)
         rc = start_informer(r);
+    if (rc >= 0)
+        rc = start_idle(r);
     if (rc >= 0)
         rc = start_servers(r);
     if (rc >= 0)

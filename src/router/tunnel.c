@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
+#include "router/activity_track.h"
 #include "router/proxy_int.h"
 #include "router/router_limits.h"
 
@@ -64,6 +65,7 @@ static void tunnel_close(struct tunnel *t)
     p->ntunnels--;
     metric_dec(p->m.tunnels, NULL);
     log_debug("tunnel closed\tsandbox=%s", t->sandbox);
+    activity_end(p->o.activity, t->sandbox);
     upconn_close(t->up);
     t->up = NULL;
     if (t->client_open)
@@ -251,6 +253,7 @@ static struct tunnel *tunnel_new(struct px *x)
     t->timer.data = t;
     t->handles = 2; /* the timer and the client handle (from the hand-over) */
     (void)snprintf(t->sandbox, sizeof(t->sandbox), "%s/%s", x->rt.ns, x->rt.name);
+    activity_begin(p->o.activity, t->sandbox); /* an open WebSocket keeps it awake */
     t->next = p->tunnels;
     if (p->tunnels)
         p->tunnels->prev = t;

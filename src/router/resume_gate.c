@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Resume on traffic: hold, patch once, forward when Ready (see resume_gate.h). */
+#include "router/resume_gate.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/map.h"
+#include "common/metrics.h"
+#include "common/xalloc.h"
+#include "kube/client.h"
+#include "kube/obj.h"
+#include "kube/res.h"
+#include "kube/store.h"
+#include "router/resume_limits.h"
+#include "router/resume_worker.h"
+#include "router/route.h"
+
+/* Set by the controller's idle suspension (same names as in controller/idle_policy.h;
+ * components share no headers). */
+#define ANN_SUSPENDED_GEN "agents.x-k8s.io/idle-suspended-generation"
+#define ANN_LAST_ACTIVITY "agents.x-k8s.io/last-activity"
+
+struct resume_waiter {
+    struct resume_waiter *prev, *next;
+    struct entry *e;
+    resume_wake_fn *fn;
+    void *ctx;
+    usec_t start;
+};
+
+struct entry {
+    struct resume_gate *g;
+    char ns[ROUTE_NAME_MAX + 1], name[ROUTE_NAME_MAX + 1];
+    struct resume_waiter *head;
+    size_t n;
+    usec_t first;           /* when the first request of this episode was held */
+    bool patching, patched; /* our patch is running / succeeded */
+    bool orphan;            /* removed from the map while patching: done frees it */
+    int patch_rc;
+    char err[256];
+};
+
+struct resume_gate {
+    struct resume_gate_opts o;
+    uv_timer_t timer;
+    struct map *entries; /* "ns/name" -> struct entry * */
+    size_t holding;
+    struct resume_gate_stats st;
+    struct metric *resumes, *resume_time, *held_now, *held_total;
+};
+
+/* ---- Classification -------------------------------------------------------------------- */
+
+static bool cond_is(const json_t *sb, const char *type, const char *status)
+{
+    const char *s = json_string_value(json_object_get(kube_obj_condition(sb, type), "status"));
+    return s && strcmp(s, status) == 0;
+}
+
+/* Ready=False reasons that mean "coming up" rather than "broken". */
+static bool starting(const json_t *sb)
+{
+    const json_t *c = kube_obj_condition(sb, "Ready");
+    const char *r = json_string_value(json_object_get(c, "reason"));
+    return !c || !r || strcmp(r, "DependenciesNotReady") == 0 ||
+           strcmp(r, "SandboxSuspended") == 0 || strcmp(r, "DependenciesReady") == 0;
+}
+
+enum resume_class resume_classify(const json_t *sb)
+{
+    const json_t *pol = kube_obj_path(sb, "spec.idlePolicy");
+    const char *mode = kube_obj_path_str(sb, "spec.operatingMode");
+    bool suspended = mode && strcmp(mode, "Suspended") == 0;
+    if (!sb || kube_obj_deleting(sb) || !json_is_object(pol))
+        return RESUME_PASS;
+    if (json_is_false(json_object_get(pol, "resumeOnTraffic")))
+        return suspended ? RESUME_REJECT : RESUME_PASS;
+    if (suspended)
+        return RESUME_WAKE;
+    if (cond_is(sb, "Ready", "True") && json_array_size(kube_obj_path(sb, "status.podIPs")) > 0)
+        return RESUME_PASS;
+    return starting(sb) ? RESUME_WAIT : RESUME_PASS;
+}
+
+/* ---- Patch ----------------------------------------------------------------------------- */
+
+int resume_patch_kube(void *ctx, const char *ns, const char *name, char *err, size_t size)
+{
+    char now[40];
+    struct kube_err e;
+    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
+    json_t *patch =
+        json_pack("{s:{s:{s:n, s:s}}, s:{s:s}}", "metadata", "annotations", ANN_SUSPENDED_GEN,
+                  ANN_LAST_ACTIVITY, now, "spec", "operatingMode", "Running");
+    int r = kube_patch(ctx, &KUBE_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
+    json_decref(patch);
+    if (r < 0)
+        (void)snprintf(err, size, "%s", e.message[0] ? e.message : "the resume patch failed");
+    return r;
+}
+
+static int patch_run(void *arg)
+{
+    struct entry *e = arg;
+    struct resume_gate *g = e->g;
+    return g->o.patch(g->o.patch_ctx, e->ns, e->name, e->err, sizeof(e->err));
+}
+
+static void entry_free(struct entry *e)
+{
+    xfree(e);
+}
+
+static void patch_done(void *arg, int rc)
+{
+    struct entry *e = arg;
+    e->patching = false;
+    if (e->orphan) {
+        entry_free(e);
+        return;
+    }
+    e->patch_rc = rc;
+    e->patched = rc >= 0;
+    struct resume_gate *g = e->g;
+    if (rc < 0) {
+        g->st.resume_errors++;
+        log_warn_errno(rc, "resume failed\tsandbox=%s/%s detail=\"%s\"", e->ns, e->name, e->err);
+    } else {
+        log_info("resuming sandbox on traffic\tsandbox=%s/%s held=%zu", e->ns, e->name, e->n);
+    }
+    if (g->resumes)
+        metric_inc(g->resumes, (const char *const[]){rc < 0 ? "error" : "ok"});
+}
+
+static void start_patch(struct resume_gate *g, struct entry *e)
+{
+    if (e->patching || e->patched)
+        return;
+    if (resume_worker_submit(g->o.worker, patch_run, patch_done, e) < 0) {
+        e->patch_rc = -EAGAIN;
+        (void)snprintf(e->err, sizeof(e->err), "too many API writes pending");
+        return;
+    }
+    e->patching = true;
+    g->st.resumes++;
+}
+
+/* ---- Waiters ---------------------------------------------------------------------------- */
+
+static void unlink_waiter(struct resume_waiter *w)
+{
+    struct entry *e = w->e;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        e->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+}
+
+/* Bookkeeping of one waiter leaving (already unlinked). */
+static void left(struct entry *e, const char *outcome)
+{
+    struct resume_gate *g = e->g;
+    e->n--;
+    g->holding--;
+    if (g->held_now)
+        metric_dec(g->held_now, NULL);
+    if (g->held_total)
+        metric_inc(g->held_total, (const char *const[]){outcome});
+}
+
+static void call(struct resume_waiter *w, int status, const char *detail)
+{
+    resume_wake_fn *fn = w->fn;
+    void *ctx = w->ctx;
+    xfree(w);
+    fn(ctx, status, detail);
+}
+
+/* Wakes every waiter of e. The list is detached first: a callback may hold again. */
+static void wake_all(struct entry *e, int status, const char *detail, const char *outcome)
+{
+    struct resume_waiter *list = e->head;
+    e->head = NULL;
+    while (list) {
+        struct resume_waiter *w = list;
+        list = w->next;
+        left(e, outcome);
+        call(w, status, detail);
+    }
+}
+
+static void wake_expired(struct entry *e, usec_t now)
+{
+    char d[256];
+    struct resume_waiter *w = e->head;
+    (void)snprintf(d, sizeof(d), "Sandbox %s/%s did not become ready within %llus of its resume.",
+                   e->ns, e->name, (unsigned long long)(e->g->o.hold_timeout / USEC_PER_SEC));
+    while (w) {
+        struct resume_waiter *next = w->next;
+        if (now - w->start >= e->g->o.hold_timeout) {
+            unlink_waiter(w);
+            e->g->st.timeouts++;
+            left(e, "timeout");
+            call(w, 504, d);
+        }
+        w = next;
+    }
+}
+
+/* ---- The poll ------------------------------------------------------------------------- */
+
+static bool ready(const json_t *sb)
+{
+    return cond_is(sb, "Ready", "True") && json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
+}
+
+/* One entry: forward when Ready (or no longer ours), fail on a failed patch, expire. */
+static void check_entry(struct resume_gate *g, struct entry *e, usec_t now)
+{
+    json_t *sb = kube_store_get_ns(g->o.store, e->ns, e->name);
+    enum resume_class c = sb ? resume_classify(sb) : RESUME_PASS;
+    char d[512];
+    if (sb && ready(sb)) {
+        if (g->resume_time)
+            metric_observe(g->resume_time, NULL, (double)(now - e->first) / (double)USEC_PER_SEC);
+        g->st.forwarded += e->n;
+        wake_all(e, 0, NULL, "forwarded");
+    } else if (c == RESUME_PASS || c == RESUME_REJECT) {
+        wake_all(e, 0, NULL, "released"); /* resolving again gives the right answer */
+    } else if (e->patch_rc < 0) {
+        (void)snprintf(d, sizeof(d), "Sandbox %s/%s is suspended and could not be resumed: %s",
+                       e->ns, e->name, e->err);
+        wake_all(e, 503, d, "error");
+    } else {
+        if (c == RESUME_WAKE && !e->patched)
+            start_patch(g, e);
+        wake_expired(e, now);
+    }
+    json_decref(sb);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    struct resume_gate *g = t->data;
+    usec_t now = clock_now();
+    struct map_iter it;
+    const char *key;
+    size_t klen;
+    void *v;
+    struct kube_strv gone = {0};
+    map_iter_init(&it, g->entries);
+    while (map_iter_next(&it, &key, &klen, &v)) {
+        struct entry *e = v;
+        if (e->head)
+            check_entry(g, e, now);
+        if (!e->head)
+            kube_strv_add(&gone, key);
+    }
+    for (size_t i = 0; i < gone.n; i++) {
+        struct entry *e = map_remove(g->entries, gone.v[i]);
+        if (e && e->patching)
+            e->orphan = true;
+        else if (e)
+            entry_free(e);
+    }
+    kube_strv_done(&gone);
+    if (map_len(g->entries) == 0)
+        (void)uv_timer_stop(&g->timer);
+}
+
+/* ---- Public ---------------------------------------------------------------------------- */
+
+struct resume_gate *resume_gate_new(uv_loop_t *loop, const struct resume_gate_opts *opts)
+{
+    static const char *const result[] = {"result", NULL}, *const outcome[] = {"outcome", NULL};
+    struct resume_gate *g = XNEW(struct resume_gate);
+    double b[14];
+    g->o = *opts;
+    if (!g->o.hold_timeout)
+        g->o.hold_timeout = LIMIT_ROUTER_RESUME_HOLD;
+    if (!g->o.max_per_sandbox)
+        g->o.max_per_sandbox = LIMIT_ROUTER_RESUME_PER_SANDBOX;
+    if (!g->o.max_total)
+        g->o.max_total = LIMIT_ROUTER_RESUME_TOTAL;
+    if (!g->o.patch) {
+        g->o.patch = resume_patch_kube;
+        g->o.patch_ctx = opts->client;
+    }
+    g->entries = map_new(NULL);
+    (void)uv_timer_init(loop, &g->timer);
+    g->timer.data = g;
+    if (opts->metrics) {
+        metrics_exp_buckets(0.05, 2, ARRAY_SIZE(b), b); /* 50 ms .. 410 s */
+        g->resumes = metrics_counter(opts->metrics, "sandbox_router_resumes_total",
+                                     "Resumes triggered by traffic, by result.", result);
+        g->resume_time =
+            metrics_histogram(opts->metrics, "sandbox_router_resume_seconds",
+                              "From the first held request to the resumed Sandbox being Ready.",
+                              NULL, b, ARRAY_SIZE(b));
+        g->held_now = metrics_gauge(opts->metrics, "sandbox_router_held_requests",
+                                    "Requests held while their Sandbox resumes.", NULL);
+        g->held_total = metrics_counter(opts->metrics, "sandbox_router_held_requests_total",
+                                        "Held requests by outcome.", outcome);
+    }
+    return g;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    struct resume_gate *g = h->data;
+    map_free(g->entries);
+    xfree(g);
+}
+
+void resume_gate_free(struct resume_gate *g)
+{
+    if (!g)
+        return;
+    struct map_iter it;
+    const char *key;
+    size_t klen;
+    void *v;
+    map_iter_init(&it, g->entries);
+    while (map_iter_next(&it, &key, &klen, &v)) {
+        struct entry *e = v;
+        wake_all(e, 503, "The router is shutting down.", "error");
+        if (e->patching)
+            e->orphan = true; /* the worker is freed after us: its done frees e */
+        else
+            entry_free(e);
+    }
+    map_clear(g->entries);
+    uv_close((uv_handle_t *)&g->timer, on_timer_closed);
+}
+
+static int refuse(struct resume_gate *g, int *status, char *detail, size_t size, const char *ns,
+                  const char *name)
+{
+    g->st.overflow++;
+    if (g->held_total)
+        metric_inc(g->held_total, (const char *const[]){"overflow"});
+    *status = 503;
+    (void)snprintf(detail, size,
+                   "Sandbox %s/%s is resuming and too many requests are already waiting; "
+                   "retry shortly.",
+                   ns, name);
+    return 0;
+}
+
+static struct entry *entry_get(struct resume_gate *g, const char *ns, const char *name)
+{
+    char key[2 * ROUTE_NAME_MAX + 2];
+    (void)snprintf(key, sizeof(key), "%s/%s", ns, name);
+    struct entry *e = map_get(g->entries, key);
+    if (e)
+        return e;
+    e = XNEW(struct entry);
+    e->g = g;
+    (void)snprintf(e->ns, sizeof(e->ns), "%s", ns);
+    (void)snprintf(e->name, sizeof(e->name), "%s", name);
+    e->first = clock_now();
+    (void)map_put(g->entries, key, e, NULL);
+    return e;
+}
+
+int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, const char *name,
+                     resume_wake_fn *fn, void *ctx, struct resume_waiter **ret_w, int *status,
+                     char *detail, size_t size)
+{
+    enum resume_class c = resume_classify(sb);
+    if (c == RESUME_PASS)
+        return 0;
+    if (c == RESUME_REJECT) {
+        g->st.rejected++;
+        *status = 409;
+        (void)snprintf(detail, size,
+                       "Sandbox %s/%s is suspended and its idle policy does not resume it on "
+                       "traffic (spec.idlePolicy.resumeOnTraffic is false); set "
+                       "spec.operatingMode to Running to resume it.",
+                       ns, name);
+        return 0;
+    }
+    if (g->holding >= g->o.max_total)
+        return refuse(g, status, detail, size, ns, name);
+    struct entry *e = entry_get(g, ns, name);
+    if (e->n >= g->o.max_per_sandbox)
+        return refuse(g, status, detail, size, ns, name);
+    if (!e->head) {
+        e->first = clock_now();
+        e->patch_rc = 0; /* a new episode: a failure of an old one is forgotten */
+    }
+    struct resume_waiter *w = XNEW(struct resume_waiter);
+    *w =
+        (struct resume_waiter){.e = e, .fn = fn, .ctx = ctx, .start = clock_now(), .next = e->head};
+    if (e->head)
+        e->head->prev = w;
+    e->head = w;
+    e->n++;
+    g->holding++;
+    g->st.held++;
+    if (g->held_now)
+        metric_inc(g->held_now, NULL);
+    if (c == RESUME_WAKE)
+        start_patch(g, e);
+    if (!uv_is_active((uv_handle_t *)&g->timer))
+        (void)uv_timer_start(&g->timer, on_tick, LIMIT_ROUTER_RESUME_POLL / USEC_PER_MSEC,
+                             LIMIT_ROUTER_RESUME_POLL / USEC_PER_MSEC);
+    *ret_w = w;
+    return 1;
+}
+
+void resume_gate_cancel(struct resume_gate *g, struct resume_waiter *w)
+{
+    (void)g;
+    unlink_waiter(w);
+    left(w->e, "cancelled");
+    xfree(w);
+}
+
+void resume_gate_stats(const struct resume_gate *g, struct resume_gate_stats *ret)
+{
+    *ret = g->st;
+    ret->holding = g->holding;
+}

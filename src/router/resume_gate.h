@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Resume on traffic: a request to a Sandbox that its idle policy (spec.idlePolicy)
+ * suspended is held while the router patches operatingMode back to Running (one patch
+ * per sandbox however many requests arrive) and watches its cache until the Sandbox is
+ * Ready; then every held request is forwarded. Holding is bounded in time and in
+ * count (per sandbox and in all). A policy with resumeOnTraffic=false answers 409.
+ *
+ * Threading: everything on the loop thread; the patch runs on a resume_worker. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "common/clock.h"
+
+struct kube_client;
+struct kube_store;
+struct metrics_registry;
+struct resume_worker;
+struct resume_gate;
+struct resume_waiter;
+
+/** What to do with a request to a Sandbox that is not Ready. */
+enum resume_class {
+    RESUME_PASS,   /* not ours: answer as without auto-resume (503/404) */
+    RESUME_REJECT, /* suspended and the policy forbids resume on traffic: 409 */
+    RESUME_WAKE,   /* suspended, resumable: patch to Running and hold */
+    RESUME_WAIT,   /* resuming or starting under an idle policy: hold */
+};
+
+/** Classifies sb (borrowed; NULL = not found). Pure. */
+enum resume_class resume_classify(const json_t *sb);
+
+/** Patches ns/name to operatingMode Running (worker thread). Returns 0 or negative,
+ * with a detail in err (size bytes). */
+typedef int resume_patch_fn(void *ctx, const char *ns, const char *name, char *err, size_t size);
+
+struct resume_gate_opts {
+    struct kube_store *store;         /* borrowed: Sandboxes */
+    struct resume_worker *worker;     /* borrowed: runs the patches */
+    struct kube_client *client;       /* borrowed; used by the default patch */
+    struct metrics_registry *metrics; /* borrowed; NULL: none */
+    usec_t hold_timeout;              /* 0: LIMIT_ROUTER_RESUME_HOLD */
+    size_t max_per_sandbox;           /* 0: LIMIT_ROUTER_RESUME_PER_SANDBOX */
+    size_t max_total;                 /* 0: LIMIT_ROUTER_RESUME_TOTAL */
+    resume_patch_fn *patch;           /* NULL: resume_patch_kube */
+    void *patch_ctx;
+};
+
+/** Called once for a held request: status 0 means "the Sandbox is Ready (or gone):
+ * resolve again"; otherwise an HTTP status with detail (borrowed for the call). */
+typedef void resume_wake_fn(void *ctx, int status, const char *detail);
+
+/** Returns a new gate on loop (borrowed); opts copied. Free with resume_gate_free. */
+struct resume_gate *resume_gate_new(uv_loop_t *loop, const struct resume_gate_opts *opts);
+/** Answers every held request with 503 and frees once the timer closed. NULL is fine. */
+void resume_gate_free(struct resume_gate *g);
+
+/** Decides for a request to ns/name whose Sandbox sb (borrowed, may be NULL) is not
+ * Ready. Returns 1 when held: fn(ctx, ...) runs later and *ret_w identifies the hold
+ * for resume_gate_cancel. Returns 0 when not held: *status and detail (size bytes) are
+ * left alone (RESUME_PASS) or replaced with the answer to send (409, or 503 when the
+ * hold limits are reached). */
+int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, const char *name,
+                     resume_wake_fn *fn, void *ctx, struct resume_waiter **ret_w, int *status,
+                     char *detail, size_t size);
+/** Drops a held request (the client went away or timed out); fn is not called. */
+void resume_gate_cancel(struct resume_gate *g, struct resume_waiter *w);
+
+/** Counters for tests. */
+struct resume_gate_stats {
+    uint64_t resumes, resume_errors, held, forwarded, timeouts, rejected, overflow;
+    size_t holding;
+};
+void resume_gate_stats(const struct resume_gate *g, struct resume_gate_stats *ret);
+
+/** The default patch through the API server (client is the ctx). */
+int resume_patch_kube(void *ctx, const char *ns, const char *name, char *err, size_t size);
