@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Resume on traffic on a real libuv loop with a store and a fake patch: which Sandboxes
+ * are held, 20 concurrent requests cause one resume and are all released when the
+ * Sandbox is Ready, resumeOnTraffic=false answers 409, the per-sandbox bound answers
+ * 503, the hold times out with 504, a failed patch answers 503 with its reason, a
+ * cancelled hold is never called back, and the activity tracker writes one batched
+ * annotation per interval only for Sandboxes with a policy. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "kube/store.h"
+#include "router/activity_track.h"
+#include "router/resume_gate.h"
+#include "router/resume_worker.h"
+
+/* A Sandbox in ns "ns"; policy_json NULL for none. */
+static json_t *sandbox(const char *name, const char *mode, bool ready, const char *policy_json)
+{
+    json_t *sb = json_pack("{s:{s:s, s:s}, s:{s:s}, s:{s:[{s:s, s:s, s:s}]}}", "metadata", "name",
+                           name, "namespace", "ns", "spec", "operatingMode", mode, "status",
+                           "conditions", "type", "Ready", "status", ready ? "True" : "False",
+                           "reason", ready ? "DependenciesReady" : "SandboxSuspended");
+    if (ready)
+        json_object_set_new(json_object_get(sb, "status"), "podIPs", json_pack("[s]", "10.1.0.9"));
+    if (policy_json)
+        json_object_set_new(json_object_get(sb, "spec"), "idlePolicy",
+                            json_loads(policy_json, 0, NULL));
+    return sb;
+}
+
+#define POLICY    "{\"timeoutSeconds\":10}"
+#define NO_RESUME "{\"timeoutSeconds\":10,\"resumeOnTraffic\":false}"
+
+static void test_classify(void **state)
+{
+    (void)state;
+    struct {
+        const char *mode;
+        bool ready;
+        const char *policy;
+        enum resume_class want;
+    } cases[] = {
+        {"Suspended", false, NULL, RESUME_PASS},        {"Suspended", false, POLICY, RESUME_WAKE},
+        {"Suspended", false, NO_RESUME, RESUME_REJECT}, {"Running", false, POLICY, RESUME_WAIT},
+        {"Running", true, POLICY, RESUME_PASS},         {"Running", false, NO_RESUME, RESUME_PASS},
+        {"Running", false, NULL, RESUME_PASS},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *sb = sandbox("a", cases[i].mode, cases[i].ready, cases[i].policy);
+        assert_int_equal(resume_classify(sb), cases[i].want);
+        json_decref(sb);
+    }
+    assert_int_equal(resume_classify(NULL), RESUME_PASS);
+    /* A broken sandbox is not held for minutes: it answers at once. */
+    json_t *sb = sandbox("a", "Running", false, POLICY);
+    json_object_set_new(
+        json_array_get(json_object_get(json_object_get(sb, "status"), "conditions"), 0), "reason",
+        json_string("PodFailed"));
+    assert_int_equal(resume_classify(sb), RESUME_PASS);
+    json_decref(sb);
+}
+
+/* ---- The gate on a loop ------------------------------------------------------------- */
+
+struct fx {
+    uv_loop_t loop;
+    struct kube_store *store;
+    struct resume_worker *worker;
+    struct resume_gate *gate;
+    atomic_int patches;
+    int patch_rc;
+    int woken, statuses[64];
+    char last_detail[512];
+};
+
+static int fake_patch(void *ctx, const char *ns, const char *name, char *err, size_t size)
+{
+    struct fx *f = ctx;
+    (void)ns;
+    (void)name;
+    atomic_fetch_add(&f->patches, 1);
+    if (f->patch_rc < 0)
+        (void)snprintf(err, size, "sandboxes is forbidden");
+    return f->patch_rc;
+}
+
+static void on_wake(void *ctx, int status, const char *detail)
+{
+    struct fx *f = ctx;
+    f->statuses[f->woken++] = status;
+    (void)snprintf(f->last_detail, sizeof(f->last_detail), "%s", detail ? detail : "");
+}
+
+static struct fx *fx_new(usec_t hold, size_t per_sandbox)
+{
+    struct fx *f = XNEW(struct fx);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    f->store = kube_store_new();
+    assert_int_equal(resume_worker_new(&f->loop, &f->worker), 0);
+    struct resume_gate_opts o = {.store = f->store,
+                                 .worker = f->worker,
+                                 .hold_timeout = hold,
+                                 .max_per_sandbox = per_sandbox,
+                                 .patch = fake_patch,
+                                 .patch_ctx = f};
+    f->gate = resume_gate_new(&f->loop, &o);
+    return f;
+}
+
+static void fx_free(struct fx *f)
+{
+    resume_gate_free(f->gate);
+    resume_worker_free(f->worker);
+    (void)uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
+/* Runs the loop until cond or 5 s. */
+static bool run_until(struct fx *f, bool (*cond)(struct fx *f))
+{
+    usec_t end = clock_now() + 5 * USEC_PER_SEC;
+    while (!cond(f) && clock_now() < end)
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+    return cond(f);
+}
+
+static bool patched(struct fx *f)
+{
+    return atomic_load(&f->patches) > 0;
+}
+
+static bool all_woken(struct fx *f)
+{
+    return f->woken == 20;
+}
+
+static int hold(struct fx *f, const json_t *sb, struct resume_waiter **w, int *status, char *detail,
+                size_t size)
+{
+    return resume_gate_hold(f->gate, sb, "ns", "a", on_wake, f, w, status, detail, size);
+}
+
+static void test_burst_one_resume(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(0, 0);
+    json_t *sb = sandbox("a", "Suspended", false, POLICY);
+    kube_store_put(f->store, json_incref(sb), NULL);
+    struct resume_waiter *w;
+    char d[512];
+    for (int i = 0; i < 20; i++) {
+        int st = 503;
+        assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    }
+    assert_true(run_until(f, patched));
+    /* The store still says Suspended for a while (the watch lags): no second patch. */
+    for (int i = 0; i < 10; i++)
+        (void)uv_run(&f->loop, UV_RUN_NOWAIT);
+    assert_int_equal(f->woken, 0);
+    kube_store_put(f->store, sandbox("a", "Running", true, POLICY), NULL);
+    assert_true(run_until(f, all_woken));
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(f->statuses[i], 0);
+    assert_int_equal(atomic_load(&f->patches), 1);
+    struct resume_gate_stats st;
+    resume_gate_stats(f->gate, &st);
+    assert_int_equal(st.resumes, 1);
+    assert_int_equal(st.forwarded, 20);
+    assert_int_equal(st.holding, 0);
+    json_decref(sb);
+    fx_free(f);
+}
+
+static void test_reject_and_pass(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(0, 0);
+    struct resume_waiter *w;
+    char d[512] = "unchanged";
+    int st = 503;
+    json_t *sb = sandbox("a", "Suspended", false, NO_RESUME);
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 0);
+    assert_int_equal(st, 409);
+    assert_non_null(strstr(d, "resumeOnTraffic is false"));
+    json_decref(sb);
+    /* No policy: left to the caller's 503. */
+    sb = sandbox("a", "Suspended", false, NULL);
+    st = 503;
+    (void)snprintf(d, sizeof(d), "unchanged");
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 0);
+    assert_int_equal(st, 503);
+    assert_string_equal(d, "unchanged");
+    json_decref(sb);
+    assert_int_equal(atomic_load(&f->patches), 0);
+    fx_free(f);
+}
+
+static bool one_woken(struct fx *f)
+{
+    return f->woken >= 1;
+}
+
+static void test_bound_and_timeout(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100 * USEC_PER_MSEC, 2);
+    json_t *sb = sandbox("a", "Suspended", false, POLICY);
+    kube_store_put(f->store, json_incref(sb), NULL);
+    struct resume_waiter *w;
+    char d[512];
+    int st = 503;
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 0); /* the third is refused */
+    assert_int_equal(st, 503);
+    assert_non_null(strstr(d, "too many requests"));
+    /* Never Ready: both held requests time out with 504. */
+    assert_true(run_until(f, one_woken));
+    (void)uv_run(&f->loop, UV_RUN_NOWAIT);
+    assert_int_equal(f->woken, 2);
+    assert_int_equal(f->statuses[0], 504);
+    assert_non_null(strstr(f->last_detail, "did not become ready"));
+    json_decref(sb);
+    fx_free(f);
+}
+
+static void test_patch_error_and_cancel(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(0, 0);
+    f->patch_rc = -EACCES;
+    json_t *sb = sandbox("a", "Suspended", false, POLICY);
+    kube_store_put(f->store, json_incref(sb), NULL);
+    struct resume_waiter *w1, *w2;
+    char d[512];
+    int st = 503;
+    assert_int_equal(hold(f, sb, &w1, &st, d, sizeof(d)), 1);
+    assert_int_equal(hold(f, sb, &w2, &st, d, sizeof(d)), 1);
+    resume_gate_cancel(f->gate, w1); /* the client went away */
+    assert_true(run_until(f, one_woken));
+    assert_int_equal(f->woken, 1);
+    assert_int_equal(f->statuses[0], 503);
+    assert_non_null(strstr(f->last_detail, "could not be resumed: sandboxes is forbidden"));
+    json_decref(sb);
+    fx_free(f);
+}
+
+/* ---- Activity ------------------------------------------------------------------------ */
+
+struct writes {
+    atomic_int n;
+    char last[64];
+};
+
+static int fake_write(void *ctx, const char *ns, const char *name, const char *value)
+{
+    struct writes *w = ctx;
+    assert_string_equal(ns, "ns");
+    assert_string_equal(name, "a");
+    (void)snprintf(w->last, sizeof(w->last), "%s", value);
+    atomic_fetch_add(&w->n, 1);
+    return 0;
+}
+
+static void test_activity_batched(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    struct resume_worker *worker;
+    struct writes w = {0};
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(resume_worker_new(&loop, &worker), 0);
+    struct kube_store *store = kube_store_new();
+    kube_store_put(store, sandbox("a", "Running", true, "{\"timeoutSeconds\":600}"), NULL);
+    kube_store_put(store, sandbox("b", "Running", true, NULL), NULL);
+    struct activity_track_opts o = {.store = store,
+                                    .worker = worker,
+                                    .tick = 3600 * USEC_PER_SEC,
+                                    .write = fake_write,
+                                    .write_ctx = &w};
+    struct activity_track *t = activity_track_new(&loop, &o);
+    for (int i = 0; i < 1000; i++) {
+        activity_begin(t, "ns/a");
+        activity_end(t, "ns/a");
+        activity_begin(t, "ns/b");
+        activity_end(t, "ns/b");
+    }
+    activity_flush(t);
+    usec_t end = clock_now() + 5 * USEC_PER_SEC;
+    while (atomic_load(&w.n) < 1 && clock_now() < end)
+        (void)uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(atomic_load(&w.n), 1); /* 1000 requests, one write; none for b */
+    assert_true(strlen(w.last) > 20 && w.last[4] == '-');
+    activity_begin(t, "ns/a"); /* more activity within the interval: no write yet */
+    activity_flush(t);
+    for (int i = 0; i < 10; i++)
+        (void)uv_run(&loop, UV_RUN_NOWAIT);
+    assert_int_equal(atomic_load(&w.n), 1);
+    assert_int_equal(activity_interval(10 * USEC_PER_SEC), 2500 * USEC_PER_MSEC);
+    assert_int_equal(activity_interval(2 * USEC_PER_SEC), USEC_PER_SEC);
+    assert_int_equal(activity_interval(3600 * USEC_PER_SEC), 60 * USEC_PER_SEC);
+    activity_track_free(t);
+    resume_worker_free(worker);
+    (void)uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    kube_store_free(store);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_classify),
+        cmocka_unit_test(test_burst_one_resume),
+        cmocka_unit_test(test_reject_and_pass),
+        cmocka_unit_test(test_bound_and_timeout),
+        cmocka_unit_test(test_patch_error_and_cancel),
+        cmocka_unit_test(test_activity_batched),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
