@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Component tests of the real sandboxd binary on 127.0.0.1 (standard library only):
-flags, token file auth, slow-client header timeout, upload and body limits, SIGTERM
-killing every process group, legacy defaults from SANDBOX_BASE_DIR, metadata hygiene, and
-an upstream-SDK-style session (write/read/list/exists/execute) against the legacy port.
+flags, token file auth, slow-client header timeout, upload and body limits, a process
+stream started by a chunked request body, SIGTERM killing every process group, legacy
+defaults from SANDBOX_BASE_DIR, metadata hygiene, and an upstream-SDK-style session
+(write/read/list/exists/execute) against the legacy port.
 
   SANDBOXD_BIN=build/sandboxd/sandboxd python3 -m unittest tests/sandboxd/test_component.py
 """
@@ -77,6 +78,40 @@ class ComponentTest(unittest.TestCase):
             self.assertEqual((st, data), (200, b""))
             self.assertEqual(sorted(os.listdir(d.root)), ["empty.txt"])
         finally:
+            d.stop()
+
+    def test_stream_with_chunked_request_body(self):
+        # The framing clients use behind the API server's pod proxy: the Go proxy loses
+        # a streamed response when its post-body read of a Content-Length request races
+        # the response head, but not with a chunked request body (docs/sandboxd.md). A
+        # chunked spawn body streams to the end; stdin arrives on a second keep-alive
+        # connection; the stream's connection is reused afterwards.
+        d = Daemon()
+        a = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+        b = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+        try:
+            for _ in range(3):
+                a.request("POST", "/v1/processes", iter([b'{"command":', b' ["cat"]}']),
+                          {"Content-Type": "application/json"}, encode_chunked=True)
+                r = a.getresponse()
+                self.assertEqual((r.status, r.getheader("Transfer-Encoding")), (200, "chunked"))
+                start = json.loads(r.readline())
+                self.assertEqual(start["type"], "start")
+                for path, body in ((f"/v1/processes/{start['id']}/stdin", b"in\n"),
+                                   (f"/v1/processes/{start['id']}/stdin/close", b"")):
+                    b.request("POST", path, body)
+                    rb = b.getresponse()
+                    self.assertEqual((rb.status, rb.read()), (204, b""))
+                events = [json.loads(line) for line in r.read().splitlines() if line]
+                self.assertEqual([e["type"] for e in events], ["stdout", "exit"])
+                self.assertEqual(events[0]["data"], "aW4K")  # base64 of "in\n"
+                self.assertEqual(events[1]["exit_code"], 0)
+            a.request("GET", "/v1/processes")
+            r = a.getresponse()
+            self.assertEqual((r.status, json.loads(r.read())["processes"]), (200, []))
+        finally:
+            a.close()
+            b.close()
             d.stop()
 
     def test_token_file_and_metadata(self):
