@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# End-to-end tests of idle auto-suspend and resume on traffic on the stack of `make up`
+# (hack/stack.sh up): a Sandbox with a 10 s idle policy suspends after idling and keeps
+# its PVC data; a request through the router resumes it and gets the right answer; a
+# running process keeps it awake; 20 concurrent requests to a suspended sandbox cause one
+# resume and all succeed; resumeOnTraffic=false answers 409. Prints resume latency
+# (first held request to its response) and "N passed, N failed"; exits non-zero on failure.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+STACK=$ROOT/hack/stack.sh
+KUBECONFIG=$("$STACK" kubeconfig) || exit 1
+export KUBECONFIG
+KUBECTL=$ROOT/.cache/bin/kubectl
+ROUTER=$("$STACK" router-url)
+TOKEN=$("$STACK" router-token) || exit 1
+NS=default
+PV_DIR=$ROOT/.cache/e2e/idle-pv-$$
+WORK=$(mktemp -d)
+passed=0 failed=0
+T0=$SECONDS
+
+k() { "$KUBECTL" "$@"; }
+ok() {
+	passed=$((passed + 1))
+	echo "ok   - $1 [$((SECONDS - T0))s]"
+}
+not_ok() {
+	failed=$((failed + 1))
+	echo "FAIL - $1${2:+: $2}"
+}
+check() { # NAME CMD...
+	local name=$1
+	shift
+	if "$@"; then ok "$name"; else not_ok "$name"; fi
+}
+poll() { # SECONDS CMD...
+	local end=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.2
+	done
+}
+
+# sandbox NAME POLICY-JSON [SPEC-TAIL-YAML]
+sandbox() {
+	local tail=${3:-'      volumes: [{name: workspace, emptyDir: {}}]'}
+	cat <<YAML | k apply -f - >/dev/null
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: $1, namespace: $NS}
+spec:
+  idlePolicy: $2
+  podTemplate:
+    spec:
+      automountServiceAccountToken: false
+      securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, runAsNonRoot: true}
+      containers:
+      - name: sandbox
+        image: localhost/agent-sandbox/runtime:dev
+        imagePullPolicy: Never
+        command: [/usr/local/bin/sandboxd, --root, /workspace, --port, "8080", --legacy-port, "8888"]
+        env: [{name: HOME, value: /workspace}]
+        readinessProbe: {httpGet: {path: /v1/health, port: 8080}, periodSeconds: 1}
+        volumeMounts: [{name: workspace, mountPath: /workspace}]
+$tail
+YAML
+}
+
+rt() { # METHOD SANDBOX PATH [curl args...]
+	local m=$1 sb=$2 path=$3
+	shift 3
+	curl -sS -m 150 -X "$m" -H "Authorization: Bearer $TOKEN" -H "X-Sandbox-ID: $sb" \
+		-H "X-Sandbox-Namespace: $NS" -H "X-Sandbox-Port: 8080" "$ROUTER$path" "$@"
+}
+run_py() { # SANDBOX CODE
+	rt POST "$1" /v1/processes/run -H 'content-type: application/json' \
+		-d "$(jq -cn --arg c "$2" '{command: ["python3", "-c", $c]}')" | jq -r .stdout
+}
+mode() { k get sandbox "$1" -o jsonpath='{.spec.operatingMode}'; }
+suspended() { [ "$(mode "$1")" = Suspended ]; }
+pod_gone() { ! k get pod "$1" >/dev/null 2>&1; }
+ready() { k wait --for=condition=Ready "sandbox/$1" --timeout=1s; }
+cond_reason() { k get sandbox "$1" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].reason}"; }
+
+cleanup() {
+	k delete sandbox idle-store idle-busy idle-burst idle-noresume --ignore-not-found \
+		--wait=false >/dev/null 2>&1
+	k delete pv "idle-store-$$" --ignore-not-found --wait=false >/dev/null 2>&1
+	rm -rf "$PV_DIR" "$WORK"
+}
+trap cleanup EXIT
+
+# --- suspend after idling, PVC data kept, resume on traffic --------------------------
+mkdir -p "$PV_DIR" && chmod 0777 "$PV_DIR"
+cat <<YAML | k apply -f - >/dev/null
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: idle-store-$$}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Delete
+  storageClassName: e2e-local
+  hostPath: {path: $PV_DIR, type: Directory}
+  claimRef: {namespace: $NS, name: workspace-idle-store}
+YAML
+sandbox idle-store '{timeoutSeconds: 10}' "  volumeClaimTemplates:
+  - metadata: {name: workspace}
+    spec:
+      accessModes: [ReadWriteOnce]
+      storageClassName: e2e-local
+      resources: {requests: {storage: 1Gi}}"
+sandbox idle-busy '{timeoutSeconds: 10}'
+sandbox idle-burst '{timeoutSeconds: 10}'
+sandbox idle-noresume '{timeoutSeconds: 10, resumeOnTraffic: false}'
+for s in idle-store idle-busy idle-burst idle-noresume; do
+	check "$s becomes Ready" poll 120 ready "$s"
+done
+check "data written through the router" \
+	test "$(run_py idle-store 'open("/workspace/data.txt","w").write("kept"); print("w")')" = w
+# A process that outlives the timeout keeps idle-busy awake.
+rt POST idle-busy /v1/processes -H 'content-type: application/json' \
+	-d '{"command":["sleep","120"]}' >"$WORK/busy.ndjson" 2>&1 &
+busy_pid=$!
+t_idle=$SECONDS
+check "an idle sandbox is suspended after its timeout" poll 60 suspended idle-store
+echo "  (suspended $((SECONDS - t_idle)) s after the last request; timeout 10 s)"
+check "its pod is deleted" poll 60 pod_gone idle-store
+check "its PVC is kept" k get pvc workspace-idle-store -o name
+check "Suspended condition says IdleTimeout" poll 30 test "$(cond_reason idle-store Suspended)" = IdleTimeout
+check "a sandbox with a running process stays awake" test "$(mode idle-busy)" = Running
+
+# Resume on traffic: the request is held and answered.
+t1=$(date +%s.%N)
+out=$(run_py idle-store 'print(open("/workspace/data.txt").read())')
+t2=$(date +%s.%N)
+check "a request through the router resumes it and gets the answer" test "$out" = kept
+echo "  resume latency (held request to response): $(echo "$t2 - $t1" | bc) s"
+check "it is Running again" test "$(mode idle-store)" = Running
+check "no stale Suspended=True after resume" test "$(k get sandbox idle-store \
+	-o jsonpath='{.status.conditions[?(@.type=="Suspended")].status}')" != True
+
+# --- resumeOnTraffic: false --------------------------------------------------------
+check "idle-noresume is suspended after its timeout" poll 60 suspended idle-noresume
+code=$(curl -s -o "$WORK/409.json" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
+	-H 'X-Sandbox-ID: idle-noresume' -H "X-Sandbox-Namespace: $NS" -H 'X-Sandbox-Port: 8080' \
+	"$ROUTER/v1/health")
+check "a request to it gets 409" test "$code" = 409
+check "the 409 says why" grep -q resumeOnTraffic "$WORK/409.json"
+check "it stays suspended" test "$(mode idle-noresume)" = Suspended
+
+# --- 20 concurrent requests to a suspended sandbox ---------------------------------
+check "idle-burst is suspended" poll 60 suspended idle-burst
+poll 60 pod_gone idle-burst
+gen0=$(k get sandbox idle-burst -o jsonpath='{.metadata.generation}')
+lat=$WORK/lat.txt
+for i in $(seq 1 20); do
+	(
+		s=$(date +%s.%N)
+		o=$(run_py idle-burst "print($i*2)")
+		e=$(date +%s.%N)
+		[ "$o" = "$((i * 2))" ] && echo "$(echo "$e - $s" | bc)" >>"$lat"
+	) &
+done
+wait $(jobs -p | grep -v "^$busy_pid\$") 2>/dev/null
+n_ok=$(wc -l <"$lat" 2>/dev/null || echo 0)
+check "20 concurrent requests all succeed ($n_ok/20)" test "$n_ok" -eq 20
+gen1=$(k get sandbox idle-burst -o jsonpath='{.metadata.generation}')
+check "one resume for all 20 (generation $gen0 -> $gen1)" test "$((gen1 - gen0))" -eq 1
+if [ -s "$lat" ]; then
+	sort -n "$lat" | awk '{a[NR]=$1} END {printf "  resume latency over %d held requests: p50 %.2f s, p99 %.2f s\n", NR, a[int(NR*0.5+0.5)], a[NR>1?int(NR*0.99+0.5):1]}'
+fi
+check "idle-busy is still Running while its process runs" test "$(mode idle-busy)" = Running
+kill "$busy_pid" 2>/dev/null
+wait "$busy_pid" 2>/dev/null
+
+echo
+echo "idle: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
