@@ -116,8 +116,8 @@ e2e_install() {
 		"k apply --server-side --field-manager=install-e2e -f '$ROOT/install.yaml' >'$WORK/e2e-apply.log' 2>&1"
 	k -n "$SYS_NS" scale deployment agent-sandbox-controller --replicas=2 >/dev/null
 	check "controller Deployment (2 replicas) rolls out" \
-		k -n "$SYS_NS" rollout status deployment/agent-sandbox-controller --timeout=180s
-	check "router Deployment rolls out" k -n "$SYS_NS" rollout status deployment/sandbox-router --timeout=180s
+		eval "k -n $SYS_NS rollout status deployment/agent-sandbox-controller --timeout=180s >/dev/null"
+	check "router Deployment rolls out" eval "k -n $SYS_NS rollout status deployment/sandbox-router --timeout=180s >/dev/null"
 	check "one controller pod holds the Lease" poll 60 e2e_leader_is_pod
 	check "controller pods run as 65532 with a read-only root" eval \
 		"[ \"\$(k -n $SYS_NS get pods -l app=agent-sandbox-controller -o jsonpath='{.items[0].spec.securityContext.runAsUser}')\" = 65532 ]"
@@ -191,4 +191,55 @@ run_e2e() {
 	e2e_claims
 	e2e_failover
 	[ -n "${AS_INSTALL_KEEP:-}" ] || e2e_uninstall
+}
+
+# --- pods: install.yaml's Deployments as pods beside the host stack --------------------
+PODS_NS=as-install-pods
+
+pods_leftovers() {
+	{
+		k get namespace "$PODS_NS" -o name 2>/dev/null || true
+		k get clusterroles,clusterrolebindings -o name | grep -e "$PODS_NS" || true
+	}
+}
+
+pods_router() {
+	local ip url tu to
+	ip=$(k -n "$PODS_NS" get service sandbox-router-svc -o jsonpath='{.spec.clusterIP}')
+	url="http://$ip:8080/s/$PODS_NS/nothing/8080/v1/health"
+	k -n "$PODS_NS" create serviceaccount user >/dev/null
+	k -n "$PODS_NS" create serviceaccount other >/dev/null
+	k -n "$PODS_NS" create role sandbox-get --verb=get --resource=sandboxes.agents.x-k8s.io >/dev/null
+	k -n "$PODS_NS" create rolebinding sandbox-get --role=sandbox-get --serviceaccount="$PODS_NS:user" >/dev/null
+	tu=$(k -n "$PODS_NS" create token user) && to=$(k -n "$PODS_NS" create token other)
+	check "router Service from the host: no token is 401" http_is 401 "$url"
+	check "router pod reviews tokens and access in-cluster: a stranger gets 403" \
+		http_is 403 "$url" -H "Authorization: Bearer $to"
+	check "an allowed user gets 404 for an unknown sandbox" http_is 404 "$url" -H "Authorization: Bearer $tu"
+	ip=$(k -n "$PODS_NS" get service agent-sandbox-controller -o jsonpath='{.spec.clusterIP}')
+	check "controller metrics through its Service" poll 30 http_is 200 "http://$ip:8080/metrics"
+}
+
+run_pods() {
+	"$CLUSTER" status >/dev/null 2>&1 || { not_ok "the local cluster is up (hack/cluster/cluster.sh up)"; return; }
+	KUBECONFIG=$("$CLUSTER" kubeconfig)
+	export KUBECONFIG
+	check "controller and router images imported into the cluster's containerd" eval \
+		"'$ROOT/images/components.sh' import >/dev/null"
+	pods_leftovers | xargs -r k delete --wait=true >/dev/null 2>&1
+	python3 "$ROOT/tests/install/scope.py" "$ROOT/install.yaml" "$PODS_NS" >"$WORK/pods.yaml"
+	check "install.yaml re-scoped to $PODS_NS applies (restricted Pod Security)" eval \
+		"k apply --server-side --field-manager=install-pods -f '$WORK/pods.yaml' >'$WORK/pods-apply.log' 2>&1"
+	check "controller pod becomes Ready (in-cluster config, probes, read-only root, non-root)" \
+		eval "k -n $PODS_NS rollout status deployment/agent-sandbox-controller --timeout=180s >/dev/null"
+	check "router pods become Ready" eval "k -n $PODS_NS rollout status deployment/sandbox-router --timeout=180s >/dev/null"
+	check "the controller pod holds its Lease" poll 60 eval \
+		"k -n $PODS_NS get lease $PODS_NS -o jsonpath='{.spec.holderIdentity}' | grep -q ^agent-sandbox-controller-"
+	pods_router
+	check "uninstall succeeds" eval "k delete -f '$WORK/pods.yaml' --timeout=180s >/dev/null 2>&1"
+	if poll 120 eval '[ -z "$(pods_leftovers)" ]'; then
+		ok "uninstall leaves nothing behind"
+	else
+		not_ok "uninstall leaves nothing behind" "$(pods_leftovers | xargs)"
+	fi
 }

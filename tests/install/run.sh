@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install tests. Prints "N passed, N failed"; exits non-zero on failure.
 #
-#   tests/install/run.sh [static|e2e|all]     (default all)
+#   tests/install/run.sh [static|pods|e2e|all]     (default all: static, then e2e)
 #
 # static  no node needed, never touches the shared local cluster: install.yaml and the
 #         chart CRDs current; install.yaml applied to a private API server
@@ -12,6 +12,11 @@
 #         nothing forbidden); APF classification of real requests (config/apf); the Helm
 #         chart (helm template | kubectl apply --dry-run=server, same RBAC and APF as
 #         config/); uninstall leaves nothing.
+# pods    beside a running host stack: install.yaml re-scoped to namespace
+#         as-install-pods (tests/install/scope.py: no CRDs, own cluster roles and Lease,
+#         --namespace) on the local cluster; the controller and router images run as pods
+#         under restricted Pod Security, take the Lease, serve metrics, and the router
+#         Service answers 401/403/404 from the host; uninstall leaves nothing.
 # e2e     the in-cluster end to end on the local cluster (hack/cluster/cluster.sh):
 #         images imported into its containerd, install.yaml applied, controller (2
 #         replicas, leader election and fail-over) and router as pods, a claim from a
@@ -28,8 +33,8 @@ BIN_CACHE_HELM=${AGENT_SANDBOX_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-
 
 mode=${1:-all}
 case $mode in
-static | e2e | all) ;;
-*) sed -n '2,24s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+static | pods | e2e | all) ;;
+*) sed -n '2,29s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "tests/install/run.sh needs root (chroot, the local cluster)" >&2; exit 2; }
 mkdir -p "$WORK"
@@ -38,7 +43,14 @@ trap stop_bg EXIT
 if [ "$mode" = e2e ] || [ "$mode" = all ]; then
 	e2e_refuse_if_host_stack || exit 3
 fi
-[ "$mode" = e2e ] || run_static
-[ "$mode" = static ] || run_e2e
+case $mode in
+static) run_static ;;
+pods) run_pods ;;
+e2e) run_e2e ;;
+all)
+	run_static
+	run_e2e
+	;;
+esac
 summary install
 [ "$failed" -eq 0 ]
