@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Hostile-input suite against the real binaries on 127.0.0.1 (standard library only).
+
+sandboxd directly, and the router in front of that sandboxd (a Sandbox object whose pod
+IP is 127.0.0.1, TokenReview + SubjectAccessReview on), get the same raw-socket attacks:
+oversized and too many headers, request smuggling (Content-Length with
+Transfer-Encoding, duplicate lengths, obfuscated codings, pipelined requests behind a
+rejected one), chunk-size overflow, NUL bytes, absolute-form targets at the metadata
+address, oversized bodies announced up front, and slow clients holding connections.
+After every attack the server must still answer a plain request. sandboxd also gets
+path escapes (.., encoded .., absolute, symlinks out of the root, NUL) on both APIs;
+the router gets routing escapes and SSRF headers.
+
+  SANDBOXD_BIN=build/asan/sandboxd SANDBOX_ROUTER_BIN=build/asan/sandbox-router \\
+    AS_KUBECONFIG=.cache/apiserver/kubeconfig python3 -m unittest -v tests/hostile/test_hostile.py
+
+The router half runs when SANDBOX_ROUTER_BIN and an API server (AS_KUBECONFIG, with
+hack/apiserver.sh's tokens.csv beside it) are available, and is skipped otherwise.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SBD = os.environ.get("SANDBOXD_BIN", os.path.join(ROOT, "build/asan/sandboxd"))
+ROUTER = os.environ.get("SANDBOX_ROUTER_BIN", os.path.join(ROOT, "build/asan/sandbox-router"))
+KUBECONFIG = os.environ.get("AS_KUBECONFIG", "")
+KUBECTL = os.environ.get("KUBECTL", os.path.join(ROOT, ".cache/bin/kubectl"))
+SECRET = b"root:x:0:0"  # /etc/passwd: must never come back
+ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1",
+           UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what):
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not start")
+
+
+def exchange(port, data, timeout=10, close_write=False):
+    """Sends raw bytes; returns everything received until the peer closes or times out."""
+    s = socket.create_connection(("127.0.0.1", port), timeout)
+    try:
+        s.sendall(data)
+        if close_write:
+            s.shutdown(socket.SHUT_WR)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        s.close()
+
+
+def statuses(raw):
+    """HTTP status codes of every response head in raw (pipelined answers included)."""
+    out = []
+    for part in raw.split(b"HTTP/1.1 ")[1:]:
+        code = part[:3]
+        if code.isdigit():
+            out.append(int(code))
+    return out
+
+
+class Target:
+    """One server under attack: its port, a request prefix and extra headers."""
+
+    def __init__(self, port, health_path, headers=b""):
+        self.port, self.health, self.headers = port, health_path, headers
+
+    def head(self, method, path, extra=b""):
+        return (f"{method} {path} HTTP/1.1\r\nHost: x\r\n".encode() + self.headers + extra)
+
+    def healthy(self, case):
+        raw = exchange(self.port, self.head("GET", self.health, b"Connection: close\r\n\r\n"))
+        case.assertEqual(statuses(raw)[:1], [200], raw[:300])
+
+
+class HttpAttacks:
+    """Attacks every HTTP front end must survive. Subclasses set self.t (a Target) and
+    self.post_path (a path that accepts a body)."""
+
+    def rejected(self, data, allowed=(400,), close_write=True):
+        raw = exchange(self.t.port, data, close_write=close_write)
+        codes = statuses(raw)
+        self.assertTrue(codes, f"no response to {data[:120]!r}")
+        self.assertIn(codes[0], allowed, raw[:300])
+        self.assertNotIn(SECRET, raw)
+        self.t.healthy(self)
+        return codes
+
+    def test_oversized_header(self):
+        self.rejected(self.t.head("GET", self.t.health, b"X-Big: " + b"a" * 80000 + b"\r\n\r\n"),
+                      (431, 400))
+
+    def test_too_many_headers(self):
+        many = b"".join(b"X-H%d: v\r\n" % i for i in range(300))
+        self.rejected(self.t.head("GET", self.t.health, many + b"\r\n"), (431, 400))
+
+    def test_smuggling_cl_te(self):
+        # A rejected request must not let the bytes behind it run as a second request.
+        body = b"0\r\n\r\nGET " + self.t.health.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+        for first, second in ((b"Content-Length: %d\r\n" % len(body),
+                               b"Transfer-Encoding: chunked\r\n"),
+                              (b"Transfer-Encoding: chunked\r\n",
+                               b"Content-Length: %d\r\n" % len(body))):
+            codes = self.rejected(self.t.head("POST", self.post_path, first + second + b"\r\n") +
+                                  body)
+            self.assertEqual(codes, [400])
+
+    def test_smuggling_duplicate_lengths(self):
+        codes = self.rejected(self.t.head("POST", self.post_path,
+                                          b"Content-Length: 3\r\nContent-Length: 40\r\n\r\n") +
+                              b"abc")
+        self.assertEqual(len(codes), 1)
+
+    def test_obfuscated_transfer_encoding(self):
+        for te in (b"Transfer-Encoding: xchunked\r\n", b"Transfer-Encoding: chunked, gzip\r\n",
+                   b"Transfer-Encoding : chunked\r\n", b"Transfer-Encoding:\x0bchunked\r\n"):
+            self.rejected(self.t.head("POST", self.post_path, te + b"\r\n") + b"0\r\n\r\n",
+                          (400, 501))
+
+    def test_bad_content_length(self):
+        for cl in (b"-1", b"1e3", b"0x10", b"99999999999999999999999", b"+5"):
+            self.rejected(self.t.head("POST", self.post_path, b"Content-Length: " + cl +
+                                      b"\r\n\r\n"), (400, 413))
+
+    def test_chunk_size_overflow(self):
+        self.rejected(self.t.head("POST", self.post_path, b"Transfer-Encoding: chunked\r\n\r\n") +
+                      b"fffffffffffffffffffff\r\nx\r\n0\r\n\r\n", (400, 413))
+
+    def test_nul_and_control_bytes(self):
+        self.rejected(self.t.head("GET", self.t.health, b"X-A: a\x00b\r\n\r\n"))
+        self.rejected(self.t.head("GET", self.t.health, b"X-A\x01: v\r\n\r\n"))
+
+    def test_absolute_form_at_metadata(self):
+        raw = exchange(self.t.port, b"GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\n"
+                       b"Host: 169.254.169.254\r\n" + self.t.headers + b"Connection: close\r\n\r\n",
+                       close_write=True)
+        codes = statuses(raw)
+        self.assertTrue(codes)
+        self.assertGreaterEqual(codes[0], 400, raw[:300])
+        self.t.healthy(self)
+
+    def test_oversized_body_announced(self):
+        self.rejected(self.t.head("POST", self.post_path, b"Content-Type: application/json\r\n"
+                                  b"Content-Length: 10737418240\r\n\r\n") + b"{",
+                      (413,), close_write=False)
+
+    def test_slow_clients_do_not_starve(self):
+        slow = []
+        try:
+            for _ in range(40):
+                s = socket.create_connection(("127.0.0.1", self.t.port), 5)
+                s.sendall(b"GET / HTTP/1.1\r\nX-Slow: ")
+                slow.append(s)
+            t0 = time.monotonic()
+            self.t.healthy(self)
+            self.assertLess(time.monotonic() - t0, 2.0)
+            # Each slow connection is answered (408) or closed within the header timeout.
+            for s in slow:
+                s.settimeout(self.header_timeout + 10)
+                data = s.recv(4096)
+                self.assertTrue(data == b"" or b" 408 " in data.split(b"\r\n")[0], data[:200])
+        finally:
+            for s in slow:
+                s.close()
+
+
+class SandboxdHostile(HttpAttacks, unittest.TestCase):
+    header_timeout = 2
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="hostile-sbd-")
+        cls.root = os.path.join(cls.dir, "root")
+        os.makedirs(os.path.join(cls.root, "sub"))
+        os.symlink("/etc", os.path.join(cls.root, "etc-link"))
+        os.symlink("../../../../../../etc/passwd", os.path.join(cls.root, "sub", "pw"))
+        os.symlink("/proc/self/root/etc/passwd", os.path.join(cls.root, "magic"))
+        cls.port, cls.lport = free_port(), free_port()
+        cls.log = open(os.path.join(cls.dir, "sandboxd.log"), "wb")
+        cls.p = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(cls.port),
+                                  "--legacy-port", str(cls.lport), "--root", cls.root,
+                                  "--header-timeout", str(cls.header_timeout),
+                                  "--max-body", "65536", "--log-level", "warn"],
+                                 env=ENV, stdout=cls.log, stderr=cls.log)
+        wait_port(cls.port, cls.p, "sandboxd")
+        wait_port(cls.lport, cls.p, "sandboxd legacy port")
+        cls.t = Target(cls.port, "/v1/health")
+        cls.post_path = "/v1/processes/run"
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.p.poll() is None:
+            cls.p.send_signal(signal.SIGTERM)
+        rc = cls.p.wait(timeout=30)
+        cls.log.close()
+        with open(os.path.join(cls.dir, "sandboxd.log"), "rb") as f:
+            log = f.read()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        assert rc == 0, f"sandboxd exited with {rc}: {log[-2000:]!r}"
+
+    def get(self, port, path):
+        raw = exchange(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                       .encode(), close_write=True)
+        return (statuses(raw) or [0])[0], raw
+
+    def test_path_escapes(self):
+        paths = ["/v1/files/../../../../etc/passwd", "/v1/files/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+                 "/v1/files/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd", "/v1/files//etc/passwd",
+                 "/v1/files/etc-link/passwd", "/v1/files/sub/pw", "/v1/files/magic",
+                 "/v1/files/sub/..%2f..%2f..%2fetc/passwd", "/v1/files/a%00/../../etc/passwd",
+                 "/v1/files/..\\..\\etc\\passwd", "/v1/files/%252e%252e/etc/passwd"]
+        for path in paths:
+            code, raw = self.get(self.port, path)
+            self.assertNotIn(SECRET, raw, path)
+            self.assertIn(code, (400, 403, 404), (path, raw[:200]))
+        for path in ["/download/../../etc/passwd", "/download/%2e%2e/%2e%2e/etc/passwd",
+                     "/download/etc-link/passwd", "/exists/etc-link/passwd",
+                     "/list/etc-link", "/list/../.."]:
+            code, raw = self.get(self.lport, path)
+            self.assertNotIn(SECRET, raw, path)
+            self.assertNotIn(b"passwd", raw, path)
+        self.t.healthy(self)
+
+    def test_write_escapes(self):
+        victim = os.path.join(self.dir, "escaped")
+        for path in ["/v1/files/../escaped", "/v1/files/%2e%2e/escaped",
+                     "/v1/files/sub/../../escaped"]:
+            raw = exchange(self.port, f"PUT {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+                           "Connection: close\r\n\r\nbad".encode(), close_write=True)
+            self.assertFalse(os.path.exists(victim), path)
+            self.assertIn((statuses(raw) or [0])[0], (400, 403, 404), (path, raw[:200]))
+        # Through a symlink that points out of the root: refused, nothing written.
+        raw = exchange(self.port, b"PUT /v1/files/etc-link/hostile-x HTTP/1.1\r\nHost: x\r\n"
+                       b"Content-Length: 3\r\nConnection: close\r\n\r\nbad", close_write=True)
+        self.assertFalse(os.path.exists("/etc/hostile-x"))
+        self.assertIn((statuses(raw) or [0])[0], (400, 403, 404), raw[:200])
+
+
+def kubectl(*args, stdin=None):
+    return subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, *args], input=stdin,
+                          capture_output=True, check=True, text=True).stdout
+
+
+def admin_token():
+    path = os.path.join(os.path.dirname(KUBECONFIG), "tokens.csv")
+    with open(path) as f:
+        for line in f:
+            tok, user = line.split(",")[:2]
+            if user == "admin":
+                return tok
+    raise RuntimeError("no admin token in " + path)
+
+
+def router_available():
+    return (os.path.exists(ROUTER) and os.path.exists(KUBECTL) and KUBECONFIG and
+            os.path.exists(os.path.join(os.path.dirname(KUBECONFIG), "tokens.csv")))
+
+
+@unittest.skipUnless(router_available(), "needs SANDBOX_ROUTER_BIN, kubectl and AS_KUBECONFIG")
+class RouterHostile(HttpAttacks, unittest.TestCase):
+    header_timeout = 10  # LIMIT_HTTP_HEADER_TIMEOUT
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="hostile-router-")
+        cls.ns = "hostile-" + uuid.uuid4().hex[:8]
+        kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                os.path.join(ROOT, "api/crds/agents.x-k8s.io_sandboxes.yaml"))
+        kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                "crd/sandboxes.agents.x-k8s.io")
+        kubectl("create", "namespace", cls.ns)
+        kubectl("label", "namespace", cls.ns, "agent-sandbox.test/integration=true")
+        # The upstream: a sandboxd on loopback, reached through a Sandbox's status.
+        cls.sroot = os.path.join(cls.dir, "root")
+        cls.sport = free_port()
+        cls.slog = open(os.path.join(cls.dir, "sandboxd.log"), "wb")
+        cls.sbd = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(cls.sport),
+                                    "--legacy-port", "-1", "--root", cls.sroot,
+                                    "--max-body", "65536", "--log-level", "warn"],
+                                   env=ENV, stdout=cls.slog, stderr=cls.slog)
+        wait_port(cls.sport, cls.sbd, "sandboxd")
+        for name, ip in (("box", "127.0.0.1"), ("meta", "169.254.169.254")):
+            kubectl("-n", cls.ns, "apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
+                "metadata": {"name": name},
+                "spec": {"podTemplate": {"spec": {"containers": [{"name": "r", "image": "i"}]}}}}))
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            kubectl("-n", cls.ns, "patch", "sandbox", name, "--subresource=status",
+                    "--type=merge", "-p", json.dumps({"status": {
+                        "podIPs": [ip], "conditions": [{
+                            "type": "Ready", "status": "True", "reason": "DependenciesReady",
+                            "message": "", "lastTransitionTime": now}]}}))
+        cls.port, cls.hport = free_port(), free_port()
+        cls.log = open(os.path.join(cls.dir, "router.log"), "wb")
+        cls.p = subprocess.Popen([ROUTER, "--http-bind-address", f"127.0.0.1:{cls.port}",
+                                  "--health-probe-bind-address", f"127.0.0.1:{cls.hport}",
+                                  "--kubeconfig", KUBECONFIG, "--namespace", cls.ns,
+                                  "--allow-loopback-upstreams", "--log-level", "warn"],
+                                 env=ENV, stdout=cls.log, stderr=cls.log)
+        wait_port(cls.port, cls.p, "router")
+        auth = f"Authorization: Bearer {admin_token()}\r\n".encode()
+        cls.base = f"/s/{cls.ns}/box/{cls.sport}"
+        cls.t = Target(cls.port, cls.base + "/v1/health", auth)
+        cls.post_path = cls.base + "/v1/processes/run"
+        end = time.monotonic() + 30
+        while time.monotonic() < end:  # the router's cache sees the Sandbox
+            raw = exchange(cls.port, cls.t.head("GET", cls.t.health,
+                                                b"Connection: close\r\n\r\n"))
+            if statuses(raw)[:1] == [200]:
+                break
+            time.sleep(0.2)
+
+    @classmethod
+    def tearDownClass(cls):
+        rcs = []
+        for p in (cls.p, cls.sbd):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+            rcs.append(p.wait(timeout=40))
+        cls.log.close()
+        cls.slog.close()
+        with open(os.path.join(cls.dir, "router.log"), "rb") as f:
+            log = f.read()
+        subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, "delete", "namespace", cls.ns,
+                        "--wait=false"], capture_output=True)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        assert rcs == [0, 0], f"exit codes {rcs}: {log[-2000:]!r}"
+
+    def test_routing_escapes(self):
+        auth = self.t.headers
+        for path in [f"/s/{self.ns}/../kube-system/x/80/", f"/s/{self.ns}/box/0/",
+                     f"/s/{self.ns}/box/99999/", f"/s/{self.ns}/box%2f..%2fmeta/80/",
+                     "/s/kube-system/box/80/", f"/s/{self.ns}/BOX/80/", "//s//x"]:
+            raw = exchange(self.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n".encode() + auth +
+                           b"Connection: close\r\n\r\n", close_write=True)
+            code = (statuses(raw) or [0])[0]
+            self.assertIn(code, (400, 403, 404), (path, raw[:200]))
+
+    def test_ssrf(self):
+        auth = self.t.headers
+        cases = [  # (extra headers, path): none may reach a forbidden address
+            (f"X-Sandbox-ID: box\r\nX-Sandbox-Namespace: {self.ns}\r\nX-Sandbox-Port: 80\r\n"
+             "X-Sandbox-Pod-IP: 169.254.169.254\r\n", "/latest/meta-data/"),
+            (f"X-Sandbox-ID: box\r\nX-Sandbox-Namespace: {self.ns}\r\nX-Sandbox-Port: 80\r\n"
+             "X-Sandbox-Pod-IP: 10.0.0.1\r\n", "/"),
+            ("", f"/s/{self.ns}/meta/80/latest/meta-data/"),
+        ]
+        for extra, path in cases:
+            raw = exchange(self.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n{extra}".encode() +
+                           auth + b"Connection: close\r\n\r\n", close_write=True)
+            code = (statuses(raw) or [0])[0]
+            self.assertIn(code, (400, 403, 502), (extra, raw[:200]))
+
+    def test_no_token_no_proxy(self):
+        raw = exchange(self.port, f"GET {self.t.health} HTTP/1.1\r\nHost: x\r\n"
+                       "Authorization: Bearer not-a-token\r\nConnection: close\r\n\r\n".encode(),
+                       close_write=True)
+        self.assertEqual((statuses(raw) or [0])[0], 401, raw[:200])
+
+
+if __name__ == "__main__":
+    unittest.main()
