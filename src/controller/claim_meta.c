@@ -180,8 +180,10 @@ static int inject_one(json_t *c, const json_t *ev, bool overrides, struct claim_
 {
     const char *name = json_string_value(json_object_get(ev, "name"));
     json_t *env = json_object_get(c, "env"), *x;
+    /* valueFrom (a Secret or ConfigMap key) stays a reference: the kubelet reads it. */
     json_t *plain =
-        json_pack("{s:s, s:O*}", "name", name ? name : "", "value", json_object_get(ev, "value"));
+        json_pack("{s:s, s:O*, s:O*}", "name", name ? name : "", "value",
+                  json_object_get(ev, "value"), "valueFrom", json_object_get(ev, "valueFrom"));
     size_t i;
     if (!overrides && json_array_size(json_object_get(c, "envFrom")) > 0) {
         json_decref(plain);

@@ -14,6 +14,8 @@
 #include "controller/ext_int.h"
 #include "controller/ext_limits.h"
 #include "controller/ext_names.h"
+#include "controller/latebind_deliver.h"
+#include "controller/latebind_spec.h"
 #include "controller/sandbox_status.h"
 #include "kube/client.h"
 #include "kube/obj.h"
@@ -154,6 +156,83 @@ static void cold_create(struct claim_pass *p, const json_t *tpl, const char *poo
     json_decref(sb);
 }
 
+/* ---- late-bound configuration (templates with claimConfigDelivery LateBound) ------- */
+
+/* True when the claim's env may go into a warm Sandbox instead of forcing a cold one. */
+static bool late_ok(const struct claim_pass *p, const json_t *tpl)
+{
+    struct claim_err ce = {0};
+    return lb_claim_wants(p->claim, tpl) && lb_env_check(p->claim, tpl, &ce) >= 0;
+}
+
+/* Delivery failed on a Sandbox the claim never used: drop it and start cold. */
+static void late_fallback(struct claim_pass *p, const json_t *tpl, const char *pool)
+{
+    struct kube_req r;
+    struct kube_err e;
+    kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+    r.ns = p->ns;
+    r.name = kube_obj_name(p->sb);
+    r.precondition_uid = kube_obj_uid(p->sb);
+    if (kube_request(p->x->d.client, &r, NULL, &e) < 0 && !kube_err_is_not_found(&e)) {
+        fail(p, EXT_R_RECONCILER_ERROR, true, "Error seen: deleting Sandbox %s: %s", r.name,
+             e.message);
+        p->err = e.code ? e.code : -EIO;
+        return;
+    }
+    ext__binding_drop(p->x, p->uid);
+    json_decref(p->sb);
+    p->sb = NULL;
+    cold_create(p, tpl, pool);
+}
+
+/* Delivers the claim's env into its bound warm Sandbox. On failure the template's policy
+ * decides: a cold start (only while the claim was never Ready) or Ready=False. Returns
+ * true when delivered. */
+static bool late_deliver(struct claim_pass *p, const json_t *tpl, const char *pool)
+{
+    char msg[512];
+    struct lb_policy pol;
+    bool fallback;
+    int r = lb_deliver(p->x, p->claim, p->sb, tpl, msg, sizeof(msg));
+    if (r >= 0)
+        return true;
+    lb_policy_of(tpl, &pol);
+    fallback = !pol.fail && !kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY);
+    log_warn("late-bound env delivery failed\tclaim=%s sandbox=%s fallback=%s detail=\"%s\"",
+             p->key, kube_obj_name(p->sb), fallback ? "cold" : "none", msg);
+    if (!p->x->o.no_claim_events)
+        ext__event(p->x, p->claim, true, LB_R_DELIVERY_FAILED, "%s%s", msg,
+                   fallback ? "; falling back to a cold start" : "");
+    if (fallback) {
+        late_fallback(p, tpl, pool);
+    } else {
+        fail(p, LB_R_DELIVERY_FAILED, false, "%s", msg);
+        p->err = r;
+    }
+    return false;
+}
+
+/* A warm Sandbox bound in an earlier pass whose claim is not Ready yet (the pass was
+ * cut short, or delivery failed): deliver again; it is idempotent. */
+static void late_redeliver(struct claim_pass *p)
+{
+    const char *pn = kube_obj_path_str(p->claim, "spec.warmPoolRef.name"), *tn, *lt;
+    json_t *pool, *tpl;
+    lt = kube_obj_label(p->sb, SB_LABEL_LAUNCH_TYPE);
+    if (claim_ready(p->claim) || json_array_size(kube_obj_path(p->claim, "spec.env")) == 0 || !lt ||
+        strcmp(lt, "warm") != 0 || !kube_obj_condition_true(p->sb, SB_COND_READY) ||
+        kube_obj_deleting(p->sb) || !pn)
+        return;
+    pool = kube_store_get_ns(ext__store(p->x, EXT_INF_POOL), p->ns, pn);
+    tn = kube_obj_path_str(pool, "spec.sandboxTemplateRef.name");
+    tpl = tn ? kube_store_get_ns(ext__store(p->x, EXT_INF_TEMPLATE), p->ns, tn) : NULL;
+    if (tpl && late_ok(p, tpl))
+        (void)late_deliver(p, tpl, pn);
+    json_decref(tpl);
+    json_decref(pool);
+}
+
 static void provision(struct claim_pass *p)
 {
     const char *pn = kube_obj_path_str(p->claim, "spec.warmPoolRef.name"), *tn;
@@ -173,11 +252,12 @@ static void provision(struct claim_pass *p)
             fail(p, EXT_R_TEMPLATE_NOT_FOUND, true, "SandboxTemplate \"%s\" not found",
                  tn ? tn : "");
         requeue_min(p, LIMIT_EXT_MISSING_REQUEUE);
-    } else if (!claim_needs_cold(p->claim) &&
+    } else if ((!claim_needs_cold(p->claim) || late_ok(p, tpl)) &&
                (r = claim__adopt(p->x, p->claim, pool, &sb, p->msg, sizeof(p->msg))) != 0) {
         if (r > 0) {
             p->sb = sb;
-            count_creation(p, "warm", pn);
+            if (!claim_needs_cold(p->claim) || late_deliver(p, tpl, pn))
+                count_creation(p, "warm", pn);
         } else {
             fail(p, EXT_R_RECONCILER_ERROR, true, "Error seen: %s", p->msg);
             p->err = r;
@@ -345,7 +425,9 @@ static void run(struct claim_pass *p)
         }
     } else if (found) {
         p->obs.timed_out = timed_out(p);
-        if (!p->sb && !p->obs.timed_out)
+        if (p->sb && !p->obs.timed_out)
+            late_redeliver(p);
+        else if (!p->sb && !p->obs.timed_out)
             provision(p);
     }
     p->obs.sb = p->sb;

@@ -17,6 +17,7 @@
 #include "controller/ext_int.h"
 #include "controller/ext_limits.h"
 #include "controller/ext_names.h"
+#include "controller/latebind_deliver.h"
 #include "controller/manager_int.h"
 #include "controller/pool_expect.h"
 #include "kube/client.h"
@@ -635,6 +636,7 @@ int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_
     x->bindings = map_new(xfree);
     x->expect = pool_expect_new(0);
     x->cq = claim_queue_new();
+    x->lb = lb_state_new(o->latebind_loopback, o->latebind_timeout);
     metrics_init(x);
     r = loop_init(x, EXT_LOOP_TEMPLATE, "sandboxtemplate",
                   o->template_workers > 0 ? o->template_workers : 1, tpl_reconcile);
@@ -748,6 +750,7 @@ void ext_ctrl_free(struct ext_ctrl *x)
     map_free(x->bindings);
     pool_expect_free(x->expect);
     claim_queue_free(x->cq);
+    lb_state_free(x->lb);
     pthread_mutex_destroy(&x->lock);
     xfree((char *)x->o.label_domains);
     xfree(x->ns);

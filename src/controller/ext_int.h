@@ -18,6 +18,7 @@ struct kube_store;
 struct kube_res;
 struct pool_expect;
 struct claim_queue;
+struct lb_state;
 
 enum { EXT_INF_TEMPLATE, EXT_INF_POOL, EXT_INF_CLAIM, EXT_INF_NETPOL, EXT_INF_COUNT };
 enum { EXT_LOOP_TEMPLATE, EXT_LOOP_POOL, EXT_LOOP_CLAIM, EXT_LOOP_COUNT };
@@ -61,6 +62,7 @@ struct ext_ctrl {
     struct ext_metrics met;
     struct pool_expect *expect;
     struct claim_queue *cq;
+    struct lb_state *lb;  /* late-bound claim configuration (latebind_deliver.c) */
     pthread_mutex_t lock; /* guards the maps below */
     struct map *buckets;  /* pool key -> struct pool_bucket */
     struct map *observed; /* claim key -> usec_t * (wall time first seen) */

@@ -72,6 +72,8 @@ static const char usage_text[] =
     "  --allowed-label-domains LIST        label domains claims may add, comma-separated\n"
     "                                      (default: /etc/sandbox-config/allowed-label-domains,\n"
     "                                      else sandbox.users.io)\n"
+    "  --late-binding-timeout D            one late-bound env delivery to sandboxd (default 3s)\n"
+    "  --late-binding-allow-loopback[=BOOL]  TESTS ONLY: deliver to loopback pod IPs\n"
     "  Durations: a number with ms, s, m or h (e.g. 500ms, 5m).\n"
     "  --log-level LEVEL                   error, warn, info, debug, trace (default info)\n"
     "  --version                           print the version and exit\n"
@@ -104,6 +106,8 @@ enum {
     F_NO_CLAIM_EVENTS,
     F_NO_CLAIM_ANN,
     F_LABEL_DOMAINS,
+    F_LB_LOOPBACK,
+    F_LB_TIMEOUT,
     F_VERSION,
     F_HELP,
 };
@@ -135,6 +139,8 @@ static const struct option long_opts[] = {
     {"disable-claim-events", optional_argument, NULL, F_NO_CLAIM_EVENTS},
     {"disable-claim-observability-annotations", optional_argument, NULL, F_NO_CLAIM_ANN},
     {"allowed-label-domains", required_argument, NULL, F_LABEL_DOMAINS},
+    {"late-binding-allow-loopback", optional_argument, NULL, F_LB_LOOPBACK},
+    {"late-binding-timeout", required_argument, NULL, F_LB_TIMEOUT},
     {"version", no_argument, NULL, F_VERSION},
     {"help", no_argument, NULL, F_HELP},
     {NULL, 0, NULL, 0},
@@ -246,6 +252,13 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
     case F_LABEL_DOMAINS:
         f->ext.label_domains = v;
         return 0;
+    case F_LB_LOOPBACK:
+        r = parse_bool(v, &b);
+        f->ext.latebind_loopback = b;
+        return r;
+    case F_LB_TIMEOUT:
+        r = parse_duration(v, &f->ext.latebind_timeout);
+        return r < 0 || f->ext.latebind_timeout == 0 ? -EINVAL : 0;
     default:
         return 1;
     }

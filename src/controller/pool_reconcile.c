@@ -13,6 +13,8 @@
 #include "controller/ext_int.h"
 #include "controller/ext_limits.h"
 #include "controller/ext_names.h"
+#include "controller/latebind_deliver.h"
+#include "controller/latebind_spec.h"
 #include "controller/pool_expect.h"
 #include "controller/pool_plan.h"
 #include "controller/sandbox_status.h"
@@ -148,11 +150,20 @@ static void refund_tokens(struct pool_pass *p, int n, double rate)
     pthread_mutex_unlock(&p->x->lock);
 }
 
+/* One member; a late-bound template's members get their config-token Secret too. */
+static int create_one(struct pool_pass *p, const json_t *sb, bool late, struct kube_err *e)
+{
+    if (late)
+        return lb_pool_create(p->x, p->key, sb, e);
+    return kube_create(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, sb, NULL, e);
+}
+
 static void create_members(struct pool_pass *p, int want)
 {
     struct tpl_pool_opts o = {.eviction = !p->x->o.no_eviction};
     double rate = refill_rate(p);
     int granted = take_tokens(p, want, rate), ok = 0;
+    struct lb_policy lb;
     json_t *sb;
     if (!granted)
         return;
@@ -163,9 +174,10 @@ static void create_members(struct pool_pass *p, int want)
         return;
     }
     sb = tpl_pool_sandbox(p->pool, p->tpl, &o);
+    lb_policy_of(p->tpl, &lb);
     for (; ok < granted; ok++) {
         struct kube_err e;
-        if (kube_create(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, sb, NULL, &e) < 0) {
+        if (create_one(p, sb, lb.late_bound, &e) < 0) {
             log_warn("pool create failed\tpool=%s detail=\"%s\"", p->key, e.message);
             p->err = e.code ? e.code : -EIO;
             break;

@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Late-bound claim configuration: token Secrets of pool members and delivery of a
+ * claim's env to sandboxd (see latebind_deliver.h). */
+#include "controller/latebind_deliver.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/map.h"
+#include "common/xalloc.h"
+#include "controller/ext_int.h"
+#include "controller/latebind_spec.h"
+#include "controller/pool_expect.h"
+#include "controller/sandbox_names.h"
+#include "kube/b64.h"
+#include "kube/client.h"
+#include "kube/informer_limits.h"
+#include "kube/obj.h"
+
+struct lb_state {
+    bool allow_loopback;
+    usec_t timeout;
+    pthread_mutex_t lock;
+    struct map *tokens; /* "namespace/sandbox" -> char * token */
+};
+
+static void token_free(void *v)
+{
+    char *t = v;
+    if (t)
+        explicit_bzero(t, strlen(t));
+    xfree(t);
+}
+
+struct lb_state *lb_state_new(bool allow_loopback, usec_t timeout)
+{
+    struct lb_state *s = XNEW(struct lb_state);
+    s->allow_loopback = allow_loopback;
+    s->timeout = timeout ? timeout : LIMIT_LB_DELIVERY_TIMEOUT;
+    pthread_mutex_init(&s->lock, NULL);
+    s->tokens = map_new(token_free);
+    return s;
+}
+
+void lb_state_free(struct lb_state *s)
+{
+    if (!s)
+        return;
+    map_free(s->tokens);
+    pthread_mutex_destroy(&s->lock);
+    xfree(s);
+}
+
+static void cache_put(struct lb_state *s, const char *ns, const char *name, const char *token)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    if (ext__key(ns, name, key, sizeof(key)) < 0)
+        return;
+    pthread_mutex_lock(&s->lock);
+    if (map_len(s->tokens) < LIMIT_LB_TOKEN_CACHE)
+        map_put(s->tokens, key, xstrdup(token), NULL);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Returns a new copy of the cached token (drop: remove it), or NULL. */
+static char *cache_get(struct lb_state *s, const char *ns, const char *name, bool drop)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1], *t = NULL, *v;
+    if (ext__key(ns, name, key, sizeof(key)) < 0)
+        return NULL;
+    pthread_mutex_lock(&s->lock);
+    if (drop) {
+        t = map_remove(s->tokens, key);
+    } else if ((v = map_get(s->tokens, key))) {
+        t = xstrdup(v);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return t;
+}
+
+/* ---- pool members ------------------------------------------------------------------- */
+
+/* Creates the Sandbox under a fresh random name (retrying a name collision). */
+static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, json_t **ret,
+                         struct kube_err *reterr)
+{
+    char name[LB_NAME_MAX + 1], secret[LB_NAME_MAX + sizeof(LB_SECRET_SUFFIX)];
+    int r = -EEXIST;
+    for (int attempt = 0; attempt < 3 && r == -EEXIST; attempt++) {
+        json_t *copy = json_deep_copy(sb);
+        if ((r = lb_member_name(sb, name, sizeof(name))) == 0 &&
+            (r = lb_secret_name(name, secret, sizeof(secret))) == 0) {
+            lb_pool_inject(copy, name, secret);
+            r = kube_create(x->d.client, &KUBE_RES_SANDBOXES, ns, copy, ret, reterr);
+            if (r < 0 && kube_err_is_already_exists(reterr))
+                r = -EEXIST;
+        }
+        json_decref(copy);
+    }
+    return r;
+}
+
+static void delete_member(struct ext_ctrl *x, const char *pool_key, const json_t *sb)
+{
+    struct kube_req r;
+    struct kube_err e;
+    kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+    r.ns = kube_obj_namespace(sb);
+    r.name = kube_obj_name(sb);
+    r.precondition_uid = kube_obj_uid(sb);
+    pool_expect_deletion(x->expect, pool_key, kube_obj_uid(sb), clock_now());
+    if (kube_request(x->d.client, &r, NULL, &e) < 0) {
+        pool_expect_deletion_observed(x->expect, pool_key, kube_obj_uid(sb));
+        log_warn("deleting a pool member without config token failed\tsandbox=%s/%s "
+                 "detail=\"%s\"",
+                 r.ns, r.name, e.message);
+    }
+}
+
+int lb_pool_create(struct ext_ctrl *x, const char *pool_key, const json_t *sb,
+                   struct kube_err *reterr)
+{
+    char token[2 * LB_TOKEN_BYTES + 1];
+    const char *ns = kube_obj_namespace(sb);
+    json_t *out = NULL, *sec;
+    struct kube_err e;
+    int r = lb_token_new(token, sizeof(token));
+    if (r < 0) {
+        kube_err_clear(reterr);
+        reterr->code = r;
+        (void)snprintf(reterr->message, sizeof(reterr->message), "no random token: errno %d", -r);
+        return r;
+    }
+    r = create_member(x, ns, sb, &out, reterr);
+    if (r < 0)
+        goto out;
+    sec = lb_token_secret(out, kube_obj_annotation(out, LB_ANN_TOKEN_SECRET), token);
+    if (kube_create(x->d.client, &KUBE_RES_SECRETS, ns, sec, NULL, &e) < 0) {
+        /* Without its Secret the pod never starts: replace the member now. */
+        log_warn("creating the config token Secret failed\tsandbox=%s/%s detail=\"%s\"", ns,
+                 kube_obj_name(out), e.message);
+        delete_member(x, pool_key, out);
+    } else {
+        cache_put(x->lb, ns, kube_obj_name(out), token);
+    }
+    json_decref(sec);
+out:
+    explicit_bzero(token, sizeof(token));
+    json_decref(out);
+    return r;
+}
+
+/* ---- delivery ----------------------------------------------------------------------- */
+
+static int failf(char *msg, size_t size, int r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int failf(char *msg, size_t size, int r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, size, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* True when obj's controller ownerReference is uid. */
+static bool controlled_by(const json_t *obj, const char *uid)
+{
+    size_t i;
+    const json_t *o;
+    json_array_foreach(kube_obj_path(obj, "metadata.ownerReferences"), i, o)
+    {
+        const char *u = json_string_value(json_object_get(o, "uid"));
+        if (json_is_true(json_object_get(o, "controller")) && u && uid && strcmp(u, uid) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Reads key of a Secret (base64 data) or ConfigMap (data, then binaryData) into out. */
+static int read_key(struct ext_ctrl *x, const char *ns, bool secret, const char *name,
+                    const char *key, struct buf *out, char *msg, size_t size)
+{
+    const char *kind = secret ? "Secret" : "ConfigMap";
+    json_t *obj = NULL;
+    const json_t *v;
+    struct kube_err e;
+    int r = kube_get(x->d.client, secret ? &KUBE_RES_SECRETS : &KUBE_RES_CONFIGMAPS, ns, name, &obj,
+                     &e);
+    if (r < 0)
+        return failf(msg, size, r, "reading %s %s: %s", kind, name, e.message);
+    v = json_object_get(json_object_get(obj, "data"), key);
+    if (!secret && json_is_string(v)) {
+        r = buf_append(out, json_string_value(v), json_string_length(v));
+    } else {
+        if (!secret && !v)
+            v = json_object_get(json_object_get(obj, "binaryData"), key);
+        r = json_is_string(v) ? kube_b64_decode(json_string_value(v), json_string_length(v), out)
+                              : failf(msg, size, -ENOENT, "%s %s has no key %s", kind, name, key);
+    }
+    if (r == -EINVAL || r == -E2BIG)
+        (void)failf(msg, size, r, "%s %s key %s: unusable value", kind, name, key);
+    json_decref(obj);
+    return r;
+}
+
+/* Adds entry ev of the claim's env to env (resolving references). */
+static int resolve_one(struct ext_ctrl *x, const char *ns, const json_t *ev, json_t *env, char *msg,
+                       size_t size)
+{
+    const char *name = json_string_value(json_object_get(ev, "name")), *obj = NULL, *key = NULL;
+    enum lb_source src = lb_env_source(ev, &obj, &key);
+    struct buf v;
+    int r = 0;
+    if (src == LB_SRC_INVALID)
+        return failf(msg, size, -EINVAL, "env %s: needs value or one key reference",
+                     name ? name : "(unnamed)");
+    if (src == LB_SRC_VALUE) {
+        json_object_set(env, name, json_object_get(ev, "value"));
+        return 0;
+    }
+    buf_init(&v, LIMIT_LB_BODY);
+    r = read_key(x, ns, src == LB_SRC_SECRET, obj, key, &v, msg, size);
+    if (r >= 0 && strlen(buf_str(&v)) != v.len)
+        r = failf(msg, size, -EINVAL, "env %s: the value contains a NUL byte", name);
+    if (r >= 0)
+        json_object_set_new(env, name, json_stringn(buf_str(&v), v.len));
+    if (v.data)
+        explicit_bzero(v.data, v.len);
+    buf_done(&v);
+    return r;
+}
+
+/* Returns the delivery body {"env": {...}} in *ret (new). */
+static int resolve_env(struct ext_ctrl *x, const json_t *claim, json_t **ret, char *msg,
+                       size_t size)
+{
+    json_t *env = json_object();
+    const json_t *ev;
+    size_t i;
+    int r = 0;
+    json_array_foreach(kube_obj_path(claim, "spec.env"), i, ev)
+    {
+        if ((r = resolve_one(x, kube_obj_namespace(claim), ev, env, msg, size)) < 0)
+            break;
+    }
+    if (r < 0) {
+        json_decref(env);
+        return r;
+    }
+    *ret = json_pack("{s:o}", "env", env);
+    return 0;
+}
+
+/* Returns the config token of sb (new, wipe before xfree) in *ret. */
+static int sandbox_token(struct ext_ctrl *x, const json_t *sb, char **ret, char *msg, size_t size)
+{
+    const char *ns = kube_obj_namespace(sb), *secret = kube_obj_annotation(sb, LB_ANN_TOKEN_SECRET);
+    char *t = cache_get(x->lb, ns, kube_obj_name(sb), false);
+    json_t *obj = NULL;
+    const json_t *v;
+    struct buf b;
+    struct kube_err e;
+    int r;
+    if (t) {
+        *ret = t;
+        return 0;
+    }
+    if (!secret)
+        return failf(msg, size, -ENOENT,
+                     "Sandbox %s has no config token (created before the template enabled "
+                     "late binding)",
+                     kube_obj_name(sb));
+    if ((r = kube_get(x->d.client, &KUBE_RES_SECRETS, ns, secret, &obj, &e)) < 0)
+        return failf(msg, size, r, "reading the config token: %s", e.message);
+    v = json_object_get(json_object_get(obj, "data"), LB_TOKEN_KEY);
+    buf_init(&b, 4096);
+    if (!controlled_by(obj, kube_obj_uid(sb)))
+        r = failf(msg, size, -EPERM, "Secret %s is not controlled by Sandbox %s", secret,
+                  kube_obj_name(sb));
+    else if (!json_is_string(v) ||
+             kube_b64_decode(json_string_value(v), json_string_length(v), &b) < 0 || !b.len)
+        r = failf(msg, size, -EINVAL, "Secret %s holds no token", secret);
+    if (r >= 0)
+        *ret = xstrndup(buf_str(&b), b.len);
+    if (b.data)
+        explicit_bzero(b.data, b.len);
+    buf_done(&b);
+    json_decref(obj);
+    return r;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *ctx)
+{
+    (void)p;
+    (void)ctx;
+    return size * n;
+}
+
+static int dump_cb(const char *p, size_t n, void *ctx)
+{
+    return buf_append(ctx, p, n) < 0 ? -1 : 0;
+}
+
+/* PUTs body to url with the bearer token. */
+static int http_put(const struct lb_state *s, const char *url, const char *token,
+                    const struct buf *body, char *msg, size_t size)
+{
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdr = NULL;
+    char *auth = xasprintf("Authorization: Bearer %s", token);
+    long status = 0;
+    CURLcode cc;
+    if (!h) {
+        xfree(auth);
+        return failf(msg, size, -ENOMEM, "no HTTP handle");
+    }
+    hdr = curl_slist_append(hdr, "Content-Type: application/json");
+    hdr = curl_slist_append(hdr, auth);
+    (void)curl_easy_setopt(h, CURLOPT_URL, url);
+    (void)curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+    (void)curl_easy_setopt(h, CURLOPT_NOPROXY, "*"); /* never through a proxy */
+    (void)curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+    (void)curl_easy_setopt(h, CURLOPT_POSTFIELDS, buf_str(body));
+    (void)curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+    (void)curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    (void)curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    (void)curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    (void)curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(s->timeout / USEC_PER_MSEC));
+    cc = curl_easy_perform(h);
+    if (cc == CURLE_OK)
+        (void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(h);
+    explicit_bzero(auth, strlen(auth));
+    xfree(auth);
+    if (cc != CURLE_OK)
+        return failf(msg, size, -EHOSTUNREACH, "delivering to sandboxd: %s",
+                     curl_easy_strerror(cc));
+    if (status != 200)
+        return failf(msg, size, -EPROTO, "delivering to sandboxd: HTTP %ld", status);
+    return 0;
+}
+
+int lb_deliver(struct ext_ctrl *x, const json_t *claim, const json_t *sb, const json_t *tpl,
+               char *msg, size_t size)
+{
+    const char *ip = json_string_value(json_array_get(kube_obj_path(sb, "status.podIPs"), 0));
+    char url[256], *token = NULL;
+    struct lb_policy pol;
+    json_t *body = NULL;
+    struct buf b;
+    int r;
+    lb_policy_of(tpl, &pol);
+    buf_init(&b, LIMIT_LB_BODY + 64);
+    if ((r = lb_target_check(ip, x->lb->allow_loopback)) < 0) {
+        r = failf(msg, size, r, "Sandbox %s has no usable pod IP (%s)", kube_obj_name(sb),
+                  ip ? ip : "none");
+        goto out;
+    }
+    if ((r = lb_target_url(ip, pol.port, url, sizeof(url))) < 0 ||
+        (r = sandbox_token(x, sb, &token, msg, size)) < 0 ||
+        (r = resolve_env(x, claim, &body, msg, size)) < 0)
+        goto out;
+    if (json_dump_callback(body, dump_cb, &b, JSON_COMPACT) < 0) {
+        r = failf(msg, size, -E2BIG, "the claim's env is larger than %u bytes", LIMIT_LB_BODY);
+        goto out;
+    }
+    r = http_put(x->lb, url, token, &b, msg, size);
+    if (r >= 0)
+        token_free(cache_get(x->lb, kube_obj_namespace(sb), kube_obj_name(sb), true));
+out:
+    if (b.data)
+        explicit_bzero(b.data, b.len);
+    buf_done(&b);
+    json_decref(body);
+    token_free(token);
+    return r;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Late-bound claim configuration, the part that talks to the API server and to sandboxd:
+ * pool members created with their config-token Secret, and delivery of a claim's env
+ * (values, Secret and ConfigMap keys read just in time) to the sandboxd of its adopted
+ * Sandbox. Values are never logged, never put into an object, and never leave the
+ * controller except in the delivery request to the Sandbox's own pod IP. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/clock.h"
+
+struct ext_ctrl;
+struct kube_err;
+struct lb_state;
+
+#define LIMIT_LB_DELIVERY_TIMEOUT (3 * USEC_PER_SEC) /* one PUT to sandboxd, connect included */
+#define LIMIT_LB_TOKEN_CACHE      100000             /* tokens kept in memory (else re-read) */
+#define LIMIT_LB_BODY             (1u * 1024 * 1024) /* one delivery body (sandboxd's limit) */
+
+/** Returns new delivery state: a token cache, the loopback permission (tests only) and
+ * the request timeout (0 = LIMIT_LB_DELIVERY_TIMEOUT). Thread-safe. */
+struct lb_state *lb_state_new(bool allow_loopback, usec_t timeout);
+/** Wipes the cached tokens and frees (NULL is fine). */
+void lb_state_free(struct lb_state *s);
+
+/** Creates one pool member from sb (borrowed, as built for the pool with generateName)
+ * under a name chosen here, then its config-token Secret owned by it. When the Secret
+ * cannot be created, the member is deleted again (the pool replaces it). pool_key
+ * (borrowed) is the pool's "namespace/name" for its expectations. Returns 0 (the
+ * Sandbox was created) or a negative errno with reterr filled. */
+int lb_pool_create(struct ext_ctrl *x, const char *pool_key, const json_t *sb,
+                   struct kube_err *reterr);
+
+/** Delivers claim's env to Sandbox sb (bound to it) under template tpl's policy: reads
+ * the config token (cache, else its Secret, which must be controlled by sb), resolves
+ * every value, checks the pod IP and PUTs the set to sandboxd. Returns 0, or a negative
+ * errno with a message in msg that never contains a value. */
+int lb_deliver(struct ext_ctrl *x, const json_t *claim, const json_t *sb, const json_t *tpl,
+               char *msg, size_t size);
