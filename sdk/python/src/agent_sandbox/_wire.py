@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
@@ -31,6 +31,24 @@ def file_path(p: str) -> str:
     if ".." in parts:
         raise ValueError(f"path {p!r} escapes the sandbox root ('..')")
     return "/v1/files/" + "/".join(quote(s, safe="") for s in parts)
+
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def chunked_json(body: Any) -> Iterator[bytes]:
+    """A JSON request body sent with chunked encoding rather than Content-Length.
+
+    The Kubernetes API server's pod proxy (HTTP/1.1) can cut a streamed response short
+    when the request carried a Content-Length body that sandboxd answered quickly (the
+    proxy re-reads the already-closed request body and drops the upstream connection);
+    a chunked body is read to its end before the response starts (docs/sandboxd.md)."""
+    yield json.dumps(body).encode()
+
+
+async def achunked_json(body: Any) -> AsyncIterator[bytes]:
+    """The async twin of chunked_json."""
+    yield json.dumps(body).encode()
 
 
 def run_body(

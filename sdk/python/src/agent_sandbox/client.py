@@ -380,7 +380,13 @@ class Sandbox:
         ``timeout`` (seconds) kills the process group; the result says timed_out."""
         body = _wire.run_body(command, env=env, cwd=cwd, timeout=timeout, stdin=stdin)
         resp = self.request(
-            "POST", "/v1/processes/run", idempotent=False, what="run", json=body, timeout=_run_http_timeout(timeout)
+            "POST",
+            "/v1/processes/run",
+            idempotent=False,
+            what="run",
+            content=_wire.chunked_json(body),
+            headers=_wire.JSON_HEADERS,
+            timeout=_run_http_timeout(timeout),
         )
         return _wire.parse_result(resp.json())
 
@@ -400,7 +406,11 @@ class Sandbox:
         t = self._route()
         http = self._http(t)
         req = http.build_request(
-            "POST", t.base + "/v1/processes", json=body, headers=t.headers, timeout=httpx.Timeout(None, connect=10.0)
+            "POST",
+            t.base + "/v1/processes",
+            content=_wire.chunked_json(body),
+            headers={**t.headers, **_wire.JSON_HEADERS},
+            timeout=httpx.Timeout(None, connect=10.0),
         )
         try:
             resp = http.send(req, stream=True)

@@ -130,10 +130,12 @@ class FakeSandboxd:
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.hits: list[tuple[str, str]] = []
+        self.requests: list[httpx.Request] = []
         self.fail: dict[tuple[str, str], list[int]] = {}
 
     def __call__(self, req: httpx.Request, path: str) -> httpx.Response:
         self.hits.append((req.method, path))
+        self.requests.append(req)
         queued = self.fail.get((req.method, path))
         if queued:
             return httpx.Response(queued.pop(0), json={"code": "UNAVAILABLE", "message": "try again"})

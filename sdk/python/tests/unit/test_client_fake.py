@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+import httpx
 import pytest
 
 from agent_sandbox import NotFoundError, SandboxConnectionError, SandboxFailedError, SandboxTimeoutError
@@ -193,6 +194,44 @@ def test_run_is_never_retried_but_reads_are() -> None:
     sbd.fail[("GET", "/v1/files/f")] = [503, 502]
     assert sb.files.read("f") == b"x"
     assert sbd.hits.count(("GET", "/v1/files/f")) == 3
+
+
+def _process_posts(sbd: FakeSandboxd) -> list[httpx.Request]:
+    return [r for r in sbd.requests if r.method == "POST" and r.url.path.endswith(("/v1/processes", "/run"))]
+
+
+def test_process_bodies_are_chunked() -> None:
+    # Through the API server's pod proxy a Content-Length body can get a streamed answer
+    # cut short; run and spawn send theirs chunked (docs/sandboxd.md).
+    fake = FakeKube()
+    fake.on_create = bind_on_create
+    fake.sandboxd = sbd = FakeSandboxd()
+    sb = sync_client(fake).create("pool")
+    assert sb.run("x").stdout == "ran x"
+    with sb.spawn("cat") as p:
+        p.wait()
+    posts = _process_posts(sbd)
+    assert len(posts) == 2
+    for r in posts:
+        assert r.headers.get("transfer-encoding") == "chunked"
+        assert "content-length" not in r.headers
+        assert r.headers["content-type"] == "application/json"
+
+
+async def test_async_process_bodies_are_chunked() -> None:
+    fake = FakeKube()
+    fake.on_create = bind_on_create
+    fake.sandboxd = sbd = FakeSandboxd()
+    async with async_client(fake) as c:
+        sb = await c.create("pool")
+        assert (await sb.run("x")).stdout == "ran x"
+        async with await sb.spawn("cat") as p:
+            await p.wait()
+    posts = _process_posts(sbd)
+    assert len(posts) == 2
+    for r in posts:
+        assert r.headers.get("transfer-encoding") == "chunked"
+        assert "content-length" not in r.headers
 
 
 async def test_async_create_run_and_cleanup() -> None:
