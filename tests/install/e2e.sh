@@ -218,6 +218,48 @@ pods_router() {
 	check "an allowed user gets 404 for an unknown sandbox" http_is 404 "$url" -H "Authorization: Bearer $tu"
 	ip=$(k -n "$PODS_NS" get service agent-sandbox-controller -o jsonpath='{.spec.clusterIP}')
 	check "controller metrics through its Service" poll 30 http_is 200 "http://$ip:8080/metrics"
+	pods_sandbox "$tu"
+}
+
+# pods_sandbox TOKEN: a Sandbox in the namespace (reconciled by the host controller) runs a
+# command through the in-cluster router: the router pod reaches the sandbox pod.
+pods_sandbox() {
+	local ip out
+	if ! k get crd sandboxes.agents.x-k8s.io >/dev/null 2>&1 || [ -z "$(k get sandboxwarmpools -A -o name 2>/dev/null)" ]; then
+		skip "a command through the in-cluster router" "no host stack (make up) to reconcile a Sandbox"
+		return 0
+	fi
+	k -n "$PODS_NS" apply -f - >/dev/null <<'YAML'
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: box}
+spec:
+  podTemplate:
+    spec:
+      automountServiceAccountToken: false
+      securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, runAsNonRoot: true,
+                        seccompProfile: {type: RuntimeDefault}}
+      containers:
+      - name: sandbox
+        image: localhost/agent-sandbox/runtime:dev
+        imagePullPolicy: Never
+        command: [/usr/local/bin/sandboxd, --root, /workspace, --port, "8080", --legacy-port, "8888"]
+        env: [{name: HOME, value: /workspace}]
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+        readinessProbe: {httpGet: {path: /v1/health, port: 8080}, periodSeconds: 1}
+        volumeMounts: [{name: workspace, mountPath: /workspace}]
+      volumes: [{name: workspace, emptyDir: {}}]
+YAML
+	if ! poll 120 k -n "$PODS_NS" wait --for=condition=Ready sandbox/box --timeout=1s; then
+		not_ok "a Sandbox becomes Ready in $PODS_NS" "$(k -n "$PODS_NS" get sandbox box -o jsonpath='{.status.conditions}')"
+		return 1
+	fi
+	ip=$(k -n "$PODS_NS" get service sandbox-router-svc -o jsonpath='{.spec.clusterIP}')
+	out=$(curl -sS --max-time 30 -X POST -H "Authorization: Bearer $1" -H 'content-type: application/json' \
+		-d '{"command": ["python3", "-c", "print(6*7)"]}' \
+		"http://$ip:8080/s/$PODS_NS/box/8080/v1/processes/run" | jq -r .stdout)
+	check "a command runs through the in-cluster router to a sandbox pod" test "$out" = 42
+	k -n "$PODS_NS" delete sandbox box --wait=true --timeout=60s >/dev/null 2>&1
 }
 
 run_pods() {
@@ -227,7 +269,7 @@ run_pods() {
 	check "controller and router images imported into the cluster's containerd" eval \
 		"'$ROOT/images/components.sh' import >/dev/null"
 	pods_leftovers | xargs -r k delete --wait=true >/dev/null 2>&1
-	python3 "$ROOT/tests/install/scope.py" "$ROOT/install.yaml" "$PODS_NS" >"$WORK/pods.yaml"
+	python3 "$ROOT/tests/install/scope.py" "$ROOT/install.yaml" "$PODS_NS" "$PODS_NS-idle" >"$WORK/pods.yaml"
 	check "install.yaml re-scoped to $PODS_NS applies (restricted Pod Security)" eval \
 		"k apply --server-side --field-manager=install-pods -f '$WORK/pods.yaml' >'$WORK/pods-apply.log' 2>&1"
 	check "controller pod becomes Ready (in-cluster config, probes, read-only root, non-root)" \

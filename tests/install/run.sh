@@ -15,8 +15,9 @@
 # pods    beside a running host stack: install.yaml re-scoped to namespace
 #         as-install-pods (tests/install/scope.py: no CRDs, own cluster roles and Lease,
 #         --namespace) on the local cluster; the controller and router images run as pods
-#         under restricted Pod Security, take the Lease, serve metrics, and the router
-#         Service answers 401/403/404 from the host; uninstall leaves nothing.
+#         under restricted Pod Security, take the Lease, serve metrics, the router
+#         Service answers 401/403/404 from the host and, with the host stack reconciling a
+#         Sandbox there, runs a command in it; uninstall leaves nothing.
 # e2e     the in-cluster end to end on the local cluster (hack/cluster/cluster.sh):
 #         images imported into its containerd, install.yaml applied, controller (2
 #         replicas, leader election and fail-over) and router as pods, a claim from a
@@ -34,7 +35,7 @@ BIN_CACHE_HELM=${AGENT_SANDBOX_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-
 mode=${1:-all}
 case $mode in
 static | pods | e2e | all) ;;
-*) sed -n '2,29s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+*) sed -n '2,30s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "tests/install/run.sh needs root (chroot, the local cluster)" >&2; exit 2; }
 mkdir -p "$WORK"

@@ -2,13 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Re-scopes install.yaml into one namespace, beside another Agent Sandbox install.
 
-Usage: scope.py INSTALL_YAML NAMESPACE > out.yaml
+Usage: scope.py INSTALL_YAML NAMESPACE [CONTROLLER_NAMESPACE] > out.yaml
 
 Drops the CRDs; renames agent-sandbox-system to NAMESPACE and every cluster-scoped object
 to NAMESPACE-<name> (bindings follow); the controller and the router watch NAMESPACE only
 (--namespace) and the controller elects its leader on a Lease named NAMESPACE. So the
 Deployments of install.yaml run as pods on a cluster where another controller owns the
-Sandboxes of every other namespace, and nothing of the two installs collides.
+Sandboxes of every other namespace, and nothing of the two installs collides. With
+CONTROLLER_NAMESPACE the controller watches that namespace instead (so that the other
+controller may own the Sandboxes of NAMESPACE, which the router then serves).
 """
 import sys
 
@@ -18,7 +20,7 @@ SYS = "agent-sandbox-system"
 CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding"}
 
 
-def scope(doc, ns):
+def scope(doc, ns, ctrl_ns):
     kind, meta = doc["kind"], doc["metadata"]
     if kind == "Namespace":
         meta["name"] = ns
@@ -39,17 +41,20 @@ def scope(doc, ns):
     if kind == "Deployment":
         for c in doc["spec"]["template"]["spec"]["containers"]:
             args = [a.replace(SYS, ns) for a in c.get("args", [])]
-            args.append("--namespace=%s" % ns)
             if doc["metadata"]["name"] == "agent-sandbox-controller":
+                args.append("--namespace=%s" % ctrl_ns)
                 args.append("--leader-election-id=%s" % ns)
+            else:
+                args.append("--namespace=%s" % ns)
             c["args"] = args
     return doc
 
 
 def main(argv):
-    path, ns = argv
+    path, ns = argv[0], argv[1]
+    ctrl_ns = argv[2] if len(argv) > 2 else ns
     docs = [d for d in yaml.safe_load_all(open(path)) if d]
-    out = [scope(d, ns) for d in docs if d["kind"] != "CustomResourceDefinition"]
+    out = [scope(d, ns, ctrl_ns) for d in docs if d["kind"] != "CustomResourceDefinition"]
     sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False))
     return 0
 
