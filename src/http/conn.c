@@ -144,8 +144,10 @@ static void on_read_error(struct http_conn *c, ssize_t nread)
     }
     c->read_eof = true;
     http__conn_update_read(c);
-    /* A half-closed client still gets the response to a request it completed. */
-    if (c->state == HTTP_CONN_WAIT)
+    /* A half-closed client still gets the response to a request it completed, unless
+     * that response is an open-ended stream: then EOF is the only sign that the client
+     * went away (a quiet stream never fails a write), and the handler must hear it. */
+    if (c->state == HTTP_CONN_WAIT && !(c->req && c->req->resp == HTTP_RESP_STREAMING))
         return;
     if (c->state == HTTP_CONN_HEAD && c->in.len > 0 && !c->in_process) {
         conn_process(c);
@@ -225,7 +227,23 @@ static void on_write(uv_write_t *wr, int status)
     http__conn_update_read(c);
 }
 
-int http__conn_write(struct http_conn *c, const struct str *parts, size_t n)
+/* With nothing queued, writes straight from the parts (one writev, no copy, no write
+ * request and none of the poll re-arming a completed uv_write costs). Returns the bytes
+ * written; the caller queues the rest. */
+static size_t try_write_now(struct http_conn *c, const struct str *parts, size_t n, size_t total)
+{
+    uv_buf_t bufs[8];
+    if (c->queued || n > ARRAY_SIZE(bufs) || uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        bufs[i] = uv_buf_init((char *)parts[i].p, (unsigned)parts[i].len);
+    int r = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)n);
+    if (r < 0)
+        return 0; /* EAGAIN, or an error uv_write reports through on_write as before */
+    return (size_t)r < total ? (size_t)r : total;
+}
+
+static int conn_write(struct http_conn *c, const struct str *parts, size_t n, bool now)
 {
     if (c->closing)
         return -EPIPE;
@@ -236,13 +254,19 @@ int http__conn_write(struct http_conn *c, const struct str *parts, size_t n)
         return 0;
     if (total > UINT32_MAX)
         return -E2BIG;
+    size_t skip = now ? try_write_now(c, parts, n, total) : 0;
+    if (skip == total)
+        return 0;
+    total -= skip;
     struct write_op *w = xmalloc(sizeof(*w) + total);
     w->len = total;
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        if (parts[i].len)
-            memcpy(w->data + off, parts[i].p, parts[i].len);
-        off += parts[i].len;
+        size_t from = skip < parts[i].len ? skip : parts[i].len;
+        skip -= from;
+        if (parts[i].len > from)
+            memcpy(w->data + off, parts[i].p + from, parts[i].len - from);
+        off += parts[i].len - from;
     }
     uv_buf_t b = uv_buf_init(w->data, (unsigned)total);
     int r = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
@@ -255,6 +279,16 @@ int http__conn_write(struct http_conn *c, const struct str *parts, size_t n)
     if (c->queued >= c->server->opts.write_queue)
         http__conn_update_read(c);
     return 0;
+}
+
+int http__conn_write(struct http_conn *c, const struct str *parts, size_t n)
+{
+    return conn_write(c, parts, n, false);
+}
+
+int http__conn_write_whole(struct http_conn *c, const struct str *parts, size_t n)
+{
+    return conn_write(c, parts, n, true);
 }
 
 /* The handler failed: 500 if nothing was sent yet, else the response is cut off. */

@@ -221,7 +221,7 @@ int http_respond(struct http_req *req, int status, const char *content_type, con
     bool no_body = req->is_head_method || bodyless_status(status);
     struct str parts[] = {str_make(head.data, head.len), str_make(body, no_body ? 0 : len)};
     req->resp = HTTP_RESP_DONE;
-    r = http__conn_write(c, parts, ARRAY_SIZE(parts));
+    r = http__conn_write_whole(c, parts, ARRAY_SIZE(parts));
     buf_done(&head);
     if (r < 0)
         return -EPIPE;

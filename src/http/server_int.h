@@ -118,6 +118,10 @@ void http__conn_close(struct http_conn *c);
 void http__conn_drain(struct http_conn *c);
 /** Copies the parts into one write. Returns 0 or negative (the connection is closed). */
 int http__conn_write(struct http_conn *c, const struct str *parts, size_t n);
+/** A whole response in one piece: written at once when nothing is queued (one writev, no
+ * copy), else as http__conn_write. Streamed bodies keep using http__conn_write, whose
+ * queue accounting drives their back-pressure. */
+int http__conn_write_whole(struct http_conn *c, const struct str *parts, size_t n);
 /** The current request's response is complete. */
 void http__conn_response_done(struct http_conn *c);
 /** Re-evaluates whether the connection should be reading. */

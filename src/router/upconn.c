@@ -177,6 +177,22 @@ static void on_write(uv_write_t *wr, int status)
         proxy__tunnel_up_written(u->owner, status);
 }
 
+/* With nothing queued, writes straight from the parts: one writev, no copy, no write
+ * request, no poll re-arming. Returns the bytes written; the caller queues the rest
+ * (errors too: uv_write reports them through on_write). */
+static size_t try_write_now(struct up_conn *u, const struct str *parts, size_t n, size_t total)
+{
+    uv_buf_t bufs[8];
+    if (u->queued || n > ARRAY_SIZE(bufs) || total > UINT32_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        bufs[i] = uv_buf_init((char *)parts[i].p, (unsigned)parts[i].len);
+    int r = uv_try_write((uv_stream_t *)&u->tcp, bufs, (unsigned)n);
+    if (r < 0)
+        return 0;
+    return (size_t)r < total ? (size_t)r : total;
+}
+
 int upconn_write(struct up_conn *u, const struct str *parts, size_t n)
 {
     if (u->closing)
@@ -186,11 +202,17 @@ int upconn_write(struct up_conn *u, const struct str *parts, size_t n)
         total += parts[i].len;
     if (total == 0)
         return 0;
+    size_t skip = try_write_now(u, parts, n, total);
+    if (skip == total)
+        return 0;
+    total -= skip;
     struct wop *w = xmalloc(sizeof(*w) + total);
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        memcpy(w->data + off, parts[i].p, parts[i].len);
-        off += parts[i].len;
+        size_t from = skip < parts[i].len ? skip : parts[i].len;
+        skip -= from;
+        memcpy(w->data + off, parts[i].p + from, parts[i].len - from);
+        off += parts[i].len - from;
     }
     w->len = total;
     uv_buf_t b = uv_buf_init(w->data, (unsigned)total);
