@@ -114,6 +114,33 @@ class ComponentTest(unittest.TestCase):
             b.close()
             d.stop()
 
+    def test_quiet_stream_client_gone_kills_process(self):
+        # A client that goes away while its process prints nothing: sandboxd sees the
+        # EOF (no write would ever fail) and kills the process group.
+        d = Daemon()
+        try:
+            c = socket.create_connection(("127.0.0.1", d.port), 5)
+            body = b'{"command": ["sleep", "30"]}'
+            c.sendall(b"POST /v1/processes HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            got = b""
+            while b'"start"' not in got:
+                chunk = c.recv(4096)
+                self.assertTrue(chunk, "stream ended before its start event")
+                got += chunk
+            st, data, _ = d.req("GET", "/v1/processes")
+            self.assertEqual(len(json.loads(data)["processes"]), 1)
+            c.close()
+            end = time.monotonic() + 5
+            while time.monotonic() < end:
+                st, data, _ = d.req("GET", "/v1/processes")
+                if not json.loads(data)["processes"]:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(json.loads(data)["processes"], [])
+        finally:
+            d.stop()
+
     def test_token_file_and_metadata(self):
         tf = tempfile.NamedTemporaryFile("w", delete=False)
         tf.write("tok-123\n")
