@@ -1,0 +1,733 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Integration tests of late-bound claim configuration against the local kube-apiserver:
+ * the manager runs in-process (loopback delivery allowed by its test option), and a
+ * small "kubelet" stands in for the node: for every Pod that mounts a config token it
+ * starts a real sandboxd binary on its own loopback address (127.0.0.N, one shared
+ * port) with the token from the Pod's Secret, then marks the Pod Running and Ready with
+ * that address. Claims with env must be served warm and their processes must see the
+ * values; values must appear in no object, Event, log line or metadata answer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <curl/curl.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "controller/ext_names.h"
+#include "controller/latebind_spec.h"
+#include "controller/manager.h"
+#include "kube/b64.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+#include "kube/workqueue.h"
+#include "support/apiserver.h"
+
+#define WAIT      (60 * USEC_PER_SEC)
+#define MAX_PODS  64
+#define EXEC_BODY "{\"command\":[\"sh\",\"-c\",\"echo \\\"$PLAIN|$API_KEY|$MODE\\\"\"]}"
+
+extern char **environ;
+
+static struct kube_client *c, *mgr_client;
+static struct ctrl_manager *mgr;
+static char ns[96], tmpdir[64], secret_value[64], logpath[128];
+static uint16_t sbd_port;
+static int logfd = -1;
+
+/* ---- the simulated kubelet: a real sandboxd per late-bound Pod ---------------------- */
+
+static struct kube_informer *pod_inf;
+static struct wq *kq;
+static pthread_t kthread;
+static atomic_uint next_ip;
+static pid_t pids[MAX_PODS];
+static atomic_uint npids;
+
+static uint16_t free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+        abort();
+    (void)close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* One HTTP request to http://ip:port path; returns the status, body appended to out. */
+static size_t collect(char *p, size_t size, size_t n, void *ctx)
+{
+    return buf_append(ctx, p, size * n) < 0 ? 0 : size * n;
+}
+
+static long http(const char *method, const char *ip, uint16_t port, const char *path,
+                 const char *auth, const char *body, struct buf *out)
+{
+    char url[256], hdr[256];
+    CURL *h = curl_easy_init();
+    struct curl_slist *hl = NULL;
+    long status = 0;
+    (void)snprintf(url, sizeof(url), "http://%s:%u%s", ip, port, path);
+    hl = curl_slist_append(hl, "Content-Type: application/json");
+    if (auth) {
+        (void)snprintf(hdr, sizeof(hdr), "Authorization: Bearer %s", auth);
+        hl = curl_slist_append(hl, hdr);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    return status;
+}
+
+struct health {
+    const char *ip;
+};
+
+static bool healthy(void *ctx)
+{
+    struct health *hc = ctx;
+    struct buf b;
+    long st;
+    buf_init(&b, 4096);
+    st = http("GET", hc->ip, sbd_port, "/v1/health", NULL, NULL, &b);
+    buf_done(&b);
+    return st == 200;
+}
+
+/* The token of Secret name (new string) or NULL. */
+static char *secret_token(const char *name)
+{
+    json_t *s = NULL;
+    struct buf b;
+    const char *v;
+    char *t = NULL;
+    if (kube_get(c, &KUBE_RES_SECRETS, ns, name, &s, NULL) < 0)
+        return NULL;
+    v = kube_obj_path_str(s, "data.token");
+    buf_init(&b, 4096);
+    if (v && kube_b64_decode(v, strlen(v), &b) == 0)
+        t = xstrdup(buf_str(&b));
+    buf_done(&b);
+    json_decref(s);
+    return t;
+}
+
+static const char *pod_token_secret(const json_t *pod)
+{
+    const json_t *v;
+    size_t i;
+    json_array_foreach(kube_obj_path(pod, "spec.volumes"), i, v)
+    {
+        const char *n = json_string_value(json_object_get(v, "name"));
+        if (n && strcmp(n, LB_VOLUME) == 0)
+            return kube_obj_path_str(v, "secret.secretName");
+    }
+    return NULL;
+}
+
+/* Starts sandboxd on ip with the config token of the Pod's Secret. */
+static int start_sandboxd(const char *name, const char *secret, const char *ip)
+{
+    char bin[512], root[256], tokfile[256], port[16], *tok = NULL;
+    char *argv[] = {bin,        "--host",
+                    (char *)ip, "--port",
+                    port,       "--legacy-port",
+                    "-1",       "--root",
+                    root,       "--config-token-file",
+                    tokfile,    "--log-level",
+                    "warn",     NULL};
+    FILE *f;
+    pid_t pid;
+    struct health hc = {ip};
+    unsigned slot;
+    for (int i = 0; i < 100 && !(tok = secret_token(secret)); i++)
+        clock_sleep(50 * USEC_PER_MSEC); /* the pool creates the Secret right after */
+    if (!tok)
+        return -ENOENT;
+    (void)snprintf(bin, sizeof(bin), "%s/sandboxd", getenv("AS_BIN_DIR"));
+    (void)snprintf(root, sizeof(root), "%s/%s", tmpdir, name);
+    (void)snprintf(tokfile, sizeof(tokfile), "%s/%s.token", tmpdir, name);
+    (void)snprintf(port, sizeof(port), "%u", sbd_port);
+    f = fopen(tokfile, "w");
+    if (!f || fputs(tok, f) < 0 || fclose(f) != 0)
+        abort();
+    xfree(tok);
+    if (posix_spawn(&pid, bin, NULL, NULL, argv, environ) != 0)
+        return -errno;
+    slot = atomic_fetch_add(&npids, 1);
+    if (slot < MAX_PODS)
+        pids[slot] = pid;
+    return it_wait(healthy, &hc, 20 * USEC_PER_SEC);
+}
+
+static void pod_ready(const char *name, const char *ip)
+{
+    char now[64];
+    struct kube_req r;
+    json_t *p;
+    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
+    p = json_pack("{s:{s:s, s:s, s:[{s:s}], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}}", "status",
+                  "phase", "Running", "podIP", ip, "podIPs", "ip", ip, "conditions", "type",
+                  "PodScheduled", "status", "True", "lastTransitionTime", now, "type", "Ready",
+                  "status", "True", "lastTransitionTime", now);
+    kube_req_init(&r, "PATCH", &KUBE_RES_PODS);
+    r.ns = ns;
+    r.name = name;
+    r.subresource = "status";
+    r.body = p;
+    r.patch_type = KUBE_PATCH_MERGE;
+    (void)kube_request(c, &r, NULL, NULL);
+    json_decref(p);
+}
+
+static void kubelet_one(const char *name)
+{
+    json_t *pod = NULL;
+    char ip[32];
+    unsigned n = atomic_fetch_add(&next_ip, 1);
+    const char *secret;
+    if (kube_get(c, &KUBE_RES_PODS, ns, name, &pod, NULL) < 0)
+        return;
+    (void)snprintf(ip, sizeof(ip), "127.0.%u.%u", 10 + n / 200, n % 200 + 2);
+    secret = pod_token_secret(pod);
+    if (!secret || start_sandboxd(name, secret, ip) == 0)
+        pod_ready(name, ip);
+    else
+        fprintf(stderr, "kubelet: sandboxd for %s did not start\n", name);
+    json_decref(pod);
+}
+
+static void *kubelet_main(void *arg)
+{
+    const char *key;
+    (void)arg;
+    while (wq_get(kq, &key) == 0) {
+        const char *slash = strchr(key, '/');
+        kubelet_one(slash ? slash + 1 : key);
+        wq_done(kq, key);
+    }
+    return NULL;
+}
+
+static void pod_seen(void *ctx, const json_t *pod)
+{
+    char key[512];
+    (void)ctx;
+    if (kube_obj_path_str(pod, "status.podIP") || kube_obj_deleting(pod))
+        return;
+    if (kube_store_key(pod, key, sizeof(key)) == 0)
+        wq_add(kq, key);
+}
+
+static void pod_updated(void *ctx, const json_t *o, const json_t *n)
+{
+    (void)o;
+    pod_seen(ctx, n);
+}
+
+static void kubelet_start(void)
+{
+    struct kube_informer_opts o = {.client = c, .res = &KUBE_RES_PODS, .ns = ns};
+    struct kube_informer_handlers h = {.on_add = pod_seen, .on_update = pod_updated};
+    struct wq_opts qo = {.name = "kubelet", .qps = -1};
+    assert_int_equal(wq_new(&qo, &kq), 0);
+    assert_int_equal(kube_informer_new(&o, &pod_inf), 0);
+    assert_int_equal(kube_informer_add_handlers(pod_inf, &h), 0);
+    assert_int_equal(kube_informer_start(pod_inf), 0);
+    assert_int_equal(pthread_create(&kthread, NULL, kubelet_main, NULL), 0);
+}
+
+static void kubelet_stop(void)
+{
+    unsigned n = atomic_load(&npids);
+    if (kq) {
+        kube_informer_stop(pod_inf);
+        wq_shutdown(kq);
+        pthread_join(kthread, NULL);
+        kube_informer_free(pod_inf);
+        wq_free(kq);
+        kq = NULL;
+    }
+    for (unsigned i = 0; i < n && i < MAX_PODS; i++) {
+        (void)kill(pids[i], SIGTERM);
+        (void)waitpid(pids[i], NULL, 0);
+    }
+}
+
+static int dump_cb(const char *p, size_t n, void *ctx)
+{
+    return buf_append(ctx, p, n) < 0 ? -1 : 0;
+}
+
+/* Returns j as compact JSON (new, xfree). */
+static char *dump(const json_t *j)
+{
+    struct buf b;
+    buf_init(&b, 256u * 1024 * 1024);
+    if (json_dump_callback(j, dump_cb, &b, JSON_COMPACT | JSON_SORT_KEYS) < 0)
+        abort();
+    return buf_steal(&b);
+}
+
+/* ---- objects ------------------------------------------------------------------------ */
+
+static json_t *get(const struct kube_res *res, const char *name)
+{
+    json_t *o = NULL;
+    (void)kube_get(c, res, ns, name, &o, NULL);
+    return o;
+}
+
+static void create(const struct kube_res *res, const char *yaml_json)
+{
+    json_error_t je;
+    json_t *o = json_loads(yaml_json, 0, &je);
+    struct kube_err e;
+    if (!o)
+        fail_msg("bad JSON: %s", je.text);
+    IT_OK(kube_create(c, res, ns, o, NULL, &e), &e);
+    json_decref(o);
+}
+
+static void create_template(const char *name, const char *delivery, uint16_t port)
+{
+    char buf[2048];
+    (void)snprintf(
+        buf, sizeof(buf),
+        "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":\"SandboxTemplate\","
+        "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"envVarsInjectionPolicy\":\"Allowed\","
+        "\"claimConfigDelivery\":{\"mode\":\"LateBound\",\"onFailure\":\"%s\",\"port\":%u},"
+        "\"podTemplate\":{\"spec\":{\"containers\":[{\"name\":\"sandbox\",\"image\":\"x\"}]}}}}",
+        name, delivery, port);
+    create(&KUBE_RES_SANDBOXTEMPLATES, buf);
+}
+
+static void create_pool(const char *name, const char *tpl, int replicas)
+{
+    char buf[512];
+    (void)snprintf(buf, sizeof(buf),
+                   "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":"
+                   "\"SandboxWarmPool\",\"metadata\":{\"name\":\"%s\"},\"spec\":{\"replicas\":%d,"
+                   "\"sandboxTemplateRef\":{\"name\":\"%s\"}}}",
+                   name, replicas, tpl);
+    create(&KUBE_RES_SANDBOXWARMPOOLS, buf);
+}
+
+static void create_claim(const char *name, const char *pool, const char *plain)
+{
+    char buf[1024];
+    (void)snprintf(
+        buf, sizeof(buf),
+        "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":\"SandboxClaim\","
+        "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"warmPoolRef\":{\"name\":\"%s\"}%s%s%s}}",
+        name, pool, plain ? ",\"env\":[{\"name\":\"PLAIN\",\"value\":\"" : "", plain ? plain : "",
+        plain ? "\"},{\"name\":\"API_KEY\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"creds\","
+                "\"key\":\"api-key\"}}},{\"name\":\"MODE\",\"valueFrom\":{\"configMapKeyRef\":"
+                "{\"name\":\"cfg\",\"key\":\"mode\"}}}]"
+              : "");
+    create(&KUBE_RES_SANDBOXCLAIMS, buf);
+}
+
+static bool pool_ready(void *ctx)
+{
+    json_t *p = get(&KUBE_RES_SANDBOXWARMPOOLS, ctx);
+    const json_t *want = kube_obj_path(p, "spec.replicas");
+    bool ok = p && json_integer_value(kube_obj_path(p, "status.readyReplicas")) ==
+                       (want ? json_integer_value(want) : 1);
+    json_decref(p);
+    return ok;
+}
+
+static void wait_pool(const char *name)
+{
+    if (it_wait(pool_ready, (void *)name, WAIT) < 0)
+        fail_msg("pool %s never filled", name);
+}
+
+struct cond_want {
+    const char *name, *status, *reason;
+};
+
+static bool claim_cond(void *ctx)
+{
+    struct cond_want *w = ctx;
+    json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, w->name);
+    const json_t *cd = kube_obj_condition(cl, SB_COND_READY);
+    const char *s = json_string_value(json_object_get(cd, "status"));
+    const char *r = json_string_value(json_object_get(cd, "reason"));
+    bool ok = s && strcmp(s, w->status) == 0 && (!w->reason || (r && strcmp(r, w->reason) == 0));
+    json_decref(cl);
+    return ok;
+}
+
+static json_t *wait_claim(const char *name, const char *status, const char *reason)
+{
+    struct cond_want w = {name, status, reason};
+    if (it_wait(claim_cond, &w, WAIT) < 0) {
+        json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, name);
+        char *s = dump(json_object_get(cl, "status") ?: json_null());
+        fail_msg("claim %s: no Ready=%s/%s; status %s", name, status, reason ? reason : "*", s);
+    }
+    return get(&KUBE_RES_SANDBOXCLAIMS, name);
+}
+
+/* The bound Sandbox of a Ready claim (new reference). */
+static json_t *bound(const json_t *claim)
+{
+    return get(&KUBE_RES_SANDBOXES, kube_obj_path_str(claim, "status.sandbox.name"));
+}
+
+/* Runs EXEC_BODY in the Sandbox's sandboxd; returns its stdout (new). */
+static char *run_env(const json_t *sb)
+{
+    const char *ip = json_string_value(json_array_get(kube_obj_path(sb, "status.podIPs"), 0));
+    struct buf b;
+    json_t *j;
+    char *out;
+    buf_init(&b, 1u << 20);
+    assert_non_null(ip);
+    assert_int_equal(http("POST", ip, sbd_port, "/v1/processes/run", NULL, EXEC_BODY, &b), 200);
+    j = json_loads(buf_str(&b), 0, NULL);
+    out = xstrdup(json_string_value(json_object_get(j, "stdout")) ?: "");
+    json_decref(j);
+    buf_done(&b);
+    return out;
+}
+
+/* ---- setup -------------------------------------------------------------------------- */
+
+static void start_manager(void)
+{
+    struct ctrl_opts o = {.client = mgr_client,
+                          .workers = 8,
+                          .ns = ns,
+                          .leader_elect = false,
+                          .metrics_addr = "127.0.0.1:0",
+                          .health_addr = "0",
+                          .events = true,
+                          .extensions = true,
+                          .ext = {.claim_workers = 8,
+                                  .claim_timeout = 120 * USEC_PER_SEC,
+                                  .latebind_loopback = true,
+                                  .latebind_timeout = 2 * USEC_PER_SEC}};
+    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
+    assert_int_equal(ctrl_manager_start(mgr), 0);
+    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+}
+
+static int create_fixtures(void)
+{
+    uint8_t rnd[8];
+    char buf[512];
+    struct kube_err e;
+    json_t *o;
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+        return -1;
+    (void)snprintf(secret_value, sizeof(secret_value), "s3cr3t-%02x%02x%02x%02x%02x%02x%02x%02x",
+                   rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    (void)snprintf(buf, sizeof(buf),
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"creds\"},"
+                   "\"stringData\":{\"api-key\":\"%s\"}}",
+                   secret_value);
+    o = json_loads(buf, 0, NULL);
+    if (kube_create(c, &KUBE_RES_SECRETS, ns, o, NULL, &e) < 0)
+        return -1;
+    json_decref(o);
+    o = json_pack("{s:s, s:s, s:{s:s}, s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                  "metadata", "name", "cfg", "data", "mode", "fast");
+    if (kube_create(c, &KUBE_RES_CONFIGMAPS, ns, o, NULL, &e) < 0)
+        return -1;
+    json_decref(o);
+    o = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "ServiceAccount", "metadata",
+                  "name", "default");
+    (void)kube_create(c, &KUBE_RES_SERVICEACCOUNTS, ns, o, NULL, &e);
+    json_decref(o);
+    return 0;
+}
+
+static int group_setup(void **state)
+{
+    static const char *const crds[] = {"agents.x-k8s.io_sandboxes.yaml",
+                                       "extensions.agents.x-k8s.io_sandboxtemplates.yaml",
+                                       "extensions.agents.x-k8s.io_sandboxwarmpools.yaml",
+                                       "extensions.agents.x-k8s.io_sandboxclaims.yaml"};
+    struct kube_client_opts co = {.qps = 0};
+    char path[1024], rel[256];
+    struct kube_err e;
+    (void)state;
+    (void)snprintf(tmpdir, sizeof(tmpdir), "/tmp/it-latebind-XXXXXX");
+    if (!mkdtemp(tmpdir) || !getenv("AS_BIN_DIR"))
+        return -1;
+    /* Every log line of the controller goes to a file that the last test searches. */
+    (void)snprintf(logpath, sizeof(logpath), "%s/controller.log", tmpdir);
+    logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    log_set_fd(logfd);
+    log_set_level(LOG_DEBUG);
+    if (it_client_new(&co, &c, &e) < 0 || it_client_new(&co, &mgr_client, &e) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof(crds) / sizeof(crds[0]); i++) {
+        (void)snprintf(rel, sizeof(rel), "../../api/crds/%s", crds[i]);
+        if (it_data_path(rel, path, sizeof(path)) < 0 || it_crd_apply(c, path, WAIT, &e) < 0)
+            return -1;
+    }
+    if (it_ns_create(c, "latebind", ns, sizeof(ns), &e) < 0 || create_fixtures() < 0)
+        return -1;
+    sbd_port = free_port();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    char cmd[128];
+    (void)state;
+    ctrl_manager_free(mgr);
+    kubelet_stop();
+    if (c && ns[0])
+        (void)it_ns_delete(c, ns, 120 * USEC_PER_SEC);
+    kube_client_free(c);
+    kube_client_free(mgr_client);
+    log_set_fd(2);
+    if (logfd >= 0)
+        (void)close(logfd);
+    (void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        return -1;
+    return 0;
+}
+
+/* ---- tests -------------------------------------------------------------------------- */
+
+static usec_t claim_latency(const char *name, const char *pool, const char *plain)
+{
+    usec_t t0 = clock_now();
+    json_t *cl;
+    create_claim(name, pool, plain);
+    cl = wait_claim(name, "True", NULL);
+    json_decref(cl);
+    return clock_now() - t0;
+}
+
+static void test_warm_claim_gets_env(void **state)
+{
+    json_t *cl, *sb;
+    char *out, want[128];
+    (void)state;
+    kubelet_start();
+    start_manager();
+    create_template("lb", "ColdStart", sbd_port);
+    create_pool("lb-pool", "lb", 2);
+    wait_pool("lb-pool");
+    create_claim("c1", "lb-pool", "one");
+    cl = wait_claim("c1", "True", NULL);
+    sb = bound(cl);
+    assert_non_null(sb);
+    /* Warm: an adopted pool member, not a Sandbox named after the claim. */
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE), "warm");
+    assert_string_not_equal(kube_obj_name(sb), "c1");
+    assert_non_null(kube_obj_annotation(sb, LB_ANN_TOKEN_SECRET));
+    out = run_env(sb);
+    (void)snprintf(want, sizeof(want), "one|%s|fast\n", secret_value);
+    assert_string_equal(out, want);
+    xfree(out);
+    json_decref(sb);
+    json_decref(cl);
+}
+
+static void test_second_claim_own_values(void **state)
+{
+    json_t *c1, *c2, *s1, *s2;
+    char *o1, *o2, want[128];
+    (void)state;
+    create_claim("c2", "lb-pool", "two");
+    c2 = wait_claim("c2", "True", NULL);
+    c1 = get(&KUBE_RES_SANDBOXCLAIMS, "c1");
+    s1 = bound(c1);
+    s2 = bound(c2);
+    assert_string_not_equal(kube_obj_name(s1), kube_obj_name(s2));
+    assert_string_equal(kube_obj_label(s2, SB_LABEL_LAUNCH_TYPE), "warm");
+    o1 = run_env(s1);
+    o2 = run_env(s2);
+    (void)snprintf(want, sizeof(want), "one|%s|fast\n", secret_value);
+    assert_string_equal(o1, want);
+    (void)snprintf(want, sizeof(want), "two|%s|fast\n", secret_value);
+    assert_string_equal(o2, want);
+    xfree(o1);
+    xfree(o2);
+    json_decref(s1);
+    json_decref(s2);
+    json_decref(c1);
+    json_decref(c2);
+}
+
+/* One Sandbox's config token does not open another's config endpoint. */
+static void test_tokens_are_per_sandbox(void **state)
+{
+    json_t *c1 = get(&KUBE_RES_SANDBOXCLAIMS, "c1"), *c2 = get(&KUBE_RES_SANDBOXCLAIMS, "c2");
+    json_t *s1 = bound(c1), *s2 = bound(c2);
+    char *t2 = secret_token(kube_obj_annotation(s2, LB_ANN_TOKEN_SECRET));
+    const char *ip1 = json_string_value(json_array_get(kube_obj_path(s1, "status.podIPs"), 0));
+    const char *ip2 = json_string_value(json_array_get(kube_obj_path(s2, "status.podIPs"), 0));
+    struct buf b;
+    (void)state;
+    assert_non_null(t2);
+    buf_init(&b, 1u << 16);
+    assert_int_equal(http("PUT", ip1, sbd_port, "/v1/config/env", t2, "{\"env\":{}}", &b), 401);
+    assert_int_equal(http("GET", ip2, sbd_port, "/v1/config/env", t2, NULL, &b), 200);
+    xfree(t2);
+    buf_done(&b);
+    json_decref(s1);
+    json_decref(s2);
+    json_decref(c1);
+    json_decref(c2);
+}
+
+static void test_delivery_failure_cold_start(void **state)
+{
+    json_t *cl, *sb, *pod;
+    char *text;
+    (void)state;
+    /* Nothing listens on this port: every delivery fails. */
+    create_template("lb-bad", "ColdStart", free_port());
+    create_pool("lb-bad-pool", "lb-bad", 1);
+    wait_pool("lb-bad-pool");
+    create_claim("c3", "lb-bad-pool", "three");
+    cl = wait_claim("c3", "True", NULL);
+    sb = bound(cl);
+    assert_string_equal(kube_obj_name(sb), "c3");
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE), "cold");
+    /* The cold Pod references the Secret key; it does not hold the value. */
+    pod = get(&KUBE_RES_PODS, "c3");
+    assert_non_null(pod);
+    text = dump(pod);
+    assert_non_null(strstr(text, "\"secretKeyRef\":{\"key\":\"api-key\",\"name\":\"creds\"}"));
+    assert_null(strstr(text, secret_value));
+    xfree(text);
+    json_decref(pod);
+    json_decref(sb);
+    json_decref(cl);
+}
+
+static void test_delivery_failure_fail_policy(void **state)
+{
+    json_t *cl;
+    const char *msg;
+    (void)state;
+    create_template("lb-fail", "Fail", free_port());
+    create_pool("lb-fail-pool", "lb-fail", 1);
+    wait_pool("lb-fail-pool");
+    create_claim("c4", "lb-fail-pool", "four");
+    cl = wait_claim("c4", "False", LB_R_DELIVERY_FAILED);
+    msg = json_string_value(json_object_get(kube_obj_condition(cl, SB_COND_READY), "message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "delivering to sandboxd"));
+    assert_non_null(kube_obj_path_str(cl, "status.sandbox.name"));
+    json_decref(cl);
+}
+
+static void test_latency(void **state)
+{
+    usec_t plain, late;
+    (void)state;
+    wait_pool("lb-pool");
+    plain = claim_latency("p5", "lb-pool", NULL);
+    wait_pool("lb-pool");
+    late = claim_latency("c5", "lb-pool", "five");
+    fprintf(stderr, "latebind: claim create->Ready: plain warm %.1f ms, late-bound warm %.1f ms\n",
+            (double)plain / USEC_PER_MSEC, (double)late / USEC_PER_MSEC);
+}
+
+static bool dump_has(const struct kube_res *res, const char *needle)
+{
+    json_t *list = NULL;
+    char *s;
+    bool has;
+    if (kube_list_all(c, res, ns, NULL, &list, NULL) < 0)
+        fail_msg("list %s failed", res->plural);
+    s = dump(list);
+    has = strstr(s, needle) != NULL;
+    xfree(s);
+    json_decref(list);
+    return has;
+}
+
+static void test_value_nowhere(void **state)
+{
+    const struct kube_res *res[] = {&KUBE_RES_SANDBOXCLAIMS, &KUBE_RES_SANDBOXES, &KUBE_RES_PODS,
+                                    &KUBE_RES_EVENTS, &KUBE_RES_SANDBOXWARMPOOLS};
+    json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, "c1"), *sb = bound(cl);
+    const char *ip = json_string_value(json_array_get(kube_obj_path(sb, "status.podIPs"), 0));
+    char chunk[4096];
+    struct buf b, logs;
+    ssize_t n;
+    int fd;
+    (void)state;
+    for (size_t i = 0; i < sizeof(res) / sizeof(res[0]); i++)
+        if (dump_has(res[i], secret_value))
+            fail_msg("the secret value appears in %s", res[i]->plural);
+    buf_init(&b, 1u << 16);
+    assert_int_equal(http("GET", ip, sbd_port, "/v1/metadata", NULL, NULL, &b), 200);
+    assert_null(strstr(buf_str(&b), secret_value));
+    buf_done(&b);
+    fd = open(logpath, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    buf_init(&logs, 256u * 1024 * 1024);
+    while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+        assert_int_equal(buf_append(&logs, chunk, (size_t)n), 0);
+    (void)close(fd);
+    /* The controller did log the claims (so the search is not vacuous), never the value. */
+    assert_non_null(strstr(buf_str(&logs), "c1"));
+    assert_null(strstr(buf_str(&logs), secret_value));
+    buf_done(&logs);
+    json_decref(sb);
+    json_decref(cl);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_warm_claim_gets_env),
+        cmocka_unit_test(test_second_claim_own_values),
+        cmocka_unit_test(test_tokens_are_per_sandbox),
+        cmocka_unit_test(test_delivery_failure_cold_start),
+        cmocka_unit_test(test_delivery_failure_fail_policy),
+        cmocka_unit_test(test_latency),
+        cmocka_unit_test(test_value_nowhere),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
