@@ -54,6 +54,11 @@ json_t *tpl_blueprint(const json_t *tpl)
         json_object_set_new(bp, "volumeClaimTemplates", json_deep_copy(vct));
     if (json_is_boolean(svc))
         json_object_set(bp, "service", (json_t *)svc);
+    /* The idle policy (an extension) travels to every sandbox built from the template;
+     * it is not part of the blueprint hash, so changing it does not roll the pools. */
+    const json_t *idle = json_object_get(spec, "idlePolicy");
+    if (json_is_object(idle))
+        json_object_set_new(bp, "idlePolicy", json_deep_copy(idle));
     return bp;
 }
 

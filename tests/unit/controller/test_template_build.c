@@ -73,6 +73,27 @@ static void test_hash_and_match(void **state)
     json_decref(t);
 }
 
+static void test_idle_policy_travels(void **state)
+{
+    json_t *t = tpl(), *pool = json_pack("{s:{s:s, s:s, s:s}}", "metadata", "name", "pool",
+                                         "namespace", "ns", "uid", "u-pool");
+    char h1[SB_HASH_LEN + 1], h2[SB_HASH_LEN + 1];
+    (void)state;
+    tpl_blueprint_hash(t, h1);
+    json_object_set_new(json_object_get(t, "spec"), "idlePolicy",
+                        json_pack("{s:i, s:b}", "timeoutSeconds", 600, "resumeOnTraffic", 1));
+    json_t *sb = tpl_pool_sandbox(pool, t, NULL);
+    assert_int_equal(json_integer_value(kube_obj_path(sb, "spec.idlePolicy.timeoutSeconds")), 600);
+    assert_true(json_is_true(kube_obj_path(sb, "spec.idlePolicy.resumeOnTraffic")));
+    /* not part of the fingerprint: a policy change does not roll the pools */
+    tpl_blueprint_hash(t, h2);
+    assert_string_equal(h1, h2);
+    assert_true(tpl_blueprint_matches(t, sb));
+    json_decref(sb);
+    json_decref(pool);
+    json_decref(t);
+}
+
 static void test_network_policy_default(void **state)
 {
     json_t *t = tpl(), *np;
@@ -132,9 +153,8 @@ static void test_network_policy_custom(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_secure_defaults),
-        cmocka_unit_test(test_hash_and_match),
-        cmocka_unit_test(test_network_policy_default),
+        cmocka_unit_test(test_secure_defaults),       cmocka_unit_test(test_hash_and_match),
+        cmocka_unit_test(test_idle_policy_travels),   cmocka_unit_test(test_network_policy_default),
         cmocka_unit_test(test_network_policy_custom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
