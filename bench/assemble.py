@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Assembles one benchmark run (the per-scenario JSON files of bench/run.sh) into
+bench/results/<timestamp>.json, and checks a smoke run (--check)."""
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+
+
+def load(d, name):
+    p = os.path.join(d, name)
+    try:
+        with open(p) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def pick(d, *keys):
+    return {k: d.get(k) for k in keys} if d else None
+
+
+def router(d):
+    try:
+        text = open(os.path.join(d, "router.md")).read()
+    except OSError:
+        return None
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) >= 4 and re.match(r"^[0-9.]+$", cells[1] or "x"):
+            rows[cells[0]] = {"rps": float(cells[1]), "p50": cells[2], "p99": cells[3]}
+    direct = rows.get("direct")
+    via = rows.get("router --auth=none")
+    if not direct or not via:
+        return {"table": text}
+
+    def ms(s):
+        m = re.match(r"([0-9.]+)(us|ms|s)", s)
+        return float(m.group(1)) * {"us": 1e-3, "ms": 1, "s": 1e3}[m.group(2)] if m else None
+
+    added = None
+    if ms(via["p50"]) is not None and ms(direct["p50"]) is not None:
+        added = round(ms(via["p50"]) - ms(direct["p50"]), 3)
+    return {"direct_rps": direct["rps"], "router_rps": via["rps"], "added_p50_ms": added,
+            "rows": rows}
+
+
+def sandboxd(d):
+    s = load(d, "sandboxd.json")
+    if not s:
+        return None
+    rt = s.get("run_true", {})
+    return {"true_p50_ms": rt.get("p50_ms"), "true_p99_ms": rt.get("p99_ms"),
+            "files": s.get("files"), "raw": s}
+
+
+def machine():
+    def cmd(*a):
+        try:
+            return subprocess.run(a, capture_output=True, text=True, timeout=10).stdout.strip()
+        except OSError:
+            return None
+    cpu = None
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    try:
+        mem = int(open("/proc/meminfo").readline().split()[1]) // 1024
+    except (OSError, ValueError):
+        pass
+    return {"cpus": os.cpu_count(), "cpu_model": cpu, "mem_mib": mem,
+            "kernel": platform.release(), "loadavg_start": os.getloadavg(),
+            "hostname": platform.node()}, {
+        "git": cmd("git", "describe", "--always", "--dirty"),
+        "kube_apiserver": cmd(".cache/bin/kube-apiserver", "--version"),
+        "cc": (cmd("cc", "--version") or "").splitlines()[0:1]}
+
+
+def assemble(a):
+    d = a.dir
+    res = {"timestamp": os.path.basename(d), "target": a.target, "smoke": a.smoke == "1"}
+    res["machine"], res["versions"] = machine()
+    res["flags"] = {"build": a.build, "controller": "--sandbox-claim-concurrent-workers 300 "
+                    "--sandbox-warm-pool-concurrent-workers 4" if a.target == "apiserver"
+                    else "the stack's"}
+    w3, w1 = load(d, "warm_burst_300.json"), load(d, "warm_burst_1000.json")
+    keys = ("count", "ready", "warm", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms",
+            "all_ready_ms", "throughput", "samples_ms", "ready_per_s", "ok")
+    res["warm_burst_300"] = pick(w3, *keys)
+    res["warm_burst_1000"] = pick(w1, *keys)
+    s = load(d, "sustained.json")
+    res["sustained"] = pick(s, "rate_per_s", "offered_per_s", "count", "ready", "p50_ms", "p90_ms",
+                            "p99_ms", "max_ms", "throughput", "ready_per_s", "samples_ms", "ok")
+    c = load(d, "cold.json")
+    if c:
+        res["cold"] = pick(c, "count", "ready", "p50_ms", "p99_ms", "samples_ms", "ok")
+        res["cold"]["per_s"] = c.get("throughput", {}).get("overall_per_s")
+    sc = load(d, "scale_10k.json")
+    res["scale_10k"] = pick(sc, "count", "ready", "controller_rss_mib", "controller_cpu_s",
+                            "converge_s", "p50_ms", "p99_ms", "rss_series", "ok")
+    api = (w3 or {}).get("api")
+    res["api"] = pick(api, "writes_per_warm_claim", "requests_per_warm_claim",
+                      "writes_per_claim_incl_refill", "fill_writes_per_member", "burst_delta")
+    res["router"] = router(d)
+    res["sandboxd"] = sandboxd(d)
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1, sort_keys=True)
+
+
+def check(path):
+    r = json.load(open(path))
+    checks = []
+
+    def ok(name, cond):
+        checks.append((name, bool(cond)))
+        print(f"{'PASS' if cond else 'FAIL'} {name}")
+
+    for k in ("warm_burst_300", "sustained", "cold", "scale_10k"):
+        s = r.get(k) or {}
+        ok(f"{k}: every object Ready ({s.get('ready')}/{s.get('count')})",
+           s.get("ok") and s.get("count") and s.get("ready") == s.get("count"))
+    w = r.get("warm_burst_300") or {}
+    ok(f"warm_burst_300: claims served warm ({w.get('warm')})", (w.get("warm") or 0) >= (w.get("count") or 1) * 0.9)
+    api = r.get("api") or {}
+    wpc = api.get("writes_per_warm_claim")
+    ok(f"api: writes per warm claim measured ({wpc})", wpc is not None and wpc > 0)
+    sc = r.get("scale_10k") or {}
+    ok(f"scale: controller RSS sampled ({sc.get('controller_rss_mib')} MiB)",
+       r.get("target") != "apiserver" or (sc.get("controller_rss_mib") or 0) > 0)
+    p, f = sum(c for _, c in checks), sum(not c for _, c in checks)
+    print(f"{p} passed, {f} failed")
+    return 0 if f == 0 else 1
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir")
+    ap.add_argument("--target", default="apiserver")
+    ap.add_argument("--smoke", default="0")
+    ap.add_argument("--build", default="")
+    ap.add_argument("--out")
+    ap.add_argument("--check")
+    a = ap.parse_args()
+    if a.check:
+        sys.exit(check(a.check))
+    assemble(a)
+
+
+if __name__ == "__main__":
+    main()

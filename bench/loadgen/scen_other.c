@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Sustained Poisson claims with dwell and delete, cold Sandboxes, and the scale run
+ * (many Sandboxes; controller RSS and CPU sampled while they converge). */
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "lg.h"
+
+#define LG_DELETERS 8
+
+struct sustained {
+    const struct lg_opts *o;
+    struct lg_clients *cl;
+    struct lg_track t;
+    usec_t *at; /* arrival offsets */
+    usec_t start;
+    atomic_size_t next;
+    atomic_bool done;
+    char (*pool)[32];
+};
+
+static void *arrivals(void *arg)
+{
+    struct sustained *s = arg;
+    char name[96];
+    size_t i;
+    while ((i = atomic_fetch_add(&s->next, 1)) < s->t.n) {
+        usec_t due = s->start + s->at[i], now = clock_now();
+        json_t *cl;
+        int r;
+        if (due > now)
+            clock_sleep(due - now);
+        (void)snprintf(name, sizeof(name), "%s-%06zu", s->t.prefix, i);
+        cl = lg_claim_obj(name, s->pool[i % (size_t)s->o->pools]);
+        pthread_mutex_lock(&s->t.lock);
+        s->t.recs[i].create = clock_now();
+        pthread_mutex_unlock(&s->t.lock);
+        r = kube_create(s->cl->v[i % (size_t)s->cl->n], &KUBE_RES_SANDBOXCLAIMS, s->o->ns, cl, NULL,
+                        NULL);
+        pthread_mutex_lock(&s->t.lock);
+        s->t.recs[i].ack = clock_now();
+        s->t.recs[i].failed = r < 0;
+        pthread_mutex_unlock(&s->t.lock);
+        json_decref(cl);
+    }
+    return NULL;
+}
+
+struct deleter {
+    struct sustained *s;
+    size_t id;
+};
+
+/* Deletes claims [id, id + LG_DELETERS, ...) once they were Ready for the dwell. */
+static void *deleter(void *arg)
+{
+    struct deleter *d = arg;
+    struct sustained *s = d->s;
+    usec_t dwell = (usec_t)(s->o->dwell * 1e6);
+    char name[96];
+    while (!atomic_load(&s->done)) {
+        for (size_t i = d->id; i < s->t.n; i += LG_DELETERS) {
+            struct lg_rec *r = &s->t.recs[i];
+            bool due;
+            pthread_mutex_lock(&s->t.lock);
+            due = r->ready && !r->deleted && clock_now() >= r->ready + dwell;
+            if (due)
+                r->deleted = clock_now();
+            pthread_mutex_unlock(&s->t.lock);
+            if (!due)
+                continue;
+            (void)snprintf(name, sizeof(name), "%s-%06zu", s->t.prefix, i);
+            (void)kube_delete(s->cl->v[i % (size_t)s->cl->n], &KUBE_RES_SANDBOXCLAIMS, s->o->ns,
+                              name, NULL);
+        }
+        clock_sleep(50 * USEC_PER_MSEC);
+    }
+    return NULL;
+}
+
+static size_t schedule(struct sustained *s)
+{
+    size_t cap = (size_t)(s->o->rate * s->o->seconds * 1.5) + 16, n = 0;
+    double t = 0;
+    s->at = xcalloc(cap, sizeof(*s->at));
+    srand48(42);
+    for (;;) {
+        t += -log(1.0 - drand48()) / s->o->rate;
+        if (t >= s->o->seconds || n == cap)
+            break;
+        s->at[n++] = (usec_t)(t * 1e6);
+    }
+    return n;
+}
+
+static int sustained_fill(struct kube_client *c, struct sustained *s, long per_pool)
+{
+    int r = lg_template_create(c, s->o, "tpl");
+    for (long i = 0; i < s->o->pools && r >= 0; i++) {
+        (void)snprintf(s->pool[i], sizeof(s->pool[i]), "pool-%ld", i);
+        r = lg_pool_create(c, s->o, s->pool[i], "tpl", per_pool);
+    }
+    for (long i = 0; i < s->o->pools && r >= 0; i++)
+        r = lg_pool_wait(c, s->o->ns, s->pool[i], per_pool, (usec_t)(s->o->timeout * 1e6));
+    if (r < 0)
+        log_error("sustained: pools did not fill");
+    return r;
+}
+
+static void sustained_drive(struct sustained *s)
+{
+    pthread_t ath[LG_DELETERS * 8], dth[LG_DELETERS];
+    struct deleter d[LG_DELETERS];
+    int na = s->o->threads > (int)(LG_DELETERS * 8) ? LG_DELETERS * 8 : s->o->threads;
+    s->start = clock_now() + 100 * USEC_PER_MSEC;
+    for (int i = 0; i < LG_DELETERS; i++) {
+        d[i] = (struct deleter){s, (size_t)i};
+        (void)pthread_create(&dth[i], NULL, deleter, &d[i]);
+    }
+    for (int i = 0; i < na; i++)
+        (void)pthread_create(&ath[i], NULL, arrivals, s);
+    for (int i = 0; i < na; i++)
+        pthread_join(ath[i], NULL);
+    (void)lg_track_wait(&s->t, s->t.n, (usec_t)(s->o->timeout * 1e6));
+    atomic_store(&s->done, true);
+    for (int i = 0; i < LG_DELETERS; i++)
+        pthread_join(dth[i], NULL);
+}
+
+int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out)
+{
+    long per_pool =
+        o->pool_size ? o->pool_size : (long)ceil(o->rate * 10 / (double)(o->pools ? o->pools : 1));
+    struct sustained s = {.o = o};
+    struct lg_clients cl = {0};
+    struct kube_informer *inf = NULL;
+    json_t *st;
+    size_t n;
+    int r;
+    s.pool = xcalloc((size_t)o->pools, sizeof(*s.pool));
+    n = schedule(&s);
+    lg_track_init(&s.t, o->prefix, n);
+    s.cl = &cl;
+    if ((r = sustained_fill(c, &s, per_pool)) < 0 || (r = lg_clients_new(o, &cl)) < 0 ||
+        (r = lg_track_watch(&s.t, c, &KUBE_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
+        goto out;
+    sustained_drive(&s);
+    st = lg_stats(&s.t, 0, n);
+    json_object_update(out, st);
+    json_decref(st);
+    json_object_set_new(out, "rate_per_s", json_real(o->rate));
+    json_object_set_new(out, "offered_per_s", json_real((double)n / o->seconds));
+    json_object_set_new(out, "pool_size", json_integer(per_pool));
+    json_object_set_new(out, "pools", json_integer(o->pools));
+out:
+    kube_informer_free(inf);
+    lg_clients_free(&cl);
+    lg_track_done(&s.t);
+    xfree(s.at);
+    xfree(s.pool);
+    return r;
+}
+
+/* ---- cold and scale ------------------------------------------------------------------ */
+
+static json_t *sandbox_fn(const char *name, void *ctx)
+{
+    return lg_sandbox_obj(ctx, name);
+}
+
+struct sampler {
+    const struct lg_opts *o;
+    struct lg_track *t;
+    json_t *series;
+    atomic_bool stop;
+};
+
+static void *sample(void *arg)
+{
+    struct sampler *s = arg;
+    usec_t t0 = clock_now();
+    while (!atomic_load(&s->stop)) {
+        double rss, cpu;
+        size_t ready;
+        pthread_mutex_lock(&s->t->lock);
+        ready = s->t->ready;
+        pthread_mutex_unlock(&s->t->lock);
+        if (lg_proc_sample(s->o->controller_pid, &rss, &cpu) == 0)
+            json_array_append_new(s->series,
+                                  json_pack("{s:f, s:I, s:f, s:f}", "t_s",
+                                            (double)(clock_now() - t0) / 1e6, "ready",
+                                            (json_int_t)ready, "rss_mib", rss, "cpu_s", cpu));
+        clock_sleep(USEC_PER_SEC);
+    }
+    return NULL;
+}
+
+static int sandboxes(struct kube_client *c, const struct lg_opts *o, json_t *out, bool scale)
+{
+    struct sampler sm = {.o = o, .series = json_array()};
+    struct lg_clients cl = {0};
+    struct lg_track t;
+    struct kube_informer *inf = NULL;
+    pthread_t th;
+    bool sampling = false;
+    double rss0 = 0, cpu0 = 0, rss1 = 0, cpu1 = 0;
+    json_t *st;
+    int r;
+    lg_track_init(&t, o->prefix, (size_t)o->count);
+    sm.t = &t;
+    if ((r = lg_clients_new(o, &cl)) < 0 ||
+        (r = lg_track_watch(&t, c, &KUBE_RES_SANDBOXES, o->ns, &inf)) < 0)
+        goto out;
+    if (o->controller_pid > 0 && lg_proc_sample(o->controller_pid, &rss0, &cpu0) == 0)
+        sampling = pthread_create(&th, NULL, sample, &sm) == 0;
+    lg_create_all(&cl, &KUBE_RES_SANDBOXES, o->ns, &t, 0, (size_t)o->count, o->threads, sandbox_fn,
+                  (void *)o);
+    r = lg_track_wait(&t, (size_t)o->count, (usec_t)(o->timeout * 1e6));
+    st = lg_stats(&t, 0, (size_t)o->count);
+    json_object_update(out, st);
+    json_decref(st);
+    if (sampling) {
+        clock_sleep((usec_t)(o->settle * 1e6));
+        atomic_store(&sm.stop, true);
+        pthread_join(th, NULL);
+        (void)lg_proc_sample(o->controller_pid, &rss1, &cpu1);
+        json_object_set_new(out, "controller_rss_mib", json_real(rss1));
+        json_object_set_new(out, "controller_cpu_s", json_real(cpu1 - cpu0));
+        json_object_set_new(out, "controller_rss_before_mib", json_real(rss0));
+    }
+    if (scale)
+        json_object_set_new(
+            out, "converge_s",
+            json_real(json_real_value(json_object_get(out, "all_ready_ms")) / 1000));
+    json_object_set(out, "rss_series", sm.series);
+out:
+    kube_informer_free(inf);
+    lg_clients_free(&cl);
+    lg_track_done(&t);
+    json_decref(sm.series);
+    return r;
+}
+
+int lg_run_cold(struct kube_client *c, const struct lg_opts *o, json_t *out)
+{
+    return sandboxes(c, o, out, false);
+}
+
+int lg_run_scale(struct kube_client *c, const struct lg_opts *o, json_t *out)
+{
+    return sandboxes(c, o, out, true);
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The warm-claim burst: a pool of N Ready members, N claims created at once, create ->
+ * claim Ready from watch timestamps, and the API cost per claim from the API server's
+ * request counters. */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "kube/obj.h"
+#include "lg.h"
+
+/* Requests the load generator itself makes (claims, simulated kubelet): not the
+ * controller's. */
+#define LG_OWN_WRITES  "POST sandboxclaims,PATCH pods/status,POST namespaces,POST sandboxwarmpools"
+#define LG_WRITE_VERBS "POST,PUT,PATCH,DELETE"
+
+static json_t *claim_fn(const char *name, void *ctx)
+{
+    return lg_claim_obj(name, ctx);
+}
+
+static long count_warm(struct kube_client *c, const char *ns)
+{
+    struct kube_req r;
+    json_t *list = NULL;
+    long n;
+    kube_req_init(&r, "GET", &KUBE_RES_SANDBOXES);
+    r.label_selector = "agents.x-k8s.io/launch-type=warm,agents.x-k8s.io/claim-uid";
+    if (kube_list_all(c, &KUBE_RES_SANDBOXES, ns, &r, &list, NULL) < 0)
+        return -1;
+    n = (long)json_array_size(json_object_get(list, "items"));
+    json_decref(list);
+    return n;
+}
+
+static double scrape_delta(struct kube_client *c, json_t *before, json_t **ret_delta)
+{
+    json_t *after = NULL;
+    if (lg_api_scrape(c, &after) < 0) {
+        *ret_delta = json_object();
+        return -1;
+    }
+    *ret_delta = lg_api_delta(before, after);
+    json_decref(after);
+    return 0;
+}
+
+/* Pool fill: writes per new member, to subtract the refill from the claim's cost. */
+static int fill_pool(struct kube_client *c, const struct lg_opts *o, long n, json_t *api)
+{
+    json_t *before = NULL, *d = NULL;
+    usec_t t0;
+    int r;
+    (void)lg_api_scrape(c, &before);
+    t0 = clock_now();
+    if ((r = lg_template_create(c, o, "tpl")) < 0 ||
+        (r = lg_pool_create(c, o, "pool", "tpl", n)) < 0)
+        goto out;
+    if ((r = lg_pool_wait(c, o->ns, "pool", n, (usec_t)(o->timeout * 1e6))) < 0) {
+        log_error("pool did not become Ready (%ld members)", n);
+        goto out;
+    }
+    json_object_set_new(api, "fill_s", json_real((double)(clock_now() - t0) / 1e6));
+    if (before && scrape_delta(c, before, &d) == 0) {
+        double w = lg_api_sum(d, LG_WRITE_VERBS, LG_OWN_WRITES);
+        double q = lg_api_sum(d, NULL, LG_OWN_WRITES ",GET sandboxwarmpools");
+        json_object_set_new(api, "fill_writes_per_member", json_real(w / (double)n));
+        json_object_set_new(api, "fill_requests_per_member", json_real(q / (double)n));
+        json_object_set_new(api, "fill_delta", d);
+    }
+out:
+    json_decref(before);
+    return r;
+}
+
+static void api_cost(json_t *api, json_t *delta, long n)
+{
+    double fw = json_real_value(json_object_get(api, "fill_writes_per_member"));
+    double fq = json_real_value(json_object_get(api, "fill_requests_per_member"));
+    double w = lg_api_sum(delta, LG_WRITE_VERBS, LG_OWN_WRITES);
+    double q = lg_api_sum(delta, NULL, LG_OWN_WRITES ",GET sandboxwarmpools");
+    json_object_set_new(api, "burst_delta", delta);
+    json_object_set_new(api, "writes_per_claim_incl_refill", json_real(w / (double)n));
+    json_object_set_new(api, "requests_per_claim_incl_refill", json_real(q / (double)n));
+    json_object_set_new(api, "writes_per_warm_claim",
+                        json_real(round((w / (double)n - fw) * 100) / 100));
+    json_object_set_new(api, "requests_per_warm_claim",
+                        json_real(round((q / (double)n - fq) * 100) / 100));
+}
+
+static void proc_put(json_t *out, const char *key, pid_t pid)
+{
+    double rss, cpu;
+    if (pid > 0 && lg_proc_sample(pid, &rss, &cpu) == 0)
+        json_object_set_new(out, key, json_pack("{s:f, s:f}", "rss_mib", rss, "cpu_s", cpu));
+}
+
+int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *out)
+{
+    long n = o->count, pool = o->pool_size ? o->pool_size : o->count;
+    struct lg_clients cl = {0};
+    struct lg_track t;
+    struct kube_informer *inf = NULL;
+    json_t *api = json_object(), *before = NULL, *delta = NULL, *stats;
+    int r;
+    lg_track_init(&t, o->prefix, (size_t)n);
+    if ((r = fill_pool(c, o, pool, api)) < 0 || (r = lg_clients_new(o, &cl)) < 0 ||
+        (r = lg_track_watch(&t, c, &KUBE_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
+        goto out;
+    proc_put(out, "controller_before", o->controller_pid);
+    (void)lg_api_scrape(c, &before);
+    lg_create_all(&cl, &KUBE_RES_SANDBOXCLAIMS, o->ns, &t, 0, (size_t)n, o->threads, claim_fn,
+                  "pool");
+    r = lg_track_wait(&t, (size_t)n, (usec_t)(o->timeout * 1e6));
+    kube_informer_stop(inf);
+    stats = lg_stats(&t, 0, (size_t)n);
+    json_object_update(out, stats);
+    json_decref(stats);
+    proc_put(out, "controller_after", o->controller_pid);
+    /* refill and the post-Ready annotation write belong to the claim's cost */
+    (void)lg_pool_wait(c, o->ns, "pool", pool, (usec_t)(o->timeout * 1e6));
+    clock_sleep((usec_t)(o->settle * 1e6));
+    if (before && scrape_delta(c, before, &delta) == 0)
+        api_cost(api, delta, n);
+    json_object_set_new(out, "warm", json_integer(count_warm(c, o->ns)));
+    json_object_set_new(out, "api", json_incref(api));
+out:
+    kube_informer_free(inf);
+    lg_clients_free(&cl);
+    lg_track_done(&t);
+    json_decref(before);
+    json_decref(api);
+    return r;
+}

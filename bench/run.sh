@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Benchmark suite runner: builds the tools, runs every scenario and writes
+# bench/results/<timestamp>.json and bench/results/latest.json.
+#
+#   bench/run.sh [--smoke] [--target apiserver|cluster] [--only a,b,...]
+#
+# --target apiserver (default): the standalone API server of hack/apiserver.sh (started
+#     when not running), no nodes: a simulated kubelet marks Pods Ready, and our own
+#     controller build runs scoped to each scenario's namespace (--leader-elect=false).
+#     Measures the controller and the API server only.
+# --target cluster: the local cluster of `make up` (KUBECONFIG or .cache/cluster); Pods go
+#     to kwok nodes (hack/cluster/cluster.sh up --kwok-nodes N) and the stack's
+#     controller does the work (its RSS/CPU are sampled through its pid file).
+# --smoke: small N, < 2 minutes; prints "N passed, N failed" and exits non-zero on failure.
+# Scenarios: warm300 warm1000 sustained cold scale router sandboxd.
+# Env: BENCH_BUILD (build dir of the main project, default build/bench-rel),
+#      BENCH_RATE (sustained claims/s, default 500), BENCH_SCALE (default 10000).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SMOKE=0 TARGET=apiserver ONLY=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	--smoke) SMOKE=1 ;;
+	--target) TARGET=$2; shift ;;
+	--only) ONLY=$2; shift ;;
+	*) sed -n '2,20s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+	esac
+	shift
+done
+BUILD=${BENCH_BUILD:-build/bench-rel}
+RATE=${BENCH_RATE:-500} SCALE=${BENCH_SCALE:-10000}
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+OUT=bench/results/$STAMP
+mkdir -p "$OUT"
+log() { echo "bench: $*" >&2; }
+
+build() {
+	{ [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DAS_TESTS=OFF >/dev/null; } && ninja -C "$BUILD" agent-sandbox-controller sandbox-router >/dev/null &&
+		{ [ -f build/bench-tools/build.ninja ] || cmake -S bench -B build/bench-tools -G Ninja \
+			-DCMAKE_BUILD_TYPE=RelWithDebInfo -DAS_BUILD_DIR="$ROOT/$BUILD" >/dev/null; } &&
+		ninja -C build/bench-tools >/dev/null
+}
+
+setup_target() {
+	if [ "$TARGET" = apiserver ]; then
+		hack/apiserver.sh start >/dev/null || return 1
+		eval "$(hack/apiserver.sh env)"
+		LGFLAGS=(--kubelet)
+	else
+		export KUBECONFIG=${KUBECONFIG:-$ROOT/.cache/cluster/kubeconfig}
+		LGFLAGS=(--kwok)
+	fi
+}
+
+CTRL_PID=""
+start_ctrl() { # namespace
+	if [ "$TARGET" != apiserver ]; then
+		CTRL_PID=$(cat .cache/stack/agent-sandbox-controller.pid 2>/dev/null || true)
+		return 0
+	fi
+	"$BUILD/agent-sandbox-controller" --namespace "$1" --leader-elect=false \
+		--metrics-bind-address 0 --health-probe-bind-address 0 --log-level warn \
+		--sandbox-claim-concurrent-workers 300 --sandbox-warm-pool-concurrent-workers 4 \
+		>"$OUT/controller-$1.log" 2>&1 &
+	CTRL_PID=$!
+}
+stop_ctrl() {
+	[ "$TARGET" = apiserver ] && [ -n "$CTRL_PID" ] && { kill "$CTRL_PID"; wait "$CTRL_PID"; } 2>/dev/null
+	CTRL_PID=""
+}
+
+want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
+
+loadgen() { # name scenario args...
+	local name=$1 ns="bench-${1//_/-}-$(date +%s)"; shift
+	start_ctrl "$ns"
+	log "$name: $*"
+	build/bench-tools/as-loadgen --namespace "$ns" --controller-pid "${CTRL_PID:-0}" \
+		"${LGFLAGS[@]}" "$@" --out "$OUT/$name.json"
+	local rc=$?
+	stop_ctrl
+	return $rc
+}
+
+run_all() {
+	local small=$SMOKE
+	if [ "$small" = 1 ]; then
+		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count 30 --timeout 60
+		want sustained && loadgen sustained --scenario sustained --rate 10 --seconds 5 --dwell 1 --timeout 60
+		want cold && loadgen cold --scenario cold --count 30 --timeout 60
+		want scale && loadgen scale_10k --scenario scale --count 200 --timeout 60
+	else
+		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count 300
+		want warm1000 && loadgen warm_burst_1000 --scenario warm-burst --count 1000 --timeout 600
+		want sustained && loadgen sustained --scenario sustained --rate "$RATE" --seconds 60 --dwell 5 \
+			--pools 4 --pool-size 1000 --threads 128 --timeout 600
+		want cold && loadgen cold --scenario cold --count 300
+		want scale && loadgen scale_10k --scenario scale --count "$SCALE" --threads 32 --timeout 1800 --settle 10
+		if want router && command -v wrk >/dev/null; then
+			BUILD_DIR=$BUILD bench/router/run.sh 10 50 2 >"$OUT/router.md" 2>"$OUT/router.err" || true
+		fi
+		if want sandboxd && [ -x build/static/sandboxd ]; then
+			python3 bench/sandboxd/bench.py --runs 500 --mb 64 >"$OUT/sandboxd.json" 2>"$OUT/sandboxd.err" || true
+		fi
+	fi
+}
+
+build || { log "build failed"; exit 1; }
+setup_target || { log "target $TARGET not reachable"; exit 1; }
+T0=$(date +%s)
+run_all
+python3 bench/assemble.py --dir "$OUT" --target "$TARGET" --smoke "$SMOKE" --build "$BUILD" \
+	--out "bench/results/$STAMP.json" || exit 1
+cp "bench/results/$STAMP.json" bench/results/latest.json
+log "results: bench/results/$STAMP.json ($(($(date +%s) - T0)) s)"
+if [ $SMOKE = 1 ]; then
+	python3 bench/assemble.py --check "bench/results/$STAMP.json"
+	exit $?
+fi
