@@ -15,14 +15,17 @@ from .errors import (
 )
 from .models import (
     AutoConnection,
+    ConfigMapKeyRef,
     Connection,
     DirectConnection,
+    EnvValue,
     ExecResult,
     FileEntry,
     PodProxyConnection,
     ProcessEvent,
     RouterConnection,
     SandboxInfo,
+    SecretKeyRef,
 )
 
 __version__ = "0.1.0"
@@ -35,8 +38,10 @@ __all__ = [
     "AuthError",
     "AutoConnection",
     "ConfigError",
+    "ConfigMapKeyRef",
     "Connection",
     "DirectConnection",
+    "EnvValue",
     "ExecResult",
     "FileEntry",
     "Files",
@@ -54,6 +59,7 @@ __all__ = [
     "SandboxFailedError",
     "SandboxInfo",
     "SandboxTimeoutError",
+    "SecretKeyRef",
     "connect",
     "load_config",
     "load_in_cluster",

@@ -8,6 +8,7 @@ import ipaddress
 import json
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -22,7 +23,7 @@ from .errors import (
     SandboxError,
     SandboxFailedError,
 )
-from .models import SandboxInfo
+from .models import ConfigMapKeyRef, EnvValue, SandboxInfo, SecretKeyRef
 
 CORE_GROUP = "agents.x-k8s.io"
 EXT_GROUP = "extensions.agents.x-k8s.io"
@@ -111,13 +112,25 @@ def random_name(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(4)}"
 
 
+def env_entry(name: str, value: EnvValue) -> dict[str, Any]:
+    """One Kubernetes env entry: {name, value} or {name, valueFrom: {secretKeyRef |
+    configMapKeyRef: {name, key}}}."""
+    if isinstance(value, SecretKeyRef):
+        return {"name": name, "valueFrom": {"secretKeyRef": {"name": value.name, "key": value.key}}}
+    if isinstance(value, ConfigMapKeyRef):
+        return {"name": name, "valueFrom": {"configMapKeyRef": {"name": value.name, "key": value.key}}}
+    if not isinstance(value, str):
+        raise TypeError(f"env {name}: a str, SecretKeyRef or ConfigMapKeyRef, not {type(value).__name__}")
+    return {"name": name, "value": value}
+
+
 def claim_body(
     name: str,
     pool: str,
     *,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, EnvValue] | None = None,
     pod_labels: dict[str, str] | None = None,
     pod_annotations: dict[str, str] | None = None,
     shutdown: str | None = None,
@@ -129,7 +142,7 @@ def claim_body(
     ann[ANN_CLIENT_REQUESTED] = now_rfc3339()
     spec: dict[str, Any] = {"warmPoolRef": {"name": pool}}
     if env:
-        spec["env"] = [{"name": k, "value": v} for k, v in env.items()]
+        spec["env"] = [env_entry(k, v) for k, v in env.items()]
     if pod_labels or pod_annotations:
         meta: dict[str, Any] = {}
         if pod_labels:
@@ -147,7 +160,7 @@ def claim_body(
     }
 
 
-def _with_env(pod_spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+def _with_env(pod_spec: dict[str, Any], env: Mapping[str, EnvValue]) -> dict[str, Any]:
     """pod_spec with env set (overriding same names) on its first container."""
     spec = json.loads(json.dumps(pod_spec))
     containers = spec.get("containers") or []
@@ -155,7 +168,7 @@ def _with_env(pod_spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
         raise ValueError("the pod spec has no containers")
     c = containers[0]
     cur = [e for e in c.get("env") or [] if e.get("name") not in env]
-    c["env"] = cur + [{"name": k, "value": v} for k, v in env.items()]
+    c["env"] = cur + [env_entry(k, v) for k, v in env.items()]
     return dict(spec)
 
 
@@ -165,7 +178,7 @@ def sandbox_body(
     *,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, EnvValue] | None = None,
     pod_labels: dict[str, str] | None = None,
     pod_annotations: dict[str, str] | None = None,
     shutdown: str | None = None,

@@ -19,7 +19,15 @@ from . import _conn, _k8s, _wire
 from ._kube_sync import KubeClient
 from ._kubeconfig import KubeConfig, load_config
 from .errors import NotFoundError, SandboxConnectionError, SandboxError
-from .models import Connection, DirectConnection, ExecResult, FileEntry, ProcessEvent, SandboxInfo
+from .models import (
+    Connection,
+    DirectConnection,
+    EnvValue,
+    ExecResult,
+    FileEntry,
+    ProcessEvent,
+    SandboxInfo,
+)
 
 RETRY_STATUS = (502, 503, 504)
 
@@ -81,7 +89,7 @@ class SandboxClient:
         pod_spec: Mapping[str, Any] | None = None,
         name: str | None = None,
         namespace: str | None = None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, EnvValue] | None = None,
         labels: Mapping[str, str] | None = None,
         annotations: Mapping[str, str] | None = None,
         pod_labels: Mapping[str, str] | None = None,

@@ -12,6 +12,28 @@ DEFAULT_PORT = 8080
 
 
 @dataclass(frozen=True)
+class SecretKeyRef:
+    """An env value read from key ``key`` of Secret ``name`` in the sandbox's namespace.
+    On a template with ``claimConfigDelivery.mode: LateBound`` a claimed warm sandbox
+    gets the value delivered in memory; otherwise the pod reads it at start."""
+
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class ConfigMapKeyRef:
+    """An env value read from key ``key`` of ConfigMap ``name`` (see SecretKeyRef)."""
+
+    name: str
+    key: str
+
+
+EnvValue = str | SecretKeyRef | ConfigMapKeyRef
+"""A value of ``create(env=...)``: a literal or a reference to a Secret/ConfigMap key."""
+
+
+@dataclass(frozen=True)
 class ExecResult:
     """The outcome of a command run to completion."""
 
