@@ -98,13 +98,22 @@ static void build_head(struct http_server *s, const struct head_spec *h, struct 
 {
     /* Sizes are bounded: extra is at most LIMIT_HTTP_RESP_HEADERS and the rest is small,
      * so the appends below cannot fail with HEAD_LIMIT. */
-    (void)buf_printf(out, "HTTP/1.1 %d %s\r\nDate: %s\r\n", h->status,
-                     http_status_reason(h->status), date_now(s));
-    if (h->content_type)
-        (void)buf_printf(out, "Content-Type: %s\r\n", h->content_type);
-    if (h->mode == MODE_LENGTH && !bodyless_status(h->status))
-        (void)buf_printf(out, "Content-Length: %zu\r\n", h->len);
-    else if (h->mode == MODE_CHUNKED)
+    char num[48];
+    int n = snprintf(num, sizeof(num), "HTTP/1.1 %d ", h->status);
+    (void)buf_append(out, num, n > 0 && (size_t)n < sizeof(num) ? (size_t)n : 0);
+    (void)buf_puts(out, http_status_reason(h->status));
+    (void)buf_puts(out, "\r\nDate: ");
+    (void)buf_puts(out, date_now(s));
+    (void)buf_puts(out, "\r\n");
+    if (h->content_type) {
+        (void)buf_puts(out, "Content-Type: ");
+        (void)buf_puts(out, h->content_type);
+        (void)buf_puts(out, "\r\n");
+    }
+    if (h->mode == MODE_LENGTH && !bodyless_status(h->status)) {
+        n = snprintf(num, sizeof(num), "Content-Length: %zu\r\n", h->len);
+        (void)buf_append(out, num, n > 0 && (size_t)n < sizeof(num) ? (size_t)n : 0);
+    } else if (h->mode == MODE_CHUNKED)
         (void)buf_puts(out, "Transfer-Encoding: chunked\r\n");
     if (!h->keep_alive)
         (void)buf_puts(out, "Connection: close\r\n");
@@ -176,28 +185,41 @@ static int can_respond(const struct http_req *req)
     return req->resp == HTTP_RESP_NONE ? 0 : -EALREADY;
 }
 
-static bool framing_header(const char *name)
+static bool framing_header(struct str name)
 {
     static const char *const names[] = {"content-length", "transfer-encoding", "connection"};
     for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-        if (strcasecmp(name, names[i]) == 0)
+        if (str_eq_nocase(name, str_c(names[i])))
             return true;
     return false;
 }
 
-int http_resp_header_add(struct http_req *req, const char *name, const char *value)
+int http_resp_header_add_str(struct http_req *req, struct str name, struct str value)
 {
     if (req->resp != HTTP_RESP_NONE)
         return -EALREADY;
-    if (!*name || framing_header(name))
+    if (!name.len || framing_header(name))
         return -EINVAL;
-    for (const char *p = name; *p; p++)
-        if (!http_is_tchar((unsigned char)*p))
+    for (size_t i = 0; i < name.len; i++)
+        if (!http_is_tchar((unsigned char)name.p[i]))
             return -EINVAL;
-    for (const char *p = value; *p; p++)
-        if ((unsigned char)*p < 0x20 && *p != '\t')
+    for (size_t i = 0; i < value.len; i++)
+        if ((unsigned char)value.p[i] < 0x20 && value.p[i] != '\t')
             return -EINVAL;
-    return buf_printf(&req->resp_headers, "%s: %s\r\n", name, value);
+    /* Appends, not printf: this runs for every header a proxy passes on. */
+    struct buf *b = &req->resp_headers;
+    if (name.len + value.len + 4 > b->limit - b->len)
+        return -E2BIG; /* checked first: no half header is left behind */
+    (void)buf_append(b, name.p, name.len);
+    (void)buf_append(b, ": ", 2);
+    (void)buf_append(b, value.p, value.len);
+    (void)buf_append(b, "\r\n", 2);
+    return 0;
+}
+
+int http_resp_header_add(struct http_req *req, const char *name, const char *value)
+{
+    return http_resp_header_add_str(req, str_c(name), str_c(value));
 }
 
 int http_respond(struct http_req *req, int status, const char *content_type, const void *body,

@@ -159,6 +159,9 @@ bool http_req_is_aborted(const struct http_req *req);
  * Returns 0, -EINVAL (not a token name, CR/LF/NUL in value, or a framing header such as
  * Content-Length), -EALREADY (started) or -E2BIG (LIMIT_HTTP_RESP_HEADERS). */
 int http_resp_header_add(struct http_req *req, const char *name, const char *value);
+/** http_resp_header_add for slices (a NUL in value is refused like CR/LF). Borrows name
+ * and value (copied). */
+int http_resp_header_add_str(struct http_req *req, struct str name, struct str value);
 /** Sends a complete response with Content-Length (body borrowed; copied). content_type
  * may be NULL. Returns 0, -EALREADY (already responded), -EPIPE (connection gone). */
 int http_respond(struct http_req *req, int status, const char *content_type, const void *body,

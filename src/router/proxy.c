@@ -228,37 +228,61 @@ static bool hop_by_hop(struct str name, struct str connection)
     return false;
 }
 
+static void put(struct buf *b, struct str s)
+{
+    (void)buf_append(b, s.p, s.len);
+}
+
+static void put_header(struct buf *b, struct str name, struct str value)
+{
+    put(b, name);
+    put(b, STR_LIT(": "));
+    put(b, value);
+    put(b, STR_LIT("\r\n"));
+}
+
+/* The request head sent upstream. Appends only (no printf): this runs per request. The
+ * buffer's limit bounds it; a head past it is cut and the upstream rejects it. */
 static void build_head(struct px *x, struct buf *b)
 {
     struct http_req *r = x->req;
-    struct str m = http_req_method(r);
-    (void)buf_printf(&*b, "%.*s %.*s", (int)m.len, m.p, (int)x->rt.path.len, x->rt.path.p);
-    if (x->rt.query.len)
-        (void)buf_printf(b, "?%.*s", (int)x->rt.query.len, x->rt.query.p);
+    put(b, http_req_method(r));
+    put(b, STR_LIT(" "));
+    put(b, x->rt.path);
+    if (x->rt.query.len) {
+        put(b, STR_LIT("?"));
+        put(b, x->rt.query);
+    }
     bool v6 = strchr(x->ip, ':') != NULL;
-    (void)buf_printf(b, " HTTP/1.1\r\nHost: %s%s%s:%u\r\n", v6 ? "[" : "", x->ip, v6 ? "]" : "",
-                     (unsigned)x->rt.port);
+    char port[16];
+    int pn = snprintf(port, sizeof(port), ":%u\r\n", (unsigned)x->rt.port);
+    put(b, STR_LIT(" HTTP/1.1\r\nHost: "));
+    put(b, v6 ? STR_LIT("[") : STR_NULL);
+    put(b, str_c(x->ip));
+    put(b, v6 ? STR_LIT("]") : STR_NULL);
+    put(b, str_make(port, pn > 0 && (size_t)pn < sizeof(port) ? (size_t)pn : 0));
     struct str conn = http_req_header(r, "Connection"), name, value;
     for (size_t i = 0; http_req_header_at(r, i, &name, &value); i++) {
         if (hop_by_hop(name, conn) || (x->is_upgrade && str_eq_nocase(name, STR_LIT("origin"))))
             continue;
-        (void)buf_printf(b, "%.*s: %.*s\r\n", (int)name.len, name.p, (int)value.len, value.p);
+        put_header(b, name, value);
     }
     struct str host = http_req_header(r, "Host");
-    (void)buf_printf(b, "X-Forwarded-For: %s\r\nX-Forwarded-Proto: http\r\n", x->client_ip);
+    put_header(b, STR_LIT("X-Forwarded-For"), str_c(x->client_ip));
+    put(b, STR_LIT("X-Forwarded-Proto: http\r\n"));
     if (host.p)
-        (void)buf_printf(b, "X-Forwarded-Host: %.*s\r\n", (int)host.len, host.p);
+        put_header(b, STR_LIT("X-Forwarded-Host"), host);
     struct str te = http_req_header(r, "Transfer-Encoding"),
                cl = http_req_header(r, "Content-Length");
     if (te.p)
-        (void)buf_puts(b, "Transfer-Encoding: chunked\r\n");
+        put(b, STR_LIT("Transfer-Encoding: chunked\r\n"));
     else if (cl.p)
-        (void)buf_printf(b, "Content-Length: %.*s\r\n", (int)cl.len, cl.p);
+        put_header(b, STR_LIT("Content-Length"), cl);
     if (x->is_upgrade) {
-        struct str up = http_req_header(r, "Upgrade");
-        (void)buf_printf(b, "Connection: Upgrade\r\nUpgrade: %.*s\r\n", (int)up.len, up.p);
+        put(b, STR_LIT("Connection: Upgrade\r\n"));
+        put_header(b, STR_LIT("Upgrade"), http_req_header(r, "Upgrade"));
     }
-    (void)buf_puts(b, "\r\n");
+    put(b, STR_LIT("\r\n"));
 }
 
 static int on_body(struct http_req *req, struct str data, bool last, void *ctx)

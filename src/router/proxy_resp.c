@@ -43,10 +43,7 @@ static int copy_headers(struct px *x)
         const struct http_header *h = &x->head->headers[i];
         if (skip_resp_header(h->name, conn))
             continue;
-        char *n = str_dup(h->name), *v = str_dup(h->value);
-        int r = http_resp_header_add(x->req, n, v);
-        xfree(n);
-        xfree(v);
+        int r = http_resp_header_add_str(x->req, h->name, h->value);
         if (r < 0 && r != -EINVAL)
             return r;
     }
