@@ -6,6 +6,7 @@
 # The binary is cached in $BIN_CACHE/helm-$HELM_VERSION (~/.cache/agent-sandbox/bin) and
 # linked into .cache/bin/helm; a cached binary is not rebuilt. helm's go.mod has no
 # replace lines, so a tiny wrapper module that requires helm.sh/helm/v3 is enough.
+# shellcheck source=hack/lib.sh
 source "$(dirname "$0")/../../hack/lib.sh"
 HELM_VERSION=${HELM_VERSION:-v3.19.5}
 need go "install Go 1.24 or newer to build helm $HELM_VERSION"

@@ -174,6 +174,7 @@ e2e_uninstall() {
 		check "kubectl delete -f install.yaml succeeds" eval \
 			"k delete -f '$ROOT/install.yaml' --timeout=180s >'$WORK/e2e-delete.log' 2>&1"
 	fi
+	# shellcheck disable=SC2016 # expanded by eval, on each try
 	if poll 180 eval '[ -z "$(e2e_leftovers)" ]'; then
 		ok "uninstall leaves nothing behind"
 	else
@@ -279,6 +280,7 @@ run_pods() {
 		"k -n $PODS_NS get lease $PODS_NS -o jsonpath='{.spec.holderIdentity}' | grep -q ^agent-sandbox-controller-"
 	pods_router
 	check "uninstall succeeds" eval "k delete -f '$WORK/pods.yaml' --timeout=180s >/dev/null 2>&1"
+	# shellcheck disable=SC2016 # expanded by eval, on each try
 	if poll 120 eval '[ -z "$(pods_leftovers)" ]'; then
 		ok "uninstall leaves nothing behind"
 	else

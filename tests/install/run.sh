@@ -27,8 +27,11 @@
 #
 # Env: AS_INSTALL_KEEP=1 keeps the private API server (and, for e2e, the install).
 set -uo pipefail
+# shellcheck source=tests/install/lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/install/static.sh
 source "$ROOT/tests/install/static.sh"
+# shellcheck source=tests/install/e2e.sh
 source "$ROOT/tests/install/e2e.sh"
 BIN_CACHE_HELM=${AGENT_SANDBOX_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox/bin}/helm-${HELM_VERSION:-v3.19.5}/helm
 

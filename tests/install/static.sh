@@ -2,7 +2,7 @@
 # with its own state dir and ports), the real images run with in-cluster config under the
 # installed RBAC (chroot, as 65532), APF classification, the Helm chart, uninstall.
 # Sourced by run.sh after lib.sh.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2153 # ROOT is set by lib.sh
 
 APISERVER_DIR=${AS_INSTALL_APISERVER_DIR:-$WORK/apiserver}
 TEST_NS=as-install-static
@@ -52,7 +52,10 @@ static_rbac() {
 	check "controller may manage NetworkPolicies" can "$c" delete networkpolicies.networking.k8s.io x
 	check "controller may get/update its Lease and create Leases in $SYS_NS" eval \
 		"can $c update leases.coordination.k8s.io/$LEASE $SYS_NS && can $c create leases.coordination.k8s.io $SYS_NS"
-	check_not "controller may not read secrets" can "$c" get secrets x
+	check_not "controller may not list, watch, update or delete secrets" eval \
+		"can $c list secrets x || can $c watch secrets x || can $c update secrets x || can $c delete secrets x"
+	check_not "controller may not list or write configmaps" eval \
+		"can $c list configmaps x || can $c update configmaps x"
 	check_not "controller may not exec into pods" can "$c" create pods x --subresource=exec
 	check_not "controller may not delete PVCs" can "$c" delete persistentvolumeclaims x
 	check_not "controller may not update another Lease" can "$c" update leases.coordination.k8s.io/other "$SYS_NS"
@@ -237,6 +240,7 @@ static_helm() {
 		"$WORK/helm-defaults.yaml"
 	check "chart RBAC is identical to config/rbac and config/router" python3 \
 		"$ROOT/tests/install/check_manifests.py" --same-rbac "$ROOT/install.yaml" "$WORK/helm-defaults.yaml"
+	k create namespace team-a >/dev/null 2>&1
 	helm_dry options --set apf.enabled=true --set router.auth=none --set controller.replicas=2 \
 		--set controller.watchNamespace=team-a --set 'controller.allowedLabelDomains={a.example,b.example}' \
 		--set 'controller.extraArgs={--log-level=debug}' --set networkPolicy.enabled=false \
@@ -248,6 +252,9 @@ static_helm() {
 		"grep -q -e '--auth=none' '$WORK/helm-options.yaml' && grep -q 'image: reg.example/x/sandbox-router:0.1.0' '$WORK/helm-options.yaml' &&
 		! grep -q CustomResourceDefinition '$WORK/helm-options.yaml' && ! grep -q 'name: agent-sandbox-controller-extensions' '$WORK/helm-options.yaml' &&
 		[ \"\$(grep -c 'kind: FlowSchema' '$WORK/helm-options.yaml')\" = 4 ]"
+	check "options: one watched namespace binds the controller's roles there only" eval \
+		"[ \"\$(grep -A3 '^kind: RoleBinding' '$WORK/helm-options.yaml' | grep -c 'namespace: team-a')\" = 1 ] &&
+		! grep -A2 '^kind: ClusterRoleBinding' '$WORK/helm-options.yaml' | grep -q 'name: agent-sandbox-controller'"
 	check "chart APF objects equal config/apf (specs)" python3 - "$WORK/helm-options.yaml" \
 		"$ROOT/config/apf/flowcontrol.yaml" <<'PY'
 import sys, yaml
@@ -258,6 +265,8 @@ sys.exit(0 if specs(sys.argv[1]) == specs(sys.argv[2]) else 1)
 PY
 	check_not "router.auth must be tokenreview or none" eval "'$HELM' template x '$ROOT/charts/agent-sandbox' \
 		--set router.auth=open >/dev/null 2>&1"
+	check_not "values.schema.json rejects a misspelt controller value" eval "'$HELM' template x \
+		'$ROOT/charts/agent-sandbox' --set controller.claimTimout=5m >/dev/null 2>&1"
 	check "ServiceMonitors render when enabled" eval "'$HELM' template x '$ROOT/charts/agent-sandbox' \
 		--set metrics.serviceMonitor.enabled=true | grep -c 'kind: ServiceMonitor' | grep -qx 2"
 }
@@ -266,7 +275,7 @@ PY
 leftovers() {
 	{
 		k get crd -o name | grep -e 'agents.x-k8s.io' || true
-		k get namespace "$SYS_NS" "$TEST_NS" -o name 2>/dev/null || true
+		k get namespace "$SYS_NS" "$TEST_NS" team-a -o name 2>/dev/null || true
 		k get clusterroles,clusterrolebindings -o name | grep -e agent-sandbox -e sandbox-router || true
 		k get flowschemas,prioritylevelconfigurations -o name | grep agent-sandbox || true
 	}
@@ -274,10 +283,11 @@ leftovers() {
 
 static_uninstall() {
 	stop_bg
-	k delete namespace "$TEST_NS" --wait=false >/dev/null 2>&1
+	k delete namespace "$TEST_NS" team-a --wait=false >/dev/null 2>&1
 	check "config/apf deletes" eval "k delete -k '$ROOT/config/apf' >/dev/null"
 	check "kubectl delete -f install.yaml succeeds" eval \
 		"k delete -f '$ROOT/install.yaml' --wait=true --timeout=120s >'$WORK/delete.log' 2>&1"
+	# shellcheck disable=SC2016 # expanded by eval, on each try
 	if poll 120 eval '[ -z "$(leftovers)" ]'; then
 		ok "uninstall leaves nothing behind"
 	else
