@@ -33,12 +33,15 @@ e2e_images() {
 	"$ROOT/images/components.sh" import >/dev/null
 }
 
-e2e_leader() { k -n "$SYS_NS" get lease "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+# The controller install under test: namespace and Lease name (run_pods changes them).
+CTRL_NS=$SYS_NS CTRL_LEASE=$LEASE
+e2e_leader() { k -n "$CTRL_NS" get lease "$CTRL_LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 e2e_ctrl_pods() {
-	k -n "$SYS_NS" get pods -l app=agent-sandbox-controller \
+	k -n "$CTRL_NS" get pods -l app=agent-sandbox-controller \
 		--field-selector=status.phase=Running -o jsonpath='{.items[*].metadata.name}'
 }
-# e2e_leader_is_pod [NOT]: the Lease holder is a running controller pod (other than NOT).
+# e2e_leader_is_pod [NOT]: the Lease holder ("<pod>_<pid>") is a running controller pod
+# (other than NOT).
 e2e_leader_is_pod() {
 	local h p
 	h=$(e2e_leader)
@@ -47,6 +50,16 @@ e2e_leader_is_pod() {
 		case $h in "${p}_"*) return 0 ;; esac
 	done
 	return 1
+}
+
+# e2e_takeover: deletes the leading pod; another replica must take the Lease.
+e2e_takeover() {
+	local old
+	old=$(e2e_leader)
+	old=${old%_*}
+	k -n "$CTRL_NS" delete pod "$old" --wait=false >/dev/null
+	check "after the leader pod is deleted, another replica takes the Lease" \
+		poll 90 e2e_leader_is_pod "$old"
 }
 
 e2e_workload() {
@@ -141,11 +154,8 @@ e2e_claims() {
 }
 
 e2e_failover() {
-	local old holder sb
-	holder=$(e2e_leader)
-	old=${holder%_*}
-	k -n "$SYS_NS" delete pod "$old" --wait=false >/dev/null
-	check "after the leader pod is deleted, the other replica takes the Lease" poll 90 e2e_leader_is_pod "$old"
+	local sb
+	e2e_takeover
 	e2e_claim second
 	check "a claim made after the fail-over becomes Ready" \
 		poll 180 k -n "$E2E_NS" wait --for=condition=Ready sandboxclaim/second --timeout=1s
@@ -276,9 +286,14 @@ run_pods() {
 	check "controller pod becomes Ready (in-cluster config, probes, read-only root, non-root)" \
 		eval "k -n $PODS_NS rollout status deployment/agent-sandbox-controller --timeout=180s >/dev/null"
 	check "router pods become Ready" eval "k -n $PODS_NS rollout status deployment/sandbox-router --timeout=180s >/dev/null"
-	check "the controller pod holds its Lease" poll 60 eval \
-		"k -n $PODS_NS get lease $PODS_NS -o jsonpath='{.spec.holderIdentity}' | grep -q ^agent-sandbox-controller-"
+	CTRL_NS=$PODS_NS CTRL_LEASE=$PODS_NS
+	check "the controller pod holds its Lease" poll 60 e2e_leader_is_pod
 	pods_router
+	k -n "$PODS_NS" scale deployment agent-sandbox-controller --replicas=2 >/dev/null
+	check "a second controller replica becomes Ready (standby)" eval \
+		"k -n $PODS_NS rollout status deployment/agent-sandbox-controller --timeout=180s >/dev/null"
+	check "the Lease names one of the two replicas" e2e_leader_is_pod
+	e2e_takeover
 	check "uninstall succeeds" eval "k delete -f '$WORK/pods.yaml' --timeout=180s >/dev/null 2>&1"
 	# shellcheck disable=SC2016 # expanded by eval, on each try
 	if poll 120 eval '[ -z "$(pods_leftovers)" ]'; then

@@ -15,7 +15,8 @@
 # pods    beside a running host stack: install.yaml re-scoped to namespace
 #         as-install-pods (tests/install/scope.py: no CRDs, own cluster roles and Lease,
 #         --namespace) on the local cluster; the controller and router images run as pods
-#         under restricted Pod Security, take the Lease, serve metrics, the router
+#         under restricted Pod Security, take the Lease (2 replicas: fail-over when the
+#         leader pod is deleted), serve metrics, the router
 #         Service answers 401/403/404 from the host and, with the host stack reconciling a
 #         Sandbox there, runs a command in it; uninstall leaves nothing.
 # e2e     the in-cluster end to end on the local cluster (hack/cluster/cluster.sh):
@@ -38,7 +39,7 @@ BIN_CACHE_HELM=${AGENT_SANDBOX_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-
 mode=${1:-all}
 case $mode in
 static | pods | e2e | all) ;;
-*) sed -n '2,30s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+*) sed -n '2,31s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "tests/install/run.sh needs root (chroot, the local cluster)" >&2; exit 2; }
 mkdir -p "$WORK"
