@@ -11,6 +11,7 @@
 #include "controller/idle_ctrl.h"
 #include "controller/sandbox_desired.h"
 #include "controller/sandbox_int.h"
+#include "controller/sandbox_memo.h"
 #include "controller/sandbox_names.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -97,17 +98,22 @@ static int write_status(struct sb_pass *p, json_t *st)
     struct kube_err e;
     json_t *obj;
     int r;
-    if (!sb_status_changed(json_object_get(p->sb, "status"), st))
-        return 0;
+    if (!sb_status_changed(json_object_get(p->sb, "status"), st) || sb_memo_stale(p->sb))
+        return 0; /* unchanged, or the cache has not seen our last write (its event requeues) */
     obj = json_deep_copy(p->sb);
     json_object_set(obj, "status", st);
     r = kube_update_status(p->r->client, &KUBE_RES_SANDBOXES, p->ns, obj, NULL, &e);
     json_decref(obj);
+    if (r >= 0)
+        sb_memo_wrote(p->sb);
     if (r >= 0 || kube_err_is_not_found(&e))
         return 0;
     if (kube_err_is_conflict(&e)) {
-        log_debug("status write conflict, will retry\tkey=%s/%s", p->ns, p->name);
-        return -EAGAIN;
+        /* Our cache is behind: the newer version's watch event requeues the key, so a
+         * back-off retry (which also spends the queue's shared retry bucket) is waste. */
+        log_debug("status write conflict, the newer version's event retries\tkey=%s/%s", p->ns,
+                  p->name);
+        return 0;
     }
     return log_warn_errno(r, "status write failed, will retry\tkey=%s/%s detail=\"%s\"", p->ns,
                           p->name, e.message);
