@@ -121,6 +121,7 @@ if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	suite "make up (hack/stack.sh up)" hack/stack.sh up
 	suite "end-to-end tests" bash tests/e2e/run.sh
 	suite "idle suspend / resume on traffic (e2e)" bash tests/e2e/idle.sh
+	suite "late-bound claim configuration (e2e)" bash tests/e2e/latebind.sh
 	suite "Python SDK (unit, sandboxd, stack)" sdk/python/run-tests.sh
 	suite "Go SDK (vet, race unit tests, stack)" sdk/go/run-tests.sh
 	[ "${AS_KEEP_STACK:-0}" = 1 ] || suite "make down" hack/stack.sh down
