@@ -14,6 +14,8 @@
 #   make -s router-url        the router's base URL
 #   make -s router-token      a bearer token for the router (local user sandbox-user)
 #   make apiserver    only a standalone etcd + kube-apiserver (what integration tests use)
+#   make bench        every benchmark scenario, results in bench/results/, report rendered
+#   make bench-smoke  the benchmarks at small N (part of make test)
 #   make fmt          clang-format every C file
 #   make clean        remove the preset build directories
 #   make distclean    also stop the local API server and remove its state
@@ -21,7 +23,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 .PHONY: deps build asan unit integration test up down status kubeconfig router-url router-token \
-	apiserver fmt clean distclean
+	apiserver bench bench-smoke fmt clean distclean
 
 deps:
 	hack/deps.sh
@@ -64,6 +66,13 @@ router-token:
 
 apiserver:
 	hack/up.sh
+
+bench:
+	bench/run.sh
+	bench/report bench/results/latest.json
+
+bench-smoke:
+	bench/run.sh --smoke
 
 fmt:
 	git ls-files -z -- '*.c' '*.h' | xargs -0 -r clang-format -i

@@ -114,6 +114,7 @@ fi
 
 suite "CRDs up to date (hack/gen-crds --check)" python3 hack/gen-crds/gen_crds.py --check
 suite "CRD tests" bash tests/crds/run.sh
+suite "benchmark smoke (small N, standalone API server)" bench/run.sh --smoke
 
 if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	# The local cluster (real node + kwok) and the whole stack on it (make up).
