@@ -447,12 +447,39 @@ static int pick_ip(struct px *x, const json_t *obj, char *detail, size_t size)
     return 0;
 }
 
-static int check_sandbox(struct px *x, const json_t *obj, char *detail, size_t size)
+static struct px_target *target_slot(struct proxy *p, const json_t *obj)
+{
+    return &p->targets[((uintptr_t)obj >> 4) % PX_TARGETS];
+}
+
+/* A request without a pod-IP pin to an object whose checks passed before: x->ip set. */
+static bool target_cached(struct px *x, const json_t *obj)
+{
+    const struct px_target *t = target_slot(x->p, obj);
+    if (x->rt.pod_ip[0] || t->obj != obj)
+        return false;
+    memcpy(x->ip, t->ip, sizeof(x->ip));
+    return true;
+}
+
+static void target_remember(struct px *x, json_t *obj)
+{
+    struct px_target *t = target_slot(x->p, obj);
+    if (x->rt.pod_ip[0] || t->obj == obj)
+        return;
+    json_decref(t->obj);
+    t->obj = json_incref(obj);
+    memcpy(t->ip, x->ip, sizeof(t->ip));
+}
+
+static int check_sandbox(struct px *x, json_t *obj, char *detail, size_t size)
 {
     if (!obj || (x->rt.uid[0] && strcmp(kube_obj_uid(obj) ? kube_obj_uid(obj) : "", x->rt.uid))) {
         (void)snprintf(detail, size, "Sandbox %s/%s not found.", x->rt.ns, x->rt.name);
         return 404;
     }
+    if (target_cached(x, obj))
+        return 0;
     if (!kube_obj_condition_true(obj, "Ready")) {
         const json_t *c = kube_obj_condition(obj, "Ready");
         const char *reason = json_string_value(json_object_get(c, "reason"));
@@ -460,7 +487,10 @@ static int check_sandbox(struct px *x, const json_t *obj, char *detail, size_t s
                        reason ? reason : "no Ready condition");
         return 503;
     }
-    return pick_ip(x, obj, detail, size);
+    int status = pick_ip(x, obj, detail, size);
+    if (status == 0)
+        target_remember(x, obj);
+    return status;
 }
 
 static void resolve_and_go(struct px *x);

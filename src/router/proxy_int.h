@@ -60,6 +60,16 @@ struct proxy_metrics {
     struct metric *requests, *duration, *inflight, *upstream_errors, *authz, *tunnels, *pool;
 };
 
+/* The checks of one stored Sandbox that passed (Ready, first pod IP allowed): store
+ * objects never change once stored, so the object pointer, kept alive by the reference
+ * held here, identifies the snapshot. */
+struct px_target {
+    json_t *obj; /* a reference, or NULL */
+    char ip[ROUTE_IP_MAX];
+};
+
+#define PX_TARGETS 64 /* direct-mapped by object address */
+
 struct proxy {
     uv_loop_t *loop;
     struct proxy_opts o;
@@ -73,6 +83,7 @@ struct proxy {
     uv_timer_t shutdown_timer;
     void (*shutdown_done)(void *ctx);
     void *shutdown_ctx;
+    struct px_target targets[PX_TARGETS];
     char read_buf[64 * 1024]; /* upstream and tunnel reads, one at a time on the loop */
 };
 

@@ -99,6 +99,8 @@ void proxy_shutdown(struct proxy *p, usec_t grace, void (*done)(void *ctx), void
 static void on_timer_closed(uv_handle_t *h)
 {
     struct proxy *p = h->data;
+    for (size_t i = 0; i < PX_TARGETS; i++)
+        json_decref(p->targets[i].obj);
     map_free(p->pool);
     if (p->own_metrics)
         metrics_registry_free(p->o.metrics);
