@@ -94,6 +94,25 @@ func CopyVolumeClaimTemplates(in []PersistentVolumeClaimTemplate) []PersistentVo
 }
 
 // DeepCopyInto copies the receiver into out.
+func (in *IdlePolicy) DeepCopyInto(out *IdlePolicy) {
+	*out = *in
+	if in.ResumeOnTraffic != nil {
+		v := *in.ResumeOnTraffic
+		out.ResumeOnTraffic = &v
+	}
+}
+
+// DeepCopy returns a deep copy.
+func (in *IdlePolicy) DeepCopy() *IdlePolicy {
+	if in == nil {
+		return nil
+	}
+	out := new(IdlePolicy)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyInto copies the receiver into out.
 func (in *SandboxSpec) DeepCopyInto(out *SandboxSpec) {
 	*out = *in
 	in.PodTemplate.DeepCopyInto(&out.PodTemplate)
@@ -105,6 +124,7 @@ func (in *SandboxSpec) DeepCopyInto(out *SandboxSpec) {
 	if in.ShutdownTime != nil {
 		out.ShutdownTime = in.ShutdownTime.DeepCopy()
 	}
+	out.IdlePolicy = in.IdlePolicy.DeepCopy()
 }
 
 // DeepCopy returns a deep copy.

@@ -20,6 +20,12 @@ const (
 	AnnotationClientFirstRequestedAt = "agents.x-k8s.io/client-first-requested-at"
 	// AnnotationTraceContext carries W3C trace headers as a JSON object.
 	AnnotationTraceContext = "opentelemetry.io/trace-context"
+	// AnnotationLastActivity is the router's last-activity time (RFC 3339) of a Sandbox
+	// with an idle policy (docs/idle.md).
+	AnnotationLastActivity = "agents.x-k8s.io/last-activity"
+	// AnnotationIdleSuspendedGeneration is the generation an idle suspend produced;
+	// a resume clears it.
+	AnnotationIdleSuspendedGeneration = "agents.x-k8s.io/idle-suspended-generation"
 )
 
 // Condition types of a Sandbox.
@@ -43,6 +49,8 @@ const (
 	ReasonNotSuspended         = "NotSuspended"
 	ReasonPodTerminated        = "PodTerminated"
 	ReasonPodTerminating       = "PodTerminating"
+	// ReasonIdleTimeout is the Suspended reason of a Sandbox suspended by its idle policy.
+	ReasonIdleTimeout = "IdleTimeout"
 )
 
 // ShutdownPolicy says what happens to an expired Sandbox object.
@@ -92,6 +100,22 @@ type PersistentVolumeClaimTemplate struct {
 	Spec                   corev1.PersistentVolumeClaimSpec `json:"spec"`
 }
 
+// IdlePolicy suspends a Sandbox after TimeoutSeconds without activity (extension,
+// docs/idle.md).
+type IdlePolicy struct {
+	// TimeoutSeconds of inactivity before the suspend (1..31536000).
+	TimeoutSeconds int32 `json:"timeoutSeconds"`
+	// ResumeOnTraffic: whether a request resumes the suspended Sandbox; nil means the
+	// API default (true).
+	ResumeOnTraffic *bool `json:"resumeOnTraffic,omitempty"`
+}
+
+// Resumes reports whether traffic may resume a suspended Sandbox under p (nil: no
+// policy, false).
+func (p *IdlePolicy) Resumes() bool {
+	return p != nil && (p.ResumeOnTraffic == nil || *p.ResumeOnTraffic)
+}
+
 // SandboxSpec is the desired state of a Sandbox.
 type SandboxSpec struct {
 	PodTemplate          PodTemplate                     `json:"podTemplate"`
@@ -101,6 +125,8 @@ type SandboxSpec struct {
 	ShutdownTime   *metav1.Time   `json:"shutdownTime,omitempty"`
 	ShutdownPolicy ShutdownPolicy `json:"shutdownPolicy,omitempty"`
 	OperatingMode  OperatingMode  `json:"operatingMode,omitempty"`
+	// IdlePolicy (extension): automatic suspension when idle.
+	IdlePolicy *IdlePolicy `json:"idlePolicy,omitempty"`
 }
 
 // SandboxStatus is the observed state of a Sandbox, written by the controller.

@@ -18,6 +18,32 @@ func TestExamplesRoundTrip(t *testing.T) {
 			apitest.RoundTrip(t, filepath.Join(dir, f), &v1beta1.Sandbox{})
 		})
 	}
+	var sb v1beta1.Sandbox
+	apitest.RoundTrip(t, "testdata/sandbox-idle.yaml", &sb)
+	if p := sb.Spec.IdlePolicy; p == nil || p.TimeoutSeconds != 10 || p.ResumeOnTraffic != nil || !p.Resumes() {
+		t.Errorf("idlePolicy %+v", p)
+	}
+}
+
+func TestIdlePolicyResumes(t *testing.T) {
+	yes, no := true, false
+	tests := []struct {
+		name string
+		p    *v1beta1.IdlePolicy
+		want bool
+	}{
+		{"no policy", nil, false},
+		{"default", &v1beta1.IdlePolicy{TimeoutSeconds: 1}, true},
+		{"explicit true", &v1beta1.IdlePolicy{TimeoutSeconds: 1, ResumeOnTraffic: &yes}, true},
+		{"false", &v1beta1.IdlePolicy{TimeoutSeconds: 1, ResumeOnTraffic: &no}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.p.Resumes(); got != tc.want {
+				t.Errorf("Resumes = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
 
 func TestDeepCopy(t *testing.T) {

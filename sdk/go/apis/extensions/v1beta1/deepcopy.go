@@ -44,6 +44,56 @@ func (in *SandboxTemplateSpec) DeepCopyInto(out *SandboxTemplateSpec) {
 		out.Service = &v
 	}
 	out.NetworkPolicy = in.NetworkPolicy.DeepCopy()
+	out.ClaimConfigDelivery = in.ClaimConfigDelivery.DeepCopy()
+	out.IdlePolicy = in.IdlePolicy.DeepCopy()
+}
+
+// DeepCopyInto copies the receiver into out.
+func (in *ClaimConfigDelivery) DeepCopyInto(out *ClaimConfigDelivery) {
+	*out = *in
+	if in.Port != nil {
+		v := *in.Port
+		out.Port = &v
+	}
+}
+
+// DeepCopy returns a deep copy.
+func (in *ClaimConfigDelivery) DeepCopy() *ClaimConfigDelivery {
+	if in == nil {
+		return nil
+	}
+	out := new(ClaimConfigDelivery)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyInto copies the receiver into out.
+func (in *EnvVarSource) DeepCopyInto(out *EnvVarSource) {
+	out.SecretKeyRef, out.ConfigMapKeyRef = nil, nil
+	if in.SecretKeyRef != nil {
+		v := *in.SecretKeyRef
+		out.SecretKeyRef = &v
+	}
+	if in.ConfigMapKeyRef != nil {
+		v := *in.ConfigMapKeyRef
+		out.ConfigMapKeyRef = &v
+	}
+}
+
+// DeepCopy returns a deep copy.
+func (in *EnvVarSource) DeepCopy() *EnvVarSource {
+	if in == nil {
+		return nil
+	}
+	out := new(EnvVarSource)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyInto copies the receiver into out.
+func (in *EnvVar) DeepCopyInto(out *EnvVar) {
+	*out = *in
+	out.ValueFrom = in.ValueFrom.DeepCopy()
 }
 
 // DeepCopy returns a deep copy.
@@ -140,7 +190,10 @@ func (in *SandboxClaimSpec) DeepCopyInto(out *SandboxClaimSpec) {
 	out.Lifecycle = in.Lifecycle.DeepCopy()
 	out.AdditionalPodMetadata = in.AdditionalPodMetadata.DeepCopy()
 	if in.Env != nil {
-		out.Env = append([]EnvVar(nil), in.Env...)
+		out.Env = make([]EnvVar, len(in.Env))
+		for i := range in.Env {
+			in.Env[i].DeepCopyInto(&out.Env[i])
+		}
 	}
 	out.VolumeClaimTemplates = agentsv1beta1.CopyVolumeClaimTemplates(in.VolumeClaimTemplates)
 }

@@ -1,6 +1,8 @@
 package v1beta1
 
 import (
+	"encoding/json"
+
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -64,6 +66,35 @@ const (
 	UpdateOnReplenish UpdateStrategyType = "OnReplenish"
 )
 
+// ClaimConfigDeliveryMode says how a claim's env reaches its Sandbox.
+type ClaimConfigDeliveryMode string
+
+const (
+	// ClaimConfigLateBound delivers the env into an adopted warm Sandbox's sandboxd.
+	ClaimConfigLateBound ClaimConfigDeliveryMode = "LateBound"
+	// ClaimConfigColdStart cold-starts every claim that sets env (the default).
+	ClaimConfigColdStart ClaimConfigDeliveryMode = "ColdStart"
+)
+
+// ClaimConfigFailurePolicy says what happens when a late-bound delivery fails.
+type ClaimConfigFailurePolicy string
+
+const (
+	// ClaimConfigFailureColdStart replaces the adopted Sandbox by a cold one (default).
+	ClaimConfigFailureColdStart ClaimConfigFailurePolicy = "ColdStart"
+	// ClaimConfigFailureFail leaves the claim Ready=False (ConfigDeliveryFailed).
+	ClaimConfigFailureFail ClaimConfigFailurePolicy = "Fail"
+)
+
+// ClaimConfigDelivery (extension) is how a claim's env reaches the Sandbox
+// (docs/late-binding.md). Empty fields take the API defaults.
+type ClaimConfigDelivery struct {
+	Mode      ClaimConfigDeliveryMode  `json:"mode,omitempty"`
+	OnFailure ClaimConfigFailurePolicy `json:"onFailure,omitempty"`
+	// Port is sandboxd's REST port in the pod; nil means the default (8080).
+	Port *int32 `json:"port,omitempty"`
+}
+
 // LocalObjectReference names an object in the same namespace.
 type LocalObjectReference struct {
 	Name string `json:"name"`
@@ -85,6 +116,10 @@ type SandboxTemplateSpec struct {
 	NetworkPolicyManagement    NetworkPolicyManagement                       `json:"networkPolicyManagement,omitempty"`
 	EnvVarsInjectionPolicy     InjectionPolicy                               `json:"envVarsInjectionPolicy,omitempty"`
 	VolumeClaimTemplatesPolicy InjectionPolicy                               `json:"volumeClaimTemplatesPolicy,omitempty"`
+	// ClaimConfigDelivery (extension): late-bound claim env.
+	ClaimConfigDelivery *ClaimConfigDelivery `json:"claimConfigDelivery,omitempty"`
+	// IdlePolicy (extension): copied to the Sandboxes built from the template.
+	IdlePolicy *agentsv1beta1.IdlePolicy `json:"idlePolicy,omitempty"`
 }
 
 // SandboxTemplate is a reusable Sandbox blueprint.
@@ -109,11 +144,41 @@ type Lifecycle struct {
 	ShutdownPolicy          ClaimShutdownPolicy `json:"shutdownPolicy,omitempty"`
 }
 
-// EnvVar is an environment variable injected into a cold-created Sandbox.
+// KeySelector names one key of a Secret or ConfigMap in the claim's namespace.
+type KeySelector struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// EnvVarSource (extension) reads a claim env value from exactly one of a Secret key
+// and a ConfigMap key.
+type EnvVarSource struct {
+	SecretKeyRef    *KeySelector `json:"secretKeyRef,omitempty"`
+	ConfigMapKeyRef *KeySelector `json:"configMapKeyRef,omitempty"`
+}
+
+// EnvVar is an environment variable of a claim: a Value, or (extension) a ValueFrom
+// reference. On the wire "value" is always sent when ValueFrom is nil (so an empty
+// value stays a value, as upstream sends it) and left out when ValueFrom is set and
+// Value is empty.
 type EnvVar struct {
-	Name          string `json:"name"`
-	Value         string `json:"value"`
-	ContainerName string `json:"containerName,omitempty"`
+	Name          string        `json:"name"`
+	Value         string        `json:"value"`
+	ValueFrom     *EnvVarSource `json:"valueFrom,omitempty"`
+	ContainerName string        `json:"containerName,omitempty"`
+}
+
+// MarshalJSON leaves out an empty value next to valueFrom.
+func (e EnvVar) MarshalJSON() ([]byte, error) {
+	type plain EnvVar
+	if e.ValueFrom != nil && e.Value == "" {
+		return json.Marshal(struct {
+			Name          string        `json:"name"`
+			ValueFrom     *EnvVarSource `json:"valueFrom"`
+			ContainerName string        `json:"containerName,omitempty"`
+		}{e.Name, e.ValueFrom, e.ContainerName})
+	}
+	return json.Marshal(plain(e))
 }
 
 // SandboxClaimSpec is what a claim asks for.

@@ -26,11 +26,38 @@ func TestExamplesRoundTrip(t *testing.T) {
 		{"sandboxclaim-full.yaml", &v1beta1.SandboxClaim{}},
 		{"sandboxwarmpool-minimal.yaml", &v1beta1.SandboxWarmPool{}},
 		{"sandboxwarmpool-full.yaml", &v1beta1.SandboxWarmPool{}},
+		{"testdata/sandboxtemplate-latebind.yaml", &v1beta1.SandboxTemplate{}},
+		{"testdata/sandboxclaim-valuefrom.yaml", &v1beta1.SandboxClaim{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			apitest.RoundTrip(t, filepath.Join(dir, tc.file), tc.obj)
+			file := filepath.Join(dir, tc.file)
+			if strings.HasPrefix(tc.file, "testdata/") {
+				file = tc.file
+			}
+			apitest.RoundTrip(t, file, tc.obj)
 		})
+	}
+}
+
+func TestExtensionFieldsDecode(t *testing.T) {
+	var tpl v1beta1.SandboxTemplate
+	apitest.RoundTrip(t, "testdata/sandboxtemplate-latebind.yaml", &tpl)
+	d := tpl.Spec.ClaimConfigDelivery
+	if d == nil || d.Mode != v1beta1.ClaimConfigLateBound || d.OnFailure != v1beta1.ClaimConfigFailureFail ||
+		d.Port == nil || *d.Port != 8080 {
+		t.Errorf("claimConfigDelivery %+v", d)
+	}
+	if p := tpl.Spec.IdlePolicy; p == nil || p.TimeoutSeconds != 600 || p.Resumes() {
+		t.Errorf("idlePolicy %+v", p)
+	}
+	var claim v1beta1.SandboxClaim
+	apitest.RoundTrip(t, "testdata/sandboxclaim-valuefrom.yaml", &claim)
+	env := claim.Spec.Env
+	if len(env) != 4 || env[0].ValueFrom != nil || env[2].ValueFrom == nil ||
+		*env[2].ValueFrom.SecretKeyRef != (v1beta1.KeySelector{Name: "creds", Key: "api-key"}) ||
+		env[3].ValueFrom.ConfigMapKeyRef == nil || env[3].ValueFrom.ConfigMapKeyRef.Key != "mode" {
+		t.Errorf("env %+v", env)
 	}
 }
 
@@ -79,6 +106,19 @@ func TestJSONShape(t *testing.T) {
 			[]string{`"replicas":0`}, nil},
 		{"unset replicas take the default", v1beta1.SandboxWarmPoolSpec{}, nil, []string{`"replicas"`}},
 		{"unbound claim has no sandbox", v1beta1.SandboxClaim{}, nil, []string{`"sandbox"`, `"status"`}},
+		{"plain env sends value", v1beta1.EnvVar{Name: "A"}, []string{`"value":""`}, []string{`"valueFrom"`}},
+		{"env ref leaves out an empty value", v1beta1.EnvVar{Name: "A", ValueFrom: &v1beta1.EnvVarSource{
+			SecretKeyRef: &v1beta1.KeySelector{Name: "s", Key: "k"}}},
+			[]string{`"valueFrom":{"secretKeyRef":{"name":"s","key":"k"}}`}, []string{`"value"`, `configMapKeyRef`}},
+		{"env ref inside a claim", v1beta1.SandboxClaimSpec{Env: []v1beta1.EnvVar{{Name: "A", ContainerName: "c",
+			ValueFrom: &v1beta1.EnvVarSource{ConfigMapKeyRef: &v1beta1.KeySelector{Name: "m", Key: "k"}}}}},
+			[]string{`{"name":"A","valueFrom":{"configMapKeyRef":{"name":"m","key":"k"}},"containerName":"c"}`},
+			[]string{`"value"`}},
+		{"no delivery, no idle policy", v1beta1.SandboxTemplateSpec{}, nil,
+			[]string{`claimConfigDelivery`, `idlePolicy`}},
+		{"delivery defaults left to the API", v1beta1.SandboxTemplateSpec{
+			ClaimConfigDelivery: &v1beta1.ClaimConfigDelivery{Mode: v1beta1.ClaimConfigLateBound}},
+			[]string{`"claimConfigDelivery":{"mode":"LateBound"}`}, nil},
 		{"bound claim", v1beta1.SandboxClaim{Status: v1beta1.SandboxClaimStatus{
 			Sandbox:    v1beta1.SandboxReference{Name: "s", PodIPs: []string{"10.0.0.1"}},
 			Conditions: []metav1.Condition{{Type: "Ready", Status: "True"}}}},
