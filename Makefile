@@ -16,6 +16,7 @@
 #   make apiserver    only a standalone etcd + kube-apiserver (what integration tests use)
 #   make bench        every benchmark scenario, results in bench/results/, report rendered
 #   make bench-smoke  the benchmarks at small N (part of make test)
+#   make manifests    render install.yaml (and the chart's CRDs) from config/ and api/crds/
 #   make fmt          clang-format every C file
 #   make clean        remove the preset build directories
 #   make distclean    also stop the local API server and remove its state
@@ -23,7 +24,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 .PHONY: deps build asan unit integration test up down status kubeconfig router-url router-token \
-	apiserver bench bench-smoke fmt clean distclean
+	apiserver bench bench-smoke manifests fmt clean distclean
 
 deps:
 	hack/deps.sh
@@ -73,6 +74,9 @@ bench:
 
 bench-smoke:
 	bench/run.sh --smoke
+
+manifests:
+	hack/render-install.sh
 
 fmt:
 	git ls-files -z -- '*.c' '*.h' | xargs -0 -r clang-format -i

@@ -114,15 +114,19 @@ fi
 
 suite "CRDs up to date (hack/gen-crds --check)" python3 hack/gen-crds/gen_crds.py --check
 suite "CRD tests" bash tests/crds/run.sh
+suite "install.yaml up to date (hack/render-install.sh --check)" hack/render-install.sh --check
 suite "benchmark smoke (small N, standalone API server)" bench/run.sh --smoke
 
 if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	# The local cluster (real node + kwok) and the whole stack on it (make up).
 	suite "local cluster tests" bash tests/cluster/run.sh
+	suite "install: static checks (private API server)" bash tests/install/run.sh static
+	suite "install: in-cluster end to end from install.yaml" bash tests/install/run.sh e2e
 	suite "make up (hack/stack.sh up)" hack/stack.sh up
 	suite "end-to-end tests" bash tests/e2e/run.sh
 	suite "idle suspend / resume on traffic (e2e)" bash tests/e2e/idle.sh
 	suite "late-bound claim configuration (e2e)" bash tests/e2e/latebind.sh
+	suite "install: in-cluster pods beside the stack" bash tests/install/run.sh pods
 	suite "Python SDK (unit, sandboxd, stack)" sdk/python/run-tests.sh
 	suite "Go SDK (vet, race unit tests, stack)" sdk/go/run-tests.sh
 	[ "${AS_KEEP_STACK:-0}" = 1 ] || suite "make down" hack/stack.sh down

@@ -62,10 +62,10 @@ static_rbac() {
 	check_not "controller may not take a Lease outside $SYS_NS" can "$c" update "leases.coordination.k8s.io/$LEASE" kube-system
 	check_not "controller may not create templates, pools or claims" eval \
 		"can $c create sandboxtemplates.extensions.agents.x-k8s.io x || can $c create sandboxwarmpools.extensions.agents.x-k8s.io x || can $c create sandboxclaims.extensions.agents.x-k8s.io x"
-	check "router may list and watch sandboxes and review tokens and access" eval \
-		"can $r list sandboxes.agents.x-k8s.io '' --all-namespaces && can $r watch sandboxes.agents.x-k8s.io x && can $r create tokenreviews.authentication.k8s.io && can $r create subjectaccessreviews.authorization.k8s.io"
-	check_not "router may not read pods, secrets or claims, nor write sandboxes" eval \
-		"can $r get pods x || can $r get secrets x || can $r list sandboxclaims.extensions.agents.x-k8s.io x || can $r patch sandboxes.agents.x-k8s.io x"
+	check "router may list, watch and patch (resume on traffic) sandboxes and review tokens and access" eval \
+		"can $r list sandboxes.agents.x-k8s.io '' --all-namespaces && can $r watch sandboxes.agents.x-k8s.io x && can $r patch sandboxes.agents.x-k8s.io x && can $r create tokenreviews.authentication.k8s.io && can $r create subjectaccessreviews.authorization.k8s.io"
+	check_not "router may not read pods, secrets or claims, nor create or delete sandboxes" eval \
+		"can $r get pods x || can $r get secrets x || can $r list sandboxclaims.extensions.agents.x-k8s.io x || can $r create sandboxes.agents.x-k8s.io x || can $r delete sandboxes.agents.x-k8s.io x"
 }
 
 # sa_root NAME ARCHIVE SA: unpacks the image and mounts a service-account token like the
