@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -147,6 +148,7 @@ type createOptions struct {
 	podLabels      map[string]string
 	podAnnotations map[string]string
 	env            []extv1beta1.EnvVar
+	idle           *agentsv1beta1.IdlePolicy
 	shutdownAfter  time.Duration
 	noWait         bool
 	keepOnFailure  bool
@@ -181,6 +183,70 @@ func WithEnv(env map[string]string) CreateOption {
 		for k, v := range env {
 			o.env = append(o.env, extv1beta1.EnvVar{Name: k, Value: v})
 		}
+	}
+}
+
+// EnvSource is an environment variable value read from a key of a Secret or a
+// ConfigMap in the sandbox's namespace (see WithEnvFrom).
+type EnvSource struct {
+	secret bool
+	name   string
+	key    string
+}
+
+// EnvFromSecret reads the value from key of the Secret name.
+func EnvFromSecret(name, key string) EnvSource { return EnvSource{secret: true, name: name, key: key} }
+
+// EnvFromConfigMap reads the value from key of the ConfigMap name.
+func EnvFromConfigMap(name, key string) EnvSource { return EnvSource{name: name, key: key} }
+
+func (e EnvSource) claimSource() *extv1beta1.EnvVarSource {
+	ref := &extv1beta1.KeySelector{Name: e.name, Key: e.key}
+	if e.secret {
+		return &extv1beta1.EnvVarSource{SecretKeyRef: ref}
+	}
+	return &extv1beta1.EnvVarSource{ConfigMapKeyRef: ref}
+}
+
+func (e EnvSource) podSource() *corev1.EnvVarSource {
+	ref := corev1.LocalObjectReference{Name: e.name}
+	if e.secret {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: ref, Key: e.key}}
+	}
+	return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: ref, Key: e.key}}
+}
+
+// WithEnvFrom sets environment variables whose values come from Secret or ConfigMap
+// keys (EnvFromSecret, EnvFromConfigMap). For a claim they become spec.env valueFrom
+// entries: a template with claimConfigDelivery.mode LateBound serves them warm and the
+// values never enter an object (docs/late-binding.md); otherwise they force a cold
+// start. For a Sandbox created from a spec or template they become the first
+// container's env valueFrom.
+func WithEnvFrom(env map[string]EnvSource) CreateOption {
+	return func(o *createOptions) {
+		names := make([]string, 0, len(env))
+		for k := range env {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			o.env = append(o.env, extv1beta1.EnvVar{Name: k, ValueFrom: env[k].claimSource()})
+		}
+	}
+}
+
+// WithIdlePolicy gives a Sandbox created by CreateSandboxFromSpec or
+// CreateSandboxFromTemplate an idle policy: it is suspended after timeout without
+// activity (whole seconds, at least 1 s) and, with resumeOnTraffic, resumed by the next
+// request (docs/idle.md). Claims take the policy of their template; CreateSandbox
+// rejects this option.
+func WithIdlePolicy(timeout time.Duration, resumeOnTraffic bool) CreateOption {
+	return func(o *createOptions) {
+		secs := int32((timeout + time.Second - 1) / time.Second)
+		if timeout > 365*24*time.Hour {
+			secs = 0 // out of range: rejected when creating
+		}
+		o.idle = &agentsv1beta1.IdlePolicy{TimeoutSeconds: secs, ResumeOnTraffic: &resumeOnTraffic}
 	}
 }
 
@@ -233,6 +299,9 @@ func (c *Client) CreateSandbox(ctx context.Context, warmPool string, opts ...Cre
 	var o createOptions
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.idle != nil {
+		return nil, fmt.Errorf("%w: WithIdlePolicy: a claim takes the idle policy of its template", ErrInvalidArgument)
 	}
 	claim := &extv1beta1.SandboxClaim{
 		ObjectMeta: o.meta("sandbox-claim-"),
@@ -287,6 +356,7 @@ func (c *Client) CreateSandboxFromTemplate(ctx context.Context, template string,
 		v := *t.Spec.Service
 		spec.Service = &v
 	}
+	spec.IdlePolicy = t.Spec.IdlePolicy.DeepCopy()
 	if spec.PodTemplate.Spec.AutomountServiceAccountToken == nil {
 		f := false
 		spec.PodTemplate.Spec.AutomountServiceAccountToken = &f
@@ -312,8 +382,14 @@ func (c *Client) CreateSandboxFromSpec(ctx context.Context, spec agentsv1beta1.S
 			return nil, fmt.Errorf("%w: WithEnv needs a container in the pod template", ErrInvalidArgument)
 		}
 		for _, e := range o.env {
-			pt.Spec.Containers[0].Env = append(pt.Spec.Containers[0].Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+			pt.Spec.Containers[0].Env = append(pt.Spec.Containers[0].Env, podEnv(e))
 		}
+	}
+	if o.idle != nil {
+		if o.idle.TimeoutSeconds < 1 {
+			return nil, fmt.Errorf("%w: WithIdlePolicy: timeout must be 1 s .. 1 year", ErrInvalidArgument)
+		}
+		sb.Spec.IdlePolicy = o.idle.DeepCopy()
 	}
 	if o.shutdownAfter > 0 {
 		t := metav1.NewTime(time.Now().Add(o.shutdownAfter).UTC().Truncate(time.Second))
@@ -334,6 +410,23 @@ func (c *Client) CreateSandboxFromSpec(ctx context.Context, spec agentsv1beta1.S
 		})
 	}
 	return h, nil
+}
+
+// podEnv converts a claim env entry to a container env entry.
+func podEnv(e extv1beta1.EnvVar) corev1.EnvVar {
+	out := corev1.EnvVar{Name: e.Name, Value: e.Value}
+	if e.ValueFrom != nil {
+		src := EnvSource{secret: e.ValueFrom.SecretKeyRef != nil}
+		ref := e.ValueFrom.SecretKeyRef
+		if ref == nil {
+			ref = e.ValueFrom.ConfigMapKeyRef
+		}
+		if ref != nil {
+			src.name, src.key = ref.Name, ref.Key
+			out.ValueFrom = src.podSource()
+		}
+	}
+	return out
 }
 
 // rollback deletes what a failed create left behind, unless asked to keep it.

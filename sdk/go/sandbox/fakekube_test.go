@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,7 +231,9 @@ func (r *fakeRes[T, L]) Patch(ctx context.Context, name string, pt types.PatchTy
 	mergeInto(doc, patch)
 	newSpec, _ := json.Marshal(doc["spec"])
 	b, _ := json.Marshal(doc)
-	n := r.copy(o)
+	// A fresh object: unmarshalling into the old one would merge maps (a null
+	// annotation would survive).
+	n := reflect.New(reflect.TypeOf(o).Elem()).Interface().(T)
 	if err := json.Unmarshal(b, n); err != nil {
 		return zero, apierrors.NewBadRequest(err.Error())
 	}

@@ -42,11 +42,8 @@ type Files struct{ s *Sandbox }
 func (s *Sandbox) Files() *Files { return &Files{s: s} }
 
 func (f *Files) do(ctx context.Context, cl call) (*http.Response, error) {
-	t, err := f.s.target()
-	if err != nil {
-		return nil, err
-	}
-	return f.s.c.conn.do(ctx, t, cl)
+	resp, _, err := f.s.send(ctx, cl)
+	return resp, err
 }
 
 // Read opens the file at path for streaming. The caller closes the reader.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,7 +26,10 @@ type Sandbox struct {
 	mu      sync.RWMutex
 	name    string
 	obj     *agentsv1beta1.Sandbox // last version read
+	readAt  time.Time              // when obj was read
 	deleted bool
+
+	wakeMu sync.Mutex // one resume on traffic at a time (idle.go)
 }
 
 // Name is the Sandbox's name ("" until a claim created WithoutWait is bound).
@@ -100,6 +104,7 @@ func (s *Sandbox) set(obj *agentsv1beta1.Sandbox) {
 	s.mu.Lock()
 	s.obj = obj
 	s.name = obj.Name
+	s.readAt = time.Now()
 	s.mu.Unlock()
 }
 

@@ -126,8 +126,7 @@ func (s *Sandbox) Run(ctx context.Context, command string) (*Result, error) {
 // Exec runs cmd to completion with buffered output (Stdout, Stderr and PTY are
 // ignored).
 func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (*Result, error) {
-	t, err := s.target()
-	if err != nil {
+	if _, err := s.target(); err != nil {
 		return nil, err
 	}
 	req, err := cmd.request(true)
@@ -135,7 +134,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (*Result, error) {
 		return nil, err
 	}
 	body, _ := json.Marshal(req)
-	resp, err := s.c.conn.do(ctx, t, call{op: "run", method: http.MethodPost, path: "/v1/processes/run",
+	resp, _, err := s.send(ctx, call{op: "run", method: http.MethodPost, path: "/v1/processes/run",
 		body: body, contentType: "application/json"})
 	if err != nil {
 		return nil, err
@@ -199,8 +198,7 @@ type event struct {
 // cmd.Stderr. Cancelling ctx ends the stream and kills the process group (so does a
 // broken stream or a failing writer). Call Wait to release the stream's goroutine.
 func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
-	t, err := s.target()
-	if err != nil {
+	if _, err := s.target(); err != nil {
 		return nil, err
 	}
 	req, err := cmd.request(false)
@@ -209,7 +207,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	}
 	body, _ := json.Marshal(req)
 	sctx, cancel := context.WithCancel(ctx)
-	resp, err := s.c.conn.do(sctx, t, call{op: "start", method: http.MethodPost, path: "/v1/processes",
+	resp, t, err := s.send(sctx, call{op: "start", method: http.MethodPost, path: "/v1/processes",
 		body: body, contentType: "application/json"})
 	if err != nil {
 		cancel()
@@ -451,11 +449,7 @@ type ProcessInfo struct {
 
 // Processes lists the processes sandboxd is running.
 func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
-	t, err := s.target()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.c.conn.do(ctx, t, call{op: "list processes", method: http.MethodGet, path: "/v1/processes",
+	resp, _, err := s.send(ctx, call{op: "list processes", method: http.MethodGet, path: "/v1/processes",
 		idempotent: true})
 	if err != nil {
 		return nil, err
@@ -472,11 +466,7 @@ func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
 
 // Health checks that sandboxd answers /v1/health.
 func (s *Sandbox) Health(ctx context.Context) error {
-	t, err := s.target()
-	if err != nil {
-		return err
-	}
-	resp, err := s.c.conn.do(ctx, t, call{op: "health", method: http.MethodGet, path: "/v1/health", idempotent: true})
+	resp, _, err := s.send(ctx, call{op: "health", method: http.MethodGet, path: "/v1/health", idempotent: true})
 	if err != nil {
 		return err
 	}
