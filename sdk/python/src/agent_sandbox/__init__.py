@@ -11,6 +11,7 @@ from .errors import (
     SandboxConnectionError,
     SandboxError,
     SandboxFailedError,
+    SandboxSuspendedError,
     SandboxTimeoutError,
 )
 from .models import (
@@ -58,6 +59,7 @@ __all__ = [
     "SandboxError",
     "SandboxFailedError",
     "SandboxInfo",
+    "SandboxSuspendedError",
     "SandboxTimeoutError",
     "SecretKeyRef",
     "connect",

@@ -22,6 +22,7 @@ from .errors import (
     RequestError,
     SandboxError,
     SandboxFailedError,
+    SandboxSuspendedError,
 )
 from .models import ConfigMapKeyRef, EnvValue, SandboxInfo, SecretKeyRef
 
@@ -370,3 +371,61 @@ def api_error(resp: httpx.Response, what: str) -> SandboxError:
     if s == 403:
         return AuthError(f"{what}: forbidden ({msg}); grant RBAC for this call", status=s)
     return RequestError(f"{what}: HTTP {s} {reason}: {msg}", status=s, code=reason)
+
+
+# ---- resume on traffic (docs/idle.md, "what an SDK must do") ------------------------
+
+ANNOTATION_IDLE_SUSPENDED_GENERATION = "agents.x-k8s.io/idle-suspended-generation"
+
+RESUME_PATCH: dict[str, Any] = {
+    "spec": {"operatingMode": "Running"},
+    "metadata": {"annotations": {ANNOTATION_IDLE_SUSPENDED_GENERATION: None}},
+}
+"""The merge patch of a resume on traffic (the router's: it also clears the annotation)."""
+
+RESUME_TIMEOUT = 120.0
+"""Default bound of the wait for Ready after a resume on traffic (the router's hold)."""
+
+
+def idle_action(obj: Mapping[str, Any]) -> str:
+    """What a data-plane call must do first for this Sandbox object: "none" (go ahead),
+    "resume" (suspended, its idle policy resumes on traffic), "refuse" (suspended,
+    without a policy or with resumeOnTraffic false) or "wait" (Running but not Ready
+    under an idle policy: someone else is resuming it)."""
+    spec = obj.get("spec") or {}
+    policy = spec.get("idlePolicy")
+    if spec.get("operatingMode") == "Suspended":
+        if isinstance(policy, Mapping) and policy.get("resumeOnTraffic", True) is not False:
+            return "resume"
+        return "refuse"
+    ready = condition(dict(obj), "Ready") or {}
+    if policy and not (ready.get("status") == "True" and (obj.get("status") or {}).get("podIPs")):
+        return "wait"
+    return "none"
+
+
+def suspended_error(namespace: str, name: str, obj: Mapping[str, Any]) -> SandboxSuspendedError:
+    """The error of a call to a suspended Sandbox that traffic may not resume."""
+    has_policy = bool((obj.get("spec") or {}).get("idlePolicy"))
+    if has_policy:
+        msg = (
+            f"sandbox {namespace}/{name} is suspended and its idle policy does not resume it on traffic "
+            "(spec.idlePolicy.resumeOnTraffic is false); set spec.operatingMode to Running to resume it "
+            "(Sandbox.resume())"
+        )
+    else:
+        msg = f"sandbox {namespace}/{name} is suspended; resume it explicitly (Sandbox.resume())"
+    return SandboxSuspendedError(msg, namespace=namespace, name=name, has_policy=has_policy)
+
+
+def pod_gone(resp: httpx.Response, via_kube: bool) -> bool:
+    """Whether a failed data-plane answer says the pod did not answer at all (so the
+    Sandbox may have been suspended meanwhile)."""
+    if resp.status_code in (502, 503):
+        return True
+    if resp.status_code == 404 and via_kube:
+        try:
+            return bool(resp.json().get("kind") == "Status")
+        except (ValueError, AttributeError):
+            return False
+    return False

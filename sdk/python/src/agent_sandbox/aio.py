@@ -31,6 +31,7 @@ from .models import (
 )
 
 RETRY_STATUS = (502, 503, 504)
+_STALE_AFTER = 1.0  # seconds: an older cached Sandbox object is read again before a call
 
 
 def _run_http_timeout(timeout: float | None) -> httpx.Timeout:
@@ -56,10 +57,12 @@ class AsyncSandboxClient:
         connection: Connection | str | None = None,
         config: KubeConfig | None = None,
         timeout: float = 30.0,
+        resume_timeout: float = _k8s.RESUME_TIMEOUT,
     ) -> None:
         self.config = config or load_config(kubeconfig, context)
         self.namespace = namespace or self.config.namespace
         self.connection = _conn.resolve(connection)
+        self.resume_timeout = resume_timeout
         self.kube = AsyncKubeClient(self.config, timeout)
         verify: Any = getattr(self.connection, "verify", True)
         self.http = httpx.AsyncClient(
@@ -222,6 +225,8 @@ class AsyncSandbox:
         self.files = AsyncFiles(self)
         self._obj = obj
         self._target: _conn.Target | None = None
+        self._read_at = 0.0  # time.monotonic() of the last read of _obj (resume on traffic)
+        self._wake_lock = asyncio.Lock()
         self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
@@ -334,6 +339,7 @@ class AsyncSandbox:
     # ---- transport -----------------------------------------------------------------
 
     async def _route(self) -> _conn.Target:
+        await self._wake(force=False)
         async with self._lock:
             if self._target is None:
                 conn = self.client.connection
@@ -342,6 +348,47 @@ class AsyncSandbox:
                     self._obj = await self.client.kube.get("sandboxes", self.namespace, name)
                 self._target = _conn.target(conn, self.client.config, self.namespace, name, self._obj)
             return self._target
+
+    def _auto_resume(self) -> bool:
+        """Direct (pod IP) and pod-proxy modes resume a suspended sandbox themselves;
+        through the router nothing is needed (it holds requests and resumes)."""
+        return _conn.needs_sandbox_object(self.client.connection)
+
+    def _needs_read(self) -> bool:
+        return (
+            self._obj is None
+            or time.monotonic() - self._read_at > _STALE_AFTER
+            or _k8s.idle_action(self._obj) != "none"
+        )
+
+    async def _wake(self, *, force: bool) -> bool:
+        """Before a data-plane call (docs/idle.md): reads the Sandbox when the cached
+        object is old (or always with ``force``); a suspended Sandbox whose idle policy
+        allows it is resumed (merge patch operatingMode Running, idle annotation cleared)
+        and waited for by watch (``resume_timeout`` seconds); one that may not be resumed
+        raises SandboxSuspendedError. Returns whether it resumed or waited."""
+        if not self._auto_resume() or not self.name or (not force and not self._needs_read()):
+            return False
+        async with self._wake_lock:
+            if not force and not self._needs_read():
+                return False
+            obj = await self.client.kube.get("sandboxes", self.namespace, self.name)
+            self._obj, self._read_at = obj, time.monotonic()
+            action = _k8s.idle_action(obj)
+            if action == "none":
+                return False
+            if action == "refuse":
+                raise _k8s.suspended_error(self.namespace, self.name, obj)
+            if action == "resume":
+                obj = await self.client.kube.patch("sandboxes", self.namespace, self.name, _k8s.RESUME_PATCH)
+            self._target = None
+            w = _k8s.Wait("Sandbox", self.name)
+            self._obj = await self.client.kube.wait(
+                "sandboxes", self.namespace, self.name, obj, self.client.resume_timeout, w, _k8s.on_sandbox_event
+            )
+            self._read_at = time.monotonic()
+            self._target = None
+            return True
 
     def _target_ok(self) -> bool:
         return bool((self._obj or {}).get("status", {}).get("podIPs"))
@@ -363,7 +410,14 @@ class AsyncSandbox:
         connection loss; others never are (a run is never executed twice)."""
         attempts = 3 if idempotent else 1
         extra = kw.pop("headers", {})
-        for i in range(attempts):
+        # make_content: a factory of a one-shot body (a chunked generator), called per attempt.
+        make_content = kw.pop("make_content", None)
+        woke = False  # a resume on traffic gives the call one more attempt
+        i = -1
+        while i + 1 < attempts + woke:
+            i += 1
+            if make_content is not None:
+                kw["content"] = make_content()
             t = await self._route()
             headers = {**t.headers, **extra}
             try:
@@ -371,6 +425,9 @@ class AsyncSandbox:
             except httpx.TransportError as e:
                 self._target = None
                 self._obj = None
+                if i + 1 >= attempts and not woke and await self._wake(force=True):
+                    woke = True
+                    continue
                 if i + 1 < attempts:
                     await asyncio.sleep(0.2 * 2**i)
                     continue
@@ -378,6 +435,14 @@ class AsyncSandbox:
             if resp.status_code in RETRY_STATUS and i + 1 < attempts:
                 self._target = None
                 await asyncio.sleep(0.2 * 2**i)
+                continue
+            if (
+                resp.status_code >= 400
+                and not woke
+                and _k8s.pod_gone(resp, t.via_kube)
+                and await self._wake(force=True)
+            ):
+                woke = True
                 continue
             if resp.status_code >= 400 and resp.status_code not in ok:
                 raise _wire.error(resp, what)
@@ -403,7 +468,7 @@ class AsyncSandbox:
             "/v1/processes/run",
             idempotent=False,
             what="run",
-            content=_wire.achunked_json(body),
+            make_content=lambda: _wire.achunked_json(body),
             headers=_wire.JSON_HEADERS,
             timeout=_run_http_timeout(timeout),
         )
@@ -422,24 +487,30 @@ class AsyncSandbox:
         """Starts a command and returns an interactive Process (iterate it for events,
         write() to its stdin, signal(), wait())."""
         body = _wire.run_body(command, env=env, cwd=cwd, timeout=timeout, stdin=stdin, pty=pty)
-        t = await self._route()
-        http = self._http(t)
-        req = http.build_request(
-            "POST",
-            t.base + "/v1/processes",
-            content=_wire.achunked_json(body),
-            headers={**t.headers, **_wire.JSON_HEADERS},
-            timeout=httpx.Timeout(None, connect=10.0),
-        )
-        try:
-            resp = await http.send(req, stream=True)
-        except httpx.TransportError as e:
-            self._target = None
-            raise _transport_error(e, "spawn", False) from e
-        if resp.status_code >= 400:
-            await resp.aread()
-            await resp.aclose()
-            raise _wire.error(resp, "spawn")
+        for woke in (False, True):
+            t = await self._route()
+            http = self._http(t)
+            req = http.build_request(
+                "POST",
+                t.base + "/v1/processes",
+                content=_wire.achunked_json(body),
+                headers={**t.headers, **_wire.JSON_HEADERS},
+                timeout=httpx.Timeout(None, connect=10.0),
+            )
+            try:
+                resp = await http.send(req, stream=True)
+            except httpx.TransportError as e:
+                self._target = None
+                if not woke and await self._wake(force=True):
+                    continue
+                raise _transport_error(e, "spawn", False) from e
+            if resp.status_code >= 400:
+                await resp.aread()
+                await resp.aclose()
+                if not woke and _k8s.pod_gone(resp, t.via_kube) and await self._wake(force=True):
+                    continue
+                raise _wire.error(resp, "spawn")
+            break
         return await AsyncProcess.start(self, resp)
 
     async def stream(

@@ -53,6 +53,17 @@ class SandboxConnectionError(SandboxError, ConnectionError):
     """The API server, router or sandbox could not be reached or dropped the connection."""
 
 
+class SandboxSuspendedError(SandboxError):
+    """The sandbox is suspended and its idle policy does not resume it on traffic
+    (``has_policy``: it has one, with ``resumeOnTraffic: false``); resume it explicitly."""
+
+    def __init__(self, message: str, *, namespace: str, name: str, has_policy: bool) -> None:
+        super().__init__(message)
+        self.namespace = namespace
+        self.name = name
+        self.has_policy = has_policy
+
+
 class RequestError(SandboxError):
     """Any other refused request: ``status`` is the HTTP status, ``code`` the API code."""
 
@@ -69,5 +80,6 @@ __all__ = [
     "SandboxConnectionError",
     "SandboxError",
     "SandboxFailedError",
+    "SandboxSuspendedError",
     "SandboxTimeoutError",
 ]

@@ -1,0 +1,181 @@
+"""Resume on traffic (docs/idle.md): direct and pod-proxy modes resume a suspended
+sandbox whose idle policy allows it before the call; otherwise SandboxSuspendedError."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from agent_sandbox import AsyncSandbox, RouterConnection, Sandbox, SandboxClient, SandboxSuspendedError, _k8s
+
+from .fakes import FakeKube, FakeSandboxd, async_client, config, ready, sync_client
+
+IDLE = "agents.x-k8s.io/idle-suspended-generation"
+
+
+def suspended(policy: dict[str, Any] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"operatingMode": "Suspended"}
+    if policy is not None:
+        spec["idlePolicy"] = policy
+    return {
+        "metadata": {"name": "sb", "annotations": {IDLE: "2", "agents.x-k8s.io/pod-name": "sb-pod"}},
+        "spec": spec,
+        "status": {
+            "conditions": [ready("False", "SandboxSuspended"), {"type": "Suspended", "status": "True"}],
+        },
+    }
+
+
+def running() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "sb", "annotations": {"agents.x-k8s.io/pod-name": "sb-pod"}},
+        "spec": {"idlePolicy": {"timeoutSeconds": 10}},
+        "status": {"podIPs": ["10.0.0.1"], "conditions": [ready()]},
+    }
+
+
+def controller(fake: FakeKube, resource: str, obj: dict[str, Any]) -> None:
+    """A patch to Running brings a new pod: first not Ready, then Ready."""
+    if resource == "sandboxes" and obj["spec"].get("operatingMode") == "Running":
+        name = obj["metadata"]["name"]
+        fake.update(resource, name, {"conditions": [ready("False", "DependenciesNotReady")]})
+        fake.update(resource, name, {"conditions": [ready()], "podIPs": ["10.0.0.2"]})
+
+
+def patches(fake: FakeKube) -> list[dict[str, Any]]:
+    return [json.loads(r.content) for r in fake.calls("PATCH", r"/sandboxes/sb$")]
+
+
+@pytest.mark.parametrize(
+    ("policy", "action"),
+    [
+        ({"timeoutSeconds": 10}, "resume"),
+        ({"timeoutSeconds": 10, "resumeOnTraffic": True}, "resume"),
+        ({"timeoutSeconds": 10, "resumeOnTraffic": False}, "refuse"),
+        (None, "refuse"),
+    ],
+)
+def test_idle_action_suspended(policy: dict[str, Any] | None, action: str) -> None:
+    assert _k8s.idle_action(suspended(policy)) == action
+
+
+def test_idle_action_running() -> None:
+    assert _k8s.idle_action(running()) == "none"
+    starting = running()
+    starting["status"] = {"conditions": [ready("False", "DependenciesNotReady")]}
+    assert _k8s.idle_action(starting) == "wait"
+    del starting["spec"]["idlePolicy"]
+    assert _k8s.idle_action(starting) == "none"  # no policy: the call fails as before
+
+
+def test_sync_resumes_suspended_sandbox() -> None:
+    fake = FakeKube()
+    fake.put("sandboxes", suspended({"timeoutSeconds": 10}))
+    fake.on_patch = controller
+    sbd = FakeSandboxd()
+    fake.sandboxd = sbd
+    sb = _attach(fake)
+    r = sb.run("echo hi")
+    assert r.stdout == "ran echo hi"
+    assert patches(fake) == [_k8s.RESUME_PATCH]
+    stored = fake.store[("sandboxes", "default", "sb")]
+    assert stored["spec"]["operatingMode"] == "Running" and IDLE not in stored["metadata"]["annotations"]
+    assert sbd.hits == [("POST", "/v1/processes/run")]
+    # Later calls use the fresh object: no second resume.
+    sb.run("echo again")
+    assert len(patches(fake)) == 1
+
+
+@pytest.mark.parametrize(
+    ("policy", "has_policy"),
+    [({"timeoutSeconds": 10, "resumeOnTraffic": False}, True), (None, False)],
+)
+def test_sync_refuses_without_resume_on_traffic(policy: dict[str, Any] | None, has_policy: bool) -> None:
+    fake = FakeKube()
+    fake.put("sandboxes", suspended(policy))
+    sbd = FakeSandboxd()
+    fake.sandboxd = sbd
+    sb = _attach(fake)
+    with pytest.raises(SandboxSuspendedError, match="suspended") as ei:
+        sb.run("true")
+    assert ei.value.has_policy is has_policy and ei.value.name == "sb"
+    assert not patches(fake) and not sbd.hits
+
+
+def test_sync_stale_handle_resumes_after_pod_gone() -> None:
+    """A handle that read the Sandbox while Ready learns of the suspend from the pod
+    proxy's "pod not found", resumes and sends the (chunked) run body again."""
+    fake = FakeKube()
+    fake.put("sandboxes", running())
+    sbd = FakeSandboxd()
+    fake.sandboxd = sbd
+    sb = _attach(fake)
+    sb.run("warm")  # reads and caches the Ready object
+    fake.put("sandboxes", suspended({"timeoutSeconds": 10}))
+    fake.on_patch = controller
+    gone = {"n": 0}
+
+    def proxy(req: httpx.Request, path: str) -> httpx.Response:
+        if gone["n"] == 0:
+            gone["n"] += 1
+            return httpx.Response(404, json={"kind": "Status", "message": 'pods "sb-pod" not found'})
+        return sbd(req, path)
+
+    fake.sandboxd = proxy
+    r = sb.run("echo hi")
+    assert r.stdout == "ran echo hi" and len(patches(fake)) == 1
+    assert sbd.hits[-1] == ("POST", "/v1/processes/run")
+
+
+def test_sync_spawn_resumes() -> None:
+    fake = FakeKube()
+    fake.put("sandboxes", suspended({"timeoutSeconds": 10}))
+    fake.on_patch = controller
+    fake.sandboxd = FakeSandboxd()
+    with _attach(fake).spawn("x") as p:
+        assert p.wait().exit_code == 3
+    assert len(patches(fake)) == 1
+
+
+def test_router_mode_leaves_resume_to_router() -> None:
+    fake = FakeKube()
+    fake.put("sandboxes", suspended({"timeoutSeconds": 10}))
+    seen: list[httpx.Request] = []
+
+    def router(req: httpx.Request) -> httpx.Response:
+        seen.append(req)
+        return httpx.Response(200, json={"stdout": "held and ran", "stderr": "", "exit_code": 0})
+
+    c = SandboxClient(config=config(), connection=RouterConnection(url="http://router.test"))
+    c.kube.http = httpx.Client(base_url="https://kube.test", transport=httpx.MockTransport(fake))
+    c.http = httpx.Client(transport=httpx.MockTransport(router))
+    assert Sandbox(c, "default", "sb").run("true").stdout == "held and ran"
+    assert not fake.requests and len(seen) == 1
+
+
+async def test_async_resumes_suspended_sandbox() -> None:
+    fake = FakeKube()
+    fake.put("sandboxes", suspended({"timeoutSeconds": 10}))
+    fake.on_patch = controller
+    fake.sandboxd = FakeSandboxd()
+    c = async_client(fake)
+    sb = AsyncSandbox(c, "default", "sb")
+    assert (await sb.run("echo hi")).stdout == "ran echo hi"
+    assert patches(fake) == [_k8s.RESUME_PATCH]
+
+
+async def test_async_refuses() -> None:
+    fake = FakeKube()
+    fake.put("sandboxes", suspended({"timeoutSeconds": 10, "resumeOnTraffic": False}))
+    fake.sandboxd = FakeSandboxd()
+    sb = AsyncSandbox(async_client(fake), "default", "sb")
+    with pytest.raises(SandboxSuspendedError):
+        await sb.run("true")
+    assert not patches(fake)
+
+
+def _attach(fake: FakeKube) -> Sandbox:
+    return Sandbox(sync_client(fake), "default", "sb")
