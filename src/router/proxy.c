@@ -70,31 +70,54 @@ static const char *ns_label(const struct px *x)
 /* logfmt value: quoted, with quotes, backslashes and control bytes escaped. */
 static void put_quoted(struct buf *b, struct str s)
 {
+    static const char hex[] = "0123456789abcdef";
+    size_t n = s.len < 512 ? s.len : 512, run = 0;
     (void)buf_putc(b, '"');
-    for (size_t i = 0; i < s.len && i < 512; i++) {
+    for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s.p[i];
-        if (c == '"' || c == '\\')
-            (void)buf_printf(b, "\\%c", c);
-        else if (c < 0x20 || c >= 0x7f)
-            (void)buf_printf(b, "\\x%02x", c);
-        else
-            (void)buf_putc(b, (char)c);
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+            continue;
+        (void)buf_append(b, s.p + run, i - run); /* the plain run before c */
+        run = i + 1;
+        char esc[4] = {'\\', (char)c};
+        if (c < 0x20 || c >= 0x7f) {
+            esc[1] = 'x';
+            esc[2] = hex[c >> 4];
+            esc[3] = hex[c & 15];
+        }
+        (void)buf_append(b, esc, c < 0x20 || c >= 0x7f ? 4 : 2);
     }
+    (void)buf_append(b, s.p + run, n - run);
     (void)buf_putc(b, '"');
 }
 
+static void put_field(struct buf *b, const char *name, const char *value)
+{
+    (void)buf_puts(b, name);
+    (void)buf_puts(b, value);
+}
+
+/* One logfmt line: appends (no printf but two numbers), skipped when info is off. */
 static void access_log(struct px *x, double secs)
 {
+    if (LOG_INFO > log_max_level)
+        return;
     struct buf b;
+    char num[64];
     buf_init(&b, 4096);
     struct http_req *r = x->req;
-    (void)buf_printf(&b, "method=%.*s path=", (int)http_req_method(r).len, http_req_method(r).p);
+    struct str m = http_req_method(r);
+    (void)buf_puts(&b, "method=");
+    (void)buf_append(&b, m.p, m.len);
+    (void)buf_puts(&b, " path=");
     put_quoted(&b, http_req_path(r)); /* the query is left out: it may carry secrets */
-    (void)buf_printf(&b,
-                     " status=%d duration_ms=%.3f client_ip=%s sandbox_namespace=%s "
-                     "sandbox_id=%s bytes_out=%llu user=",
-                     x->status, secs * 1000, x->client_ip, x->rt.ns, x->rt.name,
-                     (unsigned long long)x->bytes_out);
+    int n = snprintf(num, sizeof(num), " status=%d duration_ms=%.3f", x->status, secs * 1000);
+    (void)buf_append(&b, num, n > 0 && (size_t)n < sizeof(num) ? (size_t)n : 0);
+    put_field(&b, " client_ip=", x->client_ip);
+    put_field(&b, " sandbox_namespace=", x->rt.ns);
+    put_field(&b, " sandbox_id=", x->rt.name);
+    n = snprintf(num, sizeof(num), " bytes_out=%llu user=", (unsigned long long)x->bytes_out);
+    (void)buf_append(&b, num, n > 0 && (size_t)n < sizeof(num) ? (size_t)n : 0);
     put_quoted(&b, str_c(x->user));
     (void)buf_puts(&b, " user_agent=");
     put_quoted(&b, http_req_header(r, "User-Agent"));
