@@ -186,7 +186,8 @@ def sandbox_body(
     template: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Sandbox that create(template=...) or create(pod_spec=...) submits. With a
-    template object, its podTemplate, volumeClaimTemplates and service are copied."""
+    template object, its podTemplate, volumeClaimTemplates, service and idlePolicy are
+    copied."""
     lab = check_labels(labels)
     lab[LABEL_CREATED_BY] = CREATED_BY
     ann = dict(annotations or {})
@@ -203,6 +204,8 @@ def sandbox_body(
             spec["volumeClaimTemplates"] = tspec["volumeClaimTemplates"]
         if "service" in tspec:
             spec["service"] = tspec["service"]
+        if tspec.get("idlePolicy"):  # extension: meant to be copied (docs/idle.md)
+            spec["idlePolicy"] = dict(tspec["idlePolicy"])
     if env:
         pod_spec = _with_env(pod_spec, env)
     if pod_labels:

@@ -179,3 +179,10 @@ async def test_async_refuses() -> None:
 
 def _attach(fake: FakeKube) -> Sandbox:
     return Sandbox(sync_client(fake), "default", "sb")
+
+
+def test_template_idle_policy_is_copied() -> None:
+    tmpl = {"spec": {"podTemplate": {"spec": {"containers": [{"name": "c"}]}}, "idlePolicy": {"timeoutSeconds": 30}}}
+    assert _k8s.sandbox_body("s1", {}, template=tmpl)["spec"]["idlePolicy"] == {"timeoutSeconds": 30}
+    del tmpl["spec"]["idlePolicy"]
+    assert "idlePolicy" not in _k8s.sandbox_body("s1", {}, template=tmpl)["spec"]
