@@ -15,6 +15,8 @@
 # --smoke: small N, < 2 minutes; prints "N passed, N failed" and exits non-zero on failure.
 # Scenarios: warm300 warm1000 sustained cold scale router sandboxd.
 # Env: BENCH_BUILD (build dir of the main project, default build/bench-rel),
+#      BENCH_CTRL (controller binary, default $BENCH_BUILD/agent-sandbox-controller),
+#      BENCH_CTRL_ARGS (extra controller flags, word-split),
 #      BENCH_RATE (sustained claims/s, default 500), BENCH_SCALE (default 10000).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,9 +63,10 @@ start_ctrl() { # namespace
 		CTRL_PID=$(cat .cache/stack/agent-sandbox-controller.pid 2>/dev/null || true)
 		return 0
 	fi
-	"$BUILD/agent-sandbox-controller" --namespace "$1" --leader-elect=false \
+	# shellcheck disable=SC2086
+	"${BENCH_CTRL:-$BUILD/agent-sandbox-controller}" --namespace "$1" --leader-elect=false \
 		--metrics-bind-address 0 --health-probe-bind-address 0 --log-level warn \
-		--sandbox-claim-concurrent-workers 300 --sandbox-warm-pool-concurrent-workers 4 \
+		--sandbox-claim-concurrent-workers 300 --sandbox-warm-pool-concurrent-workers 4 ${BENCH_CTRL_ARGS:-} \
 		>"$OUT/controller-$1.log" 2>&1 &
 	CTRL_PID=$!
 }

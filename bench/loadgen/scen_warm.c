@@ -34,6 +34,22 @@ static long count_warm(struct kube_client *c, const char *ns)
     return n;
 }
 
+/* Waits until the namespace holds at least n Sandboxes: the claims' and the refill's. */
+static void wait_sandboxes(struct kube_client *c, const char *ns, long n, usec_t timeout)
+{
+    usec_t end = clock_now() + timeout;
+    while (clock_now() < end) {
+        json_t *list = NULL;
+        long have = -1;
+        if (kube_list_all(c, &KUBE_RES_SANDBOXES, ns, NULL, &list, NULL) >= 0)
+            have = (long)json_array_size(json_object_get(list, "items"));
+        json_decref(list);
+        if (have >= n)
+            return;
+        clock_sleep(500 * USEC_PER_MSEC);
+    }
+}
+
 static double scrape_delta(struct kube_client *c, json_t *before, json_t **ret_delta)
 {
     json_t *after = NULL;
@@ -118,7 +134,9 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
     json_object_update(out, stats);
     json_decref(stats);
     proc_put(out, "controller_after", o->controller_pid);
-    /* refill and the post-Ready annotation write belong to the claim's cost */
+    /* refill and the post-Ready annotation write belong to the claim's cost: wait until the
+     * refill exists (the pool's status may not have seen the adoptions yet), then is Ready */
+    wait_sandboxes(c, o->ns, n + pool, (usec_t)(o->timeout * 1e6));
     (void)lg_pool_wait(c, o->ns, "pool", pool, (usec_t)(o->timeout * 1e6));
     clock_sleep((usec_t)(o->settle * 1e6));
     if (before && scrape_delta(c, before, &delta) == 0)

@@ -16,6 +16,7 @@
 #include "controller/ext_names.h"
 #include "controller/latebind_deliver.h"
 #include "controller/latebind_spec.h"
+#include "controller/sandbox_memo.h"
 #include "controller/sandbox_status.h"
 #include "kube/client.h"
 #include "kube/obj.h"
@@ -366,6 +367,11 @@ static void write_status(struct claim_pass *p)
     bool was_ready = claim_ready(p->claim);
     now_text(now, sizeof(now));
     st = claim_status_build(&p->obs, now);
+    if (sb_memo_stale(p->claim)) {
+        /* Our own status write replaced this version; its event brings the claim back. */
+        json_decref(st);
+        return;
+    }
     if (claim_status_changed(json_object_get(p->claim, "status"), st)) {
         patch = json_pack("{s:{s:s}, s:O}", "metadata", "resourceVersion",
                           kube_obj_resource_version(p->claim) ?: "", "status", st);
@@ -378,6 +384,7 @@ static void write_status(struct claim_pass *p)
             json_decref(st);
             return;
         }
+        sb_memo_wrote(p->claim);
         json_decref(patch);
     }
     if (!was_ready && status_ready(st))
