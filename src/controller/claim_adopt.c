@@ -37,9 +37,25 @@ static json_t *map_diff(const json_t *old, const json_t *want)
     return d;
 }
 
+/* By default the pool's safe-to-evict "true" stays in the pod template, so adoption
+ * changes no spec (no new generation, no Sandbox status rewrite); the Sandbox annotation
+ * SB_ANN_POD_OMIT_EVICT keeps it off the Pod instead. A claim's own value wins. */
+static void keep_pool_evict(const json_t *cur, json_t *want, json_t *patch)
+{
+    const json_t *ca = json_object_get(cur, "annotations");
+    const char *ev = json_string_value(json_object_get(ca, EXT_ANN_SAFE_TO_EVICT));
+    if (!ev || strcmp(ev, "true") != 0 ||
+        json_object_get(json_object_get(want, "annotations"), EXT_ANN_SAFE_TO_EVICT))
+        return;
+    json_object_set_new(ext_obj_ensure(want, "annotations"), EXT_ANN_SAFE_TO_EVICT,
+                        json_string("true"));
+    json_object_set_new(ext_obj_ensure(json_object_get(patch, "metadata"), "annotations"),
+                        SB_ANN_POD_OMIT_EVICT, json_string("true"));
+}
+
 /* The spec part of the patch: pod template metadata from the pool's to the claim's. */
-static int pod_meta_patch(const json_t *claim, const json_t *sb, json_t *patch, char *msg,
-                          size_t size)
+static int pod_meta_patch(const struct ext_ctrl *x, const json_t *claim, const json_t *sb,
+                          json_t *patch, char *msg, size_t size)
 {
     const json_t *cur = kube_obj_path(sb, "spec.podTemplate.metadata");
     struct claim_err ce;
@@ -49,6 +65,8 @@ static int pod_meta_patch(const json_t *claim, const json_t *sb, json_t *patch, 
         json_decref(meta);
         return -EEXIST;
     }
+    if (!x->o.adopt_edit_template)
+        keep_pool_evict(cur, want, patch);
     if ((d = map_diff(json_object_get(cur, "labels"), json_object_get(want, "labels"))))
         json_object_set_new(meta, "labels", d);
     if ((d = map_diff(json_object_get(cur, "annotations"), json_object_get(want, "annotations"))))
@@ -61,7 +79,8 @@ static int pod_meta_patch(const json_t *claim, const json_t *sb, json_t *patch, 
     return 0;
 }
 
-static json_t *adopt_patch(const json_t *claim, const json_t *sb, char *msg, size_t size)
+static json_t *adopt_patch(const struct ext_ctrl *x, const json_t *claim, const json_t *sb,
+                           char *msg, size_t size)
 {
     const char *cb = kube_obj_label(claim, SB_LABEL_CREATED_BY);
     const char *trace = kube_obj_annotation(claim, SB_ANN_TRACE_CONTEXT);
@@ -77,7 +96,7 @@ static json_t *adopt_patch(const json_t *claim, const json_t *sb, char *msg, siz
     if (trace)
         json_object_set_new(json_object_get(p, "metadata"), "annotations",
                             json_pack("{s:s}", SB_ANN_TRACE_CONTEXT, trace));
-    if (pod_meta_patch(claim, sb, p, msg, size) < 0) {
+    if (pod_meta_patch(x, claim, sb, p, msg, size) < 0) {
         json_decref(p);
         return NULL;
     }
@@ -96,7 +115,7 @@ static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, 
         json_decref(sb);
         return 0; /* gone, taken, or not Ready: the informer re-queues it when it is */
     }
-    patch = adopt_patch(claim, sb, msg, size);
+    patch = adopt_patch(x, claim, sb, msg, size);
     if (!patch) {
         claim_queue_push(x->cq, pk, name);
         json_decref(sb);

@@ -29,6 +29,8 @@ struct ext_opts {
     bool no_eviction;          /* do not stamp safe-to-evict on warm pods */
     bool no_claim_events;      /* no Events from the claim controller */
     bool no_claim_annotations; /* do not persist the first-observed/first-ready annotations */
+    bool adopt_edit_template;  /* adoption removes the pool's safe-to-evict from the pod
+                                  template (upstream; one more generation and status write) */
     bool latebind_loopback;    /* tests only: deliver late-bound env to loopback pod IPs */
     usec_t latebind_timeout;   /* one delivery to sandboxd; 0 = LIMIT_LB_DELIVERY_TIMEOUT */
     const char *label_domains; /* allowed label domains, comma-separated (copied); NULL = file

@@ -69,6 +69,9 @@ static const char usage_text[] =
     "  --disable-claim-events[=BOOL]       no Events from the claim controller\n"
     "  --disable-claim-observability-annotations[=BOOL]  no first-observed/first-ready\n"
     "                                      annotation write per claim\n"
+    "  --warm-adoption-edits-pod-template[=BOOL]  adoption removes the pool's safe-to-evict\n"
+    "                                      from the Sandbox's pod template (upstream); default\n"
+    "                                      false: it stays there and is kept off the Pod\n"
     "  --allowed-label-domains LIST        label domains claims may add, comma-separated\n"
     "                                      (default: /etc/sandbox-config/allowed-label-domains,\n"
     "                                      else sandbox.users.io)\n"
@@ -105,6 +108,7 @@ enum {
     F_EVICTION,
     F_NO_CLAIM_EVENTS,
     F_NO_CLAIM_ANN,
+    F_ADOPT_EDIT_TEMPLATE,
     F_LABEL_DOMAINS,
     F_LB_LOOPBACK,
     F_LB_TIMEOUT,
@@ -138,6 +142,7 @@ static const struct option long_opts[] = {
     {"enable-warm-pool-eviction", optional_argument, NULL, F_EVICTION},
     {"disable-claim-events", optional_argument, NULL, F_NO_CLAIM_EVENTS},
     {"disable-claim-observability-annotations", optional_argument, NULL, F_NO_CLAIM_ANN},
+    {"warm-adoption-edits-pod-template", optional_argument, NULL, F_ADOPT_EDIT_TEMPLATE},
     {"allowed-label-domains", required_argument, NULL, F_LABEL_DOMAINS},
     {"late-binding-allow-loopback", optional_argument, NULL, F_LB_LOOPBACK},
     {"late-binding-timeout", required_argument, NULL, F_LB_TIMEOUT},
@@ -248,6 +253,10 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
     case F_NO_CLAIM_ANN:
         r = parse_bool(v, &b);
         f->ext.no_claim_annotations = b;
+        return r;
+    case F_ADOPT_EDIT_TEMPLATE:
+        r = parse_bool(v, &b);
+        f->ext.adopt_edit_template = b;
         return r;
     case F_LABEL_DOMAINS:
         f->ext.label_domains = v;

@@ -138,11 +138,24 @@ static bool drop_label(const char *k)
     return sb_key_reserved(k);
 }
 
+/* The template's annotations as the Pod gets them (returns new): a warm-adopted Sandbox
+ * marked SB_ANN_POD_OMIT_EVICT keeps the pool's safe-to-evict "true" off its Pod. */
+static json_t *tmpl_annotations(const json_t *sb)
+{
+    const json_t *t = kube_obj_path(sb, "spec.podTemplate.metadata.annotations");
+    json_t *out = json_is_object(t) ? json_deep_copy(t) : json_object();
+    const char *omit = kube_obj_annotation(sb, SB_ANN_POD_OMIT_EVICT);
+    const char *ev = json_string_value(json_object_get(out, SB_ANN_SAFE_TO_EVICT));
+    if (omit && strcmp(omit, "true") == 0 && ev && strcmp(ev, "true") == 0)
+        json_object_del(out, SB_ANN_SAFE_TO_EVICT);
+    return out;
+}
+
 /* Labels and annotations of a new Pod; returns new metadata pieces. */
 static void pod_new_meta(const json_t *sb, json_t *labels, json_t *ann)
 {
     char hash[SB_HASH_LEN + 1];
-    json_t *lkeys = json_array(), *akeys = json_array();
+    json_t *lkeys = json_array(), *akeys = json_array(), *tann = tmpl_annotations(sb);
     const char *cb = sb_created_by_normalize(kube_obj_label(sb, SB_LABEL_CREATED_BY));
     copy_filtered(labels, kube_obj_path(sb, "spec.podTemplate.metadata.labels"), drop_label, lkeys);
     sb_name_hash(kube_obj_name(sb), hash);
@@ -150,8 +163,8 @@ static void pod_new_meta(const json_t *sb, json_t *labels, json_t *ann)
     json_object_update_new(labels, extension_labels(sb));
     if (cb)
         json_object_set_new(labels, SB_LABEL_CREATED_BY, json_string(cb));
-    copy_filtered(ann, kube_obj_path(sb, "spec.podTemplate.metadata.annotations"),
-                  sb_annotation_system, akeys);
+    copy_filtered(ann, tann, sb_annotation_system, akeys);
+    json_decref(tann);
     if (json_array_size(lkeys) > 0)
         json_object_set_new(ann, SB_ANN_PROP_LABELS, jstr_take(join_sorted(lkeys)));
     if (json_array_size(akeys) > 0)
@@ -414,7 +427,7 @@ static void label_patch(const json_t *sb, const json_t *pod, json_t *lp, json_t 
 static void annotation_patch(const json_t *sb, const json_t *pod, json_t *ap, json_t *lkeys)
 {
     const json_t *cur = kube_obj_path(pod, "metadata.annotations");
-    const json_t *tmpl = kube_obj_path(sb, "spec.podTemplate.metadata.annotations");
+    json_t *tmpl = tmpl_annotations(sb);
     json_t *wanted = json_object(), *akeys = json_array();
     const char *k;
     json_t *v;
@@ -432,6 +445,7 @@ static void annotation_patch(const json_t *sb, const json_t *pod, json_t *ap, js
     xfree(as);
     json_decref(wanted);
     json_decref(akeys);
+    json_decref(tmpl);
 }
 
 json_t *sb_pod_meta_patch(const json_t *sb, const json_t *pod)

@@ -24,9 +24,13 @@
 #define SB_ANN_PROP_LABELS     "agents.x-k8s.io/propagated-labels"
 #define SB_ANN_PROP_ANNOTATION "agents.x-k8s.io/propagated-annotations"
 #define SB_ANN_TRACE_CONTEXT   "opentelemetry.io/trace-context"
+#define SB_ANN_SAFE_TO_EVICT   "cluster-autoscaler.kubernetes.io/safe-to-evict"
+/* Set by warm adoption: the pod template keeps the pool's safe-to-evict "true" (so adoption
+ * changes no spec), and the Pod does not get it. */
+#define SB_ANN_POD_OMIT_EVICT "agents.x-k8s.io/pod-omits-safe-to-evict"
 
-#define SB_FIELD_MANAGER       "sandbox-controller"
-#define SB_EVENT_SOURCE        "sandbox-controller"
+#define SB_FIELD_MANAGER      "sandbox-controller"
+#define SB_EVENT_SOURCE       "sandbox-controller"
 
 /* Condition types. */
 #define SB_COND_READY         "Ready"
