@@ -63,6 +63,7 @@ free_ports() {
 		port=${BASH_REMATCH[1]}
 		for pid in $(ss -Hltnp "( sport = :$port )" 2>/dev/null | grep -oE 'pid=[0-9]+' | cut -d= -f2 | sort -u); do
 			exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+			exe=${exe% (deleted)} # the binary was rebuilt since it started
 			case ${exe##*/} in
 			agent-sandbox-controller | sandbox-router)
 				log "stopping a stale ${exe##*/} (pid $pid) on port $port"
