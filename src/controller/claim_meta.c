@@ -376,6 +376,9 @@ int claim_cold_sandbox(const json_t *claim, const json_t *tpl, json_t **ret,
                    ext_owner_ref(claim, EXT_KIND_CLAIM), "spec", bp);
     labels = json_object_get(json_object_get(sb, "metadata"), "labels");
     identity_labels(labels, claim, th);
+    /* The Pod takes the Sandbox's name: say so now rather than in a patch later. */
+    json_object_set_new(json_object_get(json_object_get(sb, "metadata"), "annotations"),
+                        SB_ANN_POD_NAME, json_string(kube_obj_name(claim) ?: ""));
     json_object_set_new(labels, SB_LABEL_LAUNCH_TYPE, json_string("cold"));
     if (trace)
         json_object_set_new(json_object_get(json_object_get(sb, "metadata"), "annotations"),

@@ -2,6 +2,7 @@
 /* SandboxWarmPool reconcile: classify members, plan, delete, create (behind the
  * expectations gate and the refill bucket), write the status. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,12 +151,94 @@ static void refund_tokens(struct pool_pass *p, int n, double rate)
     pthread_mutex_unlock(&p->x->lock);
 }
 
+/* A member under a name of our own choosing, so its pod-name annotation (the Pod gets the
+ * Sandbox's name) goes into the create instead of a patch once the Pod exists. A name
+ * collision retries with another name. */
+static int create_named(struct pool_pass *p, const json_t *sb, struct kube_err *e)
+{
+    char name[LB_NAME_MAX + 1];
+    int r = -EEXIST;
+    for (int attempt = 0; attempt < 3 && r == -EEXIST; attempt++) {
+        json_t *copy, *meta;
+        if ((r = lb_member_name(sb, name, sizeof(name))) < 0) {
+            kube_err_clear(e);
+            e->code = r;
+            (void)snprintf(e->message, sizeof(e->message), "no member name: errno %d", -r);
+            return r;
+        }
+        copy = json_deep_copy(sb);
+        meta = json_object_get(copy, "metadata");
+        json_object_del(meta, "generateName");
+        json_object_set_new(meta, "name", json_string(name));
+        json_object_set_new(ext_obj_ensure(meta, "annotations"), SB_ANN_POD_NAME,
+                            json_string(name));
+        r = kube_create(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, copy, NULL, e);
+        if (r < 0 && kube_err_is_already_exists(e))
+            r = -EEXIST;
+        json_decref(copy);
+    }
+    return r;
+}
+
 /* One member; a late-bound template's members get their config-token Secret too. */
 static int create_one(struct pool_pass *p, const json_t *sb, bool late, struct kube_err *e)
 {
     if (late)
         return lb_pool_create(p->x, p->key, sb, e);
-    return kube_create(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, sb, NULL, e);
+    return create_named(p, sb, e);
+}
+
+/* Creates shared by up to --sandbox-warm-pool-create-parallelism threads (at most
+ * LIMIT_EXT_CREATE_PARALLEL); the first error stops new ones. */
+struct create_job {
+    struct pool_pass *p;
+    const json_t *sb;
+    bool late;
+    pthread_mutex_t lock;
+    int next, total, ok;
+};
+
+static void *create_worker(void *arg)
+{
+    struct create_job *j = arg;
+    for (;;) {
+        struct kube_err e;
+        bool go;
+        int r;
+        pthread_mutex_lock(&j->lock);
+        go = j->p->err == 0 && j->next < j->total;
+        j->next += go;
+        pthread_mutex_unlock(&j->lock);
+        if (!go)
+            return NULL;
+        r = create_one(j->p, j->sb, j->late, &e);
+        pthread_mutex_lock(&j->lock);
+        if (r >= 0) {
+            j->ok++;
+        } else if (!j->p->err) {
+            log_warn("pool create failed\tpool=%s detail=\"%s\"", j->p->key, e.message);
+            j->p->err = e.code ? e.code : -EIO;
+        }
+        pthread_mutex_unlock(&j->lock);
+    }
+}
+
+/* Runs total creates of sb, in parallel when there are several; returns how many worked. */
+static int create_parallel(struct pool_pass *p, const json_t *sb, bool late, int total)
+{
+    struct create_job j = {.p = p, .sb = sb, .late = late, .total = total};
+    pthread_t t[LIMIT_EXT_CREATE_PARALLEL - 1];
+    int nt = 0, par = p->x->o.create_parallel > 0 ? p->x->o.create_parallel : 1;
+    if (par > LIMIT_EXT_CREATE_PARALLEL)
+        par = LIMIT_EXT_CREATE_PARALLEL;
+    pthread_mutex_init(&j.lock, NULL);
+    while (nt < total - 1 && nt < par - 1 && pthread_create(&t[nt], NULL, create_worker, &j) == 0)
+        nt++;
+    (void)create_worker(&j);
+    for (int i = 0; i < nt; i++)
+        pthread_join(t[i], NULL);
+    pthread_mutex_destroy(&j.lock);
+    return j.ok;
 }
 
 static void create_members(struct pool_pass *p, int want)
@@ -175,14 +258,7 @@ static void create_members(struct pool_pass *p, int want)
     }
     sb = tpl_pool_sandbox(p->pool, p->tpl, &o);
     lb_policy_of(p->tpl, &lb);
-    for (; ok < granted; ok++) {
-        struct kube_err e;
-        if (create_one(p, sb, lb.late_bound, &e) < 0) {
-            log_warn("pool create failed\tpool=%s detail=\"%s\"", p->key, e.message);
-            p->err = e.code ? e.code : -EIO;
-            break;
-        }
-    }
+    ok = create_parallel(p, sb, lb.late_bound, granted);
     json_decref(sb);
     if (ok < granted)
         pool_expect_lower_creations(p->x->expect, p->key, granted - ok);

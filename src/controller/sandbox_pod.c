@@ -102,7 +102,10 @@ static void create_pod(struct sb_pass *p)
 {
     struct kube_err e;
     json_t *want = sb_desired_pod(p->sb), *out = NULL;
-    bool lost = kube_obj_annotation(p->sb, SB_ANN_POD_NAME) != NULL;
+    /* The annotation may predate the first Pod (set at create); a status selector means
+     * a Pod was there before. */
+    bool lost = kube_obj_annotation(p->sb, SB_ANN_POD_NAME) != NULL &&
+                kube_obj_path_str(p->sb, "status.selector") != NULL;
     int r = sb__create(p, &KUBE_RES_PODS, want, &out, &e);
     json_decref(want);
     if (r >= 0) {
