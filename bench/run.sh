@@ -17,6 +17,7 @@
 # Env: BENCH_BUILD (build dir of the main project, default build/bench-rel),
 #      BENCH_CTRL (controller binary, default $BENCH_BUILD/agent-sandbox-controller),
 #      BENCH_CTRL_ARGS (extra controller flags, word-split),
+#      BENCH_WARM_COUNT (claims in the warm300 burst, default 300; e.g. 30 or 100),
 #      BENCH_RATE (sustained claims/s, default 500), BENCH_SCALE (default 10000).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -66,7 +67,7 @@ start_ctrl() { # namespace
 	# shellcheck disable=SC2086
 	"${BENCH_CTRL:-$BUILD/agent-sandbox-controller}" --namespace "$1" --leader-elect=false \
 		--metrics-bind-address 0 --health-probe-bind-address 0 --log-level warn \
-		--sandbox-claim-concurrent-workers 300 --sandbox-warm-pool-concurrent-workers 4 ${BENCH_CTRL_ARGS:-} \
+		--sandbox-warm-pool-concurrent-workers 4 ${BENCH_CTRL_ARGS:-} \
 		>"$OUT/controller-$1.log" 2>&1 &
 	CTRL_PID=$!
 }
@@ -96,7 +97,7 @@ run_all() {
 		want cold && loadgen cold --scenario cold --count 30 --timeout 60
 		want scale && loadgen scale_10k --scenario scale --count 200 --timeout 60
 	else
-		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count 300
+		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count "${BENCH_WARM_COUNT:-300}"
 		want warm1000 && loadgen warm_burst_1000 --scenario warm-burst --count 1000 --timeout 600
 		want sustained && loadgen sustained --scenario sustained --rate "$RATE" --seconds 60 --dwell 5 \
 			--pools 4 --pool-size 1000 --threads 128 --timeout 600

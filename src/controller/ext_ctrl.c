@@ -645,7 +645,7 @@ int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_
                       o->pool_workers > 0 ? o->pool_workers : 1, pool_reconcile);
     if (r >= 0)
         r = loop_init(x, EXT_LOOP_CLAIM, "sandboxclaim",
-                      o->claim_workers > 0 ? o->claim_workers : 50, claim_reconcile);
+                      o->claim_workers > 0 ? o->claim_workers : 300, claim_reconcile);
     if (r < 0) {
         ext_ctrl_free(x);
         return r;

@@ -18,7 +18,8 @@ struct ctrl_metrics;
 struct ext_ctrl;
 
 struct ext_opts {
-    int claim_workers;         /* 0 = 50 */
+    int claim_workers;         /* 0 = 300 */
+    int create_parallel;       /* pool member creates in flight per pass; 0 = 1 */
     int pool_workers;          /* 0 = 1 */
     int template_workers;      /* 0 = 1 */
     int max_pool_replicas;     /* bound on spec.replicas; 0 = LIMIT_EXT_MAX_POOL_REPLICAS */

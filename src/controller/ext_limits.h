@@ -14,7 +14,8 @@
 #define LIMIT_EXT_CACHE_LAG_REQUEUE (200 * USEC_PER_MSEC)    /* AlreadyExists on a cold create */
 #define LIMIT_EXT_CLAIM_TIMEOUT     (10 * 60 * USEC_PER_SEC) /* --claim-timeout default */
 #define LIMIT_EXT_ADOPT_ATTEMPTS    8                        /* warm candidates tried per pass */
-#define LIMIT_EXT_DOMAINS_FILE      (64u * 1024)             /* allowed-label-domains file */
+#define LIMIT_EXT_CREATE_PARALLEL   32 /* bound on --sandbox-warm-pool-create-parallelism */
+#define LIMIT_EXT_DOMAINS_FILE      (64u * 1024) /* allowed-label-domains file */
 #define LIMIT_EXT_LABEL_VALUE       63
 #define LIMIT_EXT_NAME_PART         63  /* qualified-name name part */
 #define LIMIT_EXT_PREFIX            253 /* qualified-name DNS prefix */

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/str.h"
+#include "controller/ext_limits.h"
 #include "controller/manager.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -25,6 +26,7 @@ struct flags {
     bool extensions, eviction;
     struct ext_opts ext;
     int64_t claim_workers, pool_workers, template_workers, max_replicas, max_batch;
+    int64_t create_parallel;
 };
 
 static struct ctrl_manager *g_manager;
@@ -53,11 +55,14 @@ static const char usage_text[] =
     "                                      sandbox-name-hash label (default false)\n"
     "  --extensions[=BOOL]                 run the SandboxTemplate, SandboxWarmPool and\n"
     "                                      SandboxClaim controllers (default true)\n"
-    "  --sandbox-claim-concurrent-workers N        claim workers (default 50)\n"
+    "  --sandbox-claim-concurrent-workers N        claim workers (default 300)\n"
     "  --sandbox-warm-pool-concurrent-workers N    warm pool workers (default 1)\n"
     "  --sandbox-template-concurrent-workers N     template workers (default 1)\n"
     "  --max-pool-replicas N               upper bound on a pool's replicas (default 1000)\n"
     "  --sandbox-warm-pool-max-batch-size N  creates/deletes per pool pass (default 300)\n"
+    "  --sandbox-warm-pool-create-parallelism N  pool member creates in flight per pool\n"
+    "                                      pass, 1-32 (default 1: during a claim burst the\n"
+    "                                      refill competes with the claims for the API server)\n"
     "  --sandbox-warm-pool-max-refill-rate R  creates per second per pool, 0 = unpaced\n"
     "                                      (default 0; annotation\n"
     "                                      extensions.agents.x-k8s.io/max-refill-rate overrides)\n"
@@ -109,6 +114,7 @@ enum {
     F_NO_CLAIM_EVENTS,
     F_NO_CLAIM_ANN,
     F_ADOPT_EDIT_TEMPLATE,
+    F_CREATE_PARALLEL,
     F_LABEL_DOMAINS,
     F_LB_LOOPBACK,
     F_LB_TIMEOUT,
@@ -143,6 +149,7 @@ static const struct option long_opts[] = {
     {"disable-claim-events", optional_argument, NULL, F_NO_CLAIM_EVENTS},
     {"disable-claim-observability-annotations", optional_argument, NULL, F_NO_CLAIM_ANN},
     {"warm-adoption-edits-pod-template", optional_argument, NULL, F_ADOPT_EDIT_TEMPLATE},
+    {"sandbox-warm-pool-create-parallelism", required_argument, NULL, F_CREATE_PARALLEL},
     {"allowed-label-domains", required_argument, NULL, F_LABEL_DOMAINS},
     {"late-binding-allow-loopback", optional_argument, NULL, F_LB_LOOPBACK},
     {"late-binding-timeout", required_argument, NULL, F_LB_TIMEOUT},
@@ -254,6 +261,9 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
         r = parse_bool(v, &b);
         f->ext.no_claim_annotations = b;
         return r;
+    case F_CREATE_PARALLEL:
+        r = parse_positive(v, &f->create_parallel);
+        return r < 0 || f->create_parallel > LIMIT_EXT_CREATE_PARALLEL ? -EINVAL : r;
     case F_ADOPT_EDIT_TEMPLATE:
         r = parse_bool(v, &b);
         f->ext.adopt_edit_template = b;
@@ -406,6 +416,7 @@ static int run(const struct flags *f, struct kube_client *client)
     };
     int r;
     o.ext.claim_workers = (int)f->claim_workers;
+    o.ext.create_parallel = (int)f->create_parallel;
     o.ext.pool_workers = (int)f->pool_workers;
     o.ext.template_workers = (int)f->template_workers;
     o.ext.max_pool_replicas = (int)f->max_replicas;
@@ -437,7 +448,8 @@ int main(int argc, char **argv)
         .workers = 100,
         .extensions = true,
         .eviction = true,
-        .claim_workers = 50,
+        .claim_workers = 300,
+        .create_parallel = 1,
         .pool_workers = 1,
         .template_workers = 1,
         .max_replicas = 1000,
