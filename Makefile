@@ -16,6 +16,7 @@
 #   make apiserver    only a standalone etcd + kube-apiserver (what integration tests use)
 #   make bench        every benchmark scenario, results in bench/results/, report rendered
 #   make bench-smoke  the benchmarks at small N (part of make test)
+#   make chaos       the fault-injection suite at full size (300-claim bursts)
 #   make manifests    render install.yaml (and the chart's CRDs) from config/ and api/crds/
 #   make fmt          clang-format every C file
 #   make clean        remove the preset build directories
@@ -24,7 +25,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 .PHONY: deps build asan unit integration test up down status kubeconfig router-url router-token \
-	apiserver bench bench-smoke manifests fmt clean distclean
+	apiserver bench bench-smoke chaos manifests fmt clean distclean
 
 deps:
 	hack/deps.sh
@@ -74,6 +75,9 @@ bench:
 
 bench-smoke:
 	bench/run.sh --smoke
+
+chaos:
+	tests/chaos/run.sh
 
 manifests:
 	hack/render-install.sh

@@ -8,7 +8,8 @@
 #
 # Env: AS_KEEP_APISERVER=1 keeps an API server that this script started running;
 # AS_TEST_CLUSTER=0 skips everything that needs the local cluster (root);
-# AS_KEEP_STACK=1 leaves the stack of `make up` running afterwards.
+# AS_KEEP_STACK=1 leaves the stack of `make up` running afterwards; AS_TEST_CHAOS=1 adds
+# the fault-injection suite at CI size (make chaos runs it at full size).
 source "$(dirname "$0")/lib.sh"
 set +e
 cd "$ROOT" || exit
@@ -116,6 +117,12 @@ suite "CRDs up to date (hack/gen-crds --check)" python3 hack/gen-crds/gen_crds.p
 suite "CRD tests" bash tests/crds/run.sh
 suite "install.yaml up to date (hack/render-install.sh --check)" hack/render-install.sh --check
 suite "benchmark smoke (small N, standalone API server)" bench/run.sh --smoke
+# Fault injection at CI size (make chaos runs it at 300 claims): controller SIGKILLs
+# during bursts and refills, 410s, kube-apiserver and etcd restarts, hostile objects.
+if [ "${AS_TEST_CHAOS:-0}" = 1 ]; then
+	suite "chaos (fault injection, private API server)" env AS_CHAOS_CLAIMS="${AS_CHAOS_CLAIMS:-20}" \
+		AS_CHAOS_KILLS="${AS_CHAOS_KILLS:-2}" bash tests/chaos/run.sh
+fi
 
 if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	# The local cluster (real node + kwok) and the whole stack on it (make up).
