@@ -206,6 +206,8 @@ void cli_globals_env(struct cli_globals *g)
     if (!g->sandboxd_url && getenv("AGENT_SANDBOX_SANDBOXD_URL") &&
         getenv("AGENT_SANDBOX_SANDBOXD_URL")[0])
         g->sandboxd_url = getenv("AGENT_SANDBOX_SANDBOXD_URL");
+    if (getenv("AGENT_SANDBOX_ROUTER_TOKEN") && getenv("AGENT_SANDBOX_ROUTER_TOKEN")[0])
+        g->router_token = getenv("AGENT_SANDBOX_ROUTER_TOKEN");
     if (getenv("AGENT_SANDBOX_SANDBOXD_TOKEN") && getenv("AGENT_SANDBOX_SANDBOXD_TOKEN")[0])
         g->sandboxd_token = getenv("AGENT_SANDBOX_SANDBOXD_TOKEN");
     if (!g->sandboxd_port)

@@ -31,6 +31,8 @@ struct cli_globals {
     const char *output;         /* -o: "", "wide", "json", "yaml", "name" */
     const char *selector;       /* -l */
     const char *router_url;     /* --router-url / $AGENT_SANDBOX_ROUTER_URL */
+    const char *router_token;   /* $AGENT_SANDBOX_ROUTER_TOKEN: bearer for the router
+                                   (default: the kubeconfig's token) */
     const char *sandboxd_url;   /* --sandboxd-url / $AGENT_SANDBOX_SANDBOXD_URL: direct mode */
     const char *sandboxd_token; /* $AGENT_SANDBOX_SANDBOXD_TOKEN: bearer for direct mode */
     unsigned sandboxd_port;     /* --sandboxd-port: sandboxd's port in the pod (8080) */

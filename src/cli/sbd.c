@@ -148,8 +148,12 @@ static int open_cluster(const struct cli_globals *g, const char *name, struct cl
     rc = check_sandbox(g, c, ns, name, pod, sizeof(pod));
     if (rc == CLI_OK)
         rc = cli_config(g, &s->cfg);
-    if (rc == CLI_OK)
+    if (rc == CLI_OK && s->mode == CLI_SBD_ROUTER && g->router_token) {
+        char hb[8300];
+        add_header(s, "Authorization", bearer(g->router_token, hb, sizeof(hb)));
+    } else if (rc == CLI_OK) {
         rc = add_kube_token(g, s, s->cfg);
+    }
     if (rc == CLI_OK && s->mode == CLI_SBD_ROUTER) {
         char port[16];
         (void)snprintf(port, sizeof(port), "%u", g->sandboxd_port);

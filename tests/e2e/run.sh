@@ -83,6 +83,7 @@ run_py() { # SANDBOX CODE: stdout of python3 -c CODE, through the router
 cleanup() {
 	k delete sandbox e2e-basic e2e-store e2e-image --ignore-not-found --wait=false >/dev/null 2>&1
 	k delete sandboxclaim -l agent-sandbox.test/e2e=true --ignore-not-found >/dev/null 2>&1
+	k delete sandboxclaim e2e-cli --ignore-not-found --wait=false >/dev/null 2>&1
 	k delete namespace "$OTHER_NS" --ignore-not-found --wait=false >/dev/null 2>&1
 	k delete pv "e2e-store-$$" --ignore-not-found --wait=false >/dev/null 2>&1
 	rm -rf "$PV_DIR"
@@ -222,6 +223,32 @@ check "the env claim got its env" \
 k delete sandboxclaim e2e-warm >/dev/null
 sandbox_gone() { ! k get sandbox "$sb" >/dev/null 2>&1; }
 check "deleting a claim deletes its sandbox" poll 60 sandbox_gone
+
+# --- kubectl-sandbox against the real stack (pod-proxy and router connections) -------
+CLI=$ROOT/build/release/kubectl-sandbox
+TMPD=$(mktemp -d)
+cli_sb=$("$CLI" claim python-pool --name e2e-cli --timeout 2m 2>/dev/null)
+check "kubectl-sandbox claim prints a Ready sandbox" test -n "$cli_sb"
+check "kubectl-sandbox exec (pod proxy) passes stdout and the exit code" eval \
+	"[ \"\$(\"$CLI\" exec \"$cli_sb\" -- python3 -c 'print(6*7)')\" = 42 ] &&
+	 { \"$CLI\" exec \"$cli_sb\" -- sh -c 'exit 3'; [ \$? = 3 ]; }"
+check "kubectl-sandbox exec through the router" test "$(AGENT_SANDBOX_ROUTER_TOKEN=$TOKEN \
+	"$CLI" exec --router-url "$ROUTER" "$cli_sb" -- python3 -c 'print(7*6)' 2>/dev/null)" = 42
+mkdir -p "$TMPD/in/sub" && echo one >"$TMPD/in/a.txt" && echo two >"$TMPD/in/sub/b.txt"
+"$CLI" cp "$TMPD/in" "$cli_sb:/copied" >/dev/null 2>&1
+"$CLI" cp "$cli_sb:/copied" "$TMPD/out" >/dev/null 2>&1
+check "kubectl-sandbox cp copies a tree there and back" diff -r "$TMPD/in" "$TMPD/out"
+"$CLI" suspend "$cli_sb" --wait >/dev/null 2>&1
+check "kubectl-sandbox suspend --wait" test "$(k get sandbox "$cli_sb" \
+	-o jsonpath='{.status.conditions[?(@.type=="Suspended")].status}')" = True
+"$CLI" resume "$cli_sb" --wait >/dev/null 2>&1
+check "kubectl-sandbox resume --wait, and the files are still there (same storage)" \
+	eval "k wait --for=condition=Ready sandbox/$cli_sb --timeout=60s >/dev/null"
+check "kubectl-sandbox list shows it Ready" eval "\"$CLI\" list | grep -E \"^$cli_sb +True\" >/dev/null"
+"$CLI" delete "$cli_sb" --wait >/dev/null 2>&1
+cli_gone() { ! k get sandboxclaim e2e-cli >/dev/null 2>&1; }
+check "kubectl-sandbox delete removes the claim that owns the sandbox" poll 60 cli_gone
+rm -rf "$TMPD"
 
 # --- an upstream-style template, unchanged: upstream's python-runtime image reference,
 # legacy API on 8888, readiness on GET /. Our runtime image (sandboxd serves the legacy
