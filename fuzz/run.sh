@@ -53,7 +53,7 @@ for t in "${targets[@]}"; do
 	grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$B/$t.log" | sed 's/^/   /'
 	if [ "$merge" = 1 ]; then
 		"$B/fuzz/fuzz_$t" -merge=1 "fuzz/corpus/$t" "$work" -max_len=8192 >>"$B/$t.log" 2>&1
-		echo "   corpus: $(ls "fuzz/corpus/$t" | wc -l) files"
+		echo "   corpus: $(find "fuzz/corpus/$t" -type f | wc -l) files"
 	fi
 done
 exit $rc
