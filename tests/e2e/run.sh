@@ -242,7 +242,7 @@ check "kubectl-sandbox cp copies a tree there and back" diff -r "$TMPD/in" "$TMP
 check "kubectl-sandbox suspend --wait" test "$(k get sandbox "$cli_sb" \
 	-o jsonpath='{.status.conditions[?(@.type=="Suspended")].status}')" = True
 "$CLI" resume "$cli_sb" --wait >/dev/null 2>&1
-check "kubectl-sandbox resume --wait, and the files are still there (same storage)" \
+check "kubectl-sandbox resume --wait brings it back to Ready" \
 	eval "k wait --for=condition=Ready sandbox/$cli_sb --timeout=60s >/dev/null"
 check "kubectl-sandbox list shows it Ready" eval "\"$CLI\" list | grep -E \"^$cli_sb +True\" >/dev/null"
 "$CLI" delete "$cli_sb" --wait >/dev/null 2>&1
