@@ -136,6 +136,7 @@ if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	suite "install: in-cluster pods beside the stack" bash tests/install/run.sh pods
 	suite "Python SDK (unit, sandboxd, stack)" sdk/python/run-tests.sh
 	suite "Go SDK (vet, race unit tests, stack)" sdk/go/run-tests.sh
+	suite "scale: 1,000 sandboxes on kwok nodes, controller RSS/CPU" bash tests/e2e/scale.sh
 	[ "${AS_KEEP_STACK:-0}" = 1 ] || suite "make down" hack/stack.sh down
 fi
 
