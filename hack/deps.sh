@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make deps: install the Debian packages the build and tests need (only the missing
 # ones; apt-get update at most once), a Go >= 1.24 toolchain, and build etcd,
-# kube-apiserver and kube-controller-manager (cached; see hack/build-k8s.sh).
+# kube-apiserver, kube-controller-manager and kubectl (cached; see hack/build-k8s.sh).
 #
 #   hack/deps.sh [--no-k8s] [--cluster]
 #
@@ -47,4 +47,4 @@ python3 -c 'import yaml' 2>/dev/null || {
 }
 
 [ "$no_k8s" = 1 ] && exit 0
-"$ROOT/hack/build-k8s.sh" etcd kube-apiserver kube-controller-manager
+"$ROOT/hack/build-k8s.sh" etcd kube-apiserver kube-controller-manager kubectl
