@@ -454,8 +454,10 @@ static void stop_workers(struct ctrl_manager *m)
 {
     if (m->queue)
         wq_shutdown(m->queue);
-    ext_ctrl_stop_workers(m->ext);
     pthread_mutex_lock(&m->lock);
+    /* Under the lock: the elector thread may be inside start_workers, creating the
+     * extension workers, when the manager stops (a data race TSan found). */
+    ext_ctrl_stop_workers(m->ext);
     for (size_t i = 0; i < m->nthreads; i++)
         pthread_join(m->threads[i], NULL);
     XFREE(m->threads);
