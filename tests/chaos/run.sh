@@ -3,9 +3,9 @@
 # make chaos: the fault-injection suite at full size on a PRIVATE etcd + kube-apiserver
 # (its own state dir and ports, so the shared API server and the local cluster are
 # never touched): controller SIGKILLs during a claim burst, pool fill and refill, etcd
-# compaction (410) under load, kube-apiserver and etcd restarts mid-burst, pod failure /
-# eviction / PVC loss, malformed and malicious objects, and leader hand-over between two
-# controller replicas. Figures: .cache/chaos/report.jsonl; controller logs beside it.
+# compaction (410) under load, kube-apiserver and etcd restarts mid-burst, the router
+# serving through an API server restart, pod failure / eviction / PVC loss, malformed and
+# malicious objects, the replica cap, and leader hand-over between two controller replicas. Figures: .cache/chaos/report.jsonl; controller logs beside it.
 #
 # Env: AS_CHAOS_CLAIMS (default 300), AS_CHAOS_KILLS (default 5), AS_CHAOS_DIR (state,
 # default .cache/chaos), AS_CHAOS_APISERVER_PORT / AS_CHAOS_ETCD_PORT (first ports to
@@ -21,7 +21,7 @@ rm -f "$DIR/logs/"*.log "$DIR/report.jsonl"
 
 if [ "$B" = "$ROOT/build/asan" ]; then
 	cmake --preset asan >/dev/null && cmake --build --preset asan --target \
-		agent-sandbox-controller it_test_chaos_controller || exit 1
+		agent-sandbox-controller sandbox-router sandboxd it_test_chaos_controller || exit 1
 fi
 
 export AS_APISERVER_DIR=$DIR/apiserver
