@@ -245,6 +245,12 @@ check "kubectl-sandbox suspend --wait" test "$(k get sandbox "$cli_sb" \
 check "kubectl-sandbox resume --wait brings it back to Ready" \
 	eval "k wait --for=condition=Ready sandbox/$cli_sb --timeout=60s >/dev/null"
 check "kubectl-sandbox list shows it Ready" eval "\"$CLI\" list | grep -E \"^$cli_sb +True\" >/dev/null"
+check "kubectl-sandbox logs prints the sandbox's log (sandboxd's start line)" \
+	eval "\"$CLI\" logs \"$cli_sb\" | grep -q listening"
+# -t on a real terminal: script(1) gives the CLI a pseudo-terminal of its own.
+tty_out=$(script -qfec "\"$CLI\" exec -t \"$cli_sb\" -- sh -c 'tty; stty size'" /dev/null </dev/null 2>&1 | tr -d '\r')
+check "kubectl-sandbox exec -t runs the command on a pseudo-terminal" \
+	eval "grep -q '^/dev/pts/' <<<\"\$tty_out\""
 "$CLI" delete "$cli_sb" --wait >/dev/null 2>&1
 cli_gone() { ! k get sandboxclaim e2e-cli >/dev/null 2>&1; }
 check "kubectl-sandbox delete removes the claim that owns the sandbox" poll 60 cli_gone
