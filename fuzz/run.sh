@@ -35,7 +35,7 @@ ninja -C "$B" "${targets[@]/#/fuzz_}" >"$B/build.log" 2>&1 || { tail -n 30 "$B/b
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 rc=0
 for t in "${targets[@]}"; do
-	work=$B/work/$t art=$B/artifacts/$t/
+	work=$B/corpus-run/$t art=$B/artifacts/$t/
 	rm -rf "$work"
 	mkdir -p "$work" "$art" "fuzz/corpus/$t"
 	cp -r "fuzz/corpus/$t/." "$work/"
