@@ -17,6 +17,14 @@ ROOT=$PWD
 DIR=${AS_CHAOS_DIR:-$ROOT/.cache/chaos}
 B=${AS_BUILD_DIR:-$ROOT/build/asan}
 mkdir -p "$DIR/logs"
+# One run per state dir: a second one would share (and at its end stop) the API server.
+# flock -o: the lock stays with flock itself, never with the daemons started below.
+if [ -z "${AS_CHAOS_LOCKED:-}" ]; then
+	AS_CHAOS_LOCKED=1 flock -n -o -E 75 "$DIR/.run.lock" "$ROOT/tests/chaos/run.sh" "$@"
+	rc=$?
+	[ "$rc" != 75 ] || echo "another chaos run is using $DIR" >&2
+	exit "$rc"
+fi
 rm -f "$DIR/logs/"*.log "$DIR/report.jsonl"
 
 if [ "$B" = "$ROOT/build/asan" ]; then
