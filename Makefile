@@ -17,6 +17,8 @@
 #   make bench        every benchmark scenario, results in bench/results/, report rendered
 #   make bench-smoke  the benchmarks at small N (part of make test)
 #   make chaos       the fault-injection suite at full size (300-claim bursts)
+#   make fuzz         the libFuzzer targets for 60 s each (clang); corpora replay in make test
+#   make tsan | valgrind      the unit suite under ThreadSanitizer / valgrind memcheck
 #   make manifests    render install.yaml (and the chart's CRDs) from config/ and api/crds/
 #   make fmt          clang-format every C file
 #   make clean        remove the preset build directories
@@ -25,7 +27,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 .PHONY: deps build asan unit integration test up down status kubeconfig router-url router-token \
-	apiserver bench bench-smoke chaos manifests fmt clean distclean
+	apiserver bench bench-smoke chaos fuzz tsan valgrind manifests fmt clean distclean
 
 deps:
 	hack/deps.sh
@@ -78,6 +80,15 @@ bench-smoke:
 
 chaos:
 	tests/chaos/run.sh
+
+fuzz:
+	fuzz/run.sh -t 60
+
+tsan:
+	scripts/tsan.sh
+
+valgrind:
+	scripts/valgrind.sh
 
 manifests:
 	hack/render-install.sh

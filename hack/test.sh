@@ -44,31 +44,6 @@ step() { # name command...: one pass/fail unit
 	if "$@"; then passed=$((passed + 1)); else fail "$*"; fi
 }
 
-log "configure + build (asan preset)"
-if ! cmake --preset asan >/dev/null; then
-	fail "configure (asan preset)"
-else
-	# Keep going past a broken file: whatever did build still runs, and a test whose
-	# executable is missing counts as failed.
-	cmake --build --preset asan -- -k 0 || fail "build (asan preset)"
-	log "unit tests"
-	run_ctest unit unit
-	log "starting the local API server"
-	was_running=0
-	hack/apiserver.sh status >/dev/null 2>&1 && was_running=1
-	if hack/apiserver.sh start >/dev/null; then
-		eval "$(hack/apiserver.sh env)"
-		hack/apiserver.sh sweep # leftovers of an earlier run that crashed
-		log "integration tests"
-		run_ctest integration integration
-		if [ "$was_running" = 0 ] && [ "${AS_KEEP_APISERVER:-0}" != 1 ]; then
-			hack/apiserver.sh stop
-		fi
-	else
-		fail "hack/apiserver.sh start"
-	fi
-fi
-
 # suite NAME CMD...: a test program that ends with a "N passed, N failed" line counts
 # its own tests; any other program counts as one pass/fail unit.
 suite() {
@@ -103,6 +78,35 @@ suite() {
 		fail "$name (exit $rc)"
 	fi
 }
+
+log "configure + build (asan preset)"
+if ! cmake --preset asan >/dev/null; then
+	fail "configure (asan preset)"
+else
+	# Keep going past a broken file: whatever did build still runs, and a test whose
+	# executable is missing counts as failed.
+	cmake --build --preset asan -- -k 0 || fail "build (asan preset)"
+	log "unit tests"
+	run_ctest unit unit
+	log "starting the local API server"
+	was_running=0
+	hack/apiserver.sh status >/dev/null 2>&1 && was_running=1
+	if hack/apiserver.sh start >/dev/null; then
+		eval "$(hack/apiserver.sh env)"
+		hack/apiserver.sh sweep # leftovers of an earlier run that crashed
+		log "integration tests"
+		run_ctest integration integration
+		suite "hostile HTTP suite (real sandboxd and router)" env \
+			SANDBOXD_BIN="$ROOT/build/asan/sandboxd" \
+			SANDBOX_ROUTER_BIN="$ROOT/build/asan/sandbox-router" \
+			python3 -m unittest -v tests/hostile/test_hostile.py
+		if [ "$was_running" = 0 ] && [ "${AS_KEEP_APISERVER:-0}" != 1 ]; then
+			hack/apiserver.sh stop
+		fi
+	else
+		fail "hack/apiserver.sh start"
+	fi
+fi
 
 log "release build (the binaries make up runs; sandboxd static)"
 if cmake --preset release >/dev/null && cmake --build --preset release; then
