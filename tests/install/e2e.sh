@@ -223,9 +223,10 @@ pods_router() {
 	k -n "$PODS_NS" create role sandbox-get --verb=get --resource=sandboxes.agents.x-k8s.io >/dev/null
 	k -n "$PODS_NS" create rolebinding sandbox-get --role=sandbox-get --serviceaccount="$PODS_NS:user" >/dev/null
 	tu=$(k -n "$PODS_NS" create token user) && to=$(k -n "$PODS_NS" create token other)
-	check "router Service from the host: no token is 401" http_is 401 "$url"
+	# poll: the Service's endpoints and kube-proxy's rules may trail the pod's readiness
+	check "router Service from the host: no token is 401" poll 30 http_is 401 "$url"
 	check "router pod reviews tokens and access in-cluster: a stranger gets 403" \
-		http_is 403 "$url" -H "Authorization: Bearer $to"
+		poll 30 http_is 403 "$url" -H "Authorization: Bearer $to"
 	check "an allowed user gets 404 for an unknown sandbox" http_is 404 "$url" -H "Authorization: Bearer $tu"
 	ip=$(k -n "$PODS_NS" get service agent-sandbox-controller -o jsonpath='{.spec.clusterIP}')
 	check "controller metrics through its Service" poll 30 http_is 200 "http://$ip:8080/metrics"
