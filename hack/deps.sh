@@ -2,6 +2,8 @@
 # make deps: install the Debian packages the build and tests need (only the missing
 # ones; apt-get update at most once), a Go >= 1.24 toolchain, and build etcd,
 # kube-apiserver, kube-controller-manager and kubectl (cached; see hack/build-k8s.sh).
+# ccache caches compiles across clones (CMakeLists.txt); make test also runs clang's
+# ThreadSanitizer (runtimes in libclang-rt-14-dev) and valgrind memcheck.
 #
 #   hack/deps.sh [--no-k8s] [--cluster]
 #
@@ -10,7 +12,8 @@
 source "$(dirname "$0")/lib.sh"
 
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates curl openssl
-	libcurl4-openssl-dev libjansson-dev libyaml-dev libuv1-dev libcmocka-dev clang-format)
+	libcurl4-openssl-dev libjansson-dev libyaml-dev libuv1-dev libcmocka-dev clang-format ccache
+	clang libclang-rt-14-dev valgrind)
 
 CLUSTER_PACKAGES=(containerd runc containernetworking-plugins iproute2 iptables kmod procps jq
 	util-linux tar debootstrap gcc libc6-dev python3)
