@@ -133,3 +133,22 @@ void pool_bucket_refund(struct pool_bucket *b, double rate, int n)
     if (rate > 0 && n > 0)
         b->tokens = fmin(cap, b->tokens + n);
 }
+
+usec_t pool_defer_check(struct pool_defer *d, bool waiting, usec_t now, usec_t max, usec_t recheck)
+{
+    usec_t left;
+    if (!waiting || max == 0) {
+        d->active = false;
+        return 0;
+    }
+    if (!d->active || now < d->since) {
+        d->active = true;
+        d->since = now;
+    }
+    if (now - d->since >= max) {
+        d->active = false; /* this pass creates; a later one may wait again */
+        return 0;
+    }
+    left = max - (now - d->since);
+    return recheck && recheck < left ? recheck : left;
+}

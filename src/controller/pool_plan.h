@@ -45,11 +45,33 @@ struct pool_plan {
 void pool_plan_compute(const struct pool_plan_in *in, struct pool_plan *ret);
 void pool_plan_done(struct pool_plan *p);
 
-/** A refill token bucket (one second's worth of capacity, at least one token). */
+/* Refill deferral. While claims of the pool wait for adoption and Ready candidates are
+ * there to serve them, a refill pass waits, so that the claims' adoption and status
+ * writes do not queue behind the refill's creates at the API server. Bounded: a refill
+ * pass waits at most POOL_REFILL_DEFER_MAX after the first pass that found claims
+ * waiting; the pass after that creates and the next wait starts afresh. 0 disables. */
+#ifndef POOL_REFILL_DEFER_MAX
+#define POOL_REFILL_DEFER_MAX (1 * USEC_PER_SEC)
+#endif
+#define POOL_REFILL_DEFER_RECHECK (100 * USEC_PER_MSEC) /* re-check while deferring */
+
+struct pool_defer {
+    usec_t since; /* monotonic start of the current wait */
+    bool active;  /* a wait is running */
+};
+
+/** Whether a refill pass waits now (monotonic now). waiting: claims of the pool wait
+ * for adoption and candidates are queued for them. Returns 0 to create now, else the
+ * delay after which to check again (at most recheck, never past since + max). */
+usec_t pool_defer_check(struct pool_defer *d, bool waiting, usec_t now, usec_t max, usec_t recheck);
+
+/** A refill token bucket (one second's worth of capacity, at least one token), and the
+ * pool's refill deferral (the per-pool refill state). */
 struct pool_bucket {
     double tokens;
     usec_t last;
     bool init;
+    struct pool_defer defer;
 };
 
 /** Takes up to want tokens at rate per second (rate <= 0: unlimited, grants want).

@@ -11,6 +11,7 @@
 #include "common/map.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
+#include "controller/claim_queue.h"
 #include "controller/ext_int.h"
 #include "controller/ext_limits.h"
 #include "controller/ext_names.h"
@@ -122,6 +123,51 @@ static double refill_rate(struct pool_pass *p)
     return end != a && !*end && v >= 0 && v < 1e6 ? v : p->x->o.refill_rate;
 }
 
+/* The pool's refill state; call with x->lock held. */
+static struct pool_bucket *bucket_of(struct pool_pass *p)
+{
+    struct pool_bucket *b = map_get(p->x->buckets, p->key);
+    if (!b) {
+        b = XNEW(struct pool_bucket);
+        map_put(p->x->buckets, p->key, b, NULL);
+    }
+    return b;
+}
+
+/* True when a claim on this pool waits for adoption: not deleting, no status.sandbox,
+ * and no binding of this process that the cache does not show yet. */
+static bool claims_waiting(struct pool_pass *p)
+{
+    struct kube_objv v = {0};
+    bool yes = false;
+    kube_store_by_index(ext__store(p->x, EXT_INF_CLAIM), EXT_IDX_CLAIM_POOL, p->key, &v);
+    for (size_t i = 0; i < v.n && !yes; i++) {
+        char *bound;
+        if (kube_obj_path_str(v.v[i], "status.sandbox.name") || kube_obj_deleting(v.v[i]))
+            continue;
+        bound = ext__binding_get(p->x, kube_obj_uid(v.v[i]));
+        yes = !bound;
+        xfree(bound);
+    }
+    kube_objv_done(&v);
+    return yes;
+}
+
+/* The refill waits (bounded, pool_defer_check) while claims wait for the candidates that
+ * are queued for them. Returns the delay to re-check after, or 0 to create now. */
+static usec_t refill_defer(struct pool_pass *p)
+{
+    bool waiting = claim_queue_len(p->x->cq, p->key) > 0 && claims_waiting(p);
+    usec_t wait;
+    pthread_mutex_lock(&p->x->lock);
+    wait = pool_defer_check(&bucket_of(p)->defer, waiting, clock_now(), POOL_REFILL_DEFER_MAX,
+                            POOL_REFILL_DEFER_RECHECK);
+    pthread_mutex_unlock(&p->x->lock);
+    if (wait)
+        log_debug("refill waits for claims\tpool=%s", p->key);
+    return wait;
+}
+
 /* Takes refill tokens; returns how many creates may go now. */
 static int take_tokens(struct pool_pass *p, int want, double rate)
 {
@@ -129,11 +175,7 @@ static int take_tokens(struct pool_pass *p, int want, double rate)
     usec_t wait = 0;
     int granted;
     pthread_mutex_lock(&p->x->lock);
-    b = map_get(p->x->buckets, p->key);
-    if (!b) {
-        b = XNEW(struct pool_bucket);
-        map_put(p->x->buckets, p->key, b, NULL);
-    }
+    b = bucket_of(p);
     granted = pool_bucket_take(b, rate, want, clock_now(), &wait);
     pthread_mutex_unlock(&p->x->lock);
     if (!granted)
@@ -245,9 +287,15 @@ static void create_members(struct pool_pass *p, int want)
 {
     struct tpl_pool_opts o = {.eviction = !p->x->o.no_eviction};
     double rate = refill_rate(p);
-    int granted = take_tokens(p, want, rate), ok = 0;
+    int granted, ok = 0;
     struct lb_policy lb;
+    usec_t defer = refill_defer(p);
     json_t *sb;
+    if (defer) {
+        requeue_min(p, defer);
+        return;
+    }
+    granted = take_tokens(p, want, rate);
     if (!granted)
         return;
     if (!pool_expect_try_creations(p->x->expect, p->key, granted, clock_now())) {
