@@ -9,15 +9,18 @@
 
 #include "common/log.h"
 #include "common/str.h"
+#include "controller/duration.h"
 #include "controller/ext_limits.h"
 #include "controller/manager.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/lease.h"
 
 struct flags {
     const char *kubeconfig;
     bool leader_elect;
     const char *lease_ns, *lease_id;
+    usec_t lease_duration, renew_deadline, retry_period; /* 0 = kube/lease.h defaults */
     const char *metrics_addr, *health_addr;
     double qps;
     int64_t burst, workers;
@@ -42,6 +45,12 @@ static const char usage_text[] =
     "  --leader-elect[=BOOL]               leader election on a Lease (default true)\n"
     "  --leader-election-namespace NS      Lease namespace (default: the client's)\n"
     "  --leader-election-id NAME           Lease name (default " CTRL_DEFAULT_LEASE_ID ")\n"
+    "  --leader-elect-lease-duration D     how long candidates wait before taking over a\n"
+    "                                      Lease that is not renewed; whole seconds (default 15s)\n"
+    "  --leader-elect-renew-deadline D     the leader stops (and exits) when it could not\n"
+    "                                      renew for this long; < lease duration (default 10s)\n"
+    "  --leader-elect-retry-period D       between attempts to acquire or renew;\n"
+    "                                      < renew deadline (default 2s)\n"
     "  --metrics-bind-address ADDR         /metrics address, \"0\" disables\n"
     "                                      (default 127.0.0.1:8080)\n"
     "  --health-probe-bind-address ADDR    /healthz and /readyz address, \"0\" disables\n"
@@ -82,7 +91,7 @@ static const char usage_text[] =
     "                                      else sandbox.users.io)\n"
     "  --late-binding-timeout D            one late-bound env delivery to sandboxd (default 3s)\n"
     "  --late-binding-allow-loopback[=BOOL]  TESTS ONLY: deliver to loopback pod IPs\n"
-    "  Durations: a number with ms, s, m or h (e.g. 500ms, 5m).\n"
+    "  Durations: Go syntax, numbers with ns, us, ms, s, m or h (e.g. 500ms, 5m, 1m30s).\n"
     "  --log-level LEVEL                   error, warn, info, debug, trace (default info)\n"
     "  --version                           print the version and exit\n"
     "  --help                              print this help and exit\n";
@@ -92,6 +101,9 @@ enum {
     F_LEADER_ELECT,
     F_LEASE_NS,
     F_LEASE_ID,
+    F_LEASE_DURATION,
+    F_RENEW_DEADLINE,
+    F_RETRY_PERIOD,
     F_METRICS,
     F_HEALTH,
     F_QPS,
@@ -127,6 +139,9 @@ static const struct option long_opts[] = {
     {"leader-elect", optional_argument, NULL, F_LEADER_ELECT},
     {"leader-election-namespace", required_argument, NULL, F_LEASE_NS},
     {"leader-election-id", required_argument, NULL, F_LEASE_ID},
+    {"leader-elect-lease-duration", required_argument, NULL, F_LEASE_DURATION},
+    {"leader-elect-renew-deadline", required_argument, NULL, F_RENEW_DEADLINE},
+    {"leader-elect-retry-period", required_argument, NULL, F_RETRY_PERIOD},
     {"metrics-bind-address", required_argument, NULL, F_METRICS},
     {"health-probe-bind-address", required_argument, NULL, F_HEALTH},
     {"kube-api-qps", required_argument, NULL, F_QPS},
@@ -192,34 +207,17 @@ static int parse_positive(const char *v, int64_t *ret)
     return 0;
 }
 
-/* Parses a duration: a non-negative integer with ms, s, m or h. */
+/* Parses a duration in Go syntax (see controller/duration.h). */
 static int parse_duration(const char *v, usec_t *ret)
 {
-    static const struct {
-        const char *unit;
-        usec_t mul;
-    } units[] = {{"ms", USEC_PER_MSEC},
-                 {"s", USEC_PER_SEC},
-                 {"m", 60 * USEC_PER_SEC},
-                 {"h", 3600 * USEC_PER_SEC}};
-    size_t n = strspn(v, "0123456789");
-    uint64_t x;
-    char num[32];
-    if (n == 0 || n >= sizeof(num))
-        return -EINVAL;
-    (void)snprintf(num, sizeof(num), "%.*s", (int)n, v);
-    if (cstr_to_u64(num, &x) < 0 || x > 100000000)
-        return -EINVAL;
-    if (x == 0 && !v[n]) {
-        *ret = 0;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(v + n, units[i].unit) == 0) {
-            *ret = x * units[i].mul;
-            return 0;
-        }
-    return -EINVAL;
+    return ctrl_duration_parse(v, ret);
+}
+
+/* A leader-election timing: a duration > 0. */
+static int parse_lease_timing(const char *v, usec_t *ret)
+{
+    int r = ctrl_duration_parse(v, ret);
+    return r < 0 || *ret == 0 ? -EINVAL : 0;
 }
 
 /* Extension flags. Returns 0, -EINVAL, or 1 when c is not one of them. */
@@ -302,6 +300,12 @@ static int apply_flag(struct flags *f, int c, const char *v)
     case F_LEASE_ID:
         f->lease_id = v;
         return 0;
+    case F_LEASE_DURATION:
+        return parse_lease_timing(v, &f->lease_duration);
+    case F_RENEW_DEADLINE:
+        return parse_lease_timing(v, &f->renew_deadline);
+    case F_RETRY_PERIOD:
+        return parse_lease_timing(v, &f->retry_period);
     case F_METRICS:
         f->metrics_addr = v;
         return 0;
@@ -338,6 +342,27 @@ static int apply_flag(struct flags *f, int c, const char *v)
     }
 }
 
+static double secs(usec_t v, usec_t dflt)
+{
+    return (double)(v ? v : dflt) / (double)USEC_PER_SEC;
+}
+
+/* The three leader-election timings together (as controller-runtime requires). */
+static int check_lease_flags(const struct flags *f)
+{
+    const char *why = NULL;
+    if (lease_check_timings(f->lease_duration, f->renew_deadline, f->retry_period, &why) == 0)
+        return 0;
+    fprintf(stderr,
+            "agent-sandbox-controller: bad leader election timings: %s "
+            "(--leader-elect-lease-duration=%gs --leader-elect-renew-deadline=%gs "
+            "--leader-elect-retry-period=%gs)\n",
+            why, secs(f->lease_duration, LEASE_DEFAULT_DURATION),
+            secs(f->renew_deadline, LEASE_DEFAULT_RENEW),
+            secs(f->retry_period, LEASE_DEFAULT_RETRY));
+    return -EINVAL;
+}
+
 static int parse_flags(int argc, char **argv, struct flags *f)
 {
     int c, r;
@@ -360,7 +385,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         fprintf(stderr, "agent-sandbox-controller: unexpected argument %s\n", argv[optind]);
         return -EINVAL;
     }
-    return 0;
+    return check_lease_flags(f);
 }
 
 static void on_signal(int sig)
@@ -408,6 +433,9 @@ static int run(const struct flags *f, struct kube_client *client)
         .leader_elect = f->leader_elect,
         .lease_ns = f->lease_ns,
         .lease_name = f->lease_id,
+        .lease_duration = f->lease_duration,
+        .renew_deadline = f->renew_deadline,
+        .retry_period = f->retry_period,
         .metrics_addr = f->metrics_addr,
         .health_addr = f->health_addr,
         .events = true,

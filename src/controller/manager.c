@@ -6,8 +6,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <sys/random.h>
 
 #include "common/log.h"
 #include "common/metrics.h"
@@ -25,6 +28,10 @@
 #include "kube/workqueue.h"
 
 static const char *const CTRL_NAME = "sandbox";
+
+/* How often ctrl_manager_wait checks that a leader's Lease is still within its renew
+ * deadline (the margin to the lease duration is 5 s with the defaults). */
+#define CTRL_LEASE_CHECK_MS 200
 
 /* ---- event handlers: map every change to the owning Sandbox's key ------------------- */
 
@@ -186,13 +193,36 @@ static void on_stopped_leading(void *ctx)
 
 /* ---- construction ----------------------------------------------------------------- */
 
+/* A random (version 4) UUID, as client-go appends to the leader-election identity. */
+static void random_uuid(char *out, size_t size)
+{
+    uint8_t b[16];
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+        usec_t t = clock_now() ^ clock_wall_now();
+        for (size_t i = 0; i < sizeof(b); i++)
+            b[i] = (uint8_t)((t >> (8 * (i % 8))) ^ ((unsigned)getpid() >> (i % 4)));
+    }
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    (void)snprintf(out, size,
+                   "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                   b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                   b[14], b[15]);
+}
+
+/* "<POD_NAME or hostname>_<random UUID>": unique per process, so a restarted process
+ * never mistakes its predecessor's unexpired Lease for its own. */
 static void default_identity(char *out, size_t size)
 {
-    char host[256] = "controller";
-    if (gethostname(host, sizeof(host) - 1) < 0)
+    char host[256] = "controller", uuid[40];
+    const char *pod = getenv("POD_NAME");
+    if (pod && *pod && strlen(pod) < sizeof(host))
+        (void)snprintf(host, sizeof(host), "%s", pod);
+    else if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
         (void)snprintf(host, sizeof(host), "controller");
     host[sizeof(host) - 1] = '\0';
-    (void)snprintf(out, size, "%s_%ld", host, (long)getpid());
+    random_uuid(uuid, sizeof(uuid));
+    (void)snprintf(out, size, "%s_%s", host, uuid);
 }
 
 int ctrl_manager_new(const struct ctrl_opts *opts, struct ctrl_manager **ret)
@@ -438,14 +468,27 @@ void ctrl_manager_request_stop(struct ctrl_manager *m)
     wake(m);
 }
 
+/* A leader whose renew deadline passed while the election thread has not reported it
+ * (blocked): treated as lost, so work stops before the Lease can expire for others. */
+static void check_lease_valid(struct ctrl_manager *m)
+{
+    if (!m->elector || !atomic_load(&m->leading) || lease_elector_is_leader(m->elector))
+        return;
+    if (atomic_exchange(&m->lost, true))
+        return;
+    log_error("leadership lost (renew deadline passed), stopping\tlease=%s/%s", m->lease_ns,
+              m->lease_name);
+}
+
 int ctrl_manager_wait(struct ctrl_manager *m)
 {
     struct pollfd pfd = {.fd = m->wake_fd[0], .events = POLLIN};
     char drain[64];
     while (!atomic_load(&m->stop_requested) && !atomic_load(&m->lost)) {
-        if (poll(&pfd, 1, 1000) > 0)
+        if (poll(&pfd, 1, CTRL_LEASE_CHECK_MS) > 0)
             while (read(m->wake_fd[0], drain, sizeof(drain)) > 0) {
             }
+        check_lease_valid(m);
     }
     return atomic_load(&m->lost) && !atomic_load(&m->stop_requested) ? -ENOLCK : 0;
 }
@@ -516,7 +559,7 @@ void ctrl_manager_free(struct ctrl_manager *m)
 
 bool ctrl_manager_leading(struct ctrl_manager *m)
 {
-    return atomic_load(&m->leading);
+    return atomic_load(&m->leading) && (!m->elector || lease_elector_is_leader(m->elector));
 }
 
 struct metrics_registry *ctrl_manager_metrics(struct ctrl_manager *m)

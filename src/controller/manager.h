@@ -28,7 +28,7 @@ struct ctrl_opts {
     bool leader_elect;          /* gate the workers on a Lease */
     const char *lease_ns;       /* Lease namespace (copied); NULL = the client's */
     const char *lease_name;     /* NULL = CTRL_DEFAULT_LEASE_ID (copied) */
-    const char *identity;       /* NULL = "<hostname>_<pid>" (copied) */
+    const char *identity;       /* NULL = "<$POD_NAME or hostname>_<random UUID>" (copied) */
     usec_t lease_duration, renew_deadline, retry_period; /* 0 = lease.h defaults */
     const char *metrics_addr; /* "host:port"; NULL or "0" = no metrics server */
     const char *health_addr;  /* "host:port"; NULL or "0" = no probe server */

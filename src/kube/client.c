@@ -111,6 +111,7 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts
         opts->user_agent ? xstrdup(opts->user_agent) : xstrdup("agent-sandbox/" AS_VERSION);
     pthread_mutex_init(&c->pool_lock, NULL);
     kube_ratelimit_init(&c->rl, opts->qps, opts->burst, clock_now());
+    kube__loglimit_init(&c->loglimit);
     share_setup(c);
     int r = base_url_setup(c, NULL);
     if (r < 0) {
@@ -133,6 +134,7 @@ void kube_client_free(struct kube_client *c)
         pthread_mutex_destroy(&c->share_locks[i]);
     pthread_mutex_destroy(&c->pool_lock);
     kube_ratelimit_done(&c->rl);
+    kube__loglimit_done(&c->loglimit);
     curl_slist_free_all(c->connect_to);
     xfree(c->base_url);
     xfree(c->user_agent);
@@ -181,11 +183,21 @@ static void pool_put(struct kube_client *c, CURL *h)
         curl_easy_cleanup(h);
 }
 
-void kube__throttle(struct kube_client *c)
+usec_t kube__throttle(struct kube_client *c, const struct kube__prep *p)
 {
     usec_t waited = kube_ratelimit_wait(&c->rl);
+    unsigned long suppressed = 0;
+    char path[512];
     if (waited)
         atomic_fetch_add(&c->throttled_us, (unsigned long)waited);
+    if (waited >= LIMIT_KUBE_LOG_THROTTLE && log_max_level >= LOG_DEBUG &&
+        kube__loglimit_allow(&c->loglimit, clock_now(), &suppressed)) {
+        kube__url_path(buf_str(&p->url), path, sizeof(path));
+        log_debug("kube request waited for the client-side rate limiter\tmethod=%s path=\"%s\" "
+                  "waited_ms=%llu suppressed=%lu",
+                  p->method, path, (unsigned long long)(waited / USEC_PER_MSEC), suppressed);
+    }
+    return waited;
 }
 
 static void set_blob(CURL *h, CURLoption opt, const char *data, size_t len)
@@ -283,7 +295,9 @@ int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(LIMIT_KUBE_CONNECT / USEC_PER_MSEC));
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(c->timeout / USEC_PER_MSEC));
+    curl_easy_setopt(
+        h, CURLOPT_TIMEOUT_MS,
+        (long)((p->attempt_timeout ? p->attempt_timeout : c->timeout) / USEC_PER_MSEC));
     curl_easy_setopt(h, CURLOPT_SHARE, c->share);
     curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
@@ -463,17 +477,36 @@ static int parse_ok(const struct resp *rs, json_t **ret_obj, struct kube_err *re
     return 0;
 }
 
+/* Before a transfer of a call with a deadline: the time left becomes the transfer's
+ * timeout. Returns 0, or -ETIMEDOUT (e filled) when nothing is left. */
+static int attempt_budget(struct kube__prep *p, struct kube_err *e)
+{
+    usec_t now = clock_now();
+    if (!p->deadline)
+        return 0;
+    if (now + USEC_PER_MSEC > p->deadline) {
+        kube_err_set(e, -ETIMEDOUT, "%s: no time left for the request (call timeout)", p->method);
+        return -ETIMEDOUT;
+    }
+    p->attempt_timeout = p->deadline - now;
+    return 0;
+}
+
 /* Sends p once (after the rate limiter). Returns 0 on a 2xx, else a negative errno with
- * e filled; *ret_sent tells whether a transfer happened at all. */
-static int attempt_once(struct kube_client *c, const struct kube__prep *p, struct resp *rs,
+ * e filled. */
+static int attempt_once(struct kube_client *c, struct kube__prep *p, struct resp *rs,
                         CURLcode *ret_cc, struct kube_err *e)
 {
     char errbuf[CURL_ERROR_SIZE];
     int r = 0;
-    kube__throttle(c);
+    (void)kube__throttle(c, p);
     buf_reset(&rs->body);
     rs->status = 0;
     rs->retry_after = 0;
+    *ret_cc = CURLE_OK;
+    r = attempt_budget(p, e);
+    if (r < 0)
+        return r;
     *ret_cc = perform_once(c, p, rs, errbuf, e, &r);
     if (r < 0)
         return r; /* no transfer: the token could not be had */
@@ -493,6 +526,52 @@ static int attempt_once(struct kube_client *c, const struct kube__prep *p, struc
     return e->code;
 }
 
+/* Logs a failed attempt (rate-limited): verb, path, status, Retry-After; delay 0 means
+ * the call gives up. */
+static void log_retry(struct kube_client *c, const struct kube__prep *p, const struct resp *rs,
+                      CURLcode cc, const struct kube_err *e, int attempt, usec_t delay)
+{
+    struct kube__retry_note n = {.method = p->method,
+                                 .url = buf_str(&p->url),
+                                 .status = rs->status,
+                                 .reason = cc == CURLE_OK ? e->reason : e->message,
+                                 .retry_after_s =
+                                     rs->retry_after ? rs->retry_after : e->retry_after_s,
+                                 .attempt = attempt,
+                                 .delay = delay};
+    char line[1024];
+    if (log_max_level < LOG_DEBUG ||
+        !kube__loglimit_allow(&c->loglimit, clock_now(), &n.suppressed))
+        return;
+    (void)kube__retry_note_format(&n, line, sizeof(line));
+    if (delay)
+        log_debug("kube request failed, will retry\t%s", line);
+    else
+        log_debug("kube request failed, giving up\t%s", line);
+}
+
+/* Whether a failed attempt is retried, and after how long (*ret_delay). */
+static bool retry_after_failure(struct kube_client *c, const struct kube__prep *p,
+                                const struct resp *rs, CURLcode cc, const struct kube_err *e,
+                                int attempt, usec_t *ret_delay)
+{
+    usec_t d;
+    if ((cc == CURLE_OK && rs->status == 0) || !should_retry(p, cc, rs->status))
+        return false;
+    if (p->no_retry || attempt >= c->max_retries) {
+        log_retry(c, p, rs, cc, e, attempt + 1, 0);
+        return false;
+    }
+    d = backoff(attempt, e->retry_after_s);
+    if (p->deadline && clock_now() + d >= p->deadline) {
+        log_retry(c, p, rs, cc, e, attempt + 1, 0);
+        return false; /* the call's time is up before the next attempt */
+    }
+    log_retry(c, p, rs, cc, e, attempt + 1, d);
+    *ret_delay = d;
+    return true;
+}
+
 int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_obj,
                  struct kube_err *reterr)
 {
@@ -503,8 +582,11 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
     kube_err_clear(&e);
     buf_init(&rs.body, LIMIT_KUBE_RESPONSE);
     int ret = kube__prepare(c, r, &p, &e);
+    p.no_retry = r->no_retry;
+    p.deadline = r->timeout ? clock_now() + r->timeout : 0;
     for (int attempt = 0; ret >= 0;) {
         CURLcode cc = CURLE_OK;
+        usec_t d = 0;
         ret = attempt_once(c, &p, &rs, &cc, &e);
         if (ret >= 0) {
             ret = parse_ok(&rs, ret_obj, &e);
@@ -518,12 +600,8 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
             ret = 0;
             continue;
         }
-        if ((cc == CURLE_OK && rs.status == 0) || !should_retry(&p, cc, rs.status) ||
-            attempt >= c->max_retries)
+        if (!retry_after_failure(c, &p, &rs, cc, &e, attempt, &d))
             break;
-        usec_t d = backoff(attempt, e.retry_after_s);
-        log_debug("kube request failed, will retry\tmethod=%s status=%ld attempt=%d delay_ms=%llu",
-                  p.method, rs.status, attempt + 1, (unsigned long long)(d / USEC_PER_MSEC));
         clock_sleep(d);
         attempt++;
         atomic_fetch_add(&c->retries, 1);

@@ -85,6 +85,10 @@ struct kube_req {
     /* body */
     const json_t *body; /* borrowed; serialised compactly */
     enum kube_patch_type patch_type;
+    /* this call only (kube_request) */
+    usec_t timeout; /* bounds the whole call: rate-limiter wait, every attempt and the
+                       back-off between them; 0 = the client's per-attempt timeout only */
+    bool no_retry;  /* one attempt (plus a 401 token refresh): the caller retries */
 };
 
 /** Initialises r for method on res (all optional fields unset). */

@@ -18,6 +18,46 @@
  * (ALPHA DIGIT - . _ ~) becomes %XX, as curl_easy_escape does. Returns 0 or -E2BIG. */
 int kube__escape(struct buf *out, const char *s);
 
+#define LIMIT_KUBE_LOG_BURST    10                 /* retry/throttle log lines per window */
+#define LIMIT_KUBE_LOG_WINDOW   (1 * USEC_PER_SEC) /* the window */
+#define LIMIT_KUBE_LOG_THROTTLE (1 * USEC_PER_SEC) /* rate-limiter waits this long are logged */
+
+/* At most LIMIT_KUBE_LOG_BURST lines per LIMIT_KUBE_LOG_WINDOW; the rest are counted
+ * and the count is reported on the next line let through. */
+struct kube__loglimit {
+    pthread_mutex_t lock;
+    usec_t window_start;
+    unsigned in_window;
+    unsigned long suppressed;
+};
+
+void kube__loglimit_init(struct kube__loglimit *l);
+void kube__loglimit_done(struct kube__loglimit *l);
+/** Whether a line may be logged at monotonic time now. When it may, *ret_suppressed
+ * (may be NULL) gets the number of lines dropped since the last one allowed. */
+bool kube__loglimit_allow(struct kube__loglimit *l, usec_t now, unsigned long *ret_suppressed);
+
+/** One failed attempt as the retry log shows it. Every pointer is borrowed. */
+struct kube__retry_note {
+    const char *method;
+    const char *url;          /* full URL: only its path is logged (no query, no host) */
+    long status;              /* HTTP status, 0 when no response arrived */
+    const char *reason;       /* Status.reason, or the transport error text; NULL = none */
+    long retry_after_s;       /* the server's Retry-After, 0 = none */
+    int attempt;              /* 1 = the first attempt failed */
+    usec_t delay;             /* back-off before the next attempt; 0 when giving up */
+    unsigned long suppressed; /* lines dropped by the limiter before this one */
+};
+
+/** Formats n as logfmt fields (method=... path="..." status=... reason="..."
+ * retry_after_s=... attempt=... delay_ms=... [suppressed=...]) into out: no token, no
+ * body, no query string. Quotes and backslashes in reason are replaced. Returns the
+ * length written (truncated to size - 1). */
+size_t kube__retry_note_format(const struct kube__retry_note *n, char *out, size_t size);
+/** Copies the path of url (after scheme://host[:port], before '?') into out, cut to
+ * fit. */
+void kube__url_path(const char *url, char *out, size_t size);
+
 struct kube_client {
     struct kube_config *cfg;
     double qps;
@@ -32,6 +72,7 @@ struct kube_client {
     CURL *pool[LIMIT_KUBE_POOL_IDLE_SLOTS];
     size_t pool_len;
     struct kube_ratelimit rl;
+    struct kube__loglimit loglimit; /* retry and throttle log lines */
     atomic_ulong requests, retries, throttled_us, connections;
 };
 
@@ -43,6 +84,9 @@ struct kube__prep {
     bool has_body;
     const char *content_type; /* static */
     bool idempotent;          /* GET, PUT, DELETE: retried after any transport error */
+    bool no_retry;            /* kube_req.no_retry */
+    usec_t deadline;          /* monotonic end of the whole call (kube_req.timeout), or 0 */
+    usec_t attempt_timeout;   /* this transfer's timeout; 0 = the client's */
 };
 
 /** Builds URL and body of r. Returns 0 or a negative errno (reterr filled). p is
@@ -55,8 +99,9 @@ void kube__prep_done(struct kube__prep *p);
  * curl_slist_free_all after the transfer. */
 int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
                 struct curl_slist **ret_headers, struct kube_err *reterr);
-/** Waits for a rate-limiter token, counting the time in the stats. */
-void kube__throttle(struct kube_client *c);
+/** Waits for a rate-limiter token, counting the time in the stats (a wait of a second
+ * or more is logged, rate-limited, with p's verb and path). Returns the time waited. */
+usec_t kube__throttle(struct kube_client *c, const struct kube__prep *p);
 /** Maps a curl error to a negative errno. */
 int kube__curl_errno(CURLcode cc);
 /** Fills reterr for a failed transfer (curl error) with the error buffer text. */

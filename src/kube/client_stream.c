@@ -100,7 +100,7 @@ static int stream_once(struct kube_client *c, const struct kube__prep *p, struct
     if (r >= 0) {
         s->h = h;
         stream_options(h, s, idle, errbuf);
-        kube__throttle(c);
+        (void)kube__throttle(c, p);
         atomic_fetch_add(&c->requests, 1);
         CURLcode cc = curl_easy_perform(h);
         long nconn = 0;

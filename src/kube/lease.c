@@ -20,7 +20,7 @@
 
 struct lease_elector {
     char *ns, *name, *identity;
-    usec_t lease_duration, renew_deadline, retry_period;
+    usec_t lease_duration, renew_deadline, retry_period, request_timeout;
     struct lease_api api;
     struct lease_callbacks cb;
     struct lease_clock clock;
@@ -28,36 +28,56 @@ struct lease_elector {
     /* Touched by the ticking thread only. */
     json_t *observed;   /* spec of the record last seen (new reference) or NULL */
     usec_t observed_at; /* monotonic time the record last changed */
-    usec_t last_renew;  /* monotonic time of our last successful write */
+    usec_t last_renew;  /* monotonic time of our last successful write (sent after it) */
+    json_t *held;       /* the server's copy of our last write (new reference) or NULL */
     unsigned jitter_seed;
 
     /* Shared with other threads. */
     atomic_bool leader;
-    pthread_mutex_t lock; /* guards holder, thread state */
-    pthread_cond_t wake;  /* stop requested (CLOCK_MONOTONIC) */
-    char *holder;         /* last observed holder, "" if none */
+    atomic_ullong valid_until; /* last_renew + renew_deadline while leading */
+    pthread_mutex_t lock;      /* guards holder, thread state */
+    pthread_cond_t wake;       /* stop requested (CLOCK_MONOTONIC) */
+    char *holder;              /* last observed holder, "" if none */
     bool running, stopping;
     pthread_t thread;
 };
 
 /* ---- real API through the kube client ---- */
 
-static int kube_lease_get(void *ctx, const char *ns, const char *name, json_t **ret_obj,
-                          struct kube_err *reterr)
+/* One attempt, bounded by timeout: the elector retries every period itself. */
+static int kube_lease_call(void *ctx, const char *method, const char *ns, const char *name,
+                           const json_t *obj, usec_t timeout, json_t **ret_obj,
+                           struct kube_err *reterr)
 {
-    return kube_get(ctx, &KUBE_RES_LEASES, ns, name, ret_obj, reterr);
+    struct kube_req r;
+
+    kube_req_init(&r, method, &KUBE_RES_LEASES);
+    r.ns = ns;
+    r.name = name;
+    r.body = obj;
+    r.timeout = timeout;
+    r.no_retry = true;
+    return kube_request(ctx, &r, ret_obj, reterr);
 }
 
-static int kube_lease_create(void *ctx, const char *ns, const json_t *obj, json_t **ret_obj,
-                             struct kube_err *reterr)
+static int kube_lease_get(void *ctx, const char *ns, const char *name, usec_t timeout,
+                          json_t **ret_obj, struct kube_err *reterr)
 {
-    return kube_create(ctx, &KUBE_RES_LEASES, ns, obj, ret_obj, reterr);
+    return kube_lease_call(ctx, "GET", ns, name, NULL, timeout, ret_obj, reterr);
 }
 
-static int kube_lease_update(void *ctx, const char *ns, const json_t *obj, json_t **ret_obj,
-                             struct kube_err *reterr)
+static int kube_lease_create(void *ctx, const char *ns, const json_t *obj, usec_t timeout,
+                             json_t **ret_obj, struct kube_err *reterr)
 {
-    return kube_update(ctx, &KUBE_RES_LEASES, ns, obj, ret_obj, reterr);
+    return kube_lease_call(ctx, "POST", ns, NULL, obj, timeout, ret_obj, reterr);
+}
+
+static int kube_lease_update(void *ctx, const char *ns, const json_t *obj, usec_t timeout,
+                             json_t **ret_obj, struct kube_err *reterr)
+{
+    const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+
+    return kube_lease_call(ctx, "PUT", ns, name, obj, timeout, ret_obj, reterr);
 }
 
 void lease_api_kube(struct kube_client *c, struct lease_api *ret)
@@ -80,6 +100,21 @@ static usec_t now_mono(const struct lease_elector *le)
 static usec_t now_wall(const struct lease_elector *le)
 {
     return le->clock.wall_now ? le->clock.wall_now(le->clock.ctx) : clock_wall_now();
+}
+
+/* The timeout of the next API call: request_timeout, and while we lead never past the
+ * renew deadline. 0 when no time is left. */
+static usec_t call_timeout(const struct lease_elector *le)
+{
+    usec_t now, end;
+
+    if (!atomic_load(&le->leader))
+        return le->request_timeout;
+    now = now_mono(le);
+    end = le->last_renew + le->renew_deadline;
+    if (now >= end)
+        return 0;
+    return end - now < le->request_timeout ? end - now : le->request_timeout;
 }
 
 static const char *spec_str(const json_t *spec, const char *key)
@@ -173,7 +208,42 @@ static void log_api_error(const struct lease_elector *le, const char *what, int 
                     err->message);
 }
 
+/* ---- API calls, each with the current call timeout (-ETIMEDOUT without a call once
+ * the renew deadline has passed) ---- */
+
+static int api_get(struct lease_elector *le, json_t **ret_obj, struct kube_err *err)
+{
+    usec_t to = call_timeout(le);
+
+    return to ? le->api.get(le->api.ctx, le->ns, le->name, to, ret_obj, err) : -ETIMEDOUT;
+}
+
+static int api_create(struct lease_elector *le, const json_t *obj, json_t **ret_obj,
+                      struct kube_err *err)
+{
+    usec_t to = call_timeout(le);
+
+    return to ? le->api.create(le->api.ctx, le->ns, obj, to, ret_obj, err) : -ETIMEDOUT;
+}
+
+static int api_update(struct lease_elector *le, const json_t *obj, json_t **ret_obj,
+                      struct kube_err *err)
+{
+    usec_t to = call_timeout(le);
+
+    return to ? le->api.update(le->api.ctx, le->ns, obj, to, ret_obj, err) : -ETIMEDOUT;
+}
+
 /* ---- acquire / renew ---- */
+
+/* Keeps the server's copy of our write (ret_obj, taken) for the next optimistic renew. */
+static void hold(struct lease_elector *le, json_t *ret_obj)
+{
+    json_decref(le->held);
+    le->held = json_is_object(ret_obj) ? ret_obj : NULL;
+    if (!le->held)
+        json_decref(ret_obj);
+}
 
 static int try_create(struct lease_elector *le, usec_t now, usec_t wall)
 {
@@ -187,13 +257,15 @@ static int try_create(struct lease_elector *le, usec_t now, usec_t wall)
     obj = json_pack("{s:s, s:s, s:{s:s, s:s}, s:o}", "apiVersion", "coordination.k8s.io/v1", "kind",
                     "Lease", "metadata", "name", le->name, "namespace", le->ns, "spec", spec);
     ASSERT(obj);
-    r = le->api.create(le->api.ctx, le->ns, obj, &ret_obj, &err);
+    r = api_create(le, obj, &ret_obj, &err);
     if (r < 0) {
         /* -EEXIST: another candidate created it first; the next get shows whom. */
         log_api_error(le, "create", r, &err);
         goto out;
     }
     observe(le, json_object_get(obj, "spec"), now);
+    hold(le, ret_obj);
+    ret_obj = NULL;
     r = 1;
 out:
     json_decref(ret_obj);
@@ -206,13 +278,16 @@ static void refresh(struct lease_elector *le, usec_t now)
 {
     json_t *cur = NULL;
 
-    if (le->api.get(le->api.ctx, le->ns, le->name, &cur, NULL) < 0)
+    if (api_get(le, &cur, NULL) < 0)
         return;
     observe(le, json_object_get(cur, "spec"), now);
     json_decref(cur);
 }
 
-static int try_update(struct lease_elector *le, const json_t *cur, usec_t now, usec_t wall)
+/* Writes our record over cur (borrowed). refresh_on_conflict: read the winner after a
+ * 409. Returns 1 or a negative errno. */
+static int try_update(struct lease_elector *le, const json_t *cur, usec_t now,
+                      bool refresh_on_conflict)
 {
     json_t *obj = json_deep_copy(cur), *spec, *ret_obj = NULL;
     struct kube_err err;
@@ -224,19 +299,35 @@ static int try_update(struct lease_elector *le, const json_t *cur, usec_t now, u
         spec = json_object();
         (void)json_object_set_new(obj, "spec", spec);
     }
-    fill_spec(le, spec, wall);
-    r = le->api.update(le->api.ctx, le->ns, obj, &ret_obj, &err);
+    fill_spec(le, spec, now_wall(le));
+    r = api_update(le, obj, &ret_obj, &err);
     if (r < 0) {
         log_api_error(le, "update", r, &err);
-        if (r == -EBUSY)
+        if (r == -EBUSY && refresh_on_conflict)
             refresh(le, now);
         goto out;
     }
     observe(le, spec, now);
+    hold(le, ret_obj);
+    ret_obj = NULL;
     r = 1;
 out:
     json_decref(ret_obj);
     json_decref(obj);
+    return r;
+}
+
+/* The leader's renew: update the object we last wrote without reading it first (as
+ * client-go does). Returns 1, or a negative errno; -EBUSY/-ENOENT mean it changed under
+ * us and the caller reads it. */
+static int try_renew_held(struct lease_elector *le, usec_t now)
+{
+    json_t *held = le->held;
+    int r;
+
+    le->held = NULL;
+    r = try_update(le, held, now, false);
+    json_decref(held);
     return r;
 }
 
@@ -247,8 +338,13 @@ static int try_acquire_or_renew(struct lease_elector *le, usec_t now)
     struct kube_err err;
     int r;
 
+    if (atomic_load(&le->leader) && le->held) {
+        r = try_renew_held(le, now);
+        if (r != -EBUSY && r != -ENOENT)
+            return r;
+    }
     kube_err_clear(&err);
-    r = le->api.get(le->api.ctx, le->ns, le->name, &cur, &err);
+    r = api_get(le, &cur, &err);
     if (r == -ENOENT)
         return try_create(le, now, now_wall(le));
     if (r < 0) {
@@ -259,7 +355,7 @@ static int try_acquire_or_renew(struct lease_elector *le, usec_t now)
     if (held_by_other(le, now))
         r = 0;
     else
-        r = try_update(le, cur, now, now_wall(le));
+        r = try_update(le, cur, now, true);
     json_decref(cur);
     return r;
 }
@@ -274,35 +370,56 @@ static void become_leader(struct lease_elector *le)
         le->cb.started_leading(le->cb.ctx);
 }
 
-static void become_follower(struct lease_elector *le)
+static void become_follower(struct lease_elector *le, const char *why)
 {
     atomic_store(&le->leader, false);
-    log_debug("lease %s/%s: stopped leading\tidentity=%s", le->ns, le->name, le->identity);
+    atomic_store(&le->valid_until, 0);
+    hold(le, NULL);
+    log_debug("lease %s/%s: stopped leading\tidentity=%s why=\"%s\"", le->ns, le->name,
+              le->identity, why);
     if (le->cb.stopped_leading)
         le->cb.stopped_leading(le->cb.ctx);
+}
+
+/* After a failed attempt while leading: whether we still lead (on the clock as it is
+ * now, after the attempt). */
+static bool still_leading(struct lease_elector *le)
+{
+    usec_t now = now_mono(le);
+
+    if (held_by_other(le, now)) {
+        become_follower(le, "another holder");
+        return false;
+    }
+    if (now - le->last_renew >= le->renew_deadline) {
+        become_follower(le, "renew deadline passed");
+        return false;
+    }
+    return true;
 }
 
 int lease_elector_tick(struct lease_elector *le)
 {
     usec_t now = now_mono(le);
     bool leading = atomic_load(&le->leader);
-    int r = try_acquire_or_renew(le, now);
+    int r;
 
+    if (leading && now - le->last_renew >= le->renew_deadline) {
+        become_follower(le, "renew deadline passed");
+        leading = false;
+    }
+    r = try_acquire_or_renew(le, now);
     if (r == 1) {
+        /* now was taken before the write was sent: others saw it change later. */
         le->last_renew = now;
+        atomic_store(&le->valid_until, now + le->renew_deadline);
         if (!leading)
             become_leader(le);
         return 1;
     }
-    if (!leading)
-        return 0;
-    /* Seeing another valid holder means we lost already; otherwise keep trying until
-     * the renew deadline, which ends before others consider our lease expired. */
-    if (held_by_other(le, now) || now - le->last_renew >= le->renew_deadline) {
-        become_follower(le);
-        return 0;
-    }
-    return 1;
+    /* Keep trying every period until the renew deadline, which ends before others
+     * consider our lease expired; another valid holder means we lost already. */
+    return leading && still_leading(le) ? 1 : 0;
 }
 
 int lease_elector_release(struct lease_elector *le)
@@ -313,7 +430,7 @@ int lease_elector_release(struct lease_elector *le)
 
     if (!atomic_load(&le->leader))
         return 0;
-    r = le->api.get(le->api.ctx, le->ns, le->name, &cur, NULL);
+    r = le->api.get(le->api.ctx, le->ns, le->name, le->request_timeout, &cur, NULL);
     if (r < 0)
         goto out;
     spec = json_object_get(cur, "spec");
@@ -326,19 +443,19 @@ int lease_elector_release(struct lease_elector *le)
     (void)json_object_set_new(spec, "leaseDurationSeconds", json_integer(1));
     (void)json_object_set_new(spec, "acquireTime", json_string(ts));
     (void)json_object_set_new(spec, "renewTime", json_string(ts));
-    r = le->api.update(le->api.ctx, le->ns, obj, NULL, NULL);
+    r = le->api.update(le->api.ctx, le->ns, obj, le->request_timeout, NULL, NULL);
     if (r >= 0)
         observe(le, spec, now_mono(le));
 out:
     json_decref(obj);
     json_decref(cur);
-    become_follower(le);
+    become_follower(le, "released");
     return r < 0 ? r : 0;
 }
 
 bool lease_elector_is_leader(struct lease_elector *le)
 {
-    return atomic_load(&le->leader);
+    return atomic_load(&le->leader) && now_mono(le) < atomic_load(&le->valid_until);
 }
 
 int lease_elector_leader(struct lease_elector *le, char *out, size_t size)
@@ -424,15 +541,32 @@ void lease_elector_stop(struct lease_elector *le)
 
 /* ---- lifecycle ---- */
 
-static int check_opts(const struct lease_opts *o, usec_t dur, usec_t renew, usec_t retry)
+int lease_check_timings(usec_t lease_duration, usec_t renew_deadline, usec_t retry_period,
+                        const char **ret_why)
+{
+    usec_t dur = lease_duration ? lease_duration : LEASE_DEFAULT_DURATION;
+    usec_t renew = renew_deadline ? renew_deadline : LEASE_DEFAULT_RENEW;
+    usec_t retry = retry_period ? retry_period : LEASE_DEFAULT_RETRY;
+    const char *why = NULL;
+
+    if (dur < USEC_PER_SEC || dur % USEC_PER_SEC != 0)
+        why = "the lease duration must be a whole number of seconds, at least 1s";
+    else if (renew >= dur)
+        why = "the renew deadline must be shorter than the lease duration";
+    else if (retry >= renew)
+        why = "the retry period must be shorter than the renew deadline";
+    if (ret_why)
+        *ret_why = why;
+    return why ? -EINVAL : 0;
+}
+
+static int check_opts(const struct lease_opts *o)
 {
     if (!o->ns || !o->ns[0] || !o->name || !o->name[0] || !o->identity || !o->identity[0])
         return -EINVAL;
     if (!o->api.get || !o->api.create || !o->api.update)
         return -EINVAL;
-    if (dur < USEC_PER_SEC || renew >= dur || retry >= renew)
-        return -EINVAL;
-    return 0;
+    return lease_check_timings(o->lease_duration, o->renew_deadline, o->retry_period, NULL);
 }
 
 static int init_sync(struct lease_elector *le)
@@ -457,7 +591,7 @@ int lease_elector_new(const struct lease_opts *opts, struct lease_elector **ret)
     usec_t renew = opts->renew_deadline ? opts->renew_deadline : LEASE_DEFAULT_RENEW;
     usec_t retry = opts->retry_period ? opts->retry_period : LEASE_DEFAULT_RETRY;
     struct lease_elector *le;
-    int r = check_opts(opts, dur, renew, retry);
+    int r = check_opts(opts);
 
     if (r < 0)
         return r;
@@ -474,12 +608,16 @@ int lease_elector_new(const struct lease_opts *opts, struct lease_elector **ret)
     le->lease_duration = dur;
     le->renew_deadline = renew;
     le->retry_period = retry;
+    le->request_timeout = opts->request_timeout ? opts->request_timeout : renew / 2;
+    if (!opts->request_timeout && le->request_timeout < LEASE_MIN_REQUEST)
+        le->request_timeout = LEASE_MIN_REQUEST;
     le->api = opts->api;
     le->cb = opts->cb;
     if (opts->clock)
         le->clock = *opts->clock;
     le->jitter_seed = (unsigned)clock_now() ^ (unsigned)(uintptr_t)le;
     atomic_init(&le->leader, false);
+    atomic_init(&le->valid_until, 0);
     *ret = le;
     return 0;
 }
@@ -490,6 +628,7 @@ void lease_elector_free(struct lease_elector *le)
         return;
     lease_elector_stop(le);
     json_decref(le->observed);
+    json_decref(le->held);
     xfree(le->holder);
     xfree(le->ns);
     xfree(le->name);

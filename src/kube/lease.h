@@ -2,10 +2,19 @@
 /* Leader election on a coordination.k8s.io/v1 Lease, with client-go semantics: acquire a
  * lease that is absent, released, ours, or expired by OUR observation (we time how long
  * the record has not changed on the monotonic clock and never trust the remote clock);
- * renew every retry period; give up after renew_deadline without a successful renew or
- * as soon as someone else is seen holding it; optimistic concurrency through
- * resourceVersion; release on stop (holder "" and leaseDurationSeconds 1) so another
- * candidate takes over at once.
+ * renew every retry period (the leader first tries an optimistic update of the object
+ * it last wrote, and reads the Lease only when that conflicts); keep trying every retry
+ * period while renewals fail, and give up once renew_deadline has passed since the last
+ * successful renew, or as soon as someone else is seen holding it; optimistic
+ * concurrency through resourceVersion; release on stop (holder "" and
+ * leaseDurationSeconds 1) so another candidate takes over at once.
+ *
+ * Each API call has its own timeout (request_timeout, default renew_deadline / 2 as
+ * client-go's NewFromKubeconfig, and never past the renew deadline while leading), so
+ * one hung request cannot use up the deadline; the API is called without the client's
+ * own retries (the elector retries every period). lease_elector_is_leader turns false
+ * when the renew deadline has passed even if the election thread is stuck, so work
+ * gated on it stops before the lease can have expired for anyone else.
  *
  * The API calls go through struct lease_api so tests can use an in-memory fake;
  * lease_api_kube() gives the real one. */
@@ -23,20 +32,22 @@ struct lease_elector;
 
 /** The Lease API as seen by the elector. Each call returns 0 or a negative errno with
  * the kube client's mapping: -ENOENT not found, -EBUSY conflict (stale resourceVersion),
- * -EEXIST already exists, others for transport/server failures; reterr may be NULL. On
- * success *ret_obj (unless ret_obj is NULL) gets a new reference to the object the
- * server returned. obj is borrowed. */
+ * -EEXIST already exists, -ETIMEDOUT when timeout (> 0, usec) passed, others for
+ * transport/server failures; reterr may be NULL. A call makes one attempt and must give
+ * up after timeout. On success *ret_obj (unless ret_obj is NULL) gets a new reference
+ * to the object the server returned. obj is borrowed. */
 struct lease_api {
     void *ctx;
-    int (*get)(void *ctx, const char *ns, const char *name, json_t **ret_obj,
+    int (*get)(void *ctx, const char *ns, const char *name, usec_t timeout, json_t **ret_obj,
                struct kube_err *reterr);
-    int (*create)(void *ctx, const char *ns, const json_t *obj, json_t **ret_obj,
+    int (*create)(void *ctx, const char *ns, const json_t *obj, usec_t timeout, json_t **ret_obj,
                   struct kube_err *reterr);
-    int (*update)(void *ctx, const char *ns, const json_t *obj, json_t **ret_obj,
+    int (*update)(void *ctx, const char *ns, const json_t *obj, usec_t timeout, json_t **ret_obj,
                   struct kube_err *reterr);
 };
 
-/** Fills *ret with calls through client c (borrowed: must outlive the elector). */
+/** Fills *ret with calls through client c (borrowed: must outlive the elector): one
+ * attempt each (no client retries), bounded by the call's timeout. */
 void lease_api_kube(struct kube_client *c, struct lease_api *ret);
 
 /** Callbacks (each may be NULL). They run on the elector's thread (or the thread that
@@ -62,18 +73,27 @@ struct lease_clock {
 #define LEASE_DEFAULT_DURATION (15 * USEC_PER_SEC)
 #define LEASE_DEFAULT_RENEW    (10 * USEC_PER_SEC)
 #define LEASE_DEFAULT_RETRY    (2 * USEC_PER_SEC)
+#define LEASE_MIN_REQUEST      (1 * USEC_PER_SEC) /* floor of the default request timeout */
 
 struct lease_opts {
-    const char *ns;        /* Lease namespace (copied) */
-    const char *name;      /* Lease name (copied) */
-    const char *identity;  /* this candidate, unique per process (copied) */
-    usec_t lease_duration; /* 0 = 15 s; whole seconds are written */
-    usec_t renew_deadline; /* 0 = 10 s; must be < lease_duration */
-    usec_t retry_period;   /* 0 = 2 s; must be < renew_deadline */
-    struct lease_api api;  /* required: get, create, update */
+    const char *ns;         /* Lease namespace (copied) */
+    const char *name;       /* Lease name (copied) */
+    const char *identity;   /* this candidate, unique per process (copied) */
+    usec_t lease_duration;  /* 0 = 15 s; whole seconds are written */
+    usec_t renew_deadline;  /* 0 = 10 s; must be < lease_duration */
+    usec_t retry_period;    /* 0 = 2 s; must be < renew_deadline */
+    usec_t request_timeout; /* one API call; 0 = max(renew_deadline / 2, 1 s) */
+    struct lease_api api;   /* required: get, create, update */
     struct lease_callbacks cb;
     const struct lease_clock *clock; /* copied; NULL = real clocks */
 };
+
+/** Checks timings as lease_elector_new does (0 = default each): lease_duration a whole
+ * number of seconds >= 1 s (the Lease stores seconds), renew_deadline < lease_duration,
+ * 0 < retry_period < renew_deadline. Returns 0 or -EINVAL with *ret_why (static text,
+ * may be NULL) saying which rule failed. */
+int lease_check_timings(usec_t lease_duration, usec_t renew_deadline, usec_t retry_period,
+                        const char **ret_why);
 
 /** Creates an elector (no API call yet). Returns 0 and *ret (new, free with
  * lease_elector_free), or -EINVAL for missing names/api or inconsistent timings. */
@@ -99,7 +119,9 @@ int lease_elector_tick(struct lease_elector *le);
  * either way). Same threading rule as lease_elector_tick. */
 int lease_elector_release(struct lease_elector *le);
 
-/** Whether we currently lead. Any thread. */
+/** Whether we currently lead: we won the Lease and the renew deadline has not passed
+ * since the last successful renew (checked on the elector's clock at each call, so it
+ * turns false on time even while the election thread is blocked). Any thread. */
 bool lease_elector_is_leader(struct lease_elector *le);
 /** Copies the last observed holder identity ("" if none) into out. Any thread. Returns
  * 0 or -E2BIG (truncated). */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Leader election state machine against an in-memory Lease API and a fake clock:
- * acquire, renew, expiry by our own observation, loss on conflict, renew deadline,
- * release and immediate take-over, and the election thread. */
+ * acquire, renew, expiry by our own observation, loss on conflict, renew deadline
+ * (failures shorter than it keep the lead, longer lose it, hung requests are cut at
+ * their own timeout), release and immediate take-over, and the election thread. */
 /* clang-format off */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,12 +21,29 @@
 #include "kube/err.h"
 #include "kube/lease.h"
 
+/* ---- fake clock ---- */
+
+struct fake_clock {
+    usec_t mono;
+    usec_t wall;
+};
+
+static void advance(struct fake_clock *c, usec_t d)
+{
+    c->mono += d;
+    c->wall += d;
+}
+
 /* ---- in-memory Lease API (one object) ---- */
 
 struct fake_api {
     json_t *obj; /* the stored Lease, or NULL */
     long rv;     /* its resourceVersion */
     int fail;    /* when non-zero, every call fails with it */
+    /* When set, every call hangs until its timeout (the clock advances by it) and fails
+     * with -ETIMEDOUT, as a request to a stopped API server does. */
+    struct fake_clock *hang;
+    usec_t last_timeout, max_timeout; /* timeouts the calls were given */
     int gets, creates, updates, conflicts;
     int hide_gets; /* this many gets report "not found" although the object exists */
     /* Runs once just before the next update is checked (to simulate a racing writer). */
@@ -51,7 +69,20 @@ static void set_conflict(struct kube_err *e)
     (void)snprintf(e->reason, sizeof(e->reason), "Conflict");
 }
 
-static int fake_get(void *ctx, const char *ns, const char *name, json_t **ret_obj,
+/* Records the timeout of a call; returns -ETIMEDOUT after "hanging" for it, else 0. */
+static int fake_call(struct fake_api *f, usec_t timeout)
+{
+    assert_true(timeout > 0);
+    f->last_timeout = timeout;
+    if (timeout > f->max_timeout)
+        f->max_timeout = timeout;
+    if (!f->hang)
+        return 0;
+    advance(f->hang, timeout);
+    return -ETIMEDOUT;
+}
+
+static int fake_get(void *ctx, const char *ns, const char *name, usec_t timeout, json_t **ret_obj,
                     struct kube_err *reterr)
 {
     struct fake_api *f = ctx;
@@ -60,6 +91,8 @@ static int fake_get(void *ctx, const char *ns, const char *name, json_t **ret_ob
     (void)reterr;
 
     f->gets++;
+    if (fake_call(f, timeout) < 0)
+        return -ETIMEDOUT;
     if (f->fail)
         return f->fail;
     if (f->hide_gets > 0) {
@@ -72,13 +105,15 @@ static int fake_get(void *ctx, const char *ns, const char *name, json_t **ret_ob
     return 0;
 }
 
-static int fake_create(void *ctx, const char *ns, const json_t *obj, json_t **ret_obj,
-                       struct kube_err *reterr)
+static int fake_create(void *ctx, const char *ns, const json_t *obj, usec_t timeout,
+                       json_t **ret_obj, struct kube_err *reterr)
 {
     struct fake_api *f = ctx;
     (void)reterr;
 
     f->creates++;
+    if (fake_call(f, timeout) < 0)
+        return -ETIMEDOUT;
     if (f->fail)
         return f->fail;
     if (f->obj)
@@ -90,8 +125,8 @@ static int fake_create(void *ctx, const char *ns, const json_t *obj, json_t **re
     return 0;
 }
 
-static int fake_update(void *ctx, const char *ns, const json_t *obj, json_t **ret_obj,
-                       struct kube_err *reterr)
+static int fake_update(void *ctx, const char *ns, const json_t *obj, usec_t timeout,
+                       json_t **ret_obj, struct kube_err *reterr)
 {
     struct fake_api *f = ctx;
     const char *rv;
@@ -99,6 +134,8 @@ static int fake_update(void *ctx, const char *ns, const json_t *obj, json_t **re
     (void)ns;
 
     f->updates++;
+    if (fake_call(f, timeout) < 0)
+        return -ETIMEDOUT;
     if (f->before_update) {
         void (*hook)(struct fake_api *) = f->before_update;
         f->before_update = NULL;
@@ -131,12 +168,7 @@ static json_int_t spec_i(struct fake_api *f, const char *key)
     return json_integer_value(json_object_get(json_object_get(f->obj, "spec"), key));
 }
 
-/* ---- fake clock and callback recorder ---- */
-
-struct fake_clock {
-    usec_t mono;
-    usec_t wall;
-};
+/* ---- fake clock sources and callback recorder ---- */
 
 static usec_t fc_now(void *ctx)
 {
@@ -146,12 +178,6 @@ static usec_t fc_now(void *ctx)
 static usec_t fc_wall(void *ctx)
 {
     return ((struct fake_clock *)ctx)->wall;
-}
-
-static void advance(struct fake_clock *c, usec_t d)
-{
-    c->mono += d;
-    c->wall += d;
 }
 
 struct calls {
@@ -426,6 +452,150 @@ static void test_renew_deadline(void **state)
     json_decref(f.obj);
 }
 
+/* An outage shorter than the renew deadline: every renewal fails for 8 s, then one
+ * succeeds; the leader never stops leading and nobody else could have taken over. */
+static void test_outage_shorter_than_deadline_keeps_lead(void **state)
+{
+    struct fake_api f = {0};
+    struct fake_clock clk = start_clock();
+    struct cand a, b;
+    (void)state;
+
+    cand_new(&a, "a", &f, &clk);
+    cand_new(&b, "b", &f, &clk);
+    assert_int_equal(lease_elector_tick(a.le), 1);
+    assert_int_equal(lease_elector_tick(b.le), 0);
+    f.fail = -ECONNREFUSED;
+    for (int i = 0; i < 4; i++) {
+        advance(&clk, 2 * USEC_PER_SEC);
+        assert_int_equal(lease_elector_tick(a.le), 1);
+        assert_true(lease_elector_is_leader(a.le));
+    }
+    advance(&clk, 2 * USEC_PER_SEC - 1); /* 10 s - 1 us after the last renew */
+    assert_true(lease_elector_is_leader(a.le));
+    f.fail = 0;
+    assert_int_equal(lease_elector_tick(a.le), 1);
+    assert_int_equal(lease_elector_tick(b.le), 0);
+    assert_int_equal(a.calls.stopped, 0);
+    assert_int_equal(a.calls.started, 1);
+    /* The deadline counts from the new renew. */
+    advance(&clk, 9 * USEC_PER_SEC);
+    assert_true(lease_elector_is_leader(a.le));
+    assert_string_equal(spec_s(&f, "holderIdentity"), "a");
+    assert_false(lease_elector_is_leader(b.le));
+    cand_free(&a);
+    cand_free(&b);
+    json_decref(f.obj);
+}
+
+/* Requests that hang (an API server that stopped answering) are cut at their own
+ * timeout, renew_deadline / 2, and never run past the renew deadline: the leader gives
+ * up exactly 10 s after its last renew, 5 s before anyone may take over. */
+static void test_hung_requests_bounded_by_deadline(void **state)
+{
+    struct fake_api f = {0};
+    struct fake_clock clk = start_clock();
+    struct cand a;
+    usec_t t0 = clk.mono;
+    (void)state;
+
+    cand_new(&a, "a", &f, &clk);
+    assert_int_equal(lease_elector_tick(a.le), 1);
+    assert_int_equal(f.last_timeout, 5 * USEC_PER_SEC);
+    f.hang = &clk;
+    f.gets = 0;
+    advance(&clk, 2 * USEC_PER_SEC);
+    assert_int_equal(lease_elector_tick(a.le), 1); /* hung 5 s: now t0 + 7 s */
+    assert_int_equal(f.last_timeout, 5 * USEC_PER_SEC);
+    assert_int_equal(clk.mono - t0, 7 * USEC_PER_SEC);
+    assert_int_equal(f.gets, 0); /* the leader renews without reading first */
+    advance(&clk, 2 * USEC_PER_SEC);
+    /* 1 s left before the deadline: the request gets 1 s, then leadership is gone. */
+    assert_int_equal(lease_elector_tick(a.le), 0);
+    assert_int_equal(f.last_timeout, USEC_PER_SEC);
+    assert_int_equal(clk.mono - t0, 10 * USEC_PER_SEC);
+    assert_int_equal(a.calls.stopped, 1);
+    assert_false(lease_elector_is_leader(a.le));
+    assert_int_equal(f.max_timeout, 5 * USEC_PER_SEC);
+    cand_free(&a);
+    json_decref(f.obj);
+}
+
+/* is_leader turns false at the renew deadline even when no tick ran (a blocked
+ * election thread), so gated work stops before the lease can expire for others. */
+static void test_is_leader_expires_without_tick(void **state)
+{
+    struct fake_api f = {0};
+    struct fake_clock clk = start_clock();
+    struct cand a;
+    (void)state;
+
+    cand_new(&a, "a", &f, &clk);
+    assert_int_equal(lease_elector_tick(a.le), 1);
+    advance(&clk, 10 * USEC_PER_SEC - 1);
+    assert_true(lease_elector_is_leader(a.le));
+    advance(&clk, 1);
+    assert_false(lease_elector_is_leader(a.le));
+    /* The next tick notices it, reports the loss, and (the Lease still being ours and
+     * unexpired) takes it back. */
+    assert_int_equal(lease_elector_tick(a.le), 1);
+    assert_int_equal(a.calls.stopped, 1);
+    assert_int_equal(a.calls.started, 2);
+    assert_true(lease_elector_is_leader(a.le));
+    cand_free(&a);
+    json_decref(f.obj);
+}
+
+static void test_request_timeout_option(void **state)
+{
+    struct fake_api f = {0};
+    struct fake_clock clk = start_clock();
+    struct lease_clock lc = {.ctx = &clk, .now = fc_now, .wall_now = fc_wall};
+    struct lease_opts o = {
+        .ns = "ns1",
+        .name = "ctrl",
+        .identity = "a",
+        .lease_duration = 3 * USEC_PER_SEC,
+        .renew_deadline = 1500 * USEC_PER_MSEC,
+        .retry_period = 500 * USEC_PER_MSEC,
+        .api = {.ctx = &f, .get = fake_get, .create = fake_create, .update = fake_update},
+        .clock = &lc,
+    };
+    struct lease_elector *le = NULL;
+    (void)state;
+
+    /* renew_deadline / 2 = 750 ms is raised to the 1 s floor. */
+    assert_int_equal(lease_elector_new(&o, &le), 0);
+    assert_int_equal(lease_elector_tick(le), 1);
+    assert_int_equal(f.last_timeout, USEC_PER_SEC);
+    lease_elector_free(le);
+    o.request_timeout = 300 * USEC_PER_MSEC;
+    assert_int_equal(lease_elector_new(&o, &le), 0);
+    advance(&clk, 5 * USEC_PER_SEC);
+    assert_int_equal(lease_elector_tick(le), 1);
+    assert_int_equal(f.last_timeout, 300 * USEC_PER_MSEC);
+    lease_elector_free(le);
+    json_decref(f.obj);
+}
+
+static void test_check_timings(void **state)
+{
+    const char *why = NULL;
+    (void)state;
+
+    assert_int_equal(lease_check_timings(0, 0, 0, &why), 0);
+    assert_null(why);
+    assert_int_equal(
+        lease_check_timings(15 * USEC_PER_SEC, 10 * USEC_PER_SEC, 500 * USEC_PER_MSEC, &why), 0);
+    assert_int_equal(lease_check_timings(10 * USEC_PER_SEC, 0, 0, &why), -EINVAL);
+    assert_non_null(strstr(why, "renew deadline"));
+    assert_int_equal(lease_check_timings(0, 3 * USEC_PER_SEC, 3 * USEC_PER_SEC, &why), -EINVAL);
+    assert_non_null(strstr(why, "retry period"));
+    assert_int_equal(lease_check_timings(1500 * USEC_PER_MSEC, USEC_PER_SEC, 1, &why), -EINVAL);
+    assert_non_null(strstr(why, "whole number of seconds"));
+    assert_int_equal(lease_check_timings(500 * USEC_PER_MSEC, 1, 1, NULL), -EINVAL);
+}
+
 static void test_release_hands_over_at_once(void **state)
 {
     struct fake_api f = {0};
@@ -488,16 +658,22 @@ static void test_preserves_unknown_fields(void **state)
     struct fake_api f = {0};
     struct fake_clock clk = start_clock();
     struct cand a;
+    json_t *obj;
     (void)state;
 
     cand_new(&a, "a", &f, &clk);
     assert_int_equal(lease_elector_tick(a.le), 1);
-    json_object_set_new(json_object_get(f.obj, "metadata"), "labels",
+    /* Someone else's write (a new resourceVersion): the optimistic renew conflicts and
+     * the elector reads the Lease, keeping what it does not know. */
+    obj = json_deep_copy(f.obj);
+    json_object_set_new(json_object_get(obj, "metadata"), "labels",
                         json_pack("{s:s}", "app", "ctrl"));
-    json_object_set_new(json_object_get(f.obj, "spec"), "strategy",
+    json_object_set_new(json_object_get(obj, "spec"), "strategy",
                         json_string("OldestEmulationVersion"));
+    store(&f, obj);
     advance(&clk, 2 * USEC_PER_SEC);
     assert_int_equal(lease_elector_tick(a.le), 1);
+    assert_int_equal(f.conflicts, 1);
     assert_string_equal(spec_s(&f, "strategy"), "OldestEmulationVersion");
     assert_string_equal(json_string_value(json_object_get(
                             json_object_get(json_object_get(f.obj, "metadata"), "labels"), "app")),
@@ -620,6 +796,11 @@ int main(void)
         cmocka_unit_test(test_takeover_after_expiry_by_own_observation),
         cmocka_unit_test(test_lose_on_conflict),
         cmocka_unit_test(test_renew_deadline),
+        cmocka_unit_test(test_outage_shorter_than_deadline_keeps_lead),
+        cmocka_unit_test(test_hung_requests_bounded_by_deadline),
+        cmocka_unit_test(test_is_leader_expires_without_tick),
+        cmocka_unit_test(test_request_timeout_option),
+        cmocka_unit_test(test_check_timings),
         cmocka_unit_test(test_release_hands_over_at_once),
         cmocka_unit_test(test_create_race_lost),
         cmocka_unit_test(test_preserves_unknown_fields),
