@@ -556,6 +556,15 @@ static void resolve_and_go(struct px *x)
     connect_upstream(x);
 }
 
+/* A non-empty "Bearer" credential was sent (another scheme is a missing header, as
+ * upstream answers it). */
+static bool has_bearer(struct http_req *req)
+{
+    struct str a = http_req_header(req, "Authorization");
+    return a.len > 7 && str_eq_nocase(str_make(a.p, 7), STR_LIT("Bearer ")) &&
+           str_trim(str_make(a.p + 7, a.len - 7)).len > 0;
+}
+
 static void on_authz(void *ctx, const struct authz_result *res)
 {
     struct px *x = ctx;
@@ -576,7 +585,7 @@ static void on_authz(void *ctx, const struct authz_result *res)
     case AUTHZ_UNAUTHENTICATED:
         (void)http_resp_header_add(x->req, "WWW-Authenticate", "Bearer");
         proxy__px_fail(x, 401,
-                       x->user[0] || http_req_header(x->req, "Authorization").p
+                       x->user[0] || has_bearer(x->req)
                            ? "Invalid token."
                            : "Missing or invalid Authorization header.",
                        NULL);

@@ -2,19 +2,21 @@
 /* sandbox-router against the local kube-apiserver: Sandboxes whose status.podIPs point
  * at a test upstream on 127.0.0.1 (allowed by the unsafe test flag), the router running
  * in-process. Covers both routing forms, bodies both ways, chunked, keep-alive reuse,
- * 101 tunnelling, readiness and not-found answers, auth (401/403/200), a slow client and
- * graceful shutdown with a stream in flight. */
+ * 101 tunnelling, readiness and not-found answers, auth (401/403/200), a slow client,
+ * 1,000 concurrent keep-alive connections and graceful shutdown with a stream in flight. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "common/log.h"
@@ -546,12 +548,24 @@ static void test_auth(void **state)
                    http_server_thread_port(up));
     assert_int_equal(get(rt_auth, raw, &resp), 0);
     assert_int_equal(resp.status, 401);
+    assert_string_equal(buf_str(&resp.body),
+                        "{\"detail\": \"Missing or invalid Authorization header.\"}");
+    test_http_resp_done(&resp);
+    /* Another scheme is a missing bearer token, not an invalid one. */
+    (void)snprintf(raw, sizeof(raw),
+                   "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\nAuthorization: Basic eDp5\r\n\r\n", ns,
+                   http_server_thread_port(up));
+    assert_int_equal(get(rt_auth, raw, &resp), 0);
+    assert_int_equal(resp.status, 401);
+    assert_string_equal(buf_str(&resp.body),
+                        "{\"detail\": \"Missing or invalid Authorization header.\"}");
     test_http_resp_done(&resp);
     (void)snprintf(raw, sizeof(raw),
                    "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer nope\r\n\r\n",
                    ns, http_server_thread_port(up));
     assert_int_equal(get(rt_auth, raw, &resp), 0);
     assert_int_equal(resp.status, 401);
+    assert_string_equal(buf_str(&resp.body), "{\"detail\": \"Invalid token.\"}");
     test_http_resp_done(&resp);
     (void)snprintf(raw, sizeof(raw),
                    "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer %s\r\n\r\n", ns,
@@ -566,6 +580,127 @@ static void test_auth(void **state)
     assert_int_equal(resp.status, 200);
     /* The token is never passed on to the sandbox. */
     assert_non_null(strstr(buf_str(&resp.body), "auth=no"));
+    test_http_resp_done(&resp);
+}
+
+/* ---- 1,000 concurrent keep-alive connections ------------------------------------------ */
+
+#define MANY_CONNS  1000
+#define MANY_ROUNDS 5
+
+static long proc_status_kib(const char *key)
+{
+    char line[256];
+    long v = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    size_t n = strlen(key);
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, key, n) == 0 && line[n] == ':')
+            v = strtol(line + n + 1, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n - 3; /* ".", ".." and the directory's own descriptor */
+}
+
+/* Client, router-side client, router-side upstream and upstream-side sockets all live in
+ * this process: 4 descriptors per connection. Returns false (and says why) when the hard
+ * limit does not allow that. */
+static bool enough_fds(void)
+{
+    struct rlimit rl;
+    rlim_t need = 4 * MANY_CONNS + 256;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return false;
+    if (rl.rlim_cur >= need)
+        return true;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        fprintf(stderr, "skipped: RLIMIT_NOFILE hard limit %llu < %llu needed for %d connections\n",
+                (unsigned long long)rl.rlim_max, (unsigned long long)need, MANY_CONNS);
+        return false;
+    }
+    rl.rlim_cur = need;
+    return setrlimit(RLIMIT_NOFILE, &rl) == 0;
+}
+
+/* One round: a request on every connection first (all in flight at once), then every
+ * answer, each checked against its own path. */
+static void many_round(struct test_http_conn *conns, int round)
+{
+    char raw[256], want[128];
+    struct test_http_resp resp;
+    test_http_resp_init(&resp);
+    for (int i = 0; i < MANY_CONNS; i++) {
+        (void)snprintf(raw, sizeof(raw), "GET /s/%s/box/%u/c/%d/%d HTTP/1.1\r\nHost: h\r\n\r\n", ns,
+                       http_server_thread_port(up), i, round);
+        assert_int_equal(test_http_send_str(&conns[i], raw), 0);
+    }
+    if (round == 0) {
+        /* The router answers others while 1,000 exchanges are in flight. */
+        struct test_http_resp h;
+        usec_t t = clock_now();
+        assert_int_equal(get(rt, "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n", &h), 0);
+        assert_int_equal(h.status, 200);
+        fprintf(stderr, "  /healthz with %d requests in flight: %.1f ms\n", MANY_CONNS,
+                (double)(clock_now() - t) / 1000.0);
+        test_http_resp_done(&h);
+    }
+    for (int i = 0; i < MANY_CONNS; i++) {
+        assert_int_equal(test_http_read(&conns[i], false, T_READ, &resp), 0);
+        assert_int_equal(resp.status, 200);
+        assert_false(resp.conn_close);
+        (void)snprintf(want, sizeof(want), "GET /c/%d/%d auth=no xsid=no xff=127.0.0.1", i, round);
+        assert_string_equal(buf_str(&resp.body), want);
+    }
+    test_http_resp_done(&resp);
+}
+
+static void test_thousand_connections(void **state)
+{
+    (void)state;
+    if (!enough_fds())
+        skip();
+    long rss0 = proc_status_kib("VmRSS");
+    int fds0 = open_fds();
+    struct test_http_conn *conns = xcalloc(MANY_CONNS, sizeof(*conns));
+    for (int i = 0; i < MANY_CONNS; i++)
+        assert_int_equal(test_http_connect(router_port(rt), &conns[i]), 0);
+    usec_t t0 = clock_now();
+    for (int r = 0; r < MANY_ROUNDS; r++)
+        many_round(conns, r);
+    double secs = (double)(clock_now() - t0) / (double)USEC_PER_SEC;
+    int fds1 = open_fds();
+    size_t upconns = http_server_connections(http_server_thread_server(up));
+    fprintf(stderr,
+            "  %d connections x %d requests: all answered in %.2f s (%.0f req/s); "
+            "process (client + router + upstream) RSS %ld -> %ld KiB (peak %ld), fds %d -> %d, "
+            "upstream connections %zu\n",
+            MANY_CONNS, MANY_ROUNDS, secs, MANY_CONNS * MANY_ROUNDS / secs, rss0,
+            proc_status_kib("VmRSS"), proc_status_kib("VmHWM"), fds0, fds1, upconns);
+    /* Every client connection stayed open: the router kept them all alive. */
+    assert_true(fds1 >= fds0 + 2 * MANY_CONNS);
+    for (int i = 0; i < MANY_CONNS; i++)
+        test_http_close(&conns[i]);
+    xfree(conns);
+    /* Still serving afterwards. */
+    struct test_http_resp resp;
+    char raw[256];
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/box/%u/after HTTP/1.1\r\nHost: h\r\n\r\n", ns,
+                   http_server_thread_port(up));
+    assert_int_equal(get(rt, raw, &resp), 0);
+    assert_int_equal(resp.status, 200);
     test_http_resp_done(&resp);
 }
 
@@ -609,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_websocket_tunnel),
         cmocka_unit_test(test_slow_client_cut_off),
         cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_thousand_connections),
         cmocka_unit_test(test_graceful_shutdown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
