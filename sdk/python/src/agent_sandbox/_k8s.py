@@ -1,14 +1,17 @@
-"""Kubernetes-side logic without I/O: resource paths, the objects the SDK creates, the
-readiness decisions taken on watch events, and the mapping of API errors. The sync and
-async clients share all of it."""
+"""Kubernetes-side logic without I/O: resource paths and API requests, the objects the
+SDK creates and the checks of create()'s arguments, the readiness decisions taken on
+watch events and the watch loop around them, and the mapping of API errors. The sync
+and async clients share all of it."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import re
 import secrets
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -16,13 +19,16 @@ from urllib.parse import quote
 
 import httpx
 
+from ._kubeconfig import KubeConfig
 from .errors import (
     AuthError,
     NotFoundError,
     RequestError,
+    SandboxConnectionError,
     SandboxError,
     SandboxFailedError,
     SandboxSuspendedError,
+    SandboxTimeoutError,
 )
 from .models import ConfigMapKeyRef, EnvValue, SandboxInfo, SecretKeyRef
 
@@ -125,6 +131,16 @@ def env_entry(name: str, value: EnvValue) -> dict[str, Any]:
     return {"name": name, "value": value}
 
 
+def _metadata(name: str, labels: dict[str, str] | None, annotations: dict[str, str] | None) -> dict[str, Any]:
+    """The metadata of an object the SDK creates: the caller's labels (checked) and
+    annotations, plus the created-by label and the client-request timestamp."""
+    lab = check_labels(labels)
+    lab[LABEL_CREATED_BY] = CREATED_BY
+    ann = dict(annotations or {})
+    ann[ANN_CLIENT_REQUESTED] = now_rfc3339()
+    return {"name": name, "labels": lab, "annotations": ann}
+
+
 def claim_body(
     name: str,
     pool: str,
@@ -137,28 +153,20 @@ def claim_body(
     shutdown: str | None = None,
 ) -> dict[str, Any]:
     """The SandboxClaim that create(pool=...) submits."""
-    lab = check_labels(labels)
-    lab[LABEL_CREATED_BY] = CREATED_BY
-    ann = dict(annotations or {})
-    ann[ANN_CLIENT_REQUESTED] = now_rfc3339()
+    meta = _metadata(name, labels, annotations)
     spec: dict[str, Any] = {"warmPoolRef": {"name": pool}}
     if env:
         spec["env"] = [env_entry(k, v) for k, v in env.items()]
     if pod_labels or pod_annotations:
-        meta: dict[str, Any] = {}
+        pod_meta: dict[str, Any] = {}
         if pod_labels:
-            meta["labels"] = check_labels(pod_labels, "pod_labels")
+            pod_meta["labels"] = check_labels(pod_labels, "pod_labels")
         if pod_annotations:
-            meta["annotations"] = dict(pod_annotations)
-        spec["additionalPodMetadata"] = meta
+            pod_meta["annotations"] = dict(pod_annotations)
+        spec["additionalPodMetadata"] = pod_meta
     if shutdown:
         spec["lifecycle"] = {"shutdownTime": shutdown, "shutdownPolicy": "Delete"}
-    return {
-        "apiVersion": f"{EXT_GROUP}/{VERSION}",
-        "kind": "SandboxClaim",
-        "metadata": {"name": name, "labels": lab, "annotations": ann},
-        "spec": spec,
-    }
+    return {"apiVersion": f"{EXT_GROUP}/{VERSION}", "kind": "SandboxClaim", "metadata": meta, "spec": spec}
 
 
 def _with_env(pod_spec: dict[str, Any], env: Mapping[str, EnvValue]) -> dict[str, Any]:
@@ -188,10 +196,7 @@ def sandbox_body(
     """The Sandbox that create(template=...) or create(pod_spec=...) submits. With a
     template object, its podTemplate, volumeClaimTemplates, service and idlePolicy are
     copied."""
-    lab = check_labels(labels)
-    lab[LABEL_CREATED_BY] = CREATED_BY
-    ann = dict(annotations or {})
-    ann[ANN_CLIENT_REQUESTED] = now_rfc3339()
+    meta = _metadata(name, labels, annotations)
     pod_meta: dict[str, Any] = {}
     spec: dict[str, Any] = {}
     if template is not None:
@@ -218,12 +223,77 @@ def sandbox_body(
     if shutdown:
         spec["shutdownTime"] = shutdown
         spec["shutdownPolicy"] = "Delete"
-    return {
-        "apiVersion": f"{CORE_GROUP}/{VERSION}",
-        "kind": "Sandbox",
-        "metadata": {"name": name, "labels": lab, "annotations": ann},
-        "spec": spec,
-    }
+    return {"apiVersion": f"{CORE_GROUP}/{VERSION}", "kind": "Sandbox", "metadata": meta, "spec": spec}
+
+
+@dataclass
+class CreatePlan:
+    """What create() submits once its arguments are checked: a SandboxClaim (``pool``) or
+    a Sandbox (``template`` or ``pod_spec``)."""
+
+    pool: str | None
+    pod_spec: Mapping[str, Any] | None
+    name: str | None
+    common: dict[str, Any]
+
+    def body(self, template: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+        """(resource, object) to create; template is the SandboxTemplate object, if any."""
+        if self.pool is not None:
+            return "sandboxclaims", claim_body(self.name or random_name("sandbox-claim"), self.pool, **self.common)
+        name = self.name or random_name("sandbox")
+        return "sandboxes", sandbox_body(name, dict(self.pod_spec or {}), template=template, **self.common)
+
+
+def plan_create(
+    pool: str | None,
+    template: str | None,
+    pod_spec: Mapping[str, Any] | None,
+    *,
+    name: str | None,
+    env: Mapping[str, EnvValue] | None,
+    labels: Mapping[str, str] | None,
+    annotations: Mapping[str, str] | None,
+    pod_labels: Mapping[str, str] | None,
+    pod_annotations: Mapping[str, str] | None,
+    ttl: float | timedelta | None,
+    shutdown_time: datetime | None,
+) -> CreatePlan:
+    """Checks the arguments of create() (exactly one source, a valid expiry, a non-empty
+    pool name) before any API call."""
+    if sum(x is not None for x in (pool, template, pod_spec)) != 1:
+        raise ValueError("give exactly one of pool, template or pod_spec")
+    shutdown = shutdown_at(ttl, shutdown_time)
+    common: dict[str, Any] = dict(
+        labels=dict(labels or {}),
+        annotations=dict(annotations or {}),
+        env=dict(env or {}),
+        pod_labels=dict(pod_labels or {}),
+        pod_annotations=dict(pod_annotations or {}),
+        shutdown=shutdown,
+    )
+    if pool is not None and not pool:
+        raise ValueError("pool is empty")
+    return CreatePlan(pool, pod_spec, name, common)
+
+
+def created_names(resource: str, body: Mapping[str, Any]) -> tuple[str, str]:
+    """(sandbox name, claim name) of a handle on what create() submitted: a claim's
+    sandbox is not known until the claim is bound."""
+    name = str(body["metadata"]["name"])
+    return ("", name) if resource == "sandboxclaims" else (name, "")
+
+
+def template_not_found(ns: str, name: str) -> NotFoundError:
+    return NotFoundError(
+        f"SandboxTemplate {ns}/{name} not found; list them with kubectl get sandboxtemplates -n {ns}",
+        kind="SandboxTemplate",
+        name=name,
+    )
+
+
+def no_such_sandbox(ns: str, name: str) -> NotFoundError:
+    """The error of get(name) when neither a Sandbox nor a SandboxClaim has that name."""
+    return NotFoundError(f"no Sandbox or SandboxClaim named {name} in namespace {ns}", kind="Sandbox", name=name)
 
 
 def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
@@ -274,6 +344,24 @@ def sandbox_info(obj: dict[str, Any], claim: str = "") -> SandboxInfo:
         operating_mode=str((obj.get("spec") or {}).get("operatingMode") or "Running"),
         labels=dict(meta.get("labels") or {}),
     )
+
+
+def owner_claim(obj: Mapping[str, Any]) -> str:
+    """The SandboxClaim that owns a Sandbox ("" for none)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "SandboxClaim":
+            return str(ref.get("name", ""))
+    return ""
+
+
+def sandbox_infos(listing: Mapping[str, Any]) -> list[SandboxInfo]:
+    """The SandboxInfo of each Sandbox of a list answer."""
+    return [sandbox_info(o, owner_claim(o)) for o in listing.get("items") or []]
+
+
+def item_names(listing: Mapping[str, Any]) -> list[str]:
+    """The names of the objects of a list answer."""
+    return [str(o["metadata"]["name"]) for o in listing.get("items") or []]
 
 
 @dataclass
@@ -350,12 +438,94 @@ def on_sandbox_event(w: Wait, etype: str, obj: dict[str, Any], want: str = "Read
         w.done = sus.get("status") == "True" and not (obj.get("status") or {}).get("podIPs")
 
 
+def on_claim_bound(w: Wait, etype: str, obj: dict[str, Any]) -> None:
+    """on_claim_event that is done once the claim names its Sandbox (Ready or not)."""
+    on_claim_event(w, etype, obj, False)
+
+
+def on_sandbox_suspended(w: Wait, etype: str, obj: dict[str, Any]) -> None:
+    """on_sandbox_event that is done once the Sandbox is Suspended and has no pod IP."""
+    on_sandbox_event(w, etype, obj, "Suspended")
+
+
+def on_deleted(w: Wait, etype: str, obj: dict[str, Any]) -> None:
+    """A wait step that is done when the object is deleted."""
+    w.done = etype == "DELETED"
+
+
+SUSPEND_PATCH: dict[str, Any] = {"spec": {"operatingMode": "Suspended"}}
+RUN_PATCH: dict[str, Any] = {"spec": {"operatingMode": "Running"}}
+
+
 def parse_watch_line(line: str | bytes) -> tuple[str, dict[str, Any]] | None:
     """One line of a watch stream -> (type, object); None for blank lines."""
     if not line.strip():
         return None
     ev = json.loads(line)
     return str(ev.get("type", "")), dict(ev.get("object") or {})
+
+
+Step = Callable[[Wait, str, dict[str, Any]], None]
+
+
+class WaitLoop:
+    """The I/O-free part of a wait by watch (KubeClient.wait): the deadline, the
+    resourceVersion to watch from, and what each watch event means."""
+
+    def __init__(self, resource: str, ns: str, name: str, timeout: float, w: Wait, step: Step) -> None:
+        self.deadline = time.monotonic() + timeout
+        self.resource, self.ns, self.name, self.timeout = resource, ns, name, timeout
+        self.w, self.step = w, step
+        self.rv = ""
+        self.obj: dict[str, Any] = {}
+        self.got = 0
+
+    def first(self, obj: dict[str, Any]) -> bool:
+        """Evaluates a current copy of the object (from a create or a get); True when that
+        already ends the wait."""
+        self.obj = obj
+        self.step(self.w, "ADDED", obj)
+        if self.w.done:
+            return True
+        self.rv = str(obj.get("metadata", {}).get("resourceVersion", ""))
+        return False
+
+    def left(self) -> float:
+        """Seconds to the deadline (the bound of the next watch)."""
+        return self.deadline - time.monotonic()
+
+    def start(self) -> str:
+        """Before each watch: the resourceVersion to watch from."""
+        self.got = 0
+        return self.rv
+
+    def event(self, etype: str, o: dict[str, Any]) -> bool:
+        """Takes one watch event; True when the current watch should be left (w.done, a
+        410 Gone that restarts from a fresh list, or the deadline). Raises on ERROR."""
+        self.got += 1
+        if etype == "ERROR":
+            if o.get("code") == 410:
+                self.rv = ""
+                return True
+            raise SandboxError(f"watch {self.resource} {self.ns}/{self.name}: {o.get('message')}")
+        self.rv = str(o.get("metadata", {}).get("resourceVersion", self.rv))
+        if etype == "BOOKMARK":
+            return False
+        self.step(self.w, etype, o)
+        self.obj = o
+        return self.w.done or time.monotonic() >= self.deadline
+
+    def pause(self) -> float | None:
+        """After a watch: seconds to sleep before the next one when it ended without any
+        event (do not spin), else None."""
+        return None if self.got else min(0.1, max(0.0, self.deadline - time.monotonic()))
+
+    def timeout_error(self) -> SandboxTimeoutError:
+        return SandboxTimeoutError(
+            f"{self.w.kind} {self.ns}/{self.name} not ready after {self.timeout:g}s ({self.w.describe()})",
+            reason=self.w.reason,
+            detail=self.w.message,
+        )
 
 
 def api_error(resp: httpx.Response, what: str) -> SandboxError:
@@ -432,3 +602,99 @@ def pod_gone(resp: httpx.Response, via_kube: bool) -> bool:
         except (ValueError, AttributeError):
             return False
     return False
+
+
+# ---- API calls: request building for _kube_sync and _kube_async ----------------------
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass
+class ApiCall:
+    """One API server request: method, URL path, what it does (for errors) and the
+    keyword arguments of httpx's request()/build_request()."""
+
+    method: str
+    url: str
+    what: str
+    kw: dict[str, Any]
+
+
+def client_options(cfg: KubeConfig, timeout: float) -> dict[str, Any]:
+    """The httpx.Client/AsyncClient arguments of the API server client, all but the
+    transport."""
+    return dict(
+        base_url=cfg.server,
+        verify=cfg.ssl_context(),
+        auth=cfg.auth(),
+        timeout=httpx.Timeout(timeout, connect=10.0),
+        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+    )
+
+
+def get_call(resource: str, ns: str, name: str) -> ApiCall:
+    return ApiCall("GET", path(resource, ns, name), f"{RESOURCES[resource][1]} {ns}/{name}", {})
+
+
+def list_call(resource: str, ns: str, label_selector: str | None) -> ApiCall:
+    params = {"labelSelector": label_selector} if label_selector else {}
+    return ApiCall("GET", path(resource, ns), f"list {resource} in {ns}", {"params": params})
+
+
+def create_call(resource: str, ns: str, body: dict[str, Any]) -> ApiCall:
+    name = body.get("metadata", {}).get("name", "")
+    return ApiCall("POST", path(resource, ns), f"create {RESOURCES[resource][1]} {ns}/{name}", {"json": body})
+
+
+def patch_call(resource: str, ns: str, name: str, patch: dict[str, Any]) -> ApiCall:
+    kw = {"json": patch, "headers": {"Content-Type": MERGE_PATCH}}
+    return ApiCall("PATCH", path(resource, ns, name), f"patch {RESOURCES[resource][1]} {ns}/{name}", kw)
+
+
+def delete_call(resource: str, ns: str, name: str) -> ApiCall:
+    """A delete with background propagation."""
+    kw = {"json": {"propagationPolicy": "Background"}}
+    return ApiCall("DELETE", path(resource, ns, name), f"delete {RESOURCES[resource][1]} {ns}/{name}", kw)
+
+
+def watch_call(resource: str, ns: str, name: str, rv: str, timeout: float) -> ApiCall:
+    """A watch of one object from resourceVersion rv ("" for now), for at most timeout."""
+    params = {
+        "watch": "1",
+        "fieldSelector": f"metadata.name={name}",
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": str(max(1, int(timeout) + 1)),
+    }
+    if rv:
+        params["resourceVersion"] = rv
+    kw = {"params": params, "timeout": httpx.Timeout(timeout + 5, connect=10.0)}
+    return ApiCall("GET", path(resource, ns), f"watch {resource} {ns}/{name}", kw)
+
+
+@contextlib.contextmanager
+def reaching(what: str, server: str) -> Iterator[None]:
+    """Maps an API call that got no answer to SandboxConnectionError."""
+    try:
+        yield
+    except httpx.TransportError as e:
+        raise SandboxConnectionError(f"{what}: cannot reach the API server {server}: {e!r}; is the cluster up?") from e
+
+
+def api_result(resp: httpx.Response, what: str) -> dict[str, Any]:
+    """The object of a successful API answer; raises the mapped error of a failed one."""
+    if resp.status_code >= 400:
+        raise api_error(resp, what)
+    return dict(resp.json())
+
+
+@contextlib.contextmanager
+def watching(what: str, *, streaming: bool) -> Iterator[None]:
+    """Maps a transport failure of a watch to SandboxConnectionError; while ``streaming``
+    its events, a read timeout just ends the watch (the caller watches again)."""
+    try:
+        yield
+    except httpx.TimeoutException as e:
+        if not streaming:
+            raise SandboxConnectionError(f"{what}: {e!r}") from e
+    except httpx.TransportError as e:
+        raise SandboxConnectionError(f"{what}: {e!r}") from e

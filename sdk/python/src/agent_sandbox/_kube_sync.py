@@ -1,18 +1,17 @@
-"""A minimal synchronous Kubernetes API client over httpx (only the calls the SDK needs)."""
+"""A minimal synchronous Kubernetes API client over httpx (only the calls the SDK needs;
+requests, errors and watch decisions are _k8s's)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 
 from . import _k8s
 from ._kubeconfig import KubeConfig
-from .errors import NotFoundError, SandboxConnectionError, SandboxError, SandboxTimeoutError
-
-MERGE_PATCH = "application/merge-patch+json"
+from .errors import NotFoundError
 
 
 class KubeClient:
@@ -21,92 +20,50 @@ class KubeClient:
     def __init__(self, cfg: KubeConfig, timeout: float = 30.0) -> None:
         self.cfg = cfg
         self.http = httpx.Client(
-            base_url=cfg.server,
-            verify=cfg.ssl_context(),
-            auth=cfg.auth(),
-            timeout=httpx.Timeout(timeout, connect=10.0),
-            transport=httpx.HTTPTransport(verify=cfg.ssl_context(), retries=2),
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            **_k8s.client_options(cfg, timeout), transport=httpx.HTTPTransport(verify=cfg.ssl_context(), retries=2)
         )
 
     def close(self) -> None:
         self.http.close()
 
-    def _call(self, method: str, url: str, what: str, **kw: Any) -> dict[str, Any]:
-        try:
-            resp = self.http.request(method, url, **kw)
-        except httpx.TransportError as e:
-            raise SandboxConnectionError(
-                f"{what}: cannot reach the API server {self.cfg.server}: {e!r}; is the cluster up?"
-            ) from e
-        if resp.status_code >= 400:
-            raise _k8s.api_error(resp, what)
-        return dict(resp.json())
+    def _call(self, c: _k8s.ApiCall) -> dict[str, Any]:
+        with _k8s.reaching(c.what, self.cfg.server):
+            resp = self.http.request(c.method, c.url, **c.kw)
+        return _k8s.api_result(resp, c.what)
 
     def get(self, resource: str, ns: str, name: str) -> dict[str, Any]:
-        return self._call("GET", _k8s.path(resource, ns, name), f"{_k8s.RESOURCES[resource][1]} {ns}/{name}")
+        return self._call(_k8s.get_call(resource, ns, name))
 
     def list(self, resource: str, ns: str, label_selector: str | None = None) -> dict[str, Any]:
-        params = {"labelSelector": label_selector} if label_selector else {}
-        return self._call("GET", _k8s.path(resource, ns), f"list {resource} in {ns}", params=params)
+        return self._call(_k8s.list_call(resource, ns, label_selector))
 
     def create(self, resource: str, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        name = body.get("metadata", {}).get("name", "")
-        return self._call(
-            "POST", _k8s.path(resource, ns), f"create {_k8s.RESOURCES[resource][1]} {ns}/{name}", json=body
-        )
+        return self._call(_k8s.create_call(resource, ns, body))
 
     def patch(self, resource: str, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        return self._call(
-            "PATCH",
-            _k8s.path(resource, ns, name),
-            f"patch {_k8s.RESOURCES[resource][1]} {ns}/{name}",
-            json=patch,
-            headers={"Content-Type": MERGE_PATCH},
-        )
+        return self._call(_k8s.patch_call(resource, ns, name, patch))
 
     def delete(self, resource: str, ns: str, name: str) -> bool:
         """Deletes (background propagation). Returns False when it was already gone."""
         try:
-            self._call(
-                "DELETE",
-                _k8s.path(resource, ns, name),
-                f"delete {_k8s.RESOURCES[resource][1]} {ns}/{name}",
-                json={"propagationPolicy": "Background"},
-            )
+            self._call(_k8s.delete_call(resource, ns, name))
         except NotFoundError:
             return False
         return True
 
     def watch(self, resource: str, ns: str, name: str, rv: str, timeout: float) -> Iterator[tuple[str, dict[str, Any]]]:
         """Watch events of one object from resourceVersion rv, for at most timeout."""
-        params = {
-            "watch": "1",
-            "fieldSelector": f"metadata.name={name}",
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(max(1, int(timeout) + 1)),
-        }
-        if rv:
-            params["resourceVersion"] = rv
-        req = self.http.build_request(
-            "GET", _k8s.path(resource, ns), params=params, timeout=httpx.Timeout(timeout + 5, connect=10.0)
-        )
+        c = _k8s.watch_call(resource, ns, name, rv, timeout)
+        with _k8s.watching(c.what, streaming=False):
+            resp = self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
         try:
-            resp = self.http.send(req, stream=True)
-        except httpx.TransportError as e:
-            raise SandboxConnectionError(f"watch {resource} {ns}/{name}: {e!r}") from e
-        try:
-            if resp.status_code >= 400:
-                resp.read()
-                raise _k8s.api_error(resp, f"watch {resource} {ns}/{name}")
-            for line in resp.iter_lines():
-                ev = _k8s.parse_watch_line(line)
-                if ev:
-                    yield ev
-        except httpx.TimeoutException:
-            return
-        except httpx.TransportError as e:
-            raise SandboxConnectionError(f"watch {resource} {ns}/{name}: {e!r}") from e
+            with _k8s.watching(c.what, streaming=True):
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise _k8s.api_error(resp, c.what)
+                for line in resp.iter_lines():
+                    if ev := _k8s.parse_watch_line(line):
+                        yield ev
         finally:
             resp.close()
 
@@ -118,39 +75,19 @@ class KubeClient:
         obj: dict[str, Any] | None,
         timeout: float,
         w: _k8s.Wait,
-        step: Callable[[_k8s.Wait, str, dict[str, Any]], None],
+        step: _k8s.Step,
     ) -> dict[str, Any]:
         """Waits by watch until step() marks w done. obj is a current copy (from a create or
         a get) to evaluate first and to watch from; None gets it."""
-        deadline = time.monotonic() + timeout
-        if obj is None:
-            obj = self.get(resource, ns, name)
-        step(w, "ADDED", obj)
-        if w.done:
-            return obj
-        rv = str(obj.get("metadata", {}).get("resourceVersion", ""))
-        while (left := deadline - time.monotonic()) > 0:
-            got = 0
-            for etype, o in self.watch(resource, ns, name, rv, left):
-                got += 1
-                if etype == "ERROR":
-                    if o.get("code") == 410:
-                        rv = ""
-                        break
-                    raise SandboxError(f"watch {resource} {ns}/{name}: {o.get('message')}")
-                rv = str(o.get("metadata", {}).get("resourceVersion", rv))
-                if etype == "BOOKMARK":
-                    continue
-                step(w, etype, o)
-                obj = o
-                if w.done:
-                    return obj
-                if time.monotonic() >= deadline:
+        loop = _k8s.WaitLoop(resource, ns, name, timeout, w, step)
+        if loop.first(obj if obj is not None else self.get(resource, ns, name)):
+            return loop.obj
+        while (left := loop.left()) > 0:
+            for etype, o in self.watch(resource, ns, name, loop.start(), left):
+                if loop.event(etype, o):
                     break
-            if not got:
-                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))  # a watch that ends at once: do not spin
-        raise SandboxTimeoutError(
-            f"{w.kind} {ns}/{name} not ready after {timeout:g}s ({w.describe()})",
-            reason=w.reason,
-            detail=w.message,
-        )
+            if w.done:
+                return loop.obj
+            if (pause := loop.pause()) is not None:
+                time.sleep(pause)
+        raise loop.timeout_error()

@@ -1,22 +1,47 @@
-"""sandboxd's HTTP API without I/O: paths, request bodies, response parsing and error
-mapping (sandboxd's ``{"code","message"}`` and the router's ``{"detail"}``)."""
+"""sandboxd's HTTP API without network I/O: paths, request bodies and arguments,
+response parsing, error mapping (sandboxd's ``{"code","message"}`` and the router's
+``{"detail"}``) and retry decisions, plus the local-file helpers of uploads. The sync
+and async clients share all of it."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import stat
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 from urllib.parse import quote
 
 import httpx
 
+from . import _k8s
 from .errors import AuthError, NotFoundError, RequestError, SandboxConnectionError, SandboxError
 from .models import ExecResult, FileEntry, ProcessEvent
 
 CHUNK = 64 * 1024
 Command = str | Sequence[str]
+RETRY_STATUS = (502, 503, 504)
+STREAM_TIMEOUT = httpx.Timeout(None, connect=10.0)
+"""Timeout of streamed calls (spawn, file writes): no read timeout."""
+
+
+def client_options(timeout: float) -> dict[str, Any]:
+    """The httpx.Client/AsyncClient arguments of the client to sandboxd (router, pod IP),
+    all but the transport."""
+    return dict(
+        timeout=httpx.Timeout(timeout, connect=10.0),
+        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+        follow_redirects=False,
+    )
+
+
+def run_http_timeout(timeout: float | None) -> httpx.Timeout:
+    """Read timeout of a run: the command's own timeout (or sandboxd's default 300 s) plus a
+    margin, so the server's timeout fires first and is reported as timed_out."""
+    return httpx.Timeout((timeout if timeout else 300.0) + 30.0, connect=10.0)
 
 
 def file_path(p: str) -> str:
@@ -131,13 +156,15 @@ class Collector:
         self.err = bytearray()
         self.exit: ProcessEvent | None = None
 
-    def add(self, ev: ProcessEvent) -> None:
+    def add(self, ev: ProcessEvent) -> bool:
+        """Collects ev; True when it is the exit event (the stream is over)."""
         if ev.type == "stdout":
             self.out += ev.data
         elif ev.type == "stderr":
             self.err += ev.data
         elif ev.type == "exit":
             self.exit = ev
+        return ev.type == "exit"
 
     def result(self) -> ExecResult:
         if self.exit is None:
@@ -176,6 +203,13 @@ def parse_listing(j: Any) -> list[FileEntry]:
     return out
 
 
+def listing(resp: httpx.Response, path: str) -> list[FileEntry]:
+    """The entries of a GET of a directory; SandboxError when path is a file."""
+    if "json" not in resp.headers.get("content-type", ""):
+        raise SandboxError(f"list {path}: not a directory")
+    return parse_listing(resp.json())
+
+
 def error(resp: httpx.Response, what: str, body: bytes | None = None) -> SandboxError:
     """Maps a failed sandboxd/router/pod-proxy response to an exception."""
     raw = body if body is not None else resp.content
@@ -197,3 +231,148 @@ def error(resp: httpx.Response, what: str, body: bytes | None = None) -> Sandbox
             f"{what}: HTTP {s}: {msg} (the sandbox is not reachable: is it Ready and not suspended?)"
         )
     return RequestError(f"{what}: HTTP {s}: {code + ': ' if code else ''}{msg}", status=s, code=code)
+
+
+def check(resp: httpx.Response, what: str, ok: tuple[int, ...] = ()) -> httpx.Response:
+    """resp, or the mapped error of a failure whose status is not in ok."""
+    if resp.status_code >= 400 and resp.status_code not in ok:
+        raise error(resp, what)
+    return resp
+
+
+def transport_error(e: httpx.TransportError, what: str, idempotent: bool) -> SandboxConnectionError:
+    """Maps a request to sandboxd that got no (complete) answer to an exception."""
+    if isinstance(e, httpx.ConnectError):
+        return SandboxConnectionError(f"{what}: cannot connect to the sandbox: {e!r} (is it Ready? suspended?)")
+    note = "" if idempotent else "; the request may have been executed and was not retried"
+    return SandboxConnectionError(f"{what}: connection to the sandbox lost: {e!r}{note}")
+
+
+class Attempts:
+    """The arguments and retry decisions of one request to sandboxd (kw: request()'s
+    keyword arguments, with ``headers`` and ``make_content``): an idempotent call gets three
+    attempts with exponential backoff on connection loss and on 502/503/504, any other
+    call one (a run is never executed twice); a resume on traffic (``woke``) adds one."""
+
+    def __init__(self, idempotent: bool, kw: dict[str, Any]) -> None:
+        self.attempts = 3 if idempotent else 1
+        self.i = -1
+        self.woke = False
+        self._headers: dict[str, str] = kw.pop("headers", {})
+        # make_content: a factory of a one-shot body (a chunked generator), called per attempt.
+        self._make_content = kw.pop("make_content", None)
+        self._kw = kw
+
+    def kwargs(self, headers: Mapping[str, str]) -> dict[str, Any]:
+        """httpx request() arguments of this attempt: the route's headers, then the call's."""
+        kw = dict(self._kw)
+        if self._make_content is not None:
+            kw["content"] = self._make_content()
+        return {"headers": {**headers, **self._headers}, **kw}
+
+    def next(self) -> bool:
+        """Starts the next attempt; False when none is left."""
+        if self.i + 1 >= self.attempts + self.woke:
+            return False
+        self.i += 1
+        return True
+
+    @property
+    def last(self) -> bool:
+        """Whether this is the last attempt of the budget (a resume aside)."""
+        return self.i + 1 >= self.attempts
+
+    @property
+    def backoff(self) -> float:
+        """Seconds to sleep before the next attempt."""
+        return 0.2 * float(2**self.i)
+
+    def may_wake(self) -> bool:
+        """After connection loss: whether to try a resume on traffic (only once the
+        retries are spent, and once)."""
+        return self.last and not self.woke
+
+    def retry_status(self, resp: httpx.Response) -> bool:
+        """Whether a 502/503/504 answer is retried."""
+        return resp.status_code in RETRY_STATUS and not self.last
+
+    def may_wake_on(self, resp: httpx.Response, via_kube: bool) -> bool:
+        """Whether a failed answer says the pod is gone, so a resume on traffic is tried."""
+        return resp.status_code >= 400 and not self.woke and _k8s.pod_gone(resp, via_kube)
+
+
+def spawn_request(base: str, headers: Mapping[str, str]) -> dict[str, Any]:
+    """build_request() arguments of POST /v1/processes, but the content (a chunked JSON
+    body, see chunked_json)."""
+    return {
+        "method": "POST",
+        "url": base + "/v1/processes",
+        "headers": {**headers, **JSON_HEADERS},
+        "timeout": STREAM_TIMEOUT,
+    }
+
+
+# ---- processes ----------------------------------------------------------------------
+
+
+def not_started() -> SandboxConnectionError:
+    return SandboxConnectionError("spawn: the process stream did not start")
+
+
+def stream_lost(pid: object, e: Exception) -> SandboxConnectionError:
+    return SandboxConnectionError(f"process {pid}: stream lost: {e!r}")
+
+
+def stream_ended(pid: object) -> SandboxConnectionError:
+    return SandboxConnectionError(f"process {pid}: stream ended before the exit event")
+
+
+def stdin_content(data: str | bytes) -> bytes:
+    return data.encode() if isinstance(data, str) else data
+
+
+# ---- files --------------------------------------------------------------------------
+
+
+def write_options(data: bytes | str | object, mode: int | None) -> dict[str, Any]:
+    """request() arguments of a file write (PUT), but the content: the mode, no read
+    timeout, and the Content-Length of a regular file object (others go chunked)."""
+    params = {"mode": f"0{mode:03o}"} if mode is not None else {}
+    headers = {"Content-Type": "application/octet-stream"}
+    if not isinstance(data, (bytes, str)) and hasattr(data, "read"):
+        size = file_size(data)  # type: ignore[arg-type]
+        if size is not None:
+            headers["Content-Length"] = str(size)
+    return {"params": params, "timeout": STREAM_TIMEOUT, "headers": headers}
+
+
+def file_size(f: IO[bytes]) -> int | None:
+    """Bytes left in a regular file object; None for pipes, sockets and file-likes."""
+    try:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return st.st_size - f.tell()
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+def upload_files(local: str | os.PathLike[str], path: str) -> Iterator[tuple[Path, str]]:
+    """(local file, sandbox path) of every regular file under a local directory."""
+    root = Path(local)
+    for d, _, names in os.walk(root):
+        for fn in sorted(names):
+            p = Path(d) / fn
+            if p.is_file():
+                rel = p.relative_to(root).as_posix()
+                yield p, f"{path.rstrip('/')}/{rel}" if path.strip("/") else rel
+
+
+def child(path: str, name: str) -> str:
+    """The sandbox path of entry name of directory path."""
+    return f"{path.rstrip('/')}/{name}"
+
+
+def delete_options(recursive: bool, missing_ok: bool) -> dict[str, Any]:
+    """request() arguments of a file delete."""
+    return {"params": {"recursive": "true"} if recursive else {}, "ok": (404,) if missing_ok else ()}

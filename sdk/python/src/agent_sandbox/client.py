@@ -1,10 +1,11 @@
-"""The synchronous client: SandboxClient, Sandbox, Process and Files."""
+"""The synchronous client: SandboxClient, Sandbox, Process and Files. The I/O only: what
+is sent, how answers are read and when to retry or resume are _k8s's, _wire's and
+_base's (shared with agent_sandbox.aio)."""
 
 from __future__ import annotations
 
 import builtins
 import os
-import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -15,10 +16,10 @@ from typing import IO, Any
 
 import httpx
 
-from . import _conn, _k8s, _wire
+from . import _base, _conn, _k8s, _wire
 from ._kube_sync import KubeClient
-from ._kubeconfig import KubeConfig, load_config
-from .errors import NotFoundError, SandboxConnectionError, SandboxError
+from ._kubeconfig import KubeConfig
+from .errors import NotFoundError, SandboxError
 from .models import (
     Connection,
     DirectConnection,
@@ -29,17 +30,10 @@ from .models import (
     SandboxInfo,
 )
 
-RETRY_STATUS = (502, 503, 504)
-_STALE_AFTER = 1.0  # seconds: an older cached Sandbox object is read again before a call
+RETRY_STATUS = _wire.RETRY_STATUS
 
 
-def _run_http_timeout(timeout: float | None) -> httpx.Timeout:
-    """Read timeout of a run: the command's own timeout (or sandboxd's default 300 s) plus a
-    margin, so the server's timeout fires first and is reported as timed_out."""
-    return httpx.Timeout((timeout if timeout else 300.0) + 30.0, connect=10.0)
-
-
-class SandboxClient:
+class SandboxClient(_base.ClientBase):
     """Creates, finds and deletes sandboxes.
 
     ``kubeconfig``/``context`` pick the API server (default: in-cluster, else $KUBECONFIG
@@ -58,18 +52,10 @@ class SandboxClient:
         timeout: float = 30.0,
         resume_timeout: float = _k8s.RESUME_TIMEOUT,
     ) -> None:
-        self.config = config or load_config(kubeconfig, context)
-        self.namespace = namespace or self.config.namespace
-        self.connection = _conn.resolve(connection)
-        self.resume_timeout = resume_timeout
+        super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout)
         self.kube = KubeClient(self.config, timeout)
-        verify: Any = getattr(self.connection, "verify", True)
-        self.http = httpx.Client(
-            timeout=httpx.Timeout(timeout, connect=10.0),
-            transport=httpx.HTTPTransport(verify=verify, retries=2),
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-            follow_redirects=False,
-        )
+        transport = httpx.HTTPTransport(verify=self._verify(), retries=2)
+        self.http = httpx.Client(**_wire.client_options(timeout), transport=transport)
 
     def close(self) -> None:
         """Closes the HTTP connections (sandboxes keep running)."""
@@ -108,30 +94,23 @@ class SandboxClient:
         On any failure the created object is deleted again. The returned Sandbox deletes
         itself when used as a context manager unless ``keep`` is true."""
         ns = namespace or self.namespace
-        if sum(x is not None for x in (pool, template, pod_spec)) != 1:
-            raise ValueError("give exactly one of pool, template or pod_spec")
-        shutdown = _k8s.shutdown_at(ttl, shutdown_time)
-        common: dict[str, Any] = dict(
-            labels=dict(labels or {}),
-            annotations=dict(annotations or {}),
-            env=dict(env or {}),
-            pod_labels=dict(pod_labels or {}),
-            pod_annotations=dict(pod_annotations or {}),
-            shutdown=shutdown,
+        plan = _k8s.plan_create(
+            pool,
+            template,
+            pod_spec,
+            name=name,
+            env=env,
+            labels=labels,
+            annotations=annotations,
+            pod_labels=pod_labels,
+            pod_annotations=pod_annotations,
+            ttl=ttl,
+            shutdown_time=shutdown_time,
         )
-        if pool is not None:
-            if not pool:
-                raise ValueError("pool is empty")
-            body = _k8s.claim_body(name or _k8s.random_name("sandbox-claim"), pool, **common)
-            created = self.kube.create("sandboxclaims", ns, body)
-            sb = Sandbox(self, ns, "", claim=body["metadata"]["name"], keep=keep)
-        else:
-            tmpl = None
-            if template is not None:
-                tmpl = self._get_template(ns, template)
-            body = _k8s.sandbox_body(name or _k8s.random_name("sandbox"), dict(pod_spec or {}), template=tmpl, **common)
-            created = self.kube.create("sandboxes", ns, body)
-            sb = Sandbox(self, ns, body["metadata"]["name"], keep=keep)
+        resource, body = plan.body(self._get_template(ns, template) if template is not None else None)
+        created = self.kube.create(resource, ns, body)
+        sandbox, claim = _k8s.created_names(resource, body)
+        sb = Sandbox(self, ns, sandbox, claim=claim, keep=keep)
         if wait:
             try:
                 sb._wait_created(created, timeout)
@@ -144,11 +123,7 @@ class SandboxClient:
         try:
             return self.kube.get("sandboxtemplates", ns, name)
         except NotFoundError:
-            raise NotFoundError(
-                f"SandboxTemplate {ns}/{name} not found; list them with kubectl get sandboxtemplates -n {ns}",
-                kind="SandboxTemplate",
-                name=name,
-            ) from None
+            raise _k8s.template_not_found(ns, name) from None
 
     # ---- find ----------------------------------------------------------------------
 
@@ -157,32 +132,24 @@ class SandboxClient:
         ns = namespace or self.namespace
         try:
             obj = self.kube.get("sandboxes", ns, name)
-            return Sandbox(self, ns, name, claim=_owner_claim(obj), keep=True, obj=obj)
+            return Sandbox(self, ns, name, claim=_k8s.owner_claim(obj), keep=True, obj=obj)
         except NotFoundError:
             pass
         try:
             claim = self.kube.get("sandboxclaims", ns, name)
         except NotFoundError:
-            raise NotFoundError(
-                f"no Sandbox or SandboxClaim named {name} in namespace {ns}", kind="Sandbox", name=name
-            ) from None
+            raise _k8s.no_such_sandbox(ns, name) from None
         w = _k8s.Wait("SandboxClaim", name)
-        self.kube.wait(
-            "sandboxclaims", ns, name, claim, timeout, w, lambda w, t, o: _k8s.on_claim_event(w, t, o, False)
-        )
+        self.kube.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_bound)
         return Sandbox(self, ns, w.sandbox, claim=name, keep=True)
 
     def list(self, *, namespace: str | None = None, label_selector: str | None = None) -> builtins.list[SandboxInfo]:
         """Sandboxes in the namespace (optionally filtered by a label selector)."""
-        ns = namespace or self.namespace
-        items = self.kube.list("sandboxes", ns, label_selector).get("items") or []
-        return [_k8s.sandbox_info(o, _owner_claim(o)) for o in items]
+        return _k8s.sandbox_infos(self.kube.list("sandboxes", namespace or self.namespace, label_selector))
 
     def list_claims(self, *, namespace: str | None = None, label_selector: str | None = None) -> builtins.list[str]:
         """Names of the SandboxClaims in the namespace."""
-        ns = namespace or self.namespace
-        items = self.kube.list("sandboxclaims", ns, label_selector).get("items") or []
-        return [str(o["metadata"]["name"]) for o in items]
+        return _k8s.item_names(self.kube.list("sandboxclaims", namespace or self.namespace, label_selector))
 
     def delete(self, name: str, *, namespace: str | None = None) -> bool:
         """Deletes the SandboxClaim or Sandbox called name. False if neither exists."""
@@ -192,14 +159,7 @@ class SandboxClient:
         return self.kube.delete("sandboxes", ns, name)
 
 
-def _owner_claim(obj: Mapping[str, Any]) -> str:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == "SandboxClaim":
-            return str(ref.get("name", ""))
-    return ""
-
-
-class Sandbox:
+class Sandbox(_base.SandboxBase[SandboxClient]):
     """A handle on one sandbox. Cheap: holds names and a cached route to sandboxd."""
 
     def __init__(
@@ -212,20 +172,10 @@ class Sandbox:
         keep: bool = False,
         obj: dict[str, Any] | None = None,
     ) -> None:
-        self.client = client
-        self.namespace = namespace
-        self.name = name
-        self.claim = claim
-        self.keep = keep
+        super().__init__(client, namespace, name, claim, keep, obj)
         self.files = Files(self)
-        self._obj = obj
-        self._target: _conn.Target | None = None
-        self._read_at = 0.0  # time.monotonic() of the last read of _obj (resume on traffic)
         self._wake_lock = threading.Lock()
         self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"Sandbox({self.namespace}/{self.name or '?'}, claim={self.claim or None})"
 
     def __enter__(self) -> Sandbox:
         return self
@@ -268,24 +218,16 @@ class Sandbox:
     def suspend(self, *, wait: bool = True, timeout: float = 120.0) -> None:
         """Deletes the pod but keeps the Sandbox, its volumes and its Service."""
         name = self._need_name()
-        obj = self.client.kube.patch("sandboxes", self.namespace, name, {"spec": {"operatingMode": "Suspended"}})
+        obj = self.client.kube.patch("sandboxes", self.namespace, name, _k8s.SUSPEND_PATCH)
         self._target = None
         if wait:
             w = _k8s.Wait("Sandbox", name)
-            self.client.kube.wait(
-                "sandboxes",
-                self.namespace,
-                name,
-                obj,
-                timeout,
-                w,
-                lambda w, t, o: _k8s.on_sandbox_event(w, t, o, "Suspended"),
-            )
+            self.client.kube.wait("sandboxes", self.namespace, name, obj, timeout, w, _k8s.on_sandbox_suspended)
 
     def resume(self, *, wait: bool = True, timeout: float = 180.0) -> None:
         """Recreates the pod and (by default) waits until the sandbox is Ready again."""
         name = self._need_name()
-        obj = self.client.kube.patch("sandboxes", self.namespace, name, {"spec": {"operatingMode": "Running"}})
+        obj = self.client.kube.patch("sandboxes", self.namespace, name, _k8s.RUN_PATCH)
         self._target = None
         if wait:
             w = _k8s.Wait("Sandbox", name)
@@ -305,12 +247,8 @@ class Sandbox:
 
     def _wait_gone(self, timeout: float) -> None:
         w = _k8s.Wait("Sandbox", self.name)
-
-        def step(w: _k8s.Wait, etype: str, o: dict[str, Any]) -> None:
-            w.done = etype == "DELETED"
-
         try:
-            self.client.kube.wait("sandboxes", self.namespace, self.name, None, timeout, w, step)
+            self.client.kube.wait("sandboxes", self.namespace, self.name, None, timeout, w, _k8s.on_deleted)
         except NotFoundError:
             pass
 
@@ -331,56 +269,33 @@ class Sandbox:
         self._wake(force=False)
         with self._lock:
             if self._target is None:
-                conn = self.client.connection
                 name = self._need_name()
-                if _conn.needs_sandbox_object(conn) and (self._obj is None or not self._target_ok()):
+                if self._needs_object():
                     self._obj = self.client.kube.get("sandboxes", self.namespace, name)
-                self._target = _conn.target(conn, self.client.config, self.namespace, name, self._obj)
+                return self._new_target(name)
             return self._target
 
-    def _auto_resume(self) -> bool:
-        """Direct (pod IP) and pod-proxy modes resume a suspended sandbox themselves;
-        through the router nothing is needed (it holds requests and resumes)."""
-        return _conn.needs_sandbox_object(self.client.connection)
-
-    def _needs_read(self) -> bool:
-        return (
-            self._obj is None
-            or time.monotonic() - self._read_at > _STALE_AFTER
-            or _k8s.idle_action(self._obj) != "none"
-        )
-
     def _wake(self, *, force: bool) -> bool:
-        """Before a data-plane call (docs/idle.md): reads the Sandbox when the cached
-        object is old (or always with ``force``); a suspended Sandbox whose idle policy
-        allows it is resumed (merge patch operatingMode Running, idle annotation cleared)
-        and waited for by watch (``resume_timeout`` seconds); one that may not be resumed
-        raises SandboxSuspendedError. Returns whether it resumed or waited."""
-        if not self._auto_resume() or not self.name or (not force and not self._needs_read()):
+        """Resume on traffic before a data-plane call (see _base.SandboxBase). Returns
+        whether it resumed or waited."""
+        if not self._may_wake(force):
             return False
         with self._wake_lock:
             if not force and not self._needs_read():
                 return False
             obj = self.client.kube.get("sandboxes", self.namespace, self.name)
-            self._obj, self._read_at = obj, time.monotonic()
-            action = _k8s.idle_action(obj)
+            action = self._woken(obj)
             if action == "none":
                 return False
-            if action == "refuse":
-                raise _k8s.suspended_error(self.namespace, self.name, obj)
             if action == "resume":
                 obj = self.client.kube.patch("sandboxes", self.namespace, self.name, _k8s.RESUME_PATCH)
             self._target = None
             w = _k8s.Wait("Sandbox", self.name)
-            self._obj = self.client.kube.wait(
-                "sandboxes", self.namespace, self.name, obj, self.client.resume_timeout, w, _k8s.on_sandbox_event
+            timeout = self.client.resume_timeout
+            self._ready_again(
+                self.client.kube.wait("sandboxes", self.namespace, self.name, obj, timeout, w, _k8s.on_sandbox_event)
             )
-            self._read_at = time.monotonic()
-            self._target = None
             return True
-
-    def _target_ok(self) -> bool:
-        return bool((self._obj or {}).get("status", {}).get("podIPs"))
 
     def _http(self, t: _conn.Target) -> httpx.Client:
         return self.client.kube.http if t.via_kube else self.client.http
@@ -397,40 +312,27 @@ class Sandbox:
     ) -> httpx.Response:
         """One request to sandboxd. Idempotent calls are retried on 502/503/504 and
         connection loss; others never are (a run is never executed twice)."""
-        attempts = 3 if idempotent else 1
-        extra = kw.pop("headers", {})
-        # make_content: a factory of a one-shot body (a chunked generator), called per attempt.
-        make_content = kw.pop("make_content", None)
-        woke = False  # a resume on traffic gives the call one more attempt
-        i = -1
-        while i + 1 < attempts + woke:
-            i += 1
-            if make_content is not None:
-                kw["content"] = make_content()
+        att = _wire.Attempts(idempotent, kw)
+        while att.next():
             t = self._route()
-            headers = {**t.headers, **extra}
             try:
-                resp = self._http(t).request(method, t.base + path, headers=headers, **kw)
+                resp = self._http(t).request(method, t.base + path, **att.kwargs(t.headers))
             except httpx.TransportError as e:
-                self._target = None
-                self._obj = None
-                if i + 1 >= attempts and not woke and self._wake(force=True):
-                    woke = True
-                    continue
-                if i + 1 < attempts:
-                    time.sleep(0.2 * 2**i)
-                    continue
-                raise _transport_error(e, what, idempotent) from e
-            if resp.status_code in RETRY_STATUS and i + 1 < attempts:
-                self._target = None
-                time.sleep(0.2 * 2**i)
+                self._lost()
+                if att.may_wake() and self._wake(force=True):
+                    att.woke = True
+                elif att.last:
+                    raise _wire.transport_error(e, what, idempotent) from e
+                else:
+                    time.sleep(att.backoff)
                 continue
-            if resp.status_code >= 400 and not woke and _k8s.pod_gone(resp, t.via_kube) and self._wake(force=True):
-                woke = True
-                continue
-            if resp.status_code >= 400 and resp.status_code not in ok:
-                raise _wire.error(resp, what)
-            return resp
+            if att.retry_status(resp):
+                self._target = None
+                time.sleep(att.backoff)
+            elif att.may_wake_on(resp, t.via_kube) and self._wake(force=True):
+                att.woke = True
+            else:
+                return _wire.check(resp, what, ok)
         raise AssertionError("unreachable")
 
     # ---- processes -----------------------------------------------------------------
@@ -454,7 +356,7 @@ class Sandbox:
             what="run",
             make_content=lambda: _wire.chunked_json(body),
             headers=_wire.JSON_HEADERS,
-            timeout=_run_http_timeout(timeout),
+            timeout=_wire.run_http_timeout(timeout),
         )
         return _wire.parse_result(resp.json())
 
@@ -474,20 +376,14 @@ class Sandbox:
         for woke in (False, True):
             t = self._route()
             http = self._http(t)
-            req = http.build_request(
-                "POST",
-                t.base + "/v1/processes",
-                content=_wire.chunked_json(body),
-                headers={**t.headers, **_wire.JSON_HEADERS},
-                timeout=httpx.Timeout(None, connect=10.0),
-            )
+            req = http.build_request(**_wire.spawn_request(t.base, t.headers), content=_wire.chunked_json(body))
             try:
                 resp = http.send(req, stream=True)
             except httpx.TransportError as e:
                 self._target = None
                 if not woke and self._wake(force=True):
                     continue
-                raise _transport_error(e, "spawn", False) from e
+                raise _wire.transport_error(e, "spawn", False) from e
             if resp.status_code >= 400:
                 resp.read()
                 resp.close()
@@ -521,29 +417,18 @@ class Sandbox:
         return dict(self.request("GET", "/v1/health", idempotent=True, what="health").json())
 
 
-def _transport_error(e: httpx.TransportError, what: str, idempotent: bool) -> SandboxConnectionError:
-    if isinstance(e, httpx.ConnectError):
-        return SandboxConnectionError(f"{what}: cannot connect to the sandbox: {e!r} (is it Ready? suspended?)")
-    note = "" if idempotent else "; the request may have been executed and was not retried"
-    return SandboxConnectionError(f"{what}: connection to the sandbox lost: {e!r}{note}")
-
-
-class Process:
+class Process(_base.ProcessBase):
     """A running process: iterate for events, write()/close_stdin(), signal(), kill(),
     resize(), wait(). As a context manager, kills the process on exit if still running."""
 
     def __init__(self, sandbox: Sandbox, resp: httpx.Response) -> None:
+        super().__init__()
         self._sb = sandbox
         self._resp = resp
         self._lines = resp.iter_lines()
-        self._col = _wire.Collector()
-        self._done = False
-        first = self._next()
-        if first is None or first.type != "start":
+        if not self._started(self._next()):
             resp.close()
-            raise SandboxConnectionError("spawn: the process stream did not start")
-        self.id = first.process_id
-        self.pid = first.pid
+            raise _wire.not_started()
 
     def _next(self) -> ProcessEvent | None:
         try:
@@ -552,9 +437,7 @@ class Process:
                 if ev is not None:
                     return ev
         except httpx.TransportError as e:
-            raise SandboxConnectionError(
-                f"process {self.id if hasattr(self, 'id') else '?'}: stream lost: {e!r}"
-            ) from e
+            raise _wire.stream_lost(self.id if hasattr(self, "id") else "?", e) from e
         return None
 
     def __iter__(self) -> Iterator[ProcessEvent]:
@@ -562,20 +445,14 @@ class Process:
             ev = self._next()
             if ev is None:
                 self._finish()
-                raise SandboxConnectionError(f"process {self.id}: stream ended before the exit event")
-            self._col.add(ev)
-            if ev.type == "exit":
+                raise _wire.stream_ended(self.id)
+            if self._col.add(ev):
                 self._finish()
             yield ev
 
     def _finish(self) -> None:
         self._done = True
         self._resp.close()
-
-    @property
-    def exit_code(self) -> int | None:
-        """The exit code once the exit event was read, else None."""
-        return self._col.exit.exit_code if self._col.exit else None
 
     def wait(self) -> ExecResult:
         """Reads the rest of the stream; the result holds all output (including events
@@ -585,11 +462,11 @@ class Process:
         return self._col.result()
 
     def _ctl(self, action: str, **kw: Any) -> None:
-        self._sb.request("POST", f"/v1/processes/{self.id}/{action}", idempotent=False, what=f"process {action}", **kw)
+        self._sb.request(**self._ctl_args(action), **kw)
 
     def write(self, data: str | bytes) -> None:
         """Sends data to the process's stdin."""
-        self._ctl("stdin", content=data.encode() if isinstance(data, str) else data)
+        self._ctl("stdin", content=_wire.stdin_content(data))
 
     def close_stdin(self) -> None:
         self._ctl("stdin/close")
@@ -645,7 +522,7 @@ class Files:
         try:
             resp = http.send(req, stream=True)
         except httpx.TransportError as e:
-            raise _transport_error(e, f"read {path}", True) from e
+            raise _wire.transport_error(e, f"read {path}", True) from e
         try:
             if resp.status_code >= 400:
                 resp.read()
@@ -669,24 +546,13 @@ class Files:
     def write(self, path: str, data: Content, *, mode: int | None = None) -> None:
         """Writes bytes, text (UTF-8), a binary file object or an iterable of chunks
         (streamed, never buffered whole). The write is atomic on the sandbox side."""
-        params = {"mode": f"0{mode:03o}"} if mode is not None else {}
-        kw: dict[str, Any] = {"params": params, "timeout": httpx.Timeout(None, connect=10.0)}
-        headers = {"Content-Type": "application/octet-stream"}
-        if isinstance(data, str):
-            data = data.encode()
-        if isinstance(data, bytes):
-            self._sb.request(
-                "PUT", _wire.file_path(path), idempotent=True, what=f"write {path}", content=data, headers=headers, **kw
-            )
+        kw = _wire.write_options(data, mode)
+        if isinstance(data, (bytes, str)):
+            content = data.encode() if isinstance(data, str) else data
+            self._sb.request("PUT", _wire.file_path(path), idempotent=True, what=f"write {path}", content=content, **kw)
             return
-        if hasattr(data, "read"):
-            size = _file_size(data)  # type: ignore[arg-type]
-            if size is not None:
-                headers["Content-Length"] = str(size)
-            data = _iter_file(data)  # type: ignore[arg-type]
-        self._sb.request(
-            "PUT", _wire.file_path(path), idempotent=False, what=f"write {path}", content=data, headers=headers, **kw
-        )
+        body = _iter_file(data) if hasattr(data, "read") else data  # type: ignore[arg-type]
+        self._sb.request("PUT", _wire.file_path(path), idempotent=False, what=f"write {path}", content=body, **kw)
 
     def upload(self, local: str | os.PathLike[str], path: str, *, mode: int | None = None) -> None:
         """Uploads a local file (streamed) or directory (recursively) to path."""
@@ -700,14 +566,9 @@ class Files:
     def upload_dir(self, local: str | os.PathLike[str], path: str) -> int:
         """Uploads every regular file under a local directory. Returns the file count."""
         n = 0
-        root = Path(local)
-        for d, _, names in os.walk(root):
-            for fn in sorted(names):
-                p = Path(d) / fn
-                if p.is_file():
-                    rel = p.relative_to(root).as_posix()
-                    self.upload(p, f"{path.rstrip('/')}/{rel}" if path.strip("/") else rel)
-                    n += 1
+        for p, remote in _wire.upload_files(local, path):
+            self.upload(p, remote)
+            n += 1
         return n
 
     def download_dir(self, path: str, local: str | os.PathLike[str]) -> int:
@@ -715,38 +576,23 @@ class Files:
         n = 0
         Path(local).mkdir(parents=True, exist_ok=True)
         for e in self.list(path):
-            sub = f"{path.rstrip('/')}/{e.name}"
             if e.is_dir:
-                n += self.download_dir(sub, Path(local) / e.name)
+                n += self.download_dir(_wire.child(path, e.name), Path(local) / e.name)
             elif e.type == "file":
-                self.download(sub, Path(local) / e.name)
+                self.download(_wire.child(path, e.name), Path(local) / e.name)
                 n += 1
         return n
 
     def list(self, path: str = "") -> builtins.list[FileEntry]:
-        resp = self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}")
-        if "json" not in resp.headers.get("content-type", ""):
-            raise SandboxError(f"list {path}: not a directory")
-        return _wire.parse_listing(resp.json())
+        return _wire.listing(self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}"), path)
 
     def exists(self, path: str) -> bool:
         resp = self._sb.request("HEAD", _wire.file_path(path), idempotent=True, what=f"exists {path}", ok=(404,))
         return resp.status_code < 300
 
     def delete(self, path: str, *, recursive: bool = False, missing_ok: bool = False) -> None:
-        params = {"recursive": "true"} if recursive else {}
-        ok = (404,) if missing_ok else ()
-        self._sb.request("DELETE", _wire.file_path(path), idempotent=True, what=f"delete {path}", params=params, ok=ok)
-
-
-def _file_size(f: IO[bytes]) -> int | None:
-    try:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        return st.st_size - f.tell()
-    except (OSError, AttributeError, ValueError):
-        return None
+        kw = _wire.delete_options(recursive, missing_ok)
+        self._sb.request("DELETE", _wire.file_path(path), idempotent=True, what=f"delete {path}", **kw)
 
 
 def _iter_file(f: IO[bytes]) -> Iterator[bytes]:

@@ -1,0 +1,144 @@
+"""What the sync and async clients share without I/O: a client's configuration, a
+sandbox handle's cached object, route and resume-on-traffic decisions (docs/idle.md),
+and a process's collected events. client.py and aio.py add the I/O."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Generic, TypeVar
+
+from . import _conn, _k8s, _wire
+from ._kubeconfig import KubeConfig, load_config
+from .models import Connection, ProcessEvent
+
+STALE_AFTER = 1.0  # seconds: an older cached Sandbox object is read again before a call
+
+
+class ClientBase:
+    """The configuration of a SandboxClient / AsyncSandboxClient."""
+
+    def __init__(
+        self,
+        namespace: str | None,
+        kubeconfig: str | os.PathLike[str] | None,
+        context: str | None,
+        connection: Connection | str | None,
+        config: KubeConfig | None,
+        resume_timeout: float,
+    ) -> None:
+        self.config = config or load_config(kubeconfig, context)
+        self.namespace = namespace or self.config.namespace
+        self.connection = _conn.resolve(connection)
+        self.resume_timeout = resume_timeout
+
+    def _verify(self) -> Any:
+        """TLS verification of the connection to sandboxd (a router's CA, or True)."""
+        return getattr(self.connection, "verify", True)
+
+
+C = TypeVar("C", bound=ClientBase)
+
+
+class SandboxBase(Generic[C]):
+    """The state of a Sandbox / AsyncSandbox handle: names, the cached Sandbox object
+    and the route to sandboxd computed from it.
+
+    Resume on traffic (``_wake``, docs/idle.md): before a data-plane call the Sandbox is
+    read when the cached object is old (or always with ``force``); a suspended Sandbox
+    whose idle policy allows it is resumed (merge patch operatingMode Running, idle
+    annotation cleared) and waited for by watch (``resume_timeout`` seconds); one that
+    may not be resumed raises SandboxSuspendedError."""
+
+    def __init__(
+        self, client: C, namespace: str, name: str, claim: str, keep: bool, obj: dict[str, Any] | None
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.claim = claim
+        self.keep = keep
+        self._obj = obj
+        self._target: _conn.Target | None = None
+        self._read_at = 0.0  # time.monotonic() of the last read of _obj (resume on traffic)
+
+    def __repr__(self) -> str:
+        return f"Sandbox({self.namespace}/{self.name or '?'}, claim={self.claim or None})"
+
+    def _auto_resume(self) -> bool:
+        """Direct (pod IP) and pod-proxy modes resume a suspended sandbox themselves;
+        through the router nothing is needed (it holds requests and resumes)."""
+        return _conn.needs_sandbox_object(self.client.connection)
+
+    def _needs_read(self) -> bool:
+        return (
+            self._obj is None or time.monotonic() - self._read_at > STALE_AFTER or _k8s.idle_action(self._obj) != "none"
+        )
+
+    def _may_wake(self, force: bool) -> bool:
+        """Whether a data-plane call must first read the Sandbox (and maybe resume it)."""
+        return self._auto_resume() and bool(self.name) and (force or self._needs_read())
+
+    def _woken(self, obj: dict[str, Any]) -> str:
+        """Takes a fresh read of the Sandbox before a data-plane call and returns its
+        idle action: "none" (go ahead), "resume" or "wait". Raises SandboxSuspendedError
+        when it is suspended and may not be resumed."""
+        self._obj, self._read_at = obj, time.monotonic()
+        action = _k8s.idle_action(obj)
+        if action == "refuse":
+            raise _k8s.suspended_error(self.namespace, self.name, obj)
+        return action
+
+    def _ready_again(self, obj: dict[str, Any]) -> None:
+        """Takes the Ready Sandbox after a resume on traffic."""
+        self._obj = obj
+        self._read_at = time.monotonic()
+        self._target = None
+
+    def _target_ok(self) -> bool:
+        return bool((self._obj or {}).get("status", {}).get("podIPs"))
+
+    def _needs_object(self) -> bool:
+        """Whether computing the route needs a (new) read of the Sandbox."""
+        return _conn.needs_sandbox_object(self.client.connection) and (self._obj is None or not self._target_ok())
+
+    def _new_target(self, name: str) -> _conn.Target:
+        self._target = _conn.target(self.client.connection, self.client.config, self.namespace, name, self._obj)
+        return self._target
+
+    def _lost(self) -> None:
+        """Forgets the route and the cached object after connection loss."""
+        self._target = None
+        self._obj = None
+
+
+class ProcessBase:
+    """The events of a Process / AsyncProcess collected so far."""
+
+    id: int
+    pid: int
+
+    def __init__(self) -> None:
+        self._col = _wire.Collector()
+        self._done = False
+
+    def _started(self, first: ProcessEvent | None) -> bool:
+        """Takes the first event of the stream; False when it is not the start event."""
+        if first is None or first.type != "start":
+            return False
+        self.id, self.pid = first.process_id, first.pid
+        return True
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code once the exit event was read, else None."""
+        return self._col.exit.exit_code if self._col.exit else None
+
+    def _ctl_args(self, action: str) -> dict[str, Any]:
+        """request() arguments of a control call (stdin, stdin/close, signal, resize)."""
+        return {
+            "method": "POST",
+            "path": f"/v1/processes/{self.id}/{action}",
+            "idempotent": False,
+            "what": f"process {action}",
+        }
