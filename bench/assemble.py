@@ -95,24 +95,33 @@ def assemble(a):
                     else "the stack's"}
     w3, w1 = load(d, "warm_burst_300.json"), load(d, "warm_burst_1000.json")
     keys = ("count", "ready", "warm", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms",
-            "all_ready_ms", "throughput", "samples_ms", "ready_per_s", "ok")
+            "all_ready_ms", "create_span_ms", "throughput", "samples_ms", "ready_per_s",
+            "loadavg_start", "loadavg_end", "ok")
     res["warm_burst_300"] = pick(w3, *keys)
     res["warm_burst_1000"] = pick(w1, *keys)
-    s = load(d, "sustained.json")
-    res["sustained"] = pick(s, "rate_per_s", "offered_per_s", "count", "ready", "p50_ms", "p90_ms",
-                            "p99_ms", "max_ms", "throughput", "ready_per_s", "samples_ms", "ok")
+    for name in ("sustained", "sustained_low"):
+        s = load(d, name + ".json")
+        res[name] = pick(s, "rate_per_s", "offered_per_s", "planned", "count", "ready", "p50_ms",
+                         "p90_ms", "p99_ms", "max_ms", "throughput", "ready_per_s", "samples_ms",
+                         "saturated", "saturated_after_s", "max_backlog", "loadavg_start",
+                         "loadavg_end", "ok")
+        if res[name]:
+            res[name]["served_per_s"] = (s.get("throughput") or {}).get("overall_per_s")
     c = load(d, "cold.json")
     if c:
-        res["cold"] = pick(c, "count", "ready", "p50_ms", "p99_ms", "samples_ms", "ok")
+        res["cold"] = pick(c, "count", "ready", "p50_ms", "p99_ms", "samples_ms", "loadavg_start",
+                           "loadavg_end", "ok")
         res["cold"]["per_s"] = c.get("throughput", {}).get("overall_per_s")
     sc = load(d, "scale_10k.json")
     res["scale_10k"] = pick(sc, "count", "ready", "controller_rss_mib", "controller_cpu_s",
-                            "converge_s", "p50_ms", "p99_ms", "rss_series", "ok")
+                            "converge_s", "p50_ms", "p99_ms", "rss_series", "loadavg_start",
+                            "loadavg_end", "ok")
     api = (w3 or {}).get("api")
     res["api"] = pick(api, "writes_per_warm_claim", "requests_per_warm_claim",
                       "writes_per_claim_incl_refill", "fill_writes_per_member", "burst_delta")
     res["router"] = router(d)
     res["sandboxd"] = sandboxd(d)
+    res["machine"]["loadavg_end"] = os.getloadavg()
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1, sort_keys=True)
 

@@ -14,11 +14,17 @@
 #     controller does the work (its RSS/CPU are sampled through its pid file).
 # --smoke: small N, < 2 minutes; prints "N passed, N failed" and exits non-zero on failure.
 # Scenarios: warm300 warm1000 sustained cold scale router sandboxd.
-# Env: BENCH_BUILD (build dir of the main project, default build/bench-rel),
+# Env: BENCH_SRC (source tree to build, default this checkout; e.g. a `git archive` snapshot
+#      when others edit the tree), BENCH_BUILD (build dir of it, default build/bench-rel;
+#      the tools go to $BENCH_BUILD-tools),
 #      BENCH_CTRL (controller binary, default $BENCH_BUILD/agent-sandbox-controller),
 #      BENCH_CTRL_ARGS (extra controller flags, word-split),
 #      BENCH_WARM_COUNT (claims in the warm300 burst, default 300; e.g. 30 or 100),
-#      BENCH_RATE (sustained claims/s, default 500), BENCH_SCALE (default 10000).
+#      BENCH_RATE (sustained claims/s, default 500; arrivals stop once 5 s worth of claims
+#      are unready), BENCH_RATE_LOW (a second sustained run at a rate this machine holds,
+#      default 25), BENCH_SCALE (default 10000),
+#      BENCH_NS_WAIT (seconds to wait for a scenario's namespace to be gone, so its
+#      cleanup does not load the next one; default 900, smoke 60).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -32,19 +38,25 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
+SRC=${BENCH_SRC:-.}
 BUILD=${BENCH_BUILD:-build/bench-rel}
-RATE=${BENCH_RATE:-500} SCALE=${BENCH_SCALE:-10000}
+TOOLS=$BUILD-tools
+[ "$BUILD" = build/bench-rel ] && TOOLS=build/bench-tools
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+case $TOOLS in /*) ;; *) TOOLS=$ROOT/$TOOLS ;; esac
+RATE=${BENCH_RATE:-500} RATE_LOW=${BENCH_RATE_LOW:-25} SCALE=${BENCH_SCALE:-10000}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=bench/results/$STAMP
 mkdir -p "$OUT"
 log() { echo "bench: $*" >&2; }
 
 build() {
-	{ [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-		-DAS_TESTS=OFF >/dev/null; } && ninja -C "$BUILD" agent-sandbox-controller sandbox-router >/dev/null &&
-		{ [ -f build/bench-tools/build.ninja ] || cmake -S bench -B build/bench-tools -G Ninja \
-			-DCMAKE_BUILD_TYPE=RelWithDebInfo -DAS_BUILD_DIR="$ROOT/$BUILD" >/dev/null; } &&
-		ninja -C build/bench-tools >/dev/null
+	{ [ -f "$BUILD/build.ninja" ] || cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DAS_TESTS=OFF >/dev/null; } &&
+		ninja -C "$BUILD" agent-sandbox-controller sandbox-router sandboxd >/dev/null &&
+		{ [ -f "$TOOLS/build.ninja" ] || cmake -S "$SRC/bench" -B "$TOOLS" -G Ninja \
+			-DCMAKE_BUILD_TYPE=RelWithDebInfo -DAS_BUILD_DIR="$BUILD" >/dev/null; } &&
+		ninja -C "$TOOLS" >/dev/null
 }
 
 setup_target() {
@@ -71,8 +83,13 @@ start_ctrl() { # namespace
 		>"$OUT/controller-$1.log" 2>&1 &
 	CTRL_PID=$!
 }
-stop_ctrl() {
-	[ "$TARGET" = apiserver ] && [ -n "$CTRL_PID" ] && { kill "$CTRL_PID"; wait "$CTRL_PID"; } 2>/dev/null
+stop_ctrl() { # a controller draining a large backlog may not stop in time: 30 s, then KILL
+	if [ "$TARGET" = apiserver ] && [ -n "$CTRL_PID" ]; then
+		kill "$CTRL_PID" 2>/dev/null
+		for _ in $(seq 60); do kill -0 "$CTRL_PID" 2>/dev/null || break; sleep 0.5; done
+		kill -0 "$CTRL_PID" 2>/dev/null && { log "controller did not stop in 30 s: KILL"; kill -9 "$CTRL_PID"; }
+		wait "$CTRL_PID" 2>/dev/null
+	fi
 	CTRL_PID=""
 }
 
@@ -82,12 +99,14 @@ loadgen() { # name scenario args...
 	local name=$1 ns="bench-${1//_/-}-$(date +%s)"; shift
 	start_ctrl "$ns"
 	log "$name: $*"
-	build/bench-tools/as-loadgen --namespace "$ns" --controller-pid "${CTRL_PID:-0}" \
-		"${LGFLAGS[@]}" "$@" --out "$OUT/$name.json"
+	"$TOOLS/as-loadgen" --namespace "$ns" --controller-pid "${CTRL_PID:-0}" \
+		--ns-wait "$NS_WAIT" "${LGFLAGS[@]}" "$@" --out "$OUT/$name.json"
 	local rc=$?
 	stop_ctrl
 	return $rc
 }
+
+NS_WAIT=${BENCH_NS_WAIT:-$([ "$SMOKE" = 1 ] && echo 60 || echo 900)}
 
 run_all() {
 	local small=$SMOKE
@@ -100,14 +119,17 @@ run_all() {
 		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count "${BENCH_WARM_COUNT:-300}"
 		want warm1000 && loadgen warm_burst_1000 --scenario warm-burst --count 1000 --timeout 600
 		want sustained && loadgen sustained --scenario sustained --rate "$RATE" --seconds 60 --dwell 5 \
-			--pools 4 --pool-size 1000 --threads 128 --timeout 600
+			--pools 4 --pool-size 750 --threads 128 --timeout 300
+		want sustained && loadgen sustained_low --scenario sustained --rate "$RATE_LOW" --seconds 60 \
+			--dwell 5 --pools 4 --pool-size 150 --threads 64 --timeout 300
 		want cold && loadgen cold --scenario cold --count 300
 		want scale && loadgen scale_10k --scenario scale --count "$SCALE" --threads 32 --timeout 1800 --settle 10
 		if want router && command -v wrk >/dev/null; then
 			BUILD_DIR=$BUILD bench/router/run.sh 10 50 2 >"$OUT/router.md" 2>"$OUT/router.err" || true
 		fi
-		if want sandboxd && [ -x build/static/sandboxd ]; then
-			python3 bench/sandboxd/bench.py --runs 500 --mb 64 >"$OUT/sandboxd.json" 2>"$OUT/sandboxd.err" || true
+		if want sandboxd; then
+			python3 bench/sandboxd/bench.py --bin "$BUILD/sandboxd" --runs 1000 --mb 64 \
+				>"$OUT/sandboxd.json" 2>"$OUT/sandboxd.err" || true
 		fi
 	fi
 }

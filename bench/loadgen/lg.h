@@ -36,6 +36,8 @@ struct lg_opts {
     bool keep;            /* keep the namespace */
     pid_t controller_pid; /* sample its RSS and CPU from /proc (0: none) */
     double settle;        /* seconds to let background writes finish before the last scrape */
+    double ns_wait;       /* seconds to wait for the namespace to be gone at the end */
+    long max_backlog;     /* sustained: stop arrivals past this many unready (0: rate*5) */
 };
 
 /* ---- per-object records ----------------------------------------------------------------- */
@@ -70,15 +72,18 @@ int lg_track_watch(struct lg_track *t, struct kube_client *c, const struct kube_
 
 /* ---- statistics ------------------------------------------------------------------------- */
 
-/** Latency and throughput of the records in [from, to): a JSON object (returns new) with
- * count, ready, failed, min/mean/p50/p90/p95/p99/max (ms), all_ready_ms, throughput
- * (overall, steady, best_10s per second), samples_ms and ready_per_s (timeline). */
+/** Latency and throughput of the records in [from, to) that were created: a JSON object
+ * (returns new) with count (created), ready, failed, min/mean/p50/p90/p95/p99/max (ms),
+ * all_ready_ms, throughput (overall, steady, best_10s per second), samples_ms and ready_per_s
+ * (timeline). */
 json_t *lg_stats(const struct lg_track *t, size_t from, size_t to);
 
 /* ---- objects and setup ---------------------------------------------------------------- */
 
 int lg_ns_ensure(struct kube_client *c, const char *ns);
-void lg_ns_delete(struct kube_client *c, const char *ns);
+/** Deletes ns and waits up to wait for it to be gone (0: no wait). Returns the seconds it
+ * took, 0 without a wait, -1 when it was still there. */
+double lg_ns_delete(struct kube_client *c, const char *ns, usec_t wait);
 int lg_template_create(struct kube_client *c, const struct lg_opts *o, const char *name);
 int lg_pool_create(struct kube_client *c, const struct lg_opts *o, const char *name,
                    const char *tpl, long replicas);

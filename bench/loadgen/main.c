@@ -28,6 +28,8 @@ static void usage(FILE *f)
           "  --controller-pid PID  sample the controller's RSS and CPU from /proc\n"
           "  --timeout S           readiness wait (300) --settle S (2)\n"
           "  --keep                keep the namespace\n"
+          "  --ns-wait S           wait up to S for the namespace to be gone (0)\n"
+          "  --max-backlog N       sustained: stop arriving past N unready claims (rate*5)\n"
           "  --out FILE            write the JSON there (default stdout)\n",
           f);
 }
@@ -44,14 +46,29 @@ static int num(const char *s, double *ret)
     return 0;
 }
 
-static const struct option longopts[] = {
-    {"kubeconfig", 1, 0, 'k'}, {"namespace", 1, 0, 'n'},   {"scenario", 1, 0, 's'},
-    {"count", 1, 0, 'c'},      {"pool-size", 1, 0, 'P'},   {"pools", 1, 0, 'p'},
-    {"rate", 1, 0, 'r'},       {"seconds", 1, 0, 'S'},     {"dwell", 1, 0, 'd'},
-    {"threads", 1, 0, 't'},    {"connections", 1, 0, 'C'}, {"kubelet", 0, 0, 'K'},
-    {"kwok", 0, 0, 'w'},       {"image", 1, 0, 'i'},       {"controller-pid", 1, 0, 'x'},
-    {"timeout", 1, 0, 'T'},    {"settle", 1, 0, 'e'},      {"keep", 0, 0, 'E'},
-    {"out", 1, 0, 'o'},        {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
+static const struct option longopts[] = {{"kubeconfig", 1, 0, 'k'},
+                                         {"namespace", 1, 0, 'n'},
+                                         {"scenario", 1, 0, 's'},
+                                         {"count", 1, 0, 'c'},
+                                         {"pool-size", 1, 0, 'P'},
+                                         {"pools", 1, 0, 'p'},
+                                         {"rate", 1, 0, 'r'},
+                                         {"seconds", 1, 0, 'S'},
+                                         {"dwell", 1, 0, 'd'},
+                                         {"threads", 1, 0, 't'},
+                                         {"connections", 1, 0, 'C'},
+                                         {"kubelet", 0, 0, 'K'},
+                                         {"kwok", 0, 0, 'w'},
+                                         {"image", 1, 0, 'i'},
+                                         {"controller-pid", 1, 0, 'x'},
+                                         {"timeout", 1, 0, 'T'},
+                                         {"settle", 1, 0, 'e'},
+                                         {"keep", 0, 0, 'E'},
+                                         {"out", 1, 0, 'o'},
+                                         {"help", 0, 0, 'h'},
+                                         {"ns-wait", 1, 0, 'W'},
+                                         {"max-backlog", 1, 0, 'B'},
+                                         {0, 0, 0, 0}};
 
 static int set_num(struct lg_opts *o, int ch, double v)
 {
@@ -88,6 +105,12 @@ static int set_num(struct lg_opts *o, int ch, double v)
         break;
     case 'e':
         o->settle = v;
+        break;
+    case 'W':
+        o->ns_wait = v;
+        break;
+    case 'B':
+        o->max_backlog = (long)v;
         break;
     default:
         return -EINVAL;
@@ -172,6 +195,15 @@ static int client(const struct lg_opts *o, struct kube_client **ret)
     return r;
 }
 
+/* The 1/5/15-minute load averages (the machine is shared: they qualify every figure). */
+static json_t *loadavg(void)
+{
+    double v[3];
+    if (getloadavg(v, 3) != 3)
+        return json_null();
+    return json_pack("[f, f, f]", v[0], v[1], v[2]);
+}
+
 static int run(const struct lg_opts *o, json_t *out)
 {
     struct kube_client *c = NULL;
@@ -182,11 +214,14 @@ static int run(const struct lg_opts *o, json_t *out)
     if ((r = lg_ns_ensure(c, o->ns)) < 0 ||
         (o->kubelet && (r = lg_kubelet_start(c, o->ns, 16, &k)) < 0))
         goto out;
+    json_object_set_new(out, "loadavg_start", loadavg());
     r = dispatch(c, o, out);
+    json_object_set_new(out, "loadavg_end", loadavg());
 out:
     lg_kubelet_stop(k);
     if (!o->keep)
-        lg_ns_delete(c, o->ns);
+        json_object_set_new(out, "ns_delete_s",
+                            json_real(lg_ns_delete(c, o->ns, (usec_t)(o->ns_wait * 1e6))));
     kube_client_free(c);
     return r;
 }

@@ -32,9 +32,20 @@ int lg_ns_ensure(struct kube_client *c, const char *ns)
     return r == -EEXIST || (r < 0 && e.http_status == 409) ? 0 : r;
 }
 
-void lg_ns_delete(struct kube_client *c, const char *ns)
+double lg_ns_delete(struct kube_client *c, const char *ns, usec_t wait)
 {
+    usec_t t0 = clock_now(), end = t0 + wait;
     (void)kube_delete(c, &KUBE_RES_NAMESPACES, NULL, ns, NULL);
+    while (wait && clock_now() < end) {
+        struct kube_err e;
+        json_t *o = NULL;
+        int r = kube_get(c, &KUBE_RES_NAMESPACES, NULL, ns, &o, &e);
+        json_decref(o);
+        if (r < 0 && kube_err_is_not_found(&e))
+            return (double)(clock_now() - t0) / 1e6;
+        clock_sleep(500 * USEC_PER_MSEC);
+    }
+    return wait ? -1 : 0;
 }
 
 /* The pod template: one container, kwok placement when asked. */

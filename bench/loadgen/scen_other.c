@@ -22,20 +22,41 @@ struct sustained {
     usec_t start;
     atomic_size_t next;
     atomic_bool done;
+    atomic_bool saturated; /* the backlog guard stopped the arrivals */
+    usec_t saturated_at;
+    size_t max_backlog;
     char (*pool)[32];
 };
+
+/* The open-loop arrivals stop once more than max_backlog claims are created but not
+ * Ready: the offered rate is then past what the system serves, and going on only grows
+ * the backlog (and the cleanup). */
+static bool backlog_full(struct sustained *s, size_t i)
+{
+    size_t ready;
+    pthread_mutex_lock(&s->t.lock);
+    ready = s->t.ready;
+    if (i > ready + s->max_backlog && !atomic_load(&s->saturated)) {
+        s->saturated_at = clock_now();
+        atomic_store(&s->saturated, true);
+    }
+    pthread_mutex_unlock(&s->t.lock);
+    return atomic_load(&s->saturated);
+}
 
 static void *arrivals(void *arg)
 {
     struct sustained *s = arg;
     char name[96];
     size_t i;
-    while ((i = atomic_fetch_add(&s->next, 1)) < s->t.n) {
+    while (!atomic_load(&s->saturated) && (i = atomic_fetch_add(&s->next, 1)) < s->t.n) {
         usec_t due = s->start + s->at[i], now = clock_now();
         json_t *cl;
         int r;
         if (due > now)
             clock_sleep(due - now);
+        if (backlog_full(s, i))
+            break; /* i is not created: lg_stats counts created records only */
         (void)snprintf(name, sizeof(name), "%s-%06zu", s->t.prefix, i);
         cl = lg_claim_obj(name, s->pool[i % (size_t)s->o->pools]);
         pthread_mutex_lock(&s->t.lock);
@@ -113,6 +134,17 @@ static int sustained_fill(struct kube_client *c, struct sustained *s, long per_p
     return r;
 }
 
+/* Claims created (a thread that found the backlog full left its index unused). */
+static size_t issued(struct sustained *s)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->t.lock);
+    for (size_t i = 0; i < s->t.n; i++)
+        n += s->t.recs[i].create != 0;
+    pthread_mutex_unlock(&s->t.lock);
+    return n;
+}
+
 static void sustained_drive(struct sustained *s)
 {
     pthread_t ath[LG_DELETERS * 8], dth[LG_DELETERS];
@@ -127,7 +159,7 @@ static void sustained_drive(struct sustained *s)
         (void)pthread_create(&ath[i], NULL, arrivals, s);
     for (int i = 0; i < na; i++)
         pthread_join(ath[i], NULL);
-    (void)lg_track_wait(&s->t, s->t.n, (usec_t)(s->o->timeout * 1e6));
+    (void)lg_track_wait(&s->t, issued(s), (usec_t)(s->o->timeout * 1e6));
     atomic_store(&s->done, true);
     for (int i = 0; i < LG_DELETERS; i++)
         pthread_join(dth[i], NULL);
@@ -145,6 +177,9 @@ int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out
     int r;
     s.pool = xcalloc((size_t)o->pools, sizeof(*s.pool));
     n = schedule(&s);
+    s.max_backlog = o->max_backlog ? (size_t)o->max_backlog : (size_t)(o->rate * 5);
+    if (s.max_backlog < 100)
+        s.max_backlog = 100;
     lg_track_init(&s.t, o->prefix, n);
     s.cl = &cl;
     if ((r = sustained_fill(c, &s, per_pool)) < 0 || (r = lg_clients_new(o, &cl)) < 0 ||
@@ -156,6 +191,12 @@ int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out
     json_decref(st);
     json_object_set_new(out, "rate_per_s", json_real(o->rate));
     json_object_set_new(out, "offered_per_s", json_real((double)n / o->seconds));
+    json_object_set_new(out, "planned", json_integer((json_int_t)n));
+    json_object_set_new(out, "max_backlog", json_integer((json_int_t)s.max_backlog));
+    json_object_set_new(out, "saturated", json_boolean(atomic_load(&s.saturated)));
+    if (atomic_load(&s.saturated))
+        json_object_set_new(out, "saturated_after_s",
+                            json_real((double)(s.saturated_at - s.start) / 1e6));
     json_object_set_new(out, "pool_size", json_integer(per_pool));
     json_object_set_new(out, "pools", json_integer(o->pools));
 out:

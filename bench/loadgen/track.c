@@ -196,15 +196,21 @@ static void put_pcts(json_t *o, const double *lat, size_t n)
 
 json_t *lg_stats(const struct lg_track *t, size_t from, size_t to)
 {
-    size_t n = 0, failed = 0, warm = 0, total = to - from;
-    double *lat = xcalloc(total ? total : 1, sizeof(*lat));
-    usec_t *rd = xcalloc(total ? total : 1, sizeof(*rd)), first = 0, last = 0;
+    size_t n = 0, failed = 0, warm = 0, total = 0;
+    double *lat = xcalloc(to > from ? to - from : 1, sizeof(*lat));
+    usec_t *rd = xcalloc(to > from ? to - from : 1, sizeof(*rd)), first = 0, last = 0,
+           last_create = 0;
     json_t *o = json_object(), *samples = json_array();
     for (size_t i = from; i < to; i++) {
         const struct lg_rec *r = &t->recs[i];
+        if (!r->create)
+            continue; /* never created (sustained: stopped by the backlog guard) */
+        total++;
         failed += r->failed;
         if (r->create && (!first || r->create < first))
             first = r->create;
+        if (r->create > last_create)
+            last_create = r->create;
         if (!r->ready || !r->create)
             continue;
         warm += r->warm;
@@ -224,6 +230,9 @@ json_t *lg_stats(const struct lg_track *t, size_t from, size_t to)
     put_pcts(o, lat, n);
     json_object_set_new(o, "all_ready_ms",
                         json_real(n == total && n ? round3((double)(last - first) / 1000) : -1));
+    /* how "at once" the creates were: first to last POST sent */
+    json_object_set_new(o, "create_span_ms",
+                        json_real(round3((double)(last_create - first) / 1000)));
     json_object_set_new(o, "throughput", throughput(rd, n, first));
     json_object_set_new(o, "ready_per_s", timeline(rd, n, first));
     json_object_set_new(o, "samples_ms", samples);
