@@ -6,82 +6,33 @@
 # resume and all succeed; resumeOnTraffic=false answers 409. Prints resume latency
 # (first held request to its response) and "N passed, N failed"; exits non-zero on failure.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-STACK=$ROOT/hack/stack.sh
-KUBECONFIG=$("$STACK" kubeconfig) || exit 1
-export KUBECONFIG
-KUBECTL=$ROOT/.cache/bin/kubectl
-ROUTER=$("$STACK" router-url)
-TOKEN=$("$STACK" router-token) || exit 1
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+stack_kubeconfig || exit 1
+stack_router || exit 1
 NS=default
 PV_DIR=$ROOT/.cache/e2e/idle-pv-$$
 WORK=$(mktemp -d)
-passed=0 failed=0
-T0=$SECONDS
-
-k() { "$KUBECTL" "$@"; }
-ok() {
-	passed=$((passed + 1))
-	echo "ok   - $1 [$((SECONDS - T0))s]"
-}
-not_ok() {
-	failed=$((failed + 1))
-	echo "FAIL - $1${2:+: $2}"
-}
-check() { # NAME CMD...
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else not_ok "$name"; fi
-}
-poll() { # SECONDS CMD...
-	local end=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.2
-	done
-}
 
 # sandbox NAME POLICY-JSON [SPEC-TAIL-YAML]
 sandbox() {
-	local tail=${3:-'      volumes: [{name: workspace, emptyDir: {}}]'}
-	cat <<YAML | k apply -f - >/dev/null
+	k apply -f - >/dev/null <<YAML
 apiVersion: agents.x-k8s.io/v1beta1
 kind: Sandbox
 metadata: {name: $1, namespace: $NS}
 spec:
   idlePolicy: $2
-  podTemplate:
-    spec:
-      automountServiceAccountToken: false
-      securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, runAsNonRoot: true}
-      containers:
-      - name: sandbox
-        image: localhost/agent-sandbox/runtime:dev
-        imagePullPolicy: Never
-        command: [/usr/local/bin/sandboxd, --root, /workspace, --port, "8080", --legacy-port, "8888"]
-        env: [{name: HOME, value: /workspace}]
-        readinessProbe: {httpGet: {path: /v1/health, port: 8080}, periodSeconds: 1}
-        volumeMounts: [{name: workspace, mountPath: /workspace}]
-$tail
+$(runtime_pod_template)
+${3:-$EMPTYDIR_VOLUME}
 YAML
 }
 
-rt() { # METHOD SANDBOX PATH [curl args...]
-	local m=$1 sb=$2 path=$3
-	shift 3
-	curl -sS -m 150 -X "$m" -H "Authorization: Bearer $TOKEN" -H "X-Sandbox-ID: $sb" \
-		-H "X-Sandbox-Namespace: $NS" -H "X-Sandbox-Port: 8080" "$ROUTER$path" "$@"
-}
-run_py() { # SANDBOX CODE
-	rt POST "$1" /v1/processes/run -H 'content-type: application/json' \
-		-d "$(jq -cn --arg c "$2" '{command: ["python3", "-c", $c]}')" | jq -r .stdout
-}
+# Requests wait up to 150 s: the router holds them while a sandbox resumes.
+rt() { router_req "$1" "$2" 8080 "$3" -m 150 "${@:4}"; } # METHOD SANDBOX PATH [curl args...]
+run_py() { router_py "$1" "$2" -m 150; }                 # SANDBOX CODE
 mode() { k get sandbox "$1" -o jsonpath='{.spec.operatingMode}'; }
 suspended() { [ "$(mode "$1")" = Suspended ]; }
 pod_gone() { ! k get pod "$1" >/dev/null 2>&1; }
-ready() { k wait --for=condition=Ready "sandbox/$1" --timeout=1s; }
-cond_reason() { k get sandbox "$1" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].reason}"; }
 
 cleanup() {
 	k delete sandbox idle-store idle-busy idle-burst idle-noresume --ignore-not-found \
@@ -92,30 +43,13 @@ cleanup() {
 trap cleanup EXIT
 
 # --- suspend after idling, PVC data kept, resume on traffic --------------------------
-mkdir -p "$PV_DIR" && chmod 0777 "$PV_DIR"
-cat <<YAML | k apply -f - >/dev/null
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: idle-store-$$}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Delete
-  storageClassName: e2e-local
-  hostPath: {path: $PV_DIR, type: Directory}
-  claimRef: {namespace: $NS, name: workspace-idle-store}
-YAML
-sandbox idle-store '{timeoutSeconds: 10}' "  volumeClaimTemplates:
-  - metadata: {name: workspace}
-    spec:
-      accessModes: [ReadWriteOnce]
-      storageClassName: e2e-local
-      resources: {requests: {storage: 1Gi}}"
+host_pv "idle-store-$$" "$PV_DIR" "$NS" workspace-idle-store
+sandbox idle-store '{timeoutSeconds: 10}' "$PVC_WORKSPACE"
 sandbox idle-busy '{timeoutSeconds: 10}'
 sandbox idle-burst '{timeoutSeconds: 10}'
 sandbox idle-noresume '{timeoutSeconds: 10, resumeOnTraffic: false}'
 for s in idle-store idle-busy idle-burst idle-noresume; do
-	check "$s becomes Ready" poll 120 ready "$s"
+	check "$s becomes Ready" poll 120 is_ready "sandbox/$s"
 done
 check "data written through the router" \
 	test "$(run_py idle-store 'open("/workspace/data.txt","w").write("kept"); print("w")')" = w
@@ -129,7 +63,7 @@ echo "  (suspended $((SECONDS - t_idle)) s after the last request; timeout 10 s)
 check "its pod is deleted" poll 60 pod_gone idle-store
 pvc_kept() { k get pvc workspace-idle-store >/dev/null 2>&1; }
 check "its PVC is kept" pvc_kept
-check "Suspended condition says IdleTimeout" poll 30 test "$(cond_reason idle-store Suspended)" = IdleTimeout
+check "Suspended condition says IdleTimeout" poll 30 test "$(cond sandbox idle-store Suspended reason)" = IdleTimeout
 check "a sandbox with a running process stays awake" test "$(mode idle-busy)" = Running
 
 # Resume on traffic: the request is held and answered.
@@ -139,14 +73,11 @@ t2=$(date +%s.%N)
 check "a request through the router resumes it and gets the answer" test "$out" = kept
 echo "  resume latency (held request to response): $(echo "$t2 - $t1" | bc) s"
 check "it is Running again" test "$(mode idle-store)" = Running
-check "no stale Suspended=True after resume" test "$(k get sandbox idle-store \
-	-o jsonpath='{.status.conditions[?(@.type=="Suspended")].status}')" != True
+check "no stale Suspended=True after resume" test "$(cond sandbox idle-store Suspended)" != True
 
 # --- resumeOnTraffic: false --------------------------------------------------------
 check "idle-noresume is suspended after its timeout" poll 60 suspended idle-noresume
-code=$(curl -s -o "$WORK/409.json" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
-	-H 'X-Sandbox-ID: idle-noresume' -H "X-Sandbox-Namespace: $NS" -H 'X-Sandbox-Port: 8080' \
-	"$ROUTER/v1/health")
+code=$(rt GET idle-noresume /v1/health -s -o "$WORK/409.json" -w '%{http_code}')
 check "a request to it gets 409" test "$code" = 409
 check "the 409 says why" grep -q resumeOnTraffic "$WORK/409.json"
 check "it stays suspended" test "$(mode idle-noresume)" = Suspended
@@ -178,6 +109,4 @@ check "idle-busy is still Running while its process runs" test "$(mode idle-busy
 kill "$busy_pid" 2>/dev/null
 wait "$busy_pid" 2>/dev/null
 
-echo
-echo "idle: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary idle
