@@ -8,64 +8,28 @@
 # binding (controller-side, from the claim's first-observed/first-ready annotations).
 # Prints "N passed, N failed"; exits non-zero on failure. Needs the stack up.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-STACK=$ROOT/hack/stack.sh
-KUBECONFIG=$("$STACK" kubeconfig) || exit 1
-export KUBECONFIG
-KUBECTL=$ROOT/.cache/bin/kubectl
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+stack_kubeconfig || exit 1
 NS=as-e2e-latebind-$$
 CTRL_LOG=${AS_STACK_DIR:-$ROOT/.cache/stack}/agent-sandbox-controller.log
 SECRET=s3cr3t-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 LAT_N=${LATEBIND_LATENCY_N:-5}
-passed=0 failed=0
-T0=$SECONDS
 
-k() { "$KUBECTL" -n "$NS" "$@"; }
-ok() {
-	passed=$((passed + 1))
-	echo "ok   - $1 [$((SECONDS - T0))s]"
-}
-not_ok() {
-	failed=$((failed + 1))
-	echo "FAIL - $1${2:+: $2}"
-}
-check() { # NAME CMD...
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else not_ok "$name"; fi
-}
-poll() { # SECONDS CMD...
-	local end=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.2
-	done
-}
+k() { "$KUBECTL" -n "$NS" "$@"; } # everything of this suite is in its namespace
 cleanup() { "$KUBECTL" delete namespace "$NS" --wait=false >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 template() { # NAME ON_FAILURE PORT
-	cat <<YAML | k apply -f - >/dev/null
+	k apply -f - >/dev/null <<YAML
 apiVersion: extensions.agents.x-k8s.io/v1beta1
 kind: SandboxTemplate
 metadata: {name: $1}
 spec:
   envVarsInjectionPolicy: Allowed
   claimConfigDelivery: {mode: LateBound, onFailure: $2, port: $3}
-  podTemplate:
-    spec:
-      automountServiceAccountToken: false
-      securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, runAsNonRoot: true}
-      containers:
-      - name: sandbox
-        image: localhost/agent-sandbox/runtime:dev
-        imagePullPolicy: Never
-        command: [/usr/local/bin/sandboxd, --root, /workspace, --port, "8080", --legacy-port, "8888"]
-        env: [{name: HOME, value: /workspace}]
-        readinessProbe: {httpGet: {path: /v1/health, port: 8080}, periodSeconds: 1}
-        volumeMounts: [{name: workspace, mountPath: /workspace}]
-      volumes: [{name: workspace, emptyDir: {}}]
+$(runtime_pod_template)
+$EMPTYDIR_VOLUME
 YAML
 }
 
@@ -95,10 +59,10 @@ YAML
 }
 
 pool_full() { test "$(k get sandboxwarmpool "$1" -o jsonpath='{.status.readyReplicas}')" = "$2"; }
-claim_reason() { k get sandboxclaim "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'; }
-claim_ready() { test "$(k get sandboxclaim "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True; }
-sandbox_of() { k get sandboxclaim "$1" -o jsonpath='{.status.sandbox.name}'; }
-launch_type() { k get sandbox "$1" -o jsonpath='{.metadata.labels.agents\.x-k8s\.io/launch-type}'; }
+claim_ready() { test "$(cond sandboxclaim "$1" Ready)" = True; }
+claim_reason_is() { test "$(cond sandboxclaim "$1" Ready reason)" = "$2"; } # CLAIM REASON
+# first_ready CLAIM: the controller has stamped its claim-first-ready-at annotation.
+first_ready() { k get sandboxclaim "$1" -o jsonpath='{.metadata.annotations}' | grep -q first-ready; }
 
 # run_env POD: "PLAIN|API_KEY|MODE" as a process in the sandbox sees them (pod proxy).
 run_env() {
@@ -125,7 +89,7 @@ poll 180 pool_full lb-fail-pool 1
 members=$(k get sandboxes -l agents.x-k8s.io/launch-type=warm -o jsonpath='{.items[*].metadata.name}')
 claim c1 lb-pool one
 check "claim with env and a secretKeyRef becomes Ready" poll 60 claim_ready c1
-sb1=$(sandbox_of c1)
+sb1=$(claim_sandbox c1)
 check "served warm: launch-type warm, an adopted pool member" \
 	test "$(launch_type "$sb1")" = warm -a "$sb1" != c1 -a -n "$(echo " $members " | grep " $sb1 ")"
 check "the pod was not restarted" \
@@ -136,7 +100,7 @@ check "printenv shows the value, the Secret key and the ConfigMap key" \
 # ---- a second claim gets its own values ---------------------------------------------
 claim c2 lb-pool two
 poll 60 claim_ready c2
-sb2=$(sandbox_of c2)
+sb2=$(claim_sandbox c2)
 check "second claim: another warm Sandbox with its own values" \
 	test "$sb2" != "$sb1" -a "$(launch_type "$sb2")" = warm -a "$(run_env "$sb2")" = "two|$SECRET|fast"
 check "first claim keeps its values" test "$(run_env "$sb1")" = "one|$SECRET|fast"
@@ -153,13 +117,13 @@ check "the secret value is in no object, Event, log or metadata answer" nowhere
 # ---- delivery failures ----------------------------------------------------------------
 claim c3 lb-cold-pool three
 check "delivery failure with onFailure ColdStart: Ready, cold" poll 120 claim_ready c3
-check "the cold Sandbox is the claim's own" test "$(sandbox_of c3)" = c3 -a "$(launch_type c3)" = cold
+check "the cold Sandbox is the claim's own" test "$(claim_sandbox c3)" = c3 -a "$(launch_type c3)" = cold
 check "the cold pod got the env from its spec (Secret reference)" test "$(run_env c3)" = "three|$SECRET|fast"
 check "the cold pod spec holds the reference, not the value" \
-	sh -c "k() { \"$KUBECTL\" -n $NS \"\$@\"; }; k get pod c3 -o json | grep -q secretKeyRef && ! k get pod c3 -o json | grep -q '$SECRET'"
+	eval "k get pod c3 -o json | grep -q secretKeyRef && ! k get pod c3 -o json | grep -q '$SECRET'"
 claim c4 lb-fail-pool four
 check "delivery failure with onFailure Fail: Ready=False ConfigDeliveryFailed" \
-	poll 60 sh -c "test \"\$($KUBECTL -n $NS get sandboxclaim c4 -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].reason}')\" = ConfigDeliveryFailed"
+	poll 60 claim_reason_is c4 ConfigDeliveryFailed
 
 # ---- latency ------------------------------------------------------------------------
 lat() { # CLAIM: first-ready - first-observed in ms (controller-side)
@@ -173,11 +137,11 @@ plain=() late=()
 for i in $(seq 1 "$LAT_N"); do
 	poll 120 pool_full lb-pool 2
 	claim "p$i" lb-pool
-	poll 60 claim_ready "p$i" && poll 10 sh -c "$KUBECTL -n $NS get sandboxclaim p$i -o jsonpath='{.metadata.annotations}' | grep -q first-ready" &&
+	poll 60 claim_ready "p$i" && poll 10 first_ready "p$i" &&
 		plain+=("$(lat "p$i")")
 	poll 120 pool_full lb-pool 2
 	claim "l$i" lb-pool "v$i"
-	poll 60 claim_ready "l$i" && poll 10 sh -c "$KUBECTL -n $NS get sandboxclaim l$i -o jsonpath='{.metadata.annotations}' | grep -q first-ready" &&
+	poll 60 claim_ready "l$i" && poll 10 first_ready "l$i" &&
 		late+=("$(lat "l$i")")
 	k delete sandboxclaim "p$i" "l$i" --wait=false >/dev/null
 done
@@ -188,5 +152,4 @@ check "late-bound claims were served warm" \
 	test "$(k get sandboxes -l agents.x-k8s.io/launch-type=cold -o name | wc -l)" = 1
 
 rm -rf "$TMP"
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+summary latebind
