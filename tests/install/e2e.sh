@@ -64,25 +64,13 @@ e2e_takeover() {
 
 e2e_workload() {
 	k create namespace "$E2E_NS" >/dev/null 2>&1
-	k -n "$E2E_NS" apply -f - >/dev/null <<'YAML'
+	k -n "$E2E_NS" apply -f - >/dev/null <<YAML
 apiVersion: extensions.agents.x-k8s.io/v1beta1
 kind: SandboxTemplate
 metadata: {name: python}
 spec:
-  podTemplate:
-    spec:
-      automountServiceAccountToken: false
-      securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, runAsNonRoot: true}
-      containers:
-      - name: sandbox
-        image: localhost/agent-sandbox/runtime:dev
-        imagePullPolicy: Never
-        command: [/usr/local/bin/sandboxd, --root, /workspace, --port, "8080", --legacy-port, "8888"]
-        env: [{name: HOME, value: /workspace}]
-        ports: [{name: http, containerPort: 8080}]
-        readinessProbe: {httpGet: {path: /v1/health, port: 8080}, periodSeconds: 1}
-        volumeMounts: [{name: workspace, mountPath: /workspace}]
-      volumes: [{name: workspace, emptyDir: {}}]
+$(runtime_pod_template '        ports: [{name: http, containerPort: 8080}]')
+$EMPTYDIR_VOLUME
 ---
 apiVersion: extensions.agents.x-k8s.io/v1beta1
 kind: SandboxWarmPool
@@ -115,13 +103,15 @@ spec: {warmPoolRef: {name: python-pool}}
 YAML
 }
 
-# e2e_run SANDBOX CODE: stdout of python3 -c CODE, through the router Service's ClusterIP.
-e2e_run() {
-	curl -sS --max-time 30 -X POST -H "Authorization: Bearer $E2E_TOKEN" \
-		-H 'content-type: application/json' \
-		-d "$(jq -cn --arg c "$2" '{command: ["python3", "-c", $c]}')" \
-		"http://$ROUTER_IP:8080/s/$E2E_NS/$1/8080/v1/processes/run" | jq -r .stdout
+# svc_py ROUTER-IP NAMESPACE TOKEN SANDBOX CODE: stdout of python3 -c CODE, through the
+# router Service's ClusterIP (path form).
+svc_py() {
+	curl -sS --max-time 30 -X POST -H "Authorization: Bearer $3" \
+		-H 'content-type: application/json' -d "$(py_cmd "$5")" \
+		"http://$1:8080/s/$2/$4/8080/v1/processes/run" | jq -r .stdout
 }
+# e2e_run SANDBOX CODE: the same with the e2e suite's router, namespace and token.
+e2e_run() { svc_py "$ROUTER_IP" "$E2E_NS" "$E2E_TOKEN" "$1" "$2"; }
 
 e2e_install() {
 	CRDS_BEFORE=$(k get crd sandboxes.agents.x-k8s.io -o name 2>/dev/null)
@@ -241,35 +231,23 @@ pods_sandbox() {
 		skip "a command through the in-cluster router" "no host stack (make up) to reconcile a Sandbox"
 		return 0
 	fi
-	k -n "$PODS_NS" apply -f - >/dev/null <<'YAML'
+	# restricted Pod Security: seccomp, no privilege escalation, no capabilities
+	k -n "$PODS_NS" apply -f - >/dev/null <<YAML
 apiVersion: agents.x-k8s.io/v1beta1
 kind: Sandbox
 metadata: {name: box}
 spec:
-  podTemplate:
-    spec:
-      automountServiceAccountToken: false
-      securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, runAsNonRoot: true,
-                        seccompProfile: {type: RuntimeDefault}}
-      containers:
-      - name: sandbox
-        image: localhost/agent-sandbox/runtime:dev
-        imagePullPolicy: Never
-        command: [/usr/local/bin/sandboxd, --root, /workspace, --port, "8080", --legacy-port, "8888"]
-        env: [{name: HOME, value: /workspace}]
-        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
-        readinessProbe: {httpGet: {path: /v1/health, port: 8080}, periodSeconds: 1}
-        volumeMounts: [{name: workspace, mountPath: /workspace}]
-      volumes: [{name: workspace, emptyDir: {}}]
+$(runtime_pod_template \
+		'        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}' \
+		', seccompProfile: {type: RuntimeDefault}')
+$EMPTYDIR_VOLUME
 YAML
 	if ! poll 120 k -n "$PODS_NS" wait --for=condition=Ready sandbox/box --timeout=1s; then
 		not_ok "a Sandbox becomes Ready in $PODS_NS" "$(k -n "$PODS_NS" get sandbox box -o jsonpath='{.status.conditions}')"
 		return 1
 	fi
 	ip=$(k -n "$PODS_NS" get service sandbox-router-svc -o jsonpath='{.spec.clusterIP}')
-	out=$(curl -sS --max-time 30 -X POST -H "Authorization: Bearer $1" -H 'content-type: application/json' \
-		-d '{"command": ["python3", "-c", "print(6*7)"]}' \
-		"http://$ip:8080/s/$PODS_NS/box/8080/v1/processes/run" | jq -r .stdout)
+	out=$(svc_py "$ip" "$PODS_NS" "$1" box 'print(6*7)')
 	check "a command runs through the in-cluster router to a sandbox pod" test "$out" = 42
 	k -n "$PODS_NS" delete sandbox box --wait=true --timeout=60s >/dev/null 2>&1
 }

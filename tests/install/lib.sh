@@ -1,49 +1,15 @@
-# Helpers shared by tests/install/run.sh, static.sh and e2e.sh. Source it.
+# Helpers shared by tests/install/run.sh, static.sh and e2e.sh. Source it. The result
+# counting (ok, not_ok, skip, check, poll, summary, ...) and the HTTP helpers are those
+# of every shell suite: tests/e2e/lib.sh.
 # shellcheck shell=bash disable=SC2034
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-KUBECTL=${KUBECTL:-$ROOT/.cache/bin/kubectl}
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
 WORK=${AS_INSTALL_WORK:-$ROOT/.cache/install-tests}
 LEASE=a3317529.agent-sandbox.x-k8s.io
 SYS_NS=agent-sandbox-system
 CTRL_SA=system:serviceaccount:$SYS_NS:agent-sandbox-controller
 ROUTER_SA=system:serviceaccount:$SYS_NS:sandbox-router
-passed=0 failed=0 skipped=0
-T0=$SECONDS
 PIDS=()
-
-k() { "$KUBECTL" "$@"; }
-ok() {
-	passed=$((passed + 1))
-	echo "ok   - $1 [$((SECONDS - T0))s]"
-}
-not_ok() {
-	failed=$((failed + 1))
-	echo "FAIL - $1${2:+: $2}"
-}
-skip() {
-	skipped=$((skipped + 1))
-	echo "skip - $1${2:+: $2}"
-}
-check() { # NAME CMD...
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else not_ok "$name"; fi
-}
-check_not() { # NAME CMD...: passes when CMD fails
-	local name=$1
-	shift
-	if "$@"; then not_ok "$name"; else ok "$name"; fi
-}
-# poll SECONDS CMD...: retries CMD every 0.2 s until it succeeds.
-poll() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.2
-	done
-}
-info() { printf '# %s\n' "$*"; }
 
 # free_port START: the first port >= START nothing on 127.0.0.1 listens on.
 free_port() {
@@ -51,14 +17,6 @@ free_port() {
 	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
 	echo "$p"
 }
-
-# http_code URL [curl args...]: the HTTP status (000 when unreachable).
-http_code() {
-	local u=$1
-	shift
-	curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@" "$u" 2>/dev/null || true
-}
-http_is() { [ "$(http_code "${@:2}")" = "$1" ]; } # CODE URL [curl args...]
 
 # unpack_image ARCHIVE DIR: the root file system of a one-manifest OCI archive.
 unpack_image() {
@@ -105,10 +63,4 @@ docs = [d for d in yaml.safe_load_all(open(path)) if d]
 out = [d for d in docs if (d.get("kind") in kinds) != invert]
 sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False))
 PY
-}
-
-summary() { # SUITE
-	echo
-	[ "$skipped" -eq 0 ] || echo "$1: $skipped skipped"
-	echo "$1: $passed passed, $failed failed"
 }
