@@ -530,10 +530,10 @@ echo "    $(jq -c '{ok, bad, secs, healthz_ms_max, router_fds_all_open, errors}'
 echo "    router pid ${ROUTER_PID:-?}: RSS ${rss0:-?} -> ${rss1:-?} KiB, fds ${fds0:-?} idle"
 
 # ---- a sandbox moved to a new pod (suspend, resume) is followed ----------------------
-if poll 120 k wait --for=condition=Ready "sandbox/$MOVE" --timeout=1s; then
+if poll 180 k wait --for=condition=Ready "sandbox/$MOVE" --timeout=1s; then
 	ok "the sandbox to move becomes Ready"
 else
-	not_ok "the sandbox to move becomes Ready" "$(k get sandbox "$MOVE" -o yaml | tail -15)"
+	not_ok "the sandbox to move becomes Ready" "$(k describe pod "$MOVE" | tail -15)"
 fi
 MH=(-H "X-Sandbox-ID: $MOVE" -H "X-Sandbox-Namespace: $NS" -H "X-Sandbox-Port: 8080")
 run_py() { # SANDBOX CODE: stdout of python3 -c CODE, through the router
@@ -566,5 +566,5 @@ check "WebSocket exec reaches the new pod" \
 	jqf '.stdout == "moved" and .exit_code == 5 and .close_code == 1000' "$WORK/ws2.json"
 
 echo
-echo "router e2e: $passed passed, $failed failed"
+echo "router-e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
