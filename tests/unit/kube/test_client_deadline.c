@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The client's per-call bounds and retry log against a scripted HTTP/1.1 server on
+ * 127.0.0.1: kube_req.timeout cuts a hung request and the back-off, kube_req.no_retry
+ * makes one attempt, and a retried 429/503 is logged with verb, path, status and
+ * Retry-After (no token, no query, no body), rate-limited. Also the log-line pieces
+ * (client_int.h) on their own. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "kube/client.h"
+#include "kube/client_int.h"
+
+enum mode { HANG, TOO_MANY };
+
+static struct {
+    int lfd, port, wake[2];
+    pthread_t th;
+    atomic_int mode, requests;
+    char tmp[64];
+} S;
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    (void)fclose(f);
+}
+
+/* Reads one request head; answers it per mode (HANG: never; the fd is kept open until
+ * the next connection or the end). Returns the fd to keep, or -1. */
+static int serve(int fd)
+{
+    static const char resp[] =
+        "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+        "Connection: close\r\nContent-Length: 85\r\n\r\n"
+        "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"TooManyRequests\",\"code\":429,"
+        "\"x\":\"1234\"}";
+    char buf[8192];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) {
+        (void)close(fd);
+        return -1;
+    }
+    atomic_fetch_add(&S.requests, 1);
+    if (atomic_load(&S.mode) == HANG)
+        return fd;
+    (void)!write(fd, resp, sizeof(resp) - 1);
+    (void)close(fd);
+    return -1;
+}
+
+static void *srv_main(void *arg)
+{
+    int held = -1;
+    (void)arg;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = S.lfd, .events = POLLIN}, {.fd = S.wake[0], .events = POLLIN}};
+        if (poll(p, 2, -1) < 0 || p[1].revents)
+            break;
+        int fd = accept(S.lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        if (held >= 0)
+            (void)close(held);
+        held = serve(fd);
+    }
+    if (held >= 0)
+        (void)close(held);
+    return NULL;
+}
+
+static int setup(void **state)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    (void)state;
+    S.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(S.lfd >= 0);
+    assert_int_equal(bind(S.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(S.lfd, 16), 0);
+    assert_int_equal(getsockname(S.lfd, (struct sockaddr *)&a, &alen), 0);
+    S.port = ntohs(a.sin_port);
+    assert_int_equal(pipe(S.wake), 0);
+    (void)snprintf(S.tmp, sizeof(S.tmp), "/tmp/as-test-deadline-XXXXXX");
+    assert_non_null(mkdtemp(S.tmp));
+    assert_int_equal(pthread_create(&S.th, NULL, srv_main, NULL), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+    (void)state;
+    assert_int_equal(write(S.wake[1], "x", 1), 1);
+    assert_int_equal(pthread_join(S.th, NULL), 0);
+    (void)close(S.lfd);
+    (void)close(S.wake[0]);
+    (void)close(S.wake[1]);
+    (void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", S.tmp);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+/* A client with a secret bearer token and a 30 s per-attempt timeout. */
+static struct kube_client *client(enum mode m, int max_retries)
+{
+    char kc[128], tok[128], text[1024];
+    struct kube_config *cfg = NULL;
+    struct kube_client *c = NULL;
+    struct kube_err e;
+    struct kube_client_opts o = {.max_retries = max_retries, .timeout = 30 * USEC_PER_SEC};
+    (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", S.tmp);
+    (void)snprintf(tok, sizeof(tok), "%s/token", S.tmp);
+    write_file(tok, "s3cr3t-token");
+    (void)snprintf(text, sizeof(text),
+                   "current-context: t\nclusters:\n- name: k\n  cluster: {server: "
+                   "'http://127.0.0.1:%d'}\ncontexts:\n- name: t\n  context: {cluster: k, user: "
+                   "u, namespace: ns}\nusers:\n- name: u\n  user: {tokenFile: '%s'}\n",
+                   S.port, tok);
+    write_file(kc, text);
+    assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
+    assert_int_equal(kube_client_new(cfg, &o, &c), 0);
+    atomic_store(&S.mode, m);
+    atomic_store(&S.requests, 0);
+    return c;
+}
+
+static int get_pod(struct kube_client *c, usec_t timeout, bool no_retry, struct kube_err *e)
+{
+    struct kube_req r;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.ns = "ns";
+    r.name = "p";
+    r.label_selector = "secret-query=1";
+    r.timeout = timeout;
+    r.no_retry = no_retry;
+    return kube_request(c, &r, NULL, e);
+}
+
+static void test_timeout_cuts_hung_request(void **state)
+{
+    struct kube_client *c = client(HANG, 8);
+    struct kube_err e;
+    usec_t t0 = clock_now(), took;
+    (void)state;
+    assert_int_equal(get_pod(c, 300 * USEC_PER_MSEC, true, &e), -ETIMEDOUT);
+    took = clock_now() - t0;
+    print_message("hung request cut after %llu ms\n", (unsigned long long)(took / USEC_PER_MSEC));
+    assert_true(took >= 250 * USEC_PER_MSEC);
+    assert_true(took < 2 * USEC_PER_SEC); /* not the client's 30 s */
+    assert_int_equal(atomic_load(&S.requests), 1);
+    kube_client_free(c);
+}
+
+static void test_no_retry_one_attempt(void **state)
+{
+    struct kube_client *c = client(TOO_MANY, 2);
+    struct kube_err e;
+    (void)state;
+    assert_int_equal(get_pod(c, 0, true, &e), -EAGAIN);
+    assert_int_equal(e.http_status, 429);
+    assert_int_equal(atomic_load(&S.requests), 1);
+    /* The same call with retries: 1 + 2 attempts (Retry-After: 1 s each). */
+    assert_int_equal(get_pod(c, 0, false, &e), -EAGAIN);
+    assert_int_equal(atomic_load(&S.requests), 4);
+    kube_client_free(c);
+}
+
+static void test_timeout_bounds_backoff(void **state)
+{
+    struct kube_client *c = client(TOO_MANY, 8);
+    struct kube_err e;
+    usec_t t0 = clock_now();
+    (void)state;
+    /* Retry-After: 1 s would pass the 500 ms bound: give up after the first attempt. */
+    assert_int_equal(get_pod(c, 500 * USEC_PER_MSEC, false, &e), -EAGAIN);
+    assert_true(clock_now() - t0 < 500 * USEC_PER_MSEC);
+    assert_int_equal(atomic_load(&S.requests), 1);
+    kube_client_free(c);
+}
+
+/* Captures what the client logs at debug level during fn. */
+static void capture(void (*fn)(struct kube_client *), struct kube_client *c, char *out, size_t size)
+{
+    int p[2];
+    ssize_t n;
+    assert_int_equal(pipe(p), 0);
+    log_set_fd(p[1]);
+    log_set_level(LOG_DEBUG);
+    fn(c);
+    log_set_level(LOG_WARN);
+    log_set_fd(2);
+    (void)close(p[1]);
+    n = read(p[0], out, size - 1);
+    out[n > 0 ? n : 0] = '\0';
+    (void)close(p[0]);
+}
+
+static void two_retries(struct kube_client *c)
+{
+    struct kube_err e;
+    assert_int_equal(get_pod(c, 0, false, &e), -EAGAIN);
+}
+
+static void test_retry_log_line(void **state)
+{
+    struct kube_client *c = client(TOO_MANY, 1);
+    char out[8192];
+    (void)state;
+    capture(two_retries, c, out, sizeof(out));
+    print_message("%s", out);
+    assert_non_null(strstr(out, "msg=\"kube request failed, will retry\" method=GET "
+                                "path=\"/api/v1/namespaces/ns/pods/p\" status=429 "
+                                "reason=\"TooManyRequests\" retry_after_s=1 attempt=1 "
+                                "delay_ms=1000"));
+    assert_non_null(strstr(out, "msg=\"kube request failed, giving up\" method=GET "
+                                "path=\"/api/v1/namespaces/ns/pods/p\" status=429 "
+                                "reason=\"TooManyRequests\" retry_after_s=1 attempt=2 delay_ms=0"));
+    assert_null(strstr(out, "s3cr3t"));
+    assert_null(strstr(out, "secret-query"));
+    assert_null(strstr(out, "1234")); /* nothing of the body */
+    kube_client_free(c);
+}
+
+static void test_note_format(void **state)
+{
+    struct kube__retry_note n = {.method = "PUT",
+                                 .url = "https://h:6443/apis/coordination.k8s.io/v1/namespaces/"
+                                        "a/leases/l?fieldManager=x#frag",
+                                 .status = 0,
+                                 .reason = "Failed to connect \"x\"\\\n",
+                                 .attempt = 3,
+                                 .delay = 2500 * USEC_PER_MSEC,
+                                 .suppressed = 7};
+    char out[512], small[16], path[8];
+    (void)state;
+    (void)kube__retry_note_format(&n, out, sizeof(out));
+    assert_string_equal(out, "method=PUT path=\"/apis/coordination.k8s.io/v1/namespaces/a/leases/"
+                             "l\" status=0 reason=\"Failed to connect 'x'' \" retry_after_s=0 "
+                             "attempt=3 delay_ms=2500 suppressed=7");
+    assert_int_equal(kube__retry_note_format(&n, small, sizeof(small)), sizeof(small) - 1);
+    assert_int_equal(strlen(small), sizeof(small) - 1);
+    kube__url_path("http://h", path, sizeof(path));
+    assert_string_equal(path, "/");
+    kube__url_path("http://h/abcdefghij", path, sizeof(path));
+    assert_string_equal(path, "/abcdef");
+}
+
+static void test_loglimit(void **state)
+{
+    struct kube__loglimit l;
+    unsigned long sup = 99;
+    usec_t t = 5 * USEC_PER_SEC;
+    int allowed = 0;
+    (void)state;
+    kube__loglimit_init(&l);
+    for (int i = 0; i < 1000; i++)
+        allowed += kube__loglimit_allow(&l, t + (usec_t)i * 100, NULL);
+    assert_int_equal(allowed, LIMIT_KUBE_LOG_BURST); /* 1000 in 0.1 s */
+    assert_true(kube__loglimit_allow(&l, t + LIMIT_KUBE_LOG_WINDOW, &sup));
+    assert_int_equal(sup, 1000 - LIMIT_KUBE_LOG_BURST);
+    assert_true(kube__loglimit_allow(&l, t + LIMIT_KUBE_LOG_WINDOW + 1, &sup));
+    assert_int_equal(sup, 0);
+    kube__loglimit_done(&l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_timeout_cuts_hung_request),
+        cmocka_unit_test(test_no_retry_one_attempt),
+        cmocka_unit_test(test_timeout_bounds_backoff),
+        cmocka_unit_test(test_retry_log_line),
+        cmocka_unit_test(test_note_format),
+        cmocka_unit_test(test_loglimit),
+    };
+    log_set_level(LOG_WARN);
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
