@@ -21,56 +21,26 @@
 #include "common/xalloc.h"
 #include "kube/obj.h"
 #include "support/apiserver.h"
+#include "support/cli_run.h"
+#include "support/kube_fixture.h"
 
 static struct kube_client *client;
 static char ns[64];
 
-/* Runs kubectl-sandbox with args (a shell-quoted string) against the test API server;
- * stdout and stderr go into out; returns the exit code. */
-static FILE *start_cli(const char *args)
+/* Starts kubectl-sandbox with arguments (shell syntax) formatted from fmt; finish it with
+ * it_cli_finish. */
+static FILE *start_cli(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static FILE *start_cli(const char *fmt, ...)
 {
-    const char *bin = getenv("AS_BIN_DIR");
-    assert_non_null(bin);
-    char cmd[4096];
-    int n = snprintf(cmd, sizeof(cmd), "'%s/kubectl-sandbox' --kubeconfig '%s' %s 2>&1", bin,
-                     it_kubeconfig(), args);
-    assert_true(n > 0 && (size_t)n < sizeof(cmd));
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
+    char args[512];
+    FILE *p = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(args, sizeof(args), fmt, ap);
+    va_end(ap);
+    assert_true(n > 0 && (size_t)n < sizeof(args));
+    assert_int_equal(it_cli_start(args, &p), 0);
     return p;
-}
-
-/* Reads the output of a command started with start_cli and returns its exit code. */
-static int finish_cli(FILE *p, struct buf *out)
-{
-    char chunk[4096];
-    size_t got;
-    buf_reset(out);
-    while ((got = fread(chunk, 1, sizeof(chunk), p)) > 0)
-        assert_int_equal(buf_append(out, chunk, got), 0);
-    int st = pclose(p);
-    assert_true(WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
-
-static int run_cli(const char *args, struct buf *out)
-{
-    const char *bin = getenv("AS_BIN_DIR");
-    assert_non_null(bin);
-    char cmd[4096];
-    int n = snprintf(cmd, sizeof(cmd), "'%s/kubectl-sandbox' --kubeconfig '%s' %s 2>&1", bin,
-                     it_kubeconfig(), args);
-    assert_true(n > 0 && (size_t)n < sizeof(cmd));
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    char chunk[4096];
-    size_t got;
-    buf_reset(out);
-    while ((got = fread(chunk, 1, sizeof(chunk), p)) > 0)
-        assert_int_equal(buf_append(out, chunk, got), 0);
-    int st = pclose(p);
-    assert_true(WIFEXITED(st));
-    return WEXITSTATUS(st);
 }
 
 static void create_sandbox(const char *name, const char *ready)
@@ -98,20 +68,10 @@ static int setup(void **state)
 {
     (void)state;
     struct kube_err e;
-    char path[1024];
+    struct it_sandbox_ns_opts o = {
+        .prefix = "cli", .extensions = true, .timeout = 60 * USEC_PER_SEC};
     IT_OK(it_client_new(NULL, &client, &e), &e);
-    const char *src = getenv("AS_SOURCE_DIR");
-    assert_non_null(src);
-    (void)snprintf(path, sizeof(path), "%s/api/crds/agents.x-k8s.io_sandboxes.yaml", src);
-    IT_OK(it_crd_apply(client, path, 60 * USEC_PER_SEC, &e), &e);
-    static const char *const more[] = {"extensions.agents.x-k8s.io_sandboxclaims.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxtemplates.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxwarmpools.yaml"};
-    for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
-        (void)snprintf(path, sizeof(path), "%s/api/crds/%s", src, more[i]);
-        IT_OK(it_crd_apply(client, path, 60 * USEC_PER_SEC, &e), &e);
-    }
-    IT_OK(it_ns_create(client, "cli", ns, sizeof(ns), &e), &e);
+    IT_OK(it_sandbox_ns_setup(client, &o, ns, sizeof(ns), &e), &e);
     create_sandbox("alpha", "True");
     create_sandbox("beta", NULL);
     return 0;
@@ -130,7 +90,7 @@ static void test_version(void **state)
     (void)state;
     struct buf out;
     buf_init(&out, 1 << 20);
-    assert_int_equal(run_cli("version", &out), 0);
+    assert_int_equal(it_cli_run("version", &out), 0);
     assert_non_null(strstr(buf_str(&out), "Client Version: "));
     assert_non_null(strstr(buf_str(&out), "Server Version: v1."));
     buf_done(&out);
@@ -140,10 +100,8 @@ static void test_get_table(void **state)
 {
     (void)state;
     struct buf out;
-    char args[256];
     buf_init(&out, 1 << 20);
-    (void)snprintf(args, sizeof(args), "get sandboxes -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "get sandboxes -n %s", ns), 0);
     const char *s = buf_str(&out);
     assert_true(strncmp(s, "NAME", 4) == 0);
     assert_non_null(strstr(s, "READY"));
@@ -152,12 +110,11 @@ static void test_get_table(void **state)
     assert_non_null(strstr(s, "DependenciesReady"));
     assert_non_null(strstr(s, "\nbeta"));
     /* wide adds node and IP from status */
-    (void)snprintf(args, sizeof(args), "get sbx -o wide -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "get sbx -o wide -n %s", ns), 0);
     assert_non_null(strstr(buf_str(&out), "10.244.0.7"));
     assert_non_null(strstr(buf_str(&out), "node-1"));
     /* -A prints the namespace column */
-    assert_int_equal(run_cli("get sandboxes -A", &out), 0);
+    assert_int_equal(it_cli_run("get sandboxes -A", &out), 0);
     assert_non_null(strstr(buf_str(&out), "NAMESPACE"));
     assert_non_null(strstr(buf_str(&out), ns));
     buf_done(&out);
@@ -167,21 +124,17 @@ static void test_get_formats(void **state)
 {
     (void)state;
     struct buf out;
-    char args[256];
     buf_init(&out, 1 << 20);
-    (void)snprintf(args, sizeof(args), "get sandbox alpha -o json -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "get sandbox alpha -o json -n %s", ns), 0);
     json_t *o = json_loads(buf_str(&out), 0, NULL);
     assert_non_null(o);
     assert_string_equal(kube_obj_name(o), "alpha");
     assert_null(kube_obj_path(o, "metadata.managedFields"));
     json_decref(o);
-    (void)snprintf(args, sizeof(args), "-n %s get sandboxes -o name", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "-n %s get sandboxes -o name", ns), 0);
     assert_string_equal(buf_str(&out), "sandbox.agents.x-k8s.io/alpha\n"
                                        "sandbox.agents.x-k8s.io/beta\n");
-    (void)snprintf(args, sizeof(args), "get sbx beta -o yaml -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "get sbx beta -o yaml -n %s", ns), 0);
     assert_non_null(strstr(buf_str(&out), "kind: Sandbox\n"));
     assert_non_null(strstr(buf_str(&out), "  name: beta\n"));
     buf_done(&out);
@@ -191,15 +144,13 @@ static void test_errors(void **state)
 {
     (void)state;
     struct buf out;
-    char args[256];
     buf_init(&out, 1 << 20);
-    (void)snprintf(args, sizeof(args), "get sandbox missing -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 1);
+    assert_int_equal(it_cli_runf(&out, "get sandbox missing -n %s", ns), 1);
     assert_non_null(strstr(buf_str(&out), "sandbox \"missing\""));
     assert_non_null(strstr(buf_str(&out), "not found"));
-    assert_int_equal(run_cli("get nonsense", &out), 2);
-    assert_int_equal(run_cli("get sandboxes -o xml", &out), 2);
-    assert_int_equal(run_cli("frobnicate", &out), 2);
+    assert_int_equal(it_cli_run("get nonsense", &out), 2);
+    assert_int_equal(it_cli_run("get sandboxes -o xml", &out), 2);
+    assert_int_equal(it_cli_run("frobnicate", &out), 2);
     buf_done(&out);
     /* an unreadable kubeconfig is exit code 3 with the path in the message */
     FILE *p =
@@ -251,10 +202,8 @@ static void test_list_and_pools(void **state)
 {
     (void)state;
     struct buf out;
-    char args[256];
     buf_init(&out, 1 << 20);
-    (void)snprintf(args, sizeof(args), "list -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "list -n %s", ns), 0);
     char h[6][16];
     assert_int_equal(
         sscanf(buf_str(&out), "%15s %15s %15s %15s %15s %15s", h[0], h[1], h[2], h[3], h[4], h[5]),
@@ -275,8 +224,7 @@ static void test_list_and_pools(void **state)
     assert_string_equal(row[3], "alpha");
     assert_string_equal(row[4], "node-1");
     create_template_and_pool();
-    (void)snprintf(args, sizeof(args), "pools -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "pools -n %s", ns), 0);
     const char *py = strstr(buf_str(&out), "\npy");
     assert_non_null(py);
     assert_int_equal(sscanf(py + 1, "%63s %63s %63s %63s", row[0], row[1], row[2], row[3]), 4);
@@ -290,11 +238,9 @@ static void test_create(void **state)
 {
     (void)state;
     struct buf out;
-    char args[512];
     struct kube_err e;
     buf_init(&out, 1 << 20);
-    (void)snprintf(args, sizeof(args), "create fromtmpl --template tmpl -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "create fromtmpl --template tmpl -n %s", ns), 0);
     assert_string_equal(buf_str(&out), "sandbox.agents.x-k8s.io/fromtmpl created\n");
     json_t *sb = NULL;
     IT_OK(kube_get(client, &KUBE_RES_SANDBOXES, ns, "fromtmpl", &sb, &e), &e);
@@ -304,8 +250,7 @@ static void test_create(void **state)
         json_is_false(kube_obj_path(sb, "spec.podTemplate.spec.automountServiceAccountToken")));
     assert_true(json_is_true(kube_obj_path(sb, "spec.service")));
     json_decref(sb);
-    (void)snprintf(args, sizeof(args), "create x --template nope -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 1);
+    assert_int_equal(it_cli_runf(&out, "create x --template nope -n %s", ns), 1);
     assert_non_null(strstr(buf_str(&out), "sandbox template \"nope\" not found"));
     /* a file with two documents */
     char path[] = "/tmp/cli-create-XXXXXX";
@@ -319,17 +264,15 @@ static void test_create(void **state)
                "- apiVersion: extensions.agents.x-k8s.io/v1beta1\n  kind: SandboxClaim\n"
                "  metadata: {name: fileclaim}\n  spec: {warmPoolRef: {name: py}}\n");
     fclose(f);
-    (void)snprintf(args, sizeof(args), "create -f %s -n %s", path, ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "create -f %s -n %s", path, ns), 0);
     assert_non_null(strstr(buf_str(&out), "sandboxes.agents.x-k8s.io/fromfile created"));
     assert_non_null(strstr(buf_str(&out), "sandboxclaims.extensions.agents.x-k8s.io/fileclaim"));
     IT_OK(kube_get(client, &KUBE_RES_SANDBOXCLAIMS, ns, "fileclaim", NULL, &e), &e);
     /* the same again: AlreadyExists is exit 1 and names the object */
-    assert_int_equal(run_cli(args, &out), 1);
+    assert_int_equal(it_cli_runf(&out, "create -f %s -n %s", path, ns), 1);
     assert_non_null(strstr(buf_str(&out), "Sandbox \"fromfile\""));
     unlink(path);
-    (void)snprintf(args, sizeof(args), "create onlyname -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 2);
+    assert_int_equal(it_cli_runf(&out, "create onlyname -n %s", ns), 2);
     buf_done(&out);
 }
 
@@ -368,11 +311,9 @@ static void test_claim(void **state)
 {
     (void)state;
     struct buf out;
-    char args[512];
     struct kube_err e;
     buf_init(&out, 1 << 20);
-    (void)snprintf(args, sizeof(args), "claim py --timeout 60s -n %s", ns);
-    FILE *p = start_cli(args);
+    FILE *p = start_cli("claim py --timeout 60s -n %s", ns);
     struct find_claim fc = {0};
     assert_int_equal(it_wait(claim_exists, &fc, 30 * USEC_PER_SEC), 0);
     json_t *claim = NULL;
@@ -386,26 +327,22 @@ static void test_claim(void **state)
     set_status(&KUBE_RES_SANDBOXCLAIMS, fc.found,
                json_pack("{s:[o],s:{s:s}}", "conditions", cond("Ready", "True", "SandboxReady"),
                          "sandbox", "name", "py-x7k2q"));
-    assert_int_equal(finish_cli(p, &out), 0);
+    assert_int_equal(it_cli_finish(p, &out), 0);
     assert_string_equal(buf_str(&out), "py-x7k2q\n");
     /* a terminal reason fails fast with the reason */
-    (void)snprintf(args, sizeof(args), "claim py --name bad1 --timeout 60s -n %s", ns);
-    p = start_cli(args);
+    p = start_cli("claim py --name bad1 --timeout 60s -n %s", ns);
     struct find_claim bad = {.name = "bad1"};
     assert_int_equal(it_wait(claim_exists, &bad, 30 * USEC_PER_SEC), 0);
     set_status(&KUBE_RES_SANDBOXCLAIMS, "bad1",
                json_pack("{s:[o]}", "conditions", cond("Ready", "False", "TemplateNotFound")));
-    assert_int_equal(finish_cli(p, &out), 1);
+    assert_int_equal(it_cli_finish(p, &out), 1);
     assert_non_null(strstr(buf_str(&out), "TemplateNotFound"));
     /* nothing happens: timeout, exit 4 */
-    (void)snprintf(args, sizeof(args), "claim py --name slow1 --timeout 1s -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 4);
+    assert_int_equal(it_cli_runf(&out, "claim py --name slow1 --timeout 1s -n %s", ns), 4);
     assert_non_null(strstr(buf_str(&out), "slow1"));
-    (void)snprintf(args, sizeof(args), "claim nope -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 1);
+    assert_int_equal(it_cli_runf(&out, "claim nope -n %s", ns), 1);
     assert_non_null(strstr(buf_str(&out), "warm pool \"nope\" not found"));
-    (void)snprintf(args, sizeof(args), "claim py --no-wait --name quick -o name -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "claim py --no-wait --name quick -o name -n %s", ns), 0);
     assert_string_equal(buf_str(&out), "sandboxclaim.extensions.agents.x-k8s.io/quick\n");
     buf_done(&out);
 }
@@ -426,34 +363,28 @@ static void test_suspend_resume(void **state)
 {
     (void)state;
     struct buf out;
-    char args[512];
     struct kube_err e;
     buf_init(&out, 1 << 20);
-    (void)snprintf(args, sizeof(args), "suspend alpha -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "suspend alpha -n %s", ns), 0);
     json_t *o = NULL;
     IT_OK(kube_get(client, &KUBE_RES_SANDBOXES, ns, "alpha", &o, &e), &e);
     assert_string_equal(kube_obj_path_str(o, "spec.operatingMode"), "Suspended");
     json_decref(o);
     /* --wait without a controller: times out with exit 4 */
-    (void)snprintf(args, sizeof(args), "suspend alpha --wait --timeout 1s -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 4);
+    assert_int_equal(it_cli_runf(&out, "suspend alpha --wait --timeout 1s -n %s", ns), 4);
     set_status(&KUBE_RES_SANDBOXES, "alpha",
                json_pack("{s:[o,o]}", "conditions", cond("Ready", "False", "SandboxSuspended"),
                          cond("Suspended", "True", "Suspended")));
-    (void)snprintf(args, sizeof(args), "suspend alpha --wait --timeout 30s -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "suspend alpha --wait --timeout 30s -n %s", ns), 0);
     /* resume --wait returns once Ready is True again */
-    (void)snprintf(args, sizeof(args), "resume alpha --wait --timeout 60s -n %s", ns);
-    FILE *p = start_cli(args);
+    FILE *p = start_cli("resume alpha --wait --timeout 60s -n %s", ns);
     assert_int_equal(it_wait(mode_is_running, NULL, 30 * USEC_PER_SEC), 0);
     set_status(&KUBE_RES_SANDBOXES, "alpha",
                json_pack("{s:[o,o],s:s}", "conditions", cond("Ready", "True", "DependenciesReady"),
                          cond("Suspended", "False", "NotSuspended"), "nodeName", "node-1"));
-    assert_int_equal(finish_cli(p, &out), 0);
+    assert_int_equal(it_cli_finish(p, &out), 0);
     assert_non_null(strstr(buf_str(&out), "sandbox.agents.x-k8s.io/alpha resumed"));
-    (void)snprintf(args, sizeof(args), "resume missing -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 1);
+    assert_int_equal(it_cli_runf(&out, "resume missing -n %s", ns), 1);
     assert_non_null(strstr(buf_str(&out), "sandbox \"missing\""));
     buf_done(&out);
 }
@@ -462,7 +393,6 @@ static void test_describe(void **state)
 {
     (void)state;
     struct buf out;
-    char args[512];
     struct kube_err e;
     buf_init(&out, 1 << 20);
     json_t *ev =
@@ -473,8 +403,7 @@ static void test_describe(void **state)
                   "source", "component", "agent-sandbox-controller");
     IT_OK(kube_create(client, &KUBE_RES_EVENTS, ns, ev, NULL, &e), &e);
     json_decref(ev);
-    (void)snprintf(args, sizeof(args), "describe alpha -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "describe alpha -n %s", ns), 0);
     const char *s = buf_str(&out);
     assert_non_null(strstr(s, "Name:         alpha\n"));
     assert_non_null(strstr(s, "Mode:         Running\n"));
@@ -483,14 +412,11 @@ static void test_describe(void **state)
     assert_non_null(strstr(s, "NotSuspended"));
     assert_non_null(strstr(s, "PodCreated"));
     assert_non_null(strstr(s, "created pod alpha"));
-    (void)snprintf(args, sizeof(args), "describe missing -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 1);
+    assert_int_equal(it_cli_runf(&out, "describe missing -n %s", ns), 1);
     /* logs: the pod does not exist in this cluster; the message says so */
-    (void)snprintf(args, sizeof(args), "logs alpha --tail 5 -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 1);
+    assert_int_equal(it_cli_runf(&out, "logs alpha --tail 5 -n %s", ns), 1);
     assert_non_null(strstr(buf_str(&out), "has no pod"));
-    (void)snprintf(args, sizeof(args), "logs alpha --tail x -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 2);
+    assert_int_equal(it_cli_runf(&out, "logs alpha --tail x -n %s", ns), 2);
     buf_done(&out);
 }
 
@@ -498,14 +424,11 @@ static void test_delete(void **state)
 {
     (void)state;
     struct buf out;
-    char args[512];
     struct kube_err e;
     buf_init(&out, 1 << 20);
-    (void)snprintf(args, sizeof(args), "delete beta --wait --timeout 30s -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "delete beta --wait --timeout 30s -n %s", ns), 0);
     assert_int_equal(kube_get(client, &KUBE_RES_SANDBOXES, ns, "beta", NULL, &e), -ENOENT);
-    (void)snprintf(args, sizeof(args), "delete beta -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 1);
+    assert_int_equal(it_cli_runf(&out, "delete beta -n %s", ns), 1);
     assert_non_null(strstr(buf_str(&out), "sandbox \"beta\""));
     /* a sandbox owned by a claim: the claim is deleted */
     json_t *claim = NULL;
@@ -519,12 +442,10 @@ static void test_delete(void **state)
     IT_OK(kube_create(client, &KUBE_RES_SANDBOXES, ns, sb, NULL, &e), &e);
     json_decref(sb);
     json_decref(claim);
-    (void)snprintf(args, sizeof(args), "delete owned -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "delete owned -n %s", ns), 0);
     assert_non_null(strstr(buf_str(&out), "belongs to sandboxclaim \"fileclaim\""));
     assert_int_equal(kube_get(client, &KUBE_RES_SANDBOXCLAIMS, ns, "fileclaim", NULL, &e), -ENOENT);
-    (void)snprintf(args, sizeof(args), "delete claim/quick -n %s", ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(it_cli_runf(&out, "delete claim/quick -n %s", ns), 0);
     assert_string_equal(buf_str(&out), "sandboxclaim.extensions.agents.x-k8s.io/quick deleted\n");
     buf_done(&out);
 }
@@ -535,13 +456,13 @@ static void test_install_uninstall(void **state)
     struct buf out;
     struct kube_err e;
     buf_init(&out, 1 << 20);
-    assert_int_equal(run_cli("install --dry-run", &out), 0);
+    assert_int_equal(it_cli_run("install --dry-run", &out), 0);
     const char *s = buf_str(&out);
     /* CRDs first, the namespace before what lives in it */
     assert_true(strncmp(s, "customresourcedefinition.apiextensions.k8s.io/", 46) == 0);
     assert_true(strstr(s, "namespace/agent-sandbox-system") <
                 strstr(s, "serviceaccount/agent-sandbox-controller"));
-    assert_int_equal(run_cli("install", &out), 0);
+    assert_int_equal(it_cli_run("install", &out), 0);
     assert_non_null(strstr(buf_str(&out), "clusterrole.rbac.authorization.k8s.io/"
                                           "agent-sandbox-controller serverside-applied"));
     json_t *sa = NULL;
@@ -553,15 +474,15 @@ static void test_install_uninstall(void **state)
     xfree(mf);
     json_decref(sa);
     assert_true(managed);
-    assert_int_equal(run_cli("uninstall", &out), 2); /* needs --yes or --keep-crds */
-    assert_int_equal(run_cli("uninstall --keep-crds", &out), 0);
+    assert_int_equal(it_cli_run("uninstall", &out), 2); /* needs --yes or --keep-crds */
+    assert_int_equal(it_cli_run("uninstall --keep-crds", &out), 0);
     assert_null(strstr(buf_str(&out), "customresourcedefinition"));
     assert_int_equal(kube_get(client, &KUBE_RES_SERVICEACCOUNTS, "agent-sandbox-system",
                               "agent-sandbox-controller", NULL, &e),
                      -ENOENT);
     IT_OK(kube_get(client, &KUBE_RES_CRDS, NULL, "sandboxes.agents.x-k8s.io", NULL, &e), &e);
     /* again: everything is already gone and skipped */
-    assert_int_equal(run_cli("uninstall --keep-crds", &out), 0);
+    assert_int_equal(it_cli_run("uninstall --keep-crds", &out), 0);
     assert_non_null(strstr(buf_str(&out), "not found, skipped"));
     buf_done(&out);
 }

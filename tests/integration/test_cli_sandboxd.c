@@ -24,6 +24,8 @@
 #include "common/xalloc.h"
 #include "kube/obj.h"
 #include "support/apiserver.h"
+#include "support/cli_run.h"
+#include "support/kube_fixture.h"
 
 static struct kube_client *client;
 static char ns[64];
@@ -33,31 +35,18 @@ static char work[] = "/tmp/cli-sbd-work-XXXXXX";
 static char logpath[600];
 static char url[128];
 
-/* Runs kubectl-sandbox with args (shell syntax) with stdout+stderr into out. */
-static int run_cli(const char *args, struct buf *out)
-{
-    char cmd[8192];
-    int n = snprintf(cmd, sizeof(cmd), "{ '%s/kubectl-sandbox' --kubeconfig '%s' %s ; } 2>&1",
-                     getenv("AS_BIN_DIR"), it_kubeconfig(), args);
-    assert_true(n > 0 && (size_t)n < sizeof(cmd));
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    char chunk[4096];
-    size_t got;
-    buf_reset(out);
-    while ((got = fread(chunk, 1, sizeof(chunk), p)) > 0)
-        assert_int_equal(buf_append(out, chunk, got), 0);
-    int st = pclose(p);
-    assert_true(WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
-
-/* The same in direct mode against the test's sandboxd. */
-static int run_direct(const char *args, struct buf *out)
+/* kubectl-sandbox in direct mode against the test's sandboxd, with arguments (shell
+ * syntax) formatted from fmt; stdout+stderr into out. Returns the exit code. */
+static int run_direct(struct buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run_direct(struct buf *out, const char *fmt, ...)
 {
     char a[6000];
-    (void)snprintf(a, sizeof(a), "--sandboxd-url %s %s", url, args);
-    return run_cli(a, out);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(a, sizeof(a), fmt, ap);
+    va_end(ap);
+    assert_true(n > 0 && (size_t)n < sizeof(a));
+    return it_cli_runf(out, "--sandboxd-url %s %s", url, a);
 }
 
 static bool port_logged(void *ctx)
@@ -120,13 +109,10 @@ static int setup(void **state)
 {
     (void)state;
     struct kube_err e;
-    char path[1024];
+    struct it_sandbox_ns_opts o = {.prefix = "cli-sbd", .timeout = 60 * USEC_PER_SEC};
     start_sandboxd();
     IT_OK(it_client_new(NULL, &client, &e), &e);
-    (void)snprintf(path, sizeof(path), "%s/api/crds/agents.x-k8s.io_sandboxes.yaml",
-                   getenv("AS_SOURCE_DIR"));
-    IT_OK(it_crd_apply(client, path, 60 * USEC_PER_SEC, &e), &e);
-    IT_OK(it_ns_create(client, "cli-sbd", ns, sizeof(ns), &e), &e);
+    IT_OK(it_sandbox_ns_setup(client, &o, ns, sizeof(ns), &e), &e);
     create_sandbox("ready", "True");
     create_sandbox("notready", "False");
     return 0;
@@ -154,29 +140,28 @@ static void test_exec_output_and_codes(void **state)
     buf_init(&out, 1 << 20);
     /* stdout and stderr arrive on their own streams */
     assert_int_equal(
-        run_direct("exec x -- sh -c 'echo out; echo err >&2; exit 3' 2>/dev/null", &out), 3);
+        run_direct(&out, "exec x -- sh -c 'echo out; echo err >&2; exit 3' 2>/dev/null"), 3);
     assert_string_equal(buf_str(&out), "out\n");
-    assert_int_equal(run_direct("exec x -- sh -c 'echo err >&2' >/dev/null", &out), 0);
+    assert_int_equal(run_direct(&out, "exec x -- sh -c 'echo err >&2' >/dev/null"), 0);
     assert_string_equal(buf_str(&out), "err\n");
     /* killed by a signal: 128+N; --timeout: 124 */
-    assert_int_equal(run_direct("exec x -- sh -c 'kill -9 $$'", &out), 137);
-    assert_int_equal(run_direct("exec x --timeout 1s -- sleep 30", &out), 124);
+    assert_int_equal(run_direct(&out, "exec x -- sh -c 'kill -9 $$'"), 137);
+    assert_int_equal(run_direct(&out, "exec x --timeout 1s -- sleep 30"), 124);
     /* env and cwd; no -i means the command's stdin is closed (cat ends) */
     char sub[700];
     (void)snprintf(sub, sizeof(sub), "%s/sub", root);
     assert_int_equal(mkdir(sub, 0755), 0);
-    assert_int_equal(run_direct("exec x -e A=1 --env B=two --cwd sub -- sh -c "
-                                "'echo $A $B; pwd; cat'",
-                                &out),
+    assert_int_equal(run_direct(&out, "exec x -e A=1 --env B=two --cwd sub -- sh -c "
+                                      "'echo $A $B; pwd; cat'"),
                      0);
     char want[800];
     (void)snprintf(want, sizeof(want), "1 two\n%s/sub\n", root);
     assert_string_equal(buf_str(&out), want);
     /* an unknown command is refused by sandboxd: exit 5 with its message */
-    assert_int_equal(run_direct("exec x -- /no/such/binary", &out), 5);
+    assert_int_equal(run_direct(&out, "exec x -- /no/such/binary"), 5);
     assert_non_null(strstr(buf_str(&out), "NOT_FOUND"));
-    assert_int_equal(run_direct("exec x", &out), 2);
-    assert_int_equal(run_direct("exec x -- ", &out), 2);
+    assert_int_equal(run_direct(&out, "exec x"), 2);
+    assert_int_equal(run_direct(&out, "exec x -- "), 2);
     buf_done(&out);
 }
 
@@ -185,22 +170,22 @@ static void test_exec_stdin(void **state)
     (void)state;
     struct buf out;
     buf_init(&out, 4 << 20);
-    char args[2048];
     /* 1 MiB through stdin and back, byte for byte */
-    (void)snprintf(args, sizeof(args),
+    assert_int_equal(
+        run_direct(&out,
                    "exec x -i -- sh -c 'cat > in.bin; md5sum < in.bin' < /dev/null; "
                    "head -c 1048576 /dev/urandom > %s/in.bin; "
                    "'%s/kubectl-sandbox' --sandboxd-url %s exec x -i -- md5sum < %s/in.bin; "
                    "md5sum < %s/in.bin",
-                   work, getenv("AS_BIN_DIR"), url, work, work);
-    assert_int_equal(run_direct(args, &out), 0);
+                   work, getenv("AS_BIN_DIR"), url, work, work),
+        0);
     /* three lines: the empty file's sum, then the remote and local sums of in.bin */
     char sums[3][64];
     assert_int_equal(sscanf(buf_str(&out), "%63s - %63s - %63s -", sums[0], sums[1], sums[2]), 3);
     assert_string_equal(sums[0], "d41d8cd98f00b204e9800998ecf8427e");
     assert_string_equal(sums[1], sums[2]);
     /* large output arrives complete */
-    assert_int_equal(run_direct("exec x -- head -c 3000000 /dev/zero | wc -c", &out), 0);
+    assert_int_equal(run_direct(&out, "exec x -- head -c 3000000 /dev/zero | wc -c"), 0);
     assert_string_equal(buf_str(&out), "3000000\n");
     buf_done(&out);
 }
@@ -210,16 +195,15 @@ static void test_cp_round_trip(void **state)
     (void)state;
     struct buf out;
     buf_init(&out, 1 << 20);
-    char args[4096];
-    (void)snprintf(args, sizeof(args),
+    assert_int_equal(
+        run_direct(&out,
                    "x >/dev/null 2>&1; mkdir -p %s/src/a/b && echo hi > %s/src/hi.txt && "
                    ": > %s/src/empty && head -c 700000 /dev/urandom > %s/src/a/b/rand && "
                    "printf '#!/bin/sh\\n' > %s/src/a/run.sh && chmod 750 %s/src/a/run.sh && echo",
-                   work, work, work, work, work, work);
-    assert_int_equal(run_direct(args, &out), 0);
+                   work, work, work, work, work, work),
+        0);
     /* upload into a directory (trailing /), then download the tree elsewhere */
-    (void)snprintf(args, sizeof(args), "cp %s/src x:up/", work);
-    assert_int_equal(run_direct(args, &out), 0);
+    assert_int_equal(run_direct(&out, "cp %s/src x:up/", work), 0);
     char p[1024];
     struct stat st;
     (void)snprintf(p, sizeof(p), "%s/up/src/a/run.sh", root);
@@ -228,28 +212,25 @@ static void test_cp_round_trip(void **state)
     (void)snprintf(p, sizeof(p), "%s/up/src/empty", root);
     assert_int_equal(stat(p, &st), 0);
     assert_int_equal(st.st_size, 0);
-    (void)snprintf(args, sizeof(args),
-                   "cp x:/up/src %s/back && diff -r %s/src %s/back && echo SAME", work, work, work);
-    assert_int_equal(run_direct(args, &out), 0);
+    assert_int_equal(run_direct(&out, "cp x:/up/src %s/back && diff -r %s/src %s/back && echo SAME",
+                                work, work, work),
+                     0);
     assert_string_equal(buf_str(&out), "SAME\n");
     (void)snprintf(p, sizeof(p), "%s/back/a/run.sh", work);
     assert_int_equal(stat(p, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0750);
     /* a single file to a name, and into an existing local directory */
-    (void)snprintf(args, sizeof(args), "cp %s/src/hi.txt x:one.txt && cat %s/one.txt", work, root);
-    assert_int_equal(run_direct(args, &out), 0);
+    assert_int_equal(run_direct(&out, "cp %s/src/hi.txt x:one.txt && cat %s/one.txt", work, root),
+                     0);
     assert_string_equal(buf_str(&out), "hi\n");
-    (void)snprintf(args, sizeof(args), "cp x:one.txt %s && cat %s/one.txt", work, work);
-    assert_int_equal(run_direct(args, &out), 0);
+    assert_int_equal(run_direct(&out, "cp x:one.txt %s && cat %s/one.txt", work, work), 0);
     assert_string_equal(buf_str(&out), "hi\n");
     /* errors */
-    (void)snprintf(args, sizeof(args), "cp x:missing %s/m", work);
-    assert_int_equal(run_direct(args, &out), 5);
+    assert_int_equal(run_direct(&out, "cp x:missing %s/m", work), 5);
     assert_non_null(strstr(buf_str(&out), "missing"));
-    assert_int_equal(run_direct("cp a b", &out), 2);
-    assert_int_equal(run_direct("cp x:a y:b", &out), 2);
-    (void)snprintf(args, sizeof(args), "cp x:../escape %s/e", work);
-    assert_int_equal(run_direct(args, &out), 5);
+    assert_int_equal(run_direct(&out, "cp a b"), 2);
+    assert_int_equal(run_direct(&out, "cp x:a y:b"), 2);
+    assert_int_equal(run_direct(&out, "cp x:../escape %s/e", work), 5);
     buf_done(&out);
 }
 
@@ -258,7 +239,7 @@ static void test_unreachable(void **state)
     (void)state;
     struct buf out;
     buf_init(&out, 1 << 20);
-    assert_int_equal(run_cli("--sandboxd-url http://127.0.0.1:1 exec x -- true", &out), 5);
+    assert_int_equal(it_cli_run("--sandboxd-url http://127.0.0.1:1 exec x -- true", &out), 5);
     assert_non_null(strstr(buf_str(&out), "cannot reach sandboxd at http://127.0.0.1:1"));
     buf_done(&out);
 }
@@ -267,26 +248,20 @@ static void test_cluster_modes(void **state)
 {
     (void)state;
     struct buf out;
-    char args[1024];
     buf_init(&out, 1 << 20);
     /* not Ready: refused before any connection, with a hint */
-    (void)snprintf(args, sizeof(args), "exec notready -n %s -- true", ns);
-    assert_int_equal(run_cli(args, &out), 1);
+    assert_int_equal(it_cli_runf(&out, "exec notready -n %s -- true", ns), 1);
     assert_non_null(strstr(buf_str(&out), "is not Ready"));
-    (void)snprintf(args, sizeof(args), "exec missing -n %s -- true", ns);
-    assert_int_equal(run_cli(args, &out), 1);
+    assert_int_equal(it_cli_runf(&out, "exec missing -n %s -- true", ns), 1);
     assert_non_null(strstr(buf_str(&out), "sandbox \"missing\""));
     /* pod proxy: the request reaches the API server, which has no such pod */
-    (void)snprintf(args, sizeof(args), "exec ready -n %s -- true", ns);
-    assert_int_equal(run_cli(args, &out), 5);
+    assert_int_equal(it_cli_runf(&out, "exec ready -n %s -- true", ns), 5);
     assert_non_null(strstr(buf_str(&out), "pods \"ready\" not found"));
-    (void)snprintf(args, sizeof(args), "cp ready:x %s/x -n %s", work, ns);
-    assert_int_equal(run_cli(args, &out), 5);
+    assert_int_equal(it_cli_runf(&out, "cp ready:x %s/x -n %s", work, ns), 5);
     assert_non_null(strstr(buf_str(&out), "not found"));
     /* router mode: the "router" here is sandboxd itself, which ignores the headers */
-    (void)snprintf(args, sizeof(args), "exec ready --router-url %s/ -n %s -- echo via-router", url,
-                   ns);
-    assert_int_equal(run_cli(args, &out), 0);
+    assert_int_equal(
+        it_cli_runf(&out, "exec ready --router-url %s/ -n %s -- echo via-router", url, ns), 0);
     assert_string_equal(buf_str(&out), "via-router\n");
     buf_done(&out);
 }

@@ -16,16 +16,9 @@
 #include "kube/obj.h"
 #include "kube/res.h"
 #include "support/apiserver.h"
+#include "support/kube_fixture.h"
 
 #define WAIT (60 * USEC_PER_SEC)
-
-static const struct kube_res WIDGETS = {
-    .group = "testing.agents.x-k8s.io",
-    .version = "v1",
-    .kind = "Widget",
-    .plural = "widgets",
-    .namespaced = true,
-};
 
 static struct kube_client *client;
 static char ns[64];
@@ -45,25 +38,15 @@ static json_t *widget(const char *name, int replicas, const char *color)
 
 static int setup(void **state)
 {
-    struct kube_err err;
-    char crd[512];
     (void)state;
-    IT_OK(it_client_new(NULL, &client, &err), &err);
-    IT_OK(it_ns_create(client, "it-crud", ns, sizeof(ns), &err), &err);
-    IT_OK(it_data_path("crds/widget-crd.json", crd, sizeof(crd)), &err);
-    IT_OK(it_crd_apply(client, crd, WAIT, &err), &err);
+    it_fixture_setup("it-crud", IT_WIDGET_CRD_FILE, &client, ns, sizeof(ns));
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    assert_int_equal(it_ns_delete(client, ns, WAIT), 0);
-    assert_int_equal(
-        kube_delete(client, &KUBE_RES_CRDS, NULL, "widgets.testing.agents.x-k8s.io", NULL), 0);
-    assert_int_equal(
-        it_wait_gone(client, &KUBE_RES_CRDS, NULL, "widgets.testing.agents.x-k8s.io", WAIT), 0);
-    kube_client_free(client);
+    it_fixture_teardown(client, ns, IT_WIDGET_CRD_NAME);
     return 0;
 }
 
@@ -109,23 +92,23 @@ static void test_widget_crud(void **state)
     json_t *obj = widget("w1", 1, "red"), *got = NULL, *upd = NULL, *bad;
     (void)state;
 
-    IT_OK(kube_create(client, &WIDGETS, ns, obj, &got, &err), &err);
+    IT_OK(kube_create(client, &IT_RES_WIDGETS, ns, obj, &got, &err), &err);
     assert_int_equal(kube_obj_generation(got), 1);
     json_decref(got);
-    IT_OK(kube_get(client, &WIDGETS, ns, "w1", &got, &err), &err);
+    IT_OK(kube_get(client, &IT_RES_WIDGETS, ns, "w1", &got, &err), &err);
     assert_string_equal(kube_obj_path_str(got, "spec.color"), "red");
     json_object_set_new(json_object_get(got, "spec"), "color", json_string("blue"));
-    IT_OK(kube_update(client, &WIDGETS, ns, got, &upd, &err), &err);
+    IT_OK(kube_update(client, &IT_RES_WIDGETS, ns, got, &upd, &err), &err);
     assert_string_equal(kube_obj_path_str(upd, "spec.color"), "blue");
     assert_int_equal(kube_obj_generation(upd), 2);
 
     /* The schema is enforced: replicas has a maximum of 1000. */
     bad = widget("w-bad", 5000, "red");
-    assert_int_equal(kube_create(client, &WIDGETS, ns, bad, NULL, &err), -EINVAL);
+    assert_int_equal(kube_create(client, &IT_RES_WIDGETS, ns, bad, NULL, &err), -EINVAL);
     assert_true(kube_err_is_invalid(&err));
 
-    IT_OK(kube_delete(client, &WIDGETS, ns, "w1", &err), &err);
-    assert_int_equal(it_wait_gone(client, &WIDGETS, ns, "w1", WAIT), 0);
+    IT_OK(kube_delete(client, &IT_RES_WIDGETS, ns, "w1", &err), &err);
+    assert_int_equal(it_wait_gone(client, &IT_RES_WIDGETS, ns, "w1", WAIT), 0);
     json_decref(obj);
     json_decref(got);
     json_decref(upd);
@@ -139,10 +122,10 @@ static void test_status_subresource(void **state)
     json_t *obj = widget("w-status", 2, "red"), *cur = NULL, *after = NULL;
     (void)state;
 
-    IT_OK(kube_create(client, &WIDGETS, ns, obj, &cur, &err), &err);
+    IT_OK(kube_create(client, &IT_RES_WIDGETS, ns, obj, &cur, &err), &err);
     json_object_set_new(cur, "status", json_pack("{s:s, s:i}", "phase", "Running", "replicas", 2));
     json_object_set_new(json_object_get(cur, "spec"), "color", json_string("green"));
-    IT_OK(kube_update_status(client, &WIDGETS, ns, cur, &after, &err), &err);
+    IT_OK(kube_update_status(client, &IT_RES_WIDGETS, ns, cur, &after, &err), &err);
     assert_string_equal(kube_obj_path_str(after, "status.phase"), "Running");
     assert_string_equal(kube_obj_path_str(after, "spec.color"), "red");
     assert_int_equal(kube_obj_generation(after), 1);
@@ -152,7 +135,7 @@ static void test_status_subresource(void **state)
     after = NULL;
     json_object_set_new(json_object_get(cur, "status"), "phase", json_string("Lost"));
     json_object_set_new(json_object_get(cur, "spec"), "color", json_string("yellow"));
-    IT_OK(kube_update(client, &WIDGETS, ns, cur, &after, &err), &err);
+    IT_OK(kube_update(client, &IT_RES_WIDGETS, ns, cur, &after, &err), &err);
     assert_string_equal(kube_obj_path_str(after, "spec.color"), "yellow");
     assert_string_equal(kube_obj_path_str(after, "status.phase"), "Running");
     assert_int_equal(kube_obj_generation(after), 2);
@@ -168,8 +151,8 @@ static void test_scale_subresource(void **state)
     json_t *obj = widget("w-scale", 3, "red"), *scale = NULL, *patch, *got = NULL;
     (void)state;
 
-    IT_OK(kube_create(client, &WIDGETS, ns, obj, NULL, &err), &err);
-    kube_req_init(&req, "GET", &WIDGETS);
+    IT_OK(kube_create(client, &IT_RES_WIDGETS, ns, obj, NULL, &err), &err);
+    kube_req_init(&req, "GET", &IT_RES_WIDGETS);
     req.ns = ns;
     req.name = "w-scale";
     req.subresource = "scale";
@@ -182,7 +165,7 @@ static void test_scale_subresource(void **state)
     req.body = patch;
     req.patch_type = KUBE_PATCH_MERGE;
     IT_OK(kube_request(client, &req, NULL, &err), &err);
-    IT_OK(kube_get(client, &WIDGETS, ns, "w-scale", &got, &err), &err);
+    IT_OK(kube_get(client, &IT_RES_WIDGETS, ns, "w-scale", &got, &err), &err);
     assert_int_equal(json_integer_value(kube_obj_path(got, "spec.replicas")), 7);
     json_decref(obj);
     json_decref(scale);

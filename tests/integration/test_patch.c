@@ -15,40 +15,24 @@
 #include "kube/obj.h"
 #include "kube/res.h"
 #include "support/apiserver.h"
+#include "support/kube_fixture.h"
 
 #define WAIT (60 * USEC_PER_SEC)
-#define CRD  "widgets.testing.agents.x-k8s.io"
-
-static const struct kube_res WIDGETS = {
-    .group = "testing.agents.x-k8s.io",
-    .version = "v1",
-    .kind = "Widget",
-    .plural = "widgets",
-    .namespaced = true,
-};
 
 static struct kube_client *client;
 static char ns[64];
 
 static int setup(void **state)
 {
-    struct kube_err err;
-    char crd[512];
     (void)state;
-    IT_OK(it_client_new(NULL, &client, &err), &err);
-    IT_OK(it_ns_create(client, "it-patch", ns, sizeof(ns), &err), &err);
-    IT_OK(it_data_path("crds/widget-crd.json", crd, sizeof(crd)), &err);
-    IT_OK(it_crd_apply(client, crd, WAIT, &err), &err);
+    it_fixture_setup("it-patch", IT_WIDGET_CRD_FILE, &client, ns, sizeof(ns));
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    assert_int_equal(it_ns_delete(client, ns, WAIT), 0);
-    assert_int_equal(kube_delete(client, &KUBE_RES_CRDS, NULL, CRD, NULL), 0);
-    assert_int_equal(it_wait_gone(client, &KUBE_RES_CRDS, NULL, CRD, WAIT), 0);
-    kube_client_free(client);
+    it_fixture_teardown(client, ns, IT_WIDGET_CRD_NAME);
     return 0;
 }
 
@@ -134,9 +118,9 @@ static void test_strategic_merge_patch(void **state)
     json_t *w =
         json_pack("{s:s, s:s, s:{s:s}, s:{s:s}}", "apiVersion", "testing.agents.x-k8s.io/v1",
                   "kind", "Widget", "metadata", "name", "smp-w", "spec", "color", "red");
-    IT_OK(kube_create(client, &WIDGETS, ns, w, NULL, &err), &err);
+    IT_OK(kube_create(client, &IT_RES_WIDGETS, ns, w, NULL, &err), &err);
     json_t *p = json_pack("{s:{s:s}}", "spec", "color", "blue");
-    rc = kube_patch(client, &WIDGETS, ns, "smp-w", KUBE_PATCH_STRATEGIC, p, NULL, &err);
+    rc = kube_patch(client, &IT_RES_WIDGETS, ns, "smp-w", KUBE_PATCH_STRATEGIC, p, NULL, &err);
     assert_true(rc < 0);
     assert_int_equal(err.http_status, 415);
     json_decref(w);
@@ -150,7 +134,7 @@ static json_t *apply_widget(const char *manager, bool force, const char *spec_js
     assert_non_null(spec);
     json_t *obj = json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion", "testing.agents.x-k8s.io/v1",
                             "kind", "Widget", "metadata", "name", "ssa", "spec", spec);
-    *ret_rc = kube_apply(client, &WIDGETS, ns, obj, manager, force, &got, err);
+    *ret_rc = kube_apply(client, &IT_RES_WIDGETS, ns, obj, manager, force, &got, err);
     json_decref(obj);
     return got;
 }
