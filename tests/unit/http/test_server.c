@@ -388,6 +388,27 @@ static int one(const struct fixture *f, const char *raw, struct test_http_resp *
     return r->status;
 }
 
+/* Reads one response on c into r; returns its status. */
+static int read_resp(struct test_http_conn *c, struct test_http_resp *r)
+{
+    assert_int_equal(test_http_read(c, false, T_READ, r), 0);
+    return r->status;
+}
+
+/* Sends raw on c, then reads one response into r; returns its status. */
+static int send_read(struct test_http_conn *c, const char *raw, struct test_http_resp *r)
+{
+    assert_int_equal(test_http_send_str(c, raw), 0);
+    return read_resp(c, r);
+}
+
+/* Waits (bounded) until a streaming handler has started. */
+static void wait_stream_started(void)
+{
+    for (int i = 0; i < 500 && !atomic_load(&stream_started); i++)
+        clock_sleep(2 * USEC_PER_MSEC);
+}
+
 /* ---- tests --------------------------------------------------------------------------- */
 
 static void test_keep_alive(void **state)
@@ -398,9 +419,7 @@ static void test_keep_alive(void **state)
     struct test_http_resp r;
     test_http_resp_init(&r);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
-        assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-        assert_int_equal(r.status, 200);
+        assert_int_equal(send_read(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n", &r), 200);
         expect_body(&r, "hello");
         assert_false(r.conn_close);
         expect_header(&r, "content-type", "text/plain");
@@ -411,10 +430,10 @@ static void test_keep_alive(void **state)
     expect_header(&r, "content-length", "5");
     assert_int_equal(r.body.len, 0);
     /* the connection still works after HEAD: no stray body bytes were sent */
-    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n"
-                                            "Connection: close\r\n\r\n"),
-                     0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    (void)send_read(&c,
+                    "GET /hello HTTP/1.1\r\nHost: t\r\n"
+                    "Connection: close\r\n\r\n",
+                    &r);
     expect_body(&r, "hello");
     assert_true(r.conn_close);
     assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
@@ -430,21 +449,21 @@ static void test_pipelined(void **state)
     struct test_http_conn c = conn_to(f);
     struct test_http_resp r;
     test_http_resp_init(&r);
-    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"
-                                            "POST /echo HTTP/1.1\r\nHost: t\r\n"
-                                            "Content-Length: 3\r\n\r\nabc"
-                                            "GET /stream HTTP/1.1\r\nHost: t\r\n\r\n"
-                                            "GET /files/a/b?q=1 HTTP/1.1\r\nHost: t\r\n"
-                                            "X-Test: yes\r\n\r\n"),
-                     0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    (void)send_read(&c,
+                    "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"
+                    "POST /echo HTTP/1.1\r\nHost: t\r\n"
+                    "Content-Length: 3\r\n\r\nabc"
+                    "GET /stream HTTP/1.1\r\nHost: t\r\n\r\n"
+                    "GET /files/a/b?q=1 HTTP/1.1\r\nHost: t\r\n"
+                    "X-Test: yes\r\n\r\n",
+                    &r);
     expect_body(&r, "hello");
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    (void)read_resp(&c, &r);
     expect_body(&r, "abc");
     expect_header(&r, "x-body-len", "3");
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    (void)read_resp(&c, &r);
     expect_body(&r, "p0p1p2p3p4");
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    (void)read_resp(&c, &r);
     expect_body(&r, "a/b|q=1|yes");
     test_http_resp_done(&r);
     test_http_close(&c);
@@ -521,46 +540,42 @@ static void test_request_bodies(void **state)
                             "3\r", "\nabc\r\n1", "0;x=y\r\n0123456789abcdef\r\n0\r\nT: v\r\n\r\n"};
     for (size_t i = 0; i < ARRAY_SIZE(pieces); i++)
         assert_int_equal(test_http_send_str(&c, pieces[i]), 0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 200);
+    assert_int_equal(read_resp(&c, &r), 200);
     expect_body(&r, "abc0123456789abcdef");
 
     /* streamed upload with Expect: 100-continue */
     atomic_store(&upload_chunks, 0);
-    assert_int_equal(test_http_send_str(&c, "POST /upload HTTP/1.1\r\nHost: t\r\n"
-                                            "Content-Length: 3000\r\n"
-                                            "Expect: 100-continue\r\n\r\n"),
-                     0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 100);
+    assert_int_equal(send_read(&c,
+                               "POST /upload HTTP/1.1\r\nHost: t\r\n"
+                               "Content-Length: 3000\r\n"
+                               "Expect: 100-continue\r\n\r\n",
+                               &r),
+                     100);
     char block[1000];
     memset(block, 'z', sizeof(block));
     for (int i = 0; i < 3; i++)
         assert_int_equal(test_http_send(&c, block, sizeof(block)), 0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 200);
+    assert_int_equal(read_resp(&c, &r), 200);
     expect_body(&r, "got 3000"); /* 3000 > MAX_BODY: streamed routes are not buffered */
     assert_true(atomic_load(&upload_chunks) >= 1);
     assert_false(r.conn_close);
 
     /* an empty streamed body (Content-Length: 0, or none at all) still ends */
-    assert_int_equal(test_http_send_str(&c, "POST /upload HTTP/1.1\r\nHost: t\r\n"
-                                            "Content-Length: 0\r\n\r\n"),
-                     0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 200);
+    assert_int_equal(send_read(&c,
+                               "POST /upload HTTP/1.1\r\nHost: t\r\n"
+                               "Content-Length: 0\r\n\r\n",
+                               &r),
+                     200);
     expect_body(&r, "got 0");
-    assert_int_equal(test_http_send_str(&c, "POST /upload HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 200);
+    assert_int_equal(send_read(&c, "POST /upload HTTP/1.1\r\nHost: t\r\n\r\n", &r), 200);
     expect_body(&r, "got 0");
 
     /* a buffered body past max_body: 413 and the connection closes */
-    assert_int_equal(test_http_send_str(&c, "POST /echo HTTP/1.1\r\nHost: t\r\n"
-                                            "Content-Length: 5000\r\n\r\n"),
-                     0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 413);
+    assert_int_equal(send_read(&c,
+                               "POST /echo HTTP/1.1\r\nHost: t\r\n"
+                               "Content-Length: 5000\r\n\r\n",
+                               &r),
+                     413);
     assert_true(r.conn_close);
     assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
     test_http_close(&c);
@@ -575,17 +590,16 @@ static void test_request_bodies(void **state)
         assert_int_equal(test_http_send(&c, block, sizeof(block)), 0);
         assert_int_equal(test_http_send_str(&c, "\r\n"), 0);
     }
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 413);
+    assert_int_equal(read_resp(&c, &r), 413);
     test_http_close(&c);
 
     /* a malformed chunk size */
     c = conn_to(f);
-    assert_int_equal(test_http_send_str(&c, "POST /echo HTTP/1.1\r\nHost: t\r\n"
-                                            "Transfer-Encoding: chunked\r\n\r\nzz\r\n"),
-                     0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 400);
+    assert_int_equal(send_read(&c,
+                               "POST /echo HTTP/1.1\r\nHost: t\r\n"
+                               "Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+                               &r),
+                     400);
     test_http_resp_done(&r);
     test_http_close(&c);
     stop(f);
@@ -617,12 +631,9 @@ static void test_http10_keep_alive(void **state)
     struct test_http_conn c = conn_to(f);
     struct test_http_resp r;
     test_http_resp_init(&r);
-    assert_int_equal(
-        test_http_send_str(&c, "GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"), 0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    (void)send_read(&c, "GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &r);
     expect_header(&r, "connection", "keep-alive");
-    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.0\r\n\r\n"), 0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    (void)send_read(&c, "GET /hello HTTP/1.0\r\n\r\n", &r);
     expect_body(&r, "hello");
     assert_true(r.conn_close);
     assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
@@ -665,19 +676,18 @@ static void test_slowloris(void **state)
         clock_sleep(50 * USEC_PER_MSEC);
         (void)test_http_send_str(&c, "X");
     }
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 408);
+    assert_int_equal(read_resp(&c, &r), 408);
     assert_true(clock_now() - t0 < 1500 * USEC_PER_MSEC);
     assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
     test_http_close(&c);
 
     /* a body that stalls: 408 after the body timeout */
     c = conn_to(f);
-    assert_int_equal(test_http_send_str(&c, "POST /echo HTTP/1.1\r\nHost: t\r\n"
-                                            "Content-Length: 10\r\n\r\nabc"),
-                     0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 408);
+    assert_int_equal(send_read(&c,
+                               "POST /echo HTTP/1.1\r\nHost: t\r\n"
+                               "Content-Length: 10\r\n\r\nabc",
+                               &r),
+                     408);
     test_http_close(&c);
 
     /* a connection that never sends anything is closed without a response */
@@ -697,11 +707,9 @@ static void test_idle_keep_alive_closed(void **state)
     struct test_http_conn c = conn_to(f);
     struct test_http_resp r;
     test_http_resp_init(&r);
-    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    (void)send_read(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n", &r);
     /* a stray CRLF after a request does not count as the start of a new one */
-    assert_int_equal(test_http_send_str(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n\r\n"), 0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
+    (void)send_read(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n\r\n", &r);
     usec_t t0 = clock_now();
     /* still open well before the idle timeout */
     assert_int_equal(test_http_wait_closed(&c, 100 * USEC_PER_MSEC), -ETIMEDOUT);
@@ -721,10 +729,8 @@ static void test_connection_limit(void **state)
     test_http_resp_init(&r);
     struct test_http_conn a = conn_to(f), b = conn_to(f);
     const char *get = "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n";
-    assert_int_equal(test_http_send_str(&a, get), 0);
-    assert_int_equal(test_http_read(&a, false, T_READ, &r), 0);
-    assert_int_equal(test_http_send_str(&b, get), 0);
-    assert_int_equal(test_http_read(&b, false, T_READ, &r), 0);
+    (void)send_read(&a, get, &r);
+    (void)send_read(&b, get, &r);
     /* the third is accepted and closed at once */
     struct test_http_conn c = conn_to(f);
     assert_int_equal(test_http_wait_closed(&c, T_READ), 0);
@@ -766,19 +772,16 @@ static void test_graceful_shutdown(void **state)
     test_http_resp_init(&r);
     /* an idle keep-alive connection and an in-flight streaming response */
     struct test_http_conn idle = conn_to(f), busy = conn_to(f);
-    assert_int_equal(test_http_send_str(&idle, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
-    assert_int_equal(test_http_read(&idle, false, T_READ, &r), 0);
+    (void)send_read(&idle, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n", &r);
     assert_int_equal(test_http_send_str(&busy, "GET /slowstream HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
-    for (int i = 0; i < 500 && !atomic_load(&stream_started); i++)
-        clock_sleep(2 * USEC_PER_MSEC);
+    wait_stream_started();
     assert_true(atomic_load(&stream_started));
 
     struct stopper s = {.f = f};
     assert_int_equal(pthread_create(&s.th, NULL, stop_main, &s), 0);
     /* the idle connection goes right away, the stream completes, then closes */
     assert_int_equal(test_http_wait_closed(&idle, T_READ), 0);
-    assert_int_equal(test_http_read(&busy, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 200);
+    assert_int_equal(read_resp(&busy, &r), 200);
     expect_body(&r, "p0p1p2p3p4");
     assert_int_equal(test_http_wait_closed(&busy, T_READ), 0);
     assert_int_equal(pthread_join(s.th, NULL), 0);
@@ -912,8 +915,7 @@ static void test_client_gone_mid_stream(void **state)
     struct fixture *f = start(NULL);
     struct test_http_conn c = conn_to(f);
     assert_int_equal(test_http_send_str(&c, "GET /slowstream HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
-    for (int i = 0; i < 500 && !atomic_load(&stream_started); i++)
-        clock_sleep(2 * USEC_PER_MSEC);
+    wait_stream_started();
     assert_int_equal(server_conns(f), 1);
     test_http_close(&c);
     /* the server notices on its next write and releases everything (ASan checks) */
@@ -941,9 +943,7 @@ static void test_paused_upload(void **state)
                                             "Content-Length: 6\r\n\r\nabc"),
                      0);
     clock_sleep(50 * USEC_PER_MSEC);
-    assert_int_equal(test_http_send_str(&c, "def"), 0);
-    assert_int_equal(test_http_read(&c, false, T_READ, &r), 0);
-    assert_int_equal(r.status, 200);
+    assert_int_equal(send_read(&c, "def", &r), 200);
     expect_body(&r, "got 6 after 1 pause");
     test_http_resp_done(&r);
     test_http_close(&c);
