@@ -56,8 +56,17 @@ prereqs() {
 }
 
 # images_up: builds (cached) and imports the local images into our containerd.
+# The runtime image's extra files (sandboxd) are remembered in $STATE/runtime-extra-dir,
+# so a later `up` or `images` without $AS_RUNTIME_EXTRA_DIR (e.g. --kwok-nodes from a
+# benchmark) does not replace the running stack's image with one lacking sandboxd.
 images_up() {
 	local a ref want have
+	if [ -n "${AS_RUNTIME_EXTRA_DIR:-}" ]; then
+		printf '%s\n' "$AS_RUNTIME_EXTRA_DIR" >"$STATE/runtime-extra-dir"
+	elif [ -s "$STATE/runtime-extra-dir" ] && [ -d "$(cat "$STATE/runtime-extra-dir")" ]; then
+		AS_RUNTIME_EXTRA_DIR=$(cat "$STATE/runtime-extra-dir")
+		export AS_RUNTIME_EXTRA_DIR
+	fi
 	for a in pause runtime; do
 		a=$("$ROOT/images/build.sh" "$a") || die "image build failed: $a"
 		ref=$(tar -xOf "$a" index.json | jq -r '.manifests[0].annotations["io.containerd.image.name"]')
