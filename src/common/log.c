@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* logfmt lines on stderr. */
+/* logfmt lines on stderr, optionally batched per event-loop iteration. */
 #include "common/log.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,6 +19,17 @@
 enum log_level log_max_level = LOG_INFO;
 static const char *log_comp = NULL;
 static int log_fd = 2;
+
+/* Batching state: pending lines, guarded by batch_lock; batchers counts the threads
+ * between log_batch_start and log_batch_stop (0: every line is written at once, no
+ * lock taken). */
+static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct buf batch_pending;
+static struct timespec batch_since; /* CLOCK_MONOTONIC of the oldest pending line */
+static atomic_int batchers;
+static atomic_bool batch_dirty; /* batch_pending is not empty (read without the lock) */
+static _Thread_local bool batching;
+static pthread_once_t batch_once = PTHREAD_ONCE_INIT;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
@@ -31,7 +45,105 @@ void log_set_level(enum log_level level)
 
 void log_set_fd(int fd)
 {
+    log_flush();
     log_fd = fd;
+}
+
+/* Writes all of p[0..n) (a short write continues; errors drop the rest, as before). */
+static void write_all(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(log_fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return;
+        p += k;
+        n -= (size_t)k;
+    }
+}
+
+/* Called with batch_lock held. */
+static void flush_locked(void)
+{
+    if (batch_pending.len == 0)
+        return;
+    write_all(batch_pending.data, batch_pending.len);
+    buf_reset(&batch_pending);
+    atomic_store_explicit(&batch_dirty, false, memory_order_relaxed);
+}
+
+void log_flush(void)
+{
+    if (!atomic_load_explicit(&batch_dirty, memory_order_acquire))
+        return;
+    (void)pthread_mutex_lock(&batch_lock);
+    flush_locked();
+    (void)pthread_mutex_unlock(&batch_lock);
+}
+
+static void flush_at_exit(void)
+{
+    log_flush();
+}
+
+static void batch_init(void)
+{
+    buf_init(&batch_pending, LOG_BATCH_BYTES + LIMIT_LOG_LINE + 1);
+    (void)atexit(flush_at_exit);
+}
+
+void log_batch_start(void)
+{
+    (void)pthread_once(&batch_once, batch_init);
+    if (batching)
+        return;
+    batching = true;
+    atomic_fetch_add(&batchers, 1);
+}
+
+void log_batch_stop(void)
+{
+    if (!batching)
+        return;
+    batching = false;
+    log_flush();
+    atomic_fetch_sub(&batchers, 1);
+}
+
+static bool batch_too_old(const struct timespec *now)
+{
+    long ms = (long)(now->tv_sec - batch_since.tv_sec) * 1000 +
+              (now->tv_nsec - batch_since.tv_nsec) / 1000000;
+    return ms >= LOG_BATCH_MAX_MS;
+}
+
+/* Writes one finished line, or adds it to the batch (see log.h for when a batch is
+ * written). */
+static void output(enum log_level level, const struct buf *line)
+{
+    if (atomic_load_explicit(&batchers, memory_order_acquire) == 0) {
+        /* Nobody batches; a batch left by a thread that just stopped goes first. */
+        log_flush();
+        write_all(line->data, line->len);
+        return;
+    }
+    struct timespec now;
+    (void)clock_gettime(CLOCK_MONOTONIC, &now);
+    (void)pthread_mutex_lock(&batch_lock);
+    if (batch_pending.len == 0)
+        batch_since = now;
+    bool hold = batching && level > LOG_WARN && !batch_too_old(&now) &&
+                batch_pending.len + line->len <= LOG_BATCH_BYTES;
+    if (buf_append(&batch_pending, line->data, line->len) < 0) {
+        flush_locked(); /* cannot happen with the limit above; never drop a line */
+        write_all(line->data, line->len);
+    } else if (!hold) {
+        flush_locked();
+    } else {
+        atomic_store_explicit(&batch_dirty, true, memory_order_release);
+    }
+    (void)pthread_mutex_unlock(&batch_lock);
 }
 
 int log_parse_level(const char *s, enum log_level *ret)
@@ -149,7 +261,7 @@ static void emit(enum log_level level, int err, const char *fmt, va_list ap)
     }
     if (buf_putc(&line, '\n') < 0 && line.len > 0)
         line.data[line.len - 1] = '\n'; /* over the limit: the tail is cut */
-    (void)!write(log_fd, buf_str(&line), line.len);
+    output(level, &line);
     buf_done(&line);
     xfree(heap);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Structured logging: one logfmt line per event on stderr, written with a single
- * write(2) so lines from several threads never interleave.
+ * write(2) (or batched, see log_batch_start) so lines from several threads never
+ * interleave.
  *
  *   ts=2026-11-30T01:02:03.456Z level=info comp=controller msg="reconciled" key=ns/name
  *
@@ -27,8 +28,28 @@ void log_set_component(const char *comp);
 void log_set_level(enum log_level level);
 /** Parses "error", "warn", "info", "debug", "trace" (or 0-4). Returns 0 or -EINVAL. */
 int log_parse_level(const char *s, enum log_level *ret);
-/** Redirects output to fd (default 2); for tests. */
+/** Redirects output to fd (default 2), after writing any batched lines to the old one;
+ * for tests. */
 void log_set_fd(int fd);
+
+/* Batching, for a thread that runs an event loop and logs per request (the router's
+ * access log): between log_batch_start() and log_batch_stop() the calling thread's info,
+ * debug and trace lines are collected in one process-wide buffer instead of costing a
+ * write(2) each. Pending lines are written, in order and in as few writes as possible:
+ * when that thread calls log_flush() (once per loop iteration, before the loop blocks),
+ * when LOG_BATCH_BYTES are pending, when the oldest has waited LOG_BATCH_MAX_MS, with
+ * any warn or error line, with any line of a thread that does not batch (so lines are
+ * never reordered), at log_batch_stop(), log_set_fd() and exit(). A crash loses what
+ * is pending. Without a batching thread every line is one write(2), as before. */
+#define LOG_BATCH_BYTES  (64 * 1024)
+#define LOG_BATCH_MAX_MS 100
+
+/** The calling thread's lines are batched from now on. */
+void log_batch_start(void);
+/** Writes what is pending; the calling thread's lines are written at once again. */
+void log_batch_stop(void);
+/** Writes what is pending (from any thread). Cheap when nothing is. */
+void log_flush(void);
 
 /** Writes one line from a printf format. A tab in the formatted text separates the
  * message from raw logfmt fields: log_info("reconciled\tkey=%s ms=%d", key, ms) gives

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for common/log: line shape, lazy argument evaluation, logfmt quoting, the
- * tab message/fields split, errno variants and the line limit. Output is captured
- * through log_set_fd on a pipe. */
+ * tab message/fields split, errno variants, the line limit and batching (held until a
+ * flush, the size and age bounds, warn/error and other threads' lines written in order,
+ * stop and exit). Output is captured through log_set_fd on a pipe. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,8 +11,14 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <sys/wait.h>
 
 #include "common/clock.h"
 #include "common/limits.h"
@@ -192,6 +199,158 @@ static void test_parse_level(void **state)
     assert_int_equal(l, LOG_INFO);
 }
 
+/* ---- batching ------------------------------------------------------------------------- */
+
+/* The messages of the captured lines, in order, separated by ',' ("" when none). */
+static const char *messages(void)
+{
+    static char msgs[4096];
+    const char *p = captured();
+    size_t n = 0;
+    msgs[0] = '\0';
+    while ((p = strstr(p, "msg=\"")) != NULL) {
+        p += 5;
+        const char *q = strchr(p, '"');
+        assert_non_null(q);
+        assert_true(n + (size_t)(q - p) + 2 < sizeof(msgs));
+        if (n)
+            msgs[n++] = ',';
+        memcpy(msgs + n, p, (size_t)(q - p));
+        n += (size_t)(q - p);
+        msgs[n] = '\0';
+        p = q;
+    }
+    return msgs;
+}
+
+static void test_batch_held_until_flush(void **state)
+{
+    (void)state;
+    log_batch_start();
+    log_info("a");
+    log_debug("not at this level");
+    log_info("b");
+    log_info("c");
+    assert_string_equal(messages(), "");
+    log_flush();
+    assert_string_equal(messages(), "a,b,c");
+    log_flush(); /* nothing pending: nothing written */
+    assert_string_equal(messages(), "");
+    log_batch_stop();
+    log_info("d"); /* not batching any more: at once */
+    assert_string_equal(messages(), "d");
+}
+
+static void test_batch_warn_and_error_flush_in_order(void **state)
+{
+    (void)state;
+    log_batch_start();
+    log_info("a");
+    log_warn("b");
+    assert_string_equal(messages(), "a,b");
+    log_info("c");
+    assert_int_equal(log_error_errno(-EIO, "d"), -EIO);
+    assert_string_equal(messages(), "c,d");
+    log_batch_stop();
+}
+
+static void *log_from_thread(void *arg)
+{
+    log_info("%s", (const char *)arg);
+    return NULL;
+}
+
+static void test_batch_other_threads_keep_order(void **state)
+{
+    (void)state;
+    pthread_t t;
+    log_batch_start();
+    log_info("mine");
+    assert_int_equal(pthread_create(&t, NULL, log_from_thread, "theirs"), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    /* A thread that does not batch writes at once, after what was pending. */
+    assert_string_equal(messages(), "mine,theirs");
+    log_batch_stop();
+}
+
+static void test_batch_stop_flushes(void **state)
+{
+    (void)state;
+    log_batch_start();
+    log_batch_start(); /* idempotent */
+    log_info("a");
+    log_batch_stop();
+    assert_string_equal(messages(), "a");
+    log_batch_stop(); /* idempotent */
+    log_flush();
+    assert_string_equal(messages(), "");
+}
+
+static void test_batch_age_bound(void **state)
+{
+    (void)state;
+    struct timespec ts = {.tv_nsec = (LOG_BATCH_MAX_MS + 20) * 1000000L};
+    log_batch_start();
+    log_info("old");
+    (void)nanosleep(&ts, NULL);
+    log_info("new"); /* the oldest pending line waited too long: both go */
+    assert_string_equal(messages(), "old,new");
+    log_info("fresh");
+    assert_string_equal(messages(), "");
+    log_batch_stop();
+    assert_string_equal(messages(), "fresh");
+}
+
+/* More than LOG_BATCH_BYTES of lines: written before any flush, all of them, in order,
+ * in few writes. */
+static void test_batch_size_bound(void **state)
+{
+    (void)state;
+    enum { LINES = 1000 };
+    (void)fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
+    size_t size = (size_t)LINES * 200, n = 0;
+    char *all = xmalloc(size + 1);
+    log_batch_start();
+    for (int i = 0; i < LINES; i++)
+        log_info("line %04d %0100d", i, 0);
+    ssize_t k;
+    while ((k = read(fds[0], all + n, size - n)) > 0)
+        n += (size_t)k;
+    size_t before_flush = n;
+    log_batch_stop();
+    while ((k = read(fds[0], all + n, size - n)) > 0)
+        n += (size_t)k;
+    all[n] = '\0';
+    /* The bound wrote whole batches already, but not everything: the rest waited. */
+    assert_true(before_flush >= LOG_BATCH_BYTES);
+    assert_true(before_flush < n);
+    const char *p = all;
+    char want[32];
+    for (int i = 0; i < LINES; i++) {
+        (void)snprintf(want, sizeof(want), "msg=\"line %04d ", i);
+        p = strstr(p, want);
+        assert_non_null(p);
+    }
+    xfree(all);
+}
+
+/* exit() writes what is pending (a crash-free exit loses nothing). */
+static void test_batch_written_at_exit(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        log_batch_start();
+        log_info("last words");
+        exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_string_equal(messages(), "last words");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -202,6 +361,13 @@ int main(void)
         cmocka_unit_test(test_errno_variants),
         cmocka_unit_test(test_long_line_is_cut),
         cmocka_unit_test(test_parse_level),
+        cmocka_unit_test(test_batch_held_until_flush),
+        cmocka_unit_test(test_batch_warn_and_error_flush_in_order),
+        cmocka_unit_test(test_batch_other_threads_keep_order),
+        cmocka_unit_test(test_batch_stop_flushes),
+        cmocka_unit_test(test_batch_age_bound),
+        cmocka_unit_test(test_batch_size_bound),
+        cmocka_unit_test(test_batch_written_at_exit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
