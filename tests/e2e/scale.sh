@@ -4,15 +4,11 @@
 # reported (from /proc of the host process hack/stack.sh runs). Adds kwok nodes when
 # there are none. Prints "N passed, N failed"; exits non-zero on failure.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
 N=${AS_SCALE_SANDBOXES:-1000}
 NS=as-scale-$$
-KUBECONFIG=$("$ROOT/hack/stack.sh" kubeconfig) || exit 1
-export KUBECONFIG
-k() { "$ROOT/.cache/bin/kubectl" "$@"; }
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-not_ok() { failed=$((failed + 1)); echo "FAIL - $1${2:+: $2}"; }
+stack_kubeconfig || exit 1
 
 pid=$(cat "$ROOT/.cache/stack/agent-sandbox-controller.pid" 2>/dev/null)
 [ -n "$pid" ] && [ -d "/proc/$pid" ] || { echo "the stack's controller is not running (make up)" >&2; exit 1; }
@@ -41,7 +37,7 @@ spec:
     spec:
       nodeSelector: {type: kwok}
       tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-      containers: [{name: main, image: localhost/agent-sandbox/runtime:dev}]
+      containers: [{name: main, image: $RUNTIME_IMAGE}]
 YAML
 done | k apply --server-side -f - >/dev/null
 ready() {
@@ -63,6 +59,4 @@ echo "# controller RSS ${rss0} MiB before, ${rss1} MiB with $N more sandboxes; C
 real=$(k get pods -n "$NS" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -vc '^kwok-node-')
 [ "$real" = 0 ] && ok "none on the real node" || not_ok "pods on the real node" "$real"
 [ "$rss1" -le 64 ] && ok "controller RSS within 64 MiB ($rss1 MiB)" || not_ok "controller RSS over 64 MiB" "$rss1 MiB"
-echo
-echo "scale: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary scale
