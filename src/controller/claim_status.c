@@ -14,7 +14,6 @@
 
 struct ready {
     const char *status, *reason, *message;
-    const char *ltt; /* lastTransitionTime to use on a flip, or NULL = now */
 };
 
 static bool sb_ready_true(const json_t *sb)
@@ -29,27 +28,25 @@ static void ready_from_sandbox(const struct claim_observed *o, struct ready *r)
     const char *reason = json_string_value(json_object_get(c, "reason"));
     if (reason && strcmp(reason, SB_R_EXPIRED) == 0) {
         *r = (struct ready){"False", SB_R_EXPIRED,
-                            "Underlying Sandbox resource has expired independently of the Claim.",
-                            NULL};
+                            "Underlying Sandbox resource has expired independently of the Claim."};
     } else if (c) {
         const char *s = json_string_value(json_object_get(c, "status"));
         const char *m = json_string_value(json_object_get(c, "message"));
-        *r = (struct ready){s ? s : "Unknown", reason ? reason : SB_R_DEPS_NOT_READY, m ? m : "",
-                            json_string_value(json_object_get(c, "lastTransitionTime"))};
+        *r = (struct ready){s ? s : "Unknown", reason ? reason : SB_R_DEPS_NOT_READY, m ? m : ""};
     } else {
-        *r = (struct ready){"False", EXT_R_SANDBOX_NOT_READY, "Sandbox is not ready", NULL};
+        *r = (struct ready){"False", EXT_R_SANDBOX_NOT_READY, "Sandbox is not ready"};
     }
 }
 
 static void ready_of(const struct claim_observed *o, struct ready *r, char *msg, size_t size)
 {
     if (o->err_reason) {
-        *r = (struct ready){"False", o->err_reason, o->err_message ? o->err_message : "", NULL};
+        *r = (struct ready){"False", o->err_reason, o->err_message ? o->err_message : ""};
         if (!o->timed_out)
             return;
     } else if (o->expired) {
         *r = (struct ready){"False", EXT_R_CLAIM_EXPIRED,
-                            "Claim expired. Sandbox cleanup initiated.", NULL};
+                            "Claim expired. Sandbox cleanup initiated."};
         return;
     } else if (sb_ready_true(o->sb)) {
         ready_from_sandbox(o, r);
@@ -57,12 +54,12 @@ static void ready_of(const struct claim_observed *o, struct ready *r, char *msg,
     } else if (o->sb) {
         ready_from_sandbox(o, r);
     } else {
-        *r = (struct ready){"False", EXT_R_SANDBOX_MISSING, "Sandbox does not exist", NULL};
+        *r = (struct ready){"False", EXT_R_SANDBOX_MISSING, "Sandbox does not exist"};
     }
     if (o->timed_out) {
         (void)snprintf(msg, size, "Claim was not Ready in time; last state: %s: %s", r->reason,
                        r->message);
-        *r = (struct ready){"False", EXT_R_CLAIM_TIMEOUT, msg, NULL};
+        *r = (struct ready){"False", EXT_R_CLAIM_TIMEOUT, msg};
     }
 }
 
@@ -89,34 +86,33 @@ static void sort_conditions(json_t *status)
     json_object_set_new(status, "conditions", out);
 }
 
+/* The claim's own Ready: its lastTransitionTime is when the claim's status flipped (now,
+ * the time of this status write), never the Sandbox's; unchanged status keeps it. */
 static void set_ready(json_t *st, const struct claim_observed *o, const char *now)
 {
     char msg[1024];
     struct ready r;
-    const json_t *old = sb_cond_get(st, SB_COND_READY);
-    const char *olds = json_string_value(json_object_get(old, "status"));
-    bool flip;
     ready_of(o, &r, msg, sizeof(msg));
-    flip = !olds || strcmp(olds, r.status) != 0;
     sb_cond_set(st, SB_COND_READY, r.status, r.reason, r.message, kube_obj_generation(o->claim),
-                flip && r.ltt ? r.ltt : now);
+                now);
 }
 
-static void set_finished(json_t *st, const struct claim_observed *o)
+/* Finished mirrors the Sandbox's status, reason and message, with the claim's own
+ * generation and transition time (now on a flip, else kept). */
+static void set_finished(json_t *st, const struct claim_observed *o, const char *now)
 {
     const json_t *f =
         o->sb ? sb_cond_get(json_object_get(o->sb, "status"), SB_COND_FINISHED) : NULL;
-    json_t *conds = json_object_get(st, "conditions");
+    const char *fs = json_string_value(json_object_get(f, "status"));
     if (!o->sb && o->expired)
         return; /* a retained expired claim keeps it */
-    sb_cond_remove(st, SB_COND_FINISHED);
-    if (f) {
-        if (!json_is_array(conds)) {
-            conds = json_array();
-            json_object_set_new(st, "conditions", conds);
-        }
-        json_array_append_new(conds, json_deep_copy(f));
+    if (!f || !fs) {
+        sb_cond_remove(st, SB_COND_FINISHED);
+        return;
     }
+    sb_cond_set(st, SB_COND_FINISHED, fs, json_string_value(json_object_get(f, "reason")) ?: "",
+                json_string_value(json_object_get(f, "message")), kube_obj_generation(o->claim),
+                now);
 }
 
 json_t *claim_status_build(const struct claim_observed *o, const char *now)
@@ -124,7 +120,7 @@ json_t *claim_status_build(const struct claim_observed *o, const char *now)
     const json_t *cur = json_object_get(o->claim, "status");
     json_t *st = json_is_object(cur) ? json_deep_copy(cur) : json_object();
     set_ready(st, o, now);
-    set_finished(st, o);
+    set_finished(st, o, now);
     if (o->sb) {
         const json_t *ips = kube_obj_path(o->sb, "status.podIPs");
         json_t *sbs = json_pack("{s:s}", "name", kube_obj_name(o->sb) ?: "");

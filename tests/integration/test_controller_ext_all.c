@@ -413,15 +413,35 @@ static void test_scale(void **state)
     wait_pool("p1", 2, 2);
 }
 
+static const char *ready_ltt(const json_t *obj)
+{
+    const char *t =
+        json_string_value(json_object_get(kube_obj_condition(obj, "Ready"), "lastTransitionTime"));
+    return t ? t : "";
+}
+
 static void test_warm_claim(void **state)
 {
     json_t *cl, *sb, *pod_before, *pod_after;
-    const char *sbn;
+    const char *sbn, *created;
+    usec_t t_created = 0, t_sb = 0, t_cl = 0;
     (void)state;
+    /* A second apart (metav1.Time has whole seconds): the members became Ready before
+     * the claim exists, and the claim's Ready must carry its own transition time. */
+    clock_sleep(1100 * USEC_PER_MSEC);
     create_claim("c-warm", "p1", NULL);
     cl = wait_claim("c-warm", "True", NULL);
     sb = bound_sandbox(cl);
     sbn = kube_obj_name(sb);
+    created = kube_obj_path_str(cl, "metadata.creationTimestamp");
+    assert_non_null(created);
+    print_message("warm claim created %s, Ready since %s; its Sandbox Ready since %s\n", created,
+                  ready_ltt(cl), ready_ltt(sb));
+    assert_int_equal(clock_parse_rfc3339(created, &t_created), 0);
+    assert_int_equal(clock_parse_rfc3339(ready_ltt(sb), &t_sb), 0);
+    assert_int_equal(clock_parse_rfc3339(ready_ltt(cl), &t_cl), 0);
+    assert_true(t_sb < t_created);
+    assert_true(t_cl >= t_created);
     assert_true(strncmp(sbn, "p1-", 3) == 0);
     assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE) ?: "", "warm");
     assert_null(kube_obj_label(sb, SB_LABEL_WARM_POOL));

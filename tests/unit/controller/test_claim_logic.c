@@ -165,11 +165,11 @@ static void test_ready_rules(void **state)
     assert_string_equal(ready_reason(st), "DependenciesReady");
     assert_string_equal(kube_obj_path_str(st, "sandbox.name"), "p-abc");
     assert_int_equal(json_array_size(kube_obj_path(st, "sandbox.podIPs")), 1);
-    /* The flip takes the Sandbox's transition time. */
+    /* The flip takes the claim's own status write time, not the Sandbox's (05). */
     assert_string_equal(
         json_string_value(json_object_get(json_array_get(json_object_get(st, "conditions"), 0),
                                           "lastTransitionTime")),
-        "2026-01-01T00:00:05Z");
+        "2026-01-01T00:00:09Z");
     assert_false(claim_status_changed(st, st));
     json_decref(st);
     o.timed_out = true; /* Ready wins over a timeout */
@@ -188,6 +188,71 @@ static void test_ready_rules(void **state)
     o = (struct claim_observed){.claim = c, .expired = true};
     st = claim_status_build(&o, "now");
     assert_string_equal(ready_reason(st), EXT_R_CLAIM_EXPIRED);
+    json_decref(st);
+    json_decref(sb);
+    json_decref(c);
+}
+
+static const char *cond_ltt(const json_t *st, const char *type)
+{
+    json_t *w = json_pack("{s:O}", "status", st);
+    static char out[64];
+    const char *t =
+        json_string_value(json_object_get(kube_obj_condition(w, type), "lastTransitionTime"));
+    (void)snprintf(out, sizeof(out), "%s", t ? t : "");
+    json_decref(w);
+    return out;
+}
+
+/* Each condition carries its own transition time: set when its status changes, kept
+ * while it does not (also when the reason or the Sandbox's times change). */
+static void test_condition_times(void **state)
+{
+    json_t *c = claim_with(NULL), *sb = sandbox("False", "DependenciesNotReady"), *st;
+    struct claim_observed o = {.claim = c, .sb = sb};
+    (void)state;
+    st = claim_status_build(&o, "2026-01-01T00:00:10Z");
+    assert_string_equal(cond_ltt(st, "Ready"), "2026-01-01T00:00:10Z");
+    json_object_set_new(c, "status", st);
+    /* Still not ready, another reason, later: the time stays. */
+    json_decref(sb);
+    sb = sandbox("False", "PodNotReady");
+    o.sb = sb;
+    st = claim_status_build(&o, "2026-01-01T00:00:20Z");
+    assert_string_equal(ready_reason(st), "PodNotReady");
+    assert_string_equal(cond_ltt(st, "Ready"), "2026-01-01T00:00:10Z");
+    json_object_set_new(c, "status", st);
+    /* Ready: the claim's write time. */
+    json_decref(sb);
+    sb = sandbox("True", "DependenciesReady");
+    o.sb = sb;
+    st = claim_status_build(&o, "2026-01-01T00:00:30Z");
+    assert_string_equal(cond_ltt(st, "Ready"), "2026-01-01T00:00:30Z");
+    json_object_set_new(c, "status", st);
+    /* The Sandbox finishes: Finished gets the claim's time and generation, not the
+     * Sandbox's (00:00:05, generation 7); Ready flips too. */
+    json_t *sbconds = json_object_get(json_object_get(sb, "status"), "conditions");
+    json_array_append_new(sbconds, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "type", "Finished",
+                                             "status", "True", "reason", "PodSucceeded", "message",
+                                             "done", "lastTransitionTime", "2026-01-01T00:00:05Z",
+                                             "observedGeneration", 7));
+    json_object_set_new(json_array_get(sbconds, 0), "status", json_string("False"));
+    st = claim_status_build(&o, "2026-01-01T00:00:40Z");
+    assert_string_equal(cond_ltt(st, "Finished"), "2026-01-01T00:00:40Z");
+    assert_string_equal(cond_ltt(st, "Ready"), "2026-01-01T00:00:40Z");
+    json_object_set_new(c, "status", st);
+    st = claim_status_build(&o, "2026-01-01T00:00:50Z");
+    assert_string_equal(cond_ltt(st, "Finished"), "2026-01-01T00:00:40Z");
+    assert_string_equal(cond_ltt(st, "Ready"), "2026-01-01T00:00:40Z");
+    {
+        json_t *w = json_pack("{s:O}", "status", st);
+        const json_t *f = kube_obj_condition(w, "Finished");
+        assert_string_equal(json_string_value(json_object_get(f, "reason")), "PodSucceeded");
+        assert_string_equal(json_string_value(json_object_get(f, "message")), "done");
+        assert_int_equal(json_integer_value(json_object_get(f, "observedGeneration")), 1);
+        json_decref(w);
+    }
+    assert_false(claim_status_changed(json_object_get(c, "status"), st));
     json_decref(st);
     json_decref(sb);
     json_decref(c);
@@ -243,13 +308,10 @@ static void test_queue(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_metadata_validation),
-        cmocka_unit_test(test_merge_no_override),
-        cmocka_unit_test(test_cold_env_policies),
-        cmocka_unit_test(test_vct_policies),
-        cmocka_unit_test(test_ready_rules),
-        cmocka_unit_test(test_lifecycle),
-        cmocka_unit_test(test_queue),
+        cmocka_unit_test(test_metadata_validation), cmocka_unit_test(test_merge_no_override),
+        cmocka_unit_test(test_cold_env_policies),   cmocka_unit_test(test_vct_policies),
+        cmocka_unit_test(test_ready_rules),         cmocka_unit_test(test_condition_times),
+        cmocka_unit_test(test_lifecycle),           cmocka_unit_test(test_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
