@@ -27,8 +27,9 @@
 #define DROPPED_HELP \
     "Label-value tuples dropped because their metric family reached its series limit."
 
-struct series {
-    char *key; /* the label values, each NUL-terminated, back to back */
+struct metric_series {
+    struct metric *fam; /* the family (its lock guards the values below) */
+    char *key;          /* the label values, each NUL-terminated, back to back */
     size_t keylen;
     const char *values[METRICS_MAX_LABELS]; /* point into key */
     double value;                           /* counter, gauge */
@@ -47,8 +48,8 @@ struct metric {
     size_t nbounds;
     char *name_bucket, *name_sum, *name_count; /* histogram sample names */
     pthread_mutex_t lock;                      /* guards everything below */
-    struct map *index;                         /* key -> struct series *, not owning */
-    struct series **series;                    /* in creation order, owning */
+    struct map *index;                         /* key -> struct metric_series *, not owning */
+    struct metric_series **series;             /* in creation order, owning */
     size_t nseries, cap;
     uint64_t dropped;
     metrics_collect_fn *collect;
@@ -87,7 +88,7 @@ struct metrics_registry *metrics_registry_new(void)
     return r;
 }
 
-static void series_free(struct series *s)
+static void series_free(struct metric_series *s)
 {
     if (!s)
         return;
@@ -242,10 +243,11 @@ static int make_key(const struct metric *m, const char *const *lv, char *key, si
     return (int)n;
 }
 
-static struct series *series_new(const struct metric *m, const char *key, size_t keylen)
+static struct metric_series *series_new(struct metric *m, const char *key, size_t keylen)
 {
     size_t nb = m->type == METRIC_HISTOGRAM ? m->nbounds + 1 : 0;
-    struct series *s = xcalloc(1, sizeof(*s) + nb * sizeof(s->buckets[0]));
+    struct metric_series *s = xcalloc(1, sizeof(*s) + nb * sizeof(s->buckets[0]));
+    s->fam = m;
     s->key = xstrndup(key, keylen);
     s->keylen = keylen;
     const char *p = s->key;
@@ -258,7 +260,7 @@ static struct series *series_new(const struct metric *m, const char *key, size_t
 
 /* Finds (or, with create, makes) the series for lv; NULL when absent or dropped.
  * Called with m->lock held. */
-static struct series *find_series(struct metric *m, const char *const *lv, bool create)
+static struct metric_series *find_series(struct metric *m, const char *const *lv, bool create)
 {
     char key[METRICS_MAX_LABEL_BYTES];
     int n = make_key(m, lv, key, sizeof(key));
@@ -266,7 +268,7 @@ static struct series *find_series(struct metric *m, const char *const *lv, bool 
         m->dropped += create;
         return NULL;
     }
-    struct series *s = map_getn(m->index, key, (size_t)n);
+    struct metric_series *s = map_getn(m->index, key, (size_t)n);
     if (s || !create)
         return s;
     if (m->nseries >= LIMIT_METRIC_SERIES) {
@@ -302,7 +304,7 @@ static size_t bucket_of(const struct metric *m, double v)
 static void update(struct metric *m, const char *const *lv, enum op op, double v)
 {
     (void)pthread_mutex_lock(&m->lock);
-    struct series *s = find_series(m, lv, true);
+    struct metric_series *s = find_series(m, lv, true);
     if (s && op == OP_ADD)
         s->value += v;
     else if (s && op == OP_SET)
@@ -348,10 +350,47 @@ void metric_observe(struct metric *m, const char *const *label_values, double v)
     update(m, label_values, OP_OBSERVE, v);
 }
 
+struct metric_series *metric_series_get(struct metric *m, const char *const *label_values)
+{
+    (void)pthread_mutex_lock(&m->lock);
+    struct metric_series *s = find_series(m, label_values, true);
+    (void)pthread_mutex_unlock(&m->lock);
+    return s;
+}
+
+void metric_series_add(struct metric_series *s, double v)
+{
+    if (!s)
+        return;
+    struct metric *m = s->fam;
+    ASSERT(m->type == METRIC_COUNTER || m->type == METRIC_GAUGE);
+    if (m->type == METRIC_COUNTER && !(v >= 0))
+        return;
+    (void)pthread_mutex_lock(&m->lock);
+    s->value += v;
+    (void)pthread_mutex_unlock(&m->lock);
+}
+
+void metric_series_observe(struct metric_series *s, double v)
+{
+    if (!s)
+        return;
+    struct metric *m = s->fam;
+    ASSERT(m->type == METRIC_HISTOGRAM);
+    if (isnan(v))
+        return;
+    size_t b = bucket_of(m, v);
+    (void)pthread_mutex_lock(&m->lock);
+    s->buckets[b]++;
+    s->count++;
+    s->sum += v;
+    (void)pthread_mutex_unlock(&m->lock);
+}
+
 bool metric_remove(struct metric *m, const char *const *label_values)
 {
     char key[METRICS_MAX_LABEL_BYTES];
-    struct series *s = NULL;
+    struct metric_series *s = NULL;
     (void)pthread_mutex_lock(&m->lock);
     int n = make_key(m, label_values, key, sizeof(key));
     if (n >= 0)
@@ -371,7 +410,7 @@ bool metric_remove(struct metric *m, const char *const *label_values)
 int metric_get(struct metric *m, const char *const *label_values, double *ret_value)
 {
     (void)pthread_mutex_lock(&m->lock);
-    struct series *s = find_series(m, label_values, false);
+    struct metric_series *s = find_series(m, label_values, false);
     double v = 0;
     if (s)
         v = m->type == METRIC_HISTOGRAM ? (double)s->count : s->value;
@@ -453,7 +492,7 @@ int metrics_write_sample(struct buf *out, const char *name, const char *const *l
     return 0;
 }
 
-static int render_histogram(const struct metric *m, const struct series *s, struct buf *out)
+static int render_histogram(const struct metric *m, const struct metric_series *s, struct buf *out)
 {
     const char *lv[METRICS_MAX_LABELS + 1];
     const char *const *ln = (const char *const *)m->label_names;
@@ -484,7 +523,7 @@ static int render_family_locked(const struct metric *m, struct buf *out)
     if (metrics_write_header(out, m->name, m->help, m->type) < 0)
         return -E2BIG;
     for (size_t i = 0; i < m->nseries; i++) {
-        const struct series *s = m->series[i];
+        const struct metric_series *s = m->series[i];
         int r = m->type == METRIC_HISTOGRAM
                     ? render_histogram(m, s, out)
                     : metrics_write_sample(out, m->name, ln, s->values, s->value);

@@ -19,6 +19,7 @@
 struct buf;
 struct metrics_registry;
 struct metric;
+struct metric_series;
 
 #define METRICS_MAX_LABELS      4
 #define METRICS_MAX_BUCKETS     64   /* finite bucket bounds per histogram */
@@ -71,6 +72,19 @@ void metric_add(struct metric *m, const char *const *label_values, double v);
 void metric_set(struct metric *m, const char *const *label_values, double v);
 /** Histogram: records one observation (NaN is ignored). */
 void metric_observe(struct metric *m, const char *const *label_values, double v);
+/* Series handles, for hot paths that update the same label values again and again:
+ * one lookup, then each update only takes the family's lock (no key building or
+ * hashing). A handle is borrowed: valid until its series is removed (metric_remove) or
+ * the registry is freed. */
+
+/** Returns the series of label_values, created on first use, or NULL when the family's
+ * series limit dropped it (counted as for any update). */
+struct metric_series *metric_series_get(struct metric *m, const char *const *label_values);
+/** Counter or gauge series: adds v (counters ignore negative and NaN v). NULL: nothing. */
+void metric_series_add(struct metric_series *s, double v);
+/** Histogram series: records one observation (NaN is ignored). NULL: nothing. */
+void metric_series_observe(struct metric_series *s, double v);
+
 /** Deletes one series (e.g. of a deleted object) so it is no longer rendered. Returns
  * true when it existed. */
 bool metric_remove(struct metric *m, const char *const *label_values);

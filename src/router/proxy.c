@@ -125,6 +125,31 @@ static void access_log(struct px *x, double secs)
     buf_done(&b);
 }
 
+/* The requests/duration series of x's method, status and namespace label. */
+static const struct px_series *request_series(struct proxy *p, const struct px *x)
+{
+    struct str m = http_req_method(x->req);
+    char method[sizeof(p->series[0].method)];
+    (void)snprintf(method, sizeof(method), "%.*s", (int)(m.len < 15 ? m.len : 15), m.p);
+    const char *ns = ns_label(x);
+    for (unsigned i = 0; i < PX_SERIES; i++) {
+        struct px_series *s = &p->series[i];
+        if (s->requests && s->status == x->status && strcmp(s->method, method) == 0 &&
+            strcmp(s->ns, ns) == 0)
+            return s;
+    }
+    struct px_series *s = &p->series[p->series_next++ % PX_SERIES];
+    char code[8];
+    (void)snprintf(code, sizeof(code), "%d", x->status);
+    const char *labels[] = {method, code, ns};
+    (void)snprintf(s->method, sizeof(s->method), "%s", method);
+    (void)snprintf(s->ns, sizeof(s->ns), "%s", ns);
+    s->status = x->status;
+    s->requests = metric_series_get(p->m.requests, labels);
+    s->duration = metric_series_get(p->m.duration, labels);
+    return s;
+}
+
 /* Idle auto-suspend bookkeeping of a finished exchange. */
 static void idle_finish(struct px *x)
 {
@@ -147,17 +172,12 @@ void proxy__px_finish(struct px *x)
     x->finished = true;
     struct proxy *p = x->p;
     p->inflight--;
-    metric_dec(p->m.inflight, NULL);
+    metric_series_add(p->m.inflight_now, -1);
     idle_finish(x);
     double secs = (double)(clock_now() - x->start) / (double)USEC_PER_SEC;
-    char code[8];
-    (void)snprintf(code, sizeof(code), "%d", x->status);
-    struct str m = http_req_method(x->req);
-    char method[16];
-    (void)snprintf(method, sizeof(method), "%.*s", (int)(m.len < 15 ? m.len : 15), m.p);
-    const char *labels[] = {method, code, ns_label(x)};
-    metric_inc(p->m.requests, labels);
-    metric_observe(p->m.duration, labels, secs);
+    const struct px_series *ser = request_series(p, x);
+    metric_series_add(ser->requests, 1);
+    metric_series_observe(ser->duration, secs);
     if (x->error_reason)
         metric_inc(p->m.upstream_errors, (const char *const[]){ns_label(x), x->error_reason});
     if (p->o.access_log)
@@ -627,7 +647,7 @@ static struct px *px_new(struct proxy *p, struct http_req *req)
     if (http_req_peer(req, x->client_ip, sizeof(x->client_ip)) < 0)
         x->client_ip[0] = '\0';
     p->inflight++;
-    metric_inc(p->m.inflight, NULL);
+    metric_series_add(p->m.inflight_now, 1);
     return x;
 }
 

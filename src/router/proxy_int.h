@@ -58,7 +58,19 @@ void upconn_pool_clear(struct proxy *p);
 
 struct proxy_metrics {
     struct metric *requests, *duration, *inflight, *upstream_errors, *authz, *tunnels, *pool;
+    struct metric_series *inflight_now; /* the inflight gauge's only series */
 };
+
+/* Series handles of recent (method, code, namespace) label sets, so a finished request
+ * updates its two series without building and hashing their keys. */
+struct px_series {
+    char method[16];
+    char ns[ROUTE_NAME_MAX + 1];
+    int status;
+    struct metric_series *requests, *duration;
+};
+
+#define PX_SERIES 8 /* replaced round-robin */
 
 /* The checks of one stored Sandbox that passed (Ready, first pod IP allowed): store
  * objects never change once stored, so the object pointer, kept alive by the reference
@@ -84,6 +96,8 @@ struct proxy {
     void (*shutdown_done)(void *ctx);
     void *shutdown_ctx;
     struct px_target targets[PX_TARGETS];
+    struct px_series series[PX_SERIES];
+    unsigned series_next;
     char read_buf[64 * 1024]; /* upstream and tunnel reads, one at a time on the loop */
 };
 

@@ -44,6 +44,7 @@ static void register_metrics(struct proxy *p, struct metrics_registry *r)
     p->m.tunnels = metrics_gauge(r, "sandbox_router_tunnels_active",
                                  "Upgraded (WebSocket) tunnels open.", NULL);
     metric_set(p->m.inflight, NULL, 0);
+    p->m.inflight_now = metric_series_get(p->m.inflight, NULL);
     metric_set(p->m.tunnels, NULL, 0);
 }
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <sys/resource.h>
@@ -667,6 +668,37 @@ static void many_round(struct test_http_conn *conns, int round)
     test_http_resp_done(&resp);
 }
 
+/* sandbox_router_requests_total and the duration histogram's count for GET 200 in ns
+ * (cached series handles) both count at least min requests, and agree. */
+static void check_request_metrics(double min)
+{
+    char raw[128], key[256];
+    double total = -1, count = -2;
+    struct test_http_resp resp;
+    test_http_resp_init(&resp);
+    (void)snprintf(raw, sizeof(raw), "GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_int_equal(test_http_request(router_probe_port(rt), raw, T_READ, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    (void)snprintf(key, sizeof(key),
+                   "\nsandbox_router_requests_total{method=\"GET\",code=\"200\","
+                   "sandbox_namespace=\"%s\"} ",
+                   ns);
+    const char *p = strstr(buf_str(&resp.body), key);
+    assert_non_null(p);
+    total = strtod(p + strlen(key), NULL);
+    (void)snprintf(key, sizeof(key),
+                   "\nsandbox_router_request_duration_seconds_count{method=\"GET\",code=\"200\","
+                   "sandbox_namespace=\"%s\"} ",
+                   ns);
+    p = strstr(buf_str(&resp.body), key);
+    assert_non_null(p);
+    count = strtod(p + strlen(key), NULL);
+    fprintf(stderr, "  requests_total{GET,200} %.0f, duration count %.0f\n", total, count);
+    assert_true(total >= min);
+    assert_true(count == total);
+    test_http_resp_done(&resp);
+}
+
 static void test_thousand_connections(void **state)
 {
     (void)state;
@@ -702,6 +734,7 @@ static void test_thousand_connections(void **state)
     assert_int_equal(get(rt, raw, &resp), 0);
     assert_int_equal(resp.status, 200);
     test_http_resp_done(&resp);
+    check_request_metrics(MANY_CONNS * MANY_ROUNDS);
 }
 
 static void test_graceful_shutdown(void **state)

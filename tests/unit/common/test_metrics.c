@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for common/metrics: exact exposition text, escaping, histogram buckets,
- * the series limit, concurrent updates, collectors and the process collector. */
+ * the series limit, series handles, concurrent updates, collectors and the process
+ * collector. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -199,6 +200,64 @@ static void test_series_limit(void **state)
     assert_non_null(strstr(text,
                            DROPPED_HEADER "metrics_series_dropped_total{metric=\"big_total\"} "
                                           "6\n"));
+    xfree(text);
+    metrics_registry_free(r);
+}
+
+/* A handle updates the same series as the label values do, renders identically, and
+ * the series limit gives NULL handles whose updates are ignored. */
+static void test_series_handles(void **state)
+{
+    (void)state;
+    struct metrics_registry *r = metrics_registry_new();
+    static const char *const ln[] = {"method", "code", NULL};
+    static const double bounds[] = {0.1, 1};
+    struct metric *c = metrics_counter(r, "req_total", "Requests.", ln);
+    struct metric *h = metrics_histogram(r, "req_seconds", "Request time.", ln, bounds, 2);
+    struct metric *g = metrics_gauge(r, "inflight", "In flight.", NULL);
+    struct metric_series *cs = metric_series_get(c, LV("GET", "200"));
+    assert_ptr_equal(metric_series_get(c, LV("GET", "200")), cs); /* one series */
+    struct metric_series *hs = metric_series_get(h, LV("GET", "200"));
+    struct metric_series *gs = metric_series_get(g, NULL);
+    metric_series_add(cs, 1);
+    metric_inc(c, LV("GET", "200"));
+    metric_series_add(cs, 2.5);
+    metric_series_add(cs, -7); /* counters only go up */
+    metric_series_observe(hs, 0.05);
+    metric_series_observe(hs, 0.5);
+    metric_observe(h, LV("GET", "200"), 5);
+    metric_series_observe(hs, 0.0 / 0.0); /* NaN ignored */
+    metric_series_add(gs, 1);
+    metric_series_add(gs, 1);
+    metric_series_add(gs, -1);
+    double v = 0;
+    assert_int_equal(metric_get(c, LV("GET", "200"), &v), 0);
+    assert_true(v == 4.5);
+    assert_int_equal(metric_get(h, LV("GET", "200"), &v), 0);
+    assert_true(v == 3);
+    assert_int_equal(metric_get(g, NULL, &v), 0);
+    assert_true(v == 1);
+    char *text = render(r);
+    assert_non_null(strstr(text, "req_total{method=\"GET\",code=\"200\"} 4.5\n"));
+    assert_non_null(strstr(text, "req_seconds_bucket{method=\"GET\",code=\"200\",le=\"0.1\"} 1\n"
+                                 "req_seconds_bucket{method=\"GET\",code=\"200\",le=\"1\"} 2\n"
+                                 "req_seconds_bucket{method=\"GET\",code=\"200\",le=\"+Inf\"} 3\n"
+                                 "req_seconds_sum{method=\"GET\",code=\"200\"} 5.55\n"));
+    assert_non_null(strstr(text, "inflight 1\n"));
+    xfree(text);
+    /* Past the series limit: NULL, counted as dropped; updates through NULL do nothing. */
+    char id[32];
+    for (unsigned i = 1; i < LIMIT_METRIC_SERIES; i++) {
+        (void)snprintf(id, sizeof(id), "%u", i);
+        metric_inc(c, LV("PUT", id));
+    }
+    struct metric_series *none = metric_series_get(c, LV("POST", "500"));
+    assert_null(none);
+    metric_series_add(none, 1);
+    metric_series_observe(NULL, 1);
+    assert_int_equal(metric_get(c, LV("POST", "500"), &v), -ENOENT);
+    text = render(r);
+    assert_non_null(strstr(text, "metrics_series_dropped_total{metric=\"req_total\"} 1\n"));
     xfree(text);
     metrics_registry_free(r);
 }
@@ -456,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_buckets_helpers),
         cmocka_unit_test(test_get_remove),
         cmocka_unit_test(test_series_limit),
+        cmocka_unit_test(test_series_handles),
         cmocka_unit_test(test_render_limit),
         cmocka_unit_test(test_collector_order),
         cmocka_unit_test(test_process_collector),
