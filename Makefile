@@ -16,9 +16,14 @@
 #   make apiserver    only a standalone etcd + kube-apiserver (what integration tests use)
 #   make bench        every benchmark scenario, results in bench/results/, report rendered
 #   make bench-smoke  the benchmarks at small N (part of make test)
-#   make chaos       the fault-injection suite at full size (300-claim bursts)
+#   make chaos        the fault-injection suite at full size (300-claim bursts; make test
+#                     runs it at 20 claims)
+#   make node-loss    stop the kubelet of the local cluster's real node under a Sandbox
+#                     and restore it (needs make up; disturbs every pod on the node)
 #   make fuzz         the libFuzzer targets for 60 s each (clang); corpora replay in make test
 #   make tsan | valgrind      the unit suite under ThreadSanitizer / valgrind memcheck
+#                             (make test runs both; its TSan run adds the in-process
+#                             controller manager against the API server)
 #   make manifests    render install.yaml (and the chart's CRDs) from config/ and api/crds/
 #   make fmt          clang-format every C file
 #   make clean        remove the preset build directories
@@ -27,7 +32,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 .PHONY: deps build asan unit integration test up down status kubeconfig router-url router-token \
-	apiserver bench bench-smoke chaos fuzz tsan valgrind manifests fmt clean distclean
+	apiserver bench bench-smoke chaos node-loss fuzz tsan valgrind manifests fmt clean distclean
 
 deps:
 	hack/deps.sh
@@ -80,6 +85,9 @@ bench-smoke:
 
 chaos:
 	tests/chaos/run.sh
+
+node-loss:
+	AS_CHAOS_NODE_LOSS=1 tests/chaos/node_loss.sh --stack-is-mine
 
 fuzz:
 	fuzz/run.sh -t 60
