@@ -19,6 +19,7 @@
 #include "controller/ext_names.h"
 #include "controller/latebind_deliver.h"
 #include "controller/manager_int.h"
+#include "controller/ns_source.h"
 #include "controller/pool_expect.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -674,7 +675,14 @@ static int new_informer(struct ext_ctrl *x, int i, const struct kube_res *res)
     struct kube_informer_opts o = {
         .client = x->d.client, .res = res, .ns = x->ns, .transform = kube_store_strip_transform};
     struct kube_informer_handlers h = ext_handlers[i];
-    int r = kube_informer_new(&o, &x->inf[i]);
+    struct kube_informer_source src;
+    int r = ctrl_ns_source_for(x->ns, &x->nss[i], &src);
+    if (r >= 0 && x->nss[i]) {
+        o.ns = NULL;
+        o.source = &src;
+    }
+    if (r >= 0)
+        r = kube_informer_new(&o, &x->inf[i]);
     h.ctx = x;
     if (r >= 0 && i == EXT_INF_POOL)
         r = kube_informer_add_index(x->inf[i], EXT_IDX_POOL_TPL, idx_pool_tpl, NULL);
@@ -738,8 +746,10 @@ void ext_ctrl_free(struct ext_ctrl *x)
     if (!x)
         return;
     ext_ctrl_stop(x);
-    for (int i = 0; i < EXT_INF_COUNT; i++)
+    for (int i = 0; i < EXT_INF_COUNT; i++) {
         kube_informer_free(x->inf[i]);
+        ctrl_ns_source_free(x->nss[i]);
+    }
     for (int i = 0; i < EXT_LOOP_COUNT; i++)
         wq_free(x->loops[i].q);
     for (size_t i = 0; i < x->ndomains; i++)

@@ -43,7 +43,7 @@ struct ext_opts {
  * controller. */
 struct ext_deps {
     struct kube_client *client;
-    const char *ns;                 /* watched namespace, NULL = all */
+    const char *ns;                 /* watched namespaces ("a" or "a,b"), NULL = all */
     struct events_recorder *events; /* NULL: no Events */
     struct ctrl_metrics *metrics;   /* the manager's reconcile/workqueue families */
 };

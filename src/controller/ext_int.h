@@ -10,6 +10,8 @@
 
 #include "controller/ext_ctrl.h"
 #include "kube/err.h"
+
+struct ctrl_ns_source;
 #include "kube/workqueue.h"
 
 struct map;
@@ -58,6 +60,7 @@ struct ext_ctrl {
     size_t ndomains;
     struct kube_informer *sandboxes, *pods; /* the manager's */
     struct kube_informer *inf[EXT_INF_COUNT];
+    struct ctrl_ns_source *nss[EXT_INF_COUNT]; /* per informer, with several namespaces */
     struct ext_loop loops[EXT_LOOP_COUNT];
     struct ext_metrics met;
     struct pool_expect *expect;

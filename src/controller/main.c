@@ -12,6 +12,7 @@
 #include "controller/duration.h"
 #include "controller/ext_limits.h"
 #include "controller/manager.h"
+#include "controller/ns_source.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/lease.h"
@@ -58,7 +59,8 @@ static const char usage_text[] =
     "  --kube-api-qps QPS                  client-side rate limit; <= 0 disables (default -1)\n"
     "  --kube-api-burst N                  client-side burst, > 0 (default 10)\n"
     "  --sandbox-concurrent-workers N      Sandbox reconcile workers, > 0 (default 100)\n"
-    "  --namespace NS                      watch only this namespace (default: all)\n"
+    "  --namespace NS[,NS...]              watch only these namespaces, each with its own\n"
+    "                                      list and watch (default: all)\n"
     "  --cluster-domain DOMAIN             for status.serviceFQDN (default cluster.local)\n"
     "  --cache-label-selectors[=BOOL]      cache only Pods/Services carrying the\n"
     "                                      sandbox-name-hash label (default false)\n"
@@ -281,6 +283,17 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
     }
 }
 
+/* A --namespace list: DNS labels, no duplicates (controller/ns_source.h). */
+static int check_namespaces(const char *v)
+{
+    char **nsv;
+    size_t n;
+    int r = ctrl_ns_list_parse(v, &nsv, &n);
+    if (r >= 0)
+        ctrl_ns_list_free(nsv, n);
+    return r;
+}
+
 /* Applies one flag. Returns 0, 1 to exit successfully (help/version), or -EINVAL. */
 static int apply_flag(struct flags *f, int c, const char *v)
 {
@@ -320,7 +333,7 @@ static int apply_flag(struct flags *f, int c, const char *v)
         return parse_positive(v, &f->workers);
     case F_NAMESPACE:
         f->ns = v;
-        return 0;
+        return check_namespaces(v);
     case F_DOMAIN:
         f->cluster_domain = v;
         return 0;

@@ -16,6 +16,7 @@
 #include "common/metrics.h"
 #include "common/xalloc.h"
 #include "controller/manager_int.h"
+#include "controller/ns_source.h"
 #include "controller/pod_transform.h"
 #include "controller/sandbox_names.h"
 #include "kube/client.h"
@@ -298,11 +299,19 @@ static int new_informer(struct ctrl_manager *m, int which, const struct kube_res
         .label_selector = tracked_only ? SB_LABEL_NAME_HASH : NULL,
         .transform = tf,
     };
+    struct kube_informer_source src;
     struct kube_informer_handlers sh = {
         .on_add = sb_add, .on_update = sb_update, .on_delete = sb_delete, .ctx = m};
     struct kube_informer_handlers ch = {
         .on_add = child_add, .on_update = child_update, .on_delete = child_delete, .ctx = m};
-    int r = kube_informer_new(&o, &m->inf[which]);
+    int r = ctrl_ns_source_for(m->ns, &m->nss[which], &src);
+    if (r < 0)
+        return r;
+    if (m->nss[which]) {
+        o.ns = NULL;
+        o.source = &src;
+    }
+    r = kube_informer_new(&o, &m->inf[which]);
     if (r < 0)
         return r;
     if (which != CTRL_INF_SANDBOX)
@@ -536,8 +545,10 @@ void ctrl_manager_free(struct ctrl_manager *m)
     ctrl_manager_stop(m);
     lease_elector_free(m->elector);
     ext_ctrl_free(m->ext);
-    for (int i = 0; i < CTRL_INF_COUNT; i++)
+    for (int i = 0; i < CTRL_INF_COUNT; i++) {
         kube_informer_free(m->inf[i]);
+        ctrl_ns_source_free(m->nss[i]);
+    }
     events_recorder_free(m->events);
     idle_ctrl_free(m->idle);
     wq_free(m->queue);

@@ -22,7 +22,8 @@ struct ctrl_manager;
 struct ctrl_opts {
     struct kube_client *client; /* borrowed; required */
     int workers;                /* Sandbox reconcile workers; 0 = 100 */
-    const char *ns;             /* namespace to watch; NULL or "" = all (copied) */
+    const char *ns;             /* namespaces to watch: NULL or "" = all, "a" or "a,b,c"
+                                   (controller/ns_source.h) (copied) */
     bool cache_label_selectors; /* Pods/Services: only objects with the tracking label */
     const char *cluster_domain; /* NULL = "cluster.local" (copied) */
     bool leader_elect;          /* gate the workers on a Lease */

@@ -14,6 +14,7 @@
 struct kube_informer;
 struct wq;
 struct lease_elector;
+struct ctrl_ns_source;
 struct events_recorder;
 struct http_server_thread;
 struct http_router;
@@ -34,6 +35,7 @@ struct ctrl_manager {
     char *ns, *cluster_domain, *lease_ns, *lease_name, *identity;
     char *metrics_addr, *health_addr;
     struct kube_informer *inf[CTRL_INF_COUNT];
+    struct ctrl_ns_source *nss[CTRL_INF_COUNT]; /* per informer, with several namespaces */
     struct wq *queue;
     struct sb_reconciler rec;
     struct ext_ctrl *ext; /* extensions controllers, or NULL */
