@@ -3,7 +3,8 @@
 # Router benchmark: wrk against a tiny local upstream, directly and through
 # sandbox-router (path form, --auth=none and --auth=tokenreview with a cached token),
 # on 127.0.0.1 only. Needs hack/apiserver.sh running, a built sandbox-router
-# (BUILD_DIR, default build/release) and wrk (apt package wrk).
+# (BUILD_DIR, default build/release) and wrk (apt package wrk). The CPU columns are the
+# serving process's user+system time per request, from /proc/<pid>/stat.
 #   bench/router/run.sh [duration_s=10] [connections=50] [threads=2]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,26 +41,33 @@ YAML
 k patch sandbox bench -n $NS --subresource=status --type=merge -p \
   '{"status":{"podIPs":["127.0.0.1"],"conditions":[{"type":"Ready","status":"True","reason":"DependenciesReady","message":"bench","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}' >/dev/null
 
-run_wrk() { # name url [header]
-    local out
-    if [ -n "${3:-}" ]; then
-        out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" --latency -H "$3" "$2")
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+run_wrk() { # name url pid [header]
+    local out t0 t1
+    t0=$(cpu_ticks "$3")
+    if [ -n "${4:-}" ]; then
+        out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" --latency -H "$4" "$2")
     else
         out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" --latency "$2")
     fi
-    local rps p50 p99
+    t1=$(cpu_ticks "$3")
+    local rps p50 p99 reqs cpu
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
     p50=$(awk '$1=="50%" {print $2}' <<<"$out")
     p99=$(awk '$1=="99%" {print $2}' <<<"$out")
+    reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+    cpu=$(awk -v t=$((t1 - t0)) -v n="$reqs" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN { printf "%.1f us", n ? t * 1e6 / hz / n : 0 }')
     local non2xx
     non2xx=$(awk '/Non-2xx/ {print $5}' <<<"$out")
-    printf '| %-28s | %10s | %8s | %8s | %s |\n' "$1" "$rps" "$p50" "$p99" "${non2xx:-0}"
+    printf '| %-34s | %10s | %8s | %8s | %10s | %s |\n' "$1" "$rps" "$p50" "$p99" "$cpu" "${non2xx:-0}"
 }
 
-start_router() { # auth-mode
+start_router() { # auth-mode [access-log=false]
     "$BUILD_DIR/sandbox-router" --kubeconfig "$KCFG" --namespace $NS --auth "$1" \
         --http-bind-address 127.0.0.1:$RT_PORT --health-probe-bind-address 127.0.0.1:$PROBE_PORT \
-        --allow-loopback-upstreams --access-log false --log-level warn 2>"$TMP/router.log" &
+        --allow-loopback-upstreams --access-log "${2:-false}" --log-level info 2>"$TMP/router.log" &
     pids+=($!)
     for _ in $(seq 100); do
         curl -sf "http://127.0.0.1:$PROBE_PORT/readyz" >/dev/null && return 0
@@ -70,17 +78,21 @@ start_router() { # auth-mode
     exit 1
 }
 
-echo "| target (c=$CONNS, t=$THREADS, ${DUR}s) | req/s | p50 | p99 | non-2xx |"
-echo "|---|---:|---:|---:|---:|"
-run_wrk "direct" "http://127.0.0.1:$UP_PORT/x"
+UP_PID=${pids[0]}
+echo "| target (c=$CONNS, t=$THREADS, ${DUR}s) | req/s | p50 | p99 | CPU/req | non-2xx |"
+echo "|---|---:|---:|---:|---:|---:|"
+run_wrk "direct (upstream CPU)" "http://127.0.0.1:$UP_PORT/x" "$UP_PID"
 start_router none
-run_wrk "router --auth=none" "http://127.0.0.1:$RT_PORT/s/$NS/bench/$UP_PORT/x"
+run_wrk "router --auth=none (router CPU)" "http://127.0.0.1:$RT_PORT/s/$NS/bench/$UP_PORT/x" "${pids[-1]}"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
-start_router tokenreview
+start_router none true
+run_wrk "router --auth=none, access log on" "http://127.0.0.1:$RT_PORT/s/$NS/bench/$UP_PORT/x" "${pids[-1]}"
+kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+start_router tokenreview true
 TOKEN=$(awk -F, '$2=="alice" {print $1}' .cache/apiserver/tokens.csv 2>/dev/null || true)
 if [ -n "$TOKEN" ]; then
     k create clusterrolebinding router-bench-alice --clusterrole=cluster-admin --user=alice \
         --dry-run=client -o yaml | k apply -f - >/dev/null
-    run_wrk "router --auth=tokenreview" "http://127.0.0.1:$RT_PORT/s/$NS/bench/$UP_PORT/x" \
-        "Authorization: Bearer $TOKEN"
+    run_wrk "router --auth=tokenreview, access log" "http://127.0.0.1:$RT_PORT/s/$NS/bench/$UP_PORT/x" \
+        "${pids[-1]}" "Authorization: Bearer $TOKEN"
 fi

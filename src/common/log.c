@@ -169,35 +169,82 @@ const char *log_strerror(int r, char *b, unsigned size)
     return strerror_r(r, b, size);
 }
 
+/* "ts=YYYY-MM-DDTHH:MM:SS." of the last second this thread logged in: formatted once
+ * per second, not per line. */
+static _Thread_local time_t ts_sec = (time_t)-1;
+static _Thread_local char ts_text[40];
+static _Thread_local size_t ts_len;
+
 static void put_prefix(struct buf *b, enum log_level level)
 {
     struct timespec ts;
-    struct tm tm;
     (void)clock_gettime(CLOCK_REALTIME, &ts);
-    (void)gmtime_r(&ts.tv_sec, &tm);
-    (void)buf_printf(b, "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000,
-                     level_names[(unsigned)level < ARRAY_SIZE(level_names) ? level : LOG_TRACE]);
-    if (log_comp)
-        (void)buf_printf(b, " comp=%s", log_comp);
+    if (ts.tv_sec != ts_sec) {
+        struct tm tm;
+        (void)gmtime_r(&ts.tv_sec, &tm);
+        int n = snprintf(ts_text, sizeof(ts_text), "ts=%04d-%02d-%02dT%02d:%02d:%02d.",
+                         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                         tm.tm_sec);
+        ts_len = n > 0 && (size_t)n < sizeof(ts_text) ? (size_t)n : 0;
+        ts_sec = ts.tv_sec;
+    }
+    unsigned ms = (unsigned)(ts.tv_nsec / 1000000);
+    char tail[8] = {(char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10), 'Z',
+                    ' '};
+    (void)buf_append(b, ts_text, ts_len);
+    (void)buf_append(b, tail, 5);
+    (void)buf_puts(b, "level=");
+    (void)buf_puts(b, level_names[(unsigned)level < ARRAY_SIZE(level_names) ? level : LOG_TRACE]);
+    if (log_comp) {
+        (void)buf_puts(b, " comp=");
+        (void)buf_puts(b, log_comp);
+    }
+}
+
+/* Appends the escape of byte c (quoted: also '"' and '\\'). */
+static void put_escape(struct buf *b, unsigned char c)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (c == '\n') {
+        (void)buf_puts(b, "\\n");
+    } else if (c == '"' || c == '\\') {
+        char e[2] = {'\\', (char)c};
+        (void)buf_append(b, e, 2);
+    } else {
+        char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+        (void)buf_append(b, e, 4);
+    }
+}
+
+/* Appends p[0..n), or as much of it as the line limit leaves (the tail is cut). */
+static void append_cut(struct buf *b, const char *p, size_t n)
+{
+    if (buf_append(b, p, n) < 0 && b->len < b->limit)
+        (void)buf_append(b, p, b->limit - b->len);
+}
+
+/* Appends s[0..n), escaping control bytes (and, quoted, '"' and '\\'); runs of
+ * plain bytes are appended at once. */
+static void put_escaped(struct buf *b, const char *s, size_t n, bool quoted)
+{
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool ctl = (c < 0x20 && (quoted || c != '\t')) || c == 0x7f;
+        if (!ctl && !(quoted && (c == '"' || c == '\\')))
+            continue;
+        append_cut(b, s + run, i - run);
+        put_escape(b, c);
+        run = i + 1;
+    }
+    append_cut(b, s + run, n - run);
 }
 
 /* Appends s[0..n) as a logfmt quoted value: quotes, backslashes, control bytes escaped. */
 static void put_quoted(struct buf *b, const char *s, size_t n)
 {
     (void)buf_putc(b, '"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            (void)buf_printf(b, "\\%c", c);
-        else if (c == '\n')
-            (void)buf_puts(b, "\\n");
-        else if (c < 0x20 || c == 0x7f)
-            (void)buf_printf(b, "\\x%02x", c);
-        else
-            (void)buf_putc(b, (char)c);
-    }
+    put_escaped(b, s, n, true);
     (void)buf_putc(b, '"');
 }
 
@@ -205,15 +252,7 @@ static void put_quoted(struct buf *b, const char *s, size_t n)
  * one event stays one line whatever the caller passed. */
 static void put_fields(struct buf *b, const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n')
-            (void)buf_puts(b, "\\n");
-        else if ((c < 0x20 && c != '\t') || c == 0x7f)
-            (void)buf_printf(b, "\\x%02x", c);
-        else
-            (void)buf_putc(b, (char)c);
-    }
+    put_escaped(b, s, n, false);
 }
 
 /* Formats the caller's text, cut at LIMIT_LOG_LINE, and returns its length. The text is
