@@ -33,9 +33,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "common/buf.h"
@@ -45,12 +42,11 @@
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "kube/client.h"
-#include "kube/informer.h"
 #include "kube/obj.h"
-#include "kube/store.h"
-#include "kube/workqueue.h"
 #include "support/apiserver.h"
+#include "support/ctrl_fixture.h"
 #include "support/http_client.h"
+#include "support/kube_fixture.h"
 
 #define WAIT        (240 * USEC_PER_SEC)
 #define KUBELETS    8
@@ -67,91 +63,31 @@ static FILE *report;
 
 /* ---- the simulated kubelet ---------------------------------------------------------- */
 
-static struct kube_informer *pod_inf;
-static struct wq *kq;
-static pthread_t kthreads[KUBELETS];
-static atomic_uint next_ip;
+static struct it_kubelet *kubelet;
 
-static int kubelet_ready(const char *name)
+/* Pods being deleted, and those of Sandboxes the test runs itself, are left alone. */
+static bool kubelet_skip(void *ctx, const json_t *pod)
 {
-    char now[64], ip[32];
-    unsigned n = atomic_fetch_add(&next_ip, 1);
-    struct kube_req r;
-    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
-    (void)snprintf(ip, sizeof(ip), "10.3.%u.%u", (n / 250) % 250, n % 250 + 1);
-    json_t *p =
-        json_pack("{s:{s:s, s:s, s:[{s:s}], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}}", "status",
-                  "phase", "Running", "podIP", ip, "podIPs", "ip", ip, "conditions", "type",
-                  "PodScheduled", "status", "True", "lastTransitionTime", now, "type", "Ready",
-                  "status", "True", "lastTransitionTime", now);
-    kube_req_init(&r, "PATCH", &KUBE_RES_PODS);
-    r.ns = ns;
-    r.name = name;
-    r.subresource = "status";
-    r.body = p;
-    r.patch_type = KUBE_PATCH_MERGE;
-    struct kube_err e;
-    int rc = kube_request(c, &r, NULL, &e);
-    json_decref(p);
-    return rc < 0 && !kube_err_is_not_found(&e) ? rc : 0;
-}
-
-static void *kubelet_main(void *arg)
-{
-    const char *key;
-    (void)arg;
-    while (wq_get(kq, &key) == 0) {
-        const char *slash = strchr(key, '/');
-        if (kubelet_ready(slash ? slash + 1 : key) < 0)
-            wq_add_rate_limited(kq, key); /* the API server is away: try again */
-        else
-            wq_forget(kq, key);
-        wq_done(kq, key);
-    }
-    return NULL;
-}
-
-static void pod_seen(void *ctx, const json_t *pod)
-{
-    char key[512];
     (void)ctx;
-    if (kube_obj_deleting(pod) || kube_obj_path_str(pod, "status.podIP") ||
-        kube_obj_label(pod, "chaos.test/kubelet-off"))
-        return;
-    if (kube_store_key(pod, key, sizeof(key)) == 0)
-        wq_add(kq, key);
+    return kube_obj_deleting(pod) || kube_obj_label(pod, "chaos.test/kubelet-off");
 }
 
-static void pod_updated(void *ctx, const json_t *o, const json_t *n)
-{
-    (void)o;
-    pod_seen(ctx, n);
-}
-
+/* Pods become Running and Ready at 10.3.x.y; while the API server is away, again later. */
 static void kubelet_start(void)
 {
-    struct kube_informer_opts o = {.client = c, .res = &KUBE_RES_PODS, .ns = ns};
-    struct kube_informer_handlers h = {.on_add = pod_seen, .on_update = pod_updated};
-    struct wq_opts qo = {.name = "kubelet", .qps = -1};
-    assert_int_equal(wq_new(&qo, &kq), 0);
-    assert_int_equal(kube_informer_new(&o, &pod_inf), 0);
-    assert_int_equal(kube_informer_add_handlers(pod_inf, &h), 0);
-    assert_int_equal(kube_informer_start(pod_inf), 0);
-    for (int i = 0; i < KUBELETS; i++)
-        assert_int_equal(pthread_create(&kthreads[i], NULL, kubelet_main, NULL), 0);
+    struct it_kubelet_opts o = {.client = c,
+                                .ns = ns,
+                                .workers = KUBELETS,
+                                .skip = kubelet_skip,
+                                .ip_prefix = "10.3",
+                                .retry = true};
+    assert_int_equal(it_kubelet_start(&o, &kubelet), 0);
 }
 
 static void kubelet_stop(void)
 {
-    if (!kq)
-        return;
-    kube_informer_stop(pod_inf);
-    wq_shutdown(kq);
-    for (int i = 0; i < KUBELETS; i++)
-        pthread_join(kthreads[i], NULL);
-    kube_informer_free(pod_inf);
-    wq_free(kq);
-    kq = NULL;
+    it_kubelet_free(kubelet);
+    kubelet = NULL;
 }
 
 /* ---- controller processes ----------------------------------------------------------- */
@@ -160,6 +96,29 @@ static pthread_mutex_t ctrl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t ctrl_pid[MAX_CTRL];
 static int ctrl_starts, ctrl_kills, ctrl_crashes, ctrl_exits;
 static char log_dir[512];
+
+/* In a forked child: appends stdout and stderr to logf and runs argv. Never returns. */
+static void exec_logged(char *const argv[], const char *logf) __attribute__((noreturn));
+static void exec_logged(char *const argv[], const char *logf)
+{
+    int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        (void)dup2(fd, STDOUT_FILENO);
+        (void)dup2(fd, STDERR_FILENO);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+/* Starts argv with its output appended to logf. Returns the pid. */
+static pid_t spawn_logged_to(char *const argv[], const char *logf)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_logged(argv, logf);
+    assert_true(pid > 0);
+    return pid;
+}
 
 static pid_t ctrl_spawn(int slot)
 {
@@ -181,17 +140,7 @@ static pid_t ctrl_spawn(int slot)
                     "--log-level=info",
                     maxr,
                     NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            (void)dup2(fd, STDOUT_FILENO);
-            (void)dup2(fd, STDERR_FILENO);
-        }
-        execv(bin, argv);
-        _exit(127);
-    }
-    assert_true(pid > 0);
+    pid_t pid = spawn_logged_to(argv, logf);
     ctrl_starts++;
     return pid;
 }
@@ -291,15 +240,8 @@ static void component_launch(const char *comp, struct buf *cmdline)
     if (mid == 0) {
         (void)setsid();
         pid_t g = fork();
-        if (g == 0) {
-            int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-            if (fd >= 0) {
-                (void)dup2(fd, STDOUT_FILENO);
-                (void)dup2(fd, STDERR_FILENO);
-            }
-            execv(argv[0], argv);
-            _exit(127);
-        }
+        if (g == 0)
+            exec_logged(argv, path);
         _exit(write(fds[1], &g, sizeof(g)) == sizeof(g) ? 0 : 1);
     }
     assert_true(mid > 0);
@@ -366,9 +308,7 @@ static atomic_int claims_created;
  * counts as created. */
 static void create_claim(const char *name)
 {
-    json_t *cl =
-        json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:s}}}", "apiVersion", API_VERSION, "kind",
-                  "SandboxClaim", "metadata", "name", name, "spec", "warmPoolRef", "name", "pool");
+    json_t *cl = it_claim_new(name, "pool");
     usec_t deadline = clock_now() + WAIT;
     for (;;) {
         struct kube_err e;
@@ -682,10 +622,7 @@ static void test_pool_fills_through_kills(void **state)
                      "kind", "SandboxTemplate", "metadata", "name", "tpl", "spec", "podTemplate",
                      "spec", "containers", "name", "runtime", "image", "registry.local/rt:1"));
     pool_size = nclaims / 2;
-    create(&KUBE_RES_SANDBOXWARMPOOLS,
-           json_pack("{s:s, s:s, s:{s:s}, s:{s:i, s:{s:s}}}", "apiVersion", API_VERSION, "kind",
-                     "SandboxWarmPool", "metadata", "name", "pool", "spec", "replicas", pool_size,
-                     "sandboxTemplateRef", "name", "tpl"));
+    create(&KUBE_RES_SANDBOXWARMPOOLS, it_pool_new("pool", "tpl", pool_size));
     killer_start(&k, nkills, 700 * USEC_PER_MSEC);
     killer_join(&k);
     assert_int_equal(it_wait(pool_full, NULL, WAIT), 0);
@@ -887,30 +824,14 @@ static pid_t spawn_logged(char *const argv[], const char *logname)
 {
     char logf[640];
     (void)snprintf(logf, sizeof(logf), "%s/%s", log_dir, logname);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            (void)dup2(fd, STDOUT_FILENO);
-            (void)dup2(fd, STDERR_FILENO);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    assert_true(pid > 0);
-    return pid;
+    return spawn_logged_to(argv, logf);
 }
 
 static uint16_t free_port(void)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    (void)close(fd);
-    return ntohs(a.sin_port);
+    uint16_t port = 0;
+    assert_int_equal(test_http_free_port(&port), 0);
+    return port;
 }
 
 /* A Sandbox whose pod (ignored by the simulated kubelet) is marked Ready at 127.0.0.1,
@@ -927,7 +848,6 @@ static bool pod_exists(void *ctx)
 static void routed_sandbox(const char *name)
 {
     char now[64];
-    struct kube_req r;
     struct kube_err e;
     json_t *sb =
         json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}",
@@ -942,13 +862,7 @@ static void routed_sandbox(const char *name)
         json_pack("{s:{s:s, s:s, s:[{s:s}], s:[{s:s, s:s, s:s}]}}", "status", "phase", "Running",
                   "podIP", "127.0.0.1", "podIPs", "ip", "127.0.0.1", "conditions", "type", "Ready",
                   "status", "True", "lastTransitionTime", now);
-    kube_req_init(&r, "PATCH", &KUBE_RES_PODS);
-    r.ns = ns;
-    r.name = name;
-    r.subresource = "status";
-    r.body = p;
-    r.patch_type = KUBE_PATCH_MERGE;
-    IT_OK(kube_request(c, &r, NULL, &e), &e);
+    IT_OK(it_merge_patch(c, &KUBE_RES_PODS, ns, name, "status", p, &e), &e);
     json_decref(p);
 }
 
@@ -1433,12 +1347,9 @@ static int setup_dirs(void)
 
 static int group_setup(void **state)
 {
-    static const char *const crds[] = {"agents.x-k8s.io_sandboxes.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxtemplates.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxwarmpools.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxclaims.yaml"};
+    struct it_sandbox_ns_opts so = {
+        .prefix = "chaos", .extensions = true, .default_sa = true, .timeout = WAIT};
     struct kube_client_opts co = {.qps = 0};
-    char path[1024], rel[256];
     struct kube_err e;
     (void)state;
     log_set_level(LOG_WARN);
@@ -1456,22 +1367,11 @@ static int group_setup(void **state)
     printf("# chaos: %d claims per burst, %d kills per scenario, API server restarts %s, "
            "controller logs in %s\n",
            nclaims, nkills, api_chaos ? "on" : "off", log_dir);
-    for (size_t i = 0; i < sizeof(crds) / sizeof(crds[0]); i++) {
-        (void)snprintf(rel, sizeof(rel), "../../api/crds/%s", crds[i]);
-        if (it_data_path(rel, path, sizeof(path)) < 0 || it_crd_apply(c, path, WAIT, &e) < 0) {
-            fprintf(stderr, "CRD %s: %s\n", crds[i], e.message);
-            return -1;
-        }
-    }
-    if (it_ns_create(c, "chaos", ns, sizeof(ns), &e) < 0) {
-        fprintf(stderr, "namespace: %s\n", e.message);
+    if (it_sandbox_ns_setup(c, &so, ns, sizeof(ns), &e) < 0) {
+        fprintf(stderr, "setup: %s\n", e.message);
         return -1;
     }
-    json_t *sa = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "ServiceAccount",
-                           "metadata", "name", "default");
-    int r = kube_create(c, &KUBE_RES_SERVICEACCOUNTS, ns, sa, NULL, &e);
-    json_decref(sa);
-    return r < 0 && !kube_err_is_already_exists(&e) ? -1 : 0;
+    return 0;
 }
 
 static int group_teardown(void **state)

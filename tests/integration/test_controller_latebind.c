@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
@@ -24,10 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <curl/curl.h>
@@ -41,11 +37,11 @@
 #include "controller/manager.h"
 #include "kube/b64.h"
 #include "kube/client.h"
-#include "kube/informer.h"
 #include "kube/obj.h"
-#include "kube/store.h"
-#include "kube/workqueue.h"
 #include "support/apiserver.h"
+#include "support/ctrl_fixture.h"
+#include "support/http_client.h"
+#include "support/kube_fixture.h"
 
 #define WAIT      (60 * USEC_PER_SEC)
 #define MAX_PODS  64
@@ -61,23 +57,16 @@ static int logfd = -1;
 
 /* ---- the simulated kubelet: a real sandboxd per late-bound Pod ---------------------- */
 
-static struct kube_informer *pod_inf;
-static struct wq *kq;
-static pthread_t kthread;
-static atomic_uint next_ip;
+static struct it_kubelet *kubelet;
 static pid_t pids[MAX_PODS];
 static atomic_uint npids;
 
 static uint16_t free_port(void)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+    uint16_t port = 0;
+    if (test_http_free_port(&port) < 0)
         abort();
-    (void)close(fd);
-    return ntohs(a.sin_port);
+    return port;
 }
 
 /* One HTTP request to http://ip:port path; returns the status, body appended to out. */
@@ -196,94 +185,44 @@ static int start_sandboxd(const char *name, const char *secret, const char *ip)
     return it_wait(healthy, &hc, 20 * USEC_PER_SEC);
 }
 
-static void pod_ready(const char *name, const char *ip)
-{
-    char now[64];
-    struct kube_req r;
-    json_t *p;
-    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
-    p = json_pack("{s:{s:s, s:s, s:[{s:s}], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}}", "status",
-                  "phase", "Running", "podIP", ip, "podIPs", "ip", ip, "conditions", "type",
-                  "PodScheduled", "status", "True", "lastTransitionTime", now, "type", "Ready",
-                  "status", "True", "lastTransitionTime", now);
-    kube_req_init(&r, "PATCH", &KUBE_RES_PODS);
-    r.ns = ns;
-    r.name = name;
-    r.subresource = "status";
-    r.body = p;
-    r.patch_type = KUBE_PATCH_MERGE;
-    (void)kube_request(c, &r, NULL, NULL);
-    json_decref(p);
-}
-
-static void kubelet_one(const char *name)
+/* Runs Pod name: a sandboxd on its own loopback address when it mounts a config token,
+ * then Running and Ready with that address. */
+static int kubelet_run(void *ctx, const char *name, unsigned seq)
 {
     json_t *pod = NULL;
     char ip[32];
-    unsigned n = atomic_fetch_add(&next_ip, 1);
     const char *secret;
+    (void)ctx;
     if (kube_get(c, &KUBE_RES_PODS, ns, name, &pod, NULL) < 0)
-        return;
-    (void)snprintf(ip, sizeof(ip), "127.0.%u.%u", 10 + n / 200, n % 200 + 2);
+        return 0;
+    (void)snprintf(ip, sizeof(ip), "127.0.%u.%u", 10 + seq / 200, seq % 200 + 2);
     secret = pod_token_secret(pod);
     if (!secret || start_sandboxd(name, secret, ip) == 0)
-        pod_ready(name, ip);
+        (void)it_pod_ready(c, ns, name, ip, NULL);
     else
         fprintf(stderr, "kubelet: sandboxd for %s did not start\n", name);
     json_decref(pod);
+    return 0;
 }
 
-static void *kubelet_main(void *arg)
+static bool kubelet_skip(void *ctx, const json_t *pod)
 {
-    const char *key;
-    (void)arg;
-    while (wq_get(kq, &key) == 0) {
-        const char *slash = strchr(key, '/');
-        kubelet_one(slash ? slash + 1 : key);
-        wq_done(kq, key);
-    }
-    return NULL;
-}
-
-static void pod_seen(void *ctx, const json_t *pod)
-{
-    char key[512];
     (void)ctx;
-    if (kube_obj_path_str(pod, "status.podIP") || kube_obj_deleting(pod))
-        return;
-    if (kube_store_key(pod, key, sizeof(key)) == 0)
-        wq_add(kq, key);
-}
-
-static void pod_updated(void *ctx, const json_t *o, const json_t *n)
-{
-    (void)o;
-    pod_seen(ctx, n);
+    return kube_obj_deleting(pod);
 }
 
 static void kubelet_start(void)
 {
-    struct kube_informer_opts o = {.client = c, .res = &KUBE_RES_PODS, .ns = ns};
-    struct kube_informer_handlers h = {.on_add = pod_seen, .on_update = pod_updated};
-    struct wq_opts qo = {.name = "kubelet", .qps = -1};
-    assert_int_equal(wq_new(&qo, &kq), 0);
-    assert_int_equal(kube_informer_new(&o, &pod_inf), 0);
-    assert_int_equal(kube_informer_add_handlers(pod_inf, &h), 0);
-    assert_int_equal(kube_informer_start(pod_inf), 0);
-    assert_int_equal(pthread_create(&kthread, NULL, kubelet_main, NULL), 0);
+    struct it_kubelet_opts o = {
+        .client = c, .ns = ns, .workers = 1, .skip = kubelet_skip, .run = kubelet_run};
+    assert_int_equal(it_kubelet_start(&o, &kubelet), 0);
 }
 
 static void kubelet_stop(void)
 {
     unsigned n = atomic_load(&npids);
-    if (kq) {
-        kube_informer_stop(pod_inf);
-        wq_shutdown(kq);
-        pthread_join(kthread, NULL);
-        kube_informer_free(pod_inf);
-        wq_free(kq);
-        kq = NULL;
-    }
+    it_kubelet_free(kubelet);
+    kubelet = NULL;
     for (unsigned i = 0; i < n && i < MAX_PODS; i++) {
         (void)kill(pids[i], SIGTERM);
         (void)waitpid(pids[i], NULL, 0);
@@ -309,20 +248,24 @@ static char *dump(const json_t *j)
 
 static json_t *get(const struct kube_res *res, const char *name)
 {
-    json_t *o = NULL;
-    (void)kube_get(c, res, ns, name, &o, NULL);
-    return o;
+    return it_obj_get(c, res, ns, name);
+}
+
+/* Creates o (taken) in the namespace. */
+static void create_obj(const struct kube_res *res, json_t *o)
+{
+    struct kube_err e;
+    IT_OK(kube_create(c, res, ns, o, NULL, &e), &e);
+    json_decref(o);
 }
 
 static void create(const struct kube_res *res, const char *yaml_json)
 {
     json_error_t je;
     json_t *o = json_loads(yaml_json, 0, &je);
-    struct kube_err e;
     if (!o)
         fail_msg("bad JSON: %s", je.text);
-    IT_OK(kube_create(c, res, ns, o, NULL, &e), &e);
-    json_decref(o);
+    create_obj(res, o);
 }
 
 static void create_template(const char *name, const char *delivery, uint16_t port)
@@ -340,28 +283,22 @@ static void create_template(const char *name, const char *delivery, uint16_t por
 
 static void create_pool(const char *name, const char *tpl, int replicas)
 {
-    char buf[512];
-    (void)snprintf(buf, sizeof(buf),
-                   "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":"
-                   "\"SandboxWarmPool\",\"metadata\":{\"name\":\"%s\"},\"spec\":{\"replicas\":%d,"
-                   "\"sandboxTemplateRef\":{\"name\":\"%s\"}}}",
-                   name, replicas, tpl);
-    create(&KUBE_RES_SANDBOXWARMPOOLS, buf);
+    create_obj(&KUBE_RES_SANDBOXWARMPOOLS, it_pool_new(name, tpl, replicas));
 }
 
+/* A claim on pool; with plain, env PLAIN=plain, API_KEY (Secret creds) and MODE
+ * (ConfigMap cfg). */
 static void create_claim(const char *name, const char *pool, const char *plain)
 {
-    char buf[1024];
-    (void)snprintf(
-        buf, sizeof(buf),
-        "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":\"SandboxClaim\","
-        "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"warmPoolRef\":{\"name\":\"%s\"}%s%s%s}}",
-        name, pool, plain ? ",\"env\":[{\"name\":\"PLAIN\",\"value\":\"" : "", plain ? plain : "",
-        plain ? "\"},{\"name\":\"API_KEY\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"creds\","
-                "\"key\":\"api-key\"}}},{\"name\":\"MODE\",\"valueFrom\":{\"configMapKeyRef\":"
-                "{\"name\":\"cfg\",\"key\":\"mode\"}}}]"
-              : "");
-    create(&KUBE_RES_SANDBOXCLAIMS, buf);
+    json_t *cl = it_claim_new(name, pool);
+    if (plain)
+        (void)json_object_set_new(
+            json_object_get(cl, "spec"), "env",
+            json_pack("[{s:s, s:s}, {s:s, s:{s:{s:s, s:s}}}, {s:s, s:{s:{s:s, s:s}}}]", "name",
+                      "PLAIN", "value", plain, "name", "API_KEY", "valueFrom", "secretKeyRef",
+                      "name", "creds", "key", "api-key", "name", "MODE", "valueFrom",
+                      "configMapKeyRef", "name", "cfg", "key", "mode"));
+    create_obj(&KUBE_RES_SANDBOXCLAIMS, cl);
 }
 
 static bool pool_ready(void *ctx)
@@ -380,26 +317,10 @@ static void wait_pool(const char *name)
         fail_msg("pool %s never filled", name);
 }
 
-struct cond_want {
-    const char *name, *status, *reason;
-};
-
-static bool claim_cond(void *ctx)
-{
-    struct cond_want *w = ctx;
-    json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, w->name);
-    const json_t *cd = kube_obj_condition(cl, SB_COND_READY);
-    const char *s = json_string_value(json_object_get(cd, "status"));
-    const char *r = json_string_value(json_object_get(cd, "reason"));
-    bool ok = s && strcmp(s, w->status) == 0 && (!w->reason || (r && strcmp(r, w->reason) == 0));
-    json_decref(cl);
-    return ok;
-}
-
 static json_t *wait_claim(const char *name, const char *status, const char *reason)
 {
-    struct cond_want w = {name, status, reason};
-    if (it_wait(claim_cond, &w, WAIT) < 0) {
+    struct it_cond want = {&KUBE_RES_SANDBOXCLAIMS, name, SB_COND_READY, status, reason};
+    if (it_cond_wait(c, ns, &want, WAIT) < 0) {
         json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, name);
         char *s = dump(json_object_get(cl, "status") ?: json_null());
         fail_msg("claim %s: no Ready=%s/%s; status %s", name, status, reason ? reason : "*", s);
@@ -474,21 +395,14 @@ static int create_fixtures(void)
     if (kube_create(c, &KUBE_RES_CONFIGMAPS, ns, o, NULL, &e) < 0)
         return -1;
     json_decref(o);
-    o = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "ServiceAccount", "metadata",
-                  "name", "default");
-    (void)kube_create(c, &KUBE_RES_SERVICEACCOUNTS, ns, o, NULL, &e);
-    json_decref(o);
+    (void)it_default_sa_create(c, ns, NULL);
     return 0;
 }
 
 static int group_setup(void **state)
 {
-    static const char *const crds[] = {"agents.x-k8s.io_sandboxes.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxtemplates.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxwarmpools.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxclaims.yaml"};
+    struct it_sandbox_ns_opts so = {.prefix = "latebind", .extensions = true, .timeout = WAIT};
     struct kube_client_opts co = {.qps = 0};
-    char path[1024], rel[256];
     struct kube_err e;
     (void)state;
     (void)snprintf(tmpdir, sizeof(tmpdir), "/tmp/it-latebind-XXXXXX");
@@ -501,12 +415,7 @@ static int group_setup(void **state)
     log_set_level(LOG_DEBUG);
     if (it_client_new(&co, &c, &e) < 0 || it_client_new(&co, &mgr_client, &e) < 0)
         return -1;
-    for (size_t i = 0; i < sizeof(crds) / sizeof(crds[0]); i++) {
-        (void)snprintf(rel, sizeof(rel), "../../api/crds/%s", crds[i]);
-        if (it_data_path(rel, path, sizeof(path)) < 0 || it_crd_apply(c, path, WAIT, &e) < 0)
-            return -1;
-    }
-    if (it_ns_create(c, "latebind", ns, sizeof(ns), &e) < 0 || create_fixtures() < 0)
+    if (it_sandbox_ns_setup(c, &so, ns, sizeof(ns), &e) < 0 || create_fixtures() < 0)
         return -1;
     sbd_port = free_port();
     return 0;
@@ -617,15 +526,23 @@ static void test_tokens_are_per_sandbox(void **state)
     json_decref(c2);
 }
 
+/* A filled pool "<tpl>-pool" of one, from a template tpl with onFailure on_failure whose
+ * delivery port nothing listens on: every delivery fails. */
+static void undeliverable_pool(const char *tpl, const char *on_failure)
+{
+    char pool[64];
+    (void)snprintf(pool, sizeof(pool), "%s-pool", tpl);
+    create_template(tpl, on_failure, free_port());
+    create_pool(pool, tpl, 1);
+    wait_pool(pool);
+}
+
 static void test_delivery_failure_cold_start(void **state)
 {
     json_t *cl, *sb, *pod;
     char *text;
     (void)state;
-    /* Nothing listens on this port: every delivery fails. */
-    create_template("lb-bad", "ColdStart", free_port());
-    create_pool("lb-bad-pool", "lb-bad", 1);
-    wait_pool("lb-bad-pool");
+    undeliverable_pool("lb-bad", "ColdStart");
     create_claim("c3", "lb-bad-pool", "three");
     cl = wait_claim("c3", "True", NULL);
     sb = bound(cl);
@@ -648,9 +565,7 @@ static void test_delivery_failure_fail_policy(void **state)
     json_t *cl;
     const char *msg;
     (void)state;
-    create_template("lb-fail", "Fail", free_port());
-    create_pool("lb-fail-pool", "lb-fail", 1);
-    wait_pool("lb-fail-pool");
+    undeliverable_pool("lb-fail", "Fail");
     create_claim("c4", "lb-fail-pool", "four");
     cl = wait_claim("c4", "False", LB_R_DELIVERY_FAILED);
     msg = json_string_value(json_object_get(kube_obj_condition(cl, SB_COND_READY), "message"));

@@ -20,6 +20,8 @@
 #include "kube/client.h"
 #include "kube/obj.h"
 #include "support/apiserver.h"
+#include "support/ctrl_fixture.h"
+#include "support/kube_fixture.h"
 
 #define WAIT (30 * USEC_PER_SEC)
 
@@ -51,26 +53,16 @@ static void stop_manager(void)
 
 static int group_setup(void **state)
 {
-    char crd[1024];
+    struct it_sandbox_ns_opts o = {.prefix = "ctl", .default_sa = true, .timeout = WAIT};
     struct kube_err e;
-    json_t *sa;
     (void)state;
     log_set_level(LOG_WARN);
     if (it_client_new(NULL, &c, &e) < 0)
         return -1;
-    if (it_data_path("../../api/crds/agents.x-k8s.io_sandboxes.yaml", crd, sizeof(crd)) < 0 ||
-        it_crd_apply(c, crd, WAIT, &e) < 0) {
-        fprintf(stderr, "CRD apply failed: %s\n", e.message);
+    if (it_sandbox_ns_setup(c, &o, ns, sizeof(ns), &e) < 0) {
+        fprintf(stderr, "setup failed: %s\n", e.message);
         return -1;
     }
-    if (it_ns_create(c, "ctl", ns, sizeof(ns), &e) < 0)
-        return -1;
-    /* No service-account controller here: Pods need the default ServiceAccount. */
-    sa = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "ServiceAccount", "metadata",
-                   "name", "default");
-    if (kube_create(c, &KUBE_RES_SERVICEACCOUNTS, ns, sa, NULL, &e) < 0)
-        return -1;
-    json_decref(sa);
     return 0;
 }
 
@@ -88,11 +80,7 @@ static int group_teardown(void **state)
 
 static json_t *get(const struct kube_res *res, const char *name)
 {
-    json_t *o = NULL;
-    struct kube_err e;
-    if (kube_get(c, res, ns, name, &o, &e) < 0)
-        return NULL;
-    return o;
+    return it_obj_get(c, res, ns, name);
 }
 
 static void create_sandbox(const char *name, json_t *spec_extra)
@@ -110,17 +98,11 @@ static void create_sandbox(const char *name, json_t *spec_extra)
     json_decref(spec_extra);
 }
 
+/* Merge-patches name of res (or its subresource sub) with p (taken). */
 static void patch(const struct kube_res *res, const char *name, const char *sub, json_t *p)
 {
-    struct kube_req r;
     struct kube_err e;
-    kube_req_init(&r, "PATCH", res);
-    r.ns = ns;
-    r.name = name;
-    r.subresource = sub;
-    r.body = p;
-    r.patch_type = KUBE_PATCH_MERGE;
-    IT_OK(kube_request(c, &r, NULL, &e), &e);
+    IT_OK(it_merge_patch(c, res, ns, name, sub, p, &e), &e);
     json_decref(p);
 }
 
@@ -132,39 +114,14 @@ static void patch_spec(const char *name, json_t *spec)
 /* Acts as the kubelet: the Pod runs, is Ready and has an IP. */
 static void kubelet_ready(const char *name, const char *ip)
 {
-    char now[64];
-    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
-    patch(&KUBE_RES_PODS, name, "status",
-          json_pack("{s:{s:s, s:s, s:[{s:s}], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}}", "status",
-                    "phase", "Running", "podIP", ip, "podIPs", "ip", ip, "conditions", "type",
-                    "PodScheduled", "status", "True", "lastTransitionTime", now, "type", "Ready",
-                    "status", "True", "lastTransitionTime", now));
-}
-
-struct cond_ctx {
-    const char *name;
-    const char *type;
-    const char *status; /* NULL: any */
-    const char *reason; /* NULL: any */
-};
-
-static bool sandbox_cond(void *ctx)
-{
-    struct cond_ctx *x = ctx;
-    json_t *sb = get(&KUBE_RES_SANDBOXES, x->name);
-    const json_t *cd = kube_obj_condition(sb, x->type);
-    const char *s = json_string_value(json_object_get(cd, "status"));
-    const char *r = json_string_value(json_object_get(cd, "reason"));
-    bool ok = cd && (!x->status || (s && strcmp(s, x->status) == 0)) &&
-              (!x->reason || (r && strcmp(r, x->reason) == 0));
-    json_decref(sb);
-    return ok;
+    struct kube_err e;
+    IT_OK(it_pod_ready(c, ns, name, ip, &e), &e);
 }
 
 static void wait_cond(const char *name, const char *type, const char *status, const char *reason)
 {
-    struct cond_ctx x = {name, type, status, reason};
-    if (it_wait(sandbox_cond, &x, WAIT) < 0) {
+    struct it_cond want = {&KUBE_RES_SANDBOXES, name, type, status, reason};
+    if (it_cond_wait(c, ns, &want, WAIT) < 0) {
         json_t *sb = get(&KUBE_RES_SANDBOXES, name);
         char *s = json_dumps(json_object_get(sb, "status"), JSON_INDENT(1));
         fail_msg("sandbox %s: no %s=%s/%s; status: %s", name, type, status ? status : "*",

@@ -18,6 +18,23 @@
 
 #define LIMIT_TEST_RESPONSE (64u * 1024 * 1024)
 
+int test_http_free_port(uint16_t *ret)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int r = 0, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+        r = -errno;
+    (void)close(fd);
+    if (r < 0)
+        return r;
+    *ret = ntohs(a.sin_port);
+    return 0;
+}
+
 int test_http_connect(uint16_t port, struct test_http_conn *ret)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -24,6 +24,9 @@ struct test_http_resp {
     bool conn_close; /* Connection: close */
 };
 
+/** A TCP port on 127.0.0.1 that nothing listened on a moment ago (bound to port 0 and
+ * closed). Returns 0 and *ret, or a negative errno. */
+int test_http_free_port(uint16_t *ret);
 /** Connects to 127.0.0.1:port. Returns 0 or a negative errno. */
 int test_http_connect(uint16_t port, struct test_http_conn *ret);
 /** Closes the socket and frees the buffer. */
