@@ -8,8 +8,9 @@
 #
 # Env: AS_KEEP_APISERVER=1 keeps an API server that this script started running;
 # AS_TEST_CLUSTER=0 skips everything that needs the local cluster (root);
-# AS_KEEP_STACK=1 leaves the stack of `make up` running afterwards; AS_TEST_CHAOS=1 adds
-# the fault-injection suite at CI size (make chaos runs it at full size).
+# AS_KEEP_STACK=1 leaves the stack of `make up` running afterwards; AS_TEST_CHAOS=0 skips
+# the fault-injection suite at CI size (make chaos runs it at full size), AS_TEST_TSAN=0
+# ThreadSanitizer, AS_TEST_VALGRIND=0 valgrind memcheck.
 source "$(dirname "$0")/lib.sh"
 set +e
 cd "$ROOT" || exit
@@ -100,6 +101,10 @@ else
 			SANDBOXD_BIN="$ROOT/build/asan/sandboxd" \
 			SANDBOX_ROUTER_BIN="$ROOT/build/asan/sandbox-router" \
 			python3 -m unittest -v tests/hostile/test_hostile.py
+		# The unit suite and the in-process controller manager (worker pools, informers,
+		# lease, events) against this API server, in a clang -fsanitize=thread build.
+		[ "${AS_TEST_TSAN:-1}" = 0 ] ||
+			suite "ThreadSanitizer (unit suite + controller manager)" scripts/tsan.sh --integration
 		if [ "$was_running" = 0 ] && [ "${AS_KEEP_APISERVER:-0}" != 1 ]; then
 			hack/apiserver.sh stop
 		fi
@@ -123,10 +128,12 @@ suite "install.yaml up to date (hack/render-install.sh --check)" hack/render-ins
 suite "benchmark smoke (small N, standalone API server)" bench/run.sh --smoke
 # Fault injection at CI size (make chaos runs it at 300 claims): controller SIGKILLs
 # during bursts and refills, 410s, kube-apiserver and etcd restarts, hostile objects.
-if [ "${AS_TEST_CHAOS:-0}" = 1 ]; then
+if [ "${AS_TEST_CHAOS:-1}" = 1 ]; then
 	suite "chaos (fault injection, private API server)" env AS_CHAOS_CLAIMS="${AS_CHAOS_CLAIMS:-20}" \
 		AS_CHAOS_KILLS="${AS_CHAOS_KILLS:-2}" bash tests/chaos/run.sh
 fi
+[ "${AS_TEST_VALGRIND:-1}" = 0 ] ||
+	suite "valgrind memcheck (unit suite, fuzz replays)" scripts/valgrind.sh
 
 if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	# The local cluster (real node + kwok) and the whole stack on it (make up).
@@ -142,6 +149,8 @@ if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	suite "Python SDK (unit, sandboxd, stack)" sdk/python/run-tests.sh
 	suite "Go SDK (vet, race unit tests, stack)" sdk/go/run-tests.sh
 	suite "scale: 1,000 sandboxes on kwok nodes, controller RSS/CPU" bash tests/e2e/scale.sh
+	suite "node loss (kubelet stopped on the real node)" env AS_CHAOS_NODE_LOSS=1 \
+		bash tests/chaos/node_loss.sh --stack-is-mine
 	[ "${AS_KEEP_STACK:-0}" = 1 ] || suite "make down" hack/stack.sh down
 fi
 
