@@ -104,33 +104,47 @@ static int h_upload(struct http_req *req, void *ctx)
     return 0;
 }
 
+/* The first member of a handler state driven by a timer on the loop. */
+struct timed {
+    uv_timer_t timer;     /* first: the handle is the state */
+    struct http_req *req; /* a reference, dropped when the timer is closed */
+};
+
+/* Takes a reference to req and sets up the timer of owner (whose first member is t). */
+static void timed_init(struct timed *t, struct http_req *req, void *owner)
+{
+    t->req = http_req_ref(req);
+    (void)uv_timer_init(http_req_loop(req), &t->timer);
+    t->timer.data = owner;
+}
+
+/* uv_close callback of the timer: drops the request and frees the owner. */
+static void timed_closed(uv_handle_t *h)
+{
+    struct timed *t = (struct timed *)h;
+    http_req_unref(t->req);
+    xfree(h->data);
+}
+
 /* A streaming response written from a timer on the loop: parts "p0".."p<n-1>". */
 struct streamer {
-    uv_timer_t timer;
-    struct http_req *req;
+    struct timed t;
     int n, parts;
     uint64_t interval_ms;
 };
-
-static void streamer_closed(uv_handle_t *h)
-{
-    struct streamer *st = h->data;
-    http_req_unref(st->req);
-    xfree(st);
-}
 
 static void streamer_tick(uv_timer_t *t)
 {
     struct streamer *st = t->data;
     char part[16];
     int n = snprintf(part, sizeof(part), "p%d", st->n);
-    if (http_req_is_aborted(st->req) || http_resp_write(st->req, part, (size_t)n) < 0) {
-        uv_close((uv_handle_t *)t, streamer_closed);
+    if (http_req_is_aborted(st->t.req) || http_resp_write(st->t.req, part, (size_t)n) < 0) {
+        uv_close((uv_handle_t *)t, timed_closed);
         return;
     }
     if (++st->n == st->parts) {
-        assert_int_equal(http_resp_end(st->req), 0);
-        uv_close((uv_handle_t *)t, streamer_closed);
+        assert_int_equal(http_resp_end(st->t.req), 0);
+        uv_close((uv_handle_t *)t, timed_closed);
         return;
     }
     (void)uv_timer_start(t, streamer_tick, st->interval_ms, 0);
@@ -139,13 +153,11 @@ static void streamer_tick(uv_timer_t *t)
 static int start_stream(struct http_req *req, int parts, uint64_t interval_ms)
 {
     struct streamer *st = XNEW(struct streamer);
-    st->req = http_req_ref(req);
+    timed_init(&st->t, req, st);
     st->parts = parts;
     st->interval_ms = interval_ms;
-    (void)uv_timer_init(http_req_loop(req), &st->timer);
-    st->timer.data = st;
     int r = http_resp_start(req, 200, "text/plain");
-    (void)uv_timer_start(&st->timer, streamer_tick, interval_ms, 0);
+    (void)uv_timer_start(&st->t.timer, streamer_tick, interval_ms, 0);
     atomic_store(&stream_started, 1);
     return r;
 }
@@ -221,23 +233,15 @@ static int h_noresp(struct http_req *req, void *ctx)
 /* A streamed upload whose consumer is slower than the body timeout: it pauses the body
  * after the first data for 300 ms (> T_SHORT), which must not count as a slow client. */
 struct slow_up {
-    uv_timer_t timer;
-    struct http_req *req;
+    struct timed t;
     uint64_t bytes;
     int pauses;
 };
 
-static void slow_up_closed(uv_handle_t *h)
-{
-    struct slow_up *u = h->data;
-    http_req_unref(u->req);
-    xfree(u);
-}
-
 static void slow_up_resume(uv_timer_t *t)
 {
     struct slow_up *u = t->data;
-    http_req_pause_body(u->req, false);
+    http_req_pause_body(u->t.req, false);
 }
 
 static int slow_up_body(struct http_req *req, struct str data, bool last, void *ctx)
@@ -248,13 +252,13 @@ static int slow_up_body(struct http_req *req, struct str data, bool last, void *
         char out[64];
         int n = snprintf(out, sizeof(out), "got %llu after %d pause", (unsigned long long)u->bytes,
                          u->pauses);
-        uv_close((uv_handle_t *)&u->timer, slow_up_closed);
+        uv_close((uv_handle_t *)&u->t.timer, timed_closed);
         return http_respond(req, 200, "text/plain", out, (size_t)n);
     }
     if (data.len && u->pauses == 0) {
         u->pauses++;
         http_req_pause_body(req, true);
-        (void)uv_timer_start(&u->timer, slow_up_resume, 300, 0);
+        (void)uv_timer_start(&u->t.timer, slow_up_resume, 300, 0);
     }
     return 0;
 }
@@ -263,17 +267,15 @@ static void slow_up_abort(struct http_req *req, void *ctx)
 {
     struct slow_up *u = ctx;
     (void)req;
-    if (!uv_is_closing((uv_handle_t *)&u->timer))
-        uv_close((uv_handle_t *)&u->timer, slow_up_closed);
+    if (!uv_is_closing((uv_handle_t *)&u->t.timer))
+        uv_close((uv_handle_t *)&u->t.timer, timed_closed);
 }
 
 static int h_slow_upload(struct http_req *req, void *ctx)
 {
     (void)ctx;
     struct slow_up *u = XNEW(struct slow_up);
-    u->req = http_req_ref(req);
-    (void)uv_timer_init(http_req_loop(req), &u->timer);
-    u->timer.data = u;
+    timed_init(&u->t, req, u);
     http_req_set_body_cb(req, slow_up_body, u);
     http_req_set_abort_cb(req, slow_up_abort, u);
     return 0;
