@@ -470,12 +470,16 @@ int lease_elector_leader(struct lease_elector *le, char *out, size_t size)
 
 /* ---- thread ---- */
 
-static usec_t next_wait(struct lease_elector *le)
+/* How long to wait after a tick that took elapsed. The leader keeps a cadence of one
+ * attempt per retry period, counted from each attempt's start: after an attempt that
+ * hung until its timeout, the next one starts at once instead of a period later, so an
+ * outage costs no more of the renew deadline than it lasts. */
+static usec_t next_wait(struct lease_elector *le, usec_t elapsed)
 {
     usec_t jitter;
 
     if (atomic_load(&le->leader))
-        return le->retry_period;
+        return elapsed < le->retry_period ? le->retry_period - elapsed : 0;
     /* Followers spread their attempts a little (client-go uses a jitter factor). */
     jitter = le->retry_period / 5 * (usec_t)(rand_r(&le->jitter_seed) % 1000) / 1000;
     return le->retry_period + jitter;
@@ -488,9 +492,10 @@ static void *elector_main(void *arg)
 
     (void)pthread_mutex_lock(&le->lock);
     while (!le->stopping) {
+        usec_t t0 = clock_now();
         (void)pthread_mutex_unlock(&le->lock);
         (void)lease_elector_tick(le);
-        clock_deadline_mono(next_wait(le), &ts);
+        clock_deadline_mono(next_wait(le, clock_now() - t0), &ts);
         (void)pthread_mutex_lock(&le->lock);
         while (!le->stopping) {
             if (pthread_cond_timedwait(&le->wake, &le->lock, &ts) == ETIMEDOUT)

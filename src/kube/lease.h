@@ -101,9 +101,10 @@ int lease_elector_new(const struct lease_opts *opts, struct lease_elector **ret)
 /** Stops the elector (see lease_elector_stop) and frees it. NULL is fine. */
 void lease_elector_free(struct lease_elector *le);
 
-/** Starts the election thread: tick, wait retry_period (plus jitter while following),
- * repeat. After losing leadership it goes back to candidacy. Returns 0, -EALREADY, or
- * a negative errno from pthread_create. */
+/** Starts the election thread: tick, wait retry_period (plus jitter while following;
+ * while leading, counted from the start of the tick, so a tick that took longer than
+ * a period is followed at once by the next), repeat. After losing leadership it goes back to
+ * candidacy. Returns 0, -EALREADY, or a negative errno from pthread_create. */
 int lease_elector_start(struct lease_elector *le);
 /** Stops and joins the thread, then releases the lease if we hold it (calling
  * stopped_leading). Idempotent; fine when never started. */

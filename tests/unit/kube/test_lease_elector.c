@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,6 +45,11 @@ struct fake_api {
      * with -ETIMEDOUT, as a request to a stopped API server does. */
     struct fake_clock *hang;
     usec_t last_timeout, max_timeout; /* timeouts the calls were given */
+    /* Thread tests: when set, every call sleeps (really) until its timeout and fails
+     * with -ETIMEDOUT; the start of each such call is recorded. */
+    atomic_bool sleep;
+    atomic_int nstarts;
+    usec_t starts[64];
     int gets, creates, updates, conflicts;
     int hide_gets; /* this many gets report "not found" although the object exists */
     /* Runs once just before the next update is checked (to simulate a racing writer). */
@@ -76,6 +82,13 @@ static int fake_call(struct fake_api *f, usec_t timeout)
     f->last_timeout = timeout;
     if (timeout > f->max_timeout)
         f->max_timeout = timeout;
+    if (atomic_load(&f->sleep)) {
+        int i = atomic_fetch_add(&f->nstarts, 1);
+        if (i < 64)
+            f->starts[i] = clock_now();
+        clock_sleep(timeout);
+        return -ETIMEDOUT;
+    }
     if (!f->hang)
         return 0;
     advance(f->hang, timeout);
@@ -787,6 +800,51 @@ static void test_thread_handover(void **state)
     json_decref(f.obj);
 }
 
+/* A leader whose renewals hang: each attempt is cut at its timeout (1 s here, renew
+ * deadline / 2) and the next one starts at once, not a retry period later; leadership
+ * ends at the renew deadline. */
+static void test_thread_hung_renewals_back_to_back(void **state)
+{
+    struct fake_api f = {0};
+    struct lease_opts o = {
+        .ns = "ns1",
+        .name = "ctrl",
+        .identity = "a",
+        .lease_duration = 4 * USEC_PER_SEC,
+        .renew_deadline = 2 * USEC_PER_SEC,
+        .retry_period = 500 * USEC_PER_MSEC,
+        .api = {.ctx = &f, .get = fake_get, .create = fake_create, .update = fake_update},
+    };
+    struct cand a;
+    usec_t t_hang, t_lost;
+    (void)state;
+
+    calls_init(&a.calls);
+    o.cb = (struct lease_callbacks){
+        .ctx = &a.calls, .started_leading = on_started, .stopped_leading = on_stopped};
+    assert_int_equal(lease_elector_new(&o, &a.le), 0);
+    assert_int_equal(lease_elector_start(a.le), 0);
+    wait_for(&a.calls, &a.calls.started, 1);
+    t_hang = clock_now();
+    atomic_store(&f.sleep, true);
+    wait_for(&a.calls, &a.calls.stopped, 1);
+    t_lost = clock_now();
+    lease_elector_stop(a.le);
+    int n = atomic_load(&f.nstarts);
+    print_message("lost %llu ms after the renewals started to hang; %d attempts\n",
+                  (unsigned long long)((t_lost - t_hang) / USEC_PER_MSEC), n);
+    assert_true(n >= 2);
+    for (int i = 1; i < n && i < 64; i++)
+        if (f.starts[i] - f.starts[i - 1] > USEC_PER_SEC + 300 * USEC_PER_MSEC)
+            fail_msg("attempt %d started %llu ms after the previous one", i,
+                     (unsigned long long)((f.starts[i] - f.starts[i - 1]) / USEC_PER_MSEC));
+    /* Within the renew deadline (plus the period before the first hung attempt and
+     * scheduling slack), well before the 4 s lease duration. */
+    assert_true(t_lost - t_hang < 2 * USEC_PER_SEC + 800 * USEC_PER_MSEC);
+    cand_free(&a);
+    json_decref(f.obj);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -807,6 +865,7 @@ int main(void)
         cmocka_unit_test(test_bad_opts),
         cmocka_unit_test(test_thread_lead_and_release_on_stop),
         cmocka_unit_test(test_thread_handover),
+        cmocka_unit_test(test_thread_hung_renewals_back_to_back),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
