@@ -48,6 +48,8 @@
 #include "support/http_client.h"
 #include "support/kube_fixture.h"
 
+extern char **environ;
+
 #define WAIT        (240 * USEC_PER_SEC)
 #define KUBELETS    8
 #define CREATORS    8
@@ -94,28 +96,32 @@ static void kubelet_stop(void)
 
 static pthread_mutex_t ctrl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t ctrl_pid[MAX_CTRL];
+static char ctrl_id[MAX_CTRL][48]; /* POD_NAME of the process in each slot */
 static int ctrl_starts, ctrl_kills, ctrl_crashes, ctrl_exits;
 static char log_dir[512];
 
-/* In a forked child: appends stdout and stderr to logf and runs argv. Never returns. */
-static void exec_logged(char *const argv[], const char *logf) __attribute__((noreturn));
-static void exec_logged(char *const argv[], const char *logf)
+/* In a forked child: appends stdout and stderr to logf and runs argv with environment
+ * envp (NULL: this process's). Never returns. */
+static void exec_logged(char *const argv[], char *const envp[], const char *logf)
+    __attribute__((noreturn));
+static void exec_logged(char *const argv[], char *const envp[], const char *logf)
 {
     int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
         (void)dup2(fd, STDOUT_FILENO);
         (void)dup2(fd, STDERR_FILENO);
     }
-    execv(argv[0], argv);
+    execve(argv[0], argv, envp ? envp : environ);
     _exit(127);
 }
 
-/* Starts argv with its output appended to logf. Returns the pid. */
-static pid_t spawn_logged_to(char *const argv[], const char *logf)
+/* Starts argv (environment envp; NULL: this process's) with its output appended to
+ * logf. Returns the pid. */
+static pid_t spawn_logged_to(char *const argv[], char *const envp[], const char *logf)
 {
     pid_t pid = fork();
     if (pid == 0)
-        exec_logged(argv, logf);
+        exec_logged(argv, envp, logf);
     assert_true(pid > 0);
     return pid;
 }
@@ -140,7 +146,21 @@ static pid_t ctrl_spawn(int slot)
                     "--log-level=info",
                     maxr,
                     NULL};
-    pid_t pid = spawn_logged_to(argv, logf);
+    /* The Lease identity is "<POD_NAME>_<uuid>": a POD_NAME of its own per start tells
+     * which process holds the Lease. */
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **envp = xcalloc(n + 2, sizeof(*envp)), pod[80];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "POD_NAME=", 9) != 0)
+            envp[k++] = environ[i];
+    (void)snprintf(ctrl_id[slot], sizeof(ctrl_id[slot]), "chaos-ctrl-%d-%d", slot, ctrl_starts);
+    (void)snprintf(pod, sizeof(pod), "POD_NAME=%s", ctrl_id[slot]);
+    envp[k] = pod;
+    pid_t pid = spawn_logged_to(argv, envp, logf);
+    xfree(envp);
     ctrl_starts++;
     return pid;
 }
@@ -241,7 +261,7 @@ static void component_launch(const char *comp, struct buf *cmdline)
         (void)setsid();
         pid_t g = fork();
         if (g == 0)
-            exec_logged(argv, path);
+            exec_logged(argv, NULL, path);
         _exit(write(fds[1], &g, sizeof(g)) == sizeof(g) ? 0 : 1);
     }
     assert_true(mid > 0);
@@ -729,11 +749,11 @@ static int leader_slot(void)
         return -1;
     const char *id = kube_obj_path_str(l, "spec.holderIdentity");
     const char *us = id ? strrchr(id, '_') : NULL;
-    int64_t pid;
-    if (us && cstr_to_i64(us + 1, &pid) == 0) {
+    if (us) {
         pthread_mutex_lock(&ctrl_lock);
         for (int i = 0; i < MAX_CTRL; i++)
-            if (ctrl_pid[i] == (pid_t)pid)
+            if (ctrl_pid[i] > 0 && strlen(ctrl_id[i]) == (size_t)(us - id) &&
+                strncmp(id, ctrl_id[i], (size_t)(us - id)) == 0)
                 slot = i;
         pthread_mutex_unlock(&ctrl_lock);
     }
@@ -824,7 +844,7 @@ static pid_t spawn_logged(char *const argv[], const char *logname)
 {
     char logf[640];
     (void)snprintf(logf, sizeof(logf), "%s/%s", log_dir, logname);
-    return spawn_logged_to(argv, logf);
+    return spawn_logged_to(argv, NULL, logf);
 }
 
 static uint16_t free_port(void)
