@@ -4,8 +4,10 @@
 #include "router/router.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "common/buf.h"
 #include "common/log.h"
@@ -70,12 +72,50 @@ static int render(void *ctx, struct buf *out)
     return metrics_render(r->metrics, out);
 }
 
+/* Removes the members of obj (an object, else nothing) not named in keep. */
+static void keep_only(json_t *obj, const char *const *keep)
+{
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(obj, tmp, k, v)
+    {
+        size_t i = 0;
+        while (keep[i] && strcmp(keep[i], k) != 0)
+            i++;
+        if (!keep[i])
+            (void)json_object_del(obj, k);
+    }
+}
+
+/* The cache keeps only what routing, the UID check and the resume gate read (pod IPs,
+ * conditions, operating mode, idle policy, identity, deletion): a real Sandbox's pod
+ * template, labels, annotations and managed fields are most of its size, and the
+ * router holds every Sandbox of its namespaces. */
+static void slim_sandbox(void *ctx, json_t *obj)
+{
+    static const char *const meta[] = {"name",
+                                       "namespace",
+                                       "uid",
+                                       "generation",
+                                       "resourceVersion",
+                                       "creationTimestamp",
+                                       "deletionTimestamp",
+                                       NULL};
+    static const char *const spec[] = {"operatingMode", "idlePolicy", NULL};
+    static const char *const status[] = {"podIPs", "conditions", NULL};
+    (void)ctx;
+    keep_only(json_object_get(obj, "metadata"), meta);
+    keep_only(json_object_get(obj, "spec"), spec);
+    keep_only(json_object_get(obj, "status"), status);
+}
+
 static int start_informer(struct router *r)
 {
     struct kube_informer_opts io = {.client = r->o.client,
                                     .res = &KUBE_RES_SANDBOXES,
                                     .ns = r->o.ns,
-                                    .transform = kube_store_strip_transform,
+                                    .transform = slim_sandbox,
                                     .name = "sandboxes"};
     int rc = kube_informer_new(&io, &r->informer);
     if (rc >= 0)
