@@ -63,7 +63,7 @@ echo "  (suspended $((SECONDS - t_idle)) s after the last request; timeout 10 s)
 check "its pod is deleted" poll 60 pod_gone idle-store
 pvc_kept() { k get pvc workspace-idle-store >/dev/null 2>&1; }
 check "its PVC is kept" pvc_kept
-check "Suspended condition says IdleTimeout" poll 30 test "$(cond sandbox idle-store Suspended reason)" = IdleTimeout
+check "Suspended condition says IdleTimeout" poll 30 cond_is sandbox idle-store Suspended reason IdleTimeout
 check "a sandbox with a running process stays awake" test "$(mode idle-busy)" = Running
 
 # Resume on traffic: the request is held and answered.

@@ -124,6 +124,9 @@ YAML
 cond() {
 	k get "$1" "$2" -o jsonpath="{.status.conditions[?(@.type==\"$3\")].${4:-status}}"
 }
+# cond_is KIND NAME TYPE FIELD WANT: the condition's FIELD equals WANT now (re-read on
+# every call, so it can be polled).
+cond_is() { [ "$(cond "$1" "$2" "$3" "$4")" = "$5" ]; }
 # is_ready KIND/NAME: the Ready condition is True now (kubectl wait of 1 s; use with poll).
 is_ready() { k wait --for=condition=Ready "$1" --timeout=1s; }
 # claim_sandbox CLAIM: the name of the Sandbox a SandboxClaim is bound to.

@@ -111,7 +111,7 @@ k patch sandbox e2e-store --type=merge -p '{"spec":{"operatingMode":"Suspended"}
 pod_gone() { ! k get pod e2e-store >/dev/null 2>&1; }
 check "suspend deletes the pod" poll 60 pod_gone
 check "suspend keeps the PVC" eval "k get pvc workspace-e2e-store -o name >/dev/null"
-check "Suspended condition is True" poll 30 test "$(cond sandbox e2e-store Suspended)" = True
+check "Suspended condition is True" poll 30 cond_is sandbox e2e-store Suspended status True
 k patch sandbox e2e-store --type=merge -p '{"spec":{"operatingMode":"Running"}}' >/dev/null
 check "resume brings the sandbox back to Ready" \
 	poll 120 is_ready sandbox/e2e-store
