@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -29,6 +30,7 @@ struct router {
     uv_loop_t loop;
     uv_async_t stop_async;
     uv_prepare_t log_prep; /* writes the iteration's batched log lines before polling */
+    uv_timer_t trim_timer; /* until the cache synced: then gives the list's memory back */
     pthread_t thread;
     struct kube_informer *informer;
     struct authz_reviewer reviewer;
@@ -108,6 +110,20 @@ static void slim_sandbox(void *ctx, json_t *obj)
     keep_only(json_object_get(obj, "metadata"), meta);
     keep_only(json_object_get(obj, "spec"), spec);
     keep_only(json_object_get(obj, "status"), status);
+}
+
+/* The initial list parses every Sandbox page by page on the informer's thread; what the
+ * cache keeps is a small part of what was allocated, spread over the whole arena (10,000
+ * Sandboxes: 44 MB in use, 226 MB resident). Once synced, the free pages go back to the
+ * system (226 -> ~120 MB there). */
+static void on_trim_timer(uv_timer_t *t)
+{
+    struct router *r = t->data;
+    if (!kube_informer_has_synced(r->informer))
+        return;
+    uv_timer_stop(t);
+    (void)malloc_trim(0);
+    log_debug("cache synced: free heap pages returned");
 }
 
 static int start_informer(struct router *r)
@@ -226,6 +242,7 @@ static void on_stop(uv_async_t *a)
     struct router *r = a->data;
     uv_close((uv_handle_t *)&r->stop_async, NULL);
     uv_close((uv_handle_t *)&r->log_prep, NULL);
+    uv_close((uv_handle_t *)&r->trim_timer, NULL);
     atomic_store(&r->stopping, true);
     log_info("shutting down\tgrace_ms=%llu",
              (unsigned long long)(r->o.shutdown_grace / USEC_PER_MSEC));
@@ -269,6 +286,7 @@ static void teardown_partial(struct router *r)
     free_idle(r);
     uv_close((uv_handle_t *)&r->stop_async, NULL);
     uv_close((uv_handle_t *)&r->log_prep, NULL);
+    uv_close((uv_handle_t *)&r->trim_timer, NULL);
     (void)uv_run(&r->loop, UV_RUN_DEFAULT);
     http_server_free(r->server);
     http_server_free(r->probe);
@@ -296,6 +314,10 @@ int router_start(const struct router_opts *opts, struct router **ret)
     (void)uv_prepare_init(&r->loop, &r->log_prep);
     (void)uv_prepare_start(&r->log_prep, on_log_flush);
     uv_unref((uv_handle_t *)&r->log_prep);
+    (void)uv_timer_init(&r->loop, &r->trim_timer);
+    r->trim_timer.data = r;
+    (void)uv_timer_start(&r->trim_timer, on_trim_timer, 100, 100);
+    uv_unref((uv_handle_t *)&r->trim_timer);
     r->metrics = metrics_registry_new();
     metrics_register_process(r->metrics);
     if (r->o.auth) {
