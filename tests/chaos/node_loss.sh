@@ -68,7 +68,10 @@ node=$(k get nodes -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.metadata
 spec=$(k get sandboxtemplates -A -o jsonpath='{.items[0].spec.podTemplate.spec}')
 [ -n "$spec" ] || { echo "no SandboxTemplate found (make up)" >&2; exit 1; }
 
-k create namespace "$NS" >/dev/null 2>&1 || true
+# A namespace left by an earlier run may still be terminating (its Sandbox with it):
+# applying into it would patch the dying Sandbox instead of creating a new one.
+k wait --for=delete namespace/"$NS" --timeout="${T}s" >/dev/null 2>&1 || true
+k create namespace "$NS" >/dev/null || exit 1
 python3 - "$spec" "$node" <<'PY' | k -n "$NS" apply -f - >/dev/null || exit 1
 import json, sys
 spec = json.loads(sys.argv[1])
