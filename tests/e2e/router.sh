@@ -402,6 +402,7 @@ for form in header path; do
 	w() { jq -e "$1" "$WORK/ws.json" >/dev/null 2>&1; }
 	check "WebSocket exec ($form form): 101 with the right Sec-WebSocket-Accept" \
 		w '.status == 101 and .accept_ok'
+	# shellcheck disable=SC2016 # $w is jq's variable
 	check "WebSocket exec ($form form): stdin in (binary and text messages), stdout out" \
 		jq -e --arg w "$WS_WANT" '.stdout == $w' "$WORK/ws.json" >/dev/null
 	check "WebSocket exec ($form form): exit code 3, start..exit events, close 1000" \
