@@ -165,7 +165,8 @@ def ws_open(a: argparse.Namespace, path: str) -> tuple[int, bool, WS]:
     head, _, rest = buf.partition(b"\r\n\r\n")
     hl = head.decode("latin-1").split("\r\n")
     status = int(hl[0].split()[1]) if hl and len(hl[0].split()) > 1 else 0
-    hdrs = {x.split(":", 1)[0].strip().lower(): x.split(":", 1)[1].strip() for x in hl[1:] if ":" in x}
+    pairs = [x.split(":", 1) for x in hl[1:] if ":" in x]
+    hdrs = {k.strip().lower(): v.strip() for k, v in pairs}
     want = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
     return status, hdrs.get("sec-websocket-accept") == want, WS(sock, rest)
 
