@@ -13,6 +13,7 @@
 #include "lg.h"
 
 #define LG_DELETERS 8
+#define LG_ARRIVERS 256 /* arrival threads at most: each blocks in its POST */
 
 struct sustained {
     const struct lg_opts *o;
@@ -24,6 +25,7 @@ struct sustained {
     atomic_bool done;
     atomic_bool saturated; /* the backlog guard stopped the arrivals */
     usec_t saturated_at;
+    usec_t max_lag; /* latest a POST went out after its arrival time (creators all busy) */
     size_t max_backlog;
     char (*pool)[32];
 };
@@ -61,6 +63,8 @@ static void *arrivals(void *arg)
         cl = lg_claim_obj(name, s->pool[i % (size_t)s->o->pools]);
         pthread_mutex_lock(&s->t.lock);
         s->t.recs[i].create = clock_now();
+        if (s->t.recs[i].create > due && s->t.recs[i].create - due > s->max_lag)
+            s->max_lag = s->t.recs[i].create - due;
         pthread_mutex_unlock(&s->t.lock);
         r = kube_create(s->cl->v[i % (size_t)s->cl->n], &KUBE_RES_SANDBOXCLAIMS, s->o->ns, cl, NULL,
                         NULL);
@@ -147,16 +151,21 @@ static size_t issued(struct sustained *s)
 
 static void sustained_drive(struct sustained *s)
 {
-    pthread_t ath[LG_DELETERS * 8], dth[LG_DELETERS];
+    pthread_t ath[LG_ARRIVERS], dth[LG_DELETERS];
     struct deleter d[LG_DELETERS];
-    int na = s->o->threads > (int)(LG_DELETERS * 8) ? LG_DELETERS * 8 : s->o->threads;
+    int na = s->o->threads > LG_ARRIVERS ? LG_ARRIVERS : s->o->threads < 1 ? 1 : s->o->threads;
     s->start = clock_now() + 100 * USEC_PER_MSEC;
     for (int i = 0; i < LG_DELETERS; i++) {
         d[i] = (struct deleter){s, (size_t)i};
         (void)pthread_create(&dth[i], NULL, deleter, &d[i]);
     }
     for (int i = 0; i < na; i++)
-        (void)pthread_create(&ath[i], NULL, arrivals, s);
+        if (pthread_create(&ath[i], NULL, arrivals, s) != 0) {
+            na = i;
+            break;
+        }
+    if (na == 0)
+        (void)arrivals(s);
     for (int i = 0; i < na; i++)
         pthread_join(ath[i], NULL);
     (void)lg_track_wait(&s->t, issued(s), (usec_t)(s->o->timeout * 1e6));
@@ -194,6 +203,7 @@ int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out
     json_object_set_new(out, "planned", json_integer((json_int_t)n));
     json_object_set_new(out, "max_backlog", json_integer((json_int_t)s.max_backlog));
     json_object_set_new(out, "saturated", json_boolean(atomic_load(&s.saturated)));
+    json_object_set_new(out, "arrival_lag_max_ms", json_real((double)s.max_lag / 1000));
     if (atomic_load(&s.saturated))
         json_object_set_new(out, "saturated_after_s",
                             json_real((double)(s.saturated_at - s.start) / 1e6));
