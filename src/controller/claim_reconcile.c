@@ -368,7 +368,9 @@ static void write_status(struct claim_pass *p)
     now_text(now, sizeof(now));
     st = claim_status_build(&p->obs, now);
     if (sb_memo_stale(p->claim)) {
-        /* Our own status write replaced this version; its event brings the claim back. */
+        /* Our own status write replaced this version; its event brings the claim back
+         * (the requeue is the backstop should that event be lost). */
+        requeue_min(p, SB_MEMO_TTL);
         json_decref(st);
         return;
     }
@@ -377,8 +379,11 @@ static void write_status(struct claim_pass *p)
                           kube_obj_resource_version(p->claim) ?: "", "status", st);
         if (ext__patch(p->x, &KUBE_RES_SANDBOXCLAIMS, p->ns, p->name, "status", patch, NULL, &e) <
             0) {
-            /* A 409 is dropped: the conflicting write's event brings the claim back. */
-            if (!kube_err_is_conflict(&e) && !kube_err_is_not_found(&e) && !p->err)
+            /* A 409 is dropped: the conflicting write's event brings the claim back
+             * (with the same backstop requeue). */
+            if (kube_err_is_conflict(&e))
+                requeue_min(p, SB_MEMO_TTL);
+            else if (!kube_err_is_not_found(&e) && !p->err)
                 p->err = e.code ? e.code : -EIO;
             json_decref(patch);
             json_decref(st);

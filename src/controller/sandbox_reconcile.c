@@ -98,8 +98,14 @@ static int write_status(struct sb_pass *p, json_t *st)
     struct kube_err e;
     json_t *obj;
     int r;
-    if (!sb_status_changed(json_object_get(p->sb, "status"), st) || sb_memo_stale(p->sb))
-        return 0; /* unchanged, or the cache has not seen our last write (its event requeues) */
+    if (!sb_status_changed(json_object_get(p->sb, "status"), st))
+        return 0;
+    if (sb_memo_stale(p->sb)) {
+        /* The cache has not seen our last write: its event requeues the key; the backstop
+         * requeue covers an event lost across an API server restart. */
+        p->backstop = SB_MEMO_TTL;
+        return 0;
+    }
     obj = json_deep_copy(p->sb);
     json_object_set(obj, "status", st);
     r = kube_update_status(p->r->client, &KUBE_RES_SANDBOXES, p->ns, obj, NULL, &e);
@@ -113,6 +119,7 @@ static int write_status(struct sb_pass *p, json_t *st)
          * back-off retry (which also spends the queue's shared retry bucket) is waste. */
         log_debug("status write conflict, the newer version's event retries\tkey=%s/%s", p->ns,
                   p->name);
+        p->backstop = SB_MEMO_TTL;
         return 0;
     }
     return log_warn_errno(r, "status write failed, will retry\tkey=%s/%s detail=\"%s\"", p->ns,
@@ -225,6 +232,8 @@ static int reconcile_children(struct sb_pass *p, struct sb_result *res, usec_t d
     }
     if (r >= 0 && p->ret >= 0 && p->r->idle)
         (void)idle_ctrl_check(p->r->idle, p->sb, st, &res->requeue_after);
+    if (p->backstop && (!res->requeue_after || p->backstop < res->requeue_after))
+        res->requeue_after = p->backstop;
     json_decref(st);
     if (p->ret < 0)
         return p->ret;
