@@ -34,8 +34,14 @@ def router(d):
         cells = [c.strip() for c in line.strip("|").split("|")]
         if len(cells) >= 4 and re.match(r"^[0-9.]+$", cells[1] or "x"):
             rows[cells[0]] = {"rps": float(cells[1]), "p50": cells[2], "p99": cells[3]}
-    direct = rows.get("direct")
-    via = rows.get("router --auth=none")
+    def row(prefix, avoid="access log"):
+        for name, r in rows.items():
+            if name.startswith(prefix) and avoid not in name:
+                return r
+        return None
+
+    direct = row("direct")
+    via = row("router --auth=none")
     if not direct or not via:
         return {"table": text}
 
@@ -47,6 +53,7 @@ def router(d):
     if ms(via["p50"]) is not None and ms(direct["p50"]) is not None:
         added = round(ms(via["p50"]) - ms(direct["p50"]), 3)
     return {"direct_rps": direct["rps"], "router_rps": via["rps"], "added_p50_ms": added,
+            "router_vs_direct": round(via["rps"] / direct["rps"], 3) if direct["rps"] else None,
             "rows": rows}
 
 

@@ -119,7 +119,7 @@ run_all() {
 		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count "${BENCH_WARM_COUNT:-300}"
 		want warm1000 && loadgen warm_burst_1000 --scenario warm-burst --count 1000 --timeout 600
 		want sustained && loadgen sustained --scenario sustained --rate "$RATE" --seconds 60 --dwell 5 \
-			--pools 4 --pool-size 750 --threads 128 --timeout 300
+			--pools 4 --pool-size 750 --threads 256 --timeout 300
 		want sustained && loadgen sustained_low --scenario sustained --rate "$RATE_LOW" --seconds 60 \
 			--dwell 5 --pools 4 --pool-size 150 --threads 64 --timeout 300
 		want cold && loadgen cold --scenario cold --count 300
