@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +29,9 @@
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "kube/obj.h"
-#include "kube/store.h"
-#include "kube/workqueue.h"
 #include "support/apiserver.h"
+#include "support/ctrl_fixture.h"
+#include "support/kube_fixture.h"
 
 #define WAIT     (60 * USEC_PER_SEC)
 #define BURST    100
@@ -44,86 +43,27 @@ static char ns[96];
 
 /* ---- the simulated kubelet ---------------------------------------------------------- */
 
-static struct kube_informer *pod_inf;
-static struct wq *kq;
-static pthread_t kthreads[KUBELETS];
-static atomic_uint next_ip;
+static struct it_kubelet *kubelet_sim;
 
-static void kubelet_ready(const char *name)
+/* Pods of templates labelled sandbox.users.io/kubelet=off never run. */
+static bool kubelet_skip(void *ctx, const json_t *pod)
 {
-    char now[64], ip[32];
-    unsigned n = atomic_fetch_add(&next_ip, 1);
-    struct kube_req r;
-    json_t *p;
-    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
-    (void)snprintf(ip, sizeof(ip), "10.2.%u.%u", (n / 250) % 250, n % 250 + 1);
-    p = json_pack("{s:{s:s, s:s, s:[{s:s}], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}}", "status",
-                  "phase", "Running", "podIP", ip, "podIPs", "ip", ip, "conditions", "type",
-                  "PodScheduled", "status", "True", "lastTransitionTime", now, "type", "Ready",
-                  "status", "True", "lastTransitionTime", now);
-    kube_req_init(&r, "PATCH", &KUBE_RES_PODS);
-    r.ns = ns;
-    r.name = name;
-    r.subresource = "status";
-    r.body = p;
-    r.patch_type = KUBE_PATCH_MERGE;
-    (void)kube_request(c, &r, NULL, NULL);
-    json_decref(p);
-}
-
-static void *kubelet_main(void *arg)
-{
-    const char *key;
-    (void)arg;
-    while (wq_get(kq, &key) == 0) {
-        const char *slash = strchr(key, '/');
-        kubelet_ready(slash ? slash + 1 : key);
-        wq_done(kq, key);
-    }
-    return NULL;
-}
-
-static void pod_seen(void *ctx, const json_t *pod)
-{
-    char key[512];
     const char *off = kube_obj_label(pod, "sandbox.users.io/kubelet");
     (void)ctx;
-    if ((off && strcmp(off, "off") == 0) || kube_obj_path_str(pod, "status.podIP"))
-        return;
-    if (kube_store_key(pod, key, sizeof(key)) == 0)
-        wq_add(kq, key);
-}
-
-static void pod_updated(void *ctx, const json_t *o, const json_t *n)
-{
-    (void)o;
-    pod_seen(ctx, n);
+    return off && strcmp(off, "off") == 0;
 }
 
 static void kubelet_start(void)
 {
-    struct kube_informer_opts o = {.client = c, .res = &KUBE_RES_PODS, .ns = ns};
-    struct kube_informer_handlers h = {.on_add = pod_seen, .on_update = pod_updated};
-    struct wq_opts qo = {.name = "kubelet", .qps = -1};
-    assert_int_equal(wq_new(&qo, &kq), 0);
-    assert_int_equal(kube_informer_new(&o, &pod_inf), 0);
-    assert_int_equal(kube_informer_add_handlers(pod_inf, &h), 0);
-    assert_int_equal(kube_informer_start(pod_inf), 0);
-    for (int i = 0; i < KUBELETS; i++)
-        assert_int_equal(pthread_create(&kthreads[i], NULL, kubelet_main, NULL), 0);
+    struct it_kubelet_opts o = {
+        .client = c, .ns = ns, .workers = KUBELETS, .skip = kubelet_skip, .ip_prefix = "10.2"};
+    assert_int_equal(it_kubelet_start(&o, &kubelet_sim), 0);
 }
 
 static void kubelet_stop(void)
 {
-    if (!kq)
-        return;
-    kube_informer_stop(pod_inf);
-    wq_shutdown(kq);
-    for (int i = 0; i < KUBELETS; i++)
-        pthread_join(kthreads[i], NULL);
-    kube_informer_free(pod_inf);
-    wq_free(kq);
-    kq = NULL;
+    it_kubelet_free(kubelet_sim);
+    kubelet_sim = NULL;
 }
 
 /* ---- manager ------------------------------------------------------------------------ */
@@ -158,32 +98,18 @@ static void stop_manager(void)
 
 static int group_setup(void **state)
 {
-    static const char *const crds[] = {"agents.x-k8s.io_sandboxes.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxtemplates.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxwarmpools.yaml",
-                                       "extensions.agents.x-k8s.io_sandboxclaims.yaml"};
+    struct it_sandbox_ns_opts so = {
+        .prefix = "ext", .extensions = true, .default_sa = true, .timeout = WAIT};
     struct kube_client_opts co = {.qps = 0};
-    char path[1024], rel[256];
-    struct kube_err e;
-    json_t *sa;
+    struct kube_err e = {0};
     (void)state;
     log_set_level(LOG_WARN);
     if (it_client_new(&co, &c, &e) < 0 || it_client_new(&co, &mgr_client, &e) < 0)
         return -1;
-    for (size_t i = 0; i < sizeof(crds) / sizeof(crds[0]); i++) {
-        (void)snprintf(rel, sizeof(rel), "../../api/crds/%s", crds[i]);
-        if (it_data_path(rel, path, sizeof(path)) < 0 || it_crd_apply(c, path, WAIT, &e) < 0) {
-            fprintf(stderr, "CRD apply failed: %s\n", e.message);
-            return -1;
-        }
+    if (it_sandbox_ns_setup(c, &so, ns, sizeof(ns), &e) < 0) {
+        fprintf(stderr, "setup failed: %s\n", e.message);
+        return -1;
     }
-    if (it_ns_create(c, "ext", ns, sizeof(ns), &e) < 0)
-        return -1;
-    sa = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "ServiceAccount", "metadata",
-                   "name", "default");
-    if (kube_create(c, &KUBE_RES_SERVICEACCOUNTS, ns, sa, NULL, &e) < 0)
-        return -1;
-    json_decref(sa);
     return 0;
 }
 
@@ -203,10 +129,7 @@ static int group_teardown(void **state)
 
 static json_t *get(const struct kube_res *res, const char *name)
 {
-    json_t *o = NULL;
-    if (kube_get(c, res, ns, name, &o, NULL) < 0)
-        return NULL;
-    return o;
+    return it_obj_get(c, res, ns, name);
 }
 
 static void create(const struct kube_res *res, json_t *obj)
@@ -216,17 +139,11 @@ static void create(const struct kube_res *res, json_t *obj)
     json_decref(obj);
 }
 
+/* Merge-patches name (or its subresource sub) with p (taken). */
 static void patch(const struct kube_res *res, const char *name, const char *sub, json_t *p)
 {
-    struct kube_req r;
     struct kube_err e;
-    kube_req_init(&r, "PATCH", res);
-    r.ns = ns;
-    r.name = name;
-    r.subresource = sub;
-    r.body = p;
-    r.patch_type = KUBE_PATCH_MERGE;
-    IT_OK(kube_request(c, &r, NULL, &e), &e);
+    IT_OK(it_merge_patch(c, res, ns, name, sub, p, &e), &e);
     json_decref(p);
 }
 
@@ -245,21 +162,12 @@ static void create_template(const char *name, const char *kubelet, const char *e
 
 static void create_pool(const char *name, const char *tpl, int replicas)
 {
-    create(&KUBE_RES_SANDBOXWARMPOOLS,
-           json_pack("{s:s, s:s, s:{s:s}, s:{s:i, s:{s:s}}}", "apiVersion", EXT_API_VERSION, "kind",
-                     EXT_KIND_POOL, "metadata", "name", name, "spec", "replicas", replicas,
-                     "sandboxTemplateRef", "name", tpl));
-}
-
-static json_t *claim_obj(const char *name, const char *pool)
-{
-    return json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:s}}}", "apiVersion", EXT_API_VERSION, "kind",
-                     EXT_KIND_CLAIM, "metadata", "name", name, "spec", "warmPoolRef", "name", pool);
+    create(&KUBE_RES_SANDBOXWARMPOOLS, it_pool_new(name, tpl, replicas));
 }
 
 static void create_claim(const char *name, const char *pool, json_t *spec_extra)
 {
-    json_t *cl = claim_obj(name, pool);
+    json_t *cl = it_claim_new(name, pool);
     if (spec_extra)
         json_object_update(json_object_get(cl, "spec"), spec_extra);
     json_decref(spec_extra);
@@ -315,26 +223,10 @@ static void wait_pool(const char *pool, size_t n, size_t ready)
     }
 }
 
-struct cond_want {
-    const char *name, *status, *reason;
-};
-
-static bool claim_cond(void *ctx)
-{
-    struct cond_want *w = ctx;
-    json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, w->name);
-    const json_t *cd = kube_obj_condition(cl, SB_COND_READY);
-    const char *s = json_string_value(json_object_get(cd, "status"));
-    const char *r = json_string_value(json_object_get(cd, "reason"));
-    bool ok = s && strcmp(s, w->status) == 0 && (!w->reason || (r && strcmp(r, w->reason) == 0));
-    json_decref(cl);
-    return ok;
-}
-
 static json_t *wait_claim(const char *name, const char *status, const char *reason)
 {
-    struct cond_want w = {name, status, reason};
-    if (it_wait(claim_cond, &w, WAIT) < 0) {
+    struct it_cond want = {&KUBE_RES_SANDBOXCLAIMS, name, SB_COND_READY, status, reason};
+    if (it_cond_wait(c, ns, &want, WAIT) < 0) {
         json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, name);
         char *s = json_dumps(json_object_get(cl, "status"), JSON_COMPACT);
         fail_msg("claim %s: no Ready=%s/%s; status %s", name, status, reason ? reason : "*",
@@ -641,7 +533,7 @@ static void *create_claims(void *arg)
     for (int i = cr->from; i < cr->to; i++) {
         json_t *cl;
         (void)snprintf(name, sizeof(name), "b-%03d", i);
-        cl = claim_obj(name, "pb");
+        cl = it_claim_new(name, "pb");
         t_create[i] = clock_now();
         (void)kube_create(c, &KUBE_RES_SANDBOXCLAIMS, ns, cl, NULL, NULL);
         json_decref(cl);

@@ -239,22 +239,34 @@ struct cand {
     struct calls calls;
 };
 
-static void cand_new(struct cand *c, const char *id, struct fake_api *f, struct fake_clock *clk)
+/* Options naming Lease ns1/ctrl, identity id, on the fake API f (borrowed). */
+static struct lease_opts base_opts(const char *id, struct fake_api *f)
 {
-    struct lease_clock lc = {.ctx = clk, .now = fc_now, .wall_now = fc_wall};
-    struct lease_opts o = {
+    return (struct lease_opts){
         .ns = "ns1",
         .name = "ctrl",
         .identity = id,
         .api = {.ctx = f, .get = fake_get, .create = fake_create, .update = fake_update},
-        .clock = clk ? &lc : NULL,
     };
+}
 
+/* Records c's callbacks in c->calls; new_leader too when all. */
+static struct lease_callbacks cand_callbacks(struct cand *c, bool all)
+{
     calls_init(&c->calls);
-    o.cb = (struct lease_callbacks){.ctx = &c->calls,
+    return (struct lease_callbacks){.ctx = &c->calls,
                                     .started_leading = on_started,
                                     .stopped_leading = on_stopped,
-                                    .new_leader = on_new_leader};
+                                    .new_leader = all ? on_new_leader : NULL};
+}
+
+static void cand_new(struct cand *c, const char *id, struct fake_api *f, struct fake_clock *clk)
+{
+    struct lease_clock lc = {.ctx = clk, .now = fc_now, .wall_now = fc_wall};
+    struct lease_opts o = base_opts(id, f);
+
+    o.clock = clk ? &lc : NULL;
+    o.cb = cand_callbacks(c, true);
     assert_int_equal(lease_elector_new(&o, &c->le), 0);
 }
 
@@ -280,121 +292,138 @@ static struct fake_clock start_clock(void)
                                .wall = (usec_t)1767225600 * USEC_PER_SEC};
 }
 
+/* One test's world: the fake API on a fake clock, candidate "a" and maybe "b". */
+struct world {
+    struct fake_api f;
+    struct fake_clock clk;
+    struct cand a, b;
+    bool has_b; /* b was created (and is freed at teardown) */
+};
+
+static int world_setup(void **state, bool with_b)
+{
+    struct world *w = test_calloc(1, sizeof(*w));
+
+    w->clk = start_clock();
+    cand_new(&w->a, "a", &w->f, &w->clk);
+    if (with_b)
+        cand_new(&w->b, "b", &w->f, &w->clk);
+    w->has_b = with_b;
+    *state = w;
+    return 0;
+}
+
+static int setup_a(void **state)
+{
+    return world_setup(state, false);
+}
+
+static int setup_ab(void **state)
+{
+    return world_setup(state, true);
+}
+
+static int world_teardown(void **state)
+{
+    struct world *w = *state;
+
+    cand_free(&w->a);
+    if (w->has_b)
+        cand_free(&w->b);
+    json_decref(w->f.obj);
+    test_free(w);
+    return 0;
+}
+
 /* ---- tests ---- */
 
 static void test_acquire_absent_creates(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a;
-    (void)state;
+    struct world *w = *state;
 
-    cand_new(&a, "a", &f, &clk);
-    assert_false(lease_elector_is_leader(a.le));
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    assert_true(lease_elector_is_leader(a.le));
-    assert_int_equal(f.creates, 1);
-    assert_int_equal(a.calls.started, 1);
-    assert_int_equal(a.calls.new_leader, 1);
-    assert_string_equal(a.calls.last_leader, "a");
-    assert_leader_is(a.le, "a");
-    assert_string_equal(json_string_value(json_object_get(f.obj, "kind")), "Lease");
-    assert_string_equal(json_string_value(json_object_get(f.obj, "apiVersion")),
+    assert_false(lease_elector_is_leader(w->a.le));
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_true(lease_elector_is_leader(w->a.le));
+    assert_int_equal(w->f.creates, 1);
+    assert_int_equal(w->a.calls.started, 1);
+    assert_int_equal(w->a.calls.new_leader, 1);
+    assert_string_equal(w->a.calls.last_leader, "a");
+    assert_leader_is(w->a.le, "a");
+    assert_string_equal(json_string_value(json_object_get(w->f.obj, "kind")), "Lease");
+    assert_string_equal(json_string_value(json_object_get(w->f.obj, "apiVersion")),
                         "coordination.k8s.io/v1");
-    assert_string_equal(spec_s(&f, "holderIdentity"), "a");
-    assert_int_equal(spec_i(&f, "leaseDurationSeconds"), 15);
-    assert_int_equal(spec_i(&f, "leaseTransitions"), 0);
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "a");
+    assert_int_equal(spec_i(&w->f, "leaseDurationSeconds"), 15);
+    assert_int_equal(spec_i(&w->f, "leaseTransitions"), 0);
     /* MicroTime: RFC 3339 with microseconds. */
-    assert_string_equal(spec_s(&f, "acquireTime"), "2026-01-01T00:00:00.000000Z");
-    assert_string_equal(spec_s(&f, "renewTime"), "2026-01-01T00:00:00.000000Z");
-    cand_free(&a);
-    json_decref(f.obj);
+    assert_string_equal(spec_s(&w->f, "acquireTime"), "2026-01-01T00:00:00.000000Z");
+    assert_string_equal(spec_s(&w->f, "renewTime"), "2026-01-01T00:00:00.000000Z");
 }
 
 static void test_renew_keeps_acquire_time(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a;
-    (void)state;
+    struct world *w = *state;
 
-    cand_new(&a, "a", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    advance(&clk, 2 * USEC_PER_SEC + 5);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    assert_int_equal(f.updates, 1);
-    assert_string_equal(spec_s(&f, "acquireTime"), "2026-01-01T00:00:00.000000Z");
-    assert_string_equal(spec_s(&f, "renewTime"), "2026-01-01T00:00:02.000005Z");
-    assert_int_equal(spec_i(&f, "leaseTransitions"), 0);
-    assert_int_equal(a.calls.started, 1);
-    assert_int_equal(a.calls.stopped, 0);
-    assert_int_equal(a.calls.new_leader, 1);
-    cand_free(&a);
-    json_decref(f.obj);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    advance(&w->clk, 2 * USEC_PER_SEC + 5);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_int_equal(w->f.updates, 1);
+    assert_string_equal(spec_s(&w->f, "acquireTime"), "2026-01-01T00:00:00.000000Z");
+    assert_string_equal(spec_s(&w->f, "renewTime"), "2026-01-01T00:00:02.000005Z");
+    assert_int_equal(spec_i(&w->f, "leaseTransitions"), 0);
+    assert_int_equal(w->a.calls.started, 1);
+    assert_int_equal(w->a.calls.stopped, 0);
+    assert_int_equal(w->a.calls.new_leader, 1);
 }
 
 static void test_follower_waits_while_renewed(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a, b;
-    (void)state;
+    struct world *w = *state;
 
-    cand_new(&a, "a", &f, &clk);
-    cand_new(&b, "b", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
     /* A renews every 2 s for a minute: B never gets it. */
     for (int i = 0; i < 30; i++) {
-        assert_int_equal(lease_elector_tick(b.le), 0);
-        advance(&clk, 2 * USEC_PER_SEC);
-        assert_int_equal(lease_elector_tick(a.le), 1);
+        assert_int_equal(lease_elector_tick(w->b.le), 0);
+        advance(&w->clk, 2 * USEC_PER_SEC);
+        assert_int_equal(lease_elector_tick(w->a.le), 1);
     }
-    assert_false(lease_elector_is_leader(b.le));
-    assert_int_equal(b.calls.started, 0);
-    assert_int_equal(b.calls.new_leader, 1);
-    assert_string_equal(b.calls.last_leader, "a");
-    assert_leader_is(b.le, "a");
-    assert_int_equal(f.conflicts, 0);
-    cand_free(&a);
-    cand_free(&b);
-    json_decref(f.obj);
+    assert_false(lease_elector_is_leader(w->b.le));
+    assert_int_equal(w->b.calls.started, 0);
+    assert_int_equal(w->b.calls.new_leader, 1);
+    assert_string_equal(w->b.calls.last_leader, "a");
+    assert_leader_is(w->b.le, "a");
+    assert_int_equal(w->f.conflicts, 0);
 }
 
 static void test_takeover_after_expiry_by_own_observation(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a, b;
-    (void)state;
+    struct world *w = *state;
 
-    cand_new(&a, "a", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
     /* The remote timestamps look ancient (clock skew), which must not matter: only how
      * long B itself has seen the record unchanged does. */
-    advance(&clk, 5 * USEC_PER_SEC);
-    json_object_set_new(json_object_get(f.obj, "spec"), "renewTime",
+    advance(&w->clk, 5 * USEC_PER_SEC);
+    json_object_set_new(json_object_get(w->f.obj, "spec"), "renewTime",
                         json_string("2000-01-01T00:00:00.000000Z"));
-    cand_new(&b, "b", &f, &clk);
-    assert_int_equal(lease_elector_tick(b.le), 0);
-    advance(&clk, 14 * USEC_PER_SEC);
-    assert_int_equal(lease_elector_tick(b.le), 0);
-    advance(&clk, USEC_PER_SEC - 1);
-    assert_int_equal(lease_elector_tick(b.le), 0);
-    advance(&clk, 1);
-    assert_int_equal(lease_elector_tick(b.le), 1);
-    assert_int_equal(b.calls.started, 1);
-    assert_string_equal(spec_s(&f, "holderIdentity"), "b");
-    assert_int_equal(spec_i(&f, "leaseTransitions"), 1);
-    assert_string_equal(spec_s(&f, "acquireTime"), spec_s(&f, "renewTime"));
+    cand_new(&w->b, "b", &w->f, &w->clk);
+    w->has_b = true;
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    advance(&w->clk, 14 * USEC_PER_SEC);
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    advance(&w->clk, USEC_PER_SEC - 1);
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    advance(&w->clk, 1);
+    assert_int_equal(lease_elector_tick(w->b.le), 1);
+    assert_int_equal(w->b.calls.started, 1);
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "b");
+    assert_int_equal(spec_i(&w->f, "leaseTransitions"), 1);
+    assert_string_equal(spec_s(&w->f, "acquireTime"), spec_s(&w->f, "renewTime"));
     /* A wakes up (it was partitioned), sees B's valid record and steps down. */
-    assert_int_equal(lease_elector_tick(a.le), 0);
-    assert_false(lease_elector_is_leader(a.le));
-    assert_int_equal(a.calls.stopped, 1);
-    assert_leader_is(a.le, "b");
-    assert_string_equal(spec_s(&f, "holderIdentity"), "b");
-    cand_free(&a);
-    cand_free(&b);
-    json_decref(f.obj);
+    assert_int_equal(lease_elector_tick(w->a.le), 0);
+    assert_false(lease_elector_is_leader(w->a.le));
+    assert_int_equal(w->a.calls.stopped, 1);
+    assert_leader_is(w->a.le, "b");
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "b");
 }
 
 /* A racing writer: another candidate wins between our get and our update. */
@@ -410,95 +439,75 @@ static void steal_lease(struct fake_api *f)
 
 static void test_lose_on_conflict(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a;
-    (void)state;
+    struct world *w = *state;
 
-    cand_new(&a, "a", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    advance(&clk, 2 * USEC_PER_SEC);
-    f.before_update = steal_lease;
-    assert_int_equal(lease_elector_tick(a.le), 0);
-    assert_int_equal(f.conflicts, 1);
-    assert_false(lease_elector_is_leader(a.le));
-    assert_int_equal(a.calls.stopped, 1);
-    assert_string_equal(a.calls.last_leader, "thief");
-    assert_string_equal(spec_s(&f, "holderIdentity"), "thief");
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    advance(&w->clk, 2 * USEC_PER_SEC);
+    w->f.before_update = steal_lease;
+    assert_int_equal(lease_elector_tick(w->a.le), 0);
+    assert_int_equal(w->f.conflicts, 1);
+    assert_false(lease_elector_is_leader(w->a.le));
+    assert_int_equal(w->a.calls.stopped, 1);
+    assert_string_equal(w->a.calls.last_leader, "thief");
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "thief");
     /* Still not ours on the next periods while the thief's record is fresh. */
-    advance(&clk, 2 * USEC_PER_SEC);
-    assert_int_equal(lease_elector_tick(a.le), 0);
-    assert_int_equal(a.calls.started, 1);
-    cand_free(&a);
-    json_decref(f.obj);
+    advance(&w->clk, 2 * USEC_PER_SEC);
+    assert_int_equal(lease_elector_tick(w->a.le), 0);
+    assert_int_equal(w->a.calls.started, 1);
 }
 
 static void test_renew_deadline(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a;
-    (void)state;
+    struct world *w = *state;
 
-    cand_new(&a, "a", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    f.fail = -EIO;
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    w->f.fail = -EIO;
     /* Failing renewals keep leadership until 10 s after the last success. */
     for (int i = 0; i < 4; i++) {
-        advance(&clk, 2 * USEC_PER_SEC);
-        assert_int_equal(lease_elector_tick(a.le), 1);
+        advance(&w->clk, 2 * USEC_PER_SEC);
+        assert_int_equal(lease_elector_tick(w->a.le), 1);
     }
-    advance(&clk, 2 * USEC_PER_SEC - 1);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    assert_int_equal(a.calls.stopped, 0);
-    advance(&clk, 1);
-    assert_int_equal(lease_elector_tick(a.le), 0);
-    assert_int_equal(a.calls.stopped, 1);
-    assert_false(lease_elector_is_leader(a.le));
+    advance(&w->clk, 2 * USEC_PER_SEC - 1);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_int_equal(w->a.calls.stopped, 0);
+    advance(&w->clk, 1);
+    assert_int_equal(lease_elector_tick(w->a.le), 0);
+    assert_int_equal(w->a.calls.stopped, 1);
+    assert_false(lease_elector_is_leader(w->a.le));
     /* When the API comes back, our own unexpired record is ours to renew. */
-    f.fail = 0;
-    advance(&clk, 2 * USEC_PER_SEC);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    assert_int_equal(a.calls.started, 2);
-    assert_int_equal(spec_i(&f, "leaseTransitions"), 0);
-    cand_free(&a);
-    json_decref(f.obj);
+    w->f.fail = 0;
+    advance(&w->clk, 2 * USEC_PER_SEC);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_int_equal(w->a.calls.started, 2);
+    assert_int_equal(spec_i(&w->f, "leaseTransitions"), 0);
 }
 
 /* An outage shorter than the renew deadline: every renewal fails for 8 s, then one
  * succeeds; the leader never stops leading and nobody else could have taken over. */
 static void test_outage_shorter_than_deadline_keeps_lead(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a, b;
-    (void)state;
+    struct world *w = *state;
 
-    cand_new(&a, "a", &f, &clk);
-    cand_new(&b, "b", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    assert_int_equal(lease_elector_tick(b.le), 0);
-    f.fail = -ECONNREFUSED;
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    w->f.fail = -ECONNREFUSED;
     for (int i = 0; i < 4; i++) {
-        advance(&clk, 2 * USEC_PER_SEC);
-        assert_int_equal(lease_elector_tick(a.le), 1);
-        assert_true(lease_elector_is_leader(a.le));
+        advance(&w->clk, 2 * USEC_PER_SEC);
+        assert_int_equal(lease_elector_tick(w->a.le), 1);
+        assert_true(lease_elector_is_leader(w->a.le));
     }
-    advance(&clk, 2 * USEC_PER_SEC - 1); /* 10 s - 1 us after the last renew */
-    assert_true(lease_elector_is_leader(a.le));
-    f.fail = 0;
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    assert_int_equal(lease_elector_tick(b.le), 0);
-    assert_int_equal(a.calls.stopped, 0);
-    assert_int_equal(a.calls.started, 1);
+    advance(&w->clk, 2 * USEC_PER_SEC - 1); /* 10 s - 1 us after the last renew */
+    assert_true(lease_elector_is_leader(w->a.le));
+    w->f.fail = 0;
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    assert_int_equal(w->a.calls.stopped, 0);
+    assert_int_equal(w->a.calls.started, 1);
     /* The deadline counts from the new renew. */
-    advance(&clk, 9 * USEC_PER_SEC);
-    assert_true(lease_elector_is_leader(a.le));
-    assert_string_equal(spec_s(&f, "holderIdentity"), "a");
-    assert_false(lease_elector_is_leader(b.le));
-    cand_free(&a);
-    cand_free(&b);
-    json_decref(f.obj);
+    advance(&w->clk, 9 * USEC_PER_SEC);
+    assert_true(lease_elector_is_leader(w->a.le));
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "a");
+    assert_false(lease_elector_is_leader(w->b.le));
 }
 
 /* Requests that hang (an API server that stopped answering) are cut at their own
@@ -506,57 +515,45 @@ static void test_outage_shorter_than_deadline_keeps_lead(void **state)
  * up exactly 10 s after its last renew, 5 s before anyone may take over. */
 static void test_hung_requests_bounded_by_deadline(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a;
-    usec_t t0 = clk.mono;
-    (void)state;
+    struct world *w = *state;
+    usec_t t0 = w->clk.mono;
 
-    cand_new(&a, "a", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    assert_int_equal(f.last_timeout, 5 * USEC_PER_SEC);
-    f.hang = &clk;
-    f.gets = 0;
-    advance(&clk, 2 * USEC_PER_SEC);
-    assert_int_equal(lease_elector_tick(a.le), 1); /* hung 5 s: now t0 + 7 s */
-    assert_int_equal(f.last_timeout, 5 * USEC_PER_SEC);
-    assert_int_equal(clk.mono - t0, 7 * USEC_PER_SEC);
-    assert_int_equal(f.gets, 0); /* the leader renews without reading first */
-    advance(&clk, 2 * USEC_PER_SEC);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_int_equal(w->f.last_timeout, 5 * USEC_PER_SEC);
+    w->f.hang = &w->clk;
+    w->f.gets = 0;
+    advance(&w->clk, 2 * USEC_PER_SEC);
+    assert_int_equal(lease_elector_tick(w->a.le), 1); /* hung 5 s: now t0 + 7 s */
+    assert_int_equal(w->f.last_timeout, 5 * USEC_PER_SEC);
+    assert_int_equal(w->clk.mono - t0, 7 * USEC_PER_SEC);
+    assert_int_equal(w->f.gets, 0); /* the leader renews without reading first */
+    advance(&w->clk, 2 * USEC_PER_SEC);
     /* 1 s left before the deadline: the request gets 1 s, then leadership is gone. */
-    assert_int_equal(lease_elector_tick(a.le), 0);
-    assert_int_equal(f.last_timeout, USEC_PER_SEC);
-    assert_int_equal(clk.mono - t0, 10 * USEC_PER_SEC);
-    assert_int_equal(a.calls.stopped, 1);
-    assert_false(lease_elector_is_leader(a.le));
-    assert_int_equal(f.max_timeout, 5 * USEC_PER_SEC);
-    cand_free(&a);
-    json_decref(f.obj);
+    assert_int_equal(lease_elector_tick(w->a.le), 0);
+    assert_int_equal(w->f.last_timeout, USEC_PER_SEC);
+    assert_int_equal(w->clk.mono - t0, 10 * USEC_PER_SEC);
+    assert_int_equal(w->a.calls.stopped, 1);
+    assert_false(lease_elector_is_leader(w->a.le));
+    assert_int_equal(w->f.max_timeout, 5 * USEC_PER_SEC);
 }
 
 /* is_leader turns false at the renew deadline even when no tick ran (a blocked
  * election thread), so gated work stops before the lease can expire for others. */
 static void test_is_leader_expires_without_tick(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a;
-    (void)state;
+    struct world *w = *state;
 
-    cand_new(&a, "a", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    advance(&clk, 10 * USEC_PER_SEC - 1);
-    assert_true(lease_elector_is_leader(a.le));
-    advance(&clk, 1);
-    assert_false(lease_elector_is_leader(a.le));
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    advance(&w->clk, 10 * USEC_PER_SEC - 1);
+    assert_true(lease_elector_is_leader(w->a.le));
+    advance(&w->clk, 1);
+    assert_false(lease_elector_is_leader(w->a.le));
     /* The next tick notices it, reports the loss, and (the Lease still being ours and
      * unexpired) takes it back. */
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    assert_int_equal(a.calls.stopped, 1);
-    assert_int_equal(a.calls.started, 2);
-    assert_true(lease_elector_is_leader(a.le));
-    cand_free(&a);
-    json_decref(f.obj);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_int_equal(w->a.calls.stopped, 1);
+    assert_int_equal(w->a.calls.started, 2);
+    assert_true(lease_elector_is_leader(w->a.le));
 }
 
 static void test_request_timeout_option(void **state)
@@ -564,19 +561,14 @@ static void test_request_timeout_option(void **state)
     struct fake_api f = {0};
     struct fake_clock clk = start_clock();
     struct lease_clock lc = {.ctx = &clk, .now = fc_now, .wall_now = fc_wall};
-    struct lease_opts o = {
-        .ns = "ns1",
-        .name = "ctrl",
-        .identity = "a",
-        .lease_duration = 3 * USEC_PER_SEC,
-        .renew_deadline = 1500 * USEC_PER_MSEC,
-        .retry_period = 500 * USEC_PER_MSEC,
-        .api = {.ctx = &f, .get = fake_get, .create = fake_create, .update = fake_update},
-        .clock = &lc,
-    };
+    struct lease_opts o = base_opts("a", &f);
     struct lease_elector *le = NULL;
     (void)state;
 
+    o.lease_duration = 3 * USEC_PER_SEC;
+    o.renew_deadline = 1500 * USEC_PER_MSEC;
+    o.retry_period = 500 * USEC_PER_MSEC;
+    o.clock = &lc;
     /* renew_deadline / 2 = 750 ms is raised to the 1 s floor. */
     assert_int_equal(lease_elector_new(&o, &le), 0);
     assert_int_equal(lease_elector_tick(le), 1);
@@ -611,99 +603,73 @@ static void test_check_timings(void **state)
 
 static void test_release_hands_over_at_once(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a, b;
-    (void)state;
+    struct world *w = *state;
 
-    cand_new(&a, "a", &f, &clk);
-    cand_new(&b, "b", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    assert_int_equal(lease_elector_tick(b.le), 0);
-    advance(&clk, USEC_PER_SEC);
-    assert_int_equal(lease_elector_release(a.le), 0);
-    assert_false(lease_elector_is_leader(a.le));
-    assert_int_equal(a.calls.stopped, 1);
-    assert_string_equal(spec_s(&f, "holderIdentity"), "");
-    assert_int_equal(spec_i(&f, "leaseDurationSeconds"), 1);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    advance(&w->clk, USEC_PER_SEC);
+    assert_int_equal(lease_elector_release(w->a.le), 0);
+    assert_false(lease_elector_is_leader(w->a.le));
+    assert_int_equal(w->a.calls.stopped, 1);
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "");
+    assert_int_equal(spec_i(&w->f, "leaseDurationSeconds"), 1);
     /* No clock advance: B takes over on its very next attempt. */
-    assert_int_equal(lease_elector_tick(b.le), 1);
-    assert_string_equal(spec_s(&f, "holderIdentity"), "b");
-    assert_int_equal(spec_i(&f, "leaseDurationSeconds"), 15);
-    assert_int_equal(spec_i(&f, "leaseTransitions"), 1);
-    assert_string_equal(b.calls.last_leader, "b");
+    assert_int_equal(lease_elector_tick(w->b.le), 1);
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "b");
+    assert_int_equal(spec_i(&w->f, "leaseDurationSeconds"), 15);
+    assert_int_equal(spec_i(&w->f, "leaseTransitions"), 1);
+    assert_string_equal(w->b.calls.last_leader, "b");
     /* Releasing when not leading is a no-op. */
-    assert_int_equal(lease_elector_release(a.le), 0);
-    assert_int_equal(a.calls.stopped, 1);
-    assert_string_equal(spec_s(&f, "holderIdentity"), "b");
-    cand_free(&a);
-    cand_free(&b);
-    json_decref(f.obj);
+    assert_int_equal(lease_elector_release(w->a.le), 0);
+    assert_int_equal(w->a.calls.stopped, 1);
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "b");
 }
 
 static void test_create_race_lost(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a, b;
-    (void)state;
+    struct world *w = *state;
 
-    cand_new(&a, "a", &f, &clk);
-    cand_new(&b, "b", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
     /* B saw "not found" but A created it first: B's create fails with -EEXIST. */
-    f.hide_gets = 1;
-    assert_int_equal(lease_elector_tick(b.le), 0);
-    assert_int_equal(f.creates, 2);
-    assert_false(lease_elector_is_leader(b.le));
-    assert_string_equal(spec_s(&f, "holderIdentity"), "a");
+    w->f.hide_gets = 1;
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    assert_int_equal(w->f.creates, 2);
+    assert_false(lease_elector_is_leader(w->b.le));
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "a");
     /* The next attempt sees A's record and leaves it alone. */
-    assert_int_equal(lease_elector_tick(b.le), 0);
-    assert_int_equal(f.creates, 2);
-    assert_leader_is(b.le, "a");
-    cand_free(&a);
-    cand_free(&b);
-    json_decref(f.obj);
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    assert_int_equal(w->f.creates, 2);
+    assert_leader_is(w->b.le, "a");
 }
 
 static void test_preserves_unknown_fields(void **state)
 {
-    struct fake_api f = {0};
-    struct fake_clock clk = start_clock();
-    struct cand a;
+    struct world *w = *state;
     json_t *obj;
-    (void)state;
 
-    cand_new(&a, "a", &f, &clk);
-    assert_int_equal(lease_elector_tick(a.le), 1);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
     /* Someone else's write (a new resourceVersion): the optimistic renew conflicts and
      * the elector reads the Lease, keeping what it does not know. */
-    obj = json_deep_copy(f.obj);
+    obj = json_deep_copy(w->f.obj);
     json_object_set_new(json_object_get(obj, "metadata"), "labels",
                         json_pack("{s:s}", "app", "ctrl"));
     json_object_set_new(json_object_get(obj, "spec"), "strategy",
                         json_string("OldestEmulationVersion"));
-    store(&f, obj);
-    advance(&clk, 2 * USEC_PER_SEC);
-    assert_int_equal(lease_elector_tick(a.le), 1);
-    assert_int_equal(f.conflicts, 1);
-    assert_string_equal(spec_s(&f, "strategy"), "OldestEmulationVersion");
-    assert_string_equal(json_string_value(json_object_get(
-                            json_object_get(json_object_get(f.obj, "metadata"), "labels"), "app")),
-                        "ctrl");
-    cand_free(&a);
-    json_decref(f.obj);
+    store(&w->f, obj);
+    advance(&w->clk, 2 * USEC_PER_SEC);
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_int_equal(w->f.conflicts, 1);
+    assert_string_equal(spec_s(&w->f, "strategy"), "OldestEmulationVersion");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(w->f.obj, "metadata"), "labels"), "app")),
+        "ctrl");
 }
 
 static void test_bad_opts(void **state)
 {
     struct fake_api f = {0};
-    struct lease_opts o = {
-        .ns = "ns1",
-        .name = "ctrl",
-        .identity = "a",
-        .api = {.ctx = &f, .get = fake_get, .create = fake_create, .update = fake_update},
-    };
+    struct lease_opts o = base_opts("a", &f);
     struct lease_elector *le = NULL;
     (void)state;
 
@@ -735,22 +701,30 @@ static void wait_for(struct calls *c, int *field, int value)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* A candidate for the election thread (real clocks) with these timings. */
+static void thread_cand_new_timed(struct cand *c, const char *id, struct fake_api *f, usec_t lease,
+                                  usec_t renew, usec_t retry)
+{
+    struct lease_opts o = base_opts(id, f);
+
+    o.lease_duration = lease;
+    o.renew_deadline = renew;
+    o.retry_period = retry;
+    o.cb = cand_callbacks(c, false);
+    assert_int_equal(lease_elector_new(&o, &c->le), 0);
+}
+
+/* Timings of 2 s, 1 s and 5 ms. */
 static void thread_cand_new(struct cand *c, const char *id, struct fake_api *f)
 {
-    struct lease_opts o = {
-        .ns = "ns1",
-        .name = "ctrl",
-        .identity = id,
-        .lease_duration = 2 * USEC_PER_SEC,
-        .renew_deadline = USEC_PER_SEC,
-        .retry_period = 5 * USEC_PER_MSEC,
-        .api = {.ctx = f, .get = fake_get, .create = fake_create, .update = fake_update},
-    };
+    thread_cand_new_timed(c, id, f, 2 * USEC_PER_SEC, USEC_PER_SEC, 5 * USEC_PER_MSEC);
+}
 
-    calls_init(&c->calls);
-    o.cb = (struct lease_callbacks){
-        .ctx = &c->calls, .started_leading = on_started, .stopped_leading = on_stopped};
-    assert_int_equal(lease_elector_new(&o, &c->le), 0);
+/* Starts c's election thread and waits until it leads. */
+static void thread_cand_lead(struct cand *c)
+{
+    assert_int_equal(lease_elector_start(c->le), 0);
+    wait_for(&c->calls, &c->calls.started, 1);
 }
 
 static void test_thread_lead_and_release_on_stop(void **state)
@@ -785,12 +759,10 @@ static void test_thread_handover(void **state)
 
     thread_cand_new(&a, "a", &f);
     thread_cand_new(&b, "b", &f);
-    assert_int_equal(lease_elector_start(a.le), 0);
-    wait_for(&a.calls, &a.calls.started, 1);
+    thread_cand_lead(&a);
     lease_elector_stop(a.le);
     t0 = clock_now();
-    assert_int_equal(lease_elector_start(b.le), 0);
-    wait_for(&b.calls, &b.calls.started, 1);
+    thread_cand_lead(&b);
     /* Far less than the 2 s lease duration: the release made it free at once. */
     assert_true(clock_now() - t0 < USEC_PER_SEC);
     lease_elector_stop(b.le);
@@ -806,25 +778,12 @@ static void test_thread_handover(void **state)
 static void test_thread_hung_renewals_back_to_back(void **state)
 {
     struct fake_api f = {0};
-    struct lease_opts o = {
-        .ns = "ns1",
-        .name = "ctrl",
-        .identity = "a",
-        .lease_duration = 4 * USEC_PER_SEC,
-        .renew_deadline = 2 * USEC_PER_SEC,
-        .retry_period = 500 * USEC_PER_MSEC,
-        .api = {.ctx = &f, .get = fake_get, .create = fake_create, .update = fake_update},
-    };
     struct cand a;
     usec_t t_hang, t_lost;
     (void)state;
 
-    calls_init(&a.calls);
-    o.cb = (struct lease_callbacks){
-        .ctx = &a.calls, .started_leading = on_started, .stopped_leading = on_stopped};
-    assert_int_equal(lease_elector_new(&o, &a.le), 0);
-    assert_int_equal(lease_elector_start(a.le), 0);
-    wait_for(&a.calls, &a.calls.started, 1);
+    thread_cand_new_timed(&a, "a", &f, 4 * USEC_PER_SEC, 2 * USEC_PER_SEC, 500 * USEC_PER_MSEC);
+    thread_cand_lead(&a);
     t_hang = clock_now();
     atomic_store(&f.sleep, true);
     wait_for(&a.calls, &a.calls.stopped, 1);
@@ -848,20 +807,25 @@ static void test_thread_hung_renewals_back_to_back(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_acquire_absent_creates),
-        cmocka_unit_test(test_renew_keeps_acquire_time),
-        cmocka_unit_test(test_follower_waits_while_renewed),
-        cmocka_unit_test(test_takeover_after_expiry_by_own_observation),
-        cmocka_unit_test(test_lose_on_conflict),
-        cmocka_unit_test(test_renew_deadline),
-        cmocka_unit_test(test_outage_shorter_than_deadline_keeps_lead),
-        cmocka_unit_test(test_hung_requests_bounded_by_deadline),
-        cmocka_unit_test(test_is_leader_expires_without_tick),
+        cmocka_unit_test_setup_teardown(test_acquire_absent_creates, setup_a, world_teardown),
+        cmocka_unit_test_setup_teardown(test_renew_keeps_acquire_time, setup_a, world_teardown),
+        cmocka_unit_test_setup_teardown(test_follower_waits_while_renewed, setup_ab,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_takeover_after_expiry_by_own_observation, setup_a,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_lose_on_conflict, setup_a, world_teardown),
+        cmocka_unit_test_setup_teardown(test_renew_deadline, setup_a, world_teardown),
+        cmocka_unit_test_setup_teardown(test_outage_shorter_than_deadline_keeps_lead, setup_ab,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_hung_requests_bounded_by_deadline, setup_a,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_is_leader_expires_without_tick, setup_a,
+                                        world_teardown),
         cmocka_unit_test(test_request_timeout_option),
         cmocka_unit_test(test_check_timings),
-        cmocka_unit_test(test_release_hands_over_at_once),
-        cmocka_unit_test(test_create_race_lost),
-        cmocka_unit_test(test_preserves_unknown_fields),
+        cmocka_unit_test_setup_teardown(test_release_hands_over_at_once, setup_ab, world_teardown),
+        cmocka_unit_test_setup_teardown(test_create_race_lost, setup_ab, world_teardown),
+        cmocka_unit_test_setup_teardown(test_preserves_unknown_fields, setup_a, world_teardown),
         cmocka_unit_test(test_bad_opts),
         cmocka_unit_test(test_thread_lead_and_release_on_stop),
         cmocka_unit_test(test_thread_handover),
