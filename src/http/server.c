@@ -2,6 +2,7 @@
 /* Server lifecycle: listening socket, graceful shutdown, cross-thread posting and the
  * run-on-its-own-thread convenience. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -163,13 +164,14 @@ uint16_t http_server_port(const struct http_server *s)
 
 size_t http_server_connections(const struct http_server *s)
 {
-    return s->nconns;
+    return atomic_load_explicit(&s->nconns, memory_order_relaxed);
 }
 
 /* Once no connection is left: run what was posted, refuse more, close our handles. */
 static void maybe_finish(struct http_server *s)
 {
-    if (!s->shutting_down || s->nconns > 0 || s->finishing)
+    if (!s->shutting_down || atomic_load_explicit(&s->nconns, memory_order_relaxed) > 0 ||
+        s->finishing)
         return;
     s->finishing = true;
     (void)uv_timer_stop(&s->shutdown_timer);
@@ -184,7 +186,7 @@ static void maybe_finish(struct http_server *s)
 
 void http__server_conn_gone(struct http_server *s)
 {
-    s->nconns--;
+    (void)atomic_fetch_sub_explicit(&s->nconns, 1, memory_order_relaxed);
     maybe_finish(s);
 }
 

@@ -91,7 +91,8 @@ struct http_server_opts {
 int http_server_new(uv_loop_t *loop, const struct http_server_opts *opts, struct http_server **ret);
 /** The bound port. */
 uint16_t http_server_port(const struct http_server *s);
-/** Open connections. */
+/** Open connections. May be called from any thread (the loop thread changes the count:
+ * the value read is a recent one, not synchronised with anything else). */
 size_t http_server_connections(const struct http_server *s);
 /** Graceful shutdown: stops accepting, closes idle connections, lets in-flight requests
  * finish (their connections close afterwards) and force-closes what is left after grace.

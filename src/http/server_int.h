@@ -93,7 +93,7 @@ struct http_server {
     uint16_t port;
     char *read_buf; /* one read at a time on the loop thread: shared by connections */
     struct http_conn *conns;
-    size_t nconns;
+    _Atomic size_t nconns; /* written on the loop thread, read from any (relaxed) */
     bool shutting_down, finishing, free_on_close;
     http_server_done_fn *done;
     void *done_ctx;

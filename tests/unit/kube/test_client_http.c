@@ -245,6 +245,24 @@ static int server_requests(void)
     return n;
 }
 
+/* The server thread writes these under S.lock: read them under it too. */
+static int server_accepted(void)
+{
+    pthread_mutex_lock(&S.lock);
+    int n = S.accepted;
+    pthread_mutex_unlock(&S.lock);
+    return n;
+}
+
+/* Copies request i into *copy and returns copy. */
+static const struct srv_req *server_req(int i, struct srv_req *copy)
+{
+    pthread_mutex_lock(&S.lock);
+    *copy = S.reqs[i];
+    pthread_mutex_unlock(&S.lock);
+    return copy;
+}
+
 static const char *pod = "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\"}}";
 
 static int h_503_then_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
@@ -261,6 +279,7 @@ static int h_503_then_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
 static void test_retry_5xx(void **state)
 {
     (void)state;
+    struct srv_req sr;
     struct kube_client *c = client(-1, h_503_then_ok);
     json_t *o = NULL;
     struct kube_client_stats st;
@@ -272,8 +291,8 @@ static void test_retry_5xx(void **state)
     assert_int_equal(st.requests, 2);
     assert_int_equal(st.retries, 1);
     assert_int_equal(server_requests(), 2);
-    assert_string_equal(S.reqs[0].target, "/api/v1/namespaces/ns/pods/p");
-    assert_string_equal(S.reqs[0].auth, "Bearer old");
+    assert_string_equal(server_req(0, &sr)->target, "/api/v1/namespaces/ns/pods/p");
+    assert_string_equal(server_req(0, &sr)->auth, "Bearer old");
     /* the same connection served both */
     assert_int_equal(st.connections, 1);
     kube_client_free(c);
@@ -326,11 +345,12 @@ static int h_401_rotate(struct srv *s, const struct srv_req *rq, int n, int fd)
 static void test_401_refresh(void **state)
 {
     (void)state;
+    struct srv_req sr;
     struct kube_client *c = client(0, h_401_rotate);
     assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, NULL), 0);
     assert_int_equal(server_requests(), 2);
-    assert_string_equal(S.reqs[0].auth, "Bearer old");
-    assert_string_equal(S.reqs[1].auth, "Bearer new");
+    assert_string_equal(server_req(0, &sr)->auth, "Bearer old");
+    assert_string_equal(server_req(1, &sr)->auth, "Bearer new");
     kube_client_free(c);
 }
 
@@ -349,6 +369,7 @@ static int h_status(struct srv *s, const struct srv_req *rq, int n, int fd)
 static void test_errors_not_retried(void **state)
 {
     (void)state;
+    struct srv_req sr;
     struct kube_client *c = client(-1, h_status);
     struct kube_err e;
     json_t *o = (json_t *)0x1; /* untouched on failure */
@@ -360,9 +381,9 @@ static void test_errors_not_retried(void **state)
     assert_int_equal(kube_create(c, &KUBE_RES_PODS, NULL, obj, NULL, &e), -EEXIST);
     assert_true(kube_err_is_already_exists(&e));
     assert_int_equal(server_requests(), 2);
-    assert_string_equal(S.reqs[1].target, "/api/v1/namespaces/ns/pods");
-    assert_string_equal(S.reqs[1].ctype, "application/json");
-    assert_string_equal(S.reqs[1].body, pod);
+    assert_string_equal(server_req(1, &sr)->target, "/api/v1/namespaces/ns/pods");
+    assert_string_equal(server_req(1, &sr)->ctype, "application/json");
+    assert_string_equal(server_req(1, &sr)->body, pod);
     json_decref(obj);
     kube_client_free(c);
 }
@@ -409,6 +430,7 @@ static int h_echo_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
 static void test_connection_reuse_and_bodies(void **state)
 {
     (void)state;
+    struct srv_req sr;
     struct kube_client *c = client(0, h_echo_ok);
     struct kube_req r;
     kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
@@ -419,36 +441,37 @@ static void test_connection_reuse_and_bodies(void **state)
     r.precondition_rv = "7";
     r.grace_period_seconds = 0;
     assert_int_equal(kube_request(c, &r, NULL, NULL), 0);
-    assert_string_equal(S.reqs[0].method, "DELETE");
-    assert_string_equal(S.reqs[0].body,
+    assert_string_equal(server_req(0, &sr)->method, "DELETE");
+    assert_string_equal(server_req(0, &sr)->body,
                         "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"propagationPolicy\":"
                         "\"Foreground\",\"gracePeriodSeconds\":0,\"preconditions\":{\"uid\":"
                         "\"u-1\",\"resourceVersion\":\"7\"}}");
 
     json_t *obj = json_pack("{s:{s:s}}", "metadata", "name", "s");
     assert_int_equal(kube_apply(c, &KUBE_RES_SANDBOXES, "ns", obj, "ctl", true, NULL, NULL), 0);
-    assert_string_equal(S.reqs[1].method, "PATCH");
-    assert_string_equal(S.reqs[1].ctype, "application/apply-patch+yaml");
-    assert_string_equal(S.reqs[1].target, "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/"
-                                          "s?fieldManager=ctl&force=true");
-    assert_non_null(strstr(S.reqs[1].body, "\"apiVersion\":\"agents.x-k8s.io/v1beta1\""));
-    assert_non_null(strstr(S.reqs[1].body, "\"kind\":\"Sandbox\""));
+    assert_string_equal(server_req(1, &sr)->method, "PATCH");
+    assert_string_equal(server_req(1, &sr)->ctype, "application/apply-patch+yaml");
+    assert_string_equal(server_req(1, &sr)->target,
+                        "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/"
+                        "s?fieldManager=ctl&force=true");
+    assert_non_null(strstr(server_req(1, &sr)->body, "\"apiVersion\":\"agents.x-k8s.io/v1beta1\""));
+    assert_non_null(strstr(server_req(1, &sr)->body, "\"kind\":\"Sandbox\""));
     assert_null(json_object_get(obj, "kind")); /* the caller's object is not modified */
 
     assert_int_equal(kube_update_status(c, &KUBE_RES_SANDBOXES, NULL, obj, NULL, NULL), 0);
-    assert_string_equal(S.reqs[2].method, "PUT");
-    assert_string_equal(S.reqs[2].target,
+    assert_string_equal(server_req(2, &sr)->method, "PUT");
+    assert_string_equal(server_req(2, &sr)->target,
                         "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/s/status");
     assert_int_equal(
         kube_patch(c, &KUBE_RES_PODS, "ns", "p", KUBE_PATCH_STRATEGIC, obj, NULL, NULL), 0);
-    assert_string_equal(S.reqs[3].ctype, "application/strategic-merge-patch+json");
+    assert_string_equal(server_req(3, &sr)->ctype, "application/strategic-merge-patch+json");
     json_decref(obj);
 
     struct kube_client_stats st;
     kube_client_stats(c, &st);
     assert_int_equal(st.requests, 4);
     assert_int_equal(st.connections, 1); /* one kept-alive connection for all */
-    assert_int_equal(S.accepted, 1);
+    assert_int_equal(server_accepted(), 1);
     kube_client_free(c);
 }
 
@@ -473,6 +496,7 @@ static int h_pages(struct srv *s, const struct srv_req *rq, int n, int fd)
 static void test_list_all(void **state)
 {
     (void)state;
+    struct srv_req sr;
     struct kube_client *c = client(0, h_pages);
     struct kube_req r;
     kube_req_init(&r, "GET", &KUBE_RES_PODS);
@@ -483,10 +507,10 @@ static void test_list_all(void **state)
     assert_int_equal(kube_list_all(c, &KUBE_RES_PODS, "ns", &r, &l, NULL), 0);
     /* first page, 410 on its continuation, then the whole list again */
     assert_int_equal(server_requests(), 4);
-    assert_string_equal(S.reqs[0].target,
+    assert_string_equal(server_req(0, &sr)->target,
                         "/api/v1/namespaces/ns/pods?labelSelector=app%3Dx&resourceVersion=0"
                         "&limit=2");
-    assert_string_equal(S.reqs[3].target,
+    assert_string_equal(server_req(3, &sr)->target,
                         "/api/v1/namespaces/ns/pods?labelSelector=app%3Dx&continue=c1&limit=2");
     json_t *items = json_object_get(l, "items");
     assert_int_equal(json_array_size(items), 3);
@@ -563,9 +587,9 @@ static void test_streams(void **state)
     assert_string_equal(buf_str(&k.got), "{\"type\":\"ADDED\"}\n");
     buf_done(&k.got);
     /* the watch did not borrow the pooled connection: a second one was opened */
-    assert_int_equal(S.accepted, 2);
+    assert_int_equal(server_accepted(), 2);
     assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, NULL), 0);
-    assert_int_equal(S.accepted, 2);
+    assert_int_equal(server_accepted(), 2);
 
     k.ret = -EPIPE; /* the callback's error ends the stream */
     assert_int_equal(stream(c, &KUBE_RES_PODS, &k, 0, &e), -EPIPE);

@@ -8,6 +8,7 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -24,7 +25,8 @@ struct echo {
     char buf[4096];
 };
 
-static int last_misuse = 1;
+/* Written on the server's loop thread, read on the test thread. */
+static atomic_int last_misuse = 1;
 
 static void on_echo_closed(uv_handle_t *h)
 {
@@ -89,7 +91,7 @@ static int h_upgrade(struct http_req *req, void *ctx)
     if (r < 0)
         xfree(e);
     /* A second upgrade or a response after the upgrade must fail. */
-    last_misuse = http_respond(req, 200, NULL, "x", 1);
+    atomic_store(&last_misuse, http_respond(req, 200, NULL, "x", 1));
     return r;
 }
 
@@ -180,7 +182,7 @@ static void test_upgrade_echo(void **state)
     assert_int_equal(test_http_send_str(&c, "\x01\x02 not http\r\n\r\n"), 0);
     read_exact(&c, got, 15);
     assert_memory_equal(got, "\x01\x02 not http\r\n\r\n", 15);
-    assert_int_equal(last_misuse, -EPIPE);
+    assert_int_equal(atomic_load(&last_misuse), -EPIPE);
     /* The HTTP connection left the server's books after the hand-over. */
     assert_int_equal(http_server_connections(http_server_thread_server(f->t)), 0);
     test_http_close(&c);
