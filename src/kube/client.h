@@ -130,6 +130,21 @@ int kube_delete(struct kube_client *c, const struct kube_res *res, const char *n
 int kube_list_all(struct kube_client *c, const struct kube_res *res, const char *ns,
                   const struct kube_req *r, json_t **ret_list, struct kube_err *reterr);
 
+/** Called by kube_list_pages with each page as it arrives: page is borrowed (valid during
+ * the call; json_incref what must outlive it) and holds that page's items and
+ * metadata.resourceVersion (the same snapshot on every page of one list). restarted is
+ * true on the first page of a list restarted after its continue token expired: the
+ * pages before belong to an abandoned snapshot. Return 0 to go on; a negative value
+ * stops the list and is returned. */
+typedef int kube_list_page_fn(void *ctx, const json_t *page, bool restarted);
+/** As kube_list_all, but hands every page to fn(ctx, ...) instead of accumulating
+ * them, so only one page's text and objects are held at a time (r->limit, default
+ * LIMIT_KUBE_LIST_PAGE, sets the page size). Returns 0 after the last page, fn's
+ * negative value, or a negative errno (pages already handed over stay handed over). */
+int kube_list_pages(struct kube_client *c, const struct kube_res *res, const char *ns,
+                    const struct kube_req *r, kube_list_page_fn *fn, void *ctx,
+                    struct kube_err *reterr);
+
 /** Called with each piece of a streamed response body as curl delivers it. Return 0 to
  * continue, negative to stop (the value is returned by kube_request_stream). */
 typedef int kube_stream_fn(void *ctx, const char *data, size_t len);

@@ -307,33 +307,92 @@ int kube_delete(struct kube_client *c, const struct kube_res *res, const char *n
     return kube_request(c, &r, NULL, reterr);
 }
 
+/* ---- paged LIST ---- */
+
+static void list_req(const struct kube_res *res, const char *ns, const struct kube_req *r,
+                     struct kube_req *q)
+{
+    if (r)
+        *q = *r;
+    else
+        kube_req_init(q, "GET", res);
+    q->method = "GET";
+    q->res = res;
+    q->ns = res->namespaced ? ns : NULL;
+    q->name = NULL;
+    q->watch = false;
+    q->limit = q->limit > 0 ? q->limit : LIMIT_KUBE_LIST_PAGE;
+}
+
+/* The page's continue token (new string) or NULL on the last page. */
+static char *page_continue(const json_t *page)
+{
+    const char *cont = kube_obj_path_str(page, "metadata.continue");
+    return cont && cont[0] ? xstrdup(cont) : NULL;
+}
+
+int kube_list_pages(struct kube_client *c, const struct kube_res *res, const char *ns,
+                    const struct kube_req *r, kube_list_page_fn *fn, void *ctx,
+                    struct kube_err *reterr)
+{
+    struct kube_req q;
+    char *cont = NULL;
+    bool restarted = false, fresh = false;
+    int ret;
+    list_req(res, ns, r, &q);
+    for (;;) {
+        json_t *page = NULL;
+        /* a continuation carries its own snapshot: resourceVersion must not be sent */
+        q.continue_token = cont;
+        q.resource_version = cont ? NULL : (r ? r->resource_version : NULL);
+        q.resource_version_match = cont ? NULL : (r ? r->resource_version_match : NULL);
+        ret = kube_request(c, &q, &page, reterr);
+        if (ret == -ESTALE && cont && !restarted) {
+            restarted = fresh = true; /* the continue token expired: list again from scratch */
+            XFREE(cont);
+            continue;
+        }
+        if (ret < 0)
+            break;
+        if (!page)
+            page = json_object();
+        XFREE(cont);
+        cont = page_continue(page);
+        ret = fn(ctx, page, fresh);
+        fresh = false;
+        json_decref(page); /* the page's text went with kube_request: one page at a time */
+        if (ret < 0 || !cont)
+            break;
+    }
+    xfree(cont);
+    return ret;
+}
+
 struct list_acc {
     json_t *items;
     json_t *first; /* the first page, for apiVersion/kind/resourceVersion */
-    char *cont;
 };
 
 static void acc_reset(struct list_acc *a)
 {
     json_decref(a->items);
     json_decref(a->first);
-    XFREE(a->cont);
     a->items = json_array();
     a->first = NULL;
 }
 
-static void acc_add(struct list_acc *a, json_t *page)
+/* kube_list_page_fn: appends the page's items. */
+static int acc_add(void *ctx, const json_t *page, bool restarted)
 {
+    struct list_acc *a = ctx;
     json_t *items = json_object_get(page, "items");
+    if (restarted)
+        acc_reset(a);
     if (json_is_array(items))
         (void)json_array_extend(a->items, items);
-    XFREE(a->cont);
-    const char *cont = kube_obj_path_str(page, "metadata.continue");
-    if (cont && cont[0])
-        a->cont = xstrdup(cont);
     if (!a->first)
-        a->first = json_incref(page);
-    json_decref(page);
+        a->first = json_incref((json_t *)page);
+    return 0;
 }
 
 static json_t *acc_result(struct list_acc *a)
@@ -353,43 +412,12 @@ static json_t *acc_result(struct list_acc *a)
 int kube_list_all(struct kube_client *c, const struct kube_res *res, const char *ns,
                   const struct kube_req *r, json_t **ret_list, struct kube_err *reterr)
 {
-    struct kube_req q;
     struct list_acc a = {0};
-    bool restarted = false;
-    int ret;
-    if (r)
-        q = *r;
-    else
-        kube_req_init(&q, "GET", res);
-    q.method = "GET";
-    q.res = res;
-    q.ns = res->namespaced ? ns : NULL;
-    q.name = NULL;
-    q.watch = false;
-    q.limit = q.limit > 0 ? q.limit : LIMIT_KUBE_LIST_PAGE;
     acc_reset(&a);
-    for (;;) {
-        json_t *page = NULL;
-        /* a continuation carries its own snapshot: resourceVersion must not be sent */
-        q.continue_token = a.cont;
-        q.resource_version = a.cont ? NULL : (r ? r->resource_version : NULL);
-        q.resource_version_match = a.cont ? NULL : (r ? r->resource_version_match : NULL);
-        ret = kube_request(c, &q, &page, reterr);
-        if (ret == -ESTALE && a.cont && !restarted) {
-            restarted = true; /* the continue token expired: list again from scratch */
-            acc_reset(&a);
-            continue;
-        }
-        if (ret < 0)
-            break;
-        acc_add(&a, page ? page : json_object());
-        if (!a.cont)
-            break;
-    }
+    int ret = kube_list_pages(c, res, ns, r, acc_add, &a, reterr);
     if (ret >= 0)
         *ret_list = acc_result(&a);
     json_decref(a.items);
     json_decref(a.first);
-    xfree(a.cont);
     return ret;
 }

@@ -190,39 +190,76 @@ static void drop_missing(struct kube_informer *inf, struct map *seen)
     kube_strv_done(&keys);
 }
 
-static int apply_list(struct kube_informer *inf, json_t *list)
+/* One LIST being applied page by page: the keys seen so far (for the tombstones at the
+ * end) and the list's resourceVersion. */
+struct relist {
+    struct kube_informer *inf;
+    struct map *seen;
+    char *rv; /* the last page's */
+};
+
+/* kube_list_page_fn: stores one page's items as they arrive, so that no more than one
+ * page of the response is held besides the store. */
+static int apply_page(void *ctx, const json_t *page, bool restarted)
 {
-    json_t *items = json_object_get(list, "items");
-    const char *rv = kube_obj_resource_version(list);
+    struct relist *l = ctx;
+    json_t *items = json_object_get(page, "items");
+    const char *rv = kube_obj_resource_version(page);
     size_t i;
     json_t *item;
 
+    if (stopping(l->inf))
+        return -ECANCELED;
     if ((items && !json_is_array(items)) || !rv || !rv[0])
         return -EPROTO;
-    struct map *seen = map_new(NULL);
+    xfree(l->rv);
+    l->rv = xstrdup(rv);
+    if (restarted)
+        map_clear(l->seen); /* a new snapshot: only its keys count */
     json_array_foreach(items, i, item)
     {
         if (json_is_object(item))
-            relist_item(inf, item, seen);
+            relist_item(l->inf, item, l->seen);
     }
-    drop_missing(inf, seen);
-    map_free(seen);
-    kube_watch_set_rv(inf->w, rv);
-    set_rv(inf, rv);
     return 0;
+}
+
+/* Lists through the source, page by page when it can, and then drops what the list no
+ * longer returned and resumes from the list's resourceVersion. */
+static int relist(struct kube_informer *inf, struct kube_err *err)
+{
+    struct relist l = {.inf = inf, .seen = map_new(NULL)};
+    json_t *list = NULL;
+    int r;
+
+    if (inf->src.list_pages) {
+        r = inf->src.list_pages(inf->src.ctx, &inf->o, apply_page, &l, err);
+    } else {
+        r = inf->src.list(inf->src.ctx, &inf->o, &list, err);
+        if (r >= 0)
+            r = apply_page(&l, list, false);
+        json_decref(list);
+    }
+    if (r >= 0 && !l.rv)
+        r = -EPROTO;
+    if (r >= 0) {
+        drop_missing(inf, l.seen);
+        kube_watch_set_rv(inf->w, l.rv);
+        set_rv(inf, l.rv);
+    }
+    map_free(l.seen);
+    xfree(l.rv);
+    return r;
 }
 
 static int list_once(struct kube_informer *inf)
 {
-    json_t *list = NULL;
     struct kube_err err;
 
     kube_err_clear(&err);
-    int r = inf->src.list(inf->src.ctx, &inf->o, &list, &err);
-    if (r >= 0) {
-        r = apply_list(inf, list);
-        json_decref(list);
-    }
+    int r = relist(inf, &err);
+    if (r == -ECANCELED && stopping(inf))
+        return r;
     if (r < 0) {
         stat_inc(inf, &inf->st.list_errors);
         return log_debug_errno(r, "informer %s: list failed, will retry\tdetail=\"%s\"", inf->name,
@@ -381,6 +418,15 @@ static int client_list(void *ctx, const struct kube_informer_opts *o, json_t **r
     return kube_list_all(o->client, o->res, o->ns, &r, ret_list, reterr);
 }
 
+static int client_list_pages(void *ctx, const struct kube_informer_opts *o, kube_list_page_fn *fn,
+                             void *fn_ctx, struct kube_err *reterr)
+{
+    struct kube_req r;
+    (void)ctx;
+    client_req(o, &r);
+    return kube_list_pages(o->client, o->res, o->ns, &r, fn, fn_ctx, reterr);
+}
+
 static int client_watch(void *ctx, const struct kube_informer_opts *o,
                         const struct kube_informer_watch_args *a, struct kube_err *reterr)
 {
@@ -400,6 +446,7 @@ static int client_watch(void *ctx, const struct kube_informer_opts *o,
 
 static const struct kube_informer_source client_source = {
     .list = client_list,
+    .list_pages = client_list_pages,
     .watch = client_watch,
 };
 

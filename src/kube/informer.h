@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* An informer keeps a kube_store in step with the API server: LIST (all pages), then
+/* An informer keeps a kube_store in step with the API server: LIST (all pages, each
+ * stored as it arrives: pages of LIMIT_KUBE_LIST_PAGE objects), then
  * WATCH from the list's resourceVersion with bookmarks; it resumes the watch from the
  * last resourceVersion seen when a stream ends or fails (with back-off), relists when
  * the server says 410 Gone / Expired, and tells handlers about every change.
  *
  * Threads and ordering: each informer runs one thread of its own. Every handler is
  * called from that thread, one call at a time, in the order the changes happened
- * (stream order; on a relist, updates and adds in list order, then deletes). The store
+ * (stream order; on a relist, updates and adds in list order, then deletes; a LIST that
+ * fails part-way keeps the pages already stored, each object a state the server had, and
+ * is retried: deletions come only after a complete list). The store
  * is updated before the handler runs, so a handler (or any other thread) reading the
  * store sees at least that state. Handlers must return promptly (enqueue a key and
  * return): while one runs, the informer reads no events.
@@ -71,6 +74,12 @@ struct kube_informer_source {
      * object {"items":[...],"metadata":{"resourceVersion":"..."}}. */
     int (*list)(void *ctx, const struct kube_informer_opts *opts, json_t **ret_list,
                 struct kube_err *reterr);
+    /** Optional; when set it is used instead of list: lists page by page as
+     * kube_list_pages, handing each page to fn(fn_ctx, ...) as it arrives, so the
+     * informer stores a page's items before the next is read and never holds the whole
+     * response. Returns 0, fn's negative value, or a negative errno. */
+    int (*list_pages)(void *ctx, const struct kube_informer_opts *opts, kube_list_page_fn *fn,
+                      void *fn_ctx, struct kube_err *reterr);
     /** Streams one watch response (as kube_request_stream): 0 when the server ended it,
      * -ECANCELED when *args->stop became true, fn's negative value, -ESTALE when the
      * server refused the resourceVersion (HTTP 410), or another negative errno. */
