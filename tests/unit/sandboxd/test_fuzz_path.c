@@ -14,11 +14,10 @@
 static void test_replay_corpus(void **state)
 {
     (void)state;
-    char dir[512];
-    const char *here = __FILE__;
-    const char *cut = strstr(here, "tests/unit/sandboxd/");
-    assert_non_null(cut);
-    (void)snprintf(dir, sizeof(dir), "%.*sfuzz/corpus/sandboxd_path", (int)(cut - here), here);
+    char dir[2048];
+    const char *corpus = getenv("AS_FUZZ_CORPUS"); /* fuzz/corpus, set by tests/CMakeLists.txt */
+    assert_non_null(corpus);
+    (void)snprintf(dir, sizeof(dir), "%s/sandboxd_path", corpus);
     DIR *d = opendir(dir);
     assert_non_null(d);
     struct dirent *de;
@@ -26,7 +25,7 @@ static void test_replay_corpus(void **state)
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.')
             continue;
-        char p[1024];
+        char p[2400];
         (void)snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
         FILE *f = fopen(p, "rb");
         assert_non_null(f);
