@@ -770,8 +770,9 @@ static bool have_leader(void *ctx)
 
 /* Longest create -> first Ready time (seconds) of the claims named prefix-*: the
  * controller's claim-first-ready-at annotation against the API's creationTimestamp.
- * (The claim's Ready lastTransitionTime is no use: a warm claim mirrors the pool
- * Sandbox's condition, which became Ready before the claim existed.) */
+ * (Not the claim's Ready lastTransitionTime, although a warm claim's Ready now carries
+ * its own time rather than the pool Sandbox's: that time moves again whenever Ready
+ * flips while controllers are killed and stopped, and it has whole seconds only.) */
 static int64_t worst_latency_s(const char *prefix)
 {
     json_t *l = list(&KUBE_RES_SANDBOXCLAIMS);

@@ -29,6 +29,7 @@
 #include "kube/obj.h"
 #include "kube/res.h"
 #include "support/apiserver.h"
+#include "support/kube_fixture.h"
 
 #define WAIT  (60 * USEC_PER_SEC)
 #define LEASE "it-leader"
@@ -38,18 +39,15 @@ static char ns[64];
 
 static int setup(void **state)
 {
-    struct kube_err err;
     (void)state;
-    IT_OK(it_client_new(NULL, &client, &err), &err);
-    IT_OK(it_ns_create(client, "it-lease", ns, sizeof(ns), &err), &err);
+    it_fixture_setup("it-lease", NULL, &client, ns, sizeof(ns));
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    assert_int_equal(it_ns_delete(client, ns, WAIT), 0);
-    kube_client_free(client);
+    it_fixture_teardown(client, ns, NULL);
     return 0;
 }
 

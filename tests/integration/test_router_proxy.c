@@ -29,6 +29,7 @@
 #include "router/router.h"
 #include "support/apiserver.h"
 #include "support/http_client.h"
+#include "support/kube_fixture.h"
 
 #define WAIT   (30 * USEC_PER_SEC)
 #define T_READ (10 * USEC_PER_SEC)
@@ -286,19 +287,16 @@ static bool routable(void *ctx)
 
 static int group_setup(void **state)
 {
-    char crd[1024];
-    struct kube_err e;
+    struct it_sandbox_ns_opts so = {.prefix = "rtr", .default_sa = true, .timeout = WAIT};
+    struct kube_err e = {0};
     (void)state;
     log_set_level(LOG_WARN);
     if (it_client_new(NULL, &c, &e) < 0)
         return -1;
-    if (it_data_path("../../api/crds/agents.x-k8s.io_sandboxes.yaml", crd, sizeof(crd)) < 0 ||
-        it_crd_apply(c, crd, WAIT, &e) < 0) {
-        fprintf(stderr, "CRD apply failed: %s\n", e.message);
+    if (it_sandbox_ns_setup(c, &so, ns, sizeof(ns), &e) < 0) {
+        fprintf(stderr, "setup failed: %s\n", e.message);
         return -1;
     }
-    if (it_ns_create(c, "rtr", ns, sizeof(ns), &e) < 0)
-        return -1;
     start_upstream();
     make_sandbox("box", true, "127.0.0.1");
     make_sandbox("sleepy", false, "127.0.0.1");
