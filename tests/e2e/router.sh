@@ -7,13 +7,11 @@
 # a sandbox suspended and resumed into a new pod followed by the router, and concurrent
 # keep-alive connections (AS_E2E_ROUTER_CONNS, default 200) with the router's RSS and fds.
 # The client is python3 with the standard library only. Needs the stack up.
-# Prints "N passed, N failed"; exits non-zero on failure.
+# Prints "router-e2e: N passed, N failed"; exits non-zero on failure.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-STACK=$ROOT/hack/stack.sh
-KUBECONFIG=$("$STACK" kubeconfig) || exit 1
-export KUBECONFIG
-KUBECTL=$ROOT/.cache/bin/kubectl
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+stack_kubeconfig || exit 1
 # AS_E2E_ROUTER_URL/_PID: another router on the same cluster (e.g. a fresh build).
 ROUTER=${AS_E2E_ROUTER_URL:-$("$STACK" router-url)}
 TOKEN=$("$STACK" router-token) || exit 1
@@ -25,31 +23,7 @@ MOVE=e2e-router-move-$$
 SA=e2e-router-norbac-$$
 WORK=$(mktemp -d)
 PY=$WORK/client.py
-passed=0 failed=0
-T0=$SECONDS
 
-k() { "$KUBECTL" "$@"; }
-ok() {
-	passed=$((passed + 1))
-	echo "ok   - $1 [$((SECONDS - T0))s]"
-}
-not_ok() {
-	failed=$((failed + 1))
-	echo "FAIL - $1${2:+: $2}"
-}
-check() { # NAME CMD...
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else not_ok "$name"; fi
-}
-poll() { # SECONDS CMD...: retries CMD every 0.2 s until it succeeds.
-	local end=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.2
-	done
-}
 cleanup() {
 	k delete sandboxclaim "$CLAIM" --ignore-not-found --wait=false >/dev/null 2>&1
 	k delete sandbox "$MOVE" --ignore-not-found --wait=false >/dev/null 2>&1
@@ -365,26 +339,15 @@ apiVersion: agents.x-k8s.io/v1beta1
 kind: Sandbox
 metadata: {name: $MOVE, namespace: $NS}
 spec:
-  podTemplate:
-    spec:
-      automountServiceAccountToken: false
-      securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, runAsNonRoot: true}
-      containers:
-      - name: sandbox
-        image: localhost/agent-sandbox/runtime:dev
-        imagePullPolicy: Never
-        command: [/usr/local/bin/sandboxd, --root, /workspace, --port, "8080", --legacy-port, "8888"]
-        env: [{name: HOME, value: /workspace}]
-        readinessProbe: {httpGet: {path: /v1/health, port: 8080}, periodSeconds: 1}
-        volumeMounts: [{name: workspace, mountPath: /workspace}]
-      volumes: [{name: workspace, emptyDir: {}}]
+$(runtime_pod_template)
+$EMPTYDIR_VOLUME
 YAML
-if poll 120 k wait --for=condition=Ready "sandboxclaim/$CLAIM" --timeout=1s; then
+if poll 120 is_ready "sandboxclaim/$CLAIM"; then
 	ok "a claim on python-pool becomes Ready"
 else
 	not_ok "a claim on python-pool becomes Ready" "$(k get sandboxclaim "$CLAIM" -o yaml | tail -15)"
 fi
-SB=$(k get sandboxclaim "$CLAIM" -o jsonpath='{.status.sandbox.name}')
+SB=$(claim_sandbox "$CLAIM")
 IP=$(pod_ip "$SB")
 check "the claimed sandbox has a pod IP ($IP)" test -n "$IP"
 
@@ -532,7 +495,7 @@ echo "    $(jq -c '{ok, bad, secs, healthz_ms_max, router_fds_all_open, errors}'
 echo "    router pid ${ROUTER_PID:-?}: RSS ${rss0:-?} -> ${rss1:-?} KiB, fds ${fds0:-?} idle"
 
 # ---- a sandbox moved to a new pod (suspend, resume) is followed ----------------------
-if poll 180 k wait --for=condition=Ready "sandbox/$MOVE" --timeout=1s; then
+if poll 180 is_ready "sandbox/$MOVE"; then
 	ok "the sandbox to move becomes Ready"
 else
 	not_ok "the sandbox to move becomes Ready" "$(k describe pod "$MOVE" | tail -15)"
@@ -540,7 +503,7 @@ fi
 MH=(-H "X-Sandbox-ID: $MOVE" -H "X-Sandbox-Namespace: $NS" -H "X-Sandbox-Port: 8080")
 run_py() { # SANDBOX CODE: stdout of python3 -c CODE, through the router
 	rt "$1" /v1/processes/run -H 'content-type: application/json' \
-		-d "$(jq -cn --arg c "$2" '{command: ["python3", "-c", $c]}')" | jq -r .stdout
+		-d "$(py_cmd "$2")" | jq -r .stdout
 }
 ip1=$(pod_ip "$MOVE") uid1=$(k get pod "$MOVE" -o jsonpath='{.metadata.uid}')
 check "before: the router reaches the first pod (and leaves a marker in its emptyDir)" \
@@ -551,7 +514,7 @@ check "suspend deletes the pod" poll 60 pod_gone
 suspended_503() { answer 503 "Sandbox $NS/$MOVE is not ready" "${AUTH[@]}" "${MH[@]}" "$ROUTER/v1/health"; }
 check "while suspended: 503 not ready (no stale pod IP dialled)" poll 30 suspended_503
 k patch sandbox "$MOVE" --type=merge -p '{"spec":{"operatingMode":"Running"}}' >/dev/null
-check "resume: Ready again" poll 120 k wait --for=condition=Ready "sandbox/$MOVE" --timeout=1s
+check "resume: Ready again" poll 120 is_ready "sandbox/$MOVE"
 ip2=$(pod_ip "$MOVE") uid2=$(k get pod "$MOVE" -o jsonpath='{.metadata.uid}')
 check "resume made a new pod (uid $uid1 -> $uid2, IP $ip1 -> $ip2)" \
 	test -n "$uid2" -a "$uid2" != "$uid1" -a -n "$ip2"
@@ -567,6 +530,4 @@ client ws --name "$MOVE" --cmd '["sh", "-c", "cat; exit 5"]' --stdin 'moved' >"$
 check "WebSocket exec reaches the new pod" \
 	jqf '.stdout == "moved" and .exit_code == 5 and .close_code == 1000' "$WORK/ws2.json"
 
-echo
-echo "router-e2e: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary router-e2e
