@@ -300,6 +300,20 @@ static usec_t ms(usec_t d)
     return d / USEC_PER_MSEC;
 }
 
+/* Starts a and b on Lease default/lease of the private API server with timings t,
+ * waits until exactly one leads, sets *ret_leader and *ret_follower, and lets a second
+ * of renewals pass. */
+static void pair_lead_private(struct pair *p, const char *lease, const struct timings *t,
+                              struct candidate **ret_leader, struct candidate **ret_follower)
+{
+    candidate_start_on(p->a, priv.c, "default", lease, t);
+    candidate_start_on(p->b, priv.c, "default", lease, t);
+    assert_int_equal(it_wait(one_leader, p, WAIT), 0);
+    *ret_leader = lease_elector_is_leader(p->a->le) ? p->a : p->b;
+    *ret_follower = *ret_leader == p->a ? p->b : p->a;
+    clock_sleep(USEC_PER_SEC);
+}
+
 /* A 5 s outage with the default timings (15 s / 10 s / 2 s): the leader keeps leading
  * throughout, the follower never leads, and the leader renews soon after. */
 static void test_outage_5s_keeps_leader(void **state)
@@ -309,15 +323,11 @@ static void test_outage_5s_keeps_leader(void **state)
     struct pair p = {&a, &b};
     struct watch w = {0};
     char renew[64], holder[64];
+    struct candidate *leader, *follower;
     usec_t renewed = 0, resumed_wall;
     (void)state;
 
-    candidate_start_on(&a, priv.c, "default", "it-outage-short", &t);
-    candidate_start_on(&b, priv.c, "default", "it-outage-short", &t);
-    assert_int_equal(it_wait(one_leader, &p, WAIT), 0);
-    struct candidate *leader = lease_elector_is_leader(a.le) ? &a : &b;
-    struct candidate *follower = leader == &a ? &b : &a;
-    clock_sleep(USEC_PER_SEC);
+    pair_lead_private(&p, "it-outage-short", &t, &leader, &follower);
     api_pause(true);
     watch_for(leader, follower, 5 * USEC_PER_SEC, &w);
     api_pause(false);
@@ -357,15 +367,11 @@ static void test_outage_longer_than_lease(void **state)
     struct pair p = {&a, &b};
     struct watch w = {0};
     char holder[64];
+    struct candidate *leader, *follower;
     usec_t t_stop;
     (void)state;
 
-    candidate_start_on(&a, priv.c, "default", "it-outage-long", &t);
-    candidate_start_on(&b, priv.c, "default", "it-outage-long", &t);
-    assert_int_equal(it_wait(one_leader, &p, WAIT), 0);
-    struct candidate *leader = lease_elector_is_leader(a.le) ? &a : &b;
-    struct candidate *follower = leader == &a ? &b : &a;
-    clock_sleep(USEC_PER_SEC);
+    pair_lead_private(&p, "it-outage-long", &t, &leader, &follower);
     t_stop = clock_now();
     api_pause(true);
     watch_for(leader, follower, 6 * USEC_PER_SEC, &w);
