@@ -24,7 +24,7 @@
 #      are unready), BENCH_RATE_LOW (a second sustained run at a rate this machine holds,
 #      default 25), BENCH_SCALE (default 10000),
 #      BENCH_NS_WAIT (seconds to wait for a scenario's namespace to be gone, so its
-#      cleanup does not load the next one; default 900, smoke 60).
+#      cleanup does not load the next one; default 900, smoke 0: small namespaces).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -106,7 +106,7 @@ loadgen() { # name scenario args...
 	return $rc
 }
 
-NS_WAIT=${BENCH_NS_WAIT:-$([ "$SMOKE" = 1 ] && echo 60 || echo 900)}
+NS_WAIT=${BENCH_NS_WAIT:-$([ "$SMOKE" = 1 ] && echo 0 || echo 900)}
 
 run_all() {
 	local small=$SMOKE
