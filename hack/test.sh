@@ -136,7 +136,10 @@ fi
 	suite "valgrind memcheck (unit suite, fuzz replays)" scripts/valgrind.sh
 
 if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
-	# The local cluster (real node + kwok) and the whole stack on it (make up).
+	# The local cluster (real node + kwok) and the whole stack on it (make up). A 20 s node
+	# monitor grace period (default 50 s) shortens the node loss test; cluster.sh up
+	# restarts only the controller manager when its args differ, and remembers them.
+	export AS_KCM_EXTRA_ARGS=${AS_KCM_EXTRA_ARGS---node-monitor-grace-period=20s}
 	suite "local cluster tests" bash tests/cluster/run.sh
 	suite "install: static checks (private API server)" bash tests/install/run.sh static
 	suite "install: in-cluster end to end from install.yaml" bash tests/install/run.sh e2e

@@ -21,6 +21,9 @@
 #
 # State lives in $AS_CLUSTER_DIR (default .cache/cluster); admin kubeconfig:
 # $AS_CLUSTER_DIR/kubeconfig. API server: https://10.244.0.1:26443. See docs/local-cluster.md.
+# AS_KCM_EXTRA_ARGS: extra kube-controller-manager flags (split into words), e.g.
+# "--node-monitor-grace-period=20s"; remembered, so a later `up` without it keeps them;
+# `up` with other ones (AS_KCM_EXTRA_ARGS= for none) restarts only the controller manager.
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/hack/cluster/pki.sh"
 source "$ROOT/hack/cluster/net.sh"
@@ -29,7 +32,7 @@ source "$ROOT/hack/cluster/kwok.sh"
 
 CNI_BIN_DIR=${AS_CNI_BIN_DIR:-/usr/lib/cni}
 
-usage() { sed -n '2,26s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,29s/^# \{0,1\}//p' "$0"; }
 
 prereqs() {
 	[ "$(id -u)" = 0 ] || die "the local cluster needs root (bridge, iptables, mounts, containerd)"
@@ -142,6 +145,7 @@ cmd_up() {
 	take_machine
 	if healthy; then
 		log "cluster already up"
+		! kcm_args_changed || start_component kube-controller-manager 60
 	else
 		if [ "$(running_count)" = 0 ]; then
 			log "cleaning up leftovers of an earlier run"

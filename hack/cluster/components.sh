@@ -98,9 +98,33 @@ start_kube-apiserver() {
 }
 ready_kube-apiserver() { api_ok /readyz; }
 
+# AS_KCM_EXTRA_ARGS: extra kube-controller-manager flags, split into words and appended
+# to its command line (e.g. "--node-monitor-grace-period=20s"). The args of the running
+# one are recorded in $STATE/kcm-extra-args: an `up` without the variable keeps them,
+# one with other args (AS_KCM_EXTRA_ARGS= for none) restarts only the controller manager.
+kcm_extra_args() { # the wanted extra args
+	if [ -n "${AS_KCM_EXTRA_ARGS+set}" ]; then
+		printf '%s\n' "$AS_KCM_EXTRA_ARGS"
+	else
+		cat "$STATE/kcm-extra-args" 2>/dev/null || true
+	fi
+}
+kcm_args_changed() { # the controller manager runs, with other extra args than wanted
+	pid_of kube-controller-manager >/dev/null || return 1
+	[ "$(kcm_extra_args)" != "$(cat "$STATE/kcm-extra-args" 2>/dev/null)" ]
+}
+
 start_kube-controller-manager() {
-	pid_of kube-controller-manager >/dev/null && return 0
+	local extra
+	extra=$(kcm_extra_args)
+	if pid_of kube-controller-manager >/dev/null; then
+		kcm_args_changed || return 0
+		log "kube-controller-manager: extra args '$(cat "$STATE/kcm-extra-args" 2>/dev/null)' -> '$extra': restarting it"
+		stop_daemon kube-controller-manager
+	fi
+	printf '%s\n' "$extra" >"$STATE/kcm-extra-args"
 	local kc=$CONF/controller-manager.kubeconfig
+	# shellcheck disable=SC2086 # $extra: split into words on purpose
 	start_daemon kube-controller-manager "$BIN/kube-controller-manager" \
 		--kubeconfig "$kc" --authentication-kubeconfig "$kc" --authorization-kubeconfig "$kc" \
 		--bind-address 127.0.0.1 --secure-port "$KCM_PORT" --leader-elect=false \
@@ -108,7 +132,8 @@ start_kube-controller-manager() {
 		--root-ca-file "$PKI/ca.crt" --service-account-private-key-file "$PKI/sa.key" \
 		--use-service-account-credentials=true --service-cluster-ip-range "$SVC_CIDR" \
 		--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
-		--kube-api-qps 200 --kube-api-burst 400 --concurrent-gc-syncs 40 --profiling=false
+		--kube-api-qps 200 --kube-api-burst 400 --concurrent-gc-syncs 40 --profiling=false \
+		$extra
 }
 ready_kube-controller-manager() { http_ok -k "https://127.0.0.1:$KCM_PORT/healthz"; }
 
