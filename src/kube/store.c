@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
 #include "kube/informer_limits.h"
@@ -22,7 +23,8 @@ struct store_index {
 
 struct kube_store {
     pthread_rwlock_t lock;
-    struct map *objs; /* key -> json_t * (one reference each) */
+    struct map *objs; /* key -> json_t * (one reference each), or compact JSON text */
+    bool compact;
     struct store_index *idx;
     size_t nidx;
     kube_store_transform_fn *transform;
@@ -46,13 +48,16 @@ void kube_strv_done(struct kube_strv *sv)
     sv->n = sv->cap = 0;
 }
 
-static void objv_add(struct kube_objv *ov, json_t *obj)
+/* Appends obj, taking the reference. */
+static void objv_take(struct kube_objv *ov, json_t *obj)
 {
+    if (!obj)
+        return;
     if (ov->n == ov->cap) {
         ov->cap = ov->cap ? ov->cap * 2 : 8;
         ov->v = xreallocarray(ov->v, ov->cap, sizeof(*ov->v));
     }
-    ov->v[ov->n++] = json_incref(obj);
+    ov->v[ov->n++] = obj;
 }
 
 void kube_objv_done(struct kube_objv *ov)
@@ -128,6 +133,29 @@ static void free_obj(void *p)
     json_decref(p);
 }
 
+/* ---- stored values: a json_t reference, or in compact mode the object's compact JSON
+ * text, parsed again on every read ---- */
+
+/* The stored value for obj (borrowed): a new reference or new text. */
+static void *pack(const struct kube_store *s, json_t *obj)
+{
+    if (s->compact)
+        return json_dumps(obj, JSON_COMPACT);
+    return json_incref(obj);
+}
+
+/* A new reference to the object behind stored value v (NULL: none). */
+static json_t *unpack(const struct kube_store *s, void *v)
+{
+    if (!v || !s->compact)
+        return json_incref(v);
+    json_error_t e;
+    json_t *obj = json_loads(v, JSON_ALLOW_NUL, &e);
+    if (!obj)
+        log_debug("store: stored text no longer parses: %s", e.text);
+    return obj;
+}
+
 static void free_keyset(void *p)
 {
     map_free(p);
@@ -139,6 +167,21 @@ struct kube_store *kube_store_new(void)
     ASSERT(pthread_rwlock_init(&s->lock, NULL) == 0);
     s->objs = map_new(free_obj);
     return s;
+}
+
+int kube_store_set_compact(struct kube_store *s, bool compact)
+{
+    int r = 0;
+    ASSERT(pthread_rwlock_wrlock(&s->lock) == 0);
+    if (map_len(s->objs) > 0) {
+        r = -EBUSY;
+    } else {
+        map_free(s->objs);
+        s->objs = map_new(compact ? xfree : free_obj);
+        s->compact = compact;
+    }
+    (void)pthread_rwlock_unlock(&s->lock);
+    return r;
 }
 
 void kube_store_free(struct kube_store *s)
@@ -214,8 +257,12 @@ int kube_store_add_index(struct kube_store *s, const char *name, kube_index_fn *
     struct map_iter it;
     const char *key;
     void *obj;
-    map_foreach (s->objs, it, key, obj)
-        index_update(ix, key, obj, true);
+    map_foreach (s->objs, it, key, obj) {
+        json_t *o = unpack(s, obj);
+        if (o)
+            index_update(ix, key, o, true);
+        json_decref(o);
+    }
 out:
     (void)pthread_rwlock_unlock(&s->lock);
     return r;
@@ -235,25 +282,42 @@ int kube_store_put(struct kube_store *s, json_t *obj, json_t **ret_old)
         json_decref(obj);
         return r;
     }
-    (void)map_put(s->objs, key, obj, &old);
-    if (old)
-        index_all(s, key, old, false);
+    void *packed = pack(s, obj);
+    if (!packed) {
+        (void)pthread_rwlock_unlock(&s->lock);
+        json_decref(obj);
+        return -ENOMEM;
+    }
+    (void)map_put(s->objs, key, packed, &old);
+    json_t *old_obj = unpack(s, old);
+    if (old_obj)
+        index_all(s, key, old_obj, false);
     index_all(s, key, obj, true);
     (void)pthread_rwlock_unlock(&s->lock);
-    if (ret_old)
-        *ret_old = old;
+    if (s->compact)
+        xfree(old); /* old_obj holds the reference in either mode */
     else
         json_decref(old);
+    json_decref(obj);
+    if (ret_old)
+        *ret_old = old_obj;
+    else
+        json_decref(old_obj);
     return 0;
 }
 
 int kube_store_remove(struct kube_store *s, const char *key, json_t **ret_old)
 {
     ASSERT(pthread_rwlock_wrlock(&s->lock) == 0);
-    json_t *old = map_remove(s->objs, key);
+    void *v = map_remove(s->objs, key);
+    json_t *old = unpack(s, v);
     if (old)
         index_all(s, key, old, false);
     (void)pthread_rwlock_unlock(&s->lock);
+    if (s->compact)
+        xfree(v);
+    else
+        json_decref(v);
     if (!old)
         return -ENOENT;
     if (ret_old)
@@ -266,7 +330,7 @@ int kube_store_remove(struct kube_store *s, const char *key, json_t **ret_old)
 json_t *kube_store_get(struct kube_store *s, const char *key)
 {
     ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
-    json_t *obj = json_incref(map_get(s->objs, key));
+    json_t *obj = unpack(s, map_get(s->objs, key));
     (void)pthread_rwlock_unlock(&s->lock);
     return obj;
 }
@@ -296,7 +360,7 @@ void kube_store_list(struct kube_store *s, struct kube_objv *ret)
     void *obj;
     ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
     map_foreach (s->objs, it, key, obj)
-        objv_add(ret, obj);
+        objv_take(ret, unpack(s, obj));
     (void)pthread_rwlock_unlock(&s->lock);
 }
 
@@ -328,7 +392,7 @@ static int index_walk(struct kube_store *s, const char *index, const char *value
     int n = 0;
     map_foreach (set, it, key, unused) {
         if (objs)
-            objv_add(objs, map_get(s->objs, key));
+            objv_take(objs, unpack(s, map_get(s->objs, key)));
         else
             kube_strv_add(keys, key);
         n++;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /** A growable vector of owned strings (index values, keys). Zero-initialise it. */
@@ -59,6 +60,14 @@ struct kube_store *kube_store_new(void);
 /** Drops every object reference and frees the store. NULL is fine. */
 void kube_store_free(struct kube_store *s);
 
+/** Compact mode (off by default): each object is kept as its compact JSON text, about a
+ * ninth of the memory of the parsed tree (jansson spends ~9 heap bytes per byte of
+ * text), and parsed again on every read: get, list and by_index return a fresh object
+ * each time (still a new reference the caller owns; two reads are equal, not the same
+ * pointer). Suits a large cache that is read per reconcile rather than per request.
+ * Only on an empty store: returns 0 or -EBUSY. */
+int kube_store_set_compact(struct kube_store *s, bool compact);
+
 /** Sets the transform applied to every object put from now on (fn NULL: none). ctx is
  * borrowed for the store's life. */
 void kube_store_set_transform(struct kube_store *s, kube_store_transform_fn *fn, void *ctx);
@@ -69,8 +78,8 @@ int kube_store_add_index(struct kube_store *s, const char *name, kube_index_fn *
 
 /** Inserts or replaces obj under its key. Takes obj (also on failure), runs the
  * transform on it, and from then on never modifies it. When ret_old is not NULL it gets
- * the replaced object (a reference the caller now owns) or NULL. Returns 0, or -EINVAL
- * when obj has no metadata.name. */
+ * the replaced object (a reference the caller now owns) or NULL. Returns 0, -EINVAL
+ * when obj has no metadata.name, or -ENOMEM when a compact store cannot encode it. */
 int kube_store_put(struct kube_store *s, json_t *obj, json_t **ret_old);
 /** Removes key (borrowed). When ret_old is not NULL it gets the removed object (a
  * reference the caller now owns). Returns 0 or -ENOENT. */

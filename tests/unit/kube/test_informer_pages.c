@@ -2,8 +2,8 @@
 /* The informer's paged LIST against a scripted list_pages source: each page is stored
  * before the next is read, the resourceVersion comes from the last page, a restarted
  * list (expired continue token) tombstones what only the abandoned pages had, a list
- * failing part-way keeps its pages but deletes nothing and is retried, and a page
- * without a resourceVersion fails the list. */
+ * failing part-way keeps its pages but deletes nothing and is retried, a page without
+ * a resourceVersion fails the list, and a compact store behaves the same. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -41,6 +41,7 @@ struct fake {
 };
 
 static struct fake F;
+static bool compact; /* informers started with compact_store */
 
 static int fake_list_pages(void *ctx, const struct kube_informer_opts *o, kube_list_page_fn *fn,
                            void *fn_ctx, struct kube_err *reterr)
@@ -111,7 +112,8 @@ static void start(const struct call *calls, size_t n, int gone)
     struct kube_informer_opts o = {.res = &KUBE_RES_CONFIGMAPS,
                                    .source = &src,
                                    .backoff_min = USEC_PER_MSEC,
-                                   .backoff_max = 2 * USEC_PER_MSEC};
+                                   .backoff_max = 2 * USEC_PER_MSEC,
+                                   .compact_store = compact};
     memset(&F, 0, sizeof(F));
     F.calls = calls;
     F.n = n;
@@ -236,6 +238,14 @@ static void test_page_without_rv_fails_the_list(void **state)
     finish();
 }
 
+/* The same with the store keeping JSON text: reads parse, the outcome is the same. */
+static void test_restart_with_compact_store(void **state)
+{
+    compact = true;
+    test_restart_tombstones_abandoned_pages(state);
+    compact = false;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_restart_tombstones_abandoned_pages),
         cmocka_unit_test(test_failure_midway_keeps_pages_and_retries),
         cmocka_unit_test(test_page_without_rv_fails_the_list),
+        cmocka_unit_test(test_restart_with_compact_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
