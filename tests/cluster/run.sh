@@ -117,7 +117,7 @@ test_python_pod() {
 }
 
 test_service() {
-	pod_yaml web "mkdir -p /srv && echo agent-sandbox-hello >/srv/index.html && cd /srv && exec python3 -m http.server 8080" web |
+	pod_yaml web "mkdir -p /tmp/srv && echo agent-sandbox-hello >/tmp/srv/index.html && cd /tmp/srv && exec python3 -m http.server 8080" web |
 		kn apply -f - >/dev/null
 	kn create service clusterip web --tcp=80:8080 >/dev/null
 	if ! kn wait --for=condition=Ready pod/web --timeout=120s >/dev/null; then
