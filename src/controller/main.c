@@ -2,6 +2,7 @@
 /* agent-sandbox-controller: flags, signals, and the manager's lifecycle. */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -499,6 +500,11 @@ int main(int argc, char **argv)
     struct kube_client *client = NULL;
     int r;
     log_set_component("controller");
+    /* Hundreds of worker threads would each get a glibc arena (up to 8 per core), each
+     * keeping its own free pages of the objects reconciles parse: with compact stores,
+     * two arenas cut the resident size at 10,000 Sandboxes from 99 to 77 MiB
+     * (docs/controller.md, Memory). */
+    (void)mallopt(M_ARENA_MAX, 2);
     r = parse_flags(argc, argv, &f);
     if (r != 0)
         return r > 0 ? 0 : 2;
