@@ -28,6 +28,7 @@ struct flags {
     int64_t burst, workers;
     const char *ns, *cluster_domain;
     bool cache_label_selectors;
+    bool compact_cache;
     bool extensions, eviction;
     struct ext_opts ext;
     int64_t claim_workers, pool_workers, template_workers, max_replicas, max_batch;
@@ -65,6 +66,9 @@ static const char usage_text[] =
     "  --cluster-domain DOMAIN             for status.serviceFQDN (default cluster.local)\n"
     "  --cache-label-selectors[=BOOL]      cache only Pods/Services carrying the\n"
     "                                      sandbox-name-hash label (default false)\n"
+    "  --compact-cache[=BOOL]              keep cached Sandboxes, Pods, Services and PVCs\n"
+    "                                      as compact JSON text, parsed on each read: about\n"
+    "                                      a ninth of the memory for more CPU (default false)\n"
     "  --extensions[=BOOL]                 run the SandboxTemplate, SandboxWarmPool and\n"
     "                                      SandboxClaim controllers (default true)\n"
     "  --sandbox-claim-concurrent-workers N        claim workers (default 300)\n"
@@ -115,6 +119,7 @@ enum {
     F_NAMESPACE,
     F_DOMAIN,
     F_CACHE_SEL,
+    F_COMPACT_CACHE,
     F_LOG_LEVEL,
     F_EXTENSIONS,
     F_CLAIM_WORKERS,
@@ -153,6 +158,7 @@ static const struct option long_opts[] = {
     {"namespace", required_argument, NULL, F_NAMESPACE},
     {"cluster-domain", required_argument, NULL, F_DOMAIN},
     {"cache-label-selectors", optional_argument, NULL, F_CACHE_SEL},
+    {"compact-cache", optional_argument, NULL, F_COMPACT_CACHE},
     {"log-level", required_argument, NULL, F_LOG_LEVEL},
     {"extensions", optional_argument, NULL, F_EXTENSIONS},
     {"sandbox-claim-concurrent-workers", required_argument, NULL, F_CLAIM_WORKERS},
@@ -226,7 +232,7 @@ static int parse_lease_timing(const char *v, usec_t *ret)
 /* Extension flags. Returns 0, -EINVAL, or 1 when c is not one of them. */
 static int apply_ext_flag(struct flags *f, int c, const char *v)
 {
-    bool b;
+    bool b = false;
     int r;
     switch (c) {
     case F_EXTENSIONS:
@@ -340,6 +346,8 @@ static int apply_flag(struct flags *f, int c, const char *v)
         return 0;
     case F_CACHE_SEL:
         return parse_bool(v, &f->cache_label_selectors);
+    case F_COMPACT_CACHE:
+        return parse_bool(v, &f->compact_cache);
     case F_LOG_LEVEL:
         if (log_parse_level(v, &lvl) < 0)
             return -EINVAL;
@@ -443,6 +451,7 @@ static int run(const struct flags *f, struct kube_client *client)
         .workers = (int)f->workers,
         .ns = f->ns,
         .cache_label_selectors = f->cache_label_selectors,
+        .compact_cache = f->compact_cache,
         .cluster_domain = f->cluster_domain,
         .leader_elect = f->leader_elect,
         .lease_ns = f->lease_ns,

@@ -25,6 +25,8 @@ struct ctrl_opts {
     const char *ns;             /* namespaces to watch: NULL or "" = all, "a" or "a,b,c"
                                    (controller/ns_source.h) (copied) */
     bool cache_label_selectors; /* Pods/Services: only objects with the tracking label */
+    bool compact_cache;         /* Sandbox/Pod/Service/PVC caches hold compact JSON text,
+                                   parsed on each read (about a ninth of the memory) */
     const char *cluster_domain; /* NULL = "cluster.local" (copied) */
     bool leader_elect;          /* gate the workers on a Lease */
     const char *lease_ns;       /* Lease namespace (copied); NULL = the client's */
