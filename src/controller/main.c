@@ -3,10 +3,13 @@
 #include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/str.h"
@@ -23,6 +26,7 @@ struct flags {
     bool leader_elect;
     const char *lease_ns, *lease_id;
     usec_t lease_duration, renew_deadline, retry_period; /* 0 = kube/lease.h defaults */
+    usec_t shutdown_timeout; /* --graceful-shutdown-timeout; 0 = wait for ever */
     const char *metrics_addr, *health_addr;
     double qps;
     int64_t burst, workers;
@@ -54,6 +58,9 @@ static const char usage_text[] =
     "                                      renew for this long; < lease duration (default 10s)\n"
     "  --leader-elect-retry-period D       between attempts to acquire or renew;\n"
     "                                      < renew deadline (default 2s)\n"
+    "  --graceful-shutdown-timeout D       after SIGTERM, how long running reconciles and\n"
+    "                                      requests may take before the process exits\n"
+    "                                      anyway; 0 waits for ever (default 30s)\n"
     "  --metrics-bind-address ADDR         /metrics address, \"0\" disables\n"
     "                                      (default 127.0.0.1:8080)\n"
     "  --health-probe-bind-address ADDR    /healthz and /readyz address, \"0\" disables\n"
@@ -109,6 +116,7 @@ enum {
     F_LEASE_NS,
     F_LEASE_ID,
     F_LEASE_DURATION,
+    F_SHUTDOWN_TIMEOUT,
     F_RENEW_DEADLINE,
     F_RETRY_PERIOD,
     F_METRICS,
@@ -148,6 +156,7 @@ static const struct option long_opts[] = {
     {"leader-election-namespace", required_argument, NULL, F_LEASE_NS},
     {"leader-election-id", required_argument, NULL, F_LEASE_ID},
     {"leader-elect-lease-duration", required_argument, NULL, F_LEASE_DURATION},
+    {"graceful-shutdown-timeout", required_argument, NULL, F_SHUTDOWN_TIMEOUT},
     {"leader-elect-renew-deadline", required_argument, NULL, F_RENEW_DEADLINE},
     {"leader-elect-retry-period", required_argument, NULL, F_RETRY_PERIOD},
     {"metrics-bind-address", required_argument, NULL, F_METRICS},
@@ -322,6 +331,8 @@ static int apply_flag(struct flags *f, int c, const char *v)
         return 0;
     case F_LEASE_DURATION:
         return parse_lease_timing(v, &f->lease_duration);
+    case F_SHUTDOWN_TIMEOUT:
+        return ctrl_duration_parse(v, &f->shutdown_timeout);
     case F_RENEW_DEADLINE:
         return parse_lease_timing(v, &f->renew_deadline);
     case F_RETRY_PERIOD:
@@ -427,6 +438,35 @@ static int install_signals(void)
     return 0;
 }
 
+/* The stop watchdog: a stop that outlives the graceful shutdown timeout (requests stuck
+ * behind an overloaded API server) ends the process, as controller-runtime does. */
+static void *stop_watchdog(void *arg)
+{
+    usec_t t = *(const usec_t *)arg;
+    struct timespec ts = {.tv_sec = (time_t)(t / USEC_PER_SEC),
+                          .tv_nsec = (long)(t % USEC_PER_SEC) * 1000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+    log_error("graceful shutdown timed out, exiting\ttimeout_ms=%llu",
+              (unsigned long long)(t / USEC_PER_MSEC));
+    log_flush();
+    _exit(1);
+    return NULL;
+}
+
+/* Starts the watchdog for timeout *t (borrowed; must outlive the process) unless 0. */
+static void arm_stop_watchdog(const usec_t *t)
+{
+    pthread_t th;
+    pthread_attr_t a;
+    if (*t == 0 || pthread_attr_init(&a) != 0)
+        return;
+    (void)pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &a, stop_watchdog, (void *)t) != 0)
+        log_warn("cannot start the shutdown watchdog; the stop is unbounded");
+    (void)pthread_attr_destroy(&a);
+}
+
 static int make_client(const struct flags *f, struct kube_client **ret)
 {
     struct kube_config_opts co = {.kubeconfig = f->kubeconfig};
@@ -482,6 +522,7 @@ static int run(const struct flags *f, struct kube_client *client)
                  f->leader_elect ? "true" : "false", o.workers);
         r = ctrl_manager_wait(g_manager);
     }
+    arm_stop_watchdog(&f->shutdown_timeout);
     ctrl_manager_stop(g_manager);
     ctrl_manager_free(g_manager);
     g_manager = NULL;
@@ -496,6 +537,7 @@ int main(int argc, char **argv)
         .health_addr = "127.0.0.1:8081",
         .qps = -1,
         .burst = 10,
+        .shutdown_timeout = 30 * USEC_PER_SEC,
         .workers = 100,
         .extensions = true,
         .eviction = true,
