@@ -248,7 +248,9 @@ struct http_server_thread {
     uv_async_t stop;
     struct http_server *server;
     pthread_t thread;
-    usec_t grace;
+    /* Set by the stopping thread before uv_async_send, read on the loop thread: atomic,
+     * because the async handle's ordering lives in libuv (invisible to TSan). */
+    _Atomic usec_t grace;
 };
 
 static void *thread_main(void *arg)
@@ -262,7 +264,8 @@ static void on_stop(uv_async_t *a)
 {
     struct http_server_thread *t = a->data;
     uv_close((uv_handle_t *)&t->stop, NULL);
-    http_server_shutdown(t->server, t->grace, NULL, NULL);
+    http_server_shutdown(t->server, atomic_load_explicit(&t->grace, memory_order_acquire), NULL,
+                         NULL);
 }
 
 int http_server_start_thread(const struct http_server_opts *opts, struct http_server_thread **ret)
@@ -307,7 +310,7 @@ void http_server_stop_thread(struct http_server_thread *t, usec_t grace)
 {
     if (!t)
         return;
-    t->grace = grace;
+    atomic_store_explicit(&t->grace, grace, memory_order_release);
     (void)uv_async_send(&t->stop);
     (void)pthread_join(t->thread, NULL);
     http_server_free(t->server);
