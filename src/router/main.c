@@ -41,6 +41,12 @@ static const char usage_text[] =
     "  --authz-subresource NAME          SubjectAccessReview subresource (default none)\n"
     "  --authz-audiences A,B             TokenReview audiences (default: the API server's)\n"
     "  --authz-cache-ttl SECONDS         review cache TTL (default 30)\n"
+    "  --trust-loopback BOOL             a request from a loopback peer without an\n"
+    "                                    Authorization header skips the review (default\n"
+    "                                    true: in a pod only a port-forward, which needs\n"
+    "                                    pods/portforward on the router pod, comes from\n"
+    "                                    loopback; set false when the router runs on a\n"
+    "                                    shared host)\n"
     "  --connect-timeout SECONDS         upstream connect (default 5)\n"
     "  --idle-timeout SECONDS            no byte either way during a request (default 60)\n"
     "  --proxy-timeout SECONDS           one request; caps X-Sandbox-Timeout (default 180)\n"
@@ -67,6 +73,7 @@ enum {
     F_TUNNEL,
     F_SHUTDOWN,
     F_ACCESS,
+    F_TRUST_LOOPBACK,
     F_LOOPBACK,
     F_LOG,
     F_VERSION,
@@ -89,6 +96,7 @@ static const struct option long_opts[] = {
     {"tunnel-idle-timeout", required_argument, NULL, F_TUNNEL},
     {"shutdown-timeout", required_argument, NULL, F_SHUTDOWN},
     {"access-log", required_argument, NULL, F_ACCESS},
+    {"trust-loopback", required_argument, NULL, F_TRUST_LOOPBACK},
     {"allow-loopback-upstreams", no_argument, NULL, F_LOOPBACK},
     {"log-level", required_argument, NULL, F_LOG},
     {"version", no_argument, NULL, F_VERSION},
@@ -209,6 +217,8 @@ static int apply_flag(struct flags *f, int c, const char *v)
         return parse_secs(v, &f->o.shutdown_grace);
     case F_ACCESS:
         return parse_bool(v, &f->o.access_log);
+    case F_TRUST_LOOPBACK:
+        return parse_bool(v, &f->o.trust_loopback);
     case F_LOOPBACK:
         f->o.allow_loopback = true;
         return 0;
@@ -274,8 +284,9 @@ static int run(struct flags *f, struct kube_client *client)
     int rc = router_start(&f->o, &r);
     if (rc < 0)
         return log_error_errno(rc, "starting the router failed");
-    log_info("serving\tport=%u probe_port=%u auth=%s", router_port(r), router_probe_port(r),
-             f->o.auth ? "tokenreview" : "none");
+    log_info("serving\tport=%u probe_port=%u auth=%s trust_loopback=%s", router_port(r),
+             router_probe_port(r), f->o.auth ? "tokenreview" : "none",
+             f->o.auth && f->o.trust_loopback ? "true" : "false");
     int sig = 0;
     (void)sigwait(&set, &sig);
     log_info("signal received, draining\tsignal=%d", sig);
@@ -285,7 +296,11 @@ static int run(struct flags *f, struct kube_client *client)
 
 int main(int argc, char **argv)
 {
-    struct flags f = {.o = {.auth = true, .access_log = true, .port = 8080, .probe_port = 8081}};
+    struct flags f = {.o = {.auth = true,
+                            .trust_loopback = true,
+                            .access_log = true,
+                            .port = 8080,
+                            .probe_port = 8081}};
     log_set_component("sandbox-router");
     (void)str_copy(f.host, sizeof(f.host), "0.0.0.0");
     (void)str_copy(f.probe_host, sizeof(f.probe_host), "0.0.0.0");

@@ -26,13 +26,17 @@ struct proxy_opts {
     struct authz *authz;              /* borrowed; NULL: no authentication (--auth=none) */
     struct metrics_registry *metrics; /* borrowed; families are registered on it */
     bool allow_loopback;              /* unsafe, tests only: allow 127/8 and ::1 pod IPs */
-    usec_t connect_timeout;           /* 0: LIMIT_ROUTER_CONNECT_TIMEOUT */
-    usec_t idle_timeout;              /* 0: LIMIT_ROUTER_IDLE_TIMEOUT */
-    usec_t proxy_timeout;             /* 0: LIMIT_ROUTER_PROXY_TIMEOUT; caps X-Sandbox-Timeout */
-    usec_t tunnel_idle;               /* 0: LIMIT_ROUTER_TUNNEL_IDLE */
-    usec_t pool_idle;                 /* 0: LIMIT_ROUTER_POOL_IDLE */
-    size_t pool_per_host;             /* 0: LIMIT_ROUTER_POOL_PER_HOST */
-    bool access_log;                  /* one logfmt line per proxied request */
+    /* A request from a loopback peer without an Authorization header is let through
+     * unreviewed (--trust-loopback): in a pod, only the kubelet's port-forward reaches
+     * the router's loopback, and that takes pods/portforward on the router pod. */
+    bool trust_loopback;
+    usec_t connect_timeout; /* 0: LIMIT_ROUTER_CONNECT_TIMEOUT */
+    usec_t idle_timeout;    /* 0: LIMIT_ROUTER_IDLE_TIMEOUT */
+    usec_t proxy_timeout;   /* 0: LIMIT_ROUTER_PROXY_TIMEOUT; caps X-Sandbox-Timeout */
+    usec_t tunnel_idle;     /* 0: LIMIT_ROUTER_TUNNEL_IDLE */
+    usec_t pool_idle;       /* 0: LIMIT_ROUTER_POOL_IDLE */
+    size_t pool_per_host;   /* 0: LIMIT_ROUTER_POOL_PER_HOST */
+    bool access_log;        /* one logfmt line per proxied request */
     /* Idle auto-suspend (borrowed; NULL: off): hold and resume suspended Sandboxes, and
      * report per-Sandbox activity. */
     struct resume_gate *resume;

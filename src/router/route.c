@@ -248,3 +248,17 @@ int route_ip_check(const char *ip, bool allow_loopback, char *ret_canon)
         memcpy(ret_canon, canon, strlen(canon) + 1);
     return 0;
 }
+
+bool route_peer_is_loopback(const char *ip)
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, ip, &a4) == 1)
+        return v4_in(ntohl(a4.s_addr), V4(127, 0, 0, 0), 8);
+    if (inet_pton(AF_INET6, ip, &a6) != 1)
+        return false;
+    if (IN6_IS_ADDR_LOOPBACK(&a6))
+        return true;
+    return memcmp(a6.s6_addr, mapped, 12) == 0 && a6.s6_addr[12] == 127;
+}

@@ -69,3 +69,8 @@ bool route_dns_label(struct str s);
  * forms are judged by their IPv4 address. On 0, *ret_canon (optional, ROUTE_IP_MAX
  * bytes) gets the canonical text form. */
 int route_ip_check(const char *ip, bool allow_loopback, char *ret_canon);
+
+/** True when ip (text form, as http_req_peer gives it) is a loopback peer: 127.0.0.0/8,
+ * ::1 or an IPv4-mapped 127.0.0.0/8 (::ffff:127.x.y.z). Anything else, or text that is
+ * not an IP literal, is false. */
+bool route_peer_is_loopback(const char *ip);

@@ -325,7 +325,8 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
         cls.p = subprocess.Popen([ROUTER, "--http-bind-address", f"127.0.0.1:{cls.port}",
                                   "--health-probe-bind-address", f"127.0.0.1:{cls.hport}",
                                   "--kubeconfig", KUBECONFIG, "--namespace", cls.ns,
-                                  "--allow-loopback-upstreams", "--log-level", "warn"],
+                                  "--allow-loopback-upstreams", "--trust-loopback", "false",
+                                  "--log-level", "warn"],
                                  env=ENV, stdout=cls.log, stderr=cls.log)
         wait_port(cls.port, cls.p, "router")
         auth = f"Authorization: Bearer {admin_token()}\r\n".encode()

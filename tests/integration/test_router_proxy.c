@@ -249,12 +249,13 @@ static void make_sandbox(const char *name, bool ready, const char *ip)
     json_decref(created);
 }
 
-static struct router *start_router(bool auth)
+static struct router *start_router_opts(bool auth, bool trust_loopback)
 {
     struct router_opts o = {.client = c,
                             .host = "127.0.0.1",
                             .probe_host = "127.0.0.1",
                             .auth = auth,
+                            .trust_loopback = trust_loopback,
                             .ns = ns,
                             .allow_loopback = true,
                             .header_timeout = 300 * USEC_PER_MSEC,
@@ -264,6 +265,11 @@ static struct router *start_router(bool auth)
     assert_int_equal(router_start(&o, &r), 0);
     assert_int_equal(router_wait_ready(r, WAIT), 0);
     return r;
+}
+
+static struct router *start_router(bool auth)
+{
+    return start_router_opts(auth, false);
 }
 
 struct seen {
@@ -582,6 +588,35 @@ static void test_auth(void **state)
     test_http_resp_done(&resp);
 }
 
+/* --trust-loopback: a loopback peer without an Authorization header (a port-forward into
+ * the router pod) is let through; a header, even a bad one, is still reviewed. */
+static void test_auth_trust_loopback(void **state)
+{
+    (void)state;
+    struct router *r = start_router_opts(true, true);
+    char raw[512];
+    struct test_http_resp resp;
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\n\r\n", ns,
+                   http_server_thread_port(up));
+    assert_int_equal(get(r, raw, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_non_null(strstr(buf_str(&resp.body), "auth=no"));
+    test_http_resp_done(&resp);
+    (void)snprintf(raw, sizeof(raw),
+                   "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer nope\r\n\r\n",
+                   ns, http_server_thread_port(up));
+    assert_int_equal(get(r, raw, &resp), 0);
+    assert_int_equal(resp.status, 401);
+    test_http_resp_done(&resp);
+    (void)snprintf(raw, sizeof(raw),
+                   "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\nAuthorization: Basic eDp5\r\n\r\n", ns,
+                   http_server_thread_port(up));
+    assert_int_equal(get(r, raw, &resp), 0);
+    assert_int_equal(resp.status, 401);
+    test_http_resp_done(&resp);
+    router_stop(r);
+}
+
 /* ---- 1,000 concurrent keep-alive connections ------------------------------------------ */
 
 #define MANY_CONNS  1000
@@ -775,6 +810,7 @@ int main(void)
         cmocka_unit_test(test_websocket_tunnel),
         cmocka_unit_test(test_slow_client_cut_off),
         cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_auth_trust_loopback),
         cmocka_unit_test(test_thousand_connections),
         cmocka_unit_test(test_graceful_shutdown),
     };
