@@ -44,18 +44,7 @@ build_all() {
 
 # import_changed SOCKET: imports the archives whose digest the containerd lacks.
 import_changed() {
-	local sock=$1 a ref want have
-	for a in $(build_all); do
-		ref=$(tar -xOf "$a" index.json | jq -r '.manifests[0].annotations["io.containerd.image.name"]')
-		want=$(cat "$a.digest")
-		have=$(ctr --address "$sock" -n k8s.io images ls "name==$ref" 2>/dev/null |
-			awk 'NR == 2 {print $3}')
-		if [ "$have" != "$want" ]; then
-			log "importing $ref"
-			"$ROOT/images/build.sh" import "$sock" "$a"
-		fi
-		echo "$ref"
-	done
+	oci_import_changed "$1" $(build_all)
 }
 
 case ${1:-} in

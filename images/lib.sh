@@ -117,3 +117,23 @@ oci_base_files() {
 		>"$1/etc/passwd"
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$1/etc/group"
 }
+
+# oci_import_changed SOCKET ARCHIVE...: imports (images/build.sh import) each archive whose
+# manifest digest the containerd at SOCKET does not have under the archive's name; prints
+# each image reference.
+oci_import_changed() {
+	local sock=$1 a ref want have
+	shift
+	for a in "$@"; do
+		ref=$(tar -xOf "$a" index.json | jq -r '.manifests[0].annotations["io.containerd.image.name"]')
+		want=$(cat "$a.digest")
+		have=$(ctr --address "$sock" -n k8s.io images ls "name==$ref" 2>/dev/null |
+			awk 'NR == 2 {print $3}')
+		if [ "$have" != "$want" ]; then
+			log "importing $ref"
+			"$ROOT/images/build.sh" import "$sock" "$a"
+		fi
+		echo "$ref"
+	done
+}
+

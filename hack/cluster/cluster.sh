@@ -17,6 +17,7 @@
 #                         cluster's containerd when they changed (e.g. a new sandboxd in
 #                         $AS_RUNTIME_EXTRA_DIR)
 #   ctr ARGS...           run ctr against the cluster's containerd (namespace k8s.io)
+#   socket | state-dir    print the containerd socket path / the state directory
 #   env                   print `export KUBECONFIG=...` (eval "$(... env)")
 #
 # State lives in $AS_CLUSTER_DIR (default .cache/cluster); admin kubeconfig:
@@ -32,7 +33,7 @@ source "$ROOT/hack/cluster/kwok.sh"
 
 CNI_BIN_DIR=${AS_CNI_BIN_DIR:-/usr/lib/cni}
 
-usage() { sed -n '2,29s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,27s/^# \{0,1\}//p' "$0"; }
 
 prereqs() {
 	[ "$(id -u)" = 0 ] || die "the local cluster needs root (bridge, iptables, mounts, containerd)"
@@ -307,6 +308,8 @@ kubeconfig)
 kubectl) kubectl_ "$@" ;;
 images) images_up ;;
 ctr) ctr --address "$CONTAINERD_SOCK" -n k8s.io "$@" ;;
+socket) echo "$CONTAINERD_SOCK" ;;
+state-dir) echo "$STATE" ;;
 env) echo "export KUBECONFIG=$KUBECONFIG_PATH" ;;
 -h | --help | help) usage ;;
 *) usage >&2; exit 2 ;;
