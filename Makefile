@@ -7,8 +7,10 @@
 #   make test         everything: unit + integration tests (ASan/UBSan) and checks
 #   make unit         unit tests only
 #   make integration  integration tests against a local kube-apiserver
-#   make up           the local cluster (real node + kwok) with CRDs, controller, router,
-#                     the runtime image with sandboxd and a default template + warm pool
+#   make up           the local cluster (real node + kwok, default StorageClass) with CRDs,
+#                     controller and router deployed as install.yaml does, the runtime image
+#                     with sandboxd and a default template + warm pool
+#   make up-host      the same with the controller and router as host processes (development)
 #   make down | status        stop / inspect it (make down keeps state; distclean purges)
 #   make -s kubeconfig        print the local cluster's admin kubeconfig path
 #   make -s router-url        the router's base URL
@@ -31,7 +33,7 @@
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
-.PHONY: deps build asan unit integration test up down status kubeconfig router-url router-token \
+.PHONY: deps build asan unit integration test up up-host down status kubeconfig router-url router-token \
 	apiserver bench bench-smoke chaos node-loss fuzz tsan valgrind manifests fmt clean distclean
 
 deps:
@@ -57,6 +59,9 @@ test:
 
 up:
 	hack/stack.sh up
+
+up-host:
+	hack/stack.sh up --host
 
 down:
 	hack/stack.sh down

@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
 # The whole local stack on the local cluster: what `make up` starts.
 #
-#   hack/stack.sh up | down [--purge] | status | router-url | router-token | kubeconfig
+#   hack/stack.sh up [--host] | down [--purge] | status | router-url | router-token |
+#                 kubeconfig | pid controller|router | logs controller|router
 #
-# up           build (release preset), bring up the local cluster (hack/cluster/cluster.sh)
-#              with the sandbox runtime image carrying sandboxd, install the CRDs, run
-#              agent-sandbox-controller and sandbox-router as host processes, install
-#              the default SandboxTemplate "python" and SandboxWarmPool "python-pool"
-#              (config/local/), and print how to use it. Idempotent; a second run only
-#              restarts what is not running or was rebuilt.
-# down         stop the controller and router, then the cluster (--purge: remove state)
+# up           build (release preset: controller, router, sandboxd, kubectl-sandbox), bring
+#              up the local cluster (hack/cluster/cluster.sh) with the sandbox runtime image
+#              carrying sandboxd, the default StorageClass "standard" (local-path-provisioner,
+#              config/local/storage.yaml), then install.yaml as on any cluster: CRDs, RBAC,
+#              the controller and router Deployments in agent-sandbox-system (one router
+#              replica on this one-node cluster) and the Service sandbox-router-svc:8080,
+#              plus a namespace router in "default" (config/router-namespace); then the
+#              default SandboxTemplate "python" and SandboxWarmPool "python-pool"
+#              (config/local/). Prints how to use it. Idempotent: a second run only rolls
+#              what was rebuilt.
+# up --host    development mode: the controller and router run as host processes from
+#              build/release (logs in $STACK_DIR), the in-cluster Deployments are scaled to
+#              0. The mode is remembered until the next `up`.
+# down         stop the host processes (if any), then the cluster (--purge: remove state)
 # status       what runs
-# router-url   the router's base URL (http://127.0.0.1:28080)
+# router-url   the router's base URL (in-cluster: http://<sandbox-router-svc ClusterIP>:8080,
+#              reachable from this host; --host: http://127.0.0.1:28080)
 # router-token a bearer token of the local user "sandbox-user" (sandboxes of "default")
 # kubeconfig   the admin kubeconfig path
-#
-# Processes log to $STACK_DIR/*.log (default .cache/stack).
+# pid NAME     host pid of the running controller (the Lease holder) or router process
+# logs NAME    the controller's or router's log
 source "$(dirname "$0")/lib.sh"
+source "$ROOT/images/lib.sh"
 
 STACK_DIR=${AS_STACK_DIR:-$CACHE_DIR/stack}
 ROUTER_ADDR=${AS_ROUTER_ADDR:-127.0.0.1:28080}
@@ -25,8 +35,13 @@ CTRL_METRICS=${AS_CONTROLLER_METRICS_ADDR:-127.0.0.1:28090}
 CTRL_HEALTH=${AS_CONTROLLER_HEALTH_ADDR:-127.0.0.1:28091}
 RELEASE=$ROOT/build/release
 CLUSTER=$ROOT/hack/cluster/cluster.sh
+SYS_NS=agent-sandbox-system
+MODE_FILE=$STACK_DIR/mode
+# The namespace router for clients that look for sandbox-router-svc in the sandbox's
+# namespace (config/router-namespace): "default", where config/local puts the pool.
+NS_ROUTER_NS=default
 
-usage() { sed -n '2,19s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,27s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
 kubeconfig() { "$CLUSTER" kubeconfig; }
 kctl() { "$CACHE_DIR/bin/kubectl" --kubeconfig "$(kubeconfig)" "$@"; }
@@ -106,8 +121,8 @@ wait_http() { # URL NAME
 build() {
 	log "building (release preset)"
 	cmake --preset release >/dev/null
-	cmake --build --preset release --target agent-sandbox-controller sandbox-router sandboxd
-		>/dev/null || die "build failed: cmake --build --preset release"
+	cmake --build --preset release --target agent-sandbox-controller sandbox-router sandboxd \
+		kubectl-sandbox >/dev/null || die "build failed: cmake --build --preset release"
 	# The runtime image carries sandboxd (static) at /usr/local/bin/sandboxd.
 	local extra=$STACK_DIR/runtime-extra
 	mkdir -p "$extra/usr/local/bin"
@@ -116,18 +131,96 @@ build() {
 	export AS_RUNTIME_EXTRA_DIR=$extra
 }
 
-install_api() {
-	log "installing CRDs and the default template and pool"
+mode() { cat "$MODE_FILE" 2>/dev/null || echo cluster; }
+
+install_crds() {
+	log "installing the CRDs"
 	kctl apply --server-side --force-conflicts --field-manager=agent-sandbox-up \
 		-f "$ROOT/api/crds/" >/dev/null
 	kctl wait --for condition=established --timeout=60s crd \
 		sandboxes.agents.x-k8s.io sandboxtemplates.extensions.agents.x-k8s.io \
 		sandboxclaims.extensions.agents.x-k8s.io sandboxwarmpools.extensions.agents.x-k8s.io >/dev/null
+}
+
+install_defaults() {
+	log "installing the default template and pool"
 	kctl apply --server-side --force-conflicts --field-manager=agent-sandbox-up \
 		-f "$ROOT/config/local/router-user.yaml" -f "$ROOT/config/local/defaults.yaml" >/dev/null
 }
 
+# install_storage: local-path-provisioner (built from the Go module proxy) as the default
+# StorageClass "standard"; volumes live under the cluster's state dir.
+install_storage() {
+	local archive sock dir
+	archive=$("$ROOT/hack/cluster/build-local-path.sh") || die "local-path-provisioner build failed"
+	sock=$("$CLUSTER" socket)
+	oci_import_changed "$sock" "$archive" >/dev/null
+	dir=$("$CLUSTER" state-dir)/local-path
+	mkdir -p "$dir"
+	log "installing the default StorageClass (local-path-provisioner)"
+	sed -e "s|@PROVISIONER_IMAGE@|$IMAGE_PREFIX/local-path-provisioner:${LOCAL_PATH_VERSION:-v0.0.30}|g" \
+		-e "s|@HELPER_IMAGE@|$("$ROOT/images/build.sh" ref runtime)|g" \
+		-e "s|@LOCAL_PATH_DIR@|$dir|g" "$ROOT/config/local/storage.yaml" |
+		kctl apply --server-side --force-conflicts --field-manager=agent-sandbox-up -f - >/dev/null
+}
+
+# install_incluster: install.yaml (controller and router Deployments), one router replica,
+# and the namespace router; a rebuilt image rolls its Deployment (the image digest is a
+# pod-template annotation).
+install_incluster() {
+	local sock refs ctrl_digest router_digest
+	sock=$("$CLUSTER" socket)
+	refs=$("$ROOT/images/components.sh" import "$sock") || die "controller/router images failed"
+	ctrl_digest=$("$CLUSTER" ctr images ls "name==$(sed -n 1p <<<"$refs")" | awk 'NR == 2 {print $3}')
+	router_digest=$("$CLUSTER" ctr images ls "name==$(sed -n 2p <<<"$refs")" | awk 'NR == 2 {print $3}')
+	log "installing install.yaml (controller and router Deployments in $SYS_NS)"
+	{
+		python3 "$ROOT/hack/cluster/local-install.py" "$ROOT/install.yaml" \
+			"$ctrl_digest" "$router_digest"
+		echo "---"
+		sed "s/@NAMESPACE@/$NS_ROUTER_NS/g" "$ROOT/config/router-namespace/router.yaml" |
+			python3 "$ROOT/hack/cluster/local-install.py" - "$ctrl_digest" "$router_digest"
+	} | kctl apply --server-side --force-conflicts --field-manager=agent-sandbox-up -f - >/dev/null ||
+		die "kubectl apply of install.yaml failed"
+	kctl -n "$SYS_NS" rollout status deployment/agent-sandbox-controller --timeout=180s >/dev/null ||
+		die "the controller Deployment did not roll out (kubectl -n $SYS_NS describe pods)"
+	kctl -n "$SYS_NS" rollout status deployment/sandbox-router --timeout=180s >/dev/null ||
+		die "the router Deployment did not roll out (kubectl -n $SYS_NS describe pods)"
+	kctl -n "$NS_ROUTER_NS" rollout status deployment/sandbox-router --timeout=180s >/dev/null ||
+		die "the namespace router in $NS_ROUTER_NS did not roll out"
+}
+
+# scale_incluster N: the in-cluster controller and routers (when installed) to N replicas.
+scale_incluster() {
+	local ns
+	for ns in "$SYS_NS" "$NS_ROUTER_NS"; do
+		kctl -n "$ns" get deployment -o name 2>/dev/null |
+			grep -E '/(agent-sandbox-controller|sandbox-router)$' |
+			xargs -r "$CACHE_DIR/bin/kubectl" --kubeconfig "$(kubeconfig)" -n "$ns" scale \
+				--replicas="$1" >/dev/null
+	done
+}
+
+start_host() {
+	local kc
+	kc=$(kubeconfig)
+	scale_incluster 0
+	start_proc agent-sandbox-controller --kubeconfig "$kc" \
+		--metrics-bind-address "$CTRL_METRICS" --health-probe-bind-address "$CTRL_HEALTH"
+	# Every local user shares this host's loopback: no request skips the review.
+	start_proc sandbox-router --kubeconfig "$kc" --http-bind-address "$ROUTER_ADDR" \
+		--health-probe-bind-address "$ROUTER_HEALTH" --trust-loopback=false
+	wait_http "http://$CTRL_HEALTH/healthz" agent-sandbox-controller
+	wait_http "http://$ROUTER_HEALTH/readyz" sandbox-router
+}
+
 up() {
+	local want=cluster
+	case ${1:-} in
+	--host) want=host ;;
+	"") ;;
+	*) usage ;;
+	esac
 	[ "$(id -u)" = 0 ] || die "the local cluster needs root"
 	mkdir -p "$STACK_DIR"
 	"$ROOT/hack/deps.sh" --cluster
@@ -135,31 +228,52 @@ up() {
 	build
 	"$CLUSTER" up >/dev/null
 	"$CLUSTER" images
-	local kc
-	kc=$(kubeconfig)
-	install_api
-	start_proc agent-sandbox-controller --kubeconfig "$kc" \
-		--metrics-bind-address "$CTRL_METRICS" --health-probe-bind-address "$CTRL_HEALTH"
-	start_proc sandbox-router --kubeconfig "$kc" --http-bind-address "$ROUTER_ADDR" \
-		--health-probe-bind-address "$ROUTER_HEALTH"
-	wait_http "http://$CTRL_HEALTH/healthz" agent-sandbox-controller
-	wait_http "http://$ROUTER_HEALTH/readyz" sandbox-router
+	install_storage
+	install_crds
+	if [ "$want" = host ]; then
+		start_host
+	else
+		stop_proc sandbox-router
+		stop_proc agent-sandbox-controller
+		install_incluster
+	fi
+	echo "$want" >"$MODE_FILE"
+	install_defaults
 	log "waiting for the warm pool"
 	kctl wait --for=jsonpath='{.status.readyReplicas}'=2 --timeout=180s \
 		sandboxwarmpool/python-pool >/dev/null ||
 		log "warning: the warm pool python-pool is not Ready yet (kubectl get sandboxes)"
-	print_usage "$kc"
+	print_usage "$(kubeconfig)"
+}
+
+router_url() {
+	if [ "$(mode)" = host ]; then
+		echo "http://$ROUTER_ADDR"
+		return
+	fi
+	local ip
+	ip=$(kctl -n "$SYS_NS" get service sandbox-router-svc -o jsonpath='{.spec.clusterIP}') &&
+		[ -n "$ip" ] || die "no Service sandbox-router-svc in $SYS_NS (make up)"
+	echo "http://$ip:8080"
 }
 
 print_usage() {
+	local where
+	if [ "$(mode)" = host ]; then
+		where="host processes (make up without --host runs them in the cluster), logs $STACK_DIR/*.log"
+	else
+		where="Deployments in $SYS_NS (kubectl -n $SYS_NS get pods); a namespace router in $NS_ROUTER_NS"
+	fi
 	cat <<MSG
 
 Agent Sandbox is up on the local cluster.
   kubeconfig:   $1            (make -s kubeconfig)
   kubectl:      export KUBECONFIG=$1; $CACHE_DIR/bin/kubectl get sandboxes,sandboxwarmpools
   CLI:          $RELEASE/kubectl-sandbox --kubeconfig $1 get sandboxes
-  router:       http://$ROUTER_ADDR          (make -s router-url; token: make -s router-token)
-  controller:   metrics http://$CTRL_METRICS/metrics, logs $STACK_DIR/agent-sandbox-controller.log
+  controller,
+  router:       $where
+  router URL:   $(router_url)          (make -s router-url; token: make -s router-token)
+  storage:      default StorageClass "standard" (local-path-provisioner)
   template:     "python" with warm pool "python-pool" (config/local/defaults.yaml)
   claim one:    $CACHE_DIR/bin/kubectl create -f - <<'YAML'
                 apiVersion: extensions.agents.x-k8s.io/v1beta1
@@ -171,16 +285,74 @@ Agent Sandbox is up on the local cluster.
 MSG
 }
 
+# incluster_pod NAME: namespace/uid of the pod running NAME: the Lease holder for the
+# controller, the router of agent-sandbox-system.
+incluster_pod_uid() {
+	local pod
+	if [ "$1" = agent-sandbox-controller ]; then
+		pod=$(kctl -n "$SYS_NS" get lease a3317529.agent-sandbox.x-k8s.io \
+			-o jsonpath='{.spec.holderIdentity}' 2>/dev/null)
+		pod=${pod%_*}
+	else
+		pod=$(kctl -n "$SYS_NS" get pods -l app=sandbox-router \
+			--field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}')
+	fi
+	[ -n "$pod" ] || return 1
+	kctl -n "$SYS_NS" get pod "$pod" -o jsonpath='{.metadata.uid}'
+}
+
+# pid_of NAME: host pid of the stack's NAME process.
+pid_of() {
+	local name=$1 uid p exe
+	if [ "$(mode)" = host ]; then
+		pid_alive "$name" && cat "$STACK_DIR/$name.pid"
+		return
+	fi
+	uid=$(incluster_pod_uid "$name") || return 1
+	for p in /proc/[0-9]*; do
+		exe=$(readlink "$p/exe" 2>/dev/null) || continue
+		[ "${exe##*/}" = "$name" ] || continue
+		grep -q -e "$uid" -e "${uid//-/_}" "$p/cgroup" 2>/dev/null || continue
+		echo "${p#/proc/}"
+		return 0
+	done
+	return 1
+}
+
+component() {
+	case ${1:-} in
+	controller) echo agent-sandbox-controller ;;
+	router) echo sandbox-router ;;
+	*) usage ;;
+	esac
+}
+
+logs_of() {
+	if [ "$(mode)" = host ]; then
+		cat "$STACK_DIR/$1.log"
+	else
+		local app=$1
+		kctl -n "$SYS_NS" logs -l "app=$app" --tail=-1 --max-log-requests=10 --prefix=false
+	fi
+}
+
 status() {
 	local n rc=0
-	for n in agent-sandbox-controller sandbox-router; do
-		if pid_alive "$n"; then
-			printf '%-26s running (pid %s)\n' "$n" "$(cat "$STACK_DIR/$n.pid")"
-		else
-			printf '%-26s stopped\n' "$n"
-			rc=3
-		fi
-	done
+	if [ "$(mode)" = host ]; then
+		for n in agent-sandbox-controller sandbox-router; do
+			if pid_alive "$n"; then
+				printf '%-26s running (pid %s)\n' "$n" "$(cat "$STACK_DIR/$n.pid")"
+			else
+				printf '%-26s stopped\n' "$n"
+				rc=3
+			fi
+		done
+	elif "$CLUSTER" status >/dev/null 2>&1; then
+		for n in agent-sandbox-controller sandbox-router; do
+			printf '%-26s in-cluster, %s ready\n' "$n" "$(kctl -n "$SYS_NS" get deployment "$n" \
+				-o jsonpath='{.status.readyReplicas}/{.spec.replicas}' 2>/dev/null || echo "not installed")"
+		done
+	fi
 	"$CLUSTER" status || rc=3
 	return $rc
 }
@@ -192,15 +364,17 @@ router_token() {
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
-up) up ;;
+up) up "$@" ;;
 down)
 	stop_proc sandbox-router
 	stop_proc agent-sandbox-controller
 	"$CLUSTER" down "$@"
 	;;
 status) status ;;
-router-url) echo "http://$ROUTER_ADDR" ;;
+router-url) router_url ;;
 router-token) router_token ;;
 kubeconfig) kubeconfig ;;
+pid) pid_of "$(component "${1:-}")" ;;
+logs) logs_of "$(component "${1:-}")" ;;
 *) usage ;;
 esac

@@ -12,7 +12,6 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 stack_kubeconfig || exit 1
 NS=as-e2e-latebind-$$
-CTRL_LOG=${AS_STACK_DIR:-$ROOT/.cache/stack}/agent-sandbox-controller.log
 SECRET=s3cr3t-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 LAT_N=${LATEBIND_LATENCY_N:-5}
 
@@ -110,7 +109,7 @@ nowhere() {
 	! k get sandboxclaims,sandboxes,pods,events,sandboxwarmpools,sandboxtemplates -o json | grep -q "$SECRET" &&
 		! "$KUBECTL" get --raw "/api/v1/namespaces/$NS/pods/$sb1:8080/proxy/v1/metadata" | grep -q "$SECRET" &&
 		! k logs "$sb1" | grep -q "$SECRET" &&
-		! grep -q "$SECRET" "$CTRL_LOG"
+		! "$STACK" logs controller | grep -q "$SECRET"
 }
 check "the secret value is in no object, Event, log or metadata answer" nowhere
 

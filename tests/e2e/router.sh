@@ -15,7 +15,7 @@ stack_kubeconfig || exit 1
 # AS_E2E_ROUTER_URL/_PID: another router on the same cluster (e.g. a fresh build).
 ROUTER=${AS_E2E_ROUTER_URL:-$("$STACK" router-url)}
 TOKEN=$("$STACK" router-token) || exit 1
-ROUTER_PID=${AS_E2E_ROUTER_PID:-$(cat "${AS_STACK_DIR:-$ROOT/.cache/stack}/sandbox-router.pid" 2>/dev/null)}
+ROUTER_PID=${AS_E2E_ROUTER_PID:-$("$STACK" pid router 2>/dev/null)}
 NS=default
 CONNS=${AS_E2E_ROUTER_CONNS:-200}
 CLAIM=e2e-router-$$

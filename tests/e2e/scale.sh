@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scale on the stack of `make up`: N Sandboxes (default 1000) on simulated kwok nodes all
 # become Ready through the real controller; the controller's RSS and CPU seconds are
-# reported (from /proc of the host process hack/stack.sh runs). Adds kwok nodes when
+# reported (from /proc of its process: hack/stack.sh pid controller). Adds kwok nodes when
 # there are none. Prints "N passed, N failed"; exits non-zero on failure.
 set -uo pipefail
 # shellcheck source=tests/e2e/lib.sh
@@ -10,7 +10,7 @@ N=${AS_SCALE_SANDBOXES:-1000}
 NS=as-scale-$$
 stack_kubeconfig || exit 1
 
-pid=$(cat "$ROOT/.cache/stack/agent-sandbox-controller.pid" 2>/dev/null)
+pid=$("$STACK" pid controller 2>/dev/null)
 [ -n "$pid" ] && [ -d "/proc/$pid" ] || { echo "the stack's controller is not running (make up)" >&2; exit 1; }
 # usage: RSS (MiB) and CPU seconds (utime + stime) of the controller
 usage() {

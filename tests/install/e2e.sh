@@ -116,7 +116,7 @@ e2e_run() { svc_py "$ROUTER_IP" "$E2E_NS" "$E2E_TOKEN" "$1" "$2"; }
 e2e_install() {
 	CRDS_BEFORE=$(k get crd sandboxes.agents.x-k8s.io -o name 2>/dev/null)
 	check "install.yaml applies" eval \
-		"k apply --server-side --field-manager=install-e2e -f '$ROOT/install.yaml' >'$WORK/e2e-apply.log' 2>&1"
+		"k apply --server-side --force-conflicts --field-manager=install-e2e -f '$ROOT/install.yaml' >'$WORK/e2e-apply.log' 2>&1"
 	k -n "$SYS_NS" scale deployment agent-sandbox-controller --replicas=2 >/dev/null
 	check "controller Deployment (2 replicas) rolls out" \
 		eval "k -n $SYS_NS rollout status deployment/agent-sandbox-controller --timeout=180s >/dev/null"
@@ -158,8 +158,10 @@ e2e_leftovers() {
 	{
 		[ -n "$CRDS_BEFORE" ] || k get crd -o name | grep -e 'agents.x-k8s.io' || true
 		k get namespace "$SYS_NS" "$E2E_NS" -o name 2>/dev/null || true
-		k get clusterroles,clusterrolebindings -o name | grep -e agent-sandbox -e sandbox-router || true
-		k get pods -A -l 'app in (agent-sandbox-controller,sandbox-router)' -o name || true
+		# (make up's namespace router, config/router-namespace, is not install.yaml's)
+		k get clusterroles,clusterrolebindings -o name | grep -e agent-sandbox -e sandbox-router |
+			grep -v -e sandbox-router-review || true
+		k -n "$SYS_NS" get pods -l 'app in (agent-sandbox-controller,sandbox-router)' -o name 2>/dev/null || true
 	}
 }
 
