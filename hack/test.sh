@@ -144,6 +144,8 @@ if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	suite "install: static checks (private API server)" bash tests/install/run.sh static
 	suite "install: in-cluster end to end from install.yaml" bash tests/install/run.sh e2e
 	suite "make up (hack/stack.sh up)" hack/stack.sh up
+	suite "README quick start, verbatim" bash tests/e2e/readme.sh
+	suite "upstream's SDKs in their default modes (e2e)" bash tests/e2e/dropin.sh
 	suite "end-to-end tests" bash tests/e2e/run.sh
 	suite "idle suspend / resume on traffic (e2e)" bash tests/e2e/idle.sh
 	suite "late-bound claim configuration (e2e)" bash tests/e2e/latebind.sh

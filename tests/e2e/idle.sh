@@ -11,7 +11,6 @@ source "$(dirname "$0")/lib.sh"
 stack_kubeconfig || exit 1
 stack_router || exit 1
 NS=default
-PV_DIR=$ROOT/.cache/e2e/idle-pv-$$
 WORK=$(mktemp -d)
 
 # sandbox NAME POLICY-JSON [SPEC-TAIL-YAML]
@@ -37,13 +36,11 @@ pod_gone() { ! k get pod "$1" >/dev/null 2>&1; }
 cleanup() {
 	k delete sandbox idle-store idle-busy idle-burst idle-noresume --ignore-not-found \
 		--wait=false >/dev/null 2>&1
-	k delete pv "idle-store-$$" --ignore-not-found --wait=false >/dev/null 2>&1
-	rm -rf "$PV_DIR" "$WORK"
+	rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 # --- suspend after idling, PVC data kept, resume on traffic --------------------------
-host_pv "idle-store-$$" "$PV_DIR" "$NS" workspace-idle-store
 sandbox idle-store '{timeoutSeconds: 10}' "$PVC_WORKSPACE"
 sandbox idle-busy '{timeoutSeconds: 10}'
 sandbox idle-burst '{timeoutSeconds: 10}'

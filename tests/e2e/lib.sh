@@ -43,6 +43,12 @@ poll() {
 	done
 }
 info() { printf '# %s\n' "$*"; }
+# free_port START: the first port >= START nothing on 127.0.0.1 listens on.
+free_port() {
+	local p=$1
+	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+	echo "$p"
+}
 # summary SUITE: the "SUITE: N passed, N failed" line hack/test.sh counts (after a blank
 # line and the skipped count, if any); returns non-zero when a check failed.
 summary() {
@@ -91,33 +97,16 @@ YAML
 	[ -z "${1:-}" ] || printf '%s\n' "$1"
 }
 EMPTYDIR_VOLUME='      volumes: [{name: workspace, emptyDir: {}}]'
-# The spec tail of a Sandbox whose workspace is a 1Gi PVC of storage class e2e-local
-# (bound to a host_pv).
+# The spec tail of a Sandbox whose workspace is a 1Gi PVC without a storage class, as in
+# upstream's examples: the cluster's default StorageClass provisions it (on the local
+# cluster "standard", local-path-provisioner).
 PVC_WORKSPACE="  volumeClaimTemplates:
   - metadata: {name: workspace}
     spec:
       accessModes: [ReadWriteOnce]
-      storageClassName: e2e-local
       resources: {requests: {storage: 1Gi}}"
-
-# host_pv NAME DIR CLAIM-NAMESPACE CLAIM-NAME: a 1Gi PersistentVolume on this host's DIR
-# (created, mode 0777), storage class e2e-local, reserved for one PVC (there is no dynamic
-# provisioner on the local cluster).
-host_pv() {
-	mkdir -p "$2" && chmod 0777 "$2" || return 1
-	k apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: $1}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Delete
-  storageClassName: e2e-local
-  hostPath: {path: $2, type: Directory}
-  claimRef: {namespace: $3, name: $4}
-YAML
-}
+# pvc_volume NAMESPACE PVC: the PersistentVolume bound to the claim.
+pvc_volume() { k -n "$1" get pvc "$2" -o jsonpath='{.spec.volumeName}'; }
 
 # --- reading objects --------------------------------------------------------------------
 # cond KIND NAME TYPE [FIELD]: FIELD (default status) of the condition TYPE of KIND/NAME.

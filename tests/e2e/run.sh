@@ -10,7 +10,6 @@ stack_kubeconfig || exit 1
 stack_router || exit 1
 NS=default
 OTHER_NS=as-e2e-other-$$
-PV_DIR=$ROOT/.cache/e2e/pv-$$
 
 # sandbox NAME [NS] [SPEC-TAIL-YAML]: a Sandbox running sandboxd from the runtime image;
 # SPEC-TAIL-YAML replaces the emptyDir workspace volume (e.g. volumeClaimTemplates).
@@ -39,7 +38,6 @@ cleanup() {
 	k delete sandboxclaim e2e-cli --ignore-not-found --wait=false >/dev/null 2>&1
 	k delete namespace "$OTHER_NS" --ignore-not-found --wait=false >/dev/null 2>&1
 	k delete pv "e2e-store-$$" --ignore-not-found --wait=false >/dev/null 2>&1
-	rm -rf "$PV_DIR"
 }
 trap cleanup EXIT
 
@@ -91,15 +89,18 @@ check "and runs it as the unprivileged user (uid 1000)" \
 k delete sandbox e2e-image --wait=false >/dev/null
 
 # --- persistent storage across pod loss, suspend and resume -------------------------
-# A PersistentVolume on this host (no dynamic provisioner on the local cluster), bound
-# to the PVC the controller creates from volumeClaimTemplates ("<template>-<sandbox>").
-host_pv "e2e-store-$$" "$PV_DIR" "$NS" workspace-e2e-store
+# The PVC the controller creates from volumeClaimTemplates ("<template>-<sandbox>") has no
+# storage class: the default StorageClass provisions a volume for it.
 sandbox e2e-store "$NS" "$PVC_WORKSPACE"
 if poll 120 is_ready sandbox/e2e-store; then
-	ok "sandbox with a volumeClaimTemplate becomes Ready"
+	ok "sandbox with a class-less volumeClaimTemplate becomes Ready (default StorageClass)"
 else
-	not_ok "sandbox with a volumeClaimTemplate becomes Ready" "$(k describe sandbox e2e-store | tail -15)"
+	not_ok "sandbox with a class-less volumeClaimTemplate becomes Ready (default StorageClass)" \
+		"$(k describe sandbox e2e-store | tail -15; k get pvc workspace-e2e-store -o wide)"
 fi
+store_pv=$(pvc_volume "$NS" workspace-e2e-store)
+check "its PVC is bound to a dynamically provisioned volume" \
+	test "$(k get pv "$store_pv" -o jsonpath='{.spec.storageClassName}' 2>/dev/null)" = standard
 router_py e2e-store 'open("/workspace/data.txt","w").write("kept")' >/dev/null
 uid1=$(k get pod e2e-store -o jsonpath='{.metadata.uid}')
 k delete pod e2e-store --wait=false >/dev/null
@@ -120,6 +121,8 @@ check "data survives suspend and resume" \
 	test "$(router_py e2e-store 'print(open("/workspace/data.txt").read())')" = kept
 k delete sandbox e2e-store >/dev/null
 check "deleting the sandbox garbage-collects its pod" poll 60 pod_gone
+pv_gone() { ! k get pv "$store_pv" >/dev/null 2>&1; }
+check "and its PVC; the provisioner deletes the volume (reclaim policy Delete)" poll 120 pv_gone
 
 # --- warm pool and claims (the default template "python" and pool "python-pool") ---
 pool_ready() { test "$(k get sandboxwarmpool python-pool -o jsonpath='{.status.readyReplicas}')" = 2; }

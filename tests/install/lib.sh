@@ -11,13 +11,6 @@ CTRL_SA=system:serviceaccount:$SYS_NS:agent-sandbox-controller
 ROUTER_SA=system:serviceaccount:$SYS_NS:sandbox-router
 PIDS=()
 
-# free_port START: the first port >= START nothing on 127.0.0.1 listens on.
-free_port() {
-	local p=$1
-	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
-	echo "$p"
-}
-
 # unpack_image ARCHIVE DIR: the root file system of a one-manifest OCI archive.
 unpack_image() {
 	local a=$1 d=$2 t m l
