@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gRPC server on nghttp2 (see grpc.h). Memory is bounded per connection: request bodies
- * (one message each, at most LIMIT_SBD_GRPC_MESSAGE, LIMIT_SBD_GRPC_CONN_REQUEST in
+ * (one message each, at most LIMIT_SBD_GRPC_MESSAGE, LIMIT_SBD_GRPC_CONN_REQ in
  * total), each call's response queue (its producer is paused above the high-water mark
  * and resumed when HTTP/2 flow control lets the queue drain), and the socket backlog
  * (nghttp2 is not asked for more frames, and the socket not read, while it is full). */
@@ -32,8 +32,9 @@ struct sbd_gcall {
     bool authorized, bad_type, post, dispatched, finished, headers_sent, deferred;
     bool drain_pending;
     enum sbd_gstatus status;
-    char *msg; /* percent-encoded grpc-message, or NULL */
-    struct buf out;
+    char *msg;      /* percent-encoded grpc-message, or NULL */
+    struct buf out; /* framed response messages; out_off bytes of it already sent */
+    size_t out_off;
     void (*cancel)(void *ctx);
     void (*drain)(void *ctx);
     void *cb_ctx;
@@ -81,7 +82,7 @@ usec_t sbd_gcall_timeout(const struct sbd_gcall *c)
 
 size_t sbd_gcall_queued(const struct sbd_gcall *c)
 {
-    return c->out.len;
+    return c->out.len - c->out_off;
 }
 
 void sbd_gcall_set_callbacks(struct sbd_gcall *c, void (*cancel)(void *ctx),
@@ -152,17 +153,22 @@ static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *b, size_t len
 {
     struct sbd_gcall *call = src->ptr;
     (void)ng, (void)id, (void)ud;
-    size_t n = len < call->out.len ? len : call->out.len;
+    size_t avail = sbd_gcall_queued(call);
+    size_t n = len < avail ? len : avail;
     if (n) {
-        memcpy(b, call->out.data, n);
-        buf_consume(&call->out, n);
+        memcpy(b, call->out.data + call->out_off, n);
+        call->out_off += n;
+    }
+    if (call->out_off == call->out.len) {
+        buf_reset(&call->out);
+        call->out_off = 0;
     }
     if (call->out.len == 0 && call->finished) {
         *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
         submit_trailers(call);
         return (ssize_t)n;
     }
-    if (call->out.len < LIMIT_SBD_GRPC_QUEUE / 2)
+    if (sbd_gcall_queued(call) < LIMIT_SBD_GRPC_QUEUE / 2)
         call->drain_pending = true;
     if (n == 0) {
         call->deferred = true;
@@ -186,6 +192,8 @@ int sbd_gcall_send(struct sbd_gcall *call, const uint8_t *msg, size_t n)
     if (n > LIMIT_SBD_GRPC_MESSAGE)
         return -E2BIG;
     uint8_t pre[5] = {0, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+    buf_consume(&call->out, call->out_off); /* what HTTP/2 took already */
+    call->out_off = 0;
     if (call->out.len + sizeof(pre) + n > call->out.limit)
         return -E2BIG;
     (void)buf_append(&call->out, pre, sizeof(pre));
@@ -393,7 +401,7 @@ static void take_data(struct gconn *c, struct sbd_gcall *call, const uint8_t *d,
 {
     if (call->finished)
         return;
-    if (c->req_bytes + n > LIMIT_SBD_GRPC_CONN_REQUEST || buf_append(&call->req, d, n) < 0) {
+    if (c->req_bytes + n > LIMIT_SBD_GRPC_CONN_REQ || buf_append(&call->req, d, n) < 0) {
         sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "request message too large");
         return;
     }
@@ -455,7 +463,7 @@ static int session_new(struct gconn *c)
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, cb_stream_close);
     r = nghttp2_option_new(&opt);
     if (r == 0) {
-        nghttp2_option_set_max_outbound_ack(opt, LIMIT_SBD_GRPC_OUTBOUND_ACK);
+        nghttp2_option_set_max_outbound_ack(opt, LIMIT_SBD_GRPC_ACKS);
         nghttp2_option_set_max_send_header_block_length(opt, 16384);
         r = nghttp2_session_server_new2(&c->ng, cbs, c, opt);
         nghttp2_option_del(opt);

@@ -171,7 +171,13 @@ static void start_output(struct sbd_proc *p, enum sbd_stream s, const char *data
         m.event_case = PROCESS__V1__START_RESPONSE__EVENT_STDOUT;
         m.stdout = bin;
     }
-    (void)send_msg(x->call, &m.base);
+    if (send_msg(x->call, &m.base) < 0) {
+        /* Cannot happen while the pause below bounds the queue; never drop output. */
+        sbd_proc_detach(p);
+        sbd_gcall_finish(x->call, SBD_GRPC_INTERNAL, "output queue overflow");
+        gproc_free(x);
+        return;
+    }
     if (!x->paused && sbd_gcall_queued(x->call) >= LIMIT_SBD_GRPC_QUEUE) {
         x->paused = true; /* resumed by on_drain as HTTP/2 flow control lets it go */
         sbd_proc_pause(p, true);

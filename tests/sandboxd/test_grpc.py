@@ -63,6 +63,14 @@ def rss_kib(pid):
     return 0
 
 
+def wchar(pid):
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    return 0
+
+
 def wait_gone(pid, timeout=5.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -356,29 +364,67 @@ class GrpcTest(unittest.TestCase):
         self.assertTrue(all(r.exit_code == 0 for r in res))
 
     def test_slow_reader_memory_bounded(self):
+        # BDP probing off: the client's window stays small, so a client that does not
+        # read stops the stream within a few hundred KiB.
         ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}",
                                    options=[("grpc.http2.bdp_probe", 0)])
+        pidfile = os.path.join(self.d.root, "slow.pid")
         try:
             stub = pbg.ProcessServiceStub(ch)
             before = rss_kib(self.d.p.pid)
-            it = stub.Start(pb.StartRequest(config=cfg("cat", "/dev/zero")), timeout=60)
+            it = stub.Start(pb.StartRequest(config=cfg("sh", "-c", f"echo $$ > {pidfile}; exec cat /dev/zero")),
+                            timeout=60)
             self.assertEqual(next(it).WhichOneof("event"), "init")
+            pid = read_pid(pidfile)
             time.sleep(1.0)
-            mid = rss_kib(self.d.p.pid)
+            w1, mid = wchar(pid), rss_kib(self.d.p.pid)
             time.sleep(2.0)
-            after = rss_kib(self.d.p.pid)
-            # Stalled: nothing more is produced while the client does not read.
+            w2, after = wchar(pid), rss_kib(self.d.p.pid)
+            # The producer is blocked (sandboxd stopped reading its pipe), and sandboxd's
+            # memory did not follow the output.
+            self.assertEqual(w1, w2, "the process kept writing while the client did not read")
+            self.assertLess(w2, 64 * MIB)
             self.assertLess(after - mid, 4 * 1024, f"RSS grew {before} -> {mid} -> {after} KiB")
             self.assertLess(after - before, 48 * 1024, f"RSS grew {before} -> {after} KiB")
-            # Reading again resumes the stream.
+            # Reading again resumes the stream, nothing lost: all zero bytes, in order.
             got = 0
             for ev in it:
+                self.assertEqual(ev.stdout.count(0), len(ev.stdout))
                 got += len(ev.stdout)
-                if got > 8 * MIB:
+                if got > w2 + 8 * MIB:
                     break
+            self.assertGreater(wchar(pid), w2)
             it.cancel()
+            self.assertTrue(wait_gone(pid))
         finally:
             ch.close()
+
+    def test_stalled_stream_loses_nothing(self):
+        # The process exits while its stream is stalled (its output fills the client's
+        # window, the call's queue and part of the pipe); the rest still arrives once the
+        # client reads again, later than the engine's 2 s output drain after an exit.
+        # Sizes around that sum, each on its own connection, in parallel.
+        def one(size):
+            ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}",
+                                       options=[("grpc.http2.bdp_probe", 0)])
+            try:
+                it = pbg.ProcessServiceStub(ch).Start(
+                    pb.StartRequest(config=cfg("head", "-c", str(size), "/dev/zero")), timeout=60)
+                next(it)
+                time.sleep(3.5)
+                got, code = 0, None
+                for ev in it:
+                    got += len(ev.stdout)
+                    if ev.WhichOneof("event") == "exit":
+                        code = ev.exit.exit_code
+                return size, got, code
+            finally:
+                ch.close()
+
+        sizes = range(180 * 1024, 300 * 1024, 8 * 1024)
+        with futures.ThreadPoolExecutor(max_workers=len(sizes)) as pool:
+            res = list(pool.map(one, sizes))
+        self.assertEqual(res, [(s, s, 0) for s in sizes])
 
     def test_ping_answered(self):
         ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}", options=[
