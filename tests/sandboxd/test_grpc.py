@@ -49,6 +49,13 @@ def load_stubs():
 pb, pbg = load_stubs()
 
 
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def h2_frame(typ, flags, stream, payload):
+    return len(payload).to_bytes(3, "big") + bytes([typ, flags]) + stream.to_bytes(4, "big") + payload
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -74,11 +81,12 @@ def wchar(pid):
 def wait_gone(pid, timeout=5.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if not os.path.exists(f"/proc/{pid}"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    return True
+        except (FileNotFoundError, ProcessLookupError):
             return True
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().split(")")[-1].split()[0] == "Z":
-                return True
         time.sleep(0.05)
     return False
 
@@ -436,6 +444,44 @@ class GrpcTest(unittest.TestCase):
             self.assertEqual(r.exit_code, 0)
         finally:
             ch.close()
+
+    def test_ping_flood_without_reading_is_cut_off(self):
+        # A peer that sends PINGs and never reads the acknowledgements: sandboxd stops
+        # reading it and nghttp2 drops it once too many acknowledgements are queued.
+        s = socket.create_connection(("127.0.0.1", self.d.gport))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(5)
+        before = rss_kib(self.d.p.pid)
+        cut = False
+        try:
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b""))
+            end = time.monotonic() + 10
+            while time.monotonic() < end:
+                s.sendall(h2_frame(6, 0, 0, b"12345678") * 1000)
+        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+            cut = True
+        finally:
+            s.close()
+        self.assertTrue(cut, "a PING flood was absorbed for 10 s")
+        self.assertLess(rss_kib(self.d.p.pid) - before, 8 * 1024)
+
+    def test_http1_on_grpc_port(self):
+        s = socket.create_connection(("127.0.0.1", self.d.gport))
+        s.settimeout(5)
+        try:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            s.close()
+        # Our SETTINGS (sent on accept), then the connection closes: no HTTP/1.1 answer.
+        self.assertEqual(data[3], 4)
+        self.assertNotIn(b"HTTP/1.1", data)
+        self.assertEqual(self.stub.Execute(pb.ExecuteRequest(config=cfg("echo", "ok")), timeout=5).stdout, b"ok\n")
 
     def test_one_engine_two_fronts(self):
         it = self.stub.Start(pb.StartRequest(config=cfg("sleep", "100")), timeout=20)
