@@ -44,7 +44,10 @@ struct gconn {
     struct sbd_grpc *g;
     struct gconn *prev, *next;
     uv_tcp_t tcp;
-    bool has_tcp;
+    uv_timer_t idle;
+    int handles; /* tcp and idle, until closed */
+    bool has_tcp, idle_goaway;
+    usec_t last_active;
     nghttp2_session *ng;
     struct sbd_gcall *calls;
     size_t ncalls;
@@ -124,6 +127,7 @@ static void call_free(struct sbd_gcall *call)
     if (call->next)
         call->next->prev = call->prev;
     c->ncalls--;
+    c->last_active = clock_now();
     c->req_bytes -= call->req.len;
     buf_done(&call->req);
     buf_done(&call->out);
@@ -608,6 +612,8 @@ static void on_conn_closed(uv_handle_t *h)
 {
     struct gconn *c = h->data;
     struct sbd_grpc *g = c->g;
+    if (--c->handles > 0)
+        return;
     xfree(c);
     g->nconns--;
     grpc_maybe_done(g);
@@ -635,6 +641,7 @@ static void conn_close(struct gconn *c)
         c->next->prev = c->prev;
     if (c->has_tcp) {
         uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+        uv_close((uv_handle_t *)&c->idle, on_conn_closed);
     } else {
         xfree(c);
         g->nconns--;
@@ -650,6 +657,7 @@ static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         conn_close(c); /* EOF or error: running calls are cancelled */
         return;
     }
+    c->last_active = clock_now();
     c->in_cb++;
     ssize_t r = nghttp2_session_mem_recv(c->ng, (const uint8_t *)b->base, (size_t)n);
     c->in_cb--;
@@ -672,6 +680,25 @@ static struct gconn *conn_new(struct sbd_grpc *g)
     return c;
 }
 
+/* A connection without calls for the idle timeout gets GOAWAY (clients reconnect on their
+ * next call); one that has not closed by the next tick (it does not read) is closed. */
+static void on_idle(uv_timer_t *t)
+{
+    struct gconn *c = t->data;
+    usec_t timeout = c->g->o.idle_timeout;
+    if (c->ncalls > 0 || clock_now() - c->last_active < timeout)
+        return;
+    if (c->idle_goaway) {
+        conn_close(c);
+        return;
+    }
+    c->idle_goaway = true;
+    (void)nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
+                                nghttp2_session_get_last_proc_stream_id(c->ng), NGHTTP2_NO_ERROR,
+                                NULL, 0);
+    conn_flush(c);
+}
+
 static void on_connection(uv_stream_t *l, int status)
 {
     struct sbd_grpc *g = l->data;
@@ -679,8 +706,15 @@ static void on_connection(uv_stream_t *l, int status)
         return;
     struct gconn *c = conn_new(g);
     (void)uv_tcp_init(g->loop, &c->tcp);
-    c->tcp.data = c;
+    (void)uv_timer_init(g->loop, &c->idle);
+    c->tcp.data = c->idle.data = c;
+    c->handles = 2;
     c->has_tcp = true;
+    c->last_active = clock_now();
+    if (g->o.idle_timeout) {
+        uint64_t ms = g->o.idle_timeout / USEC_PER_MSEC / 2 + 1;
+        (void)uv_timer_start(&c->idle, on_idle, ms, ms);
+    }
     if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0 || g->nconns > LIMIT_SBD_GRPC_CONNS ||
         session_new(c) < 0) {
         conn_close(c);

@@ -50,6 +50,7 @@ struct sbd_grpc_opts {
     void *ctx;                   /* handlers' ctx */
     const char *token;           /* NULL: no authentication; else "authorization: Bearer <token>" */
     void (*activity)(void *ctx); /* optional: called for every authenticated call */
+    usec_t idle_timeout;         /* GOAWAY to a connection without calls this long; 0: never */
 };
 
 /** Binds and listens on loop. Returns 0 with *ret or a negative errno. */

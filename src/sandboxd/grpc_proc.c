@@ -426,6 +426,7 @@ int sbd__grpc_start(struct sbd *d)
         .ctx = d,
         .token = d->token,
         .activity = on_activity,
+        .idle_timeout = d->cfg.idle_timeout,
     };
     return sbd_grpc_new(d->loop, &o, &d->grpc);
 }

@@ -534,6 +534,27 @@ class GrpcDaemonTest(unittest.TestCase):
         finally:
             d.stop()
 
+    def test_idle_connections_closed(self):
+        d = Daemon("--idle-timeout", "1")
+        try:
+            self.assertEqual(d.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=5).exit_code, 0)
+            # A raw connection that never starts a call is told GOAWAY and closed.
+            s = socket.create_connection(("127.0.0.1", d.gport))
+            s.settimeout(10)
+            t0 = time.monotonic()
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b""))
+            while s.recv(4096):
+                pass
+            s.close()
+            self.assertLess(time.monotonic() - t0, 5)
+            # A long call is not idle; the channel's idle connection was replaced
+            # transparently for the next call.
+            self.assertEqual(d.stub.Execute(pb.ExecuteRequest(config=cfg("sleep", "3")), timeout=10).exit_code, 0)
+            time.sleep(2.5)
+            self.assertEqual(d.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=5).exit_code, 0)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_port_must_differ(self):
         p = subprocess.run([BIN, "--port", "18080", "--grpc-port", "18080", "--root", "/tmp"],
                            capture_output=True, timeout=10)
