@@ -54,6 +54,7 @@ struct gconn {
     size_t req_bytes; /* buffered request bodies */
     size_t backlog;   /* bytes handed to uv_write and not yet written */
     int in_cb;        /* inside nghttp2_session_mem_recv / mem_send */
+    int in_api;       /* inside sbd_gcall_send / _finish: a handler is on the stack */
     bool want_flush, close_pending, closing, reading;
 };
 
@@ -74,6 +75,16 @@ struct sbd_grpc {
 
 static void conn_flush(struct gconn *c);
 static void conn_close(struct gconn *c);
+
+/* Flushes on behalf of a handler: a connection failing now is closed from the loop
+ * later, so the handler's state (which the close would cancel and free) outlives its
+ * call into us. */
+static void api_flush(struct gconn *c)
+{
+    c->in_api++;
+    conn_flush(c);
+    c->in_api--;
+}
 static void grpc_maybe_done(struct sbd_grpc *g);
 
 /* ---- calls ------------------------------------------------------------------------- */
@@ -208,7 +219,7 @@ int sbd_gcall_send(struct sbd_gcall *call, const uint8_t *msg, size_t n)
         call->deferred = false;
         (void)nghttp2_session_resume_data(call->c->ng, call->id);
     }
-    conn_flush(call->c);
+    api_flush(call->c);
     return 0;
 }
 
@@ -256,7 +267,7 @@ void sbd_gcall_finish(struct sbd_gcall *call, enum sbd_gstatus status, const cha
     /* Nothing more is read from a finished call. */
     call->c->req_bytes -= call->req.len;
     buf_done(&call->req);
-    conn_flush(call->c);
+    api_flush(call->c);
 }
 
 /* ---- request dispatch -------------------------------------------------------------- */
@@ -619,12 +630,23 @@ static void on_conn_closed(uv_handle_t *h)
     grpc_maybe_done(g);
 }
 
+static void on_close_later(uv_timer_t *t)
+{
+    conn_close(t->data);
+}
+
 static void conn_close(struct gconn *c)
 {
     if (c->closing)
         return;
     if (c->in_cb) {
         c->close_pending = true;
+        return;
+    }
+    if (c->in_api) {
+        c->close_pending = true;
+        if (c->has_tcp)
+            (void)uv_timer_start(&c->idle, on_close_later, 0, 0);
         return;
     }
     c->closing = true;
