@@ -196,7 +196,8 @@ sed -e "s|image: debian:bookworm-slim|image: $RUNTIME_IMAGE\n        imagePullPo
 	-e "s|image: localhost/agent-sandbox/runtime:dev|image: $RUNTIME_IMAGE|" \
 	-e "s|imagePullPolicy: IfNotPresent|imagePullPolicy: Never|" \
 	"$ROOT/config/samples/sandboxd-sidecar.yaml" | k apply -f - >/dev/null
-check "sidecar sample applied" k get sandboxtemplate sandboxd-sidecar
+have() { k get "$@" >/dev/null 2>&1; }
+check "sidecar sample applied" have sandboxtemplate sandboxd-sidecar
 pool_ready() { [ "$(k get sandboxwarmpool "$1" -o jsonpath='{.status.readyReplicas}')" -ge "$2" ] 2>/dev/null; }
 check "runtime pool ready" poll 180 pool_ready runtime-pool 2
 check "sidecar pool ready" poll 180 pool_ready sandboxd-sidecar-pool 1
