@@ -62,7 +62,9 @@ def sandboxd(d):
     if not s:
         return None
     rt = s.get("run_true", {})
+    g = s.get("grpc_execute_true", {})
     return {"true_p50_ms": rt.get("p50_ms"), "true_p99_ms": rt.get("p99_ms"),
+            "grpc_true_p50_ms": g.get("p50_ms"), "grpc_true_p99_ms": g.get("p99_ms"),
             "files": s.get("files"), "raw": s}
 
 

@@ -128,7 +128,8 @@ run_all() {
 			BUILD_DIR=$BUILD bench/router/run.sh 10 50 2 >"$OUT/router.md" 2>"$OUT/router.err" || true
 		fi
 		if want sandboxd; then
-			python3 bench/sandboxd/bench.py --bin "$BUILD/sandboxd" --runs 1000 --mb 64 \
+			py=$(hack/grpc-venv.sh 2>/dev/null || echo python3)
+			"$py" bench/sandboxd/bench.py --bin "$BUILD/sandboxd" --runs 1000 --mb 64 \
 				>"$OUT/sandboxd.json" 2>"$OUT/sandboxd.err" || true
 		fi
 	fi

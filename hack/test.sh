@@ -118,6 +118,8 @@ if cmake --preset release >/dev/null && cmake --build --preset release; then
 	passed=$((passed + 1))
 	suite "sandboxd component tests" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
 		python3 -m unittest -v tests/sandboxd/test_component.py
+	suite "sandboxd gRPC conformance (grpcio)" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
+		hack/grpc-tests.sh
 else
 	fail "build (release preset)"
 fi
@@ -150,6 +152,8 @@ if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	suite "idle suspend / resume on traffic (e2e)" bash tests/e2e/idle.sh
 	suite "late-bound claim configuration (e2e)" bash tests/e2e/latebind.sh
 	suite "router end to end (real pods)" bash tests/e2e/router.sh
+	suite "upstream SDK over sandboxd gRPC + REST, pod-IP / pod-tunnel / sidecar (e2e)" \
+		bash tests/e2e/sandboxd_grpc.sh
 	suite "install: in-cluster pods beside the stack" bash tests/install/run.sh pods
 	suite "Python SDK (unit, sandboxd, stack)" sdk/python/run-tests.sh
 	suite "Go SDK (vet, race unit tests, stack)" sdk/go/run-tests.sh

@@ -23,6 +23,9 @@ RUNTIME_REF=$IMAGE_PREFIX/runtime:dev
 RUNTIME_SUITE=${AS_RUNTIME_SUITE:-bookworm}
 RUNTIME_EXTRA_DIR=${AS_RUNTIME_EXTRA_DIR:-$ROOT/images/runtime/extra}
 BUILD_ENV='["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8"]'
+# The runtime image also tells workloads (and upstream's SDKs inside the sandbox) where
+# sandboxd listens, as KEP-539.2's endpoint discovery does.
+RUNTIME_ENV='["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8","SANDBOXD_GRPC_ADDR=localhost:9090","SANDBOXD_REST_ADDR=localhost:8080"]'
 
 usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
 
@@ -99,12 +102,12 @@ build_runtime() {
 		cmd='["/usr/local/bin/sandboxd","--root","/workspace"]'
 		user=1000:1000
 	fi
-	stamp="$stamp $cmd $user"
+	stamp="$stamp $cmd $user $RUNTIME_ENV"
 	if [ -s "$out" ] && [ "$(cat "$out.stamp" 2>/dev/null)" = "$stamp" ]; then
 		echo "$out"
 		return
 	fi
-	OCI_USER=$user oci_image "$out" "$RUNTIME_REF" null "$cmd" "$BUILD_ENV" "${layers[@]}" ||
+	OCI_USER=$user oci_image "$out" "$RUNTIME_REF" null "$cmd" "$RUNTIME_ENV" "${layers[@]}" ||
 		die "runtime image failed"
 	echo "$stamp" >"$out.stamp"
 	echo "$out"

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""sandboxd micro-benchmark on 127.0.0.1: run-`true` round trip (p50/p99), file upload and
-download throughput, idle RSS. Standard library only.
+"""sandboxd micro-benchmark on 127.0.0.1: run-`true` round trip (p50/p99) over the HTTP API
+and Execute(["true"]) over gRPC, file upload and download throughput, idle RSS. Standard
+library only, plus grpcio for the gRPC row (skipped when it is not importable; bench/run.sh
+runs this with the venv of hack/grpc-venv.sh).
 
   bench/sandboxd/bench.py [--bin build/static/sandboxd] [--runs 1000] [--mb 256] [--json out.json]
 """
@@ -67,6 +69,34 @@ def bench_run(port, runs):
             "p99_ms": pct(lat, 99), "max_ms": max(lat)}
 
 
+# ExecuteRequest{config: {command: ["true"]}} in protobuf wire format (field 1, length-
+# delimited, twice), so the row needs grpcio but no generated stubs.
+EXECUTE_TRUE = b"\x0a\x06\x0a\x04true"
+
+
+def bench_grpc(port, runs):
+    try:
+        import grpc
+    except ImportError:
+        return {"skipped": "grpcio is not installed"}
+    ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+    execute = ch.unary_unary("/process.v1.ProcessService/Execute")
+    lat = []
+    try:
+        for i in range(runs + 20):
+            t0 = time.perf_counter()
+            resp = execute(EXECUTE_TRUE, timeout=30)
+            dt = time.perf_counter() - t0
+            if resp != b"":  # exit_code 0 and no output: every field at its default
+                raise RuntimeError(f"Execute returned {resp[:200]!r}")
+            if i >= 20:
+                lat.append(dt * 1000.0)
+    finally:
+        ch.close()
+    return {"runs": runs, "p50_ms": pct(lat, 50), "p90_ms": pct(lat, 90),
+            "p99_ms": pct(lat, 99), "max_ms": max(lat)}
+
+
 def bench_files(port, mb):
     payload = os.urandom(1024 * 1024) * mb
     c = http.client.HTTPConnection("127.0.0.1", port)
@@ -100,14 +130,15 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     root = tempfile.mkdtemp(prefix="sbd-bench-")
-    port = free_port()
+    port, gport = free_port(), free_port()
     p = subprocess.Popen([a.bin, "--host", "127.0.0.1", "--port", str(port), "--legacy-port",
-                          "-1", "--root", root, "--log-level", "warn"])
+                          "-1", "--grpc-port", str(gport), "--root", root, "--log-level", "warn"])
     try:
         wait_ready(port)
         time.sleep(0.2)
         res = {"binary": a.bin, "idle_rss_kib": rss_kib(p.pid)}
         res["run_true"] = bench_run(port, a.runs)
+        res["grpc_execute_true"] = bench_grpc(gport, a.runs)
         res["files"] = bench_files(port, a.mb)
         res["rss_after_kib"] = rss_kib(p.pid)
     finally:

@@ -40,6 +40,8 @@ static void usage(FILE *out)
         "  --host ADDR              bind address (default 0.0.0.0)\n"
         "  --port N                 REST port (default 8080; alias --rest-port)\n"
         "  --legacy-port N          python-runtime port (default 8888; -1 disables)\n"
+        "  --grpc-port N            gRPC ProcessService port, h2c (default 9090, or\n"
+        "                           $SANDBOXD_GRPC_PORT; -1 disables; not the REST port)\n"
         "  --root DIR               confinement root and cwd (default /workspace;\n"
         "                           alias --root-dir; created 0755 if missing)\n"
         "  --legacy-root DIR        root of the legacy API (default: $SANDBOX_BASE_DIR or --root)\n"
@@ -90,6 +92,7 @@ enum {
     O_HOST = 256,
     O_PORT,
     O_LPORT,
+    O_GPORT,
     O_ROOT,
     O_LROOT,
     O_TOKEN,
@@ -115,6 +118,7 @@ static const struct option long_opts[] = {
     {"port", 1, NULL, O_PORT},
     {"rest-port", 1, NULL, O_PORT},
     {"legacy-port", 1, NULL, O_LPORT},
+    {"grpc-port", 1, NULL, O_GPORT},
     {"root", 1, NULL, O_ROOT},
     {"root-dir", 1, NULL, O_ROOT},
     {"legacy-root", 1, NULL, O_LROOT},
@@ -199,6 +203,8 @@ static int apply_opt(int opt, const char *arg, struct opts *o)
         return set_port(arg, &o->cfg.port, false);
     case O_LPORT:
         return set_port(arg, &o->cfg.legacy_port, true);
+    case O_GPORT:
+        return set_port(arg, &o->cfg.grpc_port, true);
     case O_ROOT:
         o->cfg.root = arg;
         return 0;
@@ -239,6 +245,9 @@ static void env_defaults(struct opts *o)
     uint64_t v;
     if (t && cstr_to_u64(t, &v) == 0 && v > 0)
         o->cfg.exec_timeout_s = (unsigned)v;
+    const char *g = getenv("SANDBOXD_GRPC_PORT");
+    if (g && *g)
+        (void)set_port(g, &o->cfg.grpc_port, true);
 }
 
 /* The config token of late-bound claim configuration (a Secret mounted by the
@@ -273,6 +282,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
     }
     if (optind < argc || !*o->cfg.root) {
         usage(stderr);
+        return -EINVAL;
+    }
+    if (o->cfg.grpc_port > 0 &&
+        (o->cfg.grpc_port == o->cfg.port || o->cfg.grpc_port == o->cfg.legacy_port)) {
+        fprintf(stderr, "sandboxd: --grpc-port must differ from the REST and legacy ports\n");
         return -EINVAL;
     }
     const char *env_token = getenv("SANDBOXD_TOKEN");
@@ -310,8 +324,9 @@ static int run(struct opts *o)
     int r = sbd_new(a.loop, &o->cfg, &a.d);
     if (r < 0)
         return log_error_errno(r, "cannot start");
-    log_info("listening\thost=%s port=%u legacy_port=%u root=\"%s\" auth=%s config_env=%s",
-             o->cfg.host, sbd_port(a.d), sbd_legacy_port(a.d), o->cfg.root,
+    log_info("listening\thost=%s port=%u legacy_port=%u grpc_port=%u root=\"%s\" auth=%s "
+             "config_env=%s",
+             o->cfg.host, sbd_port(a.d), sbd_legacy_port(a.d), sbd_grpc_port_of(a.d), o->cfg.root,
              o->token ? "bearer" : "none", o->config_token ? "enabled" : "disabled");
     uv_signal_init(a.loop, &a.sigterm);
     uv_signal_init(a.loop, &a.sigint);

@@ -223,6 +223,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     maybe_finish(p, false);
 }
 
+static void start_drain(struct sbd_proc *p);
+
 static void set_reading(struct sbd_proc *p)
 {
     uv_stream_t *streams[] = {(uv_stream_t *)&p->out, (uv_stream_t *)&p->err};
@@ -243,9 +245,19 @@ void sbd_proc_pause(struct sbd_proc *p, bool pause)
         return;
     p->paused = pause;
     set_reading(p);
+    if (!pause && p->exited && !p->finished && p->timer_init)
+        start_drain(p); /* the drain counts time spent reading only */
 }
 
 /* ---- exit -------------------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *t);
+
+/* The output drain after the exit: LIMIT_SBD_DRAIN of reading. */
+static void start_drain(struct sbd_proc *p)
+{
+    (void)uv_timer_start(&p->timer, on_timer, LIMIT_SBD_DRAIN / USEC_PER_MSEC, 0);
+}
 
 static void on_timer(uv_timer_t *t)
 {
@@ -253,6 +265,11 @@ static void on_timer(uv_timer_t *t)
     if (!p->exited) {
         p->status.timed_out = true;
         kill_group(p, SIGKILL);
+        return;
+    }
+    if (p->paused) {
+        /* The consumer holds the output back (back-pressure): what is left in the pipe
+         * is not lost; the drain restarts when reading resumes. */
         return;
     }
     maybe_finish(p, true); /* output did not end in time (a descendant keeps it open) */
@@ -272,7 +289,7 @@ static void on_pidfd(uv_poll_t *h, int status, int events)
     p->status.signal = sig ? si.si_status : 0;
     if (p->status.timed_out || p->ps->shutting_down || p->detached)
         kill_group(p, SIGKILL); /* no stragglers holding the pipes */
-    (void)uv_timer_start(&p->timer, on_timer, LIMIT_SBD_DRAIN / USEC_PER_MSEC, 0);
+    start_drain(p);
     maybe_finish(p, false);
 }
 

@@ -15,6 +15,7 @@ struct sbd_config {
     const char *host;            /* bind address of both servers */
     int port;                    /* REST port; 0: ephemeral */
     int legacy_port;             /* python-runtime port; 0: ephemeral; < 0: disabled */
+    int grpc_port;               /* gRPC ProcessService port; 0: ephemeral; < 0: disabled */
     const char *root;            /* confinement root and default cwd (created 0755) */
     const char *legacy_root;     /* root of the legacy endpoints; NULL: root */
     const char *token;           /* bearer token; NULL or "": no authentication */
@@ -30,7 +31,8 @@ struct sbd_config {
 
 struct sbd;
 
-/** Fills c with the defaults (host 0.0.0.0, ports 8080 and 8888, root /workspace, ...). */
+/** Fills c with the defaults (host 0.0.0.0, ports 8080, 8888 and 9090 (gRPC), root
+ * /workspace, ...). */
 void sbd_config_defaults(struct sbd_config *c);
 /** Opens the root, binds both servers on loop (borrowed) and returns a new daemon; SIGPIPE
  * is ignored process-wide from then on. Returns 0 or a negative errno. cfg is borrowed (copied). */
@@ -38,6 +40,8 @@ int sbd_new(uv_loop_t *loop, const struct sbd_config *cfg, struct sbd **ret);
 uint16_t sbd_port(const struct sbd *d);
 /** 0 when the legacy server is disabled. */
 uint16_t sbd_legacy_port(const struct sbd *d);
+/** 0 when the gRPC server is disabled. */
+uint16_t sbd_grpc_port_of(const struct sbd *d);
 /** Stops: health answers 503, every process group gets SIGTERM then (after grace) SIGKILL,
  * the servers shut down gracefully. done (optional) runs once all is closed; then call
  * sbd_free. */
@@ -50,5 +54,6 @@ struct sbd_thread;
 int sbd_thread_start(const struct sbd_config *cfg, struct sbd_thread **ret);
 uint16_t sbd_thread_port(const struct sbd_thread *t);
 uint16_t sbd_thread_legacy_port(const struct sbd_thread *t);
+uint16_t sbd_thread_grpc_port(const struct sbd_thread *t);
 /** Shuts down, joins and frees (NULL is fine). */
 void sbd_thread_stop(struct sbd_thread *t);

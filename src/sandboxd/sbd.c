@@ -12,6 +12,7 @@
 #include "common/xalloc.h"
 #include "sandboxd/activity.h"
 #include "sandboxd/config_env.h"
+#include "sandboxd/grpc_proc.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
@@ -25,6 +26,7 @@ void sbd_config_defaults(struct sbd_config *c)
         .host = "0.0.0.0",
         .port = 8080,
         .legacy_port = 8888,
+        .grpc_port = 9090,
         .root = "/workspace",
         .metadata_prefix = "SANDBOX_",
         .max_upload = LIMIT_SBD_UPLOAD,
@@ -204,6 +206,11 @@ static int sbd_setup(struct sbd *d)
         if (r == 0)
             d->servers_open++;
     }
+    if (r == 0 && d->cfg.grpc_port >= 0) {
+        r = sbd__grpc_start(d);
+        if (d->grpc)
+            d->servers_open++; /* closed by the shutdown even when listen failed */
+    }
     return r;
 }
 
@@ -227,7 +234,7 @@ int sbd_new(uv_loop_t *loop, const struct sbd_config *cfg, struct sbd **ret)
     int r = sbd_setup(d);
     if (r < 0) {
         /* Servers that did start close when the loop next runs; d is freed then. */
-        if (d->server || d->legacy)
+        if (d->server || d->legacy || d->grpc)
             sbd_shutdown(d, 0, free_when_done, d);
         else
             sbd_free(d);
@@ -247,6 +254,11 @@ uint16_t sbd_legacy_port(const struct sbd *d)
     return d->legacy ? http_server_port(d->legacy) : 0;
 }
 
+uint16_t sbd_grpc_port_of(const struct sbd *d)
+{
+    return sbd_grpc_port(d->grpc);
+}
+
 static void part_done(struct sbd *d)
 {
     if (--d->servers_open > 0)
@@ -258,6 +270,11 @@ static void part_done(struct sbd *d)
 static void on_server_done(struct http_server *s, void *ctx)
 {
     (void)s;
+    part_done(ctx);
+}
+
+static void on_grpc_done(void *ctx)
+{
     part_done(ctx);
 }
 
@@ -282,6 +299,8 @@ void sbd_shutdown(struct sbd *d, usec_t grace, void (*done)(void *ctx), void *ct
         http_server_shutdown(d->server, grace, on_server_done, d);
     if (d->legacy)
         http_server_shutdown(d->legacy, grace, on_server_done, d);
+    if (d->grpc)
+        sbd_grpc_shutdown(d->grpc, grace, on_grpc_done, d);
 }
 
 void sbd_free(struct sbd *d)
@@ -290,6 +309,7 @@ void sbd_free(struct sbd *d)
         return;
     http_server_free(d->server);
     http_server_free(d->legacy);
+    sbd_grpc_free(d->grpc);
     sbd_procs_free(d->procs);
     sbd_config_env_free(d->config_env);
     http_router_free(d->router);
@@ -312,7 +332,7 @@ struct sbd_thread {
     uv_async_t stop;
     pthread_t th;
     struct sbd *d;
-    uint16_t port, legacy_port;
+    uint16_t port, legacy_port, grpc_port;
 };
 
 static void *thread_main(void *arg)
@@ -351,6 +371,7 @@ int sbd_thread_start(const struct sbd_config *cfg, struct sbd_thread **ret)
     }
     t->port = sbd_port(t->d);
     t->legacy_port = sbd_legacy_port(t->d);
+    t->grpc_port = sbd_grpc_port_of(t->d);
     (void)uv_async_init(&t->loop, &t->stop, on_stop);
     t->stop.data = t;
     r = -pthread_create(&t->th, NULL, thread_main, t);
@@ -367,6 +388,11 @@ uint16_t sbd_thread_port(const struct sbd_thread *t)
 uint16_t sbd_thread_legacy_port(const struct sbd_thread *t)
 {
     return t->legacy_port;
+}
+
+uint16_t sbd_thread_grpc_port(const struct sbd_thread *t)
+{
+    return t->grpc_port;
 }
 
 void sbd_thread_stop(struct sbd_thread *t)

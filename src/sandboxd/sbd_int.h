@@ -9,6 +9,7 @@
 #include "sandboxd/sandboxd.h"
 
 struct sbd_procs;
+struct sbd_grpc;
 
 /** A registered route: authentication, then fn(req, d). */
 struct sbd_route {
@@ -26,6 +27,7 @@ struct sbd {
     struct sbd_root *root, *legacy_root;
     struct http_router *router, *legacy_router;
     struct http_server *server, *legacy;
+    struct sbd_grpc *grpc; /* gRPC ProcessService (grpc_proc.c), or NULL */
     struct sbd_procs *procs;
     struct sbd_config_env *config_env; /* late-bound env (config_env.c) */
     json_t *metadata;

@@ -23,3 +23,13 @@
 #define LIMIT_SBD_WS_MESSAGE     (1u * 1024 * 1024)      /* one WebSocket message */
 #define LIMIT_SBD_TOKEN          4096                    /* bearer token file */
 #define LIMIT_SBD_OPEN_RETRIES   16                      /* openat2 EAGAIN retries */
+/* gRPC front (grpc.c) */
+#define LIMIT_SBD_GRPC_MESSAGE  (4u * 1024 * 1024)  /* one message, either way (grpc's default) */
+#define LIMIT_SBD_GRPC_STREAMS  128                 /* concurrent calls per connection */
+#define LIMIT_SBD_GRPC_CONNS    256                 /* open connections */
+#define LIMIT_SBD_GRPC_CONN_REQ (16u * 1024 * 1024) /* request bodies per connection */
+#define LIMIT_SBD_GRPC_QUEUE    (128u * 1024)       /* a call's queue; its process pauses above */
+#define LIMIT_SBD_GRPC_BACKLOG  (256u * 1024)       /* unwritten socket bytes per connection */
+#define LIMIT_SBD_GRPC_WINDOW   (1u * 1024 * 1024)  /* HTTP/2 receive window per stream */
+#define LIMIT_SBD_GRPC_HEADERS  (16u * 1024)        /* request header list */
+#define LIMIT_SBD_GRPC_ACKS     64                  /* queued PING/SETTINGS acknowledgements */

@@ -208,7 +208,8 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
         cls.port, cls.lport = free_port(), free_port()
         cls.log = open(os.path.join(cls.dir, "sandboxd.log"), "wb")
         cls.p = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(cls.port),
-                                  "--legacy-port", str(cls.lport), "--root", cls.root,
+                                  "--legacy-port", str(cls.lport), "--grpc-port", "0",
+                                  "--root", cls.root,
                                   "--header-timeout", str(cls.header_timeout),
                                   "--max-body", "65536", "--log-level", "warn"],
                                  env=ENV, stdout=cls.log, stderr=cls.log)
@@ -305,7 +306,7 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
         cls.sport = free_port()
         cls.slog = open(os.path.join(cls.dir, "sandboxd.log"), "wb")
         cls.sbd = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(cls.sport),
-                                    "--legacy-port", "-1", "--root", cls.sroot,
+                                    "--legacy-port", "-1", "--grpc-port", "0", "--root", cls.sroot,
                                     "--max-body", "65536", "--log-level", "warn"],
                                    env=ENV, stdout=cls.slog, stderr=cls.slog)
         wait_port(cls.sport, cls.sbd, "sandboxd")

@@ -943,8 +943,9 @@ static void test_router_through_apiserver_restart(void **state)
     (void)snprintf(bin_s, sizeof(bin_s), "%s/sandboxd", dir);
     (void)snprintf(sport, sizeof(sport), "%u", rt.sbd);
     (void)snprintf(root, sizeof(root), "%s/sandboxd-root", log_dir);
-    char *sargv[] = {bin_s, "--host", "127.0.0.1", "--port",      sport,  "--legacy-port",
-                     "-1",  "--root", root,        "--log-level", "warn", NULL};
+    char *sargv[] = {bin_s,  "--host",      "127.0.0.1", "--port", sport, "--legacy-port",
+                     "-1",   "--grpc-port", "0",         "--root", root,  "--log-level",
+                     "warn", NULL};
     pid_t sbd = spawn_logged(sargv, "sandboxd.log");
     (void)snprintf(bin_r, sizeof(bin_r), "%s/sandbox-router", dir);
     (void)snprintf(kc, sizeof(kc), "--kubeconfig=%s", it_kubeconfig());

@@ -80,8 +80,8 @@ static void start_sandboxd(void)
     if (sbd_pid == 0) {
         int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         (void)dup2(fd, 2);
-        execl(bin, bin, "--host", "127.0.0.1", "--port", "0", "--legacy-port", "-1", "--root", root,
-              (char *)NULL);
+        execl(bin, bin, "--host", "127.0.0.1", "--port", "0", "--legacy-port", "-1", "--grpc-port",
+              "0", "--root", root, (char *)NULL);
         _exit(127);
     }
     assert_int_equal(it_wait(port_logged, NULL, 20 * USEC_PER_SEC), 0);

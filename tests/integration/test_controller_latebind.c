@@ -154,13 +154,9 @@ static const char *pod_token_secret(const json_t *pod)
 static int start_sandboxd(const char *name, const char *secret, const char *ip)
 {
     char bin[512], root[256], tokfile[256], port[16], *tok = NULL;
-    char *argv[] = {bin,        "--host",
-                    (char *)ip, "--port",
-                    port,       "--legacy-port",
-                    "-1",       "--root",
-                    root,       "--config-token-file",
-                    tokfile,    "--log-level",
-                    "warn",     NULL};
+    char *argv[] = {bin,     "--host",      (char *)ip, "--port", port, "--legacy-port",
+                    "-1",    "--grpc-port", "0",        "--root", root, "--config-token-file",
+                    tokfile, "--log-level", "warn",     NULL};
     FILE *f;
     pid_t pid;
     struct health hc = {ip};

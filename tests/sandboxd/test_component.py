@@ -39,7 +39,7 @@ class Daemon:
         e.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1")
         self.p = subprocess.Popen(
             [BIN, "--host", "127.0.0.1", "--port", str(self.port), "--legacy-port",
-             str(self.lport), "--root", self.root, "--log-level", "warn", *args], env=e)
+             str(self.lport), "--grpc-port", "0", "--root", self.root, "--log-level", "warn", *args], env=e)
         end = time.monotonic() + 10
         while time.monotonic() < end:
             try:

@@ -56,7 +56,7 @@ func startSandboxd(t testing.TB) int {
 	bin := sandboxdBinary(t)
 	port := freePort(t)
 	cmd := exec.Command(bin, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--legacy-port", "-1",
-		"--root", t.TempDir(), "--log-level", "warn")
+		"--grpc-port", "0", "--root", t.TempDir(), "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

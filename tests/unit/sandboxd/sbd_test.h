@@ -18,7 +18,7 @@ struct sbd_fixture {
     char base[64];
     char root[96];
     struct sbd_thread *t;
-    uint16_t port, legacy_port;
+    uint16_t port, legacy_port, grpc_port;
 };
 
 static inline struct sbd_fixture *sbd_fixture_start(const char *token, unsigned max_procs)
@@ -33,6 +33,7 @@ static inline struct sbd_fixture *sbd_fixture_start(const char *token, unsigned 
     c.host = "127.0.0.1";
     c.port = 0;
     c.legacy_port = 0;
+    c.grpc_port = 0;
     c.root = f->root;
     c.token = token;
     c.max_upload = 64u * 1024 * 1024;
@@ -42,6 +43,7 @@ static inline struct sbd_fixture *sbd_fixture_start(const char *token, unsigned 
         abort();
     f->port = sbd_thread_port(f->t);
     f->legacy_port = sbd_thread_legacy_port(f->t);
+    f->grpc_port = sbd_thread_grpc_port(f->t);
     return f;
 }
 

@@ -142,6 +142,7 @@ static struct daemon *daemon_start(const char *config_token)
     c.host = "127.0.0.1";
     c.port = 0;
     c.legacy_port = 0;
+    c.grpc_port = 0;
     c.root = d->root;
     c.token = API_TOKEN;
     c.config_token = config_token;

@@ -49,7 +49,19 @@ def sandboxd_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     log = open(tmp_path_factory.mktemp("sbd-log") / "sandboxd.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [binary, "--host", "127.0.0.1", "--port", str(port), "--legacy-port", "-1", "--root", str(root)],
+        [
+            binary,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--legacy-port",
+            "-1",
+            "--grpc-port",
+            "0",
+            "--root",
+            str(root),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
     )

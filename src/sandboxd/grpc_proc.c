@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ProcessService handlers (see grpc_proc.h): Start streams InitEvent, output chunks and
+ * ExitEvent; Execute buffers the output (at most one message); WriteStdin, SendSignal and
+ * ResizeTTY act on any process of the engine by id, whichever front started it. */
+#include "sandboxd/grpc_proc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "sandboxd/activity.h"
+#include "sandboxd/proc.h"
+#include "sandboxd/sbd_int.h"
+#include "sandboxd/sbd_limits.h"
+
+/* A running Start or Execute call. */
+struct gproc {
+    struct sbd_gcall *call;
+    struct sbd_proc *p;
+    bool paused;
+    struct buf out, err; /* Execute only */
+};
+
+static int send_msg(struct sbd_gcall *call, const ProtobufCMessage *m)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    if (n > LIMIT_SBD_GRPC_MESSAGE)
+        return -E2BIG;
+    uint8_t *b = xmalloc(n ? n : 1);
+    (void)protobuf_c_message_pack(m, b);
+    int r = sbd_gcall_send(call, b, n);
+    xfree(b);
+    return r;
+}
+
+/* Sends the one response message of a unary call and ends it. */
+static void reply(struct sbd_gcall *call, const ProtobufCMessage *m)
+{
+    if (send_msg(call, m) < 0)
+        sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "response message too large");
+    else
+        sbd_gcall_finish(call, SBD_GRPC_OK, NULL);
+}
+
+/* ---- the request ------------------------------------------------------------------- */
+
+static enum sbd_gstatus conv_env(const Process__V1__ProcessConfig *cfg, struct sbd_procreq *r,
+                                 const char **msg)
+{
+    if (cfg->n_env_vars == 0)
+        return SBD_GRPC_OK;
+    r->env = xcalloc(cfg->n_env_vars + 1, sizeof(char *));
+    for (size_t i = 0; i < cfg->n_env_vars; i++) {
+        const char *k = cfg->env_vars[i]->key, *v = cfg->env_vars[i]->value;
+        if (!k || !*k || strchr(k, '='))
+            return *msg = "env_vars names must be non-empty and without '='",
+                   SBD_GRPC_INVALID_ARGUMENT;
+        r->env[i] = xasprintf("%s=%s", k, v ? v : "");
+    }
+    return SBD_GRPC_OK;
+}
+
+enum sbd_gstatus sbd__grpc_procreq(const Process__V1__ProcessConfig *cfg, const char *root_path,
+                                   struct sbd_procreq *r, const char **msg)
+{
+    *r = (struct sbd_procreq){0};
+    buf_init(&r->stdin_data, 0);
+    if (!cfg || cfg->n_command == 0)
+        return *msg = "command is required", SBD_GRPC_INVALID_ARGUMENT;
+    if (cfg->n_command + cfg->n_env_vars > LIMIT_SBD_ARGS)
+        return *msg = "too many command and env_vars entries", SBD_GRPC_INVALID_ARGUMENT;
+    if (!cfg->command[0] || !cfg->command[0][0])
+        return *msg = "command[0] is empty", SBD_GRPC_INVALID_ARGUMENT;
+    r->argv = xcalloc(cfg->n_command + 1, sizeof(char *));
+    for (size_t i = 0; i < cfg->n_command; i++)
+        r->argv[i] = xstrdup(cfg->command[i] ? cfg->command[i] : "");
+    enum sbd_gstatus st = conv_env(cfg, r, msg);
+    if (st != SBD_GRPC_OK || !cfg->cwd || !*cfg->cwd)
+        return st;
+    int e = sbd_path_clean(root_path, str_c(cfg->cwd), &r->cwd);
+    if (e == -EPERM)
+        return *msg = "cwd escapes the sandbox root", SBD_GRPC_PERMISSION_DENIED;
+    return e < 0 ? (*msg = "invalid cwd", SBD_GRPC_INVALID_ARGUMENT) : SBD_GRPC_OK;
+}
+
+static enum sbd_gstatus start_error(int e, const char **msg)
+{
+    switch (e) {
+    case -EPERM:
+    case -EXDEV:
+        return *msg = "cwd escapes the sandbox root", SBD_GRPC_PERMISSION_DENIED;
+    case -EAGAIN:
+        return *msg = "too many running processes", SBD_GRPC_RESOURCE_EXHAUSTED;
+    case -ESHUTDOWN:
+        return *msg = "sandboxd is shutting down", SBD_GRPC_UNAVAILABLE;
+    case -ENOENT:
+        return *msg = "failed to start command: command or cwd not found", SBD_GRPC_INTERNAL;
+    case -ENOTDIR:
+        return *msg = "failed to start command: cwd is not a directory", SBD_GRPC_INTERNAL;
+    case -EACCES:
+        return *msg = "failed to start command: permission denied", SBD_GRPC_INTERNAL;
+    default:
+        return *msg = "failed to start command", SBD_GRPC_INTERNAL;
+    }
+}
+
+/* Starts r for the call on d's engine; finishes the call itself on failure. */
+static struct gproc *start(struct sbd *d, struct sbd_gcall *call, struct sbd_procreq *r,
+                           const struct sbd_proc_ops *ops)
+{
+    r->timeout_s = (double)sbd_gcall_timeout(call) / (double)USEC_PER_SEC;
+    struct gproc *x = XNEW(struct gproc);
+    x->call = call;
+    struct sbd_proc_spec spec;
+    int cwd_fd = -1;
+    int e = sbd_procreq_spec(r, d->root, &spec, &cwd_fd);
+    if (e == 0)
+        e = sbd_proc_start(d->procs, &spec, ops, x, &x->p);
+    if (cwd_fd >= 0)
+        (void)close(cwd_fd);
+    sbd_procreq_done(r);
+    if (e < 0) {
+        const char *msg = NULL;
+        enum sbd_gstatus st = start_error(e, &msg);
+        sbd_gcall_finish(call, st, msg);
+        xfree(x);
+        return NULL;
+    }
+    return x;
+}
+
+static void gproc_free(struct gproc *x)
+{
+    buf_done(&x->out);
+    buf_done(&x->err);
+    xfree(x);
+}
+
+/* The client went away (reset, disconnect, server stop): kill the process group. */
+static void on_cancel(void *ctx)
+{
+    struct gproc *x = ctx;
+    sbd_proc_detach(x->p);
+    gproc_free(x);
+}
+
+/* ---- Start ------------------------------------------------------------------------- */
+
+static void on_drain(void *ctx)
+{
+    struct gproc *x = ctx;
+    if (x->paused && sbd_gcall_queued(x->call) < LIMIT_SBD_GRPC_QUEUE / 2) {
+        x->paused = false;
+        sbd_proc_pause(x->p, false);
+    }
+}
+
+static void start_output(struct sbd_proc *p, enum sbd_stream s, const char *data, size_t n,
+                         void *ctx)
+{
+    struct gproc *x = ctx;
+    Process__V1__StartResponse m = PROCESS__V1__START_RESPONSE__INIT;
+    ProtobufCBinaryData bin = {n, (uint8_t *)data};
+    if (s == SBD_STDERR) {
+        m.event_case = PROCESS__V1__START_RESPONSE__EVENT_STDERR;
+        m.stderr = bin;
+    } else {
+        m.event_case = PROCESS__V1__START_RESPONSE__EVENT_STDOUT;
+        m.stdout = bin;
+    }
+    if (send_msg(x->call, &m.base) < 0) {
+        /* Cannot happen while the pause below bounds the queue; never drop output. */
+        sbd_proc_detach(p);
+        sbd_gcall_finish(x->call, SBD_GRPC_INTERNAL, "output queue overflow");
+        gproc_free(x);
+        return;
+    }
+    if (!x->paused && sbd_gcall_queued(x->call) >= LIMIT_SBD_GRPC_QUEUE) {
+        x->paused = true; /* resumed by on_drain as HTTP/2 flow control lets it go */
+        sbd_proc_pause(p, true);
+    }
+}
+
+static void start_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
+{
+    struct gproc *x = ctx;
+    (void)p;
+    if (e->timed_out) {
+        sbd_gcall_finish(x->call, SBD_GRPC_DEADLINE_EXCEEDED,
+                         "deadline exceeded: the process group was killed");
+    } else {
+        Process__V1__ExitEvent ev = PROCESS__V1__EXIT_EVENT__INIT;
+        ev.exit_code = e->exit_code;
+        Process__V1__StartResponse m = PROCESS__V1__START_RESPONSE__INIT;
+        m.event_case = PROCESS__V1__START_RESPONSE__EVENT_EXIT;
+        m.exit = &ev;
+        (void)send_msg(x->call, &m.base);
+        sbd_gcall_finish(x->call, SBD_GRPC_OK, NULL);
+    }
+    gproc_free(x);
+}
+
+static const struct sbd_proc_ops start_ops = {.output = start_output, .exit = start_exit};
+
+static enum sbd_gstatus start_pty(const Process__V1__StartRequest *req, struct sbd_procreq *r,
+                                  const char **msg)
+{
+    if (!req->pty)
+        return SBD_GRPC_OK;
+    if (req->pty->cols > 65535 || req->pty->rows > 65535)
+        return *msg = "pty cols and rows must be at most 65535", SBD_GRPC_INVALID_ARGUMENT;
+    r->pty = true;
+    r->cols = (unsigned short)req->pty->cols;
+    r->rows = (unsigned short)req->pty->rows;
+    return SBD_GRPC_OK;
+}
+
+static void h_start(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
+{
+    struct sbd *d = ctx;
+    Process__V1__StartRequest *req = process__v1__start_request__unpack(NULL, n, msg);
+    if (!req) {
+        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cannot decode StartRequest");
+        return;
+    }
+    struct sbd_procreq r;
+    const char *err = NULL;
+    enum sbd_gstatus st = sbd__grpc_procreq(req->config, d->root_path, &r, &err);
+    if (st == SBD_GRPC_OK)
+        st = start_pty(req, &r, &err);
+    process__v1__start_request__free_unpacked(req, NULL);
+    if (st != SBD_GRPC_OK) {
+        sbd_procreq_done(&r);
+        sbd_gcall_finish(call, st, err);
+        return;
+    }
+    struct gproc *x = start(d, call, &r, &start_ops);
+    if (!x)
+        return;
+    sbd_gcall_set_callbacks(call, on_cancel, on_drain, x);
+    Process__V1__InitEvent ev = PROCESS__V1__INIT_EVENT__INIT;
+    ev.process_id = (int32_t)sbd_proc_id(x->p);
+    Process__V1__StartResponse m = PROCESS__V1__START_RESPONSE__INIT;
+    m.event_case = PROCESS__V1__START_RESPONSE__EVENT_INIT;
+    m.init = &ev;
+    (void)send_msg(call, &m.base);
+}
+
+/* ---- Execute ----------------------------------------------------------------------- */
+
+static void exec_output(struct sbd_proc *p, enum sbd_stream s, const char *data, size_t n,
+                        void *ctx)
+{
+    struct gproc *x = ctx;
+    struct buf *b = s == SBD_STDERR ? &x->err : &x->out;
+    /* Both go into one response message, which must stay within the message limit. */
+    if (x->out.len + x->err.len + n + 64 > LIMIT_SBD_GRPC_MESSAGE) {
+        sbd_proc_detach(p);
+        sbd_gcall_finish(x->call, SBD_GRPC_RESOURCE_EXHAUSTED,
+                         "output exceeds the 4 MiB message limit of Execute (use Start to "
+                         "stream it); the process group was killed");
+        gproc_free(x);
+        return;
+    }
+    (void)buf_append(b, data, n);
+}
+
+static void exec_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
+{
+    struct gproc *x = ctx;
+    (void)p;
+    if (e->timed_out) {
+        sbd_gcall_finish(x->call, SBD_GRPC_DEADLINE_EXCEEDED,
+                         "deadline exceeded: the process group was killed");
+    } else {
+        Process__V1__ExecuteResponse m = PROCESS__V1__EXECUTE_RESPONSE__INIT;
+        m.exit_code = e->exit_code;
+        m.stdout = (ProtobufCBinaryData){x->out.len, (uint8_t *)x->out.data};
+        m.stderr = (ProtobufCBinaryData){x->err.len, (uint8_t *)x->err.data};
+        reply(x->call, &m.base);
+    }
+    gproc_free(x);
+}
+
+static const struct sbd_proc_ops exec_ops = {.output = exec_output, .exit = exec_exit};
+
+static void h_execute(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
+{
+    struct sbd *d = ctx;
+    Process__V1__ExecuteRequest *req = process__v1__execute_request__unpack(NULL, n, msg);
+    if (!req) {
+        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cannot decode ExecuteRequest");
+        return;
+    }
+    struct sbd_procreq r;
+    const char *err = NULL;
+    enum sbd_gstatus st = sbd__grpc_procreq(req->config, d->root_path, &r, &err);
+    process__v1__execute_request__free_unpacked(req, NULL);
+    if (st != SBD_GRPC_OK) {
+        sbd_procreq_done(&r);
+        sbd_gcall_finish(call, st, err);
+        return;
+    }
+    struct gproc *x = start(d, call, &r, &exec_ops);
+    if (!x)
+        return;
+    buf_init(&x->out, LIMIT_SBD_GRPC_MESSAGE);
+    buf_init(&x->err, LIMIT_SBD_GRPC_MESSAGE);
+    sbd_gcall_set_callbacks(call, on_cancel, NULL, x);
+    (void)sbd_proc_close_stdin(x->p); /* like upstream: Execute has no stdin */
+}
+
+/* ---- control calls ----------------------------------------------------------------- */
+
+static struct sbd_proc *find(struct sbd *d, struct sbd_gcall *call, int32_t id)
+{
+    struct sbd_proc *p = id > 0 ? sbd_procs_find(d->procs, (uint32_t)id) : NULL;
+    if (!p)
+        sbd_gcall_finish(call, SBD_GRPC_NOT_FOUND, "process not found");
+    return p;
+}
+
+static void h_write_stdin(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
+{
+    struct sbd *d = ctx;
+    Process__V1__WriteStdinRequest *req = process__v1__write_stdin_request__unpack(NULL, n, msg);
+    if (!req) {
+        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cannot decode WriteStdinRequest");
+        return;
+    }
+    struct sbd_proc *p = find(d, call, req->process_id);
+    int e = 0;
+    if (p && req->payload_case == PROCESS__V1__WRITE_STDIN_REQUEST__PAYLOAD_EOF)
+        e = sbd_proc_close_stdin(p);
+    else if (p && req->payload_case == PROCESS__V1__WRITE_STDIN_REQUEST__PAYLOAD_INPUT)
+        e = sbd_proc_write(p, req->input.data, req->input.len);
+    process__v1__write_stdin_request__free_unpacked(req, NULL);
+    if (!p)
+        return;
+    if (e == -EAGAIN) {
+        sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "stdin queue full (8 MiB)");
+    } else if (e < 0) {
+        sbd_gcall_finish(call, SBD_GRPC_FAILED_PRECONDITION, "stdin is closed");
+    } else {
+        Process__V1__WriteStdinResponse m = PROCESS__V1__WRITE_STDIN_RESPONSE__INIT;
+        reply(call, &m.base);
+    }
+}
+
+static void h_send_signal(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
+{
+    struct sbd *d = ctx;
+    Process__V1__SendSignalRequest *req = process__v1__send_signal_request__unpack(NULL, n, msg);
+    if (!req) {
+        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cannot decode SendSignalRequest");
+        return;
+    }
+    int32_t id = req->process_id;
+    int sig = (int)req->signal;
+    process__v1__send_signal_request__free_unpacked(req, NULL);
+    struct sbd_proc *p = find(d, call, id);
+    if (!p)
+        return;
+    if (sig != SIGINT && sig != SIGTERM && sig != SIGKILL) {
+        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "unsupported or unspecified signal");
+        return;
+    }
+    (void)sbd_proc_signal(p, sig);
+    Process__V1__SendSignalResponse m = PROCESS__V1__SEND_SIGNAL_RESPONSE__INIT;
+    reply(call, &m.base);
+}
+
+static void h_resize(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
+{
+    struct sbd *d = ctx;
+    Process__V1__ResizeTTYRequest *req = process__v1__resize_ttyrequest__unpack(NULL, n, msg);
+    if (!req) {
+        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cannot decode ResizeTTYRequest");
+        return;
+    }
+    int32_t id = req->process_id;
+    uint32_t cols = req->cols, rows = req->rows;
+    process__v1__resize_ttyrequest__free_unpacked(req, NULL);
+    struct sbd_proc *p = find(d, call, id);
+    if (!p)
+        return;
+    if (cols > 65535 || rows > 65535) {
+        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cols and rows must be at most 65535");
+        return;
+    }
+    int e = sbd_proc_resize(p, (unsigned short)cols, (unsigned short)rows);
+    if (e < 0) {
+        sbd_gcall_finish(call, SBD_GRPC_FAILED_PRECONDITION,
+                         e == -ENOTTY ? "the process has no PTY" : "the process has exited");
+        return;
+    }
+    Process__V1__ResizeTTYResponse m = PROCESS__V1__RESIZE_TTYRESPONSE__INIT;
+    reply(call, &m.base);
+}
+
+/* ---- server ------------------------------------------------------------------------ */
+
+static const struct sbd_grpc_method methods[] = {
+    {"/process.v1.ProcessService/Start", h_start},
+    {"/process.v1.ProcessService/Execute", h_execute},
+    {"/process.v1.ProcessService/WriteStdin", h_write_stdin},
+    {"/process.v1.ProcessService/SendSignal", h_send_signal},
+    {"/process.v1.ProcessService/ResizeTTY", h_resize},
+};
+
+static void on_activity(void *ctx)
+{
+    sbd__activity_touch(ctx);
+}
+
+int sbd__grpc_start(struct sbd *d)
+{
+    struct sbd_grpc_opts o = {
+        .host = d->host,
+        .port = (uint16_t)d->cfg.grpc_port,
+        .methods = methods,
+        .nmethods = ARRAY_SIZE(methods),
+        .ctx = d,
+        .token = d->token,
+        .activity = on_activity,
+        .idle_timeout = d->cfg.idle_timeout,
+    };
+    return sbd_grpc_new(d->loop, &o, &d->grpc);
+}

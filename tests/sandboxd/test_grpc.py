@@ -1,0 +1,566 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Conformance tests of sandboxd's gRPC ProcessService (api/proto/process/v1/process.proto)
+with grpcio against the real binary on 127.0.0.1: every RPC, every error code, deadlines,
+cancellation, 64 MiB of streamed output, PTY resize, 1,000 concurrent Execute calls, a
+client that stops reading (sandboxd's RSS stays bounded), auth and the SIGTERM drain.
+
+The Python stubs are generated at test time into a temporary directory with grpcio-tools.
+hack/grpc-tests.sh makes the venv (.cache/grpc-venv) and runs this file:
+
+  SANDBOXD_BIN=build/asan/sandboxd hack/grpc-tests.sh
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from concurrent import futures
+
+import grpc
+from google.protobuf import empty_pb2
+from grpc_tools import protoc
+
+BIN = os.environ.get("SANDBOXD_BIN", "build/asan/sandboxd")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROTO_ROOT = os.path.join(REPO, "api", "proto")
+MIB = 1024 * 1024
+
+
+def load_stubs():
+    out = tempfile.mkdtemp(prefix="sbd-grpc-stubs-")
+    inc = os.path.join(os.path.dirname(protoc.__file__), "_proto")
+    rc = protoc.main(["protoc", f"-I{PROTO_ROOT}", f"-I{inc}", f"--python_out={out}",
+                      f"--grpc_python_out={out}", "process/v1/process.proto"])
+    if rc != 0:
+        raise RuntimeError("protoc failed")
+    sys.path.insert(0, out)
+    from process.v1 import process_pb2, process_pb2_grpc  # noqa: E402
+    return process_pb2, process_pb2_grpc
+
+
+pb, pbg = load_stubs()
+
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def h2_frame(typ, flags, stream, payload):
+    return len(payload).to_bytes(3, "big") + bytes([typ, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def wchar(pid):
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    return 0
+
+
+def wait_gone(pid, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def read_pid(path, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with open(path) as f:
+                s = f.read().strip()
+            if s:
+                return int(s)
+        except FileNotFoundError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"no pid in {path}")
+
+
+class Daemon:
+    def __init__(self, *args):
+        self.dir = tempfile.mkdtemp(prefix="sbd-grpc-")
+        self.root = os.path.join(self.dir, "root")
+        self.port, self.gport = free_port(), free_port()
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1")
+        self.p = subprocess.Popen(
+            [BIN, "--host", "127.0.0.1", "--port", str(self.port), "--legacy-port", "-1",
+             "--grpc-port", str(self.gport), "--root", self.root, "--log-level", "warn", *args],
+            env=env)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                socket.create_connection(("127.0.0.1", self.gport), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        else:
+            raise RuntimeError("sandboxd did not start")
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.gport}")
+        self.stub = pbg.ProcessServiceStub(self.channel)
+
+    def stop(self, sig=signal.SIGTERM):
+        self.channel.close()
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        rc = self.p.wait(timeout=30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return rc
+
+
+def cfg(*command, env=None, cwd=None):
+    c = pb.ProcessConfig(command=list(command), env_vars=env or {})
+    if cwd is not None:
+        c.cwd = cwd
+    return c
+
+
+class GrpcTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon("--max-procs", "256")
+        cls.stub = cls.d.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.d.stop()
+        assert rc == 0, f"sandboxd exited with {rc}"
+
+    def code_of(self, fn, *a, **kw):
+        with self.assertRaises(grpc.RpcError) as cm:
+            r = fn(*a, **kw)
+            if hasattr(r, "__iter__") and not isinstance(r, (bytes, str)):
+                list(r)
+        return cm.exception.code(), cm.exception.details()
+
+    # ---- Execute ---------------------------------------------------------------------
+
+    def test_execute(self):
+        os.makedirs(os.path.join(self.d.root, "sub"), exist_ok=True)
+        r = self.stub.Execute(pb.ExecuteRequest(config=cfg(
+            "sh", "-c", 'echo "$GREETING"; pwd; echo oops >&2; exit 3', env={"GREETING": "hi"},
+            cwd="sub")), timeout=10)
+        self.assertEqual(r.exit_code, 3)
+        self.assertEqual(r.stdout, f"hi\n{os.path.join(self.d.root, 'sub')}\n".encode())
+        self.assertEqual(r.stderr, b"oops\n")
+
+    def test_execute_default_cwd_is_root(self):
+        r = self.stub.Execute(pb.ExecuteRequest(config=cfg("pwd")), timeout=10)
+        self.assertEqual(r.stdout.decode().strip(), self.d.root)
+
+    def test_execute_signal_exit_code(self):
+        r = self.stub.Execute(pb.ExecuteRequest(config=cfg("sh", "-c", "kill -9 $$")), timeout=10)
+        self.assertEqual(r.exit_code, -1)
+
+    def test_invalid_argument_empty_command(self):
+        code, _ = self.code_of(self.stub.Execute, pb.ExecuteRequest(config=cfg()), timeout=5)
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
+        code, _ = self.code_of(self.stub.Execute, pb.ExecuteRequest(), timeout=5)
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
+        code, _ = self.code_of(self.stub.Start, pb.StartRequest(config=cfg()), timeout=5)
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_permission_denied_cwd_escape(self):
+        code, msg = self.code_of(self.stub.Execute,
+                                 pb.ExecuteRequest(config=cfg("true", cwd="../../..")), timeout=5)
+        self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED, msg)
+        os.symlink("/", os.path.join(self.d.root, "escape"))
+        code, msg = self.code_of(self.stub.Execute,
+                                 pb.ExecuteRequest(config=cfg("true", cwd="escape")), timeout=5)
+        self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED, msg)
+
+    def test_command_not_found_is_internal(self):
+        code, msg = self.code_of(self.stub.Execute,
+                                 pb.ExecuteRequest(config=cfg("no-such-command-xyz")), timeout=5)
+        self.assertEqual(code, grpc.StatusCode.INTERNAL)
+        self.assertIn("failed to start command", msg)
+
+    def test_not_found_unknown_process(self):
+        for call, req in [
+            (self.stub.WriteStdin, pb.WriteStdinRequest(process_id=999999, input=b"x")),
+            (self.stub.SendSignal, pb.SendSignalRequest(process_id=999999,
+                                                        signal=pb.SIGNAL_SIGTERM)),
+            (self.stub.ResizeTTY, pb.ResizeTTYRequest(process_id=999999, cols=80, rows=24)),
+            (self.stub.WriteStdin, pb.WriteStdinRequest(process_id=0, input=b"x")),
+        ]:
+            code, _ = self.code_of(call, req, timeout=5)
+            self.assertEqual(code, grpc.StatusCode.NOT_FOUND)
+
+    def test_unimplemented_unknown_method(self):
+        m = self.d.channel.unary_unary("/process.v1.ProcessService/Nope")
+        code, _ = self.code_of(m, b"", timeout=5)
+        self.assertEqual(code, grpc.StatusCode.UNIMPLEMENTED)
+        m = self.d.channel.unary_unary("/other.Service/Execute")
+        code, _ = self.code_of(m, b"", timeout=5)
+        self.assertEqual(code, grpc.StatusCode.UNIMPLEMENTED)
+
+    def test_undecodable_request(self):
+        m = self.d.channel.unary_unary("/process.v1.ProcessService/Execute")
+        code, _ = self.code_of(m, b"\xff\xff\xff", timeout=5)
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_request_too_large(self):
+        ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}",
+                                   options=[("grpc.max_send_message_length", 64 * MIB)])
+        try:
+            stub = pbg.ProcessServiceStub(ch)
+            code, _ = self.code_of(stub.Execute,
+                                   pb.ExecuteRequest(config=cfg("true", "x" * (5 * MIB))), timeout=20)
+            self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            # The connection still serves calls afterwards.
+            self.assertEqual(stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=10).exit_code, 0)
+        finally:
+            ch.close()
+
+    def test_execute_output_too_large(self):
+        code, msg = self.code_of(self.stub.Execute, pb.ExecuteRequest(
+            config=cfg("head", "-c", str(5 * MIB), "/dev/zero")), timeout=20)
+        self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, msg)
+
+    # ---- Start, stdin, signals, PTY --------------------------------------------------
+
+    def test_start_stream_and_stdin(self):
+        it = self.stub.Start(pb.StartRequest(config=cfg("sh", "-c", "cat; echo done >&2")), timeout=20)
+        first = next(it)
+        self.assertEqual(first.WhichOneof("event"), "init")
+        pid = first.init.process_id
+        self.assertGreater(pid, 0)
+        self.stub.WriteStdin(pb.WriteStdinRequest(process_id=pid, input=b"hello "), timeout=5)
+        self.stub.WriteStdin(pb.WriteStdinRequest(process_id=pid, input=b"world"), timeout=5)
+        self.stub.WriteStdin(pb.WriteStdinRequest(process_id=pid, eof=empty_pb2.Empty()), timeout=5)
+        out, err, exit_code = b"", b"", None
+        for ev in it:
+            kind = ev.WhichOneof("event")
+            if kind == "stdout":
+                out += ev.stdout
+            elif kind == "stderr":
+                err += ev.stderr
+            elif kind == "exit":
+                exit_code = ev.exit.exit_code
+        self.assertEqual((out, err, exit_code), (b"hello world", b"done\n", 0))
+        # The process is gone: its id is unknown now.
+        code, _ = self.code_of(self.stub.WriteStdin, pb.WriteStdinRequest(process_id=pid, input=b"x"),
+                               timeout=5)
+        self.assertEqual(code, grpc.StatusCode.NOT_FOUND)
+
+    def test_signals(self):
+        it = self.stub.Start(pb.StartRequest(config=cfg("sleep", "100")), timeout=20)
+        pid = next(it).init.process_id
+        code, _ = self.code_of(self.stub.SendSignal, pb.SendSignalRequest(process_id=pid), timeout=5)
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.stub.SendSignal(pb.SendSignalRequest(process_id=pid, signal=pb.SIGNAL_SIGTERM), timeout=5)
+        events = list(it)
+        self.assertEqual(events[-1].WhichOneof("event"), "exit")
+        self.assertEqual(events[-1].exit.exit_code, -1)
+
+    def test_resize_without_pty(self):
+        it = self.stub.Start(pb.StartRequest(config=cfg("sleep", "100")), timeout=20)
+        pid = next(it).init.process_id
+        code, _ = self.code_of(self.stub.ResizeTTY, pb.ResizeTTYRequest(process_id=pid, cols=80, rows=24),
+                               timeout=5)
+        self.assertEqual(code, grpc.StatusCode.FAILED_PRECONDITION)
+        self.stub.SendSignal(pb.SendSignalRequest(process_id=pid, signal=pb.SIGNAL_SIGKILL), timeout=5)
+        list(it)
+
+    def test_pty_and_resize(self):
+        it = self.stub.Start(pb.StartRequest(
+            config=cfg("sh", "-c", "stty size; tty; read x; stty size"), pty=pb.PTY(cols=80, rows=24)),
+            timeout=20)
+        pid = next(it).init.process_id
+        out = b""
+        while b"/dev/pts/" not in out:
+            ev = next(it)
+            out += ev.stdout
+        self.stub.ResizeTTY(pb.ResizeTTYRequest(process_id=pid, cols=100, rows=30), timeout=5)
+        self.stub.WriteStdin(pb.WriteStdinRequest(process_id=pid, input=b"\n"), timeout=5)
+        exit_code = None
+        for ev in it:
+            if ev.WhichOneof("event") == "stdout":
+                out += ev.stdout
+            elif ev.WhichOneof("event") == "exit":
+                exit_code = ev.exit.exit_code
+        self.assertEqual(exit_code, 0)
+        self.assertIn(b"24 80", out)
+        self.assertIn(b"30 100", out)
+
+    def test_64mib_output(self):
+        it = self.stub.Start(pb.StartRequest(config=cfg("head", "-c", str(64 * MIB), "/dev/zero")),
+                             timeout=120)
+        total, exit_code = 0, None
+        for ev in it:
+            if ev.WhichOneof("event") == "stdout":
+                total += len(ev.stdout)
+            elif ev.WhichOneof("event") == "exit":
+                exit_code = ev.exit.exit_code
+        self.assertEqual((total, exit_code), (64 * MIB, 0))
+
+    # ---- deadlines and cancellation --------------------------------------------------
+
+    def test_deadline_kills_process_group(self):
+        pidfile = os.path.join(self.d.root, "deadline.pid")
+        t0 = time.monotonic()
+        code, _ = self.code_of(self.stub.Execute, pb.ExecuteRequest(config=cfg(
+            "sh", "-c", f"sleep 100 & echo $! > {pidfile}; wait")), timeout=1)
+        self.assertEqual(code, grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertTrue(wait_gone(read_pid(pidfile)), "the grandchild survived the deadline")
+
+    def test_deadline_start(self):
+        pidfile = os.path.join(self.d.root, "deadline-start.pid")
+        it = self.stub.Start(pb.StartRequest(config=cfg("sh", "-c", f"echo $$ > {pidfile}; exec sleep 100")),
+                             timeout=1)
+        code, _ = self.code_of(lambda: list(it))
+        self.assertEqual(code, grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertTrue(wait_gone(read_pid(pidfile)))
+
+    def test_cancellation_kills_process(self):
+        pidfile = os.path.join(self.d.root, "cancel.pid")
+        it = self.stub.Start(pb.StartRequest(config=cfg("sh", "-c", f"echo $$ > {pidfile}; exec sleep 100")),
+                             timeout=60)
+        self.assertEqual(next(it).WhichOneof("event"), "init")
+        pid = read_pid(pidfile)
+        it.cancel()
+        self.assertTrue(wait_gone(pid), "cancelled call left its process running")
+
+    def test_connection_close_kills_process(self):
+        pidfile = os.path.join(self.d.root, "close.pid")
+        ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}")
+        it = pbg.ProcessServiceStub(ch).Start(pb.StartRequest(
+            config=cfg("sh", "-c", f"echo $$ > {pidfile}; exec sleep 100")), timeout=60)
+        next(it)
+        pid = read_pid(pidfile)
+        ch.close()
+        self.assertTrue(wait_gone(pid), "closing the connection left the process running")
+
+    # ---- load and flow control -------------------------------------------------------
+
+    def test_1000_concurrent_execute(self):
+        with futures.ThreadPoolExecutor(max_workers=64) as pool:
+            fs = [self.stub.Execute.future(pb.ExecuteRequest(config=cfg("sh", "-c", f"echo {i}")), timeout=120)
+                  for i in range(1000)]
+            res = [f.result() for f in fs]
+        self.assertEqual([r.stdout for r in res], [f"{i}\n".encode() for i in range(1000)])
+        self.assertTrue(all(r.exit_code == 0 for r in res))
+
+    def test_slow_reader_memory_bounded(self):
+        # BDP probing off: the client's window stays small, so a client that does not
+        # read stops the stream within a few hundred KiB.
+        ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}",
+                                   options=[("grpc.http2.bdp_probe", 0)])
+        pidfile = os.path.join(self.d.root, "slow.pid")
+        try:
+            stub = pbg.ProcessServiceStub(ch)
+            before = rss_kib(self.d.p.pid)
+            it = stub.Start(pb.StartRequest(config=cfg("sh", "-c", f"echo $$ > {pidfile}; exec cat /dev/zero")),
+                            timeout=60)
+            self.assertEqual(next(it).WhichOneof("event"), "init")
+            pid = read_pid(pidfile)
+            time.sleep(1.0)
+            w1, mid = wchar(pid), rss_kib(self.d.p.pid)
+            time.sleep(2.0)
+            w2, after = wchar(pid), rss_kib(self.d.p.pid)
+            # The producer is blocked (sandboxd stopped reading its pipe), and sandboxd's
+            # memory did not follow the output.
+            self.assertEqual(w1, w2, "the process kept writing while the client did not read")
+            self.assertLess(w2, 64 * MIB)
+            self.assertLess(after - mid, 4 * 1024, f"RSS grew {before} -> {mid} -> {after} KiB")
+            self.assertLess(after - before, 48 * 1024, f"RSS grew {before} -> {after} KiB")
+            # Reading again resumes the stream, nothing lost: all zero bytes, in order.
+            got = 0
+            for ev in it:
+                self.assertEqual(ev.stdout.count(0), len(ev.stdout))
+                got += len(ev.stdout)
+                if got > w2 + 8 * MIB:
+                    break
+            self.assertGreater(wchar(pid), w2)
+            it.cancel()
+            self.assertTrue(wait_gone(pid))
+        finally:
+            ch.close()
+
+    def test_stalled_stream_loses_nothing(self):
+        # The process exits while its stream is stalled (its output fills the client's
+        # window, the call's queue and part of the pipe); the rest still arrives once the
+        # client reads again, later than the engine's 2 s output drain after an exit.
+        # Sizes around that sum, each on its own connection, in parallel.
+        def one(size):
+            ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}",
+                                       options=[("grpc.http2.bdp_probe", 0)])
+            try:
+                it = pbg.ProcessServiceStub(ch).Start(
+                    pb.StartRequest(config=cfg("head", "-c", str(size), "/dev/zero")), timeout=60)
+                next(it)
+                time.sleep(3.5)
+                got, code = 0, None
+                for ev in it:
+                    got += len(ev.stdout)
+                    if ev.WhichOneof("event") == "exit":
+                        code = ev.exit.exit_code
+                return size, got, code
+            finally:
+                ch.close()
+
+        sizes = range(180 * 1024, 300 * 1024, 8 * 1024)
+        with futures.ThreadPoolExecutor(max_workers=len(sizes)) as pool:
+            res = list(pool.map(one, sizes))
+        self.assertEqual(res, [(s, s, 0) for s in sizes])
+
+    def test_ping_answered(self):
+        ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}", options=[
+            ("grpc.keepalive_time_ms", 100), ("grpc.keepalive_timeout_ms", 1000),
+            ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)])
+        try:
+            stub = pbg.ProcessServiceStub(ch)
+            r = stub.Execute(pb.ExecuteRequest(config=cfg("sleep", "2")), timeout=10)
+            self.assertEqual(r.exit_code, 0)
+        finally:
+            ch.close()
+
+    def test_ping_flood_without_reading_is_cut_off(self):
+        # A peer that sends PINGs and never reads the acknowledgements: sandboxd stops
+        # reading it and nghttp2 drops it once too many acknowledgements are queued.
+        s = socket.create_connection(("127.0.0.1", self.d.gport))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(5)
+        before = rss_kib(self.d.p.pid)
+        cut = False
+        try:
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b""))
+            end = time.monotonic() + 10
+            while time.monotonic() < end:
+                s.sendall(h2_frame(6, 0, 0, b"12345678") * 1000)
+        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+            cut = True
+        finally:
+            s.close()
+        self.assertTrue(cut, "a PING flood was absorbed for 10 s")
+        self.assertLess(rss_kib(self.d.p.pid) - before, 8 * 1024)
+
+    def test_http1_on_grpc_port(self):
+        s = socket.create_connection(("127.0.0.1", self.d.gport))
+        s.settimeout(5)
+        try:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            s.close()
+        # Our SETTINGS (sent on accept), then the connection closes: no HTTP/1.1 answer.
+        self.assertEqual(data[3], 4)
+        self.assertNotIn(b"HTTP/1.1", data)
+        self.assertEqual(self.stub.Execute(pb.ExecuteRequest(config=cfg("echo", "ok")), timeout=5).stdout, b"ok\n")
+
+    def test_one_engine_two_fronts(self):
+        it = self.stub.Start(pb.StartRequest(config=cfg("sleep", "100")), timeout=20)
+        pid = next(it).init.process_id
+        c = http.client.HTTPConnection("127.0.0.1", self.d.port, timeout=5)
+        c.request("GET", "/v1/processes")
+        procs = json.loads(c.getresponse().read())
+        self.assertIn(pid, [p["id"] for p in (procs["processes"] if isinstance(procs, dict) else procs)])
+        c.request("POST", f"/v1/processes/{pid}/signal", json.dumps({"signal": "KILL"}),
+                  {"Content-Type": "application/json"})
+        self.assertLess(c.getresponse().status, 300)
+        self.assertEqual(list(it)[-1].exit.exit_code, -1)
+        c.close()
+
+
+class GrpcDaemonTest(unittest.TestCase):
+    def test_auth(self):
+        tok = tempfile.NamedTemporaryFile("w", delete=False)
+        tok.write("s3cret\n")
+        tok.close()
+        d = Daemon("--token-file", tok.name)
+        try:
+            with self.assertRaises(grpc.RpcError) as cm:
+                d.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=5)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            r = d.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=5,
+                               metadata=[("authorization", "Bearer s3cret")])
+            self.assertEqual(r.exit_code, 0)
+        finally:
+            self.assertEqual(d.stop(), 0)
+            os.unlink(tok.name)
+
+    def test_sigterm_drains(self):
+        d = Daemon()
+        try:
+            it = d.stub.Start(pb.StartRequest(config=cfg("sleep", "100")), timeout=30)
+            next(it)
+            events = []
+            t = threading.Thread(target=lambda: events.extend(it))
+            t.start()
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            d.p.send_signal(signal.SIGTERM)
+            t.join(15)
+            self.assertFalse(t.is_alive())
+            # The process got SIGTERM and its exit reached the client before the close.
+            self.assertEqual(events[-1].WhichOneof("event"), "exit")
+            self.assertEqual(d.p.wait(timeout=15), 0)
+            self.assertLess(time.monotonic() - t0, 10)
+        finally:
+            d.stop()
+
+    def test_idle_connections_closed(self):
+        d = Daemon("--idle-timeout", "1")
+        try:
+            self.assertEqual(d.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=5).exit_code, 0)
+            # A raw connection that never starts a call is told GOAWAY and closed.
+            s = socket.create_connection(("127.0.0.1", d.gport))
+            s.settimeout(10)
+            t0 = time.monotonic()
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b""))
+            while s.recv(4096):
+                pass
+            s.close()
+            self.assertLess(time.monotonic() - t0, 5)
+            # A long call is not idle; the channel's idle connection was replaced
+            # transparently for the next call.
+            self.assertEqual(d.stub.Execute(pb.ExecuteRequest(config=cfg("sleep", "3")), timeout=10).exit_code, 0)
+            time.sleep(2.5)
+            self.assertEqual(d.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=5).exit_code, 0)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+    def test_port_must_differ(self):
+        p = subprocess.run([BIN, "--port", "18080", "--grpc-port", "18080", "--root", "/tmp"],
+                           capture_output=True, timeout=10)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(b"--grpc-port must differ", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
