@@ -142,6 +142,9 @@ cmd_smoke() {
 	cmd_crds "$tmp/crds" >/dev/null
 	apply_crds "$tmp/crds"
 	kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+	# no ServiceAccount controller runs here: the Pod's admission needs the default one
+	kubectl -n "$ns" create serviceaccount default --dry-run=client -o yaml |
+		kubectl apply -f - >/dev/null
 	"$UP_BIN" "${UP_FLAGS[@]}" --leader-elect=false --metrics-bind-address 0 \
 		--health-probe-bind-address 0 >"$tmp/controller.log" 2>&1 &
 	pid=$!
@@ -176,7 +179,7 @@ YAML
 		return 0
 	fi
 	log "upstream did not make the Sandbox Ready; its log: $tmp/controller.log"
-	tail -20 "$tmp/controller.log" >&2
+	tail -5 "$tmp/controller.log" >&2
 	return 1
 }
 
