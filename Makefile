@@ -85,8 +85,9 @@ bench:
 bench-smoke:
 	bench/run.sh --smoke
 
+BENCH_ONLY ?= warm300,cold
 bench-upstream:
-	bench/upstream.sh compare --only $(or $(BENCH_ONLY),warm300,cold)
+	bench/upstream.sh compare --only $(BENCH_ONLY)
 
 chaos:
 	tests/chaos/run.sh
