@@ -125,6 +125,7 @@ private_apiserver() { # starts (or keeps) the private API server; exports its en
 	export AS_APISERVER_DIR=$BENCH_APISERVER_DIR
 	hack/apiserver.sh start >/dev/null || die "the private API server did not start"
 	eval "$(hack/apiserver.sh env)"
+	command -v kubectl >/dev/null 2>&1 || hack/build-k8s.sh kubectl
 	need kubectl "hack/build-k8s.sh kubectl"
 }
 
