@@ -192,6 +192,14 @@ static int step(const char *name, json_t *status)
     return r < 0 && !kube_err_is_not_found(&e) ? r : 0;
 }
 
+/* Pods labelled sandbox.users.io/kubelet=off are left Pending. */
+static bool kubelet_skip(void *ctx, const json_t *pod)
+{
+    const char *off = kube_obj_label(pod, "sandbox.users.io/kubelet");
+    (void)ctx;
+    return off && strcmp(off, "off") == 0;
+}
+
 static int kubelet_run(void *ctx, const char *name, unsigned seq)
 {
     char now[64], ip[32];
@@ -227,7 +235,8 @@ static int group_setup(void **state)
         .prefix = "wr", .extensions = true, .default_sa = true, .timeout = WAIT};
     struct kube_client_opts co = {.qps = 0, .max_retries = -1};
     struct kube_client_opts mo = {.qps = 0, .max_retries = -1, .observe = observe};
-    struct it_kubelet_opts ko = {.ns = ns, .workers = 4, .run = kubelet_run, .retry = true};
+    struct it_kubelet_opts ko = {
+        .ns = ns, .workers = 4, .skip = kubelet_skip, .run = kubelet_run, .retry = true};
     struct ctrl_opts o = {.workers = 16,
                           .ns = ns,
                           .leader_elect = false,
@@ -406,6 +415,41 @@ static void test_warm_claims(void **state)
     assert_true(count_total() <= 9 * N);
 }
 
+static bool pod_exists(void *ctx)
+{
+    json_t *pod = it_obj_get(c, &KUBE_RES_PODS, ns, ctx);
+    bool ok = pod != NULL;
+    json_decref(pod);
+    return ok;
+}
+
+/* A detail that no later change takes along (a Pod left unschedulable) is still written,
+ * once the window has passed, without any further event. */
+static void test_deferred_detail_is_written(void **state)
+{
+    struct it_cond want = {&KUBE_RES_SANDBOXES, "stuck", SB_COND_POD_SCHEDULED, "False",
+                           "Unschedulable"};
+    struct kube_err e = {0};
+    json_t *p;
+    usec_t t0;
+    (void)state;
+    create(&KUBE_RES_SANDBOXES,
+           json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "stuck", "spec",
+                     "podTemplate", "metadata", "labels", "sandbox.users.io/kubelet", "off", "spec",
+                     "containers", "name", "runtime", "image", "registry.local/runtime:1"));
+    assert_int_equal(it_wait(pod_exists, "stuck", WAIT), 0);
+    p = json_pack("{s:{s:s, s:[{s:s, s:s, s:s, s:s}]}}", "status", "phase", "Pending", "conditions",
+                  "type", "PodScheduled", "status", "False", "reason", "Unschedulable", "message",
+                  "0/0 nodes are available");
+    t0 = clock_now();
+    IT_OK(it_merge_patch(c, &KUBE_RES_PODS, ns, "stuck", "status", p, &e), &e);
+    json_decref(p);
+    assert_int_equal(it_cond_wait(c, ns, &want, 3 * STATUS_WINDOW), 0);
+    printf("# unschedulable shown after %.1f s (window %.0f s)\n",
+           (double)(clock_now() - t0) / USEC_PER_SEC, (double)STATUS_WINDOW / USEC_PER_SEC);
+}
+
 /* Upstream's behaviour on request: every status change written at once, and the
  * pod-name annotation patched for a Pod named after its Sandbox. */
 static void test_write_through_flags(void **state)
@@ -449,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_cold_sandboxes),
         cmocka_unit_test(test_pool_fill),
         cmocka_unit_test(test_warm_claims),
+        cmocka_unit_test(test_deferred_detail_is_written),
         cmocka_unit_test(test_write_through_flags),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
