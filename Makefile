@@ -18,6 +18,8 @@
 #   make apiserver    only a standalone etcd + kube-apiserver (what integration tests use)
 #   make bench        every benchmark scenario, results in bench/results/, report rendered
 #   make bench-smoke  the benchmarks at small N (part of make test)
+#   make bench-upstream  ours and upstream's controller in turn on a private API server
+#                     (bench/upstream.sh compare; BENCH_ONLY picks scenarios)
 #   make chaos        the fault-injection suite at full size (300-claim bursts; make test
 #                     runs it at 20 claims)
 #   make node-loss    stop the kubelet of the local cluster's real node under a Sandbox
@@ -34,7 +36,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 .PHONY: deps build asan unit integration test up up-host down status kubeconfig router-url router-token \
-	apiserver bench bench-smoke chaos node-loss fuzz tsan valgrind manifests fmt clean distclean
+	apiserver bench bench-smoke bench-upstream chaos node-loss fuzz tsan valgrind manifests fmt clean distclean
 
 deps:
 	hack/deps.sh
@@ -87,6 +89,10 @@ bench:
 
 bench-smoke:
 	bench/run.sh --smoke
+
+BENCH_ONLY ?= warm300,cold
+bench-upstream:
+	bench/upstream.sh compare --only $(BENCH_ONLY)
 
 chaos:
 	tests/chaos/run.sh

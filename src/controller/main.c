@@ -33,6 +33,8 @@ struct flags {
     const char *ns, *cluster_domain;
     bool cache_label_selectors;
     bool compact_cache;
+    usec_t status_window; /* CTRL_STATUS_WINDOW_OFF for 0 */
+    bool pod_name_always;
     bool extensions, eviction;
     struct ext_opts ext;
     int64_t claim_workers, pool_workers, template_workers, max_replicas, max_batch;
@@ -76,6 +78,14 @@ static const char usage_text[] =
     "  --compact-cache[=BOOL]              keep cached Sandboxes, Pods, Services and PVCs\n"
     "                                      as compact JSON text, parsed on each read: about\n"
     "                                      a ninth of the memory for more CPU (default false)\n"
+    "  --sandbox-status-coalesce-window D  a status change of details only (PodScheduled,\n"
+    "                                      an IP, messages) of a Sandbox that is not Ready\n"
+    "                                      waits up to D for the next change a user sees,\n"
+    "                                      normally Ready; 0 writes every change, max 10s\n"
+    "                                      (default 1s)\n"
+    "  --always-annotate-pod-name[=BOOL]   set agents.x-k8s.io/pod-name also when the Pod\n"
+    "                                      is named after the Sandbox, with a patch after\n"
+    "                                      the create (upstream; default false)\n"
     "  --extensions[=BOOL]                 run the SandboxTemplate, SandboxWarmPool and\n"
     "                                      SandboxClaim controllers (default true)\n"
     "  --sandbox-claim-concurrent-workers N        claim workers (default 300)\n"
@@ -128,6 +138,8 @@ enum {
     F_DOMAIN,
     F_CACHE_SEL,
     F_COMPACT_CACHE,
+    F_STATUS_WINDOW,
+    F_POD_NAME_ALWAYS,
     F_LOG_LEVEL,
     F_EXTENSIONS,
     F_CLAIM_WORKERS,
@@ -168,6 +180,8 @@ static const struct option long_opts[] = {
     {"cluster-domain", required_argument, NULL, F_DOMAIN},
     {"cache-label-selectors", optional_argument, NULL, F_CACHE_SEL},
     {"compact-cache", optional_argument, NULL, F_COMPACT_CACHE},
+    {"sandbox-status-coalesce-window", required_argument, NULL, F_STATUS_WINDOW},
+    {"always-annotate-pod-name", optional_argument, NULL, F_POD_NAME_ALWAYS},
     {"log-level", required_argument, NULL, F_LOG_LEVEL},
     {"extensions", optional_argument, NULL, F_EXTENSIONS},
     {"sandbox-claim-concurrent-workers", required_argument, NULL, F_CLAIM_WORKERS},
@@ -299,6 +313,17 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
     }
 }
 
+/* --sandbox-status-coalesce-window: a duration up to CTRL_MAX_STATUS_WINDOW; 0 = off. */
+static int parse_status_window(const char *v, usec_t *ret)
+{
+    usec_t d;
+    int r = ctrl_duration_parse(v, &d);
+    if (r < 0 || d > CTRL_MAX_STATUS_WINDOW)
+        return -EINVAL;
+    *ret = d ? d : CTRL_STATUS_WINDOW_OFF;
+    return 0;
+}
+
 /* A --namespace list: DNS labels, no duplicates (controller/ns_source.h). */
 static int check_namespaces(const char *v)
 {
@@ -359,6 +384,10 @@ static int apply_flag(struct flags *f, int c, const char *v)
         return parse_bool(v, &f->cache_label_selectors);
     case F_COMPACT_CACHE:
         return parse_bool(v, &f->compact_cache);
+    case F_STATUS_WINDOW:
+        return parse_status_window(v, &f->status_window);
+    case F_POD_NAME_ALWAYS:
+        return parse_bool(v, &f->pod_name_always);
     case F_LOG_LEVEL:
         if (log_parse_level(v, &lvl) < 0)
             return -EINVAL;
@@ -492,6 +521,8 @@ static int run(const struct flags *f, struct kube_client *client)
         .ns = f->ns,
         .cache_label_selectors = f->cache_label_selectors,
         .compact_cache = f->compact_cache,
+        .status_window = f->status_window,
+        .pod_name_annotation_always = f->pod_name_always,
         .cluster_domain = f->cluster_domain,
         .leader_elect = f->leader_elect,
         .lease_ns = f->lease_ns,

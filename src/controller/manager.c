@@ -348,6 +348,10 @@ static int start_informers(struct ctrl_manager *m)
         .services = kube_informer_store(m->inf[CTRL_INF_SERVICE]),
         .pvcs = kube_informer_store(m->inf[CTRL_INF_PVC]),
         .cluster_domain = m->cluster_domain,
+        .status_window = m->opts.status_window == CTRL_STATUS_WINDOW_OFF ? 0
+                         : m->opts.status_window                         ? m->opts.status_window
+                                                 : CTRL_DEFAULT_STATUS_WINDOW,
+        .pod_name_annotation_always = m->opts.pod_name_annotation_always,
     };
     return 0;
 }

@@ -17,7 +17,10 @@ struct kube_client;
 struct metrics_registry;
 struct ctrl_manager;
 
-#define CTRL_DEFAULT_LEASE_ID "a3317529.agent-sandbox.x-k8s.io"
+#define CTRL_DEFAULT_LEASE_ID      "a3317529.agent-sandbox.x-k8s.io"
+#define CTRL_DEFAULT_STATUS_WINDOW (1 * USEC_PER_SEC)
+#define CTRL_STATUS_WINDOW_OFF     USEC_INFINITY
+#define CTRL_MAX_STATUS_WINDOW     (10 * USEC_PER_SEC)
 
 struct ctrl_opts {
     struct kube_client *client; /* borrowed; required */
@@ -28,10 +31,15 @@ struct ctrl_opts {
     bool compact_cache;         /* Sandbox/Pod/Service/PVC caches hold compact JSON text,
                                    parsed on each read (about a ninth of the memory) */
     const char *cluster_domain; /* NULL = "cluster.local" (copied) */
-    bool leader_elect;          /* gate the workers on a Lease */
-    const char *lease_ns;       /* Lease namespace (copied); NULL = the client's */
-    const char *lease_name;     /* NULL = CTRL_DEFAULT_LEASE_ID (copied) */
-    const char *identity;       /* NULL = "<$POD_NAME or hostname>_<random UUID>" (copied) */
+    /* A status change of details only of a Sandbox that is not Ready (PodScheduled, an IP,
+     * messages) waits up to this long for the next write that matters, normally Ready:
+     * 0 = CTRL_DEFAULT_STATUS_WINDOW, CTRL_STATUS_WINDOW_OFF = write every change. */
+    usec_t status_window;
+    bool pod_name_annotation_always; /* also for a Pod named after its Sandbox (upstream) */
+    bool leader_elect;               /* gate the workers on a Lease */
+    const char *lease_ns;            /* Lease namespace (copied); NULL = the client's */
+    const char *lease_name;          /* NULL = CTRL_DEFAULT_LEASE_ID (copied) */
+    const char *identity;            /* NULL = "<$POD_NAME or hostname>_<random UUID>" (copied) */
     usec_t lease_duration, renew_deadline, retry_period; /* 0 = lease.h defaults */
     const char *metrics_addr; /* "host:port"; NULL or "0" = no metrics server */
     const char *health_addr;  /* "host:port"; NULL or "0" = no probe server */

@@ -152,3 +152,10 @@ usec_t pool_defer_check(struct pool_defer *d, bool waiting, usec_t now, usec_t m
     left = max - (now - d->since);
     return recheck && recheck < left ? recheck : left;
 }
+
+usec_t pool_status_wait(usec_t last, usec_t now, usec_t interval, bool urgent)
+{
+    if (urgent || !last || now < last || now - last >= interval)
+        return 0;
+    return interval - (now - last);
+}

@@ -65,13 +65,26 @@ struct pool_defer {
  * delay after which to check again (at most recheck, never past since + max). */
 usec_t pool_defer_check(struct pool_defer *d, bool waiting, usec_t now, usec_t max, usec_t recheck);
 
-/** A refill token bucket (one second's worth of capacity, at least one token), and the
- * pool's refill deferral (the per-pool refill state). */
+/* Pool status pacing. While a pool converges (members created, becoming Ready, adopted
+ * by claims) its counts change with every member; each change was one status write. A
+ * change is now written at most once per POOL_STATUS_INTERVAL; an urgent status (the
+ * first, a new generation or selector, or the pool converged: replicas and readyReplicas
+ * at the desired count) is written at once. */
+#define POOL_STATUS_INTERVAL (1 * USEC_PER_SEC)
+
+/** Whether a changed pool status is written now. last: monotonic time of this process's
+ * last status write of the pool (0: none). Returns 0 to write now, else the delay after
+ * which to write. */
+usec_t pool_status_wait(usec_t last, usec_t now, usec_t interval, bool urgent);
+
+/** A refill token bucket (one second's worth of capacity, at least one token), the
+ * pool's refill deferral and the time of its last status write (the per-pool state). */
 struct pool_bucket {
     double tokens;
     usec_t last;
     bool init;
     struct pool_defer defer;
+    usec_t status_at; /* monotonic time of the last status write, 0: none */
 };
 
 /** Takes up to want tokens at rate per second (rate <= 0: unlimited, grants want).

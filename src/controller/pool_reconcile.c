@@ -326,7 +326,33 @@ static int desired_replicas(struct pool_pass *p)
     return n > max ? max : (int)n;
 }
 
-static void write_status(struct pool_pass *p, const struct pool_plan *plan)
+/* Whether the changed status st may wait (pool_status_wait); requeues the pool if so. */
+static bool status_paced(struct pool_pass *p, const json_t *st, int desired)
+{
+    const json_t *old = json_object_get(p->pool, "status");
+    json_int_t ready = json_integer_value(json_object_get(st, "readyReplicas"));
+    json_int_t active = json_integer_value(json_object_get(st, "replicas"));
+    bool urgent = !json_is_object(old) || (ready == desired && active == desired) ||
+                  !json_equal(json_object_get(old, "observedGeneration"),
+                              json_object_get(st, "observedGeneration")) ||
+                  !json_equal(json_object_get(old, "selector"), json_object_get(st, "selector"));
+    usec_t wait;
+    pthread_mutex_lock(&p->x->lock);
+    wait = pool_status_wait(bucket_of(p)->status_at, clock_now(), POOL_STATUS_INTERVAL, urgent);
+    pthread_mutex_unlock(&p->x->lock);
+    if (wait)
+        requeue_min(p, wait);
+    return wait > 0;
+}
+
+static void status_written(struct pool_pass *p)
+{
+    pthread_mutex_lock(&p->x->lock);
+    bucket_of(p)->status_at = clock_now();
+    pthread_mutex_unlock(&p->x->lock);
+}
+
+static void write_status(struct pool_pass *p, const struct pool_plan *plan, int desired)
 {
     char sel[128], hash[SB_HASH_LEN + 1];
     json_t *st, *patch;
@@ -340,11 +366,12 @@ static void write_status(struct pool_pass *p, const struct pool_plan *plan)
         metric_set(p->x->met.pool_replicas, lv, plan->active);
         metric_set(p->x->met.pool_ready, lv, plan->ready);
     }
-    if (!json_equal(st, json_object_get(p->pool, "status"))) {
+    if (!json_equal(st, json_object_get(p->pool, "status")) && !status_paced(p, st, desired)) {
         patch = json_pack("{s:O}", "status", st);
         if (ext__patch(p->x, &KUBE_RES_SANDBOXWARMPOOLS, p->ns, kube_obj_name(p->pool), "status",
-                       patch, NULL, &e) < 0 &&
-            !kube_err_is_not_found(&e) && !p->err)
+                       patch, NULL, &e) >= 0)
+            status_written(p);
+        else if (!kube_err_is_not_found(&e) && !p->err)
             p->err = e.code ? e.code : -EIO;
         json_decref(patch);
     }
@@ -376,7 +403,7 @@ static void run_plan(struct pool_pass *p, size_t n)
     requeue_min(p, plan.requeue ? plan.requeue + (usec_t)(rand() % 1000) * plan.requeue / 2000 : 0);
     if (plan.held)
         requeue_min(p, LIMIT_EXT_UNSCHED_RECHECK);
-    write_status(p, &plan);
+    write_status(p, &plan, in.desired);
     pool_plan_done(&plan);
 }
 

@@ -22,7 +22,8 @@ struct sb_pass {
     struct buf errors; /* condition errors, "; "-joined */
     char *multiple;    /* multiple-Pods error text, or NULL */
     int ret;           /* first error worth a retry */
-    usec_t backstop;   /* requeue delay after a skipped or conflicting status write, or 0 */
+    usec_t backstop;   /* requeue delay after a skipped, deferred or conflicting status
+                          write, or 0 */
 };
 
 /** Adds a condition error (formatted) to the pass; retry (negative errno) or 0. */

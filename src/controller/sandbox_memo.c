@@ -18,15 +18,28 @@ struct memo_slot {
     usec_t at; /* CLOCK_MONOTONIC time of the write */
 };
 
+struct defer_slot {
+    char uid[SB_MEMO_UID];
+    usec_t since; /* CLOCK_MONOTONIC time the pending detail change was first seen */
+};
+
+#define LIMIT_SB_DEFER_SLOTS 4096u /* power of two */
+
 static struct memo_slot slots[LIMIT_SB_MEMO_SLOTS];
+static struct defer_slot defer_slots[LIMIT_SB_DEFER_SLOTS];
 static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct memo_slot *slot_of(const char *uid)
+static uint32_t uid_hash(const char *uid)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
     for (const char *p = uid; *p; p++)
         h = (h ^ (uint8_t)*p) * 16777619u;
-    return &slots[h & (LIMIT_SB_MEMO_SLOTS - 1)];
+    return h;
+}
+
+static struct memo_slot *slot_of(const char *uid)
+{
+    return &slots[uid_hash(uid) & (LIMIT_SB_MEMO_SLOTS - 1)];
 }
 
 static bool fits(const char *uid, const char *rv)
@@ -73,4 +86,44 @@ bool sb_memo_stale(const json_t *sb)
 void sb_memo_wrote(const json_t *sb)
 {
     sb_memo_wrote_at(sb, clock_now());
+}
+
+usec_t sb_defer_wait_at(const char *uid, usec_t window, usec_t now)
+{
+    struct defer_slot *s;
+    usec_t wait = 0;
+
+    if (!window || !uid || strlen(uid) >= SB_MEMO_UID)
+        return 0;
+    s = &defer_slots[uid_hash(uid) & (LIMIT_SB_DEFER_SLOTS - 1)];
+    pthread_mutex_lock(&memo_lock);
+    if (strcmp(s->uid, uid) == 0) {
+        if (now >= s->since && now - s->since < window)
+            wait = window - (now - s->since);
+    } else if (!s->uid[0] || now < s->since || now - s->since >= 2 * window) {
+        /* free, or left behind by an object that was deleted while it waited */
+        memcpy(s->uid, uid, strlen(uid) + 1);
+        s->since = now;
+        wait = window;
+    }
+    pthread_mutex_unlock(&memo_lock);
+    return wait;
+}
+
+usec_t sb_defer_wait(const char *uid, usec_t window)
+{
+    return sb_defer_wait_at(uid, window, clock_now());
+}
+
+void sb_defer_clear(const char *uid)
+{
+    struct defer_slot *s;
+
+    if (!uid || strlen(uid) >= SB_MEMO_UID)
+        return;
+    s = &defer_slots[uid_hash(uid) & (LIMIT_SB_DEFER_SLOTS - 1)];
+    pthread_mutex_lock(&memo_lock);
+    if (strcmp(s->uid, uid) == 0)
+        s->uid[0] = '\0';
+    pthread_mutex_unlock(&memo_lock);
 }

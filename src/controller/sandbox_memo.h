@@ -31,3 +31,18 @@ void sb_memo_wrote(const json_t *sb);
 /** sb_memo_stale and sb_memo_wrote on an explicit monotonic time (for tests). */
 bool sb_memo_stale_at(const json_t *sb, usec_t now);
 void sb_memo_wrote_at(const json_t *sb, usec_t now);
+
+/* Status write coalescing: a change of details only (sb_status_diff's SB_STATUS_DETAIL)
+ * may wait up to a window from when it was first seen, so that the steps of a starting
+ * Pod (scheduled, running, an IP) ride along with the next write that matters, normally
+ * the Ready transition. A second fixed, lossy table keyed by UID: when another object's
+ * pending wait holds the slot, the write is not delayed at all, so a collision only
+ * costs a write, never a delay beyond the window. */
+
+/** 0 when a detail write of object uid is due now; else how long it may still wait.
+ *  The first call for uid starts its window. window 0 = never wait. */
+usec_t sb_defer_wait(const char *uid, usec_t window);
+/** Forgets uid's pending wait (after its write, or when nothing is left to write). */
+void sb_defer_clear(const char *uid);
+/** sb_defer_wait on an explicit monotonic time (for tests). */
+usec_t sb_defer_wait_at(const char *uid, usec_t window, usec_t now);

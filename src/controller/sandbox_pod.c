@@ -98,14 +98,23 @@ static void handle_candidate(struct sb_pass *p, json_t *c)
     json_decref(c);
 }
 
+/* A status selector means a Pod was there before (the selector is written with the
+ * first Pod); unless the Pod went because of a suspend, it was lost. */
+static bool pod_was_lost(const struct sb_pass *p)
+{
+    const json_t *c = sb_cond_get(json_object_get(p->sb, "status"), SB_COND_SUSPENDED);
+    const char *s = json_string_value(json_object_get(c, "status"));
+    const char *r = json_string_value(json_object_get(c, "reason"));
+    if (!kube_obj_path_str(p->sb, "status.selector"))
+        return false;
+    return !(s && strcmp(s, "True") == 0) && !(r && strcmp(r, SB_R_POD_TERMINATING) == 0);
+}
+
 static void create_pod(struct sb_pass *p)
 {
     struct kube_err e;
     json_t *want = sb_desired_pod(p->sb), *out = NULL;
-    /* The annotation may predate the first Pod (set at create); a status selector means
-     * a Pod was there before. */
-    bool lost = kube_obj_annotation(p->sb, SB_ANN_POD_NAME) != NULL &&
-                kube_obj_path_str(p->sb, "status.selector") != NULL;
+    bool lost = pod_was_lost(p);
     int r = sb__create(p, &KUBE_RES_PODS, want, &out, &e);
     json_decref(want);
     if (r >= 0) {
@@ -141,7 +150,9 @@ static void delete_pod(struct sb_pass *p)
     log_info("deleted pod for suspend\tkey=%s/%s", p->ns, p->name);
 }
 
-/* Keeps metadata.annotations[pod-name] equal to the Pod in use (absent without one). */
+/* Keeps metadata.annotations[pod-name] equal to the Pod in use (absent without one). A
+ * Pod named after the Sandbox needs no annotation (clients fall back to the Sandbox's
+ * name): it is not written after the create for it alone, unless pod_name_annotation_always. */
 static void sync_annotation(struct sb_pass *p)
 {
     const char *have = kube_obj_annotation(p->sb, SB_ANN_POD_NAME);
@@ -149,6 +160,8 @@ static void sync_annotation(struct sb_pass *p)
     struct kube_err e;
     json_t *patch, *out = NULL;
     if ((!have && !want) || (have && want && strcmp(have, want) == 0))
+        return;
+    if (!have && strcmp(want, p->name) == 0 && !p->r->pod_name_annotation_always)
         return;
     patch = json_pack("{s:{s:{s:o}}}", "metadata", "annotations", SB_ANN_POD_NAME,
                       want ? json_string(want) : json_null());

@@ -92,13 +92,33 @@ static void now_text(char *out, size_t size)
     clock_format_rfc3339_sec(clock_wall_now(), out, (unsigned)size);
 }
 
-/* Writes status st (borrowed) when it differs from the Sandbox's. */
-static int write_status(struct sb_pass *p, json_t *st)
+/* True when a write of st may wait: a change of details only, within the window. */
+static bool defer_status(struct sb_pass *p, const json_t *st)
+{
+    enum sb_status_change d = sb_status_diff(json_object_get(p->sb, "status"), st);
+    usec_t wait;
+    if (d == SB_STATUS_SAME) {
+        sb_defer_clear(p->uid);
+        return true;
+    }
+    if (d == SB_STATUS_HEADLINE)
+        return false;
+    wait = sb_defer_wait(p->uid, p->r->status_window);
+    if (!wait)
+        return false;
+    if (!p->backstop || wait < p->backstop)
+        p->backstop = wait;
+    return true;
+}
+
+/* Writes status st (borrowed) when it differs from the Sandbox's; with coalesce, a change
+ * of details only may wait (defer_status). */
+static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
 {
     struct kube_err e;
     json_t *obj;
     int r;
-    if (!sb_status_changed(json_object_get(p->sb, "status"), st))
+    if (coalesce ? defer_status(p, st) : !sb_status_changed(json_object_get(p->sb, "status"), st))
         return 0;
     if (sb_memo_stale(p->sb)) {
         /* The cache has not seen our last write: its event requeues the key; the backstop
@@ -110,8 +130,10 @@ static int write_status(struct sb_pass *p, json_t *st)
     json_object_set(obj, "status", st);
     r = kube_update_status(p->r->client, &KUBE_RES_SANDBOXES, p->ns, obj, NULL, &e);
     json_decref(obj);
-    if (r >= 0)
+    if (r >= 0) {
         sb_memo_wrote(p->sb);
+        sb_defer_clear(p->uid);
+    }
     if (r >= 0 || kube_err_is_not_found(&e))
         return 0;
     if (kube_err_is_conflict(&e)) {
@@ -173,7 +195,7 @@ static int expire_teardown(struct sb_pass *p, struct sb_result *res)
     st = st ? st : json_object();
     now_text(now, sizeof(now));
     sb_status_expire(st, true, kube_obj_generation(p->sb), now);
-    r = write_status(p, st);
+    r = write_status(p, st, false);
     json_decref(st);
     (void)res;
     return r;
@@ -192,7 +214,7 @@ static int expire(struct sb_pass *p, struct sb_result *res)
     st = status ? json_deep_copy(status) : json_object();
     now_text(now, sizeof(now));
     sb_status_expire(st, false, kube_obj_generation(p->sb), now);
-    r = write_status(p, st);
+    r = write_status(p, st, false);
     json_decref(st);
     if (r >= 0) {
         sb__event(p, false, SB_R_EXPIRED, "Sandbox reached its shutdownTime");
@@ -224,7 +246,7 @@ static int reconcile_children(struct sb_pass *p, struct sb_result *res, usec_t d
     now_text(now, sizeof(now));
     st = sb_status_build(&p->obs, now);
     idle_status_adjust(p->sb, st);
-    r = write_status(p, st);
+    r = write_status(p, st, true);
     if (deadline) {
         usec_t wall = clock_wall_now();
         /* An exact timer, not a poll: wake up when the Sandbox expires. */

@@ -2,7 +2,8 @@
 /* The Sandbox reconciler: one pass brings a Sandbox's PVCs, Pod and headless Service
  * in line with its spec (adopting unowned objects only when they are labelled
  * agents.x-k8s.io/adoptable=true), handles suspend/resume and expiry, and writes the
- * status when it changed (PUT on /status, guarded by resourceVersion).
+ * status when it changed (PUT on /status, guarded by resourceVersion; changes of details
+ * only are coalesced, see status_window).
  *
  * It reads the Sandbox and its children from informer stores and writes through the
  * API client. Thread-safe: several workers may run it at once on different keys. */
@@ -30,6 +31,12 @@ struct sb_reconciler {
     struct events_recorder *events; /* borrowed; NULL: no Events */
     const char *cluster_domain;     /* borrowed; NULL: cluster.local */
     struct idle_ctrl *idle;         /* borrowed; NULL: no idle auto-suspend */
+    /* A status change of details only (sb_status_diff) waits up to this long for the next
+     * write that matters, normally the Ready transition; 0 writes every change at once. */
+    usec_t status_window;
+    /* Set the pod-name annotation also when the Pod is named after the Sandbox (upstream
+     * does; clients fall back to the Sandbox name when it is absent). */
+    bool pod_name_annotation_always;
 };
 
 struct sb_result {

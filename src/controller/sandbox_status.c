@@ -290,3 +290,48 @@ bool sb_status_changed(const json_t *old_status, const json_t *new_status)
     json_decref(b);
     return changed;
 }
+
+/* "status/reason" of condition type, with dflt for an absent condition. */
+static void headline_of(const json_t *status, const char *type, const char *dflt, char *out,
+                        size_t size)
+{
+    const json_t *c = sb_cond_get(status, type);
+    const char *s = json_string_value(json_object_get(c, "status"));
+    const char *r = json_string_value(json_object_get(c, "reason"));
+    if (!c)
+        (void)snprintf(out, size, "%s", dflt);
+    else
+        (void)snprintf(out, size, "%.32s/%.96s", s ? s : "", r ? r : "");
+}
+
+/* True when the user-visible state (Ready, Suspended, Finished) of a and b differs. No
+ * status yet reads as "not Ready, dependencies not ready, not suspended". */
+static bool headline_differs(const json_t *a, const json_t *b)
+{
+    static const struct {
+        const char *type, *dflt;
+    } keys[] = {
+        {SB_COND_READY, "False/" SB_R_DEPS_NOT_READY},
+        {SB_COND_SUSPENDED, "False/" SB_R_NOT_SUSPENDED},
+        {SB_COND_FINISHED, "-"},
+    };
+    char x[160], y[160];
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        headline_of(a, keys[i].type, keys[i].dflt, x, sizeof(x));
+        headline_of(b, keys[i].type, keys[i].dflt, y, sizeof(y));
+        if (strcmp(x, y) != 0)
+            return true;
+    }
+    return false;
+}
+
+enum sb_status_change sb_status_diff(const json_t *old_status, const json_t *new_status)
+{
+    const char *rs;
+    if (!sb_status_changed(old_status, new_status))
+        return SB_STATUS_SAME;
+    rs = json_string_value(json_object_get(sb_cond_get(new_status, SB_COND_READY), "status"));
+    if ((rs && strcmp(rs, "True") == 0) || headline_differs(old_status, new_status))
+        return SB_STATUS_HEADLINE;
+    return SB_STATUS_DETAIL;
+}

@@ -49,5 +49,18 @@ void sb_status_expire(json_t *status, bool reset, int64_t generation, const char
  * with the next write. */
 bool sb_status_changed(const json_t *old_status, const json_t *new_status);
 
+/** How a new status differs from the written one, for write coalescing. */
+enum sb_status_change {
+    SB_STATUS_SAME,     /* nothing to write (sb_status_changed is false) */
+    SB_STATUS_DETAIL,   /* only details of a Sandbox that is not Ready: messages, podIPs,
+                           selector, Service fields, PodScheduled. The first status of a
+                           new Sandbox (not Ready, dependencies not ready) is one too. */
+    SB_STATUS_HEADLINE, /* what a user sees changed: the status and reason of Ready,
+                           Suspended or Finished; or the new status is Ready=True */
+};
+
+/** Classifies new_status against old_status (either may be NULL = {}). */
+enum sb_status_change sb_status_diff(const json_t *old_status, const json_t *new_status);
+
 /** Pod IPs of pod (status.podIPs[].ip, else status.podIP) as a new array. */
 json_t *sb_pod_ips(const json_t *pod);

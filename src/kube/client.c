@@ -105,6 +105,8 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts
     struct kube_client *c = XNEW(struct kube_client);
     c->cfg = cfg;
     c->qps = opts->qps;
+    c->observe = opts->observe;
+    c->observe_ctx = opts->observe_ctx;
     c->max_retries = opts->max_retries < 0 ? LIMIT_KUBE_RETRIES : opts->max_retries;
     c->timeout = opts->timeout ? opts->timeout : LIMIT_KUBE_REQUEST;
     c->user_agent =
@@ -425,6 +427,8 @@ static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, 
     curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn);
     atomic_fetch_add(&c->connections, (unsigned long)nconn);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rs->status);
+    if (c->observe)
+        c->observe(c->observe_ctx, p->method, p->res, p->subresource, rs->status);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(hdrs);

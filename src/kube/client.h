@@ -26,6 +26,13 @@ struct kube_client_opts {
     const char *user_agent; /* NULL = "agent-sandbox/<version>" */
     usec_t timeout;         /* per non-watch request; 0 = LIMIT_KUBE_REQUEST */
     int max_retries; /* retries of 429/5xx/transport errors; -1 = LIMIT_KUBE_RETRIES, 0 = none */
+    /* Called after every attempt of kube_request (retries included; not for watch
+     * streams), from the calling thread: the method, the resource (NULL for a raw path),
+     * the subresource (NULL: none) and the HTTP status (0: no response). All borrowed for
+     * the call. For request accounting in tests and benchmarks; NULL: none. */
+    void (*observe)(void *ctx, const char *method, const struct kube_res *res,
+                    const char *subresource, long status);
+    void *observe_ctx;
 };
 
 /** Creates a client. Takes cfg (freed by kube_client_free, also on failure). */

@@ -74,6 +74,9 @@ struct kube_client {
     struct kube_ratelimit rl;
     struct kube__loglimit loglimit; /* retry and throttle log lines */
     atomic_ulong requests, retries, throttled_us, connections;
+    void (*observe)(void *ctx, const char *method, const struct kube_res *res,
+                    const char *subresource, long status);
+    void *observe_ctx;
 };
 
 /** A request turned into wire pieces. */
@@ -82,11 +85,13 @@ struct kube__prep {
     struct buf url;
     struct buf body; /* empty when there is no body */
     bool has_body;
-    const char *content_type; /* static */
-    bool idempotent;          /* GET, PUT, DELETE: retried after any transport error */
-    bool no_retry;            /* kube_req.no_retry */
-    usec_t deadline;          /* monotonic end of the whole call (kube_req.timeout), or 0 */
-    usec_t attempt_timeout;   /* this transfer's timeout; 0 = the client's */
+    const char *content_type;   /* static */
+    bool idempotent;            /* GET, PUT, DELETE: retried after any transport error */
+    bool no_retry;              /* kube_req.no_retry */
+    usec_t deadline;            /* monotonic end of the whole call (kube_req.timeout), or 0 */
+    usec_t attempt_timeout;     /* this transfer's timeout; 0 = the client's */
+    const struct kube_res *res; /* of the request (borrowed), for the observer */
+    const char *subresource;    /* likewise */
 };
 
 /** Builds URL and body of r. Returns 0 or a negative errno (reterr filled). p is

@@ -168,6 +168,8 @@ int kube__prepare(struct kube_client *c, const struct kube_req *r, struct kube__
     buf_init(&p->url, LIMIT_KUBE_URL);
     buf_init(&p->body, LIMIT_KUBE_REQUEST_BODY);
     p->method = r->method;
+    p->res = r->raw_path ? NULL : r->res;
+    p->subresource = r->raw_path ? NULL : r->subresource;
     if (!known_method(r->method)) {
         kube_err_set(reterr, -EINVAL, "unknown HTTP method %s", r->method ? r->method : "(null)");
         return -EINVAL;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests of the warm-pool refill deferral (pool_defer_check). */
+/* Unit tests of the warm-pool refill deferral (pool_defer_check) and of the pool status
+ * pacing (pool_status_wait). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -74,9 +75,24 @@ static void test_disabled_and_clock_step(void **state)
     assert_int_equal(pool_defer_check(&d, true, 1500 * MS, MAX, 0), 0);
 }
 
+static void test_status_pacing(void **state)
+{
+    (void)state;
+    /* never written by this process, or urgent: at once */
+    assert_int_equal(pool_status_wait(0, 5000 * MS, MAX, false), 0);
+    assert_int_equal(pool_status_wait(4990 * MS, 5000 * MS, MAX, true), 0);
+    /* a count change soon after a write waits for the rest of the interval */
+    assert_int_equal(pool_status_wait(4990 * MS, 5000 * MS, MAX, false), 990 * MS);
+    assert_int_equal(pool_status_wait(4990 * MS, 5989 * MS, MAX, false), 1 * MS);
+    assert_int_equal(pool_status_wait(4990 * MS, 5990 * MS, MAX, false), 0);
+    /* a clock before the last write does not hold the write back */
+    assert_int_equal(pool_status_wait(6000 * MS, 5000 * MS, MAX, false), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_pacing),
         cmocka_unit_test(test_no_claims_waiting_creates_at_once),
         cmocka_unit_test(test_waits_in_rechecks_up_to_the_bound),
         cmocka_unit_test(test_total_wait_is_bounded),

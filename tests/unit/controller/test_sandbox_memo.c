@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests: the read-your-writes memo suppresses status writes on the version our write
  * replaced, only for that version and UID, and only for SB_MEMO_TTL (the backstop for a
- * watch event lost across an API server restart). */
+ * watch event lost across an API server restart). The status coalescing table delays a
+ * detail write by at most its window from the first sighting, and never on a collision. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,8 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <jansson.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "controller/sandbox_memo.h"
 
@@ -65,12 +68,73 @@ static void test_unusable_objects_never_stale(void **state)
     json_decref(long_uid);
 }
 
+#define W (1 * USEC_PER_SEC)
+
+static void test_defer_window_from_first_sighting(void **state)
+{
+    usec_t t0 = 3000 * USEC_PER_SEC;
+    (void)state;
+    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0), W);
+    /* Later sightings do not push the deadline: the wait only shrinks. */
+    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0 + W / 4), W - W / 4);
+    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0 + W - 1), 1);
+    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0 + W), 0);
+    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0 + 5 * W), 0); /* stays due */
+    /* After the write, a new change starts a new window. */
+    sb_defer_clear("uid-defer-1");
+    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0 + 6 * W), W);
+    sb_defer_clear("uid-defer-1");
+    /* Window 0 and unusable UIDs never wait. */
+    assert_int_equal(sb_defer_wait_at("uid-defer-2", 0, t0), 0);
+    assert_int_equal(sb_defer_wait_at(NULL, W, t0), 0);
+    assert_int_equal(
+        sb_defer_wait_at("uid-defer-3-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", W, t0), 0);
+}
+
+/* The table's slot of uid (FNV-1a, as sandbox_memo.c; 4096 slots). */
+static unsigned slot(const char *uid)
+{
+    unsigned h = 2166136261u;
+    for (const char *p = uid; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h & 4095u;
+}
+
+static void test_defer_collision_writes_at_once(void **state)
+{
+    usec_t t0 = 4000 * USEC_PER_SEC;
+    char other[40];
+    int i;
+    (void)state;
+    for (i = 0; i < 1000000; i++) {
+        (void)snprintf(other, sizeof(other), "uid-defer-c-%d", i);
+        if (slot(other) == slot("uid-defer-a"))
+            break;
+    }
+    assert_true(i < 1000000);
+    assert_int_equal(sb_defer_wait_at("uid-defer-a", W, t0), W);
+    /* The slot is taken by a pending wait: the other object is not delayed. */
+    assert_int_equal(sb_defer_wait_at(other, W, t0 + 1), 0);
+    assert_int_equal(sb_defer_wait_at("uid-defer-a", W, t0 + 2), W - 2);
+    /* An entry left behind (its Sandbox was deleted while it waited) is reclaimed. */
+    assert_int_equal(sb_defer_wait_at(other, W, t0 + 2 * W), W);
+    assert_int_equal(sb_defer_wait_at("uid-defer-a", W, t0 + 2 * W + 1), 0);
+    /* Clearing another UID's slot does nothing. */
+    sb_defer_clear("uid-defer-a");
+    assert_int_equal(sb_defer_wait_at(other, W, t0 + 2 * W + 2), W - 2);
+    sb_defer_clear(other);
+    assert_int_equal(sb_defer_wait_at("uid-defer-a", W, t0 + 2 * W + 3), W);
+    sb_defer_clear("uid-defer-a");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stale_only_for_replaced_version),
         cmocka_unit_test(test_expires_after_ttl),
         cmocka_unit_test(test_unusable_objects_never_stale),
+        cmocka_unit_test(test_defer_window_from_first_sighting),
+        cmocka_unit_test(test_defer_collision_writes_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -315,6 +315,54 @@ static void test_changed(void **state)
     json_decref(b);
 }
 
+static void test_diff(void **state)
+{
+    json_t *pending = json_object(), *b;
+    (void)state;
+    /* A new Sandbox's first status: not Ready, dependencies not ready: a detail. */
+    sb_cond_set(pending, SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED, "m", 1, T0);
+    sb_cond_set(pending, SB_COND_POD_SCHEDULED, "Unknown", SB_R_SCHED_UNKNOWN, "m", 1, T0);
+    sb_cond_set(pending, SB_COND_READY, "False", SB_R_DEPS_NOT_READY, "Pod exists", 1, T0);
+    assert_int_equal(sb_status_diff(NULL, pending), SB_STATUS_DETAIL);
+    assert_int_equal(sb_status_diff(pending, pending), SB_STATUS_SAME);
+    /* Scheduled, running, an IP, a new message: details while not Ready. */
+    b = json_deep_copy(pending);
+    sb_cond_set(b, SB_COND_POD_SCHEDULED, "True", SB_R_POD_SCHEDULED, "", 1, T1);
+    sb_cond_set(b, SB_COND_READY, "False", SB_R_DEPS_NOT_READY, "Pod is Running", 1, T1);
+    json_object_set_new(b, "podIPs", json_pack("[s]", "10.0.0.1"));
+    assert_int_equal(sb_status_diff(pending, b), SB_STATUS_DETAIL);
+    /* nodeName alone while not Ready: nothing to write. */
+    json_decref(b);
+    b = json_deep_copy(pending);
+    json_object_set_new(b, "nodeName", json_string("n1"));
+    assert_int_equal(sb_status_diff(pending, b), SB_STATUS_SAME);
+    /* Ready=True is always written, whatever else changed. */
+    sb_cond_set(b, SB_COND_READY, "True", SB_R_DEPS_READY, "Pod is Ready", 1, T1);
+    assert_int_equal(sb_status_diff(pending, b), SB_STATUS_HEADLINE);
+    assert_int_equal(sb_status_diff(NULL, b), SB_STATUS_HEADLINE);
+    json_object_set_new(b, "podIPs", json_pack("[s]", "10.0.0.2"));
+    json_t *ready = json_deep_copy(b);
+    json_object_set_new(b, "podIPs", json_pack("[s]", "10.0.0.3"));
+    assert_int_equal(sb_status_diff(ready, b), SB_STATUS_HEADLINE);
+    json_decref(ready);
+    /* Another Ready reason, a suspend or a finish: what a user sees. */
+    json_decref(b);
+    b = json_deep_copy(pending);
+    sb_cond_set(b, SB_COND_READY, "False", SB_R_RECONCILER_ERROR, "Error seen: x", 1, T1);
+    assert_int_equal(sb_status_diff(pending, b), SB_STATUS_HEADLINE);
+    assert_int_equal(sb_status_diff(NULL, b), SB_STATUS_HEADLINE);
+    json_decref(b);
+    b = json_deep_copy(pending);
+    sb_cond_set(b, SB_COND_SUSPENDED, "False", SB_R_POD_TERMINATING, "m", 2, T1);
+    assert_int_equal(sb_status_diff(pending, b), SB_STATUS_HEADLINE);
+    json_decref(b);
+    b = json_deep_copy(pending);
+    sb_cond_set(b, SB_COND_FINISHED, "True", SB_R_POD_FAILED, "Pod failed", 1, T1);
+    assert_int_equal(sb_status_diff(pending, b), SB_STATUS_HEADLINE);
+    json_decref(b);
+    json_decref(pending);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_pod_scheduled_mirror),
         cmocka_unit_test(test_transition_time),
         cmocka_unit_test(test_expire),
+        cmocka_unit_test(test_diff),
         cmocka_unit_test(test_changed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

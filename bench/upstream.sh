@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Upstream's controller (sigs.k8s.io/agent-sandbox) side by side with ours, on the same
+# API server and the same load.
+#
+#   bench/upstream.sh build                 build upstream's controller (cached)
+#   bench/upstream.sh crds DIR              write upstream's CRDs, conversion None, to DIR
+#   bench/upstream.sh help                  --help of the built binary
+#   bench/upstream.sh ctrl FLAGS...         run it, taking bench/run.sh's controller flags
+#                                           (used as BENCH_CTRL by `compare`)
+#   bench/upstream.sh smoke                 on a private API server: it starts, one
+#                                           Sandbox becomes Ready; then everything stops
+#   bench/upstream.sh compare [--rounds N] [--only a,b,...]
+#                                           bench/run.sh scenarios, ours and upstream in
+#                                           turn (ours first), N rounds (default 2), on a
+#                                           private API server; each leg with its own CRDs
+#
+# The build asks the Go module proxy for exactly $UPSTREAM_VERSION (default v0.5.6; the
+# proxy refuses the module's version list, so `go install ...@version`, which reads it
+# for deprecations, fails) and builds the module's cmd/agent-sandbox-controller in a
+# wrapper module pinned to it. The binary is cached in
+# $AGENT_SANDBOX_BIN_CACHE/upstream-controller-<version>/ like hack/build-k8s.sh's builds.
+#
+# Upstream runs with the flags of its own benchmarks: --extensions --kube-api-qps=1000
+# --kube-api-burst=2000, 50 Sandbox and 50 claim workers, --separate-watch-connection
+# --api-connections=4, and --enable-webhook=false --manage-webhook-certs=false (its
+# CRDs get conversion strategy None and v1alpha1 unserved, so no webhook is needed).
+# UPSTREAM_ARGS adds flags (word-split). The API server is private: state in
+# $BENCH_APISERVER_DIR (default .cache/bench-apiserver), because swapping CRDs on the
+# shared test API server would break the tests that use it. `smoke` stops it at the end;
+# `compare` leaves it running for the next run (stop: AS_APISERVER_DIR=... hack/apiserver.sh stop).
+source "$(dirname "$0")/../hack/lib.sh"
+cd "$ROOT"
+
+UPSTREAM_MODULE=sigs.k8s.io/agent-sandbox
+UPSTREAM_VERSION=${UPSTREAM_VERSION:-v0.5.6}
+UP_DIR=$BIN_CACHE/upstream-controller-$UPSTREAM_VERSION
+UP_BIN=$UP_DIR/agent-sandbox-controller
+BENCH_APISERVER_DIR=${BENCH_APISERVER_DIR:-$CACHE_DIR/bench-apiserver}
+UP_FLAGS=(--extensions --enable-webhook=false --manage-webhook-certs=false
+	--kube-api-qps=1000 --kube-api-burst=2000
+	--sandbox-concurrent-workers=50 --sandbox-claim-concurrent-workers=50
+	--separate-watch-connection --api-connections=4)
+
+usage() { sed -n '2,30s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+
+module_dir() { # the module's source in the module cache, downloaded when missing
+	local dir
+	dir=$(go mod download -json "$UPSTREAM_MODULE@$UPSTREAM_VERSION" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -d "$dir" ] || die "could not download $UPSTREAM_MODULE@$UPSTREAM_VERSION"
+	echo "$dir"
+}
+
+cmd_build() {
+	[ -x "$UP_BIN" ] && return 0
+	ensure_go
+	local src wrap gover start
+	src=$(module_dir)
+	gover=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$src/go.mod")
+	wrap=$CACHE_DIR/upstream-wrapper-$UPSTREAM_VERSION
+	rm -rf "$wrap"
+	mkdir -p "$wrap" "$UP_DIR"
+	printf 'module agent-sandbox.local/upstream-wrapper\n\ngo %s\n\nrequire %s %s\n' \
+		"$gover" "$UPSTREAM_MODULE" "$UPSTREAM_VERSION" >"$wrap/go.mod"
+	printf '//go:build tools\n\npackage tools\n\nimport _ "%s/cmd/agent-sandbox-controller"\n' \
+		"$UPSTREAM_MODULE" >"$wrap/tools.go"
+	cp "$src/go.sum" "$wrap/go.sum" # the module's own dependency versions and sums
+	log "building $UPSTREAM_MODULE $UPSTREAM_VERSION (go $gover; cold builds take minutes)"
+	start=$(date +%s)
+	(cd "$wrap" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags=-s \
+		-o "$UP_BIN.tmp" "$UPSTREAM_MODULE/cmd/agent-sandbox-controller") ||
+		die "building upstream's controller failed"
+	mv "$UP_BIN.tmp" "$UP_BIN"
+	log "built in $(($(date +%s) - start))s: $UP_BIN"
+}
+
+cmd_crds() { # dir
+	local out=${1:?usage: crds DIR} src
+	ensure_go
+	src=$(module_dir)
+	mkdir -p "$out"
+	python3 - "$src/k8s/crds" "$out" <<'PY'
+import pathlib, sys, yaml
+src, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+for f in sorted(src.glob("*.yaml")):
+    docs = [d for d in yaml.safe_load_all(f.read_text()) if d]
+    for d in docs:
+        if d.get("kind") != "CustomResourceDefinition":
+            continue
+        d["spec"]["conversion"] = {"strategy": "None"}
+        for v in d["spec"]["versions"]:
+            if not v.get("storage"):
+                v["served"] = False  # no conversion traffic while informers list
+    (out / f.name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    print(out / f.name)
+PY
+}
+
+# bench/run.sh starts its controller with: --namespace NS --leader-elect=false
+# --metrics-bind-address 0 --health-probe-bind-address 0 --log-level L
+# --sandbox-warm-pool-concurrent-workers N [BENCH_CTRL_ARGS]. Upstream watches every
+# namespace (the private API server holds only the benchmark's) and logs through zap
+# (--zap-log-level: debug, info, error; warn becomes error). The rest is the same.
+cmd_ctrl() {
+	local args=() lvl
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--namespace) shift ;;
+		--namespace=*) ;;
+		--log-level | --log-level=*)
+			if [ "$1" = --log-level ]; then lvl=$2; shift; else lvl=${1#*=}; fi
+			case $lvl in warn | error) lvl=error ;; trace) lvl=debug ;; esac
+			args+=(--zap-log-level "$lvl")
+			;;
+		*) args+=("$1") ;;
+		esac
+		shift
+	done
+	# shellcheck disable=SC2086 # UPSTREAM_ARGS is word-split on purpose
+	exec "$UP_BIN" "${UP_FLAGS[@]}" "${args[@]}" ${UPSTREAM_ARGS:-}
+}
+
+private_apiserver() { # starts (or keeps) the private API server; exports its env
+	export AS_APISERVER_DIR=$BENCH_APISERVER_DIR
+	hack/apiserver.sh start >/dev/null || die "the private API server did not start"
+	eval "$(hack/apiserver.sh env)"
+	command -v kubectl >/dev/null 2>&1 || hack/build-k8s.sh kubectl
+	need kubectl "hack/build-k8s.sh kubectl"
+}
+
+apply_crds() { # dir: replaces the agents.x-k8s.io CRDs with those in dir
+	kubectl apply --server-side --force-conflicts -f "$1" >/dev/null || die "applying $1 failed"
+	kubectl wait --for condition=Established --timeout=60s -f "$1" >/dev/null
+}
+
+cmd_smoke() {
+	local tmp pid ok=0 ns=upstream-smoke
+	cmd_build
+	export PATH=$CACHE_DIR/bin:$K8S_BIN:$PATH
+	private_apiserver
+	tmp=$(mktemp -d)
+	cmd_crds "$tmp/crds" >/dev/null
+	apply_crds "$tmp/crds"
+	kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+	# no ServiceAccount controller runs here: the Pod's admission needs the default one
+	kubectl -n "$ns" create serviceaccount default --dry-run=client -o yaml |
+		kubectl apply -f - >/dev/null
+	"$UP_BIN" "${UP_FLAGS[@]}" --leader-elect=false --metrics-bind-address 0 \
+		--health-probe-bind-address 0 >"$tmp/controller.log" 2>&1 &
+	pid=$!
+	kubectl -n "$ns" apply -f - >/dev/null <<'YAML'
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: smoke}
+spec:
+  podTemplate:
+    spec:
+      containers: [{name: runtime, image: registry.local/runtime:1}]
+YAML
+	for _ in $(seq 60); do # the kubelet's part: the Pod runs and is Ready
+		if kubectl -n "$ns" get pod smoke >/dev/null 2>&1; then
+			kubectl -n "$ns" patch pod smoke --subresource status --type merge -p \
+				'{"status":{"phase":"Running","podIP":"10.9.0.1","podIPs":[{"ip":"10.9.0.1"}],"conditions":[{"type":"PodScheduled","status":"True"},{"type":"Ready","status":"True"}]}}' >/dev/null
+			break
+		fi
+		sleep 0.5
+	done
+	if kubectl -n "$ns" wait --for condition=Ready --timeout=60s sandbox/smoke >/dev/null; then
+		ok=1
+		kubectl -n "$ns" get sandbox smoke -o jsonpath='{.status.conditions[?(@.type=="Ready")]}{"\n"}'
+	fi
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1
+	hack/apiserver.sh stop >/dev/null
+	if [ "$ok" = 1 ]; then
+		log "upstream $UPSTREAM_VERSION reconciled a Sandbox to Ready"
+		rm -rf "$tmp"
+		return 0
+	fi
+	log "upstream did not make the Sandbox Ready; its log: $tmp/controller.log"
+	tail -5 "$tmp/controller.log" >&2
+	return 1
+}
+
+cmd_compare() {
+	local rounds=2 only=warm300,cold stamp out tmp leg r
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--rounds) rounds=$2; shift ;;
+		--only) only=$2; shift ;;
+		*) usage ;;
+		esac
+		shift
+	done
+	cmd_build
+	export PATH=$CACHE_DIR/bin:$K8S_BIN:$PATH
+	private_apiserver
+	stamp=$(date -u +%Y%m%dT%H%M%SZ)
+	out=bench/results/compare-$stamp
+	tmp=$out/crds
+	mkdir -p "$out"
+	cmd_crds "$tmp/upstream" >/dev/null
+	for r in $(seq "$rounds"); do
+		for leg in ours upstream; do
+			log "round $r: $leg ($only)"
+			if [ "$leg" = ours ]; then
+				apply_crds api/crds
+				BENCH_CTRL="" bench/run.sh --only "$only" || log "$leg round $r failed"
+			else
+				apply_crds "$tmp/upstream"
+				BENCH_CTRL="$0" BENCH_CTRL_MODE=ctrl bench/run.sh --only "$only" ||
+					log "$leg round $r failed"
+			fi
+			cp bench/results/latest.json "$out/$leg-$r.json"
+		done
+	done
+	log "results in $out; compare with: bench/report $out/ours-1.json --compare $out/upstream-1.json"
+}
+
+# As BENCH_CTRL, bench/run.sh calls this script with its controller flags only.
+if [ "${BENCH_CTRL_MODE:-}" = ctrl ]; then
+	cmd_ctrl "$@"
+fi
+
+case ${1:-} in
+build) cmd_build ;;
+crds) shift; cmd_crds "$@" ;;
+help) cmd_build; "$UP_BIN" --help ;;
+ctrl) shift; cmd_ctrl "$@" ;;
+smoke) cmd_smoke ;;
+compare) shift; cmd_compare "$@" ;;
+*) usage ;;
+esac

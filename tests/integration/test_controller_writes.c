@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* API writes of the controller per object, against the local kube-apiserver, with upper
+ * bounds so that a regression fails: per cold Sandbox (created by a user, as upstream's
+ * probe does), per warm pool member (fill) and per warm claim (adoption and refill).
+ *
+ * The manager runs in-process on a client of its own whose request observer counts
+ * every attempt (retries and failures included) by method, resource and subresource:
+ * exact, whatever else the shared API server serves. The API server's own
+ * apiserver_request_total deltas are printed next to them and must be at least the
+ * controller's counts (its writes did reach the server). The simulated kubelet plays a
+ * real node's steps: scheduled, running with an IP but not Ready, then Ready. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "controller/ext_names.h"
+#include "controller/manager.h"
+#include "controller/sandbox_names.h"
+#include "kube/client.h"
+#include "kube/obj.h"
+#include "support/apiserver.h"
+#include "support/ctrl_fixture.h"
+#include "support/kube_fixture.h"
+
+#define WAIT   (60 * USEC_PER_SEC)
+#define N      10
+#define SETTLE (2 * USEC_PER_SEC) /* trailing writes: Events, pool and claim status */
+/* Longer than the kubelet's steps take even on a loaded machine, so that what is measured
+ * is the coalescing rule, not the machine's speed. */
+#define STATUS_WINDOW (5 * USEC_PER_SEC)
+
+static struct kube_client *c, *mgr_client;
+static struct ctrl_manager *mgr;
+static struct ctrl_opts mgr_opts; /* as started by group_setup */
+static struct it_kubelet *kubelet_sim;
+static char ns[96];
+
+/* ---- the controller's writes, counted on its client ---------------------------------- */
+
+#define MAX_KEYS 48
+
+static struct {
+    pthread_mutex_t lock;
+    char key[MAX_KEYS][64]; /* "PUT sandboxes/status" */
+    unsigned n[MAX_KEYS];
+    size_t len;
+} counts = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void observe(void *ctx, const char *method, const struct kube_res *res,
+                    const char *subresource, long status)
+{
+    char key[64];
+    size_t i;
+    (void)ctx;
+    (void)status;
+    if (!res || strcmp(method, "GET") == 0)
+        return;
+    (void)snprintf(key, sizeof(key), "%s %s%s%s", method, res->plural, subresource ? "/" : "",
+                   subresource ? subresource : "");
+    pthread_mutex_lock(&counts.lock);
+    for (i = 0; i < counts.len && strcmp(counts.key[i], key) != 0; i++)
+        ;
+    if (i == counts.len && counts.len < MAX_KEYS)
+        (void)snprintf(counts.key[counts.len++], sizeof(counts.key[0]), "%s", key);
+    if (i < counts.len)
+        counts.n[i]++;
+    pthread_mutex_unlock(&counts.lock);
+}
+
+static unsigned count_of(const char *key)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&counts.lock);
+    for (size_t i = 0; i < counts.len; i++)
+        if (strcmp(counts.key[i], key) == 0)
+            n = counts.n[i];
+    pthread_mutex_unlock(&counts.lock);
+    return n;
+}
+
+static unsigned count_total(void)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&counts.lock);
+    for (size_t i = 0; i < counts.len; i++)
+        n += counts.n[i];
+    pthread_mutex_unlock(&counts.lock);
+    return n;
+}
+
+static void counts_reset(void)
+{
+    pthread_mutex_lock(&counts.lock);
+    counts.len = 0;
+    memset(counts.n, 0, sizeof(counts.n));
+    pthread_mutex_unlock(&counts.lock);
+}
+
+/* ---- the API server's counters ------------------------------------------------------- */
+
+/* Sum of apiserver_request_total over the lines with verb, resource and subresource
+ * (subresource "" = none), or -1 when /metrics cannot be read. */
+static double server_count(const struct buf *m, const char *verb, const char *res, const char *sub)
+{
+    char v[48], r[64], s[48];
+    double sum = 0;
+    const char *line = m->data, *stop = m->data + m->len;
+    (void)snprintf(v, sizeof(v), "verb=\"%s\"", verb);
+    (void)snprintf(r, sizeof(r), "resource=\"%s\"", res);
+    (void)snprintf(s, sizeof(s), "subresource=\"%s\"", sub);
+    /* memchr over the rest, not strchr: the text is megabytes long */
+    while (line && line < stop) {
+        const char *end = memchr(line, '\n', (size_t)(stop - line));
+        size_t len = end ? (size_t)(end - line) : (size_t)(stop - line);
+        char l[1024];
+        if (len < sizeof(l) && strncmp(line, "apiserver_request_total{", 24) == 0) {
+            memcpy(l, line, len);
+            l[len] = '\0';
+            if (strstr(l, v) && strstr(l, r) && strstr(l, s)) {
+                const char *sp = strrchr(l, ' ');
+                sum += sp ? strtod(sp + 1, NULL) : 0;
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return sum;
+}
+
+struct server_snap {
+    struct buf m;
+    bool ok;
+};
+
+static void server_snap(struct server_snap *s)
+{
+    buf_init(&s->m, 64u * 1024 * 1024);
+    s->ok = it_http_get("/metrics", &s->m) >= 0 && buf_putc(&s->m, '\0') >= 0;
+}
+
+/* Prints the controller's writes per object next to the API server's deltas, and checks
+ * that the server saw at least what the controller sent. */
+static void report(const char *what, unsigned objects, struct server_snap *before)
+{
+    struct server_snap after;
+    bool landed = true;
+    server_snap(&after);
+    printf("# controller writes per %s (%u objects): total %.2f\n", what, objects,
+           (double)count_total() / objects);
+    pthread_mutex_lock(&counts.lock);
+    for (size_t i = 0; i < counts.len; i++) {
+        char verb[16], res[48], *sub;
+        double srv = -1;
+        if (sscanf(counts.key[i], "%15s %47s", verb, res) != 2)
+            continue;
+        sub = strchr(res, '/');
+        if (sub)
+            *sub++ = '\0';
+        if (before->ok && after.ok)
+            srv = server_count(&after.m, verb, res, sub ? sub : "") -
+                  server_count(&before->m, verb, res, sub ? sub : "");
+        printf("#   %-34s %6u  %.2f/object  (API server delta, all clients: %.0f)\n", counts.key[i],
+               counts.n[i], (double)counts.n[i] / objects, srv);
+        if (srv >= 0 && srv < counts.n[i])
+            landed = false;
+    }
+    pthread_mutex_unlock(&counts.lock);
+    buf_done(&after.m);
+    buf_done(&before->m);
+    assert_true(landed);
+}
+
+/* ---- the kubelet: a real node's steps ------------------------------------------------- */
+
+static int step(const char *name, json_t *status)
+{
+    struct kube_err e = {0};
+    json_t *p = json_pack("{s:o}", "status", status);
+    int r = it_merge_patch(c, &KUBE_RES_PODS, ns, name, "status", p, &e);
+    json_decref(p);
+    return r < 0 && !kube_err_is_not_found(&e) ? r : 0;
+}
+
+/* Pods labelled sandbox.users.io/kubelet=off are left Pending. */
+static bool kubelet_skip(void *ctx, const json_t *pod)
+{
+    const char *off = kube_obj_label(pod, "sandbox.users.io/kubelet");
+    (void)ctx;
+    return off && strcmp(off, "off") == 0;
+}
+
+static int kubelet_run(void *ctx, const char *name, unsigned seq)
+{
+    char now[64], ip[32];
+    json_t *pod = it_obj_get(c, &KUBE_RES_PODS, ns, name);
+    struct kube_err e = {0};
+    int r;
+    (void)ctx;
+    if (!pod || kube_obj_path_str(pod, "status.podIP")) {
+        json_decref(pod); /* gone, or already run (an event of our own steps) */
+        return 0;
+    }
+    json_decref(pod);
+    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
+    (void)snprintf(ip, sizeof(ip), "10.7.%u.%u", (seq / 250) % 250, seq % 250 + 1);
+    r = step(name, json_pack("{s:s, s:[{s:s, s:s, s:s}]}", "phase", "Pending", "conditions", "type",
+                             "PodScheduled", "status", "True", "lastTransitionTime", now));
+    if (r >= 0)
+        r = step(name,
+                 json_pack("{s:s, s:s, s:[{s:s}], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}", "phase",
+                           "Running", "podIP", ip, "podIPs", "ip", ip, "conditions", "type",
+                           "PodScheduled", "status", "True", "lastTransitionTime", now, "type",
+                           "Ready", "status", "False", "lastTransitionTime", now));
+    if (r >= 0 && it_pod_ready(c, ns, name, ip, &e) < 0 && !kube_err_is_not_found(&e))
+        r = e.code ? e.code : -EIO;
+    return r;
+}
+
+/* ---- set-up --------------------------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+    struct it_sandbox_ns_opts so = {
+        .prefix = "wr", .extensions = true, .default_sa = true, .timeout = WAIT};
+    struct kube_client_opts co = {.qps = 0, .max_retries = -1};
+    struct kube_client_opts mo = {.qps = 0, .max_retries = -1, .observe = observe};
+    struct it_kubelet_opts ko = {
+        .ns = ns, .workers = 4, .skip = kubelet_skip, .run = kubelet_run, .retry = true};
+    struct ctrl_opts o = {.workers = 16,
+                          .ns = ns,
+                          .leader_elect = false,
+                          .metrics_addr = "0",
+                          .health_addr = "0",
+                          .events = true,
+                          .status_window = STATUS_WINDOW,
+                          .extensions = true,
+                          .ext = {.claim_workers = 50,
+                                  .claim_timeout = 120 * USEC_PER_SEC,
+                                  .ready_grace = 600 * USEC_PER_SEC}};
+    struct kube_err e = {0};
+    (void)state;
+    log_set_level(LOG_WARN);
+    if (it_client_new(&co, &c, &e) < 0 || it_client_new(&mo, &mgr_client, &e) < 0)
+        return -1;
+    if (it_sandbox_ns_setup(c, &so, ns, sizeof(ns), &e) < 0) {
+        fprintf(stderr, "setup failed: %s\n", e.message);
+        return -1;
+    }
+    ko.client = c;
+    o.client = mgr_client;
+    mgr_opts = o;
+    if (it_kubelet_start(&ko, &kubelet_sim) < 0 || ctrl_manager_new(&o, &mgr) < 0 ||
+        ctrl_manager_start(mgr) < 0 || ctrl_manager_wait_synced(mgr, WAIT) < 0)
+        return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    ctrl_manager_free(mgr);
+    it_kubelet_free(kubelet_sim);
+    if (c && ns[0])
+        (void)it_ns_delete(c, ns, 120 * USEC_PER_SEC);
+    kube_client_free(c);
+    kube_client_free(mgr_client);
+    return 0;
+}
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+static void create(const struct kube_res *res, json_t *obj)
+{
+    struct kube_err e;
+    IT_OK(kube_create(c, res, ns, obj, NULL, &e), &e);
+    json_decref(obj);
+}
+
+struct ready_want {
+    const struct kube_res *res;
+    const char *prefix; /* names starting with it */
+    size_t n;
+};
+
+static bool all_ready(void *ctx)
+{
+    struct ready_want *w = ctx;
+    json_t *list = NULL, *o;
+    size_t i, ready = 0;
+    if (kube_list_all(c, w->res, ns, NULL, &list, NULL) < 0)
+        return false;
+    json_array_foreach(json_object_get(list, "items"), i, o)
+    {
+        if (strncmp(kube_obj_name(o) ?: "", w->prefix, strlen(w->prefix)) == 0 &&
+            kube_obj_condition_true(o, SB_COND_READY))
+            ready++;
+    }
+    json_decref(list);
+    return ready >= w->n;
+}
+
+static void wait_ready(const struct kube_res *res, const char *prefix, size_t n)
+{
+    struct ready_want w = {res, prefix, n};
+    if (it_wait(all_ready, &w, WAIT) < 0)
+        fail_msg("%s %s*: fewer than %zu Ready", res->plural, prefix, n);
+}
+
+static bool pool_ready(void *ctx)
+{
+    json_t *p = it_obj_get(c, &KUBE_RES_SANDBOXWARMPOOLS, ns, "pool");
+    bool ok = json_integer_value(kube_obj_path(p, "status.readyReplicas")) == (json_int_t)N;
+    (void)ctx;
+    json_decref(p);
+    return ok;
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+/* Cold Sandboxes created by a user: the Pod, and one status write when the Pod is
+ * Ready (the steps before it ride along); no pod-name patch (the Pod has the Sandbox's
+ * name) and no Event. */
+static void test_cold_sandboxes(void **state)
+{
+    struct server_snap before;
+    char name[32];
+    (void)state;
+    counts_reset();
+    server_snap(&before);
+    for (int i = 0; i < N; i++) {
+        (void)snprintf(name, sizeof(name), "cold-%d", i);
+        create(&KUBE_RES_SANDBOXES,
+               json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                         SB_API_VERSION, "kind", SB_KIND, "metadata", "name", name, "spec",
+                         "podTemplate", "spec", "containers", "name", "runtime", "image",
+                         "registry.local/runtime:1"));
+    }
+    wait_ready(&KUBE_RES_SANDBOXES, "cold-", N);
+    clock_sleep(SETTLE);
+    report("cold Sandbox", N, &before);
+    assert_int_equal(count_of("POST pods"), N);
+    assert_true(count_of("PUT sandboxes/status") <= N); /* was 4 per Sandbox on a node */
+    assert_int_equal(count_of("PATCH sandboxes"), 0);   /* was 1: pod-name annotation */
+    assert_int_equal(count_of("POST events"), 0);
+    assert_true(count_total() <= 2 * N);
+}
+
+/* A warm pool of N: per member the Sandbox, its Pod and one status write; the pool's own
+ * status is written a bounded number of times for the whole fill. */
+static void test_pool_fill(void **state)
+{
+    struct server_snap before;
+    json_t *t;
+    (void)state;
+    counts_reset();
+    server_snap(&before);
+    t = json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", EXT_API_VERSION,
+                  "kind", EXT_KIND_TEMPLATE, "metadata", "name", "tpl", "spec", "podTemplate",
+                  "spec", "containers", "name", "runtime", "image", "registry.local/runtime:1");
+    create(&KUBE_RES_SANDBOXTEMPLATES, t);
+    create(&KUBE_RES_SANDBOXWARMPOOLS, it_pool_new("pool", "tpl", N));
+    assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
+    clock_sleep(SETTLE);
+    report("warm pool member", N, &before);
+    assert_int_equal(count_of("POST sandboxes"), N);
+    assert_int_equal(count_of("POST pods"), N);
+    assert_true(count_of("PUT sandboxes/status") <= N);
+    assert_int_equal(count_of("PATCH sandboxes"), 0);
+    assert_int_equal(count_of("PATCH pods"), 0);
+    /* paced: about one a second while filling, plus the converged status (was 7 for 10) */
+    assert_true(count_of("PATCH sandboxwarmpools/status") <= N / 2 + 1);
+    assert_true(count_total() <= 3 * N + N / 2 + 4);
+}
+
+/* N claims at once on the pool of N: per claim the adoption, the claim status, its
+ * observability annotations, the SandboxAdopted Event and the Pod's metadata patch; no
+ * rewrite of the adopted Sandbox's status. The refill costs what the fill did. */
+static void test_warm_claims(void **state)
+{
+    struct server_snap before;
+    char name[32];
+    (void)state;
+    counts_reset();
+    server_snap(&before);
+    for (int i = 0; i < N; i++) {
+        (void)snprintf(name, sizeof(name), "claim-%d", i);
+        create(&KUBE_RES_SANDBOXCLAIMS, it_claim_new(name, "pool"));
+    }
+    wait_ready(&KUBE_RES_SANDBOXCLAIMS, "claim-", N);
+    assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
+    clock_sleep(SETTLE);
+    report("warm claim (refill included)", N, &before);
+    /* the claims' own writes */
+    assert_int_equal(count_of("PATCH sandboxes"), N); /* adoption, no retry */
+    assert_true(count_of("PATCH sandboxclaims/status") <= N);
+    assert_true(count_of("PATCH sandboxclaims") <= N);
+    assert_true(count_of("PATCH pods") <= N);
+    assert_true(count_of("POST events") + count_of("PATCH events") <= N);
+    /* the refill: as the fill; adopted Sandboxes' status is not rewritten */
+    assert_int_equal(count_of("POST sandboxes"), N);
+    assert_int_equal(count_of("POST pods"), N);
+    assert_true(count_of("PUT sandboxes/status") <= N);
+    assert_true(count_of("PATCH sandboxwarmpools/status") <= N); /* paced (was 1.5 per claim) */
+    assert_true(count_total() <= 9 * N);
+}
+
+static bool pod_exists(void *ctx)
+{
+    json_t *pod = it_obj_get(c, &KUBE_RES_PODS, ns, ctx);
+    bool ok = pod != NULL;
+    json_decref(pod);
+    return ok;
+}
+
+/* A detail that no later change takes along (a Pod left unschedulable) is still written,
+ * once the window has passed, without any further event. */
+static void test_deferred_detail_is_written(void **state)
+{
+    struct it_cond want = {&KUBE_RES_SANDBOXES, "stuck", SB_COND_POD_SCHEDULED, "False",
+                           "Unschedulable"};
+    struct kube_err e = {0};
+    json_t *p;
+    usec_t t0;
+    (void)state;
+    create(&KUBE_RES_SANDBOXES,
+           json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "stuck", "spec",
+                     "podTemplate", "metadata", "labels", "sandbox.users.io/kubelet", "off", "spec",
+                     "containers", "name", "runtime", "image", "registry.local/runtime:1"));
+    assert_int_equal(it_wait(pod_exists, "stuck", WAIT), 0);
+    p = json_pack("{s:{s:s, s:[{s:s, s:s, s:s, s:s}]}}", "status", "phase", "Pending", "conditions",
+                  "type", "PodScheduled", "status", "False", "reason", "Unschedulable", "message",
+                  "0/0 nodes are available");
+    t0 = clock_now();
+    IT_OK(it_merge_patch(c, &KUBE_RES_PODS, ns, "stuck", "status", p, &e), &e);
+    json_decref(p);
+    assert_int_equal(it_cond_wait(c, ns, &want, 3 * STATUS_WINDOW), 0);
+    printf("# unschedulable shown after %.1f s (window %.0f s)\n",
+           (double)(clock_now() - t0) / USEC_PER_SEC, (double)STATUS_WINDOW / USEC_PER_SEC);
+}
+
+/* Upstream's behaviour on request: every status change written at once, and the
+ * pod-name annotation patched for a Pod named after its Sandbox. */
+static void test_write_through_flags(void **state)
+{
+    struct ctrl_opts o = mgr_opts;
+    struct server_snap before;
+    char name[32];
+    json_t *sb;
+    (void)state;
+    ctrl_manager_free(mgr);
+    o.status_window = CTRL_STATUS_WINDOW_OFF;
+    o.pod_name_annotation_always = true;
+    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
+    assert_int_equal(ctrl_manager_start(mgr), 0);
+    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+    clock_sleep(SETTLE); /* it annotates the earlier tests' cold Sandboxes first */
+    counts_reset();
+    server_snap(&before);
+    for (int i = 0; i < N; i++) {
+        (void)snprintf(name, sizeof(name), "wt-%d", i);
+        create(&KUBE_RES_SANDBOXES,
+               json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                         SB_API_VERSION, "kind", SB_KIND, "metadata", "name", name, "spec",
+                         "podTemplate", "spec", "containers", "name", "runtime", "image",
+                         "registry.local/runtime:1"));
+    }
+    wait_ready(&KUBE_RES_SANDBOXES, "wt-", N);
+    clock_sleep(SETTLE);
+    report("cold Sandbox, write-through", N, &before);
+    assert_int_equal(count_of("PATCH sandboxes"), N);
+    sb = it_obj_get(c, &KUBE_RES_SANDBOXES, ns, "wt-0");
+    assert_string_equal(kube_obj_annotation(sb, SB_ANN_POD_NAME) ?: "", "wt-0");
+    json_decref(sb);
+    /* the first status and Ready at least, and some of the kubelet's steps */
+    assert_true(count_of("PUT sandboxes/status") > 2 * N);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cold_sandboxes),
+        cmocka_unit_test(test_pool_fill),
+        cmocka_unit_test(test_warm_claims),
+        cmocka_unit_test(test_deferred_detail_is_written),
+        cmocka_unit_test(test_write_through_flags),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
