@@ -339,6 +339,12 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
         cls.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         cls.unix.bind(os.path.join(cls.root, "sock"))
         os.symlink("sock", os.path.join(cls.root, "link-sock"))
+        cls.special = ["fifo", "link-fifo", "sock", "link-sock"]
+        try:  # a device node as well where we may make one (root in CI)
+            os.mknod(os.path.join(cls.root, "null"), 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            cls.special.append("null")
+        except PermissionError:
+            pass
         cls.port, cls.lport = free_port(), free_port()
         cls.log = open(os.path.join(cls.dir, "sandboxd.log"), "wb")
         cls.p = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(cls.port),
@@ -408,11 +414,11 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
         return (statuses(raw) or [0])[0], raw
 
     def test_special_file_targets(self):
-        """FIFOs and sockets, directly and through links, on every file endpoint: each
-        request is answered at once with a refusal, nothing is replaced, and the daemon
-        stays responsive (a blocking open froze every connection)."""
+        """FIFOs, sockets and a device, directly and through links, on every file
+        endpoint: each request is answered at once with a refusal, nothing is replaced,
+        and the daemon stays responsive (a blocking open froze every connection)."""
         boundary = b"hostileBOUNDARY"
-        for name in ("fifo", "link-fifo", "sock", "link-sock"):
+        for name in self.special:
             mp = (b"--" + boundary + b"\r\nContent-Disposition: form-data; name=\"file\"; "
                   b"filename=\"" + name.encode() + b"\"\r\n\r\nbad\r\n--" + boundary + b"--\r\n")
             mp_head = b"Content-Type: multipart/form-data; boundary=" + boundary + b"\r\n"
@@ -438,6 +444,11 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
             self.assertIn(name.encode(), raw)
             code, raw = self.get(self.lport, f"/exists/{name}")
             self.assertEqual(code, 200, raw[:300])
+        # DELETE removes a FIFO without opening it.
+        os.mkfifo(os.path.join(self.root, "fifo-del"))
+        code, raw = self.request(self.port, "DELETE", "/v1/files/fifo-del", timeout=5)
+        self.assertEqual(code, 204, raw[:300])
+        self.assertFalse(os.path.lexists(os.path.join(self.root, "fifo-del")))
 
     def test_ws_ping_flood_bounded(self):
         """Pings from a client that never reads: sandboxd stops reading it while the pongs
