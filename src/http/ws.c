@@ -259,7 +259,7 @@ struct http_ws {
     uv_shutdown_t shutdown;
     struct http_ws_opts o;
     bool handed, closing, close_sent, paused, reading;
-    bool backlogged; /* the write queue is at its limit: the peer's frames wait */
+    bool backlogged; /* frames filled the write queue: the peer is not read until it drains */
     int handles;
     int close_code;
     struct buf in, msg, pre;
@@ -437,10 +437,7 @@ static int ws_frame(struct http_ws *ws, const struct http_ws_frame *f, const uin
     size_t n = (size_t)f->len;
     switch (f->opcode) {
     case HTTP_WS_PING:
-        /* A peer that pings without reading fills the queue: stop reading it until the
-         * pongs drain (ws_process checks backlogged). */
-        if (http_ws_send(ws, HTTP_WS_PONG, p, n) == 1)
-            ws->backlogged = true;
+        (void)http_ws_send(ws, HTTP_WS_PONG, p, n); /* a full queue: see ws_process */
         return 0;
     case HTTP_WS_PONG:
         return 0;
@@ -490,6 +487,10 @@ static void ws_process(struct http_ws *ws)
         r = ws_frame(ws, &f, payload);
         if (ws->closing)
             return;
+        /* The frame's answers (pongs, or what the handler sent) filled the queue: a peer
+         * that sends without reading gets no more frames read until it drains. */
+        if (ws->queued >= ws->o.write_queue)
+            ws->backlogged = true;
         buf_consume(&ws->in, f.header_len + (size_t)f.len);
         if (r == -E2BIG || r == -EPROTO)
             http_ws_close(ws, r == -E2BIG ? 1009 : 1002, NULL);

@@ -71,8 +71,9 @@ struct http_ws_ops {
 
 struct http_ws_opts {
     size_t max_message;            /* largest message; larger ones close with 1009 */
-    size_t write_queue;            /* queued bytes before http_ws_send returns 1; while
-                                    * pongs keep it there, the peer is not read */
+    size_t write_queue;            /* queued bytes before http_ws_send returns 1; when a
+                                    * frame's answers fill it, the peer is not read until
+                                    * it drains to half */
     usec_t idle_timeout;           /* no frame from the peer for this long: close (0: none) */
     const struct http_ws_ops *ops; /* borrowed; must outlive ws */
     void *ctx;

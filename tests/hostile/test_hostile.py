@@ -182,6 +182,13 @@ def assert_flat(case, who, before, mid, end):
     case.assertLess(end - before, 96 * 1024, f"{who} RSS grew {before} -> {end} KiB")
 
 
+def cpu_ticks(pid):
+    """User + system CPU time of pid in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -190,12 +197,15 @@ def rss_kib(pid):
     raise RuntimeError("no VmRSS")
 
 
-def ping_flood(port, path, headers=b"", seconds=6.0, probe=None):
-    """Sends 125-byte pings as fast as the peer takes them from a client with a 4 KiB
-    receive buffer that never reads. probe() (optional) runs half-way and at the end,
-    before the socket closes. Returns (bytes sent, [probe results])."""
+def ping_flood(port, path, headers=b"", seconds=6.0, probe=None, first=None, frame=None):
+    """Sends 125-byte pings (or frame) as fast as the peer takes them from a client with a
+    4 KiB receive buffer that never reads, after the message first (optional). probe()
+    (optional) runs half-way and at the end, before the socket closes. Returns (bytes
+    sent, [probe results])."""
     s, _ = ws_connect(port, path, headers, rcvbuf=4096)
-    ping = ws_frame(9, b"A" * 125) * 64
+    if first:
+        s.sendall(ws_frame(1, first))
+    ping = (frame or ws_frame(9, b"A" * 125)) * 64
     start = time.monotonic()
     sent, marks, probes = 0, [start + seconds / 2, start + seconds], []
     s.settimeout(0.25)
@@ -461,6 +471,36 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
         assert_flat(self, "sandboxd", before, mid, end)
         self.assertLess(sent, 64 << 20)  # the flood was throttled, not absorbed
         self.t.healthy(self)
+
+    def test_ws_error_reply_flood_bounded(self):
+        """The same with control messages that each draw an error reply, sent to a running
+        process by a client that never reads. Each message churns far more memory than a
+        ping, which ASan's quarantine (256 MB) would keep resident, so this runs on a
+        private sandboxd with an 8 MB quarantine; its CPU time must stop growing too."""
+        port = free_port()
+        env = dict(ENV, ASAN_OPTIONS=ENV["ASAN_OPTIONS"] + ":quarantine_size_mb=8")
+        with open(os.path.join(self.dir, "sandboxd-flood.log"), "wb") as log:
+            p = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(port),
+                                  "--legacy-port", "-1", "--root", self.root,
+                                  "--log-level", "warn"], env=env, stdout=log, stderr=log)
+            try:
+                wait_port(port, p, "sandboxd")
+                before = (rss_kib(p.pid), cpu_ticks(p.pid))
+                sent, (mid, end) = ping_flood(port, "/v1/processes/ws",
+                                              probe=lambda: (rss_kib(p.pid), cpu_ticks(p.pid)),
+                                              first=b'{"command":["/bin/sleep","30"]}',
+                                              frame=ws_frame(1, b'{"no":"type"}'),
+                                              seconds=10)
+            finally:
+                p.send_signal(signal.SIGTERM)
+                rc = p.wait(timeout=30)
+        print(f"\n  sandboxd error-reply flood: {sent >> 10} KiB sent, RSS {before[0] >> 10} "
+              f"-> {mid[0] >> 10} -> {end[0] >> 10} MiB, CPU ticks {before[1]} -> {mid[1]} -> "
+              f"{end[1]}", flush=True)
+        assert_flat(self, "sandboxd", before[0], mid[0], end[0])
+        self.assertLess(end[1] - mid[1], (mid[1] - before[1]) / 3 + 5,
+                        "still handling messages in the second half")
+        self.assertEqual(rc, 0)
 
     def test_ws_close_frames(self):
         cases = [(b"\x03", 1002), (b"\x03\xed", 1002), (b"\x03\xee", 1002), (b"\x00\x00", 1002),
