@@ -14,8 +14,9 @@ with TokenReview + SubjectAccessReview on. Traffic, each kind in its own thread:
   files         PUT / GET (compared) / DELETE of 1 B to 256 KiB files
   websocket     /v1/processes/ws running cat: stdin, stdout, stdin_close, exit, close
   slow          a request head dribbled a byte a second until the router times it out
-  non-reading   a WebSocket ping flood from a client with a 4 KiB receive buffer that never
-                reads, and a 4 MiB download that is never read; both dropped after 3 s
+  non-reading   from clients with a 4 KiB receive buffer that never read: a WebSocket ping
+                flood, a flood of control messages that each draw an error reply (to a
+                running process), and a 4 MiB download; each dropped after 3 s
 
 The run is a warm-up (10 % of it) and the rest, each followed by 5 quiet seconds and a
 quiet sample. Verdict: at the end, each process's RSS is within 10 % + 4 MiB and its fd
@@ -219,8 +220,12 @@ class Soak:
 
     def non_reading(self, conn):
         del conn
-        sent, _ = h.ping_flood(self.port, self.base + "/v1/processes/ws",
-                            f"Authorization: {self.auth}\r\n".encode(), seconds=3)
+        auth = f"Authorization: {self.auth}\r\n".encode()
+        sent, _ = h.ping_flood(self.port, self.base + "/v1/processes/ws", auth, seconds=3)
+        self.stats.add("non-reading", sent > 0, "nothing sent")
+        sent, _ = h.ping_flood(self.port, self.base + "/v1/processes/ws", auth, seconds=3,
+                               first=b'{"command":["/bin/sleep","10"]}',
+                               frame=h.ws_frame(1, b'{"no":"type"}'))
         self.stats.add("non-reading", sent > 0, "nothing sent")
         big = "/v1/files/soak/big"
         if not os.path.exists(os.path.join(self.dir, "root/soak/big")):
