@@ -98,6 +98,7 @@ fuzz:
 soak:
 	cmake --preset release >/dev/null
 	cmake --build --preset release --target sandboxd sandbox-router
+	hack/build-k8s.sh etcd kube-apiserver kubectl
 	hack/apiserver.sh start >/dev/null
 	eval "$$(hack/apiserver.sh env)" && python3 tests/soak/soak.py $(SOAK_ARGS)
 
