@@ -18,15 +18,16 @@ with TokenReview + SubjectAccessReview on. Traffic, each kind in its own thread:
                 flood, a flood of control messages that each draw an error reply (to a
                 running process), and a 4 MiB download; each dropped after 3 s
 
-The run is a warm-up (10 % of it) and the rest, each followed by 5 quiet seconds and a
-quiet sample. Verdict: at the end, each process's RSS is within 10 % + 4 MiB and its fd
+The run is a warm-up (10 % of it) and the rest, each followed by --quiet seconds without
+traffic (35: the router keeps idle upstream connections 30 s) and a quiet sample. Verdict: at the end, each process's RSS is within 10 % + 4 MiB and its fd
 count within 4 of the quiet sample after the warm-up (idle keep-alive connections and
 allocator caches are there in both), and under 0.1 % of the operations failed. Prints a
 sample every --interval and writes every sample as JSON (--out).
 
-  python3 tests/soak/soak.py [--duration SECONDS] [--interval SECONDS] [--out FILE]
-      [--sandboxd BIN] [--router BIN]     (defaults: 3600, 30, .cache/soak/latest.json,
-                                           build/release/sandboxd, build/release/sandbox-router)
+  python3 tests/soak/soak.py [--duration SECONDS] [--interval SECONDS] [--quiet SECONDS]
+      [--out FILE] [--sandboxd BIN] [--router BIN]
+      (defaults: 3600, 30, 35, .cache/soak/latest.json, build/release/sandboxd,
+       build/release/sandbox-router)
 """
 import argparse
 import http.client
@@ -252,8 +253,9 @@ class Soak:
         return row
 
     def phase(self, seconds, t0, samples):
-        """Traffic for seconds (a sample every --interval), then 5 quiet seconds (closed
-        connections and exited processes are reaped) and a quiet sample, returned."""
+        """Traffic for seconds (a sample every --interval), then --quiet seconds without
+        traffic (closed connections and exited processes are reaped, the router's idle
+        pooled upstream connections time out) and a quiet sample, returned."""
         self.stop = threading.Event()
         workers = [("processes", self.processes, 0), ("processes", self.processes, 0),
                    ("files", self.files, 0), ("websocket", self.websocket, 0),
@@ -272,7 +274,7 @@ class Soak:
         self.stop.set()
         for t in threads:
             t.join(timeout=60)
-        time.sleep(5)
+        time.sleep(self.a.quiet)
         samples.append(dict(self.sample(t0), quiet=True))
         print(fmt_row(samples[-1]) + "  (quiet)", flush=True)
         return samples[-1]
@@ -312,12 +314,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration", type=float, default=3600, help="seconds of traffic")
     ap.add_argument("--interval", type=float, default=30, help="seconds between samples")
+    ap.add_argument("--quiet", type=float, default=35,
+                    help="seconds without traffic before a quiet sample (the router keeps "
+                         "idle upstream connections 30 s)")
     ap.add_argument("--out", default=os.path.join(ROOT, ".cache/soak/latest.json"))
     ap.add_argument("--sandboxd", default=os.path.join(ROOT, "build/release/sandboxd"))
     ap.add_argument("--router", default=os.path.join(ROOT, "build/release/sandbox-router"))
     a = ap.parse_args()
-    if a.duration <= 0 or a.interval <= 0:
-        ap.error("--duration and --interval must be positive")
+    if a.duration <= 0 or a.interval <= 0 or a.quiet < 0:
+        ap.error("--duration and --interval must be positive, --quiet not negative")
     if not h.KUBECONFIG or not os.path.exists(h.KUBECTL):
         ap.error("needs AS_KUBECONFIG (eval \"$(hack/apiserver.sh env)\") and kubectl")
     soak = Soak(a)
