@@ -19,10 +19,11 @@ with TokenReview + SubjectAccessReview on. Traffic, each kind in its own thread:
                 running process), and a 4 MiB download; each dropped after 3 s
 
 The run is a warm-up (10 % of it) and the rest, each followed by --quiet seconds without
-traffic (35: the router keeps idle upstream connections 30 s) and a quiet sample. Verdict: at the end, each process's RSS is within 10 % + 4 MiB and its fd
-count within 4 of the quiet sample after the warm-up (idle keep-alive connections and
-allocator caches are there in both), and under 0.1 % of the operations failed. Prints a
-sample every --interval and writes every sample as JSON (--out).
+traffic (35: the router keeps idle upstream connections 30 s) and a quiet sample.
+Verdict: at the end, each process's RSS is within 10 % + 4 MiB and its fd count within 4
+of the quiet sample after the warm-up (the API client's connections and allocator caches
+are there in both), and under 0.1 % of the operations failed. Prints a sample every
+--interval and writes every sample as JSON (--out).
 
   python3 tests/soak/soak.py [--duration SECONDS] [--interval SECONDS] [--quiet SECONDS]
       [--out FILE] [--sandboxd BIN] [--router BIN]
