@@ -25,6 +25,9 @@
 #   make node-loss    stop the kubelet of the local cluster's real node under a Sandbox
 #                     and restore it (needs make up; disturbs every pod on the node)
 #   make fuzz         the libFuzzer targets for 60 s each (clang); corpora replay in make test
+#   make soak         an hour of mixed traffic through the router into sandboxd (local
+#                     processes, standalone API server), RSS and fds sampled; not in make
+#                     test; SOAK_ARGS="--duration 600" for ten minutes
 #   make tsan | valgrind      the unit suite under ThreadSanitizer / valgrind memcheck
 #                             (make test runs both; its TSan run adds the in-process
 #                             controller manager against the API server)
@@ -36,7 +39,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 .PHONY: deps build asan unit integration test up up-host down status kubeconfig router-url router-token \
-	apiserver bench bench-smoke bench-upstream chaos node-loss fuzz tsan valgrind manifests fmt clean distclean
+	apiserver bench bench-smoke bench-upstream chaos node-loss fuzz soak tsan valgrind manifests fmt clean \
+	distclean
 
 deps:
 	hack/deps.sh
@@ -102,6 +106,13 @@ node-loss:
 
 fuzz:
 	fuzz/run.sh -t 60
+
+soak:
+	cmake --preset release >/dev/null
+	cmake --build --preset release --target sandboxd sandbox-router
+	hack/build-k8s.sh etcd kube-apiserver kubectl
+	hack/apiserver.sh start >/dev/null
+	eval "$$(hack/apiserver.sh env)" && python3 tests/soak/soak.py $(SOAK_ARGS)
 
 tsan:
 	scripts/tsan.sh

@@ -193,6 +193,62 @@ size_t http_ws_build_header(uint8_t opcode, bool fin, uint64_t len, const uint8_
     return h;
 }
 
+/* Close codes a peer may send (RFC 6455 7.4): 1000-1003, 1007-1014, 3000-4999. */
+static bool close_code_valid(uint16_t c)
+{
+    return (c >= 1000 && c <= 1003) || (c >= 1007 && c <= 1014) || (c >= 3000 && c <= 4999);
+}
+
+/* Length of the UTF-8 sequence that starts with c (0: not a valid lead byte). */
+static size_t utf8_seq_len(uint8_t c)
+{
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        return 2;
+    if ((c & 0xf0) == 0xe0)
+        return 3;
+    if (c >= 0xf0 && c <= 0xf4)
+        return 4;
+    return 0;
+}
+
+/* Is p[0..n) well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF)? */
+static bool utf8_valid(const uint8_t *p, size_t n)
+{
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    size_t i = 0;
+    while (i < n) {
+        size_t k = utf8_seq_len(p[i]);
+        if (k == 0 || k > n - i)
+            return false;
+        uint32_t v = k == 1 ? p[i] : p[i] & (0x7fu >> k);
+        for (size_t j = 1; j < k; j++) {
+            if ((p[i + j] & 0xc0) != 0x80)
+                return false;
+            v = v << 6 | (p[i + j] & 0x3fu);
+        }
+        if (v < min[k] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+int http_ws_check_close(const uint8_t *p, size_t n, uint16_t *ret_code)
+{
+    *ret_code = 0;
+    if (n == 0)
+        return 0;
+    if (n == 1)
+        return -EPROTO;
+    uint16_t code = (uint16_t)(p[0] << 8 | p[1]);
+    if (!close_code_valid(code) || !utf8_valid(p + 2, n - 2))
+        return -EPROTO;
+    *ret_code = code;
+    return 0;
+}
+
 /* ---- connection -------------------------------------------------------------------- */
 
 #define WS_CLOSE_WAIT 2000 /* ms to flush a close frame before the socket is closed */
@@ -203,6 +259,7 @@ struct http_ws {
     uv_shutdown_t shutdown;
     struct http_ws_opts o;
     bool handed, closing, close_sent, paused, reading;
+    bool backlogged; /* frames filled the write queue: the peer is not read until it drains */
     int handles;
     int close_code;
     struct buf in, msg, pre;
@@ -243,6 +300,9 @@ static void ws_teardown(struct http_ws *ws)
     uv_close((uv_handle_t *)&ws->timer, on_ws_handle_closed);
 }
 
+static void ws_set_backlogged(struct http_ws *ws, bool on);
+static void ws_update_read(struct http_ws *ws);
+
 static void on_ws_written(uv_write_t *w, int status)
 {
     struct ws_write *op = container_of(w, struct ws_write, req);
@@ -253,11 +313,15 @@ static void on_ws_written(uv_write_t *w, int status)
         ws_teardown(ws);
         return;
     }
-    if (ws->want_drain && !ws->closing && ws->queued <= ws->o.write_queue / 2) {
+    if (ws->closing || ws->queued > ws->o.write_queue / 2)
+        return;
+    if (ws->want_drain) {
         ws->want_drain = false;
         if (ws->o.ops->drain)
             ws->o.ops->drain(ws, ws->o.ctx);
     }
+    if (ws->backlogged && !ws->closing)
+        ws_set_backlogged(ws, false);
 }
 
 static int ws_write_raw(struct http_ws *ws, const void *a, size_t alen, const void *b, size_t blen)
@@ -351,9 +415,18 @@ static void ws_deliver(struct http_ws *ws, uint8_t opcode, const uint8_t *p, siz
 
 static void ws_on_close_frame(struct http_ws *ws, const uint8_t *p, size_t n)
 {
-    ws->close_code = n >= 2 ? (p[0] << 8 | p[1]) : 1005;
+    uint16_t code;
+    if (http_ws_check_close(p, n, &code) < 0) {
+        ws->close_code = 1002;
+        if (!ws->close_sent)
+            http_ws_close(ws, 1002, "invalid close frame");
+        else
+            ws_finish_close(ws);
+        return;
+    }
+    ws->close_code = code ? code : 1005;
     if (!ws->close_sent)
-        http_ws_close(ws, n >= 2 ? (uint16_t)ws->close_code : 1000, NULL);
+        http_ws_close(ws, code ? code : 1000, NULL);
     else
         ws_finish_close(ws);
 }
@@ -364,7 +437,7 @@ static int ws_frame(struct http_ws *ws, const struct http_ws_frame *f, const uin
     size_t n = (size_t)f->len;
     switch (f->opcode) {
     case HTTP_WS_PING:
-        (void)http_ws_send(ws, HTTP_WS_PONG, p, n);
+        (void)http_ws_send(ws, HTTP_WS_PONG, p, n); /* a full queue: see ws_process */
         return 0;
     case HTTP_WS_PONG:
         return 0;
@@ -395,7 +468,7 @@ static int ws_frame(struct http_ws *ws, const struct http_ws_frame *f, const uin
 
 static void ws_process(struct http_ws *ws)
 {
-    while (!ws->closing && !ws->close_sent && !ws->paused && ws->in.len) {
+    while (!ws->closing && !ws->close_sent && !ws->paused && !ws->backlogged && ws->in.len) {
         struct http_ws_frame f;
         int r =
             http_ws_parse_header((const uint8_t *)ws->in.data, ws->in.len, ws->o.max_message, &f);
@@ -414,12 +487,18 @@ static void ws_process(struct http_ws *ws)
         r = ws_frame(ws, &f, payload);
         if (ws->closing)
             return;
+        /* The frame's answers (pongs, or what the handler sent) filled the queue: a peer
+         * that sends without reading gets no more frames read until it drains. */
+        if (ws->queued >= ws->o.write_queue)
+            ws->backlogged = true;
         buf_consume(&ws->in, f.header_len + (size_t)f.len);
         if (r == -E2BIG || r == -EPROTO)
             http_ws_close(ws, r == -E2BIG ? 1009 : 1002, NULL);
         if (r < 0)
             return;
     }
+    if (ws->backlogged)
+        ws_update_read(ws);
 }
 
 static void on_ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -429,8 +508,6 @@ static void on_ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     static _Thread_local char chunk[64 * 1024]; /* per loop thread; consumed in on_ws_read */
     *b = uv_buf_init(chunk, sizeof(chunk));
 }
-
-static void ws_update_read(struct http_ws *ws);
 
 static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
@@ -454,13 +531,22 @@ static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 
 static void ws_update_read(struct http_ws *ws)
 {
-    bool want = ws->handed && !ws->closing && !ws->close_sent && !ws->paused;
+    bool want = ws->handed && !ws->closing && !ws->close_sent && !ws->paused && !ws->backlogged;
     if (want && !ws->reading)
         ws->reading = uv_read_start((uv_stream_t *)&ws->tcp, on_ws_alloc, on_ws_read) == 0;
     else if (!want && ws->reading) {
         (void)uv_read_stop((uv_stream_t *)&ws->tcp);
         ws->reading = false;
     }
+}
+
+/* Stops reading the peer while the write queue is at its limit (on), or resumes (off). */
+static void ws_set_backlogged(struct http_ws *ws, bool on)
+{
+    ws->backlogged = on;
+    ws_update_read(ws);
+    if (!on)
+        ws_process(ws);
 }
 
 void http_ws_pause(struct http_ws *ws, bool pause)

@@ -44,6 +44,11 @@ struct http_ws_frame {
  * over max_payload). *ret is written only on success. */
 int http_ws_parse_header(const uint8_t *p, size_t n, uint64_t max_payload,
                          struct http_ws_frame *ret);
+/** Checks the (unmasked) payload of a close frame from a peer: empty, or a code a peer
+ * may send (1000-1003, 1007-1014, 3000-4999) and a UTF-8 reason. Returns 0 with *ret_code
+ * (0 for an empty payload), or -EPROTO (a 1-byte payload, a reserved code such as 0,
+ * 1005 or 1006, or a reason that is not UTF-8): the answer is a 1002 close. */
+int http_ws_check_close(const uint8_t *p, size_t n, uint16_t *ret_code);
 /** XORs p[0..n) with mask, starting at payload offset off. */
 void http_ws_unmask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t off);
 /** Writes a frame header into out; mask NULL for server frames (unmasked). Returns its
@@ -66,7 +71,9 @@ struct http_ws_ops {
 
 struct http_ws_opts {
     size_t max_message;            /* largest message; larger ones close with 1009 */
-    size_t write_queue;            /* queued bytes before http_ws_send returns 1 */
+    size_t write_queue;            /* queued bytes before http_ws_send returns 1; when a
+                                    * frame's answers fill it, the peer is not read until
+                                    * it drains to half */
     usec_t idle_timeout;           /* no frame from the peer for this long: close (0: none) */
     const struct http_ws_ops *ops; /* borrowed; must outlive ws */
     void *ctx;

@@ -90,6 +90,12 @@ struct authz_stats {
 };
 void authz_stats(const struct authz *a, struct authz_stats *ret);
 
+/** The user of a TokenReview's status (borrowed): a copy of status.user when
+ * status.authenticated is true and, with audiences (NULL-terminated; NULL or empty for the
+ * API server's own), status.audiences names at least one of them (as Kubernetes asks of
+ * clients that set spec.audiences); NULL otherwise. */
+json_t *authz_token_review_user(const json_t *status, const char *const *audiences);
+
 /** The reviewer backed by the API server through c (borrowed, thread-safe). audiences is
  * a NULL-terminated list or NULL (borrowed for the reviewer's life). */
 void authz_kube_reviewer(struct kube_client *c, const char *const *audiences,

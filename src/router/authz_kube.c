@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The TokenReview / SubjectAccessReview reviewer backed by the API server. */
 #include <errno.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "kube/client.h"
@@ -15,6 +16,32 @@ struct kube_reviewer_ctx {
 
 /* One context per process is enough: the router has a single API client. */
 static struct kube_reviewer_ctx g_ctx;
+
+/* Is one of the strings in the JSON array got among want (NULL-terminated)? */
+static bool audiences_meet(const json_t *got, const char *const *want)
+{
+    size_t i;
+    const json_t *v;
+    json_array_foreach(got, i, v)
+    {
+        const char *a = json_string_value(v);
+        for (const char *const *p = want; a && *p; p++)
+            if (strcmp(a, *p) == 0)
+                return true;
+    }
+    return false;
+}
+
+json_t *authz_token_review_user(const json_t *status, const char *const *audiences)
+{
+    const json_t *user = json_object_get(status, "user");
+    if (!json_is_true(json_object_get(status, "authenticated")) || !json_is_object(user))
+        return NULL;
+    if (audiences && audiences[0] &&
+        !audiences_meet(json_object_get(status, "audiences"), audiences))
+        return NULL; /* an authenticator that ignored the requested audiences */
+    return json_deep_copy(user);
+}
 
 static int kube_review_token(void *ctx, const char *token, json_t **ret_user)
 {
@@ -34,10 +61,7 @@ static int kube_review_token(void *ctx, const char *token, json_t **ret_user)
     json_decref(body);
     if (r < 0)
         return log_debug_errno(r, "TokenReview failed\tstatus=%ld", e.http_status);
-    json_t *status = json_object_get(resp, "status");
-    json_t *user = json_object_get(status, "user");
-    bool ok = json_is_true(json_object_get(status, "authenticated")) && json_is_object(user);
-    *ret_user = ok ? json_deep_copy(user) : NULL;
+    *ret_user = authz_token_review_user(json_object_get(resp, "status"), k->audiences);
     json_decref(resp);
     return 0;
 }

@@ -25,6 +25,11 @@ static struct str req_header(void *ctx, const char *name)
     return http_req_header(ctx, name);
 }
 
+static bool req_header_at(void *ctx, size_t i, struct str *ret_name, struct str *ret_value)
+{
+    return http_req_header_at(ctx, i, ret_name, ret_value);
+}
+
 static uint64_t ms(usec_t u)
 {
     return (u + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
@@ -658,6 +663,7 @@ static int proxy_handle(struct http_req *req, void *ctx)
     struct route_input in = {.path = http_req_path(req),
                              .query = http_req_query(req),
                              .header = req_header,
+                             .header_at = req_header_at,
                              .header_ctx = req};
     struct route_err e;
     http_req_set_abort_cb(req, on_abort, x);

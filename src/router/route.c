@@ -16,6 +16,7 @@ const char ROUTE_ERR_NS_INVALID[] = "Invalid namespace format.";
 const char ROUTE_ERR_PORT_INVALID[] = "Invalid port format.";
 const char ROUTE_ERR_IP_INVALID[] = "Invalid target IP address.";
 const char ROUTE_ERR_UID_INVALID[] = "Invalid sandbox UID format.";
+const char ROUTE_ERR_DUPLICATE[] = "Duplicate X-Sandbox-* header.";
 
 #define DEFAULT_NS   "default"
 #define DEFAULT_PORT 8888
@@ -162,10 +163,33 @@ static int parse_path_form(const struct route_input *in, struct route *r, struct
     return 0;
 }
 
+static bool is_sandbox_header(struct str name)
+{
+    static const struct str prefix = STR_LIT("X-Sandbox-");
+    return name.len > prefix.len && str_eq_nocase(str_make(name.p, prefix.len), prefix);
+}
+
+/* Is any X-Sandbox-* header sent twice? Two values invite front ends and the router to
+ * disagree on the target (the router would read the first). */
+static bool has_duplicate(const struct route_input *in)
+{
+    struct str a, b, v;
+    for (size_t i = 0; in->header_at(in->header_ctx, i, &a, &v); i++) {
+        if (!is_sandbox_header(a))
+            continue;
+        for (size_t j = i + 1; in->header_at(in->header_ctx, j, &b, &v); j++)
+            if (str_eq_nocase(a, b))
+                return true;
+    }
+    return false;
+}
+
 int route_parse(const struct route_input *in, struct route *ret, struct route_err *reterr)
 {
     struct route r;
     memset(&r, 0, sizeof(r));
+    if (in->header_at && has_duplicate(in))
+        return fail(reterr, ROUTE_ERR_DUPLICATE);
     struct str id = in->header(in->header_ctx, "X-Sandbox-ID");
     int rc;
     if (id.p)
@@ -208,6 +232,39 @@ static uint32_t v4_at(const uint8_t *b)
     return ((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3];
 }
 
+/* The IPv6 forms that carry an IPv4 address a gateway may forward to: 6to4 (2002::/16,
+ * bytes 2-5), Teredo (2001::/32: server in bytes 4-7, client inverted in bytes 12-15) and
+ * the local-use NAT64 prefix 64:ff9b:1::/48, whose operators pick the prefix length: every
+ * RFC 6052 position from /48 to /96 is judged, except those that read 0.0.0.0/8 (the
+ * zero padding around another position). */
+static int check_v6_tunnels(const uint8_t *b, bool allow_loopback)
+{
+    static const uint8_t local_nat64[6] = {0, 0x64, 0xff, 0x9b, 0, 1};
+    static const uint8_t pos[4][4] = {
+        {6, 7, 9, 10}, {7, 9, 10, 11}, {9, 10, 11, 12}, {12, 13, 14, 15}};
+    if (b[0] == 0x20 && b[1] == 0x02)
+        return check_v4(v4_at(b + 2), allow_loopback);
+    if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0) {
+        uint8_t client[4] = {(uint8_t)~b[12], (uint8_t)~b[13], (uint8_t)~b[14], (uint8_t)~b[15]};
+        int r = check_v4(v4_at(b + 4), allow_loopback);
+        return r < 0 ? r : check_v4(v4_at(client), allow_loopback);
+    }
+    if (memcmp(b, local_nat64, sizeof(local_nat64)) != 0)
+        return 0;
+    bool any = false;
+    for (size_t i = 0; i < 4; i++) {
+        uint8_t v4[4] = {b[pos[i][0]], b[pos[i][1]], b[pos[i][2]], b[pos[i][3]]};
+        uint32_t a = v4_at(v4);
+        if (v4_in(a, 0, 8))
+            continue; /* the zero padding of another prefix length */
+        any = true;
+        int r = check_v4(a, allow_loopback);
+        if (r < 0)
+            return r;
+    }
+    return any ? 0 : -EPERM; /* 0.0.0.0/8 at every position */
+}
+
 static int check_v6(const struct in6_addr *a, bool allow_loopback)
 {
     static const uint8_t zero[12] = {0};
@@ -222,7 +279,7 @@ static int check_v6(const struct in6_addr *a, bool allow_loopback)
         return -EPERM; /* unspecified, link-local, multicast, site-local, metadata */
     if (memcmp(b, mapped, 12) == 0 || memcmp(b, zero, 12) == 0 || memcmp(b, nat64, 12) == 0)
         return check_v4(v4_at(b + 12), allow_loopback);
-    return 0;
+    return check_v6_tunnels(b, allow_loopback);
 }
 
 int route_ip_check(const char *ip, bool allow_loopback, char *ret_canon)

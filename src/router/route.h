@@ -23,6 +23,7 @@ extern const char ROUTE_ERR_NS_INVALID[];
 extern const char ROUTE_ERR_PORT_INVALID[];
 extern const char ROUTE_ERR_IP_INVALID[];
 extern const char ROUTE_ERR_UID_INVALID[];
+extern const char ROUTE_ERR_DUPLICATE[];
 
 /** Why a request cannot be routed: HTTP status and a static detail text. */
 struct route_err {
@@ -32,12 +33,15 @@ struct route_err {
 
 /** Reads one request header (case-insensitive name); .p NULL when absent. */
 typedef struct str route_header_fn(void *ctx, const char *name);
+/** The i-th request header in arrival order: false past the last. */
+typedef bool route_header_at_fn(void *ctx, size_t i, struct str *ret_name, struct str *ret_value);
 
 /** What route_parse reads (all borrowed). */
 struct route_input {
     struct str path;  /* as sent, percent-encoding kept, without the query */
     struct str query; /* without '?', empty when none */
     route_header_fn *header;
+    route_header_at_fn *header_at; /* optional: finds repeated X-Sandbox-* headers */
     void *header_ctx;
 };
 
@@ -55,8 +59,9 @@ struct route {
 };
 
 /** Parses and validates the target of a request. The header form is used when
- * X-Sandbox-ID is present, else the path form when the path starts with "/s/". Returns
- * 0 and fills *ret, or -EINVAL with *reterr (status 400 and a detail). */
+ * X-Sandbox-ID is present, else the path form when the path starts with "/s/". An
+ * X-Sandbox-* header sent more than once is refused (with header_at). Returns 0 and fills
+ * *ret, or -EINVAL with *reterr (status 400 and a detail). */
 int route_parse(const struct route_input *in, struct route *ret, struct route_err *reterr);
 
 /** True for a DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 bytes. */
@@ -65,9 +70,10 @@ bool route_dns_label(struct str s);
 /** Classifies an IP literal for SSRF defence. Returns 0 when the address may be dialled:
  * -EINVAL when it is not a plain IPv4/IPv6 literal, -EPERM when it is unspecified,
  * loopback (unless allow_loopback), link-local (169.254/16, fe80::/10), multicast,
- * broadcast or a cloud metadata address; IPv4-mapped, IPv4-compatible and NAT64 IPv6
- * forms are judged by their IPv4 address. On 0, *ret_canon (optional, ROUTE_IP_MAX
- * bytes) gets the canonical text form. */
+ * broadcast or a cloud metadata address; IPv4-mapped, IPv4-compatible, NAT64
+ * (64:ff9b::/96 and the local-use 64:ff9b:1::/48), 6to4 (2002::/16) and Teredo
+ * (2001::/32) IPv6 forms are judged by the IPv4 addresses they carry. On 0, *ret_canon (optional,
+ * ROUTE_IP_MAX bytes) gets the canonical text form. */
 int route_ip_check(const char *ip, bool allow_loopback, char *ret_canon);
 
 /** True when ip (text form, as http_req_peer gives it) is a loopback peer: 127.0.0.0/8,

@@ -326,7 +326,9 @@ static int files_get(struct http_req *req, void *ctx)
         return 0;
     struct stat st;
     int fd = sbd_path_open(d->root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-    if (fd < 0) {
+    if (fd == -ENXIO) { /* a socket (FIFOs open at once with O_NONBLOCK) */
+        (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "not a regular file");
+    } else if (fd < 0) {
         (void)sbd_respond_errno(req, fd, "open");
     } else if (fstat(fd, &st) < 0) {
         (void)sbd_respond_errno(req, -errno, "stat");

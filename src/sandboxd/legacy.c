@@ -251,6 +251,8 @@ static void upload_done(struct http_req *req, int err, const char *path, void *c
         (void)respond_kv(req, 200, "message", msg);
     } else if (err == -EPERM || err == -EXDEV || err == -ELOOP) {
         (void)respond_kv(req, 403, "message", "Access denied");
+    } else if (err == -ENXIO) {
+        (void)respond_kv(req, 400, "message", "File upload failed: not a regular file");
     } else if (err == -ENODATA || err == -EPROTO) {
         static const char body[] = "{\"detail\":[{\"type\":\"missing\",\"loc\":[\"body\",\"file\"],"
                                    "\"msg\":\"Field required\",\"input\":null}]}";

@@ -37,7 +37,8 @@ static bool final_is_link(const struct sbd_root *root, const char *rel)
 }
 
 /* Checks the existing target. Returns 1 to write through a symlink, 0 for a new or regular
- * target, or a negative errno. */
+ * target, or a negative errno: -EISDIR, or -ENXIO for anything but a regular file (a FIFO
+ * would block the loop thread on open, a socket or device is no file to replace). */
 static int check_target(const struct sbd_root *root, const char *rel)
 {
     int fd = sbd_path_open(root, rel, O_PATH, 0);
@@ -52,7 +53,31 @@ static int check_target(const struct sbd_root *root, const char *rel)
         return r;
     if (S_ISDIR(st.st_mode))
         return -EISDIR;
+    if (!S_ISREG(st.st_mode))
+        return -ENXIO;
     return final_is_link(root, rel) ? 1 : 0;
+}
+
+/* Opens the regular file a symlink points to for writing and truncates it. O_NONBLOCK: the
+ * link may have been pointed at a FIFO since check_target (open fails with ENXIO without a
+ * reader, fstat refuses it with one); regular files ignore the flag. Returns the fd or a
+ * negative errno. */
+static int open_through_link(const struct sbd_root *root, const char *rel)
+{
+    int fd = sbd_path_open(root, rel, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0);
+    if (fd < 0)
+        return fd;
+    struct stat st;
+    int r = fstat(fd, &st) < 0 ? -errno : 0;
+    if (r == 0 && !S_ISREG(st.st_mode))
+        r = S_ISDIR(st.st_mode) ? -EISDIR : -ENXIO;
+    if (r == 0 && ftruncate(fd, 0) < 0)
+        r = -errno;
+    if (r < 0) {
+        (void)close(fd);
+        return r;
+    }
+    return fd;
 }
 
 static int open_temp(struct sbd_writer *w)
@@ -83,7 +108,7 @@ int sbd_writer_open(const struct sbd_root *root, const char *rel, mode_t mode,
     w->fd = -1;
     int r;
     if (kind == 1) {
-        w->fd = sbd_path_open(root, rel, O_WRONLY | O_TRUNC | O_NOCTTY, 0);
+        w->fd = open_through_link(root, rel);
         r = w->fd < 0 ? w->fd : 0;
     } else {
         const char *name;
@@ -293,6 +318,9 @@ static void put_done(struct http_req *req, int err, const char *path, void *ctx)
         return;
     case -EISDIR:
         (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "target is a directory");
+        return;
+    case -ENXIO:
+        (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "target is not a regular file");
         return;
     case -EPROTO:
         (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "malformed multipart body");

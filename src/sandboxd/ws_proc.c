@@ -69,10 +69,15 @@ static void start(struct wsp *w, struct str data)
     json_t *j = json_loadb(data.p, data.len, 0, NULL);
     struct sbd_procreq r;
     const char *msg = "first message must be a JSON process request";
-    int e = j ? sbd_procreq_parse(j, w->d->root, w->d->cfg.max_output, &r, &msg) : -EINVAL;
+    if (!j) {
+        send_error(w, SBD_INVALID_ARGUMENT, msg);
+        return;
+    }
+    int e = sbd_procreq_parse(j, w->d->root, w->d->cfg.max_output, &r, &msg);
     json_decref(j);
     if (e < 0) {
         send_error(w, e == -EPERM ? SBD_PERMISSION_DENIED : SBD_INVALID_ARGUMENT, msg);
+        sbd_procreq_done(&r); /* a failed parse may hold argv, env and stdin already */
         return;
     }
     int status;

@@ -9,8 +9,12 @@ Transfer-Encoding, duplicate lengths, obfuscated codings, pipelined requests beh
 rejected one), chunk-size overflow, NUL bytes, absolute-form targets at the metadata
 address, oversized bodies announced up front, and slow clients holding connections.
 After every attack the server must still answer a plain request. sandboxd also gets
-path escapes (.., encoded .., absolute, symlinks out of the root, NUL) on both APIs;
-the router gets routing escapes and SSRF headers.
+path escapes (.., encoded .., absolute, symlinks out of the root, NUL) on both APIs,
+FIFO and socket targets (directly and through symlinks) on every file endpoint, bad
+first WebSocket messages under LeakSanitizer and close-frame edge cases; the router gets
+routing escapes, SSRF headers (6to4 and NAT64 forms too) and repeated X-Sandbox-*
+headers. Both get a WebSocket ping flood from a client that never reads: the resident
+memory of every process on the path must stay bounded.
 
   SANDBOXD_BIN=build/asan/sandboxd SANDBOX_ROUTER_BIN=build/asan/sandbox-router \\
     AS_KUBECONFIG=.cache/apiserver/kubeconfig python3 -m unittest -v tests/hostile/test_hostile.py
@@ -23,6 +27,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -87,6 +92,139 @@ def statuses(raw):
         if code.isdigit():
             out.append(int(code))
     return out
+
+
+# ---- WebSocket client helpers --------------------------------------------------------
+
+WS_KEY = b"dGhlIHNhbXBsZSBub25jZQ=="
+
+
+def ws_frame(opcode, payload=b"", fin=True, mask=b"\x00\x00\x00\x00"):
+    """A masked client frame (the zero mask keeps the payload readable)."""
+    n = len(payload)
+    head = bytes([(0x80 if fin else 0) | opcode])
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def ws_connect(port, path, headers=b"", rcvbuf=None, timeout=10):
+    """Upgrades a raw socket on path; returns (socket, bytes received after the 101)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(timeout)
+    s.connect(("127.0.0.1", port))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+              "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n".encode() +
+              b"Sec-WebSocket-Key: " + WS_KEY + b"\r\n" + headers + b"\r\n")
+    raw = b""
+    while b"\r\n\r\n" not in raw:
+        chunk = s.recv(4096)
+        if not chunk:
+            raise AssertionError(f"no upgrade: {raw[:300]!r}")
+        raw += chunk
+    head, rest = raw.split(b"\r\n\r\n", 1)
+    if not head.startswith(b"HTTP/1.1 101"):
+        s.close()
+        raise AssertionError(f"no upgrade: {raw[:300]!r}")
+    return s, rest
+
+
+def ws_read_frames(s, pending=b"", until_close=True, timeout=10):
+    """Reads server frames until a close frame (or EOF); returns [(opcode, payload)]."""
+    s.settimeout(timeout)
+    buf, frames = pending, []
+    while True:
+        while len(buf) >= 2:
+            n, h = buf[1] & 0x7f, 2
+            if n == 126:
+                if len(buf) < 4:
+                    break
+                n, h = int.from_bytes(buf[2:4], "big"), 4
+            elif n == 127:
+                if len(buf) < 10:
+                    break
+                n, h = int.from_bytes(buf[2:10], "big"), 10
+            if len(buf) < h + n:
+                break
+            frames.append((buf[0] & 0x0f, buf[h:h + n]))
+            buf = buf[h + n:]
+            if frames[-1][0] == 8 and until_close:
+                return frames
+        try:
+            chunk = s.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            return frames
+        if not chunk:
+            return frames
+        buf += chunk
+
+
+def close_code(frames):
+    """The status code of the close frame among frames (None without one)."""
+    for op, payload in frames:
+        if op == 8:
+            return int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
+    return None
+
+
+def assert_flat(case, who, before, mid, end):
+    """RSS (KiB) before a flood, half-way through and at its end: once the queues and the
+    kernel's buffers are full nothing more may arrive, so the second half adds (almost)
+    nothing; the whole rise stays well under what an unbounded queue takes (ASan's
+    quarantine of freed write requests included)."""
+    case.assertLess(end - mid, 8 * 1024, f"{who} RSS still growing: {before} {mid} {end} KiB")
+    case.assertLess(end - before, 96 * 1024, f"{who} RSS grew {before} -> {end} KiB")
+
+
+def cpu_ticks(pid):
+    """User + system CPU time of pid in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def ping_flood(port, path, headers=b"", seconds=6.0, probe=None, first=None, frame=None):
+    """Sends 125-byte pings (or frame) as fast as the peer takes them from a client with a
+    4 KiB receive buffer that never reads, after the message first (optional). probe()
+    (optional) runs half-way and at the end, before the socket closes. Returns (bytes
+    sent, [probe results])."""
+    s, _ = ws_connect(port, path, headers, rcvbuf=4096)
+    if first:
+        s.sendall(ws_frame(1, first))
+    ping = (frame or ws_frame(9, b"A" * 125)) * 64
+    start = time.monotonic()
+    sent, marks, probes = 0, [start + seconds / 2, start + seconds], []
+    s.settimeout(0.25)
+    try:
+        while marks:
+            if time.monotonic() >= marks[0]:
+                marks.pop(0)
+                if probe:
+                    probes.append(probe())
+                continue
+            try:
+                sent += s.send(ping)
+            except socket.timeout:
+                pass  # the peer stopped reading us: what it must do
+            except (BrokenPipeError, ConnectionResetError):
+                break  # closing a flooding client is fine too
+    finally:
+        s.close()
+    return sent, probes
 
 
 class Target:
@@ -205,6 +343,18 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
         os.symlink("/etc", os.path.join(cls.root, "etc-link"))
         os.symlink("../../../../../../etc/passwd", os.path.join(cls.root, "sub", "pw"))
         os.symlink("/proc/self/root/etc/passwd", os.path.join(cls.root, "magic"))
+        # Special files the sandbox user can make: a FIFO and a socket, and links to them.
+        os.mkfifo(os.path.join(cls.root, "fifo"))
+        os.symlink("fifo", os.path.join(cls.root, "link-fifo"))
+        cls.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        cls.unix.bind(os.path.join(cls.root, "sock"))
+        os.symlink("sock", os.path.join(cls.root, "link-sock"))
+        cls.special = ["fifo", "link-fifo", "sock", "link-sock"]
+        try:  # a device node as well where we may make one (root in CI)
+            os.mknod(os.path.join(cls.root, "null"), 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            cls.special.append("null")
+        except PermissionError:
+            pass
         cls.port, cls.lport = free_port(), free_port()
         cls.log = open(os.path.join(cls.dir, "sandboxd.log"), "wb")
         cls.p = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(cls.port),
@@ -224,6 +374,7 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
             cls.p.send_signal(signal.SIGTERM)
         rc = cls.p.wait(timeout=30)
         cls.log.close()
+        cls.unix.close()
         with open(os.path.join(cls.dir, "sandboxd.log"), "rb") as f:
             log = f.read()
         shutil.rmtree(cls.dir, ignore_errors=True)
@@ -265,6 +416,141 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
                        b"Content-Length: 3\r\nConnection: close\r\n\r\nbad", close_write=True)
         self.assertFalse(os.path.exists("/etc/hostile-x"))
         self.assertIn((statuses(raw) or [0])[0], (400, 403, 404), raw[:200])
+
+
+    def request(self, port, method, path, headers=b"", body=b"", timeout=10):
+        raw = exchange(port, f"{method} {path} HTTP/1.1\r\nHost: x\r\n".encode() + headers +
+                       b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body,
+                       timeout=timeout, close_write=True)
+        return (statuses(raw) or [0])[0], raw
+
+    def test_special_file_targets(self):
+        """FIFOs, sockets and a device, directly and through links, on every file
+        endpoint: each request is answered at once with a refusal, nothing is replaced,
+        and the daemon stays responsive (a blocking open froze every connection)."""
+        boundary = b"hostileBOUNDARY"
+        for name in self.special:
+            mp = (b"--" + boundary + b"\r\nContent-Disposition: form-data; name=\"file\"; "
+                  b"filename=\"" + name.encode() + b"\"\r\n\r\nbad\r\n--" + boundary + b"--\r\n")
+            mp_head = b"Content-Type: multipart/form-data; boundary=" + boundary + b"\r\n"
+            cases = [(self.port, "PUT", f"/v1/files/{name}", b"", b"bad"),
+                     (self.port, "PUT", f"/v1/files/{name}?mode=0600", b"", b"bad"),
+                     (self.port, "PUT", f"/v1/files/{name}", mp_head, mp),
+                     (self.lport, "POST", "/upload", mp_head, mp),
+                     (self.port, "GET", f"/v1/files/{name}", b"", b""),
+                     (self.port, "HEAD", f"/v1/files/{name}", b"", b""),
+                     (self.lport, "GET", f"/download/{name}", b"", b"")]
+            for port, method, path, head, body in cases:
+                t0 = time.monotonic()
+                code, raw = self.request(port, method, path, head, body, timeout=5)
+                what = (name, method, path, port == self.lport)
+                self.assertLess(time.monotonic() - t0, 4, what)
+                self.assertIn(code, (400, 403, 404), (what, raw[:300]))
+                self.t.healthy(self)
+            self.assertTrue(stat.S_ISFIFO(os.lstat(os.path.join(self.root, "fifo")).st_mode))
+            self.assertTrue(stat.S_ISSOCK(os.lstat(os.path.join(self.root, "sock")).st_mode))
+        for name in ("fifo", "sock"):  # listings and existence checks do not open them
+            code, raw = self.get(self.port, "/v1/files/")
+            self.assertEqual(code, 200, raw[:300])
+            self.assertIn(name.encode(), raw)
+            code, raw = self.get(self.lport, f"/exists/{name}")
+            self.assertEqual(code, 200, raw[:300])
+        # DELETE removes a FIFO without opening it.
+        os.mkfifo(os.path.join(self.root, "fifo-del"))
+        code, raw = self.request(self.port, "DELETE", "/v1/files/fifo-del", timeout=5)
+        self.assertEqual(code, 204, raw[:300])
+        self.assertFalse(os.path.lexists(os.path.join(self.root, "fifo-del")))
+
+    def test_ws_ping_flood_bounded(self):
+        """Pings from a client that never reads: sandboxd stops reading it while the pongs
+        are queued (unpatched, its RSS went from 10 MB to 443 MB in 8 s)."""
+        before = rss_kib(self.p.pid)
+        sent, (mid, end) = ping_flood(self.port, "/v1/processes/ws",
+                                      probe=lambda: rss_kib(self.p.pid))
+        print(f"\n  sandboxd ping flood: {sent >> 10} KiB sent, "
+              f"RSS {before >> 10} -> {mid >> 10} -> {end >> 10} MiB", flush=True)
+        assert_flat(self, "sandboxd", before, mid, end)
+        self.assertLess(sent, 64 << 20)  # the flood was throttled, not absorbed
+        self.t.healthy(self)
+
+    def test_ws_error_reply_flood_bounded(self):
+        """The same with control messages that each draw an error reply, sent to a running
+        process by a client that never reads. Each message churns far more memory than a
+        ping, which ASan's quarantine (256 MB) would keep resident, so this runs on a
+        private sandboxd with an 8 MB quarantine; its CPU time must stop growing too."""
+        port = free_port()
+        env = dict(ENV, ASAN_OPTIONS=ENV["ASAN_OPTIONS"] + ":quarantine_size_mb=8")
+        with open(os.path.join(self.dir, "sandboxd-flood.log"), "wb") as log:
+            p = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(port),
+                                  "--legacy-port", "-1", "--root", self.root,
+                                  "--log-level", "warn"], env=env, stdout=log, stderr=log)
+            try:
+                wait_port(port, p, "sandboxd")
+                before = (rss_kib(p.pid), cpu_ticks(p.pid))
+                sent, (mid, end) = ping_flood(port, "/v1/processes/ws",
+                                              probe=lambda: (rss_kib(p.pid), cpu_ticks(p.pid)),
+                                              first=b'{"command":["/bin/sleep","30"]}',
+                                              frame=ws_frame(1, b'{"no":"type"}'),
+                                              seconds=10)
+            finally:
+                p.send_signal(signal.SIGTERM)
+                rc = p.wait(timeout=30)
+        print(f"\n  sandboxd error-reply flood: {sent >> 10} KiB sent, RSS {before[0] >> 10} "
+              f"-> {mid[0] >> 10} -> {end[0] >> 10} MiB, CPU ticks {before[1]} -> {mid[1]} -> "
+              f"{end[1]}", flush=True)
+        assert_flat(self, "sandboxd", before[0], mid[0], end[0])
+        self.assertLess(end[1] - mid[1], (mid[1] - before[1]) / 3 + 5,
+                        "still handling messages in the second half")
+        self.assertEqual(rc, 0)
+
+    def test_ws_close_frames(self):
+        cases = [(b"\x03", 1002), (b"\x03\xed", 1002), (b"\x03\xee", 1002), (b"\x00\x00", 1002),
+                 (b"\x03\xe8bye", 1000), (b"\x0f\xa0", 4000), (b"\x03\xe8\xff", 1002), (b"", 1000)]
+        for payload, want in cases:
+            s, rest = ws_connect(self.port, "/v1/processes/ws")
+            try:
+                s.sendall(ws_frame(8, payload))
+                self.assertEqual(close_code(ws_read_frames(s, rest)), want, payload)
+            finally:
+                s.close()
+        self.t.healthy(self)
+
+    def test_ws_bad_first_messages_do_not_leak(self):
+        """Refused first messages on a private sandboxd, then a clean exit under
+        LeakSanitizer (the ASan build reports leaks at exit and fails it)."""
+        port = free_port()
+        log_path = os.path.join(self.dir, "sandboxd-leak.log")
+        with open(log_path, "wb") as log:
+            p = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(port),
+                                  "--legacy-port", "-1", "--root", self.root,
+                                  "--log-level", "warn"], env=ENV, stdout=log, stderr=log)
+            try:
+                wait_port(port, p, "sandboxd")
+                bad = [b'{"command":["/bin/true","x"],"env":{"A":"b"},"pty":7}',
+                       b'{"command":["/bin/true"],"env":{"A":1}}',
+                       b'{"command":["/bin/true"],"cwd":"../.."}',
+                       b'{"command":["/bin/true"],"stdin":"' + b"x" * 200000 + b'","pty":"no"}',
+                       b'{"command":[]}', b'{"command":"true"', b"[1,2]", b"not json"]
+                for i in range(50):
+                    s, rest = ws_connect(port, "/v1/processes/ws")
+                    try:
+                        s.sendall(ws_frame(1, bad[i % len(bad)]))
+                        frames = ws_read_frames(s, rest)
+                        self.assertEqual(close_code(frames), 1008, bad[i % len(bad)][:80])
+                        self.assertIn(b'"error"', frames[0][1])
+                    finally:
+                        s.close()
+                s, rest = ws_connect(port, "/v1/processes/ws")
+                s.sendall(ws_frame(2, b"binary first"))
+                self.assertEqual(close_code(ws_read_frames(s, rest)), 1008)
+                s.close()
+            finally:
+                p.send_signal(signal.SIGTERM)
+                rc = p.wait(timeout=30)
+        with open(log_path, "rb") as f:
+            out = f.read()
+        self.assertNotIn(b"LeakSanitizer", out, out[:1500])
+        self.assertEqual(rc, 0, out[-3000:])
 
 
 def kubectl(*args, stdin=None):
@@ -376,12 +662,45 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
             (f"X-Sandbox-ID: box\r\nX-Sandbox-Namespace: {self.ns}\r\nX-Sandbox-Port: 80\r\n"
              "X-Sandbox-Pod-IP: 10.0.0.1\r\n", "/"),
             ("", f"/s/{self.ns}/meta/80/latest/meta-data/"),
-        ]
+        ] + [(f"X-Sandbox-ID: box\r\nX-Sandbox-Namespace: {self.ns}\r\nX-Sandbox-Port: 80\r\n"
+              f"X-Sandbox-Pod-IP: {ip}\r\n", "/latest/meta-data/")
+             for ip in ("2002:a9fe:a9fe::1", "64:ff9b:1::a9fe:a9fe", "64:ff9b:1:a9fe:a9:fe00::",
+                        "2001:0:a00:1::5601:5601")]
         for extra, path in cases:
             raw = exchange(self.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n{extra}".encode() +
                            auth + b"Connection: close\r\n\r\n", close_write=True)
             code = (statuses(raw) or [0])[0]
             self.assertIn(code, (400, 403, 502), (extra, raw[:200]))
+
+    def test_duplicate_sandbox_headers(self):
+        auth = self.t.headers
+        for extra in (f"X-Sandbox-ID: box\r\nX-Sandbox-ID: meta\r\nX-Sandbox-Namespace: {self.ns}"
+                      f"\r\nX-Sandbox-Port: {self.sport}\r\n",
+                      f"X-Sandbox-ID: box\r\nX-Sandbox-Namespace: {self.ns}\r\n"
+                      f"x-sandbox-namespace: kube-system\r\nX-Sandbox-Port: {self.sport}\r\n",
+                      f"X-Sandbox-ID: box\r\nX-Sandbox-Namespace: {self.ns}\r\n"
+                      f"X-Sandbox-Port: {self.sport}\r\nX-Sandbox-Port: 80\r\n"):
+            raw = exchange(self.port, b"GET /v1/health HTTP/1.1\r\nHost: x\r\n" + extra.encode() +
+                           auth + b"Connection: close\r\n\r\n", close_write=True)
+            self.assertEqual((statuses(raw) or [0])[0], 400, raw[:300])
+            self.assertIn(b"Duplicate X-Sandbox-", raw)
+        self.t.healthy(self)
+
+    def test_ws_ping_flood_bounded(self):
+        """The same flood through the router: its tunnel stops reading sandboxd at 1 MiB,
+        sandboxd stops reading the tunnel; neither process grows."""
+        def both():
+            return rss_kib(self.p.pid), rss_kib(self.sbd.pid)
+        before = both()
+        sent, (mid, end) = ping_flood(self.port, self.base + "/v1/processes/ws",
+                                      self.t.headers, probe=both)
+        print(f"\n  ping flood through the router: {sent >> 10} KiB sent, RSS router "
+              f"{before[0] >> 10} -> {mid[0] >> 10} -> {end[0] >> 10} MiB, sandboxd "
+              f"{before[1] >> 10} -> {mid[1] >> 10} -> {end[1] >> 10} MiB", flush=True)
+        for i, who in enumerate(("router", "sandboxd")):
+            assert_flat(self, who, before[i], mid[i], end[i])
+        self.assertLess(sent, 64 << 20)
+        self.t.healthy(self)
 
     def test_no_token_no_proxy(self):
         raw = exchange(self.port, f"GET {self.t.health} HTTP/1.1\r\nHost: x\r\n"

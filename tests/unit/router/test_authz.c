@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Review caching with a fake reviewer: verdicts, hits, TTL and error TTL with a fake
  * clock, the bound on entries, the pending-review bound, and shutdown with checks
- * pending. */
+ * pending. The TokenReview status check: authenticated, user and requested audiences. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -231,6 +231,50 @@ static void test_pending_bound_and_free(void **state)
     assert_true(r1.v == AUTHZ_ALLOW || r1.v == AUTHZ_ERROR);
 }
 
+static bool review_accepts(const char *status_json, const char *const *aud)
+{
+    json_t *status = json_loads(status_json, 0, NULL);
+    assert_non_null(status);
+    json_t *user = authz_token_review_user(status, aud);
+    json_decref(status);
+    bool ok = user != NULL;
+    if (user)
+        assert_string_equal(json_string_value(json_object_get(user, "username")), "u");
+    json_decref(user);
+    return ok;
+}
+
+static void test_token_review_audiences(void **state)
+{
+    (void)state;
+    static const char *const aud[] = {"sandbox-router", "other", NULL};
+    static const char *const none[] = {NULL};
+    const char *plain = "{\"authenticated\":true,\"user\":{\"username\":\"u\"}}";
+    /* Without requested audiences the API server's own apply: no check. */
+    assert_true(review_accepts(plain, NULL));
+    assert_true(review_accepts(plain, none));
+    /* Requested: status.audiences must name one of them. */
+    assert_false(review_accepts(plain, aud));
+    assert_false(review_accepts("{\"authenticated\":true,\"user\":{\"username\":\"u\"},"
+                                "\"audiences\":[]}",
+                                aud));
+    assert_false(review_accepts("{\"authenticated\":true,\"user\":{\"username\":\"u\"},"
+                                "\"audiences\":[\"https://kubernetes.default.svc\", 7]}",
+                                aud));
+    assert_false(review_accepts("{\"authenticated\":true,\"user\":{\"username\":\"u\"},"
+                                "\"audiences\":\"sandbox-router\"}",
+                                aud));
+    assert_true(review_accepts("{\"authenticated\":true,\"user\":{\"username\":\"u\"},"
+                               "\"audiences\":[\"x\", \"other\"]}",
+                               aud));
+    /* Not authenticated, or no user object: refused whatever the audiences. */
+    assert_false(review_accepts("{\"authenticated\":false,\"user\":{\"username\":\"u\"},"
+                                "\"audiences\":[\"other\"]}",
+                                aud));
+    assert_false(review_accepts("{\"authenticated\":true,\"user\":\"u\"}", NULL));
+    assert_false(review_accepts("{}", NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_ttl_and_error_ttl),
         cmocka_unit_test(test_bounded),
         cmocka_unit_test(test_pending_bound_and_free),
+        cmocka_unit_test(test_token_review_audiences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

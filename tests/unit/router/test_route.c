@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Routing: header form, path form, every validation error (status and detail), and the
- * SSRF address classes. */
+/* Routing: header form, path form, every validation error (status and detail), repeated
+ * X-Sandbox-* headers, and the SSRF address classes (with 6to4, Teredo and NAT64 forms). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -247,6 +247,79 @@ static void test_ip_classes(void **state)
         ip_refused(bad[i], true, -EINVAL);
 }
 
+static void test_tunnel_forms(void **state)
+{
+    (void)state;
+    /* 6to4: the IPv4 address in bytes 2-5. */
+    ip_refused("2002:a9fe:a9fe::1", false, -EPERM);
+    ip_refused("2002:a9fe:a9fe::1", true, -EPERM);
+    ip_refused("2002:7f00:1::", false, -EPERM);
+    ip_refused("2002::", true, -EPERM);
+    ip_ok("2002:a00:1::1", false, "2002:a00:1::1");
+    /* Teredo: server in bytes 4-7, client inverted in bytes 12-15. */
+    ip_ok("2001:0:4136:e378:8000:63bf:3fff:fdd2", false, "2001:0:4136:e378:8000:63bf:3fff:fdd2");
+    ip_refused("2001:0:a00:1::5601:5601", true, -EPERM);     /* client 169.254.169.254 */
+    ip_refused("2001:0:a9fe:a9fe::f5ff:fffe", true, -EPERM); /* server 169.254.169.254 */
+    ip_refused("2001:0:a00:1::80ff:fffe", false, -EPERM);    /* client 127.0.0.1 */
+    /* Local-use NAT64 64:ff9b:1::/48 at every RFC 6052 prefix length. */
+    ip_refused("64:ff9b:1::a9fe:a9fe", true, -EPERM);       /* /96 */
+    ip_refused("64:ff9b:1:a9fe:a9:fe00::", true, -EPERM);   /* /48 */
+    ip_refused("64:ff9b:1:a9:fe:a9fe::", true, -EPERM);     /* /56 */
+    ip_refused("64:ff9b:1::a9:fea9:fe00:0", true, -EPERM);  /* /64 */
+    ip_refused("64:ff9b:1::7f00:1", false, -EPERM);         /* loopback at /96 */
+    ip_refused("64:ff9b:1::", true, -EPERM);                /* 0.0.0.0 everywhere */
+    ip_ok("64:ff9b:1::a00:1", false, "64:ff9b:1::a00:1");   /* 10.0.0.1 at /96 */
+    ip_ok("64:ff9b:1:a00:1::", false, "64:ff9b:1:a00:1::"); /* 10.0.1.0 at /48 */
+}
+
+/* Headers as a NULL-terminated list of name, value pairs, by position. */
+static bool hdr_at(void *ctx, size_t i, struct str *ret_name, struct str *ret_value)
+{
+    const char *const *h = ctx;
+    for (size_t k = 0; k < i; k++, h += 2)
+        if (!h[0])
+            return false;
+    if (!h[0])
+        return false;
+    *ret_name = str_c(h[0]);
+    *ret_value = str_c(h[1]);
+    return true;
+}
+
+static int parse_all(const char *path, const char *const *headers, struct route_err *e)
+{
+    struct route r;
+    struct route_input in = {.path = str_c(path),
+                             .query = STR_LIT(""),
+                             .header = hdr,
+                             .header_at = hdr_at,
+                             .header_ctx = (void *)headers};
+    *e = (struct route_err){0};
+    return route_parse(&in, &r, e);
+}
+
+static void test_duplicate_headers(void **state)
+{
+    (void)state;
+    struct route_err e;
+    const char *ok[] = {"Host", "x", "X-Sandbox-ID", "box", "Accept", "a", "Accept", "b", NULL};
+    assert_int_equal(parse_all("/", ok, &e), 0);
+    const char *const dup[][9] = {
+        {"X-Sandbox-ID", "box", "X-Sandbox-ID", "other", NULL},
+        {"X-Sandbox-ID", "box", "x-sandbox-id", "box", NULL},
+        {"X-Sandbox-ID", "box", "X-Sandbox-Namespace", "a", "X-SANDBOX-NAMESPACE", "b", NULL},
+        {"X-Sandbox-Pod-IP", "10.0.0.1", "X-Sandbox-Pod-IP", "169.254.169.254", NULL},
+        {"X-Sandbox-Timeout", "1", "Host", "x", "X-Sandbox-Timeout", "1", NULL},
+        /* the path form too: a header it does not read is still refused twice */
+        {"X-Sandbox-UID", "a", "X-Sandbox-UID", "b", NULL},
+    };
+    for (size_t i = 0; i < sizeof(dup) / sizeof(dup[0]); i++) {
+        assert_int_equal(parse_all("/s/ns/box/80/", dup[i], &e), -EINVAL);
+        assert_int_equal(e.status, 400);
+        assert_ptr_equal(e.detail, ROUTE_ERR_DUPLICATE);
+    }
+}
+
 static void test_dns_label(void **state)
 {
     (void)state;
@@ -283,6 +356,8 @@ int main(void)
         cmocka_unit_test(test_path_form),
         cmocka_unit_test(test_path_form_errors),
         cmocka_unit_test(test_ip_classes),
+        cmocka_unit_test(test_tunnel_forms),
+        cmocka_unit_test(test_duplicate_headers),
         cmocka_unit_test(test_dns_label),
         cmocka_unit_test(test_peer_loopback),
     };

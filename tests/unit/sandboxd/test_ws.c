@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* WebSocket: the handshake key (RFC 6455 example), the frame codec, and the process API
- * over a real WebSocket (start, stdin as binary and JSON, stdin close, signal, PTY resize,
- * exit and close frame, rejected handshakes, disconnect kills the process). */
+/* WebSocket: the handshake key (RFC 6455 example), the frame codec, close payloads, and
+ * the process API over a real WebSocket (start, stdin as binary and JSON, stdin close,
+ * signal, PTY resize, exit and close frame, rejected handshakes, disconnect kills the
+ * process). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -163,6 +164,51 @@ static void wsc_close(struct wsc *w)
     buf_done(&w->in);
 }
 
+static void test_close_payload_check(void **state)
+{
+    (void)state;
+    uint16_t code = 1;
+    assert_int_equal(http_ws_check_close(NULL, 0, &code), 0);
+    assert_int_equal(code, 0);
+    static const struct {
+        const char *p;
+        size_t n;
+        int want;
+        uint16_t code;
+    } cases[] = {
+        {"\x03", 1, -EPROTO, 0}, /* 1-byte payload */
+        {"\x03\xe8", 2, 0, 1000},
+        {"\x03\xe8ok", 4, 0, 1000},
+        {"\x03\xeb", 2, 0, 1003},
+        {"\x03\xef", 2, 0, 1007},
+        {"\x03\xf6", 2, 0, 1014},
+        {"\x0b\xb8", 2, 0, 3000},
+        {"\x13\x87", 2, 0, 4999},
+        {"\x00\x00", 2, -EPROTO, 0},                 /* 0 */
+        {"\x03\xe7", 2, -EPROTO, 0},                 /* 999 */
+        {"\x03\xec", 2, -EPROTO, 0},                 /* 1004 */
+        {"\x03\xed", 2, -EPROTO, 0},                 /* 1005: never on the wire */
+        {"\x03\xee", 2, -EPROTO, 0},                 /* 1006: never on the wire */
+        {"\x03\xf7", 2, -EPROTO, 0},                 /* 1015 */
+        {"\x0b\xb7", 2, -EPROTO, 0},                 /* 2999 */
+        {"\x13\x88", 2, -EPROTO, 0},                 /* 5000 */
+        {"\x03\xe8\xc3\xa9", 4, 0, 1000},            /* e-acute */
+        {"\x03\xe8\xf0\x9f\x98\x80", 6, 0, 1000},    /* U+1F600 */
+        {"\x03\xe8\xff", 3, -EPROTO, 0},             /* not UTF-8 */
+        {"\x03\xe8\xc3", 3, -EPROTO, 0},             /* truncated */
+        {"\x03\xe8\xc0\xaf", 4, -EPROTO, 0},         /* overlong */
+        {"\x03\xe8\xed\xa0\x80", 5, -EPROTO, 0},     /* surrogate */
+        {"\x03\xe8\xf4\x90\x80\x80", 6, -EPROTO, 0}, /* past U+10FFFF */
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        code = 1;
+        int r = http_ws_check_close((const uint8_t *)cases[i].p, cases[i].n, &code);
+        assert_int_equal(r, cases[i].want);
+        if (r == 0)
+            assert_int_equal(code, cases[i].code);
+    }
+}
+
 static void test_ws_stdin_roundtrip(void **state)
 {
     struct sbd_fixture *f = *state;
@@ -270,6 +316,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accept_key_and_codec),
+        cmocka_unit_test(test_close_payload_check),
         cmocka_unit_test_setup_teardown(test_ws_stdin_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_signal_pty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_errors_and_disconnect, setup, teardown),
