@@ -39,7 +39,8 @@ RUNSC_BIN=$dir/runsc
 GV=$(mktemp -d /tmp/as-gvisor.XXXXXX)
 NS_C=as-gv-c-$$ # the sandbox's network namespace
 NS_P=as-gv-p-$$ # its peer (the client)
-IDS=()
+IDS=()   # containers to delete at exit
+X=-$$    # suffix of every container id of this run
 
 # rs ARGS...: runsc with this test's state root and debug logs, at most 60 s.
 rs() { timeout 60 "$RUNSC_BIN" --root="$GV/state" --debug-log="$GV/logs/" "$@"; }
@@ -47,6 +48,13 @@ rs() { timeout 60 "$RUNSC_BIN" --root="$GV/state" --debug-log="$GV/logs/" "$@"; 
 cleanup() {
 	local id m
 	for id in "${IDS[@]}"; do rs delete -force "$id" >/dev/null 2>&1; done
+	# A sandbox that fails to start leaves an empty cgroup named by its container id in
+	# every v1 hierarchy.
+	for id in version-systrap version-ptrace sandboxd counter restored; do
+		for m in /sys/fs/cgroup/*/"$id$X"; do
+			[ ! -d "$m" ] || find "$m" -depth -type d -exec rmdir {} + 2>/dev/null
+		done
+	done
 	ip netns del "$NS_C" 2>/dev/null
 	ip netns del "$NS_P" 2>/dev/null
 	# runsc may leave a bind mount (its null network namespace) under its root.
@@ -83,7 +91,7 @@ info "$("$RUNSC_BIN" --version 2>/dev/null | head -1), kernel $(uname -r)"
 # --- runsc run on both platforms ---------------------------------------------------------
 bundle "$GV/b-version" 1000:1000 "" cat /proc/version
 for p in systrap ptrace; do
-	rs --platform="$p" --network=none run --bundle "$GV/b-version" "version-$p" \
+	rs --platform="$p" --network=none run --bundle "$GV/b-version" "version-$p$X" \
 		>"$GV/version-$p.out" 2>&1 </dev/null
 	rc=$?
 	if grep -q gvisor "$GV/version-$p.out"; then
@@ -103,8 +111,8 @@ ip netns add "$NS_C" && ip netns add "$NS_P" &&
 check "two network namespaces with a veth pair" test $? = 0
 bundle "$GV/b-sandboxd" 1000:1000 "/var/run/netns/$NS_C" \
 	/usr/local/bin/sandboxd --root /tmp --port 8080
-rs run --detach --bundle "$GV/b-sandboxd" sandboxd >"$GV/sandboxd.out" 2>&1 </dev/null
-IDS+=(sandboxd)
+rs run --detach --bundle "$GV/b-sandboxd" "sandboxd$X" >"$GV/sandboxd.out" 2>&1 </dev/null
+IDS+=("sandboxd$X")
 peer() { ip netns exec "$NS_P" curl -sf --max-time 5 "$@"; }
 health() { peer http://10.251.0.2:8080/v1/health | grep -q '"ok"'; }
 check "sandboxd under runsc answers /v1/health from the peer namespace" poll 30 health
@@ -113,7 +121,7 @@ out=$(peer -X POST -H 'content-type: application/json' \
 	http://10.251.0.2:8080/v1/processes/run | jq -r .stdout)
 check "a process sandboxd runs sees gVisor's kernel, as uid 1000" \
 	test "$(printf '%s\n' "$out" | grep -c gvisor)-$(printf '%s\n' "$out" | tail -1)" = 1-1000
-rs kill sandboxd KILL >/dev/null 2>&1
+rs kill "sandboxd$X" KILL >/dev/null 2>&1
 
 # --- checkpoint / restore of a Python counter loop -----------------------------------------
 read -r -d '' COUNTER <<'PY'
@@ -127,15 +135,15 @@ while True:
     time.sleep(0.2)
 PY
 bundle "$GV/b-counter" 1000:1000 "" python3 -u -c "$COUNTER"
-rs --network=none run --detach --bundle "$GV/b-counter" counter >"$GV/counter1.out" 2>&1 </dev/null
-IDS+=(counter)
+rs --network=none run --detach --bundle "$GV/b-counter" "counter$X" >"$GV/counter1.out" 2>&1 </dev/null
+IDS+=("counter$X")
 # last_line FILE: the last complete "N SECRET" line (the restored sandbox writes its
 # stdout at the old offset: the new file starts with a hole of NUL bytes).
 last_line() { tr -d '\0' <"$1" | grep -E '^[0-9]+ [0-9]+$' | tail -1; }
 counted() { [ "$(last_line "$1" | cut -d' ' -f1)" -ge "$2" ] 2>/dev/null; }
 check "the counter runs under runsc" poll 30 counted "$GV/counter1.out" 3
 t0=$(date +%s%N)
-rs checkpoint --image-path="$GV/image" counter >"$GV/checkpoint.out" 2>&1
+rs checkpoint --image-path="$GV/image" "counter$X" >"$GV/checkpoint.out" 2>&1
 rc=$?
 t_ck=$((($(date +%s%N) - t0) / 1000000))
 check "runsc checkpoint succeeds (exit $rc)" test "$rc" = 0
@@ -147,13 +155,13 @@ check "the checkpointed sandbox has stopped (its output stopped)" \
 	same "$before" "$(last_line "$GV/counter1.out")"
 [ ! -d "$GV/image" ] ||
 	info "checkpoint: ${t_ck} ms, image $(du -sh "$GV/image" | cut -f1) ($(ls "$GV/image" | tr '\n' ' '))"
-rs delete -force counter >/dev/null 2>&1
+rs delete -force "counter$X" >/dev/null 2>&1
 t0=$(date +%s%N)
-rs --network=none restore --detach --image-path="$GV/image" --bundle "$GV/b-counter" restored \
+rs --network=none restore --detach --image-path="$GV/image" --bundle "$GV/b-counter" "restored$X" \
 	>"$GV/counter2.out" 2>&1 </dev/null
 rc=$?
 t_rs=$((($(date +%s%N) - t0) / 1000000))
-IDS+=(restored)
+IDS+=("restored$X")
 check "runsc restore succeeds (exit $rc)" test "$rc" = 0
 [ "$rc" != 0 ] || info "restore: ${t_rs} ms"
 n_before=${before%% *}
@@ -165,6 +173,6 @@ check "it continues at $((n_before + 1)), not from 1 (got '$first')" \
 check "the random value drawn before the checkpoint is the same" \
 	same "${first#* }" "${before#* }"
 check "a file written outside any volume before the checkpoint is there" \
-	test "$(rs exec restored cat /tmp/outside-volumes 2>/dev/null)" = "written before the checkpoint"
+	test "$(rs exec "restored$X" cat /tmp/outside-volumes 2>/dev/null)" = "written before the checkpoint"
 
 summary gvisor
