@@ -24,6 +24,9 @@
 #                     runs it at 20 claims)
 #   make node-loss    stop the kubelet of the local cluster's real node under a Sandbox
 #                     and restore it (needs make up; disturbs every pod on the node)
+#   make gvisor-check runsc (gVisor) built from the Go module proxy, run standalone: both
+#                     platforms, sandboxd inside, checkpoint/restore (docs/gvisor.md; root,
+#                     after make up, which builds the runtime image)
 #   make fuzz         the libFuzzer targets for 60 s each (clang); corpora replay in make test
 #   make soak         an hour of mixed traffic through the router into sandboxd (local
 #                     processes, standalone API server), RSS and fds sampled; not in make
@@ -39,7 +42,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 .PHONY: deps build asan unit integration test up up-host down status kubeconfig router-url router-token \
-	apiserver bench bench-smoke bench-upstream chaos node-loss fuzz soak tsan valgrind manifests fmt clean \
+	apiserver bench bench-smoke bench-upstream chaos node-loss fuzz gvisor-check soak tsan valgrind manifests fmt clean \
 	distclean
 
 deps:
@@ -103,6 +106,9 @@ chaos:
 
 node-loss:
 	AS_CHAOS_NODE_LOSS=1 tests/chaos/node_loss.sh --stack-is-mine
+
+gvisor-check:
+	AS_IMAGES_CACHE=$${AS_IMAGES_CACHE:-$(CURDIR)/.cache/images} tests/gvisor/standalone.sh
 
 fuzz:
 	fuzz/run.sh -t 60
