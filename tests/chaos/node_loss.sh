@@ -81,8 +81,14 @@ kubelet_pid() { # the running kubelet of this cluster, or fails
 stopped=0
 restore() { # restart the kubelet if we stopped it; idempotent
 	[ "$stopped" = 1 ] || return 0
-	kubelet_pid >/dev/null || hack/cluster/cluster.sh up >/dev/null 2>&1 ||
-		echo "node-loss: restarting the kubelet failed: run hack/cluster/cluster.sh up" >&2
+	local out try
+	for try in 1 2 3; do
+		kubelet_pid >/dev/null && break
+		out=$(hack/cluster/cluster.sh up 2>&1) && break
+		echo "node-loss: hack/cluster/cluster.sh up failed (try $try of 3):" >&2
+		tail -n 15 <<<"$out" | sed 's/^/   | /' >&2
+		sleep 3
+	done
 	stopped=0
 }
 cleanup() {
@@ -156,6 +162,8 @@ pid=$(kubelet_pid) || { echo "the kubelet is not running" >&2; exit 1; }
 echo "== stopping the kubelet (pid $pid)"
 stopped=1
 kill -TERM "$pid"
+# Gone, not only signalled: until it has exited it may still hold its ports.
+for _ in $(seq 1 300); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
 check wait_for "node not Ready" "$T_UNKNOWN" node_ready Unknown
 check wait_for "Sandbox not Ready" "$T" sb_ready False
 echo "== restarting the kubelet (hack/cluster/cluster.sh up)"
