@@ -106,7 +106,7 @@ class Soak:
             [self.a.router, "--http-bind-address", f"127.0.0.1:{self.port}",
              "--health-probe-bind-address", f"127.0.0.1:{hport}", "--kubeconfig",
              h.KUBECONFIG, "--namespace", self.ns, "--allow-loopback-upstreams",
-             "--log-level", "warn"],
+             "--trust-loopback", "false", "--log-level", "warn"],
             stdout=self.rlog, stderr=self.rlog)
         h.wait_port(self.port, self.procs["router"], "router")
         self.auth = f"Bearer {h.admin_token()}"
