@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -205,6 +206,21 @@ static void start_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
 
 static const struct sbd_proc_ops start_ops = {.output = start_output, .exit = start_exit};
 
+/* Decodes a request of type desc; on failure finishes the call with INVALID_ARGUMENT
+ * ("cannot decode <Type>") and returns NULL. The caller frees the message with
+ * protobuf_c_message_free_unpacked. */
+static void *decode(struct sbd_gcall *call, const ProtobufCMessageDescriptor *desc,
+                    const uint8_t *msg, size_t n)
+{
+    ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, n, msg);
+    if (!m) {
+        char why[96];
+        (void)snprintf(why, sizeof(why), "cannot decode %s", desc->short_name);
+        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, why);
+    }
+    return m;
+}
+
 static enum sbd_gstatus start_pty(const Process__V1__StartRequest *req, struct sbd_procreq *r,
                                   const char **msg)
 {
@@ -221,17 +237,15 @@ static enum sbd_gstatus start_pty(const Process__V1__StartRequest *req, struct s
 static void h_start(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
 {
     struct sbd *d = ctx;
-    Process__V1__StartRequest *req = process__v1__start_request__unpack(NULL, n, msg);
-    if (!req) {
-        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cannot decode StartRequest");
+    Process__V1__StartRequest *req = decode(call, &process__v1__start_request__descriptor, msg, n);
+    if (!req)
         return;
-    }
     struct sbd_procreq r;
     const char *err = NULL;
     enum sbd_gstatus st = sbd__grpc_procreq(req->config, d->root_path, &r, &err);
     if (st == SBD_GRPC_OK)
         st = start_pty(req, &r, &err);
-    process__v1__start_request__free_unpacked(req, NULL);
+    protobuf_c_message_free_unpacked(&req->base, NULL);
     if (st != SBD_GRPC_OK) {
         sbd_procreq_done(&r);
         sbd_gcall_finish(call, st, err);
@@ -290,15 +304,14 @@ static const struct sbd_proc_ops exec_ops = {.output = exec_output, .exit = exec
 static void h_execute(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
 {
     struct sbd *d = ctx;
-    Process__V1__ExecuteRequest *req = process__v1__execute_request__unpack(NULL, n, msg);
-    if (!req) {
-        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cannot decode ExecuteRequest");
+    Process__V1__ExecuteRequest *req =
+        decode(call, &process__v1__execute_request__descriptor, msg, n);
+    if (!req)
         return;
-    }
     struct sbd_procreq r;
     const char *err = NULL;
     enum sbd_gstatus st = sbd__grpc_procreq(req->config, d->root_path, &r, &err);
-    process__v1__execute_request__free_unpacked(req, NULL);
+    protobuf_c_message_free_unpacked(&req->base, NULL);
     if (st != SBD_GRPC_OK) {
         sbd_procreq_done(&r);
         sbd_gcall_finish(call, st, err);
@@ -326,18 +339,17 @@ static struct sbd_proc *find(struct sbd *d, struct sbd_gcall *call, int32_t id)
 static void h_write_stdin(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
 {
     struct sbd *d = ctx;
-    Process__V1__WriteStdinRequest *req = process__v1__write_stdin_request__unpack(NULL, n, msg);
-    if (!req) {
-        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cannot decode WriteStdinRequest");
+    Process__V1__WriteStdinRequest *req =
+        decode(call, &process__v1__write_stdin_request__descriptor, msg, n);
+    if (!req)
         return;
-    }
     struct sbd_proc *p = find(d, call, req->process_id);
     int e = 0;
     if (p && req->payload_case == PROCESS__V1__WRITE_STDIN_REQUEST__PAYLOAD_EOF)
         e = sbd_proc_close_stdin(p);
     else if (p && req->payload_case == PROCESS__V1__WRITE_STDIN_REQUEST__PAYLOAD_INPUT)
         e = sbd_proc_write(p, req->input.data, req->input.len);
-    process__v1__write_stdin_request__free_unpacked(req, NULL);
+    protobuf_c_message_free_unpacked(&req->base, NULL);
     if (!p)
         return;
     if (e == -EAGAIN) {
@@ -353,14 +365,13 @@ static void h_write_stdin(struct sbd_gcall *call, const uint8_t *msg, size_t n, 
 static void h_send_signal(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
 {
     struct sbd *d = ctx;
-    Process__V1__SendSignalRequest *req = process__v1__send_signal_request__unpack(NULL, n, msg);
-    if (!req) {
-        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cannot decode SendSignalRequest");
+    Process__V1__SendSignalRequest *req =
+        decode(call, &process__v1__send_signal_request__descriptor, msg, n);
+    if (!req)
         return;
-    }
     int32_t id = req->process_id;
     int sig = (int)req->signal;
-    process__v1__send_signal_request__free_unpacked(req, NULL);
+    protobuf_c_message_free_unpacked(&req->base, NULL);
     struct sbd_proc *p = find(d, call, id);
     if (!p)
         return;
@@ -376,14 +387,13 @@ static void h_send_signal(struct sbd_gcall *call, const uint8_t *msg, size_t n, 
 static void h_resize(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
 {
     struct sbd *d = ctx;
-    Process__V1__ResizeTTYRequest *req = process__v1__resize_ttyrequest__unpack(NULL, n, msg);
-    if (!req) {
-        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "cannot decode ResizeTTYRequest");
+    Process__V1__ResizeTTYRequest *req =
+        decode(call, &process__v1__resize_ttyrequest__descriptor, msg, n);
+    if (!req)
         return;
-    }
     int32_t id = req->process_id;
     uint32_t cols = req->cols, rows = req->rows;
-    process__v1__resize_ttyrequest__free_unpacked(req, NULL);
+    protobuf_c_message_free_unpacked(&req->base, NULL);
     struct sbd_proc *p = find(d, call, id);
     if (!p)
         return;
