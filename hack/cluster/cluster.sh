@@ -30,6 +30,7 @@ source "$ROOT/hack/cluster/pki.sh"
 source "$ROOT/hack/cluster/net.sh"
 source "$ROOT/hack/cluster/components.sh"
 source "$ROOT/hack/cluster/kwok.sh"
+source "$ROOT/images/lib.sh" # oci_import_changed
 
 CNI_BIN_DIR=${AS_CNI_BIN_DIR:-/usr/lib/cni}
 
@@ -64,7 +65,7 @@ prereqs() {
 # so a later `up` or `images` without $AS_RUNTIME_EXTRA_DIR (e.g. --kwok-nodes from a
 # benchmark) does not replace the running stack's image with one lacking sandboxd.
 images_up() {
-	local a ref want have
+	local a
 	if [ -n "${AS_RUNTIME_EXTRA_DIR:-}" ]; then
 		printf '%s\n' "$AS_RUNTIME_EXTRA_DIR" >"$STATE/runtime-extra-dir"
 	elif [ -s "$STATE/runtime-extra-dir" ] && [ -d "$(cat "$STATE/runtime-extra-dir")" ]; then
@@ -73,14 +74,7 @@ images_up() {
 	fi
 	for a in pause runtime; do
 		a=$("$ROOT/images/build.sh" "$a") || die "image build failed: $a"
-		ref=$(tar -xOf "$a" index.json | jq -r '.manifests[0].annotations["io.containerd.image.name"]')
-		want=$(cat "$a.digest")
-		have=$(ctr --address "$CONTAINERD_SOCK" -n k8s.io images ls "name==$ref" 2>/dev/null |
-			awk 'NR == 2 {print $3}')
-		if [ "$have" != "$want" ]; then
-			log "importing $ref"
-			"$ROOT/images/build.sh" import "$CONTAINERD_SOCK" "$a"
-		fi
+		oci_import_changed "$CONTAINERD_SOCK" "$a" >/dev/null
 	done
 }
 
