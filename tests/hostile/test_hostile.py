@@ -482,8 +482,8 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
         env = dict(ENV, ASAN_OPTIONS=ENV["ASAN_OPTIONS"] + ":quarantine_size_mb=8")
         with open(os.path.join(self.dir, "sandboxd-flood.log"), "wb") as log:
             p = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(port),
-                                  "--legacy-port", "-1", "--root", self.root,
-                                  "--log-level", "warn"], env=env, stdout=log, stderr=log)
+                                  "--legacy-port", "-1", "--grpc-port", "0", "--root",
+                                  self.root, "--log-level", "warn"], env=env, stdout=log, stderr=log)
             try:
                 wait_port(port, p, "sandboxd")
                 before = (rss_kib(p.pid), cpu_ticks(p.pid))
@@ -522,8 +522,8 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
         log_path = os.path.join(self.dir, "sandboxd-leak.log")
         with open(log_path, "wb") as log:
             p = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(port),
-                                  "--legacy-port", "-1", "--root", self.root,
-                                  "--log-level", "warn"], env=ENV, stdout=log, stderr=log)
+                                  "--legacy-port", "-1", "--grpc-port", "0", "--root",
+                                  self.root, "--log-level", "warn"], env=ENV, stdout=log, stderr=log)
             try:
                 wait_port(port, p, "sandboxd")
                 bad = [b'{"command":["/bin/true","x"],"env":{"A":"b"},"pty":7}',

@@ -81,7 +81,7 @@ class Soak:
         self.slog = open(os.path.join(self.dir, "sandboxd.log"), "wb")
         self.procs["sandboxd"] = subprocess.Popen(
             [self.a.sandboxd, "--host", "127.0.0.1", "--port", str(self.sport), "--legacy-port",
-             "-1", "--root", root, "--log-level", "warn"],
+             "-1", "--grpc-port", "0", "--root", root, "--log-level", "warn"],
             stdout=self.slog, stderr=self.slog)
         h.wait_port(self.sport, self.procs["sandboxd"], "sandboxd")
         h.kubectl("apply", "--server-side", "--force-conflicts", "-f",
