@@ -202,7 +202,9 @@ kill_pods() {
 	local f pid
 	for f in /sys/fs/cgroup/pids/"$CGROUP_ROOT" /sys/fs/cgroup/memory/"$CGROUP_ROOT"; do
 		[ -d "$f" ] || continue
-		find "$f" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do
+		# Cgroups vanish while their pods die: find then fails, which under pipefail
+		# would end `down` silently half-way.
+		{ find "$f" -name cgroup.procs -exec cat {} + 2>/dev/null || true; } | while read -r pid; do
 			kill -KILL "$pid" 2>/dev/null || true
 		done
 	done
