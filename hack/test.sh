@@ -151,6 +151,7 @@ if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	suite "end-to-end tests" bash tests/e2e/run.sh
 	suite "idle suspend / resume on traffic (e2e)" bash tests/e2e/idle.sh
 	suite "late-bound claim configuration (e2e)" bash tests/e2e/latebind.sh
+	suite "opt-in page merging (e2e)" bash tests/e2e/ksm.sh
 	suite "router end to end (real pods)" bash tests/e2e/router.sh
 	suite "upstream SDK over sandboxd gRPC + REST, pod-IP / pod-tunnel / sidecar (e2e)" \
 		bash tests/e2e/sandboxd_grpc.sh

@@ -30,6 +30,7 @@ source "$ROOT/hack/cluster/pki.sh"
 source "$ROOT/hack/cluster/net.sh"
 source "$ROOT/hack/cluster/components.sh"
 source "$ROOT/hack/cluster/kwok.sh"
+source "$ROOT/hack/cluster/ksm.sh"
 source "$ROOT/images/lib.sh" # oci_import_changed
 
 CNI_BIN_DIR=${AS_CNI_BIN_DIR:-/usr/lib/cni}
@@ -159,6 +160,7 @@ cmd_up() {
 		start_component kube-proxy 60
 		wait_for "node $NODE_NAME Ready" 120 "$LOGS/kubelet.log" node_ready
 	fi
+	ksm_up
 	if [ -n "$kwok_n" ]; then
 		kwok_nodes "$kwok_n"
 	elif [ -n "$(kubectl_ get nodes -l type=kwok -o name 2>/dev/null)" ]; then
@@ -251,6 +253,7 @@ teardown() {
 	unmount_all
 	net_down
 	cgroup_root_down
+	ksm_down
 	rm -rf "$RUN" "$PIDS"
 	rmdir /run/containerd/s /run/containerd 2>/dev/null || true # shim sockets' dir, if empty
 	find /var/log/containers -maxdepth 1 -lname "$STATE/*" -delete 2>/dev/null || true

@@ -40,6 +40,43 @@ void tpl_secure_pod_spec(json_t *pod_spec)
         json_object_set_new(pod_spec, "automountServiceAccountToken", json_false());
 }
 
+bool tpl_page_merging(const json_t *tpl)
+{
+    const char *m = kube_obj_path_str(tpl, "spec.pageMerging");
+    return m && strcmp(m, "Enabled") == 0;
+}
+
+/* Sets name=value in container c's env, replacing an entry of that name. */
+static void container_setenv(json_t *c, const char *name, const char *value)
+{
+    json_t *env = json_object_get(c, "env"), *x;
+    size_t i;
+    if (!json_is_array(env)) {
+        env = json_array();
+        json_object_set_new(c, "env", env);
+    }
+    json_array_foreach(env, i, x)
+    {
+        const char *n = json_string_value(json_object_get(x, "name"));
+        if (n && strcmp(n, name) == 0) {
+            json_array_set_new(env, i, json_pack("{s:s, s:s}", "name", name, "value", value));
+            return;
+        }
+    }
+    json_array_append_new(env, json_pack("{s:s, s:s}", "name", name, "value", value));
+}
+
+void tpl_enable_page_merging(json_t *pod_spec)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(pod_spec, "containers"), i, c)
+    {
+        if (json_is_object(c))
+            container_setenv(c, TPL_PAGE_MERGE_ENV, "1");
+    }
+}
+
 json_t *tpl_blueprint(const json_t *tpl)
 {
     const json_t *spec = json_object_get(tpl, "spec");
@@ -49,6 +86,8 @@ json_t *tpl_blueprint(const json_t *tpl)
     json_t *bp = json_object();
     json_t *ptc = json_is_object(pt) ? json_deep_copy(pt) : json_object();
     tpl_secure_pod_spec(ext_obj_ensure(ptc, "spec"));
+    if (tpl_page_merging(tpl))
+        tpl_enable_page_merging(json_object_get(ptc, "spec"));
     json_object_set_new(bp, "podTemplate", ptc);
     if (json_is_array(vct))
         json_object_set_new(bp, "volumeClaimTemplates", json_deep_copy(vct));
@@ -84,10 +123,12 @@ static void hash_json(const json_t *v, char out[SB_HASH_LEN + 1])
 void tpl_blueprint_hash(const json_t *tpl, char out[SB_HASH_LEN + 1])
 {
     const json_t *spec = json_object_get(tpl, "spec");
+    /* pageMerging changes the pods' env: part of the hash (absent keeps old hashes). */
     json_t *bp =
-        json_pack("{s:O*, s:O*, s:O*}", "podTemplate", json_object_get(spec, "podTemplate"),
+        json_pack("{s:O*, s:O*, s:O*, s:O*}", "podTemplate", json_object_get(spec, "podTemplate"),
                   "volumeClaimTemplates", json_object_get(spec, "volumeClaimTemplates"), "service",
-                  json_object_get(spec, "service"));
+                  json_object_get(spec, "service"), "pageMerging",
+                  tpl_page_merging(tpl) ? json_object_get(spec, "pageMerging") : NULL);
     hash_json(bp, out);
     json_decref(bp);
 }

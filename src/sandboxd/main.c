@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
+#include "sandboxd/memmerge.h"
 #include "sandboxd/sandboxd.h"
 #include "sandboxd/sbd_limits.h"
 
@@ -22,6 +23,7 @@ struct opts {
     const char *config_token_file;
     char *config_token;
     usec_t shutdown_timeout;
+    bool memory_merge; /* --memory-merge or $SANDBOXD_MEMORY_MERGE */
 };
 
 struct app {
@@ -58,6 +60,9 @@ static void usage(FILE *out)
         "                           $SANDBOX_EXEC_TIMEOUT_SECONDS)\n"
         "  --header-timeout S, --body-timeout S, --idle-timeout S   slow-client limits\n"
         "  --shutdown-timeout S     graceful shutdown budget (default 10)\n"
+        "  --memory-merge           mark sandboxd and every process it starts mergeable\n"
+        "                           by the node's KSM (also $SANDBOXD_MEMORY_MERGE=1; the\n"
+        "                           template's spec.pageMerging sets it); off by default\n"
         "  --log-level LEVEL        error|warn|info|debug|trace (default info)\n"
         "  --version\n");
 }
@@ -109,7 +114,8 @@ enum {
     O_LOG,
     O_VERSION,
     O_HELP,
-    O_CONFIG_TOKEN
+    O_CONFIG_TOKEN,
+    O_MEMMERGE
 };
 
 static const struct option long_opts[] = {
@@ -136,6 +142,7 @@ static const struct option long_opts[] = {
     {"http-idle-timeout", 1, NULL, O_IDLE},
     {"shutdown-timeout", 1, NULL, O_SHUT},
     {"log-level", 1, NULL, O_LOG},
+    {"memory-merge", 0, NULL, O_MEMMERGE},
     {"version", 0, NULL, O_VERSION},
     {"help", 0, NULL, O_HELP},
     {NULL, 0, NULL, 0},
@@ -217,6 +224,9 @@ static int apply_opt(int opt, const char *arg, struct opts *o)
     case O_CONFIG_TOKEN:
         o->config_token_file = arg;
         return 0;
+    case O_MEMMERGE:
+        o->memory_merge = true;
+        return 0;
     case O_PREFIX:
         o->cfg.metadata_prefix = arg;
         return 0;
@@ -248,6 +258,22 @@ static void env_defaults(struct opts *o)
     const char *g = getenv("SANDBOXD_GRPC_PORT");
     if (g && *g)
         (void)set_port(g, &o->cfg.grpc_port, true);
+    const char *m = getenv("SANDBOXD_MEMORY_MERGE");
+    if (m && sbd_memmerge_parse(m, &o->memory_merge) < 0)
+        log_warn("ignoring $SANDBOXD_MEMORY_MERGE (not a boolean)\tvalue=\"%s\"", m);
+}
+
+/* Page merging is an optimisation: a kernel without it (EINVAL) or a refusal leaves
+ * the sandbox working as before, with a warning. */
+static void apply_memory_merge(const struct opts *o)
+{
+    if (!o->memory_merge)
+        return;
+    int r = sbd_memmerge_set(true);
+    if (r < 0)
+        (void)log_warn_errno(r, "page merging requested but unavailable");
+    else
+        log_info("page merging on: sandboxd and its processes are mergeable by KSM");
 }
 
 /* The config token of late-bound claim configuration (a Secret mounted by the
@@ -345,8 +371,10 @@ int main(int argc, char **argv)
     (void)signal(SIGPIPE, SIG_IGN);
     struct opts o = {0};
     int r = parse_args(argc, argv, &o);
-    if (r == 0)
+    if (r == 0) {
+        apply_memory_merge(&o);
         r = run(&o);
+    }
     xfree(o.token);
     xfree(o.config_token);
     return r < 0 ? 1 : 0;

@@ -94,6 +94,61 @@ static void test_idle_policy_travels(void **state)
     json_decref(t);
 }
 
+static const char *env_of(const json_t *c, const char *name)
+{
+    size_t i;
+    const json_t *e;
+    json_array_foreach(json_object_get(c, "env"), i, e)
+    {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        if (n && strcmp(n, name) == 0)
+            return json_string_value(json_object_get(e, "value"));
+    }
+    return NULL;
+}
+
+static void test_page_merging(void **state)
+{
+    json_t *t = tpl(), *pool = json_pack("{s:{s:s, s:s, s:s}}", "metadata", "name", "pool",
+                                         "namespace", "ns", "uid", "u-pool");
+    char h0[SB_HASH_LEN + 1], h1[SB_HASH_LEN + 1], h2[SB_HASH_LEN + 1];
+    json_t *containers = (json_t *)kube_obj_path(t, "spec.podTemplate.spec.containers"), *spec;
+    (void)state;
+    /* a second container that already sets the variable to 0: overridden, not doubled */
+    json_array_append_new(containers,
+                          json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "name", "side", "image", "img:1",
+                                    "env", "name", TPL_PAGE_MERGE_ENV, "value", "0"));
+    spec = json_object_get(t, "spec");
+    tpl_blueprint_hash(t, h0);
+    json_t *off = tpl_pool_sandbox(pool, t, NULL);
+    assert_false(tpl_page_merging(t));
+    assert_null(env_of(json_array_get(kube_obj_path(off, "spec.podTemplate.spec.containers"), 0),
+                       TPL_PAGE_MERGE_ENV));
+    /* Disabled is the default: same fingerprint as absent */
+    json_object_set_new(spec, "pageMerging", json_string("Disabled"));
+    tpl_blueprint_hash(t, h1);
+    assert_string_equal(h0, h1);
+    json_object_set_new(spec, "pageMerging", json_string("Enabled"));
+    assert_true(tpl_page_merging(t));
+    tpl_blueprint_hash(t, h2);
+    assert_string_not_equal(h0, h2); /* the pods change: pools roll */
+    assert_false(tpl_blueprint_matches(t, off));
+    json_t *on = tpl_pool_sandbox(pool, t, NULL);
+    const json_t *cs = kube_obj_path(on, "spec.podTemplate.spec.containers");
+    assert_int_equal(json_array_size(cs), 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_string_equal(env_of(json_array_get(cs, i), TPL_PAGE_MERGE_ENV), "1");
+        assert_int_equal(json_array_size(json_object_get(json_array_get(cs, i), "env")), 1);
+    }
+    assert_true(tpl_blueprint_matches(t, on));
+    /* the template itself is not modified */
+    assert_string_equal(env_of(json_array_get(containers, 1), TPL_PAGE_MERGE_ENV), "0");
+    json_decref(on);
+    json_decref(off);
+    json_decref(pool);
+    json_decref(t);
+}
+
 static void test_network_policy_default(void **state)
 {
     json_t *t = tpl(), *np;
@@ -155,7 +210,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_secure_defaults),       cmocka_unit_test(test_hash_and_match),
         cmocka_unit_test(test_idle_policy_travels),   cmocka_unit_test(test_network_policy_default),
-        cmocka_unit_test(test_network_policy_custom),
+        cmocka_unit_test(test_network_policy_custom), cmocka_unit_test(test_page_merging),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Page merging opt-in: the $SANDBOXD_MEMORY_MERGE grammar, and on a kernel that has
+ * PR_SET_MEMORY_MERGE, that the mark is set, read back, inherited by a child across
+ * execve and cleared again. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/wait.h>
+
+#include "sandboxd/memmerge.h"
+
+static void test_parse(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int ret;
+        bool on;
+    } cases[] = {
+        {"1", 0, true},         {"true", 0, true},     {"YES", 0, true},
+        {"on", 0, true},        {"Enabled", 0, true},  {"", 0, false},
+        {"0", 0, false},        {"false", 0, false},   {"Off", 0, false},
+        {"Disabled", 0, false}, {"2", -EINVAL, false}, {"enable", -EINVAL, false},
+        {" 1", -EINVAL, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        bool on = !cases[i].on;
+        int r = sbd_memmerge_parse(cases[i].in, &on);
+        assert_int_equal(r, cases[i].ret);
+        if (r == 0)
+            assert_true(on == cases[i].on);
+    }
+    bool on = true;
+    assert_int_equal(sbd_memmerge_parse(NULL, &on), 0);
+    assert_false(on);
+}
+
+/* A child that execs /bin/sh to print the kernel's view of the mark in
+ * /proc/self/ksm_stat ("ksm_merge_any: yes"). Returns the exit status of grep. */
+static int child_sees_merge_any(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", "grep -q 'ksm_merge_any: yes' /proc/self/ksm_stat",
+              (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_set_get_inherit(void **state)
+{
+    (void)state;
+    int r = sbd_memmerge_set(true);
+    if (r == -EINVAL) {
+        skip(); /* kernel before 6.4 */
+        return;
+    }
+    assert_int_equal(r, 0);
+    assert_int_equal(sbd_memmerge_get(), 1);
+    if (access("/proc/self/ksm_stat", R_OK) == 0)
+        assert_int_equal(child_sees_merge_any(), 0);
+    assert_int_equal(sbd_memmerge_set(false), 0);
+    assert_int_equal(sbd_memmerge_get(), 0);
+    if (access("/proc/self/ksm_stat", R_OK) == 0)
+        assert_int_equal(child_sees_merge_any(), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_set_get_inherit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
