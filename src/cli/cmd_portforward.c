@@ -2,8 +2,9 @@
 /* kubectl-sandbox port-forward NAME [LOCAL:]REMOTE: listens on LOCAL and, for every
  * accepted connection, opens a WebSocket to the API server's
  * pods/POD/portforward?ports=REMOTE (pfwd.h) and pumps bytes both ways. Only a kubeconfig
- * is needed (RBAC: create on pods/portforward). One thread per connection, each with
- * bounded buffers in both directions: a side that does not read stops the other. */
+ * is needed (RBAC: get on pods/portforward, the verb of a WebSocket upgrade). One thread per
+ * connection, each with bounded buffers in both directions: a side that does not read stops the
+ * other. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -74,7 +75,7 @@ void cli_help_portforward(FILE *out)
             "Forwards connections to ADDR:LOCAL (default 127.0.0.1; LOCAL 0 or empty: a free\n"
             "port, printed) to port REMOTE of sandbox NAME's pod (NAME: a Sandbox or the\n"
             "SandboxClaim that owns one), through the API server's pod port-forward: only a\n"
-            "kubeconfig is needed, with RBAC create on pods/portforward. Prints\n"
+            "kubeconfig is needed, with RBAC get on pods/portforward. Prints\n"
             "\"Forwarding from ADDR:LOCAL -> REMOTE\" and runs until interrupted.\n"
             "  --address ADDR   local IPv4 or IPv6 address to listen on\n"
             "Exit codes: 0 interrupted, 1 no such sandbox / not Ready / cannot listen,\n"
@@ -144,7 +145,8 @@ static void print_refusal(struct pf_conn *c, int status, const char *body, size_
             x->remote, text);
     if (status == 403)
         fprintf(x->g->err,
-                "hint: the kubeconfig's user needs RBAC create on pods/portforward in "
+                "hint: the kubeconfig's user needs RBAC on pods/portforward (get for WebSocket, "
+                "create for SPDY clients) in "
                 "namespace %s\n",
                 x->ns);
 }

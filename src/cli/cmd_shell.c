@@ -206,7 +206,8 @@ static int wait_child(pid_t pid, int *ret_sig)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static int run_session(struct cli_globals *g, const struct shell_opts *o)
+/* Runs the session in a child (attach to existing when set, else a new sandbox). */
+static int run_session(struct cli_globals *g, const struct shell_opts *o, const char *existing)
 {
     char name[16];
     session_name(name);
@@ -222,14 +223,14 @@ static int run_session(struct cli_globals *g, const struct shell_opts *o)
     if (pid == 0) {
         for (int i = 0; i < 3; i++)
             (void)sigaction(sigs[i], &old[i], NULL);
-        int rc = session(g, name, o);
+        int rc = existing ? attach(g, existing, o) : session(g, name, o);
         fflush(NULL);
         _exit(rc);
     }
     int sig = 0, rc = pid < 0 ? CLI_ERR : wait_child(pid, &sig);
     if (tty)
         (void)tcsetattr(0, TCSANOW, &saved);
-    if (pid > 0 && !o->keep)
+    if (pid > 0 && !o->keep && !existing)
         remove_sandbox(g, name, o->pool != NULL);
     for (int i = 0; i < 3; i++)
         (void)sigaction(sigs[i], &old[i], NULL);
@@ -243,7 +244,5 @@ int cli_cmd_shell(struct cli_globals *g, int argc, char **argv)
     int rc = parse_shell(g, argc, argv, &o, &pos);
     if (rc != CLI_OK)
         return rc;
-    if (pos >= 0)
-        return attach(g, argv[pos], &o);
-    return run_session(g, &o);
+    return run_session(g, &o, pos >= 0 ? argv[pos] : NULL);
 }

@@ -10,12 +10,17 @@
 
 int cli_pfwd_parse_spec(const char *spec, unsigned *ret_local, unsigned *ret_remote)
 {
-    struct str s = str_c(spec), l = {0}, r = s;
+    struct str s = str_c(spec), l, r;
     uint64_t lp = 0, rp = 0;
-    if (str_cut(s, ':', &l, &r) && l.len > 0 && str_to_u64(l, &lp) < 0)
+    bool pair = str_cut(s, ':', &l, &r);
+    if (!pair)
+        r = s;
+    if (pair && l.len > 0 && str_to_u64(l, &lp) < 0)
         return -EINVAL;
     if (str_to_u64(r, &rp) < 0 || rp == 0 || rp > 65535 || lp > 65535)
         return -EINVAL;
+    if (!pair)
+        lp = rp; /* "5000": the same port on both sides, as kubectl */
     *ret_local = (unsigned)lp;
     *ret_remote = (unsigned)rp;
     return 0;

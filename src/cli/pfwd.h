@@ -23,8 +23,9 @@
 #define CLI_PFWD_CH_ERROR  1
 #define CLI_PFWD_MAX_ERROR 4096 /* error text kept from channel 1 */
 
-/** Parses "[LOCAL:]REMOTE" (LOCAL may be empty or 0: any free port). Returns 0 with both
- * ports written, or -EINVAL (not numbers, REMOTE 0, a port over 65535). */
+/** Parses "[LOCAL:]REMOTE" as kubectl: "P" is P on both sides, ":P" and "0:P" a free
+ * local port (0). Returns 0 with both ports written, or -EINVAL (not numbers, REMOTE 0,
+ * a port over 65535). */
 int cli_pfwd_parse_spec(const char *spec, unsigned *ret_local, unsigned *ret_remote);
 
 /** What the opening request needs. All strings borrowed. */
