@@ -18,9 +18,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-import pytest
-
 import agent_sandbox
+import pytest
 from agent_sandbox import DirectConnection, PodProxyConnection, RouterConnection
 
 MODES = ("router", "proxy", "direct")
@@ -40,7 +39,9 @@ def _connection(mode: str) -> agent_sandbox.Connection:
         url = os.environ.get("AGENT_SANDBOX_ROUTER_URL")
         if not url:
             pytest.skip("router mode needs $AGENT_SANDBOX_ROUTER_URL")
-        return RouterConnection(url=url, token=os.environ.get("AGENT_SANDBOX_ROUTER_TOKEN") or None)
+        return RouterConnection(
+            url=url, token=os.environ.get("AGENT_SANDBOX_ROUTER_TOKEN") or None
+        )
     if mode == "proxy":
         return PodProxyConnection()
     return DirectConnection()
@@ -48,7 +49,9 @@ def _connection(mode: str) -> agent_sandbox.Connection:
 
 @pytest.fixture(scope="session")
 def sandbox_client() -> Iterator[agent_sandbox.SandboxClient]:
-    with agent_sandbox.SandboxClient(kubeconfig=_kubeconfig(), namespace=NAMESPACE) as c:
+    with agent_sandbox.SandboxClient(
+        kubeconfig=_kubeconfig(), namespace=NAMESPACE
+    ) as c:
         yield c
 
 
@@ -58,7 +61,10 @@ def sandbox(
 ) -> Iterator[agent_sandbox.Sandbox]:
     conn = _connection(request.param)
     with agent_sandbox.SandboxClient(
-        config=sandbox_client.config, namespace=sandbox_client.namespace, connection=conn, timeout=60.0
+        config=sandbox_client.config,
+        namespace=sandbox_client.namespace,
+        connection=conn,
+        timeout=60.0,
     ) as client:
         sb = client.create(POOL, timeout=300.0)
         try:
