@@ -336,6 +336,9 @@ static void pump(struct pf_conn *c)
             p[1].events |= POLLIN;
         if (c->tx.len)
             p[1].events |= POLLOUT;
+        for (int i = 0; i < 2; i++)
+            if (!p[i].events)
+                p[i].fd = -1; /* no hang-up reports for a side not waited on */
         int n = poll(p, 2, c->local_eof ? PF_LINGER : 1000);
         if (n == 0 && c->local_eof)
             break; /* the local side is done and the server has been quiet */
