@@ -254,7 +254,9 @@ static int remote_open(struct pf_conn *c)
     return r;
 }
 
-/* Reads what the server has (when the local side has room). Returns 0 or < 0 to end. */
+/* Reads what the server has (when the local side has room). Returns 0 or < 0 to end.
+ * One read completes at most the frame buffered in rx plus PF_CHUNK bytes of frames, so
+ * out never holds more than PF_OUT_SOFT + PF_MAX_FRAME + PF_CHUNK. */
 static int pump_remote_in(struct pf_conn *c)
 {
     while (c->out.len < PF_OUT_SOFT && !c->remote_eof && !c->rx.closed) {
@@ -339,7 +341,7 @@ static void pump(struct pf_conn *c)
         for (int i = 0; i < 2; i++)
             if (!p[i].events)
                 p[i].fd = -1; /* no hang-up reports for a side not waited on */
-        int n = poll(p, 2, c->local_eof ? PF_LINGER : 1000);
+        int n = poll(p, 2, c->local_eof ? PF_LINGER : 500);
         if (n == 0 && c->local_eof)
             break; /* the local side is done and the server has been quiet */
         if (n < 0 && errno != EINTR)
@@ -398,7 +400,7 @@ static void conn_start(struct pf_ctx *x, int fd)
     struct pf_conn *c = XNEW(struct pf_conn);
     *c = (struct pf_conn){.ctx = x, .fd = fd, .sock = CURL_SOCKET_BAD};
     buf_init(&c->tx, PF_TX_SOFT + PF_CHUNK + 64);
-    buf_init(&c->out, PF_OUT_SOFT + PF_MAX_FRAME);
+    buf_init(&c->out, PF_OUT_SOFT + PF_MAX_FRAME + PF_CHUNK); /* see pump_remote_in */
     cli_pfwd_rx_init(&c->rx, x->remote, PF_MAX_FRAME, &pf_rx_ops, c);
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0)
@@ -594,6 +596,8 @@ int cli_cmd_portforward(struct cli_globals *g, int argc, char **argv)
         set_signals();
         accept_loop(x, lfd);
         (void)close(lfd);
+        for (int i = 0; i < 100 && atomic_load(&x->conns) > 0; i++)
+            clock_sleep(50 * USEC_PER_MSEC); /* connections see pf_stop within a poll */
     }
     if (atomic_load(&x->conns) == 0) { /* else connection threads still use it at exit */
         kube_config_free(x->cfg);
