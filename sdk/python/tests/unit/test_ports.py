@@ -10,6 +10,9 @@ import pytest
 from agent_sandbox import DirectConnection, PodProxyConnection, PortURL, RouterConnection, SandboxError, _ports
 from agent_sandbox._kubeconfig import KubeConfig
 
+from .fakes import FakeKube, async_client, sync_client
+from .test_client_fake import bind_on_create
+
 SB: dict[str, Any] = {
     "metadata": {"name": "sb-1", "annotations": {"agents.x-k8s.io/pod-name": "pod-x"}},
     "status": {"podIPs": ["10.1.2.3"]},
@@ -134,3 +137,25 @@ async def test_async_client_direct() -> None:
     async with _ports.async_http_client(t, DirectConnection(), None, 5.0) as c:
         assert str(c.base_url) == "http://10.1.2.3:7000/"
         assert "Authorization" not in c.headers
+
+
+def test_sandbox_methods_read_the_pod_name() -> None:
+    fake = FakeKube()
+    fake.on_create = bind_on_create
+    sb = sync_client(fake).create("pool")
+    want = "https://kube.test/api/v1/namespaces/default/pods/pod-x:3000/proxy/a?b=1"
+    assert sb.url(3000, "/a?b=1") == want
+    t = sb.port_target(3000)
+    assert t.mode == "proxy" and t.needs_kube_tls and t.base_url == want[: -len("a?b=1")]
+    with sb.http_client(3000) as c:
+        assert str(c.base_url) == t.base_url
+
+
+async def test_async_sandbox_methods() -> None:
+    fake = FakeKube()
+    fake.on_create = bind_on_create
+    async with async_client(fake) as ac:
+        sb = await ac.create("pool")
+        assert await sb.url(3000) == "https://kube.test/api/v1/namespaces/default/pods/pod-x:3000/proxy/"
+        async with await sb.http_client(3000) as c:
+            assert str(c.base_url).endswith("/pods/pod-x:3000/proxy/")
