@@ -155,6 +155,7 @@ if [ "${AS_TEST_CLUSTER:-1}" = 1 ]; then
 	suite "router end to end (real pods)" bash tests/e2e/router.sh
 	suite "upstream SDK over sandboxd gRPC + REST, pod-IP / pod-tunnel / sidecar (e2e)" \
 		bash tests/e2e/sandboxd_grpc.sh
+	suite "developer features (e2e)" bash tests/e2e/devx.sh
 	suite "install: in-cluster pods beside the stack" bash tests/install/run.sh pods
 	suite "Python SDK (unit, sandboxd, stack)" sdk/python/run-tests.sh
 	suite "Go SDK (vet, race unit tests, stack)" sdk/go/run-tests.sh

@@ -140,3 +140,7 @@ int cli_cmd_uninstall(struct cli_globals *g, int argc, char **argv);
 void cli_help_uninstall(FILE *out);
 int cli_cmd_completion(struct cli_globals *g, int argc, char **argv);
 void cli_help_completion(FILE *out);
+int cli_cmd_portforward(struct cli_globals *g, int argc, char **argv);
+void cli_help_portforward(FILE *out);
+int cli_cmd_shell(struct cli_globals *g, int argc, char **argv);
+void cli_help_shell(FILE *out);

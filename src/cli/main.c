@@ -13,7 +13,7 @@ static void usage(FILE *out)
                  "Usage: kubectl-sandbox [global options] COMMAND [options] [args]\n\n"
                  "Commands:\n");
     for (const struct cli_cmd *c = cli_commands; c->name; c++)
-        fprintf(out, "  %-11s %s\n", c->name, c->summary);
+        fprintf(out, "  %-12s %s\n", c->name, c->summary);
     fprintf(out,
             "\nGlobal options (also accepted after COMMAND):\n"
             "  --kubeconfig PATH   kubeconfig file (default: $KUBECONFIG, ~/.kube/config,\n"

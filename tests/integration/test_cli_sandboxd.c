@@ -234,6 +234,54 @@ static void test_cp_round_trip(void **state)
     buf_done(&out);
 }
 
+/* port-forward against the API server: it resolves the sandbox, listens, prints the
+ * kubectl line, and reports the API server's refusal of the upgrade (no such pod). */
+static void test_port_forward_api(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(it_cli_runf(&out, "port-forward notready 8080 -n %s", ns), 1);
+    assert_non_null(strstr(buf_str(&out), "is not Ready"));
+    assert_int_equal(it_cli_runf(&out, "port-forward missing 8080 -n %s", ns), 1);
+    assert_int_equal(it_cli_runf(&out, "port-forward ready 0 -n %s", ns), 2);
+    assert_int_equal(
+        it_cli_runf(&out,
+                    "port-forward ready :8080 -n %s >%s/pf.out 2>&1 & pf=$!; i=0; "
+                    "while ! grep -q Forwarding %s/pf.out && [ $i -lt 100 ]; do sleep 0.1; "
+                    "i=$((i+1)); done; "
+                    "p=$(sed -n 's/^Forwarding from 127.0.0.1:\\([0-9]*\\) -> 8080$/\\1/p' "
+                    "%s/pf.out); curl -s -m 20 http://127.0.0.1:$p/ >/dev/null; "
+                    "kill $pf; wait $pf; echo rc=$?; cat %s/pf.out",
+                    ns, work, work, work, work),
+        0);
+    const char *o = buf_str(&out);
+    assert_non_null(strstr(o, "rc=0\nForwarding from 127.0.0.1:"));
+    assert_non_null(strstr(o, "Handling connection for 8080"));
+    assert_non_null(strstr(o, "refused: HTTP 404"));
+    assert_non_null(strstr(o, "pods \"ready\" not found"));
+    buf_done(&out);
+}
+
+/* shell NAME attaches (a PTY: stdout and stderr merged) and passes the exit code through;
+ * it deletes nothing and refuses bad arguments. */
+static void test_shell_attach(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(run_direct(&out, "shell x -- sh -c 'tty; echo in-$((6*7)) >&2; exit 7' "
+                                      "</dev/null"),
+                     7);
+    assert_non_null(strstr(buf_str(&out), "/dev/pts/"));
+    assert_non_null(strstr(buf_str(&out), "in-42"));
+    assert_null(strstr(buf_str(&out), "deleted"));
+    assert_int_equal(run_direct(&out, "shell"), 2);
+    assert_int_equal(run_direct(&out, "shell x --pool p"), 2);
+    assert_int_equal(run_direct(&out, "shell --pool p --template t"), 2);
+    buf_done(&out);
+}
+
 static void test_unreachable(void **state)
 {
     (void)state;
@@ -271,7 +319,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exec_output_and_codes), cmocka_unit_test(test_exec_stdin),
         cmocka_unit_test(test_cp_round_trip),         cmocka_unit_test(test_unreachable),
-        cmocka_unit_test(test_cluster_modes),
+        cmocka_unit_test(test_cluster_modes),         cmocka_unit_test(test_shell_attach),
+        cmocka_unit_test(test_port_forward_api),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

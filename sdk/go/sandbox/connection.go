@@ -70,6 +70,7 @@ type conn struct {
 	sbdToken    string
 	hc          *http.Client
 	apiBase     string // pod proxy: API server URL (no trailing slash)
+	apiToken    string // pod proxy: the REST config's bearer token, if any (PortURL)
 }
 
 func defaultHTTPClient() *http.Client {
@@ -128,6 +129,7 @@ func newConn(c Connection, rc *rest.Config) (*conn, error) {
 			return nil, err
 		}
 		cn.apiBase = base
+		cn.apiToken = restBearerToken(rc)
 	default:
 		return nil, fmt.Errorf("%w: unknown connection mode %q", ErrInvalidArgument, cn.mode)
 	}

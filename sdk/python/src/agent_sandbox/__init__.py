@@ -2,6 +2,7 @@
 claims, processes and files)."""
 
 from ._kubeconfig import ConfigError, KubeConfig, load_config, load_in_cluster, load_kubeconfig
+from ._ports import PortURL
 from .aio import AsyncFiles, AsyncProcess, AsyncSandbox, AsyncSandboxClient
 from .client import Files, Process, Sandbox, SandboxClient, connect
 from .errors import (
@@ -49,6 +50,7 @@ __all__ = [
     "KubeConfig",
     "NotFoundError",
     "PodProxyConnection",
+    "PortURL",
     "Process",
     "ProcessEvent",
     "RequestError",

@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import httpx
 
-from . import _base, _conn, _k8s, _wire
+from . import _base, _conn, _k8s, _ports, _wire
 from ._kube_async import AsyncKubeClient
 from ._kubeconfig import KubeConfig
 from .errors import NotFoundError, SandboxError, SandboxTimeoutError
@@ -303,6 +303,25 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
                 await kube.wait("sandboxes", self.namespace, self.name, obj, timeout, w, _k8s.on_sandbox_event)
             )
             return True
+
+    # ---- ports (docs/sdk-python.md "Ports") ----------------------------------------
+
+    async def port_target(self, port: int, path: str = "/") -> _ports.PortURL:
+        """The URL of path on port in the sandbox (any server listening there), with the
+        headers (and bearer token) a request needs in this client's connection mode."""
+        await self._route()
+        c = self.client
+        return _ports.port_target(c.connection, c.config, self.namespace, self.name, self._obj, port, path)
+
+    async def url(self, port: int, path: str = "/") -> str:
+        """(await port_target(port, path)).url: send its headers with it."""
+        return (await self.port_target(port, path)).url
+
+    async def http_client(self, port: int, *, timeout: float = 30.0) -> httpx.AsyncClient:
+        """A new httpx.AsyncClient for port (base_url, authentication and TLS set):
+        request paths are relative to the port's root. Close it when done."""
+        t = await self.port_target(port)
+        return _ports.async_http_client(t, self.client.connection, self.client.config, timeout)
 
     def _http(self, t: _conn.Target) -> httpx.AsyncClient:
         return self.client.kube.http if t.via_kube else self.client.http

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import httpx
 
-from . import _base, _conn, _k8s, _wire
+from . import _base, _conn, _k8s, _ports, _wire
 from ._kube_sync import KubeClient
 from ._kubeconfig import KubeConfig
 from .errors import NotFoundError, SandboxError
@@ -296,6 +296,24 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
                 self.client.kube.wait("sandboxes", self.namespace, self.name, obj, timeout, w, _k8s.on_sandbox_event)
             )
             return True
+
+    # ---- ports (docs/sdk-python.md "Ports") ----------------------------------------
+
+    def port_target(self, port: int, path: str = "/") -> _ports.PortURL:
+        """The URL of path on port in the sandbox (any server listening there), with the
+        headers (and bearer token) a request needs in this client's connection mode."""
+        self._route()
+        c = self.client
+        return _ports.port_target(c.connection, c.config, self.namespace, self.name, self._obj, port, path)
+
+    def url(self, port: int, path: str = "/") -> str:
+        """port_target(port, path).url: send port_target(port).headers with it."""
+        return self.port_target(port, path).url
+
+    def http_client(self, port: int, *, timeout: float = 30.0) -> httpx.Client:
+        """A new httpx.Client for port (base_url, authentication and TLS set): request
+        paths are relative to the port's root. Close it when done."""
+        return _ports.http_client(self.port_target(port), self.client.connection, self.client.config, timeout)
 
     def _http(self, t: _conn.Target) -> httpx.Client:
         return self.client.kube.http if t.via_kube else self.client.http

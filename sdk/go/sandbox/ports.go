@@ -1,0 +1,121 @@
+package sandbox
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// PortURL says where a TCP port of a sandbox answers (any server listening in the pod,
+// not only sandboxd) over the client's connection mode:
+//
+//   - ModeRouter: the router's path form {RouterURL}/s/{namespace}/{name}/{port}/{path}
+//     with "Authorization: Bearer {RouterToken}";
+//   - ModePodProxy: the API server's pod proxy
+//     {server}/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy/{path} with the REST
+//     config's credentials (a bearer token is in Header; client certificates only work
+//     through Sandbox.HTTPClient, whose transport carries them);
+//   - ModeDirect: http://{podIP}:{port}/{path} (inside the cluster network only).
+type PortURL struct {
+	// URL is the full URL of the path asked for.
+	URL string
+	// BaseURL is the URL of the port's root; it ends with "/".
+	BaseURL string
+	// Header holds the headers every request must carry (nil-safe to range over).
+	Header http.Header
+	// Token is the bearer token in Header, or "".
+	Token string
+	// Mode is the connection mode the URL is for.
+	Mode Mode
+}
+
+// portURL computes the PortURL of port in t for this connection.
+func (c *conn) portURL(t target, port int, path string) (PortURL, error) {
+	if port < 1 || port > 65535 {
+		return PortURL{}, fmt.Errorf("%w: port %d out of range", ErrInvalidArgument, port)
+	}
+	p := PortURL{Header: http.Header{}, Mode: c.mode}
+	switch c.mode {
+	case ModeRouter:
+		p.BaseURL = fmt.Sprintf("%s/s/%s/%s/%d/", c.routerURL, url.PathEscape(t.ns), url.PathEscape(t.name), port)
+		p.Token = c.routerToken
+	case ModePodProxy:
+		pod := t.podName
+		if pod == "" {
+			pod = t.name
+		}
+		p.BaseURL = fmt.Sprintf("%s/api/v1/namespaces/%s/pods/%s:%d/proxy/", c.apiBase,
+			url.PathEscape(t.ns), url.PathEscape(pod), port)
+		p.Token = c.apiToken
+	case ModeDirect:
+		if t.podIP == "" {
+			return PortURL{}, fmt.Errorf("%w: %s/%s has no pod IP", ErrNotReady, t.ns, t.name)
+		}
+		p.BaseURL = "http://" + net.JoinHostPort(t.podIP, strconv.Itoa(port)) + "/"
+		if port == c.port { // sandboxd's own token goes to sandboxd only
+			p.Token = c.sbdToken
+		}
+	default:
+		return PortURL{}, fmt.Errorf("%w: unknown connection mode %q", ErrInvalidArgument, c.mode)
+	}
+	if p.Token != "" {
+		p.Header.Set("Authorization", "Bearer "+p.Token)
+	}
+	p.URL = p.BaseURL + strings.TrimLeft(path, "/")
+	return p, nil
+}
+
+// PortURL returns where port of the sandbox answers, for path ("" or "/" is the root;
+// a query may follow), with the headers a request needs in the client's mode.
+func (s *Sandbox) PortURL(port int, path string) (PortURL, error) {
+	t, err := s.target()
+	if err != nil {
+		return PortURL{}, err
+	}
+	return s.c.conn.portURL(t, port, path)
+}
+
+// URL is PortURL(port, path).URL: send PortURL's Header with it.
+func (s *Sandbox) URL(port int, path string) (string, error) {
+	p, err := s.PortURL(port, path)
+	return p.URL, err
+}
+
+// HTTPClient returns an *http.Client for port that adds the mode's headers and
+// credentials to every request, and the port's base URL (ending with "/") to resolve
+// request paths against. It shares the client's connection pool; redirects are not
+// followed.
+func (s *Sandbox) HTTPClient(port int) (*http.Client, string, error) {
+	p, err := s.PortURL(port, "/")
+	if err != nil {
+		return nil, "", err
+	}
+	base := s.c.conn.hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc := &http.Client{
+		Transport:     &headerTransport{base: base, header: p.Header},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return hc, p.BaseURL, nil
+}
+
+// headerTransport adds fixed headers (those not set already) to each request.
+type headerTransport struct {
+	base   http.RoundTripper
+	header http.Header
+}
+
+func (h *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	for k, v := range h.header {
+		if r.Header.Get(k) == "" {
+			r.Header[k] = append([]string(nil), v...)
+		}
+	}
+	return h.base.RoundTrip(r)
+}
