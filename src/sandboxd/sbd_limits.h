@@ -11,20 +11,18 @@
 #define LIMIT_SBD_STDIN          (8u * 1024 * 1024)      /* stdin bytes given inline to run */
 #define LIMIT_SBD_OUTPUT         (16u * 1024 * 1024)     /* buffered stdout (and stderr) of run */
 #define LIMIT_SBD_PROCS          64                      /* concurrent processes (--max-procs) */
-#define LIMIT_SBD_BG_PROCS       32                      /* background table (--max-bg-procs) */
-#define LIMIT_SBD_BG_OUTPUT      (1u * 1024 * 1024) /* output ring of one (--bg-output-buffer) */
-#define LIMIT_SBD_ARGS           4096               /* argv entries + env entries */
-#define LIMIT_SBD_TIMEOUT_S      300                /* default run timeout (seconds) */
-#define LIMIT_SBD_MAX_TIMEOUT_S  (24 * 3600)        /* largest accepted timeout */
-#define LIMIT_SBD_DRAIN          (2 * USEC_PER_SEC) /* output drain after the exit */
-#define LIMIT_SBD_KILL_GRACE     (2 * USEC_PER_SEC) /* SIGTERM -> SIGKILL at shutdown */
-#define LIMIT_SBD_CHUNK          (64u * 1024)       /* one output read / stream event */
-#define LIMIT_SBD_INLINE_FILE    (1u * 1024 * 1024) /* files sent with Content-Length */
-#define LIMIT_SBD_LISTING        10000              /* entries in one directory listing */
-#define LIMIT_SBD_MULTIPART_HEAD (16u * 1024)       /* headers of one multipart part */
-#define LIMIT_SBD_WS_MESSAGE     (1u * 1024 * 1024) /* one WebSocket message */
-#define LIMIT_SBD_TOKEN          4096               /* bearer token file */
-#define LIMIT_SBD_OPEN_RETRIES   16                 /* openat2 EAGAIN retries */
+#define LIMIT_SBD_ARGS           4096                    /* argv entries + env entries */
+#define LIMIT_SBD_TIMEOUT_S      300                     /* default run timeout (seconds) */
+#define LIMIT_SBD_MAX_TIMEOUT_S  (24 * 3600)             /* largest accepted timeout */
+#define LIMIT_SBD_DRAIN          (2 * USEC_PER_SEC)      /* output drain after the exit */
+#define LIMIT_SBD_KILL_GRACE     (2 * USEC_PER_SEC)      /* SIGTERM -> SIGKILL at shutdown */
+#define LIMIT_SBD_CHUNK          (64u * 1024)            /* one output read / stream event */
+#define LIMIT_SBD_INLINE_FILE    (1u * 1024 * 1024)      /* files sent with Content-Length */
+#define LIMIT_SBD_LISTING        10000                   /* entries in one directory listing */
+#define LIMIT_SBD_MULTIPART_HEAD (16u * 1024)            /* headers of one multipart part */
+#define LIMIT_SBD_WS_MESSAGE     (1u * 1024 * 1024)      /* one WebSocket message */
+#define LIMIT_SBD_TOKEN          4096                    /* bearer token file */
+#define LIMIT_SBD_OPEN_RETRIES   16                      /* openat2 EAGAIN retries */
 /* gRPC front (grpc.c) */
 #define LIMIT_SBD_GRPC_MESSAGE  (4u * 1024 * 1024)  /* one message, either way (grpc's default) */
 #define LIMIT_SBD_GRPC_STREAMS  128                 /* concurrent calls per connection */
@@ -35,3 +33,6 @@
 #define LIMIT_SBD_GRPC_WINDOW   (1u * 1024 * 1024)  /* HTTP/2 receive window per stream */
 #define LIMIT_SBD_GRPC_HEADERS  (16u * 1024)        /* request header list */
 #define LIMIT_SBD_GRPC_ACKS     64                  /* queued PING/SETTINGS acknowledgements */
+/* background processes (api_bg.c) */
+#define LIMIT_SBD_BG_PROCS  32 /* table entries, running + exited (--max-bg-procs) */
+#define LIMIT_SBD_BG_OUTPUT (1u * 1024 * 1024) /* output ring of one (--bg-output-buffer) */
