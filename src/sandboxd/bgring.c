@@ -111,7 +111,9 @@ void sbd_ring_append(struct sbd_ring *r, int stream, const char *data, size_t n)
     n -= k;
     if (n == 0)
         return;
-    size_t room = r->limit - SBD_RING_CHUNK_OVERHEAD;
+    /* Room for one small chunk after it stays, so the next append (say stderr after a
+     * flood of stdout) does not evict all of it. */
+    size_t room = r->limit - 2 * SBD_RING_CHUNK_OVERHEAD - RING_CHUNK_MIN;
     if (n > room) {
         /* Only the tail fits: the head of this append is lost at once. */
         r->end += n - room;

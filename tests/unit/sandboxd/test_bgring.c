@@ -106,8 +106,12 @@ static void test_ring_oversized_append_keeps_tail(void **state)
     assert_int_equal(sbd_ring_end(r), 3 + n);
     assert_true(sbd_ring_used(r) <= limit);
     struct sbd_ring_slice s;
-    assert_int_equal(sbd_ring_next(r, 0, 0, &s), 1);
-    assert_true(s.dropped > 3);
+    assert_int_equal(sbd_ring_next(r, 0, 0, &s), 1); /* the small chunk before stays */
+    assert_int_equal(s.stream, 1);
+    assert_memory_equal(s.data, "old", 3);
+    assert_int_equal(sbd_ring_next(r, 3, 0, &s), 1);
+    assert_true(s.dropped > n - limit);
+    assert_true(s.len >= limit / 2);
     assert_int_equal(s.offset + s.len, 3 + n);
     assert_int_equal(s.data[s.len - 1], big[n - 1]);
     assert_int_equal(s.stream, 2);
