@@ -478,7 +478,11 @@ void sbd__bg_list_merge(struct sbd *d, json_t *arr)
     json_array_foreach(arr, i, e)
     {
         struct bg *b = bg_find(d->bgs, (uint32_t)json_integer_value(json_object_get(e, "id")));
-        (void)json_object_set_new(e, "background", json_boolean(b != NULL));
+        if (b) {
+            (void)json_array_set_new(arr, i, bg_json(b));
+            continue;
+        }
+        (void)json_object_set_new(e, "background", json_false());
         (void)json_object_set_new(e, "state", json_string("running"));
     }
     for (struct bg *b = d->bgs->head; b; b = b->next)

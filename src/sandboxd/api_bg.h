@@ -38,8 +38,9 @@ void sbd_bgs_free(struct sbd_bgs *t);
 
 /** POST /v1/processes with "background": true: starts r (borrowed) and responds. */
 int sbd__bg_start(struct http_req *req, struct sbd *d, const struct sbd_procreq *r);
-/** Adds the background fields to the entries of arr (sbd_procs_list) and appends the
- * exited background processes. */
+/** Replaces the entries of arr (sbd_procs_list) that are background processes with their
+ * full description ("background": true, "state", exit status...), marks the others
+ * ("background": false, "state": "running"), and appends the exited background ones. */
 void sbd__bg_list_merge(struct sbd *d, json_t *arr);
 /** POST /v1/processes/{id}/...: handles wait, and actions on exited background processes.
  * Returns true when it responded. */
