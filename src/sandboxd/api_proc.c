@@ -160,6 +160,11 @@ static int proc_run(struct http_req *req, void *ctx)
     struct sbd_procreq r;
     if (parse_body(req, d, &r) < 0)
         return 0;
+    if (r.background) {
+        sbd_procreq_done(&r);
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT,
+                                 "background processes are started with POST /v1/processes");
+    }
     if (r.timeout_s == 0)
         r.timeout_s = d->cfg.exec_timeout_s;
     struct run *x = XNEW(struct run);

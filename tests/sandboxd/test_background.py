@@ -170,6 +170,9 @@ class BackgroundTest(unittest.TestCase):
         self.assertEqual((act["running_processes"], act["idle_seconds"]), (1, 0.0))
         st, err = start(d, ["sleep", "1"], stdin_open="yes")
         self.assertEqual((st, err["code"]), (400, "INVALID_ARGUMENT"))
+        st, data, _ = d.req("POST", "/v1/processes/run",
+                            json.dumps({"command": "true", "background": True}))
+        self.assertEqual((st, json.loads(data)["code"]), (400, "INVALID_ARGUMENT"))
         # an attached process is no background one
         self.assertEqual(d.req("DELETE", f"/v1/processes/{a['id']}")[0], 204)
         self.assertEqual(get(d, f"/v1/processes/{a['id']}/wait?timeout=5")[1]["state"], "exited")
