@@ -213,13 +213,37 @@ func (p *BackgroundProcess) Info(ctx context.Context) (*BackgroundInfo, error) {
 	return decodeInfo("process info", resp.Body)
 }
 
+// Bounds of long background calls: proxies (the router, the API server) cut requests that
+// send no byte for a minute, so a long wait is a loop of short ones, and an output stream
+// that ends before the exit is resumed from its offset.
+const (
+	waitSlice   = 25 * time.Second
+	maxResumes  = 3               // quick ends in a row without a new event
+	quickEnd    = 5 * time.Second // a response that lasted longer was cut by a timeout
+	resumePause = 200 * time.Millisecond
+)
+
 // Wait waits until the process exits, timeout passes (timeout <= 0: no limit but ctx)
 // or ctx ends, and returns its state (check Running after a timeout).
 func (p *BackgroundProcess) Wait(ctx context.Context, timeout time.Duration) (*BackgroundInfo, error) {
-	var q url.Values
+	var deadline time.Time
 	if timeout > 0 {
-		q = url.Values{"timeout": {strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64)}}
+		deadline = time.Now().Add(timeout)
 	}
+	for {
+		slice := waitSlice
+		if !deadline.IsZero() {
+			slice = min(slice, max(0, time.Until(deadline)))
+		}
+		info, err := p.waitOnce(ctx, slice)
+		if err != nil || !info.Running() || (!deadline.IsZero() && !time.Now().Before(deadline)) {
+			return info, err
+		}
+	}
+}
+
+func (p *BackgroundProcess) waitOnce(ctx context.Context, slice time.Duration) (*BackgroundInfo, error) {
+	q := url.Values{"timeout": {strconv.FormatFloat(slice.Seconds(), 'f', -1, 64)}}
 	resp, err := p.do(ctx, call{op: "wait", method: http.MethodGet, path: p.path("wait"), query: q,
 		idempotent: true})
 	if err != nil {
@@ -288,31 +312,136 @@ func (p *BackgroundProcess) Remove(ctx context.Context) error {
 }
 
 // OutputStream reads the output events of a background process; Close it when done
-// (closing early leaves the process running).
+// (closing early leaves the process running). Not safe for concurrent use.
 type OutputStream struct {
-	body io.ReadCloser
-	br   *bufio.Reader
-	done bool
+	p       *BackgroundProcess
+	ctx     context.Context
+	follow  bool
+	offset  int64 // where the next request starts
+	body    io.ReadCloser
+	br      *bufio.Reader
+	started time.Time
+	idle    int // quick ends in a row without a new event
+	done    bool
 }
 
 // Output replays the output sandboxd still holds from byte offset on (a "dropped" event
 // first when part of it is gone), then, with follow, streams live output until the exit
-// event. Without follow the stream ends after the replay (with the exit event when the
-// process has exited).
+// event; a response cut by a proxy's timeout is resumed from where it stopped. Without
+// follow the stream ends after the replay (with the exit event when the process has
+// exited).
 func (p *BackgroundProcess) Output(ctx context.Context, follow bool, offset int64) (*OutputStream, error) {
 	if offset < 0 {
 		return nil, fmt.Errorf("%w: offset %d", ErrInvalidArgument, offset)
 	}
-	q := url.Values{"follow": {strconv.FormatBool(follow)}, "offset": {strconv.FormatInt(offset, 10)}}
-	resp, err := p.do(ctx, call{op: "output", method: http.MethodGet, path: p.path("output"), query: q,
-		idempotent: true})
-	if err != nil {
+	o := &OutputStream{p: p, ctx: ctx, follow: follow, offset: offset}
+	if err := o.open(); err != nil {
 		return nil, err
 	}
-	return &OutputStream{body: resp.Body, br: newLineReader(resp.Body)}, nil
+	return o, nil
+}
+
+func (o *OutputStream) open() error {
+	q := url.Values{"follow": {strconv.FormatBool(o.follow)}, "offset": {strconv.FormatInt(o.offset, 10)}}
+	o.started = time.Now()
+	resp, err := o.p.do(o.ctx, call{op: "output", method: http.MethodGet, path: o.p.path("output"), query: q,
+		idempotent: true})
+	if err != nil {
+		return err
+	}
+	o.body, o.br = resp.Body, newLineReader(resp.Body)
+	return nil
 }
 
 func newLineReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 64<<10) }
+
+// advance moves the offset past ev.
+func (o *OutputStream) advance(ev *OutputEvent) {
+	o.idle = 0
+	switch ev.Type {
+	case "stdout", "stderr":
+		o.offset = ev.Offset + int64(len(ev.Data))
+	case "dropped":
+		o.offset = ev.Offset + ev.Dropped
+	case "exit":
+		o.offset, o.done = ev.Offset, true
+	}
+}
+
+// resume reopens a response that ended (readErr: how) before the exit event.
+func (o *OutputStream) resume(readErr error) error {
+	_ = o.body.Close()
+	o.body = nil
+	if time.Since(o.started) >= quickEnd {
+		o.idle = 0
+	}
+	if o.idle++; o.idle > maxResumes {
+		o.done = true
+		if readErr == nil || errors.Is(readErr, io.EOF) {
+			readErr = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("sandbox: process %d: output stream ended: %w", o.p.ID, readErr)
+	}
+	select {
+	case <-o.ctx.Done():
+		o.done = true
+		return o.ctx.Err()
+	case <-time.After(resumePause * time.Duration(o.idle-1)):
+	}
+	return o.open()
+}
+
+// Next returns the next event, or io.EOF after the last one.
+func (o *OutputStream) Next() (*OutputEvent, error) {
+	for !o.done {
+		if o.body == nil {
+			if err := o.resume(nil); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		line, err := readLine(o.br)
+		if errors.Is(err, ErrTooLarge) {
+			return nil, fmt.Errorf("sandbox: output: %w", err)
+		}
+		if err != nil {
+			if !o.follow || o.ctx.Err() != nil {
+				o.done = true
+				if errors.Is(err, io.EOF) {
+					return nil, io.EOF
+				}
+				return nil, fmt.Errorf("sandbox: output: %w", err)
+			}
+			if rerr := o.resume(err); rerr != nil {
+				return nil, rerr
+			}
+			continue
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		ev, perr := parseOutput(line)
+		if perr != nil {
+			return nil, perr
+		}
+		if ev != nil {
+			o.advance(ev)
+			return ev, nil
+		}
+	}
+	return nil, io.EOF
+}
+
+// Close ends the stream (the process keeps running).
+func (o *OutputStream) Close() error {
+	o.done = true
+	if o.body == nil {
+		return nil
+	}
+	err := o.body.Close()
+	o.body = nil
+	return err
+}
 
 type wireOutput struct {
 	Type     string `json:"type"`
@@ -350,37 +479,6 @@ func parseOutput(line []byte) (*OutputEvent, error) {
 		return nil, nil
 	}
 	return ev, nil
-}
-
-// Next returns the next event, or io.EOF after the last one.
-func (o *OutputStream) Next() (*OutputEvent, error) {
-	for !o.done {
-		line, err := readLine(o.br)
-		if errors.Is(err, io.EOF) && len(line) == 0 {
-			o.done = true
-			return nil, io.EOF
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("sandbox: output: %w", err)
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		ev, perr := parseOutput(line)
-		if perr != nil {
-			return nil, perr
-		}
-		if ev != nil {
-			return ev, nil
-		}
-	}
-	return nil, io.EOF
-}
-
-// Close ends the stream (the process keeps running).
-func (o *OutputStream) Close() error {
-	o.done = true
-	return o.body.Close()
 }
 
 // readLine reads one line of at most maxEventLine bytes (without the newline).

@@ -1,10 +1,17 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -138,5 +145,71 @@ func backgroundSignals(t *testing.T, sb *Sandbox) {
 	list, err := sb.BackgroundProcesses(ctx)
 	if err != nil || len(list) != 0 {
 		t.Fatalf("left: %+v, %v", list, err)
+	}
+}
+
+// cuttingProxy forwards to sandboxd like the router, but ends every output stream after
+// its first event (a proxy's timeout), and counts the output requests.
+func cuttingProxy(t *testing.T, sbdPort int, outputs *atomic.Int32) *httptest.Server {
+	target, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", sbdPort))
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/output") {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		outputs.Add(1)
+		resp, err := http.Get(target.String() + r.URL.RequestURI())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		line, _ := bufio.NewReader(resp.Body).ReadBytes('\n')
+		_, _ = w.Write(line)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestLocalBackgroundOutputResumes: an output stream cut before the exit is resumed from
+// its offset, so the events arrive once each and in order; a long wait is a series of
+// short requests that still ends at the exit.
+func TestLocalBackgroundOutputResumes(t *testing.T) {
+	port := startSandboxd(t)
+	var outputs atomic.Int32
+	k := newFakeKube()
+	k.sbx.Add(readySandbox("sb", "127.0.0.1"))
+	c, err := NewClient(Options{Namespace: "ns", kube: k, Connection: Connection{Mode: ModeRouter, Port: port,
+		RouterURL: cuttingProxy(t, port, &outputs).URL, RouterToken: "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	sb, err := c.Attach(ctx, "sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.StartBackground(ctx, Cmd{Command: "for i in 1 2 3; do echo $i; sleep 0.2; done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := p.Output(ctx, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	out, last := collect(t, o)
+	if out != "1\n2\n3\n" || last == nil || last.Exit == nil || last.Exit.ExitCode != 0 {
+		t.Fatalf("resumed output %q, last %+v", out, last)
+	}
+	if n := outputs.Load(); n < 3 {
+		t.Fatalf("%d output requests: the stream was not resumed", n)
+	}
+	info, err := p.Wait(ctx, 0)
+	if err != nil || info.Running() {
+		t.Fatalf("wait: %+v, %v", info, err)
 	}
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,7 +131,7 @@ func TestBackgroundErrors(t *testing.T) {
 func TestOutputStreamNext(t *testing.T) {
 	body := "{\"type\":\"dropped\",\"offset\":0,\"bytes\":5}\n\n{\"type\":\"future\"}\n" +
 		"{\"type\":\"stdout\",\"offset\":5,\"data\":\"eA==\"}\n{\"type\":\"exit\",\"exit_code\":0,\"offset\":6}"
-	o := &OutputStream{body: io.NopCloser(strings.NewReader(body))}
+	o := &OutputStream{ctx: context.Background(), body: io.NopCloser(strings.NewReader(body))}
 	o.br = newLineReader(o.body)
 	var types []string
 	for {
@@ -147,7 +148,7 @@ func TestOutputStreamNext(t *testing.T) {
 		t.Fatalf("events %v", types)
 	}
 	big := `{"type":"stdout","data":"` + strings.Repeat("A", maxEventLine+8) + `"}` + "\n"
-	o = &OutputStream{body: io.NopCloser(strings.NewReader(big))}
+	o = &OutputStream{ctx: context.Background(), body: io.NopCloser(strings.NewReader(big))}
 	o.br = newLineReader(o.body)
 	if _, err := o.Next(); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversized line: %v", err)

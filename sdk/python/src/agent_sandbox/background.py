@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -122,14 +123,85 @@ def output_params(follow: bool, offset: int) -> dict[str, str]:
     return {"follow": "true" if follow else "false", "offset": str(offset)}
 
 
-def wait_args(timeout: float | None) -> dict[str, Any]:
-    """request() arguments of GET .../wait: the server's timeout, and an HTTP read
-    timeout a little longer (none without one)."""
+WAIT_SLICE = 25.0
+"""Longest single wait request (seconds): the router and proxies cut requests that send no
+byte for a minute, so a longer wait is a loop of these."""
+
+MAX_RESUMES = 3
+"""Output streams that end (or break) before the exit event are resumed from the last
+offset (a proxy cuts a quiet stream after a minute, any stream after a few); this many
+quick ends in a row without any new event end the iteration with an error."""
+
+QUICK_END = 5.0
+"""A response that ended sooner than this (seconds) without a new event counts against
+MAX_RESUMES; a longer one was cut by a timeout and is simply resumed."""
+
+
+def wait_args(left: float | None) -> dict[str, Any]:
+    """request() arguments of one GET .../wait of at most WAIT_SLICE seconds (left: the
+    seconds still to wait, None: no limit)."""
+    if left is not None and left < 0:
+        raise ValueError("timeout must be >= 0")
+    t = WAIT_SLICE if left is None else min(left, WAIT_SLICE)
+    return {"params": {"timeout": f"{t:g}"}, "timeout": httpx.Timeout(t + 30.0, connect=10.0)}
+
+
+def wait_deadline(timeout: float | None) -> float | None:
+    """The time.monotonic() deadline of a wait of timeout seconds (None: no limit)."""
     if timeout is None:
-        return {"timeout": _wire.STREAM_TIMEOUT}
+        return None
     if timeout < 0:
         raise ValueError("timeout must be >= 0")
-    return {"params": {"timeout": f"{timeout:g}"}, "timeout": httpx.Timeout(timeout + 30.0, connect=10.0)}
+    return time.monotonic() + timeout
+
+
+def wait_left(deadline: float | None) -> float | None:
+    """Seconds left until deadline (time.monotonic()), never negative; None without one."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+class Resume:
+    """Where an output stream stands: the offset to ask for next, whether it is over, and
+    the budget of resumes without progress."""
+
+    def __init__(self, offset: int, follow: bool) -> None:
+        if offset < 0:
+            raise ValueError("offset must be >= 0")
+        self.offset = offset
+        self.follow = follow
+        self.done = False
+        self.idle = 0
+        self.started = 0.0
+
+    def params(self) -> dict[str, str]:
+        """The query of the next request (which starts now)."""
+        self.started = time.monotonic()
+        return output_params(self.follow, self.offset)
+
+    def seen(self, ev: OutputEvent) -> None:
+        """Advances past ev."""
+        self.idle = 0
+        if ev.type in ("stdout", "stderr"):
+            self.offset = ev.offset + len(ev.data)
+        elif ev.type == "dropped":
+            self.offset = ev.offset + ev.dropped
+        elif ev.type == "exit":
+            self.offset = ev.offset
+            self.done = True
+
+    def ended(self, pid: int, err: Exception | None) -> None:
+        """The response ended (err: how it broke). Sets done, or raises when resuming is
+        pointless."""
+        if self.done or not self.follow:
+            self.done = True
+            return
+        if time.monotonic() - self.started >= QUICK_END:
+            self.idle = 0
+        self.idle += 1
+        if self.idle > MAX_RESUMES:
+            if err is not None:
+                raise _wire.stream_lost(pid, err) from err
+            raise _wire.stream_ended(pid)
 
 
 def _path(pid: int, action: str = "") -> str:
@@ -189,17 +261,26 @@ class BackgroundProcess:
 
     def output(self, *, follow: bool = True, offset: int = 0) -> Iterator[OutputEvent]:
         """The output still held from byte ``offset`` on (a ``dropped`` event first when
-        some of it is gone), then, with ``follow``, live output until the exit event.
-        Closing the iterator early leaves the process running."""
+        some of it is gone), then, with ``follow``, live output until the exit event. A
+        stream cut by a proxy's timeout is resumed from where it stopped. Closing the
+        iterator early leaves the process running."""
+        st = Resume(offset, follow)
+        while not st.done:
+            err: Exception | None = None
+            try:
+                for ev in self._output_once(st.params()):
+                    st.seen(ev)
+                    yield ev
+            except httpx.TransportError as e:
+                err = e
+            st.ended(self.id, err)
+
+    def _output_once(self, params: dict[str, str]) -> Iterator[OutputEvent]:
         what = f"process {self.id} output"
         t = self._sb._route()
         http = self._sb._http(t)
         req = http.build_request(
-            "GET",
-            t.base + _path(self.id, "output"),
-            params=output_params(follow, offset),
-            headers=t.headers,
-            timeout=_wire.STREAM_TIMEOUT,
+            "GET", t.base + _path(self.id, "output"), params=params, headers=t.headers, timeout=_wire.STREAM_TIMEOUT
         )
         try:
             resp = http.send(req, stream=True)
@@ -214,8 +295,6 @@ class BackgroundProcess:
                 ev = parse_output(line)
                 if ev is not None:
                     yield ev
-        except httpx.TransportError as e:
-            raise _wire.stream_lost(self.id, e) from e
         finally:
             resp.close()
 
@@ -242,9 +321,15 @@ class BackgroundProcess:
 
     def wait(self, timeout: float | None = None) -> BackgroundProcessInfo:
         """Waits until the process exits or ``timeout`` seconds pass, and returns its state
-        (check ``.running`` after a timeout)."""
-        self.last_info = parse_info(self._call("GET", "wait", idempotent=True, **wait_args(timeout)).json())
-        return self.last_info
+        (check ``.running`` after a timeout). Long waits are a series of short requests."""
+        deadline = wait_deadline(timeout)
+        while True:
+            args = wait_args(wait_left(deadline))
+            info = parse_info(self._call("GET", "wait", idempotent=True, **args).json())
+            self.last_info = info
+            left = wait_left(deadline)
+            if not info.running or (left is not None and left <= 0):
+                return info
 
     def remove(self) -> None:
         """Kills the process if it still runs, waits for it and forgets its entry (and its
@@ -307,15 +392,23 @@ class AsyncBackgroundProcess:
         return self.last_info
 
     async def output(self, *, follow: bool = True, offset: int = 0) -> AsyncIterator[OutputEvent]:
+        st = Resume(offset, follow)
+        while not st.done:
+            err: Exception | None = None
+            try:
+                async for ev in self._output_once(st.params()):
+                    st.seen(ev)
+                    yield ev
+            except httpx.TransportError as e:
+                err = e
+            st.ended(self.id, err)
+
+    async def _output_once(self, params: dict[str, str]) -> AsyncIterator[OutputEvent]:
         what = f"process {self.id} output"
         t = await self._sb._route()
         http = self._sb._http(t)
         req = http.build_request(
-            "GET",
-            t.base + _path(self.id, "output"),
-            params=output_params(follow, offset),
-            headers=t.headers,
-            timeout=_wire.STREAM_TIMEOUT,
+            "GET", t.base + _path(self.id, "output"), params=params, headers=t.headers, timeout=_wire.STREAM_TIMEOUT
         )
         try:
             resp = await http.send(req, stream=True)
@@ -330,8 +423,6 @@ class AsyncBackgroundProcess:
                 ev = parse_output(line)
                 if ev is not None:
                     yield ev
-        except httpx.TransportError as e:
-            raise _wire.stream_lost(self.id, e) from e
         finally:
             await resp.aclose()
 
@@ -351,9 +442,14 @@ class AsyncBackgroundProcess:
             pass
 
     async def wait(self, timeout: float | None = None) -> BackgroundProcessInfo:
-        resp = await self._call("GET", "wait", idempotent=True, **wait_args(timeout))
-        self.last_info = parse_info(resp.json())
-        return self.last_info
+        deadline = wait_deadline(timeout)
+        while True:
+            resp = await self._call("GET", "wait", idempotent=True, **wait_args(wait_left(deadline)))
+            info = parse_info(resp.json())
+            self.last_info = info
+            left = wait_left(deadline)
+            if not info.running or (left is not None and left <= 0):
+                return info
 
     async def remove(self) -> None:
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_sandbox import ProcessExitedError, RequestError, TooManyProcessesError
+from agent_sandbox import OutputEvent, ProcessExitedError, RequestError, SandboxConnectionError, TooManyProcessesError
 from agent_sandbox import background as bg
 
 
@@ -61,8 +61,39 @@ def test_typed_errors_and_args() -> None:
     assert bg.typed(e) is e
     assert bg.output_params(False, 12) == {"follow": "false", "offset": "12"}
     assert bg.wait_args(1.5)["params"] == {"timeout": "1.5"}
-    assert "params" not in bg.wait_args(None)
+    assert bg.wait_args(None)["params"] == {"timeout": "25"}  # long waits are sliced
+    assert bg.wait_args(600)["params"] == {"timeout": "25"}
+    assert bg.wait_left(None) is None and bg.wait_left(0.0) == 0.0
+    with pytest.raises(ValueError):
+        bg.wait_deadline(-0.5)
     with pytest.raises(ValueError):
         bg.output_params(True, -1)
     with pytest.raises(ValueError):
         bg.wait_args(-1)
+
+
+def test_resume_offsets_and_budget() -> None:
+    st = bg.Resume(0, True)
+    st.seen(OutputEvent(type="dropped", offset=0, dropped=10))
+    st.seen(OutputEvent(type="stdout", offset=10, data=b"abc"))
+    assert st.params() == {"follow": "true", "offset": "13"} and not st.done
+    for _ in range(bg.MAX_RESUMES):
+        st.params()
+        st.ended(1, None)  # quick ends without news: resumed a few times
+    st.started -= bg.QUICK_END  # a long response cut by a proxy's timeout: resumed again
+    st.ended(1, None)
+    for _ in range(bg.MAX_RESUMES - 1):
+        st.params()
+        st.ended(1, None)
+    st.params()
+    with pytest.raises(SandboxConnectionError):
+        st.ended(1, None)
+    st = bg.Resume(5, True)
+    st.seen(OutputEvent(type="exit", offset=9))
+    st.ended(1, None)
+    assert st.done and st.offset == 9
+    once = bg.Resume(0, False)
+    once.ended(1, None)
+    assert once.done
+    with pytest.raises(ValueError):
+        bg.Resume(-1, True)
