@@ -283,7 +283,14 @@ struct out_stream {
     long status;
     int proto_err;
     bool exited;
+    uint64_t offset; /* where the next request starts (past the events printed) */
+    unsigned events; /* events of the current request */
 };
+
+/* Proxies cut long requests (the router: 60 s without a byte): logs -f reopens the stream
+ * from its offset; this many quick ends in a row without an event give up. */
+#define LOGS_RESUMES  3
+#define LOGS_QUICKEND (5 * USEC_PER_SEC)
 
 static int write_fd(int fd, const char *p, size_t n)
 {
@@ -305,6 +312,8 @@ static int on_out_line(void *ctx, const char *line, size_t len)
     json_t *j = json_loadb(line, len, 0, NULL);
     const char *type = json_string_value(json_object_get(j, "type"));
     int r = 0;
+    json_int_t off = json_integer_value(json_object_get(j, "offset"));
+    x->events++;
     if (!type) {
         r = x->proto_err = -EPROTO;
     } else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
@@ -315,9 +324,12 @@ static int on_out_line(void *ctx, const char *line, size_t len)
             r = write_fd(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "", x->dec.len);
         else
             x->proto_err = r;
+        x->offset = (uint64_t)off + x->dec.len;
     } else if (!strcmp(type, "dropped")) {
+        json_int_t lost = json_integer_value(json_object_get(j, "bytes"));
         fprintf(x->g->err, "[%lld bytes of output were dropped: the buffer overflowed]\n",
-                (long long)json_integer_value(json_object_get(j, "bytes")));
+                (long long)lost);
+        x->offset = (uint64_t)(off + lost);
     } else if (!strcmp(type, "exit")) {
         x->exited = true;
     }
@@ -356,6 +368,41 @@ static int out_finish(struct out_stream *x, struct cli_sbd *s, CURLcode cc, cons
     return CLI_SBD;
 }
 
+/* One GET of the output from x->offset. */
+static CURLcode logs_once(struct out_stream *x, struct cli_sbd *s, uint64_t id, bool follow,
+                          char *errbuf)
+{
+    char path[160];
+    (void)snprintf(path, sizeof(path), "/v1/processes/%llu/output?follow=%s&offset=%llu",
+                   (unsigned long long)id, follow ? "true" : "false",
+                   (unsigned long long)x->offset);
+    const char *extra[] = {"Accept: application/x-ndjson", NULL};
+    struct curl_slist *hdrs = NULL;
+    x->h = curl_easy_init();
+    x->status = 0;
+    x->events = 0;
+    linebuf_reset(&x->lb);
+    (void)cli_sbd_setup(s, x->h, "GET", path, extra, &hdrs, errbuf);
+    curl_easy_setopt(x->h, CURLOPT_WRITEFUNCTION, on_out_data);
+    curl_easy_setopt(x->h, CURLOPT_WRITEDATA, x);
+    CURLcode cc = curl_easy_perform(x->h);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(x->h);
+    x->h = NULL;
+    return cc;
+}
+
+/* Whether a follow that ended before the exit is reopened (see LOGS_RESUMES). */
+static bool logs_resume(const struct out_stream *x, CURLcode cc, usec_t started, unsigned *quick)
+{
+    if (x->exited || x->proto_err || (x->status && x->status != 200) || cc == CURLE_WRITE_ERROR ||
+        cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST)
+        return false;
+    if (x->events || clock_now() - started >= LOGS_QUICKEND)
+        *quick = 0;
+    return ++*quick <= LOGS_RESUMES;
+}
+
 int cli_proc_logs(const struct cli_globals *g, const char *name, const char *id, bool follow)
 {
     uint64_t n;
@@ -366,22 +413,23 @@ int cli_proc_logs(const struct cli_globals *g, const char *name, const char *id,
     if (rc != CLI_OK)
         return rc;
     struct out_stream x = {.g = g};
-    char path[128], errbuf[CURL_ERROR_SIZE];
-    (void)snprintf(path, sizeof(path), "/v1/processes/%llu/output?follow=%s", (unsigned long long)n,
-                   follow ? "true" : "false");
+    char errbuf[CURL_ERROR_SIZE];
     linebuf_init(&x.lb, LIMIT_CLI_SBD_LINE);
     buf_init(&x.dec, LIMIT_CLI_SBD_LINE);
     buf_init(&x.errbody, LIMIT_CLI_SBD_ERROR);
-    const char *extra[] = {"Accept: application/x-ndjson", NULL};
-    struct curl_slist *hdrs = NULL;
-    x.h = curl_easy_init();
-    (void)cli_sbd_setup(s, x.h, "GET", path, extra, &hdrs, errbuf);
-    curl_easy_setopt(x.h, CURLOPT_WRITEFUNCTION, on_out_data);
-    curl_easy_setopt(x.h, CURLOPT_WRITEDATA, &x);
-    CURLcode cc = curl_easy_perform(x.h);
-    rc = out_finish(&x, s, cc, errbuf);
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(x.h);
+    unsigned quick = 0;
+    CURLcode cc;
+    for (;;) {
+        usec_t started = clock_now();
+        cc = logs_once(&x, s, n, follow, errbuf);
+        if (!follow || !logs_resume(&x, cc, started, &quick))
+            break;
+        clock_sleep(200 * USEC_PER_MSEC * (quick - 1));
+    }
+    rc = follow && !x.exited && cc == CURLE_OK && !x.proto_err && x.status == 200
+             ? (fprintf(g->err, "error: the output stream from %s keeps ending early\n", s->what),
+                CLI_SBD)
+             : out_finish(&x, s, cc, errbuf);
     linebuf_done(&x.lb);
     buf_done(&x.dec);
     buf_done(&x.errbody);
