@@ -100,8 +100,26 @@ struct cli_logs_opts {
     const char *container;
     bool follow;
     const char *tail;
+    const char *process; /* --process ID: a background process's output instead */
 };
 int cli_logs_path(const char *ns, const char *pod, const struct cli_logs_opts *o, struct buf *out);
+
+/* Background processes (cmd_proc.c). */
+struct cli_sbd;
+/** "running", "exited N", "signal N" or "exited" for a process description p of sandboxd's
+ * list into out. */
+void cli_proc_state(const json_t *p, char *out, size_t size);
+/** exec --background: starts the process of body (a POST /v1/processes request, changed)
+ * and prints its id (or the description with -o json). Returns a CLI exit code. */
+int cli_proc_start_bg(const struct cli_globals *g, struct cli_sbd *s, json_t *body);
+/** logs NAME --process ID [-f]: prints what sandboxd still holds of the process's output
+ * (stdout to stdout, stderr to stderr), then with follow the live output until it exits.
+ * Returns a CLI exit code. */
+int cli_proc_logs(const struct cli_globals *g, const char *name, const char *id, bool follow);
+int cli_cmd_ps(struct cli_globals *g, int argc, char **argv);
+void cli_help_ps(FILE *out);
+int cli_cmd_kill(struct cli_globals *g, int argc, char **argv);
+void cli_help_kill(FILE *out);
 
 /** Prints items (borrowed array) the way `kubectl-sandbox what` does ("list", "pools", or a
  * get KIND), honouring g->output and g->all_namespaces. Returns CLI_OK or CLI_USAGE for

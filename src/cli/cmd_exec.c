@@ -20,7 +20,7 @@
 #include "kube/linebuf.h"
 
 struct exec_opts {
-    bool in, tty;
+    bool in, tty, background;
     const char *cwd;
     json_t *env; /* owned object */
     usec_t timeout;
@@ -62,6 +62,9 @@ void cli_help_exec(FILE *out)
             "  --cwd DIR        working directory, relative to sandboxd's root\n"
             "  -e, --env K=V    environment variable (repeatable)\n"
             "  --timeout D      kill the command after D (e.g. 30s, 5m)\n"
+            "  -d, --background start COMMAND as a background process that outlives this\n"
+            "                   client, print its id and return (see ps, logs --process,\n"
+            "                   kill; -o json prints its description)\n"
             "Without -t, Ctrl-C is sent to the command as SIGINT; a second one exits.\n"
             "The connection goes through the API server's pod proxy, --router-url, or\n"
             "--sandboxd-url (direct, for debugging).\n"
@@ -309,9 +312,13 @@ static int do_exec(const struct cli_globals *g, struct cli_sbd *s, const struct 
 /* ---- options and terminal ---------------------------------------------------------------- */
 
 static const struct option exec_long[] = {
-    {"stdin", no_argument, NULL, 'i'},         {"tty", no_argument, NULL, 't'},
-    {"cwd", required_argument, NULL, 'C'},     {"env", required_argument, NULL, 'e'},
-    {"timeout", required_argument, NULL, 'T'}, {NULL, 0, NULL, 0},
+    {"stdin", no_argument, NULL, 'i'},
+    {"tty", no_argument, NULL, 't'},
+    {"cwd", required_argument, NULL, 'C'},
+    {"env", required_argument, NULL, 'e'},
+    {"timeout", required_argument, NULL, 'T'},
+    {"background", no_argument, NULL, 'd'},
+    {NULL, 0, NULL, 0},
 };
 
 static int parse_exec(const struct cli_globals *g, int argc, char **argv, struct exec_opts *o)
@@ -319,9 +326,11 @@ static int parse_exec(const struct cli_globals *g, int argc, char **argv, struct
     int ch;
     optind = 0;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "ite:", exec_long, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "ite:d", exec_long, NULL)) != -1) {
         const char *eq = ch == 'e' ? strchr(optarg, '=') : NULL;
-        if (ch == 'i') {
+        if (ch == 'd') {
+            o->background = true;
+        } else if (ch == 'i') {
             o->in = true;
         } else if (ch == 't') {
             o->tty = true;
@@ -357,10 +366,18 @@ int cli_cmd_exec(struct cli_globals *g, int argc, char **argv)
         fprintf(g->err, "error: usage: kubectl-sandbox exec NAME [options] -- COMMAND [ARG...]\n");
         rc = CLI_USAGE;
     }
+    if (rc == CLI_OK && o.background && (o.in || o.tty)) {
+        fprintf(g->err, "error: --background cannot be combined with -i or -t\n");
+        rc = CLI_USAGE;
+    }
     struct cli_sbd *s = NULL;
     if (rc == CLI_OK)
         rc = cli_sbd_open(g, head[optind], &s);
-    if (rc == CLI_OK) {
+    if (rc == CLI_OK && o.background) {
+        json_t *body = request_body(&o, argc - dd - 1, argv + dd + 1);
+        rc = cli_proc_start_bg(g, s, body);
+        json_decref(body);
+    } else if (rc == CLI_OK) {
         struct termios saved;
         bool raw = o.tty && isatty(0) && tcgetattr(0, &saved) == 0;
         if (raw) {

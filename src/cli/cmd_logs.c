@@ -13,11 +13,14 @@
 
 void cli_help_logs(FILE *out)
 {
-    fprintf(out, "Usage: kubectl-sandbox logs NAME [-c CONTAINER] [-f] [--tail N] [-n NS]\n\n"
+    fprintf(out, "Usage: kubectl-sandbox logs NAME [-c CONTAINER] [-f] [--tail N] [-n NS]\n"
+                 "       kubectl-sandbox logs NAME --process ID [-f] [-n NS]\n\n"
                  "Prints the log of sandbox NAME's pod (the pod-name annotation, else NAME).\n"
                  "  -c, --container C   container (default: the pod's only/first one)\n"
                  "  -f, --follow        keep streaming until interrupted\n"
                  "  --tail N            only the last N lines\n"
+                 "  -p, --process ID    the output of background process ID instead (see ps):\n"
+                 "                      what sandboxd still holds, then with -f until it exits\n"
                  "Exit codes: 0 ok, 1 no such sandbox or pod (e.g. suspended), 2 usage.\n");
 }
 
@@ -56,13 +59,16 @@ static int parse_logs(const struct cli_globals *g, int argc, char **argv, struct
         {"container", required_argument, NULL, 'c'},
         {"follow", no_argument, NULL, 'f'},
         {"tail", required_argument, NULL, 'T'},
+        {"process", required_argument, NULL, 'p'},
         {NULL, 0, NULL, 0},
     };
     int ch;
     optind = 0;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "c:f", lo, NULL)) != -1) {
-        if (ch == 'c') {
+    while ((ch = getopt_long(argc, argv, "c:fp:", lo, NULL)) != -1) {
+        if (ch == 'p') {
+            o->process = optarg;
+        } else if (ch == 'c') {
             o->container = optarg;
         } else if (ch == 'f') {
             o->follow = true;
@@ -121,6 +127,8 @@ int cli_cmd_logs(struct cli_globals *g, int argc, char **argv)
     if (rc != CLI_OK)
         return rc;
     const char *name = argv[optind];
+    if (o.process)
+        return cli_proc_logs(g, name, o.process, o.follow);
     struct kube_client *c = NULL;
     rc = cli_client(g, &c);
     if (rc == CLI_OK)

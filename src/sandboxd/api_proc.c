@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "sandboxd/api_bg.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
@@ -159,6 +160,11 @@ static int proc_run(struct http_req *req, void *ctx)
     struct sbd_procreq r;
     if (parse_body(req, d, &r) < 0)
         return 0;
+    if (r.background) {
+        sbd_procreq_done(&r);
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT,
+                                 "background processes are started with POST /v1/processes");
+    }
     if (r.timeout_s == 0)
         r.timeout_s = d->cfg.exec_timeout_s;
     struct run *x = XNEW(struct run);
@@ -278,6 +284,11 @@ static int proc_stream(struct http_req *req, void *ctx)
     struct sbd_procreq r;
     if (parse_body(req, d, &r) < 0)
         return 0;
+    if (r.background) {
+        (void)sbd__bg_start(req, d, &r);
+        sbd_procreq_done(&r);
+        return 0;
+    }
     struct stream *s = XNEW(struct stream);
     buf_init(&s->pending, SIZE_MAX);
     int status = 0;
@@ -306,7 +317,9 @@ static int proc_stream(struct http_req *req, void *ctx)
 static int proc_list(struct http_req *req, void *ctx)
 {
     struct sbd *d = ctx;
-    json_t *j = json_pack("{s:o}", "processes", sbd_procs_list(d->procs));
+    json_t *arr = sbd_procs_list(d->procs);
+    sbd__bg_list_merge(d, arr);
+    json_t *j = json_pack("{s:o}", "processes", arr);
     int r = http_respond_json(req, 200, j);
     json_decref(j);
     return r;
@@ -406,6 +419,8 @@ static int do_resize(struct http_req *req, struct sbd_proc *p)
 static int proc_post(struct http_req *req, void *ctx)
 {
     struct str action;
+    if (sbd__bg_post(req, ctx))
+        return 0;
     struct sbd_proc *p = find_proc(req, ctx, &action);
     if (!p)
         return 0;
@@ -425,6 +440,8 @@ static int proc_post(struct http_req *req, void *ctx)
 static int proc_delete(struct http_req *req, void *ctx)
 {
     struct str action;
+    if (sbd__bg_delete(req, ctx))
+        return 0;
     struct sbd_proc *p = find_proc(req, ctx, &action);
     if (!p)
         return 0;
@@ -444,5 +461,6 @@ int sbd__procs_register(struct sbd *d)
     r |=
         sbd__route(d, d->router, "DELETE", "/v1/processes/", HTTP_ROUTE_PREFIX, proc_delete, false);
     r |= sbd__ws_register(d);
+    r |= sbd__bg_register(d);
     return r < 0 ? -EINVAL : 0;
 }

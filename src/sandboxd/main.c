@@ -56,6 +56,8 @@ static void usage(FILE *out)
         "  --max-body BYTES         largest buffered request body (default 9 MiB)\n"
         "  --max-output BYTES       cap of buffered stdout/stderr of a run (default 16 MiB)\n"
         "  --max-procs N            concurrent processes (default 64)\n"
+        "  --max-bg-procs N         background process table, running + exited (default 32)\n"
+        "  --bg-output-buffer BYTES output kept per background process (default 1 MiB)\n"
         "  --exec-timeout SECONDS   default run timeout (default 300; also\n"
         "                           $SANDBOX_EXEC_TIMEOUT_SECONDS)\n"
         "  --header-timeout S, --body-timeout S, --idle-timeout S   slow-client limits\n"
@@ -106,6 +108,8 @@ enum {
     O_BODY,
     O_OUTPUT,
     O_PROCS,
+    O_BGPROCS,
+    O_BGBUF,
     O_EXEC,
     O_HDR,
     O_BODYT,
@@ -135,6 +139,8 @@ static const struct option long_opts[] = {
     {"max-body", 1, NULL, O_BODY},
     {"max-output", 1, NULL, O_OUTPUT},
     {"max-procs", 1, NULL, O_PROCS},
+    {"max-bg-procs", 1, NULL, O_BGPROCS},
+    {"bg-output-buffer", 1, NULL, O_BGBUF},
     {"exec-timeout", 1, NULL, O_EXEC},
     {"header-timeout", 1, NULL, O_HDR},
     {"body-timeout", 1, NULL, O_BODYT},
@@ -176,6 +182,12 @@ static int apply_num(int opt, const char *arg, struct opts *o)
         break;
     case O_PROCS:
         o->cfg.max_procs = (unsigned)v;
+        break;
+    case O_BGPROCS:
+        o->cfg.max_bg_procs = (unsigned)v;
+        break;
+    case O_BGBUF:
+        o->cfg.bg_output_buffer = (size_t)v;
         break;
     case O_EXEC:
         o->cfg.exec_timeout_s = (unsigned)v;

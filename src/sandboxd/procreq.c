@@ -124,6 +124,17 @@ static int parse_numbers(const json_t *j, struct sbd_procreq *r, const char **ms
     return 0;
 }
 
+static int parse_flags(const json_t *j, struct sbd_procreq *r, const char **msg)
+{
+    const json_t *b = json_object_get(j, "background");
+    const json_t *s = json_object_get(j, "stdin_open");
+    if ((b && !json_is_boolean(b)) || (s && !json_is_boolean(s)))
+        return *msg = "background and stdin_open must be booleans", -EINVAL;
+    r->background = json_is_true(b);
+    r->stdin_open = json_is_true(s);
+    return 0;
+}
+
 int sbd_procreq_parse(const json_t *j, const struct sbd_root *root, size_t max_output,
                       struct sbd_procreq *r, const char **ret_msg)
 {
@@ -146,6 +157,8 @@ int sbd_procreq_parse(const json_t *j, const struct sbd_root *root, size_t max_o
         e = parse_cwd(json_object_get(j, "cwd"), root, r, &msg);
     if (e == 0)
         e = parse_numbers(j, r, &msg);
+    if (e == 0)
+        e = parse_flags(j, r, &msg);
     if (e < 0)
         *ret_msg = msg;
     return e;

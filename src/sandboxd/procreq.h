@@ -2,7 +2,7 @@
 /* The JSON process request shared by run, stream and WebSocket starts:
  * {"command": [argv...] | "shell string", "env": {..}, "cwd": "dir", "timeout_seconds": N,
  *  "stdin": "text" | "stdin_b64": "...", "max_output_bytes": N, "encoding": "utf-8"|"base64",
- *  "pty": true | {"cols": C, "rows": R}} */
+ *  "pty": true | {"cols": C, "rows": R}, "background": true, "stdin_open": true} */
 #pragma once
 
 #include <jansson.h>
@@ -22,6 +22,8 @@ struct sbd_procreq {
     bool base64;
     bool pty;
     unsigned short cols, rows;
+    bool background; /* detached: survives its client (api_bg.c) */
+    bool stdin_open; /* background: keep stdin open for later writes */
 };
 
 /** Parses j (borrowed) into r (fresh; release with sbd_procreq_done). max_output caps the

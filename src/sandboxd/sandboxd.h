@@ -25,6 +25,8 @@ struct sbd_config {
     size_t max_body;             /* a buffered request body (JSON, stdin) */
     size_t max_output;           /* default cap of buffered stdout/stderr of a run */
     unsigned max_procs;          /* concurrent processes */
+    unsigned max_bg_procs;       /* background process table (running + exited) */
+    size_t bg_output_buffer;     /* output ring of one background process */
     unsigned exec_timeout_s;     /* legacy /execute timeout */
     usec_t header_timeout, body_timeout, idle_timeout;
 };

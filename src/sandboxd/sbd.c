@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/activity.h"
+#include "sandboxd/api_bg.h"
 #include "sandboxd/config_env.h"
 #include "sandboxd/grpc_proc.h"
 #include "sandboxd/proc.h"
@@ -33,6 +34,8 @@ void sbd_config_defaults(struct sbd_config *c)
         .max_body = LIMIT_SBD_STDIN + LIMIT_SBD_REQUEST_JSON,
         .max_output = LIMIT_SBD_OUTPUT,
         .max_procs = LIMIT_SBD_PROCS,
+        .max_bg_procs = LIMIT_SBD_BG_PROCS,
+        .bg_output_buffer = LIMIT_SBD_BG_OUTPUT,
         .exec_timeout_s = LIMIT_SBD_TIMEOUT_S,
         .header_timeout = LIMIT_HTTP_HEADER_TIMEOUT,
         .body_timeout = LIMIT_HTTP_BODY_TIMEOUT,
@@ -195,6 +198,7 @@ static int sbd_setup(struct sbd *d)
     if (r < 0)
         return log_error_errno(r, "cannot open the root\troot=\"%s\"", d->root_path);
     r = sbd_procs_new(d->loop, d->cfg.max_procs, &d->procs);
+    d->bgs = sbd_bgs_new(d->cfg.max_bg_procs, d->cfg.bg_output_buffer);
     if (r == 0)
         r = register_routes(d);
     if (r == 0)
@@ -311,6 +315,7 @@ void sbd_free(struct sbd *d)
     http_server_free(d->legacy);
     sbd_grpc_free(d->grpc);
     sbd_procs_free(d->procs);
+    sbd_bgs_free(d->bgs);
     sbd_config_env_free(d->config_env);
     http_router_free(d->router);
     http_router_free(d->legacy_router);

@@ -10,6 +10,7 @@
 
 struct sbd_procs;
 struct sbd_grpc;
+struct sbd_bgs;
 
 /** A registered route: authentication, then fn(req, d). */
 struct sbd_route {
@@ -29,6 +30,7 @@ struct sbd {
     struct http_server *server, *legacy;
     struct sbd_grpc *grpc; /* gRPC ProcessService (grpc_proc.c), or NULL */
     struct sbd_procs *procs;
+    struct sbd_bgs *bgs;               /* background processes (api_bg.c) */
     struct sbd_config_env *config_env; /* late-bound env (config_env.c) */
     json_t *metadata;
     usec_t started;

@@ -33,3 +33,6 @@
 #define LIMIT_SBD_GRPC_WINDOW   (1u * 1024 * 1024)  /* HTTP/2 receive window per stream */
 #define LIMIT_SBD_GRPC_HEADERS  (16u * 1024)        /* request header list */
 #define LIMIT_SBD_GRPC_ACKS     64                  /* queued PING/SETTINGS acknowledgements */
+/* background processes (api_bg.c) */
+#define LIMIT_SBD_BG_PROCS  32 /* table entries, running + exited (--max-bg-procs) */
+#define LIMIT_SBD_BG_OUTPUT (1u * 1024 * 1024) /* output ring of one (--bg-output-buffer) */

@@ -75,6 +75,8 @@ static void start(struct wsp *w, struct str data)
     }
     int e = sbd_procreq_parse(j, w->d->root, w->d->cfg.max_output, &r, &msg);
     json_decref(j);
+    if (e == 0 && r.background)
+        e = -EINVAL, msg = "background processes are started with POST /v1/processes";
     if (e < 0) {
         send_error(w, e == -EPERM ? SBD_PERMISSION_DENIED : SBD_INVALID_ARGUMENT, msg);
         sbd_procreq_done(&r); /* a failed parse may hold argv, env and stdin already */

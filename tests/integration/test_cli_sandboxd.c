@@ -314,13 +314,67 @@ static void test_cluster_modes(void **state)
     buf_done(&out);
 }
 
+/* exec --background, ps, logs --process [-f], kill [--signal] [--rm] */
+static void test_background(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(run_direct(&out, "exec x --background -- sh -c "
+                                      "'echo bg-out; echo bg-err >&2; exec sleep 30'"),
+                     0);
+    char *end = NULL;
+    long id = strtol(buf_str(&out), &end, 10);
+    assert_true(id > 0 && end && *end == '\n');
+    assert_int_equal(run_direct(&out, "exec x -d -- sh -c 'exit 7'"), 0);
+    long id2 = strtol(buf_str(&out), NULL, 10);
+    /* the first one outlived the CLI that started it */
+    assert_true(id2 > id);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(run_direct(&out, "ps x"), 0);
+        if (strstr(buf_str(&out), "exited 7"))
+            break;
+        usleep(20000);
+    }
+    assert_non_null(strstr(buf_str(&out), "STATE"));
+    assert_non_null(strstr(buf_str(&out), "running"));
+    assert_non_null(strstr(buf_str(&out), "exited 7"));
+    assert_non_null(strstr(buf_str(&out), "sh -c echo bg-out"));
+    /* logs --process: stdout and stderr on their own streams, without -f it returns */
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(run_direct(&out, "logs x --process %ld 2>/dev/null", id), 0);
+        if (strstr(buf_str(&out), "bg-out"))
+            break;
+        usleep(20000);
+    }
+    assert_string_equal(buf_str(&out), "bg-out\n");
+    assert_int_equal(run_direct(&out, "logs x --process %ld 2>&1 >/dev/null", id), 0);
+    assert_string_equal(buf_str(&out), "bg-err\n");
+    /* kill --signal TERM; logs -f then replays and ends at the exit */
+    assert_int_equal(run_direct(&out, "kill x %ld --signal TERM", id), 0);
+    assert_int_equal(run_direct(&out, "logs x --process %ld -f 2>/dev/null", id), 0);
+    assert_string_equal(buf_str(&out), "bg-out\n");
+    assert_int_equal(run_direct(&out, "ps x -o json"), 0);
+    assert_non_null(strstr(buf_str(&out), "\"signal\": 15"));
+    /* kill --rm forgets an exited one; unknown ids are errors */
+    assert_int_equal(run_direct(&out, "kill x %ld --rm", id), 0);
+    assert_int_equal(run_direct(&out, "kill x %ld --rm", id2), 0);
+    assert_int_equal(run_direct(&out, "ps x -o json"), 0);
+    assert_null(strstr(buf_str(&out), "\"background\": true"));
+    assert_int_equal(run_direct(&out, "kill x %ld", id), 1);
+    assert_int_equal(run_direct(&out, "logs x --process %ld", id), 1);
+    assert_int_equal(run_direct(&out, "logs x --process nope"), 2);
+    assert_int_equal(run_direct(&out, "exec x -d -t -- true"), 2);
+    buf_done(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exec_output_and_codes), cmocka_unit_test(test_exec_stdin),
         cmocka_unit_test(test_cp_round_trip),         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_cluster_modes),         cmocka_unit_test(test_shell_attach),
-        cmocka_unit_test(test_port_forward_api),
+        cmocka_unit_test(test_port_forward_api),      cmocka_unit_test(test_background),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

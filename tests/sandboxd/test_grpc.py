@@ -10,6 +10,7 @@ hack/grpc-tests.sh makes the venv (.cache/grpc-venv) and runs this file:
 
   SANDBOXD_BIN=build/asan/sandboxd hack/grpc-tests.sh
 """
+import base64
 import http.client
 import json
 import os
@@ -494,6 +495,31 @@ class GrpcTest(unittest.TestCase):
                   {"Content-Type": "application/json"})
         self.assertLess(c.getresponse().status, 300)
         self.assertEqual(list(it)[-1].exit.exit_code, -1)
+        c.close()
+
+    def test_background_process_by_id(self):
+        # A background process started over REST: WriteStdin and SendSignal reach it by
+        # the id REST gave it; once it exited they answer NOT_FOUND.
+        c = http.client.HTTPConnection("127.0.0.1", self.d.port, timeout=10)
+        c.request("POST", "/v1/processes", json.dumps({
+            "command": "read x; echo got-$x; exec sleep 100", "background": True,
+            "stdin_open": True}), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        self.assertEqual(r.status, 201)
+        pid = json.loads(r.read())["id"]
+        self.stub.WriteStdin(pb.WriteStdinRequest(process_id=pid, input=b"grpc\n"), timeout=5)
+        c.request("GET", f"/v1/processes/{pid}/output?follow=true")
+        r = c.getresponse()
+        first = json.loads(r.readline())
+        self.assertEqual(base64.b64decode(first["data"]), b"got-grpc\n")
+        self.stub.SendSignal(pb.SendSignalRequest(process_id=pid, signal=pb.SIGNAL_SIGTERM), timeout=5)
+        rest = [json.loads(line) for line in r.read().splitlines() if line]
+        self.assertEqual((rest[-1]["type"], rest[-1]["signal"]), ("exit", 15))
+        code, _ = self.code_of(self.stub.SendSignal,
+                               pb.SendSignalRequest(process_id=pid, signal=pb.SIGNAL_SIGKILL), timeout=5)
+        self.assertEqual(code, grpc.StatusCode.NOT_FOUND)
+        c.request("DELETE", f"/v1/processes/{pid}")
+        self.assertEqual(c.getresponse().status, 204)
         c.close()
 
 

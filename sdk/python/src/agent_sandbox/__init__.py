@@ -4,25 +4,30 @@ claims, processes and files)."""
 from ._kubeconfig import ConfigError, KubeConfig, load_config, load_in_cluster, load_kubeconfig
 from ._ports import PortURL
 from .aio import AsyncFiles, AsyncProcess, AsyncSandbox, AsyncSandboxClient
+from .background import AsyncBackgroundProcess, BackgroundProcess
 from .client import Files, Process, Sandbox, SandboxClient, connect
 from .errors import (
     AuthError,
     NotFoundError,
+    ProcessExitedError,
     RequestError,
     SandboxConnectionError,
     SandboxError,
     SandboxFailedError,
     SandboxSuspendedError,
     SandboxTimeoutError,
+    TooManyProcessesError,
 )
 from .models import (
     AutoConnection,
+    BackgroundProcessInfo,
     ConfigMapKeyRef,
     Connection,
     DirectConnection,
     EnvValue,
     ExecResult,
     FileEntry,
+    OutputEvent,
     PodProxyConnection,
     ProcessEvent,
     RouterConnection,
@@ -33,12 +38,15 @@ from .models import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncBackgroundProcess",
     "AsyncFiles",
     "AsyncProcess",
     "AsyncSandbox",
     "AsyncSandboxClient",
     "AuthError",
     "AutoConnection",
+    "BackgroundProcess",
+    "BackgroundProcessInfo",
     "ConfigError",
     "ConfigMapKeyRef",
     "Connection",
@@ -49,10 +57,12 @@ __all__ = [
     "Files",
     "KubeConfig",
     "NotFoundError",
+    "OutputEvent",
     "PodProxyConnection",
     "PortURL",
     "Process",
     "ProcessEvent",
+    "ProcessExitedError",
     "RequestError",
     "RouterConnection",
     "Sandbox",
@@ -64,6 +74,7 @@ __all__ = [
     "SandboxSuspendedError",
     "SandboxTimeoutError",
     "SecretKeyRef",
+    "TooManyProcessesError",
     "connect",
     "load_config",
     "load_in_cluster",

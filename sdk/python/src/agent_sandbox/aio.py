@@ -18,10 +18,13 @@ from typing import IO, Any
 import httpx
 
 from . import _base, _conn, _k8s, _ports, _wire
+from . import background as _bg
 from ._kube_async import AsyncKubeClient
 from ._kubeconfig import KubeConfig
+from .background import AsyncBackgroundProcess
 from .errors import NotFoundError, SandboxError, SandboxTimeoutError
 from .models import (
+    BackgroundProcessInfo,
     Connection,
     DirectConnection,
     EnvValue,
@@ -442,6 +445,31 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
     async def health(self) -> dict[str, Any]:
         """sandboxd's /v1/health answer."""
         return dict((await self.request("GET", "/v1/health", idempotent=True, what="health")).json())
+
+    # ---- background processes (background.py) --------------------------------------
+
+    async def start_background(
+        self,
+        command: _wire.Command,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bool | str | bytes = False,
+        timeout: float | None = None,
+        pty: bool | tuple[int, int] = False,
+    ) -> AsyncBackgroundProcess:
+        """Starts a command that keeps running when this client goes away (see
+        Sandbox.start_background)."""
+        body = _bg.start_body(command, env=env, cwd=cwd, stdin=stdin, timeout=timeout, pty=pty)
+        return await _bg.astart(self, body)
+
+    async def background_processes(self) -> list[BackgroundProcessInfo]:
+        """Every background process sandboxd holds, running and exited."""
+        return await _bg.alist_infos(self)
+
+    def background(self, id: int) -> AsyncBackgroundProcess:
+        """A handle on background process id (no request is made)."""
+        return AsyncBackgroundProcess(self, id)
 
 
 class AsyncProcess(_base.ProcessBase):

@@ -17,10 +17,13 @@ from typing import IO, Any
 import httpx
 
 from . import _base, _conn, _k8s, _ports, _wire
+from . import background as _bg
 from ._kube_sync import KubeClient
 from ._kubeconfig import KubeConfig
+from .background import BackgroundProcess
 from .errors import NotFoundError, SandboxError
 from .models import (
+    BackgroundProcessInfo,
     Connection,
     DirectConnection,
     EnvValue,
@@ -433,6 +436,31 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
     def health(self) -> dict[str, Any]:
         """sandboxd's /v1/health answer."""
         return dict(self.request("GET", "/v1/health", idempotent=True, what="health").json())
+
+    # ---- background processes (background.py) --------------------------------------
+
+    def start_background(
+        self,
+        command: _wire.Command,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bool | str | bytes = False,
+        timeout: float | None = None,
+        pty: bool | tuple[int, int] = False,
+    ) -> BackgroundProcess:
+        """Starts a command that keeps running when this client goes away. ``stdin=True``
+        keeps its stdin open for write(). TooManyProcessesError when the table is full."""
+        body = _bg.start_body(command, env=env, cwd=cwd, stdin=stdin, timeout=timeout, pty=pty)
+        return _bg.start(self, body)
+
+    def background_processes(self) -> list[BackgroundProcessInfo]:
+        """Every background process sandboxd holds, running and exited."""
+        return _bg.list_infos(self)
+
+    def background(self, id: int) -> BackgroundProcess:
+        """A handle on background process id (no request is made)."""
+        return BackgroundProcess(self, id)
 
 
 class Process(_base.ProcessBase):

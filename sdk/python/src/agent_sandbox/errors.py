@@ -73,13 +73,24 @@ class RequestError(SandboxError):
         self.code = code
 
 
+class ProcessExitedError(RequestError):
+    """The background process has exited: stdin and signals no longer apply (409)."""
+
+
+class TooManyProcessesError(RequestError):
+    """sandboxd's process table is full (429 RESOURCE_EXHAUSTED): wait for, kill or remove
+    a background process (or raise --max-bg-procs / --max-procs)."""
+
+
 __all__ = [
     "AuthError",
     "NotFoundError",
+    "ProcessExitedError",
     "RequestError",
     "SandboxConnectionError",
     "SandboxError",
     "SandboxFailedError",
     "SandboxSuspendedError",
     "SandboxTimeoutError",
+    "TooManyProcessesError",
 ]

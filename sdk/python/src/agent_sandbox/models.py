@@ -146,3 +146,47 @@ class AutoConnection:
 
 Connection = RouterConnection | DirectConnection | PodProxyConnection | AutoConnection
 ConnectionMode = Literal["auto", "router", "direct", "proxy"]
+
+
+@dataclass(frozen=True)
+class BackgroundProcessInfo:
+    """The state of a background process (``Sandbox.start_background``): still running or
+    exited (with ``exit_code``, or the ``signal`` that ended it). ``output_start`` and
+    ``output_end`` are the logical byte offsets sandboxd still holds of its output."""
+
+    id: int
+    pid: int
+    command: tuple[str, ...]
+    state: Literal["running", "exited"]
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    pty: bool = False
+    output_start: int = 0
+    output_end: int = 0
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+
+@dataclass(frozen=True)
+class OutputEvent:
+    """One event of a background process's output: ``stdout``/``stderr`` (``data`` at
+    logical byte ``offset``), ``dropped`` (``dropped`` bytes from ``offset`` on are no longer
+    held: the buffer overflowed) or ``exit`` (``offset`` is the end of the output)."""
+
+    type: Literal["stdout", "stderr", "dropped", "exit"]
+    offset: int = 0
+    data: bytes = b""
+    dropped: int = 0
+    exit_code: int = -1
+    signal: int = 0
+    timed_out: bool = False
+
+    @property
+    def text(self) -> str:
+        """``data`` decoded as UTF-8 (invalid bytes replaced)."""
+        return self.data.decode("utf-8", "replace")

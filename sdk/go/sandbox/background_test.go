@@ -1,0 +1,156 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBackgroundRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		cmd  Cmd
+		opts []BackgroundOption
+		want map[string]any
+		err  error
+	}{
+		{"shell", Cmd{Command: "sleep 1"}, nil, map[string]any{"command": "sleep 1", "background": true}, nil},
+		{"argv with env and dir", Cmd{Args: []string{"a", "b"}, Env: map[string]string{"K": "v"}, Dir: "w"}, nil,
+			map[string]any{"command": []any{"a", "b"}, "env": map[string]any{"K": "v"}, "cwd": "w",
+				"background": true}, nil},
+		{"inline stdin", Cmd{Command: "cat", Stdin: strings.NewReader("hi")}, nil,
+			map[string]any{"command": "cat", "stdin_b64": "aGk=", "background": true}, nil},
+		{"open stdin", Cmd{Command: "cat"}, []BackgroundOption{KeepStdinOpen()},
+			map[string]any{"command": "cat", "background": true, "stdin_open": true}, nil},
+		{"timeout and pty", Cmd{Command: "top", Timeout: 2 * time.Second, PTY: &PTYSize{80, 24}}, nil,
+			map[string]any{"command": "top", "timeout_seconds": 2.0, "pty": map[string]any{"cols": 80.0, "rows": 24.0},
+				"background": true}, nil},
+		{"no command", Cmd{}, nil, nil, ErrInvalidArgument},
+		{"stdin too large", Cmd{Command: "cat", Stdin: bytes.NewReader(make([]byte, maxInlineStdin+1))}, nil, nil,
+			ErrTooLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := tc.cmd.backgroundRequest(tc.opts)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("err = %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("body = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseOutput(t *testing.T) {
+	tests := []struct {
+		line string
+		want *OutputEvent
+		bad  bool
+	}{
+		{`{"type":"stdout","offset":3,"data":"aGkK"}`, &OutputEvent{Type: "stdout", Offset: 3, Data: []byte("hi\n")}, false},
+		{`{"type":"stderr","offset":0,"data":""}`, &OutputEvent{Type: "stderr", Data: []byte{}}, false},
+		{`{"type":"dropped","offset":0,"bytes":42}`, &OutputEvent{Type: "dropped", Dropped: 42}, false},
+		{`{"type":"exit","exit_code":3,"signal":0,"timed_out":false,"offset":9}`,
+			&OutputEvent{Type: "exit", Offset: 9, Exit: &ExitStatus{ExitCode: 3}}, false},
+		{`{"type":"exit","exit_code":null,"signal":9,"offset":1}`,
+			&OutputEvent{Type: "exit", Offset: 1, Exit: &ExitStatus{ExitCode: -1, Signal: 9}}, false},
+		{`{"type":"later"}`, nil, false},
+		{`{"type":"stdout","data":"!!"}`, nil, true},
+		{`not json`, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.line, func(t *testing.T) {
+			got, err := parseOutput([]byte(tc.line))
+			if (err != nil) != tc.bad {
+				t.Fatalf("err = %v, bad = %v", err, tc.bad)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v (exit %+v), want %+v (exit %+v)", got, exitOf(got), tc.want, exitOf(tc.want))
+			}
+		})
+	}
+}
+
+func exitOf(ev *OutputEvent) any {
+	if ev == nil || ev.Exit == nil {
+		return nil
+	}
+	return *ev.Exit
+}
+
+func TestBackgroundErrors(t *testing.T) {
+	tests := []struct {
+		err  error
+		want []error
+		not  []error
+	}{
+		{&HTTPError{StatusCode: http.StatusConflict, Code: "FAILED_PRECONDITION"}, []error{ErrProcessExited, ErrConflict},
+			[]error{ErrTooManyProcesses}},
+		{&HTTPError{StatusCode: http.StatusTooManyRequests, Code: "RESOURCE_EXHAUSTED"},
+			[]error{ErrTooManyProcesses, ErrUnavailable}, []error{ErrProcessExited}},
+		{&HTTPError{StatusCode: http.StatusTooManyRequests, Code: "ROUTER"}, []error{ErrUnavailable},
+			[]error{ErrTooManyProcesses}},
+		{&HTTPError{StatusCode: http.StatusNotFound, Code: "NOT_FOUND"}, []error{ErrNotFound},
+			[]error{ErrProcessExited}},
+		{io.EOF, []error{io.EOF}, []error{ErrProcessExited}},
+	}
+	for _, tc := range tests {
+		got := bgError(tc.err)
+		for _, w := range tc.want {
+			if !errors.Is(got, w) {
+				t.Errorf("%v: not %v", got, w)
+			}
+		}
+		for _, n := range tc.not {
+			if errors.Is(got, n) {
+				t.Errorf("%v: is %v", got, n)
+			}
+		}
+	}
+}
+
+func TestOutputStreamNext(t *testing.T) {
+	body := "{\"type\":\"dropped\",\"offset\":0,\"bytes\":5}\n\n{\"type\":\"future\"}\n" +
+		"{\"type\":\"stdout\",\"offset\":5,\"data\":\"eA==\"}\n{\"type\":\"exit\",\"exit_code\":0,\"offset\":6}"
+	o := &OutputStream{ctx: context.Background(), body: io.NopCloser(strings.NewReader(body))}
+	o.br = newLineReader(o.body)
+	var types []string
+	for {
+		ev, err := o.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, ev.Type)
+	}
+	if strings.Join(types, ",") != "dropped,stdout,exit" {
+		t.Fatalf("events %v", types)
+	}
+	big := `{"type":"stdout","data":"` + strings.Repeat("A", maxEventLine+8) + `"}` + "\n"
+	o = &OutputStream{ctx: context.Background(), body: io.NopCloser(strings.NewReader(big))}
+	o.br = newLineReader(o.body)
+	if _, err := o.Next(); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized line: %v", err)
+	}
+}
