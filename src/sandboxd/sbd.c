@@ -180,6 +180,7 @@ static int register_routes(struct sbd *d)
     r |= sbd__route(d, d->router, "GET", "/v1/metadata", 0, metadata, false);
     r |= sbd__activity_register(d);
     r |= sbd__files_register(d);
+    r |= sbd__fsops_register(d);
     r |= sbd__procs_register(d);
     r |= sbd__config_env_register(d);
     if (d->cfg.legacy_port >= 0)
