@@ -1,11 +1,13 @@
 """agent_sandbox: Python SDK for Agent Sandbox (sync and async clients for sandboxes,
 claims, processes and files)."""
 
+from ._fsops import AsyncFileWatch, FileWatch
 from ._kubeconfig import ConfigError, KubeConfig, load_config, load_in_cluster, load_kubeconfig
 from .aio import AsyncFiles, AsyncProcess, AsyncSandbox, AsyncSandboxClient
 from .client import Files, Process, Sandbox, SandboxClient, connect
 from .errors import (
     AuthError,
+    ConflictError,
     NotFoundError,
     RequestError,
     SandboxConnectionError,
@@ -22,16 +24,20 @@ from .models import (
     EnvValue,
     ExecResult,
     FileEntry,
+    FileEvent,
+    FileStat,
     PodProxyConnection,
     ProcessEvent,
     RouterConnection,
     SandboxInfo,
     SecretKeyRef,
+    WriteResult,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncFileWatch",
     "AsyncFiles",
     "AsyncProcess",
     "AsyncSandbox",
@@ -40,11 +46,15 @@ __all__ = [
     "AutoConnection",
     "ConfigError",
     "ConfigMapKeyRef",
+    "ConflictError",
     "Connection",
     "DirectConnection",
     "EnvValue",
     "ExecResult",
     "FileEntry",
+    "FileEvent",
+    "FileStat",
+    "FileWatch",
     "Files",
     "KubeConfig",
     "NotFoundError",
@@ -62,6 +72,7 @@ __all__ = [
     "SandboxSuspendedError",
     "SandboxTimeoutError",
     "SecretKeyRef",
+    "WriteResult",
     "connect",
     "load_config",
     "load_in_cluster",

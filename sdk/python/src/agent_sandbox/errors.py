@@ -73,8 +73,14 @@ class RequestError(SandboxError):
         self.code = code
 
 
+class ConflictError(RequestError, FileExistsError):
+    """A 409: the target exists (move without overwrite, mkdir without parents), a
+    non-directory is in the way, or a directory is not empty."""
+
+
 __all__ = [
     "AuthError",
+    "ConflictError",
     "NotFoundError",
     "RequestError",
     "SandboxConnectionError",
