@@ -29,6 +29,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "sandboxd/activity.h"
 #include "sandboxd/fsreq.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
@@ -202,16 +203,21 @@ static void say_limit(struct wstream *s)
                       "too many directories: some subdirectories are not watched"));
 }
 
-/* Watches sub and (recursive) the directories below it. announce: report the entries
- * found as "create" events (a directory that appeared while we were not watching it). */
-static void add_tree(struct wstream *s, const char *sub, unsigned depth, bool announce)
+/* Watches sub and (recursive) the directories below it. self (may be NULL): the type of
+ * the event reporting sub itself, emitted once its watch is in place, so a client that
+ * acts on it is seen. announce: report the entries found as "create" events (a directory
+ * that appeared while it was not watched yet). */
+static void add_tree(struct wstream *s, const char *sub, unsigned depth, const char *self,
+                     bool announce)
 {
     int fd = open_sub(s, sub, O_RDONLY);
-    if (fd < 0)
-        return;
-    int r = add_watch_fd(s, fd, sub);
+    int r = fd < 0 ? fd : add_watch_fd(s, fd, sub);
     if (r == -ENOSPC)
         say_limit(s);
+    if (self)
+        emit_simple(s, self, sub, true);
+    if (fd < 0)
+        return;
     DIR *dir = r < 0 || !s->recursive ? NULL : fdopendir(fd);
     if (!dir) {
         (void)close(fd);
@@ -225,10 +231,11 @@ static void add_tree(struct wstream *s, const char *sub, unsigned depth, bool an
         if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         char *child = join(sub, de->d_name);
-        if (announce)
+        bool subdir = S_ISDIR(st.st_mode) && depth < LIMIT_SBD_WATCH_DEPTH;
+        if (subdir)
+            add_tree(s, child, depth + 1, announce ? "create" : NULL, announce);
+        else if (announce)
             emit_simple(s, "create", child, S_ISDIR(st.st_mode));
-        if (S_ISDIR(st.st_mode) && depth < LIMIT_SBD_WATCH_DEPTH)
-            add_tree(s, child, depth + 1, announce);
         xfree(child);
     }
     (void)closedir(dir);
@@ -289,9 +296,10 @@ static void on_moved_to(struct wstream *s, const struct inotify_event *ev, const
         return;
     }
     flush_from(s);
-    emit_simple(s, "move_to", path, is_dir);
     if (is_dir && s->recursive)
-        add_tree(s, path, 1, true);
+        add_tree(s, path, 1, "move_to", true);
+    else
+        emit_simple(s, "move_to", path, is_dir);
 }
 
 static void on_event(struct wstream *s, const struct inotify_event *ev)
@@ -323,9 +331,10 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
     if (!(ev->mask & IN_MOVED_TO))
         flush_from(s);
     if (ev->mask & IN_CREATE) {
-        emit_simple(s, "create", path, is_dir);
         if (is_dir && s->recursive)
-            add_tree(s, path, 1, true);
+            add_tree(s, path, 1, "create", true);
+        else
+            emit_simple(s, "create", path, is_dir);
     } else if (ev->mask & IN_MODIFY) {
         emit_simple(s, "modify", path, is_dir);
     } else if (ev->mask & IN_DELETE) {
@@ -411,6 +420,8 @@ static void on_tick(uv_timer_t *t)
     struct wstream *s = t->data;
     if (s->d->shutting_down || http_req_is_aborted(s->req))
         wstream_close(s);
+    else
+        sbd__activity_touch(s->d); /* an open watch is a client at work (idle policy) */
 }
 
 /* Starts the inotify side of s. Returns 0 or a negative errno. */
@@ -504,7 +515,7 @@ static int watch_get(struct http_req *req, void *ctx)
     (void)uv_poll_start(&s->poll, UV_READABLE, on_inotify);
     (void)uv_timer_start(&s->timer, on_tick, WATCH_TICK_MS, WATCH_TICK_MS);
     if (s->recursive)
-        add_tree(s, "", 0, false);
+        add_tree(s, "", 0, NULL, false);
     char *pub = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
     emit(s, json_pack("{s:s, s:s, s:b}", "type", "ready", "path", pub, "recursive", s->recursive));
     xfree(pub);
