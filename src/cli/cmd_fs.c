@@ -240,7 +240,7 @@ int cli_cmd_mv(struct cli_globals *g, int argc, char **argv)
         } else {
             rc = fs_call(g, s, "POST", "/v1/move", body, "mv", &resp);
         }
-        free(body);
+        xfree(body); /* jansson allocates with malloc: see output.c */
     }
     buf_done(&resp);
     cli_sbd_free(s);

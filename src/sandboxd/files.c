@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "sandboxd/fsops.h"
 #include "sandboxd/multipart.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"

@@ -4,6 +4,8 @@
  * resolved by openat2 beneath the root's descriptor (sbd_path_open / _parent); the
  * final component is then handled with *at() calls on that confined parent, never
  * following a symlink there (lstat semantics, renameat2 moves the link itself). */
+#include "sandboxd/fsops.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -12,6 +12,7 @@
 #include "common/xalloc.h"
 #include "sandboxd/activity.h"
 #include "sandboxd/config_env.h"
+#include "sandboxd/fsops.h"
 #include "sandboxd/grpc_proc.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"

@@ -4,8 +4,6 @@
 
 #include <jansson.h>
 
-#include <sys/stat.h>
-
 #include "http/server.h"
 #include "sandboxd/path.h"
 #include "sandboxd/sandboxd.h"
@@ -56,13 +54,6 @@ int sbd__req_path(struct http_req *req, const struct sbd_root *root, char **ret)
 
 /* files.c */
 int sbd__files_register(struct sbd *d);
-/* fsops.c: stat, mkdir, move, batch writes (and watch.c's watch) */
-int sbd__fsops_register(struct sbd *d);
-/** Serves ?offset=&max_bytes= of the regular file fd (borrowed). Returns 1 when it
- * answered, 0 when the query has neither (the caller serves the file). */
-int sbd__read_window(struct http_req *req, int fd, const struct stat *st);
-/* watch.c */
-int sbd__watch_register(struct sbd *d);
 /* api_proc.c */
 int sbd__procs_register(struct sbd *d);
 /* legacy.c */

@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/activity.h"
+#include "sandboxd/fsops.h"
 #include "sandboxd/fsreq.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
