@@ -385,41 +385,59 @@ static void add_u64_header(struct http_req *req, const char *name, uint64_t v)
     (void)http_resp_header_add(req, name, s);
 }
 
+/* The window of w over the file st: from offset (else the Range header) and at most
+ * max_bytes. Returns 0 or -ERANGE (at or past the end of a non-empty file). */
+static int window_of(struct http_req *req, const struct stat *st, const struct sbd_read_window *w,
+                     uint64_t *ret_start, uint64_t *ret_len, bool *ret_partial, bool *ret_truncated)
+{
+    uint64_t size = (uint64_t)st->st_size, start = 0, len = size;
+    bool partial = false;
+    if (w->has_offset) {
+        start = w->offset;
+        len = start < size ? size - start : 0;
+        partial = start > 0;
+    } else if (sbd__pick_range(req, st, &start, &len, &partial) < 0) {
+        return -ERANGE;
+    }
+    if (start >= size && !(start == 0 && size == 0))
+        return -ERANGE;
+    bool truncated = w->has_max && len > w->max_bytes;
+    if (truncated)
+        len = w->max_bytes;
+    *ret_start = start;
+    *ret_len = len;
+    *ret_partial = (partial || truncated) && len > 0;
+    *ret_truncated = truncated;
+    return 0;
+}
+
 int sbd__read_window(struct http_req *req, int fd, const struct stat *st)
 {
     struct sbd_read_window w;
     const char *err;
-    if (sbd_read_window_parse(http_req_query(req), &w, &err) < 0)
-        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, err), 1;
+    if (sbd_read_window_parse(http_req_query(req), &w, &err) < 0) {
+        (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, err);
+        return 1;
+    }
     if (!w.has_offset && !w.has_max)
         return 0;
-    uint64_t size = (uint64_t)st->st_size, start = 0, len = size;
-    bool partial = false;
-    if (w.has_offset) {
-        start = w.offset;
-        len = start < size ? size - start : 0;
-        partial = start > 0;
-    } else if (sbd__pick_range(req, st, &start, &len, &partial) < 0) {
-        start = size; /* unsatisfiable Range: answered below */
-    }
+    uint64_t size = (uint64_t)st->st_size, start, len;
+    bool partial, truncated;
     char cr[96];
-    if (start >= size && !(start == 0 && size == 0)) {
+    if (window_of(req, st, &w, &start, &len, &partial, &truncated) < 0) {
         (void)snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
         (void)http_resp_header_add(req, "Content-Range", cr);
-        return sbd_respond_error(req, 416, SBD_INVALID_ARGUMENT, "range not satisfiable"), 1;
+        (void)sbd_respond_error(req, 416, SBD_INVALID_ARGUMENT, "range not satisfiable");
+        return 1;
     }
-    bool truncated = w.has_max && len > w.max_bytes;
-    if (truncated)
-        len = w.max_bytes;
-    partial = partial || truncated;
     add_u64_header(req, "X-File-Size", size);
     (void)http_resp_header_add(req, "X-Truncated", truncated ? "true" : "false");
-    if (partial && len > 0) {
+    if (partial) {
         (void)snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)start,
                        (unsigned long long)(start + len - 1), (unsigned long long)size);
         (void)http_resp_header_add(req, "Content-Range", cr);
     }
-    (void)sbd__send_range(req, fd, partial && len > 0 ? 206 : 200, start, len);
+    (void)sbd__send_range(req, fd, partial ? 206 : 200, start, len);
     return 1;
 }
 
