@@ -38,6 +38,7 @@
 
 #define LIMIT_SBD_WATCH_QUEUE_BYTES (16u * 1024 * 1024) /* queued event bytes of a stream */
 #define WATCH_TICK_MS               500                 /* shutdown / client checks */
+#define WATCH_HEARTBEAT_TICKS       30                  /* a quiet stream: "\n" every 15 s */
 
 #define WATCH_MASK                                                                      \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
@@ -56,6 +57,7 @@ struct wstream {
     char *base; /* cleaned root-relative path of the watched directory */
     bool recursive, limit_said, closing, blocked;
     int ifd, handles;
+    unsigned quiet_ticks; /* ticks since the last line was written */
     uv_poll_t poll;
     uv_timer_t timer;
     struct wdir *dirs;
@@ -94,6 +96,7 @@ static void flush(struct wstream *s)
     }
     buf_reset(&s->pending);
     s->npending = 0;
+    s->quiet_ticks = 0;
     if (r == 1)
         s->blocked = true;
     else if (r < 0)
@@ -419,10 +422,19 @@ static void on_abort(struct http_req *req, void *ctx)
 static void on_tick(uv_timer_t *t)
 {
     struct wstream *s = t->data;
-    if (s->d->shutting_down || http_req_is_aborted(s->req))
+    if (s->d->shutting_down || http_req_is_aborted(s->req)) {
         wstream_close(s);
-    else
-        sbd__activity_touch(s->d); /* an open watch is a client at work (idle policy) */
+        return;
+    }
+    sbd__activity_touch(s->d); /* an open watch is a client at work (idle policy) */
+    if (++s->quiet_ticks < WATCH_HEARTBEAT_TICKS || s->blocked || s->pending.len)
+        return;
+    s->quiet_ticks = 0; /* a blank line: NDJSON readers skip it */
+    int r = http_resp_write(s->req, "\n", 1);
+    if (r == 1 || r == -EAGAIN)
+        s->blocked = true;
+    else if (r < 0)
+        wstream_close(s);
 }
 
 /* Starts the inotify side of s. Returns 0 or a negative errno. */

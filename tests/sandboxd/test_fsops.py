@@ -334,6 +334,22 @@ class FsopsTest(unittest.TestCase):
             w.close()
         self.assertEqual(self.req("GET", "/v1/health")[0], 200)
 
+    def test_watch_heartbeat(self):
+        # A quiet stream sends a blank line every 15 s so that proxies with idle
+        # timeouts (the router's is 60 s) keep it open.
+        os.makedirs(os.path.join(self.d.root, "wh"))
+        w = Watch(self.d, "wh")
+        try:
+            w.sock.settimeout(25)
+            t0 = time.monotonic()
+            self.assertEqual(w.r.readline(), b"\n")
+            self.assertGreater(time.monotonic() - t0, 10)
+            with open(os.path.join(self.d.root, "wh", "after"), "w"):
+                pass
+            self.assertEqual(w.next()["path"], "after")
+        finally:
+            w.close()
+
     def test_watch_refused(self):
         self.link_out("wr_out")
         self.put("wr/file", b"x")
