@@ -207,10 +207,49 @@ static void say_limit(struct wstream *s)
                       "too many directories: some subdirectories are not watched"));
 }
 
+struct found {
+    char *name;
+    bool dir;
+};
+
+/* Reads the entries of the directory fd (taken) into a new array (at most
+ * LIMIT_SBD_LISTING; more is reported as an error event). Returns the count. */
+static size_t scan_dir(struct wstream *s, int fd, struct found **ret)
+{
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        (void)close(fd);
+        return 0;
+    }
+    struct found *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        struct stat st;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (n == LIMIT_SBD_LISTING) {
+            emit(s, json_pack("{s:s, s:s}", "type", "error", "message",
+                              "a directory has too many entries to scan"));
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = xreallocarray(v, cap, sizeof(*v));
+        }
+        v[n++] = (struct found){.name = xstrdup(de->d_name), .dir = S_ISDIR(st.st_mode)};
+    }
+    (void)closedir(dir);
+    *ret = v;
+    return n;
+}
+
 /* Watches sub and (recursive) the directories below it. self (may be NULL): the type of
- * the event reporting sub itself, emitted once its watch is in place, so a client that
- * acts on it is seen. announce: report the entries found as "create" events (a directory
- * that appeared while it was not watched yet). */
+ * the event reporting sub itself. announce: report the entries found as "create" events
+ * (a directory that appeared while it was not watched yet). The watch is added and the
+ * directory read before self is emitted, so what a client does after seeing that event
+ * is reported once, by inotify. */
 static void add_tree(struct wstream *s, const char *sub, unsigned depth, const char *self,
                      bool announce)
 {
@@ -218,31 +257,24 @@ static void add_tree(struct wstream *s, const char *sub, unsigned depth, const c
     int r = fd < 0 ? fd : add_watch_fd(s, fd, sub);
     if (r == -ENOSPC)
         say_limit(s);
+    struct found *v = NULL;
+    size_t n = 0;
+    if (fd >= 0 && r == 0 && s->recursive)
+        n = scan_dir(s, fd, &v);
+    else if (fd >= 0)
+        (void)close(fd);
     if (self)
         emit_simple(s, self, sub, true);
-    if (fd < 0)
-        return;
-    DIR *dir = r < 0 || !s->recursive ? NULL : fdopendir(fd);
-    if (!dir) {
-        (void)close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(dir)) && !s->closing) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        struct stat st;
-        if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue;
-        char *child = join(sub, de->d_name);
-        bool subdir = S_ISDIR(st.st_mode) && depth < LIMIT_SBD_WATCH_DEPTH;
-        if (subdir)
+    for (size_t i = 0; i < n; i++) {
+        char *child = join(sub, v[i].name);
+        if (v[i].dir && depth < LIMIT_SBD_WATCH_DEPTH && !s->closing)
             add_tree(s, child, depth + 1, announce ? "create" : NULL, announce);
-        else if (announce)
-            emit_simple(s, "create", child, S_ISDIR(st.st_mode));
+        else if (announce && !s->closing)
+            emit_simple(s, "create", child, v[i].dir);
         xfree(child);
+        xfree(v[i].name);
     }
-    (void)closedir(dir);
+    xfree(v);
 }
 
 /* A directory moved from "from" to "to" inside the tree: renames its watches. */
