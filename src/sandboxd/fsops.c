@@ -225,7 +225,9 @@ static int do_move(const struct sbd_root *root, const char *from, const char *to
     }
     struct stat st;
     int r = fstatat(fp, fname, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-    if (r == 0 && renameat2(fp, fname, tp, tname, overwrite ? 0 : RENAME_NOREPLACE) < 0)
+    if (r == 0 && strcmp(from, to) == 0)
+        r = 0; /* onto itself: nothing to do (RENAME_NOREPLACE would say it exists) */
+    else if (r == 0 && renameat2(fp, fname, tp, tname, overwrite ? 0 : RENAME_NOREPLACE) < 0)
         r = -errno;
     (void)close(fp);
     (void)close(tp);

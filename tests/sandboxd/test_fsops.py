@@ -153,6 +153,8 @@ class FsopsTest(unittest.TestCase):
         self.assertEqual(st, 200)
         self.assertEqual(self.req("GET", "/v1/files/mv/b.txt")[1], b"A")
         self.assertEqual(self.jreq("POST", "/v1/move", {"from": "mv/nope", "to": "mv/x"})[0], 404)
+        self.assertEqual(self.jreq("POST", "/v1/move", {"from": "mv/b.txt", "to": "/mv//b.txt"})[0], 200)
+        self.assertEqual(self.req("GET", "/v1/files/mv/b.txt")[1], b"A")
         # Directories: not into themselves, not the root.
         self.jreq("POST", "/v1/mkdir/mv/d/e?parents=true")
         self.assertEqual(self.jreq("POST", "/v1/move", {"from": "mv/d", "to": "mv/d/e/f"})[0], 400)
