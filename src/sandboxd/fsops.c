@@ -211,6 +211,21 @@ static bool is_inside(const char *child, const char *dir)
     return strncmp(child, dir, n) == 0 && child[n] == '/';
 }
 
+/* renameat2 of fname in fp to tname in tp; without overwrite, RENAME_NOREPLACE, or on a
+ * filesystem without it (EINVAL) an existence check then renameat. Returns 0 or a
+ * negative errno. */
+static int rename_confined(int fp, const char *fname, int tp, const char *tname, bool overwrite)
+{
+    if (renameat2(fp, fname, tp, tname, overwrite ? 0 : RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL || overwrite)
+        return -errno;
+    struct stat st;
+    if (fstatat(tp, tname, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return -EEXIST;
+    return renameat(fp, fname, tp, tname) < 0 ? -errno : 0;
+}
+
 /* renameat2 between the two confined parents. Returns 0 or a negative errno. */
 static int do_move(const struct sbd_root *root, const char *from, const char *to, bool overwrite)
 {
@@ -227,8 +242,8 @@ static int do_move(const struct sbd_root *root, const char *from, const char *to
     int r = fstatat(fp, fname, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
     if (r == 0 && strcmp(from, to) == 0)
         r = 0; /* onto itself: nothing to do (RENAME_NOREPLACE would say it exists) */
-    else if (r == 0 && renameat2(fp, fname, tp, tname, overwrite ? 0 : RENAME_NOREPLACE) < 0)
-        r = -errno;
+    else if (r == 0)
+        r = rename_confined(fp, fname, tp, tname, overwrite);
     (void)close(fp);
     (void)close(tp);
     return r;
