@@ -305,7 +305,7 @@ class FsopsTest(unittest.TestCase):
             n = 40000
             d = os.path.join(self.d.root, "wo")
             for i in range(n):
-                p = os.path.join(d, f"a-long-name-to-fill-the-buffers-faster-{i:06d}")
+                p = os.path.join(d, f"{i:06d}-" + "x" * 200)  # ~250-byte lines: 20 MB in all
                 os.close(os.open(p, os.O_CREAT | os.O_WRONLY))
                 os.unlink(p)
             time.sleep(0.5)
