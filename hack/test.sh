@@ -118,6 +118,8 @@ if cmake --preset release >/dev/null && cmake --build --preset release; then
 	passed=$((passed + 1))
 	suite "sandboxd component tests" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
 		python3 -m unittest -v tests/sandboxd/test_component.py tests/sandboxd/test_background.py
+	suite "sandboxd filesystem operations" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
+		python3 -m unittest -v tests/sandboxd/test_fsops.py
 	suite "sandboxd gRPC conformance (grpcio)" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
 		hack/grpc-tests.sh
 else

@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "sandboxd/fsops.h"
 #include "sandboxd/multipart.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
@@ -292,6 +293,23 @@ static int send_body(struct http_req *req, int fd, int status, const struct rang
     return 0;
 }
 
+int sbd__pick_range(struct http_req *req, const struct stat *st, uint64_t *start, uint64_t *len,
+                    bool *partial)
+{
+    struct range rg;
+    int r = pick_range(req, st, &rg);
+    *start = rg.start;
+    *len = rg.len;
+    *partial = rg.partial;
+    return r;
+}
+
+int sbd__send_range(struct http_req *req, int fd, int status, uint64_t start, uint64_t len)
+{
+    struct range rg = {.start = start, .len = len, .partial = status == 206};
+    return send_body(req, fd, status, &rg);
+}
+
 /* Serves the regular file fd (borrowed) with Last-Modified, Range and conditionals. */
 int sbd_send_file(struct http_req *req, int fd, const struct stat *st)
 {
@@ -336,7 +354,8 @@ static int files_get(struct http_req *req, void *ctx)
         (void)send_listing(req, d->root, rel, fd);
         fd = -1; /* taken */
     } else if (S_ISREG(st.st_mode)) {
-        (void)sbd_send_file(req, fd, &st);
+        if (sbd__read_window(req, fd, &st) == 0) /* ?offset=&max_bytes= (fsops.c) */
+            (void)sbd_send_file(req, fd, &st);
     } else {
         (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "not a regular file");
     }

@@ -18,6 +18,13 @@ json_t *sbd_file_entry_json(const char *name, const struct stat *st);
  * single-range requests and conditional GET; large files are streamed. */
 int sbd_send_file(struct http_req *req, int fd, const struct stat *st);
 
+/** pick_range for fsops.c: the Range (and If-Range) of req against st. Returns 0 or
+ * -ERANGE (unsatisfiable). */
+int sbd__pick_range(struct http_req *req, const struct stat *st, uint64_t *start, uint64_t *len,
+                    bool *partial);
+/** Sends len bytes of fd (borrowed) from start with status (200/206), streamed when large. */
+int sbd__send_range(struct http_req *req, int fd, int status, uint64_t start, uint64_t len);
+
 struct sbd_writer;
 
 /** Starts an atomic write of rel (cleaned) beneath root: parents are created (0755) and a

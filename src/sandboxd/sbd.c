@@ -13,6 +13,7 @@
 #include "sandboxd/activity.h"
 #include "sandboxd/api_bg.h"
 #include "sandboxd/config_env.h"
+#include "sandboxd/fsops.h"
 #include "sandboxd/grpc_proc.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
@@ -183,6 +184,7 @@ static int register_routes(struct sbd *d)
     r |= sbd__route(d, d->router, "GET", "/v1/metadata", 0, metadata, false);
     r |= sbd__activity_register(d);
     r |= sbd__files_register(d);
+    r |= sbd__fsops_register(d);
     r |= sbd__procs_register(d);
     r |= sbd__config_env_register(d);
     if (d->cfg.legacy_port >= 0)

@@ -368,6 +368,38 @@ static void test_background(void **state)
     buf_done(&out);
 }
 
+static void test_fs_commands(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    /* mkdir: no parent without -p (404: exit 5), then with -p and a mode */
+    assert_int_equal(run_direct(&out, "mkdir x fs/a/b"), 5);
+    assert_non_null(strstr(buf_str(&out), "NOT_FOUND"));
+    assert_int_equal(run_direct(&out, "mkdir x -p fs/a/b --mode 0700"), 0);
+    assert_int_equal(run_direct(&out, "stat x fs/a/b"), 0);
+    assert_non_null(strstr(buf_str(&out), "/fs/a/b  directory  "));
+    assert_non_null(strstr(buf_str(&out), "  0700  "));
+    assert_int_equal(run_direct(&out, "stat x fs/none"), 5);
+    /* watch in the background while a file is written and moved */
+    assert_int_equal(run_direct(&out,
+                                "watch x fs -r > %s/w.out 2>&1 & p=$!; sleep 0.5; "
+                                "echo hi > %s/fs/a/f; '%s/kubectl-sandbox' --sandboxd-url %s "
+                                "mv x fs/a/f fs/g; sleep 0.5; kill $p; cat %s/w.out",
+                                work, root, getenv("AS_BIN_DIR"), url, work),
+                     0);
+    assert_non_null(strstr(buf_str(&out), "create    a/f\nmodify    a/f\nmove      a/f -> g\n"));
+    /* mv: no replacing without -f; the result in the root */
+    assert_int_equal(run_direct(&out, "mkdir x fs/d && echo x > %s/fs/h && : ", root), 0);
+    assert_int_equal(run_direct(&out, "mv x fs/g fs/h"), 5);
+    assert_non_null(strstr(buf_str(&out), "CONFLICT"));
+    assert_int_equal(run_direct(&out, "mv x -f fs/g fs/h && cat %s/fs/h", root), 0);
+    assert_string_equal(buf_str(&out), "hi\n");
+    assert_int_equal(run_direct(&out, "mv x fs/a"), 2);
+    assert_int_equal(run_direct(&out, "watch x fs/none"), 5);
+    buf_done(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_cp_round_trip),         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_cluster_modes),         cmocka_unit_test(test_shell_attach),
         cmocka_unit_test(test_port_forward_api),      cmocka_unit_test(test_background),
+        cmocka_unit_test(test_fs_commands),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

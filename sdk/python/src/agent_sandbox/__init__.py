@@ -1,6 +1,7 @@
 """agent_sandbox: Python SDK for Agent Sandbox (sync and async clients for sandboxes,
 claims, processes and files)."""
 
+from ._fsops import AsyncFileWatch, FileWatch
 from ._kubeconfig import ConfigError, KubeConfig, load_config, load_in_cluster, load_kubeconfig
 from ._ports import PortURL
 from .aio import AsyncFiles, AsyncProcess, AsyncSandbox, AsyncSandboxClient
@@ -8,6 +9,7 @@ from .background import AsyncBackgroundProcess, BackgroundProcess
 from .client import Files, Process, Sandbox, SandboxClient, connect
 from .errors import (
     AuthError,
+    ConflictError,
     NotFoundError,
     ProcessExitedError,
     RequestError,
@@ -27,18 +29,22 @@ from .models import (
     EnvValue,
     ExecResult,
     FileEntry,
+    FileEvent,
+    FileStat,
     OutputEvent,
     PodProxyConnection,
     ProcessEvent,
     RouterConnection,
     SandboxInfo,
     SecretKeyRef,
+    WriteResult,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncBackgroundProcess",
+    "AsyncFileWatch",
     "AsyncFiles",
     "AsyncProcess",
     "AsyncSandbox",
@@ -49,11 +55,15 @@ __all__ = [
     "BackgroundProcessInfo",
     "ConfigError",
     "ConfigMapKeyRef",
+    "ConflictError",
     "Connection",
     "DirectConnection",
     "EnvValue",
     "ExecResult",
     "FileEntry",
+    "FileEvent",
+    "FileStat",
+    "FileWatch",
     "Files",
     "KubeConfig",
     "NotFoundError",
@@ -75,6 +85,7 @@ __all__ = [
     "SandboxTimeoutError",
     "SecretKeyRef",
     "TooManyProcessesError",
+    "WriteResult",
     "connect",
     "load_config",
     "load_in_cluster",

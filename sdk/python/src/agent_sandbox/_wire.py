@@ -18,7 +18,7 @@ from urllib.parse import quote
 import httpx
 
 from . import _k8s
-from .errors import AuthError, NotFoundError, RequestError, SandboxConnectionError, SandboxError
+from .errors import AuthError, ConflictError, NotFoundError, RequestError, SandboxConnectionError, SandboxError
 from .models import ExecResult, FileEntry, ProcessEvent
 
 CHUNK = 64 * 1024
@@ -230,6 +230,8 @@ def error(resp: httpx.Response, what: str, body: bytes | None = None) -> Sandbox
         return SandboxConnectionError(
             f"{what}: HTTP {s}: {msg} (the sandbox is not reachable: is it Ready and not suspended?)"
         )
+    if s == 409:
+        return ConflictError(f"{what}: HTTP {s}: {code + ': ' if code else ''}{msg}", status=s, code=code)
     return RequestError(f"{what}: HTTP {s}: {code + ': ' if code else ''}{msg}", status=s, code=code)
 
 

@@ -16,8 +16,9 @@ from typing import IO, Any
 
 import httpx
 
-from . import _base, _conn, _k8s, _ports, _wire
+from . import _base, _conn, _fsops, _k8s, _ports, _wire
 from . import background as _bg
+from ._fsops import FileWatch
 from ._kube_sync import KubeClient
 from ._kubeconfig import KubeConfig
 from .background import BackgroundProcess
@@ -29,8 +30,10 @@ from .models import (
     EnvValue,
     ExecResult,
     FileEntry,
+    FileStat,
     ProcessEvent,
     SandboxInfo,
+    WriteResult,
 )
 
 RETRY_STATUS = _wire.RETRY_STATUS
@@ -554,8 +557,11 @@ class Files:
     def __init__(self, sandbox: Sandbox) -> None:
         self._sb = sandbox
 
-    def read(self, path: str) -> bytes:
-        return self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"read {path}").content
+    def read(self, path: str, *, offset: int = 0, max_bytes: int | None = None) -> bytes:
+        """A file's bytes, or at most max_bytes of them from offset (b"" past the end)."""
+        kw = _fsops.read_args(offset, max_bytes)
+        resp = self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"read {path}", **kw)
+        return _fsops.read_content(resp)
 
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return self.read(path).decode(encoding)
@@ -639,6 +645,40 @@ class Files:
     def delete(self, path: str, *, recursive: bool = False, missing_ok: bool = False) -> None:
         kw = _wire.delete_options(recursive, missing_ok)
         self._sb.request("DELETE", _wire.file_path(path), idempotent=True, what=f"delete {path}", **kw)
+
+    def stat(self, path: str) -> FileStat:
+        """Type, size, mode, mtime and symlink target of path (a symlink is described,
+        not followed)."""
+        resp = self._sb.request("GET", _fsops.api_path("/v1/stat/", path), idempotent=True, what=f"stat {path}")
+        return _fsops.parse_stat(resp.json())
+
+    def mkdir(self, path: str, *, parents: bool = True, mode: int | None = None) -> FileStat:
+        """Creates a directory (with its parents when ``parents``; an existing directory
+        is then fine). ConflictError when something else is in the way."""
+        kw = _fsops.mkdir_args(parents, mode)
+        resp = self._sb.request(
+            "POST", _fsops.api_path("/v1/mkdir/", path), idempotent=True, what=f"mkdir {path}", **kw
+        )
+        return _fsops.parse_stat(resp.json())
+
+    def move(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        """Renames src to dst (both under the root; dst's parent must exist). Without
+        ``overwrite`` an existing dst raises ConflictError."""
+        kw = _fsops.move_args(src, dst, overwrite)
+        self._sb.request("POST", "/v1/move", idempotent=False, what=f"move {src} to {dst}", **kw)
+
+    def write_many(self, files: Mapping[str, bytes | str] | Iterable[_fsops.BatchItem]) -> builtins.list[WriteResult]:
+        """Writes several files in one request ({path: data} or (path, data[, mode])
+        items), each atomically; one WriteResult per file, in order."""
+        kw = _fsops.batch_args(files)
+        resp = self._sb.request("POST", "/v1/files:batch", idempotent=True, what="write_many", **kw)
+        return _fsops.parse_batch(resp.json())
+
+    def watch(self, path: str = "", *, recursive: bool = False, queue: int | None = None) -> FileWatch:
+        """Watches a directory: a FileWatch (iterate it; use it as a context manager) of
+        create/modify/delete/move events, in order. ``queue`` bounds the events held for
+        a slow reader (then an ``overflow`` event says how many were dropped)."""
+        return _fsops.open_watch(self._sb, path, recursive, queue)
 
 
 def _iter_file(f: IO[bytes]) -> Iterator[bytes]:

@@ -82,8 +82,14 @@ class TooManyProcessesError(RequestError):
     a background process (or raise --max-bg-procs / --max-procs)."""
 
 
+class ConflictError(RequestError, FileExistsError):
+    """A 409: the target exists (move without overwrite, mkdir without parents), a
+    non-directory is in the way, or a directory is not empty."""
+
+
 __all__ = [
     "AuthError",
+    "ConflictError",
     "NotFoundError",
     "ProcessExitedError",
     "RequestError",

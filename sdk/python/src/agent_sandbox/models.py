@@ -86,6 +86,65 @@ class FileEntry:
 
 
 @dataclass(frozen=True)
+class FileStat:
+    """What ``files.stat`` reports about one path (lstat: a symlink is described, not
+    followed; ``symlink_target`` is its target as stored)."""
+
+    name: str
+    path: str
+    type: Literal["file", "directory", "symlink", "other"]
+    size: int
+    mode: str
+    mtime: datetime
+    symlink_target: str | None = None
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "directory"
+
+    @property
+    def is_file(self) -> bool:
+        return self.type == "file"
+
+    @property
+    def is_symlink(self) -> bool:
+        return self.type == "symlink"
+
+
+FileEventType = Literal["create", "modify", "delete", "move", "move_from", "move_to", "overflow", "error"]
+
+
+@dataclass(frozen=True)
+class FileEvent:
+    """One event of ``files.watch``. ``path`` is relative to the watched directory ("" is
+    the directory itself). ``move`` has ``src``/``dst``; an unpaired ``move_from`` /
+    ``move_to`` is a move out of / into the watched tree. ``overflow`` says events were
+    dropped (``lost`` of them; None when the kernel's queue overflowed and the count is
+    unknown); ``error`` carries ``message`` (for example: too many subdirectories)."""
+
+    type: FileEventType
+    path: str = ""
+    is_dir: bool = False
+    src: str | None = None
+    dst: str | None = None
+    lost: int | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """The outcome of one file of ``files.write_many``: ``ok`` with the bytes written,
+    or the HTTP ``status``, API ``code`` and ``message`` of its failure."""
+
+    path: str
+    ok: bool
+    size: int = 0
+    status: int = 0
+    code: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class SandboxInfo:
     """A summary of a Sandbox as listed by the API server."""
 

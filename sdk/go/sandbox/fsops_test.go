@@ -1,0 +1,203 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+)
+
+func TestAPIPath(t *testing.T) {
+	tests := []struct {
+		prefix, in string
+		allowRoot  bool
+		want       string
+		wantErr    bool
+	}{
+		{"/v1/stat", "", true, "/v1/stat/", false},
+		{"/v1/stat", "/", true, "/v1/stat/", false},
+		{"/v1/stat", "a b/c", false, "/v1/stat/a%20b/c", false},
+		{"/v1/mkdir", "/x//y/./z", false, "/v1/mkdir/x/y/z", false},
+		{"/v1/mkdir", "", false, "", true},
+		{"/v1/watch", "a/../..", true, "", true},
+		{"/v1/watch", "a\nb", true, "", true},
+	}
+	for _, tt := range tests {
+		got, err := apiPath(tt.prefix, tt.in, tt.allowRoot)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("apiPath(%q, %q) = %q, %v; want %q, err %v", tt.prefix, tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestParseFileEvent(t *testing.T) {
+	tests := []struct {
+		line    string
+		want    FileEvent
+		wantErr bool
+	}{
+		{`{"type":"create","path":"a","is_dir":false}`, FileEvent{Type: FileCreated, Path: "a"}, false},
+		{`{"type":"move","path":"b","from":"a","to":"b","is_dir":true}`,
+			FileEvent{Type: FileMoved, Path: "b", From: "a", To: "b", IsDir: true}, false},
+		{`{"type":"overflow","lost":12}`, FileEvent{Type: WatchOverflow, Lost: 12}, false},
+		{`{"type":"overflow","lost":null}`, FileEvent{Type: WatchOverflow, Lost: -1}, false},
+		{`{"type":"error","message":"m"}`, FileEvent{Type: WatchError, Message: "m"}, false},
+		{`{"type":`, FileEvent{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseFileEvent([]byte(tt.line))
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("parseFileEvent(%s) = %+v, %v; want %+v, err %v", tt.line, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+// TestLocalFsops runs the filesystem operations against a local sandboxd in every mode
+// (the watch stream goes through the router and pod-proxy forwarders as well).
+func TestLocalFsops(t *testing.T) {
+	for _, mode := range []Mode{ModeDirect, ModeRouter, ModePodProxy} {
+		t.Run(string(mode), func(t *testing.T) {
+			sb := localSandbox(t, mode)
+			t.Run("StatMkdirMove", func(t *testing.T) { fsopsStatMkdirMove(t, sb) })
+			t.Run("BatchAndRanges", func(t *testing.T) { fsopsBatchRanges(t, sb) })
+			t.Run("Watch", func(t *testing.T) { fsopsWatch(t, sb) })
+		})
+	}
+}
+
+func fsopsStatMkdirMove(t *testing.T, sb *Sandbox) {
+	ctx, f := testCtx(t), sb.Files()
+	st, err := f.Mkdir(ctx, "m/a/b", true, WithMode(0o750))
+	if err != nil || !st.IsDir() || st.Path != "/m/a/b" || st.Mode != "0750" {
+		t.Fatalf("Mkdir = %+v, %v", st, err)
+	}
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"mkdir existing without parents", func() error { _, e := f.Mkdir(ctx, "m/a/b", false); return e }(), ErrConflict},
+		{"mkdir missing parent", func() error { _, e := f.Mkdir(ctx, "m/x/y", false); return e }(), ErrNotFound},
+		{"stat missing", func() error { _, e := f.Stat(ctx, "m/none"); return e }(), ErrNotFound},
+		{"move missing", f.Move(ctx, "m/none", "m/x", false), ErrNotFound},
+		{"move into itself", f.Move(ctx, "m/a", "m/a/b/c", false), ErrInvalidArgument},
+		{"move the root", f.Move(ctx, "/", "m/x", false), ErrInvalidPath},
+	}
+	for _, tt := range tests {
+		if !errors.Is(tt.err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, tt.err, tt.want)
+		}
+	}
+	if err := f.WriteFile(ctx, "m/f.txt", []byte("12345")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := f.Stat(ctx, "m/f.txt"); err != nil || st.Size != 5 || st.Type != FileTypeFile || st.ModTime.IsZero() {
+		t.Fatalf("Stat = %+v, %v", st, err)
+	}
+	if err := f.WriteFile(ctx, "m/g.txt", []byte("g")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Move(ctx, "m/f.txt", "m/g.txt", false); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Move onto existing = %v, want ErrConflict", err)
+	}
+	if err := f.Move(ctx, "m/f.txt", "m/g.txt", true); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := f.ReadFile(ctx, "m/g.txt"); err != nil || string(b) != "12345" {
+		t.Fatalf("after move: %q, %v", b, err)
+	}
+	// A symlink out of the root: described by Stat, but nothing goes through it.
+	if _, err := sb.Run(ctx, "ln -s / m/out"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := f.Stat(ctx, "m/out"); err != nil || st.Type != FileTypeSymlink || st.SymlinkTarget != "/" {
+		t.Fatalf("Stat of the link = %+v, %v", st, err)
+	}
+	escapes := []struct {
+		name string
+		err  error
+	}{
+		{"stat", func() error { _, e := f.Stat(ctx, "m/out/etc/passwd"); return e }()},
+		{"mkdir", func() error { _, e := f.Mkdir(ctx, "m/out/tmp/x", true); return e }()},
+		{"move out", f.Move(ctx, "m/g.txt", "m/out/tmp/g.txt", false)},
+		{"move in", f.Move(ctx, "m/out/etc/hostname", "m/h", false)},
+		{"watch", func() error { _, e := f.Watch(ctx, "m/out", WatchOptions{}); return e }()},
+	}
+	for _, tt := range escapes {
+		if !errors.Is(tt.err, ErrForbidden) {
+			t.Errorf("%s through the link: %v, want ErrForbidden", tt.name, tt.err)
+		}
+	}
+	if err := f.Delete(ctx, "m", true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fsopsBatchRanges(t *testing.T, sb *Sandbox) {
+	ctx, f := testCtx(t), sb.Files()
+	res, err := f.WriteMany(ctx, []BatchFile{{Path: "b/one", Data: []byte{0, 1}}, {Path: "b/deep/two", Data: []byte("two"), Mode: 0o600}, {Path: "b", Data: nil}})
+	if err != nil || len(res) != 3 {
+		t.Fatalf("WriteMany = %+v, %v", res, err)
+	}
+	if !res[0].OK || res[0].Size != 2 || !res[1].OK || res[2].OK || !errors.Is(res[2].Err(), ErrInvalidArgument) {
+		t.Fatalf("WriteMany results %+v", res)
+	}
+	if st, _ := f.Stat(ctx, "b/deep/two"); st == nil || st.Mode != "0600" {
+		t.Fatalf("mode of b/deep/two: %+v", st)
+	}
+	data := bytes.Repeat([]byte("0123456789"), 100)
+	if err := f.WriteFile(ctx, "b/r", data); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		off, max  int64
+		want      []byte
+		truncated bool
+	}{
+		{0, 10, data[:10], true},
+		{995, 100, data[995:], false},
+		{10, -1, data[10:], false},
+		{1000, 5, nil, false},
+	}
+	for _, tt := range tests {
+		r, err := f.ReadRange(ctx, "b/r", tt.off, tt.max)
+		if err != nil || !bytes.Equal(r.Data, tt.want) || r.Truncated != tt.truncated {
+			t.Errorf("ReadRange(%d, %d) = %+v, %v", tt.off, tt.max, r, err)
+		}
+	}
+}
+
+func fsopsWatch(t *testing.T, sb *Sandbox) {
+	ctx, f := testCtx(t), sb.Files()
+	if _, err := f.Mkdir(ctx, "w", true); err != nil {
+		t.Fatal(err)
+	}
+	w, err := f.Watch(ctx, "w", WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := sb.Run(ctx, "cd w && for i in $(seq 100 399); do : > f$i; done && mv f100 moved"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 100; i < 400; i++ {
+		ev, err := w.Next()
+		if err != nil || ev.Type != FileCreated || ev.Path != fmt.Sprintf("f%d", i) {
+			t.Fatalf("event %d = %+v, %v", i, ev, err)
+		}
+	}
+	if ev, err := w.Next(); err != nil || ev.Type != FileMoved || ev.From != "f100" || ev.To != "moved" {
+		t.Fatalf("move event = %+v, %v", ev, err)
+	}
+	w.Close()
+	if _, err := w.Next(); err != io.EOF {
+		t.Fatalf("Next after Close = %v, want io.EOF", err)
+	}
+	if _, err := f.Watch(ctx, "w/none", WatchOptions{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("watch of a missing directory = %v", err)
+	}
+	if _, err := f.Watch(ctx, "w/moved", WatchOptions{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("watch of a file = %v", err)
+	}
+}

@@ -1,0 +1,253 @@
+"""sandboxd's filesystem operations beyond read/write (stat, mkdir, move, batch writes,
+windowed reads, watch): request arguments, response parsing and the watch stream
+objects, shared by the sync and async Files."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from datetime import datetime, timezone
+from typing import Any, cast
+
+import httpx
+
+from . import _wire
+from .errors import SandboxConnectionError, SandboxError
+from .models import FileEvent, FileEventType, FileStat, WriteResult
+
+_EVENT_TYPES = ("create", "modify", "delete", "move", "move_from", "move_to", "overflow", "error")
+
+
+def api_path(prefix: str, p: str) -> str:
+    """``prefix`` ("/v1/stat/") followed by p checked and escaped as file_path does."""
+    return prefix + _wire.file_path(p)[len("/v1/files/") :]
+
+
+def check_path(p: str) -> str:
+    """p, after the checks of file_path (ValueError on '..' or control characters)."""
+    _wire.file_path(p)
+    return p
+
+
+def parse_time(s: str) -> datetime:
+    """An RFC 3339 UTC time with nanoseconds (kept to microseconds)."""
+    day, _, frac = s.rstrip("Z").partition(".")
+    t = datetime.strptime(day, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    return t.replace(microsecond=int((frac + "000000")[:6])) if frac else t
+
+
+def parse_stat(j: Mapping[str, Any]) -> FileStat:
+    return FileStat(
+        name=str(j.get("name", "")),
+        path=str(j.get("path", "")),
+        type=cast(Any, str(j.get("type", "other"))),
+        size=int(j.get("size", 0)),
+        mode=str(j.get("mode", "")),
+        mtime=parse_time(str(j.get("mtime", "1970-01-01T00:00:00Z"))),
+        symlink_target=j.get("symlink_target"),
+    )
+
+
+def mkdir_args(parents: bool, mode: int | None) -> dict[str, Any]:
+    params = {"parents": "true" if parents else "false"}
+    if mode is not None:
+        params["mode"] = f"0{mode:03o}"
+    return {"params": params}
+
+
+def move_args(src: str, dst: str, overwrite: bool) -> dict[str, Any]:
+    body = {"from": check_path(src), "to": check_path(dst), "overwrite": overwrite}
+    return {"content": json.dumps(body).encode(), "headers": dict(_wire.JSON_HEADERS)}
+
+
+BatchItem = tuple[str, bytes | str] | tuple[str, bytes | str, int]
+
+
+def batch_args(files: Mapping[str, bytes | str] | Iterable[BatchItem]) -> dict[str, Any]:
+    """The request of a batch write: {path: data} or (path, data[, mode]) items."""
+    items: Iterable[Any] = files.items() if isinstance(files, Mapping) else files
+    out = []
+    for it in items:
+        path, data = it[0], it[1]
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        e: dict[str, Any] = {"path": check_path(path), "content": base64.b64encode(raw).decode()}
+        if len(it) > 2 and it[2] is not None:
+            e["mode"] = f"0{it[2]:03o}"
+        out.append(e)
+    if not out:
+        raise ValueError("write_many needs at least one file")
+    return {"content": json.dumps({"files": out}).encode(), "headers": dict(_wire.JSON_HEADERS)}
+
+
+def parse_batch(j: Mapping[str, Any]) -> list[WriteResult]:
+    return [
+        WriteResult(
+            path=str(r.get("path", "")),
+            ok=bool(r.get("ok")),
+            size=int(r.get("size", 0)),
+            status=int(r.get("status", 0)),
+            code=str(r.get("code", "")),
+            message=str(r.get("message", "")),
+        )
+        for r in j.get("results") or []
+    ]
+
+
+def read_args(offset: int, max_bytes: int | None) -> dict[str, Any]:
+    """request() arguments of a windowed read (none for a whole read); 416 is accepted
+    (reading at or past the end gives b"")."""
+    if offset < 0 or (max_bytes is not None and max_bytes < 0):
+        raise ValueError("offset and max_bytes must not be negative")
+    params: dict[str, str] = {}
+    if offset:
+        params["offset"] = str(offset)
+    if max_bytes is not None:
+        params["max_bytes"] = str(max_bytes)
+    return {"params": params, "ok": (416,)} if params else {}
+
+
+def read_content(resp: httpx.Response) -> bytes:
+    return b"" if resp.status_code == 416 else resp.content
+
+
+def watch_url(base: str, path: str, recursive: bool, queue: int | None) -> str:
+    q = "?recursive=" + ("true" if recursive else "false")
+    if queue is not None:
+        q += f"&queue={int(queue)}"
+    return base + api_path("/v1/watch/", path) + q
+
+
+def parse_event(line: str) -> FileEvent | None:
+    """A FileEvent of one NDJSON line; None for blank lines and unknown types."""
+    if not line.strip():
+        return None
+    j = json.loads(line)
+    t = j.get("type")
+    if t not in _EVENT_TYPES:
+        return None
+    return FileEvent(
+        type=cast(FileEventType, t),
+        path=str(j.get("path", "")),
+        is_dir=bool(j.get("is_dir", False)),
+        src=j.get("from"),
+        dst=j.get("to"),
+        lost=j.get("lost"),
+        message=str(j.get("message", "")),
+    )
+
+
+def open_watch(sb: Any, path: str, recursive: bool, queue: int | None) -> FileWatch:
+    """Starts a watch through the sync Sandbox sb (its route and client)."""
+    t = sb._route()
+    http = sb._http(t)
+    url = watch_url(t.base, path, recursive, queue)
+    req = http.build_request("GET", url, headers=t.headers, timeout=_wire.STREAM_TIMEOUT)
+    try:
+        resp = http.send(req, stream=True)
+    except httpx.TransportError as e:
+        raise _wire.transport_error(e, f"watch {path}", True) from e
+    if resp.status_code >= 400:
+        resp.read()
+        resp.close()
+        raise _wire.error(resp, f"watch {path}")
+    return FileWatch(resp, path)
+
+
+async def open_async_watch(sb: Any, path: str, recursive: bool, queue: int | None) -> AsyncFileWatch:
+    """Starts a watch through the AsyncSandbox sb."""
+    t = await sb._route()
+    http = sb._http(t)
+    url = watch_url(t.base, path, recursive, queue)
+    req = http.build_request("GET", url, headers=t.headers, timeout=_wire.STREAM_TIMEOUT)
+    try:
+        resp = await http.send(req, stream=True)
+    except httpx.TransportError as e:
+        raise _wire.transport_error(e, f"watch {path}", True) from e
+    if resp.status_code >= 400:
+        await resp.aread()
+        await resp.aclose()
+        raise _wire.error(resp, f"watch {path}")
+    return await AsyncFileWatch(resp, path)._start()
+
+
+def _ready(line: str | None, path: str) -> None:
+    if line is None:
+        raise SandboxConnectionError(f"watch {path}: the stream ended before it was ready")
+    j = json.loads(line)
+    if j.get("type") != "ready":
+        raise SandboxError(f"watch {path}: unexpected first event {j!r}")
+
+
+class FileWatch:
+    """A directory watch (``files.watch``): iterate for FileEvents; close() (or leaving
+    the ``with`` block) ends the stream. Events after the call returned are reported:
+    the watch is in place when the object is handed out."""
+
+    def __init__(self, resp: httpx.Response, path: str) -> None:
+        self._resp = resp
+        self.path = path
+        self._lines = resp.iter_lines()
+        try:
+            _ready(next(self._lines, None), path)
+        except Exception:
+            resp.close()
+            raise
+
+    def __iter__(self) -> Iterator[FileEvent]:
+        try:
+            for line in self._lines:
+                ev = parse_event(line)
+                if ev is not None:
+                    yield ev
+        except httpx.TransportError as e:
+            if not self._resp.is_closed:
+                raise SandboxConnectionError(f"watch {self.path}: stream lost: {e!r}") from e
+
+    def close(self) -> None:
+        self._resp.close()
+
+    def __enter__(self) -> FileWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncFileWatch:
+    """The async twin of FileWatch: ``async for ev in w``; ``async with`` closes it."""
+
+    def __init__(self, resp: httpx.Response, path: str) -> None:
+        self._resp = resp
+        self.path = path
+        self._lines = resp.aiter_lines()
+
+    async def _start(self) -> AsyncFileWatch:
+        try:
+            _ready(await anext(self._lines, None), self.path)
+        except BaseException:
+            await self._resp.aclose()
+            raise
+        return self
+
+    async def __aiter__(self) -> AsyncIterator[FileEvent]:
+        try:
+            async for line in self._lines:
+                ev = parse_event(line)
+                if ev is not None:
+                    yield ev
+        except httpx.TransportError as e:
+            if not self._resp.is_closed:
+                raise SandboxConnectionError(f"watch {self.path}: stream lost: {e!r}") from e
+
+    async def aclose(self) -> None:
+        await self._resp.aclose()
+
+    async def __aenter__(self) -> AsyncFileWatch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+__all__ = ["AsyncFileWatch", "FileWatch"]

@@ -1,0 +1,143 @@
+"""Filesystem operations (stat, mkdir, move, batch writes, windowed reads, watch)
+against a real sandboxd binary, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+import pytest
+
+import agent_sandbox
+from agent_sandbox import AuthError, ConflictError, FileEvent, NotFoundError, RequestError, aio
+
+pytestmark = pytest.mark.integration
+
+
+def _d() -> str:
+    return "fs-" + uuid.uuid4().hex[:8]
+
+
+def test_sync_stat_mkdir_move(sandboxd_url: str) -> None:
+    sb = agent_sandbox.connect(sandboxd_url)
+    d = _d()
+    st = sb.files.mkdir(f"{d}/a/b", mode=0o750)
+    assert (st.type, st.path, st.mode, st.is_dir) == ("directory", f"/{d}/a/b", "0750", True)
+    assert sb.files.mkdir(f"{d}/a/b").is_dir  # parents=True accepts an existing directory
+    with pytest.raises(ConflictError):
+        sb.files.mkdir(f"{d}/a/b", parents=False)
+    with pytest.raises(NotFoundError):
+        sb.files.mkdir(f"{d}/x/y", parents=False)
+    sb.files.write(f"{d}/f.txt", b"12345")
+    st = sb.files.stat(f"{d}/f.txt")
+    assert (st.name, st.type, st.size, st.is_file, st.symlink_target) == ("f.txt", "file", 5, True, None)
+    assert st.mtime.tzinfo is not None
+    with pytest.raises(NotFoundError):
+        sb.files.stat(f"{d}/none")
+    sb.files.move(f"{d}/f.txt", f"{d}/a/g.txt")
+    assert sb.files.read(f"{d}/a/g.txt") == b"12345"
+    sb.files.write(f"{d}/h.txt", b"h")
+    with pytest.raises(ConflictError) as ei:
+        sb.files.move(f"{d}/h.txt", f"{d}/a/g.txt")
+    assert ei.value.status == 409 and isinstance(ei.value, RequestError)
+    sb.files.move(f"{d}/h.txt", f"{d}/a/g.txt", overwrite=True)
+    assert sb.files.read(f"{d}/a/g.txt") == b"h"
+    with pytest.raises(RequestError) as e2:
+        sb.files.move(f"{d}/a", f"{d}/a/b/c")
+    assert e2.value.status == 400
+    sb.run(f"ln -s / {d}/out")  # a symlink out of the root: nothing goes through it
+    with pytest.raises(AuthError):
+        sb.files.move(f"{d}/a/g.txt", f"{d}/out/tmp/escaped")
+    with pytest.raises(AuthError):
+        sb.files.mkdir(f"{d}/out/tmp/escaped-dir")
+    with pytest.raises(AuthError):
+        sb.files.stat(f"{d}/out/etc/passwd")
+    assert sb.files.stat(f"{d}/out").symlink_target == "/"
+    with pytest.raises(AuthError):
+        sb.files.watch(f"{d}/out")
+    with pytest.raises(ValueError):
+        sb.files.move(f"{d}/a/g.txt", "../escaped")
+    sb.files.delete(d, recursive=True)
+    assert not sb.files.exists(d)
+
+
+def test_sync_batch_and_ranges(sandboxd_url: str) -> None:
+    sb = agent_sandbox.connect(sandboxd_url)
+    d = _d()
+    res = sb.files.write_many({f"{d}/a.bin": b"\x00\x01\x02", f"{d}/deep/b.txt": "text"})
+    assert [(r.ok, r.size) for r in res] == [(True, 3), (True, 4)]
+    res = sb.files.write_many([(f"{d}/m.sh", "#!/bin/sh\n", 0o755), (f"{d}", b"x")])
+    assert res[0].ok and not res[1].ok and res[1].status == 400
+    assert sb.files.stat(f"{d}/m.sh").mode == "0755"
+    data = bytes(range(256)) * 10
+    sb.files.write(f"{d}/r.bin", data)
+    assert sb.files.read(f"{d}/r.bin", offset=10, max_bytes=5) == data[10:15]
+    assert sb.files.read(f"{d}/r.bin", max_bytes=7) == data[:7]
+    assert sb.files.read(f"{d}/r.bin", offset=2550) == data[2550:]
+    assert sb.files.read(f"{d}/r.bin", offset=len(data)) == b""
+    with pytest.raises(ValueError):
+        sb.files.read(f"{d}/r.bin", offset=-1)
+
+
+def test_sync_watch(sandboxd_url: str) -> None:
+    sb = agent_sandbox.connect(sandboxd_url)
+    d = _d()
+    sb.files.mkdir(d)
+    with sb.files.watch(d, recursive=True) as w:
+        sb.files.write_many({f"{d}/f{i:03d}": b"x" for i in range(200)})
+        sb.files.move(f"{d}/f000", f"{d}/moved")
+        evs: list[FileEvent] = []
+        it = iter(w)
+        while not any(e.type == "move" and e.src == "f000" for e in evs):
+            evs.append(next(it))
+    # API writes are atomic: a temporary file, then a move onto the name.
+    moved_in = [e.dst for e in evs if e.type == "move" and e.src and e.src.startswith(".sandboxd-tmp-")]
+    assert moved_in == [f"f{i:03d}" for i in range(200)]
+    last = evs[-1]
+    assert (last.type, last.src, last.dst, last.is_dir) == ("move", "f000", "moved", False)
+    with pytest.raises(NotFoundError):
+        sb.files.watch(f"{d}/none")
+    with pytest.raises(RequestError):
+        sb.files.watch(f"{d}/moved")
+
+
+def test_sync_watch_1000_in_order(sandboxd_url: str) -> None:
+    sb = agent_sandbox.connect(sandboxd_url)
+    d = _d()
+    sb.files.mkdir(d)
+    with sb.files.watch(d) as w:
+        t = threading.Thread(target=lambda: sb.run(f"cd {d} && for i in $(seq 1000 1999); do : > f$i; done"))
+        t.start()
+        got = []
+        for e in w:
+            got.append((e.type, e.path))
+            if len(got) == 1000:
+                break
+        t.join()
+    assert got == [("create", f"f{i}") for i in range(1000, 2000)]
+
+
+async def test_async_fsops(sandboxd_url: str) -> None:
+    sb = aio.connect(sandboxd_url)
+    try:
+        d = _d()
+        assert (await sb.files.mkdir(f"{d}/sub")).is_dir
+        async with await sb.files.watch(d) as w:
+            await sb.files.write(f"{d}/one", b"1")
+            await sb.files.move(f"{d}/one", f"{d}/two")
+            evs: list[FileEvent] = []
+            async for e in w:
+                evs.append(e)
+                if e.type == "move" and e.src == "one":
+                    break
+        assert evs[-1].dst == "two"
+        assert (await sb.files.stat(f"{d}/two")).size == 1
+        res = await sb.files.write_many({f"{d}/a": "a", f"{d}/b": "bb"})
+        assert [r.size for r in res] == [1, 2]
+        assert await sb.files.read(f"{d}/b", offset=1) == b"b"
+        with pytest.raises(ConflictError):
+            await sb.files.move(f"{d}/a", f"{d}/b")
+        await asyncio.sleep(0)
+    finally:
+        await sb.client.aclose()

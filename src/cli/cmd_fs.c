@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kubectl-sandbox stat / mkdir / mv / watch: sandboxd's filesystem operations
+ * (GET /v1/stat/{path}, POST /v1/mkdir/{path}, POST /v1/move, GET /v1/watch/{path}). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_limits.h"
+#include "cli/fs.h"
+#include "cli/sbd.h"
+#include "common/xalloc.h"
+
+void cli_help_stat(FILE *out)
+{
+    fprintf(out, "Usage: kubectl-sandbox stat NAME PATH [-o json]\n\n"
+                 "Describes PATH in sandbox NAME: type (file, directory, symlink, other), size,\n"
+                 "mode, modification time and a symlink's target (never followed).\n"
+                 "Exit codes: 0 ok, 2 usage, 5 sandboxd failed (e.g. no such path).\n");
+}
+
+void cli_help_mkdir(FILE *out)
+{
+    fprintf(out, "Usage: kubectl-sandbox mkdir NAME PATH [-p] [--mode 0750]\n\n"
+                 "Creates directory PATH in sandbox NAME. -p/--parents creates missing parents\n"
+                 "and accepts an existing directory.\n"
+                 "Exit codes: 0 ok, 2 usage, 5 sandboxd failed (exists, file in the way, ...).\n");
+}
+
+void cli_help_mv(FILE *out)
+{
+    fprintf(out, "Usage: kubectl-sandbox mv NAME SRC DST [-f]\n\n"
+                 "Renames SRC to DST inside sandbox NAME (DST's parent must exist). An existing\n"
+                 "DST is replaced only with -f/--force.\n"
+                 "Exit codes: 0 ok, 2 usage, 5 sandboxd failed.\n");
+}
+
+void cli_help_watch(FILE *out)
+{
+    fprintf(out, "Usage: kubectl-sandbox watch NAME [PATH] [-r] [-o json]\n\n"
+                 "Prints the changes under directory PATH (default: the root) of sandbox NAME\n"
+                 "as they happen, one per line (\"create  src/a.py\", \"move  a -> b\"), until\n"
+                 "interrupted or the directory is deleted. -r/--recursive includes\n"
+                 "subdirectories; -o json prints sandboxd's NDJSON events as they are.\n"
+                 "Exit codes: 0 ended, 2 usage, 5 sandboxd failed.\n");
+}
+
+int cli_fs_api_path(const char *prefix, const char *path, struct buf *out)
+{
+    struct buf tmp;
+    buf_init(&tmp, out->limit);
+    int r = cli_sbd_files_path(path, &tmp);
+    if (r == 0)
+        r = buf_puts(out, prefix);
+    if (r == 0) /* the escaped path after "/v1/files/" */
+        r = buf_puts(out, buf_str(&tmp) + strlen("/v1/files/"));
+    buf_done(&tmp);
+    return r;
+}
+
+/* The string member key of j, "" when absent. */
+static const char *jstr(const json_t *j, const char *key)
+{
+    const char *v = json_string_value(json_object_get(j, key));
+    return v ? v : "";
+}
+
+int cli_fs_format_event(const json_t *ev, struct buf *out)
+{
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    const char *path = json_string_value(json_object_get(ev, "path"));
+    bool dir = json_is_true(json_object_get(ev, "is_dir"));
+    if (!type)
+        return -EINVAL;
+    if (strcmp(type, "ready") == 0)
+        return 1;
+    if (strcmp(type, "move") == 0)
+        return buf_printf(out, "%-9s %s%s -> %s\n", type, jstr(ev, "from"), dir ? "/" : "",
+                          jstr(ev, "to"));
+    if (strcmp(type, "overflow") == 0) {
+        json_int_t lost = json_integer_value(json_object_get(ev, "lost"));
+        return json_is_integer(json_object_get(ev, "lost"))
+                   ? buf_printf(out, "overflow  %lld events lost\n", (long long)lost)
+                   : buf_puts(out, "overflow  events lost\n");
+    }
+    if (strcmp(type, "error") == 0)
+        return buf_printf(out, "error     %s\n", jstr(ev, "message"));
+    return buf_printf(out, "%-9s %s%s\n", type, path && *path ? path : ".", dir ? "/" : "");
+}
+
+/* ---- shared -------------------------------------------------------------------------- */
+
+struct fs_opts {
+    bool parents, force, recursive, json;
+    const char *mode;
+};
+
+static int parse_fs(const struct cli_globals *g, int argc, char **argv, struct fs_opts *o,
+                    const char *shorts, int min_args, int max_args, void (*help)(FILE *))
+{
+    static const struct option lo[] = {
+        {"parents", no_argument, NULL, 'p'},
+        {"force", no_argument, NULL, 'f'},
+        {"recursive", no_argument, NULL, 'r'},
+        {"mode", required_argument, NULL, 'M'},
+        {NULL, 0, NULL, 0},
+    };
+    int ch;
+    optind = 0;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+        if (ch == 'p' && strchr(shorts, 'p'))
+            o->parents = true;
+        else if (ch == 'f' && strchr(shorts, 'f'))
+            o->force = true;
+        else if (ch == 'r' && strchr(shorts, 'r'))
+            o->recursive = true;
+        else if (ch == 'M' && strchr(shorts, 'p'))
+            o->mode = optarg;
+        else {
+            fprintf(g->err, "error: bad option %s; see %s --help\n", argv[optind - 1], argv[0]);
+            return CLI_USAGE;
+        }
+    }
+    int n = argc - optind;
+    if (n < min_args || n > max_args) {
+        help(g->err);
+        return CLI_USAGE;
+    }
+    o->json = g->output && strcmp(g->output, "json") == 0;
+    if (g->output && *g->output && !o->json) {
+        fprintf(g->err, "error: %s supports only -o json\n", argv[0]);
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+/* One buffered call; prints sandboxd's error and returns CLI_SBD on failure. */
+static int fs_call(const struct cli_globals *g, struct cli_sbd *s, const char *method,
+                   const char *path, const char *body, const char *what, struct buf *resp)
+{
+    long status = 0;
+    char err[CURL_ERROR_SIZE + 200];
+    int r = cli_sbd_call(s, method, path, body, body ? strlen(body) : 0, NULL, resp, &status, err,
+                         sizeof(err));
+    if (r == 0 && status < 300)
+        return CLI_OK;
+    char text[600];
+    if (r == 0)
+        cli_sbd_error_text(status, resp->data, resp->len, text, sizeof(text));
+    fprintf(g->err, "error: %s: %s\n", what, r == 0 ? text : err);
+    return CLI_SBD;
+}
+
+static void print_stat(const struct cli_globals *g, const struct buf *resp, bool json)
+{
+    json_t *j = json_loadb(resp->data ? resp->data : "", resp->len, 0, NULL);
+    if (json || !j) {
+        fprintf(g->out, "%s\n", buf_str(resp));
+    } else {
+        const char *target = json_string_value(json_object_get(j, "symlink_target"));
+        fprintf(g->out, "%s  %s  %lld  %s  %s%s%s\n", jstr(j, "path"), jstr(j, "type"),
+                (long long)json_integer_value(json_object_get(j, "size")), jstr(j, "mode"),
+                jstr(j, "mtime"), target ? "  -> " : "", target ? target : "");
+    }
+    json_decref(j);
+}
+
+/* ---- stat, mkdir, mv ----------------------------------------------------------------- */
+
+int cli_cmd_stat(struct cli_globals *g, int argc, char **argv)
+{
+    struct fs_opts o = {0};
+    int rc = parse_fs(g, argc, argv, &o, "", 2, 2, cli_help_stat);
+    struct cli_sbd *s = NULL;
+    if (rc == CLI_OK)
+        rc = cli_sbd_open(g, argv[optind], &s);
+    struct buf path, resp;
+    buf_init(&path, LIMIT_CLI_FS_PATH);
+    buf_init(&resp, LIMIT_CLI_SBD_JSON);
+    if (rc == CLI_OK && cli_fs_api_path("/v1/stat/", argv[optind + 1], &path) < 0) {
+        fprintf(g->err, "error: path too long\n");
+        rc = CLI_USAGE;
+    }
+    if (rc == CLI_OK)
+        rc = fs_call(g, s, "GET", buf_str(&path), NULL, "stat", &resp);
+    if (rc == CLI_OK)
+        print_stat(g, &resp, o.json);
+    buf_done(&path);
+    buf_done(&resp);
+    cli_sbd_free(s);
+    return rc;
+}
+
+int cli_cmd_mkdir(struct cli_globals *g, int argc, char **argv)
+{
+    struct fs_opts o = {0};
+    int rc = parse_fs(g, argc, argv, &o, "p", 2, 2, cli_help_mkdir);
+    if (rc == CLI_OK && o.mode && strspn(o.mode, "01234567") != strlen(o.mode)) {
+        fprintf(g->err, "error: --mode takes octal digits such as 0750\n");
+        rc = CLI_USAGE;
+    }
+    struct cli_sbd *s = NULL;
+    if (rc == CLI_OK)
+        rc = cli_sbd_open(g, argv[optind], &s);
+    struct buf path, resp;
+    buf_init(&path, LIMIT_CLI_FS_PATH);
+    buf_init(&resp, LIMIT_CLI_SBD_JSON);
+    if (rc == CLI_OK && (cli_fs_api_path("/v1/mkdir/", argv[optind + 1], &path) < 0 ||
+                         buf_printf(&path, "?parents=%s%s%s", o.parents ? "true" : "false",
+                                    o.mode ? "&mode=" : "", o.mode ? o.mode : "") < 0)) {
+        fprintf(g->err, "error: path too long\n");
+        rc = CLI_USAGE;
+    }
+    if (rc == CLI_OK)
+        rc = fs_call(g, s, "POST", buf_str(&path), NULL, "mkdir", &resp);
+    buf_done(&path);
+    buf_done(&resp);
+    cli_sbd_free(s);
+    return rc;
+}
+
+int cli_cmd_mv(struct cli_globals *g, int argc, char **argv)
+{
+    struct fs_opts o = {0};
+    int rc = parse_fs(g, argc, argv, &o, "f", 3, 3, cli_help_mv);
+    struct cli_sbd *s = NULL;
+    if (rc == CLI_OK)
+        rc = cli_sbd_open(g, argv[optind], &s);
+    struct buf resp;
+    buf_init(&resp, LIMIT_CLI_SBD_JSON);
+    if (rc == CLI_OK) {
+        json_t *j = json_pack("{s:s, s:s, s:b}", "from", argv[optind + 1], "to", argv[optind + 2],
+                              "overwrite", o.force);
+        char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!body) {
+            fprintf(g->err, "error: paths must be UTF-8\n");
+            rc = CLI_USAGE;
+        } else {
+            rc = fs_call(g, s, "POST", "/v1/move", body, "mv", &resp);
+        }
+        xfree(body); /* jansson allocates with malloc: see output.c */
+    }
+    buf_done(&resp);
+    cli_sbd_free(s);
+    return rc;
+}
+
+/* ---- watch --------------------------------------------------------------------------- */
+
+struct watch_ctx {
+    const struct cli_globals *g;
+    CURL *h;
+    bool json, failed;
+    struct buf line, err; /* a partial line; an error body */
+};
+
+static int watch_line(struct watch_ctx *w, const char *p, size_t n)
+{
+    if (w->json) {
+        fwrite(p, 1, n, w->g->out);
+        fputc('\n', w->g->out);
+        return fflush(w->g->out) == 0 ? 0 : -EPIPE;
+    }
+    json_t *ev = json_loadb(p, n, 0, NULL);
+    struct buf out;
+    buf_init(&out, 2 * LIMIT_CLI_FS_PATH);
+    int r = ev ? cli_fs_format_event(ev, &out) : -EINVAL;
+    json_decref(ev);
+    if (r == 0)
+        fputs(buf_str(&out), w->g->out);
+    buf_done(&out);
+    return fflush(w->g->out) == 0 ? 0 : -EPIPE;
+}
+
+static size_t on_watch_data(char *p, size_t size, size_t n, void *ctx)
+{
+    struct watch_ctx *w = ctx;
+    long status = 0;
+    curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 300) {
+        w->failed = true;
+        (void)buf_append(&w->err, p, size * n); /* keep what fits */
+        return size * n;
+    }
+    for (size_t i = 0; i < size * n; i++) {
+        if (p[i] != '\n') {
+            if (buf_putc(&w->line, p[i]) < 0)
+                return 0; /* a line over the limit: end */
+            continue;
+        }
+        if (w->line.len && watch_line(w, w->line.data, w->line.len) < 0)
+            return 0;
+        buf_reset(&w->line);
+    }
+    return size * n;
+}
+
+static int run_watch(const struct cli_globals *g, struct cli_sbd *s, const char *path, bool json)
+{
+    CURL *h = curl_easy_init();
+    if (!h)
+        return CLI_ERR;
+    struct watch_ctx w = {.g = g, .h = h, .json = json};
+    buf_init(&w.line, LIMIT_CLI_SBD_LINE);
+    buf_init(&w.err, LIMIT_CLI_SBD_ERROR);
+    char errbuf[CURL_ERROR_SIZE];
+    struct curl_slist *hdrs = NULL;
+    (void)cli_sbd_setup(s, h, "GET", path, NULL, &hdrs, errbuf);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_watch_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
+    CURLcode cc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    int rc = CLI_OK;
+    if (w.failed) {
+        char text[600];
+        cli_sbd_error_text(status, w.err.data, w.err.len, text, sizeof(text));
+        fprintf(g->err, "error: watch: %s\n", text);
+        rc = CLI_SBD;
+    } else if (cc != CURLE_OK && cc != CURLE_WRITE_ERROR) {
+        fprintf(g->err, "error: watch: %s: %s\n", s->what,
+                errbuf[0] ? errbuf : curl_easy_strerror(cc));
+        rc = CLI_SBD;
+    }
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    buf_done(&w.line);
+    buf_done(&w.err);
+    return rc;
+}
+
+int cli_cmd_watch(struct cli_globals *g, int argc, char **argv)
+{
+    struct fs_opts o = {0};
+    int rc = parse_fs(g, argc, argv, &o, "r", 1, 2, cli_help_watch);
+    struct cli_sbd *s = NULL;
+    if (rc == CLI_OK)
+        rc = cli_sbd_open(g, argv[optind], &s);
+    struct buf path;
+    buf_init(&path, LIMIT_CLI_FS_PATH);
+    const char *dir = argc - optind > 1 ? argv[optind + 1] : "";
+    if (rc == CLI_OK && (cli_fs_api_path("/v1/watch/", dir, &path) < 0 ||
+                         buf_printf(&path, "?recursive=%s", o.recursive ? "true" : "false") < 0)) {
+        fprintf(g->err, "error: path too long\n");
+        rc = CLI_USAGE;
+    }
+    if (rc == CLI_OK)
+        rc = run_watch(g, s, buf_str(&path), o.json);
+    buf_done(&path);
+    cli_sbd_free(s);
+    return rc;
+}

@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Filesystem operations beyond plain read/write (see docs/sandboxd.md): stat, mkdir,
+ * move, batch writes and windowed reads. Every path is cleaned with sbd_path_clean and
+ * resolved by openat2 beneath the root's descriptor (sbd_path_open / _parent); the
+ * final component is then handled with *at() calls on that confined parent, never
+ * following a symlink there (lstat semantics, renameat2 moves the link itself). */
+#include "sandboxd/fsops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "sandboxd/files.h"
+#include "sandboxd/fsreq.h"
+#include "sandboxd/sbd_int.h"
+#include "sandboxd/sbd_limits.h"
+#include "sandboxd/util.h"
+
+/* ---- stat -------------------------------------------------------------------------- */
+
+static const char *type_name(mode_t m)
+{
+    if (S_ISREG(m))
+        return "file";
+    if (S_ISDIR(m))
+        return "directory";
+    if (S_ISLNK(m))
+        return "symlink";
+    return "other";
+}
+
+/* RFC 3339 with nanoseconds in UTC into out (>= 40 bytes). */
+static void format_nanos(const struct timespec *ts, char *out, size_t size)
+{
+    struct tm tm;
+    char day[32];
+    (void)gmtime_r(&ts->tv_sec, &tm);
+    (void)strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+    (void)snprintf(out, size, "%s.%09ldZ", day, (long)ts->tv_nsec);
+}
+
+/* The public path of a cleaned relative path: "/" or "/a/b" (new). */
+static char *public_path(const char *rel)
+{
+    return strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
+}
+
+/* Returns a new FileStat object; target (borrowed) may be NULL. */
+static json_t *stat_json(const char *rel, const struct stat *st, const char *target)
+{
+    char when[48], mode[8];
+    format_nanos(&st->st_mtim, when, sizeof(when));
+    (void)snprintf(mode, sizeof(mode), "%04o", (unsigned)(st->st_mode & 07777));
+    const char *slash = strrchr(rel, '/');
+    const char *name = strcmp(rel, ".") == 0 ? "" : slash ? slash + 1 : rel;
+    char *path = public_path(rel);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s}", "name", name, "path", path, "type",
+                          type_name(st->st_mode), "size", (json_int_t)st->st_size, "mode", mode,
+                          "mtime", when);
+    if (target)
+        (void)json_object_set_new(j, "symlink_target", json_string(target));
+    xfree(path);
+    return j;
+}
+
+/* lstat of rel beneath root; a symlink's target is read (never followed) into *ret_target
+ * (new, or NULL). Returns 0 or a negative errno. */
+static int confined_lstat(const struct sbd_root *root, const char *rel, struct stat *st,
+                          char **ret_target)
+{
+    *ret_target = NULL;
+    if (strcmp(rel, ".") == 0)
+        return fstat(sbd_root_fd(root), st) < 0 ? -errno : 0;
+    const char *name;
+    int pfd = sbd_path_open_parent(root, rel, false, &name);
+    if (pfd < 0)
+        return pfd;
+    int r = fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+    if (r == 0 && S_ISLNK(st->st_mode)) {
+        char target[LIMIT_SBD_PATH + 1];
+        ssize_t n = readlinkat(pfd, name, target, sizeof(target) - 1);
+        if (n >= 0) {
+            target[n] = '\0';
+            *ret_target = xstrdup(target);
+        }
+    }
+    (void)close(pfd);
+    return r;
+}
+
+static int stat_get(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    char *rel = NULL, *target = NULL;
+    if (sbd__req_path(req, d->root, &rel) < 0)
+        return 0;
+    struct stat st;
+    int r = confined_lstat(d->root, rel, &st, &target);
+    if (r < 0) {
+        (void)sbd_respond_errno(req, r, "stat");
+    } else {
+        json_t *j = stat_json(rel, &st, target);
+        (void)http_respond_json(req, 200, j);
+        json_decref(j);
+    }
+    xfree(target);
+    xfree(rel);
+    return 0;
+}
+
+/* ---- mkdir ------------------------------------------------------------------------- */
+
+/* Is rel an existing directory beneath root (inner symlinks followed, confined)?
+ * Returns 1, 0 (something else is there) or a negative errno. */
+static int is_dir(const struct sbd_root *root, const char *rel)
+{
+    int fd = sbd_path_open(root, rel, O_PATH | O_DIRECTORY, 0);
+    if (fd >= 0) {
+        (void)close(fd);
+        return 1;
+    }
+    return fd == -ENOTDIR ? 0 : fd;
+}
+
+/* Creates rel. Returns 1 created, 0 already a directory (parents), or a negative errno:
+ * -EEXIST (exists, or a non-directory is in the way: -ENOTDIR), -ENOENT (no parent). */
+static int do_mkdir(const struct sbd_root *root, const char *rel, const struct sbd_mkdir_opts *o)
+{
+    const char *name;
+    int r,
+        pfd = strcmp(rel, ".") == 0 ? -EEXIST : sbd_path_open_parent(root, rel, o->parents, &name);
+    if (pfd == -EEXIST) {
+        r = -EEXIST;
+    } else if (pfd < 0) {
+        return pfd;
+    } else {
+        r = mkdirat(pfd, name, 0700) < 0 ? -errno : 1;
+        (void)close(pfd);
+    }
+    if (r == -EEXIST) {
+        int k = is_dir(root, rel);
+        if (k < 0)
+            return k;
+        return k == 0 ? -ENOTDIR : o->parents ? 0 : -EEXIST;
+    }
+    if (r == 1) { /* the final mode, whatever the umask */
+        int fd = sbd_path_open(root, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+        if (fd >= 0) {
+            (void)fchmod(fd, o->mode);
+            (void)close(fd);
+        }
+    }
+    return r;
+}
+
+static int mkdir_post(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    struct sbd_mkdir_opts o;
+    const char *err;
+    if (sbd_mkdir_opts_parse(http_req_query(req), &o, &err) < 0)
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, err);
+    char *rel = NULL, *target = NULL;
+    if (sbd__req_path(req, d->root, &rel) < 0)
+        return 0;
+    int r = do_mkdir(d->root, rel, &o), k;
+    struct stat st;
+    if (r == -ENOTDIR) {
+        (void)sbd_respond_error(req, 409, SBD_CONFLICT, "mkdir: a non-directory is in the way");
+    } else if (r == -EEXIST) {
+        (void)sbd_respond_error(req, 409, SBD_CONFLICT,
+                                "mkdir: already exists (use parents=true to accept it)");
+    } else if (r < 0) {
+        (void)sbd_respond_errno(req, r, "mkdir");
+    } else if ((k = confined_lstat(d->root, rel, &st, &target)) < 0) {
+        (void)sbd_respond_errno(req, k, "mkdir");
+    } else {
+        json_t *j = stat_json(rel, &st, target);
+        (void)http_respond_json(req, r == 1 ? 201 : 200, j);
+        json_decref(j);
+    }
+    xfree(target);
+    xfree(rel);
+    return 0;
+}
+
+/* ---- move -------------------------------------------------------------------------- */
+
+/* Cleans a raw user path; answers and returns negative on failure. */
+static int clean_or_respond(struct http_req *req, const struct sbd_root *root, const char *raw,
+                            char **ret)
+{
+    int r = sbd_path_clean(sbd_root_path(root), str_c(raw), ret);
+    if (r == -EPERM)
+        (void)sbd_respond_error(req, 403, SBD_PERMISSION_DENIED, "path escapes the root");
+    else if (r < 0)
+        (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "invalid path");
+    return r;
+}
+
+static bool is_inside(const char *child, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(child, dir, n) == 0 && child[n] == '/';
+}
+
+/* renameat2 of fname in fp to tname in tp; without overwrite, RENAME_NOREPLACE, or on a
+ * filesystem without it (EINVAL) an existence check then renameat. Returns 0 or a
+ * negative errno. */
+static int rename_confined(int fp, const char *fname, int tp, const char *tname, bool overwrite)
+{
+    if (renameat2(fp, fname, tp, tname, overwrite ? 0 : RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL || overwrite)
+        return -errno;
+    struct stat st;
+    if (fstatat(tp, tname, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return -EEXIST;
+    return renameat(fp, fname, tp, tname) < 0 ? -errno : 0;
+}
+
+/* renameat2 between the two confined parents. Returns 0 or a negative errno. */
+static int do_move(const struct sbd_root *root, const char *from, const char *to, bool overwrite)
+{
+    const char *fname, *tname;
+    int fp = sbd_path_open_parent(root, from, false, &fname);
+    if (fp < 0)
+        return fp;
+    int tp = sbd_path_open_parent(root, to, false, &tname);
+    if (tp < 0) {
+        (void)close(fp);
+        return tp;
+    }
+    struct stat st;
+    int r = fstatat(fp, fname, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+    if (r == 0 && strcmp(from, to) == 0)
+        r = 0; /* onto itself: nothing to do (RENAME_NOREPLACE would say it exists) */
+    else if (r == 0)
+        r = rename_confined(fp, fname, tp, tname, overwrite);
+    (void)close(fp);
+    (void)close(tp);
+    return r;
+}
+
+static int move_respond(struct http_req *req, int r, const char *from, const char *to)
+{
+    switch (r) {
+    case 0: {
+        char *f = public_path(from), *t = public_path(to);
+        json_t *j = json_pack("{s:s, s:s}", "from", f, "to", t);
+        xfree(f);
+        xfree(t);
+        int k = http_respond_json(req, 200, j);
+        json_decref(j);
+        return k;
+    }
+    case -EEXIST:
+    case -ENOTEMPTY:
+        return sbd_respond_error(req, 409, SBD_CONFLICT,
+                                 "move: the destination exists (use overwrite=true)");
+    case -EISDIR:
+    case -ENOTDIR:
+        return sbd_respond_error(req, 409, SBD_CONFLICT,
+                                 "move: cannot replace a directory with a non-directory or back");
+    case -EXDEV:
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT,
+                                 "move: source and destination are on different filesystems");
+    case -EINVAL:
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT,
+                                 "move: cannot move a directory into itself");
+    default:
+        return sbd_respond_errno(req, r, "move");
+    }
+}
+
+static int move_post(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    struct sbd_move_req m;
+    const char *err;
+    if (sbd_move_req_parse(http_req_body(req), &m, &err) < 0)
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, err);
+    char *from = NULL, *to = NULL;
+    if (clean_or_respond(req, d->root, m.from, &from) < 0 ||
+        clean_or_respond(req, d->root, m.to, &to) < 0) {
+        /* answered */
+    } else if (strcmp(from, ".") == 0 || strcmp(to, ".") == 0) {
+        (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "move: cannot move the root");
+    } else if (is_inside(to, from)) {
+        (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT,
+                                "move: cannot move a directory into itself");
+    } else {
+        (void)move_respond(req, do_move(d->root, from, to, m.overwrite), from, to);
+    }
+    xfree(from);
+    xfree(to);
+    sbd_move_req_done(&m);
+    return 0;
+}
+
+/* ---- batch write ------------------------------------------------------------------- */
+
+/* Maps err to an HTTP status and code of the API (as sbd_respond_errno). */
+static int errno_status(int err, const char **ret_code)
+{
+    switch (err) {
+    case -EPERM:
+    case -EACCES:
+    case -EXDEV:
+    case -ELOOP:
+        *ret_code = SBD_PERMISSION_DENIED;
+        return 403;
+    case -ENOENT:
+        *ret_code = SBD_NOT_FOUND;
+        return 404;
+    case -ENOTDIR:
+    case -EEXIST:
+        *ret_code = SBD_CONFLICT;
+        return 409;
+    case -EINVAL:
+    case -ENAMETOOLONG:
+    case -EISDIR:
+        *ret_code = SBD_INVALID_ARGUMENT;
+        return 400;
+    default:
+        *ret_code = SBD_INTERNAL;
+        return 500;
+    }
+}
+
+/* Writes one file atomically (temporary file + rename). Returns 0 or a negative errno. */
+static int write_one(const struct sbd_root *root, const char *rel, const struct sbd_batch_file *f)
+{
+    struct sbd_writer *w = NULL;
+    int r = sbd_writer_open(root, rel, f->mode, &w);
+    if (r == 0)
+        r = sbd_writer_write(w, f->data.data ? f->data.data : "", f->data.len);
+    if (r == 0)
+        return sbd_writer_commit(w);
+    sbd_writer_abort(w);
+    return r;
+}
+
+static json_t *batch_result(const struct sbd_root *root, const struct sbd_batch_file *f)
+{
+    char *rel = NULL;
+    int r = sbd_path_clean(sbd_root_path(root), str_c(f->path), &rel);
+    if (r == 0)
+        r = write_one(root, rel, f);
+    json_t *j;
+    if (r == 0) {
+        char *p = public_path(rel);
+        j = json_pack("{s:s, s:b, s:I}", "path", p, "ok", 1, "size", (json_int_t)f->data.len);
+        xfree(p);
+    } else {
+        const char *code;
+        char eb[128];
+        int status = errno_status(r, &code);
+        const char *msg = r == -EPERM ? "path escapes the root" : log_strerror(r, eb, sizeof(eb));
+        j = json_pack("{s:s, s:b, s:i, s:s, s:s}", "path", f->path, "ok", 0, "status", status,
+                      "code", code, "message", msg);
+    }
+    xfree(rel);
+    return j;
+}
+
+static int batch_post(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    struct sbd_batch_req b;
+    const char *err;
+    int r = sbd_batch_req_parse(http_req_body(req), d->cfg.max_upload, &b, &err);
+    if (r < 0)
+        return sbd_respond_error(req, r == -E2BIG ? 413 : 400, SBD_INVALID_ARGUMENT, err);
+    json_t *results = json_array();
+    bool all = true;
+    for (size_t i = 0; i < b.n; i++) {
+        json_t *one = batch_result(d->root, &b.files[i]);
+        all = all && json_is_true(json_object_get(one, "ok"));
+        (void)json_array_append_new(results, one);
+    }
+    sbd_batch_req_done(&b);
+    json_t *j = json_pack("{s:b, s:o}", "ok", all, "results", results);
+    r = http_respond_json(req, 200, j);
+    json_decref(j);
+    return r;
+}
+
+/* ---- windowed reads ---------------------------------------------------------------- */
+
+static void add_u64_header(struct http_req *req, const char *name, uint64_t v)
+{
+    char s[24];
+    (void)snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
+    (void)http_resp_header_add(req, name, s);
+}
+
+/* The window of w over the file st: from offset (else the Range header) and at most
+ * max_bytes. Returns 0 or -ERANGE (at or past the end of a non-empty file). */
+static int window_of(struct http_req *req, const struct stat *st, const struct sbd_read_window *w,
+                     uint64_t *ret_start, uint64_t *ret_len, bool *ret_partial, bool *ret_truncated)
+{
+    uint64_t size = (uint64_t)st->st_size, start = 0, len = size;
+    bool partial = false;
+    if (w->has_offset) {
+        start = w->offset;
+        len = start < size ? size - start : 0;
+        partial = start > 0;
+    } else if (sbd__pick_range(req, st, &start, &len, &partial) < 0) {
+        return -ERANGE;
+    }
+    if (start >= size && !(start == 0 && size == 0))
+        return -ERANGE;
+    bool truncated = w->has_max && len > w->max_bytes;
+    if (truncated)
+        len = w->max_bytes;
+    *ret_start = start;
+    *ret_len = len;
+    *ret_partial = (partial || truncated) && len > 0;
+    *ret_truncated = truncated;
+    return 0;
+}
+
+int sbd__read_window(struct http_req *req, int fd, const struct stat *st)
+{
+    struct sbd_read_window w;
+    const char *err;
+    if (sbd_read_window_parse(http_req_query(req), &w, &err) < 0) {
+        (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, err);
+        return 1;
+    }
+    if (!w.has_offset && !w.has_max)
+        return 0;
+    uint64_t size = (uint64_t)st->st_size, start, len;
+    bool partial, truncated;
+    char cr[96];
+    if (window_of(req, st, &w, &start, &len, &partial, &truncated) < 0) {
+        (void)snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
+        (void)http_resp_header_add(req, "Content-Range", cr);
+        (void)sbd_respond_error(req, 416, SBD_INVALID_ARGUMENT, "range not satisfiable");
+        return 1;
+    }
+    add_u64_header(req, "X-File-Size", size);
+    (void)http_resp_header_add(req, "X-Truncated", truncated ? "true" : "false");
+    if (partial) {
+        (void)snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)start,
+                       (unsigned long long)(start + len - 1), (unsigned long long)size);
+        (void)http_resp_header_add(req, "Content-Range", cr);
+    }
+    (void)sbd__send_range(req, fd, partial ? 206 : 200, start, len);
+    return 1;
+}
+
+/* ---- registration ------------------------------------------------------------------ */
+
+int sbd__fsops_register(struct sbd *d)
+{
+    int r = 0;
+    r |= sbd__route(d, d->router, "GET", "/v1/stat/", HTTP_ROUTE_PREFIX, stat_get, false);
+    r |= sbd__route(d, d->router, "POST", "/v1/mkdir/", HTTP_ROUTE_PREFIX, mkdir_post, false);
+    r |= sbd__route(d, d->router, "POST", "/v1/move", 0, move_post, false);
+    r |= sbd__route(d, d->router, "POST", "/v1/files:batch", 0, batch_post, false);
+    r |= sbd__watch_register(d);
+    return r < 0 ? -EINVAL : 0;
+}

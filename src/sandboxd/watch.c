@@ -1,0 +1,575 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* GET /v1/watch/{path}?recursive=bool&queue=N: an NDJSON stream of inotify events of a
+ * directory (and its subdirectories when recursive).
+ *
+ * Confinement: the directory (and every subdirectory added later) is opened with
+ * sbd_path_open (openat2 RESOLVE_BENEATH from the root; subdirectories with O_NOFOLLOW)
+ * and the watch is added on that descriptor through /proc/self/fd/N, so the inode
+ * watched is the one the confined open found even if a path component is swapped for a
+ * symlink meanwhile.
+ *
+ * Bounds: LIMIT_SBD_WATCH_STREAMS streams per process (429 past it), LIMIT_SBD_WATCHES
+ * directories per stream (an "error" event says when subdirectories are left out), and a
+ * per-stream queue of events for a client slower than the events: past `queue` events
+ * (or LIMIT_SBD_WATCH_QUEUE_BYTES) events are dropped and counted, and an
+ * {"type":"overflow","lost":N} line follows the queued ones. A kernel queue overflow
+ * (IN_Q_OVERFLOW) gives {"type":"overflow","lost":null}. The stream ends when the client
+ * goes, when the watched directory is deleted, or at shutdown. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/inotify.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "sandboxd/activity.h"
+#include "sandboxd/fsops.h"
+#include "sandboxd/fsreq.h"
+#include "sandboxd/sbd_int.h"
+#include "sandboxd/sbd_limits.h"
+#include "sandboxd/util.h"
+
+#define LIMIT_SBD_WATCH_QUEUE_BYTES (16u * 1024 * 1024) /* queued event bytes of a stream */
+#define WATCH_TICK_MS               500                 /* shutdown / client checks */
+#define WATCH_HEARTBEAT_TICKS       30                  /* a quiet stream: "\n" every 15 s */
+
+#define WATCH_MASK                                                                      \
+    (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
+     IN_EXCL_UNLINK | IN_ONLYDIR)
+
+static atomic_uint watch_streams;
+
+struct wdir {
+    int wd;
+    char *sub; /* path below the watched directory, "" for itself */
+};
+
+struct wstream {
+    struct sbd *d;
+    struct http_req *req;
+    char *base; /* cleaned root-relative path of the watched directory */
+    bool recursive, limit_said, closing, blocked;
+    int ifd, handles;
+    unsigned quiet_ticks; /* ticks since the last line was written */
+    uv_poll_t poll;
+    uv_timer_t timer;
+    struct wdir *dirs;
+    size_t ndirs, cap;
+    struct buf pending; /* NDJSON lines not yet handed to the connection */
+    size_t npending, queue_max;
+    uint64_t lost;
+    /* an IN_MOVED_FROM waiting for its IN_MOVED_TO */
+    bool has_from, from_dir;
+    uint32_t from_cookie;
+    char *from;
+};
+
+static void wstream_close(struct wstream *s);
+
+/* ---- output ------------------------------------------------------------------------ */
+
+/* Hands the pending lines and a due overflow marker to the connection. */
+static void flush(struct wstream *s)
+{
+    if (s->lost) {
+        char m[64];
+        (void)snprintf(m, sizeof(m), "{\"type\":\"overflow\",\"lost\":%llu}\n",
+                       (unsigned long long)s->lost);
+        if (buf_puts(&s->pending, m) == 0) {
+            s->npending++;
+            s->lost = 0;
+        }
+    }
+    if (!s->pending.len)
+        return;
+    int r = http_resp_write(s->req, s->pending.data, s->pending.len);
+    if (r == -EAGAIN) {
+        s->blocked = true;
+        return;
+    }
+    buf_reset(&s->pending);
+    s->npending = 0;
+    s->quiet_ticks = 0;
+    if (r == 1)
+        s->blocked = true;
+    else if (r < 0)
+        wstream_close(s);
+}
+
+/* Queues the event j (taken) as one line; drops and counts it when the queue is full. */
+static void emit(struct wstream *s, json_t *j)
+{
+    struct buf line;
+    buf_init(&line, 4 * LIMIT_SBD_PATH);
+    int r = sbd_json_dump(j, &line);
+    json_decref(j);
+    if (r == 0)
+        r = buf_putc(&line, '\n');
+    if (r == 0 && (s->npending >= s->queue_max || s->lost ||
+                   buf_append(&s->pending, line.data, line.len) < 0))
+        s->lost++;
+    else if (r == 0)
+        s->npending++;
+    buf_done(&line);
+    if (!s->blocked && !s->closing)
+        flush(s);
+}
+
+static void emit_simple(struct wstream *s, const char *type, const char *path, bool is_dir)
+{
+    emit(s, json_pack("{s:s, s:s, s:b}", "type", type, "path", path, "is_dir", is_dir));
+}
+
+static void on_drain(struct http_req *req, void *ctx)
+{
+    struct wstream *s = ctx;
+    (void)req;
+    s->blocked = false;
+    flush(s);
+}
+
+/* ---- watched directories ----------------------------------------------------------- */
+
+static struct wdir *find_wd(struct wstream *s, int wd)
+{
+    for (size_t i = s->ndirs; i-- > 0;)
+        if (s->dirs[i].wd == wd)
+            return &s->dirs[i];
+    return NULL;
+}
+
+static void forget_wd(struct wstream *s, int wd)
+{
+    for (size_t i = 0; i < s->ndirs; i++) {
+        if (s->dirs[i].wd != wd)
+            continue;
+        xfree(s->dirs[i].sub);
+        s->dirs[i] = s->dirs[--s->ndirs];
+        return;
+    }
+}
+
+/* "sub/name" below the watched directory (new). */
+static char *join(const char *sub, const char *name)
+{
+    return *sub ? xasprintf("%s/%s", sub, name) : xstrdup(name);
+}
+
+/* Adds an inotify watch on the directory fd (borrowed) known as sub. Returns 0 or a
+ * negative errno (-ENOSPC past LIMIT_SBD_WATCHES). */
+static int add_watch_fd(struct wstream *s, int fd, const char *sub)
+{
+    if (s->ndirs >= LIMIT_SBD_WATCHES)
+        return -ENOSPC;
+    char proc[64];
+    (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    int wd = inotify_add_watch(s->ifd, proc, WATCH_MASK);
+    if (wd < 0)
+        return -errno;
+    struct wdir *old = find_wd(s, wd);
+    if (old) { /* the same directory again (a hard-to-reach case: keep the new name) */
+        xfree(old->sub);
+        old->sub = xstrdup(sub);
+        return 0;
+    }
+    if (s->ndirs == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 16;
+        s->dirs = xreallocarray(s->dirs, s->cap, sizeof(*s->dirs));
+    }
+    s->dirs[s->ndirs++] = (struct wdir){.wd = wd, .sub = xstrdup(sub)};
+    return 0;
+}
+
+/* Opens sub below the watched directory, confined, the last component not followed. */
+static int open_sub(struct wstream *s, const char *sub, int flags)
+{
+    char *rel = !*sub                       ? xstrdup(s->base)
+                : strcmp(s->base, ".") == 0 ? xstrdup(sub)
+                                            : xasprintf("%s/%s", s->base, sub);
+    int fd = sbd_path_open(s->d->root, rel, flags | O_DIRECTORY | (*sub ? O_NOFOLLOW : 0), 0);
+    xfree(rel);
+    return fd;
+}
+
+static void say_limit(struct wstream *s)
+{
+    if (s->limit_said)
+        return;
+    s->limit_said = true;
+    emit(s, json_pack("{s:s, s:s}", "type", "error", "message",
+                      "too many directories: some subdirectories are not watched"));
+}
+
+struct found {
+    char *name;
+    bool dir;
+};
+
+/* Reads the entries of the directory fd (taken) into a new array (at most
+ * LIMIT_SBD_LISTING; more is reported as an error event). Returns the count. */
+static size_t scan_dir(struct wstream *s, int fd, struct found **ret)
+{
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        (void)close(fd);
+        return 0;
+    }
+    struct found *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        struct stat st;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (n == LIMIT_SBD_LISTING) {
+            emit(s, json_pack("{s:s, s:s}", "type", "error", "message",
+                              "a directory has too many entries to scan"));
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = xreallocarray(v, cap, sizeof(*v));
+        }
+        v[n++] = (struct found){.name = xstrdup(de->d_name), .dir = S_ISDIR(st.st_mode)};
+    }
+    (void)closedir(dir);
+    *ret = v;
+    return n;
+}
+
+/* Watches sub and (recursive) the directories below it. self (may be NULL): the type of
+ * the event reporting sub itself. announce: report the entries found as "create" events
+ * (a directory that appeared while it was not watched yet). The watch is added and the
+ * directory read before self is emitted, so what a client does after seeing that event
+ * is reported once, by inotify. */
+static void add_tree(struct wstream *s, const char *sub, unsigned depth, const char *self,
+                     bool announce)
+{
+    int fd = open_sub(s, sub, O_RDONLY);
+    int r = fd < 0 ? fd : add_watch_fd(s, fd, sub);
+    if (r == -ENOSPC)
+        say_limit(s);
+    struct found *v = NULL;
+    size_t n = 0;
+    if (fd >= 0 && r == 0 && s->recursive)
+        n = scan_dir(s, fd, &v);
+    else if (fd >= 0)
+        (void)close(fd);
+    if (self)
+        emit_simple(s, self, sub, true);
+    for (size_t i = 0; i < n; i++) {
+        char *child = join(sub, v[i].name);
+        if (v[i].dir && depth < LIMIT_SBD_WATCH_DEPTH && !s->closing)
+            add_tree(s, child, depth + 1, announce ? "create" : NULL, announce);
+        else if (announce && !s->closing)
+            emit_simple(s, "create", child, v[i].dir);
+        xfree(child);
+        xfree(v[i].name);
+    }
+    xfree(v);
+}
+
+/* A directory moved from "from" to "to" inside the tree: renames its watches. */
+static void rename_subtree(struct wstream *s, const char *from, const char *to)
+{
+    size_t n = strlen(from);
+    for (size_t i = 0; i < s->ndirs; i++) {
+        char *sub = s->dirs[i].sub;
+        if (strncmp(sub, from, n) != 0 || (sub[n] != '\0' && sub[n] != '/'))
+            continue;
+        s->dirs[i].sub = xasprintf("%s%s", to, sub + n);
+        xfree(sub);
+    }
+}
+
+/* A directory left the tree: drops its watches. */
+static void drop_subtree(struct wstream *s, const char *from)
+{
+    size_t n = strlen(from);
+    for (size_t i = s->ndirs; i-- > 0;) {
+        const char *sub = s->dirs[i].sub;
+        if (strncmp(sub, from, n) != 0 || (sub[n] != '\0' && sub[n] != '/'))
+            continue;
+        (void)inotify_rm_watch(s->ifd, s->dirs[i].wd);
+        forget_wd(s, s->dirs[i].wd);
+    }
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+/* Reports a held IN_MOVED_FROM that got no IN_MOVED_TO. */
+static void flush_from(struct wstream *s)
+{
+    if (!s->has_from)
+        return;
+    s->has_from = false;
+    emit_simple(s, "move_from", s->from, s->from_dir);
+    if (s->from_dir && s->recursive)
+        drop_subtree(s, s->from);
+    xfree(s->from);
+    s->from = NULL;
+}
+
+static void on_moved_to(struct wstream *s, const struct inotify_event *ev, const char *path,
+                        bool is_dir)
+{
+    if (s->has_from && s->from_cookie == ev->cookie) {
+        s->has_from = false;
+        emit(s, json_pack("{s:s, s:s, s:s, s:s, s:b}", "type", "move", "path", path, "from",
+                          s->from, "to", path, "is_dir", is_dir));
+        if (is_dir && s->recursive)
+            rename_subtree(s, s->from, path);
+        xfree(s->from);
+        s->from = NULL;
+        return;
+    }
+    flush_from(s);
+    if (is_dir && s->recursive)
+        add_tree(s, path, 1, "move_to", true);
+    else
+        emit_simple(s, "move_to", path, is_dir);
+}
+
+static void on_event(struct wstream *s, const struct inotify_event *ev)
+{
+    if (ev->mask & IN_Q_OVERFLOW) {
+        flush_from(s);
+        emit(s, json_pack("{s:s, s:n}", "type", "overflow", "lost"));
+        return;
+    }
+    struct wdir *w = find_wd(s, ev->wd);
+    if (!w)
+        return;
+    if (ev->mask & IN_IGNORED) {
+        bool base = !*w->sub;
+        forget_wd(s, ev->wd);
+        if (base)
+            wstream_close(s); /* the watched directory is gone */
+        return;
+    }
+    bool is_dir = ev->mask & IN_ISDIR;
+    if (ev->mask & IN_DELETE_SELF) {
+        if (!*w->sub)
+            emit_simple(s, "delete", "", true);
+        return;
+    }
+    if (!ev->len)
+        return;
+    char *path = join(w->sub, ev->name);
+    if (!(ev->mask & IN_MOVED_TO))
+        flush_from(s);
+    if (ev->mask & IN_CREATE) {
+        if (is_dir && s->recursive)
+            add_tree(s, path, 1, "create", true);
+        else
+            emit_simple(s, "create", path, is_dir);
+    } else if (ev->mask & IN_MODIFY) {
+        emit_simple(s, "modify", path, is_dir);
+    } else if (ev->mask & IN_DELETE) {
+        emit_simple(s, "delete", path, is_dir);
+    } else if (ev->mask & IN_MOVED_FROM) {
+        s->has_from = true;
+        s->from_cookie = ev->cookie;
+        s->from_dir = is_dir;
+        s->from = path;
+        path = NULL;
+    } else if (ev->mask & IN_MOVED_TO) {
+        on_moved_to(s, ev, path, is_dir);
+    }
+    xfree(path);
+}
+
+static void on_inotify(uv_poll_t *h, int status, int events)
+{
+    struct wstream *s = h->data;
+    (void)events;
+    char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+    for (int rounds = 0; status == 0 && rounds < 16 && !s->closing; rounds++) {
+        ssize_t n = read(s->ifd, buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        for (char *p = buf; p < buf + n && !s->closing;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            on_event(s, ev);
+            p += sizeof(*ev) + ev->len;
+        }
+        if (!s->closing)
+            flush_from(s);
+    }
+    if (status < 0)
+        wstream_close(s);
+}
+
+/* ---- lifecycle --------------------------------------------------------------------- */
+
+static void wstream_free(struct wstream *s)
+{
+    if (s->ifd >= 0)
+        (void)close(s->ifd);
+    for (size_t i = 0; i < s->ndirs; i++)
+        xfree(s->dirs[i].sub);
+    xfree(s->dirs);
+    xfree(s->from);
+    xfree(s->base);
+    buf_done(&s->pending);
+    http_req_unref(s->req);
+    atomic_fetch_sub(&watch_streams, 1);
+    xfree(s);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    struct wstream *s = h->data;
+    if (--s->handles == 0)
+        wstream_free(s);
+}
+
+static void wstream_close(struct wstream *s)
+{
+    if (s->closing)
+        return;
+    s->closing = true;
+    http_req_set_abort_cb(s->req, NULL, NULL);
+    http_req_set_drain_cb(s->req, NULL, NULL);
+    if (!http_req_is_aborted(s->req))
+        (void)http_resp_end(s->req);
+    uv_close((uv_handle_t *)&s->poll, on_handle_closed);
+    uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+}
+
+static void on_abort(struct http_req *req, void *ctx)
+{
+    (void)req;
+    wstream_close(ctx);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    struct wstream *s = t->data;
+    if (s->d->shutting_down || http_req_is_aborted(s->req)) {
+        wstream_close(s);
+        return;
+    }
+    sbd__activity_touch(s->d); /* an open watch is a client at work (idle policy) */
+    if (++s->quiet_ticks < WATCH_HEARTBEAT_TICKS || s->blocked || s->pending.len)
+        return;
+    s->quiet_ticks = 0; /* a blank line: NDJSON readers skip it */
+    int r = http_resp_write(s->req, "\n", 1);
+    if (r == 1 || r == -EAGAIN)
+        s->blocked = true;
+    else if (r < 0)
+        wstream_close(s);
+}
+
+/* Starts the inotify side of s. Returns 0 or a negative errno. */
+static int wstream_setup(struct wstream *s)
+{
+    s->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (s->ifd < 0)
+        return -errno;
+    int fd = open_sub(s, "", O_PATH);
+    if (fd < 0)
+        return fd;
+    int r = add_watch_fd(s, fd, "");
+    (void)close(fd);
+    if (r < 0)
+        return r;
+    uv_loop_t *loop = http_req_loop(s->req);
+    r = uv_poll_init(loop, &s->poll, s->ifd);
+    if (r < 0)
+        return r;
+    (void)uv_timer_init(loop, &s->timer);
+    s->handles = 2;
+    s->poll.data = s;
+    s->timer.data = s;
+    return 0;
+}
+
+static struct wstream *wstream_new(struct sbd *d, struct http_req *req, char *base,
+                                   const struct sbd_watch_opts *o)
+{
+    struct wstream *s = XNEW(struct wstream);
+    s->d = d;
+    s->req = http_req_ref(req);
+    s->base = base;
+    s->recursive = o->recursive;
+    s->queue_max = o->queue;
+    s->ifd = -1;
+    buf_init(&s->pending, LIMIT_SBD_WATCH_QUEUE_BYTES);
+    atomic_fetch_add(&watch_streams, 1);
+    return s;
+}
+
+/* Frees s after a failed setup (handles may have been initialised). */
+static void wstream_fail(struct wstream *s)
+{
+    s->closing = true;
+    if (s->handles == 0) {
+        wstream_free(s);
+        return;
+    }
+    uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&s->poll, on_handle_closed);
+}
+
+static int respond_open_error(struct http_req *req, int r)
+{
+    if (r == -ENOTDIR)
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "watch: not a directory");
+    if (r == -ENOSPC || r == -EMFILE || r == -ENFILE)
+        return sbd_respond_error(req, 429, SBD_RESOURCE_EXHAUSTED, "watch: inotify limits reached");
+    return sbd_respond_errno(req, r, "watch");
+}
+
+static int watch_get(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    struct sbd_watch_opts o;
+    const char *err;
+    if (sbd_watch_opts_parse(http_req_query(req), &o, &err) < 0)
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, err);
+    char *rel = NULL;
+    if (sbd__req_path(req, d->root, &rel) < 0)
+        return 0;
+    if (atomic_load(&watch_streams) >= LIMIT_SBD_WATCH_STREAMS) {
+        xfree(rel);
+        return sbd_respond_error(req, 429, SBD_RESOURCE_EXHAUSTED, "watch: too many streams");
+    }
+    struct wstream *s = wstream_new(d, req, rel, &o);
+    int r = wstream_setup(s);
+    if (r < 0) {
+        (void)respond_open_error(req, r);
+        wstream_fail(s);
+        return 0;
+    }
+    r = http_resp_start(req, 200, "application/x-ndjson");
+    if (r < 0) {
+        wstream_close(s);
+        return 0;
+    }
+    http_req_set_abort_cb(req, on_abort, s);
+    http_req_set_drain_cb(req, on_drain, s);
+    (void)uv_poll_start(&s->poll, UV_READABLE, on_inotify);
+    (void)uv_timer_start(&s->timer, on_tick, WATCH_TICK_MS, WATCH_TICK_MS);
+    if (s->recursive)
+        add_tree(s, "", 0, NULL, false);
+    char *pub = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
+    emit(s, json_pack("{s:s, s:s, s:b}", "type", "ready", "path", pub, "recursive", s->recursive));
+    xfree(pub);
+    return 0;
+}
+
+int sbd__watch_register(struct sbd *d)
+{
+    int r = 0;
+    r |= sbd__route(d, d->router, "GET", "/v1/watch/", HTTP_ROUTE_PREFIX, watch_get, false);
+    return r < 0 ? -EINVAL : 0;
+}

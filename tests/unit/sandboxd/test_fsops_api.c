@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sandboxd's filesystem operations through its HTTP API on a daemon thread (so that the
+ * sanitizers see the handlers): stat, mkdir, move, batch writes, windowed reads, and
+ * watch streams (events, the stream bound, a client leaving, shutdown with open
+ * streams). Escapes are covered against the real binary in tests/sandboxd/test_fsops.py. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ndjson_client.h"
+#include "sbd_test.h"
+
+/* The JSON body of r (new reference). */
+static json_t *body_json(const struct test_http_resp *r)
+{
+    json_t *j = json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, NULL);
+    assert_non_null(j);
+    return j;
+}
+
+static const char *jstr(const json_t *j, const char *key)
+{
+    const char *v = json_string_value(json_object_get(j, key));
+    return v ? v : "";
+}
+
+static void test_stat_mkdir_move(void **state)
+{
+    (void)state;
+    struct sbd_fixture *f = sbd_fixture_start(NULL, 0);
+    struct test_http_resp r;
+    assert_int_equal(
+        sbd_do(f->port, "POST", "/v1/mkdir/a/b?parents=true&mode=0700", NULL, NULL, &r), 201);
+    json_t *j = body_json(&r);
+    assert_string_equal(jstr(j, "path"), "/a/b");
+    assert_string_equal(jstr(j, "mode"), "0700");
+    json_decref(j);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "POST", "/v1/mkdir/a/b", NULL, NULL, &r), 409);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "POST", "/v1/mkdir/x/y", NULL, NULL, &r), 404);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "POST", "/v1/mkdir/a?parents=maybe", NULL, NULL, &r), 400);
+    test_http_resp_done(&r);
+
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/a/f.txt", NULL, "12345", &r), 204);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/stat/a/f.txt", NULL, NULL, &r), 200);
+    j = body_json(&r);
+    assert_string_equal(jstr(j, "type"), "file");
+    assert_int_equal(json_integer_value(json_object_get(j, "size")), 5);
+    assert_int_equal(strlen(jstr(j, "mtime")), strlen("2026-01-01T00:00:00.000000000Z"));
+    json_decref(j);
+    test_http_resp_done(&r);
+
+    const char *hdr = "Content-Type: application/json\r\n";
+    assert_int_equal(
+        sbd_do(f->port, "POST", "/v1/move", hdr, "{\"from\":\"a/f.txt\",\"to\":\"a/b/g.txt\"}", &r),
+        200);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/a/b/g.txt", NULL, NULL, &r), 200);
+    assert_string_equal(buf_str(&r.body), "12345");
+    test_http_resp_done(&r);
+    assert_int_equal(
+        sbd_do(f->port, "POST", "/v1/move", hdr, "{\"from\":\"a\",\"to\":\"a/b/c\"}", &r), 400);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "POST", "/v1/move", hdr, "{\"from\":\"a\"}", &r), 400);
+    test_http_resp_done(&r);
+    sbd_fixture_stop(f);
+}
+
+static void test_batch_and_window(void **state)
+{
+    (void)state;
+    struct sbd_fixture *f = sbd_fixture_start(NULL, 0);
+    struct test_http_resp r;
+    const char *body = "{\"files\":[{\"path\":\"b/1\",\"content\":\"MDEyMzQ1Njc4OQ==\"},"
+                       "{\"path\":\"b/2\",\"content\":\"two\",\"encoding\":\"utf-8\"},"
+                       "{\"path\":\"/\",\"content\":\"\"}]}";
+    assert_int_equal(
+        sbd_do(f->port, "POST", "/v1/files:batch", "Content-Type: application/json\r\n", body, &r),
+        200);
+    json_t *j = body_json(&r);
+    json_t *res = json_object_get(j, "results");
+    assert_int_equal(json_array_size(res), 3);
+    assert_true(json_is_true(json_object_get(json_array_get(res, 0), "ok")));
+    assert_true(json_is_true(json_object_get(json_array_get(res, 1), "ok")));
+    assert_true(json_is_false(json_object_get(json_array_get(res, 2), "ok")));
+    assert_true(json_is_false(json_object_get(j, "ok")));
+    json_decref(j);
+    test_http_resp_done(&r);
+
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/b/1?offset=2&max_bytes=3", NULL, NULL, &r),
+                     206);
+    assert_string_equal(buf_str(&r.body), "234");
+    assert_non_null(strstr(buf_str(&r.head), "Content-Range: bytes 2-4/10"));
+    assert_non_null(strstr(buf_str(&r.head), "X-Truncated: true"));
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "HEAD", "/v1/files/b/1?offset=8", NULL, NULL, &r), 206);
+    assert_non_null(strstr(buf_str(&r.head), "Content-Length: 2"));
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/b/1?offset=10", NULL, NULL, &r), 416);
+    test_http_resp_done(&r);
+    /* without the parameters, a file is served as before */
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/b/1", "Range: bytes=1-2\r\n", NULL, &r),
+                     206);
+    assert_string_equal(buf_str(&r.body), "12");
+    assert_null(strstr(buf_str(&r.head), "X-Truncated"));
+    test_http_resp_done(&r);
+    sbd_fixture_stop(f);
+}
+
+/* Opens a watch stream of path (query included). Returns its status. */
+static int watch_start(struct nd_client *n, uint16_t port, const char *path)
+{
+    memset(n, 0, sizeof(*n));
+    buf_init(&n->raw, 64u * 1024 * 1024);
+    buf_init(&n->data, 64u * 1024 * 1024);
+    if (test_http_connect(port, &n->c) < 0)
+        return -ECONNREFUSED;
+    char head[512];
+    snprintf(head, sizeof(head), "GET /v1/watch/%s HTTP/1.1\r\nHost: t\r\n\r\n", path);
+    if (test_http_send_str(&n->c, head) < 0)
+        return -EPIPE;
+    while (!n->head_done) {
+        char *end = memmem(n->raw.data ? n->raw.data : "", n->raw.len, "\r\n\r\n", 4);
+        if (end) {
+            n->status = atoi_status(n->raw.data);
+            buf_consume(&n->raw, (size_t)(end - n->raw.data) + 4);
+            n->head_done = true;
+        } else if (nd_fill(n, 10000) < 0) {
+            return -ETIMEDOUT;
+        }
+    }
+    return n->status;
+}
+
+/* Reads the next event and checks its type and path. */
+static void expect_event(struct nd_client *n, const char *type, const char *path)
+{
+    json_t *e = nd_next(n, 10000);
+    assert_non_null(e);
+    assert_string_equal(jstr(e, "type"), type);
+    assert_string_equal(jstr(e, "path"), path);
+    json_decref(e);
+}
+
+static void test_watch(void **state)
+{
+    (void)state;
+    struct sbd_fixture *f = sbd_fixture_start(NULL, 0);
+    char p[256];
+    snprintf(p, sizeof(p), "%s/w", f->root);
+    assert_int_equal(mkdir(p, 0755), 0);
+    struct nd_client n;
+    assert_int_equal(watch_start(&n, f->port, "w?recursive=true"), 200);
+    expect_event(&n, "ready", "/w");
+    sbd_write_file(p, "a", "x");
+    snprintf(p, sizeof(p), "%s/w/sub", f->root);
+    assert_int_equal(mkdir(p, 0755), 0);
+    expect_event(&n, "create", "a");
+    expect_event(&n, "modify", "a");
+    expect_event(&n, "create", "sub");
+    sbd_write_file(p, "b", "");
+    expect_event(&n, "create", "sub/b");
+    char from[256], to[256];
+    snprintf(from, sizeof(from), "%s/w/a", f->root);
+    snprintf(to, sizeof(to), "%s/w/sub/c", f->root);
+    assert_int_equal(rename(from, to), 0);
+    json_t *e = nd_next(&n, 10000);
+    assert_string_equal(jstr(e, "type"), "move");
+    assert_string_equal(jstr(e, "from"), "a");
+    assert_string_equal(jstr(e, "to"), "sub/c");
+    json_decref(e);
+    nd_close(&n);
+
+    /* Errors before the stream starts. */
+    struct nd_client bad;
+    assert_int_equal(watch_start(&bad, f->port, "missing"), 404);
+    nd_close(&bad);
+    assert_int_equal(watch_start(&bad, f->port, "..%2Fx"), 403);
+    nd_close(&bad);
+    assert_int_equal(watch_start(&bad, f->port, "w?queue=1"), 400);
+    nd_close(&bad);
+    /* The bound: 16 streams; a client leaving frees its slot. */
+    struct nd_client many[17];
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(watch_start(&many[i], f->port, ""), 200);
+    assert_int_equal(watch_start(&many[16], f->port, ""), 429);
+    nd_close(&many[16]);
+    nd_close(&many[0]);
+    int st = 0;
+    for (int tries = 0; tries < 100; tries++) {
+        st = watch_start(&many[16], f->port, "");
+        if (st == 200)
+            break;
+        nd_close(&many[16]);
+        usleep(20000);
+    }
+    assert_int_equal(st, 200);
+    /* Shutdown with open streams: they end, nothing leaks. */
+    sbd_fixture_stop(f);
+    for (int i = 1; i <= 16; i++)
+        nd_close(&many[i]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stat_mkdir_move),
+        cmocka_unit_test(test_batch_and_window),
+        cmocka_unit_test(test_watch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
