@@ -27,6 +27,11 @@ struct sbd_config {
     unsigned max_procs;          /* concurrent processes */
     unsigned exec_timeout_s;     /* legacy /execute timeout */
     usec_t header_timeout, body_timeout, idle_timeout;
+    /* code contexts (kernel.c) */
+    const char *kernel_driver; /* the driver script; NULL: SBD_KERNEL_DRIVER */
+    const char *kernel_python; /* the interpreter running it; NULL: SBD_KERNEL_PYTHON */
+    unsigned max_contexts;     /* code contexts at once */
+    size_t max_code_output;    /* event bytes of one execution */
 };
 
 struct sbd;
