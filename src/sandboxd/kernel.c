@@ -47,6 +47,7 @@ struct kctx {
     json_int_t execution_count;
     usec_t created;
     struct buf last_err; /* the kernel's stderr outside executions (start-up failures) */
+    struct buf queued;   /* the execute request, held until the driver is ready */
     pid_t pid;
 };
 
@@ -166,6 +167,8 @@ static void exec_drain(struct http_req *req, void *ctx)
     exec_free(x);
 }
 
+static void exec_interrupt(struct kctx *c);
+
 /* The client went away: its execution is interrupted; the events until the end are
  * dropped. */
 static void exec_abort(struct http_req *req, void *ctx)
@@ -180,13 +183,25 @@ static void exec_abort(struct http_req *req, void *ctx)
         exec_free(x);
         return;
     }
-    if (x->c->p) {
+    if (x->c->p)
         sbd_proc_pause(x->c->p, false);
-        (void)sbd_proc_signal(x->c->p, SIGINT);
-    }
+    exec_interrupt(x->c);
 }
 
 /* ---- kernel process ---------------------------------------------------------------- */
+
+/* Interrupts c's execution: a SIGINT to the kernel, or, while its request still waits
+ * for the driver to start, the end of the execution before it began. */
+static void exec_interrupt(struct kctx *c)
+{
+    if (c->x && c->queued.len) {
+        buf_reset(&c->queued);
+        exec_finish(c, error_json("KeyboardInterrupt", "interrupted before it started"));
+        return;
+    }
+    if (c->p && c->x)
+        (void)sbd_proc_signal(c->p, SIGINT);
+}
 
 static void on_event(struct kctx *c, json_t *ev, enum sbd_kevent kind)
 {
@@ -194,6 +209,9 @@ static void on_event(struct kctx *c, json_t *ev, enum sbd_kevent kind)
     case SBD_KEV_READY:
         if (c->state == KS_STARTING)
             c->state = c->x ? KS_BUSY : KS_IDLE;
+        if (c->queued.len && c->p && sbd_proc_write(c->p, c->queued.data, c->queued.len) < 0)
+            exec_finish(c, error_json("KernelDied", "cannot send the code to the kernel"));
+        buf_reset(&c->queued);
         json_decref(ev);
         return;
     case SBD_KEV_END:
@@ -266,6 +284,7 @@ static void kernel_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
     (void)p;
     c->p = NULL;
     c->state = KS_DEAD;
+    buf_reset(&c->queued);
     log_info("kernel exited\tcontext=%s exit_code=%d signal=%d", c->id, e->exit_code, e->signal);
     if (!c->x)
         return;
@@ -308,6 +327,7 @@ static void kernel_kill(struct kctx *c, const char *error_name, const char *erro
         sbd_proc_detach(c->p);
     c->p = NULL;
     c->state = KS_DEAD;
+    buf_reset(&c->queued);
     if (c->x)
         exec_finish(c, error_json(error_name, error_value));
 }
@@ -319,6 +339,7 @@ static void on_timer_closed(uv_handle_t *h)
     struct kctx *c = h->data;
     sbd_kline_done(&c->lines);
     buf_done(&c->last_err);
+    buf_done(&c->queued);
     xfree(c->cwd);
     xfree(c);
 }
@@ -403,6 +424,7 @@ static struct kctx *ctx_create(struct http_req *req, struct sbd_kernels *ks, str
     c->created = clock_now();
     sbd_kline_init(&c->lines, LIMIT_SBD_KERNEL_LINE);
     buf_init(&c->last_err, 2048);
+    buf_init(&c->queued, SIZE_MAX); /* one request, bounded by the request body limit */
     if (id.len) {
         memcpy(c->id, id.p, id.len);
     } else {
@@ -577,8 +599,7 @@ static int ctx_action(struct http_req *req, void *ctx)
     if (str_eq_c(action, "restart"))
         return ctx_restart(req, c);
     if (str_eq_c(action, "interrupt")) {
-        if (c->p)
-            (void)sbd_proc_signal(c->p, SIGINT);
+        exec_interrupt(c);
         return http_respond(req, 204, NULL, NULL, 0);
     }
     if (!str_eq_c(action, "execute"))
@@ -600,7 +621,9 @@ static void on_timeout(uv_timer_t *t)
         return;
     if (!x->timed_out && c->p) {
         x->timed_out = true;
-        (void)sbd_proc_signal(c->p, SIGINT);
+        exec_interrupt(c);
+        if (!c->x)
+            return; /* it had not started */
         (void)uv_timer_start(&c->timer, on_timeout, LIMIT_SBD_KERNEL_GRACE / USEC_PER_MSEC, 0);
         return;
     }
@@ -642,7 +665,13 @@ static int send_request(struct kctx *c, const char *code, size_t len, size_t bud
     (void)sbd_json_dump(r, &line);
     (void)buf_putc(&line, '\n');
     json_decref(r);
-    int e = sbd_proc_write(c->p, line.data, line.len);
+    int e = 0;
+    if (c->state == KS_STARTING) {
+        buf_reset(&c->queued);
+        (void)buf_append(&c->queued, line.data, line.len);
+    } else {
+        e = sbd_proc_write(c->p, line.data, line.len);
+    }
     buf_done(&line);
     return e;
 }

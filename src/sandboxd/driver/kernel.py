@@ -99,13 +99,14 @@ class Interrupts:
 
     def __init__(self) -> None:
         self.user = False
+        self.armed = False  # a request was read: a SIGINT now is meant for it
         self.critical = 0
         self.pending = False
 
     def handler(self, signum: int, frame: types.FrameType | None) -> None:
         if self.user and self.critical == 0 and threading.current_thread() is threading.main_thread():
             raise KeyboardInterrupt
-        if self.user:
+        if self.user or self.armed:
             self.pending = True
 
     def enter(self) -> None:
@@ -307,9 +308,11 @@ class Kernel:
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = self.stdout, self.stderr
         try:
-            self.intr.pending = False
             self.intr.user = True
             try:
+                if self.intr.pending:  # interrupted between the request and the code
+                    self.intr.pending = False
+                    raise KeyboardInterrupt
                 self._run(code, filename)
             finally:
                 self.intr.user = False
@@ -367,10 +370,13 @@ def main() -> int:
             continue
         if not line:
             return 0
+        intr.armed, intr.pending = True, False
         try:
             handle(kernel, line)
         except KeyboardInterrupt:  # a late SIGINT after the code finished
             continue
+        finally:
+            intr.armed, intr.pending = False, False
 
 
 if __name__ == "__main__":

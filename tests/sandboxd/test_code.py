@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Component tests of code contexts (stateful code execution) on the real sandboxd binary
+with the kernel driver from the source tree (standard library only): state across calls,
+interrupt, restart, rich display, errors with tracebacks, separate contexts, timeouts,
+bounded output, limits and idle kernels not counting as activity.
+
+  SANDBOXD_BIN=build/release/sandboxd python3 -m unittest tests/sandboxd/test_code.py
+"""
+import base64
+import http.client
+import json
+import os
+import struct
+import sys
+import threading
+import time
+import unittest
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_component import Daemon  # noqa: E402
+
+DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "sandboxd",
+                      "driver", "kernel.py")
+
+# A class whose _repr_png_ returns a real 2x1 PNG (built with zlib in the kernel).
+RICH = r'''
+import struct, zlib
+def _chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+class Pic:
+    def _repr_png_(self):
+        ihdr = struct.pack(">IIBBBBB", 2, 1, 8, 2, 0, 0, 0)
+        raw = b"\x00" + b"\xff\x00\x00" + b"\x00\xff\x00"
+        return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", zlib.compress(raw))
+                + _chunk(b"IEND", b""))
+    def _repr_html_(self):
+        return "<b>pic</b>"
+    def _repr_json_(self):
+        return {"w": 2}
+'''
+
+
+def execute(d, code, context=None, timeout=None, path="/v1/code/execute", http_timeout=60):
+    body = {"code": code}
+    if context is not None:
+        body["context"] = context
+    if timeout is not None:
+        body["timeout"] = timeout
+    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=http_timeout)
+    try:
+        c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        if r.status != 200:
+            return r.status, json.loads(data)
+        return 200, [json.loads(line) for line in data.splitlines() if line]
+    finally:
+        c.close()
+
+
+def texts(events, kind):
+    return "".join(e["text"] for e in events if e["type"] == kind)
+
+
+def main_result(events):
+    for e in events:
+        if e["type"] == "result" and e["is_main"]:
+            return e["data"]["text/plain"]
+    return None
+
+
+class CodeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon("--kernel-driver", DRIVER, "--kernel-python", sys.executable,
+                       "--max-contexts", "4", "--max-code-output", str(1 << 20))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def create(self, **body):
+        st, data, _ = self.d.req("POST", "/v1/contexts", json.dumps(body))
+        self.assertEqual(st, 201, data)
+        ctx = json.loads(data)
+        self.addCleanup(self.d.req, "DELETE", "/v1/contexts/" + ctx["id"])
+        return ctx
+
+    def test_state_kept_across_calls(self):
+        st, ev = execute(self.d, "x = 21\nprint('set', x)")
+        self.assertEqual(st, 200)
+        self.assertEqual([e["type"] for e in ev], ["start", "stdout", "end"])
+        self.assertEqual(texts(ev, "stdout"), "set 21\n")
+        st, ev = execute(self.d, "x * 2")
+        self.assertEqual(main_result(ev), "42")
+        self.assertGreaterEqual(ev[-1]["execution_count"], 2)
+        self.assertFalse(ev[-1]["truncated"])
+
+    def test_error_with_traceback_and_context_survives(self):
+        ctx = self.create()
+        st, ev = execute(self.d, "def f():\n    raise ValueError('bad value')\nf()", ctx["id"])
+        err = [e for e in ev if e["type"] == "error"]
+        self.assertEqual(len(err), 1)
+        self.assertEqual((err[0]["name"], err[0]["value"]), ("ValueError", "bad value"))
+        self.assertIn("line 2, in f", err[0]["traceback"])
+        self.assertIn("raise ValueError('bad value')", err[0]["traceback"])
+        self.assertNotIn("kernel.py", err[0]["traceback"])
+        st, ev = execute(self.d, "1 + 1", ctx["id"])
+        self.assertEqual(main_result(ev), "2")
+
+    def test_two_contexts_do_not_share_state(self):
+        a, b = self.create(), self.create(id="second-ctx")
+        self.assertEqual(b["id"], "second-ctx")
+        execute(self.d, "secret = 'a'", a["id"])
+        _, ev = execute(self.d, "secret", b["id"])
+        self.assertEqual([e["name"] for e in ev if e["type"] == "error"], ["NameError"])
+        _, ev = execute(self.d, "secret", a["id"])
+        self.assertEqual(main_result(ev), "'a'")
+        st, data, _ = self.d.req("POST", "/v1/contexts", json.dumps({"id": "second-ctx"}))
+        self.assertEqual(st, 409)
+        st, data, _ = self.d.req("GET", "/v1/contexts")
+        ids = [c["id"] for c in json.loads(data)["contexts"]]
+        self.assertIn(a["id"], ids)
+        self.assertIn("second-ctx", ids)
+
+    def test_restart_clears_state(self):
+        ctx = self.create()
+        execute(self.d, "kept = 1", ctx["id"])
+        st, data, _ = self.d.req("POST", f"/v1/contexts/{ctx['id']}/restart", b"")
+        self.assertEqual(st, 200)
+        _, ev = execute(self.d, "kept", ctx["id"])
+        self.assertEqual([e["name"] for e in ev if e["type"] == "error"], ["NameError"])
+        self.assertEqual(ev[-1]["execution_count"], 1)
+
+    def test_interrupt_stops_a_loop(self):
+        ctx = self.create()
+        out = {}
+        t = threading.Thread(target=lambda: out.update(r=execute(
+            self.d, "import time\nprint('looping', flush=True)\nwhile True:\n    pass", ctx["id"])))
+        t.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            _, data, _ = self.d.req("GET", "/v1/contexts/" + ctx["id"])
+            if json.loads(data)["state"] == "busy":
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        # A second execution meanwhile is refused.
+        st, body = execute(self.d, "1", ctx["id"])
+        self.assertEqual(st, 409)
+        st, _, _ = self.d.req("POST", f"/v1/contexts/{ctx['id']}/interrupt", b"")
+        self.assertEqual(st, 204)
+        t.join(10)
+        self.assertFalse(t.is_alive())
+        _, ev = out["r"]
+        self.assertEqual([e["name"] for e in ev if e["type"] == "error"], ["KeyboardInterrupt"])
+        self.assertFalse(ev[-1]["timed_out"])
+        _, ev = execute(self.d, "'alive'", ctx["id"])
+        self.assertEqual(main_result(ev), "'alive'")
+
+    def test_timeout_interrupts_then_restarts(self):
+        ctx = self.create()
+        execute(self.d, "v = 5", ctx["id"])
+        _, ev = execute(self.d, "while True: pass", ctx["id"], timeout=0.5)
+        self.assertTrue(ev[-1]["timed_out"])
+        self.assertEqual([e["name"] for e in ev if e["type"] == "error"], ["KeyboardInterrupt"])
+        _, ev = execute(self.d, "v", ctx["id"])
+        self.assertEqual(main_result(ev), "5")  # interrupted, state kept
+        code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
+        _, ev = execute(self.d, code, ctx["id"], timeout=0.5)
+        self.assertTrue(ev[-1]["timed_out"])
+        self.assertEqual([e["name"] for e in ev if e["type"] == "error"], ["TimeoutError"])
+        _, ev = execute(self.d, "v", ctx["id"])  # restarted: state gone, context usable
+        self.assertEqual([e["name"] for e in ev if e["type"] == "error"], ["NameError"])
+
+    def test_rich_display(self):
+        ctx = self.create()
+        _, ev = execute(self.d, RICH + "display(Pic())\nPic()", ctx["id"])
+        disp = [e for e in ev if e["type"] == "display"]
+        res = [e for e in ev if e["type"] == "result"]
+        self.assertEqual((len(disp), len(res)), (1, 1))
+        self.assertTrue(res[0]["is_main"])
+        for e in disp + res:
+            png = base64.b64decode(e["data"]["image/png"])
+            self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertEqual(png[12:16], b"IHDR")
+            self.assertEqual(struct.unpack(">II", png[16:24]), (2, 1))
+            self.assertEqual(zlib.crc32(png[12:29]), struct.unpack(">I", png[29:33])[0])
+            self.assertEqual(e["data"]["text/html"], "<b>pic</b>")
+            self.assertEqual(json.loads(e["data"]["application/json"]), {"w": 2})
+            self.assertIn("Pic object", e["data"]["text/plain"])
+
+    def test_huge_print_is_cut(self):
+        ctx = self.create()
+        t0 = time.monotonic()
+        _, ev = execute(self.d, "print('x' * (1 << 30))\nprint('after')", ctx["id"])
+        self.assertLess(time.monotonic() - t0, 30)
+        self.assertIn({"type": "truncated"}, ev)
+        self.assertTrue(ev[-1]["truncated"])
+        out = texts(ev, "stdout")
+        self.assertGreater(len(out), 900 * 1024)
+        self.assertLessEqual(len(out), 1 << 20)
+        self.assertEqual(set(out), {"x"})
+        # Output written to the file descriptors bypasses the driver: sandboxd cuts it.
+        _, ev = execute(self.d, "import os\nfor _ in range(64):\n    os.write(1, b'y' * 65536)\n'ok'",
+                        ctx["id"])
+        self.assertTrue(ev[-1]["truncated"])
+        self.assertEqual(main_result(ev), None)  # dropped past the budget as well
+        self.assertLessEqual(sum(len(json.dumps(e)) for e in ev), (1 << 20) + 4096)
+        _, ev = execute(self.d, "'still here'", ctx["id"])
+        self.assertEqual(main_result(ev), "'still here'")
+        self.assertFalse(ev[-1]["truncated"])
+
+    def test_limits_and_errors(self):
+        d = self.d
+        self.assertEqual(d.req("POST", "/v1/contexts", b'{"language":"ruby"}')[0], 400)
+        self.assertEqual(d.req("POST", "/v1/contexts", b'{"cwd":"../up"}')[0], 403)
+        self.assertEqual(d.req("POST", "/v1/contexts", b'{"id":"bad/id"}')[0], 400)
+        self.assertEqual(d.req("POST", "/v1/contexts", b'[1]')[0], 400)
+        self.assertEqual(execute(d, "1", "nope")[0], 404)
+        self.assertEqual(execute(d, "1", timeout=-1)[0], 400)
+        self.assertEqual(d.req("POST", "/v1/code/execute", b'{"code": 5}')[0], 400)
+        self.assertEqual(d.req("DELETE", "/v1/contexts/nope")[0], 404)
+        st, data, _ = d.req("GET", "/v1/contexts")
+        have = len(json.loads(data)["contexts"])
+        made = []
+        for _ in range(4 - have):
+            st, data, _ = d.req("POST", "/v1/contexts", b"")
+            self.assertEqual(st, 201)
+            made.append(json.loads(data)["id"])
+        st, data, _ = d.req("POST", "/v1/contexts", b"")
+        self.assertEqual(st, 429, data)
+        for i in made:
+            self.assertEqual(d.req("DELETE", "/v1/contexts/" + i)[0], 204)
+        self.assertEqual(d.req("GET", "/v1/contexts/" + made[0])[0], 404)
+
+    def test_cwd_and_idle_kernels_are_not_activity(self):
+        os.makedirs(os.path.join(self.d.root, "work"), exist_ok=True)
+        ctx = self.create(cwd="work")
+        self.assertEqual(ctx["cwd"], "work")
+        _, ev = execute(self.d, "import os; os.getcwd()", ctx["id"])
+        self.assertEqual(main_result(ev), repr(os.path.realpath(os.path.join(self.d.root, "work"))))
+        _, data, _ = self.d.req("GET", "/v1/activity")
+        self.assertEqual(json.loads(data)["running_processes"], 0)
+
+    def test_client_gone_interrupts(self):
+        ctx = self.create()
+        c = http.client.HTTPConnection("127.0.0.1", self.d.port, timeout=10)
+        c.request("POST", f"/v1/contexts/{ctx['id']}/execute",
+                  json.dumps({"code": "import time\nwhile True: time.sleep(0.01)"}))
+        r = c.getresponse()
+        self.assertEqual(json.loads(r.readline())["type"], "start")
+        c.close()
+        deadline = time.monotonic() + 10
+        state = None
+        while time.monotonic() < deadline:
+            state = json.loads(self.d.req("GET", "/v1/contexts/" + ctx["id"])[1])["state"]
+            if state == "idle":
+                break
+            time.sleep(0.05)
+        self.assertEqual(state, "idle")
+
+
+if __name__ == "__main__":
+    unittest.main()
