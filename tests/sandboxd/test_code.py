@@ -79,7 +79,8 @@ class CodeTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.d.stop()
+        # A clean exit: every kernel killed, nothing leaked (ASan builds check at exit).
+        assert cls.d.stop() == 0
 
     def create(self, **body):
         st, data, _ = self.d.req("POST", "/v1/contexts", json.dumps(body))
@@ -261,6 +262,55 @@ class CodeTest(unittest.TestCase):
                 break
             time.sleep(0.05)
         self.assertEqual(state, "idle")
+
+
+class DriverTest(unittest.TestCase):
+    """The driver's pieces in-process: representations and the output budget."""
+
+    @classmethod
+    def setUpClass(cls):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("sbd_kernel_driver", DRIVER)
+        cls.k = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cls.k)
+
+    def test_mime_bundle(self):
+        k = self.k
+
+        class Both:
+            def _repr_mimebundle_(self, include=None, exclude=None):
+                return {"text/html": "<i>b</i>", "image/png": b"\x89PNG", "application/json": [1]}, {}
+
+            def _repr_html_(self):
+                return "not used"
+
+        b = k.mime_bundle(Both())
+        self.assertEqual(b["text/html"], "<i>b</i>")
+        self.assertEqual(base64.b64decode(b["image/png"]), b"\x89PNG")
+        self.assertEqual(json.loads(b["application/json"]), [1])
+        self.assertIn("Both object", b["text/plain"])
+        self.assertEqual(k.mime_bundle(3), {"text/plain": "3"})
+        self.assertEqual(k.mime_bundle(int), {"text/plain": "<class 'int'>"})
+
+    def test_channel_budget(self):
+        k = self.k
+        r, w = os.pipe()
+        try:
+            ch = k.Channel(w)
+            ch.reset(100)
+            ch.emit({"type": "stdout", "text": "a" * 10})
+            ch.emit({"type": "stdout", "text": "b" * 200})
+            ch.emit({"type": "stdout", "text": "c"})
+            ch.emit({"type": "end", "execution_count": 1, "truncated": ch.truncated}, counted=False)
+            os.close(w)
+            w = -1
+            lines = [json.loads(x) for x in os.read(r, 1 << 16).splitlines()]
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+        self.assertEqual([x["type"] for x in lines], ["stdout", "truncated", "end"])
+        self.assertTrue(lines[-1]["truncated"])
 
 
 if __name__ == "__main__":
