@@ -9,7 +9,7 @@ import asyncio
 import builtins
 import os
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -17,15 +17,17 @@ from typing import IO, Any
 
 import httpx
 
-from . import _base, _conn, _k8s, _wire
+from . import _base, _code, _conn, _k8s, _wire
 from ._kube_async import AsyncKubeClient
 from ._kubeconfig import KubeConfig
 from .errors import NotFoundError, SandboxError, SandboxTimeoutError
 from .models import (
+    CodeResult,
     Connection,
     DirectConnection,
     EnvValue,
     ExecResult,
+    Execution,
     FileEntry,
     ProcessEvent,
     SandboxInfo,
@@ -179,6 +181,7 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
     ) -> None:
         super().__init__(client, namespace, name, claim, keep, obj)
         self.files = AsyncFiles(self)
+        self.contexts = _code.AsyncContexts(self)
         self._wake_lock = asyncio.Lock()
         self._lock = asyncio.Lock()
 
@@ -423,6 +426,20 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
     async def health(self) -> dict[str, Any]:
         """sandboxd's /v1/health answer."""
         return dict((await self.request("GET", "/v1/health", idempotent=True, what="health")).json())
+
+    async def run_code(
+        self,
+        code: str,
+        *,
+        context: _code.ContextRef = None,
+        timeout: float | None = None,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        on_result: Callable[[CodeResult], None] | None = None,
+    ) -> Execution:
+        """Runs Python code in a code context (see Sandbox.run_code)."""
+        body = _code.execute_body(code, context, timeout)
+        return await _code.arun_code(self, body, _code.Collector(on_stdout, on_stderr, on_result))
 
 
 class AsyncProcess(_base.ProcessBase):
