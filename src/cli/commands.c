@@ -18,6 +18,8 @@ const struct cli_cmd cli_commands[] = {
      OUTF},
     {"exec", "Run a command in a sandbox (through sandboxd)", cli_cmd_exec, cli_help_exec,
      "--stdin --tty --cwd --env --timeout"},
+    {"run-code", "Run Python code in a sandbox's code context (state kept)", cli_cmd_run_code,
+     cli_help_run_code, "--code --code-context --timeout --json"},
     {"cp", "Copy files and directories to and from a sandbox", cli_cmd_cp, cli_help_cp, ""},
     {"logs", "Print the logs of a sandbox's pod", cli_cmd_logs, cli_help_logs,
      "--container --follow --tail"},
