@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -19,7 +20,7 @@ import unittest
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_component import Daemon  # noqa: E402
+from test_component import BIN, Daemon  # noqa: E402
 
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "sandboxd",
                       "driver", "kernel.py")
@@ -245,6 +246,38 @@ class CodeTest(unittest.TestCase):
         self.assertEqual(main_result(ev), repr(os.path.realpath(os.path.join(self.d.root, "work"))))
         _, data, _ = self.d.req("GET", "/v1/activity")
         self.assertEqual(json.loads(data)["running_processes"], 0)
+
+    def test_cli_run_code(self):
+        cli = os.path.join(os.path.dirname(os.path.abspath(BIN)), "kubectl-sandbox")
+        if not os.access(cli, os.X_OK):
+            self.skipTest("no kubectl-sandbox next to sandboxd")
+        ctx = self.create()
+        base = [cli, "--sandboxd-url", f"http://127.0.0.1:{self.d.port}", "run-code", "sb",
+                "--code-context", ctx["id"]]
+
+        def run(*args, stdin=None):
+            return subprocess.run(base + list(args), input=stdin, capture_output=True, text=True,
+                                  timeout=60)
+
+        r = run("-c", "n = 6\nprint('out')")
+        self.assertEqual((r.returncode, r.stdout), (0, "out\n"), r.stderr)
+        r = run("-", stdin="n * 7\n")
+        self.assertEqual((r.returncode, r.stdout), (0, "42\n"), r.stderr)
+        r = run("-c", "raise KeyError('k')")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("KeyError: 'k'", r.stderr)
+        self.assertIn("Traceback", r.stderr)
+        r = run("--timeout", "300ms", "-c", "while True: pass")
+        self.assertEqual(r.returncode, 124)
+        self.assertIn("KeyboardInterrupt", r.stderr)
+        r = run("--json", "-c", "n")
+        self.assertEqual(r.returncode, 0)
+        types = [json.loads(line)["type"] for line in r.stdout.splitlines()]
+        self.assertEqual(types, ["start", "result", "end"])
+        r = subprocess.run(base[:4] + ["sb", "--code-context", "missing", "-c", "1"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 5)
+        self.assertIn("no such context", r.stderr)
 
     def test_client_gone_interrupts(self):
         ctx = self.create()
