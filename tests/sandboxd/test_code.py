@@ -120,8 +120,7 @@ class CodeTest(unittest.TestCase):
         self.assertEqual([e["name"] for e in ev if e["type"] == "error"], ["NameError"])
         _, ev = execute(self.d, "secret", a["id"])
         self.assertEqual(main_result(ev), "'a'")
-        st, data, _ = self.d.req("POST", "/v1/contexts", json.dumps({"id": "second-ctx"}))
-        self.assertEqual(st, 409)
+        self.assertEqual(self.d.req("POST", "/v1/contexts", json.dumps({"id": "second-ctx"}))[0], 409)
         st, data, _ = self.d.req("GET", "/v1/contexts")
         ids = [c["id"] for c in json.loads(data)["contexts"]]
         self.assertIn(a["id"], ids)
@@ -130,8 +129,7 @@ class CodeTest(unittest.TestCase):
     def test_restart_clears_state(self):
         ctx = self.create()
         execute(self.d, "kept = 1", ctx["id"])
-        st, data, _ = self.d.req("POST", f"/v1/contexts/{ctx['id']}/restart", b"")
-        self.assertEqual(st, 200)
+        self.assertEqual(self.d.req("POST", f"/v1/contexts/{ctx['id']}/restart", b"")[0], 200)
         _, ev = execute(self.d, "kept", ctx["id"])
         self.assertEqual([e["name"] for e in ev if e["type"] == "error"], ["NameError"])
         self.assertEqual(ev[-1]["execution_count"], 1)
@@ -150,8 +148,7 @@ class CodeTest(unittest.TestCase):
             time.sleep(0.05)
         time.sleep(0.3)
         # A second execution meanwhile is refused.
-        st, body = execute(self.d, "1", ctx["id"])
-        self.assertEqual(st, 409)
+        self.assertEqual(execute(self.d, "1", ctx["id"])[0], 409)
         st, _, _ = self.d.req("POST", f"/v1/contexts/{ctx['id']}/interrupt", b"")
         self.assertEqual(st, 204)
         t.join(10)
@@ -257,7 +254,7 @@ class CodeTest(unittest.TestCase):
 
         def run(*args, stdin=None):
             return subprocess.run(base + list(args), input=stdin, capture_output=True, text=True,
-                                  timeout=60)
+                                  timeout=60, check=False)
 
         r = run("-c", "n = 6\nprint('out')")
         self.assertEqual((r.returncode, r.stdout), (0, "out\n"), r.stderr)
@@ -275,7 +272,7 @@ class CodeTest(unittest.TestCase):
         types = [json.loads(line)["type"] for line in r.stdout.splitlines()]
         self.assertEqual(types, ["start", "result", "end"])
         r = subprocess.run(base[:4] + ["sb", "--code-context", "missing", "-c", "1"],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=60, check=False)
         self.assertEqual(r.returncode, 5)
         self.assertIn("no such context", r.stderr)
 

@@ -72,9 +72,7 @@ class Channel:
             view = view[n:]
 
     def emit(self, event: dict[str, Any], counted: bool = True) -> None:
-        line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
-            "utf-8", "surrogatepass"
-        )
+        line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass")
         with self.lock:
             if counted:
                 if self.truncated or self.used + len(line) > self.budget:
@@ -147,6 +145,9 @@ class Stream(io.TextIOBase):
         n = len(s)
         if self.chan.full():
             return n  # over the budget: drop without copying (a 1 GB print stays cheap)
+        room = self.chan.room() - self.size
+        if n > room:
+            s = s[: max(room, 0) + 1]  # only what can still be sent (plus one to cut at)
         with self.lock:
             self.buf.append(s)
             self.size += n
@@ -276,7 +277,7 @@ class Kernel:
                 fig = plt.figure(num)
                 self._emit_data("display", {"image/png": _figure_png(fig) or "", "text/plain": repr(fig)})
             plt.close("all")
-        except Exception as e:  # a broken figure must not break the kernel
+        except Exception as e:  # noqa: BLE001 - a broken figure must not break the kernel
             self.chan.emit({"type": "stderr", "text": f"cannot render figures: {e!r}\n"})
 
     def _error(self, e: BaseException) -> None:
@@ -293,7 +294,7 @@ class Kernel:
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
-        exec(compile(tree, filename, "exec"), self.ns)
+        exec(compile(tree, filename, "exec"), self.ns)  # noqa: S102 - running the user's code is the point
         if last is not None:
             value = eval(compile(last, filename, "eval"), self.ns)
             if value is not None:
