@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/xalloc.h"
 #include "sandboxd/kernel_proto.h"
 
 struct sink {
@@ -84,7 +85,7 @@ static void expect_ok(const char *line, enum sbd_kevent kind, const char *canoni
     assert_int_equal(k, kind);
     char *s = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
     assert_string_equal(s, canonical);
-    free(s); /* NOLINT: jansson's allocator */
+    xfree(s); /* jansson allocates with malloc */
     json_decref(ev);
 }
 
