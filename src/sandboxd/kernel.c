@@ -195,7 +195,7 @@ static void exec_abort(struct http_req *req, void *ctx)
 static void exec_interrupt(struct kctx *c)
 {
     if (c->x && c->queued.len) {
-        buf_reset(&c->queued);
+        buf_done(&c->queued); /* empty, no memory kept */
         exec_finish(c, error_json("KeyboardInterrupt", "interrupted before it started"));
         return;
     }
@@ -211,7 +211,7 @@ static void on_event(struct kctx *c, json_t *ev, enum sbd_kevent kind)
             c->state = c->x ? KS_BUSY : KS_IDLE;
         if (c->queued.len && c->p && sbd_proc_write(c->p, c->queued.data, c->queued.len) < 0)
             exec_finish(c, error_json("KernelDied", "cannot send the code to the kernel"));
-        buf_reset(&c->queued);
+        buf_done(&c->queued); /* empty, no memory kept */
         json_decref(ev);
         return;
     case SBD_KEV_END:
@@ -276,6 +276,8 @@ static void kernel_output(struct sbd_proc *p, enum sbd_stream s, const char *dat
         kernel_stderr(c, data, n);
     else
         sbd_kline_feed(&c->lines, data, n, on_line, c);
+    if (!c->x)
+        sbd_kline_trim(&c->lines, LIMIT_SBD_CHUNK);
 }
 
 static void kernel_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
@@ -284,7 +286,7 @@ static void kernel_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
     (void)p;
     c->p = NULL;
     c->state = KS_DEAD;
-    buf_reset(&c->queued);
+    buf_done(&c->queued); /* empty, no memory kept */
     log_info("kernel exited\tcontext=%s exit_code=%d signal=%d", c->id, e->exit_code, e->signal);
     if (!c->x)
         return;
@@ -327,7 +329,7 @@ static void kernel_kill(struct kctx *c, const char *error_name, const char *erro
         sbd_proc_detach(c->p);
     c->p = NULL;
     c->state = KS_DEAD;
-    buf_reset(&c->queued);
+    buf_done(&c->queued); /* empty, no memory kept */
     if (c->x)
         exec_finish(c, error_json(error_name, error_value));
 }

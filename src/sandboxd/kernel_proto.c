@@ -23,6 +23,12 @@ void sbd_kline_reset(struct sbd_kline *l)
     l->skipping = false;
 }
 
+void sbd_kline_trim(struct sbd_kline *l, size_t keep)
+{
+    if (l->line.len == 0 && !l->skipping && l->line.cap > keep)
+        buf_done(&l->line);
+}
+
 /* Adds a piece of the current line; an overflow drops the line and reports it once. */
 static void add_piece(struct sbd_kline *l, const char *p, size_t n, sbd_kline_fn *fn, void *ctx)
 {

@@ -36,6 +36,9 @@ void sbd_kline_init(struct sbd_kline *l, size_t max);
 void sbd_kline_done(struct sbd_kline *l);
 /** Forgets a partial line (a new kernel process). */
 void sbd_kline_reset(struct sbd_kline *l);
+/** Releases the memory of a large empty line buffer (more than keep bytes), so that an
+ * idle context does not hold on to its largest event. */
+void sbd_kline_trim(struct sbd_kline *l, size_t keep);
 /** Splits data[0..n) (borrowed) into lines, calling fn for each. */
 void sbd_kline_feed(struct sbd_kline *l, const char *data, size_t n, sbd_kline_fn *fn, void *ctx);
 

@@ -147,6 +147,8 @@ class CodeTest(unittest.TestCase):
                 break
             time.sleep(0.05)
         time.sleep(0.3)
+        # An executing kernel is activity (an idle one is not: test_cwd_and_idle_...).
+        self.assertGreaterEqual(json.loads(self.d.req("GET", "/v1/activity")[1])["running_processes"], 1)
         # A second execution meanwhile is refused.
         self.assertEqual(execute(self.d, "1", ctx["id"])[0], 409)
         st, _, _ = self.d.req("POST", f"/v1/contexts/{ctx['id']}/interrupt", b"")
@@ -275,6 +277,18 @@ class CodeTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=60, check=False)
         self.assertEqual(r.returncode, 5)
         self.assertIn("no such context", r.stderr)
+
+    def test_kernel_death(self):
+        ctx = self.create()
+        execute(self.d, "lost = 1", ctx["id"])
+        _, ev = execute(self.d, "import os\nprint('bye', flush=True)\nos._exit(3)", ctx["id"])
+        self.assertEqual(texts(ev, "stdout"), "bye\n")
+        err = [e for e in ev if e["type"] == "error"]
+        self.assertEqual(err[0]["name"], "KernelDied")
+        self.assertIn("exit code 3", err[0]["value"])
+        self.assertEqual(json.loads(self.d.req("GET", "/v1/contexts/" + ctx["id"])[1])["state"], "dead")
+        _, ev = execute(self.d, "lost", ctx["id"])  # a fresh kernel
+        self.assertEqual([e["name"] for e in ev if e["type"] == "error"], ["NameError"])
 
     def test_client_gone_interrupts(self):
         ctx = self.create()

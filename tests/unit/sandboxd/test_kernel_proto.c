@@ -73,6 +73,16 @@ static void test_line_at_limit_and_reset(void **state)
     sbd_kline_reset(&l);
     sbd_kline_feed(&l, "new\n", 4, on_line, &s);
     assert_string_equal(buf_str(&s.lines), "new|");
+    /* trim frees a large empty buffer, keeps a pending partial line, and feeding goes on */
+    sbd_kline_feed(&l, "part", 4, on_line, &s);
+    sbd_kline_trim(&l, 0);
+    assert_int_equal(l.line.len, 4);
+    sbd_kline_feed(&l, "ial\n", 4, on_line, &s);
+    sbd_kline_trim(&l, 0);
+    assert_null(l.line.data);
+    assert_int_equal(l.line.cap, 0);
+    sbd_kline_feed(&l, "after\n", 6, on_line, &s);
+    assert_string_equal(buf_str(&s.lines), "new|partial|after|");
     sbd_kline_done(&l);
     buf_done(&s.lines);
 }
