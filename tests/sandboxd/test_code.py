@@ -100,6 +100,23 @@ class CodeTest(unittest.TestCase):
         self.assertGreaterEqual(ev[-1]["execution_count"], 2)
         self.assertFalse(ev[-1]["truncated"])
 
+    def test_output_of_child_processes(self):
+        ctx = self.create()
+        code = ("import os, subprocess, sys\n"
+                "subprocess.run(['sh', '-c', 'echo child-out; echo child-err >&2'])\n"
+                "os.write(1, b'raw\\n')\n"
+                "print('py')")
+        _, ev = execute(self.d, code, ctx["id"])
+        out, err = texts(ev, "stdout"), texts(ev, "stderr")
+        self.assertEqual(sorted(out.splitlines()), ["child-out", "py", "raw"])
+        self.assertEqual(err, "child-err\n")
+        self.assertIsNone(ev[-1].get("truncated") or None)
+        # Output after the end (a background child) does not leak into the next execution.
+        execute(self.d, "import subprocess\nsubprocess.Popen(['sh', '-c', 'sleep 0.3; echo late'])", ctx["id"])
+        time.sleep(0.6)
+        _, ev = execute(self.d, "print('next')", ctx["id"])
+        self.assertEqual(texts(ev, "stdout"), "next\n")
+
     def test_error_with_traceback_and_context_survives(self):
         ctx = self.create()
         st, ev = execute(self.d, "def f():\n    raise ValueError('bad value')\nf()", ctx["id"])
@@ -204,7 +221,7 @@ class CodeTest(unittest.TestCase):
         self.assertGreater(len(out), 900 * 1024)
         self.assertLessEqual(len(out), 1 << 20)
         self.assertEqual(set(out), {"x"})
-        # Output written to the file descriptors bypasses the driver: sandboxd cuts it.
+        # Output written to the file descriptors is captured and cut as well.
         _, ev = execute(self.d, "import os\nfor _ in range(64):\n    os.write(1, b'y' * 65536)\n'ok'",
                         ctx["id"])
         self.assertTrue(ev[-1]["truncated"])

@@ -15,9 +15,10 @@ Protocol (NDJSON, one JSON object per line):
   events, and last ``{"type": "end", "execution_count": n, "truncated": bool}``.
 
 The driver moves its protocol channel off file descriptors 0 and 1: fd 0 becomes
-/dev/null (``input()`` sees end of file) and fd 1 a duplicate of fd 2, so output written
-straight to the descriptors (child processes, C extensions) reaches sandboxd as the
-process's stderr instead of corrupting the protocol. SIGINT interrupts the running code
+/dev/null (``input()`` sees end of file), and fds 1 and 2 become pipes read by threads,
+so output written straight to the descriptors (child processes, C extensions) arrives as
+stdout and stderr events instead of corrupting the protocol. The driver's own messages go
+to the stderr it was started with. SIGINT interrupts the running code
 (KeyboardInterrupt) and is ignored between executions.
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import codecs
 import io
 import json
 import linecache
@@ -176,6 +178,65 @@ class Stream(io.TextIOBase):
             self.intr.leave()
 
 
+class FdCapture:
+    """Output written straight to a file descriptor (1 or 2: child processes, C
+    extensions, os.write) goes through a pipe that a thread reads and sends as stdout or
+    stderr events while an execution runs; what arrives between executions is dropped.
+    sync() waits until everything written before it has been sent (a marker written to
+    the descriptor comes back through the pipe), so that it precedes the end event."""
+
+    def __init__(self, fd: int, name: str, chan: Channel) -> None:
+        r, w = os.pipe()
+        os.dup2(w, fd)
+        os.close(w)
+        self.fd, self.r, self.name, self.chan = fd, r, name, chan
+        self.active = False
+        self.token = b"\x00sbd-sync-" + os.urandom(8).hex().encode() + b"\x00"
+        self.synced = threading.Event()
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        threading.Thread(target=self._loop, name=f"capture-{name}", daemon=True).start()
+
+    def sync(self, timeout: float = 2.0) -> None:
+        self.synced.clear()
+        try:
+            os.write(self.fd, self.token)
+        except OSError:
+            return
+        self.synced.wait(timeout)
+
+    def _send(self, data: bytes, final: bool = False) -> None:
+        if not self.active or self.chan.full():
+            return  # between executions, or over the budget: dropped without decoding
+        text = self.decoder.decode(data, final)
+        if text:
+            self.chan.emit({"type": self.name, "text": text})
+
+    def _held(self, pending: bytes) -> int:
+        """Length of the end of pending that may be the start of the marker."""
+        for k in range(min(len(self.token) - 1, len(pending)), 0, -1):
+            if self.token.startswith(pending[-k:]):
+                return k
+        return 0
+
+    def _loop(self) -> None:
+        pending = b""
+        while True:
+            try:
+                data = os.read(self.r, CHUNK)
+            except OSError:
+                return
+            if not data:
+                return
+            pending += data
+            while self.token in pending:
+                before, _, pending = pending.partition(self.token)
+                self._send(before, final=True)
+                self.synced.set()
+            keep = self._held(pending)
+            self._send(pending[: len(pending) - keep])
+            pending = pending[len(pending) - keep :]
+
+
 def _png_text(v: Any) -> str | None:
     if isinstance(v, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(v)).decode("ascii")
@@ -238,9 +299,10 @@ def mime_bundle(obj: Any) -> dict[str, str]:
 
 
 class Kernel:
-    def __init__(self, chan: Channel, intr: Interrupts) -> None:
+    def __init__(self, chan: Channel, intr: Interrupts, captures: tuple[FdCapture, ...] = ()) -> None:
         self.chan = chan
         self.intr = intr
+        self.captures = captures
         self.count = 0
         self.stdout = Stream("stdout", chan, intr)
         self.stderr = Stream("stderr", chan, intr)
@@ -308,6 +370,8 @@ class Kernel:
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = self.stdout, self.stderr
+        for cap in self.captures:
+            cap.active = True
         try:
             self.intr.user = True
             try:
@@ -326,6 +390,9 @@ class Kernel:
         self.stdout.flush()
         self.stderr.flush()
         self._figures()
+        for cap in self.captures:
+            cap.sync()
+            cap.active = False
         self.chan.emit(
             {"type": "end", "execution_count": self.count, "truncated": self.chan.truncated},
             counted=False,
@@ -346,14 +413,17 @@ def handle(kernel: Kernel, line: bytes) -> None:
 
 
 def setup_fds() -> tuple[BinaryIO, int]:
-    """Moves the protocol off fds 0 and 1. Returns (requests, events fd)."""
+    """Moves the protocol off fds 0 and 1 (fd 0 becomes /dev/null) and keeps the
+    original stderr for the driver's own messages. Returns (requests, events fd); fds 1
+    and 2 are then free for FdCapture."""
     req_fd = os.dup(0)
     ev_fd = os.dup(1)
+    err_fd = os.dup(2)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    os.dup2(2, 1)
     sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the kernel
+    sys.stderr = sys.__stderr__ = open(err_fd, "w", encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
     return os.fdopen(req_fd, "rb", buffering=1 << 16), ev_fd
 
 
@@ -362,7 +432,8 @@ def main() -> int:
     requests, ev_fd = setup_fds()
     intr = Interrupts()
     signal.signal(signal.SIGINT, intr.handler)
-    kernel = Kernel(Channel(ev_fd), intr)
+    chan = Channel(ev_fd)
+    kernel = Kernel(chan, intr, (FdCapture(1, "stdout", chan), FdCapture(2, "stderr", chan)))
     kernel.chan.emit({"type": "ready", "pid": os.getpid()}, counted=False)
     while True:
         try:
