@@ -31,6 +31,8 @@ struct kexec {
     struct http_req *req;
     struct buf pending; /* lines the socket refused */
     size_t used, budget;
+    usec_t deadline;  /* the timeout, then the end of the grace after the interrupt */
+    usec_t last_sent; /* when the last line was written (keepalives fill silences) */
     bool truncated, marker, timed_out;
 };
 
@@ -57,6 +59,9 @@ struct sbd_kernels {
     size_t count;
     unsigned next_id;
     char *driver, *python;
+    unsigned max_contexts;
+    size_t max_output;
+    usec_t keepalive;
 };
 
 /* ---- execution stream -------------------------------------------------------------- */
@@ -74,6 +79,7 @@ static void exec_free(struct kexec *x)
 
 static void write_line(struct kexec *x, const struct buf *line)
 {
+    x->last_sent = clock_now();
     int r = x->pending.len ? -EAGAIN : http_resp_write(x->req, line->data, line->len);
     if (r == -EAGAIN)
         (void)buf_append(&x->pending, line->data, line->len);
@@ -415,7 +421,7 @@ static int respond_spawn_error(struct http_req *req, int e)
 static struct kctx *ctx_create(struct http_req *req, struct sbd_kernels *ks, struct str id,
                                char *cwd /* taken */)
 {
-    if (ks->count >= ks->d->cfg.max_contexts) {
+    if (ks->count >= ks->max_contexts) {
         xfree(cwd);
         (void)sbd_respond_error(req, 429, SBD_RESOURCE_EXHAUSTED, "too many code contexts");
         return NULL;
@@ -615,18 +621,29 @@ static int ctx_action(struct http_req *req, void *ctx)
 
 /* ---- execute ----------------------------------------------------------------------- */
 
-static void on_timeout(uv_timer_t *t)
+static void on_timer(uv_timer_t *t);
+
+/* Arms c's timer for the deadline or the next keepalive, whichever comes first. */
+static void arm_timer(struct kctx *c)
 {
-    struct kctx *c = t->data;
+    usec_t now = clock_now(), next = c->x->deadline;
+    if (next > c->x->last_sent + c->ks->keepalive)
+        next = c->x->last_sent + c->ks->keepalive;
+    (void)uv_timer_start(&c->timer, on_timer, next > now ? (next - now + 999) / USEC_PER_MSEC : 0,
+                         0);
+}
+
+/* The timeout: SIGINT first; if the code has not ended after the grace, a new kernel. */
+static void on_deadline(struct kctx *c)
+{
     struct kexec *x = c->x;
-    if (!x)
-        return;
     if (!x->timed_out && c->p) {
         x->timed_out = true;
         exec_interrupt(c);
         if (!c->x)
             return; /* it had not started */
-        (void)uv_timer_start(&c->timer, on_timeout, LIMIT_SBD_KERNEL_GRACE / USEC_PER_MSEC, 0);
+        x->deadline = clock_now() + LIMIT_SBD_KERNEL_GRACE;
+        arm_timer(c);
         return;
     }
     x->timed_out = true;
@@ -635,6 +652,26 @@ static void on_timeout(uv_timer_t *t)
                 "restarted and its state is lost");
     if (kernel_spawn(c) < 0)
         log_warn("cannot restart a kernel after a timeout\tcontext=%s", c->id);
+}
+
+/* A silent execution sends {"type":"keepalive"} now and then, so that proxies with an
+ * idle timeout (the router's is 60 s) keep the stream. */
+static void on_timer(uv_timer_t *t)
+{
+    struct kctx *c = t->data;
+    struct kexec *x = c->x;
+    if (!x)
+        return;
+    usec_t now = clock_now();
+    if (now >= x->deadline) {
+        on_deadline(c);
+        return;
+    }
+    if (now >= x->last_sent + c->ks->keepalive && x->pending.len == 0)
+        exec_send(x, json_pack("{s:s}", "type", "keepalive"), false);
+    if (now >= x->last_sent + c->ks->keepalive)
+        x->last_sent = now; /* a blocked client: look again later */
+    arm_timer(c);
 }
 
 /* Reads code and timeout. Returns 0 or responds and returns negative. */
@@ -690,14 +727,14 @@ static int exec_start(struct http_req *req, struct sbd *d, struct kctx *c, const
     int e = c->p ? 0 : kernel_spawn(c);
     if (e < 0)
         return respond_spawn_error(req, e);
-    e = send_request(c, code, len, d->cfg.max_code_output);
+    e = send_request(c, code, len, d->kernels->max_output);
     if (e < 0)
         return sbd_respond_error(req, e == -EAGAIN ? 413 : 500,
                                  e == -EAGAIN ? SBD_RESOURCE_EXHAUSTED : SBD_INTERNAL,
                                  e == -EAGAIN ? "code too large" : "the kernel is gone");
     struct kexec *x = XNEW(struct kexec);
     buf_init(&x->pending, SIZE_MAX);
-    x->budget = d->cfg.max_code_output;
+    x->budget = d->kernels->max_output;
     x->c = c;
     x->req = http_req_ref(req);
     c->x = x;
@@ -709,7 +746,8 @@ static int exec_start(struct http_req *req, struct sbd *d, struct kctx *c, const
     exec_send(x, json_pack("{s:s, s:s}", "type", "start", "context", c->id), false);
     if (timeout <= 0)
         timeout = d->cfg.exec_timeout_s;
-    (void)uv_timer_start(&c->timer, on_timeout, (uint64_t)(timeout * 1000.0), 0);
+    x->deadline = clock_now() + (usec_t)(timeout * (double)USEC_PER_SEC);
+    arm_timer(c);
     return 0;
 }
 
@@ -770,6 +808,10 @@ int sbd__kernels_register(struct sbd *d)
     ks->d = d;
     ks->driver = xstrdup(d->cfg.kernel_driver ? d->cfg.kernel_driver : SBD_KERNEL_DRIVER);
     ks->python = xstrdup(d->cfg.kernel_python ? d->cfg.kernel_python : SBD_KERNEL_PYTHON);
+    /* 0 (a configuration not from sbd_config_defaults): the defaults */
+    ks->max_contexts = d->cfg.max_contexts ? d->cfg.max_contexts : LIMIT_SBD_CONTEXTS;
+    ks->max_output = d->cfg.max_code_output ? d->cfg.max_code_output : LIMIT_SBD_CODE_OUTPUT;
+    ks->keepalive = d->cfg.code_keepalive ? d->cfg.code_keepalive : LIMIT_SBD_KERNEL_KEEPALIVE;
     d->kernels = ks;
     int r = 0;
     r |= sbd__route(d, d->router, "POST", "/v1/contexts", 0, ctx_post, false);

@@ -61,6 +61,8 @@ static void usage(FILE *out)
         "                           $SANDBOXD_KERNEL_PYTHON)\n"
         "  --max-contexts N         code contexts at once (default 8)\n"
         "  --max-code-output BYTES  output events of one code execution (default 16 MiB)\n"
+        "  --code-keepalive S       keepalive event after S silent seconds of a code\n"
+        "                           execution (default 15; proxies cut idle streams)\n"
         "  --exec-timeout SECONDS   default run timeout (default 300; also\n"
         "                           $SANDBOX_EXEC_TIMEOUT_SECONDS)\n"
         "  --header-timeout S, --body-timeout S, --idle-timeout S   slow-client limits\n"
@@ -120,7 +122,8 @@ enum {
     O_KDRIVER,
     O_KPYTHON,
     O_CONTEXTS,
-    O_CODE_OUTPUT
+    O_CODE_OUTPUT,
+    O_CODE_KEEPALIVE
 };
 
 static const struct option long_opts[] = {
@@ -139,6 +142,7 @@ static const struct option long_opts[] = {
     {"kernel-python", 1, NULL, O_KPYTHON},
     {"max-contexts", 1, NULL, O_CONTEXTS},
     {"max-code-output", 1, NULL, O_CODE_OUTPUT},
+    {"code-keepalive", 1, NULL, O_CODE_KEEPALIVE},
     {"metadata-env-prefix", 1, NULL, O_PREFIX},
     {"max-upload", 1, NULL, O_UPLOAD},
     {"max-body", 1, NULL, O_BODY},
@@ -220,6 +224,8 @@ static int apply_kernel_opt(int opt, const char *arg, struct opts *o)
         return -EINVAL;
     if (opt == O_CONTEXTS)
         o->cfg.max_contexts = (unsigned)v;
+    else if (opt == O_CODE_KEEPALIVE)
+        o->cfg.code_keepalive = v * USEC_PER_SEC;
     else
         o->cfg.max_code_output = (size_t)v;
     return 0;
@@ -266,7 +272,7 @@ static int apply_opt(int opt, const char *arg, struct opts *o)
         usage(stdout);
         return 1;
     default:
-        if (opt >= O_KDRIVER && opt <= O_CODE_OUTPUT)
+        if (opt >= O_KDRIVER && opt <= O_CODE_KEEPALIVE)
             return apply_kernel_opt(opt, arg, o);
         return opt >= O_UPLOAD && opt <= O_SHUT ? apply_num(opt, arg, o) : -EINVAL;
     }

@@ -32,6 +32,7 @@ struct sbd_config {
     const char *kernel_python; /* the interpreter running it; NULL: SBD_KERNEL_PYTHON */
     unsigned max_contexts;     /* code contexts at once */
     size_t max_code_output;    /* event bytes of one execution */
+    usec_t code_keepalive;     /* silence of an execution before a keepalive event */
 };
 
 struct sbd;

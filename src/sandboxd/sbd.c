@@ -40,6 +40,7 @@ void sbd_config_defaults(struct sbd_config *c)
         .idle_timeout = LIMIT_HTTP_IDLE_TIMEOUT,
         .max_contexts = LIMIT_SBD_CONTEXTS,
         .max_code_output = LIMIT_SBD_CODE_OUTPUT,
+        .code_keepalive = LIMIT_SBD_KERNEL_KEEPALIVE,
     };
 }
 

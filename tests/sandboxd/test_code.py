@@ -295,6 +295,19 @@ class CodeTest(unittest.TestCase):
         self.assertEqual(r.returncode, 5)
         self.assertIn("no such context", r.stderr)
 
+    def test_keepalive_during_silence(self):
+        d = Daemon("--kernel-driver", DRIVER, "--kernel-python", sys.executable, "--code-keepalive", "1")
+        try:
+            _, ev = execute(d, "import time\ntime.sleep(2.6)\n'done'")
+            kinds = [e["type"] for e in ev]
+            self.assertEqual(kinds[0], "start")
+            self.assertEqual(kinds[-2:], ["result", "end"])
+            self.assertIn(kinds.count("keepalive"), (2, 3))
+            _, ev = execute(d, "'quick'")
+            self.assertNotIn("keepalive", [e["type"] for e in ev])
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_kernel_death(self):
         ctx = self.create()
         execute(self.d, "lost = 1", ctx["id"])
