@@ -87,9 +87,9 @@ static void write_line(struct kexec *x, const struct buf *line)
         sbd_proc_pause(x->c->p, true);
 }
 
-/* Sends the truncation marker once (uncounted). */
 static void exec_send(struct kexec *x, json_t *ev, bool counted);
 
+/* Marks x truncated and sends the truncation marker once (uncounted). */
 static void exec_truncate(struct kexec *x)
 {
     x->truncated = true;
