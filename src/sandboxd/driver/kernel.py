@@ -37,6 +37,7 @@ import sys
 import threading
 import traceback
 import types
+import warnings
 from typing import Any, BinaryIO
 
 CHUNK = 64 * 1024  # largest text of one stdout/stderr event
@@ -429,6 +430,8 @@ def setup_fds() -> tuple[BinaryIO, int]:
 
 def main() -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
+    # plt.show() on Agg warns that it cannot show; the figures are sent after the cell.
+    warnings.filterwarnings("ignore", message=".*non-interactive, and thus cannot be shown")
     requests, ev_fd = setup_fds()
     intr = Interrupts()
     signal.signal(signal.SIGINT, intr.handler)
