@@ -25,6 +25,13 @@ from test_component import BIN, Daemon  # noqa: E402
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "sandboxd",
                       "driver", "kernel.py")
 
+def _chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+RICH_PNG = (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+            + _chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + _chunk(b"IEND", b""))
+
 # A class whose _repr_png_ returns a real 2x1 PNG (built with zlib in the kernel).
 RICH = r'''
 import struct, zlib
@@ -365,6 +372,53 @@ class DriverTest(unittest.TestCase):
         self.assertIn("Both object", b["text/plain"])
         self.assertEqual(k.mime_bundle(3), {"text/plain": "3"})
         self.assertEqual(k.mime_bundle(int), {"text/plain": "<class 'int'>"})
+
+    def test_open_figures_are_sent_and_closed(self):
+        # A stand-in for matplotlib (not installed here): the driver finds pyplot in
+        # sys.modules after the cell, sends each open figure as image/png, closes them.
+        import types
+        k = self.k
+        png = RICH_PNG
+
+        class Figure:
+            def savefig(self, out, format=None, bbox_inches=None):
+                out.write(png)
+
+        figs = {1: Figure()}
+        figure_mod = types.ModuleType("matplotlib.figure")
+        figure_mod.Figure = Figure
+        pyplot = types.ModuleType("matplotlib.pyplot")
+        pyplot.get_fignums = lambda: sorted(figs)
+        pyplot.figure = lambda num: figs[num]
+        pyplot.close = lambda what: figs.clear()
+        package = types.ModuleType("matplotlib")
+        package.pyplot, package.figure = pyplot, figure_mod
+        names = ("matplotlib", "matplotlib.figure", "matplotlib.pyplot")
+        saved = {n: sys.modules.get(n) for n in names}
+        sys.modules.update(dict(zip(names, (package, figure_mod, pyplot))))
+        r, w = os.pipe()
+        try:
+            kern = k.Kernel(k.Channel(w), k.Interrupts())
+            kern.execute("import matplotlib.pyplot as plt\nplt.get_fignums()", 1 << 20)
+            os.close(w)
+            w = -1
+            events = [json.loads(x) for x in os.read(r, 1 << 20).splitlines()]
+            fig_bundle = k.mime_bundle(Figure())
+        finally:
+            for n, m in saved.items():
+                if m is None:
+                    sys.modules.pop(n, None)
+                else:
+                    sys.modules[n] = m
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+        self.assertEqual([e["type"] for e in events], ["result", "display", "end"])
+        self.assertEqual(events[0]["data"]["text/plain"], "[1]")
+        self.assertEqual(base64.b64decode(events[1]["data"]["image/png"]), png)
+        self.assertEqual(figs, {})
+        # A Figure as a value is shown as image/png too.
+        self.assertEqual(base64.b64decode(fig_bundle["image/png"]), png)
 
     def test_channel_budget(self):
         k = self.k
