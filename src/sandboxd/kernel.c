@@ -308,16 +308,49 @@ static void kernel_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
 
 static const struct sbd_proc_ops kernel_ops = {.output = kernel_output, .exit = kernel_exit};
 
+/* Without the driver file, `python3 -c BOOTSTRAP` reads "<length>\n<driver source>" from
+ * stdin (sent before any request) and runs it under the name the driver knows itself by. */
+static const char bootstrap[] =
+    "import os\n"
+    "def _read(n):\n"
+    "    b = b''\n"
+    "    while len(b) < n:\n"
+    "        c = os.read(0, n - len(b))\n"
+    "        if not c:\n"
+    "            raise SystemExit('sandboxd: no driver source on stdin')\n"
+    "        b += c\n"
+    "    return b\n"
+    "_n = b''\n"
+    "while not _n.endswith(b'\\n'):\n"
+    "    _n += _read(1)\n"
+    "exec(compile(_read(int(_n)), '<agent-sandbox-kernel>', 'exec'))\n";
+
+/* Sends the embedded driver to a kernel started with the bootstrap. */
+static int send_driver(struct sbd_proc *p)
+{
+    char head[32];
+    int n = snprintf(head, sizeof(head), "%zu\n", sbd_kernel_driver_size);
+    int r = sbd_proc_write(p, head, (size_t)n);
+    return r < 0 ? r : sbd_proc_write(p, sbd_kernel_driver_source, sbd_kernel_driver_size);
+}
+
 static int kernel_spawn(struct kctx *c)
 {
     struct sbd *d = c->ks->d;
-    char *argv[] = {c->ks->python, c->ks->driver, NULL};
+    bool embedded = access(c->ks->driver, R_OK) != 0;
+    char *file_argv[] = {c->ks->python, c->ks->driver, NULL};
+    char *boot_argv[] = {c->ks->python, "-c", (char *)bootstrap, NULL};
     int fd = sbd_path_open(d->root, c->cwd ? c->cwd : ".", O_PATH | O_DIRECTORY, 0);
     if (fd < 0)
         return fd;
-    struct sbd_proc_spec spec = {.argv = argv, .cwd_fd = fd};
+    struct sbd_proc_spec spec = {.argv = embedded ? boot_argv : file_argv, .cwd_fd = fd};
     int r = sbd_proc_start(d->procs, &spec, &kernel_ops, c, &c->p);
     (void)close(fd);
+    if (r == 0 && embedded && send_driver(c->p) < 0) {
+        sbd_proc_detach(c->p);
+        c->p = NULL;
+        r = -EIO;
+    }
     if (r < 0)
         return r;
     c->state = KS_STARTING;

@@ -11,6 +11,11 @@ struct sbd;
 #define SBD_KERNEL_DRIVER "/usr/local/lib/agent-sandbox/kernel.py"
 #define SBD_KERNEL_PYTHON "python3"
 
+/** The driver embedded in sandboxd (kernel_driver.c, generated from driver/kernel.py),
+ * run when the --kernel-driver file does not exist. */
+extern const char sbd_kernel_driver_source[];
+extern const size_t sbd_kernel_driver_size;
+
 /** Creates d's context table and registers the routes. Returns 0 or negative. */
 int sbd__kernels_register(struct sbd *d);
 /** Number of contexts whose kernel runs but executes nothing (not activity). */

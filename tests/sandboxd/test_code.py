@@ -302,6 +302,25 @@ class CodeTest(unittest.TestCase):
         self.assertEqual(r.returncode, 5)
         self.assertIn("no such context", r.stderr)
 
+    def test_embedded_driver(self):
+        # Without the driver file (an image that has python3 only) sandboxd sends the
+        # copy compiled into it; the copy is the file's current content.
+        embed = os.path.join(os.path.dirname(DRIVER), "embed.py")
+        r = subprocess.run([sys.executable, embed, "--check"], capture_output=True, text=True, check=False)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        d = Daemon("--kernel-driver", "/nonexistent/kernel.py", "--kernel-python", sys.executable)
+        try:
+            execute(d, "x = 20")
+            _, ev = execute(d, "def f():\n    return x / 0\nf()")
+            err = [e for e in ev if e["type"] == "error"][0]
+            self.assertEqual(err["name"], "ZeroDivisionError")
+            self.assertNotIn("agent-sandbox-kernel", err["traceback"])
+            self.assertIn("return x / 0", err["traceback"])
+            _, ev = execute(d, "import subprocess\nsubprocess.run(['echo', 'child'])\nx + 1")
+            self.assertEqual((texts(ev, "stdout"), main_result(ev)), ("child\n", "21"))
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_keepalive_during_silence(self):
         d = Daemon("--kernel-driver", DRIVER, "--kernel-python", sys.executable, "--code-keepalive", "1")
         try:
