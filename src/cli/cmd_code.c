@@ -108,8 +108,8 @@ static void print_data(const json_t *data, bool is_main)
 static void on_event(struct code_state *x, const char *type, const json_t *j)
 {
     if (!strcmp(type, "start")) {
-        (void)snprintf(x->context, sizeof(x->context), "%s",
-                       json_string_value(json_object_get(j, "context")) ?: "");
+        const char *id = json_string_value(json_object_get(j, "context"));
+        (void)snprintf(x->context, sizeof(x->context), "%s", id ? id : "");
     } else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
         write_str(type[3] == 'o' ? 1 : 2, json_string_value(json_object_get(j, "text")));
     } else if (!strcmp(type, "result") || !strcmp(type, "display")) {
