@@ -128,6 +128,10 @@ build() {
 	mkdir -p "$extra/usr/local/bin"
 	cmp -s "$RELEASE/sandboxd" "$extra/usr/local/bin/sandboxd" ||
 		install -m 0755 "$RELEASE/sandboxd" "$extra/usr/local/bin/sandboxd"
+	# ... and the kernel driver of code contexts (docs/code-interpreter.md).
+	mkdir -p "$extra/usr/local/lib/agent-sandbox"
+	cmp -s "$ROOT/src/sandboxd/driver/kernel.py" "$extra/usr/local/lib/agent-sandbox/kernel.py" ||
+		install -m 0644 "$ROOT/src/sandboxd/driver/kernel.py" "$extra/usr/local/lib/agent-sandbox/kernel.py"
 	export AS_RUNTIME_EXTRA_DIR=$extra
 }
 

@@ -122,6 +122,8 @@ if cmake --preset release >/dev/null && cmake --build --preset release; then
 		python3 -m unittest -v tests/sandboxd/test_fsops.py
 	suite "sandboxd gRPC conformance (grpcio)" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
 		hack/grpc-tests.sh
+	suite "sandboxd code contexts (kernel driver)" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
+		python3 -m unittest -v tests/sandboxd/test_code.py
 else
 	fail "build (release preset)"
 fi

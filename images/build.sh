@@ -13,8 +13,10 @@
 # Archives live in $AS_IMAGES_CACHE (default .cache/images).
 #
 # Runtime image hook: the files of $AS_RUNTIME_EXTRA_DIR (default images/runtime/extra,
-# if it exists) are added as a top layer, e.g. usr/local/bin/sandboxd. With sandboxd there,
-# the image runs it by default (--root /workspace) as the unprivileged user sandbox (1000).
+# if it exists) are added as a top layer, e.g. usr/local/bin/sandboxd and the kernel driver
+# of code contexts usr/local/lib/agent-sandbox/kernel.py (src/sandboxd/driver/kernel.py).
+# With sandboxd there, the image runs it by default (--root /workspace) as the unprivileged
+# user sandbox (1000).
 source "$(dirname "$0")/../hack/lib.sh"
 source "$ROOT/images/lib.sh"
 
@@ -27,7 +29,7 @@ BUILD_ENV='["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 # sandboxd listens, as KEP-539.2's endpoint discovery does.
 RUNTIME_ENV='["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8","SANDBOXD_GRPC_ADDR=localhost:9090","SANDBOXD_REST_ADDR=localhost:8080"]'
 
-usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,19s/^# \{0,1\}//p' "$0"; }
 
 # The Debian mirror apt is configured with (deb822 or one-line format).
 debian_mirror() {

@@ -148,6 +148,9 @@ int cli_cmd_describe(struct cli_globals *g, int argc, char **argv);
 void cli_help_describe(FILE *out);
 int cli_cmd_exec(struct cli_globals *g, int argc, char **argv);
 void cli_help_exec(FILE *out);
+/* cmd_code.c */
+int cli_cmd_run_code(struct cli_globals *g, int argc, char **argv);
+void cli_help_run_code(FILE *out);
 int cli_cmd_cp(struct cli_globals *g, int argc, char **argv);
 void cli_help_cp(FILE *out);
 int cli_cmd_stat(struct cli_globals *g, int argc, char **argv);

@@ -58,7 +58,7 @@ static const char *const bash_tail =
     "         fi ;;\n"
     "    completion) COMPREPLY=($(compgen -W 'bash zsh' -- \"$cur\")) ;;\n"
     "    claim) COMPREPLY=($(compgen -W \"$(_kubectl_sandbox_names pools)\" -- \"$cur\")) ;;\n"
-    "    exec|describe|suspend|resume|delete|logs|list|port-forward|shell|ps|kill)\n"
+    "    exec|run-code|describe|suspend|resume|delete|logs|list|port-forward|shell|ps|kill)\n"
     "        COMPREPLY=($(compgen -W \"$(_kubectl_sandbox_names list)\" -- \"$cur\")) ;;\n"
     "    cp) COMPREPLY=($(compgen -f -- \"$cur\"))\n"
     "        COMPREPLY+=($(compgen -S : -W \"$(_kubectl_sandbox_names list)\" -- \"$cur\")) ;;\n"

@@ -18,6 +18,8 @@ const struct cli_cmd cli_commands[] = {
      OUTF},
     {"exec", "Run a command in a sandbox (through sandboxd)", cli_cmd_exec, cli_help_exec,
      "--stdin --tty --cwd --env --timeout --background"},
+    {"run-code", "Run Python code in a sandbox's code context (state kept)", cli_cmd_run_code,
+     cli_help_run_code, "--code --code-context --timeout --json"},
     {"port-forward", "Forward local ports to a port in a sandbox (API server port-forward)",
      cli_cmd_portforward, cli_help_portforward, "--address"},
     {"shell", "Open an interactive shell in a sandbox (claimed for it unless NAME is given)",

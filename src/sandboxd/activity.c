@@ -3,6 +3,7 @@
 #include "sandboxd/activity.h"
 
 #include "http/server.h"
+#include "sandboxd/kernel.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
 
@@ -38,8 +39,9 @@ static int activity(struct http_req *req, void *ctx)
 {
     struct sbd *d = ctx;
     struct sbd_activity a;
-    sbd_activity_compute(sbd_procs_count(d->procs), d->last_activity, clock_now(), clock_wall_now(),
-                         &a);
+    /* A kernel waiting for code is not activity; one executing is. */
+    sbd_activity_compute(sbd_procs_count(d->procs) - sbd__kernels_idle(d), d->last_activity,
+                         clock_now(), clock_wall_now(), &a);
     json_t *j = sbd_activity_json(&a);
     int r = http_respond_json(req, 200, j);
     json_decref(j);

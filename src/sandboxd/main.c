@@ -58,6 +58,16 @@ static void usage(FILE *out)
         "  --max-procs N            concurrent processes (default 64)\n"
         "  --max-bg-procs N         background process table, running + exited (default 32)\n"
         "  --bg-output-buffer BYTES output kept per background process (default 1 MiB)\n"
+        "  --kernel-driver PATH     kernel driver of code contexts (default\n"
+        "                           /usr/local/lib/agent-sandbox/kernel.py; also\n"
+        "                           $SANDBOXD_KERNEL_DRIVER; without that file, the\n"
+        "                           driver built into sandboxd)\n"
+        "  --kernel-python CMD      interpreter of the driver (default python3; also\n"
+        "                           $SANDBOXD_KERNEL_PYTHON)\n"
+        "  --max-contexts N         code contexts at once (default 8)\n"
+        "  --max-code-output BYTES  output events of one code execution (default 16 MiB)\n"
+        "  --code-keepalive S       keepalive event after S silent seconds of a code\n"
+        "                           execution (default 15; proxies cut idle streams)\n"
         "  --exec-timeout SECONDS   default run timeout (default 300; also\n"
         "                           $SANDBOX_EXEC_TIMEOUT_SECONDS)\n"
         "  --header-timeout S, --body-timeout S, --idle-timeout S   slow-client limits\n"
@@ -119,7 +129,12 @@ enum {
     O_VERSION,
     O_HELP,
     O_CONFIG_TOKEN,
-    O_MEMMERGE
+    O_MEMMERGE,
+    O_KDRIVER,
+    O_KPYTHON,
+    O_CONTEXTS,
+    O_CODE_OUTPUT,
+    O_CODE_KEEPALIVE
 };
 
 static const struct option long_opts[] = {
@@ -134,6 +149,11 @@ static const struct option long_opts[] = {
     {"legacy-root", 1, NULL, O_LROOT},
     {"token-file", 1, NULL, O_TOKEN},
     {"config-token-file", 1, NULL, O_CONFIG_TOKEN},
+    {"kernel-driver", 1, NULL, O_KDRIVER},
+    {"kernel-python", 1, NULL, O_KPYTHON},
+    {"max-contexts", 1, NULL, O_CONTEXTS},
+    {"max-code-output", 1, NULL, O_CODE_OUTPUT},
+    {"code-keepalive", 1, NULL, O_CODE_KEEPALIVE},
     {"metadata-env-prefix", 1, NULL, O_PREFIX},
     {"max-upload", 1, NULL, O_UPLOAD},
     {"max-body", 1, NULL, O_BODY},
@@ -210,6 +230,27 @@ static int apply_num(int opt, const char *arg, struct opts *o)
     return 0;
 }
 
+/* The code context options (kernel.c). Returns 0 or -EINVAL. */
+static int apply_kernel_opt(int opt, const char *arg, struct opts *o)
+{
+    uint64_t v = 0;
+    if (opt == O_KDRIVER || opt == O_KPYTHON) {
+        if (!*arg)
+            return -EINVAL;
+        *(opt == O_KDRIVER ? &o->cfg.kernel_driver : &o->cfg.kernel_python) = arg;
+        return 0;
+    }
+    if (parse_u64(arg, &v) < 0 || v == 0 || v > UINT32_MAX)
+        return -EINVAL;
+    if (opt == O_CONTEXTS)
+        o->cfg.max_contexts = (unsigned)v;
+    else if (opt == O_CODE_KEEPALIVE)
+        o->cfg.code_keepalive = v * USEC_PER_SEC;
+    else
+        o->cfg.max_code_output = (size_t)v;
+    return 0;
+}
+
 /* Returns 0 to run, 1 to exit successfully, negative on a usage error. */
 static int apply_opt(int opt, const char *arg, struct opts *o)
 {
@@ -254,6 +295,8 @@ static int apply_opt(int opt, const char *arg, struct opts *o)
         usage(stdout);
         return 1;
     default:
+        if (opt >= O_KDRIVER && opt <= O_CODE_KEEPALIVE)
+            return apply_kernel_opt(opt, arg, o);
         return opt >= O_UPLOAD && opt <= O_SHUT ? apply_num(opt, arg, o) : -EINVAL;
     }
 }
@@ -267,6 +310,11 @@ static void env_defaults(struct opts *o)
     uint64_t v;
     if (t && cstr_to_u64(t, &v) == 0 && v > 0)
         o->cfg.exec_timeout_s = (unsigned)v;
+    const char *kd = getenv("SANDBOXD_KERNEL_DRIVER"), *kp = getenv("SANDBOXD_KERNEL_PYTHON");
+    if (kd && *kd)
+        o->cfg.kernel_driver = kd;
+    if (kp && *kp)
+        o->cfg.kernel_python = kp;
     const char *g = getenv("SANDBOXD_GRPC_PORT");
     if (g && *g)
         (void)set_port(g, &o->cfg.grpc_port, true);

@@ -29,6 +29,12 @@ struct sbd_config {
     size_t bg_output_buffer;     /* output ring of one background process */
     unsigned exec_timeout_s;     /* legacy /execute timeout */
     usec_t header_timeout, body_timeout, idle_timeout;
+    /* code contexts (kernel.c) */
+    const char *kernel_driver; /* the driver script; NULL: SBD_KERNEL_DRIVER */
+    const char *kernel_python; /* the interpreter running it; NULL: SBD_KERNEL_PYTHON */
+    unsigned max_contexts;     /* code contexts at once */
+    size_t max_code_output;    /* event bytes of one execution */
+    usec_t code_keepalive;     /* silence of an execution before a keepalive event */
 };
 
 struct sbd;

@@ -15,6 +15,7 @@
 #include "sandboxd/config_env.h"
 #include "sandboxd/fsops.h"
 #include "sandboxd/grpc_proc.h"
+#include "sandboxd/kernel.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
@@ -41,6 +42,9 @@ void sbd_config_defaults(struct sbd_config *c)
         .header_timeout = LIMIT_HTTP_HEADER_TIMEOUT,
         .body_timeout = LIMIT_HTTP_BODY_TIMEOUT,
         .idle_timeout = LIMIT_HTTP_IDLE_TIMEOUT,
+        .max_contexts = LIMIT_SBD_CONTEXTS,
+        .max_code_output = LIMIT_SBD_CODE_OUTPUT,
+        .code_keepalive = LIMIT_SBD_KERNEL_KEEPALIVE,
     };
 }
 
@@ -187,6 +191,7 @@ static int register_routes(struct sbd *d)
     r |= sbd__fsops_register(d);
     r |= sbd__procs_register(d);
     r |= sbd__config_env_register(d);
+    r |= sbd__kernels_register(d);
     if (d->cfg.legacy_port >= 0)
         r |= sbd__legacy_register(d);
     return r < 0 ? -EINVAL : 0;
@@ -295,6 +300,7 @@ void sbd_shutdown(struct sbd *d, usec_t grace, void (*done)(void *ctx), void *ct
     d->done = done;
     d->done_ctx = ctx;
     d->servers_open++; /* the processes count as one more part */
+    sbd__kernels_shutdown(d);
     if (!d->procs) {
         part_done(d);
     } else {
@@ -318,6 +324,7 @@ void sbd_free(struct sbd *d)
     sbd_grpc_free(d->grpc);
     sbd_procs_free(d->procs);
     sbd_bgs_free(d->bgs);
+    sbd__kernels_free(d);
     sbd_config_env_free(d->config_env);
     http_router_free(d->router);
     http_router_free(d->legacy_router);

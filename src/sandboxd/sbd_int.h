@@ -32,6 +32,7 @@ struct sbd {
     struct sbd_procs *procs;
     struct sbd_bgs *bgs;               /* background processes (api_bg.c) */
     struct sbd_config_env *config_env; /* late-bound env (config_env.c) */
+    struct sbd_kernels *kernels;       /* code contexts (kernel.c) */
     json_t *metadata;
     usec_t started;
     usec_t last_activity; /* monotonic time of the last API request (activity.c) */

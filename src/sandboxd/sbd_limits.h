@@ -23,6 +23,13 @@
 #define LIMIT_SBD_WS_MESSAGE     (1u * 1024 * 1024)      /* one WebSocket message */
 #define LIMIT_SBD_TOKEN          4096                    /* bearer token file */
 #define LIMIT_SBD_OPEN_RETRIES   16                      /* openat2 EAGAIN retries */
+/* code contexts (kernel.c) */
+#define LIMIT_SBD_CONTEXTS     8                   /* contexts at once (--max-contexts) */
+#define LIMIT_SBD_CODE_OUTPUT  (16u * 1024 * 1024) /* one execution (--max-code-output) */
+#define LIMIT_SBD_KERNEL_LINE  (32u * 1024 * 1024) /* one driver event line */
+#define LIMIT_SBD_KERNEL_GRACE (3 * USEC_PER_SEC)  /* timeout interrupt -> restart */
+#define LIMIT_SBD_KERNEL_KEEPALIVE \
+    (15 * USEC_PER_SEC) /* silence before a keepalive (--code-keepalive) */
 /* gRPC front (grpc.c) */
 #define LIMIT_SBD_GRPC_MESSAGE  (4u * 1024 * 1024)  /* one message, either way (grpc's default) */
 #define LIMIT_SBD_GRPC_STREAMS  128                 /* concurrent calls per connection */

@@ -91,3 +91,9 @@ __all__ = [
     "load_in_cluster",
     "load_kubeconfig",
 ]
+
+# Stateful code execution (docs/code-interpreter.md).
+from .errors import CodeExecutionTimeout
+from .models import CodeContext, CodeError, CodeResult, Execution
+
+__all__ += ["CodeContext", "CodeError", "CodeExecutionTimeout", "CodeResult", "Execution"]

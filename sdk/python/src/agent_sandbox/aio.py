@@ -9,7 +9,7 @@ import asyncio
 import builtins
 import os
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import httpx
 
-from . import _base, _conn, _fsops, _k8s, _ports, _wire
+from . import _base, _code, _conn, _fsops, _k8s, _ports, _wire
 from . import background as _bg
 from ._fsops import AsyncFileWatch
 from ._kube_async import AsyncKubeClient
@@ -26,10 +26,12 @@ from .background import AsyncBackgroundProcess
 from .errors import NotFoundError, SandboxError, SandboxTimeoutError
 from .models import (
     BackgroundProcessInfo,
+    CodeResult,
     Connection,
     DirectConnection,
     EnvValue,
     ExecResult,
+    Execution,
     FileEntry,
     FileStat,
     ProcessEvent,
@@ -185,6 +187,7 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
     ) -> None:
         super().__init__(client, namespace, name, claim, keep, obj)
         self.files = AsyncFiles(self)
+        self.contexts = _code.AsyncContexts(self)
         self._wake_lock = asyncio.Lock()
         self._lock = asyncio.Lock()
 
@@ -473,6 +476,19 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
     def background(self, id: int) -> AsyncBackgroundProcess:
         """A handle on background process id (no request is made)."""
         return AsyncBackgroundProcess(self, id)
+    async def run_code(
+        self,
+        code: str,
+        *,
+        context: _code.ContextRef = None,
+        timeout: float | None = None,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        on_result: Callable[[CodeResult], None] | None = None,
+    ) -> Execution:
+        """Runs Python code in a code context (see Sandbox.run_code)."""
+        body = _code.execute_body(code, context, timeout)
+        return await _code.arun_code(self, body, _code.Collector(on_stdout, on_stderr, on_result))
 
 
 class AsyncProcess(_base.ProcessBase):

@@ -8,7 +8,7 @@ import builtins
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import httpx
 
-from . import _base, _conn, _fsops, _k8s, _ports, _wire
+from . import _base, _code, _conn, _fsops, _k8s, _ports, _wire
 from . import background as _bg
 from ._fsops import FileWatch
 from ._kube_sync import KubeClient
@@ -25,10 +25,12 @@ from .background import BackgroundProcess
 from .errors import NotFoundError, SandboxError
 from .models import (
     BackgroundProcessInfo,
+    CodeResult,
     Connection,
     DirectConnection,
     EnvValue,
     ExecResult,
+    Execution,
     FileEntry,
     FileStat,
     ProcessEvent,
@@ -180,6 +182,7 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
     ) -> None:
         super().__init__(client, namespace, name, claim, keep, obj)
         self.files = Files(self)
+        self.contexts = _code.Contexts(self)
         self._wake_lock = threading.Lock()
         self._lock = threading.Lock()
 
@@ -464,6 +467,23 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
     def background(self, id: int) -> BackgroundProcess:
         """A handle on background process id (no request is made)."""
         return BackgroundProcess(self, id)
+    def run_code(
+        self,
+        code: str,
+        *,
+        context: _code.ContextRef = None,
+        timeout: float | None = None,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        on_result: Callable[[CodeResult], None] | None = None,
+    ) -> Execution:
+        """Runs Python code in a code context whose state persists across calls (the
+        sandbox's default context when ``context`` is None): output streams to the
+        callbacks as it comes; the Execution holds it all, the last expression's value
+        (``.text``) and the error if the code raised. Past ``timeout`` seconds the code
+        is interrupted and CodeExecutionTimeout raised (docs/code-interpreter.md)."""
+        body = _code.execute_body(code, context, timeout)
+        return _code.run_code(self, body, _code.Collector(on_stdout, on_stderr, on_result))
 
 
 class Process(_base.ProcessBase):

@@ -7,6 +7,8 @@ the matching builtin (``TimeoutError``, ``ConnectionError``, ``PermissionError``
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SandboxError(Exception):
     """Base class of every error raised by agent_sandbox."""
@@ -28,6 +30,15 @@ class SandboxTimeoutError(SandboxError, TimeoutError):
         super().__init__(message)
         self.reason = reason
         self.detail = detail
+
+
+class CodeExecutionTimeout(SandboxTimeoutError):
+    """``run_code`` ran past its timeout. The kernel was interrupted (or, when the
+    interrupt did not stop it, restarted); ``execution`` holds what it produced."""
+
+    def __init__(self, message: str, *, execution: Any) -> None:
+        super().__init__(message, reason="CodeExecutionTimeout")
+        self.execution = execution
 
 
 class SandboxFailedError(SandboxError):
@@ -89,6 +100,7 @@ class ConflictError(RequestError, FileExistsError):
 
 __all__ = [
     "AuthError",
+    "CodeExecutionTimeout",
     "ConflictError",
     "NotFoundError",
     "ProcessExitedError",

@@ -3,9 +3,11 @@ connection modes."""
 
 from __future__ import annotations
 
+import base64
+import json as _json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 DEFAULT_PORT = 8080
 """Port of sandboxd's REST API inside the sandbox pod."""
@@ -68,6 +70,82 @@ class ProcessEvent:
     def text(self) -> str:
         """``data`` decoded as UTF-8 (invalid bytes replaced)."""
         return self.data.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class CodeResult:
+    """Rich output of code run with ``run_code``: the value of the last expression
+    (``is_main``) or something shown with ``display()`` (a matplotlib figure, an object
+    with ``_repr_png_``/``_repr_html_``/...). ``data`` maps mime types to text;
+    ``image/png`` is base64."""
+
+    data: dict[str, str]
+    is_main: bool = False
+
+    @property
+    def text(self) -> str | None:
+        """The ``text/plain`` representation (repr of the value)."""
+        return self.data.get("text/plain")
+
+    @property
+    def html(self) -> str | None:
+        return self.data.get("text/html")
+
+    @property
+    def png(self) -> bytes | None:
+        """The decoded ``image/png`` bytes."""
+        v = self.data.get("image/png")
+        return base64.b64decode(v) if v is not None else None
+
+    @property
+    def json(self) -> Any:
+        """The parsed ``application/json`` representation, or None."""
+        v = self.data.get("application/json")
+        return _json.loads(v) if v is not None else None
+
+
+@dataclass(frozen=True)
+class CodeError:
+    """An exception raised by code run with ``run_code``: its class name, str() and the
+    formatted traceback."""
+
+    name: str
+    value: str
+    traceback: str
+
+
+@dataclass(frozen=True)
+class Execution:
+    """The outcome of ``run_code``: output, rich results, the error if the code raised,
+    the context's execution counter, and whether output was cut at sandboxd's limit."""
+
+    stdout: str = ""
+    stderr: str = ""
+    results: list[CodeResult] = field(default_factory=list)
+    error: CodeError | None = None
+    execution_count: int = 0
+    truncated: bool = False
+    timed_out: bool = False
+
+    @property
+    def text(self) -> str | None:
+        """The ``text/plain`` of the main result: the value of the last expression."""
+        for r in self.results:
+            if r.is_main:
+                return r.text
+        return None
+
+
+@dataclass(frozen=True)
+class CodeContext:
+    """A code context: a Python kernel whose state lives across ``run_code`` calls.
+    ``state`` is starting, idle, busy or dead (restarted by the next execution)."""
+
+    id: str
+    language: str = "python"
+    cwd: str | None = None
+    state: str = ""
+    execution_count: int = 0
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,8 @@ def sandboxd_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
+        # Code contexts run the kernel driver from the source tree.
+        env={"SANDBOXD_KERNEL_DRIVER": str(REPO / "src/sandboxd/driver/kernel.py"), **os.environ},
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 10

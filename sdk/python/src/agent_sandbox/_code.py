@@ -1,0 +1,297 @@
+"""Stateful code execution (code contexts, docs/code-interpreter.md): what the sync and
+async clients share. sandboxd keeps one Python kernel per context; ``run_code`` posts
+the code and reads the NDJSON events (stdout, stderr, result, display, error, end) as
+they come."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from . import _k8s, _wire
+from .errors import CodeExecutionTimeout, SandboxConnectionError
+from .models import CodeContext, CodeError, CodeResult, Execution
+
+if TYPE_CHECKING:
+    from .aio import AsyncSandbox
+    from .client import Sandbox
+
+ContextRef = str | CodeContext | None
+"""A context: its id, the CodeContext, or None for the sandbox's default context."""
+
+EXECUTE_PATH = "/v1/code/execute"
+
+
+def context_id(ctx: ContextRef) -> str | None:
+    if ctx is None:
+        return None
+    return ctx.id if isinstance(ctx, CodeContext) else str(ctx)
+
+
+def context_path(ctx: str | CodeContext, action: str = "") -> str:
+    cid = context_id(ctx) or ""
+    if not cid or "/" in cid:
+        raise ValueError(f"invalid context id {cid!r}")
+    return f"/v1/contexts/{cid}" + (f"/{action}" if action else "")
+
+
+def parse_context(j: Mapping[str, Any]) -> CodeContext:
+    return CodeContext(
+        id=str(j.get("id", "")),
+        language=str(j.get("language") or "python"),
+        cwd=j.get("cwd"),
+        state=str(j.get("state") or ""),
+        execution_count=int(j.get("execution_count") or 0),
+    )
+
+
+def create_body(language: str, cwd: str | None, id: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"language": language}
+    if cwd is not None:
+        body["cwd"] = cwd
+    if id is not None:
+        body["id"] = id
+    return body
+
+
+def execute_body(code: str, context: ContextRef, timeout: float | None) -> dict[str, Any]:
+    if not isinstance(code, str):
+        raise TypeError("code must be a str")
+    if timeout is not None and timeout <= 0:
+        raise ValueError("timeout must be positive")
+    body: dict[str, Any] = {"code": code}
+    cid = context_id(context)
+    if cid is not None:
+        body["context"] = cid
+    if timeout is not None:
+        body["timeout"] = timeout
+    return body
+
+
+def execute_request(base: str, headers: Mapping[str, str]) -> dict[str, Any]:
+    """build_request() arguments of POST /v1/code/execute but the (chunked) content."""
+    return {
+        "method": "POST",
+        "url": base + EXECUTE_PATH,
+        "headers": {**headers, **_wire.JSON_HEADERS},
+        "timeout": _wire.STREAM_TIMEOUT,
+    }
+
+
+class Collector:
+    """Folds execution events into an Execution, calling the callbacks as they come."""
+
+    def __init__(
+        self,
+        on_stdout: Callable[[str], None] | None,
+        on_stderr: Callable[[str], None] | None,
+        on_result: Callable[[CodeResult], None] | None,
+    ) -> None:
+        self.on_stdout, self.on_stderr, self.on_result = on_stdout, on_stderr, on_result
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self.results: list[CodeResult] = []
+        self.error: CodeError | None = None
+        self.count = 0
+        self.truncated = False
+        self.timed_out = False
+        self.ended = False
+
+    def add(self, ev: Mapping[str, Any]) -> bool:
+        """Takes one event; True once the end event arrived."""
+        t = ev.get("type")
+        if t in ("stdout", "stderr"):
+            text = str(ev.get("text", ""))
+            (self.stdout if t == "stdout" else self.stderr).append(text)
+            cb = self.on_stdout if t == "stdout" else self.on_stderr
+            if cb is not None:
+                cb(text)
+        elif t in ("result", "display"):
+            data = ev.get("data")
+            r = CodeResult(
+                data={str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {},
+                is_main=bool(ev.get("is_main", False)),
+            )
+            self.results.append(r)
+            if self.on_result is not None:
+                self.on_result(r)
+        elif t == "error":
+            self.error = CodeError(str(ev.get("name", "")), str(ev.get("value", "")), str(ev.get("traceback", "")))
+        elif t == "truncated":
+            self.truncated = True
+        elif t == "end":
+            self.count = int(ev.get("execution_count") or 0)
+            self.truncated = self.truncated or bool(ev.get("truncated"))
+            self.timed_out = bool(ev.get("timed_out"))
+            self.ended = True
+        return self.ended
+
+    def add_line(self, line: str) -> bool:
+        if not line.strip():
+            return self.ended
+        try:
+            ev = json.loads(line)
+        except ValueError as e:
+            raise SandboxConnectionError(f"run_code: bad event line {line[:80]!r}") from e
+        return self.add(ev) if isinstance(ev, dict) else self.ended
+
+    def result(self) -> Execution:
+        """The Execution; raises if the stream ended early or the timeout hit."""
+        if not self.ended:
+            raise SandboxConnectionError("run_code: the event stream ended before the end event")
+        ex = Execution(
+            stdout="".join(self.stdout),
+            stderr="".join(self.stderr),
+            results=self.results,
+            error=self.error,
+            execution_count=self.count,
+            truncated=self.truncated,
+            timed_out=self.timed_out,
+        )
+        if ex.timed_out:
+            what = ex.error.name if ex.error else "interrupted"
+            raise CodeExecutionTimeout(f"run_code: timed out ({what})", execution=ex)
+        return ex
+
+
+# ---- sync ---------------------------------------------------------------------------
+
+
+def run_code(sb: Sandbox, body: dict[str, Any], col: Collector) -> Execution:
+    for woke in (False, True):
+        t = sb._route()
+        http = sb._http(t)
+        req = http.build_request(**execute_request(t.base, t.headers), content=_wire.chunked_json(body))
+        try:
+            resp = http.send(req, stream=True)
+        except httpx.TransportError as e:
+            sb._target = None
+            if not woke and sb._wake(force=True):
+                continue
+            raise _wire.transport_error(e, "run_code", False) from e
+        try:
+            if resp.status_code >= 400:
+                resp.read()
+                if not woke and _k8s.pod_gone(resp, t.via_kube) and sb._wake(force=True):
+                    continue
+                raise _wire.error(resp, "run_code")
+            _read(resp.iter_lines(), col)
+        finally:
+            resp.close()
+        break
+    return col.result()
+
+
+def _read(lines: Iterator[str], col: Collector) -> None:
+    try:
+        for line in lines:
+            if col.add_line(line):
+                return
+    except httpx.TransportError as e:
+        raise SandboxConnectionError(f"run_code: stream lost: {e!r}") from e
+
+
+class Contexts:
+    """``sandbox.contexts``: create, list, restart, interrupt and delete code contexts."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+
+    def create(self, language: str = "python", cwd: str | None = None, *, id: str | None = None) -> CodeContext:
+        """Starts a new context (a fresh kernel); ``cwd`` is relative to sandboxd's root."""
+        resp = self._sb.request(
+            "POST", "/v1/contexts", idempotent=False, what="create context", json=create_body(language, cwd, id)
+        )
+        return parse_context(resp.json())
+
+    def list(self) -> builtins.list[CodeContext]:
+        resp = self._sb.request("GET", "/v1/contexts", idempotent=True, what="list contexts")
+        return [parse_context(c) for c in resp.json().get("contexts") or []]
+
+    def get(self, ctx: str | CodeContext) -> CodeContext:
+        resp = self._sb.request("GET", context_path(ctx), idempotent=True, what="get context")
+        return parse_context(resp.json())
+
+    def restart(self, ctx: str | CodeContext) -> CodeContext:
+        """Kills and restarts the kernel: its state is lost."""
+        resp = self._sb.request("POST", context_path(ctx, "restart"), idempotent=False, what="restart context")
+        return parse_context(resp.json())
+
+    def interrupt(self, ctx: str | CodeContext) -> None:
+        """Interrupts the running code (KeyboardInterrupt); the state is kept."""
+        self._sb.request("POST", context_path(ctx, "interrupt"), idempotent=True, what="interrupt context")
+
+    def delete(self, ctx: str | CodeContext) -> None:
+        self._sb.request("DELETE", context_path(ctx), idempotent=True, what="delete context")
+
+
+# ---- async --------------------------------------------------------------------------
+
+
+async def arun_code(sb: AsyncSandbox, body: dict[str, Any], col: Collector) -> Execution:
+    for woke in (False, True):
+        t = await sb._route()
+        http = sb._http(t)
+        req = http.build_request(**execute_request(t.base, t.headers), content=_wire.achunked_json(body))
+        try:
+            resp = await http.send(req, stream=True)
+        except httpx.TransportError as e:
+            sb._target = None
+            if not woke and await sb._wake(force=True):
+                continue
+            raise _wire.transport_error(e, "run_code", False) from e
+        try:
+            if resp.status_code >= 400:
+                await resp.aread()
+                if not woke and _k8s.pod_gone(resp, t.via_kube) and await sb._wake(force=True):
+                    continue
+                raise _wire.error(resp, "run_code")
+            await _aread(resp.aiter_lines(), col)
+        finally:
+            await resp.aclose()
+        break
+    return col.result()
+
+
+async def _aread(lines: AsyncIterator[str], col: Collector) -> None:
+    try:
+        async for line in lines:
+            if col.add_line(line):
+                return
+    except httpx.TransportError as e:
+        raise SandboxConnectionError(f"run_code: stream lost: {e!r}") from e
+
+
+class AsyncContexts:
+    """``sandbox.contexts`` of an AsyncSandbox (coroutines of Contexts' methods)."""
+
+    def __init__(self, sandbox: AsyncSandbox) -> None:
+        self._sb = sandbox
+
+    async def create(self, language: str = "python", cwd: str | None = None, *, id: str | None = None) -> CodeContext:
+        resp = await self._sb.request(
+            "POST", "/v1/contexts", idempotent=False, what="create context", json=create_body(language, cwd, id)
+        )
+        return parse_context(resp.json())
+
+    async def list(self) -> builtins.list[CodeContext]:
+        resp = await self._sb.request("GET", "/v1/contexts", idempotent=True, what="list contexts")
+        return [parse_context(c) for c in resp.json().get("contexts") or []]
+
+    async def get(self, ctx: str | CodeContext) -> CodeContext:
+        resp = await self._sb.request("GET", context_path(ctx), idempotent=True, what="get context")
+        return parse_context(resp.json())
+
+    async def restart(self, ctx: str | CodeContext) -> CodeContext:
+        resp = await self._sb.request("POST", context_path(ctx, "restart"), idempotent=False, what="restart context")
+        return parse_context(resp.json())
+
+    async def interrupt(self, ctx: str | CodeContext) -> None:
+        await self._sb.request("POST", context_path(ctx, "interrupt"), idempotent=True, what="interrupt context")
+
+    async def delete(self, ctx: str | CodeContext) -> None:
+        await self._sb.request("DELETE", context_path(ctx), idempotent=True, what="delete context")

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kubectl-sandbox run-code NAME (-c CODE | FILE | -): runs Python code in one of the
+ * sandbox's code contexts (POST /v1/code/execute, NDJSON events; docs/code-interpreter.md)
+ * and prints stdout and stderr as they come, the value of the last expression, and the
+ * traceback of an exception (exit status 1). Ctrl-C interrupts the code. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli_limits.h"
+#include "cli/sbd.h"
+#include "common/xalloc.h"
+#include "kube/linebuf.h"
+
+#define LIMIT_CLI_CODE      (8u * 1024 * 1024)  /* the code sent */
+#define LIMIT_CLI_CODE_LINE (40u * 1024 * 1024) /* one event (an image is one line) */
+
+struct code_opts {
+    const char *context, *code, *file;
+    usec_t timeout;
+    bool json;
+};
+
+struct code_state {
+    struct cli_sbd *s;
+    CURL *h;
+    const struct code_opts *o;
+    struct linebuf lb;
+    struct buf errbody;
+    long status;
+    char context[80]; /* from the start event */
+    bool ended, failed, timed_out, truncated;
+    int proto_err;
+};
+
+static volatile sig_atomic_t code_ints;
+
+static void on_code_int(int sig)
+{
+    (void)sig;
+    code_ints++;
+}
+
+void cli_help_run_code(FILE *out)
+{
+    fprintf(out, "Usage: kubectl-sandbox run-code NAME [--code-context ID] [--timeout D] [--json]\n"
+                 "                                 (-c CODE | FILE | -)\n\n"
+                 "Runs Python code in a code context of sandbox NAME: variables, imports and\n"
+                 "functions stay for the next run-code in the same context.\n"
+                 "  -c, --code CODE  the code (else FILE, or - for standard input)\n"
+                 "  --code-context ID  the code context (default: the sandbox's \"default\"\n"
+                 "                   context; --context stays the kubeconfig context)\n"
+                 "  --timeout D      interrupt the code after D (e.g. 30s, 5m)\n"
+                 "  --json           print the events (NDJSON) instead of the output\n"
+                 "stdout and stderr are printed as they come, then the value of the last\n"
+                 "expression; rich output (images, HTML) is summarised (use --json for it).\n"
+                 "Ctrl-C interrupts the code; a second one exits.\n"
+                 "Exit codes: 0; 1 when the code raised (its traceback is printed); 124 when\n"
+                 "--timeout interrupted it; 2 usage; 5 when sandboxd could not be reached or\n"
+                 "refused the code.\n");
+}
+
+static int write_out(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -errno;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void write_str(int fd, const char *s)
+{
+    if (s)
+        (void)write_out(fd, s, strlen(s));
+}
+
+/* A result or display event: its text, or a summary of what else it has. */
+static void print_data(const json_t *data, bool is_main)
+{
+    const char *text = json_string_value(json_object_get(data, "text/plain"));
+    const char *k;
+    const json_t *v;
+    bool rich = false;
+    json_object_foreach((json_t *)data, k, v)
+    {
+        if (strcmp(k, "text/plain") == 0)
+            continue;
+        char line[160];
+        (void)snprintf(line, sizeof(line), "[%s, %zu bytes]\n", k, json_string_length(v));
+        write_str(1, line);
+        rich = true;
+    }
+    if (text && (is_main || !rich)) {
+        write_str(1, text);
+        write_str(1, "\n");
+    }
+}
+
+static void on_event(struct code_state *x, const char *type, const json_t *j)
+{
+    if (!strcmp(type, "start")) {
+        const char *id = json_string_value(json_object_get(j, "context"));
+        (void)snprintf(x->context, sizeof(x->context), "%s", id ? id : "");
+    } else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
+        write_str(type[3] == 'o' ? 1 : 2, json_string_value(json_object_get(j, "text")));
+    } else if (!strcmp(type, "result") || !strcmp(type, "display")) {
+        print_data(json_object_get(j, "data"), json_is_true(json_object_get(j, "is_main")));
+    } else if (!strcmp(type, "error")) {
+        x->failed = true;
+        const char *tb = json_string_value(json_object_get(j, "traceback"));
+        if (tb && *tb) {
+            write_str(2, tb);
+        } else {
+            write_str(2, json_string_value(json_object_get(j, "name")));
+            write_str(2, ": ");
+            write_str(2, json_string_value(json_object_get(j, "value")));
+            write_str(2, "\n");
+        }
+    } else if (!strcmp(type, "end")) {
+        x->ended = true;
+        x->timed_out = json_is_true(json_object_get(j, "timed_out"));
+        x->truncated = json_is_true(json_object_get(j, "truncated"));
+    }
+}
+
+static int on_line(void *ctx, const char *line, size_t len)
+{
+    struct code_state *x = ctx;
+    json_t *j = json_loadb(line, len, 0, NULL);
+    const char *type = json_string_value(json_object_get(j, "type"));
+    if (!type) {
+        json_decref(j);
+        return x->proto_err = -EPROTO;
+    }
+    if (x->o->json) {
+        (void)write_out(1, line, len);
+        (void)write_out(1, "\n", 1);
+        if (!strcmp(type, "end") || !strcmp(type, "error"))
+            on_event(x, type, j); /* the exit status only */
+    } else {
+        on_event(x, type, j);
+    }
+    json_decref(j);
+    return 0;
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *ctx)
+{
+    struct code_state *x = ctx;
+    if (x->status == 0)
+        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
+    if (x->status != 200) {
+        (void)buf_append(&x->errbody, p, size * n);
+        return size * n;
+    }
+    return linebuf_feed(&x->lb, p, size * n, on_line, x) == 0 ? size * n : 0;
+}
+
+static void interrupt(struct code_state *x)
+{
+    char path[160], err[512];
+    struct buf resp;
+    long status = 0;
+    buf_init(&resp, LIMIT_CLI_SBD_ERROR);
+    (void)snprintf(path, sizeof(path), "/v1/contexts/%s/interrupt", x->context);
+    (void)cli_sbd_call(x->s, "POST", path, "{}", 2, "application/json", &resp, &status, err,
+                       sizeof(err));
+    buf_done(&resp);
+}
+
+static int code_loop(struct code_state *x)
+{
+    CURLM *m = curl_multi_init();
+    curl_multi_add_handle(m, x->h);
+    int running = 1, ints_sent = 0;
+    while (running) {
+        if (curl_multi_perform(m, &running) != CURLM_OK)
+            break;
+        if (ints_sent < code_ints && x->context[0] && !x->ended) {
+            ints_sent = code_ints;
+            interrupt(x);
+        }
+        if (!running || code_ints > 1)
+            break;
+        curl_multi_poll(m, NULL, 0, 200, NULL);
+    }
+    CURLMsg *msg;
+    int left, cc = CURLE_OK;
+    while ((msg = curl_multi_info_read(m, &left)))
+        if (msg->msg == CURLMSG_DONE)
+            cc = msg->data.result;
+    curl_multi_remove_handle(m, x->h);
+    curl_multi_cleanup(m);
+    return cc;
+}
+
+static int code_finish(const struct cli_globals *g, struct code_state *x, int cc,
+                       const char *errbuf)
+{
+    char text[600];
+    if (x->status && x->status != 200) {
+        cli_sbd_error_text(x->status, x->errbody.data, x->errbody.len, text, sizeof(text));
+        fprintf(g->err, "error: %s refused the code: %s\n", x->s->what, text);
+        return CLI_SBD;
+    }
+    if (x->ended) {
+        if (x->truncated && !x->o->json)
+            fprintf(g->err, "[output truncated at sandboxd's limit]\n");
+        if (x->timed_out)
+            fprintf(g->err, "error: the code ran past --timeout and was interrupted\n");
+        return x->timed_out ? 124 : x->failed ? CLI_ERR : CLI_OK;
+    }
+    if (code_ints > 1)
+        return 130;
+    fprintf(g->err, "error: the stream from %s ended early: %s\n", x->s->what,
+            x->proto_err     ? "malformed event"
+            : cc != CURLE_OK ? (errbuf[0] ? errbuf : curl_easy_strerror((CURLcode)cc))
+                             : "connection closed");
+    return CLI_SBD;
+}
+
+static int do_code(const struct cli_globals *g, struct cli_sbd *s, const struct code_opts *o,
+                   const struct buf *code)
+{
+    struct code_state x = {.s = s, .o = o};
+    char errbuf[CURL_ERROR_SIZE] = "";
+    const char *extra[] = {"Content-Type: application/json", "Accept: application/x-ndjson", NULL};
+    struct curl_slist *hdrs = NULL;
+    json_t *body = json_pack("{s:s%}", "code", code->data ? code->data : "", code->len);
+    if (o->context)
+        (void)json_object_set_new(body, "context", json_string(o->context));
+    if (o->timeout)
+        (void)json_object_set_new(body, "timeout", json_real((double)o->timeout / USEC_PER_SEC));
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    linebuf_init(&x.lb, LIMIT_CLI_CODE_LINE);
+    buf_init(&x.errbody, LIMIT_CLI_SBD_ERROR);
+    x.h = curl_easy_init();
+    (void)cli_sbd_setup(s, x.h, "POST", "/v1/code/execute", extra, &hdrs, errbuf);
+    curl_easy_setopt(x.h, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(x.h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(x.h, CURLOPT_WRITEDATA, &x);
+    int rc = code_finish(g, &x, code_loop(&x), errbuf);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(x.h);
+    xfree(text); /* jansson allocates with malloc: see output.c */
+    linebuf_done(&x.lb);
+    buf_done(&x.errbody);
+    return rc;
+}
+
+/* Reads the code from -c, FILE or - (stdin) into out. Returns CLI_OK or prints why not. */
+static int read_code(const struct cli_globals *g, const struct code_opts *o, struct buf *out)
+{
+    if (o->code)
+        return buf_puts(out, o->code) == 0
+                   ? CLI_OK
+                   : (fprintf(g->err, "error: code too large\n"), CLI_USAGE);
+    int fd = strcmp(o->file, "-") == 0 ? 0 : open(o->file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(g->err, "error: %s: %s\n", o->file, strerror(errno));
+        return CLI_USAGE;
+    }
+    char chunk[65536];
+    int rc = CLI_OK;
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || buf_append(out, chunk, (size_t)n) < 0) {
+            if (n != 0)
+                fprintf(g->err, "error: %s: %s\n", o->file,
+                        n < 0 ? strerror(errno) : "code over 8 MiB");
+            rc = n == 0 ? CLI_OK : CLI_USAGE;
+            break;
+        }
+    }
+    if (fd > 0)
+        (void)close(fd);
+    return rc;
+}
+
+static const struct option code_long[] = {
+    {"code", required_argument, NULL, 'c'},
+    {"code-context", required_argument, NULL, 'X'},
+    {"timeout", required_argument, NULL, 'T'},
+    {"json", no_argument, NULL, 'J'},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_code(const struct cli_globals *g, int argc, char **argv, struct code_opts *o,
+                      const char **ret_name)
+{
+    int ch;
+    optind = 0;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "c:", code_long, NULL)) != -1) {
+        if (ch == 'c')
+            o->code = optarg;
+        else if (ch == 'X')
+            o->context = optarg;
+        else if (ch == 'J')
+            o->json = true;
+        else if (ch == 'T' && cli_parse_duration(optarg, &o->timeout) == 0 && o->timeout > 0)
+            continue;
+        else {
+            fprintf(g->err, "error: bad option %s; see run-code --help\n", argv[optind - 1]);
+            return CLI_USAGE;
+        }
+    }
+    int rest = argc - optind;
+    if (rest < 1 || rest > 2 || (rest == 2) == (o->code != NULL)) {
+        fprintf(g->err, "error: usage: kubectl-sandbox run-code NAME (-c CODE | FILE | -)\n");
+        return CLI_USAGE;
+    }
+    *ret_name = argv[optind];
+    if (rest == 2)
+        o->file = argv[optind + 1];
+    return CLI_OK;
+}
+
+int cli_cmd_run_code(struct cli_globals *g, int argc, char **argv)
+{
+    struct code_opts o = {0};
+    const char *name = NULL;
+    struct buf code;
+    buf_init(&code, LIMIT_CLI_CODE);
+    int rc = parse_code(g, argc, argv, &o, &name);
+    if (rc == CLI_OK)
+        rc = read_code(g, &o, &code);
+    struct cli_sbd *s = NULL;
+    if (rc == CLI_OK)
+        rc = cli_sbd_open(g, name, &s);
+    if (rc == CLI_OK) {
+        struct sigaction sa = {.sa_handler = on_code_int};
+        sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGINT, &sa, NULL);
+        rc = do_code(g, s, &o, &code);
+    }
+    cli_sbd_free(s);
+    buf_done(&code);
+    return rc;
+}
