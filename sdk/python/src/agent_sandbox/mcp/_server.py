@@ -88,6 +88,7 @@ class CodeRun(BaseModel):
     stdout: str
     stderr: str
     truncated: bool
+    timed_out: bool = Field(default=False, description="interrupted at the timeout (the context keeps its state)")
     error: CodeErrorOut | None
     results: list[CodeResultOut]
 

@@ -16,7 +16,7 @@ from agent_sandbox import _k8s
 from agent_sandbox._conn import ENV_ROUTER_URL
 from agent_sandbox.aio import AsyncSandbox, AsyncSandboxClient
 from agent_sandbox.aio import connect as aconnect
-from agent_sandbox.errors import SandboxError
+from agent_sandbox.errors import SandboxError, SandboxTimeoutError
 from agent_sandbox.mcp._bounds import Capture, Limits, bound_text
 from agent_sandbox.models import Connection, RouterConnection
 
@@ -149,7 +149,7 @@ class Tools:
     async def aclose(self) -> None:
         """Deletes what this server created when --cleanup is on, then closes the clients."""
         if self.opts.cleanup:
-            for sb in list(self.created.values()):
+            for sb in {id(sb): sb for sb in self.created.values()}.values():
                 try:
                     await sb.delete()
                 except SandboxError:
@@ -170,8 +170,9 @@ class Tools:
                 raise ToolFailure(f"this server serves one sandbox, {LOCAL_NAME!r}; there is no {name!r}")
             return self._pinned
         if not name:
-            if len(self.created) == 1:
-                return next(iter(self.created.values()))
+            mine = {id(sb): sb for sb in self.created.values()}
+            if len(mine) == 1:
+                return next(iter(mine.values()))
             raise ToolFailure("name the sandbox: call list_sandboxes, or create_sandbox for a new one")
         if self.opts.only_created and name not in self.created:
             raise ToolFailure(f"sandbox {name!r} was not created by this server (--only-created)")
@@ -301,7 +302,16 @@ class Tools:
         runner = getattr(sb, "run_code", None)
         if runner is None:
             raise ToolFailure("code execution needs an agent_sandbox SDK with Sandbox.run_code")
-        ex = cast(ExecutionLike, await runner(code, context=context or None, timeout=timeout))
+        try:
+            ex = cast(ExecutionLike, await runner(code, context=context or None, timeout=timeout))
+        except SandboxTimeoutError as e:
+            # CodeExecutionTimeout: the kernel was interrupted; what it printed comes along.
+            partial = getattr(e, "execution", None)
+            if partial is None:
+                raise
+            out = self.code_output(cast(ExecutionLike, partial))
+            out.summary["timed_out"] = True
+            return out
         return self.code_output(ex)
 
     def code_output(self, ex: ExecutionLike) -> CodeOutput:
@@ -316,6 +326,7 @@ class Tools:
             "stdout": stdout,
             "stderr": stderr,
             "truncated": ex.truncated or out_cut or err_cut,
+            "timed_out": bool(getattr(ex, "timed_out", False)),
             "error": None,
             "results": [],
         }
