@@ -24,10 +24,10 @@ from agent_sandbox import DirectConnection, PodProxyConnection, RouterConnection
 
 pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox[mcp]')")
 
-import httpx2  # noqa: E402
-from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp_types import CallToolResult, TextContent  # noqa: E402
+import httpx2
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult, TextContent
 
 POOL = os.environ.get("AGENT_SANDBOX_E2E_POOL", "python-pool")
 
@@ -187,9 +187,7 @@ async def http_session(url: str, token: str) -> AsyncIterator[ClientSession]:
         yield s
 
 
-def test_mcp_http_claim_session(
-    sandbox_client: agent_sandbox.SandboxClient, http_server: tuple[str, str]
-) -> None:
+def test_mcp_http_claim_session(sandbox_client: agent_sandbox.SandboxClient, http_server: tuple[str, str]) -> None:
     url, token = http_server
     assert httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).status_code == 401
 
