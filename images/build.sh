@@ -2,9 +2,7 @@
 # Build the local OCI images (no registry, no Docker) and import them into containerd.
 #
 #   images/build.sh pause                 pause image from images/pause/pause.c
-#   images/build.sh runtime               sandbox runtime image (debootstrap minbase)
-#   images/build.sh runtime-sci           the runtime image plus numpy, pandas and matplotlib
-#                                         (Debian's packages; MPLBACKEND=Agg)
+#   images/build.sh runtime|runtime-sci   sandbox runtime image (debootstrap minbase); -sci: + numpy, pandas, matplotlib
 #   images/build.sh binaries NAME:TAG [--base scratch|runtime] [--entrypoint PATH] FILE...
 #                                         minimal image holding FILEs (plus their shared
 #                                         libraries) in /usr/local/bin
@@ -12,9 +10,7 @@
 #   images/build.sh ref pause|runtime|runtime-sci   print the image reference
 #
 # Each build prints the archive path (ARCHIVE; ARCHIVE.digest holds the manifest digest).
-# Archives live in $AS_IMAGES_CACHE (default .cache/images). The debootstrapped base
-# layers live in the per-user $AS_IMAGES_BASE_CACHE (default ~/.cache/agent-sandbox/images),
-# keyed by suite, architecture and package list, so a fresh clone does not debootstrap.
+# Archives live in $AS_IMAGES_CACHE (default .cache/images), base layers in ~/.cache/agent-sandbox/images.
 #
 # Runtime image hook: the files of $AS_RUNTIME_EXTRA_DIR (default images/runtime/extra,
 # if it exists) are added as a top layer, e.g. usr/local/bin/sandboxd. With sandboxd there,
@@ -35,7 +31,7 @@ RUNTIME_ENV='["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # The scientific variant draws with matplotlib's file backend (no display in a sandbox).
 RUNTIME_SCI_ENV=$(jq -c '. + ["MPLBACKEND=Agg"]' <<<"$RUNTIME_ENV")
 
-usage() { sed -n '2,22s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
 
 # The Debian mirror apt is configured with (deb822 or one-line format).
 debian_mirror() {
