@@ -17,7 +17,7 @@ pytest.importorskip("mcp", reason="the mcp package is not installed (pip install
 from mcp import Client
 from mcp_types import ImageContent, TextContent
 
-from agent_sandbox.errors import SandboxTimeoutError
+from agent_sandbox.errors import NotFoundError, SandboxTimeoutError
 from agent_sandbox.mcp import Limits, Options, Tools, build_server
 from agent_sandbox.mcp._bounds import Capture, bound_text, marker
 from agent_sandbox.mcp._cli import is_loopback, options, parser
@@ -172,6 +172,34 @@ async def test_run_code_timeout_returns_partial_output() -> None:
     s = res.structured_content
     assert s is not None and not res.is_error
     assert s["timed_out"] and s["stdout"] == "tick\n"
+
+
+async def test_run_code_creates_a_named_context_on_first_use() -> None:
+    class Contexts:
+        def __init__(self) -> None:
+            self.ids: list[str] = []
+
+        async def create(self, language: str = "python", cwd: str | None = None, *, id: str | None = None) -> None:
+            assert id is not None
+            self.ids.append(id)
+
+    class WithContexts(FakeCodeSandbox):
+        def __init__(self) -> None:
+            super().__init__(FakeExecution(results=[FakeResult({"text/plain": "1"}, is_main=True)]))
+            self.contexts = Contexts()
+
+        async def run_code(self, code: str, *, context: Any = None, timeout: Any = None) -> FakeExecution:
+            if context not in (None, *self.contexts.ids):
+                raise NotFoundError("run_code: not found (no such context)")
+            return await super().run_code(code, context=context, timeout=timeout)
+
+    fake = WithContexts()
+    async with Client(build_server(pinned_tools(fake))) as c:
+        res = await c.call_tool("run_code", {"code": "1", "context": "analysis"})
+        assert not res.is_error and res.structured_content and res.structured_content["text"] == "1"
+        assert fake.contexts.ids == ["analysis"]
+        res = await c.call_tool("run_code", {"code": "1", "context": "analysis"})
+        assert fake.contexts.ids == ["analysis"] and [ctx for _, ctx, _ in fake.calls] == ["analysis", "analysis"]
 
 
 async def test_run_code_without_sdk_support_is_a_tool_error() -> None:

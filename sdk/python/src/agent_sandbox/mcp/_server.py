@@ -192,7 +192,10 @@ def build_server(tools: Tools) -> MCPServer:
         sandbox: SandboxName = None,
         context: Annotated[
             str | None,
-            Field(description="code context id: variables persist between calls in one context (default 'default')"),
+            Field(
+                description="code context id: variables persist between calls in one context; a new id "
+                "starts a fresh interpreter (default 'default')"
+            ),
         ] = None,
         timeout_seconds: Annotated[
             float | None, Field(description="interrupt the code after this many seconds (the context survives)")

@@ -16,7 +16,7 @@ from agent_sandbox import _k8s
 from agent_sandbox._conn import ENV_ROUTER_URL
 from agent_sandbox.aio import AsyncSandbox, AsyncSandboxClient
 from agent_sandbox.aio import connect as aconnect
-from agent_sandbox.errors import SandboxError, SandboxTimeoutError
+from agent_sandbox.errors import NotFoundError, SandboxError, SandboxTimeoutError
 from agent_sandbox.mcp._bounds import Capture, Limits, bound_text
 from agent_sandbox.models import Connection, RouterConnection
 
@@ -25,6 +25,9 @@ CREATED_BY = "mcp"
 
 LOCAL_NAME = "local"
 """The name of the one sandbox of a server pinned to a sandboxd URL."""
+
+DEFAULT_CONTEXT = "default"
+"""The code context run_code uses when given none (the SDK's default)."""
 
 HANDLE_CACHE = 256
 """Sandbox handles kept between calls (each is a few names and a cached route)."""
@@ -303,7 +306,13 @@ class Tools:
         if runner is None:
             raise ToolFailure("code execution needs an agent_sandbox SDK with Sandbox.run_code")
         try:
-            ex = cast(ExecutionLike, await runner(code, context=context or None, timeout=timeout))
+            try:
+                ex = cast(ExecutionLike, await runner(code, context=context or None, timeout=timeout))
+            except NotFoundError:
+                # A context the model named for the first time: create it, run once more.
+                if not context or context == DEFAULT_CONTEXT or not await self._new_context(sb, context):
+                    raise
+                ex = cast(ExecutionLike, await runner(code, context=context, timeout=timeout))
         except SandboxTimeoutError as e:
             # CodeExecutionTimeout: the kernel was interrupted; what it printed comes along.
             partial = getattr(e, "execution", None)
@@ -313,6 +322,17 @@ class Tools:
             out.summary["timed_out"] = True
             return out
         return self.code_output(ex)
+
+    async def _new_context(self, sb: AsyncSandbox, context: str) -> bool:
+        """Creates code context ``context``; False when the SDK cannot name contexts."""
+        contexts = getattr(sb, "contexts", None) or getattr(sb, "code_contexts", None)
+        if contexts is None:
+            return False
+        try:
+            await contexts.create(id=context)
+        except TypeError:
+            return False
+        return True
 
     def code_output(self, ex: ExecutionLike) -> CodeOutput:
         """The bounded answer of one execution: text of the main result, stdout, stderr,
