@@ -26,6 +26,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp_types import CallToolResult, TextContent  # noqa: E402
 
+from agent_sandbox.aio import AsyncSandbox  # noqa: E402
+
 pytestmark = pytest.mark.integration
 
 LIMIT = 4096
@@ -102,6 +104,18 @@ async def session_walkthrough(s: ClientSession) -> None:
     f = data(await s.call_tool("read_file", {"path": f"{d}/big.txt"}))
     assert f["truncated"] and f["content"].startswith("y" * LIMIT) and "truncated" in f["content"]
     assert len(f["content"]) < LIMIT + 200
+
+    # Code: with the SDK's code execution for real, else a clear tool error.
+    if hasattr(AsyncSandbox, "run_code"):
+        ctx = f"mcp-{uuid.uuid4().hex[:6]}"
+        data(await s.call_tool("run_code", {"code": "x = 21", "context": ctx}))
+        c = data(await s.call_tool("run_code", {"code": "print('half'); x * 2", "context": ctx}))
+        assert (c["text"], c["stdout"], c["error"]) == ("42", "half\n", None)
+        c = data(await s.call_tool("run_code", {"code": "1/0", "context": ctx}))
+        assert c["error"]["name"] == "ZeroDivisionError" and "Traceback" in c["error"]["traceback"]
+    else:
+        res = await s.call_tool("run_code", {"code": "21*2"})
+        assert res.is_error and "run_code" in text_of(res)
 
     # Failures are tool errors (isError) with a message, never a dead server.
     for name, args, words in [
