@@ -5,6 +5,7 @@ mode of the ``sandbox`` fixture."""
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import subprocess
@@ -27,9 +28,10 @@ pytest.importorskip("mcp", reason="the mcp package is not installed (pip install
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ImageContent, TextContent
 
 POOL = os.environ.get("AGENT_SANDBOX_E2E_POOL", "python-pool")
+SCI_TEMPLATE = os.environ.get("AGENT_SANDBOX_E2E_SCI_TEMPLATE", "python-sci")
 
 
 def server_command() -> list[str]:
@@ -227,3 +229,33 @@ def test_mcp_attach_existing(sandbox: agent_sandbox.Sandbox, tmp_path: Path) -> 
     anyio.run(go)
     assert sandbox.files.exists(path)
     sandbox.files.delete(path)
+
+
+def test_mcp_sci_plot_is_an_image(sandbox_client: agent_sandbox.SandboxClient, tmp_path: Path) -> None:
+    """A fresh sandbox from the python-sci template; a matplotlib plot made with run_code
+    comes back to the model as an MCP image."""
+    if not hasattr(agent_sandbox.AsyncSandbox, "run_code"):
+        pytest.skip("this agent_sandbox has no run_code")
+    cmd = server_command()
+    params = StdioServerParameters(
+        command=cmd[0], args=[*cmd[1:], *server_args(sandbox_client, tmp_path)], env={**os.environ}
+    )
+
+    async def go() -> None:
+        async with stdio_client(params) as (rd, wr), ClientSession(rd, wr) as s:
+            await s.initialize()
+            name = data(await s.call_tool("create_sandbox", {"template": SCI_TEMPLATE}))["sandbox"]
+            try:
+                code = (
+                    "import numpy as np, matplotlib.pyplot as plt\nplt.plot(np.arange(5) ** 2)\nint(np.arange(5).sum())"
+                )
+                res = await s.call_tool("run_code", {"sandbox": name, "code": code, "timeout_seconds": 120})
+                out = data(res)
+                assert out["text"] == "10" and out["error"] is None
+                images = [c for c in res.content if isinstance(c, ImageContent)]
+                assert images and images[0].mime_type == "image/png"
+                assert base64.b64decode(images[0].data).startswith(b"\x89PNG\r\n\x1a\n")
+            finally:
+                data(await s.call_tool("delete_sandbox", {"sandbox": name}))
+
+    anyio.run(go)
