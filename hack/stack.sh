@@ -147,9 +147,10 @@ install_crds() {
 }
 
 install_defaults() {
-	log "installing the default template and pool"
+	log "installing the default templates and pool"
 	kctl apply --server-side --force-conflicts --field-manager=agent-sandbox-up \
-		-f "$ROOT/config/local/router-user.yaml" -f "$ROOT/config/local/defaults.yaml" >/dev/null
+		-f "$ROOT/config/local/router-user.yaml" -f "$ROOT/config/local/defaults.yaml" \
+		-f "$ROOT/config/local/sci.yaml" >/dev/null
 }
 
 # install_storage: local-path-provisioner (built from the Go module proxy) as the default
@@ -279,6 +280,7 @@ Agent Sandbox is up on the local cluster.
   router URL:   $(router_url)          (make -s router-url; token: make -s router-token)
   storage:      default StorageClass "standard" (local-path-provisioner)
   template:     "python" with warm pool "python-pool" (config/local/defaults.yaml)
+                "python-sci" (numpy, pandas, matplotlib; no pool; config/local/sci.yaml)
   claim one:    $CACHE_DIR/bin/kubectl create -f - <<'YAML'
                 apiVersion: extensions.agents.x-k8s.io/v1beta1
                 kind: SandboxClaim

@@ -73,7 +73,7 @@ images_up() {
 		AS_RUNTIME_EXTRA_DIR=$(cat "$STATE/runtime-extra-dir")
 		export AS_RUNTIME_EXTRA_DIR
 	fi
-	for a in pause runtime; do
+	for a in pause runtime runtime-sci; do
 		a=$("$ROOT/images/build.sh" "$a") || die "image build failed: $a"
 		oci_import_changed "$CONTAINERD_SOCK" "$a" >/dev/null
 	done

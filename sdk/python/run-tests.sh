@@ -12,7 +12,7 @@ py=${PYTHON:-python3}
 if [[ ! -x $venv/bin/python ]]; then
     "$py" -m venv "$venv"
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check -e "$here[test]"
+"$venv/bin/pip" install -q --disable-pip-version-check -e "$here[test,mcp]"
 
 # Point the integration tests at the stack when `make up` has brought it up.
 if [[ -z ${AGENT_SANDBOX_KUBECONFIG:-} ]]; then

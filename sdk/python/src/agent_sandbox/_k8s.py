@@ -133,9 +133,10 @@ def env_entry(name: str, value: EnvValue) -> dict[str, Any]:
 
 def _metadata(name: str, labels: dict[str, str] | None, annotations: dict[str, str] | None) -> dict[str, Any]:
     """The metadata of an object the SDK creates: the caller's labels (checked) and
-    annotations, plus the created-by label and the client-request timestamp."""
+    annotations, plus the created-by label (unless the caller set one) and the
+    client-request timestamp."""
     lab = check_labels(labels)
-    lab[LABEL_CREATED_BY] = CREATED_BY
+    lab.setdefault(LABEL_CREATED_BY, CREATED_BY)
     ann = dict(annotations or {})
     ann[ANN_CLIENT_REQUESTED] = now_rfc3339()
     return {"name": name, "labels": lab, "annotations": ann}

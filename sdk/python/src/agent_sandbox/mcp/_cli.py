@@ -1,0 +1,204 @@
+"""agent-sandbox-mcp: the command line of the MCP server (stdio or streamable HTTP)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hmac
+import ipaddress
+import os
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import anyio
+import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agent_sandbox.mcp._bounds import DEFAULT_MAX_OUTPUT_BYTES, MIN_OUTPUT_BYTES, Limits
+from agent_sandbox.mcp._server import build_server
+from agent_sandbox.mcp._tools import Options, Tools
+
+ENV_AUTH_TOKEN = "AGENT_SANDBOX_MCP_TOKEN"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="agent-sandbox-mcp",
+        description="MCP server exposing Agent Sandbox sandboxes as tools (stdio or streamable HTTP).",
+    )
+    k = p.add_argument_group("cluster")
+    k.add_argument("--namespace", help="namespace of the sandboxes (default: the kubeconfig context's)")
+    k.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
+    k.add_argument("--context", help="kubeconfig context")
+    k.add_argument(
+        "--connection",
+        choices=("auto", "router", "proxy", "direct"),
+        default="auto",
+        help="how requests reach sandboxd (default auto: router when a router URL is known, else pod proxy)",
+    )
+    k.add_argument("--router-url", help="sandbox router URL (default $AGENT_SANDBOX_ROUTER_URL)")
+    k.add_argument(
+        "--router-token-file",
+        help="file holding the router's bearer token (default $AGENT_SANDBOX_ROUTER_TOKEN, else the kubeconfig's)",
+    )
+    k.add_argument(
+        "--sandboxd-url",
+        help="development and tests: serve the one sandboxd at this URL as sandbox 'local' (no cluster)",
+    )
+    s = p.add_argument_group("sandboxes")
+    s.add_argument("--default-template", help="template create_sandbox uses when given neither template nor pool")
+    s.add_argument("--default-pool", help="warm pool create_sandbox uses by default (preferred over the template)")
+    s.add_argument("--create", dest="allow_create", action=argparse.BooleanOptionalAction, default=True,
+                   help="allow create_sandbox (default on)")  # fmt: skip
+    s.add_argument("--delete", dest="allow_delete", action=argparse.BooleanOptionalAction, default=True,
+                   help="allow delete_sandbox (default on)")  # fmt: skip
+    s.add_argument("--only-created", action="store_true",
+                   help="only touch sandboxes this server created")  # fmt: skip
+    s.add_argument("--cleanup", action="store_true", help="delete the sandboxes this server created when it stops")
+    s.add_argument("--ttl", type=float, help="default TTL (seconds) of created sandboxes")
+    s.add_argument("--create-timeout", type=float, default=180.0, help="seconds to wait for a new sandbox")
+    b = p.add_argument_group("bounds")
+    b.add_argument("--max-output-bytes", type=int, default=DEFAULT_MAX_OUTPUT_BYTES,
+                   help=f"per stream, file read and code result (default {DEFAULT_MAX_OUTPUT_BYTES})")  # fmt: skip
+    b.add_argument("--max-image-bytes", type=int, default=Limits.image_bytes, help="per image of run_code")
+    b.add_argument("--max-timeout", type=float, default=Limits.timeout, help="longest timeout a tool call may ask")
+    t = p.add_argument_group("transport")
+    t.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    t.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    t.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    t.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    t.add_argument(
+        "--auth-token-file",
+        help=f"HTTP: clients must send 'Authorization: Bearer <token>' with the token of this file "
+        f"(or ${ENV_AUTH_TOKEN}); required for a non-loopback --host",
+    )
+    return p
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def options(ns: argparse.Namespace) -> Options:
+    if ns.max_output_bytes < MIN_OUTPUT_BYTES:
+        raise SystemExit(f"agent-sandbox-mcp: --max-output-bytes must be at least {MIN_OUTPUT_BYTES}")
+    if ns.max_image_bytes < 0 or ns.max_timeout <= 0:
+        raise SystemExit("agent-sandbox-mcp: --max-image-bytes and --max-timeout must be positive")
+    limits = Limits(output_bytes=ns.max_output_bytes, image_bytes=ns.max_image_bytes, timeout=ns.max_timeout)
+    return Options(
+        namespace=ns.namespace,
+        kubeconfig=ns.kubeconfig,
+        context=ns.context,
+        connection=ns.connection,
+        router_url=ns.router_url,
+        router_token_file=ns.router_token_file,
+        sandboxd_url=ns.sandboxd_url,
+        default_template=ns.default_template,
+        default_pool=ns.default_pool,
+        allow_create=ns.allow_create,
+        allow_delete=ns.allow_delete,
+        only_created=ns.only_created,
+        cleanup=ns.cleanup,
+        create_timeout=ns.create_timeout,
+        default_ttl=ns.ttl,
+        limits=limits,
+    )
+
+
+def auth_token(ns: argparse.Namespace) -> str | None:
+    if ns.auth_token_file:
+        tok = Path(ns.auth_token_file).read_text().strip()
+        if not tok:
+            raise SystemExit(f"agent-sandbox-mcp: {ns.auth_token_file} is empty")
+        return tok
+    return os.environ.get(ENV_AUTH_TOKEN) or None
+
+
+class BearerAuth:
+    """ASGI wrapper: HTTP requests without ``Authorization: Bearer <token>`` get 401."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            got = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(got, self.expected):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": b"missing or wrong bearer token\n"})
+                return
+        await self.app(scope, receive, send)
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handling: _serve's handler asks it to stop, and
+    the server's cleanup runs before the process exits."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def _serve(ns: argparse.Namespace, tools: Tools, token: str | None) -> None:
+    server = build_server(tools)
+    web: _Uvicorn | None = None
+    if ns.transport == "http":
+        app: ASGIApp = server.streamable_http_app(streamable_http_path=ns.path, host=ns.host)
+        if token:
+            app = BearerAuth(app, token)
+        web = _Uvicorn(uvicorn.Config(app, host=ns.host, port=ns.port, log_level="warning", lifespan="on"))
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def on_signals() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as sigs:
+                    async for _ in sigs:
+                        if web is not None:
+                            web.should_exit = True
+                        else:
+                            tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(on_signals)
+            if web is not None:
+                await web.serve()
+            else:
+                await server.run_stdio_async()
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await tools.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ns = parser().parse_args(argv)
+    opts = options(ns)
+    token = auth_token(ns) if ns.transport == "http" else None
+    if ns.transport == "http" and not token and not is_loopback(ns.host):
+        raise SystemExit(
+            f"agent-sandbox-mcp: refusing to serve HTTP on {ns.host} without --auth-token-file "
+            f"(or ${ENV_AUTH_TOKEN}): anyone reaching it could run code in your sandboxes"
+        )
+    try:
+        tools = Tools(opts)
+    except ValueError as e:
+        raise SystemExit(f"agent-sandbox-mcp: {e}") from None
+    try:
+        anyio.run(_serve, ns, tools, token)
+    except KeyboardInterrupt:
+        pass
+    sys.exit(0)

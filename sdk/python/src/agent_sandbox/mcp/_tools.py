@@ -1,0 +1,466 @@
+"""What the MCP tools do, on top of the async SDK: finding sandbox handles, creating
+and deleting sandboxes, commands, code, files; every answer bounded (see _bounds).
+Nothing here speaks MCP: _server registers these methods as tools."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import secrets
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, cast
+
+from agent_sandbox import _k8s
+from agent_sandbox._conn import ENV_ROUTER_URL
+from agent_sandbox.aio import AsyncSandbox, AsyncSandboxClient
+from agent_sandbox.aio import connect as aconnect
+from agent_sandbox.errors import NotFoundError, SandboxError, SandboxTimeoutError
+from agent_sandbox.mcp._bounds import Capture, Limits, bound_text
+from agent_sandbox.models import Connection, RouterConnection
+
+CREATED_BY = "mcp"
+"""Value of the agents.x-k8s.io/created-by label on what this server creates."""
+
+LOCAL_NAME = "local"
+"""The name of the one sandbox of a server pinned to a sandboxd URL."""
+
+DEFAULT_CONTEXT = "default"
+"""The code context run_code uses when given none (the SDK's default)."""
+
+HANDLE_CACHE = 256
+"""Sandbox handles kept between calls (each is a few names and a cached route)."""
+
+
+class ToolFailure(Exception):
+    """A failure to report to the model as a tool error (its text is the message)."""
+
+
+@dataclass
+class Options:
+    """The server's configuration (command-line flags, see _cli)."""
+
+    namespace: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    connection: str = "auto"
+    router_url: str | None = None
+    router_token_file: str | None = None
+    sandboxd_url: str | None = None
+    sandboxd_token: str | None = None
+    default_template: str | None = None
+    default_pool: str | None = None
+    allow_create: bool = True
+    allow_delete: bool = True
+    only_created: bool = False
+    cleanup: bool = False
+    create_timeout: float = 180.0
+    default_ttl: float | None = None
+    limits: Limits = field(default_factory=Limits)
+
+
+# ---- the code-execution API of the SDK, as this module uses it --------------------------
+
+
+class CodeResultLike(Protocol):
+    @property
+    def data(self) -> Mapping[str, str]: ...
+    @property
+    def is_main(self) -> bool: ...
+
+
+class CodeErrorLike(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def traceback(self) -> str: ...
+
+
+class ExecutionLike(Protocol):
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
+    @property
+    def results(self) -> Sequence[CodeResultLike]: ...
+    @property
+    def error(self) -> CodeErrorLike | None: ...
+    @property
+    def execution_count(self) -> int: ...
+    @property
+    def truncated(self) -> bool: ...
+
+
+@dataclass
+class Image:
+    mime_type: str
+    data: str
+    """base64"""
+
+
+@dataclass
+class CodeOutput:
+    """run_code's answer: the JSON part and the images."""
+
+    summary: dict[str, Any]
+    images: list[Image]
+
+
+def _seconds(value: float | None, default: float | None, limits: Limits, what: str) -> float | None:
+    if value is None:
+        return default
+    if value <= 0 or value > limits.timeout:
+        raise ToolFailure(f"{what} must be > 0 and at most {limits.timeout:g} seconds")
+    return float(value)
+
+
+class Tools:
+    """The server's state: one SDK client (none when pinned to a sandboxd URL), the
+    handles of sandboxes in use and the names of those this server created."""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.limits = opts.limits
+        self.instance = secrets.token_hex(4)
+        self.created: dict[str, AsyncSandbox] = {}
+        self._handles: dict[str, AsyncSandbox] = {}
+        self._client: AsyncSandboxClient | None = None
+        self._pinned: AsyncSandbox | None = None
+        if opts.sandboxd_url:
+            self._pinned = aconnect(opts.sandboxd_url, token=opts.sandboxd_token, name=LOCAL_NAME)
+
+    @property
+    def pinned(self) -> bool:
+        return self._pinned is not None
+
+    def client(self) -> AsyncSandboxClient:
+        """The SDK client, built on first use (inside the server's event loop)."""
+        if self._pinned is not None:
+            raise ToolFailure("this server is pinned to one sandboxd (--sandboxd-url): there is no cluster")
+        if self._client is None:
+            self._client = AsyncSandboxClient(
+                namespace=self.opts.namespace,
+                kubeconfig=self.opts.kubeconfig,
+                context=self.opts.context,
+                connection=_connection(self.opts),
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Deletes what this server created when --cleanup is on, then closes the clients."""
+        if self.opts.cleanup:
+            for sb in {id(sb): sb for sb in self.created.values()}.values():
+                try:
+                    await sb.delete()
+                except SandboxError:
+                    pass
+            self.created.clear()
+        if self._client is not None:
+            await self._client.aclose()
+        if self._pinned is not None:
+            await self._pinned.client.aclose()
+
+    # ---- handles ---------------------------------------------------------------------
+
+    async def handle(self, name: str | None) -> AsyncSandbox:
+        """The handle of sandbox ``name`` (a Sandbox or SandboxClaim name). Without a
+        name: the pinned sandbox, else the only sandbox this server created."""
+        if self._pinned is not None:
+            if name not in (None, "", LOCAL_NAME):
+                raise ToolFailure(f"this server serves one sandbox, {LOCAL_NAME!r}; there is no {name!r}")
+            return self._pinned
+        if not name:
+            mine = {id(sb): sb for sb in self.created.values()}
+            if len(mine) == 1:
+                return next(iter(mine.values()))
+            raise ToolFailure("name the sandbox: call list_sandboxes, or create_sandbox for a new one")
+        if self.opts.only_created and name not in self.created:
+            raise ToolFailure(f"sandbox {name!r} was not created by this server (--only-created)")
+        sb = self.created.get(name) or self._handles.get(name)
+        if sb is None:
+            sb = await self.client().get(name)
+            if len(self._handles) >= HANDLE_CACHE:
+                self._handles.pop(next(iter(self._handles)))
+            self._handles[name] = sb
+        return sb
+
+    def _forget(self, sb: AsyncSandbox) -> None:
+        for d in (self.created, self._handles):
+            for k in [k for k, v in d.items() if v is sb]:
+                del d[k]
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    async def create_sandbox(self, template: str | None, pool: str | None, ttl_seconds: float | None) -> dict[str, Any]:
+        if not self.opts.allow_create:
+            raise ToolFailure("creating sandboxes is disabled on this server (--no-create)")
+        if self._pinned is not None:
+            raise ToolFailure(f"this server serves one sandbox, {LOCAL_NAME!r}, and cannot create others")
+        if template and pool:
+            raise ToolFailure("give a template or a pool, not both")
+        if not template and not pool:
+            pool, template = self.opts.default_pool, self.opts.default_template
+            if pool and template:
+                template = None
+            if not pool and not template:
+                raise ToolFailure("give a template or a pool (this server has no default)")
+        ttl = _seconds(ttl_seconds, self.opts.default_ttl, Limits(timeout=7 * 86400.0), "ttl_seconds")
+        sb = await self.client().create(
+            pool,
+            template=template,
+            labels={_k8s.LABEL_CREATED_BY: CREATED_BY},
+            annotations={"agents.x-k8s.io/mcp-server": self.instance},
+            ttl=ttl,
+            timeout=self.opts.create_timeout,
+            keep=True,
+        )
+        key = sb.claim or sb.name
+        self.created[key] = sb
+        if sb.claim:
+            self.created[sb.name] = sb
+        return {
+            "sandbox": sb.name,
+            "claim": sb.claim,
+            "namespace": sb.namespace,
+            "from": f"pool {pool}" if pool else f"template {template}",
+            "ttl_seconds": ttl,
+        }
+
+    async def list_sandboxes(self) -> dict[str, Any]:
+        if self._pinned is not None:
+            return {"sandboxes": [{"name": LOCAL_NAME, "ready": True, "created_here": False}], "truncated": False}
+        infos = await self.client().list()
+        mine = {sb.name for sb in self.created.values()}
+        out = []
+        for info in infos:
+            if self.opts.only_created and info.name not in mine:
+                continue
+            out.append(
+                {
+                    "name": info.name,
+                    "claim": info.claim,
+                    "ready": info.ready,
+                    "operating_mode": info.operating_mode,
+                    "reason": info.reason,
+                    "created_by": info.labels.get(_k8s.LABEL_CREATED_BY, ""),
+                    "created_here": info.name in mine,
+                }
+            )
+        cut = len(out) > self.limits.list_entries
+        return {"namespace": self.client().namespace, "sandboxes": out[: self.limits.list_entries], "truncated": cut}
+
+    async def delete_sandbox(self, name: str) -> dict[str, Any]:
+        if not self.opts.allow_delete:
+            raise ToolFailure("deleting sandboxes is disabled on this server (--no-delete)")
+        if self._pinned is not None:
+            raise ToolFailure(f"the pinned sandbox {LOCAL_NAME!r} cannot be deleted through this server")
+        sb = await self.handle(name)
+        await sb.delete()
+        self._forget(sb)
+        return {"deleted": sb.claim or sb.name, "sandbox": sb.name, "claim": sb.claim}
+
+    # ---- processes -------------------------------------------------------------------
+
+    async def run_command(
+        self,
+        sandbox: str | None,
+        command: str | list[str],
+        cwd: str | None,
+        env: dict[str, str] | None,
+        timeout_seconds: float | None,
+    ) -> dict[str, Any]:
+        if isinstance(command, list) and not command:
+            raise ToolFailure("command: an empty argv")
+        timeout = _seconds(timeout_seconds, 60.0, self.limits, "timeout_seconds")
+        sb = await self.handle(sandbox)
+        out, err = Capture(self.limits.output_bytes), Capture(self.limits.output_bytes)
+        exit_code, sig, timed_out = -1, 0, False
+        async for ev in sb.stream(command, cwd=cwd, env=env, timeout=timeout):
+            if ev.type == "stdout":
+                out.add(ev.data)
+            elif ev.type == "stderr":
+                err.add(ev.data)
+            elif ev.type == "exit":
+                exit_code, sig, timed_out = ev.exit_code, ev.signal, ev.timed_out
+        return {
+            "exit_code": exit_code,
+            "signal": sig,
+            "timed_out": timed_out,
+            "stdout": out.text(),
+            "stderr": err.text(),
+            "stdout_bytes": out.total,
+            "stderr_bytes": err.total,
+            "stdout_truncated": out.truncated,
+            "stderr_truncated": err.truncated,
+        }
+
+    async def run_code(
+        self, sandbox: str | None, code: str, context: str | None, timeout_seconds: float | None
+    ) -> CodeOutput:
+        timeout = _seconds(timeout_seconds, None, self.limits, "timeout_seconds")
+        sb = await self.handle(sandbox)
+        runner = getattr(sb, "run_code", None)
+        if runner is None:
+            raise ToolFailure("code execution needs an agent_sandbox SDK with Sandbox.run_code")
+        try:
+            try:
+                ex = cast(ExecutionLike, await runner(code, context=context or None, timeout=timeout))
+            except NotFoundError:
+                # A context the model named for the first time: create it, run once more.
+                if not context or context == DEFAULT_CONTEXT or not await self._new_context(sb, context):
+                    raise
+                ex = cast(ExecutionLike, await runner(code, context=context, timeout=timeout))
+        except SandboxTimeoutError as e:
+            # CodeExecutionTimeout: the kernel was interrupted; what it printed comes along.
+            partial = getattr(e, "execution", None)
+            if partial is None:
+                raise
+            out = self.code_output(cast(ExecutionLike, partial))
+            out.summary["timed_out"] = True
+            return out
+        return self.code_output(ex)
+
+    async def _new_context(self, sb: AsyncSandbox, context: str) -> bool:
+        """Creates code context ``context``; False when the SDK cannot name contexts."""
+        contexts = getattr(sb, "contexts", None) or getattr(sb, "code_contexts", None)
+        if contexts is None:
+            return False
+        try:
+            await contexts.create(id=context)
+        except TypeError:
+            return False
+        return True
+
+    def code_output(self, ex: ExecutionLike) -> CodeOutput:
+        """The bounded answer of one execution: text of the main result, stdout, stderr,
+        the error, other results' text, and PNG/JPEG images (at most limits.images)."""
+        lim = self.limits
+        stdout, out_cut = bound_text(ex.stdout, lim.output_bytes)
+        stderr, err_cut = bound_text(ex.stderr, lim.output_bytes)
+        summary: dict[str, Any] = {
+            "execution_count": ex.execution_count,
+            "text": None,
+            "stdout": stdout,
+            "stderr": stderr,
+            "truncated": ex.truncated or out_cut or err_cut,
+            "timed_out": bool(getattr(ex, "timed_out", False)),
+            "error": None,
+            "results": [],
+        }
+        images: list[Image] = []
+        for r in ex.results:
+            mimes = sorted(r.data)
+            text = r.data.get("text/plain")
+            if text is not None:
+                text, cut = bound_text(text, lim.output_bytes)
+                summary["truncated"] = summary["truncated"] or cut
+            if r.is_main and summary["text"] is None:
+                summary["text"] = text
+            entry: dict[str, Any] = {"is_main": r.is_main, "mime_types": mimes, "text": text}
+            for mime in ("image/png", "image/jpeg"):
+                if mime in r.data:
+                    entry["image"] = self._image(mime, r.data[mime], images)
+                    break
+            summary["results"].append(entry)
+        if ex.error is not None:
+            tb, cut = bound_text(ex.error.traceback, lim.output_bytes)
+            summary["error"] = {"name": ex.error.name, "value": ex.error.value, "traceback": tb}
+            summary["truncated"] = summary["truncated"] or cut
+        return CodeOutput(summary, images)
+
+    def _image(self, mime: str, b64: str, images: list[Image]) -> str:
+        """Adds an image to the answer when it fits; returns what happened to it."""
+        size = len(b64) * 3 // 4
+        if len(images) >= self.limits.images:
+            return f"omitted: more than {self.limits.images} images"
+        if size > self.limits.image_bytes:
+            return f"omitted: {size} bytes, over the {self.limits.image_bytes} byte limit"
+        images.append(Image(mime, b64))
+        return f"attached as image {len(images)}"
+
+    # ---- files -----------------------------------------------------------------------
+
+    async def read_file(
+        self, sandbox: str | None, path: str, encoding: Literal["text", "base64"], max_bytes: int | None
+    ) -> dict[str, Any]:
+        limit = self.limits.output_bytes if max_bytes is None else min(max_bytes, self.limits.output_bytes)
+        if limit <= 0:
+            raise ToolFailure("max_bytes must be positive")
+        sb = await self.handle(sandbox)
+        data = bytearray()
+        stream = cast(AsyncGenerator[bytes, None], sb.files.iter_read(path))
+        try:
+            async for chunk in stream:
+                data += chunk
+                if len(data) > limit:
+                    break
+        finally:
+            await stream.aclose()
+        cut = len(data) > limit
+        body = bytes(data[:limit])
+        if encoding == "base64":
+            return {"path": path, "encoding": "base64", "content": base64.b64encode(body).decode(), "truncated": cut}
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if not cut or e.start < len(body) - 3:
+                raise ToolFailure(
+                    f"{path} is not UTF-8 text (byte {e.start}); read it with encoding='base64'"
+                ) from None
+            text = body[: e.start].decode("utf-8")
+        if cut:
+            text += f"\n[... file truncated after {len(body)} bytes; pass a larger max_bytes or use run_command ...]"
+        return {"path": path, "encoding": "text", "content": text, "truncated": cut}
+
+    async def write_file(
+        self, sandbox: str | None, path: str, content: str, encoding: Literal["text", "base64"], mode: str | None
+    ) -> dict[str, Any]:
+        if encoding == "base64":
+            try:
+                data = base64.b64decode(content, validate=True)
+            except (binascii.Error, ValueError) as e:
+                raise ToolFailure(f"content is not valid base64: {e}") from None
+        else:
+            data = content.encode("utf-8")
+        perm = None
+        if mode is not None:
+            try:
+                perm = int(mode, 8)
+            except ValueError:
+                raise ToolFailure(f"mode {mode!r}: an octal string such as '644' or '0755'") from None
+            if not 0 <= perm <= 0o7777:
+                raise ToolFailure(f"mode {mode!r} is out of range")
+        sb = await self.handle(sandbox)
+        await sb.files.write(path, data, mode=perm)
+        return {"path": path, "bytes": len(data)}
+
+    async def list_files(self, sandbox: str | None, path: str) -> dict[str, Any]:
+        sb = await self.handle(sandbox)
+        entries = await sb.files.list(path)
+        n = self.limits.list_entries
+        return {
+            "path": path,
+            "entries": [
+                {"name": e.name, "type": e.type, "size": e.size, "modified": e.modified.isoformat(), "mode": e.mode}
+                for e in entries[:n]
+            ],
+            "truncated": len(entries) > n,
+            "total": len(entries),
+        }
+
+
+def _connection(opts: Options) -> Connection | str:
+    """The SDK connection config for the server's flags."""
+    mode = opts.connection
+    if mode not in ("auto", "router", "proxy", "direct"):
+        raise ValueError(f"--connection {mode!r}: auto, router, proxy or direct")
+    if mode in ("auto", "router"):
+        url = opts.router_url or os.environ.get(ENV_ROUTER_URL)
+        if url:
+            return RouterConnection(url=url, token_file=opts.router_token_file)
+        if mode == "router":
+            raise ValueError(f"--connection router needs --router-url or ${ENV_ROUTER_URL}")
+    return mode

@@ -1,0 +1,288 @@
+"""The MCP server's logic without sandboxd: output bounds, run_code's mapping of an
+Execution to MCP content (a fake Sandbox.run_code), create/list/delete through the
+fake API server, and the command-line checks. The MCP side runs in process through
+the official client (mcp.Client on the MCPServer)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox[mcp]')")
+
+from mcp import Client
+from mcp_types import ImageContent, TextContent
+
+from agent_sandbox.errors import NotFoundError, SandboxTimeoutError
+from agent_sandbox.mcp import Limits, Options, Tools, build_server
+from agent_sandbox.mcp._bounds import Capture, bound_text, marker
+from agent_sandbox.mcp._cli import is_loopback, options, parser
+from agent_sandbox.mcp._tools import _connection
+from agent_sandbox.models import RouterConnection
+
+from .fakes import FakeKube, FakeSandboxd, async_client
+from .test_client_fake import bind_on_create
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+# ---- bounds -----------------------------------------------------------------------------
+
+
+def test_capture_keeps_head_and_tail_with_marker() -> None:
+    cap = Capture(1000)
+    for _ in range(100):
+        cap.add(b"a" * 100)
+    cap.add(b"THE END")
+    assert cap.truncated and cap.total == 10_007
+    text = cap.text()
+    head, rest = text.split("\n[... output truncated: ", 1)
+    assert head == "a" * 750
+    assert rest.startswith("9007 of 10007 bytes omitted ...]\n")
+    assert text.endswith("a" * 243 + "THE END")
+    assert marker(10_007, 1000) in text
+
+
+def test_capture_under_the_limit_is_unchanged() -> None:
+    cap = Capture(1000)
+    cap.add(b"x" * 700)
+    cap.add("é".encode() * 150)
+    assert not cap.truncated and cap.text() == "x" * 700 + "é" * 150
+    assert bound_text("short", 256) == ("short", False)
+
+
+def test_bound_text_cuts_utf8_safely() -> None:
+    text, cut = bound_text("€" * 1000, 300)
+    assert cut and "output truncated" in text
+    assert len(text.encode()) < 300 + 80
+    with pytest.raises(ValueError, match="minimum"):
+        Capture(10)
+
+
+# ---- run_code's mapping ---------------------------------------------------------------------
+
+
+@dataclass
+class FakeResult:
+    data: dict[str, str]
+    is_main: bool = False
+
+
+@dataclass
+class FakeError:
+    name: str
+    value: str
+    traceback: str
+
+
+@dataclass
+class FakeExecution:
+    stdout: str = ""
+    stderr: str = ""
+    results: list[FakeResult] = field(default_factory=list)
+    error: FakeError | None = None
+    execution_count: int = 1
+    truncated: bool = False
+
+
+class FakeCodeSandbox:
+    """Stands in for AsyncSandbox.run_code (the SDK's code-execution contract)."""
+
+    def __init__(self, ex: FakeExecution) -> None:
+        self.ex = ex
+        self.calls: list[tuple[str, Any, Any]] = []
+
+    async def run_code(self, code: str, *, context: Any = None, timeout: Any = None) -> FakeExecution:
+        self.calls.append((code, context, timeout))
+        return self.ex
+
+
+def pinned_tools(fake: object, **kw: Any) -> Tools:
+    tools = Tools(Options(sandboxd_url="http://127.0.0.1:9", **kw))
+    tools._pinned = fake  # type: ignore[assignment]
+    return tools
+
+
+async def test_run_code_maps_text_streams_error_and_images() -> None:
+    png = base64.b64encode(PNG).decode()
+    ex = FakeExecution(
+        stdout="printed\n",
+        stderr="warn\n",
+        results=[
+            FakeResult({"text/plain": "<Figure>", "image/png": png}),
+            FakeResult({"text/plain": "42", "text/html": "<b>42</b>"}, is_main=True),
+        ],
+        execution_count=7,
+    )
+    fake = FakeCodeSandbox(ex)
+    async with Client(build_server(pinned_tools(fake))) as c:
+        res = await c.call_tool("run_code", {"code": "21*2", "context": "ctx1", "timeout_seconds": 5})
+    assert not res.is_error
+    assert fake.calls == [("21*2", "ctx1", 5.0)]
+    s = res.structured_content
+    assert s is not None
+    assert (s["text"], s["stdout"], s["stderr"], s["execution_count"]) == ("42", "printed\n", "warn\n", 7)
+    assert s["error"] is None and not s["truncated"]
+    assert s["results"][0]["image"] == "attached as image 1"
+    assert s["results"][1]["mime_types"] == ["text/html", "text/plain"]
+    images = [b for b in res.content if isinstance(b, ImageContent)]
+    assert len(images) == 1 and images[0].mime_type == "image/png"
+    assert base64.b64decode(images[0].data) == PNG
+    texts = [b for b in res.content if isinstance(b, TextContent)]
+    assert json.loads(texts[0].text)["text"] == "42"
+
+
+async def test_run_code_error_and_bounds() -> None:
+    png = base64.b64encode(PNG).decode()
+    ex = FakeExecution(
+        stdout="o" * 5000,
+        results=[FakeResult({"image/png": png}) for _ in range(3)] + [FakeResult({"image/png": "A" * 4000})],
+        error=FakeError("ZeroDivisionError", "division by zero", "Traceback...\nZeroDivisionError"),
+    )
+    tools = pinned_tools(FakeCodeSandbox(ex))
+    tools.limits = Limits(output_bytes=1024, images=2, image_bytes=1000)
+    async with Client(build_server(tools)) as c:
+        res = await c.call_tool("run_code", {"code": "1/0"})
+    s = res.structured_content
+    assert s is not None and not res.is_error
+    assert s["error"]["name"] == "ZeroDivisionError" and "Traceback" in s["error"]["traceback"]
+    assert s["text"] is None and s["truncated"] and "output truncated" in s["stdout"]
+    assert len(s["stdout"]) < 1024 + 100
+    notes = [r["image"] for r in s["results"]]
+    assert notes[:2] == ["attached as image 1", "attached as image 2"]
+    assert notes[2].startswith("omitted: more than 2 images")
+    assert sum(isinstance(b, ImageContent) for b in res.content) == 2
+
+
+async def test_run_code_timeout_returns_partial_output() -> None:
+    class Timeout(SandboxTimeoutError):
+        def __init__(self, execution: FakeExecution) -> None:
+            super().__init__("run_code ran past 1s", reason="CodeExecutionTimeout")
+            self.execution = execution
+
+    class Slow(FakeCodeSandbox):
+        async def run_code(self, code: str, *, context: Any = None, timeout: Any = None) -> FakeExecution:
+            raise Timeout(FakeExecution(stdout="tick\n"))
+
+    async with Client(build_server(pinned_tools(Slow(FakeExecution())))) as c:
+        res = await c.call_tool("run_code", {"code": "while True: pass", "timeout_seconds": 1})
+    s = res.structured_content
+    assert s is not None and not res.is_error
+    assert s["timed_out"] and s["stdout"] == "tick\n"
+
+
+async def test_run_code_creates_a_named_context_on_first_use() -> None:
+    class Contexts:
+        def __init__(self) -> None:
+            self.ids: list[str] = []
+
+        async def create(self, language: str = "python", cwd: str | None = None, *, id: str | None = None) -> None:
+            assert id is not None
+            self.ids.append(id)
+
+    class WithContexts(FakeCodeSandbox):
+        def __init__(self) -> None:
+            super().__init__(FakeExecution(results=[FakeResult({"text/plain": "1"}, is_main=True)]))
+            self.contexts = Contexts()
+
+        async def run_code(self, code: str, *, context: Any = None, timeout: Any = None) -> FakeExecution:
+            if context not in (None, *self.contexts.ids):
+                raise NotFoundError("run_code: not found (no such context)")
+            return await super().run_code(code, context=context, timeout=timeout)
+
+    fake = WithContexts()
+    async with Client(build_server(pinned_tools(fake))) as c:
+        res = await c.call_tool("run_code", {"code": "1", "context": "analysis"})
+        assert not res.is_error and res.structured_content and res.structured_content["text"] == "1"
+        assert fake.contexts.ids == ["analysis"]
+        res = await c.call_tool("run_code", {"code": "1", "context": "analysis"})
+        assert fake.contexts.ids == ["analysis"] and [ctx for _, ctx, _ in fake.calls] == ["analysis", "analysis"]
+
+
+async def test_run_code_without_sdk_support_is_a_tool_error() -> None:
+    async with Client(build_server(pinned_tools(object()))) as c:
+        res = await c.call_tool("run_code", {"code": "1"})
+        assert res.is_error and "run_code" in res.content[0].text  # type: ignore[union-attr]
+        res = await c.call_tool("run_code", {"code": "1", "timeout_seconds": 10_000})
+        assert res.is_error and "timeout_seconds" in res.content[0].text  # type: ignore[union-attr]
+
+
+# ---- create / list / delete through the fake API server -------------------------------------
+
+
+async def test_create_list_delete_and_cleanup() -> None:
+    fake = FakeKube()
+    fake.on_create = bind_on_create
+    fake.sandboxd = FakeSandboxd()
+    tools = Tools(Options(default_pool="python-pool", cleanup=True))
+    tools._client = async_client(fake)
+    async with Client(build_server(tools)) as c:
+        res = await c.call_tool("create_sandbox", {})
+        s = res.structured_content
+        assert s is not None and not res.is_error, res.content
+        assert s["claim"].startswith("sandbox-claim-") and s["sandbox"] == s["claim"] + "-sb"
+        assert s["from"] == "pool python-pool"
+        claim = fake.store[("sandboxclaims", "default", s["claim"])]
+        assert claim["metadata"]["labels"]["agents.x-k8s.io/created-by"] == "mcp"
+        assert claim["metadata"]["annotations"]["agents.x-k8s.io/mcp-server"] == tools.instance
+        listed = (await c.call_tool("list_sandboxes", {})).structured_content
+        assert listed is not None
+        assert [(e["name"], e["created_here"]) for e in listed["sandboxes"]] == [(s["sandbox"], True)]
+        # The only sandbox this server created is the default target.
+        ran = await c.call_tool("run_command", {"command": "x"})
+        run = ran.structured_content
+        assert run is not None and (run["exit_code"], run["stdout"], run["stderr"]) == (3, "hello world", "warn")
+        second = await c.call_tool("create_sandbox", {"template": "t", "pool": "p"})
+        assert second.is_error and "not both" in second.content[0].text  # type: ignore[union-attr]
+        gone = (await c.call_tool("delete_sandbox", {"sandbox": s["sandbox"]})).structured_content
+        assert gone is not None and gone["deleted"] == s["claim"]
+        assert ("sandboxclaims", "default", s["claim"]) not in fake.store
+        again = await c.call_tool("run_command", {"command": "x"})
+        assert again.is_error and "name the sandbox" in again.content[0].text  # type: ignore[union-attr]
+        # --cleanup deletes what is left when the server stops.
+        res = await c.call_tool("create_sandbox", {"pool": "other"})
+        left = res.structured_content
+        assert left is not None
+    await tools.aclose()
+    assert ("sandboxclaims", "default", left["claim"]) not in fake.store
+
+
+async def test_no_create_and_only_created() -> None:
+    fake = FakeKube()
+    tools = Tools(Options(allow_create=False, only_created=True))
+    tools._client = async_client(fake)
+    async with Client(build_server(tools)) as c:
+        res = await c.call_tool("create_sandbox", {"pool": "p"})
+        assert res.is_error and "--no-create" in res.content[0].text  # type: ignore[union-attr]
+        res = await c.call_tool("read_file", {"path": "a", "sandbox": "someone-elses"})
+        assert res.is_error and "--only-created" in res.content[0].text  # type: ignore[union-attr]
+    await tools.aclose()
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+
+def test_cli_options_and_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENT_SANDBOX_ROUTER_URL", raising=False)
+    ns = parser().parse_args(["--max-output-bytes", "1000", "--no-create", "--router-url", "http://r:1"])
+    opts = options(ns)
+    assert opts.limits.output_bytes == 1000 and not opts.allow_create and opts.allow_delete
+    assert _connection(opts) == RouterConnection(url="http://r:1")
+    with pytest.raises(SystemExit):
+        options(parser().parse_args(["--max-output-bytes", "10"]))
+    assert _connection(Options(connection="proxy", router_url="http://r:1")) == "proxy"
+    assert _connection(Options()) == "auto"
+    with pytest.raises(ValueError, match="router"):
+        _connection(Options(connection="router"))
+    monkeypatch.setenv("AGENT_SANDBOX_ROUTER_URL", "http://env:2")
+    assert _connection(Options(connection="router", router_token_file="/t")) == RouterConnection(
+        url="http://env:2", token_file="/t"
+    )
+
+
+def test_loopback() -> None:
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com"))
