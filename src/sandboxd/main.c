@@ -329,7 +329,7 @@ static void apply_memory_merge(const struct opts *o)
 {
     if (!o->memory_merge)
         return;
-    int r = sbd_memmerge_set(true);
+    int r = sbd_memmerge_enable();
     if (r < 0)
         (void)log_warn_errno(r, "page merging requested but unavailable");
     else

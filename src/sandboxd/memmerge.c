@@ -40,9 +40,9 @@ int sbd_memmerge_parse(const char *s, bool *on)
     return -EINVAL;
 }
 
-int sbd_memmerge_set(bool on)
+int sbd_memmerge_enable(void)
 {
-    if (prctl(PR_SET_MEMORY_MERGE, on ? 1UL : 0UL, 0UL, 0UL, 0UL) < 0)
+    if (prctl(PR_SET_MEMORY_MERGE, 1UL, 0UL, 0UL, 0UL) < 0)
         return -errno;
     return 0;
 }

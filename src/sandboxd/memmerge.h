@@ -13,9 +13,10 @@
  * *on, or -EINVAL for anything else. */
 int sbd_memmerge_parse(const char *s, bool *on);
 
-/** Turns merging on (or off) for the calling process and its future children. Returns 0
- * or a negative errno (-EINVAL: the kernel has no PR_SET_MEMORY_MERGE). */
-int sbd_memmerge_set(bool on);
+/** Turns merging on for the calling process and its future children (it is never turned
+ * off again: that walks every mapping to unmerge). Returns 0 or a negative errno
+ * (-EINVAL: the kernel has no PR_SET_MEMORY_MERGE). */
+int sbd_memmerge_enable(void);
 
 /** 1 when the calling process is marked mergeable, 0 when not, negative errno when the
  * kernel cannot tell. */

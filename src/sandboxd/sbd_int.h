@@ -19,7 +19,7 @@ struct sbd_route {
     bool public_; /* no token needed (probes) */
 };
 
-#define SBD_MAX_ROUTES 48
+#define SBD_MAX_ROUTES 64
 
 struct sbd {
     uv_loop_t *loop;

@@ -14,7 +14,7 @@ stack_kubeconfig || {
 }
 VENV=${AGENT_SANDBOX_VENV:-$ROOT/.cache/pysdk-venv}
 { [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"; } &&
-	"$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT/sdk/python[test]" || {
+	"$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT/sdk/python[test,mcp]" || {
 	echo "devx: cannot set up the venv $VENV"
 	exit 1
 }

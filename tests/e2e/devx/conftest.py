@@ -22,6 +22,9 @@ import agent_sandbox
 import pytest
 from agent_sandbox import DirectConnection, PodProxyConnection, RouterConnection
 
+# the sci_sandbox fixture (template python-sci) lives in its own plugin file
+pytest_plugins = ["conftest_sci"]
+
 MODES = ("router", "proxy", "direct")
 POOL = os.environ.get("AGENT_SANDBOX_E2E_POOL", "python-pool")
 NAMESPACE = os.environ.get("AGENT_SANDBOX_E2E_NAMESPACE", "default")
