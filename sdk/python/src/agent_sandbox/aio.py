@@ -476,6 +476,7 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
     def background(self, id: int) -> AsyncBackgroundProcess:
         """A handle on background process id (no request is made)."""
         return AsyncBackgroundProcess(self, id)
+
     async def run_code(
         self,
         code: str,

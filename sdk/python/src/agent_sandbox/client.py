@@ -467,6 +467,7 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
     def background(self, id: int) -> BackgroundProcess:
         """A handle on background process id (no request is made)."""
         return BackgroundProcess(self, id)
+
     def run_code(
         self,
         code: str,

@@ -71,8 +71,16 @@ def cfg(**kw: Any) -> KubeConfig:
     ids=["router", "router-kubetoken", "proxy-token", "proxy-cert", "direct", "direct-pinned"],
 )
 def test_port_target_per_mode(
-    conn: Any, kube: KubeConfig | None, path: str, url: str, headers: dict[str, str], mode: str
+    conn: Any,
+    kube: KubeConfig | None,
+    path: str,
+    url: str,
+    headers: dict[str, str],
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # the router token falls back to the environment (run-tests.sh exports the stack's)
+    monkeypatch.delenv("AGENT_SANDBOX_ROUTER_TOKEN", raising=False)
     t = _ports.port_target(conn, kube, "team a", "sb-1", SB, 8000, path)
     assert t.url == url
     assert t.headers == headers
