@@ -137,6 +137,27 @@ build() {
 
 mode() { cat "$MODE_FILE" 2>/dev/null || echo cluster; }
 
+# runtime_digests: the digests of the runtime images in the cluster's containerd.
+runtime_digests() {
+	"$CLUSTER" ctr images ls 2>/dev/null | awk '$1 ~ /\/runtime(-sci)?:/ {print $1, $3}' | sort
+}
+
+# recycle_pool_members: after a runtime image changed under the same tag, the warm pools'
+# unclaimed members still run the old one (a pod keeps its image); delete them so the
+# pools refill with the new image. Claimed sandboxes are left alone.
+recycle_pool_members() {
+	local names
+	names=$(kctl get sandboxes -A -o json | jq -r '.items[] |
+		select(any(.metadata.ownerReferences[]?; .kind == "SandboxWarmPool" and .controller)) |
+		"\(.metadata.namespace)/\(.metadata.name)"')
+	[ -n "$names" ] || return 0
+	log "runtime image changed: replacing $(wc -l <<<"$names") unclaimed warm-pool sandboxes"
+	while IFS=/ read -r ns name; do
+		kctl -n "$ns" delete sandbox "$name" --wait=false >/dev/null 2>&1 || true
+	done <<<"$names"
+	sleep 2 # the pools see the deletions before readyReplicas is read
+}
+
 install_crds() {
 	log "installing the CRDs"
 	kctl apply --server-side --force-conflicts --field-manager=agent-sandbox-up \
@@ -232,6 +253,8 @@ up() {
 	"$ROOT/hack/build-k8s.sh"
 	build
 	"$CLUSTER" up >/dev/null
+	local before
+	before=$(runtime_digests)
 	"$CLUSTER" images
 	install_storage
 	install_crds
@@ -244,6 +267,7 @@ up() {
 	fi
 	echo "$want" >"$MODE_FILE"
 	install_defaults
+	[ "$before" = "$(runtime_digests)" ] || recycle_pool_members
 	log "waiting for the warm pool"
 	kctl wait --for=jsonpath='{.status.readyReplicas}'=2 --timeout=180s \
 		sandboxwarmpool/python-pool >/dev/null ||
