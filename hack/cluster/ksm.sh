@@ -2,11 +2,11 @@
 # Kernel same-page merging (KSM) on the local node, for templates with
 # spec.pageMerging: Enabled (docs/performance.md "Page merging"). Only memory that a
 # process marked mergeable (sandboxd does with SANDBOXD_MEMORY_MERGE=1) is scanned, so
-# with no such template running ksmd has nothing to do. ksmd's CPU is bounded by the
-# kernel's scan-time advisor: at most $AS_KSM_MAX_CPU percent of one core (default 5).
-# The advisor aims at one full scan of the mergeable memory every $AS_KSM_SCAN_TIME
-# seconds (default 30) within that bound. AS_KSM=0 leaves the node's KSM settings alone.
-# Sourced by cluster.sh.
+# with no such template running ksmd has nothing to do. ksmd's CPU is bounded by a fixed
+# scan rate: $AS_KSM_PAGES pages (default 200) every $AS_KSM_SLEEP_MS ms (default 20),
+# 40 MB/s, a few percent of one core; the kernel's scan-time advisor is not used (on
+# this machine it raised the rate to its maximum and took half a core). AS_KSM=0 leaves
+# the node's KSM settings alone. Sourced by cluster.sh.
 KSM_SYS=/sys/kernel/mm/ksm
 
 ksm_write() { # FILE VALUE: best effort (older kernels lack the advisor files)
@@ -17,14 +17,14 @@ ksm_up() {
 	[ "${AS_KSM:-1}" != 0 ] && [ -d "$KSM_SYS" ] || return 0
 	local orig=$STATE/ksm.orig f
 	if [ ! -f "$orig" ]; then # the machine's settings, restored by `down`
-		for f in run advisor_mode advisor_max_cpu advisor_target_scan_time; do
+		for f in run advisor_mode pages_to_scan sleep_millisecs; do
 			[ -r "$KSM_SYS/$f" ] || continue
 			printf '%s %s\n' "$f" "$(sed -E 's/.*\[([^]]*)\].*/\1/' "$KSM_SYS/$f")"
 		done >"$orig.tmp" && mv "$orig.tmp" "$orig"
 	fi
-	ksm_write advisor_mode scan-time || true
-	ksm_write advisor_max_cpu "${AS_KSM_MAX_CPU:-5}" || true
-	ksm_write advisor_target_scan_time "${AS_KSM_SCAN_TIME:-30}" || true
+	ksm_write advisor_mode none || true
+	ksm_write pages_to_scan "${AS_KSM_PAGES:-200}" || true
+	ksm_write sleep_millisecs "${AS_KSM_SLEEP_MS:-20}" || true
 	ksm_write run 1 || log "warning: cannot enable KSM ($KSM_SYS/run); page merging stays off"
 }
 
