@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for controller/ext_metrics: every upstream metric family listed in
+ * tests/data/observability/upstream_metrics.txt is exposed with its type and exact label
+ * names, histograms have upstream's buckets, and the recorded values are right. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/metrics.h"
+#include "controller/ext_int.h"
+#include "controller/ext_metrics.h"
+#include "kube/store.h"
+
+struct fixture {
+    struct metrics_registry *reg;
+    struct kube_store *store;
+    struct ext_metrics m;
+    char *text; /* the rendering */
+};
+
+static json_t *sandbox(const char *name, const char *launch, bool ready, const char *owner_kind)
+{
+    json_t *sb = json_pack("{s:{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s}},"
+                           " s:{s:[{s:s, s:s, s:s, s:s}]}}",
+                           "metadata", "name", name, "namespace", "team-a", "creationTimestamp",
+                           "2026-11-30T10:00:00Z", "labels", "agents.x-k8s.io/launch-type", launch,
+                           "agents.x-k8s.io/created-by", "python-client", "annotations",
+                           "agents.x-k8s.io/sandbox-template-ref", "python", "status", "conditions",
+                           "type", "Ready", "status", ready ? "True" : "False", "reason",
+                           ready ? "DependenciesReady" : "x", "lastTransitionTime",
+                           "2026-11-30T10:00:01.500Z");
+    if (owner_kind)
+        json_object_set_new(json_object_get(sb, "metadata"), "ownerReferences",
+                            json_pack("[{s:s, s:s, s:s, s:s, s:b}]", "apiVersion",
+                                      "extensions.agents.x-k8s.io/v1beta1", "kind", owner_kind,
+                                      "name", "o", "uid", "u1", "controller", 1));
+    return sb;
+}
+
+static json_t *claim(void)
+{
+    return json_pack("{s:{s:s, s:s, s:{s:s}, s:{s:s, s:s}}}", "metadata", "name", "c1", "namespace",
+                     "team-a", "labels", "agents.x-k8s.io/created-by", "go-client", "annotations",
+                     "agents.x-k8s.io/client-first-requested-at", "2026-11-30T10:00:00Z",
+                     EXT_ANN_WEBHOOK_OBSERVED, "2026-11-30T10:00:00.250Z");
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    json_t *c = claim(), *sb = sandbox("s1", "warm", true, "SandboxClaim");
+    struct buf b;
+    usec_t now;
+    assert_non_null(f);
+    f->reg = metrics_registry_new();
+    f->store = kube_store_new();
+    ext_metrics_register(f->reg, &f->m);
+    ext_metrics_register_sandboxes(f->reg, f->store);
+    assert_int_equal(kube_store_put(f->store, json_incref(sb), NULL), 0);
+    assert_int_equal(kube_store_put(f->store, sandbox("s2", "warm", true, "SandboxClaim"), NULL),
+                     0);
+    assert_int_equal(kube_store_put(f->store, sandbox("s3", "cold", false, NULL), NULL), 0);
+    ext_metrics_creation(&f->m, c, sb, "warm", "pool-a");
+    assert_int_equal(clock_parse_rfc3339("2026-11-30T10:00:02Z", &now), 0);
+    ext_metrics_first_ready(&f->m, c, sb, now - 300 * USEC_PER_MSEC, now);
+    json_decref(c);
+    json_decref(sb);
+    buf_init(&b, 1u << 20);
+    assert_int_equal(metrics_render(f->reg, &b), 0);
+    f->text = buf_steal(&b);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    metrics_registry_free(f->reg);
+    kube_store_free(f->store);
+    free(f->text);
+    free(f);
+    return 0;
+}
+
+static FILE *open_data(const char *name)
+{
+    char path[1024];
+    const char *dir = getenv("AS_TEST_DATA");
+    FILE *fp;
+    assert_non_null(dir);
+    assert_true(snprintf(path, sizeof(path), "%s/observability/%s", dir, name) < (int)sizeof(path));
+    fp = fopen(path, "re");
+    if (!fp)
+        fail_msg("cannot open %s", path);
+    return fp;
+}
+
+/* The label names of the first sample line of series (e.g. "x_bucket"), comma-joined
+ * into out in their order, without "le". */
+static void sample_labels(const char *text, const char *series, char *out, size_t size)
+{
+    char want[256];
+    const char *p, *end;
+    size_t n = 0;
+    (void)snprintf(want, sizeof(want), "\n%s{", series);
+    p = strstr(text, want);
+    if (!p)
+        fail_msg("no sample of %s in:\n%s", series, text);
+    p += strlen(want);
+    end = strchr(p, '}');
+    assert_non_null(end);
+    out[0] = '\0';
+    while (p < end) {
+        const char *eq = strchr(p, '=');
+        assert_non_null(eq);
+        if (!(eq - p == 2 && strncmp(p, "le", 2) == 0)) {
+            n += (size_t)snprintf(out + n, size - n, "%s%.*s", n ? "," : "", (int)(eq - p), p);
+            assert_true(n < size);
+        }
+        p = eq + 2; /* past =" */
+        while (*p && !(*p == '"' && p[-1] != '\\'))
+            p++;
+        p += *p == '"';
+        p += *p == ',';
+    }
+}
+
+static void test_upstream_families(void **state)
+{
+    struct fixture *f = *state;
+    char line[512], name[128], type[32], labels[256], got[256], want[256], series[160];
+    FILE *fp = open_data("upstream_metrics.txt");
+    int checked = 0;
+    while (fgets(line, sizeof(line), fp)) {
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        assert_int_equal(sscanf(line, "%127s %31s %255s", name, type, labels), 3);
+        (void)snprintf(want, sizeof(want), "\n# TYPE %s %s\n", name, type);
+        if (!strstr(f->text, want))
+            fail_msg("missing '# TYPE %s %s' in:\n%s", name, type, f->text);
+        (void)snprintf(series, sizeof(series), "%s%s", name,
+                       strcmp(type, "histogram") == 0 ? "_bucket" : "");
+        sample_labels(f->text, series, got, sizeof(got));
+        assert_string_equal(got, strcmp(labels, "-") == 0 ? "" : labels);
+        checked++;
+    }
+    fclose(fp);
+    assert_int_equal(checked, 7);
+}
+
+static void test_upstream_buckets(void **state)
+{
+    struct fixture *f = *state;
+    char line[512], name[128], bounds[384], want[160];
+    FILE *fp = open_data("upstream_buckets.txt");
+    int checked = 0;
+    while (fgets(line, sizeof(line), fp)) {
+        size_t nb = 0;
+        const char *p;
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        assert_int_equal(sscanf(line, "%127s %383s", name, bounds), 2);
+        for (char *save = NULL, *b = strtok_r(bounds, ",", &save); b;
+             b = strtok_r(NULL, ",", &save), nb++) {
+            (void)snprintf(want, sizeof(want), "le=\"%s\"}", b);
+            p = strstr(f->text, name);
+            assert_non_null(p);
+            if (!strstr(p, want))
+                fail_msg("%s has no bucket %s", name, b);
+        }
+        /* No bucket beyond upstream's (+ the implicit +Inf) on the first series. */
+        (void)snprintf(want, sizeof(want), "\n%s_bucket{", name);
+        p = strstr(f->text, want);
+        assert_non_null(p);
+        for (size_t k = 0; k < nb; k++)
+            assert_non_null(p = strstr(p + 1, want));
+        /* The (nb+1)-th bucket line of the series is +Inf. */
+        assert_non_null(strchr(p + 1, '\n'));
+        assert_non_null(strstr(p, "le=\"+Inf\"}"));
+        assert_true(strstr(p, "le=\"+Inf\"}") < strchr(p + 1, '\n'));
+        checked++;
+    }
+    fclose(fp);
+    assert_int_equal(checked, 4);
+}
+
+static void test_values(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const want[] = {
+        /* controller: 300 ms; client: 2 s; webhook: 1.75 s; creation: 1.5 s */
+        "agent_sandbox_claim_controller_startup_latency_ms_sum{launch_type=\"warm\","
+        "sandbox_template=\"python\"} 300\n",
+        "agent_sandbox_claim_controller_startup_latency_fine_ms_bucket{launch_type=\"warm\","
+        "sandbox_template=\"python\",le=\"1\"} 0\n",
+        "agent_sandbox_claim_controller_startup_latency_fine_ms_bucket{launch_type=\"warm\","
+        "sandbox_template=\"python\",le=\"300\"} 1\n",
+        "agent_sandbox_client_claim_startup_latency_ms_sum{launch_type=\"warm\","
+        "sandbox_template=\"python\"} 2000\n",
+        "agent_sandbox_claim_startup_latency_ms_sum{launch_type=\"warm\","
+        "sandbox_template=\"python\"} 1750\n",
+        "agent_sandbox_creation_latency_ms_sum{namespace=\"team-a\",launch_type=\"warm\","
+        "sandbox_template=\"python\"} 1500\n",
+        "agent_sandbox_claim_creation_total{namespace=\"team-a\",sandbox_template=\"python\","
+        "launch_type=\"warm\",warmpool_name=\"pool-a\",pod_condition=\"ready\","
+        "created_by=\"go-client\"} 1\n",
+        "agent_sandboxes{namespace=\"team-a\",ready_condition=\"true\",expired=\"false\","
+        "launch_type=\"warm\",sandbox_template=\"python\",owned_by=\"SandboxClaim\","
+        "created_by=\"python-client\"} 2\n",
+        "agent_sandboxes{namespace=\"team-a\",ready_condition=\"false\",expired=\"false\","
+        "launch_type=\"cold\",sandbox_template=\"python\",owned_by=\"None\","
+        "created_by=\"python-client\"} 1\n",
+        "agent_sandbox_build_info{git_version=\"v" AS_VERSION "\",",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        if (!strstr(f->text, want[i]))
+            fail_msg("missing %s in:\n%s", want[i], f->text);
+}
+
+static void test_no_registry(void **state)
+{
+    struct ext_metrics m;
+    json_t *c = claim(), *sb = sandbox("s", "cold", true, NULL);
+    (void)state;
+    ext_metrics_register(NULL, &m);
+    assert_null(m.creation_total);
+    ext_metrics_creation(&m, c, sb, "cold", "p"); /* no registry: nothing, no crash */
+    ext_metrics_first_ready(&m, c, sb, 1, 2);
+    json_decref(c);
+    json_decref(sb);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_upstream_families, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upstream_buckets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_values, setup, teardown),
+        cmocka_unit_test(test_no_registry),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
