@@ -117,6 +117,7 @@ static const char usage_text[] =
     "  --late-binding-allow-loopback[=BOOL]  TESTS ONLY: deliver to loopback pod IPs\n"
     "  Durations: Go syntax, numbers with ns, us, ms, s, m or h (e.g. 500ms, 5m, 1m30s).\n"
     "  --log-level LEVEL                   error, warn, info, debug, trace (default info)\n"
+    "  --log-format FORMAT                 text (logfmt, default) or json (JSON lines)\n"
     "  --version                           print the version and exit\n"
     "  --help                              print this help and exit\n";
 
@@ -141,6 +142,7 @@ enum {
     F_STATUS_WINDOW,
     F_POD_NAME_ALWAYS,
     F_LOG_LEVEL,
+    F_LOG_FORMAT,
     F_EXTENSIONS,
     F_CLAIM_WORKERS,
     F_POOL_WORKERS,
@@ -183,6 +185,7 @@ static const struct option long_opts[] = {
     {"sandbox-status-coalesce-window", required_argument, NULL, F_STATUS_WINDOW},
     {"always-annotate-pod-name", optional_argument, NULL, F_POD_NAME_ALWAYS},
     {"log-level", required_argument, NULL, F_LOG_LEVEL},
+    {"log-format", required_argument, NULL, F_LOG_FORMAT},
     {"extensions", optional_argument, NULL, F_EXTENSIONS},
     {"sandbox-claim-concurrent-workers", required_argument, NULL, F_CLAIM_WORKERS},
     {"sandbox-warm-pool-concurrent-workers", required_argument, NULL, F_POOL_WORKERS},
@@ -393,6 +396,8 @@ static int apply_flag(struct flags *f, int c, const char *v)
             return -EINVAL;
         log_set_level(lvl);
         return 0;
+    case F_LOG_FORMAT:
+        return log_flag_format(v);
     case F_VERSION:
         printf("agent-sandbox-controller, version %s\n", AS_VERSION);
         return 1;

@@ -56,6 +56,7 @@ static const char usage_text[] =
     "  --access-log BOOL                 one logfmt line per request (default true)\n"
     "  --allow-loopback-upstreams        UNSAFE, tests only: allow 127.0.0.0/8 and ::1 pod IPs\n"
     "  --log-level LEVEL                 error, warn, info, debug, trace (default info)\n"
+    "  --log-format FORMAT               text (logfmt, default) or json (JSON lines)\n"
     "  --version, --help\n";
 
 enum {
@@ -77,6 +78,7 @@ enum {
     F_TRUST_LOOPBACK,
     F_LOOPBACK,
     F_LOG,
+    F_LOG_FORMAT,
     F_VERSION,
     F_HELP,
 };
@@ -100,6 +102,7 @@ static const struct option long_opts[] = {
     {"trust-loopback", required_argument, NULL, F_TRUST_LOOPBACK},
     {"allow-loopback-upstreams", no_argument, NULL, F_LOOPBACK},
     {"log-level", required_argument, NULL, F_LOG},
+    {"log-format", required_argument, NULL, F_LOG_FORMAT},
     {"version", no_argument, NULL, F_VERSION},
     {"help", no_argument, NULL, F_HELP},
     {NULL, 0, NULL, 0},
@@ -228,6 +231,8 @@ static int apply_flag(struct flags *f, int c, const char *v)
             return -EINVAL;
         log_set_level(lvl);
         return 0;
+    case F_LOG_FORMAT:
+        return log_flag_format(v);
     case F_VERSION:
         printf("sandbox-router, version %s\n", AS_VERSION);
         return 1;

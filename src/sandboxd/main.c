@@ -59,6 +59,7 @@ static void usage(FILE *out)
         "  --header-timeout S, --body-timeout S, --idle-timeout S   slow-client limits\n"
         "  --shutdown-timeout S     graceful shutdown budget (default 10)\n"
         "  --log-level LEVEL        error|warn|info|debug|trace (default info)\n"
+        "  --log-format FORMAT      text (logfmt, default) or json (JSON lines)\n"
         "  --version\n");
 }
 
@@ -107,6 +108,7 @@ enum {
     O_IDLE,
     O_SHUT,
     O_LOG,
+    O_LOG_FORMAT,
     O_VERSION,
     O_HELP,
     O_CONFIG_TOKEN
@@ -136,6 +138,7 @@ static const struct option long_opts[] = {
     {"http-idle-timeout", 1, NULL, O_IDLE},
     {"shutdown-timeout", 1, NULL, O_SHUT},
     {"log-level", 1, NULL, O_LOG},
+    {"log-format", 1, NULL, O_LOG_FORMAT},
     {"version", 0, NULL, O_VERSION},
     {"help", 0, NULL, O_HELP},
     {NULL, 0, NULL, 0},
@@ -225,6 +228,8 @@ static int apply_opt(int opt, const char *arg, struct opts *o)
             return -EINVAL;
         log_set_level(lvl);
         return 0;
+    case O_LOG_FORMAT:
+        return log_flag_format(arg);
     case O_VERSION:
         printf("sandboxd %s\n", AS_VERSION);
         return 1;
