@@ -100,7 +100,7 @@ else
 		suite "hostile HTTP suite (real sandboxd and router)" env \
 			SANDBOXD_BIN="$ROOT/build/asan/sandboxd" \
 			SANDBOX_ROUTER_BIN="$ROOT/build/asan/sandbox-router" \
-			python3 -m unittest -v tests/hostile/test_hostile.py
+			python3 -m unittest -v tests/hostile/test_hostile.py tests/hostile/test_tls.py
 		# The unit suite and the in-process controller manager (worker pools, informers,
 		# lease, events) against this API server, in a clang -fsanitize=thread build.
 		[ "${AS_TEST_TSAN:-1}" = 0 ] ||

@@ -15,6 +15,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "router/router.h"
+#include "router/tls_front.h"
 
 #define MAX_AUDIENCES 16
 
@@ -24,6 +25,9 @@ struct flags {
     char host[64], probe_host[64];
     const char *audiences[MAX_AUDIENCES + 1];
     char *aud_copy;
+    struct tls_front_opts tls; /* --https-bind-address and friends */
+    char tls_host[64];
+    bool tls_on, mtls_set;
 };
 
 static const char usage_text[] =
@@ -32,6 +36,13 @@ static const char usage_text[] =
     "Flags (--name=value or --name value):\n"
     "  --http-bind-address ADDR:PORT     proxy listener (default 0.0.0.0:8080)\n"
     "  --health-probe-bind-address A:P   /healthz /readyz /metrics (default 0.0.0.0:8081)\n"
+    "  --https-bind-address ADDR:PORT    also serve the proxy over TLS here (default off);\n"
+    "                                    needs --tls-cert-file and --tls-key-file\n"
+    "  --tls-cert-file PATH              PEM certificate chain (reloaded when it changes)\n"
+    "  --tls-key-file PATH               PEM private key (reloaded when it changes)\n"
+    "  --tls-client-ca-file PATH         PEM CA bundle that signs client certificates\n"
+    "  --mtls-mode MODE                  off, optional or required (default: required\n"
+    "                                    with --tls-client-ca-file, else off)\n"
     "  --kubeconfig PATH                 kubeconfig (default: $KUBECONFIG, ~/.kube/config,\n"
     "                                    else in-cluster)\n"
     "  --namespace NS                    serve Sandboxes of one namespace (default: all)\n"
@@ -79,6 +90,11 @@ enum {
     F_LOOPBACK,
     F_LOG,
     F_LOG_FORMAT,
+    F_HTTPS,
+    F_TLS_CERT,
+    F_TLS_KEY,
+    F_TLS_CA,
+    F_MTLS,
     F_VERSION,
     F_HELP,
 };
@@ -103,6 +119,11 @@ static const struct option long_opts[] = {
     {"allow-loopback-upstreams", no_argument, NULL, F_LOOPBACK},
     {"log-level", required_argument, NULL, F_LOG},
     {"log-format", required_argument, NULL, F_LOG_FORMAT},
+    {"https-bind-address", required_argument, NULL, F_HTTPS},
+    {"tls-cert-file", required_argument, NULL, F_TLS_CERT},
+    {"tls-key-file", required_argument, NULL, F_TLS_KEY},
+    {"tls-client-ca-file", required_argument, NULL, F_TLS_CA},
+    {"mtls-mode", required_argument, NULL, F_MTLS},
     {"version", no_argument, NULL, F_VERSION},
     {"help", no_argument, NULL, F_HELP},
     {NULL, 0, NULL, 0},
@@ -233,6 +254,21 @@ static int apply_flag(struct flags *f, int c, const char *v)
         return 0;
     case F_LOG_FORMAT:
         return log_flag_format(v);
+    case F_HTTPS:
+        f->tls_on = true;
+        return parse_addr(v, f->tls_host, sizeof(f->tls_host), &f->tls.port);
+    case F_TLS_CERT:
+        f->tls.cert_file = v;
+        return 0;
+    case F_TLS_KEY:
+        f->tls.key_file = v;
+        return 0;
+    case F_TLS_CA:
+        f->tls.client_ca = v;
+        return 0;
+    case F_MTLS:
+        f->mtls_set = true;
+        return tls_mtls_parse(v, &f->tls.mtls);
     case F_VERSION:
         printf("sandbox-router, version %s\n", AS_VERSION);
         return 1;
@@ -242,6 +278,24 @@ static int apply_flag(struct flags *f, int c, const char *v)
     default:
         return -EINVAL;
     }
+}
+
+static int check_tls_flags(struct flags *f)
+{
+    const char *bad = NULL;
+    if (!f->mtls_set && f->tls.client_ca)
+        f->tls.mtls = TLS_MTLS_REQUIRED;
+    f->tls.host = f->tls_host;
+    if (!f->tls_on && (f->tls.cert_file || f->tls.key_file || f->tls.client_ca || f->mtls_set))
+        bad = "the TLS flags need --https-bind-address";
+    else if (f->tls_on && (!f->tls.cert_file || !f->tls.key_file))
+        bad = "--https-bind-address needs --tls-cert-file and --tls-key-file";
+    else if (f->tls.mtls != TLS_MTLS_OFF && !f->tls.client_ca)
+        bad = "--mtls-mode other than off needs --tls-client-ca-file";
+    if (!bad)
+        return 0;
+    fprintf(stderr, "sandbox-router: %s\n", bad);
+    return -EINVAL;
 }
 
 static int parse_flags(int argc, char **argv, struct flags *f)
@@ -265,7 +319,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         fprintf(stderr, "sandbox-router: unexpected argument %s\n", argv[optind]);
         return -EINVAL;
     }
-    return 0;
+    return check_tls_flags(f);
 }
 
 static void warn_unsafe(const struct flags *f)
@@ -287,15 +341,26 @@ static int run(struct flags *f, struct kube_client *client)
     (void)signal(SIGPIPE, SIG_IGN);
     f->o.client = client;
     struct router *r;
+    struct tls_front *tls = NULL;
     int rc = router_start(&f->o, &r);
     if (rc < 0)
         return log_error_errno(rc, "starting the router failed");
+    if (f->tls_on && (rc = tls_front_start(&f->tls, router_http_server(r), &tls)) < 0) {
+        router_stop(r);
+        return log_error_errno(rc, "starting the HTTPS listener failed");
+    }
+    if (tls)
+        log_info("serving https\tport=%u mtls=%s", tls_front_port(tls),
+                 f->tls.mtls == TLS_MTLS_REQUIRED   ? "required"
+                 : f->tls.mtls == TLS_MTLS_OPTIONAL ? "optional"
+                                                    : "off");
     log_info("serving\tport=%u probe_port=%u auth=%s trust_loopback=%s", router_port(r),
              router_probe_port(r), f->o.auth ? "tokenreview" : "none",
              f->o.auth && f->o.trust_loopback ? "true" : "false");
     int sig = 0;
     (void)sigwait(&set, &sig);
     log_info("signal received, draining\tsignal=%d", sig);
+    tls_front_stop(tls);
     router_stop(r);
     return 0;
 }

@@ -350,6 +350,11 @@ uint16_t router_port(const struct router *r)
     return http_server_port(r->server);
 }
 
+struct http_server *router_http_server(struct router *r)
+{
+    return r->server;
+}
+
 uint16_t router_probe_port(const struct router *r)
 {
     return http_server_port(r->probe);

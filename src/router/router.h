@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 
+struct http_server;
 struct kube_client;
 
 struct router_opts {
@@ -35,6 +36,8 @@ struct router;
 int router_start(const struct router_opts *opts, struct router **ret);
 uint16_t router_port(const struct router *r);
 uint16_t router_probe_port(const struct router *r);
+/** The proxy server (borrowed; for the HTTPS front, see tls_front.h). */
+struct http_server *router_http_server(struct router *r);
 /** Waits until the Sandbox cache synced (or timeout). Returns 0 or -ETIMEDOUT. */
 int router_wait_ready(struct router *r, usec_t timeout);
 /** Graceful stop: readiness fails, the listener closes, requests in flight and tunnels

@@ -20,6 +20,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/log_json.h"
+#include "common/xalloc.h"
 
 static FILE *sink;
 
@@ -65,7 +66,7 @@ static json_t *lines(void)
         json_array_append_new(all, j);
         off = ftell(sink);
     }
-    free(line);
+    xfree(line); /* getline's malloc: xfree is free */
     clearerr(sink);
     return all;
 }
@@ -129,7 +130,7 @@ static void test_hostile_bytes(void **state)
 static void test_long_line_stays_json(void **state)
 {
     size_t n = LIMIT_LOG_LINE * 2;
-    char *big = malloc(n + 1);
+    char *big = xmalloc(n + 1);
     json_t *all;
     (void)state;
     assert_non_null(big);
@@ -141,7 +142,7 @@ static void test_long_line_stays_json(void **state)
     assert_int_equal(json_array_size(all), 1);
     assert_int_equal(strlen(member(json_array_get(all, 0), "msg")), LIMIT_LOG_LINE);
     json_decref(all);
-    free(big);
+    xfree(big);
 }
 
 static void test_parse_format(void **state)

@@ -15,6 +15,7 @@
 
 #include "common/buf.h"
 #include "common/metrics.h"
+#include "common/xalloc.h"
 #include "controller/ext_int.h"
 #include "controller/ext_metrics.h"
 #include "kube/store.h"
@@ -55,7 +56,7 @@ static json_t *claim(void)
 
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
+    struct fixture *f = XNEW(struct fixture);
     json_t *c = claim(), *sb = sandbox("s1", "warm", true, "SandboxClaim");
     struct buf b;
     usec_t now;
@@ -85,8 +86,8 @@ static int teardown(void **state)
     struct fixture *f = *state;
     metrics_registry_free(f->reg);
     kube_store_free(f->store);
-    free(f->text);
-    free(f);
+    xfree(f->text);
+    xfree(f);
     return 0;
 }
 
