@@ -47,6 +47,7 @@ except ImportError:  # pragma: no cover
     HAVE_CRYPTO = False
 
 BIG = 2 << 20
+TRACE_ID, SPAN_ID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
 
 # ---- certificates ---------------------------------------------------------------------
@@ -296,6 +297,7 @@ class RouterTLS(unittest.TestCase):
                         "--wait=false"], capture_output=True)
         shutil.rmtree(cls.dir, ignore_errors=True)
         assert rcs == [0] * len(rcs), f"exit codes {rcs}: {logs!r}"[-3000:]
+        access = []
         for name, text in logs.items():  # --log-format=json: every line parses
             lines = text.decode().splitlines()
             assert lines, name
@@ -303,6 +305,12 @@ class RouterTLS(unittest.TestCase):
                 obj = json.loads(line)
                 assert {"ts", "level", "logger", "msg"} <= obj.keys(), line
                 assert obj["logger"] == "sandbox-router", line
+                if obj["msg"] == "access":
+                    access.append(obj)
+        # the access log: the TLS client's own address, and the ids of a traceparent
+        assert access and all(a["client_ip"] == "127.0.0.1" for a in access), access[:3]
+        assert any(a.get("trace_id") == TRACE_ID and a.get("span_id") == SPAN_ID
+                   for a in access), access
 
     # ---- TLS ----------------------------------------------------------------------------
 
@@ -392,7 +400,7 @@ class RouterTLS(unittest.TestCase):
     # ---- tracing, reload ------------------------------------------------------------------
 
     def test_trace_context_passed_through(self):
-        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        tp = f"00-{TRACE_ID}-{SPAN_ID}-01"
         ts = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
         status, _, body = self.get_once("tls", extra=f"traceparent: {tp}\r\ntracestate: {ts}\r\n")
         self.assertEqual(status, 200)
