@@ -630,8 +630,6 @@ int ext_ctrl_attach(struct ext_ctrl *x, struct kube_informer *sandboxes, struct 
         .on_add = sb_on_add, .on_update = sb_on_update, .on_delete = sb_on_delete, .ctx = x};
     int r;
     x->sandboxes = sandboxes;
-    ext_metrics_register_sandboxes(x->d.metrics ? x->d.metrics->reg : NULL,
-                                   kube_informer_store(sandboxes));
     x->pods = pods;
     r = kube_informer_add_index(sandboxes, EXT_IDX_SB_POOL, idx_sb_pool, NULL);
     if (r >= 0)

@@ -41,30 +41,18 @@ static const double fine_ms[] = {1,    2,    3,    5,     7.5,   10,    15,     
 #define AS_PLATFORM "linux/unknown"
 #endif
 
-static void register_build_info(struct metrics_registry *reg)
+int ext_metrics_render_build_info(struct buf *out)
 {
     static const char *const names[] = {"git_version", "git_commit", "build_date", "go_version",
                                         "compiler",    "platform",   NULL};
-    struct metric *m = metrics_gauge(
-        reg, "agent_sandbox_build_info",
-        "Agent sandbox controller build metadata exposed as labels with a constant value of 1.",
-        names);
     /* A C binary: go_version names no Go release; compiler is the C compiler. */
-    metric_set(m,
-               (const char *const[]){"v" AS_VERSION, AS_GIT_COMMIT, AS_BUILD_DATE, "none",
-                                     "gcc " __VERSION__, AS_PLATFORM},
-               1);
-}
-
-static int collect_sandboxes(void *ctx, struct buf *out)
-{
-    return ext_metrics_render_sandboxes(ctx, out);
-}
-
-void ext_metrics_register_sandboxes(struct metrics_registry *reg, struct kube_store *sandboxes)
-{
-    if (reg && sandboxes)
-        metrics_register_collector(reg, collect_sandboxes, sandboxes);
+    static const char *const values[] = {"v" AS_VERSION, AS_GIT_COMMIT,      AS_BUILD_DATE,
+                                         "none",         "gcc " __VERSION__, AS_PLATFORM};
+    int r = metrics_write_header(
+        out, "agent_sandbox_build_info",
+        "Agent sandbox controller build metadata exposed as labels with a constant value of 1.",
+        METRIC_GAUGE);
+    return r < 0 ? r : metrics_write_sample(out, "agent_sandbox_build_info", names, values, 1);
 }
 
 void ext_metrics_register(struct metrics_registry *reg, struct ext_metrics *m)
@@ -110,7 +98,6 @@ void ext_metrics_register(struct metrics_registry *reg, struct ext_metrics *m)
                                   "Ready members of a warm pool.", l_pool);
     m->pool_creates = metrics_counter(reg, "agent_sandbox_warm_pool_creates_total",
                                       "Sandboxes created by a warm pool.", l_pool);
-    register_build_info(reg);
 }
 
 static const char *template_of(const json_t *sb, const char *none)
@@ -207,7 +194,7 @@ static char *tuple_of(const json_t *sb)
     const char *v[SB_LABELS] = {
         ns ? ns : "",
         kube_obj_condition_true(sb, SB_COND_READY) ? "true" : "false",
-        reason && strcmp(reason, "SandboxExpired") == 0 ? "true" : "false",
+        reason && strcmp(reason, SB_R_EXPIRED) == 0 ? "true" : "false",
         launch_of(sb),
         template_of(sb, "unknown"),
         owned_by(sb),
@@ -252,7 +239,8 @@ int ext_metrics_render_sandboxes(struct kube_store *store, struct buf *out)
     char **t;
     size_t n;
     int r;
-    kube_store_list(store, &all);
+    if (store)
+        kube_store_list(store, &all);
     n = all.n;
     t = xcalloc(n ? n : 1, sizeof(*t));
     for (size_t i = 0; i < n; i++)

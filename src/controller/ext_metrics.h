@@ -2,8 +2,8 @@
 /* The claim and warm-pool metric families of the extensions controller, named and
  * labelled as upstream agent-sandbox names them (docs/observability.md lists them):
  * the claim latency histograms in milliseconds with upstream's buckets, the claim
- * creation counter, the build-info gauge and the agent_sandboxes gauge computed from the
- * Sandbox cache at scrape time, plus our own warm-pool families. */
+ * creation counter and our own warm-pool families; and the renderers of the build-info
+ * gauge and of agent_sandboxes (computed from the Sandbox cache at scrape time). */
 #pragma once
 
 #include <jansson.h>
@@ -23,9 +23,6 @@ struct metrics_registry;
 /** Registers the families in reg (borrowed) and fills m. reg NULL: m stays zeroed and
  * every update below does nothing. */
 void ext_metrics_register(struct metrics_registry *reg, struct ext_metrics *m);
-/** Registers agent_sandboxes, read from sandboxes (borrowed: must outlive reg's last
- * rendering) at scrape time. reg NULL: nothing. */
-void ext_metrics_register_sandboxes(struct metrics_registry *reg, struct kube_store *sandboxes);
 
 /** Counts one Sandbox created (cold) or adopted (warm) for claim: launch is "warm" or
  * "cold", pool the warm pool name (the claim's warmPoolRef for cold). All borrowed. */
@@ -39,6 +36,11 @@ void ext_metrics_creation(const struct ext_metrics *m, const json_t *claim, cons
 void ext_metrics_first_ready(const struct ext_metrics *m, const json_t *claim, const json_t *sb,
                              usec_t seen, usec_t now);
 
-/** Appends the agent_sandboxes family computed from the Sandboxes in store (borrowed).
- * Returns 0 or -E2BIG. */
+/* For the manager's collectors (manager_http.c), rendered at scrape time: */
+
+/** Appends the agent_sandboxes family computed from the Sandboxes in store (borrowed;
+ * NULL: the header only). Returns 0 or -E2BIG. */
 int ext_metrics_render_sandboxes(struct kube_store *store, struct buf *out);
+/** Appends agent_sandbox_build_info (constant 1, upstream's labels). Returns 0 or
+ * -E2BIG. */
+int ext_metrics_render_build_info(struct buf *out);
