@@ -28,6 +28,8 @@ struct flags {
     usec_t lease_duration, renew_deadline, retry_period; /* 0 = kube/lease.h defaults */
     usec_t shutdown_timeout; /* --graceful-shutdown-timeout; 0 = wait for ever */
     const char *metrics_addr, *health_addr;
+    bool metrics_secure; /* --metrics-secure: HTTPS + TokenReview/SubjectAccessReview */
+    const char *metrics_cert_dir, *metrics_cert_name, *metrics_key_name;
     double qps;
     int64_t burst, workers;
     const char *ns, *cluster_domain;
@@ -65,6 +67,12 @@ static const char usage_text[] =
     "                                      anyway; 0 waits for ever (default 30s)\n"
     "  --metrics-bind-address ADDR         /metrics address, \"0\" disables\n"
     "                                      (default 127.0.0.1:8080)\n"
+    "  --metrics-secure[=BOOL]             serve /metrics over HTTPS to bearer tokens that pass\n"
+    "                                      a TokenReview and a SubjectAccessReview (get on\n"
+    "                                      the non-resource URL /metrics); default false\n"
+    "  --metrics-cert-path DIR             its certificate directory (default: self-signed)\n"
+    "  --metrics-cert-name NAME            certificate file in DIR (default tls.crt)\n"
+    "  --metrics-cert-key NAME             key file in DIR (default tls.key)\n"
     "  --health-probe-bind-address ADDR    /healthz and /readyz address, \"0\" disables\n"
     "                                      (default 127.0.0.1:8081)\n"
     "  --kube-api-qps QPS                  client-side rate limit; <= 0 disables (default -1)\n"
@@ -131,6 +139,10 @@ enum {
     F_RENEW_DEADLINE,
     F_RETRY_PERIOD,
     F_METRICS,
+    F_METRICS_SECURE,
+    F_METRICS_CERT_PATH,
+    F_METRICS_CERT_NAME,
+    F_METRICS_CERT_KEY,
     F_HEALTH,
     F_QPS,
     F_BURST,
@@ -167,6 +179,10 @@ enum {
 static const struct option long_opts[] = {
     {"kubeconfig", required_argument, NULL, F_KUBECONFIG},
     {"leader-elect", optional_argument, NULL, F_LEADER_ELECT},
+    {"metrics-secure", optional_argument, NULL, F_METRICS_SECURE},
+    {"metrics-cert-path", required_argument, NULL, F_METRICS_CERT_PATH},
+    {"metrics-cert-name", required_argument, NULL, F_METRICS_CERT_NAME},
+    {"metrics-cert-key", required_argument, NULL, F_METRICS_CERT_KEY},
     {"leader-election-namespace", required_argument, NULL, F_LEASE_NS},
     {"leader-election-id", required_argument, NULL, F_LEASE_ID},
     {"leader-elect-lease-duration", required_argument, NULL, F_LEASE_DURATION},
@@ -368,6 +384,17 @@ static int apply_flag(struct flags *f, int c, const char *v)
     case F_METRICS:
         f->metrics_addr = v;
         return 0;
+    case F_METRICS_SECURE:
+        return parse_bool(v, &f->metrics_secure);
+    case F_METRICS_CERT_PATH:
+        f->metrics_cert_dir = v;
+        return 0;
+    case F_METRICS_CERT_NAME:
+        f->metrics_cert_name = v;
+        return 0;
+    case F_METRICS_CERT_KEY:
+        f->metrics_key_name = v;
+        return 0;
     case F_HEALTH:
         f->health_addr = v;
         return 0;
@@ -536,6 +563,10 @@ static int run(const struct flags *f, struct kube_client *client)
         .renew_deadline = f->renew_deadline,
         .retry_period = f->retry_period,
         .metrics_addr = f->metrics_addr,
+        .metrics_secure = f->metrics_secure,
+        .metrics_cert_dir = f->metrics_cert_dir,
+        .metrics_cert_name = f->metrics_cert_name,
+        .metrics_key_name = f->metrics_key_name,
         .health_addr = f->health_addr,
         .events = true,
         .extensions = f->extensions,

@@ -21,6 +21,7 @@
 #include "kube/lease.h"
 #include "kube/obj.h"
 #include "kube/store.h"
+#include "tls/tls_front.h"
 
 static const char *const L_CTRL[] = {"controller", NULL};
 static const char *const L_CTRL_RESULT[] = {"controller", "result", NULL};
@@ -72,9 +73,8 @@ void ctrl__metrics_init(struct ctrl_manager *m)
 
 /* ---- servers ------------------------------------------------------------------------ */
 
-static int h_metrics(struct http_req *req, void *ctx)
+static int render_metrics(struct http_req *req, struct ctrl_manager *m)
 {
-    struct ctrl_manager *m = ctx;
     struct buf b;
     int r;
     buf_init(&b, LIMIT_CTRL_METRICS_PAGE);
@@ -82,6 +82,11 @@ static int h_metrics(struct http_req *req, void *ctx)
     r = http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf_str(&b), b.len);
     buf_done(&b);
     return r;
+}
+
+static int h_metrics(struct http_req *req, void *ctx)
+{
+    return ctrl__metrics_serve(req, ctx, render_metrics);
 }
 
 static int h_healthz(struct http_req *req, void *ctx)
@@ -149,6 +154,21 @@ static int serve(struct ctrl_manager *m, const char *addr, struct http_router *r
     return 0;
 }
 
+/* Plain, or (--metrics-secure) on loopback behind the HTTPS front on metrics_addr. */
+static int serve_metrics(struct ctrl_manager *m)
+{
+    char host[128];
+    uint16_t port;
+    int r;
+    if (!m->opts.metrics_secure || !m->metrics_addr)
+        return serve(m, m->metrics_addr, m->metrics_router, &m->metrics_srv);
+    r = parse_addr(m->metrics_addr, host, sizeof(host), &port);
+    if (r != 0)
+        return r < 0 ? log_error_errno(r, "bad listen address\taddr=%s", m->metrics_addr) : 0;
+    r = serve(m, "127.0.0.1:0", m->metrics_router, &m->metrics_srv);
+    return r < 0 ? r : ctrl__metrics_secure_start(m, host, port);
+}
+
 int ctrl__servers_start(struct ctrl_manager *m)
 {
     int r;
@@ -160,7 +180,7 @@ int ctrl__servers_start(struct ctrl_manager *m)
     if (r >= 0)
         r = http_router_add(m->health_router, "GET", "/readyz", 0, h_readyz, m);
     if (r >= 0)
-        r = serve(m, m->metrics_addr, m->metrics_router, &m->metrics_srv);
+        r = serve_metrics(m);
     if (r >= 0)
         r = serve(m, m->health_addr, m->health_router, &m->health_srv);
     return r;
@@ -168,6 +188,7 @@ int ctrl__servers_start(struct ctrl_manager *m)
 
 void ctrl__servers_stop(struct ctrl_manager *m)
 {
+    ctrl__metrics_secure_stop(m);
     http_server_stop_thread(m->metrics_srv, 1 * USEC_PER_SEC);
     http_server_stop_thread(m->health_srv, 1 * USEC_PER_SEC);
     m->metrics_srv = m->health_srv = NULL;
@@ -178,6 +199,8 @@ void ctrl__servers_stop(struct ctrl_manager *m)
 
 uint16_t ctrl_manager_metrics_port(struct ctrl_manager *m)
 {
+    if (m->metrics_tls)
+        return tls_front_port(m->metrics_tls);
     return m->metrics_srv ? http_server_thread_port(m->metrics_srv) : 0;
 }
 

@@ -15,7 +15,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "router/router.h"
-#include "router/tls_front.h"
+#include "tls/tls_front.h"
 
 #define MAX_AUDIENCES 16
 

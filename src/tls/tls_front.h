@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The router's HTTPS listener (--https-bind-address): TLS (1.2 or newer; OpenSSL) in
- * front of the plain proxy server. An acceptor thread takes TCP connections; each gets
- * a thread that completes the handshake (bounded by LIMIT_TLS_HANDSHAKE), then hands
- * one end of a socketpair to the proxy's http_server (http_server_adopt, with the
+/* TLS (1.2 or newer; OpenSSL) in front of a plain http_server: the router's HTTPS
+ * listener (--https-bind-address) and the controller's secure metrics
+ * (--metrics-secure). An acceptor thread takes TCP connections; each gets a thread that
+ * completes the handshake (bounded by LIMIT_TLS_HANDSHAKE_S), then hands one end of a
+ * socketpair to the http_server (http_server_adopt, with the
  * client's address as its peer) and moves bytes between TLS and that socketpair until
  * either side ends. So everything the plain listener does (keep-alive, streaming,
  * WebSocket upgrades, access log, authz) works unchanged over TLS.
@@ -48,6 +49,11 @@ int tls_front_start(const struct tls_front_opts *opts, struct http_server *serve
                     struct tls_front **ret);
 /** The bound port. */
 uint16_t tls_front_port(const struct tls_front *t);
+/** Writes a new self-signed certificate (EC P-256, valid for a year, CN and DNS name
+ * cn, IP SAN 127.0.0.1) and its key as PEM files tls.crt and tls.key into a new private
+ * directory under $TMPDIR (or /tmp); *ret_dir gets the directory (xfree). Returns 0 or a
+ * negative errno. */
+int tls_self_signed(const char *cn, char **ret_dir);
 /** Stops accepting, waits for handshakes in progress (at most LIMIT_TLS_HANDSHAKE_S;
  * none hands a connection to the server afterwards) and frees the front (NULL is
  * fine). Call it before the server shuts down. Connections already bridged end with

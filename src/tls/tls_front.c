@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "router/tls_front.h"
+#include "tls/tls_front.h"
 
 #include <errno.h>
 #include <fcntl.h>
