@@ -126,6 +126,7 @@ fi
 
 suite "CRDs up to date (hack/gen-crds --check)" python3 hack/gen-crds/gen_crds.py --check
 suite "CRD tests" bash tests/crds/run.sh
+suite "observability config (alerts, dashboard)" python3 -m unittest tests/observability/test_config.py
 suite "install.yaml up to date (hack/render-install.sh --check)" hack/render-install.sh --check
 suite "benchmark smoke (small N, standalone API server)" bench/run.sh --smoke
 # Fault injection at CI size (make chaos runs it at 300 claims): controller SIGKILLs
