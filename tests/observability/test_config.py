@@ -78,13 +78,23 @@ class ObservabilityConfig(unittest.TestCase):
             for t in p["targets"]:
                 self.check(p["title"], t["expr"])
 
+    def test_secure_metrics_rbac(self):
+        with open(os.path.join(CFG, "secure-metrics-rbac.yaml")) as f:
+            docs = {d["metadata"]["name"] + "/" + d["kind"]: d for d in yaml.safe_load_all(f)}
+        auth = docs["agent-sandbox-metrics-auth/ClusterRole"]["rules"]
+        self.assertEqual({r["resources"][0] for r in auth},
+                         {"tokenreviews", "subjectaccessreviews"})
+        reader = docs["agent-sandbox-metrics-reader/ClusterRole"]["rules"][0]
+        self.assertEqual((reader["nonResourceURLs"], reader["verbs"]), (["/metrics"], ["get"]))
+
     def test_kustomization_lists_files(self):
         with open(os.path.join(CFG, "kustomization.yaml")) as f:
             k = yaml.safe_load(f)
         files = set(k["resources"])
         for g in k.get("configMapGenerator", []):
             files |= set(g["files"])
-        self.assertEqual(files, {"prometheus-rule.yaml", "agent-sandbox-dashboard.json"})
+        self.assertEqual(files, {"prometheus-rule.yaml", "secure-metrics-rbac.yaml",
+                                 "agent-sandbox-dashboard.json"})
 
 
 if __name__ == "__main__":
