@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* --metrics-secure: /metrics over HTTPS (tls/tls_front.h) for scrapers whose bearer
- * token passes a TokenReview and a SubjectAccessReview (controller/metrics_auth.h), as
+ * token passes a TokenReview and a SubjectAccessReview (tls/metrics_auth.h), as
  * kubebuilder's default secure metrics. The plain metrics server then listens on an
  * ephemeral loopback port only, and checks the token too. */
 #include <errno.h>
@@ -12,8 +12,8 @@
 #include "common/xalloc.h"
 #include "controller/manager.h"
 #include "controller/manager_int.h"
-#include "controller/metrics_auth.h"
 #include "http/server.h"
+#include "tls/metrics_auth.h"
 #include "tls/tls_front.h"
 
 struct pending {
@@ -51,20 +51,6 @@ int ctrl__metrics_serve(struct http_req *req, struct ctrl_manager *m,
     return 0;
 }
 
-static void remove_tls_dir(struct ctrl_manager *m)
-{
-    char path[4096];
-    if (!m->metrics_tls_dir)
-        return;
-    (void)snprintf(path, sizeof(path), "%s/tls.crt", m->metrics_tls_dir);
-    (void)unlink(path);
-    (void)snprintf(path, sizeof(path), "%s/tls.key", m->metrics_tls_dir);
-    (void)unlink(path);
-    (void)rmdir(m->metrics_tls_dir);
-    xfree(m->metrics_tls_dir);
-    m->metrics_tls_dir = NULL;
-}
-
 int ctrl__metrics_secure_start(struct ctrl_manager *m, const char *host, uint16_t port)
 {
     const struct ctrl_opts *o = &m->opts;
@@ -100,5 +86,6 @@ void ctrl__metrics_secure_stop(struct ctrl_manager *m)
     m->metrics_tls = NULL;
     metrics_auth_free(m->metrics_auth); /* the metrics loop still runs: verdicts land */
     m->metrics_auth = NULL;
-    remove_tls_dir(m);
+    tls_self_signed_remove(m->metrics_tls_dir);
+    m->metrics_tls_dir = NULL;
 }

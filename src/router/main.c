@@ -15,6 +15,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "router/router.h"
+#include "tls/metrics_auth.h"
 #include "tls/tls_front.h"
 
 #define MAX_AUDIENCES 16
@@ -28,6 +29,11 @@ struct flags {
     struct tls_front_opts tls; /* --https-bind-address and friends */
     char tls_host[64];
     bool tls_on, mtls_set;
+    /* --metrics-secure: /metrics needs a reviewed token; HTTPS on metrics_host:port */
+    bool metrics_secure;
+    char metrics_host[64];
+    uint16_t metrics_port;
+    const char *metrics_cert_dir, *metrics_cert_name, *metrics_key_name;
 };
 
 static const char usage_text[] =
@@ -43,6 +49,13 @@ static const char usage_text[] =
     "  --tls-client-ca-file PATH         PEM CA bundle that signs client certificates\n"
     "  --mtls-mode MODE                  off, optional or required (default: required\n"
     "                                    with --tls-client-ca-file, else off)\n"
+    "  --metrics-secure[=BOOL]           /metrics only to bearer tokens that pass a\n"
+    "                                    TokenReview and a SubjectAccessReview (get on\n"
+    "                                    /metrics), also over HTTPS on\n"
+    "                                    --metrics-bind-address (default false)\n"
+    "  --metrics-bind-address ADDR:PORT  the HTTPS metrics listener (default 0.0.0.0:9090)\n"
+    "  --metrics-cert-path DIR           its certificate directory (default: self-signed)\n"
+    "  --metrics-cert-name NAME, --metrics-cert-key NAME  files in DIR (tls.crt, tls.key)\n"
     "  --kubeconfig PATH                 kubeconfig (default: $KUBECONFIG, ~/.kube/config,\n"
     "                                    else in-cluster)\n"
     "  --namespace NS                    serve Sandboxes of one namespace (default: all)\n"
@@ -95,6 +108,11 @@ enum {
     F_TLS_KEY,
     F_TLS_CA,
     F_MTLS,
+    F_METRICS_SECURE,
+    F_METRICS_ADDR,
+    F_METRICS_CERT_PATH,
+    F_METRICS_CERT_NAME,
+    F_METRICS_CERT_KEY,
     F_VERSION,
     F_HELP,
 };
@@ -124,6 +142,11 @@ static const struct option long_opts[] = {
     {"tls-key-file", required_argument, NULL, F_TLS_KEY},
     {"tls-client-ca-file", required_argument, NULL, F_TLS_CA},
     {"mtls-mode", required_argument, NULL, F_MTLS},
+    {"metrics-secure", optional_argument, NULL, F_METRICS_SECURE},
+    {"metrics-bind-address", required_argument, NULL, F_METRICS_ADDR},
+    {"metrics-cert-path", required_argument, NULL, F_METRICS_CERT_PATH},
+    {"metrics-cert-name", required_argument, NULL, F_METRICS_CERT_NAME},
+    {"metrics-cert-key", required_argument, NULL, F_METRICS_CERT_KEY},
     {"version", no_argument, NULL, F_VERSION},
     {"help", no_argument, NULL, F_HELP},
     {NULL, 0, NULL, 0},
@@ -269,6 +292,23 @@ static int apply_flag(struct flags *f, int c, const char *v)
     case F_MTLS:
         f->mtls_set = true;
         return tls_mtls_parse(v, &f->tls.mtls);
+    case F_METRICS_SECURE:
+        if (!v) {
+            f->metrics_secure = true;
+            return 0;
+        }
+        return parse_bool(v, &f->metrics_secure);
+    case F_METRICS_ADDR:
+        return parse_addr(v, f->metrics_host, sizeof(f->metrics_host), &f->metrics_port);
+    case F_METRICS_CERT_PATH:
+        f->metrics_cert_dir = v;
+        return 0;
+    case F_METRICS_CERT_NAME:
+        f->metrics_cert_name = v;
+        return 0;
+    case F_METRICS_CERT_KEY:
+        f->metrics_key_name = v;
+        return 0;
     case F_VERSION:
         printf("sandbox-router, version %s\n", AS_VERSION);
         return 1;
@@ -331,6 +371,34 @@ static void warn_unsafe(const struct flags *f)
         log_warn("UNSAFE --allow-loopback-upstreams: loopback pod IPs are dialled (tests only)");
 }
 
+/* --metrics-secure: the HTTPS metrics listener in front of the probe server, with the
+ * given certificate or a self-signed one (its directory into *ret_dir). */
+static int start_secure_metrics(struct flags *f, struct router *r, struct tls_front **ret,
+                                char **ret_dir)
+{
+    const char *dir = f->metrics_cert_dir;
+    char *cert, *key;
+    int rc;
+    if (!dir) {
+        rc = tls_self_signed("sandbox-router-metrics", ret_dir);
+        if (rc < 0)
+            return log_error_errno(rc, "cannot make a self-signed metrics certificate");
+        dir = *ret_dir;
+    }
+    cert = xasprintf("%s/%s", dir, f->metrics_cert_name ? f->metrics_cert_name : "tls.crt");
+    key = xasprintf("%s/%s", dir, f->metrics_key_name ? f->metrics_key_name : "tls.key");
+    struct tls_front_opts to = {
+        .host = f->metrics_host, .port = f->metrics_port, .cert_file = cert, .key_file = key};
+    rc = tls_front_start(&to, router_probe_server(r), ret);
+    xfree(cert);
+    xfree(key);
+    if (rc < 0)
+        return log_error_errno(rc, "starting the HTTPS metrics listener failed");
+    log_info("serving secure metrics\tport=%u authn=tokenreview authz=/metrics:get",
+             (unsigned)tls_front_port(*ret));
+    return 0;
+}
+
 static int run(struct flags *f, struct kube_client *client)
 {
     sigset_t set;
@@ -341,13 +409,24 @@ static int run(struct flags *f, struct kube_client *client)
     (void)signal(SIGPIPE, SIG_IGN);
     f->o.client = client;
     struct router *r;
-    struct tls_front *tls = NULL;
+    struct tls_front *tls = NULL, *mtls = NULL;
+    char *mdir = NULL;
+    f->o.metrics_auth = f->metrics_secure ? metrics_auth_new(client) : NULL;
     int rc = router_start(&f->o, &r);
-    if (rc < 0)
+    if (rc < 0) {
+        metrics_auth_free(f->o.metrics_auth);
         return log_error_errno(rc, "starting the router failed");
-    if (f->tls_on && (rc = tls_front_start(&f->tls, router_http_server(r), &tls)) < 0) {
+    }
+    if (f->tls_on && (rc = tls_front_start(&f->tls, router_http_server(r), &tls)) < 0)
+        (void)log_error_errno(rc, "starting the HTTPS listener failed");
+    if (rc >= 0 && f->metrics_secure)
+        rc = start_secure_metrics(f, r, &mtls, &mdir);
+    if (rc < 0) {
+        tls_front_stop(tls);
         router_stop(r);
-        return log_error_errno(rc, "starting the HTTPS listener failed");
+        metrics_auth_free(f->o.metrics_auth);
+        tls_self_signed_remove(mdir);
+        return rc;
     }
     if (tls)
         log_info("serving https\tport=%u mtls=%s", tls_front_port(tls),
@@ -361,7 +440,10 @@ static int run(struct flags *f, struct kube_client *client)
     (void)sigwait(&set, &sig);
     log_info("signal received, draining\tsignal=%d", sig);
     tls_front_stop(tls);
+    tls_front_stop(mtls);
     router_stop(r);
+    metrics_auth_free(f->o.metrics_auth); /* reviews in flight end; their replies are dropped */
+    tls_self_signed_remove(mdir);
     return 0;
 }
 
@@ -375,6 +457,8 @@ int main(int argc, char **argv)
     log_set_component("sandbox-router");
     (void)str_copy(f.host, sizeof(f.host), "0.0.0.0");
     (void)str_copy(f.probe_host, sizeof(f.probe_host), "0.0.0.0");
+    (void)str_copy(f.metrics_host, sizeof(f.metrics_host), "0.0.0.0");
+    f.metrics_port = 9090;
     int rc = parse_flags(argc, argv, &f);
     if (rc != 0) {
         xfree(f.aud_copy);

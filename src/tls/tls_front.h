@@ -54,6 +54,9 @@ uint16_t tls_front_port(const struct tls_front *t);
  * directory under $TMPDIR (or /tmp); *ret_dir gets the directory (xfree). Returns 0 or a
  * negative errno. */
 int tls_self_signed(const char *cn, char **ret_dir);
+/** Removes a directory tls_self_signed made (its two files, then it) and frees dir
+ * (NULL is fine). */
+void tls_self_signed_remove(char *dir);
 /** Stops accepting, waits for handshakes in progress (at most LIMIT_TLS_HANDSHAKE_S;
  * none hands a connection to the server afterwards) and frees the front (NULL is
  * fine). Call it before the server shuts down. Connections already bridged end with

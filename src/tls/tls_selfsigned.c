@@ -74,6 +74,19 @@ static int write_pem(const char *dir, const char *file, EVP_PKEY *key, X509 *crt
     return ok ? 0 : -EIO;
 }
 
+void tls_self_signed_remove(char *dir)
+{
+    char path[4096];
+    if (!dir)
+        return;
+    (void)snprintf(path, sizeof(path), "%s/tls.crt", dir);
+    (void)unlink(path);
+    (void)snprintf(path, sizeof(path), "%s/tls.key", dir);
+    (void)unlink(path);
+    (void)rmdir(dir);
+    xfree(dir);
+}
+
 int tls_self_signed(const char *cn, char **ret_dir)
 {
     const char *tmp = getenv("TMPDIR");

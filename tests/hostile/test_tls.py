@@ -8,7 +8,9 @@ Checked: HTTPS requests (keep-alive, a streamed 2 MiB response, a WebSocket upgr
 echo), plain HTTP to the TLS port fails, mTLS rejects a client without a certificate and
 one whose certificate another CA signed and accepts a good one, W3C traceparent and
 tracestate reach the upstream unchanged, a rewritten certificate file is served from the
-next connection on, and every line the routers log with --log-format=json parses.
+next connection on, --metrics-secure (401 without a token, 403 to a user without get on
+/metrics, 200 to the admin, on the HTTPS metrics listener and the plain probe port), and
+every line the routers log with --log-format=json parses.
 
   SANDBOX_ROUTER_BIN=build/asan/sandbox-router AS_KUBECONFIG=.cache/apiserver/kubeconfig \\
     python3 -m unittest -v tests/hostile/test_tls.py
@@ -190,6 +192,16 @@ def read_response(s):
             return status, hdrs, body
 
 
+def alice_token():
+    path = os.path.join(os.path.dirname(KUBECONFIG), "tokens.csv")
+    with open(path) as f:
+        for line in f:
+            tok, user = line.split(",")[:2]
+            if user == "alice":
+                return tok
+    raise RuntimeError("no alice in " + path)
+
+
 @unittest.skipUnless(HAVE_CRYPTO and router_available(),
                      "needs python cryptography, SANDBOX_ROUTER_BIN, kubectl and AS_KUBECONFIG")
 class RouterTLS(unittest.TestCase):
@@ -232,8 +244,10 @@ class RouterTLS(unittest.TestCase):
                         "message": "", "lastTransitionTime": now}]}}))
         cls.auth = f"Authorization: Bearer {admin_token()}\r\n"
         cls.base = f"/s/{cls.ns}/box/{cls.eport}"
-        cls.routers = {}
-        cls.start_router("tls", [])
+        cls.routers, cls.hports = {}, {}
+        cls.mport = free_port()
+        cls.start_router("tls", ["--metrics-secure", "--metrics-bind-address",
+                                 f"127.0.0.1:{cls.mport}"])
         cls.start_router("mtls", ["--tls-client-ca-file", cls.client_ca_path])
         cls.wait_routes()
 
@@ -251,6 +265,7 @@ class RouterTLS(unittest.TestCase):
                              env=ENV, stdout=log, stderr=log)
         wait_port(tport, p, "router " + name)
         cls.routers[name] = (p, tport, log)
+        cls.hports[name] = hport
 
     @classmethod
     def wait_routes(cls):
@@ -396,6 +411,34 @@ class RouterTLS(unittest.TestCase):
     def test_mtls_accepts_good_certificate(self):
         status, _, body = self.get_once("mtls", cert=self.good)
         self.assertEqual(status, 200, body[:200])
+
+    # ---- --metrics-secure ----------------------------------------------------------------
+
+    def scrape(self, tls, token=None):
+        hdr = f"Authorization: Bearer {token}\r\n" if token else ""
+        raw = socket.create_connection(("127.0.0.1", self.mport if tls else self.hports["tls"]),
+                                       timeout=10)
+        if tls:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # self-signed
+            raw = ctx.wrap_socket(raw)
+        with raw as s:
+            s.sendall(f"GET /metrics HTTP/1.1\r\nHost: x\r\n{hdr}Connection: close\r\n\r\n"
+                      .encode())
+            return read_response(s)
+
+    def test_secure_metrics(self):
+        token = self.auth.split("Bearer ", 1)[1].strip()
+        status, hdrs, _ = self.scrape(True)
+        self.assertEqual(status, 401)
+        self.assertEqual(hdrs.get("www-authenticate"), "Bearer")
+        self.assertEqual(self.scrape(True, "not-a-token")[0], 401)
+        self.assertEqual(self.scrape(True, alice_token())[0], 403)
+        status, _, body = self.scrape(True, token)
+        self.assertEqual(status, 200, body[:200])
+        self.assertIn(b"# TYPE sandbox_router_requests_total counter", body)
+        self.assertEqual(self.scrape(False)[0], 401)  # the plain probe port asks too
+        self.assertEqual(self.scrape(False, token)[0], 200)
 
     # ---- tracing, reload ------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "controller/metrics_auth.h"
+#include "tls/metrics_auth.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -12,6 +12,7 @@
 
 #include <openssl/sha.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/map.h"
@@ -209,6 +210,47 @@ static bool take_slot(struct metrics_auth *a)
     a->inflight += ok;
     (void)pthread_mutex_unlock(&a->lock);
     return ok;
+}
+
+struct serve_ctx {
+    metrics_auth_render_fn *render;
+    void *ctx;
+    size_t limit;
+};
+
+static void serve_verdict(struct http_req *req, int status, void *ctx)
+{
+    struct serve_ctx *s = ctx;
+    struct buf b;
+    if (status == 200) {
+        buf_init(&b, s->limit);
+        if (s->render(s->ctx, &b) < 0 && b.len == 0)
+            (void)http_respond_error(req, 500, "rendering metrics failed");
+        else
+            (void)http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf_str(&b),
+                               b.len);
+        buf_done(&b);
+    } else {
+        if (status == 401)
+            (void)http_resp_header_add(req, "WWW-Authenticate", "Bearer");
+        (void)http_respond_error(req, status,
+                                 status == 401   ? "a bearer token is required"
+                                 : status == 403 ? "not allowed to get /metrics"
+                                 : status == 503 ? "too many scrapes under review"
+                                                 : "the review of the token failed");
+    }
+    xfree(s);
+}
+
+int metrics_auth_serve(struct metrics_auth *a, struct http_req *req, metrics_auth_render_fn *render,
+                       void *ctx, size_t limit)
+{
+    struct serve_ctx *s = XNEW(struct serve_ctx);
+    s->render = render;
+    s->ctx = ctx;
+    s->limit = limit;
+    metrics_auth_check(a, req, serve_verdict, s);
+    return 0;
 }
 
 void metrics_auth_check(struct metrics_auth *a, struct http_req *req, metrics_auth_done_fn *done,

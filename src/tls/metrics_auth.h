@@ -8,6 +8,9 @@
  * the server's loop never waits for the API server. */
 #pragma once
 
+#include <stddef.h>
+
+struct buf;
 struct http_req;
 struct kube_client;
 struct metrics_auth;
@@ -29,6 +32,14 @@ void metrics_auth_free(struct metrics_auth *a);
  * (after the reviews; req is kept referenced meanwhile). */
 void metrics_auth_check(struct metrics_auth *a, struct http_req *req, metrics_auth_done_fn *done,
                         void *ctx);
+
+/** Serves GET /metrics: once metrics_auth_check allows req, render(ctx, body) fills the
+ * page (bounded by limit) and it is sent as the Prometheus text format; otherwise the
+ * verdict's error (401 with WWW-Authenticate: Bearer). render and ctx must outlive the
+ * checker. Returns 0 (the handler's return value). */
+typedef int metrics_auth_render_fn(void *ctx, struct buf *out);
+int metrics_auth_serve(struct metrics_auth *a, struct http_req *req, metrics_auth_render_fn *render,
+                       void *ctx, size_t limit);
 
 /** The token of an "Authorization: Bearer <token>" value (scheme case-insensitive), or
  * an empty slice. Exposed for tests. */
