@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The router's HTTPS listener against the real binary, with certificates made here.
 
-Two routers serve one Sandbox whose pod IP is 127.0.0.1 and whose "pod" is an echo
-server in this process: one with TLS only, one with mTLS required (--tls-client-ca-file).
+Three routers serve one Sandbox whose pod IP is 127.0.0.1 and whose "pod" is an echo
+server in this process: one with TLS only, one with mTLS required (--tls-client-ca-file),
+one with --mtls-mode optional.
 Checked: HTTPS requests (keep-alive, a streamed 2 MiB response, a WebSocket upgrade and
 echo), plain HTTP to the TLS port fails, mTLS rejects a client without a certificate and
 one whose certificate another CA signed and accepts a good one, W3C traceparent and
@@ -249,6 +250,8 @@ class RouterTLS(unittest.TestCase):
         cls.start_router("tls", ["--metrics-secure", "--metrics-bind-address",
                                  f"127.0.0.1:{cls.mport}"])
         cls.start_router("mtls", ["--tls-client-ca-file", cls.client_ca_path])
+        cls.start_router("optional", ["--tls-client-ca-file", cls.client_ca_path,
+                                      "--mtls-mode", "optional"])
         cls.wait_routes()
 
     @classmethod
@@ -283,7 +286,7 @@ class RouterTLS(unittest.TestCase):
     def tls_conn(cls, name, cert=None):
         if cert is None and name == "mtls":
             cert = cls.good
-        ctx = client_ctx(cls.ca_path, cert or None)
+        ctx = client_ctx(cls.ca_path, cert or None)  # () or None: no certificate
         raw = socket.create_connection(("127.0.0.1", cls.routers[name][1]), timeout=10)
         return ctx.wrap_socket(raw, server_hostname="localhost")
 
@@ -389,10 +392,10 @@ class RouterTLS(unittest.TestCase):
 
     # ---- mTLS ---------------------------------------------------------------------------
 
-    def rejected(self, cert):
+    def rejected(self, cert, name="mtls"):
         ctx = client_ctx(self.ca_path, cert)
         try:
-            with socket.create_connection(("127.0.0.1", self.routers["mtls"][1]),
+            with socket.create_connection(("127.0.0.1", self.routers[name][1]),
                                           timeout=10) as raw:
                 with ctx.wrap_socket(raw, server_hostname="localhost") as s:
                     s.sendall(f"GET {self.base}/echo HTTP/1.1\r\nHost: x\r\n{self.auth}"
@@ -407,6 +410,12 @@ class RouterTLS(unittest.TestCase):
 
     def test_mtls_rejects_other_ca(self):
         self.assertTrue(self.rejected(self.bad))
+
+    def test_mtls_optional(self):
+        status, _, body = self.get_once("optional", cert=())  # no certificate: fine
+        self.assertEqual(status, 200, body[:200])
+        self.assertEqual(self.get_once("optional", cert=self.good)[0], 200)
+        self.assertTrue(self.rejected(self.bad, "optional"))  # a bad one is not
 
     def test_mtls_accepts_good_certificate(self):
         status, _, body = self.get_once("mtls", cert=self.good)
