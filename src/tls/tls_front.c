@@ -257,7 +257,11 @@ static void bridge_run(struct bridge *b)
             continue;
         if (b->failed || (b->server_eof && b->out_len == 0))
             break;
-        struct pollfd p[2] = {{b->tcp, tcp_ev, 0}, {b->pair, pair_ev, 0}};
+        /* A side nothing waits on is left out: its POLLHUP/POLLERR (a reset client
+         * while the proxy still works, a closed proxy end while a slow client drains)
+         * would otherwise wake the loop for ever without progress. */
+        struct pollfd p[2] = {{tcp_ev ? b->tcp : -1, tcp_ev, 0},
+                              {pair_ev ? b->pair : -1, pair_ev, 0}};
         if (!tcp_ev && !pair_ev)
             break; /* both directions ended */
         if (poll(p, 2, -1) < 0 && errno != EINTR)
