@@ -37,7 +37,11 @@ def upstream_families() -> list[tuple[str, str, list[str]]]:
 
 def controller_metrics() -> str:
     return subprocess.run(
-        [KUBECTL, "get", "--raw", METRICS], check=True, capture_output=True, text=True, timeout=60
+        [KUBECTL, "get", "--raw", METRICS],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
 
 
@@ -53,7 +57,9 @@ def test_agent_sandboxes_counts_the_sandbox(sandbox: Any) -> None:
     assert samples, "no agent_sandboxes sample"
     want = family_labels("agent_sandboxes")
     for labels, value in samples:
-        names = [kv.split("=", 1)[0] for kv in re.findall(r'\w+="(?:[^"\\]|\\.)*"', labels)]
+        names = [
+            kv.split("=", 1)[0] for kv in re.findall(r'\w+="(?:[^"\\]|\\.)*"', labels)
+        ]
         assert names == want, labels
         assert float(value) >= 1
     assert any('ready_condition="true"' in labels for labels, _ in samples)
