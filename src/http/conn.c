@@ -594,7 +594,7 @@ void http__conn_accept(struct http_server *s)
     conn_start(s, c);
 }
 
-int http_server_adopt(struct http_server *s, int fd, const char *peer)
+int http_server_adopt(struct http_server *s, int fd, const char *peer, bool secure)
 {
     struct http_conn *c = XNEW(struct http_conn);
     (void)uv_tcp_init(s->loop, &c->tcp);
@@ -610,6 +610,7 @@ int http_server_adopt(struct http_server *s, int fd, const char *peer)
     }
     if (peer)
         (void)str_copy(c->peer, sizeof(c->peer), peer);
+    c->secure = secure;
     conn_start(s, c);
     return 0;
 }

@@ -329,7 +329,8 @@ static void build_head(struct px *x, struct buf *b)
     }
     struct str host = http_req_header(r, "Host");
     put_header(b, STR_LIT("X-Forwarded-For"), str_c(x->client_ip));
-    put(b, STR_LIT("X-Forwarded-Proto: http\r\n"));
+    put(b, http_req_secure(r) ? STR_LIT("X-Forwarded-Proto: https\r\n")
+                              : STR_LIT("X-Forwarded-Proto: http\r\n"));
     if (host.p)
         put_header(b, STR_LIT("X-Forwarded-Host"), host);
     struct str te = http_req_header(r, "Transfer-Encoding"),

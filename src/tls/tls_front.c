@@ -165,7 +165,7 @@ struct adopt_item {
 static void adopt_on_loop(void *arg)
 {
     struct adopt_item *a = arg;
-    int r = http_server_adopt(a->server, a->fd, a->peer);
+    int r = http_server_adopt(a->server, a->fd, a->peer, true);
     if (r < 0)
         log_debug_errno(r, "TLS connection not served\tclient_ip=%s", a->peer);
     xfree(a);

@@ -344,7 +344,9 @@ class RouterTLS(unittest.TestCase):
                           "\r\n".encode())
                 status, _, body = read_response(s)
                 self.assertEqual(status, 200, body[:200])
-                self.assertIn("x-forwarded-for", json.loads(body))
+                seen = json.loads(body)
+                self.assertEqual(seen.get("x-forwarded-for"), "127.0.0.1")
+                self.assertEqual(seen.get("x-forwarded-proto"), "https")
 
     def test_https_streamed_body(self):
         status, hdrs, body = self.get_once("tls", "/big")
