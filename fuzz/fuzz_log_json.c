@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (b.len == 0 || b.data[b.len - 1] != '\n' || memchr(b.data, '\n', b.len - 1))
         abort();
-    j = json_loadb(b.data, b.len, 0, &e);
+    j = json_loadb(b.data, b.len, JSON_ALLOW_NUL, &e); /* \u0000 is valid JSON */
     if (!j || !json_is_object(j) || !json_is_string(json_object_get(j, "msg")))
         abort();
     json_decref(j);

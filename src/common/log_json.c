@@ -81,11 +81,28 @@ int log_json_string(struct buf *out, const char *s, size_t n)
     return r < 0 ? r : buf_putc(out, '"');
 }
 
+/* Appends a member name: the bytes of key that may name a logfmt field (letters,
+ * digits, '_', '-', '.', '/'), any other byte as '_', so a key never needs escaping
+ * (and no parser meets a NUL or an invalid byte in one); an empty key is "_". */
+static int put_key(struct buf *out, const char *key, size_t klen)
+{
+    int r = buf_putc(out, '"');
+    for (size_t i = 0; i < klen && r >= 0; i++) {
+        char c = key[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-' || c == '.' || c == '/';
+        r = buf_putc(out, ok ? c : '_');
+    }
+    if (r >= 0 && klen == 0)
+        r = buf_putc(out, '_');
+    return r < 0 ? r : buf_putc(out, '"');
+}
+
 static int put_member(struct buf *out, const char *key, size_t klen, const char *v, size_t vlen)
 {
     int r = buf_putc(out, ',');
     if (r >= 0)
-        r = log_json_string(out, key, klen);
+        r = put_key(out, key, klen);
     if (r >= 0)
         r = buf_putc(out, ':');
     return r < 0 ? r : log_json_string(out, v, vlen);

@@ -8,7 +8,8 @@
  * fields after the tab, which are parsed here (key=value, key="quoted \"value\"").
  * Every string is escaped for JSON: quotes, backslashes, control bytes (\n, \t, \u00XX)
  * and bytes that are not valid UTF-8 (as \u00XX, their Latin-1 reading), so each line
- * parses whatever the caller logged. Field values are strings. */
+ * parses whatever the caller logged. Field names keep letters, digits and _ - . /, any
+ * other byte becomes '_'. Field values are strings. */
 #pragma once
 
 #include "common/buf.h"

@@ -111,7 +111,8 @@ static void test_hostile_bytes(void **state)
     json_t *all;
     (void)state;
     log_warn("%s\tpath=\"a \\\"b\\\" c\" raw=x\x02y", msg);
-    log_error("bad utf8 \xff\xfe \xc0\xaf \xed\xa0\x80 ok \xc3\xa9");
+    log_error("bad utf8 \xff\xfe \xc0\xaf \xed\xa0\x80 ok \xc3\xa9\tb\x01"
+              "d\"key=1 =2");
     log_error_errno(-ENOENT, "open failed\tfile=\"/tmp/x\"");
     all = lines();
     assert_int_equal(json_array_size(all), 3);
@@ -122,6 +123,8 @@ static void test_hostile_bytes(void **state)
     assert_string_equal(member(json_array_get(all, 1), "msg"),
                         "bad utf8 \xc3\xbf\xc3\xbe \xc3\x80\xc2\xaf \xc3\xad\xc2\xa0\xc2\x80 ok "
                         "\xc3\xa9");
+    assert_string_equal(member(json_array_get(all, 1), "b_d_key"), "1"); /* names sanitised */
+    assert_string_equal(member(json_array_get(all, 1), "_"), "2");
     assert_string_equal(member(json_array_get(all, 2), "err"), "No such file or directory");
     assert_string_equal(member(json_array_get(all, 2), "file"), "/tmp/x");
     json_decref(all);
