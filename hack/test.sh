@@ -117,7 +117,7 @@ log "release build (the binaries make up runs; sandboxd static)"
 if cmake --preset release >/dev/null && cmake --build --preset release; then
 	passed=$((passed + 1))
 	suite "sandboxd component tests" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
-		python3 -m unittest -v tests/sandboxd/test_component.py
+		python3 -m unittest -v tests/sandboxd/test_component.py tests/sandboxd/test_logs.py
 	suite "sandboxd gRPC conformance (grpcio)" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
 		hack/grpc-tests.sh
 else
