@@ -12,7 +12,7 @@
 source "$(dirname "$0")/lib.sh"
 
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates curl openssl
-	libcurl4-openssl-dev libjansson-dev libyaml-dev libuv1-dev libcmocka-dev clang-format ccache
+	libcurl4-openssl-dev libssl-dev libjansson-dev libyaml-dev libuv1-dev libcmocka-dev clang-format ccache
 	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
 	clang libclang-rt-14-dev valgrind)
 

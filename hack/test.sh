@@ -100,7 +100,7 @@ else
 		suite "hostile HTTP suite (real sandboxd and router)" env \
 			SANDBOXD_BIN="$ROOT/build/asan/sandboxd" \
 			SANDBOX_ROUTER_BIN="$ROOT/build/asan/sandbox-router" \
-			python3 -m unittest -v tests/hostile/test_hostile.py
+			python3 -m unittest -v tests/hostile/test_hostile.py tests/hostile/test_tls.py
 		# The unit suite and the in-process controller manager (worker pools, informers,
 		# lease, events) against this API server, in a clang -fsanitize=thread build.
 		[ "${AS_TEST_TSAN:-1}" = 0 ] ||
@@ -117,7 +117,8 @@ log "release build (the binaries make up runs; sandboxd static)"
 if cmake --preset release >/dev/null && cmake --build --preset release; then
 	passed=$((passed + 1))
 	suite "sandboxd component tests" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
-		python3 -m unittest -v tests/sandboxd/test_component.py tests/sandboxd/test_background.py
+		python3 -m unittest -v tests/sandboxd/test_component.py tests/sandboxd/test_background.py \
+		tests/sandboxd/test_logs.py
 	suite "sandboxd filesystem operations" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
 		python3 -m unittest -v tests/sandboxd/test_fsops.py
 	suite "sandboxd gRPC conformance (grpcio)" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
@@ -130,6 +131,7 @@ fi
 
 suite "CRDs up to date (hack/gen-crds --check)" python3 hack/gen-crds/gen_crds.py --check
 suite "CRD tests" bash tests/crds/run.sh
+suite "observability config (alerts, dashboard)" python3 -m unittest tests/observability/test_config.py
 suite "install.yaml up to date (hack/render-install.sh --check)" hack/render-install.sh --check
 suite "benchmark smoke (small N, standalone API server)" bench/run.sh --smoke
 # Fault injection at CI size (make chaos runs it at 300 claims): controller SIGKILLs

@@ -21,6 +21,7 @@ enum gopt {
     G_ROUTER,
     G_SANDBOXD,
     G_SBD_PORT,
+    G_LOG_FORMAT,
 };
 
 struct gdef {
@@ -42,6 +43,7 @@ static const struct gdef gdefs[] = {
     {"router-url", 0, true, G_ROUTER},
     {"sandboxd-url", 0, true, G_SANDBOXD},
     {"sandboxd-port", 0, true, G_SBD_PORT},
+    {"log-format", 0, true, G_LOG_FORMAT},
 };
 
 static const struct gdef *find_long(struct str name)
@@ -105,6 +107,12 @@ static int set_global(struct cli_globals *g, const struct gdef *d, const char *v
             return -EINVAL;
         }
         log_set_level(lv);
+        break;
+    case G_LOG_FORMAT:
+        if (log_flag_format(val) < 0) {
+            fprintf(g->err, "error: --log-format must be text or json, not %s\n", val);
+            return -EINVAL;
+        }
         break;
     }
     return 0;

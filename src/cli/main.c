@@ -31,6 +31,7 @@ static void usage(FILE *out)
             "                      $AGENT_SANDBOX_SANDBOXD_URL); the sandbox is not looked up\n"
             "  --sandboxd-port N   sandboxd's port in the pod (default 8080)\n"
             "  -v, --v LEVEL       log level (error, warn, info, debug, trace)\n"
+            "  --log-format F      log lines on stderr: text (default) or json\n"
             "  -h, --help          this help; `COMMAND --help` for a command's\n\n"
             "Exit codes: 0 ok, 1 request failed, 2 usage error, 3 no usable cluster config,\n"
             "4 timed out waiting, 5 sandboxd unreachable or failed; exec returns the\n"

@@ -20,12 +20,26 @@ enum log_level {
     LOG_TRACE = 4,
 };
 
+/* Line format: logfmt (above; the default) or JSON lines (common/log_json.h) with ts
+ * (RFC 3339, nanoseconds), level, logger (the component), msg, err and the logfmt
+ * fields as string members. */
+enum log_format {
+    LOG_FORMAT_TEXT = 0,
+    LOG_FORMAT_JSON = 1,
+};
+
 /** Current maximum level that is written; read without locking on purpose. */
 extern enum log_level log_max_level;
 
 /** Sets the component name printed as comp=... (borrowed: must outlive logging). */
 void log_set_component(const char *comp);
 void log_set_level(enum log_level level);
+/** Sets the line format (set it before other threads log). */
+void log_set_format(enum log_format format);
+/** Parses "text" or "json". Returns 0 or -EINVAL. */
+int log_parse_format(const char *s, enum log_format *ret);
+/** Parses a --log-format value and sets it. Returns 0 or -EINVAL. */
+int log_flag_format(const char *s);
 /** Parses "error", "warn", "info", "debug", "trace" (or 0-4). Returns 0 or -EINVAL. */
 int log_parse_level(const char *s, enum log_level *ret);
 /** Redirects output to fd (default 2), after writing any batched lines to the old one;

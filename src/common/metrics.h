@@ -21,7 +21,7 @@ struct metrics_registry;
 struct metric;
 struct metric_series;
 
-#define METRICS_MAX_LABELS      4
+#define METRICS_MAX_LABELS      8
 #define METRICS_MAX_BUCKETS     64   /* finite bucket bounds per histogram */
 #define METRICS_MAX_LABEL_BYTES 2048 /* a series' label values together; longer: dropped */
 

@@ -13,6 +13,7 @@
 #include "controller/claim_status.h"
 #include "controller/ext_int.h"
 #include "controller/ext_limits.h"
+#include "controller/ext_metrics.h"
 #include "controller/ext_names.h"
 #include "controller/latebind_deliver.h"
 #include "controller/latebind_spec.h"
@@ -121,12 +122,8 @@ static bool find_sandbox(struct claim_pass *p)
 
 static void count_creation(struct claim_pass *p, const char *launch, const char *pool)
 {
-    const char *lv[] = {p->ns, launch, pool,
-                        kube_obj_condition_true(p->sb, SB_COND_READY) ? "ready" : "not_ready",
-                        NULL};
     p->launch = launch;
-    if (p->x->met.creation_total)
-        metric_inc(p->x->met.creation_total, lv);
+    ext_metrics_creation(&p->x->met, p->claim, p->sb, launch, pool);
     if (!p->x->o.no_claim_events)
         ext__event(p->x, p->claim, false,
                    launch[0] == 'w' ? "SandboxAdopted" : "SandboxProvisioned", "%s Sandbox \"%s\"",
@@ -325,20 +322,12 @@ static bool lifecycle(struct claim_pass *p)
 static void record_first_ready(struct claim_pass *p)
 {
     char now[64], first[64];
-    usec_t seen = ext__observed(p->x, p->key, true), t = clock_wall_now(), client;
-    const char *tpl = kube_obj_annotation(p->sb, SB_ANN_TEMPLATE_REF);
-    const char *lt = kube_obj_label(p->sb, SB_LABEL_LAUNCH_TYPE);
-    const char *lv[] = {lt && strcmp(lt, "warm") == 0 ? "warm" : "cold", tpl ? tpl : "__unknown__",
-                        NULL};
-    const char *ca = kube_obj_annotation(p->claim, EXT_ANN_CLIENT_REQ);
+    usec_t seen = ext__observed(p->x, p->key, true), t = clock_wall_now();
     struct kube_err e;
     json_t *patch;
     if (kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY))
         return;
-    if (seen && t >= seen && p->x->met.ctrl_latency)
-        metric_observe(p->x->met.ctrl_latency, lv, (double)(t - seen) / USEC_PER_MSEC);
-    if (ca && clock_parse_rfc3339(ca, &client) >= 0 && t >= client && p->x->met.client_latency)
-        metric_observe(p->x->met.client_latency, lv, (double)(t - client) / USEC_PER_MSEC);
+    ext_metrics_first_ready(&p->x->met, p->claim, p->sb, seen, t);
     if (p->x->o.no_claim_annotations)
         return;
     /* One metadata write after Ready, off the client's path. */

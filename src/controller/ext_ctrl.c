@@ -16,6 +16,7 @@
 #include "controller/claim_queue.h"
 #include "controller/ext_int.h"
 #include "controller/ext_limits.h"
+#include "controller/ext_metrics.h"
 #include "controller/ext_names.h"
 #include "controller/latebind_deliver.h"
 #include "controller/manager_int.h"
@@ -527,38 +528,6 @@ static void wqm_retry(void *ctx, const char *name)
     metric_inc(x->d.metrics->wq_retries, (const char *const[]){name});
 }
 
-/* Claim latency buckets in ms: fine from 1 ms to 100 ms, then coarser to 4 minutes. */
-static const double latency_ms[] = {
-    1,   2,   3,   5,   7.5,  10,   15,   20,   30,   40,    50,    75,    100,    150,
-    200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 10000, 30000, 60000, 120000, 240000};
-
-static void metrics_init(struct ext_ctrl *x)
-{
-    static const char *const l_lat[] = {"launch_type", "sandbox_template", NULL};
-    static const char *const l_create[] = {"namespace", "launch_type", "warmpool_name",
-                                           "pod_condition", NULL};
-    static const char *const l_pool[] = {"namespace", "pool", NULL};
-    struct metrics_registry *reg = x->d.metrics ? x->d.metrics->reg : NULL;
-    if (!reg)
-        return;
-    x->met.ctrl_latency =
-        metrics_histogram(reg, "agent_sandbox_claim_controller_startup_latency_ms",
-                          "Controller first observation of a claim to claim Ready.", l_lat,
-                          latency_ms, ARRAY_SIZE(latency_ms));
-    x->met.client_latency =
-        metrics_histogram(reg, "agent_sandbox_client_claim_startup_latency_ms",
-                          "Client request annotation of a claim to claim Ready.", l_lat, latency_ms,
-                          ARRAY_SIZE(latency_ms));
-    x->met.creation_total = metrics_counter(reg, "agent_sandbox_claim_creation_total",
-                                            "Sandboxes bound to claims, by launch type.", l_create);
-    x->met.pool_replicas = metrics_gauge(reg, "agent_sandbox_warm_pool_replicas",
-                                         "Active members of a warm pool.", l_pool);
-    x->met.pool_ready = metrics_gauge(reg, "agent_sandbox_warm_pool_ready_replicas",
-                                      "Ready members of a warm pool.", l_pool);
-    x->met.pool_creates = metrics_counter(reg, "agent_sandbox_warm_pool_creates_total",
-                                          "Sandboxes created by a warm pool.", l_pool);
-}
-
 /* ---- construction ------------------------------------------------------------------- */
 
 static void add_domain(struct ext_ctrl *x, struct str s)
@@ -638,7 +607,7 @@ int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_
     x->expect = pool_expect_new(0);
     x->cq = claim_queue_new();
     x->lb = lb_state_new(o->latebind_loopback, o->latebind_timeout);
-    metrics_init(x);
+    ext_metrics_register(x->d.metrics ? x->d.metrics->reg : NULL, &x->met);
     r = loop_init(x, EXT_LOOP_TEMPLATE, "sandboxtemplate",
                   o->template_workers > 0 ? o->template_workers : 1, tpl_reconcile);
     if (r >= 0)

@@ -28,6 +28,8 @@ struct flags {
     usec_t lease_duration, renew_deadline, retry_period; /* 0 = kube/lease.h defaults */
     usec_t shutdown_timeout; /* --graceful-shutdown-timeout; 0 = wait for ever */
     const char *metrics_addr, *health_addr;
+    bool metrics_secure; /* --metrics-secure: HTTPS + TokenReview/SubjectAccessReview */
+    const char *metrics_cert_dir, *metrics_cert_name, *metrics_key_name;
     double qps;
     int64_t burst, workers;
     const char *ns, *cluster_domain;
@@ -65,6 +67,12 @@ static const char usage_text[] =
     "                                      anyway; 0 waits for ever (default 30s)\n"
     "  --metrics-bind-address ADDR         /metrics address, \"0\" disables\n"
     "                                      (default 127.0.0.1:8080)\n"
+    "  --metrics-secure[=BOOL]             serve /metrics over HTTPS to bearer tokens that pass\n"
+    "                                      a TokenReview and a SubjectAccessReview (get on\n"
+    "                                      the non-resource URL /metrics); default false\n"
+    "  --metrics-cert-path DIR             its certificate directory (default: self-signed)\n"
+    "  --metrics-cert-name NAME            certificate file in DIR (default tls.crt)\n"
+    "  --metrics-cert-key NAME             key file in DIR (default tls.key)\n"
     "  --health-probe-bind-address ADDR    /healthz and /readyz address, \"0\" disables\n"
     "                                      (default 127.0.0.1:8081)\n"
     "  --kube-api-qps QPS                  client-side rate limit; <= 0 disables (default -1)\n"
@@ -117,6 +125,7 @@ static const char usage_text[] =
     "  --late-binding-allow-loopback[=BOOL]  TESTS ONLY: deliver to loopback pod IPs\n"
     "  Durations: Go syntax, numbers with ns, us, ms, s, m or h (e.g. 500ms, 5m, 1m30s).\n"
     "  --log-level LEVEL                   error, warn, info, debug, trace (default info)\n"
+    "  --log-format FORMAT                 text (logfmt, default) or json (JSON lines)\n"
     "  --version                           print the version and exit\n"
     "  --help                              print this help and exit\n";
 
@@ -130,6 +139,10 @@ enum {
     F_RENEW_DEADLINE,
     F_RETRY_PERIOD,
     F_METRICS,
+    F_METRICS_SECURE,
+    F_METRICS_CERT_PATH,
+    F_METRICS_CERT_NAME,
+    F_METRICS_CERT_KEY,
     F_HEALTH,
     F_QPS,
     F_BURST,
@@ -141,6 +154,7 @@ enum {
     F_STATUS_WINDOW,
     F_POD_NAME_ALWAYS,
     F_LOG_LEVEL,
+    F_LOG_FORMAT,
     F_EXTENSIONS,
     F_CLAIM_WORKERS,
     F_POOL_WORKERS,
@@ -165,6 +179,10 @@ enum {
 static const struct option long_opts[] = {
     {"kubeconfig", required_argument, NULL, F_KUBECONFIG},
     {"leader-elect", optional_argument, NULL, F_LEADER_ELECT},
+    {"metrics-secure", optional_argument, NULL, F_METRICS_SECURE},
+    {"metrics-cert-path", required_argument, NULL, F_METRICS_CERT_PATH},
+    {"metrics-cert-name", required_argument, NULL, F_METRICS_CERT_NAME},
+    {"metrics-cert-key", required_argument, NULL, F_METRICS_CERT_KEY},
     {"leader-election-namespace", required_argument, NULL, F_LEASE_NS},
     {"leader-election-id", required_argument, NULL, F_LEASE_ID},
     {"leader-elect-lease-duration", required_argument, NULL, F_LEASE_DURATION},
@@ -183,6 +201,7 @@ static const struct option long_opts[] = {
     {"sandbox-status-coalesce-window", required_argument, NULL, F_STATUS_WINDOW},
     {"always-annotate-pod-name", optional_argument, NULL, F_POD_NAME_ALWAYS},
     {"log-level", required_argument, NULL, F_LOG_LEVEL},
+    {"log-format", required_argument, NULL, F_LOG_FORMAT},
     {"extensions", optional_argument, NULL, F_EXTENSIONS},
     {"sandbox-claim-concurrent-workers", required_argument, NULL, F_CLAIM_WORKERS},
     {"sandbox-warm-pool-concurrent-workers", required_argument, NULL, F_POOL_WORKERS},
@@ -365,6 +384,17 @@ static int apply_flag(struct flags *f, int c, const char *v)
     case F_METRICS:
         f->metrics_addr = v;
         return 0;
+    case F_METRICS_SECURE:
+        return parse_bool(v, &f->metrics_secure);
+    case F_METRICS_CERT_PATH:
+        f->metrics_cert_dir = v;
+        return 0;
+    case F_METRICS_CERT_NAME:
+        f->metrics_cert_name = v;
+        return 0;
+    case F_METRICS_CERT_KEY:
+        f->metrics_key_name = v;
+        return 0;
     case F_HEALTH:
         f->health_addr = v;
         return 0;
@@ -393,6 +423,8 @@ static int apply_flag(struct flags *f, int c, const char *v)
             return -EINVAL;
         log_set_level(lvl);
         return 0;
+    case F_LOG_FORMAT:
+        return log_flag_format(v);
     case F_VERSION:
         printf("agent-sandbox-controller, version %s\n", AS_VERSION);
         return 1;
@@ -531,6 +563,10 @@ static int run(const struct flags *f, struct kube_client *client)
         .renew_deadline = f->renew_deadline,
         .retry_period = f->retry_period,
         .metrics_addr = f->metrics_addr,
+        .metrics_secure = f->metrics_secure,
+        .metrics_cert_dir = f->metrics_cert_dir,
+        .metrics_cert_name = f->metrics_cert_name,
+        .metrics_key_name = f->metrics_key_name,
         .health_addr = f->health_addr,
         .events = true,
         .extensions = f->extensions,

@@ -42,10 +42,15 @@ struct ctrl_opts {
     const char *identity;            /* NULL = "<$POD_NAME or hostname>_<random UUID>" (copied) */
     usec_t lease_duration, renew_deadline, retry_period; /* 0 = lease.h defaults */
     const char *metrics_addr; /* "host:port"; NULL or "0" = no metrics server */
-    const char *health_addr;  /* "host:port"; NULL or "0" = no probe server */
-    bool events;              /* record Events (off in some tests) */
-    bool extensions;          /* run the SandboxTemplate/WarmPool/Claim controllers */
-    struct ext_opts ext;      /* their options (copied; strings borrowed until start) */
+    /* HTTPS on metrics_addr with TokenReview + SubjectAccessReview (metrics_auth.h);
+     * certificate <dir>/<name> and key <dir>/<key name> (NULL: tls.crt, tls.key), or a
+     * self-signed pair when dir is NULL. Strings borrowed until the manager is freed. */
+    bool metrics_secure;
+    const char *metrics_cert_dir, *metrics_cert_name, *metrics_key_name;
+    const char *health_addr; /* "host:port"; NULL or "0" = no probe server */
+    bool events;             /* record Events (off in some tests) */
+    bool extensions;         /* run the SandboxTemplate/WarmPool/Claim controllers */
+    struct ext_opts ext;     /* their options (copied; strings borrowed until start) */
     /* Idle auto-suspend: sandboxd's port (0: 8080) and the activity probe (NULL: GET
      * /v1/activity over HTTP; tests inject one). */
     uint16_t idle_probe_port;

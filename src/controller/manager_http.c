@@ -12,6 +12,7 @@
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "controller/controller_limits.h"
+#include "controller/ext_metrics.h"
 #include "controller/manager_int.h"
 #include "controller/sandbox_names.h"
 #include "controller/sandbox_status.h"
@@ -20,95 +21,23 @@
 #include "kube/lease.h"
 #include "kube/obj.h"
 #include "kube/store.h"
+#include "tls/tls_front.h"
 
 static const char *const L_CTRL[] = {"controller", NULL};
 static const char *const L_CTRL_RESULT[] = {"controller", "result", NULL};
 static const char *const L_NAME[] = {"name", NULL};
-static const char *const L_SANDBOXES[] = {
-    "namespace",        "ready_condition", "expired",    "launch_type",
-    "sandbox_template", "owned_by",        "created_by", NULL};
-#define N_SB_LABELS 7
-
-/* Label values of one Sandbox in agent_sandboxes, joined with '\x1f' as a map key. */
-static void sandbox_series_key(const json_t *sb, struct buf *out)
-{
-    const json_t *st = json_object_get(sb, "status");
-    const json_t *ready = sb_cond_get(st, SB_COND_READY);
-    const char *rs = json_string_value(json_object_get(ready, "status"));
-    const char *rr = sb_cond_reason(st, SB_COND_READY);
-    const char *lt = kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE);
-    const char *tpl = kube_obj_annotation(sb, SB_ANN_TEMPLATE_REF);
-    const char *owner = sb_controller_is(sb, SB_EXT_GROUP, "SandboxClaim")      ? "SandboxClaim"
-                        : sb_controller_is(sb, SB_EXT_GROUP, "SandboxWarmPool") ? "SandboxWarmPool"
-                                                                                : "None";
-    const char *cb = sb_created_by_normalize(kube_obj_label(sb, SB_LABEL_CREATED_BY));
-    (void)buf_printf(out, "%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", kube_obj_namespace(sb),
-                     rs && strcmp(rs, "True") == 0 ? "true" : "false",
-                     rr && strcmp(rr, SB_R_EXPIRED) == 0 ? "true" : "false",
-                     lt && strcmp(lt, "warm") == 0 ? "warm" : "cold", tpl ? tpl : "unknown", owner,
-                     cb ? cb : "unknown");
-}
-
-static int write_series(struct buf *out, const char *key, double n)
-{
-    const char *v[N_SB_LABELS];
-    char *copy = xstrdup(key), *s = copy;
-    int r;
-    for (int i = 0; i < N_SB_LABELS; i++) {
-        char *sep = strchr(s, '\x1f');
-        v[i] = s;
-        if (sep) {
-            *sep = '\0';
-            s = sep + 1;
-        }
-    }
-    r = metrics_write_sample(out, "agent_sandboxes", L_SANDBOXES, v, n);
-    xfree(copy);
-    return r;
-}
-
+/* agent_sandboxes and agent_sandbox_build_info: see controller/ext_metrics.h. */
 static int collect_sandboxes(void *ctx, struct buf *out)
 {
     struct ctrl_manager *m = ctx;
-    struct kube_objv all = {0};
-    struct map *counts = map_new(xfree);
-    struct map_iter it;
-    const char *key;
-    void *val;
-    struct buf k;
-    int r;
-    if (m->inf[CTRL_INF_SANDBOX])
-        kube_store_list(kube_informer_store(m->inf[CTRL_INF_SANDBOX]), &all);
-    buf_init(&k, 4096);
-    for (size_t i = 0; i < all.n; i++) {
-        buf_reset(&k);
-        sandbox_series_key(all.v[i], &k);
-        double *n = map_get(counts, buf_str(&k));
-        if (!n) {
-            n = xcalloc(1, sizeof(*n));
-            map_put(counts, buf_str(&k), n, NULL);
-        }
-        (*n)++;
-    }
-    buf_done(&k);
-    kube_objv_done(&all);
-    r = metrics_write_header(out, "agent_sandboxes", "Number of Sandboxes by state.", METRIC_GAUGE);
-    map_foreach (counts, it, key, val) {
-        if (r >= 0)
-            r = write_series(out, key, *(double *)val);
-    }
-    map_free(counts);
-    return r;
+    return ext_metrics_render_sandboxes(
+        m->inf[CTRL_INF_SANDBOX] ? kube_informer_store(m->inf[CTRL_INF_SANDBOX]) : NULL, out);
 }
 
 static int collect_build_info(void *ctx, struct buf *out)
 {
-    static const char *const names[] = {"git_version", "compiler", "platform", NULL};
-    const char *vals[] = {AS_VERSION, "gcc " __VERSION__, "linux", NULL};
     (void)ctx;
-    if (metrics_write_header(out, "agent_sandbox_build_info", "Build metadata.", METRIC_GAUGE) < 0)
-        return -E2BIG;
-    return metrics_write_sample(out, "agent_sandbox_build_info", names, vals, 1);
+    return ext_metrics_render_build_info(out);
 }
 
 void ctrl__metrics_init(struct ctrl_manager *m)
@@ -144,9 +73,8 @@ void ctrl__metrics_init(struct ctrl_manager *m)
 
 /* ---- servers ------------------------------------------------------------------------ */
 
-static int h_metrics(struct http_req *req, void *ctx)
+static int render_metrics(struct http_req *req, struct ctrl_manager *m)
 {
-    struct ctrl_manager *m = ctx;
     struct buf b;
     int r;
     buf_init(&b, LIMIT_CTRL_METRICS_PAGE);
@@ -154,6 +82,11 @@ static int h_metrics(struct http_req *req, void *ctx)
     r = http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf_str(&b), b.len);
     buf_done(&b);
     return r;
+}
+
+static int h_metrics(struct http_req *req, void *ctx)
+{
+    return ctrl__metrics_serve(req, ctx, render_metrics);
 }
 
 static int h_healthz(struct http_req *req, void *ctx)
@@ -221,6 +154,21 @@ static int serve(struct ctrl_manager *m, const char *addr, struct http_router *r
     return 0;
 }
 
+/* Plain, or (--metrics-secure) on loopback behind the HTTPS front on metrics_addr. */
+static int serve_metrics(struct ctrl_manager *m)
+{
+    char host[128];
+    uint16_t port;
+    int r;
+    if (!m->opts.metrics_secure || !m->metrics_addr)
+        return serve(m, m->metrics_addr, m->metrics_router, &m->metrics_srv);
+    r = parse_addr(m->metrics_addr, host, sizeof(host), &port);
+    if (r != 0)
+        return r < 0 ? log_error_errno(r, "bad listen address\taddr=%s", m->metrics_addr) : 0;
+    r = serve(m, "127.0.0.1:0", m->metrics_router, &m->metrics_srv);
+    return r < 0 ? r : ctrl__metrics_secure_start(m, host, port);
+}
+
 int ctrl__servers_start(struct ctrl_manager *m)
 {
     int r;
@@ -232,7 +180,7 @@ int ctrl__servers_start(struct ctrl_manager *m)
     if (r >= 0)
         r = http_router_add(m->health_router, "GET", "/readyz", 0, h_readyz, m);
     if (r >= 0)
-        r = serve(m, m->metrics_addr, m->metrics_router, &m->metrics_srv);
+        r = serve_metrics(m);
     if (r >= 0)
         r = serve(m, m->health_addr, m->health_router, &m->health_srv);
     return r;
@@ -240,6 +188,7 @@ int ctrl__servers_start(struct ctrl_manager *m)
 
 void ctrl__servers_stop(struct ctrl_manager *m)
 {
+    ctrl__metrics_secure_stop(m);
     http_server_stop_thread(m->metrics_srv, 1 * USEC_PER_SEC);
     http_server_stop_thread(m->health_srv, 1 * USEC_PER_SEC);
     m->metrics_srv = m->health_srv = NULL;
@@ -250,6 +199,8 @@ void ctrl__servers_stop(struct ctrl_manager *m)
 
 uint16_t ctrl_manager_metrics_port(struct ctrl_manager *m)
 {
+    if (m->metrics_tls)
+        return tls_front_port(m->metrics_tls);
     return m->metrics_srv ? http_server_thread_port(m->metrics_srv) : 0;
 }
 

@@ -18,6 +18,9 @@ struct ctrl_ns_source;
 struct events_recorder;
 struct http_server_thread;
 struct http_router;
+struct http_req;
+struct tls_front;
+struct metrics_auth;
 struct metric;
 
 enum { CTRL_INF_SANDBOX, CTRL_INF_POD, CTRL_INF_SERVICE, CTRL_INF_PVC, CTRL_INF_COUNT };
@@ -45,6 +48,9 @@ struct ctrl_manager {
     struct lease_elector *elector;
     struct http_server_thread *metrics_srv, *health_srv;
     struct http_router *metrics_router, *health_router;
+    struct tls_front *metrics_tls;     /* --metrics-secure (manager_secure.c) */
+    struct metrics_auth *metrics_auth; /* idem */
+    char *metrics_tls_dir;             /* a self-signed pair's directory, removed at stop */
     struct ctrl_metrics met;
     struct wq_metrics_ops wq_ops;
 
@@ -63,5 +69,13 @@ void ctrl__metrics_init(struct ctrl_manager *m);
 /** Starts the metrics and probe servers. Returns 0 or a negative errno. */
 int ctrl__servers_start(struct ctrl_manager *m);
 void ctrl__servers_stop(struct ctrl_manager *m);
+/* manager_secure.c: --metrics-secure. Starts the HTTPS front on host:port in front of
+ * the (loopback) metrics server and the scrape checker. Returns 0 or negative (logged). */
+int ctrl__metrics_secure_start(struct ctrl_manager *m, const char *host, uint16_t port);
+/** Stops both; before the metrics server stops. */
+void ctrl__metrics_secure_stop(struct ctrl_manager *m);
+/** Serves GET /metrics once the scrape is allowed (secure) or at once. */
+int ctrl__metrics_serve(struct http_req *req, struct ctrl_manager *m,
+                        int (*render)(struct http_req *req, struct ctrl_manager *m));
 /** True when every informer has synced. */
 bool ctrl__synced(struct ctrl_manager *m);

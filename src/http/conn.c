@@ -4,8 +4,10 @@
  * whose meaning depends on the state. Memory is released only in uv_close callbacks. */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
+#include "common/str.h"
 #include "common/xalloc.h"
 #include "http/http_limits.h"
 #include "http/server_int.h"
@@ -576,6 +578,8 @@ static void on_reject_closed(uv_handle_t *h)
     xfree(h);
 }
 
+static void conn_start(struct http_server *s, struct http_conn *c);
+
 void http__conn_accept(struct http_server *s)
 {
     struct http_conn *c = XNEW(struct http_conn);
@@ -587,6 +591,32 @@ void http__conn_accept(struct http_server *s)
         uv_close((uv_handle_t *)&c->tcp, on_reject_closed);
         return;
     }
+    conn_start(s, c);
+}
+
+int http_server_adopt(struct http_server *s, int fd, const char *peer, bool secure)
+{
+    struct http_conn *c = XNEW(struct http_conn);
+    (void)uv_tcp_init(s->loop, &c->tcp);
+    c->tcp.data = c;
+    int r = uv_tcp_open(&c->tcp, fd);
+    if (r >= 0 && (s->nconns >= s->opts.max_connections || s->shutting_down))
+        r = -ECONNREFUSED;
+    if (r < 0) {
+        if (uv_fileno((uv_handle_t *)&c->tcp, &(uv_os_fd_t){0}) < 0)
+            (void)close(fd); /* not taken over by the handle */
+        uv_close((uv_handle_t *)&c->tcp, on_reject_closed);
+        return r;
+    }
+    if (peer)
+        (void)str_copy(c->peer, sizeof(c->peer), peer);
+    c->secure = secure;
+    conn_start(s, c);
+    return 0;
+}
+
+static void conn_start(struct http_server *s, struct http_conn *c)
+{
     (void)uv_timer_init(s->loop, &c->timer);
     c->timer.data = c;
     c->handles_open = 2;

@@ -75,6 +75,7 @@ struct http_conn {
     bool reading, read_eof, closing, keep_alive, in_process, resp_complete, idle_timer;
     bool upgrading; /* http_req_upgrade: no more HTTP reads; the socket is being handed over */
     char peer[48];  /* client address, looked up once (http_req_peer); "" until then */
+    bool secure;    /* adopted from a TLS front (http_server_adopt) */
 };
 
 struct http_post_item {

@@ -161,6 +161,11 @@ void http_req_abort(struct http_req *req)
         http__conn_close(req->conn);
 }
 
+bool http_req_secure(const struct http_req *req)
+{
+    return req->conn && req->conn->secure;
+}
+
 int http_req_peer(const struct http_req *req, char *out, size_t size)
 {
     if (!req->conn)

@@ -15,6 +15,8 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "router/router.h"
+#include "tls/metrics_auth.h"
+#include "tls/tls_front.h"
 
 #define MAX_AUDIENCES 16
 
@@ -24,6 +26,14 @@ struct flags {
     char host[64], probe_host[64];
     const char *audiences[MAX_AUDIENCES + 1];
     char *aud_copy;
+    struct tls_front_opts tls; /* --https-bind-address and friends */
+    char tls_host[64];
+    bool tls_on, mtls_set;
+    /* --metrics-secure: /metrics needs a reviewed token; HTTPS on metrics_host:port */
+    bool metrics_secure;
+    char metrics_host[64];
+    uint16_t metrics_port;
+    const char *metrics_cert_dir, *metrics_cert_name, *metrics_key_name;
 };
 
 static const char usage_text[] =
@@ -32,6 +42,20 @@ static const char usage_text[] =
     "Flags (--name=value or --name value):\n"
     "  --http-bind-address ADDR:PORT     proxy listener (default 0.0.0.0:8080)\n"
     "  --health-probe-bind-address A:P   /healthz /readyz /metrics (default 0.0.0.0:8081)\n"
+    "  --https-bind-address ADDR:PORT    also serve the proxy over TLS here (default off);\n"
+    "                                    needs --tls-cert-file and --tls-key-file\n"
+    "  --tls-cert-file PATH              PEM certificate chain (reloaded when it changes)\n"
+    "  --tls-key-file PATH               PEM private key (reloaded when it changes)\n"
+    "  --tls-client-ca-file PATH         PEM CA bundle that signs client certificates\n"
+    "  --mtls-mode MODE                  off, optional or required (default: required\n"
+    "                                    with --tls-client-ca-file, else off)\n"
+    "  --metrics-secure[=BOOL]           /metrics only to bearer tokens that pass a\n"
+    "                                    TokenReview and a SubjectAccessReview (get on\n"
+    "                                    /metrics), also over HTTPS on\n"
+    "                                    --metrics-bind-address (default false)\n"
+    "  --metrics-bind-address ADDR:PORT  the HTTPS metrics listener (default 0.0.0.0:9090)\n"
+    "  --metrics-cert-path DIR           its certificate directory (default: self-signed)\n"
+    "  --metrics-cert-name NAME, --metrics-cert-key NAME  files in DIR (tls.crt, tls.key)\n"
     "  --kubeconfig PATH                 kubeconfig (default: $KUBECONFIG, ~/.kube/config,\n"
     "                                    else in-cluster)\n"
     "  --namespace NS                    serve Sandboxes of one namespace (default: all)\n"
@@ -56,6 +80,7 @@ static const char usage_text[] =
     "  --access-log BOOL                 one logfmt line per request (default true)\n"
     "  --allow-loopback-upstreams        UNSAFE, tests only: allow 127.0.0.0/8 and ::1 pod IPs\n"
     "  --log-level LEVEL                 error, warn, info, debug, trace (default info)\n"
+    "  --log-format FORMAT               text (logfmt, default) or json (JSON lines)\n"
     "  --version, --help\n";
 
 enum {
@@ -77,6 +102,17 @@ enum {
     F_TRUST_LOOPBACK,
     F_LOOPBACK,
     F_LOG,
+    F_LOG_FORMAT,
+    F_HTTPS,
+    F_TLS_CERT,
+    F_TLS_KEY,
+    F_TLS_CA,
+    F_MTLS,
+    F_METRICS_SECURE,
+    F_METRICS_ADDR,
+    F_METRICS_CERT_PATH,
+    F_METRICS_CERT_NAME,
+    F_METRICS_CERT_KEY,
     F_VERSION,
     F_HELP,
 };
@@ -100,6 +136,17 @@ static const struct option long_opts[] = {
     {"trust-loopback", required_argument, NULL, F_TRUST_LOOPBACK},
     {"allow-loopback-upstreams", no_argument, NULL, F_LOOPBACK},
     {"log-level", required_argument, NULL, F_LOG},
+    {"log-format", required_argument, NULL, F_LOG_FORMAT},
+    {"https-bind-address", required_argument, NULL, F_HTTPS},
+    {"tls-cert-file", required_argument, NULL, F_TLS_CERT},
+    {"tls-key-file", required_argument, NULL, F_TLS_KEY},
+    {"tls-client-ca-file", required_argument, NULL, F_TLS_CA},
+    {"mtls-mode", required_argument, NULL, F_MTLS},
+    {"metrics-secure", optional_argument, NULL, F_METRICS_SECURE},
+    {"metrics-bind-address", required_argument, NULL, F_METRICS_ADDR},
+    {"metrics-cert-path", required_argument, NULL, F_METRICS_CERT_PATH},
+    {"metrics-cert-name", required_argument, NULL, F_METRICS_CERT_NAME},
+    {"metrics-cert-key", required_argument, NULL, F_METRICS_CERT_KEY},
     {"version", no_argument, NULL, F_VERSION},
     {"help", no_argument, NULL, F_HELP},
     {NULL, 0, NULL, 0},
@@ -228,6 +275,40 @@ static int apply_flag(struct flags *f, int c, const char *v)
             return -EINVAL;
         log_set_level(lvl);
         return 0;
+    case F_LOG_FORMAT:
+        return log_flag_format(v);
+    case F_HTTPS:
+        f->tls_on = true;
+        return parse_addr(v, f->tls_host, sizeof(f->tls_host), &f->tls.port);
+    case F_TLS_CERT:
+        f->tls.cert_file = v;
+        return 0;
+    case F_TLS_KEY:
+        f->tls.key_file = v;
+        return 0;
+    case F_TLS_CA:
+        f->tls.client_ca = v;
+        return 0;
+    case F_MTLS:
+        f->mtls_set = true;
+        return tls_mtls_parse(v, &f->tls.mtls);
+    case F_METRICS_SECURE:
+        if (!v) {
+            f->metrics_secure = true;
+            return 0;
+        }
+        return parse_bool(v, &f->metrics_secure);
+    case F_METRICS_ADDR:
+        return parse_addr(v, f->metrics_host, sizeof(f->metrics_host), &f->metrics_port);
+    case F_METRICS_CERT_PATH:
+        f->metrics_cert_dir = v;
+        return 0;
+    case F_METRICS_CERT_NAME:
+        f->metrics_cert_name = v;
+        return 0;
+    case F_METRICS_CERT_KEY:
+        f->metrics_key_name = v;
+        return 0;
     case F_VERSION:
         printf("sandbox-router, version %s\n", AS_VERSION);
         return 1;
@@ -237,6 +318,24 @@ static int apply_flag(struct flags *f, int c, const char *v)
     default:
         return -EINVAL;
     }
+}
+
+static int check_tls_flags(struct flags *f)
+{
+    const char *bad = NULL;
+    if (!f->mtls_set && f->tls.client_ca)
+        f->tls.mtls = TLS_MTLS_REQUIRED;
+    f->tls.host = f->tls_host;
+    if (!f->tls_on && (f->tls.cert_file || f->tls.key_file || f->tls.client_ca || f->mtls_set))
+        bad = "the TLS flags need --https-bind-address";
+    else if (f->tls_on && (!f->tls.cert_file || !f->tls.key_file))
+        bad = "--https-bind-address needs --tls-cert-file and --tls-key-file";
+    else if (f->tls.mtls != TLS_MTLS_OFF && !f->tls.client_ca)
+        bad = "--mtls-mode other than off needs --tls-client-ca-file";
+    if (!bad)
+        return 0;
+    fprintf(stderr, "sandbox-router: %s\n", bad);
+    return -EINVAL;
 }
 
 static int parse_flags(int argc, char **argv, struct flags *f)
@@ -260,7 +359,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         fprintf(stderr, "sandbox-router: unexpected argument %s\n", argv[optind]);
         return -EINVAL;
     }
-    return 0;
+    return check_tls_flags(f);
 }
 
 static void warn_unsafe(const struct flags *f)
@@ -270,6 +369,34 @@ static void warn_unsafe(const struct flags *f)
                  "can reach every Sandbox it serves");
     if (f->o.allow_loopback)
         log_warn("UNSAFE --allow-loopback-upstreams: loopback pod IPs are dialled (tests only)");
+}
+
+/* --metrics-secure: the HTTPS metrics listener in front of the probe server, with the
+ * given certificate or a self-signed one (its directory into *ret_dir). */
+static int start_secure_metrics(struct flags *f, struct router *r, struct tls_front **ret,
+                                char **ret_dir)
+{
+    const char *dir = f->metrics_cert_dir;
+    char *cert, *key;
+    int rc;
+    if (!dir) {
+        rc = tls_self_signed("sandbox-router-metrics", ret_dir);
+        if (rc < 0)
+            return log_error_errno(rc, "cannot make a self-signed metrics certificate");
+        dir = *ret_dir;
+    }
+    cert = xasprintf("%s/%s", dir, f->metrics_cert_name ? f->metrics_cert_name : "tls.crt");
+    key = xasprintf("%s/%s", dir, f->metrics_key_name ? f->metrics_key_name : "tls.key");
+    struct tls_front_opts to = {
+        .host = f->metrics_host, .port = f->metrics_port, .cert_file = cert, .key_file = key};
+    rc = tls_front_start(&to, router_probe_server(r), ret);
+    xfree(cert);
+    xfree(key);
+    if (rc < 0)
+        return log_error_errno(rc, "starting the HTTPS metrics listener failed");
+    log_info("serving secure metrics\tport=%u authn=tokenreview authz=/metrics:get",
+             (unsigned)tls_front_port(*ret));
+    return 0;
 }
 
 static int run(struct flags *f, struct kube_client *client)
@@ -282,16 +409,41 @@ static int run(struct flags *f, struct kube_client *client)
     (void)signal(SIGPIPE, SIG_IGN);
     f->o.client = client;
     struct router *r;
+    struct tls_front *tls = NULL, *mtls = NULL;
+    char *mdir = NULL;
+    f->o.metrics_auth = f->metrics_secure ? metrics_auth_new(client) : NULL;
     int rc = router_start(&f->o, &r);
-    if (rc < 0)
+    if (rc < 0) {
+        metrics_auth_free(f->o.metrics_auth);
         return log_error_errno(rc, "starting the router failed");
+    }
+    if (f->tls_on && (rc = tls_front_start(&f->tls, router_http_server(r), &tls)) < 0)
+        (void)log_error_errno(rc, "starting the HTTPS listener failed");
+    if (rc >= 0 && f->metrics_secure)
+        rc = start_secure_metrics(f, r, &mtls, &mdir);
+    if (rc < 0) {
+        tls_front_stop(tls);
+        router_stop(r);
+        metrics_auth_free(f->o.metrics_auth);
+        tls_self_signed_remove(mdir);
+        return rc;
+    }
+    if (tls)
+        log_info("serving https\tport=%u mtls=%s", tls_front_port(tls),
+                 f->tls.mtls == TLS_MTLS_REQUIRED   ? "required"
+                 : f->tls.mtls == TLS_MTLS_OPTIONAL ? "optional"
+                                                    : "off");
     log_info("serving\tport=%u probe_port=%u auth=%s trust_loopback=%s", router_port(r),
              router_probe_port(r), f->o.auth ? "tokenreview" : "none",
              f->o.auth && f->o.trust_loopback ? "true" : "false");
     int sig = 0;
     (void)sigwait(&set, &sig);
     log_info("signal received, draining\tsignal=%d", sig);
+    tls_front_stop(tls);
+    tls_front_stop(mtls);
     router_stop(r);
+    metrics_auth_free(f->o.metrics_auth); /* reviews in flight end; their replies are dropped */
+    tls_self_signed_remove(mdir);
     return 0;
 }
 
@@ -305,6 +457,8 @@ int main(int argc, char **argv)
     log_set_component("sandbox-router");
     (void)str_copy(f.host, sizeof(f.host), "0.0.0.0");
     (void)str_copy(f.probe_host, sizeof(f.probe_host), "0.0.0.0");
+    (void)str_copy(f.metrics_host, sizeof(f.metrics_host), "0.0.0.0");
+    f.metrics_port = 9090;
     int rc = parse_flags(argc, argv, &f);
     if (rc != 0) {
         xfree(f.aud_copy);

@@ -17,6 +17,7 @@
 #include "router/proxy_int.h"
 #include "router/resume_gate.h"
 #include "router/router_limits.h"
+#include "router/trace_ctx.h"
 
 static void px_arm(struct px *x);
 
@@ -102,6 +103,16 @@ static void put_field(struct buf *b, const char *name, const char *value)
     (void)buf_puts(b, value);
 }
 
+/* trace_id= span_id= of a valid traceparent (forwarded unchanged; see trace_ctx.h). */
+static void put_trace_ids(struct buf *b, struct http_req *r)
+{
+    char tid[TRACE_ID_LEN + 1], sid[SPAN_ID_LEN + 1];
+    if (!trace_parse_traceparent(http_req_header(r, "traceparent"), tid, sid))
+        return;
+    put_field(b, " trace_id=", tid);
+    put_field(b, " span_id=", sid);
+}
+
 /* One logfmt line: appends (no printf but two numbers), skipped when info is off. */
 static void access_log(struct px *x, double secs)
 {
@@ -126,6 +137,7 @@ static void access_log(struct px *x, double secs)
     put_quoted(&b, str_c(x->user));
     (void)buf_puts(&b, " user_agent=");
     put_quoted(&b, http_req_header(r, "User-Agent"));
+    put_trace_ids(&b, r);
     log_info("access\t%s", buf_str(&b));
     buf_done(&b);
 }
@@ -317,7 +329,8 @@ static void build_head(struct px *x, struct buf *b)
     }
     struct str host = http_req_header(r, "Host");
     put_header(b, STR_LIT("X-Forwarded-For"), str_c(x->client_ip));
-    put(b, STR_LIT("X-Forwarded-Proto: http\r\n"));
+    put(b, http_req_secure(r) ? STR_LIT("X-Forwarded-Proto: https\r\n")
+                              : STR_LIT("X-Forwarded-Proto: http\r\n"));
     if (host.p)
         put_header(b, STR_LIT("X-Forwarded-Host"), host);
     struct str te = http_req_header(r, "Transfer-Encoding"),

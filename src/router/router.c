@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
@@ -24,6 +25,7 @@
 #include "router/resume_gate.h"
 #include "router/resume_worker.h"
 #include "router/router_limits.h"
+#include "tls/metrics_auth.h"
 
 struct router {
     struct router_opts o;
@@ -72,6 +74,13 @@ static int render(void *ctx, struct buf *out)
 {
     struct router *r = ctx;
     return metrics_render(r->metrics, out);
+}
+
+/* --metrics-secure: the scrape's token is reviewed first (tls/metrics_auth.h). */
+static int secure_metrics(struct http_req *req, void *ctx)
+{
+    struct router *r = ctx;
+    return metrics_auth_serve(r->o.metrics_auth, req, render, r, LIMIT_HTTP_BODY);
 }
 
 /* Removes the members of obj (an object, else nothing) not named in keep. */
@@ -185,10 +194,14 @@ static int start_servers(struct router *r)
     r->proxy_routes = http_router_new();
     r->probe_routes = http_router_new();
     int rc = proxy_register(r->proxy, r->proxy_routes);
-    r->probes = (struct http_probes_opts){
-        .ready = ready, .ready_ctx = r, .render = render, .render_ctx = r};
+    r->probes = (struct http_probes_opts){.ready = ready,
+                                          .ready_ctx = r,
+                                          .render = r->o.metrics_auth ? NULL : render,
+                                          .render_ctx = r};
     if (rc >= 0)
         rc = http_probes_register(r->probe_routes, &r->probes);
+    if (rc >= 0 && r->o.metrics_auth)
+        rc = http_router_add(r->probe_routes, "GET", "/metrics", 0, secure_metrics, r);
     struct http_server_opts so = {.host = r->o.host ? r->o.host : "0.0.0.0",
                                   .port = r->o.port,
                                   .router = r->proxy_routes,
@@ -348,6 +361,16 @@ int router_start(const struct router_opts *opts, struct router **ret)
 uint16_t router_port(const struct router *r)
 {
     return http_server_port(r->server);
+}
+
+struct http_server *router_http_server(struct router *r)
+{
+    return r->server;
+}
+
+struct http_server *router_probe_server(struct router *r)
+{
+    return r->probe;
 }
 
 uint16_t router_probe_port(const struct router *r)

@@ -8,6 +8,8 @@
 
 #include "common/clock.h"
 
+struct http_server;
+struct metrics_auth;
 struct kube_client;
 
 struct router_opts {
@@ -27,6 +29,9 @@ struct router_opts {
     usec_t connect_timeout, idle_timeout, proxy_timeout, tunnel_idle, header_timeout;
     usec_t shutdown_grace; /* 0: LIMIT_ROUTER_SHUTDOWN_GRACE */
     bool access_log;
+    /* --metrics-secure: /metrics asks for a bearer token that passes a TokenReview and a
+     * SubjectAccessReview (tls/metrics_auth.h); borrowed, must outlive the router. */
+    struct metrics_auth *metrics_auth;
 };
 
 struct router;
@@ -35,6 +40,10 @@ struct router;
 int router_start(const struct router_opts *opts, struct router **ret);
 uint16_t router_port(const struct router *r);
 uint16_t router_probe_port(const struct router *r);
+/** The proxy server (borrowed; for the HTTPS front, see tls_front.h). */
+struct http_server *router_http_server(struct router *r);
+/** The probe/metrics server (borrowed; for the secure metrics' TLS front). */
+struct http_server *router_probe_server(struct router *r);
 /** Waits until the Sandbox cache synced (or timeout). Returns 0 or -ETIMEDOUT. */
 int router_wait_ready(struct router *r, usec_t timeout);
 /** Graceful stop: readiness fails, the listener closes, requests in flight and tunnels

@@ -76,6 +76,7 @@ static void usage(FILE *out)
         "                           by the node's KSM (also $SANDBOXD_MEMORY_MERGE=1; the\n"
         "                           template's spec.pageMerging sets it); off by default\n"
         "  --log-level LEVEL        error|warn|info|debug|trace (default info)\n"
+        "  --log-format FORMAT      text (logfmt, default) or json (JSON lines)\n"
         "  --version\n");
 }
 
@@ -126,6 +127,7 @@ enum {
     O_IDLE,
     O_SHUT,
     O_LOG,
+    O_LOG_FORMAT,
     O_VERSION,
     O_HELP,
     O_CONFIG_TOKEN,
@@ -169,6 +171,7 @@ static const struct option long_opts[] = {
     {"shutdown-timeout", 1, NULL, O_SHUT},
     {"log-level", 1, NULL, O_LOG},
     {"memory-merge", 0, NULL, O_MEMMERGE},
+    {"log-format", 1, NULL, O_LOG_FORMAT},
     {"version", 0, NULL, O_VERSION},
     {"help", 0, NULL, O_HELP},
     {NULL, 0, NULL, 0},
@@ -288,6 +291,8 @@ static int apply_opt(int opt, const char *arg, struct opts *o)
             return -EINVAL;
         log_set_level(lvl);
         return 0;
+    case O_LOG_FORMAT:
+        return log_flag_format(arg);
     case O_VERSION:
         printf("sandboxd %s\n", AS_VERSION);
         return 1;

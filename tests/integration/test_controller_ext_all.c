@@ -31,7 +31,9 @@
 #include "kube/obj.h"
 #include "support/apiserver.h"
 #include "support/ctrl_fixture.h"
+#include "support/http_client.h"
 #include "support/kube_fixture.h"
+#include "support/metrics_fixture.h"
 
 #define WAIT     (60 * USEC_PER_SEC)
 #define BURST    100
@@ -349,6 +351,44 @@ static void test_warm_claim(void **state)
     json_decref(pod_after);
     json_decref(sb);
     json_decref(cl);
+}
+
+/* The controller's /metrics has upstream's families, types, labels and buckets
+ * (tests/data/observability/), with the values of a claim carrying the client and
+ * webhook annotations. */
+static void test_upstream_metrics(void **state)
+{
+    static const char *const want[] = {
+        "agent_sandbox_claim_creation_total{namespace=\"",
+        "launch_type=\"warm\",warmpool_name=\"p1\",pod_condition=\"ready\","
+        "created_by=\"go-client\"} 1\n",
+        "agent_sandbox_claim_startup_latency_ms_count{launch_type=\"warm\"",
+        "agent_sandbox_client_claim_startup_latency_ms_count{launch_type=\"warm\"",
+        "agent_sandbox_creation_latency_ms_count{namespace=\"",
+    };
+    char stamp[64], raw[128];
+    struct test_http_resp resp;
+    json_t *cl = it_claim_new("c-obs", "p1");
+    (void)state;
+    clock_format_rfc3339(clock_wall_now(), stamp, sizeof(stamp));
+    json_object_set_new(json_object_get(cl, "metadata"), "labels",
+                        json_pack("{s:s}", "agents.x-k8s.io/created-by", "go-client"));
+    json_object_set_new(json_object_get(cl, "metadata"), "annotations",
+                        json_pack("{s:s, s:s}", EXT_ANN_CLIENT_REQ, stamp,
+                                  "agents.x-k8s.io/webhook-first-observed-at", stamp));
+    create(&KUBE_RES_SANDBOXCLAIMS, cl);
+    json_decref(wait_claim("c-obs", "True", NULL));
+    test_http_resp_init(&resp);
+    (void)snprintf(raw, sizeof(raw),
+                   "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_int_equal(test_http_request(ctrl_manager_metrics_port(mgr), raw, WAIT, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(it_check_upstream_metrics(buf_str(&resp.body)), 7);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        if (!strstr(buf_str(&resp.body), want[i]))
+            fail_msg("no %s in the controller's /metrics", want[i]);
+    test_http_resp_done(&resp);
+    wait_pool("p1", 2, 2); /* refilled, as the tests after this one expect */
 }
 
 static void test_env_cold(void **state)
@@ -737,11 +777,17 @@ static void test_restart_mid_burst(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pool_fills),        cmocka_unit_test(test_scale),
-        cmocka_unit_test(test_warm_claim),        cmocka_unit_test(test_env_cold),
-        cmocka_unit_test(test_exhausted_cold),    cmocka_unit_test(test_unready_pool_bounded),
-        cmocka_unit_test(test_claim_delete_gc),   cmocka_unit_test(test_lifecycle),
-        cmocka_unit_test(test_template_recovers), cmocka_unit_test(test_burst),
+        cmocka_unit_test(test_pool_fills),
+        cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_warm_claim),
+        cmocka_unit_test(test_upstream_metrics),
+        cmocka_unit_test(test_env_cold),
+        cmocka_unit_test(test_exhausted_cold),
+        cmocka_unit_test(test_unready_pool_bounded),
+        cmocka_unit_test(test_claim_delete_gc),
+        cmocka_unit_test(test_lifecycle),
+        cmocka_unit_test(test_template_recovers),
+        cmocka_unit_test(test_burst),
         cmocka_unit_test(test_restart_mid_burst),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -454,7 +454,7 @@ static void reg_le_label(void)
 
 static void reg_too_many_labels(void)
 {
-    static const char *const ln[] = {"a", "b", "c", "d", "e", NULL};
+    static const char *const ln[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i", NULL};
     (void)metrics_counter(metrics_registry_new(), "fine_total", "", ln);
 }
 

@@ -1,0 +1,488 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "tls/tls_front.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "common/log.h"
+#include "common/str.h"
+#include "common/xalloc.h"
+#include "http/server.h"
+
+#define BRIDGE_CHUNK (16 * 1024) /* one TLS record's worth of plaintext each way */
+
+struct file_id {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+};
+
+struct tls_front {
+    struct tls_front_opts o; /* strings owned */
+    struct http_server *server;
+    SSL_CTX *ctx; /* the acceptor thread's; each SSL holds its own reference */
+    struct file_id cert_id, key_id;
+    int fd, stop_pipe[2];
+    atomic_int connecting; /* bridges that may still post to server */
+    atomic_bool stopping;
+    uint16_t port;
+    pthread_t thread;
+};
+
+static atomic_int bridges; /* connections with a thread, all fronts together */
+
+struct bridge {
+    SSL *ssl;
+    int tcp, pair; /* the client's socket; our end of the socketpair */
+    struct http_server *server;
+    struct tls_front *front; /* until connecting is decremented */
+    char peer[INET6_ADDRSTRLEN];
+    char in[BRIDGE_CHUNK], out[BRIDGE_CHUNK]; /* client->server, server->client */
+    size_t in_len, in_off, out_len, out_off;
+    bool client_eof, server_eof, failed;
+};
+
+int tls_mtls_parse(const char *s, enum tls_mtls_mode *ret)
+{
+    static const char *const names[] = {"off", "optional", "required"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *ret = (enum tls_mtls_mode)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* ---- certificates ---------------------------------------------------------------- */
+
+static void log_ssl_error(const char *what, const char *file)
+{
+    char msg[256];
+    unsigned long e = ERR_get_error();
+    ERR_error_string_n(e, msg, sizeof(msg));
+    ERR_clear_error();
+    log_error("%s\tfile=\"%s\" detail=\"%s\"", what, file ? file : "", msg);
+}
+
+static bool file_id_of(const char *path, struct file_id *ret)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return false;
+    *ret = (struct file_id){st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+    return true;
+}
+
+static bool file_id_same(const struct file_id *a, const struct file_id *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+static int setup_client_ca(SSL_CTX *ctx, const struct tls_front_opts *o)
+{
+    if (o->mtls == TLS_MTLS_OFF)
+        return 0;
+    STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(o->client_ca);
+    if (!names || SSL_CTX_load_verify_locations(ctx, o->client_ca, NULL) != 1) {
+        sk_X509_NAME_pop_free(names, X509_NAME_free);
+        log_ssl_error("cannot load the client CA", o->client_ca);
+        return -EINVAL;
+    }
+    SSL_CTX_set_client_CA_list(ctx, names);
+    SSL_CTX_set_verify(
+        ctx, SSL_VERIFY_PEER | (o->mtls == TLS_MTLS_REQUIRED ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
+        NULL);
+    return 0;
+}
+
+/* Builds a server context from the files. Returns it, or NULL (logged). */
+static SSL_CTX *ctx_load(const struct tls_front_opts *o)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx)
+        return NULL;
+    (void)SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    (void)SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    (void)SSL_CTX_set_mode(ctx,
+                           SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (SSL_CTX_use_certificate_chain_file(ctx, o->cert_file) != 1) {
+        log_ssl_error("cannot load the TLS certificate", o->cert_file);
+    } else if (SSL_CTX_use_PrivateKey_file(ctx, o->key_file, SSL_FILETYPE_PEM) != 1 ||
+               SSL_CTX_check_private_key(ctx) != 1) {
+        log_ssl_error("cannot load the TLS key (or it does not match the certificate)",
+                      o->key_file);
+    } else if (setup_client_ca(ctx, o) >= 0) {
+        return ctx;
+    }
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+/* Acceptor thread: reloads the pair when either file changed. */
+static void maybe_reload(struct tls_front *t)
+{
+    struct file_id c, k;
+    SSL_CTX *ctx;
+    if (!file_id_of(t->o.cert_file, &c) || !file_id_of(t->o.key_file, &k) ||
+        (file_id_same(&c, &t->cert_id) && file_id_same(&k, &t->key_id)))
+        return;
+    t->cert_id = c;
+    t->key_id = k;
+    ctx = ctx_load(&t->o);
+    if (!ctx) {
+        log_warn("TLS files changed but do not load; keeping the previous ones");
+        return;
+    }
+    SSL_CTX_free(t->ctx);
+    t->ctx = ctx;
+    log_info("TLS certificate reloaded\tfile=\"%s\"", t->o.cert_file);
+}
+
+/* ---- bridging -------------------------------------------------------------------- */
+
+struct adopt_item {
+    struct http_server *server;
+    int fd;
+    char peer[INET6_ADDRSTRLEN];
+};
+
+static void adopt_on_loop(void *arg)
+{
+    struct adopt_item *a = arg;
+    int r = http_server_adopt(a->server, a->fd, a->peer, true);
+    if (r < 0)
+        log_debug_errno(r, "TLS connection not served\tclient_ip=%s", a->peer);
+    xfree(a);
+}
+
+static void set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* Client -> server: decrypts into in[], writes it to the pair. Sets the poll events
+ * this direction waits for. Returns true when it moved bytes. */
+static bool pump_in(struct bridge *b, short *tcp_ev, short *pair_ev)
+{
+    bool moved = false;
+    if (b->in_len == 0 && !b->client_eof) {
+        int n = SSL_read(b->ssl, b->in, sizeof(b->in));
+        if (n > 0) {
+            b->in_len = (size_t)n, b->in_off = 0, moved = true;
+        } else {
+            int e = SSL_get_error(b->ssl, n);
+            if (e == SSL_ERROR_WANT_READ)
+                *tcp_ev |= POLLIN;
+            else if (e == SSL_ERROR_WANT_WRITE)
+                *tcp_ev |= POLLOUT;
+            else {
+                b->client_eof = true; /* close_notify, EOF or an error */
+                (void)shutdown(b->pair, SHUT_WR);
+            }
+        }
+    }
+    if (b->in_len > b->in_off) {
+        ssize_t w = write(b->pair, b->in + b->in_off, b->in_len - b->in_off);
+        if (w > 0) {
+            b->in_off += (size_t)w, moved = true;
+            if (b->in_off == b->in_len)
+                b->in_len = b->in_off = 0;
+        } else if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+            *pair_ev |= POLLOUT;
+        } else {
+            b->failed = true;
+        }
+    }
+    return moved;
+}
+
+/* Server -> client: reads the pair into out[], encrypts it. */
+static bool pump_out(struct bridge *b, short *tcp_ev, short *pair_ev)
+{
+    bool moved = false;
+    if (b->out_len == 0 && !b->server_eof) {
+        ssize_t n = read(b->pair, b->out, sizeof(b->out));
+        if (n > 0) {
+            b->out_len = (size_t)n, b->out_off = 0, moved = true;
+        } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            *pair_ev |= POLLIN;
+        } else {
+            b->server_eof = true; /* the proxy closed the connection */
+        }
+    }
+    if (b->out_len > b->out_off) {
+        int n = SSL_write(b->ssl, b->out + b->out_off, (int)(b->out_len - b->out_off));
+        if (n > 0) {
+            b->out_off += (size_t)n, moved = true;
+            if (b->out_off == b->out_len)
+                b->out_len = b->out_off = 0;
+        } else {
+            int e = SSL_get_error(b->ssl, n);
+            if (e == SSL_ERROR_WANT_READ)
+                *tcp_ev |= POLLIN;
+            else if (e == SSL_ERROR_WANT_WRITE)
+                *tcp_ev |= POLLOUT;
+            else
+                b->failed = true;
+        }
+    }
+    return moved;
+}
+
+static void bridge_run(struct bridge *b)
+{
+    set_nonblock(b->tcp);
+    set_nonblock(b->pair);
+    while (!b->failed && !(b->server_eof && b->out_len == 0)) {
+        short tcp_ev = 0, pair_ev = 0;
+        if (pump_in(b, &tcp_ev, &pair_ev) | pump_out(b, &tcp_ev, &pair_ev))
+            continue;
+        if (b->failed || (b->server_eof && b->out_len == 0))
+            break;
+        /* A side nothing waits on is left out: its POLLHUP/POLLERR (a reset client
+         * while the proxy still works, a closed proxy end while a slow client drains)
+         * would otherwise wake the loop for ever without progress. */
+        struct pollfd p[2] = {{tcp_ev ? b->tcp : -1, tcp_ev, 0},
+                              {pair_ev ? b->pair : -1, pair_ev, 0}};
+        if (!tcp_ev && !pair_ev)
+            break; /* both directions ended */
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+    }
+    if (!b->failed)
+        (void)SSL_shutdown(b->ssl); /* best effort close_notify */
+}
+
+static bool handshake(struct bridge *b)
+{
+    struct timeval tv = {LIMIT_TLS_HANDSHAKE_S, 0}, none = {0, 0};
+    (void)setsockopt(b->tcp, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    (void)setsockopt(b->tcp, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (SSL_set_fd(b->ssl, b->tcp) != 1 || SSL_accept(b->ssl) != 1) {
+        char msg[256];
+        ERR_error_string_n(ERR_get_error(), msg, sizeof(msg));
+        ERR_clear_error();
+        log_debug("TLS handshake failed\tclient_ip=%s detail=\"%s\"", b->peer, msg);
+        return false;
+    }
+    (void)setsockopt(b->tcp, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+    (void)setsockopt(b->tcp, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+    return true;
+}
+
+/* Hands the other end of a new socketpair to the proxy server. */
+static bool connect_server(struct bridge *b)
+{
+    int sp[2];
+    struct adopt_item *a;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+        return false;
+    a = XNEW(struct adopt_item);
+    a->server = b->server;
+    a->fd = sp[1];
+    (void)str_copy(a->peer, sizeof(a->peer), b->peer);
+    if (http_server_post(b->server, adopt_on_loop, a) < 0) {
+        xfree(a);
+        (void)close(sp[0]);
+        (void)close(sp[1]);
+        return false;
+    }
+    b->pair = sp[0];
+    return true;
+}
+
+static void *bridge_thread(void *arg)
+{
+    struct bridge *b = arg;
+    bool ok = handshake(b) && !atomic_load(&b->front->stopping) && connect_server(b);
+    atomic_fetch_sub(&b->front->connecting, 1); /* b->front may be gone from here on */
+    if (ok)
+        bridge_run(b);
+    SSL_free(b->ssl);
+    (void)close(b->tcp);
+    if (b->pair >= 0)
+        (void)close(b->pair);
+    xfree(b);
+    atomic_fetch_sub(&bridges, 1);
+    return NULL;
+}
+
+static void peer_name(int fd, char *out, size_t size)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    out[0] = '\0';
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+        return;
+    if (ss.ss_family == AF_INET)
+        (void)inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)size);
+    else if (ss.ss_family == AF_INET6)
+        (void)inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, out, (socklen_t)size);
+}
+
+static void spawn_bridge(struct tls_front *t, int fd)
+{
+    pthread_attr_t attr;
+    pthread_t th;
+    struct bridge *b;
+    SSL *ssl;
+    if (atomic_fetch_add(&bridges, 1) >= LIMIT_TLS_CONNECTIONS || !(ssl = SSL_new(t->ctx))) {
+        atomic_fetch_sub(&bridges, 1);
+        (void)close(fd);
+        return;
+    }
+    b = XNEW(struct bridge);
+    b->ssl = ssl;
+    b->tcp = fd;
+    b->pair = -1;
+    b->server = t->server;
+    b->front = t;
+    atomic_fetch_add(&t->connecting, 1);
+    peer_name(fd, b->peer, sizeof(b->peer));
+    (void)pthread_attr_init(&attr);
+    (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    (void)pthread_attr_setstacksize(&attr, 256 * 1024);
+    if (pthread_create(&th, &attr, bridge_thread, b) != 0) {
+        atomic_fetch_sub(&t->connecting, 1);
+        SSL_free(ssl);
+        (void)close(fd);
+        xfree(b);
+        atomic_fetch_sub(&bridges, 1);
+    }
+    (void)pthread_attr_destroy(&attr);
+}
+
+static void *acceptor(void *arg)
+{
+    struct tls_front *t = arg;
+    for (;;) {
+        struct pollfd p[2] = {{t->fd, POLLIN, 0}, {t->stop_pipe[0], POLLIN, 0}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents)
+            break;
+        if (!(p[0].revents & POLLIN))
+            continue;
+        int fd = accept4(t->fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue; /* EAGAIN, ECONNABORTED, EMFILE: try again at the next event */
+        maybe_reload(t);
+        spawn_bridge(t, fd);
+    }
+    return NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------- */
+
+static int listen_on(const char *host, uint16_t port, uint16_t *ret_port)
+{
+    struct sockaddr_storage ss = {0};
+    socklen_t len;
+    int fd, one = 1, r;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET, v4->sin_port = htons(port), len = sizeof(*v4);
+    } else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6, v6->sin6_port = htons(port), len = sizeof(*v6);
+    } else {
+        return -EINVAL;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 511) < 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+        r = -errno;
+        (void)close(fd);
+        return r;
+    }
+    *ret_port = ntohs(ss.ss_family == AF_INET ? v4->sin_port : v6->sin6_port);
+    return fd;
+}
+
+static void front_free(struct tls_front *t)
+{
+    SSL_CTX_free(t->ctx);
+    for (int i = 0; i < 2; i++)
+        if (t->stop_pipe[i] >= 0)
+            (void)close(t->stop_pipe[i]);
+    if (t->fd >= 0)
+        (void)close(t->fd);
+    xfree((char *)t->o.host);
+    xfree((char *)t->o.cert_file);
+    xfree((char *)t->o.key_file);
+    xfree((char *)t->o.client_ca);
+    xfree(t);
+}
+
+int tls_front_start(const struct tls_front_opts *opts, struct http_server *server,
+                    struct tls_front **ret)
+{
+    struct tls_front *t;
+    int r;
+    if (!opts->cert_file || !opts->key_file || (opts->mtls != TLS_MTLS_OFF && !opts->client_ca))
+        return -EINVAL;
+    t = XNEW(struct tls_front);
+    t->o = *opts;
+    t->o.host = xstrdup(opts->host ? opts->host : "0.0.0.0");
+    t->o.cert_file = xstrdup(opts->cert_file);
+    t->o.key_file = xstrdup(opts->key_file);
+    t->o.client_ca = opts->client_ca ? xstrdup(opts->client_ca) : NULL;
+    t->server = server;
+    t->fd = t->stop_pipe[0] = t->stop_pipe[1] = -1;
+    (void)file_id_of(t->o.cert_file, &t->cert_id);
+    (void)file_id_of(t->o.key_file, &t->key_id);
+    t->ctx = ctx_load(&t->o);
+    r = t->ctx ? listen_on(t->o.host, opts->port, &t->port) : -EINVAL;
+    if (r >= 0) {
+        t->fd = r;
+        r = pipe2(t->stop_pipe, O_CLOEXEC) < 0 ? -errno : 0;
+    }
+    if (r >= 0)
+        r = -pthread_create(&t->thread, NULL, acceptor, t);
+    if (r < 0) {
+        front_free(t);
+        return r;
+    }
+    *ret = t;
+    return 0;
+}
+
+uint16_t tls_front_port(const struct tls_front *t)
+{
+    return t->port;
+}
+
+void tls_front_stop(struct tls_front *t)
+{
+    if (!t)
+        return;
+    atomic_store(&t->stopping, true);
+    while (write(t->stop_pipe[1], "x", 1) < 0 && errno == EINTR)
+        ;
+    (void)pthread_join(t->thread, NULL);
+    /* Handshakes in progress end within LIMIT_TLS_HANDSHAKE_S; none posts after. */
+    while (atomic_load(&t->connecting) > 0)
+        (void)usleep(10 * 1000);
+    front_free(t);
+}

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for src/tls: the TLS front over a real http_server (a request over TLS
+ * reaches the server through http_server_adopt, with the client's address as peer; a
+ * plain-text client gets nothing), its option checks, self-signed certificates, the
+ * --mtls-mode parser and the bearer-token parser of metrics_auth. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "common/xalloc.h"
+#include "http/server.h"
+#include "tls/metrics_auth.h"
+#include "tls/tls_front.h"
+
+static int connect_port(uint16_t port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct timeval tv = {10, 0};
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+static int h_peer(struct http_req *req, void *ctx)
+{
+    char peer[64] = "";
+    (void)ctx;
+    (void)http_req_peer(req, peer, sizeof(peer));
+    return http_respond(req, 200, "text/plain", peer, strlen(peer));
+}
+
+static void test_front_serves_http_server(void **state)
+{
+    struct http_router *routes = http_router_new();
+    struct http_server_opts so = {.router = routes};
+    struct http_server_thread *srv;
+    struct tls_front *front;
+    char *dir, cert[512], key[512], buf[4096] = "";
+    SSL_CTX *cctx;
+    SSL *ssl;
+    int fd, n, got = 0;
+    (void)state;
+    assert_int_equal(http_router_add(routes, "GET", "/peer", 0, h_peer, NULL), 0);
+    assert_int_equal(http_server_start_thread(&so, &srv), 0);
+    assert_int_equal(tls_self_signed("unit", &dir), 0);
+    (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
+    (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
+    struct tls_front_opts to = {.host = "127.0.0.1", .cert_file = cert, .key_file = key};
+    assert_int_equal(tls_front_start(&to, http_server_thread_server(srv), &front), 0);
+    /* over TLS */
+    cctx = SSL_CTX_new(TLS_client_method());
+    ssl = SSL_new(cctx);
+    fd = connect_port(tls_front_port(front));
+    assert_int_equal(SSL_set_fd(ssl, fd), 1);
+    assert_int_equal(SSL_connect(ssl), 1);
+    static const char req[] = "GET /peer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert_int_equal(SSL_write(ssl, req, (int)strlen(req)), (int)strlen(req));
+    while ((n = SSL_read(ssl, buf + got, (int)sizeof(buf) - 1 - got)) > 0)
+        got += n;
+    buf[got] = '\0';
+    assert_non_null(strstr(buf, "HTTP/1.1 200"));
+    assert_non_null(strstr(buf, "\r\n\r\n127.0.0.1")); /* the TLS client's address */
+    SSL_free(ssl);
+    SSL_CTX_free(cctx);
+    (void)close(fd);
+    /* plain text to the TLS port: no HTTP answer */
+    fd = connect_port(tls_front_port(front));
+    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    n = (int)read(fd, buf, sizeof(buf) - 1);
+    assert_true(n <= 0 || strncmp(buf, "HTTP/", 5) != 0);
+    (void)close(fd);
+    tls_front_stop(front);
+    http_server_stop_thread(srv, USEC_PER_SEC);
+    http_router_free(routes);
+    tls_self_signed_remove(dir);
+}
+
+static void test_front_rejects_bad_options(void **state)
+{
+    struct tls_front *front = NULL;
+    char *dir, cert[512], key[512];
+    (void)state;
+    assert_int_equal(tls_self_signed("unit", &dir), 0);
+    (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
+    (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
+    struct tls_front_opts o = {.host = "127.0.0.1", .cert_file = cert, .key_file = key};
+    o.mtls = TLS_MTLS_REQUIRED; /* without a CA */
+    assert_int_equal(tls_front_start(&o, NULL, &front), -EINVAL);
+    o.mtls = TLS_MTLS_OFF;
+    o.key_file = cert; /* not a key */
+    assert_int_equal(tls_front_start(&o, NULL, &front), -EINVAL);
+    o.key_file = key;
+    o.cert_file = "/nonexistent/tls.crt";
+    assert_int_equal(tls_front_start(&o, NULL, &front), -EINVAL);
+    o.cert_file = cert;
+    o.host = "not-an-address";
+    assert_int_equal(tls_front_start(&o, NULL, &front), -EINVAL);
+    assert_null(front);
+    tls_self_signed_remove(dir);
+}
+
+static void test_self_signed(void **state)
+{
+    char *dir, path[512], cn[64] = "";
+    struct stat st;
+    FILE *f;
+    X509 *crt;
+    EVP_PKEY *key;
+    (void)state;
+    assert_int_equal(tls_self_signed("metrics.example", &dir), 0);
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    (void)snprintf(path, sizeof(path), "%s/tls.crt", dir);
+    assert_non_null(f = fopen(path, "re"));
+    crt = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    (void)snprintf(path, sizeof(path), "%s/tls.key", dir);
+    assert_non_null(f = fopen(path, "re"));
+    key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+    fclose(f);
+    assert_non_null(crt);
+    assert_non_null(key);
+    assert_int_equal(X509_check_private_key(crt, key), 1);
+    (void)X509_NAME_get_text_by_NID(X509_get_subject_name(crt), NID_commonName, cn, sizeof(cn));
+    assert_string_equal(cn, "metrics.example");
+    assert_int_equal(X509_check_host(crt, "metrics.example", 0, 0, NULL), 1);
+    assert_int_equal(X509_check_ip_asc(crt, "127.0.0.1", 0), 1);
+    X509_free(crt);
+    EVP_PKEY_free(key);
+    tls_self_signed_remove(dir);
+    assert_int_equal(stat(path, &st), -1);
+}
+
+static void test_mtls_parse(void **state)
+{
+    enum tls_mtls_mode m;
+    (void)state;
+    assert_int_equal(tls_mtls_parse("off", &m), 0);
+    assert_int_equal(m, TLS_MTLS_OFF);
+    assert_int_equal(tls_mtls_parse("optional", &m), 0);
+    assert_int_equal(m, TLS_MTLS_OPTIONAL);
+    assert_int_equal(tls_mtls_parse("required", &m), 0);
+    assert_int_equal(m, TLS_MTLS_REQUIRED);
+    assert_int_equal(tls_mtls_parse("on", &m), -EINVAL);
+    assert_int_equal(tls_mtls_parse("", &m), -EINVAL);
+}
+
+static void test_bearer(void **state)
+{
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"Bearer abc", "abc"},    {"bearer abc", "abc"},
+        {"BEARER  abc  ", "abc"}, {"  Bearer x.y-z", "x.y-z"},
+        {"Bearer ", ""},          {"Bearer", ""},
+        {"Basic abc", ""},        {"", ""},
+        {"Bearerabc", ""},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct str t = metrics_auth_bearer(str_c(cases[i].in));
+        if (t.len != strlen(cases[i].want) || memcmp(t.p, cases[i].want, t.len) != 0)
+            fail_msg("%s: got %.*s", cases[i].in, (int)t.len, t.p);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_front_serves_http_server),
+        cmocka_unit_test(test_front_rejects_bad_options),
+        cmocka_unit_test(test_self_signed),
+        cmocka_unit_test(test_mtls_parse),
+        cmocka_unit_test(test_bearer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
