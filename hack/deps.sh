@@ -50,5 +50,12 @@ python3 -c 'import yaml' 2>/dev/null || {
 	python3 -m pip install -q PyYAML 2>/dev/null || "${sudo[@]}" apt-get install -y -q python3-yaml
 }
 
+# The router's TLS tests (tests/hostile/test_tls.py) make their certificates with it.
+python3 -c 'import cryptography' 2>/dev/null || {
+	log "installing python cryptography"
+	python3 -m pip install -q cryptography 2>/dev/null ||
+		"${sudo[@]}" apt-get install -y -q python3-cryptography
+}
+
 [ "$no_k8s" = 1 ] && exit 0
 "$ROOT/hack/build-k8s.sh" etcd kube-apiserver kube-controller-manager kubectl
