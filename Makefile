@@ -41,7 +41,7 @@
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
-.PHONY: deps build asan unit integration test up up-host down status kubeconfig router-url router-token \
+.PHONY: deps build asan unit integration test up up-host down status kubeconfig router-url router-token bench-ksm \
 	apiserver bench bench-smoke bench-upstream chaos node-loss fuzz gvisor-check soak tsan valgrind manifests fmt clean \
 	distclean
 
@@ -96,6 +96,10 @@ bench:
 
 bench-smoke:
 	bench/run.sh --smoke
+
+# page merging (spec.pageMerging) on the real node of make up: N=20 and 50, each mode
+bench-ksm:
+	bench/ksm.sh 20 50
 
 BENCH_ONLY ?= warm300,cold
 bench-upstream:

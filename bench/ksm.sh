@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Page-merging benchmark on the real node of `make up` (docs/performance.md, "Page
-# merging"): for each fleet size N and each mode (merging off, then on), N Sandboxes of
+# merging"): for each fleet size N and each mode (spec.pageMerging Disabled, Enabled, Maximal), N Sandboxes of
 # one template each run the same workload (Python with numpy and pandas imported and a
 # small data frame held, started through sandboxd so that it inherits the merge mark);
 # the script reports the fleet's total PSS (from /proc/PID/smaps_rollup of every process
@@ -14,7 +14,8 @@
 # Env: BENCH_KSM_IMAGE (default the scientific runtime image), BENCH_KSM_NS (default
 # bench-ksm), BENCH_KSM_SETTLE (seconds pages_sharing must stay within 1 % to count as
 # settled, default 30), BENCH_KSM_MAX_WAIT (default 900), BENCH_KSM_CPU_WINDOW (default 30),
-# BENCH_KSM_WORKLOAD (the Python program; it must print "ready" and stay).
+# BENCH_KSM_WORKLOAD (the Python program; it must print "ready" and stay),
+# BENCH_KSM_MODES (default "Disabled Enabled Maximal": spec.pageMerging of the template).
 # Writes bench/results/ksm-<timestamp>.json. Not a test: it prints figures.
 set -euo pipefail
 source "$(dirname "$0")/../tests/e2e/lib.sh"
@@ -160,14 +161,14 @@ HZ=$(getconf CLK_TCK)
 PAGE_KIB=$(($(getconf PAGESIZE) / 1024))
 results=()
 for n in "${SIZES[@]}"; do
-	for mode in Disabled Enabled; do
+	for mode in ${BENCH_KSM_MODES:-Disabled Enabled Maximal}; do
 		sleep 5
 		base=$(used_kib) sh0=$(sharing)
 		fleet_up "$n" "$mode"
 		wait_ready "$n"
 		start_workloads
 		conv=0
-		if [ "$mode" = Enabled ]; then conv=$(settle); else sleep "$SETTLE"; fi
+		if [ "$mode" != Disabled ]; then conv=$(settle); else sleep "$SETTLE"; fi
 		t0=$(ksmd_ticks)
 		sleep "$CPU_WINDOW"
 		cpu=$(awk -v d=$(($(ksmd_ticks) - t0)) -v hz="$HZ" -v w="$CPU_WINDOW" 'BEGIN {printf "%.2f", 100 * d / hz / w}')

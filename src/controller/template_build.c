@@ -40,10 +40,14 @@ void tpl_secure_pod_spec(json_t *pod_spec)
         json_object_set_new(pod_spec, "automountServiceAccountToken", json_false());
 }
 
-bool tpl_page_merging(const json_t *tpl)
+const char *tpl_page_merging(const json_t *tpl)
 {
     const char *m = kube_obj_path_str(tpl, "spec.pageMerging");
-    return m && strcmp(m, "Enabled") == 0;
+    if (m && strcmp(m, "Enabled") == 0)
+        return "1";
+    if (m && strcmp(m, "Maximal") == 0)
+        return "fixed-layout";
+    return NULL;
 }
 
 /* Sets name=value in container c's env, replacing an entry of that name. */
@@ -66,14 +70,14 @@ static void container_setenv(json_t *c, const char *name, const char *value)
     json_array_append_new(env, json_pack("{s:s, s:s}", "name", name, "value", value));
 }
 
-void tpl_enable_page_merging(json_t *pod_spec)
+void tpl_enable_page_merging(json_t *pod_spec, const char *mode)
 {
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(pod_spec, "containers"), i, c)
     {
         if (json_is_object(c))
-            container_setenv(c, TPL_PAGE_MERGE_ENV, "1");
+            container_setenv(c, TPL_PAGE_MERGE_ENV, mode);
     }
 }
 
@@ -86,8 +90,9 @@ json_t *tpl_blueprint(const json_t *tpl)
     json_t *bp = json_object();
     json_t *ptc = json_is_object(pt) ? json_deep_copy(pt) : json_object();
     tpl_secure_pod_spec(ext_obj_ensure(ptc, "spec"));
-    if (tpl_page_merging(tpl))
-        tpl_enable_page_merging(json_object_get(ptc, "spec"));
+    const char *merge = tpl_page_merging(tpl);
+    if (merge)
+        tpl_enable_page_merging(json_object_get(ptc, "spec"), merge);
     json_object_set_new(bp, "podTemplate", ptc);
     if (json_is_array(vct))
         json_object_set_new(bp, "volumeClaimTemplates", json_deep_copy(vct));

@@ -22,10 +22,12 @@ bool tpl_np_managed(const json_t *tpl);
 void tpl_secure_pod_spec(json_t *pod_spec);
 /** The env variable that turns page merging on in sandboxd (see src/sandboxd/memmerge.h). */
 #define TPL_PAGE_MERGE_ENV "SANDBOXD_MEMORY_MERGE"
-/** true when tpl's spec.pageMerging (an extension) is "Enabled". */
-bool tpl_page_merging(const json_t *tpl);
-/** Sets TPL_PAGE_MERGE_ENV=1 on every container of pod_spec (borrowed, modified). */
-void tpl_enable_page_merging(json_t *pod_spec);
+/** The TPL_PAGE_MERGE_ENV value tpl's spec.pageMerging (an extension) asks for: "1" for
+ * Enabled, "fixed-layout" for Maximal, NULL for Disabled or absent (static strings). */
+const char *tpl_page_merging(const json_t *tpl);
+/** Sets TPL_PAGE_MERGE_ENV=mode on every container of pod_spec (both borrowed; pod_spec
+ * modified). */
+void tpl_enable_page_merging(json_t *pod_spec, const char *mode);
 /** Returns a new blueprint {podTemplate, volumeClaimTemplates?, service?} copied from
  * the template spec, with secure pod defaults applied. */
 json_t *tpl_blueprint(const json_t *tpl);

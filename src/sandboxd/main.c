@@ -23,7 +23,7 @@ struct opts {
     const char *config_token_file;
     char *config_token;
     usec_t shutdown_timeout;
-    bool memory_merge; /* --memory-merge or $SANDBOXD_MEMORY_MERGE */
+    enum sbd_memmerge_mode memory_merge; /* --memory-merge or $SANDBOXD_MEMORY_MERGE */
 };
 
 struct app {
@@ -72,9 +72,11 @@ static void usage(FILE *out)
         "                           $SANDBOX_EXEC_TIMEOUT_SECONDS)\n"
         "  --header-timeout S, --body-timeout S, --idle-timeout S   slow-client limits\n"
         "  --shutdown-timeout S     graceful shutdown budget (default 10)\n"
-        "  --memory-merge           mark sandboxd and every process it starts mergeable\n"
-        "                           by the node's KSM (also $SANDBOXD_MEMORY_MERGE=1; the\n"
-        "                           template's spec.pageMerging sets it); off by default\n"
+        "  --memory-merge[=MODE]    mark sandboxd and every process it starts mergeable\n"
+        "                           by the node's KSM; MODE on (default) or fixed-layout\n"
+        "                           (also no address randomization: far more sharing,\n"
+        "                           weaker exploit mitigation); also $SANDBOXD_MEMORY_MERGE,\n"
+        "                           set from the template's spec.pageMerging; off by default\n"
         "  --log-level LEVEL        error|warn|info|debug|trace (default info)\n"
         "  --log-format FORMAT      text (logfmt, default) or json (JSON lines)\n"
         "  --version\n");
@@ -170,7 +172,7 @@ static const struct option long_opts[] = {
     {"http-idle-timeout", 1, NULL, O_IDLE},
     {"shutdown-timeout", 1, NULL, O_SHUT},
     {"log-level", 1, NULL, O_LOG},
-    {"memory-merge", 0, NULL, O_MEMMERGE},
+    {"memory-merge", 2, NULL, O_MEMMERGE},
     {"log-format", 1, NULL, O_LOG_FORMAT},
     {"version", 0, NULL, O_VERSION},
     {"help", 0, NULL, O_HELP},
@@ -281,7 +283,10 @@ static int apply_opt(int opt, const char *arg, struct opts *o)
         o->config_token_file = arg;
         return 0;
     case O_MEMMERGE:
-        o->memory_merge = true;
+        if (sbd_memmerge_parse(arg ? arg : "on", &o->memory_merge) < 0) {
+            fprintf(stderr, "sandboxd: --memory-merge takes on, fixed-layout or off\n");
+            return -EINVAL;
+        }
         return 0;
     case O_PREFIX:
         o->cfg.metadata_prefix = arg;
@@ -332,13 +337,23 @@ static void env_defaults(struct opts *o)
  * the sandbox working as before, with a warning. */
 static void apply_memory_merge(const struct opts *o)
 {
-    if (!o->memory_merge)
+    if (o->memory_merge == SBD_MEMMERGE_OFF)
         return;
     int r = sbd_memmerge_enable();
-    if (r < 0)
+    if (r < 0) {
         (void)log_warn_errno(r, "page merging requested but unavailable");
-    else
-        log_info("page merging on: sandboxd and its processes are mergeable by KSM");
+        return;
+    }
+    bool fixed = false;
+    if (o->memory_merge == SBD_MEMMERGE_FIXED_LAYOUT) {
+        r = sbd_memmerge_fix_layout();
+        if (r < 0)
+            (void)log_warn_errno(r, "fixed layout requested but refused (seccomp?): "
+                                    "programs keep a randomized layout");
+        fixed = r == 0;
+    }
+    log_info("page merging on: sandboxd and its processes are mergeable by KSM\tlayout=%s",
+             fixed ? "fixed" : "randomized");
 }
 
 /* The config token of late-bound claim configuration (a Secret mounted by the

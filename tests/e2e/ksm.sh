@@ -3,8 +3,8 @@
 # stack of `make up`: the node runs KSM; a Sandbox of a template with pageMerging:
 # Enabled gets SANDBOXD_MEMORY_MERGE=1, its sandboxd and every process it starts are
 # marked mergeable (the kernel's /proc/PID/ksm_stat), ksmd scans that memory, and the
-# processes still run as the sandbox user without capabilities; a Sandbox of a template
-# without it is not marked. Prints "ksm: N passed, N failed"; exits non-zero on failure.
+# processes still run as the sandbox user without capabilities; Maximal also starts them
+# without address randomization; a Sandbox of a template without it is not marked. Prints "ksm: N passed, N failed"; exits non-zero on failure.
 set -uo pipefail
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -43,9 +43,13 @@ spec: {warmPoolRef: {name: $2}}
 YAML
 }
 cleanup() {
-	k -n "$NS" delete sandboxclaim e2e-ksm-on e2e-ksm-off --ignore-not-found --wait=false >/dev/null 2>&1
-	k -n "$NS" delete sandboxwarmpool e2e-ksm-on e2e-ksm-off --ignore-not-found --wait=false >/dev/null 2>&1
-	k -n "$NS" delete sandboxtemplate e2e-ksm-on e2e-ksm-off --ignore-not-found --wait=false >/dev/null 2>&1
+	local all="e2e-ksm-on e2e-ksm-off e2e-ksm-max"
+	# shellcheck disable=SC2086 # the names are words
+	{
+		k -n "$NS" delete sandboxclaim $all --ignore-not-found --wait=false
+		k -n "$NS" delete sandboxwarmpool $all --ignore-not-found --wait=false
+		k -n "$NS" delete sandboxtemplate $all --ignore-not-found --wait=false
+	} >/dev/null 2>&1
 }
 trap cleanup EXIT
 
@@ -58,14 +62,19 @@ check "the node runs KSM (run = 1)" test "$(cat "$KSM/run")" = 1
 
 template e2e-ksm-on Enabled
 template e2e-ksm-off Disabled
+template e2e-ksm-max Maximal
 pool e2e-ksm-on e2e-ksm-on
 pool e2e-ksm-off e2e-ksm-off
+pool e2e-ksm-max e2e-ksm-max
 claim e2e-ksm-on e2e-ksm-on
 claim e2e-ksm-off e2e-ksm-off
+claim e2e-ksm-max e2e-ksm-max
 check "a claim of the pageMerging template becomes Ready" poll 120 is_ready sandboxclaim/e2e-ksm-on
 check "a claim of the plain template becomes Ready" poll 120 is_ready sandboxclaim/e2e-ksm-off
+check "a claim of the Maximal template becomes Ready" poll 120 is_ready sandboxclaim/e2e-ksm-max
 on=$(claim_sandbox e2e-ksm-on)
 off=$(claim_sandbox e2e-ksm-off)
+max=$(claim_sandbox e2e-ksm-max)
 env_of() { k -n "$NS" get sandbox "$1" -o jsonpath='{.spec.podTemplate.spec.containers[0].env[?(@.name=="SANDBOXD_MEMORY_MERGE")].value}'; }
 check "the controller set SANDBOXD_MEMORY_MERGE=1 on the container" test "$(env_of "$on")" = 1
 check "no SANDBOXD_MEMORY_MERGE without pageMerging" test -z "$(env_of "$off")"
@@ -79,13 +88,20 @@ def merge(p):
     return re.search(r"ksm_merge_any: (\w+)", s).group(1)
 def capeff(p):
     return re.search(r"CapEff:\s*(\w+)", open(f"/proc/{p}/status").read()).group(1)
-print(merge("self"), merge(1), os.getuid(), capeff("self"), capeff(1))'
-read -r m_self m_d uid cap_self cap_d <<<"$(router_py "$on" "$probe")"
+print(merge("self"), merge(1), os.getuid(), capeff("self"), capeff(1),
+      open("/proc/self/personality").read().strip())'
+read -r m_self m_d uid cap_self cap_d pers <<<"$(router_py "$on" "$probe")"
 check "a command started by sandboxd is mergeable" test "${m_self:-}" = yes
 check "sandboxd itself is mergeable" test "${m_d:-}" = yes
 check "the command runs as the sandbox user (1000)" test "${uid:-}" = 1000
 check "the command holds no capability" test "${cap_self:-}" = 0000000000000000
 check "sandboxd holds no capability" test "${cap_d:-}" = 0000000000000000
+check "Enabled keeps address randomization" test "${pers:-}" = 00000000
+read -r m_self m_d uid cap_self _ pers <<<"$(router_py "$max" "$probe")"
+check "Maximal: commands are mergeable, as the sandbox user" test "${m_self:-}/${m_d:-}/${uid:-}" = yes/yes/1000
+check "Maximal: commands start without address randomization (ADDR_NO_RANDOMIZE)" \
+	test "${pers:-}" = 00040000
+check "Maximal: still no capability" test "${cap_self:-}" = 0000000000000000
 read -r m_self m_d _ <<<"$(router_py "$off" "$probe")"
 check "without pageMerging nothing is mergeable" test "${m_self:-}/${m_d:-}" = no/no
 

@@ -121,7 +121,7 @@ static void test_page_merging(void **state)
     spec = json_object_get(t, "spec");
     tpl_blueprint_hash(t, h0);
     json_t *off = tpl_pool_sandbox(pool, t, NULL);
-    assert_false(tpl_page_merging(t));
+    assert_null(tpl_page_merging(t));
     assert_null(env_of(json_array_get(kube_obj_path(off, "spec.podTemplate.spec.containers"), 0),
                        TPL_PAGE_MERGE_ENV));
     /* Disabled is the default: same fingerprint as absent */
@@ -129,7 +129,7 @@ static void test_page_merging(void **state)
     tpl_blueprint_hash(t, h1);
     assert_string_equal(h0, h1);
     json_object_set_new(spec, "pageMerging", json_string("Enabled"));
-    assert_true(tpl_page_merging(t));
+    assert_string_equal(tpl_page_merging(t), "1");
     tpl_blueprint_hash(t, h2);
     assert_string_not_equal(h0, h2); /* the pods change: pools roll */
     assert_false(tpl_blueprint_matches(t, off));
@@ -143,6 +143,18 @@ static void test_page_merging(void **state)
     assert_true(tpl_blueprint_matches(t, on));
     /* the template itself is not modified */
     assert_string_equal(env_of(json_array_get(containers, 1), TPL_PAGE_MERGE_ENV), "0");
+    /* Maximal: the fixed-layout mode, another fingerprint */
+    json_object_set_new(spec, "pageMerging", json_string("Maximal"));
+    assert_string_equal(tpl_page_merging(t), "fixed-layout");
+    tpl_blueprint_hash(t, h1);
+    assert_string_not_equal(h1, h2);
+    assert_false(tpl_blueprint_matches(t, on));
+    json_t *max = tpl_pool_sandbox(pool, t, NULL);
+    assert_string_equal(
+        env_of(json_array_get(kube_obj_path(max, "spec.podTemplate.spec.containers"), 0),
+               TPL_PAGE_MERGE_ENV),
+        "fixed-layout");
+    json_decref(max);
     json_decref(on);
     json_decref(off);
     json_decref(pool);

@@ -9,7 +9,6 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,24 +23,37 @@ static void test_parse(void **state)
     static const struct {
         const char *in;
         int ret;
-        bool on;
+        enum sbd_memmerge_mode mode;
     } cases[] = {
-        {"1", 0, true},         {"true", 0, true},     {"YES", 0, true},
-        {"on", 0, true},        {"Enabled", 0, true},  {"", 0, false},
-        {"0", 0, false},        {"false", 0, false},   {"Off", 0, false},
-        {"Disabled", 0, false}, {"2", -EINVAL, false}, {"enable", -EINVAL, false},
-        {" 1", -EINVAL, false},
+        {"1", 0, SBD_MEMMERGE_ON},
+        {"true", 0, SBD_MEMMERGE_ON},
+        {"YES", 0, SBD_MEMMERGE_ON},
+        {"on", 0, SBD_MEMMERGE_ON},
+        {"Enabled", 0, SBD_MEMMERGE_ON},
+        {"fixed-layout", 0, SBD_MEMMERGE_FIXED_LAYOUT},
+        {"Maximal", 0, SBD_MEMMERGE_FIXED_LAYOUT},
+        {"", 0, SBD_MEMMERGE_OFF},
+        {"0", 0, SBD_MEMMERGE_OFF},
+        {"false", 0, SBD_MEMMERGE_OFF},
+        {"Off", 0, SBD_MEMMERGE_OFF},
+        {"Disabled", 0, SBD_MEMMERGE_OFF},
+        {"2", -EINVAL, SBD_MEMMERGE_OFF},
+        {"enable", -EINVAL, SBD_MEMMERGE_OFF},
+        {" 1", -EINVAL, SBD_MEMMERGE_OFF},
+        {"fixed", -EINVAL, SBD_MEMMERGE_OFF},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        bool on = !cases[i].on;
-        int r = sbd_memmerge_parse(cases[i].in, &on);
+        enum sbd_memmerge_mode m = (enum sbd_memmerge_mode)99;
+        int r = sbd_memmerge_parse(cases[i].in, &m);
         assert_int_equal(r, cases[i].ret);
         if (r == 0)
-            assert_true(on == cases[i].on);
+            assert_int_equal(m, cases[i].mode);
+        else
+            assert_int_equal(m, 99); /* untouched on error */
     }
-    bool on = true;
-    assert_int_equal(sbd_memmerge_parse(NULL, &on), 0);
-    assert_false(on);
+    enum sbd_memmerge_mode m = SBD_MEMMERGE_ON;
+    assert_int_equal(sbd_memmerge_parse(NULL, &m), 0);
+    assert_int_equal(m, SBD_MEMMERGE_OFF);
 }
 
 /* A child that execs /bin/sh to print the kernel's view of the mark in
@@ -79,6 +91,55 @@ static int enable_in_child(void)
     return 0;
 }
 
+/* A child that execs /bin/sh to read its own personality: 0 when ADDR_NO_RANDOMIZE
+ * (0x0040000) reached it across execve, 1 when not. */
+static int child_has_fixed_layout(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", "grep -q '^00040000$' /proc/self/personality", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int fix_layout_in_child(void)
+{
+    if (child_has_fixed_layout() != 1)
+        return 20;
+    int r = sbd_memmerge_fix_layout();
+    if (r == -EPERM)
+        return 77; /* a seccomp profile refuses personality() */
+    if (r < 0)
+        return 21;
+    return child_has_fixed_layout() == 0 ? 0 : 22;
+}
+
+static void test_fix_layout_inherit(void **state)
+{
+    (void)state;
+    if (access("/proc/self/personality", R_OK) != 0) {
+        skip();
+        return;
+    }
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(fix_layout_in_child());
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    if (WEXITSTATUS(st) == 77) {
+        skip();
+        return;
+    }
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(child_has_fixed_layout(), 1); /* not in the parent */
+}
+
 static void test_enable_inherit(void **state)
 {
     (void)state;
@@ -105,6 +166,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_enable_inherit),
+        cmocka_unit_test(test_fix_layout_inherit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
