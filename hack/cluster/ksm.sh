@@ -3,8 +3,8 @@
 # spec.pageMerging: Enabled (docs/performance.md "Page merging"). Only memory that a
 # process marked mergeable (sandboxd does with SANDBOXD_MEMORY_MERGE=1) is scanned, so
 # with no such template running ksmd has nothing to do. ksmd's CPU is bounded by a fixed
-# scan rate: $AS_KSM_PAGES pages (default 200) every $AS_KSM_SLEEP_MS ms (default 20),
-# 40 MB/s, a few percent of one core; the kernel's scan-time advisor is not used (on
+# scan rate: $AS_KSM_PAGES pages (default 100, the kernel's) every $AS_KSM_SLEEP_MS ms (default 20),
+# 20 MB/s, a few percent of one core; the kernel's scan-time advisor is not used (on
 # this machine it raised the rate to its maximum and took half a core). AS_KSM=0 leaves
 # the node's KSM settings alone. Sourced by cluster.sh.
 KSM_SYS=/sys/kernel/mm/ksm
@@ -23,7 +23,7 @@ ksm_up() {
 		done >"$orig.tmp" && mv "$orig.tmp" "$orig"
 	fi
 	ksm_write advisor_mode none || true
-	ksm_write pages_to_scan "${AS_KSM_PAGES:-200}" || true
+	ksm_write pages_to_scan "${AS_KSM_PAGES:-100}" || true
 	ksm_write sleep_millisecs "${AS_KSM_SLEEP_MS:-20}" || true
 	ksm_write run 1 || log "warning: cannot enable KSM ($KSM_SYS/run); page merging stays off"
 }
