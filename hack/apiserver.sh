@@ -90,6 +90,15 @@ stop_all() {
 	for pid in $(leftovers); do kill_pid "$pid"; done
 }
 
+# launched_alive component: the process launch() just started still exists. Not pid_of:
+# until the forked shell has exec'd the binary, its command line does not name the state
+# dir yet, and a busy machine showed that moment as "exited".
+launched_alive() {
+	local pid
+	pid=$(cat "$DIR/$1.pid" 2>/dev/null) && [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null &&
+		! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null
+}
+
 launch() { # component args... : start in its own session, log and pid in the state dir
 	local c=$1
 	shift
@@ -258,7 +267,7 @@ start_etcd() {
 	for _ in $(seq 1 $((TIMEOUT * 5))); do
 		curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null |
 			grep -q '"health":"true"' && return 0
-		pid_of etcd >/dev/null || fail_start etcd "etcd exited"
+		launched_alive etcd || fail_start etcd "etcd exited"
 		sleep 0.2
 	done
 	fail_start etcd "etcd not healthy after ${TIMEOUT}s"
@@ -294,7 +303,7 @@ start_apiserver() {
 	launch kube-apiserver "${args[@]}"
 	for _ in $(seq 1 $((TIMEOUT * 2))); do
 		ready && return 0
-		pid_of kube-apiserver >/dev/null || fail_start kube-apiserver "kube-apiserver exited"
+		launched_alive kube-apiserver || fail_start kube-apiserver "kube-apiserver exited"
 		sleep 0.5
 	done
 	fail_start kube-apiserver "kube-apiserver not ready after ${TIMEOUT}s: $(curl_admin /readyz?verbose 2>&1 | grep -v ' ok$' | tail -n 5)"
@@ -306,7 +315,7 @@ start_controllers() {
 		--controllers="$CONTROLLERS" --leader-elect=false --secure-port=0 \
 		--use-service-account-credentials=false --v=1
 	sleep 0.3
-	pid_of kube-controller-manager >/dev/null ||
+	launched_alive kube-controller-manager ||
 		fail_start kube-controller-manager "kube-controller-manager exited"
 }
 
