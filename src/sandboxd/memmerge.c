@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "memmerge.h"
+/* Opt-in page merging and fixed layout for what sandboxd starts (see memmerge.h). */
+#include "sandboxd/memmerge.h"
 
 #include <errno.h>
 #include <stdbool.h>
