@@ -125,15 +125,19 @@ fleet_pss() {
 used_kib() { awk '/^MemTotal:/ {t = $2} /^MemAvailable:/ {a = $2} END {print t - a}' /proc/meminfo; }
 sharing() { cat $KSM/pages_sharing; }
 ksmd_ticks() { awk '{print $14 + $15}' "/proc/$(pgrep -x ksmd)/stat"; }
-# Waits until pages_sharing stays within 1 % for SETTLE seconds; prints the seconds it took.
+# Waits until ksmd has made two full passes since the workloads started (merging needs
+# two) and pages_sharing then stays within 1 % for SETTLE seconds; prints the seconds it
+# took.
 settle() {
-	local t0=$SECONDS ref ref_t now v
+	local t0=$SECONDS ref ref_t now v fs0
+	fs0=$(cat $KSM/full_scans)
 	ref=$(sharing) ref_t=$SECONDS
 	while [ $((SECONDS - t0)) -lt "$MAX_WAIT" ]; do
 		sleep 5
 		v=$(sharing)
 		now=$SECONDS
-		if [ "$v" -gt 0 ] && [ $((v > ref ? v - ref : ref - v)) -le $((ref / 100)) ]; then
+		if [ "$(cat $KSM/full_scans)" -ge $((fs0 + 2)) ] && [ "$v" -gt 0 ] &&
+			[ $((v > ref ? v - ref : ref - v)) -le $((ref / 100)) ]; then
 			[ $((now - ref_t)) -lt "$SETTLE" ] || { echo $((ref_t - t0)); return; }
 		else
 			ref=$v ref_t=$now
