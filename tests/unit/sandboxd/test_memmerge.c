@@ -56,20 +56,25 @@ static void test_parse(void **state)
     assert_int_equal(m, SBD_MEMMERGE_OFF);
 }
 
-/* A child that execs /bin/sh to print the kernel's view of the mark in
- * /proc/self/ksm_stat ("ksm_merge_any: yes"). Returns the exit status of grep. */
-static int child_sees_merge_any(void)
+/* Exit status of `sh -c script` in a child (what a program started after the change
+ * sees), -1 when it cannot be told. */
+static int sh_status(const char *script)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", "grep -q 'ksm_merge_any: yes' /proc/self/ksm_stat",
-              (char *)NULL);
+        execl("/bin/sh", "sh", "-c", script, (char *)NULL);
         _exit(127);
     }
     int st = 0;
     if (pid < 0 || waitpid(pid, &st, 0) != pid)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* 0 when a child program is marked mergeable (the kernel's /proc/self/ksm_stat), 1 not. */
+static int child_sees_merge_any(void)
+{
+    return sh_status("grep -q 'ksm_merge_any: yes' /proc/self/ksm_stat");
 }
 
 /* In a child (an ASan process's mappings are huge: the test keeps them out of it): the
@@ -91,19 +96,10 @@ static int enable_in_child(void)
     return 0;
 }
 
-/* A child that execs /bin/sh to read its own personality: 0 when ADDR_NO_RANDOMIZE
- * (0x0040000) reached it across execve, 1 when not. */
+/* 0 when ADDR_NO_RANDOMIZE (0x0040000) reached a child program across execve, 1 not. */
 static int child_has_fixed_layout(void)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", "grep -q '^00040000$' /proc/self/personality", (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return sh_status("grep -q '^00040000$' /proc/self/personality");
 }
 
 static int fix_layout_in_child(void)
