@@ -118,11 +118,15 @@ def assemble(a):
             res[name]["served_per_s"] = (s.get("throughput") or {}).get("overall_per_s")
             span = (s.get("create_span_ms") or 0) / 1000
             res[name]["issued_per_s"] = round(s["count"] / span, 1) if span > 0 else None
-    c = load(d, "cold.json")
-    if c:
-        res["cold"] = pick(c, "count", "ready", "p50_ms", "p99_ms", "samples_ms", "loadavg_start",
-                           "loadavg_end", "ok")
-        res["cold"]["per_s"] = c.get("throughput", {}).get("overall_per_s")
+    for name in ("cold", "probe"):
+        c = load(d, name + ".json")
+        if c:
+            res[name] = pick(c, "count", "ready", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+                             "samples_ms", "loadavg_start", "loadavg_end", "ok")
+            res[name]["per_s"] = c.get("throughput", {}).get("overall_per_s")
+            api = c.get("api") or {}
+            res[name]["writes_per_sandbox"] = api.get("writes_per_sandbox")
+            res[name]["api_cpu_ms_per_sandbox"] = (api.get("cpu") or {}).get("per_sandbox_ms")
     sc = load(d, "scale_10k.json")
     res["scale_10k"] = pick(sc, "count", "ready", "controller_rss_mib", "controller_cpu_s",
                             "converge_s", "p50_ms", "p99_ms", "rss_series", "loadavg_start",
@@ -138,11 +142,37 @@ def assemble(a):
         res["api"]["burst"] = "1000" if "1000" in by else "300"
         res["api"]["by_burst"] = {n: {k: v for k, v in a.items() if k != "burst_delta"}
                                   for n, a in by.items()}
+    for name, key in (("warm_burst_300", "warm_burst_300"), ("warm_burst_1000", "warm_burst_1000"),
+                      ("sustained", "sustained"), ("sustained_low", "sustained_low"),
+                      ("cold", "cold"), ("probe", "probe"), ("scale_10k", "scale_10k")):
+        raw = load(d, name + ".json") or {}
+        if not res.get(key):
+            continue
+        api = raw.get("api") or {}
+        if name.startswith("warm"):
+            res[key]["api_cpu_ms_per_warm_claim"] = api.get("cpu_ms_per_warm_claim")
+            res[key]["api_cpu_ms_per_claim_incl_refill"] = (api.get("burst_cpu") or {}).get(
+                "per_claim_incl_refill_ms")
+            res[key]["api_cpu_ms_per_member"] = (api.get("fill_cpu") or {}).get("per_member_ms")
+            cb, ca = raw.get("controller_before") or {}, raw.get("controller_after") or {}
+            if "cpu_s" in cb and "cpu_s" in ca and raw.get("count"):
+                res[key]["controller_cpu_ms_per_claim"] = round(
+                    (ca["cpu_s"] - cb["cpu_s"]) / raw["count"] * 1000, 2)
+                res[key]["controller_rss_mib"] = ca.get("rss_mib")
+        elif name.startswith("sustained"):
+            res[key]["api_cpu_ms_per_claim"] = (raw.get("api_cpu") or {}).get("per_claim_ms")
+        run = load(d, name + ".run.json")
+        if run and raw.get("count"):
+            # the whole run (fill, burst, refill, cleanup) divided by N, as the issue measures
+            run["api_cpu_ms_per_object"] = round(run["api_cpu_s"] / raw["count"] * 1000, 1)
+            run["controller_cpu_ms_per_object"] = round(
+                run["controller_cpu_s"] / raw["count"] * 1000, 1)
+            res[key]["run"] = run
     res["router"] = router(d)
     res["sandboxd"] = sandboxd(d)
     # assembled at the end: the run's start load is its first scenario's
     for k in ("warm_burst_300", "warm_burst_1000", "sustained", "sustained_low", "cold",
-              "scale_10k"):
+              "probe", "scale_10k"):
         if (res.get(k) or {}).get("loadavg_start"):
             res["machine"]["loadavg_start"] = res[k]["loadavg_start"]
             break
@@ -159,7 +189,7 @@ def check(path):
         checks.append((name, bool(cond)))
         print(f"{'PASS' if cond else 'FAIL'} {name}")
 
-    for k in ("warm_burst_300", "sustained", "cold", "scale_10k"):
+    for k in ("warm_burst_300", "sustained", "cold", "probe", "scale_10k"):
         s = r.get(k) or {}
         ok(f"{k}: every object Ready ({s.get('ready')}/{s.get('count')})",
            s.get("ok") and s.get("count") and s.get("ready") == s.get("count"))
@@ -168,6 +198,13 @@ def check(path):
     api = r.get("api") or {}
     wpc = api.get("writes_per_warm_claim")
     ok(f"api: writes per warm claim measured ({wpc})", wpc is not None and wpc > 0)
+    if r.get("target") == "apiserver":
+        cpu = (r.get("warm_burst_300") or {}).get("api_cpu_ms_per_claim_incl_refill")
+        ok(f"warm_burst_300: API server CPU per claim measured ({cpu} ms)", (cpu or 0) > 0)
+        pr = r.get("probe") or {}
+        ok(f"probe: writes and API CPU per Sandbox measured ({pr.get('writes_per_sandbox')}, "
+           f"{pr.get('api_cpu_ms_per_sandbox')} ms)",
+           (pr.get("writes_per_sandbox") or 0) > 0 and (pr.get("api_cpu_ms_per_sandbox") or 0) > 0)
     sc = r.get("scale_10k") or {}
     ok(f"scale: controller RSS sampled ({sc.get('controller_rss_mib')} MiB)",
        r.get("target") != "apiserver" or (sc.get("controller_rss_mib") or 0) > 0)

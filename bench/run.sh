@@ -13,7 +13,11 @@
 #     to kwok nodes (hack/cluster/cluster.sh up --kwok-nodes N) and the stack's
 #     controller does the work (its RSS/CPU are sampled through its pid file).
 # --smoke: small N, < 2 minutes; prints "N passed, N failed" and exits non-zero on failure.
-# Scenarios: warm300 warm1000 sustained cold scale router sandboxd.
+# Scenarios: warm300 warm1000 sustained cold probe scale router sandboxd (probe: 20
+# Sandboxes one at a time, each after the previous one is Ready; BENCH_PROBE_COUNT).
+# With --target apiserver every scenario also reports the CPU of kube-apiserver + etcd
+# (from /proc) per object, for its measured phase (api.cpu / api_cpu) and for the whole
+# run including set-up and cleanup (<scenario>.run in the results: run_cpu).
 # Env: BENCH_SRC (source tree to build, default this checkout; e.g. a `git archive` snapshot
 #      when others edit the tree), BENCH_BUILD (build dir of it, default build/bench-rel;
 #      the tools go to $BENCH_BUILD-tools),
@@ -64,6 +68,10 @@ setup_target() {
 		hack/apiserver.sh start >/dev/null || return 1
 		eval "$(hack/apiserver.sh env)"
 		LGFLAGS=(--kubelet)
+		local d=${AS_APISERVER_DIR:-$ROOT/.cache/apiserver} a e
+		a=$(cat "$d/kube-apiserver.pid" 2>/dev/null) e=$(cat "$d/etcd.pid" 2>/dev/null)
+		API_PIDS=""
+		[ -n "$a" ] && [ -n "$e" ] && API_PIDS=$a,$e && LGFLAGS+=(--api-pids "$API_PIDS")
 	else
 		export KUBECONFIG=${KUBECONFIG:-$ROOT/.cache/cluster/kubeconfig}
 		LGFLAGS=(--kwok)
@@ -93,15 +101,36 @@ stop_ctrl() { # a controller draining a large backlog may not stop in time: 30 s
 	CTRL_PID=""
 }
 
+API_PIDS=""
+proc_cpu() { # pid,... -> utime+stime in seconds, summed (0 for a pid that is gone)
+	local p sum=0 tck
+	tck=$(getconf CLK_TCK)
+	for p in ${1//,/ }; do
+		sum=$((sum + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	awk -v s="$sum" -v t="$tck" 'BEGIN { printf "%.2f", s / t }'
+}
+peak_rss_mib() { # pid -> VmHWM in MiB
+	awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || echo 0
+}
+
 want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 
 loadgen() { # name scenario args...
-	local name=$1 ns="bench-${1//_/-}-$(date +%s)"; shift
+	local name=$1 ns="bench-${1//_/-}-$(date +%s)" api0 ctrl0 t0 rc; shift
+	api0=$(proc_cpu "$API_PIDS") t0=$(date +%s.%N)
 	start_ctrl "$ns"
+	ctrl0=$(proc_cpu "${CTRL_PID:-0}")
 	log "$name: $*"
 	"$TOOLS/as-loadgen" --namespace "$ns" --controller-pid "${CTRL_PID:-0}" \
 		--ns-wait "$NS_WAIT" "${LGFLAGS[@]}" "$@" --out "$OUT/$name.json"
-	local rc=$?
+	rc=$?
+	# the whole run, set-up and cleanup included: what the issue's figures divide by N
+	printf '{"api_cpu_s": %s, "controller_cpu_s": %s, "controller_peak_rss_mib": %s, "wall_s": %s}\n' \
+		"$(awk -v a="$(proc_cpu "$API_PIDS")" -v b="$api0" 'BEGIN { printf "%.2f", a - b }')" \
+		"$(awk -v a="$(proc_cpu "${CTRL_PID:-0}")" -v b="$ctrl0" 'BEGIN { printf "%.2f", a - b }')" \
+		"$(peak_rss_mib "${CTRL_PID:-0}")" \
+		"$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" >"$OUT/$name.run.json"
 	stop_ctrl
 	return $rc
 }
@@ -114,6 +143,7 @@ run_all() {
 		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count 30 --timeout 60
 		want sustained && loadgen sustained --scenario sustained --rate 10 --seconds 5 --dwell 1 --timeout 60
 		want cold && loadgen cold --scenario cold --count 30 --timeout 60
+		want probe && loadgen probe --scenario probe --count 5 --timeout 60
 		want scale && loadgen scale_10k --scenario scale --count 200 --timeout 60
 	else
 		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count "${BENCH_WARM_COUNT:-300}"
@@ -123,6 +153,7 @@ run_all() {
 		want sustained && loadgen sustained_low --scenario sustained --rate "$RATE_LOW" --seconds 60 \
 			--dwell 5 --pools 4 --pool-size 150 --threads 64 --timeout 300
 		want cold && loadgen cold --scenario cold --count 300
+		want probe && loadgen probe --scenario probe --count "${BENCH_PROBE_COUNT:-20}" --timeout 60
 		want scale && loadgen scale_10k --scenario scale --count "$SCALE" --threads 32 --timeout 1800 --settle 10
 		if want router && command -v wrk >/dev/null; then
 			BUILD_DIR=$BUILD bench/router/run.sh 10 50 2 >"$OUT/router.md" 2>"$OUT/router.err" || true

@@ -2,6 +2,7 @@
 /* API server request counters (apiserver_request_total from /metrics) and /proc samples
  * of the controller process. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,4 +149,48 @@ int lg_proc_sample(pid_t pid, double *ret_rss_mib, double *ret_cpu_s)
     *ret_rss_mib = rss;
     *ret_cpu_s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
     return 0;
+}
+
+double lg_api_cpu(const struct lg_opts *o)
+{
+    double sum = 0, rss, cpu;
+    if (o->n_api_pids == 0)
+        return -1;
+    for (int i = 0; i < o->n_api_pids; i++) {
+        if (lg_proc_sample(o->api_pids[i], &rss, &cpu) < 0)
+            return -1;
+        sum += cpu;
+    }
+    return sum;
+}
+
+void lg_api_cpu_put(const struct lg_opts *o, json_t *out, const char *key, double before, long n,
+                    const char *unit)
+{
+    double now = lg_api_cpu(o);
+    char per[64];
+    if (before < 0 || now < 0 || n <= 0)
+        return;
+    (void)snprintf(per, sizeof(per), "per_%s_ms", unit);
+    json_object_set_new(out, key,
+                        json_pack("{s:f, s:f}", "s", now - before, per,
+                                  round((now - before) / (double)n * 1e5) / 100));
+}
+
+int lg_api_pids_parse(struct lg_opts *o, const char *s)
+{
+    const char *p = s;
+    o->n_api_pids = 0;
+    while (*p) {
+        char *end;
+        long v;
+        errno = 0;
+        v = strtol(p, &end, 10);
+        if (errno || end == p || v <= 0 || (*end && *end != ',') ||
+            o->n_api_pids == LG_MAX_API_PIDS)
+            return -EINVAL;
+        o->api_pids[o->n_api_pids++] = (pid_t)v;
+        p = *end ? end + 1 : end;
+    }
+    return o->n_api_pids ? 0 : -EINVAL;
 }

@@ -16,6 +16,8 @@
 
 /* ---- options -------------------------------------------------------------------------- */
 
+#define LG_MAX_API_PIDS 4 /* kube-apiserver, etcd (and whatever else serves the API) */
+
 struct lg_opts {
     const char *kubeconfig;
     const char *ns;       /* our namespace (created, deleted at the end unless keep) */
@@ -38,6 +40,8 @@ struct lg_opts {
     double settle;        /* seconds to let background writes finish before the last scrape */
     double ns_wait;       /* seconds to wait for the namespace to be gone at the end */
     long max_backlog;     /* sustained: stop arrivals past this many unready (0: rate*5) */
+    pid_t api_pids[LG_MAX_API_PIDS]; /* API server processes whose CPU is measured */
+    int n_api_pids;
 };
 
 /* ---- per-object records ----------------------------------------------------------------- */
@@ -103,6 +107,16 @@ void lg_kubelet_stop(struct lg_kubelet *k);
 
 /* ---- API server metrics --------------------------------------------------------------- */
 
+/* Writes the load generator itself makes (claims, pools, the simulated kubelet's status
+ * patches): not the controller's. The cold scenarios create the Sandboxes too. */
+#define LG_OWN_WRITES         "POST sandboxclaims,PATCH pods/status,POST namespaces,POST sandboxwarmpools"
+#define LG_OWN_SANDBOX_WRITES LG_OWN_WRITES ",POST sandboxes"
+/* Writes of the API server's own controllers (leases, endpoints, namespace finalizers),
+ * which a short scenario would otherwise count. */
+#define LG_SYSTEM_WRITES \
+    "PUT leases,PUT namespaces/finalize,PUT namespaces/status,POST endpoints,PUT endpoints"
+#define LG_WRITE_VERBS "POST,PUT,PATCH,DELETE"
+
 /** Scrapes apiserver_request_total into {"VERB resource[/sub]": count} (returns new). */
 int lg_api_scrape(struct kube_client *c, json_t **ret);
 /** after - before per key, dropping zeros (returns new). */
@@ -115,6 +129,16 @@ double lg_api_sum(const json_t *delta, const char *verbs, const char *skip);
 
 /** RSS (MiB) and CPU seconds (user+system) of pid. */
 int lg_proc_sample(pid_t pid, double *ret_rss_mib, double *ret_cpu_s);
+
+/** CPU seconds (user+system) of o's API server processes, summed; -1 when none is set or
+ * one cannot be read. */
+double lg_api_cpu(const struct lg_opts *o);
+/** Sets out[key] to {"s": now - before, "per_<unit>_ms": (now - before) / n * 1000} of the
+ * API server processes; nothing when before < 0 or a sample fails. */
+void lg_api_cpu_put(const struct lg_opts *o, json_t *out, const char *key, double before, long n,
+                    const char *unit);
+/** Parses "PID[,PID...]" into o->api_pids. */
+int lg_api_pids_parse(struct lg_opts *o, const char *s);
 
 /* ---- creators --------------------------------------------------------------------------- */
 
@@ -133,6 +157,9 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
 int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out);
 int lg_run_cold(struct kube_client *c, const struct lg_opts *o, json_t *out);
 int lg_run_scale(struct kube_client *c, const struct lg_opts *o, json_t *out);
+/** Sandboxes created one at a time, each after the previous one is Ready (upstream's
+ * `probe` phase): the cold path's latency without queueing. */
+int lg_run_probe(struct kube_client *c, const struct lg_opts *o, json_t *out);
 
 /* ---- shared scenario helpers -------------------------------------------------------------- */
 

@@ -14,9 +14,10 @@
 
 static void usage(FILE *f)
 {
-    fputs("Usage: as-loadgen --scenario warm-burst|sustained|cold|scale --namespace NS [flags]\n"
+    fputs("Usage: as-loadgen --scenario warm-burst|sustained|cold|probe|scale --namespace NS "
+          "[flags]\n"
           "  --kubeconfig PATH     (default: $KUBECONFIG, ~/.kube/config)\n"
-          "  --count N             claims (warm-burst) or Sandboxes (cold, scale) (100)\n"
+          "  --count N             claims (warm-burst) or Sandboxes (cold, probe, scale) (100)\n"
           "  --pool-size N         warm pool replicas (default: count; sustained: rate*10/pools)\n"
           "  --pools N             pools the sustained claims are spread over (1)\n"
           "  --rate R --seconds S --dwell D   sustained Poisson arrivals (50/s, 60 s, 5 s)\n"
@@ -26,6 +27,7 @@ static void usage(FILE *f)
           "  --kwok                place pods on kwok nodes (toleration and nodeSelector)\n"
           "  --image IMG           container image (registry.local/bench:1)\n"
           "  --controller-pid PID  sample the controller's RSS and CPU from /proc\n"
+          "  --api-pids PID,...    kube-apiserver and etcd: their CPU per object from /proc\n"
           "  --timeout S           readiness wait (300) --settle S (2)\n"
           "  --keep                keep the namespace\n"
           "  --ns-wait S           wait up to S for the namespace to be gone (0)\n"
@@ -46,29 +48,15 @@ static int num(const char *s, double *ret)
     return 0;
 }
 
-static const struct option longopts[] = {{"kubeconfig", 1, 0, 'k'},
-                                         {"namespace", 1, 0, 'n'},
-                                         {"scenario", 1, 0, 's'},
-                                         {"count", 1, 0, 'c'},
-                                         {"pool-size", 1, 0, 'P'},
-                                         {"pools", 1, 0, 'p'},
-                                         {"rate", 1, 0, 'r'},
-                                         {"seconds", 1, 0, 'S'},
-                                         {"dwell", 1, 0, 'd'},
-                                         {"threads", 1, 0, 't'},
-                                         {"connections", 1, 0, 'C'},
-                                         {"kubelet", 0, 0, 'K'},
-                                         {"kwok", 0, 0, 'w'},
-                                         {"image", 1, 0, 'i'},
-                                         {"controller-pid", 1, 0, 'x'},
-                                         {"timeout", 1, 0, 'T'},
-                                         {"settle", 1, 0, 'e'},
-                                         {"keep", 0, 0, 'E'},
-                                         {"out", 1, 0, 'o'},
-                                         {"help", 0, 0, 'h'},
-                                         {"ns-wait", 1, 0, 'W'},
-                                         {"max-backlog", 1, 0, 'B'},
-                                         {0, 0, 0, 0}};
+static const struct option longopts[] = {
+    {"kubeconfig", 1, 0, 'k'},  {"namespace", 1, 0, 'n'},   {"scenario", 1, 0, 's'},
+    {"count", 1, 0, 'c'},       {"pool-size", 1, 0, 'P'},   {"pools", 1, 0, 'p'},
+    {"rate", 1, 0, 'r'},        {"seconds", 1, 0, 'S'},     {"dwell", 1, 0, 'd'},
+    {"threads", 1, 0, 't'},     {"connections", 1, 0, 'C'}, {"kubelet", 0, 0, 'K'},
+    {"kwok", 0, 0, 'w'},        {"image", 1, 0, 'i'},       {"controller-pid", 1, 0, 'x'},
+    {"timeout", 1, 0, 'T'},     {"settle", 1, 0, 'e'},      {"keep", 0, 0, 'E'},
+    {"out", 1, 0, 'o'},         {"help", 0, 0, 'h'},        {"ns-wait", 1, 0, 'W'},
+    {"max-backlog", 1, 0, 'B'}, {"api-pids", 1, 0, 'A'},    {0, 0, 0, 0}};
 
 static int set_num(struct lg_opts *o, int ch, double v)
 {
@@ -148,6 +136,13 @@ static int parse(int argc, char **argv, struct lg_opts *o, const char **ret_out)
         case 'E':
             o->keep = true;
             break;
+        case 'A':
+            if (lg_api_pids_parse(o, optarg) < 0) {
+                fprintf(stderr, "as-loadgen: bad --api-pids (PID[,PID...], at most %d): %s\n",
+                        LG_MAX_API_PIDS, optarg);
+                return -EINVAL;
+            }
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -177,6 +172,8 @@ static int dispatch(struct kube_client *c, const struct lg_opts *o, json_t *out)
         return lg_run_cold(c, o, out);
     if (strcmp(o->scenario, "scale") == 0)
         return lg_run_scale(c, o, out);
+    if (strcmp(o->scenario, "probe") == 0)
+        return lg_run_probe(c, o, out);
     fprintf(stderr, "as-loadgen: unknown scenario %s\n", o->scenario);
     return -EINVAL;
 }

@@ -182,6 +182,7 @@ int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out
     struct lg_clients cl = {0};
     struct kube_informer *inf = NULL;
     json_t *st;
+    double api_cpu0;
     size_t n;
     int r;
     s.pool = xcalloc((size_t)o->pools, sizeof(*s.pool));
@@ -194,8 +195,11 @@ int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out
     if ((r = sustained_fill(c, &s, per_pool)) < 0 || (r = lg_clients_new(o, &cl)) < 0 ||
         (r = lg_track_watch(&s.t, c, &KUBE_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
         goto out;
+    api_cpu0 = lg_api_cpu(o);
     sustained_drive(&s);
     st = lg_stats(&s.t, 0, n);
+    lg_api_cpu_put(o, out, "api_cpu", api_cpu0,
+                   (long)json_integer_value(json_object_get(st, "ready")), "claim");
     json_object_update(out, st);
     json_decref(st);
     json_object_set_new(out, "rate_per_s", json_real(o->rate));
@@ -252,7 +256,48 @@ static void *sample(void *arg)
     return NULL;
 }
 
-static int sandboxes(struct kube_client *c, const struct lg_opts *o, json_t *out, bool scale)
+enum sb_mode { SB_COLD, SB_SCALE, SB_PROBE };
+
+/* Creates the Sandboxes: all at once on o->threads, or (probe) one at a time, each after
+ * the previous one is Ready. Returns the last wait's result. */
+static int create_sandboxes(struct lg_clients *cl, const struct lg_opts *o, struct lg_track *t,
+                            enum sb_mode mode)
+{
+    usec_t timeout = (usec_t)(o->timeout * 1e6);
+    int r = 0;
+    if (mode != SB_PROBE) {
+        lg_create_all(cl, &KUBE_RES_SANDBOXES, o->ns, t, 0, (size_t)o->count, o->threads,
+                      sandbox_fn, (void *)o);
+        return lg_track_wait(t, (size_t)o->count, timeout);
+    }
+    for (size_t i = 0; i < (size_t)o->count && r == 0; i++) {
+        lg_create_all(cl, &KUBE_RES_SANDBOXES, o->ns, t, i, i + 1, 1, sandbox_fn, (void *)o);
+        r = lg_track_wait(t, i + 1, timeout);
+    }
+    return r;
+}
+
+/* The API cost of the Sandboxes: the controller's writes per Sandbox (the load
+ * generator's own and the simulated kubelet's left out) and the API server's CPU. */
+static void sandbox_api_cost(struct kube_client *c, const struct lg_opts *o, json_t *out,
+                             json_t *before, double cpu0)
+{
+    json_t *after = NULL, *delta, *api = json_object();
+    if (before && lg_api_scrape(c, &after) == 0) {
+        /* DELETEs left out: an earlier scenario's namespace may still be going away */
+        delta = lg_api_delta(before, after);
+        json_object_set_new(api, "writes_per_sandbox",
+                            json_real(lg_api_sum(delta, "POST,PUT,PATCH",
+                                                 LG_OWN_SANDBOX_WRITES "," LG_SYSTEM_WRITES) /
+                                      (double)o->count));
+        json_object_set_new(api, "delta", delta);
+    }
+    json_decref(after);
+    lg_api_cpu_put(o, api, "cpu", cpu0, o->count, "sandbox");
+    json_object_set_new(out, "api", api);
+}
+
+static int sandboxes(struct kube_client *c, const struct lg_opts *o, json_t *out, enum sb_mode mode)
 {
     struct sampler sm = {.o = o, .series = json_array()};
     struct lg_clients cl = {0};
@@ -260,8 +305,8 @@ static int sandboxes(struct kube_client *c, const struct lg_opts *o, json_t *out
     struct kube_informer *inf = NULL;
     pthread_t th;
     bool sampling = false;
-    double rss0 = 0, cpu0 = 0, rss1 = 0, cpu1 = 0;
-    json_t *st;
+    double rss0 = 0, cpu0 = 0, rss1 = 0, cpu1 = 0, api_cpu0;
+    json_t *st, *before = NULL;
     int r;
     lg_track_init(&t, o->prefix, (size_t)o->count);
     sm.t = &t;
@@ -270,14 +315,15 @@ static int sandboxes(struct kube_client *c, const struct lg_opts *o, json_t *out
         goto out;
     if (o->controller_pid > 0 && lg_proc_sample(o->controller_pid, &rss0, &cpu0) == 0)
         sampling = pthread_create(&th, NULL, sample, &sm) == 0;
-    lg_create_all(&cl, &KUBE_RES_SANDBOXES, o->ns, &t, 0, (size_t)o->count, o->threads, sandbox_fn,
-                  (void *)o);
-    r = lg_track_wait(&t, (size_t)o->count, (usec_t)(o->timeout * 1e6));
+    (void)lg_api_scrape(c, &before);
+    api_cpu0 = lg_api_cpu(o);
+    r = create_sandboxes(&cl, o, &t, mode);
     st = lg_stats(&t, 0, (size_t)o->count);
     json_object_update(out, st);
     json_decref(st);
+    clock_sleep((usec_t)(o->settle * 1e6)); /* late status writes count too */
+    sandbox_api_cost(c, o, out, before, api_cpu0);
     if (sampling) {
-        clock_sleep((usec_t)(o->settle * 1e6));
         atomic_store(&sm.stop, true);
         pthread_join(th, NULL);
         (void)lg_proc_sample(o->controller_pid, &rss1, &cpu1);
@@ -285,7 +331,7 @@ static int sandboxes(struct kube_client *c, const struct lg_opts *o, json_t *out
         json_object_set_new(out, "controller_cpu_s", json_real(cpu1 - cpu0));
         json_object_set_new(out, "controller_rss_before_mib", json_real(rss0));
     }
-    if (scale)
+    if (mode == SB_SCALE)
         json_object_set_new(
             out, "converge_s",
             json_real(json_real_value(json_object_get(out, "all_ready_ms")) / 1000));
@@ -295,15 +341,21 @@ out:
     lg_clients_free(&cl);
     lg_track_done(&t);
     json_decref(sm.series);
+    json_decref(before);
     return r;
 }
 
 int lg_run_cold(struct kube_client *c, const struct lg_opts *o, json_t *out)
 {
-    return sandboxes(c, o, out, false);
+    return sandboxes(c, o, out, SB_COLD);
 }
 
 int lg_run_scale(struct kube_client *c, const struct lg_opts *o, json_t *out)
 {
-    return sandboxes(c, o, out, true);
+    return sandboxes(c, o, out, SB_SCALE);
+}
+
+int lg_run_probe(struct kube_client *c, const struct lg_opts *o, json_t *out)
+{
+    return sandboxes(c, o, out, SB_PROBE);
 }

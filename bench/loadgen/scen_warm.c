@@ -10,11 +10,6 @@
 #include "kube/obj.h"
 #include "lg.h"
 
-/* Requests the load generator itself makes (claims, simulated kubelet): not the
- * controller's. */
-#define LG_OWN_WRITES  "POST sandboxclaims,PATCH pods/status,POST namespaces,POST sandboxwarmpools"
-#define LG_WRITE_VERBS "POST,PUT,PATCH,DELETE"
-
 static json_t *claim_fn(const char *name, void *ctx)
 {
     return lg_claim_obj(name, ctx);
@@ -66,6 +61,7 @@ static double scrape_delta(struct kube_client *c, json_t *before, json_t **ret_d
 static int fill_pool(struct kube_client *c, const struct lg_opts *o, long n, json_t *api)
 {
     json_t *before = NULL, *d = NULL;
+    double cpu0 = lg_api_cpu(o);
     usec_t t0;
     int r;
     (void)lg_api_scrape(c, &before);
@@ -78,6 +74,7 @@ static int fill_pool(struct kube_client *c, const struct lg_opts *o, long n, jso
         goto out;
     }
     json_object_set_new(api, "fill_s", json_real((double)(clock_now() - t0) / 1e6));
+    lg_api_cpu_put(o, api, "fill_cpu", cpu0, n, "member");
     if (before && scrape_delta(c, before, &d) == 0) {
         double w = lg_api_sum(d, LG_WRITE_VERBS, LG_OWN_WRITES);
         double q = lg_api_sum(d, NULL, LG_OWN_WRITES ",GET sandboxwarmpools");
@@ -105,6 +102,19 @@ static void api_cost(json_t *api, json_t *delta, long n)
                         json_real(round((q / (double)n - fq) * 100) / 100));
 }
 
+/* The API server's CPU per warm claim: the burst's (which includes the refill) less one
+ * pool member's fill, as for the writes. */
+static void warm_cpu(json_t *api)
+{
+    json_t *b = json_object_get(api, "burst_cpu"), *f = json_object_get(api, "fill_cpu");
+    double per;
+    if (!b || !f)
+        return;
+    per = json_real_value(json_object_get(b, "per_claim_incl_refill_ms")) -
+          json_real_value(json_object_get(f, "per_member_ms"));
+    json_object_set_new(api, "cpu_ms_per_warm_claim", json_real(round(per * 100) / 100));
+}
+
 static void proc_put(json_t *out, const char *key, pid_t pid)
 {
     double rss, cpu;
@@ -119,6 +129,7 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
     struct lg_track t;
     struct kube_informer *inf = NULL;
     json_t *api = json_object(), *before = NULL, *delta = NULL, *stats;
+    double cpu0;
     int r;
     lg_track_init(&t, o->prefix, (size_t)n);
     if ((r = fill_pool(c, o, pool, api)) < 0 || (r = lg_clients_new(o, &cl)) < 0 ||
@@ -126,6 +137,7 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
         goto out;
     proc_put(out, "controller_before", o->controller_pid);
     (void)lg_api_scrape(c, &before);
+    cpu0 = lg_api_cpu(o);
     lg_create_all(&cl, &KUBE_RES_SANDBOXCLAIMS, o->ns, &t, 0, (size_t)n, o->threads, claim_fn,
                   "pool");
     r = lg_track_wait(&t, (size_t)n, (usec_t)(o->timeout * 1e6));
@@ -139,8 +151,10 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
     wait_sandboxes(c, o->ns, n + pool, (usec_t)(o->timeout * 1e6));
     (void)lg_pool_wait(c, o->ns, "pool", pool, (usec_t)(o->timeout * 1e6));
     clock_sleep((usec_t)(o->settle * 1e6));
+    lg_api_cpu_put(o, api, "burst_cpu", cpu0, n, "claim_incl_refill");
     if (before && scrape_delta(c, before, &delta) == 0)
         api_cost(api, delta, n);
+    warm_cpu(api);
     json_object_set_new(out, "warm", json_integer(count_warm(c, o->ns)));
     json_object_set_new(out, "api", json_incref(api));
 out:
