@@ -35,6 +35,7 @@ struct flags {
     const char *ns, *cluster_domain;
     bool cache_label_selectors;
     bool compact_cache;
+    bool compact_auto;    /* --compact-cache=auto: compact past CTRL_COMPACT_ABOVE objects */
     usec_t status_window; /* CTRL_STATUS_WINDOW_OFF for 0 */
     bool pod_name_always;
     bool extensions, eviction;
@@ -83,9 +84,11 @@ static const char usage_text[] =
     "  --cluster-domain DOMAIN             for status.serviceFQDN (default cluster.local)\n"
     "  --cache-label-selectors[=BOOL]      cache only Pods/Services carrying the\n"
     "                                      sandbox-name-hash label (default false)\n"
-    "  --compact-cache[=BOOL]              keep cached Sandboxes, Pods, Services and PVCs\n"
+    "  --compact-cache[=BOOL|auto]         keep cached Sandboxes, Pods, Services and PVCs\n"
     "                                      as compact JSON text, parsed on each read: about\n"
-    "                                      a ninth of the memory for more CPU (default false)\n"
+    "                                      a ninth of the memory for more CPU; auto: a cache\n"
+    "                                      switches once it holds more than 1000 objects\n"
+    "                                      (default auto)\n"
     "  --sandbox-status-coalesce-window D  a status change of details only (PodScheduled,\n"
     "                                      an IP, messages) of a Sandbox that is not Ready\n"
     "                                      waits up to D for the next change a user sees,\n"
@@ -413,7 +416,9 @@ static int apply_flag(struct flags *f, int c, const char *v)
     case F_CACHE_SEL:
         return parse_bool(v, &f->cache_label_selectors);
     case F_COMPACT_CACHE:
-        return parse_bool(v, &f->compact_cache);
+        f->compact_auto = v && strcmp(v, "auto") == 0;
+        f->compact_cache = false;
+        return f->compact_auto ? 0 : parse_bool(v, &f->compact_cache);
     case F_STATUS_WINDOW:
         return parse_status_window(v, &f->status_window);
     case F_POD_NAME_ALWAYS:
@@ -553,6 +558,7 @@ static int run(const struct flags *f, struct kube_client *client)
         .ns = f->ns,
         .cache_label_selectors = f->cache_label_selectors,
         .compact_cache = f->compact_cache,
+        .compact_above = f->compact_auto ? CTRL_COMPACT_ABOVE : 0,
         .status_window = f->status_window,
         .pod_name_annotation_always = f->pod_name_always,
         .cluster_domain = f->cluster_domain,
@@ -614,6 +620,7 @@ int main(int argc, char **argv)
         .template_workers = 1,
         .max_replicas = 1000,
         .max_batch = 300,
+        .compact_auto = true,
     };
     struct kube_client *client = NULL;
     int r;

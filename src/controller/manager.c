@@ -299,6 +299,7 @@ static int new_informer(struct ctrl_manager *m, int which, const struct kube_res
         .label_selector = tracked_only ? SB_LABEL_NAME_HASH : NULL,
         .transform = tf,
         .compact_store = m->opts.compact_cache,
+        .compact_above = m->opts.compact_above,
     };
     struct kube_informer_source src;
     struct kube_informer_handlers sh = {

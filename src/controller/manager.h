@@ -13,6 +13,11 @@
 #include "controller/idle_ctrl.h"
 #include "kube/err.h"
 
+/* --compact-cache=auto (the default): a Sandbox, Pod, Service or PVC cache switches to
+ * compact JSON text once it holds more than this many objects. Below it a cache costs
+ * ~10 KB per object at most (~10 MiB a cache), and reads stay free of parsing. */
+#define CTRL_COMPACT_ABOVE 1000
+
 struct kube_client;
 struct metrics_registry;
 struct ctrl_manager;
@@ -30,6 +35,8 @@ struct ctrl_opts {
     bool cache_label_selectors; /* Pods/Services: only objects with the tracking label */
     bool compact_cache;         /* Sandbox/Pod/Service/PVC caches hold compact JSON text,
                                    parsed on each read (about a ninth of the memory) */
+    size_t compact_above;       /* or each of those caches switches to compact text once it
+                                   holds more than this many objects (0: never) */
     const char *cluster_domain; /* NULL = "cluster.local" (copied) */
     /* A status change of details only of a Sandbox that is not Ready (PodScheduled, an IP,
      * messages) waits up to this long for the next write that matters, normally Ready:

@@ -483,6 +483,7 @@ int kube_informer_new(const struct kube_informer_opts *opts, struct kube_informe
     inf->store = kube_store_new();
     if (opts->compact_store)
         ASSERT(kube_store_set_compact(inf->store, true) == 0);
+    kube_store_set_compact_above(inf->store, opts->compact_above);
     inf->w = kube_watch_new(opts->max_frame, on_event, inf);
     kube_backoff_init(&inf->bo, opts->backoff_min, opts->backoff_max);
     init_sync(inf);

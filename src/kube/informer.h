@@ -104,8 +104,9 @@ struct kube_informer_opts {
     kube_store_transform_fn *transform;        /* applied to every object received, e.g.
                                                   kube_store_strip_transform; NULL: none */
     void *transform_ctx;
-    bool compact_store; /* keep objects as JSON text (kube_store_set_compact) */
-    const char *name;   /* for debug logs; NULL: res->plural */
+    bool compact_store;   /* keep objects as JSON text (kube_store_set_compact) */
+    size_t compact_above; /* or switch to it past this many objects (0: never) */
+    const char *name;     /* for debug logs; NULL: res->plural */
 };
 
 /** Counters since creation, for tests and metrics. */

@@ -25,6 +25,7 @@ struct kube_store {
     pthread_rwlock_t lock;
     struct map *objs; /* key -> json_t * (one reference each), or compact JSON text */
     bool compact;
+    size_t compact_above; /* switch to compact mode past this many objects (0: never) */
     struct store_index *idx;
     size_t nidx;
     kube_store_transform_fn *transform;
@@ -184,6 +185,44 @@ int kube_store_set_compact(struct kube_store *s, bool compact)
     return r;
 }
 
+void kube_store_set_compact_above(struct kube_store *s, size_t n)
+{
+    ASSERT(pthread_rwlock_wrlock(&s->lock) == 0);
+    s->compact_above = n;
+    (void)pthread_rwlock_unlock(&s->lock);
+}
+
+bool kube_store_is_compact(struct kube_store *s)
+{
+    bool c;
+    ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
+    c = s->compact;
+    (void)pthread_rwlock_unlock(&s->lock);
+    return c;
+}
+
+/* Converts every stored tree to its compact text (write lock held). An object that cannot
+ * be encoded (out of memory) leaves the store as it was. */
+static void compact_now(struct kube_store *s)
+{
+    struct map *text = map_new(xfree);
+    struct map_iter it;
+    const char *key;
+    void *obj;
+    map_foreach (s->objs, it, key, obj) {
+        char *t = json_dumps(obj, JSON_COMPACT);
+        if (!t) {
+            map_free(text);
+            log_warn("store: could not switch to compact mode (out of memory)");
+            return;
+        }
+        (void)map_put(text, key, t, NULL);
+    }
+    map_free(s->objs); /* drops the trees' references */
+    s->objs = text;
+    s->compact = true;
+}
+
 void kube_store_free(struct kube_store *s)
 {
     if (!s)
@@ -293,8 +332,11 @@ int kube_store_put(struct kube_store *s, json_t *obj, json_t **ret_old)
     if (old_obj)
         index_all(s, key, old_obj, false);
     index_all(s, key, obj, true);
+    bool was_compact = s->compact; /* old was packed in this mode */
+    if (!s->compact && s->compact_above && map_len(s->objs) > s->compact_above)
+        compact_now(s);
     (void)pthread_rwlock_unlock(&s->lock);
-    if (s->compact)
+    if (was_compact)
         xfree(old); /* old_obj holds the reference in either mode */
     else
         json_decref(old);

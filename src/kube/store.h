@@ -68,6 +68,14 @@ void kube_store_free(struct kube_store *s);
  * Only on an empty store: returns 0 or -EBUSY. */
 int kube_store_set_compact(struct kube_store *s, bool compact);
 
+/** Switches the store to compact mode once it holds more than n objects (0: never, the
+ * default): a small cache keeps parsed trees (reads cost nothing), a large one shrinks to
+ * about a ninth. The switch converts every stored object at once, under the write lock;
+ * a store never switches back. References handed out before stay valid. */
+void kube_store_set_compact_above(struct kube_store *s, size_t n);
+/** Whether the store is in compact mode now. */
+bool kube_store_is_compact(struct kube_store *s);
+
 /** Sets the transform applied to every object put from now on (fn NULL: none). ctx is
  * borrowed for the store's life. */
 void kube_store_set_transform(struct kube_store *s, kube_store_transform_fn *fn, void *ctx);

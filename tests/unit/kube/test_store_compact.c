@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The store in compact mode (objects kept as JSON text): reads return equal but fresh
  * objects, put/remove hand back the old object, indexes, transform and list work as in
- * the default mode, and the mode can only be set on an empty store. */
+ * the default mode, and the mode can only be set on an empty store; a store with a
+ * threshold switches to compact mode past it, keeping every object and index. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kube/store.h"
@@ -84,11 +86,58 @@ static void test_put_remove_index_transform(void **state)
     kube_store_free(s); /* frees the remaining text (ASan checks) */
 }
 
+static void test_switch_past_threshold(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    char name[16];
+    kube_store_set_compact_above(s, 3);
+    assert_int_equal(kube_store_add_index(s, "owner", kube_index_controller_uid, NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        (void)snprintf(name, sizeof(name), "p%d", i);
+        assert_int_equal(kube_store_put(s, pod(name, "1", i % 2 ? "odd" : "even"), NULL), 0);
+    }
+    json_t *held = kube_store_get(s, "ns/p0"); /* a tree handed out before the switch */
+    json_t *g;
+    assert_false(kube_store_is_compact(s)); /* 3 is not past 3 */
+    g = kube_store_get(s, "ns/p0");
+    assert_ptr_equal(g, held); /* parsed mode: the same tree */
+    json_decref(g);
+    json_t *old = NULL;
+    assert_int_equal(kube_store_put(s, pod("p0", "2", "even"), &old), 0); /* a replace */
+    assert_ptr_equal(old, held);
+    json_decref(old);
+    assert_false(kube_store_is_compact(s));
+    assert_int_equal(kube_store_put(s, pod("p3", "1", "odd"), NULL), 0); /* the 4th */
+    assert_true(kube_store_is_compact(s));
+    assert_int_equal(kube_store_len(s), 4);
+    g = kube_store_get(s, "ns/p0");
+    assert_ptr_not_equal(g, held); /* now parsed per read */
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(g, "metadata"), "resourceVersion")), "2");
+    json_decref(g);
+    struct kube_objv v = {0};
+    assert_int_equal(kube_store_by_index(s, "owner", "odd", &v), 2);
+    kube_objv_done(&v);
+    /* a replace and a remove after the switch hand back the old object */
+    assert_int_equal(kube_store_put(s, pod("p1", "2", "even"), &old), 0);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(old, "metadata"), "name")), "p1");
+    json_decref(old);
+    assert_int_equal(kube_store_remove(s, "ns/p3", &old), 0);
+    json_decref(old);
+    assert_int_equal(kube_store_by_index(s, "owner", "odd", &v), 0);
+    assert_true(kube_store_is_compact(s)); /* never switches back */
+    json_decref(held);                     /* still valid after the switch (ASan checks) */
+    kube_store_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_and_fresh_objects),
         cmocka_unit_test(test_put_remove_index_transform),
+        cmocka_unit_test(test_switch_past_threshold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
