@@ -24,6 +24,7 @@
 #      BENCH_CTRL (controller binary, default $BENCH_BUILD/agent-sandbox-controller),
 #      BENCH_CTRL_ARGS (extra controller flags, word-split),
 #      BENCH_WARM_COUNT (claims in the warm300 burst, default 300; e.g. 30 or 100),
+#      BENCH_COLD_COUNT (Sandboxes of the cold burst, default 300), BENCH_PROBE_COUNT (20),
 #      BENCH_RATE (sustained claims/s, default 500; arrivals stop once 5 s worth of claims
 #      are unready), BENCH_RATE_LOW (a second sustained run at a rate this machine holds,
 #      default 25), BENCH_SCALE (default 10000),
@@ -152,7 +153,7 @@ run_all() {
 			--pools 4 --pool-size 750 --threads 256 --timeout 300
 		want sustained && loadgen sustained_low --scenario sustained --rate "$RATE_LOW" --seconds 60 \
 			--dwell 5 --pools 4 --pool-size 150 --threads 64 --timeout 300
-		want cold && loadgen cold --scenario cold --count 300
+		want cold && loadgen cold --scenario cold --count "${BENCH_COLD_COUNT:-300}"
 		want probe && loadgen probe --scenario probe --count "${BENCH_PROBE_COUNT:-20}" --timeout 60
 		want scale && loadgen scale_10k --scenario scale --count "$SCALE" --threads 32 --timeout 1800 --settle 10
 		if want router && command -v wrk >/dev/null; then

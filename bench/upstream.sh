@@ -11,9 +11,11 @@
 #   bench/upstream.sh smoke                 on a private API server: it starts, one
 #                                           Sandbox becomes Ready; then everything stops
 #   bench/upstream.sh compare [--rounds N] [--only a,b,...]
-#                                           bench/run.sh scenarios, ours and upstream in
-#                                           turn (ours first), N rounds (default 2), on a
-#                                           private API server; each leg with its own CRDs
+#                                           bench/run.sh scenarios (default warm300,probe,
+#                                           cold), ours and upstream in turn (ours first),
+#                                           N rounds (default 2), on a private API server;
+#                                           each leg with its own CRDs; bench/compare.py
+#                                           writes the side-by-side table (compare.md)
 #
 # The build asks the Go module proxy for exactly $UPSTREAM_VERSION (default v0.5.6; the
 # proxy refuses the module's version list, so `go install ...@version`, which reads it
@@ -42,7 +44,7 @@ UP_FLAGS=(--extensions --enable-webhook=false --manage-webhook-certs=false
 	--sandbox-concurrent-workers=50 --sandbox-claim-concurrent-workers=50
 	--separate-watch-connection --api-connections=4)
 
-usage() { sed -n '2,30s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,34s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
 module_dir() { # the module's source in the module cache, downloaded when missing
 	local dir
@@ -185,7 +187,7 @@ YAML
 }
 
 cmd_compare() {
-	local rounds=2 only=warm300,cold stamp out tmp leg r
+	local rounds=2 only=warm300,probe,cold stamp out tmp leg r
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--rounds) rounds=$2; shift ;;
@@ -216,7 +218,8 @@ cmd_compare() {
 			cp bench/results/latest.json "$out/$leg-$r.json"
 		done
 	done
-	log "results in $out; compare with: bench/report $out/ours-1.json --compare $out/upstream-1.json"
+	python3 bench/compare.py "$out" --json "$out/compare.json" | tee "$out/compare.md"
+	log "results in $out (compare.md: the table above); plots: bench/report $out/ours-1.json --compare $out/upstream-1.json"
 }
 
 # As BENCH_CTRL, bench/run.sh calls this script with its controller flags only.
