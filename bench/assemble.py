@@ -168,6 +168,21 @@ def assemble(a):
             run["controller_cpu_ms_per_object"] = round(
                 run["controller_cpu_s"] / raw["count"] * 1000, 1)
             res[key]["run"] = run
+    sweep = []
+    for p in sorted(os.listdir(d)):
+        m = re.match(r"sweep_(\d+)\.json$", p)
+        s = load(d, p) if m else None
+        if s:
+            held = bool(s.get("ok")) and not s.get("saturated") and (s.get("p99_ms") or 1e9) <= 1000
+            sweep.append({"rate_per_s": float(m.group(1)), "p50_ms": s.get("p50_ms"),
+                          "p99_ms": s.get("p99_ms"), "count": s.get("count"),
+                          "served_per_s": (s.get("throughput") or {}).get("overall_per_s"),
+                          "saturated": s.get("saturated"), "held": held,
+                          "api_cpu_ms_per_claim": (s.get("api_cpu") or {}).get("per_claim_ms")})
+    if sweep:
+        sweep.sort(key=lambda x: x["rate_per_s"])
+        held = [x["rate_per_s"] for x in sweep if x["held"]]
+        res["sweep"] = {"rates": sweep, "held_rate_per_s": max(held) if held else 0}
     res["router"] = router(d)
     res["sandboxd"] = sandboxd(d)
     # assembled at the end: the run's start load is its first scenario's

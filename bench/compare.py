@@ -58,6 +58,7 @@ FIGURES = [
     ("sustained", "p99 (ms)", "sustained_low.p99_ms", "low"),
     ("sustained", "apiserver+etcd CPU per claim (ms)", "sustained_low.api_cpu_ms_per_claim",
      "low"),
+    ("sweep", "highest claims/s held with p99 <= 1 s", "sweep.held_rate_per_s", "high"),
     ("scale", "Sandboxes", "scale_10k.count", None),
     ("scale", "controller RSS at the end (MiB)", "scale_10k.controller_rss_mib", "low"),
     ("scale", "controller peak RSS (MiB)", "scale_10k.run.controller_peak_rss_mib", "low"),

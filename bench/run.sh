@@ -13,8 +13,10 @@
 #     to kwok nodes (hack/cluster/cluster.sh up --kwok-nodes N) and the stack's
 #     controller does the work (its RSS/CPU are sampled through its pid file).
 # --smoke: small N, < 2 minutes; prints "N passed, N failed" and exits non-zero on failure.
-# Scenarios: warm300 warm1000 sustained cold probe scale router sandboxd (probe: 20
-# Sandboxes one at a time, each after the previous one is Ready; BENCH_PROBE_COUNT).
+# Scenarios: warm300 warm1000 sustained cold probe sweep scale router sandboxd (probe: 20
+# Sandboxes one at a time, each after the previous one is Ready; BENCH_PROBE_COUNT;
+# sweep: sustained claims at rising rates BENCH_SWEEP_RATES, default "5 10 20 40 80",
+# until p99 > 1 s: the highest rate held).
 # With --target apiserver every scenario also reports the CPU of kube-apiserver + etcd
 # (from /proc) per object, for its measured phase (api.cpu / api_cpu) and for the whole
 # run including set-up and cleanup (<scenario>.run in the results: run_cpu).
@@ -136,6 +138,20 @@ loadgen() { # name scenario args...
 	return $rc
 }
 
+# Sustained Poisson claims at rising rates (BENCH_SWEEP_RATES), 30 s each, one pool of
+# 10 s worth of claims: the highest rate held with p99 <= 1 s. Stops at the first rate
+# that misses it (or saturates).
+sweep() {
+	local rate p99
+	for rate in ${BENCH_SWEEP_RATES:-5 10 20 40 80}; do
+		loadgen "sweep_$rate" --scenario sustained --rate "$rate" --seconds 30 --dwell 5 \
+			--pools 1 --pool-size $((rate * 10)) --threads 64 --timeout 300 || break
+		p99=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(int(j.get("saturated") or (j.get("p99_ms") or 1e9) > 1000))' \
+			"$OUT/sweep_$rate.json" 2>/dev/null || echo 1)
+		[ "$p99" = 0 ] || break
+	done
+}
+
 NS_WAIT=${BENCH_NS_WAIT:-$([ "$SMOKE" = 1 ] && echo 0 || echo 900)}
 
 run_all() {
@@ -155,6 +171,7 @@ run_all() {
 			--dwell 5 --pools 4 --pool-size 150 --threads 64 --timeout 300
 		want cold && loadgen cold --scenario cold --count "${BENCH_COLD_COUNT:-300}"
 		want probe && loadgen probe --scenario probe --count "${BENCH_PROBE_COUNT:-20}" --timeout 60
+		want sweep && sweep
 		want scale && loadgen scale_10k --scenario scale --count "$SCALE" --threads 32 --timeout 1800 --settle 10
 		if want router && command -v wrk >/dev/null; then
 			BUILD_DIR=$BUILD bench/router/run.sh 10 50 2 >"$OUT/router.md" 2>"$OUT/router.err" || true
