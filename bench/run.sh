@@ -30,6 +30,9 @@
 #      BENCH_RATE (sustained claims/s, default 500; arrivals stop once 5 s worth of claims
 #      are unready), BENCH_RATE_LOW (a second sustained run at a rate this machine holds,
 #      default 25), BENCH_SCALE (default 10000),
+#      BENCH_PPROF (a directory: CPU profiles of kube-apiserver, 10 s each, for the whole of
+#      every scenario, merged into <dir>/<scenario>.pb.gz; the API server is (re)started
+#      with --profiling=true; bench/pprof-attr.sh attributes them),
 #      BENCH_NS_WAIT (seconds to wait for a scenario's namespace to be gone, so its
 #      cleanup does not load the next one; default 900, smoke 0: small namespaces).
 set -uo pipefail
@@ -68,6 +71,8 @@ build() {
 
 setup_target() {
 	if [ "$TARGET" = apiserver ]; then
+		# profiles need --profiling=true (hack/apiserver.sh restarts a server whose flags differ)
+		[ -z "${BENCH_PPROF:-}" ] || export AS_APISERVER_EXTRA_ARGS="${AS_APISERVER_EXTRA_ARGS:-} --profiling=true"
 		hack/apiserver.sh start >/dev/null || return 1
 		eval "$(hack/apiserver.sh env)"
 		LGFLAGS=(--kubelet)
@@ -117,11 +122,41 @@ peak_rss_mib() { # pid -> VmHWM in MiB
 	awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || echo 0
 }
 
+PPROF_PID=""
+pprof_start() { # scenario: profiles kube-apiserver in 10 s slices until pprof_stop
+	[ -n "${BENCH_PPROF:-}" ] && [ "$TARGET" = apiserver ] || return 0
+	local d=${AS_APISERVER_DIR:-$ROOT/.cache/apiserver} port
+	port=$(sed -n 's/^APISERVER_PORT=//p' "$d/ports.env")
+	mkdir -p "$BENCH_PPROF/$1"
+	(
+		i=0
+		while :; do
+			curl -sf --cacert "$d/pki/ca.crt" --cert "$d/pki/admin.crt" --key "$d/pki/admin.key" \
+				-o "$BENCH_PPROF/$1/$i.pb.gz" "https://127.0.0.1:$port/debug/pprof/profile?seconds=10" ||
+				{ rm -f "$BENCH_PPROF/$1/$i.pb.gz"; sleep 1; }
+			i=$((i + 1))
+		done
+	) &
+	PPROF_PID=$!
+}
+pprof_stop() { # scenario: merges its slices into one profile
+	[ -n "$PPROF_PID" ] || return 0
+	kill "$PPROF_PID" 2>/dev/null
+	wait "$PPROF_PID" 2>/dev/null
+	pkill -f "$BENCH_PPROF/$1/" 2>/dev/null || true
+	PPROF_PID=""
+	local files=("$BENCH_PPROF/$1"/*.pb.gz)
+	[ -e "${files[0]}" ] || { log "pprof: no profile of $1 (is --profiling=true set?)"; return 0; }
+	go tool pprof -proto "${files[@]}" >"$BENCH_PPROF/$1.pb.gz" 2>/dev/null &&
+		rm -rf "${BENCH_PPROF:?}/$1" && log "pprof: $BENCH_PPROF/$1.pb.gz"
+}
+
 want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 
 loadgen() { # name scenario args...
 	local name=$1 ns="bench-${1//_/-}-$(date +%s)" api0 ctrl0 t0 rc; shift
 	api0=$(proc_cpu "$API_PIDS") t0=$(date +%s.%N)
+	pprof_start "$name"
 	start_ctrl "$ns"
 	ctrl0=$(proc_cpu "${CTRL_PID:-0}")
 	log "$name: $*"
@@ -135,6 +170,7 @@ loadgen() { # name scenario args...
 		"$(peak_rss_mib "${CTRL_PID:-0}")" \
 		"$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" >"$OUT/$name.run.json"
 	stop_ctrl
+	pprof_stop "$name"
 	return $rc
 }
 

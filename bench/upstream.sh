@@ -10,12 +10,14 @@
 #                                           (used as BENCH_CTRL by `compare`)
 #   bench/upstream.sh smoke                 on a private API server: it starts, one
 #                                           Sandbox becomes Ready; then everything stops
-#   bench/upstream.sh compare [--rounds N] [--only a,b,...]
+#   bench/upstream.sh compare [--rounds N] [--only a,b,...] [--profile]
 #                                           bench/run.sh scenarios (default warm300,probe,
 #                                           cold), ours and upstream in turn (ours first),
 #                                           N rounds (default 2), on a private API server;
 #                                           each leg with its own CRDs; bench/compare.py
-#                                           writes the side-by-side table (compare.md)
+#                                           writes the side-by-side table (compare.md);
+#                                           --profile: kube-apiserver CPU profiles of each
+#                                           leg (pprof/, attributed by bench/pprof-attr.sh)
 #
 # The build asks the Go module proxy for exactly $UPSTREAM_VERSION (default v0.5.6; the
 # proxy refuses the module's version list, so `go install ...@version`, which reads it
@@ -44,7 +46,7 @@ UP_FLAGS=(--extensions --enable-webhook=false --manage-webhook-certs=false
 	--sandbox-concurrent-workers=50 --sandbox-claim-concurrent-workers=50
 	--separate-watch-connection --api-connections=4)
 
-usage() { sed -n '2,34s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,36s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
 module_dir() { # the module's source in the module cache, downloaded when missing
 	local dir
@@ -125,6 +127,7 @@ cmd_ctrl() {
 
 private_apiserver() { # starts (or keeps) the private API server; exports its env
 	export AS_APISERVER_DIR=$BENCH_APISERVER_DIR
+	[ -z "${BENCH_PPROF:-}" ] || export AS_APISERVER_EXTRA_ARGS="${AS_APISERVER_EXTRA_ARGS:-} --profiling=true"
 	hack/apiserver.sh start >/dev/null || die "the private API server did not start"
 	eval "$(hack/apiserver.sh env)"
 	command -v kubectl >/dev/null 2>&1 || hack/build-k8s.sh kubectl
@@ -187,26 +190,29 @@ YAML
 }
 
 cmd_compare() {
-	local rounds=2 only=warm300,probe,cold stamp out tmp leg r
+	local rounds=2 only=warm300,probe,cold stamp out tmp leg r profile=0
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--rounds) rounds=$2; shift ;;
 		--only) only=$2; shift ;;
+		--profile) profile=1 ;;
 		*) usage ;;
 		esac
 		shift
 	done
 	cmd_build
 	export PATH=$CACHE_DIR/bin:$K8S_BIN:$PATH
-	private_apiserver
 	stamp=$(date -u +%Y%m%dT%H%M%SZ)
 	out=bench/results/compare-$stamp
+	[ "$profile" = 0 ] || export BENCH_PPROF=$ROOT/$out/pprof
+	private_apiserver
 	tmp=$out/crds
 	mkdir -p "$out"
 	cmd_crds "$tmp/upstream" >/dev/null
 	for r in $(seq "$rounds"); do
 		for leg in ours upstream; do
 			log "round $r: $leg ($only)"
+			[ "$profile" = 0 ] || export BENCH_PPROF=$ROOT/$out/pprof/$leg-$r
 			if [ "$leg" = ours ]; then
 				apply_crds api/crds
 				BENCH_CTRL="" bench/run.sh --only "$only" || log "$leg round $r failed"
@@ -219,6 +225,9 @@ cmd_compare() {
 		done
 	done
 	python3 bench/compare.py "$out" --json "$out/compare.json" | tee "$out/compare.md"
+	if [ "$profile" = 1 ]; then
+		bench/pprof-attr.sh "$out"/pprof/*/warm_burst_300.pb.gz | tee "$out/pprof-warm300.md" || true
+	fi
 	log "results in $out (compare.md: the table above); plots: bench/report $out/ours-1.json --compare $out/upstream-1.json"
 }
 
