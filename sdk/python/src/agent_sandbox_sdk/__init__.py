@@ -1,4 +1,4 @@
-"""agent_sandbox: Python SDK for Agent Sandbox (sync and async clients for sandboxes,
+"""agent_sandbox_sdk: Python SDK for Agent Sandbox (sync and async clients for sandboxes,
 claims, processes and files)."""
 
 from ._fsops import AsyncFileWatch, FileWatch
