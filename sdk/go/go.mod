@@ -1,4 +1,4 @@
-module agent-sandbox.dev/sdk/go
+module github.com/agent-sandbox-dev/agent-sandbox/sdk/go
 
 go 1.24.0
 

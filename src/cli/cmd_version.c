@@ -3,6 +3,7 @@
  * server's version (GET /version). */
 #include <string.h>
 
+#include "as_version.h"
 #include "cli/cli.h"
 #include "kube/obj.h"
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "as_version.h"
 #include "common/str.h"
 #include "http/ws.h"
 

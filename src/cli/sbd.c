@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "as_version.h"
 #include "cli/cli_limits.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"

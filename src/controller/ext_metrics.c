@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "as_version.h"
 #include "common/buf.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
@@ -27,9 +28,6 @@ static const double fine_ms[] = {1,    2,    3,    5,     7.5,   10,    15,     
                                  50,   75,   100,  150,   200,   300,   500,    750,   1000, 1500,
                                  2000, 3000, 5000, 10000, 30000, 60000, 120000, 240000};
 
-#ifndef AS_GIT_COMMIT
-#define AS_GIT_COMMIT "unknown"
-#endif
 #ifndef AS_BUILD_DATE
 #define AS_BUILD_DATE "unknown"
 #endif

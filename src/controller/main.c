@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "as_version.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "controller/duration.h"

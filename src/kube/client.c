@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "as_version.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "as_version.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"

@@ -9,12 +9,14 @@ set -eu
 cd "$(dirname "$0")/../.."
 out=${1:-build/static/sandboxd}
 mkdir -p "$(dirname "$out")"
-version=$(sed -n 's/^project(agent_sandbox VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+version=$(sh hack/version.sh) # the same as CMake's (docs/development.md, "Versions")
 log=$(mktemp)
 gen=$(mktemp -d)
 trap 'rm -rf "$log" "$gen"' EXIT
 # protoc-c 1.4 predates proto3 'optional' (presence only; the wire format is the same).
 mkdir -p "$gen/process/v1"
+printf '#define AS_VERSION "%s"\n#define AS_GIT_COMMIT "%s"\n' "$version" \
+    "$(git rev-parse HEAD 2>/dev/null || echo unknown)" >"$gen/as_version.h"
 sed 's/^\([[:space:]]*\)optional /\1/' api/proto/process/v1/process.proto >"$gen/process/v1/process.proto"
 protoc-c --c_out="$gen" -I"$gen" -I/usr/include "$gen/process/v1/process.proto" \
     /usr/include/google/protobuf/empty.proto
@@ -26,7 +28,7 @@ for f in process/v1/process empty; do
 done
 # glibc warns that getpwuid_r (referenced by libuv, never called by sandboxd) needs NSS
 # libraries at run time; that warning is expected and filtered.
-if ! ${CC:-gcc} -std=gnu11 -O2 -g0 -static -D_GNU_SOURCE -DAS_VERSION="\"${version:-0}\"" \
+if ! ${CC:-gcc} -std=gnu11 -O2 -g0 -static -D_GNU_SOURCE \
     -Wall -Wextra -Werror -Wno-missing-field-initializers -Isrc -I"$gen" \
     src/sandboxd/*.c src/http/*.c src/common/*.c \
     "$gen/process.o" "$gen/empty.o" \

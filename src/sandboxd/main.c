@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "as_version.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"

@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	agentsv1beta1 "agent-sandbox.dev/sdk/go/apis/agents/v1beta1"
-	extv1beta1 "agent-sandbox.dev/sdk/go/apis/extensions/v1beta1"
-	"agent-sandbox.dev/sdk/go/typed"
+	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
+	extv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/extensions/v1beta1"
+	"github.com/agent-sandbox-dev/agent-sandbox/sdk/go/typed"
 )
 
 // CreatedBy is the value of the agents.x-k8s.io/created-by label on objects this SDK

@@ -10,8 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	agentsv1beta1 "agent-sandbox.dev/sdk/go/apis/agents/v1beta1"
-	extv1beta1 "agent-sandbox.dev/sdk/go/apis/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
+	extv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/extensions/v1beta1"
 )
 
 func newTestClient(t *testing.T, k *fakeKube) *Client {

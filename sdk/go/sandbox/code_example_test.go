@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"agent-sandbox.dev/sdk/go/sandbox"
+	"github.com/agent-sandbox-dev/agent-sandbox/sdk/go/sandbox"
 )
 
 // Stateful code execution: the state of one RunCode is there for the next; a plot comes

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"agent-sandbox.dev/sdk/go/sandbox"
+	"github.com/agent-sandbox-dev/agent-sandbox/sdk/go/sandbox"
 )
 
 // Claim a sandbox from a warm pool, run a command and delete it.

@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	agentsv1beta1 "agent-sandbox.dev/sdk/go/apis/agents/v1beta1"
-	extv1beta1 "agent-sandbox.dev/sdk/go/apis/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
+	extv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/extensions/v1beta1"
 )
 
 // fakeSandboxd answers run with "ok"; the first failFirst requests get the API

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
-	agentsv1beta1 "agent-sandbox.dev/sdk/go/apis/agents/v1beta1"
-	extv1beta1 "agent-sandbox.dev/sdk/go/apis/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
+	extv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/extensions/v1beta1"
 )
 
 // checkFn inspects one version of the watched object: done, or a terminal error. reason

@@ -1,11 +1,11 @@
 """Shared fixtures of the developer-feature e2e tests (tests/e2e/devx.sh runs them on the
 stack of `make up`).
 
-- ``sandbox_client`` (session): an ``agent_sandbox.SandboxClient`` on the cluster's
+- ``sandbox_client`` (session): an ``agent_sandbox_sdk.SandboxClient`` on the cluster's
   kubeconfig ($AGENT_SANDBOX_KUBECONFIG, else $KUBECONFIG), namespace
   $AGENT_SANDBOX_E2E_NAMESPACE (default "default").
 - ``sandbox`` (module scope, parametrized ``[router]``, ``[proxy]``, ``[direct]``): one Ready
-  ``agent_sandbox.Sandbox`` per module and connection mode, claimed from the warm pool
+  ``agent_sandbox_sdk.Sandbox`` per module and connection mode, claimed from the warm pool
   $AGENT_SANDBOX_E2E_POOL (default "python-pool") through a client of that mode, deleted
   when the module's tests of that mode are done. Tests share it: never assume a fresh
   sandbox (use unique paths and ids).
@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-import agent_sandbox
+import agent_sandbox_sdk
 import pytest
-from agent_sandbox import DirectConnection, PodProxyConnection, RouterConnection
+from agent_sandbox_sdk import DirectConnection, PodProxyConnection, RouterConnection
 
 # the sci_sandbox fixture (template python-sci) lives in its own plugin file
 pytest_plugins = ["conftest_sci"]
@@ -37,7 +37,7 @@ def _kubeconfig() -> str:
     return kc
 
 
-def _connection(mode: str) -> agent_sandbox.Connection:
+def _connection(mode: str) -> agent_sandbox_sdk.Connection:
     if mode == "router":
         url = os.environ.get("AGENT_SANDBOX_ROUTER_URL")
         if not url:
@@ -51,8 +51,8 @@ def _connection(mode: str) -> agent_sandbox.Connection:
 
 
 @pytest.fixture(scope="session")
-def sandbox_client() -> Iterator[agent_sandbox.SandboxClient]:
-    with agent_sandbox.SandboxClient(
+def sandbox_client() -> Iterator[agent_sandbox_sdk.SandboxClient]:
+    with agent_sandbox_sdk.SandboxClient(
         kubeconfig=_kubeconfig(), namespace=NAMESPACE
     ) as c:
         yield c
@@ -60,10 +60,10 @@ def sandbox_client() -> Iterator[agent_sandbox.SandboxClient]:
 
 @pytest.fixture(scope="module", params=MODES, ids=[f"{m}" for m in MODES])
 def sandbox(
-    request: pytest.FixtureRequest, sandbox_client: agent_sandbox.SandboxClient
-) -> Iterator[agent_sandbox.Sandbox]:
+    request: pytest.FixtureRequest, sandbox_client: agent_sandbox_sdk.SandboxClient
+) -> Iterator[agent_sandbox_sdk.Sandbox]:
     conn = _connection(request.param)
-    with agent_sandbox.SandboxClient(
+    with agent_sandbox_sdk.SandboxClient(
         config=sandbox_client.config,
         namespace=sandbox_client.namespace,
         connection=conn,
@@ -75,5 +75,5 @@ def sandbox(
         finally:
             try:
                 sb.delete()
-            except agent_sandbox.SandboxError:
+            except agent_sandbox_sdk.SandboxError:
                 pass

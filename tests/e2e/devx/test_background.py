@@ -3,7 +3,7 @@ fixture (router, API server pod proxy, pod IP): an HTTP server started in the ba
 outlives the SDK client that started it; a new client lists it, replays and follows its
 output, reaches the server from inside the sandbox, kills it and sees it exited.
 
-The fixtures (``sandbox``: a Ready ``agent_sandbox.Sandbox``, module-scoped and shared, so
+The fixtures (``sandbox``: a Ready ``agent_sandbox_sdk.Sandbox``, module-scoped and shared, so
 every path and port here is unique; ``sandbox_client``) come from conftest.py."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_sandbox import (
+from agent_sandbox_sdk import (
     NotFoundError,
     OutputEvent,
     ProcessExitedError,

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_sandbox import CodeContext, CodeExecutionTimeout, Sandbox
+from agent_sandbox_sdk import CodeContext, CodeExecutionTimeout, Sandbox
 
 
 @pytest.fixture

@@ -11,7 +11,13 @@ import time
 import uuid
 
 import pytest
-from agent_sandbox import AuthError, ConflictError, NotFoundError, RequestError, Sandbox
+from agent_sandbox_sdk import (
+    AuthError,
+    ConflictError,
+    NotFoundError,
+    RequestError,
+    Sandbox,
+)
 
 
 def _dir(sandbox: Sandbox) -> str:

@@ -17,13 +17,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import agent_sandbox
+import agent_sandbox_sdk
 import anyio
 import httpx
 import pytest
-from agent_sandbox import DirectConnection, PodProxyConnection, RouterConnection
+from agent_sandbox_sdk import DirectConnection, PodProxyConnection, RouterConnection
 
-pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox[mcp]')")
+pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox-sdk[mcp]')")
 
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -36,7 +36,7 @@ SCI_TEMPLATE = os.environ.get("AGENT_SANDBOX_E2E_SCI_TEMPLATE", "python-sci")
 
 def server_command() -> list[str]:
     exe = Path(sys.executable).parent / "agent-sandbox-mcp"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "agent_sandbox.mcp"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "agent_sandbox_sdk.mcp"]
 
 
 def kubeconfig() -> str:
@@ -46,7 +46,7 @@ def kubeconfig() -> str:
     return kc.split(os.pathsep)[0]
 
 
-def connection_args(conn: agent_sandbox.Connection, tmp: Path) -> list[str]:
+def connection_args(conn: agent_sandbox_sdk.Connection, tmp: Path) -> list[str]:
     """The server's flags for an SDK connection config."""
     if isinstance(conn, RouterConnection):
         args = ["--connection", "router", "--router-url", conn.url]
@@ -62,7 +62,7 @@ def connection_args(conn: agent_sandbox.Connection, tmp: Path) -> list[str]:
     return ["--connection", "auto"]
 
 
-def server_args(client: agent_sandbox.SandboxClient, tmp: Path) -> list[str]:
+def server_args(client: agent_sandbox_sdk.SandboxClient, tmp: Path) -> list[str]:
     return [
         "--kubeconfig",
         kubeconfig(),
@@ -87,7 +87,7 @@ def data(res: CallToolResult) -> dict[str, Any]:
     return res.structured_content
 
 
-async def claim_and_use(s: ClientSession, client: agent_sandbox.SandboxClient) -> None:
+async def claim_and_use(s: ClientSession, client: agent_sandbox_sdk.SandboxClient) -> None:
     """An agent's session: claim from the pool, command, code, files, bounded output, delete."""
     created = data(await s.call_tool("create_sandbox", {"pool": POOL}))
     name = created["sandbox"]
@@ -121,7 +121,7 @@ async def claim_and_use(s: ClientSession, client: agent_sandbox.SandboxClient) -
         time.sleep(1)
 
 
-def test_mcp_stdio_claim_session(sandbox_client: agent_sandbox.SandboxClient, tmp_path: Path) -> None:
+def test_mcp_stdio_claim_session(sandbox_client: agent_sandbox_sdk.SandboxClient, tmp_path: Path) -> None:
     cmd = server_command()
     params = StdioServerParameters(
         command=cmd[0], args=[*cmd[1:], *server_args(sandbox_client, tmp_path)], env={**os.environ}
@@ -142,7 +142,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def http_server(sandbox_client: agent_sandbox.SandboxClient, tmp_path: Path) -> Iterator[tuple[str, str]]:
+def http_server(sandbox_client: agent_sandbox_sdk.SandboxClient, tmp_path: Path) -> Iterator[tuple[str, str]]:
     token = uuid.uuid4().hex
     (tmp_path / "token").write_text(token)
     port = _free_port()
@@ -189,7 +189,7 @@ async def http_session(url: str, token: str) -> AsyncIterator[ClientSession]:
         yield s
 
 
-def test_mcp_http_claim_session(sandbox_client: agent_sandbox.SandboxClient, http_server: tuple[str, str]) -> None:
+def test_mcp_http_claim_session(sandbox_client: agent_sandbox_sdk.SandboxClient, http_server: tuple[str, str]) -> None:
     url, token = http_server
     assert httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).status_code == 401
 
@@ -200,7 +200,7 @@ def test_mcp_http_claim_session(sandbox_client: agent_sandbox.SandboxClient, htt
     anyio.run(go)
 
 
-def test_mcp_attach_existing(sandbox: agent_sandbox.Sandbox, tmp_path: Path) -> None:
+def test_mcp_attach_existing(sandbox: agent_sandbox_sdk.Sandbox, tmp_path: Path) -> None:
     """A sandbox made elsewhere, reached in the fixture's connection mode by name."""
     path = f"mcp-attach-{uuid.uuid4().hex[:8]}.txt"
     sandbox.files.write(path, b"from the SDK\n")
@@ -231,11 +231,11 @@ def test_mcp_attach_existing(sandbox: agent_sandbox.Sandbox, tmp_path: Path) -> 
     sandbox.files.delete(path)
 
 
-def test_mcp_sci_plot_is_an_image(sandbox_client: agent_sandbox.SandboxClient, tmp_path: Path) -> None:
+def test_mcp_sci_plot_is_an_image(sandbox_client: agent_sandbox_sdk.SandboxClient, tmp_path: Path) -> None:
     """A fresh sandbox from the python-sci template; a matplotlib plot made with run_code
     comes back to the model as an MCP image."""
-    if not hasattr(agent_sandbox.AsyncSandbox, "run_code"):
-        pytest.skip("this agent_sandbox has no run_code")
+    if not hasattr(agent_sandbox_sdk.AsyncSandbox, "run_code"):
+        pytest.skip("this agent_sandbox_sdk has no run_code")
     cmd = server_command()
     params = StdioServerParameters(
         command=cmd[0], args=[*cmd[1:], *server_args(sandbox_client, tmp_path)], env={**os.environ}

@@ -3,7 +3,7 @@
 service proxy) has upstream's metric families with their types, and the Sandbox the
 `sandbox` fixture made shows up in agent_sandboxes.
 
-Uses the `sandbox` fixture of tests/e2e/devx/conftest.py (a Ready agent_sandbox.Sandbox)
+Uses the `sandbox` fixture of tests/e2e/devx/conftest.py (a Ready agent_sandbox_sdk.Sandbox)
 only so that a Sandbox exists; the assertions are on the controller's exposition and
 hold in every connection mode.
 """

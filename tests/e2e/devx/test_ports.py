@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import agent_sandbox
+import agent_sandbox_sdk
 import httpx
 import pytest
-from agent_sandbox import PodProxyConnection, RouterConnection
+from agent_sandbox_sdk import PodProxyConnection, RouterConnection
 
 ROOT = Path(__file__).resolve().parents[3]
 KS = os.environ.get("KUBECTL_SANDBOX") or str(
@@ -33,7 +33,7 @@ class Web:
     tag: str  # the content of hello.txt, unique per server
 
 
-def _ks(client: agent_sandbox.SandboxClient) -> list[str]:
+def _ks(client: agent_sandbox_sdk.SandboxClient) -> list[str]:
     if not os.access(KS, os.X_OK):
         pytest.skip(f"no kubectl-sandbox at {KS} (build it, or set $KUBECTL_SANDBOX)")
     kc = (
@@ -42,14 +42,14 @@ def _ks(client: agent_sandbox.SandboxClient) -> list[str]:
     return [KS, "--kubeconfig", kc, "-n", client.namespace]
 
 
-def _verify(sandbox: agent_sandbox.Sandbox, t: agent_sandbox.PortURL) -> object:
+def _verify(sandbox: agent_sandbox_sdk.Sandbox, t: agent_sandbox_sdk.PortURL) -> object:
     """TLS settings for a plain httpx call to t: the API server's (CA and client
     certificate) in proxy mode."""
     return sandbox.client.config.ssl_context() if t.needs_kube_tls else True
 
 
 @pytest.fixture(scope="module")
-def web(sandbox: agent_sandbox.Sandbox) -> Iterator[Web]:
+def web(sandbox: agent_sandbox_sdk.Sandbox) -> Iterator[Web]:
     """python3 -m http.server on a random port, serving a directory with hello.txt."""
     tag = uuid.uuid4().hex
     port = 20000 + int(tag[:4], 16) % 10000
@@ -75,7 +75,7 @@ def web(sandbox: agent_sandbox.Sandbox) -> Iterator[Web]:
         sandbox.run(["rm", "-rf", d])
 
 
-def test_url_with_headers(sandbox: agent_sandbox.Sandbox, web: Web) -> None:
+def test_url_with_headers(sandbox: agent_sandbox_sdk.Sandbox, web: Web) -> None:
     t = sandbox.port_target(web.port, "/hello.txt")
     assert t.url == sandbox.url(web.port, "/hello.txt")
     assert t.url.startswith(t.base_url) and t.base_url.endswith("/")
@@ -104,7 +104,7 @@ def test_url_with_headers(sandbox: agent_sandbox.Sandbox, web: Web) -> None:
         )  # type: ignore[arg-type]
 
 
-def test_http_client(sandbox: agent_sandbox.Sandbox, web: Web) -> None:
+def test_http_client(sandbox: agent_sandbox_sdk.Sandbox, web: Web) -> None:
     with sandbox.http_client(web.port) as c:
         for path in ("hello.txt", "/hello.txt"):
             r = c.get(path)
@@ -115,8 +115,8 @@ def test_http_client(sandbox: agent_sandbox.Sandbox, web: Web) -> None:
         )  # the server's own answer, passed through
 
 
-async def test_async_http_client(sandbox: agent_sandbox.Sandbox, web: Web) -> None:
-    async with agent_sandbox.AsyncSandboxClient(
+async def test_async_http_client(sandbox: agent_sandbox_sdk.Sandbox, web: Web) -> None:
+    async with agent_sandbox_sdk.AsyncSandboxClient(
         config=sandbox.client.config,
         namespace=sandbox.namespace,
         connection=sandbox.client.connection,
@@ -143,7 +143,7 @@ def _forward(argv: list[str]) -> tuple[subprocess.Popen[str], int]:
     return p, int(m.group(1))
 
 
-def test_port_forward(sandbox: agent_sandbox.Sandbox, web: Web) -> None:
+def test_port_forward(sandbox: agent_sandbox_sdk.Sandbox, web: Web) -> None:
     if not isinstance(sandbox.client.connection, PodProxyConnection):
         pytest.skip(
             "port-forward goes through the API server whatever the SDK's mode: run once"
@@ -164,7 +164,7 @@ def test_port_forward(sandbox: agent_sandbox.Sandbox, web: Web) -> None:
             assert p.wait(timeout=15) == 0
 
 
-def test_port_forward_refuses(sandbox_client: agent_sandbox.SandboxClient) -> None:
+def test_port_forward_refuses(sandbox_client: agent_sandbox_sdk.SandboxClient) -> None:
     base = _ks(sandbox_client)
     bad = subprocess.run(
         [*base, "port-forward", "x", "1:99999"],
@@ -224,13 +224,13 @@ def _drive(argv: list[str], typed: bytes, timeout: float = 240) -> tuple[int, st
 
 
 def _claim_gone(
-    client: agent_sandbox.SandboxClient, name: str, timeout: float = 60
+    client: agent_sandbox_sdk.SandboxClient, name: str, timeout: float = 60
 ) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             obj = client.kube.get("sandboxclaims", client.namespace, name)
-        except agent_sandbox.NotFoundError:
+        except agent_sandbox_sdk.NotFoundError:
             return True
         if obj.get("metadata", {}).get("deletionTimestamp"):
             return True
@@ -238,7 +238,7 @@ def _claim_gone(
     return False
 
 
-def test_shell_claims_and_deletes(sandbox_client: agent_sandbox.SandboxClient) -> None:
+def test_shell_claims_and_deletes(sandbox_client: agent_sandbox_sdk.SandboxClient) -> None:
     rc, out = _drive(
         [*_ks(sandbox_client), "shell", "--pool", POOL], b"echo $((6*7)); exit 3\r"
     )
@@ -249,7 +249,7 @@ def test_shell_claims_and_deletes(sandbox_client: agent_sandbox.SandboxClient) -
     assert _claim_gone(sandbox_client, m.group(1))
 
 
-def test_shell_keep(sandbox_client: agent_sandbox.SandboxClient) -> None:
+def test_shell_keep(sandbox_client: agent_sandbox_sdk.SandboxClient) -> None:
     rc, out = _drive(
         [*_ks(sandbox_client), "shell", "--pool", POOL, "--keep"], b"exit 0\r"
     )
@@ -267,7 +267,7 @@ def test_shell_keep(sandbox_client: agent_sandbox.SandboxClient) -> None:
         )
 
 
-def test_shell_attach(sandbox: agent_sandbox.Sandbox) -> None:
+def test_shell_attach(sandbox: agent_sandbox_sdk.Sandbox) -> None:
     if not isinstance(sandbox.client.connection, PodProxyConnection):
         pytest.skip("shell uses the CLI's connection whatever the SDK's mode: run once")
     argv = [

@@ -7,13 +7,13 @@ from __future__ import annotations
 import textwrap
 import uuid
 
-import agent_sandbox
+import agent_sandbox_sdk
 import pytest
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def test_numpy_pandas_matplotlib(sci_sandbox: agent_sandbox.Sandbox) -> None:
+def test_numpy_pandas_matplotlib(sci_sandbox: agent_sandbox_sdk.Sandbox) -> None:
     out = f"sci-{uuid.uuid4().hex[:8]}.png"
     script = textwrap.dedent(
         f"""
@@ -40,10 +40,10 @@ def test_numpy_pandas_matplotlib(sci_sandbox: agent_sandbox.Sandbox) -> None:
     sci_sandbox.files.delete(out)
 
 
-def test_run_code_figure_is_an_image(sci_sandbox: agent_sandbox.Sandbox) -> None:
+def test_run_code_figure_is_an_image(sci_sandbox: agent_sandbox_sdk.Sandbox) -> None:
     """With the SDK's code execution, a matplotlib figure comes back as image/png."""
     if not hasattr(sci_sandbox, "run_code"):
-        pytest.skip("this agent_sandbox has no Sandbox.run_code")
+        pytest.skip("this agent_sandbox_sdk has no Sandbox.run_code")
     ex = sci_sandbox.run_code("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\n21 * 2", timeout=120)
     assert ex.error is None, ex.error
     assert ex.text == "42"

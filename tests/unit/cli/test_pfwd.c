@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "as_version.h"
 #include "cli/pfwd.h"
 #include "http/ws.h"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_sandbox import KubeConfig, SandboxError, load_kubeconfig
-from agent_sandbox._kube_sync import KubeClient
+from agent_sandbox_sdk import KubeConfig, SandboxError, load_kubeconfig
+from agent_sandbox_sdk._kube_sync import KubeClient
 
 REPO = Path(__file__).resolve().parents[4]
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-import agent_sandbox
-from agent_sandbox import (
+import agent_sandbox_sdk
+from agent_sandbox_sdk import (
     BackgroundProcessInfo,
     NotFoundError,
     OutputEvent,
@@ -25,12 +25,12 @@ def _stdout(evs: list[OutputEvent]) -> bytes:
 
 
 def test_sync_background_lifecycle(sandboxd_url: str) -> None:
-    first = agent_sandbox.connect(sandboxd_url)
+    first = agent_sandbox_sdk.connect(sandboxd_url)
     p = first.start_background("echo ready; read x; echo got $x; exit 3", stdin=True)
     assert p.last_info is not None and p.last_info.running and p.last_info.pid > 0
     first.client.close()  # the client that started it is gone; the process is not
 
-    sb = agent_sandbox.connect(sandboxd_url)
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
     listed = {i.id: i for i in sb.background_processes()}
     assert p.id in listed and listed[p.id].running
     assert listed[p.id].command == ("/bin/sh", "-c", "echo ready; read x; echo got $x; exit 3")
@@ -61,7 +61,7 @@ def test_sync_background_lifecycle(sandboxd_url: str) -> None:
 
 
 def test_sync_background_signal_wait_timeout_and_remove(sandboxd_url: str) -> None:
-    sb = agent_sandbox.connect(sandboxd_url)
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
     p = sb.start_background(["sleep", "60"])
     t0 = time.monotonic()
     assert p.wait(timeout=0.3).running

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-import agent_sandbox
-from agent_sandbox import CodeExecutionTimeout, CodeResult, NotFoundError, RequestError, aio
+import agent_sandbox_sdk
+from agent_sandbox_sdk import CodeExecutionTimeout, CodeResult, NotFoundError, RequestError, aio
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ class Pic:
 
 
 def test_sync_run_code(sandboxd_url: str) -> None:
-    sb = agent_sandbox.connect(sandboxd_url)
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
     ctx = sb.contexts.create()
     try:
         out: list[str] = []
@@ -69,13 +69,13 @@ def test_sync_run_code(sandboxd_url: str) -> None:
 
 
 def test_sync_default_context_and_interrupt(sandboxd_url: str) -> None:
-    sb = agent_sandbox.connect(sandboxd_url)
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
     sb.run_code("default_var = 'kept'")
     assert sb.run_code("default_var").text == "'kept'"
     other = sb.contexts.create(id=f"other-{time.monotonic_ns()}")
     try:
         assert sb.run_code("default_var", context=other).error is not None
-        res: dict[str, agent_sandbox.Execution] = {}
+        res: dict[str, agent_sandbox_sdk.Execution] = {}
         started = threading.Event()
 
         def run() -> None:

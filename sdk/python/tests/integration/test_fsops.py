@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-import agent_sandbox
-from agent_sandbox import AuthError, ConflictError, FileEvent, NotFoundError, RequestError, aio
+import agent_sandbox_sdk
+from agent_sandbox_sdk import AuthError, ConflictError, FileEvent, NotFoundError, RequestError, aio
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +20,7 @@ def _d() -> str:
 
 
 def test_sync_stat_mkdir_move(sandboxd_url: str) -> None:
-    sb = agent_sandbox.connect(sandboxd_url)
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
     d = _d()
     st = sb.files.mkdir(f"{d}/a/b", mode=0o750)
     assert (st.type, st.path, st.mode, st.is_dir) == ("directory", f"/{d}/a/b", "0750", True)
@@ -63,7 +63,7 @@ def test_sync_stat_mkdir_move(sandboxd_url: str) -> None:
 
 
 def test_sync_batch_and_ranges(sandboxd_url: str) -> None:
-    sb = agent_sandbox.connect(sandboxd_url)
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
     d = _d()
     res = sb.files.write_many({f"{d}/a.bin": b"\x00\x01\x02", f"{d}/deep/b.txt": "text"})
     assert [(r.ok, r.size) for r in res] == [(True, 3), (True, 4)]
@@ -81,7 +81,7 @@ def test_sync_batch_and_ranges(sandboxd_url: str) -> None:
 
 
 def test_sync_watch(sandboxd_url: str) -> None:
-    sb = agent_sandbox.connect(sandboxd_url)
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
     d = _d()
     sb.files.mkdir(d)
     with sb.files.watch(d, recursive=True) as w:
@@ -103,7 +103,7 @@ def test_sync_watch(sandboxd_url: str) -> None:
 
 
 def test_sync_watch_1000_in_order(sandboxd_url: str) -> None:
-    sb = agent_sandbox.connect(sandboxd_url)
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
     d = _d()
     sb.files.mkdir(d)
     with sb.files.watch(d) as w:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from agent_sandbox import AsyncSandbox, AsyncSandboxClient, Sandbox, SandboxSuspendedError
+from agent_sandbox_sdk import AsyncSandbox, AsyncSandboxClient, Sandbox, SandboxSuspendedError
 
 from .conftest import Stack
 from .test_stack import connection, sync_client

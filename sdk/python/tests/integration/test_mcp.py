@@ -19,14 +19,14 @@ from typing import Any
 import httpx
 import pytest
 
-mcp = pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox[mcp]')")
+mcp = pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox-sdk[mcp]')")
 
 import httpx2  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp_types import CallToolResult, TextContent  # noqa: E402
 
-from agent_sandbox.aio import AsyncSandbox  # noqa: E402
+from agent_sandbox_sdk.aio import AsyncSandbox  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,7 @@ def server_command() -> list[str]:
     if exe.exists():
         return [str(exe)]
     found = shutil.which("agent-sandbox-mcp")
-    return [found] if found else [sys.executable, "-m", "agent_sandbox.mcp"]
+    return [found] if found else [sys.executable, "-m", "agent_sandbox_sdk.mcp"]
 
 
 def text_of(res: CallToolResult) -> str:

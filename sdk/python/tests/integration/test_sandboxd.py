@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-import agent_sandbox
-from agent_sandbox import NotFoundError, RequestError, aio
+import agent_sandbox_sdk
+from agent_sandbox_sdk import NotFoundError, RequestError, aio
 
 pytestmark = pytest.mark.integration
 
 
 def test_sync_processes(sandboxd_url: str) -> None:
-    sb = agent_sandbox.connect(sandboxd_url)
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
     r = sb.run("echo out; echo err >&2; exit 4", env={"X": "1"})
     assert (r.stdout, r.stderr, r.exit_code) == ("out\n", "err\n", 4)
     assert sb.run(["sh", "-c", 'printf "%s" "$X"'], env={"X": "v"}).stdout == "v"
@@ -48,7 +48,7 @@ def test_sync_processes(sandboxd_url: str) -> None:
 
 
 def test_sync_files(sandboxd_url: str, tmp_path: Path) -> None:
-    sb = agent_sandbox.connect(sandboxd_url)
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
     sb.files.write("/sync/a b.txt", "hé")
     assert sb.files.read_text("sync/a b.txt") == "hé"
     assert sb.files.exists("sync/a b.txt") and not sb.files.exists("sync/none")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_sandbox import (
+from agent_sandbox_sdk import (
     AsyncSandboxClient,
     Connection,
     DirectConnection,

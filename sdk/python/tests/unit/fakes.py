@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from agent_sandbox import AsyncSandboxClient, KubeConfig, PodProxyConnection, SandboxClient
+from agent_sandbox_sdk import AsyncSandboxClient, KubeConfig, PodProxyConnection, SandboxClient
 
 SERVER = "https://kube.test"
 _COLL = re.compile(r"^/apis/([^/]+)/v1beta1/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?$")

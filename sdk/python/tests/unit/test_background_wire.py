@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from agent_sandbox import OutputEvent, ProcessExitedError, RequestError, SandboxConnectionError, TooManyProcessesError
-from agent_sandbox import background as bg
+from agent_sandbox_sdk import (
+    OutputEvent,
+    ProcessExitedError,
+    RequestError,
+    SandboxConnectionError,
+    TooManyProcessesError,
+)
+from agent_sandbox_sdk import background as bg
 
 
 def test_start_body_stdin_modes() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_sandbox import NotFoundError, SandboxConnectionError, SandboxFailedError, SandboxTimeoutError
+from agent_sandbox_sdk import NotFoundError, SandboxConnectionError, SandboxFailedError, SandboxTimeoutError
 
 from .fakes import FakeKube, FakeSandboxd, async_client, ready, sync_client
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agent_sandbox import CodeContext, CodeExecutionTimeout, SandboxConnectionError, SandboxTimeoutError, _code
+from agent_sandbox_sdk import CodeContext, CodeExecutionTimeout, SandboxConnectionError, SandboxTimeoutError, _code
 
 
 def test_execute_body() -> None:

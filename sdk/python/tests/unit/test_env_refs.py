@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_sandbox import ConfigMapKeyRef, SecretKeyRef, _k8s
+from agent_sandbox_sdk import ConfigMapKeyRef, SecretKeyRef, _k8s
 
 
 def test_claim_env_refs() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent_sandbox import _fsops
-from agent_sandbox.models import FileEvent
+from agent_sandbox_sdk import _fsops
+from agent_sandbox_sdk.models import FileEvent
 
 
 def test_api_path_escapes_and_refuses() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_sandbox import AsyncSandbox, RouterConnection, Sandbox, SandboxClient, SandboxSuspendedError, _k8s
+from agent_sandbox_sdk import AsyncSandbox, RouterConnection, Sandbox, SandboxClient, SandboxSuspendedError, _k8s
 
 from .fakes import FakeKube, FakeSandboxd, async_client, config, ready, sync_client
 

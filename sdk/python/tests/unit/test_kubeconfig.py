@@ -13,8 +13,8 @@ import httpx
 import pytest
 import yaml
 
-from agent_sandbox import ConfigError, _kubeconfig
-from agent_sandbox._kubeconfig import load_config, load_kubeconfig
+from agent_sandbox_sdk import ConfigError, _kubeconfig
+from agent_sandbox_sdk._kubeconfig import load_config, load_kubeconfig
 
 
 def write(tmp: Path, user: dict[str, object], cluster: dict[str, object] | None = None) -> Path:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import httpx
 import pytest
 
-from agent_sandbox import (
+from agent_sandbox_sdk import (
     AuthError,
     DirectConnection,
     NotFoundError,
@@ -21,7 +21,7 @@ from agent_sandbox import (
     _k8s,
     _wire,
 )
-from agent_sandbox._kubeconfig import KubeConfig
+from agent_sandbox_sdk._kubeconfig import KubeConfig
 
 
 def test_claim_body_shape() -> None:

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox[mcp]')")
+pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox-sdk[mcp]')")
 
 from mcp import Client
 from mcp_types import ImageContent, TextContent
 
-from agent_sandbox.errors import NotFoundError, SandboxTimeoutError
-from agent_sandbox.mcp import Limits, Options, Tools, build_server
-from agent_sandbox.mcp._bounds import Capture, bound_text, marker
-from agent_sandbox.mcp._cli import is_loopback, options, parser
-from agent_sandbox.mcp._tools import _connection
-from agent_sandbox.models import RouterConnection
+from agent_sandbox_sdk.errors import NotFoundError, SandboxTimeoutError
+from agent_sandbox_sdk.mcp import Limits, Options, Tools, build_server
+from agent_sandbox_sdk.mcp._bounds import Capture, bound_text, marker
+from agent_sandbox_sdk.mcp._cli import is_loopback, options, parser
+from agent_sandbox_sdk.mcp._tools import _connection
+from agent_sandbox_sdk.models import RouterConnection
 
 from .fakes import FakeKube, FakeSandboxd, async_client
 from .test_client_fake import bind_on_create

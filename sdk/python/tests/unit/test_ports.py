@@ -7,8 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_sandbox import DirectConnection, PodProxyConnection, PortURL, RouterConnection, SandboxError, _ports
-from agent_sandbox._kubeconfig import KubeConfig
+from agent_sandbox_sdk import DirectConnection, PodProxyConnection, PortURL, RouterConnection, SandboxError, _ports
+from agent_sandbox_sdk._kubeconfig import KubeConfig
 
 from .fakes import FakeKube, async_client, sync_client
 from .test_client_fake import bind_on_create

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_sandbox import SandboxConnectionError, SandboxError, SandboxTimeoutError, _k8s, _wire
+from agent_sandbox_sdk import SandboxConnectionError, SandboxError, SandboxTimeoutError, _k8s, _wire
 
 
 def _resp(status: int, body: Any = None) -> httpx.Response:

@@ -7,8 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	v1beta1 "agent-sandbox.dev/sdk/go/apis/agents/v1beta1"
-	"agent-sandbox.dev/sdk/go/internal/apitest"
+	v1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
+	"github.com/agent-sandbox-dev/agent-sandbox/sdk/go/internal/apitest"
 )
 
 func TestExamplesRoundTrip(t *testing.T) {

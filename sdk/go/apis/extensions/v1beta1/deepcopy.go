@@ -4,7 +4,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	agentsv1beta1 "agent-sandbox.dev/sdk/go/apis/agents/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
 )
 
 // DeepCopyInto copies the receiver into out.

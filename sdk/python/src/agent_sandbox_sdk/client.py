@@ -1,6 +1,6 @@
 """The synchronous client: SandboxClient, Sandbox, Process and Files. The I/O only: what
 is sent, how answers are read and when to retry or resume are _k8s's, _wire's and
-_base's (shared with agent_sandbox.aio)."""
+_base's (shared with agent_sandbox_sdk.aio)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class SandboxClient(_base.ClientBase):
 
     ``kubeconfig``/``context`` pick the API server (default: in-cluster, else $KUBECONFIG
     or ~/.kube/config); ``namespace`` defaults to the kubeconfig context's; ``connection``
-    is a config from :mod:`agent_sandbox.models` or "auto", "router", "direct", "proxy".
+    is a config from :mod:`agent_sandbox_sdk.models` or "auto", "router", "direct", "proxy".
     Use as a context manager, or call close()."""
 
     def __init__(

@@ -16,9 +16,9 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agent_sandbox.mcp._bounds import DEFAULT_MAX_OUTPUT_BYTES, MIN_OUTPUT_BYTES, Limits
-from agent_sandbox.mcp._server import build_server
-from agent_sandbox.mcp._tools import Options, Tools
+from agent_sandbox_sdk.mcp._bounds import DEFAULT_MAX_OUTPUT_BYTES, MIN_OUTPUT_BYTES, Limits
+from agent_sandbox_sdk.mcp._server import build_server
+from agent_sandbox_sdk.mcp._tools import Options, Tools
 
 ENV_AUTH_TOKEN = "AGENT_SANDBOX_MCP_TOKEN"
 

@@ -1,5 +1,8 @@
-"""agent_sandbox: Python SDK for Agent Sandbox (sync and async clients for sandboxes,
+"""agent_sandbox_sdk: Python SDK for Agent Sandbox (sync and async clients for sandboxes,
 claims, processes and files)."""
+
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
 
 from ._fsops import AsyncFileWatch, FileWatch
 from ._kubeconfig import ConfigError, KubeConfig, load_config, load_in_cluster, load_kubeconfig
@@ -40,7 +43,11 @@ from .models import (
     WriteResult,
 )
 
-__version__ = "0.1.0"
+try:
+    # The installed distribution's version (hack/version.sh --pep440 when it was built).
+    __version__ = _dist_version("agent-sandbox-sdk")
+except PackageNotFoundError:  # imported from a source tree that was not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AsyncBackgroundProcess",

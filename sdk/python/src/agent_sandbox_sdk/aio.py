@@ -1,7 +1,7 @@
 """The asyncio client: AsyncSandboxClient, AsyncSandbox, AsyncProcess and AsyncFiles
-(the same surface as agent_sandbox.client, with coroutines). The I/O only: what is
+(the same surface as agent_sandbox_sdk.client, with coroutines). The I/O only: what is
 sent, how answers are read and when to retry or resume are _k8s's, _wire's and
-_base's (shared with agent_sandbox.client)."""
+_base's (shared with agent_sandbox_sdk.client)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class AsyncSandboxClient(_base.ClientBase):
 
     ``kubeconfig``/``context`` pick the API server (default: in-cluster, else $KUBECONFIG
     or ~/.kube/config); ``namespace`` defaults to the kubeconfig context's; ``connection``
-    is a config from :mod:`agent_sandbox.models` or "auto", "router", "direct", "proxy".
+    is a config from :mod:`agent_sandbox_sdk.models` or "auto", "router", "direct", "proxy".
     Use as an async context manager, or await aclose()."""
 
     def __init__(
@@ -750,7 +750,7 @@ async def _aiter_sync(it: Iterable[bytes]) -> AsyncIterator[bytes]:
 
 
 def connect(url: str, *, token: str | None = None, name: str = "local", namespace: str = "default") -> AsyncSandbox:
-    """A handle on a sandboxd at a known URL (see agent_sandbox.connect)."""
+    """A handle on a sandboxd at a known URL (see agent_sandbox_sdk.connect)."""
     client = AsyncSandboxClient(
         config=KubeConfig(server="http://127.0.0.1:9"),
         namespace=namespace,

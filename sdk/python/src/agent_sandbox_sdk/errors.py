@@ -11,7 +11,7 @@ from typing import Any
 
 
 class SandboxError(Exception):
-    """Base class of every error raised by agent_sandbox."""
+    """Base class of every error raised by agent_sandbox_sdk."""
 
 
 class NotFoundError(SandboxError, LookupError):

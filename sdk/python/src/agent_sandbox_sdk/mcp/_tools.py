@@ -12,13 +12,13 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast
 
-from agent_sandbox import _k8s
-from agent_sandbox._conn import ENV_ROUTER_URL
-from agent_sandbox.aio import AsyncSandbox, AsyncSandboxClient
-from agent_sandbox.aio import connect as aconnect
-from agent_sandbox.errors import NotFoundError, SandboxError, SandboxTimeoutError
-from agent_sandbox.mcp._bounds import Capture, Limits, bound_text
-from agent_sandbox.models import Connection, RouterConnection
+from agent_sandbox_sdk import _k8s
+from agent_sandbox_sdk._conn import ENV_ROUTER_URL
+from agent_sandbox_sdk.aio import AsyncSandbox, AsyncSandboxClient
+from agent_sandbox_sdk.aio import connect as aconnect
+from agent_sandbox_sdk.errors import NotFoundError, SandboxError, SandboxTimeoutError
+from agent_sandbox_sdk.mcp._bounds import Capture, Limits, bound_text
+from agent_sandbox_sdk.models import Connection, RouterConnection
 
 CREATED_BY = "mcp"
 """Value of the agents.x-k8s.io/created-by label on what this server creates."""
@@ -304,7 +304,7 @@ class Tools:
         sb = await self.handle(sandbox)
         runner = getattr(sb, "run_code", None)
         if runner is None:
-            raise ToolFailure("code execution needs an agent_sandbox SDK with Sandbox.run_code")
+            raise ToolFailure("code execution needs an agent_sandbox_sdk SDK with Sandbox.run_code")
         try:
             try:
                 ex = cast(ExecutionLike, await runner(code, context=context or None, timeout=timeout))

@@ -10,8 +10,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agent_sandbox.errors import SandboxError
-from agent_sandbox.mcp._tools import ToolFailure, Tools
+from agent_sandbox_sdk.errors import SandboxError
+from agent_sandbox_sdk.mcp._tools import ToolFailure, Tools
 
 INSTRUCTIONS = """\
 Agent Sandbox: isolated Linux sandboxes (Kubernetes pods) to run commands and code in.
