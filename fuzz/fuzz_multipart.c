@@ -3,7 +3,12 @@
  * input is "boundary\n" then the body; the first byte also picks a piece size. The body is
  * fed whole and again in pieces of that size. Invariants: both feedings report the same
  * parts, data and result; accepted data never exceeds the body; a result of 1 (closing
- * delimiter seen) comes with every accepted part ended. */
+ * delimiter seen) comes with every accepted part ended.
+ * A first line "Content-Type: VALUE" takes the boundary from the header value as the
+ * upload endpoints do (sbd_multipart_boundary): a value that is not multipart/form-data
+ * is -ENOENT; an accepted boundary has 1 to 70 bytes and, when it is a plain token, comes
+ * back the same from a canonical header. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,16 +78,47 @@ static int run(const char *boundary, struct str body, size_t step, struct log *l
     return r;
 }
 
+/* A boundary of token characters only must survive a canonical header unchanged. */
+static void check_roundtrip(const char *b)
+{
+    if (strspn(b, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'+_-.") !=
+        strlen(b))
+        return;
+    char *ct = xasprintf("multipart/form-data; boundary=%s", b);
+    char *again = NULL;
+    ASSERT(sbd_multipart_boundary(str_c(ct), &again) == 0 && strcmp(again, b) == 0);
+    xfree(again);
+    xfree(ct);
+}
+
+/* The boundary named by the first line (see the top), new; NULL to skip the input. */
+static char *boundary_of(struct str line)
+{
+    static const char hdr[] = "Content-Type: ";
+    if (line.len >= sizeof(hdr) - 1 && memcmp(line.p, hdr, sizeof(hdr) - 1) == 0) {
+        struct str ct = str_make(line.p + sizeof(hdr) - 1, line.len - (sizeof(hdr) - 1));
+        if (memchr(ct.p, '\0', ct.len) || memchr(ct.p, '\r', ct.len))
+            return NULL; /* a header value holds neither (the HTTP parser refuses them) */
+        char *b = NULL;
+        int r = sbd_multipart_boundary(ct, &b);
+        ASSERT((r == 0 || r == -ENOENT || r == -EINVAL) && (r == 0) == (b != NULL));
+        if (b) {
+            ASSERT(strlen(b) >= 1 && strlen(b) <= 70);
+            check_roundtrip(b);
+        }
+        return b;
+    }
+    if (line.len == 0 || line.len > 70 || memchr(line.p, '\0', line.len))
+        return NULL;
+    return xstrndup(line.p, line.len);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *p = (const char *)data, *nl = size ? memchr(p, '\n', size) : NULL;
-    if (!nl || nl == p || nl - p > 70)
+    char *boundary = nl ? boundary_of(str_make(p, (size_t)(nl - p))) : NULL;
+    if (!boundary)
         return 0;
-    char *boundary = xstrndup(p, (size_t)(nl - p));
-    if (strlen(boundary) != (size_t)(nl - p)) { /* a NUL inside */
-        xfree(boundary);
-        return 0;
-    }
     struct str body = str_make(nl + 1, size - (size_t)(nl - p) - 1);
     size_t step = 1 + (size_t)(data[0] % 13);
     struct log whole = {0}, pieces = {0};

@@ -12,6 +12,7 @@
 
 #include "cli/cli_limits.h"
 #include "cli/sbd.h"
+#include "cli/stream.h"
 #include "common/xalloc.h"
 #include "kube/linebuf.h"
 
@@ -26,11 +27,8 @@ struct code_opts {
 
 struct code_state {
     struct cli_sbd *s;
-    CURL *h;
     const struct code_opts *o;
-    struct linebuf lb;
-    struct buf errbody;
-    long status;
+    struct cli_stream st;
     char context[80]; /* from the start event */
     bool ended, failed, timed_out, truncated;
     int proto_err;
@@ -63,24 +61,10 @@ void cli_help_run_code(FILE *out)
                  "refused the code.\n");
 }
 
-static int write_out(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -errno;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static void write_str(int fd, const char *s)
 {
     if (s)
-        (void)write_out(fd, s, strlen(s));
+        (void)cli_write_all(fd, s, strlen(s));
 }
 
 /* A result or display event: its text, or a summary of what else it has. */
@@ -142,8 +126,8 @@ static int on_line(void *ctx, const char *line, size_t len)
         return x->proto_err = -EPROTO;
     }
     if (x->o->json) {
-        (void)write_out(1, line, len);
-        (void)write_out(1, "\n", 1);
+        (void)cli_write_all(1, line, len);
+        (void)cli_write_all(1, "\n", 1);
         if (!strcmp(type, "end") || !strcmp(type, "error"))
             on_event(x, type, j); /* the exit status only */
     } else {
@@ -151,18 +135,6 @@ static int on_line(void *ctx, const char *line, size_t len)
     }
     json_decref(j);
     return 0;
-}
-
-static size_t on_data(char *p, size_t size, size_t n, void *ctx)
-{
-    struct code_state *x = ctx;
-    if (x->status == 0)
-        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
-    if (x->status != 200) {
-        (void)buf_append(&x->errbody, p, size * n);
-        return size * n;
-    }
-    return linebuf_feed(&x->lb, p, size * n, on_line, x) == 0 ? size * n : 0;
 }
 
 static void interrupt(struct code_state *x)
@@ -177,38 +149,35 @@ static void interrupt(struct code_state *x)
     buf_done(&resp);
 }
 
+struct loop {
+    struct code_state *x;
+    int ints_sent;
+};
+
+/* Ctrl-C interrupts the code (once the context is known); a second one stops. */
+static bool loop_turn(void *ctx, bool running, int *ret_fd)
+{
+    struct loop *l = ctx;
+    *ret_fd = -1;
+    if (l->ints_sent < code_ints && l->x->context[0] && !l->x->ended) {
+        l->ints_sent = code_ints;
+        interrupt(l->x);
+    }
+    return running && code_ints <= 1;
+}
+
 static int code_loop(struct code_state *x)
 {
-    CURLM *m = curl_multi_init();
-    curl_multi_add_handle(m, x->h);
-    int running = 1, ints_sent = 0;
-    while (running) {
-        if (curl_multi_perform(m, &running) != CURLM_OK)
-            break;
-        if (ints_sent < code_ints && x->context[0] && !x->ended) {
-            ints_sent = code_ints;
-            interrupt(x);
-        }
-        if (!running || code_ints > 1)
-            break;
-        curl_multi_poll(m, NULL, 0, 200, NULL);
-    }
-    CURLMsg *msg;
-    int left, cc = CURLE_OK;
-    while ((msg = curl_multi_info_read(m, &left)))
-        if (msg->msg == CURLMSG_DONE)
-            cc = msg->data.result;
-    curl_multi_remove_handle(m, x->h);
-    curl_multi_cleanup(m);
-    return cc;
+    struct loop l = {.x = x};
+    return cli_stream_run(x->st.h, loop_turn, NULL, &l);
 }
 
 static int code_finish(const struct cli_globals *g, struct code_state *x, int cc,
                        const char *errbuf)
 {
     char text[600];
-    if (x->status && x->status != 200) {
-        cli_sbd_error_text(x->status, x->errbody.data, x->errbody.len, text, sizeof(text));
+    if (x->st.status && x->st.status != 200) {
+        cli_sbd_error_text(x->st.status, x->st.errbody.data, x->st.errbody.len, text, sizeof(text));
         fprintf(g->err, "error: %s refused the code: %s\n", x->s->what, text);
         return CLI_SBD;
     }
@@ -222,9 +191,7 @@ static int code_finish(const struct cli_globals *g, struct code_state *x, int cc
     if (code_ints > 1)
         return 130;
     fprintf(g->err, "error: the stream from %s ended early: %s\n", x->s->what,
-            x->proto_err     ? "malformed event"
-            : cc != CURLE_OK ? (errbuf[0] ? errbuf : curl_easy_strerror((CURLcode)cc))
-                             : "connection closed");
+            cli_stream_why(x->proto_err, (CURLcode)cc, errbuf));
     return CLI_SBD;
 }
 
@@ -242,19 +209,18 @@ static int do_code(const struct cli_globals *g, struct cli_sbd *s, const struct 
         (void)json_object_set_new(body, "timeout", json_real((double)o->timeout / USEC_PER_SEC));
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
-    linebuf_init(&x.lb, LIMIT_CLI_CODE_LINE);
-    buf_init(&x.errbody, LIMIT_CLI_SBD_ERROR);
-    x.h = curl_easy_init();
-    (void)cli_sbd_setup(s, x.h, "POST", "/v1/code/execute", extra, &hdrs, errbuf);
-    curl_easy_setopt(x.h, CURLOPT_POSTFIELDS, text);
-    curl_easy_setopt(x.h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(x.h, CURLOPT_WRITEDATA, &x);
+    cli_stream_init(&x.st, LIMIT_CLI_CODE_LINE, on_line, &x);
+    CURL *h = curl_easy_init();
+    cli_stream_start(&x.st, h);
+    (void)cli_sbd_setup(s, h, "POST", "/v1/code/execute", extra, &hdrs, errbuf);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cli_stream_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &x.st);
     int rc = code_finish(g, &x, code_loop(&x), errbuf);
     curl_slist_free_all(hdrs);
-    curl_easy_cleanup(x.h);
+    curl_easy_cleanup(h);
     xfree(text); /* jansson allocates with malloc: see output.c */
-    linebuf_done(&x.lb);
-    buf_done(&x.errbody);
+    cli_stream_done(&x.st);
     return rc;
 }
 

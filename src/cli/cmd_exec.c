@@ -15,6 +15,7 @@
 
 #include "cli/cli_limits.h"
 #include "cli/sbd.h"
+#include "cli/stream.h"
 #include "common/xalloc.h"
 #include "kube/b64.h"
 #include "kube/linebuf.h"
@@ -28,12 +29,9 @@ struct exec_opts {
 
 struct exec_state {
     struct cli_sbd *s;
-    CURL *h;
-    struct linebuf lb;
-    struct buf errbody; /* the body of a non-200 answer */
-    struct buf dec;     /* decoded output, reused */
-    long status;
-    long id; /* process id from the start event; -1 before */
+    struct cli_stream st;
+    struct buf dec; /* decoded output, reused */
+    long id;        /* process id from the start event; -1 before */
     bool exited, timed_out;
     int exit_code, sig;
     int proto_err; /* a malformed stream */
@@ -75,20 +73,6 @@ void cli_help_exec(FILE *out)
 
 /* ---- the event stream ---------------------------------------------------------------- */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -errno;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int on_line(void *ctx, const char *line, size_t len)
 {
     struct exec_state *x = ctx;
@@ -104,7 +88,7 @@ static int on_line(void *ctx, const char *line, size_t len)
         buf_reset(&x->dec);
         r = d ? kube_b64_decode(d, strlen(d), &x->dec) : -EPROTO;
         if (r == 0)
-            (void)write_all(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "", x->dec.len);
+            (void)cli_write_all(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "", x->dec.len);
     } else if (!strcmp(type, "exit")) {
         x->exited = true;
         x->exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
@@ -115,18 +99,6 @@ static int on_line(void *ctx, const char *line, size_t len)
     if (r < 0)
         x->proto_err = r;
     return r;
-}
-
-static size_t on_data(char *p, size_t size, size_t n, void *ctx)
-{
-    struct exec_state *x = ctx;
-    if (x->status == 0)
-        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
-    if (x->status != 200) {
-        (void)buf_append(&x->errbody, p, size * n); /* past the limit: keep the start */
-        return size * n;
-    }
-    return linebuf_feed(&x->lb, p, size * n, on_line, x) == 0 ? size * n : 0;
 }
 
 /* ---- control requests ------------------------------------------------------------------ */
@@ -206,61 +178,56 @@ static json_t *request_body(const struct exec_opts *o, int argc, char **argv)
     return j;
 }
 
-/* One turn of the loop after the stream made progress: start-up actions, stdin,
- * signals, resizes. */
-static void housekeeping(struct exec_state *x, const struct exec_opts *o, bool *stdin_open,
-                         bool *closed_stdin, int *ints_sent)
+struct loop {
+    struct exec_state *x;
+    const struct exec_opts *o;
+    bool stdin_open, closed_stdin;
+    int ints_sent;
+};
+
+/* One turn of the loop after the stream made progress: start-up actions, signals,
+ * resizes; stdin is watched while it is open. */
+static bool loop_turn(void *ctx, bool running, int *ret_fd)
 {
-    if (x->id < 0 || x->exited)
-        return;
-    if (!o->in && !*closed_stdin) {
-        (void)control(x, "stdin/close", NULL, 0, NULL);
-        *closed_stdin = true;
+    struct loop *l = ctx;
+    struct exec_state *x = l->x;
+    *ret_fd = -1;
+    if (x->id >= 0 && !x->exited) {
+        if (!l->o->in && !l->closed_stdin) {
+            (void)control(x, "stdin/close", NULL, 0, NULL);
+            l->closed_stdin = true;
+        }
+        if (got_winch) {
+            got_winch = 0;
+            send_resize(x);
+        }
+        while (l->ints_sent < got_int) {
+            l->ints_sent++;
+            send_json(x, "signal", json_pack("{s:s}", "signal", "SIGINT"));
+        }
+        if (l->stdin_open)
+            *ret_fd = 0;
     }
-    if (got_winch) {
-        got_winch = 0;
-        send_resize(x);
-    }
-    while (*ints_sent < got_int) {
-        (*ints_sent)++;
-        send_json(x, "signal", json_pack("{s:s}", "signal", "SIGINT"));
-    }
-    (void)stdin_open;
+    return running && got_int <= 1;
+}
+
+static void loop_stdin(void *ctx)
+{
+    struct loop *l = ctx;
+    l->stdin_open = pump_stdin(l->x);
 }
 
 static int run_loop(struct exec_state *x, const struct exec_opts *o)
 {
-    CURLM *m = curl_multi_init();
-    curl_multi_add_handle(m, x->h);
-    bool stdin_open = o->in, closed_stdin = false;
-    int running = 1, ints_sent = 0;
-    while (running) {
-        if (curl_multi_perform(m, &running) != CURLM_OK)
-            break;
-        housekeeping(x, o, &stdin_open, &closed_stdin, &ints_sent);
-        if (!running || got_int > 1)
-            break;
-        struct curl_waitfd w = {.fd = 0, .events = CURL_WAIT_POLLIN};
-        bool poll_in = stdin_open && x->id >= 0 && !x->exited;
-        curl_multi_poll(m, poll_in ? &w : NULL, poll_in ? 1 : 0, 200, NULL);
-        if (poll_in && (w.revents & (CURL_WAIT_POLLIN | POLLHUP | POLLERR)))
-            stdin_open = pump_stdin(x);
-    }
-    CURLMsg *msg;
-    int left, cc = CURLE_OK;
-    while ((msg = curl_multi_info_read(m, &left)))
-        if (msg->msg == CURLMSG_DONE)
-            cc = msg->data.result;
-    curl_multi_remove_handle(m, x->h);
-    curl_multi_cleanup(m);
-    return cc;
+    struct loop l = {.x = x, .o = o, .stdin_open = o->in};
+    return cli_stream_run(x->st.h, loop_turn, loop_stdin, &l);
 }
 
 static int finish(const struct cli_globals *g, struct exec_state *x, int cc, const char *errbuf)
 {
     char text[600];
-    if (x->status && x->status != 200) {
-        cli_sbd_error_text(x->status, x->errbody.data, x->errbody.len, text, sizeof(text));
+    if (x->st.status && x->st.status != 200) {
+        cli_sbd_error_text(x->st.status, x->st.errbody.data, x->st.errbody.len, text, sizeof(text));
         fprintf(g->err, "error: %s refused the command: %s\n", x->s->what, text);
         return CLI_SBD;
     }
@@ -268,15 +235,13 @@ static int finish(const struct cli_globals *g, struct exec_state *x, int cc, con
         return x->timed_out ? 124 : x->sig > 0 ? 128 + x->sig : x->exit_code;
     if (got_int > 1)
         return 130;
-    if (x->status == 0) {
+    if (x->st.status == 0) {
         fprintf(g->err, "error: cannot reach %s: %s\n", x->s->what,
                 errbuf[0] ? errbuf : curl_easy_strerror((CURLcode)cc));
         return CLI_SBD;
     }
     fprintf(g->err, "error: the stream from %s ended without an exit status: %s\n", x->s->what,
-            x->proto_err     ? "malformed event"
-            : cc != CURLE_OK ? (errbuf[0] ? errbuf : curl_easy_strerror((CURLcode)cc))
-                             : "connection closed");
+            cli_stream_why(x->proto_err, (CURLcode)cc, errbuf));
     return CLI_SBD;
 }
 
@@ -290,21 +255,20 @@ static int do_exec(const struct cli_globals *g, struct cli_sbd *s, const struct 
     json_t *body = request_body(o, argc, argv);
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
-    linebuf_init(&x.lb, LIMIT_CLI_SBD_LINE);
-    buf_init(&x.errbody, LIMIT_CLI_SBD_ERROR);
+    cli_stream_init(&x.st, LIMIT_CLI_SBD_LINE, on_line, &x);
     buf_init(&x.dec, LIMIT_CLI_SBD_LINE);
-    x.h = curl_easy_init();
-    (void)cli_sbd_setup(s, x.h, "POST", "/v1/processes", extra, &hdrs, errbuf);
-    curl_easy_setopt(x.h, CURLOPT_POSTFIELDS, text);
-    curl_easy_setopt(x.h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(x.h, CURLOPT_WRITEDATA, &x);
+    CURL *h = curl_easy_init();
+    cli_stream_start(&x.st, h);
+    (void)cli_sbd_setup(s, h, "POST", "/v1/processes", extra, &hdrs, errbuf);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cli_stream_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &x.st);
     int cc = run_loop(&x, o);
     int rc = finish(g, &x, cc, errbuf);
     curl_slist_free_all(hdrs);
-    curl_easy_cleanup(x.h);
+    curl_easy_cleanup(h);
     xfree(text);
-    linebuf_done(&x.lb);
-    buf_done(&x.errbody);
+    cli_stream_done(&x.st);
     buf_done(&x.dec);
     return rc;
 }

@@ -3,12 +3,14 @@
  * (GET /v1/stat/{path}, POST /v1/mkdir/{path}, POST /v1/move, GET /v1/watch/{path}). */
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli_limits.h"
 #include "cli/fs.h"
 #include "cli/sbd.h"
+#include "cli/stream.h"
 #include "common/xalloc.h"
 
 void cli_help_stat(FILE *out)
@@ -135,6 +137,33 @@ static int parse_fs(const struct cli_globals *g, int argc, char **argv, struct f
     return CLI_OK;
 }
 
+/* After parse_fs returned rc: opens sandbox args[0] into *ret_s and puts prefix, the
+ * escaped path args[1] ("" without it) and the query (printf-style) into path, which is
+ * initialised in any case (the caller frees it). Returns CLI_OK, rc, or prints why not. */
+static int fs_target(const struct cli_globals *g, int rc, char *const *args, int nargs,
+                     const char *prefix, struct cli_sbd **ret_s, struct buf *path,
+                     const char *query, ...) __attribute__((format(printf, 8, 9)));
+static int fs_target(const struct cli_globals *g, int rc, char *const *args, int nargs,
+                     const char *prefix, struct cli_sbd **ret_s, struct buf *path,
+                     const char *query, ...)
+{
+    buf_init(path, LIMIT_CLI_FS_PATH);
+    if (rc == CLI_OK)
+        rc = cli_sbd_open(g, args[0], ret_s);
+    if (rc != CLI_OK)
+        return rc;
+    va_list ap;
+    va_start(ap, query);
+    int r = cli_fs_api_path(prefix, nargs > 1 ? args[1] : "", path);
+    if (r == 0)
+        r = buf_vprintf(path, query, ap);
+    va_end(ap);
+    if (r == 0)
+        return CLI_OK;
+    fprintf(g->err, "error: path too long\n");
+    return CLI_USAGE;
+}
+
 /* One buffered call; prints sandboxd's error and returns CLI_SBD on failure. */
 static int fs_call(const struct cli_globals *g, struct cli_sbd *s, const char *method,
                    const char *path, const char *body, const char *what, struct buf *resp)
@@ -173,15 +202,9 @@ int cli_cmd_stat(struct cli_globals *g, int argc, char **argv)
     struct fs_opts o = {0};
     int rc = parse_fs(g, argc, argv, &o, "", 2, 2, cli_help_stat);
     struct cli_sbd *s = NULL;
-    if (rc == CLI_OK)
-        rc = cli_sbd_open(g, argv[optind], &s);
     struct buf path, resp;
-    buf_init(&path, LIMIT_CLI_FS_PATH);
+    rc = fs_target(g, rc, argv + optind, argc - optind, "/v1/stat/", &s, &path, "%s", "");
     buf_init(&resp, LIMIT_CLI_SBD_JSON);
-    if (rc == CLI_OK && cli_fs_api_path("/v1/stat/", argv[optind + 1], &path) < 0) {
-        fprintf(g->err, "error: path too long\n");
-        rc = CLI_USAGE;
-    }
     if (rc == CLI_OK)
         rc = fs_call(g, s, "GET", buf_str(&path), NULL, "stat", &resp);
     if (rc == CLI_OK)
@@ -201,17 +224,10 @@ int cli_cmd_mkdir(struct cli_globals *g, int argc, char **argv)
         rc = CLI_USAGE;
     }
     struct cli_sbd *s = NULL;
-    if (rc == CLI_OK)
-        rc = cli_sbd_open(g, argv[optind], &s);
     struct buf path, resp;
-    buf_init(&path, LIMIT_CLI_FS_PATH);
+    rc = fs_target(g, rc, argv + optind, argc - optind, "/v1/mkdir/", &s, &path, "?parents=%s%s%s",
+                   o.parents ? "true" : "false", o.mode ? "&mode=" : "", o.mode ? o.mode : "");
     buf_init(&resp, LIMIT_CLI_SBD_JSON);
-    if (rc == CLI_OK && (cli_fs_api_path("/v1/mkdir/", argv[optind + 1], &path) < 0 ||
-                         buf_printf(&path, "?parents=%s%s%s", o.parents ? "true" : "false",
-                                    o.mode ? "&mode=" : "", o.mode ? o.mode : "") < 0)) {
-        fprintf(g->err, "error: path too long\n");
-        rc = CLI_USAGE;
-    }
     if (rc == CLI_OK)
         rc = fs_call(g, s, "POST", buf_str(&path), NULL, "mkdir", &resp);
     buf_done(&path);
@@ -251,13 +267,13 @@ int cli_cmd_mv(struct cli_globals *g, int argc, char **argv)
 
 struct watch_ctx {
     const struct cli_globals *g;
-    CURL *h;
-    bool json, failed;
-    struct buf line, err; /* a partial line; an error body */
+    bool json;
+    struct cli_stream st;
 };
 
-static int watch_line(struct watch_ctx *w, const char *p, size_t n)
+static int watch_line(void *ctx, const char *p, size_t n)
 {
+    struct watch_ctx *w = ctx;
     if (w->json) {
         fwrite(p, 1, n, w->g->out);
         fputc('\n', w->g->out);
@@ -274,60 +290,33 @@ static int watch_line(struct watch_ctx *w, const char *p, size_t n)
     return fflush(w->g->out) == 0 ? 0 : -EPIPE;
 }
 
-static size_t on_watch_data(char *p, size_t size, size_t n, void *ctx)
-{
-    struct watch_ctx *w = ctx;
-    long status = 0;
-    curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &status);
-    if (status >= 300) {
-        w->failed = true;
-        (void)buf_append(&w->err, p, size * n); /* keep what fits */
-        return size * n;
-    }
-    for (size_t i = 0; i < size * n; i++) {
-        if (p[i] != '\n') {
-            if (buf_putc(&w->line, p[i]) < 0)
-                return 0; /* a line over the limit: end */
-            continue;
-        }
-        if (w->line.len && watch_line(w, w->line.data, w->line.len) < 0)
-            return 0;
-        buf_reset(&w->line);
-    }
-    return size * n;
-}
-
 static int run_watch(const struct cli_globals *g, struct cli_sbd *s, const char *path, bool json)
 {
     CURL *h = curl_easy_init();
     if (!h)
         return CLI_ERR;
-    struct watch_ctx w = {.g = g, .h = h, .json = json};
-    buf_init(&w.line, LIMIT_CLI_SBD_LINE);
-    buf_init(&w.err, LIMIT_CLI_SBD_ERROR);
+    struct watch_ctx w = {.g = g, .json = json};
+    cli_stream_init(&w.st, LIMIT_CLI_SBD_LINE, watch_line, &w);
+    cli_stream_start(&w.st, h);
     char errbuf[CURL_ERROR_SIZE];
     struct curl_slist *hdrs = NULL;
     (void)cli_sbd_setup(s, h, "GET", path, NULL, &hdrs, errbuf);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_watch_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cli_stream_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &w.st);
     CURLcode cc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     int rc = CLI_OK;
-    if (w.failed) {
+    if (w.st.status && w.st.status != 200) {
         char text[600];
-        cli_sbd_error_text(status, w.err.data, w.err.len, text, sizeof(text));
+        cli_sbd_error_text(w.st.status, w.st.errbody.data, w.st.errbody.len, text, sizeof(text));
         fprintf(g->err, "error: watch: %s\n", text);
         rc = CLI_SBD;
     } else if (cc != CURLE_OK && cc != CURLE_WRITE_ERROR) {
-        fprintf(g->err, "error: watch: %s: %s\n", s->what,
-                errbuf[0] ? errbuf : curl_easy_strerror(cc));
+        fprintf(g->err, "error: watch: %s: %s\n", s->what, cli_stream_why(0, cc, errbuf));
         rc = CLI_SBD;
     }
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
-    buf_done(&w.line);
-    buf_done(&w.err);
+    cli_stream_done(&w.st);
     return rc;
 }
 
@@ -336,16 +325,9 @@ int cli_cmd_watch(struct cli_globals *g, int argc, char **argv)
     struct fs_opts o = {0};
     int rc = parse_fs(g, argc, argv, &o, "r", 1, 2, cli_help_watch);
     struct cli_sbd *s = NULL;
-    if (rc == CLI_OK)
-        rc = cli_sbd_open(g, argv[optind], &s);
     struct buf path;
-    buf_init(&path, LIMIT_CLI_FS_PATH);
-    const char *dir = argc - optind > 1 ? argv[optind + 1] : "";
-    if (rc == CLI_OK && (cli_fs_api_path("/v1/watch/", dir, &path) < 0 ||
-                         buf_printf(&path, "?recursive=%s", o.recursive ? "true" : "false") < 0)) {
-        fprintf(g->err, "error: path too long\n");
-        rc = CLI_USAGE;
-    }
+    rc = fs_target(g, rc, argv + optind, argc - optind, "/v1/watch/", &s, &path, "?recursive=%s",
+                   o.recursive ? "true" : "false");
     if (rc == CLI_OK)
         rc = run_watch(g, s, buf_str(&path), o.json);
     buf_done(&path);

@@ -11,6 +11,7 @@
 #include "cli/cli_limits.h"
 #include "cli/output.h"
 #include "cli/sbd.h"
+#include "cli/stream.h"
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "kube/b64.h"
@@ -277,10 +278,8 @@ int cli_proc_start_bg(const struct cli_globals *g, struct cli_sbd *s, json_t *bo
 
 struct out_stream {
     const struct cli_globals *g;
-    CURL *h;
-    struct linebuf lb;
-    struct buf dec, errbody;
-    long status;
+    struct cli_stream st;
+    struct buf dec;
     int proto_err;
     bool exited;
     uint64_t offset; /* where the next request starts (past the events printed) */
@@ -291,20 +290,6 @@ struct out_stream {
  * from its offset; this many quick ends in a row without an event give up. */
 #define LOGS_RESUMES  3
 #define LOGS_QUICKEND (5 * USEC_PER_SEC)
-
-static int write_fd(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -EPIPE;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 static int on_out_line(void *ctx, const char *line, size_t len)
 {
@@ -321,7 +306,7 @@ static int on_out_line(void *ctx, const char *line, size_t len)
         buf_reset(&x->dec);
         r = d ? kube_b64_decode(d, strlen(d), &x->dec) : -EPROTO;
         if (r == 0)
-            r = write_fd(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "", x->dec.len);
+            r = cli_write_all(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "", x->dec.len);
         else
             x->proto_err = r;
         x->offset = (uint64_t)off + x->dec.len;
@@ -337,34 +322,20 @@ static int on_out_line(void *ctx, const char *line, size_t len)
     return r;
 }
 
-static size_t on_out_data(char *p, size_t size, size_t n, void *ctx)
-{
-    struct out_stream *x = ctx;
-    if (x->status == 0)
-        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
-    if (x->status != 200) {
-        (void)buf_append(&x->errbody, p, size * n);
-        return size * n;
-    }
-    return linebuf_feed(&x->lb, p, size * n, on_out_line, x) == 0 ? size * n : 0;
-}
-
 static int out_finish(struct out_stream *x, struct cli_sbd *s, CURLcode cc, const char *errbuf)
 {
     char text[600];
-    if (x->status && x->status != 200) {
-        cli_sbd_error_text(x->status, x->errbody.data, x->errbody.len, text, sizeof(text));
+    if (x->st.status && x->st.status != 200) {
+        cli_sbd_error_text(x->st.status, x->st.errbody.data, x->st.errbody.len, text, sizeof(text));
         fprintf(x->g->err, "error: %s: %s\n", s->what, text);
-        return x->status == 404 ? CLI_ERR : CLI_SBD;
+        return x->st.status == 404 ? CLI_ERR : CLI_SBD;
     }
     if (cc == CURLE_OK && !x->proto_err)
         return CLI_OK;
     if (cc == CURLE_WRITE_ERROR && !x->proto_err)
         return CLI_OK; /* the reader went away (| head) */
     fprintf(x->g->err, "error: the output stream from %s broke: %s\n", s->what,
-            x->proto_err ? "malformed event"
-            : errbuf[0]  ? errbuf
-                         : curl_easy_strerror(cc));
+            cli_stream_why(x->proto_err, cc, errbuf));
     return CLI_SBD;
 }
 
@@ -378,25 +349,24 @@ static CURLcode logs_once(struct out_stream *x, struct cli_sbd *s, uint64_t id, 
                    (unsigned long long)x->offset);
     const char *extra[] = {"Accept: application/x-ndjson", NULL};
     struct curl_slist *hdrs = NULL;
-    x->h = curl_easy_init();
-    x->status = 0;
+    CURL *h = curl_easy_init();
+    cli_stream_start(&x->st, h);
     x->events = 0;
-    linebuf_reset(&x->lb);
-    (void)cli_sbd_setup(s, x->h, "GET", path, extra, &hdrs, errbuf);
-    curl_easy_setopt(x->h, CURLOPT_WRITEFUNCTION, on_out_data);
-    curl_easy_setopt(x->h, CURLOPT_WRITEDATA, x);
-    CURLcode cc = curl_easy_perform(x->h);
+    (void)cli_sbd_setup(s, h, "GET", path, extra, &hdrs, errbuf);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cli_stream_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &x->st);
+    CURLcode cc = curl_easy_perform(h);
     curl_slist_free_all(hdrs);
-    curl_easy_cleanup(x->h);
-    x->h = NULL;
+    curl_easy_cleanup(h);
+    x->st.h = NULL;
     return cc;
 }
 
 /* Whether a follow that ended before the exit is reopened (see LOGS_RESUMES). */
 static bool logs_resume(const struct out_stream *x, CURLcode cc, usec_t started, unsigned *quick)
 {
-    if (x->exited || x->proto_err || (x->status && x->status != 200) || cc == CURLE_WRITE_ERROR ||
-        cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST)
+    if (x->exited || x->proto_err || (x->st.status && x->st.status != 200) ||
+        cc == CURLE_WRITE_ERROR || cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST)
         return false;
     if (x->events || clock_now() - started >= LOGS_QUICKEND)
         *quick = 0;
@@ -414,9 +384,8 @@ int cli_proc_logs(const struct cli_globals *g, const char *name, const char *id,
         return rc;
     struct out_stream x = {.g = g};
     char errbuf[CURL_ERROR_SIZE];
-    linebuf_init(&x.lb, LIMIT_CLI_SBD_LINE);
+    cli_stream_init(&x.st, LIMIT_CLI_SBD_LINE, on_out_line, &x);
     buf_init(&x.dec, LIMIT_CLI_SBD_LINE);
-    buf_init(&x.errbody, LIMIT_CLI_SBD_ERROR);
     unsigned quick = 0;
     CURLcode cc;
     for (;;) {
@@ -426,13 +395,12 @@ int cli_proc_logs(const struct cli_globals *g, const char *name, const char *id,
             break;
         clock_sleep(200 * USEC_PER_MSEC * (quick - 1));
     }
-    rc = follow && !x.exited && cc == CURLE_OK && !x.proto_err && x.status == 200
+    rc = follow && !x.exited && cc == CURLE_OK && !x.proto_err && x.st.status == 200
              ? (fprintf(g->err, "error: the output stream from %s keeps ending early\n", s->what),
                 CLI_SBD)
              : out_finish(&x, s, cc, errbuf);
-    linebuf_done(&x.lb);
+    cli_stream_done(&x.st);
     buf_done(&x.dec);
-    buf_done(&x.errbody);
     cli_sbd_free(s);
     return rc;
 }

@@ -54,30 +54,15 @@ int ctrl__metrics_serve(struct http_req *req, struct ctrl_manager *m,
 int ctrl__metrics_secure_start(struct ctrl_manager *m, const char *host, uint16_t port)
 {
     const struct ctrl_opts *o = &m->opts;
-    const char *dir = o->metrics_cert_dir;
-    char *cert, *key;
-    int r = 0;
-    if (!dir) {
-        r = tls_self_signed("agent-sandbox-controller-metrics", &m->metrics_tls_dir);
-        if (r < 0)
-            return log_error_errno(r, "cannot make a self-signed metrics certificate");
-        dir = m->metrics_tls_dir;
-        log_info("metrics: serving a self-signed certificate (give --metrics-cert-path to "
-                 "use your own)");
-    }
-    cert = xasprintf("%s/%s", dir, o->metrics_cert_name ? o->metrics_cert_name : "tls.crt");
-    key = xasprintf("%s/%s", dir, o->metrics_key_name ? o->metrics_key_name : "tls.key");
-    struct tls_front_opts to = {.host = host, .port = port, .cert_file = cert, .key_file = key};
+    struct tls_metrics_opts to = {.cn = "agent-sandbox-controller-metrics",
+                                  .cert_dir = o->metrics_cert_dir,
+                                  .cert_name = o->metrics_cert_name,
+                                  .key_name = o->metrics_key_name,
+                                  .host = host,
+                                  .port = port};
     m->metrics_auth = metrics_auth_new(o->client);
-    r = tls_front_start(&to, http_server_thread_server(m->metrics_srv), &m->metrics_tls);
-    xfree(cert);
-    xfree(key);
-    if (r < 0)
-        return log_error_errno(r, "cannot serve secure metrics\thost=%s port=%u", host,
-                               (unsigned)port);
-    log_info("serving secure metrics\thost=%s port=%u authn=tokenreview authz=/metrics:get", host,
-             (unsigned)tls_front_port(m->metrics_tls));
-    return 0;
+    return tls_metrics_start(&to, http_server_thread_server(m->metrics_srv), &m->metrics_tls,
+                             &m->metrics_tls_dir);
 }
 
 void ctrl__metrics_secure_stop(struct ctrl_manager *m)

@@ -372,32 +372,18 @@ static void warn_unsafe(const struct flags *f)
         log_warn("UNSAFE --allow-loopback-upstreams: loopback pod IPs are dialled (tests only)");
 }
 
-/* --metrics-secure: the HTTPS metrics listener in front of the probe server, with the
- * given certificate or a self-signed one (its directory into *ret_dir). */
+/* --metrics-secure: the HTTPS metrics listener in front of the probe server (a
+ * self-signed certificate's directory into *ret_dir). */
 static int start_secure_metrics(struct flags *f, struct router *r, struct tls_front **ret,
                                 char **ret_dir)
 {
-    const char *dir = f->metrics_cert_dir;
-    char *cert, *key;
-    int rc;
-    if (!dir) {
-        rc = tls_self_signed("sandbox-router-metrics", ret_dir);
-        if (rc < 0)
-            return log_error_errno(rc, "cannot make a self-signed metrics certificate");
-        dir = *ret_dir;
-    }
-    cert = xasprintf("%s/%s", dir, f->metrics_cert_name ? f->metrics_cert_name : "tls.crt");
-    key = xasprintf("%s/%s", dir, f->metrics_key_name ? f->metrics_key_name : "tls.key");
-    struct tls_front_opts to = {
-        .host = f->metrics_host, .port = f->metrics_port, .cert_file = cert, .key_file = key};
-    rc = tls_front_start(&to, router_probe_server(r), ret);
-    xfree(cert);
-    xfree(key);
-    if (rc < 0)
-        return log_error_errno(rc, "starting the HTTPS metrics listener failed");
-    log_info("serving secure metrics\tport=%u authn=tokenreview authz=/metrics:get",
-             (unsigned)tls_front_port(*ret));
-    return 0;
+    struct tls_metrics_opts to = {.cn = "sandbox-router-metrics",
+                                  .cert_dir = f->metrics_cert_dir,
+                                  .cert_name = f->metrics_cert_name,
+                                  .key_name = f->metrics_key_name,
+                                  .host = f->metrics_host,
+                                  .port = f->metrics_port};
+    return tls_metrics_start(&to, router_probe_server(r), ret, ret_dir);
 }
 
 static int run(struct flags *f, struct kube_client *client)

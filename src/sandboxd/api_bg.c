@@ -18,6 +18,7 @@
 #include "http/server.h"
 #include "sandboxd/api_proc.h"
 #include "sandboxd/bgring.h"
+#include "sandboxd/ndjson.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/procreq.h"
 #include "sandboxd/sbd_int.h"
@@ -53,7 +54,8 @@ struct follower {
     struct bg *bg;
     struct http_req *req;
     uint64_t offset;
-    bool follow, blocked;
+    struct sbd_ndjson out;
+    bool follow, exit_sent;
 };
 
 struct waiter {
@@ -222,21 +224,8 @@ static void follower_free(struct follower *f)
     http_req_set_abort_cb(f->req, NULL, NULL);
     http_req_set_drain_cb(f->req, NULL, NULL);
     http_req_unref(f->req);
+    sbd_ndjson_done(&f->out);
     xfree(f);
-}
-
-/* Writes one NDJSON line of j (taken). Returns 0 (written, go on), 1 (written, wait for
- * the drain), -EAGAIN (not written, wait for the drain) or -EPIPE. */
-static int follower_line(struct follower *f, json_t *j)
-{
-    struct buf line;
-    buf_init(&line, SIZE_MAX);
-    (void)sbd_json_dump(j, &line);
-    (void)buf_putc(&line, '\n');
-    json_decref(j);
-    int r = http_resp_write(f->req, line.data, line.len);
-    buf_done(&line);
-    return r;
 }
 
 static json_t *slice_json(const struct sbd_ring_slice *s)
@@ -251,27 +240,29 @@ static json_t *slice_json(const struct sbd_ring_slice *s)
     return j;
 }
 
-/* Ends the response: with the exit event when the process exited. Frees f. */
+/* Ends the response: with the exit event when the process exited. Frees f, or leaves
+ * it to the drain while the exit event waits in the queue. */
 static void follower_end(struct follower *f)
 {
     struct bg *b = f->bg;
-    if (b->exited) {
+    if (b->exited && !f->exit_sent) {
         json_t *e = sbd__exit_json(&b->status);
         (void)json_object_set_new(e, "offset", json_integer((json_int_t)sbd_ring_end(b->ring)));
-        if (follower_line(f, e) == -EAGAIN) {
-            f->blocked = true; /* retried by the drain */
-            return;
-        }
+        f->exit_sent = true;
+        (void)sbd_ndjson_send(&f->out, e);
     }
+    if (sbd_ndjson_pending(&f->out))
+        return; /* the drain comes back here */
     (void)http_resp_end(f->req);
     follower_free(f);
 }
 
-/* Writes what the ring has from f's offset on, until the socket is full. */
+/* Writes what the ring has from f's offset on, until the socket is full. A line that
+ * waits in the queue counts as written: the drain hands it on. */
 static void follower_pump(struct follower *f)
 {
     struct sbd_ring_slice s;
-    while (!f->blocked) {
+    while (!f->out.blocked) {
         if (!sbd_ring_next(f->bg->ring, f->offset, LIMIT_SBD_CHUNK, &s)) {
             if (f->bg->exited || !f->follow)
                 follower_end(f);
@@ -279,18 +270,17 @@ static void follower_pump(struct follower *f)
         }
         int r;
         if (s.dropped) {
-            r = follower_line(f, json_pack("{s:s, s:I, s:I}", "type", "dropped", "offset",
-                                           (json_int_t)f->offset, "bytes", (json_int_t)s.dropped));
+            r = sbd_ndjson_send(&f->out,
+                                json_pack("{s:s, s:I, s:I}", "type", "dropped", "offset",
+                                          (json_int_t)f->offset, "bytes", (json_int_t)s.dropped));
             if (r == 0 || r == 1)
                 f->offset = s.offset;
         } else {
-            r = follower_line(f, slice_json(&s));
+            r = sbd_ndjson_send(&f->out, slice_json(&s));
             if (r == 0 || r == 1)
                 f->offset += s.len;
         }
-        if (r == 1 || r == -EAGAIN)
-            f->blocked = true;
-        else if (r < 0)
+        if (r < 0)
             return; /* the connection is gone: the abort callback frees f */
     }
 }
@@ -299,8 +289,8 @@ static void follower_drain(struct http_req *req, void *ctx)
 {
     struct follower *f = ctx;
     (void)req;
-    f->blocked = false;
-    follower_pump(f);
+    if (sbd_ndjson_drain(&f->out) == 0)
+        follower_pump(f);
 }
 
 static void follower_abort(struct http_req *req, void *ctx)
@@ -322,6 +312,7 @@ static int bg_output(struct http_req *req, struct bg *b, const struct sbd_bg_que
     struct follower *f = XNEW(struct follower);
     f->bg = b;
     f->req = http_req_ref(req);
+    sbd_ndjson_init(&f->out, req, LIMIT_SBD_NDJSON_QUEUE);
     f->follow = q->follow;
     f->offset = q->offset > sbd_ring_end(b->ring) ? sbd_ring_end(b->ring) : q->offset;
     f->next = b->followers;

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/api_bg.h"
+#include "sandboxd/ndjson.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
@@ -195,7 +196,7 @@ static int proc_run(struct http_req *req, void *ctx)
 struct stream {
     struct http_req *req;
     struct sbd_proc *p;
-    struct buf pending; /* a line the connection refused (-EAGAIN) */
+    struct sbd_ndjson out;
 };
 
 static void stream_free(struct stream *s)
@@ -203,24 +204,15 @@ static void stream_free(struct stream *s)
     http_req_set_abort_cb(s->req, NULL, NULL);
     http_req_set_drain_cb(s->req, NULL, NULL);
     http_req_unref(s->req);
-    buf_done(&s->pending);
+    sbd_ndjson_done(&s->out);
     xfree(s);
 }
 
 /* Writes one NDJSON line of j (taken); pauses the process when the socket is full. */
 static void stream_line(struct stream *s, json_t *j)
 {
-    struct buf line;
-    buf_init(&line, SIZE_MAX);
-    (void)sbd_json_dump(j, &line);
-    (void)buf_putc(&line, '\n');
-    json_decref(j);
-    int r = s->pending.len ? -EAGAIN : http_resp_write(s->req, line.data, line.len);
-    if (r == -EAGAIN)
-        (void)buf_append(&s->pending, line.data, line.len);
-    if ((r == 1 || r == -EAGAIN) && s->p)
+    if (sbd_ndjson_send(&s->out, j) == 1 && s->p)
         sbd_proc_pause(s->p, true);
-    buf_done(&line);
 }
 
 static void stream_output(struct sbd_proc *p, enum sbd_stream st, const char *data, size_t n,
@@ -242,7 +234,7 @@ static void stream_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
     (void)p;
     s->p = NULL;
     stream_line(s, sbd__exit_json(e));
-    if (s->pending.len == 0) {
+    if (!sbd_ndjson_pending(&s->out)) {
         (void)http_resp_end(s->req);
         stream_free(s);
     }
@@ -251,14 +243,8 @@ static void stream_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
 static void stream_drain(struct http_req *req, void *ctx)
 {
     struct stream *s = ctx;
-    if (s->pending.len) {
-        int r = http_resp_write(req, s->pending.data, s->pending.len);
-        if (r == -EAGAIN)
-            return;
-        buf_reset(&s->pending);
-        if (r == 1)
-            return;
-    }
+    if (sbd_ndjson_drain(&s->out) != 0)
+        return; /* still blocked, or gone (the abort callback follows) */
     if (s->p) {
         sbd_proc_pause(s->p, false);
         return;
@@ -290,12 +276,12 @@ static int proc_stream(struct http_req *req, void *ctx)
         return 0;
     }
     struct stream *s = XNEW(struct stream);
-    buf_init(&s->pending, SIZE_MAX);
+    sbd_ndjson_init(&s->out, req, LIMIT_SBD_NDJSON_QUEUE);
     int status = 0;
     const char *code = NULL, *msg = NULL;
     if (sbd__proc_start_req(d, d->root, &r, &stream_ops, s, &s->p, &status, &code, &msg) < 0) {
         (void)sbd_respond_error(req, status, code, msg);
-        buf_done(&s->pending);
+        sbd_ndjson_done(&s->out);
         xfree(s);
         sbd_procreq_done(&r);
         return 0;

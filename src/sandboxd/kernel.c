@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/kernel_proto.h"
+#include "sandboxd/ndjson.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
@@ -29,7 +30,7 @@ struct kctx;
 struct kexec {
     struct kctx *c;
     struct http_req *req;
-    struct buf pending; /* lines the socket refused */
+    struct sbd_ndjson out; /* the stream; detached once the client went away */
     size_t used, budget;
     usec_t deadline;  /* the timeout, then the end of the grace after the interrupt */
     usec_t last_sent; /* when the last line was written (keepalives fill silences) */
@@ -73,17 +74,22 @@ static void exec_free(struct kexec *x)
         http_req_set_drain_cb(x->req, NULL, NULL);
         http_req_unref(x->req);
     }
-    buf_done(&x->pending);
+    sbd_ndjson_done(&x->out);
     xfree(x);
 }
 
+static void exec_truncate(struct kexec *x);
+
+/* Writes line; a line the full queue cannot take truncates the output. */
 static void write_line(struct kexec *x, const struct buf *line)
 {
     x->last_sent = clock_now();
-    int r = x->pending.len ? -EAGAIN : http_resp_write(x->req, line->data, line->len);
-    if (r == -EAGAIN)
-        (void)buf_append(&x->pending, line->data, line->len);
-    if ((r == 1 || r == -EAGAIN) && x->c && x->c->p)
+    int r = sbd_ndjson_queue_raw(&x->out, line->data, line->len);
+    if (r == -E2BIG) {
+        exec_truncate(x);
+        return;
+    }
+    if (r == 0 && sbd_ndjson_flush(&x->out) == 1 && x->c && x->c->p)
         sbd_proc_pause(x->c->p, true);
 }
 
@@ -105,9 +111,7 @@ static void exec_send(struct kexec *x, json_t *ev, bool counted)
 {
     struct buf line;
     buf_init(&line, SIZE_MAX);
-    (void)sbd_json_dump(ev, &line);
-    (void)buf_putc(&line, '\n');
-    json_decref(ev);
+    (void)sbd_ndjson_encode(ev, &line);
     if (counted && (x->truncated || x->used + line.len > x->budget)) {
         buf_done(&line);
         exec_truncate(x);
@@ -147,7 +151,7 @@ static void exec_finish(struct kctx *c, json_t *error)
         exec_free(x);
         return;
     }
-    if (x->pending.len == 0) {
+    if (!sbd_ndjson_pending(&x->out)) {
         (void)http_resp_end(x->req);
         exec_free(x);
     }
@@ -156,14 +160,8 @@ static void exec_finish(struct kctx *c, json_t *error)
 static void exec_drain(struct http_req *req, void *ctx)
 {
     struct kexec *x = ctx;
-    if (x->pending.len) {
-        int r = http_resp_write(req, x->pending.data, x->pending.len);
-        if (r == -EAGAIN)
-            return;
-        buf_reset(&x->pending);
-        if (r == 1)
-            return;
-    }
+    if (sbd_ndjson_drain(&x->out) != 0)
+        return; /* still blocked, or gone (the abort callback follows) */
     if (x->c) {
         if (x->c->p)
             sbd_proc_pause(x->c->p, false);
@@ -184,7 +182,7 @@ static void exec_abort(struct http_req *req, void *ctx)
     http_req_set_drain_cb(req, NULL, NULL);
     http_req_unref(req);
     x->req = NULL;
-    buf_reset(&x->pending);
+    sbd_ndjson_detach(&x->out);
     if (!x->c) {
         exec_free(x);
         return;
@@ -700,7 +698,7 @@ static void on_timer(uv_timer_t *t)
         on_deadline(c);
         return;
     }
-    if (now >= x->last_sent + c->ks->keepalive && x->pending.len == 0)
+    if (now >= x->last_sent + c->ks->keepalive && !sbd_ndjson_pending(&x->out))
         exec_send(x, json_pack("{s:s}", "type", "keepalive"), false);
     if (now >= x->last_sent + c->ks->keepalive)
         x->last_sent = now; /* a blocked client: look again later */
@@ -766,8 +764,9 @@ static int exec_start(struct http_req *req, struct sbd *d, struct kctx *c, const
                                  e == -EAGAIN ? SBD_RESOURCE_EXHAUSTED : SBD_INTERNAL,
                                  e == -EAGAIN ? "code too large" : "the kernel is gone");
     struct kexec *x = XNEW(struct kexec);
-    buf_init(&x->pending, SIZE_MAX);
     x->budget = d->kernels->max_output;
+    /* counted lines stay within the budget; one driver line adds the uncounted ones */
+    sbd_ndjson_init(&x->out, req, x->budget + LIMIT_SBD_KERNEL_LINE);
     x->c = c;
     x->req = http_req_ref(req);
     c->x = x;

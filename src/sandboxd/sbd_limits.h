@@ -17,6 +17,7 @@
 #define LIMIT_SBD_DRAIN          (2 * USEC_PER_SEC)      /* output drain after the exit */
 #define LIMIT_SBD_KILL_GRACE     (2 * USEC_PER_SEC)      /* SIGTERM -> SIGKILL at shutdown */
 #define LIMIT_SBD_CHUNK          (64u * 1024)            /* one output read / stream event */
+#define LIMIT_SBD_NDJSON_QUEUE   (1u * 1024 * 1024)      /* NDJSON lines waiting for a drain */
 #define LIMIT_SBD_INLINE_FILE    (1u * 1024 * 1024)      /* files sent with Content-Length */
 #define LIMIT_SBD_LISTING        10000                   /* entries in one directory listing */
 #define LIMIT_SBD_MULTIPART_HEAD (16u * 1024)            /* headers of one multipart part */

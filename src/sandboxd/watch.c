@@ -32,6 +32,7 @@
 #include "sandboxd/activity.h"
 #include "sandboxd/fsops.h"
 #include "sandboxd/fsreq.h"
+#include "sandboxd/ndjson.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
@@ -55,15 +56,15 @@ struct wstream {
     struct sbd *d;
     struct http_req *req;
     char *base; /* cleaned root-relative path of the watched directory */
-    bool recursive, limit_said, closing, blocked;
+    bool recursive, limit_said, closing;
     int ifd, handles;
     unsigned quiet_ticks; /* ticks since the last line was written */
     uv_poll_t poll;
     uv_timer_t timer;
     struct wdir *dirs;
     size_t ndirs, cap;
-    struct buf pending; /* NDJSON lines not yet handed to the connection */
-    size_t npending, queue_max;
+    struct sbd_ndjson out; /* its queue holds at most queue_max lines */
+    size_t queue_max;
     uint64_t lost;
     /* an IN_MOVED_FROM waiting for its IN_MOVED_TO */
     bool has_from, from_dir;
@@ -75,32 +76,23 @@ static void wstream_close(struct wstream *s);
 
 /* ---- output ------------------------------------------------------------------------ */
 
-/* Hands the pending lines and a due overflow marker to the connection. */
+/* Hands the queued lines and a due overflow marker to the connection. */
 static void flush(struct wstream *s)
 {
     if (s->lost) {
         char m[64];
-        (void)snprintf(m, sizeof(m), "{\"type\":\"overflow\",\"lost\":%llu}\n",
-                       (unsigned long long)s->lost);
-        if (buf_puts(&s->pending, m) == 0) {
-            s->npending++;
+        int n = snprintf(m, sizeof(m), "{\"type\":\"overflow\",\"lost\":%llu}\n",
+                         (unsigned long long)s->lost);
+        if (sbd_ndjson_queue_raw(&s->out, m, (size_t)n) == 0)
             s->lost = 0;
-        }
     }
-    if (!s->pending.len)
+    if (!sbd_ndjson_pending(&s->out))
         return;
-    int r = http_resp_write(s->req, s->pending.data, s->pending.len);
-    if (r == -EAGAIN) {
-        s->blocked = true;
-        return;
-    }
-    buf_reset(&s->pending);
-    s->npending = 0;
-    s->quiet_ticks = 0;
-    if (r == 1)
-        s->blocked = true;
-    else if (r < 0)
+    int r = sbd_ndjson_flush(&s->out);
+    if (r < 0)
         wstream_close(s);
+    else if (!sbd_ndjson_pending(&s->out))
+        s->quiet_ticks = 0;
 }
 
 /* Queues the event j (taken) as one line; drops and counts it when the queue is full. */
@@ -108,17 +100,12 @@ static void emit(struct wstream *s, json_t *j)
 {
     struct buf line;
     buf_init(&line, 4 * LIMIT_SBD_PATH);
-    int r = sbd_json_dump(j, &line);
-    json_decref(j);
-    if (r == 0)
-        r = buf_putc(&line, '\n');
-    if (r == 0 && (s->npending >= s->queue_max || s->lost ||
-                   buf_append(&s->pending, line.data, line.len) < 0))
+    int r = sbd_ndjson_encode(j, &line);
+    if (r == 0 && (s->out.nlines >= s->queue_max || s->lost ||
+                   sbd_ndjson_queue_raw(&s->out, line.data, line.len) < 0))
         s->lost++;
-    else if (r == 0)
-        s->npending++;
     buf_done(&line);
-    if (!s->blocked && !s->closing)
+    if (!s->out.blocked && !s->closing)
         flush(s);
 }
 
@@ -131,8 +118,10 @@ static void on_drain(struct http_req *req, void *ctx)
 {
     struct wstream *s = ctx;
     (void)req;
-    s->blocked = false;
-    flush(s);
+    if (sbd_ndjson_drain(&s->out) < 0)
+        wstream_close(s);
+    else
+        flush(s); /* a due overflow marker */
 }
 
 /* ---- watched directories ----------------------------------------------------------- */
@@ -419,7 +408,7 @@ static void wstream_free(struct wstream *s)
     xfree(s->dirs);
     xfree(s->from);
     xfree(s->base);
-    buf_done(&s->pending);
+    sbd_ndjson_done(&s->out);
     http_req_unref(s->req);
     atomic_fetch_sub(&watch_streams, 1);
     xfree(s);
@@ -459,13 +448,10 @@ static void on_tick(uv_timer_t *t)
         return;
     }
     sbd__activity_touch(s->d); /* an open watch is a client at work (idle policy) */
-    if (++s->quiet_ticks < WATCH_HEARTBEAT_TICKS || s->blocked || s->pending.len)
+    if (++s->quiet_ticks < WATCH_HEARTBEAT_TICKS || s->out.blocked || sbd_ndjson_pending(&s->out))
         return;
     s->quiet_ticks = 0; /* a blank line: NDJSON readers skip it */
-    int r = http_resp_write(s->req, "\n", 1);
-    if (r == 1 || r == -EAGAIN)
-        s->blocked = true;
-    else if (r < 0)
+    if (sbd_ndjson_queue_raw(&s->out, "\n", 1) == 0 && sbd_ndjson_flush(&s->out) < 0)
         wstream_close(s);
 }
 
@@ -503,7 +489,7 @@ static struct wstream *wstream_new(struct sbd *d, struct http_req *req, char *ba
     s->recursive = o->recursive;
     s->queue_max = o->queue;
     s->ifd = -1;
-    buf_init(&s->pending, LIMIT_SBD_WATCH_QUEUE_BYTES);
+    sbd_ndjson_init(&s->out, req, LIMIT_SBD_WATCH_QUEUE_BYTES);
     atomic_fetch_add(&watch_streams, 1);
     return s;
 }

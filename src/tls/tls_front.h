@@ -57,6 +57,22 @@ int tls_self_signed(const char *cn, char **ret_dir);
 /** Removes a directory tls_self_signed made (its two files, then it) and frees dir
  * (NULL is fine). */
 void tls_self_signed_remove(char *dir);
+
+/** The HTTPS listener of --metrics-secure (controller and router alike). */
+struct tls_metrics_opts {
+    const char *cn;        /* of the self-signed certificate, e.g. "sandbox-router-metrics" */
+    const char *cert_dir;  /* --metrics-cert-path; NULL: a self-signed certificate */
+    const char *cert_name; /* file in cert_dir; NULL: tls.crt */
+    const char *key_name;  /* file in cert_dir; NULL: tls.key */
+    const char *host;      /* as tls_front_opts */
+    uint16_t port;
+};
+/** Starts the metrics listener in front of server (as tls_front_start) with the given
+ * certificate or a self-signed one, whose directory goes into *ret_dir (remove it with
+ * tls_self_signed_remove after tls_front_stop; NULL otherwise). Logs the outcome.
+ * Returns 0 or a negative errno. */
+int tls_metrics_start(const struct tls_metrics_opts *o, struct http_server *server,
+                      struct tls_front **ret, char **ret_dir);
 /** Stops accepting, waits for handshakes in progress (at most LIMIT_TLS_HANDSHAKE_S;
  * none hands a connection to the server afterwards) and frees the front (NULL is
  * fine). Call it before the server shuts down. Connections already bridged end with

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -319,7 +318,7 @@ type OutputStream struct {
 	follow  bool
 	offset  int64 // where the next request starts
 	body    io.ReadCloser
-	br      *bufio.Reader
+	br      *ndjsonReader
 	started time.Time
 	idle    int // quick ends in a row without a new event
 	done    bool
@@ -349,11 +348,9 @@ func (o *OutputStream) open() error {
 	if err != nil {
 		return err
 	}
-	o.body, o.br = resp.Body, newLineReader(resp.Body)
+	o.body, o.br = resp.Body, newNDJSONReader(resp.Body, maxEventLine)
 	return nil
 }
-
-func newLineReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 64<<10) }
 
 // advance moves the offset past ev.
 func (o *OutputStream) advance(ev *OutputEvent) {
@@ -400,7 +397,7 @@ func (o *OutputStream) Next() (*OutputEvent, error) {
 			}
 			continue
 		}
-		line, err := readLine(o.br)
+		line, err := o.br.line()
 		if errors.Is(err, ErrTooLarge) {
 			return nil, fmt.Errorf("sandbox: output: %w", err)
 		}
@@ -479,22 +476,4 @@ func parseOutput(line []byte) (*OutputEvent, error) {
 		return nil, nil
 	}
 	return ev, nil
-}
-
-// readLine reads one line of at most maxEventLine bytes (without the newline).
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, isPrefix, err := br.ReadLine()
-		line = append(line, chunk...)
-		if err != nil {
-			return line, err
-		}
-		if len(line) > maxEventLine {
-			return nil, fmt.Errorf("%w: event line over %d bytes", ErrTooLarge, maxEventLine)
-		}
-		if !isPrefix {
-			return line, nil
-		}
-	}
 }

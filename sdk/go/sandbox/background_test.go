@@ -132,7 +132,7 @@ func TestOutputStreamNext(t *testing.T) {
 	body := "{\"type\":\"dropped\",\"offset\":0,\"bytes\":5}\n\n{\"type\":\"future\"}\n" +
 		"{\"type\":\"stdout\",\"offset\":5,\"data\":\"eA==\"}\n{\"type\":\"exit\",\"exit_code\":0,\"offset\":6}"
 	o := &OutputStream{ctx: context.Background(), body: io.NopCloser(strings.NewReader(body))}
-	o.br = newLineReader(o.body)
+	o.br = newNDJSONReader(o.body, maxEventLine)
 	var types []string
 	for {
 		ev, err := o.Next()
@@ -149,7 +149,7 @@ func TestOutputStreamNext(t *testing.T) {
 	}
 	big := `{"type":"stdout","data":"` + strings.Repeat("A", maxEventLine+8) + `"}` + "\n"
 	o = &OutputStream{ctx: context.Background(), body: io.NopCloser(strings.NewReader(big))}
-	o.br = newLineReader(o.body)
+	o.br = newNDJSONReader(o.body, maxEventLine)
 	if _, err := o.Next(); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversized line: %v", err)
 	}

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -144,33 +143,19 @@ func (s *Sandbox) RunCode(ctx context.Context, code string, opts CodeOptions) (*
 		return nil, err
 	}
 	defer resp.Body.Close()
-	return readExecution(bufio.NewReaderSize(resp.Body, 64<<10), opts)
+	return readExecution(newNDJSONReader(resp.Body, maxCodeEventLine), opts)
 }
 
-func readCodeEvent(br *bufio.Reader) (*codeEvent, error) {
-	var line []byte
-	for {
-		chunk, isPrefix, err := br.ReadLine()
-		if err != nil {
-			return nil, err
-		}
-		line = append(line, chunk...)
-		if len(line) > maxCodeEventLine {
-			return nil, fmt.Errorf("%w: event line over %d bytes", ErrTooLarge, maxCodeEventLine)
-		}
-		if !isPrefix {
-			break
-		}
-	}
+func readCodeEvent(br *ndjsonReader) (*codeEvent, error) {
 	var ev codeEvent
-	if err := json.Unmarshal(line, &ev); err != nil {
-		return nil, fmt.Errorf("bad event: %w", err)
+	if err := br.decode(&ev); err != nil {
+		return nil, err
 	}
 	return &ev, nil
 }
 
 // readExecution folds the events up to the end event into an Execution.
-func readExecution(br *bufio.Reader, opts CodeOptions) (*Execution, error) {
+func readExecution(br *ndjsonReader, opts CodeOptions) (*Execution, error) {
 	var ex Execution
 	var out, errs strings.Builder
 	for {

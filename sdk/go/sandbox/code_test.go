@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -105,7 +104,7 @@ func TestReadExecution(t *testing.T) {
 			results := 0
 			opts := CodeOptions{OnStdout: func(s string) { outs = append(outs, s) },
 				OnResult: func(CodeResult) { results++ }}
-			ex, err := readExecution(bufio.NewReader(strings.NewReader(tt.body)), opts)
+			ex, err := readExecution(newNDJSONReader(strings.NewReader(tt.body), maxCodeEventLine), opts)
 			switch {
 			case tt.wantErr == nil && err != nil:
 				t.Fatalf("error %v", err)

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -318,7 +317,7 @@ type WatchOptions struct {
 // Watcher is a directory watch stream. Next returns events in order; Close ends it.
 type Watcher struct {
 	body   io.ReadCloser
-	br     *bufio.Reader
+	br     *ndjsonReader
 	cancel context.CancelFunc
 	done   atomic.Bool
 }
@@ -340,7 +339,7 @@ func (f *Files) Watch(ctx context.Context, path string, opts WatchOptions) (*Wat
 		cancel()
 		return nil, err
 	}
-	w := &Watcher{body: resp.Body, br: bufio.NewReaderSize(resp.Body, 64<<10), cancel: cancel}
+	w := &Watcher{body: resp.Body, br: newNDJSONReader(resp.Body, maxEventLine), cancel: cancel}
 	first, err := w.next()
 	if err == nil && first != "ready" {
 		err = fmt.Errorf("first event is %q, not ready", first)
@@ -354,41 +353,20 @@ func (f *Files) Watch(ctx context.Context, path string, opts WatchOptions) (*Wat
 
 // next reads one line and returns its type.
 func (w *Watcher) next() (string, error) {
-	line, err := w.line()
-	if err != nil {
-		return "", err
-	}
 	var j struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(line, &j); err != nil {
-		return "", fmt.Errorf("bad event: %w", err)
+	if err := w.br.decode(&j); err != nil {
+		return "", err
 	}
 	return j.Type, nil
-}
-
-func (w *Watcher) line() ([]byte, error) {
-	var line []byte
-	for {
-		chunk, isPrefix, err := w.br.ReadLine()
-		if err != nil {
-			return nil, err
-		}
-		line = append(line, chunk...)
-		if len(line) > maxEventLine {
-			return nil, fmt.Errorf("%w: event line over %d bytes", ErrTooLarge, maxEventLine)
-		}
-		if !isPrefix {
-			return line, nil
-		}
-	}
 }
 
 // Next blocks for the next event. It returns io.EOF once the stream ended (the
 // directory was deleted, sandboxd shut down, or Close was called).
 func (w *Watcher) Next() (FileEvent, error) {
 	for {
-		line, err := w.line()
+		line, err := w.br.line()
 		if errors.Is(err, io.ErrUnexpectedEOF) || (err != nil && w.done.Load()) {
 			err = io.EOF
 		}

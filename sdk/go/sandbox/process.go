@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -213,7 +212,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 		cancel()
 		return nil, err
 	}
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := newNDJSONReader(resp.Body, maxEventLine)
 	first, err := readEvent(br)
 	if err != nil || first.Type != "start" {
 		cancel()
@@ -231,30 +230,16 @@ func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	return p, nil
 }
 
-func readEvent(br *bufio.Reader) (*event, error) {
-	var line []byte
-	for {
-		chunk, isPrefix, err := br.ReadLine()
-		if err != nil {
-			return nil, err
-		}
-		line = append(line, chunk...)
-		if len(line) > maxEventLine {
-			return nil, fmt.Errorf("%w: event line over %d bytes", ErrTooLarge, maxEventLine)
-		}
-		if !isPrefix {
-			break
-		}
-	}
+func readEvent(br *ndjsonReader) (*event, error) {
 	var ev event
-	if err := json.Unmarshal(line, &ev); err != nil {
-		return nil, fmt.Errorf("bad event: %w", err)
+	if err := br.decode(&ev); err != nil {
+		return nil, err
 	}
 	return &ev, nil
 }
 
 // pump reads events until the exit event or an error, then releases everything.
-func (p *Process) pump(body io.ReadCloser, br *bufio.Reader, stdout, stderr io.Writer) {
+func (p *Process) pump(body io.ReadCloser, br *ndjsonReader, stdout, stderr io.Writer) {
 	defer close(p.done)
 	defer p.cancel()
 	defer body.Close()

@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import agent_sandbox_sdk
 import anyio
@@ -25,18 +21,16 @@ from agent_sandbox_sdk import DirectConnection, PodProxyConnection, RouterConnec
 
 pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox-sdk[mcp]')")
 
-import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, ImageContent, TextContent
+from mcp_types import ImageContent
+
+# The MCP test helpers shared with the SDK's own tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "sdk" / "python" / "tests"))
+import mcp_harness
+from mcp_harness import data, http_session, server_command, text_of
 
 POOL = os.environ.get("AGENT_SANDBOX_E2E_POOL", "python-pool")
 SCI_TEMPLATE = os.environ.get("AGENT_SANDBOX_E2E_SCI_TEMPLATE", "python-sci")
-
-
-def server_command() -> list[str]:
-    exe = Path(sys.executable).parent / "agent-sandbox-mcp"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "agent_sandbox_sdk.mcp"]
 
 
 def kubeconfig() -> str:
@@ -75,16 +69,6 @@ def server_args(client: agent_sandbox_sdk.SandboxClient, tmp: Path) -> list[str]
         "--max-output-bytes",
         "8192",
     ]
-
-
-def text_of(res: CallToolResult) -> str:
-    return "".join(c.text for c in res.content if isinstance(c, TextContent))
-
-
-def data(res: CallToolResult) -> dict[str, Any]:
-    assert not res.is_error, text_of(res)
-    assert res.structured_content is not None
-    return res.structured_content
 
 
 async def claim_and_use(s: ClientSession, client: agent_sandbox_sdk.SandboxClient) -> None:
@@ -135,58 +119,10 @@ def test_mcp_stdio_claim_session(sandbox_client: agent_sandbox_sdk.SandboxClient
     anyio.run(go)
 
 
-def _free_port() -> int:
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return int(sk.getsockname()[1])
-
-
 @pytest.fixture
 def http_server(sandbox_client: agent_sandbox_sdk.SandboxClient, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    token = uuid.uuid4().hex
-    (tmp_path / "token").write_text(token)
-    port = _free_port()
-    log = open(tmp_path / "mcp.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            *server_command(),
-            *server_args(sandbox_client, tmp_path),
-            "--transport",
-            "http",
-            "--port",
-            str(port),
-            "--auth-token-file",
-            str(tmp_path / "token"),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(url, timeout=1)
-            break
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"agent-sandbox-mcp did not start: {(tmp_path / 'mcp.log').read_text()}")
-            time.sleep(0.2)
-    yield url, token
-    proc.terminate()
-    assert proc.wait(60) == 0, (tmp_path / "mcp.log").read_text()
-    log.close()
-
-
-@asynccontextmanager
-async def http_session(url: str, token: str) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=300) as http,
-        streamable_http_client(url, http_client=http) as (rd, wr),
-        ClientSession(rd, wr) as s,
-    ):
-        await s.initialize()
-        yield s
+    with mcp_harness.http_server(server_args(sandbox_client, tmp_path), tmp_path, 30, 60) as server:
+        yield server
 
 
 def test_mcp_http_claim_session(sandbox_client: agent_sandbox_sdk.SandboxClient, http_server: tuple[str, str]) -> None:
@@ -194,7 +130,7 @@ def test_mcp_http_claim_session(sandbox_client: agent_sandbox_sdk.SandboxClient,
     assert httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).status_code == 401
 
     async def go() -> None:
-        async with http_session(url, token) as s:
+        async with http_session(url, token, timeout=300) as s:
             await claim_and_use(s, sandbox_client)
 
     anyio.run(go)

@@ -5,28 +5,25 @@ streamable HTTP, against a real sandboxd binary (the server pinned to its URL wi
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
-import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 mcp = pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox-sdk[mcp]')")
 
-import httpx2  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp_types import CallToolResult, TextContent  # noqa: E402
 
+<<<<<<< HEAD
 from agent_sandbox_sdk.aio import AsyncSandbox  # noqa: E402
+=======
+from agent_sandbox_sdk.aio import AsyncSandbox  # noqa: E402
+from tests import mcp_harness  # noqa: E402
+from tests.mcp_harness import data, http_session, server_command, text_of  # noqa: E402
+>>>>>>> healthc
 
 pytestmark = pytest.mark.integration
 
@@ -43,6 +40,7 @@ TOOLS = {
 }
 
 
+<<<<<<< HEAD
 def server_command() -> list[str]:
     exe = Path(sys.executable).parent / "agent-sandbox-mcp"
     if exe.exists():
@@ -61,6 +59,8 @@ def data(res: CallToolResult) -> dict[str, Any]:
     return res.structured_content
 
 
+=======
+>>>>>>> healthc
 async def session_walkthrough(s: ClientSession) -> None:
     """One agent's session: list tools, run commands, files, bounded output, errors."""
     tools = {t.name: t for t in (await s.list_tools()).tools}
@@ -154,62 +154,12 @@ def test_stdio_session(sandboxd_url: str) -> None:
     anyio.run(go)
 
 
-def _free_port() -> int:
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return int(sk.getsockname()[1])
-
-
 @pytest.fixture
 def http_server(sandboxd_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    token = uuid.uuid4().hex
-    tok = tmp_path / "token"
-    tok.write_text(token + "\n")
-    port = _free_port()
-    log = open(tmp_path / "mcp.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            *server_command(),
-            "--transport",
-            "http",
-            "--port",
-            str(port),
-            "--auth-token-file",
-            str(tok),
-            "--sandboxd-url",
-            sandboxd_url,
-            "--max-output-bytes",
-            str(LIMIT),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            httpx.get(url, timeout=1)
-            break
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.close()
-                pytest.fail(f"agent-sandbox-mcp did not start: {(tmp_path / 'mcp.log').read_text()}")
-            time.sleep(0.1)
-    yield url, token
-    proc.terminate()
-    assert proc.wait(15) == 0, (tmp_path / "mcp.log").read_text()
-    log.close()
-
-
-@asynccontextmanager
-async def http_session(url: str, token: str) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
-        streamable_http_client(url, http_client=http) as (rd, wr),
-        ClientSession(rd, wr) as s,
-    ):
-        await s.initialize()
-        yield s
+    with mcp_harness.http_server(
+        ["--sandboxd-url", sandboxd_url, "--max-output-bytes", str(LIMIT)], tmp_path
+    ) as server:
+        yield server
 
 
 def test_http_session(http_server: tuple[str, str]) -> None:

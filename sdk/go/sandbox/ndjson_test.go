@@ -1,0 +1,94 @@
+package sandbox
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestNDJSONReaderLine(t *testing.T) {
+	long := strings.Repeat("x", 70<<10) // over bufio's buffer: read in pieces
+	tests := []struct {
+		name  string
+		body  string
+		max   int
+		lines []string
+		err   error // after the lines
+	}{
+		{"lines", "{\"a\":1}\n{\"b\":2}\n", 100, []string{`{"a":1}`, `{"b":2}`}, io.EOF},
+		{"blank kept", "\n{}\n", 100, []string{"", "{}"}, io.EOF},
+		{"crlf", "{}\r\n", 100, []string{"{}"}, io.EOF},
+		{"no final newline", "{}", 100, []string{"{}"}, io.EOF},
+		{"empty", "", 100, nil, io.EOF},
+		{"at the limit", "12345\n", 5, []string{"12345"}, io.EOF},
+		{"over the limit", "123456\n", 5, nil, ErrTooLarge},
+		{"long line in pieces", long + "\n", 80 << 10, []string{long}, io.EOF},
+		{"long line over", long + "\n", 64 << 10, nil, ErrTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newNDJSONReader(strings.NewReader(tt.body), tt.max)
+			for i, want := range tt.lines {
+				got, err := r.line()
+				if err != nil || string(got) != want {
+					t.Fatalf("line %d = %.40q, %v; want %.40q", i, got, err, want)
+				}
+			}
+			if _, err := r.line(); !errors.Is(err, tt.err) {
+				t.Fatalf("after the lines: %v, want %v", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestNDJSONReaderDecode(t *testing.T) {
+	type ev struct {
+		Type string `json:"type"`
+		N    int    `json:"n"`
+	}
+	tests := []struct {
+		name string
+		body string
+		want []ev
+		err  string // of the read after want; "" for io.EOF
+	}{
+		{"events", "{\"type\":\"a\",\"n\":1}\n{\"type\":\"b\"}\n", []ev{{"a", 1}, {"b", 0}}, ""},
+		{"blank lines skipped", "\n  \n{\"type\":\"a\"}\n\n", []ev{{"a", 0}}, ""},
+		{"unknown fields ignored", "{\"type\":\"a\",\"x\":[1]}\n", []ev{{"a", 0}}, ""},
+		{"bad json", "{\"type\":\"a\"}\n{nope}\n", []ev{{"a", 0}}, "bad event"},
+		{"cut short", "{\"type\":", nil, "bad event"},
+		{"too large", strings.Repeat(" ", 200) + "{}\n", nil, "event line over 100 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newNDJSONReader(strings.NewReader(tt.body), 100)
+			for i, want := range tt.want {
+				var got ev
+				if err := r.decode(&got); err != nil || got != want {
+					t.Fatalf("event %d = %+v, %v; want %+v", i, got, err, want)
+				}
+			}
+			var v ev
+			err := r.decode(&v)
+			if tt.err == "" {
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("after the events: %v, want io.EOF", err)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("after the events: %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestNDJSONReaderReadsTheRest(t *testing.T) {
+	r := newNDJSONReader(strings.NewReader("{}\ntail"), 100)
+	if _, err := r.line(); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(r)
+	if err != nil || string(rest) != "tail" {
+		t.Fatalf("rest = %q, %v", rest, err)
+	}
+}
