@@ -17,13 +17,9 @@ mcp = pytest.importorskip("mcp", reason="the mcp package is not installed (pip i
 
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
-<<<<<<< HEAD
-from agent_sandbox_sdk.aio import AsyncSandbox  # noqa: E402
-=======
 from agent_sandbox_sdk.aio import AsyncSandbox  # noqa: E402
 from tests import mcp_harness  # noqa: E402
 from tests.mcp_harness import data, http_session, server_command, text_of  # noqa: E402
->>>>>>> healthc
 
 pytestmark = pytest.mark.integration
 
@@ -40,27 +36,6 @@ TOOLS = {
 }
 
 
-<<<<<<< HEAD
-def server_command() -> list[str]:
-    exe = Path(sys.executable).parent / "agent-sandbox-mcp"
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("agent-sandbox-mcp")
-    return [found] if found else [sys.executable, "-m", "agent_sandbox_sdk.mcp"]
-
-
-def text_of(res: CallToolResult) -> str:
-    return "".join(c.text for c in res.content if isinstance(c, TextContent))
-
-
-def data(res: CallToolResult) -> dict[str, Any]:
-    assert not res.is_error, text_of(res)
-    assert res.structured_content is not None
-    return res.structured_content
-
-
-=======
->>>>>>> healthc
 async def session_walkthrough(s: ClientSession) -> None:
     """One agent's session: list tools, run commands, files, bounded output, errors."""
     tools = {t.name: t for t in (await s.list_tools()).tools}
