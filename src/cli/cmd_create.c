@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "cli/cli.h"
 #include "cli/cli_limits.h"
 #include "cli/manifest.h"
@@ -106,7 +107,7 @@ static int wait_ready(struct cli_globals *g, struct kube_client *c, const struct
     char why[1200] = "";
     struct kube_err e;
     kube_err_clear(&e);
-    bool claim = res == &KUBE_RES_SANDBOXCLAIMS;
+    bool claim = res == &API_RES_SANDBOXCLAIMS;
     int r = cli_wait(c, res, ns, name, timeout, claim ? claim_ready : sandbox_ready, NULL, ret_obj,
                      why, sizeof(why), &e);
     const char *kind = claim ? "sandboxclaim" : "sandbox";
@@ -146,7 +147,7 @@ static int check_pool(struct cli_globals *g, struct kube_client *c, const char *
                       const char *pool)
 {
     struct kube_err e;
-    int r = kube_get(c, &KUBE_RES_SANDBOXWARMPOOLS, ns, pool, NULL, &e);
+    int r = kube_get(c, &API_RES_SANDBOXWARMPOOLS, ns, pool, NULL, &e);
     if (r == 0)
         return CLI_OK;
     if (kube_err_is_not_found(&e) && e.reason[0]) {
@@ -169,7 +170,7 @@ static int do_claim(struct cli_globals *g, struct kube_client *c, const char *na
         return rc;
     json_t *obj = claim_object(name, pool), *created = NULL, *last = NULL;
     struct kube_err e;
-    int r = kube_create(c, &KUBE_RES_SANDBOXCLAIMS, ns, obj, &created, &e);
+    int r = kube_create(c, &API_RES_SANDBOXCLAIMS, ns, obj, &created, &e);
     json_decref(obj);
     if (r < 0)
         return cli_fail(g, "creating the sandbox claim", r, &e);
@@ -178,15 +179,15 @@ static int do_claim(struct cli_globals *g, struct kube_client *c, const char *na
         fprintf(g->err, "sandboxclaim.extensions.agents.x-k8s.io/%s created\n", cname);
     if (!wait) {
         if (g->output[0])
-            cli_print_object(g, "sandboxclaim", KUBE_RES_SANDBOXCLAIMS.group, created);
+            cli_print_object(g, "sandboxclaim", API_RES_SANDBOXCLAIMS.group, created);
         else
             fprintf(g->out, "%s\n", cname);
         json_decref(created);
         return CLI_OK;
     }
-    rc = wait_ready(g, c, &KUBE_RES_SANDBOXCLAIMS, ns, cname, timeout, &last);
+    rc = wait_ready(g, c, &API_RES_SANDBOXCLAIMS, ns, cname, timeout, &last);
     if (rc == CLI_OK && (!strcmp(g->output, "json") || !strcmp(g->output, "yaml")))
-        cli_print_object(g, "sandboxclaim", KUBE_RES_SANDBOXCLAIMS.group, last);
+        cli_print_object(g, "sandboxclaim", API_RES_SANDBOXCLAIMS.group, last);
     else if (rc == CLI_OK && !strcmp(g->output, "name"))
         fprintf(g->out, "sandbox.agents.x-k8s.io/%s\n",
                 kube_obj_path_str(last, "status.sandbox.name"));
@@ -298,7 +299,7 @@ static int create_from_template(struct cli_globals *g, struct kube_client *c,
     const char *ns = cli_namespace(g, c);
     json_t *t = NULL;
     struct kube_err e;
-    int r = kube_get(c, &KUBE_RES_SANDBOXTEMPLATES, ns, o->tmpl, &t, &e);
+    int r = kube_get(c, &API_RES_SANDBOXTEMPLATES, ns, o->tmpl, &t, &e);
     if (r < 0) {
         if (kube_err_is_not_found(&e) && e.reason[0]) {
             fprintf(g->err, "error: sandbox template \"%s\" not found in namespace %s\n", o->tmpl,
@@ -309,12 +310,12 @@ static int create_from_template(struct cli_globals *g, struct kube_client *c,
     }
     json_t *sb = sandbox_from_template(o->name, t);
     json_decref(t);
-    r = kube_create(c, &KUBE_RES_SANDBOXES, ns, sb, NULL, &e);
+    r = kube_create(c, &API_RES_SANDBOXES, ns, sb, NULL, &e);
     json_decref(sb);
     if (r < 0)
         return cli_fail(g, "creating the sandbox", r, &e);
     fprintf(g->out, "sandbox.agents.x-k8s.io/%s created\n", o->name);
-    return o->wait ? wait_ready(g, c, &KUBE_RES_SANDBOXES, ns, o->name, o->timeout, NULL) : CLI_OK;
+    return o->wait ? wait_ready(g, c, &API_RES_SANDBOXES, ns, o->name, o->timeout, NULL) : CLI_OK;
 }
 
 /* ---- create from a file ----------------------------------------------------------------- */
@@ -347,7 +348,7 @@ static int create_one(struct cli_globals *g, struct kube_client *c, json_t *obj,
     const char *name = kube_obj_name(created);
     fprintf(g->out, "%s.%s/%s created\n", res->plural, res->group[0] ? res->group : "v1", name);
     int rc = CLI_OK;
-    if (o->wait && (res == &KUBE_RES_SANDBOXES || res == &KUBE_RES_SANDBOXCLAIMS))
+    if (o->wait && (res == &API_RES_SANDBOXES || res == &API_RES_SANDBOXCLAIMS))
         rc = wait_ready(g, c, res, ns, name, o->timeout, NULL);
     json_decref(created);
     return rc;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "cli/cli.h"
 #include "cli/output.h"
 #include "common/buf.h"
@@ -103,7 +104,7 @@ static void print_origin(FILE *out, struct kube_client *c, const char *ns, const
     json_t *claim = NULL, *swp = NULL;
     char line[512];
     if (kind && !strcmp(kind, "SandboxClaim") &&
-        kube_get(c, &KUBE_RES_SANDBOXCLAIMS, ns, name, &claim, NULL) == 0) {
+        kube_get(c, &API_RES_SANDBOXCLAIMS, ns, name, &claim, NULL) == 0) {
         const json_t *rc = kube_obj_condition(claim, "Ready");
         (void)snprintf(line, sizeof(line), "%s (Ready %s%s%s)", name,
                        str_or(kube_obj_path_str(rc, "status"), "Unknown"), rc ? ", " : "",
@@ -114,7 +115,7 @@ static void print_origin(FILE *out, struct kube_client *c, const char *ns, const
         field(out, "Claim:", kind && !strcmp(kind, "SandboxClaim") ? name : NULL);
         pool = kind && !strcmp(kind, "SandboxWarmPool") ? name : NULL;
     }
-    if (pool && kube_get(c, &KUBE_RES_SANDBOXWARMPOOLS, ns, pool, &swp, NULL) == 0) {
+    if (pool && kube_get(c, &API_RES_SANDBOXWARMPOOLS, ns, pool, &swp, NULL) == 0) {
         const json_t *d = kube_obj_path(swp, "spec.replicas");
         const json_t *r = kube_obj_path(swp, "status.readyReplicas");
         (void)snprintf(line, sizeof(line), "%s (template %s, desired %lld, ready %lld)", pool,
@@ -216,7 +217,7 @@ int cli_cmd_describe(struct cli_globals *g, int argc, char **argv)
     for (int i = 1; rc == CLI_OK && i < argc; i++) {
         json_t *sb = NULL;
         struct kube_err e;
-        int r = kube_get(c, &KUBE_RES_SANDBOXES, ns, argv[i], &sb, &e);
+        int r = kube_get(c, &API_RES_SANDBOXES, ns, argv[i], &sb, &e);
         if (r < 0) {
             char what[300];
             (void)snprintf(what, sizeof(what), "sandbox \"%s\" in namespace %s", argv[i], ns);

@@ -3,6 +3,7 @@
  * -o json|yaml|name. */
 #include <string.h>
 
+#include "api/res.h"
 #include "cli/cli.h"
 #include "cli/output.h"
 #include "common/buf.h"
@@ -154,23 +155,23 @@ static const struct column pools_cols[] = {
 
 static const struct kind kinds[] = {
     {{"sandboxes", "sandbox", "sbx", "sandboxes.agents.x-k8s.io", NULL},
-     &KUBE_RES_SANDBOXES,
+     &API_RES_SANDBOXES,
      sandbox_cols},
     {{"sandboxtemplates", "sandboxtemplate", "templates", "template", NULL},
-     &KUBE_RES_SANDBOXTEMPLATES,
+     &API_RES_SANDBOXTEMPLATES,
      template_cols},
     {{"sandboxclaims", "sandboxclaim", "claims", "claim", NULL},
-     &KUBE_RES_SANDBOXCLAIMS,
+     &API_RES_SANDBOXCLAIMS,
      claim_cols},
     {{"sandboxwarmpools", "sandboxwarmpool", "pools", "pool", "swp"},
-     &KUBE_RES_SANDBOXWARMPOOLS,
+     &API_RES_SANDBOXWARMPOOLS,
      pool_cols},
 };
 /* The same kinds with the columns of `list` and `pools`. */
 static const struct kind list_kind = {
-    {"sandboxes", "sandbox", NULL, NULL, NULL}, &KUBE_RES_SANDBOXES, list_cols};
+    {"sandboxes", "sandbox", NULL, NULL, NULL}, &API_RES_SANDBOXES, list_cols};
 static const struct kind pools_kind = {{"sandboxwarmpools", "sandboxwarmpool", NULL, NULL, NULL},
-                                       &KUBE_RES_SANDBOXWARMPOOLS,
+                                       &API_RES_SANDBOXWARMPOOLS,
                                        pools_cols};
 
 static const struct kind *find_kind(const char *name)

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "cli/cli.h"
 #include "cli/cli_limits.h"
 #include "kube/obj.h"
@@ -123,7 +124,7 @@ static int set_mode(struct cli_globals *g, struct kube_client *c, const char *na
     const char *ns = cli_namespace(g, c);
     json_t *patch = json_pack("{s:{s:s}}", "spec", "operatingMode", mode);
     struct kube_err e;
-    int r = kube_patch(c, &KUBE_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
+    int r = kube_patch(c, &API_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
     json_decref(patch);
     char what[256];
     (void)snprintf(what, sizeof(what), "sandbox \"%s\" in namespace %s", name, ns);
@@ -135,7 +136,7 @@ static int set_mode(struct cli_globals *g, struct kube_client *c, const char *na
         return CLI_OK;
     char why[512] = "";
     kube_err_clear(&e);
-    r = cli_wait(c, &KUBE_RES_SANDBOXES, ns, name, o->timeout, susp ? is_suspended : is_running,
+    r = cli_wait(c, &API_RES_SANDBOXES, ns, name, o->timeout, susp ? is_suspended : is_running,
                  NULL, NULL, why, sizeof(why), &e);
     return r == 0 ? CLI_OK : wait_fail(g, r, name, susp ? "Suspended" : "Ready", why, &e);
 }
@@ -182,7 +183,7 @@ static int resolve(struct cli_globals *g, struct kube_client *c, const char *arg
 {
     const char *slash = strchr(arg, '/');
     if (slash && (!strncmp(arg, "claim/", 6) || !strncmp(arg, "sandboxclaim/", 13))) {
-        *ret_res = &KUBE_RES_SANDBOXCLAIMS;
+        *ret_res = &API_RES_SANDBOXCLAIMS;
         *ret_name = slash + 1;
         return CLI_OK;
     }
@@ -193,14 +194,14 @@ static int resolve(struct cli_globals *g, struct kube_client *c, const char *arg
     const char *name = slash ? slash + 1 : arg;
     json_t *sb = NULL;
     struct kube_err e;
-    *ret_res = &KUBE_RES_SANDBOXES;
+    *ret_res = &API_RES_SANDBOXES;
     *ret_name = name;
-    if (kube_get(c, &KUBE_RES_SANDBOXES, cli_namespace(g, c), name, &sb, &e) < 0)
+    if (kube_get(c, &API_RES_SANDBOXES, cli_namespace(g, c), name, &sb, &e) < 0)
         return CLI_OK; /* the DELETE reports it */
     const json_t *ref = kube_obj_controller_ref(sb);
     const char *kind = json_string_value(json_object_get(ref, "kind"));
     if (kind && strcmp(kind, "SandboxClaim") == 0) {
-        *ret_res = &KUBE_RES_SANDBOXCLAIMS;
+        *ret_res = &API_RES_SANDBOXCLAIMS;
         (void)snprintf(owner, owner_size, "%s", json_string_value(json_object_get(ref, "name")));
         *ret_name = owner;
         fprintf(g->err, "sandbox \"%s\" belongs to sandboxclaim \"%s\": deleting the claim\n", name,
@@ -220,7 +221,7 @@ static int delete_one(struct cli_globals *g, struct kube_client *c, const char *
     if (rc != CLI_OK)
         return rc;
     const char *ns = cli_namespace(g, c);
-    const char *kind = res == &KUBE_RES_SANDBOXES ? "sandbox" : "sandboxclaim";
+    const char *kind = res == &API_RES_SANDBOXES ? "sandbox" : "sandboxclaim";
     struct kube_err e;
     int r = kube_delete(c, res, ns, name, &e);
     if (r < 0) {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/res.h"
 #include "cli/cli.h"
 #include "common/buf.h"
 #include "common/str.h"
@@ -93,7 +94,7 @@ static int stream_logs(struct cli_globals *g, struct kube_client *c, const char 
     struct kube_err e;
     char what[300];
     (void)snprintf(what, sizeof(what), "sandbox \"%s\" in namespace %s", name, ns);
-    int r = kube_get(c, &KUBE_RES_SANDBOXES, ns, name, &sb, &e);
+    int r = kube_get(c, &API_RES_SANDBOXES, ns, name, &sb, &e);
     if (r < 0)
         return cli_fail(g, what, r, &e);
     const char *an = kube_obj_annotation(sb, "agents.x-k8s.io/pod-name");

@@ -21,6 +21,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include "api/res.h"
 #include "cli/cli_limits.h"
 #include "cli/pfwd.h"
 #include "cli/sbd.h"
@@ -423,11 +424,11 @@ static int resolve_pod(struct pf_ctx *x, struct kube_client *kc, const char *nam
     json_t *sb = NULL, *claim = NULL;
     struct kube_err e;
     const char *sbname = name;
-    int r = kube_get(kc, &KUBE_RES_SANDBOXES, x->ns, name, &sb, &e);
+    int r = kube_get(kc, &API_RES_SANDBOXES, x->ns, name, &sb, &e);
     if (r < 0 && kube_err_is_not_found(&e) &&
-        kube_get(kc, &KUBE_RES_SANDBOXCLAIMS, x->ns, name, &claim, NULL) == 0) {
+        kube_get(kc, &API_RES_SANDBOXCLAIMS, x->ns, name, &claim, NULL) == 0) {
         sbname = kube_obj_path_str(claim, "status.sandbox.name");
-        r = sbname ? kube_get(kc, &KUBE_RES_SANDBOXES, x->ns, sbname, &sb, &e) : -ENOENT;
+        r = sbname ? kube_get(kc, &API_RES_SANDBOXES, x->ns, sbname, &sb, &e) : -ENOENT;
         if (!sbname)
             fprintf(g->err, "error: sandboxclaim \"%s\" has no sandbox yet\n", name);
     }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "cli/cli_limits.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
@@ -113,7 +114,7 @@ static int check_sandbox(const struct cli_globals *g, struct kube_client *c, con
 {
     json_t *sb = NULL;
     struct kube_err e;
-    int r = kube_get(c, &KUBE_RES_SANDBOXES, ns, name, &sb, &e);
+    int r = kube_get(c, &API_RES_SANDBOXES, ns, name, &sb, &e);
     if (r < 0) {
         char what[300];
         (void)snprintf(what, sizeof(what), "sandbox \"%s\" in namespace %s", name, ns);

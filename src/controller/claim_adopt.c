@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "controller/claim_meta.h"
@@ -121,7 +122,7 @@ static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, 
         json_decref(sb);
         return -EEXIST;
     }
-    r = ext__patch(x, &KUBE_RES_SANDBOXES, ns, name, NULL, patch, &out, &e);
+    r = ext__patch(x, &API_RES_SANDBOXES, ns, name, NULL, patch, &out, &e);
     json_decref(patch);
     json_decref(sb);
     if (r >= 0) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
@@ -76,7 +77,7 @@ static json_t *find_by_binding(struct claim_pass *p)
         /* The cache lags our own write: read the truth once. */
         json_decref(sb);
         sb = NULL;
-        if (kube_get(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, name, &sb, &e) >= 0 &&
+        if (kube_get(p->x->d.client, &API_RES_SANDBOXES, p->ns, name, &sb, &e) >= 0 &&
             !sb_controlled_by(sb, p->uid)) {
             json_decref(sb);
             sb = NULL;
@@ -139,7 +140,7 @@ static void cold_create(struct claim_pass *p, const json_t *tpl, const char *poo
         fail(p, ce.reason, false, "%s", ce.message);
         return;
     }
-    if (kube_create(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, sb, &out, &e) >= 0) {
+    if (kube_create(p->x->d.client, &API_RES_SANDBOXES, p->ns, sb, &out, &e) >= 0) {
         p->sb = out;
         ext__binding_put(p->x, p->uid, kube_obj_name(out));
         count_creation(p, "cold", pool);
@@ -168,7 +169,7 @@ static void late_fallback(struct claim_pass *p, const json_t *tpl, const char *p
 {
     struct kube_req r;
     struct kube_err e;
-    kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+    kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
     r.ns = p->ns;
     r.name = kube_obj_name(p->sb);
     r.precondition_uid = kube_obj_uid(p->sb);
@@ -286,7 +287,7 @@ static void expire_act(struct claim_pass *p)
         if (!p->x->o.no_claim_events)
             ext__event(p->x, p->claim, false, EXT_R_CLAIM_EXPIRED,
                        "Deleting Claim (ShutdownPolicy=%s)", policy);
-        kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXCLAIMS);
+        kube_req_init(&r, "DELETE", &API_RES_SANDBOXCLAIMS);
         r.ns = p->ns;
         r.name = p->name;
         r.precondition_uid = p->uid;
@@ -294,7 +295,7 @@ static void expire_act(struct claim_pass *p)
     } else {
         if (!p->sb || kube_obj_deleting(p->sb))
             return;
-        kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+        kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
         r.ns = p->ns;
         r.name = kube_obj_name(p->sb);
         r.precondition_uid = kube_obj_uid(p->sb);
@@ -338,7 +339,7 @@ static void record_first_ready(struct claim_pass *p)
     if (kube_obj_annotation(p->claim, EXT_ANN_FIRST_OBSERVED))
         json_object_del(json_object_get(json_object_get(patch, "metadata"), "annotations"),
                         EXT_ANN_FIRST_OBSERVED);
-    (void)ext__patch(p->x, &KUBE_RES_SANDBOXCLAIMS, p->ns, p->name, NULL, patch, NULL, &e);
+    (void)ext__patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, NULL, patch, NULL, &e);
     json_decref(patch);
 }
 
@@ -366,7 +367,7 @@ static void write_status(struct claim_pass *p)
     if (claim_status_changed(json_object_get(p->claim, "status"), st)) {
         patch = json_pack("{s:{s:s}, s:O}", "metadata", "resourceVersion",
                           kube_obj_resource_version(p->claim) ?: "", "status", st);
-        if (ext__patch(p->x, &KUBE_RES_SANDBOXCLAIMS, p->ns, p->name, "status", patch, NULL, &e) <
+        if (ext__patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, "status", patch, NULL, &e) <
             0) {
             /* A 409 is dropped: the conflicting write's event brings the claim back
              * (with the same backstop requeue). */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/map.h"
@@ -665,7 +666,7 @@ static int new_informer(struct ext_ctrl *x, int i, const struct kube_res *res)
 int ext_ctrl_start(struct ext_ctrl *x)
 {
     static const struct kube_res *const res[EXT_INF_COUNT] = {
-        &KUBE_RES_SANDBOXTEMPLATES, &KUBE_RES_SANDBOXWARMPOOLS, &KUBE_RES_SANDBOXCLAIMS,
+        &API_RES_SANDBOXTEMPLATES, &API_RES_SANDBOXWARMPOOLS, &API_RES_SANDBOXCLAIMS,
         &KUBE_RES_NETWORKPOLICIES};
     int r = 0;
     for (int i = 0; r >= 0 && i < EXT_INF_COUNT; i++)

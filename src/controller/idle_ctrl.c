@@ -9,6 +9,7 @@
 
 #include <curl/curl.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/map.h"
@@ -119,7 +120,7 @@ static int suspend(struct idle_ctrl *c, const json_t *sb, const struct idle_poli
 {
     json_t *patch = idle_suspend_patch(sb);
     struct kube_err e;
-    int r = kube_patch(c->o.client, &KUBE_RES_SANDBOXES, kube_obj_namespace(sb), kube_obj_name(sb),
+    int r = kube_patch(c->o.client, &API_RES_SANDBOXES, kube_obj_namespace(sb), kube_obj_name(sb),
                        KUBE_PATCH_MERGE, patch, NULL, &e);
     json_decref(patch);
     if (r < 0) {

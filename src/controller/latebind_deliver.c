@@ -11,6 +11,7 @@
 
 #include <curl/curl.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/map.h"
@@ -98,7 +99,7 @@ static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, j
         if ((r = lb_member_name(sb, name, sizeof(name))) == 0 &&
             (r = lb_secret_name(name, secret, sizeof(secret))) == 0) {
             lb_pool_inject(copy, name, secret);
-            r = kube_create(x->d.client, &KUBE_RES_SANDBOXES, ns, copy, ret, reterr);
+            r = kube_create(x->d.client, &API_RES_SANDBOXES, ns, copy, ret, reterr);
             if (r < 0 && kube_err_is_already_exists(reterr))
                 r = -EEXIST;
         }
@@ -111,7 +112,7 @@ static void delete_member(struct ext_ctrl *x, const char *pool_key, const json_t
 {
     struct kube_req r;
     struct kube_err e;
-    kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+    kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
     r.ns = kube_obj_namespace(sb);
     r.name = kube_obj_name(sb);
     r.precondition_uid = kube_obj_uid(sb);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
@@ -99,7 +100,7 @@ static void delete_members(struct pool_pass *p, const struct pool_plan *plan)
         const json_t *sb = p->m[plan->del[i]].sb;
         struct kube_req r;
         struct kube_err e;
-        kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+        kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
         r.ns = p->ns;
         r.name = kube_obj_name(sb);
         r.precondition_uid = kube_obj_uid(sb);
@@ -214,7 +215,7 @@ static int create_named(struct pool_pass *p, const json_t *sb, struct kube_err *
         json_object_set_new(meta, "name", json_string(name));
         json_object_set_new(ext_obj_ensure(meta, "annotations"), SB_ANN_POD_NAME,
                             json_string(name));
-        r = kube_create(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, copy, NULL, e);
+        r = kube_create(p->x->d.client, &API_RES_SANDBOXES, p->ns, copy, NULL, e);
         if (r < 0 && kube_err_is_already_exists(e))
             r = -EEXIST;
         json_decref(copy);
@@ -368,7 +369,7 @@ static void write_status(struct pool_pass *p, const struct pool_plan *plan, int 
     }
     if (!json_equal(st, json_object_get(p->pool, "status")) && !status_paced(p, st, desired)) {
         patch = json_pack("{s:O}", "status", st);
-        if (ext__patch(p->x, &KUBE_RES_SANDBOXWARMPOOLS, p->ns, kube_obj_name(p->pool), "status",
+        if (ext__patch(p->x, &API_RES_SANDBOXWARMPOOLS, p->ns, kube_obj_name(p->pool), "status",
                        patch, NULL, &e) >= 0)
             status_written(p);
         else if (!kube_err_is_not_found(&e) && !p->err)

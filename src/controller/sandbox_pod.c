@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "controller/sandbox_desired.h"
@@ -165,7 +166,7 @@ static void sync_annotation(struct sb_pass *p)
         return;
     patch = json_pack("{s:{s:{s:o}}}", "metadata", "annotations", SB_ANN_POD_NAME,
                       want ? json_string(want) : json_null());
-    if (kube_patch(p->r->client, &KUBE_RES_SANDBOXES, p->ns, p->name, KUBE_PATCH_MERGE, patch, &out,
+    if (kube_patch(p->r->client, &API_RES_SANDBOXES, p->ns, p->name, KUBE_PATCH_MERGE, patch, &out,
                    &e) < 0) {
         p->ret = p->ret ? p->ret : (e.code ? e.code : -EIO);
         log_warn("pod-name annotation patch failed, will retry\tkey=%s/%s err=\"%s\"", p->ns,

@@ -33,14 +33,6 @@ const struct kube_res KUBE_RES_TOKENREVIEWS =
     RES("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", false);
 const struct kube_res KUBE_RES_SUBJECTACCESSREVIEWS =
     RES("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", false);
-const struct kube_res KUBE_RES_SANDBOXES =
-    RES("agents.x-k8s.io", "v1beta1", "Sandbox", "sandboxes", true);
-const struct kube_res KUBE_RES_SANDBOXTEMPLATES =
-    RES("extensions.agents.x-k8s.io", "v1beta1", "SandboxTemplate", "sandboxtemplates", true);
-const struct kube_res KUBE_RES_SANDBOXCLAIMS =
-    RES("extensions.agents.x-k8s.io", "v1beta1", "SandboxClaim", "sandboxclaims", true);
-const struct kube_res KUBE_RES_SANDBOXWARMPOOLS =
-    RES("extensions.agents.x-k8s.io", "v1beta1", "SandboxWarmPool", "sandboxwarmpools", true);
 
 int kube_res_api_version(const struct kube_res *r, char *out, unsigned size)
 {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
@@ -50,7 +51,7 @@ int activity_write_kube(void *ctx, const char *ns, const char *name, const char 
 {
     struct kube_err e;
     json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", ANN_LAST_ACTIVITY, value);
-    int r = kube_patch(ctx, &KUBE_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
+    int r = kube_patch(ctx, &API_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
     json_decref(patch);
     return r;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
@@ -95,7 +96,7 @@ int resume_patch_kube(void *ctx, const char *ns, const char *name, char *err, si
     json_t *patch =
         json_pack("{s:{s:{s:n, s:s}}, s:{s:s}}", "metadata", "annotations", ANN_SUSPENDED_GEN,
                   ANN_LAST_ACTIVITY, now, "spec", "operatingMode", "Running");
-    int r = kube_patch(ctx, &KUBE_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
+    int r = kube_patch(ctx, &API_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
     json_decref(patch);
     if (r < 0)
         (void)snprintf(err, size, "%s", e.message[0] ? e.message : "the resume patch failed");

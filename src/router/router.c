@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/limits.h"
 #include "common/log.h"
@@ -138,7 +139,7 @@ static void on_trim_timer(uv_timer_t *t)
 static int start_informer(struct router *r)
 {
     struct kube_informer_opts io = {.client = r->o.client,
-                                    .res = &KUBE_RES_SANDBOXES,
+                                    .res = &API_RES_SANDBOXES,
                                     .ns = r->o.ns,
                                     .transform = slim_sandbox,
                                     .name = "sandboxes"};
