@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/extensions.h"
 #include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/cli.h"
 #include "cli/output.h"
 #include "common/buf.h"
@@ -75,12 +77,13 @@ static void print_conditions(FILE *out, const json_t *sb)
 static void print_pod(FILE *out, struct kube_client *c, const char *ns, const json_t *sb)
 {
     const char *mode = kube_obj_path_str(sb, "spec.operatingMode");
-    const char *pod = kube_obj_annotation(sb, "agents.x-k8s.io/pod-name");
+    const char *pod = kube_obj_annotation(sb, SB_ANN_POD_NAME);
     pod = pod ? pod : kube_obj_name(sb);
     json_t *p = NULL;
     if (kube_get(c, &KUBE_RES_PODS, ns, pod, &p, NULL) < 0) {
         field(out, "Pod:",
-              mode && !strcmp(mode, "Suspended") ? "<none> (suspended)" : "<none> (not created)");
+              mode && !strcmp(mode, SB_MODE_SUSPENDED) ? "<none> (suspended)"
+                                                       : "<none> (not created)");
         return;
     }
     char line[512];
@@ -103,17 +106,17 @@ static void print_origin(FILE *out, struct kube_client *c, const char *ns, const
     const char *pool = NULL;
     json_t *claim = NULL, *swp = NULL;
     char line[512];
-    if (kind && !strcmp(kind, "SandboxClaim") &&
+    if (kind && !strcmp(kind, EXT_KIND_CLAIM) &&
         kube_get(c, &API_RES_SANDBOXCLAIMS, ns, name, &claim, NULL) == 0) {
-        const json_t *rc = kube_obj_condition(claim, "Ready");
+        const json_t *rc = kube_obj_condition(claim, SB_COND_READY);
         (void)snprintf(line, sizeof(line), "%s (Ready %s%s%s)", name,
                        str_or(kube_obj_path_str(rc, "status"), "Unknown"), rc ? ", " : "",
                        rc ? str_or(kube_obj_path_str(rc, "reason"), "") : "");
         field(out, "Claim:", line);
         pool = kube_obj_path_str(claim, "spec.warmPoolRef.name");
     } else {
-        field(out, "Claim:", kind && !strcmp(kind, "SandboxClaim") ? name : NULL);
-        pool = kind && !strcmp(kind, "SandboxWarmPool") ? name : NULL;
+        field(out, "Claim:", kind && !strcmp(kind, EXT_KIND_CLAIM) ? name : NULL);
+        pool = kind && !strcmp(kind, EXT_KIND_POOL) ? name : NULL;
     }
     if (pool && kube_get(c, &API_RES_SANDBOXWARMPOOLS, ns, pool, &swp, NULL) == 0) {
         const json_t *d = kube_obj_path(swp, "spec.replicas");
@@ -196,7 +199,7 @@ static void describe(FILE *out, struct kube_client *c, const char *ns, const jso
                    out_age(kube_obj_path_str(sb, "metadata.creationTimestamp"), age, sizeof(age)));
     field(out, "Created:", line);
     print_map(out, "Labels:", kube_obj_path(sb, "metadata.labels"));
-    field(out, "Mode:", str_or(kube_obj_path_str(sb, "spec.operatingMode"), "Running"));
+    field(out, "Mode:", str_or(kube_obj_path_str(sb, "spec.operatingMode"), SB_MODE_RUNNING));
     field(out, "Service:", kube_obj_path_str(sb, "status.serviceFQDN"));
     field(out, "Shutdown:", kube_obj_path_str(sb, "spec.lifecycle.shutdownTime"));
     print_pod(out, c, ns, sb);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/cli.h"
 #include "cli/output.h"
 #include "common/buf.h"
@@ -36,7 +37,7 @@ static const char *c_age(const json_t *o, char *b, unsigned n)
 
 static const char *cond_field(const json_t *o, const char *field)
 {
-    const json_t *c = kube_obj_condition(o, "Ready");
+    const json_t *c = kube_obj_condition(o, SB_COND_READY);
     return c ? json_string_value(json_object_get(c, field)) : NULL;
 }
 
@@ -57,7 +58,7 @@ static const char *c_reason(const json_t *o, char *b, unsigned n)
 static const char *c_pod(const json_t *o, char *b, unsigned n)
 {
     (void)b, (void)n;
-    return kube_obj_annotation(o, "agents.x-k8s.io/pod-name");
+    return kube_obj_annotation(o, SB_ANN_POD_NAME);
 }
 
 /* The pod a sandbox runs in: the pod-name annotation, else the sandbox's own name; none
@@ -65,7 +66,7 @@ static const char *c_pod(const json_t *o, char *b, unsigned n)
 static const char *c_list_pod(const json_t *o, char *b, unsigned n)
 {
     const char *mode = kube_obj_path_str(o, "spec.operatingMode");
-    if (mode && strcmp(mode, "Suspended") == 0)
+    if (mode && strcmp(mode, SB_MODE_SUSPENDED) == 0)
         return NULL;
     const char *p = c_pod(o, b, n);
     return p ? p : kube_obj_name(o);
@@ -81,7 +82,7 @@ static const char *c_mode(const json_t *o, char *b, unsigned n)
 {
     (void)b, (void)n;
     const char *m = kube_obj_path_str(o, "spec.operatingMode");
-    return m ? m : "Running";
+    return m ? m : SB_MODE_RUNNING;
 }
 
 static const char *c_node(const json_t *o, char *b, unsigned n)
@@ -154,7 +155,7 @@ static const struct column pools_cols[] = {
 };
 
 static const struct kind kinds[] = {
-    {{"sandboxes", "sandbox", "sbx", "sandboxes.agents.x-k8s.io", NULL},
+    {{"sandboxes", "sandbox", "sbx", "sandboxes." SB_GROUP, NULL},
      &API_RES_SANDBOXES,
      sandbox_cols},
     {{"sandboxtemplates", "sandboxtemplate", "templates", "template", NULL},

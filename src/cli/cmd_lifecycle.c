@@ -4,7 +4,9 @@
 #include <getopt.h>
 #include <string.h>
 
+#include "api/extensions.h"
 #include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/cli.h"
 #include "cli/cli_limits.h"
 #include "kube/obj.h"
@@ -95,9 +97,9 @@ static int is_suspended(void *ctx, const json_t *o, char *why, size_t n)
         (void)snprintf(why, n, "the sandbox was deleted");
         return -ENOENT;
     }
-    if (kube_obj_condition_true(o, "Suspended"))
+    if (kube_obj_condition_true(o, SB_COND_SUSPENDED))
         return 1;
-    const json_t *c = kube_obj_condition(o, "Suspended");
+    const json_t *c = kube_obj_condition(o, SB_COND_SUSPENDED);
     const char *reason = c ? json_string_value(json_object_get(c, "reason")) : NULL;
     (void)snprintf(why, n, "Suspended: %s", reason ? reason : "not reported yet");
     return 0;
@@ -110,9 +112,9 @@ static int is_running(void *ctx, const json_t *o, char *why, size_t n)
         (void)snprintf(why, n, "the sandbox was deleted");
         return -ENOENT;
     }
-    if (kube_obj_condition_true(o, "Ready") && !kube_obj_condition_true(o, "Suspended"))
+    if (kube_obj_condition_true(o, SB_COND_READY) && !kube_obj_condition_true(o, SB_COND_SUSPENDED))
         return 1;
-    const json_t *c = kube_obj_condition(o, "Ready");
+    const json_t *c = kube_obj_condition(o, SB_COND_READY);
     const char *reason = c ? json_string_value(json_object_get(c, "reason")) : NULL;
     (void)snprintf(why, n, "Ready: %s", reason ? reason : "not reported yet");
     return 0;
@@ -130,15 +132,16 @@ static int set_mode(struct cli_globals *g, struct kube_client *c, const char *na
     (void)snprintf(what, sizeof(what), "sandbox \"%s\" in namespace %s", name, ns);
     if (r < 0)
         return cli_fail(g, what, r, &e);
-    bool susp = strcmp(mode, "Suspended") == 0;
-    fprintf(g->out, "sandbox.agents.x-k8s.io/%s %s\n", name, susp ? "suspended" : "resumed");
+    bool susp = strcmp(mode, SB_MODE_SUSPENDED) == 0;
+    fprintf(g->out, "sandbox." SB_GROUP "/%s %s\n", name, susp ? "suspended" : "resumed");
     if (!o->wait)
         return CLI_OK;
     char why[512] = "";
     kube_err_clear(&e);
     r = cli_wait(c, &API_RES_SANDBOXES, ns, name, o->timeout, susp ? is_suspended : is_running,
                  NULL, NULL, why, sizeof(why), &e);
-    return r == 0 ? CLI_OK : wait_fail(g, r, name, susp ? "Suspended" : "Ready", why, &e);
+    return r == 0 ? CLI_OK
+                  : wait_fail(g, r, name, susp ? SB_COND_SUSPENDED : SB_COND_READY, why, &e);
 }
 
 static int run_mode(struct cli_globals *g, int argc, char **argv, const char *mode)
@@ -157,12 +160,12 @@ static int run_mode(struct cli_globals *g, int argc, char **argv, const char *mo
 
 int cli_cmd_suspend(struct cli_globals *g, int argc, char **argv)
 {
-    return run_mode(g, argc, argv, "Suspended");
+    return run_mode(g, argc, argv, SB_MODE_SUSPENDED);
 }
 
 int cli_cmd_resume(struct cli_globals *g, int argc, char **argv)
 {
-    return run_mode(g, argc, argv, "Running");
+    return run_mode(g, argc, argv, SB_MODE_RUNNING);
 }
 
 /* ---- delete ---------------------------------------------------------------------------- */
@@ -200,7 +203,7 @@ static int resolve(struct cli_globals *g, struct kube_client *c, const char *arg
         return CLI_OK; /* the DELETE reports it */
     const json_t *ref = kube_obj_controller_ref(sb);
     const char *kind = json_string_value(json_object_get(ref, "kind"));
-    if (kind && strcmp(kind, "SandboxClaim") == 0) {
+    if (kind && strcmp(kind, EXT_KIND_CLAIM) == 0) {
         *ret_res = &API_RES_SANDBOXCLAIMS;
         (void)snprintf(owner, owner_size, "%s", json_string_value(json_object_get(ref, "name")));
         *ret_name = owner;

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 
 #include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/cli_limits.h"
 #include "cli/pfwd.h"
 #include "cli/sbd.h"
@@ -439,11 +440,11 @@ static int resolve_pod(struct pf_ctx *x, struct kube_client *kc, const char *nam
         rc = cli_fail(g, what, r, &e);
     } else if (r < 0) {
         rc = CLI_ERR;
-    } else if (!kube_obj_condition_true(sb, "Ready")) {
+    } else if (!kube_obj_condition_true(sb, SB_COND_READY)) {
         fprintf(g->err, "error: sandbox \"%s\" in namespace %s is not Ready\n", sbname, x->ns);
         rc = CLI_ERR;
     } else {
-        const char *an = kube_obj_annotation(sb, "agents.x-k8s.io/pod-name");
+        const char *an = kube_obj_annotation(sb, SB_ANN_POD_NAME);
         (void)snprintf(x->pod, sizeof(x->pod), "%s", an ? an : sbname);
     }
     json_decref(sb);

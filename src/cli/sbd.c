@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/cli_limits.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
@@ -120,11 +121,11 @@ static int check_sandbox(const struct cli_globals *g, struct kube_client *c, con
         (void)snprintf(what, sizeof(what), "sandbox \"%s\" in namespace %s", name, ns);
         return cli_fail(g, what, r, &e);
     }
-    const char *an = kube_obj_annotation(sb, "agents.x-k8s.io/pod-name");
+    const char *an = kube_obj_annotation(sb, SB_ANN_POD_NAME);
     (void)snprintf(pod, size, "%s", an ? an : name);
     int rc = CLI_OK;
-    if (!kube_obj_condition_true(sb, "Ready")) {
-        const json_t *cd = kube_obj_condition(sb, "Ready");
+    if (!kube_obj_condition_true(sb, SB_COND_READY)) {
+        const json_t *cd = kube_obj_condition(sb, SB_COND_READY);
         const char *reason = json_string_value(json_object_get(cd, "reason"));
         fprintf(g->err,
                 "error: sandbox \"%s\" in namespace %s is not Ready (%s)\n"

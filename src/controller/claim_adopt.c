@@ -44,11 +44,11 @@ static json_t *map_diff(const json_t *old, const json_t *want)
 static void keep_pool_evict(const json_t *cur, json_t *want, json_t *patch)
 {
     const json_t *ca = json_object_get(cur, "annotations");
-    const char *ev = json_string_value(json_object_get(ca, EXT_ANN_SAFE_TO_EVICT));
+    const char *ev = json_string_value(json_object_get(ca, SB_ANN_SAFE_TO_EVICT));
     if (!ev || strcmp(ev, "true") != 0 ||
-        json_object_get(json_object_get(want, "annotations"), EXT_ANN_SAFE_TO_EVICT))
+        json_object_get(json_object_get(want, "annotations"), SB_ANN_SAFE_TO_EVICT))
         return;
-    json_object_set_new(ext_obj_ensure(want, "annotations"), EXT_ANN_SAFE_TO_EVICT,
+    json_object_set_new(ext_obj_ensure(want, "annotations"), SB_ANN_SAFE_TO_EVICT,
                         json_string("true"));
     json_object_set_new(ext_obj_ensure(json_object_get(patch, "metadata"), "annotations"),
                         SB_ANN_POD_OMIT_EVICT, json_string("true"));

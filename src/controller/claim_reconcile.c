@@ -108,7 +108,7 @@ static bool find_sandbox(struct claim_pass *p)
     if (!sb)
         sb = find_owned(p);
     if (!sb && (sb = sb_get(p, p->name)) && !sb_controlled_by(sb, p->uid)) {
-        fail(p, EXT_R_RECONCILER_ERROR, true,
+        fail(p, SB_R_RECONCILER_ERROR, true,
              "Error seen: sandbox %s is not controlled by claim %s. Please use a different claim "
              "name or delete the sandbox manually",
              p->name, p->name);
@@ -149,7 +149,7 @@ static void cold_create(struct claim_pass *p, const json_t *tpl, const char *poo
              "Sandbox already created; waiting for cache to converge");
         requeue_min(p, LIMIT_EXT_CACHE_LAG_REQUEUE);
     } else {
-        fail(p, EXT_R_RECONCILER_ERROR, true, "Error seen: %s", e.message);
+        fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: %s", e.message);
         p->err = e.code ? e.code : -EIO;
     }
     json_decref(sb);
@@ -174,7 +174,7 @@ static void late_fallback(struct claim_pass *p, const json_t *tpl, const char *p
     r.name = kube_obj_name(p->sb);
     r.precondition_uid = kube_obj_uid(p->sb);
     if (kube_request(p->x->d.client, &r, NULL, &e) < 0 && !kube_err_is_not_found(&e)) {
-        fail(p, EXT_R_RECONCILER_ERROR, true, "Error seen: deleting Sandbox %s: %s", r.name,
+        fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: deleting Sandbox %s: %s", r.name,
              e.message);
         p->err = e.code ? e.code : -EIO;
         return;
@@ -258,7 +258,7 @@ static void provision(struct claim_pass *p)
             if (!claim_needs_cold(p->claim) || late_deliver(p, tpl, pn))
                 count_creation(p, "warm", pn);
         } else {
-            fail(p, EXT_R_RECONCILER_ERROR, true, "Error seen: %s", p->msg);
+            fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: %s", p->msg);
             p->err = r;
         }
     } else {

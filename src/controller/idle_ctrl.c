@@ -136,7 +136,7 @@ static int suspend(struct idle_ctrl *c, const json_t *sb, const struct idle_poli
     log_info("suspended idle sandbox\tkey=%s/%s timeout_s=%llu", kube_obj_namespace(sb),
              kube_obj_name(sb), (unsigned long long)(pol->timeout / USEC_PER_SEC));
     if (c->o.events)
-        events_record(c->o.events, sb, EVENTS_NORMAL, IDLE_R_IDLE_TIMEOUT,
+        events_record(c->o.events, sb, EVENTS_NORMAL, SB_R_IDLE_TIMEOUT,
                       "No activity for %llus: suspended by the idle policy",
                       (unsigned long long)(pol->timeout / USEC_PER_SEC));
     return 1;

@@ -142,7 +142,7 @@ int lb_pool_create(struct ext_ctrl *x, const char *pool_key, const json_t *sb,
     r = create_member(x, ns, sb, &out, reterr);
     if (r < 0)
         goto out;
-    sec = lb_token_secret(out, kube_obj_annotation(out, LB_ANN_TOKEN_SECRET), token);
+    sec = lb_token_secret(out, kube_obj_annotation(out, EXT_ANN_TOKEN_SECRET), token);
     if (kube_create(x->d.client, &KUBE_RES_SECRETS, ns, sec, NULL, &e) < 0) {
         /* Without its Secret the pod never starts: replace the member now. */
         log_warn("creating the config token Secret failed\tsandbox=%s/%s detail=\"%s\"", ns,
@@ -264,7 +264,8 @@ static int resolve_env(struct ext_ctrl *x, const json_t *claim, json_t **ret, ch
 /* Returns the config token of sb (new, wipe before xfree) in *ret. */
 static int sandbox_token(struct ext_ctrl *x, const json_t *sb, char **ret, char *msg, size_t size)
 {
-    const char *ns = kube_obj_namespace(sb), *secret = kube_obj_annotation(sb, LB_ANN_TOKEN_SECRET);
+    const char *ns = kube_obj_namespace(sb),
+               *secret = kube_obj_annotation(sb, EXT_ANN_TOKEN_SECRET);
     char *t = cache_get(x->lb, ns, kube_obj_name(sb), false);
     json_t *obj = NULL;
     const json_t *v;

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/extensions.h"
+#include "api/sandbox.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "controller/duration.h"
@@ -47,7 +49,7 @@ static struct ctrl_manager *g_manager;
 
 static const char usage_text[] =
     "Usage: agent-sandbox-controller [flags]\n"
-    "Reconciles agents.x-k8s.io/v1beta1 Sandboxes into a Pod, an optional headless\n"
+    "Reconciles " SB_API_VERSION " Sandboxes into a Pod, an optional headless\n"
     "Service and PersistentVolumeClaims, and (with --extensions) SandboxTemplates,\n"
     "SandboxWarmPools and SandboxClaims.\n\n"
     "Flags (--name=value or --name value; a bare boolean flag means true):\n"
@@ -91,7 +93,7 @@ static const char usage_text[] =
     "                                      waits up to D for the next change a user sees,\n"
     "                                      normally Ready; 0 writes every change, max 10s\n"
     "                                      (default 1s)\n"
-    "  --always-annotate-pod-name[=BOOL]   set agents.x-k8s.io/pod-name also when the Pod\n"
+    "  --always-annotate-pod-name[=BOOL]   set " SB_ANN_POD_NAME " also when the Pod\n"
     "                                      is named after the Sandbox, with a patch after\n"
     "                                      the create (upstream; default false)\n"
     "  --extensions[=BOOL]                 run the SandboxTemplate, SandboxWarmPool and\n"
@@ -106,11 +108,11 @@ static const char usage_text[] =
     "                                      refill competes with the claims for the API server)\n"
     "  --sandbox-warm-pool-max-refill-rate R  creates per second per pool, 0 = unpaced\n"
     "                                      (default 0; annotation\n"
-    "                                      extensions.agents.x-k8s.io/max-refill-rate overrides)\n"
+    "                                      " EXT_ANN_REFILL_RATE " overrides)\n"
     "  --sandbox-warm-pool-readiness-grace-period D  non-Ready member grace (default 5m)\n"
     "  --claim-timeout D                   a claim not Ready by then fails with ClaimTimeout;\n"
     "                                      0 disables (default 10m; annotation\n"
-    "                                      extensions.agents.x-k8s.io/claim-timeout-seconds)\n"
+    "                                      " EXT_ANN_CLAIM_TIMEOUT ")\n"
     "  --enable-warm-pool-eviction[=BOOL]  safe-to-evict on warm pods (default true)\n"
     "  --disable-claim-events[=BOOL]       no Events from the claim controller\n"
     "  --disable-claim-observability-annotations[=BOOL]  no first-observed/first-ready\n"

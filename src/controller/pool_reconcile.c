@@ -46,7 +46,7 @@ static void requeue_min(struct pool_pass *p, usec_t d)
 static bool pod_unschedulable(struct ext_ctrl *x, const json_t *sb)
 {
     json_t *pod = kube_store_get_ns(ext__pods(x), kube_obj_namespace(sb), kube_obj_name(sb));
-    const json_t *c = kube_obj_condition(pod, "PodScheduled");
+    const json_t *c = kube_obj_condition(pod, SB_COND_POD_SCHEDULED);
     const char *s = json_string_value(json_object_get(c, "status"));
     const char *r = json_string_value(json_object_get(c, "reason"));
     bool yes = pod && !kube_obj_deleting(pod) && s && strcmp(s, "False") == 0 && r &&

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/extensions.h"
 #include "kube/obj.h"
 
 void sb_name_hash(const char *s, char out[SB_HASH_LEN + 1])
@@ -20,8 +21,8 @@ void sb_name_hash(const char *s, char out[SB_HASH_LEN + 1])
 
 bool sb_key_reserved(const char *key)
 {
-    return strncmp(key, SB_GROUP "/", strlen(SB_GROUP "/")) == 0 ||
-           strncmp(key, SB_EXT_GROUP "/", strlen(SB_EXT_GROUP "/")) == 0;
+    return strncmp(key, SB_KEY_PREFIX, strlen(SB_KEY_PREFIX)) == 0 ||
+           strncmp(key, EXT_KEY_PREFIX, strlen(EXT_KEY_PREFIX)) == 0;
 }
 
 bool sb_annotation_system(const char *key)

@@ -18,7 +18,7 @@
 static bool suspended(const struct sb_pass *p)
 {
     const char *m = kube_obj_path_str(p->sb, "spec.operatingMode");
-    return m && strcmp(m, "Suspended") == 0;
+    return m && strcmp(m, SB_MODE_SUSPENDED) == 0;
 }
 
 /* The Pod named by the annotation is a candidate only when someone may hand it to us:
@@ -82,7 +82,7 @@ static void handle_candidate(struct sb_pass *p, json_t *c)
                   "pod \"%s\" exists and is not owned by sandbox \"%s\"; it is left alone "
                   "(label it " SB_LABEL_ADOPTABLE "=true to allow adoption)",
                   kube_obj_name(c), p->name);
-        sb__event(p, true, "PodNotOwned", "Pod %s exists and is not owned by this Sandbox",
+        sb__event(p, true, SB_R_POD_NOT_OWNED, "Pod %s exists and is not owned by this Sandbox",
                   kube_obj_name(c));
     } else if (!suspended(p)) {
         extra = json_pack("{s:{s:{s:s}}}", "metadata", "labels", SB_LABEL_NAME_HASH, p->hash);

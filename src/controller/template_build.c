@@ -237,8 +237,8 @@ json_t *tpl_pool_sandbox(const json_t *pool, const json_t *tpl, const struct tpl
     (void)snprintf(gen, sizeof(gen), "%.200s-", kube_obj_name(pool) ?: "pool");
     if (o && o->eviction) {
         json_t *ann = ext_obj_ensure(pmeta, "annotations");
-        if (!json_object_get(ann, EXT_ANN_SAFE_TO_EVICT))
-            json_object_set_new(ann, EXT_ANN_SAFE_TO_EVICT, json_string("true"));
+        if (!json_object_get(ann, SB_ANN_SAFE_TO_EVICT))
+            json_object_set_new(ann, SB_ANN_SAFE_TO_EVICT, json_string("true"));
     }
     return json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:{s:s}, s:[o]}, "
                      "s:o}",

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/sandbox.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
@@ -38,7 +39,7 @@ struct flags {
 
 static const char usage_text[] =
     "Usage: sandbox-router [flags]\n"
-    "Authenticated HTTP/WebSocket reverse proxy to Sandboxes (agents.x-k8s.io/v1beta1).\n\n"
+    "Authenticated HTTP/WebSocket reverse proxy to Sandboxes (" SB_API_VERSION ").\n\n"
     "Flags (--name=value or --name value):\n"
     "  --http-bind-address ADDR:PORT     proxy listener (default 0.0.0.0:8080)\n"
     "  --health-probe-bind-address A:P   /healthz /readyz /metrics (default 0.0.0.0:8081)\n"

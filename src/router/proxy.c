@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/sandbox.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
@@ -541,8 +542,8 @@ static int check_sandbox(struct px *x, json_t *obj, char *detail, size_t size)
     }
     if (target_cached(x, obj))
         return 0;
-    if (!kube_obj_condition_true(obj, "Ready")) {
-        const json_t *c = kube_obj_condition(obj, "Ready");
+    if (!kube_obj_condition_true(obj, SB_COND_READY)) {
+        const json_t *c = kube_obj_condition(obj, SB_COND_READY);
         const char *reason = json_string_value(json_object_get(c, "reason"));
         (void)snprintf(detail, size, "Sandbox %s/%s is not ready: %s.", x->rt.ns, x->rt.name,
                        reason ? reason : "no Ready condition");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/res.h"
+#include "api/sandbox.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
@@ -18,11 +19,6 @@
 #include "router/resume_limits.h"
 #include "router/resume_worker.h"
 #include "router/route.h"
-
-/* Set by the controller's idle suspension (same names as in controller/idle_policy.h;
- * components share no headers). */
-#define ANN_SUSPENDED_GEN "agents.x-k8s.io/idle-suspended-generation"
-#define ANN_LAST_ACTIVITY "agents.x-k8s.io/last-activity"
 
 struct resume_waiter {
     struct resume_waiter *prev, *next;
@@ -64,24 +60,25 @@ static bool cond_is(const json_t *sb, const char *type, const char *status)
 /* Ready=False reasons that mean "coming up" rather than "broken". */
 static bool starting(const json_t *sb)
 {
-    const json_t *c = kube_obj_condition(sb, "Ready");
+    const json_t *c = kube_obj_condition(sb, SB_COND_READY);
     const char *r = json_string_value(json_object_get(c, "reason"));
-    return !c || !r || strcmp(r, "DependenciesNotReady") == 0 ||
-           strcmp(r, "SandboxSuspended") == 0 || strcmp(r, "DependenciesReady") == 0;
+    return !c || !r || strcmp(r, SB_R_DEPS_NOT_READY) == 0 || strcmp(r, SB_R_SUSPENDED) == 0 ||
+           strcmp(r, SB_R_DEPS_READY) == 0;
 }
 
 enum resume_class resume_classify(const json_t *sb)
 {
     const json_t *pol = kube_obj_path(sb, "spec.idlePolicy");
     const char *mode = kube_obj_path_str(sb, "spec.operatingMode");
-    bool suspended = mode && strcmp(mode, "Suspended") == 0;
+    bool suspended = mode && strcmp(mode, SB_MODE_SUSPENDED) == 0;
     if (!sb || kube_obj_deleting(sb) || !json_is_object(pol))
         return RESUME_PASS;
     if (json_is_false(json_object_get(pol, "resumeOnTraffic")))
         return suspended ? RESUME_REJECT : RESUME_PASS;
     if (suspended)
         return RESUME_WAKE;
-    if (cond_is(sb, "Ready", "True") && json_array_size(kube_obj_path(sb, "status.podIPs")) > 0)
+    if (cond_is(sb, SB_COND_READY, "True") &&
+        json_array_size(kube_obj_path(sb, "status.podIPs")) > 0)
         return RESUME_PASS;
     return starting(sb) ? RESUME_WAIT : RESUME_PASS;
 }
@@ -93,9 +90,9 @@ int resume_patch_kube(void *ctx, const char *ns, const char *name, char *err, si
     char now[40];
     struct kube_err e;
     clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
-    json_t *patch =
-        json_pack("{s:{s:{s:n, s:s}}, s:{s:s}}", "metadata", "annotations", ANN_SUSPENDED_GEN,
-                  ANN_LAST_ACTIVITY, now, "spec", "operatingMode", "Running");
+    json_t *patch = json_pack("{s:{s:{s:n, s:s}}, s:{s:s}}", "metadata", "annotations",
+                              SB_ANN_IDLE_SUSPENDED_GEN, SB_ANN_LAST_ACTIVITY, now, "spec",
+                              "operatingMode", SB_MODE_RUNNING);
     int r = kube_patch(ctx, &API_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
     json_decref(patch);
     if (r < 0)
@@ -217,7 +214,8 @@ static void wake_expired(struct entry *e, usec_t now)
 
 static bool ready(const json_t *sb)
 {
-    return cond_is(sb, "Ready", "True") && json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
+    return cond_is(sb, SB_COND_READY, "True") &&
+           json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
 }
 
 /* One entry: forward when Ready (or no longer ours), fail on a failed patch, expire. */

@@ -142,7 +142,7 @@ static int start_informer(struct router *r)
                                     .res = &API_RES_SANDBOXES,
                                     .ns = r->o.ns,
                                     .transform = slim_sandbox,
-                                    .name = "sandboxes"};
+                                    .name = API_RES_SANDBOXES.plural};
     int rc = kube_informer_new(&io, &r->informer);
     if (rc >= 0)
         rc = kube_informer_start(r->informer);

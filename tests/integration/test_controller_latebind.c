@@ -466,7 +466,7 @@ static void test_warm_claim_gets_env(void **state)
     /* Warm: an adopted pool member, not a Sandbox named after the claim. */
     assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE), "warm");
     assert_string_not_equal(kube_obj_name(sb), "c1");
-    assert_non_null(kube_obj_annotation(sb, LB_ANN_TOKEN_SECRET));
+    assert_non_null(kube_obj_annotation(sb, EXT_ANN_TOKEN_SECRET));
     out = run_env(sb);
     (void)snprintf(want, sizeof(want), "one|%s|fast\n", secret_value);
     assert_string_equal(out, want);
@@ -506,7 +506,7 @@ static void test_tokens_are_per_sandbox(void **state)
 {
     json_t *c1 = get(&API_RES_SANDBOXCLAIMS, "c1"), *c2 = get(&API_RES_SANDBOXCLAIMS, "c2");
     json_t *s1 = bound(c1), *s2 = bound(c2);
-    char *t2 = secret_token(kube_obj_annotation(s2, LB_ANN_TOKEN_SECRET));
+    char *t2 = secret_token(kube_obj_annotation(s2, EXT_ANN_TOKEN_SECRET));
     const char *ip1 = json_string_value(json_array_get(kube_obj_path(s1, "status.podIPs"), 0));
     const char *ip2 = json_string_value(json_array_get(kube_obj_path(s2, "status.podIPs"), 0));
     struct buf b;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/extensions.h"
 #include "common/buf.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
