@@ -26,9 +26,9 @@
 #include "cli/cli_limits.h"
 #include "cli/pfwd.h"
 #include "cli/sbd.h"
+#include "common/base64.h"
 #include "common/xalloc.h"
 #include "http/ws.h"
-#include "kube/b64.h"
 #include "kube/obj.h"
 
 #define PF_CHUNK      (16u * 1024)   /* one read from either side */
@@ -235,7 +235,7 @@ static int remote_open(struct pf_conn *c)
     struct buf key;
     buf_init(&key, 64);
     if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw) ||
-        kube_b64_encode(raw, sizeof(raw), &key) < 0) {
+        base64_encode(raw, sizeof(raw), &key) < 0) {
         buf_done(&key);
         return -EIO;
     }

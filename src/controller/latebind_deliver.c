@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 
 #include "api/res.h"
+#include "common/base64.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/map.h"
@@ -20,7 +21,6 @@
 #include "controller/latebind_spec.h"
 #include "controller/pool_expect.h"
 #include "controller/sandbox_names.h"
-#include "kube/b64.h"
 #include "kube/client.h"
 #include "kube/informer_limits.h"
 #include "kube/obj.h"
@@ -204,7 +204,7 @@ static int read_key(struct ext_ctrl *x, const char *ns, bool secret, const char 
     } else {
         if (!secret && !v)
             v = json_object_get(json_object_get(obj, "binaryData"), key);
-        r = json_is_string(v) ? kube_b64_decode(json_string_value(v), json_string_length(v), out)
+        r = json_is_string(v) ? base64_decode(json_string_value(v), json_string_length(v), out)
                               : failf(msg, size, -ENOENT, "%s %s has no key %s", kind, name, key);
     }
     if (r == -EINVAL || r == -E2BIG)
@@ -289,7 +289,7 @@ static int sandbox_token(struct ext_ctrl *x, const json_t *sb, char **ret, char 
         r = failf(msg, size, -EPERM, "Secret %s is not controlled by Sandbox %s", secret,
                   kube_obj_name(sb));
     else if (!json_is_string(v) ||
-             kube_b64_decode(json_string_value(v), json_string_length(v), &b) < 0 || !b.len)
+             base64_decode(json_string_value(v), json_string_length(v), &b) < 0 || !b.len)
         r = failf(msg, size, -EINVAL, "Secret %s holds no token", secret);
     if (r >= 0)
         *ret = xstrndup(buf_str(&b), b.len);

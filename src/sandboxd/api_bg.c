@@ -13,6 +13,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "common/base64.h"
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "http/server.h"
@@ -243,7 +244,7 @@ static json_t *slice_json(const struct sbd_ring_slice *s)
 {
     struct buf b64;
     buf_init(&b64, SIZE_MAX);
-    (void)sbd_base64_encode(s->data, s->len, &b64);
+    (void)base64_encode(s->data, s->len, &b64);
     json_t *j =
         json_pack("{s:s, s:I, s:s%}", "type", s->stream == SBD_STDERR ? "stderr" : "stdout",
                   "offset", (json_int_t)s->offset, "data", b64.data ? b64.data : "", b64.len);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/api_bg.h"
@@ -119,7 +120,7 @@ static json_t *text_json(const struct buf *b, bool base64)
     struct buf t;
     buf_init(&t, SIZE_MAX);
     if (base64)
-        (void)sbd_base64_encode(b->data, b->len, &t);
+        (void)base64_encode(b->data, b->len, &t);
     else
         (void)sbd_utf8_sanitize(b->data ? b->data : "", b->len, &t);
     json_t *j = json_stringn(t.data, t.len);
@@ -230,7 +231,7 @@ static void stream_output(struct sbd_proc *p, enum sbd_stream st, const char *da
     (void)p;
     struct buf b64;
     buf_init(&b64, SIZE_MAX);
-    (void)sbd_base64_encode(data, n, &b64);
+    (void)base64_encode(data, n, &b64);
     stream_line(s, json_pack("{s:s, s:s%}", "type", st == SBD_STDERR ? "stderr" : "stdout", "data",
                              b64.data, b64.len));
     buf_done(&b64);

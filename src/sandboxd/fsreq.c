@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "common/base64.h"
 #include "common/xalloc.h"
 #include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
@@ -96,7 +97,7 @@ static int batch_content(const json_t *e, struct sbd_batch_file *f, const char *
     struct str s = str_make(json_string_value(c), json_string_length(c));
     int r;
     if (strcmp(encoding, "base64") == 0) {
-        r = sbd_base64_decode(s, &f->data);
+        r = base64_decode(s.p, s.len, &f->data);
         *ret_err = r == -E2BIG ? "a file is over --max-upload" : "content is not valid base64";
     } else if (strcmp(encoding, "utf-8") == 0) {
         r = buf_append(&f->data, s.p, s.len) < 0 ? -E2BIG : 0;

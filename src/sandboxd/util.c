@@ -247,59 +247,6 @@ int sbd_utf8_sanitize(const char *p, size_t n, struct buf *out)
     return 0;
 }
 
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-int sbd_base64_encode(const void *data, size_t n, struct buf *out)
-{
-    const unsigned char *p = data;
-    char q[4];
-    if (!out->data && buf_puts(out, "") < 0)
-        return -E2BIG;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)p[i] << 16;
-        if (i + 1 < n)
-            v |= (unsigned)p[i + 1] << 8;
-        if (i + 2 < n)
-            v |= p[i + 2];
-        q[0] = b64chars[(v >> 18) & 63];
-        q[1] = b64chars[(v >> 12) & 63];
-        q[2] = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
-        q[3] = i + 2 < n ? b64chars[v & 63] : '=';
-        if (buf_append(out, q, 4) < 0)
-            return -E2BIG;
-    }
-    return 0;
-}
-
-static int b64val(char c)
-{
-    const char *s = strchr(b64chars, c);
-    return c && s ? (int)(s - b64chars) : -1;
-}
-
-int sbd_base64_decode(struct str in, struct buf *out)
-{
-    while (in.len && in.p[in.len - 1] == '=')
-        in.len--;
-    unsigned acc = 0;
-    int bits = 0;
-    if (!out->data && buf_puts(out, "") < 0)
-        return -E2BIG;
-    for (size_t i = 0; i < in.len; i++) {
-        int v = b64val(in.p[i]);
-        if (v < 0)
-            return -EINVAL;
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (buf_putc(out, (char)((acc >> bits) & 0xff)) < 0)
-                return -E2BIG;
-        }
-    }
-    return bits >= 6 ? -EINVAL : 0;
-}
-
 bool sbd_secure_eq(struct str a, struct str b)
 {
     if (a.len != b.len)

@@ -54,9 +54,5 @@ int sbd_parse_http_date(struct str s, time_t *ret);
 /** Appends p[0..n) to out as valid UTF-8, replacing invalid sequences with U+FFFD.
  * Returns 0 or -E2BIG. */
 int sbd_utf8_sanitize(const char *p, size_t n, struct buf *out);
-/** Appends base64 (standard, padded) of p[0..n) to out. Returns 0 or -E2BIG. */
-int sbd_base64_encode(const void *p, size_t n, struct buf *out);
-/** Decodes standard base64 (padding optional) into out. Returns 0, -EINVAL, -E2BIG. */
-int sbd_base64_decode(struct str in, struct buf *out);
 /** Constant-time comparison of two byte strings (length leaks). */
 bool sbd_secure_eq(struct str a, struct str b);

@@ -29,6 +29,7 @@
 #include <curl/curl.h>
 
 #include "api/res.h"
+#include "common/base64.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -36,7 +37,6 @@
 #include "controller/ext_names.h"
 #include "controller/latebind_spec.h"
 #include "controller/manager.h"
-#include "kube/b64.h"
 #include "kube/client.h"
 #include "kube/obj.h"
 #include "support/apiserver.h"
@@ -131,7 +131,7 @@ static char *secret_token(const char *name)
         return NULL;
     v = kube_obj_path_str(s, "data.token");
     buf_init(&b, 4096);
-    if (v && kube_b64_decode(v, strlen(v), &b) == 0)
+    if (v && base64_decode(v, strlen(v), &b) == 0)
         t = xstrdup(buf_str(&b));
     buf_done(&b);
     json_decref(s);
