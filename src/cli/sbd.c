@@ -9,21 +9,9 @@
 #include "api/res.h"
 #include "api/sandbox.h"
 #include "cli/cli_limits.h"
+#include "common/pct.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
-
-/* Appends s percent-escaped; '/' kept when keep_slash. */
-static int escape(struct buf *out, const char *s, bool keep_slash)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    int r = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && r == 0; p++) {
-        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                     (*p >= '0' && *p <= '9') || strchr("-._~", *p) || (keep_slash && *p == '/');
-        r = plain ? buf_putc(out, (char)*p) : buf_printf(out, "%%%c%c", hex[*p >> 4], hex[*p & 15]);
-    }
-    return r;
-}
 
 static bool bad_segment(const char *s)
 {
@@ -42,11 +30,11 @@ int cli_sbd_proxy_base(const char *server, const char *ns, const char *pod, unsi
     if (r == 0)
         r = buf_puts(out, "/api/v1/namespaces/");
     if (r == 0)
-        r = escape(out, ns, false);
+        r = pct_encode(out, ns, NULL);
     if (r == 0)
         r = buf_puts(out, "/pods/");
     if (r == 0)
-        r = escape(out, pod, false);
+        r = pct_encode(out, pod, NULL);
     if (r == 0)
         r = buf_printf(out, ":%u/proxy", port);
     return r;
@@ -57,7 +45,7 @@ int cli_sbd_files_path(const char *path, struct buf *out)
     while (*path == '/')
         path++;
     int r = buf_puts(out, "/v1/files/");
-    return r == 0 ? escape(out, path, true) : r;
+    return r == 0 ? pct_encode(out, path, "/") : r;
 }
 
 void cli_sbd_error_text(long status, const char *body, size_t len, char *out, size_t size)

@@ -14,10 +14,6 @@
 #include "kube/kube_limits.h"
 #include "kube/ratelimit.h"
 
-/** Appends s percent-encoded: every byte except RFC 3986 unreserved characters
- * (ALPHA DIGIT - . _ ~) becomes %XX, as curl_easy_escape does. Returns 0 or -E2BIG. */
-int kube__escape(struct buf *out, const char *s);
-
 #define LIMIT_KUBE_LOG_BURST    10                 /* retry/throttle log lines per window */
 #define LIMIT_KUBE_LOG_WINDOW   (1 * USEC_PER_SEC) /* the window */
 #define LIMIT_KUBE_LOG_THROTTLE (1 * USEC_PER_SEC) /* rate-limiter waits this long are logged */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/limits.h"
+#include "common/pct.h"
 #include "common/xalloc.h"
 #include "kube/client.h"
 #include "kube/client_int.h"
@@ -24,7 +25,7 @@ static int add_query(struct buf *out, bool *first, const char *key, const char *
     int r = buf_printf(out, "%c%s=", *first ? '?' : '&', key);
     *first = false;
     if (r >= 0)
-        r = kube__escape(out, value);
+        r = pct_encode(out, value, NULL);
     return r;
 }
 

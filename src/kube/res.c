@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/pct.h"
 #include "kube/client_int.h"
 
 #define RES(g, v, k, p, n)                                                \
@@ -46,29 +47,6 @@ int kube_res_api_version(const struct kube_res *r, char *out, unsigned size)
     return 0;
 }
 
-static bool is_unreserved(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '.' || c == '_' || c == '~';
-}
-
-int kube__escape(struct buf *out, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        int r;
-        if (is_unreserved(*p)) {
-            r = buf_putc(out, (char)*p);
-        } else {
-            char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-            r = buf_append(out, enc, sizeof(enc));
-        }
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
 /* A segment the server would route differently ("", ".", "..", or one with a slash)
  * is refused instead of escaped: %2F in a name is not a valid Kubernetes name. */
 static bool segment_ok(const char *s)
@@ -83,7 +61,7 @@ static int put_segment(struct buf *out, const char *s)
     int r = buf_putc(out, '/');
     if (r < 0)
         return r;
-    return kube__escape(out, s);
+    return pct_encode(out, s, NULL);
 }
 
 static int put_prefix(const struct kube_res *res, struct buf *out)

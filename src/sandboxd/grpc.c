@@ -14,6 +14,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
+#include "common/pct.h"
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "sandboxd/sbd_limits.h"
@@ -228,12 +229,8 @@ static char *encode_message(const char *msg)
 {
     struct buf b;
     buf_init(&b, 4096);
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        int r = *p >= 0x20 && *p < 0x7f && *p != '%' ? buf_putc(&b, (char)*p)
-                                                     : buf_printf(&b, "%%%02X", *p);
-        if (r < 0)
-            break;
-    }
+    if (pct_encode(&b, msg, PCT_KEEP_PRINTABLE) < 0)
+        (void)buf_puts(&b, "message%20too%20long");
     return buf_steal(&b);
 }
 

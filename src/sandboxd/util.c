@@ -7,45 +7,8 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/pct.h"
 #include "common/xalloc.h"
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static int decode(struct str in, bool plus_space, struct buf *out)
-{
-    for (size_t i = 0; i < in.len; i++) {
-        char c = in.p[i];
-        if (c == '%') {
-            int hi = i + 2 < in.len ? hexval(in.p[i + 1]) : -1;
-            int lo = i + 2 < in.len ? hexval(in.p[i + 2]) : -1;
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-                return -EINVAL;
-            c = (char)(hi * 16 + lo);
-            i += 2;
-        } else if (c == '+' && plus_space) {
-            c = ' ';
-        }
-        if (buf_putc(out, c) < 0)
-            return -E2BIG;
-    }
-    if (!out->data)
-        (void)buf_puts(out, "");
-    return 0;
-}
-
-int sbd_url_decode(struct str in, struct buf *out)
-{
-    return decode(in, false, out);
-}
 
 int sbd_query_get(struct str query, const char *name, struct buf *out)
 {
@@ -56,7 +19,7 @@ int sbd_query_get(struct str query, const char *name, struct buf *out)
         if (!str_cut(pair, '=', &key, &val))
             val = STR_NULL;
         if (str_eq_c(key, name)) {
-            int r = decode(val, true, out);
+            int r = pct_decode(val, true, out);
             return r < 0 ? r : 1;
         }
     }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Small helpers shared by sandboxd's handlers: percent-decoding, query parameters, the
+/* Small helpers shared by sandboxd's handlers: query parameters, the
  * {"code","message"} error body, HTTP dates and JSON-safe text. */
 #pragma once
 
@@ -12,11 +12,8 @@
 #include "common/str.h"
 #include "http/server.h"
 
-/** Percent-decodes in into out (appended; '+' is kept as is). Returns 0, -EINVAL for a bad
- * escape or an encoded NUL, -E2BIG past out's limit. */
-int sbd_url_decode(struct str in, struct buf *out);
 /** Finds name in a query string ("a=1&b=2") and decodes its value into out (form
- * encoding: '+' is a space). Returns 1 found, 0 absent, or negative as sbd_url_decode. */
+ * encoding: '+' is a space). Returns 1 found, 0 absent, or negative as pct_decode. */
 int sbd_query_get(struct str query, const char *name, struct buf *out);
 /** Parses "true"/"false" (and "1"/"0"). Returns 0 or -EINVAL. */
 int sbd_parse_bool(const char *s, bool *ret);
