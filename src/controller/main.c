@@ -226,17 +226,14 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int parse_bool(const char *v, bool *ret)
+/* A boolean flag: alone (--flag, v NULL) it means true, else v as cstr_to_bool reads it. */
+static int flag_bool(const char *v, bool *ret)
 {
-    if (!v || strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
+    if (!v) {
         *ret = true;
         return 0;
     }
-    if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
-        *ret = false;
-        return 0;
-    }
-    return -EINVAL;
+    return cstr_to_bool(v, ret);
 }
 
 static int parse_double(const char *v, double *ret)
@@ -280,7 +277,7 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
     int r;
     switch (c) {
     case F_EXTENSIONS:
-        return parse_bool(v, &f->extensions);
+        return flag_bool(v, &f->extensions);
     case F_CLAIM_WORKERS:
         return parse_positive(v, &f->claim_workers);
     case F_POOL_WORKERS:
@@ -303,27 +300,27 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
             f->ext.claim_timeout = USEC_INFINITY;
         return r;
     case F_EVICTION:
-        return parse_bool(v, &f->eviction);
+        return flag_bool(v, &f->eviction);
     case F_NO_CLAIM_EVENTS:
-        r = parse_bool(v, &b);
+        r = flag_bool(v, &b);
         f->ext.no_claim_events = b;
         return r;
     case F_NO_CLAIM_ANN:
-        r = parse_bool(v, &b);
+        r = flag_bool(v, &b);
         f->ext.no_claim_annotations = b;
         return r;
     case F_CREATE_PARALLEL:
         r = parse_positive(v, &f->create_parallel);
         return r < 0 || f->create_parallel > LIMIT_EXT_CREATE_PARALLEL ? -EINVAL : r;
     case F_ADOPT_EDIT_TEMPLATE:
-        r = parse_bool(v, &b);
+        r = flag_bool(v, &b);
         f->ext.adopt_edit_template = b;
         return r;
     case F_LABEL_DOMAINS:
         f->ext.label_domains = v;
         return 0;
     case F_LB_LOOPBACK:
-        r = parse_bool(v, &b);
+        r = flag_bool(v, &b);
         f->ext.latebind_loopback = b;
         return r;
     case F_LB_TIMEOUT:
@@ -368,7 +365,7 @@ static int apply_flag(struct flags *f, int c, const char *v)
         f->kubeconfig = v;
         return 0;
     case F_LEADER_ELECT:
-        return parse_bool(v, &f->leader_elect);
+        return flag_bool(v, &f->leader_elect);
     case F_LEASE_NS:
         f->lease_ns = v;
         return 0;
@@ -387,7 +384,7 @@ static int apply_flag(struct flags *f, int c, const char *v)
         f->metrics_addr = v;
         return 0;
     case F_METRICS_SECURE:
-        return parse_bool(v, &f->metrics_secure);
+        return flag_bool(v, &f->metrics_secure);
     case F_METRICS_CERT_PATH:
         f->metrics_cert_dir = v;
         return 0;
@@ -413,13 +410,13 @@ static int apply_flag(struct flags *f, int c, const char *v)
         f->cluster_domain = v;
         return 0;
     case F_CACHE_SEL:
-        return parse_bool(v, &f->cache_label_selectors);
+        return flag_bool(v, &f->cache_label_selectors);
     case F_COMPACT_CACHE:
-        return parse_bool(v, &f->compact_cache);
+        return flag_bool(v, &f->compact_cache);
     case F_STATUS_WINDOW:
         return parse_status_window(v, &f->status_window);
     case F_POD_NAME_ALWAYS:
-        return parse_bool(v, &f->pod_name_always);
+        return flag_bool(v, &f->pod_name_always);
     case F_LOG_LEVEL:
         if (log_parse_level(v, &lvl) < 0)
             return -EINVAL;

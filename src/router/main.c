@@ -204,19 +204,6 @@ static int split_audiences(struct flags *f, const char *v)
     return 0;
 }
 
-static int parse_bool(const char *v, bool *ret)
-{
-    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
-        *ret = true;
-        return 0;
-    }
-    if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
-        *ret = false;
-        return 0;
-    }
-    return -EINVAL;
-}
-
 static int apply_auth(struct flags *f, const char *v)
 {
     if (strcmp(v, "tokenreview") == 0)
@@ -265,9 +252,9 @@ static int apply_flag(struct flags *f, int c, const char *v)
     case F_SHUTDOWN:
         return parse_secs(v, &f->o.shutdown_grace);
     case F_ACCESS:
-        return parse_bool(v, &f->o.access_log);
+        return cstr_to_bool(v, &f->o.access_log);
     case F_TRUST_LOOPBACK:
-        return parse_bool(v, &f->o.trust_loopback);
+        return cstr_to_bool(v, &f->o.trust_loopback);
     case F_LOOPBACK:
         f->o.allow_loopback = true;
         return 0;
@@ -298,7 +285,7 @@ static int apply_flag(struct flags *f, int c, const char *v)
             f->metrics_secure = true;
             return 0;
         }
-        return parse_bool(v, &f->metrics_secure);
+        return cstr_to_bool(v, &f->metrics_secure);
     case F_METRICS_ADDR:
         return parse_addr(v, f->metrics_host, sizeof(f->metrics_host), &f->metrics_port);
     case F_METRICS_CERT_PATH:

@@ -15,6 +15,7 @@
 
 #include "common/base64.h"
 #include "common/clock.h"
+#include "common/str.h"
 #include "common/xalloc.h"
 #include "http/server.h"
 #include "sandboxd/api_proc.h"
@@ -105,7 +106,7 @@ int sbd_bg_query_parse(struct str query, struct sbd_bg_query *ret, const char **
     struct buf v;
     buf_init(&v, 64);
     int e = 0, q = query_value(query, "follow", &v);
-    if (q < 0 || (q == 1 && sbd_parse_bool(buf_str(&v), &ret->follow) < 0))
+    if (q < 0 || (q == 1 && cstr_to_bool(buf_str(&v), &ret->follow) < 0))
         e = -EINVAL, *ret_msg = "follow must be a boolean";
     q = e ? 0 : query_value(query, "offset", &v);
     if (q < 0 || (q == 1 && cstr_to_u64(buf_str(&v), &ret->offset) < 0))

@@ -10,6 +10,7 @@
 
 #include "common/base64.h"
 #include "common/log.h"
+#include "common/str.h"
 #include "common/xalloc.h"
 #include "sandboxd/api_bg.h"
 #include "sandboxd/sbd_int.h"
@@ -348,7 +349,7 @@ static int do_stdin(struct http_req *req, struct sbd_proc *p)
     bool close_after = false;
     buf_init(&v, 16);
     int q = sbd_query_get(http_req_query(req), "close", &v);
-    if (q != 0 && (q < 0 || sbd_parse_bool(buf_str(&v), &close_after) < 0)) {
+    if (q != 0 && (q < 0 || cstr_to_bool(buf_str(&v), &close_after) < 0)) {
         buf_done(&v);
         return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "close must be a boolean");
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/base64.h"
+#include "common/str.h"
 #include "common/xalloc.h"
 #include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
@@ -187,7 +188,7 @@ static int query_bool(struct str query, const char *name, bool *ret)
     struct buf v;
     buf_init(&v, 16);
     int q = sbd_query_get(query, name, &v);
-    if (q == 1 && sbd_parse_bool(buf_str(&v), ret) < 0)
+    if (q == 1 && cstr_to_bool(buf_str(&v), ret) < 0)
         q = -EINVAL;
     buf_done(&v);
     return q < 0 ? -EINVAL : 0;

@@ -26,19 +26,6 @@ int sbd_query_get(struct str query, const char *name, struct buf *out)
     return 0;
 }
 
-int sbd_parse_bool(const char *s, bool *ret)
-{
-    if (strcmp(s, "true") == 0 || strcmp(s, "1") == 0 || strcmp(s, "True") == 0) {
-        *ret = true;
-        return 0;
-    }
-    if (strcmp(s, "false") == 0 || strcmp(s, "0") == 0 || strcmp(s, "False") == 0) {
-        *ret = false;
-        return 0;
-    }
-    return -EINVAL;
-}
-
 int sbd_respond_error(struct http_req *req, int status, const char *code, const char *msg)
 {
     json_t *j = json_pack("{s:s, s:s}", "code", code, "message", msg ? msg : "");

@@ -15,8 +15,6 @@
 /** Finds name in a query string ("a=1&b=2") and decodes its value into out (form
  * encoding: '+' is a space). Returns 1 found, 0 absent, or negative as pct_decode. */
 int sbd_query_get(struct str query, const char *name, struct buf *out);
-/** Parses "true"/"false" (and "1"/"0"). Returns 0 or -EINVAL. */
-int sbd_parse_bool(const char *s, bool *ret);
 
 /** Error codes of the sandboxd API (the code strings of its error body). */
 #define SBD_PERMISSION_DENIED   "PERMISSION_DENIED"
