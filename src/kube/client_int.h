@@ -47,7 +47,7 @@ struct kube__retry_note {
 
 /** Formats n as logfmt fields (method=... path="..." status=... reason="..."
  * retry_after_s=... attempt=... delay_ms=... [suppressed=...]) into out: no token, no
- * body, no query string. Quotes and backslashes in reason are replaced. Returns the
+ * body, no query string; path and reason (cut at 256 bytes) quoted by log_quote. Returns the
  * length written (truncated to size - 1). */
 size_t kube__retry_note_format(const struct kube__retry_note *n, char *out, size_t size);
 /** Copies the path of url (after scheme://host[:port], before '?') into out, cut to

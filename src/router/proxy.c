@@ -74,28 +74,10 @@ static const char *ns_label(const struct px *x)
     return x->authorized ? x->rt.ns : "";
 }
 
-/* logfmt value: quoted, with quotes, backslashes and control bytes escaped. */
+/* A client-supplied value, quoted and cut at 512 bytes. */
 static void put_quoted(struct buf *b, struct str s)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t n = s.len < 512 ? s.len : 512, run = 0;
-    (void)buf_putc(b, '"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s.p[i];
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-            continue;
-        (void)buf_append(b, s.p + run, i - run); /* the plain run before c */
-        run = i + 1;
-        char esc[4] = {'\\', (char)c};
-        if (c < 0x20 || c >= 0x7f) {
-            esc[1] = 'x';
-            esc[2] = hex[c >> 4];
-            esc[3] = hex[c & 15];
-        }
-        (void)buf_append(b, esc, c < 0x20 || c >= 0x7f ? 4 : 2);
-    }
-    (void)buf_append(b, s.p + run, n - run);
-    (void)buf_putc(b, '"');
+    log_quote(b, s.p, s.len < 512 ? s.len : 512);
 }
 
 static void put_field(struct buf *b, const char *name, const char *value)
