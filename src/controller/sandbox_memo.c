@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "kube/obj.h"
 
 #define LIMIT_SB_MEMO_SLOTS 8192u /* power of two */
@@ -31,10 +32,7 @@ static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint32_t uid_hash(const char *uid)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (const char *p = uid; *p; p++)
-        h = (h ^ (uint8_t)*p) * 16777619u;
-    return h;
+    return hash_fnv1a32(HASH_FNV1A32_INIT, uid, strlen(uid));
 }
 
 static struct memo_slot *slot_of(const char *uid)
