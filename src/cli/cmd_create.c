@@ -9,8 +9,8 @@
 #include "api/res.h"
 #include "api/sandbox.h"
 #include "cli/cli.h"
-#include "cli/cli_limits.h"
 #include "cli/manifest.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
 

@@ -13,9 +13,9 @@
 
 #include <sys/ioctl.h>
 
-#include "cli/cli_limits.h"
 #include "cli/sbd.h"
 #include "common/base64.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/linebuf.h"
 

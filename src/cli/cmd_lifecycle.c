@@ -8,7 +8,7 @@
 #include "api/res.h"
 #include "api/sandbox.h"
 #include "cli/cli.h"
-#include "cli/cli_limits.h"
+#include "common/limits.h"
 #include "kube/obj.h"
 
 struct life_opts {

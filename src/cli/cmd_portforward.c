@@ -23,10 +23,10 @@
 
 #include "api/res.h"
 #include "api/sandbox.h"
-#include "cli/cli_limits.h"
 #include "cli/pfwd.h"
 #include "cli/sbd.h"
 #include "common/base64.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "http/ws.h"
 #include "kube/obj.h"

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli_limits.h"
 #include "cli/output.h"
 #include "cli/sbd.h"
 #include "common/base64.h"
+#include "common/limits.h"
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "kube/linebuf.h"

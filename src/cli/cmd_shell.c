@@ -20,7 +20,7 @@
 
 #include "api/res.h"
 #include "cli/cli.h"
-#include "cli/cli_limits.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 
 #define SHELL_DEFAULT "command -v bash >/dev/null 2>&1 && exec bash || exec sh"

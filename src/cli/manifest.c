@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "api/res.h"
-#include "cli/cli_limits.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/yaml.h"
 

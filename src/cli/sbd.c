@@ -8,7 +8,7 @@
 
 #include "api/res.h"
 #include "api/sandbox.h"
-#include "cli/cli_limits.h"
+#include "common/limits.h"
 #include "common/pct.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"

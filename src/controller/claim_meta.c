@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "controller/ext_limits.h"
+#include "common/limits.h"
 #include "controller/ext_names.h"
 #include "controller/template_build.h"
 #include "kube/obj.h"

@@ -7,13 +7,13 @@
 #include <string.h>
 
 #include "api/res.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
 #include "controller/claim_meta.h"
 #include "controller/claim_status.h"
 #include "controller/ext_int.h"
-#include "controller/ext_limits.h"
 #include "controller/ext_metrics.h"
 #include "controller/ext_names.h"
 #include "controller/latebind_deliver.h"

@@ -9,6 +9,7 @@
 
 #include "api/res.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
@@ -16,7 +17,6 @@
 #include "common/xalloc.h"
 #include "controller/claim_queue.h"
 #include "controller/ext_int.h"
-#include "controller/ext_limits.h"
 #include "controller/ext_metrics.h"
 #include "controller/ext_names.h"
 #include "controller/latebind_deliver.h"
@@ -26,7 +26,6 @@
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
-#include "kube/informer_limits.h"
 #include "kube/obj.h"
 #include "kube/store.h"
 

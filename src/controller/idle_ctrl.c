@@ -11,11 +11,11 @@
 
 #include "api/res.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
-#include "controller/idle_limits.h"
 #include "controller/sandbox_names.h"
 #include "kube/client.h"
 #include "kube/events.h"

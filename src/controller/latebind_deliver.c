@@ -14,6 +14,7 @@
 #include "api/res.h"
 #include "common/base64.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
@@ -22,7 +23,6 @@
 #include "controller/pool_expect.h"
 #include "controller/sandbox_names.h"
 #include "kube/client.h"
-#include "kube/informer_limits.h"
 #include "kube/obj.h"
 
 struct lb_state {

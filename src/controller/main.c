@@ -13,10 +13,10 @@
 
 #include "api/extensions.h"
 #include "api/sandbox.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "controller/duration.h"
-#include "controller/ext_limits.h"
 #include "controller/manager.h"
 #include "controller/ns_source.h"
 #include "kube/client.h"

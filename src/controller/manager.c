@@ -13,6 +13,7 @@
 #include <sys/random.h>
 
 #include "api/res.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
@@ -23,7 +24,6 @@
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
-#include "kube/informer_limits.h"
 #include "kube/lease.h"
 #include "kube/obj.h"
 #include "kube/store.h"

@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include "api/res.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
 #include "controller/claim_queue.h"
 #include "controller/ext_int.h"
-#include "controller/ext_limits.h"
 #include "controller/ext_names.h"
 #include "controller/latebind_deliver.h"
 #include "controller/latebind_spec.h"

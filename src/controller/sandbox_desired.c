@@ -10,8 +10,8 @@
 
 #include "api/extensions.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "controller/controller_limits.h"
 #include "controller/sandbox_names.h"
 #include "kube/obj.h"
 

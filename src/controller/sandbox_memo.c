@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/limits.h"
 #include "kube/obj.h"
 
-#define LIMIT_SB_MEMO_SLOTS 8192u /* power of two */
-#define SB_MEMO_UID         40
-#define SB_MEMO_RV          24
+#define SB_MEMO_UID 40
+#define SB_MEMO_RV  24
 
 struct memo_slot {
     char uid[SB_MEMO_UID];
@@ -23,8 +23,6 @@ struct defer_slot {
     char uid[SB_MEMO_UID];
     usec_t since; /* CLOCK_MONOTONIC time the pending detail change was first seen */
 };
-
-#define LIMIT_SB_DEFER_SLOTS 4096u /* power of two */
 
 static struct memo_slot slots[LIMIT_SB_MEMO_SLOTS];
 static struct defer_slot defer_slots[LIMIT_SB_DEFER_SLOTS];

@@ -10,13 +10,9 @@
 #include <curl/curl.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "kube/client.h"
-#include "kube/kube_limits.h"
 #include "kube/ratelimit.h"
-
-#define LIMIT_KUBE_LOG_BURST    10                 /* retry/throttle log lines per window */
-#define LIMIT_KUBE_LOG_WINDOW   (1 * USEC_PER_SEC) /* the window */
-#define LIMIT_KUBE_LOG_THROTTLE (1 * USEC_PER_SEC) /* rate-limiter waits this long are logged */
 
 /* At most LIMIT_KUBE_LOG_BURST lines per LIMIT_KUBE_LOG_WINDOW; the rest are counted
  * and the count is reported on the next line let through. */

@@ -8,7 +8,6 @@
 #include "common/xalloc.h"
 #include "kube/client.h"
 #include "kube/client_int.h"
-#include "kube/kube_limits.h"
 #include "kube/obj.h"
 
 void kube_req_init(struct kube_req *r, const char *method, const struct kube_res *res)

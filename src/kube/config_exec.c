@@ -17,7 +17,6 @@
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "kube/config_int.h"
-#include "kube/kube_limits.h"
 
 extern char **environ;
 

@@ -9,6 +9,7 @@
 
 #include "api/res.h"
 #include "api/sandbox.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
@@ -16,7 +17,6 @@
 #include "kube/obj.h"
 #include "kube/res.h"
 #include "kube/store.h"
-#include "router/resume_limits.h"
 #include "router/resume_worker.h"
 #include "router/route.h"
 

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "api/sandbox.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
@@ -17,7 +18,6 @@
 #include "router/authz.h"
 #include "router/proxy_int.h"
 #include "router/resume_gate.h"
-#include "router/router_limits.h"
 #include "router/trace_ctx.h"
 
 static void px_arm(struct px *x);

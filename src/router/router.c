@@ -25,7 +25,6 @@
 #include "router/proxy.h"
 #include "router/resume_gate.h"
 #include "router/resume_worker.h"
-#include "router/router_limits.h"
 #include "tls/metrics_auth.h"
 
 struct router {

@@ -4,12 +4,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
 #include "router/activity_track.h"
 #include "router/proxy_int.h"
-#include "router/router_limits.h"
 
 struct tunnel {
     uv_tcp_t client;

@@ -15,6 +15,7 @@
 
 #include "common/base64.h"
 #include "common/clock.h"
+#include "common/limits.h"
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "http/server.h"
@@ -23,7 +24,6 @@
 #include "sandboxd/proc.h"
 #include "sandboxd/procreq.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 struct follower;

@@ -14,13 +14,13 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "sandboxd/fsops.h"
 #include "sandboxd/multipart.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 /* ---- listing --------------------------------------------------------------------- */

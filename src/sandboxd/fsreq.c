@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "common/base64.h"
+#include "common/limits.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 static json_t *load_object(struct str body, const char **ret_err)

@@ -13,11 +13,11 @@
 #include <nghttp2/nghttp2.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/pct.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 struct gconn;

@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/pct.h"
 #include "common/xalloc.h"
@@ -17,7 +18,6 @@
 #include "sandboxd/files.h"
 #include "sandboxd/multipart.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/shlex.h"
 #include "sandboxd/util.h"
 

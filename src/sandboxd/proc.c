@@ -18,10 +18,10 @@
 #include <sys/pidfd.h>
 #include <sys/wait.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "sandboxd/sbd_limits.h"
 
 extern char **environ;
 

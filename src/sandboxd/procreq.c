@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "common/base64.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 static int parse_command(const json_t *c, struct sbd_procreq *r, const char **msg)

@@ -19,7 +19,6 @@
 #include "sandboxd/kernel.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 extern char **environ;

@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "common/base64.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "http/ws.h"
 #include "sandboxd/api_proc.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 struct wsp {
