@@ -195,25 +195,27 @@ static int read_answer(struct pf_conn *c, const char *key)
     return r < 0 ? r : 0;
 }
 
-/* The Authorization header value (a fresh token per connection), or "". */
-static void authorization(struct pf_ctx *x, char *out, size_t size)
+/* The Authorization header value (a fresh token per connection; new string, caller
+ * frees), or NULL without a token. A token may be as long as LIMIT_KUBE_TOKEN. */
+static char *authorization(struct pf_ctx *x)
 {
-    char tok[8192];
+    char *tok = xmalloc(LIMIT_KUBE_TOKEN + 1), *out = NULL;
     struct kube_err e;
     kube_err_clear(&e);
     pthread_mutex_lock(&x->token_lock);
-    int n = kube_config_token(x->cfg, tok, sizeof(tok), &e);
+    int n = kube_config_token(x->cfg, tok, LIMIT_KUBE_TOKEN + 1, &e);
     pthread_mutex_unlock(&x->token_lock);
-    out[0] = '\0';
     if (n > 0)
-        (void)snprintf(out, size, "Bearer %s", tok);
+        out = xasprintf("Bearer %s", tok);
+    xfree(tok);
+    return out;
 }
 
 /* Connects (TCP + TLS through libcurl), sends the upgrade request and checks the answer. */
 static int remote_open(struct pf_conn *c)
 {
     struct pf_ctx *x = c->ctx;
-    char errbuf[CURL_ERROR_SIZE], auth[8300];
+    char errbuf[CURL_ERROR_SIZE];
     struct curl_slist *hdrs = NULL;
     struct cli_sbd s = {.mode = CLI_SBD_PROXY,
                         .base = (char *)kube_config_server(x->cfg),
@@ -239,15 +241,16 @@ static int remote_open(struct pf_conn *c)
         buf_done(&key);
         return -EIO;
     }
-    authorization(x, auth, sizeof(auth));
+    char *auth = authorization(x);
     struct cli_pfwd_req q = {.host_port = x->host_port,
                              .path_prefix = x->prefix,
                              .ns = x->ns,
                              .pod = x->pod,
                              .port = x->remote,
-                             .authorization = auth[0] ? auth : NULL,
+                             .authorization = auth,
                              .key = buf_str(&key)};
     int r = cli_pfwd_request(&q, &c->tx);
+    xfree(auth);
     if (r == 0)
         r = send_all(c);
     if (r == 0)

@@ -80,7 +80,8 @@
 #define LIMIT_HTTP_ROUTES       256                /* routes in one router */
 
 /* Controller */
-#define LIMIT_CTRL_ERRORS_TEXT    4096u               /* joined errors in one Ready message */
+#define LIMIT_CTRL_ERRORS_TEXT    4096u /* joined errors in one Ready message */
+#define LIMIT_CTRL_COND_MESSAGE   (LIMIT_CTRL_ERRORS_TEXT + 256) /* one condition message */
 #define LIMIT_CTRL_PROP_LIST      (256u * 1024)       /* a propagated-labels/annotations value */
 #define LIMIT_CTRL_METRICS_PAGE   (32u * 1024 * 1024) /* one rendered /metrics page */
 #define LIMIT_CTRL_DURATION       ((usec_t)366 * 24 * 3600 * USEC_PER_SEC) /* longest duration flag */

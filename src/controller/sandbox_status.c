@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "controller/sandbox_names.h"
 #include "kube/obj.h"
 
@@ -194,7 +195,7 @@ static bool deps_ready(const struct sb_observed *o, const json_t *ips, char *msg
 
 static void cond_ready(const struct sb_observed *o, json_t *st, int64_t g, const char *now)
 {
-    char msg[1024];
+    char msg[LIMIT_CTRL_COND_MESSAGE];
     const char *p = o->pod ? phase_of(o->pod) : "";
     json_t *ips = json_object_get(st, "podIPs");
     if (o->multiple_pods) {
