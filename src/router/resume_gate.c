@@ -8,6 +8,7 @@
 
 #include "api/res.h"
 #include "api/sandbox.h"
+#include "common/dlist.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
@@ -150,13 +151,7 @@ static void start_patch(struct resume_gate *g, struct entry *e)
 
 static void unlink_waiter(struct resume_waiter *w)
 {
-    struct entry *e = w->e;
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        e->head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
+    DLIST_REMOVE(w->e->head, w);
 }
 
 /* Bookkeeping of one waiter leaving (already unlinked). */
@@ -394,11 +389,8 @@ int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, co
         e->patch_rc = 0; /* a new episode: a failure of an old one is forgotten */
     }
     struct resume_waiter *w = XNEW(struct resume_waiter);
-    *w =
-        (struct resume_waiter){.e = e, .fn = fn, .ctx = ctx, .start = clock_now(), .next = e->head};
-    if (e->head)
-        e->head->prev = w;
-    e->head = w;
+    *w = (struct resume_waiter){.e = e, .fn = fn, .ctx = ctx, .start = clock_now()};
+    DLIST_PUSH(e->head, w);
     e->n++;
     g->holding++;
     g->st.held++;
