@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "sandboxd/fsreq.h"
-#include "sandboxd/sbd_limits.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

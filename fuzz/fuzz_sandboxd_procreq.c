@@ -15,7 +15,7 @@
 
 #include "common/xalloc.h"
 #include "sandboxd/procreq.h"
-#include "sandboxd/sbd_limits.h"
+#include "common/limits.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "kube/obj.h"
 #include "lg.h"
@@ -81,7 +82,7 @@ int lg_template_create(struct kube_client *c, const struct lg_opts *o, const cha
     json_t *t = json_pack("{s:s, s:s, s:{s:s}, s:{s:o, s:s}}", "apiVersion", EXT_API, "kind",
                           "SandboxTemplate", "metadata", "name", name, "spec", "podTemplate",
                           pod_template(o), "networkPolicyManagement", "Unmanaged");
-    return create_obj(c, &KUBE_RES_SANDBOXTEMPLATES, o->ns, t);
+    return create_obj(c, &API_RES_SANDBOXTEMPLATES, o->ns, t);
 }
 
 int lg_pool_create(struct kube_client *c, const struct lg_opts *o, const char *name,
@@ -90,7 +91,7 @@ int lg_pool_create(struct kube_client *c, const struct lg_opts *o, const char *n
     json_t *p = json_pack("{s:s, s:s, s:{s:s}, s:{s:I, s:{s:s}}}", "apiVersion", EXT_API, "kind",
                           "SandboxWarmPool", "metadata", "name", name, "spec", "replicas",
                           (json_int_t)replicas, "sandboxTemplateRef", "name", tpl);
-    return create_obj(c, &KUBE_RES_SANDBOXWARMPOOLS, o->ns, p);
+    return create_obj(c, &API_RES_SANDBOXWARMPOOLS, o->ns, p);
 }
 
 int lg_pool_wait(struct kube_client *c, const char *ns, const char *name, long n, usec_t timeout)
@@ -98,7 +99,7 @@ int lg_pool_wait(struct kube_client *c, const char *ns, const char *name, long n
     usec_t end = clock_now() + timeout;
     while (clock_now() < end) {
         json_t *p = NULL;
-        if (kube_get(c, &KUBE_RES_SANDBOXWARMPOOLS, ns, name, &p, NULL) == 0) {
+        if (kube_get(c, &API_RES_SANDBOXWARMPOOLS, ns, name, &p, NULL) == 0) {
             const json_t *rr = kube_obj_path(p, "status.readyReplicas");
             long ready = json_is_integer(rr) ? (long)json_integer_value(rr) : 0;
             json_decref(p);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "lg.h"
@@ -66,7 +67,7 @@ static void *arrivals(void *arg)
         if (s->t.recs[i].create > due && s->t.recs[i].create - due > s->max_lag)
             s->max_lag = s->t.recs[i].create - due;
         pthread_mutex_unlock(&s->t.lock);
-        r = kube_create(s->cl->v[i % (size_t)s->cl->n], &KUBE_RES_SANDBOXCLAIMS, s->o->ns, cl, NULL,
+        r = kube_create(s->cl->v[i % (size_t)s->cl->n], &API_RES_SANDBOXCLAIMS, s->o->ns, cl, NULL,
                         NULL);
         pthread_mutex_lock(&s->t.lock);
         s->t.recs[i].ack = clock_now();
@@ -101,7 +102,7 @@ static void *deleter(void *arg)
             if (!due)
                 continue;
             (void)snprintf(name, sizeof(name), "%s-%06zu", s->t.prefix, i);
-            (void)kube_delete(s->cl->v[i % (size_t)s->cl->n], &KUBE_RES_SANDBOXCLAIMS, s->o->ns,
+            (void)kube_delete(s->cl->v[i % (size_t)s->cl->n], &API_RES_SANDBOXCLAIMS, s->o->ns,
                               name, NULL);
         }
         clock_sleep(50 * USEC_PER_MSEC);
@@ -193,7 +194,7 @@ int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out
     lg_track_init(&s.t, o->prefix, n);
     s.cl = &cl;
     if ((r = sustained_fill(c, &s, per_pool)) < 0 || (r = lg_clients_new(o, &cl)) < 0 ||
-        (r = lg_track_watch(&s.t, c, &KUBE_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
+        (r = lg_track_watch(&s.t, c, &API_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
         goto out;
     api_cpu0 = lg_api_cpu(o);
     sustained_drive(&s);
@@ -266,12 +267,12 @@ static int create_sandboxes(struct lg_clients *cl, const struct lg_opts *o, stru
     usec_t timeout = (usec_t)(o->timeout * 1e6);
     int r = 0;
     if (mode != SB_PROBE) {
-        lg_create_all(cl, &KUBE_RES_SANDBOXES, o->ns, t, 0, (size_t)o->count, o->threads,
+        lg_create_all(cl, &API_RES_SANDBOXES, o->ns, t, 0, (size_t)o->count, o->threads,
                       sandbox_fn, (void *)o);
         return lg_track_wait(t, (size_t)o->count, timeout);
     }
     for (size_t i = 0; i < (size_t)o->count && r == 0; i++) {
-        lg_create_all(cl, &KUBE_RES_SANDBOXES, o->ns, t, i, i + 1, 1, sandbox_fn, (void *)o);
+        lg_create_all(cl, &API_RES_SANDBOXES, o->ns, t, i, i + 1, 1, sandbox_fn, (void *)o);
         r = lg_track_wait(t, i + 1, timeout);
     }
     return r;
@@ -311,7 +312,7 @@ static int sandboxes(struct kube_client *c, const struct lg_opts *o, json_t *out
     lg_track_init(&t, o->prefix, (size_t)o->count);
     sm.t = &t;
     if ((r = lg_clients_new(o, &cl)) < 0 ||
-        (r = lg_track_watch(&t, c, &KUBE_RES_SANDBOXES, o->ns, &inf)) < 0)
+        (r = lg_track_watch(&t, c, &API_RES_SANDBOXES, o->ns, &inf)) < 0)
         goto out;
     if (o->controller_pid > 0 && lg_proc_sample(o->controller_pid, &rss0, &cpu0) == 0)
         sampling = pthread_create(&th, NULL, sample, &sm) == 0;

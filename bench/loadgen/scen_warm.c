@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "kube/obj.h"
 #include "lg.h"
@@ -20,9 +21,9 @@ static long count_warm(struct kube_client *c, const char *ns)
     struct kube_req r;
     json_t *list = NULL;
     long n;
-    kube_req_init(&r, "GET", &KUBE_RES_SANDBOXES);
+    kube_req_init(&r, "GET", &API_RES_SANDBOXES);
     r.label_selector = "agents.x-k8s.io/launch-type=warm,agents.x-k8s.io/claim-uid";
-    if (kube_list_all(c, &KUBE_RES_SANDBOXES, ns, &r, &list, NULL) < 0)
+    if (kube_list_all(c, &API_RES_SANDBOXES, ns, &r, &list, NULL) < 0)
         return -1;
     n = (long)json_array_size(json_object_get(list, "items"));
     json_decref(list);
@@ -36,7 +37,7 @@ static void wait_sandboxes(struct kube_client *c, const char *ns, long n, usec_t
     while (clock_now() < end) {
         json_t *list = NULL;
         long have = -1;
-        if (kube_list_all(c, &KUBE_RES_SANDBOXES, ns, NULL, &list, NULL) >= 0)
+        if (kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, NULL) >= 0)
             have = (long)json_array_size(json_object_get(list, "items"));
         json_decref(list);
         if (have >= n)
@@ -133,12 +134,12 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
     int r;
     lg_track_init(&t, o->prefix, (size_t)n);
     if ((r = fill_pool(c, o, pool, api)) < 0 || (r = lg_clients_new(o, &cl)) < 0 ||
-        (r = lg_track_watch(&t, c, &KUBE_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
+        (r = lg_track_watch(&t, c, &API_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
         goto out;
     proc_put(out, "controller_before", o->controller_pid);
     (void)lg_api_scrape(c, &before);
     cpu0 = lg_api_cpu(o);
-    lg_create_all(&cl, &KUBE_RES_SANDBOXCLAIMS, o->ns, &t, 0, (size_t)n, o->threads, claim_fn,
+    lg_create_all(&cl, &API_RES_SANDBOXCLAIMS, o->ns, &t, 0, (size_t)n, o->threads, claim_fn,
                   "pool");
     r = lg_track_wait(&t, (size_t)n, (usec_t)(o->timeout * 1e6));
     kube_informer_stop(inf);

@@ -10,14 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli_limits.h"
 #include "cli/sbd.h"
 #include "cli/stream.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/linebuf.h"
-
-#define LIMIT_CLI_CODE      (8u * 1024 * 1024)  /* the code sent */
-#define LIMIT_CLI_CODE_LINE (40u * 1024 * 1024) /* one event (an image is one line) */
 
 struct code_opts {
     const char *context, *code, *file;

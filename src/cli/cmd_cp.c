@@ -10,7 +10,6 @@
 
 #include <sys/stat.h>
 
-#include "cli/cli_limits.h"
 #include "cli/sbd.h"
 #include "common/limits.h"
 #include "common/xalloc.h"

@@ -5,9 +5,12 @@
 #include <getopt.h>
 #include <string.h>
 
+#include "api/extensions.h"
+#include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/cli.h"
-#include "cli/cli_limits.h"
 #include "cli/manifest.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
 
@@ -53,8 +56,8 @@ void cli_help_create(FILE *out)
 /* ---- predicates ---------------------------------------------------------------------- */
 
 static const char *const claim_terminal[] = {
-    "InvalidMetadata", "EnvVarsInjectionRejected", "VolumeClaimTemplatesError", "ClaimExpired",
-    "SandboxExpired",  "TemplateNotFound",         "WarmPoolNotFound"};
+    EXT_R_INVALID_METADATA, EXT_R_ENV_REJECTED,       EXT_R_VCT_ERROR,     EXT_R_CLAIM_EXPIRED,
+    SB_R_EXPIRED,           EXT_R_TEMPLATE_NOT_FOUND, EXT_R_POOL_NOT_FOUND};
 
 static int claim_ready(void *ctx, const json_t *o, char *why, size_t n)
 {
@@ -63,7 +66,7 @@ static int claim_ready(void *ctx, const json_t *o, char *why, size_t n)
         (void)snprintf(why, n, "the claim was deleted while waiting");
         return -ENOENT;
     }
-    const json_t *c = kube_obj_condition(o, "Ready");
+    const json_t *c = kube_obj_condition(o, SB_COND_READY);
     const char *st = c ? json_string_value(json_object_get(c, "status")) : NULL;
     const char *reason = c ? json_string_value(json_object_get(c, "reason")) : NULL;
     if (st && strcmp(st, "True") == 0 && kube_obj_path_str(o, "status.sandbox.name"))
@@ -85,13 +88,13 @@ static int sandbox_ready(void *ctx, const json_t *o, char *why, size_t n)
         (void)snprintf(why, n, "the sandbox was deleted while waiting");
         return -ENOENT;
     }
-    const json_t *c = kube_obj_condition(o, "Ready");
+    const json_t *c = kube_obj_condition(o, SB_COND_READY);
     const char *reason = c ? json_string_value(json_object_get(c, "reason")) : NULL;
-    if (kube_obj_condition_true(o, "Ready"))
+    if (kube_obj_condition_true(o, SB_COND_READY))
         return 1;
-    if (kube_obj_condition_true(o, "Finished") ||
-        (reason && strcmp(reason, "SandboxExpired") == 0)) {
-        (void)snprintf(why, n, "%s", reason ? reason : "Finished");
+    if (kube_obj_condition_true(o, SB_COND_FINISHED) ||
+        (reason && strcmp(reason, SB_R_EXPIRED) == 0)) {
+        (void)snprintf(why, n, "%s", reason ? reason : SB_COND_FINISHED);
         return -EIO;
     }
     (void)snprintf(why, n, "%s", reason ? reason : "no Ready condition yet");
@@ -106,7 +109,7 @@ static int wait_ready(struct cli_globals *g, struct kube_client *c, const struct
     char why[1200] = "";
     struct kube_err e;
     kube_err_clear(&e);
-    bool claim = res == &KUBE_RES_SANDBOXCLAIMS;
+    bool claim = res == &API_RES_SANDBOXCLAIMS;
     int r = cli_wait(c, res, ns, name, timeout, claim ? claim_ready : sandbox_ready, NULL, ret_obj,
                      why, sizeof(why), &e);
     const char *kind = claim ? "sandboxclaim" : "sandbox";
@@ -133,11 +136,10 @@ static json_t *claim_object(const char *name, const char *pool)
 {
     char now[40];
     clock_format_rfc3339(clock_wall_now(), now, sizeof(now));
-    json_t *o = json_pack("{s:s,s:s,s:{s:{s:s},s:{s:s}},s:{s:{s:s}}}", "apiVersion",
-                          "extensions.agents.x-k8s.io/v1beta1", "kind", "SandboxClaim", "metadata",
-                          "labels", "agents.x-k8s.io/created-by", CREATED_BY, "annotations",
-                          "agents.x-k8s.io/client-first-requested-at", now, "spec", "warmPoolRef",
-                          "name", pool);
+    json_t *o =
+        json_pack("{s:s,s:s,s:{s:{s:s},s:{s:s}},s:{s:{s:s}}}", "apiVersion", EXT_API_VERSION,
+                  "kind", EXT_KIND_CLAIM, "metadata", "labels", SB_LABEL_CREATED_BY, CREATED_BY,
+                  "annotations", EXT_ANN_CLIENT_REQ, now, "spec", "warmPoolRef", "name", pool);
     kube_obj_set_meta_str(o, name ? "name" : "generateName", name ? name : "sandbox-claim-");
     return o;
 }
@@ -146,7 +148,7 @@ static int check_pool(struct cli_globals *g, struct kube_client *c, const char *
                       const char *pool)
 {
     struct kube_err e;
-    int r = kube_get(c, &KUBE_RES_SANDBOXWARMPOOLS, ns, pool, NULL, &e);
+    int r = kube_get(c, &API_RES_SANDBOXWARMPOOLS, ns, pool, NULL, &e);
     if (r == 0)
         return CLI_OK;
     if (kube_err_is_not_found(&e) && e.reason[0]) {
@@ -169,26 +171,26 @@ static int do_claim(struct cli_globals *g, struct kube_client *c, const char *na
         return rc;
     json_t *obj = claim_object(name, pool), *created = NULL, *last = NULL;
     struct kube_err e;
-    int r = kube_create(c, &KUBE_RES_SANDBOXCLAIMS, ns, obj, &created, &e);
+    int r = kube_create(c, &API_RES_SANDBOXCLAIMS, ns, obj, &created, &e);
     json_decref(obj);
     if (r < 0)
         return cli_fail(g, "creating the sandbox claim", r, &e);
     const char *cname = kube_obj_name(created);
     if (print_claim && !g->output[0])
-        fprintf(g->err, "sandboxclaim.extensions.agents.x-k8s.io/%s created\n", cname);
+        fprintf(g->err, "sandboxclaim." SB_EXT_GROUP "/%s created\n", cname);
     if (!wait) {
         if (g->output[0])
-            cli_print_object(g, "sandboxclaim", KUBE_RES_SANDBOXCLAIMS.group, created);
+            cli_print_object(g, "sandboxclaim", API_RES_SANDBOXCLAIMS.group, created);
         else
             fprintf(g->out, "%s\n", cname);
         json_decref(created);
         return CLI_OK;
     }
-    rc = wait_ready(g, c, &KUBE_RES_SANDBOXCLAIMS, ns, cname, timeout, &last);
+    rc = wait_ready(g, c, &API_RES_SANDBOXCLAIMS, ns, cname, timeout, &last);
     if (rc == CLI_OK && (!strcmp(g->output, "json") || !strcmp(g->output, "yaml")))
-        cli_print_object(g, "sandboxclaim", KUBE_RES_SANDBOXCLAIMS.group, last);
+        cli_print_object(g, "sandboxclaim", API_RES_SANDBOXCLAIMS.group, last);
     else if (rc == CLI_OK && !strcmp(g->output, "name"))
-        fprintf(g->out, "sandbox.agents.x-k8s.io/%s\n",
+        fprintf(g->out, "sandbox." SB_GROUP "/%s\n",
                 kube_obj_path_str(last, "status.sandbox.name"));
     else if (rc == CLI_OK)
         fprintf(g->out, "%s\n", kube_obj_path_str(last, "status.sandbox.name"));
@@ -287,9 +289,9 @@ static json_t *sandbox_from_template(const char *name, const json_t *t)
     v = kube_obj_path(t, "spec.service");
     if (v)
         (void)json_object_set(spec, "service", (json_t *)v);
-    return json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:o}", "apiVersion", "agents.x-k8s.io/v1beta1",
-                     "kind", "Sandbox", "metadata", "name", name, "labels",
-                     "agents.x-k8s.io/created-by", CREATED_BY, "spec", spec);
+    return json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:o}", "apiVersion", SB_API_VERSION, "kind", SB_KIND,
+                     "metadata", "name", name, "labels", SB_LABEL_CREATED_BY, CREATED_BY, "spec",
+                     spec);
 }
 
 static int create_from_template(struct cli_globals *g, struct kube_client *c,
@@ -298,7 +300,7 @@ static int create_from_template(struct cli_globals *g, struct kube_client *c,
     const char *ns = cli_namespace(g, c);
     json_t *t = NULL;
     struct kube_err e;
-    int r = kube_get(c, &KUBE_RES_SANDBOXTEMPLATES, ns, o->tmpl, &t, &e);
+    int r = kube_get(c, &API_RES_SANDBOXTEMPLATES, ns, o->tmpl, &t, &e);
     if (r < 0) {
         if (kube_err_is_not_found(&e) && e.reason[0]) {
             fprintf(g->err, "error: sandbox template \"%s\" not found in namespace %s\n", o->tmpl,
@@ -309,12 +311,12 @@ static int create_from_template(struct cli_globals *g, struct kube_client *c,
     }
     json_t *sb = sandbox_from_template(o->name, t);
     json_decref(t);
-    r = kube_create(c, &KUBE_RES_SANDBOXES, ns, sb, NULL, &e);
+    r = kube_create(c, &API_RES_SANDBOXES, ns, sb, NULL, &e);
     json_decref(sb);
     if (r < 0)
         return cli_fail(g, "creating the sandbox", r, &e);
-    fprintf(g->out, "sandbox.agents.x-k8s.io/%s created\n", o->name);
-    return o->wait ? wait_ready(g, c, &KUBE_RES_SANDBOXES, ns, o->name, o->timeout, NULL) : CLI_OK;
+    fprintf(g->out, "sandbox." SB_GROUP "/%s created\n", o->name);
+    return o->wait ? wait_ready(g, c, &API_RES_SANDBOXES, ns, o->name, o->timeout, NULL) : CLI_OK;
 }
 
 /* ---- create from a file ----------------------------------------------------------------- */
@@ -347,7 +349,7 @@ static int create_one(struct cli_globals *g, struct kube_client *c, json_t *obj,
     const char *name = kube_obj_name(created);
     fprintf(g->out, "%s.%s/%s created\n", res->plural, res->group[0] ? res->group : "v1", name);
     int rc = CLI_OK;
-    if (o->wait && (res == &KUBE_RES_SANDBOXES || res == &KUBE_RES_SANDBOXCLAIMS))
+    if (o->wait && (res == &API_RES_SANDBOXES || res == &API_RES_SANDBOXCLAIMS))
         rc = wait_ready(g, c, res, ns, name, o->timeout, NULL);
     json_decref(created);
     return rc;

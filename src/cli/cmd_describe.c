@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/extensions.h"
+#include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/cli.h"
 #include "cli/output.h"
 #include "common/buf.h"
@@ -74,12 +77,13 @@ static void print_conditions(FILE *out, const json_t *sb)
 static void print_pod(FILE *out, struct kube_client *c, const char *ns, const json_t *sb)
 {
     const char *mode = kube_obj_path_str(sb, "spec.operatingMode");
-    const char *pod = kube_obj_annotation(sb, "agents.x-k8s.io/pod-name");
+    const char *pod = kube_obj_annotation(sb, SB_ANN_POD_NAME);
     pod = pod ? pod : kube_obj_name(sb);
     json_t *p = NULL;
     if (kube_get(c, &KUBE_RES_PODS, ns, pod, &p, NULL) < 0) {
         field(out, "Pod:",
-              mode && !strcmp(mode, "Suspended") ? "<none> (suspended)" : "<none> (not created)");
+              mode && !strcmp(mode, SB_MODE_SUSPENDED) ? "<none> (suspended)"
+                                                       : "<none> (not created)");
         return;
     }
     char line[512];
@@ -102,19 +106,19 @@ static void print_origin(FILE *out, struct kube_client *c, const char *ns, const
     const char *pool = NULL;
     json_t *claim = NULL, *swp = NULL;
     char line[512];
-    if (kind && !strcmp(kind, "SandboxClaim") &&
-        kube_get(c, &KUBE_RES_SANDBOXCLAIMS, ns, name, &claim, NULL) == 0) {
-        const json_t *rc = kube_obj_condition(claim, "Ready");
+    if (kind && !strcmp(kind, EXT_KIND_CLAIM) &&
+        kube_get(c, &API_RES_SANDBOXCLAIMS, ns, name, &claim, NULL) == 0) {
+        const json_t *rc = kube_obj_condition(claim, SB_COND_READY);
         (void)snprintf(line, sizeof(line), "%s (Ready %s%s%s)", name,
                        str_or(kube_obj_path_str(rc, "status"), "Unknown"), rc ? ", " : "",
                        rc ? str_or(kube_obj_path_str(rc, "reason"), "") : "");
         field(out, "Claim:", line);
         pool = kube_obj_path_str(claim, "spec.warmPoolRef.name");
     } else {
-        field(out, "Claim:", kind && !strcmp(kind, "SandboxClaim") ? name : NULL);
-        pool = kind && !strcmp(kind, "SandboxWarmPool") ? name : NULL;
+        field(out, "Claim:", kind && !strcmp(kind, EXT_KIND_CLAIM) ? name : NULL);
+        pool = kind && !strcmp(kind, EXT_KIND_POOL) ? name : NULL;
     }
-    if (pool && kube_get(c, &KUBE_RES_SANDBOXWARMPOOLS, ns, pool, &swp, NULL) == 0) {
+    if (pool && kube_get(c, &API_RES_SANDBOXWARMPOOLS, ns, pool, &swp, NULL) == 0) {
         const json_t *d = kube_obj_path(swp, "spec.replicas");
         const json_t *r = kube_obj_path(swp, "status.readyReplicas");
         (void)snprintf(line, sizeof(line), "%s (template %s, desired %lld, ready %lld)", pool,
@@ -195,7 +199,7 @@ static void describe(FILE *out, struct kube_client *c, const char *ns, const jso
                    out_age(kube_obj_path_str(sb, "metadata.creationTimestamp"), age, sizeof(age)));
     field(out, "Created:", line);
     print_map(out, "Labels:", kube_obj_path(sb, "metadata.labels"));
-    field(out, "Mode:", str_or(kube_obj_path_str(sb, "spec.operatingMode"), "Running"));
+    field(out, "Mode:", str_or(kube_obj_path_str(sb, "spec.operatingMode"), SB_MODE_RUNNING));
     field(out, "Service:", kube_obj_path_str(sb, "status.serviceFQDN"));
     field(out, "Shutdown:", kube_obj_path_str(sb, "spec.lifecycle.shutdownTime"));
     print_pod(out, c, ns, sb);
@@ -216,7 +220,7 @@ int cli_cmd_describe(struct cli_globals *g, int argc, char **argv)
     for (int i = 1; rc == CLI_OK && i < argc; i++) {
         json_t *sb = NULL;
         struct kube_err e;
-        int r = kube_get(c, &KUBE_RES_SANDBOXES, ns, argv[i], &sb, &e);
+        int r = kube_get(c, &API_RES_SANDBOXES, ns, argv[i], &sb, &e);
         if (r < 0) {
             char what[300];
             (void)snprintf(what, sizeof(what), "sandbox \"%s\" in namespace %s", argv[i], ns);

@@ -13,11 +13,11 @@
 
 #include <sys/ioctl.h>
 
-#include "cli/cli_limits.h"
 #include "cli/sbd.h"
 #include "cli/stream.h"
+#include "common/base64.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "kube/b64.h"
 #include "kube/linebuf.h"
 
 struct exec_opts {
@@ -86,7 +86,7 @@ static int on_line(void *ctx, const char *line, size_t len)
     } else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
         const char *d = json_string_value(json_object_get(j, "data"));
         buf_reset(&x->dec);
-        r = d ? kube_b64_decode(d, strlen(d), &x->dec) : -EPROTO;
+        r = d ? base64_decode(d, strlen(d), &x->dec) : -EPROTO;
         if (r == 0)
             (void)cli_write_all(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "", x->dec.len);
     } else if (!strcmp(type, "exit")) {

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli_limits.h"
 #include "cli/fs.h"
 #include "cli/sbd.h"
 #include "cli/stream.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 
 void cli_help_stat(FILE *out)

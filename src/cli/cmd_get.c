@@ -3,6 +3,8 @@
  * -o json|yaml|name. */
 #include <string.h>
 
+#include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/cli.h"
 #include "cli/output.h"
 #include "common/buf.h"
@@ -35,7 +37,7 @@ static const char *c_age(const json_t *o, char *b, unsigned n)
 
 static const char *cond_field(const json_t *o, const char *field)
 {
-    const json_t *c = kube_obj_condition(o, "Ready");
+    const json_t *c = kube_obj_condition(o, SB_COND_READY);
     return c ? json_string_value(json_object_get(c, field)) : NULL;
 }
 
@@ -56,7 +58,7 @@ static const char *c_reason(const json_t *o, char *b, unsigned n)
 static const char *c_pod(const json_t *o, char *b, unsigned n)
 {
     (void)b, (void)n;
-    return kube_obj_annotation(o, "agents.x-k8s.io/pod-name");
+    return kube_obj_annotation(o, SB_ANN_POD_NAME);
 }
 
 /* The pod a sandbox runs in: the pod-name annotation, else the sandbox's own name; none
@@ -64,7 +66,7 @@ static const char *c_pod(const json_t *o, char *b, unsigned n)
 static const char *c_list_pod(const json_t *o, char *b, unsigned n)
 {
     const char *mode = kube_obj_path_str(o, "spec.operatingMode");
-    if (mode && strcmp(mode, "Suspended") == 0)
+    if (mode && strcmp(mode, SB_MODE_SUSPENDED) == 0)
         return NULL;
     const char *p = c_pod(o, b, n);
     return p ? p : kube_obj_name(o);
@@ -80,7 +82,7 @@ static const char *c_mode(const json_t *o, char *b, unsigned n)
 {
     (void)b, (void)n;
     const char *m = kube_obj_path_str(o, "spec.operatingMode");
-    return m ? m : "Running";
+    return m ? m : SB_MODE_RUNNING;
 }
 
 static const char *c_node(const json_t *o, char *b, unsigned n)
@@ -153,24 +155,24 @@ static const struct column pools_cols[] = {
 };
 
 static const struct kind kinds[] = {
-    {{"sandboxes", "sandbox", "sbx", "sandboxes.agents.x-k8s.io", NULL},
-     &KUBE_RES_SANDBOXES,
+    {{"sandboxes", "sandbox", "sbx", "sandboxes." SB_GROUP, NULL},
+     &API_RES_SANDBOXES,
      sandbox_cols},
     {{"sandboxtemplates", "sandboxtemplate", "templates", "template", NULL},
-     &KUBE_RES_SANDBOXTEMPLATES,
+     &API_RES_SANDBOXTEMPLATES,
      template_cols},
     {{"sandboxclaims", "sandboxclaim", "claims", "claim", NULL},
-     &KUBE_RES_SANDBOXCLAIMS,
+     &API_RES_SANDBOXCLAIMS,
      claim_cols},
     {{"sandboxwarmpools", "sandboxwarmpool", "pools", "pool", "swp"},
-     &KUBE_RES_SANDBOXWARMPOOLS,
+     &API_RES_SANDBOXWARMPOOLS,
      pool_cols},
 };
 /* The same kinds with the columns of `list` and `pools`. */
 static const struct kind list_kind = {
-    {"sandboxes", "sandbox", NULL, NULL, NULL}, &KUBE_RES_SANDBOXES, list_cols};
+    {"sandboxes", "sandbox", NULL, NULL, NULL}, &API_RES_SANDBOXES, list_cols};
 static const struct kind pools_kind = {{"sandboxwarmpools", "sandboxwarmpool", NULL, NULL, NULL},
-                                       &KUBE_RES_SANDBOXWARMPOOLS,
+                                       &API_RES_SANDBOXWARMPOOLS,
                                        pools_cols};
 
 static const struct kind *find_kind(const char *name)

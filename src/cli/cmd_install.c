@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/cli_limits.h"
 #include "cli/install.h"
 #include "cli/manifest.h"
+#include "common/limits.h"
 #include "kube/obj.h"
 
 #define FIELD_MANAGER "kubectl-sandbox"

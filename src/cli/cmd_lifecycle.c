@@ -4,8 +4,11 @@
 #include <getopt.h>
 #include <string.h>
 
+#include "api/extensions.h"
+#include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/cli.h"
-#include "cli/cli_limits.h"
+#include "common/limits.h"
 #include "kube/obj.h"
 
 struct life_opts {
@@ -94,9 +97,9 @@ static int is_suspended(void *ctx, const json_t *o, char *why, size_t n)
         (void)snprintf(why, n, "the sandbox was deleted");
         return -ENOENT;
     }
-    if (kube_obj_condition_true(o, "Suspended"))
+    if (kube_obj_condition_true(o, SB_COND_SUSPENDED))
         return 1;
-    const json_t *c = kube_obj_condition(o, "Suspended");
+    const json_t *c = kube_obj_condition(o, SB_COND_SUSPENDED);
     const char *reason = c ? json_string_value(json_object_get(c, "reason")) : NULL;
     (void)snprintf(why, n, "Suspended: %s", reason ? reason : "not reported yet");
     return 0;
@@ -109,9 +112,9 @@ static int is_running(void *ctx, const json_t *o, char *why, size_t n)
         (void)snprintf(why, n, "the sandbox was deleted");
         return -ENOENT;
     }
-    if (kube_obj_condition_true(o, "Ready") && !kube_obj_condition_true(o, "Suspended"))
+    if (kube_obj_condition_true(o, SB_COND_READY) && !kube_obj_condition_true(o, SB_COND_SUSPENDED))
         return 1;
-    const json_t *c = kube_obj_condition(o, "Ready");
+    const json_t *c = kube_obj_condition(o, SB_COND_READY);
     const char *reason = c ? json_string_value(json_object_get(c, "reason")) : NULL;
     (void)snprintf(why, n, "Ready: %s", reason ? reason : "not reported yet");
     return 0;
@@ -123,21 +126,22 @@ static int set_mode(struct cli_globals *g, struct kube_client *c, const char *na
     const char *ns = cli_namespace(g, c);
     json_t *patch = json_pack("{s:{s:s}}", "spec", "operatingMode", mode);
     struct kube_err e;
-    int r = kube_patch(c, &KUBE_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
+    int r = kube_patch(c, &API_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
     json_decref(patch);
     char what[256];
     (void)snprintf(what, sizeof(what), "sandbox \"%s\" in namespace %s", name, ns);
     if (r < 0)
         return cli_fail(g, what, r, &e);
-    bool susp = strcmp(mode, "Suspended") == 0;
-    fprintf(g->out, "sandbox.agents.x-k8s.io/%s %s\n", name, susp ? "suspended" : "resumed");
+    bool susp = strcmp(mode, SB_MODE_SUSPENDED) == 0;
+    fprintf(g->out, "sandbox." SB_GROUP "/%s %s\n", name, susp ? "suspended" : "resumed");
     if (!o->wait)
         return CLI_OK;
     char why[512] = "";
     kube_err_clear(&e);
-    r = cli_wait(c, &KUBE_RES_SANDBOXES, ns, name, o->timeout, susp ? is_suspended : is_running,
+    r = cli_wait(c, &API_RES_SANDBOXES, ns, name, o->timeout, susp ? is_suspended : is_running,
                  NULL, NULL, why, sizeof(why), &e);
-    return r == 0 ? CLI_OK : wait_fail(g, r, name, susp ? "Suspended" : "Ready", why, &e);
+    return r == 0 ? CLI_OK
+                  : wait_fail(g, r, name, susp ? SB_COND_SUSPENDED : SB_COND_READY, why, &e);
 }
 
 static int run_mode(struct cli_globals *g, int argc, char **argv, const char *mode)
@@ -156,12 +160,12 @@ static int run_mode(struct cli_globals *g, int argc, char **argv, const char *mo
 
 int cli_cmd_suspend(struct cli_globals *g, int argc, char **argv)
 {
-    return run_mode(g, argc, argv, "Suspended");
+    return run_mode(g, argc, argv, SB_MODE_SUSPENDED);
 }
 
 int cli_cmd_resume(struct cli_globals *g, int argc, char **argv)
 {
-    return run_mode(g, argc, argv, "Running");
+    return run_mode(g, argc, argv, SB_MODE_RUNNING);
 }
 
 /* ---- delete ---------------------------------------------------------------------------- */
@@ -182,7 +186,7 @@ static int resolve(struct cli_globals *g, struct kube_client *c, const char *arg
 {
     const char *slash = strchr(arg, '/');
     if (slash && (!strncmp(arg, "claim/", 6) || !strncmp(arg, "sandboxclaim/", 13))) {
-        *ret_res = &KUBE_RES_SANDBOXCLAIMS;
+        *ret_res = &API_RES_SANDBOXCLAIMS;
         *ret_name = slash + 1;
         return CLI_OK;
     }
@@ -193,14 +197,14 @@ static int resolve(struct cli_globals *g, struct kube_client *c, const char *arg
     const char *name = slash ? slash + 1 : arg;
     json_t *sb = NULL;
     struct kube_err e;
-    *ret_res = &KUBE_RES_SANDBOXES;
+    *ret_res = &API_RES_SANDBOXES;
     *ret_name = name;
-    if (kube_get(c, &KUBE_RES_SANDBOXES, cli_namespace(g, c), name, &sb, &e) < 0)
+    if (kube_get(c, &API_RES_SANDBOXES, cli_namespace(g, c), name, &sb, &e) < 0)
         return CLI_OK; /* the DELETE reports it */
     const json_t *ref = kube_obj_controller_ref(sb);
     const char *kind = json_string_value(json_object_get(ref, "kind"));
-    if (kind && strcmp(kind, "SandboxClaim") == 0) {
-        *ret_res = &KUBE_RES_SANDBOXCLAIMS;
+    if (kind && strcmp(kind, EXT_KIND_CLAIM) == 0) {
+        *ret_res = &API_RES_SANDBOXCLAIMS;
         (void)snprintf(owner, owner_size, "%s", json_string_value(json_object_get(ref, "name")));
         *ret_name = owner;
         fprintf(g->err, "sandbox \"%s\" belongs to sandboxclaim \"%s\": deleting the claim\n", name,
@@ -220,7 +224,7 @@ static int delete_one(struct cli_globals *g, struct kube_client *c, const char *
     if (rc != CLI_OK)
         return rc;
     const char *ns = cli_namespace(g, c);
-    const char *kind = res == &KUBE_RES_SANDBOXES ? "sandbox" : "sandboxclaim";
+    const char *kind = res == &API_RES_SANDBOXES ? "sandbox" : "sandboxclaim";
     struct kube_err e;
     int r = kube_delete(c, res, ns, name, &e);
     if (r < 0) {

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/cli.h"
 #include "common/buf.h"
 #include "common/str.h"
@@ -93,10 +95,10 @@ static int stream_logs(struct cli_globals *g, struct kube_client *c, const char 
     struct kube_err e;
     char what[300];
     (void)snprintf(what, sizeof(what), "sandbox \"%s\" in namespace %s", name, ns);
-    int r = kube_get(c, &KUBE_RES_SANDBOXES, ns, name, &sb, &e);
+    int r = kube_get(c, &API_RES_SANDBOXES, ns, name, &sb, &e);
     if (r < 0)
         return cli_fail(g, what, r, &e);
-    const char *an = kube_obj_annotation(sb, "agents.x-k8s.io/pod-name");
+    const char *an = kube_obj_annotation(sb, SB_ANN_POD_NAME);
     struct buf path;
     buf_init(&path, 4096);
     r = cli_logs_path(ns, an ? an : name, o, &path);

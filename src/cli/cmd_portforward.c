@@ -21,12 +21,14 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
-#include "cli/cli_limits.h"
+#include "api/res.h"
+#include "api/sandbox.h"
 #include "cli/pfwd.h"
 #include "cli/sbd.h"
+#include "common/base64.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "http/ws.h"
-#include "kube/b64.h"
 #include "kube/obj.h"
 
 #define PF_CHUNK      (16u * 1024)   /* one read from either side */
@@ -193,25 +195,27 @@ static int read_answer(struct pf_conn *c, const char *key)
     return r < 0 ? r : 0;
 }
 
-/* The Authorization header value (a fresh token per connection), or "". */
-static void authorization(struct pf_ctx *x, char *out, size_t size)
+/* The Authorization header value (a fresh token per connection; new string, caller
+ * frees), or NULL without a token. A token may be as long as LIMIT_KUBE_TOKEN. */
+static char *authorization(struct pf_ctx *x)
 {
-    char tok[8192];
+    char *tok = xmalloc(LIMIT_KUBE_TOKEN + 1), *out = NULL;
     struct kube_err e;
     kube_err_clear(&e);
     pthread_mutex_lock(&x->token_lock);
-    int n = kube_config_token(x->cfg, tok, sizeof(tok), &e);
+    int n = kube_config_token(x->cfg, tok, LIMIT_KUBE_TOKEN + 1, &e);
     pthread_mutex_unlock(&x->token_lock);
-    out[0] = '\0';
     if (n > 0)
-        (void)snprintf(out, size, "Bearer %s", tok);
+        out = xasprintf("Bearer %s", tok);
+    xfree(tok);
+    return out;
 }
 
 /* Connects (TCP + TLS through libcurl), sends the upgrade request and checks the answer. */
 static int remote_open(struct pf_conn *c)
 {
     struct pf_ctx *x = c->ctx;
-    char errbuf[CURL_ERROR_SIZE], auth[8300];
+    char errbuf[CURL_ERROR_SIZE];
     struct curl_slist *hdrs = NULL;
     struct cli_sbd s = {.mode = CLI_SBD_PROXY,
                         .base = (char *)kube_config_server(x->cfg),
@@ -233,19 +237,20 @@ static int remote_open(struct pf_conn *c)
     struct buf key;
     buf_init(&key, 64);
     if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw) ||
-        kube_b64_encode(raw, sizeof(raw), &key) < 0) {
+        base64_encode(raw, sizeof(raw), &key) < 0) {
         buf_done(&key);
         return -EIO;
     }
-    authorization(x, auth, sizeof(auth));
+    char *auth = authorization(x);
     struct cli_pfwd_req q = {.host_port = x->host_port,
                              .path_prefix = x->prefix,
                              .ns = x->ns,
                              .pod = x->pod,
                              .port = x->remote,
-                             .authorization = auth[0] ? auth : NULL,
+                             .authorization = auth,
                              .key = buf_str(&key)};
     int r = cli_pfwd_request(&q, &c->tx);
+    xfree(auth);
     if (r == 0)
         r = send_all(c);
     if (r == 0)
@@ -423,11 +428,11 @@ static int resolve_pod(struct pf_ctx *x, struct kube_client *kc, const char *nam
     json_t *sb = NULL, *claim = NULL;
     struct kube_err e;
     const char *sbname = name;
-    int r = kube_get(kc, &KUBE_RES_SANDBOXES, x->ns, name, &sb, &e);
+    int r = kube_get(kc, &API_RES_SANDBOXES, x->ns, name, &sb, &e);
     if (r < 0 && kube_err_is_not_found(&e) &&
-        kube_get(kc, &KUBE_RES_SANDBOXCLAIMS, x->ns, name, &claim, NULL) == 0) {
+        kube_get(kc, &API_RES_SANDBOXCLAIMS, x->ns, name, &claim, NULL) == 0) {
         sbname = kube_obj_path_str(claim, "status.sandbox.name");
-        r = sbname ? kube_get(kc, &KUBE_RES_SANDBOXES, x->ns, sbname, &sb, &e) : -ENOENT;
+        r = sbname ? kube_get(kc, &API_RES_SANDBOXES, x->ns, sbname, &sb, &e) : -ENOENT;
         if (!sbname)
             fprintf(g->err, "error: sandboxclaim \"%s\" has no sandbox yet\n", name);
     }
@@ -438,11 +443,11 @@ static int resolve_pod(struct pf_ctx *x, struct kube_client *kc, const char *nam
         rc = cli_fail(g, what, r, &e);
     } else if (r < 0) {
         rc = CLI_ERR;
-    } else if (!kube_obj_condition_true(sb, "Ready")) {
+    } else if (!kube_obj_condition_true(sb, SB_COND_READY)) {
         fprintf(g->err, "error: sandbox \"%s\" in namespace %s is not Ready\n", sbname, x->ns);
         rc = CLI_ERR;
     } else {
-        const char *an = kube_obj_annotation(sb, "agents.x-k8s.io/pod-name");
+        const char *an = kube_obj_annotation(sb, SB_ANN_POD_NAME);
         (void)snprintf(x->pod, sizeof(x->pod), "%s", an ? an : sbname);
     }
     json_decref(sb);

@@ -18,8 +18,9 @@
 #include <sys/random.h>
 #include <sys/wait.h>
 
+#include "api/res.h"
 #include "cli/cli.h"
-#include "cli/cli_limits.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 
 #define SHELL_DEFAULT "command -v bash >/dev/null 2>&1 && exec bash || exec sh"
@@ -173,7 +174,7 @@ static void remove_sandbox(struct cli_globals *g, const char *name, bool claim)
     struct kube_client *c = NULL;
     if (cli_client(g, &c) != CLI_OK)
         return;
-    const struct kube_res *res = claim ? &KUBE_RES_SANDBOXCLAIMS : &KUBE_RES_SANDBOXES;
+    const struct kube_res *res = claim ? &API_RES_SANDBOXCLAIMS : &API_RES_SANDBOXES;
     struct kube_err e;
     kube_err_clear(&e);
     int r = kube_delete(c, res, cli_namespace(g, c), name, &e);

@@ -5,8 +5,7 @@
 #include <jansson.h>
 
 #include "common/buf.h"
-
-#define LIMIT_CLI_FS_PATH (16u * 1024) /* a request path of stat/mkdir/watch */
+#include "common/limits.h"
 
 /** Appends prefix ("/v1/stat/") and path percent-escaped except '/' (a leading '/' is
  * dropped) to out. Returns 0 or -E2BIG. */

@@ -7,8 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli_limits.h"
+#include "api/res.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/yaml.h"
 
@@ -27,14 +28,14 @@ const struct kube_res CLI_RES_PDBS =
     RES("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true);
 
 static const struct kube_res *const known[] = {
-    &KUBE_RES_SANDBOXES,     &KUBE_RES_SANDBOXTEMPLATES,
-    &KUBE_RES_SANDBOXCLAIMS, &KUBE_RES_SANDBOXWARMPOOLS,
-    &KUBE_RES_NAMESPACES,    &KUBE_RES_SERVICEACCOUNTS,
-    &KUBE_RES_CRDS,          &KUBE_RES_DEPLOYMENTS,
-    &KUBE_RES_SERVICES,      &KUBE_RES_CONFIGMAPS,
-    &KUBE_RES_SECRETS,       &KUBE_RES_NETWORKPOLICIES,
-    &CLI_RES_CLUSTERROLES,   &CLI_RES_CLUSTERROLEBINDINGS,
-    &CLI_RES_ROLES,          &CLI_RES_ROLEBINDINGS,
+    &API_RES_SANDBOXES,     &API_RES_SANDBOXTEMPLATES,
+    &API_RES_SANDBOXCLAIMS, &API_RES_SANDBOXWARMPOOLS,
+    &KUBE_RES_NAMESPACES,   &KUBE_RES_SERVICEACCOUNTS,
+    &KUBE_RES_CRDS,         &KUBE_RES_DEPLOYMENTS,
+    &KUBE_RES_SERVICES,     &KUBE_RES_CONFIGMAPS,
+    &KUBE_RES_SECRETS,      &KUBE_RES_NETWORKPOLICIES,
+    &CLI_RES_CLUSTERROLES,  &CLI_RES_CLUSTERROLEBINDINGS,
+    &CLI_RES_ROLES,         &CLI_RES_ROLEBINDINGS,
     &CLI_RES_PDBS,
 };
 

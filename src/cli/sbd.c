@@ -7,22 +7,12 @@
 #include <string.h>
 
 #include "as_version.h"
-#include "cli/cli_limits.h"
+#include "api/res.h"
+#include "api/sandbox.h"
+#include "common/limits.h"
+#include "common/pct.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
-
-/* Appends s percent-escaped; '/' kept when keep_slash. */
-static int escape(struct buf *out, const char *s, bool keep_slash)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    int r = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && r == 0; p++) {
-        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                     (*p >= '0' && *p <= '9') || strchr("-._~", *p) || (keep_slash && *p == '/');
-        r = plain ? buf_putc(out, (char)*p) : buf_printf(out, "%%%c%c", hex[*p >> 4], hex[*p & 15]);
-    }
-    return r;
-}
 
 static bool bad_segment(const char *s)
 {
@@ -41,11 +31,11 @@ int cli_sbd_proxy_base(const char *server, const char *ns, const char *pod, unsi
     if (r == 0)
         r = buf_puts(out, "/api/v1/namespaces/");
     if (r == 0)
-        r = escape(out, ns, false);
+        r = pct_encode(out, ns, NULL);
     if (r == 0)
         r = buf_puts(out, "/pods/");
     if (r == 0)
-        r = escape(out, pod, false);
+        r = pct_encode(out, pod, NULL);
     if (r == 0)
         r = buf_printf(out, ":%u/proxy", port);
     return r;
@@ -56,7 +46,7 @@ int cli_sbd_files_path(const char *path, struct buf *out)
     while (*path == '/')
         path++;
     int r = buf_puts(out, "/v1/files/");
-    return r == 0 ? escape(out, path, true) : r;
+    return r == 0 ? pct_encode(out, path, "/") : r;
 }
 
 void cli_sbd_error_text(long status, const char *body, size_t len, char *out, size_t size)
@@ -114,17 +104,17 @@ static int check_sandbox(const struct cli_globals *g, struct kube_client *c, con
 {
     json_t *sb = NULL;
     struct kube_err e;
-    int r = kube_get(c, &KUBE_RES_SANDBOXES, ns, name, &sb, &e);
+    int r = kube_get(c, &API_RES_SANDBOXES, ns, name, &sb, &e);
     if (r < 0) {
         char what[300];
         (void)snprintf(what, sizeof(what), "sandbox \"%s\" in namespace %s", name, ns);
         return cli_fail(g, what, r, &e);
     }
-    const char *an = kube_obj_annotation(sb, "agents.x-k8s.io/pod-name");
+    const char *an = kube_obj_annotation(sb, SB_ANN_POD_NAME);
     (void)snprintf(pod, size, "%s", an ? an : name);
     int rc = CLI_OK;
-    if (!kube_obj_condition_true(sb, "Ready")) {
-        const json_t *cd = kube_obj_condition(sb, "Ready");
+    if (!kube_obj_condition_true(sb, SB_COND_READY)) {
+        const json_t *cd = kube_obj_condition(sb, SB_COND_READY);
         const char *reason = json_string_value(json_object_get(cd, "reason"));
         fprintf(g->err,
                 "error: sandbox \"%s\" in namespace %s is not Ready (%s)\n"

@@ -6,7 +6,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "cli/cli_limits.h"
+#include "common/limits.h"
 
 void cli_stream_init(struct cli_stream *st, size_t max_line, linebuf_frame_fn *on_line, void *ctx)
 {

@@ -267,8 +267,7 @@ static void put_escaped(struct buf *b, const char *s, size_t n, bool quoted)
     append_cut(b, s + run, n - run);
 }
 
-/* Appends s[0..n) as a logfmt quoted value: quotes, backslashes, control bytes escaped. */
-static void put_quoted(struct buf *b, const char *s, size_t n)
+void log_quote(struct buf *b, const char *s, size_t n)
 {
     (void)buf_putc(b, '"');
     put_escaped(b, s, n, true);
@@ -336,12 +335,12 @@ static void emit(enum log_level level, int err, const char *fmt, va_list ap)
     buf_init(&line, LIMIT_LOG_LINE);
     put_prefix(&line, level);
     (void)buf_puts(&line, " msg=");
-    put_quoted(&line, head.p, head.len);
+    log_quote(&line, head.p, head.len);
     if (err) {
         char eb[128];
         const char *e = log_strerror(err, eb, sizeof(eb));
         (void)buf_puts(&line, " err=");
-        put_quoted(&line, e, strlen(e));
+        log_quote(&line, e, strlen(e));
     }
     if (has_fields && fields.len) {
         (void)buf_putc(&line, ' ');

@@ -11,6 +11,9 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
+
+struct buf;
 
 enum log_level {
     LOG_ERROR = 0,
@@ -64,6 +67,12 @@ void log_batch_start(void);
 void log_batch_stop(void);
 /** Writes what is pending (from any thread). Cheap when nothing is. */
 void log_flush(void);
+
+/** Appends s[0..n) to b as a quoted logfmt value: '"' and '\\' get a backslash, a line
+ * feed becomes \n, other control bytes and DEL become \xHH; bytes from 0x80 pass (UTF-8
+ * stays readable). What passes b's limit is cut. The one quoting for every logfmt value a
+ * caller builds itself (log_json.c undoes exactly these escapes). */
+void log_quote(struct buf *b, const char *s, size_t n);
 
 /** Writes one line from a printf format. A tab in the formatted text separates the
  * message from raw logfmt fields: log_info("reconciled\tkey=%s ms=%d", key, ms) gives

@@ -128,6 +128,19 @@ int cstr_to_i64(const char *s, int64_t *ret)
     return str_to_i64(str_c(s), ret);
 }
 
+int cstr_to_bool(const char *s, bool *ret)
+{
+    static const char *const yes[] = {"1", "t", "T", "true", "True", "TRUE"};
+    static const char *const no[] = {"0", "f", "F", "false", "False", "FALSE"};
+    for (size_t i = 0; s && i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcmp(s, yes[i]) == 0 || strcmp(s, no[i]) == 0) {
+            *ret = strcmp(s, yes[i]) == 0;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
 static int hex_digit(char c)
 {
     c = lower(c);

@@ -51,6 +51,11 @@ int str_to_i64(struct str s, int64_t *ret);
 /** Same for NUL-terminated strings. */
 int cstr_to_u64(const char *s, uint64_t *ret);
 int cstr_to_i64(const char *s, int64_t *ret);
+/** Parses a boolean as Go's strconv.ParseBool does (the controller's flags mirror Go
+ * flags): true for "1", "t", "T", "true", "True", "TRUE"; false for "0", "f", "F",
+ * "false", "False", "FALSE". Returns 0 or -EINVAL (NULL, "", anything else); *ret
+ * untouched on failure. */
+int cstr_to_bool(const char *s, bool *ret);
 /** Parses a hex number (no 0x prefix) as used by chunked encoding. */
 int str_hex_to_u64(struct str s, uint64_t *ret);
 

@@ -7,16 +7,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "controller/claim_meta.h"
 #include "controller/claim_queue.h"
 #include "controller/ext_int.h"
-#include "controller/ext_limits.h"
 #include "controller/ext_names.h"
 #include "controller/template_build.h"
 #include "kube/client.h"
-#include "kube/informer_limits.h"
 #include "kube/obj.h"
 #include "kube/store.h"
 
@@ -43,11 +43,11 @@ static json_t *map_diff(const json_t *old, const json_t *want)
 static void keep_pool_evict(const json_t *cur, json_t *want, json_t *patch)
 {
     const json_t *ca = json_object_get(cur, "annotations");
-    const char *ev = json_string_value(json_object_get(ca, EXT_ANN_SAFE_TO_EVICT));
+    const char *ev = json_string_value(json_object_get(ca, SB_ANN_SAFE_TO_EVICT));
     if (!ev || strcmp(ev, "true") != 0 ||
-        json_object_get(json_object_get(want, "annotations"), EXT_ANN_SAFE_TO_EVICT))
+        json_object_get(json_object_get(want, "annotations"), SB_ANN_SAFE_TO_EVICT))
         return;
-    json_object_set_new(ext_obj_ensure(want, "annotations"), EXT_ANN_SAFE_TO_EVICT,
+    json_object_set_new(ext_obj_ensure(want, "annotations"), SB_ANN_SAFE_TO_EVICT,
                         json_string("true"));
     json_object_set_new(ext_obj_ensure(json_object_get(patch, "metadata"), "annotations"),
                         SB_ANN_POD_OMIT_EVICT, json_string("true"));
@@ -121,7 +121,7 @@ static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, 
         json_decref(sb);
         return -EEXIST;
     }
-    r = ext__patch(x, &KUBE_RES_SANDBOXES, ns, name, NULL, patch, &out, &e);
+    r = ext__patch(x, &API_RES_SANDBOXES, ns, name, NULL, patch, &out, &e);
     json_decref(patch);
     json_decref(sb);
     if (r >= 0) {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "controller/ext_limits.h"
+#include "common/limits.h"
 #include "controller/ext_names.h"
 #include "controller/template_build.h"
 #include "kube/obj.h"
@@ -103,7 +103,7 @@ static int check_annotation(const char *k, struct claim_err *e)
     if (!claim_qualified_name(k))
         return fail(e, -EINVAL, EXT_R_INVALID_METADATA, "annotation key %s is not a qualified name",
                     k);
-    if (!slash || strcmp(k, EXT_ANN_SAFE_TO_EVICT) == 0)
+    if (!slash || strcmp(k, SB_ANN_SAFE_TO_EVICT) == 0)
         return 0;
     for (size_t i = 0; i < sizeof(blocked) / sizeof(blocked[0]); i++)
         if (in_domain(k, (size_t)(slash - k), blocked[i]))
@@ -142,7 +142,7 @@ static int merge_map(json_t *dst, const json_t *src, const char *what, struct cl
     {
         const json_t *old = json_object_get(dst, k);
         if (old && !json_equal(old, v))
-            return fail(e, -EEXIST, EXT_R_RECONCILER_ERROR,
+            return fail(e, -EEXIST, SB_R_RECONCILER_ERROR,
                         "metadata override conflict: %s %s is set by the template", what, k);
         json_object_set(dst, k, (json_t *)v);
     }
@@ -230,7 +230,7 @@ int claim_env_inject(json_t *pod_spec, const json_t *env, const char *policy,
                               : json_array_get(json_object_get(pod_spec, "containers"), 0);
         int r;
         if (!c)
-            return fail(reterr, -EINVAL, EXT_R_RECONCILER_ERROR, "container %s not found",
+            return fail(reterr, -EINVAL, SB_R_RECONCILER_ERROR, "container %s not found",
                         cn && *cn ? cn : "(first)");
         if ((r = inject_one(c, ev, overrides, reterr)) < 0)
             return r;
@@ -322,10 +322,10 @@ json_t *claim_pod_meta(const json_t *claim, const json_t *tpl, const json_t *bas
     const json_t *src = tpl ? kube_obj_path(tpl, "spec.podTemplate.metadata") : base;
     json_t *meta = json_is_object(src) ? json_deep_copy(src) : json_object();
     json_t *ann = json_object_get(meta, "annotations");
-    const char *ev = json_string_value(json_object_get(ann, EXT_ANN_SAFE_TO_EVICT));
+    const char *ev = json_string_value(json_object_get(ann, SB_ANN_SAFE_TO_EVICT));
     /* The pool's own safe-to-evict goes; a template's explicit value stays. */
     if (!tpl && ev && strcmp(ev, "true") == 0)
-        json_object_del(ann, EXT_ANN_SAFE_TO_EVICT);
+        json_object_del(ann, SB_ANN_SAFE_TO_EVICT);
     if (claim_meta_merge(meta, kube_obj_path(claim, "spec.additionalPodMetadata"), reterr) < 0) {
         json_decref(meta);
         return NULL;

@@ -6,13 +6,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
 #include "controller/claim_meta.h"
 #include "controller/claim_status.h"
 #include "controller/ext_int.h"
-#include "controller/ext_limits.h"
 #include "controller/ext_metrics.h"
 #include "controller/ext_names.h"
 #include "controller/latebind_deliver.h"
@@ -76,7 +77,7 @@ static json_t *find_by_binding(struct claim_pass *p)
         /* The cache lags our own write: read the truth once. */
         json_decref(sb);
         sb = NULL;
-        if (kube_get(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, name, &sb, &e) >= 0 &&
+        if (kube_get(p->x->d.client, &API_RES_SANDBOXES, p->ns, name, &sb, &e) >= 0 &&
             !sb_controlled_by(sb, p->uid)) {
             json_decref(sb);
             sb = NULL;
@@ -107,7 +108,7 @@ static bool find_sandbox(struct claim_pass *p)
     if (!sb)
         sb = find_owned(p);
     if (!sb && (sb = sb_get(p, p->name)) && !sb_controlled_by(sb, p->uid)) {
-        fail(p, EXT_R_RECONCILER_ERROR, true,
+        fail(p, SB_R_RECONCILER_ERROR, true,
              "Error seen: sandbox %s is not controlled by claim %s. Please use a different claim "
              "name or delete the sandbox manually",
              p->name, p->name);
@@ -139,7 +140,7 @@ static void cold_create(struct claim_pass *p, const json_t *tpl, const char *poo
         fail(p, ce.reason, false, "%s", ce.message);
         return;
     }
-    if (kube_create(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, sb, &out, &e) >= 0) {
+    if (kube_create(p->x->d.client, &API_RES_SANDBOXES, p->ns, sb, &out, &e) >= 0) {
         p->sb = out;
         ext__binding_put(p->x, p->uid, kube_obj_name(out));
         count_creation(p, "cold", pool);
@@ -148,7 +149,7 @@ static void cold_create(struct claim_pass *p, const json_t *tpl, const char *poo
              "Sandbox already created; waiting for cache to converge");
         requeue_min(p, LIMIT_EXT_CACHE_LAG_REQUEUE);
     } else {
-        fail(p, EXT_R_RECONCILER_ERROR, true, "Error seen: %s", e.message);
+        fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: %s", e.message);
         p->err = e.code ? e.code : -EIO;
     }
     json_decref(sb);
@@ -168,12 +169,12 @@ static void late_fallback(struct claim_pass *p, const json_t *tpl, const char *p
 {
     struct kube_req r;
     struct kube_err e;
-    kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+    kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
     r.ns = p->ns;
     r.name = kube_obj_name(p->sb);
     r.precondition_uid = kube_obj_uid(p->sb);
     if (kube_request(p->x->d.client, &r, NULL, &e) < 0 && !kube_err_is_not_found(&e)) {
-        fail(p, EXT_R_RECONCILER_ERROR, true, "Error seen: deleting Sandbox %s: %s", r.name,
+        fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: deleting Sandbox %s: %s", r.name,
              e.message);
         p->err = e.code ? e.code : -EIO;
         return;
@@ -257,7 +258,7 @@ static void provision(struct claim_pass *p)
             if (!claim_needs_cold(p->claim) || late_deliver(p, tpl, pn))
                 count_creation(p, "warm", pn);
         } else {
-            fail(p, EXT_R_RECONCILER_ERROR, true, "Error seen: %s", p->msg);
+            fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: %s", p->msg);
             p->err = r;
         }
     } else {
@@ -286,7 +287,7 @@ static void expire_act(struct claim_pass *p)
         if (!p->x->o.no_claim_events)
             ext__event(p->x, p->claim, false, EXT_R_CLAIM_EXPIRED,
                        "Deleting Claim (ShutdownPolicy=%s)", policy);
-        kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXCLAIMS);
+        kube_req_init(&r, "DELETE", &API_RES_SANDBOXCLAIMS);
         r.ns = p->ns;
         r.name = p->name;
         r.precondition_uid = p->uid;
@@ -294,7 +295,7 @@ static void expire_act(struct claim_pass *p)
     } else {
         if (!p->sb || kube_obj_deleting(p->sb))
             return;
-        kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+        kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
         r.ns = p->ns;
         r.name = kube_obj_name(p->sb);
         r.precondition_uid = kube_obj_uid(p->sb);
@@ -338,7 +339,7 @@ static void record_first_ready(struct claim_pass *p)
     if (kube_obj_annotation(p->claim, EXT_ANN_FIRST_OBSERVED))
         json_object_del(json_object_get(json_object_get(patch, "metadata"), "annotations"),
                         EXT_ANN_FIRST_OBSERVED);
-    (void)ext__patch(p->x, &KUBE_RES_SANDBOXCLAIMS, p->ns, p->name, NULL, patch, NULL, &e);
+    (void)ext__patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, NULL, patch, NULL, &e);
     json_decref(patch);
 }
 
@@ -366,7 +367,7 @@ static void write_status(struct claim_pass *p)
     if (claim_status_changed(json_object_get(p->claim, "status"), st)) {
         patch = json_pack("{s:{s:s}, s:O}", "metadata", "resourceVersion",
                           kube_obj_resource_version(p->claim) ?: "", "status", st);
-        if (ext__patch(p->x, &KUBE_RES_SANDBOXCLAIMS, p->ns, p->name, "status", patch, NULL, &e) <
+        if (ext__patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, "status", patch, NULL, &e) <
             0) {
             /* A 409 is dropped: the conflicting write's event brings the claim back
              * (with the same backstop requeue). */

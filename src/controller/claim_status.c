@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/str.h"
 #include "controller/ext_names.h"
 #include "controller/sandbox_status.h"
@@ -90,7 +91,7 @@ static void sort_conditions(json_t *status)
  * the time of this status write), never the Sandbox's; unchanged status keeps it. */
 static void set_ready(json_t *st, const struct claim_observed *o, const char *now)
 {
-    char msg[1024];
+    char msg[LIMIT_CTRL_COND_MESSAGE];
     struct ready r;
     ready_of(o, &r, msg, sizeof(msg));
     sb_cond_set(st, SB_COND_READY, r.status, r.reason, r.message, kube_obj_generation(o->claim),

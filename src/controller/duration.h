@@ -6,8 +6,7 @@
 #pragma once
 
 #include "common/clock.h"
-
-#define LIMIT_CTRL_DURATION ((usec_t)366 * 24 * 3600 * USEC_PER_SEC)
+#include "common/limits.h"
 
 /** Parses v into *ret (microseconds; nanoseconds are truncated). Returns 0 or -EINVAL
  * (*ret untouched). */

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
@@ -15,7 +17,6 @@
 #include "common/xalloc.h"
 #include "controller/claim_queue.h"
 #include "controller/ext_int.h"
-#include "controller/ext_limits.h"
 #include "controller/ext_metrics.h"
 #include "controller/ext_names.h"
 #include "controller/latebind_deliver.h"
@@ -25,7 +26,6 @@
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
-#include "kube/informer_limits.h"
 #include "kube/obj.h"
 #include "kube/store.h"
 
@@ -665,7 +665,7 @@ static int new_informer(struct ext_ctrl *x, int i, const struct kube_res *res)
 int ext_ctrl_start(struct ext_ctrl *x)
 {
     static const struct kube_res *const res[EXT_INF_COUNT] = {
-        &KUBE_RES_SANDBOXTEMPLATES, &KUBE_RES_SANDBOXWARMPOOLS, &KUBE_RES_SANDBOXCLAIMS,
+        &API_RES_SANDBOXTEMPLATES, &API_RES_SANDBOXWARMPOOLS, &API_RES_SANDBOXCLAIMS,
         &KUBE_RES_NETWORKPOLICIES};
     int r = 0;
     for (int i = 0; r >= 0 && i < EXT_INF_COUNT; i++)

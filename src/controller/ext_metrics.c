@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "as_version.h"
+#include "api/extensions.h"
 #include "common/buf.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
@@ -179,7 +180,7 @@ static const char *owned_by(const json_t *sb)
     size_t glen = strlen(SB_EXT_GROUP);
     if (!api || !kind || strncmp(api, SB_EXT_GROUP, glen) != 0 || api[glen] != '/')
         return "None";
-    if (strcmp(kind, "SandboxClaim") == 0 || strcmp(kind, "SandboxWarmPool") == 0)
+    if (strcmp(kind, EXT_KIND_CLAIM) == 0 || strcmp(kind, EXT_KIND_POOL) == 0)
         return kind;
     return "None";
 }

@@ -15,8 +15,6 @@ struct ext_metrics;
 struct kube_store;
 struct metrics_registry;
 
-/** Written by an optional external mutating webhook; read only for a metric. */
-#define EXT_ANN_WEBHOOK_OBSERVED "agents.x-k8s.io/webhook-first-observed-at"
 /** sandbox_template of claim metrics when the Sandbox has no template annotation. */
 #define EXT_METRICS_NO_TEMPLATE "__unknown__"
 

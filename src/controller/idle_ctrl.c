@@ -9,12 +9,13 @@
 
 #include <curl/curl.h>
 
+#include "api/res.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
-#include "controller/idle_limits.h"
 #include "controller/sandbox_names.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -119,7 +120,7 @@ static int suspend(struct idle_ctrl *c, const json_t *sb, const struct idle_poli
 {
     json_t *patch = idle_suspend_patch(sb);
     struct kube_err e;
-    int r = kube_patch(c->o.client, &KUBE_RES_SANDBOXES, kube_obj_namespace(sb), kube_obj_name(sb),
+    int r = kube_patch(c->o.client, &API_RES_SANDBOXES, kube_obj_namespace(sb), kube_obj_name(sb),
                        KUBE_PATCH_MERGE, patch, NULL, &e);
     json_decref(patch);
     if (r < 0) {
@@ -135,7 +136,7 @@ static int suspend(struct idle_ctrl *c, const json_t *sb, const struct idle_poli
     log_info("suspended idle sandbox\tkey=%s/%s timeout_s=%llu", kube_obj_namespace(sb),
              kube_obj_name(sb), (unsigned long long)(pol->timeout / USEC_PER_SEC));
     if (c->o.events)
-        events_record(c->o.events, sb, EVENTS_NORMAL, IDLE_R_IDLE_TIMEOUT,
+        events_record(c->o.events, sb, EVENTS_NORMAL, SB_R_IDLE_TIMEOUT,
                       "No activity for %llus: suspended by the idle policy",
                       (unsigned long long)(pol->timeout / USEC_PER_SEC));
     return 1;

@@ -65,7 +65,7 @@ usec_t idle_last_activity(const json_t *sb, const json_t *status, usec_t extra)
     const json_t *st = status ? status : json_object_get(sb, "status");
     const json_t *ready = cond_of(st, SB_COND_READY);
     usec_t t = parse_time(kube_obj_path_str(sb, "metadata.creationTimestamp"));
-    t = max_u(t, parse_time(kube_obj_annotation(sb, IDLE_ANN_LAST_ACTIVITY)));
+    t = max_u(t, parse_time(kube_obj_annotation(sb, SB_ANN_LAST_ACTIVITY)));
     if (ready_true(st))
         t = max_u(t, parse_time(json_string_value(json_object_get(ready, "lastTransitionTime"))));
     return max_u(t, extra);
@@ -74,7 +74,7 @@ usec_t idle_last_activity(const json_t *sb, const json_t *status, usec_t extra)
 static bool eligible(const json_t *sb, const json_t *status)
 {
     const char *mode = kube_obj_path_str(sb, "spec.operatingMode");
-    if (mode && strcmp(mode, "Running") != 0)
+    if (mode && strcmp(mode, SB_MODE_RUNNING) != 0)
         return false;
     /* An unclaimed warm-pool member is idle by design. */
     if (kube_obj_label(sb, SB_LABEL_WARM_POOL) || kube_obj_deleting(sb))
@@ -134,16 +134,16 @@ json_t *idle_suspend_patch(const json_t *sb)
     /* The spec change bumps metadata.generation by exactly one. */
     (void)snprintf(gen, sizeof(gen), "%lld", (long long)kube_obj_generation(sb) + 1);
     return json_pack("{s:{s:s, s:{s:s}}, s:{s:s}}", "metadata", "resourceVersion", rv ? rv : "",
-                     "annotations", IDLE_ANN_SUSPENDED_GEN, gen, "spec", "operatingMode",
-                     "Suspended");
+                     "annotations", SB_ANN_IDLE_SUSPENDED_GEN, gen, "spec", "operatingMode",
+                     SB_MODE_SUSPENDED);
 }
 
 static bool idle_suspended(const json_t *sb)
 {
     const char *mode = kube_obj_path_str(sb, "spec.operatingMode");
-    const char *g = kube_obj_annotation(sb, IDLE_ANN_SUSPENDED_GEN);
+    const char *g = kube_obj_annotation(sb, SB_ANN_IDLE_SUSPENDED_GEN);
     int64_t gen;
-    return mode && strcmp(mode, "Suspended") == 0 && g && cstr_to_i64(g, &gen) == 0 &&
+    return mode && strcmp(mode, SB_MODE_SUSPENDED) == 0 && g && cstr_to_i64(g, &gen) == 0 &&
            gen == kube_obj_generation(sb);
 }
 
@@ -159,6 +159,6 @@ void idle_status_adjust(const json_t *sb, json_t *status)
         msg, sizeof(msg), "Sandbox was idle for %llus and was suspended by its idle policy%s",
         (unsigned long long)(pol.timeout / USEC_PER_SEC),
         pol.set && pol.resume_on_traffic ? "; traffic through the router resumes it" : "");
-    json_object_set_new(c, "reason", json_string(IDLE_R_IDLE_TIMEOUT));
+    json_object_set_new(c, "reason", json_string(SB_R_IDLE_TIMEOUT));
     json_object_set_new(c, "message", json_string(msg));
 }

@@ -10,15 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/sandbox.h"
 #include "common/clock.h"
-
-/** Last activity seen by the router (RFC 3339), written at most once per interval. */
-#define IDLE_ANN_LAST_ACTIVITY "agents.x-k8s.io/last-activity"
-/** Set with the suspend patch: the generation that patch produces. The Suspended
- * condition says IdleTimeout only while metadata.generation still equals it. */
-#define IDLE_ANN_SUSPENDED_GEN "agents.x-k8s.io/idle-suspended-generation"
-/** Reason of Suspended=True after an idle suspension, and of its Event. */
-#define IDLE_R_IDLE_TIMEOUT "IdleTimeout"
 
 /** spec.idlePolicy of a Sandbox. */
 struct idle_policy {

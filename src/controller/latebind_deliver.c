@@ -11,7 +11,10 @@
 
 #include <curl/curl.h>
 
+#include "api/res.h"
+#include "common/base64.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
@@ -19,9 +22,7 @@
 #include "controller/latebind_spec.h"
 #include "controller/pool_expect.h"
 #include "controller/sandbox_names.h"
-#include "kube/b64.h"
 #include "kube/client.h"
-#include "kube/informer_limits.h"
 #include "kube/obj.h"
 
 struct lb_state {
@@ -98,7 +99,7 @@ static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, j
         if ((r = lb_member_name(sb, name, sizeof(name))) == 0 &&
             (r = lb_secret_name(name, secret, sizeof(secret))) == 0) {
             lb_pool_inject(copy, name, secret);
-            r = kube_create(x->d.client, &KUBE_RES_SANDBOXES, ns, copy, ret, reterr);
+            r = kube_create(x->d.client, &API_RES_SANDBOXES, ns, copy, ret, reterr);
             if (r < 0 && kube_err_is_already_exists(reterr))
                 r = -EEXIST;
         }
@@ -111,7 +112,7 @@ static void delete_member(struct ext_ctrl *x, const char *pool_key, const json_t
 {
     struct kube_req r;
     struct kube_err e;
-    kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+    kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
     r.ns = kube_obj_namespace(sb);
     r.name = kube_obj_name(sb);
     r.precondition_uid = kube_obj_uid(sb);
@@ -141,7 +142,7 @@ int lb_pool_create(struct ext_ctrl *x, const char *pool_key, const json_t *sb,
     r = create_member(x, ns, sb, &out, reterr);
     if (r < 0)
         goto out;
-    sec = lb_token_secret(out, kube_obj_annotation(out, LB_ANN_TOKEN_SECRET), token);
+    sec = lb_token_secret(out, kube_obj_annotation(out, EXT_ANN_TOKEN_SECRET), token);
     if (kube_create(x->d.client, &KUBE_RES_SECRETS, ns, sec, NULL, &e) < 0) {
         /* Without its Secret the pod never starts: replace the member now. */
         log_warn("creating the config token Secret failed\tsandbox=%s/%s detail=\"%s\"", ns,
@@ -203,7 +204,7 @@ static int read_key(struct ext_ctrl *x, const char *ns, bool secret, const char 
     } else {
         if (!secret && !v)
             v = json_object_get(json_object_get(obj, "binaryData"), key);
-        r = json_is_string(v) ? kube_b64_decode(json_string_value(v), json_string_length(v), out)
+        r = json_is_string(v) ? base64_decode(json_string_value(v), json_string_length(v), out)
                               : failf(msg, size, -ENOENT, "%s %s has no key %s", kind, name, key);
     }
     if (r == -EINVAL || r == -E2BIG)
@@ -263,7 +264,8 @@ static int resolve_env(struct ext_ctrl *x, const json_t *claim, json_t **ret, ch
 /* Returns the config token of sb (new, wipe before xfree) in *ret. */
 static int sandbox_token(struct ext_ctrl *x, const json_t *sb, char **ret, char *msg, size_t size)
 {
-    const char *ns = kube_obj_namespace(sb), *secret = kube_obj_annotation(sb, LB_ANN_TOKEN_SECRET);
+    const char *ns = kube_obj_namespace(sb),
+               *secret = kube_obj_annotation(sb, EXT_ANN_TOKEN_SECRET);
     char *t = cache_get(x->lb, ns, kube_obj_name(sb), false);
     json_t *obj = NULL;
     const json_t *v;
@@ -287,7 +289,7 @@ static int sandbox_token(struct ext_ctrl *x, const json_t *sb, char **ret, char 
         r = failf(msg, size, -EPERM, "Secret %s is not controlled by Sandbox %s", secret,
                   kube_obj_name(sb));
     else if (!json_is_string(v) ||
-             kube_b64_decode(json_string_value(v), json_string_length(v), &b) < 0 || !b.len)
+             base64_decode(json_string_value(v), json_string_length(v), &b) < 0 || !b.len)
         r = failf(msg, size, -EINVAL, "Secret %s holds no token", secret);
     if (r >= 0)
         *ret = xstrndup(buf_str(&b), b.len);

@@ -11,14 +11,11 @@
 #include <stddef.h>
 
 #include "common/clock.h"
+#include "common/limits.h"
 
 struct ext_ctrl;
 struct kube_err;
 struct lb_state;
-
-#define LIMIT_LB_DELIVERY_TIMEOUT (3 * USEC_PER_SEC) /* one PUT to sandboxd, connect included */
-#define LIMIT_LB_TOKEN_CACHE      100000             /* tokens kept in memory (else re-read) */
-#define LIMIT_LB_BODY             (1u * 1024 * 1024) /* one delivery body (sandboxd's limit) */
 
 /** Returns new delivery state: a token cache, the loopback permission (tests only) and
  * the request timeout (0 = LIMIT_LB_DELIVERY_TIMEOUT). Thread-safe. */

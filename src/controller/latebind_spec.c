@@ -143,7 +143,7 @@ void lb_pool_inject(json_t *sb, const char *name, const char *secret)
     size_t i;
     json_object_del(meta, "generateName");
     json_object_set_new(meta, "name", json_string(name));
-    json_object_set_new(ext_obj_ensure(meta, "annotations"), LB_ANN_TOKEN_SECRET,
+    json_object_set_new(ext_obj_ensure(meta, "annotations"), EXT_ANN_TOKEN_SECRET,
                         json_string(secret));
     vols = json_object_get(ps, "volumes");
     if (!json_is_array(vols)) {
@@ -162,7 +162,7 @@ json_t *lb_token_secret(const json_t *sb, const char *secret, const char *token)
     return json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]},"
                      " s:s, s:{s:s}}",
                      "apiVersion", "v1", "kind", "Secret", "metadata", "name", secret, "namespace",
-                     kube_obj_namespace(sb) ?: "", "labels", LB_LABEL_TOKEN_FOR, n ? n : "",
+                     kube_obj_namespace(sb) ?: "", "labels", EXT_LABEL_TOKEN_FOR, n ? n : "",
                      "ownerReferences", "apiVersion", SB_API_VERSION, "kind", SB_KIND, "name",
                      n ? n : "", "uid", u ? u : "", "controller", 1, "blockOwnerDeletion", 1,
                      "type", "Opaque", "stringData", LB_TOKEN_KEY, token);

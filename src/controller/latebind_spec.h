@@ -9,10 +9,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "api/extensions.h"
+
 struct claim_err;
 
-#define LB_ANN_TOKEN_SECRET  "extensions.agents.x-k8s.io/config-token-secret"
-#define LB_LABEL_TOKEN_FOR   "extensions.agents.x-k8s.io/config-token-for"
 #define LB_TOKEN_KEY         "token"
 #define LB_SECRET_SUFFIX     "-config-token"
 #define LB_VOLUME            "agent-sandbox-config-token"

@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include "as_version.h"
+#include "api/extensions.h"
+#include "api/sandbox.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "controller/duration.h"
-#include "controller/ext_limits.h"
 #include "controller/manager.h"
 #include "controller/ns_source.h"
 #include "kube/client.h"
@@ -49,7 +51,7 @@ static struct ctrl_manager *g_manager;
 
 static const char usage_text[] =
     "Usage: agent-sandbox-controller [flags]\n"
-    "Reconciles agents.x-k8s.io/v1beta1 Sandboxes into a Pod, an optional headless\n"
+    "Reconciles " SB_API_VERSION " Sandboxes into a Pod, an optional headless\n"
     "Service and PersistentVolumeClaims, and (with --extensions) SandboxTemplates,\n"
     "SandboxWarmPools and SandboxClaims.\n\n"
     "Flags (--name=value or --name value; a bare boolean flag means true):\n"
@@ -95,7 +97,7 @@ static const char usage_text[] =
     "                                      waits up to D for the next change a user sees,\n"
     "                                      normally Ready; 0 writes every change, max 10s\n"
     "                                      (default 1s)\n"
-    "  --always-annotate-pod-name[=BOOL]   set agents.x-k8s.io/pod-name also when the Pod\n"
+    "  --always-annotate-pod-name[=BOOL]   set " SB_ANN_POD_NAME " also when the Pod\n"
     "                                      is named after the Sandbox, with a patch after\n"
     "                                      the create (upstream; default false)\n"
     "  --extensions[=BOOL]                 run the SandboxTemplate, SandboxWarmPool and\n"
@@ -110,11 +112,11 @@ static const char usage_text[] =
     "                                      refill competes with the claims for the API server)\n"
     "  --sandbox-warm-pool-max-refill-rate R  creates per second per pool, 0 = unpaced\n"
     "                                      (default 0; annotation\n"
-    "                                      extensions.agents.x-k8s.io/max-refill-rate overrides)\n"
+    "                                      " EXT_ANN_REFILL_RATE " overrides)\n"
     "  --sandbox-warm-pool-readiness-grace-period D  non-Ready member grace (default 5m)\n"
     "  --claim-timeout D                   a claim not Ready by then fails with ClaimTimeout;\n"
     "                                      0 disables (default 10m; annotation\n"
-    "                                      extensions.agents.x-k8s.io/claim-timeout-seconds)\n"
+    "                                      " EXT_ANN_CLAIM_TIMEOUT ")\n"
     "  --enable-warm-pool-eviction[=BOOL]  safe-to-evict on warm pods (default true)\n"
     "  --disable-claim-events[=BOOL]       no Events from the claim controller\n"
     "  --disable-claim-observability-annotations[=BOOL]  no first-observed/first-ready\n"
@@ -228,17 +230,14 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int parse_bool(const char *v, bool *ret)
+/* A boolean flag: alone (--flag, v NULL) it means true, else v as cstr_to_bool reads it. */
+static int flag_bool(const char *v, bool *ret)
 {
-    if (!v || strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
+    if (!v) {
         *ret = true;
         return 0;
     }
-    if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
-        *ret = false;
-        return 0;
-    }
-    return -EINVAL;
+    return cstr_to_bool(v, ret);
 }
 
 static int parse_double(const char *v, double *ret)
@@ -282,7 +281,7 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
     int r;
     switch (c) {
     case F_EXTENSIONS:
-        return parse_bool(v, &f->extensions);
+        return flag_bool(v, &f->extensions);
     case F_CLAIM_WORKERS:
         return parse_positive(v, &f->claim_workers);
     case F_POOL_WORKERS:
@@ -305,27 +304,27 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
             f->ext.claim_timeout = USEC_INFINITY;
         return r;
     case F_EVICTION:
-        return parse_bool(v, &f->eviction);
+        return flag_bool(v, &f->eviction);
     case F_NO_CLAIM_EVENTS:
-        r = parse_bool(v, &b);
+        r = flag_bool(v, &b);
         f->ext.no_claim_events = b;
         return r;
     case F_NO_CLAIM_ANN:
-        r = parse_bool(v, &b);
+        r = flag_bool(v, &b);
         f->ext.no_claim_annotations = b;
         return r;
     case F_CREATE_PARALLEL:
         r = parse_positive(v, &f->create_parallel);
         return r < 0 || f->create_parallel > LIMIT_EXT_CREATE_PARALLEL ? -EINVAL : r;
     case F_ADOPT_EDIT_TEMPLATE:
-        r = parse_bool(v, &b);
+        r = flag_bool(v, &b);
         f->ext.adopt_edit_template = b;
         return r;
     case F_LABEL_DOMAINS:
         f->ext.label_domains = v;
         return 0;
     case F_LB_LOOPBACK:
-        r = parse_bool(v, &b);
+        r = flag_bool(v, &b);
         f->ext.latebind_loopback = b;
         return r;
     case F_LB_TIMEOUT:
@@ -370,7 +369,7 @@ static int apply_flag(struct flags *f, int c, const char *v)
         f->kubeconfig = v;
         return 0;
     case F_LEADER_ELECT:
-        return parse_bool(v, &f->leader_elect);
+        return flag_bool(v, &f->leader_elect);
     case F_LEASE_NS:
         f->lease_ns = v;
         return 0;
@@ -389,7 +388,7 @@ static int apply_flag(struct flags *f, int c, const char *v)
         f->metrics_addr = v;
         return 0;
     case F_METRICS_SECURE:
-        return parse_bool(v, &f->metrics_secure);
+        return flag_bool(v, &f->metrics_secure);
     case F_METRICS_CERT_PATH:
         f->metrics_cert_dir = v;
         return 0;
@@ -415,15 +414,15 @@ static int apply_flag(struct flags *f, int c, const char *v)
         f->cluster_domain = v;
         return 0;
     case F_CACHE_SEL:
-        return parse_bool(v, &f->cache_label_selectors);
+        return flag_bool(v, &f->cache_label_selectors);
     case F_COMPACT_CACHE:
         f->compact_auto = v && strcmp(v, "auto") == 0;
         f->compact_cache = false;
-        return f->compact_auto ? 0 : parse_bool(v, &f->compact_cache);
+        return f->compact_auto ? 0 : flag_bool(v, &f->compact_cache);
     case F_STATUS_WINDOW:
         return parse_status_window(v, &f->status_window);
     case F_POD_NAME_ALWAYS:
-        return parse_bool(v, &f->pod_name_always);
+        return flag_bool(v, &f->pod_name_always);
     case F_LOG_LEVEL:
         if (log_parse_level(v, &lvl) < 0)
             return -EINVAL;

@@ -12,6 +12,8 @@
 
 #include <sys/random.h>
 
+#include "api/res.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
@@ -22,7 +24,6 @@
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
-#include "kube/informer_limits.h"
 #include "kube/lease.h"
 #include "kube/obj.h"
 #include "kube/store.h"
@@ -327,7 +328,7 @@ static int start_informers(struct ctrl_manager *m)
 {
     bool sel = m->opts.cache_label_selectors;
     int r =
-        new_informer(m, CTRL_INF_SANDBOX, &KUBE_RES_SANDBOXES, false, kube_store_strip_transform);
+        new_informer(m, CTRL_INF_SANDBOX, &API_RES_SANDBOXES, false, kube_store_strip_transform);
     if (r >= 0)
         r = new_informer(m, CTRL_INF_POD, &KUBE_RES_PODS, sel, ctrl_pod_transform);
     if (r >= 0)

@@ -6,12 +6,12 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "controller/controller_limits.h"
 #include "controller/ext_metrics.h"
 #include "controller/manager_int.h"
 #include "controller/sandbox_names.h"

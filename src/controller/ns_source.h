@@ -15,10 +15,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/limits.h"
 #include "kube/client.h"
 #include "kube/informer.h"
-
-#define LIMIT_CTRL_NAMESPACES 64 /* namespaces in one --namespace list */
 
 struct ctrl_ns_source;
 

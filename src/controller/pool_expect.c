@@ -4,9 +4,9 @@
 
 #include <pthread.h>
 
+#include "common/limits.h"
 #include "common/map.h"
 #include "common/xalloc.h"
-#include "controller/ext_limits.h"
 
 struct expect_rec {
     int creates;

@@ -7,13 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/res.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
 #include "controller/claim_queue.h"
 #include "controller/ext_int.h"
-#include "controller/ext_limits.h"
 #include "controller/ext_names.h"
 #include "controller/latebind_deliver.h"
 #include "controller/latebind_spec.h"
@@ -45,7 +46,7 @@ static void requeue_min(struct pool_pass *p, usec_t d)
 static bool pod_unschedulable(struct ext_ctrl *x, const json_t *sb)
 {
     json_t *pod = kube_store_get_ns(ext__pods(x), kube_obj_namespace(sb), kube_obj_name(sb));
-    const json_t *c = kube_obj_condition(pod, "PodScheduled");
+    const json_t *c = kube_obj_condition(pod, SB_COND_POD_SCHEDULED);
     const char *s = json_string_value(json_object_get(c, "status"));
     const char *r = json_string_value(json_object_get(c, "reason"));
     bool yes = pod && !kube_obj_deleting(pod) && s && strcmp(s, "False") == 0 && r &&
@@ -99,7 +100,7 @@ static void delete_members(struct pool_pass *p, const struct pool_plan *plan)
         const json_t *sb = p->m[plan->del[i]].sb;
         struct kube_req r;
         struct kube_err e;
-        kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+        kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
         r.ns = p->ns;
         r.name = kube_obj_name(sb);
         r.precondition_uid = kube_obj_uid(sb);
@@ -214,7 +215,7 @@ static int create_named(struct pool_pass *p, const json_t *sb, struct kube_err *
         json_object_set_new(meta, "name", json_string(name));
         json_object_set_new(ext_obj_ensure(meta, "annotations"), SB_ANN_POD_NAME,
                             json_string(name));
-        r = kube_create(p->x->d.client, &KUBE_RES_SANDBOXES, p->ns, copy, NULL, e);
+        r = kube_create(p->x->d.client, &API_RES_SANDBOXES, p->ns, copy, NULL, e);
         if (r < 0 && kube_err_is_already_exists(e))
             r = -EEXIST;
         json_decref(copy);
@@ -368,7 +369,7 @@ static void write_status(struct pool_pass *p, const struct pool_plan *plan, int 
     }
     if (!json_equal(st, json_object_get(p->pool, "status")) && !status_paced(p, st, desired)) {
         patch = json_pack("{s:O}", "status", st);
-        if (ext__patch(p->x, &KUBE_RES_SANDBOXWARMPOOLS, p->ns, kube_obj_name(p->pool), "status",
+        if (ext__patch(p->x, &API_RES_SANDBOXWARMPOOLS, p->ns, kube_obj_name(p->pool), "status",
                        patch, NULL, &e) >= 0)
             status_written(p);
         else if (!kube_err_is_not_found(&e) && !p->err)

@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/extensions.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "controller/controller_limits.h"
 #include "controller/sandbox_names.h"
 #include "kube/obj.h"
 
@@ -115,8 +116,8 @@ static char *join_sorted(const json_t *keys)
 static json_t *extension_labels(const json_t *sb)
 {
     json_t *out = json_object();
-    bool pool = sb_controller_is(sb, SB_EXT_GROUP, "SandboxWarmPool");
-    bool claim = sb_controller_is(sb, SB_EXT_GROUP, "SandboxClaim");
+    bool pool = sb_controller_is(sb, SB_EXT_GROUP, EXT_KIND_POOL);
+    bool claim = sb_controller_is(sb, SB_EXT_GROUP, EXT_KIND_CLAIM);
     const char *wp = kube_obj_label(sb, SB_LABEL_WARM_POOL);
     const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
     if (pool && wp && *wp)

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 
 #include "common/buf.h"
-#include "controller/controller_limits.h"
+#include "common/limits.h"
 #include "controller/sandbox_reconcile.h"
 #include "controller/sandbox_status.h"
 #include "kube/err.h"

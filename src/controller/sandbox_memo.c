@@ -6,11 +6,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/hash.h"
+#include "common/limits.h"
 #include "kube/obj.h"
 
-#define LIMIT_SB_MEMO_SLOTS 8192u /* power of two */
-#define SB_MEMO_UID         40
-#define SB_MEMO_RV          24
+#define SB_MEMO_UID 40
+#define SB_MEMO_RV  24
 
 struct memo_slot {
     char uid[SB_MEMO_UID];
@@ -23,18 +24,13 @@ struct defer_slot {
     usec_t since; /* CLOCK_MONOTONIC time the pending detail change was first seen */
 };
 
-#define LIMIT_SB_DEFER_SLOTS 4096u /* power of two */
-
 static struct memo_slot slots[LIMIT_SB_MEMO_SLOTS];
 static struct defer_slot defer_slots[LIMIT_SB_DEFER_SLOTS];
 static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint32_t uid_hash(const char *uid)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (const char *p = uid; *p; p++)
-        h = (h ^ (uint8_t)*p) * 16777619u;
-    return h;
+    return hash_fnv1a32(HASH_FNV1A32_INIT, uid, strlen(uid));
 }
 
 static struct memo_slot *slot_of(const char *uid)

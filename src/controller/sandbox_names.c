@@ -6,22 +6,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/extensions.h"
+#include "common/hash.h"
 #include "kube/obj.h"
 
 void sb_name_hash(const char *s, char out[SB_HASH_LEN + 1])
 {
-    uint32_t h = 0x811c9dc5u;
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        h ^= *p;
-        h *= 0x01000193u;
-    }
+    uint32_t h = hash_fnv1a32(HASH_FNV1A32_INIT, s ? s : "", s ? strlen(s) : 0);
     (void)snprintf(out, SB_HASH_LEN + 1, "%08x", h);
 }
 
 bool sb_key_reserved(const char *key)
 {
-    return strncmp(key, SB_GROUP "/", strlen(SB_GROUP "/")) == 0 ||
-           strncmp(key, SB_EXT_GROUP "/", strlen(SB_EXT_GROUP "/")) == 0;
+    return strncmp(key, SB_KEY_PREFIX, strlen(SB_KEY_PREFIX)) == 0 ||
+           strncmp(key, EXT_KEY_PREFIX, strlen(EXT_KEY_PREFIX)) == 0;
 }
 
 bool sb_annotation_system(const char *key)

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "controller/sandbox_desired.h"
@@ -17,7 +18,7 @@
 static bool suspended(const struct sb_pass *p)
 {
     const char *m = kube_obj_path_str(p->sb, "spec.operatingMode");
-    return m && strcmp(m, "Suspended") == 0;
+    return m && strcmp(m, SB_MODE_SUSPENDED) == 0;
 }
 
 /* The Pod named by the annotation is a candidate only when someone may hand it to us:
@@ -81,7 +82,7 @@ static void handle_candidate(struct sb_pass *p, json_t *c)
                   "pod \"%s\" exists and is not owned by sandbox \"%s\"; it is left alone "
                   "(label it " SB_LABEL_ADOPTABLE "=true to allow adoption)",
                   kube_obj_name(c), p->name);
-        sb__event(p, true, "PodNotOwned", "Pod %s exists and is not owned by this Sandbox",
+        sb__event(p, true, SB_R_POD_NOT_OWNED, "Pod %s exists and is not owned by this Sandbox",
                   kube_obj_name(c));
     } else if (!suspended(p)) {
         extra = json_pack("{s:{s:{s:s}}}", "metadata", "labels", SB_LABEL_NAME_HASH, p->hash);
@@ -165,7 +166,7 @@ static void sync_annotation(struct sb_pass *p)
         return;
     patch = json_pack("{s:{s:{s:o}}}", "metadata", "annotations", SB_ANN_POD_NAME,
                       want ? json_string(want) : json_null());
-    if (kube_patch(p->r->client, &KUBE_RES_SANDBOXES, p->ns, p->name, KUBE_PATCH_MERGE, patch, &out,
+    if (kube_patch(p->r->client, &API_RES_SANDBOXES, p->ns, p->name, KUBE_PATCH_MERGE, patch, &out,
                    &e) < 0) {
         p->ret = p->ret ? p->ret : (e.code ? e.code : -EIO);
         log_warn("pod-name annotation patch failed, will retry\tkey=%s/%s err=\"%s\"", p->ns,

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "controller/idle_ctrl.h"
@@ -128,7 +129,7 @@ static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
     }
     obj = json_deep_copy(p->sb);
     json_object_set(obj, "status", st);
-    r = kube_update_status(p->r->client, &KUBE_RES_SANDBOXES, p->ns, obj, NULL, &e);
+    r = kube_update_status(p->r->client, &API_RES_SANDBOXES, p->ns, obj, NULL, &e);
     json_decref(obj);
     if (r >= 0) {
         sb_memo_wrote(p->sb);
@@ -185,7 +186,7 @@ static int expire_teardown(struct sb_pass *p, struct sb_result *res)
     if (r < 0)
         return log_warn_errno(r, "expiry teardown failed, will retry\tkey=%s/%s", p->ns, p->name);
     if (policy && strcmp(policy, "Delete") == 0) {
-        if (kube_delete(p->r->client, &KUBE_RES_SANDBOXES, p->ns, p->name, &e) < 0 &&
+        if (kube_delete(p->r->client, &API_RES_SANDBOXES, p->ns, p->name, &e) < 0 &&
             !kube_err_is_not_found(&e))
             return e.code ? e.code : -EIO;
         log_info("expired sandbox deleted\tkey=%s/%s", p->ns, p->name);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "controller/sandbox_names.h"
 #include "kube/obj.h"
 
@@ -86,12 +87,12 @@ json_t *sb_pod_ips(const json_t *pod)
 static const char *mode_of(const json_t *sb)
 {
     const char *m = kube_obj_path_str(sb, "spec.operatingMode");
-    return m ? m : "Running";
+    return m ? m : SB_MODE_RUNNING;
 }
 
 static bool suspended(const json_t *sb)
 {
-    return strcmp(mode_of(sb), "Suspended") == 0;
+    return strcmp(mode_of(sb), SB_MODE_SUSPENDED) == 0;
 }
 
 static const char *phase_of(const json_t *pod)
@@ -147,7 +148,7 @@ static void cond_scheduled(const struct sb_observed *o, json_t *st, int64_t g, c
         sb_cond_remove(st, SB_COND_POD_SCHEDULED);
         return;
     }
-    pc = kube_obj_condition(o->pod, "PodScheduled");
+    pc = kube_obj_condition(o->pod, SB_COND_POD_SCHEDULED);
     if (!pc) {
         sb_cond_set(st, SB_COND_POD_SCHEDULED, "Unknown", SB_R_SCHED_UNKNOWN,
                     "Pod has not reported a PodScheduled condition yet", g, now);
@@ -174,7 +175,7 @@ static bool deps_ready(const struct sb_observed *o, const json_t *ips, char *msg
     } else if (kube_obj_deleting(o->pod)) {
         /* A Pod on its way out is never Ready, whatever its last status says. */
         (void)snprintf(pod_msg, sizeof(pod_msg), "Pod is terminating");
-    } else if (kube_obj_condition_true(o->pod, "Ready")) {
+    } else if (kube_obj_condition_true(o->pod, SB_COND_READY)) {
         pod_ready = json_array_size(ips) > 0;
         (void)snprintf(pod_msg, sizeof(pod_msg), "%s",
                        pod_ready ? "Pod is Ready" : "Pod is Ready but has no podIPs yet");
@@ -194,7 +195,7 @@ static bool deps_ready(const struct sb_observed *o, const json_t *ips, char *msg
 
 static void cond_ready(const struct sb_observed *o, json_t *st, int64_t g, const char *now)
 {
-    char msg[1024];
+    char msg[LIMIT_CTRL_COND_MESSAGE];
     const char *p = o->pod ? phase_of(o->pod) : "";
     json_t *ips = json_object_get(st, "podIPs");
     if (o->multiple_pods) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "common/xalloc.h"
 #include "controller/ext_names.h"
 #include "kube/obj.h"
@@ -110,16 +111,13 @@ json_t *tpl_blueprint(const json_t *tpl)
 static int fnv_feed(const char *buf, size_t len, void *ctx)
 {
     uint32_t *h = ctx;
-    for (size_t i = 0; i < len; i++) {
-        *h ^= (unsigned char)buf[i];
-        *h *= 0x01000193u;
-    }
+    *h = hash_fnv1a32(*h, buf, len);
     return 0;
 }
 
 static void hash_json(const json_t *v, char out[SB_HASH_LEN + 1])
 {
-    uint32_t h = 0x811c9dc5u;
+    uint32_t h = HASH_FNV1A32_INIT;
     if (v)
         (void)json_dump_callback(v, fnv_feed, &h, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     (void)snprintf(out, SB_HASH_LEN + 1, "%08x", h);
@@ -237,8 +235,8 @@ json_t *tpl_pool_sandbox(const json_t *pool, const json_t *tpl, const struct tpl
     (void)snprintf(gen, sizeof(gen), "%.200s-", kube_obj_name(pool) ?: "pool");
     if (o && o->eviction) {
         json_t *ann = ext_obj_ensure(pmeta, "annotations");
-        if (!json_object_get(ann, EXT_ANN_SAFE_TO_EVICT))
-            json_object_set_new(ann, EXT_ANN_SAFE_TO_EVICT, json_string("true"));
+        if (!json_object_get(ann, SB_ANN_SAFE_TO_EVICT))
+            json_object_set_new(ann, SB_ANN_SAFE_TO_EVICT, json_string("true"));
     }
     return json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:{s:s}, s:[o]}, "
                      "s:o}",

@@ -4,12 +4,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "controller/ext_int.h"
 #include "controller/ext_names.h"
 #include "controller/template_build.h"
 #include "kube/client.h"
-#include "kube/informer_limits.h"
 #include "kube/obj.h"
 #include "kube/store.h"
 
@@ -24,7 +25,7 @@ static int self_label(struct ext_ctrl *x, const json_t *tpl)
     if (cur && strcmp(cur, hash) == 0)
         return 0;
     p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", SB_LABEL_TEMPLATE_REF, hash);
-    r = ext__patch(x, &KUBE_RES_SANDBOXTEMPLATES, kube_obj_namespace(tpl), kube_obj_name(tpl), NULL,
+    r = ext__patch(x, &API_RES_SANDBOXTEMPLATES, kube_obj_namespace(tpl), kube_obj_name(tpl), NULL,
                    p, NULL, &e);
     json_decref(p);
     if (r < 0 && !kube_err_is_not_found(&e))

@@ -4,7 +4,7 @@
  * size and skipped. */
 #include <errno.h>
 
-#include "http/http_limits.h"
+#include "common/limits.h"
 #include "http/parse.h"
 
 enum {

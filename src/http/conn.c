@@ -6,10 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/dlist.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "http/http_limits.h"
 #include "http/server_int.h"
 
 struct write_op {
@@ -38,12 +39,7 @@ static void on_handle_closed(uv_handle_t *h)
     if (--c->handles_open > 0)
         return;
     struct http_server *s = c->server;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    DLIST_REMOVE(s->conns, c);
     buf_done(&c->in);
     xfree(c);
     http__server_conn_gone(s);
@@ -622,10 +618,7 @@ static void conn_start(struct http_server *s, struct http_conn *c)
     c->handles_open = 2;
     c->server = s;
     buf_init(&c->in, LIMIT_HTTP_HEADER_BYTES + LIMIT_HTTP_READ_CHUNK);
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
+    DLIST_PUSH(s->conns, c);
     s->nconns++;
     (void)uv_tcp_nodelay(&c->tcp, 1);
     arm(c, s->opts.header_timeout, false);

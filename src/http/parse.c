@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "http/http_limits.h"
+#include "common/limits.h"
 
 /* Maps the status a server would answer with to our errno convention. */
 static int fail(struct http_parse_err *reterr, int status, const char *msg, size_t pos)

@@ -3,7 +3,6 @@
 #include "http/probes.h"
 
 #include "common/limits.h"
-#include "http/http_limits.h"
 
 #define TEXT "text/plain; charset=utf-8"
 

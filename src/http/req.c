@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Request objects: lifetime (reference counted; the connection holds one reference while
  * the request is current) and accessors. */
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "http/http_limits.h"
 #include "http/server_int.h"
 
 struct http_req *http__req_new(struct http_conn *c)

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "http/http_limits.h"
 #include "http/server_int.h"
 
 #define HEAD_LIMIT (LIMIT_HTTP_RESP_HEADERS + 1024)

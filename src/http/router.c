@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "http/http_limits.h"
 #include "http/server_int.h"
 
 struct http_router *http_router_new(void)

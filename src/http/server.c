@@ -11,7 +11,6 @@
 
 #include "common/limits.h"
 #include "common/xalloc.h"
-#include "http/http_limits.h"
 #include "http/server_int.h"
 
 static void fill_defaults(struct http_server_opts *o)

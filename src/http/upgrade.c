@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "http/http_limits.h"
 #include "http/server_int.h"
 
 struct upgrade_op {

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/base64.h"
 #include "common/buf.h"
 #include "common/xalloc.h"
 
@@ -64,7 +65,7 @@ static void sha1(const uint8_t *p, size_t n, uint8_t out[20])
         out[j] = (uint8_t)(h[j / 4] >> (24 - 8 * (j % 4)));
 }
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+_Static_assert(BASE64_LEN(20) == HTTP_WS_ACCEPT_LEN, "accept key: base64 of a SHA-1 digest");
 
 void http_ws_accept_key(struct str key, char out[HTTP_WS_ACCEPT_LEN + 1])
 {
@@ -74,15 +75,13 @@ void http_ws_accept_key(struct str key, char out[HTTP_WS_ACCEPT_LEN + 1])
     memcpy(in, key.p, n);
     memcpy(in + n, guid, sizeof(guid) - 1);
     sha1(in, n + sizeof(guid) - 1, d);
-    size_t o = 0;
-    for (size_t i = 0; i < 20; i += 3) {
-        uint32_t v = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8 | (i + 2 < 20 ? d[i + 2] : 0);
-        out[o++] = b64[(v >> 18) & 63];
-        out[o++] = b64[(v >> 12) & 63];
-        out[o++] = b64[(v >> 6) & 63];
-        out[o++] = i + 2 < 20 ? b64[v & 63] : '=';
-    }
-    out[o] = '\0';
+    struct buf b;
+    buf_init(&b, HTTP_WS_ACCEPT_LEN);
+    if (base64_encode(d, 20, &b) < 0) /* cannot fail: the limit is the exact length */
+        out[0] = '\0';
+    else
+        memcpy(out, b.data, HTTP_WS_ACCEPT_LEN + 1);
+    buf_done(&b);
 }
 
 static bool has_token(struct str list, const char *token)
@@ -107,11 +106,15 @@ int http_ws_check_request(struct http_req *req, const char **ret_msg)
         return *ret_msg = "not a WebSocket upgrade request", -EINVAL;
     if (!str_eq_c(str_trim(http_req_header(req, "Sec-WebSocket-Version")), "13"))
         return *ret_msg = "unsupported Sec-WebSocket-Version (want 13)", -EINVAL;
-    if (key.len != 24 || key.p[22] != '=' || key.p[23] != '=')
+    /* The key is the base64 of 16 random bytes (RFC 6455 §4.1): 24 characters. */
+    struct buf raw;
+    buf_init(&raw, 16);
+    int r = key.len == BASE64_LEN(16) ? base64_decode(key.p, key.len, &raw) : -EINVAL;
+    if (r >= 0 && raw.len != 16)
+        r = -EINVAL;
+    buf_done(&raw);
+    if (r < 0)
         return *ret_msg = "bad Sec-WebSocket-Key", -EINVAL;
-    for (size_t i = 0; i < 22; i++)
-        if (!strchr(b64, key.p[i]) || !key.p[i])
-            return *ret_msg = "bad Sec-WebSocket-Key", -EINVAL;
     return 0;
 }
 

@@ -10,17 +10,9 @@
 #include <curl/curl.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "kube/client.h"
-#include "kube/kube_limits.h"
 #include "kube/ratelimit.h"
-
-/** Appends s percent-encoded: every byte except RFC 3986 unreserved characters
- * (ALPHA DIGIT - . _ ~) becomes %XX, as curl_easy_escape does. Returns 0 or -E2BIG. */
-int kube__escape(struct buf *out, const char *s);
-
-#define LIMIT_KUBE_LOG_BURST    10                 /* retry/throttle log lines per window */
-#define LIMIT_KUBE_LOG_WINDOW   (1 * USEC_PER_SEC) /* the window */
-#define LIMIT_KUBE_LOG_THROTTLE (1 * USEC_PER_SEC) /* rate-limiter waits this long are logged */
 
 /* At most LIMIT_KUBE_LOG_BURST lines per LIMIT_KUBE_LOG_WINDOW; the rest are counted
  * and the count is reported on the next line let through. */
@@ -51,7 +43,7 @@ struct kube__retry_note {
 
 /** Formats n as logfmt fields (method=... path="..." status=... reason="..."
  * retry_after_s=... attempt=... delay_ms=... [suppressed=...]) into out: no token, no
- * body, no query string. Quotes and backslashes in reason are replaced. Returns the
+ * body, no query string; path and reason (cut at 256 bytes) quoted by log_quote. Returns the
  * length written (truncated to size - 1). */
 size_t kube__retry_note_format(const struct kube__retry_note *n, char *out, size_t size);
 /** Copies the path of url (after scheme://host[:port], before '?') into out, cut to

@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/buf.h"
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/str.h"
 #include "kube/client_int.h"
 
 void kube__loglimit_init(struct kube__loglimit *l)
@@ -58,37 +62,25 @@ void kube__url_path(const char *url, char *out, size_t size)
     out[n] = '\0';
 }
 
-/* Copies s into out for a quoted logfmt value: '"' and '\\' become '\'', control bytes
- * become ' '. */
-static void quote_safe(const char *s, char *out, size_t size)
-{
-    size_t i = 0;
-
-    for (; s && *s && i + 1 < size; s++) {
-        unsigned char ch = (unsigned char)*s;
-        out[i++] = ch == '"' || ch == '\\' ? '\'' : ch < 0x20 || ch == 0x7f ? ' ' : (char)ch;
-    }
-    out[i] = '\0';
-}
-
 size_t kube__retry_note_format(const struct kube__retry_note *n, char *out, size_t size)
 {
-    char path[512], reason[256];
-    int len;
+    char path[512];
+    const char *reason = n->reason ? n->reason : "";
+    struct buf b;
 
     if (size == 0)
         return 0;
     kube__url_path(n->url, path, sizeof(path));
-    quote_safe(path, path, sizeof(path));
-    quote_safe(n->reason, reason, sizeof(reason));
-    len = snprintf(out, size,
-                   "method=%s path=\"%s\" status=%ld reason=\"%s\" retry_after_s=%ld attempt=%d "
-                   "delay_ms=%llu",
-                   n->method ? n->method : "?", path, n->status, reason, n->retry_after_s,
-                   n->attempt, (unsigned long long)(n->delay / USEC_PER_MSEC));
-    if (len >= 0 && (size_t)len < size && n->suppressed > 0)
-        len += snprintf(out + len, size - (size_t)len, " suppressed=%lu", n->suppressed);
-    if (len < 0)
-        return 0;
-    return (size_t)len < size ? (size_t)len : size - 1;
+    buf_init(&b, LIMIT_LOG_LINE);
+    (void)buf_printf(&b, "method=%s path=", n->method ? n->method : "?");
+    log_quote(&b, path, strlen(path));
+    (void)buf_printf(&b, " status=%ld reason=", n->status);
+    log_quote(&b, reason, strnlen(reason, 256));
+    (void)buf_printf(&b, " retry_after_s=%ld attempt=%d delay_ms=%llu", n->retry_after_s,
+                     n->attempt, (unsigned long long)(n->delay / USEC_PER_MSEC));
+    if (n->suppressed > 0)
+        (void)buf_printf(&b, " suppressed=%lu", n->suppressed);
+    (void)str_copy(out, size, buf_str(&b));
+    buf_done(&b);
+    return strlen(out);
 }

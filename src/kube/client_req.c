@@ -4,10 +4,10 @@
 #include <string.h>
 
 #include "common/limits.h"
+#include "common/pct.h"
 #include "common/xalloc.h"
 #include "kube/client.h"
 #include "kube/client_int.h"
-#include "kube/kube_limits.h"
 #include "kube/obj.h"
 
 void kube_req_init(struct kube_req *r, const char *method, const struct kube_res *res)
@@ -24,7 +24,7 @@ static int add_query(struct buf *out, bool *first, const char *key, const char *
     int r = buf_printf(out, "%c%s=", *first ? '?' : '&', key);
     *first = false;
     if (r >= 0)
-        r = kube__escape(out, value);
+        r = pct_encode(out, value, NULL);
     return r;
 }
 

@@ -15,7 +15,6 @@
 #include "common/xalloc.h"
 #include "kube/client_int.h"
 #include "kube/config_int.h"
-#include "kube/kube_limits.h"
 
 struct kube_config *kube__config_alloc(void)
 {

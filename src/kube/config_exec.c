@@ -12,12 +12,11 @@
 
 #include <sys/wait.h>
 
+#include "common/base64.h"
 #include "common/limits.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "kube/b64.h"
 #include "kube/config_int.h"
-#include "kube/kube_limits.h"
 
 extern char **environ;
 
@@ -60,7 +59,7 @@ static char *exec_info(const struct kube_config *cfg, const struct kube_exec_cfg
             (void)json_object_set_new(cl, "tls-server-name", json_string(cfg->server_name));
         struct buf b;
         buf_init(&b, 2 * LIMIT_KUBE_CERT);
-        if (cfg->ca.len && kube_b64_encode(cfg->ca.data, cfg->ca.len, &b) >= 0)
+        if (cfg->ca.len && base64_encode(cfg->ca.data, cfg->ca.len, &b) >= 0)
             (void)json_object_set_new(cl, "certificate-authority-data", json_string(buf_str(&b)));
         buf_done(&b);
         (void)json_object_set_new(spec, "cluster", cl);

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/base64.h"
 #include "common/limits.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "kube/b64.h"
 #include "kube/config_int.h"
 #include "kube/yaml.h"
 
@@ -155,7 +155,7 @@ static int tls_item(const json_t *o, const char *key, const char *src, char **re
     const char *d = get_str(o, data_key);
     const char *f = get_str(o, key);
     if (d) {
-        int r = kube_b64_decode(d, strlen(d), data);
+        int r = base64_decode(d, strlen(d), data);
         if (r < 0)
             kube_err_set(reterr, r, "kubeconfig %s: %s: %s", src, data_key,
                          r == -E2BIG ? "too large" : "invalid base64");

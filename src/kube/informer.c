@@ -11,7 +11,6 @@
 #include "common/map.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "kube/informer_limits.h"
 #include "kube/obj.h"
 #include "kube/watch.h"
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/pct.h"
 #include "kube/client_int.h"
 
 #define RES(g, v, k, p, n)                                                \
@@ -33,14 +34,6 @@ const struct kube_res KUBE_RES_TOKENREVIEWS =
     RES("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", false);
 const struct kube_res KUBE_RES_SUBJECTACCESSREVIEWS =
     RES("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", false);
-const struct kube_res KUBE_RES_SANDBOXES =
-    RES("agents.x-k8s.io", "v1beta1", "Sandbox", "sandboxes", true);
-const struct kube_res KUBE_RES_SANDBOXTEMPLATES =
-    RES("extensions.agents.x-k8s.io", "v1beta1", "SandboxTemplate", "sandboxtemplates", true);
-const struct kube_res KUBE_RES_SANDBOXCLAIMS =
-    RES("extensions.agents.x-k8s.io", "v1beta1", "SandboxClaim", "sandboxclaims", true);
-const struct kube_res KUBE_RES_SANDBOXWARMPOOLS =
-    RES("extensions.agents.x-k8s.io", "v1beta1", "SandboxWarmPool", "sandboxwarmpools", true);
 
 int kube_res_api_version(const struct kube_res *r, char *out, unsigned size)
 {
@@ -51,29 +44,6 @@ int kube_res_api_version(const struct kube_res *r, char *out, unsigned size)
         n = snprintf(out, size, "%s/%s", r->group, r->version);
     if (n < 0 || (unsigned)n >= size)
         return -E2BIG;
-    return 0;
-}
-
-static bool is_unreserved(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '.' || c == '_' || c == '~';
-}
-
-int kube__escape(struct buf *out, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        int r;
-        if (is_unreserved(*p)) {
-            r = buf_putc(out, (char)*p);
-        } else {
-            char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-            r = buf_append(out, enc, sizeof(enc));
-        }
-        if (r < 0)
-            return r;
-    }
     return 0;
 }
 
@@ -91,7 +61,7 @@ static int put_segment(struct buf *out, const char *s)
     int r = buf_putc(out, '/');
     if (r < 0)
         return r;
-    return kube__escape(out, s);
+    return pct_encode(out, s, NULL);
 }
 
 static int put_prefix(const struct kube_res *res, struct buf *out)

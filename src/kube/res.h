@@ -28,11 +28,6 @@ extern const struct kube_res KUBE_RES_NETWORKPOLICIES;
 extern const struct kube_res KUBE_RES_DEPLOYMENTS;
 extern const struct kube_res KUBE_RES_TOKENREVIEWS;
 extern const struct kube_res KUBE_RES_SUBJECTACCESSREVIEWS;
-/* agents.x-k8s.io / extensions.agents.x-k8s.io v1beta1 */
-extern const struct kube_res KUBE_RES_SANDBOXES;
-extern const struct kube_res KUBE_RES_SANDBOXTEMPLATES;
-extern const struct kube_res KUBE_RES_SANDBOXCLAIMS;
-extern const struct kube_res KUBE_RES_SANDBOXWARMPOOLS;
 
 /** "v1" or "group/version" into out (borrowed static storage is not used). */
 int kube_res_api_version(const struct kube_res *r, char *out, unsigned size);

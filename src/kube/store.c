@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
-#include "kube/informer_limits.h"
 #include "kube/obj.h"
 
 /* One secondary index: value -> set of keys (a map whose values are all NULL). */

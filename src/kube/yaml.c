@@ -10,9 +10,9 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "common/limits.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "kube/kube_limits.h"
 
 struct ystate {
     json_t *stack[LIMIT_KUBE_YAML_DEPTH]; /* containers being filled (own references) */

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
+#include "api/sandbox.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
@@ -14,11 +17,8 @@
 #include "kube/obj.h"
 #include "kube/res.h"
 #include "kube/store.h"
-#include "router/resume_limits.h"
 #include "router/resume_worker.h"
 #include "router/route.h"
-
-#define ANN_LAST_ACTIVITY "agents.x-k8s.io/last-activity"
 
 struct act {
     struct activity_track *t;
@@ -49,8 +49,9 @@ usec_t activity_interval(usec_t timeout)
 int activity_write_kube(void *ctx, const char *ns, const char *name, const char *value)
 {
     struct kube_err e;
-    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", ANN_LAST_ACTIVITY, value);
-    int r = kube_patch(ctx, &KUBE_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
+    json_t *patch =
+        json_pack("{s:{s:{s:s}}}", "metadata", "annotations", SB_ANN_LAST_ACTIVITY, value);
+    int r = kube_patch(ctx, &API_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
     json_decref(patch);
     return r;
 }

@@ -10,11 +10,11 @@
 
 #include <sys/random.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
 #include "router/authz_cache.h"
-#include "router/router_limits.h"
 
 struct job {
     struct job *next;

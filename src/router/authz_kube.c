@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "kube/client.h"
 #include "kube/err.h"
@@ -68,9 +69,9 @@ static int kube_review_token(void *ctx, const char *token, json_t **ret_user)
 
 static json_t *sar_spec(const json_t *user, const struct authz_attrs *at)
 {
-    json_t *ra = json_pack("{s:s,s:s,s:s,s:s,s:s}", "namespace", at->ns, "verb", at->verb, "group",
-                           KUBE_RES_SANDBOXES.group, "resource", KUBE_RES_SANDBOXES.plural, "name",
-                           at->name);
+    json_t *ra =
+        json_pack("{s:s,s:s,s:s,s:s,s:s}", "namespace", at->ns, "verb", at->verb, "group",
+                  API_RES_SANDBOXES.group, "resource", API_RES_SANDBOXES.plural, "name", at->name);
     if (at->subresource)
         (void)json_object_set_new(ra, "subresource", json_string(at->subresource));
     json_t *spec = json_pack("{s:o}", "resourceAttributes", ra);

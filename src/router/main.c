@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "as_version.h"
+#include "api/sandbox.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
@@ -39,7 +40,7 @@ struct flags {
 
 static const char usage_text[] =
     "Usage: sandbox-router [flags]\n"
-    "Authenticated HTTP/WebSocket reverse proxy to Sandboxes (agents.x-k8s.io/v1beta1).\n\n"
+    "Authenticated HTTP/WebSocket reverse proxy to Sandboxes (" SB_API_VERSION ").\n\n"
     "Flags (--name=value or --name value):\n"
     "  --http-bind-address ADDR:PORT     proxy listener (default 0.0.0.0:8080)\n"
     "  --health-probe-bind-address A:P   /healthz /readyz /metrics (default 0.0.0.0:8081)\n"
@@ -204,19 +205,6 @@ static int split_audiences(struct flags *f, const char *v)
     return 0;
 }
 
-static int parse_bool(const char *v, bool *ret)
-{
-    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
-        *ret = true;
-        return 0;
-    }
-    if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
-        *ret = false;
-        return 0;
-    }
-    return -EINVAL;
-}
-
 static int apply_auth(struct flags *f, const char *v)
 {
     if (strcmp(v, "tokenreview") == 0)
@@ -265,9 +253,9 @@ static int apply_flag(struct flags *f, int c, const char *v)
     case F_SHUTDOWN:
         return parse_secs(v, &f->o.shutdown_grace);
     case F_ACCESS:
-        return parse_bool(v, &f->o.access_log);
+        return cstr_to_bool(v, &f->o.access_log);
     case F_TRUST_LOOPBACK:
-        return parse_bool(v, &f->o.trust_loopback);
+        return cstr_to_bool(v, &f->o.trust_loopback);
     case F_LOOPBACK:
         f->o.allow_loopback = true;
         return 0;
@@ -298,7 +286,7 @@ static int apply_flag(struct flags *f, int c, const char *v)
             f->metrics_secure = true;
             return 0;
         }
-        return parse_bool(v, &f->metrics_secure);
+        return cstr_to_bool(v, &f->metrics_secure);
     case F_METRICS_ADDR:
         return parse_addr(v, f->metrics_host, sizeof(f->metrics_host), &f->metrics_port);
     case F_METRICS_CERT_PATH:

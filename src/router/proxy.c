@@ -6,6 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/sandbox.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
@@ -16,7 +18,6 @@
 #include "router/authz.h"
 #include "router/proxy_int.h"
 #include "router/resume_gate.h"
-#include "router/router_limits.h"
 #include "router/trace_ctx.h"
 
 static void px_arm(struct px *x);
@@ -73,28 +74,10 @@ static const char *ns_label(const struct px *x)
     return x->authorized ? x->rt.ns : "";
 }
 
-/* logfmt value: quoted, with quotes, backslashes and control bytes escaped. */
+/* A client-supplied value, quoted and cut at 512 bytes. */
 static void put_quoted(struct buf *b, struct str s)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t n = s.len < 512 ? s.len : 512, run = 0;
-    (void)buf_putc(b, '"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s.p[i];
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-            continue;
-        (void)buf_append(b, s.p + run, i - run); /* the plain run before c */
-        run = i + 1;
-        char esc[4] = {'\\', (char)c};
-        if (c < 0x20 || c >= 0x7f) {
-            esc[1] = 'x';
-            esc[2] = hex[c >> 4];
-            esc[3] = hex[c & 15];
-        }
-        (void)buf_append(b, esc, c < 0x20 || c >= 0x7f ? 4 : 2);
-    }
-    (void)buf_append(b, s.p + run, n - run);
-    (void)buf_putc(b, '"');
+    log_quote(b, s.p, s.len < 512 ? s.len : 512);
 }
 
 static void put_field(struct buf *b, const char *name, const char *value)
@@ -541,8 +524,8 @@ static int check_sandbox(struct px *x, json_t *obj, char *detail, size_t size)
     }
     if (target_cached(x, obj))
         return 0;
-    if (!kube_obj_condition_true(obj, "Ready")) {
-        const json_t *c = kube_obj_condition(obj, "Ready");
+    if (!kube_obj_condition_true(obj, SB_COND_READY)) {
+        const json_t *c = kube_obj_condition(obj, SB_COND_READY);
         const char *reason = json_string_value(json_object_get(c, "reason"));
         (void)snprintf(detail, size, "Sandbox %s/%s is not ready: %s.", x->rt.ns, x->rt.name,
                        reason ? reason : "no Ready condition");

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Proxy lifecycle: options, metric families, shutdown of pooled connections and
  * tunnels. */
+#include "common/limits.h"
 #include "common/map.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
 #include "router/proxy_int.h"
-#include "router/router_limits.h"
 
 static void fill_defaults(struct proxy_opts *o)
 {

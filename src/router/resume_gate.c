@@ -6,6 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
+#include "api/sandbox.h"
+#include "common/dlist.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/metrics.h"
@@ -14,14 +18,8 @@
 #include "kube/obj.h"
 #include "kube/res.h"
 #include "kube/store.h"
-#include "router/resume_limits.h"
 #include "router/resume_worker.h"
 #include "router/route.h"
-
-/* Set by the controller's idle suspension (same names as in controller/idle_policy.h;
- * components share no headers). */
-#define ANN_SUSPENDED_GEN "agents.x-k8s.io/idle-suspended-generation"
-#define ANN_LAST_ACTIVITY "agents.x-k8s.io/last-activity"
 
 struct resume_waiter {
     struct resume_waiter *prev, *next;
@@ -63,24 +61,25 @@ static bool cond_is(const json_t *sb, const char *type, const char *status)
 /* Ready=False reasons that mean "coming up" rather than "broken". */
 static bool starting(const json_t *sb)
 {
-    const json_t *c = kube_obj_condition(sb, "Ready");
+    const json_t *c = kube_obj_condition(sb, SB_COND_READY);
     const char *r = json_string_value(json_object_get(c, "reason"));
-    return !c || !r || strcmp(r, "DependenciesNotReady") == 0 ||
-           strcmp(r, "SandboxSuspended") == 0 || strcmp(r, "DependenciesReady") == 0;
+    return !c || !r || strcmp(r, SB_R_DEPS_NOT_READY) == 0 || strcmp(r, SB_R_SUSPENDED) == 0 ||
+           strcmp(r, SB_R_DEPS_READY) == 0;
 }
 
 enum resume_class resume_classify(const json_t *sb)
 {
     const json_t *pol = kube_obj_path(sb, "spec.idlePolicy");
     const char *mode = kube_obj_path_str(sb, "spec.operatingMode");
-    bool suspended = mode && strcmp(mode, "Suspended") == 0;
+    bool suspended = mode && strcmp(mode, SB_MODE_SUSPENDED) == 0;
     if (!sb || kube_obj_deleting(sb) || !json_is_object(pol))
         return RESUME_PASS;
     if (json_is_false(json_object_get(pol, "resumeOnTraffic")))
         return suspended ? RESUME_REJECT : RESUME_PASS;
     if (suspended)
         return RESUME_WAKE;
-    if (cond_is(sb, "Ready", "True") && json_array_size(kube_obj_path(sb, "status.podIPs")) > 0)
+    if (cond_is(sb, SB_COND_READY, "True") &&
+        json_array_size(kube_obj_path(sb, "status.podIPs")) > 0)
         return RESUME_PASS;
     return starting(sb) ? RESUME_WAIT : RESUME_PASS;
 }
@@ -92,10 +91,10 @@ int resume_patch_kube(void *ctx, const char *ns, const char *name, char *err, si
     char now[40];
     struct kube_err e;
     clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
-    json_t *patch =
-        json_pack("{s:{s:{s:n, s:s}}, s:{s:s}}", "metadata", "annotations", ANN_SUSPENDED_GEN,
-                  ANN_LAST_ACTIVITY, now, "spec", "operatingMode", "Running");
-    int r = kube_patch(ctx, &KUBE_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
+    json_t *patch = json_pack("{s:{s:{s:n, s:s}}, s:{s:s}}", "metadata", "annotations",
+                              SB_ANN_IDLE_SUSPENDED_GEN, SB_ANN_LAST_ACTIVITY, now, "spec",
+                              "operatingMode", SB_MODE_RUNNING);
+    int r = kube_patch(ctx, &API_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e);
     json_decref(patch);
     if (r < 0)
         (void)snprintf(err, size, "%s", e.message[0] ? e.message : "the resume patch failed");
@@ -152,13 +151,7 @@ static void start_patch(struct resume_gate *g, struct entry *e)
 
 static void unlink_waiter(struct resume_waiter *w)
 {
-    struct entry *e = w->e;
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        e->head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
+    DLIST_REMOVE(w->e->head, w);
 }
 
 /* Bookkeeping of one waiter leaving (already unlinked). */
@@ -216,7 +209,8 @@ static void wake_expired(struct entry *e, usec_t now)
 
 static bool ready(const json_t *sb)
 {
-    return cond_is(sb, "Ready", "True") && json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
+    return cond_is(sb, SB_COND_READY, "True") &&
+           json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
 }
 
 /* One entry: forward when Ready (or no longer ours), fail on a failed patch, expire. */
@@ -395,11 +389,8 @@ int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, co
         e->patch_rc = 0; /* a new episode: a failure of an old one is forgotten */
     }
     struct resume_waiter *w = XNEW(struct resume_waiter);
-    *w =
-        (struct resume_waiter){.e = e, .fn = fn, .ctx = ctx, .start = clock_now(), .next = e->head};
-    if (e->head)
-        e->head->prev = w;
-    e->head = w;
+    *w = (struct resume_waiter){.e = e, .fn = fn, .ctx = ctx, .start = clock_now()};
+    DLIST_PUSH(e->head, w);
     e->n++;
     g->holding++;
     g->st.held++;

@@ -6,8 +6,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "router/resume_limits.h"
 
 struct job {
     struct job *next;

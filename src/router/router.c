@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/limits.h"
 #include "common/log.h"
@@ -24,7 +25,6 @@
 #include "router/proxy.h"
 #include "router/resume_gate.h"
 #include "router/resume_worker.h"
-#include "router/router_limits.h"
 #include "tls/metrics_auth.h"
 
 struct router {
@@ -138,10 +138,10 @@ static void on_trim_timer(uv_timer_t *t)
 static int start_informer(struct router *r)
 {
     struct kube_informer_opts io = {.client = r->o.client,
-                                    .res = &KUBE_RES_SANDBOXES,
+                                    .res = &API_RES_SANDBOXES,
                                     .ns = r->o.ns,
                                     .transform = slim_sandbox,
-                                    .name = "sandboxes"};
+                                    .name = API_RES_SANDBOXES.plural};
     int rc = kube_informer_new(&io, &r->informer);
     if (rc >= 0)
         rc = kube_informer_start(r->informer);

@@ -4,12 +4,13 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/dlist.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
 #include "router/activity_track.h"
 #include "router/proxy_int.h"
-#include "router/router_limits.h"
 
 struct tunnel {
     uv_tcp_t client;
@@ -56,12 +57,7 @@ static void tunnel_close(struct tunnel *t)
         return;
     t->closing = true;
     struct proxy *p = t->p;
-    if (t->prev)
-        t->prev->next = t->next;
-    else
-        p->tunnels = t->next;
-    if (t->next)
-        t->next->prev = t->prev;
+    DLIST_REMOVE(p->tunnels, t);
     p->ntunnels--;
     metric_dec(p->m.tunnels, NULL);
     log_debug("tunnel closed\tsandbox=%s", t->sandbox);
@@ -254,10 +250,7 @@ static struct tunnel *tunnel_new(struct px *x)
     t->handles = 2; /* the timer and the client handle (from the hand-over) */
     (void)snprintf(t->sandbox, sizeof(t->sandbox), "%s/%s", x->rt.ns, x->rt.name);
     activity_begin(p->o.activity, t->sandbox); /* an open WebSocket keeps it awake */
-    t->next = p->tunnels;
-    if (p->tunnels)
-        p->tunnels->prev = t;
-    p->tunnels = t;
+    DLIST_PUSH(p->tunnels, t);
     p->ntunnels++;
     metric_inc(p->m.tunnels, NULL);
     return t;

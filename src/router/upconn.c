@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
 #include "router/proxy_int.h"
-#include "router/router_limits.h"
 
 struct wop {
     uv_write_t wr;

@@ -13,7 +13,10 @@
 #include <string.h>
 #include <uv.h>
 
+#include "common/base64.h"
 #include "common/clock.h"
+#include "common/limits.h"
+#include "common/str.h"
 #include "common/xalloc.h"
 #include "http/server.h"
 #include "sandboxd/api_proc.h"
@@ -22,7 +25,6 @@
 #include "sandboxd/proc.h"
 #include "sandboxd/procreq.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 struct follower;
@@ -106,7 +108,7 @@ int sbd_bg_query_parse(struct str query, struct sbd_bg_query *ret, const char **
     struct buf v;
     buf_init(&v, 64);
     int e = 0, q = query_value(query, "follow", &v);
-    if (q < 0 || (q == 1 && sbd_parse_bool(buf_str(&v), &ret->follow) < 0))
+    if (q < 0 || (q == 1 && cstr_to_bool(buf_str(&v), &ret->follow) < 0))
         e = -EINVAL, *ret_msg = "follow must be a boolean";
     q = e ? 0 : query_value(query, "offset", &v);
     if (q < 0 || (q == 1 && cstr_to_u64(buf_str(&v), &ret->offset) < 0))
@@ -232,7 +234,7 @@ static json_t *slice_json(const struct sbd_ring_slice *s)
 {
     struct buf b64;
     buf_init(&b64, SIZE_MAX);
-    (void)sbd_base64_encode(s->data, s->len, &b64);
+    (void)base64_encode(s->data, s->len, &b64);
     json_t *j =
         json_pack("{s:s, s:I, s:s%}", "type", s->stream == SBD_STDERR ? "stderr" : "stdout",
                   "offset", (json_int_t)s->offset, "data", b64.data ? b64.data : "", b64.len);

@@ -8,12 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/base64.h"
+#include "common/limits.h"
 #include "common/log.h"
+#include "common/str.h"
 #include "common/xalloc.h"
 #include "sandboxd/api_bg.h"
 #include "sandboxd/ndjson.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 int sbd__proc_start_req(struct sbd *d, const struct sbd_root *root, const struct sbd_procreq *r,
@@ -120,7 +122,7 @@ static json_t *text_json(const struct buf *b, bool base64)
     struct buf t;
     buf_init(&t, SIZE_MAX);
     if (base64)
-        (void)sbd_base64_encode(b->data, b->len, &t);
+        (void)base64_encode(b->data, b->len, &t);
     else
         (void)sbd_utf8_sanitize(b->data ? b->data : "", b->len, &t);
     json_t *j = json_stringn(t.data, t.len);
@@ -222,7 +224,7 @@ static void stream_output(struct sbd_proc *p, enum sbd_stream st, const char *da
     (void)p;
     struct buf b64;
     buf_init(&b64, SIZE_MAX);
-    (void)sbd_base64_encode(data, n, &b64);
+    (void)base64_encode(data, n, &b64);
     stream_line(s, json_pack("{s:s, s:s%}", "type", st == SBD_STDERR ? "stderr" : "stdout", "data",
                              b64.data, b64.len));
     buf_done(&b64);
@@ -333,7 +335,7 @@ static int do_stdin(struct http_req *req, struct sbd_proc *p)
     bool close_after = false;
     buf_init(&v, 16);
     int q = sbd_query_get(http_req_query(req), "close", &v);
-    if (q != 0 && (q < 0 || sbd_parse_bool(buf_str(&v), &close_after) < 0)) {
+    if (q != 0 && (q < 0 || cstr_to_bool(buf_str(&v), &close_after) < 0)) {
         buf_done(&v);
         return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "close must be a boolean");
     }

@@ -9,11 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/limits.h"
 #include "common/str.h"
-
-#define LIMIT_SBD_CONFIG_ENV_VARS  1024           /* variables in one delivery */
-#define LIMIT_SBD_CONFIG_ENV_BYTES (1024u * 1024) /* body of one delivery */
-#define LIMIT_SBD_CONFIG_ENV_NAME  256            /* one variable name */
 
 struct sbd_config_env;
 struct sbd;

@@ -14,12 +14,13 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include "common/limits.h"
 #include "common/log.h"
+#include "common/str.h"
 #include "common/xalloc.h"
 #include "sandboxd/fsops.h"
 #include "sandboxd/multipart.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 /* ---- listing --------------------------------------------------------------------- */
@@ -455,7 +456,7 @@ static int files_delete(struct http_req *req, void *ctx)
     bool recursive = false;
     buf_init(&v, 16);
     int q = sbd_query_get(http_req_query(req), "recursive", &v);
-    if (q != 0 && (q < 0 || sbd_parse_bool(buf_str(&v), &recursive) < 0)) {
+    if (q != 0 && (q < 0 || cstr_to_bool(buf_str(&v), &recursive) < 0)) {
         buf_done(&v);
         return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "recursive must be a boolean");
     }

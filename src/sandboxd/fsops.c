@@ -15,12 +15,12 @@
 
 #include <sys/stat.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/files.h"
 #include "sandboxd/fsreq.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 /* ---- stat -------------------------------------------------------------------------- */

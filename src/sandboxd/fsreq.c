@@ -6,8 +6,10 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "common/base64.h"
+#include "common/limits.h"
+#include "common/str.h"
 #include "common/xalloc.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 static json_t *load_object(struct str body, const char **ret_err)
@@ -96,7 +98,7 @@ static int batch_content(const json_t *e, struct sbd_batch_file *f, const char *
     struct str s = str_make(json_string_value(c), json_string_length(c));
     int r;
     if (strcmp(encoding, "base64") == 0) {
-        r = sbd_base64_decode(s, &f->data);
+        r = base64_decode(s.p, s.len, &f->data);
         *ret_err = r == -E2BIG ? "a file is over --max-upload" : "content is not valid base64";
     } else if (strcmp(encoding, "utf-8") == 0) {
         r = buf_append(&f->data, s.p, s.len) < 0 ? -E2BIG : 0;
@@ -186,7 +188,7 @@ static int query_bool(struct str query, const char *name, bool *ret)
     struct buf v;
     buf_init(&v, 16);
     int q = sbd_query_get(query, name, &v);
-    if (q == 1 && sbd_parse_bool(buf_str(&v), ret) < 0)
+    if (q == 1 && cstr_to_bool(buf_str(&v), ret) < 0)
         q = -EINVAL;
     buf_done(&v);
     return q < 0 ? -EINVAL : 0;

@@ -11,14 +11,8 @@
 #include <sys/types.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/str.h"
-
-#define LIMIT_SBD_BATCH_FILES     1000  /* files in one batch write */
-#define LIMIT_SBD_WATCH_STREAMS   16    /* concurrent watch streams (per process) */
-#define LIMIT_SBD_WATCH_QUEUE     65536 /* queued events of one watch stream (default) */
-#define LIMIT_SBD_WATCH_QUEUE_MIN 16    /* smallest queue a client may ask for */
-#define LIMIT_SBD_WATCHES         8192  /* inotify watches (directories) of one stream */
-#define LIMIT_SBD_WATCH_DEPTH     64    /* directory depth of a recursive watch */
 
 /** A move request: {"from": "...", "to": "...", "overwrite": false}. */
 struct sbd_move_req {

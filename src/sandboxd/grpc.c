@@ -13,10 +13,12 @@
 #include <nghttp2/nghttp2.h>
 
 #include "common/buf.h"
+#include "common/dlist.h"
+#include "common/limits.h"
 #include "common/log.h"
+#include "common/pct.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 struct gconn;
@@ -115,10 +117,7 @@ static struct sbd_gcall *call_new(struct gconn *c, int32_t id)
     call->http_status = "200";
     buf_init(&call->req, LIMIT_SBD_GRPC_MESSAGE + 5);
     buf_init(&call->out, LIMIT_SBD_GRPC_MESSAGE + 5 + LIMIT_SBD_GRPC_QUEUE + LIMIT_SBD_CHUNK + 64);
-    call->next = c->calls;
-    if (c->calls)
-        c->calls->prev = call;
-    c->calls = call;
+    DLIST_PUSH(c->calls, call);
     c->ncalls++;
     return call;
 }
@@ -131,12 +130,7 @@ static void call_free(struct sbd_gcall *call)
         call->finished = true;
         call->cancel(call->cb_ctx);
     }
-    if (call->prev)
-        call->prev->next = call->next;
-    else
-        c->calls = call->next;
-    if (call->next)
-        call->next->prev = call->prev;
+    DLIST_REMOVE(c->calls, call);
     c->ncalls--;
     c->last_active = clock_now();
     c->req_bytes -= call->req.len;
@@ -228,12 +222,8 @@ static char *encode_message(const char *msg)
 {
     struct buf b;
     buf_init(&b, 4096);
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        int r = *p >= 0x20 && *p < 0x7f && *p != '%' ? buf_putc(&b, (char)*p)
-                                                     : buf_printf(&b, "%%%02X", *p);
-        if (r < 0)
-            break;
-    }
+    if (pct_encode(&b, msg, PCT_KEEP_PRINTABLE) < 0)
+        (void)buf_puts(&b, "message%20too%20long");
     return buf_steal(&b);
 }
 
@@ -655,12 +645,7 @@ static void conn_close(struct gconn *c)
     nghttp2_session_del(c->ng);
     c->ng = NULL;
     struct sbd_grpc *g = c->g;
-    if (c->prev)
-        c->prev->next = c->next;
-    else if (g->conns == c)
-        g->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    DLIST_REMOVE(g->conns, c);
     if (c->has_tcp) {
         uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
         uv_close((uv_handle_t *)&c->idle, on_conn_closed);
@@ -694,10 +679,7 @@ static struct gconn *conn_new(struct sbd_grpc *g)
 {
     struct gconn *c = XNEW(struct gconn);
     c->g = g;
-    c->next = g->conns;
-    if (g->conns)
-        g->conns->prev = c;
-    g->conns = c;
+    DLIST_PUSH(g->conns, c);
     g->nconns++;
     return c;
 }

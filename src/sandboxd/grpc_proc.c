@@ -10,12 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/activity.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 
 /* A running Start or Execute call. */
 struct gproc {

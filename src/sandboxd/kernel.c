@@ -9,13 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/kernel_proto.h"
 #include "sandboxd/ndjson.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 #define KCTX_ID_MAX 64

@@ -10,13 +10,14 @@
 
 #include <sys/stat.h>
 
+#include "common/limits.h"
 #include "common/log.h"
+#include "common/pct.h"
 #include "common/xalloc.h"
 #include "sandboxd/api_proc.h"
 #include "sandboxd/files.h"
 #include "sandboxd/multipart.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/shlex.h"
 #include "sandboxd/util.h"
 
@@ -70,7 +71,7 @@ static int legacy_path(struct http_req *req, char **ret_rel, char **ret_decoded)
 {
     struct buf raw;
     buf_init(&raw, LIMIT_SBD_PATH * 3);
-    int r = sbd_url_decode(http_req_path_rest(req), &raw);
+    int r = pct_decode(http_req_path_rest(req), false, &raw);
     if (r == 0)
         r = sbd_path_clean(NULL, str_make(raw.data, raw.len), ret_rel);
     if (r == -EPERM)
@@ -288,11 +289,6 @@ static int upload(struct http_req *req, void *ctx)
 
 /* ---- /download, /list, /exists ----------------------------------------------------- */
 
-static bool isalnum_ascii(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
 /* Starlette's Content-Disposition for a FileResponse with a filename. */
 static void add_disposition(struct http_req *req, const char *rel)
 {
@@ -306,9 +302,7 @@ static void add_disposition(struct http_req *req, const char *rel)
         (void)buf_printf(&b, "attachment; filename=\"%s\"", name);
     } else {
         (void)buf_puts(&b, "attachment; filename*=utf-8''");
-        for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-            (void)buf_printf(
-                &b, strchr("_.-~", *p) || (*p < 128 && isalnum_ascii(*p)) ? "%c" : "%%%02X", *p);
+        (void)pct_encode(&b, name, NULL);
     }
     (void)http_resp_header_add(req, "Content-Disposition", buf_str(&b));
     buf_done(&b);

@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include "as_version.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "sandboxd/memmerge.h"
 #include "sandboxd/sandboxd.h"
-#include "sandboxd/sbd_limits.h"
 
 struct opts {
     struct sbd_config cfg;

@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "sandboxd/sbd_limits.h"
 
 enum { MP_PREAMBLE = 0, MP_AFTER_DELIM, MP_HEADERS, MP_DATA, MP_END };
 

@@ -14,8 +14,8 @@
 #include <sys/syscall.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "sandboxd/sbd_limits.h"
 
 struct sbd_root {
     int fd;

@@ -18,10 +18,11 @@
 #include <sys/pidfd.h>
 #include <sys/wait.h>
 
+#include "common/dlist.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
-#include "sandboxd/sbd_limits.h"
 
 extern char **environ;
 
@@ -125,12 +126,7 @@ static void procs_maybe_done(struct sbd_procs *ps)
 static void proc_release(struct sbd_proc *p)
 {
     struct sbd_procs *ps = p->ps;
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        ps->head = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
+    DLIST_REMOVE(ps->head, p);
     ps->count--;
     if (p->pidfd >= 0)
         (void)close(p->pidfd);
@@ -511,10 +507,7 @@ static struct sbd_proc *proc_new(struct sbd_procs *ps, const struct sbd_proc_spe
 static void proc_link(struct sbd_procs *ps, struct sbd_proc *p)
 {
     p->id = ps->next_id++;
-    p->next = ps->head;
-    if (ps->head)
-        ps->head->prev = p;
-    ps->head = p;
+    DLIST_PUSH(ps->head, p);
     ps->count++;
 }
 

@@ -7,8 +7,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/base64.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 static int parse_command(const json_t *c, struct sbd_procreq *r, const char **msg)
@@ -67,8 +68,7 @@ static int parse_stdin(const json_t *j, struct sbd_procreq *r, const char **msg)
     if (s && buf_append(&r->stdin_data, json_string_value(s), json_string_length(s)) < 0)
         return *msg = "stdin too large", -E2BIG;
     if (b && (!json_is_string(b) ||
-              sbd_base64_decode(str_make(json_string_value(b), json_string_length(b)),
-                                &r->stdin_data) < 0))
+              base64_decode(json_string_value(b), json_string_length(b), &r->stdin_data) < 0))
         return *msg = "stdin_b64 must be base64", -EINVAL;
     return 0;
 }

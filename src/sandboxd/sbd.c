@@ -9,6 +9,7 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/pct.h"
 #include "common/xalloc.h"
 #include "sandboxd/activity.h"
 #include "sandboxd/api_bg.h"
@@ -18,7 +19,6 @@
 #include "sandboxd/kernel.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 extern char **environ;
@@ -90,7 +90,7 @@ int sbd__req_path(struct http_req *req, const struct sbd_root *root, char **ret)
     struct str rest = http_req_path_rest(req);
     if (str_eq_c(http_req_path(req), "/v1/files"))
         rest = STR_LIT("");
-    int r = sbd_url_decode(rest, &raw);
+    int r = pct_decode(rest, false, &raw);
     if (r == 0)
         r = sbd_path_clean(sbd_root_path(root), str_make(raw.data, raw.len), ret);
     buf_done(&raw);

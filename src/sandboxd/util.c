@@ -7,45 +7,8 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/pct.h"
 #include "common/xalloc.h"
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static int decode(struct str in, bool plus_space, struct buf *out)
-{
-    for (size_t i = 0; i < in.len; i++) {
-        char c = in.p[i];
-        if (c == '%') {
-            int hi = i + 2 < in.len ? hexval(in.p[i + 1]) : -1;
-            int lo = i + 2 < in.len ? hexval(in.p[i + 2]) : -1;
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-                return -EINVAL;
-            c = (char)(hi * 16 + lo);
-            i += 2;
-        } else if (c == '+' && plus_space) {
-            c = ' ';
-        }
-        if (buf_putc(out, c) < 0)
-            return -E2BIG;
-    }
-    if (!out->data)
-        (void)buf_puts(out, "");
-    return 0;
-}
-
-int sbd_url_decode(struct str in, struct buf *out)
-{
-    return decode(in, false, out);
-}
 
 int sbd_query_get(struct str query, const char *name, struct buf *out)
 {
@@ -56,24 +19,11 @@ int sbd_query_get(struct str query, const char *name, struct buf *out)
         if (!str_cut(pair, '=', &key, &val))
             val = STR_NULL;
         if (str_eq_c(key, name)) {
-            int r = decode(val, true, out);
+            int r = pct_decode(val, true, out);
             return r < 0 ? r : 1;
         }
     }
     return 0;
-}
-
-int sbd_parse_bool(const char *s, bool *ret)
-{
-    if (strcmp(s, "true") == 0 || strcmp(s, "1") == 0 || strcmp(s, "True") == 0) {
-        *ret = true;
-        return 0;
-    }
-    if (strcmp(s, "false") == 0 || strcmp(s, "0") == 0 || strcmp(s, "False") == 0) {
-        *ret = false;
-        return 0;
-    }
-    return -EINVAL;
 }
 
 int sbd_respond_error(struct http_req *req, int status, const char *code, const char *msg)
@@ -245,59 +195,6 @@ int sbd_utf8_sanitize(const char *p, size_t n, struct buf *out)
         }
     }
     return 0;
-}
-
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-int sbd_base64_encode(const void *data, size_t n, struct buf *out)
-{
-    const unsigned char *p = data;
-    char q[4];
-    if (!out->data && buf_puts(out, "") < 0)
-        return -E2BIG;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)p[i] << 16;
-        if (i + 1 < n)
-            v |= (unsigned)p[i + 1] << 8;
-        if (i + 2 < n)
-            v |= p[i + 2];
-        q[0] = b64chars[(v >> 18) & 63];
-        q[1] = b64chars[(v >> 12) & 63];
-        q[2] = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
-        q[3] = i + 2 < n ? b64chars[v & 63] : '=';
-        if (buf_append(out, q, 4) < 0)
-            return -E2BIG;
-    }
-    return 0;
-}
-
-static int b64val(char c)
-{
-    const char *s = strchr(b64chars, c);
-    return c && s ? (int)(s - b64chars) : -1;
-}
-
-int sbd_base64_decode(struct str in, struct buf *out)
-{
-    while (in.len && in.p[in.len - 1] == '=')
-        in.len--;
-    unsigned acc = 0;
-    int bits = 0;
-    if (!out->data && buf_puts(out, "") < 0)
-        return -E2BIG;
-    for (size_t i = 0; i < in.len; i++) {
-        int v = b64val(in.p[i]);
-        if (v < 0)
-            return -EINVAL;
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (buf_putc(out, (char)((acc >> bits) & 0xff)) < 0)
-                return -E2BIG;
-        }
-    }
-    return bits >= 6 ? -EINVAL : 0;
 }
 
 bool sbd_secure_eq(struct str a, struct str b)

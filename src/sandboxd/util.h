@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Small helpers shared by sandboxd's handlers: percent-decoding, query parameters, the
+/* Small helpers shared by sandboxd's handlers: query parameters, the
  * {"code","message"} error body, HTTP dates and JSON-safe text. */
 #pragma once
 
@@ -12,14 +12,9 @@
 #include "common/str.h"
 #include "http/server.h"
 
-/** Percent-decodes in into out (appended; '+' is kept as is). Returns 0, -EINVAL for a bad
- * escape or an encoded NUL, -E2BIG past out's limit. */
-int sbd_url_decode(struct str in, struct buf *out);
 /** Finds name in a query string ("a=1&b=2") and decodes its value into out (form
- * encoding: '+' is a space). Returns 1 found, 0 absent, or negative as sbd_url_decode. */
+ * encoding: '+' is a space). Returns 1 found, 0 absent, or negative as pct_decode. */
 int sbd_query_get(struct str query, const char *name, struct buf *out);
-/** Parses "true"/"false" (and "1"/"0"). Returns 0 or -EINVAL. */
-int sbd_parse_bool(const char *s, bool *ret);
 
 /** Error codes of the sandboxd API (the code strings of its error body). */
 #define SBD_PERMISSION_DENIED   "PERMISSION_DENIED"
@@ -54,9 +49,5 @@ int sbd_parse_http_date(struct str s, time_t *ret);
 /** Appends p[0..n) to out as valid UTF-8, replacing invalid sequences with U+FFFD.
  * Returns 0 or -E2BIG. */
 int sbd_utf8_sanitize(const char *p, size_t n, struct buf *out);
-/** Appends base64 (standard, padded) of p[0..n) to out. Returns 0 or -E2BIG. */
-int sbd_base64_encode(const void *p, size_t n, struct buf *out);
-/** Decodes standard base64 (padding optional) into out. Returns 0, -EINVAL, -E2BIG. */
-int sbd_base64_decode(struct str in, struct buf *out);
 /** Constant-time comparison of two byte strings (length leaks). */
 bool sbd_secure_eq(struct str a, struct str b);

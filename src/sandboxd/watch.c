@@ -27,6 +27,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/activity.h"
@@ -34,12 +35,10 @@
 #include "sandboxd/fsreq.h"
 #include "sandboxd/ndjson.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
-#define LIMIT_SBD_WATCH_QUEUE_BYTES (16u * 1024 * 1024) /* queued event bytes of a stream */
-#define WATCH_TICK_MS               500                 /* shutdown / client checks */
-#define WATCH_HEARTBEAT_TICKS       30                  /* a quiet stream: "\n" every 15 s */
+#define WATCH_TICK_MS         500 /* shutdown / client checks */
+#define WATCH_HEARTBEAT_TICKS 30  /* a quiet stream: "\n" every 15 s */
 
 #define WATCH_MASK                                                                      \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \

@@ -9,11 +9,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/base64.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "http/ws.h"
 #include "sandboxd/api_proc.h"
 #include "sandboxd/sbd_int.h"
-#include "sandboxd/sbd_limits.h"
 #include "sandboxd/util.h"
 
 struct wsp {
@@ -46,7 +47,7 @@ static void wsp_output(struct sbd_proc *p, enum sbd_stream st, const char *data,
     (void)p;
     struct buf b64;
     buf_init(&b64, SIZE_MAX);
-    (void)sbd_base64_encode(data, n, &b64);
+    (void)base64_encode(data, n, &b64);
     send_json(ctx, json_pack("{s:s, s:s%}", "type", st == SBD_STDERR ? "stderr" : "stdout", "data",
                              b64.data, b64.len));
     buf_done(&b64);
@@ -102,7 +103,7 @@ static void control_stdin(struct wsp *w, const json_t *j)
     struct buf b;
     buf_init(&b, LIMIT_SBD_WS_MESSAGE);
     if (json_is_string(d))
-        (void)sbd_base64_decode(str_make(json_string_value(d), json_string_length(d)), &b);
+        (void)base64_decode(json_string_value(d), json_string_length(d), &b);
     else if (json_is_string(t))
         (void)buf_append(&b, json_string_value(t), json_string_length(t));
     (void)sbd_proc_write(w->p, b.data, b.len);

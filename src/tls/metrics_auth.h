@@ -15,10 +15,6 @@ struct http_req;
 struct kube_client;
 struct metrics_auth;
 
-#define LIMIT_METRICS_AUTH_TTL_S    30
-#define LIMIT_METRICS_AUTH_INFLIGHT 8   /* reviews at once; more scrapes get 503 */
-#define LIMIT_METRICS_AUTH_CACHE    256 /* cached verdicts; the cache is emptied when full */
-
 /** The verdict on a request: 200 (allowed), 401 (no or bad token), 403 (not allowed), 503
  * (too many reviews at once) or 500 (a review failed). Called on the loop thread. */
 typedef void metrics_auth_done_fn(struct http_req *req, int status, void *ctx);
@@ -43,5 +39,6 @@ int metrics_auth_serve(struct metrics_auth *a, struct http_req *req, metrics_aut
 
 /** The token of an "Authorization: Bearer <token>" value (scheme case-insensitive), or
  * an empty slice. Exposed for tests. */
+#include "common/limits.h"
 #include "common/str.h"
 struct str metrics_auth_bearer(struct str authorization);

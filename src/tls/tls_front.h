@@ -17,10 +17,9 @@
 
 #include <stdint.h>
 
-struct http_server;
+#include "common/limits.h"
 
-#define LIMIT_TLS_CONNECTIONS 4096 /* bridged connections at once; more are closed */
-#define LIMIT_TLS_HANDSHAKE_S 10   /* seconds for a client to finish its handshake */
+struct http_server;
 
 enum tls_mtls_mode {
     TLS_MTLS_OFF = 0,

@@ -2,6 +2,7 @@
 /* A self-signed serving certificate for when none is given (kubebuilder's secure metrics
  * do the same): scrapers then skip verification or pin it. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,7 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn)
 
 static int write_pem(const char *dir, const char *file, EVP_PKEY *key, X509 *crt)
 {
-    char path[4096];
+    char path[PATH_MAX];
     FILE *f;
     int ok;
     (void)snprintf(path, sizeof(path), "%s/%s", dir, file);
@@ -76,7 +77,7 @@ static int write_pem(const char *dir, const char *file, EVP_PKEY *key, X509 *crt
 
 void tls_self_signed_remove(char *dir)
 {
-    char path[4096];
+    char path[PATH_MAX];
     if (!dir)
         return;
     (void)snprintf(path, sizeof(path), "%s/tls.crt", dir);

@@ -35,6 +35,7 @@
 
 #include <sys/wait.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -317,7 +318,7 @@ static void scale(int n)
 {
     struct kube_err e;
     json_t *p = json_pack("{s:{s:i}}", "spec", "replicas", n);
-    IT_OK(kube_patch(c, &KUBE_RES_SANDBOXWARMPOOLS, ns, "pool", KUBE_PATCH_MERGE, p, NULL, &e), &e);
+    IT_OK(kube_patch(c, &API_RES_SANDBOXWARMPOOLS, ns, "pool", KUBE_PATCH_MERGE, p, NULL, &e), &e);
     json_decref(p);
     pool_size = n;
 }
@@ -332,7 +333,7 @@ static void create_claim(const char *name)
     usec_t deadline = clock_now() + WAIT;
     for (;;) {
         struct kube_err e;
-        int r = kube_create(c, &KUBE_RES_SANDBOXCLAIMS, ns, cl, NULL, &e);
+        int r = kube_create(c, &API_RES_SANDBOXCLAIMS, ns, cl, NULL, &e);
         if (r >= 0 || kube_err_is_already_exists(&e)) {
             atomic_fetch_add(&claims_created, 1);
             break;
@@ -500,7 +501,7 @@ static size_t audit_orphans(const struct kube_res *res, struct map *sb_uids)
 
 static int audit_run(struct audit *a)
 {
-    json_t *cls = list(&KUBE_RES_SANDBOXCLAIMS), *sbs = list(&KUBE_RES_SANDBOXES), *pool = NULL;
+    json_t *cls = list(&API_RES_SANDBOXCLAIMS), *sbs = list(&API_RES_SANDBOXES), *pool = NULL;
     struct map *claim_uids = map_new(NULL), *sb_uids = map_new(NULL);
     int r = cls && sbs ? 0 : -EIO;
     *a = (struct audit){0};
@@ -509,7 +510,7 @@ static int audit_run(struct audit *a)
         audit_sandboxes(a, sbs, claim_uids, sb_uids);
         a->orphan_pod = audit_orphans(&KUBE_RES_PODS, sb_uids);
         a->orphan_pvc = audit_orphans(&KUBE_RES_PVCS, sb_uids);
-        if (kube_get(c, &KUBE_RES_SANDBOXWARMPOOLS, ns, "pool", &pool, NULL) == 0)
+        if (kube_get(c, &API_RES_SANDBOXWARMPOOLS, ns, "pool", &pool, NULL) == 0)
             a->pool_ready = (size_t)json_integer_value(kube_obj_path(pool, "status.readyReplicas"));
     }
     json_decref(pool);
@@ -637,12 +638,12 @@ static void test_pool_fills_through_kills(void **state)
     (void)state;
     kubelet_start();
     ctrl_start(0);
-    create(&KUBE_RES_SANDBOXTEMPLATES,
+    create(&API_RES_SANDBOXTEMPLATES,
            json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", API_VERSION,
                      "kind", "SandboxTemplate", "metadata", "name", "tpl", "spec", "podTemplate",
                      "spec", "containers", "name", "runtime", "image", "registry.local/rt:1"));
     pool_size = nclaims / 2;
-    create(&KUBE_RES_SANDBOXWARMPOOLS, it_pool_new("pool", "tpl", pool_size));
+    create(&API_RES_SANDBOXWARMPOOLS, it_pool_new("pool", "tpl", pool_size));
     killer_start(&k, nkills, 700 * USEC_PER_MSEC);
     killer_join(&k);
     assert_int_equal(it_wait(pool_full, NULL, WAIT), 0);
@@ -775,7 +776,7 @@ static bool have_leader(void *ctx)
  * flips while controllers are killed and stopped, and it has whole seconds only.) */
 static int64_t worst_latency_s(const char *prefix)
 {
-    json_t *l = list(&KUBE_RES_SANDBOXCLAIMS);
+    json_t *l = list(&API_RES_SANDBOXCLAIMS);
     const json_t *cl;
     size_t i, plen = strlen(prefix);
     int64_t worst = 0;
@@ -875,7 +876,7 @@ static void routed_sandbox(const char *name)
                   "apiVersion", "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "metadata", "name",
                   name, "labels", STANDALONE, "1", "spec", "podTemplate", "metadata", "labels",
                   "chaos.test/kubelet-off", "1", "spec", "containers", "name", "r", "image", "i");
-    IT_OK(kube_create(c, &KUBE_RES_SANDBOXES, ns, sb, NULL, &e), &e);
+    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, sb, NULL, &e), &e);
     json_decref(sb);
     assert_int_equal(it_wait(pod_exists, (void *)name, WAIT), 0);
     clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
@@ -992,7 +993,7 @@ static bool sandbox_is(void *ctx)
     json_t *sb = NULL, *pod = NULL;
     bool ok = false;
     supervise();
-    if (kube_get(c, &KUBE_RES_SANDBOXES, ns, "disrupt", &sb, NULL) < 0)
+    if (kube_get(c, &API_RES_SANDBOXES, ns, "disrupt", &sb, NULL) < 0)
         return false;
     const json_t *cd = kube_obj_condition(sb, "Ready");
     const char *st = json_string_value(json_object_get(cd, "status"));
@@ -1055,7 +1056,7 @@ static void create_disrupt_sandbox(json_t **ret_sb)
         "runtime", "image", "registry.local/rt:1", "volumeClaimTemplates", "metadata", "name",
         "data", "spec", "accessModes", "ReadWriteOnce", "resources", "requests", "storage", "1Gi");
     struct kube_err e;
-    IT_OK(kube_create(c, &KUBE_RES_SANDBOXES, ns, sb, ret_sb, &e), &e);
+    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, sb, ret_sb, &e), &e);
     json_decref(sb);
 }
 
@@ -1125,8 +1126,8 @@ static void test_disruptions(void **state)
     struct pvc_want pw = {kube_obj_uid(sb), pvc_uid};
     assert_int_equal(it_wait(pvc_replaced, &pw, WAIT), 0);
     printf("# chaos disruption PVC %s deleted: recreated\n", pvc);
-    IT_OK(kube_delete(c, &KUBE_RES_SANDBOXES, ns, "disrupt", &e), &e);
-    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXES, ns, "disrupt", WAIT), 0);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "disrupt", &e), &e);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, "disrupt", WAIT), 0);
     json_decref(sb);
     supervise();
     assert_int_equal(ctrl_crashes, crashes);
@@ -1157,40 +1158,40 @@ struct hostile {
     "\"spec\":{\"podTemplate\":{\"spec\":{\"containers\":[{\"name\":\"r\",\"image\":\"i\"}]}}}"
 
 static const struct hostile hostile_rows[] = {
-    {"reserved-prefix label", &KUBE_RES_SANDBOXCLAIMS, "h-reserved",
+    {"reserved-prefix label", &API_RES_SANDBOXCLAIMS, "h-reserved",
      CLAIM_HEAD "{\"name\":\"h-reserved\"},\"spec\":{\"warmPoolRef\":{\"name\":\"pool\"},"
                 "\"additionalPodMetadata\":{\"labels\":{\"agents.x-k8s.io/sandbox-name-hash\":"
                 "\"x\"}}}}",
      REJECTED_OR_REASON, "InvalidMetadata"},
-    {"kubernetes.io annotation", &KUBE_RES_SANDBOXCLAIMS, "h-k8sann",
+    {"kubernetes.io annotation", &API_RES_SANDBOXCLAIMS, "h-k8sann",
      CLAIM_HEAD "{\"name\":\"h-k8sann\"},\"spec\":{\"warmPoolRef\":{\"name\":\"pool\"},"
                 "\"additionalPodMetadata\":{\"annotations\":{\"kubernetes.io/psp\":\"x\"}}}}",
      REJECTED_OR_REASON, "InvalidMetadata"},
-    {"huge label value", &KUBE_RES_SANDBOXCLAIMS, "h-huge",
+    {"huge label value", &API_RES_SANDBOXCLAIMS, "h-huge",
      CLAIM_HEAD "{\"name\":\"h-huge\"},\"spec\":{\"warmPoolRef\":{\"name\":\"pool\"},"
                 "\"additionalPodMetadata\":{\"labels\":{\"sandbox.users.io/x\":\"%s\"}}}}",
      REJECTED_OR_REASON, "InvalidMetadata"},
-    {"wrong type for warmPoolRef", &KUBE_RES_SANDBOXCLAIMS, "h-type",
+    {"wrong type for warmPoolRef", &API_RES_SANDBOXCLAIMS, "h-type",
      CLAIM_HEAD "{\"name\":\"h-type\"},\"spec\":{\"warmPoolRef\":42}}", REJECTED, NULL},
-    {"cross-namespace pool ref", &KUBE_RES_SANDBOXCLAIMS, "h-xns",
+    {"cross-namespace pool ref", &API_RES_SANDBOXCLAIMS, "h-xns",
      CLAIM_HEAD "{\"name\":\"h-xns\"},\"spec\":{\"warmPoolRef\":{\"name\":\"kube-system/pool\"}}}",
      REJECTED_OR_REASON, "WarmPoolNotFound"},
-    {"path-like pool ref", &KUBE_RES_SANDBOXCLAIMS, "h-dots",
+    {"path-like pool ref", &API_RES_SANDBOXCLAIMS, "h-dots",
      CLAIM_HEAD "{\"name\":\"h-dots\"},\"spec\":{\"warmPoolRef\":{\"name\":\"../pool\"}}}",
      REJECTED_OR_REASON, "WarmPoolNotFound"},
-    {"253-byte claim name", &KUBE_RES_SANDBOXCLAIMS, NULL,
+    {"253-byte claim name", &API_RES_SANDBOXCLAIMS, NULL,
      CLAIM_HEAD "{\"name\":\"%s\"},\"spec\":{\"warmPoolRef\":{\"name\":\"pool\"}}}", ANY_REASON,
      NULL},
-    {"owner reference to a foreign object", &KUBE_RES_SANDBOXES, "h-owner",
+    {"owner reference to a foreign object", &API_RES_SANDBOXES, "h-owner",
      SB_HEAD "{\"name\":\"h-owner\",\"labels\":{\"" STANDALONE "\":\"1\"},\"ownerReferences\":[{"
              "\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"name\":\"foreign\",\"uid\":"
              "\"%s\",\"controller\":true}]}," SB_SPEC "}",
      ANY_REASON, NULL},
-    {"pod-name annotation naming a foreign pod (#265)", &KUBE_RES_SANDBOXES, "h-podname",
+    {"pod-name annotation naming a foreign pod (#265)", &API_RES_SANDBOXES, "h-podname",
      SB_HEAD "{\"name\":\"h-podname\",\"labels\":{\"" STANDALONE "\":\"1\"},\"annotations\":{"
              "\"agents.x-k8s.io/pod-name\":\"victim\"}}," SB_SPEC "}",
      ANY_REASON, NULL},
-    {"containers of the wrong type", &KUBE_RES_SANDBOXES, "h-badspec",
+    {"containers of the wrong type", &API_RES_SANDBOXES, "h-badspec",
      SB_HEAD "{\"name\":\"h-badspec\"},\"spec\":{\"podTemplate\":{\"spec\":{\"containers\":"
              "\"x\"}}}}",
      REJECTED, NULL},
@@ -1251,7 +1252,7 @@ static void hostile_one(const struct hostile *h, const char *big)
         assert_true(e.http_status == 422 || e.http_status == 400);
     } else {
         struct cond_seen w = {h->res, kube_obj_name(out)};
-        if (h->res == &KUBE_RES_SANDBOXCLAIMS)
+        if (h->res == &API_RES_SANDBOXCLAIMS)
             atomic_fetch_add(&claims_created, 1); /* the audits count it */
         assert_true(h->expect != REJECTED);
         if (it_wait(has_condition, &w, 60 * USEC_PER_SEC) < 0)
@@ -1296,8 +1297,8 @@ static void test_hostile_objects(void **state)
     json_decref(cm_out);
     /* #265: the foreign pod is neither adopted nor deleted, not even when the Sandbox
      * that names it goes away. */
-    IT_OK(kube_delete(c, &KUBE_RES_SANDBOXES, ns, "h-podname", &e), &e);
-    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXES, ns, "h-podname", WAIT), 0);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "h-podname", &e), &e);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, "h-podname", WAIT), 0);
     IT_OK(kube_get(c, &KUBE_RES_PODS, ns, "victim", &victim, &e), &e);
     assert_false(kube_obj_deleting(victim));
     assert_null(kube_obj_controller_ref(victim));

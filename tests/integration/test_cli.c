@@ -17,6 +17,7 @@
 
 #include <sys/wait.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
@@ -51,7 +52,7 @@ static void create_sandbox(const char *name, const char *ready)
                            "spec", "podTemplate", "spec", "containers", "name", "main", "image",
                            "localhost/agent-sandbox/runtime:dev");
     json_t *created = NULL;
-    IT_OK(kube_create(client, &KUBE_RES_SANDBOXES, ns, sb, &created, &e), &e);
+    IT_OK(kube_create(client, &API_RES_SANDBOXES, ns, sb, &created, &e), &e);
     json_decref(sb);
     if (ready) {
         json_t *st = json_pack("{s:[{s:s,s:s,s:s,s:s,s:s}],s:[s],s:s}", "conditions", "type",
@@ -59,7 +60,7 @@ static void create_sandbox(const char *name, const char *ready)
                                "", "lastTransitionTime", "2026-01-01T00:00:00Z", "podIPs",
                                "10.244.0.7", "nodeName", "node-1");
         (void)json_object_set_new(created, "status", st);
-        IT_OK(kube_update_status(client, &KUBE_RES_SANDBOXES, ns, created, NULL, &e), &e);
+        IT_OK(kube_update_status(client, &API_RES_SANDBOXES, ns, created, NULL, &e), &e);
     }
     json_decref(created);
 }
@@ -186,15 +187,15 @@ static void create_template_and_pool(void)
                           "extensions.agents.x-k8s.io/v1beta1", "kind", "SandboxTemplate",
                           "metadata", "name", "tmpl", "spec", "podTemplate", "spec", "containers",
                           "name", "main", "image", "busybox", "service", 1);
-    IT_OK(kube_create(client, &KUBE_RES_SANDBOXTEMPLATES, ns, t, NULL, &e), &e);
+    IT_OK(kube_create(client, &API_RES_SANDBOXTEMPLATES, ns, t, NULL, &e), &e);
     json_decref(t);
     json_t *p =
         json_pack("{s:s,s:s,s:{s:s},s:{s:i,s:{s:s}}}", "apiVersion",
                   "extensions.agents.x-k8s.io/v1beta1", "kind", "SandboxWarmPool", "metadata",
                   "name", "py", "spec", "replicas", 3, "sandboxTemplateRef", "name", "tmpl");
-    IT_OK(kube_create(client, &KUBE_RES_SANDBOXWARMPOOLS, ns, p, NULL, &e), &e);
+    IT_OK(kube_create(client, &API_RES_SANDBOXWARMPOOLS, ns, p, NULL, &e), &e);
     json_decref(p);
-    set_status(&KUBE_RES_SANDBOXWARMPOOLS, "py",
+    set_status(&API_RES_SANDBOXWARMPOOLS, "py",
                json_pack("{s:i,s:i}", "replicas", 3, "readyReplicas", 2));
 }
 
@@ -243,7 +244,7 @@ static void test_create(void **state)
     assert_int_equal(it_cli_runf(&out, "create fromtmpl --template tmpl -n %s", ns), 0);
     assert_string_equal(buf_str(&out), "sandbox.agents.x-k8s.io/fromtmpl created\n");
     json_t *sb = NULL;
-    IT_OK(kube_get(client, &KUBE_RES_SANDBOXES, ns, "fromtmpl", &sb, &e), &e);
+    IT_OK(kube_get(client, &API_RES_SANDBOXES, ns, "fromtmpl", &sb, &e), &e);
     const json_t *ctr = json_array_get(kube_obj_path(sb, "spec.podTemplate.spec.containers"), 0);
     assert_string_equal(json_string_value(json_object_get(ctr, "image")), "busybox");
     assert_true(
@@ -267,7 +268,7 @@ static void test_create(void **state)
     assert_int_equal(it_cli_runf(&out, "create -f %s -n %s", path, ns), 0);
     assert_non_null(strstr(buf_str(&out), "sandboxes.agents.x-k8s.io/fromfile created"));
     assert_non_null(strstr(buf_str(&out), "sandboxclaims.extensions.agents.x-k8s.io/fileclaim"));
-    IT_OK(kube_get(client, &KUBE_RES_SANDBOXCLAIMS, ns, "fileclaim", NULL, &e), &e);
+    IT_OK(kube_get(client, &API_RES_SANDBOXCLAIMS, ns, "fileclaim", NULL, &e), &e);
     /* the same again: AlreadyExists is exit 1 and names the object */
     assert_int_equal(it_cli_runf(&out, "create -f %s -n %s", path, ns), 1);
     assert_non_null(strstr(buf_str(&out), "Sandbox \"fromfile\""));
@@ -287,9 +288,9 @@ static bool claim_exists(void *ctx)
     struct find_claim *fc = ctx;
     struct kube_req q;
     json_t *list = NULL;
-    kube_req_init(&q, "GET", &KUBE_RES_SANDBOXCLAIMS);
+    kube_req_init(&q, "GET", &API_RES_SANDBOXCLAIMS);
     q.label_selector = "agents.x-k8s.io/created-by=kubectl-sandbox";
-    if (kube_list_all(client, &KUBE_RES_SANDBOXCLAIMS, ns, &q, &list, NULL) < 0)
+    if (kube_list_all(client, &API_RES_SANDBOXCLAIMS, ns, &q, &list, NULL) < 0)
         return false;
     size_t i;
     json_t *o;
@@ -317,14 +318,14 @@ static void test_claim(void **state)
     struct find_claim fc = {0};
     assert_int_equal(it_wait(claim_exists, &fc, 30 * USEC_PER_SEC), 0);
     json_t *claim = NULL;
-    IT_OK(kube_get(client, &KUBE_RES_SANDBOXCLAIMS, ns, fc.found, &claim, &e), &e);
+    IT_OK(kube_get(client, &API_RES_SANDBOXCLAIMS, ns, fc.found, &claim, &e), &e);
     assert_string_equal(kube_obj_path_str(claim, "spec.warmPoolRef.name"), "py");
     assert_non_null(kube_obj_annotation(claim, "agents.x-k8s.io/client-first-requested-at"));
     json_decref(claim);
     /* not Ready yet, then Ready with its sandbox */
-    set_status(&KUBE_RES_SANDBOXCLAIMS, fc.found,
+    set_status(&API_RES_SANDBOXCLAIMS, fc.found,
                json_pack("{s:[o]}", "conditions", cond("Ready", "False", "SandboxNotReady")));
-    set_status(&KUBE_RES_SANDBOXCLAIMS, fc.found,
+    set_status(&API_RES_SANDBOXCLAIMS, fc.found,
                json_pack("{s:[o],s:{s:s}}", "conditions", cond("Ready", "True", "SandboxReady"),
                          "sandbox", "name", "py-x7k2q"));
     assert_int_equal(it_cli_finish(p, &out), 0);
@@ -333,7 +334,7 @@ static void test_claim(void **state)
     p = start_cli("claim py --name bad1 --timeout 60s -n %s", ns);
     struct find_claim bad = {.name = "bad1"};
     assert_int_equal(it_wait(claim_exists, &bad, 30 * USEC_PER_SEC), 0);
-    set_status(&KUBE_RES_SANDBOXCLAIMS, "bad1",
+    set_status(&API_RES_SANDBOXCLAIMS, "bad1",
                json_pack("{s:[o]}", "conditions", cond("Ready", "False", "TemplateNotFound")));
     assert_int_equal(it_cli_finish(p, &out), 1);
     assert_non_null(strstr(buf_str(&out), "TemplateNotFound"));
@@ -351,7 +352,7 @@ static bool mode_is_running(void *ctx)
 {
     (void)ctx;
     json_t *o = NULL;
-    if (kube_get(client, &KUBE_RES_SANDBOXES, ns, "alpha", &o, NULL) < 0)
+    if (kube_get(client, &API_RES_SANDBOXES, ns, "alpha", &o, NULL) < 0)
         return false;
     const char *m = kube_obj_path_str(o, "spec.operatingMode");
     bool r = m && strcmp(m, "Running") == 0;
@@ -367,19 +368,19 @@ static void test_suspend_resume(void **state)
     buf_init(&out, 1 << 20);
     assert_int_equal(it_cli_runf(&out, "suspend alpha -n %s", ns), 0);
     json_t *o = NULL;
-    IT_OK(kube_get(client, &KUBE_RES_SANDBOXES, ns, "alpha", &o, &e), &e);
+    IT_OK(kube_get(client, &API_RES_SANDBOXES, ns, "alpha", &o, &e), &e);
     assert_string_equal(kube_obj_path_str(o, "spec.operatingMode"), "Suspended");
     json_decref(o);
     /* --wait without a controller: times out with exit 4 */
     assert_int_equal(it_cli_runf(&out, "suspend alpha --wait --timeout 1s -n %s", ns), 4);
-    set_status(&KUBE_RES_SANDBOXES, "alpha",
+    set_status(&API_RES_SANDBOXES, "alpha",
                json_pack("{s:[o,o]}", "conditions", cond("Ready", "False", "SandboxSuspended"),
                          cond("Suspended", "True", "Suspended")));
     assert_int_equal(it_cli_runf(&out, "suspend alpha --wait --timeout 30s -n %s", ns), 0);
     /* resume --wait returns once Ready is True again */
     FILE *p = start_cli("resume alpha --wait --timeout 60s -n %s", ns);
     assert_int_equal(it_wait(mode_is_running, NULL, 30 * USEC_PER_SEC), 0);
-    set_status(&KUBE_RES_SANDBOXES, "alpha",
+    set_status(&API_RES_SANDBOXES, "alpha",
                json_pack("{s:[o,o],s:s}", "conditions", cond("Ready", "True", "DependenciesReady"),
                          cond("Suspended", "False", "NotSuspended"), "nodeName", "node-1"));
     assert_int_equal(it_cli_finish(p, &out), 0);
@@ -427,24 +428,24 @@ static void test_delete(void **state)
     struct kube_err e;
     buf_init(&out, 1 << 20);
     assert_int_equal(it_cli_runf(&out, "delete beta --wait --timeout 30s -n %s", ns), 0);
-    assert_int_equal(kube_get(client, &KUBE_RES_SANDBOXES, ns, "beta", NULL, &e), -ENOENT);
+    assert_int_equal(kube_get(client, &API_RES_SANDBOXES, ns, "beta", NULL, &e), -ENOENT);
     assert_int_equal(it_cli_runf(&out, "delete beta -n %s", ns), 1);
     assert_non_null(strstr(buf_str(&out), "sandbox \"beta\""));
     /* a sandbox owned by a claim: the claim is deleted */
     json_t *claim = NULL;
-    IT_OK(kube_get(client, &KUBE_RES_SANDBOXCLAIMS, ns, "fileclaim", &claim, &e), &e);
+    IT_OK(kube_get(client, &API_RES_SANDBOXCLAIMS, ns, "fileclaim", &claim, &e), &e);
     json_t *sb = json_pack("{s:s,s:s,s:{s:s,s:[{s:s,s:s,s:s,s:s,s:b}]},s:{s:{s:{s:[{s:s,s:s}]}}}}",
                            "apiVersion", "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "metadata",
                            "name", "owned", "ownerReferences", "apiVersion",
                            "extensions.agents.x-k8s.io/v1beta1", "kind", "SandboxClaim", "name",
                            "fileclaim", "uid", kube_obj_uid(claim), "controller", 1, "spec",
                            "podTemplate", "spec", "containers", "name", "m", "image", "busybox");
-    IT_OK(kube_create(client, &KUBE_RES_SANDBOXES, ns, sb, NULL, &e), &e);
+    IT_OK(kube_create(client, &API_RES_SANDBOXES, ns, sb, NULL, &e), &e);
     json_decref(sb);
     json_decref(claim);
     assert_int_equal(it_cli_runf(&out, "delete owned -n %s", ns), 0);
     assert_non_null(strstr(buf_str(&out), "belongs to sandboxclaim \"fileclaim\""));
-    assert_int_equal(kube_get(client, &KUBE_RES_SANDBOXCLAIMS, ns, "fileclaim", NULL, &e), -ENOENT);
+    assert_int_equal(kube_get(client, &API_RES_SANDBOXCLAIMS, ns, "fileclaim", NULL, &e), -ENOENT);
     assert_int_equal(it_cli_runf(&out, "delete claim/quick -n %s", ns), 0);
     assert_string_equal(buf_str(&out), "sandboxclaim.extensions.agents.x-k8s.io/quick deleted\n");
     buf_done(&out);

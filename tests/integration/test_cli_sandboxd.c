@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
@@ -95,13 +96,13 @@ static void create_sandbox(const char *name, const char *ready)
                            "spec", "podTemplate", "spec", "containers", "name", "main", "image",
                            "localhost/agent-sandbox/runtime:dev");
     json_t *created = NULL;
-    IT_OK(kube_create(client, &KUBE_RES_SANDBOXES, ns, sb, &created, &e), &e);
+    IT_OK(kube_create(client, &API_RES_SANDBOXES, ns, sb, &created, &e), &e);
     json_decref(sb);
     json_t *st = json_pack("{s:[{s:s,s:s,s:s,s:s,s:s}]}", "conditions", "type", "Ready", "status",
                            ready, "reason", "DependenciesReady", "message", "",
                            "lastTransitionTime", "2026-01-01T00:00:00Z");
     (void)json_object_set_new(created, "status", st);
-    IT_OK(kube_update_status(client, &KUBE_RES_SANDBOXES, ns, created, NULL, &e), &e);
+    IT_OK(kube_update_status(client, &API_RES_SANDBOXES, ns, created, NULL, &e), &e);
     json_decref(created);
 }
 

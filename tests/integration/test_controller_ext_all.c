@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -159,12 +160,12 @@ static void create_template(const char *name, const char *kubelet, const char *e
         "podTemplate", "metadata", "labels", "sandbox.users.io/kubelet", kubelet, "spec",
         "containers", "name", "runtime", "image", "registry.local/runtime:1", "env", "name", "BASE",
         "value", "1", "ports", "containerPort", 8888, "envVarsInjectionPolicy", env_policy);
-    create(&KUBE_RES_SANDBOXTEMPLATES, t);
+    create(&API_RES_SANDBOXTEMPLATES, t);
 }
 
 static void create_pool(const char *name, const char *tpl, int replicas)
 {
-    create(&KUBE_RES_SANDBOXWARMPOOLS, it_pool_new(name, tpl, replicas));
+    create(&API_RES_SANDBOXWARMPOOLS, it_pool_new(name, tpl, replicas));
 }
 
 static void create_claim(const char *name, const char *pool, json_t *spec_extra)
@@ -173,7 +174,7 @@ static void create_claim(const char *name, const char *pool, json_t *spec_extra)
     if (spec_extra)
         json_object_update(json_object_get(cl, "spec"), spec_extra);
     json_decref(spec_extra);
-    create(&KUBE_RES_SANDBOXCLAIMS, cl);
+    create(&API_RES_SANDBOXCLAIMS, cl);
 }
 
 /* Sandboxes of the namespace whose controller is kind/name (name NULL: any). */
@@ -181,7 +182,7 @@ static size_t count_sandboxes(const char *kind, const char *name, size_t *ret_re
 {
     json_t *list = NULL, *sb;
     size_t n = 0, ready = 0, i;
-    if (kube_list_all(c, &KUBE_RES_SANDBOXES, ns, NULL, &list, NULL) < 0)
+    if (kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, NULL) < 0)
         return 0;
     json_array_foreach(json_object_get(list, "items"), i, sb)
     {
@@ -209,7 +210,7 @@ static bool pool_is(void *ctx)
 {
     struct pool_want *w = ctx;
     size_t ready = 0, n = count_sandboxes(EXT_KIND_POOL, w->pool, &ready);
-    json_t *p = get(&KUBE_RES_SANDBOXWARMPOOLS, w->pool);
+    json_t *p = get(&API_RES_SANDBOXWARMPOOLS, w->pool);
     bool ok = n == w->n && ready == w->ready &&
               json_integer_value(kube_obj_path(p, "status.readyReplicas")) == (json_int_t)w->ready;
     json_decref(p);
@@ -227,28 +228,28 @@ static void wait_pool(const char *pool, size_t n, size_t ready)
 
 static json_t *wait_claim(const char *name, const char *status, const char *reason)
 {
-    struct it_cond want = {&KUBE_RES_SANDBOXCLAIMS, name, SB_COND_READY, status, reason};
+    struct it_cond want = {&API_RES_SANDBOXCLAIMS, name, SB_COND_READY, status, reason};
     if (it_cond_wait(c, ns, &want, WAIT) < 0) {
-        json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, name);
+        json_t *cl = get(&API_RES_SANDBOXCLAIMS, name);
         char *s = json_dumps(json_object_get(cl, "status"), JSON_COMPACT);
         fail_msg("claim %s: no Ready=%s/%s; status %s", name, status, reason ? reason : "*",
                  s ? s : "null");
     }
-    return get(&KUBE_RES_SANDBOXCLAIMS, name);
+    return get(&API_RES_SANDBOXCLAIMS, name);
 }
 
 static json_t *bound_sandbox(const json_t *claim)
 {
     const char *n = kube_obj_path_str(claim, "status.sandbox.name");
     assert_non_null(n);
-    return get(&KUBE_RES_SANDBOXES, n);
+    return get(&API_RES_SANDBOXES, n);
 }
 
 /* ---- tests -------------------------------------------------------------------------- */
 
 static bool template_labelled(void *ctx)
 {
-    json_t *t = get(&KUBE_RES_SANDBOXTEMPLATES, "tpl");
+    json_t *t = get(&API_RES_SANDBOXTEMPLATES, "tpl");
     bool ok = strcmp(kube_obj_label(t, SB_LABEL_TEMPLATE_REF) ?: "", ctx) == 0;
     json_decref(t);
     return ok;
@@ -267,7 +268,7 @@ static void test_pool_fills(void **state)
     /* The template labels itself and owns a secure default NetworkPolicy. */
     sb_name_hash("tpl", hash);
     assert_int_equal(it_wait(template_labelled, hash, WAIT), 0);
-    tpl = get(&KUBE_RES_SANDBOXTEMPLATES, "tpl");
+    tpl = get(&API_RES_SANDBOXTEMPLATES, "tpl");
     assert_string_equal(kube_obj_label(tpl, SB_LABEL_TEMPLATE_REF) ?: "", hash);
     np = get(&KUBE_RES_NETWORKPOLICIES, "tpl-network-policy");
     assert_non_null(np);
@@ -279,7 +280,7 @@ static void test_pool_fills(void **state)
         hash);
     assert_int_equal(json_array_size(kube_obj_path(np, "spec.egress")), 2);
     /* Members carry the pool labels and secure pod defaults. */
-    assert_int_equal(kube_list_all(c, &KUBE_RES_SANDBOXES, ns, NULL, &sbs, NULL), 0);
+    assert_int_equal(kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &sbs, NULL), 0);
     sb = json_array_get(json_object_get(sbs, "items"), 0);
     assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE) ?: "", "warm");
     assert_true(
@@ -291,7 +292,7 @@ static void test_pool_fills(void **state)
 
 static void scale(const char *pool, int n)
 {
-    patch(&KUBE_RES_SANDBOXWARMPOOLS, pool, "scale", json_pack("{s:{s:i}}", "spec", "replicas", n));
+    patch(&API_RES_SANDBOXWARMPOOLS, pool, "scale", json_pack("{s:{s:i}}", "spec", "replicas", n));
 }
 
 static void test_scale(void **state)
@@ -300,7 +301,7 @@ static void test_scale(void **state)
     (void)state;
     scale("p1", 5);
     wait_pool("p1", 5, 5);
-    s = get(&KUBE_RES_SANDBOXWARMPOOLS, "p1");
+    s = get(&API_RES_SANDBOXWARMPOOLS, "p1");
     assert_non_null(kube_obj_path_str(s, "status.selector"));
     json_decref(s);
     scale("p1", 2);
@@ -376,7 +377,7 @@ static void test_upstream_metrics(void **state)
     json_object_set_new(json_object_get(cl, "metadata"), "annotations",
                         json_pack("{s:s, s:s}", EXT_ANN_CLIENT_REQ, stamp,
                                   "agents.x-k8s.io/webhook-first-observed-at", stamp));
-    create(&KUBE_RES_SANDBOXCLAIMS, cl);
+    create(&API_RES_SANDBOXCLAIMS, cl);
     json_decref(wait_claim("c-obs", "True", NULL));
     test_http_resp_init(&resp);
     (void)snprintf(raw, sizeof(raw),
@@ -446,7 +447,7 @@ static void test_unready_pool_bounded(void **state)
     create_pool("p-stuck", "tpl-stuck", 3);
     wait_pool("p-stuck", 3, 0);
     for (int i = 0; i < 5; i++) { /* several more passes */
-        patch(&KUBE_RES_SANDBOXWARMPOOLS, "p-stuck", NULL,
+        patch(&API_RES_SANDBOXWARMPOOLS, "p-stuck", NULL,
               json_pack("{s:{s:{s:s}}}", "metadata", "annotations", "poke", i % 2 ? "a" : "b"));
         clock_sleep(200 * USEC_PER_MSEC); /* let reconciles run; nothing to wait for */
     }
@@ -456,14 +457,14 @@ static void test_unready_pool_bounded(void **state)
 
 static void test_claim_delete_gc(void **state)
 {
-    json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, "c-warm");
+    json_t *cl = get(&API_RES_SANDBOXCLAIMS, "c-warm");
     char sbn[256];
     struct kube_err e;
     (void)state;
     (void)snprintf(sbn, sizeof(sbn), "%s", kube_obj_path_str(cl, "status.sandbox.name"));
     json_decref(cl);
-    IT_OK(kube_delete(c, &KUBE_RES_SANDBOXCLAIMS, ns, "c-warm", &e), &e);
-    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXES, ns, sbn, WAIT), 0);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-warm", &e), &e);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, sbn, WAIT), 0);
 }
 
 static json_t *lifecycle_in(const char *policy, usec_t d)
@@ -490,16 +491,16 @@ static void test_lifecycle(void **state)
     cl = wait_claim("c-del", "True", NULL);
     (void)snprintf(sbn, sizeof(sbn), "%s", kube_obj_path_str(cl, "status.sandbox.name"));
     json_decref(cl);
-    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXCLAIMS, ns, "c-del", WAIT), 0);
-    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXES, ns, sbn, WAIT), 0);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXCLAIMS, ns, "c-del", WAIT), 0);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, sbn, WAIT), 0);
     /* Retain: the Sandbox goes, the claim stays with ClaimExpired. */
     create_claim("c-ret", "p1", lifecycle_in("Retain", 3 * USEC_PER_SEC));
     cl = wait_claim("c-ret", "True", NULL);
     (void)snprintf(sbn, sizeof(sbn), "%s", kube_obj_path_str(cl, "status.sandbox.name"));
     json_decref(cl);
     json_decref(wait_claim("c-ret", "False", EXT_R_CLAIM_EXPIRED));
-    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXES, ns, sbn, WAIT), 0);
-    cl = get(&KUBE_RES_SANDBOXCLAIMS, "c-ret");
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, sbn, WAIT), 0);
+    cl = get(&API_RES_SANDBOXCLAIMS, "c-ret");
     assert_non_null(cl);
     json_decref(cl);
     /* TTL after Finished, with DeleteForeground. */
@@ -509,7 +510,7 @@ static void test_lifecycle(void **state)
     cl = wait_claim("c-ttl", "True", NULL);
     sb = bound_sandbox(cl);
     pod_succeeded(kube_obj_name(sb));
-    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXCLAIMS, ns, "c-ttl", WAIT), 0);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXCLAIMS, ns, "c-ttl", WAIT), 0);
     json_decref(sb);
     json_decref(cl);
 }
@@ -519,8 +520,8 @@ static void test_template_recovers(void **state)
     struct kube_err e;
     (void)state;
     create_template("tpl-late", "on", "Disallowed");
-    IT_OK(kube_delete(c, &KUBE_RES_SANDBOXTEMPLATES, ns, "tpl-late", &e), &e);
-    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXTEMPLATES, ns, "tpl-late", WAIT), 0);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXTEMPLATES, ns, "tpl-late", &e), &e);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXTEMPLATES, ns, "tpl-late", WAIT), 0);
     create_pool("p-late", "tpl-late", 1);
     create_claim("c-late", "p-late", NULL);
     json_decref(wait_claim("c-late", "False", EXT_R_TEMPLATE_NOT_FOUND));
@@ -575,7 +576,7 @@ static void *create_claims(void *arg)
         (void)snprintf(name, sizeof(name), "b-%03d", i);
         cl = it_claim_new(name, "pb");
         t_create[i] = clock_now();
-        (void)kube_create(c, &KUBE_RES_SANDBOXCLAIMS, ns, cl, NULL, NULL);
+        (void)kube_create(c, &API_RES_SANDBOXCLAIMS, ns, cl, NULL, NULL);
         json_decref(cl);
     }
     return NULL;
@@ -681,7 +682,7 @@ static struct kube_informer *claim_inf;
 
 static void watch_claims(void)
 {
-    struct kube_informer_opts o = {.client = c, .res = &KUBE_RES_SANDBOXCLAIMS, .ns = ns};
+    struct kube_informer_opts o = {.client = c, .res = &API_RES_SANDBOXCLAIMS, .ns = ns};
     struct kube_informer_handlers h = {.on_add = claim_added, .on_update = claim_seen};
     assert_int_equal(kube_informer_new(&o, &claim_inf), 0);
     assert_int_equal(kube_informer_add_handlers(claim_inf, &h), 0);
@@ -698,7 +699,7 @@ static void assert_exclusive(int from, int to, size_t *ret_warm)
     for (int i = from; i < to; i++) {
         json_t *cl, *sb;
         (void)snprintf(name, sizeof(name), "b-%03d", i);
-        cl = get(&KUBE_RES_SANDBOXCLAIMS, name);
+        cl = get(&API_RES_SANDBOXCLAIMS, name);
         assert_true(kube_obj_condition_true(cl, SB_COND_READY));
         sb = bound_sandbox(cl);
         assert_non_null(sb);

@@ -28,6 +28,8 @@
 
 #include <curl/curl.h>
 
+#include "api/res.h"
+#include "common/base64.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -35,7 +37,6 @@
 #include "controller/ext_names.h"
 #include "controller/latebind_spec.h"
 #include "controller/manager.h"
-#include "kube/b64.h"
 #include "kube/client.h"
 #include "kube/obj.h"
 #include "support/apiserver.h"
@@ -130,7 +131,7 @@ static char *secret_token(const char *name)
         return NULL;
     v = kube_obj_path_str(s, "data.token");
     buf_init(&b, 4096);
-    if (v && kube_b64_decode(v, strlen(v), &b) == 0)
+    if (v && base64_decode(v, strlen(v), &b) == 0)
         t = xstrdup(buf_str(&b));
     buf_done(&b);
     json_decref(s);
@@ -274,12 +275,12 @@ static void create_template(const char *name, const char *delivery, uint16_t por
         "\"claimConfigDelivery\":{\"mode\":\"LateBound\",\"onFailure\":\"%s\",\"port\":%u},"
         "\"podTemplate\":{\"spec\":{\"containers\":[{\"name\":\"sandbox\",\"image\":\"x\"}]}}}}",
         name, delivery, port);
-    create(&KUBE_RES_SANDBOXTEMPLATES, buf);
+    create(&API_RES_SANDBOXTEMPLATES, buf);
 }
 
 static void create_pool(const char *name, const char *tpl, int replicas)
 {
-    create_obj(&KUBE_RES_SANDBOXWARMPOOLS, it_pool_new(name, tpl, replicas));
+    create_obj(&API_RES_SANDBOXWARMPOOLS, it_pool_new(name, tpl, replicas));
 }
 
 /* A claim on pool; with plain, env PLAIN=plain, API_KEY (Secret creds) and MODE
@@ -294,12 +295,12 @@ static void create_claim(const char *name, const char *pool, const char *plain)
                       "PLAIN", "value", plain, "name", "API_KEY", "valueFrom", "secretKeyRef",
                       "name", "creds", "key", "api-key", "name", "MODE", "valueFrom",
                       "configMapKeyRef", "name", "cfg", "key", "mode"));
-    create_obj(&KUBE_RES_SANDBOXCLAIMS, cl);
+    create_obj(&API_RES_SANDBOXCLAIMS, cl);
 }
 
 static bool pool_ready(void *ctx)
 {
-    json_t *p = get(&KUBE_RES_SANDBOXWARMPOOLS, ctx);
+    json_t *p = get(&API_RES_SANDBOXWARMPOOLS, ctx);
     const json_t *want = kube_obj_path(p, "spec.replicas");
     bool ok = p && json_integer_value(kube_obj_path(p, "status.readyReplicas")) ==
                        (want ? json_integer_value(want) : 1);
@@ -315,19 +316,19 @@ static void wait_pool(const char *name)
 
 static json_t *wait_claim(const char *name, const char *status, const char *reason)
 {
-    struct it_cond want = {&KUBE_RES_SANDBOXCLAIMS, name, SB_COND_READY, status, reason};
+    struct it_cond want = {&API_RES_SANDBOXCLAIMS, name, SB_COND_READY, status, reason};
     if (it_cond_wait(c, ns, &want, WAIT) < 0) {
-        json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, name);
+        json_t *cl = get(&API_RES_SANDBOXCLAIMS, name);
         char *s = dump(json_object_get(cl, "status") ?: json_null());
         fail_msg("claim %s: no Ready=%s/%s; status %s", name, status, reason ? reason : "*", s);
     }
-    return get(&KUBE_RES_SANDBOXCLAIMS, name);
+    return get(&API_RES_SANDBOXCLAIMS, name);
 }
 
 /* The bound Sandbox of a Ready claim (new reference). */
 static json_t *bound(const json_t *claim)
 {
-    return get(&KUBE_RES_SANDBOXES, kube_obj_path_str(claim, "status.sandbox.name"));
+    return get(&API_RES_SANDBOXES, kube_obj_path_str(claim, "status.sandbox.name"));
 }
 
 /* Runs EXEC_BODY in the Sandbox's sandboxd; returns its stdout (new). */
@@ -465,7 +466,7 @@ static void test_warm_claim_gets_env(void **state)
     /* Warm: an adopted pool member, not a Sandbox named after the claim. */
     assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE), "warm");
     assert_string_not_equal(kube_obj_name(sb), "c1");
-    assert_non_null(kube_obj_annotation(sb, LB_ANN_TOKEN_SECRET));
+    assert_non_null(kube_obj_annotation(sb, EXT_ANN_TOKEN_SECRET));
     out = run_env(sb);
     (void)snprintf(want, sizeof(want), "one|%s|fast\n", secret_value);
     assert_string_equal(out, want);
@@ -481,7 +482,7 @@ static void test_second_claim_own_values(void **state)
     (void)state;
     create_claim("c2", "lb-pool", "two");
     c2 = wait_claim("c2", "True", NULL);
-    c1 = get(&KUBE_RES_SANDBOXCLAIMS, "c1");
+    c1 = get(&API_RES_SANDBOXCLAIMS, "c1");
     s1 = bound(c1);
     s2 = bound(c2);
     assert_string_not_equal(kube_obj_name(s1), kube_obj_name(s2));
@@ -503,9 +504,9 @@ static void test_second_claim_own_values(void **state)
 /* One Sandbox's config token does not open another's config endpoint. */
 static void test_tokens_are_per_sandbox(void **state)
 {
-    json_t *c1 = get(&KUBE_RES_SANDBOXCLAIMS, "c1"), *c2 = get(&KUBE_RES_SANDBOXCLAIMS, "c2");
+    json_t *c1 = get(&API_RES_SANDBOXCLAIMS, "c1"), *c2 = get(&API_RES_SANDBOXCLAIMS, "c2");
     json_t *s1 = bound(c1), *s2 = bound(c2);
-    char *t2 = secret_token(kube_obj_annotation(s2, LB_ANN_TOKEN_SECRET));
+    char *t2 = secret_token(kube_obj_annotation(s2, EXT_ANN_TOKEN_SECRET));
     const char *ip1 = json_string_value(json_array_get(kube_obj_path(s1, "status.podIPs"), 0));
     const char *ip2 = json_string_value(json_array_get(kube_obj_path(s2, "status.podIPs"), 0));
     struct buf b;
@@ -599,9 +600,9 @@ static bool dump_has(const struct kube_res *res, const char *needle)
 
 static void test_value_nowhere(void **state)
 {
-    const struct kube_res *res[] = {&KUBE_RES_SANDBOXCLAIMS, &KUBE_RES_SANDBOXES, &KUBE_RES_PODS,
-                                    &KUBE_RES_EVENTS, &KUBE_RES_SANDBOXWARMPOOLS};
-    json_t *cl = get(&KUBE_RES_SANDBOXCLAIMS, "c1"), *sb = bound(cl);
+    const struct kube_res *res[] = {&API_RES_SANDBOXCLAIMS, &API_RES_SANDBOXES, &KUBE_RES_PODS,
+                                    &KUBE_RES_EVENTS, &API_RES_SANDBOXWARMPOOLS};
+    json_t *cl = get(&API_RES_SANDBOXCLAIMS, "c1"), *sb = bound(cl);
     const char *ip = json_string_value(json_array_get(kube_obj_path(sb, "status.podIPs"), 0));
     char chunk[4096];
     struct buf b, logs;

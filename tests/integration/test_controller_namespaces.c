@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "controller/manager.h"
 #include "controller/ns_source.h"
@@ -175,7 +176,7 @@ static void create_sandbox(int which)
                            "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "metadata", "name", "sb",
                            "spec", "podTemplate", "spec", "containers", "name", "c", "image",
                            "registry.local/none:1");
-    IT_OK(kube_create(client, &KUBE_RES_SANDBOXES, ns[which], sb, NULL, &err), &err);
+    IT_OK(kube_create(client, &API_RES_SANDBOXES, ns[which], sb, NULL, &err), &err);
     json_decref(sb);
 }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "controller/manager.h"
@@ -93,7 +94,7 @@ static void create_sandbox(const char *name, json_t *spec_extra)
                   "runtime", "image", "registry.local/runtime:1", "ports", "containerPort", 8888);
     if (spec_extra)
         json_object_update(json_object_get(sb, "spec"), spec_extra);
-    IT_OK(kube_create(c, &KUBE_RES_SANDBOXES, ns, sb, NULL, &e), &e);
+    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, sb, NULL, &e), &e);
     json_decref(sb);
     json_decref(spec_extra);
 }
@@ -108,7 +109,7 @@ static void patch(const struct kube_res *res, const char *name, const char *sub,
 
 static void patch_spec(const char *name, json_t *spec)
 {
-    patch(&KUBE_RES_SANDBOXES, name, NULL, json_pack("{s:o}", "spec", spec));
+    patch(&API_RES_SANDBOXES, name, NULL, json_pack("{s:o}", "spec", spec));
 }
 
 /* Acts as the kubelet: the Pod runs, is Ready and has an IP. */
@@ -120,9 +121,9 @@ static void kubelet_ready(const char *name, const char *ip)
 
 static void wait_cond(const char *name, const char *type, const char *status, const char *reason)
 {
-    struct it_cond want = {&KUBE_RES_SANDBOXES, name, type, status, reason};
+    struct it_cond want = {&API_RES_SANDBOXES, name, type, status, reason};
     if (it_cond_wait(c, ns, &want, WAIT) < 0) {
-        json_t *sb = get(&KUBE_RES_SANDBOXES, name);
+        json_t *sb = get(&API_RES_SANDBOXES, name);
         char *s = json_dumps(json_object_get(sb, "status"), JSON_INDENT(1));
         fail_msg("sandbox %s: no %s=%s/%s; status: %s", name, type, status ? status : "*",
                  reason ? reason : "*", s ? s : "null");
@@ -175,7 +176,7 @@ static void test_create_children(void **state)
     pod = wait_obj(&KUBE_RES_PODS, "s1", NULL);
     svc = wait_obj(&KUBE_RES_SERVICES, "s1", NULL);
     pvc = wait_obj(&KUBE_RES_PVCS, "data-s1", NULL);
-    sb = get(&KUBE_RES_SANDBOXES, "s1");
+    sb = get(&API_RES_SANDBOXES, "s1");
     sb_name_hash("s1", hash);
     assert_owned_by(pod, sb);
     assert_owned_by(svc, sb);
@@ -191,7 +192,7 @@ static void test_create_children(void **state)
     wait_cond("s1", SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
     wait_cond("s1", SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED);
     json_decref(sb);
-    sb = get(&KUBE_RES_SANDBOXES, "s1");
+    sb = get(&API_RES_SANDBOXES, "s1");
     /* The Pod is named after the Sandbox: no pod-name annotation patch (clients fall back
      * to the Sandbox's name; --always-annotate-pod-name restores it). */
     assert_null(kube_obj_annotation(sb, SB_ANN_POD_NAME));
@@ -211,7 +212,7 @@ static void test_ready(void **state)
     (void)state;
     kubelet_ready("s1", "10.1.2.3");
     wait_cond("s1", SB_COND_READY, "True", SB_R_DEPS_READY);
-    sb = get(&KUBE_RES_SANDBOXES, "s1");
+    sb = get(&API_RES_SANDBOXES, "s1");
     assert_string_equal(json_string_value(json_array_get(kube_obj_path(sb, "status.podIPs"), 0)),
                         "10.1.2.3");
     assert_non_null(kube_obj_path_str(sb, "status.selector"));
@@ -221,7 +222,7 @@ static void test_ready(void **state)
 
 static bool status_has_no_pod_ips(void *ctx)
 {
-    json_t *sb = get(&KUBE_RES_SANDBOXES, ctx);
+    json_t *sb = get(&API_RES_SANDBOXES, ctx);
     bool ok = sb && !kube_obj_path(sb, "status.podIPs");
     json_decref(sb);
     return ok;
@@ -239,7 +240,7 @@ static void test_pod_lost(void **state)
     /* Ready drops at once (no stale Ready), with a reason, and a new Pod appears. */
     wait_cond("s1", SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
     again = wait_obj(&KUBE_RES_PODS, "s1", uid);
-    sb = get(&KUBE_RES_SANDBOXES, "s1");
+    sb = get(&API_RES_SANDBOXES, "s1");
     assert_owned_by(again, sb);
     json_decref(sb);
     /* The old Pod's IPs do not outlive it. */
@@ -262,7 +263,7 @@ static void test_suspend_resume(void **state)
     svc = get(&KUBE_RES_SERVICES, "s1");
     assert_non_null(pvc);
     assert_non_null(svc);
-    sb = get(&KUBE_RES_SANDBOXES, "s1");
+    sb = get(&API_RES_SANDBOXES, "s1");
     assert_null(kube_obj_path(sb, "status.podIPs"));
     assert_null(kube_obj_annotation(sb, SB_ANN_POD_NAME));
     json_decref(sb);
@@ -285,7 +286,7 @@ static void test_suspend_resume(void **state)
 
 static bool status_has_no_service(void *ctx)
 {
-    json_t *sb = get(&KUBE_RES_SANDBOXES, ctx);
+    json_t *sb = get(&API_RES_SANDBOXES, ctx);
     bool ok = sb && !kube_obj_path(sb, "status.service");
     json_decref(sb);
     return ok;
@@ -321,7 +322,7 @@ static void test_shutdown_delete(void **state)
     create_sandbox("s-del", spec);
     pod = wait_obj(&KUBE_RES_PODS, "s-del", NULL);
     json_decref(pod);
-    assert_int_equal(it_wait_gone(c, &KUBE_RES_SANDBOXES, ns, "s-del", WAIT), 0);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, "s-del", WAIT), 0);
     assert_int_equal(it_wait_gone(c, &KUBE_RES_PODS, ns, "s-del", WAIT), 0);
 }
 
@@ -336,7 +337,7 @@ static void test_shutdown_retain(void **state)
     assert_int_equal(it_wait_gone(c, &KUBE_RES_PODS, ns, "s-ret", WAIT), 0);
     assert_int_equal(it_wait_gone(c, &KUBE_RES_SERVICES, ns, "s-ret", WAIT), 0);
     assert_int_equal(it_wait(status_has_no_service, "s-ret", WAIT), 0);
-    sb = get(&KUBE_RES_SANDBOXES, "s-ret");
+    sb = get(&API_RES_SANDBOXES, "s-ret");
     assert_non_null(sb);
     assert_null(kube_obj_path(sb, "status.selector"));
     assert_null(kube_obj_condition(sb, SB_COND_POD_SCHEDULED));
@@ -389,7 +390,7 @@ static void test_unowned_pod_untouched(void **state)
           json_pack("{s:{s:{s:s}}}", "metadata", "labels", SB_LABEL_ADOPTABLE, "true"));
     wait_cond("s-foreign", SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
     after = get(&KUBE_RES_PODS, "s-foreign");
-    sb = get(&KUBE_RES_SANDBOXES, "s-foreign");
+    sb = get(&API_RES_SANDBOXES, "s-foreign");
     assert_owned_by(after, sb);
     assert_string_equal(kube_obj_uid(after), kube_obj_uid(before));
     json_decref(after);

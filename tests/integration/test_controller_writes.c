@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -319,7 +320,7 @@ static void wait_ready(const struct kube_res *res, const char *prefix, size_t n)
 
 static bool pool_ready(void *ctx)
 {
-    json_t *p = it_obj_get(c, &KUBE_RES_SANDBOXWARMPOOLS, ns, "pool");
+    json_t *p = it_obj_get(c, &API_RES_SANDBOXWARMPOOLS, ns, "pool");
     bool ok = json_integer_value(kube_obj_path(p, "status.readyReplicas")) == (json_int_t)N;
     (void)ctx;
     json_decref(p);
@@ -340,13 +341,13 @@ static void test_cold_sandboxes(void **state)
     server_snap(&before);
     for (int i = 0; i < N; i++) {
         (void)snprintf(name, sizeof(name), "cold-%d", i);
-        create(&KUBE_RES_SANDBOXES,
+        create(&API_RES_SANDBOXES,
                json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion",
                          SB_API_VERSION, "kind", SB_KIND, "metadata", "name", name, "spec",
                          "podTemplate", "spec", "containers", "name", "runtime", "image",
                          "registry.local/runtime:1"));
     }
-    wait_ready(&KUBE_RES_SANDBOXES, "cold-", N);
+    wait_ready(&API_RES_SANDBOXES, "cold-", N);
     clock_sleep(SETTLE);
     report("cold Sandbox", N, &before);
     assert_int_equal(count_of("POST pods"), N);
@@ -368,8 +369,8 @@ static void test_pool_fill(void **state)
     t = json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", EXT_API_VERSION,
                   "kind", EXT_KIND_TEMPLATE, "metadata", "name", "tpl", "spec", "podTemplate",
                   "spec", "containers", "name", "runtime", "image", "registry.local/runtime:1");
-    create(&KUBE_RES_SANDBOXTEMPLATES, t);
-    create(&KUBE_RES_SANDBOXWARMPOOLS, it_pool_new("pool", "tpl", N));
+    create(&API_RES_SANDBOXTEMPLATES, t);
+    create(&API_RES_SANDBOXWARMPOOLS, it_pool_new("pool", "tpl", N));
     assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
     clock_sleep(SETTLE);
     report("warm pool member", N, &before);
@@ -395,9 +396,9 @@ static void test_warm_claims(void **state)
     server_snap(&before);
     for (int i = 0; i < N; i++) {
         (void)snprintf(name, sizeof(name), "claim-%d", i);
-        create(&KUBE_RES_SANDBOXCLAIMS, it_claim_new(name, "pool"));
+        create(&API_RES_SANDBOXCLAIMS, it_claim_new(name, "pool"));
     }
-    wait_ready(&KUBE_RES_SANDBOXCLAIMS, "claim-", N);
+    wait_ready(&API_RES_SANDBOXCLAIMS, "claim-", N);
     assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
     clock_sleep(SETTLE);
     report("warm claim (refill included)", N, &before);
@@ -427,13 +428,13 @@ static bool pod_exists(void *ctx)
  * once the window has passed, without any further event. */
 static void test_deferred_detail_is_written(void **state)
 {
-    struct it_cond want = {&KUBE_RES_SANDBOXES, "stuck", SB_COND_POD_SCHEDULED, "False",
+    struct it_cond want = {&API_RES_SANDBOXES, "stuck", SB_COND_POD_SCHEDULED, "False",
                            "Unschedulable"};
     struct kube_err e = {0};
     json_t *p;
     usec_t t0;
     (void)state;
-    create(&KUBE_RES_SANDBOXES,
+    create(&API_RES_SANDBOXES,
            json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}", "apiVersion",
                      SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "stuck", "spec",
                      "podTemplate", "metadata", "labels", "sandbox.users.io/kubelet", "off", "spec",
@@ -470,17 +471,17 @@ static void test_write_through_flags(void **state)
     server_snap(&before);
     for (int i = 0; i < N; i++) {
         (void)snprintf(name, sizeof(name), "wt-%d", i);
-        create(&KUBE_RES_SANDBOXES,
+        create(&API_RES_SANDBOXES,
                json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion",
                          SB_API_VERSION, "kind", SB_KIND, "metadata", "name", name, "spec",
                          "podTemplate", "spec", "containers", "name", "runtime", "image",
                          "registry.local/runtime:1"));
     }
-    wait_ready(&KUBE_RES_SANDBOXES, "wt-", N);
+    wait_ready(&API_RES_SANDBOXES, "wt-", N);
     clock_sleep(SETTLE);
     report("cold Sandbox, write-through", N, &before);
     assert_int_equal(count_of("PATCH sandboxes"), N);
-    sb = it_obj_get(c, &KUBE_RES_SANDBOXES, ns, "wt-0");
+    sb = it_obj_get(c, &API_RES_SANDBOXES, ns, "wt-0");
     assert_string_equal(kube_obj_annotation(sb, SB_ANN_POD_NAME) ?: "", "wt-0");
     json_decref(sb);
     /* the first status and Ready at least, and some of the kubelet's steps */

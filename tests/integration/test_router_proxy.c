@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "api/res.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "http/server.h"
@@ -238,14 +239,14 @@ static void make_sandbox(const char *name, bool ready, const char *ip)
                   "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "metadata", "name", name, "spec",
                   "podTemplate", "spec", "containers", "name", "main", "image", "example");
     json_t *created = NULL;
-    IT_OK(kube_create(c, &KUBE_RES_SANDBOXES, ns, obj, &created, &e), &e);
+    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, obj, &created, &e), &e);
     json_decref(obj);
     json_t *status = json_pack("{s:[s],s:[{s:s,s:s,s:s,s:s,s:s}]}", "podIPs", ip, "conditions",
                                "type", "Ready", "status", ready ? "True" : "False", "reason",
                                ready ? "DependenciesReady" : "PodNotReady", "message", "test",
                                "lastTransitionTime", "2026-01-01T00:00:00Z");
     (void)json_object_set_new(created, "status", status);
-    IT_OK(kube_update_status(c, &KUBE_RES_SANDBOXES, ns, created, NULL, &e), &e);
+    IT_OK(kube_update_status(c, &API_RES_SANDBOXES, ns, created, NULL, &e), &e);
     json_decref(created);
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/res.h"
 #include "cli/install.h"
 #include "cli/manifest.h"
 #include "common/buf.h"
@@ -37,14 +38,14 @@ static void test_parse_documents(void **state)
     assert_string_equal(kube_obj_name(json_array_get(objs, 0)), "a");
     assert_ptr_equal(cli_manifest_res(json_array_get(objs, 0)), &KUBE_RES_NAMESPACES);
     assert_ptr_equal(cli_manifest_res(json_array_get(objs, 1)), &KUBE_RES_SERVICEACCOUNTS);
-    assert_ptr_equal(cli_manifest_res(json_array_get(objs, 2)), &KUBE_RES_SANDBOXES);
+    assert_ptr_equal(cli_manifest_res(json_array_get(objs, 2)), &API_RES_SANDBOXES);
     /* typed numbers survive */
     assert_true(json_is_integer(kube_obj_path(json_array_get(objs, 2), "spec.replicas")));
     json_decref(objs);
     const char *json = "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\","
                        "\"kind\":\"SandboxClaim\",\"metadata\":{\"name\":\"c\"}}";
     assert_int_equal(cli_manifest_parse(json, strlen(json), &objs, err, sizeof(err)), 0);
-    assert_ptr_equal(cli_manifest_res(json_array_get(objs, 0)), &KUBE_RES_SANDBOXCLAIMS);
+    assert_ptr_equal(cli_manifest_res(json_array_get(objs, 0)), &API_RES_SANDBOXCLAIMS);
     json_decref(objs);
     const char *bad = "a: 1\n---\nb: [1, 2\n";
     assert_int_equal(cli_manifest_parse(bad, strlen(bad), &objs, err, sizeof(err)), -EINVAL);

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli_limits.h"
+#include "common/limits.h"
 #include "cli/stream.h"
 
 struct got {

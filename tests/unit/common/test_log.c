@@ -20,6 +20,7 @@
 
 #include <sys/wait.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/limits.h"
 #include "common/log.h"
@@ -351,6 +352,26 @@ static void test_batch_written_at_exit(void **state)
     assert_string_equal(messages(), "last words");
 }
 
+/* log_quote on its own: the escapes, UTF-8 passing, and a cut at the buffer limit. */
+static void test_quote(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 64);
+    static const char in[] = "a \"q\" \\ \n\t\x01\x7f \xc3\xa9";
+    log_quote(&b, in, sizeof(in) - 1);
+    assert_string_equal(buf_str(&b), "\"a \\\"q\\\" \\\\ \\n\\x09\\x01\\x7f \xc3\xa9\"");
+    buf_reset(&b);
+    log_quote(&b, "x\0y", 3); /* n counts, not the NUL */
+    assert_string_equal(buf_str(&b), "\"x\\x00y\"");
+    buf_done(&b);
+
+    buf_init(&b, 6);
+    log_quote(&b, "abcdefgh", 8);
+    assert_string_equal(buf_str(&b), "\"abcde"); /* cut; the closing quote does not fit */
+    buf_done(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -368,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_batch_age_bound),
         cmocka_unit_test(test_batch_size_bound),
         cmocka_unit_test(test_batch_written_at_exit),
+        cmocka_unit_test(test_quote),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

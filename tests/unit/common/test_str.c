@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for common/str: slices, comparisons, trimming, cutting, strict number
- * parsers and the bounded copy. */
+/* Unit tests for common/str: slices, comparisons, trimming, cutting, strict
+ * parsers (numbers, booleans) and the bounded copy. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -145,6 +145,28 @@ static void test_hex(void **state)
     assert_true(v == 7);
 }
 
+static void test_bool(void **state)
+{
+    (void)state;
+    static const char *const yes[] = {"1", "t", "T", "true", "True", "TRUE"};
+    static const char *const no[] = {"0", "f", "F", "false", "False", "FALSE"};
+    static const char *const bad[] = {"", "yes", "no", "on", "tRUE", " true", "true ", "2", "10"};
+    bool v = false;
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        v = false;
+        assert_int_equal(cstr_to_bool(yes[i], &v), 0);
+        assert_true(v);
+        assert_int_equal(cstr_to_bool(no[i], &v), 0);
+        assert_false(v);
+    }
+    v = true;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(cstr_to_bool(bad[i], &v), -EINVAL);
+        assert_true(v); /* untouched */
+    }
+    assert_int_equal(cstr_to_bool(NULL, &v), -EINVAL);
+}
+
 static void test_copy(void **state)
 {
     (void)state;
@@ -172,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_u64),
         cmocka_unit_test(test_i64),
         cmocka_unit_test(test_hex),
+        cmocka_unit_test(test_bool),
         cmocka_unit_test(test_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -52,7 +52,7 @@ static void test_metadata_validation(void **state)
     (void)state;
     c = claim_with(json_pack("{s:{s:{s:s, s:s}, s:{s:s, s:s}}}", "additionalPodMetadata", "labels",
                              "sandbox.users.io/a", "b", "x.sandbox.users.io/c", "d", "annotations",
-                             "note", "hi", EXT_ANN_SAFE_TO_EVICT, "false"));
+                             "note", "hi", SB_ANN_SAFE_TO_EVICT, "false"));
     assert_int_equal(claim_meta_validate(c, &D, &e), 0);
     json_decref(c);
     static const char *const bad[][2] = {{"labels", "app"},

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "as_version.h"
+#include "api/extensions.h"
 #include "common/buf.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"

@@ -84,12 +84,12 @@ static void test_last_activity(void **state)
     assert_int_equal(idle_last_activity(sb, NULL, 0), T0 - 90 * USEC_PER_SEC);
     assert_int_equal(idle_last_activity(sb, NULL, T0 - 5 * USEC_PER_SEC), T0 - 5 * USEC_PER_SEC);
     json_decref(sb);
-    sb = sandbox(10, "{\"metadata\":{\"annotations\":{\"" IDLE_ANN_LAST_ACTIVITY
+    sb = sandbox(10, "{\"metadata\":{\"annotations\":{\"" SB_ANN_LAST_ACTIVITY
                      "\":\"2025-11-30T01:01:58.5Z\"}}}");
     assert_int_equal(idle_last_activity(sb, NULL, 0), T0 - 4500 * USEC_PER_MSEC);
     json_decref(sb);
     /* A garbage annotation is ignored, not fatal. */
-    sb = sandbox(10, "{\"metadata\":{\"annotations\":{\"" IDLE_ANN_LAST_ACTIVITY "\":\"soon\"}}}");
+    sb = sandbox(10, "{\"metadata\":{\"annotations\":{\"" SB_ANN_LAST_ACTIVITY "\":\"soon\"}}}");
     assert_int_equal(idle_last_activity(sb, NULL, 0), T0 - 90 * USEC_PER_SEC);
     json_decref(sb);
 }
@@ -180,7 +180,7 @@ static void test_suspend_patch(void **state)
     json_t *p = idle_suspend_patch(sb);
     assert_string_equal(kube_obj_path_str(p, "spec.operatingMode"), "Suspended");
     assert_string_equal(kube_obj_path_str(p, "metadata.resourceVersion"), "77");
-    assert_string_equal(kube_obj_annotation(p, IDLE_ANN_SUSPENDED_GEN), "5");
+    assert_string_equal(kube_obj_annotation(p, SB_ANN_IDLE_SUSPENDED_GEN), "5");
     json_decref(p);
     json_decref(sb);
 }
@@ -202,10 +202,10 @@ static void test_status_adjust(void **state)
     (void)state;
     /* Suspended by the idle policy: generation matches the annotation. */
     json_t *sb = sandbox(10, "{\"spec\":{\"operatingMode\":\"Suspended\"},\"metadata\":"
-                             "{\"annotations\":{\"" IDLE_ANN_SUSPENDED_GEN "\":\"4\"}}}");
+                             "{\"annotations\":{\"" SB_ANN_IDLE_SUSPENDED_GEN "\":\"4\"}}}");
     json_t *st = suspended_status();
     idle_status_adjust(sb, st);
-    assert_string_equal(reason(st), IDLE_R_IDLE_TIMEOUT);
+    assert_string_equal(reason(st), SB_R_IDLE_TIMEOUT);
     const char *msg = json_string_value(
         json_object_get(json_array_get(json_object_get(st, "conditions"), 0), "message"));
     assert_non_null(strstr(msg, "idle for 10s"));
@@ -213,15 +213,16 @@ static void test_status_adjust(void **state)
     json_decref(st);
     json_decref(sb);
     /* Suspended again by hand later: the generation moved on, upstream's reason stays. */
-    sb = sandbox(10, "{\"spec\":{\"operatingMode\":\"Suspended\"},\"metadata\":"
-                     "{\"generation\":6,\"annotations\":{\"" IDLE_ANN_SUSPENDED_GEN "\":\"4\"}}}");
+    sb = sandbox(10,
+                 "{\"spec\":{\"operatingMode\":\"Suspended\"},\"metadata\":"
+                 "{\"generation\":6,\"annotations\":{\"" SB_ANN_IDLE_SUSPENDED_GEN "\":\"4\"}}}");
     st = suspended_status();
     idle_status_adjust(sb, st);
     assert_string_equal(reason(st), "PodTerminated");
     json_decref(st);
     json_decref(sb);
     /* Running (resumed): nothing to adjust. */
-    sb = sandbox(10, "{\"metadata\":{\"annotations\":{\"" IDLE_ANN_SUSPENDED_GEN "\":\"4\"}}}");
+    sb = sandbox(10, "{\"metadata\":{\"annotations\":{\"" SB_ANN_IDLE_SUSPENDED_GEN "\":\"4\"}}}");
     st = suspended_status();
     idle_status_adjust(sb, st);
     assert_string_equal(reason(st), "PodTerminated");

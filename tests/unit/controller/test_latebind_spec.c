@@ -188,7 +188,7 @@ static void test_pool_inject(void **state)
     lb_pool_inject(sb, "p-abcde", "p-abcde-config-token");
     assert_string_equal(kube_obj_name(sb), "p-abcde");
     assert_null(kube_obj_path(sb, "metadata.generateName"));
-    assert_string_equal(kube_obj_annotation(sb, LB_ANN_TOKEN_SECRET), "p-abcde-config-token");
+    assert_string_equal(kube_obj_annotation(sb, EXT_ANN_TOKEN_SECRET), "p-abcde-config-token");
     vols = kube_obj_path(sb, "spec.podTemplate.spec.volumes");
     assert_int_equal(json_array_size(vols), 2);
     assert_string_equal(kube_obj_path_str(json_array_get(vols, 1), "secret.secretName"),
@@ -223,7 +223,7 @@ static void test_token_secret(void **state)
     assert_string_equal(kube_obj_name(s), "p-abcde-config-token");
     assert_string_equal(kube_obj_namespace(s), "ns");
     assert_string_equal(kube_obj_path_str(s, "stringData.token"), "tok");
-    assert_string_equal(kube_obj_label(s, LB_LABEL_TOKEN_FOR), "p-abcde");
+    assert_string_equal(kube_obj_label(s, EXT_LABEL_TOKEN_FOR), "p-abcde");
     o = json_array_get(kube_obj_path(s, "metadata.ownerReferences"), 0);
     assert_string_equal(kube_obj_path_str(o, "uid"), "u-1");
     assert_string_equal(kube_obj_path_str(o, "kind"), "Sandbox");

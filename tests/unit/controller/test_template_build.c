@@ -55,7 +55,7 @@ static void test_hash_and_match(void **state)
     assert_true(sb_controlled_by(sb, "u-pool"));
     assert_string_equal(
         json_string_value(json_object_get(
-            kube_obj_path(sb, "spec.podTemplate.metadata.annotations"), EXT_ANN_SAFE_TO_EVICT))
+            kube_obj_path(sb, "spec.podTemplate.metadata.annotations"), SB_ANN_SAFE_TO_EVICT))
             ?: "",
         "true");
     /* Metadata edits change the fingerprint but not the semantic match. */

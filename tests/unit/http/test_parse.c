@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "http/http_limits.h"
 #include "http/parse.h"
 
 /* Parses req in one go; returns the HTTP status an error maps to, 200 when complete,

@@ -254,9 +254,10 @@ static void test_note_format(void **state)
     char out[512], small[16], path[8];
     (void)state;
     (void)kube__retry_note_format(&n, out, sizeof(out));
-    assert_string_equal(out, "method=PUT path=\"/apis/coordination.k8s.io/v1/namespaces/a/leases/"
-                             "l\" status=0 reason=\"Failed to connect 'x'' \" retry_after_s=0 "
-                             "attempt=3 delay_ms=2500 suppressed=7");
+    assert_string_equal(
+        out, "method=PUT path=\"/apis/coordination.k8s.io/v1/namespaces/a/leases/"
+             "l\" status=0 reason=\"Failed to connect \\\"x\\\"\\\\\\n\" retry_after_s=0 "
+             "attempt=3 delay_ms=2500 suppressed=7");
     assert_int_equal(kube__retry_note_format(&n, small, sizeof(small)), sizeof(small) - 1);
     assert_int_equal(strlen(small), sizeof(small) - 1);
     kube__url_path("http://h", path, sizeof(path));

@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "api/res.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "kube/client.h"
@@ -433,7 +434,7 @@ static void test_connection_reuse_and_bodies(void **state)
     struct srv_req sr;
     struct kube_client *c = client(0, h_echo_ok);
     struct kube_req r;
-    kube_req_init(&r, "DELETE", &KUBE_RES_SANDBOXES);
+    kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
     r.ns = "ns";
     r.name = "s";
     r.propagation_policy = "Foreground";
@@ -448,7 +449,7 @@ static void test_connection_reuse_and_bodies(void **state)
                         "\"u-1\",\"resourceVersion\":\"7\"}}");
 
     json_t *obj = json_pack("{s:{s:s}}", "metadata", "name", "s");
-    assert_int_equal(kube_apply(c, &KUBE_RES_SANDBOXES, "ns", obj, "ctl", true, NULL, NULL), 0);
+    assert_int_equal(kube_apply(c, &API_RES_SANDBOXES, "ns", obj, "ctl", true, NULL, NULL), 0);
     assert_string_equal(server_req(1, &sr)->method, "PATCH");
     assert_string_equal(server_req(1, &sr)->ctype, "application/apply-patch+yaml");
     assert_string_equal(server_req(1, &sr)->target,
@@ -458,7 +459,7 @@ static void test_connection_reuse_and_bodies(void **state)
     assert_non_null(strstr(server_req(1, &sr)->body, "\"kind\":\"Sandbox\""));
     assert_null(json_object_get(obj, "kind")); /* the caller's object is not modified */
 
-    assert_int_equal(kube_update_status(c, &KUBE_RES_SANDBOXES, NULL, obj, NULL, NULL), 0);
+    assert_int_equal(kube_update_status(c, &API_RES_SANDBOXES, NULL, obj, NULL, NULL), 0);
     assert_string_equal(server_req(2, &sr)->method, "PUT");
     assert_string_equal(server_req(2, &sr)->target,
                         "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/s/status");

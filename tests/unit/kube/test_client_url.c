@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "api/res.h"
 #include "kube/client.h"
 
 static struct kube_client *client_for(const char *context)
@@ -53,7 +54,7 @@ static void test_list_query(void **state)
                "?labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Dx%26y%3Dz%23frag"
                "&fieldSelector=status.phase%3DRunning"
                "&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTJ9%2B%2F%3D&limit=500");
-    kube_req_init(&r, "GET", &KUBE_RES_SANDBOXES);
+    kube_req_init(&r, "GET", &API_RES_SANDBOXES);
     r.watch = true;
     r.allow_watch_bookmarks = true;
     r.resource_version = "12345";
@@ -71,7 +72,7 @@ static void test_write_query(void **state)
     (void)state;
     struct kube_client *c = client_for(NULL);
     struct kube_req r;
-    kube_req_init(&r, "PATCH", &KUBE_RES_SANDBOXCLAIMS);
+    kube_req_init(&r, "PATCH", &API_RES_SANDBOXCLAIMS);
     r.ns = "n";
     r.name = "c";
     r.subresource = "status";

@@ -14,9 +14,9 @@
 
 #include <sys/stat.h>
 
+#include "common/base64.h"
 #include "common/buf.h"
 #include "common/xalloc.h"
-#include "kube/b64.h"
 #include "kube/config.h"
 #include "kube/yaml.h"
 
@@ -350,26 +350,6 @@ static void test_yaml(void **state)
     json_decref(j);
 }
 
-static void test_b64(void **state)
-{
-    (void)state;
-    struct buf b;
-    buf_init(&b, 16);
-    assert_int_equal(kube_b64_decode("aGVs\nbG8=", 9, &b), 0);
-    assert_string_equal(buf_str(&b), "hello");
-    buf_reset(&b);
-    assert_int_equal(kube_b64_decode("aGVsbG8", 7, &b), 0); /* padding optional */
-    assert_string_equal(buf_str(&b), "hello");
-    buf_reset(&b);
-    assert_int_equal(kube_b64_decode("a", 1, &b), -EINVAL);
-    assert_int_equal(kube_b64_decode("aG=V", 4, &b), -EINVAL);
-    assert_int_equal(kube_b64_decode("a$bc", 4, &b), -EINVAL);
-    assert_int_equal(b.len, 0);
-    assert_int_equal(kube_b64_encode("hello", 5, &b), 0);
-    assert_string_equal(buf_str(&b), "aGVsbG8=");
-    buf_done(&b);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -381,7 +361,6 @@ int main(void)
         cmocka_unit_test(test_in_cluster),
         cmocka_unit_test(test_token_file_in_kubeconfig),
         cmocka_unit_test(test_yaml),
-        cmocka_unit_test(test_b64),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

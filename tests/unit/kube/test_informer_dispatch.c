@@ -15,9 +15,9 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/informer.h"
-#include "kube/informer_limits.h"
 #include "kube/obj.h"
 
 /* ---- wire fixtures ---- */

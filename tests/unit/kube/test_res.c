@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include <errno.h>
 
+#include "api/res.h"
 #include "kube/res.h"
 
 static void expect_path(const struct kube_res *res, const char *ns, const char *name,
@@ -28,9 +29,9 @@ static void test_paths(void **state)
     expect_path(&KUBE_RES_NAMESPACES, "ignored", "ns1", NULL, "/api/v1/namespaces/ns1");
     expect_path(&KUBE_RES_LEASES, "kube-system", "l", NULL,
                 "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l");
-    expect_path(&KUBE_RES_SANDBOXES, "a", "s", "status",
+    expect_path(&API_RES_SANDBOXES, "a", "s", "status",
                 "/apis/agents.x-k8s.io/v1beta1/namespaces/a/sandboxes/s/status");
-    expect_path(&KUBE_RES_SANDBOXWARMPOOLS, "a", "w", "scale",
+    expect_path(&API_RES_SANDBOXWARMPOOLS, "a", "w", "scale",
                 "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/a/sandboxwarmpools/w/scale");
     expect_path(&KUBE_RES_CRDS, NULL, "sandboxes.agents.x-k8s.io", NULL,
                 "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
@@ -74,17 +75,17 @@ static void test_api_version(void **state)
     char out[64];
     assert_int_equal(kube_res_api_version(&KUBE_RES_PODS, out, sizeof(out)), 0);
     assert_string_equal(out, "v1");
-    assert_int_equal(kube_res_api_version(&KUBE_RES_SANDBOXCLAIMS, out, sizeof(out)), 0);
+    assert_int_equal(kube_res_api_version(&API_RES_SANDBOXCLAIMS, out, sizeof(out)), 0);
     assert_string_equal(out, "extensions.agents.x-k8s.io/v1beta1");
-    assert_int_equal(kube_res_api_version(&KUBE_RES_SANDBOXCLAIMS, out, 8), -E2BIG);
-    assert_string_equal(KUBE_RES_SANDBOXES.kind, "Sandbox");
+    assert_int_equal(kube_res_api_version(&API_RES_SANDBOXCLAIMS, out, 8), -E2BIG);
+    assert_string_equal(API_RES_SANDBOXES.kind, "Sandbox");
     assert_true(KUBE_RES_EVENTS.namespaced);
     assert_false(KUBE_RES_SUBJECTACCESSREVIEWS.namespaced);
     assert_string_equal(KUBE_RES_DEPLOYMENTS.group, "apps");
     assert_string_equal(KUBE_RES_NETWORKPOLICIES.plural, "networkpolicies");
     assert_string_equal(KUBE_RES_PVCS.kind, "PersistentVolumeClaim");
     assert_string_equal(KUBE_RES_SERVICEACCOUNTS.plural, "serviceaccounts");
-    assert_string_equal(KUBE_RES_SANDBOXTEMPLATES.plural, "sandboxtemplates");
+    assert_string_equal(API_RES_SANDBOXTEMPLATES.plural, "sandboxtemplates");
 }
 
 int main(void)

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/xalloc.h"
-#include "kube/informer_limits.h"
 #include "kube/obj.h"
 #include "kube/store.h"
 

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "common/base64.h"
 #include "ndjson_client.h"
 #include "sandboxd/util.h"
 #include "sbd_test.h"
@@ -238,7 +239,7 @@ static json_t *collect(struct nd_client *n, struct buf *out)
         if (strcmp(jstr(j, "type"), "exit") == 0)
             return j;
         if (strcmp(jstr(j, "type"), "stdout") == 0)
-            (void)sbd_base64_decode(str_c(jstr(j, "data")), out);
+            (void)base64_decode(jstr(j, "data"), strlen(jstr(j, "data")), out);
         json_decref(j);
     }
     return NULL;
@@ -295,7 +296,7 @@ static void test_pty_resize(void **state)
     json_t *j;
     while (!strstr(buf_str(&out), "24 80") && (j = nd_next(&n, 10000))) {
         if (strcmp(jstr(j, "type"), "stdout") == 0)
-            (void)sbd_base64_decode(str_c(jstr(j, "data")), &out);
+            (void)base64_decode(jstr(j, "data"), strlen(jstr(j, "data")), &out);
         json_decref(j);
     }
     assert_non_null(strstr(buf_str(&out), "/dev/pts/"));

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "common/base64.h"
 #include "http/ws.h"
 #include "sandboxd/util.h"
 #include "sbd_test.h"
@@ -149,7 +150,8 @@ static json_t *wsc_until_exit(struct wsc *w, struct buf *out, uint32_t *ret_id)
         if (strcmp(t, "start") == 0 && ret_id)
             *ret_id = (uint32_t)json_integer_value(json_object_get(j, "id"));
         if (strcmp(t, "stdout") == 0)
-            sbd_base64_decode(str_c(json_string_value(json_object_get(j, "data"))), out);
+            base64_decode(json_string_value(json_object_get(j, "data")),
+                          json_string_length(json_object_get(j, "data")), out);
         if (strcmp(t, "exit") == 0)
             exit_ev = json_incref(j);
         json_decref(j);
