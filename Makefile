@@ -35,6 +35,10 @@
 #                             (make test runs both; its TSan run adds the in-process
 #                             controller manager against the API server)
 #   make manifests    render install.yaml (and the chart's CRDs) from config/ and api/crds/
+#   make dist         release artifacts in dist/ (docs/release.md): wheel + sdist, OCI
+#                     images (amd64 + arm64), install.yaml and Helm chart pinned to
+#                     REGISTRY and VERSION, krew manifest, SHA256SUMS, SPDX SBOM
+#   make push REGISTRY=...   copy dist/'s images to REGISTRY with skopeo (after make dist)
 #   make fmt          clang-format every C file
 #   make clean        remove the preset build directories
 #   make distclean    also stop the local API server and remove its state
@@ -43,7 +47,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := build
 .PHONY: deps build asan unit integration test up up-host down status kubeconfig router-url router-token bench-ksm \
 	apiserver bench bench-smoke bench-upstream chaos node-loss fuzz gvisor-check soak tsan valgrind manifests fmt clean \
-	distclean
+	distclean dist push
 
 deps:
 	hack/deps.sh
@@ -132,6 +136,16 @@ valgrind:
 
 manifests:
 	hack/render-install.sh
+
+# Release artifacts (hack/dist.sh); VERSION from hack/version.sh when there is one.
+VERSION ?= $(shell hack/version.sh 2>/dev/null || echo 0.1.0-dev)
+REGISTRY ?= ghcr.io/agent-sandbox-dev
+DIST_ARGS ?=
+dist:
+	VERSION=$(VERSION) REGISTRY=$(REGISTRY) hack/dist.sh $(DIST_ARGS)
+
+push:
+	VERSION=$(VERSION) REGISTRY=$(REGISTRY) hack/push.sh
 
 fmt:
 	git ls-files -z -- '*.c' '*.h' | xargs -0 -r clang-format -i
