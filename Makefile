@@ -144,8 +144,9 @@ DIST_ARGS ?=
 dist:
 	VERSION=$(VERSION) REGISTRY=$(REGISTRY) hack/dist.sh $(DIST_ARGS)
 
+PUSH_ARGS ?=
 push:
-	VERSION=$(VERSION) REGISTRY=$(REGISTRY) hack/push.sh
+	VERSION=$(VERSION) REGISTRY=$(REGISTRY) hack/push.sh $(PUSH_ARGS)
 
 fmt:
 	git ls-files -z -- '*.c' '*.h' | xargs -0 -r clang-format -i

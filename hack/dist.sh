@@ -101,9 +101,11 @@ python_dist() {
 	mkdir -p "$src"
 	(cd "$ROOT/sdk/python" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$src") ||
 		die "cannot copy sdk/python"
-	"$venv/bin/python" -m build --no-isolation --outdir "$DIST" "$src" >"$WORK/python-build.log" 2>&1 ||
+	rm -rf "$WORK/pydist"
+	"$venv/bin/python" -m build --no-isolation --outdir "$WORK/pydist" "$src" >"$WORK/python-build.log" 2>&1 ||
 		{ tail -20 "$WORK/python-build.log" >&2; die "python -m build failed"; }
-	"$venv/bin/twine" check --strict "$DIST"/*.whl "$DIST"/*.tar.gz || die "twine check failed"
+	"$venv/bin/twine" check --strict "$WORK"/pydist/* || die "twine check failed"
+	mv "$WORK"/pydist/* "$DIST/"
 }
 
 install_yaml() {

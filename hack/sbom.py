@@ -64,17 +64,28 @@ def needed_libs(arch, path):
     return sorted(set(re.findall(r"(/\S+)", out)))
 
 
-def dpkg_owner(lib):
-    """The Debian package (name:arch) owning LIB, trying the /usr-merged path too."""
-    for p in (lib, "/usr" + lib, os.path.realpath(lib), "/usr" + os.path.realpath(lib)):
-        out = run(["dpkg-query", "-S", p]).strip()
-        if out:
-            return (
-                out.split(":", 1)[0]
-                if out.count(":") == 1
-                else ":".join(out.split(":")[:2])
-            )
-    return None
+def dpkg_owners(libs):
+    """The Debian packages (name:arch) owning LIBS, trying the /usr-merged paths too
+    (one dpkg-query call: each takes a while)."""
+    cands = {}
+    for lib in libs:
+        for p in (lib, os.path.realpath(lib)):
+            for c in (p, "/usr" + p):
+                cands.setdefault(c, lib)
+    out = run(["dpkg-query", "-S", *sorted(cands)])
+    owners, found = set(), set()
+    for line in out.splitlines():
+        pkgs, _, path = line.rpartition(": ")
+        if path in cands and not pkgs.startswith("diversion"):
+            owners.add(pkgs.split(",")[0].strip())
+            found.add(cands[path])
+    missing = set(libs) - found
+    if missing:
+        print(
+            f"sbom: no Debian package owns {', '.join(sorted(missing))}",
+            file=sys.stderr,
+        )
+    return sorted(owners)
 
 
 def dpkg_version(pkg):
@@ -98,7 +109,7 @@ def deb_package(name, arch, version):
                 "referenceCategory": "PACKAGE-MANAGER",
                 "referenceType": "purl",
                 "referenceLocator": "pkg:deb/debian/{}@{}?arch={}".format(
-                    name, version or "", arch
+                    name, (version or "").replace(":", "%3A"), arch
                 ),
             }
         ],
@@ -208,7 +219,7 @@ def build(a):
             debs = [f"{p}:{arch}" for p in static[name].split(",")]
             kind = "STATIC_LINK"
         else:
-            debs = sorted({d for d in map(dpkg_owner, needed_libs(arch, path)) if d})
+            debs = dpkg_owners(needed_libs(arch, path))
             kind = "DYNAMIC_LINK"
         for d in debs:
             pname, parch = d.split(":") if ":" in d else (d, arch)

@@ -188,7 +188,7 @@ build_runtime() {
 		cmd='["/usr/local/bin/sandboxd","--root","/workspace"]'
 		user=1000:1000
 	fi
-	stamp="$stamp $cmd $user $env"
+	stamp="$stamp $ref $cmd $user $env"
 	if [ -s "$out" ] && [ "$(cat "$out.stamp" 2>/dev/null)" = "$stamp" ]; then
 		echo "$out"
 		return
