@@ -50,6 +50,8 @@ done
 	die "VERSION '$VERSION' is not a semantic version (X.Y.Z[-pre][+build])"
 [[ $REGISTRY =~ ^[a-z0-9.:-]+(/[a-z0-9._-]+)*$ ]] || die "REGISTRY '$REGISTRY' is not an image prefix"
 need jq "apt-get install jq"
+# Image tags cannot hold '+' (semver build metadata): Helm's convention, '_'.
+TAG=${VERSION//+/_}
 
 # builddir ARCH: the release build directory of ARCH (configured on first use).
 builddir() {
@@ -111,7 +113,7 @@ python_dist() {
 install_yaml() {
 	[ -n "${KUBECTL:-}" ] || [ -x "$CACHE_DIR/bin/kubectl" ] || [ ! -x "$K8S_BIN/kubectl" ] ||
 		export KUBECTL=$K8S_BIN/kubectl
-	"$ROOT/hack/render-install.sh" --stdout --registry "$REGISTRY" --tag "$VERSION" >"$DIST/install.yaml" ||
+	"$ROOT/hack/render-install.sh" --stdout --registry "$REGISTRY" --tag "$TAG" >"$DIST/install.yaml" ||
 		die "rendering install.yaml failed"
 }
 
@@ -121,12 +123,12 @@ helm_chart() {
 	rm -rf "$WORK/chart"
 	mkdir -p "$WORK/chart"
 	cp -r "$ROOT/charts/agent-sandbox" "$chart"
-	# The packaged chart's images default to REGISTRY (tag: the appVersion, VERSION).
+	# The packaged chart's images default to REGISTRY (tag: the appVersion, TAG).
 	sed -i "s|^  registry: localhost/agent-sandbox$|  registry: $REGISTRY|" "$chart/values.yaml"
 	grep -q "^  registry: $REGISTRY$" "$chart/values.yaml" || die "cannot set image.registry in the chart"
 	"$helm" lint --strict "$chart" >"$WORK/helm-lint.log" 2>&1 ||
 		{ cat "$WORK/helm-lint.log" >&2; die "helm lint failed"; }
-	"$helm" package "$chart" --version "$VERSION" --app-version "$VERSION" -d "$DIST" >/dev/null ||
+	"$helm" package "$chart" --version "$VERSION" --app-version "$TAG" -d "$DIST" >/dev/null ||
 		die "helm package failed"
 }
 
@@ -154,15 +156,15 @@ component_images() {
 		for c in "${COMPONENTS[@]}"; do
 			log "image $c ($arch)"
 			OCI_ARCH=$arch AS_IMAGES_CACHE=$WORK/images-$arch "$ROOT/images/build.sh" binaries \
-				"$REGISTRY/$c:$VERSION" --base scratch "$WORK/bin-$arch/$c" >/dev/null ||
+				"$REGISTRY/$c:$TAG" --base scratch "$WORK/bin-$arch/$c" >/dev/null ||
 				die "image $c ($arch) failed"
 		done
 	done
 	mkdir -p "$DIST/images"
 	for c in "${COMPONENTS[@]}"; do
 		per=()
-		for arch in "${ARCHES[@]}"; do per+=("$WORK/images-$arch/$c-$VERSION.oci.tar"); done
-		oci_index "$DIST/images/$c-$VERSION.oci.tar" "$REGISTRY/$c:$VERSION" "${per[@]}" ||
+		for arch in "${ARCHES[@]}"; do per+=("$WORK/images-$arch/$c-$TAG.oci.tar"); done
+		oci_index "$DIST/images/$c-$VERSION.oci.tar" "$REGISTRY/$c:$TAG" "${per[@]}" ||
 			die "image index $c failed"
 	done
 }
@@ -174,7 +176,7 @@ runtime_image() {
 	install -m 0755 "$WORK/bin-amd64/sandboxd" "$extra/usr/local/bin/sandboxd"
 	install -m 0644 "$ROOT/src/sandboxd/driver/kernel.py" "$extra/usr/local/lib/agent-sandbox/kernel.py"
 	log "image runtime (amd64)"
-	out=$(AS_RUNTIME_EXTRA_DIR=$extra AS_IMAGE_PREFIX=$REGISTRY AS_IMAGE_TAG=$VERSION \
+	out=$(AS_RUNTIME_EXTRA_DIR=$extra AS_IMAGE_PREFIX=$REGISTRY AS_IMAGE_TAG=$TAG \
 		AS_IMAGES_CACHE=$WORK/images-amd64 "$ROOT/images/build.sh" runtime) || die "runtime image failed"
 	mkdir -p "$DIST/images"
 	ln -f "$out" "$DIST/images/runtime-$VERSION.oci.tar" 2>/dev/null ||
@@ -197,7 +199,7 @@ sbom() {
 	done
 	[ ! -s "$WORK/runtime-dpkg-status" ] || [ "$runtime" = 0 ] ||
 		args+=(--runtime-status "$WORK/runtime-dpkg-status")
-	python3 "$ROOT/hack/sbom.py" --version "$VERSION" --registry "$REGISTRY" --dist "$DIST" \
+	python3 "$ROOT/hack/sbom.py" --version "$VERSION" --registry "$REGISTRY" --tag "$TAG" --dist "$DIST" \
 		--static "sandboxd=$SANDBOXD_STATIC" --go-mod "$ROOT/sdk/go/go.mod" \
 		--pyproject "$ROOT/sdk/python/pyproject.toml" "${args[@]}" >"$DIST/sbom.spdx.json" ||
 		die "SBOM failed"

@@ -14,6 +14,7 @@ VERSION=${VERSION:-0.1.0-dev}
 VERSION=${VERSION#v}
 REGISTRY=${REGISTRY:?set REGISTRY (e.g. make push REGISTRY=ghcr.io/me)}
 REGISTRY=${REGISTRY%/}
+TAG=${VERSION//+/_} # as hack/dist.sh tags the images
 DIST=${DIST_DIR:-$ROOT/dist}
 dry=0
 case ${1:-} in
@@ -22,7 +23,7 @@ case ${1:-} in
 *) sed -n '2,10s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
 [ "$dry" = 1 ] || need skopeo "apt-get install skopeo"
-grep -q "image: $REGISTRY/agent-sandbox-controller:$VERSION\$" "$DIST/install.yaml" 2>/dev/null ||
+grep -q "image: $REGISTRY/agent-sandbox-controller:$TAG\$" "$DIST/install.yaml" 2>/dev/null ||
 	die "$DIST/install.yaml is not for $REGISTRY and $VERSION: run make dist REGISTRY=$REGISTRY VERSION=$VERSION first"
 shopt -s nullglob
 archives=("$DIST"/images/*-"$VERSION".oci.tar)
@@ -30,11 +31,11 @@ archives=("$DIST"/images/*-"$VERSION".oci.tar)
 for a in "${archives[@]}"; do
 	name=${a##*/}
 	name=${name%-"$VERSION".oci.tar}
-	cmd=(skopeo copy --all --preserve-digests "oci-archive:$a" "docker://$REGISTRY/$name:$VERSION")
+	cmd=(skopeo copy --all --preserve-digests "oci-archive:$a" "docker://$REGISTRY/$name:$TAG")
 	if [ "$dry" = 1 ]; then
 		echo "${cmd[*]}"
 	else
-		log "pushing $REGISTRY/$name:$VERSION"
+		log "pushing $REGISTRY/$name:$TAG"
 		"${cmd[@]}" || die "skopeo copy of $a failed"
 	fi
 done

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Prints the SPDX 2.3 JSON SBOM of a release (hack/dist.sh).
 
-Usage: sbom.py --version V --registry R --dist DIR [--binary ARCH:PATH]...
+Usage: sbom.py --version V --registry R [--tag T] --dist DIR [--binary ARCH:PATH]...
                [--static NAME=PKG,PKG...] [--runtime-status FILE] --go-mod FILE
                --pyproject FILE
        sbom.py --check SBOM.json          validate the required SPDX 2.3 fields
@@ -355,6 +355,7 @@ def main():
     ap.add_argument("--check")
     ap.add_argument("--version")
     ap.add_argument("--registry", default="")
+    ap.add_argument("--tag", help="the images' tag (default VERSION)")
     ap.add_argument("--dist")
     ap.add_argument("--binary", action="append", default=[])
     ap.add_argument("--static", action="append", default=[])
