@@ -4,7 +4,8 @@
 #   REGISTRY=ghcr.io/me VERSION=0.1.0 hack/push.sh [--dry-run]
 #
 # Each dist/images/NAME-VERSION.oci.tar goes to REGISTRY/NAME:VERSION with every
-# architecture it holds (skopeo copy --all: the image index of amd64 and arm64).
+# architecture it holds (skopeo copy --all: the image index of amd64 and arm64). The
+# archives' layers are uncompressed tars; skopeo gzips them on the way to the registry.
 # Credentials are skopeo's (skopeo login REGISTRY, or $REGISTRY_AUTH_FILE). REGISTRY must
 # be the prefix make dist was run with: install.yaml and the chart name those images.
 # --dry-run prints the skopeo commands instead.
@@ -31,7 +32,7 @@ archives=("$DIST"/images/*-"$VERSION".oci.tar)
 for a in "${archives[@]}"; do
 	name=${a##*/}
 	name=${name%-"$VERSION".oci.tar}
-	cmd=(skopeo copy --all --preserve-digests "oci-archive:$a" "docker://$REGISTRY/$name:$TAG")
+	cmd=(skopeo copy --all "oci-archive:$a" "docker://$REGISTRY/$name:$TAG")
 	if [ "$dry" = 1 ]; then
 		echo "${cmd[*]}"
 	else

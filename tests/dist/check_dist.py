@@ -250,11 +250,10 @@ def sbom(path, dist):
         for p in doc["packages"]
         if p.get("externalRefs")
     ]
-    for kind in (
-        "pkg:golang/k8s.io/client-go@",
-        "pkg:pypi/httpx",
-        "pkg:deb/debian/python3",
-    ):
+    want = ["pkg:golang/k8s.io/client-go@", "pkg:pypi/httpx"]
+    if any(f.startswith("images/runtime-") for f in sums):
+        want.append("pkg:deb/debian/python3@")  # the runtime image's packages
+    for kind in want:
         if not any(u.startswith(kind) for u in purls):
             errs.append(f"no {kind} package")
     return errs
