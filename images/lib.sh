@@ -157,9 +157,9 @@ oci_import_changed() {
 
 
 # oci_index OUT REF ARCHIVE...: one archive OUT holding the images of the single-image
-# ARCHIVEs (one per architecture, from oci_image) under an image index: index.json lists
-# each manifest with its platform, all named REF. `skopeo copy --all oci-archive:OUT ...`
-# pushes it as a multi-architecture image.
+# ARCHIVEs (one per architecture, from oci_image) as a multi-architecture image: an image
+# index blob lists each manifest with its platform; index.json names that index REF.
+# `skopeo copy --all oci-archive:OUT docker://...` pushes it with every architecture.
 oci_index() {
 	local out=$1 ref=$2 work a
 	shift 2
@@ -167,14 +167,17 @@ oci_index() {
 	mkdir -p "$work/blobs/sha256"
 	for a in "$@"; do
 		tar -xf "$a" -C "$work" blobs || { rm -rf "$work"; return 1; }
-		tar -xOf "$a" index.json | jq -c '.manifests[]' >>"$work/manifests" ||
+		tar -xOf "$a" index.json | jq -c '.manifests[] | del(.annotations)' >>"$work/manifests" ||
 			{ rm -rf "$work"; return 1; }
 	done
-	jq -cs --arg ref "$ref" --arg tag "${ref##*:}" \
-		'{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json",
-		  manifests: [.[] | .annotations = {"io.containerd.image.name": $ref,
-		                                    "org.opencontainers.image.ref.name": $tag}]}' \
-		"$work/manifests" >"$work/index.json" && rm "$work/manifests" &&
+	jq -cs '{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests: .}' \
+		"$work/manifests" >"$work/image-index.json" && rm "$work/manifests" &&
+		oci_blob_add "$work" image-index.json idx &&
+		jq -cn --arg d "sha256:$idx_digest" --argjson s "$idx_size" --arg ref "$ref" --arg tag "${ref##*:}" \
+			'{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json",
+			  manifests: [{mediaType: "application/vnd.oci.image.index.v1+json", digest: $d, size: $s,
+			    annotations: {"io.containerd.image.name": $ref, "org.opencontainers.image.ref.name": $tag}}]}' \
+			>"$work/index.json" &&
 		printf '{"imageLayoutVersion":"1.0.0"}' >"$work/oci-layout" &&
 		tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work" \
 			-cf "$out.tmp" oci-layout index.json blobs && mv "$out.tmp" "$out"

@@ -273,23 +273,36 @@ def oci(archive, ref, arches):
             return json.load(t.extractfile("blobs/sha256/" + digest.split(":", 1)[1]))
 
         index = json.load(t.extractfile("index.json"))
+        # One image (skopeo and containerd pick it by name): a manifest, or an image
+        # index of one manifest per platform.
+        if len(index["manifests"]) != 1:
+            return [
+                f"{archive}: index.json lists {len(index['manifests'])} images, want 1"
+            ]
+        top = index["manifests"][0]
+        name = top.get("annotations", {}).get("io.containerd.image.name")
+        if name != ref:
+            errs.append(f"{archive}: named {name}, want {ref}")
+        manifests = [top]
+        if top["mediaType"] == "application/vnd.oci.image.index.v1+json":
+            manifests = blob(top["digest"])["manifests"]
         got = []
-        for m in index["manifests"]:
+        for m in manifests:
             plat = m.get("platform", {}).get("architecture")
-            name = m.get("annotations", {}).get("io.containerd.image.name")
-            if name != ref:
-                errs.append(f"{archive}: manifest for {plat} named {name}, want {ref}")
             got.append(plat)
-            cfg = blob(blob(m["digest"])["config"]["digest"])
+            man = blob(m["digest"])
+            cfg = blob(man["config"]["digest"])
             if cfg.get("architecture") != plat or cfg.get("os") != "linux":
                 errs.append(
-                    "{}: manifest for {} has a config of {}/{}".format(
-                        archive, plat, cfg.get("os"), cfg.get("architecture")
-                    )
+                    f"{archive}: manifest for {plat} has a config of "
+                    f"{cfg.get('os')}/{cfg.get('architecture')}"
                 )
-            for layer in blob(m["digest"])["layers"]:
-                if "blobs/sha256/" + layer["digest"].split(":")[1] not in names:
-                    errs.append("{}: layer {} missing".format(archive, layer["digest"]))
+            for layer in man["layers"]:
+                member = "blobs/sha256/" + layer["digest"].split(":")[1]
+                if member not in names:
+                    errs.append(f"{archive}: layer {layer['digest']} missing")
+                elif t.getmember(member).size != layer["size"]:
+                    errs.append(f"{archive}: layer {layer['digest']} size differs")
     if sorted(got) != sorted(arches):
         errs.append(f"{archive}: architectures {got}, want {arches}")
     return errs

@@ -10,7 +10,8 @@
 # same-install: Helm's labels and the flags the chart spells out at their defaults
 # aside); every install.yaml image is REGISTRY/...:VERSION; the krew manifest's sha256s
 # and URLs; the SBOM's SPDX 2.3 fields, artifacts and Debian dependencies; the OCI
-# archives (index.json, amd64 + arm64 manifests whose configs name that architecture);
+# archives (index.json, amd64 + arm64 manifests whose configs name that architecture;
+# skopeo copies them and inspects each architecture);
 # the arm64 controller, router and sandboxd from their image's root file system run under
 # qemu-aarch64-static (--help, --version), the amd64 ones natively in a chroot;
 # make push --dry-run. --no-runtime leaves the runtime image out (faster cold).
@@ -30,7 +31,7 @@ args=()
 case ${1:-} in
 "") ;;
 --no-runtime) args+=(--no-runtime) ;;
-*) sed -n '2,19s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+*) sed -n '2,20s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
 
 rm -rf "$WORK"
@@ -91,6 +92,20 @@ for c in agent-sandbox-controller sandbox-router sandboxd; do
 	check "image $c: OCI index of linux/amd64 and linux/arm64, named $REGISTRY/$c:$VERSION" \
 		python3 "$ROOT/tests/dist/check_dist.py" oci "images/$c-$VERSION.oci.tar" "$REGISTRY/$c:$VERSION" amd64 arm64
 done
+# skopeo (make push's tool) reads each archive: copying every architecture into an OCI
+# layout verifies each blob's digest and size.
+if command -v skopeo >/dev/null; then
+	for c in agent-sandbox-controller sandbox-router sandboxd; do
+		a=images/$c-$VERSION.oci.tar
+		check "skopeo: $c copies with both architectures, the arm64 one inspects as arm64" eval \
+			"skopeo copy -q --all 'oci-archive:$a' 'oci:$WORK/skopeo-$c:$VERSION' >'$WORK/skopeo.log' 2>&1 &&
+			 [ \"\$(skopeo inspect --override-arch arm64 'oci-archive:$a' | jq -r .Architecture)\" = arm64 ] &&
+			 [ \"\$(skopeo inspect --override-arch amd64 'oci-archive:$a' | jq -r .Architecture)\" = amd64 ]"
+		rm -rf "$WORK/skopeo-$c"
+	done
+else
+	skip "skopeo reads the archives" "no skopeo (hack/deps.sh --cross)"
+fi
 if [ ${#args[@]} -eq 0 ]; then
 	check "image runtime: OCI archive, linux/amd64, named $REGISTRY/runtime:$VERSION" \
 		python3 "$ROOT/tests/dist/check_dist.py" oci "images/runtime-$VERSION.oci.tar" "$REGISTRY/runtime:$VERSION" amd64
@@ -101,8 +116,9 @@ rootfs() {
 	local t m l
 	t=$(mktemp -d "$WORK/oci.XXXXXX")
 	tar -xf "$1" -C "$t" || return 1
+	m=$(jq -r '.manifests[0].digest' "$t/index.json" | cut -d: -f2)
 	m=$(jq -r --arg a "$2" '.manifests[] | select(.platform.architecture == $a) | .digest' \
-		"$t/index.json" | cut -d: -f2)
+		"$t/blobs/sha256/$m" | cut -d: -f2)
 	[ -n "$m" ] || return 1
 	mkdir -p "$3"
 	for l in $(jq -r '.layers[].digest' "$t/blobs/sha256/$m" | cut -d: -f2); do
