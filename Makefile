@@ -40,7 +40,7 @@
 #                     REGISTRY and VERSION, krew manifest, SHA256SUMS, SPDX SBOM
 #   make push REGISTRY=...   copy dist/'s images to REGISTRY with skopeo (after make dist)
 #   make fmt          clang-format every C file
-#   make clean        remove the preset build directories
+#   make clean        remove the preset build directories (and make dist's arm64 one)
 #   make distclean    also stop the local API server and remove its state
 
 SHELL := /bin/bash
@@ -152,7 +152,7 @@ fmt:
 	git ls-files -z -- '*.c' '*.h' | xargs -0 -r clang-format -i
 
 clean:
-	rm -rf build/debug build/asan build/release
+	rm -rf build/debug build/asan build/release build/release-arm64
 
 distclean: clean
 	hack/apiserver.sh stop --purge
