@@ -35,15 +35,19 @@
 #                             (make test runs both; its TSan run adds the in-process
 #                             controller manager against the API server)
 #   make manifests    render install.yaml (and the chart's CRDs) from config/ and api/crds/
+#   make dist         release artifacts in dist/ (docs/release.md): wheel + sdist, OCI
+#                     images (amd64 + arm64), install.yaml and Helm chart pinned to
+#                     REGISTRY and VERSION, krew manifest, SHA256SUMS, SPDX SBOM
+#   make push REGISTRY=...   copy dist/'s images to REGISTRY with skopeo (after make dist)
 #   make fmt          clang-format every C file
-#   make clean        remove the preset build directories
+#   make clean        remove the preset build directories (and make dist's arm64 one)
 #   make distclean    also stop the local API server and remove its state
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 .PHONY: deps build asan unit integration test up up-host down status kubeconfig router-url router-token bench-ksm \
 	apiserver bench bench-smoke bench-upstream chaos node-loss fuzz gvisor-check soak tsan valgrind manifests fmt clean \
-	distclean
+	distclean dist push
 
 deps:
 	hack/deps.sh
@@ -133,11 +137,22 @@ valgrind:
 manifests:
 	hack/render-install.sh
 
+# Release artifacts (hack/dist.sh); VERSION from hack/version.sh when there is one.
+VERSION ?= $(shell hack/version.sh 2>/dev/null || echo 0.1.0-dev)
+REGISTRY ?= ghcr.io/agent-sandbox-dev
+DIST_ARGS ?=
+dist:
+	VERSION=$(VERSION) REGISTRY=$(REGISTRY) hack/dist.sh $(DIST_ARGS)
+
+PUSH_ARGS ?=
+push:
+	VERSION=$(VERSION) REGISTRY=$(REGISTRY) hack/push.sh $(PUSH_ARGS)
+
 fmt:
 	git ls-files -z -- '*.c' '*.h' | xargs -0 -r clang-format -i
 
 clean:
-	rm -rf build/debug build/asan build/release
+	rm -rf build/debug build/asan build/release build/release-arm64
 
 distclean: clean
 	hack/apiserver.sh stop --purge

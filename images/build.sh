@@ -11,6 +11,8 @@
 #
 # Each build prints the archive path (ARCHIVE; ARCHIVE.digest holds the manifest digest).
 # Archives live in $AS_IMAGES_CACHE (default .cache/images), base layers in ~/.cache/agent-sandbox/images.
+# $AS_IMAGE_PREFIX and $AS_IMAGE_TAG name the runtime images (localhost/agent-sandbox, dev);
+# OCI_ARCH=arm64 builds binaries images from arm64 FILEs (images/lib.sh).
 #
 # Runtime image hook: the files of $AS_RUNTIME_EXTRA_DIR (default images/runtime/extra,
 # if it exists) are added as a top layer, e.g. usr/local/bin/sandboxd and the kernel driver
@@ -21,8 +23,8 @@ source "$(dirname "$0")/../hack/lib.sh"
 source "$ROOT/images/lib.sh"
 
 PAUSE_REF=$IMAGE_PREFIX/pause:3.10
-RUNTIME_REF=$IMAGE_PREFIX/runtime:dev
-RUNTIME_SCI_REF=$IMAGE_PREFIX/runtime-sci:dev
+RUNTIME_REF=$IMAGE_PREFIX/runtime:${AS_IMAGE_TAG:-dev}
+RUNTIME_SCI_REF=$IMAGE_PREFIX/runtime-sci:${AS_IMAGE_TAG:-dev}
 BASE_CACHE=${AS_IMAGES_BASE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox/images}
 RUNTIME_SUITE=${AS_RUNTIME_SUITE:-bookworm}
 RUNTIME_EXTRA_DIR=${AS_RUNTIME_EXTRA_DIR:-$ROOT/images/runtime/extra}
@@ -33,7 +35,7 @@ RUNTIME_ENV='["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # The scientific variant draws with matplotlib's file backend (no display in a sandbox).
 RUNTIME_SCI_ENV=$(jq -c '. + ["MPLBACKEND=Agg"]' <<<"$RUNTIME_ENV")
 
-usage() { sed -n '2,19s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
 
 # The Debian mirror apt is configured with (deb822 or one-line format).
 debian_mirror() {
@@ -186,7 +188,7 @@ build_runtime() {
 		cmd='["/usr/local/bin/sandboxd","--root","/workspace"]'
 		user=1000:1000
 	fi
-	stamp="$stamp $cmd $user $env"
+	stamp="$stamp $ref $cmd $user $env"
 	if [ -s "$out" ] && [ "$(cat "$out.stamp" 2>/dev/null)" = "$stamp" ]; then
 		echo "$out"
 		return

@@ -10,6 +10,9 @@
 
 IMAGES_CACHE=${AS_IMAGES_CACHE:-$CACHE_DIR/images}
 IMAGE_PREFIX=${AS_IMAGE_PREFIX:-localhost/agent-sandbox}
+# The architecture images are built for (amd64 or arm64; OCI/Go names). Files given to
+# oci_copy_with_libs must be built for it (cross-compiled for arm64: cmake/toolchain-aarch64.cmake).
+OCI_ARCH=${OCI_ARCH:-amd64}
 
 # oci_sha256 FILE: prints the hex sha256 of FILE.
 oci_sha256() { sha256sum "$1" | cut -d' ' -f1; }
@@ -56,7 +59,8 @@ oci_image() {
 	jq -cn --argjson ep "$entrypoint" --argjson cmd "$cmd" --argjson env "$env" \
 		--arg user "${OCI_USER:-}" \
 		--argjson diffs "$(oci_json_array "${diffs[@]}")" \
-		'{architecture: "amd64", os: "linux",
+		--arg arch "$OCI_ARCH" \
+		'{architecture: $arch, os: "linux",
 		  config: ({Entrypoint: $ep, Cmd: $cmd, Env: $env, WorkingDir: "/"}
 		           + (if $user == "" then {} else {User: $user} end)),
 		  rootfs: {type: "layers", diff_ids: $diffs}}' >"$work/config.json"
@@ -68,9 +72,9 @@ oci_image() {
 		  layers: $layers}' >"$work/manifest.json"
 	oci_blob_add "$work" manifest.json man
 	jq -cn --arg md "sha256:$man_digest" --argjson ms "$man_size" --arg ref "$ref" \
-		--arg tag "${ref##*:}" \
+		--arg tag "${ref##*:}" --arg arch "$OCI_ARCH" \
 		'{schemaVersion: 2, manifests: [{mediaType: "application/vnd.oci.image.manifest.v1+json",
-		  digest: $md, size: $ms, platform: {architecture: "amd64", os: "linux"},
+		  digest: $md, size: $ms, platform: {architecture: $arch, os: "linux"},
 		  annotations: {"io.containerd.image.name": $ref, "org.opencontainers.image.ref.name": $tag}}]}' \
 		>"$work/index.json"
 	printf '{"imageLayoutVersion":"1.0.0"}' >"$work/oci-layout"
@@ -92,8 +96,22 @@ oci_blob_add() {
 	printf -v "$3_size" %s "$s"
 }
 
+# oci_needed_libs FILE: the shared libraries FILE loads (absolute paths), per ldd; for
+# arm64 the arm64 dynamic loader lists them under qemu-aarch64-static (multiarch libraries).
+oci_needed_libs() {
+	if [ "$OCI_ARCH" = arm64 ]; then
+		need qemu-aarch64-static "apt-get install qemu-user-static"
+		# A static binary has no interpreter: nothing to copy.
+		file -L "$1" | grep -q 'dynamically linked' || return 0
+		qemu-aarch64-static /lib/ld-linux-aarch64.so.1 --list "$1" 2>/dev/null |
+			grep -o '/[^ ]*' | sort -u || true
+		return
+	fi
+	ldd "$1" 2>/dev/null | grep -o '/[^ ]*' | sort -u || true
+}
+
 # oci_copy_with_libs ROOT FILE...: copies each executable to ROOT/usr/local/bin and the
-# shared libraries it needs (per ldd) to the same paths under ROOT.
+# shared libraries it needs (oci_needed_libs) to the same paths under ROOT.
 oci_copy_with_libs() {
 	local root=$1 f lib
 	shift
@@ -105,7 +123,7 @@ oci_copy_with_libs() {
 			[ -n "$lib" ] || continue
 			mkdir -p "$root$(dirname "$lib")"
 			cp -L "$lib" "$root$lib"
-		done < <(ldd "$f" 2>/dev/null | grep -o '/[^ ]*' | sort -u || true)
+		done < <(oci_needed_libs "$f")
 	done
 }
 
@@ -137,3 +155,33 @@ oci_import_changed() {
 	done
 }
 
+
+# oci_index OUT REF ARCHIVE...: one archive OUT holding the images of the single-image
+# ARCHIVEs (one per architecture, from oci_image) as a multi-architecture image: an image
+# index blob lists each manifest with its platform; index.json names that index REF.
+# `skopeo copy --all oci-archive:OUT docker://...` pushes it with every architecture.
+oci_index() {
+	local out=$1 ref=$2 work a
+	shift 2
+	work=$(mktemp -d "${out%/*}/.oci-index.XXXXXX") || return 1
+	mkdir -p "$work/blobs/sha256"
+	for a in "$@"; do
+		tar -xf "$a" -C "$work" blobs || { rm -rf "$work"; return 1; }
+		tar -xOf "$a" index.json | jq -c '.manifests[] | del(.annotations)' >>"$work/manifests" ||
+			{ rm -rf "$work"; return 1; }
+	done
+	jq -cs '{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests: .}' \
+		"$work/manifests" >"$work/image-index.json" && rm "$work/manifests" &&
+		oci_blob_add "$work" image-index.json idx &&
+		jq -cn --arg d "sha256:$idx_digest" --argjson s "$idx_size" --arg ref "$ref" --arg tag "${ref##*:}" \
+			'{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json",
+			  manifests: [{mediaType: "application/vnd.oci.image.index.v1+json", digest: $d, size: $s,
+			    annotations: {"io.containerd.image.name": $ref, "org.opencontainers.image.ref.name": $tag}}]}' \
+			>"$work/index.json" &&
+		printf '{"imageLayoutVersion":"1.0.0"}' >"$work/oci-layout" &&
+		tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work" \
+			-cf "$out.tmp" oci-layout index.json blobs && mv "$out.tmp" "$out"
+	local rc=$?
+	rm -rf "$work"
+	return $rc
+}

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Release artifact tests: runs hack/dist.sh (make dist) for a test version and registry
+# into .cache/dist-tests/dist and checks what it wrote. Prints "N passed, N failed".
+#
+#   tests/dist/run.sh [--no-runtime]
+#
+# Checks: SHA256SUMS verifies; twine check; the wheel installs in a clean venv and
+# imports; helm lint of the packaged chart (chart version and appVersion = VERSION);
+# helm template with default values equals dist/install.yaml (tests/dist/check_dist.py
+# same-install: Helm's labels and the flags the chart spells out at their defaults
+# aside); every install.yaml image is REGISTRY/...:VERSION; the krew manifest's sha256s
+# and URLs; the SBOM's SPDX 2.3 fields, artifacts and Debian dependencies; the OCI
+# archives (index.json, amd64 + arm64 manifests whose configs name that architecture;
+# skopeo copies them and inspects each architecture);
+# the arm64 controller, router and sandboxd from their image's root file system run under
+# qemu-aarch64-static (--help, --version), the amd64 ones natively in a chroot;
+# make push --dry-run. --no-runtime leaves the runtime image out (faster cold).
+#
+# Warm (binaries, helm, the runtime base layer, the pip cache present) 45-70 s on two
+# busy cores; cold adds the builds (docs/release.md).
+set -uo pipefail
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/../e2e/lib.sh"
+WORK=${AS_DIST_TEST_WORK:-$ROOT/.cache/dist-tests}
+VERSION=1.2.3-rc.1
+REGISTRY=registry.example/team
+URL=https://downloads.example/agent-sandbox/v$VERSION
+DIST=$WORK/dist
+HELM=${HELM:-}
+args=()
+case ${1:-} in
+"") ;;
+--no-runtime) args+=(--no-runtime) ;;
+*) sed -n '2,20s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+esac
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+for tool in aarch64-linux-gnu-gcc qemu-aarch64-static; do
+	if ! command -v "$tool" >/dev/null; then
+		skip "release artifacts" "no $tool: hack/deps.sh --cross installs the arm64 toolchain"
+		summary "dist tests"
+		exit 0
+	fi
+done
+check "hack/dist.sh refuses a VERSION that is not a semantic version" eval \
+	"! DIST_DIR='$DIST' VERSION=1.2 '$ROOT/hack/dist.sh' 2>'$WORK/bad.err' && grep -q 'not a semantic version' '$WORK/bad.err' && [ ! -e '$DIST' ]"
+check "hack/dist.sh refuses a REGISTRY that is not an image prefix" eval \
+	"! DIST_DIR='$DIST' REGISTRY='Bad Registry/' '$ROOT/hack/dist.sh' 2>'$WORK/bad.err' && grep -q 'not an image prefix' '$WORK/bad.err'"
+info "hack/dist.sh VERSION=$VERSION REGISTRY=$REGISTRY (log: $WORK/dist.log)"
+if ! DIST_DIR=$DIST VERSION=v$VERSION REGISTRY=$REGISTRY RELEASE_URL=$URL \
+	"$ROOT/hack/dist.sh" "${args[@]}" >"$WORK/dist.log" 2>&1; then
+	not_ok "hack/dist.sh" "$(tail -5 "$WORK/dist.log")"
+	summary "dist tests"
+	exit 1
+fi
+ok "hack/dist.sh (VERSION=v$VERSION: the leading v dropped)"
+cd "$DIST" || exit 1
+check "SHA256SUMS verifies and covers every file" eval \
+	'sha256sum --quiet -c SHA256SUMS && [ "$(find . -type f ! -name SHA256SUMS | wc -l)" = "$(wc -l <SHA256SUMS)" ]'
+
+# --- Python ----------------------------------------------------------------------------
+venv=${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox/dist/venv
+wheel=$(ls ./*.whl)
+sdist=$(ls ./*.tar.gz | grep -v '^./kubectl-sandbox_')
+check "twine check --strict (wheel and sdist)" eval \
+	"[ -n '$sdist' ] && '$venv/bin/twine' check --strict '$wheel' '$sdist' >'$WORK/twine.log' 2>&1"
+if top=$(python3 "$ROOT/tests/dist/check_dist.py" wheel-top "$wheel") &&
+	python3 -m venv "$WORK/venv" && "$WORK/venv/bin/pip" install -q "$wheel" >"$WORK/pip.log" 2>&1 &&
+	(cd "$WORK" && "$WORK/venv/bin/python" -c "import $top, sys; sys.exit(0 if '$WORK/venv' in $top.__file__ else 1)"); then
+	ok "the wheel installs in a clean venv and $top imports from it"
+else
+	not_ok "the wheel installs in a clean venv and imports" "$(tail -3 "$WORK/pip.log" 2>/dev/null)"
+fi
+
+# --- install.yaml, chart, krew ---------------------------------------------------------
+check "install.yaml images are $REGISTRY/...:$VERSION" \
+	python3 "$ROOT/tests/dist/check_dist.py" images install.yaml "$REGISTRY" "$VERSION"
+[ -n "$HELM" ] || HELM=$("$ROOT/tests/install/build-helm.sh" 2>"$WORK/build-helm.log")
+chart=agent-sandbox-$VERSION.tgz
+check "helm lint --strict $chart" eval "'$HELM' lint --strict '$chart' >'$WORK/helm-lint.log' 2>&1"
+check "chart version and appVersion are $VERSION" eval \
+	"'$HELM' show chart '$chart' | grep -qx 'version: $VERSION' && '$HELM' show chart '$chart' | grep -qx 'appVersion: $VERSION'"
+"$HELM" template agent-sandbox "$chart" -n agent-sandbox-system >"$WORK/helm-template.yaml" 2>"$WORK/helm-template.err"
+check "helm template (default values) equals install.yaml" \
+	python3 "$ROOT/tests/dist/check_dist.py" same-install install.yaml "$WORK/helm-template.yaml"
+check "krew manifest: v$VERSION, amd64 + arm64, URLs and sha256s" \
+	python3 "$ROOT/tests/dist/check_dist.py" krew sandbox.yaml "$VERSION" "$URL" kubectl-sandbox_*.tar.gz
+check "krew tarballs hold kubectl-sandbox of their architecture" eval \
+	"tar -xOzf kubectl-sandbox_${VERSION}_linux_amd64.tar.gz kubectl-sandbox | file - | grep -q x86-64 &&
+	 tar -xOzf kubectl-sandbox_${VERSION}_linux_arm64.tar.gz kubectl-sandbox | file - | grep -q aarch64"
+
+# --- SBOM ------------------------------------------------------------------------------
+check "SBOM: SPDX 2.3 fields, every artifact's sha256, versioned Debian, Go and Python dependencies" \
+	python3 "$ROOT/tests/dist/check_dist.py" sbom sbom.spdx.json .
+
+# --- images ----------------------------------------------------------------------------
+for c in agent-sandbox-controller sandbox-router sandboxd; do
+	check "image $c: OCI index of linux/amd64 and linux/arm64, named $REGISTRY/$c:$VERSION" \
+		python3 "$ROOT/tests/dist/check_dist.py" oci "images/$c-$VERSION.oci.tar" "$REGISTRY/$c:$VERSION" amd64 arm64
+done
+# skopeo (make push's tool) reads each archive: copying every architecture into an OCI
+# layout verifies each blob's digest and size.
+if command -v skopeo >/dev/null; then
+	for c in agent-sandbox-controller sandbox-router sandboxd; do
+		a=images/$c-$VERSION.oci.tar
+		check "skopeo: $c copies with both architectures, the arm64 one inspects as arm64" eval \
+			"skopeo copy -q --all 'oci-archive:$a' 'oci:$WORK/skopeo-$c:$VERSION' >'$WORK/skopeo.log' 2>&1 &&
+			 [ \"\$(skopeo inspect --override-arch arm64 'oci-archive:$a' | jq -r .Architecture)\" = arm64 ] &&
+			 [ \"\$(skopeo inspect --override-arch amd64 'oci-archive:$a' | jq -r .Architecture)\" = amd64 ]"
+		rm -rf "$WORK/skopeo-$c"
+	done
+else
+	skip "skopeo reads the archives" "no skopeo (hack/deps.sh --cross)"
+fi
+if [ ${#args[@]} -eq 0 ]; then
+	check "image runtime: OCI archive, linux/amd64, named $REGISTRY/runtime:$VERSION" \
+		python3 "$ROOT/tests/dist/check_dist.py" oci "images/runtime-$VERSION.oci.tar" "$REGISTRY/runtime:$VERSION" amd64
+fi
+
+# rootfs ARCHIVE ARCH DIR: unpacks the ARCH image of a multi-architecture archive.
+rootfs() {
+	local t m l
+	t=$(mktemp -d "$WORK/oci.XXXXXX")
+	tar -xf "$1" -C "$t" || return 1
+	m=$(jq -r '.manifests[0].digest' "$t/index.json" | cut -d: -f2)
+	m=$(jq -r --arg a "$2" '.manifests[] | select(.platform.architecture == $a) | .digest' \
+		"$t/blobs/sha256/$m" | cut -d: -f2)
+	[ -n "$m" ] || return 1
+	mkdir -p "$3"
+	for l in $(jq -r '.layers[].digest' "$t/blobs/sha256/$m" | cut -d: -f2); do
+		tar -xf "$t/blobs/sha256/$l" -C "$3" || return 1
+	done
+	rm -rf "$t"
+}
+
+# run_in ARCH ROOT BIN ARGS...: the image's BIN with its own libraries.
+run_in() {
+	local arch=$1 root=$2
+	shift 2
+	if [ "$arch" = arm64 ]; then
+		qemu-aarch64-static -L "$root" "$root$@"
+	else
+		chroot "$root" "$@"
+	fi
+}
+
+for arch in arm64 amd64; do
+	if [ "$arch" = arm64 ] && ! command -v qemu-aarch64-static >/dev/null; then
+		skip "arm64 binaries under qemu" "no qemu-aarch64-static (hack/deps.sh --cross)"
+		continue
+	fi
+	if [ "$arch" = amd64 ] && [ "$(id -u)" != 0 ]; then
+		skip "amd64 binaries in a chroot of their image" "needs root"
+		continue
+	fi
+	for c in agent-sandbox-controller sandbox-router sandboxd; do
+		r=$WORK/rootfs-$c-$arch
+		if ! rootfs "images/$c-$VERSION.oci.tar" "$arch" "$r"; then
+			not_ok "$c ($arch): unpack its image"
+			continue
+		fi
+		file "$r/usr/local/bin/$c" >"$WORK/file-$c-$arch"
+		want=x86-64
+		[ "$arch" = amd64 ] || want=aarch64
+		check "$c ($arch) in its image is an $want binary" grep -q "$want" "$WORK/file-$c-$arch"
+		check "$c ($arch) --help runs from its image alone" eval \
+			"run_in $arch '$r' /usr/local/bin/$c --help >'$WORK/help-$c-$arch' 2>&1 && grep -qi usage '$WORK/help-$c-$arch'"
+	done
+	check "sandboxd ($arch) --version is sandboxd X.Y.Z" eval \
+		"run_in $arch '$WORK/rootfs-sandboxd-$arch' /usr/local/bin/sandboxd --version | grep -Eq '^sandboxd [0-9]+\.[0-9]+\.[0-9]+'"
+done
+
+# --- make push -------------------------------------------------------------------------
+push=$(cd "$ROOT" && make -s push REGISTRY=$REGISTRY VERSION=$VERSION DIST_DIR="$DIST" PUSH_ARGS=--dry-run 2>&1)
+check "make push --dry-run: skopeo copy --all of each image to $REGISTRY/NAME:$VERSION" eval \
+	"[ \"\$(grep -c '^skopeo copy --all' <<<\"\$push\")\" = \"\$(ls images | wc -l)\" ] &&
+	 grep -q 'oci-archive:$DIST/images/sandbox-router-$VERSION.oci.tar docker://$REGISTRY/sandbox-router:$VERSION' <<<\"\$push\""
+check "make push refuses a REGISTRY that dist/ was not built for" eval \
+	"! (cd '$ROOT' && make -s push REGISTRY=other.example VERSION=$VERSION DIST_DIR='$DIST' PUSH_ARGS=--dry-run) >/dev/null 2>&1"
+
+summary "dist tests"
