@@ -4,7 +4,8 @@
 # "N passed, N failed" as the last line. Exits non-zero on any failure.
 #
 # Then: the release build with sandboxd's component tests, the CRD freshness check and
-# CRD tests, the local cluster tests, `make up` and the end-to-end tests on it.
+# CRD tests, the release artifacts (make dist), the benchmark smoke, chaos, valgrind,
+# the local cluster tests, `make up` and the end-to-end tests on it.
 #
 # Env: AS_KEEP_APISERVER=1 keeps an API server that this script started running;
 # AS_TEST_CLUSTER=0 skips everything that needs the local cluster (root);
@@ -133,7 +134,10 @@ suite "CRDs up to date (hack/gen-crds --check)" python3 hack/gen-crds/gen_crds.p
 suite "CRD tests" bash tests/crds/run.sh
 suite "observability config (alerts, dashboard)" python3 -m unittest tests/observability/test_config.py
 suite "install.yaml up to date (hack/render-install.sh --check)" hack/render-install.sh --check
-suite "benchmark smoke (small N, standalone API server)" bench/run.sh --smoke
+suite "release artifacts (make dist, tests/dist)" bash tests/dist/run.sh
+# the release preset's binaries (the same configuration as bench/run.sh's own build)
+suite "benchmark smoke (small N, standalone API server)" env BENCH_BUILD=build/release \
+	bench/run.sh --smoke
 # Fault injection at CI size (make chaos runs it at 300 claims): controller SIGKILLs
 # during bursts and refills, 410s, kube-apiserver and etcd restarts, hostile objects.
 if [ "${AS_TEST_CHAOS:-1}" = 1 ]; then
