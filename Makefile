@@ -68,6 +68,7 @@ integration: asan
 	eval "$$(hack/apiserver.sh env)" && ctest --preset integration
 
 test:
+	hack/deps.sh --cluster --cross
 	hack/test.sh
 
 up:
