@@ -18,6 +18,7 @@
 #include "controller/manager_int.h"
 #include "controller/ns_source.h"
 #include "controller/pod_transform.h"
+#include "controller/sandbox_memo.h"
 #include "controller/sandbox_names.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -244,6 +245,7 @@ int ctrl_manager_new(const struct ctrl_opts *opts, struct ctrl_manager **ret)
     m->metrics_addr = opts->metrics_addr ? xstrdup(opts->metrics_addr) : NULL;
     m->health_addr = opts->health_addr ? xstrdup(opts->health_addr) : NULL;
     m->opts.ns = m->ns;
+    m->memo = sb_memo_new();
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->cond, NULL);
     if (pipe2(m->wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -352,6 +354,7 @@ static int start_informers(struct ctrl_manager *m)
                          : m->opts.status_window                         ? m->opts.status_window
                                                  : CTRL_DEFAULT_STATUS_WINDOW,
         .pod_name_annotation_always = m->opts.pod_name_annotation_always,
+        .memo = m->memo,
     };
     return 0;
 }
@@ -424,8 +427,11 @@ int ctrl_manager_start(struct ctrl_manager *m)
         return r;
     r = start_events(m);
     if (r >= 0 && m->opts.extensions) {
-        struct ext_deps d = {
-            .client = m->opts.client, .ns = m->ns, .events = m->events, .metrics = &m->met};
+        struct ext_deps d = {.client = m->opts.client,
+                             .ns = m->ns,
+                             .events = m->events,
+                             .metrics = &m->met,
+                             .memo = m->memo};
         r = ext_ctrl_new(&m->opts.ext, &d, &m->ext);
     }
     if (r >= 0)
@@ -556,6 +562,7 @@ void ctrl_manager_free(struct ctrl_manager *m)
     }
     events_recorder_free(m->events);
     idle_ctrl_free(m->idle);
+    sb_memo_free(m->memo);
     wq_free(m->queue);
     metrics_registry_free(m->met.reg);
     for (int i = 0; i < 2; i++)

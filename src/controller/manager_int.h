@@ -22,6 +22,7 @@ struct http_req;
 struct tls_front;
 struct metrics_auth;
 struct metric;
+struct sb_memo;
 
 enum { CTRL_INF_SANDBOX, CTRL_INF_POD, CTRL_INF_SERVICE, CTRL_INF_PVC, CTRL_INF_COUNT };
 
@@ -42,6 +43,7 @@ struct ctrl_manager {
     struct wq *queue;
     struct sb_reconciler rec;
     struct ext_ctrl *ext; /* extensions controllers, or NULL */
+    struct sb_memo *memo; /* read-your-writes memo of the Sandbox and claim reconcilers */
     /* idle auto-suspend */
     struct idle_ctrl *idle;
     struct events_recorder *events;
