@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The extensions controllers (SandboxTemplate, SandboxWarmPool, SandboxClaim) inside
- * the controller manager: their informers, indexes and event handlers, one work queue
- * and worker pool per kind, the warm candidate queue, pool expectations and metrics.
+ * the controller manager: their informers, indexes and event handlers, one work loop
+ * (controller/workloop.h) per kind, the warm candidate queue, pool expectations and metrics.
  * The manager owns the Sandbox and Pod informers; ext_ctrl_attach hooks into them
  * before they start. Workers wait for every cache to sync before the first reconcile,
  * so a pool never counts its members on an empty cache. */
