@@ -14,6 +14,10 @@
 #include "kube/kube_limits.h"
 #include "kube/ratelimit.h"
 
+/** Sets the TLS material of cfg (borrowed) on h: CA, client certificate and key (PEM,
+ * data copied into h), and the insecure flag. Shared with sbd_client.c. */
+void kube__curl_tls(CURL *h, const struct kube_config *cfg);
+
 /** Appends s percent-encoded: every byte except RFC 3986 unreserved characters
  * (ALPHA DIGIT - . _ ~) becomes %XX, as curl_easy_escape does. Returns 0 or -E2BIG. */
 int kube__escape(struct buf *out, const char *s);
