@@ -195,35 +195,37 @@ static int read_answer(struct pf_conn *c, const char *key)
     return r < 0 ? r : 0;
 }
 
-/* The Authorization header value (a fresh token per connection; new string, caller
- * frees), or NULL without a token. A token may be as long as LIMIT_KUBE_TOKEN. */
-static char *authorization(struct pf_ctx *x)
+/* The Authorization header value (a fresh token per connection) into *ret: new (wipe
+ * and free), NULL without a token. Any token the kubeconfig may hold fits; it is never
+ * cut. Returns 0 or a negative errno (printed). */
+static int authorization(struct pf_ctx *x, char **ret)
 {
-    char *tok = xmalloc(LIMIT_KUBE_TOKEN + 1), *out = NULL;
+    char *tok = xmalloc(LIMIT_KUBE_TOKEN + 1);
     struct kube_err e;
     kube_err_clear(&e);
     pthread_mutex_lock(&x->token_lock);
     int n = kube_config_token(x->cfg, tok, LIMIT_KUBE_TOKEN + 1, &e);
     pthread_mutex_unlock(&x->token_lock);
-    if (n > 0)
-        out = xasprintf("Bearer %s", tok);
+    *ret = n > 0 ? xasprintf("Bearer %s", tok) : NULL;
+    explicit_bzero(tok, n > 0 ? (size_t)n : 0);
     xfree(tok);
-    return out;
+    if (n < 0)
+        fprintf(x->g->err, "error: port-forward: cannot get a bearer token: %s\n", e.message);
+    return n < 0 ? n : 0;
 }
 
 /* Connects (TCP + TLS through libcurl), sends the upgrade request and checks the answer. */
 static int remote_open(struct pf_conn *c)
 {
     struct pf_ctx *x = c->ctx;
-    char errbuf[CURL_ERROR_SIZE];
+    char errbuf[CURL_ERROR_SIZE], *auth = NULL;
     struct curl_slist *hdrs = NULL;
-    struct cli_sbd s = {.mode = CLI_SBD_PROXY,
-                        .base = (char *)kube_config_server(x->cfg),
-                        .cfg = x->cfg}; /* borrowed only: never freed */
+    struct cli_sbd *s = NULL;
     c->h = curl_easy_init();
-    if (!c->h)
+    if (!c->h || cli_sbd_open_server(x->g, x->cfg, &s) != CLI_OK)
         return -ENOMEM;
-    (void)cli_sbd_setup(&s, c->h, "GET", "/", NULL, &hdrs, errbuf);
+    (void)cli_sbd_setup(s, c->h, "GET", "/", NULL, &hdrs, errbuf);
+    cli_sbd_free(s); /* h holds copies of everything it needs */
     curl_easy_setopt(c->h, CURLOPT_CONNECT_ONLY, 1L);
     curl_easy_setopt(c->h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     CURLcode cc = curl_easy_perform(c->h);
@@ -241,7 +243,10 @@ static int remote_open(struct pf_conn *c)
         buf_done(&key);
         return -EIO;
     }
-    char *auth = authorization(x);
+    if (authorization(x, &auth) < 0) {
+        buf_done(&key);
+        return -EACCES;
+    }
     struct cli_pfwd_req q = {.host_port = x->host_port,
                              .path_prefix = x->prefix,
                              .ns = x->ns,
@@ -256,6 +261,9 @@ static int remote_open(struct pf_conn *c)
     if (r == 0)
         r = read_answer(c, buf_str(&key));
     buf_done(&key);
+    if (auth)
+        explicit_bzero(auth, strlen(auth));
+    xfree(auth);
     return r;
 }
 

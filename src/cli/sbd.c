@@ -69,32 +69,40 @@ void cli_sbd_error_text(long status, const char *body, size_t len, char *out, si
             *p = ' ';
 }
 
-static void add_header(struct cli_sbd *s, const char *name, const char *v)
+/* What the sandboxd client is built from (owned strings). */
+struct sbd_target {
+    char *base;
+    char *token;  /* wiped in target_done; NULL = none */
+    char *hdr[4]; /* NULL-terminated "Name: value" lines */
+};
+
+static void target_done(struct sbd_target *t)
 {
-    char *h = xasprintf("%s: %s", name, v);
-    s->headers = curl_slist_append(s->headers, h);
-    xfree(h);
+    xfree(t->base);
+    if (t->token)
+        explicit_bzero(t->token, strlen(t->token));
+    xfree(t->token);
+    for (size_t i = 0; t->hdr[i]; i++)
+        xfree(t->hdr[i]);
 }
 
-static const char *bearer(const char *tok, char *out, size_t size)
+/* The kubeconfig's bearer token, if it has one, into t->token. The buffer takes any token
+ * the kubeconfig may hold (LIMIT_KUBE_TOKEN); a longer one is an error, never cut. */
+static int add_kube_token(const struct cli_globals *g, struct kube_config *cfg,
+                          struct sbd_target *t)
 {
-    (void)snprintf(out, size, "Bearer %s", tok);
-    return out;
-}
-
-/* Adds "Authorization: Bearer" with the kubeconfig's token (if it has one). */
-static int add_kube_token(const struct cli_globals *g, struct cli_sbd *s, struct kube_config *cfg)
-{
-    char tok[8192], hb[8300];
+    char *tok = xmalloc(LIMIT_KUBE_TOKEN + 1);
     struct kube_err e;
     kube_err_clear(&e);
-    int n = kube_config_token(cfg, tok, sizeof(tok), &e);
+    int n = kube_config_token(cfg, tok, LIMIT_KUBE_TOKEN + 1, &e);
+    if (n > 0)
+        t->token = xstrndup(tok, (size_t)n);
+    explicit_bzero(tok, n > 0 ? (size_t)n : 0);
+    xfree(tok);
     if (n < 0) {
         fprintf(g->err, "error: cannot get a bearer token from the kubeconfig: %s\n", e.message);
         return CLI_NO_CONFIG;
     }
-    if (n > 0)
-        add_header(s, "Authorization", bearer(tok, hb, sizeof(hb)));
     return CLI_OK;
 }
 
@@ -127,7 +135,8 @@ static int check_sandbox(const struct cli_globals *g, struct kube_client *c, con
     return rc;
 }
 
-static int open_cluster(const struct cli_globals *g, const char *name, struct cli_sbd *s)
+static int open_cluster(const struct cli_globals *g, const char *name, struct cli_sbd *s,
+                        struct sbd_target *t)
 {
     struct kube_client *c = NULL;
     char pod[256];
@@ -139,21 +148,17 @@ static int open_cluster(const struct cli_globals *g, const char *name, struct cl
     rc = check_sandbox(g, c, ns, name, pod, sizeof(pod));
     if (rc == CLI_OK)
         rc = cli_config(g, &s->cfg);
-    if (rc == CLI_OK && s->mode == CLI_SBD_ROUTER && g->router_token) {
-        char hb[8300];
-        add_header(s, "Authorization", bearer(g->router_token, hb, sizeof(hb)));
-    } else if (rc == CLI_OK) {
-        rc = add_kube_token(g, s, s->cfg);
-    }
+    if (rc == CLI_OK && s->mode == CLI_SBD_ROUTER && g->router_token)
+        t->token = xstrdup(g->router_token);
+    else if (rc == CLI_OK)
+        rc = add_kube_token(g, s->cfg, t);
     if (rc == CLI_OK && s->mode == CLI_SBD_ROUTER) {
-        char port[16];
-        (void)snprintf(port, sizeof(port), "%u", g->sandboxd_port);
-        add_header(s, "X-Sandbox-ID", name);
-        add_header(s, "X-Sandbox-Namespace", ns);
-        add_header(s, "X-Sandbox-Port", port);
+        t->hdr[0] = xasprintf("X-Sandbox-ID: %s", name);
+        t->hdr[1] = xasprintf("X-Sandbox-Namespace: %s", ns);
+        t->hdr[2] = xasprintf("X-Sandbox-Port: %u", g->sandboxd_port);
         kube_config_free(s->cfg); /* the router has its own TLS; only the token is used */
         s->cfg = NULL;
-        s->base = xstrdup(g->router_url);
+        t->base = xstrdup(g->router_url);
     } else if (rc == CLI_OK) {
         struct buf b;
         buf_init(&b, 4096);
@@ -161,34 +166,76 @@ static int open_cluster(const struct cli_globals *g, const char *name, struct cl
             fprintf(g->err, "error: cannot build the pod proxy URL for pod %s\n", pod);
             rc = CLI_ERR;
         }
-        s->base = buf_steal(&b);
+        t->base = buf_steal(&b);
     }
     kube_client_free(c);
     return rc;
 }
 
+/* The sandboxd client of s from t, with the TLS material of s->cfg (proxy mode). */
+static int make_client(const struct cli_globals *g, struct cli_sbd *s, const struct sbd_target *t)
+{
+    struct sbd_client_opts o = {.base = t->base ? t->base : "",
+                                .token = t->token,
+                                .headers = (const char *const *)t->hdr,
+                                .tls = s->cfg,
+                                .verbose = getenv("KUBECTL_SANDBOX_CURL_VERBOSE") != NULL,
+                                .connect_timeout = LIMIT_CLI_SBD_CONNECT,
+                                .user_agent = "kubectl-sandbox/" AS_VERSION};
+    int r = sbd_client_new(&o, &s->client);
+    if (r == -E2BIG) {
+        fprintf(g->err, "error: the bearer token for %s is longer than %u bytes\n", s->what,
+                LIMIT_KUBE_TOKEN);
+        return CLI_ERR;
+    }
+    if (r < 0) {
+        fprintf(g->err, "error: %s: cannot set up the connection: %s\n", s->what, strerror(-r));
+        return CLI_ERR;
+    }
+    return CLI_OK;
+}
+
 int cli_sbd_open(const struct cli_globals *g, const char *name, struct cli_sbd **ret)
 {
     struct cli_sbd *s = XNEW(struct cli_sbd);
-    char hb[8300];
+    struct sbd_target t = {0};
     int rc = CLI_OK;
     if (g->sandboxd_url) {
         s->mode = CLI_SBD_DIRECT;
-        s->base = xstrdup(g->sandboxd_url);
+        t.base = xstrdup(g->sandboxd_url);
         (void)snprintf(s->what, sizeof(s->what), "sandboxd at %s", g->sandboxd_url);
         if (g->sandboxd_token)
-            add_header(s, "Authorization", bearer(g->sandboxd_token, hb, sizeof(hb)));
+            t.token = xstrdup(g->sandboxd_token);
     } else {
         s->mode = g->router_url ? CLI_SBD_ROUTER : CLI_SBD_PROXY;
-        rc = open_cluster(g, name, s);
+        rc = open_cluster(g, name, s, &t);
     }
+    if (rc == CLI_OK)
+        rc = make_client(g, s, &t);
+    target_done(&t);
     if (rc != CLI_OK) {
         cli_sbd_free(s);
         return rc;
     }
-    size_t n = strlen(s->base);
-    while (n > 0 && s->base[n - 1] == '/')
-        s->base[--n] = '\0';
+    *ret = s;
+    return CLI_OK;
+}
+
+int cli_sbd_open_server(const struct cli_globals *g, struct kube_config *cfg, struct cli_sbd **ret)
+{
+    struct cli_sbd *s = XNEW(struct cli_sbd);
+    struct sbd_target t = {.base = xstrdup(kube_config_server(cfg))};
+    int rc;
+    s->mode = CLI_SBD_PROXY;
+    s->cfg = cfg;
+    s->cfg_borrowed = true;
+    (void)snprintf(s->what, sizeof(s->what), "the API server");
+    rc = make_client(g, s, &t);
+    target_done(&t);
+    if (rc != CLI_OK) {
+        cli_sbd_free(s);
+        return rc;
+    }
     *ret = s;
     return CLI_OK;
 }
@@ -197,104 +244,27 @@ void cli_sbd_free(struct cli_sbd *s)
 {
     if (!s)
         return;
-    xfree(s->base);
-    curl_slist_free_all(s->headers);
-    kube_config_free(s->cfg);
+    sbd_client_free(s->client);
+    if (!s->cfg_borrowed)
+        kube_config_free(s->cfg);
     xfree(s);
-}
-
-static void set_blob(CURL *h, CURLoption opt, const char *data, size_t len)
-{
-    struct curl_blob b = {.data = (void *)data, .len = len, .flags = CURL_BLOB_COPY};
-    curl_easy_setopt(h, opt, &b);
-}
-
-/* TLS material of the API server (proxy mode). */
-static void setup_tls(struct cli_sbd *s, CURL *h)
-{
-    struct kube_tls t;
-    kube_config_tls(s->cfg, &t);
-    if (t.ca_data)
-        set_blob(h, CURLOPT_CAINFO_BLOB, t.ca_data, t.ca_len);
-    else if (t.ca_file)
-        curl_easy_setopt(h, CURLOPT_CAINFO, t.ca_file);
-    if (t.cert_data)
-        set_blob(h, CURLOPT_SSLCERT_BLOB, t.cert_data, t.cert_len);
-    else if (t.cert_file)
-        curl_easy_setopt(h, CURLOPT_SSLCERT, t.cert_file);
-    if (t.key_data)
-        set_blob(h, CURLOPT_SSLKEY_BLOB, t.key_data, t.key_len);
-    else if (t.key_file)
-        curl_easy_setopt(h, CURLOPT_SSLKEY, t.key_file);
-    if (t.insecure) {
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
 }
 
 int cli_sbd_setup(struct cli_sbd *s, CURL *h, const char *method, const char *path,
                   const char *const *extra, struct curl_slist **ret_headers, char *errbuf)
 {
-    char *url = xasprintf("%s%s", s->base, path);
-    struct curl_slist *hdrs = NULL;
-    for (const struct curl_slist *l = s->headers; l; l = l->next)
-        hdrs = curl_slist_append(hdrs, l->data);
-    for (const char *const *x = extra; x && *x; x++)
-        hdrs = curl_slist_append(hdrs, *x);
-    hdrs = curl_slist_append(hdrs, "Expect:");
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    xfree(url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    if (!strcmp(method, "HEAD"))
-        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "kubectl-sandbox/" AS_VERSION);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(LIMIT_CLI_SBD_CONNECT / USEC_PER_MSEC));
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (getenv("KUBECTL_SANDBOX_CURL_VERBOSE"))
-        curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
-    if (s->cfg)
-        setup_tls(s, h);
-    errbuf[0] = '\0';
-    *ret_headers = hdrs;
-    return 0;
-}
-
-static size_t to_buf(char *p, size_t size, size_t n, void *ctx)
-{
-    return buf_append(ctx, p, size * n) == 0 ? size * n : 0;
+    return sbd_client_setup(s->client, h, method, path, extra, ret_headers, errbuf);
 }
 
 int cli_sbd_call(struct cli_sbd *s, const char *method, const char *path, const void *body,
                  size_t len, const char *ctype, struct buf *resp, long *ret_status, char *err,
                  size_t errsize)
 {
-    CURL *h = curl_easy_init();
-    if (!h)
-        return -ENOMEM;
-    char errbuf[CURL_ERROR_SIZE], ct[200];
-    const char *extra[] = {ct, NULL};
-    (void)snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
-    struct curl_slist *hdrs = NULL;
-    (void)cli_sbd_setup(s, h, method, path, body ? extra : NULL, &hdrs, errbuf);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    }
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
-    CURLcode cc = curl_easy_perform(h);
-    int r = 0;
-    if (cc != CURLE_OK) {
-        (void)snprintf(err, errsize, "%s: %s", s->what,
-                       errbuf[0] ? errbuf : curl_easy_strerror(cc));
-        r = cc == CURLE_WRITE_ERROR ? -E2BIG : -EIO;
-    } else {
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, ret_status);
-    }
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
-    return r;
+    struct sbd_client_req req = {
+        .method = method, .path = path, .body = body, .len = len, .content_type = ctype};
+    char cerr[CURL_ERROR_SIZE] = "";
+    int r = sbd_client_call(s->client, &req, resp, ret_status, cerr, sizeof(cerr));
+    if (r < 0)
+        (void)snprintf(err, errsize, "%s: %s", s->what, cerr);
+    return r < 0 && r != -E2BIG && r != -ENOMEM ? -EIO : r;
 }

@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "common/buf.h"
+#include "kube/sbd_client.h"
 
 enum cli_sbd_mode {
     CLI_SBD_PROXY,
@@ -26,10 +27,10 @@ enum cli_sbd_mode {
 
 struct cli_sbd {
     enum cli_sbd_mode mode;
-    char *base;                 /* owned: prefix of every request URL, no trailing '/' */
-    struct curl_slist *headers; /* owned: authentication and routing headers */
-    struct kube_config *cfg;    /* owned in proxy mode (TLS of the API server), else NULL */
-    char what[160];             /* "sandbox NS/NAME" or the direct URL, for messages */
+    struct sbd_client *client; /* owned: base URL, bearer token, routing headers, TLS */
+    struct kube_config *cfg;   /* in proxy mode the client's TLS material, else NULL */
+    bool cfg_borrowed;         /* cfg is the caller's (cli_sbd_open_server), not freed */
+    char what[160];            /* "sandbox NS/NAME" or the direct URL, for messages */
 };
 
 /** Appends the pod-proxy prefix for port of pod in ns to out:
@@ -48,11 +49,15 @@ void cli_sbd_error_text(long status, const char *body, size_t len, char *out, si
  * mode the Sandbox is read first: it must exist and be Ready. Prints why not and returns
  * a CLI exit code; on CLI_OK *ret is new (free with cli_sbd_free). */
 int cli_sbd_open(const struct cli_globals *g, const char *name, struct cli_sbd **ret);
+/** A connection to the API server of cfg itself (borrowed; must outlive *ret), with its
+ * TLS material and no token, for callers that send their own request (port-forward).
+ * Returns a CLI exit code; on CLI_OK *ret is new. */
+int cli_sbd_open_server(const struct cli_globals *g, struct kube_config *cfg, struct cli_sbd **ret);
 void cli_sbd_free(struct cli_sbd *s);
 
-/** Prepares h for method on path (below base): URL, headers (extra appended, may be
- * NULL; *ret_headers must be freed with curl_slist_free_all after the transfer), TLS,
- * timeouts, errors buffer errbuf (CURL_ERROR_SIZE). */
+/** Prepares h for method on path (below base): sbd_client_setup of the connection's
+ * client (URL, headers with extra appended, TLS, timeouts, errbuf; *ret_headers must be
+ * freed with curl_slist_free_all after the transfer). */
 int cli_sbd_setup(struct cli_sbd *s, CURL *h, const char *method, const char *path,
                   const char *const *extra, struct curl_slist **ret_headers, char *errbuf);
 

@@ -357,7 +357,7 @@ static void write_status(struct claim_pass *p)
     bool was_ready = claim_ready(p->claim);
     now_text(now, sizeof(now));
     st = claim_status_build(&p->obs, now);
-    if (sb_memo_stale(p->claim)) {
+    if (sb_memo_stale(p->x->d.memo, p->claim)) {
         /* Our own status write replaced this version; its event brings the claim back
          * (the requeue is the backstop should that event be lost). */
         requeue_min(p, SB_MEMO_TTL);
@@ -379,7 +379,7 @@ static void write_status(struct claim_pass *p)
             json_decref(st);
             return;
         }
-        sb_memo_wrote(p->claim);
+        sb_memo_wrote(p->x->d.memo, p->claim);
         json_decref(patch);
     }
     if (!was_ready && status_ready(st))

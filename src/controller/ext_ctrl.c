@@ -23,11 +23,13 @@
 #include "controller/manager_int.h"
 #include "controller/ns_source.h"
 #include "controller/pool_expect.h"
+#include "controller/workloop.h"
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
 #include "kube/obj.h"
 #include "kube/store.h"
+#include "kube/workqueue.h"
 
 /* ---- small shared helpers ----------------------------------------------------------- */
 
@@ -55,9 +57,9 @@ struct kube_store *ext__pods(struct ext_ctrl *x)
 void ext__enqueue(struct ext_ctrl *x, int loop, const char *key, usec_t delay)
 {
     if (delay)
-        wq_add_after(x->loops[loop].q, key, delay);
+        wq_add_after(workloop_queue(x->loops[loop]), key, delay);
     else
-        wq_add(x->loops[loop].q, key);
+        wq_add(workloop_queue(x->loops[loop]), key);
 }
 
 void ext__event(struct ext_ctrl *x, const json_t *obj, bool warning, const char *reason,
@@ -404,128 +406,57 @@ static const struct kube_informer_handlers ext_handlers[EXT_INF_COUNT] = {
 
 /* ---- workers ------------------------------------------------------------------------ */
 
-/* Waits for every cache, giving up once the loop's queue shuts down. */
-static bool wait_caches(struct ext_loop *l)
+/* Waits for every cache the reconcilers read: the manager's Sandboxes and Pods and
+ * the extension informers. */
+static int caches_wait(void *ctx, usec_t timeout)
 {
-    struct ext_ctrl *x = l->x;
+    struct ext_ctrl *x = ctx;
     struct kube_informer *all[EXT_INF_COUNT + 2] = {x->sandboxes, x->pods};
+    usec_t end = clock_now() + timeout;
     for (int i = 0; i < EXT_INF_COUNT; i++)
         all[i + 2] = x->inf[i];
     for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-        int r = -ETIMEDOUT;
-        while (all[i] && r == -ETIMEDOUT && !wq_shutting_down(l->q))
-            r = kube_informer_wait_for_sync(all[i], 100 * USEC_PER_MSEC);
+        usec_t now = clock_now();
+        int r = all[i] ? kube_informer_wait_for_sync(all[i], now < end ? end - now : 0) : 0;
         if (r < 0)
-            return false;
+            return r;
     }
-    return true;
+    return 0;
 }
 
-static void run_one(struct ext_loop *l, const char *key)
+static int run_template(void *ctx, const char *key, usec_t *ret_requeue)
 {
-    struct ctrl_metrics *cm = l->x->d.metrics;
-    const char *lv[] = {l->name, NULL, NULL};
-    usec_t t0 = clock_now(), requeue = 0;
-    int rc = l->fn(l->x, key, &requeue);
-    if (cm)
-        metric_observe(cm->reconcile_time, lv, (double)(clock_now() - t0) / USEC_PER_SEC);
-    if (rc < 0) {
-        log_warn_errno(rc, "reconcile failed, will retry\tcontroller=%s key=%s", l->name, key);
-        if (cm)
-            metric_inc(cm->reconcile_errors, lv);
-        lv[1] = "error";
-        wq_add_rate_limited(l->q, key);
-    } else {
-        wq_forget(l->q, key);
-        lv[1] = requeue ? "requeue_after" : "success";
-        if (requeue)
-            wq_add_after(l->q, key, requeue);
-    }
-    if (cm)
-        metric_inc(cm->reconcile_total, lv);
+    return tpl_reconcile(ctx, key, ret_requeue);
 }
 
-static void *worker_main(void *arg)
+static int run_pool(void *ctx, const char *key, usec_t *ret_requeue)
 {
-    struct ext_loop *l = arg;
-    const char *key;
-    if (!wait_caches(l))
-        return NULL;
-    while (wq_get(l->q, &key) == 0) {
-        run_one(l, key);
-        wq_done(l->q, key);
-    }
-    return NULL;
+    return pool_reconcile(ctx, key, ret_requeue);
+}
+
+static int run_claim(void *ctx, const char *key, usec_t *ret_requeue)
+{
+    return claim_reconcile(ctx, key, ret_requeue);
 }
 
 void ext_ctrl_start_workers(struct ext_ctrl *x)
 {
-    if (atomic_exchange(&x->workers_started, true))
-        return;
-    for (int i = 0; i < EXT_LOOP_COUNT; i++) {
-        struct ext_loop *l = &x->loops[i];
-        l->threads = xcalloc((size_t)l->nworkers, sizeof(*l->threads));
-        for (int j = 0; j < l->nworkers; j++) {
-            if (pthread_create(&l->threads[l->nthreads], NULL, worker_main, l) != 0) {
-                log_error("cannot start worker\tcontroller=%s", l->name);
-                break;
-            }
-            l->nthreads++;
-        }
-        if (x->d.metrics)
-            metric_set(x->d.metrics->max_concurrent, (const char *const[]){l->name}, l->nworkers);
-    }
-    log_info("extensions workers started\tclaim=%d pool=%d template=%d",
-             x->loops[EXT_LOOP_CLAIM].nworkers, x->loops[EXT_LOOP_POOL].nworkers,
-             x->loops[EXT_LOOP_TEMPLATE].nworkers);
+    int n[EXT_LOOP_COUNT];
+    for (int i = 0; i < EXT_LOOP_COUNT; i++)
+        n[i] = workloop_start(x->loops[i]);
+    log_info("extensions workers started\tclaim=%d pool=%d template=%d", n[EXT_LOOP_CLAIM],
+             n[EXT_LOOP_POOL], n[EXT_LOOP_TEMPLATE]);
 }
 
 void ext_ctrl_stop_workers(struct ext_ctrl *x)
 {
     if (!x)
         return;
+    /* All queues first, so the loops wind down together. */
     for (int i = 0; i < EXT_LOOP_COUNT; i++)
-        if (x->loops[i].q)
-            wq_shutdown(x->loops[i].q);
-    for (int i = 0; i < EXT_LOOP_COUNT; i++) {
-        struct ext_loop *l = &x->loops[i];
-        for (size_t j = 0; j < l->nthreads; j++)
-            pthread_join(l->threads[j], NULL);
-        XFREE(l->threads);
-        l->nthreads = 0;
-    }
-}
-
-/* ---- metrics ------------------------------------------------------------------------ */
-
-static void wqm_add(void *ctx, const char *name)
-{
-    struct ext_ctrl *x = ctx;
-    metric_inc(x->d.metrics->wq_adds, (const char *const[]){name});
-}
-
-static void wqm_depth(void *ctx, const char *name, size_t depth)
-{
-    struct ext_ctrl *x = ctx;
-    metric_set(x->d.metrics->wq_depth, (const char *const[]){name}, (double)depth);
-}
-
-static void wqm_latency(void *ctx, const char *name, usec_t d)
-{
-    struct ext_ctrl *x = ctx;
-    metric_observe(x->d.metrics->wq_latency, (const char *const[]){name}, (double)d / USEC_PER_SEC);
-}
-
-static void wqm_work(void *ctx, const char *name, usec_t d)
-{
-    struct ext_ctrl *x = ctx;
-    metric_observe(x->d.metrics->wq_work, (const char *const[]){name}, (double)d / USEC_PER_SEC);
-}
-
-static void wqm_retry(void *ctx, const char *name)
-{
-    struct ext_ctrl *x = ctx;
-    metric_inc(x->d.metrics->wq_retries, (const char *const[]){name});
+        workloop_shutdown(x->loops[i]);
+    for (int i = 0; i < EXT_LOOP_COUNT; i++)
+        workloop_stop(x->loops[i]);
 }
 
 /* ---- construction ------------------------------------------------------------------- */
@@ -571,18 +502,16 @@ static void load_domains(struct ext_ctrl *x)
     buf_done(&b);
 }
 
-static int loop_init(struct ext_ctrl *x, int i, const char *name, int workers, ext_reconcile_fn *fn)
+static int loop_init(struct ext_ctrl *x, int i, const char *name, int workers,
+                     workloop_reconcile_fn *fn)
 {
-    struct ext_loop *l = &x->loops[i];
-    struct wq_opts qo = {.name = name, .metrics = x->d.metrics ? &l->ops : NULL};
-    *l = (struct ext_loop){.x = x, .name = name, .nworkers = workers, .fn = fn};
-    l->ops = (struct wq_metrics_ops){.ctx = x,
-                                     .add = wqm_add,
-                                     .depth = wqm_depth,
-                                     .latency = wqm_latency,
-                                     .work = wqm_work,
-                                     .retry = wqm_retry};
-    return wq_new(&qo, &l->q);
+    struct workloop_opts lo = {.name = name,
+                               .workers = workers,
+                               .reconcile = fn,
+                               .wait_synced = caches_wait,
+                               .ctx = x,
+                               .metrics = x->d.metrics};
+    return workloop_new(&lo, &x->loops[i]);
 }
 
 int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_ctrl **ret)
@@ -609,13 +538,13 @@ int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_
     x->lb = lb_state_new(o->latebind_loopback, o->latebind_timeout);
     ext_metrics_register(x->d.metrics ? x->d.metrics->reg : NULL, &x->met);
     r = loop_init(x, EXT_LOOP_TEMPLATE, "sandboxtemplate",
-                  o->template_workers > 0 ? o->template_workers : 1, tpl_reconcile);
+                  o->template_workers > 0 ? o->template_workers : 1, run_template);
     if (r >= 0)
         r = loop_init(x, EXT_LOOP_POOL, "sandboxwarmpool",
-                      o->pool_workers > 0 ? o->pool_workers : 1, pool_reconcile);
+                      o->pool_workers > 0 ? o->pool_workers : 1, run_pool);
     if (r >= 0)
         r = loop_init(x, EXT_LOOP_CLAIM, "sandboxclaim",
-                      o->claim_workers > 0 ? o->claim_workers : 300, claim_reconcile);
+                      o->claim_workers > 0 ? o->claim_workers : 300, run_claim);
     if (r < 0) {
         ext_ctrl_free(x);
         return r;
@@ -720,7 +649,7 @@ void ext_ctrl_free(struct ext_ctrl *x)
         ctrl_ns_source_free(x->nss[i]);
     }
     for (int i = 0; i < EXT_LOOP_COUNT; i++)
-        wq_free(x->loops[i].q);
+        workloop_free(x->loops[i]);
     for (size_t i = 0; i < x->ndomains; i++)
         xfree(x->domains[i]);
     xfree(x->domains);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The extensions controllers (SandboxTemplate, SandboxWarmPool, SandboxClaim) inside
- * the controller manager: their informers, indexes and event handlers, one work queue
- * and worker pool per kind, the warm candidate queue, pool expectations and metrics.
+ * the controller manager: their informers, indexes and event handlers, one work loop
+ * (controller/workloop.h) per kind, the warm candidate queue, pool expectations and metrics.
  * The manager owns the Sandbox and Pod informers; ext_ctrl_attach hooks into them
  * before they start. Workers wait for every cache to sync before the first reconcile,
  * so a pool never counts its members on an empty cache. */
@@ -15,6 +15,7 @@ struct kube_client;
 struct kube_informer;
 struct events_recorder;
 struct ctrl_metrics;
+struct sb_memo;
 struct ext_ctrl;
 
 struct ext_opts {
@@ -46,6 +47,7 @@ struct ext_deps {
     const char *ns;                 /* watched namespaces ("a" or "a,b"), NULL = all */
     struct events_recorder *events; /* NULL: no Events */
     struct ctrl_metrics *metrics;   /* the manager's reconcile/workqueue families */
+    struct sb_memo *memo;           /* the manager's read-your-writes memo; NULL: none */
 };
 
 /** Creates the controller (copies o). Returns 0 and *ret or a negative errno. */

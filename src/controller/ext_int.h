@@ -12,7 +12,7 @@
 #include "kube/err.h"
 
 struct ctrl_ns_source;
-#include "kube/workqueue.h"
+struct workloop;
 
 struct map;
 struct metric;
@@ -33,21 +33,6 @@ enum { EXT_LOOP_TEMPLATE, EXT_LOOP_POOL, EXT_LOOP_CLAIM, EXT_LOOP_COUNT };
 
 struct ext_ctrl;
 
-/** A reconcile function: 0 (with *ret_requeue > 0 to run again later) or a negative
- * errno for a rate-limited retry. */
-typedef int ext_reconcile_fn(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);
-
-struct ext_loop {
-    struct ext_ctrl *x;
-    const char *name; /* controller name in metrics */
-    struct wq *q;
-    int nworkers;
-    pthread_t *threads;
-    size_t nthreads;
-    ext_reconcile_fn *fn;
-    struct wq_metrics_ops ops;
-};
-
 struct ext_metrics {
     struct metric *ctrl_latency, *client_latency, *creation_total;
     struct metric *webhook_latency, *creation_latency, *ctrl_latency_fine; /* ext_metrics.h */
@@ -62,7 +47,7 @@ struct ext_ctrl {
     struct kube_informer *sandboxes, *pods; /* the manager's */
     struct kube_informer *inf[EXT_INF_COUNT];
     struct ctrl_ns_source *nss[EXT_INF_COUNT]; /* per informer, with several namespaces */
-    struct ext_loop loops[EXT_LOOP_COUNT];
+    struct workloop *loops[EXT_LOOP_COUNT];    /* queue and workers per kind */
     struct ext_metrics met;
     struct pool_expect *expect;
     struct claim_queue *cq;
@@ -71,7 +56,7 @@ struct ext_ctrl {
     struct map *buckets;  /* pool key -> struct pool_bucket */
     struct map *observed; /* claim key -> usec_t * (wall time first seen) */
     struct map *bindings; /* claim uid -> char * (Sandbox name, until the cache shows it) */
-    atomic_bool workers_started, stopped;
+    atomic_bool stopped;
 };
 
 /** Stores. */
@@ -89,7 +74,8 @@ int ext__patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns, c
 /** "namespace/name" into out; returns 0 or -E2BIG. */
 int ext__key(const char *ns, const char *name, char *out, size_t size);
 
-/** The reconcilers. */
+/** The reconcilers, one per work loop: 0 (with *ret_requeue > 0 to run again later) or
+ * a negative errno for a rate-limited retry. */
 int tpl_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);
 int pool_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);
 int claim_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);

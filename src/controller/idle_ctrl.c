@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <curl/curl.h>
 
 #include "api/res.h"
 #include "common/buf.h"
@@ -21,6 +20,7 @@
 #include "kube/events.h"
 #include "kube/obj.h"
 #include "kube/res.h"
+#include "kube/sbd_client.h"
 
 struct idle_ctrl {
     struct idle_ctrl_opts o;
@@ -194,38 +194,28 @@ int idle_ctrl_check(struct idle_ctrl *c, const json_t *sb, const json_t *status,
 
 /* ---- The HTTP probe -------------------------------------------------------------------- */
 
-static size_t on_data(char *p, size_t size, size_t n, void *ctx)
-{
-    struct buf *b = ctx;
-    return buf_append(b, p, size * n) < 0 ? 0 : size * n;
-}
-
 int idle_probe_http(void *ctx, const char *ip, uint16_t port, usec_t timeout,
                     struct idle_probe *ret)
 {
-    char url[128];
-    long code = 0;
+    char base[128];
+    struct sbd_client_opts o = {
+        .base = base, .no_proxy = true, .http_only = true, .timeout = timeout};
+    struct sbd_client_req req = {.path = "/v1/activity"};
+    struct sbd_client *c = NULL;
     struct buf body;
-    int r = -EIO;
+    long code = 0;
+    int r = sbd_client_base_url("http", ip, port, base, sizeof(base));
     (void)ctx;
-    bool v6 = strchr(ip, ':') != NULL;
-    if (snprintf(url, sizeof(url), "http://%s%s%s:%u/v1/activity", v6 ? "[" : "", ip, v6 ? "]" : "",
-                 (unsigned)port) >= (int)sizeof(url))
+    if (r < 0)
         return -EINVAL;
-    CURL *h = curl_easy_init();
-    if (!h)
-        return -ENOMEM;
+    r = sbd_client_new(&o, &c);
+    if (r < 0)
+        return r;
     buf_init(&body, LIMIT_IDLE_PROBE_BODY);
-    (void)curl_easy_setopt(h, CURLOPT_URL, url);
-    (void)curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    (void)curl_easy_setopt(h, CURLOPT_PROXY, "");
-    (void)curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout / USEC_PER_MSEC));
-    (void)curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    (void)curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-    if (curl_easy_perform(h) == CURLE_OK &&
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code == 200)
-        r = idle_probe_parse(body.data ? body.data : "", body.len, ret);
-    curl_easy_cleanup(h);
+    r = sbd_client_call(c, &req, &body, &code, NULL, 0);
+    if (r >= 0)
+        r = code == 200 ? idle_probe_parse(body.data ? body.data : "", body.len, ret) : -EIO;
     buf_done(&body);
+    sbd_client_free(c);
     return r;
 }

@@ -48,6 +48,7 @@ struct idle_ctrl_stats {
 };
 void idle_ctrl_stats(struct idle_ctrl *c, struct idle_ctrl_stats *ret);
 
-/** The default probe: GET http://ip:port/v1/activity with libcurl. */
+/** The default probe: GET http://ip:port/v1/activity (kube/sbd_client.h: no proxy,
+ * timeout). */
 int idle_probe_http(void *ctx, const char *ip, uint16_t port, usec_t timeout,
                     struct idle_probe *ret);

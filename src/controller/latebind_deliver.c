@@ -24,6 +24,7 @@
 #include "controller/sandbox_names.h"
 #include "kube/client.h"
 #include "kube/obj.h"
+#include "kube/sbd_client.h"
 
 struct lb_state {
     bool allow_loopback;
@@ -300,53 +301,32 @@ static int sandbox_token(struct ext_ctrl *x, const json_t *sb, char **ret, char 
     return r;
 }
 
-static size_t discard(char *p, size_t size, size_t n, void *ctx)
-{
-    (void)p;
-    (void)ctx;
-    return size * n;
-}
-
 static int dump_cb(const char *p, size_t n, void *ctx)
 {
     return buf_append(ctx, p, n) < 0 ? -1 : 0;
 }
 
-/* PUTs body to url with the bearer token. */
-static int http_put(const struct lb_state *s, const char *url, const char *token,
+/* PUTs body to sandboxd at ip:port with the bearer token: no proxy, plain HTTP. */
+static int http_put(const struct lb_state *s, const char *ip, int port, const char *token,
                     const struct buf *body, char *msg, size_t size)
 {
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdr = NULL;
-    char *auth = xasprintf("Authorization: Bearer %s", token);
+    char base[128], err[CURL_ERROR_SIZE] = "";
+    struct sbd_client_opts o = {
+        .base = base, .token = token, .no_proxy = true, .http_only = true, .timeout = s->timeout};
+    struct sbd_client_req req = {
+        .method = "PUT", .path = LB_DELIVERY_PATH, .body = buf_str(body), .len = body->len};
+    struct sbd_client *c = NULL;
     long status = 0;
-    CURLcode cc;
-    if (!h) {
-        xfree(auth);
-        return failf(msg, size, -ENOMEM, "no HTTP handle");
-    }
-    hdr = curl_slist_append(hdr, "Content-Type: application/json");
-    hdr = curl_slist_append(hdr, auth);
-    (void)curl_easy_setopt(h, CURLOPT_URL, url);
-    (void)curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
-    (void)curl_easy_setopt(h, CURLOPT_NOPROXY, "*"); /* never through a proxy */
-    (void)curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
-    (void)curl_easy_setopt(h, CURLOPT_POSTFIELDS, buf_str(body));
-    (void)curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
-    (void)curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    (void)curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-    (void)curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    (void)curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(s->timeout / USEC_PER_MSEC));
-    cc = curl_easy_perform(h);
-    if (cc == CURLE_OK)
-        (void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hdr);
-    curl_easy_cleanup(h);
-    explicit_bzero(auth, strlen(auth));
-    xfree(auth);
-    if (cc != CURLE_OK)
-        return failf(msg, size, -EHOSTUNREACH, "delivering to sandboxd: %s",
-                     curl_easy_strerror(cc));
+    int r = sbd_client_base_url("http", ip, (uint16_t)port, base, sizeof(base));
+    if (r < 0)
+        return failf(msg, size, r, "no delivery URL for pod IP %s", ip);
+    r = sbd_client_new(&o, &c);
+    if (r < 0)
+        return failf(msg, size, r, "the config token is unusable");
+    r = sbd_client_call(c, &req, NULL, &status, err, sizeof(err));
+    sbd_client_free(c);
+    if (r < 0)
+        return failf(msg, size, -EHOSTUNREACH, "delivering to sandboxd: %s", err);
     if (status != 200)
         return failf(msg, size, -EPROTO, "delivering to sandboxd: HTTP %ld", status);
     return 0;
@@ -356,7 +336,7 @@ int lb_deliver(struct ext_ctrl *x, const json_t *claim, const json_t *sb, const 
                char *msg, size_t size)
 {
     const char *ip = json_string_value(json_array_get(kube_obj_path(sb, "status.podIPs"), 0));
-    char url[256], *token = NULL;
+    char *token = NULL;
     struct lb_policy pol;
     json_t *body = NULL;
     struct buf b;
@@ -368,15 +348,14 @@ int lb_deliver(struct ext_ctrl *x, const json_t *claim, const json_t *sb, const 
                   ip ? ip : "none");
         goto out;
     }
-    if ((r = lb_target_url(ip, pol.port, url, sizeof(url))) < 0 ||
-        (r = sandbox_token(x, sb, &token, msg, size)) < 0 ||
+    if ((r = sandbox_token(x, sb, &token, msg, size)) < 0 ||
         (r = resolve_env(x, claim, &body, msg, size)) < 0)
         goto out;
     if (json_dump_callback(body, dump_cb, &b, JSON_COMPACT) < 0) {
         r = failf(msg, size, -E2BIG, "the claim's env is larger than %u bytes", LIMIT_LB_BODY);
         goto out;
     }
-    r = http_put(x->lb, url, token, &b, msg, size);
+    r = http_put(x->lb, ip, pol.port, token, &b, msg, size);
     if (r >= 0)
         token_free(cache_get(x->lb, kube_obj_namespace(sb), kube_obj_name(sb), true));
 out:

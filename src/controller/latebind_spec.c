@@ -198,11 +198,3 @@ int lb_target_check(const char *ip, bool allow_loopback)
     /* :: is unspecified, ::1 loopback */
     return a[15] == 1 && allow_loopback ? 0 : -EPERM;
 }
-
-int lb_target_url(const char *ip, int port, char *out, size_t size)
-{
-    bool v6 = strchr(ip, ':') != NULL;
-    int n = snprintf(out, size, "http://%s%s%s:%d/v1/config/env", v6 ? "[" : "", ip, v6 ? "]" : "",
-                     port);
-    return n < 0 || (size_t)n >= size ? -E2BIG : 0;
-}

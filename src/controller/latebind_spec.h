@@ -65,6 +65,5 @@ json_t *lb_token_secret(const json_t *sb, const char *secret, const char *token)
  * unspecified, multicast, broadcast or link-local (cloud metadata), and not loopback
  * unless allow_loopback (tests). Returns 0, -EINVAL (not an address) or -EPERM. */
 int lb_target_check(const char *ip, bool allow_loopback);
-/** Writes the delivery URL of ip (IPv6 in brackets) and port into out. Returns 0 or
- * -E2BIG. */
-int lb_target_url(const char *ip, int port, char *out, size_t size);
+/** The path of the delivery on sandboxd (the URL is built by kube/sbd_client.h). */
+#define LB_DELIVERY_PATH "/v1/config/env"

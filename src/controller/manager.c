@@ -20,7 +20,9 @@
 #include "controller/manager_int.h"
 #include "controller/ns_source.h"
 #include "controller/pod_transform.h"
+#include "controller/sandbox_memo.h"
 #include "controller/sandbox_names.h"
+#include "controller/workloop.h"
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
@@ -41,7 +43,7 @@ static void enqueue_obj(struct ctrl_manager *m, const json_t *obj)
 {
     char key[LIMIT_KUBE_STORE_KEY + 1];
     if (kube_store_key(obj, key, sizeof(key)) >= 0)
-        wq_add(m->queue, key);
+        wq_add(workloop_queue(m->loop), key);
 }
 
 static void sb_add(void *ctx, const json_t *obj)
@@ -80,7 +82,7 @@ static void child_changed(struct ctrl_manager *m, const json_t *obj)
         return;
     sb = kube_store_get(kube_informer_store(m->inf[CTRL_INF_SANDBOX]), key);
     if (sb || sb_controller_is(obj, SB_GROUP, SB_KIND))
-        wq_add(m->queue, key);
+        wq_add(workloop_queue(m->loop), key);
     json_decref(sb);
 }
 
@@ -104,60 +106,41 @@ static void child_delete(void *ctx, const json_t *obj, bool unknown)
 
 /* ---- workers ---------------------------------------------------------------------- */
 
-static void reconcile_one(struct ctrl_manager *m, const char *key)
+static int reconcile_one(void *ctx, const char *key, usec_t *ret_requeue)
 {
+    struct ctrl_manager *m = ctx;
     struct sb_result res = {0};
-    const char *lv[] = {CTRL_NAME, NULL, NULL};
-    usec_t t0 = clock_now();
-    int rc;
-    atomic_fetch_add(&m->active, 1);
-    metric_set(m->met.active_workers, lv, (double)atomic_load(&m->active));
-    rc = sb_reconcile(&m->rec, key, &res);
-    metric_observe(m->met.reconcile_time, lv, (double)(clock_now() - t0) / USEC_PER_SEC);
-    if (rc < 0) {
-        log_warn_errno(rc, "reconcile failed, will retry\tkey=%s", key);
-        metric_inc(m->met.reconcile_errors, lv);
-        lv[1] = "error";
-        wq_add_rate_limited(m->queue, key);
-    } else {
-        wq_forget(m->queue, key);
-        lv[1] = res.requeue_after ? "requeue_after" : "success";
-        if (res.requeue_after)
-            wq_add_after(m->queue, key, res.requeue_after);
-    }
-    metric_inc(m->met.reconcile_total, lv);
-    atomic_fetch_sub(&m->active, 1);
-    lv[1] = NULL;
-    metric_set(m->met.active_workers, lv, (double)atomic_load(&m->active));
-    atomic_fetch_add(&m->reconciles, 1);
+    int rc = sb_reconcile(&m->rec, key, &res);
+    *ret_requeue = res.requeue_after;
+    return rc;
 }
 
-static void *worker_main(void *arg)
+/* The Sandbox workers' caches: the manager's informers. */
+static int caches_wait(void *ctx, usec_t timeout)
 {
-    struct ctrl_manager *m = arg;
-    const char *key;
-    while (wq_get(m->queue, &key) == 0) {
-        reconcile_one(m, key);
-        wq_done(m->queue, key);
+    struct ctrl_manager *m = ctx;
+    usec_t end = clock_now() + timeout;
+    for (int i = 0; i < CTRL_INF_COUNT; i++) {
+        usec_t now = clock_now();
+        int r;
+        if (!m->inf[i])
+            return -ECANCELED;
+        r = kube_informer_wait_for_sync(m->inf[i], now < end ? end - now : 0);
+        if (r < 0)
+            return r;
     }
-    return NULL;
+    return 0;
 }
 
 /* Starts the workers once (on taking the lead, or at start without election). */
 static void start_workers(struct ctrl_manager *m)
 {
-    int n = m->opts.workers > 0 ? m->opts.workers : 100;
     pthread_mutex_lock(&m->lock);
-    if (!m->threads && !atomic_load(&m->stopping)) {
-        m->threads = xcalloc((size_t)n, sizeof(*m->threads));
-        for (int i = 0; i < n; i++) {
-            if (pthread_create(&m->threads[m->nthreads], NULL, worker_main, m) != 0) {
-                log_error("cannot start worker %d of %d", i + 1, n);
-                break;
-            }
-            m->nthreads++;
-        }
-        log_info("workers started\tworkers=%zu", m->nthreads);
+    if (!m->workers_started && !atomic_load(&m->stopping)) {
+        /* Not inside log_info: it skips its arguments below the log level. */
+        int n = workloop_start(m->loop);
+        m->workers_started = true;
+        log_info("workers started\tworkers=%d", n);
         if (m->ext)
             ext_ctrl_start_workers(m->ext);
     }
@@ -245,6 +228,7 @@ int ctrl_manager_new(const struct ctrl_opts *opts, struct ctrl_manager **ret)
     m->metrics_addr = opts->metrics_addr ? xstrdup(opts->metrics_addr) : NULL;
     m->health_addr = opts->health_addr ? xstrdup(opts->health_addr) : NULL;
     m->opts.ns = m->ns;
+    m->memo = sb_memo_new();
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->cond, NULL);
     if (pipe2(m->wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -259,36 +243,6 @@ int ctrl_manager_new(const struct ctrl_opts *opts, struct ctrl_manager **ret)
 }
 
 /* ---- start ------------------------------------------------------------------------ */
-
-static void wq_m_add(void *ctx, const char *name)
-{
-    struct ctrl_manager *m = ctx;
-    metric_inc(m->met.wq_adds, (const char *const[]){name});
-}
-
-static void wq_m_depth(void *ctx, const char *name, size_t depth)
-{
-    struct ctrl_manager *m = ctx;
-    metric_set(m->met.wq_depth, (const char *const[]){name}, (double)depth);
-}
-
-static void wq_m_latency(void *ctx, const char *name, usec_t d)
-{
-    struct ctrl_manager *m = ctx;
-    metric_observe(m->met.wq_latency, (const char *const[]){name}, (double)d / USEC_PER_SEC);
-}
-
-static void wq_m_work(void *ctx, const char *name, usec_t d)
-{
-    struct ctrl_manager *m = ctx;
-    metric_observe(m->met.wq_work, (const char *const[]){name}, (double)d / USEC_PER_SEC);
-}
-
-static void wq_m_retry(void *ctx, const char *name)
-{
-    struct ctrl_manager *m = ctx;
-    metric_inc(m->met.wq_retries, (const char *const[]){name});
-}
 
 static int new_informer(struct ctrl_manager *m, int which, const struct kube_res *res,
                         bool tracked_only, kube_store_transform_fn *tf)
@@ -354,6 +308,7 @@ static int start_informers(struct ctrl_manager *m)
                          : m->opts.status_window                         ? m->opts.status_window
                                                  : CTRL_DEFAULT_STATUS_WINDOW,
         .pod_name_annotation_always = m->opts.pod_name_annotation_always,
+        .memo = m->memo,
     };
     return 0;
 }
@@ -411,23 +366,25 @@ static void start_idle(struct ctrl_manager *m)
 
 int ctrl_manager_start(struct ctrl_manager *m)
 {
-    struct wq_opts qo = {.name = CTRL_NAME, .metrics = &m->wq_ops};
+    struct workloop_opts lo = {.name = CTRL_NAME,
+                               .workers = m->opts.workers > 0 ? m->opts.workers : 100,
+                               .reconcile = reconcile_one,
+                               .wait_synced = caches_wait,
+                               .ctx = m,
+                               .metrics = &m->met};
     int r;
     if (atomic_exchange(&m->started, true))
         return -EALREADY;
-    m->wq_ops = (struct wq_metrics_ops){.ctx = m,
-                                        .add = wq_m_add,
-                                        .depth = wq_m_depth,
-                                        .latency = wq_m_latency,
-                                        .work = wq_m_work,
-                                        .retry = wq_m_retry};
-    r = wq_new(&qo, &m->queue);
+    r = workloop_new(&lo, &m->loop);
     if (r < 0)
         return r;
     r = start_events(m);
     if (r >= 0 && m->opts.extensions) {
-        struct ext_deps d = {
-            .client = m->opts.client, .ns = m->ns, .events = m->events, .metrics = &m->met};
+        struct ext_deps d = {.client = m->opts.client,
+                             .ns = m->ns,
+                             .events = m->events,
+                             .metrics = &m->met,
+                             .memo = m->memo};
         r = ext_ctrl_new(&m->opts.ext, &d, &m->ext);
     }
     if (r >= 0)
@@ -440,8 +397,6 @@ int ctrl_manager_start(struct ctrl_manager *m)
         r = ctrl__servers_start(m);
     if (r < 0)
         return r;
-    metric_set(m->met.max_concurrent, (const char *const[]){CTRL_NAME},
-               m->opts.workers > 0 ? m->opts.workers : 100);
     if (m->opts.leader_elect)
         return start_election(m);
     atomic_store(&m->leading, true);
@@ -454,15 +409,9 @@ int ctrl_manager_start(struct ctrl_manager *m)
 int ctrl_manager_wait_synced(struct ctrl_manager *m, usec_t timeout)
 {
     usec_t end = clock_now() + timeout;
-    for (int i = 0; i < CTRL_INF_COUNT; i++) {
-        usec_t now = clock_now();
-        int r;
-        if (!m->inf[i])
-            return -ECANCELED;
-        r = kube_informer_wait_for_sync(m->inf[i], now < end ? end - now : 0);
-        if (r < 0)
-            return r;
-    }
+    int r = caches_wait(m, timeout);
+    if (r < 0)
+        return r;
     if (m->ext) {
         usec_t now = clock_now();
         return ext_ctrl_wait_synced(m->ext, now < end ? end - now : 0);
@@ -511,16 +460,12 @@ int ctrl_manager_wait(struct ctrl_manager *m)
 
 static void stop_workers(struct ctrl_manager *m)
 {
-    if (m->queue)
-        wq_shutdown(m->queue);
+    workloop_shutdown(m->loop);
     pthread_mutex_lock(&m->lock);
     /* Under the lock: the elector thread may be inside start_workers, creating the
      * extension workers, when the manager stops (a data race TSan found). */
     ext_ctrl_stop_workers(m->ext);
-    for (size_t i = 0; i < m->nthreads; i++)
-        pthread_join(m->threads[i], NULL);
-    XFREE(m->threads);
-    m->nthreads = 0;
+    workloop_stop(m->loop);
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -558,7 +503,8 @@ void ctrl_manager_free(struct ctrl_manager *m)
     }
     events_recorder_free(m->events);
     idle_ctrl_free(m->idle);
-    wq_free(m->queue);
+    sb_memo_free(m->memo);
+    workloop_free(m->loop);
     metrics_registry_free(m->met.reg);
     for (int i = 0; i < 2; i++)
         if (m->wake_fd[i] >= 0)
@@ -587,5 +533,5 @@ struct metrics_registry *ctrl_manager_metrics(struct ctrl_manager *m)
 
 unsigned long ctrl_manager_reconciles(struct ctrl_manager *m)
 {
-    return atomic_load(&m->reconciles);
+    return m->loop ? workloop_reconciles(m->loop) : 0;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The controller manager: informers for Sandboxes, Pods, Services and PVCs feeding one
- * work queue; N reconcile workers gated by leader election; Events; Prometheus metrics
+ * work loop (controller/workloop.h: queue, N reconcile workers that wait for those
+ * caches, gated by leader election); Events; Prometheus metrics
  * on /metrics and probes on /healthz and /readyz. Start/stop is usable in-process (the
  * binary and the integration tests both drive it through this API). */
 #pragma once

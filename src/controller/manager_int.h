@@ -9,10 +9,9 @@
 
 #include "controller/manager.h"
 #include "controller/sandbox_reconcile.h"
-#include "kube/workqueue.h"
+#include "controller/workloop.h"
 
 struct kube_informer;
-struct wq;
 struct lease_elector;
 struct ctrl_ns_source;
 struct events_recorder;
@@ -22,16 +21,9 @@ struct http_req;
 struct tls_front;
 struct metrics_auth;
 struct metric;
+struct sb_memo;
 
 enum { CTRL_INF_SANDBOX, CTRL_INF_POD, CTRL_INF_SERVICE, CTRL_INF_PVC, CTRL_INF_COUNT };
-
-struct ctrl_metrics {
-    struct metrics_registry *reg;
-    struct metric *reconcile_total, *reconcile_errors, *reconcile_time;
-    struct metric *max_concurrent, *active_workers;
-    struct metric *wq_depth, *wq_adds, *wq_latency, *wq_work, *wq_retries;
-    struct metric *leader;
-};
 
 struct ctrl_manager {
     struct ctrl_opts opts;
@@ -39,9 +31,10 @@ struct ctrl_manager {
     char *metrics_addr, *health_addr;
     struct kube_informer *inf[CTRL_INF_COUNT];
     struct ctrl_ns_source *nss[CTRL_INF_COUNT]; /* per informer, with several namespaces */
-    struct wq *queue;
+    struct workloop *loop;                      /* the Sandbox controller's queue and workers */
     struct sb_reconciler rec;
     struct ext_ctrl *ext; /* extensions controllers, or NULL */
+    struct sb_memo *memo; /* read-your-writes memo of the Sandbox and claim reconcilers */
     /* idle auto-suspend */
     struct idle_ctrl *idle;
     struct events_recorder *events;
@@ -52,15 +45,11 @@ struct ctrl_manager {
     struct metrics_auth *metrics_auth; /* idem */
     char *metrics_tls_dir;             /* a self-signed pair's directory, removed at stop */
     struct ctrl_metrics met;
-    struct wq_metrics_ops wq_ops;
 
-    pthread_t *threads;
-    size_t nthreads;
-    pthread_mutex_t lock;
+    pthread_mutex_t lock; /* guards workers_started against a concurrent stop */
     pthread_cond_t cond;
+    bool workers_started;
     atomic_bool leading, stopping, stop_requested, lost, started, stopped;
-    atomic_ulong reconciles;
-    atomic_int active;
     int wake_fd[2]; /* self-pipe for the async-signal-safe stop request */
 };
 

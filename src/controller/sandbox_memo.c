@@ -8,6 +8,7 @@
 
 #include "common/hash.h"
 #include "common/limits.h"
+#include "common/xalloc.h"
 #include "kube/obj.h"
 
 #define SB_MEMO_UID 40
@@ -24,18 +25,40 @@ struct defer_slot {
     usec_t since; /* CLOCK_MONOTONIC time the pending detail change was first seen */
 };
 
-static struct memo_slot slots[LIMIT_SB_MEMO_SLOTS];
-static struct defer_slot defer_slots[LIMIT_SB_DEFER_SLOTS];
-static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+struct sb_memo {
+    pthread_mutex_t lock; /* guards both tables */
+    struct memo_slot slots[LIMIT_SB_MEMO_SLOTS];
+    struct defer_slot defer_slots[LIMIT_SB_DEFER_SLOTS];
+};
+
+struct sb_memo *sb_memo_new(void)
+{
+    struct sb_memo *m = XNEW(struct sb_memo);
+    pthread_mutex_init(&m->lock, NULL);
+    return m;
+}
+
+void sb_memo_free(struct sb_memo *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_destroy(&m->lock);
+    xfree(m);
+}
 
 static uint32_t uid_hash(const char *uid)
 {
     return hash_fnv1a32(HASH_FNV1A32_INIT, uid, strlen(uid));
 }
 
-static struct memo_slot *slot_of(const char *uid)
+static struct memo_slot *slot_of(struct sb_memo *m, const char *uid)
 {
-    return &slots[uid_hash(uid) & (LIMIT_SB_MEMO_SLOTS - 1)];
+    return &m->slots[uid_hash(uid) & (LIMIT_SB_MEMO_SLOTS - 1)];
+}
+
+static struct defer_slot *defer_slot_of(struct sb_memo *m, const char *uid)
+{
+    return &m->defer_slots[uid_hash(uid) & (LIMIT_SB_DEFER_SLOTS - 1)];
 }
 
 static bool fits(const char *uid, const char *rv)
@@ -43,56 +66,56 @@ static bool fits(const char *uid, const char *rv)
     return uid && rv && strlen(uid) < SB_MEMO_UID && strlen(rv) < SB_MEMO_RV;
 }
 
-bool sb_memo_stale_at(const json_t *sb, usec_t now)
+bool sb_memo_stale_at(struct sb_memo *m, const json_t *sb, usec_t now)
 {
     const char *uid = kube_obj_uid(sb), *rv = kube_obj_resource_version(sb);
     struct memo_slot *s;
     bool stale;
 
-    if (!fits(uid, rv))
+    if (!m || !fits(uid, rv))
         return false;
-    s = slot_of(uid);
-    pthread_mutex_lock(&memo_lock);
+    s = slot_of(m, uid);
+    pthread_mutex_lock(&m->lock);
     stale = strcmp(s->uid, uid) == 0 && strcmp(s->rv, rv) == 0 && now >= s->at &&
             now - s->at < SB_MEMO_TTL;
-    pthread_mutex_unlock(&memo_lock);
+    pthread_mutex_unlock(&m->lock);
     return stale;
 }
 
-void sb_memo_wrote_at(const json_t *sb, usec_t now)
+void sb_memo_wrote_at(struct sb_memo *m, const json_t *sb, usec_t now)
 {
     const char *uid = kube_obj_uid(sb), *rv = kube_obj_resource_version(sb);
     struct memo_slot *s;
 
-    if (!fits(uid, rv))
+    if (!m || !fits(uid, rv))
         return;
-    s = slot_of(uid);
-    pthread_mutex_lock(&memo_lock);
+    s = slot_of(m, uid);
+    pthread_mutex_lock(&m->lock);
     memcpy(s->uid, uid, strlen(uid) + 1);
     memcpy(s->rv, rv, strlen(rv) + 1);
     s->at = now;
-    pthread_mutex_unlock(&memo_lock);
+    pthread_mutex_unlock(&m->lock);
 }
 
-bool sb_memo_stale(const json_t *sb)
+bool sb_memo_stale(struct sb_memo *m, const json_t *sb)
 {
-    return sb_memo_stale_at(sb, clock_now());
+    return sb_memo_stale_at(m, sb, clock_now());
 }
 
-void sb_memo_wrote(const json_t *sb)
+void sb_memo_wrote(struct sb_memo *m, const json_t *sb)
 {
-    sb_memo_wrote_at(sb, clock_now());
+    sb_memo_wrote_at(m, sb, clock_now());
 }
 
-usec_t sb_defer_wait_at(const char *uid, usec_t window, usec_t now)
+usec_t sb_defer_wait_at(struct sb_memo *m, const char *uid, usec_t window, usec_t now)
 {
     struct defer_slot *s;
     usec_t wait = 0;
 
-    if (!window || !uid || strlen(uid) >= SB_MEMO_UID)
+    if (!m || !window || !uid || strlen(uid) >= SB_MEMO_UID)
         return 0;
-    s = &defer_slots[uid_hash(uid) & (LIMIT_SB_DEFER_SLOTS - 1)];
-    pthread_mutex_lock(&memo_lock);
+    s = defer_slot_of(m, uid);
+    pthread_mutex_lock(&m->lock);
     if (strcmp(s->uid, uid) == 0) {
         if (now >= s->since && now - s->since < window)
             wait = window - (now - s->since);
@@ -102,24 +125,24 @@ usec_t sb_defer_wait_at(const char *uid, usec_t window, usec_t now)
         s->since = now;
         wait = window;
     }
-    pthread_mutex_unlock(&memo_lock);
+    pthread_mutex_unlock(&m->lock);
     return wait;
 }
 
-usec_t sb_defer_wait(const char *uid, usec_t window)
+usec_t sb_defer_wait(struct sb_memo *m, const char *uid, usec_t window)
 {
-    return sb_defer_wait_at(uid, window, clock_now());
+    return sb_defer_wait_at(m, uid, window, clock_now());
 }
 
-void sb_defer_clear(const char *uid)
+void sb_defer_clear(struct sb_memo *m, const char *uid)
 {
     struct defer_slot *s;
 
-    if (!uid || strlen(uid) >= SB_MEMO_UID)
+    if (!m || !uid || strlen(uid) >= SB_MEMO_UID)
         return;
-    s = &defer_slots[uid_hash(uid) & (LIMIT_SB_DEFER_SLOTS - 1)];
-    pthread_mutex_lock(&memo_lock);
+    s = defer_slot_of(m, uid);
+    pthread_mutex_lock(&m->lock);
     if (strcmp(s->uid, uid) == 0)
         s->uid[0] = '\0';
-    pthread_mutex_unlock(&memo_lock);
+    pthread_mutex_unlock(&m->lock);
 }

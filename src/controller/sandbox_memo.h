@@ -9,8 +9,11 @@
  * lost across an API server restart), the memo stops suppressing the write, and callers
  * that skip a write (or drop a 409) requeue the object after SB_MEMO_TTL as a backstop.
  *
- * A fixed table (LIMIT_SB_MEMO_SLOTS, lossy on hash collisions): memory stays bounded,
- * and a lost entry only costs a conflict. Thread-safe. */
+ * A fixed table per instance (LIMIT_SB_MEMO_SLOTS, lossy on hash collisions): memory
+ * stays bounded, and a lost entry only costs a conflict. The controller manager owns one
+ * and lends it to the Sandbox and claim reconcilers; two managers in one process (tests)
+ * never see each other's writes. Thread-safe. A NULL memo remembers nothing: never
+ * stale, never a deferred write. */
 #pragma once
 
 #include <jansson.h>
@@ -22,15 +25,22 @@
  *  backstop requeue delay after a skipped write or a dropped conflict. */
 #define SB_MEMO_TTL (3 * USEC_PER_SEC)
 
+struct sb_memo;
+
+/** Returns a new, empty memo (both tables); free with sb_memo_free. */
+struct sb_memo *sb_memo_new(void);
+/** Frees m; NULL is fine. No thread may still use it. */
+void sb_memo_free(struct sb_memo *m);
+
 /** True when sb (borrowed; a Sandbox or a claim) is the very version a status write of ours
  *  replaced, less than SB_MEMO_TTL ago. */
-bool sb_memo_stale(const json_t *sb);
+bool sb_memo_stale(struct sb_memo *m, const json_t *sb);
 /** Records that a status write replaced sb's (borrowed) resourceVersion. */
-void sb_memo_wrote(const json_t *sb);
+void sb_memo_wrote(struct sb_memo *m, const json_t *sb);
 
 /** sb_memo_stale and sb_memo_wrote on an explicit monotonic time (for tests). */
-bool sb_memo_stale_at(const json_t *sb, usec_t now);
-void sb_memo_wrote_at(const json_t *sb, usec_t now);
+bool sb_memo_stale_at(struct sb_memo *m, const json_t *sb, usec_t now);
+void sb_memo_wrote_at(struct sb_memo *m, const json_t *sb, usec_t now);
 
 /* Status write coalescing: a change of details only (sb_status_diff's SB_STATUS_DETAIL)
  * may wait up to a window from when it was first seen, so that the steps of a starting
@@ -41,8 +51,8 @@ void sb_memo_wrote_at(const json_t *sb, usec_t now);
 
 /** 0 when a detail write of object uid is due now; else how long it may still wait.
  *  The first call for uid starts its window. window 0 = never wait. */
-usec_t sb_defer_wait(const char *uid, usec_t window);
+usec_t sb_defer_wait(struct sb_memo *m, const char *uid, usec_t window);
 /** Forgets uid's pending wait (after its write, or when nothing is left to write). */
-void sb_defer_clear(const char *uid);
+void sb_defer_clear(struct sb_memo *m, const char *uid);
 /** sb_defer_wait on an explicit monotonic time (for tests). */
-usec_t sb_defer_wait_at(const char *uid, usec_t window, usec_t now);
+usec_t sb_defer_wait_at(struct sb_memo *m, const char *uid, usec_t window, usec_t now);

@@ -99,12 +99,12 @@ static bool defer_status(struct sb_pass *p, const json_t *st)
     enum sb_status_change d = sb_status_diff(json_object_get(p->sb, "status"), st);
     usec_t wait;
     if (d == SB_STATUS_SAME) {
-        sb_defer_clear(p->uid);
+        sb_defer_clear(p->r->memo, p->uid);
         return true;
     }
     if (d == SB_STATUS_HEADLINE)
         return false;
-    wait = sb_defer_wait(p->uid, p->r->status_window);
+    wait = sb_defer_wait(p->r->memo, p->uid, p->r->status_window);
     if (!wait)
         return false;
     if (!p->backstop || wait < p->backstop)
@@ -121,7 +121,7 @@ static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
     int r;
     if (coalesce ? defer_status(p, st) : !sb_status_changed(json_object_get(p->sb, "status"), st))
         return 0;
-    if (sb_memo_stale(p->sb)) {
+    if (sb_memo_stale(p->r->memo, p->sb)) {
         /* The cache has not seen our last write: its event requeues the key; the backstop
          * requeue covers an event lost across an API server restart. */
         p->backstop = SB_MEMO_TTL;
@@ -132,8 +132,8 @@ static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
     r = kube_update_status(p->r->client, &API_RES_SANDBOXES, p->ns, obj, NULL, &e);
     json_decref(obj);
     if (r >= 0) {
-        sb_memo_wrote(p->sb);
-        sb_defer_clear(p->uid);
+        sb_memo_wrote(p->r->memo, p->sb);
+        sb_defer_clear(p->r->memo, p->uid);
     }
     if (r >= 0 || kube_err_is_not_found(&e))
         return 0;

@@ -17,6 +17,7 @@ struct kube_client;
 struct kube_store;
 struct events_recorder;
 struct idle_ctrl;
+struct sb_memo;
 
 /** Name of the index by controller ownerReference UID that the Pod, Service and PVC
  * stores must carry (kube_index_controller_uid). */
@@ -31,6 +32,7 @@ struct sb_reconciler {
     struct events_recorder *events; /* borrowed; NULL: no Events */
     const char *cluster_domain;     /* borrowed; NULL: cluster.local */
     struct idle_ctrl *idle;         /* borrowed; NULL: no idle auto-suspend */
+    struct sb_memo *memo;           /* borrowed: read-your-writes memo; NULL: none */
     /* A status change of details only (sb_status_diff) waits up to this long for the next
      * write that matters, normally the Ready transition; 0 writes every change at once. */
     usec_t status_window;

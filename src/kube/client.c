@@ -209,10 +209,10 @@ static void set_blob(CURL *h, CURLoption opt, const char *data, size_t len)
     curl_easy_setopt(h, opt, &b);
 }
 
-static void set_tls(struct kube_client *c, CURL *h)
+void kube__curl_tls(CURL *h, const struct kube_config *cfg)
 {
     struct kube_tls t;
-    kube_config_tls(c->cfg, &t);
+    kube_config_tls(cfg, &t);
     if (t.ca_data)
         set_blob(h, CURLOPT_CAINFO_BLOB, t.ca_data, t.ca_len);
     else if (t.ca_file)
@@ -306,7 +306,7 @@ int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     if (c->connect_to)
         curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
-    set_tls(c, h);
+    kube__curl_tls(h, c->cfg);
     set_method(h, p);
     *ret_headers = hdrs;
     return 0;

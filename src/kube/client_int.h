@@ -14,6 +14,10 @@
 #include "kube/client.h"
 #include "kube/ratelimit.h"
 
+/** Sets the TLS material of cfg (borrowed) on h: CA, client certificate and key (PEM,
+ * data copied into h), and the insecure flag. Shared with sbd_client.c. */
+void kube__curl_tls(CURL *h, const struct kube_config *cfg);
+
 /* At most LIMIT_KUBE_LOG_BURST lines per LIMIT_KUBE_LOG_WINDOW; the rest are counted
  * and the count is reported on the next line let through. */
 struct kube__loglimit {

@@ -96,7 +96,15 @@ void authz_stats(const struct authz *a, struct authz_stats *ret);
  * clients that set spec.audiences); NULL otherwise. */
 json_t *authz_token_review_user(const json_t *status, const char *const *audiences);
 
-/** The reviewer backed by the API server through c (borrowed, thread-safe). audiences is
- * a NULL-terminated list or NULL (borrowed for the reviewer's life). */
-void authz_kube_reviewer(struct kube_client *c, const char *const *audiences,
+/** The state of one reviewer backed by the API server: a value the caller embeds (one
+ * per reviewer, never shared between instances). */
+struct authz_kube {
+    struct kube_client *client;   /* borrowed, thread-safe */
+    const char *const *audiences; /* borrowed; NULL-terminated or NULL */
+};
+
+/** Fills *k (borrowed for the reviewer's life: ret->ctx points to it) and *ret with the
+ * reviewer backed by the API server through c (borrowed, thread-safe). audiences is a
+ * NULL-terminated list or NULL (borrowed for the reviewer's life). */
+void authz_kube_reviewer(struct authz_kube *k, struct kube_client *c, const char *const *audiences,
                          struct authz_reviewer *ret);

@@ -10,14 +10,6 @@
 #include "kube/res.h"
 #include "router/authz.h"
 
-struct kube_reviewer_ctx {
-    struct kube_client *client;
-    const char *const *audiences;
-};
-
-/* One context per process is enough: the router has a single API client. */
-static struct kube_reviewer_ctx g_ctx;
-
 /* Is one of the strings in the JSON array got among want (NULL-terminated)? */
 static bool audiences_meet(const json_t *got, const char *const *want)
 {
@@ -46,7 +38,7 @@ json_t *authz_token_review_user(const json_t *status, const char *const *audienc
 
 static int kube_review_token(void *ctx, const char *token, json_t **ret_user)
 {
-    struct kube_reviewer_ctx *k = ctx;
+    const struct authz_kube *k = ctx;
     json_t *spec = json_pack("{s:s}", "token", token);
     if (k->audiences && k->audiences[0]) {
         json_t *aud = json_array();
@@ -89,7 +81,7 @@ static json_t *sar_spec(const json_t *user, const struct authz_attrs *at)
 static int kube_review_access(void *ctx, const json_t *user, const struct authz_attrs *at,
                               bool *ret_allowed)
 {
-    struct kube_reviewer_ctx *k = ctx;
+    const struct authz_kube *k = ctx;
     json_t *body = json_pack("{s:s,s:s,s:o}", "apiVersion", "authorization.k8s.io/v1", "kind",
                              "SubjectAccessReview", "spec", sar_spec(user, at));
     json_t *resp = NULL;
@@ -103,11 +95,10 @@ static int kube_review_access(void *ctx, const json_t *user, const struct authz_
     return 0;
 }
 
-void authz_kube_reviewer(struct kube_client *c, const char *const *audiences,
+void authz_kube_reviewer(struct authz_kube *k, struct kube_client *c, const char *const *audiences,
                          struct authz_reviewer *ret)
 {
-    g_ctx.client = c;
-    g_ctx.audiences = audiences;
+    *k = (struct authz_kube){.client = c, .audiences = audiences};
     *ret = (struct authz_reviewer){
-        .review_token = kube_review_token, .review_access = kube_review_access, .ctx = &g_ctx};
+        .review_token = kube_review_token, .review_access = kube_review_access, .ctx = k};
 }

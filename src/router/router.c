@@ -36,6 +36,7 @@ struct router {
     pthread_t thread;
     struct kube_informer *informer;
     struct authz_reviewer reviewer;
+    struct authz_kube reviewer_kube; /* the reviewer's state (reviewer.ctx) */
     struct authz *authz;
     struct proxy *proxy;
     /* idle auto-suspend: API writes, resume on traffic, activity reports */
@@ -335,7 +336,7 @@ int router_start(const struct router_opts *opts, struct router **ret)
     r->metrics = metrics_registry_new();
     metrics_register_process(r->metrics);
     if (r->o.auth) {
-        authz_kube_reviewer(r->o.client, r->o.audiences, &r->reviewer);
+        authz_kube_reviewer(&r->reviewer_kube, r->o.client, r->o.audiences, &r->reviewer);
         struct authz_opts ao = {.reviewer = &r->reviewer,
                                 .verb = r->o.authz_verb,
                                 .subresource = r->o.authz_subresource,

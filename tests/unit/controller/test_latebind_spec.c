@@ -258,7 +258,6 @@ static void test_target_check(void **state)
         {"10.0.0.1:80", -EINVAL, -EINVAL},
         {"", -EINVAL, -EINVAL},
     };
-    char url[128];
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         if (lb_target_check(cases[i].ip, false) != cases[i].strict ||
@@ -266,11 +265,6 @@ static void test_target_check(void **state)
             fail_msg("target %s", cases[i].ip);
     }
     assert_int_equal(lb_target_check(NULL, true), -EINVAL);
-    assert_int_equal(lb_target_url("10.1.2.3", 8080, url, sizeof(url)), 0);
-    assert_string_equal(url, "http://10.1.2.3:8080/v1/config/env");
-    assert_int_equal(lb_target_url("fd00::1", 9, url, sizeof(url)), 0);
-    assert_string_equal(url, "http://[fd00::1]:9/v1/config/env");
-    assert_int_equal(lb_target_url("10.1.2.3", 8080, url, 10), -E2BIG);
 }
 
 /* A cold start keeps valueFrom as a reference in the pod spec (the kubelet reads it). */

@@ -2,7 +2,9 @@
 /* Unit tests: the read-your-writes memo suppresses status writes on the version our write
  * replaced, only for that version and UID, and only for SB_MEMO_TTL (the backstop for a
  * watch event lost across an API server restart). The status coalescing table delays a
- * detail write by at most its window from the first sighting, and never on a collision. */
+ * detail write by at most its window from the first sighting, and never on a collision.
+ * Each memo is its own instance: two never share an entry, and a NULL memo remembers
+ * nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,13 +30,13 @@ static void test_stale_only_for_replaced_version(void **state)
     json_t *v1 = obj("uid-memo-1", "100"), *v2 = obj("uid-memo-1", "101");
     json_t *other = obj("uid-memo-2", "100");
     usec_t t0 = 1000 * USEC_PER_SEC;
-    (void)state;
-    assert_false(sb_memo_stale_at(v1, t0));
-    sb_memo_wrote_at(v1, t0);
-    assert_true(sb_memo_stale_at(v1, t0));
-    assert_true(sb_memo_stale_at(v1, t0 + SB_MEMO_TTL - 1));
-    assert_false(sb_memo_stale_at(v2, t0 + 1));    /* the cache moved on */
-    assert_false(sb_memo_stale_at(other, t0 + 1)); /* another object */
+    struct sb_memo *m = *state;
+    assert_false(sb_memo_stale_at(m, v1, t0));
+    sb_memo_wrote_at(m, v1, t0);
+    assert_true(sb_memo_stale_at(m, v1, t0));
+    assert_true(sb_memo_stale_at(m, v1, t0 + SB_MEMO_TTL - 1));
+    assert_false(sb_memo_stale_at(m, v2, t0 + 1));    /* the cache moved on */
+    assert_false(sb_memo_stale_at(m, other, t0 + 1)); /* another object */
     json_decref(v1);
     json_decref(v2);
     json_decref(other);
@@ -44,13 +46,13 @@ static void test_expires_after_ttl(void **state)
 {
     json_t *v = obj("uid-memo-3", "7");
     usec_t t0 = 2000 * USEC_PER_SEC;
-    (void)state;
-    sb_memo_wrote_at(v, t0);
-    assert_true(sb_memo_stale_at(v, t0 + SB_MEMO_TTL / 2));
-    assert_false(sb_memo_stale_at(v, t0 + SB_MEMO_TTL)); /* the event never came */
-    assert_false(sb_memo_stale_at(v, t0 - 1));           /* a clock before the write */
-    sb_memo_wrote_at(v, t0 + SB_MEMO_TTL);               /* a new write re-arms it */
-    assert_true(sb_memo_stale_at(v, t0 + SB_MEMO_TTL + 1));
+    struct sb_memo *m = *state;
+    sb_memo_wrote_at(m, v, t0);
+    assert_true(sb_memo_stale_at(m, v, t0 + SB_MEMO_TTL / 2));
+    assert_false(sb_memo_stale_at(m, v, t0 + SB_MEMO_TTL)); /* the event never came */
+    assert_false(sb_memo_stale_at(m, v, t0 - 1));           /* a clock before the write */
+    sb_memo_wrote_at(m, v, t0 + SB_MEMO_TTL);               /* a new write re-arms it */
+    assert_true(sb_memo_stale_at(m, v, t0 + SB_MEMO_TTL + 1));
     json_decref(v);
 }
 
@@ -59,11 +61,11 @@ static void test_unusable_objects_never_stale(void **state)
     json_t *no_rv = json_pack("{s:{s:s}}", "metadata", "uid", "uid-memo-4");
     json_t *long_uid =
         obj("uid-memo-5-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "1");
-    (void)state;
-    sb_memo_wrote_at(no_rv, 5);
-    sb_memo_wrote_at(long_uid, 5);
-    assert_false(sb_memo_stale_at(no_rv, 5));
-    assert_false(sb_memo_stale_at(long_uid, 5));
+    struct sb_memo *m = *state;
+    sb_memo_wrote_at(m, no_rv, 5);
+    sb_memo_wrote_at(m, long_uid, 5);
+    assert_false(sb_memo_stale_at(m, no_rv, 5));
+    assert_false(sb_memo_stale_at(m, long_uid, 5));
     json_decref(no_rv);
     json_decref(long_uid);
 }
@@ -73,22 +75,23 @@ static void test_unusable_objects_never_stale(void **state)
 static void test_defer_window_from_first_sighting(void **state)
 {
     usec_t t0 = 3000 * USEC_PER_SEC;
-    (void)state;
-    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0), W);
+    struct sb_memo *m = *state;
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-1", W, t0), W);
     /* Later sightings do not push the deadline: the wait only shrinks. */
-    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0 + W / 4), W - W / 4);
-    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0 + W - 1), 1);
-    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0 + W), 0);
-    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0 + 5 * W), 0); /* stays due */
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-1", W, t0 + W / 4), W - W / 4);
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-1", W, t0 + W - 1), 1);
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-1", W, t0 + W), 0);
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-1", W, t0 + 5 * W), 0); /* stays due */
     /* After the write, a new change starts a new window. */
-    sb_defer_clear("uid-defer-1");
-    assert_int_equal(sb_defer_wait_at("uid-defer-1", W, t0 + 6 * W), W);
-    sb_defer_clear("uid-defer-1");
+    sb_defer_clear(m, "uid-defer-1");
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-1", W, t0 + 6 * W), W);
+    sb_defer_clear(m, "uid-defer-1");
     /* Window 0 and unusable UIDs never wait. */
-    assert_int_equal(sb_defer_wait_at("uid-defer-2", 0, t0), 0);
-    assert_int_equal(sb_defer_wait_at(NULL, W, t0), 0);
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-2", 0, t0), 0);
+    assert_int_equal(sb_defer_wait_at(m, NULL, W, t0), 0);
     assert_int_equal(
-        sb_defer_wait_at("uid-defer-3-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", W, t0), 0);
+        sb_defer_wait_at(m, "uid-defer-3-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", W, t0),
+        0);
 }
 
 /* The table's slot of uid (FNV-1a, as sandbox_memo.c; 4096 slots). */
@@ -105,36 +108,80 @@ static void test_defer_collision_writes_at_once(void **state)
     usec_t t0 = 4000 * USEC_PER_SEC;
     char other[40];
     int i;
-    (void)state;
+    struct sb_memo *m = *state;
     for (i = 0; i < 1000000; i++) {
         (void)snprintf(other, sizeof(other), "uid-defer-c-%d", i);
         if (slot(other) == slot("uid-defer-a"))
             break;
     }
     assert_true(i < 1000000);
-    assert_int_equal(sb_defer_wait_at("uid-defer-a", W, t0), W);
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-a", W, t0), W);
     /* The slot is taken by a pending wait: the other object is not delayed. */
-    assert_int_equal(sb_defer_wait_at(other, W, t0 + 1), 0);
-    assert_int_equal(sb_defer_wait_at("uid-defer-a", W, t0 + 2), W - 2);
+    assert_int_equal(sb_defer_wait_at(m, other, W, t0 + 1), 0);
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-a", W, t0 + 2), W - 2);
     /* An entry left behind (its Sandbox was deleted while it waited) is reclaimed. */
-    assert_int_equal(sb_defer_wait_at(other, W, t0 + 2 * W), W);
-    assert_int_equal(sb_defer_wait_at("uid-defer-a", W, t0 + 2 * W + 1), 0);
+    assert_int_equal(sb_defer_wait_at(m, other, W, t0 + 2 * W), W);
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-a", W, t0 + 2 * W + 1), 0);
     /* Clearing another UID's slot does nothing. */
-    sb_defer_clear("uid-defer-a");
-    assert_int_equal(sb_defer_wait_at(other, W, t0 + 2 * W + 2), W - 2);
-    sb_defer_clear(other);
-    assert_int_equal(sb_defer_wait_at("uid-defer-a", W, t0 + 2 * W + 3), W);
-    sb_defer_clear("uid-defer-a");
+    sb_defer_clear(m, "uid-defer-a");
+    assert_int_equal(sb_defer_wait_at(m, other, W, t0 + 2 * W + 2), W - 2);
+    sb_defer_clear(m, other);
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-a", W, t0 + 2 * W + 3), W);
+    sb_defer_clear(m, "uid-defer-a");
+}
+
+static void test_instances_do_not_share(void **state)
+{
+    struct sb_memo *m = *state, *other = sb_memo_new();
+    json_t *v = obj("uid-memo-6", "9");
+    usec_t t0 = 5000 * USEC_PER_SEC;
+    sb_memo_wrote_at(m, v, t0);
+    assert_true(sb_memo_stale_at(m, v, t0 + 1));
+    assert_false(sb_memo_stale_at(other, v, t0 + 1));
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-6", W, t0), W);
+    /* The other memo starts its own window; clearing it leaves the first one's. */
+    assert_int_equal(sb_defer_wait_at(other, "uid-defer-6", W, t0 + W / 2), W);
+    sb_defer_clear(other, "uid-defer-6");
+    assert_int_equal(sb_defer_wait_at(m, "uid-defer-6", W, t0 + W / 2), W - W / 2);
+    sb_memo_free(other);
+    sb_defer_clear(m, "uid-defer-6");
+    json_decref(v);
+}
+
+static void test_null_memo_remembers_nothing(void **state)
+{
+    json_t *v = obj("uid-memo-7", "1");
+    (void)state;
+    sb_memo_wrote_at(NULL, v, 5);
+    assert_false(sb_memo_stale_at(NULL, v, 5));
+    assert_int_equal(sb_defer_wait_at(NULL, "uid-defer-7", W, 5), 0);
+    sb_defer_clear(NULL, "uid-defer-7");
+    sb_memo_free(NULL);
+    json_decref(v);
+}
+
+static int setup(void **state)
+{
+    *state = sb_memo_new();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    sb_memo_free(*state);
+    return 0;
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stale_only_for_replaced_version),
-        cmocka_unit_test(test_expires_after_ttl),
-        cmocka_unit_test(test_unusable_objects_never_stale),
-        cmocka_unit_test(test_defer_window_from_first_sighting),
-        cmocka_unit_test(test_defer_collision_writes_at_once),
+        cmocka_unit_test_setup_teardown(test_stale_only_for_replaced_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expires_after_ttl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unusable_objects_never_stale, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_defer_window_from_first_sighting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_defer_collision_writes_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_instances_do_not_share, setup, teardown),
+        cmocka_unit_test(test_null_memo_remembers_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

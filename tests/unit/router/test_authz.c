@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Review caching with a fake reviewer: verdicts, hits, TTL and error TTL with a fake
  * clock, the bound on entries, the pending-review bound, and shutdown with checks
- * pending. The TokenReview status check: authenticated, user and requested audiences. */
+ * pending. The TokenReview status check: authenticated, user and requested audiences.
+ * API-server reviewers are per instance. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -275,6 +276,29 @@ static void test_token_review_audiences(void **state)
     assert_false(review_accepts("{}", NULL));
 }
 
+/* Each API-server reviewer keeps its own client and audiences: making a second one
+ * (another router in the process) leaves the first untouched. */
+static void test_kube_reviewers_per_instance(void **state)
+{
+    static const char *const aud_a[] = {"a", NULL}, *const aud_b[] = {"b", NULL};
+    /* Never dereferenced: construction only stores the pointers. */
+    struct kube_client *c1 = (struct kube_client *)&token_calls;
+    struct kube_client *c2 = (struct kube_client *)&access_calls;
+    struct authz_kube ka, kb;
+    struct authz_reviewer a, b;
+    (void)state;
+    authz_kube_reviewer(&ka, c1, aud_a, &a);
+    authz_kube_reviewer(&kb, c2, aud_b, &b);
+    assert_ptr_equal(a.ctx, &ka);
+    assert_ptr_equal(b.ctx, &kb);
+    assert_ptr_equal(ka.client, c1);
+    assert_ptr_equal(ka.audiences, aud_a);
+    assert_ptr_equal(kb.client, c2);
+    assert_ptr_equal(kb.audiences, aud_b);
+    assert_non_null(a.review_token);
+    assert_non_null(a.review_access);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -283,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_bounded),
         cmocka_unit_test(test_pending_bound_and_free),
         cmocka_unit_test(test_token_review_audiences),
+        cmocka_unit_test(test_kube_reviewers_per_instance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
