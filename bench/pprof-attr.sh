@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Attributes a kube-apiserver CPU profile (bench/run.sh with BENCH_PPROF) to what it
-# serves: the share of samples under each category (categories overlap: a JSON decode
-# inside an update counts in both), and the top functions by cumulative time.
+# serves: the share of samples under each category (a pprof focus: every sample with a
+# matching frame). The categories overlap: the first rows split the work by storage
+# operation, the later ones cut across them (a JSON decode inside an update counts in
+# both).
 #
 #   bench/pprof-attr.sh PROFILE.pb.gz [PROFILE2.pb.gz]   one column per profile
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,7s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 CATS=(
-	"etcd client and storage|etcd3|go.etcd.io"
-	"JSON encode and decode|encoding/json|json-iterator|sigs.k8s.io/json|serializer/json|jsoniter"
-	"protobuf encode and decode|serializer/protobuf|gogo/protobuf|google.golang.org/protobuf"
+	"updates and patches (storage GuaranteedUpdate: decode, admission, validation, managedFields, etcd txn)|storage/etcd3.\\(\\*store\\).GuaranteedUpdate"
+	"creates (storage Create)|storage/etcd3.\\(\\*store\\).Create"
+	"deletes (storage Delete)|storage/etcd3.\\(\\*store\\).(Delete|conditionalDelete)"
+	"gets and lists from storage|storage/etcd3.\\(\\*store\\).(Get|GetList)|cacher.\\(\\*CacheDelegator\\).(Get|GetList)"
+	"watch: events from etcd (decode)|storage/etcd3.\\(\\*watchChan\\)"
+	"watch: fan-out to watchers (encode, send)|cacher.\\(\\*cachingObject\\)|cacher.\\(\\*cacheWatcher\\)|cacher.\\(\\*Cacher\\).dispatch|handlers.serveWatch|WatchServer"
 	"custom resources (crdHandler: Sandboxes, claims, pools, templates)|apiextensions-apiserver/pkg/apiserver.\\(\\*crdHandler\\)"
-	"watch serving (cacher, watch encode)|cacher|watchcache|handlers.serveWatch|WatchServer"
 	"CRD schema validation|apiextensions-apiserver/pkg/apiserver/validation|kube-openapi/pkg/validation|apiextensions-apiserver/pkg/apiserver/schema"
 	"managedFields (structured-merge-diff)|structured-merge-diff|fieldmanager"
+	"JSON encode and decode|encoding/json|json-iterator|sigs.k8s.io/json|serializer/json|jsoniter"
+	"protobuf encode and decode|serializer/protobuf|gogo/protobuf|google.golang.org/protobuf"
 	"admission|k8s.io/apiserver/pkg/admission"
 	"authentication and authorization|AuthenticateRequest|Authorizer\\).Authorize|rbac"
 	"TLS and HTTP/2|crypto/tls|crypto/aes|golang.org/x/net/http2"
