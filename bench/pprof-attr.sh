@@ -29,7 +29,9 @@ CATS=(
 )
 total() { go tool pprof -top -nodecount=1 "$1" 2>/dev/null | sed -n 's/.* of \([0-9.]*m\{0,1\}s\) total.*/\1/p' | head -1; }
 printf '| where (pprof focus) |'
-for p in "$@"; do printf ' %s (%s) |' "$(basename "$p" .pb.gz)" "$(total "$p")"; done
+for p in "$@"; do # column: <leg dir>/<scenario> (bench/upstream.sh compare --profile)
+	printf ' %s/%s (%s) |' "$(basename "$(dirname "$p")")" "$(basename "$p" .pb.gz)" "$(total "$p")"
+done
 printf '\n|---|'
 for _ in "$@"; do printf -- '---:|'; done
 printf '\n'
