@@ -340,28 +340,13 @@ static int start_election(struct ctrl_manager *m)
     return 0;
 }
 
-/* Events wait while claims are being served (--claim-burst-defer), as the other writes
- * no client waits for. */
-static usec_t events_hold(void *ctx)
-{
-    struct ctrl_manager *m = ctx;
-    struct ext_ctrl *x = atomic_load(&m->events_ext);
-    return x && ext_ctrl_claims_busy(x, false) ? LIMIT_EXT_BURST_RECHECK : 0;
-}
-
 static int start_events(struct ctrl_manager *m)
 {
     struct events_opts eo = {.component = SB_EVENT_SOURCE, .instance = m->identity};
-    usec_t defer = m->opts.ext.burst_defer ? m->opts.ext.burst_defer : LIMIT_EXT_BURST_DEFER;
     int r;
     if (!m->opts.events)
         return 0;
     events_api_kube(m->opts.client, &eo.api);
-    if (m->opts.extensions && defer != USEC_INFINITY) {
-        eo.hold = events_hold;
-        eo.hold_ctx = m;
-        eo.max_hold = defer;
-    }
     r = events_recorder_new(&eo, &m->events);
     if (r < 0)
         return log_error_errno(r, "cannot start the events recorder");
@@ -402,8 +387,6 @@ int ctrl_manager_start(struct ctrl_manager *m)
                              .metrics = &m->met,
                              .memo = m->memo};
         r = ext_ctrl_new(&m->opts.ext, &d, &m->ext);
-        if (r >= 0)
-            atomic_store(&m->events_ext, m->ext);
     }
     if (r >= 0)
         r = start_informers(m);
@@ -512,9 +495,8 @@ void ctrl_manager_free(struct ctrl_manager *m)
 {
     if (!m)
         return;
-    ctrl_manager_stop(m); /* the events writer has stopped: no more events_hold calls */
+    ctrl_manager_stop(m);
     lease_elector_free(m->elector);
-    atomic_store(&m->events_ext, NULL);
     ext_ctrl_free(m->ext);
     for (int i = 0; i < CTRL_INF_COUNT; i++) {
         kube_informer_free(m->inf[i]);

@@ -34,9 +34,6 @@ struct ctrl_manager {
     struct workloop *loop;                      /* the Sandbox controller's queue and workers */
     struct sb_reconciler rec;
     struct ext_ctrl *ext; /* extensions controllers, or NULL */
-    /* ext again, for the events writer's pacing (events_hold): set once ext exists,
-     * after the recorder's thread has started */
-    _Atomic(struct ext_ctrl *) events_ext;
     struct sb_memo *memo; /* read-your-writes memo of the Sandbox and claim reconcilers */
     /* idle auto-suspend */
     struct idle_ctrl *idle;

@@ -143,9 +143,6 @@ struct events_recorder {
     char *component, *instance;
     struct events_api api;
     struct events_clock clock;
-    usec_t (*hold)(void *ctx);
-    void *hold_ctx;
-    usec_t max_hold;
     size_t queue_size;
     usec_t window, refill;
     unsigned burst;
@@ -489,25 +486,6 @@ static void write_pending(struct events_recorder *r, const struct pending *p)
     write_create(r, p, key);
 }
 
-/* The optional pacing (events_opts.hold) before p is written; lock held, released while
- * waiting. */
-static void hold_back(struct events_recorder *r, const struct pending *p)
-{
-    struct timespec ts;
-    while (r->hold && !r->stopping) {
-        usec_t now = now_mono(r), end = p->mono + r->max_hold, d;
-        if (now >= end)
-            return;
-        (void)pthread_mutex_unlock(&r->lock);
-        d = r->hold(r->hold_ctx);
-        (void)pthread_mutex_lock(&r->lock);
-        if (!d || r->stopping)
-            return;
-        clock_deadline_realtime(d < end - now ? d : end - now, &ts);
-        (void)pthread_cond_timedwait(&r->work, &r->lock, &ts); /* a stop wakes it */
-    }
-}
-
 static void *writer_main(void *arg)
 {
     struct events_recorder *r = arg;
@@ -520,7 +498,6 @@ static void *writer_main(void *arg)
         p = r->head;
         if (!p)
             break;
-        hold_back(r, p);
         r->head = p->next;
         if (!r->head)
             r->tail = NULL;
@@ -601,9 +578,6 @@ static void init_fields(struct events_recorder *r, const struct events_opts *o)
     if (o->clock)
         r->clock = *o->clock;
     r->queue_size = o->queue_size ? o->queue_size : EVENTS_DEFAULT_QUEUE;
-    r->hold = o->hold;
-    r->hold_ctx = o->hold_ctx;
-    r->max_hold = o->max_hold;
     r->window = o->window ? o->window : EVENTS_DEFAULT_WINDOW;
     r->burst = o->burst ? o->burst : LIMIT_EVENT_BURST;
     r->refill = o->refill ? o->refill : EVENTS_DEFAULT_REFILL;

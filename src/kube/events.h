@@ -64,12 +64,6 @@ struct events_opts {
     usec_t refill;         /* one more event per object every refill; 0 = default */
     size_t cache_size;     /* entries in each LRU cache; 0 = LIMIT_EVENT_CACHE */
     const struct events_clock *clock; /* copied; NULL = real clocks */
-    /* Optional pacing: before each write the writer asks hold(hold_ctx); while it returns
-     * a delay > 0 the write waits that long and asks again, at most max_hold after the
-     * event was recorded (the Event keeps its recorded time). Stopping ends any wait. */
-    usec_t (*hold)(void *ctx);
-    void *hold_ctx;
-    usec_t max_hold;
 };
 
 /** Counters since creation (a snapshot). */

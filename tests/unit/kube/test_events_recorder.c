@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -517,48 +516,6 @@ static void test_stop_writes_queue_then_drops(void **state)
     assert_int_equal(x->api.creates, 2);
 }
 
-/* Pacing: while hold() asks for a delay the write waits, up to max_hold after the event
- * was recorded (on the recorder's clock); a stop ends the wait. */
-static atomic_bool hold_busy;
-static atomic_int hold_calls;
-
-static usec_t hold_fn(void *ctx)
-{
-    (void)ctx;
-    atomic_fetch_add(&hold_calls, 1);
-    return atomic_load(&hold_busy) ? 5 * USEC_PER_MSEC : 0;
-}
-
-static void test_hold_paces_writes(void **state)
-{
-    struct fx *x = *state;
-    x->opts.hold = hold_fn;
-    x->opts.max_hold = 2 * USEC_PER_SEC;
-    atomic_store(&hold_busy, true);
-    atomic_store(&hold_calls, 0);
-    fx_start(x);
-    events_record(x->r, x->pod, EVENTS_NORMAL, "Held", "m");
-    clock_sleep(100 * USEC_PER_MSEC); /* the recorder's clock does not move: still held */
-    assert_int_equal(x->api.creates, 0);
-    assert_true(atomic_load(&hold_calls) > 1); /* asked again and again */
-    atomic_store(&hold_busy, false);
-    events_flush(x->r);
-    assert_int_equal(x->api.creates, 1);
-    /* busy for good: written once max_hold has passed since it was recorded */
-    atomic_store(&hold_busy, true);
-    events_record(x->r, x->pod, EVENTS_NORMAL, "Capped", "m");
-    clock_sleep(20 * USEC_PER_MSEC);
-    assert_int_equal(x->api.creates, 1);
-    advance(&x->clk, 2 * USEC_PER_SEC);
-    events_flush(x->r);
-    assert_int_equal(x->api.creates, 2);
-    /* a stop does not wait for the pacing */
-    events_record(x->r, x->pod, EVENTS_NORMAL, "AtStop", "m");
-    events_stop(x->r);
-    assert_int_equal(x->api.creates, 3);
-    atomic_store(&hold_busy, false);
-}
-
 static void test_bad_opts(void **state)
 {
     struct fx *x = *state;
@@ -622,7 +579,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_event_fields, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hold_paces_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_aggregation_patches_count, setup, teardown),
         cmocka_unit_test_setup_teardown(test_different_keys_do_not_aggregate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_expiry_creates_new, setup, teardown),
