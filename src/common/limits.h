@@ -102,9 +102,6 @@
 #define LIMIT_EXT_MISSING_REQUEUE   (60 * USEC_PER_SEC)      /* missing pool or template */
 #define LIMIT_EXT_CACHE_LAG_REQUEUE (200 * USEC_PER_MSEC)    /* AlreadyExists on a cold create */
 #define LIMIT_EXT_CLAIM_TIMEOUT     (10 * 60 * USEC_PER_SEC) /* --claim-timeout default */
-#define LIMIT_EXT_BURST_DEFER       (2 * USEC_PER_SEC)       /* --claim-burst-defer default */
-#define LIMIT_EXT_BURST_RECHECK     (100 * USEC_PER_MSEC)    /* re-check while deferring */
-#define LIMIT_EXT_FIRST_READY_AGE   (60 * USEC_PER_SEC) /* Ready older: no late annotation */
 #define LIMIT_EXT_ADOPT_ATTEMPTS    8                        /* warm candidates tried per pass */
 #define LIMIT_EXT_CREATE_PARALLEL   32 /* bound on --sandbox-warm-pool-create-parallelism */
 #define LIMIT_EXT_DOMAINS_FILE      (64u * 1024) /* allowed-label-domains file */

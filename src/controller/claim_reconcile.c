@@ -320,53 +320,26 @@ static bool lifecycle(struct claim_pass *p)
 
 /* ---- status ------------------------------------------------------------------------- */
 
-/* The latencies of the first Ready (metrics), at the transition. The first-observed time
- * stays for the annotations unless they are off. */
 static void record_first_ready(struct claim_pass *p)
 {
-    bool keep = !p->x->o.no_claim_annotations;
-    usec_t seen = ext__observed(p->x, p->key, !keep);
-    if (kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY))
-        return;
-    ext_metrics_first_ready(&p->x->met, p->claim, p->sb, seen, clock_wall_now());
-}
-
-/* The first-ready annotations of a claim the cache shows Ready (st: the status just built): one
- * metadata write off the client's path, which waits while claims are being served
- * (ext_ctrl_burst_wait). Its time is the Ready condition's transition, so a wait does
- * not move it; a claim Ready for longer than LIMIT_EXT_FIRST_READY_AGE (one this
- * process did not see turn Ready) is left as it is. */
-static void annotate_first_ready(struct claim_pass *p, const json_t *st)
-{
-    const char *ready =
-        json_string_value(json_object_get(sb_cond_get(st, SB_COND_READY), "lastTransitionTime"));
-    char first[64];
-    usec_t at, wait, seen;
+    char now[64], first[64];
+    usec_t seen = ext__observed(p->x, p->key, true), t = clock_wall_now();
     struct kube_err e;
     json_t *patch;
-    if (p->x->o.no_claim_annotations || kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY))
+    if (kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY))
         return;
-    if (!ready || clock_parse_rfc3339(ready, &at) < 0 ||
-        at + LIMIT_EXT_FIRST_READY_AGE < clock_wall_now()) {
-        (void)ext__observed(p->x, p->key, true);
+    ext_metrics_first_ready(&p->x->met, p->claim, p->sb, seen, t);
+    if (p->x->o.no_claim_annotations)
         return;
-    }
-    if ((wait = ext_ctrl_burst_wait(p->x, p->uid, true)) > 0) {
-        requeue_min(p, wait);
-        return;
-    }
-    seen = ext__observed(p->x, p->key, true);
-    clock_format_rfc3339(seen ? seen : at, first, sizeof(first));
-    patch = json_pack("{s:{s:{s:s, s:s}}}", "metadata", "annotations", EXT_ANN_FIRST_READY, ready,
+    /* One metadata write after Ready, off the client's path. */
+    clock_format_rfc3339(t, now, sizeof(now));
+    clock_format_rfc3339(seen ? seen : t, first, sizeof(first));
+    patch = json_pack("{s:{s:{s:s, s:s}}}", "metadata", "annotations", EXT_ANN_FIRST_READY, now,
                       EXT_ANN_FIRST_OBSERVED, first);
     if (kube_obj_annotation(p->claim, EXT_ANN_FIRST_OBSERVED))
         json_object_del(json_object_get(json_object_get(patch, "metadata"), "annotations"),
                         EXT_ANN_FIRST_OBSERVED);
-    /* the version it replaces is stale from now on: no second write before the cache
-     * shows this one */
-    if (ext__patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, NULL, patch, NULL, &e) >= 0 &&
-        p->x->d.memo)
-        sb_memo_wrote(p->x->d.memo, p->claim);
+    (void)ext__patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, NULL, patch, NULL, &e);
     json_decref(patch);
 }
 
@@ -409,11 +382,8 @@ static void write_status(struct claim_pass *p)
         sb_memo_wrote(p->x->d.memo, p->claim);
         json_decref(patch);
     }
-    /* the annotations follow once the cache shows the Ready status (the pass after) */
     if (!was_ready && status_ready(st))
         record_first_ready(p);
-    else if (was_ready && status_ready(st))
-        annotate_first_ready(p, st);
     json_decref(st);
 }
 

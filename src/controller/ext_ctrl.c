@@ -23,7 +23,6 @@
 #include "controller/manager_int.h"
 #include "controller/ns_source.h"
 #include "controller/pool_expect.h"
-#include "controller/sandbox_memo.h"
 #include "controller/workloop.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -141,28 +140,6 @@ usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop)
         xfree(p);
     pthread_mutex_unlock(&x->lock);
     return t;
-}
-
-bool ext_ctrl_claims_busy(struct ext_ctrl *x, bool self)
-{
-    struct workloop *l = x->loops[EXT_LOOP_CLAIM];
-    if (!l)
-        return false;
-    return wq_len(workloop_queue(l)) > 0 || workloop_active(l) > (self ? 1 : 0);
-}
-
-usec_t ext_ctrl_burst_wait(struct ext_ctrl *x, const char *uid, bool self)
-{
-    usec_t window = x->o.burst_defer ? x->o.burst_defer : LIMIT_EXT_BURST_DEFER, wait;
-    if (window == USEC_INFINITY || !x->d.memo || !uid || !ext_ctrl_claims_busy(x, self)) {
-        if (x->d.memo && uid)
-            sb_defer_clear(x->d.memo, uid);
-        return 0;
-    }
-    wait = sb_defer_wait(x->d.memo, uid, window);
-    if (!wait)
-        sb_defer_clear(x->d.memo, uid); /* the window is over: write now */
-    return wait > LIMIT_EXT_BURST_RECHECK ? LIMIT_EXT_BURST_RECHECK : wait;
 }
 
 static void observe_claim(struct ext_ctrl *x, const char *key)

@@ -19,21 +19,15 @@ struct sb_memo;
 struct ext_ctrl;
 
 struct ext_opts {
-    int claim_workers;     /* 0 = 300 */
-    int create_parallel;   /* pool member creates in flight per pass; 0 = 1 */
-    int pool_workers;      /* 0 = 1 */
-    int template_workers;  /* 0 = 1 */
-    int max_pool_replicas; /* bound on spec.replicas; 0 = LIMIT_EXT_MAX_POOL_REPLICAS */
-    int max_batch;         /* creates/deletes per pool pass; 0 = LIMIT_EXT_MAX_BATCH */
-    double refill_rate;    /* per-pool creates per second; 0 = unpaced */
-    usec_t ready_grace;    /* 0 = LIMIT_EXT_READY_GRACE */
-    usec_t claim_timeout;  /* 0 = LIMIT_EXT_CLAIM_TIMEOUT; USEC_INFINITY = none */
-    /* While claims are being served (claim reconciles queued or running), the writes a
-     * client does not wait for (the first-ready annotations of a Ready claim, the
-     * metadata patch of an adopted Sandbox's Pod) wait, at most this long from the first
-     * pass that could write them, so that the claims' own writes are not queued behind
-     * them at the API server. 0 = LIMIT_EXT_BURST_DEFER; USEC_INFINITY = never wait. */
-    usec_t burst_defer;
+    int claim_workers;         /* 0 = 300 */
+    int create_parallel;       /* pool member creates in flight per pass; 0 = 1 */
+    int pool_workers;          /* 0 = 1 */
+    int template_workers;      /* 0 = 1 */
+    int max_pool_replicas;     /* bound on spec.replicas; 0 = LIMIT_EXT_MAX_POOL_REPLICAS */
+    int max_batch;             /* creates/deletes per pool pass; 0 = LIMIT_EXT_MAX_BATCH */
+    double refill_rate;        /* per-pool creates per second; 0 = unpaced */
+    usec_t ready_grace;        /* 0 = LIMIT_EXT_READY_GRACE */
+    usec_t claim_timeout;      /* 0 = LIMIT_EXT_CLAIM_TIMEOUT; USEC_INFINITY = none */
     bool no_eviction;          /* do not stamp safe-to-evict on warm pods */
     bool no_claim_events;      /* no Events from the claim controller */
     bool no_claim_annotations; /* do not persist the first-observed/first-ready annotations */
@@ -72,14 +66,6 @@ void ext_ctrl_stop_workers(struct ext_ctrl *x);
 void ext_ctrl_stop(struct ext_ctrl *x);
 /** Stops and frees; NULL is fine. */
 void ext_ctrl_free(struct ext_ctrl *x);
-/** True when claims are being served: claim reconciles are queued, or running besides
- * the caller's own (self: the caller is a claim worker). */
-bool ext_ctrl_claims_busy(struct ext_ctrl *x, bool self);
-/** How long a write that clients do not wait for may still wait now (0: write now):
- * while claims are busy, up to the burst_defer window counted per uid (the memo's
- * deferral table) from the first call; re-checked at least every
- * LIMIT_EXT_BURST_RECHECK. Clears uid's wait when it returns 0. */
-usec_t ext_ctrl_burst_wait(struct ext_ctrl *x, const char *uid, bool self);
 /** True when every extension informer has synced. */
 bool ext_ctrl_synced(struct ext_ctrl *x);
 /** Waits for the extension informers. Returns 0, -ETIMEDOUT or -ECANCELED. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+
 #include "api/res.h"
 #include "common/buf.h"
 #include "common/limits.h"

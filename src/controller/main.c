@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "as_version.h"
 #include "api/extensions.h"
 #include "api/sandbox.h"
-#include "as_version.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
@@ -117,10 +117,6 @@ static const char usage_text[] =
     "  --claim-timeout D                   a claim not Ready by then fails with ClaimTimeout;\n"
     "                                      0 disables (default 10m; annotation\n"
     "                                      " EXT_ANN_CLAIM_TIMEOUT ")\n"
-    "  --claim-burst-defer D               while claims are being served, writes no client\n"
-    "                                      waits for (first-ready annotations, an adopted\n"
-    "                                      Pod's metadata patch) wait up to D; 0 writes at\n"
-    "                                      once, max 30s (default 2s)\n"
     "  --enable-warm-pool-eviction[=BOOL]  safe-to-evict on warm pods (default true)\n"
     "  --disable-claim-events[=BOOL]       no Events from the claim controller\n"
     "  --disable-claim-observability-annotations[=BOOL]  no first-observed/first-ready\n"
@@ -174,7 +170,6 @@ enum {
     F_REFILL_RATE,
     F_GRACE,
     F_CLAIM_TIMEOUT,
-    F_BURST_DEFER,
     F_EVICTION,
     F_NO_CLAIM_EVENTS,
     F_NO_CLAIM_ANN,
@@ -222,7 +217,6 @@ static const struct option long_opts[] = {
     {"sandbox-warm-pool-max-refill-rate", required_argument, NULL, F_REFILL_RATE},
     {"sandbox-warm-pool-readiness-grace-period", required_argument, NULL, F_GRACE},
     {"claim-timeout", required_argument, NULL, F_CLAIM_TIMEOUT},
-    {"claim-burst-defer", required_argument, NULL, F_BURST_DEFER},
     {"enable-warm-pool-eviction", optional_argument, NULL, F_EVICTION},
     {"disable-claim-events", optional_argument, NULL, F_NO_CLAIM_EVENTS},
     {"disable-claim-observability-annotations", optional_argument, NULL, F_NO_CLAIM_ANN},
@@ -304,14 +298,6 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
     case F_GRACE:
         r = parse_duration(v, &f->ext.ready_grace);
         return r < 0 || f->ext.ready_grace == 0 ? -EINVAL : 0;
-    case F_BURST_DEFER:
-        r = parse_duration(v, &f->ext.burst_defer);
-        if (r >= 0 && f->ext.burst_defer == 0)
-            f->ext.burst_defer = USEC_INFINITY;
-        return r < 0 || (f->ext.burst_defer != USEC_INFINITY &&
-                         f->ext.burst_defer > CTRL_MAX_BURST_DEFER)
-                   ? -EINVAL
-                   : 0;
     case F_CLAIM_TIMEOUT:
         r = parse_duration(v, &f->ext.claim_timeout);
         if (r >= 0 && f->ext.claim_timeout == 0)

@@ -309,7 +309,6 @@ static int start_informers(struct ctrl_manager *m)
                                                  : CTRL_DEFAULT_STATUS_WINDOW,
         .pod_name_annotation_always = m->opts.pod_name_annotation_always,
         .memo = m->memo,
-        .ext = m->ext,
     };
     return 0;
 }

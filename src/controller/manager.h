@@ -27,7 +27,6 @@ struct ctrl_manager;
 #define CTRL_DEFAULT_STATUS_WINDOW (1 * USEC_PER_SEC)
 #define CTRL_STATUS_WINDOW_OFF     USEC_INFINITY
 #define CTRL_MAX_STATUS_WINDOW     (10 * USEC_PER_SEC)
-#define CTRL_MAX_BURST_DEFER       (30 * USEC_PER_SEC) /* bound on --claim-burst-defer */
 
 struct ctrl_opts {
     struct kube_client *client; /* borrowed; required */

@@ -8,7 +8,6 @@
 #include "api/res.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "controller/ext_ctrl.h"
 #include "controller/sandbox_desired.h"
 #include "controller/sandbox_int.h"
 #include "controller/sandbox_names.h"
@@ -49,19 +48,11 @@ static void sync_meta(struct sb_pass *p)
 {
     struct kube_err e;
     json_t *patch, *out = NULL;
-    usec_t wait;
     if (!p->pod || kube_obj_deleting(p->pod))
         return;
     patch = sb_pod_meta_patch(p->sb, p->pod);
     if (!patch)
         return;
-    if (p->r->ext && (wait = ext_ctrl_burst_wait(p->r->ext, kube_obj_uid(p->pod), false)) > 0) {
-        /* claims are being served: their writes go first */
-        if (!p->backstop || wait < p->backstop)
-            p->backstop = wait;
-        json_decref(patch);
-        return;
-    }
     if (kube_patch(p->r->client, &KUBE_RES_PODS, p->ns, kube_obj_name(p->pod), KUBE_PATCH_MERGE,
                    patch, &out, &e) < 0)
         sb__error(p, e.code, "pod \"%s\" metadata patch failed: %s", kube_obj_name(p->pod),

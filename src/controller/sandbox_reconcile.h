@@ -23,8 +23,6 @@ struct sb_memo;
  * stores must carry (kube_index_controller_uid). */
 #define SB_INDEX_OWNER "controller-uid"
 
-struct ext_ctrl;
-
 struct sb_reconciler {
     struct kube_client *client;     /* borrowed */
     struct kube_store *sandboxes;   /* borrowed: Sandbox cache */
@@ -35,9 +33,6 @@ struct sb_reconciler {
     const char *cluster_domain;     /* borrowed; NULL: cluster.local */
     struct idle_ctrl *idle;         /* borrowed; NULL: no idle auto-suspend */
     struct sb_memo *memo;           /* borrowed: read-your-writes memo; NULL: none */
-    /* borrowed; NULL: none. While it serves claims, the Pod metadata patch (labels and
-     * annotations an adoption changed) waits (ext_ctrl_burst_wait). */
-    struct ext_ctrl *ext;
     /* A status change of details only (sb_status_diff) waits up to this long for the next
      * write that matters, normally the Ready transition; 0 writes every change at once. */
     usec_t status_window;
