@@ -19,7 +19,8 @@
 #   make bench        every benchmark scenario, results in bench/results/, report rendered
 #   make bench-smoke  the benchmarks at small N (part of make test)
 #   make bench-upstream  ours and upstream's controller in turn on a private API server
-#                     (bench/upstream.sh compare; BENCH_ONLY picks scenarios)
+#                     (bench/upstream.sh compare --profile; BENCH_ONLY picks scenarios,
+#                     default warm300,probe,cold,sweep; ~20 min)
 #   make chaos        the fault-injection suite at full size (300-claim bursts; make test
 #                     runs it at 20 claims)
 #   make node-loss    stop the kubelet of the local cluster's real node under a Sandbox
@@ -106,9 +107,9 @@ bench-smoke:
 bench-ksm:
 	bench/ksm.sh 20 50
 
-BENCH_ONLY ?= warm300,cold
+BENCH_ONLY ?= warm300,probe,cold,sweep
 bench-upstream:
-	bench/upstream.sh compare --only $(BENCH_ONLY)
+	bench/upstream.sh compare --only $(BENCH_ONLY) --profile
 
 chaos:
 	tests/chaos/run.sh
