@@ -3,7 +3,8 @@
 #
 #   hack/dist.sh [--no-images] [--no-runtime]
 #
-#   dist/agent_sandbox-*.whl, *.tar.gz   Python SDK wheel and sdist (twine check)
+#   dist/agent_sandbox_sdk-*.whl, *.tar.gz   Python SDK wheel and sdist (VERSION in PEP 440
+#                                        form; twine check)
 #   dist/install.yaml                    CRDs, controller and router, images REGISTRY/...:VERSION
 #   dist/agent-sandbox-VERSION.tgz       the Helm chart (version VERSION, image.registry REGISTRY)
 #   dist/kubectl-sandbox_VERSION_linux_{amd64,arm64}.tar.gz and sandbox.yaml (krew manifest)
@@ -35,7 +36,7 @@ COMPONENTS=(agent-sandbox-controller sandbox-router sandboxd)
 # Debian -dev packages whose static archives sandboxd links (CMakeLists.txt AS_STATIC_SANDBOXD).
 SANDBOXD_STATIC=libc6-dev,libuv1-dev,libjansson-dev,libnghttp2-dev,libprotobuf-c-dev
 
-usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,22s/^# \{0,1\}//p' "$0"; }
 
 images=1 runtime=1
 for a in "$@"; do
@@ -104,7 +105,8 @@ python_dist() {
 	(cd "$ROOT/sdk/python" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$src") ||
 		die "cannot copy sdk/python"
 	rm -rf "$WORK/pydist"
-	"$venv/bin/python" -m build --no-isolation --outdir "$WORK/pydist" "$src" >"$WORK/python-build.log" 2>&1 ||
+	# the copy has no hack/version.sh: setup.py takes VERSION (in PEP 440 form) from AS_VERSION
+	AS_VERSION=$VERSION "$venv/bin/python" -m build --no-isolation --outdir "$WORK/pydist" "$src" >"$WORK/python-build.log" 2>&1 ||
 		{ tail -20 "$WORK/python-build.log" >&2; die "python -m build failed"; }
 	"$venv/bin/twine" check --strict "$WORK"/pydist/* || die "twine check failed"
 	mv "$WORK"/pydist/* "$DIST/"

@@ -116,6 +116,19 @@ def deb_package(name, arch, version):
     }
 
 
+def python_version(project, a):
+    """The Python SDK's version: static in pyproject.toml, or (dynamic, set by setup.py)
+    the one of the wheel make dist built, else VERSION."""
+    if project.get("version"):
+        return project["version"]
+    name = project["name"].replace("-", "_")
+    for f in sorted(os.listdir(a.dist or ".")):
+        m = re.fullmatch(re.escape(name) + r"-([^-]+)-.*\.whl", f)
+        if m:
+            return m.group(1)
+    return a.version
+
+
 def own_package(name, version, spdx, **extra):
     pkg = {
         "name": name,
@@ -268,7 +281,7 @@ def build(a):
     py = spdx_id("sdk-python")
     add(
         own_package(
-            project["name"], project["version"], py, primaryPackagePurpose="LIBRARY"
+            project["name"], python_version(project, a), py, primaryPackagePurpose="LIBRARY"
         ),
         root,
         "CONTAINS",

@@ -63,6 +63,9 @@ check "SHA256SUMS verifies and covers every file" eval \
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox/dist/venv
 wheel=$(ls ./*.whl)
 sdist=$(ls ./*.tar.gz | grep -v '^./kubectl-sandbox_')
+check "the wheel and sdist carry VERSION in PEP 440 form (1.2.3rc1)" eval \
+	"case '$wheel' in ./agent_sandbox_sdk-1.2.3rc1-py3-*.whl) ;; *) false ;; esac &&
+	 [ '$sdist' = ./agent_sandbox_sdk-1.2.3rc1.tar.gz ]"
 check "twine check --strict (wheel and sdist)" eval \
 	"[ -n '$sdist' ] && '$venv/bin/twine' check --strict '$wheel' '$sdist' >'$WORK/twine.log' 2>&1"
 if top=$(python3 "$ROOT/tests/dist/check_dist.py" wheel-top "$wheel") &&

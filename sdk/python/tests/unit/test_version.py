@@ -46,3 +46,33 @@ def test_setup_outside_a_checkout(tmp_path: Path) -> None:
     assert setup.tree_version(sdk) == "0+unknown"
     (sdk / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: agent-sandbox-sdk\nVersion: 1.2.3\n")
     assert setup.tree_version(sdk) == "1.2.3"
+
+
+@pytest.mark.parametrize(
+    ("semver", "want"),
+    [
+        ("1.2.3", "1.2.3"),
+        ("v1.2.3", "1.2.3"),
+        ("1.2.3-rc.1", "1.2.3rc1"),
+        ("1.2.3-alpha.2", "1.2.3a2"),
+        ("1.2.3-beta.3", "1.2.3b3"),
+        ("0.1.0-dev+g0123456789ab", "0.1.0.dev0+g0123456789ab"),
+        ("0.1.1-dev.4+g0123456789ab.dirty", "0.1.1.dev4+g0123456789ab.dirty"),
+        ("1.0.0+build-7", "1.0.0+build.7"),
+    ],
+)
+def test_pep440_of_make_dist_version(semver: str, want: str) -> None:
+    got = _setup_module().pep440(semver)
+    assert got == want
+    assert str(Version(got)) == Version(want).public + (f"+{Version(want).local}" if Version(want).local else "")
+
+
+@pytest.mark.parametrize("bad", ["1.2", "1.2.3-weird.1", "1.2.3-rc.x", "x1.2.3", ""])
+def test_pep440_refuses_what_has_no_form(bad: str) -> None:
+    with pytest.raises(ValueError):
+        _setup_module().pep440(bad)
+
+
+def test_as_version_overrides_the_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AS_VERSION", "2.0.0-rc.3")
+    assert _setup_module().tree_version() == "2.0.0rc3"
