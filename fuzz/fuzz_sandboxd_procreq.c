@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "sandboxd/procreq.h"
-#include "common/limits.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

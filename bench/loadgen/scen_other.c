@@ -267,8 +267,8 @@ static int create_sandboxes(struct lg_clients *cl, const struct lg_opts *o, stru
     usec_t timeout = (usec_t)(o->timeout * 1e6);
     int r = 0;
     if (mode != SB_PROBE) {
-        lg_create_all(cl, &API_RES_SANDBOXES, o->ns, t, 0, (size_t)o->count, o->threads,
-                      sandbox_fn, (void *)o);
+        lg_create_all(cl, &API_RES_SANDBOXES, o->ns, t, 0, (size_t)o->count, o->threads, sandbox_fn,
+                      (void *)o);
         return lg_track_wait(t, (size_t)o->count, timeout);
     }
     for (size_t i = 0; i < (size_t)o->count && r == 0; i++) {

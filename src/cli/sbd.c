@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "as_version.h"
 #include "api/res.h"
 #include "api/sandbox.h"
+#include "as_version.h"
 #include "common/limits.h"
 #include "common/pct.h"
 #include "common/xalloc.h"

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "as_version.h"
 #include "api/extensions.h"
+#include "as_version.h"
 #include "common/buf.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"

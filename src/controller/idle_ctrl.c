@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 #include "api/res.h"
 #include "common/buf.h"
 #include "common/limits.h"

@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "as_version.h"
 #include "api/extensions.h"
 #include "api/sandbox.h"
+#include "as_version.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "as_version.h"
 #include "api/sandbox.h"
+#include "as_version.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"

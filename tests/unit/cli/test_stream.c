@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/limits.h"
 #include "cli/stream.h"
+#include "common/limits.h"
 
 struct got {
     struct buf lines; /* each line and a '|' */
