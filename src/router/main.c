@@ -321,27 +321,38 @@ static int apply_flag(struct flags *f, int c, const char *v)
     }
 }
 
+/* --client-cert-auth: its default (on with a client CA and mTLS) and its needs. Returns
+ * what is wrong, or NULL. */
+static const char *check_cert_auth(struct flags *f)
+{
+    bool mtls = f->tls.client_ca && f->tls.mtls != TLS_MTLS_OFF;
+    if (f->cert_auth_set && f->cert_auth && !f->tls.client_ca)
+        return "--client-cert-auth needs --tls-client-ca-file";
+    if (f->cert_auth_set && f->cert_auth && !mtls)
+        return "--client-cert-auth needs --mtls-mode optional or required";
+    if (!f->cert_auth_set)
+        f->cert_auth = mtls;
+    /* --auth=none: nothing is authorized, so no identity is taken either. */
+    f->o.client_cert_auth = f->cert_auth && f->o.auth;
+    f->tls.client_identity = f->o.client_cert_auth;
+    return NULL;
+}
+
 static int check_tls_flags(struct flags *f)
 {
     const char *bad = NULL;
     if (!f->mtls_set && f->tls.client_ca)
         f->tls.mtls = TLS_MTLS_REQUIRED;
     f->tls.host = f->tls_host;
-    if (!f->tls_on && (f->tls.cert_file || f->tls.key_file || f->tls.client_ca || f->mtls_set))
+    if (!f->tls_on && (f->tls.cert_file || f->tls.key_file || f->tls.client_ca || f->mtls_set ||
+                       f->cert_auth_set))
         bad = "the TLS flags need --https-bind-address";
     else if (f->tls_on && (!f->tls.cert_file || !f->tls.key_file))
         bad = "--https-bind-address needs --tls-cert-file and --tls-key-file";
     else if (f->tls.mtls != TLS_MTLS_OFF && !f->tls.client_ca)
         bad = "--mtls-mode other than off needs --tls-client-ca-file";
-    else if (f->cert_auth_set && f->cert_auth && !f->tls.client_ca)
-        bad = "--client-cert-auth needs --tls-client-ca-file";
-    else if (f->cert_auth_set && f->cert_auth && f->tls.mtls == TLS_MTLS_OFF)
-        bad = "--client-cert-auth needs --mtls-mode optional or required";
-    if (!f->cert_auth_set)
-        f->cert_auth = f->tls.client_ca && f->tls.mtls != TLS_MTLS_OFF;
-    /* --auth=none: nothing to authorize, so no identity is taken either. */
-    f->o.client_cert_auth = f->cert_auth && f->o.auth;
-    f->tls.client_identity = f->o.client_cert_auth;
+    else
+        bad = check_cert_auth(f);
     if (!bad)
         return 0;
     fprintf(stderr, "sandbox-router: %s\n", bad);
