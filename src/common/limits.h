@@ -78,6 +78,7 @@
 #define LIMIT_HTTP_ERROR_BODY   (4u * 1024)        /* one generated error body */
 #define LIMIT_HTTP_READY_REASON 1024u              /* a /readyz failure reason */
 #define LIMIT_HTTP_ROUTES       256                /* routes in one router */
+#define LIMIT_HTTP_PEER_INFO    (8u * 1024)        /* a front's info on an adopted connection */
 
 /* Controller */
 #define LIMIT_CTRL_ERRORS_TEXT    4096u /* joined errors in one Ready message */
@@ -229,3 +230,5 @@
 #define LIMIT_METRICS_AUTH_CACHE    256  /* cached verdicts; the cache is emptied when full */
 #define LIMIT_TLS_CONNECTIONS       4096 /* bridged connections at once; more are closed */
 #define LIMIT_TLS_HANDSHAKE_S       10   /* seconds for a client to finish its handshake */
+#define LIMIT_TLS_PEER_NAME         256  /* bytes of a client certificate's CN and of each O */
+#define LIMIT_TLS_PEER_GROUPS       16   /* O values (groups) of a client certificate */

@@ -41,6 +41,7 @@ static void on_handle_closed(uv_handle_t *h)
     struct http_server *s = c->server;
     DLIST_REMOVE(s->conns, c);
     buf_done(&c->in);
+    xfree(c->info);
     xfree(c);
     http__server_conn_gone(s);
 }
@@ -590,7 +591,7 @@ void http__conn_accept(struct http_server *s)
     conn_start(s, c);
 }
 
-int http_server_adopt(struct http_server *s, int fd, const char *peer, bool secure)
+int http_server_adopt(struct http_server *s, int fd, const struct http_adopt_opts *opts)
 {
     struct http_conn *c = XNEW(struct http_conn);
     (void)uv_tcp_init(s->loop, &c->tcp);
@@ -598,15 +599,22 @@ int http_server_adopt(struct http_server *s, int fd, const char *peer, bool secu
     int r = uv_tcp_open(&c->tcp, fd);
     if (r >= 0 && (s->nconns >= s->opts.max_connections || s->shutting_down))
         r = -ECONNREFUSED;
+    if (r >= 0 && opts->info.len > LIMIT_HTTP_PEER_INFO)
+        r = -E2BIG;
     if (r < 0) {
         if (uv_fileno((uv_handle_t *)&c->tcp, &(uv_os_fd_t){0}) < 0)
             (void)close(fd); /* not taken over by the handle */
         uv_close((uv_handle_t *)&c->tcp, on_reject_closed);
         return r;
     }
-    if (peer)
-        (void)str_copy(c->peer, sizeof(c->peer), peer);
-    c->secure = secure;
+    if (opts->peer)
+        (void)str_copy(c->peer, sizeof(c->peer), opts->peer);
+    c->secure = opts->secure;
+    if (opts->info.len > 0) {
+        c->info = xmalloc(opts->info.len);
+        memcpy(c->info, opts->info.p, opts->info.len);
+        c->info_len = opts->info.len;
+    }
     conn_start(s, c);
     return 0;
 }

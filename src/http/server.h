@@ -94,12 +94,23 @@ uint16_t http_server_port(const struct http_server *s);
 /** Open connections. May be called from any thread (the loop thread changes the count:
  * the value read is a recent one, not synchronised with anything else). */
 size_t http_server_connections(const struct http_server *s);
+/** What http_server_adopt knows about an adopted connection's client. */
+struct http_adopt_opts {
+    const char *peer; /* what http_req_peer reports (borrowed, copied); NULL: looked up */
+    bool secure;      /* what http_req_secure reports */
+    /* Opaque bytes about the client that the front established (e.g. the identity of a
+     * verified TLS client certificate); the server keeps a copy for the connection's
+     * life and hands it to handlers (http_req_peer_info). Borrowed; empty: none; at
+     * most LIMIT_HTTP_PEER_INFO bytes. */
+    struct str info;
+};
+
 /** Serves an already connected stream socket fd (e.g. one end of a socketpair whose
- * other end a TLS front decrypts into) as one more connection; peer (borrowed, may be
- * NULL) is what http_req_peer reports for it, secure what http_req_secure does. Loop
- * thread only. Takes fd in every case (closed on failure). Returns 0, or -ECONNREFUSED
- * (connection limit, shutting down) or another negative errno. */
-int http_server_adopt(struct http_server *s, int fd, const char *peer, bool secure);
+ * other end a TLS front decrypts into) as one more connection, described by opts
+ * (borrowed). Loop thread only. Takes fd in every case (closed on failure). Returns 0,
+ * or -ECONNREFUSED (connection limit, shutting down), -E2BIG (info too long) or another
+ * negative errno. */
+int http_server_adopt(struct http_server *s, int fd, const struct http_adopt_opts *opts);
 /** Graceful shutdown: stops accepting, closes idle connections, lets in-flight requests
  * finish (their connections close afterwards) and force-closes what is left after grace.
  * done (optional) runs once everything is closed; then http_server_free may be called. */
@@ -145,6 +156,10 @@ uv_loop_t *http_req_loop(const struct http_req *req);
 struct http_server *http_req_server(const struct http_req *req);
 /** True when the request came over TLS (a connection adopted with secure set). */
 bool http_req_secure(const struct http_req *req);
+/** The info its front gave the request's connection (http_adopt_opts.info): returns
+ * borrowed bytes, valid until the handler returns (copy what is kept); empty when there
+ * is none or the connection is gone. */
+struct str http_req_peer_info(const struct http_req *req);
 
 /** Sets the body receiver of a streamed-body route (call from the handler). */
 void http_req_set_body_cb(struct http_req *req, http_body_fn *fn, void *ctx);

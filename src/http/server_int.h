@@ -76,6 +76,8 @@ struct http_conn {
     bool upgrading; /* http_req_upgrade: no more HTTP reads; the socket is being handed over */
     char peer[48];  /* client address, looked up once (http_req_peer); "" until then */
     bool secure;    /* adopted from a TLS front (http_server_adopt) */
+    char *info;     /* http_adopt_opts.info (owned copy); NULL: none */
+    size_t info_len;
 };
 
 struct http_post_item {

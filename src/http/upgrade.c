@@ -166,6 +166,13 @@ bool http_req_secure(const struct http_req *req)
     return req->conn && req->conn->secure;
 }
 
+struct str http_req_peer_info(const struct http_req *req)
+{
+    if (!req->conn || !req->conn->info)
+        return STR_NULL;
+    return str_make(req->conn->info, req->conn->info_len);
+}
+
 int http_req_peer(const struct http_req *req, char *out, size_t size)
 {
     if (!req->conn)

@@ -56,11 +56,19 @@ static void job_free(struct job *j)
     xfree(j);
 }
 
+/* The cache key of a token (32 hex digits) or, with prefix "c", of an identity: the two
+ * never collide, and neither is the secret itself. */
+static void hash_key(const struct authz *a, const char *prefix, const void *p, size_t n,
+                     char out[40])
+{
+    uint64_t h1 = map_siphash24(a->k1, p, n), h2 = map_siphash24(a->k2, p, n);
+    (void)snprintf(out, 40, "%s%016llx%016llx", prefix, (unsigned long long)h1,
+                   (unsigned long long)h2);
+}
+
 static void token_key(const struct authz *a, const char *token, char out[40])
 {
-    size_t n = strlen(token);
-    uint64_t h1 = map_siphash24(a->k1, token, n), h2 = map_siphash24(a->k2, token, n);
-    (void)snprintf(out, 40, "%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
+    hash_key(a, "", token, strlen(token), out);
 }
 
 /* ---- Worker side --------------------------------------------------------------------- */
@@ -276,6 +284,25 @@ static bool try_cached(struct authz *a, struct job *j, usec_t now)
     return true;
 }
 
+/* A non-empty user name first, and NUL-terminated throughout. */
+static bool identity_ok(struct str ident)
+{
+    return ident.len > 0 && ident.p[0] != '\0' && ident.p[ident.len - 1] == '\0';
+}
+
+/* {"username": ..., "groups": [...]} of a well-formed ident. */
+static json_t *identity_user(struct str ident)
+{
+    json_t *groups = json_array();
+    size_t off = strlen(ident.p) + 1;
+    while (off < ident.len) {
+        const char *g = ident.p + off;
+        (void)json_array_append_new(groups, json_string(g));
+        off += strlen(g) + 1;
+    }
+    return json_pack("{s:s,s:o}", "username", ident.p, "groups", groups);
+}
+
 static void enqueue(struct authz *a, struct job *j)
 {
     a->pending++;
@@ -287,6 +314,22 @@ static void enqueue(struct authz *a, struct job *j)
     a->todo_tail = j;
     (void)pthread_cond_signal(&a->cond);
     (void)pthread_mutex_unlock(&a->lock);
+}
+
+/* Queues j's reviews (or answers 503 past the pending bound). Takes j. Returns like
+ * authz_check. */
+static int submit(struct authz *a, struct job *j, const char *ns, const char *name)
+{
+    if (a->pending >= a->o.max_pending) {
+        a->st.busy++;
+        deliver(j, AUTHZ_BUSY, false);
+        job_free(j);
+        return 1;
+    }
+    j->ns = xstrdup(ns);
+    j->name = xstrdup(name);
+    enqueue(a, j);
+    return 0;
 }
 
 int authz_check(struct authz *a, const char *token, const char *ns, const char *name,
@@ -306,18 +349,35 @@ int authz_check(struct authz *a, const char *token, const char *ns, const char *
         job_free(j);
         return 1;
     }
-    if (a->pending >= a->o.max_pending) {
-        a->st.busy++;
-        deliver(j, AUTHZ_BUSY, false);
+    j->review_token = j->user == NULL;
+    j->token = xstrdup(token);
+    return submit(a, j, ns, name);
+}
+
+int authz_check_identity(struct authz *a, struct str ident, const char *ns, const char *name,
+                         authz_done_fn *fn, void *ctx)
+{
+    struct job *j = XNEW(struct job);
+    j->fn = fn;
+    j->ctx = ctx;
+    if (!identity_ok(ident)) {
+        deliver(j, AUTHZ_UNAUTHENTICATED, true);
         job_free(j);
         return 1;
     }
-    j->review_token = j->user == NULL;
-    j->token = xstrdup(token);
-    j->ns = xstrdup(ns);
-    j->name = xstrdup(name);
-    enqueue(a, j);
-    return 0;
+    hash_key(a, "c", ident.p, ident.len, j->tkey);
+    j->akey = xasprintf("%s|%s/%s", j->tkey, ns, name);
+    const struct authz_entry *e = authz_cache_get(a->access, j->akey, a->o.now());
+    if (e) { /* the hot path: no JSON */
+        a->st.access_hits++;
+        struct authz_result res = {
+            .verdict = (enum authz_verdict)e->code, .user = ident.p, .cached = true};
+        fn(ctx, &res);
+        job_free(j);
+        return 1;
+    }
+    j->user = identity_user(ident);
+    return submit(a, j, ns, name);
 }
 
 void authz_stats(const struct authz *a, struct authz_stats *ret)

@@ -5,9 +5,11 @@
  * threads; results come back on the loop thread through a uv_async_t. Both decisions are
  * cached (bounded LRU with TTL; API errors cached briefly) under a keyed 128-bit hash of
  * the token, so the raw token is never stored and the hot path makes no API call.
+ * A caller identified otherwise (a verified client certificate) skips the TokenReview:
+ * its SubjectAccessReview is cached in the same way under a hash of the identity.
  *
- * Threading: authz_new, authz_check, authz_free and every callback run on the loop
- * thread; the reviewer's functions run on the worker threads. */
+ * Threading: authz_new, authz_check, authz_check_identity, authz_free and every
+ * callback run on the loop thread; the reviewer's functions run on the worker threads. */
 #pragma once
 
 #include <jansson.h>
@@ -17,6 +19,7 @@
 #include <uv.h>
 
 #include "common/clock.h"
+#include "common/str.h"
 
 struct kube_client;
 
@@ -82,6 +85,14 @@ void authz_free(struct authz *a);
  * or later on the loop thread and this returns 0. */
 int authz_check(struct authz *a, const char *token, const char *ns, const char *name,
                 authz_done_fn *fn, void *ctx);
+
+/** Checks the caller identified by ident (borrowed: the user name, then each group, each
+ * NUL-terminated, as tls/tls_identity.h encodes a client certificate's identity) for
+ * access to ns/name: no TokenReview, the SubjectAccessReview of authz_check for that user
+ * and those groups, cached under a keyed hash of ident. An empty or malformed ident is
+ * AUTHZ_UNAUTHENTICATED. fn runs exactly once, as with authz_check (same return). */
+int authz_check_identity(struct authz *a, struct str ident, const char *ns, const char *name,
+                         authz_done_fn *fn, void *ctx);
 
 /** Counters for metrics and tests. */
 struct authz_stats {

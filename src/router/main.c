@@ -31,6 +31,7 @@ struct flags {
     struct tls_front_opts tls; /* --https-bind-address and friends */
     char tls_host[64];
     bool tls_on, mtls_set;
+    bool cert_auth, cert_auth_set; /* --client-cert-auth */
     /* --metrics-secure: /metrics needs a reviewed token; HTTPS on metrics_host:port */
     bool metrics_secure;
     char metrics_host[64];
@@ -51,6 +52,11 @@ static const char usage_text[] =
     "  --tls-client-ca-file PATH         PEM CA bundle that signs client certificates\n"
     "  --mtls-mode MODE                  off, optional or required (default: required\n"
     "                                    with --tls-client-ca-file, else off)\n"
+    "  --client-cert-auth[=BOOL]         a request without a bearer token is authorized\n"
+    "                                    as its client certificate's subject (CN user, O\n"
+    "                                    groups; a SubjectAccessReview, no TokenReview);\n"
+    "                                    a token wins (default: true with\n"
+    "                                    --tls-client-ca-file, else false)\n"
     "  --metrics-secure[=BOOL]           /metrics only to bearer tokens that pass a\n"
     "                                    TokenReview and a SubjectAccessReview (get on\n"
     "                                    /metrics), also over HTTPS on\n"
@@ -110,6 +116,7 @@ enum {
     F_TLS_KEY,
     F_TLS_CA,
     F_MTLS,
+    F_CERT_AUTH,
     F_METRICS_SECURE,
     F_METRICS_ADDR,
     F_METRICS_CERT_PATH,
@@ -144,6 +151,7 @@ static const struct option long_opts[] = {
     {"tls-key-file", required_argument, NULL, F_TLS_KEY},
     {"tls-client-ca-file", required_argument, NULL, F_TLS_CA},
     {"mtls-mode", required_argument, NULL, F_MTLS},
+    {"client-cert-auth", optional_argument, NULL, F_CERT_AUTH},
     {"metrics-secure", optional_argument, NULL, F_METRICS_SECURE},
     {"metrics-bind-address", required_argument, NULL, F_METRICS_ADDR},
     {"metrics-cert-path", required_argument, NULL, F_METRICS_CERT_PATH},
@@ -281,6 +289,10 @@ static int apply_flag(struct flags *f, int c, const char *v)
     case F_MTLS:
         f->mtls_set = true;
         return tls_mtls_parse(v, &f->tls.mtls);
+    case F_CERT_AUTH:
+        f->cert_auth_set = true;
+        f->cert_auth = true;
+        return v ? cstr_to_bool(v, &f->cert_auth) : 0;
     case F_METRICS_SECURE:
         if (!v) {
             f->metrics_secure = true;
@@ -309,18 +321,38 @@ static int apply_flag(struct flags *f, int c, const char *v)
     }
 }
 
+/* --client-cert-auth: its default (on with a client CA and mTLS) and its needs. Returns
+ * what is wrong, or NULL. */
+static const char *check_cert_auth(struct flags *f)
+{
+    bool mtls = f->tls.client_ca && f->tls.mtls != TLS_MTLS_OFF;
+    if (f->cert_auth_set && f->cert_auth && !f->tls.client_ca)
+        return "--client-cert-auth needs --tls-client-ca-file";
+    if (f->cert_auth_set && f->cert_auth && !mtls)
+        return "--client-cert-auth needs --mtls-mode optional or required";
+    if (!f->cert_auth_set)
+        f->cert_auth = mtls;
+    /* --auth=none: nothing is authorized, so no identity is taken either. */
+    f->o.client_cert_auth = f->cert_auth && f->o.auth;
+    f->tls.client_identity = f->o.client_cert_auth;
+    return NULL;
+}
+
 static int check_tls_flags(struct flags *f)
 {
     const char *bad = NULL;
     if (!f->mtls_set && f->tls.client_ca)
         f->tls.mtls = TLS_MTLS_REQUIRED;
     f->tls.host = f->tls_host;
-    if (!f->tls_on && (f->tls.cert_file || f->tls.key_file || f->tls.client_ca || f->mtls_set))
+    if (!f->tls_on && (f->tls.cert_file || f->tls.key_file || f->tls.client_ca || f->mtls_set ||
+                       f->cert_auth_set))
         bad = "the TLS flags need --https-bind-address";
     else if (f->tls_on && (!f->tls.cert_file || !f->tls.key_file))
         bad = "--https-bind-address needs --tls-cert-file and --tls-key-file";
     else if (f->tls.mtls != TLS_MTLS_OFF && !f->tls.client_ca)
         bad = "--mtls-mode other than off needs --tls-client-ca-file";
+    else
+        bad = check_cert_auth(f);
     if (!bad)
         return 0;
     fprintf(stderr, "sandbox-router: %s\n", bad);
@@ -404,10 +436,11 @@ static int run(struct flags *f, struct kube_client *client)
         return rc;
     }
     if (tls)
-        log_info("serving https\tport=%u mtls=%s", tls_front_port(tls),
+        log_info("serving https\tport=%u mtls=%s client_cert_auth=%s", tls_front_port(tls),
                  f->tls.mtls == TLS_MTLS_REQUIRED   ? "required"
                  : f->tls.mtls == TLS_MTLS_OPTIONAL ? "optional"
-                                                    : "off");
+                                                    : "off",
+                 f->o.client_cert_auth ? "true" : "false");
     log_info("serving\tport=%u probe_port=%u auth=%s trust_loopback=%s", router_port(r),
              router_probe_port(r), f->o.auth ? "tokenreview" : "none",
              f->o.auth && f->o.trust_loopback ? "true" : "false");

@@ -593,8 +593,9 @@ static void on_authz(void *ctx, const struct authz_result *res)
     x->authorized = res->verdict == AUTHZ_ALLOW;
     static const char *const decision[] = {"allow", "deny", "deny", "error", "busy"};
     (void)snprintf(x->user, sizeof(x->user), "%s", res->user);
-    metric_inc(x->p->m.authz, (const char *const[]){res->verdict == AUTHZ_ALLOW ? x->rt.ns : "",
-                                                    decision[res->verdict]});
+    metric_inc(x->p->m.authz,
+               (const char *const[]){res->verdict == AUTHZ_ALLOW ? x->rt.ns : "",
+                                     decision[res->verdict], x->by_cert ? "client-cert" : "token"});
     if (x->finished) {
         uv_close((uv_handle_t *)&x->timer, on_timer_closed);
         return;
@@ -632,6 +633,30 @@ static void bearer(struct http_req *req, char *out, size_t size)
         memcpy(out, t.p, t.len);
         out[t.len] = '\0';
     }
+}
+
+/* Token, else client certificate, else a trusted loopback peer, else 401 (proxy_opts). */
+static void authorize(struct px *x)
+{
+    struct proxy *p = x->p;
+    struct http_req *req = x->req;
+    struct str ident = p->o.client_cert_auth ? http_req_peer_info(req) : STR_NULL;
+    if (!has_bearer(req) && ident.len > 0) {
+        x->by_cert = true;
+        x->authz_pending = true;
+        (void)authz_check_identity(p->o.authz, ident, x->rt.ns, x->rt.name, on_authz, x);
+        return;
+    }
+    if (p->o.trust_loopback && !http_req_header(req, "Authorization").p &&
+        route_peer_is_loopback(x->client_ip)) {
+        x->authorized = true; /* a port-forward to the router pod: see proxy_opts */
+        resolve_and_go(x);
+        return;
+    }
+    char token[LIMIT_ROUTER_TOKEN];
+    bearer(req, token, sizeof(token));
+    x->authz_pending = true;
+    (void)authz_check(p->o.authz, token, x->rt.ns, x->rt.name, on_authz, x);
 }
 
 /* ---- Handler --------------------------------------------------------------------------- */
@@ -682,16 +707,7 @@ static int proxy_handle(struct http_req *req, void *ctx)
         resolve_and_go(x);
         return 0;
     }
-    if (p->o.trust_loopback && !http_req_header(req, "Authorization").p &&
-        route_peer_is_loopback(x->client_ip)) {
-        x->authorized = true; /* a port-forward to the router pod: see proxy_opts */
-        resolve_and_go(x);
-        return 0;
-    }
-    char token[LIMIT_ROUTER_TOKEN];
-    bearer(req, token, sizeof(token));
-    x->authz_pending = true;
-    (void)authz_check(p->o.authz, token, x->rt.ns, x->rt.name, on_authz, x);
+    authorize(x);
     return 0;
 }
 

@@ -30,6 +30,11 @@ struct proxy_opts {
      * unreviewed (--trust-loopback): in a pod, only the kubelet's port-forward reaches
      * the router's loopback, and that takes pods/portforward on the router pod. */
     bool trust_loopback;
+    /* A request without a bearer token whose connection carries a client certificate's
+     * identity (http_req_peer_info; tls/tls_identity.h) is authorized as that user: a
+     * SubjectAccessReview without a TokenReview (--client-cert-auth). A bearer token
+     * wins over the certificate. */
+    bool client_cert_auth;
     usec_t connect_timeout; /* 0: LIMIT_ROUTER_CONNECT_TIMEOUT */
     usec_t idle_timeout;    /* 0: LIMIT_ROUTER_IDLE_TIMEOUT */
     usec_t proxy_timeout;   /* 0: LIMIT_ROUTER_PROXY_TIMEOUT; caps X-Sandbox-Timeout */

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "http/parse.h"
 #include "router/proxy.h"
 #include "router/route.h"
@@ -109,7 +110,7 @@ struct px {
     struct route rt;
     char ip[ROUTE_IP_MAX];
     char client_ip[ROUTE_IP_MAX];
-    char user[128];
+    char user[LIMIT_TLS_PEER_NAME + 1]; /* the reviewed user (access log) */
     struct up_conn *up;
     uv_timer_t timer;
     usec_t start, last_activity, deadline;
@@ -127,6 +128,7 @@ struct px {
     int status;               /* for logs and metrics */
     const char *error_reason; /* upstream error class for metrics, or NULL */
     bool finished, authz_pending, authorized;
+    bool by_cert; /* authorized by the client certificate's identity, not a token */
     /* idle auto-suspend: the hold while the Sandbox resumes; counted as activity */
     struct resume_waiter *held;
     bool active;

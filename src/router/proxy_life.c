@@ -27,7 +27,7 @@ static void register_metrics(struct proxy *p, struct metrics_registry *r)
 {
     static const char *const req_labels[] = {"method", "code", "sandbox_namespace", NULL};
     static const char *const err_labels[] = {"sandbox_namespace", "reason", NULL};
-    static const char *const authz_labels[] = {"sandbox_namespace", "decision", NULL};
+    static const char *const authz_labels[] = {"sandbox_namespace", "decision", "source", NULL};
     static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                     0.5,    1,     2.5,    5,     10,   30,    60,   180};
     p->m.requests = metrics_counter(r, "sandbox_router_requests_total",

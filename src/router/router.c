@@ -184,6 +184,7 @@ static int start_servers(struct router *r)
                             .metrics = r->metrics,
                             .allow_loopback = r->o.allow_loopback,
                             .trust_loopback = r->o.trust_loopback,
+                            .client_cert_auth = r->o.client_cert_auth,
                             .connect_timeout = r->o.connect_timeout,
                             .idle_timeout = r->o.idle_timeout,
                             .proxy_timeout = r->o.proxy_timeout,

@@ -23,9 +23,10 @@ struct router_opts {
     const char *authz_subresource; /* NULL: none */
     const char *const *audiences;  /* NULL-terminated or NULL */
     usec_t auth_ttl;
-    const char *ns;      /* watch one namespace; NULL: all */
-    bool allow_loopback; /* unsafe: tests only */
-    bool trust_loopback; /* loopback peers without a token skip the review (proxy.h) */
+    const char *ns;        /* watch one namespace; NULL: all */
+    bool allow_loopback;   /* unsafe: tests only */
+    bool trust_loopback;   /* loopback peers without a token skip the review (proxy.h) */
+    bool client_cert_auth; /* a client certificate's identity authorizes (proxy.h) */
     usec_t connect_timeout, idle_timeout, proxy_timeout, tunnel_idle, header_timeout;
     usec_t shutdown_grace; /* 0: LIMIT_ROUTER_SHUTDOWN_GRACE */
     bool access_log;

@@ -22,6 +22,7 @@
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "http/server.h"
+#include "tls/tls_identity.h"
 
 #define BRIDGE_CHUNK (16 * 1024) /* one TLS record's worth of plaintext each way */
 
@@ -52,6 +53,8 @@ struct bridge {
     struct http_server *server;
     struct tls_front *front; /* until connecting is decremented */
     char peer[INET6_ADDRSTRLEN];
+    char *ident; /* the client certificate's identity (tls_identity.h); NULL: none */
+    size_t ident_len;
     char in[BRIDGE_CHUNK], out[BRIDGE_CHUNK]; /* client->server, server->client */
     size_t in_len, in_off, out_len, out_off;
     bool client_eof, server_eof, failed;
@@ -160,14 +163,19 @@ struct adopt_item {
     struct http_server *server;
     int fd;
     char peer[INET6_ADDRSTRLEN];
+    char *ident; /* owned; NULL: none */
+    size_t ident_len;
 };
 
 static void adopt_on_loop(void *arg)
 {
     struct adopt_item *a = arg;
-    int r = http_server_adopt(a->server, a->fd, a->peer, true);
+    struct http_adopt_opts o = {
+        .peer = a->peer, .secure = true, .info = str_make(a->ident, a->ident_len)};
+    int r = http_server_adopt(a->server, a->fd, &o);
     if (r < 0)
         log_debug_errno(r, "TLS connection not served\tclient_ip=%s", a->peer);
+    xfree(a->ident);
     xfree(a);
 }
 
@@ -288,6 +296,37 @@ static bool handshake(struct bridge *b)
     return true;
 }
 
+static const char *identity_error(int r)
+{
+    switch (r) {
+    case -ENOENT:
+        return "no common name";
+    case -E2BIG:
+        return "a name or the number of organizations is over the limit";
+    default:
+        return "more than one common name, or an empty, non-UTF-8 or control character value";
+    }
+}
+
+/* With client_identity: the verified client certificate's identity into b->ident. */
+static void peer_identity(struct bridge *b)
+{
+    char enc[TLS_IDENTITY_MAX];
+    X509 *cert = SSL_get0_peer_certificate(b->ssl);
+    if (!cert || SSL_get_verify_result(b->ssl) != X509_V_OK)
+        return;
+    int n = tls_identity_from_subject(X509_get_subject_name(cert), enc, sizeof(enc));
+    if (n < 0) {
+        log_warn("client certificate gives no identity, serving the connection without "
+                 "one\tclient_ip=%s reason=\"%s\"",
+                 b->peer, identity_error(n));
+        return;
+    }
+    b->ident = xmalloc((size_t)n);
+    memcpy(b->ident, enc, (size_t)n);
+    b->ident_len = (size_t)n;
+}
+
 /* Hands the other end of a new socketpair to the proxy server. */
 static bool connect_server(struct bridge *b)
 {
@@ -299,12 +338,15 @@ static bool connect_server(struct bridge *b)
     a->server = b->server;
     a->fd = sp[1];
     (void)str_copy(a->peer, sizeof(a->peer), b->peer);
+    a->ident = b->ident;
+    a->ident_len = b->ident_len;
     if (http_server_post(b->server, adopt_on_loop, a) < 0) {
-        xfree(a);
+        xfree(a); /* b still owns ident */
         (void)close(sp[0]);
         (void)close(sp[1]);
         return false;
     }
+    b->ident = NULL; /* the adopt item's now */
     b->pair = sp[0];
     return true;
 }
@@ -312,7 +354,10 @@ static bool connect_server(struct bridge *b)
 static void *bridge_thread(void *arg)
 {
     struct bridge *b = arg;
-    bool ok = handshake(b) && !atomic_load(&b->front->stopping) && connect_server(b);
+    bool ok = handshake(b) && !atomic_load(&b->front->stopping);
+    if (ok && b->front->o.client_identity)
+        peer_identity(b);
+    ok = ok && connect_server(b);
     atomic_fetch_sub(&b->front->connecting, 1); /* b->front may be gone from here on */
     if (ok)
         bridge_run(b);
@@ -320,6 +365,7 @@ static void *bridge_thread(void *arg)
     (void)close(b->tcp);
     if (b->pair >= 0)
         (void)close(b->pair);
+    xfree(b->ident);
     xfree(b);
     atomic_fetch_sub(&bridges, 1);
     return NULL;

@@ -10,11 +10,15 @@
  *
  * Client certificates (mTLS): with a CA file, mode "required" rejects a handshake
  * without a certificate signed by that CA, "optional" asks for one and rejects only a
- * bad one. The certificate and key files are read again when their modification time,
+ * bad one. With client_identity, a verified certificate's subject is mapped to a
+ * Kubernetes identity (tls_identity.h) that the connection carries as its peer info
+ * (http_req_peer_info); a subject that gives none is logged and the connection served
+ * without one. The certificate and key files are read again when their modification time,
  * size or inode changes (checked at each new connection), so a rotated Secret is picked
  * up without a restart; a broken new pair is logged and the old one kept. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/limits.h"
@@ -34,6 +38,7 @@ struct tls_front_opts {
     const char *key_file;    /* PEM private key (borrowed, copied) */
     const char *client_ca;   /* PEM CA bundle for client certificates; NULL: none */
     enum tls_mtls_mode mtls; /* needs client_ca unless OFF */
+    bool client_identity;    /* pass a client certificate's identity on (see above) */
 };
 
 struct tls_front;

@@ -7,7 +7,10 @@ server in this process: one with TLS only, one with mTLS required (--tls-client-
 one with --mtls-mode optional.
 Checked: HTTPS requests (keep-alive, a streamed 2 MiB response, a WebSocket upgrade and
 echo), plain HTTP to the TLS port fails, mTLS rejects a client without a certificate and
-one whose certificate another CA signed and accepts a good one, W3C traceparent and
+one whose certificate another CA signed and accepts a good one, a client certificate
+authorizes a request without a token as its subject (CN user, O groups: RBAC allows
+alice and the group of carol, bob gets 403; a token wins over the certificate; neither
+gets 401; the access log's user and the metrics' source label), W3C traceparent and
 tracestate reach the upstream unchanged, a rewritten certificate file is served from the
 next connection on, --metrics-secure (401 without a token, 403 to a user without get on
 /metrics, 200 to the admin, on the HTTPS metrics listener and the plain probe port), and
@@ -77,11 +80,13 @@ def make_ca(cn):
     return cert, key
 
 
-def make_leaf(ca, cn, server):
+def make_leaf(ca, cn, server, orgs=()):
     ca_cert, ca_key = ca
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
-    b = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(ca_cert.subject)
+    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs] +
+                        [x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    b = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca_cert.subject)
          .public_key(key.public_key()).serial_number(x509.random_serial_number())
          .not_valid_before(now - datetime.timedelta(minutes=5))
          .not_valid_after(now + datetime.timedelta(days=1))
@@ -196,14 +201,28 @@ def read_response(s):
             return status, hdrs, body
 
 
-def alice_token():
+def user_token(name):
     path = os.path.join(os.path.dirname(KUBECONFIG), "tokens.csv")
     with open(path) as f:
         for line in f:
             tok, user = line.split(",")[:2]
-            if user == "alice":
+            if user == name:
                 return tok
-    raise RuntimeError("no alice in " + path)
+    raise RuntimeError(f"no {name} in {path}")
+
+
+def alice_token():
+    return user_token("alice")
+
+
+def can_i(ns, user, groups=()):
+    """Whether RBAC lets user (with groups) get the Sandbox "box" in ns yet."""
+    args = [KUBECTL, "--kubeconfig", KUBECONFIG, "-n", ns, "auth", "can-i", "get",
+            "sandboxes.agents.x-k8s.io/box", "--as", user]
+    for g in groups:
+        args += ["--as-group", g]
+    run = subprocess.run(args, check=False, capture_output=True, text=True)
+    return run.stdout.strip() == "yes"
 
 
 @unittest.skipUnless(HAVE_CRYPTO and router_available(),
@@ -219,6 +238,9 @@ class RouterTLS(unittest.TestCase):
         cls.server = write_pair(cls.dir, "server", make_leaf(cls.ca, "router", True))
         cls.good = write_pair(cls.dir, "good", make_leaf(cls.client_ca, "alice", False))
         cls.bad = write_pair(cls.dir, "bad", make_leaf(cls.other_ca, "mallory", False))
+        cls.bob = write_pair(cls.dir, "bob", make_leaf(cls.client_ca, "bob", False))
+        cls.carol = write_pair(cls.dir, "carol", make_leaf(cls.client_ca, "carol", False,
+                                                           ("sandbox-users", "other")))
         cls.echo = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
         cls.echo.daemon_threads = True
         threading.Thread(target=cls.echo.serve_forever, daemon=True).start()
@@ -246,7 +268,14 @@ class RouterTLS(unittest.TestCase):
                     "podIPs": ["127.0.0.1"], "conditions": [{
                         "type": "Ready", "status": "True", "reason": "DependenciesReady",
                         "message": "", "lastTransitionTime": now}]}}))
+        # RBAC for the client certificates: user alice and group sandbox-users may get the
+        # Sandbox; bob (and carol's other group) may not.
+        kubectl("-n", cls.ns, "create", "role", "sandbox-get", "--verb=get",
+                "--resource=sandboxes.agents.x-k8s.io")
+        kubectl("-n", cls.ns, "create", "rolebinding", "sandbox-get", "--role=sandbox-get",
+                "--user=alice", "--group=sandbox-users")
         cls.auth = f"Authorization: Bearer {admin_token()}\r\n"
+        cls.cert_user_logged = False  # test_client_cert_identity ran
         cls.base = f"/s/{cls.ns}/box/{cls.eport}"
         cls.routers, cls.hports = {}, {}
         cls.traced = False  # test_trace_context_passed_through ran
@@ -295,9 +324,11 @@ class RouterTLS(unittest.TestCase):
         return ctx.wrap_socket(raw, server_hostname="localhost")
 
     @classmethod
-    def get_once(cls, name, path="/echo", extra="", cert=None):
+    def get_once(cls, name, path="/echo", extra="", cert=None, auth=None):
+        """auth: the Authorization header line ("" for none); None: the admin's token."""
+        auth = cls.auth if auth is None else auth
         with cls.tls_conn(name, cert) as s:
-            s.sendall(f"GET {cls.base}{path} HTTP/1.1\r\nHost: x\r\n{cls.auth}{extra}"
+            s.sendall(f"GET {cls.base}{path} HTTP/1.1\r\nHost: x\r\n{auth}{extra}"
                       "Connection: close\r\n\r\n".encode())
             return read_response(s)
 
@@ -331,6 +362,9 @@ class RouterTLS(unittest.TestCase):
                     access.append(obj)
         # the access log: the TLS client's own address, and the ids of a traceparent
         assert access and all(a["client_ip"] == "127.0.0.1" for a in access), access[:3]
+        # the user a client certificate named, in the access log's user field
+        assert not cls.cert_user_logged or any(
+            a.get("user") == "carol" and str(a.get("status")) == "200" for a in access), access
         assert not cls.traced or any(a.get("trace_id") == TRACE_ID and
                                      a.get("span_id") == SPAN_ID for a in access), access
 
@@ -442,6 +476,60 @@ class RouterTLS(unittest.TestCase):
     def test_mtls_accepts_good_certificate(self):
         status, _, body = self.get_once("mtls", cert=self.good)
         self.assertEqual(status, 200, body[:200])
+
+    # ---- client certificate identity (--client-cert-auth, on with a CA file) -----------
+
+    def wait_rbac(self, user, groups=()):
+        end = time.monotonic() + 30
+        while not can_i(self.ns, user, groups):  # RBAC reaches the authorizer's cache
+            self.assertLess(time.monotonic(), end, f"RBAC never allowed {user}")
+            time.sleep(0.2)
+
+    def test_client_cert_identity(self):
+        self.wait_rbac("alice")
+        self.wait_rbac("carol", ["sandbox-users", "other", "system:authenticated"])
+        bob_token = f"Authorization: Bearer {user_token('bob')}\r\n"
+        for name in ("mtls", "optional"):
+            # CN=alice, RBAC for the user alice: no token needed
+            status, _, body = self.get_once(name, cert=self.good, auth="")
+            self.assertEqual(status, 200, (name, body[:200]))
+            # CN=carol, O=sandbox-users: allowed through the group
+            status, _, body = self.get_once(name, cert=self.carol, auth="")
+            self.assertEqual(status, 200, (name, body[:200]))
+            # CN=bob has no RBAC
+            status, _, body = self.get_once(name, cert=self.bob, auth="")
+            self.assertEqual(status, 403, (name, body[:200]))
+            # a token wins over the certificate, both ways
+            self.assertEqual(self.get_once(name, cert=self.bob)[0], 200, name)
+            status, _, body = self.get_once(name, cert=self.good, auth=bob_token)
+            self.assertEqual(status, 403, (name, body[:200]))
+        # no certificate (optional mTLS) and no token
+        status, hdrs, body = self.get_once("optional", cert=(), auth="")
+        self.assertEqual(status, 401, body[:200])
+        self.assertEqual(hdrs.get("www-authenticate"), "Bearer")
+        type(self).cert_user_logged = True
+        # the decisions by source (the mTLS router's plain probe port serves /metrics)
+        with socket.create_connection(("127.0.0.1", self.hports["mtls"]), timeout=10) as s:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            status, _, body = read_response(s)
+        self.assertEqual(status, 200)
+        text = body.decode()
+        self.assertIn(f'sandbox_router_authz_decisions_total{{sandbox_namespace="{self.ns}",'
+                      'decision="allow",source="client-cert"}', text)
+        self.assertIn('decision="deny",source="client-cert"}', text)
+        self.assertIn('decision="allow",source="token"}', text)
+
+    def test_client_cert_auth_flag_needs_ca(self):
+        for extra in (["--client-cert-auth"], ["--client-cert-auth=true"],
+                      ["--tls-client-ca-file", self.client_ca_path, "--mtls-mode", "off",
+                       "--client-cert-auth"]):
+            p = subprocess.run([ROUTER, "--https-bind-address", "127.0.0.1:0",
+                                "--tls-cert-file", self.server[0],
+                                "--tls-key-file", self.server[1], *extra],
+                               check=False, env=ENV, capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--client-cert-auth needs", p.stderr)
 
     # ---- --metrics-secure ----------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Review caching with a fake reviewer: verdicts, hits, TTL and error TTL with a fake
  * clock, the bound on entries, the pending-review bound, and shutdown with checks
- * pending. The TokenReview status check: authenticated, user and requested audiences.
+ * pending. Client certificate identities (no TokenReview, cached per identity). The
+ * TokenReview status check: authenticated, user and requested audiences.
  * API-server reviewers are per instance. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -161,6 +162,87 @@ static void test_verdicts_and_hits(void **state)
     fixture_free(f);
 }
 
+static json_t *last_user; /* the user of the latest access review (the worker's copy) */
+
+static int recording_access(void *ctx, const json_t *user, const struct authz_attrs *at, bool *ret)
+{
+    if (last_user)
+        json_decref(last_user);
+    last_user = json_deep_copy(user);
+    return fake_access(ctx, user, at, ret);
+}
+
+static const struct authz_reviewer recording = {.review_token = fake_token,
+                                                .review_access = recording_access};
+
+static int check_identity(struct fixture *f, struct str ident, const char *ns, struct result *r)
+{
+    memset(r, 0, sizeof(*r));
+    int rc = authz_check_identity(f->a, ident, ns, "s", on_done, r);
+    while (r->calls == 0)
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(r->calls, 1);
+    return rc;
+}
+
+#define IDENT(lit) str_make(lit, sizeof(lit) - 1)
+
+/* A client certificate's identity: no TokenReview, the access review gets the user and
+ * the groups, the verdict is cached per identity (apart from tokens); malformed
+ * encodings are unauthenticated. */
+static void test_identity(void **state)
+{
+    struct fixture *f = XNEW(struct fixture);
+    struct authz_opts o = {.reviewer = &recording, .now = now_fn, .ttl = 10 * USEC_PER_SEC};
+    struct result r;
+    (void)state;
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    assert_int_equal(authz_new(&f->loop, &o, &f->a), 0);
+    atomic_store(&token_calls, 0);
+    atomic_store(&access_calls, 0);
+
+    assert_int_equal(check_identity(f, IDENT("alice\0dev\0system:authenticated\0"), "a", &r), 0);
+    assert_int_equal(r.v, AUTHZ_ALLOW);
+    assert_string_equal(r.user, "alice");
+    assert_false(r.cached);
+    json_t *want =
+        json_pack("{s:s,s:[s,s]}", "username", "alice", "groups", "dev", "system:authenticated");
+    assert_true(json_equal(last_user, want));
+    json_decref(want);
+    assert_int_equal(check_identity(f, IDENT("alice\0dev\0system:authenticated\0"), "a", &r), 1);
+    assert_int_equal(r.v, AUTHZ_ALLOW);
+    assert_true(r.cached);
+    assert_string_equal(r.user, "alice");
+    assert_int_equal(atomic_load(&access_calls), 1);
+
+    /* Other groups: another identity, reviewed on its own. */
+    assert_int_equal(check_identity(f, IDENT("alice\0system:authenticated\0"), "a", &r), 0);
+    assert_int_equal(atomic_load(&access_calls), 2);
+    assert_int_equal(check_identity(f, IDENT("bob\0system:authenticated\0"), "a", &r), 0);
+    assert_int_equal(r.v, AUTHZ_FORBIDDEN);
+    assert_string_equal(r.user, "bob");
+    assert_int_equal(check_identity(f, IDENT("bob\0system:authenticated\0"), "a", &r), 1);
+    assert_int_equal(r.v, AUTHZ_FORBIDDEN);
+    assert_int_equal(atomic_load(&access_calls), 3);
+    assert_int_equal(atomic_load(&token_calls), 0);
+
+    /* The same name as a token user is not the certificate's cached verdict. */
+    assert_int_equal(check(f, "good-bob", "a", "s", &r), 0);
+    assert_int_equal(atomic_load(&token_calls), 1);
+    assert_int_equal(atomic_load(&access_calls), 4);
+
+    assert_int_equal(check_identity(f, STR_NULL, "a", &r), 1);
+    assert_int_equal(r.v, AUTHZ_UNAUTHENTICATED);
+    assert_int_equal(check_identity(f, IDENT("\0system:authenticated\0"), "a", &r), 1);
+    assert_int_equal(r.v, AUTHZ_UNAUTHENTICATED);
+    assert_int_equal(check_identity(f, IDENT("alice"), "a", &r), 1); /* no final NUL */
+    assert_int_equal(r.v, AUTHZ_UNAUTHENTICATED);
+    assert_int_equal(atomic_load(&access_calls), 4);
+    json_decref(last_user);
+    last_user = NULL;
+    fixture_free(f);
+}
+
 static void test_ttl_and_error_ttl(void **state)
 {
     (void)state;
@@ -303,6 +385,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verdicts_and_hits),
+        cmocka_unit_test(test_identity),
         cmocka_unit_test(test_ttl_and_error_ttl),
         cmocka_unit_test(test_bounded),
         cmocka_unit_test(test_pending_bound_and_free),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for src/tls: the TLS front over a real http_server (a request over TLS
  * reaches the server through http_server_adopt, with the client's address as peer; a
- * plain-text client gets nothing), its option checks, self-signed certificates, the
+ * plain-text client gets nothing), a client certificate's identity as the connection's
+ * peer info, its option checks, self-signed certificates, the
  * --mtls-mode parser and the bearer-token parser of metrics_auth. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -89,6 +90,73 @@ static void test_front_serves_http_server(void **state)
     assert_true(n <= 0 || strncmp(buf, "HTTP/", 5) != 0);
     (void)close(fd);
     tls_front_stop(front);
+    http_server_stop_thread(srv, USEC_PER_SEC);
+    http_router_free(routes);
+    tls_self_signed_remove(dir);
+}
+
+/* Answers the connection's peer info with each NUL shown as '|'. */
+static int h_info(struct http_req *req, void *ctx)
+{
+    struct str info = http_req_peer_info(req);
+    char out[512];
+    (void)ctx;
+    assert_true(info.len < sizeof(out));
+    for (size_t i = 0; i < info.len; i++)
+        out[i] = info.p[i] ? info.p[i] : '|';
+    return http_respond(req, 200, "text/plain", out, info.len);
+}
+
+/* One GET /info over TLS with the client certificate cert/key; the response into buf. */
+static void get_info(uint16_t port, const char *cert, const char *key, char *buf, size_t size)
+{
+    static const char req[] = "GET /info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+    int fd = connect_port(port), n, got = 0;
+    assert_int_equal(SSL_CTX_use_certificate_file(cctx, cert, SSL_FILETYPE_PEM), 1);
+    assert_int_equal(SSL_CTX_use_PrivateKey_file(cctx, key, SSL_FILETYPE_PEM), 1);
+    SSL *ssl = SSL_new(cctx);
+    assert_int_equal(SSL_set_fd(ssl, fd), 1);
+    assert_int_equal(SSL_connect(ssl), 1);
+    assert_int_equal(SSL_write(ssl, req, (int)strlen(req)), (int)strlen(req));
+    while ((n = SSL_read(ssl, buf + got, (int)size - 1 - got)) > 0)
+        got += n;
+    buf[got] = '\0';
+    SSL_free(ssl);
+    SSL_CTX_free(cctx);
+    (void)close(fd);
+}
+
+/* mTLS with client_identity: the handler sees the certificate's identity (a
+ * self-signed certificate that is its own CA: CN "unit", no O); without: nothing. */
+static void test_front_client_identity(void **state)
+{
+    struct http_router *routes = http_router_new();
+    struct http_server_opts so = {.router = routes};
+    struct http_server_thread *srv;
+    struct tls_front *front;
+    char *dir, cert[512], key[512], buf[4096];
+    (void)state;
+    assert_int_equal(http_router_add(routes, "GET", "/info", 0, h_info, NULL), 0);
+    assert_int_equal(http_server_start_thread(&so, &srv), 0);
+    assert_int_equal(tls_self_signed("unit", &dir), 0);
+    (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
+    (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
+    struct tls_front_opts to = {.host = "127.0.0.1",
+                                .cert_file = cert,
+                                .key_file = key,
+                                .client_ca = cert,
+                                .mtls = TLS_MTLS_REQUIRED,
+                                .client_identity = true};
+    for (int with = 1; with >= 0; with--) {
+        to.client_identity = with;
+        assert_int_equal(tls_front_start(&to, http_server_thread_server(srv), &front), 0);
+        get_info(tls_front_port(front), cert, key, buf, sizeof(buf));
+        assert_non_null(strstr(buf, "HTTP/1.1 200"));
+        assert_non_null(
+            strstr(buf, with ? "\r\n\r\nunit|system:authenticated|" : "Content-Length: 0\r\n"));
+        tls_front_stop(front);
+    }
     http_server_stop_thread(srv, USEC_PER_SEC);
     http_router_free(routes);
     tls_self_signed_remove(dir);
@@ -187,6 +255,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_front_serves_http_server),
+        cmocka_unit_test(test_front_client_identity),
         cmocka_unit_test(test_front_rejects_bad_options),
         cmocka_unit_test(test_self_signed),
         cmocka_unit_test(test_mtls_parse),
