@@ -75,8 +75,9 @@ void cli_print_object(const struct cli_globals *g, const char *singular, const c
     (void)json_object_del(json_object_get(obj, "metadata"), "managedFields");
     if (strcmp(g->output, "json") == 0)
         out_json(g->out, obj);
-    else if (strcmp(g->output, "yaml") == 0)
-        out_yaml(g->out, obj);
-    else
+    else if (strcmp(g->output, "yaml") == 0) {
+        if (out_yaml(g->out, obj) < 0)
+            fprintf(g->err, "error: cannot write the YAML output\n");
+    } else
         fprintf(g->out, "%s.%s/%s\n", singular, group, kube_obj_name(obj));
 }
