@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Go SDK checks: gofmt, go vet (with and without the integration tag), unit tests with
+# Go SDK checks: gofmt, go vet (with and without the integration tag), the generated
+# DeepCopy code (hack/gen-deepcopy.sh --check), unit tests with
 # the race detector, then the integration tests against the local API server / stack.
 # Integration tests skip (with the reason) when nothing is up. Exit status: 0 when every
 # step passed.
@@ -36,6 +37,10 @@ step "go vet"
 go vet ./...
 go vet -tags integration ./...
 echo "ok"
+
+# zz_generated.deepcopy.go matches the types (controller-gen, built once into the cache)
+step "generated DeepCopy code current (hack/gen-deepcopy.sh --check)"
+"$root/hack/gen-deepcopy.sh" --check
 
 # The local sandboxd tests use a built sandboxd (build/*/sandboxd) or $AS_SANDBOXD.
 step "unit tests (go test -race)"

@@ -72,8 +72,6 @@ int cli_config(const struct cli_globals *g, struct kube_config **ret);
 int cli_fail(const struct cli_globals *g, const char *what, int r, const struct kube_err *e);
 /** Namespace to use: -n, else the client's default. Borrowed. */
 const char *cli_namespace(const struct cli_globals *g, const struct kube_client *c);
-/** Parses a duration ("90", "90s", "5m", "1h", "250ms") into *ret. Returns 0 or -EINVAL. */
-int cli_parse_duration(const char *s, usec_t *ret);
 /** Checks g->output against the formats a command supports (a NULL-terminated list). */
 int cli_check_output(const struct cli_globals *g, const char *const *allowed);
 /** Prints one object for -o json|yaml|name (kind singular for name), dropping

@@ -12,6 +12,7 @@
 
 #include "cli/sbd.h"
 #include "cli/stream.h"
+#include "common/duration.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/linebuf.h"
@@ -273,7 +274,7 @@ static int parse_code(const struct cli_globals *g, int argc, char **argv, struct
             o->context = optarg;
         else if (ch == 'J')
             o->json = true;
-        else if (ch == 'T' && cli_parse_duration(optarg, &o->timeout) == 0 && o->timeout > 0)
+        else if (ch == 'T' && duration_parse_secs(optarg, &o->timeout) == 0 && o->timeout > 0)
             continue;
         else {
             fprintf(g->err, "error: bad option %s; see run-code --help\n", argv[optind - 1]);

@@ -10,6 +10,7 @@
 #include "api/sandbox.h"
 #include "cli/cli.h"
 #include "cli/manifest.h"
+#include "common/duration.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
@@ -220,7 +221,7 @@ static int parse_opts(struct cli_globals *g, int argc, char **argv, struct creat
             o->name = optarg;
             break;
         case 'T':
-            if (cli_parse_duration(optarg, &o->timeout) < 0) {
+            if (duration_parse_secs(optarg, &o->timeout) < 0) {
                 fprintf(g->err, "error: --timeout: not a duration: %s (try 90s, 5m)\n", optarg);
                 return CLI_USAGE;
             }

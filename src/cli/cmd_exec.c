@@ -16,6 +16,7 @@
 #include "cli/sbd.h"
 #include "cli/stream.h"
 #include "common/base64.h"
+#include "common/duration.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/linebuf.h"
@@ -306,7 +307,7 @@ static int parse_exec(const struct cli_globals *g, int argc, char **argv, struct
             char *k = xstrndup(optarg, (size_t)(eq - optarg));
             (void)json_object_set_new(o->env, k, json_string(eq + 1));
             xfree(k);
-        } else if (ch == 'T' && cli_parse_duration(optarg, &o->timeout) == 0) {
+        } else if (ch == 'T' && duration_parse_secs(optarg, &o->timeout) == 0) {
             continue;
         } else {
             fprintf(g->err, "error: bad option %s; see exec --help\n", argv[optind - 1]);

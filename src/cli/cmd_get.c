@@ -236,8 +236,16 @@ static int print_items(const struct cli_globals *g, const struct kind *k, json_t
         json_t *doc =
             single ? json_incref(json_array_get(items, 0))
                    : json_pack("{s:s,s:s,s:O}", "apiVersion", "v1", "kind", "List", "items", items);
-        (strcmp(g->output, "json") == 0 ? out_json : out_yaml)(g->out, doc);
+        int r = 0;
+        if (strcmp(g->output, "json") == 0)
+            out_json(g->out, doc);
+        else
+            r = out_yaml(g->out, doc);
         json_decref(doc);
+        if (r < 0) {
+            fprintf(g->err, "error: cannot write the YAML output\n");
+            return CLI_ERR;
+        }
     } else if (strcmp(g->output, "name") == 0) {
         size_t i;
         const json_t *o;

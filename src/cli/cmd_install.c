@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/install.h"
 #include "cli/manifest.h"
+#include "common/duration.h"
 #include "common/limits.h"
 #include "kube/obj.h"
 
@@ -60,7 +61,7 @@ static int parse_install(const struct cli_globals *g, int argc, char **argv, str
             o->keep_crds = true;
         else if (ch == 'y')
             o->yes = true;
-        else if (ch != 'T' || cli_parse_duration(optarg, &o->timeout) < 0) {
+        else if (ch != 'T' || duration_parse_secs(optarg, &o->timeout) < 0) {
             fprintf(g->err, "error: bad option %s; see %s --help\n", argv[optind - 1], argv[0]);
             return CLI_USAGE;
         }

@@ -8,6 +8,7 @@
 #include "api/res.h"
 #include "api/sandbox.h"
 #include "cli/cli.h"
+#include "common/duration.h"
 #include "common/limits.h"
 #include "kube/obj.h"
 
@@ -58,7 +59,7 @@ static int parse_life(struct cli_globals *g, int argc, char **argv, struct life_
     while ((ch = getopt_long(argc, argv, "w", life_long, NULL)) != -1) {
         if (ch == 'w') {
             o->wait = true;
-        } else if (ch == 'T' && cli_parse_duration(optarg, &o->timeout) == 0) {
+        } else if (ch == 'T' && duration_parse_secs(optarg, &o->timeout) == 0) {
             continue;
         } else {
             fprintf(g->err, "error: bad option %s; see %s --help\n", argv[optind - 1], argv[0]);

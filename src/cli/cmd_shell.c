@@ -20,6 +20,7 @@
 
 #include "api/res.h"
 #include "cli/cli.h"
+#include "common/duration.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
 
@@ -81,7 +82,7 @@ static int parse_shell(const struct cli_globals *g, int argc, char **argv, struc
             o->tmpl = optarg;
         else if (ch == 'k')
             o->keep = true;
-        else if (ch == 't' && cli_parse_duration(optarg, &d) == 0)
+        else if (ch == 't' && duration_parse_secs(optarg, &d) == 0)
             o->timeout = optarg;
         else {
             fprintf(g->err, "error: bad option %s; see shell --help\n", argv[optind - 1]);

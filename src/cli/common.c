@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the kubectl-sandbox commands: client set-up, error reporting,
- * durations and single-object output. */
+ * output format checks and single-object output. */
 #include <errno.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "cli/output.h"
-#include "common/str.h"
 #include "kube/obj.h"
 
 int cli_config(const struct cli_globals *g, struct kube_config **ret)
@@ -57,30 +56,6 @@ const char *cli_namespace(const struct cli_globals *g, const struct kube_client 
     return g->ns ? g->ns : kube_client_namespace(c);
 }
 
-int cli_parse_duration(const char *s, usec_t *ret)
-{
-    struct str v = str_c(s);
-    usec_t unit = USEC_PER_SEC;
-    static const struct {
-        const char *suffix;
-        usec_t unit;
-    } units[] = {{"ms", USEC_PER_MSEC},
-                 {"s", USEC_PER_SEC},
-                 {"m", 60 * USEC_PER_SEC},
-                 {"h", 3600 * USEC_PER_SEC}};
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (str_has_suffix(v, str_c(units[i].suffix))) {
-            v.len -= strlen(units[i].suffix);
-            unit = units[i].unit;
-            break;
-        }
-    uint64_t n;
-    if (str_to_u64(v, &n) < 0 || n > UINT64_MAX / unit / 2)
-        return -EINVAL;
-    *ret = n * unit;
-    return 0;
-}
-
 int cli_check_output(const struct cli_globals *g, const char *const *allowed)
 {
     for (const char *const *a = allowed; *a; a++)
@@ -100,8 +75,9 @@ void cli_print_object(const struct cli_globals *g, const char *singular, const c
     (void)json_object_del(json_object_get(obj, "metadata"), "managedFields");
     if (strcmp(g->output, "json") == 0)
         out_json(g->out, obj);
-    else if (strcmp(g->output, "yaml") == 0)
-        out_yaml(g->out, obj);
-    else
+    else if (strcmp(g->output, "yaml") == 0) {
+        if (out_yaml(g->out, obj) < 0)
+            fprintf(g->err, "error: cannot write the YAML output\n");
+    } else
         fprintf(g->out, "%s.%s/%s\n", singular, group, kube_obj_name(obj));
 }

@@ -2,7 +2,11 @@
 /* Output helpers for kubectl-sandbox. */
 #include "cli/output.h"
 
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
+#include <yaml.h>
 
 #include "common/clock.h"
 #include "common/xalloc.h"
@@ -16,103 +20,187 @@ void out_json(FILE *out, const json_t *obj)
     }
 }
 
-/* Strings that YAML would read as something else (numbers, booleans, null) or that contain
- * syntax characters are written as JSON strings, which are valid YAML. */
-static int needs_quotes(const char *s)
+/* libyaml's write handler: out is a FILE. */
+static int write_out(void *out, unsigned char *buf, size_t size)
 {
-    static const char *const words[] = {"true", "false", "yes", "no", "on", "off", "null", "~",
-                                        "True", "False", "Yes", "No", "On", "Off", "Null", "NULL",
-                                        "TRUE", "FALSE", "y",   "n",  "Y",  "N"};
-    if (!*s || strchr("-?:,[]{}#&*!|>'\"%@` 0123456789.+", s[0]) || s[strlen(s) - 1] == ' ')
-        return 1;
+    return fwrite(buf, 1, size, out) == size;
+}
+
+/* Emits ev (taken by libyaml, also on failure). */
+static int emit(yaml_emitter_t *e, yaml_event_t *ev)
+{
+    return yaml_emitter_emit(e, ev) ? 0 : -EIO;
+}
+
+/* Whether a string written plain would read back as another type: YAML 1.2's core
+ * schema (null, booleans, numbers), and what YAML 1.1 readers (PyYAML, older Go and
+ * Ruby libraries) still resolve: yes/no/on/off/y/n, sexagesimal and other numbers,
+ * timestamps, .inf/.nan, the merge key and the value key. Anything that starts like a
+ * number counts, as kubectl quotes it too. */
+static bool reads_as_other_type(const char *s, size_t len)
+{
+    static const char *const words[] = {
+        "null",  "Null",  "NULL",  "~",     "true",  "True", "TRUE", "false", "False", "FALSE",
+        "yes",   "Yes",   "YES",   "no",    "No",    "NO",   "on",   "On",    "ON",    "off",
+        "Off",   "OFF",   "y",     "Y",     "n",     "N",    ".inf", ".Inf",  ".INF",  "+.inf",
+        "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF", ".nan", ".NaN", ".NAN",  "<<",    "=",
+    };
+    if (len == 0)
+        return true; /* an empty plain scalar is null */
     for (size_t i = 0; i < ARRAY_SIZE(words); i++)
-        if (strcmp(s, words[i]) == 0)
-            return 1;
-    return strstr(s, ": ") || strstr(s, " #") || strpbrk(s, "\n\t\r\\") || s[strlen(s) - 1] == ':';
+        if (strlen(words[i]) == len && memcmp(s, words[i], len) == 0)
+            return true;
+    if (s[0] >= '0' && s[0] <= '9')
+        return true;
+    return len > 1 && (s[0] == '+' || s[0] == '-' || s[0] == '.') &&
+           ((s[1] >= '0' && s[1] <= '9') || s[1] == '.');
 }
 
-static void yaml_scalar(FILE *out, const json_t *v)
+/* Whether s holds a line break other than \n (CR, NEL, LS, PS): libyaml would write it
+ * raw in a single-quoted or block scalar, where a reader folds or normalises it. */
+static bool has_other_breaks(const char *s, size_t len)
 {
-    if (json_is_string(v) && !needs_quotes(json_string_value(v))) {
-        fputs(json_string_value(v), out);
-        return;
-    }
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    if (s) {
-        fputs(s, out);
-        xfree(s);
-    }
+    return memchr(s, '\r', len) || memmem(s, len, "\xc2\x85", 2) ||
+           memmem(s, len, "\xe2\x80\xa8", 3) || memmem(s, len, "\xe2\x80\xa9", 3);
 }
 
-static int is_container(const json_t *v)
+/* A scalar: a string (is_string) or the literal text of a number, boolean or null.
+ * libyaml picks plain, single- or double-quoted style from the characters; strings that
+ * would read as another type, or hold breaks other than \n, are double-quoted (escapes),
+ * multi-line ones literal blocks (where libyaml can write them so; else double-quoted). */
+static int emit_scalar(yaml_emitter_t *e, const char *s, size_t len, bool is_string)
 {
-    return (json_is_object(v) && json_object_size(v) > 0) ||
-           (json_is_array(v) && json_array_size(v) > 0);
+    yaml_scalar_style_t style = YAML_ANY_SCALAR_STYLE;
+    yaml_event_t ev;
+
+    if (len > INT32_MAX)
+        return -E2BIG;
+    if (is_string && (reads_as_other_type(s, len) || has_other_breaks(s, len)))
+        style = YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+    else if (is_string && memchr(s, '\n', len))
+        style = YAML_LITERAL_SCALAR_STYLE;
+    if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)len, 1, 1, style))
+        return -ENOMEM;
+    return emit(e, &ev);
 }
 
-static void yaml_node(FILE *out, const json_t *v, int indent);
+static int emit_value(yaml_emitter_t *e, const json_t *v);
 
-static void yaml_value_after_key(FILE *out, const json_t *v, int indent)
-{
-    if (is_container(v)) {
-        fputc('\n', out);
-        yaml_node(out, v, json_is_array(v) ? indent : indent + 2);
-    } else {
-        fputc(' ', out);
-        yaml_scalar(out, v);
-        fputc('\n', out);
-    }
-}
-
-static void yaml_object(FILE *out, const json_t *v, int indent, int first_inline)
+static int emit_object(yaml_emitter_t *e, const json_t *v)
 {
     const char *k;
-    const json_t *child;
-    int first = 1;
+    json_t *child;
+    yaml_event_t ev;
+    int r;
+
+    if (!yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE))
+        return -ENOMEM;
+    if ((r = emit(e, &ev)) < 0)
+        return r;
     json_object_foreach((json_t *)v, k, child)
     {
-        if (!(first && first_inline))
-            fprintf(out, "%*s", indent, "");
-        first = 0;
-        json_t *key = json_string(k);
-        yaml_scalar(out, key);
-        json_decref(key);
-        fputc(':', out);
-        yaml_value_after_key(out, child, indent);
+        if ((r = emit_scalar(e, k, strlen(k), true)) < 0 || (r = emit_value(e, child)) < 0)
+            return r;
     }
+    if (!yaml_mapping_end_event_initialize(&ev))
+        return -ENOMEM;
+    return emit(e, &ev);
 }
 
-static void yaml_node(FILE *out, const json_t *v, int indent)
+static int emit_array(yaml_emitter_t *e, const json_t *v)
 {
-    if (json_is_object(v)) {
-        yaml_object(out, v, indent, 0);
-        return;
-    }
     size_t i;
-    const json_t *item;
+    json_t *item;
+    yaml_event_t ev;
+    int r;
+
+    if (!yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_SEQUENCE_STYLE))
+        return -ENOMEM;
+    if ((r = emit(e, &ev)) < 0)
+        return r;
     json_array_foreach(v, i, item)
     {
-        fprintf(out, "%*s- ", indent, "");
-        if (json_is_object(item) && json_object_size(item) > 0)
-            yaml_object(out, item, indent + 2, 1);
-        else if (is_container(item)) {
-            fputc('\n', out);
-            yaml_node(out, item, indent + 2);
-        } else {
-            yaml_scalar(out, item);
-            fputc('\n', out);
-        }
+        if ((r = emit_value(e, item)) < 0)
+            return r;
+    }
+    if (!yaml_sequence_end_event_initialize(&ev))
+        return -ENOMEM;
+    return emit(e, &ev);
+}
+
+/* Numbers as jansson writes them in JSON (also valid YAML 1.2 core schema numbers). */
+static int emit_number(yaml_emitter_t *e, const json_t *v)
+{
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    int r;
+
+    if (!s)
+        return -ENOMEM;
+    r = emit_scalar(e, s, strlen(s), false);
+    xfree(s); /* jansson's allocator is malloc/free by default */
+    return r;
+}
+
+static int emit_value(yaml_emitter_t *e, const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return emit_object(e, v);
+    case JSON_ARRAY:
+        return emit_array(e, v);
+    case JSON_STRING:
+        return emit_scalar(e, json_string_value(v), json_string_length(v), true);
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return emit_number(e, v);
+    case JSON_TRUE:
+        return emit_scalar(e, "true", 4, false);
+    case JSON_FALSE:
+        return emit_scalar(e, "false", 5, false);
+    default:
+        return emit_scalar(e, "null", 4, false);
     }
 }
 
-void out_yaml(FILE *out, const json_t *obj)
+/* One implicit document holding v. */
+static int emit_document(yaml_emitter_t *e, const json_t *v)
 {
-    if (is_container(obj))
-        yaml_node(out, obj, 0);
-    else {
-        yaml_scalar(out, obj);
-        fputc('\n', out);
-    }
+    yaml_event_t ev;
+    int r;
+
+    if (!yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING))
+        return -ENOMEM;
+    if ((r = emit(e, &ev)) < 0)
+        return r;
+    if (!yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1))
+        return -ENOMEM;
+    if ((r = emit(e, &ev)) < 0 || (r = emit_value(e, v)) < 0)
+        return r;
+    if (!yaml_document_end_event_initialize(&ev, 1))
+        return -ENOMEM;
+    if ((r = emit(e, &ev)) < 0)
+        return r;
+    if (!yaml_stream_end_event_initialize(&ev))
+        return -ENOMEM;
+    return emit(e, &ev);
+}
+
+int out_yaml(FILE *out, const json_t *obj)
+{
+    yaml_emitter_t e;
+    int r;
+
+    if (!yaml_emitter_initialize(&e))
+        return -ENOMEM;
+    yaml_emitter_set_output(&e, write_out, out);
+    yaml_emitter_set_unicode(&e, 1); /* UTF-8 as is, not \u escapes */
+    yaml_emitter_set_width(&e, -1);  /* no folding of long lines */
+    yaml_emitter_set_indent(&e, 2);
+    r = emit_document(&e, obj);
+    if (r >= 0 && !yaml_emitter_flush(&e))
+        r = -EIO;
+    yaml_emitter_delete(&e);
+    return r;
 }
 
 const char *out_age(const char *ts, char *buf, unsigned size)

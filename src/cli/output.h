@@ -7,8 +7,11 @@
 
 /** Prints obj as indented JSON followed by a newline. */
 void out_json(FILE *out, const json_t *obj);
-/** Prints obj as block-style YAML (strings quoted only where YAML needs it). */
-void out_yaml(FILE *out, const json_t *obj);
+/** Prints obj (borrowed) as one block-style YAML document through libyaml's emitter:
+ * strings quoted where YAML needs it or where they would read back as another type,
+ * multi-line strings as literal blocks. Returns 0, or -EIO (a write failed) or -ENOMEM;
+ * the output may then be cut short. */
+int out_yaml(FILE *out, const json_t *obj);
 /** kubectl-style age of an RFC 3339 timestamp ("45s", "12m", "5h", "3d"); "<unknown>" if
  * ts is NULL or malformed. Writes into buf and returns it. */
 const char *out_age(const char *ts, char *buf, unsigned size);

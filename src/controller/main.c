@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-sandbox-controller: flags, signals, and the manager's lifecycle. */
 #include <errno.h>
-#include <getopt.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -14,10 +13,9 @@
 #include "api/extensions.h"
 #include "api/sandbox.h"
 #include "as_version.h"
+#include "common/flag.h"
 #include "common/limits.h"
 #include "common/log.h"
-#include "common/str.h"
-#include "controller/duration.h"
 #include "controller/manager.h"
 #include "controller/ns_source.h"
 #include "kube/client.h"
@@ -136,7 +134,7 @@ static const char usage_text[] =
     "  --help                              print this help and exit\n";
 
 enum {
-    F_KUBECONFIG = 256,
+    F_KUBECONFIG = FLAG_OWN,
     F_LEADER_ELECT,
     F_LEASE_NS,
     F_LEASE_ID,
@@ -159,8 +157,6 @@ enum {
     F_COMPACT_CACHE,
     F_STATUS_WINDOW,
     F_POD_NAME_ALWAYS,
-    F_LOG_LEVEL,
-    F_LOG_FORMAT,
     F_EXTENSIONS,
     F_CLAIM_WORKERS,
     F_POOL_WORKERS,
@@ -178,8 +174,6 @@ enum {
     F_LABEL_DOMAINS,
     F_LB_LOOPBACK,
     F_LB_TIMEOUT,
-    F_VERSION,
-    F_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -206,8 +200,6 @@ static const struct option long_opts[] = {
     {"compact-cache", optional_argument, NULL, F_COMPACT_CACHE},
     {"sandbox-status-coalesce-window", required_argument, NULL, F_STATUS_WINDOW},
     {"always-annotate-pod-name", optional_argument, NULL, F_POD_NAME_ALWAYS},
-    {"log-level", required_argument, NULL, F_LOG_LEVEL},
-    {"log-format", required_argument, NULL, F_LOG_FORMAT},
     {"extensions", optional_argument, NULL, F_EXTENSIONS},
     {"sandbox-claim-concurrent-workers", required_argument, NULL, F_CLAIM_WORKERS},
     {"sandbox-warm-pool-concurrent-workers", required_argument, NULL, F_POOL_WORKERS},
@@ -225,20 +217,9 @@ static const struct option long_opts[] = {
     {"allowed-label-domains", required_argument, NULL, F_LABEL_DOMAINS},
     {"late-binding-allow-loopback", optional_argument, NULL, F_LB_LOOPBACK},
     {"late-binding-timeout", required_argument, NULL, F_LB_TIMEOUT},
-    {"version", no_argument, NULL, F_VERSION},
-    {"help", no_argument, NULL, F_HELP},
+    FLAG_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
-
-/* A boolean flag: alone (--flag, v NULL) it means true, else v as cstr_to_bool reads it. */
-static int flag_bool(const char *v, bool *ret)
-{
-    if (!v) {
-        *ret = true;
-        return 0;
-    }
-    return cstr_to_bool(v, ret);
-}
 
 static int parse_double(const char *v, double *ret)
 {
@@ -252,29 +233,25 @@ static int parse_double(const char *v, double *ret)
     return 0;
 }
 
+/* A count of workers, replicas or objects: 1..100000. */
 static int parse_positive(const char *v, int64_t *ret)
 {
-    int64_t n;
-    if (cstr_to_i64(v, &n) < 0 || n <= 0 || n > 100000)
-        return -EINVAL;
-    *ret = n;
-    return 0;
+    return flag_int(v, 1, 100000, ret);
 }
 
-/* Parses a duration in Go syntax (see controller/duration.h). */
+/* A duration in Go syntax (common/duration.h), 0 included. */
 static int parse_duration(const char *v, usec_t *ret)
 {
-    return ctrl_duration_parse(v, ret);
+    return flag_duration(v, 0, LIMIT_CTRL_DURATION, ret);
 }
 
-/* A leader-election timing: a duration > 0. */
-static int parse_lease_timing(const char *v, usec_t *ret)
+/* A duration > 0: leader-election timings, grace periods, timeouts. */
+static int parse_nonzero_duration(const char *v, usec_t *ret)
 {
-    int r = ctrl_duration_parse(v, ret);
-    return r < 0 || *ret == 0 ? -EINVAL : 0;
+    return flag_duration(v, 1, LIMIT_CTRL_DURATION, ret);
 }
 
-/* Extension flags. Returns 0, -EINVAL, or 1 when c is not one of them. */
+/* Extension flags. Returns 0, a negative errno, or 1 when c is not one of them. */
 static int apply_ext_flag(struct flags *f, int c, const char *v)
 {
     bool b = false;
@@ -296,8 +273,7 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
         r = parse_double(v, &f->ext.refill_rate);
         return r < 0 || !(f->ext.refill_rate >= 0 && f->ext.refill_rate < 1e6) ? -EINVAL : 0;
     case F_GRACE:
-        r = parse_duration(v, &f->ext.ready_grace);
-        return r < 0 || f->ext.ready_grace == 0 ? -EINVAL : 0;
+        return parse_nonzero_duration(v, &f->ext.ready_grace);
     case F_CLAIM_TIMEOUT:
         r = parse_duration(v, &f->ext.claim_timeout);
         if (r >= 0 && f->ext.claim_timeout == 0)
@@ -314,8 +290,7 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
         f->ext.no_claim_annotations = b;
         return r;
     case F_CREATE_PARALLEL:
-        r = parse_positive(v, &f->create_parallel);
-        return r < 0 || f->create_parallel > LIMIT_EXT_CREATE_PARALLEL ? -EINVAL : r;
+        return flag_int(v, 1, LIMIT_EXT_CREATE_PARALLEL, &f->create_parallel);
     case F_ADOPT_EDIT_TEMPLATE:
         r = flag_bool(v, &b);
         f->ext.adopt_edit_template = b;
@@ -328,8 +303,7 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
         f->ext.latebind_loopback = b;
         return r;
     case F_LB_TIMEOUT:
-        r = parse_duration(v, &f->ext.latebind_timeout);
-        return r < 0 || f->ext.latebind_timeout == 0 ? -EINVAL : 0;
+        return parse_nonzero_duration(v, &f->ext.latebind_timeout);
     default:
         return 1;
     }
@@ -339,9 +313,9 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
 static int parse_status_window(const char *v, usec_t *ret)
 {
     usec_t d;
-    int r = ctrl_duration_parse(v, &d);
-    if (r < 0 || d > CTRL_MAX_STATUS_WINDOW)
-        return -EINVAL;
+    int r = flag_duration(v, 0, CTRL_MAX_STATUS_WINDOW, &d);
+    if (r < 0)
+        return r;
     *ret = d ? d : CTRL_STATUS_WINDOW_OFF;
     return 0;
 }
@@ -357,10 +331,10 @@ static int check_namespaces(const char *v)
     return r;
 }
 
-/* Applies one flag. Returns 0, 1 to exit successfully (help/version), or -EINVAL. */
-static int apply_flag(struct flags *f, int c, const char *v)
+/* Applies one flag (flag_apply_fn; ctx is the struct flags). Returns 0 or -errno. */
+static int apply_flag(void *ctx, int c, const char *v)
 {
-    enum log_level lvl;
+    struct flags *f = ctx;
     int r = apply_ext_flag(f, c, v);
     if (r <= 0)
         return r;
@@ -377,13 +351,13 @@ static int apply_flag(struct flags *f, int c, const char *v)
         f->lease_id = v;
         return 0;
     case F_LEASE_DURATION:
-        return parse_lease_timing(v, &f->lease_duration);
+        return parse_nonzero_duration(v, &f->lease_duration);
     case F_SHUTDOWN_TIMEOUT:
-        return ctrl_duration_parse(v, &f->shutdown_timeout);
+        return parse_duration(v, &f->shutdown_timeout);
     case F_RENEW_DEADLINE:
-        return parse_lease_timing(v, &f->renew_deadline);
+        return parse_nonzero_duration(v, &f->renew_deadline);
     case F_RETRY_PERIOD:
-        return parse_lease_timing(v, &f->retry_period);
+        return parse_nonzero_duration(v, &f->retry_period);
     case F_METRICS:
         f->metrics_addr = v;
         return 0;
@@ -423,19 +397,6 @@ static int apply_flag(struct flags *f, int c, const char *v)
         return parse_status_window(v, &f->status_window);
     case F_POD_NAME_ALWAYS:
         return flag_bool(v, &f->pod_name_always);
-    case F_LOG_LEVEL:
-        if (log_parse_level(v, &lvl) < 0)
-            return -EINVAL;
-        log_set_level(lvl);
-        return 0;
-    case F_LOG_FORMAT:
-        return log_flag_format(v);
-    case F_VERSION:
-        printf("agent-sandbox-controller, version %s\n", AS_VERSION);
-        return 1;
-    case F_HELP:
-        fputs(usage_text, stdout);
-        return 1;
     default:
         return -EINVAL;
     }
@@ -462,29 +423,17 @@ static int check_lease_flags(const struct flags *f)
     return -EINVAL;
 }
 
+/* Returns 0 to run, 1 when --help or --version printed, or -EINVAL (reported). */
 static int parse_flags(int argc, char **argv, struct flags *f)
 {
-    int c, r;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        if (c == '?' || c == ':') {
-            fprintf(stderr, "agent-sandbox-controller: bad flag %s (see --help)\n",
-                    argv[optind - 1]);
-            return -EINVAL;
-        }
-        r = apply_flag(f, c, optarg);
-        if (r != 0) {
-            if (r < 0)
-                fprintf(stderr, "agent-sandbox-controller: bad value for %s (see --help)\n",
-                        argv[optind - 1]);
-            return r;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "agent-sandbox-controller: unexpected argument %s\n", argv[optind]);
-        return -EINVAL;
-    }
-    return check_lease_flags(f);
+    const struct flag_spec spec = {.prog = "agent-sandbox-controller",
+                                   .version = AS_VERSION,
+                                   .usage = usage_text,
+                                   .opts = long_opts,
+                                   .apply = apply_flag,
+                                   .ctx = f};
+    int r = flag_parse(&spec, argc, argv);
+    return r != 0 ? r : check_lease_flags(f);
 }
 
 static void on_signal(int sig)

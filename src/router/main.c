@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sandbox-router: flags, signals and the router's lifecycle. */
 #include <errno.h>
-#include <getopt.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +9,7 @@
 
 #include "api/sandbox.h"
 #include "as_version.h"
+#include "common/flag.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
@@ -73,26 +72,28 @@ static const char usage_text[] =
     "  --authz-subresource NAME          SubjectAccessReview subresource (default none)\n"
     "  --authz-audiences A,B             TokenReview audiences; the review must name one\n"
     "                                    (default: the API server's, not checked)\n"
-    "  --authz-cache-ttl SECONDS         review cache TTL (default 30)\n"
+    "  --authz-cache-ttl D               review cache TTL (default 30s)\n"
     "  --trust-loopback BOOL             a request from a loopback peer without an\n"
     "                                    Authorization header skips the review (default\n"
     "                                    true: in a pod only a port-forward, which needs\n"
     "                                    pods/portforward on the router pod, comes from\n"
     "                                    loopback; set false when the router runs on a\n"
     "                                    shared host)\n"
-    "  --connect-timeout SECONDS         upstream connect (default 5)\n"
-    "  --idle-timeout SECONDS            no byte either way during a request (default 60)\n"
-    "  --proxy-timeout SECONDS           one request; caps X-Sandbox-Timeout (default 180)\n"
-    "  --tunnel-idle-timeout SECONDS     upgraded connections (default 3600)\n"
-    "  --shutdown-timeout SECONDS        drain budget on SIGTERM (default 30)\n"
+    "  --connect-timeout D               upstream connect (default 5s)\n"
+    "  --idle-timeout D                  no byte either way during a request (default 60s)\n"
+    "  --proxy-timeout D                 one request; caps X-Sandbox-Timeout (default 180s)\n"
+    "  --tunnel-idle-timeout D           upgraded connections (default 3600s)\n"
+    "  --shutdown-timeout D              drain budget on SIGTERM (default 30s)\n"
     "  --access-log BOOL                 one logfmt line per request (default true)\n"
     "  --allow-loopback-upstreams        UNSAFE, tests only: allow 127.0.0.0/8 and ::1 pod IPs\n"
+    "  Durations: seconds (30, 0.5) or Go syntax (500ms, 1m30s); more than 0, at most\n"
+    "  10000000 seconds.\n"
     "  --log-level LEVEL                 error, warn, info, debug, trace (default info)\n"
     "  --log-format FORMAT               text (logfmt, default) or json (JSON lines)\n"
     "  --version, --help\n";
 
 enum {
-    F_HTTP = 256,
+    F_HTTP = FLAG_OWN,
     F_PROBE,
     F_KUBECONFIG,
     F_NS,
@@ -109,8 +110,6 @@ enum {
     F_ACCESS,
     F_TRUST_LOOPBACK,
     F_LOOPBACK,
-    F_LOG,
-    F_LOG_FORMAT,
     F_HTTPS,
     F_TLS_CERT,
     F_TLS_KEY,
@@ -122,8 +121,6 @@ enum {
     F_METRICS_CERT_PATH,
     F_METRICS_CERT_NAME,
     F_METRICS_CERT_KEY,
-    F_VERSION,
-    F_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -144,8 +141,6 @@ static const struct option long_opts[] = {
     {"access-log", required_argument, NULL, F_ACCESS},
     {"trust-loopback", required_argument, NULL, F_TRUST_LOOPBACK},
     {"allow-loopback-upstreams", no_argument, NULL, F_LOOPBACK},
-    {"log-level", required_argument, NULL, F_LOG},
-    {"log-format", required_argument, NULL, F_LOG_FORMAT},
     {"https-bind-address", required_argument, NULL, F_HTTPS},
     {"tls-cert-file", required_argument, NULL, F_TLS_CERT},
     {"tls-key-file", required_argument, NULL, F_TLS_KEY},
@@ -157,20 +152,14 @@ static const struct option long_opts[] = {
     {"metrics-cert-path", required_argument, NULL, F_METRICS_CERT_PATH},
     {"metrics-cert-name", required_argument, NULL, F_METRICS_CERT_NAME},
     {"metrics-cert-key", required_argument, NULL, F_METRICS_CERT_KEY},
-    {"version", no_argument, NULL, F_VERSION},
-    {"help", no_argument, NULL, F_HELP},
+    FLAG_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
+/* A timeout: seconds or a Go duration (common/duration.h), > 0 and <= 10^7 s. */
 static int parse_secs(const char *v, usec_t *ret)
 {
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (errno || end == v || *end || !isfinite(d) || d <= 0 || d > 1e7)
-        return -EINVAL;
-    *ret = (usec_t)(d * (double)USEC_PER_SEC);
-    return 0;
+    return flag_duration_secs(v, 1, 10000000 * USEC_PER_SEC, ret);
 }
 
 /* "host:port" or ":port" (all addresses); IPv6 as "[::]:port". */
@@ -224,9 +213,10 @@ static int apply_auth(struct flags *f, const char *v)
     return 0;
 }
 
-static int apply_flag(struct flags *f, int c, const char *v)
+/* Applies one flag (flag_apply_fn; ctx is the struct flags). Returns 0 or -errno. */
+static int apply_flag(void *ctx, int c, const char *v)
 {
-    enum log_level lvl;
+    struct flags *f = ctx;
     switch (c) {
     case F_HTTP:
         return parse_addr(v, f->host, sizeof(f->host), &f->o.port);
@@ -261,19 +251,11 @@ static int apply_flag(struct flags *f, int c, const char *v)
     case F_SHUTDOWN:
         return parse_secs(v, &f->o.shutdown_grace);
     case F_ACCESS:
-        return cstr_to_bool(v, &f->o.access_log);
+        return flag_bool(v, &f->o.access_log);
     case F_TRUST_LOOPBACK:
-        return cstr_to_bool(v, &f->o.trust_loopback);
+        return flag_bool(v, &f->o.trust_loopback);
     case F_LOOPBACK:
-        f->o.allow_loopback = true;
-        return 0;
-    case F_LOG:
-        if (log_parse_level(v, &lvl) < 0)
-            return -EINVAL;
-        log_set_level(lvl);
-        return 0;
-    case F_LOG_FORMAT:
-        return log_flag_format(v);
+        return flag_bool(v, &f->o.allow_loopback);
     case F_HTTPS:
         f->tls_on = true;
         return parse_addr(v, f->tls_host, sizeof(f->tls_host), &f->tls.port);
@@ -294,11 +276,7 @@ static int apply_flag(struct flags *f, int c, const char *v)
         f->cert_auth = true;
         return v ? cstr_to_bool(v, &f->cert_auth) : 0;
     case F_METRICS_SECURE:
-        if (!v) {
-            f->metrics_secure = true;
-            return 0;
-        }
-        return cstr_to_bool(v, &f->metrics_secure);
+        return flag_bool(v, &f->metrics_secure);
     case F_METRICS_ADDR:
         return parse_addr(v, f->metrics_host, sizeof(f->metrics_host), &f->metrics_port);
     case F_METRICS_CERT_PATH:
@@ -310,12 +288,6 @@ static int apply_flag(struct flags *f, int c, const char *v)
     case F_METRICS_CERT_KEY:
         f->metrics_key_name = v;
         return 0;
-    case F_VERSION:
-        printf("sandbox-router, version %s\n", AS_VERSION);
-        return 1;
-    case F_HELP:
-        fputs(usage_text, stdout);
-        return 1;
     default:
         return -EINVAL;
     }
@@ -359,28 +331,17 @@ static int check_tls_flags(struct flags *f)
     return -EINVAL;
 }
 
+/* Returns 0 to run, 1 when --help or --version printed, or -EINVAL (reported). */
 static int parse_flags(int argc, char **argv, struct flags *f)
 {
-    int c, r;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        if (c == '?' || c == ':') {
-            fprintf(stderr, "sandbox-router: bad flag %s (see --help)\n", argv[optind - 1]);
-            return -EINVAL;
-        }
-        r = apply_flag(f, c, optarg);
-        if (r != 0) {
-            if (r < 0)
-                fprintf(stderr, "sandbox-router: bad value for %s (see --help)\n",
-                        argv[optind - 1]);
-            return r;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "sandbox-router: unexpected argument %s\n", argv[optind]);
-        return -EINVAL;
-    }
-    return check_tls_flags(f);
+    const struct flag_spec spec = {.prog = "sandbox-router",
+                                   .version = AS_VERSION,
+                                   .usage = usage_text,
+                                   .opts = long_opts,
+                                   .apply = apply_flag,
+                                   .ctx = f};
+    int r = flag_parse(&spec, argc, argv);
+    return r != 0 ? r : check_tls_flags(f);
 }
 
 static void warn_unsafe(const struct flags *f)

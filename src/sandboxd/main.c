@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "as_version.h"
+#include "common/duration.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
@@ -67,12 +68,12 @@ static void usage(FILE *out)
         "                           $SANDBOXD_KERNEL_PYTHON)\n"
         "  --max-contexts N         code contexts at once (default 8)\n"
         "  --max-code-output BYTES  output events of one code execution (default 16 MiB)\n"
-        "  --code-keepalive S       keepalive event after S silent seconds of a code\n"
-        "                           execution (default 15; proxies cut idle streams)\n"
-        "  --exec-timeout SECONDS   default run timeout (default 300; also\n"
-        "                           $SANDBOX_EXEC_TIMEOUT_SECONDS)\n"
-        "  --header-timeout S, --body-timeout S, --idle-timeout S   slow-client limits\n"
-        "  --shutdown-timeout S     graceful shutdown budget (default 10)\n"
+        "  --code-keepalive D       keepalive event after D of silence in a code\n"
+        "                           execution (default 15s; proxies cut idle streams)\n"
+        "  --exec-timeout D         default run timeout, whole seconds (default 300s;\n"
+        "                           also $SANDBOX_EXEC_TIMEOUT_SECONDS, in seconds)\n"
+        "  --header-timeout D, --body-timeout D, --idle-timeout D   slow-client limits\n"
+        "  --shutdown-timeout D     graceful shutdown budget (default 10s)\n"
         "  --memory-merge[=MODE]    mark sandboxd and every process it starts mergeable\n"
         "                           by the node's KSM; MODE on (default) or fixed-layout\n"
         "                           (also no address randomization: far more sharing,\n"
@@ -80,7 +81,8 @@ static void usage(FILE *out)
         "                           set from the template's spec.pageMerging; off by default\n"
         "  --log-level LEVEL        error|warn|info|debug|trace (default info)\n"
         "  --log-format FORMAT      text (logfmt, default) or json (JSON lines)\n"
-        "  --version\n");
+        "  --version\n"
+        "Durations (D): seconds (30, 0.5) or Go syntax (500ms, 1m30s).\n");
 }
 
 static int parse_u64(const char *s, uint64_t *ret)
@@ -215,43 +217,74 @@ static int apply_num(int opt, const char *arg, struct opts *o)
     case O_BGBUF:
         o->cfg.bg_output_buffer = (size_t)v;
         break;
-    case O_EXEC:
-        o->cfg.exec_timeout_s = (unsigned)v;
-        break;
-    case O_HDR:
-        o->cfg.header_timeout = v * USEC_PER_SEC;
-        break;
-    case O_BODYT:
-        o->cfg.body_timeout = v * USEC_PER_SEC;
-        break;
-    case O_IDLE:
-        o->cfg.idle_timeout = v * USEC_PER_SEC;
-        break;
-    case O_SHUT:
-        o->shutdown_timeout = v * USEC_PER_SEC;
-        break;
     default:
         return -EINVAL;
     }
     return 0;
 }
 
+/* A duration flag: seconds or Go syntax (common/duration.h). Returns 0 or -EINVAL. */
+static int parse_timeout(const char *s, usec_t *ret)
+{
+    if (duration_parse_secs(s, ret) < 0) {
+        fprintf(stderr, "sandboxd: not a duration: %s (seconds, or Go syntax: 500ms, 1m30s)\n", s);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The timeouts (O_EXEC..O_SHUT). --exec-timeout takes whole seconds. */
+static int apply_timeout(int opt, const char *arg, struct opts *o)
+{
+    usec_t d;
+    if (parse_timeout(arg, &d) < 0)
+        return -EINVAL;
+    switch (opt) {
+    case O_EXEC:
+        if (d % USEC_PER_SEC || d / USEC_PER_SEC > UINT32_MAX) {
+            fprintf(stderr, "sandboxd: --exec-timeout takes whole seconds: %s\n", arg);
+            return -EINVAL;
+        }
+        o->cfg.exec_timeout_s = (unsigned)(d / USEC_PER_SEC);
+        return 0;
+    case O_HDR:
+        o->cfg.header_timeout = d;
+        return 0;
+    case O_BODYT:
+        o->cfg.body_timeout = d;
+        return 0;
+    case O_IDLE:
+        o->cfg.idle_timeout = d;
+        return 0;
+    case O_SHUT:
+        o->shutdown_timeout = d;
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
 /* The code context options (kernel.c). Returns 0 or -EINVAL. */
 static int apply_kernel_opt(int opt, const char *arg, struct opts *o)
 {
     uint64_t v = 0;
+    usec_t d = 0;
     if (opt == O_KDRIVER || opt == O_KPYTHON) {
         if (!*arg)
             return -EINVAL;
         *(opt == O_KDRIVER ? &o->cfg.kernel_driver : &o->cfg.kernel_python) = arg;
         return 0;
     }
+    if (opt == O_CODE_KEEPALIVE) {
+        if (parse_timeout(arg, &d) < 0 || d == 0 || d > UINT32_MAX * USEC_PER_SEC)
+            return -EINVAL;
+        o->cfg.code_keepalive = d;
+        return 0;
+    }
     if (parse_u64(arg, &v) < 0 || v == 0 || v > UINT32_MAX)
         return -EINVAL;
     if (opt == O_CONTEXTS)
         o->cfg.max_contexts = (unsigned)v;
-    else if (opt == O_CODE_KEEPALIVE)
-        o->cfg.code_keepalive = v * USEC_PER_SEC;
     else
         o->cfg.max_code_output = (size_t)v;
     return 0;
@@ -308,7 +341,9 @@ static int apply_opt(int opt, const char *arg, struct opts *o)
     default:
         if (opt >= O_KDRIVER && opt <= O_CODE_KEEPALIVE)
             return apply_kernel_opt(opt, arg, o);
-        return opt >= O_UPLOAD && opt <= O_SHUT ? apply_num(opt, arg, o) : -EINVAL;
+        if (opt >= O_EXEC && opt <= O_SHUT)
+            return apply_timeout(opt, arg, o);
+        return opt >= O_UPLOAD && opt <= O_BGBUF ? apply_num(opt, arg, o) : -EINVAL;
     }
 }
 

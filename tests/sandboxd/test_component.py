@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Component tests of the real sandboxd binary on 127.0.0.1 (standard library only):
-flags, token file auth, slow-client header timeout, upload and body limits, a process
+flags (durations in Go syntax or seconds), token file auth, slow-client header timeout, upload and body limits, a process
 stream started by a chunked request body, SIGTERM killing every process group, legacy
 defaults from SANDBOX_BASE_DIR, metadata hygiene, and an upstream-SDK-style session
 (write/read/list/exists/execute) against the legacy port.
@@ -186,6 +186,34 @@ class ComponentTest(unittest.TestCase):
             self.assertNotIn(b"sandboxd-tmp", body)
         finally:
             self.assertEqual(d.stop(), 0)
+
+    def test_duration_flags(self):
+        # the shared grammar (src/common/duration.h): Go syntax or bare seconds
+        d = Daemon("--header-timeout", "300ms", "--shutdown-timeout=1m30s",
+                   "--exec-timeout", "5m", "--code-keepalive", "0.5")
+        try:
+            s = socket.create_connection(("127.0.0.1", d.port))
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")  # never finished
+            s.settimeout(5)
+            t0 = time.monotonic()
+            data = s.recv(4096)
+            self.assertIn(b" 408 ", data.split(b"\r\n")[0])
+            self.assertLess(time.monotonic() - t0, 2)
+            s.close()
+        finally:
+            self.assertEqual(d.stop(), 0)
+        root = tempfile.mkdtemp(prefix="sbd-flags-")
+        try:
+            for args, why in ((["--idle-timeout", "1m30"], b"not a duration: 1m30"),
+                              (["--body-timeout=-1s"], b"not a duration: -1s"),
+                              (["--exec-timeout", "1.5"], b"takes whole seconds: 1.5"),
+                              (["--code-keepalive", "0"], b"usage:")):
+                r = subprocess.run([BIN, "--root", root, "--port", "0", *args],
+                                   check=False, capture_output=True, timeout=10)
+                self.assertNotEqual(r.returncode, 0, args)
+                self.assertIn(why, r.stderr, args)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
 
     def test_sigterm_kills_process_groups(self):
         d = Daemon()

@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/sbd.h"
+#include "common/duration.h"
 #include "common/xalloc.h"
 
 static FILE *devnull;
@@ -81,23 +82,27 @@ static void test_globals_errors(void **state)
         assert_int_equal(split(bad[i], &g, &rest), -EINVAL);
 }
 
+/* --timeout's documented values (docs/cli.md) in the shared grammar (common/duration.h). */
 static void test_duration(void **state)
 {
     (void)state;
     usec_t d;
-    assert_int_equal(cli_parse_duration("90", &d), 0);
+    assert_int_equal(duration_parse_secs("90", &d), 0);
     assert_int_equal(d, 90 * USEC_PER_SEC);
-    assert_int_equal(cli_parse_duration("250ms", &d), 0);
+    assert_int_equal(duration_parse_secs("250ms", &d), 0);
     assert_int_equal(d, 250 * USEC_PER_MSEC);
-    assert_int_equal(cli_parse_duration("5m", &d), 0);
+    assert_int_equal(duration_parse_secs("5m", &d), 0);
     assert_int_equal(d, 300 * USEC_PER_SEC);
-    assert_int_equal(cli_parse_duration("2h", &d), 0);
+    assert_int_equal(duration_parse_secs("2h", &d), 0);
     assert_int_equal(d, 7200 * USEC_PER_SEC);
-    assert_int_equal(cli_parse_duration("", &d), -EINVAL);
-    assert_int_equal(cli_parse_duration("m", &d), -EINVAL);
-    assert_int_equal(cli_parse_duration("-1s", &d), -EINVAL);
-    assert_int_equal(cli_parse_duration("1.5s", &d), -EINVAL);
-    assert_int_equal(cli_parse_duration("99999999999999999999", &d), -EINVAL);
+    assert_int_equal(duration_parse_secs("1m30s", &d), 0);
+    assert_int_equal(d, 90 * USEC_PER_SEC);
+    assert_int_equal(duration_parse_secs("1.5s", &d), 0);
+    assert_int_equal(d, 1500 * USEC_PER_MSEC);
+    assert_int_equal(duration_parse_secs("", &d), -EINVAL);
+    assert_int_equal(duration_parse_secs("m", &d), -EINVAL);
+    assert_int_equal(duration_parse_secs("-1s", &d), -ERANGE);
+    assert_int_equal(duration_parse_secs("99999999999999999999", &d), -ERANGE);
 }
 
 static void test_proxy_base(void **state)

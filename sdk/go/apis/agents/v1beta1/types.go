@@ -139,6 +139,8 @@ type SandboxStatus struct {
 	NodeName    string             `json:"nodeName,omitempty"`
 }
 
+// +kubebuilder:object:root=true
+
 // Sandbox is a single, stateful, long-running Pod with a stable identity.
 type Sandbox struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -147,6 +149,8 @@ type Sandbox struct {
 	Spec   SandboxSpec   `json:"spec"`
 	Status SandboxStatus `json:"status,omitzero"`
 }
+
+// +kubebuilder:object:root=true
 
 // SandboxList is a list of Sandboxes.
 type SandboxList struct {

@@ -122,6 +122,8 @@ type SandboxTemplateSpec struct {
 	IdlePolicy *agentsv1beta1.IdlePolicy `json:"idlePolicy,omitempty"`
 }
 
+// +kubebuilder:object:root=true
+
 // SandboxTemplate is a reusable Sandbox blueprint.
 type SandboxTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -129,6 +131,8 @@ type SandboxTemplate struct {
 
 	Spec SandboxTemplateSpec `json:"spec"`
 }
+
+// +kubebuilder:object:root=true
 
 // SandboxTemplateList is a list of SandboxTemplates.
 type SandboxTemplateList struct {
@@ -202,6 +206,8 @@ type SandboxClaimStatus struct {
 	Sandbox    SandboxReference   `json:"sandbox,omitzero"`
 }
 
+// +kubebuilder:object:root=true
+
 // SandboxClaim requests a Sandbox from a warm pool.
 type SandboxClaim struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -210,6 +216,8 @@ type SandboxClaim struct {
 	Spec   SandboxClaimSpec   `json:"spec"`
 	Status SandboxClaimStatus `json:"status,omitzero"`
 }
+
+// +kubebuilder:object:root=true
 
 // SandboxClaimList is a list of SandboxClaims.
 type SandboxClaimList struct {
@@ -245,6 +253,8 @@ type SandboxWarmPoolStatus struct {
 	ObservedGeneration int64  `json:"observedGeneration,omitempty"`
 }
 
+// +kubebuilder:object:root=true
+
 // SandboxWarmPool is a pool of pre-created Sandboxes.
 type SandboxWarmPool struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -253,6 +263,8 @@ type SandboxWarmPool struct {
 	Spec   SandboxWarmPoolSpec   `json:"spec"`
 	Status SandboxWarmPoolStatus `json:"status,omitzero"`
 }
+
+// +kubebuilder:object:root=true
 
 // SandboxWarmPoolList is a list of SandboxWarmPools.
 type SandboxWarmPoolList struct {
