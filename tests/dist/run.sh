@@ -4,19 +4,20 @@
 #
 #   tests/dist/run.sh [--no-runtime]
 #
-# Checks: SHA256SUMS verifies; twine check; the wheel installs in a clean venv and
-# imports; helm lint of the packaged chart (chart version and appVersion = VERSION);
-# helm template with default values equals dist/install.yaml (tests/dist/check_dist.py
-# same-install: Helm's labels and the flags the chart spells out at their defaults
-# aside); every install.yaml image is REGISTRY/...:VERSION; the krew manifest's sha256s
-# and URLs; the SBOM's SPDX 2.3 fields, artifacts and Debian dependencies; the OCI
-# archives (index.json, amd64 + arm64 manifests whose configs name that architecture;
-# skopeo copies them and inspects each architecture); the arm64 controller, router and
-# sandboxd from their image's root file system run under qemu-aarch64-static (--help,
-# --version), the amd64 ones natively in a chroot; the runtime image of each
-# architecture: python3 and sandboxd run from it (arm64 under qemu), the sandbox user,
-# CA certificates, config, and arm64's hand-made setup equal to amd64's; make push
-# --dry-run. --no-runtime leaves the runtime image out (faster cold).
+# Checks: SHA256SUMS verifies; twine check; the wheel installs with its test and mcp
+# extras in a clean venv, imports from it, and passes the SDK's unit suite (run where
+# sdk/python/src is not importable); helm lint of the packaged chart (chart version and
+# appVersion = VERSION); helm template with default values equals dist/install.yaml
+# (tests/dist/check_dist.py same-install: Helm's labels and the flags the chart spells
+# out at their defaults aside); every install.yaml image is REGISTRY/...:VERSION; the
+# krew manifest's sha256s and URLs; the SBOM's SPDX 2.3 fields, artifacts and Debian
+# dependencies; the OCI archives (index.json, amd64 + arm64 manifests whose configs name
+# that architecture; skopeo copies them and inspects each architecture); the arm64
+# controller, router and sandboxd from their image's root file system run under
+# qemu-aarch64-static (--help, --version), the amd64 ones natively in a chroot; the
+# runtime image of each architecture: python3 and sandboxd run from it (arm64 under
+# qemu), the sandbox user, CA certificates, config, and arm64's hand-made setup equal to
+# amd64's; make push --dry-run. --no-runtime leaves the runtime image out (faster cold).
 #
 # Warm (binaries, helm, the runtime base layers, the pip cache present) 45-70 s on two
 # busy cores; cold adds the builds (docs/release.md).
@@ -33,7 +34,7 @@ args=()
 case ${1:-} in
 "") ;;
 --no-runtime) args+=(--no-runtime) ;;
-*) sed -n '2,22s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+*) sed -n '2,23s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
 
 rm -rf "$WORK"
@@ -67,12 +68,26 @@ wheel=$(ls ./*.whl)
 sdist=$(ls ./*.tar.gz | grep -v '^./kubectl-sandbox_')
 check "twine check --strict (wheel and sdist)" eval \
 	"[ -n '$sdist' ] && '$venv/bin/twine' check --strict '$wheel' '$sdist' >'$WORK/twine.log' 2>&1"
+# The SDK's unit suite against the installed wheel: the wheel with its test and mcp extras
+# in a clean venv (pip's downloads cached per user), the tests run from a copy of
+# sdk/python/tests beside pyproject.toml (pytest's settings) and setup.py (test_version),
+# where no source tree is importable.
+export PIP_CACHE_DIR=${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox/pip}
+suite=$WORK/sdk-suite
 if top=$(python3 "$ROOT/tests/dist/check_dist.py" wheel-top "$wheel") &&
-	python3 -m venv "$WORK/venv" && "$WORK/venv/bin/pip" install -q "$wheel" >"$WORK/pip.log" 2>&1 &&
-	(cd "$WORK" && "$WORK/venv/bin/python" -c "import $top, sys; sys.exit(0 if '$WORK/venv' in $top.__file__ else 1)"); then
-	ok "the wheel installs in a clean venv and $top imports from it"
+	python3 -m venv "$WORK/venv" &&
+	"$WORK/venv/bin/pip" install -q --disable-pip-version-check --no-compile "$wheel[test,mcp]" >"$WORK/pip.log" 2>&1 &&
+	mkdir -p "$suite" && cp -r "$ROOT/sdk/python/tests" "$ROOT/sdk/python/pyproject.toml" "$ROOT/sdk/python/setup.py" "$suite/" &&
+	(cd "$suite" && "$WORK/venv/bin/python" -c "import $top, sys; sys.exit(0 if '$WORK/venv/' in $top.__file__ else 1)"); then
+	ok "the wheel installs with its test extras in a clean venv and $top imports from it"
+	if (cd "$suite" && "$WORK/venv/bin/python" -m pytest -q -ra -p no:cacheprovider -m 'not integration' \
+		tests/unit >"$WORK/sdk-suite.log" 2>&1); then
+		ok "SDK unit suite against the wheel: $(grep -E '^=* *[0-9]+ passed' "$WORK/sdk-suite.log" | tr -d =)"
+	else
+		not_ok "SDK unit suite against the wheel ($WORK/sdk-suite.log)" "$(tail -5 "$WORK/sdk-suite.log")"
+	fi
 else
-	not_ok "the wheel installs in a clean venv and imports" "$(tail -3 "$WORK/pip.log" 2>/dev/null)"
+	not_ok "the wheel installs with its test extras in a clean venv and imports" "$(tail -3 "$WORK/pip.log" 2>/dev/null)"
 fi
 
 # --- install.yaml, chart, krew ---------------------------------------------------------
