@@ -169,6 +169,17 @@ def go_requires(path):
     return reqs
 
 
+def python_version(project, dist):
+    """The pyproject's version or, when setup.py sets it (dynamic), the wheel's in DIST."""
+    if "version" in project:
+        return project["version"]
+    norm = re.sub(r"[-_.]+", "_", project["name"]).lower()
+    for name in sorted(os.listdir(dist)):
+        if name.endswith(".whl") and name.lower().startswith(norm + "-"):
+            return name.split("-")[1]
+    return "NOASSERTION"
+
+
 def build(a):
     doc_pkgs, rels = [], []
     seen = set()
@@ -270,7 +281,10 @@ def build(a):
     py = spdx_id("sdk-python")
     add(
         own_package(
-            project["name"], project["version"], py, primaryPackagePurpose="LIBRARY"
+            project["name"],
+            python_version(project, a.dist),
+            py,
+            primaryPackagePurpose="LIBRARY",
         ),
         root,
         "CONTAINS",
