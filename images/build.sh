@@ -81,7 +81,7 @@ runtime_base() {
 	pkgs=$(grep -v '^#' "$ROOT/images/runtime/packages.txt" | xargs | tr ' ' ,)
 	host=$(dpkg --print-architecture 2>/dev/null || uname -m)
 	arch=$OCI_ARCH
-	[ "$arch" = "$host" ] || method=foreign-v1
+	[ "$arch" = "$host" ] || method=foreign-v2
 	key=$(printf '%s\n' "$RUNTIME_SUITE" "$arch" "$pkgs" "$method" | sha256sum | cut -c1-16)
 	mkdir -p "$BASE_CACHE"
 	layer=$BASE_CACHE/runtime-base-$key.tar
@@ -175,11 +175,13 @@ runtime_rootfs_foreign() {
 }
 
 # runtime_configure_foreign DIR: by hand, what the maintainer scripts of the packages in
-# DIR would have set up that the runtime uses, as the native image has it: the system
-# users and groups (base-passwd, apt's _apt, shadow files as pwconv makes them), the
-# sandbox user (as useradd makes it), /etc/shells, the UTC time zone, the alternatives'
-# links, python3's local site directory and byte code, the trusted CA certificates,
-# dash's diversion of /bin/sh. No ld.so.cache: the libraries are in the dynamic loader's default paths.
+# DIR would have set up that the runtime uses, as the native image has it: base-files'
+# directories and files (runtime_base_files), the system users and groups (base-passwd,
+# apt's _apt, shadow files as pwconv makes them), the sandbox user (as useradd makes it),
+# /etc/shells, the UTC time zone, the alternatives' links, python3's local site directory
+# and byte code, the trusted CA certificates, dash's diversion of /bin/sh. Not done: no
+# ld.so.cache (the libraries are in the dynamic loader's default paths), no PAM common
+# files (pam-auth-update), no dpkg file lists or maintainer scripts.
 runtime_configure_foreign() {
 	local d=$1 day py link name path
 	day=$(($(date +%s) / 86400))
@@ -197,6 +199,7 @@ runtime_configure_foreign() {
 		"$d/etc/passwd" >"$d/etc/shadow"
 	awk -F: '{ printf "%s:%s::\n", $1, ($1 == "sandbox" ? "!" : "*") }' "$d/etc/group" >"$d/etc/gshadow"
 	chown 0:42 "$d/etc/shadow" "$d/etc/gshadow" && chmod 0640 "$d/etc/shadow" "$d/etc/gshadow" || return 1
+	runtime_base_files "$d" || { log "cannot set up base-files' directories and files"; return 1; }
 	echo 'sandbox:100000:65536' >"$d/etc/subuid"
 	echo 'sandbox:100000:65536' >"$d/etc/subgid"
 	mkdir -p "$d/workspace" && cp -a "$d/etc/skel/." "$d/workspace/" &&
@@ -236,6 +239,35 @@ runtime_configure_foreign() {
 			/bin/sh /bin/sh.distrib dash >"$d/var/lib/dpkg/diversions"
 	fi
 	runtime_ca_certificates "$d"
+}
+
+# runtime_base_files DIR: what base-files' configuration sets up (the top directories,
+# /proc a directory, /var/run and /var/lock in /run, /var/mail, root's and the default
+# profile, /usr/local, the login records), libc-bin's nsswitch.conf and readline's inputrc.
+runtime_base_files() {
+	local d=$1 x
+	[ ! -L "$d/proc" ] || rm "$d/proc" # debootstrap --foreign in a container links it
+	install -d -m 0755 "$d/proc" "$d/mnt" "$d/srv" "$d/opt" "$d/etc/opt" "$d/var/opt" "$d/media" || return 1
+	install -d -m 2775 -g 8 "$d/var/mail" && ln -sfn ../mail "$d/var/spool/mail" || return 1
+	install -d -m 1777 "$d/run/lock" || return 1
+	for x in run:/run lock:/run/lock; do
+		if [ ! -L "$d/var/${x%%:*}" ]; then
+			[ ! -d "$d/var/${x%%:*}" ] || cp -a "$d/var/${x%%:*}/." "$d${x#*:}/" || return 1
+			rm -rf "${d:?}/var/${x%%:*}" && ln -s "${x#*:}" "$d/var/${x%%:*}" || return 1
+		fi
+	done
+	for x in dot.profile:root/.profile dot.bashrc:root/.bashrc profile:etc/profile motd:etc/motd; do
+		cp -p "$d/usr/share/base-files/${x%%:*}" "$d/${x#*:}" || return 1
+	done
+	[ ! -e "$d/etc/dpkg/origins/debian" ] || ln -sfn debian "$d/etc/dpkg/origins/default"
+	for x in share share/man bin games lib include sbin src etc; do
+		install -d -m 0755 "$d/usr/local/$x" || return 1
+	done
+	ln -sfn share/man "$d/usr/local/man"
+	install -m 0664 -g 43 /dev/null "$d/var/log/wtmp" && install -m 0660 -g 43 /dev/null "$d/var/log/btmp" &&
+		install -m 0664 -g 43 /dev/null "$d/var/log/lastlog" || return 1
+	[ ! -f "$d/usr/share/libc-bin/nsswitch.conf" ] || cp -p "$d/usr/share/libc-bin/nsswitch.conf" "$d/etc/nsswitch.conf"
+	[ ! -f "$d/usr/share/readline/inputrc" ] || cp -p "$d/usr/share/readline/inputrc" "$d/etc/inputrc"
 }
 
 # runtime_ca_certificates DIR: every certificate of DIR's ca-certificates trusted (its

@@ -224,9 +224,10 @@ deb_version() {
 
 # same_setup A B: what maintainer scripts set up in root file system A (debootstrapped)
 # is the same in B (set up by hand): those files of /etc (the CA certificates' when both
-# have the same ca-certificates), the alternatives (man pages aside), /bin/sh.
+# have the same ca-certificates), the alternatives (man pages aside), /bin/sh, /proc a
+# directory, /var/run in /run, /var/mail.
 same_setup() {
-	local f files=(passwd group shells subuid subgid timezone)
+	local f files=(passwd group shells subuid subgid timezone nsswitch.conf profile)
 	[ "$(deb_version "$1" ca-certificates)" != "$(deb_version "$2" ca-certificates)" ] ||
 		files+=(ca-certificates.conf ssl/certs/ca-certificates.crt)
 	for f in "${files[@]}"; do
@@ -234,7 +235,9 @@ same_setup() {
 	done
 	[ "$(cd "$1/etc/alternatives" && find . -type l ! -name '*.gz' -printf '%P %l\n' | sort)" = \
 		"$(cd "$2/etc/alternatives" && find . -type l ! -name '*.gz' -printf '%P %l\n' | sort)" ] &&
-		[ "$(readlink "$2/usr/bin/sh")" = dash ] && [ "$(readlink "$2/usr/bin/awk")" = /etc/alternatives/awk ]
+		[ "$(readlink "$2/usr/bin/sh")" = dash ] && [ "$(readlink "$2/usr/bin/awk")" = /etc/alternatives/awk ] &&
+		[ -d "$2/proc" ] && [ ! -L "$2/proc" ] && [ "$(readlink "$2/var/run")" = /run ] &&
+		[ "$(stat -c %a:%g "$2/var/mail")" = "$(stat -c %a:%g "$1/var/mail")" ]
 }
 
 # Both architectures from one archive. The arm64 root file system was unpacked from
@@ -272,7 +275,7 @@ if [ ${#args[@]} -eq 0 ]; then
 		 [ \"\$(jq -r .architecture '$WORK/runtime-config-amd64.json')\" = amd64 ] &&
 		 [ \"\$(jq -c .config '$WORK/runtime-config-arm64.json')\" = \"\$(jq -c .config '$WORK/runtime-config-amd64.json')\" ] &&
 		 jq -e '.config.User == \"1000:1000\" and .config.Cmd[0] == \"/usr/local/bin/sandboxd\"' '$WORK/runtime-config-arm64.json' >/dev/null"
-	check "runtime: arm64's users, groups, shells, subordinate ids, time zone and alternatives are amd64's" \
+	check "runtime: arm64's users, groups, shells, time zone, nsswitch.conf, alternatives, /proc and /var/run are amd64's" \
 		same_setup "$WORK/rootfs-runtime-amd64" "$WORK/rootfs-runtime-arm64"
 	rm -rf "$WORK"/rootfs-runtime-*
 fi
