@@ -19,8 +19,8 @@
 # qemu), the sandbox user, CA certificates, config, and arm64's hand-made setup equal to
 # amd64's; make push --dry-run. --no-runtime leaves the runtime image out (faster cold).
 #
-# Warm (binaries, helm, the runtime base layers, the pip cache present) 45-70 s on two
-# busy cores; cold adds the builds (docs/release.md).
+# Warm (binaries, helm, the runtime base layers, the pip cache present) about 90 s on
+# two busy cores; cold adds the builds (docs/release.md).
 set -uo pipefail
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/../e2e/lib.sh"
