@@ -19,7 +19,7 @@
 # qemu), the sandbox user, CA certificates, config, and arm64's hand-made setup equal to
 # amd64's; make push --dry-run. --no-runtime leaves the runtime image out (faster cold).
 #
-# Warm (binaries, helm, the runtime base layers, the pip cache present) about 90 s on
+# Warm (binaries, helm, the runtime base layers, the kept wheels present) 90-105 s on
 # two busy cores; cold adds the builds (docs/release.md).
 set -uo pipefail
 # shellcheck source=tests/e2e/lib.sh
@@ -69,14 +69,21 @@ sdist=$(ls ./*.tar.gz | grep -v '^./kubectl-sandbox_')
 check "twine check --strict (wheel and sdist)" eval \
 	"[ -n '$sdist' ] && '$venv/bin/twine' check --strict '$wheel' '$sdist' >'$WORK/twine.log' 2>&1"
 # The SDK's unit suite against the installed wheel: the wheel with its test and mcp extras
-# in a clean venv (pip's downloads cached per user), the tests run from a copy of
-# sdk/python/tests beside pyproject.toml (pytest's settings) and setup.py (test_version),
-# where no source tree is importable.
-export PIP_CACHE_DIR=${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox/pip}
+# in a clean venv, the tests run from a copy of sdk/python/tests beside pyproject.toml
+# (pytest's settings) and setup.py (test_version), where no source tree is importable.
+# The requirements' wheels are kept per user (pip download) and installed offline from
+# there; they are downloaded again when one is missing.
+wheels=${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox/pip-wheels
 suite=$WORK/sdk-suite
+sdk_install() {
+	"$WORK/venv/bin/pip" install -q --disable-pip-version-check --no-compile --no-index \
+		--find-links "$wheels" "$wheel[test,mcp]"
+}
 if top=$(python3 "$ROOT/tests/dist/check_dist.py" wheel-top "$wheel") &&
 	python3 -m venv "$WORK/venv" &&
-	"$WORK/venv/bin/pip" install -q --disable-pip-version-check --no-compile "$wheel[test,mcp]" >"$WORK/pip.log" 2>&1 &&
+	{ sdk_install >"$WORK/pip.log" 2>&1 ||
+		{ "$WORK/venv/bin/pip" download -q --disable-pip-version-check -d "$wheels" "$wheel[test,mcp]" &&
+			sdk_install; } >>"$WORK/pip.log" 2>&1; } &&
 	mkdir -p "$suite" && cp -r "$ROOT/sdk/python/tests" "$ROOT/sdk/python/pyproject.toml" "$ROOT/sdk/python/setup.py" "$suite/" &&
 	(cd "$suite" && "$WORK/venv/bin/python" -c "import $top, sys; sys.exit(0 if '$WORK/venv/' in $top.__file__ else 1)"); then
 	ok "the wheel installs with its test extras in a clean venv and $top imports from it"
