@@ -8,9 +8,9 @@
 #   dist/install.yaml                    CRDs, controller and router, images REGISTRY/...:VERSION
 #   dist/agent-sandbox-VERSION.tgz       the Helm chart (version VERSION, image.registry REGISTRY)
 #   dist/kubectl-sandbox_VERSION_linux_{amd64,arm64}.tar.gz and sandbox.yaml (krew manifest)
-#   dist/images/NAME-VERSION.oci.tar     agent-sandbox-controller, sandbox-router, sandboxd:
-#                                        one OCI archive each with an image index of
-#                                        linux/amd64 and linux/arm64; runtime: linux/amd64
+#   dist/images/NAME-VERSION.oci.tar     agent-sandbox-controller, sandbox-router, sandboxd,
+#                                        runtime: one OCI archive each with an image index
+#                                        of linux/amd64 and linux/arm64
 #   dist/sbom.spdx.json                  SPDX 2.3 SBOM; dist/SHA256SUMS over everything
 #
 # Variables: VERSION (default 0.1.0-dev; a leading v is dropped), REGISTRY (image
@@ -18,7 +18,8 @@
 # RELEASE_URL (where krew downloads the tarballs; PROJECT_URL/releases/download/vVERSION),
 # DIST_DIR (default dist). --no-images skips the OCI archives (and the arm64 builds of
 # the controller, router and sandboxd); --no-runtime skips the runtime image. arm64
-# binaries are cross-compiled (cmake/toolchain-aarch64.cmake; hack/deps.sh --cross).
+# binaries are cross-compiled (cmake/toolchain-aarch64.cmake; hack/deps.sh --cross); the
+# arm64 runtime image is unpacked from Debian's arm64 packages (images/build.sh).
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/images/lib.sh"
 
@@ -171,24 +172,34 @@ component_images() {
 	done
 }
 
-# runtime_image: the sandbox runtime image (Debian + python3 + sandboxd), linux/amd64.
+# runtime_image: the sandbox runtime image (Debian + python3 + sandboxd) for each
+# architecture, one index; each base layer's dpkg status for the SBOM.
 runtime_image() {
-	local extra=$WORK/runtime-extra out
-	mkdir -p "$extra/usr/local/bin" "$extra/usr/local/lib/agent-sandbox"
-	install -m 0755 "$WORK/bin-amd64/sandboxd" "$extra/usr/local/bin/sandboxd"
-	install -m 0644 "$ROOT/src/sandboxd/driver/kernel.py" "$extra/usr/local/lib/agent-sandbox/kernel.py"
-	log "image runtime (amd64)"
-	out=$(AS_RUNTIME_EXTRA_DIR=$extra AS_IMAGE_PREFIX=$REGISTRY AS_IMAGE_TAG=$TAG \
-		AS_IMAGES_CACHE=$WORK/images-amd64 "$ROOT/images/build.sh" runtime) || die "runtime image failed"
+	local arch extra out per=()
+	for arch in "${ARCHES[@]}"; do
+		extra=$WORK/runtime-extra-$arch
+		rm -rf "$extra"
+		mkdir -p "$extra/usr/local/bin" "$extra/usr/local/lib/agent-sandbox"
+		install -m 0755 "$WORK/bin-$arch/sandboxd" "$extra/usr/local/bin/sandboxd"
+		install -m 0644 "$ROOT/src/sandboxd/driver/kernel.py" "$extra/usr/local/lib/agent-sandbox/kernel.py"
+		log "image runtime ($arch)"
+		out=$(OCI_ARCH=$arch AS_RUNTIME_EXTRA_DIR=$extra AS_IMAGE_PREFIX=$REGISTRY AS_IMAGE_TAG=$TAG \
+			AS_IMAGES_CACHE=$WORK/images-$arch "$ROOT/images/build.sh" runtime) || die "runtime image ($arch) failed"
+		per+=("$out")
+		runtime_status "$out" >"$WORK/runtime-dpkg-status-$arch" ||
+			die "no dpkg status in the runtime image's base layer ($arch)"
+	done
 	mkdir -p "$DIST/images"
-	ln -f "$out" "$DIST/images/runtime-$VERSION.oci.tar" 2>/dev/null ||
-		cp "$out" "$DIST/images/runtime-$VERSION.oci.tar"
-	# Its Debian packages, for the SBOM (the base layer's dpkg status).
+	oci_index "$DIST/images/runtime-$VERSION.oci.tar" "$REGISTRY/runtime:$TAG" "${per[@]}" ||
+		die "image index runtime failed"
+}
+
+# runtime_status ARCHIVE: the dpkg status of the single-image ARCHIVE's base layer.
+runtime_status() {
 	local d
-	d=$(tar -xOf "$out" index.json | jq -r '.manifests[0].digest' | cut -d: -f2) &&
-		d=$(tar -xOf "$out" "blobs/sha256/$d" | jq -r '.layers[0].digest' | cut -d: -f2) &&
-		tar -xOf "$out" "blobs/sha256/$d" | tar -xO ./var/lib/dpkg/status >"$WORK/runtime-dpkg-status" ||
-		die "no dpkg status in the runtime image's base layer"
+	d=$(tar -xOf "$1" index.json | jq -r '.manifests[0].digest' | cut -d: -f2) &&
+		d=$(tar -xOf "$1" "blobs/sha256/$d" | jq -r '.layers[0].digest' | cut -d: -f2) &&
+		tar -xOf "$1" "blobs/sha256/$d" | tar -xO ./var/lib/dpkg/status
 }
 
 sbom() {
@@ -199,8 +210,11 @@ sbom() {
 			args+=(--binary "$arch:$WORK/bin-$arch/$c")
 		done
 	done
-	[ ! -s "$WORK/runtime-dpkg-status" ] || [ "$runtime" = 0 ] ||
-		args+=(--runtime-status "$WORK/runtime-dpkg-status")
+	if [ "$images" = 1 ] && [ "$runtime" = 1 ]; then
+		for arch in "${ARCHES[@]}"; do
+			args+=(--runtime-status "$arch:$WORK/runtime-dpkg-status-$arch")
+		done
+	fi
 	python3 "$ROOT/hack/sbom.py" --version "$VERSION" --registry "$REGISTRY" --tag "$TAG" --dist "$DIST" \
 		--static "sandboxd=$SANDBOXD_STATIC" --go-mod "$ROOT/sdk/go/go.mod" \
 		--pyproject "$ROOT/sdk/python/pyproject.toml" "${args[@]}" >"$DIST/sbom.spdx.json" ||

@@ -3,7 +3,7 @@
 """Prints the SPDX 2.3 JSON SBOM of a release (hack/dist.sh).
 
 Usage: sbom.py --version V --registry R [--tag T] --dist DIR [--binary ARCH:PATH]...
-               [--static NAME=PKG,PKG...] [--runtime-status FILE] --go-mod FILE
+               [--static NAME=PKG,PKG...] [--runtime-status ARCH:FILE]... --go-mod FILE
                --pyproject FILE
        sbom.py --check SBOM.json          validate the required SPDX 2.3 fields
 
@@ -11,7 +11,7 @@ Packages: one per file of DIR (with its sha256), one per binary and architecture
 (agent-sandbox-controller, sandbox-router, sandboxd, kubectl-sandbox) with the Debian
 packages it links (shared libraries found by the dynamic loader and mapped with dpkg -S,
 or the -dev packages named by --static for a static binary; versions from dpkg-query), the
-Debian packages of the runtime image (its dpkg status), and the Go and Python SDKs with
+Debian packages of the runtime image of each architecture (its dpkg status), and the Go and Python SDKs with
 their module and distribution requirements.
 """
 
@@ -116,19 +116,6 @@ def deb_package(name, arch, version):
     }
 
 
-def python_version(project, a):
-    """The Python SDK's version: static in pyproject.toml, or (dynamic, set by setup.py)
-    the one of the wheel make dist built, else VERSION."""
-    if project.get("version"):
-        return project["version"]
-    name = project["name"].replace("-", "_")
-    for f in sorted(os.listdir(a.dist or ".")):
-        m = re.fullmatch(re.escape(name) + r"-([^-]+)-.*\.whl", f)
-        if m:
-            return m.group(1)
-    return a.version
-
-
 def own_package(name, version, spdx, **extra):
     pkg = {
         "name": name,
@@ -180,6 +167,17 @@ def go_requires(path):
             elif line.startswith("require "):
                 reqs.append(tuple(line.split()[1:3]))
     return reqs
+
+
+def python_version(project, dist):
+    """The pyproject's version or, when setup.py sets it (dynamic), the wheel's in DIST."""
+    if "version" in project:
+        return project["version"]
+    norm = re.sub(r"[-_.]+", "_", project["name"]).lower()
+    for name in sorted(os.listdir(dist)):
+        if name.endswith(".whl") and name.lower().startswith(norm + "-"):
+            return name.split("-")[1]
+    return "NOASSERTION"
 
 
 def build(a):
@@ -237,20 +235,22 @@ def build(a):
         for d in debs:
             pname, parch = d.split(":") if ":" in d else (d, arch)
             add(deb_package(pname, parch, dpkg_version(d)), bid, kind)
-    if a.runtime_status:
-        rid = spdx_id("image", "runtime", "amd64")
+    for spec in a.runtime_status:
+        # ARCH:FILE (a bare FILE is the amd64 image's)
+        arch, path = spec.split(":", 1) if ":" in spec else ("amd64", spec)
+        rid = spdx_id("image", "runtime", arch)
         add(
             own_package(
                 "runtime",
                 a.version,
                 rid,
                 primaryPackagePurpose="CONTAINER",
-                comment=f"image {a.registry}/runtime:{a.version} (linux/amd64)",
+                comment=f"image {a.registry}/runtime:{a.version} (linux/{arch})",
             ),
             root,
             "CONTAINS",
         )
-        for pname, parch, ver in dpkg_status(a.runtime_status):
+        for pname, parch, ver in dpkg_status(path):
             add(deb_package(pname, parch, ver), rid, "CONTAINS")
     go = spdx_id("sdk-go")
     add(
@@ -281,7 +281,10 @@ def build(a):
     py = spdx_id("sdk-python")
     add(
         own_package(
-            project["name"], python_version(project, a), py, primaryPackagePurpose="LIBRARY"
+            project["name"],
+            python_version(project, a.dist),
+            py,
+            primaryPackagePurpose="LIBRARY",
         ),
         root,
         "CONTAINS",
@@ -372,7 +375,13 @@ def main():
     ap.add_argument("--dist")
     ap.add_argument("--binary", action="append", default=[])
     ap.add_argument("--static", action="append", default=[])
-    ap.add_argument("--runtime-status")
+    ap.add_argument(
+        "--runtime-status",
+        action="append",
+        default=[],
+        metavar="ARCH:FILE",
+        help="the dpkg status of the runtime image for ARCH (repeatable)",
+    )
     ap.add_argument("--go-mod")
     ap.add_argument("--pyproject")
     a = ap.parse_args()

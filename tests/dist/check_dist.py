@@ -251,11 +251,22 @@ def sbom(path, dist):
         if p.get("externalRefs")
     ]
     want = ["pkg:golang/k8s.io/client-go@", "pkg:pypi/httpx"]
-    if any(f.startswith("images/runtime-") for f in sums):
-        want.append("pkg:deb/debian/python3@")  # the runtime image's packages
     for kind in want:
         if not any(u.startswith(kind) for u in purls):
             errs.append(f"no {kind} package")
+    if any(f.startswith("images/runtime-") for f in sums):
+        for arch in ("amd64", "arm64"):  # the runtime images' packages
+            rid = f"SPDXRef-image-runtime-{arch}"
+            debs = [
+                ids[r["relatedSpdxElement"]]["externalRefs"][0]["referenceLocator"]
+                for r in doc["relationships"]
+                if r["spdxElementId"] == rid and r["relationshipType"] == "CONTAINS"
+            ]
+            if not any(
+                u.startswith("pkg:deb/debian/python3@") and u.endswith(f"?arch={arch}")
+                for u in debs
+            ):
+                errs.append(f"runtime ({arch}): no pkg:deb/debian/python3 of {arch}")
     return errs
 
 
