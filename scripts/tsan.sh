@@ -24,7 +24,7 @@ B=build/tsan
 UNIT='^unit_'
 # Tests left out for a race in their own harness, not in the code under test (none now).
 EXCLUDE=''
-INTEGRATION='^it_test_(controller_ext_all|controller_sandbox|lease|events|watch)$'
+INTEGRATION='^it_test_(controller_ext_all|controller_sandbox|lease|events|watch|client_mux)$'
 integration=OFF
 if [ "${1:-}" = --integration ]; then
 	integration=ON

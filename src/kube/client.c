@@ -14,6 +14,7 @@
 #include "common/xalloc.h"
 #include "kube/client_int.h"
 #include "kube/config_int.h"
+#include "kube/mux.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_result;
@@ -121,6 +122,11 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts
         kube_client_free(c);
         return r;
     }
+    /* HTTP/2 (so streams on one connection) is negotiated over TLS only: a plain-HTTP
+     * server keeps one connection per concurrent request, without the I/O thread. */
+    if (!opts->no_mux && strncmp(c->base_url, "https://", 8) == 0)
+        c->mux = kube__mux_new(opts->mux_lanes > 0 ? opts->mux_lanes : LIMIT_KUBE_MUX_LANES,
+                               LIMIT_KUBE_MUX_CONNECTIONS);
     *ret = c;
     return 0;
 }
@@ -129,6 +135,7 @@ void kube_client_free(struct kube_client *c)
 {
     if (!c)
         return;
+    kube__mux_free(c->mux);
     for (size_t i = 0; i < c->pool_len; i++)
         curl_easy_cleanup(c->pool[i]);
     if (c->share)
@@ -421,9 +428,10 @@ static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, 
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, rs);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, (long)LIMIT_KUBE_UPLOAD_BUFFER);
     errbuf[0] = '\0';
     atomic_fetch_add(&c->requests, 1);
-    CURLcode cc = curl_easy_perform(h);
+    CURLcode cc = kube__mux_usable(c->mux) ? kube__mux_perform(c->mux, h) : curl_easy_perform(h);
     long nconn = 0;
     curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn);
     atomic_fetch_add(&c->connections, (unsigned long)nconn);

@@ -67,6 +67,7 @@ struct kube_client {
     pthread_mutex_t pool_lock;
     CURL *pool[LIMIT_KUBE_POOL_IDLE_SLOTS];
     size_t pool_len;
+    struct kube__mux *mux; /* unary requests over shared connections; NULL for http:// */
     struct kube_ratelimit rl;
     struct kube__loglimit loglimit; /* retry and throttle log lines */
     atomic_ulong requests, retries, throttled_us, connections;
