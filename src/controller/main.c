@@ -35,6 +35,7 @@ struct flags {
     int64_t burst, workers;
     const char *ns, *cluster_domain;
     bool cache_label_selectors;
+    int64_t api_conns; /* --kube-api-connections; 0 = one per request in flight */
     bool compact_cache;
     bool compact_auto;    /* --compact-cache=auto: compact past CTRL_COMPACT_ABOVE objects */
     usec_t status_window; /* CTRL_STATUS_WINDOW_OFF for 0 */
@@ -79,6 +80,10 @@ static const char usage_text[] =
     "                                      (default 127.0.0.1:8081)\n"
     "  --kube-api-qps QPS                  client-side rate limit; <= 0 disables (default -1)\n"
     "  --kube-api-burst N                  client-side burst, > 0 (default 10)\n"
+    "  --kube-api-connections N            HTTP/2 connections (an I/O thread each) that\n"
+    "                                      every worker's requests share as streams,\n"
+    "                                      0-16; watches keep their own; 0: a connection\n"
+    "                                      per request in flight (default 2)\n"
     "  --sandbox-concurrent-workers N      Sandbox reconcile workers, > 0 (default 100)\n"
     "  --namespace NS[,NS...]              watch only these namespaces, each with its own\n"
     "                                      list and watch (default: all)\n"
@@ -174,6 +179,7 @@ enum {
     F_LABEL_DOMAINS,
     F_LB_LOOPBACK,
     F_LB_TIMEOUT,
+    F_KUBE_MUX,
 };
 
 static const struct option long_opts[] = {
@@ -193,6 +199,7 @@ static const struct option long_opts[] = {
     {"health-probe-bind-address", required_argument, NULL, F_HEALTH},
     {"kube-api-qps", required_argument, NULL, F_QPS},
     {"kube-api-burst", required_argument, NULL, F_BURST},
+    {"kube-api-connections", required_argument, NULL, F_KUBE_MUX},
     {"sandbox-concurrent-workers", required_argument, NULL, F_WORKERS},
     {"namespace", required_argument, NULL, F_NAMESPACE},
     {"cluster-domain", required_argument, NULL, F_DOMAIN},
@@ -389,6 +396,8 @@ static int apply_flag(void *ctx, int c, const char *v)
         return 0;
     case F_CACHE_SEL:
         return flag_bool(v, &f->cache_label_selectors);
+    case F_KUBE_MUX:
+        return flag_int(v, 0, LIMIT_KUBE_MUX_LANES_MAX, &f->api_conns);
     case F_COMPACT_CACHE:
         f->compact_auto = v && strcmp(v, "auto") == 0;
         f->compact_cache = false;
@@ -487,6 +496,8 @@ static int make_client(const struct flags *f, struct kube_client **ret)
     struct kube_config_opts co = {.kubeconfig = f->kubeconfig};
     struct kube_client_opts o = {.qps = f->qps > 0 ? f->qps : 0,
                                  .burst = (int)f->burst,
+                                 .no_mux = f->api_conns == 0,
+                                 .mux_lanes = (int)f->api_conns,
                                  .user_agent = "agent-sandbox-controller/" AS_VERSION};
     struct kube_config *cfg;
     struct kube_err e;
@@ -555,6 +566,7 @@ int main(int argc, char **argv)
 {
     struct flags f = {
         .leader_elect = true,
+        .api_conns = LIMIT_KUBE_MUX_LANES,
         .metrics_addr = "127.0.0.1:8080",
         .health_addr = "127.0.0.1:8081",
         .qps = -1,

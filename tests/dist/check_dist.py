@@ -32,6 +32,7 @@ CHART_DEFAULT_FLAGS = {
         "--log-level": "info",
         "--kube-api-qps": "-1",
         "--kube-api-burst": "10",
+        "--kube-api-connections": "2",
         "--cache-label-selectors": "false",
         "--sandbox-concurrent-workers": "100",
         "--sandbox-claim-concurrent-workers": "50",
