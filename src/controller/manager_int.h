@@ -51,6 +51,10 @@ struct ctrl_manager {
     bool workers_started;
     atomic_bool leading, stopping, stop_requested, lost, started, stopped;
     int wake_fd[2]; /* self-pipe for the async-signal-safe stop request */
+    /* ctrl_manager_wait's heap trim: the client's request count at the last check and at
+     * the last trim, and when the next check is due */
+    unsigned long trim_seen, trim_done;
+    usec_t trim_next;
 };
 
 /** Registers the metric families (manager_http.c). */
