@@ -75,6 +75,12 @@ setup_target() {
 		[ -z "${BENCH_PPROF:-}" ] || export AS_APISERVER_EXTRA_ARGS="${AS_APISERVER_EXTRA_ARGS:-} --profiling=true"
 		hack/apiserver.sh start >/dev/null || return 1
 		eval "$(hack/apiserver.sh env)"
+		# a fresh API server has none of the CRDs the scenarios create objects of
+		local kc=${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl
+		"$kc" --kubeconfig "$AS_KUBECONFIG" apply --server-side --force-conflicts \
+			--field-manager=agent-sandbox-bench -f api/crds/ >/dev/null &&
+			"$kc" --kubeconfig "$AS_KUBECONFIG" wait --for condition=established --timeout=60s \
+				-f api/crds/ >/dev/null || { log "cannot install the CRDs"; return 1; }
 		LGFLAGS=(--kubelet)
 		local d=${AS_APISERVER_DIR:-$ROOT/.cache/apiserver} a e
 		a=$(cat "$d/kube-apiserver.pid" 2>/dev/null) e=$(cat "$d/etcd.pid" 2>/dev/null)
