@@ -2,14 +2,15 @@
 /* Private to src/kube: the client's request multiplexer. A few I/O threads (lanes) each
  * run a curl multi handle, and every unary request of the client's threads goes through
  * one of them, so that all of them share a few HTTP/2 connections (streams of one
- * connection per lane) instead of each thread keeping a TLS connection of its own. With 100 reconcile workers that is the
- * difference between about 100 connections (their TLS state, buffers and API server
- * goroutines) and one. Streams (watches, port-forward) keep their own handles. */
+ * connection per lane) instead of each thread keeping a TLS connection of its own. With 100
+ * reconcile workers that is the difference between about 100 connections (their TLS state, buffers
+ * and API server goroutines) and one. Streams (watches, port-forward) keep their own handles. */
 #ifndef AS_KUBE_MUX_H
 #define AS_KUBE_MUX_H
 
-#include <curl/curl.h>
 #include <stdbool.h>
+
+#include <curl/curl.h>
 
 struct kube__mux;
 

@@ -14,8 +14,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include <sys/wait.h>
 
 #include "common/limits.h"
 #include "common/xalloc.h"
@@ -85,8 +86,8 @@ static void *worker_main(void *arg)
         json_decref(got);
     }
     snprintf(name, sizeof(name), "own-%d", w->id);
-    json_t *cm = json_pack("{s:s, s:s, s:{s:s}, s:{s:s}}", "apiVersion", "v1", "kind",
-                           "ConfigMap", "metadata", "name", name, "data", "id", name),
+    json_t *cm = json_pack("{s:s, s:s, s:{s:s}, s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                           "metadata", "name", name, "data", "id", name),
            *made = NULL;
     if (kube_create(w->c, &KUBE_RES_CONFIGMAPS, ns, cm, &made, &err) < 0)
         atomic_fetch_add(w->failed, 1);
@@ -127,8 +128,8 @@ static void test_threads_share_one_connection(void **state)
     struct kube_client_opts o = {.max_retries = -1, .mux_lanes = 1};
     struct kube_client_stats st;
     run_threads(&o, &st);
-    print_message("one lane, %d threads, %lu requests: %lu connection(s)\n", THREADS,
-                  st.requests, st.connections);
+    print_message("one lane, %d threads, %lu requests: %lu connection(s)\n", THREADS, st.requests,
+                  st.connections);
     /* kube-apiserver allows more concurrent streams than THREADS on a connection; a
      * second one may only come from a GOAWAY or reset. */
     assert_in_range(st.connections, 1, 2);
@@ -292,12 +293,11 @@ static usec_t sequential(bool no_mux, bool write)
 static void test_sequential_latency(void **state)
 {
     (void)state;
-    print_message("one at a time, mean of 100: GET %llu us (own connection %llu us), "
-                  "PATCH %llu us (own connection %llu us)\n",
-                  (unsigned long long)sequential(false, false),
-                  (unsigned long long)sequential(true, false),
-                  (unsigned long long)sequential(false, true),
-                  (unsigned long long)sequential(true, true));
+    print_message(
+        "one at a time, mean of 100: GET %llu us (own connection %llu us), "
+        "PATCH %llu us (own connection %llu us)\n",
+        (unsigned long long)sequential(false, false), (unsigned long long)sequential(true, false),
+        (unsigned long long)sequential(false, true), (unsigned long long)sequential(true, true));
 }
 
 int main(void)
