@@ -179,7 +179,7 @@ enum {
     F_LABEL_DOMAINS,
     F_LB_LOOPBACK,
     F_LB_TIMEOUT,
-    F_KUBE_MUX,
+    F_API_CONNS,
 };
 
 static const struct option long_opts[] = {
@@ -199,7 +199,7 @@ static const struct option long_opts[] = {
     {"health-probe-bind-address", required_argument, NULL, F_HEALTH},
     {"kube-api-qps", required_argument, NULL, F_QPS},
     {"kube-api-burst", required_argument, NULL, F_BURST},
-    {"kube-api-connections", required_argument, NULL, F_KUBE_MUX},
+    {"kube-api-connections", required_argument, NULL, F_API_CONNS},
     {"sandbox-concurrent-workers", required_argument, NULL, F_WORKERS},
     {"namespace", required_argument, NULL, F_NAMESPACE},
     {"cluster-domain", required_argument, NULL, F_DOMAIN},
@@ -396,7 +396,7 @@ static int apply_flag(void *ctx, int c, const char *v)
         return 0;
     case F_CACHE_SEL:
         return flag_bool(v, &f->cache_label_selectors);
-    case F_KUBE_MUX:
+    case F_API_CONNS:
         return flag_int(v, 0, LIMIT_KUBE_MUX_LANES_MAX, &f->api_conns);
     case F_COMPACT_CACHE:
         f->compact_auto = v && strcmp(v, "auto") == 0;

@@ -37,13 +37,6 @@ static const char *const CTRL_NAME = "sandbox";
 /* How often ctrl_manager_wait checks that a leader's Lease is still within its renew
  * deadline (the margin to the lease duration is 5 s with the defaults). */
 #define CTRL_LEASE_CHECK_MS 200
-/* After a busy spell (a burst, a pool fill, the initial sync, a cache's switch to compact
- * text) the arenas keep the pages its parse trees, request buffers and handles freed:
- * once the API traffic has been quiet for a check period, they go back to the system
- * (2,000 Sandboxes: about 10 MiB of the resident size). */
-#define CTRL_TRIM_CHECK (10 * USEC_PER_SEC)
-#define CTRL_TRIM_BUSY  500 /* requests since the last trim that make one worth it */
-#define CTRL_TRIM_QUIET 20  /* at most this many in the last period count as quiet */
 
 /* ---- event handlers: map every change to the owning Sandbox's key ------------------- */
 
@@ -454,20 +447,13 @@ static void check_lease_valid(struct ctrl_manager *m)
 }
 
 /* Returns free heap pages to the system once API traffic calms down after a busy
- * spell (CTRL_TRIM_*). Called from ctrl_manager_wait's loop. */
+ * spell (heap_trim.h). Called from ctrl_manager_wait's loop. */
 static void maybe_trim(struct ctrl_manager *m)
 {
-    usec_t now = clock_now();
-    if (now < m->trim_next)
-        return;
-    m->trim_next = now + CTRL_TRIM_CHECK;
     struct kube_client_stats st;
     kube_client_stats(m->opts.client, &st);
-    bool quiet = st.requests - m->trim_seen <= CTRL_TRIM_QUIET;
-    m->trim_seen = st.requests;
-    if (!quiet || st.requests - m->trim_done < CTRL_TRIM_BUSY)
+    if (!heap_trim_due(&m->trim, clock_now(), st.requests))
         return;
-    m->trim_done = st.requests;
     (void)malloc_trim(0);
     log_debug("quiet after a busy spell: free heap pages returned\trequests=%lu", st.requests);
 }

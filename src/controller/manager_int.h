@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "controller/heap_trim.h"
 #include "controller/manager.h"
 #include "controller/sandbox_reconcile.h"
 #include "controller/workloop.h"
@@ -50,11 +51,8 @@ struct ctrl_manager {
     pthread_cond_t cond;
     bool workers_started;
     atomic_bool leading, stopping, stop_requested, lost, started, stopped;
-    int wake_fd[2]; /* self-pipe for the async-signal-safe stop request */
-    /* ctrl_manager_wait's heap trim: the client's request count at the last check and at
-     * the last trim, and when the next check is due */
-    unsigned long trim_seen, trim_done;
-    usec_t trim_next;
+    int wake_fd[2];        /* self-pipe for the async-signal-safe stop request */
+    struct heap_trim trim; /* ctrl_manager_wait's heap trim */
 };
 
 /** Registers the metric families (manager_http.c). */
