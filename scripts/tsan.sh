@@ -55,9 +55,25 @@ called_from_lib:libssl.so
 race:test_http_connect
 SUPP
 
+# jansson's inline json_decref drops a reference with release order only, so the thread
+# that frees an object shared between threads (a cached object two workers read) has no
+# acquire that TSan can see, and the free "races" with the other thread's earlier reads;
+# the frame of json_delete is a tail call, so no suppression above matches it. Through
+# this header the TSan build uses jansson's __sync builtins (full barriers) instead: the
+# same refcount field and layout, an ordering TSan models.
+shim="$B/tsan-include"
+mkdir -p "$shim"
+cat >"$shim/jansson.h" <<'SHIM'
+/* TSan build only (scripts/tsan.sh): jansson's refcounts through __sync builtins. */
+#include <jansson_config.h>
+#undef JSON_HAVE_ATOMIC_BUILTINS
+#define JSON_HAVE_ATOMIC_BUILTINS 0
+#include_next <jansson.h>
+SHIM
+
 CC=clang cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DAS_SANITIZE=OFF \
 	-DAS_WERROR=OFF -DAS_INTEGRATION=$integration -DAS_STATIC_SANDBOXD=OFF \
-	-DCMAKE_C_FLAGS="-fsanitize=thread -O1 -g -fno-omit-frame-pointer" \
+	-DCMAKE_C_FLAGS="-fsanitize=thread -O1 -g -fno-omit-frame-pointer -I$PWD/$shim" \
 	-DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null || exit 1
 exclude=()
 [ -z "$EXCLUDE" ] || exclude=(-E "$EXCLUDE")
