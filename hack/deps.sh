@@ -17,6 +17,7 @@ source "$(dirname "$0")/lib.sh"
 
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates curl openssl
 	libcurl4-openssl-dev libssl-dev libjansson-dev libyaml-dev libuv1-dev libcmocka-dev clang-format ccache
+	libzstd-dev
 	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
 	clang libclang-rt-14-dev valgrind)
 
@@ -28,7 +29,7 @@ CROSS_PACKAGES=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static bin
 	twine python3-venv skopeo jq debootstrap
 	libc6-dev:arm64 libcurl4-openssl-dev:arm64 libssl-dev:arm64 libjansson-dev:arm64
 	libyaml-dev:arm64 libuv1-dev:arm64 libcmocka-dev:arm64 libnghttp2-dev:arm64
-	libprotobuf-c-dev:arm64)
+	libprotobuf-c-dev:arm64 libzstd-dev:arm64)
 
 no_k8s=0 cross=0
 for a in "$@"; do

@@ -19,8 +19,8 @@ import yaml
 DESCRIPTION = """\
 Agent Sandbox's CLI: claim sandboxes from warm pools, exec, shell, port-forward,
 run code, copy files, list and kill processes, follow logs, watch (docs/cli.md).
-Needs the shared libraries libcurl4, libjansson4, libyaml-0-2, libuv1 and libssl3
-(Debian/Ubuntu package names).
+Needs the shared libraries libcurl4, libjansson4, libyaml-0-2, libuv1, libssl3 and
+libzstd1 (Debian/Ubuntu package names).
 """
 
 

@@ -12,6 +12,7 @@
 #include "common/map.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
+#include "kube/store_codec.h"
 
 /* One secondary index: value -> set of keys (a map whose values are all NULL). */
 struct store_index {
@@ -23,9 +24,11 @@ struct store_index {
 
 struct kube_store {
     pthread_rwlock_t lock;
-    struct map *objs; /* key -> json_t * (one reference each), or compact JSON text */
+    struct map *objs; /* key -> json_t * (one reference each), or a packed blob */
     bool compact;
-    size_t compact_above; /* switch to compact mode past this many objects (0: never) */
+    bool codec_tried;          /* compact mode: the dictionary was made (or failed) */
+    struct store_codec *codec; /* compact mode: NULL until the first object, or failed */
+    size_t compact_above;      /* switch to compact mode past this many objects (0: never) */
     struct store_index *idx;
     size_t nidx;
     kube_store_transform_fn *transform;
@@ -134,15 +137,29 @@ static void free_obj(void *p)
     json_decref(p);
 }
 
-/* ---- stored values: a json_t reference, or in compact mode the object's compact JSON
- * text, parsed again on every read ---- */
+/* ---- stored values: a json_t reference, or in compact mode a blob (store_codec.h):
+ * the object's compact text, compressed against the text of the first object packed,
+ * parsed again on every read ---- */
 
-/* The stored value for obj (borrowed): a new reference or new text. */
-static void *pack(const struct kube_store *s, json_t *obj)
+/* Makes the store's dictionary from obj, the first object it packs (write lock held). */
+static void codec_start(struct kube_store *s, const json_t *obj)
 {
-    if (s->compact)
-        return json_dumps(obj, JSON_COMPACT);
-    return json_incref(obj);
+    s->codec_tried = true;
+    char *text = json_dumps(obj, JSON_COMPACT);
+    int r = text ? store_codec_new(text, strlen(text), &s->codec) : -ENOMEM;
+    if (r < 0)
+        log_warn_errno(r, "store: no compression dictionary, keeping plain text");
+    xfree(text);
+}
+
+/* The stored value for obj (borrowed): a new reference or a new blob (write lock held). */
+static void *pack(struct kube_store *s, json_t *obj)
+{
+    if (!s->compact)
+        return json_incref(obj);
+    if (!s->codec_tried)
+        codec_start(s, obj);
+    return store_codec_pack(s->codec, obj);
 }
 
 /* A new reference to the object behind stored value v (NULL: none). */
@@ -150,11 +167,7 @@ static json_t *unpack(const struct kube_store *s, void *v)
 {
     if (!v || !s->compact)
         return json_incref(v);
-    json_error_t e;
-    json_t *obj = json_loads(v, JSON_ALLOW_NUL, &e);
-    if (!obj)
-        log_debug("store: stored text no longer parses: %s", e.text);
-    return obj;
+    return store_codec_unpack(s->codec, v);
 }
 
 static void free_keyset(void *p)
@@ -201,8 +214,8 @@ bool kube_store_is_compact(struct kube_store *s)
     return c;
 }
 
-/* Converts every stored tree to its compact text (write lock held). An object that cannot
- * be encoded (out of memory) leaves the store as it was. */
+/* Converts every stored tree to its blob (write lock held). An object that cannot be
+ * encoded (out of memory) leaves the store as it was. */
 static void compact_now(struct kube_store *s)
 {
     struct map *text = map_new(xfree);
@@ -210,7 +223,9 @@ static void compact_now(struct kube_store *s)
     const char *key;
     void *obj;
     map_foreach (s->objs, it, key, obj) {
-        char *t = json_dumps(obj, JSON_COMPACT);
+        if (!s->codec_tried)
+            codec_start(s, obj);
+        void *t = store_codec_pack(s->codec, obj);
         if (!t) {
             map_free(text);
             log_warn("store: could not switch to compact mode (out of memory)");
@@ -233,6 +248,7 @@ void kube_store_free(struct kube_store *s)
     }
     xfree(s->idx);
     map_free(s->objs);
+    store_codec_free(s->codec);
     (void)pthread_rwlock_destroy(&s->lock);
     xfree(s);
 }
@@ -458,4 +474,18 @@ int kube_store_index_keys(struct kube_store *s, const char *index, const char *v
     int r = index_walk(s, index, value, NULL, ret);
     (void)pthread_rwlock_unlock(&s->lock);
     return r;
+}
+
+size_t kube_store_packed_bytes(struct kube_store *s)
+{
+    struct map_iter it;
+    const char *key;
+    void *v;
+    size_t n = 0;
+    ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
+    if (s->compact)
+        map_foreach (s->objs, it, key, v)
+            n += store_codec_blob_size(v);
+    (void)pthread_rwlock_unlock(&s->lock);
+    return n;
 }
