@@ -11,7 +11,9 @@
 
 #include "common/xalloc.h"
 
-#define MAP_MIN_CAP 8
+/* The first table of a map: small, because most sets of a cache index hold one key (the
+ * objects of one owner UID); 2 slots keep one key at the 3/4 load bound. */
+#define MAP_MIN_CAP 2
 
 struct map_slot {
     char *key; /* NULL: empty slot */
