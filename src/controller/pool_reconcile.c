@@ -197,7 +197,9 @@ static void refund_tokens(struct pool_pass *p, int n, double rate)
 
 /* A member under a name of our own choosing, so its pod-name annotation (the Pod gets the
  * Sandbox's name) goes into the create instead of a patch once the Pod exists. A name
- * collision retries with another name. */
+ * collision retries with another name, unless the client retried the POST after a 5xx:
+ * then the name is taken by the member the first attempt made, and another name would
+ * make a second one (an over-create). */
 static int create_named(struct pool_pass *p, const json_t *sb, struct kube_err *e)
 {
     char name[LB_NAME_MAX + 1];
@@ -217,8 +219,14 @@ static int create_named(struct pool_pass *p, const json_t *sb, struct kube_err *
         json_object_set_new(ext_obj_ensure(meta, "annotations"), SB_ANN_POD_NAME,
                             json_string(name));
         r = kube_create(p->x->d.client, &API_RES_SANDBOXES, p->ns, copy, NULL, e);
-        if (r < 0 && kube_err_is_already_exists(e))
+        if (r < 0 && kube_err_is_already_exists(e) && e->maybe_done) {
+            /* A retry after a 5xx met the object its first attempt made: it is our
+             * member (its ADDED meets this create's expectation), not a name clash. */
+            log_info("pool member created by an earlier attempt\tpool=%s sandbox=%s", p->key, name);
+            r = 0;
+        } else if (r < 0 && kube_err_is_already_exists(e)) {
             r = -EEXIST;
+        }
         json_decref(copy);
     }
     return r;

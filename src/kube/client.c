@@ -473,6 +473,15 @@ static bool should_retry(const struct kube__prep *p, CURLcode cc, long status)
     return p->idempotent && kube__curl_errno(cc) != -EPROTO && cc != CURLE_WRITE_ERROR;
 }
 
+/* Whether a failed attempt that is retried may still have been carried out: it got a 5xx
+ * (429 is refused before anything happens) or lost its connection after sending. */
+static bool attempt_maybe_done(CURLcode cc, long status)
+{
+    if (cc == CURLE_OK)
+        return status >= 500;
+    return cc != CURLE_COULDNT_CONNECT && cc != CURLE_COULDNT_RESOLVE_HOST;
+}
+
 static int parse_ok(const struct resp *rs, json_t **ret_obj, struct kube_err *reterr)
 {
     if (!ret_obj)
@@ -591,7 +600,7 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
     struct kube__prep p;
     struct resp rs = {0};
     struct kube_err e;
-    bool refreshed = false;
+    bool refreshed = false, maybe_done = false;
     kube_err_clear(&e);
     buf_init(&rs.body, LIMIT_KUBE_RESPONSE);
     int ret = kube__prepare(c, r, &p, &e);
@@ -615,11 +624,13 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
         }
         if (!retry_after_failure(c, &p, &rs, cc, &e, attempt, &d))
             break;
+        maybe_done = maybe_done || attempt_maybe_done(cc, rs.status);
         clock_sleep(d);
         attempt++;
         atomic_fetch_add(&c->retries, 1);
         ret = 0;
     }
+    e.maybe_done = maybe_done;
     if (ret < 0 && reterr)
         *reterr = e;
     buf_done(&rs.body);

@@ -12,6 +12,9 @@ struct kube_err {
     char reason[64];    /* Status.reason: NotFound, Conflict, AlreadyExists, Expired, ... */
     char message[1024]; /* Status.message, or a transport error text; cut to fit */
     long retry_after_s; /* Retry-After header or Status.details.retryAfterSeconds, else 0 */
+    bool maybe_done;    /* an earlier attempt of the request failed after it was sent (a 5xx,
+                         * a cut connection), so the server may have carried it out: e.g. a
+                         * create retried into AlreadyExists may have made the object */
 };
 
 /** Resets e to "no error". */

@@ -408,11 +408,11 @@ static void test_warm_claims(void **state)
     assert_true(count_of("PATCH sandboxclaims") <= N);
     assert_true(count_of("PATCH pods") <= N);
     assert_true(count_of("POST events") + count_of("PATCH events") <= N);
-    /* the refill: as the fill; adopted Sandboxes' status is not rewritten. Open race: in
-     * about one run of five the refill creates one member too many and the pool deletes
-     * it again (11 creates, 1 delete for 10 claims; seen before and after the requests
-     * moved to shared connections, not yet explained). The net count is exact; the
-     * transient excess is bounded at one. */
+    /* the refill: as the fill; adopted Sandboxes' status is not rewritten. A transient
+     * excess of one member (11 creates, 1 delete for 10 claims) was seen in about one run
+     * of five before 547f325 (a pass read the members before the expectations) and was
+     * not reproduced in 45 runs after it; the bound stays at one until CI has confirmed
+     * that. The net count is exact. */
     assert_int_equal(count_of("POST sandboxes") - count_of("DELETE sandboxes"), N);
     assert_in_range(count_of("POST sandboxes"), N, N + 1);
     assert_in_range(count_of("POST pods"), N, count_of("POST sandboxes"));

@@ -299,6 +299,33 @@ static void test_retry_5xx(void **state)
     kube_client_free(c);
 }
 
+static int h_503_then_409(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)rq;
+    if (n == 0)
+        respond(fd, 503, NULL, "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\"}");
+    else
+        respond(fd, 409, NULL, "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"code\":409}");
+    return 0;
+}
+
+/* A create whose first attempt got a 5xx and whose retry found the name taken: the error
+ * says an earlier attempt may have made the object. */
+static void test_retry_maybe_done(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(-1, h_503_then_409);
+    struct kube_err e;
+    json_t *obj = json_loads(pod, 0, NULL);
+    assert_int_equal(kube_create(c, &KUBE_RES_PODS, NULL, obj, NULL, &e), -EEXIST);
+    assert_true(kube_err_is_already_exists(&e));
+    assert_true(e.maybe_done);
+    assert_int_equal(server_requests(), 2);
+    json_decref(obj);
+    kube_client_free(c);
+}
+
 static int h_429_then_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
 {
     (void)s;
@@ -381,6 +408,7 @@ static void test_errors_not_retried(void **state)
     json_t *obj = json_loads(pod, 0, NULL);
     assert_int_equal(kube_create(c, &KUBE_RES_PODS, NULL, obj, NULL, &e), -EEXIST);
     assert_true(kube_err_is_already_exists(&e));
+    assert_false(e.maybe_done); /* one attempt: the name was taken before */
     assert_int_equal(server_requests(), 2);
     assert_string_equal(server_req(1, &sr)->target, "/api/v1/namespaces/ns/pods");
     assert_string_equal(server_req(1, &sr)->ctype, "application/json");
@@ -615,10 +643,15 @@ static void test_streams(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_retry_5xx),       cmocka_unit_test(test_retry_after),
-        cmocka_unit_test(test_401_refresh),     cmocka_unit_test(test_errors_not_retried),
-        cmocka_unit_test(test_transport_retry), cmocka_unit_test(test_connection_reuse_and_bodies),
-        cmocka_unit_test(test_list_all),        cmocka_unit_test(test_streams),
+        cmocka_unit_test(test_retry_5xx),
+        cmocka_unit_test(test_retry_maybe_done),
+        cmocka_unit_test(test_retry_after),
+        cmocka_unit_test(test_401_refresh),
+        cmocka_unit_test(test_errors_not_retried),
+        cmocka_unit_test(test_transport_retry),
+        cmocka_unit_test(test_connection_reuse_and_bodies),
+        cmocka_unit_test(test_list_all),
+        cmocka_unit_test(test_streams),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
