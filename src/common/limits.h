@@ -19,6 +19,7 @@
 #define LIMIT_KUBE_EXEC_OUTPUT     (1u * 1024 * 1024)   /* an exec credential plugin's stdout */
 #define LIMIT_KUBE_URL             (16u * 1024)         /* one request URL */
 #define LIMIT_KUBE_LIST_PAGE       500                  /* default LIST page size (limit=) */
+#define LIMIT_KUBE_LIST_PAGE_SMALL 100                  /* a compact cache's: less parsed at once */
 #define LIMIT_KUBE_RETRIES         8                    /* retries of one 429/5xx request */
 #define LIMIT_KUBE_RETRY_AFTER     (60 * USEC_PER_SEC)  /* longest honoured Retry-After */
 #define LIMIT_KUBE_CONNECT         (10 * USEC_PER_SEC)  /* TCP+TLS connect timeout */

@@ -452,7 +452,9 @@ static void maybe_trim(struct ctrl_manager *m)
 {
     struct kube_client_stats st;
     kube_client_stats(m->opts.client, &st);
-    if (!heap_trim_due(&m->trim, clock_now(), st.requests))
+    /* A restart's sync reconciles every Sandbox with hardly a request: count both. */
+    unsigned long work = st.requests + workloop_reconciles(m->loop);
+    if (!heap_trim_due(&m->trim, clock_now(), work))
         return;
     (void)malloc_trim(0);
     log_debug("quiet after a busy spell: free heap pages returned\trequests=%lu", st.requests);

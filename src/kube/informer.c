@@ -423,6 +423,8 @@ static int client_list_pages(void *ctx, const struct kube_informer_opts *o, kube
     struct kube_req r;
     (void)ctx;
     client_req(o, &r);
+    if (o->compact_store || o->compact_above)
+        r.limit = LIMIT_KUBE_LIST_PAGE_SMALL;
     return kube_list_pages(o->client, o->res, o->ns, &r, fn, fn_ctx, reterr);
 }
 

@@ -42,10 +42,10 @@ static void test_small_spells_do_not_trim(void **state)
 {
     struct heap_trim t = {0};
     (void)state;
-    assert_false(heap_trim_due(&t, 10 * S, HEAP_TRIM_BUSY - 50));
-    assert_false(heap_trim_due(&t, 20 * S, HEAP_TRIM_BUSY - 40));
+    assert_false(heap_trim_due(&t, 10 * S, HEAP_TRIM_BUSY - 3 * HEAP_TRIM_QUIET));
+    assert_false(heap_trim_due(&t, 20 * S, HEAP_TRIM_BUSY - 2 * HEAP_TRIM_QUIET));
     /* the quiet periods add up to the busy count slowly: a trim once they reach it */
-    assert_false(heap_trim_due(&t, 30 * S, HEAP_TRIM_BUSY - 20));
+    assert_false(heap_trim_due(&t, 30 * S, HEAP_TRIM_BUSY - HEAP_TRIM_QUIET));
     assert_true(heap_trim_due(&t, 40 * S, HEAP_TRIM_BUSY));
 }
 
@@ -56,8 +56,8 @@ static void test_checks_at_most_once_per_period(void **state)
     assert_false(heap_trim_due(&t, 10 * S, 5000));
     /* 200 ms later (ctrl_manager_wait's tick): not a check, the counts are not taken */
     assert_false(heap_trim_due(&t, 10 * S + 200 * USEC_PER_MSEC, 5000));
-    assert_false(heap_trim_due(&t, 19 * S, 5000));
-    assert_true(heap_trim_due(&t, 20 * S, 5000));
+    assert_false(heap_trim_due(&t, 10 * S + HEAP_TRIM_CHECK - 1, 5000));
+    assert_true(heap_trim_due(&t, 10 * S + HEAP_TRIM_CHECK, 5000));
 }
 
 int main(void)
