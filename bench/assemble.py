@@ -127,6 +127,13 @@ def assemble(a):
             api = c.get("api") or {}
             res[name]["writes_per_sandbox"] = api.get("writes_per_sandbox")
             res[name]["api_cpu_ms_per_sandbox"] = (api.get("cpu") or {}).get("per_sandbox_ms")
+    cp = load(d, "claim_probe.json")
+    if cp:
+        res["claim_probe"] = pick(cp, "count", "ready", "warm", "min_ms", "p50_ms", "p90_ms",
+                                  "p99_ms", "max_ms", "samples_ms", "loadavg_start",
+                                  "loadavg_end", "ok")
+        res["claim_probe"]["api_cpu_ms_per_claim_incl_refill"] = (
+            ((cp.get("api") or {}).get("probe_cpu") or {}).get("per_claim_incl_refill_ms"))
     sc = load(d, "scale_10k.json")
     res["scale_10k"] = pick(sc, "count", "ready", "controller_rss_mib", "controller_cpu_s",
                             "converge_s", "p50_ms", "p99_ms", "rss_series", "loadavg_start",
@@ -144,7 +151,8 @@ def assemble(a):
                                   for n, a in by.items()}
     for name, key in (("warm_burst_300", "warm_burst_300"), ("warm_burst_1000", "warm_burst_1000"),
                       ("sustained", "sustained"), ("sustained_low", "sustained_low"),
-                      ("cold", "cold"), ("probe", "probe"), ("scale_10k", "scale_10k")):
+                      ("cold", "cold"), ("probe", "probe"), ("claim_probe", "claim_probe"),
+                      ("scale_10k", "scale_10k")):
         raw = load(d, name + ".json") or {}
         if not res.get(key):
             continue
@@ -204,12 +212,15 @@ def check(path):
         checks.append((name, bool(cond)))
         print(f"{'PASS' if cond else 'FAIL'} {name}")
 
-    for k in ("warm_burst_300", "sustained", "cold", "probe", "scale_10k"):
+    for k in ("warm_burst_300", "sustained", "cold", "probe", "claim_probe", "scale_10k"):
         s = r.get(k) or {}
         ok(f"{k}: every object Ready ({s.get('ready')}/{s.get('count')})",
            s.get("ok") and s.get("count") and s.get("ready") == s.get("count"))
     w = r.get("warm_burst_300") or {}
     ok(f"warm_burst_300: claims served warm ({w.get('warm')})", (w.get("warm") or 0) >= (w.get("count") or 1) * 0.9)
+    cp = r.get("claim_probe") or {}
+    ok(f"claim_probe: claims served warm ({cp.get('warm')}/{cp.get('count')})",
+       (cp.get("warm") or 0) == (cp.get("count") or -1))
     api = r.get("api") or {}
     wpc = api.get("writes_per_warm_claim")
     ok(f"api: writes per warm claim measured ({wpc})", wpc is not None and wpc > 0)

@@ -13,8 +13,10 @@
 #     to kwok nodes (hack/cluster/cluster.sh up --kwok-nodes N) and the stack's
 #     controller does the work (its RSS/CPU are sampled through its pid file).
 # --smoke: small N, < 2 minutes; prints "N passed, N failed" and exits non-zero on failure.
-# Scenarios: warm300 warm1000 sustained cold probe sweep scale router sandboxd (probe: 20
-# Sandboxes one at a time, each after the previous one is Ready; BENCH_PROBE_COUNT;
+# Scenarios: warm300 warm1000 claimprobe sustained cold probe sweep scale router sandboxd
+# (claimprobe: 20 warm claims one at a time on an idle pool of 2, each once the previous
+# one's refill is Ready; probe: 20 Sandboxes one at a time, each after the previous one is
+# Ready; BENCH_PROBE_COUNT for both;
 # sweep: sustained claims at rising rates BENCH_SWEEP_RATES, default "5 10 20 40 80",
 # until p99 > 1 s: the highest rate held).
 # With --target apiserver every scenario also reports the CPU of kube-apiserver + etcd
@@ -203,6 +205,7 @@ run_all() {
 		want sustained && loadgen sustained --scenario sustained --rate 10 --seconds 5 --dwell 1 --timeout 60
 		want cold && loadgen cold --scenario cold --count 30 --timeout 60
 		want probe && loadgen probe --scenario probe --count 5 --timeout 60
+		want claimprobe && loadgen claim_probe --scenario claim-probe --count 5 --timeout 60
 		want scale && loadgen scale_10k --scenario scale --count 200 --timeout 60
 	else
 		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count "${BENCH_WARM_COUNT:-300}"
@@ -213,6 +216,8 @@ run_all() {
 			--dwell 5 --pools 4 --pool-size 150 --threads 64 --timeout 300
 		want cold && loadgen cold --scenario cold --count "${BENCH_COLD_COUNT:-300}"
 		want probe && loadgen probe --scenario probe --count "${BENCH_PROBE_COUNT:-20}" --timeout 60
+		want claimprobe && loadgen claim_probe --scenario claim-probe \
+			--count "${BENCH_PROBE_COUNT:-20}" --timeout 60
 		want sweep && sweep
 		want scale && loadgen scale_10k --scenario scale --count "$SCALE" --threads 32 --timeout 1800 --settle 10
 		if want router && command -v wrk >/dev/null; then

@@ -21,7 +21,7 @@
 struct lg_opts {
     const char *kubeconfig;
     const char *ns;       /* our namespace (created, deleted at the end unless keep) */
-    const char *scenario; /* warm-burst, sustained, cold, scale */
+    const char *scenario; /* warm-burst, claim-probe, sustained, cold, probe, scale */
     const char *image;
     const char *prefix;   /* object name prefix */
     long count;           /* claims or sandboxes */
@@ -160,6 +160,11 @@ int lg_run_scale(struct kube_client *c, const struct lg_opts *o, json_t *out);
 /** Sandboxes created one at a time, each after the previous one is Ready (upstream's
  * `probe` phase): the cold path's latency without queueing. */
 int lg_run_probe(struct kube_client *c, const struct lg_opts *o, json_t *out);
+/** Warm claims one at a time on an idle pool (--pool-size, default 2): each is created once
+ * the previous one's refill is Ready and LG_PROBE_GAP has passed, then waited for: the
+ * hand-out latency one agent sees on an idle cluster. */
+int lg_run_claim_probe(struct kube_client *c, const struct lg_opts *o, json_t *out);
+#define LG_PROBE_GAP (200 * USEC_PER_MSEC)
 
 /* ---- shared scenario helpers -------------------------------------------------------------- */
 

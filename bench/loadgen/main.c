@@ -14,11 +14,13 @@
 
 static void usage(FILE *f)
 {
-    fputs("Usage: as-loadgen --scenario warm-burst|sustained|cold|probe|scale --namespace NS "
-          "[flags]\n"
+    fputs("Usage: as-loadgen --scenario warm-burst|claim-probe|sustained|cold|probe|scale "
+          "--namespace NS [flags]\n"
           "  --kubeconfig PATH     (default: $KUBECONFIG, ~/.kube/config)\n"
-          "  --count N             claims (warm-burst) or Sandboxes (cold, probe, scale) (100)\n"
-          "  --pool-size N         warm pool replicas (default: count; sustained: rate*10/pools)\n"
+          "  --count N             claims (warm-burst, claim-probe) or Sandboxes (cold, probe,\n"
+          "                        scale) (100)\n"
+          "  --pool-size N         warm pool replicas (default: count; claim-probe: 2;\n"
+          "                        sustained: rate*10/pools)\n"
           "  --pools N             pools the sustained claims are spread over (1)\n"
           "  --rate R --seconds S --dwell D   sustained Poisson arrivals (50/s, 60 s, 5 s)\n"
           "  --threads N           concurrent creators (64)\n"
@@ -166,6 +168,8 @@ static int dispatch(struct kube_client *c, const struct lg_opts *o, json_t *out)
 {
     if (strcmp(o->scenario, "warm-burst") == 0)
         return lg_run_warm_burst(c, o, out);
+    if (strcmp(o->scenario, "claim-probe") == 0)
+        return lg_run_claim_probe(c, o, out);
     if (strcmp(o->scenario, "sustained") == 0)
         return lg_run_sustained(c, o, out);
     if (strcmp(o->scenario, "cold") == 0)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The warm-claim burst: a pool of N Ready members, N claims created at once, create ->
  * claim Ready from watch timestamps, and the API cost per claim from the API server's
- * request counters. */
+ * request counters. The claim probe: warm claims one at a time on an idle pool. */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -163,6 +163,52 @@ out:
     lg_clients_free(&cl);
     lg_track_done(&t);
     json_decref(before);
+    json_decref(api);
+    return r;
+}
+
+/* Waits until the previous claim's refill exists and the pool is back to its size, then
+ * lets the refill's last writes pass, so the next claim meets an idle cluster. */
+static void claim_probe_idle(struct kube_client *c, const struct lg_opts *o, long pool, size_t done)
+{
+    usec_t timeout = (usec_t)(o->timeout * 1e6);
+    if (done > 0)
+        wait_sandboxes(c, o->ns, pool + (long)done, timeout);
+    (void)lg_pool_wait(c, o->ns, "pool", pool, timeout);
+    clock_sleep(LG_PROBE_GAP);
+}
+
+int lg_run_claim_probe(struct kube_client *c, const struct lg_opts *o, json_t *out)
+{
+    long n = o->count, pool = o->pool_size ? o->pool_size : 2;
+    struct lg_clients cl = {0};
+    struct lg_track t;
+    struct kube_informer *inf = NULL;
+    json_t *api = json_object(), *stats;
+    double cpu0;
+    int r;
+    lg_track_init(&t, o->prefix, (size_t)n);
+    if ((r = fill_pool(c, o, pool, api)) < 0 || (r = lg_clients_new(o, &cl)) < 0 ||
+        (r = lg_track_watch(&t, c, &API_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
+        goto out;
+    cpu0 = lg_api_cpu(o);
+    for (size_t i = 0; i < (size_t)n && r == 0; i++) {
+        claim_probe_idle(c, o, pool, i);
+        lg_create_all(&cl, &API_RES_SANDBOXCLAIMS, o->ns, &t, i, i + 1, 1, claim_fn, "pool");
+        r = lg_track_wait(&t, i + 1, (usec_t)(o->timeout * 1e6));
+    }
+    kube_informer_stop(inf);
+    stats = lg_stats(&t, 0, (size_t)n);
+    json_object_update(out, stats);
+    json_decref(stats);
+    claim_probe_idle(c, o, pool, (size_t)n);
+    lg_api_cpu_put(o, api, "probe_cpu", cpu0, n, "claim_incl_refill");
+    json_object_set_new(out, "warm", json_integer(count_warm(c, o->ns)));
+    json_object_set_new(out, "api", json_incref(api));
+out:
+    kube_informer_free(inf);
+    lg_clients_free(&cl);
+    lg_track_done(&t);
     json_decref(api);
     return r;
 }

@@ -194,6 +194,21 @@ static void put_pcts(json_t *o, const double *lat, size_t n)
     json_object_set_new(o, "mean_ms", json_real(round3(n ? sum / (double)n : 0)));
 }
 
+/* The POSTs' own round trips (create to ack): the part of each latency the controller
+ * has no hand in. */
+static void put_post_pcts(json_t *o, const struct lg_track *t, size_t from, size_t to)
+{
+    double *post = xcalloc(to > from ? to - from : 1, sizeof(*post));
+    size_t n = 0;
+    for (size_t i = from; i < to; i++)
+        if (t->recs[i].create && t->recs[i].ack >= t->recs[i].create)
+            post[n++] = (double)(t->recs[i].ack - t->recs[i].create) / 1000.0;
+    qsort(post, n, sizeof(*post), cmp_dbl);
+    json_object_set_new(o, "post_p50_ms", json_real(round3(pct(post, n, 50))));
+    json_object_set_new(o, "post_p99_ms", json_real(round3(pct(post, n, 99))));
+    xfree(post);
+}
+
 json_t *lg_stats(const struct lg_track *t, size_t from, size_t to)
 {
     size_t n = 0, failed = 0, warm = 0, total = 0;
@@ -228,6 +243,7 @@ json_t *lg_stats(const struct lg_track *t, size_t from, size_t to)
     json_object_set_new(o, "failed", json_integer((json_int_t)failed));
     json_object_set_new(o, "warm", json_integer((json_int_t)warm));
     put_pcts(o, lat, n);
+    put_post_pcts(o, t, from, to);
     json_object_set_new(o, "all_ready_ms",
                         json_real(n == total && n ? round3((double)(last - first) / 1000) : -1));
     /* how "at once" the creates were: first to last POST sent */
