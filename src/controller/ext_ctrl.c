@@ -507,6 +507,9 @@ static int loop_init(struct ext_ctrl *x, int i, const char *name, int workers,
 {
     struct workloop_opts lo = {.name = name,
                                .workers = workers,
+                               .min_workers =
+                                   x->o.worker_idle == USEC_INFINITY ? 0 : WORKLOOP_ELASTIC_MIN,
+                               .idle_exit = x->o.worker_idle,
                                .reconcile = fn,
                                .wait_synced = caches_wait,
                                .ctx = x,

@@ -20,6 +20,7 @@ struct ext_ctrl;
 
 struct ext_opts {
     int claim_workers;         /* 0 = 300 */
+    usec_t worker_idle;        /* as ctrl_opts.worker_idle, for every extension loop */
     int create_parallel;       /* pool member creates in flight per pass; 0 = 1 */
     int pool_workers;          /* 0 = 1 */
     int template_workers;      /* 0 = 1 */

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "controller/manager.h"
 #include "controller/ns_source.h"
+#include "controller/workloop.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/lease.h"
@@ -35,7 +36,8 @@ struct flags {
     int64_t burst, workers;
     const char *ns, *cluster_domain;
     bool cache_label_selectors;
-    int64_t api_conns; /* --kube-api-connections; 0 = one per request in flight */
+    int64_t api_conns;  /* --kube-api-connections; 0 = one per request in flight */
+    usec_t worker_idle; /* --worker-idle-exit; USEC_INFINITY: workers stay */
     bool compact_cache;
     bool compact_auto;    /* --compact-cache=auto: compact past CTRL_COMPACT_ABOVE objects */
     usec_t status_window; /* CTRL_STATUS_WINDOW_OFF for 0 */
@@ -85,6 +87,9 @@ static const char usage_text[] =
     "                                      0-16; watches keep their own; 0: a connection\n"
     "                                      per request in flight (default 2)\n"
     "  --sandbox-concurrent-workers N      Sandbox reconcile workers, > 0 (default 100)\n"
+    "  --worker-idle-exit D                workers beyond 4 per controller start when keys\n"
+    "                                      wait and end after D without work; 0: every\n"
+    "                                      worker starts at once and stays (default 30s)\n"
     "  --namespace NS[,NS...]              watch only these namespaces, each with its own\n"
     "                                      list and watch (default: all)\n"
     "  --cluster-domain DOMAIN             for status.serviceFQDN (default cluster.local)\n"
@@ -180,6 +185,7 @@ enum {
     F_LB_LOOPBACK,
     F_LB_TIMEOUT,
     F_API_CONNS,
+    F_WORKER_IDLE,
 };
 
 static const struct option long_opts[] = {
@@ -200,6 +206,7 @@ static const struct option long_opts[] = {
     {"kube-api-qps", required_argument, NULL, F_QPS},
     {"kube-api-burst", required_argument, NULL, F_BURST},
     {"kube-api-connections", required_argument, NULL, F_API_CONNS},
+    {"worker-idle-exit", required_argument, NULL, F_WORKER_IDLE},
     {"sandbox-concurrent-workers", required_argument, NULL, F_WORKERS},
     {"namespace", required_argument, NULL, F_NAMESPACE},
     {"cluster-domain", required_argument, NULL, F_DOMAIN},
@@ -398,6 +405,11 @@ static int apply_flag(void *ctx, int c, const char *v)
         return flag_bool(v, &f->cache_label_selectors);
     case F_API_CONNS:
         return flag_int(v, 0, LIMIT_KUBE_MUX_LANES_MAX, &f->api_conns);
+    case F_WORKER_IDLE:
+        r = flag_duration(v, 0, CTRL_MAX_WORKER_IDLE, &f->worker_idle);
+        if (r >= 0 && f->worker_idle == 0)
+            f->worker_idle = USEC_INFINITY;
+        return r;
     case F_COMPACT_CACHE:
         f->compact_auto = v && strcmp(v, "auto") == 0;
         f->compact_cache = false;
@@ -515,6 +527,7 @@ static int run(const struct flags *f, struct kube_client *client)
     struct ctrl_opts o = {
         .client = client,
         .workers = (int)f->workers,
+        .worker_idle = f->worker_idle,
         .ns = f->ns,
         .cache_label_selectors = f->cache_label_selectors,
         .compact_cache = f->compact_cache,
@@ -540,6 +553,7 @@ static int run(const struct flags *f, struct kube_client *client)
     };
     int r;
     o.ext.claim_workers = (int)f->claim_workers;
+    o.ext.worker_idle = f->worker_idle;
     o.ext.create_parallel = (int)f->create_parallel;
     o.ext.pool_workers = (int)f->pool_workers;
     o.ext.template_workers = (int)f->template_workers;
@@ -567,6 +581,7 @@ int main(int argc, char **argv)
     struct flags f = {
         .leader_elect = true,
         .api_conns = LIMIT_KUBE_MUX_LANES,
+        .worker_idle = WORKLOOP_IDLE_EXIT,
         .metrics_addr = "127.0.0.1:8080",
         .health_addr = "127.0.0.1:8081",
         .qps = -1,

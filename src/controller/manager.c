@@ -369,6 +369,9 @@ int ctrl_manager_start(struct ctrl_manager *m)
 {
     struct workloop_opts lo = {.name = CTRL_NAME,
                                .workers = m->opts.workers > 0 ? m->opts.workers : 100,
+                               .min_workers =
+                                   m->opts.worker_idle == USEC_INFINITY ? 0 : WORKLOOP_ELASTIC_MIN,
+                               .idle_exit = m->opts.worker_idle,
                                .reconcile = reconcile_one,
                                .wait_synced = caches_wait,
                                .ctx = m,

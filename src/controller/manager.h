@@ -27,10 +27,13 @@ struct ctrl_manager;
 #define CTRL_DEFAULT_STATUS_WINDOW (1 * USEC_PER_SEC)
 #define CTRL_STATUS_WINDOW_OFF     USEC_INFINITY
 #define CTRL_MAX_STATUS_WINDOW     (10 * USEC_PER_SEC)
+#define CTRL_MAX_WORKER_IDLE       (24 * 3600 * USEC_PER_SEC) /* --worker-idle-exit */
 
 struct ctrl_opts {
     struct kube_client *client; /* borrowed; required */
     int workers;                /* Sandbox reconcile workers; 0 = 100 */
+    usec_t worker_idle;         /* elastic workers end after this long without work (0:
+                                   WORKLOOP_IDLE_EXIT); USEC_INFINITY: all start, all stay */
     const char *ns;             /* namespaces to watch: NULL or "" = all, "a" or "a,b,c"
                                    (controller/ns_source.h) (copied) */
     bool cache_label_selectors; /* Pods/Services: only objects with the tracking label */

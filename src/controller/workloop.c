@@ -18,44 +18,62 @@ struct workloop {
     struct workloop_opts o;
     struct wq *q;
     struct wq_metrics_ops ops;
-    pthread_mutex_t lock; /* guards threads, nthreads, started, stopped */
-    pthread_t *threads;
-    size_t nthreads;
+    pthread_mutex_t lock; /* guards running, idle, started, stopped; taken after the
+                           * queue's lock (its depth callback), never before it */
+    pthread_cond_t gone;  /* a worker ended */
+    int running;          /* worker threads alive (detached) */
+    int idle;             /* of them, not reconciling (starting or waiting for a key) */
     bool started, stopped;
     atomic_int active;
     atomic_ulong reconciles;
 };
 
-/* ---- queue metrics ------------------------------------------------------------------ */
+static void spawn_locked(struct workloop *l);
+
+/* ---- queue metrics (and, for an elastic loop, a worker more when keys wait) ---------- */
 
 static void wqm_add(void *ctx, const char *name)
 {
-    const struct ctrl_metrics *cm = ctx;
-    metric_inc(cm->wq_adds, (const char *const[]){name});
+    const struct workloop *l = ctx;
+    if (l->o.metrics)
+        metric_inc(l->o.metrics->wq_adds, (const char *const[]){name});
 }
 
 static void wqm_depth(void *ctx, const char *name, size_t depth)
 {
-    const struct ctrl_metrics *cm = ctx;
-    metric_set(cm->wq_depth, (const char *const[]){name}, (double)depth);
+    struct workloop *l = ctx;
+    if (l->o.metrics)
+        metric_set(l->o.metrics->wq_depth, (const char *const[]){name}, (double)depth);
+    if (l->o.min_workers > 0 && depth > 0) {
+        /* called under the queue's lock: the lock order is queue, then loop */
+        pthread_mutex_lock(&l->lock);
+        if ((size_t)l->idle < depth)
+            spawn_locked(l);
+        pthread_mutex_unlock(&l->lock);
+    }
 }
 
 static void wqm_latency(void *ctx, const char *name, usec_t d)
 {
-    const struct ctrl_metrics *cm = ctx;
-    metric_observe(cm->wq_latency, (const char *const[]){name}, (double)d / USEC_PER_SEC);
+    const struct workloop *l = ctx;
+    if (l->o.metrics)
+        metric_observe(l->o.metrics->wq_latency, (const char *const[]){name},
+                       (double)d / USEC_PER_SEC);
 }
 
 static void wqm_work(void *ctx, const char *name, usec_t d)
 {
-    const struct ctrl_metrics *cm = ctx;
-    metric_observe(cm->wq_work, (const char *const[]){name}, (double)d / USEC_PER_SEC);
+    const struct workloop *l = ctx;
+    if (l->o.metrics)
+        metric_observe(l->o.metrics->wq_work, (const char *const[]){name},
+                       (double)d / USEC_PER_SEC);
 }
 
 static void wqm_retry(void *ctx, const char *name)
 {
-    const struct ctrl_metrics *cm = ctx;
-    metric_inc(cm->wq_retries, (const char *const[]){name});
+    const struct workloop *l = ctx;
+    if (l->o.metrics)
+        metric_inc(l->o.metrics->wq_retries, (const char *const[]){name});
 }
 
 /* ---- workers ------------------------------------------------------------------------ */
@@ -108,17 +126,90 @@ static bool wait_caches(struct workloop *l)
     return r == 0;
 }
 
+/* An elastic loop's worker that found no key for idle_exit: ends unless it is one of the
+ * min_workers. Returns true when it ends (and is no longer counted). */
+static bool idle_exit(struct workloop *l)
+{
+    bool leave;
+    pthread_mutex_lock(&l->lock);
+    leave = l->running > l->o.min_workers;
+    if (leave) {
+        l->running--;
+        l->idle--;
+        pthread_cond_broadcast(&l->gone);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return leave;
+}
+
+/* Marks the calling worker busy (busy) or free again; a busy worker of an elastic loop
+ * that leaves keys waiting and no worker free starts another (pending: the depth). */
+static void set_busy(struct workloop *l, bool busy, size_t pending)
+{
+    pthread_mutex_lock(&l->lock);
+    l->idle += busy ? -1 : 1;
+    if (busy && l->o.min_workers > 0 && pending > (size_t)l->idle)
+        spawn_locked(l);
+    pthread_mutex_unlock(&l->lock);
+}
+
+static void worker_loop(struct workloop *l)
+{
+    usec_t idle = l->o.min_workers > 0 ? l->o.idle_exit : USEC_INFINITY;
+    const char *key;
+    for (;;) {
+        int r = wq_get_for(l->q, &key, idle);
+        if (r == -ETIMEDOUT) {
+            if (idle_exit(l))
+                return;
+            continue;
+        }
+        if (r < 0)
+            break;
+        set_busy(l, true, wq_len(l->q));
+        run_one(l, key);
+        wq_done(l->q, key);
+        set_busy(l, false, 0);
+    }
+    pthread_mutex_lock(&l->lock);
+    l->running--;
+    l->idle--;
+    pthread_cond_broadcast(&l->gone);
+    pthread_mutex_unlock(&l->lock);
+}
+
 static void *worker_main(void *arg)
 {
     struct workloop *l = arg;
-    const char *key;
-    if (!wait_caches(l))
+    if (!wait_caches(l)) {
+        pthread_mutex_lock(&l->lock);
+        l->running--;
+        l->idle--;
+        pthread_cond_broadcast(&l->gone);
+        pthread_mutex_unlock(&l->lock);
         return NULL;
-    while (wq_get(l->q, &key) == 0) {
-        run_one(l, key);
-        wq_done(l->q, key);
     }
+    worker_loop(l); /* l is not touched after it returns: workloop_stop may free it */
     return NULL;
+}
+
+/* Starts one more worker thread (detached) unless the loop is not running or has its
+ * most. Lock held. */
+static void spawn_locked(struct workloop *l)
+{
+    pthread_attr_t a;
+    pthread_t t;
+    if (!l->started || l->stopped || l->running >= l->o.workers)
+        return;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, worker_main, l) == 0) {
+        l->running++;
+        l->idle++;
+    } else {
+        log_error("cannot start a worker (%d running)\tcontroller=%s", l->running, l->o.name);
+    }
+    pthread_attr_destroy(&a);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------- */
@@ -128,18 +219,23 @@ int workloop_new(const struct workloop_opts *opts, struct workloop **ret)
     struct workloop *l;
     struct wq_opts qo;
     int r;
-    if (!opts || !opts->name || !opts->reconcile || opts->workers < 1)
+    if (!opts || !opts->name || !opts->reconcile || opts->workers < 1 || opts->min_workers < 0)
         return -EINVAL;
     l = XNEW(struct workloop);
     l->o = *opts;
-    l->ops = (struct wq_metrics_ops){.ctx = (void *)opts->metrics,
+    if (l->o.min_workers > l->o.workers)
+        l->o.min_workers = l->o.workers;
+    if (!l->o.idle_exit)
+        l->o.idle_exit = WORKLOOP_IDLE_EXIT;
+    l->ops = (struct wq_metrics_ops){.ctx = l,
                                      .add = wqm_add,
                                      .depth = wqm_depth,
                                      .latency = wqm_latency,
                                      .work = wqm_work,
                                      .retry = wqm_retry};
-    qo = (struct wq_opts){.name = opts->name, .metrics = opts->metrics ? &l->ops : NULL};
+    qo = (struct wq_opts){.name = opts->name, .metrics = &l->ops};
     pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->gone, NULL);
     r = wq_new(&qo, &l->q);
     if (r < 0) {
         workloop_free(l);
@@ -157,6 +253,7 @@ void workloop_free(struct workloop *l)
         return;
     workloop_stop(l);
     wq_free(l->q);
+    pthread_cond_destroy(&l->gone);
     pthread_mutex_destroy(&l->lock);
     xfree(l);
 }
@@ -172,17 +269,11 @@ int workloop_start(struct workloop *l)
     pthread_mutex_lock(&l->lock);
     if (!l->started && !l->stopped) {
         l->started = true;
-        l->threads = xcalloc((size_t)l->o.workers, sizeof(*l->threads));
-        for (int i = 0; i < l->o.workers; i++) {
-            if (pthread_create(&l->threads[l->nthreads], NULL, worker_main, l) != 0) {
-                log_error("cannot start worker %d of %d\tcontroller=%s", i + 1, l->o.workers,
-                          l->o.name);
-                break;
-            }
-            l->nthreads++;
-        }
+        n = l->o.min_workers > 0 ? l->o.min_workers : l->o.workers;
+        for (int i = 0; i < n; i++)
+            spawn_locked(l);
     }
-    n = (int)l->nthreads;
+    n = l->running;
     pthread_mutex_unlock(&l->lock);
     return n;
 }
@@ -198,14 +289,12 @@ void workloop_stop(struct workloop *l)
     if (!l)
         return;
     workloop_shutdown(l);
-    /* Under the lock: another thread may be inside workloop_start. The workers never
-     * take it, so joining here cannot deadlock. */
+    /* The workers are detached: wait until every one has stopped counting itself (after
+     * that none touches the loop again). */
     pthread_mutex_lock(&l->lock);
     l->stopped = true;
-    for (size_t i = 0; i < l->nthreads; i++)
-        pthread_join(l->threads[i], NULL);
-    XFREE(l->threads);
-    l->nthreads = 0;
+    while (l->running > 0)
+        pthread_cond_wait(&l->gone, &l->lock);
     pthread_mutex_unlock(&l->lock);
 }
 
@@ -217,4 +306,13 @@ unsigned long workloop_reconciles(struct workloop *l)
 int workloop_active(struct workloop *l)
 {
     return atomic_load(&l->active);
+}
+
+int workloop_threads(struct workloop *l)
+{
+    int n;
+    pthread_mutex_lock(&l->lock);
+    n = l->running;
+    pthread_mutex_unlock(&l->lock);
+    return n;
 }

@@ -35,13 +35,23 @@ typedef int workloop_reconcile_fn(void *ctx, const char *key, usec_t *ret_requeu
 typedef int workloop_wait_fn(void *ctx, usec_t timeout);
 
 struct workloop_opts {
-    const char *name;                 /* controller and queue name; borrowed for the loop's life */
-    int workers;                      /* >= 1 */
-    workloop_reconcile_fn *reconcile; /* required */
-    workloop_wait_fn *wait_synced;    /* NULL: the caches need no wait */
-    void *ctx;                        /* for both callbacks */
+    const char *name; /* controller and queue name; borrowed for the loop's life */
+    int workers;      /* >= 1: the most reconciles at once */
+    /* 0: all workers start at once and stay. Else the loop is elastic: min_workers start
+     * (at most workers), another starts whenever keys wait and no worker is free, and a
+     * worker beyond min_workers that found no key for idle_exit ends (its stack and cached
+     * heap go back). */
+    int min_workers;
+    usec_t idle_exit;                   /* elastic loops; 0: WORKLOOP_IDLE_EXIT */
+    workloop_reconcile_fn *reconcile;   /* required */
+    workloop_wait_fn *wait_synced;      /* NULL: the caches need no wait */
+    void *ctx;                          /* for both callbacks */
     const struct ctrl_metrics *metrics; /* borrowed for the loop's life; NULL: no metrics */
 };
+
+#define WORKLOOP_IDLE_EXIT (30 * USEC_PER_SEC)
+/* The controller's loops are elastic with this many workers that stay. */
+#define WORKLOOP_ELASTIC_MIN 4
 
 /** Creates a loop with its queue and no workers yet (copies opts) and sets its
  * max_concurrent_reconciles. Returns 0 and *ret (new, free with workloop_free) or
@@ -52,8 +62,8 @@ void workloop_free(struct workloop *l);
 
 /** The loop's queue (borrowed, valid until workloop_free) for event handlers to add to. */
 struct wq *workloop_queue(struct workloop *l);
-/** Starts the workers once; does nothing when they run already or the loop was stopped.
- * Returns the number of workers running. */
+/** Starts the workers once (min_workers of an elastic loop); does nothing when they run
+ * already or the loop was stopped. Returns the number of workers running. */
 int workloop_start(struct workloop *l);
 /** Shuts the queue down without waiting: workers finish their reconcile and exit (a
  * worker still waiting for the caches gives up). Idempotent; NULL is fine. */
@@ -66,3 +76,5 @@ void workloop_stop(struct workloop *l);
 unsigned long workloop_reconciles(struct workloop *l);
 /** Workers reconciling right now. */
 int workloop_active(struct workloop *l);
+/** Worker threads alive right now (elastic loops grow and shrink). */
+int workloop_threads(struct workloop *l);

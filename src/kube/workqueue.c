@@ -356,9 +356,11 @@ static void wait_locked(struct wq *q, usec_t now, usec_t deadline)
     (void)pthread_cond_timedwait(&q->avail, &q->lock, &ts);
 }
 
-int wq_get(struct wq *q, const char **ret_key)
+int wq_get_for(struct wq *q, const char **ret_key, usec_t idle)
 {
     struct wq_item *it = NULL;
+    usec_t until = idle == USEC_INFINITY ? USEC_INFINITY : clock_now() + idle;
+    int r = -ESHUTDOWN;
 
     (void)pthread_mutex_lock(&q->lock);
     for (;;) {
@@ -371,13 +373,22 @@ int wq_get(struct wq *q, const char **ret_key)
         }
         if (q->shutting_down)
             break;
-        wait_locked(q, now, deadline);
+        if (now >= until) {
+            r = -ETIMEDOUT;
+            break;
+        }
+        wait_locked(q, now, deadline < until ? deadline : until);
     }
     (void)pthread_mutex_unlock(&q->lock);
     if (!it)
-        return -ESHUTDOWN;
+        return r;
     *ret_key = it->key;
     return 0;
+}
+
+int wq_get(struct wq *q, const char **ret_key)
+{
+    return wq_get_for(q, ret_key, USEC_INFINITY);
 }
 
 void wq_done(struct wq *q, const char *key)

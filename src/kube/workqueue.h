@@ -73,6 +73,9 @@ unsigned wq_num_requeues(struct wq *q, const char *key);
  * wq_done for it. Returns 0, or -ESHUTDOWN once the queue is shut down and no queued
  * key is left (keys queued before shutdown are still handed out). */
 int wq_get(struct wq *q, const char **ret_key);
+/** wq_get that gives up after idle without a key: returns -ETIMEDOUT then (USEC_INFINITY:
+ * never). */
+int wq_get_for(struct wq *q, const char **ret_key, usec_t idle);
 /** Marks key (as returned by wq_get) as processed; re-queues it when it was added
  * during processing. The key pointer from wq_get is invalid afterwards. */
 void wq_done(struct wq *q, const char *key);

@@ -33,6 +33,7 @@ CHART_DEFAULT_FLAGS = {
         "--kube-api-qps": "-1",
         "--kube-api-burst": "10",
         "--kube-api-connections": "2",
+        "--worker-idle-exit": "30s",
         "--cache-label-selectors": "false",
         "--sandbox-concurrent-workers": "100",
         "--sandbox-claim-concurrent-workers": "50",

@@ -3,7 +3,9 @@
  * failure with back-off and a requested requeue after its delay, waits for the caches
  * before the first reconcile (giving up on shutdown or a failed wait), lets a running
  * reconcile finish on stop, never starts again after stop, and reports the
- * controller-runtime reconcile and workqueue metrics under its name. */
+ * controller-runtime reconcile and workqueue metrics under its name. An elastic loop
+ * starts with its minimum of workers, grows to its most while keys wait and shrinks back
+ * once they have been idle, and stops cleanly at any size. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -285,6 +287,83 @@ static void test_without_metrics(void **state)
     workloop_free(l);
 }
 
+static struct workloop *new_elastic(struct fake *f, int workers, int min, usec_t idle)
+{
+    struct workloop_opts o = {.name = "elastic",
+                              .workers = workers,
+                              .min_workers = min,
+                              .idle_exit = idle,
+                              .reconcile = fake_reconcile,
+                              .ctx = f,
+                              .metrics = &f->met};
+    struct workloop *l = NULL;
+    assert_int_equal(workloop_new(&o, &l), 0);
+    return l;
+}
+
+/* Polls until the loop has n worker threads (5 s at most). */
+static void wait_threads(struct workloop *l, int n)
+{
+    for (int i = 0; i < 5000 && workloop_threads(l) != n; i++)
+        sleep_us(USEC_PER_MSEC);
+    assert_int_equal(workloop_threads(l), n);
+}
+
+static void test_elastic_grows_and_shrinks(void **state)
+{
+    struct fake *f = *state;
+    struct workloop *l = new_elastic(f, 8, 2, 100 * USEC_PER_MSEC);
+    char key[32];
+    f->reconcile_sleep = 10 * USEC_PER_MSEC;
+    assert_int_equal(workloop_start(l), 2);
+    sleep_us(20 * USEC_PER_MSEC);
+    assert_int_equal(workloop_threads(l), 2); /* nothing queued: no growth */
+    for (int i = 0; i < 64; i++) {
+        (void)snprintf(key, sizeof(key), "ns/sb-%d", i);
+        wq_add(workloop_queue(l), key);
+    }
+    wait_reconciles(l, 64);
+    assert_int_equal(atomic_load(&f->max_active), 8); /* grew to the most, no further */
+    assert_true(value(f->met.max_concurrent, (const char *const[]){"elastic"}) == 8);
+    wait_threads(l, 2); /* the extra workers ended after 100 ms without a key */
+    /* and grow again for the next burst */
+    atomic_store(&f->max_active, 0);
+    for (int i = 0; i < 32; i++) {
+        (void)snprintf(key, sizeof(key), "ns/again-%d", i);
+        wq_add(workloop_queue(l), key);
+    }
+    wait_reconciles(l, 96);
+    assert_true(atomic_load(&f->max_active) > 2);
+    workloop_free(l);
+}
+
+static void test_elastic_stop_at_any_size(void **state)
+{
+    struct fake *f = *state;
+    struct workloop *l = new_elastic(f, 6, 1, 50 * USEC_PER_MSEC);
+    char key[32];
+    f->reconcile_sleep = 20 * USEC_PER_MSEC;
+    (void)workloop_start(l);
+    for (int i = 0; i < 30; i++) {
+        (void)snprintf(key, sizeof(key), "ns/sb-%d", i);
+        wq_add(workloop_queue(l), key);
+    }
+    while (atomic_load(&f->active) < 3)
+        sleep_us(USEC_PER_MSEC);
+    workloop_stop(l); /* busy, idle and ending workers all stop; none is left behind */
+    assert_int_equal(workloop_threads(l), 0);
+    assert_int_equal(atomic_load(&f->active), 0);
+    assert_int_equal(workloop_start(l), 0);
+    workloop_free(l);
+    /* a minimum above the most is the most; a negative one is refused */
+    l = new_elastic(f, 2, 5, 0);
+    assert_int_equal(workloop_start(l), 2);
+    workloop_free(l);
+    struct workloop_opts bad = {
+        .name = "x", .workers = 2, .min_workers = -1, .reconcile = fake_reconcile, .ctx = f};
+    assert_int_equal(workloop_new(&bad, &l), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +376,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stop_finishes_running_and_never_restarts, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_without_metrics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_elastic_grows_and_shrinks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_elastic_stop_at_any_size, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,6 +41,29 @@ static const char *get_key(struct wq *q)
     return k;
 }
 
+/* wq_get_for: gives up after its idle time on an empty queue, hands out a key that is
+ * there or becomes due in time, and still reports shutdown. */
+static void test_get_for(void **state)
+{
+    (void)state;
+    struct wq *q = new_queue(0, 0, 0, 0);
+    const char *k = NULL;
+    usec_t t0 = clock_now();
+    assert_int_equal(wq_get_for(q, &k, 30 * USEC_PER_MSEC), -ETIMEDOUT);
+    assert_true(clock_now() - t0 >= 30 * USEC_PER_MSEC);
+    assert_null(k);
+    wq_add_after(q, "ns/later", 10 * USEC_PER_MSEC);
+    assert_int_equal(wq_get_for(q, &k, USEC_PER_SEC), 0);
+    assert_string_equal(k, "ns/later");
+    wq_done(q, k);
+    wq_add(q, "ns/now");
+    assert_int_equal(wq_get_for(q, &k, 0), 0); /* queued: no wait needed */
+    wq_done(q, "ns/now");
+    wq_shutdown(q);
+    assert_int_equal(wq_get_for(q, &k, USEC_PER_SEC), -ESHUTDOWN);
+    wq_free(q);
+}
+
 static void test_dedup(void **state)
 {
     struct wq *q = new_queue(0, 0, 0, 0);
@@ -579,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_add_after_ordering),
         cmocka_unit_test(test_add_after_earlier_wins),
         cmocka_unit_test(test_add_after_zero_is_add),
+        cmocka_unit_test(test_get_for),
         cmocka_unit_test(test_add_after_wakes_waiter),
         cmocka_unit_test(test_backoff_growth_and_forget),
         cmocka_unit_test(test_backoff_cap_no_overflow),
