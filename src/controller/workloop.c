@@ -126,20 +126,21 @@ static bool wait_caches(struct workloop *l)
     return r == 0;
 }
 
-/* An elastic loop's worker that found no key for idle_exit: ends unless it is one of the
- * min_workers. Returns true when it ends (and is no longer counted). */
-static bool idle_exit(struct workloop *l)
+/* The calling (free) worker stops being counted, when all is true (elastic loops: only
+ * while more than min_workers run). After this returns true the worker must not touch l
+ * again: workloop_stop may free it. */
+static bool leave(struct workloop *l, bool all)
 {
-    bool leave;
+    bool go;
     pthread_mutex_lock(&l->lock);
-    leave = l->running > l->o.min_workers;
-    if (leave) {
+    go = all || l->running > l->o.min_workers;
+    if (go) {
         l->running--;
         l->idle--;
         pthread_cond_broadcast(&l->gone);
     }
     pthread_mutex_unlock(&l->lock);
-    return leave;
+    return go;
 }
 
 /* Marks the calling worker busy (busy) or free again; a busy worker of an elastic loop
@@ -160,7 +161,7 @@ static void worker_loop(struct workloop *l)
     for (;;) {
         int r = wq_get_for(l->q, &key, idle);
         if (r == -ETIMEDOUT) {
-            if (idle_exit(l))
+            if (leave(l, false)) /* idle for idle_exit: one of the extra workers ends */
                 return;
             continue;
         }
@@ -171,26 +172,17 @@ static void worker_loop(struct workloop *l)
         wq_done(l->q, key);
         set_busy(l, false, 0);
     }
-    pthread_mutex_lock(&l->lock);
-    l->running--;
-    l->idle--;
-    pthread_cond_broadcast(&l->gone);
-    pthread_mutex_unlock(&l->lock);
+    (void)leave(l, true);
 }
 
 static void *worker_main(void *arg)
 {
     struct workloop *l = arg;
-    if (!wait_caches(l)) {
-        pthread_mutex_lock(&l->lock);
-        l->running--;
-        l->idle--;
-        pthread_cond_broadcast(&l->gone);
-        pthread_mutex_unlock(&l->lock);
-        return NULL;
-    }
-    worker_loop(l); /* l is not touched after it returns: workloop_stop may free it */
-    return NULL;
+    if (wait_caches(l))
+        worker_loop(l);
+    else
+        (void)leave(l, true);
+    return NULL; /* l is not touched after leave: workloop_stop may free it */
 }
 
 /* Starts one more worker thread (detached) unless the loop is not running or has its
