@@ -123,6 +123,19 @@ static void proc_put(json_t *out, const char *key, pid_t pid)
         json_object_set_new(out, key, json_pack("{s:f, s:f}", "rss_mib", rss, "cpu_s", cpu));
 }
 
+/* What both claim scenarios start with: a filled pool of pool members, the claim
+ * creators' clients and the load generator's own watch of the claims. */
+static int claims_setup(struct kube_client *c, const struct lg_opts *o, long pool, json_t *api,
+                        struct lg_clients *cl, struct lg_track *t, struct kube_informer **inf)
+{
+    int r = fill_pool(c, o, pool, api);
+    if (r >= 0)
+        r = lg_clients_new(o, cl);
+    if (r >= 0)
+        r = lg_track_watch(t, c, &API_RES_SANDBOXCLAIMS, o->ns, inf);
+    return r;
+}
+
 int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *out)
 {
     long n = o->count, pool = o->pool_size ? o->pool_size : o->count;
@@ -133,8 +146,7 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
     double cpu0;
     int r;
     lg_track_init(&t, o->prefix, (size_t)n);
-    if ((r = fill_pool(c, o, pool, api)) < 0 || (r = lg_clients_new(o, &cl)) < 0 ||
-        (r = lg_track_watch(&t, c, &API_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
+    if ((r = claims_setup(c, o, pool, api, &cl, &t, &inf)) < 0)
         goto out;
     proc_put(out, "controller_before", o->controller_pid);
     (void)lg_api_scrape(c, &before);
@@ -188,8 +200,7 @@ int lg_run_claim_probe(struct kube_client *c, const struct lg_opts *o, json_t *o
     double cpu0;
     int r;
     lg_track_init(&t, o->prefix, (size_t)n);
-    if ((r = fill_pool(c, o, pool, api)) < 0 || (r = lg_clients_new(o, &cl)) < 0 ||
-        (r = lg_track_watch(&t, c, &API_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
+    if ((r = claims_setup(c, o, pool, api, &cl, &t, &inf)) < 0)
         goto out;
     cpu0 = lg_api_cpu(o);
     for (size_t i = 0; i < (size_t)n && r == 0; i++) {
