@@ -136,6 +136,20 @@ static int claims_setup(struct kube_client *c, const struct lg_opts *o, long poo
     return r;
 }
 
+/* What both claim scenarios end with: the claims served warm and the API figures in out,
+ * then the set-up's pieces freed (out NULL, when the set-up failed: only that). */
+static void claims_done(struct kube_client *c, const struct lg_opts *o, json_t *out, json_t *api,
+                        struct lg_clients *cl, struct lg_track *t, struct kube_informer *inf)
+{
+    if (out) {
+        json_object_set_new(out, "warm", json_integer(count_warm(c, o->ns)));
+        json_object_set_new(out, "api", json_incref(api));
+    }
+    kube_informer_free(inf);
+    lg_clients_free(cl);
+    lg_track_done(t);
+}
+
 int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *out)
 {
     long n = o->count, pool = o->pool_size ? o->pool_size : o->count;
@@ -144,10 +158,12 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
     struct kube_informer *inf = NULL;
     json_t *api = json_object(), *before = NULL, *delta = NULL, *stats;
     double cpu0;
+    bool ran = false;
     int r;
     lg_track_init(&t, o->prefix, (size_t)n);
     if ((r = claims_setup(c, o, pool, api, &cl, &t, &inf)) < 0)
         goto out;
+    ran = true;
     proc_put(out, "controller_before", o->controller_pid);
     (void)lg_api_scrape(c, &before);
     cpu0 = lg_api_cpu(o);
@@ -168,12 +184,8 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
     if (before && scrape_delta(c, before, &delta) == 0)
         api_cost(api, delta, n);
     warm_cpu(api);
-    json_object_set_new(out, "warm", json_integer(count_warm(c, o->ns)));
-    json_object_set_new(out, "api", json_incref(api));
 out:
-    kube_informer_free(inf);
-    lg_clients_free(&cl);
-    lg_track_done(&t);
+    claims_done(c, o, ran ? out : NULL, api, &cl, &t, inf);
     json_decref(before);
     json_decref(api);
     return r;
@@ -198,10 +210,12 @@ int lg_run_claim_probe(struct kube_client *c, const struct lg_opts *o, json_t *o
     struct kube_informer *inf = NULL;
     json_t *api = json_object(), *stats;
     double cpu0;
+    bool ran = false;
     int r;
     lg_track_init(&t, o->prefix, (size_t)n);
     if ((r = claims_setup(c, o, pool, api, &cl, &t, &inf)) < 0)
         goto out;
+    ran = true;
     cpu0 = lg_api_cpu(o);
     for (size_t i = 0; i < (size_t)n && r == 0; i++) {
         claim_probe_idle(c, o, pool, i);
@@ -214,12 +228,8 @@ int lg_run_claim_probe(struct kube_client *c, const struct lg_opts *o, json_t *o
     json_decref(stats);
     claim_probe_idle(c, o, pool, (size_t)n);
     lg_api_cpu_put(o, api, "probe_cpu", cpu0, n, "claim_incl_refill");
-    json_object_set_new(out, "warm", json_integer(count_warm(c, o->ns)));
-    json_object_set_new(out, "api", json_incref(api));
 out:
-    kube_informer_free(inf);
-    lg_clients_free(&cl);
-    lg_track_done(&t);
+    claims_done(c, o, ran ? out : NULL, api, &cl, &t, inf);
     json_decref(api);
     return r;
 }
