@@ -197,25 +197,36 @@ def rss_kib(pid):
     raise RuntimeError("no VmRSS")
 
 
-def ping_flood(port, path, headers=b"", seconds=6.0, probe=None, first=None, frame=None):
+def ping_flood(port, path, headers=b"", seconds=6.0, probe=None, first=None, frame=None,
+               settled=None):
     """Sends 125-byte pings (or frame) as fast as the peer takes them from a client with a
     4 KiB receive buffer that never reads, after the message first (optional). probe()
-    (optional) runs half-way and at the end, before the socket closes. Returns (bytes
-    sent, [probe results])."""
+    (optional) runs every half second while the socket is open. The flood lasts seconds;
+    with settled(earlier, now) given it goes on (up to 2.5 times as long) until that holds
+    for the probes half the flood apart, so a loaded machine that fills the queues late
+    is not mistaken for one that never stops taking. Returns (bytes sent, [the probe half
+    the flood before the end, the last probe])."""
     s, _ = ws_connect(port, path, headers, rcvbuf=4096)
     if first:
         s.sendall(ws_frame(1, first))
     ping = (frame or ws_frame(9, b"A" * 125)) * 64
     start = time.monotonic()
-    sent, marks, probes = 0, [start + seconds / 2, start + seconds], []
+    step, back = 0.5, max(1, round(seconds / 2 / 0.5))
+    sent, due, probes = 0, start + 0.5, []
     s.settimeout(0.25)
     try:
-        while marks:
-            if time.monotonic() >= marks[0]:
-                marks.pop(0)
-                if probe:
-                    probes.append(probe())
+        while True:
+            now = time.monotonic()
+            if probe and now >= due:
+                due += step
+                probes.append(probe())
+                if now - start >= seconds and (
+                        settled is None or now - start >= seconds * 2.5
+                        or settled(probes[max(0, len(probes) - 1 - back)], probes[-1])):
+                    break
                 continue
+            if not probe and now - start >= seconds:
+                break
             try:
                 sent += s.send(ping)
             except socket.timeout:
@@ -224,7 +235,14 @@ def ping_flood(port, path, headers=b"", seconds=6.0, probe=None, first=None, fra
                 break  # closing a flooding client is fine too
     finally:
         s.close()
-    return sent, probes
+    return sent, (probes[max(0, len(probes) - 1 - back)], probes[-1]) if probes else ()
+
+
+def rss_settled(earlier, now):
+    """ping_flood's settled() for probes of one RSS or a tuple of them (KiB): none rose
+    by 2 MiB or more (a quarter of assert_flat's bound)."""
+    pairs = zip(earlier, now) if isinstance(now, tuple) else [(earlier, now)]
+    return all(b - a < 2 * 1024 for a, b in pairs)
 
 
 class Target:
@@ -466,7 +484,7 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
         are queued (unpatched, its RSS went from 10 MB to 443 MB in 8 s)."""
         before = rss_kib(self.p.pid)
         sent, (mid, end) = ping_flood(self.port, "/v1/processes/ws",
-                                      probe=lambda: rss_kib(self.p.pid))
+                                      probe=lambda: rss_kib(self.p.pid), settled=rss_settled)
         print(f"\n  sandboxd ping flood: {sent >> 10} KiB sent, "
               f"RSS {before >> 10} -> {mid >> 10} -> {end >> 10} MiB", flush=True)
         assert_flat(self, "sandboxd", before, mid, end)
@@ -693,7 +711,7 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
             return rss_kib(self.p.pid), rss_kib(self.sbd.pid)
         before = both()
         sent, (mid, end) = ping_flood(self.port, self.base + "/v1/processes/ws",
-                                      self.t.headers, probe=both)
+                                      self.t.headers, probe=both, settled=rss_settled)
         print(f"\n  ping flood through the router: {sent >> 10} KiB sent, RSS router "
               f"{before[0] >> 10} -> {mid[0] >> 10} -> {end[0] >> 10} MiB, sandboxd "
               f"{before[1] >> 10} -> {mid[1] >> 10} -> {end[1] >> 10} MiB", flush=True)
