@@ -148,7 +148,7 @@ int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, js
         r = try_one(x, claim, pool, pk, name, ret_sb, msg, size);
     }
     if (r == 1) {
-        ext__binding_put(x, kube_obj_uid(claim), kube_obj_name(*ret_sb));
+        ext__binding_put(x, kube_obj_uid(claim), *ret_sb);
         log_debug("adopted\tclaim=%s/%s sandbox=%s", kube_obj_namespace(claim),
                   kube_obj_name(claim), kube_obj_name(*ret_sb));
     }

@@ -63,18 +63,36 @@ static json_t *sb_get(struct claim_pass *p, const char *name)
     return kube_store_get_ns(ext__sandboxes(p->x), p->ns, name);
 }
 
+/* True when the cache holds an older version of sb than the one our write returned:
+ * its watch has not delivered that write yet, and so nothing after it either. */
+static bool cache_behind(const json_t *cached, const json_t *ours)
+{
+    int c;
+    return cached &&
+           kube_rv_compare(kube_obj_resource_version(cached), kube_obj_resource_version(ours),
+                           &c) == 0 &&
+           c < 0;
+}
+
 static json_t *find_by_binding(struct claim_pass *p)
 {
-    char *name = ext__binding_get(p->x, p->uid);
-    json_t *sb;
+    json_t *ours = ext__binding_get(p->x, p->uid), *sb;
+    const char *name = kube_obj_name(ours);
     struct kube_err e;
-    if (!name)
+    if (!name) {
+        json_decref(ours);
         return NULL;
+    }
     sb = sb_get(p, name);
     if (sb && sb_controlled_by(sb, p->uid)) {
         ext__binding_drop(p->x, p->uid); /* the cache has caught up */
+    } else if (cache_behind(sb, ours)) {
+        /* What our write returned is the newest version we can know of without a read:
+         * the cache's next events for it are on their way and requeue the claim. */
+        json_decref(sb);
+        sb = json_incref(ours);
     } else {
-        /* The cache lags our own write: read the truth once. */
+        /* The cache shows no version, or one we cannot order: read the truth once. */
         json_decref(sb);
         sb = NULL;
         if (kube_get(p->x->d.client, &API_RES_SANDBOXES, p->ns, name, &sb, &e) >= 0 &&
@@ -85,7 +103,7 @@ static json_t *find_by_binding(struct claim_pass *p)
         if (!sb && kube_err_is_not_found(&e))
             ext__binding_drop(p->x, p->uid);
     }
-    xfree(name);
+    json_decref(ours);
     return sb;
 }
 
@@ -142,7 +160,7 @@ static void cold_create(struct claim_pass *p, const json_t *tpl, const char *poo
     }
     if (kube_create(p->x->d.client, &API_RES_SANDBOXES, p->ns, sb, &out, &e) >= 0) {
         p->sb = out;
-        ext__binding_put(p->x, p->uid, kube_obj_name(out));
+        ext__binding_put(p->x, p->uid, out);
         count_creation(p, "cold", pool);
     } else if (kube_err_is_already_exists(&e)) {
         fail(p, EXT_R_CREATE_PENDING, true,

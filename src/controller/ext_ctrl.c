@@ -106,20 +106,37 @@ bool ext__warm_candidate(const json_t *sb)
            json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
 }
 
-void ext__binding_put(struct ext_ctrl *x, const char *claim_uid, const char *sb_name)
+void ext__binding_put(struct ext_ctrl *x, const char *claim_uid, const json_t *sb)
 {
+    char *text = json_dumps(sb, JSON_COMPACT); /* a tree would cost ten times the bytes */
+    if (!text)
+        return; /* out of memory: the claim reads the Sandbox from the API server */
     pthread_mutex_lock(&x->lock);
-    map_put(x->bindings, claim_uid, xstrdup(sb_name), NULL);
+    map_put(x->bindings, claim_uid, text, NULL);
     pthread_mutex_unlock(&x->lock);
 }
 
-char *ext__binding_get(struct ext_ctrl *x, const char *claim_uid)
+json_t *ext__binding_get(struct ext_ctrl *x, const char *claim_uid)
 {
-    char *v;
+    char *text;
+    json_t *sb;
     pthread_mutex_lock(&x->lock);
-    v = xstrdup(map_get(x->bindings, claim_uid));
+    text = xstrdup(map_get(x->bindings, claim_uid));
     pthread_mutex_unlock(&x->lock);
-    return v;
+    if (!text)
+        return NULL;
+    sb = json_loads(text, 0, NULL);
+    xfree(text);
+    return sb;
+}
+
+bool ext__binding_has(struct ext_ctrl *x, const char *claim_uid)
+{
+    bool yes;
+    pthread_mutex_lock(&x->lock);
+    yes = map_get(x->bindings, claim_uid) != NULL;
+    pthread_mutex_unlock(&x->lock);
+    return yes;
 }
 
 void ext__binding_drop(struct ext_ctrl *x, const char *claim_uid)

@@ -55,7 +55,7 @@ struct ext_ctrl {
     pthread_mutex_t lock; /* guards the maps below */
     struct map *buckets;  /* pool key -> struct pool_bucket */
     struct map *observed; /* claim key -> usec_t * (wall time first seen) */
-    struct map *bindings; /* claim uid -> char * (Sandbox name, until the cache shows it) */
+    struct map *bindings; /* claim uid -> char * (Sandbox JSON, until the cache shows it) */
     atomic_bool stopped;
 };
 
@@ -87,10 +87,13 @@ bool ext__pool_of(const json_t *sb, char *out, size_t size);
  * Ready with pod IPs. */
 bool ext__warm_candidate(const json_t *sb);
 
-/** Claim bindings made by this process that the cache may not show yet. */
-void ext__binding_put(struct ext_ctrl *x, const char *claim_uid, const char *sb_name);
-/** Returns a new copy of the bound Sandbox name, or NULL. */
-char *ext__binding_get(struct ext_ctrl *x, const char *claim_uid);
+/** Claim bindings made by this process that the cache may not show yet: the Sandbox as
+ * the API server returned it from the adoption or create (sb borrowed; kept as text). */
+void ext__binding_put(struct ext_ctrl *x, const char *claim_uid, const json_t *sb);
+/** Returns that Sandbox (new reference, the caller's to change), or NULL. */
+json_t *ext__binding_get(struct ext_ctrl *x, const char *claim_uid);
+/** True when this process bound the claim and the cache may not show it yet. */
+bool ext__binding_has(struct ext_ctrl *x, const char *claim_uid);
 void ext__binding_drop(struct ext_ctrl *x, const char *claim_uid);
 /** Wall time the claim key was first seen (0 when unknown); drop removes it. */
 usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop);

@@ -144,12 +144,9 @@ static bool claims_waiting(struct pool_pass *p)
     bool yes = false;
     kube_store_by_index(ext__store(p->x, EXT_INF_CLAIM), EXT_IDX_CLAIM_POOL, p->key, &v);
     for (size_t i = 0; i < v.n && !yes; i++) {
-        char *bound;
         if (kube_obj_path_str(v.v[i], "status.sandbox.name") || kube_obj_deleting(v.v[i]))
             continue;
-        bound = ext__binding_get(p->x, kube_obj_uid(v.v[i]));
-        yes = !bound;
-        xfree(bound);
+        yes = !ext__binding_has(p->x, kube_obj_uid(v.v[i]));
     }
     kube_objv_done(&v);
     return yes;

@@ -35,6 +35,30 @@ const char *kube_obj_resource_version(const json_t *obj)
     return meta_str(obj, "resourceVersion");
 }
 
+static bool rv_wellformed(const char *rv)
+{
+    size_t n = rv ? strlen(rv) : 0;
+    if (n == 0 || n > 32 || rv[0] == '0')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (rv[i] < '0' || rv[i] > '9')
+            return false;
+    return true;
+}
+
+int kube_rv_compare(const char *a, const char *b, int *ret)
+{
+    size_t la, lb;
+    int c;
+    if (!rv_wellformed(a) || !rv_wellformed(b))
+        return -EINVAL;
+    la = strlen(a);
+    lb = strlen(b);
+    c = la != lb ? (la < lb ? -1 : 1) : strcmp(a, b);
+    *ret = c < 0 ? -1 : c > 0;
+    return 0;
+}
+
 const char *kube_obj_kind(const json_t *obj)
 {
     return json_string_value(json_object_get(obj, "kind"));

@@ -14,6 +14,12 @@ const char *kube_obj_name(const json_t *obj);
 const char *kube_obj_namespace(const json_t *obj);
 const char *kube_obj_uid(const json_t *obj);
 const char *kube_obj_resource_version(const json_t *obj);
+/** Orders two resourceVersions of objects of the same resource, as Kubernetes defines
+ * them comparable (KEP-5504, stable in 1.35): decimal digits without a leading zero, a
+ * longer one is newer. Stores -1 (a older), 0 or 1 in *ret and returns 0, or returns
+ * -EINVAL when either is NULL or not of that form (a server that does not promise the
+ * order), leaving *ret unchanged. */
+int kube_rv_compare(const char *a, const char *b, int *ret);
 const char *kube_obj_kind(const json_t *obj);
 int64_t kube_obj_generation(const json_t *obj); /* 0 when absent */
 /** True when metadata.deletionTimestamp is set. */

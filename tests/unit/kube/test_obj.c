@@ -78,11 +78,47 @@ static void test_absent_and_wrong_types(void **state)
     json_decref(o);
 }
 
+static void test_rv_compare(void **state)
+{
+    static const struct {
+        const char *a, *b;
+        int want; /* -1, 0, 1, or 9: not comparable */
+    } cases[] = {
+        {"42", "42", 0},
+        {"41", "42", -1},
+        {"43", "42", 1},
+        {"9", "10", -1}, /* by length first, not as text */
+        {"100", "99", 1},
+        {"123456789012345678901", "123456789012345678900", 1}, /* beyond 64 bits */
+        {"012", "12", 9}, /* a leading zero: not the promised form */
+        {"0", "1", 9},
+        {"", "1", 9},
+        {"12a", "12", 9},
+        {"-1", "1", 9},
+        {NULL, "1", 9},
+        {"1", NULL, 9},
+        {"123456789012345678901234567890123", "1", 9}, /* longer than any real one */
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int got = 7;
+        int r = kube_rv_compare(cases[i].a, cases[i].b, &got);
+        if (cases[i].want == 9) {
+            assert_int_equal(r, -EINVAL);
+            assert_int_equal(got, 7);
+        } else {
+            assert_int_equal(r, 0);
+            assert_int_equal(got, cases[i].want);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_absent_and_wrong_types),
+        cmocka_unit_test(test_rv_compare),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
