@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
+#include "common/yield_gate.h"
 #include "kube/client.h"
 #include "kube/obj.h"
 #include "kube/res.h"
@@ -154,6 +155,9 @@ struct events_recorder {
     size_t qlen;
     unsigned long enqueued, done; /* for flush */
     bool stopping;
+    atomic_bool gate_off;   /* a held write lets go: stopping, or the gate changes */
+    struct yield_gate gate; /* under lock */
+    unsigned gate_users;    /* holds running with a copy of gate (under lock) */
     pthread_t thread;
     struct lru spam; /* under lock */
     struct events_stats st;
@@ -486,6 +490,39 @@ static void write_pending(struct events_recorder *r, const struct pending *p)
     write_create(r, p, key);
 }
 
+/* Holds p while the gate says busy, at most the gate's bound after p was recorded; not
+ * at all once the queue is half full (holding then would drop Events). */
+static void gate_hold(struct events_recorder *r, const struct pending *p)
+{
+    struct yield_gate g;
+    usec_t age = now_mono(r) - p->mono;
+    bool full, held = false;
+    (void)pthread_mutex_lock(&r->lock);
+    g = r->gate;
+    full = r->qlen >= r->queue_size / 2;
+    r->gate_users++;
+    (void)pthread_mutex_unlock(&r->lock);
+    if (!full && age < g.max_wait)
+        held = yield_gate_wait(&g, g.max_wait - age, &r->gate_off);
+    (void)pthread_mutex_lock(&r->lock);
+    r->st.held += held;
+    r->gate_users--;
+    (void)pthread_cond_broadcast(&r->written);
+    (void)pthread_mutex_unlock(&r->lock);
+}
+
+void events_set_gate(struct events_recorder *r, const struct yield_gate *g)
+{
+    (void)pthread_mutex_lock(&r->lock);
+    r->gate = g ? *g : (struct yield_gate){0};
+    /* A hold that copied the old gate lets go within a step; wait for it. */
+    atomic_store(&r->gate_off, true);
+    while (r->gate_users)
+        (void)pthread_cond_wait(&r->written, &r->lock);
+    atomic_store(&r->gate_off, r->stopping);
+    (void)pthread_mutex_unlock(&r->lock);
+}
+
 static void *writer_main(void *arg)
 {
     struct events_recorder *r = arg;
@@ -503,6 +540,7 @@ static void *writer_main(void *arg)
             r->tail = NULL;
         r->qlen--;
         (void)pthread_mutex_unlock(&r->lock);
+        gate_hold(r, p);
         write_pending(r, p);
         pending_free(p);
         (void)pthread_mutex_lock(&r->lock);
@@ -533,6 +571,7 @@ void events_stop(struct events_recorder *r)
     (void)pthread_mutex_lock(&r->lock);
     join = !r->stopping;
     r->stopping = true;
+    atomic_store(&r->gate_off, true);
     (void)pthread_cond_broadcast(&r->work);
     (void)pthread_mutex_unlock(&r->lock);
     if (join)
@@ -572,6 +611,7 @@ static char *default_instance(void)
 
 static void init_fields(struct events_recorder *r, const struct events_opts *o)
 {
+    atomic_init(&r->gate_off, false);
     r->component = xstrdup(o->component);
     r->instance = o->instance ? xstrdup(o->instance) : default_instance();
     r->api = o->api;

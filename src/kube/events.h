@@ -20,6 +20,7 @@
 
 struct kube_client;
 struct events_recorder;
+struct yield_gate;
 
 enum events_type {
     EVENTS_NORMAL,
@@ -74,6 +75,7 @@ struct events_stats {
     unsigned long created;       /* Events created */
     unsigned long patched;       /* Events aggregated into an existing one */
     unsigned long failed;        /* API writes that failed (not retried) */
+    unsigned long held;          /* writes the gate held back (events_set_gate) */
 };
 
 /** Creates a recorder and starts its writer thread. Returns 0 and *ret (new, free with
@@ -91,6 +93,12 @@ void events_record(struct events_recorder *r, const json_t *obj, enum events_typ
 void events_recordv(struct events_recorder *r, const json_t *obj, enum events_type type,
                     const char *reason, const char *fmt, va_list ap)
     __attribute__((format(printf, 5, 0)));
+
+/** Sets the gate the writer asks before each write (g copied; NULL opens it): while it
+ * says busy, an Event waits, at most g->max_wait after it was recorded, and not at all
+ * once the queue is half full or the recorder stops. When it returns, the writer no
+ * longer uses the gate set before (its ctx may go). Any thread. */
+void events_set_gate(struct events_recorder *r, const struct yield_gate *g);
 
 /** Waits until every event recorded before the call has been written (or failed). */
 void events_flush(struct events_recorder *r);

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
+#include "common/yield_gate.h"
 #include "kube/events.h"
 
 /* ---- in-memory Event API ---- */
@@ -516,6 +517,121 @@ static void test_stop_writes_queue_then_drops(void **state)
     assert_int_equal(x->api.creates, 2);
 }
 
+/* ---- the gate (events_set_gate) ---- */
+
+struct busy_flag {
+    atomic_bool busy;
+    atomic_int calls;
+};
+
+static bool flag_busy(void *ctx)
+{
+    struct busy_flag *b = ctx;
+    atomic_fetch_add(&b->calls, 1);
+    return atomic_load(&b->busy);
+}
+
+static void gate_on(struct fx *x, struct busy_flag *b, bool busy, usec_t max_wait)
+{
+    struct yield_gate g = {.busy = flag_busy, .ctx = b, .max_wait = max_wait};
+    atomic_init(&b->busy, busy);
+    atomic_init(&b->calls, 0);
+    events_set_gate(x->r, &g);
+}
+
+static int creates_of(struct fake_api *f)
+{
+    int n;
+    pthread_mutex_lock(&f->lock);
+    n = f->creates;
+    pthread_mutex_unlock(&f->lock);
+    return n;
+}
+
+/* Waits (up to 10 s) until the fake API has n creates. */
+static bool wait_creates(struct fake_api *f, int n)
+{
+    for (int i = 0; i < 1000 && creates_of(f) < n; i++)
+        clock_sleep(10 * USEC_PER_MSEC);
+    return creates_of(f) >= n;
+}
+
+static void test_gate_holds_while_busy(void **state)
+{
+    struct fx *x = *state;
+    struct busy_flag b;
+    fx_start(x);
+    gate_on(x, &b, true, 60 * USEC_PER_SEC);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Held", "m");
+    while (atomic_load(&b.calls) < 3) /* the writer asked, and asks again */
+        clock_sleep(YIELD_GATE_STEP);
+    assert_int_equal(creates_of(&x->api), 0);
+    atomic_store(&b.busy, false);
+    events_flush(x->r);
+    assert_int_equal(x->api.creates, 1);
+    assert_int_equal(stats(x).held, 1);
+    /* Not busy: the next one goes at once and is not counted as held. */
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Free", "m");
+    events_flush(x->r);
+    assert_int_equal(x->api.creates, 2);
+    assert_int_equal(stats(x).held, 1);
+}
+
+static void test_gate_bound(void **state)
+{
+    struct fx *x = *state;
+    struct busy_flag b;
+    fx_start(x);
+    gate_on(x, &b, true, 60 * USEC_PER_MSEC); /* busy for good: the bound lets it go */
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Held", "m");
+    events_flush(x->r);
+    assert_int_equal(x->api.creates, 1);
+    assert_int_equal(stats(x).held, 1);
+}
+
+static void test_gate_not_held_with_half_full_queue(void **state)
+{
+    struct fx *x = *state;
+    struct busy_flag b;
+    x->opts.queue_size = 4;
+    x->api.gate_closed = true;
+    fx_start(x);
+    gate_on(x, &b, false, 60 * USEC_PER_SEC);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "R1", "m");
+    wait_blocked(&x->api, 1); /* R1 is inside the API call */
+    atomic_store(&b.busy, true);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "R2", "m");
+    events_record(x->r, x->pod, EVENTS_NORMAL, "R3", "m");
+    events_record(x->r, x->pod, EVENTS_NORMAL, "R4", "m");
+    open_gate(&x->api);
+    /* R2 leaves two behind it (half of 4): written despite busy; R3 then waits. */
+    assert_true(wait_creates(&x->api, 2));
+    clock_sleep(5 * YIELD_GATE_STEP);
+    assert_int_equal(creates_of(&x->api), 2);
+    atomic_store(&b.busy, false);
+    events_flush(x->r);
+    assert_int_equal(x->api.creates, 4);
+    assert_int_equal(stats(x).held, 1);
+}
+
+static void test_gate_removed_lets_go(void **state)
+{
+    struct fx *x = *state;
+    struct busy_flag b;
+    int calls;
+    fx_start(x);
+    gate_on(x, &b, true, 60 * USEC_PER_SEC);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Held", "m");
+    while (atomic_load(&b.calls) < 2)
+        clock_sleep(YIELD_GATE_STEP);
+    events_set_gate(x->r, NULL); /* returns once the hold let go of the old gate */
+    calls = atomic_load(&b.calls);
+    events_flush(x->r);
+    assert_int_equal(x->api.creates, 1);
+    clock_sleep(3 * YIELD_GATE_STEP);
+    assert_int_equal(atomic_load(&b.calls), calls); /* the old gate is no longer asked */
+}
+
 static void test_bad_opts(void **state)
 {
     struct fx *x = *state;
@@ -591,6 +707,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cluster_scoped_object, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_writes_queue_then_drops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gate_holds_while_busy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gate_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gate_not_held_with_half_full_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gate_removed_lets_go, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_opts, setup, teardown),
     };
 
