@@ -215,7 +215,8 @@ static bool late_deliver(struct claim_pass *p, const json_t *tpl, const char *po
     if (r >= 0)
         return true;
     lb_policy_of(tpl, &pol);
-    fallback = !pol.fail && !kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY);
+    fallback = !pol.fail && !kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY) &&
+               !ext__ready_once(p->x, p->uid);
     log_warn("late-bound env delivery failed\tclaim=%s sandbox=%s fallback=%s detail=\"%s\"",
              p->key, kube_obj_name(p->sb), fallback ? "cold" : "none", msg);
     if (!p->x->o.no_claim_events)
@@ -338,27 +339,53 @@ static bool lifecycle(struct claim_pass *p)
 
 /* ---- status ------------------------------------------------------------------------- */
 
+/* Queues the claim's first-ready annotations (and first-observed, unless the claim has
+ * it): off the client's path and behind the other claims (ext__side_patch). */
+static void queue_first_ready(struct claim_pass *p, usec_t ready, usec_t observed)
+{
+    char r[64], o[64];
+    json_t *patch;
+    clock_format_rfc3339(ready, r, sizeof(r));
+    clock_format_rfc3339(observed, o, sizeof(o));
+    patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", EXT_ANN_FIRST_READY, r);
+    if (!kube_obj_annotation(p->claim, EXT_ANN_FIRST_OBSERVED))
+        json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
+                            EXT_ANN_FIRST_OBSERVED, json_string(o));
+    ext__ready_once_mark(p->x, p->uid); /* until the cache shows the annotation */
+    ext__side_patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, patch);
+    json_decref(patch);
+}
+
 static void record_first_ready(struct claim_pass *p)
 {
-    char now[64], first[64];
     usec_t seen = ext__observed(p->x, p->key, true), t = clock_wall_now();
-    struct kube_err e;
-    json_t *patch;
     if (kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY))
         return;
     ext_metrics_first_ready(&p->x->met, p->claim, p->sb, seen, t);
-    if (p->x->o.no_claim_annotations)
+    if (!p->x->o.no_claim_annotations)
+        queue_first_ready(p, t, seen ? seen : t);
+    else if (json_array_size(kube_obj_path(p->claim, "spec.env")) > 0)
+        ext__ready_once_mark(p->x, p->uid); /* late_deliver must not fall back to cold */
+}
+
+/* A Ready claim without the annotation that no write of this process is bound to give
+ * it: the process that made it Ready stopped while the write was held. The Ready
+ * condition's time stands in for the moment, the creation for the first observation. */
+static void recover_first_ready(struct claim_pass *p)
+{
+    const char *at = json_string_value(
+        json_object_get(kube_obj_condition(p->claim, SB_COND_READY), "lastTransitionTime"));
+    const char *created = kube_obj_path_str(p->claim, "metadata.creationTimestamp");
+    usec_t t = clock_wall_now(), c;
+    if (p->x->o.no_claim_annotations || kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY) ||
+        ext__ready_once(p->x, p->uid))
         return;
-    /* One metadata write after Ready, off the client's path. */
-    clock_format_rfc3339(t, now, sizeof(now));
-    clock_format_rfc3339(seen ? seen : t, first, sizeof(first));
-    patch = json_pack("{s:{s:{s:s, s:s}}}", "metadata", "annotations", EXT_ANN_FIRST_READY, now,
-                      EXT_ANN_FIRST_OBSERVED, first);
-    if (kube_obj_annotation(p->claim, EXT_ANN_FIRST_OBSERVED))
-        json_object_del(json_object_get(json_object_get(patch, "metadata"), "annotations"),
-                        EXT_ANN_FIRST_OBSERVED);
-    (void)ext__patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, NULL, patch, NULL, &e);
-    json_decref(patch);
+    if (!at || clock_parse_rfc3339(at, &t) < 0)
+        t = clock_wall_now();
+    if (!created || clock_parse_rfc3339(created, &c) < 0)
+        c = t;
+    log_debug("first-ready annotation restored\tclaim=%s", p->key);
+    queue_first_ready(p, t, c);
 }
 
 static bool status_ready(const json_t *st)
@@ -402,6 +429,8 @@ static void write_status(struct claim_pass *p)
     }
     if (!was_ready && status_ready(st))
         record_first_ready(p);
+    else if (was_ready && status_ready(st))
+        recover_first_ready(p);
     json_decref(st);
 }
 
@@ -470,6 +499,8 @@ int claim_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue)
         json_decref(p.claim);
         return 0;
     }
+    if (kube_obj_annotation(p.claim, EXT_ANN_FIRST_READY))
+        ext__ready_once_drop(x, p.uid); /* the annotation says it from now on */
     p.obs.claim = p.claim;
     run(&p);
     json_decref(p.sb);

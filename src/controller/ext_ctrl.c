@@ -23,6 +23,7 @@
 #include "controller/manager_int.h"
 #include "controller/ns_source.h"
 #include "controller/pool_expect.h"
+#include "controller/side_writer.h"
 #include "controller/workloop.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -88,6 +89,54 @@ int ext__patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns, c
     return kube_request(x->d.client, &r, ret_obj, reterr);
 }
 
+static int side_write(void *ctx, const struct kube_res *res, const char *ns, const char *name,
+                      const json_t *patch)
+{
+    struct kube_err e;
+    return ext__patch(ctx, res, ns, name, NULL, patch, NULL, &e);
+}
+
+void ext__side_patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns,
+                     const char *name, const json_t *patch)
+{
+    if (!x->side || !side_writer_add(x->side, res, ns, name, patch))
+        (void)side_write(x, res, ns, name, patch);
+}
+
+/* The side writes' gate: claims queued or being reconciled. */
+static bool claims_busy(void *ctx)
+{
+    struct ext_ctrl *x = ctx;
+    struct workloop *l = x->loops[EXT_LOOP_CLAIM];
+    return workloop_active(l) > 0 || wq_len(workloop_queue(l)) > 0;
+}
+
+static int side_start(struct ext_ctrl *x)
+{
+    struct side_opts so = {.write = side_write,
+                           .ctx = x,
+                           .gate = {.busy = claims_busy,
+                                    .ctx = x,
+                                    .max_wait = x->o.side_hold ? x->o.side_hold : EXT_SIDE_HOLD}};
+    int r;
+    if (x->o.side_hold == USEC_INFINITY)
+        return 0;
+    if ((r = side_writer_new(&so, &x->side)) < 0)
+        return r;
+    if (x->d.events)
+        events_set_gate(x->d.events, &so.gate);
+    return 0;
+}
+
+/* Ungates the Events (the gate reads the loops) and writes what is held. */
+static void side_stop(struct ext_ctrl *x)
+{
+    if (x->d.events && x->side)
+        events_set_gate(x->d.events, NULL);
+    side_writer_free(x->side);
+    x->side = NULL;
+}
+
 bool ext__pool_of(const json_t *sb, char *out, size_t size)
 {
     const char *name;
@@ -143,6 +192,30 @@ void ext__binding_drop(struct ext_ctrl *x, const char *claim_uid)
 {
     pthread_mutex_lock(&x->lock);
     xfree(map_remove(x->bindings, claim_uid));
+    pthread_mutex_unlock(&x->lock);
+}
+
+void ext__ready_once_mark(struct ext_ctrl *x, const char *claim_uid)
+{
+    pthread_mutex_lock(&x->lock);
+    if (!map_get(x->ready_once, claim_uid))
+        map_put(x->ready_once, claim_uid, xstrdup(""), NULL);
+    pthread_mutex_unlock(&x->lock);
+}
+
+bool ext__ready_once(struct ext_ctrl *x, const char *claim_uid)
+{
+    bool yes;
+    pthread_mutex_lock(&x->lock);
+    yes = map_get(x->ready_once, claim_uid) != NULL;
+    pthread_mutex_unlock(&x->lock);
+    return yes;
+}
+
+void ext__ready_once_drop(struct ext_ctrl *x, const char *claim_uid)
+{
+    pthread_mutex_lock(&x->lock);
+    xfree(map_remove(x->ready_once, claim_uid));
     pthread_mutex_unlock(&x->lock);
 }
 
@@ -378,8 +451,10 @@ static void claim_on_delete(void *ctx, const json_t *o, bool unknown)
     (void)unknown;
     obj_key(o, key, sizeof(key));
     (void)ext__observed(x, key, true);
-    if (kube_obj_uid(o))
+    if (kube_obj_uid(o)) {
         ext__binding_drop(x, kube_obj_uid(o));
+        ext__ready_once_drop(x, kube_obj_uid(o));
+    }
 }
 
 static void np_changed(struct ext_ctrl *x, const json_t *np)
@@ -474,6 +549,7 @@ void ext_ctrl_stop_workers(struct ext_ctrl *x)
         workloop_shutdown(x->loops[i]);
     for (int i = 0; i < EXT_LOOP_COUNT; i++)
         workloop_stop(x->loops[i]);
+    side_stop(x);
 }
 
 /* ---- construction ------------------------------------------------------------------- */
@@ -553,6 +629,7 @@ int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_
     x->buckets = map_new(xfree);
     x->observed = map_new(xfree);
     x->bindings = map_new(xfree);
+    x->ready_once = map_new(xfree);
     x->expect = pool_expect_new(0);
     x->cq = claim_queue_new();
     x->lb = lb_state_new(o->latebind_loopback, o->latebind_timeout);
@@ -565,6 +642,8 @@ int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_
     if (r >= 0)
         r = loop_init(x, EXT_LOOP_CLAIM, "sandboxclaim",
                       o->claim_workers > 0 ? o->claim_workers : 300, run_claim);
+    if (r >= 0)
+        r = side_start(x);
     if (r < 0) {
         ext_ctrl_free(x);
         return r;
@@ -664,6 +743,7 @@ void ext_ctrl_free(struct ext_ctrl *x)
     if (!x)
         return;
     ext_ctrl_stop(x);
+    side_stop(x);
     for (int i = 0; i < EXT_INF_COUNT; i++) {
         kube_informer_free(x->inf[i]);
         ctrl_ns_source_free(x->nss[i]);
@@ -676,6 +756,7 @@ void ext_ctrl_free(struct ext_ctrl *x)
     map_free(x->buckets);
     map_free(x->observed);
     map_free(x->bindings);
+    map_free(x->ready_once);
     pool_expect_free(x->expect);
     claim_queue_free(x->cq);
     lb_state_free(x->lb);

@@ -18,6 +18,9 @@ struct ctrl_metrics;
 struct sb_memo;
 struct ext_ctrl;
 
+/** Default of ext_opts.side_hold: longer than a 300-claim burst takes here. */
+#define EXT_SIDE_HOLD (5 * USEC_PER_SEC)
+
 struct ext_opts {
     int claim_workers;         /* 0 = 300 */
     usec_t worker_idle;        /* as ctrl_opts.worker_idle, for every extension loop */
@@ -32,6 +35,8 @@ struct ext_opts {
     bool no_eviction;          /* do not stamp safe-to-evict on warm pods */
     bool no_claim_events;      /* no Events from the claim controller */
     bool no_claim_annotations; /* do not persist the first-observed/first-ready annotations */
+    usec_t side_hold;          /* the most Events and a claim's annotations wait while claims
+                                  are served; 0 = EXT_SIDE_HOLD, USEC_INFINITY = none */
     bool adopt_edit_template;  /* adoption removes the pool's safe-to-evict from the pod
                                   template (upstream; one more generation and status write) */
     bool latebind_loopback;    /* tests only: deliver late-bound env to loopback pod IPs */

@@ -32,6 +32,7 @@ enum { EXT_LOOP_TEMPLATE, EXT_LOOP_POOL, EXT_LOOP_CLAIM, EXT_LOOP_COUNT };
 #define EXT_IDX_CLAIM_POOL "ext-pool"        /* claims by namespace/pool name */
 
 struct ext_ctrl;
+struct side_writer;
 
 struct ext_metrics {
     struct metric *ctrl_latency, *client_latency, *creation_total;
@@ -51,11 +52,14 @@ struct ext_ctrl {
     struct ext_metrics met;
     struct pool_expect *expect;
     struct claim_queue *cq;
-    struct lb_state *lb;  /* late-bound claim configuration (latebind_deliver.c) */
-    pthread_mutex_t lock; /* guards the maps below */
-    struct map *buckets;  /* pool key -> struct pool_bucket */
-    struct map *observed; /* claim key -> usec_t * (wall time first seen) */
-    struct map *bindings; /* claim uid -> char * (Sandbox JSON, until the cache shows it) */
+    struct lb_state *lb;      /* late-bound claim configuration (latebind_deliver.c) */
+    struct side_writer *side; /* first-ready annotations; NULL: written in the reconcile */
+    pthread_mutex_t lock;     /* guards the maps below */
+    struct map *buckets;      /* pool key -> struct pool_bucket */
+    struct map *observed;     /* claim key -> usec_t * (wall time first seen) */
+    struct map *bindings;     /* claim uid -> char * (Sandbox JSON, until the cache shows it) */
+    struct map *ready_once;   /* claim uid -> "" (claims this process saw Ready, until the
+                                 cache shows the first-ready annotation) */
     atomic_bool stopped;
 };
 
@@ -65,6 +69,11 @@ struct kube_store *ext__sandboxes(struct ext_ctrl *x);
 struct kube_store *ext__pods(struct ext_ctrl *x);
 /** Queues key on a loop (now or after delay). */
 void ext__enqueue(struct ext_ctrl *x, int loop, const char *key, usec_t delay);
+/** Writes a merge patch no client waits for (the claim's first-ready annotations): queued
+ * behind the claims being served (side_writer.h), or at once when the queue is full, the
+ * hold is off or the workers stop. patch borrowed. */
+void ext__side_patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns,
+                     const char *name, const json_t *patch);
 /** Records an Event (no-op without a recorder). */
 void ext__event(struct ext_ctrl *x, const json_t *obj, bool warning, const char *reason,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -95,6 +104,12 @@ json_t *ext__binding_get(struct ext_ctrl *x, const char *claim_uid);
 /** True when this process bound the claim and the cache may not show it yet. */
 bool ext__binding_has(struct ext_ctrl *x, const char *claim_uid);
 void ext__binding_drop(struct ext_ctrl *x, const char *claim_uid);
+/** Claims this process saw Ready and wrote (or holds) the first-ready annotation for, or
+ * late-bound ones with the annotations disabled, for as long as the cache does not show
+ * the annotation: mark, ask, forget. */
+void ext__ready_once_mark(struct ext_ctrl *x, const char *claim_uid);
+bool ext__ready_once(struct ext_ctrl *x, const char *claim_uid);
+void ext__ready_once_drop(struct ext_ctrl *x, const char *claim_uid);
 /** Wall time the claim key was first seen (0 when unknown); drop removes it. */
 usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop);
 

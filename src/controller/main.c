@@ -129,6 +129,9 @@ static const char usage_text[] =
     "  --disable-claim-events[=BOOL]       no Events from the claim controller\n"
     "  --disable-claim-observability-annotations[=BOOL]  no first-observed/first-ready\n"
     "                                      annotation write per claim\n"
+    "  --side-write-hold D                 Events and first-ready annotations wait while claims\n"
+    "                                      are queued or reconciled, each at most D after it\n"
+    "                                      was decided; 0 writes them at once (default 5s)\n"
     "  --warm-adoption-edits-pod-template[=BOOL]  adoption removes the pool's safe-to-evict\n"
     "                                      from the Sandbox's pod template (upstream); default\n"
     "                                      false: it stays there and is kept off the Pod\n"
@@ -176,6 +179,7 @@ enum {
     F_REFILL_RATE,
     F_GRACE,
     F_CLAIM_TIMEOUT,
+    F_SIDE_HOLD,
     F_EVICTION,
     F_NO_CLAIM_EVENTS,
     F_NO_CLAIM_ANN,
@@ -223,6 +227,7 @@ static const struct option long_opts[] = {
     {"sandbox-warm-pool-max-refill-rate", required_argument, NULL, F_REFILL_RATE},
     {"sandbox-warm-pool-readiness-grace-period", required_argument, NULL, F_GRACE},
     {"claim-timeout", required_argument, NULL, F_CLAIM_TIMEOUT},
+    {"side-write-hold", required_argument, NULL, F_SIDE_HOLD},
     {"enable-warm-pool-eviction", optional_argument, NULL, F_EVICTION},
     {"disable-claim-events", optional_argument, NULL, F_NO_CLAIM_EVENTS},
     {"disable-claim-observability-annotations", optional_argument, NULL, F_NO_CLAIM_ANN},
@@ -292,6 +297,11 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
         r = parse_duration(v, &f->ext.claim_timeout);
         if (r >= 0 && f->ext.claim_timeout == 0)
             f->ext.claim_timeout = USEC_INFINITY;
+        return r;
+    case F_SIDE_HOLD:
+        r = flag_duration(v, 0, CTRL_MAX_SIDE_HOLD, &f->ext.side_hold);
+        if (r >= 0 && f->ext.side_hold == 0)
+            f->ext.side_hold = USEC_INFINITY;
         return r;
     case F_EVICTION:
         return flag_bool(v, &f->eviction);

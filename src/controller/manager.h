@@ -28,6 +28,7 @@ struct ctrl_manager;
 #define CTRL_STATUS_WINDOW_OFF     USEC_INFINITY
 #define CTRL_MAX_STATUS_WINDOW     (10 * USEC_PER_SEC)
 #define CTRL_MAX_WORKER_IDLE       (24 * 3600 * USEC_PER_SEC) /* --worker-idle-exit */
+#define CTRL_MAX_SIDE_HOLD         (10 * 60 * USEC_PER_SEC)   /* --side-write-hold */
 
 struct ctrl_opts {
     struct kube_client *client; /* borrowed; required */

@@ -47,6 +47,7 @@ CHART_DEFAULT_FLAGS = {
         "--enable-warm-pool-eviction": "true",
         "--disable-claim-events": "false",
         "--disable-claim-observability-annotations": "false",
+        "--side-write-hold": "5s",
     },
     "sandbox-router": {
         "--authz-verb": "get",

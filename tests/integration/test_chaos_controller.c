@@ -774,9 +774,31 @@ static bool have_leader(void *ctx)
  * (Not the claim's Ready lastTransitionTime, although a warm claim's Ready now carries
  * its own time rather than the pool Sandbox's: that time moves again whenever Ready
  * flips while controllers are killed and stopped, and it has whole seconds only.) */
+/* it_wait: every claim named prefix-* carries the first-ready annotation (it is written
+ * after Ready, held while other claims are served: --side-write-hold). */
+static bool all_first_ready(void *ctx)
+{
+    const char *prefix = ctx;
+    json_t *l = list(&API_RES_SANDBOXCLAIMS);
+    const json_t *cl;
+    size_t i;
+    bool all = l != NULL;
+    json_array_foreach(json_object_get(l, "items"), i, cl)
+    {
+        const char *n = kube_obj_name(cl);
+        if (n && strncmp(n, prefix, strlen(prefix)) == 0 &&
+            !kube_obj_annotation(cl, "agents.x-k8s.io/claim-first-ready-at"))
+            all = false;
+    }
+    json_decref(l);
+    return all;
+}
+
 static int64_t worst_latency_s(const char *prefix)
 {
-    json_t *l = list(&API_RES_SANDBOXCLAIMS);
+    json_t *l;
+    assert_int_equal(it_wait(all_first_ready, (void *)prefix, WAIT), 0);
+    l = list(&API_RES_SANDBOXCLAIMS);
     const json_t *cl;
     size_t i, plen = strlen(prefix);
     int64_t worst = 0;
