@@ -175,6 +175,25 @@ static void sustained_drive(struct sustained *s)
         pthread_join(dth[i], NULL);
 }
 
+/* Requests per claim over the whole run (claims that were not deleted by its end leave
+ * part of their deletion out): every client's, from the API server's counters. */
+static void sustained_api(struct kube_client *c, json_t *before, json_int_t ready, json_t *out)
+{
+    json_t *after = NULL, *d;
+    if (!before || ready <= 0 || lg_api_scrape(c, &after) < 0) {
+        json_decref(before);
+        return;
+    }
+    d = lg_api_delta(before, after);
+    json_object_set_new(out, "writes_per_claim",
+                        json_real(lg_api_sum(d, LG_WRITE_VERBS, NULL) / (double)ready));
+    json_object_set_new(out, "requests_per_claim",
+                        json_real(lg_api_sum(d, NULL, NULL) / (double)ready));
+    json_object_set_new(out, "api_delta", d);
+    json_decref(after);
+    json_decref(before);
+}
+
 int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out)
 {
     long per_pool =
@@ -182,7 +201,7 @@ int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out
     struct sustained s = {.o = o};
     struct lg_clients cl = {0};
     struct kube_informer *inf = NULL;
-    json_t *st;
+    json_t *st, *before = NULL;
     double api_cpu0;
     size_t n;
     int r;
@@ -197,10 +216,12 @@ int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out
         (r = lg_track_watch(&s.t, c, &API_RES_SANDBOXCLAIMS, o->ns, &inf)) < 0)
         goto out;
     api_cpu0 = lg_api_cpu(o);
+    (void)lg_api_scrape(c, &before);
     sustained_drive(&s);
     st = lg_stats(&s.t, 0, n);
     lg_api_cpu_put(o, out, "api_cpu", api_cpu0,
                    (long)json_integer_value(json_object_get(st, "ready")), "claim");
+    sustained_api(c, before, json_integer_value(json_object_get(st, "ready")), out);
     json_object_update(out, st);
     json_decref(st);
     json_object_set_new(out, "rate_per_s", json_real(o->rate));
