@@ -19,10 +19,9 @@ struct side_writer {
     struct side_opts o;
     pthread_mutex_t lock;
     pthread_cond_t work;    /* queued or stopping */
-    pthread_cond_t written; /* done advanced */
+    pthread_cond_t written; /* st.written or st.failed advanced */
     struct side_job *head, *tail;
     size_t len;
-    unsigned long added, done; /* for flush */
     bool stopping;
     atomic_bool stop_gate;
     struct side_stats st;
@@ -58,7 +57,6 @@ bool side_writer_add(struct side_writer *w, const struct kube_res *res, const ch
         w->head = j;
     w->tail = j;
     w->len++;
-    w->added++;
     w->st.queued++;
     pthread_cond_signal(&w->work);
     pthread_mutex_unlock(&w->lock);
@@ -95,7 +93,6 @@ static void write_one(struct side_writer *w, struct side_job *j)
         w->st.failed++;
     else
         w->st.written++;
-    w->done++;
     pthread_cond_broadcast(&w->written);
     pthread_mutex_unlock(&w->lock);
 }
@@ -145,8 +142,8 @@ void side_writer_flush(struct side_writer *w)
 {
     unsigned long target;
     pthread_mutex_lock(&w->lock);
-    target = w->added;
-    while (w->done < target)
+    target = w->st.queued;
+    while (w->st.written + w->st.failed < target)
         pthread_cond_wait(&w->written, &w->lock);
     pthread_mutex_unlock(&w->lock);
 }

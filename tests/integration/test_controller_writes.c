@@ -27,6 +27,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/xalloc.h"
 #include "controller/ext_names.h"
 #include "controller/manager.h"
 #include "controller/sandbox_names.h"
@@ -436,6 +437,45 @@ static void test_warm_claims(void **state)
     assert_true(count_total() <= 9 * N);
 }
 
+/* The claim's first-ready annotation (new copy), or NULL. */
+static char *first_ready_of(const char *name)
+{
+    json_t *cl = it_obj_get(c, &API_RES_SANDBOXCLAIMS, ns, name);
+    char *v = kube_obj_annotation(cl, EXT_ANN_FIRST_READY)
+                  ? xstrdup(kube_obj_annotation(cl, EXT_ANN_FIRST_READY))
+                  : NULL;
+    json_decref(cl);
+    return v;
+}
+
+static bool has_first_ready(void *ctx)
+{
+    char *v = first_ready_of(ctx);
+    xfree(v);
+    return v != NULL;
+}
+
+/* A Ready claim without the first-ready annotation (its writer held it and stopped, or it
+ * was removed) gets it back, timed by its Ready condition (whole seconds, where the
+ * first one had the moment's microseconds). */
+static void test_first_ready_restored(void **state)
+{
+    struct kube_err e = {0};
+    json_t *p = json_pack("{s:{s:{s:n}}}", "metadata", "annotations", EXT_ANN_FIRST_READY);
+    char *before, *after;
+    (void)state;
+    assert_int_equal(it_wait(has_first_ready, "claim-0", WAIT), 0);
+    before = first_ready_of("claim-0");
+    IT_OK(it_merge_patch(c, &API_RES_SANDBOXCLAIMS, ns, "claim-0", NULL, p, &e), &e);
+    json_decref(p);
+    assert_int_equal(it_wait(has_first_ready, "claim-0", WAIT), 0);
+    after = first_ready_of("claim-0");
+    printf("# first-ready %s, restored as %s\n", before, after);
+    assert_string_not_equal(before, after);
+    xfree(before);
+    xfree(after);
+}
+
 static bool pod_exists(void *ctx)
 {
     json_t *pod = it_obj_get(c, &KUBE_RES_PODS, ns, ctx);
@@ -514,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_cold_sandboxes),
         cmocka_unit_test(test_pool_fill),
         cmocka_unit_test(test_warm_claims),
+        cmocka_unit_test(test_first_ready_restored),
         cmocka_unit_test(test_deferred_detail_is_written),
         cmocka_unit_test(test_write_through_flags),
     };
