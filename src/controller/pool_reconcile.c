@@ -265,7 +265,10 @@ static void *create_worker(void *arg)
         if (r >= 0) {
             j->ok++;
         } else if (!j->p->err) {
-            log_warn("pool create failed\tpool=%s detail=\"%s\"", j->p->key, e.message);
+            if (e.ns_terminating) /* the pool goes with its namespace */
+                log_debug("pool create failed\tpool=%s detail=\"%s\"", j->p->key, e.message);
+            else
+                log_warn("pool create failed\tpool=%s detail=\"%s\"", j->p->key, e.message);
             j->p->err = e.code ? e.code : -EIO;
         }
         pthread_mutex_unlock(&j->lock);

@@ -96,7 +96,14 @@ static void run_one(struct workloop *l, const char *key)
     if (cm)
         metric_observe(cm->reconcile_time, lv, (double)(clock_now() - t0) / USEC_PER_SEC);
     if (rc < 0) {
-        log_warn_errno(rc, "reconcile failed, will retry\tcontroller=%s key=%s", l->o.name, key);
+        /* -ESHUTDOWN: a create refused because the namespace is being deleted, which
+         * deletes the object too; retried (with backoff) in case it is not */
+        if (rc == -ESHUTDOWN)
+            log_debug("reconcile: namespace terminating, will retry\tcontroller=%s key=%s",
+                      l->o.name, key);
+        else
+            log_warn_errno(rc, "reconcile failed, will retry\tcontroller=%s key=%s", l->o.name,
+                           key);
         if (cm)
             metric_inc(cm->reconcile_errors, lv);
         lv[1] = "error";

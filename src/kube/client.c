@@ -115,6 +115,7 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts
         opts->user_agent ? xstrdup(opts->user_agent) : xstrdup("agent-sandbox/" AS_VERSION);
     pthread_mutex_init(&c->pool_lock, NULL);
     kube_ratelimit_init(&c->rl, opts->qps, opts->burst, clock_now());
+    kube_nsterm_init(&c->nsterm);
     kube__loglimit_init(&c->loglimit);
     share_setup(c);
     int r = base_url_setup(c, NULL);
@@ -144,6 +145,7 @@ void kube_client_free(struct kube_client *c)
         pthread_mutex_destroy(&c->share_locks[i]);
     pthread_mutex_destroy(&c->pool_lock);
     kube_ratelimit_done(&c->rl);
+    kube_nsterm_done(&c->nsterm);
     kube__loglimit_done(&c->loglimit);
     curl_slist_free_all(c->connect_to);
     xfree(c->base_url);
@@ -594,6 +596,31 @@ static bool retry_after_failure(struct kube_client *c, const struct kube__prep *
     return true;
 }
 
+/* A create (POST to a collection): what a terminating namespace refuses. */
+static bool plain_create(const struct kube_req *r)
+{
+    return r->ns && !r->raw_path && !r->name && !r->subresource && strcmp(r->method, "POST") == 0;
+}
+
+/* A create in a namespace the server refused creates in less than KUBE_NSTERM_TTL ago:
+ * answered here as the server would (returns -ESHUTDOWN, e filled), else 0. */
+static int nsterm_refuse(struct kube_client *c, const struct kube_req *r, struct kube_err *e)
+{
+    if (!plain_create(r))
+        return 0;
+    long long ago = kube_nsterm_check(&c->nsterm, r->ns, clock_now());
+    if (ago < 0)
+        return 0;
+    kube_err_set(e, -ESHUTDOWN,
+                 "unable to create new content in namespace %s because it is being terminated "
+                 "(the API server said so %lld ms ago; not sent)",
+                 r->ns, ago / 1000);
+    e->http_status = 403;
+    e->ns_terminating = true;
+    (void)str_copy(e->reason, sizeof(e->reason), "Forbidden");
+    return -ESHUTDOWN;
+}
+
 int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_obj,
                  struct kube_err *reterr)
 {
@@ -602,6 +629,11 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
     struct kube_err e;
     bool refreshed = false, maybe_done = false;
     kube_err_clear(&e);
+    if (nsterm_refuse(c, r, &e) < 0) {
+        if (reterr)
+            *reterr = e;
+        return -ESHUTDOWN;
+    }
     buf_init(&rs.body, LIMIT_KUBE_RESPONSE);
     int ret = kube__prepare(c, r, &p, &e);
     p.no_retry = r->no_retry;
@@ -631,6 +663,8 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
         ret = 0;
     }
     e.maybe_done = maybe_done;
+    if (ret < 0 && e.ns_terminating && plain_create(r))
+        kube_nsterm_mark(&c->nsterm, r->ns, clock_now());
     if (ret < 0 && reterr)
         *reterr = e;
     buf_done(&rs.body);

@@ -12,6 +12,7 @@
 #include "common/buf.h"
 #include "common/limits.h"
 #include "kube/client.h"
+#include "kube/nsterm.h"
 #include "kube/ratelimit.h"
 
 /** Sets the TLS material of cfg (borrowed) on h: CA, client certificate and key (PEM,
@@ -69,6 +70,7 @@ struct kube_client {
     size_t pool_len;
     struct kube__mux *mux; /* unary requests over shared connections; NULL for http:// */
     struct kube_ratelimit rl;
+    struct kube_nsterm nsterm;      /* namespaces whose creates the server refused */
     struct kube__loglimit loglimit; /* retry and throttle log lines */
     atomic_ulong requests, retries, throttled_us, connections;
     void (*observe)(void *ctx, const char *method, const struct kube_res *res,

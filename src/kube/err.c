@@ -66,6 +66,21 @@ static void message_from_text(struct kube_err *e, const char *body, size_t len)
     e->message[t.len] = '\0';
 }
 
+/* Whether a Status's details name the cause NamespaceTerminating (a StatusCause's type
+ * is its "reason" on the wire). */
+static bool ns_terminating(const json_t *details)
+{
+    const json_t *causes = json_object_get(details, "causes"), *c;
+    size_t i;
+    json_array_foreach(causes, i, c)
+    {
+        const char *type = json_string_value(json_object_get(c, "reason"));
+        if (type && strcmp(type, "NamespaceTerminating") == 0)
+            return true;
+    }
+    return false;
+}
+
 static void fill_from_status(struct kube_err *e, const json_t *st)
 {
     const char *reason = json_string_value(json_object_get(st, "reason"));
@@ -80,6 +95,7 @@ static void fill_from_status(struct kube_err *e, const json_t *st)
         (void)str_copy(e->message, sizeof(e->message), message);
     if (ra > 0)
         e->retry_after_s = (long)ra;
+    e->ns_terminating = ns_terminating(details);
     if (e->http_status == 0 && code > 0 && code < 1000)
         e->http_status = (long)code;
 }
@@ -101,6 +117,10 @@ void kube_err_from_response(struct kube_err *e, long http_status, const char *bo
     if (e->message[0] == '\0')
         (void)snprintf(e->message, sizeof(e->message), "HTTP status %ld", e->http_status);
     e->code = kube_err_code_for_status(e->http_status, e->reason);
+    if (e->ns_terminating && e->http_status == 403)
+        e->code = -ESHUTDOWN;
+    else
+        e->ns_terminating = false;
 }
 
 void kube_err_set(struct kube_err *e, int code, const char *fmt, ...)

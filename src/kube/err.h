@@ -7,14 +7,16 @@
 #include <stddef.h>
 
 struct kube_err {
-    int code;           /* negative errno of the failure (-ENOENT, -EEXIST, -ECONNREFUSED...) */
-    long http_status;   /* HTTP status, 0 when no response arrived */
-    char reason[64];    /* Status.reason: NotFound, Conflict, AlreadyExists, Expired, ... */
-    char message[1024]; /* Status.message, or a transport error text; cut to fit */
-    long retry_after_s; /* Retry-After header or Status.details.retryAfterSeconds, else 0 */
-    bool maybe_done;    /* an earlier attempt of the request failed after it was sent (a 5xx,
-                         * a cut connection), so the server may have carried it out: e.g. a
-                         * create retried into AlreadyExists may have made the object */
+    int code;            /* negative errno of the failure (-ENOENT, -EEXIST, -ECONNREFUSED...) */
+    long http_status;    /* HTTP status, 0 when no response arrived */
+    char reason[64];     /* Status.reason: NotFound, Conflict, AlreadyExists, Expired, ... */
+    char message[1024];  /* Status.message, or a transport error text; cut to fit */
+    long retry_after_s;  /* Retry-After header or Status.details.retryAfterSeconds, else 0 */
+    bool ns_terminating; /* a create refused because its namespace is being deleted (403,
+                          * cause NamespaceTerminating); code is then -ESHUTDOWN */
+    bool maybe_done;     /* an earlier attempt of the request failed after it was sent (a 5xx,
+                          * a cut connection), so the server may have carried it out: e.g. a
+                          * create retried into AlreadyExists may have made the object */
 };
 
 /** Resets e to "no error". */
@@ -27,7 +29,8 @@ void kube_err_set(struct kube_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /** Maps an HTTP status to a negative errno: 404 -ENOENT, 409 conflict -EBUSY / already
  * exists -EEXIST (by reason), 410 -ESTALE, 429 -EAGAIN, 401 -EACCES, 403 -EPERM,
- * 422/400 -EINVAL, 5xx -EIO, 504 -ETIMEDOUT. */
+ * 422/400 -EINVAL, 5xx -EIO, 504 -ETIMEDOUT. (kube_err_from_response gives a 403 whose
+ * cause is NamespaceTerminating -ESHUTDOWN instead.) */
 int kube_err_code_for_status(long http_status, const char *reason);
 
 bool kube_err_is_not_found(const struct kube_err *e);

@@ -367,13 +367,71 @@ static void test_dry_run(void **state)
     json_decref(got);
 }
 
+static bool terminating_refused(struct kube_client *c, const char *tns, int i, struct kube_err *e)
+{
+    char name[32];
+    (void)snprintf(name, sizeof(name), "late-%d", i);
+    json_t *cm = configmap(name, "k", "v");
+    int r = kube_create(c, &KUBE_RES_CONFIGMAPS, tns, cm, NULL, e);
+    json_decref(cm);
+    return r == -ESHUTDOWN;
+}
+
+/* A namespace being deleted refuses creates with the cause NamespaceTerminating: the
+ * client tells that 403 apart and answers the next creates there itself; updates still
+ * go to the server. A ConfigMap's finalizer keeps the namespace terminating meanwhile. */
+static void test_terminating_namespace(void **state)
+{
+    struct kube_err err;
+    struct kube_client *c = NULL;
+    struct kube_client_stats st0, st1;
+    char tns[80];
+    json_t *held = NULL, *cm = configmap("held", "k", "v");
+    int i = 0;
+    (void)state;
+    (void)snprintf(tns, sizeof(tns), "%s-term", ns);
+    json_t *nso = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
+                            "metadata", "name", tns);
+    IT_OK(kube_create(client, &KUBE_RES_NAMESPACES, NULL, nso, NULL, &err), &err);
+    json_object_set_new(json_object_get(cm, "metadata"), "finalizers",
+                        json_pack("[s]", "testing.agents.x-k8s.io/hold"));
+    IT_OK(kube_create(client, &KUBE_RES_CONFIGMAPS, tns, cm, &held, &err), &err);
+    IT_OK(kube_delete(client, &KUBE_RES_NAMESPACES, NULL, tns, &err), &err);
+    IT_OK(it_client_new(NULL, &c, &err), &err);
+    /* the admission's view of the namespace may lag the delete by a moment */
+    usec_t end = clock_now() + 10 * USEC_PER_SEC;
+    while (!terminating_refused(c, tns, i++, &err) && clock_now() < end)
+        clock_sleep(50 * USEC_PER_MSEC);
+    assert_int_equal(err.code, -ESHUTDOWN);
+    assert_true(err.ns_terminating);
+    assert_int_equal(err.http_status, 403);
+    kube_client_stats(c, &st0);
+    for (int k = 0; k < 10; k++) {
+        assert_true(terminating_refused(c, tns, i++, &err));
+        assert_non_null(strstr(err.message, "not sent"));
+    }
+    kube_client_stats(c, &st1);
+    assert_int_equal(st1.requests, st0.requests); /* none went out */
+    /* an update still does: the finalizer goes and the namespace with it */
+    json_object_del(json_object_get(held, "metadata"), "finalizers");
+    IT_OK(kube_update(c, &KUBE_RES_CONFIGMAPS, tns, held, NULL, &err), &err);
+    kube_client_stats(c, &st1);
+    assert_int_equal(st1.requests, st0.requests + 1);
+    assert_int_equal(it_ns_delete(client, tns, WAIT), 0);
+    kube_client_free(c);
+    json_decref(held);
+    json_decref(cm);
+    json_decref(nso);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_configmap_crud),     cmocka_unit_test(test_widget_crud),
-        cmocka_unit_test(test_status_subresource), cmocka_unit_test(test_scale_subresource),
-        cmocka_unit_test(test_paginated_list),     cmocka_unit_test(test_delete_preconditions),
-        cmocka_unit_test(test_delete_propagation), cmocka_unit_test(test_dry_run),
+        cmocka_unit_test(test_configmap_crud),        cmocka_unit_test(test_widget_crud),
+        cmocka_unit_test(test_status_subresource),    cmocka_unit_test(test_scale_subresource),
+        cmocka_unit_test(test_paginated_list),        cmocka_unit_test(test_delete_preconditions),
+        cmocka_unit_test(test_delete_propagation),    cmocka_unit_test(test_dry_run),
+        cmocka_unit_test(test_terminating_namespace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

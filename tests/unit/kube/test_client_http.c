@@ -417,6 +417,61 @@ static void test_errors_not_retried(void **state)
     kube_client_free(c);
 }
 
+/* Namespace "gone" is being deleted: creates there are refused, updates served. */
+static int h_ns_terminating(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)n;
+    if (strcmp(rq->method, "POST") == 0 && strncmp(rq->target, "/api/v1/namespaces/gone/", 24) == 0)
+        respond(
+            fd, 403, NULL,
+            "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"message\":\"unable to create new "
+            "content in namespace gone because it is being terminated\",\"details\":{"
+            "\"causes\":[{\"reason\":\"NamespaceTerminating\",\"field\":\"metadata.namespace\"}]},"
+            "\"code\":403}");
+    else
+        respond(fd, strcmp(rq->method, "POST") == 0 ? 201 : 200, NULL, pod);
+    return 0;
+}
+
+/* After the server refuses a create because the namespace is terminating, further creates
+ * there are answered without it; other namespaces and other verbs still go out. */
+static void test_namespace_terminating(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(-1, h_ns_terminating);
+    struct kube_err e;
+    json_t *obj = json_loads(pod, 0, NULL), *upd = json_loads(pod, 0, NULL);
+    assert_int_equal(kube_create(c, &KUBE_RES_PODS, "gone", obj, NULL, &e), -ESHUTDOWN);
+    assert_true(e.ns_terminating);
+    assert_int_equal(e.http_status, 403);
+    assert_int_equal(server_requests(), 1);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(kube_create(c, &KUBE_RES_PODS, "gone", obj, NULL, &e), -ESHUTDOWN);
+        assert_true(e.ns_terminating);
+        assert_int_equal(e.http_status, 403);
+        assert_true(kube_err_is_forbidden(&e));
+        assert_non_null(strstr(e.message, "namespace gone because it is being terminated"));
+        assert_non_null(strstr(e.message, "not sent"));
+    }
+    assert_int_equal(server_requests(), 1);
+    /* another namespace, an update and a create of a subresource still reach the server */
+    assert_int_equal(kube_create(c, &KUBE_RES_PODS, "ns", obj, NULL, &e), 0);
+    assert_int_equal(kube_update(c, &KUBE_RES_PODS, "gone", upd, NULL, &e), 0);
+    assert_int_equal(server_requests(), 3);
+    struct kube_req r;
+    kube_req_init(&r, "POST", &KUBE_RES_PODS);
+    r.ns = "gone";
+    r.name = "p";
+    r.subresource = "eviction";
+    r.body = obj;
+    assert_int_equal(kube_request(c, &r, NULL, &e), -ESHUTDOWN); /* this server refuses it */
+    assert_int_equal(server_requests(), 4);
+    json_decref(obj);
+    json_decref(upd);
+    kube_client_free(c);
+}
+
 static int h_drop_first(struct srv *s, const struct srv_req *rq, int n, int fd)
 {
     (void)s;
@@ -648,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_401_refresh),
         cmocka_unit_test(test_errors_not_retried),
+        cmocka_unit_test(test_namespace_terminating),
         cmocka_unit_test(test_transport_retry),
         cmocka_unit_test(test_connection_reuse_and_bodies),
         cmocka_unit_test(test_list_all),

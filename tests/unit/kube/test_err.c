@@ -99,6 +99,45 @@ static void test_non_status_bodies(void **state)
     assert_int_equal(strlen(e.message), sizeof(e.message) - 1);
 }
 
+/* A create in a terminating namespace (NamespaceLifecycle's answer) is told apart from
+ * other 403s. */
+static void test_namespace_terminating(void **state)
+{
+    (void)state;
+    struct kube_err e;
+    from(&e, 403,
+         "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"pods \\\"p\\\" is "
+         "forbidden: unable to create new content in namespace x because it is being "
+         "terminated\",\"reason\":\"Forbidden\",\"details\":{\"name\":\"p\",\"kind\":\"pods\","
+         "\"causes\":[{\"reason\":\"NamespaceTerminating\",\"message\":\"namespace x is being "
+         "terminated\",\"field\":\"metadata.namespace\"}]},"
+         "\"code\":403}");
+    assert_int_equal(e.code, -ESHUTDOWN);
+    assert_true(e.ns_terminating);
+    assert_true(kube_err_is_forbidden(&e));
+    assert_false(kube_err_is_retryable(&e));
+    /* RBAC's 403 has no such cause */
+    from(&e, 403,
+         "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"details\":{\"causes\":"
+         "[{\"reason\":\"FieldValueForbidden\"}]},\"code\":403}");
+    assert_int_equal(e.code, -EPERM);
+    assert_false(e.ns_terminating);
+    /* the cause on another status is not trusted */
+    from(&e, 422,
+         "{\"kind\":\"Status\",\"reason\":\"Invalid\",\"details\":{\"causes\":"
+         "[{\"reason\":\"NamespaceTerminating\"}]},\"code\":422}");
+    assert_int_equal(e.code, -EINVAL);
+    assert_false(e.ns_terminating);
+    /* causes that are not an array of objects */
+    from(&e, 403,
+         "{\"kind\":\"Status\",\"details\":{\"causes\":{\"reason\":\"NamespaceTerminating\"}}}");
+    assert_false(e.ns_terminating);
+    from(&e, 403,
+         "{\"kind\":\"Status\",\"details\":{\"causes\":[1,\"x\",{\"reason\":7},{\"type\":"
+         "\"NamespaceTerminating\"}]}}");
+    assert_false(e.ns_terminating);
+}
+
 static void test_codes_and_set(void **state)
 {
     (void)state;
@@ -125,7 +164,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_not_found),         cmocka_unit_test(test_conflicts),
         cmocka_unit_test(test_gone_and_throttle), cmocka_unit_test(test_non_status_bodies),
-        cmocka_unit_test(test_codes_and_set),
+        cmocka_unit_test(test_codes_and_set),     cmocka_unit_test(test_namespace_terminating),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
