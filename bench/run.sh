@@ -35,6 +35,8 @@
 #      BENCH_PPROF (a directory: CPU profiles of kube-apiserver, 10 s each, for the whole of
 #      every scenario, merged into <dir>/<scenario>.pb.gz; the API server is (re)started
 #      with --profiling=true; bench/pprof-attr.sh attributes them),
+#      (every scenario also writes <scenario>.records.tsv: each object's create, POST
+#      acknowledged and Ready times in ms from the first create),
 #      BENCH_NS_WAIT (seconds to wait for a scenario's namespace to be gone, so its
 #      cleanup does not load the next one; default 900, smoke 0: small namespaces).
 set -uo pipefail
@@ -169,7 +171,8 @@ loadgen() { # name scenario args...
 	ctrl0=$(proc_cpu "${CTRL_PID:-0}")
 	log "$name: $*"
 	"$TOOLS/as-loadgen" --namespace "$ns" --controller-pid "${CTRL_PID:-0}" \
-		--ns-wait "$NS_WAIT" "${LGFLAGS[@]}" "$@" --out "$OUT/$name.json"
+		--ns-wait "$NS_WAIT" "${LGFLAGS[@]}" "$@" --records "$OUT/$name.records.tsv" \
+		--out "$OUT/$name.json"
 	rc=$?
 	# the whole run, set-up and cleanup included: what the figures divide by N
 	printf '{"api_cpu_s": %s, "controller_cpu_s": %s, "controller_peak_rss_mib": %s, "wall_s": %s}\n' \

@@ -42,6 +42,7 @@ struct lg_opts {
     long max_backlog;     /* sustained: stop arrivals past this many unready (0: rate*5) */
     pid_t api_pids[LG_MAX_API_PIDS]; /* API server processes whose CPU is measured */
     int n_api_pids;
+    const char *records; /* --records: per-object times as TSV (NULL: none) */
 };
 
 /* ---- per-object records ----------------------------------------------------------------- */
@@ -81,6 +82,9 @@ int lg_track_watch(struct lg_track *t, struct kube_client *c, const struct kube_
  * all_ready_ms, throughput (overall, steady, best_10s per second), samples_ms and ready_per_s
  * (timeline). */
 json_t *lg_stats(const struct lg_track *t, size_t from, size_t to);
+/** Appends the records in [from, to) to o->records (nothing when unset) as TSV: index,
+ * then create, ack and ready in ms from the first create (-1 when unset). 0 or -errno. */
+int lg_records_write(const struct lg_opts *o, const struct lg_track *t, size_t from, size_t to);
 
 /* ---- objects and setup ---------------------------------------------------------------- */
 

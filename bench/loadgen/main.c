@@ -34,7 +34,9 @@ static void usage(FILE *f)
           "  --keep                keep the namespace\n"
           "  --ns-wait S           wait up to S for the namespace to be gone (0)\n"
           "  --max-backlog N       sustained: stop arriving past N unready claims (rate*5)\n"
-          "  --out FILE            write the JSON there (default stdout)\n",
+          "  --out FILE            write the JSON there (default stdout)\n"
+          "  --records FILE        append each object's create, ack and ready times (ms from\n"
+          "                        the first create) there as TSV\n",
           f);
 }
 
@@ -50,15 +52,31 @@ static int num(const char *s, double *ret)
     return 0;
 }
 
-static const struct option longopts[] = {
-    {"kubeconfig", 1, 0, 'k'},  {"namespace", 1, 0, 'n'},   {"scenario", 1, 0, 's'},
-    {"count", 1, 0, 'c'},       {"pool-size", 1, 0, 'P'},   {"pools", 1, 0, 'p'},
-    {"rate", 1, 0, 'r'},        {"seconds", 1, 0, 'S'},     {"dwell", 1, 0, 'd'},
-    {"threads", 1, 0, 't'},     {"connections", 1, 0, 'C'}, {"kubelet", 0, 0, 'K'},
-    {"kwok", 0, 0, 'w'},        {"image", 1, 0, 'i'},       {"controller-pid", 1, 0, 'x'},
-    {"timeout", 1, 0, 'T'},     {"settle", 1, 0, 'e'},      {"keep", 0, 0, 'E'},
-    {"out", 1, 0, 'o'},         {"help", 0, 0, 'h'},        {"ns-wait", 1, 0, 'W'},
-    {"max-backlog", 1, 0, 'B'}, {"api-pids", 1, 0, 'A'},    {0, 0, 0, 0}};
+static const struct option longopts[] = {{"kubeconfig", 1, 0, 'k'},
+                                         {"namespace", 1, 0, 'n'},
+                                         {"scenario", 1, 0, 's'},
+                                         {"count", 1, 0, 'c'},
+                                         {"pool-size", 1, 0, 'P'},
+                                         {"pools", 1, 0, 'p'},
+                                         {"rate", 1, 0, 'r'},
+                                         {"seconds", 1, 0, 'S'},
+                                         {"dwell", 1, 0, 'd'},
+                                         {"threads", 1, 0, 't'},
+                                         {"connections", 1, 0, 'C'},
+                                         {"kubelet", 0, 0, 'K'},
+                                         {"kwok", 0, 0, 'w'},
+                                         {"image", 1, 0, 'i'},
+                                         {"controller-pid", 1, 0, 'x'},
+                                         {"timeout", 1, 0, 'T'},
+                                         {"settle", 1, 0, 'e'},
+                                         {"keep", 0, 0, 'E'},
+                                         {"out", 1, 0, 'o'},
+                                         {"help", 0, 0, 'h'},
+                                         {"ns-wait", 1, 0, 'W'},
+                                         {"max-backlog", 1, 0, 'B'},
+                                         {"api-pids", 1, 0, 'A'},
+                                         {"records", 1, 0, 'R'},
+                                         {0, 0, 0, 0}};
 
 static int set_num(struct lg_opts *o, int ch, double v)
 {
@@ -128,6 +146,9 @@ static int parse(int argc, char **argv, struct lg_opts *o, const char **ret_out)
             break;
         case 'o':
             *ret_out = optarg;
+            break;
+        case 'R':
+            o->records = optarg;
             break;
         case 'K':
             o->kubelet = true;

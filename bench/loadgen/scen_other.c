@@ -219,6 +219,7 @@ int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out
     (void)lg_api_scrape(c, &before);
     sustained_drive(&s);
     st = lg_stats(&s.t, 0, n);
+    (void)lg_records_write(o, &s.t, 0, n);
     lg_api_cpu_put(o, out, "api_cpu", api_cpu0,
                    (long)json_integer_value(json_object_get(st, "ready")), "claim");
     sustained_api(c, before, json_integer_value(json_object_get(st, "ready")), out);
@@ -341,6 +342,7 @@ static int sandboxes(struct kube_client *c, const struct lg_opts *o, json_t *out
     api_cpu0 = lg_api_cpu(o);
     r = create_sandboxes(&cl, o, &t, mode);
     st = lg_stats(&t, 0, (size_t)o->count);
+    (void)lg_records_write(o, &t, 0, (size_t)o->count);
     json_object_update(out, st);
     json_decref(st);
     clock_sleep((usec_t)(o->settle * 1e6)); /* late status writes count too */

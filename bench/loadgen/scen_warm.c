@@ -172,6 +172,7 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
     r = lg_track_wait(&t, (size_t)n, (usec_t)(o->timeout * 1e6));
     kube_informer_stop(inf);
     stats = lg_stats(&t, 0, (size_t)n);
+    (void)lg_records_write(o, &t, 0, (size_t)n);
     json_object_update(out, stats);
     json_decref(stats);
     proc_put(out, "controller_after", o->controller_pid);
@@ -224,6 +225,7 @@ int lg_run_claim_probe(struct kube_client *c, const struct lg_opts *o, json_t *o
     }
     kube_informer_stop(inf);
     stats = lg_stats(&t, 0, (size_t)n);
+    (void)lg_records_write(o, &t, 0, (size_t)n);
     json_object_update(out, stats);
     json_decref(stats);
     claim_probe_idle(c, o, pool, (size_t)n);

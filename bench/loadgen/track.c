@@ -3,6 +3,7 @@
  * latency/throughput statistics computed from them. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,4 +256,29 @@ json_t *lg_stats(const struct lg_track *t, size_t from, size_t to)
     xfree(lat);
     xfree(rd);
     return o;
+}
+
+static double rel_ms(usec_t t, usec_t first)
+{
+    return t ? (double)(t - first) / 1000.0 : -1;
+}
+
+int lg_records_write(const struct lg_opts *o, const struct lg_track *t, size_t from, size_t to)
+{
+    usec_t first = 0;
+    FILE *f;
+    if (!o->records)
+        return 0;
+    for (size_t i = from; i < to; i++)
+        if (t->recs[i].create && (!first || t->recs[i].create < first))
+            first = t->recs[i].create;
+    f = fopen(o->records, "ae");
+    if (!f)
+        return -errno;
+    for (size_t i = from; i < to; i++) {
+        const struct lg_rec *r = &t->recs[i];
+        (void)fprintf(f, "%zu\t%.3f\t%.3f\t%.3f\n", i, rel_ms(r->create, first),
+                      rel_ms(r->ack, first), rel_ms(r->ready, first));
+    }
+    return fclose(f) == 0 ? 0 : -errno;
 }
