@@ -13,7 +13,8 @@
 #   bench/upstream.sh compare [--rounds N] [--only a,b,...] [--profile]
 #                                           bench/run.sh scenarios (default warm300,probe,
 #                                           cold), ours and upstream in turn (ours first),
-#                                           N rounds (default 2), on a private API server;
+#                                           N rounds (default 2), each leg on a fresh
+#                                           private API server (empty etcd);
 #                                           each leg with its own CRDs; bench/compare.py
 #                                           writes the side-by-side table (compare.md);
 #                                           --profile: kube-apiserver CPU profiles of each
@@ -134,6 +135,12 @@ private_apiserver() { # starts (or keeps) the private API server; exports its en
 	need kubectl "hack/build-k8s.sh kubectl"
 }
 
+fresh_apiserver() { # the private API server restarted on an empty etcd
+	AS_APISERVER_DIR=$BENCH_APISERVER_DIR hack/apiserver.sh stop >/dev/null 2>&1
+	rm -rf "$BENCH_APISERVER_DIR"
+	private_apiserver
+}
+
 apply_crds() { # dir: replaces the agents.x-k8s.io CRDs with those in dir
 	kubectl apply --server-side --force-conflicts -f "$1" >/dev/null || die "applying $1 failed"
 	kubectl wait --for condition=Established --timeout=60s -f "$1" >/dev/null
@@ -205,7 +212,6 @@ cmd_compare() {
 	stamp=$(date -u +%Y%m%dT%H%M%SZ)
 	out=bench/results/compare-$stamp
 	[ "$profile" = 0 ] || export BENCH_PPROF=$ROOT/$out/pprof
-	private_apiserver
 	tmp=$out/crds
 	mkdir -p "$out"
 	cmd_crds "$tmp/upstream" >/dev/null
@@ -213,6 +219,10 @@ cmd_compare() {
 		for leg in ours upstream; do
 			log "round $r: $leg ($only)"
 			[ "$profile" = 0 ] || export BENCH_PPROF=$ROOT/$out/pprof/$leg-$r
+			# every leg on a fresh API server: one that served earlier legs is slower (its
+			# etcd and heap grow: the same build's 300-claim p50 rose from 1.2 to 2.2 s
+			# over seven runs), which would favour whichever leg runs first
+			fresh_apiserver
 			if [ "$leg" = ours ]; then
 				apply_crds api/crds
 				BENCH_CTRL="" bench/run.sh --only "$only" || log "$leg round $r failed"

@@ -88,13 +88,15 @@ out:
     return r;
 }
 
-static void api_cost(json_t *api, json_t *delta, long n)
+/* Writes and requests per claim of delta (the refill included, then without one member's
+ * fill), with the delta itself under key. */
+static void api_cost(json_t *api, const char *key, json_t *delta, long n)
 {
     double fw = json_real_value(json_object_get(api, "fill_writes_per_member"));
     double fq = json_real_value(json_object_get(api, "fill_requests_per_member"));
     double w = lg_api_sum(delta, LG_WRITE_VERBS, LG_OWN_WRITES);
     double q = lg_api_sum(delta, NULL, LG_OWN_WRITES ",GET sandboxwarmpools");
-    json_object_set_new(api, "burst_delta", delta);
+    json_object_set_new(api, key, delta);
     json_object_set_new(api, "writes_per_claim_incl_refill", json_real(w / (double)n));
     json_object_set_new(api, "requests_per_claim_incl_refill", json_real(q / (double)n));
     json_object_set_new(api, "writes_per_warm_claim",
@@ -183,7 +185,7 @@ int lg_run_warm_burst(struct kube_client *c, const struct lg_opts *o, json_t *ou
     clock_sleep((usec_t)(o->settle * 1e6));
     lg_api_cpu_put(o, api, "burst_cpu", cpu0, n, "claim_incl_refill");
     if (before && scrape_delta(c, before, &delta) == 0)
-        api_cost(api, delta, n);
+        api_cost(api, "burst_delta", delta, n);
     warm_cpu(api);
 out:
     claims_done(c, o, ran ? out : NULL, api, &cl, &t, inf);
@@ -209,7 +211,7 @@ int lg_run_claim_probe(struct kube_client *c, const struct lg_opts *o, json_t *o
     struct lg_clients cl = {0};
     struct lg_track t;
     struct kube_informer *inf = NULL;
-    json_t *api = json_object(), *stats;
+    json_t *api = json_object(), *stats, *before = NULL, *delta = NULL;
     double cpu0;
     bool ran = false;
     int r;
@@ -217,6 +219,7 @@ int lg_run_claim_probe(struct kube_client *c, const struct lg_opts *o, json_t *o
     if ((r = claims_setup(c, o, pool, api, &cl, &t, &inf)) < 0)
         goto out;
     ran = true;
+    (void)lg_api_scrape(c, &before);
     cpu0 = lg_api_cpu(o);
     for (size_t i = 0; i < (size_t)n && r == 0; i++) {
         claim_probe_idle(c, o, pool, i);
@@ -230,8 +233,11 @@ int lg_run_claim_probe(struct kube_client *c, const struct lg_opts *o, json_t *o
     json_decref(stats);
     claim_probe_idle(c, o, pool, (size_t)n);
     lg_api_cpu_put(o, api, "probe_cpu", cpu0, n, "claim_incl_refill");
+    if (before && scrape_delta(c, before, &delta) == 0)
+        api_cost(api, "probe_delta", delta, n);
 out:
     claims_done(c, o, ran ? out : NULL, api, &cl, &t, inf);
+    json_decref(before);
     json_decref(api);
     return r;
 }
