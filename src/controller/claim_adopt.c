@@ -140,13 +140,18 @@ int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, js
 {
     char pk[LIMIT_KUBE_STORE_KEY + 1], name[LIMIT_KUBE_STORE_KEY + 1];
     int r = 0;
-    if (ext__key(kube_obj_namespace(pool), kube_obj_name(pool), pk, sizeof(pk)) < 0)
-        return 0;
+    if (ext__key(kube_obj_namespace(pool), kube_obj_name(pool), pk, sizeof(pk)) < 0 ||
+        claim_queue_len(x->cq, pk) == 0)
+        return 0; /* no candidate: no place needed */
+    /* a place among the adoptions in flight, in the order claims get here; taken before
+     * the candidates are read, so the one patched is as fresh as the cache has it */
+    (void)fifo_sem_acquire(&x->adopt_sem);
     for (int i = 0; i < LIMIT_EXT_ADOPT_ATTEMPTS && r == 0; i++) {
         if (!claim_queue_pop(x->cq, pk, name, sizeof(name)))
             break;
         r = try_one(x, claim, pool, pk, name, ret_sb, msg, size);
     }
+    fifo_sem_release(&x->adopt_sem);
     if (r == 1) {
         ext__binding_put(x, kube_obj_uid(claim), *ret_sb);
         log_debug("adopted\tclaim=%s/%s sandbox=%s", kube_obj_namespace(claim),

@@ -626,6 +626,7 @@ int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_
         x->o.label_domains = xstrdup(o->label_domains);
     load_domains(x);
     pthread_mutex_init(&x->lock, NULL);
+    fifo_sem_init(&x->adopt_sem, o->adopt_inflight);
     x->buckets = map_new(xfree);
     x->observed = map_new(xfree);
     x->bindings = map_new(xfree);
@@ -761,6 +762,7 @@ void ext_ctrl_free(struct ext_ctrl *x)
     claim_queue_free(x->cq);
     lb_state_free(x->lb);
     pthread_mutex_destroy(&x->lock);
+    fifo_sem_done(&x->adopt_sem);
     xfree((char *)x->o.label_domains);
     xfree(x->ns);
     xfree(x);

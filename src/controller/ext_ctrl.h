@@ -18,6 +18,9 @@ struct ctrl_metrics;
 struct sb_memo;
 struct ext_ctrl;
 
+/** The controller's default of ext_opts.adopt_inflight (docs/tuning.md). */
+#define EXT_ADOPT_INFLIGHT 32
+
 /** Default of ext_opts.side_hold: longer than a 300-claim burst takes here. */
 #define EXT_SIDE_HOLD (5 * USEC_PER_SEC)
 
@@ -37,6 +40,8 @@ struct ext_opts {
     bool no_claim_annotations; /* do not persist the first-observed/first-ready annotations */
     usec_t side_hold;          /* the most Events and a claim's annotations wait while claims
                                   are served; 0 = EXT_SIDE_HOLD, USEC_INFINITY = none */
+    int adopt_inflight;        /* warm adoption PATCHes in flight at once, admitted in the
+                                  order the claims reached them; 0 = no limit */
     bool adopt_edit_template;  /* adoption removes the pool's safe-to-evict from the pod
                                   template (upstream; one more generation and status write) */
     bool latebind_loopback;    /* tests only: deliver late-bound env to loopback pod IPs */

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "common/fifo_sem.h"
 #include "controller/ext_ctrl.h"
 #include "kube/err.h"
 
@@ -52,14 +53,15 @@ struct ext_ctrl {
     struct ext_metrics met;
     struct pool_expect *expect;
     struct claim_queue *cq;
-    struct lb_state *lb;      /* late-bound claim configuration (latebind_deliver.c) */
-    struct side_writer *side; /* first-ready annotations; NULL: written in the reconcile */
-    pthread_mutex_t lock;     /* guards the maps below */
-    struct map *buckets;      /* pool key -> struct pool_bucket */
-    struct map *observed;     /* claim key -> usec_t * (wall time first seen) */
-    struct map *bindings;     /* claim uid -> char * (Sandbox JSON, until the cache shows it) */
-    struct map *ready_once;   /* claim uid -> "" (claims this process saw Ready, until the
-                                 cache shows the first-ready annotation) */
+    struct lb_state *lb;       /* late-bound claim configuration (latebind_deliver.c) */
+    struct side_writer *side;  /* first-ready annotations; NULL: written in the reconcile */
+    struct fifo_sem adopt_sem; /* adoption PATCHes in flight, in claim order */
+    pthread_mutex_t lock;      /* guards the maps below */
+    struct map *buckets;       /* pool key -> struct pool_bucket */
+    struct map *observed;      /* claim key -> usec_t * (wall time first seen) */
+    struct map *bindings;      /* claim uid -> char * (Sandbox JSON, until the cache shows it) */
+    struct map *ready_once;    /* claim uid -> "" (claims this process saw Ready, until the
+                                  cache shows the first-ready annotation) */
     atomic_bool stopped;
 };
 

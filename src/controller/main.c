@@ -45,7 +45,7 @@ struct flags {
     bool extensions, eviction;
     struct ext_opts ext;
     int64_t claim_workers, pool_workers, template_workers, max_replicas, max_batch;
-    int64_t create_parallel;
+    int64_t create_parallel, adopt_inflight;
 };
 
 static struct ctrl_manager *g_manager;
@@ -111,6 +111,9 @@ static const char usage_text[] =
     "  --extensions[=BOOL]                 run the SandboxTemplate, SandboxWarmPool and\n"
     "                                      SandboxClaim controllers (default true)\n"
     "  --sandbox-claim-concurrent-workers N        claim workers (default 300)\n"
+    "  --claim-adoption-concurrency N      warm adoptions in flight at once, admitted in\n"
+    "                                      the order the claims came; 0 = no limit\n"
+    "                                      (default 32)\n"
     "  --sandbox-warm-pool-concurrent-workers N    warm pool workers (default 1)\n"
     "  --sandbox-template-concurrent-workers N     template workers (default 1)\n"
     "  --max-pool-replicas N               upper bound on a pool's replicas (default 1000)\n"
@@ -180,6 +183,7 @@ enum {
     F_GRACE,
     F_CLAIM_TIMEOUT,
     F_SIDE_HOLD,
+    F_ADOPT_INFLIGHT,
     F_EVICTION,
     F_NO_CLAIM_EVENTS,
     F_NO_CLAIM_ANN,
@@ -228,6 +232,7 @@ static const struct option long_opts[] = {
     {"sandbox-warm-pool-readiness-grace-period", required_argument, NULL, F_GRACE},
     {"claim-timeout", required_argument, NULL, F_CLAIM_TIMEOUT},
     {"side-write-hold", required_argument, NULL, F_SIDE_HOLD},
+    {"claim-adoption-concurrency", required_argument, NULL, F_ADOPT_INFLIGHT},
     {"enable-warm-pool-eviction", optional_argument, NULL, F_EVICTION},
     {"disable-claim-events", optional_argument, NULL, F_NO_CLAIM_EVENTS},
     {"disable-claim-observability-annotations", optional_argument, NULL, F_NO_CLAIM_ANN},
@@ -280,6 +285,8 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
         return flag_bool(v, &f->extensions);
     case F_CLAIM_WORKERS:
         return parse_positive(v, &f->claim_workers);
+    case F_ADOPT_INFLIGHT:
+        return flag_int(v, 0, 100000, &f->adopt_inflight);
     case F_POOL_WORKERS:
         return parse_positive(v, &f->pool_workers);
     case F_TPL_WORKERS:
@@ -563,6 +570,7 @@ static int run(const struct flags *f, struct kube_client *client)
     };
     int r;
     o.ext.claim_workers = (int)f->claim_workers;
+    o.ext.adopt_inflight = (int)f->adopt_inflight;
     o.ext.worker_idle = f->worker_idle;
     o.ext.create_parallel = (int)f->create_parallel;
     o.ext.pool_workers = (int)f->pool_workers;
@@ -601,6 +609,7 @@ int main(int argc, char **argv)
         .extensions = true,
         .eviction = true,
         .claim_workers = 300,
+        .adopt_inflight = EXT_ADOPT_INFLIGHT,
         .create_parallel = 1,
         .pool_workers = 1,
         .template_workers = 1,

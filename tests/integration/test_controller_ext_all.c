@@ -85,7 +85,9 @@ static void start_manager(void)
                           .health_addr = "0",
                           .events = true,
                           .extensions = true,
+                          /* few adoptions at once: the bursts below queue at the gate */
                           .ext = {.claim_workers = 50,
+                                  .adopt_inflight = 4,
                                   .claim_timeout = 120 * USEC_PER_SEC,
                                   .ready_grace = 600 * USEC_PER_SEC}};
     assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
