@@ -145,7 +145,8 @@ int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, js
         return 0; /* no candidate: no place needed */
     /* a place among the adoptions in flight, in the order claims get here; taken before
      * the candidates are read, so the one patched is as fresh as the cache has it */
-    (void)fifo_sem_acquire(&x->adopt_sem);
+    if (fifo_sem_acquire(&x->adopt_sem) && x->met.adopt_waits)
+        metric_inc(x->met.adopt_waits, NULL);
     for (int i = 0; i < LIMIT_EXT_ADOPT_ATTEMPTS && r == 0; i++) {
         if (!claim_queue_pop(x->cq, pk, name, sizeof(name)))
             break;

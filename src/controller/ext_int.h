@@ -39,6 +39,7 @@ struct ext_metrics {
     struct metric *ctrl_latency, *client_latency, *creation_total;
     struct metric *webhook_latency, *creation_latency, *ctrl_latency_fine; /* ext_metrics.h */
     struct metric *pool_replicas, *pool_ready, *pool_creates;
+    struct metric *adopt_waits; /* adoptions that queued for a place (adopt_sem) */
 };
 
 struct ext_ctrl {

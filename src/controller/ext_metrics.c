@@ -97,6 +97,10 @@ void ext_metrics_register(struct metrics_registry *reg, struct ext_metrics *m)
                                   "Ready members of a warm pool.", l_pool);
     m->pool_creates = metrics_counter(reg, "agent_sandbox_warm_pool_creates_total",
                                       "Sandboxes created by a warm pool.", l_pool);
+    m->adopt_waits = metrics_counter(reg, "agent_sandbox_claim_adoption_waits_total",
+                                     "Warm adoptions that waited for a place among those in flight "
+                                     "(--claim-adoption-concurrency).",
+                                     NULL);
 }
 
 static const char *template_of(const json_t *sb, const char *none)

@@ -717,6 +717,26 @@ static void assert_exclusive(int from, int to, size_t *ret_warm)
     *ret_warm = warm;
 }
 
+/* The value of an unlabelled family in the controller's /metrics, or -1. */
+static double metric_value(const char *name)
+{
+    char raw[128], pat[128];
+    struct test_http_resp resp;
+    double v = -1;
+    test_http_resp_init(&resp);
+    (void)snprintf(raw, sizeof(raw),
+                   "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    (void)snprintf(pat, sizeof(pat), "\n%s ", name);
+    if (test_http_request(ctrl_manager_metrics_port(mgr), raw, WAIT, &resp) == 0 &&
+        resp.status == 200) {
+        const char *p = strstr(buf_str(&resp.body), pat);
+        if (p)
+            v = strtod(p + strlen(pat), NULL);
+    }
+    test_http_resp_done(&resp);
+    return v;
+}
+
 static void test_burst(void **state)
 {
     struct map *before = map_new(xfree), *after = map_new(xfree);
@@ -735,6 +755,10 @@ static void test_burst(void **state)
     printf("# warm: %zu of %d\n", warm, BURST);
     print_writes(before, after, BURST);
     assert_true(warm >= BURST * 9 / 10);
+    /* BURST claims at once, 4 adoptions at a time: most of them queued for a place */
+    double waits = metric_value("agent_sandbox_claim_adoption_waits_total");
+    printf("# adoptions that waited for a place: %.0f\n", waits);
+    assert_true(waits >= 1);
     /* The pool refills to exactly N: claimed ones plus N members, nothing more. */
     wait_pool("pb", BURST, BURST);
     assert_int_equal(count_sandboxes(EXT_KIND_POOL, "pb", NULL), BURST);
