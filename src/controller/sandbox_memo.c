@@ -66,6 +66,15 @@ static bool fits(const char *uid, const char *rv)
     return uid && rv && strlen(uid) < SB_MEMO_UID && strlen(rv) < SB_MEMO_RV;
 }
 
+/* rv is the recorded version, or (when the server orders them) an older one. */
+static bool not_newer(const char *rv, const char *recorded)
+{
+    int c = 1;
+    if (strcmp(rv, recorded) == 0)
+        return true;
+    return kube_rv_compare(rv, recorded, &c) == 0 && c < 0;
+}
+
 bool sb_memo_stale_at(struct sb_memo *m, const json_t *sb, usec_t now)
 {
     const char *uid = kube_obj_uid(sb), *rv = kube_obj_resource_version(sb);
@@ -76,7 +85,7 @@ bool sb_memo_stale_at(struct sb_memo *m, const json_t *sb, usec_t now)
         return false;
     s = slot_of(m, uid);
     pthread_mutex_lock(&m->lock);
-    stale = strcmp(s->uid, uid) == 0 && strcmp(s->rv, rv) == 0 && now >= s->at &&
+    stale = strcmp(s->uid, uid) == 0 && not_newer(rv, s->rv) && now >= s->at &&
             now - s->at < SB_MEMO_TTL;
     pthread_mutex_unlock(&m->lock);
     return stale;

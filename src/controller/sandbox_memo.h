@@ -32,10 +32,12 @@ struct sb_memo *sb_memo_new(void);
 /** Frees m; NULL is fine. No thread may still use it. */
 void sb_memo_free(struct sb_memo *m);
 
-/** True when sb (borrowed; a Sandbox or a claim) is the very version a status write of ours
- *  replaced, less than SB_MEMO_TTL ago. */
+/** True when sb (borrowed; a Sandbox or a claim) is the very version a write of ours
+ *  replaced, or an older one (when the resourceVersions are ordered, kube_rv_compare),
+ *  less than SB_MEMO_TTL ago. */
 bool sb_memo_stale(struct sb_memo *m, const json_t *sb);
-/** Records that a status write replaced sb's (borrowed) resourceVersion. */
+/** Records that a write of ours (status, or the pod-name annotation) replaced sb's
+ *  (borrowed) resourceVersion. */
 void sb_memo_wrote(struct sb_memo *m, const json_t *sb);
 
 /** sb_memo_stale and sb_memo_wrote on an explicit monotonic time (for tests). */

@@ -10,6 +10,7 @@
 #include "common/xalloc.h"
 #include "controller/sandbox_desired.h"
 #include "controller/sandbox_int.h"
+#include "controller/sandbox_memo.h"
 #include "controller/sandbox_names.h"
 #include "kube/client.h"
 #include "kube/obj.h"
@@ -164,6 +165,12 @@ static void sync_annotation(struct sb_pass *p)
         return;
     if (!have && strcmp(want, p->name) == 0 && !p->r->pod_name_annotation_always)
         return;
+    if (sb_memo_stale(p->r->memo, p->sb)) {
+        /* the cache has not seen our last write, which may be this very patch: its event
+         * requeues the key (the backstop covers a lost one) */
+        p->backstop = SB_MEMO_TTL;
+        return;
+    }
     patch = json_pack("{s:{s:{s:o}}}", "metadata", "annotations", SB_ANN_POD_NAME,
                       want ? json_string(want) : json_null());
     if (kube_patch(p->r->client, &API_RES_SANDBOXES, p->ns, p->name, KUBE_PATCH_MERGE, patch, &out,
@@ -172,6 +179,7 @@ static void sync_annotation(struct sb_pass *p)
         log_warn("pod-name annotation patch failed, will retry\tkey=%s/%s err=\"%s\"", p->ns,
                  p->name, e.message);
     } else {
+        sb_memo_wrote(p->r->memo, p->sb);
         json_decref(p->sb);
         p->sb = out;
         p->obs.sb = out;

@@ -511,6 +511,24 @@ static void test_deferred_detail_is_written(void **state)
            (double)(clock_now() - t0) / USEC_PER_SEC, (double)STATUS_WINDOW / USEC_PER_SEC);
 }
 
+/* Every Sandbox in ns that is not being deleted carries the pod-name annotation. */
+static bool all_pod_named(void *ctx)
+{
+    json_t *list = NULL, *o;
+    size_t i;
+    bool all = true;
+    (void)ctx;
+    if (kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, NULL) < 0)
+        return false;
+    json_array_foreach(json_object_get(list, "items"), i, o)
+    {
+        if (!kube_obj_deleting(o) && !kube_obj_annotation(o, SB_ANN_POD_NAME))
+            all = false;
+    }
+    json_decref(list);
+    return all;
+}
+
 /* Upstream's behaviour on request: every status change written at once, and the
  * pod-name annotation patched for a Pod named after its Sandbox. */
 static void test_write_through_flags(void **state)
@@ -526,7 +544,10 @@ static void test_write_through_flags(void **state)
     assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
     assert_int_equal(ctrl_manager_start(mgr), 0);
     assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
-    clock_sleep(SETTLE); /* it annotates the earlier tests' cold Sandboxes first */
+    /* It annotates the earlier tests' Sandboxes first: wait until it has, on a loaded
+     * machine that can take longer than SETTLE, and those patches are not this test's. */
+    assert_int_equal(it_wait(all_pod_named, NULL, WAIT), 0);
+    clock_sleep(SETTLE);
     counts_reset();
     server_snap(&before);
     for (int i = 0; i < N; i++) {

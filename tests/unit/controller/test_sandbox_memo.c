@@ -42,6 +42,32 @@ static void test_stale_only_for_replaced_version(void **state)
     json_decref(other);
 }
 
+/* A cache even older than the version a write replaced is stale too (two writes in one
+ * pass: the memo holds the second's base); versions that are not ordered only match. */
+static void test_older_versions_are_stale(void **state)
+{
+    json_t *v99 = obj("uid-memo-5", "99"), *v100 = obj("uid-memo-5", "100");
+    json_t *v101 = obj("uid-memo-5", "101"), *v9 = obj("uid-memo-5", "9");
+    json_t *odd = obj("uid-memo-6", "b"), *odd_older = obj("uid-memo-6", "a");
+    usec_t t0 = 1000 * USEC_PER_SEC;
+    struct sb_memo *m = *state;
+    sb_memo_wrote_at(m, v100, t0);
+    assert_true(sb_memo_stale_at(m, v99, t0 + 1));
+    assert_true(sb_memo_stale_at(m, v9, t0 + 1)); /* shorter: older */
+    assert_true(sb_memo_stale_at(m, v100, t0 + 1));
+    assert_false(sb_memo_stale_at(m, v101, t0 + 1));
+    assert_false(sb_memo_stale_at(m, v99, t0 + SB_MEMO_TTL)); /* the TTL still ends it */
+    sb_memo_wrote_at(m, odd, t0);
+    assert_true(sb_memo_stale_at(m, odd, t0 + 1));
+    assert_false(sb_memo_stale_at(m, odd_older, t0 + 1));
+    json_decref(v99);
+    json_decref(v100);
+    json_decref(v101);
+    json_decref(v9);
+    json_decref(odd);
+    json_decref(odd_older);
+}
+
 static void test_expires_after_ttl(void **state)
 {
     json_t *v = obj("uid-memo-3", "7");
@@ -175,6 +201,7 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_older_versions_are_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_only_for_replaced_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expires_after_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unusable_objects_never_stale, setup, teardown),
