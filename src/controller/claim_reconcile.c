@@ -162,6 +162,10 @@ static void cold_create(struct claim_pass *p, const json_t *tpl, const char *poo
         p->sb = out;
         ext__binding_put(p->x, p->uid, out);
         count_creation(p, "cold", pool);
+    } else if (e.ns_terminating) {
+        /* The namespace is being deleted and the claim with it: retried with back-off,
+         * and not written into the status (it is no fault of the claim). */
+        p->err = -ESHUTDOWN;
     } else if (kube_err_is_already_exists(&e)) {
         fail(p, EXT_R_CREATE_PENDING, true,
              "Sandbox already created; waiting for cache to converge");
@@ -260,6 +264,11 @@ static void provision(struct claim_pass *p)
     int r;
     if (claim_meta_validate(p->claim, &d, &ce) < 0)
         return fail(p, ce.reason, false, "%s", ce.message);
+    if (kube_client_ns_terminating(p->x->d.client, p->ns)) {
+        /* Creates there are refused: no warm Sandbox is taken for a claim about to go. */
+        p->err = -ESHUTDOWN;
+        return;
+    }
     pool = pn ? kube_store_get_ns(ext__store(p->x, EXT_INF_POOL), p->ns, pn) : NULL;
     tn = kube_obj_path_str(pool, "spec.sandboxTemplateRef.name");
     tpl = tn ? kube_store_get_ns(ext__store(p->x, EXT_INF_TEMPLATE), p->ns, tn) : NULL;
@@ -406,6 +415,16 @@ static void write_status(struct claim_pass *p)
         /* Our own status write replaced this version; its event brings the claim back
          * (the requeue is the backstop should that event be lost). */
         requeue_min(p, SB_MEMO_TTL);
+        json_decref(st);
+        return;
+    }
+    if (claim_status_changed(json_object_get(p->claim, "status"), st) &&
+        kube_client_ns_terminating(p->x->d.client, p->ns)) {
+        /* The namespace is being deleted and the claim with it: nothing more is written
+         * (its Sandbox going would otherwise cost a status write per claim); retried
+         * with back-off in case the namespace stays. */
+        if (!p->err)
+            p->err = -ESHUTDOWN;
         json_decref(st);
         return;
     }

@@ -26,12 +26,20 @@ struct sb_pass {
                           write, or 0 */
 };
 
-/** Adds a condition error (formatted) to the pass; retry (negative errno) or 0. */
+/** Adds a condition error (formatted) to the pass; retry (negative errno) or 0. A
+ * -ESHUTDOWN (a create refused because the namespace is being deleted) is retried but
+ * not shown: it is no fault of the Sandbox, which goes with its namespace, and a status
+ * naming it would be one more write per Sandbox while the namespace empties. */
 void sb__error(struct sb_pass *p, int retry, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /** Records an Event about the Sandbox (no-op without a recorder). */
 void sb__event(struct sb_pass *p, bool warning, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/** True when the API server refuses creates in the Sandbox's namespace (it is being
+ * deleted; kube_client_ns_terminating): the pass then writes nothing more to the Sandbox
+ * (status, pod-name annotation), which goes with its namespace, and is retried with
+ * back-off (-ESHUTDOWN) so that a namespace that stays is caught up with. */
+bool sb__ns_going(struct sb_pass *p);
 /** POST of obj (borrowed) with our field manager; *ret_obj gets the created object. */
 int sb__create(struct sb_pass *p, const struct kube_res *res, const json_t *obj, json_t **ret_obj,
                struct kube_err *reterr);

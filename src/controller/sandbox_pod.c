@@ -135,7 +135,9 @@ static void create_pod(struct sb_pass *p)
             return;
         }
     }
-    p->obs.pod_error = true;
+    /* Refused because the namespace is being deleted: the Pod's state is known (there is
+     * none), and sb__error keeps that refusal out of the status. */
+    p->obs.pod_error = e.code != -ESHUTDOWN;
     sb__error(p, e.code ? e.code : -EIO, "pod create failed: %s", e.message);
 }
 
@@ -171,6 +173,8 @@ static void sync_annotation(struct sb_pass *p)
         p->backstop = SB_MEMO_TTL;
         return;
     }
+    if (sb__ns_going(p))
+        return;
     patch = json_pack("{s:{s:{s:o}}}", "metadata", "annotations", SB_ANN_POD_NAME,
                       want ? json_string(want) : json_null());
     if (kube_patch(p->r->client, &API_RES_SANDBOXES, p->ns, p->name, KUBE_PATCH_MERGE, patch, &out,

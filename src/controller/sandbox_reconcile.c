@@ -22,6 +22,11 @@
 void sb__error(struct sb_pass *p, int retry, const char *fmt, ...)
 {
     va_list ap;
+    if (retry == -ESHUTDOWN) {
+        if (!p->ret)
+            p->ret = retry;
+        return;
+    }
     if (p->errors.len)
         (void)buf_puts(&p->errors, "; ");
     va_start(ap, fmt);
@@ -39,6 +44,15 @@ void sb__event(struct sb_pass *p, bool warning, const char *reason, const char *
     va_start(ap, fmt);
     events_recordv(p->r->events, p->sb, warning ? EVENTS_WARNING : EVENTS_NORMAL, reason, fmt, ap);
     va_end(ap);
+}
+
+bool sb__ns_going(struct sb_pass *p)
+{
+    if (!kube_client_ns_terminating(p->r->client, p->ns))
+        return false;
+    if (!p->ret)
+        p->ret = -ESHUTDOWN;
+    return true;
 }
 
 int sb__create(struct sb_pass *p, const struct kube_res *res, const json_t *obj, json_t **ret_obj,
@@ -127,6 +141,8 @@ static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
         p->backstop = SB_MEMO_TTL;
         return 0;
     }
+    if (sb__ns_going(p))
+        return 0;
     obj = json_deep_copy(p->sb);
     json_object_set(obj, "status", st);
     r = kube_update_status(p->r->client, &API_RES_SANDBOXES, p->ns, obj, NULL, &e);

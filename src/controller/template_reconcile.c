@@ -65,6 +65,8 @@ static int np_ensure(struct ext_ctrl *x, const json_t *tpl, const json_t *np)
         json_decref(upd);
     }
     json_decref(want);
+    if (r == -ESHUTDOWN) /* the namespace is being deleted, the template with it */
+        return log_debug_errno(r, "NetworkPolicy write failed\tdetail=\"%s\"", e.message);
     if (r < 0)
         return log_warn_errno(r, "NetworkPolicy write failed\tdetail=\"%s\"", e.message);
     return 0;

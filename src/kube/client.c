@@ -603,22 +603,26 @@ static bool plain_create(const struct kube_req *r)
 }
 
 /* A create in a namespace the server refused creates in less than KUBE_NSTERM_TTL ago:
- * answered here as the server would (returns -ESHUTDOWN, e filled), else 0. */
+ * answered here as the server would (returns -ESHUTDOWN, e filled), else 0. The text is
+ * the same on every such answer: callers that put it into a status must not see a change
+ * (a status rewritten per retry would requeue its object through its own event). */
 static int nsterm_refuse(struct kube_client *c, const struct kube_req *r, struct kube_err *e)
 {
-    if (!plain_create(r))
-        return 0;
-    long long ago = kube_nsterm_check(&c->nsterm, r->ns, clock_now());
-    if (ago < 0)
+    if (!plain_create(r) || kube_nsterm_check(&c->nsterm, r->ns, clock_now()) < 0)
         return 0;
     kube_err_set(e, -ESHUTDOWN,
                  "unable to create new content in namespace %s because it is being terminated "
-                 "(the API server said so %lld ms ago; not sent)",
-                 r->ns, ago / 1000);
+                 "(not sent: the API server said so less than %d s ago)",
+                 r->ns, (int)(KUBE_NSTERM_TTL / USEC_PER_SEC));
     e->http_status = 403;
     e->ns_terminating = true;
     (void)str_copy(e->reason, sizeof(e->reason), "Forbidden");
     return -ESHUTDOWN;
+}
+
+bool kube_client_ns_terminating(struct kube_client *c, const char *ns)
+{
+    return c && ns && kube_nsterm_check(&c->nsterm, ns, clock_now()) >= 0;
 }
 
 int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_obj,

@@ -113,6 +113,10 @@ int kube_req_url(const struct kube_client *c, const struct kube_req *r, struct b
  * errno and fills reterr (may be NULL); *ret_obj is untouched. */
 int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_obj,
                  struct kube_err *reterr);
+/** True when the API server refused a create in ns because the namespace is being
+ * deleted, less than KUBE_NSTERM_TTL ago (creates there are answered locally meanwhile):
+ * a caller may skip work that only makes sense in a namespace that stays. */
+bool kube_client_ns_terminating(struct kube_client *c, const char *ns);
 
 /* Convenience wrappers; each returns as kube_request. */
 int kube_get(struct kube_client *c, const struct kube_res *res, const char *ns, const char *name,

@@ -569,6 +569,44 @@ static void test_write_through_flags(void **state)
     assert_true(count_of("PUT sandboxes/status") > 2 * N);
 }
 
+/* Deleting the namespace (the namespace controller of hack/apiserver.sh removes the Pods
+ * first, then the rest): the Sandboxes try to put their Pods back and are refused, and
+ * from then on the controller writes nothing more there. Before, each refusal changed
+ * the Sandboxes' and claims' status text, and every status write brought its object back
+ * through its own event: thousands of writes for a 300-claim namespace. */
+static void test_namespace_deletion(void **state)
+{
+    struct server_snap before;
+    unsigned sandboxes, writes, creates;
+    struct kube_err e = {0};
+    json_t *list = NULL;
+    usec_t t0;
+    (void)state;
+    IT_OK(kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, &e), &e);
+    sandboxes = (unsigned)json_array_size(json_object_get(list, "items"));
+    json_decref(list);
+    clock_sleep(SETTLE);
+    counts_reset();
+    server_snap(&before);
+    t0 = clock_now();
+    assert_int_equal(it_ns_delete(c, ns, 120 * USEC_PER_SEC), 0);
+    printf("# namespace with %u Sandboxes and %d claims gone after %.1f s\n", sandboxes, N,
+           (double)(clock_now() - t0) / USEC_PER_SEC);
+    ns[0] = '\0'; /* nothing left for the teardown */
+    report("Sandbox, namespace deleted", sandboxes, &before);
+    writes = count_of("PUT sandboxes/status") + count_of("PATCH sandboxes") +
+             count_of("PATCH sandboxclaims/status") + count_of("PATCH sandboxclaims");
+    creates = count_of("POST pods") + count_of("POST sandboxes");
+    /* the Pods went while the Sandboxes were there: their reconciles saw it */
+    assert_true(count_of("POST pods") >= 1);
+    /* A write can precede the first refusal (a Sandbox reconciled before any create was
+     * refused); far fewer than one per object. */
+    assert_true(writes <= (sandboxes + N) / 8);
+    /* refused creates: the ones in flight when the first refusal came, then about one
+     * per 2 s (the rest are answered without the server) */
+    assert_true(creates <= 40 + (unsigned)((clock_now() - t0) / USEC_PER_SEC));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -578,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_first_ready_restored),
         cmocka_unit_test(test_deferred_detail_is_written),
         cmocka_unit_test(test_write_through_flags),
+        cmocka_unit_test(test_namespace_deletion),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -442,10 +442,15 @@ static void test_namespace_terminating(void **state)
     struct kube_client *c = client(-1, h_ns_terminating);
     struct kube_err e;
     json_t *obj = json_loads(pod, 0, NULL), *upd = json_loads(pod, 0, NULL);
+    char first[sizeof(e.message)] = "";
+    assert_false(kube_client_ns_terminating(c, "gone"));
     assert_int_equal(kube_create(c, &KUBE_RES_PODS, "gone", obj, NULL, &e), -ESHUTDOWN);
     assert_true(e.ns_terminating);
     assert_int_equal(e.http_status, 403);
     assert_int_equal(server_requests(), 1);
+    assert_true(kube_client_ns_terminating(c, "gone"));
+    assert_false(kube_client_ns_terminating(c, "ns"));
+    assert_false(kube_client_ns_terminating(c, NULL));
     for (int i = 0; i < 5; i++) {
         assert_int_equal(kube_create(c, &KUBE_RES_PODS, "gone", obj, NULL, &e), -ESHUTDOWN);
         assert_true(e.ns_terminating);
@@ -453,6 +458,11 @@ static void test_namespace_terminating(void **state)
         assert_true(kube_err_is_forbidden(&e));
         assert_non_null(strstr(e.message, "namespace gone because it is being terminated"));
         assert_non_null(strstr(e.message, "not sent"));
+        /* the same text every time: a status quoting it does not change per retry */
+        if (i == 0)
+            memcpy(first, e.message, sizeof(first));
+        assert_string_equal(e.message, first);
+        clock_sleep(2 * USEC_PER_MSEC);
     }
     assert_int_equal(server_requests(), 1);
     /* another namespace, an update and a create of a subresource still reach the server */
