@@ -19,7 +19,7 @@ struct sb_memo;
 struct ext_ctrl;
 
 /** The controller's default of ext_opts.adopt_inflight (docs/tuning.md). */
-#define EXT_ADOPT_INFLIGHT 32
+#define EXT_ADOPT_INFLIGHT 16
 
 /** Default of ext_opts.side_hold: longer than a 300-claim burst takes here. */
 #define EXT_SIDE_HOLD (5 * USEC_PER_SEC)

@@ -113,7 +113,7 @@ static const char usage_text[] =
     "  --sandbox-claim-concurrent-workers N        claim workers (default 300)\n"
     "  --claim-adoption-concurrency N      warm adoptions in flight at once, admitted in\n"
     "                                      the order the claims came; 0 = no limit\n"
-    "                                      (default 32)\n"
+    "                                      (default 16)\n"
     "  --sandbox-warm-pool-concurrent-workers N    warm pool workers (default 1)\n"
     "  --sandbox-template-concurrent-workers N     template workers (default 1)\n"
     "  --max-pool-replicas N               upper bound on a pool's replicas (default 1000)\n"

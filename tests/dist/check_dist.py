@@ -48,7 +48,7 @@ CHART_DEFAULT_FLAGS = {
         "--disable-claim-events": "false",
         "--disable-claim-observability-annotations": "false",
         "--side-write-hold": "5s",
-        "--claim-adoption-concurrency": "32",
+        "--claim-adoption-concurrency": "16",
     },
     "sandbox-router": {
         "--authz-verb": "get",
