@@ -37,6 +37,10 @@
 #      with --profiling=true; bench/pprof-attr.sh attributes them),
 #      (every scenario also writes <scenario>.records.tsv: each object's create, POST
 #      acknowledged and Ready times in ms from the first create),
+#      BENCH_TIMELINE (set: every scenario also writes <scenario>.timeline.json, a
+#      per-second record of the CPU of the API server, etcd, kube-controller-manager, the
+#      controller and the load generator and of the API server's writes by kind;
+#      `bench/timeline.py show FILE` prints it),
 #      BENCH_NS_WAIT (seconds to wait for a scenario's namespace to be gone, so its
 #      cleanup does not load the next one; default 900, smoke 0: small namespaces).
 set -uo pipefail
@@ -161,12 +165,29 @@ pprof_stop() { # scenario: merges its slices into one profile
 		rm -rf "${BENCH_PPROF:?}/$1" && log "pprof: $BENCH_PPROF/$1.pb.gz"
 }
 
+TL_PID=""
+timeline_start() { # scenario
+	[ -n "${BENCH_TIMELINE:-}" ] || return 0
+	local kc=${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl
+	[ -x "$kc" ] || kc=kubectl
+	KUBECTL=$kc KUBECONFIG=${AS_KUBECONFIG:-${KUBECONFIG:-}} \
+		python3 bench/timeline.py record "$OUT/$1.timeline.json" &
+	TL_PID=$!
+}
+timeline_stop() {
+	[ -n "$TL_PID" ] || return 0
+	kill -TERM "$TL_PID" 2>/dev/null
+	wait "$TL_PID" 2>/dev/null
+	TL_PID=""
+}
+
 want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 
 loadgen() { # name scenario args...
 	local name=$1 ns="bench-${1//_/-}-$(date +%s)" api0 ctrl0 t0 rc; shift
 	api0=$(proc_cpu "$API_PIDS") t0=$(date +%s.%N)
 	pprof_start "$name"
+	timeline_start "$name"
 	start_ctrl "$ns"
 	ctrl0=$(proc_cpu "${CTRL_PID:-0}")
 	log "$name: $*"
@@ -181,6 +202,7 @@ loadgen() { # name scenario args...
 		"$(peak_rss_mib "${CTRL_PID:-0}")" \
 		"$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" >"$OUT/$name.run.json"
 	stop_ctrl
+	timeline_stop
 	pprof_stop "$name"
 	return $rc
 }
