@@ -403,11 +403,41 @@ static bool status_ready(const json_t *st)
     return s && strcmp(s, "True") == 0;
 }
 
+/* The status PATCH, guarded by the claim's resourceVersion. Returns false when nothing
+ * was written (the pass ends there; the status event or the backstop brings it back). */
+static bool patch_status(struct claim_pass *p, json_t *st)
+{
+    struct kube_err e;
+    json_t *patch;
+    if (kube_client_ns_terminating(p->x->d.client, p->ns)) {
+        /* The namespace is being deleted and the claim with it: nothing more is written
+         * (its Sandbox going would otherwise cost a status write per claim); retried
+         * with back-off in case the namespace stays. */
+        if (!p->err)
+            p->err = -ESHUTDOWN;
+        return false;
+    }
+    patch = json_pack("{s:{s:s}, s:O}", "metadata", "resourceVersion",
+                      kube_obj_resource_version(p->claim) ?: "", "status", st);
+    if (ext__patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, "status", patch, NULL, &e) < 0) {
+        /* A 409 is dropped: the conflicting write's event brings the claim back (with
+         * the same backstop requeue). */
+        if (kube_err_is_conflict(&e))
+            requeue_min(p, SB_MEMO_TTL);
+        else if (!kube_err_is_not_found(&e) && !p->err)
+            p->err = e.code ? e.code : -EIO;
+        json_decref(patch);
+        return false;
+    }
+    sb_memo_wrote(p->x->d.memo, p->claim);
+    json_decref(patch);
+    return true;
+}
+
 static void write_status(struct claim_pass *p)
 {
     char now[64];
-    json_t *st, *patch;
-    struct kube_err e;
+    json_t *st;
     bool was_ready = claim_ready(p->claim);
     now_text(now, sizeof(now));
     st = claim_status_build(&p->obs, now);
@@ -418,33 +448,9 @@ static void write_status(struct claim_pass *p)
         json_decref(st);
         return;
     }
-    if (claim_status_changed(json_object_get(p->claim, "status"), st) &&
-        kube_client_ns_terminating(p->x->d.client, p->ns)) {
-        /* The namespace is being deleted and the claim with it: nothing more is written
-         * (its Sandbox going would otherwise cost a status write per claim); retried
-         * with back-off in case the namespace stays. */
-        if (!p->err)
-            p->err = -ESHUTDOWN;
+    if (claim_status_changed(json_object_get(p->claim, "status"), st) && !patch_status(p, st)) {
         json_decref(st);
         return;
-    }
-    if (claim_status_changed(json_object_get(p->claim, "status"), st)) {
-        patch = json_pack("{s:{s:s}, s:O}", "metadata", "resourceVersion",
-                          kube_obj_resource_version(p->claim) ?: "", "status", st);
-        if (ext__patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, "status", patch, NULL, &e) <
-            0) {
-            /* A 409 is dropped: the conflicting write's event brings the claim back
-             * (with the same backstop requeue). */
-            if (kube_err_is_conflict(&e))
-                requeue_min(p, SB_MEMO_TTL);
-            else if (!kube_err_is_not_found(&e) && !p->err)
-                p->err = e.code ? e.code : -EIO;
-            json_decref(patch);
-            json_decref(st);
-            return;
-        }
-        sb_memo_wrote(p->x->d.memo, p->claim);
-        json_decref(patch);
     }
     if (!was_ready && status_ready(st))
         record_first_ready(p);
