@@ -382,6 +382,13 @@ static void write_status(struct pool_pass *p, const struct pool_plan *plan, int 
         metric_set(p->x->met.pool_ready, lv, plan->ready);
     }
     if (!json_equal(st, json_object_get(p->pool, "status")) && !status_paced(p, st, desired)) {
+        if (kube_client_ns_terminating(p->x->d.client, p->ns)) {
+            /* the pool goes with its namespace: its members' counts are not written */
+            if (!p->err)
+                p->err = -ESHUTDOWN;
+            json_decref(st);
+            return;
+        }
         patch = json_pack("{s:O}", "status", st);
         if (ext__patch(p->x, &API_RES_SANDBOXWARMPOOLS, p->ns, kube_obj_name(p->pool), "status",
                        patch, NULL, &e) >= 0)

@@ -595,7 +595,8 @@ static void test_namespace_deletion(void **state)
     ns[0] = '\0'; /* nothing left for the teardown */
     report("Sandbox, namespace deleted", sandboxes, &before);
     writes = count_of("PUT sandboxes/status") + count_of("PATCH sandboxes") +
-             count_of("PATCH sandboxclaims/status") + count_of("PATCH sandboxclaims");
+             count_of("PATCH sandboxclaims/status") + count_of("PATCH sandboxclaims") +
+             count_of("PATCH sandboxwarmpools/status");
     creates = count_of("POST pods") + count_of("POST sandboxes");
     /* the Pods went while the Sandboxes were there: their reconciles saw it */
     assert_true(count_of("POST pods") >= 1);
