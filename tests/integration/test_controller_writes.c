@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* API writes of the controller per object, against the local kube-apiserver, with upper
  * bounds so that a regression fails: per cold Sandbox (created by a user, as upstream's
- * probe does), per warm pool member (fill) and per warm claim (adoption and refill).
+ * probe does), per warm pool member (fill) and per warm claim (adoption and refill), and
+ * what it still writes while its namespace is deleted.
  *
  * The manager runs in-process on a client of its own whose request observer counts
  * every attempt (retries and failures included) by method, resource and subresource:
