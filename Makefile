@@ -101,7 +101,7 @@ bench:
 	bench/report bench/results/latest.json
 
 bench-smoke:
-	bench/run.sh --smoke
+	BENCH_TIMELINE=1 bench/run.sh --smoke
 
 # page merging (spec.pageMerging) on the real node of make up: N=20 and 50, each mode
 bench-ksm:

@@ -40,7 +40,7 @@
 #      BENCH_TIMELINE (set: every scenario also writes <scenario>.timeline.json, a
 #      per-second record of the CPU of the API server, etcd, kube-controller-manager, the
 #      controller and the load generator and of the API server's writes by kind;
-#      `bench/timeline.py show FILE` prints it),
+#      `bench/timeline.py show FILE` prints it; --smoke checks them),
 #      BENCH_NS_WAIT (seconds to wait for a scenario's namespace to be gone, so its
 #      cleanup does not load the next one; default 900, smoke 0: small namespaces).
 set -uo pipefail
@@ -266,5 +266,15 @@ cp "bench/results/$STAMP.json" bench/results/latest.json
 log "results: bench/results/$STAMP.json ($(($(date +%s) - T0)) s)"
 if [ $SMOKE = 1 ]; then
 	python3 bench/assemble.py --check "bench/results/$STAMP.json"
-	exit $?
+	rc=$?
+	if [ -n "${BENCH_TIMELINE:-}" ]; then
+		tl=("$OUT"/*.timeline.json)
+		if [ -e "${tl[0]}" ] && python3 bench/timeline.py check "${tl[@]}"; then
+			echo "PASS timelines recorded (${#tl[@]})"
+		else
+			echo "FAIL timelines: none recorded, or one without samples or writes"
+			rc=1
+		fi
+	fi
+	exit $rc
 fi

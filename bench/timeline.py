@@ -9,6 +9,9 @@ $KUBECTL, default kubectl on PATH, with the usual KUBECONFIG).
         samples until FILE exists (default OUT.json.stop) or SIGINT/SIGTERM
     bench/timeline.py show OUT.json [--top N]
         one line per sample: CPU per process and the N busiest write kinds
+    bench/timeline.py check OUT.json...
+        exits 1 unless each file holds two samples or more, kube-apiserver's CPU and
+        at least one write (bench/run.sh --smoke checks its timelines with it)
 
 It is how a whole run's API CPU is placed in its phases (fill, burst, refill, the
 namespace's deletion); see docs/performance.md, "Namespace deletion without a write
@@ -133,6 +136,29 @@ def show(path: str, top: int) -> int:
     return 0
 
 
+def check(paths: list[str]) -> int:
+    bad = 0
+    for path in paths:
+        try:
+            with open(path) as f:
+                rows: list[dict[str, Any]] = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"{path}: unreadable: {e}", file=sys.stderr)
+            bad += 1
+            continue
+        why = ""
+        if len(rows) < 2:
+            why = f"{len(rows)} sample(s)"
+        elif not any(r["cpu"].get("kube-apiserver") for r in rows):
+            why = "no kube-apiserver CPU"
+        elif rows[-1]["req"] == rows[0]["req"] or not rows[-1]["req"]:
+            why = "no API write counted"
+        if why:
+            print(f"{path}: {why}", file=sys.stderr)
+            bad += 1
+    return 1 if bad else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -143,12 +169,20 @@ def main() -> int:
     sh = sub.add_parser("show")
     sh.add_argument("path")
     sh.add_argument("--top", type=int, default=6)
+    ck = sub.add_parser("check")
+    ck.add_argument("paths", nargs="+")
     a = ap.parse_args()
     if a.cmd == "record":
         if a.interval <= 0:
             ap.error("--interval must be positive")
         return record(a.out, a.stop or a.out + ".stop", a.interval)
-    return show(a.path, a.top)
+    if a.cmd == "check":
+        return check(a.paths)
+    try:
+        return show(a.path, a.top)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ suite "install.yaml up to date (hack/render-install.sh --check)" hack/render-ins
 suite "release artifacts (make dist, tests/dist)" bash tests/dist/run.sh
 # the release preset's binaries (the same configuration as bench/run.sh's own build)
 suite "benchmark smoke (small N, standalone API server)" env BENCH_BUILD=build/release \
-	bench/run.sh --smoke
+	BENCH_TIMELINE=1 bench/run.sh --smoke
 # Fault injection at CI size (make chaos runs it at 300 claims): controller SIGKILLs
 # during bursts and refills, 410s, kube-apiserver and etcd restarts, hostile objects.
 if [ "${AS_TEST_CHAOS:-1}" = 1 ]; then
