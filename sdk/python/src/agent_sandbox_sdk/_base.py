@@ -26,11 +26,15 @@ class ClientBase:
         connection: Connection | str | None,
         config: KubeConfig | None,
         resume_timeout: float,
+        early_handout: bool = True,
     ) -> None:
         self.config = config or load_config(kubeconfig, context)
         self.namespace = namespace or self.config.namespace
         self.connection = _conn.resolve(connection)
         self.resume_timeout = resume_timeout
+        # create(pool) returns once a Sandbox bound to the claim is Ready, before the
+        # claim's status says so (docs/sdk-python.md, "Hand-out")
+        self.early_handout = early_handout
 
     def _verify(self) -> Any:
         """TLS verification of the connection to sandboxd (a router's CA, or True)."""
@@ -88,6 +92,13 @@ class SandboxBase(Generic[C]):
         if action == "refuse":
             raise _k8s.suspended_error(self.namespace, self.name, obj)
         return action
+
+    def _handed_out(self, w: _k8s.Wait, obj: dict[str, Any]) -> None:
+        """Takes the end of a claim's wait: its Sandbox's name and, when the hand-out
+        ended it, the Sandbox as read then (no read before the first call)."""
+        self.name = w.sandbox
+        if obj:
+            self._obj, self._read_at = obj, time.monotonic()
 
     def _ready_again(self, obj: dict[str, Any]) -> None:
         """Takes the Ready Sandbox after a resume on traffic."""

@@ -40,6 +40,7 @@ LABEL_CREATED_BY = "agents.x-k8s.io/created-by"
 CREATED_BY = "python-client"
 ANN_CLIENT_REQUESTED = "agents.x-k8s.io/client-first-requested-at"
 ANN_POD_NAME = "agents.x-k8s.io/pod-name"
+LABEL_CLAIM_UID = "agents.x-k8s.io/claim-uid"
 
 RESOURCES: dict[str, tuple[str, str]] = {
     "sandboxes": (CORE_GROUP, "Sandbox"),
@@ -439,6 +440,54 @@ def on_sandbox_event(w: Wait, etype: str, obj: dict[str, Any], want: str = "Read
         w.done = sus.get("status") == "True" and not (obj.get("status") or {}).get("podIPs")
 
 
+def handout_uid(claim: Mapping[str, Any]) -> str:
+    """The UID by which a claim's hand-out can be recognised on its Sandbox, or "" when
+    only the claim's own Ready may end the wait: a claim with env gets it delivered into
+    its Sandbox after the Sandbox is bound (and may fall back to another one)."""
+    if (claim.get("spec") or {}).get("env"):
+        return ""
+    return str((claim.get("metadata") or {}).get("uid") or "")
+
+
+def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
+    """Whether obj's controller ownerReference is the object with this UID."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in refs)
+
+
+def handout_selector(uid: str) -> str:
+    """The label selector of the Sandboxes bound to the claim with this UID."""
+    return f"{LABEL_CLAIM_UID}={uid}"
+
+
+def handed_out(obj: Mapping[str, Any], uid: str) -> bool:
+    """Whether a Sandbox is the claim's hand-out: labelled with the claim's UID,
+    controlled by the claim, not being deleted, Running, Ready with a pod IP. The
+    controller binds a Sandbox with one write (both the label and the ownerReference)
+    and mirrors exactly this Ready into the claim's status afterwards."""
+    meta = obj.get("metadata") or {}
+    if (meta.get("labels") or {}).get(LABEL_CLAIM_UID) != uid or not controlled_by(obj, uid):
+        return False
+    if meta.get("deletionTimestamp") or ((obj.get("spec") or {}).get("operatingMode") or "Running") != "Running":
+        return False
+    ready = condition(dict(obj), "Ready") or {}
+    return ready.get("status") == "True" and bool((obj.get("status") or {}).get("podIPs"))
+
+
+def handout_step(uid: str) -> Step:
+    """A wait step over the Sandboxes selected by handout_selector(uid): done (w.sandbox
+    named) once one of them is handed_out(). Other events change nothing: a deleted or
+    failing Sandbox is the claim's to report."""
+
+    def step(w: Wait, etype: str, obj: dict[str, Any]) -> None:
+        if etype in ("ADDED", "MODIFIED") and handed_out(obj, uid):
+            w.sandbox = str((obj.get("metadata") or {}).get("name") or "")
+            w.reason = str((condition(obj, "Ready") or {}).get("reason", ""))
+            w.ready = w.done = bool(w.sandbox)
+
+    return step
+
+
 def on_claim_bound(w: Wait, etype: str, obj: dict[str, Any]) -> None:
     """on_claim_event that is done once the claim names its Sandbox (Ready or not)."""
     on_claim_event(w, etype, obj, False)
@@ -658,18 +707,23 @@ def delete_call(resource: str, ns: str, name: str) -> ApiCall:
     return ApiCall("DELETE", path(resource, ns, name), f"delete {RESOURCES[resource][1]} {ns}/{name}", kw)
 
 
-def watch_call(resource: str, ns: str, name: str, rv: str, timeout: float) -> ApiCall:
-    """A watch of one object from resourceVersion rv ("" for now), for at most timeout."""
+def watch_call(resource: str, ns: str, name: str, rv: str, timeout: float, selector: str = "") -> ApiCall:
+    """A watch of one object (or, with a label selector and no name, of the objects it
+    selects) from resourceVersion rv ("" for now), for at most timeout."""
     params = {
         "watch": "1",
-        "fieldSelector": f"metadata.name={name}",
         "allowWatchBookmarks": "true",
         "timeoutSeconds": str(max(1, int(timeout) + 1)),
     }
+    if name:
+        params["fieldSelector"] = f"metadata.name={name}"
+    if selector:
+        params["labelSelector"] = selector
     if rv:
         params["resourceVersion"] = rv
     kw = {"params": params, "timeout": httpx.Timeout(timeout + 5, connect=10.0)}
-    return ApiCall("GET", path(resource, ns), f"watch {resource} {ns}/{name}", kw)
+    what = f"watch {resource} {ns}/{name}" if name else f"watch {resource} {ns} ({selector})"
+    return ApiCall("GET", path(resource, ns), what, kw)
 
 
 @contextlib.contextmanager

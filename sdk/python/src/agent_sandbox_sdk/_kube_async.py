@@ -53,10 +53,11 @@ class AsyncKubeClient:
         return True
 
     async def watch(
-        self, resource: str, ns: str, name: str, rv: str, timeout: float
+        self, resource: str, ns: str, name: str, rv: str, timeout: float, selector: str = ""
     ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
-        """Watch events of one object from resourceVersion rv, for at most timeout."""
-        c = _k8s.watch_call(resource, ns, name, rv, timeout)
+        """Watch events of one object (or of those a label selector picks) from
+        resourceVersion rv, for at most timeout."""
+        c = _k8s.watch_call(resource, ns, name, rv, timeout, selector)
         with _k8s.watching(c.what, streaming=False):
             resp = await self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
         try:
@@ -85,13 +86,49 @@ class AsyncKubeClient:
         loop = _k8s.WaitLoop(resource, ns, name, timeout, w, step)
         if loop.first(obj if obj is not None else await self.get(resource, ns, name)):
             return loop.obj
+        return await self._watch_loop(loop, "")
+
+    async def _watch_loop(self, loop: _k8s.WaitLoop, selector: str) -> dict[str, Any]:
         while (left := loop.left()) > 0:
-            async with contextlib.aclosing(self.watch(resource, ns, name, loop.start(), left)) as events:
-                async for etype, o in events:
+            events = self.watch(loop.resource, loop.ns, loop.name, loop.start(), left, selector)
+            async with contextlib.aclosing(events) as stream:
+                async for etype, o in stream:
                     if loop.event(etype, o):
                         break
-            if w.done:
+            if loop.w.done:
                 return loop.obj
             if (pause := loop.pause()) is not None:
                 await asyncio.sleep(pause)
         raise loop.timeout_error()
+
+    async def _handout(self, ns: str, uid: str, rv: str, timeout: float, hw: _k8s.Wait) -> dict[str, Any]:
+        loop = _k8s.WaitLoop("sandboxes", ns, "", timeout, hw, _k8s.handout_step(uid))
+        loop.rv = rv
+        return await self._watch_loop(loop, _k8s.handout_selector(uid))
+
+    async def wait_claim(
+        self, ns: str, name: str, claim: dict[str, Any], timeout: float, w: _k8s.Wait
+    ) -> dict[str, Any]:
+        """Waits until the claim is Ready, or sooner until a Sandbox is handed out to it
+        (the twin of KubeClient.wait_claim). Sets w.sandbox; returns the Sandbox when that
+        is what ended the wait, else {}."""
+        uid = _k8s.handout_uid(claim)
+        if not uid:
+            await self.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_event)
+            return {}
+        hw = _k8s.Wait("Sandbox", "")
+        rv = str((claim.get("metadata") or {}).get("resourceVersion") or "")
+        hand = asyncio.ensure_future(self._handout(ns, uid, rv, timeout, hw))
+        wait = asyncio.ensure_future(self.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_event))
+        try:
+            done, _ = await asyncio.wait({hand, wait}, return_when=asyncio.FIRST_COMPLETED)
+            if hand in done and hand.exception() is None and hw.done:
+                w.sandbox, w.ready, w.done = hw.sandbox, True, True
+                return hand.result()
+            # the hand-out watch failed (say, no watch permission): the claim decides
+            await wait
+            return {}
+        finally:
+            for t in (hand, wait):
+                t.cancel()
+            await asyncio.gather(hand, wait, return_exceptions=True)

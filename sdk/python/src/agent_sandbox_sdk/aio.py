@@ -48,7 +48,9 @@ class AsyncSandboxClient(_base.ClientBase):
     ``kubeconfig``/``context`` pick the API server (default: in-cluster, else $KUBECONFIG
     or ~/.kube/config); ``namespace`` defaults to the kubeconfig context's; ``connection``
     is a config from :mod:`agent_sandbox_sdk.models` or "auto", "router", "direct", "proxy".
-    Use as an async context manager, or await aclose()."""
+    ``early_handout`` (default true): a claimed sandbox is returned as soon as a Sandbox
+    bound to the claim is Ready, one API write before the claim's status says so; false
+    waits for the claim's Ready. Use as an async context manager, or await aclose()."""
 
     def __init__(
         self,
@@ -60,8 +62,9 @@ class AsyncSandboxClient(_base.ClientBase):
         config: KubeConfig | None = None,
         timeout: float = 30.0,
         resume_timeout: float = _k8s.RESUME_TIMEOUT,
+        early_handout: bool = True,
     ) -> None:
-        super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout)
+        super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout, early_handout)
         self.kube = AsyncKubeClient(self.config, timeout)
         transport = httpx.AsyncHTTPTransport(verify=self._verify(), retries=2)
         self.http = httpx.AsyncClient(**_wire.client_options(timeout), transport=transport)
@@ -207,8 +210,12 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
         kube = self.client.kube
         if self.claim:
             w = _k8s.Wait("SandboxClaim", self.claim)
-            await kube.wait("sandboxclaims", self.namespace, self.claim, created, timeout, w, _k8s.on_claim_event)
-            self.name = w.sandbox
+            obj: dict[str, Any] = {}
+            if self.client.early_handout:
+                obj = await kube.wait_claim(self.namespace, self.claim, created, timeout, w)
+            else:
+                await kube.wait("sandboxclaims", self.namespace, self.claim, created, timeout, w, _k8s.on_claim_event)
+            self._handed_out(w, obj)
             return
         w = _k8s.Wait("Sandbox", self.name)
         left = max(0.0, timeout - (time.monotonic() - start))

@@ -47,7 +47,9 @@ class SandboxClient(_base.ClientBase):
     ``kubeconfig``/``context`` pick the API server (default: in-cluster, else $KUBECONFIG
     or ~/.kube/config); ``namespace`` defaults to the kubeconfig context's; ``connection``
     is a config from :mod:`agent_sandbox_sdk.models` or "auto", "router", "direct", "proxy".
-    Use as a context manager, or call close()."""
+    ``early_handout`` (default true): a claimed sandbox is returned as soon as a Sandbox
+    bound to the claim is Ready, one API write before the claim's status says so; false
+    waits for the claim's Ready. Use as a context manager, or call close()."""
 
     def __init__(
         self,
@@ -59,8 +61,9 @@ class SandboxClient(_base.ClientBase):
         config: KubeConfig | None = None,
         timeout: float = 30.0,
         resume_timeout: float = _k8s.RESUME_TIMEOUT,
+        early_handout: bool = True,
     ) -> None:
-        super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout)
+        super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout, early_handout)
         self.kube = KubeClient(self.config, timeout)
         transport = httpx.HTTPTransport(verify=self._verify(), retries=2)
         self.http = httpx.Client(**_wire.client_options(timeout), transport=transport)
@@ -199,8 +202,13 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
         start = time.monotonic()
         if self.claim:
             w = _k8s.Wait("SandboxClaim", self.claim)
-            self.client.kube.wait("sandboxclaims", self.namespace, self.claim, created, timeout, w, _k8s.on_claim_event)
-            self.name = w.sandbox
+            kube = self.client.kube
+            obj: dict[str, Any] = {}
+            if self.client.early_handout:
+                obj = kube.wait_claim(self.namespace, self.claim, created, timeout, w)
+            else:
+                kube.wait("sandboxclaims", self.namespace, self.claim, created, timeout, w, _k8s.on_claim_event)
+            self._handed_out(w, obj)
             return
         w = _k8s.Wait("Sandbox", self.name)
         left = max(0.0, timeout - (time.monotonic() - start))

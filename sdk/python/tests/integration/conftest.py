@@ -112,3 +112,62 @@ def stack() -> Stack:
     if not pool:
         pytest.skip(f"no SandboxWarmPool in namespace {ns}: make up installs one (or set $AGENT_SANDBOX_POOL)")
     return Stack(cfg, kc, ns, pool)
+
+
+class BareServer:
+    """A real kube-apiserver with the CRDs and no controller: a test plays the controller."""
+
+    def __init__(self, kubeconfig: str, alice: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.alice = alice  # kubeconfig of the test user alice (group as:testers)
+        self.cfg = load_kubeconfig(kubeconfig)
+
+
+def _run(cmd: list[str], env: dict[str, str], what: str) -> str:
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    if r.returncode != 0:
+        pytest.fail(f"{what}: exit {r.returncode}: {r.stderr.strip()[-800:]}")
+    return r.stdout
+
+
+def _served(cfg: KubeConfig) -> None:
+    """Waits until the new CRDs' storage answers lists (a fresh one says 429 for a while)."""
+    kube = KubeClient(cfg, timeout=5)
+    deadline = time.monotonic() + 60
+    try:
+        for resource in ("sandboxes", "sandboxclaims"):
+            while True:
+                try:
+                    kube.list(resource, "default")
+                    break
+                except SandboxError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+    finally:
+        kube.close()
+
+
+@pytest.fixture(scope="session")
+def bare_server() -> Iterator[BareServer]:
+    """hack/apiserver.sh with its own state dir ($AGENT_SANDBOX_BARE_DIR, default
+    .cache/sdk-apiserver), started when not running and stopped again at the end."""
+    cache = Path(os.environ.get("AGENT_SANDBOX_CACHE") or REPO / ".cache")
+    kubectl = cache / "bin/kubectl"
+    if not (cache / "bin/kube-apiserver").exists() or not kubectl.exists():
+        pytest.skip("no kube-apiserver/kubectl under .cache/bin: run hack/deps.sh --cluster")
+    d = os.environ.get("AGENT_SANDBOX_BARE_DIR") or str(cache / "sdk-apiserver")
+    env = {**os.environ, "AS_APISERVER_DIR": d, "AS_APISERVER_CONTROLLERS": "none"}
+    script = str(REPO / "hack/apiserver.sh")
+    running = subprocess.run([script, "status"], env=env, capture_output=True, cwd=REPO).returncode == 0
+    kc = _run([script, "start"], env, "hack/apiserver.sh start").strip().splitlines()[-1]
+    try:
+        crds = str(REPO / "api/crds")
+        _run([str(kubectl), "--kubeconfig", kc, "apply", "--server-side", "--force-conflicts", "-f", crds], env, "CRDs")
+        _run([str(kubectl), "--kubeconfig", kc, "wait", "--for", "condition=established", "-f", crds], env, "CRDs")
+        bare = BareServer(kc, str(Path(d) / "kubeconfig-alice"))
+        _served(bare.cfg)
+        yield bare
+    finally:
+        if not running and not os.environ.get("AGENT_SANDBOX_KEEP_BARE"):
+            subprocess.run([script, "stop"], env=env, capture_output=True, cwd=REPO)

@@ -225,3 +225,73 @@ def test_targets(monkeypatch: pytest.MonkeyPatch) -> None:
     assert t.base == "https://api:6443/api/v1/namespaces/ns/pods/pod-1:8080/proxy" and t.via_kube
     with pytest.raises(Exception, match="no pod IP"):
         _conn.target(DirectConnection(), cfg, "ns", "s", {"status": {}})
+
+
+UID = "3f1c2a9e-0000-4000-8000-000000000001"
+
+
+def _bound(**over: object) -> dict[str, object]:
+    """A Sandbox handed out to the claim UID; over replaces parts of it."""
+    meta: dict[str, object] = {
+        "name": "sb",
+        "labels": {_k8s.LABEL_CLAIM_UID: UID},
+        "ownerReferences": [{"kind": "SandboxClaim", "name": "c", "uid": UID, "controller": True}],
+    }
+    status: dict[str, object] = {
+        "conditions": [{"type": "Ready", "status": "True", "reason": "DependenciesReady"}],
+        "podIPs": ["10.0.0.9"],
+    }
+    obj: dict[str, object] = {"metadata": meta, "spec": {}, "status": status}
+    for k, v in over.items():
+        part, _, key = k.partition("__")
+        target = obj[part]
+        assert isinstance(target, dict)
+        if v is None:
+            target.pop(key, None)
+        else:
+            target[key] = v
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("over", "want"),
+    [
+        ({}, True),
+        ({"spec__operatingMode": "Running"}, True),
+        ({"metadata__labels": {_k8s.LABEL_CLAIM_UID: "other"}}, False),
+        ({"metadata__labels": None}, False),
+        ({"metadata__ownerReferences": None}, False),
+        ({"metadata__ownerReferences": [{"kind": "SandboxClaim", "uid": UID}]}, False),  # not the controller
+        ({"metadata__ownerReferences": [{"kind": "SandboxClaim", "uid": "x", "controller": True}]}, False),
+        ({"metadata__deletionTimestamp": "2026-12-02T00:00:00Z"}, False),
+        ({"spec__operatingMode": "Suspended"}, False),
+        ({"status__podIPs": []}, False),
+        ({"status__conditions": [{"type": "Ready", "status": "False", "reason": "X"}]}, False),
+        ({"status__conditions": None}, False),
+    ],
+)
+def test_handed_out(over: dict[str, object], want: bool) -> None:
+    assert _k8s.handed_out(_bound(**over), UID) is want
+
+
+def test_handout_step_and_uid() -> None:
+    step = _k8s.handout_step(UID)
+    w = _k8s.Wait("Sandbox", "")
+    step(w, "DELETED", _bound())
+    step(w, "MODIFIED", _bound(status__podIPs=[]))
+    assert not w.done
+    step(w, "MODIFIED", _bound())
+    assert (w.done, w.ready, w.sandbox) == (True, True, "sb")
+    assert _k8s.handout_uid({"metadata": {"uid": UID}, "spec": {}}) == UID
+    # env is delivered after the Sandbox is bound: only the claim's Ready may end that wait
+    assert _k8s.handout_uid({"metadata": {"uid": UID}, "spec": {"env": [{"name": "A", "value": "1"}]}}) == ""
+    assert _k8s.handout_selector(UID) == f"agents.x-k8s.io/claim-uid={UID}"
+
+
+def test_watch_call_by_selector() -> None:
+    c = _k8s.watch_call("sandboxes", "ns", "", "42", 10, "a=b")
+    params = c.kw["params"]
+    assert params["labelSelector"] == "a=b" and "fieldSelector" not in params
+    assert params["resourceVersion"] == "42" and c.what == "watch sandboxes ns (a=b)"
+    c = _k8s.watch_call("sandboxes", "ns", "sb", "", 10)
+    assert c.kw["params"]["fieldSelector"] == "metadata.name=sb" and "labelSelector" not in c.kw["params"]

@@ -1,0 +1,277 @@
+"""The early hand-out of create(pool) against a real API server with no controller: the
+test plays the controller (binds a Sandbox to the claim, writes statuses), so it decides
+exactly what the SDK sees and when."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from agent_sandbox_sdk import AsyncSandboxClient, SandboxClient, SandboxFailedError, _k8s
+from agent_sandbox_sdk._kube_sync import KubeClient
+
+from .conftest import BareServer
+
+NS_LABEL = {"agent-sandbox.test/integration": "true"}
+MERGE = {"Content-Type": "application/merge-patch+json"}
+POD_SPEC = {"containers": [{"name": "c", "image": "registry.local/none:1"}]}
+
+
+class Controller:
+    """The test's stand-in for the claim controller, on the admin client."""
+
+    def __init__(self, kube: KubeClient, ns: str) -> None:
+        self.kube, self.ns = kube, ns
+        self.seen: set[str] = set()
+
+    def claim(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The next claim the SDK created (waits for it)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for c in self.kube.list("sandboxclaims", self.ns).get("items") or []:
+                if c["metadata"]["uid"] not in self.seen:
+                    self.seen.add(c["metadata"]["uid"])
+                    return dict(c)
+            time.sleep(0.02)
+        raise AssertionError("the SDK created no claim")
+
+    def sandbox(self, name: str, uid: str, *, owner_uid: str | None = None, ready: bool = True) -> dict[str, Any]:
+        """A Sandbox labelled with the claim's UID, controlled by owner_uid (default: the
+        claim), Ready with a pod IP when ready."""
+        owner = owner_uid if owner_uid is not None else uid
+        meta: dict[str, Any] = {"name": name, "labels": {_k8s.LABEL_CLAIM_UID: uid}}
+        if owner:
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+                    "kind": "SandboxClaim",
+                    "name": "owner",
+                    "uid": owner,
+                    "controller": True,
+                }
+            ]
+        body = {"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox", "metadata": meta}
+        body["spec"] = {"podTemplate": {"spec": POD_SPEC}}
+        self.kube.create("sandboxes", self.ns, body)
+        status = "True" if ready else "False"
+        return self.status("sandboxes", name, self._ready(status, ["10.1.2.3"] if ready else []))
+
+    def claim_ready(self, claim: str, sandbox: str) -> dict[str, Any]:
+        st = self._ready("True", [])
+        st["status"]["sandbox"] = {"name": sandbox}
+        return self.status("sandboxclaims", claim, st)
+
+    def claim_failed(self, claim: str, reason: str) -> dict[str, Any]:
+        st = {"status": {"conditions": [self._cond("False", reason)]}}
+        return self.status("sandboxclaims", claim, st)
+
+    def status(self, resource: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        url = _k8s.path(resource, self.ns, name) + "/status"
+        resp = self.kube.http.patch(url, json=patch, headers=MERGE)
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    @staticmethod
+    def _cond(status: str, reason: str) -> dict[str, Any]:
+        now = _k8s.now_rfc3339()
+        return {"type": "Ready", "status": status, "reason": reason, "message": "", "lastTransitionTime": now}
+
+    def _ready(self, status: str, ips: list[str]) -> dict[str, Any]:
+        st: dict[str, Any] = {"conditions": [self._cond(status, "DependenciesReady" if status == "True" else "X")]}
+        if ips:
+            st["podIPs"] = ips
+        return {"status": st}
+
+
+@pytest.fixture
+def ns(bare_server: BareServer) -> Iterator[str]:
+    kube = KubeClient(bare_server.cfg, timeout=10)
+    name = "sdk-handout-" + secrets.token_hex(4)
+    resp = kube.http.post("/api/v1/namespaces", json={"metadata": {"name": name, "labels": NS_LABEL}})
+    assert resp.status_code == 201, resp.text
+    try:
+        yield name
+    finally:
+        kube.http.delete(f"/api/v1/namespaces/{name}")
+        kube.close()
+
+
+@pytest.fixture
+def ctl(bare_server: BareServer, ns: str) -> Iterator[Controller]:
+    kube = KubeClient(bare_server.cfg, timeout=10)
+    try:
+        yield Controller(kube, ns)
+    finally:
+        kube.close()
+
+
+class Background:
+    """Runs fn on a thread; result() re-raises what it raised."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.done_at = 0.0
+        self.t = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self.t.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self.value = fn()
+        except BaseException as e:  # re-raised by result()
+            self.error = e
+        self.done_at = time.monotonic()
+
+    def running_after(self, seconds: float) -> bool:
+        self.t.join(seconds)
+        return self.t.is_alive()
+
+    def result(self, timeout: float = 10.0) -> Any:
+        self.t.join(timeout)
+        assert not self.t.is_alive(), "create() did not return"
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def client(bare: BareServer, ns: str, **kw: Any) -> SandboxClient:
+    return SandboxClient(namespace=ns, kubeconfig=bare.kubeconfig, connection="direct", **kw)
+
+
+def test_handed_out_before_the_claim_is_ready(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    threads = threading.active_count()
+    with client(bare_server, ns) as c:
+        bg = Background(lambda: c.create("pool", keep=True, timeout=30))
+        claim = ctl.claim()
+        uid = claim["metadata"]["uid"]
+        assert bg.running_after(0.3), "returned before anything was bound"
+        ctl.sandbox("sb-bound", uid)
+        sb = bg.result()
+        assert (sb.name, sb.claim) == ("sb-bound", claim["metadata"]["name"])
+        # the claim's status was never written: the hand-out alone ended the wait
+        assert not (c.kube.get("sandboxclaims", ns, sb.claim).get("status") or {}).get("conditions")
+        # the handle holds the Sandbox as handed out: its pod IP without another read
+        assert sb._target_ok()
+    assert threading.active_count() <= threads + 1  # only bg's own thread may still be ending
+
+
+def test_unbound_or_unready_sandboxes_are_not_handed_out(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    with client(bare_server, ns) as c:
+        bg = Background(lambda: c.create("pool", keep=True, timeout=30))
+        claim = ctl.claim()
+        uid, name = claim["metadata"]["uid"], claim["metadata"]["name"]
+        ctl.sandbox("sb-other-owner", uid, owner_uid="00000000-0000-0000-0000-000000000000")
+        ctl.sandbox("sb-no-owner", uid, owner_uid="")
+        ctl.sandbox("sb-not-ready", uid, ready=False)
+        assert bg.running_after(0.5), "handed out a Sandbox the claim does not control, or not Ready"
+        ctl.claim_ready(name, "sb-from-claim")
+        assert bg.result().name == "sb-from-claim"
+
+
+def test_claim_with_env_waits_for_the_claims_ready(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    with client(bare_server, ns) as c:
+        bg = Background(lambda: c.create("pool", env={"A": "1"}, keep=True, timeout=30))
+        claim = ctl.claim()
+        ctl.sandbox("sb-env", claim["metadata"]["uid"])
+        assert bg.running_after(0.5), "a claim with env must wait until the env is delivered (claim Ready)"
+        ctl.claim_ready(claim["metadata"]["name"], "sb-env")
+        assert bg.result().name == "sb-env"
+
+
+def test_early_handout_off_waits_for_the_claims_ready(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    with client(bare_server, ns, early_handout=False) as c:
+        bg = Background(lambda: c.create("pool", keep=True, timeout=30))
+        claim = ctl.claim()
+        ctl.sandbox("sb-late", claim["metadata"]["uid"])
+        assert bg.running_after(0.5)
+        ctl.claim_ready(claim["metadata"]["name"], "sb-late")
+        assert bg.result().name == "sb-late"
+
+
+def test_claim_failure_still_ends_the_wait(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    threads = threading.active_count()
+    with client(bare_server, ns) as c:
+        bg = Background(lambda: c.create("pool", timeout=30))
+        claim = ctl.claim()
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        ctl.claim_failed(claim["metadata"]["name"], "WarmPoolNotFound")
+        with pytest.raises(SandboxFailedError) as ei:
+            bg.result()
+        assert bg.done_at - t0 < 2.0
+        assert ei.value.reason == "WarmPoolNotFound"
+    bg.t.join(2)
+    assert threading.active_count() <= threads, "the hand-out watch outlived create()"
+
+
+def test_no_watch_permission_falls_back_to_the_claim(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    """alice may create and watch claims and read Sandboxes, not watch them: the hand-out
+    watch is refused and the claim's Ready decides."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns
+    role = {
+        "metadata": {"name": "claims-only"},
+        "rules": [
+            {
+                "apiGroups": ["extensions.agents.x-k8s.io"],
+                "resources": ["sandboxclaims"],
+                "verbs": ["create", "get", "list", "watch", "delete"],
+            },
+            {"apiGroups": ["agents.x-k8s.io"], "resources": ["sandboxes"], "verbs": ["get"]},
+        ],
+    }
+    binding = {
+        "metadata": {"name": "alice-claims-only"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "claims-only"},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}],
+    }
+    for kind, body in (("roles", role), ("rolebindings", binding)):
+        resp = ctl.kube.http.post(f"{rbac}/{kind}", json=body)
+        assert resp.status_code == 201, resp.text
+    with SandboxClient(namespace=ns, kubeconfig=bare_server.alice, connection="direct") as c:
+        bg = Background(lambda: c.create("pool", keep=True, timeout=30))
+        claim = ctl.claim()
+        ctl.sandbox("sb-alice", claim["metadata"]["uid"])
+        assert bg.running_after(0.5)
+        ctl.claim_ready(claim["metadata"]["name"], "sb-alice")
+        assert bg.result().name == "sb-alice"
+
+
+async def test_async_handed_out_before_the_claim_is_ready(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    async with AsyncSandboxClient(namespace=ns, kubeconfig=bare_server.kubeconfig, connection="direct") as c:
+        task = asyncio.ensure_future(c.create("pool", keep=True, timeout=30))
+        claim = await asyncio.to_thread(ctl.claim)
+        await asyncio.sleep(0.3)
+        assert not task.done()
+        await asyncio.to_thread(ctl.sandbox, "sb-async", claim["metadata"]["uid"])
+        sb = await asyncio.wait_for(task, 10)
+        assert sb.name == "sb-async"
+        assert not (await c.kube.get("sandboxclaims", ns, sb.claim)).get("status", {}).get("conditions")
+
+
+async def test_async_claim_with_env_then_a_failure(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    async with AsyncSandboxClient(namespace=ns, kubeconfig=bare_server.kubeconfig, connection="direct") as c:
+        task = asyncio.ensure_future(c.create("pool", env={"A": "1"}, keep=True, timeout=30))
+        claim = await asyncio.to_thread(ctl.claim)
+        await asyncio.to_thread(ctl.sandbox, "sb-async-env", claim["metadata"]["uid"])
+        await asyncio.sleep(0.5)
+        assert not task.done(), "a claim with env must wait for the claim's Ready"
+        await asyncio.to_thread(ctl.claim_ready, claim["metadata"]["name"], "sb-async-env")
+        assert (await asyncio.wait_for(task, 5)).name == "sb-async-env"
+
+        task = asyncio.ensure_future(c.create("pool", timeout=30))
+        claim = await asyncio.to_thread(ctl.claim)
+        await asyncio.sleep(0.2)
+        t0 = time.monotonic()
+        await asyncio.to_thread(ctl.claim_failed, claim["metadata"]["name"], "WarmPoolNotFound")
+        with pytest.raises(SandboxFailedError) as ei:
+            await asyncio.wait_for(task, 5)
+        assert time.monotonic() - t0 < 2.0
+        assert ei.value.reason == "WarmPoolNotFound"
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert not pending, f"tasks left behind: {pending}"
