@@ -48,6 +48,11 @@ type Options struct {
 	CleanupTimeout time.Duration
 	// MaxReadSize caps Files.ReadFile (default 256 MiB).
 	MaxReadSize int64
+	// WaitForClaimReady makes CreateSandbox wait for the claim's own Ready. By default
+	// it returns as soon as a Sandbox bound to the claim (labelled with its UID and
+	// controlled by it) is Ready, one API write sooner (the early hand-out; claims with
+	// env always wait for the claim: the env is delivered after the binding).
+	WaitForClaimReady bool
 
 	kube kube // tests
 }
@@ -60,6 +65,7 @@ type Client struct {
 	readyTimeout   time.Duration
 	cleanupTimeout time.Duration
 	maxRead        int64
+	waitClaimReady bool
 }
 
 // NewClient builds a Client.
@@ -99,7 +105,7 @@ func NewClient(opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{kube: k, ns: ns, conn: cn, readyTimeout: opts.ReadyTimeout,
-		cleanupTimeout: opts.CleanupTimeout, maxRead: opts.MaxReadSize}
+		cleanupTimeout: opts.CleanupTimeout, maxRead: opts.MaxReadSize, waitClaimReady: opts.WaitForClaimReady}
 	if c.readyTimeout <= 0 {
 		c.readyTimeout = DefaultReadyTimeout
 	}
@@ -291,7 +297,8 @@ func (o *createOptions) meta(generatePrefix string) metav1.ObjectMeta {
 // CreateSandbox claims a sandbox from the warm pool warmPool: it creates a SandboxClaim
 // (generateName "sandbox-claim-", label agents.x-k8s.io/created-by=go-client,
 // annotation agents.x-k8s.io/client-first-requested-at) and waits by watch until the
-// claim is bound and Ready. On failure the claim is deleted (see WithKeepOnFailure).
+// claim is bound and Ready, or sooner until a Sandbox bound to it is Ready (see
+// Options.WaitForClaimReady). On failure the claim is deleted (see WithKeepOnFailure).
 func (c *Client) CreateSandbox(ctx context.Context, warmPool string, opts ...CreateOption) (*Sandbox, error) {
 	if warmPool == "" {
 		return nil, fmt.Errorf("%w: empty warm pool name", ErrInvalidArgument)

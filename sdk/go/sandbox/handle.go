@@ -149,10 +149,20 @@ func (s *Sandbox) WaitReady(ctx context.Context) error {
 	return s.waitSandbox(ctx, nil, false, 0)
 }
 
-// waitClaim waits for the claim to be bound and Ready, then reads its Sandbox.
+// waitClaim waits for the claim to be bound and Ready, then reads its Sandbox. With the
+// claim as created (haveStart) it also watches for the early hand-out (handout.go)
+// unless Options.WaitForClaimReady is set.
 func (s *Sandbox) waitClaim(ctx context.Context, start *extv1beta1.SandboxClaim, haveStart bool) error {
+	if haveStart && !s.c.waitClaimReady && handoutUID(start) != "" {
+		return s.waitClaimOrHandout(ctx, start)
+	}
 	ctx, cancel := s.c.withReadyTimeout(ctx)
 	defer cancel()
+	return s.waitClaimIn(ctx, start, haveStart)
+}
+
+// waitClaimIn is waitClaim within ctx's own bound.
+func (s *Sandbox) waitClaimIn(ctx context.Context, start *extv1beta1.SandboxClaim, haveStart bool) error {
 	w := &waiter[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList]{
 		api: s.c.kube.claims(s.ns), ns: s.ns, name: s.claim,
 		what: fmt.Sprintf("claim %s/%s Ready", s.ns, s.claim), check: claimReady,

@@ -29,6 +29,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -565,5 +566,104 @@ func TestIntegrationStackErrors(t *testing.T) {
 	}
 	if _, err := c.Attach(ctx, "no-such-sandbox"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("missing sandbox: %v", err)
+	}
+}
+
+// handoutWriter binds every claim the SDK creates to a Ready Sandbox labelled with the
+// claim's UID and controlled by owner(claim), and never writes the claim's status: only
+// the early hand-out can end CreateSandbox's wait.
+func handoutWriter(t *testing.T, ctx context.Context, cs *typed.Clientset, ns string,
+	owner func(*extv1beta1.SandboxClaim) metav1.OwnerReference) {
+	w, err := cs.SandboxClaims(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			c, ok := ev.Object.(*extv1beta1.SandboxClaim)
+			if !ok || ev.Type != watch.Added {
+				continue
+			}
+			sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "bound-" + c.Name,
+				Labels:          map[string]string{agentsv1beta1.LabelClaimUID: string(c.UID)},
+				OwnerReferences: []metav1.OwnerReference{owner(c)}},
+				Spec: agentsv1beta1.SandboxSpec{PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "c", Image: "img"}}}}}}
+			sb, err := cs.Sandboxes(ns).Create(ctx, sb, metav1.CreateOptions{})
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("create sandbox: %v", err)
+				}
+				continue
+			}
+			sb.Status = agentsv1beta1.SandboxStatus{PodIPs: []string{"10.1.2.4"}, Conditions: []metav1.Condition{{
+				Type: "Ready", Status: "True", Reason: "DependenciesReady", LastTransitionTime: metav1.Now()}}}
+			if _, err := cs.Sandboxes(ns).UpdateStatus(ctx, sb, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
+				t.Errorf("sandbox status: %v", err)
+			}
+		}
+	}()
+}
+
+// TestIntegrationHandout: CreateSandbox returns on a Ready Sandbox bound to its claim
+// before the claim's status says so (the test never writes it), and only then: not with
+// Options.WaitForClaimReady, not for a claim with env, not for a Sandbox another object
+// controls.
+func TestIntegrationHandout(t *testing.T) {
+	rc := restConfig(t)
+	controller := func(c *extv1beta1.SandboxClaim) metav1.OwnerReference {
+		return *metav1.NewControllerRef(c, extv1beta1.SchemeGroupVersion.WithKind("SandboxClaim"))
+	}
+	stranger := func(c *extv1beta1.SandboxClaim) metav1.OwnerReference {
+		r := controller(c)
+		r.UID = "00000000-0000-0000-0000-000000000000"
+		return r
+	}
+	tests := []struct {
+		name      string
+		owner     func(*extv1beta1.SandboxClaim) metav1.OwnerReference
+		claimWait bool
+		opts      []CreateOption
+		handed    bool
+	}{
+		{"bound and Ready", controller, false, nil, true},
+		{"WaitForClaimReady", controller, true, nil, false},
+		{"claim with env", controller, false, []CreateOption{WithEnv(map[string]string{"A": "1"})}, false},
+		{"controlled by another", stranger, false, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := tempNamespace(t, rc)
+			cs, _ := typed.NewForConfig(rc)
+			noClaimController(t, cs, ns)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			handoutWriter(t, ctx, cs, ns, tc.owner)
+			c, err := NewClient(Options{RestConfig: rc, Namespace: ns, WaitForClaimReady: tc.claimWait})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+			defer ccancel()
+			sb, err := c.CreateSandbox(cctx, "pool", tc.opts...)
+			if !tc.handed {
+				if !errors.Is(err, ErrTimeout) {
+					t.Fatalf("handed out %v, err %v; want a timeout (only the claim's Ready may end this wait)", sb, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.Name() != "bound-"+sb.ClaimName() || sb.PodIP() != "10.1.2.4" {
+				t.Fatalf("handle %s ip %s", sb.Name(), sb.PodIP())
+			}
+			cl, err := cs.SandboxClaims(ns).Get(ctx, sb.ClaimName(), metav1.GetOptions{})
+			if err != nil || len(cl.Status.Conditions) != 0 {
+				t.Fatalf("claim status %+v, %v: the test never writes it", cl.Status, err)
+			}
+		})
 	}
 }

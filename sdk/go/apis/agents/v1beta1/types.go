@@ -9,6 +9,8 @@ import (
 const (
 	// LabelCreatedBy records which client created an object ("go-client" for this SDK).
 	LabelCreatedBy = "agents.x-k8s.io/created-by"
+	// LabelClaimUID is set on a Sandbox bound to a SandboxClaim: the claim's UID.
+	LabelClaimUID = "agents.x-k8s.io/claim-uid"
 	// LabelSandboxNameHash selects the Pod of a Sandbox.
 	LabelSandboxNameHash = "agents.x-k8s.io/sandbox-name-hash"
 	// LabelWarmPoolSandbox marks unclaimed warm-pool members.

@@ -1,0 +1,137 @@
+package sandbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
+	extv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/extensions/v1beta1"
+)
+
+// The early hand-out: the controller binds a warm Sandbox to a claim with one write (the
+// claim-uid label and the claim as controller owner) and mirrors that Sandbox's Ready
+// into the claim's status with a second one. A Sandbox that is bound and Ready is
+// therefore the hand-out, one write before the claim says so. A claim with env is the
+// exception: the env is delivered into the Sandbox after the binding, so only the
+// claim's Ready ends its wait.
+
+// handoutUID is the claim UID to recognise its hand-out by, or "" when only the claim's
+// Ready may end the wait.
+func handoutUID(c *extv1beta1.SandboxClaim) types.UID {
+	if len(c.Spec.Env) > 0 {
+		return ""
+	}
+	return c.UID
+}
+
+// handedOut reports whether sb is the hand-out of the claim with this UID: labelled with
+// it, controlled by it, not being deleted, Running, Ready with a pod IP.
+func handedOut(sb *agentsv1beta1.Sandbox, uid types.UID) bool {
+	if uid == "" || sb.Labels[agentsv1beta1.LabelClaimUID] != string(uid) || sb.DeletionTimestamp != nil {
+		return false
+	}
+	if ref := metav1.GetControllerOf(sb); ref == nil || ref.UID != uid {
+		return false
+	}
+	done, _, err := sandboxReady(0)(sb)
+	return done && err == nil
+}
+
+// waitHandout watches the Sandboxes labelled with the claim's UID from resourceVersion rv
+// until one is handed out. It ends with the error of a watch the server refuses (say,
+// no watch permission on Sandboxes) or with the context.
+func (s *Sandbox) waitHandout(ctx context.Context, uid types.UID, rv string) (*agentsv1beta1.Sandbox, error) {
+	sel := labels.Set{agentsv1beta1.LabelClaimUID: string(uid)}.String()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		wi, err := s.c.kube.sandboxes(s.ns).Watch(ctx, metav1.ListOptions{
+			LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		switch {
+		case err != nil && (apierrors.IsGone(err) || apierrors.IsResourceExpired(err)):
+			rv = ""
+			continue
+		case err != nil && transient(err) && ctx.Err() == nil:
+			sleep(ctx, &backoff)
+			continue
+		case err != nil:
+			return nil, err
+		}
+		sb := drainHandout(ctx, wi, uid, &rv)
+		wi.Stop()
+		if sb != nil {
+			return sb, nil
+		}
+	}
+	return nil, ctx.Err()
+}
+
+// drainHandout reads one watch until it ends or shows the hand-out; rv follows it ("" after
+// a 410 Gone: the next watch starts from the current state).
+func drainHandout(ctx context.Context, wi watch.Interface, uid types.UID, rv *string) *agentsv1beta1.Sandbox {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified, watch.Bookmark:
+				sb, ok := ev.Object.(*agentsv1beta1.Sandbox)
+				if !ok {
+					continue
+				}
+				*rv = sb.ResourceVersion
+				if ev.Type != watch.Bookmark && handedOut(sb, uid) {
+					return sb
+				}
+			case watch.Error:
+				err := apierrors.FromObject(ev.Object)
+				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+					*rv = ""
+				}
+				return nil
+			}
+		}
+	}
+}
+
+// waitClaimOrHandout waits for the claim as waitClaim does, with the hand-out watched
+// beside it: whichever shows a Ready Sandbox first ends the wait. The claim's failures
+// end it as before; a refused hand-out watch leaves the claim to decide.
+func (s *Sandbox) waitClaimOrHandout(ctx context.Context, start *extv1beta1.SandboxClaim) error {
+	ctx, cancel := s.c.withReadyTimeout(ctx)
+	defer cancel()
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	found := make(chan *agentsv1beta1.Sandbox, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if sb, err := s.waitHandout(hctx, start.UID, start.ResourceVersion); err == nil && sb != nil {
+			found <- sb
+			ccancel()
+		}
+	}()
+	err := s.waitClaimIn(cctx, start, true)
+	hcancel()
+	wg.Wait()
+	select {
+	case sb := <-found:
+		s.set(sb)
+		return nil
+	default:
+		return err
+	}
+}
