@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,6 +67,9 @@ type Client struct {
 	cleanupTimeout time.Duration
 	maxRead        int64
 	waitClaimReady bool
+	// claimFirst: the last hand-out wait ended by the claim's Ready, not by a hand-out (a
+	// controller that does not label what it binds): watch the next claim at once.
+	claimFirst atomic.Bool
 }
 
 // NewClient builds a Client.

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,9 +103,17 @@ func drainHandout(ctx context.Context, wi watch.Interface, uid types.UID, rv *st
 	}
 }
 
+// claimWatchDelay is how long a hand-out wait watches only the Sandboxes before it
+// watches the claim too (for its failures, and for its Ready when no Sandbox watch is
+// allowed): a warm hand-out comes sooner and then costs one watch, not two. After a wait
+// the claim's Ready ended (no hand-out came: a controller that does not label what it
+// binds) the client watches the next claim at once.
+const claimWatchDelay = 250 * time.Millisecond
+
 // waitClaimOrHandout waits for the claim as waitClaim does, with the hand-out watched
-// beside it: whichever shows a Ready Sandbox first ends the wait. The claim's failures
-// end it as before; a refused hand-out watch leaves the claim to decide.
+// beside it: whichever shows a Ready Sandbox first ends the wait. The claim is watched
+// from claimWatchDelay on (at once when the hand-out watch is refused). The claim's
+// failures end the wait as before; a refused hand-out watch leaves the claim to decide.
 func (s *Sandbox) waitClaimOrHandout(ctx context.Context, start *extv1beta1.SandboxClaim) error {
 	ctx, cancel := s.c.withReadyTimeout(ctx)
 	defer cancel()
@@ -115,23 +122,40 @@ func (s *Sandbox) waitClaimOrHandout(ctx context.Context, start *extv1beta1.Sand
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	found := make(chan *agentsv1beta1.Sandbox, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
+	ended := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(ended)
 		if sb, err := s.waitHandout(hctx, start.UID, start.ResourceVersion); err == nil && sb != nil {
 			found <- sb
 			ccancel()
 		}
 	}()
-	err := s.waitClaimIn(cctx, start, true)
+	wait := claimWatchDelay
+	if s.c.claimFirst.Load() {
+		wait = 0
+	}
+	delay := time.NewTimer(wait)
+	defer delay.Stop()
+	var err error
+	select {
+	case <-ended: // handed out, or the watch was refused (or ctx ended): then the claim decides
+		if len(found) == 0 {
+			err = s.waitClaimIn(cctx, start, true)
+		}
+	case <-delay.C:
+		err = s.waitClaimIn(cctx, start, true)
+	}
 	hcancel()
-	wg.Wait()
+	<-ended
 	select {
 	case sb := <-found:
+		s.c.claimFirst.Store(false)
 		s.set(sb)
 		return nil
 	default:
+		if err == nil {
+			s.c.claimFirst.Store(true)
+		}
 		return err
 	}
 }

@@ -29,6 +29,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -196,19 +197,34 @@ func noClaimController(t *testing.T, cs *typed.Clientset, ns string) {
 // statusWriter plays the claim controller in a namespace without one: it binds every
 // claim created by the SDK to a Ready Sandbox, through the real API server.
 func statusWriter(t *testing.T, ctx context.Context, cs *typed.Clientset, ns string, reason string) {
-	w, err := cs.SandboxClaims(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Error(err)
-		return
-	}
+	onNewClaims(ctx, cs, ns, func(c *extv1beta1.SandboxClaim) { bindClaim(t, ctx, cs, ns, c, reason) })
+}
+
+// onNewClaims runs fn on a goroutine for every claim created in ns until ctx ends. It
+// watches again from the last resourceVersion when the server ends a watch (a fresh API
+// server re-initialising a new CRD's watch cache ends them).
+func onNewClaims(ctx context.Context, cs *typed.Clientset, ns string, fn func(*extv1beta1.SandboxClaim)) {
 	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			c, ok := ev.Object.(*extv1beta1.SandboxClaim)
-			if !ok || ev.Type != "ADDED" {
+		seen := map[types.UID]bool{}
+		rv := ""
+		for ctx.Err() == nil {
+			w, err := cs.SandboxClaims(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			go bindClaim(t, ctx, cs, ns, c, reason)
+			for ev := range w.ResultChan() {
+				c, ok := ev.Object.(*extv1beta1.SandboxClaim)
+				if !ok {
+					continue
+				}
+				rv = c.ResourceVersion
+				if ev.Type == watch.Added && !seen[c.UID] {
+					seen[c.UID] = true
+					go fn(c)
+				}
+			}
+			w.Stop()
 		}
 	}()
 }
@@ -281,6 +297,9 @@ func TestIntegrationWaitByWatch(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
+	}
+	if !c.claimFirst.Load() {
+		t.Error("the claims' Ready ended the waits (no hand-out: nothing is labelled), yet the next claim would not be watched at once")
 	}
 	claims, err := c.ListClaims(ctx, ListOptions{OnlyMine: true})
 	if err != nil || len(claims) != n {
@@ -574,37 +593,25 @@ func TestIntegrationStackErrors(t *testing.T) {
 // the early hand-out can end CreateSandbox's wait.
 func handoutWriter(t *testing.T, ctx context.Context, cs *typed.Clientset, ns string,
 	owner func(*extv1beta1.SandboxClaim) metav1.OwnerReference) {
-	w, err := cs.SandboxClaims(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			c, ok := ev.Object.(*extv1beta1.SandboxClaim)
-			if !ok || ev.Type != watch.Added {
-				continue
+	onNewClaims(ctx, cs, ns, func(c *extv1beta1.SandboxClaim) {
+		sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "bound-" + c.Name,
+			Labels:          map[string]string{agentsv1beta1.LabelClaimUID: string(c.UID)},
+			OwnerReferences: []metav1.OwnerReference{owner(c)}},
+			Spec: agentsv1beta1.SandboxSpec{PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "c", Image: "img"}}}}}}
+		sb, err := cs.Sandboxes(ns).Create(ctx, sb, metav1.CreateOptions{})
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("create sandbox: %v", err)
 			}
-			sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "bound-" + c.Name,
-				Labels:          map[string]string{agentsv1beta1.LabelClaimUID: string(c.UID)},
-				OwnerReferences: []metav1.OwnerReference{owner(c)}},
-				Spec: agentsv1beta1.SandboxSpec{PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "c", Image: "img"}}}}}}
-			sb, err := cs.Sandboxes(ns).Create(ctx, sb, metav1.CreateOptions{})
-			if err != nil {
-				if ctx.Err() == nil {
-					t.Errorf("create sandbox: %v", err)
-				}
-				continue
-			}
-			sb.Status = agentsv1beta1.SandboxStatus{PodIPs: []string{"10.1.2.4"}, Conditions: []metav1.Condition{{
-				Type: "Ready", Status: "True", Reason: "DependenciesReady", LastTransitionTime: metav1.Now()}}}
-			if _, err := cs.Sandboxes(ns).UpdateStatus(ctx, sb, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
-				t.Errorf("sandbox status: %v", err)
-			}
+			return
 		}
-	}()
+		sb.Status = agentsv1beta1.SandboxStatus{PodIPs: []string{"10.1.2.4"}, Conditions: []metav1.Condition{{
+			Type: "Ready", Status: "True", Reason: "DependenciesReady", LastTransitionTime: metav1.Now()}}}
+		if _, err := cs.Sandboxes(ns).UpdateStatus(ctx, sb, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
+			t.Errorf("sandbox status: %v", err)
+		}
+	})
 }
 
 // TestIntegrationHandout: CreateSandbox returns on a Ready Sandbox bound to its claim
@@ -659,6 +666,9 @@ func TestIntegrationHandout(t *testing.T) {
 			}
 			if sb.Name() != "bound-"+sb.ClaimName() || sb.PodIP() != "10.1.2.4" {
 				t.Fatalf("handle %s ip %s", sb.Name(), sb.PodIP())
+			}
+			if c.claimFirst.Load() {
+				t.Error("handed out, yet the next claim would be watched at once")
 			}
 			cl, err := cs.SandboxClaims(ns).Get(ctx, sb.ClaimName(), metav1.GetOptions{})
 			if err != nil || len(cl.Status.Conditions) != 0 {

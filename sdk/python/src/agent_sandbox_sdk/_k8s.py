@@ -440,6 +440,22 @@ def on_sandbox_event(w: Wait, etype: str, obj: dict[str, Any], want: str = "Read
         w.done = sus.get("status") == "True" and not (obj.get("status") or {}).get("podIPs")
 
 
+# How long a hand-out wait watches only the Sandboxes before it watches the claim too (for
+# its failures, and for its Ready when no Sandbox watch is allowed). A warm hand-out comes
+# sooner and then costs one watch, not two; a failure is reported this much later. A
+# client whose last claim ended by the claim's Ready, not by a hand-out (a controller that
+# does not label what it binds), watches the claim at once (next_claim_watch_delay).
+CLAIM_WATCH_DELAY = 0.25
+
+
+def next_claim_watch_delay(handed: bool, claim_ready: bool, delay: float) -> float:
+    """The claim watch delay after a hand-out wait that ended handed out, or by the
+    claim's Ready, or neither (a failure: no news)."""
+    if handed:
+        return CLAIM_WATCH_DELAY
+    return 0.0 if claim_ready else delay
+
+
 def handout_uid(claim: Mapping[str, Any]) -> str:
     """The UID by which a claim's hand-out can be recognised on its Sandbox, or "" when
     only the claim's own Ready may end the wait: a claim with env gets it delivered into

@@ -19,6 +19,7 @@ class AsyncKubeClient:
 
     def __init__(self, cfg: KubeConfig, timeout: float = 30.0) -> None:
         self.cfg = cfg
+        self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         self.http = httpx.AsyncClient(
             **_k8s.client_options(cfg, timeout),
             transport=httpx.AsyncHTTPTransport(verify=cfg.ssl_context(), retries=2),
@@ -106,6 +107,14 @@ class AsyncKubeClient:
         loop.rv = rv
         return await self._watch_loop(loop, _k8s.handout_selector(uid))
 
+    async def _claim_later(
+        self, ns: str, name: str, claim: dict[str, Any], timeout: float, w: _k8s.Wait, hand: asyncio.Future[Any]
+    ) -> dict[str, Any]:
+        """The claim's wait, from claim_watch_delay on, or at once when the hand-out watch
+        ended without a hand-out (refused): a warm hand-out costs one watch."""
+        await asyncio.wait({hand}, timeout=self.claim_watch_delay)
+        return await self.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_event)
+
     async def wait_claim(
         self, ns: str, name: str, claim: dict[str, Any], timeout: float, w: _k8s.Wait
     ) -> dict[str, Any]:
@@ -119,7 +128,7 @@ class AsyncKubeClient:
         hw = _k8s.Wait("Sandbox", "")
         rv = str((claim.get("metadata") or {}).get("resourceVersion") or "")
         hand = asyncio.ensure_future(self._handout(ns, uid, rv, timeout, hw))
-        wait = asyncio.ensure_future(self.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_event))
+        wait = asyncio.ensure_future(self._claim_later(ns, name, claim, timeout, w, hand))
         try:
             done, _ = await asyncio.wait({hand, wait}, return_when=asyncio.FIRST_COMPLETED)
             if hand in done and hand.exception() is None and hw.done:
@@ -132,3 +141,4 @@ class AsyncKubeClient:
             for t in (hand, wait):
                 t.cancel()
             await asyncio.gather(hand, wait, return_exceptions=True)
+            self.claim_watch_delay = _k8s.next_claim_watch_delay(hw.done, w.done, self.claim_watch_delay)

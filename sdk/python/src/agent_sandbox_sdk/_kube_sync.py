@@ -53,6 +53,7 @@ class KubeClient:
 
     def __init__(self, cfg: KubeConfig, timeout: float = 30.0) -> None:
         self.cfg = cfg
+        self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         self.http = httpx.Client(
             **_k8s.client_options(cfg, timeout), transport=httpx.HTTPTransport(verify=cfg.ssl_context(), retries=2)
         )
@@ -155,17 +156,22 @@ class KubeClient:
         a hand-out watch the server refuses (say, no watch permission on Sandboxes)
         leaves the claim to decide.
 
-        The claim is watched on a helper thread and the Sandboxes on the caller's: the
-        hand-out, the usual end, then returns without waiting for a thread switch."""
+        The Sandboxes are watched on the caller's thread; the claim on a helper thread,
+        from claim_watch_delay on (at once when the Sandbox watch is refused): a warm
+        hand-out ends the wait with one watch and no thread switch."""
         uid = _k8s.handout_uid(claim)
         if not uid:
             self.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_event)
             return {}
         hw = _k8s.Wait("Sandbox", "")
         claim_stop, hand_stop = WatchStop(), WatchStop()
+        now = threading.Event()
         failed: list[BaseException] = []
 
         def claim_wait() -> None:
+            now.wait(self.claim_watch_delay)
+            if claim_stop.stopped:
+                return
             try:
                 self.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_event, claim_stop)
             except BaseException as e:  # raised again on the caller's thread
@@ -188,7 +194,9 @@ class KubeClient:
             claim_stop.stop()
             raise
         finally:
+            now.set()
             t.join()
+        self.claim_watch_delay = _k8s.next_claim_watch_delay(hw.done, w.done, self.claim_watch_delay)
         if hw.done:
             w.sandbox, w.ready, w.done = hw.sandbox, True, True
             return obj

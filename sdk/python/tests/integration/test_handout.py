@@ -158,6 +158,7 @@ def test_handed_out_before_the_claim_is_ready(bare_server: BareServer, ns: str, 
         assert not (c.kube.get("sandboxclaims", ns, sb.claim).get("status") or {}).get("conditions")
         # the handle holds the Sandbox as handed out: its pod IP without another read
         assert sb._target_ok()
+        assert c.kube.claim_watch_delay == _k8s.CLAIM_WATCH_DELAY
     assert threading.active_count() <= threads + 1  # only bg's own thread may still be ending
 
 
@@ -172,6 +173,12 @@ def test_unbound_or_unready_sandboxes_are_not_handed_out(bare_server: BareServer
         assert bg.running_after(0.5), "handed out a Sandbox the claim does not control, or not Ready"
         ctl.claim_ready(name, "sb-from-claim")
         assert bg.result().name == "sb-from-claim"
+        # the claim's Ready, not a hand-out, ended it: this client's next claim is watched at once
+        assert c.kube.claim_watch_delay == 0.0
+        bg = Background(lambda: c.create("pool", keep=True, timeout=30))
+        claim = ctl.claim()
+        ctl.claim_ready(claim["metadata"]["name"], "sb-next")
+        assert bg.result().name == "sb-next"
 
 
 def test_claim_with_env_waits_for_the_claims_ready(bare_server: BareServer, ns: str, ctl: Controller) -> None:

@@ -295,3 +295,11 @@ def test_watch_call_by_selector() -> None:
     assert params["resourceVersion"] == "42" and c.what == "watch sandboxes ns (a=b)"
     c = _k8s.watch_call("sandboxes", "ns", "sb", "", 10)
     assert c.kw["params"]["fieldSelector"] == "metadata.name=sb" and "labelSelector" not in c.kw["params"]
+
+
+def test_next_claim_watch_delay() -> None:
+    d = _k8s.CLAIM_WATCH_DELAY
+    assert _k8s.next_claim_watch_delay(True, True, 0.0) == d  # handed out: the controller labels
+    assert _k8s.next_claim_watch_delay(False, True, d) == 0.0  # the claim's Ready came first
+    assert _k8s.next_claim_watch_delay(False, False, 0.0) == 0.0  # a failure says nothing
+    assert _k8s.next_claim_watch_delay(False, False, d) == d
