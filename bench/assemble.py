@@ -134,6 +134,14 @@ def assemble(a):
                                   "loadavg_end", "ok")
         res["claim_probe"]["api_cpu_ms_per_claim_incl_refill"] = (
             ((cp.get("api") or {}).get("probe_cpu") or {}).get("per_claim_incl_refill_ms"))
+    sp = load(d, "sdk_probe.json")
+    if sp:
+        res["sdk_probe"] = pick(sp, "early_handout", "claim_ready", "ok", "errors")
+        run = load(d, "sdk_probe.run.json")
+        n = sum((sp.get(m) or {}).get("n") or 0 for m in ("early_handout", "claim_ready"))
+        if run and n:
+            run["api_cpu_ms_per_object"] = round(run["api_cpu_s"] / n * 1000, 1)
+            res["sdk_probe"]["run"] = run
     sc = load(d, "scale_10k.json")
     res["scale_10k"] = pick(sc, "count", "ready", "controller_rss_mib", "controller_cpu_s",
                             "converge_s", "p50_ms", "p99_ms", "rss_series", "loadavg_start",
@@ -221,6 +229,10 @@ def check(path):
     cp = r.get("claim_probe") or {}
     ok(f"claim_probe: claims served warm ({cp.get('warm')}/{cp.get('count')})",
        (cp.get("warm") or 0) == (cp.get("count") or -1))
+    sp = r.get("sdk_probe") or {}
+    ok(f"sdk_probe: every SDK claim handed out and checked ({(sp.get('early_handout') or {}).get('n')}"
+       f" + {(sp.get('claim_ready') or {}).get('n')}; {'; '.join(sp.get('errors') or []) or 'no errors'})",
+       sp.get("ok"))
     api = r.get("api") or {}
     wpc = api.get("writes_per_warm_claim")
     ok(f"api: writes per warm claim measured ({wpc})", wpc is not None and wpc > 0)

@@ -13,10 +13,12 @@
 #     to kwok nodes (hack/cluster/cluster.sh up --kwok-nodes N) and the stack's
 #     controller does the work (its RSS/CPU are sampled through its pid file).
 # --smoke: small N, < 2 minutes; prints "N passed, N failed" and exits non-zero on failure.
-# Scenarios: warm300 warm1000 claimprobe sustained cold probe sweep scale router sandboxd
+# Scenarios: warm300 warm1000 claimprobe sdkprobe sustained cold probe sweep scale router
+# sandboxd
 # (claimprobe: 20 warm claims one at a time on an idle pool of 2, each once the previous
-# one's refill is Ready; probe: 20 Sandboxes one at a time, each after the previous one is
-# Ready; BENCH_PROBE_COUNT for both;
+# one's refill is Ready; sdkprobe: the same through the Python SDK's create(), 20 with the
+# early hand-out and 20 without, alternating; probe: 20 Sandboxes one at a time, each after
+# the previous one is Ready; BENCH_PROBE_COUNT for all three;
 # sweep: sustained claims at rising rates BENCH_SWEEP_RATES, default "5 10 20 40 80",
 # until p99 > 1 s: the highest rate held).
 # With --target apiserver every scenario also reports the CPU of kube-apiserver + etcd
@@ -221,6 +223,54 @@ sweep() {
 	done
 }
 
+# The Python SDK in its venv (as sdk/python/run-tests.sh makes it), for sdkprobe.
+sdk_python() {
+	local venv=${AGENT_SANDBOX_VENV:-$ROOT/.cache/pysdk-venv}
+	if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import agent_sandbox_sdk' 2>/dev/null; then
+		python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check -e "$ROOT/sdk/python" >&2 ||
+			return 1
+	fi
+	echo "$venv/bin/python"
+}
+
+# One warm claim at a time through the Python SDK (bench/sdk_probe.py: SandboxClient.create
+# with and without the early hand-out, alternating) on an idle pool of 2 that as-loadgen
+# serves (--scenario serve-pool: the pool and, without nodes, the simulated kubelet).
+sdkprobe() { # claims per mode
+	local name=sdk_probe ns="bench-sdk-probe-$(date +%s)" py lg rc=1 api0 ctrl0 t0
+	py=$(sdk_python) || { log "sdkprobe: no Python SDK venv"; return 1; }
+	api0=$(proc_cpu "$API_PIDS") t0=$(date +%s.%N)
+	timeline_start "$name"
+	start_ctrl "$ns"
+	ctrl0=$(proc_cpu "${CTRL_PID:-0}")
+	log "$name: $1 claims per mode"
+	"$TOOLS/as-loadgen" --namespace "$ns" --scenario serve-pool --pool-size 2 --seconds 1800 \
+		--ns-wait "$NS_WAIT" "${LGFLAGS[@]}" --out "$OUT/$name.pool.json" >"$OUT/$name.pool.out" 2>&1 &
+	lg=$!
+	for _ in $(seq 1200); do
+		grep -q '^ready$' "$OUT/$name.pool.out" 2>/dev/null && break
+		kill -0 "$lg" 2>/dev/null || break
+		sleep 0.1
+	done
+	if grep -q '^ready$' "$OUT/$name.pool.out" 2>/dev/null; then
+		"$py" bench/sdk_probe.py --kubeconfig "$KUBECONFIG" --namespace "$ns" --count "$1" \
+			--out "$OUT/$name.json" --records "$OUT/$name.records.tsv"
+		rc=$?
+	else
+		log "$name: the pool did not become Ready (see $OUT/$name.pool.out)"
+	fi
+	kill -TERM "$lg" 2>/dev/null
+	wait "$lg"
+	printf '{"api_cpu_s": %s, "controller_cpu_s": %s, "controller_peak_rss_mib": %s, "wall_s": %s}\n' \
+		"$(awk -v a="$(proc_cpu "$API_PIDS")" -v b="$api0" 'BEGIN { printf "%.2f", a - b }')" \
+		"$(awk -v a="$(proc_cpu "${CTRL_PID:-0}")" -v b="$ctrl0" 'BEGIN { printf "%.2f", a - b }')" \
+		"$(peak_rss_mib "${CTRL_PID:-0}")" \
+		"$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" >"$OUT/$name.run.json"
+	stop_ctrl
+	timeline_stop
+	return $rc
+}
+
 NS_WAIT=${BENCH_NS_WAIT:-$([ "$SMOKE" = 1 ] && echo 0 || echo 900)}
 
 run_all() {
@@ -231,6 +281,7 @@ run_all() {
 		want cold && loadgen cold --scenario cold --count 30 --timeout 60
 		want probe && loadgen probe --scenario probe --count 5 --timeout 60
 		want claimprobe && loadgen claim_probe --scenario claim-probe --count 5 --timeout 60
+		want sdkprobe && sdkprobe 3
 		want scale && loadgen scale_10k --scenario scale --count 200 --timeout 60
 	else
 		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count "${BENCH_WARM_COUNT:-300}"
@@ -243,6 +294,7 @@ run_all() {
 		want probe && loadgen probe --scenario probe --count "${BENCH_PROBE_COUNT:-20}" --timeout 60
 		want claimprobe && loadgen claim_probe --scenario claim-probe \
 			--count "${BENCH_PROBE_COUNT:-20}" --timeout 60
+		want sdkprobe && sdkprobe "${BENCH_PROBE_COUNT:-20}"
 		want sweep && sweep
 		want scale && loadgen scale_10k --scenario scale --count "$SCALE" --threads 32 --timeout 1800 --settle 10
 		if want router && command -v wrk >/dev/null; then

@@ -169,6 +169,10 @@ int lg_run_probe(struct kube_client *c, const struct lg_opts *o, json_t *out);
  * hand-out latency one agent sees on an idle cluster. */
 int lg_run_claim_probe(struct kube_client *c, const struct lg_opts *o, json_t *out);
 #define LG_PROBE_GAP (200 * USEC_PER_MSEC)
+/** A pool of --pool-size ("pool", template "tpl") for an outside client (bench/sdk_probe.py):
+ * fills it, prints "ready" on stdout, then keeps the simulated kubelet running until SIGTERM
+ * or SIGINT (or --seconds); the namespace is deleted afterwards as for every scenario. */
+int lg_run_serve_pool(struct kube_client *c, const struct lg_opts *o, json_t *out);
 
 /* ---- shared scenario helpers -------------------------------------------------------------- */
 

@@ -14,8 +14,10 @@
 
 static void usage(FILE *f)
 {
-    fputs("Usage: as-loadgen --scenario warm-burst|claim-probe|sustained|cold|probe|scale "
-          "--namespace NS [flags]\n"
+    fputs("Usage: as-loadgen --scenario warm-burst|claim-probe|sustained|cold|probe|scale|"
+          "serve-pool --namespace NS [flags]\n"
+          "  (serve-pool: fill a pool of --pool-size for another client, print \"ready\", keep\n"
+          "  simulating the kubelet until SIGTERM/SIGINT or --seconds)\n"
           "  --kubeconfig PATH     (default: $KUBECONFIG, ~/.kube/config)\n"
           "  --count N             claims (warm-burst, claim-probe) or Sandboxes (cold, probe,\n"
           "                        scale) (100)\n"
@@ -199,6 +201,8 @@ static int dispatch(struct kube_client *c, const struct lg_opts *o, json_t *out)
         return lg_run_scale(c, o, out);
     if (strcmp(o->scenario, "probe") == 0)
         return lg_run_probe(c, o, out);
+    if (strcmp(o->scenario, "serve-pool") == 0)
+        return lg_run_serve_pool(c, o, out);
     fprintf(stderr, "as-loadgen: unknown scenario %s\n", o->scenario);
     return -EINVAL;
 }

@@ -4,6 +4,8 @@
  * request counters. The claim probe: warm claims one at a time on an idle pool. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/res.h"
@@ -240,4 +242,35 @@ out:
     json_decref(before);
     json_decref(api);
     return r;
+}
+
+static volatile sig_atomic_t serve_stop;
+
+static void serve_signal(int sig)
+{
+    (void)sig;
+    serve_stop = 1;
+}
+
+int lg_run_serve_pool(struct kube_client *c, const struct lg_opts *o, json_t *out)
+{
+    long pool = o->pool_size ? o->pool_size : 2;
+    struct sigaction sa = {.sa_handler = serve_signal};
+    json_t *api = json_object();
+    usec_t end;
+    int r;
+    sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGTERM, &sa, NULL);
+    (void)sigaction(SIGINT, &sa, NULL);
+    r = fill_pool(c, o, pool, api);
+    json_object_set_new(out, "api", api);
+    if (r < 0)
+        return r;
+    (void)printf("ready\n");
+    (void)fflush(stdout);
+    end = clock_now() + (usec_t)(o->seconds * 1e6);
+    while (!serve_stop && clock_now() < end)
+        clock_sleep(50 * USEC_PER_MSEC);
+    json_object_set_new(out, "warm", json_integer(count_warm(c, o->ns)));
+    return 0;
 }

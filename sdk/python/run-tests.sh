@@ -32,4 +32,9 @@ cd "$here"
 "$venv/bin/ruff" check src tests
 "$venv/bin/ruff" format --check src tests
 "$venv/bin/mypy"
+# the benchmark's SDK-side tools are held to the same standard
+bench_py=("$repo/bench/sdk_probe.py" "$repo/bench/timeline.py")
+"$venv/bin/ruff" check --line-length 120 "${bench_py[@]}"
+"$venv/bin/ruff" format --check --line-length 120 "${bench_py[@]}"
+"$venv/bin/mypy" --strict "${bench_py[@]}"
 "$venv/bin/python" -m pytest -ra "$@"
