@@ -185,6 +185,17 @@ timeline_stop() {
 
 want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 
+# <name>.run.json: the whole scenario, set-up and cleanup included (what the issue's
+# figures divide by N): API server and controller CPU since the given starts, the
+# controller's peak RSS, the wall time.
+run_json() { # name api_cpu0 ctrl_cpu0 t0
+	printf '{"api_cpu_s": %s, "controller_cpu_s": %s, "controller_peak_rss_mib": %s, "wall_s": %s}\n' \
+		"$(awk -v a="$(proc_cpu "$API_PIDS")" -v b="$2" 'BEGIN { printf "%.2f", a - b }')" \
+		"$(awk -v a="$(proc_cpu "${CTRL_PID:-0}")" -v b="$3" 'BEGIN { printf "%.2f", a - b }')" \
+		"$(peak_rss_mib "${CTRL_PID:-0}")" \
+		"$(awk -v a="$(date +%s.%N)" -v b="$4" 'BEGIN { printf "%.1f", a - b }')" >"$OUT/$1.run.json"
+}
+
 loadgen() { # name scenario args...
 	local name=$1 ns="bench-${1//_/-}-$(date +%s)" api0 ctrl0 t0 rc; shift
 	api0=$(proc_cpu "$API_PIDS") t0=$(date +%s.%N)
@@ -197,12 +208,7 @@ loadgen() { # name scenario args...
 		--ns-wait "$NS_WAIT" "${LGFLAGS[@]}" "$@" --records "$OUT/$name.records.tsv" \
 		--out "$OUT/$name.json"
 	rc=$?
-	# the whole run, set-up and cleanup included: what the issue's figures divide by N
-	printf '{"api_cpu_s": %s, "controller_cpu_s": %s, "controller_peak_rss_mib": %s, "wall_s": %s}\n' \
-		"$(awk -v a="$(proc_cpu "$API_PIDS")" -v b="$api0" 'BEGIN { printf "%.2f", a - b }')" \
-		"$(awk -v a="$(proc_cpu "${CTRL_PID:-0}")" -v b="$ctrl0" 'BEGIN { printf "%.2f", a - b }')" \
-		"$(peak_rss_mib "${CTRL_PID:-0}")" \
-		"$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" >"$OUT/$name.run.json"
+	run_json "$name" "$api0" "$ctrl0" "$t0"
 	stop_ctrl
 	timeline_stop
 	pprof_stop "$name"
@@ -261,11 +267,7 @@ sdkprobe() { # claims per mode
 	fi
 	kill -TERM "$lg" 2>/dev/null
 	wait "$lg"
-	printf '{"api_cpu_s": %s, "controller_cpu_s": %s, "controller_peak_rss_mib": %s, "wall_s": %s}\n' \
-		"$(awk -v a="$(proc_cpu "$API_PIDS")" -v b="$api0" 'BEGIN { printf "%.2f", a - b }')" \
-		"$(awk -v a="$(proc_cpu "${CTRL_PID:-0}")" -v b="$ctrl0" 'BEGIN { printf "%.2f", a - b }')" \
-		"$(peak_rss_mib "${CTRL_PID:-0}")" \
-		"$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" >"$OUT/$name.run.json"
+	run_json "$name" "$api0" "$ctrl0" "$t0"
 	stop_ctrl
 	timeline_stop
 	return $rc

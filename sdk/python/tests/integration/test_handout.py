@@ -144,6 +144,17 @@ def client(bare: BareServer, ns: str, **kw: Any) -> SandboxClient:
     return SandboxClient(namespace=ns, kubeconfig=bare.kubeconfig, connection="direct", **kw)
 
 
+def only_the_claim_ends_it(c: SandboxClient, ctl: Controller, sandbox: str, **create: Any) -> None:
+    """create() with a Sandbox bound to its claim and Ready does not return before the
+    claim's Ready, then returns that Sandbox."""
+    bg = Background(lambda: c.create("pool", keep=True, timeout=30, **create))
+    claim = ctl.claim()
+    ctl.sandbox(sandbox, claim["metadata"]["uid"])
+    assert bg.running_after(0.5), "handed out, but only the claim's Ready may end this wait"
+    ctl.claim_ready(claim["metadata"]["name"], sandbox)
+    assert bg.result().name == sandbox
+
+
 def test_handed_out_before_the_claim_is_ready(bare_server: BareServer, ns: str, ctl: Controller) -> None:
     threads = threading.active_count()
     with client(bare_server, ns) as c:
@@ -183,22 +194,12 @@ def test_unbound_or_unready_sandboxes_are_not_handed_out(bare_server: BareServer
 
 def test_claim_with_env_waits_for_the_claims_ready(bare_server: BareServer, ns: str, ctl: Controller) -> None:
     with client(bare_server, ns) as c:
-        bg = Background(lambda: c.create("pool", env={"A": "1"}, keep=True, timeout=30))
-        claim = ctl.claim()
-        ctl.sandbox("sb-env", claim["metadata"]["uid"])
-        assert bg.running_after(0.5), "a claim with env must wait until the env is delivered (claim Ready)"
-        ctl.claim_ready(claim["metadata"]["name"], "sb-env")
-        assert bg.result().name == "sb-env"
+        only_the_claim_ends_it(c, ctl, "sb-env", env={"A": "1"})  # env is delivered after the binding
 
 
 def test_early_handout_off_waits_for_the_claims_ready(bare_server: BareServer, ns: str, ctl: Controller) -> None:
     with client(bare_server, ns, early_handout=False) as c:
-        bg = Background(lambda: c.create("pool", keep=True, timeout=30))
-        claim = ctl.claim()
-        ctl.sandbox("sb-late", claim["metadata"]["uid"])
-        assert bg.running_after(0.5)
-        ctl.claim_ready(claim["metadata"]["name"], "sb-late")
-        assert bg.result().name == "sb-late"
+        only_the_claim_ends_it(c, ctl, "sb-late")
 
 
 def test_claim_failure_still_ends_the_wait(bare_server: BareServer, ns: str, ctl: Controller) -> None:
@@ -241,12 +242,7 @@ def test_no_watch_permission_falls_back_to_the_claim(bare_server: BareServer, ns
         resp = ctl.kube.http.post(f"{rbac}/{kind}", json=body)
         assert resp.status_code == 201, resp.text
     with SandboxClient(namespace=ns, kubeconfig=bare_server.alice, connection="direct") as c:
-        bg = Background(lambda: c.create("pool", keep=True, timeout=30))
-        claim = ctl.claim()
-        ctl.sandbox("sb-alice", claim["metadata"]["uid"])
-        assert bg.running_after(0.5)
-        ctl.claim_ready(claim["metadata"]["name"], "sb-alice")
-        assert bg.result().name == "sb-alice"
+        only_the_claim_ends_it(c, ctl, "sb-alice")
 
 
 async def test_async_handed_out_before_the_claim_is_ready(bare_server: BareServer, ns: str, ctl: Controller) -> None:
