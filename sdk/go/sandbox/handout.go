@@ -62,42 +62,47 @@ func (s *Sandbox) waitHandout(ctx context.Context, uid types.UID, rv string) (*a
 		case err != nil:
 			return nil, err
 		}
-		sb := drainHandout(ctx, wi, uid, &rv)
+		sb, events := drainHandout(ctx, wi, uid, &rv)
 		wi.Stop()
 		if sb != nil {
 			return sb, nil
+		}
+		if events == 0 {
+			sleep(ctx, &backoff) // a watch that ends at once must not spin
 		}
 	}
 	return nil, ctx.Err()
 }
 
-// drainHandout reads one watch until it ends or shows the hand-out; rv follows it ("" after
-// a 410 Gone: the next watch starts from the current state).
-func drainHandout(ctx context.Context, wi watch.Interface, uid types.UID, rv *string) *agentsv1beta1.Sandbox {
+// drainHandout reads one watch until it ends or shows the hand-out, and counts its objects;
+// rv follows it ("" after a 410 Gone: the next watch starts from the current state).
+func drainHandout(ctx context.Context, wi watch.Interface, uid types.UID, rv *string) (*agentsv1beta1.Sandbox, int) {
+	events := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, events
 		case ev, ok := <-wi.ResultChan():
 			if !ok {
-				return nil
+				return nil, events
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified, watch.Bookmark:
+				events++
 				sb, ok := ev.Object.(*agentsv1beta1.Sandbox)
 				if !ok {
 					continue
 				}
 				*rv = sb.ResourceVersion
 				if ev.Type != watch.Bookmark && handedOut(sb, uid) {
-					return sb
+					return sb, events
 				}
 			case watch.Error:
 				err := apierrors.FromObject(ev.Object)
 				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 					*rv = ""
 				}
-				return nil
+				return nil, events
 			}
 		}
 	}
