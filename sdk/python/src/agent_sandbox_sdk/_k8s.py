@@ -465,6 +465,14 @@ def handout_uid(claim: Mapping[str, Any]) -> str:
     return str((claim.get("metadata") or {}).get("uid") or "")
 
 
+def handout_loop(ns: str, claim: Mapping[str, Any], uid: str, timeout: float, hw: Wait) -> WaitLoop:
+    """The wait loop of a claim's hand-out: the Sandboxes handout_selector(uid) picks,
+    watched from the claim's resourceVersion (the binding comes after it)."""
+    loop = WaitLoop("sandboxes", ns, "", timeout, hw, handout_step(uid))
+    loop.rv = str((claim.get("metadata") or {}).get("resourceVersion") or "")
+    return loop
+
+
 def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
     """Whether obj's controller ownerReference is the object with this UID."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []

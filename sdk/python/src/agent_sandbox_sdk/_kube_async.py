@@ -102,11 +102,6 @@ class AsyncKubeClient:
                 await asyncio.sleep(pause)
         raise loop.timeout_error()
 
-    async def _handout(self, ns: str, uid: str, rv: str, timeout: float, hw: _k8s.Wait) -> dict[str, Any]:
-        loop = _k8s.WaitLoop("sandboxes", ns, "", timeout, hw, _k8s.handout_step(uid))
-        loop.rv = rv
-        return await self._watch_loop(loop, _k8s.handout_selector(uid))
-
     async def _claim_later(
         self, ns: str, name: str, claim: dict[str, Any], timeout: float, w: _k8s.Wait, hand: asyncio.Future[Any]
     ) -> dict[str, Any]:
@@ -122,12 +117,14 @@ class AsyncKubeClient:
         (the twin of KubeClient.wait_claim). Sets w.sandbox; returns the Sandbox when that
         is what ended the wait, else {}."""
         uid = _k8s.handout_uid(claim)
-        if not uid:
+        _k8s.on_claim_event(w, "ADDED", claim)  # raises when it failed already
+        if not uid or w.done:  # (a claim that is Ready already: wait_ready)
             await self.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_event)
             return {}
         hw = _k8s.Wait("Sandbox", "")
-        rv = str((claim.get("metadata") or {}).get("resourceVersion") or "")
-        hand = asyncio.ensure_future(self._handout(ns, uid, rv, timeout, hw))
+        hand = asyncio.ensure_future(
+            self._watch_loop(_k8s.handout_loop(ns, claim, uid, timeout, hw), _k8s.handout_selector(uid))
+        )
         wait = asyncio.ensure_future(self._claim_later(ns, name, claim, timeout, w, hand))
         try:
             done, _ = await asyncio.wait({hand, wait}, return_when=asyncio.FIRST_COMPLETED)

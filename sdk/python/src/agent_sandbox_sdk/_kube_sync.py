@@ -160,7 +160,8 @@ class KubeClient:
         from claim_watch_delay on (at once when the Sandbox watch is refused): a warm
         hand-out ends the wait with one watch and no thread switch."""
         uid = _k8s.handout_uid(claim)
-        if not uid:
+        _k8s.on_claim_event(w, "ADDED", claim)  # raises when it failed already
+        if not uid or w.done:  # (a claim that is Ready already: wait_ready)
             self.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_event)
             return {}
         hw = _k8s.Wait("Sandbox", "")
@@ -182,10 +183,10 @@ class KubeClient:
         t.start()
         obj: dict[str, Any] = {}
         try:
-            loop = _k8s.WaitLoop("sandboxes", ns, "", timeout, hw, _k8s.handout_step(uid))
-            loop.rv = str((claim.get("metadata") or {}).get("resourceVersion") or "")
             try:
-                obj = self._watch_loop(loop, _k8s.handout_selector(uid), hand_stop)
+                obj = self._watch_loop(
+                    _k8s.handout_loop(ns, claim, uid, timeout, hw), _k8s.handout_selector(uid), hand_stop
+                )
             except SandboxError:
                 pass  # no hand-out watch: the claim decides
             if hw.done:

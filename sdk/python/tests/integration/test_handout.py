@@ -278,3 +278,16 @@ async def test_async_claim_with_env_then_a_failure(bare_server: BareServer, ns: 
         assert ei.value.reason == "WarmPoolNotFound"
         pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         assert not pending, f"tasks left behind: {pending}"
+
+
+def test_wait_ready_on_a_claim_ready_already_returns_at_once(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    """The claim as read is evaluated before any watch: no claim-watch delay for it."""
+    with client(bare_server, ns) as c:
+        sb = c.create("pool", wait=False, keep=True)
+        claim = ctl.claim()
+        ctl.sandbox("sb-ready", claim["metadata"]["uid"])
+        ctl.claim_ready(claim["metadata"]["name"], "sb-ready")
+        t0 = time.monotonic()
+        sb.wait_ready(timeout=10)
+        assert sb.name == "sb-ready"
+        assert time.monotonic() - t0 < _k8s.CLAIM_WATCH_DELAY, "waited for the claim watch's delay"
