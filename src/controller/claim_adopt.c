@@ -2,7 +2,10 @@
 /* Warm adoption: one merge patch on the Sandbox, guarded by its resourceVersion, moves
  * it from the pool to the claim (owner reference, labels, pod metadata). That write is
  * the binding: nothing is written to the claim before it, and a candidate taken by
- * another claim fails the guard (409) and is skipped. */
+ * another claim fails the guard (409) and is skipped. Unless keep_managed_fields, the
+ * same patch clears the Sandbox's managedFields: the API server then skips field tracking
+ * for it and for every later Update of the Sandbox (docs/performance.md, "managedFields
+ * cleared at adoption"). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -100,6 +103,8 @@ static json_t *adopt_patch(const struct ext_ctrl *x, const json_t *claim, const 
         json_decref(p);
         return NULL;
     }
+    if (!x->o.keep_managed_fields)
+        kube_obj_reset_managed_fields(p);
     return p;
 }
 

@@ -42,6 +42,7 @@ struct flags {
     bool compact_auto;    /* --compact-cache=auto: compact past CTRL_COMPACT_ABOVE objects */
     usec_t status_window; /* CTRL_STATUS_WINDOW_OFF for 0 */
     bool pod_name_always;
+    bool keep_managed_fields;
     bool extensions, eviction;
     struct ext_opts ext;
     int64_t claim_workers, pool_workers, template_workers, max_replicas, max_batch;
@@ -108,6 +109,10 @@ static const char usage_text[] =
     "  --always-annotate-pod-name[=BOOL]   set " SB_ANN_POD_NAME " also when the Pod\n"
     "                                      is named after the Sandbox, with a patch after\n"
     "                                      the create (upstream; default false)\n"
+    "  --keep-managed-fields[=BOOL]        the warm adoption's PATCH of a Sandbox and the\n"
+    "                                      metadata PATCH of a Pod leave its managedFields\n"
+    "                                      (upstream); default false: they clear them, and\n"
+    "                                      later writes of the object skip field tracking\n"
     "  --extensions[=BOOL]                 run the SandboxTemplate, SandboxWarmPool and\n"
     "                                      SandboxClaim controllers (default true)\n"
     "  --sandbox-claim-concurrent-workers N        claim workers (default 300)\n"
@@ -173,6 +178,7 @@ enum {
     F_COMPACT_CACHE,
     F_STATUS_WINDOW,
     F_POD_NAME_ALWAYS,
+    F_KEEP_MANAGED_FIELDS,
     F_EXTENSIONS,
     F_CLAIM_WORKERS,
     F_POOL_WORKERS,
@@ -222,6 +228,7 @@ static const struct option long_opts[] = {
     {"compact-cache", optional_argument, NULL, F_COMPACT_CACHE},
     {"sandbox-status-coalesce-window", required_argument, NULL, F_STATUS_WINDOW},
     {"always-annotate-pod-name", optional_argument, NULL, F_POD_NAME_ALWAYS},
+    {"keep-managed-fields", optional_argument, NULL, F_KEEP_MANAGED_FIELDS},
     {"extensions", optional_argument, NULL, F_EXTENSIONS},
     {"sandbox-claim-concurrent-workers", required_argument, NULL, F_CLAIM_WORKERS},
     {"sandbox-warm-pool-concurrent-workers", required_argument, NULL, F_POOL_WORKERS},
@@ -435,6 +442,8 @@ static int apply_flag(void *ctx, int c, const char *v)
         return parse_status_window(v, &f->status_window);
     case F_POD_NAME_ALWAYS:
         return flag_bool(v, &f->pod_name_always);
+    case F_KEEP_MANAGED_FIELDS:
+        return flag_bool(v, &f->keep_managed_fields);
     default:
         return -EINVAL;
     }
@@ -551,6 +560,7 @@ static int run(const struct flags *f, struct kube_client *client)
         .compact_above = f->compact_auto ? CTRL_COMPACT_ABOVE : 0,
         .status_window = f->status_window,
         .pod_name_annotation_always = f->pod_name_always,
+        .keep_managed_fields = f->keep_managed_fields,
         .cluster_domain = f->cluster_domain,
         .leader_elect = f->leader_elect,
         .lease_ns = f->lease_ns,

@@ -54,6 +54,8 @@ static void sync_meta(struct sb_pass *p)
     patch = sb_pod_meta_patch(p->sb, p->pod);
     if (!patch)
         return;
+    if (!p->r->keep_managed_fields)
+        kube_obj_reset_managed_fields(patch);
     if (kube_patch(p->r->client, &KUBE_RES_PODS, p->ns, kube_obj_name(p->pod), KUBE_PATCH_MERGE,
                    patch, &out, &e) < 0)
         sb__error(p, e.code, "pod \"%s\" metadata patch failed: %s", kube_obj_name(p->pod),

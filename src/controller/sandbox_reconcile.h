@@ -39,6 +39,10 @@ struct sb_reconciler {
     /* Set the pod-name annotation also when the Pod is named after the Sandbox (upstream
      * does; clients fall back to the Sandbox name when it is absent). */
     bool pod_name_annotation_always;
+    /* Leave the managedFields of a Pod whose metadata the reconciler patches (upstream);
+     * by default that patch clears them, so later writes to the Pod (the kubelet's status)
+     * skip field tracking. */
+    bool keep_managed_fields;
 };
 
 struct sb_result {

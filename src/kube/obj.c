@@ -170,12 +170,23 @@ bool kube_obj_condition_true(const json_t *obj, const char *type)
     return s && strcmp(s, "True") == 0;
 }
 
-void kube_obj_set_meta_str(json_t *obj, const char *key, const char *value)
+/* obj's metadata object, created when absent (borrowed). */
+static json_t *meta_ensure(json_t *obj)
 {
     json_t *m = json_object_get(obj, "metadata");
     if (!json_is_object(m)) {
         m = json_object();
         (void)json_object_set_new(obj, "metadata", m);
     }
-    (void)json_object_set_new(m, key, json_string(value));
+    return m;
+}
+
+void kube_obj_set_meta_str(json_t *obj, const char *key, const char *value)
+{
+    (void)json_object_set_new(meta_ensure(obj), key, json_string(value));
+}
+
+void kube_obj_reset_managed_fields(json_t *patch)
+{
+    (void)json_object_set_new(meta_ensure(patch), "managedFields", json_pack("[{}]"));
 }

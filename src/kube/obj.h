@@ -47,3 +47,8 @@ bool kube_obj_condition_true(const json_t *obj, const char *type);
 
 /** Sets metadata.<key> = value on a mutable object, creating metadata if needed. */
 void kube_obj_set_meta_str(json_t *obj, const char *key, const char *value);
+/** Makes the merge patch (or update body) patch clear the object's
+ * metadata.managedFields: the API server drops them with this write (a list holding one
+ * empty entry) and, as none are left, tracks no fields for later Update writes of anyone
+ * (Server-Side Apply starts over from the applied fields). Creates metadata if absent. */
+void kube_obj_reset_managed_fields(json_t *patch);
