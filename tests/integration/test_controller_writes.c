@@ -9,7 +9,9 @@
  * exact, whatever else the shared API server serves. The API server's own
  * apiserver_request_total deltas are printed next to them and must be at least the
  * controller's counts (its writes did reach the server). The simulated kubelet plays a
- * real node's steps: scheduled, running with an IP but not Ready, then Ready. */
+ * real node's steps: scheduled, running with an IP but not Ready, then Ready. An adopted
+ * Sandbox and its Pod have no managedFields left (the adoption's writes clear them) unless
+ * the controller runs with keep_managed_fields. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -337,6 +339,43 @@ static bool pool_ready(void *ctx)
     return ok;
 }
 
+/* Entries in metadata.managedFields of the object (-1 when it cannot be read). */
+static int managed_fields_of(const struct kube_res *res, const char *name)
+{
+    json_t *o = it_obj_get(c, res, ns, name);
+    int n = o ? (int)json_array_size(kube_obj_path(o, "metadata.managedFields")) : -1;
+    json_decref(o);
+    return n;
+}
+
+/* Entries in metadata.managedFields of a pool member no claim has adopted (-1: none). */
+static int member_managed_fields(void)
+{
+    json_t *list = NULL, *o;
+    size_t i;
+    int n = -1;
+    if (kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, NULL) < 0)
+        return -1;
+    json_array_foreach(json_object_get(list, "items"), i, o)
+    {
+        if (n < 0 && kube_obj_label(o, SB_LABEL_WARM_POOL) &&
+            !kube_obj_label(o, EXT_LABEL_CLAIM_UID))
+            n = (int)json_array_size(kube_obj_path(o, "metadata.managedFields"));
+    }
+    json_decref(list);
+    return n;
+}
+
+/* The Sandbox the Ready claim name is bound to (new copy). */
+static char *claim_sandbox(const char *name)
+{
+    json_t *cl = it_obj_get(c, &API_RES_SANDBOXCLAIMS, ns, name);
+    const char *sb = kube_obj_path_str(cl, "status.sandbox.name");
+    char *v = xstrdup(sb ?: "");
+    json_decref(cl);
+    return v;
+}
+
 /* ---- tests ---------------------------------------------------------------------------- */
 
 /* Cold Sandboxes created by a user: the Pod, and one status write when the Pod is
@@ -436,6 +475,17 @@ static void test_warm_claims(void **state)
     assert_true(count_of("PUT sandboxes/status") <= count_of("POST sandboxes") + 1);
     assert_true(count_of("PATCH sandboxwarmpools/status") <= N); /* paced (was 1.5 per claim) */
     assert_true(count_total() <= 9 * N);
+    /* The adoption's PATCH cleared the Sandbox's managedFields and the Pod's metadata
+     * PATCH the Pod's; the kubelet's later status writes did not bring them back. The
+     * pool's members (the refill) keep theirs. */
+    for (int i = 0; i < N; i++) {
+        (void)snprintf(name, sizeof(name), "claim-%d", i);
+        char *sb = claim_sandbox(name);
+        assert_int_equal(managed_fields_of(&API_RES_SANDBOXES, sb), 0);
+        assert_int_equal(managed_fields_of(&KUBE_RES_PODS, sb), 0);
+        xfree(sb);
+    }
+    assert_true(member_managed_fields() > 0);
 }
 
 /* The claim's first-ready annotation (new copy), or NULL. */
@@ -542,6 +592,7 @@ static void test_write_through_flags(void **state)
     ctrl_manager_free(mgr);
     o.status_window = CTRL_STATUS_WINDOW_OFF;
     o.pod_name_annotation_always = true;
+    o.keep_managed_fields = true;
     assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
     assert_int_equal(ctrl_manager_start(mgr), 0);
     assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
@@ -568,6 +619,14 @@ static void test_write_through_flags(void **state)
     json_decref(sb);
     /* the first status and Ready at least, and some of the kubelet's steps */
     assert_true(count_of("PUT sandboxes/status") > 2 * N);
+    /* --keep-managed-fields: an adopted Sandbox and its Pod keep theirs */
+    assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
+    create(&API_RES_SANDBOXCLAIMS, it_claim_new("keep-0", "pool"));
+    wait_ready(&API_RES_SANDBOXCLAIMS, "keep-", 1);
+    char *kept = claim_sandbox("keep-0");
+    assert_true(managed_fields_of(&API_RES_SANDBOXES, kept) > 0);
+    assert_true(managed_fields_of(&KUBE_RES_PODS, kept) > 0);
+    xfree(kept);
 }
 
 /* Deleting the namespace (the namespace controller of hack/apiserver.sh removes the Pods
