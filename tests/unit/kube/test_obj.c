@@ -78,6 +78,26 @@ static void test_absent_and_wrong_types(void **state)
     json_decref(o);
 }
 
+/* The reset is one empty entry (an empty list would leave the fields as they are), added
+ * beside what the patch already holds, with metadata created when absent. */
+static void test_reset_managed_fields(void **state)
+{
+    (void)state;
+    json_t *p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "a", "b");
+    kube_obj_reset_managed_fields(p);
+    char *got = json_dumps(p, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_string_equal(got, "{\"metadata\":{\"labels\":{\"a\":\"b\"},\"managedFields\":[{}]}}");
+    free(got);
+    json_decref(p);
+    p = json_pack("{s:{s:s}}", "spec", "x", "y");
+    kube_obj_reset_managed_fields(p);
+    kube_obj_reset_managed_fields(p); /* twice: the same */
+    got = json_dumps(p, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_string_equal(got, "{\"metadata\":{\"managedFields\":[{}]},\"spec\":{\"x\":\"y\"}}");
+    free(got);
+    json_decref(p);
+}
+
 static void test_rv_compare(void **state)
 {
     static const struct {
@@ -119,6 +139,7 @@ int main(void)
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_absent_and_wrong_types),
         cmocka_unit_test(test_rv_compare),
+        cmocka_unit_test(test_reset_managed_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
