@@ -114,6 +114,9 @@
 #define LIMIT_EXT_LABEL_VALUE       63
 #define LIMIT_EXT_NAME_PART         63  /* qualified-name name part */
 #define LIMIT_EXT_PREFIX            253 /* qualified-name DNS prefix */
+/* A claim that lost its Sandbox, pool or template writes no status this long after a
+ * create in its namespace was refused as NamespaceTerminating (kube_nsterm: 30 s at most). */
+#define LIMIT_EXT_NS_GONE_MEMORY (30 * USEC_PER_SEC)
 
 /* Idle auto-suspend (controller) */
 #define LIMIT_IDLE_PROBE_PORT    8080                /* sandboxd's REST port */

@@ -403,13 +403,35 @@ static bool status_ready(const json_t *st)
     return s && strcmp(s, "True") == 0;
 }
 
+/* What a namespace being deleted takes away before the claim: its Sandbox, pool or
+ * template. */
+static bool dependency_gone(const struct claim_pass *p)
+{
+    const char *r = p->obs.err_reason;
+    return !p->sb || kube_obj_deleting(p->sb) ||
+           (r &&
+            (strcmp(r, EXT_R_POOL_NOT_FOUND) == 0 || strcmp(r, EXT_R_TEMPLATE_NOT_FOUND) == 0));
+}
+
+/* True while the claim's namespace is known to be going: a create there was refused
+ * just now, or, for a claim that lost its Sandbox, pool or template, within the last
+ * LIMIT_EXT_NS_GONE_MEMORY (the namespace controller takes those before the claims; a
+ * namespace made again under the same name gets such a status that much later). */
+static bool ns_going(const struct claim_pass *p)
+{
+    struct kube_client *c = p->x->d.client;
+    return kube_client_ns_terminating(c, p->ns) ||
+           (dependency_gone(p) &&
+            kube_client_ns_terminated_within(c, p->ns, LIMIT_EXT_NS_GONE_MEMORY));
+}
+
 /* The status PATCH, guarded by the claim's resourceVersion. Returns false when nothing
  * was written (the pass ends there; the status event or the backstop brings it back). */
 static bool patch_status(struct claim_pass *p, json_t *st)
 {
     struct kube_err e;
     json_t *patch;
-    if (kube_client_ns_terminating(p->x->d.client, p->ns)) {
+    if (ns_going(p)) {
         /* The namespace is being deleted and the claim with it: nothing more is written
          * (its Sandbox going would otherwise cost a status write per claim); retried
          * with back-off in case the namespace stays. */

@@ -625,6 +625,11 @@ bool kube_client_ns_terminating(struct kube_client *c, const char *ns)
     return c && ns && kube_nsterm_check(&c->nsterm, ns, clock_now()) >= 0;
 }
 
+bool kube_client_ns_terminated_within(struct kube_client *c, const char *ns, usec_t window)
+{
+    return c && ns && kube_nsterm_seen(&c->nsterm, ns, clock_now(), window) >= 0;
+}
+
 int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_obj,
                  struct kube_err *reterr)
 {

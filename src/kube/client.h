@@ -117,6 +117,10 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
  * deleted, less than KUBE_NSTERM_TTL ago (creates there are answered locally meanwhile):
  * a caller may skip work that only makes sense in a namespace that stays. */
 bool kube_client_ns_terminating(struct kube_client *c, const char *ns);
+/** True when the API server refused a create in ns as NamespaceTerminating less than
+ * window ago (at most KUBE_NSTERM_MEMORY, 30 s): for writes that are allowed there but
+ * pointless while the namespace empties. */
+bool kube_client_ns_terminated_within(struct kube_client *c, const char *ns, usec_t window);
 
 /* Convenience wrappers; each returns as kube_request. */
 int kube_get(struct kube_client *c, const struct kube_res *res, const char *ns, const char *name,

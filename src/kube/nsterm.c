@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Namespaces seen terminating: a small table of names and the time until which creates
- * there are answered without the server. */
+/* Namespaces seen terminating: a small table of names and when the server last refused
+ * a create there, which says whether creates are answered without the server. */
 #include "kube/nsterm.h"
 
 #include <string.h>
@@ -25,14 +25,14 @@ static int find(const struct kube_nsterm *t, const char *ns)
     return -1;
 }
 
-/* A free slot, else the one that expires first. Call with the lock held. */
+/* A free slot, else the one refused longest ago. Call with the lock held. */
 static int victim(const struct kube_nsterm *t)
 {
     int v = 0;
     for (int i = 0; i < KUBE_NSTERM_SLOTS; i++) {
         if (!t->slot[i].ns[0])
             return i;
-        if (t->slot[i].until < t->slot[v].until)
+        if (t->slot[i].last < t->slot[v].last)
             v = i;
     }
     return v;
@@ -49,21 +49,29 @@ void kube_nsterm_mark(struct kube_nsterm *t, const char *ns, usec_t now)
         i = victim(t);
         memcpy(t->slot[i].ns, ns, n + 1);
     }
-    t->slot[i].until = now + KUBE_NSTERM_TTL;
+    t->slot[i].last = now;
     pthread_mutex_unlock(&t->lock);
 }
 
-long long kube_nsterm_check(struct kube_nsterm *t, const char *ns, usec_t now)
+long long kube_nsterm_seen(struct kube_nsterm *t, const char *ns, usec_t now, usec_t window)
 {
     long long ago = -1;
     if (!ns || !ns[0])
         return -1;
+    if (window > KUBE_NSTERM_MEMORY)
+        window = KUBE_NSTERM_MEMORY;
     pthread_mutex_lock(&t->lock);
     int i = find(t, ns);
-    if (i >= 0 && now < t->slot[i].until)
-        ago = (long long)(now + KUBE_NSTERM_TTL - t->slot[i].until);
-    else if (i >= 0)
-        t->slot[i].ns[0] = '\0'; /* expired: free the slot */
+    usec_t since = i >= 0 && now >= t->slot[i].last ? now - t->slot[i].last : 0;
+    if (i >= 0 && since < window)
+        ago = (long long)since;
+    else if (i >= 0 && since >= KUBE_NSTERM_MEMORY)
+        t->slot[i].ns[0] = '\0'; /* forgotten: free the slot */
     pthread_mutex_unlock(&t->lock);
     return ago;
+}
+
+long long kube_nsterm_check(struct kube_nsterm *t, const char *ns, usec_t now)
+{
+    return kube_nsterm_seen(t, ns, now, KUBE_NSTERM_TTL);
 }

@@ -563,18 +563,22 @@ static void test_deferred_detail_is_written(void **state)
 }
 
 /* Every Sandbox in ns that is not being deleted carries the pod-name annotation. */
+/* ctx non-NULL: print the Sandboxes without the annotation (after a timeout). */
 static bool all_pod_named(void *ctx)
 {
     json_t *list = NULL, *o;
     size_t i;
     bool all = true;
-    (void)ctx;
     if (kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, NULL) < 0)
         return false;
     json_array_foreach(json_object_get(list, "items"), i, o)
     {
-        if (!kube_obj_deleting(o) && !kube_obj_annotation(o, SB_ANN_POD_NAME))
+        if (!kube_obj_deleting(o) && !kube_obj_annotation(o, SB_ANN_POD_NAME)) {
             all = false;
+            if (ctx)
+                printf("# no pod-name annotation: %s (Ready %s)\n", kube_obj_name(o),
+                       kube_obj_condition_true(o, SB_COND_READY) ? "True" : "not True");
+        }
     }
     json_decref(list);
     return all;
@@ -598,7 +602,10 @@ static void test_write_through_flags(void **state)
     assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
     /* It annotates the earlier tests' Sandboxes first: wait until it has, on a loaded
      * machine that can take longer than SETTLE, and those patches are not this test's. */
-    assert_int_equal(it_wait(all_pod_named, NULL, WAIT), 0);
+    if (it_wait(all_pod_named, NULL, WAIT) < 0) {
+        (void)all_pod_named("print");
+        fail_msg("the earlier tests' Sandboxes were not all annotated");
+    }
     clock_sleep(SETTLE);
     counts_reset();
     server_snap(&before);

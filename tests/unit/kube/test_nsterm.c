@@ -34,6 +34,30 @@ static void test_mark_and_expire(void **state)
     kube_nsterm_done(&t);
 }
 
+/* The longer memory: creates are answered locally for KUBE_NSTERM_TTL, while "refused
+ * within a window" holds for up to KUBE_NSTERM_MEMORY after the last refusal. */
+static void test_seen_within(void **state)
+{
+    (void)state;
+    struct kube_nsterm t;
+    kube_nsterm_init(&t);
+    assert_int_equal(kube_nsterm_seen(&t, "a", T0, KUBE_NSTERM_MEMORY), -1);
+    kube_nsterm_mark(&t, "a", T0);
+    usec_t later = T0 + KUBE_NSTERM_TTL + 1;
+    assert_int_equal(kube_nsterm_check(&t, "a", later), -1); /* creates go out again */
+    assert_int_equal(kube_nsterm_seen(&t, "a", later, KUBE_NSTERM_MEMORY), KUBE_NSTERM_TTL + 1);
+    assert_int_equal(kube_nsterm_seen(&t, "a", later, KUBE_NSTERM_TTL), -1); /* window */
+    /* a window past the memory is the memory */
+    assert_int_equal(kube_nsterm_seen(&t, "a", T0 + KUBE_NSTERM_MEMORY, 2 * KUBE_NSTERM_MEMORY),
+                     -1);
+    /* the slot was freed: a new refusal starts over */
+    kube_nsterm_mark(&t, "a", T0 + KUBE_NSTERM_MEMORY + 5);
+    assert_int_equal(kube_nsterm_check(&t, "a", T0 + KUBE_NSTERM_MEMORY + 5), 0);
+    assert_int_equal(kube_nsterm_seen(&t, "b", later, KUBE_NSTERM_MEMORY), -1);
+    assert_int_equal(kube_nsterm_seen(&t, NULL, later, KUBE_NSTERM_MEMORY), -1);
+    kube_nsterm_done(&t);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -90,6 +114,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mark_and_expire),
+        cmocka_unit_test(test_seen_within),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_bounded),
     };
