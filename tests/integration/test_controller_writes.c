@@ -376,6 +376,23 @@ static char *claim_sandbox(const char *name)
     return v;
 }
 
+/* Every claim claim-0 ... claim-(N-1) is bound to a Sandbox, and that Sandbox and its Pod
+ * have no managedFields (the Pod's metadata PATCH follows the adoption by a moment). */
+static bool adopted_cleared(void *ctx)
+{
+    char name[32];
+    bool all = true;
+    (void)ctx;
+    for (int i = 0; i < N && all; i++) {
+        (void)snprintf(name, sizeof(name), "claim-%d", i);
+        char *sb = claim_sandbox(name);
+        all = sb[0] && managed_fields_of(&API_RES_SANDBOXES, sb) == 0 &&
+              managed_fields_of(&KUBE_RES_PODS, sb) == 0;
+        xfree(sb);
+    }
+    return all;
+}
+
 /* ---- tests ---------------------------------------------------------------------------- */
 
 /* Cold Sandboxes created by a user: the Pod, and one status write when the Pod is
@@ -478,13 +495,7 @@ static void test_warm_claims(void **state)
     /* The adoption's PATCH cleared the Sandbox's managedFields and the Pod's metadata
      * PATCH the Pod's; the kubelet's later status writes did not bring them back. The
      * pool's members (the refill) keep theirs. */
-    for (int i = 0; i < N; i++) {
-        (void)snprintf(name, sizeof(name), "claim-%d", i);
-        char *sb = claim_sandbox(name);
-        assert_int_equal(managed_fields_of(&API_RES_SANDBOXES, sb), 0);
-        assert_int_equal(managed_fields_of(&KUBE_RES_PODS, sb), 0);
-        xfree(sb);
-    }
+    assert_int_equal(it_wait(adopted_cleared, NULL, WAIT), 0);
     assert_true(member_managed_fields() > 0);
 }
 
@@ -562,8 +573,8 @@ static void test_deferred_detail_is_written(void **state)
            (double)(clock_now() - t0) / USEC_PER_SEC, (double)STATUS_WINDOW / USEC_PER_SEC);
 }
 
-/* Every Sandbox in ns that is not being deleted carries the pod-name annotation. */
-/* ctx non-NULL: print the Sandboxes without the annotation (after a timeout). */
+/* Every Sandbox in ns that is not being deleted carries the pod-name annotation. With
+ * ctx non-NULL it prints those without it (after a timeout). */
 static bool all_pod_named(void *ctx)
 {
     json_t *list = NULL, *o;
