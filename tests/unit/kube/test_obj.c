@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include <errno.h>
 
+#include "common/xalloc.h"
 #include "kube/obj.h"
 
 static const char *pod_json =
@@ -87,14 +88,14 @@ static void test_reset_managed_fields(void **state)
     kube_obj_reset_managed_fields(p);
     char *got = json_dumps(p, JSON_SORT_KEYS | JSON_COMPACT);
     assert_string_equal(got, "{\"metadata\":{\"labels\":{\"a\":\"b\"},\"managedFields\":[{}]}}");
-    free(got);
+    xfree(got); /* jansson allocates with malloc */
     json_decref(p);
     p = json_pack("{s:{s:s}}", "spec", "x", "y");
     kube_obj_reset_managed_fields(p);
     kube_obj_reset_managed_fields(p); /* twice: the same */
     got = json_dumps(p, JSON_SORT_KEYS | JSON_COMPACT);
     assert_string_equal(got, "{\"metadata\":{\"managedFields\":[{}]},\"spec\":{\"x\":\"y\"}}");
-    free(got);
+    xfree(got); /* jansson allocates with malloc */
     json_decref(p);
 }
 
