@@ -44,8 +44,9 @@ struct ext_opts {
                                   order the claims reached them; 0 = no limit */
     bool adopt_edit_template;  /* adoption removes the pool's safe-to-evict from the pod
                                   template (upstream; one more generation and status write) */
-    bool keep_managed_fields;  /* the adoption PATCH leaves the Sandbox's managedFields
-                                  (upstream); default: it clears them (kube_obj.h) */
+    bool keep_managed_fields;  /* the adoption PATCH and the Pod metadata PATCH leave
+                                  managedFields (upstream); default: they clear them
+                                  (kube_obj.h). The Sandbox reconciler reads it too. */
     bool latebind_loopback;    /* tests only: deliver late-bound env to loopback pod IPs */
     usec_t latebind_timeout;   /* one delivery to sandboxd; 0 = LIMIT_LB_DELIVERY_TIMEOUT */
     const char *label_domains; /* allowed label domains, comma-separated (copied); NULL = file

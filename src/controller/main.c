@@ -42,7 +42,6 @@ struct flags {
     bool compact_auto;    /* --compact-cache=auto: compact past CTRL_COMPACT_ABOVE objects */
     usec_t status_window; /* CTRL_STATUS_WINDOW_OFF for 0 */
     bool pod_name_always;
-    bool keep_managed_fields;
     bool extensions, eviction;
     struct ext_opts ext;
     int64_t claim_workers, pool_workers, template_workers, max_replicas, max_batch;
@@ -443,7 +442,7 @@ static int apply_flag(void *ctx, int c, const char *v)
     case F_POD_NAME_ALWAYS:
         return flag_bool(v, &f->pod_name_always);
     case F_KEEP_MANAGED_FIELDS:
-        return flag_bool(v, &f->keep_managed_fields);
+        return flag_bool(v, &f->ext.keep_managed_fields);
     default:
         return -EINVAL;
     }
@@ -560,7 +559,6 @@ static int run(const struct flags *f, struct kube_client *client)
         .compact_above = f->compact_auto ? CTRL_COMPACT_ABOVE : 0,
         .status_window = f->status_window,
         .pod_name_annotation_always = f->pod_name_always,
-        .keep_managed_fields = f->keep_managed_fields,
         .cluster_domain = f->cluster_domain,
         .leader_elect = f->leader_elect,
         .lease_ns = f->lease_ns,

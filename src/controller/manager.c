@@ -309,7 +309,7 @@ static int start_informers(struct ctrl_manager *m)
                          : m->opts.status_window                         ? m->opts.status_window
                                                  : CTRL_DEFAULT_STATUS_WINDOW,
         .pod_name_annotation_always = m->opts.pod_name_annotation_always,
-        .keep_managed_fields = m->opts.keep_managed_fields,
+        .keep_managed_fields = m->opts.ext.keep_managed_fields,
         .memo = m->memo,
     };
     return 0;
@@ -390,7 +390,6 @@ int ctrl_manager_start(struct ctrl_manager *m)
                              .events = m->events,
                              .metrics = &m->met,
                              .memo = m->memo};
-        m->opts.ext.keep_managed_fields = m->opts.keep_managed_fields;
         r = ext_ctrl_new(&m->opts.ext, &d, &m->ext);
     }
     if (r >= 0)

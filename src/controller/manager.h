@@ -48,9 +48,6 @@ struct ctrl_opts {
      * 0 = CTRL_DEFAULT_STATUS_WINDOW, CTRL_STATUS_WINDOW_OFF = write every change. */
     usec_t status_window;
     bool pod_name_annotation_always; /* also for a Pod named after its Sandbox (upstream) */
-    /* Adoption and Pod metadata patches leave managedFields as they are (upstream); by
-     * default they clear them (sets ext.keep_managed_fields as well). */
-    bool keep_managed_fields;
     bool leader_elect;      /* gate the workers on a Lease */
     const char *lease_ns;   /* Lease namespace (copied); NULL = the client's */
     const char *lease_name; /* NULL = CTRL_DEFAULT_LEASE_ID (copied) */

@@ -607,7 +607,7 @@ static void test_write_through_flags(void **state)
     ctrl_manager_free(mgr);
     o.status_window = CTRL_STATUS_WINDOW_OFF;
     o.pod_name_annotation_always = true;
-    o.keep_managed_fields = true;
+    o.ext.keep_managed_fields = true;
     assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
     assert_int_equal(ctrl_manager_start(mgr), 0);
     assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
