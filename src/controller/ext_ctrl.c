@@ -103,8 +103,7 @@ void ext__side_patch(struct ext_ctrl *x, const struct kube_res *res, const char 
         (void)side_write(x, res, ns, name, patch);
 }
 
-/* The side writes' gate: claims queued or being reconciled. */
-static bool claims_busy(void *ctx)
+bool ext_ctrl_claims_busy(void *ctx)
 {
     struct ext_ctrl *x = ctx;
     struct workloop *l = x->loops[EXT_LOOP_CLAIM];
@@ -115,7 +114,7 @@ static int side_start(struct ext_ctrl *x)
 {
     struct side_opts so = {.write = side_write,
                            .ctx = x,
-                           .gate = {.busy = claims_busy,
+                           .gate = {.busy = ext_ctrl_claims_busy,
                                     .ctx = x,
                                     .max_wait = x->o.side_hold ? x->o.side_hold : EXT_SIDE_HOLD}};
     int r;

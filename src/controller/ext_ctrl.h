@@ -84,3 +84,7 @@ void ext_ctrl_free(struct ext_ctrl *x);
 bool ext_ctrl_synced(struct ext_ctrl *x);
 /** Waits for the extension informers. Returns 0, -ETIMEDOUT or -ECANCELED. */
 int ext_ctrl_wait_synced(struct ext_ctrl *x, usec_t timeout);
+/** True while claims are queued or being reconciled (x: a struct ext_ctrl, as a gate's
+ * context; yield_gate.h): the gate of the side writes and of the Sandbox reconciler's
+ * Pod metadata patches. */
+bool ext_ctrl_claims_busy(void *x);

@@ -42,6 +42,7 @@ struct flags {
     bool compact_auto;    /* --compact-cache=auto: compact past CTRL_COMPACT_ABOVE objects */
     usec_t status_window; /* CTRL_STATUS_WINDOW_OFF for 0 */
     bool pod_name_always;
+    usec_t pod_meta_hold; /* CTRL_POD_META_HOLD_OFF for 0 */
     bool extensions, eviction;
     struct ext_opts ext;
     int64_t claim_workers, pool_workers, template_workers, max_replicas, max_batch;
@@ -112,6 +113,10 @@ static const char usage_text[] =
     "                                      metadata PATCH of a Pod leave its managedFields\n"
     "                                      (upstream); default false: they clear them, and\n"
     "                                      later writes of the object skip field tracking\n"
+    "  --pod-metadata-hold D               while claims are queued or reconciled, the Pod\n"
+    "                                      metadata PATCH after a warm adoption (the pool's\n"
+    "                                      label and safe-to-evict go) waits, at most D;\n"
+    "                                      0 patches at once, max 30s (default 5s)\n"
     "  --extensions[=BOOL]                 run the SandboxTemplate, SandboxWarmPool and\n"
     "                                      SandboxClaim controllers (default true)\n"
     "  --sandbox-claim-concurrent-workers N        claim workers (default 300)\n"
@@ -178,6 +183,7 @@ enum {
     F_STATUS_WINDOW,
     F_POD_NAME_ALWAYS,
     F_KEEP_MANAGED_FIELDS,
+    F_POD_META_HOLD,
     F_EXTENSIONS,
     F_CLAIM_WORKERS,
     F_POOL_WORKERS,
@@ -228,6 +234,7 @@ static const struct option long_opts[] = {
     {"sandbox-status-coalesce-window", required_argument, NULL, F_STATUS_WINDOW},
     {"always-annotate-pod-name", optional_argument, NULL, F_POD_NAME_ALWAYS},
     {"keep-managed-fields", optional_argument, NULL, F_KEEP_MANAGED_FIELDS},
+    {"pod-metadata-hold", required_argument, NULL, F_POD_META_HOLD},
     {"extensions", optional_argument, NULL, F_EXTENSIONS},
     {"sandbox-claim-concurrent-workers", required_argument, NULL, F_CLAIM_WORKERS},
     {"sandbox-warm-pool-concurrent-workers", required_argument, NULL, F_POOL_WORKERS},
@@ -443,6 +450,11 @@ static int apply_flag(void *ctx, int c, const char *v)
         return flag_bool(v, &f->pod_name_always);
     case F_KEEP_MANAGED_FIELDS:
         return flag_bool(v, &f->ext.keep_managed_fields);
+    case F_POD_META_HOLD:
+        r = flag_duration(v, 0, CTRL_MAX_POD_META_HOLD, &f->pod_meta_hold);
+        if (r >= 0 && f->pod_meta_hold == 0)
+            f->pod_meta_hold = CTRL_POD_META_HOLD_OFF;
+        return r;
     default:
         return -EINVAL;
     }
@@ -559,6 +571,7 @@ static int run(const struct flags *f, struct kube_client *client)
         .compact_above = f->compact_auto ? CTRL_COMPACT_ABOVE : 0,
         .status_window = f->status_window,
         .pod_name_annotation_always = f->pod_name_always,
+        .pod_meta_hold = f->pod_meta_hold,
         .cluster_domain = f->cluster_domain,
         .leader_elect = f->leader_elect,
         .lease_ns = f->lease_ns,

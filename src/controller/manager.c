@@ -279,6 +279,16 @@ static int new_informer(struct ctrl_manager *m, int which, const struct kube_res
     return r;
 }
 
+/* The Pod metadata patches' gate: held while claims are served (no claims without the
+ * extensions). */
+static struct yield_gate pod_meta_gate(const struct ctrl_manager *m)
+{
+    usec_t hold = m->opts.pod_meta_hold ? m->opts.pod_meta_hold : CTRL_DEFAULT_POD_META_HOLD;
+    if (!m->ext || hold == CTRL_POD_META_HOLD_OFF)
+        return (struct yield_gate){0};
+    return (struct yield_gate){.busy = ext_ctrl_claims_busy, .ctx = m->ext, .max_wait = hold};
+}
+
 static int start_informers(struct ctrl_manager *m)
 {
     bool sel = m->opts.cache_label_selectors;
@@ -310,6 +320,7 @@ static int start_informers(struct ctrl_manager *m)
                                                  : CTRL_DEFAULT_STATUS_WINDOW,
         .pod_name_annotation_always = m->opts.pod_name_annotation_always,
         .keep_managed_fields = m->opts.ext.keep_managed_fields,
+        .pod_meta_gate = pod_meta_gate(m),
         .memo = m->memo,
     };
     return 0;

@@ -29,6 +29,9 @@ struct ctrl_manager;
 #define CTRL_MAX_STATUS_WINDOW     (10 * USEC_PER_SEC)
 #define CTRL_MAX_WORKER_IDLE       (24 * 3600 * USEC_PER_SEC) /* --worker-idle-exit */
 #define CTRL_MAX_SIDE_HOLD         (10 * 60 * USEC_PER_SEC)   /* --side-write-hold */
+#define CTRL_DEFAULT_POD_META_HOLD (5 * USEC_PER_SEC)         /* --pod-metadata-hold */
+#define CTRL_POD_META_HOLD_OFF     USEC_INFINITY
+#define CTRL_MAX_POD_META_HOLD     (30 * USEC_PER_SEC)
 
 struct ctrl_opts {
     struct kube_client *client; /* borrowed; required */
@@ -48,6 +51,10 @@ struct ctrl_opts {
      * 0 = CTRL_DEFAULT_STATUS_WINDOW, CTRL_STATUS_WINDOW_OFF = write every change. */
     usec_t status_window;
     bool pod_name_annotation_always; /* also for a Pod named after its Sandbox (upstream) */
+    /* While claims are being served, a Pod's metadata-only patch (after a warm adoption)
+     * waits up to this long: 0 = CTRL_DEFAULT_POD_META_HOLD, CTRL_POD_META_HOLD_OFF = at
+     * once. Without extensions there are no claims and nothing waits. */
+    usec_t pod_meta_hold;
     bool leader_elect;      /* gate the workers on a Lease */
     const char *lease_ns;   /* Lease namespace (copied); NULL = the client's */
     const char *lease_name; /* NULL = CTRL_DEFAULT_LEASE_ID (copied) */

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "api/sandbox.h"
 #include "common/hash.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
@@ -154,4 +155,21 @@ void sb_defer_clear(struct sb_memo *m, const char *uid)
     if (strcmp(s->uid, uid) == 0)
         s->uid[0] = '\0';
     pthread_mutex_unlock(&m->lock);
+}
+
+usec_t sb_pod_meta_wait_at(struct sb_memo *m, const struct yield_gate *g, const char *pod_uid,
+                           const json_t *patch, usec_t now)
+{
+    const json_t *labels = kube_obj_path(patch, "metadata.labels");
+    if (!g || !g->busy || !g->max_wait || json_object_get(labels, SB_LABEL_NAME_HASH))
+        return 0;
+    if (!g->busy(g->ctx))
+        return 0;
+    return sb_defer_wait_at(m, pod_uid, g->max_wait, now);
+}
+
+usec_t sb_pod_meta_wait(struct sb_memo *m, const struct yield_gate *g, const char *pod_uid,
+                        const json_t *patch)
+{
+    return sb_pod_meta_wait_at(m, g, pod_uid, patch, clock_now());
 }

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 
 #include "common/clock.h"
+#include "common/yield_gate.h"
 
 /** How long a recorded write suppresses writes on the version it replaced; also the
  *  backstop requeue delay after a skipped write or a dropped conflict. */
@@ -58,3 +59,18 @@ usec_t sb_defer_wait(struct sb_memo *m, const char *uid, usec_t window);
 void sb_defer_clear(struct sb_memo *m, const char *uid);
 /** sb_defer_wait on an explicit monotonic time (for tests). */
 usec_t sb_defer_wait_at(struct sb_memo *m, const char *uid, usec_t window, usec_t now);
+
+/* A Pod's metadata-only patch (the one after a warm adoption) may wait while the work it
+ * would slow down runs: gate g says busy (claims are being served), at most g->max_wait
+ * after it was first put off. The wait shares the defer table, keyed by the Pod's UID;
+ * sb_defer_clear(pod_uid) after the write. */
+
+/** 0 when the patch (borrowed; a merge patch with metadata) of the Pod with pod_uid is to
+ *  be written now; else how long it may still wait. A patch that sets the
+ *  Service-selector label (SB_LABEL_NAME_HASH) never waits, nor does any without a gate
+ *  (g NULL, no busy function, max_wait 0) or while the gate is not busy. */
+usec_t sb_pod_meta_wait(struct sb_memo *m, const struct yield_gate *g, const char *pod_uid,
+                        const json_t *patch);
+/** sb_pod_meta_wait on an explicit monotonic time (for tests). */
+usec_t sb_pod_meta_wait_at(struct sb_memo *m, const struct yield_gate *g, const char *pod_uid,
+                           const json_t *patch, usec_t now);

@@ -45,6 +45,21 @@ static void use_pod(struct sb_pass *p, json_t *pod)
     p->obs.pod = pod;
 }
 
+/* True when the metadata patch may wait (sb_pod_meta_wait: claims are being served, and
+ * it was first put off less than the gate's bound ago). The pass then comes back after
+ * SB_POD_META_RECHECK, or what is left of the bound. */
+static bool hold_meta(struct sb_pass *p, const json_t *patch)
+{
+    usec_t wait = sb_pod_meta_wait(p->r->memo, &p->r->pod_meta_gate, kube_obj_uid(p->pod), patch);
+    if (!wait)
+        return false;
+    if (wait > SB_POD_META_RECHECK)
+        wait = SB_POD_META_RECHECK;
+    if (!p->backstop || wait < p->backstop)
+        p->backstop = wait;
+    return true;
+}
+
 static void sync_meta(struct sb_pass *p)
 {
     struct kube_err e;
@@ -54,14 +69,20 @@ static void sync_meta(struct sb_pass *p)
     patch = sb_pod_meta_patch(p->sb, p->pod);
     if (!patch)
         return;
+    if (hold_meta(p, patch)) {
+        json_decref(patch);
+        return;
+    }
     if (!p->r->keep_managed_fields)
         kube_obj_reset_managed_fields(patch);
     if (kube_patch(p->r->client, &KUBE_RES_PODS, p->ns, kube_obj_name(p->pod), KUBE_PATCH_MERGE,
-                   patch, &out, &e) < 0)
+                   patch, &out, &e) < 0) {
         sb__error(p, e.code, "pod \"%s\" metadata patch failed: %s", kube_obj_name(p->pod),
                   e.message);
-    else
+    } else {
+        sb_defer_clear(p->r->memo, kube_obj_uid(p->pod));
         use_pod(p, out);
+    }
     json_decref(patch);
 }
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "common/clock.h"
+#include "common/yield_gate.h"
 
 struct kube_client;
 struct kube_store;
@@ -43,7 +44,16 @@ struct sb_reconciler {
      * by default that patch clears them, so later writes to the Pod (the kubelet's status)
      * skip field tracking. */
     bool keep_managed_fields;
+    /* While pod_meta_gate says busy (claims are being served), a metadata-only patch of a
+     * Pod (the one after a warm adoption: the pool's label and safe-to-evict go) waits, the
+     * pass coming back every SB_POD_META_RECHECK, at most max_wait after it was first put
+     * off. A patch that sets the Service-selector label is never held. busy NULL or
+     * max_wait 0: patched at once. Needs memo. */
+    struct yield_gate pod_meta_gate;
 };
+
+/** How often a Sandbox whose Pod metadata patch is held asks the gate again. */
+#define SB_POD_META_RECHECK (250 * USEC_PER_MSEC)
 
 struct sb_result {
     usec_t requeue_after; /* > 0: reconcile again after this long */

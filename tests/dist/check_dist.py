@@ -48,6 +48,7 @@ CHART_DEFAULT_FLAGS = {
         "--disable-claim-events": "false",
         "--disable-claim-observability-annotations": "false",
         "--side-write-hold": "5s",
+        "--pod-metadata-hold": "5s",
         "--claim-adoption-concurrency": "16",
     },
     "sandbox-router": {

@@ -12,9 +12,11 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "api/sandbox.h"
 #include "controller/sandbox_memo.h"
 
 static json_t *obj(const char *uid, const char *rv)
@@ -156,6 +158,53 @@ static void test_defer_collision_writes_at_once(void **state)
     sb_defer_clear(m, "uid-defer-a");
 }
 
+static bool busy_flag;
+
+static bool gate_busy(void *ctx)
+{
+    return *(bool *)ctx;
+}
+
+/* The Pod metadata patch after an adoption: held while the gate is busy, at most its bound
+ * after it was first put off; never without a busy gate, nor when it sets the
+ * Service-selector label. */
+static void test_pod_meta_hold(void **state)
+{
+    usec_t t0 = 5000 * USEC_PER_SEC;
+    struct sb_memo *m = *state;
+    struct yield_gate g = {.busy = gate_busy, .ctx = &busy_flag, .max_wait = W};
+    struct yield_gate open_gate = {.busy = NULL, .max_wait = W};
+    struct yield_gate no_bound = {.busy = gate_busy, .ctx = &busy_flag, .max_wait = 0};
+    json_t *meta = json_pack("{s:{s:{s:n}, s:{s:n}}}", "metadata", "labels", SB_LABEL_WARM_POOL,
+                             "annotations", SB_ANN_SAFE_TO_EVICT);
+    json_t *selector = json_pack("{s:{s:{s:s}}}", "metadata", "labels", SB_LABEL_NAME_HASH, "h");
+
+    busy_flag = false; /* nothing to make way for: at once */
+    assert_int_equal(sb_pod_meta_wait_at(m, &g, "pod-1", meta, t0), 0);
+    busy_flag = true;
+    assert_int_equal(sb_pod_meta_wait_at(m, &g, "pod-1", meta, t0), W);
+    assert_int_equal(sb_pod_meta_wait_at(m, &g, "pod-1", meta, t0 + W / 2), W - W / 2);
+    busy_flag = false; /* the claims are served: the held patch goes at the next pass */
+    assert_int_equal(sb_pod_meta_wait_at(m, &g, "pod-1", meta, t0 + W / 2 + 1), 0);
+    busy_flag = true; /* busy again, but its bound counts from the first hold */
+    assert_int_equal(sb_pod_meta_wait_at(m, &g, "pod-1", meta, t0 + W - 2), 2);
+    assert_int_equal(sb_pod_meta_wait_at(m, &g, "pod-1", meta, t0 + W), 0);
+    assert_int_equal(sb_pod_meta_wait_at(m, &g, "pod-1", meta, t0 + 3 * W), 0);
+    /* written: the next change of that Pod starts a new hold */
+    sb_defer_clear(m, "pod-1");
+    assert_int_equal(sb_pod_meta_wait_at(m, &g, "pod-1", meta, t0 + 4 * W), W);
+    sb_defer_clear(m, "pod-1");
+    /* the Service-selector label is never held; neither without a gate or a bound */
+    assert_int_equal(sb_pod_meta_wait_at(m, &g, "pod-2", selector, t0), 0);
+    assert_int_equal(sb_pod_meta_wait_at(m, NULL, "pod-2", meta, t0), 0);
+    assert_int_equal(sb_pod_meta_wait_at(m, &open_gate, "pod-2", meta, t0), 0);
+    assert_int_equal(sb_pod_meta_wait_at(m, &no_bound, "pod-2", meta, t0), 0);
+    /* nor without a memo to count the bound in */
+    assert_int_equal(sb_pod_meta_wait_at(NULL, &g, "pod-2", meta, t0), 0);
+    json_decref(meta);
+    json_decref(selector);
+}
+
 static void test_instances_do_not_share(void **state)
 {
     struct sb_memo *m = *state, *other = sb_memo_new();
@@ -207,6 +256,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unusable_objects_never_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_defer_window_from_first_sighting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_defer_collision_writes_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pod_meta_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_instances_do_not_share, setup, teardown),
         cmocka_unit_test(test_null_memo_remembers_nothing),
     };
