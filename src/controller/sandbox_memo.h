@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Read-your-writes for status writes: remembers, per object UID (Sandboxes and
- * SandboxClaims share the table; UIDs are unique), the resourceVersion a status write was
- * based on, so a reconcile that still sees that version in the cache (the watch has not
- * delivered our own write yet) skips a write that could only fail with 409 Conflict. Our
- * write's watch event requeues the object.
+/* Read-your-writes for status writes: remembers, per object UID (Sandboxes,
+ * SandboxClaims and the Pods whose metadata the Sandbox reconciler patches share the
+ * table; UIDs are unique), the resourceVersion a write was based on, so a reconcile that
+ * still sees that version in the cache (the watch has not delivered our own write yet)
+ * skips a write that could only fail with 409 Conflict (or, for a Pod's merge patch,
+ * repeat itself). Our write's watch event requeues the object.
  *
  * An entry counts for SB_MEMO_TTL only: if that event never comes (a reply or an event
  * lost across an API server restart), the memo stops suppressing the write, and callers
@@ -37,8 +38,8 @@ void sb_memo_free(struct sb_memo *m);
  *  replaced, or an older one (when the resourceVersions are ordered, kube_rv_compare),
  *  less than SB_MEMO_TTL ago. */
 bool sb_memo_stale(struct sb_memo *m, const json_t *sb);
-/** Records that a write of ours (status, or the pod-name annotation) replaced sb's
- *  (borrowed) resourceVersion. */
+/** Records that a write of ours (status, the pod-name annotation, or a Pod's metadata
+ *  patch) replaced sb's (borrowed; a Sandbox, a claim or a Pod) resourceVersion. */
 void sb_memo_wrote(struct sb_memo *m, const json_t *sb);
 
 /** sb_memo_stale and sb_memo_wrote on an explicit monotonic time (for tests). */

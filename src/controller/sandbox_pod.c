@@ -66,6 +66,13 @@ static void sync_meta(struct sb_pass *p)
     json_t *patch, *out = NULL;
     if (!p->pod || kube_obj_deleting(p->pod))
         return;
+    if (sb_memo_stale(p->r->memo, p->pod)) {
+        /* The cache still has the Pod our last patch replaced: that patch's event brings
+         * the Sandbox back (the backstop covers a lost one); no second patch. */
+        if (!p->backstop || SB_MEMO_TTL < p->backstop)
+            p->backstop = SB_MEMO_TTL;
+        return;
+    }
     patch = sb_pod_meta_patch(p->sb, p->pod);
     if (!patch)
         return;
@@ -81,6 +88,7 @@ static void sync_meta(struct sb_pass *p)
                   e.message);
     } else {
         sb_defer_clear(p->r->memo, kube_obj_uid(p->pod));
+        sb_memo_wrote(p->r->memo, p->pod);
         use_pod(p, out);
     }
     json_decref(patch);
