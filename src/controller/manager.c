@@ -284,6 +284,8 @@ static int new_informer(struct ctrl_manager *m, int which, const struct kube_res
 static struct yield_gate pod_meta_gate(const struct ctrl_manager *m)
 {
     usec_t hold = m->opts.pod_meta_hold ? m->opts.pod_meta_hold : CTRL_DEFAULT_POD_META_HOLD;
+    if (m->opts.pod_meta_gate)
+        return *m->opts.pod_meta_gate;
     if (!m->ext || hold == CTRL_POD_META_HOLD_OFF)
         return (struct yield_gate){0};
     return (struct yield_gate){.busy = ext_ctrl_claims_busy, .ctx = m->ext, .max_wait = hold};

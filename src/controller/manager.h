@@ -22,6 +22,7 @@
 struct kube_client;
 struct metrics_registry;
 struct ctrl_manager;
+struct yield_gate;
 
 #define CTRL_DEFAULT_LEASE_ID      "a3317529.agent-sandbox.x-k8s.io"
 #define CTRL_DEFAULT_STATUS_WINDOW (1 * USEC_PER_SEC)
@@ -55,10 +56,12 @@ struct ctrl_opts {
      * waits up to this long: 0 = CTRL_DEFAULT_POD_META_HOLD, CTRL_POD_META_HOLD_OFF = at
      * once. Without extensions there are no claims and nothing waits. */
     usec_t pod_meta_hold;
-    bool leader_elect;      /* gate the workers on a Lease */
-    const char *lease_ns;   /* Lease namespace (copied); NULL = the client's */
-    const char *lease_name; /* NULL = CTRL_DEFAULT_LEASE_ID (copied) */
-    const char *identity;   /* NULL = "<$POD_NAME or hostname>_<random UUID>" (copied) */
+    const struct yield_gate *pod_meta_gate; /* tests only: this gate (copied) instead of the
+                                               claim loop's and pod_meta_hold */
+    bool leader_elect;                      /* gate the workers on a Lease */
+    const char *lease_ns;                   /* Lease namespace (copied); NULL = the client's */
+    const char *lease_name;                 /* NULL = CTRL_DEFAULT_LEASE_ID (copied) */
+    const char *identity; /* NULL = "<$POD_NAME or hostname>_<random UUID>" (copied) */
     usec_t lease_duration, renew_deadline, retry_period; /* 0 = lease.h defaults */
     const char *metrics_addr; /* "host:port"; NULL or "0" = no metrics server */
     /* HTTPS on metrics_addr with TokenReview + SubjectAccessReview (metrics_auth.h);

@@ -11,7 +11,8 @@
  * controller's counts (its writes did reach the server). The simulated kubelet plays a
  * real node's steps: scheduled, running with an IP but not Ready, then Ready. An adopted
  * Sandbox and its Pod have no managedFields left (the adoption's writes clear them) unless
- * the controller runs with keep_managed_fields. */
+ * the controller runs with keep_managed_fields. The Pod metadata patch after an adoption
+ * waits while the gate says claims are being served, and goes once they are. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +32,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "common/yield_gate.h"
 #include "controller/ext_names.h"
 #include "controller/manager.h"
 #include "controller/sandbox_names.h"
@@ -647,6 +649,61 @@ static void test_write_through_flags(void **state)
     xfree(kept);
 }
 
+static atomic_bool claims_served; /* the gate of test_pod_meta_held */
+
+static bool gate_busy(void *ctx)
+{
+    (void)ctx;
+    return atomic_load(&claims_served);
+}
+
+/* The Pod of Sandbox ctx no longer carries the pool's label (its metadata patch went). */
+static bool pod_left_pool(void *ctx)
+{
+    json_t *pod = it_obj_get(c, &KUBE_RES_PODS, ns, ctx);
+    bool ok = pod && !kube_obj_label(pod, SB_LABEL_WARM_POOL);
+    json_decref(pod);
+    return ok;
+}
+
+/* While the gate says claims are being served, the adopted Sandbox's Pod keeps the pool's
+ * label: its metadata patch is held (the Sandbox comes back every 250 ms and is held
+ * again); once the gate opens it is written, once. */
+static void test_pod_meta_held(void **state)
+{
+    struct yield_gate g = {.busy = gate_busy, .max_wait = 10 * WAIT};
+    struct ctrl_opts o = mgr_opts;
+    json_t *pod;
+    char *sb;
+    (void)state;
+    ctrl_manager_free(mgr);
+    o.pod_meta_gate = &g;
+    atomic_store(&claims_served, false);
+    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
+    assert_int_equal(ctrl_manager_start(mgr), 0);
+    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+    assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
+    /* the last test's claim: its patch may have been held when that manager stopped */
+    sb = claim_sandbox("keep-0");
+    assert_int_equal(it_wait(pod_left_pool, sb, WAIT), 0);
+    xfree(sb);
+    clock_sleep(SETTLE);
+    atomic_store(&claims_served, true);
+    counts_reset();
+    create(&API_RES_SANDBOXCLAIMS, it_claim_new("held-0", "pool"));
+    wait_ready(&API_RES_SANDBOXCLAIMS, "held-", 1);
+    sb = claim_sandbox("held-0");
+    clock_sleep(SETTLE);
+    pod = it_obj_get(c, &KUBE_RES_PODS, ns, sb);
+    assert_non_null(kube_obj_label(pod, SB_LABEL_WARM_POOL));
+    json_decref(pod);
+    assert_int_equal(count_of("PATCH pods"), 0);
+    atomic_store(&claims_served, false);
+    assert_int_equal(it_wait(pod_left_pool, sb, WAIT), 0);
+    assert_int_equal(count_of("PATCH pods"), 1);
+    xfree(sb);
+}
+
 /* Deleting the namespace (the namespace controller of hack/apiserver.sh removes the Pods
  * first, then the rest): the Sandboxes try to put their Pods back and are refused, and
  * from then on the controller writes nothing more there. Before, each refusal changed
@@ -695,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_first_ready_restored),
         cmocka_unit_test(test_deferred_detail_is_written),
         cmocka_unit_test(test_write_through_flags),
+        cmocka_unit_test(test_pod_meta_held),
         cmocka_unit_test(test_namespace_deletion),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
