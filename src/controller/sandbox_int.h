@@ -23,7 +23,7 @@ struct sb_pass {
     char *multiple;    /* multiple-Pods error text, or NULL */
     int ret;           /* first error worth a retry */
     usec_t backstop;   /* requeue delay after a skipped, deferred or conflicting status
-                          write, or 0 */
+                          write or a held Pod metadata patch, or 0 (sb__backstop) */
 };
 
 /** Adds a condition error (formatted) to the pass; retry (negative errno) or 0. A
@@ -32,6 +32,8 @@ struct sb_pass {
  * naming it would be one more write per Sandbox while the namespace empties. */
 void sb__error(struct sb_pass *p, int retry, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/** The pass is to run again within delay (the shortest of those asked for wins). */
+void sb__backstop(struct sb_pass *p, usec_t delay);
 /** Records an Event about the Sandbox (no-op without a recorder). */
 void sb__event(struct sb_pass *p, bool warning, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

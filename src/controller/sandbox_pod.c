@@ -53,10 +53,7 @@ static bool hold_meta(struct sb_pass *p, const json_t *patch)
     usec_t wait = sb_pod_meta_wait(p->r->memo, &p->r->pod_meta_gate, kube_obj_uid(p->pod), patch);
     if (!wait)
         return false;
-    if (wait > SB_POD_META_RECHECK)
-        wait = SB_POD_META_RECHECK;
-    if (!p->backstop || wait < p->backstop)
-        p->backstop = wait;
+    sb__backstop(p, wait < SB_POD_META_RECHECK ? wait : SB_POD_META_RECHECK);
     return true;
 }
 
@@ -69,8 +66,7 @@ static void sync_meta(struct sb_pass *p)
     if (sb_memo_stale(p->r->memo, p->pod)) {
         /* The cache still has the Pod our last patch replaced: that patch's event brings
          * the Sandbox back (the backstop covers a lost one); no second patch. */
-        if (!p->backstop || SB_MEMO_TTL < p->backstop)
-            p->backstop = SB_MEMO_TTL;
+        sb__backstop(p, SB_MEMO_TTL);
         return;
     }
     patch = sb_pod_meta_patch(p->sb, p->pod);
@@ -201,7 +197,7 @@ static void sync_annotation(struct sb_pass *p)
     if (sb_memo_stale(p->r->memo, p->sb)) {
         /* the cache has not seen our last write, which may be this very patch: its event
          * requeues the key (the backstop covers a lost one) */
-        p->backstop = SB_MEMO_TTL;
+        sb__backstop(p, SB_MEMO_TTL);
         return;
     }
     if (sb__ns_going(p))

@@ -107,6 +107,12 @@ static void now_text(char *out, size_t size)
     clock_format_rfc3339_sec(clock_wall_now(), out, (unsigned)size);
 }
 
+void sb__backstop(struct sb_pass *p, usec_t delay)
+{
+    if (!p->backstop || delay < p->backstop)
+        p->backstop = delay;
+}
+
 /* True when a write of st may wait: a change of details only, within the window. */
 static bool defer_status(struct sb_pass *p, const json_t *st)
 {
@@ -121,8 +127,7 @@ static bool defer_status(struct sb_pass *p, const json_t *st)
     wait = sb_defer_wait(p->r->memo, p->uid, p->r->status_window);
     if (!wait)
         return false;
-    if (!p->backstop || wait < p->backstop)
-        p->backstop = wait;
+    sb__backstop(p, wait);
     return true;
 }
 
@@ -138,7 +143,7 @@ static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
     if (sb_memo_stale(p->r->memo, p->sb)) {
         /* The cache has not seen our last write: its event requeues the key; the backstop
          * requeue covers an event lost across an API server restart. */
-        p->backstop = SB_MEMO_TTL;
+        sb__backstop(p, SB_MEMO_TTL);
         return 0;
     }
     if (sb__ns_going(p))
@@ -158,7 +163,7 @@ static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
          * back-off retry (which also spends the queue's shared retry bucket) is waste. */
         log_debug("status write conflict, the newer version's event retries\tkey=%s/%s", p->ns,
                   p->name);
-        p->backstop = SB_MEMO_TTL;
+        sb__backstop(p, SB_MEMO_TTL);
         return 0;
     }
     return log_warn_errno(r, "status write failed, will retry\tkey=%s/%s detail=\"%s\"", p->ns,
