@@ -46,8 +46,10 @@
 #define N      10
 #define SETTLE (2 * USEC_PER_SEC) /* trailing writes: Events, pool and claim status */
 /* Longer than the kubelet's steps take even on a loaded machine, so that what is measured
- * is the coalescing rule, not the machine's speed. */
-#define STATUS_WINDOW (5 * USEC_PER_SEC)
+ * is the coalescing rule, not the machine's speed: 5 s was not always enough beside the
+ * rest of the suite (13 status writes for 10 refill members once, 3 December; 10 in every
+ * run alone, also beside three busy loops). The most the controller accepts. */
+#define STATUS_WINDOW CTRL_MAX_STATUS_WINDOW
 
 static struct kube_client *c, *mgr_client;
 static struct ctrl_manager *mgr;
