@@ -614,6 +614,25 @@ func handoutWriter(t *testing.T, ctx context.Context, cs *typed.Clientset, ns st
 	})
 }
 
+// strangerOwner returns a controller reference to a ConfigMap it creates in ns: an owner
+// that exists (a reference to a missing UID would let a cluster's garbage collector delete
+// the Sandbox mid-test) and is not the claim.
+func strangerOwner(t *testing.T, ctx context.Context, rc *rest.Config,
+	ns string) func(*extv1beta1.SandboxClaim) metav1.OwnerReference {
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "stranger"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(*extv1beta1.SandboxClaim) metav1.OwnerReference {
+		return *metav1.NewControllerRef(cm, corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	}
+}
+
 // TestIntegrationHandout: CreateSandbox returns on a Ready Sandbox bound to its claim
 // before the claim's status says so (the test never writes it), and only then: not with
 // Options.WaitForClaimReady, not for a claim with env, not for a Sandbox another object
@@ -623,22 +642,17 @@ func TestIntegrationHandout(t *testing.T) {
 	controller := func(c *extv1beta1.SandboxClaim) metav1.OwnerReference {
 		return *metav1.NewControllerRef(c, extv1beta1.SchemeGroupVersion.WithKind("SandboxClaim"))
 	}
-	stranger := func(c *extv1beta1.SandboxClaim) metav1.OwnerReference {
-		r := controller(c)
-		r.UID = "00000000-0000-0000-0000-000000000000"
-		return r
-	}
 	tests := []struct {
 		name      string
-		owner     func(*extv1beta1.SandboxClaim) metav1.OwnerReference
+		stranger  bool // the Sandbox's controller is another object, not the claim
 		claimWait bool
 		opts      []CreateOption
 		handed    bool
 	}{
-		{"bound and Ready", controller, false, nil, true},
-		{"WaitForClaimReady", controller, true, nil, false},
-		{"claim with env", controller, false, []CreateOption{WithEnv(map[string]string{"A": "1"})}, false},
-		{"controlled by another", stranger, false, nil, false},
+		{"bound and Ready", false, false, nil, true},
+		{"WaitForClaimReady", false, true, nil, false},
+		{"claim with env", false, false, []CreateOption{WithEnv(map[string]string{"A": "1"})}, false},
+		{"controlled by another", true, false, nil, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -647,7 +661,11 @@ func TestIntegrationHandout(t *testing.T) {
 			noClaimController(t, cs, ns)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			handoutWriter(t, ctx, cs, ns, tc.owner)
+			owner := controller
+			if tc.stranger {
+				owner = strangerOwner(t, ctx, rc, ns)
+			}
+			handoutWriter(t, ctx, cs, ns, owner)
 			c, err := NewClient(Options{RestConfig: rc, Namespace: ns, WaitForClaimReady: tc.claimWait})
 			if err != nil {
 				t.Fatal(err)
