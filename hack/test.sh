@@ -93,6 +93,7 @@ else
 	log "starting the local API server"
 	was_running=0
 	hack/apiserver.sh status >/dev/null 2>&1 && was_running=1
+	saved_env=$(export -p | grep -E '^declare -x (AS_APISERVER_DIR|AS_KUBECONFIG|KUBECONFIG|AS_ETCD_ENDPOINT)=' || true)
 	if hack/apiserver.sh start >/dev/null; then
 		eval "$(hack/apiserver.sh env)"
 		hack/apiserver.sh sweep # leftovers of an earlier run that crashed
@@ -112,6 +113,10 @@ else
 	else
 		fail "hack/apiserver.sh start"
 	fi
+	# The private API server's kubeconfig is for the suites above only: the SDK suites
+	# below fall back to the stack's (make kubeconfig) when AS_KUBECONFIG is unset.
+	unset AS_APISERVER_DIR AS_KUBECONFIG KUBECONFIG AS_ETCD_ENDPOINT
+	eval "$saved_env"
 fi
 
 log "release build (the binaries make up runs; sandboxd static)"
