@@ -10,7 +10,7 @@
 #   sdk/go/run-tests.sh              everything
 #   sdk/go/run-tests.sh -unit        no integration tests
 #   AS_KUBECONFIG, AS_ROUTER_URL, AS_ROUTER_TOKEN, AS_NAMESPACE, AS_WARM_POOL,
-#   AS_TEMPLATE, AS_CONCURRENT_CLAIMS, AS_SANDBOXD, AS_BARE_DIR: see sandbox/integration_test.go and
+#   AS_TEMPLATE, AS_CONCURRENT_CLAIMS, AS_SANDBOXD, AS_BARE_DIR, AS_NO_CLAIM_CONTROLLER: see sandbox/integration_test.go and
 #   docs/sdk-go.md. Unset ones are asked from make (kubeconfig, router-url,
 #   router-token) when those targets exist.
 set -euo pipefail
@@ -84,7 +84,7 @@ if [ -x "$CACHE_DIR/bin/kube-apiserver" ] && [ -x "$CACHE_DIR/bin/kubectl" ]; th
 	kctl wait --for condition=established --timeout=60s -f "$root/api/crds/" >/dev/null
 	# a new CRD's storage answers 429 for a moment; the tests would skip
 	for _ in $(seq 100); do kctl get sandboxclaims,sandboxes -A >/dev/null 2>&1 && break; sleep 0.2; done
-	integration "private API server without a controller" "$bare_kc" || bare_rc=$?
+	AS_NO_CLAIM_CONTROLLER=1 integration "private API server without a controller" "$bare_kc" || bare_rc=$?
 	[ "$was_running" = 1 ] || export_bare "$root/hack/apiserver.sh" stop >/dev/null 2>&1 || true
 else
 	echo "no kube-apiserver under $CACHE_DIR/bin (hack/deps.sh --cluster): the API-level tests skip"
