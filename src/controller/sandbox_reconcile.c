@@ -148,8 +148,7 @@ static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
     }
     if (sb__ns_going(p))
         return 0;
-    obj = json_deep_copy(p->sb);
-    json_object_set(obj, "status", st);
+    obj = sb_status_body(p->sb, st);
     r = kube_update_status(p->r->client, &API_RES_SANDBOXES, p->ns, obj, NULL, &e);
     json_decref(obj);
     if (r >= 0) {

@@ -62,5 +62,12 @@ enum sb_status_change {
 /** Classifies new_status against old_status (either may be NULL = {}). */
 enum sb_status_change sb_status_diff(const json_t *old_status, const json_t *new_status);
 
+/** The body of a status write of Sandbox sb: a new object with sb's top-level fields but
+ * "spec", and status st (borrowed; referenced, as are sb's fields: the body must not be
+ * modified). The API server keeps the stored spec on a status write and leaves it out of
+ * the field ownership it records, so sending it only costs decoding and schema work;
+ * metadata goes as given, so the ownership of labels and annotations is unchanged. */
+json_t *sb_status_body(const json_t *sb, json_t *st);
+
 /** Pod IPs of pod (status.podIPs[].ip, else status.podIP) as a new array. */
 json_t *sb_pod_ips(const json_t *pod);

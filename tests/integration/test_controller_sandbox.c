@@ -206,16 +206,53 @@ static void test_create_children(void **state)
     json_decref(pvc);
 }
 
+/* The managedFields entry of sb that owns the fieldsV1 path (NULL-terminated keys such as
+ * "f:spec"), written by subresource sub ("" = the object itself); NULL when none does. */
+static const json_t *owner_of(const json_t *sb, const char *sub, ...)
+{
+    const json_t *mf = kube_obj_path(sb, "metadata.managedFields"), *ent;
+    size_t i;
+    json_array_foreach((json_t *)mf, i, ent)
+    {
+        const json_t *f = json_object_get(ent, "fieldsV1");
+        const char *es = json_string_value(json_object_get(ent, "subresource"));
+        va_list ap;
+        if (strcmp(es ? es : "", sub) != 0)
+            continue;
+        va_start(ap, sub);
+        for (const char *k = va_arg(ap, const char *); k && f; k = va_arg(ap, const char *))
+            f = json_object_get(f, k);
+        va_end(ap);
+        if (f)
+            return ent;
+    }
+    return NULL;
+}
+
 static void test_ready(void **state)
 {
     json_t *sb;
     (void)state;
+    patch(&API_RES_SANDBOXES, "s1", NULL,
+          json_pack("{s:{s:{s:s}}}", "metadata", "labels", "kept", "yes"));
     kubelet_ready("s1", "10.1.2.3");
     wait_cond("s1", SB_COND_READY, "True", SB_R_DEPS_READY);
     sb = get(&API_RES_SANDBOXES, "s1");
     assert_string_equal(json_string_value(json_array_get(kube_obj_path(sb, "status.podIPs"), 0)),
                         "10.1.2.3");
     assert_non_null(kube_obj_path_str(sb, "status.selector"));
+    /* The status writes send no spec: the stored spec, the label and who owns them are as
+     * the test left them, and the status is owned through the status subresource. */
+    assert_int_equal(json_integer_value(kube_obj_path(sb, "metadata.generation")), 1);
+    assert_string_equal(
+        kube_obj_path_str(json_array_get(kube_obj_path(sb, "spec.podTemplate.spec.containers"), 0),
+                          "image"),
+        "registry.local/runtime:1");
+    assert_string_equal(kube_obj_label(sb, "kept"), "yes");
+    assert_non_null(owner_of(sb, "", "f:spec", "f:podTemplate", "f:spec", "f:containers", NULL));
+    assert_non_null(owner_of(sb, "", "f:metadata", "f:labels", "f:kept", NULL));
+    assert_non_null(owner_of(sb, "status", "f:status", "f:conditions", NULL));
+    assert_null(owner_of(sb, "status", "f:spec", NULL));
     wait_cond("s1", SB_COND_POD_SCHEDULED, "True", NULL);
     json_decref(sb);
 }

@@ -363,6 +363,32 @@ static void test_diff(void **state)
     json_decref(pending);
 }
 
+/* A status write carries the metadata (ownership of labels and annotations unchanged)
+ * and the new status, not the spec; the Sandbox it came from is left as it was. */
+static void test_status_body(void **state)
+{
+    json_t *sb =
+        json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:{s:{s:{s:[{s:s}]}}}, s:{s:s}}", "apiVersion",
+                  "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "metadata", "name", "s",
+                  "resourceVersion", "7", "labels", "team", "a", "spec", "podTemplate", "spec",
+                  "containers", "name", "c", "status", "selector", "old");
+    json_t *before = json_deep_copy(sb), *st = json_pack("{s:s}", "selector", "new");
+    (void)state;
+    json_t *body = sb_status_body(sb, st);
+    assert_null(json_object_get(body, "spec"));
+    assert_string_equal(json_string_value(json_object_get(body, "kind")), "Sandbox");
+    assert_string_equal(json_string_value(json_object_get(body, "apiVersion")),
+                        "agents.x-k8s.io/v1beta1");
+    assert_true(json_equal(json_object_get(body, "metadata"), json_object_get(sb, "metadata")));
+    assert_ptr_equal(json_object_get(body, "status"), st);
+    assert_int_equal(json_object_size(body), 4);
+    assert_true(json_equal(sb, before));
+    json_decref(body);
+    json_decref(st);
+    json_decref(before);
+    json_decref(sb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_expire),
         cmocka_unit_test(test_diff),
         cmocka_unit_test(test_changed),
+        cmocka_unit_test(test_status_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
