@@ -342,8 +342,11 @@ json_t *sb_status_body(const json_t *sb, json_t *st)
     json_t *body = json_object();
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)sb, k, v) if (strcmp(k, "spec") != 0 && strcmp(k, "status") != 0)(
-        void) json_object_set(body, k, v);
+    json_object_foreach((json_t *)sb, k, v)
+    {
+        if (strcmp(k, "spec") != 0 && strcmp(k, "status") != 0)
+            (void)json_object_set(body, k, v);
+    }
     (void)json_object_set(body, "status", st);
     return body;
 }
