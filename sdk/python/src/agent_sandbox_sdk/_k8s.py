@@ -448,6 +448,58 @@ def on_sandbox_event(w: Wait, etype: str, obj: dict[str, Any], want: str = "Read
 CLAIM_WATCH_DELAY = 0.25
 
 
+# The hand-out stream: a client keeps its hand-out watch open after a claim was handed
+# out, as one watch of every Sandbox in the namespace that carries the claim-UID label.
+# The next claim of that client in that namespace then needs no watch of its own: the
+# stream was open before the claim's POST, so the binding arrives on it, without a
+# watch set up while the controller writes the binding. The server ends the stream after
+# HANDOUT_STREAM_SECONDS; a stream left unread for HANDOUT_STREAM_IDLE is reopened rather
+# than read through its backlog. Every failure of the stream falls back to a watch of the
+# claim's own Sandboxes (handout_selector), as without it.
+HANDOUT_STREAM_SECONDS = 300.0
+HANDOUT_STREAM_IDLE = 30.0
+
+
+class HandoutStream:
+    """The I/O-free state of a client's hand-out stream in one namespace: when it was
+    opened and last read. The clients hold the response and its line iterator."""
+
+    def __init__(self, ns: str) -> None:
+        self.ns = ns
+        self.opened = 0.0
+        self.read = 0.0
+        self.open = False
+
+    def opening(self, now: float) -> None:
+        self.opened = self.read = now
+        self.open = True
+
+    def closed(self) -> None:
+        self.open = False
+
+    def usable(self, now: float) -> bool:
+        """Open, read recently, and not about to be ended by the server."""
+        return (
+            self.open
+            and now - self.read < HANDOUT_STREAM_IDLE
+            and now - self.opened < HANDOUT_STREAM_SECONDS - HANDOUT_STREAM_IDLE
+        )
+
+
+def handout_stream_call(ns: str, rv: str) -> ApiCall:
+    """The hand-out stream's watch: every Sandbox of ns bound to a claim, from rv."""
+    return watch_call("sandboxes", ns, "", rv, HANDOUT_STREAM_SECONDS, LABEL_CLAIM_UID)
+
+
+def handout_line(line: str, uid: str) -> tuple[str, dict[str, Any]] | None:
+    """One line of the hand-out stream -> a watch event that can matter to the claim with
+    this UID (its Sandboxes, or an ERROR); None for the other claims' events, which are
+    skipped unparsed (a backlog costs a substring search per event)."""
+    if uid not in line and '"type":"ERROR"' not in line[:32]:
+        return None
+    return parse_watch_line(line)
+
+
 def next_claim_watch_delay(handed: bool, claim_ready: bool, delay: float) -> float:
     """The claim watch delay after a hand-out wait that ended handed out, or by the
     claim's Ready, or neither (a failure: no news)."""

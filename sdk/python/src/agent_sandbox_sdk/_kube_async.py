@@ -4,18 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import httpx
 
 from . import _k8s
 from ._kubeconfig import KubeConfig
-from .errors import NotFoundError
+from .errors import NotFoundError, SandboxError
+
+
+class AsyncHandoutStream(_k8s.HandoutStream):
+    """A client's hand-out stream in one namespace (the twin of _kube_sync.HandoutStream)."""
+
+    def __init__(self, ns: str) -> None:
+        super().__init__(ns)
+        self.lock = asyncio.Lock()
+        self.resp: httpx.Response | None = None
+        self.lines: AsyncIterator[str] | None = None
+
+    async def shut(self) -> None:
+        resp, self.resp, self.lines = self.resp, None, None
+        self.closed()
+        if resp is not None:
+            await resp.aclose()
 
 
 class AsyncKubeClient:
-    """Borrows nothing: owns its httpx.AsyncClient; close() releases it."""
+    """Borrows nothing: owns its httpx.AsyncClient and its hand-out streams; aclose()
+    releases them."""
 
     def __init__(self, cfg: KubeConfig, timeout: float = 30.0) -> None:
         self.cfg = cfg
@@ -24,8 +42,12 @@ class AsyncKubeClient:
             **_k8s.client_options(cfg, timeout),
             transport=httpx.AsyncHTTPTransport(verify=cfg.ssl_context(), retries=2),
         )
+        self._streams: dict[str, AsyncHandoutStream] = {}
 
     async def aclose(self) -> None:
+        streams, self._streams = list(self._streams.values()), {}
+        for hs in streams:
+            await hs.shut()
         await self.http.aclose()
 
     async def _call(self, c: _k8s.ApiCall) -> dict[str, Any]:
@@ -122,9 +144,7 @@ class AsyncKubeClient:
             await self.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_event)
             return {}
         hw = _k8s.Wait("Sandbox", "")
-        hand = asyncio.ensure_future(
-            self._watch_loop(_k8s.handout_loop(ns, claim, uid, timeout, hw), _k8s.handout_selector(uid))
-        )
+        hand = asyncio.ensure_future(self._handout_wait(_k8s.handout_loop(ns, claim, uid, timeout, hw), uid))
         wait = asyncio.ensure_future(self._claim_later(ns, name, claim, timeout, w, hand))
         try:
             done, _ = await asyncio.wait({hand, wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -139,3 +159,50 @@ class AsyncKubeClient:
                 t.cancel()
             await asyncio.gather(hand, wait, return_exceptions=True)
             self.claim_watch_delay = _k8s.next_claim_watch_delay(hw.done, w.done, self.claim_watch_delay)
+
+    async def _handout_wait(self, loop: _k8s.WaitLoop, uid: str) -> dict[str, Any]:
+        """The hand-out wait of the claim with this UID: on the namespace's hand-out stream
+        when no other wait of this client reads it, else, or when the stream cannot serve
+        it, by a watch of the claim's own Sandboxes (KubeClient._handout_wait)."""
+        hs = self._streams.setdefault(loop.ns, AsyncHandoutStream(loop.ns))
+        if not hs.lock.locked():
+            async with hs.lock:
+                obj = await self._stream_wait(hs, loop, uid)
+            if obj is not None:
+                return obj
+        return await self._watch_loop(loop, _k8s.handout_selector(uid))
+
+    async def _stream_wait(self, hs: AsyncHandoutStream, loop: _k8s.WaitLoop, uid: str) -> dict[str, Any] | None:
+        """Reads the hand-out stream until the claim is handed out: the Sandbox, and the
+        stream stays open. None when the stream ended or failed first, and when the wait
+        is cancelled (the claim decided): the stream is closed then. Raises when the
+        stream cannot be opened."""
+        if not hs.usable(time.monotonic()):
+            await hs.shut()
+            await self._stream_open(hs, loop.start())
+        if hs.lines is None:
+            return None
+        try:
+            async for line in hs.lines:
+                hs.read = time.monotonic()
+                if (ev := _k8s.handout_line(line, uid)) and loop.event(*ev):
+                    break
+        except (httpx.HTTPError, SandboxError, ValueError):
+            pass  # a broken stream, or an ERROR event: as when it ended
+        finally:
+            if not loop.w.done:  # ended, failed or cancelled mid-read: not reusable
+                await hs.shut()
+        return loop.obj if loop.w.done else None
+
+    async def _stream_open(self, hs: AsyncHandoutStream, rv: str) -> None:
+        c = _k8s.handout_stream_call(hs.ns, rv)
+        with _k8s.watching(c.what, streaming=False):
+            resp = await self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
+        if resp.status_code >= 400:
+            try:
+                await resp.aread()
+                raise _k8s.api_error(resp, c.what)
+            finally:
+                await resp.aclose()
+        hs.resp, hs.lines = resp, resp.aiter_lines()
+        hs.opening(time.monotonic())

@@ -3,10 +3,11 @@ requests, errors and watch decisions are _k8s's)."""
 
 from __future__ import annotations
 
+import heapq
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -48,8 +49,115 @@ class WatchStop:
                 pass  # already closed: the watch is over
 
 
+class LaterJob:
+    """A function Later starts on a thread of its own at its due time, unless cancelled
+    first; or that its owner starts at once."""
+
+    def __init__(self, fn: Callable[[], None], due: float) -> None:
+        self.fn, self.due = fn, due
+        self._lock = threading.Lock()
+        self._state = "waiting"  # "started", "cancelled"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Starts it now unless it started or was cancelled."""
+        with self._lock:
+            if self._state != "waiting":
+                return
+            self._state = "started"
+            self._thread = threading.Thread(target=self.fn, name="agent-sandbox-claim-wait", daemon=True)
+            self._thread.start()
+
+    def cancel(self) -> bool:
+        """Cancels it unless it started; True when it had started (join() then waits)."""
+        with self._lock:
+            if self._state == "waiting":
+                self._state = "cancelled"
+            return self._state == "started"
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
+class Later:
+    """A client's timer: starts LaterJobs at their due time, from one thread that lives
+    until close(). Cancelling a job that has not started takes a lock and no thread
+    switch; a job that is due when the timer sees it starts a thread of its own."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._jobs: list[tuple[float, int, LaterJob]] = []  # a heap by due time
+        self._seq = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def schedule(self, fn: Callable[[], None], delay: float) -> LaterJob:
+        """A job that starts fn after delay seconds (at once when delay <= 0)."""
+        job = LaterJob(fn, time.monotonic() + delay)
+        if delay <= 0:
+            job.start()
+            return job
+        with self._cond:
+            if self._closed:
+                raise SandboxError("the client is closed")
+            self._seq += 1
+            heapq.heappush(self._jobs, (job.due, self._seq, job))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="agent-sandbox-timer", daemon=True)
+                self._thread.start()
+            elif self._jobs[0][2] is job:
+                self._cond.notify()  # it waits for a later job, or for none
+        return job
+
+    def _next(self) -> LaterJob | None:
+        """The next job due (waits for it); None once closed."""
+        with self._cond:
+            while not self._closed:
+                if not self._jobs:
+                    self._cond.wait()
+                    continue
+                left = self._jobs[0][0] - time.monotonic()
+                if left <= 0:
+                    return heapq.heappop(self._jobs)[2]
+                self._cond.wait(left)
+            return None
+
+    def _run(self) -> None:
+        while (job := self._next()) is not None:
+            job.start()  # no-op when cancelled
+
+    def close(self) -> None:
+        """Stops the timer; jobs not started by then never start."""
+        with self._cond:
+            self._closed = True
+            self._jobs.clear()
+            self._cond.notify()
+            t, self._thread = self._thread, None
+        if t is not None:
+            t.join()
+
+
+class HandoutStream(_k8s.HandoutStream):
+    """A client's hand-out stream in one namespace (_k8s.HandoutStream): its response and
+    line iterator. One waiter at a time holds lock; another waits with a watch of its own."""
+
+    def __init__(self, ns: str) -> None:
+        super().__init__(ns)
+        self.lock = threading.Lock()
+        self.resp: httpx.Response | None = None
+        self.lines: Iterator[str] | None = None
+
+    def shut(self) -> None:
+        resp, self.resp, self.lines = self.resp, None, None
+        self.closed()
+        if resp is not None:
+            resp.close()
+
+
 class KubeClient:
-    """Borrows nothing: owns its httpx.Client; close() releases it."""
+    """Borrows nothing: owns its httpx.Client and its hand-out streams; close() releases
+    them."""
 
     def __init__(self, cfg: KubeConfig, timeout: float = 30.0) -> None:
         self.cfg = cfg
@@ -57,8 +165,16 @@ class KubeClient:
         self.http = httpx.Client(
             **_k8s.client_options(cfg, timeout), transport=httpx.HTTPTransport(verify=cfg.ssl_context(), retries=2)
         )
+        self._streams: dict[str, HandoutStream] = {}
+        self._streams_lock = threading.Lock()
+        self._later = Later()
 
     def close(self) -> None:
+        self._later.close()
+        with self._streams_lock:
+            streams, self._streams = list(self._streams.values()), {}
+        for hs in streams:
+            hs.shut()
         self.http.close()
 
     def _call(self, c: _k8s.ApiCall) -> dict[str, Any]:
@@ -156,9 +272,10 @@ class KubeClient:
         a hand-out watch the server refuses (say, no watch permission on Sandboxes)
         leaves the claim to decide.
 
-        The Sandboxes are watched on the caller's thread; the claim on a helper thread,
-        from claim_watch_delay on (at once when the Sandbox watch is refused): a warm
-        hand-out ends the wait with one watch and no thread switch."""
+        The Sandboxes are watched on the caller's thread; the claim on a thread of its own,
+        started by the client's timer (Later) from claim_watch_delay on, or at once when
+        the Sandbox watch is refused: a warm hand-out ends the wait on the caller's
+        thread alone, without a thread started or waited for."""
         uid = _k8s.handout_uid(claim)
         _k8s.on_claim_event(w, "ADDED", claim)  # raises when it failed already
         if not uid or w.done:  # (a claim that is Ready already: wait_ready)
@@ -166,11 +283,9 @@ class KubeClient:
             return {}
         hw = _k8s.Wait("Sandbox", "")
         claim_stop, hand_stop = WatchStop(), WatchStop()
-        now = threading.Event()
         failed: list[BaseException] = []
 
         def claim_wait() -> None:
-            now.wait(self.claim_watch_delay)
             if claim_stop.stopped:
                 return
             try:
@@ -179,14 +294,11 @@ class KubeClient:
                 failed.append(e)
             hand_stop.stop()  # the claim decided (unless the hand-out stopped it)
 
-        t = threading.Thread(target=claim_wait, name="agent-sandbox-claim-wait", daemon=True)
-        t.start()
+        job = self._later.schedule(claim_wait, self.claim_watch_delay)
         obj: dict[str, Any] = {}
         try:
             try:
-                obj = self._watch_loop(
-                    _k8s.handout_loop(ns, claim, uid, timeout, hw), _k8s.handout_selector(uid), hand_stop
-                )
+                obj = self._handout_wait(_k8s.handout_loop(ns, claim, uid, timeout, hw), uid, hand_stop)
             except SandboxError:
                 pass  # no hand-out watch: the claim decides
             if hw.done:
@@ -195,8 +307,10 @@ class KubeClient:
             claim_stop.stop()
             raise
         finally:
-            now.set()
-            t.join()
+            if not claim_stop.stopped:
+                job.start()  # the claim decides, from now
+            if job.cancel():  # it started: wait for the claim's wait to end
+                job.join()
         self.claim_watch_delay = _k8s.next_claim_watch_delay(hw.done, w.done, self.claim_watch_delay)
         if hw.done:
             w.sandbox, w.ready, w.done = hw.sandbox, True, True
@@ -204,3 +318,56 @@ class KubeClient:
         if failed:
             raise failed[0]
         return {}
+
+    def _handout_wait(self, loop: _k8s.WaitLoop, uid: str, stop: WatchStop) -> dict[str, Any]:
+        """The hand-out wait of the claim with this UID: on the namespace's hand-out stream
+        (_k8s.HandoutStream) when no other wait of this client reads it, else, or when the
+        stream cannot serve it, by a watch of the claim's own Sandboxes."""
+        with self._streams_lock:
+            hs = self._streams.setdefault(loop.ns, HandoutStream(loop.ns))
+        if hs.lock.acquire(blocking=False):
+            try:
+                obj = self._stream_wait(hs, loop, uid, stop)
+            finally:
+                hs.lock.release()
+            if obj is not None:
+                return obj
+        return self._watch_loop(loop, _k8s.handout_selector(uid), stop)
+
+    def _stream_wait(self, hs: HandoutStream, loop: _k8s.WaitLoop, uid: str, stop: WatchStop) -> dict[str, Any] | None:
+        """Reads the hand-out stream (opened from the claim's resourceVersion when it is
+        not usable) until the claim is handed out: the Sandbox, and the stream stays open
+        for the next claim. {} when stop() ended the wait; None when the stream ended or
+        failed first (it is closed: the caller watches on its own). Raises when the
+        stream cannot be opened."""
+        if not hs.usable(time.monotonic()):
+            hs.shut()
+            self._stream_open(hs, loop.start())
+        if hs.resp is None or hs.lines is None or not stop.attach(hs.resp):
+            return {}
+        try:
+            for line in hs.lines:
+                hs.read = time.monotonic()
+                if (ev := _k8s.handout_line(line, uid)) and loop.event(*ev):
+                    break
+        except (httpx.HTTPError, SandboxError, ValueError):
+            pass  # a broken stream, or an ERROR event: as when it ended
+        finally:
+            stop.detach()
+        if loop.w.done:
+            return loop.obj
+        hs.shut()
+        return {} if stop.stopped else None
+
+    def _stream_open(self, hs: HandoutStream, rv: str) -> None:
+        c = _k8s.handout_stream_call(hs.ns, rv)
+        with _k8s.watching(c.what, streaming=False):
+            resp = self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
+        if resp.status_code >= 400:
+            try:
+                resp.read()
+                raise _k8s.api_error(resp, c.what)
+            finally:
+                resp.close()
+        hs.resp, hs.lines = resp, resp.iter_lines()
+        hs.opening(time.monotonic())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -278,6 +279,130 @@ async def test_async_claim_with_env_then_a_failure(bare_server: BareServer, ns: 
         assert ei.value.reason == "WarmPoolNotFound"
         pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         assert not pending, f"tasks left behind: {pending}"
+
+
+class Watches:
+    """Counts, on one client, the hand-out stream's opens and the watches of one claim's
+    own Sandboxes (the fallback)."""
+
+    def __init__(self, c: SandboxClient, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.opened = 0
+        self.own: list[str] = []
+        kube = c.kube
+        stream_open, watch_loop = kube._stream_open, kube._watch_loop
+
+        def count_open(*a: Any) -> None:
+            self.opened += 1
+            stream_open(*a)
+
+        def count_own(loop: _k8s.WaitLoop, selector: str, *a: Any) -> dict[str, Any]:
+            if selector.startswith(_k8s.LABEL_CLAIM_UID + "="):
+                self.own.append(selector)
+            return watch_loop(loop, selector, *a)
+
+        monkeypatch.setattr(kube, "_stream_open", count_open)
+        monkeypatch.setattr(kube, "_watch_loop", count_own)
+
+
+def handed_out(c: SandboxClient, ctl: Controller, sandbox: str, before: Callable[[], None] | None = None) -> str:
+    """create(pool) handed out the Sandbox the test binds to its claim; before() runs
+    once the claim exists and before the binding. Returns the claim's name."""
+    bg = Background(lambda: c.create("pool", keep=True, timeout=30))
+    claim = ctl.claim()
+    if before is not None:
+        before()
+    ctl.sandbox(sandbox, claim["metadata"]["uid"])
+    sb = bg.result()
+    assert (sb.name, sb.claim) == (sandbox, claim["metadata"]["name"])
+    return str(claim["metadata"]["name"])
+
+
+def test_next_claims_are_handed_out_on_the_open_stream(
+    bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first claim opens the namespace's hand-out stream, and it stays open: the next
+    claims need no watch of their own, and another claim's binding on the stream (in the
+    backlog, or while the claim waits) hands nothing out to them."""
+    with client(bare_server, ns) as c:
+        seen = Watches(c, monkeypatch)
+        handed_out(c, ctl, "sb-1")
+        hs = c.kube._streams[ns]
+        assert hs.open and seen.opened == 1
+        resp = hs.resp
+        ctl.sandbox("sb-stranger-1", "11111111-1111-1111-1111-111111111111")  # read later, as backlog
+        handed_out(c, ctl, "sb-2", lambda: ctl.sandbox("sb-stranger-2", "22222222-2222-2222-2222-222222222222"))
+        handed_out(c, ctl, "sb-3")
+        assert (seen.opened, seen.own) == (1, [])
+        assert hs.resp is resp and hs.open
+        # unbound but its claim's Ready ended the wait: the claim's watch stopped the stream
+        bg = Background(lambda: c.create("pool", keep=True, timeout=30))
+        claim = ctl.claim()
+        ctl.claim_ready(claim["metadata"]["name"], "sb-from-claim")
+        assert bg.result().name == "sb-from-claim"
+        assert not hs.open and hs.resp is None
+        handed_out(c, ctl, "sb-4")  # opens it again
+        assert seen.opened == 2 and hs.open
+    assert not hs.open, "close() left the stream open"
+
+
+def test_a_stream_the_server_ended_is_replaced(
+    bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with client(bare_server, ns) as c:
+        seen = Watches(c, monkeypatch)
+        handed_out(c, ctl, "sb-1")
+        hs = c.kube._streams[ns]
+        assert hs.resp is not None
+        sock = hs.resp.extensions["network_stream"].get_extra_info("socket")
+        sock.shutdown(socket.SHUT_RDWR)  # as when the server ends it
+        handed_out(c, ctl, "sb-2")  # the stream ends at once: this claim watches on its own
+        assert seen.opened == 1 and len(seen.own) == 1 and not hs.open
+        handed_out(c, ctl, "sb-3")  # and the next claim opens a new stream
+        assert seen.opened == 2 and len(seen.own) == 1 and hs.open
+        # a stream unread for HANDOUT_STREAM_IDLE is reopened, not read through
+        monkeypatch.setattr(_k8s, "HANDOUT_STREAM_IDLE", 0.0)
+        old = hs.resp
+        handed_out(c, ctl, "sb-4")
+        assert seen.opened == 3 and hs.resp is not old and len(seen.own) == 1
+
+
+def test_concurrent_claims_of_one_client(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    """Two claims at once from one client's threads: one reads the stream, the other
+    watches its own Sandboxes; each gets its own Sandbox."""
+    with client(bare_server, ns) as c:
+        handed_out(c, ctl, "sb-0")  # the stream is open
+        bgs = [Background(lambda: c.create("pool", keep=True, timeout=30)) for _ in range(2)]
+        claims = [ctl.claim(), ctl.claim()]
+        for i, cl in enumerate(claims):
+            ctl.sandbox(f"sb-par-{i}", cl["metadata"]["uid"])
+        got = {(sb.claim, sb.name) for sb in (bg.result() for bg in bgs)}
+        assert got == {(cl["metadata"]["name"], f"sb-par-{i}") for i, cl in enumerate(claims)}
+
+
+async def test_async_next_claims_on_the_open_stream(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    async with AsyncSandboxClient(namespace=ns, kubeconfig=bare_server.kubeconfig, connection="direct") as c:
+
+        async def handed(sandbox: str) -> None:
+            task = asyncio.ensure_future(c.create("pool", keep=True, timeout=30))
+            claim = await asyncio.to_thread(ctl.claim)
+            await asyncio.to_thread(ctl.sandbox, sandbox, claim["metadata"]["uid"])
+            assert (await asyncio.wait_for(task, 10)).name == sandbox
+
+        await handed("sb-a1")
+        hs = c.kube._streams[ns]
+        resp = hs.resp
+        await asyncio.to_thread(ctl.sandbox, "sb-a-stranger", "33333333-3333-3333-3333-333333333333")
+        await handed("sb-a2")
+        assert hs.open and hs.resp is resp
+        # the claim's Ready decides: the hand-out wait is cancelled mid-read, the stream closed
+        task = asyncio.ensure_future(c.create("pool", keep=True, timeout=30))
+        claim = await asyncio.to_thread(ctl.claim)
+        await asyncio.to_thread(ctl.claim_ready, claim["metadata"]["name"], "sb-a-claim")
+        assert (await asyncio.wait_for(task, 10)).name == "sb-a-claim"
+        assert not hs.open
+        await handed("sb-a3")
+        assert hs.open and hs.resp is not resp
+    assert not hs.open
 
 
 def test_wait_ready_on_a_claim_ready_already_returns_at_once(bare_server: BareServer, ns: str, ctl: Controller) -> None:

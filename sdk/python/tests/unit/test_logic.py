@@ -303,3 +303,39 @@ def test_next_claim_watch_delay() -> None:
     assert _k8s.next_claim_watch_delay(False, True, d) == 0.0  # the claim's Ready came first
     assert _k8s.next_claim_watch_delay(False, False, 0.0) == 0.0  # a failure says nothing
     assert _k8s.next_claim_watch_delay(False, False, d) == d
+
+
+def test_handout_stream_usable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_k8s, "HANDOUT_STREAM_IDLE", 30.0)
+    monkeypatch.setattr(_k8s, "HANDOUT_STREAM_SECONDS", 300.0)
+    hs = _k8s.HandoutStream("ns")
+    assert not hs.usable(100.0)  # never opened
+    hs.opening(100.0)
+    assert hs.usable(100.0) and hs.usable(129.9)
+    assert not hs.usable(130.0)  # unread for HANDOUT_STREAM_IDLE: its backlog is not read through
+    hs.read = 365.0
+    assert hs.usable(369.9)
+    assert not hs.usable(370.0)  # within HANDOUT_STREAM_IDLE of the server's end of it
+    hs.read = 101.0
+    hs.closed()
+    assert not hs.usable(101.0)
+
+
+def test_handout_stream_call() -> None:
+    c = _k8s.handout_stream_call("ns", "42")
+    params = c.kw["params"]
+    assert params["labelSelector"] == _k8s.LABEL_CLAIM_UID  # every Sandbox bound to a claim
+    assert params["resourceVersion"] == "42" and params["watch"] == "1"
+    assert int(params["timeoutSeconds"]) > _k8s.HANDOUT_STREAM_SECONDS
+    assert c.kw["timeout"].read > _k8s.HANDOUT_STREAM_SECONDS  # the client outlasts the server's end
+
+
+def test_handout_line() -> None:
+    mine = json.dumps({"type": "MODIFIED", "object": _bound()})
+    other = json.dumps({"type": "MODIFIED", "object": _bound(metadata__labels={_k8s.LABEL_CLAIM_UID: "other"})})
+    other = other.replace(UID, "1" * len(UID))
+    gone = json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410}}, separators=(",", ":"))
+    assert _k8s.handout_line(mine, UID) == ("MODIFIED", _bound())
+    assert _k8s.handout_line(other, UID) is None  # another claim's: skipped unparsed
+    assert _k8s.handout_line(gone, UID) == ("ERROR", {"kind": "Status", "code": 410})
+    assert _k8s.handout_line("", UID) is None
