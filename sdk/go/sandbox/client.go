@@ -70,6 +70,8 @@ type Client struct {
 	// claimFirst: the last hand-out wait ended by the claim's Ready, not by a hand-out (a
 	// controller that does not label what it binds): watch the next claim at once.
 	claimFirst atomic.Bool
+	// handout: the hand-out streams shared by the client's claim waits (handout_hub.go).
+	handout handoutHub
 }
 
 // NewClient builds a Client.
@@ -123,8 +125,12 @@ func NewClient(opts Options) (*Client, error) {
 }
 
 // CloseIdleConnections closes the idle data-plane connections (the Kubernetes client's
-// pool is client-go's). A Client needs no other clean-up.
-func (c *Client) CloseIdleConnections() { c.conn.hc.CloseIdleConnections() }
+// pool is client-go's) and stops the hand-out streams no claim waits on (they stop by
+// themselves after 30 s without one). A Client needs no other clean-up.
+func (c *Client) CloseIdleConnections() {
+	c.conn.hc.CloseIdleConnections()
+	c.handout.stopIdle()
+}
 
 // Namespace is the client's namespace.
 func (c *Client) Namespace() string { return c.ns }

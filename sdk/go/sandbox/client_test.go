@@ -335,6 +335,12 @@ func TestWaitDoesNotLeakGoroutines(t *testing.T) {
 			t.Fatalf("want timeout, got %v", err)
 		}
 	}
+	c.CloseIdleConnections() // the hand-out stream would run on for handoutStreamIdle
+	eventually(t, "the hand-out stream's watch stopped", func() bool {
+		k.sbx.mu.Lock()
+		defer k.sbx.mu.Unlock()
+		return len(k.sbx.watchers) == 0
+	})
 	waitGoroutines(t, base)
 	k.clm.mu.Lock()
 	n := len(k.clm.watchers)

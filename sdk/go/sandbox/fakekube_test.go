@@ -36,8 +36,10 @@ type fakeRes[T kobject, L runtime.Object] struct {
 	onPatch  func(r *fakeRes[T, L], obj T)
 	// goneWatches: the next n Watch calls answer with a 410 Error event.
 	goneWatches int
-	watchCalls  int
-	getCalls    int
+	// watchErr: Watch calls fail with it.
+	watchErr   error
+	watchCalls int
+	getCalls   int
 }
 
 func newFakeRes[T kobject, L runtime.Object](rv *int, gr schema.GroupResource, newList func([]T) L) *fakeRes[T, L] {
@@ -153,6 +155,9 @@ func (r *fakeRes[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (wat
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.watchCalls++
+	if r.watchErr != nil {
+		return nil, r.watchErr
+	}
 	w := &fakeWatcher{ch: make(chan watch.Event, 1000), r: func(w *fakeWatcher) { r.drop(w) }}
 	w.name = strings.TrimPrefix(opts.FieldSelector, "metadata.name=")
 	if r.goneWatches > 0 {

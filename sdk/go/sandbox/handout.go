@@ -44,7 +44,8 @@ func handedOut(sb *agentsv1beta1.Sandbox, uid types.UID) bool {
 }
 
 // waitHandout watches the Sandboxes labelled with the claim's UID from resourceVersion rv
-// until one is handed out. It ends with the error of a watch the server refuses (say,
+// until one is handed out (a wait of its own, beside the client's hand-out stream:
+// handout_hub.go). It ends with the error of a watch the server refuses (say,
 // no watch permission on Sandboxes) or with the context.
 func (s *Sandbox) waitHandout(ctx context.Context, uid types.UID, rv string) (*agentsv1beta1.Sandbox, error) {
 	sel := labels.Set{agentsv1beta1.LabelClaimUID: string(uid)}.String()
@@ -130,7 +131,8 @@ func (s *Sandbox) waitClaimOrHandout(ctx context.Context, start *extv1beta1.Sand
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
-		if sb, err := s.waitHandout(hctx, start.UID, start.ResourceVersion); err == nil && sb != nil {
+		own := func() (*agentsv1beta1.Sandbox, error) { return s.waitHandout(hctx, start.UID, start.ResourceVersion) }
+		if sb, err := s.c.handout.wait(hctx, s.c.kube, s.ns, start.UID, start.ResourceVersion, own); err == nil && sb != nil {
 			found <- sb
 			ccancel()
 		}

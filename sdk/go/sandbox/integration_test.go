@@ -700,3 +700,54 @@ func TestIntegrationHandout(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegrationHandoutStream: a client's claims share one hand-out stream: claims one
+// after another and eight at once are each handed out their own Sandbox, and the stream
+// was started once.
+func TestIntegrationHandoutStream(t *testing.T) {
+	rc := restConfig(t)
+	ns := tempNamespace(t, rc)
+	cs, _ := typed.NewForConfig(rc)
+	noClaimController(t, cs, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	handoutWriter(t, ctx, cs, ns, func(c *extv1beta1.SandboxClaim) metav1.OwnerReference {
+		return *metav1.NewControllerRef(c, extv1beta1.SchemeGroupVersion.WithKind("SandboxClaim"))
+	})
+	c, err := NewClient(Options{RestConfig: rc, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func() error {
+		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+		defer ccancel()
+		sb, err := c.CreateSandbox(cctx, "pool")
+		if err != nil {
+			return err
+		}
+		if sb.Name() != "bound-"+sb.ClaimName() || sb.PodIP() != "10.1.2.4" {
+			return fmt.Errorf("claim %s handed out %s (ip %s)", sb.ClaimName(), sb.Name(), sb.PodIP())
+		}
+		return nil
+	}
+	for i := 0; i < 3; i++ {
+		if err := create(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() { errs <- create() }()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if running, gen, waits, _ := hubState(&c.handout, ns); !running || gen != 1 || waits != 0 {
+		t.Fatalf("stream running %v, started %d times, %d waits left: want one stream for all", running, gen, waits)
+	}
+	if c.claimFirst.Load() {
+		t.Error("handed out, yet the next claim would be watched at once")
+	}
+}

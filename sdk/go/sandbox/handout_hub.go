@@ -1,0 +1,270 @@
+package sandbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
+)
+
+// The hand-out stream: a Client watches the Sandboxes bound to claims (every Sandbox of a
+// namespace that carries the claim-UID label) with one watch per namespace, shared by all
+// of its hand-out waits there, and hands each bound Sandbox to the wait of its claim. A
+// claim created while the stream runs needs no watch of its own (none is set up while the
+// controller binds it), and any number of claims at once cost one watch, not one each.
+// The stream starts with the first wait (from that claim's resourceVersion) and stops
+// when no wait has needed it for handoutStreamIdle.
+
+var (
+	// handoutStreamIdle: how long a stream runs on with no wait (a variable for tests).
+	handoutStreamIdle = 30 * time.Second
+	// handoutRecentFor: how long a bound Ready Sandbox no wait asked for yet is kept for a
+	// wait that registers late (its claim's POST answered after the binding was seen).
+	handoutRecentFor = 10 * time.Second
+)
+
+// handoutRecentMax bounds what a stream keeps for late waits.
+const handoutRecentMax = 1024
+
+// handoutHub is a Client's hand-out streams, by namespace.
+type handoutHub struct {
+	mu      sync.Mutex
+	streams map[string]*handoutStream
+}
+
+// handoutResult is what a stream hands a wait: the Sandbox, or the error that ended the
+// stream (a watch the server refused).
+type handoutResult struct {
+	sb  *agentsv1beta1.Sandbox
+	err error
+}
+
+type recentSandbox struct {
+	sb   *agentsv1beta1.Sandbox
+	seen time.Time
+}
+
+// handoutStream is one namespace's stream. All fields are guarded by the hub's mu.
+type handoutStream struct {
+	ns      string
+	waiters map[types.UID]chan handoutResult
+	recent  map[types.UID]recentSandbox
+	cancel  context.CancelFunc // the running watch's; nil when stopped
+	gen     int                // counts starts: an idle stop only stops the run it was armed for
+	idle    *time.Timer
+}
+
+// wait waits for the hand-out of the claim with this UID (created at resourceVersion
+// rv) in ns: the Sandbox, or the error of a stream the server refused, or ctx's. A second
+// wait for the same claim at once waits with own() instead.
+func (h *handoutHub) wait(ctx context.Context, k kube, ns string, uid types.UID, rv string,
+	own func() (*agentsv1beta1.Sandbox, error)) (*agentsv1beta1.Sandbox, error) {
+	ch := make(chan handoutResult, 1)
+	sb, busy := h.register(k, ns, uid, rv, ch)
+	switch {
+	case sb != nil:
+		return sb, nil
+	case busy:
+		return own()
+	}
+	defer h.unregister(ns, uid, ch)
+	select {
+	case r := <-ch:
+		return r.sb, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// register adds the wait, starting the stream when it is stopped; a Sandbox the stream
+// saw bound to the claim before the wait came is returned at once. busy: another wait for
+// this claim has the place.
+func (h *handoutHub) register(k kube, ns string, uid types.UID, rv string,
+	ch chan handoutResult) (sb *agentsv1beta1.Sandbox, busy bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.streams == nil {
+		h.streams = map[string]*handoutStream{}
+	}
+	st := h.streams[ns]
+	if st == nil {
+		st = &handoutStream{ns: ns, waiters: map[types.UID]chan handoutResult{},
+			recent: map[types.UID]recentSandbox{}}
+		h.streams[ns] = st
+	}
+	if r, ok := st.recent[uid]; ok {
+		delete(st.recent, uid)
+		if handedOut(r.sb, uid) {
+			return r.sb, false
+		}
+	}
+	if _, ok := st.waiters[uid]; ok {
+		return nil, true
+	}
+	st.waiters[uid] = ch
+	if st.idle != nil {
+		st.idle.Stop()
+		st.idle = nil
+	}
+	if st.cancel == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		st.cancel = cancel
+		st.gen++
+		go h.run(ctx, k, st, st.gen, rv)
+	}
+	return nil, false
+}
+
+// unregister removes the wait (unless it was handed its result already); the last one
+// arms the stream's idle stop.
+func (h *handoutHub) unregister(ns string, uid types.UID, ch chan handoutResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.streams[ns]
+	if st.waiters[uid] == ch {
+		delete(st.waiters, uid)
+	}
+	if len(st.waiters) > 0 || st.cancel == nil || st.idle != nil {
+		return
+	}
+	gen := st.gen
+	st.idle = time.AfterFunc(handoutStreamIdle, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if len(st.waiters) == 0 && st.cancel != nil && st.gen == gen {
+			st.stopLocked()
+		}
+	})
+}
+
+// stopIdle stops the streams no wait uses.
+func (h *handoutHub) stopIdle() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, st := range h.streams {
+		if len(st.waiters) == 0 {
+			st.stopLocked()
+		}
+	}
+}
+
+func (st *handoutStream) stopLocked() {
+	if st.cancel != nil {
+		st.cancel()
+		st.cancel = nil
+	}
+	if st.idle != nil {
+		st.idle.Stop()
+		st.idle = nil
+	}
+	st.recent = map[types.UID]recentSandbox{}
+}
+
+// deliver hands a bound Sandbox to its claim's wait, or keeps it for a wait to come.
+func (h *handoutHub) deliver(st *handoutStream, sb *agentsv1beta1.Sandbox) {
+	uid := types.UID(sb.Labels[agentsv1beta1.LabelClaimUID])
+	if uid == "" || !handedOut(sb, uid) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ch, ok := st.waiters[uid]; ok {
+		delete(st.waiters, uid)
+		ch <- handoutResult{sb: sb}
+		return
+	}
+	now := time.Now()
+	if len(st.recent) >= handoutRecentMax {
+		for u, r := range st.recent {
+			if now.Sub(r.seen) > handoutRecentFor {
+				delete(st.recent, u)
+			}
+		}
+	}
+	if len(st.recent) < handoutRecentMax {
+		st.recent[uid] = recentSandbox{sb: sb, seen: now}
+	}
+}
+
+// fail ends the stream with err: every wait gets it (the claim decides for them), and the
+// next wait starts the stream again.
+func (h *handoutHub) fail(st *handoutStream, gen int, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st.gen != gen {
+		return
+	}
+	for uid, ch := range st.waiters {
+		delete(st.waiters, uid)
+		ch <- handoutResult{err: err}
+	}
+	st.stopLocked()
+}
+
+// run is a stream's watch loop, from resourceVersion rv, until ctx ends (the idle stop)
+// or the server refuses the watch.
+func (h *handoutHub) run(ctx context.Context, k kube, st *handoutStream, gen int, rv string) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		wi, err := k.sandboxes(st.ns).Watch(ctx, metav1.ListOptions{
+			LabelSelector: agentsv1beta1.LabelClaimUID, ResourceVersion: rv, AllowWatchBookmarks: true})
+		switch {
+		case err != nil && (apierrors.IsGone(err) || apierrors.IsResourceExpired(err)):
+			rv = "" // from the current state: it holds every binding missed
+			continue
+		case err != nil && transient(err) && ctx.Err() == nil:
+			sleep(ctx, &backoff)
+			continue
+		case err != nil:
+			if ctx.Err() == nil {
+				h.fail(st, gen, err)
+			}
+			return
+		}
+		events := h.drain(ctx, st, wi, &rv)
+		wi.Stop()
+		if events == 0 {
+			sleep(ctx, &backoff) // a watch that ends at once must not spin
+		}
+	}
+}
+
+// drain reads one watch until it ends, handing out what it shows; rv follows it ("" after
+// a 410 Gone). Returns how many objects it read.
+func (h *handoutHub) drain(ctx context.Context, st *handoutStream, wi watch.Interface, rv *string) int {
+	events := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return events
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return events
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified, watch.Bookmark:
+				sb, ok := ev.Object.(*agentsv1beta1.Sandbox)
+				if !ok {
+					continue
+				}
+				events++
+				*rv = sb.ResourceVersion
+				if ev.Type != watch.Bookmark {
+					h.deliver(st, sb)
+				}
+			case watch.Error:
+				err := apierrors.FromObject(ev.Object)
+				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+					*rv = ""
+				}
+				return events
+			}
+		}
+	}
+}

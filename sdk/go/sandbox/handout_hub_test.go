@@ -1,0 +1,206 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
+)
+
+// boundTo is a Ready Sandbox bound to the claim with this UID.
+func boundTo(name string, uid types.UID) *agentsv1beta1.Sandbox {
+	yes := true
+	sb := readySandbox(name, "10.0.0.7")
+	sb.Labels = map[string]string{agentsv1beta1.LabelClaimUID: string(uid)}
+	sb.OwnerReferences = []metav1.OwnerReference{{Kind: "SandboxClaim", Name: "c", UID: uid, Controller: &yes}}
+	return sb
+}
+
+// hubState reads a stream's state under the hub's lock.
+func hubState(h *handoutHub, ns string) (running bool, gen, waiters, recent int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.streams[ns]
+	if st == nil {
+		return false, 0, 0, 0
+	}
+	return st.cancel != nil, st.gen, len(st.waiters), len(st.recent)
+}
+
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if f() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func noOwnWatch(t *testing.T) func() (*agentsv1beta1.Sandbox, error) {
+	return func() (*agentsv1beta1.Sandbox, error) {
+		t.Error("waited with a watch of its own")
+		return nil, errors.New("own watch")
+	}
+}
+
+type waitResult struct {
+	sb  *agentsv1beta1.Sandbox
+	err error
+}
+
+func goWait(h *handoutHub, k kube, uid types.UID, own func() (*agentsv1beta1.Sandbox, error)) chan waitResult {
+	ch := make(chan waitResult, 1)
+	go func() {
+		sb, err := h.wait(context.Background(), k, "ns", uid, "0", own)
+		ch <- waitResult{sb, err}
+	}()
+	return ch
+}
+
+func got(t *testing.T, ch chan waitResult) waitResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not end")
+		return waitResult{}
+	}
+}
+
+// TestHandoutStreamShared: one watch serves every wait, each gets its own claim's
+// Sandbox, whatever else the stream shows; a binding seen before its wait came is kept
+// for it.
+func TestHandoutStreamShared(t *testing.T) {
+	k := newFakeKube()
+	h := &handoutHub{}
+	waits := map[types.UID]chan waitResult{}
+	for i := 0; i < 5; i++ {
+		uid := types.UID(fmt.Sprintf("uid-%d", i))
+		waits[uid] = goWait(h, k, uid, noOwnWatch(t))
+	}
+	eventually(t, "5 waits", func() bool { _, _, n, _ := hubState(h, "ns"); return n == 5 })
+	// not handed out: another claim's, not Ready, not controlled by the claim
+	k.sbx.Add(boundTo("stranger", "uid-other"))
+	unready := boundTo("unready", "uid-0")
+	unready.Status.PodIPs = nil
+	k.sbx.Add(unready)
+	notOwned := boundTo("not-owned", "uid-1")
+	notOwned.OwnerReferences[0].UID = "uid-x"
+	k.sbx.Add(notOwned)
+	for i := 4; i >= 0; i-- {
+		k.sbx.Add(boundTo(fmt.Sprintf("sb-%d", i), types.UID(fmt.Sprintf("uid-%d", i))))
+	}
+	for uid, ch := range waits {
+		r := got(t, ch)
+		if r.err != nil || r.sb.Labels[agentsv1beta1.LabelClaimUID] != string(uid) || r.sb.Name != "sb-"+string(uid)[4:] {
+			t.Errorf("wait %s: %v %v", uid, r.sb, r.err)
+		}
+	}
+	// a binding before its wait (the POST's answer came late): kept, handed out at once
+	eventually(t, "the stranger kept", func() bool { _, _, _, n := hubState(h, "ns"); return n >= 1 })
+	k.sbx.Add(boundTo("sb-late", "uid-late"))
+	eventually(t, "the late binding kept", func() bool { _, _, _, n := hubState(h, "ns"); return n >= 2 })
+	r := got(t, goWait(h, k, "uid-late", noOwnWatch(t)))
+	if r.err != nil || r.sb.Name != "sb-late" {
+		t.Fatalf("late wait: %v %v", r.sb, r.err)
+	}
+	if running, gen, _, _ := hubState(h, "ns"); !running || gen != 1 || k.sbx.watchCalls != 1 {
+		t.Fatalf("running %v, started %d times, %d watches: want one stream", running, gen, k.sbx.watchCalls)
+	}
+}
+
+// TestHandoutStreamIdleStop: the stream stops once no wait needed it for
+// handoutStreamIdle, and the next wait starts it again.
+func TestHandoutStreamIdleStop(t *testing.T) {
+	old := handoutStreamIdle
+	handoutStreamIdle = 50 * time.Millisecond
+	defer func() { handoutStreamIdle = old }()
+	k := newFakeKube()
+	h := &handoutHub{}
+	ch := goWait(h, k, "uid-a", noOwnWatch(t))
+	eventually(t, "the wait", func() bool { _, _, n, _ := hubState(h, "ns"); return n == 1 })
+	k.sbx.Add(boundTo("sb-a", "uid-a"))
+	if r := got(t, ch); r.err != nil || r.sb.Name != "sb-a" {
+		t.Fatalf("wait: %v %v", r.sb, r.err)
+	}
+	eventually(t, "the idle stop", func() bool { running, _, _, _ := hubState(h, "ns"); return !running })
+	eventually(t, "the watch ended", func() bool { k.sbx.mu.Lock(); defer k.sbx.mu.Unlock(); return len(k.sbx.watchers) == 0 })
+	ch = goWait(h, k, "uid-b", noOwnWatch(t))
+	eventually(t, "the restart", func() bool { running, gen, _, _ := hubState(h, "ns"); return running && gen == 2 })
+	k.sbx.Add(boundTo("sb-b", "uid-b"))
+	if r := got(t, ch); r.err != nil || r.sb.Name != "sb-b" {
+		t.Fatalf("wait after the restart: %v %v", r.sb, r.err)
+	}
+	// a wait that ends by its context also counts: the stream stops after it
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := h.wait(ctx, k, "ns", "uid-c", "0", noOwnWatch(t)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait with a short context: %v", err)
+	}
+	eventually(t, "the idle stop after a cancelled wait", func() bool {
+		running, _, n, _ := hubState(h, "ns")
+		return !running && n == 0
+	})
+}
+
+// TestHandoutStreamRefused: a watch the server refuses ends every wait with its error
+// (their claims decide), and the next wait tries again.
+func TestHandoutStreamRefused(t *testing.T) {
+	k := newFakeKube()
+	k.sbx.watchErr = apierrors.NewForbidden(agentsv1beta1.Resource("sandboxes"), "", errors.New("no watch"))
+	h := &handoutHub{}
+	var wg sync.WaitGroup
+	for _, uid := range []types.UID{"uid-a", "uid-b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.wait(context.Background(), k, "ns", uid, "0", noOwnWatch(t)); !apierrors.IsForbidden(err) {
+				t.Errorf("wait %s: %v, want the refusal", uid, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if running, _, n, _ := hubState(h, "ns"); running || n != 0 {
+		t.Fatalf("running %v with %d waits after the refusal", running, n)
+	}
+	k.sbx.mu.Lock()
+	k.sbx.watchErr = nil
+	k.sbx.mu.Unlock()
+	ch := goWait(h, k, "uid-c", noOwnWatch(t))
+	eventually(t, "the wait", func() bool { running, _, n, _ := hubState(h, "ns"); return running && n == 1 })
+	k.sbx.Add(boundTo("sb-c", "uid-c"))
+	if r := got(t, ch); r.err != nil || r.sb.Name != "sb-c" {
+		t.Fatalf("wait after the refusal: %v %v", r.sb, r.err)
+	}
+}
+
+// TestHandoutStreamSameClaimTwice: a second wait for a claim another wait holds the
+// stream's place for waits with a watch of its own.
+func TestHandoutStreamSameClaimTwice(t *testing.T) {
+	k := newFakeKube()
+	h := &handoutHub{}
+	first := goWait(h, k, "uid-a", noOwnWatch(t))
+	eventually(t, "the first wait", func() bool { _, _, n, _ := hubState(h, "ns"); return n == 1 })
+	own := false
+	sb, err := h.wait(context.Background(), k, "ns", "uid-a", "0", func() (*agentsv1beta1.Sandbox, error) {
+		own = true
+		return boundTo("sb-own", "uid-a"), nil
+	})
+	if !own || err != nil || sb.Name != "sb-own" {
+		t.Fatalf("second wait: own %v, %v %v", own, sb, err)
+	}
+	k.sbx.Add(boundTo("sb-a", "uid-a"))
+	if r := got(t, first); r.err != nil || r.sb.Name != "sb-a" {
+		t.Fatalf("first wait: %v %v", r.sb, r.err)
+	}
+}
