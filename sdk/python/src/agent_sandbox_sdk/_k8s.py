@@ -453,9 +453,11 @@ CLAIM_WATCH_DELAY = 0.25
 # The next claim of that client in that namespace then needs no watch of its own: the
 # stream was open before the claim's POST, so the binding arrives on it, without a
 # watch set up while the controller writes the binding. The server ends the stream after
-# HANDOUT_STREAM_SECONDS; a stream left unread for HANDOUT_STREAM_IDLE is reopened rather
-# than read through its backlog. Every failure of the stream falls back to a watch of the
-# claim's own Sandboxes (handout_selector), as without it.
+# HANDOUT_STREAM_SECONDS. The sync client reads it on the waiting thread, one wait at a
+# time: a stream left unread for HANDOUT_STREAM_IDLE is reopened rather than read
+# through its backlog, and every failure of it falls back to a watch of the claim's own
+# Sandboxes (handout_selector). The async client reads it on a task of its own for all of
+# its waits at once and stops it HANDOUT_STREAM_IDLE after the last one.
 HANDOUT_STREAM_SECONDS = 300.0
 HANDOUT_STREAM_IDLE = 30.0
 
@@ -498,6 +500,63 @@ def handout_line(line: str, uid: str) -> tuple[str, dict[str, Any]] | None:
     if uid not in line and '"type":"ERROR"' not in line[:32]:
         return None
     return parse_watch_line(line)
+
+
+_CLAIM_UID_IN_LINE = re.compile(r'"' + re.escape(LABEL_CLAIM_UID) + r'":"([^"]*)"')
+_RV_IN_LINE = re.compile(r'"resourceVersion":"([0-9]+)"')
+
+
+def handout_line_uid(line: str) -> str:
+    """The claim UID label of the Sandbox in a hand-out stream line, found without
+    parsing it ("" for none: a bookmark, an error)."""
+    m = _CLAIM_UID_IN_LINE.search(line)
+    return m.group(1) if m else ""
+
+
+def line_resource_version(line: str) -> str:
+    """The resourceVersion of a watch line's object, found without parsing it."""
+    m = _RV_IN_LINE.search(line)
+    return m.group(1) if m else ""
+
+
+def is_error_line(line: str) -> bool:
+    return '"type":"ERROR"' in line[:32]
+
+
+def is_gone_line(line: str) -> bool:
+    """An ERROR line whose status is 410 Gone (the resourceVersion is too old)."""
+    ev = parse_watch_line(line)
+    return ev is not None and ev[1].get("code") == 410
+
+
+# A shared hand-out stream keeps what it saw bound before the claim's wait registered
+# (the POST's answer came after the binding): this long, at most this many.
+HANDOUT_RECENT_FOR = 10.0
+HANDOUT_RECENT_MAX = 1024
+
+
+class HandoutRecent:
+    """The lines of a shared hand-out stream that no wait took yet, by claim UID: kept
+    HANDOUT_RECENT_FOR, at most HANDOUT_RECENT_MAX (the oldest go first)."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, tuple[float, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def keep(self, uid: str, line: str, now: float) -> None:
+        self._lines.pop(uid, None)  # the newest line of a claim's Sandbox is what counts
+        if len(self._lines) >= HANDOUT_RECENT_MAX:
+            for u in [u for u, (seen, _) in self._lines.items() if now - seen > HANDOUT_RECENT_FOR]:
+                del self._lines[u]
+        while len(self._lines) >= HANDOUT_RECENT_MAX:
+            del self._lines[next(iter(self._lines))]
+        self._lines[uid] = (now, line)
+
+    def take(self, uid: str, now: float) -> str:
+        seen, line = self._lines.pop(uid, (0.0, ""))
+        return line if line and now - seen <= HANDOUT_RECENT_FOR else ""
 
 
 def next_claim_watch_delay(handed: bool, claim_ready: bool, delay: float) -> float:

@@ -5,30 +5,52 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx
 
 from . import _k8s
 from ._kubeconfig import KubeConfig
-from .errors import NotFoundError, SandboxError
+from .errors import NotFoundError, SandboxConnectionError, SandboxError
 
 
-class AsyncHandoutStream(_k8s.HandoutStream):
-    """A client's hand-out stream in one namespace (the twin of _kube_sync.HandoutStream)."""
+class AsyncHandoutStream:
+    """A client's hand-out stream in one namespace, shared (as the Go SDK's): one watch,
+    read by one task, hands each bound Sandbox to the wait of its claim, so claims at once
+    cost one watch. A binding seen before its wait registered is kept for a while
+    (_k8s.HandoutRecent). The task stops _k8s.HANDOUT_STREAM_IDLE after the last wait."""
 
     def __init__(self, ns: str) -> None:
-        super().__init__(ns)
-        self.lock = asyncio.Lock()
-        self.resp: httpx.Response | None = None
-        self.lines: AsyncIterator[str] | None = None
+        self.ns = ns
+        self.waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.recent = _k8s.HandoutRecent()
+        self.task: asyncio.Task[None] | None = None
+        self.idle: asyncio.TimerHandle | None = None
+        self.opened = 0  # watches opened (for tests)
 
-    async def shut(self) -> None:
-        resp, self.resp, self.lines = self.resp, None, None
-        self.closed()
-        if resp is not None:
-            await resp.aclose()
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    def take(self, line: str) -> None:
+        """One event line: to its claim's wait when it is the hand-out, else kept."""
+        uid = _k8s.handout_line_uid(line)
+        if not uid:
+            return
+        fut = self.waiters.get(uid)
+        if fut is None:
+            self.recent.keep(uid, line, time.monotonic())
+            return
+        ev = _k8s.parse_watch_line(line)
+        if ev and ev[0] in ("ADDED", "MODIFIED") and _k8s.handed_out(ev[1], uid) and not fut.done():
+            del self.waiters[uid]
+            fut.set_result(ev[1])
+
+    def fail(self, e: BaseException) -> None:
+        for fut in self.waiters.values():
+            if not fut.done():
+                fut.set_exception(e)
+        self.waiters.clear()
 
 
 class AsyncKubeClient:
@@ -47,7 +69,7 @@ class AsyncKubeClient:
     async def aclose(self) -> None:
         streams, self._streams = list(self._streams.values()), {}
         for hs in streams:
-            await hs.shut()
+            await self._stream_stop(hs)
         await self.http.aclose()
 
     async def _call(self, c: _k8s.ApiCall) -> dict[str, Any]:
@@ -161,48 +183,89 @@ class AsyncKubeClient:
             self.claim_watch_delay = _k8s.next_claim_watch_delay(hw.done, w.done, self.claim_watch_delay)
 
     async def _handout_wait(self, loop: _k8s.WaitLoop, uid: str) -> dict[str, Any]:
-        """The hand-out wait of the claim with this UID: on the namespace's hand-out stream
-        when no other wait of this client reads it, else, or when the stream cannot serve
-        it, by a watch of the claim's own Sandboxes (KubeClient._handout_wait)."""
+        """The hand-out wait of the claim with this UID, on the namespace's shared stream
+        (AsyncHandoutStream; started from the claim's resourceVersion when it is not
+        running). A second wait for the same claim at once watches the claim's own
+        Sandboxes. Raises what ended the stream when the server refused it."""
         hs = self._streams.setdefault(loop.ns, AsyncHandoutStream(loop.ns))
-        if not hs.lock.locked():
-            async with hs.lock:
-                obj = await self._stream_wait(hs, loop, uid)
-            if obj is not None:
-                return obj
-        return await self._watch_loop(loop, _k8s.handout_selector(uid))
-
-    async def _stream_wait(self, hs: AsyncHandoutStream, loop: _k8s.WaitLoop, uid: str) -> dict[str, Any] | None:
-        """Reads the hand-out stream until the claim is handed out: the Sandbox, and the
-        stream stays open. None when the stream ended or failed first, and when the wait
-        is cancelled (the claim decided): the stream is closed then. Raises when the
-        stream cannot be opened."""
-        if not hs.usable(time.monotonic()):
-            await hs.shut()
-            await self._stream_open(hs, loop.start())
-        if hs.lines is None:
-            return None
+        if uid in hs.waiters:
+            return await self._watch_loop(loop, _k8s.handout_selector(uid))
+        line = hs.recent.take(uid, time.monotonic())
+        if line and (ev := _k8s.parse_watch_line(line)) and loop.event(*ev) and loop.w.done:
+            return loop.obj
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        hs.waiters[uid] = fut
+        if hs.idle is not None:
+            hs.idle.cancel()
+            hs.idle = None
+        if not hs.running():
+            hs.task = asyncio.ensure_future(self._stream_run(hs, loop.start()))
         try:
-            async for line in hs.lines:
-                hs.read = time.monotonic()
-                if (ev := _k8s.handout_line(line, uid)) and loop.event(*ev):
-                    break
-        except (httpx.HTTPError, SandboxError, ValueError):
-            pass  # a broken stream, or an ERROR event: as when it ended
+            obj = await asyncio.wait_for(fut, max(0.0, loop.left()))
+        except asyncio.TimeoutError:
+            raise loop.timeout_error() from None
         finally:
-            if not loop.w.done:  # ended, failed or cancelled mid-read: not reusable
-                await hs.shut()
-        return loop.obj if loop.w.done else None
+            if hs.waiters.get(uid) is fut:
+                del hs.waiters[uid]
+            if not hs.waiters and hs.running() and hs.idle is None:
+                hs.idle = asyncio.get_running_loop().call_later(
+                    _k8s.HANDOUT_STREAM_IDLE, lambda: asyncio.ensure_future(self._stream_stop_idle(hs))
+                )
+        loop.event("MODIFIED", obj)
+        return loop.obj
 
-    async def _stream_open(self, hs: AsyncHandoutStream, rv: str) -> None:
-        c = _k8s.handout_stream_call(hs.ns, rv)
-        with _k8s.watching(c.what, streaming=False):
-            resp = await self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
-        if resp.status_code >= 400:
+    async def _stream_stop_idle(self, hs: AsyncHandoutStream) -> None:
+        hs.idle = None
+        if not hs.waiters:
+            await self._stream_stop(hs)
+
+    async def _stream_stop(self, hs: AsyncHandoutStream) -> None:
+        if hs.idle is not None:
+            hs.idle.cancel()
+            hs.idle = None
+        task, hs.task = hs.task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        hs.fail(SandboxError(f"the hand-out stream of {hs.ns} was stopped"))
+
+    async def _stream_run(self, hs: AsyncHandoutStream, rv: str) -> None:
+        """The stream's task: watches from rv, again after each end (from the last
+        resourceVersion; from now after a 410, whose current state holds every binding);
+        a refusal by the server fails the waits (their claims decide) and ends it."""
+        backoff = 0.1
+        while True:
+            got = 0
+            c = _k8s.handout_stream_call(hs.ns, rv)
             try:
-                await resp.aread()
-                raise _k8s.api_error(resp, c.what)
-            finally:
-                await resp.aclose()
-        hs.resp, hs.lines = resp, resp.aiter_lines()
-        hs.opening(time.monotonic())
+                with _k8s.watching(c.what, streaming=False):
+                    resp = await self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
+                hs.opened += 1
+                try:
+                    if resp.status_code >= 400:
+                        await resp.aread()
+                        raise _k8s.api_error(resp, c.what)
+                    with _k8s.watching(c.what, streaming=True):
+                        async for line in resp.aiter_lines():
+                            got += 1
+                            if _k8s.is_error_line(line):
+                                rv = "" if _k8s.is_gone_line(line) else rv
+                                break
+                            rv = _k8s.line_resource_version(line) or rv
+                            hs.take(line)
+                finally:
+                    await resp.aclose()
+            except SandboxConnectionError:
+                pass  # the API server is out of reach for now: try again
+            except SandboxError as e:
+                if getattr(e, "status", 0) == 410:
+                    rv = ""
+                    continue
+                hs.fail(e)
+                hs.task = None
+                return
+            if got:
+                backoff = 0.1
+            else:  # a watch that ends at once must not spin
+                await asyncio.sleep(backoff)
+                backoff = min(5.0, backoff * 2)

@@ -219,9 +219,8 @@ def test_claim_failure_still_ends_the_wait(bare_server: BareServer, ns: str, ctl
     assert threading.active_count() <= threads, "the hand-out watch outlived create()"
 
 
-def test_no_watch_permission_falls_back_to_the_claim(bare_server: BareServer, ns: str, ctl: Controller) -> None:
-    """alice may create and watch claims and read Sandboxes, not watch them: the hand-out
-    watch is refused and the claim's Ready decides."""
+def grant_claims_only(ctl: Controller, ns: str) -> None:
+    """alice may create and watch claims and read Sandboxes, not watch them."""
     rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns
     role = {
         "metadata": {"name": "claims-only"},
@@ -242,6 +241,11 @@ def test_no_watch_permission_falls_back_to_the_claim(bare_server: BareServer, ns
     for kind, body in (("roles", role), ("rolebindings", binding)):
         resp = ctl.kube.http.post(f"{rbac}/{kind}", json=body)
         assert resp.status_code == 201, resp.text
+
+
+def test_no_watch_permission_falls_back_to_the_claim(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    """The hand-out watch is refused and the claim's Ready decides."""
+    grant_claims_only(ctl, ns)
     with SandboxClient(namespace=ns, kubeconfig=bare_server.alice, connection="direct") as c:
         only_the_claim_ends_it(c, ctl, "sb-alice")
 
@@ -277,8 +281,11 @@ async def test_async_claim_with_env_then_a_failure(bare_server: BareServer, ns: 
             await asyncio.wait_for(task, 5)
         assert time.monotonic() - t0 < 2.0
         assert ei.value.reason == "WarmPoolNotFound"
-        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        streams = {hs.task for hs in c.kube._streams.values()}  # the client's, until aclose()
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and t not in streams]
         assert not pending, f"tasks left behind: {pending}"
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not pending, f"tasks left behind after aclose(): {pending}"
 
 
 class Watches:
@@ -379,30 +386,69 @@ def test_concurrent_claims_of_one_client(bare_server: BareServer, ns: str, ctl: 
         assert got == {(cl["metadata"]["name"], f"sb-par-{i}") for i, cl in enumerate(claims)}
 
 
-async def test_async_next_claims_on_the_open_stream(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+async def test_async_claims_share_one_stream(
+    bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The async client's hand-out stream is shared: claims in a row and eight at once
+    are each handed out their own Sandbox by one watch; a wait the claim's Ready ends
+    leaves it running; it stops once idle and the next claim starts it again."""
     async with AsyncSandboxClient(namespace=ns, kubeconfig=bare_server.kubeconfig, connection="direct") as c:
 
         async def handed(sandbox: str) -> None:
             task = asyncio.ensure_future(c.create("pool", keep=True, timeout=30))
             claim = await asyncio.to_thread(ctl.claim)
             await asyncio.to_thread(ctl.sandbox, sandbox, claim["metadata"]["uid"])
-            assert (await asyncio.wait_for(task, 10)).name == sandbox
+            sb = await asyncio.wait_for(task, 10)
+            assert (sb.name, sb.claim) == (sandbox, claim["metadata"]["name"])
 
         await handed("sb-a1")
         hs = c.kube._streams[ns]
-        resp = hs.resp
+        assert hs.running() and hs.opened == 1
         await asyncio.to_thread(ctl.sandbox, "sb-a-stranger", "33333333-3333-3333-3333-333333333333")
         await handed("sb-a2")
-        assert hs.open and hs.resp is resp
-        # the claim's Ready decides: the hand-out wait is cancelled mid-read, the stream closed
+        # the claim's Ready decides: its hand-out wait is cancelled, the stream runs on
         task = asyncio.ensure_future(c.create("pool", keep=True, timeout=30))
         claim = await asyncio.to_thread(ctl.claim)
         await asyncio.to_thread(ctl.claim_ready, claim["metadata"]["name"], "sb-a-claim")
         assert (await asyncio.wait_for(task, 10)).name == "sb-a-claim"
-        assert not hs.open
-        await handed("sb-a3")
-        assert hs.open and hs.resp is not resp
-    assert not hs.open
+        assert hs.running() and not hs.waiters
+        tasks = [asyncio.ensure_future(c.create("pool", keep=True, timeout=30)) for _ in range(8)]
+        claims = [await asyncio.to_thread(ctl.claim) for _ in range(8)]
+        for i, cl in enumerate(claims):
+            await asyncio.to_thread(ctl.sandbox, f"sb-par-{i}", cl["metadata"]["uid"])
+        got = {(sb.claim, sb.name) for sb in await asyncio.wait_for(asyncio.gather(*tasks), 10)}
+        assert got == {(cl["metadata"]["name"], f"sb-par-{i}") for i, cl in enumerate(claims)}
+        assert hs.opened == 1, "claims at once opened watches of their own"
+        monkeypatch.setattr(_k8s, "HANDOUT_STREAM_IDLE", 0.05)
+        await handed("sb-a3")  # arms the idle stop with the short delay
+        for _ in range(100):
+            if not hs.running():
+                break
+            await asyncio.sleep(0.02)
+        assert not hs.running(), "the stream outlived its idle delay"
+        await handed("sb-a4")
+        assert hs.opened == 2
+    assert not hs.running()
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not pending, f"tasks left behind: {pending}"
+
+
+async def test_async_no_watch_permission_falls_back_to_the_claim(
+    bare_server: BareServer, ns: str, ctl: Controller
+) -> None:
+    """The shared stream refused: every wait on it falls back to its claim."""
+    grant_claims_only(ctl, ns)
+    async with AsyncSandboxClient(namespace=ns, kubeconfig=bare_server.alice, connection="direct") as c:
+        tasks = [asyncio.ensure_future(c.create("pool", keep=True, timeout=30)) for _ in range(2)]
+        claims = [await asyncio.to_thread(ctl.claim) for _ in range(2)]
+        for i, cl in enumerate(claims):
+            await asyncio.to_thread(ctl.sandbox, f"sb-alice-{i}", cl["metadata"]["uid"])
+        await asyncio.sleep(0.5)
+        assert not any(t.done() for t in tasks), "handed out without a Sandbox watch"
+        for i, cl in enumerate(claims):
+            await asyncio.to_thread(ctl.claim_ready, cl["metadata"]["name"], f"sb-alice-{i}")
+        got = {sb.name for sb in await asyncio.wait_for(asyncio.gather(*tasks), 10)}
+        assert got == {"sb-alice-0", "sb-alice-1"}
 
 
 def test_wait_ready_on_a_claim_ready_already_returns_at_once(bare_server: BareServer, ns: str, ctl: Controller) -> None:

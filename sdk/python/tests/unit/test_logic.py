@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -16,6 +17,7 @@ from agent_sandbox_sdk import (
     RequestError,
     RouterConnection,
     SandboxConnectionError,
+    SandboxError,
     SandboxFailedError,
     _conn,
     _k8s,
@@ -339,3 +341,52 @@ def test_handout_line() -> None:
     assert _k8s.handout_line(other, UID) is None  # another claim's: skipped unparsed
     assert _k8s.handout_line(gone, UID) == ("ERROR", {"kind": "Status", "code": 410})
     assert _k8s.handout_line("", UID) is None
+
+
+def _line(etype: str, obj: dict[str, object]) -> str:
+    return json.dumps({"type": etype, "object": obj}, separators=(",", ":"))
+
+
+def test_handout_line_fields() -> None:
+    sb = _bound(metadata__resourceVersion="812")
+    line = _line("MODIFIED", sb)
+    assert _k8s.handout_line_uid(line) == UID and _k8s.line_resource_version(line) == "812"
+    bookmark = _line("BOOKMARK", {"kind": "Sandbox", "metadata": {"resourceVersion": "900"}})
+    assert _k8s.handout_line_uid(bookmark) == "" and _k8s.line_resource_version(bookmark) == "900"
+    gone = _line("ERROR", {"kind": "Status", "code": 410})
+    other = _line("ERROR", {"kind": "Status", "code": 500})
+    assert _k8s.is_error_line(gone) and _k8s.is_gone_line(gone)
+    assert _k8s.is_error_line(other) and not _k8s.is_gone_line(other)
+    assert not _k8s.is_error_line(line)
+
+
+def test_handout_recent_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_k8s, "HANDOUT_RECENT_MAX", 3)
+    r = _k8s.HandoutRecent()
+    for i in range(5):
+        r.keep(f"u{i}", f"line{i}", 100.0 + i)
+    assert len(r) == 3  # the oldest went first
+    assert r.take("u0", 105.0) == "" and r.take("u4", 105.0) == "line4"
+    r.keep("u2", "line2b", 105.0)  # the newest line of a claim's Sandbox replaces the older
+    assert r.take("u2", 105.0) == "line2b"
+    assert r.take("u3", 103.0 + _k8s.HANDOUT_RECENT_FOR + 1) == ""  # too old
+    assert r.take("u3", 104.0) == ""  # taken once at most
+
+
+async def test_async_stream_take_hands_out_or_keeps() -> None:
+    from agent_sandbox_sdk._kube_async import AsyncHandoutStream
+
+    hs = AsyncHandoutStream("ns")
+    fut = asyncio.get_running_loop().create_future()
+    hs.waiters[UID] = fut
+    hs.take(_line("MODIFIED", _bound(status__podIPs=[])))  # bound, not Ready yet
+    assert not fut.done() and UID in hs.waiters
+    hs.take(_line("MODIFIED", _bound(metadata__labels={_k8s.LABEL_CLAIM_UID: "other"})))
+    assert len(hs.recent) == 1 and not fut.done()  # another claim's: kept for its wait
+    hs.take(_line("BOOKMARK", {"metadata": {"resourceVersion": "9"}}))
+    hs.take(_line("MODIFIED", _bound()))
+    assert fut.done() and fut.result()["metadata"]["name"] == "sb" and UID not in hs.waiters
+    late = asyncio.get_running_loop().create_future()
+    hs.waiters["late"] = late
+    hs.fail(SandboxError("refused"))
+    assert isinstance(late.exception(), SandboxError) and not hs.waiters
