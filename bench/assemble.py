@@ -142,6 +142,14 @@ def assemble(a):
         if run and n:
             run["api_cpu_ms_per_object"] = round(run["api_cpu_s"] / n * 1000, 1)
             res["sdk_probe"]["run"] = run
+    sb = load(d, "sdk_burst.json")
+    if sb:
+        res["sdk_burst"] = pick(sb, "count", "n", "rounds", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+                                "mean_ms", "api_cpu_ms_per_claim", "ok", "errors")
+        run = load(d, "sdk_burst.run.json")
+        if run and sb.get("n"):
+            run["api_cpu_ms_per_object"] = round(run["api_cpu_s"] / sb["n"] * 1000, 1)
+            res["sdk_burst"]["run"] = run
     sc = load(d, "scale_10k.json")
     res["scale_10k"] = pick(sc, "count", "ready", "controller_rss_mib", "controller_cpu_s",
                             "converge_s", "p50_ms", "p99_ms", "rss_series", "loadavg_start",
@@ -233,6 +241,10 @@ def check(path):
     ok(f"sdk_probe: every SDK claim handed out and checked ({(sp.get('early_handout') or {}).get('n')}"
        f" + {(sp.get('claim_ready') or {}).get('n')}; {'; '.join(sp.get('errors') or []) or 'no errors'})",
        sp.get("ok"))
+    sb = r.get("sdk_burst") or {}
+    ok(f"sdk_burst: every claim of the bursts handed out and checked ({sb.get('n')}/"
+       f"{(sb.get('count') or 0) * len(sb.get('rounds') or [])}; "
+       f"{'; '.join(sb.get('errors') or []) or 'no errors'})", sb.get("ok"))
     api = r.get("api") or {}
     wpc = api.get("writes_per_warm_claim")
     ok(f"api: writes per warm claim measured ({wpc})", wpc is not None and wpc > 0)

@@ -13,12 +13,13 @@
 #     to kwok nodes (hack/cluster/cluster.sh up --kwok-nodes N) and the stack's
 #     controller does the work (its RSS/CPU are sampled through its pid file).
 # --smoke: small N, < 2 minutes; prints "N passed, N failed" and exits non-zero on failure.
-# Scenarios: warm300 warm1000 claimprobe sdkprobe sustained cold probe sweep scale router
-# sandboxd
+# Scenarios: warm300 warm1000 claimprobe sdkprobe sdkburst sustained cold probe sweep scale
+# router sandboxd
 # (claimprobe: 20 warm claims one at a time on an idle pool of 2, each once the previous
 # one's refill is Ready; sdkprobe: the same through the Python SDK's create(), 20 with the
-# early hand-out and 20 without, alternating; probe: 20 Sandboxes one at a time, each after
-# the previous one is Ready; BENCH_PROBE_COUNT for all three;
+# early hand-out and 20 without, alternating; sdkburst: BENCH_SDK_BURST (40) claims at once
+# through one AsyncSandboxClient on a pool of that size, three rounds; probe: 20 Sandboxes
+# one at a time, each after the previous one is Ready; BENCH_PROBE_COUNT for all three;
 # sweep: sustained claims at rising rates BENCH_SWEEP_RATES, default "5 10 20 40 80",
 # until p99 > 1 s: the highest rate held).
 # With --target apiserver every scenario also reports the CPU of kube-apiserver + etcd
@@ -239,18 +240,20 @@ sdk_python() {
 	echo "$venv/bin/python"
 }
 
-# One warm claim at a time through the Python SDK (bench/sdk_probe.py: SandboxClient.create
-# with and without the early hand-out, alternating) on an idle pool of 2 that as-loadgen
-# serves (--scenario serve-pool: the pool and, without nodes, the simulated kubelet).
-sdkprobe() { # claims per mode
-	local name=sdk_probe ns="bench-sdk-probe-$(date +%s)" py lg rc=1 api0 ctrl0 t0
-	py=$(sdk_python) || { log "sdkprobe: no Python SDK venv"; return 1; }
+# A scenario of the Python SDK (bench/sdk_probe.py, bench/sdk_burst.py) on an idle pool
+# that as-loadgen serves (--scenario serve-pool: the pool and, without nodes, the simulated
+# kubelet); the script gets the kubeconfig, the namespace, its own arguments and --out,
+# --records in $OUT.
+sdk_scenario() { # name script pool-size [script args...]
+	local name=$1 script=$2 size=$3 ns="bench-${1//_/-}-$(date +%s)" py lg rc=1 api0 ctrl0 t0
+	shift 3
+	py=$(sdk_python) || { log "$name: no Python SDK venv"; return 1; }
 	api0=$(proc_cpu "$API_PIDS") t0=$(date +%s.%N)
 	timeline_start "$name"
 	start_ctrl "$ns"
 	ctrl0=$(proc_cpu "${CTRL_PID:-0}")
-	log "$name: $1 claims per mode"
-	"$TOOLS/as-loadgen" --namespace "$ns" --scenario serve-pool --pool-size 2 --seconds 1800 \
+	log "$name: $*"
+	"$TOOLS/as-loadgen" --namespace "$ns" --scenario serve-pool --pool-size "$size" --seconds 1800 \
 		--ns-wait "$NS_WAIT" "${LGFLAGS[@]}" --out "$OUT/$name.pool.json" >"$OUT/$name.pool.out" 2>&1 &
 	lg=$!
 	for _ in $(seq 1200); do
@@ -259,7 +262,7 @@ sdkprobe() { # claims per mode
 		sleep 0.1
 	done
 	if grep -q '^ready$' "$OUT/$name.pool.out" 2>/dev/null; then
-		"$py" bench/sdk_probe.py --kubeconfig "$KUBECONFIG" --namespace "$ns" --count "$1" \
+		"$py" "bench/$script" --kubeconfig "$KUBECONFIG" --namespace "$ns" "$@" \
 			--out "$OUT/$name.json" --records "$OUT/$name.records.tsv"
 		rc=$?
 	else
@@ -273,6 +276,17 @@ sdkprobe() { # claims per mode
 	return $rc
 }
 
+# One warm claim at a time through the Python SDK (SandboxClient.create with and without
+# the early hand-out, alternating) on an idle pool of 2.
+sdkprobe() { # claims per mode
+	sdk_scenario sdk_probe sdk_probe.py 2 --count "$1"
+}
+
+# N warm claims at once through one AsyncSandboxClient on an idle pool of N, in rounds.
+sdkburst() { # claims at once, rounds
+	sdk_scenario sdk_burst sdk_burst.py "$1" --count "$1" --rounds "$2" --api-pids "$API_PIDS"
+}
+
 NS_WAIT=${BENCH_NS_WAIT:-$([ "$SMOKE" = 1 ] && echo 0 || echo 900)}
 
 run_all() {
@@ -284,6 +298,7 @@ run_all() {
 		want probe && loadgen probe --scenario probe --count 5 --timeout 60
 		want claimprobe && loadgen claim_probe --scenario claim-probe --count 5 --timeout 60
 		want sdkprobe && sdkprobe 3
+		want sdkburst && sdkburst 5 1
 		want scale && loadgen scale_10k --scenario scale --count 200 --timeout 60
 	else
 		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count "${BENCH_WARM_COUNT:-300}"
@@ -297,6 +312,7 @@ run_all() {
 		want claimprobe && loadgen claim_probe --scenario claim-probe \
 			--count "${BENCH_PROBE_COUNT:-20}" --timeout 60
 		want sdkprobe && sdkprobe "${BENCH_PROBE_COUNT:-20}"
+		want sdkburst && sdkburst "${BENCH_SDK_BURST:-40}" 3
 		want sweep && sweep
 		want scale && loadgen scale_10k --scenario scale --count "$SCALE" --threads 32 --timeout 1800 --settle 10
 		if want router && command -v wrk >/dev/null; then

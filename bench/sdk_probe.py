@@ -125,13 +125,19 @@ def main() -> int:
     out: dict[str, Any] = {m: summary(xs) for m, xs in times.items()}
     out["ok"] = not errors and all(len(xs) == a.count for xs in times.values())
     out["errors"] = errors[:20]
+    return report(out, a.out, a.records, rows)
+
+
+def report(out: dict[str, Any], path: str | None, records: str | None, rows: list[str]) -> int:
+    """Writes the result (to path, else stdout) and appends the record rows; the exit
+    status of the result's "ok"."""
     text = json.dumps(out, indent=1, sort_keys=True)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
+    if path:
+        Path(path).write_text(text + "\n")
     else:
         print(text)
-    if a.records:
-        with open(a.records, "a") as f:
+    if records:
+        with open(records, "a") as f:
             f.writelines(r + "\n" for r in rows)
     return 0 if out["ok"] else 1
 
