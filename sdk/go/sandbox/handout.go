@@ -4,11 +4,8 @@ import (
 	"context"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
 	extv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/extensions/v1beta1"
@@ -43,72 +40,6 @@ func handedOut(sb *agentsv1beta1.Sandbox, uid types.UID) bool {
 	return done && err == nil
 }
 
-// waitHandout watches the Sandboxes labelled with the claim's UID from resourceVersion rv
-// until one is handed out (a wait of its own, beside the client's hand-out stream:
-// handout_hub.go). It ends with the error of a watch the server refuses (say,
-// no watch permission on Sandboxes) or with the context.
-func (s *Sandbox) waitHandout(ctx context.Context, uid types.UID, rv string) (*agentsv1beta1.Sandbox, error) {
-	sel := labels.Set{agentsv1beta1.LabelClaimUID: string(uid)}.String()
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		wi, err := s.c.kube.sandboxes(s.ns).Watch(ctx, metav1.ListOptions{
-			LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
-		switch {
-		case err != nil && (apierrors.IsGone(err) || apierrors.IsResourceExpired(err)):
-			rv = ""
-			continue
-		case err != nil && transient(err) && ctx.Err() == nil:
-			sleep(ctx, &backoff)
-			continue
-		case err != nil:
-			return nil, err
-		}
-		sb, events := drainHandout(ctx, wi, uid, &rv)
-		wi.Stop()
-		if sb != nil {
-			return sb, nil
-		}
-		if events == 0 {
-			sleep(ctx, &backoff) // a watch that ends at once must not spin
-		}
-	}
-	return nil, ctx.Err()
-}
-
-// drainHandout reads one watch until it ends or shows the hand-out, and counts its objects;
-// rv follows it ("" after a 410 Gone: the next watch starts from the current state).
-func drainHandout(ctx context.Context, wi watch.Interface, uid types.UID, rv *string) (*agentsv1beta1.Sandbox, int) {
-	events := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, events
-		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				return nil, events
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified, watch.Bookmark:
-				events++
-				sb, ok := ev.Object.(*agentsv1beta1.Sandbox)
-				if !ok {
-					continue
-				}
-				*rv = sb.ResourceVersion
-				if ev.Type != watch.Bookmark && handedOut(sb, uid) {
-					return sb, events
-				}
-			case watch.Error:
-				err := apierrors.FromObject(ev.Object)
-				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
-					*rv = ""
-				}
-				return nil, events
-			}
-		}
-	}
-}
-
 // claimWatchDelay is how long a hand-out wait watches only the Sandboxes before it
 // watches the claim too (for its failures, and for its Ready when no Sandbox watch is
 // allowed): a warm hand-out comes sooner and then costs one watch, not two. After a wait
@@ -131,8 +62,7 @@ func (s *Sandbox) waitClaimOrHandout(ctx context.Context, start *extv1beta1.Sand
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
-		own := func() (*agentsv1beta1.Sandbox, error) { return s.waitHandout(hctx, start.UID, start.ResourceVersion) }
-		if sb, err := s.c.handout.wait(hctx, s.c.kube, s.ns, start.UID, start.ResourceVersion, own); err == nil && sb != nil {
+		if sb, err := s.c.handout.wait(hctx, s.c.kube, s.ns, start.UID, start.ResourceVersion); err == nil && sb != nil {
 			found <- sb
 			ccancel()
 		}

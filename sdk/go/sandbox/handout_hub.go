@@ -53,7 +53,7 @@ type recentSandbox struct {
 // handoutStream is one namespace's stream. All fields are guarded by the hub's mu.
 type handoutStream struct {
 	ns      string
-	waiters map[types.UID]chan handoutResult
+	waiters map[types.UID][]chan handoutResult // a claim may be waited for twice at once
 	recent  map[types.UID]recentSandbox
 	cancel  context.CancelFunc // the running watch's; nil when stopped
 	gen     int                // counts starts: an idle stop only stops the run it was armed for
@@ -61,17 +61,12 @@ type handoutStream struct {
 }
 
 // wait waits for the hand-out of the claim with this UID (created at resourceVersion
-// rv) in ns: the Sandbox, or the error of a stream the server refused, or ctx's. A second
-// wait for the same claim at once waits with own() instead.
-func (h *handoutHub) wait(ctx context.Context, k kube, ns string, uid types.UID, rv string,
-	own func() (*agentsv1beta1.Sandbox, error)) (*agentsv1beta1.Sandbox, error) {
+// rv) in ns: the Sandbox, or the error of a stream the server refused, or ctx's.
+func (h *handoutHub) wait(ctx context.Context, k kube, ns string, uid types.UID,
+	rv string) (*agentsv1beta1.Sandbox, error) {
 	ch := make(chan handoutResult, 1)
-	sb, busy := h.register(k, ns, uid, rv, ch)
-	switch {
-	case sb != nil:
+	if sb := h.register(k, ns, uid, rv, ch); sb != nil {
 		return sb, nil
-	case busy:
-		return own()
 	}
 	defer h.unregister(ns, uid, ch)
 	select {
@@ -83,10 +78,9 @@ func (h *handoutHub) wait(ctx context.Context, k kube, ns string, uid types.UID,
 }
 
 // register adds the wait, starting the stream when it is stopped; a Sandbox the stream
-// saw bound to the claim before the wait came is returned at once. busy: another wait for
-// this claim has the place.
+// saw bound to the claim before the wait came is returned at once.
 func (h *handoutHub) register(k kube, ns string, uid types.UID, rv string,
-	ch chan handoutResult) (sb *agentsv1beta1.Sandbox, busy bool) {
+	ch chan handoutResult) *agentsv1beta1.Sandbox {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.streams == nil {
@@ -94,20 +88,14 @@ func (h *handoutHub) register(k kube, ns string, uid types.UID, rv string,
 	}
 	st := h.streams[ns]
 	if st == nil {
-		st = &handoutStream{ns: ns, waiters: map[types.UID]chan handoutResult{},
+		st = &handoutStream{ns: ns, waiters: map[types.UID][]chan handoutResult{},
 			recent: map[types.UID]recentSandbox{}}
 		h.streams[ns] = st
 	}
-	if r, ok := st.recent[uid]; ok {
-		delete(st.recent, uid)
-		if handedOut(r.sb, uid) {
-			return r.sb, false
-		}
+	if r, ok := st.recent[uid]; ok && handedOut(r.sb, uid) {
+		return r.sb // kept for another wait of this claim too, until it ages out
 	}
-	if _, ok := st.waiters[uid]; ok {
-		return nil, true
-	}
-	st.waiters[uid] = ch
+	st.waiters[uid] = append(st.waiters[uid], ch)
 	if st.idle != nil {
 		st.idle.Stop()
 		st.idle = nil
@@ -118,7 +106,7 @@ func (h *handoutHub) register(k kube, ns string, uid types.UID, rv string,
 		st.gen++
 		go h.run(ctx, k, st, st.gen, rv)
 	}
-	return nil, false
+	return nil
 }
 
 // unregister removes the wait (unless it was handed its result already); the last one
@@ -127,7 +115,13 @@ func (h *handoutHub) unregister(ns string, uid types.UID, ch chan handoutResult)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := h.streams[ns]
-	if st.waiters[uid] == ch {
+	for i, c := range st.waiters[uid] {
+		if c == ch {
+			st.waiters[uid] = append(st.waiters[uid][:i], st.waiters[uid][i+1:]...)
+			break
+		}
+	}
+	if len(st.waiters[uid]) == 0 {
 		delete(st.waiters, uid)
 	}
 	if len(st.waiters) > 0 || st.cancel == nil || st.idle != nil {
@@ -166,7 +160,7 @@ func (st *handoutStream) stopLocked() {
 	st.recent = map[types.UID]recentSandbox{}
 }
 
-// deliver hands a bound Sandbox to its claim's wait, or keeps it for a wait to come.
+// deliver hands a bound Sandbox to its claim's waits, or keeps it for a wait to come.
 func (h *handoutHub) deliver(st *handoutStream, sb *agentsv1beta1.Sandbox) {
 	uid := types.UID(sb.Labels[agentsv1beta1.LabelClaimUID])
 	if uid == "" || !handedOut(sb, uid) {
@@ -174,9 +168,11 @@ func (h *handoutHub) deliver(st *handoutStream, sb *agentsv1beta1.Sandbox) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ch, ok := st.waiters[uid]; ok {
+	if chs, ok := st.waiters[uid]; ok {
 		delete(st.waiters, uid)
-		ch <- handoutResult{sb: sb}
+		for _, ch := range chs {
+			ch <- handoutResult{sb: sb}
+		}
 		return
 	}
 	now := time.Now()
@@ -200,9 +196,11 @@ func (h *handoutHub) fail(st *handoutStream, gen int, err error) {
 	if st.gen != gen {
 		return
 	}
-	for uid, ch := range st.waiters {
+	for uid, chs := range st.waiters {
 		delete(st.waiters, uid)
-		ch <- handoutResult{err: err}
+		for _, ch := range chs {
+			ch <- handoutResult{err: err}
+		}
 	}
 	st.stopLocked()
 }

@@ -45,22 +45,15 @@ func eventually(t *testing.T, what string, f func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-func noOwnWatch(t *testing.T) func() (*agentsv1beta1.Sandbox, error) {
-	return func() (*agentsv1beta1.Sandbox, error) {
-		t.Error("waited with a watch of its own")
-		return nil, errors.New("own watch")
-	}
-}
-
 type waitResult struct {
 	sb  *agentsv1beta1.Sandbox
 	err error
 }
 
-func goWait(h *handoutHub, k kube, uid types.UID, own func() (*agentsv1beta1.Sandbox, error)) chan waitResult {
+func goWait(h *handoutHub, k kube, uid types.UID) chan waitResult {
 	ch := make(chan waitResult, 1)
 	go func() {
-		sb, err := h.wait(context.Background(), k, "ns", uid, "0", own)
+		sb, err := h.wait(context.Background(), k, "ns", uid, "0")
 		ch <- waitResult{sb, err}
 	}()
 	return ch
@@ -86,7 +79,7 @@ func TestHandoutStreamShared(t *testing.T) {
 	waits := map[types.UID]chan waitResult{}
 	for i := 0; i < 5; i++ {
 		uid := types.UID(fmt.Sprintf("uid-%d", i))
-		waits[uid] = goWait(h, k, uid, noOwnWatch(t))
+		waits[uid] = goWait(h, k, uid)
 	}
 	eventually(t, "5 waits", func() bool { _, _, n, _ := hubState(h, "ns"); return n == 5 })
 	// not handed out: another claim's, not Ready, not controlled by the claim
@@ -110,7 +103,7 @@ func TestHandoutStreamShared(t *testing.T) {
 	eventually(t, "the stranger kept", func() bool { _, _, _, n := hubState(h, "ns"); return n >= 1 })
 	k.sbx.Add(boundTo("sb-late", "uid-late"))
 	eventually(t, "the late binding kept", func() bool { _, _, _, n := hubState(h, "ns"); return n >= 2 })
-	r := got(t, goWait(h, k, "uid-late", noOwnWatch(t)))
+	r := got(t, goWait(h, k, "uid-late"))
 	if r.err != nil || r.sb.Name != "sb-late" {
 		t.Fatalf("late wait: %v %v", r.sb, r.err)
 	}
@@ -127,7 +120,7 @@ func TestHandoutStreamIdleStop(t *testing.T) {
 	defer func() { handoutStreamIdle = old }()
 	k := newFakeKube()
 	h := &handoutHub{}
-	ch := goWait(h, k, "uid-a", noOwnWatch(t))
+	ch := goWait(h, k, "uid-a")
 	eventually(t, "the wait", func() bool { _, _, n, _ := hubState(h, "ns"); return n == 1 })
 	k.sbx.Add(boundTo("sb-a", "uid-a"))
 	if r := got(t, ch); r.err != nil || r.sb.Name != "sb-a" {
@@ -135,7 +128,7 @@ func TestHandoutStreamIdleStop(t *testing.T) {
 	}
 	eventually(t, "the idle stop", func() bool { running, _, _, _ := hubState(h, "ns"); return !running })
 	eventually(t, "the watch ended", func() bool { k.sbx.mu.Lock(); defer k.sbx.mu.Unlock(); return len(k.sbx.watchers) == 0 })
-	ch = goWait(h, k, "uid-b", noOwnWatch(t))
+	ch = goWait(h, k, "uid-b")
 	eventually(t, "the restart", func() bool { running, gen, _, _ := hubState(h, "ns"); return running && gen == 2 })
 	k.sbx.Add(boundTo("sb-b", "uid-b"))
 	if r := got(t, ch); r.err != nil || r.sb.Name != "sb-b" {
@@ -144,7 +137,7 @@ func TestHandoutStreamIdleStop(t *testing.T) {
 	// a wait that ends by its context also counts: the stream stops after it
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := h.wait(ctx, k, "ns", "uid-c", "0", noOwnWatch(t)); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := h.wait(ctx, k, "ns", "uid-c", "0"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("wait with a short context: %v", err)
 	}
 	eventually(t, "the idle stop after a cancelled wait", func() bool {
@@ -164,7 +157,7 @@ func TestHandoutStreamRefused(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := h.wait(context.Background(), k, "ns", uid, "0", noOwnWatch(t)); !apierrors.IsForbidden(err) {
+			if _, err := h.wait(context.Background(), k, "ns", uid, "0"); !apierrors.IsForbidden(err) {
 				t.Errorf("wait %s: %v, want the refusal", uid, err)
 			}
 		}()
@@ -176,7 +169,7 @@ func TestHandoutStreamRefused(t *testing.T) {
 	k.sbx.mu.Lock()
 	k.sbx.watchErr = nil
 	k.sbx.mu.Unlock()
-	ch := goWait(h, k, "uid-c", noOwnWatch(t))
+	ch := goWait(h, k, "uid-c")
 	eventually(t, "the wait", func() bool { running, _, n, _ := hubState(h, "ns"); return running && n == 1 })
 	k.sbx.Add(boundTo("sb-c", "uid-c"))
 	if r := got(t, ch); r.err != nil || r.sb.Name != "sb-c" {
@@ -184,23 +177,31 @@ func TestHandoutStreamRefused(t *testing.T) {
 	}
 }
 
-// TestHandoutStreamSameClaimTwice: a second wait for a claim another wait holds the
-// stream's place for waits with a watch of its own.
+// TestHandoutStreamSameClaimTwice: two waits for one claim at once both get its Sandbox,
+// and a third that comes later gets it from what the stream kept.
 func TestHandoutStreamSameClaimTwice(t *testing.T) {
 	k := newFakeKube()
 	h := &handoutHub{}
-	first := goWait(h, k, "uid-a", noOwnWatch(t))
-	eventually(t, "the first wait", func() bool { _, _, n, _ := hubState(h, "ns"); return n == 1 })
-	own := false
-	sb, err := h.wait(context.Background(), k, "ns", "uid-a", "0", func() (*agentsv1beta1.Sandbox, error) {
-		own = true
-		return boundTo("sb-own", "uid-a"), nil
+	first, second := goWait(h, k, "uid-a"), goWait(h, k, "uid-a")
+	eventually(t, "both waits", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.streams["ns"] != nil && len(h.streams["ns"].waiters["uid-a"]) == 2
 	})
-	if !own || err != nil || sb.Name != "sb-own" {
-		t.Fatalf("second wait: own %v, %v %v", own, sb, err)
-	}
 	k.sbx.Add(boundTo("sb-a", "uid-a"))
-	if r := got(t, first); r.err != nil || r.sb.Name != "sb-a" {
-		t.Fatalf("first wait: %v %v", r.sb, r.err)
+	for _, ch := range []chan waitResult{first, second} {
+		if r := got(t, ch); r.err != nil || r.sb.Name != "sb-a" {
+			t.Fatalf("wait: %v %v", r.sb, r.err)
+		}
+	}
+	k.sbx.Add(boundTo("sb-b", "uid-b"))
+	eventually(t, "the binding kept", func() bool { _, _, _, n := hubState(h, "ns"); return n == 1 })
+	for i := 0; i < 2; i++ {
+		if r := got(t, goWait(h, k, "uid-b")); r.err != nil || r.sb.Name != "sb-b" {
+			t.Fatalf("wait %d for a kept binding: %v %v", i, r.sb, r.err)
+		}
+	}
+	if _, _, n, _ := hubState(h, "ns"); n != 0 {
+		t.Fatalf("%d waits left", n)
 	}
 }

@@ -497,7 +497,7 @@ def handout_line(line: str, uid: str) -> tuple[str, dict[str, Any]] | None:
     """One line of the hand-out stream -> a watch event that can matter to the claim with
     this UID (its Sandboxes, or an ERROR); None for the other claims' events, which are
     skipped unparsed (a backlog costs a substring search per event)."""
-    if uid not in line and '"type":"ERROR"' not in line[:32]:
+    if uid not in line and not is_error_line(line):
         return None
     return parse_watch_line(line)
 

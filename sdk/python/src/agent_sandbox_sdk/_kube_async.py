@@ -23,7 +23,7 @@ class AsyncHandoutStream:
 
     def __init__(self, ns: str) -> None:
         self.ns = ns
-        self.waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.waiters: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}  # a claim may be waited for twice
         self.recent = _k8s.HandoutRecent()
         self.task: asyncio.Task[None] | None = None
         self.idle: asyncio.TimerHandle | None = None
@@ -37,20 +37,31 @@ class AsyncHandoutStream:
         uid = _k8s.handout_line_uid(line)
         if not uid:
             return
-        fut = self.waiters.get(uid)
-        if fut is None:
+        futs = self.waiters.get(uid)
+        if futs is None:
             self.recent.keep(uid, line, time.monotonic())
             return
         ev = _k8s.parse_watch_line(line)
-        if ev and ev[0] in ("ADDED", "MODIFIED") and _k8s.handed_out(ev[1], uid) and not fut.done():
+        if ev and ev[0] in ("ADDED", "MODIFIED") and _k8s.handed_out(ev[1], uid):
             del self.waiters[uid]
-            fut.set_result(ev[1])
+            for fut in futs:
+                if not fut.done():
+                    fut.set_result(ev[1])
 
     def fail(self, e: BaseException) -> None:
-        for fut in self.waiters.values():
-            if not fut.done():
-                fut.set_exception(e)
+        for futs in self.waiters.values():
+            for fut in futs:
+                if not fut.done():
+                    fut.set_exception(e)
         self.waiters.clear()
+
+    def drop(self, uid: str, fut: asyncio.Future[dict[str, Any]]) -> None:
+        """Removes one wait (gone, or handed its result already)."""
+        futs = self.waiters.get(uid) or []
+        if fut in futs:
+            futs.remove(fut)
+        if not futs:
+            self.waiters.pop(uid, None)
 
 
 class AsyncKubeClient:
@@ -185,16 +196,13 @@ class AsyncKubeClient:
     async def _handout_wait(self, loop: _k8s.WaitLoop, uid: str) -> dict[str, Any]:
         """The hand-out wait of the claim with this UID, on the namespace's shared stream
         (AsyncHandoutStream; started from the claim's resourceVersion when it is not
-        running). A second wait for the same claim at once watches the claim's own
-        Sandboxes. Raises what ended the stream when the server refused it."""
+        running). Raises what ended the stream when the server refused it."""
         hs = self._streams.setdefault(loop.ns, AsyncHandoutStream(loop.ns))
-        if uid in hs.waiters:
-            return await self._watch_loop(loop, _k8s.handout_selector(uid))
         line = hs.recent.take(uid, time.monotonic())
         if line and (ev := _k8s.parse_watch_line(line)) and loop.event(*ev) and loop.w.done:
             return loop.obj
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        hs.waiters[uid] = fut
+        hs.waiters.setdefault(uid, []).append(fut)
         if hs.idle is not None:
             hs.idle.cancel()
             hs.idle = None
@@ -205,8 +213,7 @@ class AsyncKubeClient:
         except asyncio.TimeoutError:
             raise loop.timeout_error() from None
         finally:
-            if hs.waiters.get(uid) is fut:
-                del hs.waiters[uid]
+            hs.drop(uid, fut)
             if not hs.waiters and hs.running() and hs.idle is None:
                 hs.idle = asyncio.get_running_loop().call_later(
                     _k8s.HANDOUT_STREAM_IDLE, lambda: asyncio.ensure_future(self._stream_stop_idle(hs))

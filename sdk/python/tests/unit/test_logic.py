@@ -377,8 +377,8 @@ async def test_async_stream_take_hands_out_or_keeps() -> None:
     from agent_sandbox_sdk._kube_async import AsyncHandoutStream
 
     hs = AsyncHandoutStream("ns")
-    fut = asyncio.get_running_loop().create_future()
-    hs.waiters[UID] = fut
+    fut, twice = asyncio.get_running_loop().create_future(), asyncio.get_running_loop().create_future()
+    hs.waiters[UID] = [fut, twice]  # one claim waited for twice
     hs.take(_line("MODIFIED", _bound(status__podIPs=[])))  # bound, not Ready yet
     assert not fut.done() and UID in hs.waiters
     hs.take(_line("MODIFIED", _bound(metadata__labels={_k8s.LABEL_CLAIM_UID: "other"})))
@@ -386,7 +386,10 @@ async def test_async_stream_take_hands_out_or_keeps() -> None:
     hs.take(_line("BOOKMARK", {"metadata": {"resourceVersion": "9"}}))
     hs.take(_line("MODIFIED", _bound()))
     assert fut.done() and fut.result()["metadata"]["name"] == "sb" and UID not in hs.waiters
-    late = asyncio.get_running_loop().create_future()
-    hs.waiters["late"] = late
+    assert twice.result() is fut.result()
+    late, gone = asyncio.get_running_loop().create_future(), asyncio.get_running_loop().create_future()
+    hs.waiters["late"] = [late, gone]
+    hs.drop("late", gone)
+    assert hs.waiters["late"] == [late]
     hs.fail(SandboxError("refused"))
-    assert isinstance(late.exception(), SandboxError) and not hs.waiters
+    assert isinstance(late.exception(), SandboxError) and not gone.done() and not hs.waiters
