@@ -92,7 +92,7 @@ func (h *handoutHub) register(k kube, ns string, uid types.UID, rv string,
 			recent: map[types.UID]recentSandbox{}}
 		h.streams[ns] = st
 	}
-	if r, ok := st.recent[uid]; ok && handedOut(r.sb, uid) {
+	if r, ok := st.recent[uid]; ok && time.Since(r.seen) <= handoutRecentFor {
 		return r.sb // kept for another wait of this claim too, until it ages out
 	}
 	st.waiters[uid] = append(st.waiters[uid], ch)
@@ -163,11 +163,15 @@ func (st *handoutStream) stopLocked() {
 // deliver hands a bound Sandbox to its claim's waits, or keeps it for a wait to come.
 func (h *handoutHub) deliver(st *handoutStream, sb *agentsv1beta1.Sandbox) {
 	uid := types.UID(sb.Labels[agentsv1beta1.LabelClaimUID])
-	if uid == "" || !handedOut(sb, uid) {
+	if uid == "" {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !handedOut(sb, uid) {
+		delete(st.recent, uid) // no longer what a wait may take (being deleted, suspended)
+		return
+	}
 	if chs, ok := st.waiters[uid]; ok {
 		delete(st.waiters, uid)
 		for _, ch := range chs {

@@ -201,6 +201,12 @@ func TestHandoutStreamSameClaimTwice(t *testing.T) {
 			t.Fatalf("wait %d for a kept binding: %v %v", i, r.sb, r.err)
 		}
 	}
+	// a kept binding that is no longer a hand-out (its Sandbox being deleted) is dropped
+	gone := boundTo("sb-b", "uid-b")
+	now := metav1.Now()
+	gone.DeletionTimestamp = &now
+	k.sbx.Add(gone)
+	eventually(t, "the kept binding dropped", func() bool { _, _, _, n := hubState(h, "ns"); return n == 0 })
 	if _, _, n, _ := hubState(h, "ns"); n != 0 {
 		t.Fatalf("%d waits left", n)
 	}
