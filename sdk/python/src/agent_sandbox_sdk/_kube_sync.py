@@ -80,10 +80,16 @@ class LaterJob:
             self._thread.join()
 
 
+LATER_IDLE = 30.0
+"""Seconds a client's timer thread waits without a job before it ends (the next job starts
+it again): a client that is never closed keeps no thread."""
+
+
 class Later:
     """A client's timer: starts LaterJobs at their due time, from one thread that lives
-    until close(). Cancelling a job that has not started takes a lock and no thread
-    switch; a job that is due when the timer sees it starts a thread of its own."""
+    while jobs come (LATER_IDLE) or until close(). Cancelling a job that has not started
+    takes a lock and no thread switch; a job that is due when the timer sees it starts a
+    thread of its own."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -111,11 +117,14 @@ class Later:
         return job
 
     def _next(self) -> LaterJob | None:
-        """The next job due (waits for it); None once closed."""
+        """The next job due (waits for it); None once closed, or after LATER_IDLE without
+        a job (the thread then ends: schedule() starts another)."""
         with self._cond:
             while not self._closed:
                 if not self._jobs:
-                    self._cond.wait()
+                    if not self._cond.wait(LATER_IDLE) and not self._jobs:
+                        self._thread = None
+                        return None
                     continue
                 left = self._jobs[0][0] - time.monotonic()
                 if left <= 0:

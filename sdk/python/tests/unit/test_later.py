@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from agent_sandbox_sdk import SandboxError
+from agent_sandbox_sdk import SandboxError, _kube_sync
 from agent_sandbox_sdk._kube_sync import Later
 
 
@@ -95,3 +95,23 @@ def test_close_drops_jobs_not_started_and_ends_the_timer() -> None:
     with pytest.raises(SandboxError):
         later.schedule(fn("b"), 0.05)
     later.close()  # twice is fine
+
+
+def test_the_timer_thread_ends_when_idle_and_comes_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_kube_sync, "LATER_IDLE", 0.1)
+    ran, fn = recorder()
+    later = Later()
+    try:
+        later.schedule(fn("a"), 0.02)
+        first = later._thread
+        assert first is not None
+        first.join(2)
+        assert not first.is_alive() and later._thread is None  # idle: it ended
+        assert [r[0] for r in ran] == ["a"]
+        later.schedule(fn("b"), 0.02)
+        second = later._thread
+        assert second is not None and second is not first
+        second.join(2)
+        assert [r[0] for r in ran] == ["a", "b"]
+    finally:
+        later.close()
