@@ -129,6 +129,8 @@ cmd_ctrl() {
 private_apiserver() { # starts (or keeps) the private API server; exports its env
 	export AS_APISERVER_DIR=$BENCH_APISERVER_DIR
 	[ -z "${BENCH_PPROF:-}" ] || export AS_APISERVER_EXTRA_ARGS="${AS_APISERVER_EXTRA_ARGS:-} --profiling=true"
+	# the controller set of every published figure (the bench's Sandboxes have no PVCs)
+	export AS_APISERVER_CONTROLLERS=${AS_APISERVER_CONTROLLERS:-namespace,garbagecollector}
 	hack/apiserver.sh start >/dev/null || die "the private API server did not start"
 	eval "$(hack/apiserver.sh env)"
 	command -v kubectl >/dev/null 2>&1 || hack/build-k8s.sh kubectl

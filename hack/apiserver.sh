@@ -4,8 +4,10 @@
 #   hack/apiserver.sh start|stop|restart|status|kubeconfig|env|sweep
 #
 # start       start (or keep) etcd, kube-apiserver and, when its binary is built,
-#             kube-controller-manager running only the namespace and garbage-collector
-#             controllers; wait for /readyz; print the kubeconfig path. Idempotent.
+#             kube-controller-manager running only the namespace, garbage-collector and
+#             PVC-protection controllers (the last lets a deleted PVC go once no Pod uses
+#             it, as in a real cluster); wait for /readyz; print the kubeconfig path.
+#             Idempotent.
 # stop        stop all of them (the state dir is kept; `stop --purge` removes it).
 # status      print what runs; exit 0 when the API server is ready, 3 otherwise.
 # kubeconfig  print the admin kubeconfig path.
@@ -24,7 +26,8 @@
 # Ports: chosen at the first start (free ports from AS_APISERVER_PORT=16443,
 # AS_ETCD_PORT=12379 upwards; peer port = etcd port + 1) and reused afterwards.
 # Env: AS_APISERVER_TIMEOUT (readiness wait, default 120 s), AS_APISERVER_CONTROLLERS
-# (kube-controller-manager --controllers, default "namespace,garbagecollector";
+# (kube-controller-manager --controllers, default
+# "namespace,garbagecollector,pvc-protection";
 # "none" disables it), AS_APISERVER_EXTRA_ARGS (more kube-apiserver flags).
 # PodTemplates have no watch cache (--watch-cache-sizes=podtemplates#0), so a watch on
 # them goes to etcd and sees an etcd compaction at once: the 410 test relies on it.
@@ -34,7 +37,7 @@ DIR=${AS_APISERVER_DIR:-$CACHE_DIR/apiserver}
 PKI=$DIR/pki
 KUBECONFIG_PATH=$DIR/kubeconfig
 TIMEOUT=${AS_APISERVER_TIMEOUT:-120}
-CONTROLLERS=${AS_APISERVER_CONTROLLERS:-namespace,garbagecollector}
+CONTROLLERS=${AS_APISERVER_CONTROLLERS:-namespace,garbagecollector,pvc-protection}
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1
 BIN=$CACHE_DIR/bin
