@@ -7,7 +7,8 @@
 # serving through an API server restart, pod failure / eviction / PVC loss, malformed and
 # malicious objects, the replica cap, and leader hand-over between two controller replicas. Figures: .cache/chaos/report.jsonl; controller logs beside it.
 #
-# Env: AS_CHAOS_CLAIMS (default 300), AS_CHAOS_KILLS (default 5), AS_CHAOS_DIR (state,
+# Env: AS_CHAOS_CLAIMS (default 300), AS_CHAOS_KILLS (default 5), AS_CHAOS_LEASE_SECONDS
+# (the controllers' Lease, default 15), AS_CHAOS_DIR (state,
 # default .cache/chaos), AS_CHAOS_APISERVER_PORT / AS_CHAOS_ETCD_PORT (first ports to
 # try, default 36443 / 32379), AS_KEEP_APISERVER=1 keeps the private API server running,
 # AS_BUILD_DIR (default build/asan, built with the asan preset when it is that).
