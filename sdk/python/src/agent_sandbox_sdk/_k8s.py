@@ -11,7 +11,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -453,24 +453,31 @@ CLAIM_WATCH_DELAY = 0.25
 # The next claim of that client in that namespace then needs no watch of its own: the
 # stream was open before the claim's POST, so the binding arrives on it, without a
 # watch set up while the controller writes the binding. The server ends the stream after
-# HANDOUT_STREAM_SECONDS. The sync client reads it on the waiting thread, one wait at a
-# time: a stream left unread for HANDOUT_STREAM_IDLE is reopened rather than read
-# through its backlog, and every failure of it falls back to a watch of the claim's own
-# Sandboxes (handout_selector). The async client reads it on a task of its own for all of
-# its waits at once and stops it HANDOUT_STREAM_IDLE after the last one.
+# HANDOUT_STREAM_SECONDS. Both clients share it among all of their waits in the namespace
+# and hand each bound Sandbox to the waits of its claim; a binding seen before its wait
+# registered is kept for a while (HandoutRecent). The sync client has no thread for it:
+# its waiting threads take turns reading it (leader/follower); a stream left unread for
+# HANDOUT_STREAM_IDLE is reopened rather than read through its backlog, and a stream that
+# ends under its reader makes that wait fall back to a watch of its own claim's
+# Sandboxes (handout_selector) while the next reader reopens it from where it was read
+# up to. The async client reads it on a task of its own and stops it
+# HANDOUT_STREAM_IDLE after the last wait.
 HANDOUT_STREAM_SECONDS = 300.0
 HANDOUT_STREAM_IDLE = 30.0
 
 
 class HandoutStream:
     """The I/O-free state of a client's hand-out stream in one namespace: when it was
-    opened and last read. The clients hold the response and its line iterator."""
+    opened and last read, the resourceVersion it was read up to, and the one after which
+    it shows every binding. The clients hold the response and its line iterator."""
 
     def __init__(self, ns: str) -> None:
         self.ns = ns
         self.opened = 0.0
         self.read = 0.0
         self.open = False
+        self.rv: str | None = None  # read up to ("" after a 410: the current state); None: never opened
+        self.since = ""  # every binding after it is on the stream ("": every binding there is)
 
     def opening(self, now: float) -> None:
         self.opened = self.read = now
@@ -487,19 +494,48 @@ class HandoutStream:
             and now - self.opened < HANDOUT_STREAM_SECONDS - HANDOUT_STREAM_IDLE
         )
 
+    def reopen_from(self, now: float, rv: str) -> str:
+        """The resourceVersion a new watch of the stream starts from: where it was read up
+        to when that was less than HANDOUT_STREAM_IDLE ago (it goes on: no binding in
+        between is missed; after a 410, from the current state), else rv, the oldest
+        waiting claim's (a backlog is not read through), after which it then shows every
+        binding."""
+        if self.rv is not None and now - self.read < HANDOUT_STREAM_IDLE:
+            if not self.rv:
+                self.since = ""
+            return self.rv
+        self.rv = self.since = rv
+        return rv
+
+    def covers(self, rv: str) -> bool:
+        """Whether the binding of a claim created at resourceVersion rv is sure to be seen
+        on the stream: not when the stream started after rv (a claim whose POST answered
+        late, while another claim's wait opened the stream)."""
+        return not rv_older(rv, self.since)
+
+
+_DECIMAL = re.compile(r"[0-9]+")
+
+
+def rv_older(rv: str, than: str) -> bool:
+    """Whether resourceVersion rv is known to come before ``than``: both decimal (as the
+    API server's, etcd revisions) and smaller. Anything else is not known to be older."""
+    return bool(_DECIMAL.fullmatch(rv) and _DECIMAL.fullmatch(than)) and int(rv) < int(than)
+
+
+def oldest_rv(rvs: Iterable[str]) -> str:
+    """The oldest of these resourceVersions (rv_older; the first of those not known to be
+    ordered), "" for none."""
+    out = ""
+    for rv in rvs:
+        if not out or rv_older(rv, out):
+            out = rv
+    return out
+
 
 def handout_stream_call(ns: str, rv: str) -> ApiCall:
     """The hand-out stream's watch: every Sandbox of ns bound to a claim, from rv."""
     return watch_call("sandboxes", ns, "", rv, HANDOUT_STREAM_SECONDS, LABEL_CLAIM_UID)
-
-
-def handout_line(line: str, uid: str) -> tuple[str, dict[str, Any]] | None:
-    """One line of the hand-out stream -> a watch event that can matter to the claim with
-    this UID (its Sandboxes, or an ERROR); None for the other claims' events, which are
-    skipped unparsed (a backlog costs a substring search per event)."""
-    if uid not in line and not is_error_line(line):
-        return None
-    return parse_watch_line(line)
 
 
 _CLAIM_UID_IN_LINE = re.compile(r'"' + re.escape(LABEL_CLAIM_UID) + r'":"([^"]*)"')
@@ -556,6 +592,11 @@ class HandoutRecent:
 
     def take(self, uid: str, now: float) -> str:
         seen, line = self._lines.pop(uid, (0.0, ""))
+        return line if line and now - seen <= HANDOUT_RECENT_FOR else ""
+
+    def get(self, uid: str, now: float) -> str:
+        """The claim's line, left for another wait of the same claim (take() removes it)."""
+        seen, line = self._lines.get(uid, (0.0, ""))
         return line if line and now - seen <= HANDOUT_RECENT_FOR else ""
 
 

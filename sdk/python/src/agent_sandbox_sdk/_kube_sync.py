@@ -17,13 +17,28 @@ from ._kubeconfig import KubeConfig
 from .errors import NotFoundError, SandboxError
 
 
+def _shut_down(resp: httpx.Response | None) -> None:
+    """Shuts a streaming response's socket down: a read blocked on it returns (closing
+    the response does not wake it)."""
+    stream = resp.extensions.get("network_stream") if resp is not None else None
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: the watch is over
+
+
 class WatchStop:
     """Ends, from another thread, the watch a wait runs: its socket is shut down (closing
-    the response does not wake a blocked read). Once stopped it stays stopped."""
+    the response does not wake a blocked read), and a wait that waits for another thread
+    (a follower on the hand-out stream) is woken by the callback it set. Once stopped it
+    stays stopped."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._resp: httpx.Response | None = None
+        self._wake: Callable[[], None] | None = None
         self.stopped = False
 
     def attach(self, resp: httpx.Response) -> bool:
@@ -36,17 +51,21 @@ class WatchStop:
         with self._lock:
             self._resp = None
 
+    def on_stop(self, wake: Callable[[], None] | None) -> bool:
+        """Sets what stop() calls (without this lock held), or clears it with None; False
+        when the wait was stopped already."""
+        with self._lock:
+            self._wake = None if self.stopped else wake
+            return not self.stopped
+
     def stop(self) -> None:
         with self._lock:
             self.stopped = True
             resp, self._resp = self._resp, None
-        stream = resp.extensions.get("network_stream") if resp is not None else None
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed: the watch is over
+            wake, self._wake = self._wake, None
+        if wake is not None:
+            wake()
+        _shut_down(resp)
 
 
 class LaterJob:
@@ -147,21 +166,147 @@ class Later:
             t.join()
 
 
+class HandoutWaiter:
+    """One thread's hand-out wait on a shared stream: its claim's UID and
+    resourceVersion, and what the stream hands it. Its fields are guarded by the stream's
+    lock. It sleeps on a condition of that lock of its own, made when it first sleeps
+    (a wait that reads the stream at once, the warm path, makes none)."""
+
+    def __init__(self, uid: str, rv: str, lock: threading.Lock) -> None:
+        self.uid, self.rv = uid, rv
+        self._lock = lock
+        self._wake: threading.Condition | None = None
+        self.obj: dict[str, Any] | None = None  # its claim's Sandbox, handed out
+        self.error: SandboxError | None = None  # the stream was refused, or the client closed
+
+    def sleep(self, timeout: float) -> None:
+        """Sleeps until notify() or timeout (caller holds the stream's lock)."""
+        if self._wake is None:
+            self._wake = threading.Condition(self._lock)
+        self._wake.wait(timeout)
+
+    def notify(self) -> None:
+        """Wakes it if it sleeps (caller holds the stream's lock: a waiter checks what it
+        waits for under that lock before it sleeps, so no wake-up is lost)."""
+        if self._wake is not None:
+            self._wake.notify()
+
+
 class HandoutStream(_k8s.HandoutStream):
-    """A client's hand-out stream in one namespace (_k8s.HandoutStream): its response and
-    line iterator. One waiter at a time holds lock; another waits with a watch of its own."""
+    """A client's hand-out stream in one namespace (_k8s.HandoutStream), shared by the
+    client's waiting threads without a thread of its own: the leader, one waiting thread
+    at a time, reads it and hands each bound Sandbox to the waiters of its claim; the
+    others (followers) sleep (HandoutWaiter.sleep). A waiter that finds no leader leads.
+
+    lock guards waiters, recent, leader, closing and the waiters' fields. The leader owns
+    resp, lines and the _k8s.HandoutStream fields (resourceVersion, read and open times)
+    while it leads: only it writes them (resp and lines under lock) and closes resp;
+    other threads read them under lock, and close() closes resp only while no waiter
+    leads. No WatchStop lock is held while lock is taken (stop() wakes after releasing it)."""
 
     def __init__(self, ns: str) -> None:
         super().__init__(ns)
         self.lock = threading.Lock()
+        self.waiters: dict[str, list[HandoutWaiter]] = {}  # by claim UID: a claim may be waited for twice
+        self.recent = _k8s.HandoutRecent()  # each claim's newest line, for a wait yet to come
+        self.leader: HandoutWaiter | None = None
+        self.closing = False
         self.resp: httpx.Response | None = None
         self.lines: Iterator[str] | None = None
 
+    def join(self, me: HandoutWaiter) -> None:
+        """Registers a wait (caller holds lock); raises once the client is closed."""
+        if self.closing:
+            raise SandboxError(f"the hand-out stream of {self.ns} is closed")
+        self.waiters.setdefault(me.uid, []).append(me)
+
+    def leave(self, me: HandoutWaiter) -> None:
+        """Removes a wait (caller holds lock; a waiter handed out is gone already). When
+        no waiter leads then, one of those left is woken to take the lead."""
+        mine = self.waiters.get(me.uid, [])
+        if me in mine:
+            mine.remove(me)
+            if not mine:
+                del self.waiters[me.uid]
+        if self.leader is me:
+            self.leader = None
+        if self.leader is None and self.waiters:
+            next(iter(self.waiters.values()))[0].notify()
+
+    def await_turn(self, me: HandoutWaiter, stop: WatchStop, deadline: float) -> None:
+        """Sleeps (caller holds lock) until me is handed out or failed, stop() or the
+        deadline ends its wait, or it takes the lead because no waiter has it."""
+        while me.obj is None and me.error is None and not stop.stopped:
+            if self.leader is None:
+                self.leader = me
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            me.sleep(left)
+
+    def notify(self, me: HandoutWaiter) -> None:
+        """Wakes me (any thread; takes lock): stop() of its wait."""
+        with self.lock:
+            me.notify()
+
+    def oldest_rv(self) -> str:
+        """The resourceVersion of the oldest claim waited for (caller holds lock)."""
+        return _k8s.oldest_rv(w.rv for ws in self.waiters.values() for w in ws)
+
+    def take(self, line: str, now: float) -> bool:
+        """One line the leader read (takes lock): False for an ERROR (after a 410 Gone the
+        stream goes on from the current state). A claim's line is kept (recent) and, once
+        it shows the claim's Sandbox handed out, handed to the claim's waiters."""
+        if _k8s.is_error_line(line):
+            if _k8s.is_gone_line(line):
+                self.rv = ""
+            return False
+        self.read = now
+        self.rv = _k8s.line_resource_version(line) or self.rv
+        uid = _k8s.handout_line_uid(line)
+        if not uid:
+            return True  # a bookmark
+        with self.lock:
+            self.recent.keep(uid, line, now)
+            waited = uid in self.waiters
+        if waited and (ev := _k8s.parse_watch_line(line)):
+            etype, obj = ev
+            if etype in ("ADDED", "MODIFIED") and _k8s.handed_out(obj, uid):
+                with self.lock:
+                    for w in self.waiters.pop(uid, []):
+                        w.obj = obj
+                        w.notify()
+        return True
+
+    def fail(self, e: SandboxError) -> None:
+        """Ends every wait with e (caller holds lock): their claims decide."""
+        for ws in self.waiters.values():
+            for w in ws:
+                w.error = e
+                w.notify()
+        self.waiters.clear()
+
     def shut(self) -> None:
-        resp, self.resp, self.lines = self.resp, None, None
-        self.closed()
+        """Closes the response (takes lock), by the leader or while no waiter leads."""
+        with self.lock:
+            resp, self.resp, self.lines = self.resp, None, None
+            self.closed()
         if resp is not None:
             resp.close()
+
+    def close(self) -> None:
+        """Ends the stream for good (any thread; takes lock): every wait fails, and its
+        response is closed, by the leader when one reads it (woken by its socket's
+        shutdown)."""
+        with self.lock:
+            self.closing = True
+            self.fail(SandboxError(f"the hand-out stream of {self.ns} was closed"))
+            led, resp = self.leader is not None, self.resp
+        if led:
+            _shut_down(resp)
+        else:
+            self.shut()
 
 
 class KubeClient:
@@ -183,7 +328,7 @@ class KubeClient:
         with self._streams_lock:
             streams, self._streams = list(self._streams.values()), {}
         for hs in streams:
-            hs.shut()
+            hs.close()
         self.http.close()
 
     def _call(self, c: _k8s.ApiCall) -> dict[str, Any]:
@@ -281,10 +426,12 @@ class KubeClient:
         a hand-out watch the server refuses (say, no watch permission on Sandboxes)
         leaves the claim to decide.
 
-        The Sandboxes are watched on the caller's thread; the claim on a thread of its own,
-        started by the client's timer (Later) from claim_watch_delay on, or at once when
-        the Sandbox watch is refused: a warm hand-out ends the wait on the caller's
-        thread alone, without a thread started or waited for."""
+        The Sandboxes are watched on the caller's thread: on the namespace's hand-out
+        stream, shared with the client's other waiting threads (HandoutStream: the one
+        that leads reads it for all), else by a watch of its own. The claim is watched on
+        a thread of its own, started by the client's timer (Later) from claim_watch_delay
+        on, or at once when the Sandbox watch is refused: a warm hand-out ends the wait on
+        the caller's thread alone, without a thread started or waited for."""
         uid = _k8s.handout_uid(claim)
         _k8s.on_claim_event(w, "ADDED", claim)  # raises when it failed already
         if not uid or w.done:  # (a claim that is Ready already: wait_ready)
@@ -328,45 +475,137 @@ class KubeClient:
             raise failed[0]
         return {}
 
-    def _handout_wait(self, loop: _k8s.WaitLoop, uid: str, stop: WatchStop) -> dict[str, Any]:
-        """The hand-out wait of the claim with this UID: on the namespace's hand-out stream
-        (_k8s.HandoutStream) when no other wait of this client reads it, else, or when the
-        stream cannot serve it, by a watch of the claim's own Sandboxes."""
+    def _stream(self, ns: str) -> HandoutStream:
         with self._streams_lock:
-            hs = self._streams.setdefault(loop.ns, HandoutStream(loop.ns))
-        if hs.lock.acquire(blocking=False):
-            try:
-                obj = self._stream_wait(hs, loop, uid, stop)
-            finally:
-                hs.lock.release()
-            if obj is not None:
-                return obj
-        return self._watch_loop(loop, _k8s.handout_selector(uid), stop)
+            hs = self._streams.get(ns)
+            if hs is None:
+                hs = self._streams[ns] = HandoutStream(ns)
+            return hs
 
-    def _stream_wait(self, hs: HandoutStream, loop: _k8s.WaitLoop, uid: str, stop: WatchStop) -> dict[str, Any] | None:
-        """Reads the hand-out stream (opened from the claim's resourceVersion when it is
-        not usable) until the claim is handed out: the Sandbox, and the stream stays open
-        for the next claim. {} when stop() ended the wait; None when the stream ended or
-        failed first (it is closed: the caller watches on its own). Raises when the
-        stream cannot be opened."""
-        if not hs.usable(time.monotonic()):
-            hs.shut()
-            self._stream_open(hs, loop.start())
-        if hs.resp is None or hs.lines is None or not stop.attach(hs.resp):
+    def _handout_wait(self, loop: _k8s.WaitLoop, uid: str, stop: WatchStop) -> dict[str, Any]:
+        """The hand-out wait of the claim with this UID: on the namespace's shared hand-out
+        stream (HandoutStream), which may have seen the binding already (recent), else, or
+        when the stream cannot serve it, by a watch of the claim's own Sandboxes: when it
+        started after the claim (HandoutStream.covers), or ended while this wait read it."""
+        hs = self._stream(loop.ns)
+        me = HandoutWaiter(uid, loop.rv, hs.lock)
+        with hs.lock:
+            line = hs.recent.get(uid, time.monotonic())
+            if line and (ev := _k8s.parse_watch_line(line)) and loop.event(*ev) and loop.w.done:
+                return loop.obj
+            shared = hs.covers(me.rv)
+            if shared:
+                hs.join(me)
+        obj: dict[str, Any] | None = None
+        if shared:
+            try:
+                obj = self._stream_wait(hs, me, loop, stop)
+            finally:
+                with hs.lock:
+                    hs.leave(me)
+                stop.on_stop(None)
+        return obj if obj is not None else self._watch_loop(loop, _k8s.handout_selector(uid), stop)
+
+    def _stream_wait(
+        self, hs: HandoutStream, me: HandoutWaiter, loop: _k8s.WaitLoop, stop: WatchStop
+    ) -> dict[str, Any] | None:
+        """me's wait on the shared stream, registered: follows (sleeps) until the leader
+        hands it its Sandbox, or leads (_stream_lead) when no waiter does. Returns the
+        Sandbox; {} when stop() ended the wait (a follower just leaves); None when the
+        stream ended while me led (me watches on its own). Raises the stream's refusal
+        (the claim decides) or, for a follower, the timeout error at the deadline."""
+        if not stop.on_stop(lambda: hs.notify(me)):
             return {}
-        try:
-            for line in hs.lines:
-                hs.read = time.monotonic()
-                if (ev := _k8s.handout_line(line, uid)) and loop.event(*ev):
-                    break
-        except (httpx.HTTPError, SandboxError, ValueError):
-            pass  # a broken stream, or an ERROR event: as when it ended
-        finally:
-            stop.detach()
-        if loop.w.done:
+        with hs.lock:
+            hs.await_turn(me, stop, loop.deadline)
+            lead = hs.leader is me
+        if (got := self._stream_served(me, loop, stop)) is not None:
+            return got
+        if not lead:
+            raise loop.timeout_error()
+        return self._stream_lead(hs, me, loop, stop)
+
+    @staticmethod
+    def _stream_served(me: HandoutWaiter, loop: _k8s.WaitLoop, stop: WatchStop) -> dict[str, Any] | None:
+        """What ended me's wait on the stream, if anything: its Sandbox, or {} after
+        stop(); raises the error the stream failed it with; None for neither."""
+        if me.obj is not None:
+            loop.event("MODIFIED", me.obj)
             return loop.obj
-        hs.shut()
+        if me.error is not None:
+            raise me.error
         return {} if stop.stopped else None
+
+    def _stream_lead(
+        self, hs: HandoutStream, me: HandoutWaiter, loop: _k8s.WaitLoop, stop: WatchStop
+    ) -> dict[str, Any] | None:
+        """me leads: reads the stream (opened first when not usable) for every waiter
+        until me is handed out; the stream stays open for the next leader or claim. A
+        stop() of me shuts the stream's socket down: the stream is closed ({}), and the
+        next leader reopens it from where it was read up to (no binding missed). A stream
+        that ends or fails is closed the same way, and me watches on its own (None), as a
+        single wait always did. Raises as _stream_wait, or the timeout error."""
+        try:
+            lines = self._stream_ready(hs)
+        except SandboxError as e:
+            return self._stream_refused(hs, e)
+        if me.error is None and hs.resp is not None and stop.attach(hs.resp):
+            try:
+                ended = self._stream_read(hs, lines, me, loop.deadline)
+            finally:
+                stop.detach()
+                hs.read = time.monotonic()  # read up to now: the next leader goes on from here
+            if ended or stop.stopped:
+                hs.shut()
+            if (got := self._stream_served(me, loop, stop)) is not None:
+                return got
+            if ended:
+                return None
+            raise loop.timeout_error()
+        if me.error is not None:
+            hs.shut()  # the client closed while it opened
+        return self._stream_served(me, loop, stop) or {}
+
+    @staticmethod
+    def _stream_refused(hs: HandoutStream, e: SandboxError) -> None:
+        """The leader's new watch of the stream failed: after a 410 Gone it goes on from
+        the current state and the leader watches on its own (None); any other refusal
+        (say, no watch permission) fails every wait, their claims decide, and is raised."""
+        if getattr(e, "status", 0) == 410:
+            hs.rv, hs.read = "", time.monotonic()
+            return None
+        with hs.lock:
+            hs.fail(e)
+        raise e
+
+    @staticmethod
+    def _stream_read(hs: HandoutStream, lines: Iterator[str], me: HandoutWaiter, deadline: float) -> bool:
+        """The leader's reading: each line to hs.take until me is handed out or the
+        deadline passes (False), or the stream ends, fails or brings an ERROR (True)."""
+        try:
+            for line in lines:
+                now = time.monotonic()
+                if not hs.take(line, now):
+                    return True
+                if me.obj is not None or now >= deadline:
+                    return False
+        except (httpx.HTTPError, httpx.StreamError, SandboxError, ValueError):
+            pass  # a broken stream: as when it ended
+        return True
+
+    def _stream_ready(self, hs: HandoutStream) -> Iterator[str]:
+        """The stream's lines, for its leader: the open stream when usable, else a new
+        watch (the old one closed) from HandoutStream.reopen_from (where it was read up
+        to, or the oldest waiting claim's resourceVersion). Raises when it cannot be
+        opened."""
+        with hs.lock:
+            now = time.monotonic()
+            if hs.usable(now) and hs.lines is not None:
+                return hs.lines
+            rv = hs.reopen_from(now, hs.oldest_rv())
+        hs.shut()
+        self._stream_open(hs, rv)
+        return hs.lines if hs.lines is not None else iter(())
 
     def _stream_open(self, hs: HandoutStream, rv: str) -> None:
         c = _k8s.handout_stream_call(hs.ns, rv)
@@ -378,5 +617,6 @@ class KubeClient:
                 raise _k8s.api_error(resp, c.what)
             finally:
                 resp.close()
-        hs.resp, hs.lines = resp, resp.iter_lines()
-        hs.opening(time.monotonic())
+        with hs.lock:
+            hs.resp, hs.lines = resp, resp.iter_lines()
+            hs.opening(time.monotonic())

@@ -373,17 +373,207 @@ def test_a_stream_the_server_ended_is_replaced(
         assert seen.opened == 3 and hs.resp is not old and len(seen.own) == 1
 
 
-def test_concurrent_claims_of_one_client(bare_server: BareServer, ns: str, ctl: Controller) -> None:
-    """Two claims at once from one client's threads: one reads the stream, the other
-    watches its own Sandboxes; each gets its own Sandbox."""
+def until(pred: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def waiting(c: SandboxClient, ns: str) -> list[str]:
+    """The claim UIDs waited for on the client's stream in ns, the leader's first."""
+    hs = c.kube._streams.get(ns)
+    if hs is None:
+        return []
+    with hs.lock:
+        lead = [hs.leader.uid] if hs.leader is not None else []
+        return lead + [w.uid for ws in hs.waiters.values() for w in ws if w is not hs.leader]
+
+
+def creates(c: SandboxClient, ctl: Controller, n: int) -> tuple[list[Background], list[dict[str, Any]]]:
+    """n create(pool) at once from threads of their own, and their claims."""
+    bgs = [Background(lambda: c.create("pool", keep=True, timeout=30)) for _ in range(n)]
+    return bgs, [ctl.claim() for _ in range(n)]
+
+
+def test_claims_at_once_share_the_stream(
+    bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six claims at once from one client's threads: one stream serves them all, read by
+    one waiting thread at a time, no claim watches its own Sandboxes, and each gets its
+    own Sandbox; no thread is left behind."""
+    threads = threading.active_count()
     with client(bare_server, ns) as c:
+        seen = Watches(c, monkeypatch)
         handed_out(c, ctl, "sb-0")  # the stream is open
-        bgs = [Background(lambda: c.create("pool", keep=True, timeout=30)) for _ in range(2)]
-        claims = [ctl.claim(), ctl.claim()]
+        bgs, claims = creates(c, ctl, 6)
         for i, cl in enumerate(claims):
             ctl.sandbox(f"sb-par-{i}", cl["metadata"]["uid"])
         got = {(sb.claim, sb.name) for sb in (bg.result() for bg in bgs)}
         assert got == {(cl["metadata"]["name"], f"sb-par-{i}") for i, cl in enumerate(claims)}
+        assert (seen.opened, seen.own) == (1, [])
+        assert waiting(c, ns) == [] and c.kube._streams[ns].open
+    assert threading.active_count() <= threads, "a thread outlived the client"
+
+
+def test_claims_at_once_open_one_stream(
+    bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six claims at once from a client with no stream yet: the first wait opens it (from
+    the oldest claim waiting then) and the others wait on it; a claim whose POST answered
+    after the stream opened from a newer claim's watches its own Sandboxes. Each gets
+    its own Sandbox, and the stream stays open for the next claims."""
+    with client(bare_server, ns) as c:
+        seen = Watches(c, monkeypatch)
+        bgs, claims = creates(c, ctl, 6)
+        for i, cl in enumerate(claims):
+            ctl.sandbox(f"sb-cold-{i}", cl["metadata"]["uid"])
+        got = {(sb.claim, sb.name) for sb in (bg.result() for bg in bgs)}
+        assert got == {(cl["metadata"]["name"], f"sb-cold-{i}") for i, cl in enumerate(claims)}
+        assert seen.opened == 1 and len(seen.own) < 6 and c.kube._streams[ns].open
+
+
+def test_the_leader_handed_out_first_leaves_the_stream_to_a_follower(
+    bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread reading the stream (the first wait) is handed out while two others
+    wait: one of them reads on, the same stream, and both are handed out on it."""
+    with client(bare_server, ns) as c:
+        seen = Watches(c, monkeypatch)
+        first = Background(lambda: c.create("pool", keep=True, timeout=30))
+        uid = ctl.claim()["metadata"]["uid"]
+        until(lambda: waiting(c, ns) == [uid] and c.kube._streams[ns].resp is not None, "the stream is not read")
+        hs = c.kube._streams[ns]
+        resp = hs.resp
+        bgs, claims = creates(c, ctl, 2)
+        others = {cl["metadata"]["uid"] for cl in claims}
+        until(lambda: set(waiting(c, ns)) == {uid, *others}, "the other waits did not register")
+        ctl.sandbox("sb-lead", uid)
+        assert first.result().name == "sb-lead"
+        until(lambda: bool(waiting(c, ns)) and waiting(c, ns)[0] in others, "no follower took the lead")
+        assert all(bg.running_after(0.1) for bg in bgs)
+        for i, cl in enumerate(claims):
+            ctl.sandbox(f"sb-follow-{i}", cl["metadata"]["uid"])
+        assert {bg.result().name for bg in bgs} == {"sb-follow-0", "sb-follow-1"}
+        assert (seen.opened, seen.own) == (1, []) and hs.resp is resp and hs.open
+
+
+def test_a_binding_seen_before_its_wait_registered_is_kept(
+    bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim bound (and its Sandbox Ready) before its wait registers, while another
+    wait reads the stream: the reader keeps the binding, and the late wait takes it
+    without a watch (the claim's status is never written)."""
+    with client(bare_server, ns) as c:
+        seen = Watches(c, monkeypatch)
+        reader = Background(lambda: c.create("pool", keep=True, timeout=30))
+        uid = ctl.claim()["metadata"]["uid"]
+        until(lambda: waiting(c, ns) == [uid], "the first wait does not read the stream")
+        hs = c.kube._streams[ns]
+        gate, wait_claim = threading.Event(), c.kube.wait_claim
+
+        def late(*a: Any) -> dict[str, Any]:
+            assert gate.wait(10)
+            return wait_claim(*a)
+
+        monkeypatch.setattr(c.kube, "wait_claim", late)
+        bg = Background(lambda: c.create("pool", keep=True, timeout=30))
+        claim = ctl.claim()
+        late_uid = claim["metadata"]["uid"]
+        ctl.sandbox("sb-early", late_uid)
+
+        def kept() -> bool:
+            ev = _k8s.parse_watch_line(hs.recent.get(late_uid, time.monotonic()) or "{}")
+            return ev is not None and _k8s.handed_out(ev[1], late_uid)
+
+        until(kept, "the reader did not keep the binding")
+        gate.set()
+        sb = bg.result()
+        assert (sb.name, sb.claim) == ("sb-early", claim["metadata"]["name"])
+        assert reader.running_after(0.1) and waiting(c, ns) == [uid]
+        ctl.sandbox("sb-reader", uid)
+        assert reader.result().name == "sb-reader"
+        assert (seen.opened, seen.own) == (1, [])
+
+
+def test_a_stream_the_server_ended_while_several_wait(
+    bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream ends under its reader while four claims wait: the reader watches its
+    own Sandboxes, as a single wait does; a follower reopens the stream from where it was
+    read up to, and the others are handed out on it. None is lost."""
+    with client(bare_server, ns) as c:
+        seen = Watches(c, monkeypatch)
+        handed_out(c, ctl, "sb-0")
+        hs = c.kube._streams[ns]
+        bgs, claims = creates(c, ctl, 4)
+        until(lambda: len(waiting(c, ns)) == 4, "the waits did not register")
+        assert hs.resp is not None
+        hs.resp.extensions["network_stream"].get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+        until(lambda: seen.opened == 2, "no follower reopened the stream")
+        for i, cl in enumerate(claims):
+            ctl.sandbox(f"sb-end-{i}", cl["metadata"]["uid"])
+        got = {(sb.claim, sb.name) for sb in (bg.result() for bg in bgs)}
+        assert got == {(cl["metadata"]["name"], f"sb-end-{i}") for i, cl in enumerate(claims)}
+        assert (seen.opened, len(seen.own)) == (2, 1) and hs.open
+
+
+def test_a_leader_the_claim_stopped_leaves_the_stream_to_a_follower(
+    bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader's claim decides (its Ready, nothing bound): stopping its wait closes
+    the stream, a follower reopens it from where it was read up to and is handed out on
+    it, including a binding made while no one read."""
+    with client(bare_server, ns) as c:
+        seen = Watches(c, monkeypatch)
+        first = Background(lambda: c.create("pool", keep=True, timeout=30))
+        lead = ctl.claim()
+        until(lambda: waiting(c, ns) == [lead["metadata"]["uid"]], "the first wait does not read the stream")
+        bgs, claims = creates(c, ctl, 2)
+        until(lambda: len(waiting(c, ns)) == 3, "the other waits did not register")
+        ctl.claim_ready(lead["metadata"]["name"], "sb-from-claim")
+        ctl.sandbox("sb-stop-0", claims[0]["metadata"]["uid"])
+        assert first.result().name == "sb-from-claim"
+        ctl.sandbox("sb-stop-1", claims[1]["metadata"]["uid"])
+        got = {(sb.claim, sb.name) for sb in (bg.result() for bg in bgs)}
+        assert got == {(cl["metadata"]["name"], f"sb-stop-{i}") for i, cl in enumerate(claims)}
+        assert (seen.opened, seen.own) == (2, [])
+
+
+def test_one_claim_waited_for_twice_at_once(
+    bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads wait for the same claim: both are handed its Sandbox by the one
+    stream, and a third wait after the binding takes it from what the stream kept."""
+    with client(bare_server, ns) as c:
+        seen = Watches(c, monkeypatch)
+        sb = c.create("pool", wait=False, keep=True)
+        uid = ctl.claim()["metadata"]["uid"]
+        bgs = [Background(lambda: sb.wait_ready(timeout=30)) for _ in range(2)]
+        until(lambda: waiting(c, ns) == [uid, uid], "the two waits did not register")
+        ctl.sandbox("sb-twice", uid)
+        for bg in bgs:
+            bg.result()
+        assert sb.name == "sb-twice"
+        claim = c.kube.get("sandboxclaims", ns, sb.claim)
+        w = _k8s.Wait("SandboxClaim", sb.claim)
+        t0 = time.monotonic()
+        assert c.kube.wait_claim(ns, sb.claim, claim, 30, w)["metadata"]["name"] == "sb-twice"
+        assert time.monotonic() - t0 < _k8s.CLAIM_WATCH_DELAY and w.sandbox == "sb-twice"
+        assert (seen.opened, seen.own) == (1, [])
+
+
+def test_no_watch_permission_with_several_waits(bare_server: BareServer, ns: str, ctl: Controller) -> None:
+    """The shared stream refused while three claims wait: each falls back to its claim."""
+    grant_claims_only(ctl, ns)
+    with SandboxClient(namespace=ns, kubeconfig=bare_server.alice, connection="direct") as c:
+        bgs, claims = creates(c, ctl, 3)
+        for i, cl in enumerate(claims):
+            ctl.sandbox(f"sb-alice-{i}", cl["metadata"]["uid"])
+        assert all(bg.running_after(0.2) for bg in bgs), "handed out without a Sandbox watch"
+        for i, cl in enumerate(claims):
+            ctl.claim_ready(cl["metadata"]["name"], f"sb-alice-{i}")
+        assert {bg.result().name for bg in bgs} == {f"sb-alice-{i}" for i in range(3)}
 
 
 async def test_async_claims_share_one_stream(

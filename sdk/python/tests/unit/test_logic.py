@@ -332,17 +332,6 @@ def test_handout_stream_call() -> None:
     assert c.kw["timeout"].read > _k8s.HANDOUT_STREAM_SECONDS  # the client outlasts the server's end
 
 
-def test_handout_line() -> None:
-    mine = json.dumps({"type": "MODIFIED", "object": _bound()})
-    other = json.dumps({"type": "MODIFIED", "object": _bound(metadata__labels={_k8s.LABEL_CLAIM_UID: "other"})})
-    other = other.replace(UID, "1" * len(UID))
-    gone = json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410}}, separators=(",", ":"))
-    assert _k8s.handout_line(mine, UID) == ("MODIFIED", _bound())
-    assert _k8s.handout_line(other, UID) is None  # another claim's: skipped unparsed
-    assert _k8s.handout_line(gone, UID) == ("ERROR", {"kind": "Status", "code": 410})
-    assert _k8s.handout_line("", UID) is None
-
-
 def _line(etype: str, obj: dict[str, object]) -> str:
     return json.dumps({"type": etype, "object": obj}, separators=(",", ":"))
 
@@ -353,6 +342,10 @@ def test_handout_line_fields() -> None:
     assert _k8s.handout_line_uid(line) == UID and _k8s.line_resource_version(line) == "812"
     bookmark = _line("BOOKMARK", {"kind": "Sandbox", "metadata": {"resourceVersion": "900"}})
     assert _k8s.handout_line_uid(bookmark) == "" and _k8s.line_resource_version(bookmark) == "900"
+    odd = '{"x":{"resourceVersion":"","y":"7"},"metadata":{"resourceVersion":"12"}}'
+    assert _k8s.line_resource_version(odd) == "12" and _k8s.line_resource_version('{"resourceVersion":"3') == ""
+    assert _k8s.handout_line_uid('{"' + _k8s.LABEL_CLAIM_UID + '":"u1') == ""  # cut short
+    assert _k8s.handout_line_uid('{"' + _k8s.LABEL_CLAIM_UID + '":""}') == ""
     gone = _line("ERROR", {"kind": "Status", "code": 410})
     other = _line("ERROR", {"kind": "Status", "code": 500})
     assert _k8s.is_error_line(gone) and _k8s.is_gone_line(gone)
@@ -371,6 +364,40 @@ def test_handout_recent_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert r.take("u2", 105.0) == "line2b"
     assert r.take("u3", 103.0 + _k8s.HANDOUT_RECENT_FOR + 1) == ""  # too old
     assert r.take("u3", 104.0) == ""  # taken once at most
+
+
+def test_handout_recent_get_leaves_the_line_for_another_wait() -> None:
+    r = _k8s.HandoutRecent()
+    r.keep("u", "line", 100.0)
+    assert r.get("u", 101.0) == "line" and r.get("u", 102.0) == "line"  # one claim waited for twice
+    assert r.get("u", 100.0 + _k8s.HANDOUT_RECENT_FOR + 1) == "" and r.get("nope", 101.0) == ""
+    assert r.take("u", 101.0) == "line"
+
+
+def test_resource_version_order() -> None:
+    assert _k8s.rv_older("99", "100") and not _k8s.rv_older("100", "99") and not _k8s.rv_older("7", "7")
+    assert not _k8s.rv_older("", "5") and not _k8s.rv_older("5", "")  # "" is no known point
+    assert not _k8s.rv_older("abc", "5") and not _k8s.rv_older("\u00b2", "5")  # not decimal: unknown
+    assert _k8s.oldest_rv(["120", "99", "100"]) == "99"
+    assert _k8s.oldest_rv([]) == "" and _k8s.oldest_rv(["x", "5"]) == "x"  # unordered: the first
+
+
+def test_handout_stream_reopen_from_and_covers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_k8s, "HANDOUT_STREAM_IDLE", 30.0)
+    hs = _k8s.HandoutStream("ns")
+    assert hs.covers("1")  # never opened: the first stream starts from the claim's own
+    assert hs.reopen_from(100.0, "50") == "50"  # never read: from the oldest waiting claim
+    hs.opening(100.0)
+    assert (hs.rv, hs.since) == ("50", "50")
+    assert hs.covers("50") and hs.covers("60") and not hs.covers("49")  # started after claim 49
+    hs.rv, hs.read = "70", 110.0
+    hs.closed()  # ended, or stopped: the next leader goes on from where it was read up to
+    assert hs.reopen_from(120.0, "90") == "70" and hs.since == "50"
+    hs.rv = ""  # a 410 Gone: from the current state, which holds every binding
+    assert hs.reopen_from(120.0, "90") == "" and hs.since == "" and hs.covers("1")
+    hs.rv = "80"
+    assert hs.reopen_from(140.0, "90") == "90"  # unread for HANDOUT_STREAM_IDLE: no backlog read
+    assert (hs.rv, hs.since) == ("90", "90") and not hs.covers("85")
 
 
 async def test_async_stream_take_hands_out_or_keeps() -> None:
