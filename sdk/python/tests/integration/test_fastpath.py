@@ -1,0 +1,111 @@
+"""The sync client's claim POST through its lean connection (_fasthttp) against a real
+API server: TLS with a client certificate, a token user, the API's errors mapped as the
+httpx path maps them, and httpx taking over when the lean connection is in use."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_sandbox_sdk import AuthError, RequestError, SandboxConnectionError
+from agent_sandbox_sdk._kube_sync import KubeClient
+from agent_sandbox_sdk._kubeconfig import KubeConfig, load_kubeconfig
+
+from .conftest import BareServer
+
+NS_LABEL = {"agent-sandbox.test/integration": "true"}
+
+
+@pytest.fixture
+def ns(bare_server: BareServer) -> Iterator[str]:
+    kube = KubeClient(bare_server.cfg)
+    name = "fast-" + secrets.token_hex(4)
+    resp = kube.http.post("/api/v1/namespaces", json={"metadata": {"name": name, "labels": NS_LABEL}})
+    assert resp.status_code == 201, resp.text
+    try:
+        yield name
+    finally:
+        kube.http.delete(f"/api/v1/namespaces/{name}")
+        kube.close()
+
+
+def claim(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxClaim",
+        "metadata": {"name": name, "labels": {"fast": "1"}},
+        "spec": {"warmPoolRef": {"name": "pool"}},
+    }
+
+
+def test_claims_are_posted_on_one_lean_connection(bare_server: BareServer, ns: str) -> None:
+    kube = KubeClient(bare_server.cfg)
+    try:
+        for i in range(5):
+            obj = kube.create("sandboxclaims", ns, claim(f"c{i}"))
+            assert obj["metadata"]["name"] == f"c{i}" and obj["metadata"]["uid"]
+            assert obj["metadata"]["labels"] == {"fast": "1"}
+        assert kube._fast.sent == 5 and kube._fast.connects == 1
+        names = {c["metadata"]["name"] for c in kube.list("sandboxclaims", ns)["items"]}
+        assert names == {f"c{i}" for i in range(5)}
+    finally:
+        kube.close()
+
+
+def test_api_errors_are_mapped_as_on_httpx(bare_server: BareServer, ns: str) -> None:
+    kube = KubeClient(bare_server.cfg)
+    try:
+        kube.create("sandboxclaims", ns, claim("dup"))
+        with pytest.raises(RequestError) as e:
+            kube.create("sandboxclaims", ns, claim("dup"))
+        assert e.value.status == 409 and e.value.code == "AlreadyExists"
+        bad = claim("bad")
+        bad["spec"] = {"warmPoolRef": 42}
+        with pytest.raises(RequestError) as e:
+            kube.create("sandboxclaims", ns, bad)
+        assert e.value.status == 422 and e.value.code == "Invalid"
+        assert kube._fast.sent == 3
+    finally:
+        kube.close()
+
+
+def test_a_token_user_is_authenticated(bare_server: BareServer, ns: str) -> None:
+    """alice has a bearer token and no right to create claims: the server knows who she
+    is (403, not 401)."""
+    kube = KubeClient(load_kubeconfig(bare_server.alice))
+    try:
+        with pytest.raises(AuthError) as e:
+            kube.create("sandboxclaims", ns, claim("alice"))
+        assert e.value.status == 403 and "alice" in str(e.value)
+        assert kube._fast.sent == 1
+    finally:
+        kube.close()
+
+
+def test_a_busy_connection_leaves_the_post_to_httpx(bare_server: BareServer, ns: str) -> None:
+    kube = KubeClient(bare_server.cfg)
+    try:
+        with kube._fast._lock:  # another thread's request holds the lean connection
+            obj = kube.create("sandboxclaims", ns, claim("busy"))
+        assert obj["metadata"]["name"] == "busy" and kube._fast.sent == 0
+        threads = [threading.Thread(target=kube.create, args=("sandboxclaims", ns, claim(f"t{i}"))) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert len(kube.list("sandboxclaims", ns)["items"]) == 7
+    finally:
+        kube.close()
+
+
+def test_no_server_is_a_connection_error() -> None:
+    kube = KubeClient(KubeConfig(server="https://127.0.0.1:1", insecure=True), timeout=2)
+    try:
+        with pytest.raises(SandboxConnectionError):
+            kube.create("sandboxclaims", "default", claim("x"))
+    finally:
+        kube.close()

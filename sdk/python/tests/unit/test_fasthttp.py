@@ -1,0 +1,201 @@
+"""The lean HTTP/1.1 connection of the sync client's claim POST (_fasthttp), against a
+local HTTP server: requests and answers, keep-alive reuse, a connection the server closed
+while idle, the cases it leaves to httpx, proxies and credentials."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from agent_sandbox_sdk import _fasthttp
+from agent_sandbox_sdk._kubeconfig import KubeConfig
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    """Records each request (under the server prefix /base) and answers {"ok":true}: 201,
+    /fail 409; /close closes the connection after its answer; /big answers more than
+    MAX_BODY; /hold waits for the test's event before answering."""
+
+    protocol_version = "HTTP/1.1"
+    seen: ClassVar[list[dict[str, Any]]] = []
+    hold: ClassVar[threading.Event] = threading.Event()
+    drop: ClassVar[bool] = False  # close the connection without an answer
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        port = self.client_address[1]
+        self.seen.append({"path": self.path, "headers": dict(self.headers), "body": body, "port": port})
+        what = self.path.removeprefix("/base")
+        if self.drop:
+            self.close_connection = True
+            return
+        if what == "/hold":
+            self.hold.wait(5)
+        out = b"x" * (_fasthttp.MAX_BODY + 1) if what == "/big" else b'{"ok":true}'
+        self.send_response(409 if what == "/fail" else 201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        if what == "/close":
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[http.server.ThreadingHTTPServer]:
+    Handler.seen.clear()
+    Handler.hold.clear()
+    Handler.drop = False
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    Handler.hold.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def conn_for(srv: http.server.ThreadingHTTPServer, **cfg: Any) -> _fasthttp.FastConn:
+    port = srv.server_address[1]
+    return _fasthttp.FastConn(KubeConfig(server=f"http://127.0.0.1:{port}/base", **cfg), 5.0, "test-agent")
+
+
+def test_request_and_answer(server: http.server.ThreadingHTTPServer) -> None:
+    fc = conn_for(server)
+    a = fc.try_request("POST", "/apis/x", b'{"a":1}', "application/json")
+    assert a == _fasthttp.Answer(201, "application/json", b'{"ok":true}')
+    req = Handler.seen[0]
+    assert req["path"] == "/base/apis/x" and req["body"] == b'{"a":1}'
+    h = {k.lower(): v for k, v in req["headers"].items()}
+    assert h["content-type"] == "application/json" and h["accept"] == "application/json"
+    assert h["user-agent"] == "test-agent" and h["host"] == f"127.0.0.1:{server.server_address[1]}"
+    assert "authorization" not in h
+    fc.close()
+
+
+def test_keep_alive_reuses_one_connection(server: http.server.ThreadingHTTPServer) -> None:
+    fc = conn_for(server)
+    for _ in range(5):
+        assert fc.try_request("POST", "/a", b"{}", "application/json") is not None
+    assert len({r["port"] for r in Handler.seen}) == 1
+    assert fc.sent == 5 and fc.connects == 1
+    fc.close()
+
+
+def test_reconnects_after_the_server_closed(server: http.server.ThreadingHTTPServer) -> None:
+    fc = conn_for(server)
+    a = fc.try_request("POST", "/close", b"{}", "application/json")
+    assert a is not None and a.status == 201
+    b = fc.try_request("POST", "/a", b"{}", "application/json")
+    assert b is not None and b.status == 201
+    assert Handler.seen[0]["port"] != Handler.seen[1]["port"]
+    assert fc.sent == 2 and fc.connects == 2
+    fc.close()
+
+
+def test_error_status_is_an_answer(server: http.server.ThreadingHTTPServer) -> None:
+    fc = conn_for(server)
+    a = fc.try_request("POST", "/fail", b"{}", "application/json")
+    assert a is not None and a.status == 409 and a.body == b'{"ok":true}'
+    fc.close()
+
+
+def test_busy_closed_and_oversized_are_left_to_httpx(server: http.server.ThreadingHTTPServer) -> None:
+    fc = conn_for(server)
+    assert fc.try_request("POST", "/a", b"x" * (_fasthttp.MAX_BODY + 1), "application/json") is None
+    got: list[_fasthttp.Answer | None] = []
+    t = threading.Thread(target=lambda: got.append(fc.try_request("POST", "/hold", b"{}", "application/json")))
+    t.start()
+    for _ in range(200):
+        if Handler.seen:
+            break
+        threading.Event().wait(0.01)
+    assert fc.try_request("POST", "/a", b"{}", "application/json") is None  # the other thread holds it
+    Handler.hold.set()
+    t.join(5)
+    assert got and got[0] is not None and got[0].status == 201
+    fc.close()
+    assert fc.try_request("POST", "/a", b"{}", "application/json") is None
+
+
+def test_oversized_answer_fails_and_drops_the_connection(server: http.server.ThreadingHTTPServer) -> None:
+    fc = conn_for(server)
+    with pytest.raises(http.client.HTTPException):
+        fc.try_request("POST", "/big", b"{}", "application/json")
+    a = fc.try_request("POST", "/a", b"{}", "application/json")
+    assert a is not None and a.status == 201
+    assert Handler.seen[0]["port"] != Handler.seen[1]["port"]
+    fc.close()
+
+
+def test_unreachable_server_is_left_to_httpx() -> None:
+    fc = _fasthttp.FastConn(KubeConfig(server="http://127.0.0.1:1"), 2.0, "t")
+    assert fc.try_request("POST", "/a", b"{}", "application/json") is None
+
+
+def test_server_gone_after_the_request_raises(server: http.server.ThreadingHTTPServer) -> None:
+    fc = conn_for(server)
+    Handler.drop = True
+    with pytest.raises((OSError, http.client.HTTPException)):
+        fc.try_request("POST", "/a", b"{}", "application/json")
+    Handler.drop = False
+    a = fc.try_request("POST", "/a", b"{}", "application/json")
+    assert a is not None and a.status == 201
+    fc.close()
+
+
+def test_credentials(server: http.server.ThreadingHTTPServer, tmp_path: Path) -> None:
+    fc = conn_for(server, username="u", password="p:w")
+    fc.try_request("POST", "/a", b"{}", "application/json")
+    tok = tmp_path / "token"
+    tok.write_text("t1\n")
+    fc2 = conn_for(server, token_file=str(tok))
+    fc2.try_request("POST", "/a", b"{}", "application/json")
+    tok.write_text("t2\n")  # a rotated token is read again
+    fc2.try_request("POST", "/a", b"{}", "application/json")
+    auth = [{k.lower(): v for k, v in r["headers"].items()}["authorization"] for r in Handler.seen]
+    assert auth == ["Basic " + base64.b64encode(b"u:p:w").decode(), "Bearer t1", "Bearer t2"]
+    fc.close()
+    fc2.close()
+
+
+def test_auth_header_none_without_credentials() -> None:
+    assert _fasthttp.auth_header(KubeConfig(server="https://h")) is None
+    assert _fasthttp.auth_header(KubeConfig(server="https://h", token="abc")) == "Bearer abc"
+
+
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+@pytest.mark.parametrize(
+    ("env", "server", "want"),
+    [
+        ({}, "https://10.0.0.1:6443", False),
+        ({"HTTPS_PROXY": "http://proxy:3128"}, "https://10.0.0.1:6443", True),
+        ({"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "10.0.0.1"}, "https://10.0.0.1:6443", False),
+        ({"HTTP_PROXY": "http://proxy:3128"}, "https://10.0.0.1:6443", False),
+        ({"HTTP_PROXY": "http://proxy:3128"}, "http://10.0.0.1:8080", True),
+        ({"ALL_PROXY": "http://proxy:3128"}, "https://api.example:443", True),
+    ],
+)
+def test_a_proxy_leaves_it_to_httpx(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], server: str, want: bool
+) -> None:
+    for k in PROXY_VARS + tuple(v.lower() for v in PROXY_VARS):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert _fasthttp.proxied(server) is want
+    assert _fasthttp.FastConn(KubeConfig(server=server, insecure=True), 1.0, "t").usable is not want
