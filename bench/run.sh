@@ -236,7 +236,7 @@ sweep() {
 sdk_python() {
 	local venv=${AGENT_SANDBOX_VENV:-$ROOT/.cache/pysdk-venv}
 	if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import agent_sandbox_sdk' 2>/dev/null; then
-		python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check -e "$ROOT/sdk/python" >&2 ||
+		python3 -m venv "$(realpath -m "$venv")" && "$venv/bin/pip" install -q --disable-pip-version-check -e "$ROOT/sdk/python" >&2 ||
 			return 1
 	fi
 	echo "$venv/bin/python"

@@ -7,12 +7,12 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${AGENT_SANDBOX_GRPC_VENV:-$repo/.cache/grpc-venv}
 if [[ ! -x $venv/bin/python ]]; then
-	"${PYTHON:-python3}" -m venv "$venv" >&2
+	"${PYTHON:-python3}" -m venv "$(realpath -m "$venv")" >&2 # (a link: hack/lib.sh)
 fi
 sdk=1.0.8
 if ! "$venv/bin/python" -c "import grpc, grpc_tools, importlib.metadata as m, sys
 sys.exit(m.version('k8s-agent-sandbox') != '$sdk')" 2>/dev/null; then
-	"$venv/bin/pip" install -q --disable-pip-version-check 'grpcio>=1.60' 'grpcio-tools>=1.60' \
+	"$venv/bin/python" -m pip install -q --disable-pip-version-check 'grpcio>=1.60' 'grpcio-tools>=1.60' \
 		"k8s-agent-sandbox[grpc]==$sdk" >&2
 fi
 echo "$venv/bin/python"

@@ -15,6 +15,7 @@
 source "$(dirname "$0")/lib.sh"
 set +e
 cd "$ROOT" || exit
+link_venvs # the suites' Python venvs, kept across clones (hack/lib.sh)
 passed=0
 failed=0
 failures=()

@@ -10,7 +10,7 @@ venv=${AGENT_SANDBOX_VENV:-$repo/.cache/pysdk-venv}
 py=${PYTHON:-python3}
 
 if [[ ! -x $venv/bin/python ]]; then
-    "$py" -m venv "$venv"
+    "$py" -m venv "$(realpath -m "$venv")" # .cache/pysdk-venv may be a link (hack/lib.sh)
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check -e "$here[test,mcp]"
 

@@ -13,7 +13,7 @@ stack_kubeconfig || {
 	exit 1
 }
 VENV=${AGENT_SANDBOX_VENV:-$ROOT/.cache/pysdk-venv}
-{ [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"; } &&
+{ [ -x "$VENV/bin/python" ] || python3 -m venv "$(realpath -m "$VENV")"; } &&
 	"$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT/sdk/python[test,mcp]" || {
 	echo "devx: cannot set up the venv $VENV"
 	exit 1

@@ -36,8 +36,8 @@ cleanup() {
 trap cleanup EXIT
 
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import k8s_agent_sandbox, grpc' 2>/dev/null; then
-	{ [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"; } &&
-		"$VENV/bin/pip" install -q --disable-pip-version-check "$UPSTREAM_PY_SDK" >"$WORK/pip.log" 2>&1 ||
+	{ [ -x "$VENV/bin/python" ] || python3 -m venv "$(realpath -m "$VENV")"; } &&
+		"$VENV/bin/python" -m pip install -q --disable-pip-version-check "$UPSTREAM_PY_SDK" >"$WORK/pip.log" 2>&1 ||
 		{ not_ok "pip install $UPSTREAM_PY_SDK" "$(tail -3 "$WORK/pip.log")"; summary dropin; exit 1; }
 fi
 

@@ -36,10 +36,10 @@ trap cleanup EXIT
 
 # ---- the SDK ------------------------------------------------------------------------
 sdk_install() {
-	[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || return 1
+	[ -x "$VENV/bin/python" ] || python3 -m venv "$(realpath -m "$VENV")" || return 1
 	"$VENV/bin/python" -c "import importlib.metadata as m, sys; \
 sys.exit(m.version('k8s-agent-sandbox') != '$SDK_VERSION')" 2>/dev/null && return 0
-	"$VENV/bin/pip" install -q --disable-pip-version-check "k8s-agent-sandbox[grpc]==$SDK_VERSION"
+	"$VENV/bin/python" -m pip install -q --disable-pip-version-check "k8s-agent-sandbox[grpc]==$SDK_VERSION"
 }
 
 cat >"$PY" <<'PYEOF'
