@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import time
@@ -171,3 +172,22 @@ def bare_server() -> Iterator[BareServer]:
     finally:
         if not running and not os.environ.get("AGENT_SANDBOX_KEEP_BARE"):
             subprocess.run([script, "stop"], env=env, capture_output=True, cwd=REPO)
+
+
+NS_LABEL = {"agent-sandbox.test/integration": "true"}  # hack/apiserver.sh sweep deletes leftovers
+
+
+@pytest.fixture
+def ns(bare_server: BareServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the test's own on the bare server ("sdk-<module>-<random>"),
+    deleted after it."""
+    kube = KubeClient(bare_server.cfg, timeout=10)
+    module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    name = f"sdk-{module}-{secrets.token_hex(4)}"
+    resp = kube.http.post("/api/v1/namespaces", json={"metadata": {"name": name, "labels": NS_LABEL}})
+    assert resp.status_code == 201, resp.text
+    try:
+        yield name
+    finally:
+        kube.http.delete(f"/api/v1/namespaces/{name}")
+        kube.close()

@@ -4,9 +4,7 @@ httpx path maps them, and httpx taking over when the lean connection is in use."
 
 from __future__ import annotations
 
-import secrets
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,21 +14,6 @@ from agent_sandbox_sdk._kube_sync import KubeClient
 from agent_sandbox_sdk._kubeconfig import KubeConfig, load_kubeconfig
 
 from .conftest import BareServer
-
-NS_LABEL = {"agent-sandbox.test/integration": "true"}
-
-
-@pytest.fixture
-def ns(bare_server: BareServer) -> Iterator[str]:
-    kube = KubeClient(bare_server.cfg)
-    name = "fast-" + secrets.token_hex(4)
-    resp = kube.http.post("/api/v1/namespaces", json={"metadata": {"name": name, "labels": NS_LABEL}})
-    assert resp.status_code == 201, resp.text
-    try:
-        yield name
-    finally:
-        kube.http.delete(f"/api/v1/namespaces/{name}")
-        kube.close()
 
 
 def claim(name: str) -> dict[str, Any]:

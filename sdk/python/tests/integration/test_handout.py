@@ -5,7 +5,6 @@ exactly what the SDK sees and when."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 import socket
 import threading
 import time
@@ -19,7 +18,6 @@ from agent_sandbox_sdk._kube_sync import KubeClient
 
 from .conftest import BareServer
 
-NS_LABEL = {"agent-sandbox.test/integration": "true"}
 MERGE = {"Content-Type": "application/merge-patch+json"}
 POD_SPEC = {"containers": [{"name": "c", "image": "registry.local/none:1"}]}
 
@@ -88,19 +86,6 @@ class Controller:
         if ips:
             st["podIPs"] = ips
         return {"status": st}
-
-
-@pytest.fixture
-def ns(bare_server: BareServer) -> Iterator[str]:
-    kube = KubeClient(bare_server.cfg, timeout=10)
-    name = "sdk-handout-" + secrets.token_hex(4)
-    resp = kube.http.post("/api/v1/namespaces", json={"metadata": {"name": name, "labels": NS_LABEL}})
-    assert resp.status_code == 201, resp.text
-    try:
-        yield name
-    finally:
-        kube.http.delete(f"/api/v1/namespaces/{name}")
-        kube.close()
 
 
 @pytest.fixture
