@@ -37,6 +37,23 @@ def _in_thread(fn: Callable[[], None]) -> threading.Thread:
     return t
 
 
+def _lead_and_follow(
+    hs: HandoutStream, lead_stop: WatchStop, stop: WatchStop
+) -> tuple[HandoutWaiter, HandoutWaiter, threading.Thread]:
+    """OTHER's wait takes the lead; UID's wait follows (asleep) on a thread of its own."""
+    lead, follower = _waiters(hs, (OTHER, "10"), (UID, "11"))
+    with hs.lock:
+        hs.await_turn(lead, lead_stop, time.monotonic() + 5)
+
+    def follow() -> None:
+        with hs.lock:
+            hs.await_turn(follower, stop, time.monotonic() + 5)
+
+    t = _in_thread(follow)
+    time.sleep(0.05)
+    return lead, follower, t
+
+
 def test_the_first_waiter_leads_and_hands_the_lead_on() -> None:
     hs = HandoutStream("ns")
     a, b = _waiters(hs, (UID, "10"), (OTHER, "11"))
@@ -73,17 +90,8 @@ def test_take_hands_out_to_every_wait_of_the_claim_and_keeps_the_rest() -> None:
 
 def test_a_follower_sleeps_until_the_leader_hands_it_out() -> None:
     hs = HandoutStream("ns")
-    lead, follower = _waiters(hs, (OTHER, "10"), (UID, "11"))
     stop = WatchStop()
-    with hs.lock:
-        hs.await_turn(lead, stop, time.monotonic() + 5)
-
-    def follow() -> None:
-        with hs.lock:
-            hs.await_turn(follower, stop, time.monotonic() + 5)
-
-    t = _in_thread(follow)
-    time.sleep(0.05)
+    lead, follower, t = _lead_and_follow(hs, stop, stop)
     assert t.is_alive()
     hs.take(_line("MODIFIED", _bound()), time.monotonic())  # by the leader's thread
     t.join(2)
@@ -92,17 +100,8 @@ def test_a_follower_sleeps_until_the_leader_hands_it_out() -> None:
 
 def test_a_follower_takes_the_lead_when_the_leader_leaves() -> None:
     hs = HandoutStream("ns")
-    lead, follower = _waiters(hs, (OTHER, "10"), (UID, "11"))
     stop = WatchStop()
-    with hs.lock:
-        hs.await_turn(lead, stop, time.monotonic() + 5)
-
-    def follow() -> None:
-        with hs.lock:
-            hs.await_turn(follower, stop, time.monotonic() + 5)
-
-    t = _in_thread(follow)
-    time.sleep(0.05)
+    lead, follower, t = _lead_and_follow(hs, stop, stop)
     with hs.lock:
         hs.leave(lead)  # handed out, stopped or fallen back: wakes a follower
     t.join(2)
@@ -111,18 +110,9 @@ def test_a_follower_takes_the_lead_when_the_leader_leaves() -> None:
 
 def test_stopping_a_follower_just_wakes_it() -> None:
     hs = HandoutStream("ns")
-    lead, follower = _waiters(hs, (OTHER, "10"), (UID, "11"))
     lead_stop, stop = WatchStop(), WatchStop()
-    with hs.lock:
-        hs.await_turn(lead, lead_stop, time.monotonic() + 5)
+    lead, follower, t = _lead_and_follow(hs, lead_stop, stop)
     assert stop.on_stop(lambda: hs.notify(follower))
-
-    def follow() -> None:
-        with hs.lock:
-            hs.await_turn(follower, stop, time.monotonic() + 5)
-
-    t = _in_thread(follow)
-    time.sleep(0.05)
     stop.stop()  # the claim decided
     t.join(2)
     assert not t.is_alive() and hs.leader is lead and not lead_stop.stopped
