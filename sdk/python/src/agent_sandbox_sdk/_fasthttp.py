@@ -73,7 +73,6 @@ class FastConn:
         self._timeout = timeout
         self._ua = user_agent
         self._lock = threading.Lock()
-        self._auth_lock = threading.Lock()
         self._conn: http.client.HTTPConnection | None = None
         self._closed = False
         self.sent = 0  # requests answered
@@ -107,8 +106,7 @@ class FastConn:
             "Content-Type": ctype,
             "User-Agent": self._ua,
         }
-        with self._auth_lock:
-            auth = auth_header(self._cfg)
+        auth = auth_header(self._cfg)  # runs under self._lock; KubeConfig is thread-safe
         if auth:
             headers["Authorization"] = auth
         try:

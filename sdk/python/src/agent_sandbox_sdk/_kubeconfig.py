@@ -53,7 +53,10 @@ class KubeConfig:
     exec_config: dict[str, Any] | None = None
     in_cluster: bool = False
     base_dir: str = "."
-    _exec_cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    _exec_cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # Guards _exec_cache: httpx's auth hook, the lean POST connection and the port
+    # helpers may ask for the token from several threads at once; the plugin runs once.
+    _exec_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def ssl_context(self) -> ssl.SSLContext:
         """Returns a TLS context with the CA and client certificate loaded."""
@@ -79,7 +82,8 @@ class KubeConfig:
         return ctx
 
     def bearer_token(self) -> str | None:
-        """The current bearer token (a token file is re-read each time)."""
+        """The current bearer token (a token file is re-read each time). Safe to call from
+        several threads: an exec plugin runs once for all callers waiting on it."""
         if self.token_file:
             try:
                 return Path(self.token_file).read_text().strip() or None
@@ -101,10 +105,14 @@ class KubeConfig:
     def _exec_credential(self) -> dict[str, Any]:
         if not self.exec_config:
             return {}
+        with self._exec_lock:
+            return self._exec_credential_locked(self.exec_config)
+
+    def _exec_credential_locked(self, exec_config: dict[str, Any]) -> dict[str, Any]:
         exp = self._exec_cache.get("expires", 0.0)
         if self._exec_cache.get("status") is not None and (exp == 0.0 or exp > time.time() + 10):
             return dict(self._exec_cache["status"])
-        status = _run_exec_plugin(self.exec_config, self.base_dir)
+        status = _run_exec_plugin(exec_config, self.base_dir)
         expires = 0.0
         if status.get("expirationTimestamp"):
             ts = str(status["expirationTimestamp"]).replace("Z", "+00:00")
@@ -116,11 +124,9 @@ class KubeConfig:
 class _BearerAuth(httpx.Auth):
     def __init__(self, cfg: KubeConfig) -> None:
         self._cfg = cfg
-        self._lock = threading.Lock()
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        with self._lock:
-            tok = self._cfg.bearer_token()
+        tok = self._cfg.bearer_token()  # thread-safe: KubeConfig guards its exec cache
         if tok:
             request.headers["Authorization"] = f"Bearer {tok}"
         yield request

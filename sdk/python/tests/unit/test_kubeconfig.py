@@ -7,13 +7,14 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from agent_sandbox_sdk import ConfigError, _kubeconfig
+from agent_sandbox_sdk import ConfigError, _fasthttp, _kubeconfig
 from agent_sandbox_sdk._kubeconfig import load_config, load_kubeconfig
 
 
@@ -65,6 +66,53 @@ def test_exec_plugin(tmp_path: Path) -> None:
     )
     cfg = load_kubeconfig(write(tmp_path, {"exec": {"command": sys.executable, "args": [str(script)]}}))
     assert bearer(cfg) == "Bearer from-exec"
+
+
+def test_exec_plugin_runs_once_for_threads_at_once(tmp_path: Path) -> None:
+    """httpx's auth hook, the lean POST connection and the port helpers ask for the token
+    from their own threads; a cold cache must run the plugin once for all of them, and an
+    expired credential once more."""
+    runs = tmp_path / "runs"
+    script = tmp_path / "plugin.py"
+    script.write_text(
+        "import json, sys, time\n"
+        f"with open({str(runs)!r}, 'a') as f: f.write('x')\n"
+        "time.sleep(0.3)\n"
+        "n = len(open(" + repr(str(runs)) + ").read())\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',"
+        " 'status': {'token': f'tok-{n}', 'expirationTimestamp': sys.argv[1]}}))\n"
+    )
+    far = "2999-01-01T00:00:00Z"
+    cfg = load_kubeconfig(write(tmp_path, {"exec": {"command": sys.executable, "args": [str(script), far]}}))
+    auth = cfg.auth()
+    assert auth is not None
+    conn = _fasthttp.FastConn(cfg, 5.0, "t")  # never connects: only its header source is used
+    got: list[str | None] = []
+    barrier = threading.Barrier(8)
+
+    def ask(i: int) -> None:
+        barrier.wait()
+        if i % 3 == 0:
+            got.append(bearer(cfg))
+        elif i % 3 == 1:
+            got.append(_fasthttp.auth_header(cfg))
+        else:
+            got.append(f"Bearer {cfg.bearer_token()}")
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert runs.read_text() == "x", "the plugin ran more than once"
+    assert got == ["Bearer tok-1"] * 8
+    assert conn.usable
+    # an expired credential (within the 10 s margin) is fetched again, once
+    assert cfg.exec_config is not None
+    cfg.exec_config["args"] = [str(script), "2000-01-01T00:00:00Z"]
+    cfg._exec_cache["expires"] = 1.0
+    assert cfg.bearer_token() == "tok-2"
+    assert runs.read_text() == "xx"
 
 
 def test_client_cert_data(tmp_path: Path) -> None:
