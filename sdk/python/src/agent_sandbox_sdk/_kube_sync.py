@@ -358,10 +358,7 @@ class KubeClient:
             raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
         if a is None:
             return self._call(c)
-        if a.status >= 400:
-            resp = httpx.Response(a.status, content=a.body, headers={"content-type": a.content_type})
-            raise _k8s.api_error(resp, c.what)
-        return dict(json.loads(a.body))
+        return _k8s.fast_result(a.status, a.content_type, a.body, c.what)
 
     def patch(self, resource: str, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self._call(_k8s.patch_call(resource, ns, name, patch))

@@ -1,15 +1,18 @@
-"""The sync client's claim POST through its lean connection (_fasthttp) against a real
-API server: TLS with a client certificate, a token user, the API's errors mapped as the
-httpx path maps them, and httpx taking over when the lean connection is in use."""
+"""The claim POST through the lean connections (_fasthttp for the sync client,
+_fasthttp_async's pool for the async one) against a real API server: TLS with a client
+certificate, a token user, the API's errors mapped as the httpx path maps them, and httpx
+taking over when the lean connection is in use or the pool is full."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
 import pytest
 
 from agent_sandbox_sdk import AuthError, RequestError, SandboxConnectionError
+from agent_sandbox_sdk._kube_async import AsyncKubeClient
 from agent_sandbox_sdk._kube_sync import KubeClient
 from agent_sandbox_sdk._kubeconfig import KubeConfig, load_kubeconfig
 
@@ -92,3 +95,59 @@ def test_no_server_is_a_connection_error() -> None:
             kube.create("sandboxclaims", "default", claim("x"))
     finally:
         kube.close()
+
+
+async def test_async_claims_at_once_on_the_pool(bare_server: BareServer, ns: str) -> None:
+    """Twelve at once on a pool of eight over TLS with a client certificate: eight go out
+    on lean connections, the rest through httpx; the next round reuses the eight."""
+    kube = AsyncKubeClient(bare_server.cfg)
+    kube._fast._max = 8
+    try:
+        objs = await asyncio.gather(*(kube.create("sandboxclaims", ns, claim(f"a{i}")) for i in range(12)))
+        assert sorted(o["metadata"]["name"] for o in objs) == sorted(f"a{i}" for i in range(12))
+        assert all(o["metadata"]["uid"] and o["metadata"]["labels"] == {"fast": "1"} for o in objs)
+        assert kube._fast.sent == 8 and kube._fast.connects == 8
+        await asyncio.gather(*(kube.create("sandboxclaims", ns, claim(f"b{i}")) for i in range(8)))
+        assert kube._fast.sent == 16 and kube._fast.connects == 8
+        assert len((await kube.list("sandboxclaims", ns))["items"]) == 20
+    finally:
+        await kube.aclose()
+    assert kube._fast._open == 0
+
+
+async def test_async_api_errors_are_mapped_as_on_httpx(bare_server: BareServer, ns: str) -> None:
+    kube = AsyncKubeClient(bare_server.cfg)
+    try:
+        await kube.create("sandboxclaims", ns, claim("dup"))
+        with pytest.raises(RequestError) as e:
+            await kube.create("sandboxclaims", ns, claim("dup"))
+        assert e.value.status == 409 and e.value.code == "AlreadyExists"
+        bad = claim("bad")
+        bad["spec"] = {"warmPoolRef": 42}
+        with pytest.raises(RequestError) as e:
+            await kube.create("sandboxclaims", ns, bad)
+        assert e.value.status == 422 and e.value.code == "Invalid"
+        assert kube._fast.sent == 3 and kube._fast.connects == 1
+    finally:
+        await kube.aclose()
+
+
+async def test_async_token_user_is_authenticated(bare_server: BareServer, ns: str) -> None:
+    kube = AsyncKubeClient(load_kubeconfig(bare_server.alice))
+    try:
+        with pytest.raises(AuthError) as e:
+            await kube.create("sandboxclaims", ns, claim("alice"))
+        assert e.value.status == 403 and "alice" in str(e.value)
+        assert kube._fast.sent == 1
+    finally:
+        await kube.aclose()
+
+
+async def test_async_no_server_is_a_connection_error() -> None:
+    kube = AsyncKubeClient(KubeConfig(server="https://127.0.0.1:1", insecure=True), timeout=2)
+    try:
+        with pytest.raises(SandboxConnectionError):
+            await kube.create("sandboxclaims", "default", claim("x"))
+        assert kube._fast.connects == 0
+    finally:
+        await kube.aclose()

@@ -1,0 +1,273 @@
+"""Lean keep-alive HTTP/1.1 connections for the async client's claim POSTs (the twin of
+_fasthttp for asyncio).
+
+httpx's async stack spends about as much CPU per request as its sync one above a plain
+stream (request and response models, header validation, the auth, redirect and cookie
+passes, anyio). A burst of claims from one client runs on the same cores as the API
+server and the controller serving it, so the claims' POSTs go through a small pool of
+asyncio stream connections instead: each request takes an idle connection or opens one
+(up to ``max_conns``), writes the request and reads the whole answer (Content-Length,
+chunked or up to EOF, bounded by MAX_BODY). Everything else, and a POST whenever the
+pool is full, closed, cannot connect or a proxy applies, goes through httpx.
+
+Not thread-safe: one event loop uses a pool (as it uses one httpx.AsyncClient). Owns its
+connections; ``aclose`` releases them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import urllib.parse
+
+from ._fasthttp import MAX_BODY, Answer, auth_header, proxied
+from ._kubeconfig import KubeConfig
+
+MAX_HEAD_LINES = 128  # status line and header lines of one answer
+MAX_HEAD_LINE = 16 << 10  # bytes in one of them (the stream's own limit, below)
+DEFAULT_MAX_CONNS = 50  # as httpx keeps alive (_k8s.client_options)
+
+
+class ProtocolError(Exception):
+    """The server's answer is not HTTP/1.1 as expected (or exceeds a bound)."""
+
+
+class _Conn:
+    """One connection: its streams and whether the server lets it be reused."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    def stale(self) -> bool:
+        """True when the server closed it while idle, or sent what nobody asked for."""
+        return self.reader.at_eof() or self.writer.is_closing() or bool(getattr(self.reader, "_buffer", b""))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+
+class AsyncFastPool:
+    """Keep-alive connections to cfg's API server for one event loop."""
+
+    def __init__(
+        self,
+        cfg: KubeConfig,
+        timeout: float,
+        user_agent: str,
+        ssl_context: ssl.SSLContext | None = None,
+        max_conns: int = DEFAULT_MAX_CONNS,
+    ) -> None:
+        u = urllib.parse.urlsplit(cfg.server)
+        self._cfg = cfg
+        self._https = u.scheme == "https"
+        self._host = u.hostname or ""
+        self._port = u.port or (443 if self._https else 80)
+        self._prefix = u.path.rstrip("/")
+        self._timeout = timeout
+        self._ua = user_agent
+        self._ssl = ssl_context
+        self._max = max_conns
+        self._idle: list[_Conn] = []
+        self._open = 0  # connections open or being opened, idle or in use
+        self._closed = False
+        self.sent = 0  # requests answered
+        self.connects = 0  # connections made
+        self.usable = u.scheme in ("http", "https") and bool(self._host) and not proxied(cfg.server)
+
+    async def try_request(self, method: str, path: str, body: bytes, content_type: str) -> Answer | None:
+        """Sends one request and reads its whole answer; None when it was not sent: the
+        pool is closed or full, the body is too large or no connection could be made (the
+        caller then uses httpx, which retries connecting). Raises OSError,
+        asyncio.TimeoutError or ProtocolError when the request failed once sent (its
+        connection is then closed); a cancelled request closes its connection too."""
+        if not self.usable or self._closed or len(body) > MAX_BODY:
+            return None
+        conn = await self._take()
+        if conn is None:
+            return None
+        keep = False
+        try:
+            ans, keep = await asyncio.wait_for(self._exchange(conn, method, path, body, content_type), self._timeout)
+            self.sent += 1
+            return ans
+        finally:
+            if keep and not self._closed:
+                self._idle.append(conn)
+            else:
+                self._open -= 1
+                conn.close()
+
+    async def aclose(self) -> None:
+        """Closes every idle connection; those in use close when their request ends, and
+        later requests return None."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for c in idle:
+            self._open -= 1
+            c.close()
+        for c in idle:
+            with contextlib.suppress(Exception):
+                await c.writer.wait_closed()
+
+    async def _take(self) -> _Conn | None:
+        while self._idle:
+            c = self._idle.pop()
+            if not c.stale():
+                return c
+            self._open -= 1
+            c.close()
+        if self._open >= self._max:
+            return None
+        self._open += 1
+        try:
+            c = await asyncio.wait_for(self._connect(), self._timeout)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError):
+            self._open -= 1
+            return None
+        except BaseException:
+            self._open -= 1
+            raise
+        self.connects += 1
+        return c
+
+    async def _connect(self) -> _Conn:
+        if self._https:
+            if self._ssl is None:
+                self._ssl = self._cfg.ssl_context()
+            r, w = await asyncio.open_connection(
+                self._host, self._port, ssl=self._ssl, server_hostname=self._host, limit=MAX_HEAD_LINE
+            )
+        else:
+            r, w = await asyncio.open_connection(self._host, self._port, limit=MAX_HEAD_LINE)
+        return _Conn(r, w)
+
+    async def _exchange(self, c: _Conn, method: str, path: str, body: bytes, ctype: str) -> tuple[Answer, bool]:
+        c.writer.write(self._head(method, path, len(body), ctype) + body)
+        await c.writer.drain()
+        try:
+            return await read_answer(c.reader, method)
+        except asyncio.IncompleteReadError as e:
+            raise ProtocolError("the connection closed before the answer was complete") from e
+
+    def _head(self, method: str, path: str, length: int, ctype: str) -> bytes:
+        lines = [
+            f"{method} {self._prefix}{path} HTTP/1.1",
+            f"Host: {self._host_header()}",
+            "Accept: application/json",
+            f"Content-Type: {ctype}",
+            f"Content-Length: {length}",
+            f"User-Agent: {self._ua}",
+        ]
+        auth = auth_header(self._cfg)
+        if auth:
+            lines.append(f"Authorization: {auth}")
+        for ln in lines:
+            if "\r" in ln or "\n" in ln:
+                raise ValueError("a request line or header holds a line break")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def _host_header(self) -> str:
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        default = 443 if self._https else 80
+        return host if self._port == default else f"{host}:{self._port}"
+
+
+async def read_answer(reader: asyncio.StreamReader, method: str = "POST") -> tuple[Answer, bool]:
+    """Reads one HTTP/1.1 answer (informational ones skipped): the answer and whether
+    the connection may carry another request. Bounded: MAX_HEAD_LINES lines of head,
+    MAX_BODY bytes of body."""
+    while True:
+        status, version, headers = await _read_head(reader)
+        if status >= 200 or status == 101:
+            break
+    conn_hdr = headers.get("connection", "").lower()
+    keep = (version == "HTTP/1.1" and "close" not in conn_hdr) or (version == "HTTP/1.0" and "keep-alive" in conn_hdr)
+    if method == "HEAD" or status in (204, 304) or status == 101:
+        return Answer(status, headers.get("content-type", ""), b""), keep and status != 101
+    te = headers.get("transfer-encoding", "").lower()
+    if te:
+        if te.split(",")[-1].strip() != "chunked":
+            raise ProtocolError(f"unsupported Transfer-Encoding {te!r}")
+        body = await _read_chunked(reader)
+    elif "content-length" in headers:
+        n = _content_length(headers["content-length"])
+        body = await reader.readexactly(n)
+    else:
+        body = await reader.read(MAX_BODY + 1)
+        while len(body) <= MAX_BODY:
+            more = await reader.read(MAX_BODY + 1 - len(body))
+            if not more:
+                break
+            body += more
+        if len(body) > MAX_BODY:
+            raise ProtocolError(f"answer larger than {MAX_BODY} bytes")
+        keep = False
+    return Answer(status, headers.get("content-type", ""), body), keep
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]:
+    status_line = await _read_line(reader)
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit() or len(parts[1]) != 3:
+        raise ProtocolError(f"not an HTTP/1.x status line: {status_line[:80]!r}")
+    headers: dict[str, str] = {}
+    for _ in range(MAX_HEAD_LINES):
+        line = await _read_line(reader)
+        if not line:
+            return int(parts[1]), parts[0], headers
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise ProtocolError(f"malformed header line: {line[:80]!r}")
+        key = name.lower()
+        value = value.strip()
+        if key in headers:
+            if key == "content-length" and headers[key] != value:
+                raise ProtocolError("conflicting Content-Length headers")
+            value = headers[key] + ", " + value if key != "content-length" else value
+        headers[key] = value
+    raise ProtocolError(f"more than {MAX_HEAD_LINES} header lines")
+
+
+async def _read_line(reader: asyncio.StreamReader) -> str:
+    try:
+        raw = await reader.readuntil(b"\r\n")
+    except asyncio.IncompleteReadError as e:
+        raise ProtocolError("the connection closed before the answer was complete") from e
+    except asyncio.LimitOverrunError as e:
+        raise ProtocolError(f"an answer line longer than {MAX_HEAD_LINE} bytes") from e
+    return raw[:-2].decode("latin-1")
+
+
+def _content_length(v: str) -> int:
+    if not v.isdigit():
+        raise ProtocolError(f"bad Content-Length {v!r}")
+    n = int(v)
+    if n > MAX_BODY:
+        raise ProtocolError(f"answer larger than {MAX_BODY} bytes")
+    return n
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        size_line = (await _read_line(reader)).split(";", 1)[0].strip()
+        try:
+            size = int(size_line, 16)
+        except ValueError as e:
+            raise ProtocolError(f"bad chunk size {size_line[:20]!r}") from e
+        if size < 0 or total + size > MAX_BODY:
+            raise ProtocolError(f"answer larger than {MAX_BODY} bytes")
+        if size == 0:
+            break
+        parts.append(await reader.readexactly(size))
+        total += size
+        if await _read_line(reader):
+            raise ProtocolError("a chunk without its line end")
+    for _ in range(MAX_HEAD_LINES):  # trailers, up to the blank line
+        if not await _read_line(reader):
+            return b"".join(parts)
+    raise ProtocolError(f"more than {MAX_HEAD_LINES} trailer lines")
