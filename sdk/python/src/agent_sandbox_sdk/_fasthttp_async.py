@@ -20,11 +20,13 @@ import asyncio
 import contextlib
 import ssl
 import urllib.parse
+from collections.abc import AsyncGenerator
 
 from ._fasthttp import MAX_BODY, Answer, auth_header, proxied
 from ._kubeconfig import KubeConfig
 
 MAX_HEAD_LINES = 128  # status line and header lines of one answer
+MAX_LINE = 4 << 20  # one line of a streamed answer (a watch event: one object)
 MAX_HEAD_LINE = 16 << 10  # bytes in one of them (the stream's own limit, below)
 DEFAULT_MAX_CONNS = 50  # as httpx keeps alive (_k8s.client_options)
 
@@ -39,6 +41,7 @@ class _Conn:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.expired = False  # closed by its stream's deadline, not by a failure
 
     def stale(self) -> bool:
         """True when the server closed it while idle, or sent what nobody asked for."""
@@ -100,6 +103,40 @@ class AsyncFastPool:
                 self._open -= 1
                 conn.close()
 
+    async def open_stream(self, path: str, timeout: float) -> LineStream | None:
+        """GETs path (with its query) on a connection of its own, for an answer read as
+        lines (a watch), and reads the answer's head; None when no connection could be
+        made (the caller then uses httpx). The connection is closed when the stream is, or
+        after timeout (a watch the server should have ended by then: the lines just end).
+        Raises OSError, asyncio.TimeoutError or ProtocolError when the request failed once
+        sent."""
+        if not self.usable or self._closed:
+            return None
+        try:
+            conn = await asyncio.wait_for(self._connect(), self._timeout)
+        except (OSError, asyncio.TimeoutError):
+            return None
+        self.connects += 1
+        ls = LineStream(conn, asyncio.get_running_loop().call_later(timeout, self._expire, conn))
+        try:
+            conn.writer.write(self._head("GET", path, -1, ""))
+            await conn.writer.drain()
+            status, _, headers = await asyncio.wait_for(_read_final_head(conn.reader), self._timeout)
+        except asyncio.IncompleteReadError as e:
+            ls.close()
+            raise ProtocolError("the connection closed before the answer was complete") from e
+        except BaseException:
+            ls.close()
+            raise
+        ls.status, ls.headers = status, headers
+        self.sent += 1
+        return ls
+
+    @staticmethod
+    def _expire(conn: _Conn) -> None:
+        conn.expired = True
+        conn.close()
+
     async def aclose(self) -> None:
         """Closes every idle connection; those in use close when their request ends, and
         later requests return None."""
@@ -153,14 +190,11 @@ class AsyncFastPool:
             raise ProtocolError("the connection closed before the answer was complete") from e
 
     def _head(self, method: str, path: str, length: int, ctype: str) -> bytes:
-        lines = [
-            f"{method} {self._prefix}{path} HTTP/1.1",
-            f"Host: {self._host_header()}",
-            "Accept: application/json",
-            f"Content-Type: {ctype}",
-            f"Content-Length: {length}",
-            f"User-Agent: {self._ua}",
-        ]
+        """The request's head; length < 0: no body (and no Content-Type)."""
+        lines = [f"{method} {self._prefix}{path} HTTP/1.1", f"Host: {self._host_header()}", "Accept: application/json"]
+        if length >= 0:
+            lines += [f"Content-Type: {ctype}", f"Content-Length: {length}"]
+        lines.append(f"User-Agent: {self._ua}")
         auth = auth_header(self._cfg)
         if auth:
             lines.append(f"Authorization: {auth}")
@@ -175,14 +209,105 @@ class AsyncFastPool:
         return host if self._port == default else f"{host}:{self._port}"
 
 
+class LineStream:
+    """An answer read as lines (a watch's events), on a connection of its own: status
+    and headers, then lines(), or body() for an error. close() releases it."""
+
+    def __init__(self, conn: _Conn, deadline: asyncio.TimerHandle) -> None:
+        self._conn = conn
+        self._deadline = deadline
+        self.status = 0
+        self.headers: dict[str, str] = {}
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "")
+
+    async def body(self) -> bytes:
+        """The whole body (at most MAX_BODY bytes), for an error's status."""
+        parts: list[bytes] = []
+        total = 0
+        async for part in self._parts():
+            total += len(part)
+            if total > MAX_BODY:
+                raise ProtocolError(f"answer larger than {MAX_BODY} bytes")
+            parts.append(part)
+        return b"".join(parts)
+
+    async def lines(self) -> AsyncGenerator[str, None]:
+        """The body's lines (without their line ends), each at most MAX_LINE bytes. They
+        end quietly at the end of the body or at the stream's deadline; raise OSError or
+        ProtocolError when the connection fails or the answer is malformed."""
+        buf = bytearray()
+        try:
+            async for part in self._parts():
+                buf += part
+                start = 0
+                while (i := buf.find(b"\n", start)) >= 0:
+                    yield buf[start:i].decode()
+                    start = i + 1
+                del buf[:start]
+                if len(buf) > MAX_LINE:
+                    raise ProtocolError(f"a line longer than {MAX_LINE} bytes")
+        except (OSError, ProtocolError, asyncio.IncompleteReadError) as e:
+            if self._conn.expired:
+                return
+            if isinstance(e, asyncio.IncompleteReadError):
+                raise ProtocolError("the connection closed in the middle of the answer") from e
+            raise
+        if buf and not self._conn.expired:
+            yield buf.decode()
+
+    def close(self) -> None:
+        self._deadline.cancel()
+        self._conn.close()
+
+    async def _parts(self) -> AsyncGenerator[bytes, None]:
+        """The body's bytes as they come, in any framing."""
+        r, te = self._conn.reader, self.headers.get("transfer-encoding", "").lower()
+        if te:
+            if te.split(",")[-1].strip() != "chunked":
+                raise ProtocolError(f"unsupported Transfer-Encoding {te!r}")
+            while (size := await _chunk_size(r)) > 0:
+                yield await r.readexactly(size)
+                if await _read_line(r):
+                    raise ProtocolError("a chunk without its line end")
+            return
+        left = _content_length(self.headers["content-length"]) if "content-length" in self.headers else -1
+        while left != 0:
+            part = await r.read(65536 if left < 0 else min(left, 65536))
+            if not part:
+                if left > 0:
+                    raise ProtocolError("the connection closed in the middle of the answer")
+                return
+            left -= len(part) if left > 0 else 0
+            yield part
+
+
+async def _chunk_size(reader: asyncio.StreamReader) -> int:
+    size_line = (await _read_line(reader)).split(";", 1)[0].strip()
+    try:
+        size = int(size_line, 16)
+    except ValueError as e:
+        raise ProtocolError(f"bad chunk size {size_line[:20]!r}") from e
+    if size < 0 or size > MAX_LINE:
+        raise ProtocolError(f"a chunk of {size} bytes")
+    return size
+
+
+async def _read_final_head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]:
+    """The head of the final answer (informational ones skipped)."""
+    while True:
+        status, version, headers = await _read_head(reader)
+        if status >= 200 or status == 101:
+            return status, version, headers
+
+
 async def read_answer(reader: asyncio.StreamReader, method: str = "POST") -> tuple[Answer, bool]:
     """Reads one HTTP/1.1 answer (informational ones skipped): the answer and whether
     the connection may carry another request. Bounded: MAX_HEAD_LINES lines of head,
     MAX_BODY bytes of body."""
-    while True:
-        status, version, headers = await _read_head(reader)
-        if status >= 200 or status == 101:
-            break
+    status, version, headers = await _read_final_head(reader)
     conn_hdr = headers.get("connection", "").lower()
     keep = (version == "HTTP/1.1" and "close" not in conn_hdr) or (version == "HTTP/1.0" and "keep-alive" in conn_hdr)
     if method == "HEAD" or status in (204, 304) or status == 101:
@@ -253,18 +378,11 @@ def _content_length(v: str) -> int:
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
     parts: list[bytes] = []
     total = 0
-    while True:
-        size_line = (await _read_line(reader)).split(";", 1)[0].strip()
-        try:
-            size = int(size_line, 16)
-        except ValueError as e:
-            raise ProtocolError(f"bad chunk size {size_line[:20]!r}") from e
-        if size < 0 or total + size > MAX_BODY:
-            raise ProtocolError(f"answer larger than {MAX_BODY} bytes")
-        if size == 0:
-            break
-        parts.append(await reader.readexactly(size))
+    while (size := await _chunk_size(reader)) > 0:
         total += size
+        if total > MAX_BODY:
+            raise ProtocolError(f"answer larger than {MAX_BODY} bytes")
+        parts.append(await reader.readexactly(size))
         if await _read_line(reader):
             raise ProtocolError("a chunk without its line end")
     for _ in range(MAX_HEAD_LINES):  # trailers, up to the blank line

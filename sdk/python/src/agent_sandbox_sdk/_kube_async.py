@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import time
+import urllib.parse
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -130,16 +131,49 @@ class AsyncKubeClient:
         """Watch events of one object (or of those a label selector picks) from
         resourceVersion rv, for at most timeout."""
         c = _k8s.watch_call(resource, ns, name, rv, timeout, selector)
+        async with self._watch_lines(c) as lines:
+            async for line in lines:
+                if ev := _k8s.parse_watch_line(line):
+                    yield ev
+
+    @contextlib.asynccontextmanager
+    async def _watch_lines(self, c: _k8s.ApiCall) -> AsyncGenerator[AsyncGenerator[str, None], None]:
+        """The lines of watch call c: on a lean connection of their own
+        (_fasthttp_async.LineStream) when one can be made, else through httpx. Raises the
+        mapped API error of a refused watch, SandboxConnectionError when there is no
+        answer; while the lines are read, a read timeout ends them quietly and a failed
+        connection raises SandboxConnectionError."""
+        qs = urllib.parse.urlencode(c.kw["params"])
+        deadline = c.kw["timeout"].read
+        try:
+            ls = await self._fast.open_stream(f"{c.url}?{qs}", deadline)
+        except (OSError, asyncio.TimeoutError, _fasthttp_async.ProtocolError) as e:
+            raise SandboxConnectionError(f"{c.what}: {e!r}") from e
+        if ls is None:
+            async with self._httpx_watch_lines(c) as lines:
+                yield lines
+            return
+        try:
+            if ls.status >= 400:
+                try:
+                    body = await ls.body()
+                except (OSError, _fasthttp_async.ProtocolError) as e:
+                    raise SandboxConnectionError(f"{c.what}: {e!r}") from e
+                _k8s.fast_result(ls.status, ls.content_type, body, c.what)
+            yield _lean_lines(ls, c.what)
+        finally:
+            ls.close()
+
+    @contextlib.asynccontextmanager
+    async def _httpx_watch_lines(self, c: _k8s.ApiCall) -> AsyncGenerator[AsyncGenerator[str, None], None]:
         with _k8s.watching(c.what, streaming=False):
             resp = await self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
         try:
-            with _k8s.watching(c.what, streaming=True):
-                if resp.status_code >= 400:
+            if resp.status_code >= 400:
+                with _k8s.watching(c.what, streaming=True):
                     await resp.aread()
-                    raise _k8s.api_error(resp, c.what)
-                async for line in resp.aiter_lines():
-                    if ev := _k8s.parse_watch_line(line):
-                        yield ev
+                raise _k8s.api_error(resp, c.what)
+            yield _httpx_lines(resp, c.what)
         finally:
             await resp.aclose()
 
@@ -261,23 +295,15 @@ class AsyncKubeClient:
             got = 0
             c = _k8s.handout_stream_call(hs.ns, rv)
             try:
-                with _k8s.watching(c.what, streaming=False):
-                    resp = await self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
-                hs.opened += 1
-                try:
-                    if resp.status_code >= 400:
-                        await resp.aread()
-                        raise _k8s.api_error(resp, c.what)
-                    with _k8s.watching(c.what, streaming=True):
-                        async for line in resp.aiter_lines():
-                            got += 1
-                            if _k8s.is_error_line(line):
-                                rv = "" if _k8s.is_gone_line(line) else rv
-                                break
-                            rv = _k8s.line_resource_version(line) or rv
-                            hs.take(line)
-                finally:
-                    await resp.aclose()
+                async with self._watch_lines(c) as lines:
+                    hs.opened += 1
+                    async for line in lines:
+                        got += 1
+                        if _k8s.is_error_line(line):
+                            rv = "" if _k8s.is_gone_line(line) else rv
+                            break
+                        rv = _k8s.line_resource_version(line) or rv
+                        hs.take(line)
             except SandboxConnectionError:
                 pass  # the API server is out of reach for now: try again
             except SandboxError as e:
@@ -292,3 +318,17 @@ class AsyncKubeClient:
             else:  # a watch that ends at once must not spin
                 await asyncio.sleep(backoff)
                 backoff = min(5.0, backoff * 2)
+
+
+async def _lean_lines(ls: _fasthttp_async.LineStream, what: str) -> AsyncGenerator[str, None]:
+    try:
+        async for line in ls.lines():
+            yield line
+    except (OSError, _fasthttp_async.ProtocolError) as e:
+        raise SandboxConnectionError(f"{what}: {e!r}") from e
+
+
+async def _httpx_lines(resp: httpx.Response, what: str) -> AsyncGenerator[str, None]:
+    with _k8s.watching(what, streaming=True):
+        async for line in resp.aiter_lines():
+            yield line

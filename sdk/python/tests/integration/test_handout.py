@@ -594,6 +594,8 @@ async def test_async_claims_share_one_stream(
         got = {(sb.claim, sb.name) for sb in await asyncio.wait_for(asyncio.gather(*tasks), 10)}
         assert got == {(cl["metadata"]["name"], f"sb-par-{i}") for i, cl in enumerate(claims)}
         assert hs.opened == 1, "claims at once opened watches of their own"
+        # the lean connections carried the 11 POSTs and the stream (_fasthttp_async)
+        assert c.kube._fast.sent >= 12, c.kube._fast.sent
         monkeypatch.setattr(_k8s, "HANDOUT_STREAM_IDLE", 0.05)
         await handed("sb-a3")  # arms the idle stop with the short delay
         for _ in range(100):

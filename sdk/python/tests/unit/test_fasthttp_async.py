@@ -38,12 +38,14 @@ def chunked(*chunks: bytes, trailer: str = "") -> bytes:
 class Server:
     """Reads each request (head and Content-Length body) and answers with what
     ``answers`` maps its path to (bytes; b"" closes without an answer; "hold" waits for
-    ``release``); a path it does not know gets plain(). ``close_after`` paths close the
-    connection after their answer."""
+    ``release``; a list is written piece by piece); a path it does not know gets plain().
+    ``close_after`` paths close the connection after their answer, ``stall`` paths hold
+    it open until ``release``."""
 
     port: int = 0
     seen: list[dict[str, Any]] = field(default_factory=list)
-    answers: dict[str, bytes | str] = field(default_factory=dict)
+    answers: dict[str, bytes | str | list[bytes]] = field(default_factory=dict)
+    stall: set[str] = field(default_factory=set)  # paths whose answer then never ends
     close_after: set[str] = field(default_factory=set)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     conns: int = 0
@@ -61,12 +63,20 @@ class Server:
                 method, path, _ = lines[0].split(" ", 2)
                 hdrs = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
                 body = await r.readexactly(int(hdrs.get("content-length", "0")))
-                what = path.removeprefix("/base")
+                what = path.removeprefix("/base").split("?", 1)[0]
                 self.seen.append({"method": method, "path": path, "headers": hdrs, "body": body, "conn": conn_id})
                 ans = self.answers.get(what, plain())
                 if ans == "hold":
                     await self.release.wait()
                     ans = plain()
+                if isinstance(ans, list):
+                    for piece in ans:
+                        w.write(piece)
+                        await w.drain()
+                        await asyncio.sleep(0.005)
+                    ans = b""
+                    if what in self.stall:
+                        await self.release.wait()
                 assert isinstance(ans, bytes)
                 if not ans:
                     return
@@ -74,6 +84,8 @@ class Server:
                 await w.drain()
                 if what in self.close_after:
                     return
+        except asyncio.CancelledError:
+            return  # the test is over (a held or stalled answer)
         finally:
             w.close()
 
@@ -281,3 +293,115 @@ async def test_credentials_and_header_injection(server: Server, tmp_path: Path) 
     assert len(server.seen) == 3 and p2._open == 0
     await p.aclose()
     await p2.aclose()
+
+
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+async def read_all(ls: _fasthttp_async.LineStream) -> list[str]:
+    return [line async for line in ls.lines()]
+
+
+async def test_stream_lines_across_chunks(server: Server) -> None:
+    """Lines split across chunks and several in one chunk come out whole; a GET carries
+    no body headers."""
+    pieces = [chunk(b'{"a":1}\n{"b"'), chunk(b":2}\n"), chunk(b'{"c":3}\n{"d":4}'), b"0\r\n\r\n"]
+    server.answers["/w"] = [STREAM_HEAD, *pieces]
+    p = pool_for(server)
+    ls = await p.open_stream("/w?watch=1", 5.0)
+    assert ls is not None and ls.status == 200 and ls.content_type == "application/json"
+    assert await read_all(ls) == ['{"a":1}', '{"b":2}', '{"c":3}', '{"d":4}']
+    ls.close()
+    req = server.seen[0]
+    assert req["method"] == "GET" and req["path"] == "/base/w?watch=1"
+    assert "content-length" not in req["headers"] and "content-type" not in req["headers"]
+    await p.aclose()
+
+
+async def test_stream_framed_by_length_and_by_eof(server: Server) -> None:
+    body = b'{"a":1}\n{"b":2}\n'
+    server.answers["/len"] = [f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body[:5], body[5:]]
+    server.answers["/eof"] = [b"HTTP/1.1 200 OK\r\n\r\n", body, b'{"c":3}']
+    server.close_after.add("/eof")
+    p = pool_for(server)
+    for path, want in (("/len", ['{"a":1}', '{"b":2}']), ("/eof", ['{"a":1}', '{"b":2}', '{"c":3}'])):
+        ls = await p.open_stream(path, 5.0)
+        assert ls is not None
+        assert await read_all(ls) == want
+        ls.close()
+    await p.aclose()
+
+
+async def test_stream_error_status_body(server: Server) -> None:
+    server.answers["/e"] = plain(403, b'{"kind":"Status","code":403}')
+    p = pool_for(server)
+    ls = await p.open_stream("/e", 5.0)
+    assert ls is not None and ls.status == 403
+    assert await ls.body() == b'{"kind":"Status","code":403}'
+    ls.close()
+    await p.aclose()
+
+
+async def test_stream_deadline_ends_the_lines_quietly(server: Server) -> None:
+    server.answers["/w"] = [STREAM_HEAD, chunk(b'{"a":1}\n')]
+    server.stall.add("/w")
+    p = pool_for(server)
+    ls = await p.open_stream("/w", 0.3)
+    assert ls is not None
+    got: list[str] = []
+    t0 = asyncio.get_running_loop().time()
+    got = await asyncio.wait_for(read_all(ls), 5)
+    assert got == ['{"a":1}'] and asyncio.get_running_loop().time() - t0 < 2
+    ls.close()
+    await p.aclose()
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [STREAM_HEAD, chunk(b'{"a":1}\n'), b"5\r\n{"],  # dropped inside a chunk
+        [STREAM_HEAD, b"zz\r\n"],  # a bad chunk size
+        [STREAM_HEAD, chunk(b'{"a":1}\n') + b"3\r\nabcX\r\n"],  # a chunk without its line end
+        [b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n", b'{"a":1}\n'],  # dropped inside the length
+        [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"],
+    ],
+)
+async def test_stream_failures_raise(server: Server, pieces: list[bytes]) -> None:
+    server.answers["/w"] = pieces
+    server.close_after.add("/w")
+    p = pool_for(server)
+    ls = await p.open_stream("/w", 5.0)
+    assert ls is not None
+    with pytest.raises((OSError, _fasthttp_async.ProtocolError)):
+        await read_all(ls)
+    ls.close()
+    await p.aclose()
+
+
+async def test_stream_line_is_bounded(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_fasthttp_async, "MAX_LINE", 64)
+    server.answers["/w"] = [STREAM_HEAD, chunk(b'{"a":1}\n'), chunk(b"x" * 40), chunk(b"y" * 40)]
+    server.stall.add("/w")
+    p = pool_for(server)
+    ls = await p.open_stream("/w", 5.0)
+    assert ls is not None
+    got: list[str] = []
+    with pytest.raises(_fasthttp_async.ProtocolError, match="longer than 64"):
+        async for line in ls.lines():
+            got.append(line)
+    assert got == ['{"a":1}']
+    ls.close()
+    server.release.set()
+    await p.aclose()
+
+
+async def test_stream_left_to_httpx_when_unreachable_or_closed(server: Server) -> None:
+    gone = _fasthttp_async.AsyncFastPool(KubeConfig(server="http://127.0.0.1:1"), 2.0, "t")
+    assert await gone.open_stream("/w", 5.0) is None
+    p = pool_for(server)
+    await p.aclose()
+    assert await p.open_stream("/w", 5.0) is None
