@@ -16,8 +16,10 @@ claim, labelled with the claim's UID and Ready.
                  [--api-pids PID,PID] [--timeout 120] [--out FILE] [--records FILE]
 
 Prints (or writes) JSON: n, p50/p90/p99/max in ms over all rounds, each round's p50, max
-and wall time, api_cpu_ms_per_claim (the rounds' mean; null without --api-pids); "ok"
-false when a claim failed or a handle did not check out.
+and wall time, api_cpu_ms_per_claim (the rounds' mean; null without --api-pids),
+client_cpu_ms_per_claim (this process's CPU over each burst, the client's set-up and its
+first connections included; the rounds' mean); "ok" false when a claim failed or a
+handle did not check out.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ def main() -> int:
     times: list[float] = []
     rounds: list[dict[str, Any]] = []
     cpu_per_claim: list[float] = []
+    client_cpu: list[float] = []
     errors: list[str] = []
     rows: list[str] = []
     try:
@@ -87,9 +90,10 @@ def main() -> int:
             wait_idle(poller, ns, n, r * n, a.timeout)
             time.sleep(SETTLE_S)
             c0 = proc_cpu(pids) if pids else 0.0
-            t0 = time.perf_counter()
+            t0, own0 = time.perf_counter(), time.process_time()
             done, errs = asyncio.run(burst(a.kubeconfig, ns, n, a.timeout))
             wall = (time.perf_counter() - t0) * 1000
+            client_cpu.append((time.process_time() - own0) / n * 1000)
             if pids:
                 cpu_per_claim.append((proc_cpu(pids) - c0) / n * 1000)
             errors += [f"round {r}: {e}" for e in errs]
@@ -121,6 +125,7 @@ def main() -> int:
             mean_ms=round(statistics.fmean(times), 2),
         )
     out["api_cpu_ms_per_claim"] = round(statistics.fmean(cpu_per_claim), 2) if cpu_per_claim else None
+    out["client_cpu_ms_per_claim"] = round(statistics.fmean(client_cpu), 2) if client_cpu else None
     out["ok"] = not errors and len(times) == n * a.rounds
     out["errors"] = errors[:20]
     return report(out, a.out, a.records, rows)

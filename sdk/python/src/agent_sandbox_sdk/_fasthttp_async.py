@@ -6,9 +6,10 @@ stream (request and response models, header validation, the auth, redirect and c
 passes, anyio). A burst of claims from one client runs on the same cores as the API
 server and the controller serving it, so the claims' POSTs go through a small pool of
 asyncio stream connections instead: each request takes an idle connection or opens one
-(up to ``max_conns``), writes the request and reads the whole answer (Content-Length,
-chunked or up to EOF, bounded by MAX_BODY). Everything else, and a POST whenever the
-pool is full, closed, cannot connect or a proxy applies, goes through httpx.
+(up to ``max_conns``; past that it waits for one to come free, at most the pool's
+timeout), writes the request and reads the whole answer (Content-Length, chunked or up
+to EOF, bounded by MAX_BODY). Everything else, and a POST whenever the pool is closed,
+cannot connect, has no connection free in time or a proxy applies, goes through httpx.
 
 Not thread-safe: one event loop uses a pool (as it uses one httpx.AsyncClient). Owns its
 connections; ``aclose`` releases them.
@@ -26,9 +27,14 @@ from ._fasthttp import MAX_BODY, Answer, auth_header, proxied
 from ._kubeconfig import KubeConfig
 
 MAX_HEAD_LINES = 128  # status line and header lines of one answer
-MAX_LINE = 4 << 20  # one line of a streamed answer (a watch event: one object)
 MAX_HEAD_LINE = 16 << 10  # bytes in one of them (the stream's own limit, below)
-DEFAULT_MAX_CONNS = 50  # as httpx keeps alive (_k8s.client_options)
+MAX_LINE = 4 << 20  # one line of a streamed answer (a watch event: one object)
+# Connections per pool. 40 claims at once on one client, against the bench's API server
+# (client CPU, API server + etcd CPU per claim, wall time of the 40): 8 connections
+# 1.06 / 3.37 ms, 110 ms; 50 connections 3.26 / 5.00 ms, 273 ms; httpx 5.83 / 4.88 ms,
+# 394 ms. Each new connection is a TLS handshake on both sides, and two cores are busy
+# with 8 requests in flight; more only queue at the server.
+DEFAULT_MAX_CONNS = 8
 
 
 class ProtocolError(Exception):
@@ -74,6 +80,7 @@ class AsyncFastPool:
         self._ssl = ssl_context
         self._max = max_conns
         self._idle: list[_Conn] = []
+        self._waiting: list[asyncio.Future[None]] = []  # requests waiting for a connection
         self._open = 0  # connections open or being opened, idle or in use
         self._closed = False
         self.sent = 0  # requests answered
@@ -82,8 +89,8 @@ class AsyncFastPool:
 
     async def try_request(self, method: str, path: str, body: bytes, content_type: str) -> Answer | None:
         """Sends one request and reads its whole answer; None when it was not sent: the
-        pool is closed or full, the body is too large or no connection could be made (the
-        caller then uses httpx, which retries connecting). Raises OSError,
+        pool is closed, the body is too large, no connection could be made (the caller
+        then uses httpx, which retries connecting) or none came free within the timeout. Raises OSError,
         asyncio.TimeoutError or ProtocolError when the request failed once sent (its
         connection is then closed); a cancelled request closes its connection too."""
         if not self.usable or self._closed or len(body) > MAX_BODY:
@@ -102,6 +109,7 @@ class AsyncFastPool:
             else:
                 self._open -= 1
                 conn.close()
+            self._wake()
 
     async def open_stream(self, path: str, timeout: float) -> LineStream | None:
         """GETs path (with its query) on a connection of its own, for an answer read as
@@ -141,6 +149,9 @@ class AsyncFastPool:
         """Closes every idle connection; those in use close when their request ends, and
         later requests return None."""
         self._closed = True
+        for fut in self._waiting:
+            if not fut.done():
+                fut.set_result(None)
         idle, self._idle = self._idle, []
         for c in idle:
             self._open -= 1
@@ -157,7 +168,7 @@ class AsyncFastPool:
             self._open -= 1
             c.close()
         if self._open >= self._max:
-            return None
+            return await self._wait_turn()
         self._open += 1
         try:
             c = await asyncio.wait_for(self._connect(), self._timeout)
@@ -169,6 +180,28 @@ class AsyncFastPool:
             raise
         self.connects += 1
         return c
+
+    async def _wait_turn(self) -> _Conn | None:
+        """Waits (at most the pool's timeout) for a connection another request releases;
+        None when none came (the caller then uses httpx)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(fut)
+        try:
+            await asyncio.wait_for(fut, self._timeout)
+        except asyncio.TimeoutError:
+            return None
+        finally:
+            if fut in self._waiting:
+                self._waiting.remove(fut)
+        return None if self._closed else await self._take()
+
+    def _wake(self) -> None:
+        """A connection went idle or closed: the first request waiting for one goes on."""
+        while self._waiting:
+            fut = self._waiting.pop(0)
+            if not fut.done():
+                fut.set_result(None)
+                return
 
     async def _connect(self) -> _Conn:
         if self._https:

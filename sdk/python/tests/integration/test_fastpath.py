@@ -98,18 +98,21 @@ def test_no_server_is_a_connection_error() -> None:
 
 
 async def test_async_claims_at_once_on_the_pool(bare_server: BareServer, ns: str) -> None:
-    """Twelve at once on a pool of eight over TLS with a client certificate: eight go out
-    on lean connections, the rest through httpx; the next round reuses the eight."""
+    """Twelve at once on the pool over TLS with a client certificate: the pool's eight
+    connections carry them all (the last four wait for one); the next round reuses them;
+    with the pool turned off httpx carries them."""
     kube = AsyncKubeClient(bare_server.cfg)
-    kube._fast._max = 8
     try:
         objs = await asyncio.gather(*(kube.create("sandboxclaims", ns, claim(f"a{i}")) for i in range(12)))
         assert sorted(o["metadata"]["name"] for o in objs) == sorted(f"a{i}" for i in range(12))
         assert all(o["metadata"]["uid"] and o["metadata"]["labels"] == {"fast": "1"} for o in objs)
-        assert kube._fast.sent == 8 and kube._fast.connects == 8
+        assert kube._fast.sent == 12 and kube._fast.connects == 8
         await asyncio.gather(*(kube.create("sandboxclaims", ns, claim(f"b{i}")) for i in range(8)))
-        assert kube._fast.sent == 16 and kube._fast.connects == 8
-        assert len((await kube.list("sandboxclaims", ns))["items"]) == 20
+        assert kube._fast.sent == 20 and kube._fast.connects == 8
+        kube._fast.usable = False
+        await asyncio.gather(*(kube.create("sandboxclaims", ns, claim(f"h{i}")) for i in range(4)))
+        assert kube._fast.sent == 20
+        assert len((await kube.list("sandboxclaims", ns))["items"]) == 24
     finally:
         await kube.aclose()
     assert kube._fast._open == 0

@@ -131,23 +131,71 @@ async def test_keep_alive_reuses_one_connection(server: Server) -> None:
     await p.aclose()
 
 
-async def test_requests_at_once_open_up_to_the_bound(server: Server) -> None:
-    """Six at once on a pool of four: four go out on four connections, two are left to
-    httpx; afterwards the four are reused."""
+async def test_requests_at_once_open_up_to_the_bound_then_wait(server: Server) -> None:
+    """Six at once on a pool of four: four go out on four connections, two wait for one
+    of them; afterwards the four are reused."""
     server.answers["/hold"] = "hold"
     p = pool_for(server, max_conns=4)
-    tasks = [asyncio.create_task(post(p, "/hold")) for _ in range(4)]
+    tasks = [asyncio.create_task(post(p, "/hold")) for _ in range(6)]
     while len(server.seen) < 4:
         await asyncio.sleep(0.01)
-    assert await post(p) is None and await post(p) is None
+    await asyncio.sleep(0.05)
+    assert len(server.seen) == 4 and len(p._waiting) == 2 and p.connects == 4
     server.release.set()
     got = await asyncio.gather(*tasks)
     assert all(a is not None and a.status == 201 for a in got)
-    assert p.connects == 4
+    assert p.connects == 4 and not p._waiting
     for _ in range(8):
         assert await post(p) is not None
-    assert p.connects == 4 and server.conns == 4 and p.sent == 12
+    assert p.connects == 4 and server.conns == 4 and p.sent == 14
     await p.aclose()
+
+
+async def test_no_connection_free_in_time_is_left_to_httpx(server: Server) -> None:
+    p = pool_for(server, max_conns=1, timeout=0.3)
+    p._open = 1  # the one connection is in use by a request that does not end
+    t0 = asyncio.get_running_loop().time()
+    assert await post(p) is None and not p._waiting
+    assert asyncio.get_running_loop().time() - t0 >= 0.25
+    p._open = 0
+    assert await post(p) is not None and p._open == 1
+    await p.aclose()
+
+
+async def test_a_request_that_times_out_frees_its_connection_for_a_waiter(server: Server) -> None:
+    server.answers["/hold"] = "hold"
+    p = pool_for(server, max_conns=1, timeout=0.3)
+    first = asyncio.create_task(post(p, "/hold"))
+    while not server.seen:
+        await asyncio.sleep(0.01)
+    second = asyncio.create_task(post(p))
+    with pytest.raises(asyncio.TimeoutError):
+        await first
+    a = await second  # woken when the first's connection closed: a new one carries it
+    assert a is not None and a.status == 201 and p.connects == 2 and p._open == 1
+    server.release.set()
+    await p.aclose()
+
+
+async def test_waiting_requests_end_at_aclose_and_at_cancel(server: Server) -> None:
+    server.answers["/hold"] = "hold"
+    p = pool_for(server, max_conns=1)
+    first = asyncio.create_task(post(p, "/hold"))
+    while not server.seen:
+        await asyncio.sleep(0.01)
+    cancelled = asyncio.create_task(post(p))
+    waiting = asyncio.create_task(post(p))
+    await asyncio.sleep(0.05)
+    assert len(p._waiting) == 2
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert len(p._waiting) == 1
+    await p.aclose()
+    assert await asyncio.wait_for(waiting, 2) is None  # left to httpx: the pool is closed
+    server.release.set()
+    a = await first
+    assert a is not None and p._open == 0
 
 
 async def test_chunked_answer_with_trailers(server: Server) -> None:
