@@ -1,15 +1,17 @@
-"""A lean HTTP/1.1 connection for the sync client's small, latency-critical API calls
+"""Lean HTTP/1.1 connections for the sync client's small, latency-critical API calls
 (the claim's POST on the warm path).
 
 httpx spends about 1 ms of CPU per request above what the standard library's
 http.client does with the same TLS context (request and response models, header
 validation, the auth and redirect layers). On a small node that CPU competes with the
 API server and the controller while they serve the claim, so the claim's own POST goes
-through one keep-alive ``http.client`` connection instead; every other call, and this one
-whenever the connection is in use, unusable or a proxy applies, goes through httpx.
+through a small pool of keep-alive ``http.client`` connections instead (up to
+``max_conns``; a request past them waits for one to come free, at most the timeout);
+every other call, and this one whenever no connection comes free in time, none can be
+made or a proxy applies, goes through httpx.
 
-Thread-safe: one request at a time per connection (``try_request`` returns None when
-another thread holds it). Owns its socket; ``close`` releases it.
+Thread-safe: one request at a time per connection; threads share the pool. Owns its
+sockets; ``close`` releases them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import base64
 import http.client
 import select
 import socket
+import ssl
 import threading
+import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -27,6 +31,9 @@ from ._kubeconfig import KubeConfig
 
 # Bodies larger than this are left to httpx (and so is any answer larger than this).
 MAX_BODY = 1 << 20
+# Connections per pool: threads' claims at once share them (a request past them waits for
+# one), as the async client's do (_fasthttp_async, where 8 is measured).
+DEFAULT_MAX_CONNS = 8
 
 
 @dataclass(frozen=True)
@@ -60,10 +67,17 @@ def auth_header(cfg: KubeConfig) -> str | None:
     return None
 
 
-class FastConn:
-    """One keep-alive HTTP/1.1 connection to cfg's API server."""
+class FastPool:
+    """Keep-alive HTTP/1.1 connections to cfg's API server, up to max_conns."""
 
-    def __init__(self, cfg: KubeConfig, timeout: float, user_agent: str) -> None:
+    def __init__(
+        self,
+        cfg: KubeConfig,
+        timeout: float,
+        user_agent: str,
+        ssl_context: ssl.SSLContext | None = None,
+        max_conns: int = DEFAULT_MAX_CONNS,
+    ) -> None:
         u = urllib.parse.urlsplit(cfg.server)
         self._cfg = cfg
         self._https = u.scheme == "https"
@@ -72,70 +86,113 @@ class FastConn:
         self._prefix = u.path.rstrip("/")
         self._timeout = timeout
         self._ua = user_agent
-        self._lock = threading.Lock()
-        self._conn: http.client.HTTPConnection | None = None
+        self._ssl = ssl_context
+        self._max = max_conns
+        self._cond = threading.Condition()  # guards what follows; notified when one is put back
+        self._idle: list[http.client.HTTPConnection] = []
+        self._open = 0  # connections open or being opened, idle or in use
         self._closed = False
         self.sent = 0  # requests answered
         self.connects = 0  # connections made
         self.usable = u.scheme in ("http", "https") and bool(self._host) and not proxied(cfg.server)
 
     def try_request(self, method: str, path: str, body: bytes, content_type: str) -> Answer | None:
-        """Sends one request and reads its whole answer; None when it was not sent: another
-        request holds the connection, the client is closed, the body is too large or no
-        connection could be made (the caller then uses httpx, which retries connecting).
+        """Sends one request and reads its whole answer; None when it was not sent: the
+        client is closed, the body is too large, no connection could be made (the caller
+        then uses httpx, which retries connecting) or none came free within the timeout.
         Raises OSError or http.client.HTTPException when the request failed once sent
-        (the connection is then dropped)."""
-        if not self.usable or len(body) > MAX_BODY or not self._lock.acquire(blocking=False):
+        (the connection is then closed)."""
+        if not self.usable or len(body) > MAX_BODY:
             return None
+        conn = self._take()
+        if conn is None:
+            return None
+        keep = False
         try:
-            conn = None if self._closed else self._connection()
-            return None if conn is None else self._send(conn, method, path, body, content_type)
+            ans, keep = self._send(conn, method, path, body, content_type)
+            return ans
         finally:
-            self._lock.release()
+            self._put(conn, keep)
 
     def close(self) -> None:
-        """Closes the connection; later requests return None."""
-        with self._lock:
+        """Closes the idle connections; those in use close when their request ends, and
+        later requests return None."""
+        with self._cond:
             self._closed = True
-            self._drop()
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._cond.notify_all()
+        for c in idle:
+            c.close()
 
-    def _send(self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes, ctype: str) -> Answer:
+    def _take(self) -> http.client.HTTPConnection | None:
+        """An idle connection the server has not closed, else a new one while fewer than
+        max_conns are open, else waits for one to be put back (at most the timeout)."""
+        deadline = time.monotonic() + self._timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                while self._idle:
+                    c = self._idle.pop()
+                    if c.sock is not None and not _readable(c.sock):
+                        return c
+                    self._open -= 1  # the server closed it while idle (or sent unasked bytes)
+                    c.close()
+                if self._open < self._max:
+                    self._open += 1
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+        conn = self._connect()
+        if conn is None:
+            with self._cond:
+                self._open -= 1
+                self._cond.notify()
+        return conn
+
+    def _put(self, conn: http.client.HTTPConnection, keep: bool) -> None:
+        with self._cond:
+            keep = keep and not self._closed
+            if keep:
+                self._idle.append(conn)
+            else:
+                self._open -= 1
+            self._cond.notify()
+        if not keep:
+            conn.close()
+
+    def _send(
+        self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes, ctype: str
+    ) -> tuple[Answer, bool]:
+        """The answer, and whether the connection may carry another request."""
         headers = {
             "Host": self._host_header(),
             "Accept": "application/json",
             "Content-Type": ctype,
             "User-Agent": self._ua,
         }
-        auth = auth_header(self._cfg)  # runs under self._lock; KubeConfig is thread-safe
+        auth = auth_header(self._cfg)  # KubeConfig is thread-safe
         if auth:
             headers["Authorization"] = auth
-        try:
-            conn.request(method, self._prefix + path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read(MAX_BODY + 1)
-            if len(data) > MAX_BODY:
-                raise http.client.HTTPException(f"answer larger than {MAX_BODY} bytes")
-            if resp.will_close:
-                self._drop()
+        conn.request(method, self._prefix + path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read(MAX_BODY + 1)
+        if len(data) > MAX_BODY:
+            raise http.client.HTTPException(f"answer larger than {MAX_BODY} bytes")
+        with self._cond:
             self.sent += 1
-            return Answer(resp.status, resp.getheader("Content-Type") or "", data)
-        except BaseException:
-            self._drop()
-            raise
+        return Answer(resp.status, resp.getheader("Content-Type") or "", data), not resp.will_close
 
-    def _connection(self) -> http.client.HTTPConnection | None:
-        """The open connection, or a new one when there is none or the server closed it
-        while it was idle (its socket reads as ready: EOF or unasked-for bytes); None when
-        connecting failed."""
-        conn = self._conn
-        if conn is not None and (conn.sock is None or _readable(conn.sock)):
-            self._drop()
-            conn = None
-        if conn is not None:
-            return conn
+    def _connect(self) -> http.client.HTTPConnection | None:
+        """A new connection; None when connecting failed."""
+        conn: http.client.HTTPConnection
         if self._https:
-            ctx = self._cfg.ssl_context()
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=ctx)
+            if self._ssl is None:
+                self._ssl = self._cfg.ssl_context()
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl)
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
         try:
@@ -143,14 +200,9 @@ class FastConn:
         except OSError:
             conn.close()
             return None
-        self._conn = conn
-        self.connects += 1
+        with self._cond:
+            self.connects += 1
         return conn
-
-    def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
 
     def _host_header(self) -> str:
         host = f"[{self._host}]" if ":" in self._host else self._host

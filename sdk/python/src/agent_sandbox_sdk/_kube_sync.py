@@ -1,5 +1,5 @@
-"""A minimal synchronous Kubernetes API client over httpx, and a lean http.client
-connection for the claim's POST (_fasthttp) (only the calls the SDK needs; requests, errors
+"""A minimal synchronous Kubernetes API client over httpx, and lean http.client
+connections for the claim's POST (_fasthttp) (only the calls the SDK needs; requests, errors
 and watch decisions are _k8s's)."""
 
 from __future__ import annotations
@@ -319,13 +319,14 @@ class KubeClient:
     def __init__(self, cfg: KubeConfig, timeout: float = 30.0) -> None:
         self.cfg = cfg
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
-        self.http = httpx.Client(
-            **_k8s.client_options(cfg, timeout), transport=httpx.HTTPTransport(verify=cfg.ssl_context(), retries=2)
-        )
+        ctx = cfg.ssl_context()
+        transport = httpx.HTTPTransport(verify=ctx, retries=2)
+        self.http = httpx.Client(**_k8s.client_options(cfg, timeout), transport=transport)
         self._streams: dict[str, HandoutStream] = {}
         self._streams_lock = threading.Lock()
         self._later = Later()
-        self._fast = _fasthttp.FastConn(cfg, timeout, self.http.headers.get("user-agent", "agent-sandbox-sdk"))
+        ua = self.http.headers.get("user-agent", "agent-sandbox-sdk")
+        self._fast = _fasthttp.FastPool(cfg, timeout, ua, ctx)
 
     def close(self) -> None:
         self._later.close()
@@ -348,8 +349,8 @@ class KubeClient:
         return self._call(_k8s.list_call(resource, ns, label_selector))
 
     def create(self, resource: str, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POSTs body: on the lean connection (_fasthttp: a claim's POST is on the warm
-        path) when it is free and usable, else through httpx."""
+        """POSTs body: on a lean pooled connection (_fasthttp: a claim's POST is on the
+        warm path) when one comes free in time, else through httpx."""
         c = _k8s.create_call(resource, ns, body)
         data = json.dumps(body, separators=(",", ":")).encode()
         try:

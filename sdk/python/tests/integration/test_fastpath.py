@@ -1,7 +1,7 @@
-"""The claim POST through the lean connections (_fasthttp for the sync client,
-_fasthttp_async's pool for the async one) against a real API server: TLS with a client
+"""The claim POST through the lean connection pools (_fasthttp for the sync client,
+_fasthttp_async for the async one) against a real API server: TLS with a client
 certificate, a token user, the API's errors mapped as the httpx path maps them, and httpx
-taking over when the lean connection is in use or the pool is full."""
+taking over when no connection of the pool comes free in time."""
 
 from __future__ import annotations
 
@@ -72,18 +72,21 @@ def test_a_token_user_is_authenticated(bare_server: BareServer, ns: str) -> None
         kube.close()
 
 
-def test_a_busy_connection_leaves_the_post_to_httpx(bare_server: BareServer, ns: str) -> None:
+def test_threads_share_the_pool_and_httpx_takes_over_when_none_is_free(bare_server: BareServer, ns: str) -> None:
+    """Twelve threads at once: the pool's eight connections carry them all (the last
+    four wait for one); with every connection taken and none put back in time, httpx."""
     kube = KubeClient(bare_server.cfg)
     try:
-        with kube._fast._lock:  # another thread's request holds the lean connection
-            obj = kube.create("sandboxclaims", ns, claim("busy"))
-        assert obj["metadata"]["name"] == "busy" and kube._fast.sent == 0
-        threads = [threading.Thread(target=kube.create, args=("sandboxclaims", ns, claim(f"t{i}"))) for i in range(6)]
+        threads = [threading.Thread(target=kube.create, args=("sandboxclaims", ns, claim(f"t{i}"))) for i in range(12)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(30)
-        assert len(kube.list("sandboxclaims", ns)["items"]) == 7
+        assert kube._fast.sent == 12 and 1 <= kube._fast.connects <= 8
+        kube._fast._open, kube._fast._idle, kube._fast._timeout = 8, [], 0.2  # all in use elsewhere
+        obj = kube.create("sandboxclaims", ns, claim("busy"))
+        assert obj["metadata"]["name"] == "busy" and kube._fast.sent == 12
+        assert len(kube.list("sandboxclaims", ns)["items"]) == 13
     finally:
         kube.close()
 

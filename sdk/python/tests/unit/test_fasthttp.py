@@ -1,6 +1,7 @@
-"""The lean HTTP/1.1 connection of the sync client's claim POST (_fasthttp), against a
-local HTTP server: requests and answers, keep-alive reuse, a connection the server closed
-while idle, the cases it leaves to httpx, proxies and credentials."""
+"""The lean HTTP/1.1 connections of the sync client's claim POST (_fasthttp), against a
+local HTTP server: requests and answers, keep-alive reuse, threads sharing the pool, a
+connection the server closed while idle, the cases it leaves to httpx, proxies and
+credentials."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import base64
 import http.client
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -67,9 +69,12 @@ def server() -> Iterator[http.server.ThreadingHTTPServer]:
     srv.server_close()
 
 
-def conn_for(srv: http.server.ThreadingHTTPServer, **cfg: Any) -> _fasthttp.FastConn:
+def conn_for(
+    srv: http.server.ThreadingHTTPServer, max_conns: int = 8, timeout: float = 5.0, **cfg: Any
+) -> _fasthttp.FastPool:
     port = srv.server_address[1]
-    return _fasthttp.FastConn(KubeConfig(server=f"http://127.0.0.1:{port}/base", **cfg), 5.0, "test-agent")
+    kc = KubeConfig(server=f"http://127.0.0.1:{port}/base", **cfg)
+    return _fasthttp.FastPool(kc, timeout, "test-agent", max_conns=max_conns)
 
 
 def test_request_and_answer(server: http.server.ThreadingHTTPServer) -> None:
@@ -112,22 +117,67 @@ def test_error_status_is_an_answer(server: http.server.ThreadingHTTPServer) -> N
     fc.close()
 
 
-def test_busy_closed_and_oversized_are_left_to_httpx(server: http.server.ThreadingHTTPServer) -> None:
-    fc = conn_for(server)
-    assert fc.try_request("POST", "/a", b"x" * (_fasthttp.MAX_BODY + 1), "application/json") is None
+def held(fc: _fasthttp.FastPool, n: int) -> tuple[list[threading.Thread], list[_fasthttp.Answer | None]]:
+    """n threads POSTing /hold at once; returns once the server has seen them all."""
     got: list[_fasthttp.Answer | None] = []
-    t = threading.Thread(target=lambda: got.append(fc.try_request("POST", "/hold", b"{}", "application/json")))
-    t.start()
-    for _ in range(200):
-        if Handler.seen:
+    threads = [
+        threading.Thread(target=lambda: got.append(fc.try_request("POST", "/hold", b"{}", "application/json")))
+        for _ in range(n)
+    ]
+    for t in threads:
+        t.start()
+    for _ in range(500):
+        if len(Handler.seen) >= n:
             break
         threading.Event().wait(0.01)
-    assert fc.try_request("POST", "/a", b"{}", "application/json") is None  # the other thread holds it
+    return threads, got
+
+
+def test_threads_at_once_share_the_pool_and_wait_past_it(server: http.server.ThreadingHTTPServer) -> None:
+    """Four threads at once on a pool of two: two requests go out, the other two wait and
+    then reuse those connections."""
+    fc = conn_for(server, max_conns=2)
+    threads, got = held(fc, 2)
+    late = [
+        threading.Thread(target=lambda: got.append(fc.try_request("POST", "/a", b"{}", "application/json")))
+        for _ in range(2)
+    ]
+    for t in late:
+        t.start()
+    threading.Event().wait(0.1)
+    assert len(Handler.seen) == 2 and fc.connects == 2  # the late two wait for a connection
     Handler.hold.set()
-    t.join(5)
-    assert got and got[0] is not None and got[0].status == 201
+    for t in threads + late:
+        t.join(5)
+    assert len(got) == 4 and all(a is not None and a.status == 201 for a in got)
+    assert fc.connects == 2 and len({r["port"] for r in Handler.seen}) == 2 and fc.sent == 4
+    fc.close()
+
+
+def test_none_free_in_time_closed_and_oversized_are_left_to_httpx(server: http.server.ThreadingHTTPServer) -> None:
+    fc = conn_for(server, max_conns=1, timeout=0.3)
+    assert fc.try_request("POST", "/a", b"x" * (_fasthttp.MAX_BODY + 1), "application/json") is None
+    fc._open = 1  # the one connection is in use by a request that does not end
+    t0 = time.monotonic()
+    assert fc.try_request("POST", "/a", b"{}", "application/json") is None
+    assert time.monotonic() - t0 >= 0.25 and not Handler.seen
+    fc._open = 0
+    assert fc.try_request("POST", "/a", b"{}", "application/json") is not None
     fc.close()
     assert fc.try_request("POST", "/a", b"{}", "application/json") is None
+    assert fc._open == 0
+
+
+def test_close_while_a_request_runs(server: http.server.ThreadingHTTPServer) -> None:
+    fc = conn_for(server)
+    assert fc.try_request("POST", "/a", b"{}", "application/json") is not None  # one idle connection
+    threads, got = held(fc, 1)
+    fc.close()
+    Handler.hold.set()
+    for t in threads:
+        t.join(5)
+    assert got and got[0] is not None and got[0].status == 201  # the request in flight finishes
+    assert fc._open == 0 and not fc._idle  # and its connection is closed, not kept
 
 
 def test_oversized_answer_fails_and_drops_the_connection(server: http.server.ThreadingHTTPServer) -> None:
@@ -141,7 +191,7 @@ def test_oversized_answer_fails_and_drops_the_connection(server: http.server.Thr
 
 
 def test_unreachable_server_is_left_to_httpx() -> None:
-    fc = _fasthttp.FastConn(KubeConfig(server="http://127.0.0.1:1"), 2.0, "t")
+    fc = _fasthttp.FastPool(KubeConfig(server="http://127.0.0.1:1"), 2.0, "t")
     assert fc.try_request("POST", "/a", b"{}", "application/json") is None
 
 
@@ -198,4 +248,4 @@ def test_a_proxy_leaves_it_to_httpx(
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert _fasthttp.proxied(server) is want
-    assert _fasthttp.FastConn(KubeConfig(server=server, insecure=True), 1.0, "t").usable is not want
+    assert _fasthttp.FastPool(KubeConfig(server=server, insecure=True), 1.0, "t").usable is not want

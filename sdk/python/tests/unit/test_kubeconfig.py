@@ -86,7 +86,7 @@ def test_exec_plugin_runs_once_for_threads_at_once(tmp_path: Path) -> None:
     cfg = load_kubeconfig(write(tmp_path, {"exec": {"command": sys.executable, "args": [str(script), far]}}))
     auth = cfg.auth()
     assert auth is not None
-    conn = _fasthttp.FastConn(cfg, 5.0, "t")  # never connects: only its header source is used
+    conn = _fasthttp.FastPool(cfg, 5.0, "t")  # never connects: only its header source is used
     got: list[str | None] = []
     barrier = threading.Barrier(8)
 
