@@ -145,7 +145,7 @@ def assemble(a):
     sb = load(d, "sdk_burst.json")
     if sb:
         res["sdk_burst"] = pick(sb, "count", "n", "rounds", "p50_ms", "p90_ms", "p99_ms", "max_ms",
-                                "mean_ms", "api_cpu_ms_per_claim", "ok", "errors")
+                                "mean_ms", "api_cpu_ms_per_claim", "client_cpu_ms_per_claim", "ok", "errors")
         run = load(d, "sdk_burst.run.json")
         if run and sb.get("n"):
             run["api_cpu_ms_per_object"] = round(run["api_cpu_s"] / sb["n"] * 1000, 1)
