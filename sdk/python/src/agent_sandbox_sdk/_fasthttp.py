@@ -25,12 +25,14 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ._kubeconfig import KubeConfig
 
 # Bodies larger than this are left to httpx (and so is any answer larger than this).
 MAX_BODY = 1 << 20
+MAX_LINE = 4 << 20  # one line of a streamed answer (a watch event: one object)
 # Connections per pool: threads' claims at once share them (a request past them waits for
 # one), as the async client's do (_fasthttp_async, where 8 is measured).
 DEFAULT_MAX_CONNS = 8
@@ -125,6 +127,32 @@ class FastPool:
         for c in idle:
             c.close()
 
+    def open_stream(self, path: str, read_timeout: float) -> LineResponse | None:
+        """GETs path (with its query) on a connection of its own, for an answer read as
+        lines (a watch), up to the answer's head; None when no connection could be made
+        (the caller then uses httpx). Each read waits at most read_timeout. Raises
+        OSError or http.client.HTTPException when the request failed once sent."""
+        if not self.usable or self._closed:
+            return None
+        conn = self._connect()
+        if conn is None:
+            return None
+        headers = {"Host": self._host_header(), "Accept": "application/json", "User-Agent": self._ua}
+        auth = auth_header(self._cfg)
+        if auth:
+            headers["Authorization"] = auth
+        try:
+            conn.request("GET", self._prefix + path, headers=headers)
+            if conn.sock is not None:
+                conn.sock.settimeout(read_timeout)
+            resp = conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+        with self._cond:
+            self.sent += 1
+        return LineResponse(conn, resp)
+
     def _take(self) -> http.client.HTTPConnection | None:
         """An idle connection the server has not closed, else a new one while fewer than
         max_conns are open, else waits for one to be put back (at most the timeout)."""
@@ -208,6 +236,69 @@ class FastPool:
         host = f"[{self._host}]" if ":" in self._host else self._host
         default = 443 if self._https else 80
         return host if self._port == default else f"{host}:{self._port}"
+
+
+class LineResponse:
+    """A streamed answer (a watch's events) on a connection of its own: its status, then
+    iter_lines(), or read() for an error. shutdown() may be called from another thread:
+    a read blocked on the socket returns and the lines end. close() releases it."""
+
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        self._conn = conn
+        self._resp = resp
+        self._shut = False
+        self.status_code = resp.status
+        self.content_type = resp.getheader("Content-Type") or ""
+
+    def read(self) -> bytes:
+        """The whole body (at most MAX_BODY bytes), for an error's status."""
+        data = self._resp.read(MAX_BODY + 1)
+        if len(data) > MAX_BODY:
+            raise http.client.HTTPException(f"answer larger than {MAX_BODY} bytes")
+        return data
+
+    def iter_lines(self) -> Iterator[str]:
+        """The body's lines (without their line ends), each at most MAX_LINE bytes. They
+        end quietly at the end of the body, when a read waits longer than the stream's
+        read timeout, or after shutdown(); raise OSError or http.client.HTTPException when
+        the connection fails or the answer is malformed."""
+        buf = bytearray()
+        while True:
+            try:
+                part = self._resp.read1(65536)
+            except TimeoutError:
+                return
+            except (OSError, http.client.HTTPException):
+                if self._shut:
+                    return
+                raise
+            if not part:
+                if self._resp.length and not self._shut:  # http.client does not tell
+                    raise http.client.IncompleteRead(bytes(buf), self._resp.length)
+                break
+            buf += part
+            start = 0
+            while (i := buf.find(b"\n", start)) >= 0:
+                yield buf[start:i].decode()
+                start = i + 1
+            del buf[:start]
+            if len(buf) > MAX_LINE:
+                raise http.client.HTTPException(f"a line longer than {MAX_LINE} bytes")
+        if buf and not self._shut:
+            yield buf.decode()
+
+    def shutdown(self) -> None:
+        self._shut = True
+        sock = self._conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed: the watch is over
+
+    def close(self) -> None:
+        self._resp.close()
+        self._conn.close()
 
 
 def _readable(sock: socket.socket) -> bool:

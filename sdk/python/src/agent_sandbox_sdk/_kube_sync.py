@@ -10,8 +10,9 @@ import json
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -20,16 +21,57 @@ from ._kubeconfig import KubeConfig
 from .errors import NotFoundError, SandboxConnectionError, SandboxError
 
 
-def _shut_down(resp: httpx.Response | None) -> None:
-    """Shuts a streaming response's socket down: a read blocked on it returns (closing
-    the response does not wake it)."""
-    stream = resp.extensions.get("network_stream") if resp is not None else None
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    if sock is not None:
+class WatchResp(Protocol):
+    """A watch's open answer: its lines; shutdown() (from any thread) wakes a read
+    blocked on its socket (closing does not) and ends the lines; close() releases it."""
+
+    def iter_lines(self) -> Iterator[str]: ...
+
+    def shutdown(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _HttpxWatch:
+    """An httpx streaming answer as a WatchResp."""
+
+    def __init__(self, resp: httpx.Response, what: str) -> None:
+        self.resp, self.what = resp, what
+
+    def iter_lines(self) -> Iterator[str]:
+        with _k8s.watching(self.what, streaming=True):
+            yield from self.resp.iter_lines()
+
+    def shutdown(self) -> None:
+        stream = self.resp.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed: the watch is over
+
+    def close(self) -> None:
+        self.resp.close()
+
+
+class _LeanWatch:
+    """A _fasthttp.LineResponse as a WatchResp: failures map to SandboxConnectionError."""
+
+    def __init__(self, resp: _fasthttp.LineResponse, what: str) -> None:
+        self.resp, self.what = resp, what
+
+    def iter_lines(self) -> Iterator[str]:
         try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # already closed: the watch is over
+            yield from self.resp.iter_lines()
+        except (OSError, http.client.HTTPException) as e:
+            raise SandboxConnectionError(f"{self.what}: {e!r}") from e
+
+    def shutdown(self) -> None:
+        self.resp.shutdown()
+
+    def close(self) -> None:
+        self.resp.close()
 
 
 class WatchStop:
@@ -40,11 +82,11 @@ class WatchStop:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._resp: httpx.Response | None = None
+        self._resp: WatchResp | None = None
         self._wake: Callable[[], None] | None = None
         self.stopped = False
 
-    def attach(self, resp: httpx.Response) -> bool:
+    def attach(self, resp: WatchResp) -> bool:
         """Registers the watch's response; False when the wait was stopped already."""
         with self._lock:
             self._resp = None if self.stopped else resp
@@ -68,7 +110,8 @@ class WatchStop:
             wake, self._wake = self._wake, None
         if wake is not None:
             wake()
-        _shut_down(resp)
+        if resp is not None:
+            resp.shutdown()
 
 
 class LaterJob:
@@ -214,7 +257,7 @@ class HandoutStream(_k8s.HandoutStream):
         self.recent = _k8s.HandoutRecent()  # each claim's newest line, for a wait yet to come
         self.leader: HandoutWaiter | None = None
         self.closing = False
-        self.resp: httpx.Response | None = None
+        self.resp: WatchResp | None = None
         self.lines: Iterator[str] | None = None
 
     def join(self, me: HandoutWaiter) -> None:
@@ -307,7 +350,8 @@ class HandoutStream(_k8s.HandoutStream):
             self.fail(SandboxError(f"the hand-out stream of {self.ns} was closed"))
             led, resp = self.leader is not None, self.resp
         if led:
-            _shut_down(resp)
+            if resp is not None:
+                resp.shutdown()
         else:
             self.shut()
 
@@ -385,18 +429,18 @@ class KubeClient:
         """Watch events of one object (or of those a label selector picks) from
         resourceVersion rv, for at most timeout; a stop() ends it quietly."""
         c = _k8s.watch_call(resource, ns, name, rv, timeout, selector)
-        with _k8s.watching(c.what, streaming=False):
-            resp = self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
+        try:
+            resp = self._open_watch(c)
+        except SandboxError:
+            if stop is None or not stop.stopped:
+                raise
+            return
         try:
             if stop is not None and not stop.attach(resp):
                 return
-            with _k8s.watching(c.what, streaming=True):
-                if resp.status_code >= 400:
-                    resp.read()
-                    raise _k8s.api_error(resp, c.what)
-                for line in resp.iter_lines():
-                    if ev := _k8s.parse_watch_line(line):
-                        yield ev
+            for line in resp.iter_lines():
+                if ev := _k8s.parse_watch_line(line):
+                    yield ev
         except SandboxError:
             if stop is None or not stop.stopped:
                 raise
@@ -404,6 +448,38 @@ class KubeClient:
             if stop is not None:
                 stop.detach()
             resp.close()
+
+    def _open_watch(self, c: _k8s.ApiCall) -> WatchResp:
+        """Opens watch call c: on a lean connection of its own (_fasthttp.LineResponse)
+        when one can be made, else through httpx. Raises the mapped API error of a refused
+        watch, SandboxConnectionError when there is no answer; while its lines are read,
+        a read timeout ends them quietly and a failed connection raises
+        SandboxConnectionError."""
+        qs = urllib.parse.urlencode(c.kw["params"])
+        try:
+            lean = self._fast.open_stream(f"{c.url}?{qs}", c.kw["timeout"].read)
+        except (OSError, http.client.HTTPException) as e:
+            raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
+        if lean is not None:
+            if lean.status_code >= 400:
+                try:
+                    body = lean.read()
+                except (OSError, http.client.HTTPException) as e:
+                    raise SandboxConnectionError(f"{c.what}: {e!r}") from e
+                finally:
+                    lean.close()
+                _k8s.fast_result(lean.status_code, lean.content_type, body, c.what)
+            return _LeanWatch(lean, c.what)
+        with _k8s.watching(c.what, streaming=False):
+            resp = self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
+        if resp.status_code >= 400:
+            try:
+                with _k8s.watching(c.what, streaming=True):
+                    resp.read()
+                raise _k8s.api_error(resp, c.what)
+            finally:
+                resp.close()
+        return _HttpxWatch(resp, c.what)
 
     def wait(
         self,
@@ -624,15 +700,7 @@ class KubeClient:
         return hs.lines if hs.lines is not None else iter(())
 
     def _stream_open(self, hs: HandoutStream, rv: str) -> None:
-        c = _k8s.handout_stream_call(hs.ns, rv)
-        with _k8s.watching(c.what, streaming=False):
-            resp = self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
-        if resp.status_code >= 400:
-            try:
-                resp.read()
-                raise _k8s.api_error(resp, c.what)
-            finally:
-                resp.close()
+        resp = self._open_watch(_k8s.handout_stream_call(hs.ns, rv))
         with hs.lock:
             hs.resp, hs.lines = resp, resp.iter_lines()
             hs.opening(time.monotonic())

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent_sandbox_sdk import AsyncSandboxClient, SandboxClient, SandboxFailedError, _k8s
-from agent_sandbox_sdk._kube_sync import KubeClient
+from agent_sandbox_sdk._kube_sync import HandoutStream, KubeClient, _HttpxWatch, _LeanWatch
 
 from .conftest import BareServer
 
@@ -337,6 +337,18 @@ def test_next_claims_are_handed_out_on_the_open_stream(
     assert not hs.open, "close() left the stream open"
 
 
+def stream_socket(hs: HandoutStream) -> socket.socket:
+    """The socket of the hand-out stream's open watch (a lean connection, else httpx's)."""
+    resp = hs.resp
+    if isinstance(resp, _LeanWatch):
+        sock = resp.resp._conn.sock
+    else:
+        assert isinstance(resp, _HttpxWatch)
+        sock = resp.resp.extensions["network_stream"].get_extra_info("socket")
+    assert isinstance(sock, socket.socket)
+    return sock
+
+
 def test_a_stream_the_server_ended_is_replaced(
     bare_server: BareServer, ns: str, ctl: Controller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -344,9 +356,8 @@ def test_a_stream_the_server_ended_is_replaced(
         seen = Watches(c, monkeypatch)
         handed_out(c, ctl, "sb-1")
         hs = c.kube._streams[ns]
-        assert hs.resp is not None
-        sock = hs.resp.extensions["network_stream"].get_extra_info("socket")
-        sock.shutdown(socket.SHUT_RDWR)  # as when the server ends it
+        assert isinstance(hs.resp, _LeanWatch)  # the stream is read off a lean connection
+        stream_socket(hs).shutdown(socket.SHUT_RDWR)  # as when the server ends it
         handed_out(c, ctl, "sb-2")  # the stream ends at once: this claim watches on its own
         assert seen.opened == 1 and len(seen.own) == 1 and not hs.open
         handed_out(c, ctl, "sb-3")  # and the next claim opens a new stream
@@ -494,7 +505,7 @@ def test_a_stream_the_server_ended_while_several_wait(
         bgs, claims = creates(c, ctl, 4)
         until(lambda: len(waiting(c, ns)) == 4, "the waits did not register")
         assert hs.resp is not None
-        hs.resp.extensions["network_stream"].get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+        stream_socket(hs).shutdown(socket.SHUT_RDWR)
         until(lambda: seen.opened == 2, "no follower reopened the stream")
         for i, cl in enumerate(claims):
             ctl.sandbox(f"sb-end-{i}", cl["metadata"]["uid"])

@@ -50,6 +50,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(out)
 
+    def do_GET(self) -> None:
+        """A scripted stream: the pieces in ``stream`` (raw bytes after the status line),
+        each flushed, then the connection held until ``hold`` (when ``stall``)."""
+        self.seen.append({"path": self.path, "headers": dict(self.headers), "port": self.client_address[1]})
+        self.wfile.write(b"HTTP/1.1 " + self.stream_status + b"\r\n")
+        for piece in self.stream:
+            self.wfile.write(piece)
+            self.wfile.flush()
+            threading.Event().wait(0.005)
+        if self.stall:
+            self.hold.wait(5)
+        self.close_connection = True
+
+    stream: ClassVar[list[bytes]] = []
+    stream_status: ClassVar[bytes] = b"200 OK"
+    stall: ClassVar[bool] = False
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
@@ -59,6 +76,7 @@ def server() -> Iterator[http.server.ThreadingHTTPServer]:
     Handler.seen.clear()
     Handler.hold.clear()
     Handler.drop = False
+    Handler.stream, Handler.stream_status, Handler.stall = [], b"200 OK", False
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
     t = threading.Thread(target=srv.serve_forever, daemon=True)
@@ -249,3 +267,96 @@ def test_a_proxy_leaves_it_to_httpx(
         monkeypatch.setenv(k, v)
     assert _fasthttp.proxied(server) is want
     assert _fasthttp.FastPool(KubeConfig(server=server, insecure=True), 1.0, "t").usable is not want
+
+
+CHUNKED = b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def test_stream_lines_across_chunks(server: http.server.ThreadingHTTPServer) -> None:
+    Handler.stream = [CHUNKED, chunk(b'{"a":1}\n{"b"'), chunk(b":2}\n"), chunk(b'{"c":3}\n{"d":4}'), b"0\r\n\r\n"]
+    fc = conn_for(server)
+    ls = fc.open_stream("/w?watch=1", 5.0)
+    assert ls is not None and ls.status_code == 200 and ls.content_type == "application/json"
+    assert list(ls.iter_lines()) == ['{"a":1}', '{"b":2}', '{"c":3}', '{"d":4}']
+    ls.close()
+    req = Handler.seen[0]
+    assert req["path"] == "/base/w?watch=1" and req["headers"]["User-Agent"] == "test-agent"
+    assert fc._open == 0  # a stream's connection is its own, not the pool's
+    fc.close()
+
+
+def test_stream_error_body(server: http.server.ThreadingHTTPServer) -> None:
+    body = b'{"kind":"Status","code":403}'
+    Handler.stream_status = b"403 Forbidden"
+    Handler.stream = [f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body]
+    fc = conn_for(server)
+    ls = fc.open_stream("/w", 5.0)
+    assert ls is not None and ls.status_code == 403 and ls.read() == body
+    ls.close()
+    fc.close()
+
+
+def test_stream_read_timeout_and_shutdown_end_the_lines_quietly(server: http.server.ThreadingHTTPServer) -> None:
+    Handler.stream, Handler.stall = [CHUNKED, chunk(b'{"a":1}\n')], True
+    fc = conn_for(server)
+    ls = fc.open_stream("/w", 0.3)
+    assert ls is not None
+    t0 = time.monotonic()
+    assert list(ls.iter_lines()) == ['{"a":1}']  # then nothing for 0.3 s
+    assert 0.25 <= time.monotonic() - t0 < 3
+    ls.close()
+    ls = fc.open_stream("/w", 30.0)
+    assert ls is not None
+    lines = ls.iter_lines()
+    assert next(lines) == '{"a":1}'
+    threading.Timer(0.1, ls.shutdown).start()  # another thread ends it: the blocked read returns
+    t0 = time.monotonic()
+    assert list(lines) == [] and time.monotonic() - t0 < 3
+    ls.close()
+    fc.close()
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [CHUNKED, chunk(b'{"a":1}\n'), b"5\r\n{"],  # dropped inside a chunk
+        [CHUNKED, b"zz\r\n"],  # a bad chunk size
+        [b"Content-Length: 40\r\n\r\n", b'{"a":1}\n'],  # dropped inside the length
+    ],
+)
+def test_stream_failures_raise(server: http.server.ThreadingHTTPServer, pieces: list[bytes]) -> None:
+    Handler.stream = pieces
+    fc = conn_for(server)
+    ls = fc.open_stream("/w", 5.0)
+    assert ls is not None
+    with pytest.raises((OSError, http.client.HTTPException)):
+        list(ls.iter_lines())
+    ls.close()
+    fc.close()
+
+
+def test_stream_line_is_bounded(server: http.server.ThreadingHTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_fasthttp, "MAX_LINE", 64)
+    Handler.stream, Handler.stall = [CHUNKED, chunk(b'{"a":1}\n'), chunk(b"x" * 40), chunk(b"y" * 40)], True
+    fc = conn_for(server)
+    ls = fc.open_stream("/w", 5.0)
+    assert ls is not None
+    got: list[str] = []
+    with pytest.raises(http.client.HTTPException, match="longer than 64"):
+        for line in ls.iter_lines():
+            got.append(line)
+    assert got == ['{"a":1}']
+    ls.close()
+    fc.close()
+
+
+def test_stream_left_to_httpx_when_unreachable_or_closed(server: http.server.ThreadingHTTPServer) -> None:
+    gone = _fasthttp.FastPool(KubeConfig(server="http://127.0.0.1:1"), 2.0, "t")
+    assert gone.open_stream("/w", 5.0) is None
+    fc = conn_for(server)
+    fc.close()
+    assert fc.open_stream("/w", 5.0) is None
