@@ -69,8 +69,59 @@ def auth_header(cfg: KubeConfig) -> str | None:
     return None
 
 
-class FastPool:
-    """Keep-alive HTTP/1.1 connections to cfg's API server, up to max_conns."""
+@dataclass(frozen=True)
+class Target:
+    """Where a lean connection goes: cfg.server's scheme, host, port and path prefix, and
+    whether a lean connection may go there at all (http or https, no proxy applies)."""
+
+    https: bool
+    host: str
+    port: int
+    prefix: str
+    usable: bool
+    host_header: str
+
+    @classmethod
+    def of(cls, server: str) -> Target:
+        u = urllib.parse.urlsplit(server)
+        https = u.scheme == "https"
+        host, default = u.hostname or "", 443 if https else 80
+        port = u.port or default
+        shown = f"[{host}]" if ":" in host else host
+        return cls(
+            https=https,
+            host=host,
+            port=port,
+            prefix=u.path.rstrip("/"),
+            usable=u.scheme in ("http", "https") and bool(host) and not proxied(server),
+            host_header=shown if port == default else f"{shown}:{port}",
+        )
+
+
+def take_lines(buf: bytearray, part: bytes) -> list[str]:
+    """Appends part to buf and takes the complete lines out of it, without their line
+    ends; what follows the last line end stays in buf."""
+    buf += part
+    end = buf.rfind(b"\n")
+    if end < 0:
+        return []
+    lines = buf[:end].decode().split("\n")
+    del buf[: end + 1]
+    return lines
+
+
+def shut_socket(sock: socket.socket | None) -> None:
+    """Shuts sock down for both directions: a read blocked on it returns."""
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: its reader is done
+
+
+class PoolBase:
+    """What both pools (this one and _fasthttp_async's) keep: where they connect, their
+    limits and counters."""
 
     def __init__(
         self,
@@ -80,23 +131,30 @@ class FastPool:
         ssl_context: ssl.SSLContext | None = None,
         max_conns: int = DEFAULT_MAX_CONNS,
     ) -> None:
-        u = urllib.parse.urlsplit(cfg.server)
         self._cfg = cfg
-        self._https = u.scheme == "https"
-        self._host = u.hostname or ""
-        self._port = u.port or (443 if self._https else 80)
-        self._prefix = u.path.rstrip("/")
+        self._to = Target.of(cfg.server)
         self._timeout = timeout
         self._ua = user_agent
-        self._ssl = ssl_context
+        self._ssl = ssl_context  # made from cfg at the first connection when None
         self._max = max_conns
-        self._cond = threading.Condition()  # guards what follows; notified when one is put back
-        self._idle: list[http.client.HTTPConnection] = []
         self._open = 0  # connections open or being opened, idle or in use
         self._closed = False
         self.sent = 0  # requests answered
         self.connects = 0  # connections made
-        self.usable = u.scheme in ("http", "https") and bool(self._host) and not proxied(cfg.server)
+        self.usable = self._to.usable
+        self._setup()
+
+    def _setup(self) -> None:
+        """The subclass's own state (called at the end of __init__)."""
+
+
+class FastPool(PoolBase):
+    """Keep-alive HTTP/1.1 connections to cfg's API server, up to max_conns (arguments:
+    PoolBase)."""
+
+    def _setup(self) -> None:
+        self._cond = threading.Condition()  # guards the state; notified when one is put back
+        self._idle: list[http.client.HTTPConnection] = []
 
     def try_request(self, method: str, path: str, body: bytes, content_type: str) -> Answer | None:
         """Sends one request and reads its whole answer; None when it was not sent: the
@@ -137,12 +195,12 @@ class FastPool:
         conn = self._connect()
         if conn is None:
             return None
-        headers = {"Host": self._host_header(), "Accept": "application/json", "User-Agent": self._ua}
+        headers = {"Host": self._to.host_header, "Accept": "application/json", "User-Agent": self._ua}
         auth = auth_header(self._cfg)
         if auth:
             headers["Authorization"] = auth
         try:
-            conn.request("GET", self._prefix + path, headers=headers)
+            conn.request("GET", self._to.prefix + path, headers=headers)
             if conn.sock is not None:
                 conn.sock.settimeout(read_timeout)
             resp = conn.getresponse()
@@ -197,7 +255,7 @@ class FastPool:
     ) -> tuple[Answer, bool]:
         """The answer, and whether the connection may carry another request."""
         headers = {
-            "Host": self._host_header(),
+            "Host": self._to.host_header,
             "Accept": "application/json",
             "Content-Type": ctype,
             "User-Agent": self._ua,
@@ -205,7 +263,7 @@ class FastPool:
         auth = auth_header(self._cfg)  # KubeConfig is thread-safe
         if auth:
             headers["Authorization"] = auth
-        conn.request(method, self._prefix + path, body=body, headers=headers)
+        conn.request(method, self._to.prefix + path, body=body, headers=headers)
         resp = conn.getresponse()
         data = resp.read(MAX_BODY + 1)
         if len(data) > MAX_BODY:
@@ -217,12 +275,13 @@ class FastPool:
     def _connect(self) -> http.client.HTTPConnection | None:
         """A new connection; None when connecting failed."""
         conn: http.client.HTTPConnection
-        if self._https:
+        to = self._to
+        if to.https:
             if self._ssl is None:
                 self._ssl = self._cfg.ssl_context()
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl)
+            conn = http.client.HTTPSConnection(to.host, to.port, timeout=self._timeout, context=self._ssl)
         else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            conn = http.client.HTTPConnection(to.host, to.port, timeout=self._timeout)
         try:
             conn.connect()
         except OSError:
@@ -231,11 +290,6 @@ class FastPool:
         with self._cond:
             self.connects += 1
         return conn
-
-    def _host_header(self) -> str:
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        default = 443 if self._https else 80
-        return host if self._port == default else f"{host}:{self._port}"
 
 
 class LineResponse:
@@ -276,12 +330,7 @@ class LineResponse:
                 if self._resp.length and not self._shut:  # http.client does not tell
                     raise http.client.IncompleteRead(bytes(buf), self._resp.length)
                 break
-            buf += part
-            start = 0
-            while (i := buf.find(b"\n", start)) >= 0:
-                yield buf[start:i].decode()
-                start = i + 1
-            del buf[:start]
+            yield from take_lines(buf, part)
             if len(buf) > MAX_LINE:
                 raise http.client.HTTPException(f"a line longer than {MAX_LINE} bytes")
         if buf and not self._shut:
@@ -289,12 +338,7 @@ class LineResponse:
 
     def shutdown(self) -> None:
         self._shut = True
-        sock = self._conn.sock
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed: the watch is over
+        shut_socket(self._conn.sock)
 
     def close(self) -> None:
         self._resp.close()

@@ -20,15 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-import urllib.parse
 from collections.abc import AsyncGenerator
 
-from ._fasthttp import MAX_BODY, Answer, auth_header, proxied
-from ._kubeconfig import KubeConfig
+from ._fasthttp import MAX_BODY, MAX_LINE, Answer, PoolBase, auth_header, take_lines
 
 MAX_HEAD_LINES = 128  # status line and header lines of one answer
 MAX_HEAD_LINE = 16 << 10  # bytes in one of them (the stream's own limit, below)
-MAX_LINE = 4 << 20  # one line of a streamed answer (a watch event: one object)
 # Connections per pool. 40 claims at once on one client, against the bench's API server
 # (client CPU, API server + etcd CPU per claim, wall time of the 40): 8 connections
 # 1.06 / 3.37 ms, 110 ms; 50 connections 3.26 / 5.00 ms, 273 ms; httpx 5.83 / 4.88 ms,
@@ -58,34 +55,13 @@ class _Conn:
             self.writer.close()
 
 
-class AsyncFastPool:
-    """Keep-alive connections to cfg's API server for one event loop."""
+class AsyncFastPool(PoolBase):
+    """Keep-alive connections to cfg's API server for one event loop (arguments:
+    PoolBase)."""
 
-    def __init__(
-        self,
-        cfg: KubeConfig,
-        timeout: float,
-        user_agent: str,
-        ssl_context: ssl.SSLContext | None = None,
-        max_conns: int = DEFAULT_MAX_CONNS,
-    ) -> None:
-        u = urllib.parse.urlsplit(cfg.server)
-        self._cfg = cfg
-        self._https = u.scheme == "https"
-        self._host = u.hostname or ""
-        self._port = u.port or (443 if self._https else 80)
-        self._prefix = u.path.rstrip("/")
-        self._timeout = timeout
-        self._ua = user_agent
-        self._ssl = ssl_context
-        self._max = max_conns
+    def _setup(self) -> None:
         self._idle: list[_Conn] = []
         self._waiting: list[asyncio.Future[None]] = []  # requests waiting for a connection
-        self._open = 0  # connections open or being opened, idle or in use
-        self._closed = False
-        self.sent = 0  # requests answered
-        self.connects = 0  # connections made
-        self.usable = u.scheme in ("http", "https") and bool(self._host) and not proxied(cfg.server)
 
     async def try_request(self, method: str, path: str, body: bytes, content_type: str) -> Answer | None:
         """Sends one request and reads its whole answer; None when it was not sent: the
@@ -204,14 +180,15 @@ class AsyncFastPool:
                 return
 
     async def _connect(self) -> _Conn:
-        if self._https:
+        to = self._to
+        if to.https:
             if self._ssl is None:
                 self._ssl = self._cfg.ssl_context()
             r, w = await asyncio.open_connection(
-                self._host, self._port, ssl=self._ssl, server_hostname=self._host, limit=MAX_HEAD_LINE
+                to.host, to.port, ssl=self._ssl, server_hostname=to.host, limit=MAX_HEAD_LINE
             )
         else:
-            r, w = await asyncio.open_connection(self._host, self._port, limit=MAX_HEAD_LINE)
+            r, w = await asyncio.open_connection(to.host, to.port, limit=MAX_HEAD_LINE)
         return _Conn(r, w)
 
     async def _exchange(self, c: _Conn, method: str, path: str, body: bytes, ctype: str) -> tuple[Answer, bool]:
@@ -224,7 +201,11 @@ class AsyncFastPool:
 
     def _head(self, method: str, path: str, length: int, ctype: str) -> bytes:
         """The request's head; length < 0: no body (and no Content-Type)."""
-        lines = [f"{method} {self._prefix}{path} HTTP/1.1", f"Host: {self._host_header()}", "Accept: application/json"]
+        lines = [
+            f"{method} {self._to.prefix}{path} HTTP/1.1",
+            f"Host: {self._to.host_header}",
+            "Accept: application/json",
+        ]
         if length >= 0:
             lines += [f"Content-Type: {ctype}", f"Content-Length: {length}"]
         lines.append(f"User-Agent: {self._ua}")
@@ -235,11 +216,6 @@ class AsyncFastPool:
             if "\r" in ln or "\n" in ln:
                 raise ValueError("a request line or header holds a line break")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-    def _host_header(self) -> str:
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        default = 443 if self._https else 80
-        return host if self._port == default else f"{host}:{self._port}"
 
 
 class LineStream:
@@ -274,12 +250,8 @@ class LineStream:
         buf = bytearray()
         try:
             async for part in self._parts():
-                buf += part
-                start = 0
-                while (i := buf.find(b"\n", start)) >= 0:
-                    yield buf[start:i].decode()
-                    start = i + 1
-                del buf[:start]
+                for line in take_lines(buf, part):
+                    yield line
                 if len(buf) > MAX_LINE:
                     raise ProtocolError(f"a line longer than {MAX_LINE} bytes")
         except (OSError, ProtocolError, asyncio.IncompleteReadError) as e:

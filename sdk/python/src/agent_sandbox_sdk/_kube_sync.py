@@ -7,7 +7,6 @@ from __future__ import annotations
 import heapq
 import http.client
 import json
-import socket
 import threading
 import time
 import urllib.parse
@@ -44,12 +43,7 @@ class _HttpxWatch:
 
     def shutdown(self) -> None:
         stream = self.resp.extensions.get("network_stream")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed: the watch is over
+        _fasthttp.shut_socket(stream.get_extra_info("socket") if stream is not None else None)
 
     def close(self) -> None:
         self.resp.close()
