@@ -232,11 +232,14 @@ class FastPool(PoolBase):
                 if left <= 0:
                     return None
                 self._cond.wait(left)
-        conn = self._connect()
-        if conn is None:
-            with self._cond:
-                self._open -= 1
-                self._cond.notify()
+        conn = None
+        try:
+            conn = self._connect()
+        finally:
+            if conn is None:  # failed (or raised): the slot is free again
+                with self._cond:
+                    self._open -= 1
+                    self._cond.notify()
         return conn
 
     def _put(self, conn: http.client.HTTPConnection, keep: bool) -> None:

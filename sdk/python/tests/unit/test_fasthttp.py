@@ -360,3 +360,12 @@ def test_stream_left_to_httpx_when_unreachable_or_closed(server: http.server.Thr
     fc = conn_for(server)
     fc.close()
     assert fc.open_stream("/w", 5.0) is None
+
+
+def test_a_connection_that_cannot_be_set_up_frees_its_slot(tmp_path: Path) -> None:
+    cfg = KubeConfig(server="https://127.0.0.1:1", ca_file=str(tmp_path / "missing-ca.crt"))
+    fc = _fasthttp.FastPool(cfg, 2.0, "t", max_conns=1)
+    for _ in range(2):  # the one slot is free again after each failure
+        with pytest.raises(OSError):
+            fc.try_request("POST", "/a", b"{}", "application/json")
+        assert fc._open == 0
