@@ -11,6 +11,7 @@ import json
 import re
 import secrets
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -916,6 +917,19 @@ def api_result(resp: httpx.Response, what: str) -> dict[str, Any]:
     if resp.status_code >= 400:
         raise api_error(resp, what)
     return dict(resp.json())
+
+
+def lean_request(c: ApiCall) -> tuple[str, bytes, str] | None:
+    """c as a lean connection sends it (_fasthttp, _fasthttp_async): the path with its
+    query, the body and its Content-Type; None for a call only httpx can make (one with
+    arguments other than params, a JSON body and a Content-Type)."""
+    kw = c.kw
+    headers = kw.get("headers") or {}
+    if set(kw) - {"params", "json", "headers"} or set(headers) - {"Content-Type"}:
+        return None
+    url = c.url + ("?" + urllib.parse.urlencode(kw["params"]) if kw.get("params") else "")
+    body = json.dumps(kw["json"], separators=(",", ":")).encode() if "json" in kw else b""
+    return url, body, headers.get("Content-Type", "application/json")
 
 
 def fast_result(status: int, content_type: str, body: bytes, what: str) -> dict[str, Any]:

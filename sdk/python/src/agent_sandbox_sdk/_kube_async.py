@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 import urllib.parse
 from collections.abc import AsyncGenerator
@@ -90,6 +89,17 @@ class AsyncKubeClient:
         await self.http.aclose()
 
     async def _call(self, c: _k8s.ApiCall) -> dict[str, Any]:
+        """Makes API call c: on a lean pooled connection (_fasthttp_async: claims' POSTs
+        are on the warm path, often many at once) when one comes free in time, else
+        through httpx."""
+        lean = _k8s.lean_request(c)
+        if lean is not None:
+            try:
+                a = await self._fast.try_request(c.method, *lean)
+            except (OSError, asyncio.TimeoutError, _fasthttp_async.ProtocolError) as e:
+                raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
+            if a is not None:
+                return _k8s.fast_result(a.status, a.content_type, a.body, c.what)
         with _k8s.reaching(c.what, self.cfg.server):
             resp = await self.http.request(c.method, c.url, **c.kw)
         return _k8s.api_result(resp, c.what)
@@ -101,18 +111,7 @@ class AsyncKubeClient:
         return await self._call(_k8s.list_call(resource, ns, label_selector))
 
     async def create(self, resource: str, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POSTs body: on a lean pooled connection (_fasthttp_async: claims' POSTs are on
-        the warm path, often many at once) when one is free or can be opened, else
-        through httpx."""
-        c = _k8s.create_call(resource, ns, body)
-        data = json.dumps(body, separators=(",", ":")).encode()
-        try:
-            a = await self._fast.try_request("POST", c.url, data, "application/json")
-        except (OSError, asyncio.TimeoutError, _fasthttp_async.ProtocolError) as e:
-            raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
-        if a is None:
-            return await self._call(c)
-        return _k8s.fast_result(a.status, a.content_type, a.body, c.what)
+        return await self._call(_k8s.create_call(resource, ns, body))
 
     async def patch(self, resource: str, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return await self._call(_k8s.patch_call(resource, ns, name, patch))

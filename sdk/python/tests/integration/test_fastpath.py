@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_sandbox_sdk import AuthError, RequestError, SandboxConnectionError
+from agent_sandbox_sdk import AuthError, NotFoundError, RequestError, SandboxConnectionError
 from agent_sandbox_sdk._kube_async import AsyncKubeClient
 from agent_sandbox_sdk._kube_sync import KubeClient
 from agent_sandbox_sdk._kubeconfig import KubeConfig, load_kubeconfig
@@ -155,5 +155,46 @@ async def test_async_no_server_is_a_connection_error() -> None:
         with pytest.raises(SandboxConnectionError):
             await kube.create("sandboxclaims", "default", claim("x"))
         assert kube._fast.connects == 0
+    finally:
+        await kube.aclose()
+
+
+def test_every_small_call_is_lean(bare_server: BareServer, ns: str) -> None:
+    """GET, a LIST with a label selector, a merge PATCH and DELETEs go out on the pool too,
+    and answer as through httpx (a 404 mapped, a deleted object gone)."""
+    kube = KubeClient(bare_server.cfg)
+    try:
+        kube.create("sandboxclaims", ns, claim("c1"))
+        other = claim("c2")
+        other["metadata"]["labels"] = {"fast": "0"}
+        kube.create("sandboxclaims", ns, other)
+        assert kube.get("sandboxclaims", ns, "c1")["metadata"]["name"] == "c1"
+        assert [c["metadata"]["name"] for c in kube.list("sandboxclaims", ns, "fast=1")["items"]] == ["c1"]
+        patched = kube.patch("sandboxclaims", ns, "c1", {"metadata": {"labels": {"x": "y.z"}}})
+        assert patched["metadata"]["labels"] == {"fast": "1", "x": "y.z"}
+        assert kube.delete("sandboxclaims", ns, "c1") is True
+        assert kube.delete("sandboxclaims", ns, "c1") is False
+        with pytest.raises(NotFoundError):
+            kube.get("sandboxclaims", ns, "c1")
+        assert kube._fast.sent == 8 and kube._fast.connects == 1
+        kube._fast.usable = False  # the same calls through httpx agree
+        assert [c["metadata"]["name"] for c in kube.list("sandboxclaims", ns, "fast=0")["items"]] == ["c2"]
+    finally:
+        kube.close()
+
+
+async def test_async_every_small_call_is_lean(bare_server: BareServer, ns: str) -> None:
+    kube = AsyncKubeClient(bare_server.cfg)
+    try:
+        await kube.create("sandboxclaims", ns, claim("a1"))
+        assert (await kube.get("sandboxclaims", ns, "a1"))["metadata"]["name"] == "a1"
+        assert [c["metadata"]["name"] for c in (await kube.list("sandboxclaims", ns, "fast=1"))["items"]] == ["a1"]
+        patched = await kube.patch("sandboxclaims", ns, "a1", {"metadata": {"labels": {"x": "y"}}})
+        assert patched["metadata"]["labels"] == {"fast": "1", "x": "y"}
+        assert await kube.delete("sandboxclaims", ns, "a1") is True
+        assert await kube.delete("sandboxclaims", ns, "a1") is False
+        with pytest.raises(NotFoundError):
+            await kube.get("sandboxclaims", ns, "a1")
+        assert kube._fast.sent == 7 and kube._fast.connects == 1
     finally:
         await kube.aclose()

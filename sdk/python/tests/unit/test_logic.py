@@ -420,3 +420,38 @@ async def test_async_stream_take_hands_out_or_keeps() -> None:
     assert hs.waiters["late"] == [late]
     hs.fail(SandboxError("refused"))
     assert isinstance(late.exception(), SandboxError) and not gone.done() and not hs.waiters
+
+
+@pytest.mark.parametrize(
+    ("call", "want"),
+    [
+        (
+            _k8s.get_call("sandboxes", "ns", "a"),
+            ("/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a", b"", "application/json"),
+        ),
+        (
+            _k8s.list_call("sandboxclaims", "ns", "k=v/w"),
+            (
+                "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims?labelSelector=k%3Dv%2Fw",
+                b"",
+                "application/json",
+            ),
+        ),
+        (
+            _k8s.patch_call("sandboxes", "ns", "a", {"x": 1}),
+            ("/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a", b'{"x":1}', _k8s.MERGE_PATCH),
+        ),
+        (
+            _k8s.delete_call("sandboxes", "ns", "a"),
+            (
+                "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a",
+                b'{"propagationPolicy":"Background"}',
+                "application/json",
+            ),
+        ),
+        (_k8s.watch_call("sandboxes", "ns", "a", "1", 5.0), None),  # its timeout: httpx's
+        (_k8s.ApiCall("GET", "/x", "x", {"headers": {"Accept": "text/plain"}}), None),
+    ],
+)
+def test_lean_request(call: _k8s.ApiCall, want: tuple[str, bytes, str] | None) -> None:
+    assert _k8s.lean_request(call) == want
