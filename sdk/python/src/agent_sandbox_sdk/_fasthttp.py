@@ -30,8 +30,11 @@ from dataclasses import dataclass
 
 from ._kubeconfig import KubeConfig
 
-# Bodies larger than this are left to httpx (and so is any answer larger than this).
+# Request bodies larger than this are left to httpx.
 MAX_BODY = 1 << 20
+# An answer larger than this fails (a lean connection carries calls whose answer is one
+# object, and etcd stores none over 1.5 MiB; LISTs go through httpx).
+MAX_ANSWER = 4 << 20
 MAX_LINE = 4 << 20  # one line of a streamed answer (a watch event: one object)
 # Connections per pool: threads' claims at once share them (a request past them waits for
 # one), as the async client's do (_fasthttp_async, where 8 is measured).
@@ -268,9 +271,9 @@ class FastPool(PoolBase):
             headers["Authorization"] = auth
         conn.request(method, self._to.prefix + path, body=body, headers=headers)
         resp = conn.getresponse()
-        data = resp.read(MAX_BODY + 1)
-        if len(data) > MAX_BODY:
-            raise http.client.HTTPException(f"answer larger than {MAX_BODY} bytes")
+        data = resp.read(MAX_ANSWER + 1)
+        if len(data) > MAX_ANSWER:
+            raise http.client.HTTPException(f"answer larger than {MAX_ANSWER} bytes")
         with self._cond:
             self.sent += 1
         return Answer(resp.status, resp.getheader("Content-Type") or "", data), not resp.will_close
@@ -308,10 +311,10 @@ class LineResponse:
         self.content_type = resp.getheader("Content-Type") or ""
 
     def read(self) -> bytes:
-        """The whole body (at most MAX_BODY bytes), for an error's status."""
-        data = self._resp.read(MAX_BODY + 1)
-        if len(data) > MAX_BODY:
-            raise http.client.HTTPException(f"answer larger than {MAX_BODY} bytes")
+        """The whole body (at most MAX_ANSWER bytes), for an error's status."""
+        data = self._resp.read(MAX_ANSWER + 1)
+        if len(data) > MAX_ANSWER:
+            raise http.client.HTTPException(f"answer larger than {MAX_ANSWER} bytes")
         return data
 
     def iter_lines(self) -> Iterator[str]:

@@ -8,7 +8,7 @@ server and the controller serving it, so the claims' POSTs go through a small po
 asyncio stream connections instead: each request takes an idle connection or opens one
 (up to ``max_conns``; past that it waits for one to come free, at most the pool's
 timeout), writes the request and reads the whole answer (Content-Length, chunked or up
-to EOF, bounded by MAX_BODY). Everything else, and a POST whenever the pool is closed,
+to EOF, bounded by MAX_ANSWER). Everything else, and a POST whenever the pool is closed,
 cannot connect, has no connection free in time or a proxy applies, goes through httpx.
 
 Not thread-safe: one event loop uses a pool (as it uses one httpx.AsyncClient). Owns its
@@ -22,7 +22,7 @@ import contextlib
 import ssl
 from collections.abc import AsyncGenerator
 
-from ._fasthttp import MAX_BODY, MAX_LINE, Answer, PoolBase, auth_header, take_lines
+from ._fasthttp import MAX_ANSWER, MAX_BODY, MAX_LINE, Answer, PoolBase, auth_header, take_lines
 
 MAX_HEAD_LINES = 128  # status line and header lines of one answer
 MAX_HEAD_LINE = 16 << 10  # bytes in one of them (the stream's own limit, below)
@@ -233,13 +233,13 @@ class LineStream:
         return self.headers.get("content-type", "")
 
     async def body(self) -> bytes:
-        """The whole body (at most MAX_BODY bytes), for an error's status."""
+        """The whole body (at most MAX_ANSWER bytes), for an error's status."""
         parts: list[bytes] = []
         total = 0
         async for part in self._parts():
             total += len(part)
-            if total > MAX_BODY:
-                raise ProtocolError(f"answer larger than {MAX_BODY} bytes")
+            if total > MAX_ANSWER:
+                raise ProtocolError(f"answer larger than {MAX_ANSWER} bytes")
             parts.append(part)
         return b"".join(parts)
 
@@ -311,7 +311,7 @@ async def _read_final_head(reader: asyncio.StreamReader) -> tuple[int, str, dict
 async def read_answer(reader: asyncio.StreamReader, method: str = "POST") -> tuple[Answer, bool]:
     """Reads one HTTP/1.1 answer (informational ones skipped): the answer and whether
     the connection may carry another request. Bounded: MAX_HEAD_LINES lines of head,
-    MAX_BODY bytes of body."""
+    MAX_ANSWER bytes of body."""
     status, version, headers = await _read_final_head(reader)
     conn_hdr = headers.get("connection", "").lower()
     keep = (version == "HTTP/1.1" and "close" not in conn_hdr) or (version == "HTTP/1.0" and "keep-alive" in conn_hdr)
@@ -326,14 +326,14 @@ async def read_answer(reader: asyncio.StreamReader, method: str = "POST") -> tup
         n = _content_length(headers["content-length"])
         body = await reader.readexactly(n)
     else:
-        body = await reader.read(MAX_BODY + 1)
-        while len(body) <= MAX_BODY:
-            more = await reader.read(MAX_BODY + 1 - len(body))
+        body = await reader.read(MAX_ANSWER + 1)
+        while len(body) <= MAX_ANSWER:
+            more = await reader.read(MAX_ANSWER + 1 - len(body))
             if not more:
                 break
             body += more
-        if len(body) > MAX_BODY:
-            raise ProtocolError(f"answer larger than {MAX_BODY} bytes")
+        if len(body) > MAX_ANSWER:
+            raise ProtocolError(f"answer larger than {MAX_ANSWER} bytes")
         keep = False
     return Answer(status, headers.get("content-type", ""), body), keep
 
@@ -375,8 +375,8 @@ def _content_length(v: str) -> int:
     if not v.isdigit():
         raise ProtocolError(f"bad Content-Length {v!r}")
     n = int(v)
-    if n > MAX_BODY:
-        raise ProtocolError(f"answer larger than {MAX_BODY} bytes")
+    if n > MAX_ANSWER:
+        raise ProtocolError(f"answer larger than {MAX_ANSWER} bytes")
     return n
 
 
@@ -385,8 +385,8 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
     total = 0
     while (size := await _chunk_size(reader)) > 0:
         total += size
-        if total > MAX_BODY:
-            raise ProtocolError(f"answer larger than {MAX_BODY} bytes")
+        if total > MAX_ANSWER:
+            raise ProtocolError(f"answer larger than {MAX_ANSWER} bytes")
         parts.append(await reader.readexactly(size))
         if await _read_line(reader):
             raise ProtocolError("a chunk without its line end")

@@ -845,6 +845,7 @@ class ApiCall:
     url: str
     what: str
     kw: dict[str, Any]
+    one_object: bool = True  # its answer is one object (a lean connection may carry it)
 
 
 def client_options(cfg: KubeConfig, timeout: float) -> dict[str, Any]:
@@ -865,7 +866,7 @@ def get_call(resource: str, ns: str, name: str) -> ApiCall:
 
 def list_call(resource: str, ns: str, label_selector: str | None) -> ApiCall:
     params = {"labelSelector": label_selector} if label_selector else {}
-    return ApiCall("GET", path(resource, ns), f"list {resource} in {ns}", {"params": params})
+    return ApiCall("GET", path(resource, ns), f"list {resource} in {ns}", {"params": params}, one_object=False)
 
 
 def create_call(resource: str, ns: str, body: dict[str, Any]) -> ApiCall:
@@ -921,11 +922,12 @@ def api_result(resp: httpx.Response, what: str) -> dict[str, Any]:
 
 def lean_request(c: ApiCall) -> tuple[str, bytes, str] | None:
     """c as a lean connection sends it (_fasthttp, _fasthttp_async): the path with its
-    query, the body and its Content-Type; None for a call only httpx can make (one with
-    arguments other than params, a JSON body and a Content-Type)."""
+    query, the body and its Content-Type; None for a call httpx makes: a LIST (its answer
+    may be large, and httpx asks for it compressed) or one with arguments other than
+    params, a JSON body and a Content-Type."""
     kw = c.kw
     headers = kw.get("headers") or {}
-    if set(kw) - {"params", "json", "headers"} or set(headers) - {"Content-Type"}:
+    if not c.one_object or set(kw) - {"params", "json", "headers"} or set(headers) - {"Content-Type"}:
         return None
     url = c.url + ("?" + urllib.parse.urlencode(kw["params"]) if kw.get("params") else "")
     body = json.dumps(kw["json"], separators=(",", ":")).encode() if "json" in kw else b""

@@ -23,7 +23,7 @@ from agent_sandbox_sdk._kubeconfig import KubeConfig
 class Handler(http.server.BaseHTTPRequestHandler):
     """Records each request (under the server prefix /base) and answers {"ok":true}: 201,
     /fail 409; /close closes the connection after its answer; /big answers more than
-    MAX_BODY; /hold waits for the test's event before answering."""
+    MAX_ANSWER; /hold waits for the test's event before answering."""
 
     protocol_version = "HTTP/1.1"
     seen: ClassVar[list[dict[str, Any]]] = []
@@ -40,7 +40,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         if what == "/hold":
             self.hold.wait(5)
-        out = b"x" * (_fasthttp.MAX_BODY + 1) if what == "/big" else b'{"ok":true}'
+        out = b"x" * (_fasthttp.MAX_ANSWER + 1) if what == "/big" else b'{"ok":true}'
+        out = b"m" * (2 << 20) if what == "/mid" else out
         self.send_response(409 if what == "/fail" else 201)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
@@ -196,6 +197,15 @@ def test_close_while_a_request_runs(server: http.server.ThreadingHTTPServer) -> 
         t.join(5)
     assert got and got[0] is not None and got[0].status == 201  # the request in flight finishes
     assert fc._open == 0 and not fc._idle  # and its connection is closed, not kept
+
+
+def test_an_object_over_a_request_body_s_bound_is_an_answer(server: http.server.ThreadingHTTPServer) -> None:
+    """A GET of one large object (2 MiB; etcd keeps up to 1.5 MiB, JSON adds to it) is
+    read whole: the answer's bound is MAX_ANSWER, not the request's MAX_BODY."""
+    fc = conn_for(server)
+    a = fc.try_request("POST", "/mid", b"{}", "application/json")
+    assert a is not None and a.status == 201 and len(a.body) == 2 << 20
+    fc.close()
 
 
 def test_oversized_answer_fails_and_drops_the_connection(server: http.server.ThreadingHTTPServer) -> None:

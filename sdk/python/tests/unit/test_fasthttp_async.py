@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agent_sandbox_sdk import _fasthttp_async
-from agent_sandbox_sdk._fasthttp import MAX_BODY, Answer
+from agent_sandbox_sdk._fasthttp import MAX_ANSWER, MAX_BODY, Answer
 from agent_sandbox_sdk._kubeconfig import KubeConfig
 
 OK = b'{"ok":true}'
@@ -254,8 +254,8 @@ async def test_connection_close_and_a_server_close_while_idle(server: Server) ->
         b"HTTP/1.1 201 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}xx0\r\n\r\n",
         b"HTTP/1.1 201 OK\r\n" + b"X: y\r\n" * (_fasthttp_async.MAX_HEAD_LINES + 1) + b"\r\n",
         b"HTTP/1.1 201 OK\r\nX: " + b"y" * (_fasthttp_async.MAX_HEAD_LINE + 1) + b"\r\n\r\n",
-        f"HTTP/1.1 201 OK\r\nContent-Length: {MAX_BODY + 1}\r\n\r\n".encode(),
-        b"HTTP/1.1 201 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + f"{MAX_BODY + 1:x}\r\n".encode(),
+        f"HTTP/1.1 201 OK\r\nContent-Length: {MAX_ANSWER + 1}\r\n\r\n".encode(),
+        b"HTTP/1.1 201 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + f"{MAX_ANSWER + 1:x}\r\n".encode(),
     ],
 )
 async def test_bad_answers_fail_and_drop_the_connection(server: Server, answer: bytes) -> None:
@@ -271,7 +271,7 @@ async def test_bad_answers_fail_and_drop_the_connection(server: Server, answer: 
 
 
 async def test_an_answer_to_eof_over_the_bound_fails(server: Server) -> None:
-    server.answers["/big"] = b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * (MAX_BODY + 1)
+    server.answers["/big"] = b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * (MAX_ANSWER + 1)
     server.close_after.add("/big")
     p = pool_for(server)
     with pytest.raises(_fasthttp_async.ProtocolError, match="larger than"):
