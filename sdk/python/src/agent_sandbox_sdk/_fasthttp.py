@@ -1,14 +1,14 @@
-"""Lean HTTP/1.1 connections for the sync client's small, latency-critical API calls
-(the claim's POST on the warm path).
+"""Lean HTTP/1.1 connections for the sync client's API calls: the single-object ones
+(GET, POST, merge PATCH, DELETE; the claim's POST is on the warm path) and its watches.
 
 httpx spends about 1 ms of CPU per request above what the standard library's
 http.client does with the same TLS context (request and response models, header
 validation, the auth and redirect layers). On a small node that CPU competes with the
-API server and the controller while they serve the claim, so the claim's own POST goes
-through a small pool of keep-alive ``http.client`` connections instead (up to
-``max_conns``; a request past them waits for one to come free, at most the timeout);
-every other call, and this one whenever no connection comes free in time, none can be
-made or a proxy applies, goes through httpx.
+API server and the controller while they serve the claim, so those calls go through a
+small pool of keep-alive ``http.client`` connections instead (up to ``max_conns``; a
+request past them waits for one to come free, at most the timeout), and each watch
+through a connection of its own (``open_stream``). LISTs, and any call when no
+connection comes free in time, none can be made or a proxy applies, go through httpx.
 
 Thread-safe: one request at a time per connection; threads share the pool. Owns its
 sockets; ``close`` releases them.

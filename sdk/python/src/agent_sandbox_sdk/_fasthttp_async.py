@@ -1,15 +1,16 @@
-"""Lean keep-alive HTTP/1.1 connections for the async client's claim POSTs (the twin of
-_fasthttp for asyncio).
+"""Lean keep-alive HTTP/1.1 connections for the async client's API calls (the twin of
+_fasthttp for asyncio): the single-object ones, claims' POSTs among them, and watches.
 
 httpx's async stack spends about as much CPU per request as its sync one above a plain
 stream (request and response models, header validation, the auth, redirect and cookie
 passes, anyio). A burst of claims from one client runs on the same cores as the API
-server and the controller serving it, so the claims' POSTs go through a small pool of
+server and the controller serving it, so those calls go through a small pool of
 asyncio stream connections instead: each request takes an idle connection or opens one
 (up to ``max_conns``; past that it waits for one to come free, at most the pool's
 timeout), writes the request and reads the whole answer (Content-Length, chunked or up
-to EOF, bounded by MAX_ANSWER). Everything else, and a POST whenever the pool is closed,
-cannot connect, has no connection free in time or a proxy applies, goes through httpx.
+to EOF, bounded by MAX_ANSWER). A watch gets a connection of its own (``open_stream``).
+LISTs, and any call when the pool is closed, cannot connect, has no connection free in
+time or a proxy applies, go through httpx.
 
 Not thread-safe: one event loop uses a pool (as it uses one httpx.AsyncClient). Owns its
 connections; ``aclose`` releases them.

@@ -1,4 +1,6 @@
-"""A minimal asynchronous Kubernetes API client over httpx (the twin of _kube_sync)."""
+"""A minimal asynchronous Kubernetes API client (the twin of _kube_sync): lean asyncio
+connections (_fasthttp_async) for its single-object calls and watches, httpx for LISTs
+and as the fallback."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""A minimal synchronous Kubernetes API client over httpx, and lean http.client
-connections for the claim's POST (_fasthttp) (only the calls the SDK needs; requests, errors
-and watch decisions are _k8s's)."""
+"""A minimal synchronous Kubernetes API client: lean http.client connections (_fasthttp)
+for its single-object calls and watches, httpx for LISTs and as the fallback (only the
+calls the SDK needs; requests, errors and watch decisions are _k8s's)."""
 
 from __future__ import annotations
 
