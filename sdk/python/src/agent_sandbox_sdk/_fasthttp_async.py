@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
 from collections.abc import AsyncGenerator
 
 from ._fasthttp import MAX_ANSWER, MAX_BODY, MAX_LINE, Answer, PoolBase, auth_header, take_lines
@@ -67,9 +66,10 @@ class AsyncFastPool(PoolBase):
     async def try_request(self, method: str, path: str, body: bytes, content_type: str) -> Answer | None:
         """Sends one request and reads its whole answer; None when it was not sent: the
         pool is closed, the body is too large, no connection could be made (the caller
-        then uses httpx, which retries connecting) or none came free within the timeout. Raises OSError,
-        asyncio.TimeoutError or ProtocolError when the request failed once sent (its
-        connection is then closed); a cancelled request closes its connection too."""
+        then uses httpx, which retries connecting) or none came free within the timeout.
+        Raises OSError, asyncio.TimeoutError or ProtocolError when the request failed
+        once sent (its connection is then closed); a cancelled request closes its
+        connection too."""
         if not self.usable or self._closed or len(body) > MAX_BODY:
             return None
         conn = await self._take()
@@ -149,11 +149,11 @@ class AsyncFastPool(PoolBase):
         self._open += 1
         try:
             c = await asyncio.wait_for(self._connect(), self._timeout)
-        except (OSError, asyncio.TimeoutError, ssl.SSLError):
+        except BaseException as e:
             self._open -= 1
-            return None
-        except BaseException:
-            self._open -= 1
+            self._wake()  # the slot is free again: a waiting request may try it
+            if isinstance(e, (OSError, asyncio.TimeoutError)):
+                return None
             raise
         self.connects += 1
         return c

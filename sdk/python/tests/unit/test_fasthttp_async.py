@@ -453,3 +453,13 @@ async def test_stream_left_to_httpx_when_unreachable_or_closed(server: Server) -
     p = pool_for(server)
     await p.aclose()
     assert await p.open_stream("/w", 5.0) is None
+
+
+async def test_a_failed_connect_wakes_a_waiting_request() -> None:
+    """Two at once on a pool of one with nothing listening: the second waits for the
+    first's connection; when that fails it tries at once, not after the timeout."""
+    p = _fasthttp_async.AsyncFastPool(KubeConfig(server="http://127.0.0.1:1"), 5.0, "t", max_conns=1)
+    t0 = asyncio.get_running_loop().time()
+    got = await asyncio.gather(post(p), post(p))
+    assert got == [None, None] and p._open == 0 and not p._waiting
+    assert asyncio.get_running_loop().time() - t0 < 2
