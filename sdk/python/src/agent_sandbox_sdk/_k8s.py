@@ -10,6 +10,7 @@ import ipaddress
 import json
 import re
 import secrets
+import ssl
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -847,13 +848,19 @@ class ApiCall:
     kw: dict[str, Any]
     one_object: bool = True  # its answer is one object (a lean connection may carry it)
 
+    def target(self) -> str:
+        """The request target: the URL path with its query string, if it has params."""
+        params = self.kw.get("params")
+        return self.url + ("?" + urllib.parse.urlencode(params) if params else "")
 
-def client_options(cfg: KubeConfig, timeout: float) -> dict[str, Any]:
+
+def client_options(cfg: KubeConfig, timeout: float, ctx: ssl.SSLContext) -> dict[str, Any]:
     """The httpx.Client/AsyncClient arguments of the API server client, all but the
-    transport."""
+    transport; ctx is the client's TLS context (cfg.ssl_context(), made once per client
+    and shared with its transport and its lean pool)."""
     return dict(
         base_url=cfg.server,
-        verify=cfg.ssl_context(),
+        verify=ctx,
         auth=cfg.auth(),
         timeout=httpx.Timeout(timeout, connect=10.0),
         limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
@@ -929,7 +936,7 @@ def lean_request(c: ApiCall) -> tuple[str, bytes, str] | None:
     headers = kw.get("headers") or {}
     if not c.one_object or set(kw) - {"params", "json", "headers"} or set(headers) - {"Content-Type"}:
         return None
-    url = c.url + ("?" + urllib.parse.urlencode(kw["params"]) if kw.get("params") else "")
+    url = c.target()
     body = json.dumps(kw["json"], separators=(",", ":")).encode() if "json" in kw else b""
     return url, body, headers.get("Content-Type", "application/json")
 

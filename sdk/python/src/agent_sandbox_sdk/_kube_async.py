@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import urllib.parse
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -76,7 +75,7 @@ class AsyncKubeClient:
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         ctx = cfg.ssl_context()
         self.http = httpx.AsyncClient(
-            **_k8s.client_options(cfg, timeout),
+            **_k8s.client_options(cfg, timeout, ctx),
             transport=httpx.AsyncHTTPTransport(verify=ctx, retries=2),
         )
         self._streams: dict[str, AsyncHandoutStream] = {}
@@ -144,10 +143,9 @@ class AsyncKubeClient:
         mapped API error of a refused watch, SandboxConnectionError when there is no
         answer; while the lines are read, a read timeout ends them quietly and a failed
         connection raises SandboxConnectionError."""
-        qs = urllib.parse.urlencode(c.kw["params"])
         deadline = c.kw["timeout"].read
         try:
-            ls = await self._fast.open_stream(f"{c.url}?{qs}", deadline)
+            ls = await self._fast.open_stream(c.target(), deadline)
         except (OSError, asyncio.TimeoutError, _fasthttp_async.ProtocolError) as e:
             raise SandboxConnectionError(f"{c.what}: {e!r}") from e
         if ls is None:

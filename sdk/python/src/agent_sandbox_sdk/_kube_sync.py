@@ -8,7 +8,6 @@ import heapq
 import http.client
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -358,7 +357,7 @@ class KubeClient:
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         ctx = cfg.ssl_context()
         transport = httpx.HTTPTransport(verify=ctx, retries=2)
-        self.http = httpx.Client(**_k8s.client_options(cfg, timeout), transport=transport)
+        self.http = httpx.Client(**_k8s.client_options(cfg, timeout, ctx), transport=transport)
         self._streams: dict[str, HandoutStream] = {}
         self._streams_lock = threading.Lock()
         self._later = Later()
@@ -449,9 +448,8 @@ class KubeClient:
         watch, SandboxConnectionError when there is no answer; while its lines are read,
         a read timeout ends them quietly and a failed connection raises
         SandboxConnectionError."""
-        qs = urllib.parse.urlencode(c.kw["params"])
         try:
-            lean = self._fast.open_stream(f"{c.url}?{qs}", c.kw["timeout"].read)
+            lean = self._fast.open_stream(c.target(), c.kw["timeout"].read)
         except (OSError, http.client.HTTPException) as e:
             raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
         if lean is not None:

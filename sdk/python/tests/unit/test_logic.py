@@ -21,6 +21,8 @@ from agent_sandbox_sdk import (
     SandboxFailedError,
     _conn,
     _k8s,
+    _kube_async,
+    _kube_sync,
     _wire,
 )
 from agent_sandbox_sdk._kubeconfig import KubeConfig
@@ -452,3 +454,59 @@ async def test_async_stream_take_hands_out_or_keeps() -> None:
 )
 def test_lean_request(call: _k8s.ApiCall, want: tuple[str, bytes, str] | None) -> None:
     assert _k8s.lean_request(call) == want
+
+
+@pytest.mark.parametrize(
+    ("call", "want"),
+    [
+        (_k8s.get_call("sandboxes", "ns", "a"), "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a"),
+        (_k8s.list_call("sandboxes", "ns", None), "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes"),
+        (
+            _k8s.list_call("sandboxes", "ns", "a=b,c in (d)"),
+            "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes?labelSelector=a%3Db%2Cc+in+%28d%29",
+        ),
+        (
+            _k8s.watch_call("sandboxclaims", "ns", "c", "42", 9.5),
+            "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims"
+            "?watch=1&allowWatchBookmarks=true&timeoutSeconds=10&fieldSelector=metadata.name%3Dc&resourceVersion=42",
+        ),
+        (
+            _k8s.watch_call("sandboxclaims", "ns", "", "", 0.2, selector="k=v"),
+            "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims"
+            "?watch=1&allowWatchBookmarks=true&timeoutSeconds=1&labelSelector=k%3Dv",
+        ),
+    ],
+)
+def test_call_target(call: _k8s.ApiCall, want: str) -> None:
+    """The request target both the lean connections and the watches send: the path with
+    its query, encoded once (_k8s.ApiCall.target)."""
+    assert call.target() == want
+
+
+def test_one_tls_context_per_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client makes its TLS context once and shares it with its httpx transport and its
+    lean pool (each context loads certificates and may run an exec plugin)."""
+    made: list[object] = []
+    real = KubeConfig.ssl_context
+
+    def counting(self: KubeConfig) -> object:
+        ctx = real(self)
+        made.append(ctx)
+        return ctx
+
+    monkeypatch.setattr(KubeConfig, "ssl_context", counting)
+    cfg = KubeConfig(server="https://api:6443", token="kube-tok")
+    sync = _kube_sync.KubeClient(cfg)
+    try:
+        assert len(made) == 1 and sync._fast._ssl is made[0]
+    finally:
+        sync.close()
+
+    async def main() -> None:
+        aio = _kube_async.AsyncKubeClient(cfg)
+        try:
+            assert len(made) == 2 and aio._fast._ssl is made[1]
+        finally:
+            await aio.aclose()
+
+    asyncio.run(main())
