@@ -11,6 +11,21 @@ import subprocess
 import sys
 
 
+def run_phases(raw, run):
+    """A whole run's API server + etcd CPU per object split into its phases, from the load
+    generator's samples: the pool's fill, the burst with its refill, the namespace's
+    deletion, and the rest (controller start and sync, the scenario's set-up, the settle
+    waits, /metrics scrapes). None unless the scenario measured all three."""
+    api, n = raw.get("api") or {}, raw.get("count")
+    parts = {"fill": (api.get("fill_cpu") or {}).get("s"),
+             "burst_refill": (api.get("burst_cpu") or {}).get("s"),
+             "ns_delete": (raw.get("ns_delete_cpu") or {}).get("s")}
+    if not n or any(v is None for v in parts.values()):
+        return None
+    parts["rest"] = run["api_cpu_s"] - sum(parts.values())
+    return {k: round(v / n * 1000, 1) for k, v in parts.items()}
+
+
 def load(d, name):
     p = os.path.join(d, name)
     try:
@@ -142,6 +157,14 @@ def assemble(a):
         if run and n:
             run["api_cpu_ms_per_object"] = round(run["api_cpu_s"] / n * 1000, 1)
             res["sdk_probe"]["run"] = run
+    spg = load(d, "sdk_probe_go.json")  # the same probe through the Go SDK
+    if spg:
+        res["sdk_probe_go"] = pick(spg, "early_handout", "claim_ready", "ok", "errors")
+        run = load(d, "sdk_probe_go.run.json")
+        n = sum((spg.get(m) or {}).get("n") or 0 for m in ("early_handout", "claim_ready"))
+        if run and n:
+            run["api_cpu_ms_per_object"] = round(run["api_cpu_s"] / n * 1000, 1)
+            res["sdk_probe_go"]["run"] = run
     sb = load(d, "sdk_burst.json")
     if sb:
         res["sdk_burst"] = pick(sb, "count", "n", "rounds", "p50_ms", "p90_ms", "p99_ms", "max_ms",
@@ -192,6 +215,9 @@ def assemble(a):
             run["controller_cpu_ms_per_object"] = round(
                 run["controller_cpu_s"] / raw["count"] * 1000, 1)
             res[key]["run"] = run
+            phases = run_phases(raw, run)
+            if phases:
+                res[key]["run"]["api_cpu_ms_per_object_by_phase"] = phases
     sweep = []
     for p in sorted(os.listdir(d)):
         m = re.match(r"sweep_(\d+)\.json$", p)
@@ -241,6 +267,10 @@ def check(path):
     ok(f"sdk_probe: every SDK claim handed out and checked ({(sp.get('early_handout') or {}).get('n')}"
        f" + {(sp.get('claim_ready') or {}).get('n')}; {'; '.join(sp.get('errors') or []) or 'no errors'})",
        sp.get("ok"))
+    spg = r.get("sdk_probe_go") or {}
+    ok(f"sdk_probe_go: every Go SDK claim handed out and checked ({(spg.get('early_handout') or {}).get('n')}"
+       f" + {(spg.get('claim_ready') or {}).get('n')}; {'; '.join(spg.get('errors') or []) or 'no errors'})",
+       spg.get("ok"))
     sb = r.get("sdk_burst") or {}
     ok(f"sdk_burst: every claim of the bursts handed out and checked ({sb.get('n')}/"
        f"{(sb.get('count') or 0) * len(sb.get('rounds') or [])}; "

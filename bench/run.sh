@@ -13,13 +13,14 @@
 #     to kwok nodes (hack/cluster/cluster.sh up --kwok-nodes N) and the stack's
 #     controller does the work (its RSS/CPU are sampled through its pid file).
 # --smoke: small N, < 2 minutes; prints "N passed, N failed" and exits non-zero on failure.
-# Scenarios: warm300 warm1000 claimprobe sdkprobe sdkburst sustained cold probe sweep scale
-# router sandboxd
+# Scenarios: warm300 warm1000 claimprobe sdkprobe sdkprobego sdkburst sustained cold probe
+# sweep scale router sandboxd
 # (claimprobe: 20 warm claims one at a time on an idle pool of 2, each once the previous
 # one's refill is Ready; sdkprobe: the same through the Python SDK's create(), 20 with the
-# early hand-out and 20 without, alternating; sdkburst: BENCH_SDK_BURST (40) claims at once
+# early hand-out and 20 without, alternating; sdkprobego: the same through the Go SDK's
+# CreateSandbox (bench/sdkprobe-go); sdkburst: BENCH_SDK_BURST (40) claims at once
 # through one AsyncSandboxClient on a pool of that size, three rounds; probe: 20 Sandboxes
-# one at a time, each after the previous one is Ready; BENCH_PROBE_COUNT for all three;
+# one at a time, each after the previous one is Ready; BENCH_PROBE_COUNT for all four;
 # sweep: sustained claims at rising rates BENCH_SWEEP_RATES, default "5 10 20 40 80",
 # until p99 > 1 s: the highest rate held).
 # With --target apiserver every scenario also reports the CPU of kube-apiserver + etcd
@@ -55,7 +56,7 @@ while [ $# -gt 0 ]; do
 	--smoke) SMOKE=1 ;;
 	--target) TARGET=$2; shift ;;
 	--only) ONLY=$2; shift ;;
-	*) sed -n '2,20s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+	*) sed -n '2,21s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -242,14 +243,38 @@ sdk_python() {
 	echo "$venv/bin/python"
 }
 
-# A scenario of the Python SDK (bench/sdk_probe.py, bench/sdk_burst.py) on an idle pool
-# that as-loadgen serves (--scenario serve-pool: the pool and, without nodes, the simulated
-# kubelet); the script gets the kubeconfig, the namespace, its own arguments and --out,
-# --records in $OUT.
-sdk_scenario() { # name script pool-size [script args...]
-	local name=$1 script=$2 size=$3 ns="bench-${1//_/-}-$(date +%s)" py lg rc=1 api0 ctrl0 t0
+# The Go SDK's probe (bench/sdkprobe-go, built against sdk/go), for sdkprobego: built once
+# per source (its own and the SDK's) into the tools dir.
+sdk_go_probe() {
+	local key bin
+	key=$(find "$ROOT/bench/sdkprobe-go" "$ROOT/sdk/go" -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) \
+		-not -name '*_test.go' | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
+	bin=$TOOLS/sdkprobe-go-$key
+	if [ ! -x "$bin" ]; then
+		(
+			# shellcheck source=hack/lib.sh disable=SC1091
+			source "$ROOT/hack/lib.sh" && ensure_go &&
+				cd "$ROOT/bench/sdkprobe-go" && GOFLAGS=-mod=mod go build -trimpath -o "$bin.tmp" .
+		) >&2 && mv "$bin.tmp" "$bin" || return 1
+	fi
+	echo "$bin"
+}
+
+# A scenario of an SDK on an idle pool that as-loadgen serves (--scenario serve-pool: the
+# pool and, without nodes, the simulated kubelet): a script of the Python SDK
+# (bench/sdk_probe.py, bench/sdk_burst.py; run in its venv) or a program (bench/sdkprobe-go,
+# the path of its binary); it gets the kubeconfig, the namespace, its own arguments and
+# --out, --records in $OUT.
+sdk_scenario() { # name script|binary pool-size [script args...]
+	local name=$1 script=$2 size=$3 ns="bench-${1//_/-}-$(date +%s)" py lg rc=1 api0 ctrl0 t0 cmd
 	shift 3
-	py=$(sdk_python) || { log "$name: no Python SDK venv"; return 1; }
+	case $script in
+	*.py)
+		py=$(sdk_python) || { log "$name: no Python SDK venv"; return 1; }
+		cmd=("$py" "bench/$script")
+		;;
+	*) cmd=("$script") ;;
+	esac
 	api0=$(proc_cpu "$API_PIDS") t0=$(date +%s.%N)
 	timeline_start "$name"
 	start_ctrl "$ns"
@@ -264,7 +289,7 @@ sdk_scenario() { # name script pool-size [script args...]
 		sleep 0.1
 	done
 	if grep -q '^ready$' "$OUT/$name.pool.out" 2>/dev/null; then
-		"$py" "bench/$script" --kubeconfig "$KUBECONFIG" --namespace "$ns" "$@" \
+		"${cmd[@]}" --kubeconfig "$KUBECONFIG" --namespace "$ns" "$@" \
 			--out "$OUT/$name.json" --records "$OUT/$name.records.tsv"
 		rc=$?
 	else
@@ -284,6 +309,14 @@ sdkprobe() { # claims per mode
 	sdk_scenario sdk_probe sdk_probe.py 2 --count "$1"
 }
 
+# The same through the Go SDK (Client.CreateSandbox with and without
+# Options.WaitForClaimReady, alternating).
+sdkprobego() { # claims per mode
+	local bin
+	bin=$(sdk_go_probe) || { log "sdk_probe_go: cannot build bench/sdkprobe-go"; return 1; }
+	sdk_scenario sdk_probe_go "$bin" 2 --count "$1"
+}
+
 # N warm claims at once through one AsyncSandboxClient on an idle pool of N, in rounds.
 sdkburst() { # claims at once, rounds
 	sdk_scenario sdk_burst sdk_burst.py "$1" --count "$1" --rounds "$2" --api-pids "$API_PIDS"
@@ -300,6 +333,7 @@ run_all() {
 		want probe && loadgen probe --scenario probe --count 5 --timeout 60
 		want claimprobe && loadgen claim_probe --scenario claim-probe --count 5 --timeout 60
 		want sdkprobe && sdkprobe 3
+		want sdkprobego && sdkprobego 3
 		want sdkburst && sdkburst 5 1
 		want scale && loadgen scale_10k --scenario scale --count 200 --timeout 60
 	else
@@ -314,6 +348,7 @@ run_all() {
 		want claimprobe && loadgen claim_probe --scenario claim-probe \
 			--count "${BENCH_PROBE_COUNT:-20}" --timeout 60
 		want sdkprobe && sdkprobe "${BENCH_PROBE_COUNT:-20}"
+		want sdkprobego && sdkprobego "${BENCH_PROBE_COUNT:-20}"
 		want sdkburst && sdkburst "${BENCH_SDK_BURST:-40}" 3
 		want sweep && sweep
 		want scale && loadgen scale_10k --scenario scale --count "$SCALE" --threads 32 --timeout 1800 --settle 10
