@@ -39,6 +39,19 @@ go vet ./...
 go vet -tags integration ./...
 echo "ok"
 
+# The bench's Go programs (bench/sdkprobe-go uses this SDK; bench/pod-encoding client-go)
+# are held to the same checks, so they build when a benchmark needs them.
+for prog in "$root"/bench/sdkprobe-go "$root"/bench/pod-encoding; do
+	step "gofmt, go vet: ${prog#"$root"/}"
+	bad=$(gofmt -l "$prog")
+	if [ -n "$bad" ]; then
+		printf 'not gofmt-formatted:\n%s\n' "$bad" >&2
+		exit 1
+	fi
+	(cd "$prog" && GOFLAGS=-mod=mod go vet ./...)
+	echo "ok"
+done
+
 # zz_generated.deepcopy.go matches the types (controller-gen, built once into the cache)
 step "generated DeepCopy code current (hack/gen-deepcopy.sh --check)"
 "$root/hack/gen-deepcopy.sh" --check
