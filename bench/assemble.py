@@ -149,22 +149,16 @@ def assemble(a):
                                   "loadavg_end", "ok")
         res["claim_probe"]["api_cpu_ms_per_claim_incl_refill"] = (
             ((cp.get("api") or {}).get("probe_cpu") or {}).get("per_claim_incl_refill_ms"))
-    sp = load(d, "sdk_probe.json")
-    if sp:
-        res["sdk_probe"] = pick(sp, "early_handout", "claim_ready", "ok", "errors")
-        run = load(d, "sdk_probe.run.json")
+    for key in ("sdk_probe", "sdk_probe_go"):  # the same probe through the Python and Go SDKs
+        sp = load(d, key + ".json")
+        if not sp:
+            continue
+        res[key] = pick(sp, "early_handout", "claim_ready", "ok", "errors")
+        run = load(d, key + ".run.json")
         n = sum((sp.get(m) or {}).get("n") or 0 for m in ("early_handout", "claim_ready"))
         if run and n:
             run["api_cpu_ms_per_object"] = round(run["api_cpu_s"] / n * 1000, 1)
-            res["sdk_probe"]["run"] = run
-    spg = load(d, "sdk_probe_go.json")  # the same probe through the Go SDK
-    if spg:
-        res["sdk_probe_go"] = pick(spg, "early_handout", "claim_ready", "ok", "errors")
-        run = load(d, "sdk_probe_go.run.json")
-        n = sum((spg.get(m) or {}).get("n") or 0 for m in ("early_handout", "claim_ready"))
-        if run and n:
-            run["api_cpu_ms_per_object"] = round(run["api_cpu_s"] / n * 1000, 1)
-            res["sdk_probe_go"]["run"] = run
+            res[key]["run"] = run
     sb = load(d, "sdk_burst.json")
     if sb:
         res["sdk_burst"] = pick(sb, "count", "n", "rounds", "p50_ms", "p90_ms", "p99_ms", "max_ms",
