@@ -107,7 +107,11 @@ def main() -> int:
         for i in range(2 * a.count):
             mode = list(clients)[i % 2]
             c = clients[mode]
-            wait_idle(c, ns, a.pool_size, i, a.timeout)
+            try:
+                wait_idle(c, ns, a.pool_size, i, a.timeout)
+            except (TimeoutError, SandboxError) as e:  # reported with what was measured so far
+                errors.append(str(e))
+                break
             t0 = time.perf_counter()
             try:
                 sb = c.create(POOL, keep=True, timeout=a.timeout)
