@@ -287,6 +287,16 @@ static void enqueue_index(struct ext_ctrl *x, int which, const char *idx, const 
     kube_objv_done(&v);
 }
 
+/* Queues the pool's pass for a change of one of its members: within the coalescing window,
+ * so that a claim's adoption, the refill's create and the members' status writes that
+ * arrive together make one pass over the members, not one each. The claims do not wait
+ * for it: warm candidates reach the claim queue at once (sb_route). */
+static void pool_member_changed(struct ext_ctrl *x, const char *pool)
+{
+    usec_t w = x->o.pool_coalesce ? x->o.pool_coalesce : EXT_POOL_COALESCE;
+    ext__enqueue(x, EXT_LOOP_POOL, pool, w == USEC_INFINITY ? 0 : w);
+}
+
 /* Candidate queue maintenance and pool/claim routing for one Sandbox state. */
 static void sb_route(struct ext_ctrl *x, const json_t *sb, bool gone)
 {
@@ -297,7 +307,7 @@ static void sb_route(struct ext_ctrl *x, const json_t *sb, bool gone)
             claim_queue_push(x->cq, pool, name);
         else
             claim_queue_remove(x->cq, pool, name);
-        ext__enqueue(x, EXT_LOOP_POOL, pool, 0);
+        pool_member_changed(x, pool);
     }
     if (sb_controller_is(sb, SB_EXT_GROUP, EXT_KIND_CLAIM) &&
         ext__key(kube_obj_namespace(sb),
@@ -334,7 +344,7 @@ static void sb_on_update(void *ctx, const json_t *o, const json_t *n)
     char pool[LIMIT_KUBE_STORE_KEY + 1];
     if (ext__pool_of(o, pool, sizeof(pool)) && !sb_controller_is(n, SB_EXT_GROUP, EXT_KIND_POOL)) {
         claim_queue_remove(x->cq, pool, kube_obj_name(o));
-        ext__enqueue(x, EXT_LOOP_POOL, pool, 0); /* a member left: refill */
+        pool_member_changed(x, pool); /* a member left: refill */
     }
     if (ext__pool_of(n, pool, sizeof(pool)) || claim_relevant(o, n))
         sb_route(x, n, false);

@@ -24,6 +24,12 @@ struct ext_ctrl;
 /** Default of ext_opts.side_hold: longer than a 300-claim burst takes here. */
 #define EXT_SIDE_HOLD (5 * USEC_PER_SEC)
 
+/** Default of ext_opts.pool_coalesce: a pool pass reads every member, so the changes of
+ * its members that arrive within this much make one pass (docs/tuning.md). */
+#define EXT_POOL_COALESCE (100 * USEC_PER_MSEC)
+/** Upper bound of --sandbox-warm-pool-coalesce-window. */
+#define EXT_MAX_POOL_COALESCE (10 * USEC_PER_SEC)
+
 struct ext_opts {
     int claim_workers;         /* 0 = 300 */
     usec_t worker_idle;        /* as ctrl_opts.worker_idle, for every extension loop */
@@ -34,6 +40,9 @@ struct ext_opts {
     int max_batch;             /* creates/deletes per pool pass; 0 = LIMIT_EXT_MAX_BATCH */
     double refill_rate;        /* per-pool creates per second; 0 = unpaced */
     usec_t ready_grace;        /* 0 = LIMIT_EXT_READY_GRACE */
+    usec_t pool_coalesce;      /* a member's change queues its pool's pass this much later
+                                  (later changes join it); 0 = EXT_POOL_COALESCE,
+                                  USEC_INFINITY = none: a pass per change, at once */
     usec_t claim_timeout;      /* 0 = LIMIT_EXT_CLAIM_TIMEOUT; USEC_INFINITY = none */
     bool no_eviction;          /* do not stamp safe-to-evict on warm pods */
     bool no_claim_events;      /* no Events from the claim controller */

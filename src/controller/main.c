@@ -134,6 +134,10 @@ static const char usage_text[] =
     "                                      (default 0; annotation\n"
     "                                      " EXT_ANN_REFILL_RATE " overrides)\n"
     "  --sandbox-warm-pool-readiness-grace-period D  non-Ready member grace (default 5m)\n"
+    "  --sandbox-warm-pool-coalesce-window D  a pool's pass for its members' changes waits\n"
+    "                                      up to D, so that changes arriving together make\n"
+    "                                      one pass over the members; 0: a pass per change\n"
+    "                                      (default 100ms, max 10s)\n"
     "  --claim-timeout D                   a claim not Ready by then fails with ClaimTimeout;\n"
     "                                      0 disables (default 10m; annotation\n"
     "                                      " EXT_ANN_CLAIM_TIMEOUT ")\n"
@@ -192,6 +196,7 @@ enum {
     F_MAX_BATCH,
     F_REFILL_RATE,
     F_GRACE,
+    F_POOL_COALESCE,
     F_CLAIM_TIMEOUT,
     F_SIDE_HOLD,
     F_ADOPT_INFLIGHT,
@@ -243,6 +248,7 @@ static const struct option long_opts[] = {
     {"sandbox-warm-pool-max-batch-size", required_argument, NULL, F_MAX_BATCH},
     {"sandbox-warm-pool-max-refill-rate", required_argument, NULL, F_REFILL_RATE},
     {"sandbox-warm-pool-readiness-grace-period", required_argument, NULL, F_GRACE},
+    {"sandbox-warm-pool-coalesce-window", required_argument, NULL, F_POOL_COALESCE},
     {"claim-timeout", required_argument, NULL, F_CLAIM_TIMEOUT},
     {"side-write-hold", required_argument, NULL, F_SIDE_HOLD},
     {"claim-adoption-concurrency", required_argument, NULL, F_ADOPT_INFLIGHT},
@@ -313,6 +319,11 @@ static int apply_ext_flag(struct flags *f, int c, const char *v)
         return r < 0 || !(f->ext.refill_rate >= 0 && f->ext.refill_rate < 1e6) ? -EINVAL : 0;
     case F_GRACE:
         return parse_nonzero_duration(v, &f->ext.ready_grace);
+    case F_POOL_COALESCE:
+        r = flag_duration(v, 0, EXT_MAX_POOL_COALESCE, &f->ext.pool_coalesce);
+        if (r >= 0 && f->ext.pool_coalesce == 0)
+            f->ext.pool_coalesce = USEC_INFINITY;
+        return r;
     case F_CLAIM_TIMEOUT:
         r = parse_duration(v, &f->ext.claim_timeout);
         if (r >= 0 && f->ext.claim_timeout == 0)

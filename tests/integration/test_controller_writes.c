@@ -31,6 +31,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/xalloc.h"
 #include "common/yield_gate.h"
 #include "controller/ext_names.h"
@@ -503,6 +504,87 @@ static void test_warm_claims(void **state)
     assert_true(member_managed_fields() > 0);
 }
 
+/* The manager's pool passes so far (controller_runtime_reconcile_total of the pool
+ * controller, every result), or -1. */
+static long pool_passes(void)
+{
+    static const char pre[] = "controller_runtime_reconcile_total{controller=\"sandboxwarmpool\"";
+    struct buf b;
+    long n = -1;
+    buf_init(&b, 16u * 1024 * 1024);
+    if (metrics_render(ctrl_manager_metrics(mgr), &b) >= 0 && buf_putc(&b, '\0') >= 0) {
+        n = 0;
+        for (const char *l = strstr(buf_str(&b), pre); l; l = strstr(l + 1, pre)) {
+            const char *sp = strchr(l, ' ');
+            if (sp)
+                n += strtol(sp + 1, NULL, 10);
+        }
+    }
+    buf_done(&b);
+    return n;
+}
+
+/* The pool's passes once none has run for half a second (a pass may requeue itself). */
+static long pool_passes_settled(void)
+{
+    long a = pool_passes(), b;
+    for (int i = 0; i < 40; i++) {
+        clock_sleep(500 * USEC_PER_MSEC);
+        if ((b = pool_passes()) == a)
+            return b;
+        a = b;
+    }
+    return a;
+}
+
+/* Names of the pool's unclaimed members (new array of new strings). */
+static json_t *pool_members(void)
+{
+    json_t *list = NULL, *names = json_array(), *o;
+    size_t i;
+    if (kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, NULL) < 0)
+        return names;
+    json_array_foreach(json_object_get(list, "items"), i, o)
+    {
+        if (kube_obj_label(o, SB_LABEL_WARM_POOL) && !kube_obj_label(o, EXT_LABEL_CLAIM_UID))
+            json_array_append_new(names, json_string(kube_obj_name(o)));
+    }
+    json_decref(list);
+    return names;
+}
+
+/* Changes of a pool's members that arrive together (a claim burst's adoptions, the
+ * refill's creates, the members' status writes) make few passes over the pool, each of
+ * which reads every member: --sandbox-warm-pool-coalesce-window (default 100 ms). Each
+ * member is relabelled twice in a row; before, every change made a pass of its own. */
+static void test_pool_passes_coalesced(void **state)
+{
+    struct kube_err e = {0};
+    json_t *names = pool_members(), *v;
+    size_t i, changes = 0;
+    long p0, p1;
+    (void)state;
+    assert_int_equal(json_array_size(names), N);
+    p0 = pool_passes_settled();
+    assert_true(p0 > 0);
+    for (int round = 0; round < 2; round++)
+        json_array_foreach(names, i, v)
+        {
+            json_t *p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "coalesce-round",
+                                  round ? "b" : "a");
+            IT_OK(kube_patch(c, &API_RES_SANDBOXES, ns, json_string_value(v), KUBE_PATCH_MERGE, p,
+                             NULL, &e),
+                  &e);
+            json_decref(p);
+            changes++;
+        }
+    p1 = pool_passes_settled();
+    printf("# pool passes for %zu member changes: %ld\n", changes, p1 - p0);
+    assert_true(p1 - p0 >= 1);                 /* the changes were seen */
+    assert_true(p1 - p0 <= (long)changes / 4); /* and coalesced */
+    json_decref(names);
+}
+
 /* The claim's first-ready annotation (new copy), or NULL. */
 static char *first_ready_of(const char *name)
 {
@@ -751,6 +833,7 @@ int main(void)
         cmocka_unit_test(test_cold_sandboxes),
         cmocka_unit_test(test_pool_fill),
         cmocka_unit_test(test_warm_claims),
+        cmocka_unit_test(test_pool_passes_coalesced),
         cmocka_unit_test(test_first_ready_restored),
         cmocka_unit_test(test_deferred_detail_is_written),
         cmocka_unit_test(test_write_through_flags),
