@@ -147,6 +147,9 @@ def assemble(a):
         res["claim_probe"] = pick(cp, "count", "ready", "warm", "min_ms", "p50_ms", "p90_ms",
                                   "p99_ms", "max_ms", "samples_ms", "loadavg_start",
                                   "loadavg_end", "ok")
+    mem = load(d, "scale_10k.memory.json")  # idle, then restarted on the same objects
+    if res["scale_10k"] is not None and mem:
+        res["scale_10k"]["memory"] = mem
         res["claim_probe"]["api_cpu_ms_per_claim_incl_refill"] = (
             ((cp.get("api") or {}).get("probe_cpu") or {}).get("per_claim_incl_refill_ms"))
     for key in ("sdk_probe", "sdk_probe_go"):  # the same probe through the Python and Go SDKs
@@ -171,6 +174,9 @@ def assemble(a):
     res["scale_10k"] = pick(sc, "count", "ready", "controller_rss_mib", "controller_cpu_s",
                             "converge_s", "p50_ms", "p99_ms", "rss_series", "loadavg_start",
                             "loadavg_end", "ok")
+    mem = load(d, "scale_10k.memory.json")  # idle, then restarted on the same objects
+    if res["scale_10k"] is not None and mem:
+        res["scale_10k"]["memory"] = mem
     # apiserver_request_total has no namespace label: anything else the API server serves
     # during a run counts too. The 1,000 burst dilutes that most, so it is preferred.
     api_keys = ("writes_per_warm_claim", "requests_per_warm_claim", "writes_per_claim_incl_refill",
@@ -203,6 +209,9 @@ def assemble(a):
         elif name.startswith("sustained"):
             res[key]["api_cpu_ms_per_claim"] = (raw.get("api_cpu") or {}).get("per_claim_ms")
         run = load(d, name + ".run.json")
+        mem = load(d, name + ".memory.json") or {}
+        if run and "ns_delete_api_cpu_s" in mem:  # scale: deleted after the restart, added back
+            run["api_cpu_s"] = round(run["api_cpu_s"] + mem["ns_delete_api_cpu_s"], 2)
         if run and raw.get("count"):
             # the whole run (fill, burst, refill, cleanup) divided by N, as the issue measures
             run["api_cpu_ms_per_object"] = round(run["api_cpu_s"] / raw["count"] * 1000, 1)
@@ -282,6 +291,11 @@ def check(path):
     sc = r.get("scale_10k") or {}
     ok(f"scale: controller RSS sampled ({sc.get('controller_rss_mib')} MiB)",
        r.get("target") != "apiserver" or (sc.get("controller_rss_mib") or 0) > 0)
+    mem = sc.get("memory") or {}
+    ok(f"scale: RSS idle and after a restart on the same objects ({mem.get('rss_idle_mib')}, "
+       f"{mem.get('restart_rss_synced_mib')} MiB; synced in {mem.get('restart_sync_s')} s)",
+       r.get("target") != "apiserver" or
+       ((mem.get("rss_idle_mib") or 0) > 0 and (mem.get("restart_rss_synced_mib") or 0) > 0))
     p, f = sum(c for _, c in checks), sum(not c for _, c in checks)
     print(f"{p} passed, {f} failed")
     return 0 if f == 0 else 1

@@ -22,7 +22,9 @@
 # through one AsyncSandboxClient on a pool of that size, three rounds; probe: 20 Sandboxes
 # one at a time, each after the previous one is Ready; BENCH_PROBE_COUNT for all four;
 # sweep: sustained claims at rising rates BENCH_SWEEP_RATES, default "5 10 20 40 80",
-# until p99 > 1 s: the highest rate held).
+# until p99 > 1 s: the highest rate held; scale: BENCH_SCALE Sandboxes with their Pods,
+# then, on the standalone API server, the controller's RSS once idle and a restarted
+# controller's sync time, CPU and RSS on the same objects).
 # With --target apiserver every scenario also reports the CPU of kube-apiserver + etcd
 # (from /proc) per object, for its measured phase (api.cpu / api_cpu) and for the whole
 # run including set-up and cleanup (<scenario>.run in the results: run_cpu).
@@ -35,7 +37,8 @@
 #      BENCH_COLD_COUNT (Sandboxes of the cold burst, default 300), BENCH_PROBE_COUNT (20),
 #      BENCH_RATE (sustained claims/s, default 500; arrivals stop once 5 s worth of claims
 #      are unready), BENCH_RATE_LOW (a second sustained run at a rate this machine holds,
-#      default 25), BENCH_SCALE (default 10000),
+#      default 25), BENCH_SCALE (default 10000), BENCH_SCALE_IDLE (s the scale
+#      run's controllers idle before their RSS is read, default 35; 2 with --smoke),
 #      BENCH_PPROF (a directory: CPU profiles of kube-apiserver, 10 s each, for the whole of
 #      every scenario, merged into <dir>/<scenario>.pb.gz; the API server is (re)started
 #      with --profiling=true; bench/pprof-attr.sh attributes them),
@@ -116,7 +119,7 @@ start_ctrl() { # namespace
 	"${BENCH_CTRL:-$BUILD/agent-sandbox-controller}" --namespace "$1" --leader-elect=false \
 		--metrics-bind-address 0 --health-probe-bind-address 0 --log-level warn \
 		--sandbox-warm-pool-concurrent-workers 4 ${BENCH_CTRL_ARGS:-} \
-		>"$OUT/controller-$1.log" 2>&1 &
+		>>"$OUT/controller-$1.log" 2>&1 &
 	CTRL_PID=$!
 }
 stop_ctrl() { # a controller draining a large backlog may not stop in time: 30 s, then KILL
@@ -213,10 +216,70 @@ loadgen() { # name scenario args...
 		--out "$OUT/$name.json"
 	rc=$?
 	run_json "$name" "$api0" "$ctrl0" "$t0"
+	[ -z "${LG_AFTER:-}" ] || "$LG_AFTER" "$name" "$ns" || rc=1
 	stop_ctrl
 	timeline_stop
 	pprof_stop "$name"
 	return $rc
+}
+
+rss_mib() { # pid -> VmRSS in MiB
+	awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || echo 0
+}
+wait_quiet() { # pid max_s -> seconds until its CPU stayed under 2 % of a core for 3 s
+	local t0 c prev n=0 i
+	t0=$(date +%s.%N) prev=$(proc_cpu "$1")
+	for ((i = 0; i < $2; i++)); do
+		sleep 1
+		c=$(proc_cpu "$1")
+		if awk -v a="$c" -v b="$prev" 'BEGIN { exit !(a - b < 0.02) }'; then n=$((n + 1)); else n=0; fi
+		prev=$c
+		[ $n -ge 3 ] && [ $i -ge 4 ] && break
+	done
+	awk -v a="$(date +%s.%N)" -v b="$t0" -v q=$n 'BEGIN { printf "%.1f", a - b - (q >= 3 ? 3 : 0) }'
+}
+
+# After the scale run, before its namespace goes (LG_AFTER): the controller's RSS once idle
+# (BENCH_SCALE_IDLE s, default 35: the extra workers end after 30 s without work), then a
+# fresh controller on the same objects: its sync time (until its CPU is quiet), CPU, RSS
+# once synced and once idle, and its peak. Written to NAME.memory.json.
+api_writes() { # -> the API server's POST, PUT, PATCH and DELETE requests so far
+	"${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl" --kubeconfig "$AS_KUBECONFIG" get --raw /metrics 2>/dev/null |
+		awk '/^apiserver_request_total\{/ && /verb="(POST|PUT|PATCH|DELETE)"/ { n += $NF } END { printf "%d", n }'
+}
+scale_memory() { # name namespace
+	local idle=${BENCH_SCALE_IDLE:-35} kc rss_idle sync_s cpu0 rss_sync rss_ridle hwm cpu api0 t0 w0 w1
+	kc=${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl
+	sleep "$idle"
+	rss_idle=$(rss_mib "$CTRL_PID")
+	stop_ctrl
+	w0=$(api_writes)
+	start_ctrl "$2"
+	cpu0=$(proc_cpu "$CTRL_PID")
+	sync_s=$(wait_quiet "$CTRL_PID" 600)
+	rss_sync=$(rss_mib "$CTRL_PID") w1=$(api_writes)
+	cpu=$(awk -v a="$(proc_cpu "$CTRL_PID")" -v b="$cpu0" 'BEGIN { printf "%.2f", a - b }')
+	sleep "$idle"
+	rss_ridle=$(rss_mib "$CTRL_PID") hwm=$(peak_rss_mib "$CTRL_PID")
+	kill -0 "$CTRL_PID" 2>/dev/null || { log "$1: the restarted controller exited"; return 1; }
+	log "$1: RSS idle $rss_idle MiB; restart: synced in $sync_s s ($cpu CPU-s, $((w1 - w0)) API writes), RSS $rss_sync MiB, idle $rss_ridle MiB, peak $hwm MiB"
+	# as the load generator does: wait for the namespace to be gone unless --ns-wait is 0;
+	# its API CPU goes back into the run's whole (the restart's stays out)
+	api0=$(proc_cpu "$API_PIDS") t0=$(date +%s.%N)
+	"$kc" --kubeconfig "$AS_KUBECONFIG" delete namespace "$2" --wait="$([ "$NS_WAIT" = 0 ] && echo false || echo true)" \
+		--timeout="$((NS_WAIT + 60))s" >/dev/null 2>&1 || log "$1: namespace $2 not gone yet"
+	printf '{"idle_s": %s, "rss_idle_mib": %s, "restart_sync_s": %s, "restart_cpu_s": %s, "restart_rss_synced_mib": %s, "restart_rss_idle_mib": %s, "restart_peak_rss_mib": %s, "restart_api_writes": %s, "ns_delete_s": %s, "ns_delete_api_cpu_s": %s}\n' \
+		"$idle" "$rss_idle" "$sync_s" "$cpu" "$rss_sync" "$rss_ridle" "$hwm" "$((w1 - w0))" \
+		"$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" \
+		"$(awk -v a="$(proc_cpu "$API_PIDS")" -v b="$api0" 'BEGIN { printf "%.2f", a - b }')" >"$OUT/$1.memory.json"
+}
+scale() { # count timeout settle: on the standalone API server with the memory steps above
+	if [ "$TARGET" = apiserver ]; then
+		LG_AFTER=scale_memory loadgen scale_10k --scenario scale --count "$1" --threads 32 \
+			--timeout "$2" --settle "$3" --keep
+	else
+		loadgen scale_10k --scenario scale --count "$1" --threads 32 --timeout "$2" --settle "$3"
+	fi
 }
 
 # Sustained Poisson claims at rising rates (BENCH_SWEEP_RATES), 30 s each, one pool of
@@ -335,7 +398,7 @@ run_all() {
 		want sdkprobe && sdkprobe 3
 		want sdkprobego && sdkprobego 3
 		want sdkburst && sdkburst 5 1
-		want scale && loadgen scale_10k --scenario scale --count 200 --timeout 60
+		want scale && BENCH_SCALE_IDLE=${BENCH_SCALE_IDLE:-2} scale 200 60 2
 	else
 		want warm300 && loadgen warm_burst_300 --scenario warm-burst --count "${BENCH_WARM_COUNT:-300}"
 		want warm1000 && loadgen warm_burst_1000 --scenario warm-burst --count 1000 --timeout 600
@@ -351,7 +414,7 @@ run_all() {
 		want sdkprobego && sdkprobego "${BENCH_PROBE_COUNT:-20}"
 		want sdkburst && sdkburst "${BENCH_SDK_BURST:-40}" 3
 		want sweep && sweep
-		want scale && loadgen scale_10k --scenario scale --count "$SCALE" --threads 32 --timeout 1800 --settle 10
+		want scale && scale "$SCALE" 1800 10
 		if want router && command -v wrk >/dev/null; then
 			BUILD_DIR=$BUILD bench/router/run.sh 10 50 2 >"$OUT/router.md" 2>"$OUT/router.err" || true
 		fi
