@@ -147,9 +147,6 @@ def assemble(a):
         res["claim_probe"] = pick(cp, "count", "ready", "warm", "min_ms", "p50_ms", "p90_ms",
                                   "p99_ms", "max_ms", "samples_ms", "loadavg_start",
                                   "loadavg_end", "ok")
-    mem = load(d, "scale_10k.memory.json")  # idle, then restarted on the same objects
-    if res["scale_10k"] is not None and mem:
-        res["scale_10k"]["memory"] = mem
         res["claim_probe"]["api_cpu_ms_per_claim_incl_refill"] = (
             ((cp.get("api") or {}).get("probe_cpu") or {}).get("per_claim_incl_refill_ms"))
     for key in ("sdk_probe", "sdk_probe_go"):  # the same probe through the Python and Go SDKs

@@ -239,14 +239,15 @@ wait_quiet() { # pid max_s -> seconds until its CPU stayed under 2 % of a core f
 	awk -v a="$(date +%s.%N)" -v b="$t0" -v q=$n 'BEGIN { printf "%.1f", a - b - (q >= 3 ? 3 : 0) }'
 }
 
-# After the scale run, before its namespace goes (LG_AFTER): the controller's RSS once idle
-# (BENCH_SCALE_IDLE s, default 35: the extra workers end after 30 s without work), then a
-# fresh controller on the same objects: its sync time (until its CPU is quiet), CPU, RSS
-# once synced and once idle, and its peak. Written to NAME.memory.json.
 api_writes() { # -> the API server's POST, PUT, PATCH and DELETE requests so far
 	"${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl" --kubeconfig "$AS_KUBECONFIG" get --raw /metrics 2>/dev/null |
 		awk '/^apiserver_request_total\{/ && /verb="(POST|PUT|PATCH|DELETE)"/ { n += $NF } END { printf "%d", n }'
 }
+
+# After the scale run, before its namespace goes (LG_AFTER): the controller's RSS once idle
+# (BENCH_SCALE_IDLE s, default 35: the extra workers end after 30 s without work), then a
+# fresh controller on the same objects: its sync time (until its CPU is quiet), CPU, RSS
+# once synced and once idle, and its peak. Written to NAME.memory.json.
 scale_memory() { # name namespace
 	local idle=${BENCH_SCALE_IDLE:-35} kc rss_idle sync_s cpu0 rss_sync rss_ridle hwm cpu api0 t0 w0 w1
 	kc=${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl
