@@ -69,6 +69,7 @@ TOOLS=$BUILD-tools
 [ "$BUILD" = build/bench-rel ] && TOOLS=build/bench-tools
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 case $TOOLS in /*) ;; *) TOOLS=$ROOT/$TOOLS ;; esac
+KC=${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl # built by hack/build-k8s.sh
 RATE=${BENCH_RATE:-500} RATE_LOW=${BENCH_RATE_LOW:-25} SCALE=${BENCH_SCALE:-10000}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=bench/results/$STAMP
@@ -93,10 +94,9 @@ setup_target() {
 		hack/apiserver.sh start >/dev/null || return 1
 		eval "$(hack/apiserver.sh env)"
 		# a fresh API server has none of the CRDs the scenarios create objects of
-		local kc=${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl
-		"$kc" --kubeconfig "$AS_KUBECONFIG" apply --server-side --force-conflicts \
+		"$KC" --kubeconfig "$AS_KUBECONFIG" apply --server-side --force-conflicts \
 			--field-manager=agent-sandbox-bench -f api/crds/ >/dev/null &&
-			"$kc" --kubeconfig "$AS_KUBECONFIG" wait --for condition=established --timeout=60s \
+			"$KC" --kubeconfig "$AS_KUBECONFIG" wait --for condition=established --timeout=60s \
 				-f api/crds/ >/dev/null || { log "cannot install the CRDs"; return 1; }
 		LGFLAGS=(--kubelet)
 		local d=${AS_APISERVER_DIR:-$ROOT/.cache/apiserver} a e
@@ -141,9 +141,10 @@ proc_cpu() { # pid,... -> utime+stime in seconds, summed (0 for a pid that is go
 	done
 	awk -v s="$sum" -v t="$tck" 'BEGIN { printf "%.2f", s / t }'
 }
-peak_rss_mib() { # pid -> VmHWM in MiB
-	awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || echo 0
+status_mib() { # pid field -> a /proc/PID/status size (VmRSS, VmHWM) in MiB, 0 when gone
+	awk -v f="$2:" '$1 == f { v = $2 / 1024 } END { printf "%.1f", v }' "/proc/$1/status" 2>/dev/null || echo 0
 }
+peak_rss_mib() { status_mib "$1" VmHWM; }
 
 PPROF_PID=""
 pprof_start() { # scenario: profiles kube-apiserver in 10 s slices until pprof_stop
@@ -177,7 +178,7 @@ pprof_stop() { # scenario: merges its slices into one profile
 TL_PID=""
 timeline_start() { # scenario
 	[ -n "${BENCH_TIMELINE:-}" ] || return 0
-	local kc=${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl
+	local kc=$KC
 	[ -x "$kc" ] || kc=kubectl
 	KUBECTL=$kc KUBECONFIG=${AS_KUBECONFIG:-${KUBECONFIG:-}} \
 		python3 bench/timeline.py record "$OUT/$1.timeline.json" &
@@ -223,9 +224,6 @@ loadgen() { # name scenario args...
 	return $rc
 }
 
-rss_mib() { # pid -> VmRSS in MiB
-	awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || echo 0
-}
 wait_quiet() { # pid max_s -> seconds until its CPU stayed under 2 % of a core for 3 s
 	local t0 c prev n=0 i
 	t0=$(date +%s.%N) prev=$(proc_cpu "$1")
@@ -240,7 +238,7 @@ wait_quiet() { # pid max_s -> seconds until its CPU stayed under 2 % of a core f
 }
 
 api_writes() { # -> the API server's POST, PUT, PATCH and DELETE requests so far
-	"${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl" --kubeconfig "$AS_KUBECONFIG" get --raw /metrics 2>/dev/null |
+	"$KC" --kubeconfig "$AS_KUBECONFIG" get --raw /metrics 2>/dev/null |
 		awk '/^apiserver_request_total\{/ && /verb="(POST|PUT|PATCH|DELETE)"/ { n += $NF } END { printf "%d", n }'
 }
 
@@ -249,30 +247,31 @@ api_writes() { # -> the API server's POST, PUT, PATCH and DELETE requests so far
 # fresh controller on the same objects: its sync time (until its CPU is quiet), CPU, RSS
 # once synced and once idle, and its peak. Written to NAME.memory.json.
 scale_memory() { # name namespace
-	local idle=${BENCH_SCALE_IDLE:-35} kc rss_idle sync_s cpu0 rss_sync rss_ridle hwm cpu api0 t0 w0 w1
-	kc=${AGENT_SANDBOX_CACHE:-$ROOT/.cache}/bin/kubectl
+	local idle=${BENCH_SCALE_IDLE:-35} rss_idle sync_s cpu0 rss_sync rss_ridle hwm cpu api0 t0 w0 w1 rc=0
 	sleep "$idle"
-	rss_idle=$(rss_mib "$CTRL_PID")
+	rss_idle=$(status_mib "$CTRL_PID" VmRSS)
 	stop_ctrl
 	w0=$(api_writes)
 	start_ctrl "$2"
 	cpu0=$(proc_cpu "$CTRL_PID")
 	sync_s=$(wait_quiet "$CTRL_PID" 600)
-	rss_sync=$(rss_mib "$CTRL_PID") w1=$(api_writes)
+	rss_sync=$(status_mib "$CTRL_PID" VmRSS) w1=$(api_writes)
 	cpu=$(awk -v a="$(proc_cpu "$CTRL_PID")" -v b="$cpu0" 'BEGIN { printf "%.2f", a - b }')
 	sleep "$idle"
-	rss_ridle=$(rss_mib "$CTRL_PID") hwm=$(peak_rss_mib "$CTRL_PID")
-	kill -0 "$CTRL_PID" 2>/dev/null || { log "$1: the restarted controller exited"; return 1; }
+	rss_ridle=$(status_mib "$CTRL_PID" VmRSS) hwm=$(peak_rss_mib "$CTRL_PID")
+	# a restarted controller that died fails the run, but the namespace still goes
+	kill -0 "$CTRL_PID" 2>/dev/null || { log "$1: the restarted controller exited"; rc=1; }
 	log "$1: RSS idle $rss_idle MiB; restart: synced in $sync_s s ($cpu CPU-s, $((w1 - w0)) API writes), RSS $rss_sync MiB, idle $rss_ridle MiB, peak $hwm MiB"
 	# as the load generator does: wait for the namespace to be gone unless --ns-wait is 0;
 	# its API CPU goes back into the run's whole (the restart's stays out)
 	api0=$(proc_cpu "$API_PIDS") t0=$(date +%s.%N)
-	"$kc" --kubeconfig "$AS_KUBECONFIG" delete namespace "$2" --wait="$([ "$NS_WAIT" = 0 ] && echo false || echo true)" \
+	"$KC" --kubeconfig "$AS_KUBECONFIG" delete namespace "$2" --wait="$([ "$NS_WAIT" = 0 ] && echo false || echo true)" \
 		--timeout="$((NS_WAIT + 60))s" >/dev/null 2>&1 || log "$1: namespace $2 not gone yet"
 	printf '{"idle_s": %s, "rss_idle_mib": %s, "restart_sync_s": %s, "restart_cpu_s": %s, "restart_rss_synced_mib": %s, "restart_rss_idle_mib": %s, "restart_peak_rss_mib": %s, "restart_api_writes": %s, "ns_delete_s": %s, "ns_delete_api_cpu_s": %s}\n' \
 		"$idle" "$rss_idle" "$sync_s" "$cpu" "$rss_sync" "$rss_ridle" "$hwm" "$((w1 - w0))" \
 		"$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" \
 		"$(awk -v a="$(proc_cpu "$API_PIDS")" -v b="$api0" 'BEGIN { printf "%.2f", a - b }')" >"$OUT/$1.memory.json"
+	return $rc
 }
 scale() { # count timeout settle: on the standalone API server with the memory steps above
 	if [ "$TARGET" = apiserver ]; then
