@@ -97,6 +97,7 @@
 #define LIMIT_CTRL_NAMESPACES     64                 /* namespaces in one --namespace list */
 #define LIMIT_SB_MEMO_SLOTS       8192u              /* status memo table; power of two */
 #define LIMIT_SB_DEFER_SLOTS      4096u              /* deferred detail changes; power of two */
+#define LIMIT_SB_CREATED_SLOTS    1024u              /* children created, not yet cached; ditto */
 
 /* Extensions controllers (templates, warm pools, claims) */
 #define LIMIT_EXT_MAX_POOL_REPLICAS 1000                    /* --max-pool-replicas default */

@@ -58,10 +58,14 @@ struct ctrl_opts {
     usec_t pod_meta_hold;
     const struct yield_gate *pod_meta_gate; /* tests only: this gate (copied) instead of the
                                                claim loop's and pod_meta_hold */
-    bool leader_elect;                      /* gate the workers on a Lease */
-    const char *lease_ns;                   /* Lease namespace (copied); NULL = the client's */
-    const char *lease_name;                 /* NULL = CTRL_DEFAULT_LEASE_ID (copied) */
-    const char *identity; /* NULL = "<$POD_NAME or hostname>_<random UUID>" (copied) */
+    /* Tests only: the Pod cache's label selector (copied at start) instead of the default,
+     * e.g. one the controller's Pods lack until the test labels them, to hold back when
+     * the cache shows a Pod. */
+    const char *pod_cache_selector;
+    bool leader_elect;      /* gate the workers on a Lease */
+    const char *lease_ns;   /* Lease namespace (copied); NULL = the client's */
+    const char *lease_name; /* NULL = CTRL_DEFAULT_LEASE_ID (copied) */
+    const char *identity;   /* NULL = "<$POD_NAME or hostname>_<random UUID>" (copied) */
     usec_t lease_duration, renew_deadline, retry_period; /* 0 = lease.h defaults */
     const char *metrics_addr; /* "host:port"; NULL or "0" = no metrics server */
     /* HTTPS on metrics_addr with TokenReview + SubjectAccessReview (metrics_auth.h);

@@ -6,12 +6,26 @@
 #include "common/log.h"
 #include "controller/sandbox_desired.h"
 #include "controller/sandbox_int.h"
+#include "controller/sandbox_memo.h"
 #include "controller/sandbox_names.h"
 #include "kube/client.h"
 #include "kube/obj.h"
 #include "kube/store.h"
 
 /* ---- PVCs ------------------------------------------------------------------------- */
+
+/* True when an earlier pass created the child of kind res named name and the cache has
+ * yet to show it (sandbox_memo.h): the pass then comes back when the record expires. */
+static bool created_earlier(struct sb_pass *p, const struct kube_res *res, const char *name)
+{
+    usec_t left = 0;
+    json_t *obj = sb_memo_created_get(p->r->memo, res, p->uid, name, &left);
+    if (!obj)
+        return false;
+    sb__backstop(p, left);
+    json_decref(obj);
+    return true;
+}
 
 static void adopt_or_refuse(struct sb_pass *p, const struct kube_res *res, const char *what,
                             const json_t *obj, json_t *extra)
@@ -38,23 +52,30 @@ static void reconcile_pvc(struct sb_pass *p, const json_t *vct)
 {
     char name[512];
     struct kube_err e;
-    json_t *have, *want;
+    json_t *have, *want, *out = NULL;
     if (sb_pvc_name(p->sb, vct, name, sizeof(name)) < 0) {
         sb__error(p, 0, "volumeClaimTemplate without a usable metadata.name");
         return;
     }
     have = kube_store_get_ns(p->r->pvcs, p->ns, name);
     if (have) {
+        sb_memo_created_forget(p->r->memo, &KUBE_RES_PVCS, p->uid, name, NULL);
         if (!sb_controlled_by(have, p->uid))
             adopt_or_refuse(p, &KUBE_RES_PVCS, "PVC", have, NULL);
         json_decref(have);
         return;
     }
+    if (created_earlier(p, &KUBE_RES_PVCS, name))
+        return;
     want = sb_desired_pvc(p->sb, vct);
-    if (sb__create(p, &KUBE_RES_PVCS, want, NULL, &e) < 0) {
-        /* AlreadyExists: our cache lags; the next pass sees it. */
+    if (sb__create(p, &KUBE_RES_PVCS, want, &out, &e) < 0) {
+        /* AlreadyExists: made by someone else, or by us and forgotten (sandbox_memo.h);
+         * the next pass sees it. */
         sb__error(p, e.code ? e.code : -EIO, "PVC \"%s\" create failed: %s", name, e.message);
+    } else {
+        sb_memo_created(p->r->memo, &KUBE_RES_PVCS, p->uid, out);
     }
+    json_decref(out);
     json_decref(want);
 }
 
@@ -138,11 +159,19 @@ static void adopt_service(struct sb_pass *p, const json_t *svc)
 static void create_service(struct sb_pass *p)
 {
     struct kube_err e;
-    json_t *want = sb_desired_service(p->sb);
-    if (sb__create(p, &KUBE_RES_SERVICES, want, NULL, &e) < 0)
-        sb__error(p, e.code ? e.code : -EIO, "service create failed: %s", e.message);
-    else
+    json_t *want, *out = NULL;
+    if (created_earlier(p, &KUBE_RES_SERVICES, p->name)) {
         service_exists(p);
+        return;
+    }
+    want = sb_desired_service(p->sb);
+    if (sb__create(p, &KUBE_RES_SERVICES, want, &out, &e) < 0) {
+        sb__error(p, e.code ? e.code : -EIO, "service create failed: %s", e.message);
+    } else {
+        sb_memo_created(p->r->memo, &KUBE_RES_SERVICES, p->uid, out);
+        service_exists(p);
+    }
+    json_decref(out);
     json_decref(want);
 }
 
@@ -157,6 +186,7 @@ void sb__reconcile_service(struct sb_pass *p)
             create_service(p);
         return;
     }
+    sb_memo_created_forget(p->r->memo, &KUBE_RES_SERVICES, p->uid, p->name, NULL);
     if (sb_controlled_by(svc, p->uid)) {
         if (!want && !unset) {
             if (kube_delete(p->r->client, &KUBE_RES_SERVICES, p->ns, p->name, &e) < 0 &&

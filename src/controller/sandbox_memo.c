@@ -26,10 +26,18 @@ struct defer_slot {
     usec_t since; /* CLOCK_MONOTONIC time the pending detail change was first seen */
 };
 
+struct created_slot {
+    char owner[SB_MEMO_UID];
+    const struct kube_res *res;
+    json_t *obj; /* own reference: the reply to our create, or NULL (a free slot) */
+    usec_t at;   /* CLOCK_MONOTONIC time of the create */
+};
+
 struct sb_memo {
-    pthread_mutex_t lock; /* guards both tables */
+    pthread_mutex_t lock; /* guards the three tables */
     struct memo_slot slots[LIMIT_SB_MEMO_SLOTS];
     struct defer_slot defer_slots[LIMIT_SB_DEFER_SLOTS];
+    struct created_slot created[LIMIT_SB_CREATED_SLOTS];
 };
 
 struct sb_memo *sb_memo_new(void)
@@ -43,6 +51,8 @@ void sb_memo_free(struct sb_memo *m)
 {
     if (!m)
         return;
+    for (size_t i = 0; i < LIMIT_SB_CREATED_SLOTS; i++)
+        json_decref(m->created[i].obj);
     pthread_mutex_destroy(&m->lock);
     xfree(m);
 }
@@ -172,4 +182,114 @@ usec_t sb_pod_meta_wait(struct sb_memo *m, const struct yield_gate *g, const cha
                         const json_t *patch)
 {
     return sb_pod_meta_wait_at(m, g, pod_uid, patch, clock_now());
+}
+
+/* ---- children created, not yet cached ------------------------------------------------ */
+
+static struct created_slot *created_slot_of(struct sb_memo *m, const struct kube_res *res,
+                                            const char *owner_uid, const char *name)
+{
+    uint32_t h = hash_fnv1a32(HASH_FNV1A32_INIT, owner_uid, strlen(owner_uid));
+    h = hash_fnv1a32(h, res->plural, strlen(res->plural));
+    h = hash_fnv1a32(h, name, strlen(name));
+    return &m->created[h & (LIMIT_SB_CREATED_SLOTS - 1)];
+}
+
+static bool created_usable(const struct kube_res *res, const char *owner_uid, const char *name)
+{
+    return res && res->plural && owner_uid && strlen(owner_uid) < SB_MEMO_UID && name;
+}
+
+/* True when slot s holds owner_uid's child of kind res named name. */
+static bool created_match(const struct created_slot *s, const struct kube_res *res,
+                          const char *owner_uid, const char *name)
+{
+    const char *have = s->obj ? kube_obj_name(s->obj) : NULL;
+    return have && s->res == res && strcmp(s->owner, owner_uid) == 0 && strcmp(have, name) == 0;
+}
+
+/* Empties slot s; returns the reference it held, for the caller to drop outside the lock. */
+static json_t *created_take(struct created_slot *s)
+{
+    json_t *obj = s->obj;
+    s->obj = NULL;
+    s->owner[0] = '\0';
+    s->res = NULL;
+    return obj;
+}
+
+void sb_memo_created_at(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
+                        const json_t *obj, usec_t now)
+{
+    const char *name = kube_obj_name(obj);
+    struct created_slot *s;
+    json_t *old;
+
+    if (!m || !created_usable(res, owner_uid, name) || !kube_obj_uid(obj))
+        return;
+    s = created_slot_of(m, res, owner_uid, name);
+    pthread_mutex_lock(&m->lock);
+    old = s->obj;
+    memcpy(s->owner, owner_uid, strlen(owner_uid) + 1);
+    s->res = res;
+    s->obj = json_incref((json_t *)obj);
+    s->at = now;
+    pthread_mutex_unlock(&m->lock);
+    json_decref(old);
+}
+
+json_t *sb_memo_created_get_at(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
+                               const char *name, usec_t *ret_left, usec_t now)
+{
+    struct created_slot *s;
+    json_t *obj = NULL, *expired = NULL;
+
+    if (!m || !created_usable(res, owner_uid, name))
+        return NULL;
+    s = created_slot_of(m, res, owner_uid, name);
+    pthread_mutex_lock(&m->lock);
+    if (created_match(s, res, owner_uid, name)) {
+        if (now >= s->at && now - s->at < SB_MEMO_TTL) {
+            obj = json_incref(s->obj);
+            if (ret_left)
+                *ret_left = SB_MEMO_TTL - (now - s->at);
+        } else {
+            expired = created_take(s);
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    json_decref(expired);
+    return obj;
+}
+
+json_t *sb_memo_created_get(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
+                            const char *name, usec_t *ret_left)
+{
+    return sb_memo_created_get_at(m, res, owner_uid, name, ret_left, clock_now());
+}
+
+void sb_memo_created(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
+                     const json_t *obj)
+{
+    sb_memo_created_at(m, res, owner_uid, obj, clock_now());
+}
+
+void sb_memo_created_forget(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
+                            const char *name, const char *child_uid)
+{
+    struct created_slot *s;
+    const char *uid;
+    json_t *gone = NULL;
+
+    if (!m || !created_usable(res, owner_uid, name))
+        return;
+    s = created_slot_of(m, res, owner_uid, name);
+    pthread_mutex_lock(&m->lock);
+    uid = s->obj ? kube_obj_uid(s->obj) : NULL;
+    if (created_match(s, res, owner_uid, name) &&
+        (!child_uid || (uid && strcmp(uid, child_uid) == 0))) {
+        gone = created_take(s);
+    }
+    pthread_mutex_unlock(&m->lock);
+    json_decref(gone);
 }

@@ -14,7 +14,7 @@
  * stays bounded, and a lost entry only costs a conflict. The controller manager owns one
  * and lends it to the Sandbox and claim reconcilers; two managers in one process (tests)
  * never see each other's writes. Thread-safe. A NULL memo remembers nothing: never
- * stale, never a deferred write. */
+ * stale, never a deferred write, never a created child (the end of this file). */
 #pragma once
 
 #include <jansson.h>
@@ -22,6 +22,7 @@
 
 #include "common/clock.h"
 #include "common/yield_gate.h"
+#include "kube/res.h"
 
 /** How long a recorded write suppresses writes on the version it replaced; also the
  *  backstop requeue delay after a skipped write or a dropped conflict. */
@@ -29,7 +30,7 @@
 
 struct sb_memo;
 
-/** Returns a new, empty memo (both tables); free with sb_memo_free. */
+/** Returns a new, empty memo (all three tables); free with sb_memo_free. */
 struct sb_memo *sb_memo_new(void);
 /** Frees m; NULL is fine. No thread may still use it. */
 void sb_memo_free(struct sb_memo *m);
@@ -75,3 +76,35 @@ usec_t sb_pod_meta_wait(struct sb_memo *m, const struct yield_gate *g, const cha
 /** sb_pod_meta_wait on an explicit monotonic time (for tests). */
 usec_t sb_pod_meta_wait_at(struct sb_memo *m, const struct yield_gate *g, const char *pod_uid,
                            const json_t *patch, usec_t now);
+
+/* Children created and not yet in the cache. A Sandbox can be reconciled again before
+ * the informer of its child kind shows the Pod (PVC, Service) the last pass created: its
+ * status write's event may come first on the Sandbox watch. Without a record that pass
+ * would create the child again, only to be refused (409 AlreadyExists) and, for a Pod,
+ * read it back; for a PVC or a Service, to show the refusal in the status until the cache
+ * catches up. So the reply to our create is kept, keyed by the owner's UID, the kind and
+ * the child's name, until a pass sees the child in the cache or its deletion is seen
+ * (sb_memo_created_forget), for SB_MEMO_TTL at most. A third fixed, lossy table
+ * (LIMIT_SB_CREATED_SLOTS): a lost entry costs what it saved, a create refused. */
+
+/** Keeps obj (borrowed; the API server's reply to our create of a child of kind res for
+ *  the Sandbox with owner_uid; a reference is taken) for the passes that come before the
+ *  cache shows it. Ignored without a name or UID, or with an owner_uid too long. */
+void sb_memo_created(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
+                     const json_t *obj);
+/** New reference to the child of kind res named name that we created for owner_uid less
+ *  than SB_MEMO_TTL ago and no pass has seen in the cache since, or NULL. *ret_left
+ *  (optional) gets how much of SB_MEMO_TTL is left: the pass that uses the record is to
+ *  run again by then, in case the informer never shows the child. */
+json_t *sb_memo_created_get(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
+                            const char *name, usec_t *ret_left);
+/** Forgets the record of owner_uid's child of kind res named name: the cache has it (or
+ *  one of that name). child_uid non-NULL forgets only that very object (its deletion was
+ *  seen), not a newer one of the same name. */
+void sb_memo_created_forget(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
+                            const char *name, const char *child_uid);
+/** sb_memo_created and sb_memo_created_get on an explicit monotonic time (for tests). */
+void sb_memo_created_at(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
+                        const json_t *obj, usec_t now);
+json_t *sb_memo_created_get_at(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
+                               const char *name, usec_t *ret_left, usec_t now);

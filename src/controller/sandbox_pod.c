@@ -139,6 +139,19 @@ static bool pod_was_lost(const struct sb_pass *p)
     return !(s && strcmp(s, "True") == 0) && !(r && strcmp(r, SB_R_POD_TERMINATING) == 0);
 }
 
+/* The Pod an earlier pass created, while the cache has yet to show it (sandbox_memo.h):
+ * used as it was returned, instead of a create that would be refused. The pass comes
+ * back when the record expires, in case the informer never shows the Pod. */
+static void use_created(struct sb_pass *p)
+{
+    usec_t left = 0;
+    json_t *pod = sb_memo_created_get(p->r->memo, &KUBE_RES_PODS, p->uid, p->name, &left);
+    if (!pod)
+        return;
+    sb__backstop(p, left);
+    use_pod(p, pod);
+}
+
 static void create_pod(struct sb_pass *p)
 {
     struct kube_err e;
@@ -147,6 +160,7 @@ static void create_pod(struct sb_pass *p)
     int r = sb__create(p, &KUBE_RES_PODS, want, &out, &e);
     json_decref(want);
     if (r >= 0) {
+        sb_memo_created(p->r->memo, &KUBE_RES_PODS, p->uid, out);
         use_pod(p, out);
         if (lost) {
             p->obs.pod_recreated = true;
@@ -158,6 +172,8 @@ static void create_pod(struct sb_pass *p)
     if (kube_err_is_already_exists(&e)) {
         /* Not in our cache (yet): look at the real thing before deciding. */
         if (kube_get(p->r->client, &KUBE_RES_PODS, p->ns, p->name, &out, &e) >= 0) {
+            if (sb_controlled_by(out, p->uid))
+                sb_memo_created(p->r->memo, &KUBE_RES_PODS, p->uid, out);
             handle_candidate(p, out);
             return;
         }
@@ -178,6 +194,7 @@ static void delete_pod(struct sb_pass *p)
         sb__error(p, e.code ? e.code : -EIO, "pod delete failed: %s", e.message);
         return;
     }
+    sb_memo_created_forget(p->r->memo, &KUBE_RES_PODS, p->uid, kube_obj_name(p->pod), NULL);
     log_info("deleted pod for suspend\tkey=%s/%s", p->ns, p->name);
 }
 
@@ -231,11 +248,14 @@ void sb__reconcile_pod(struct sb_pass *p)
                    SB_R_MULTIPLE_PODS) != 0)
             sb__event(p, true, SB_R_MULTIPLE_PODS, "%s", p->multiple);
     } else if (owned.n == 1) {
+        sb_memo_created_forget(p->r->memo, &KUBE_RES_PODS, p->uid, kube_obj_name(owned.v[0]), NULL);
         use_pod(p, json_incref(owned.v[0]));
     } else {
         json_t *c = candidate(p);
         if (c)
             handle_candidate(p, c);
+        else
+            use_created(p);
     }
     kube_objv_done(&owned);
     if (p->multiple || p->obs.pod_unowned) {

@@ -37,6 +37,7 @@
 #include "controller/ext_names.h"
 #include "controller/manager.h"
 #include "controller/sandbox_names.h"
+#include "controller/sandbox_status.h"
 #include "kube/client.h"
 #include "kube/obj.h"
 #include "support/apiserver.h"
@@ -733,6 +734,75 @@ static void test_write_through_flags(void **state)
     xfree(kept);
 }
 
+#define HIDDEN_LABEL "as-test-hidden"
+
+static void patch_labels(const struct kube_res *res, const char *name, json_t *labels)
+{
+    struct kube_err e;
+    json_t *patch = json_pack("{s:{s:o}}", "metadata", "labels", labels);
+    IT_OK(kube_patch(c, res, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e), &e);
+    json_decref(patch);
+}
+
+static bool two_pod_creates(void *ctx)
+{
+    (void)ctx;
+    return count_of("POST pods") >= 2;
+}
+
+/* A Sandbox reconciled again before its Pod is in the controller's cache (its own
+ * status write's event can come first) uses the Pod it created, instead of creating it
+ * again to be refused with AlreadyExists and reading it back. The cache is held back for
+ * as long as the test likes: the manager's Pod cache leaves out Pods labelled
+ * HIDDEN_LABEL, which this Sandbox's template sets, until the label is taken off. */
+static void test_created_pod_not_cached(void **state)
+{
+    struct ctrl_opts o = mgr_opts;
+    json_t *sb;
+    const char *reason;
+    (void)state;
+    ctrl_manager_free(mgr);
+    o.pod_cache_selector = "!" HIDDEN_LABEL;
+    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
+    assert_int_equal(ctrl_manager_start(mgr), 0);
+    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+    clock_sleep(SETTLE);
+    counts_reset();
+    create(&API_RES_SANDBOXES,
+           json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "hidden-0", "spec",
+                     "podTemplate", "metadata", "labels", HIDDEN_LABEL, "1", "spec", "containers",
+                     "name", "runtime", "image", "registry.local/runtime:1"));
+    assert_int_equal(it_wait(pod_exists, "hidden-0", WAIT), 0);
+    /* Five more passes while the cache has no Pod, well within the record's life (the
+     * memo's TTL, 3 s): each would have been a refused create and a read. */
+    for (int i = 0; i < 5; i++) {
+        char v[8];
+        (void)snprintf(v, sizeof(v), "%d", i);
+        patch_labels(&API_RES_SANDBOXES, "hidden-0", json_pack("{s:s}", "touch", v));
+        clock_sleep(USEC_PER_SEC / 10);
+    }
+    clock_sleep(USEC_PER_SEC / 2);
+    printf("# Pod creates for a Sandbox reconciled 5 times before its Pod was cached: %u\n",
+           count_of("POST pods"));
+    assert_int_equal(count_of("POST pods"), 1);
+    sb = it_obj_get(c, &API_RES_SANDBOXES, ns, "hidden-0");
+    reason = sb_cond_reason(json_object_get(sb, "status"), SB_COND_READY);
+    assert_string_not_equal(reason ?: "", SB_R_RECONCILER_ERROR);
+    json_decref(sb);
+    /* With no event to bring it back, the pass returns when the record expires and asks
+     * the API server (a refused create and a read), then relies on that answer for
+     * another TTL. */
+    assert_int_equal(it_wait(two_pod_creates, NULL, WAIT), 0);
+    clock_sleep(USEC_PER_SEC);
+    assert_int_equal(count_of("POST pods"), 2);
+    /* the cache shows it: the Sandbox goes Ready on it, with no other Pod */
+    patch_labels(&KUBE_RES_PODS, "hidden-0", json_pack("{s:n}", HIDDEN_LABEL));
+    wait_ready(&API_RES_SANDBOXES, "hidden-", 1);
+    assert_true(count_of("POST pods") <= 3);
+    assert_int_equal(count_of("DELETE pods"), 0);
+}
+
 static atomic_bool claims_served; /* the gate of test_pod_meta_held */
 
 static bool gate_busy(void *ctx)
@@ -837,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_first_ready_restored),
         cmocka_unit_test(test_deferred_detail_is_written),
         cmocka_unit_test(test_write_through_flags),
+        cmocka_unit_test(test_created_pod_not_cached),
         cmocka_unit_test(test_pod_meta_held),
         cmocka_unit_test(test_namespace_deletion),
     };

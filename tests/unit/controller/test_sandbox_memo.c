@@ -3,8 +3,9 @@
  * replaced, only for that version and UID, and only for SB_MEMO_TTL (the backstop for a
  * watch event lost across an API server restart). The status coalescing table delays a
  * detail write by at most its window from the first sighting, and never on a collision.
- * Each memo is its own instance: two never share an entry, and a NULL memo remembers
- * nothing. */
+ * A created child is answered for by owner, kind and name until it is seen, deleted or
+ * SB_MEMO_TTL old. Each memo is its own instance: two never share an entry, and a NULL
+ * memo remembers nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 
 #include "api/sandbox.h"
 #include "controller/sandbox_memo.h"
+#include "kube/res.h"
 
 static json_t *obj(const char *uid, const char *rv)
 {
@@ -231,8 +233,111 @@ static void test_null_memo_remembers_nothing(void **state)
     assert_false(sb_memo_stale_at(NULL, v, 5));
     assert_int_equal(sb_defer_wait_at(NULL, "uid-defer-7", W, 5), 0);
     sb_defer_clear(NULL, "uid-defer-7");
+    sb_memo_created_at(NULL, &KUBE_RES_PODS, "owner-7", v, 5);
+    assert_null(sb_memo_created_get_at(NULL, &KUBE_RES_PODS, "owner-7", "x", NULL, 5));
+    sb_memo_created_forget(NULL, &KUBE_RES_PODS, "owner-7", "x", NULL);
     sb_memo_free(NULL);
     json_decref(v);
+}
+
+/* ---- children created, not yet cached ---- */
+
+static json_t *child(const char *name, const char *uid)
+{
+    json_t *o = json_pack("{s:{s:s, s:s}}", "metadata", "name", name, "uid", uid);
+    assert_non_null(o);
+    return o;
+}
+
+/* The record answers for that owner, kind and name only, until a pass has seen the child
+ * in the cache. */
+static void test_created_until_seen(void **state)
+{
+    struct sb_memo *m = *state;
+    json_t *pod = child("sb-1", "pod-uid-1"), *got;
+    usec_t t0 = 7000 * USEC_PER_SEC, left = 0;
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-1", "sb-1", &left, t0));
+    sb_memo_created_at(m, &KUBE_RES_PODS, "owner-1", pod, t0);
+    got = sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-1", "sb-1", &left, t0 + 1000);
+    assert_ptr_equal(got, pod);
+    assert_int_equal(left, SB_MEMO_TTL - 1000);
+    json_decref(got);
+    /* another kind of the same name (the Sandbox's Service), owner or name */
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_SERVICES, "owner-1", "sb-1", NULL, t0));
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-2", "sb-1", NULL, t0));
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-1", "sb-2", NULL, t0));
+    /* the cache shows a Pod of that name: the record goes */
+    sb_memo_created_forget(m, &KUBE_RES_PODS, "owner-1", "sb-1", NULL);
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-1", "sb-1", NULL, t0 + 1));
+    json_decref(pod);
+}
+
+/* Past SB_MEMO_TTL the record is dropped: a pass creates again (and learns the truth). */
+static void test_created_expires(void **state)
+{
+    struct sb_memo *m = *state;
+    json_t *pvc = child("data-sb-3", "pvc-uid-3"), *got;
+    usec_t t0 = 8000 * USEC_PER_SEC;
+    sb_memo_created_at(m, &KUBE_RES_PVCS, "owner-3", pvc, t0);
+    got = sb_memo_created_get_at(m, &KUBE_RES_PVCS, "owner-3", "data-sb-3", NULL,
+                                 t0 + SB_MEMO_TTL - 1);
+    assert_ptr_equal(got, pvc);
+    json_decref(got);
+    assert_null(
+        sb_memo_created_get_at(m, &KUBE_RES_PVCS, "owner-3", "data-sb-3", NULL, t0 + SB_MEMO_TTL));
+    /* dropped, not only hidden: a clock going back does not bring it back */
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_PVCS, "owner-3", "data-sb-3", NULL, t0));
+    /* nor does a time before the record */
+    sb_memo_created_at(m, &KUBE_RES_PVCS, "owner-3", pvc, t0);
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_PVCS, "owner-3", "data-sb-3", NULL, t0 - 1));
+    sb_memo_created_forget(m, &KUBE_RES_PVCS, "owner-3", "data-sb-3", NULL);
+    json_decref(pvc);
+}
+
+/* A deletion seen forgets that very child only, not a newer one of the same name; a
+ * second create of the same name replaces the record (the first one's reference is
+ * dropped: the sanitizer build would report a leak). */
+static void test_created_forget_by_uid(void **state)
+{
+    struct sb_memo *m = *state;
+    json_t *old = child("sb-4", "pod-uid-old"), *new = child("sb-4", "pod-uid-new"), *got;
+    usec_t t0 = 9000 * USEC_PER_SEC;
+    sb_memo_created_at(m, &KUBE_RES_PODS, "owner-4", old, t0);
+    sb_memo_created_at(m, &KUBE_RES_PODS, "owner-4", new, t0 + 1);
+    sb_memo_created_forget(m, &KUBE_RES_PODS, "owner-4", "sb-4", "pod-uid-old");
+    got = sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-4", "sb-4", NULL, t0 + 2);
+    assert_ptr_equal(got, new);
+    json_decref(got);
+    sb_memo_created_forget(m, &KUBE_RES_SERVICES, "owner-4", "sb-4", "pod-uid-new");
+    got = sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-4", "sb-4", NULL, t0 + 2);
+    assert_ptr_equal(got, new); /* that UID under another kind: not this record */
+    json_decref(got);
+    sb_memo_created_forget(m, &KUBE_RES_PODS, "owner-4", "sb-4", "pod-uid-new");
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-4", "sb-4", NULL, t0 + 2));
+    json_decref(old);
+    json_decref(new);
+}
+
+/* Objects the table cannot key are not recorded; records still held when the memo is
+ * freed are released with it (the teardown; the sanitizer build checks). */
+static void test_created_unusable_and_held(void **state)
+{
+    struct sb_memo *m = *state;
+    char long_uid[64];
+    json_t *no_uid = json_pack("{s:{s:s}}", "metadata", "name", "sb-5");
+    json_t *pod = child("sb-5", "pod-uid-5");
+    usec_t t0 = 9500 * USEC_PER_SEC;
+    memset(long_uid, 'u', sizeof(long_uid) - 1);
+    long_uid[sizeof(long_uid) - 1] = '\0';
+    sb_memo_created_at(m, &KUBE_RES_PODS, "owner-5", no_uid, t0);
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-5", "sb-5", NULL, t0));
+    sb_memo_created_at(m, &KUBE_RES_PODS, long_uid, pod, t0);
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_PODS, long_uid, "sb-5", NULL, t0));
+    sb_memo_created_at(m, NULL, "owner-5", pod, t0);
+    assert_null(sb_memo_created_get_at(m, NULL, "owner-5", "sb-5", NULL, t0));
+    sb_memo_created_at(m, &KUBE_RES_PODS, "owner-5", pod, t0); /* held at teardown */
+    json_decref(no_uid);
+    json_decref(pod);
 }
 
 static int setup(void **state)
@@ -258,6 +363,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_defer_collision_writes_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pod_meta_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_instances_do_not_share, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_created_until_seen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_created_expires, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_created_forget_by_uid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_created_unusable_and_held, setup, teardown),
         cmocka_unit_test(test_null_memo_remembers_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
