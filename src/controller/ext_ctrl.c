@@ -89,10 +89,28 @@ int ext__patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns, c
     return kube_request(x->d.client, &r, ret_obj, reterr);
 }
 
+/* A side write may wait (side_writer.h): a claim deleted meanwhile (a short-lived one,
+ * under steady load) has nothing left to annotate, and the PATCH would only be refused
+ * with NotFound. The cache decides; a deletion it has not seen yet costs that refusal. */
+static bool side_target_gone(struct ext_ctrl *x, const struct kube_res *res, const char *ns,
+                             const char *name)
+{
+    json_t *obj;
+    bool gone;
+    if (res != &API_RES_SANDBOXCLAIMS || !x->inf[EXT_INF_CLAIM])
+        return false;
+    obj = kube_store_get_ns(ext__store(x, EXT_INF_CLAIM), ns, name);
+    gone = !obj || kube_obj_deleting(obj);
+    json_decref(obj);
+    return gone;
+}
+
 static int side_write(void *ctx, const struct kube_res *res, const char *ns, const char *name,
                       const json_t *patch)
 {
     struct kube_err e;
+    if (side_target_gone(ctx, res, ns, name))
+        return SIDE_SKIPPED;
     return ext__patch(ctx, res, ns, name, NULL, patch, NULL, &e);
 }
 
@@ -120,6 +138,8 @@ static int side_start(struct ext_ctrl *x)
     int r;
     if (x->o.side_hold == USEC_INFINITY)
         return 0;
+    if (x->o.side_gate)
+        so.gate = *x->o.side_gate;
     if ((r = side_writer_new(&so, &x->side)) < 0)
         return r;
     if (x->d.events)

@@ -56,7 +56,9 @@ struct ext_opts {
     bool keep_managed_fields;  /* the adoption PATCH and the Pod metadata PATCH leave
                                   managedFields (upstream); default: they clear them
                                   (kube_obj.h). The Sandbox reconciler reads it too. */
-    bool latebind_loopback;    /* tests only: deliver late-bound env to loopback pod IPs */
+    const struct yield_gate *side_gate; /* tests only: the side writes' gate (copied at
+                                           start) instead of the claim loop's */
+    bool latebind_loopback;             /* tests only: deliver late-bound env to loopback pod IPs */
     usec_t latebind_timeout;   /* one delivery to sandboxd; 0 = LIMIT_LB_DELIVERY_TIMEOUT */
     const char *label_domains; /* allowed label domains, comma-separated (copied); NULL = file
                                   /etc/sandbox-config/allowed-label-domains, else

@@ -19,7 +19,7 @@ struct side_writer {
     struct side_opts o;
     pthread_mutex_t lock;
     pthread_cond_t work;    /* queued or stopping */
-    pthread_cond_t written; /* st.written or st.failed advanced */
+    pthread_cond_t written; /* st.written, st.failed or st.skipped advanced */
     struct side_job *head, *tail;
     size_t len;
     bool stopping;
@@ -91,6 +91,8 @@ static void write_one(struct side_writer *w, struct side_job *j)
     w->st.held += held;
     if (r < 0)
         w->st.failed++;
+    else if (r == SIDE_SKIPPED)
+        w->st.skipped++;
     else
         w->st.written++;
     pthread_cond_broadcast(&w->written);
@@ -143,7 +145,7 @@ void side_writer_flush(struct side_writer *w)
     unsigned long target;
     pthread_mutex_lock(&w->lock);
     target = w->st.queued;
-    while (w->st.written + w->st.failed < target)
+    while (w->st.written + w->st.failed + w->st.skipped < target)
         pthread_cond_wait(&w->written, &w->lock);
     pthread_mutex_unlock(&w->lock);
 }

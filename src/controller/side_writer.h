@@ -16,7 +16,12 @@
 struct kube_res;
 struct side_writer;
 
-/** Writes one merge patch (borrowed) to res ns/name. Returns 0 or a negative errno. */
+/** side_write_fn's answer when there was nothing to write (the object went while its
+ *  write waited). */
+#define SIDE_SKIPPED 1
+
+/** Writes one merge patch (borrowed) to res ns/name. Returns 0, SIDE_SKIPPED or a
+ *  negative errno. */
 typedef int side_write_fn(void *ctx, const struct kube_res *res, const char *ns, const char *name,
                           const json_t *patch);
 
@@ -31,7 +36,8 @@ struct side_opts {
 
 struct side_stats {
     unsigned long queued, written, failed;
-    unsigned long held; /* writes the gate held back */
+    unsigned long skipped; /* the write function found nothing to write */
+    unsigned long held;    /* writes the gate held back */
 };
 
 /** Starts the writer thread (opts copied). Returns 0 and *ret, -EINVAL without a write
@@ -43,6 +49,6 @@ void side_writer_free(struct side_writer *w);
  * queuing nothing, when the queue is full or the writer stops. Any thread. */
 bool side_writer_add(struct side_writer *w, const struct kube_res *res, const char *ns,
                      const char *name, const json_t *patch);
-/** Waits until every write queued before the call was made (or failed). */
+/** Waits until every write queued before the call was made, failed or skipped. */
 void side_writer_flush(struct side_writer *w);
 void side_writer_stats(struct side_writer *w, struct side_stats *ret);

@@ -119,6 +119,14 @@ static void test_in_order(void **state)
     side_writer_flush(w);
     side_writer_stats(w, &st);
     assert_int_equal(st.failed, 1);
+    /* nothing to write (the object went): counted apart, and a flush does not wait on it */
+    f.fail = SIDE_SKIPPED;
+    assert_true(add(w, "e"));
+    side_writer_flush(w);
+    side_writer_stats(w, &st);
+    assert_int_equal(st.skipped, 1);
+    assert_int_equal(st.written, 3);
+    assert_int_equal(st.failed, 1);
     finish(&f, w);
 }
 
