@@ -15,16 +15,13 @@
 /* ---- PVCs ------------------------------------------------------------------------- */
 
 /* True when an earlier pass created the child of kind res named name and the cache has
- * yet to show it (sandbox_memo.h): the pass then comes back when the record expires. */
+ * yet to show it (sb__created_child). */
 static bool created_earlier(struct sb_pass *p, const struct kube_res *res, const char *name)
 {
-    usec_t left = 0;
-    json_t *obj = sb_memo_created_get(p->r->memo, res, p->uid, name, &left);
-    if (!obj)
-        return false;
-    sb__backstop(p, left);
+    json_t *obj = sb__created_child(p, res, name);
+    bool found = obj != NULL;
     json_decref(obj);
-    return true;
+    return found;
 }
 
 static void adopt_or_refuse(struct sb_pass *p, const struct kube_res *res, const char *what,

@@ -34,6 +34,10 @@ void sb__error(struct sb_pass *p, int retry, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /** The pass is to run again within delay (the shortest of those asked for wins). */
 void sb__backstop(struct sb_pass *p, usec_t delay);
+/** New reference to the child of kind res named name that an earlier pass created and
+ * the cache has yet to show (sandbox_memo.h), or NULL; the pass then comes back when the
+ * record expires, in case the informer never shows the child. */
+json_t *sb__created_child(struct sb_pass *p, const struct kube_res *res, const char *name);
 /** Records an Event about the Sandbox (no-op without a recorder). */
 void sb__event(struct sb_pass *p, bool warning, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

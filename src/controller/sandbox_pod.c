@@ -139,19 +139,6 @@ static bool pod_was_lost(const struct sb_pass *p)
     return !(s && strcmp(s, "True") == 0) && !(r && strcmp(r, SB_R_POD_TERMINATING) == 0);
 }
 
-/* The Pod an earlier pass created, while the cache has yet to show it (sandbox_memo.h):
- * used as it was returned, instead of a create that would be refused. The pass comes
- * back when the record expires, in case the informer never shows the Pod. */
-static void use_created(struct sb_pass *p)
-{
-    usec_t left = 0;
-    json_t *pod = sb_memo_created_get(p->r->memo, &KUBE_RES_PODS, p->uid, p->name, &left);
-    if (!pod)
-        return;
-    sb__backstop(p, left);
-    use_pod(p, pod);
-}
-
 static void create_pod(struct sb_pass *p)
 {
     struct kube_err e;
@@ -254,8 +241,8 @@ void sb__reconcile_pod(struct sb_pass *p)
         json_t *c = candidate(p);
         if (c)
             handle_candidate(p, c);
-        else
-            use_created(p);
+        else /* the Pod a pass created, as it was returned, until the cache shows it */
+            use_pod(p, sb__created_child(p, &KUBE_RES_PODS, p->name));
     }
     kube_objv_done(&owned);
     if (p->multiple || p->obs.pod_unowned) {

@@ -113,6 +113,15 @@ void sb__backstop(struct sb_pass *p, usec_t delay)
         p->backstop = delay;
 }
 
+json_t *sb__created_child(struct sb_pass *p, const struct kube_res *res, const char *name)
+{
+    usec_t left = 0;
+    json_t *obj = sb_memo_created_get(p->r->memo, res, p->uid, name, &left);
+    if (obj)
+        sb__backstop(p, left);
+    return obj;
+}
+
 /* True when a write of st may wait: a change of details only, within the window. */
 static bool defer_status(struct sb_pass *p, const json_t *st)
 {
