@@ -803,54 +803,6 @@ static void test_created_pod_not_cached(void **state)
     assert_int_equal(count_of("DELETE pods"), 0);
 }
 
-static atomic_bool side_busy; /* the side writes' gate of test_side_write_claim_gone */
-
-static bool side_gate_busy(void *ctx)
-{
-    (void)ctx;
-    return atomic_load(&side_busy);
-}
-
-static bool claim_gone(void *ctx)
-{
-    json_t *cl = it_obj_get(c, &API_RES_SANDBOXCLAIMS, ns, ctx);
-    json_decref(cl);
-    return cl == NULL;
-}
-
-/* A claim deleted while its first-ready annotations wait (they wait while claims are
- * served) gets no PATCH: nothing is left to annotate, and the server would refuse it with
- * NotFound, as it did for a third of the claims of a steady 30 a second with a 5 s
- * dwell. A claim that stays gets its annotations once the gate opens. */
-static void test_side_write_claim_gone(void **state)
-{
-    struct yield_gate g = {.busy = side_gate_busy, .max_wait = 10 * WAIT};
-    struct ctrl_opts o = mgr_opts;
-    struct kube_err e;
-    (void)state;
-    ctrl_manager_free(mgr);
-    o.ext.side_gate = &g;
-    atomic_store(&side_busy, true);
-    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
-    assert_int_equal(ctrl_manager_start(mgr), 0);
-    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
-    assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
-    clock_sleep(SETTLE);
-    counts_reset();
-    create(&API_RES_SANDBOXCLAIMS, it_claim_new("gone-0", "pool"));
-    create(&API_RES_SANDBOXCLAIMS, it_claim_new("stays-0", "pool"));
-    wait_ready(&API_RES_SANDBOXCLAIMS, "gone-", 1);
-    wait_ready(&API_RES_SANDBOXCLAIMS, "stays-", 1);
-    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "gone-0", &e), &e);
-    assert_int_equal(it_wait(claim_gone, "gone-0", WAIT), 0);
-    clock_sleep(USEC_PER_SEC); /* the controller's cache sees the deletion */
-    assert_int_equal(count_of("PATCH sandboxclaims"), 0);
-    atomic_store(&side_busy, false);
-    assert_int_equal(it_wait(has_first_ready, "stays-0", WAIT), 0);
-    clock_sleep(SETTLE);
-    assert_int_equal(count_of("PATCH sandboxclaims"), 1);
-}
-
 static atomic_bool claims_served; /* the gate of test_pod_meta_held */
 
 static bool gate_busy(void *ctx)
@@ -956,7 +908,6 @@ int main(void)
         cmocka_unit_test(test_deferred_detail_is_written),
         cmocka_unit_test(test_write_through_flags),
         cmocka_unit_test(test_created_pod_not_cached),
-        cmocka_unit_test(test_side_write_claim_gone),
         cmocka_unit_test(test_pod_meta_held),
         cmocka_unit_test(test_namespace_deletion),
     };
