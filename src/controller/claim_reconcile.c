@@ -356,7 +356,9 @@ static void queue_first_ready(struct claim_pass *p, usec_t ready, usec_t observe
     json_t *patch;
     clock_format_rfc3339(ready, r, sizeof(r));
     clock_format_rfc3339(observed, o, sizeof(o));
-    patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", EXT_ANN_FIRST_READY, r);
+    /* the UID: a claim made again under this name while the write waits is not this one */
+    patch = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "uid", p->uid, "annotations",
+                      EXT_ANN_FIRST_READY, r);
     if (!kube_obj_annotation(p->claim, EXT_ANN_FIRST_OBSERVED))
         json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
                             EXT_ANN_FIRST_OBSERVED, json_string(o));

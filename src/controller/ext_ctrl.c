@@ -91,16 +91,22 @@ int ext__patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns, c
 
 /* A side write may wait (side_writer.h): a claim deleted meanwhile (a short-lived one,
  * under steady load) has nothing left to annotate, and the PATCH would only be refused
- * with NotFound. The cache decides; a deletion it has not seen yet costs that refusal. */
+ * with NotFound. A claim made again under the same name is another claim: a patch that
+ * names its claim's UID (metadata.uid) is not for it (the server would refuse it too:
+ * the UID is immutable). The cache decides; a deletion it has not seen yet costs that
+ * refusal. */
 static bool side_target_gone(struct ext_ctrl *x, const struct kube_res *res, const char *ns,
-                             const char *name)
+                             const char *name, const json_t *patch)
 {
+    const char *uid = json_string_value(json_object_get(json_object_get(patch, "metadata"), "uid"));
+    const char *cur;
     json_t *obj;
     bool gone;
     if (res != &API_RES_SANDBOXCLAIMS || !x->inf[EXT_INF_CLAIM])
         return false;
     obj = kube_store_get_ns(ext__store(x, EXT_INF_CLAIM), ns, name);
-    gone = !obj || kube_obj_deleting(obj);
+    cur = obj ? kube_obj_uid(obj) : NULL;
+    gone = !obj || kube_obj_deleting(obj) || (uid && (!cur || strcmp(uid, cur) != 0));
     json_decref(obj);
     return gone;
 }
@@ -109,7 +115,7 @@ static int side_write(void *ctx, const struct kube_res *res, const char *ns, con
                       const json_t *patch)
 {
     struct kube_err e;
-    if (side_target_gone(ctx, res, ns, name))
+    if (side_target_gone(ctx, res, ns, name, patch))
         return SIDE_SKIPPED;
     return ext__patch(ctx, res, ns, name, NULL, patch, NULL, &e);
 }
