@@ -99,24 +99,11 @@ static void child_update(void *ctx, const json_t *old_obj, const json_t *new_obj
         child_changed(ctx, old_obj);
 }
 
-/* A child's deletion ends the record of its create (sandbox_memo.h), so that the next
- * pass of its Sandbox does not take it for one the cache has yet to show. The kind is not
- * known here; the child's UID picks the record, whichever kind it is under. */
-static void forget_created(struct ctrl_manager *m, const json_t *obj)
-{
-    static const struct kube_res *const kinds[] = {&KUBE_RES_PODS, &KUBE_RES_SERVICES,
-                                                   &KUBE_RES_PVCS};
-    const char *owner = json_string_value(json_object_get(kube_obj_controller_ref(obj), "uid"));
-    if (!owner || !sb_controller_is(obj, SB_GROUP, SB_KIND) || !kube_obj_uid(obj))
-        return;
-    for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
-        sb_memo_created_forget(m->memo, kinds[i], owner, kube_obj_name(obj), kube_obj_uid(obj));
-}
-
 static void child_delete(void *ctx, const json_t *obj, bool unknown)
 {
+    struct ctrl_manager *m = ctx;
     (void)unknown;
-    forget_created(ctx, obj);
+    sb_memo_created_gone(m->memo, obj); /* sandbox_memo.h: its record, if any, goes */
     child_changed(ctx, obj);
 }
 
@@ -267,8 +254,8 @@ static int new_informer(struct ctrl_manager *m, int which, const struct kube_res
         .client = m->opts.client,
         .res = res,
         .ns = m->ns,
-        .label_selector = which == CTRL_INF_POD && m->opts.pod_cache_selector
-                              ? m->opts.pod_cache_selector
+        .label_selector = which != CTRL_INF_SANDBOX && m->opts.child_cache_selector
+                              ? m->opts.child_cache_selector
                           : tracked_only ? SB_LABEL_NAME_HASH
                                          : NULL,
         .transform = tf,

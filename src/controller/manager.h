@@ -58,10 +58,10 @@ struct ctrl_opts {
     usec_t pod_meta_hold;
     const struct yield_gate *pod_meta_gate; /* tests only: this gate (copied) instead of the
                                                claim loop's and pod_meta_hold */
-    /* Tests only: the Pod cache's label selector (copied at start) instead of the default,
-     * e.g. one the controller's Pods lack until the test labels them, to hold back when
-     * the cache shows a Pod. */
-    const char *pod_cache_selector;
+    /* Tests only: the label selector of the Pod, Service and PVC caches (copied at start)
+     * instead of their defaults, e.g. one the controller's children lack until the test
+     * labels them, to hold back when the cache shows a child. */
+    const char *child_cache_selector;
     bool leader_elect;      /* gate the workers on a Lease */
     const char *lease_ns;   /* Lease namespace (copied); NULL = the client's */
     const char *lease_name; /* NULL = CTRL_DEFAULT_LEASE_ID (copied) */

@@ -10,6 +10,7 @@
 #include "common/hash.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
+#include "controller/sandbox_names.h"
 #include "kube/obj.h"
 
 #define SB_MEMO_UID 40
@@ -292,4 +293,15 @@ void sb_memo_created_forget(struct sb_memo *m, const struct kube_res *res, const
     }
     pthread_mutex_unlock(&m->lock);
     json_decref(gone);
+}
+
+void sb_memo_created_gone(struct sb_memo *m, const json_t *obj)
+{
+    static const struct kube_res *const kinds[] = {&KUBE_RES_PODS, &KUBE_RES_SERVICES,
+                                                   &KUBE_RES_PVCS};
+    const char *owner = json_string_value(json_object_get(kube_obj_controller_ref(obj), "uid"));
+    if (!m || !owner || !sb_controller_is(obj, SB_GROUP, SB_KIND) || !kube_obj_uid(obj))
+        return;
+    for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
+        sb_memo_created_forget(m, kinds[i], owner, kube_obj_name(obj), kube_obj_uid(obj));
 }

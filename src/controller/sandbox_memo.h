@@ -103,6 +103,11 @@ json_t *sb_memo_created_get(struct sb_memo *m, const struct kube_res *res, const
  *  seen), not a newer one of the same name. */
 void sb_memo_created_forget(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
                             const char *name, const char *child_uid);
+/** The deletion of obj (borrowed; a Pod, Service or PVC) was seen: forgets the record of
+ *  that very object if it was a Sandbox's child, under whichever of the three kinds it
+ *  is (the caller need not know), so that the next pass of its Sandbox does not take it
+ *  for one the cache has yet to show. Anything else is ignored. */
+void sb_memo_created_gone(struct sb_memo *m, const json_t *obj);
 /** sb_memo_created and sb_memo_created_get on an explicit monotonic time (for tests). */
 void sb_memo_created_at(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
                         const json_t *obj, usec_t now);

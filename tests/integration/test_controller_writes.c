@@ -762,7 +762,7 @@ static void test_created_pod_not_cached(void **state)
     const char *reason;
     (void)state;
     ctrl_manager_free(mgr);
-    o.pod_cache_selector = "!" HIDDEN_LABEL;
+    o.child_cache_selector = "!" HIDDEN_LABEL;
     assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
     assert_int_equal(ctrl_manager_start(mgr), 0);
     assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
@@ -801,6 +801,57 @@ static void test_created_pod_not_cached(void **state)
     wait_ready(&API_RES_SANDBOXES, "hidden-", 1);
     assert_true(count_of("POST pods") <= 3);
     assert_int_equal(count_of("DELETE pods"), 0);
+}
+
+/* The same for a Sandbox's Service and PVC (and Pod): the caches leave out every child of
+ * Sandbox kids-0 (their tracking label's value is its name's hash). Its passes use the
+ * children they created instead of creating them again, to be refused with AlreadyExists
+ * and show the refusal in the Sandbox's status until the cache caught up. */
+static void test_created_children_not_cached(void **state)
+{
+    char hash[SB_HASH_LEN + 1], sel[128];
+    struct ctrl_opts o = mgr_opts;
+    struct kube_err e = {0};
+    json_t *sb;
+    const char *reason;
+    (void)state;
+    sb_name_hash("kids-0", hash);
+    (void)snprintf(sel, sizeof(sel), "%s!=%s", SB_LABEL_NAME_HASH, hash);
+    ctrl_manager_free(mgr);
+    o.child_cache_selector = sel;
+    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
+    assert_int_equal(ctrl_manager_start(mgr), 0);
+    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+    clock_sleep(SETTLE);
+    counts_reset();
+    create(&API_RES_SANDBOXES,
+           json_pack("{s:s, s:s, s:{s:s}, s:{s:b, s:[{s:{s:s}, s:{s:[s], s:{s:{s:s}}}}], "
+                     "s:{s:{s:[{s:s, s:s}]}}}}",
+                     "apiVersion", SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "kids-0",
+                     "spec", "service", 1, "volumeClaimTemplates", "metadata", "name", "data",
+                     "spec", "accessModes", "ReadWriteOnce", "resources", "requests", "storage",
+                     "1Gi", "podTemplate", "spec", "containers", "name", "runtime", "image",
+                     "registry.local/runtime:1"));
+    assert_int_equal(it_wait(pod_exists, "kids-0", WAIT), 0);
+    for (int i = 0; i < 5; i++) {
+        char v[8];
+        (void)snprintf(v, sizeof(v), "%d", i);
+        patch_labels(&API_RES_SANDBOXES, "kids-0", json_pack("{s:s}", "touch", v));
+        clock_sleep(USEC_PER_SEC / 10);
+    }
+    clock_sleep(USEC_PER_SEC / 2);
+    printf("# creates for a Sandbox reconciled 5 times before its children were cached: "
+           "%u Service, %u PVC, %u Pod\n",
+           count_of("POST services"), count_of("POST persistentvolumeclaims"),
+           count_of("POST pods"));
+    assert_int_equal(count_of("POST services"), 1);
+    assert_int_equal(count_of("POST persistentvolumeclaims"), 1);
+    assert_int_equal(count_of("POST pods"), 1);
+    sb = it_obj_get(c, &API_RES_SANDBOXES, ns, "kids-0");
+    reason = sb_cond_reason(json_object_get(sb, "status"), SB_COND_READY);
+    assert_string_not_equal(reason ?: "", SB_R_RECONCILER_ERROR);
+    json_decref(sb);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "kids-0", &e), &e);
 }
 
 static atomic_bool side_busy; /* the side writes' gate of test_side_write_claim_gone */
@@ -981,6 +1032,7 @@ int main(void)
         cmocka_unit_test(test_deferred_detail_is_written),
         cmocka_unit_test(test_write_through_flags),
         cmocka_unit_test(test_created_pod_not_cached),
+        cmocka_unit_test(test_created_children_not_cached),
         cmocka_unit_test(test_side_write_claim_gone),
         cmocka_unit_test(test_pod_meta_held),
         cmocka_unit_test(test_namespace_deletion),

@@ -318,6 +318,55 @@ static void test_created_forget_by_uid(void **state)
     json_decref(new);
 }
 
+/* A child of kind kind named name with uid, controlled by owner_uid of kind owner_kind. */
+static json_t *owned_child(const char *name, const char *uid, const char *owner_kind,
+                           const char *owner_uid)
+{
+    json_t *o = json_pack("{s:{s:s, s:s, s:[{s:s, s:s, s:s, s:s, s:b}]}}", "metadata", "name", name,
+                          "uid", uid, "ownerReferences", "apiVersion", SB_API_VERSION, "kind",
+                          owner_kind, "name", "sb-6", "uid", owner_uid, "controller", 1);
+    assert_non_null(o);
+    return o;
+}
+
+/* The deletion seen by the child informers (any of the three kinds, not said which):
+ * that very child's record goes, under its own kind; a newer child of the same name, a
+ * child of another kind of owner or with no owner keeps whatever record there is. */
+static void test_created_gone(void **state)
+{
+    struct sb_memo *m = *state;
+    json_t *pod = child("sb-6", "pod-uid-6"), *svc = child("sb-6", "svc-uid-6"), *got;
+    json_t *pod_gone = owned_child("sb-6", "pod-uid-6", SB_KIND, "owner-6");
+    json_t *older = owned_child("sb-6", "svc-uid-older", SB_KIND, "owner-6");
+    json_t *foreign = owned_child("sb-6", "svc-uid-6", "ReplicaSet", "owner-6");
+    json_t *orphan = child("sb-6", "svc-uid-6");
+    usec_t t0 = 9200 * USEC_PER_SEC;
+    sb_memo_created_at(m, &KUBE_RES_PODS, "owner-6", pod, t0);
+    sb_memo_created_at(m, &KUBE_RES_SERVICES, "owner-6", svc, t0);
+    sb_memo_created_gone(m, older);
+    sb_memo_created_gone(m, foreign);
+    sb_memo_created_gone(m, orphan);
+    sb_memo_created_gone(NULL, pod_gone);
+    got = sb_memo_created_get_at(m, &KUBE_RES_SERVICES, "owner-6", "sb-6", NULL, t0 + 1);
+    assert_ptr_equal(got, svc);
+    json_decref(got);
+    got = sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-6", "sb-6", NULL, t0 + 1);
+    assert_ptr_equal(got, pod);
+    json_decref(got);
+    sb_memo_created_gone(m, pod_gone);
+    assert_null(sb_memo_created_get_at(m, &KUBE_RES_PODS, "owner-6", "sb-6", NULL, t0 + 1));
+    got = sb_memo_created_get_at(m, &KUBE_RES_SERVICES, "owner-6", "sb-6", NULL, t0 + 1);
+    assert_ptr_equal(got, svc); /* the Service of the same name stays */
+    json_decref(got);
+    sb_memo_created_forget(m, &KUBE_RES_SERVICES, "owner-6", "sb-6", NULL);
+    json_decref(pod);
+    json_decref(svc);
+    json_decref(pod_gone);
+    json_decref(older);
+    json_decref(foreign);
+    json_decref(orphan);
+}
+
 /* Objects the table cannot key are not recorded; records still held when the memo is
  * freed are released with it (the teardown; the sanitizer build checks). */
 static void test_created_unusable_and_held(void **state)
@@ -366,6 +415,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_created_until_seen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_created_expires, setup, teardown),
         cmocka_unit_test_setup_teardown(test_created_forget_by_uid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_created_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_created_unusable_and_held, setup, teardown),
         cmocka_unit_test(test_null_memo_remembers_nothing),
     };
