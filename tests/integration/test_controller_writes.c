@@ -36,6 +36,7 @@
 #include "common/yield_gate.h"
 #include "controller/ext_names.h"
 #include "controller/manager.h"
+#include "controller/sandbox_memo.h"
 #include "controller/sandbox_names.h"
 #include "controller/sandbox_status.h"
 #include "kube/client.h"
@@ -803,25 +804,39 @@ static void test_created_pod_not_cached(void **state)
     assert_int_equal(count_of("DELETE pods"), 0);
 }
 
+static void restart_hiding_children_of(const char *name, char *sel, size_t size)
+{
+    char hash[SB_HASH_LEN + 1];
+    struct ctrl_opts o = mgr_opts;
+    sb_name_hash(name, hash);
+    (void)snprintf(sel, size, "%s!=%s", SB_LABEL_NAME_HASH, hash);
+    ctrl_manager_free(mgr);
+    o.child_cache_selector = sel;
+    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
+    assert_int_equal(ctrl_manager_start(mgr), 0);
+    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+}
+
+static void set_mode(const char *name, const char *mode)
+{
+    struct kube_err e = {0};
+    json_t *patch = json_pack("{s:{s:s}}", "spec", "operatingMode", mode);
+    IT_OK(kube_patch(c, &API_RES_SANDBOXES, ns, name, KUBE_PATCH_MERGE, patch, NULL, &e), &e);
+    json_decref(patch);
+}
+
 /* The same for a Sandbox's Service and PVC (and Pod): the caches leave out every child of
  * Sandbox kids-0 (their tracking label's value is its name's hash). Its passes use the
  * children they created instead of creating them again, to be refused with AlreadyExists
  * and show the refusal in the Sandbox's status until the cache caught up. */
 static void test_created_children_not_cached(void **state)
 {
-    char hash[SB_HASH_LEN + 1], sel[128];
-    struct ctrl_opts o = mgr_opts;
+    char sel[128];
     struct kube_err e = {0};
     json_t *sb;
     const char *reason;
     (void)state;
-    sb_name_hash("kids-0", hash);
-    (void)snprintf(sel, sizeof(sel), "%s!=%s", SB_LABEL_NAME_HASH, hash);
-    ctrl_manager_free(mgr);
-    o.child_cache_selector = sel;
-    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
-    assert_int_equal(ctrl_manager_start(mgr), 0);
-    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+    restart_hiding_children_of("kids-0", sel, sizeof(sel));
     clock_sleep(SETTLE);
     counts_reset();
     create(&API_RES_SANDBOXES,
@@ -852,6 +867,43 @@ static void test_created_children_not_cached(void **state)
     assert_string_not_equal(reason ?: "", SB_R_RECONCILER_ERROR);
     json_decref(sb);
     IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "kids-0", &e), &e);
+}
+
+/* Suspending deletes the Pod the record stands for, and forgets the record: resumed at
+ * once, the Sandbox creates its Pod again straight away, not once the record has expired
+ * (SB_MEMO_TTL after the first create). The cache never shows nap-0's Pod. */
+static void test_created_pod_suspended(void **state)
+{
+    char sel[128];
+    struct kube_err e = {0};
+    usec_t t0, resumed, second;
+    (void)state;
+    restart_hiding_children_of("nap-0", sel, sizeof(sel));
+    clock_sleep(SETTLE);
+    counts_reset();
+    t0 = clock_now();
+    create(&API_RES_SANDBOXES,
+           json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "nap-0", "spec",
+                     "podTemplate", "spec", "containers", "name", "runtime", "image",
+                     "registry.local/runtime:1"));
+    assert_int_equal(it_wait(pod_exists, "nap-0", WAIT), 0);
+    set_mode("nap-0", "Suspended");
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_PODS, ns, "nap-0", WAIT), 0);
+    assert_int_equal(count_of("DELETE pods"), 1);
+    set_mode("nap-0", "Running");
+    resumed = clock_now();
+    assert_int_equal(it_wait(two_pod_creates, NULL, WAIT), 0);
+    second = clock_now();
+    printf("# resumed %.2f s after the create; Pod created again %.2f s later (record's "
+           "life %.0f s)\n",
+           (double)(resumed - t0) / USEC_PER_SEC, (double)(second - resumed) / USEC_PER_SEC,
+           (double)SB_MEMO_TTL / USEC_PER_SEC);
+    /* without the forget, not before t0 + SB_MEMO_TTL */
+    if (resumed - t0 < SB_MEMO_TTL - USEC_PER_SEC)
+        assert_true(second - resumed < USEC_PER_SEC);
+    assert_int_equal(count_of("POST pods"), 2);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "nap-0", &e), &e);
 }
 
 static atomic_bool side_busy; /* the side writes' gate of test_side_write_claim_gone */
@@ -1033,6 +1085,7 @@ int main(void)
         cmocka_unit_test(test_write_through_flags),
         cmocka_unit_test(test_created_pod_not_cached),
         cmocka_unit_test(test_created_children_not_cached),
+        cmocka_unit_test(test_created_pod_suspended),
         cmocka_unit_test(test_side_write_claim_gone),
         cmocka_unit_test(test_pod_meta_held),
         cmocka_unit_test(test_namespace_deletion),
