@@ -34,6 +34,10 @@
 # $BENCH_APISERVER_DIR (default .cache/bench-apiserver), because swapping CRDs on the
 # shared test API server would break the tests that use it. `smoke` stops it at the end;
 # `compare` leaves it running for the next run (stop: AS_APISERVER_DIR=... hack/apiserver.sh stop).
+# Before each leg `compare` waits for a quiet machine: the 1-minute load average at or
+# below BENCH_QUIET_LOAD (default 1.0), for at most BENCH_QUIET_MAX seconds (default 240;
+# 0 = no wait). A leg that starts behind the last one's cleanup (load 3-5 on two cores)
+# measures that, not the controller.
 source "$(dirname "$0")/../hack/lib.sh"
 cd "$ROOT"
 
@@ -47,7 +51,7 @@ UP_FLAGS=(--extensions --enable-webhook=false --manage-webhook-certs=false
 	--sandbox-concurrent-workers=50 --sandbox-claim-concurrent-workers=50
 	--separate-watch-connection --api-connections=4)
 
-usage() { sed -n '2,36s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,40s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
 module_dir() { # the module's source in the module cache, downloaded when missing
 	local dir
@@ -198,6 +202,21 @@ YAML
 	return 1
 }
 
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# Waits until load1 <= BENCH_QUIET_LOAD, BENCH_QUIET_MAX s at most; says how it went.
+wait_quiet() {
+	local want=${BENCH_QUIET_LOAD:-1.0} max=${BENCH_QUIET_MAX:-240} t0=$SECONDS
+	while awk -v l="$(load1)" -v w="$want" 'BEGIN { exit !(l > w) }'; do
+		if [ $((SECONDS - t0)) -ge "$max" ]; then
+			log "load $(load1) still above $want after ${max}s; starting anyway"
+			return 0
+		fi
+		sleep 5
+	done
+	log "load $(load1) (waited $((SECONDS - t0))s for <= $want)"
+}
+
 cmd_compare() {
 	local rounds=2 only=warm300,probe,cold stamp out tmp leg r profile=0
 	while [ $# -gt 0 ]; do
@@ -225,6 +244,7 @@ cmd_compare() {
 			# etcd and heap grow: the same build's 300-claim p50 rose from 1.2 to 2.2 s
 			# over seven runs), which would favour whichever leg runs first
 			fresh_apiserver
+			wait_quiet
 			if [ "$leg" = ours ]; then
 				apply_crds api/crds
 				BENCH_CTRL="" bench/run.sh --only "$only" || log "$leg round $r failed"
