@@ -24,6 +24,7 @@
 #define LIMIT_KUBE_RETRY_AFTER     (60 * USEC_PER_SEC)  /* longest honoured Retry-After */
 #define LIMIT_KUBE_CONNECT         (10 * USEC_PER_SEC)  /* TCP+TLS connect timeout */
 #define LIMIT_KUBE_REQUEST         (60 * USEC_PER_SEC)  /* one non-watch request */
+#define LIMIT_KUBE_READ_STALL      (15 * USEC_PER_SEC)  /* a GET receiving nothing: cut, retried */
 #define LIMIT_KUBE_WATCH_TIMEOUT_S 300                  /* server-side watch timeout (seconds) */
 #define LIMIT_KUBE_WATCH_IDLE      (120 * USEC_PER_SEC) /* no byte for this long: reconnect */
 #define LIMIT_KUBE_BACKOFF_MIN     (100 * USEC_PER_MSEC)

@@ -122,6 +122,13 @@ json_t *sb__created_child(struct sb_pass *p, const struct kube_res *res, const c
     return obj;
 }
 
+/* The Ready condition's status in st, "-" without one (for logs). */
+static const char *cond_status(const json_t *st)
+{
+    const char *v = json_string_value(json_object_get(sb_cond_get(st, SB_COND_READY), "status"));
+    return v ? v : "-";
+}
+
 /* True when a write of st may wait: a change of details only, within the window. */
 static bool defer_status(struct sb_pass *p, const json_t *st)
 {
@@ -161,6 +168,10 @@ static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
     r = kube_update_status(p->r->client, &API_RES_SANDBOXES, p->ns, obj, NULL, &e);
     json_decref(obj);
     if (r >= 0) {
+        log_debug("status written\tkey=%s/%s ready=%s/%s was=%s/%s", p->ns, p->name,
+                  cond_status(st), sb_cond_reason(st, SB_COND_READY) ?: "-",
+                  cond_status(json_object_get(p->sb, "status")),
+                  sb_cond_reason(json_object_get(p->sb, "status"), SB_COND_READY) ?: "-");
         sb_memo_wrote(p->r->memo, p->sb);
         sb_defer_clear(p->r->memo, p->uid);
     }

@@ -111,6 +111,7 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts
     c->observe_ctx = opts->observe_ctx;
     c->max_retries = opts->max_retries < 0 ? LIMIT_KUBE_RETRIES : opts->max_retries;
     c->timeout = opts->timeout ? opts->timeout : LIMIT_KUBE_REQUEST;
+    c->read_stall = opts->read_stall ? opts->read_stall : LIMIT_KUBE_READ_STALL;
     c->user_agent =
         opts->user_agent ? xstrdup(opts->user_agent) : xstrdup("agent-sandbox/" AS_VERSION);
     pthread_mutex_init(&c->pool_lock, NULL);
@@ -310,6 +311,11 @@ int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
     curl_easy_setopt(
         h, CURLOPT_TIMEOUT_MS,
         (long)((p->attempt_timeout ? p->attempt_timeout : c->timeout) / USEC_PER_MSEC));
+    if (strcmp(p->method, "GET") == 0) {
+        long s = (long)(c->read_stall / USEC_PER_SEC);
+        curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, s > 0 ? s : 1L);
+    }
     curl_easy_setopt(h, CURLOPT_SHARE, c->share);
     curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);

@@ -25,6 +25,14 @@ struct kube_client_opts {
     int burst;              /* bucket size; 0 = max(1, qps) */
     const char *user_agent; /* NULL = "agent-sandbox/<version>" */
     usec_t timeout;         /* per non-watch request; 0 = LIMIT_KUBE_REQUEST */
+    /* A GET (not a watch) whose response makes no progress this long is cut and retried
+     * like a transport error (whole seconds; 0 = LIMIT_KUBE_READ_STALL; curl averages
+     * the speed over its last 5 s or so, so the cut comes about that much later): a LIST
+     * on a shared HTTP/2 connection was seen to stall mid-body (95 KB in) until the
+     * request's 60 s timeout, with the rest of the connection working, under libcurl
+     * 7.88. Writes keep the timeout only: a write cut while slow may still have been
+     * carried out. */
+    usec_t read_stall;
     int max_retries; /* retries of 429/5xx/transport errors; -1 = LIMIT_KUBE_RETRIES, 0 = none */
     /* false (default): requests to an https server from every thread share HTTP/2
      * connections (streams of one connection, driven by one I/O thread of the client);

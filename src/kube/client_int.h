@@ -60,6 +60,7 @@ struct kube_client {
     double qps;
     int max_retries;
     usec_t timeout;
+    usec_t read_stall; /* kube_client_opts.read_stall, defaulted */
     char *user_agent;
     char *base_url;                /* server, host replaced by tls-server-name if set */
     struct curl_slist *connect_to; /* maps tls-server-name back to the real host */

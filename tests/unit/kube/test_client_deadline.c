@@ -28,7 +28,9 @@
 #include "kube/client.h"
 #include "kube/client_int.h"
 
-enum mode { HANG, TOO_MANY };
+/* HANG: never answers; TOO_MANY: 429; STALL: the first request gets its head and part
+ * of its body, then nothing (the connection stays open), later ones a whole answer. */
+enum mode { HANG, TOO_MANY, STALL };
 
 static struct {
     int lfd, port, wake[2];
@@ -60,7 +62,20 @@ static int serve(int fd)
         (void)close(fd);
         return -1;
     }
-    atomic_fetch_add(&S.requests, 1);
+    if (atomic_fetch_add(&S.requests, 1) == 0 && atomic_load(&S.mode) == STALL) {
+        static const char part[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                   "Content-Length: 64\r\n\r\n{\"kind\":";
+        (void)!write(fd, part, sizeof(part) - 1);
+        return fd;
+    }
+    if (atomic_load(&S.mode) == STALL) {
+        static const char ok[] =
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            "Connection: close\r\nContent-Length: 14\r\n\r\n{\"kind\":\"Pod\"}";
+        (void)!write(fd, ok, sizeof(ok) - 1);
+        (void)close(fd);
+        return -1;
+    }
     if (atomic_load(&S.mode) == HANG)
         return fd;
     (void)!write(fd, resp, sizeof(resp) - 1);
@@ -120,14 +135,16 @@ static int teardown(void **state)
     return 0;
 }
 
-/* A client with a secret bearer token and a 30 s per-attempt timeout. */
+/* A client with a secret bearer token, a 30 s per-attempt timeout and a 1 s read stall
+ * bound. */
 static struct kube_client *client(enum mode m, int max_retries)
 {
     char kc[128], tok[128], text[1024];
     struct kube_config *cfg = NULL;
     struct kube_client *c = NULL;
     struct kube_err e;
-    struct kube_client_opts o = {.max_retries = max_retries, .timeout = 30 * USEC_PER_SEC};
+    struct kube_client_opts o = {
+        .max_retries = max_retries, .timeout = 30 * USEC_PER_SEC, .read_stall = USEC_PER_SEC};
     (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", S.tmp);
     (void)snprintf(tok, sizeof(tok), "%s/token", S.tmp);
     write_file(tok, "s3cr3t-token");
@@ -168,6 +185,33 @@ static void test_timeout_cuts_hung_request(void **state)
     assert_true(took >= 250 * USEC_PER_MSEC);
     assert_true(took < 2 * USEC_PER_SEC); /* not the client's 30 s */
     assert_int_equal(atomic_load(&S.requests), 1);
+    kube_client_free(c);
+}
+
+/* A read whose answer stops mid-body is cut once nothing came for read_stall (1 s here,
+ * plus curl's averaging), not at the 30 s timeout, and retried: the second attempt gets
+ * the whole answer. */
+static void test_read_stall_cut_and_retried(void **state)
+{
+    struct kube_client *c = client(STALL, 2);
+    struct kube_err e;
+    struct kube_req r;
+    json_t *pod = NULL;
+    usec_t t0 = clock_now(), took;
+    (void)state;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.ns = "ns";
+    r.name = "p";
+    assert_int_equal(kube_request(c, &r, &pod, &e), 0);
+    took = clock_now() - t0;
+    print_message("stalled read cut and retried after %llu ms\n",
+                  (unsigned long long)(took / USEC_PER_MSEC));
+    assert_string_equal(json_string_value(json_object_get(pod, "kind")), "Pod");
+    assert_int_equal(atomic_load(&S.requests), 2);
+    assert_true(took >= USEC_PER_SEC);
+    assert_true(took < 15 * USEC_PER_SEC); /* not the client's 30 s (curl's speed check
+                                              averages over ~5 s, so ~6-7 s) */
+    json_decref(pod);
     kube_client_free(c);
 }
 
@@ -288,6 +332,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timeout_cuts_hung_request),
+        cmocka_unit_test(test_read_stall_cut_and_retried),
         cmocka_unit_test(test_no_retry_one_attempt),
         cmocka_unit_test(test_timeout_bounds_backoff),
         cmocka_unit_test(test_retry_log_line),
