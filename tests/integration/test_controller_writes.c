@@ -212,6 +212,17 @@ static void report(const char *what, unsigned objects, struct server_snap *befor
     assert_true(landed);
 }
 
+/* Stops the running manager and starts one with o (its fields borrowed until started),
+ * synced. */
+static void restart_manager(const struct ctrl_opts *o)
+{
+    ctrl_manager_free(mgr);
+    mgr = NULL;
+    assert_int_equal(ctrl_manager_new(o, &mgr), 0);
+    assert_int_equal(ctrl_manager_start(mgr), 0);
+    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+}
+
 /* ---- the kubelet: a real node's steps ------------------------------------------------- */
 
 static int step(const char *name, json_t *status)
@@ -707,13 +718,10 @@ static void test_write_through_flags(void **state)
     char name[32];
     json_t *sb;
     (void)state;
-    ctrl_manager_free(mgr);
     o.status_window = CTRL_STATUS_WINDOW_OFF;
     o.pod_name_annotation_always = true;
     o.ext.keep_managed_fields = true;
-    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
-    assert_int_equal(ctrl_manager_start(mgr), 0);
-    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+    restart_manager(&o);
     /* It annotates the earlier tests' Sandboxes first: wait until it has, on a loaded
      * machine that can take longer than SETTLE, and those patches are not this test's. */
     if (it_wait(all_pod_named, NULL, WAIT) < 0) {
@@ -789,11 +797,8 @@ static void test_created_pod_not_cached(void **state)
     json_t *sb;
     const char *reason;
     (void)state;
-    ctrl_manager_free(mgr);
     o.child_cache_selector = "!" HIDDEN_LABEL;
-    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
-    assert_int_equal(ctrl_manager_start(mgr), 0);
-    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+    restart_manager(&o);
     clock_sleep(SETTLE);
     counts_reset();
     create(&API_RES_SANDBOXES,
@@ -831,11 +836,8 @@ static void restart_hiding_children_of(const char *name, char *sel, size_t size)
     struct ctrl_opts o = mgr_opts;
     sb_name_hash(name, hash);
     (void)snprintf(sel, size, "%s!=%s", SB_LABEL_NAME_HASH, hash);
-    ctrl_manager_free(mgr);
     o.child_cache_selector = sel;
-    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
-    assert_int_equal(ctrl_manager_start(mgr), 0);
-    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+    restart_manager(&o);
 }
 
 static void set_mode(const char *name, const char *mode)
@@ -968,12 +970,9 @@ static void test_side_write_claim_gone(void **state)
     struct kube_err e = {0};
     json_t *bad;
     (void)state;
-    ctrl_manager_free(mgr);
     o.ext.side_gate = &g;
     atomic_store(&side_busy, false);
-    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
-    assert_int_equal(ctrl_manager_start(mgr), 0);
-    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+    restart_manager(&o);
     assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
     clock_sleep(SETTLE);
     atomic_store(&side_busy, true);
@@ -1030,12 +1029,9 @@ static void test_pod_meta_held(void **state)
     json_t *pod;
     char *sb;
     (void)state;
-    ctrl_manager_free(mgr);
     o.pod_meta_gate = &g;
     atomic_store(&claims_served, false);
-    assert_int_equal(ctrl_manager_new(&o, &mgr), 0);
-    assert_int_equal(ctrl_manager_start(mgr), 0);
-    assert_int_equal(ctrl_manager_wait_synced(mgr, WAIT), 0);
+    restart_manager(&o);
     assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
     /* the last test's claim: its patch may have been held when that manager stopped */
     sb = claim_sandbox("keep-0");
