@@ -19,6 +19,7 @@
 #                                           writes the side-by-side table (compare.md);
 #                                           --profile: kube-apiserver CPU profiles of each
 #                                           leg (pprof/, attributed by bench/pprof-attr.sh)
+#   bench/upstream.sh wait-quiet            only the wait `compare` makes before each leg
 #
 # The build asks the Go module proxy for exactly $UPSTREAM_VERSION (default v0.5.6; the
 # proxy refuses the module's version list, so `go install ...@version`, which reads it
@@ -36,8 +37,9 @@
 # `compare` leaves it running for the next run (stop: AS_APISERVER_DIR=... hack/apiserver.sh stop).
 # Before each leg `compare` waits for a quiet machine: the 1-minute load average at or
 # below BENCH_QUIET_LOAD (default 1.0), for at most BENCH_QUIET_MAX seconds (default 240;
-# 0 = no wait). A leg that starts behind the last one's cleanup (load 3-5 on two cores)
-# measures that, not the controller.
+# 0 = no wait), looking every BENCH_QUIET_POLL s (default 5). A leg that starts behind
+# the last one's cleanup (load 3-5 on two cores) measures that, not the controller.
+# BENCH_LOADAVG names the file read instead of /proc/loadavg (tests).
 source "$(dirname "$0")/../hack/lib.sh"
 cd "$ROOT"
 
@@ -202,19 +204,26 @@ YAML
 	return 1
 }
 
-load1() { cut -d' ' -f1 /proc/loadavg; }
+load1() { cut -d' ' -f1 "${BENCH_LOADAVG:-/proc/loadavg}"; }
 
 # Waits until load1 <= BENCH_QUIET_LOAD, BENCH_QUIET_MAX s at most; says how it went.
 wait_quiet() {
 	local want=${BENCH_QUIET_LOAD:-1.0} max=${BENCH_QUIET_MAX:-240} t0=$SECONDS
-	while awk -v l="$(load1)" -v w="$want" 'BEGIN { exit !(l > w) }'; do
+	local poll=${BENCH_QUIET_POLL:-5} l v
+	for v in "$want" "$max" "$poll"; do
+		[[ $v =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "BENCH_QUIET_LOAD/MAX/POLL: '$v' is not a number"
+	done
+	[[ $max =~ ^[0-9]+$ ]] || die "BENCH_QUIET_MAX: '$max' is not a whole number of seconds"
+	while l=$(load1) && [[ $l =~ ^[0-9]+(\.[0-9]+)?$ ]] &&
+		awk -v l="$l" -v w="$want" 'BEGIN { exit !(l > w) }'; do
 		if [ $((SECONDS - t0)) -ge "$max" ]; then
-			log "load $(load1) still above $want after ${max}s; starting anyway"
+			log "load $l still above $want after ${max}s; starting anyway"
 			return 0
 		fi
-		sleep 5
+		sleep "$poll"
 	done
-	log "load $(load1) (waited $((SECONDS - t0))s for <= $want)"
+	[[ ${l:-} =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "cannot read the load average from ${BENCH_LOADAVG:-/proc/loadavg}"
+	log "load $l (waited $((SECONDS - t0))s for <= $want)"
 }
 
 cmd_compare() {
@@ -275,5 +284,6 @@ help) cmd_build; "$UP_BIN" --help ;;
 ctrl) shift; cmd_ctrl "$@" ;;
 smoke) cmd_smoke ;;
 compare) shift; cmd_compare "$@" ;;
+wait-quiet) wait_quiet ;;
 *) usage ;;
 esac
