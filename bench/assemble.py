@@ -228,19 +228,22 @@ def assemble(a):
                           "p99_ms": s.get("p99_ms"), "count": s.get("count"),
                           "served_per_s": (s.get("throughput") or {}).get("overall_per_s"),
                           "saturated": s.get("saturated"), "held": held,
-                          "api_cpu_ms_per_claim": (s.get("api_cpu") or {}).get("per_claim_ms")})
+                          "api_cpu_ms_per_claim": (s.get("api_cpu") or {}).get("per_claim_ms"),
+                          "loadavg_start": s.get("loadavg_start")})
     if sweep:
         sweep.sort(key=lambda x: x["rate_per_s"])
         held = [x["rate_per_s"] for x in sweep if x["held"]]
         res["sweep"] = {"rates": sweep, "held_rate_per_s": max(held) if held else 0}
     res["router"] = router(d)
     res["sandboxd"] = sandboxd(d)
-    # assembled at the end: the run's start load is its first scenario's
-    for k in ("warm_burst_300", "warm_burst_1000", "sustained", "sustained_low", "cold",
-              "probe", "scale_10k"):
-        if (res.get(k) or {}).get("loadavg_start"):
-            res["machine"]["loadavg_start"] = res[k]["loadavg_start"]
-            break
+    # assembled at the end: the run's start load is its first scenario's (a sweep's lowest
+    # rate when the sweep ran alone; else this process's, at the end of the run)
+    starts = [(res.get(k) or {}).get("loadavg_start") for k in (
+        "warm_burst_300", "warm_burst_1000", "sustained", "sustained_low", "cold", "probe",
+        "scale_10k")] + [x.get("loadavg_start") for x in sweep]
+    starts = [x for x in starts if x]
+    if starts:
+        res["machine"]["loadavg_start"] = starts[0]
     res["machine"]["loadavg_end"] = os.getloadavg()
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1, sort_keys=True)
