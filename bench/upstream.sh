@@ -53,7 +53,7 @@ UP_FLAGS=(--extensions --enable-webhook=false --manage-webhook-certs=false
 	--sandbox-concurrent-workers=50 --sandbox-claim-concurrent-workers=50
 	--separate-watch-connection --api-connections=4)
 
-usage() { sed -n '2,40s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2; exit 2; }
 
 module_dir() { # the module's source in the module cache, downloaded when missing
 	local dir

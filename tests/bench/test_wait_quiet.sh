@@ -53,4 +53,15 @@ run "an unreadable load file" 1 "error: cannot read the load average from $work/
 	BENCH_LOADAVG="$work/none"
 echo "garbage" >"$la"
 run "a load file without a number" 1 "error: cannot read the load average" 0 1
+
+# The usage names the subcommand and the settings, to the header's last line.
+usage=$(bash "$script" nope 2>&1)
+rc=$?
+if [ "$rc" = 2 ] && printf '%s\n' "$usage" | grep -q '^  *bench/upstream.sh wait-quiet ' &&
+	[ "$(printf '%s\n' "$usage" | tail -1)" = "BENCH_LOADAVG names the file read instead of /proc/loadavg (tests)." ]; then
+	echo "ok usage: status 2, wait-quiet and BENCH_LOADAVG listed"
+else
+	echo "not ok usage: status $rc, last line '$(printf '%s\n' "$usage" | tail -1)'"
+	fail=1
+fi
 exit $fail
