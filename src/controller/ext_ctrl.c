@@ -15,6 +15,7 @@
 #include "common/metrics.h"
 #include "common/str.h"
 #include "common/xalloc.h"
+#include "controller/cascade.h"
 #include "controller/claim_queue.h"
 #include "controller/ext_int.h"
 #include "controller/ext_metrics.h"
@@ -451,10 +452,18 @@ static void pool_on_update(void *ctx, const json_t *o, const json_t *n)
     pool_changed(ctx, n, kube_obj_generation(o) != kube_obj_generation(n), false);
 }
 
+/* A deleted claim's or pool's Sandboxes, if the garbage collector is slow. */
+static void owner_gone(struct ext_ctrl *x, const json_t *o)
+{
+    (void)cascade_owner_deleted(x->d.cascade, CASCADE_OF_EXT, kube_obj_namespace(o),
+                                kube_obj_uid(o));
+}
+
 static void pool_on_delete(void *ctx, const json_t *o, bool unknown)
 {
     (void)unknown;
     pool_changed(ctx, o, true, true);
+    owner_gone(ctx, o);
 }
 
 static void claim_on_add(void *ctx, const json_t *o)
@@ -490,6 +499,7 @@ static void claim_on_delete(void *ctx, const json_t *o, bool unknown)
         ext__binding_drop(x, kube_obj_uid(o));
         ext__ready_once_drop(x, kube_obj_uid(o));
     }
+    owner_gone(x, o);
 }
 
 static void np_changed(struct ext_ctrl *x, const json_t *np)
@@ -698,6 +708,9 @@ int ext_ctrl_attach(struct ext_ctrl *x, struct kube_informer *sandboxes, struct 
     r = kube_informer_add_index(sandboxes, EXT_IDX_SB_POOL, idx_sb_pool, NULL);
     if (r >= 0)
         r = kube_informer_add_index(sandboxes, EXT_IDX_SB_OWNER, kube_index_controller_uid, NULL);
+    if (r >= 0 && x->d.cascade)
+        r = cascade_add_dependent(x->d.cascade, CASCADE_OF_EXT, &API_RES_SANDBOXES,
+                                  kube_informer_store(sandboxes), EXT_IDX_SB_OWNER);
     if (r >= 0)
         r = kube_informer_add_handlers(sandboxes, &h);
     return r;

@@ -16,6 +16,7 @@ struct kube_informer;
 struct events_recorder;
 struct ctrl_metrics;
 struct sb_memo;
+struct cascade;
 struct ext_ctrl;
 
 /** The controller's default of ext_opts.adopt_inflight (docs/tuning.md). */
@@ -73,6 +74,7 @@ struct ext_deps {
     struct events_recorder *events; /* NULL: no Events */
     struct ctrl_metrics *metrics;   /* the manager's reconcile/workqueue families */
     struct sb_memo *memo;           /* the manager's read-your-writes memo; NULL: none */
+    struct cascade *cascade;        /* a deleted claim's or pool's Sandboxes; NULL: none */
 };
 
 /** Creates the controller (copies o). Returns 0 and *ret or a negative errno. */

@@ -16,6 +16,7 @@
 #include "common/flag.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "controller/cascade.h"
 #include "controller/manager.h"
 #include "controller/ns_source.h"
 #include "controller/workloop.h"
@@ -42,7 +43,8 @@ struct flags {
     bool compact_auto;    /* --compact-cache=auto: compact past CTRL_COMPACT_ABOVE objects */
     usec_t status_window; /* CTRL_STATUS_WINDOW_OFF for 0 */
     bool pod_name_always;
-    usec_t pod_meta_hold; /* CTRL_POD_META_HOLD_OFF for 0 */
+    usec_t pod_meta_hold;   /* CTRL_POD_META_HOLD_OFF for 0 */
+    usec_t dependent_delay; /* --dependent-deletion-delay: CASCADE_NOW for 0, CASCADE_OFF */
     bool extensions, eviction;
     struct ext_opts ext;
     int64_t claim_workers, pool_workers, template_workers, max_replicas, max_batch;
@@ -117,6 +119,14 @@ static const char usage_text[] =
     "                                      metadata PATCH after a warm adoption (the pool's\n"
     "                                      label and safe-to-evict go) waits, at most D;\n"
     "                                      0 patches at once, max 30s (default 5s)\n"
+    "  --dependent-deletion-delay D|off    after a SandboxClaim, SandboxWarmPool or Sandbox\n"
+    "                                      is deleted, its Sandboxes (or its Pod and Service)\n"
+    "                                      are left to the garbage collector for D; then the\n"
+    "                                      controller deletes those still there, each only if\n"
+    "                                      the deleted owner was its one owner and it has not\n"
+    "                                      changed since (UID and resourceVersion\n"
+    "                                      preconditions); 0 at once, max 1h, off: never\n"
+    "                                      (default 5s)\n"
     "  --extensions[=BOOL]                 run the SandboxTemplate, SandboxWarmPool and\n"
     "                                      SandboxClaim controllers (default true)\n"
     "  --sandbox-claim-concurrent-workers N        claim workers (default 300)\n"
@@ -188,6 +198,7 @@ enum {
     F_POD_NAME_ALWAYS,
     F_KEEP_MANAGED_FIELDS,
     F_POD_META_HOLD,
+    F_DEPENDENT_DELAY,
     F_EXTENSIONS,
     F_CLAIM_WORKERS,
     F_POOL_WORKERS,
@@ -240,6 +251,7 @@ static const struct option long_opts[] = {
     {"always-annotate-pod-name", optional_argument, NULL, F_POD_NAME_ALWAYS},
     {"keep-managed-fields", optional_argument, NULL, F_KEEP_MANAGED_FIELDS},
     {"pod-metadata-hold", required_argument, NULL, F_POD_META_HOLD},
+    {"dependent-deletion-delay", required_argument, NULL, F_DEPENDENT_DELAY},
     {"extensions", optional_argument, NULL, F_EXTENSIONS},
     {"sandbox-claim-concurrent-workers", required_argument, NULL, F_CLAIM_WORKERS},
     {"sandbox-warm-pool-concurrent-workers", required_argument, NULL, F_POOL_WORKERS},
@@ -375,6 +387,22 @@ static int parse_status_window(const char *v, usec_t *ret)
     return 0;
 }
 
+/* --dependent-deletion-delay: "off", or a duration up to CASCADE_MAX_DELAY (0: at once). */
+static int parse_dependent_delay(const char *v, usec_t *ret)
+{
+    usec_t d;
+    int r;
+    if (v && strcmp(v, "off") == 0) {
+        *ret = CASCADE_OFF;
+        return 0;
+    }
+    r = flag_duration(v, 0, CASCADE_MAX_DELAY, &d);
+    if (r < 0)
+        return r;
+    *ret = d ? d : CASCADE_NOW;
+    return 0;
+}
+
 /* A --namespace list: DNS labels, no duplicates (controller/ns_source.h). */
 static int check_namespaces(const char *v)
 {
@@ -466,6 +494,8 @@ static int apply_flag(void *ctx, int c, const char *v)
         if (r >= 0 && f->pod_meta_hold == 0)
             f->pod_meta_hold = CTRL_POD_META_HOLD_OFF;
         return r;
+    case F_DEPENDENT_DELAY:
+        return parse_dependent_delay(v, &f->dependent_delay);
     default:
         return -EINVAL;
     }
@@ -583,6 +613,7 @@ static int run(const struct flags *f, struct kube_client *client)
         .status_window = f->status_window,
         .pod_name_annotation_always = f->pod_name_always,
         .pod_meta_hold = f->pod_meta_hold,
+        .dependent_delay = f->dependent_delay,
         .cluster_domain = f->cluster_domain,
         .leader_elect = f->leader_elect,
         .lease_ns = f->lease_ns,

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
+#include "controller/cascade.h"
 #include "controller/manager_int.h"
 #include "controller/ns_source.h"
 #include "controller/pod_transform.h"
@@ -60,8 +61,11 @@ static void sb_update(void *ctx, const json_t *old_obj, const json_t *new_obj)
 
 static void sb_delete(void *ctx, const json_t *obj, bool unknown)
 {
+    struct ctrl_manager *m = ctx;
     (void)unknown;
     enqueue_obj(ctx, obj);
+    (void)cascade_owner_deleted(m->cascade, CASCADE_OF_SANDBOX, kube_obj_namespace(obj),
+                                kube_obj_uid(obj));
 }
 
 /* A child maps to its controlling Sandbox; an uncontrolled one to the Sandbox of the
@@ -296,6 +300,22 @@ static struct yield_gate pod_meta_gate(const struct ctrl_manager *m)
     return (struct yield_gate){.busy = ext_ctrl_claims_busy, .ctx = m->ext, .max_wait = hold};
 }
 
+/* A deleted Sandbox's Pod and Service, for the cascade (the claims' and pools' Sandboxes:
+ * ext_ctrl_attach). Not its PVCs: the controller may not delete PVCs (config/rbac), the
+ * garbage collector does. */
+static int cascade_children(struct ctrl_manager *m)
+{
+    static const struct {
+        int inf;
+        const struct kube_res *res;
+    } kids[] = {{CTRL_INF_POD, &KUBE_RES_PODS}, {CTRL_INF_SERVICE, &KUBE_RES_SERVICES}};
+    int r = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(kids) && r >= 0; i++)
+        r = cascade_add_dependent(m->cascade, CASCADE_OF_SANDBOX, kids[i].res,
+                                  kube_informer_store(m->inf[kids[i].inf]), SB_INDEX_OWNER);
+    return r;
+}
+
 static int start_informers(struct ctrl_manager *m)
 {
     bool sel = m->opts.cache_label_selectors;
@@ -307,6 +327,8 @@ static int start_informers(struct ctrl_manager *m)
         r = new_informer(m, CTRL_INF_SERVICE, &KUBE_RES_SERVICES, sel, kube_store_strip_transform);
     if (r >= 0)
         r = new_informer(m, CTRL_INF_PVC, &KUBE_RES_PVCS, false, kube_store_strip_transform);
+    if (r >= 0)
+        r = cascade_children(m);
     if (r >= 0 && m->ext)
         r = ext_ctrl_attach(m->ext, m->inf[CTRL_INF_SANDBOX], m->inf[CTRL_INF_POD]);
     for (int i = 0; r >= 0 && i < CTRL_INF_COUNT; i++)
@@ -384,6 +406,32 @@ static void start_idle(struct ctrl_manager *m)
     m->rec.idle = m->idle;
 }
 
+/* Only the leader deletes, and not once it stops. */
+static bool cascade_active(void *ctx)
+{
+    struct ctrl_manager *m = ctx;
+    return atomic_load(&m->leading) && !atomic_load(&m->stopping) && !atomic_load(&m->lost);
+}
+
+static int start_cascade(struct ctrl_manager *m)
+{
+    static const char *const labels[] = {"kind", "result", NULL};
+    struct cascade_opts co = {
+        .client = m->opts.client,
+        .delay = m->opts.dependent_delay,
+        .active = cascade_active,
+        .active_ctx = m,
+        .deletions = metrics_counter(m->met.reg, "agent_sandbox_dependent_deletions_total",
+                                     "DELETEs of a deleted owner's dependents the garbage "
+                                     "collector had not deleted, by kind and result.",
+                                     labels),
+    };
+    int r = cascade_new(&co, &m->cascade);
+    if (r < 0)
+        return log_error_errno(r, "cannot start the dependents' deletion");
+    return 0;
+}
+
 int ctrl_manager_start(struct ctrl_manager *m)
 {
     struct workloop_opts lo = {.name = CTRL_NAME,
@@ -402,12 +450,15 @@ int ctrl_manager_start(struct ctrl_manager *m)
     if (r < 0)
         return r;
     r = start_events(m);
+    if (r >= 0)
+        r = start_cascade(m);
     if (r >= 0 && m->opts.extensions) {
         struct ext_deps d = {.client = m->opts.client,
                              .ns = m->ns,
                              .events = m->events,
                              .metrics = &m->met,
-                             .memo = m->memo};
+                             .memo = m->memo,
+                             .cascade = m->cascade};
         r = ext_ctrl_new(&m->opts.ext, &d, &m->ext);
     }
     if (r >= 0)
@@ -518,6 +569,7 @@ void ctrl_manager_stop(struct ctrl_manager *m)
     stop_workers(m);
     if (m->elector)
         lease_elector_stop(m->elector);
+    cascade_stop(m->cascade);
     ext_ctrl_stop(m->ext);
     for (int i = 0; i < CTRL_INF_COUNT; i++)
         if (m->inf[i])
@@ -535,6 +587,7 @@ void ctrl_manager_free(struct ctrl_manager *m)
     ctrl_manager_stop(m);
     lease_elector_free(m->elector);
     ext_ctrl_free(m->ext);
+    cascade_free(m->cascade);
     for (int i = 0; i < CTRL_INF_COUNT; i++) {
         kube_informer_free(m->inf[i]);
         ctrl_ns_source_free(m->nss[i]);

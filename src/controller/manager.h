@@ -56,6 +56,11 @@ struct ctrl_opts {
      * waits up to this long: 0 = CTRL_DEFAULT_POD_META_HOLD, CTRL_POD_META_HOLD_OFF = at
      * once. Without extensions there are no claims and nothing waits. */
     usec_t pod_meta_hold;
+    /* After a SandboxClaim, SandboxWarmPool or Sandbox is deleted, how long its dependents
+     * are left to the garbage collector before the controller deletes those still there
+     * (controller/cascade.h): 0 = CASCADE_DEFAULT_DELAY, CASCADE_NOW = at once,
+     * CASCADE_OFF = never. */
+    usec_t dependent_delay;
     const struct yield_gate *pod_meta_gate; /* tests only: this gate (copied) instead of the
                                                claim loop's and pod_meta_hold */
     /* Tests only: the label selector of the Pod, Service and PVC caches (copied at start)

@@ -34,8 +34,9 @@ struct ctrl_manager {
     struct ctrl_ns_source *nss[CTRL_INF_COUNT]; /* per informer, with several namespaces */
     struct workloop *loop;                      /* the Sandbox controller's queue and workers */
     struct sb_reconciler rec;
-    struct ext_ctrl *ext; /* extensions controllers, or NULL */
-    struct sb_memo *memo; /* read-your-writes memo of the Sandbox and claim reconcilers */
+    struct ext_ctrl *ext;    /* extensions controllers, or NULL */
+    struct cascade *cascade; /* dependents of deleted owners (controller/cascade.h) */
+    struct sb_memo *memo;    /* read-your-writes memo of the Sandbox and claim reconcilers */
     /* idle auto-suspend */
     struct idle_ctrl *idle;
     struct events_recorder *events;

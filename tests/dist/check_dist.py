@@ -36,6 +36,7 @@ CHART_DEFAULT_FLAGS = {
         "--worker-idle-exit": "30s",
         "--cache-label-selectors": "false",
         "--sandbox-concurrent-workers": "100",
+        "--dependent-deletion-delay": "5s",
         "--sandbox-claim-concurrent-workers": "300",
         "--sandbox-warm-pool-concurrent-workers": "1",
         "--sandbox-template-concurrent-workers": "1",

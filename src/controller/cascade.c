@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "controller/cascade.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/xalloc.h"
+#include "kube/client.h"
+#include "kube/err.h"
+#include "kube/nsterm.h"
+#include "kube/obj.h"
+#include "kube/res.h"
+#include "kube/store.h"
+
+#define CASCADE_NS_MAX  63 /* a namespace is a DNS label */
+#define CASCADE_UID_MAX 63 /* a UID is 36 characters; room for other forms */
+
+struct cascade_owner {
+    struct cascade_owner *next;
+    usec_t due; /* monotonic */
+    enum cascade_class cls;
+    int attempt; /* 0 on the first look */
+    char ns[CASCADE_NS_MAX + 1];
+    char uid[CASCADE_UID_MAX + 1];
+};
+
+struct cascade_target {
+    const struct kube_res *res;
+    struct kube_store *store;
+    char *index;
+};
+
+struct cascade {
+    struct cascade_opts o;
+    struct cascade_target t[CASCADE_CLASSES][CASCADE_MAX_TARGETS];
+    size_t nt[CASCADE_CLASSES];
+    pthread_mutex_t lock;
+    pthread_cond_t work;               /* queued, or stopping (monotonic clock) */
+    pthread_cond_t idle;               /* len and running fell */
+    struct cascade_owner *head, *tail; /* in order of due, but for retries (see requeue) */
+    size_t len, running;
+    bool stopping, joined;
+    atomic_bool halt; /* stopping, for reads without the lock */
+    struct cascade_stats st;
+    pthread_t *threads;
+    int nthreads;
+};
+
+/* What one DELETE came to. */
+enum outcome { OUT_DELETED, OUT_GONE, OUT_CONFLICT, OUT_FAILED };
+
+static const char *const outcome_name[] = {"deleted", "gone", "conflict", "failed"};
+
+/* ---- the queue ---------------------------------------------------------------------- */
+
+/* Appends o (taken). Called with the lock. A retry's due time can be earlier than the
+ * tail's: it then waits behind it, at most the delay longer. */
+static void append(struct cascade *c, struct cascade_owner *o)
+{
+    o->next = NULL;
+    if (c->tail)
+        c->tail->next = o;
+    else
+        c->head = o;
+    c->tail = o;
+    c->len++;
+    pthread_cond_signal(&c->work);
+}
+
+bool cascade_owner_deleted(struct cascade *c, enum cascade_class cls, const char *ns,
+                           const char *uid)
+{
+    struct cascade_owner *o;
+    if (!c || c->o.delay == CASCADE_OFF || (unsigned)cls >= CASCADE_CLASSES || !ns || !uid ||
+        !*uid || strlen(ns) > CASCADE_NS_MAX || strlen(uid) > CASCADE_UID_MAX)
+        return false;
+    pthread_mutex_lock(&c->lock);
+    if (c->stopping || c->len >= c->o.max_queue) {
+        c->st.dropped += !c->stopping;
+        pthread_mutex_unlock(&c->lock);
+        return false;
+    }
+    o = XNEW(struct cascade_owner);
+    o->cls = cls;
+    o->due = clock_now() + c->o.delay;
+    (void)snprintf(o->ns, sizeof(o->ns), "%s", ns);
+    (void)snprintf(o->uid, sizeof(o->uid), "%s", uid);
+    append(c, o);
+    c->st.queued++;
+    pthread_mutex_unlock(&c->lock);
+    return true;
+}
+
+/* Takes the first owner once it is due (NULL once stopping). Called with the lock. */
+static struct cascade_owner *take(struct cascade *c)
+{
+    struct cascade_owner *o;
+    for (;;) {
+        usec_t now = clock_now();
+        struct timespec ts;
+        if (c->stopping)
+            return NULL;
+        if (!c->head) {
+            pthread_cond_wait(&c->work, &c->lock);
+            continue;
+        }
+        if (c->head->due > now) {
+            clock_deadline_mono(c->head->due - now, &ts);
+            (void)pthread_cond_timedwait(&c->work, &c->lock, &ts);
+            continue;
+        }
+        o = c->head;
+        c->head = o->next;
+        if (!c->head)
+            c->tail = NULL;
+        c->len--;
+        c->running++;
+        return o;
+    }
+}
+
+/* ---- one owner ---------------------------------------------------------------------- */
+
+/* True when obj is in ns, not being deleted, and its one owner reference is the
+ * controller reference to uid: what the garbage collector deletes once uid is gone. */
+static bool sole_dependent(const json_t *obj, const char *ns, const char *uid)
+{
+    const json_t *refs = kube_obj_path(obj, "metadata.ownerReferences");
+    const json_t *ref = json_array_get(refs, 0);
+    const char *ons = kube_obj_namespace(obj);
+    return json_array_size(refs) == 1 && json_is_true(json_object_get(ref, "controller")) &&
+           json_string_value(json_object_get(ref, "uid")) &&
+           strcmp(json_string_value(json_object_get(ref, "uid")), uid) == 0 && ons &&
+           strcmp(ons, ns) == 0 && !kube_obj_deleting(obj);
+}
+
+static int kube_delete_pre(void *ctx, const struct kube_res *res, const char *ns, const char *name,
+                           const char *uid, const char *rv, struct kube_err *reterr)
+{
+    struct kube_req r;
+    kube_req_init(&r, "DELETE", res);
+    r.ns = ns;
+    r.name = name;
+    r.precondition_uid = uid;
+    r.precondition_rv = rv;
+    return kube_request(ctx, &r, NULL, reterr);
+}
+
+static enum outcome delete_one(struct cascade *c, const struct kube_res *res, const json_t *obj)
+{
+    const char *name = kube_obj_name(obj), *uid = kube_obj_uid(obj);
+    const char *rv = kube_obj_resource_version(obj);
+    struct kube_err e;
+    int r;
+    if (!name || !uid || !rv)
+        return OUT_FAILED;
+    kube_err_clear(&e);
+    r = c->o.delete(c->o.delete_ctx, res, kube_obj_namespace(obj), name, uid, rv, &e);
+    if (r >= 0) {
+        log_debug("dependent of a deleted owner deleted\tkind=%s object=%s/%s", res->kind,
+                  kube_obj_namespace(obj), name);
+        return OUT_DELETED;
+    }
+    if (kube_err_is_not_found(&e))
+        return OUT_GONE;
+    if (kube_err_is_conflict(&e))
+        return OUT_CONFLICT;
+    log_debug("cannot delete a dependent of a deleted owner\tkind=%s object=%s/%s error=%d",
+              res->kind, kube_obj_namespace(obj), name, r);
+    return OUT_FAILED;
+}
+
+static void count(struct cascade *c, const struct kube_res *res, enum outcome out)
+{
+    pthread_mutex_lock(&c->lock);
+    switch (out) {
+    case OUT_DELETED:
+        c->st.deleted++;
+        break;
+    case OUT_GONE:
+        c->st.gone++;
+        break;
+    case OUT_CONFLICT:
+        c->st.conflict++;
+        break;
+    case OUT_FAILED:
+        c->st.failed++;
+        break;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (c->o.deletions)
+        metric_inc(c->o.deletions, (const char *const[]){res->kind, outcome_name[out]});
+}
+
+/* Deletes the dependents of o's owner in one target. Returns true when a DELETE was
+ * refused by its preconditions (look again later). */
+static bool delete_in(struct cascade *c, const struct cascade_target *t,
+                      const struct cascade_owner *o)
+{
+    struct kube_objv v = {0};
+    bool conflict = false;
+    (void)kube_store_by_index(t->store, t->index, o->uid, &v);
+    for (size_t i = 0; i < v.n && !atomic_load(&c->halt); i++) {
+        enum outcome out;
+        if (!sole_dependent(v.v[i], o->ns, o->uid))
+            continue;
+        out = delete_one(c, t->res, v.v[i]);
+        conflict |= out == OUT_CONFLICT;
+        count(c, t->res, out);
+    }
+    kube_objv_done(&v);
+    return conflict;
+}
+
+/* True when the owner is to be dropped unseen: not leading, or its namespace is being
+ * deleted (everything there goes anyway; DELETEs would only race the namespace
+ * controller's). */
+static bool skip_owner(struct cascade *c, const struct cascade_owner *o)
+{
+    if (c->o.active && !c->o.active(c->o.active_ctx))
+        return true;
+    return c->o.client && kube_client_ns_terminated_within(c->o.client, o->ns, KUBE_NSTERM_MEMORY);
+}
+
+/* Looks at one owner; requeues it after a conflict, else frees it. */
+static void run_owner(struct cascade *c, struct cascade_owner *o)
+{
+    bool conflict = false, skip = skip_owner(c, o);
+    for (size_t i = 0; !skip && i < c->nt[o->cls]; i++)
+        conflict |= delete_in(c, &c->t[o->cls][i], o);
+    pthread_mutex_lock(&c->lock);
+    c->running--;
+    c->st.dropped += skip;
+    if (conflict && ++o->attempt < CASCADE_ATTEMPTS && !c->stopping) {
+        o->due = clock_now() + c->o.retry;
+        c->st.retries++;
+        append(c, o);
+        o = NULL;
+    }
+    pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->lock);
+    xfree(o);
+}
+
+static void *worker_main(void *arg)
+{
+    struct cascade *c = arg;
+    struct cascade_owner *o;
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        o = take(c);
+        pthread_mutex_unlock(&c->lock);
+        if (!o)
+            return NULL;
+        run_owner(c, o);
+    }
+}
+
+/* ---- life --------------------------------------------------------------------------- */
+
+static void cascade_destroy(struct cascade *c)
+{
+    for (int cls = 0; cls < CASCADE_CLASSES; cls++)
+        for (size_t i = 0; i < c->nt[cls]; i++)
+            xfree(c->t[cls][i].index);
+    pthread_cond_destroy(&c->idle);
+    pthread_cond_destroy(&c->work);
+    pthread_mutex_destroy(&c->lock);
+    xfree(c->threads);
+    xfree(c);
+}
+
+static int start_workers(struct cascade *c)
+{
+    int n = c->o.delay == CASCADE_OFF ? 0 : c->o.workers;
+    c->threads = xcalloc((size_t)(n ? n : 1), sizeof(*c->threads));
+    for (int i = 0; i < n; i++) {
+        int r = -pthread_create(&c->threads[i], NULL, worker_main, c);
+        if (r < 0)
+            return r;
+        c->nthreads++;
+    }
+    return 0;
+}
+
+int cascade_new(const struct cascade_opts *opts, struct cascade **ret)
+{
+    struct cascade *c;
+    pthread_condattr_t ca;
+    int r;
+    if (!opts || (!opts->client && !opts->delete))
+        return -EINVAL;
+    c = XNEW(struct cascade);
+    c->o = *opts;
+    if (!c->o.delete) {
+        c->o.delete = kube_delete_pre;
+        c->o.delete_ctx = c->o.client;
+    }
+    c->o.delay = c->o.delay ? c->o.delay : CASCADE_DEFAULT_DELAY;
+    c->o.max_queue = c->o.max_queue ? c->o.max_queue : CASCADE_DEFAULT_QUEUE;
+    c->o.workers = c->o.workers > 0 ? c->o.workers : CASCADE_WORKERS;
+    c->o.retry = c->o.retry ? c->o.retry : CASCADE_RETRY;
+    atomic_init(&c->halt, false);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->work, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&c->idle, NULL);
+    r = start_workers(c);
+    if (r < 0) {
+        cascade_free(c);
+        return r;
+    }
+    *ret = c;
+    return 0;
+}
+
+int cascade_add_dependent(struct cascade *c, enum cascade_class cls, const struct kube_res *res,
+                          struct kube_store *store, const char *index)
+{
+    struct cascade_target *t;
+    if (!c || (unsigned)cls >= CASCADE_CLASSES || !res || !store || !index)
+        return -EINVAL;
+    if (c->nt[cls] == CASCADE_MAX_TARGETS)
+        return -ENOSPC;
+    pthread_mutex_lock(&c->lock);
+    t = &c->t[cls][c->nt[cls]];
+    t->res = res;
+    t->store = store;
+    t->index = xstrdup(index);
+    c->nt[cls]++;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+void cascade_stop(struct cascade *c)
+{
+    struct cascade_owner *o;
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->stopping = true;
+    atomic_store(&c->halt, true);
+    pthread_cond_broadcast(&c->work);
+    if (c->joined) {
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    c->joined = true;
+    pthread_mutex_unlock(&c->lock);
+    for (int i = 0; i < c->nthreads; i++)
+        pthread_join(c->threads[i], NULL);
+    pthread_mutex_lock(&c->lock);
+    while ((o = c->head)) {
+        c->head = o->next;
+        xfree(o);
+    }
+    c->tail = NULL;
+    c->len = 0;
+    pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void cascade_free(struct cascade *c)
+{
+    if (!c)
+        return;
+    cascade_stop(c);
+    cascade_destroy(c);
+}
+
+void cascade_stats(struct cascade *c, struct cascade_stats *ret)
+{
+    pthread_mutex_lock(&c->lock);
+    *ret = c->st;
+    pthread_mutex_unlock(&c->lock);
+}
+
+int cascade_idle_wait(struct cascade *c, usec_t timeout)
+{
+    struct timespec ts;
+    int r = 0;
+    clock_deadline_realtime(timeout, &ts);
+    pthread_mutex_lock(&c->lock);
+    while ((c->len || c->running) && r != ETIMEDOUT)
+        r = pthread_cond_timedwait(&c->idle, &c->lock, &ts);
+    r = c->len || c->running ? -ETIMEDOUT : 0;
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}

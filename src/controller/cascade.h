@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Dependents of a deleted owner, deleted by the controller when the garbage collector
+ * has not: a deleted SandboxClaim's (or SandboxWarmPool's) Sandboxes, a deleted Sandbox's
+ * Pod and Service (the manager registers which; PVCs stay the garbage collector's).
+ * kube-controller-manager's garbage collector deletes them through their owner references, at its
+ * client rate (20 a second by default, a read and a delete each); claims deleted faster than that
+ * leave Sandboxes and Pods running behind a backlog.
+ *
+ * An owner's deletion, seen by an informer, queues its UID; a delay later (the garbage
+ * collector's turn) a worker looks up the dependents in the caches through an index of
+ * controller UIDs and deletes each one that is still there, not being deleted, in the
+ * owner's namespace and owned by that owner alone (one owner reference: the garbage
+ * collector keeps an object another owner still holds). Each DELETE carries the cached
+ * UID and resourceVersion as preconditions, so an object changed since the cache saw it
+ * (in particular one the garbage collector orphaned, propagationPolicy=Orphan, by
+ * rewriting its owner references) is refused (409) and left as it is; such an owner is
+ * looked at again a second later (retry), at most CASCADE_ATTEMPTS times in all. Nothing is
+ * deleted that the garbage collector would keep, and an object of the same name made
+ * again has another UID.
+ *
+ * Not while the namespace is being deleted (the namespace controller deletes everything
+ * there), nor while the controller does not lead (active). The queue is bounded: an owner
+ * that does not fit is left to the garbage collector. Thread-safe. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/clock.h"
+
+struct kube_client;
+struct kube_err;
+struct kube_res;
+struct kube_store;
+struct metric;
+
+/** Owner classes: what a queued owner UID is looked up as the controller of. */
+enum cascade_class {
+    CASCADE_OF_SANDBOX, /* a Sandbox: its Pods and Services */
+    CASCADE_OF_EXT,     /* a SandboxClaim or SandboxWarmPool: its Sandboxes */
+    CASCADE_CLASSES,
+};
+
+/** cascade_opts.delay: never (every dependent is left to the garbage collector). */
+#define CASCADE_OFF USEC_INFINITY
+/** cascade_opts.delay: at once (0 means the default). */
+#define CASCADE_NOW           ((usec_t)1)
+#define CASCADE_DEFAULT_DELAY (5 * USEC_PER_SEC)
+#define CASCADE_MAX_DELAY     (3600 * USEC_PER_SEC)
+#define CASCADE_DEFAULT_QUEUE 65536
+#define CASCADE_ATTEMPTS      3
+#define CASCADE_RETRY         (1 * USEC_PER_SEC)
+#define CASCADE_WORKERS       2
+#define CASCADE_MAX_TARGETS   4 /* dependent kinds per class */
+
+/** Deletes res ns/name with the preconditions uid and rv (all borrowed). Returns 0 or a
+ * negative errno with reterr filled (404: gone; 409: a precondition failed). */
+typedef int cascade_delete_fn(void *ctx, const struct kube_res *res, const char *ns,
+                              const char *name, const char *uid, const char *rv,
+                              struct kube_err *reterr);
+
+struct cascade_opts {
+    struct kube_client *client; /* the DELETEs (unless delete is set) and the namespace
+                                   check; borrowed */
+    usec_t delay;               /* 0 = CASCADE_DEFAULT_DELAY; CASCADE_NOW; CASCADE_OFF */
+    size_t max_queue;           /* owners waiting; 0 = CASCADE_DEFAULT_QUEUE */
+    int workers;                /* 0 = CASCADE_WORKERS */
+    usec_t retry;               /* after a conflict; 0 = CASCADE_RETRY */
+    bool (*active)(void *ctx);  /* NULL: always; false: queued owners are dropped */
+    void *active_ctx;
+    struct metric *deletions;  /* counter labelled kind, result; NULL: none */
+    cascade_delete_fn *delete; /* tests; NULL: kube_request on client */
+    void *delete_ctx;
+};
+
+struct cascade_stats {
+    unsigned long queued;   /* owners queued */
+    unsigned long dropped;  /* owners refused: queue full, or not active when due */
+    unsigned long deleted;  /* dependents deleted */
+    unsigned long gone;     /* a DELETE found nothing (404) */
+    unsigned long conflict; /* a DELETE refused by its preconditions (409) */
+    unsigned long failed;   /* any other error */
+    unsigned long retries;  /* owners looked at again after a conflict */
+};
+
+struct cascade;
+
+/** Starts the workers (opts copied; delay CASCADE_OFF starts none). Returns 0 and *ret,
+ * -EINVAL without a client or delete function, or a pthread error. */
+int cascade_new(const struct cascade_opts *opts, struct cascade **ret);
+/** Registers a dependent kind of class cls: objects of res in store (borrowed, must
+ * outlive c), found through its index (copied name) of controller UIDs
+ * (kube_index_controller_uid). Before the first cascade_owner_deleted. Returns 0,
+ * -EINVAL or -ENOSPC (CASCADE_MAX_TARGETS). */
+int cascade_add_dependent(struct cascade *c, enum cascade_class cls, const struct kube_res *res,
+                          struct kube_store *store, const char *index);
+/** Queues the deleted owner uid in ns (copied) of class cls. Returns false when nothing
+ * was queued: off, stopped, queue full, or a name too long for an object. Any thread. */
+bool cascade_owner_deleted(struct cascade *c, enum cascade_class cls, const char *ns,
+                           const char *uid);
+/** Stops the workers (a DELETE in flight ends first); queued owners are dropped: the
+ * garbage collector has them. NULL is fine; idempotent. */
+void cascade_stop(struct cascade *c);
+/** Stops and frees. NULL is fine. */
+void cascade_free(struct cascade *c);
+void cascade_stats(struct cascade *c, struct cascade_stats *ret);
+/** Waits until nothing is queued or running (tests), at most timeout. Returns 0 or
+ * -ETIMEDOUT. */
+int cascade_idle_wait(struct cascade *c, usec_t timeout);

@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The dependents of a deleted owner (controller/cascade.h), against the local
+ * kube-apiserver with kube-controller-manager's garbage collector running.
+ *
+ * So that what is seen is the controller's doing and not the garbage collector's, the
+ * dependents that must go carry an owner reference the garbage collector cannot resolve
+ * (apiVersion gone.example.com/v1, kind Gone) with the owner's UID: it retries such an
+ * object for ever and deletes nothing. The controller matches the owner by UID alone (a
+ * UID names one object). The manager runs in-process with a 1 s delay on a client whose
+ * request observer counts its DELETEs by resource and answer. Checked: a deleted
+ * Sandbox's Pod and Service go, one DELETE each; a deleted claim's Sandbox goes; a claim
+ * deleted with propagationPolicy=Orphan keeps its Sandbox (the garbage collector rewrites
+ * it first); a claim made again under the same name keeps the new claim's Sandbox; a
+ * Sandbox with a second owner is kept; with the delay off nothing is deleted. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/extensions.h"
+#include "api/res.h"
+#include "api/sandbox.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "controller/cascade.h"
+#include "controller/manager.h"
+#include "kube/client.h"
+#include "kube/obj.h"
+#include "support/apiserver.h"
+#include "support/ctrl_fixture.h"
+#include "support/kube_fixture.h"
+
+#define WAIT  (60 * USEC_PER_SEC)
+#define DELAY (1 * USEC_PER_SEC)
+/* Past the delay and a retry after a conflict (CASCADE_RETRY): what was kept stays. */
+#define KEPT_AFTER (DELAY + CASCADE_RETRY + 1500 * USEC_PER_MSEC)
+
+static struct kube_client *c, *mgr_client;
+static struct ctrl_manager *mgr;
+static char ns[96];
+
+/* ---- the manager's DELETEs ---------------------------------------------------------- */
+
+static struct {
+    pthread_mutex_t lock;
+    unsigned ok[3], refused[3]; /* by resource: pods, services, sandboxes */
+} dels = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+enum { R_PODS, R_SERVICES, R_SANDBOXES };
+
+static void observe(void *ctx, const char *method, const struct kube_res *res,
+                    const char *subresource, long status)
+{
+    int i = -1;
+    (void)ctx;
+    if (!res || subresource || strcmp(method, "DELETE") != 0)
+        return;
+    if (res == &KUBE_RES_PODS)
+        i = R_PODS;
+    else if (res == &KUBE_RES_SERVICES)
+        i = R_SERVICES;
+    else if (res == &API_RES_SANDBOXES)
+        i = R_SANDBOXES;
+    if (i < 0)
+        return;
+    pthread_mutex_lock(&dels.lock);
+    if (status >= 200 && status < 300)
+        dels.ok[i]++;
+    else
+        dels.refused[i]++;
+    pthread_mutex_unlock(&dels.lock);
+}
+
+static unsigned deleted(int i)
+{
+    unsigned n;
+    pthread_mutex_lock(&dels.lock);
+    n = dels.ok[i];
+    pthread_mutex_unlock(&dels.lock);
+    return n;
+}
+
+/* ---- set-up --------------------------------------------------------------------------- */
+
+static int start_manager(usec_t delay)
+{
+    struct ctrl_opts o = {.client = mgr_client,
+                          .workers = 4,
+                          .ns = ns,
+                          .leader_elect = false,
+                          .metrics_addr = "0",
+                          .health_addr = "0",
+                          .extensions = true,
+                          .dependent_delay = delay,
+                          .ext = {.claim_workers = 4}};
+    if (ctrl_manager_new(&o, &mgr) < 0 || ctrl_manager_start(mgr) < 0 ||
+        ctrl_manager_wait_synced(mgr, WAIT) < 0)
+        return -1;
+    return 0;
+}
+
+static int group_setup(void **state)
+{
+    struct it_sandbox_ns_opts so = {
+        .prefix = "cascade", .extensions = true, .default_sa = true, .timeout = WAIT};
+    struct kube_client_opts mo = {.qps = 0, .max_retries = -1, .observe = observe};
+    struct kube_err e = {0};
+    (void)state;
+    log_set_level(getenv("AS_TEST_DEBUG") ? LOG_DEBUG : LOG_WARN);
+    if (it_client_new(NULL, &c, &e) < 0 || it_client_new(&mo, &mgr_client, &e) < 0)
+        return -1;
+    if (it_sandbox_ns_setup(c, &so, ns, sizeof(ns), &e) < 0) {
+        fprintf(stderr, "setup failed: %s\n", e.message);
+        return -1;
+    }
+    return start_manager(DELAY);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    ctrl_manager_free(mgr);
+    if (c && ns[0])
+        (void)it_ns_delete(c, ns, 120 * USEC_PER_SEC);
+    kube_client_free(c);
+    kube_client_free(mgr_client);
+    return 0;
+}
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+static json_t *get(const struct kube_res *res, const char *name)
+{
+    return it_obj_get(c, res, ns, name);
+}
+
+static char *uid_of(const struct kube_res *res, const char *name)
+{
+    json_t *o = get(res, name);
+    char *uid;
+    assert_non_null(o);
+    uid = strdup(kube_obj_uid(o));
+    json_decref(o);
+    return uid;
+}
+
+/* An owner reference the garbage collector cannot resolve, to the object of uid. */
+static json_t *gone_ref(const char *uid, bool controller)
+{
+    return json_pack("{s:s,s:s,s:s,s:s,s:b}", "apiVersion", "gone.example.com/v1", "kind", "Gone",
+                     "name", "owner", "uid", uid, "controller", controller);
+}
+
+/* The ownerReferences of name of res become refs (taken). */
+static void set_refs(const struct kube_res *res, const char *name, json_t *refs)
+{
+    struct kube_err e;
+    json_t *p = json_pack("{s:{s:o}}", "metadata", "ownerReferences", refs);
+    IT_OK(it_merge_patch(c, res, ns, name, NULL, p, &e), &e);
+    json_decref(p);
+}
+
+static void create_sandbox(const char *name, json_t *refs, bool service)
+{
+    struct kube_err e;
+    json_t *sb = json_pack("{s:s,s:s,s:{s:s},s:{s:b,s:{s:{s:[{s:s,s:s}]}}}}", "apiVersion",
+                           SB_API_VERSION, "kind", SB_KIND, "metadata", "name", name, "spec",
+                           "service", service, "podTemplate", "spec", "containers", "name",
+                           "runtime", "image", "registry.local/runtime:1");
+    if (refs)
+        json_object_set_new(json_object_get(sb, "metadata"), "ownerReferences", refs);
+    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, sb, NULL, &e), &e);
+    json_decref(sb);
+}
+
+static void create_claim(const char *name)
+{
+    struct kube_err e;
+    json_t *cl = it_claim_new(name, "no-such-pool");
+    IT_OK(kube_create(c, &API_RES_SANDBOXCLAIMS, ns, cl, NULL, &e), &e);
+    json_decref(cl);
+}
+
+static void delete_obj(const struct kube_res *res, const char *name, const char *policy)
+{
+    struct kube_req r;
+    struct kube_err e;
+    kube_req_init(&r, "DELETE", res);
+    r.ns = ns;
+    r.name = name;
+    r.propagation_policy = policy;
+    IT_OK(kube_request(c, &r, NULL, &e), &e);
+}
+
+struct present {
+    const struct kube_res *res;
+    const char *name;
+};
+
+static bool is_present(void *ctx)
+{
+    struct present *p = ctx;
+    json_t *o = get(p->res, p->name);
+    json_decref(o);
+    return o != NULL;
+}
+
+static void wait_present(const struct kube_res *res, const char *name)
+{
+    struct present p = {res, name};
+    assert_int_equal(it_wait(is_present, &p, WAIT), 0);
+}
+
+static void wait_gone(const struct kube_res *res, const char *name)
+{
+    assert_int_equal(it_wait_gone(c, res, ns, name, 30 * USEC_PER_SEC), 0);
+}
+
+/* Present and not being deleted. */
+static void assert_kept(const struct kube_res *res, const char *name)
+{
+    json_t *o = get(res, name);
+    assert_non_null(o);
+    assert_false(kube_obj_deleting(o));
+    json_decref(o);
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+/* A deleted Sandbox's Pod and Service: one DELETE each, then they are gone. */
+static void test_sandbox_children(void **state)
+{
+    unsigned pods0 = deleted(R_PODS), svc0 = deleted(R_SERVICES);
+    char *uid;
+    (void)state;
+    create_sandbox("s1", NULL, true);
+    wait_present(&KUBE_RES_PODS, "s1");
+    wait_present(&KUBE_RES_SERVICES, "s1");
+    uid = uid_of(&API_RES_SANDBOXES, "s1");
+    set_refs(&KUBE_RES_PODS, "s1", json_pack("[o]", gone_ref(uid, true)));
+    set_refs(&KUBE_RES_SERVICES, "s1", json_pack("[o]", gone_ref(uid, true)));
+    delete_obj(&API_RES_SANDBOXES, "s1", NULL);
+    wait_gone(&KUBE_RES_PODS, "s1");
+    wait_gone(&KUBE_RES_SERVICES, "s1");
+    assert_int_equal(deleted(R_PODS) - pods0, 1);
+    assert_int_equal(deleted(R_SERVICES) - svc0, 1);
+    free(uid);
+}
+
+/* A deleted claim's Sandbox goes. */
+static void test_claim_sandbox(void **state)
+{
+    unsigned sb0 = deleted(R_SANDBOXES);
+    char *uid;
+    (void)state;
+    create_claim("c1");
+    uid = uid_of(&API_RES_SANDBOXCLAIMS, "c1");
+    create_sandbox("c1-sb", json_pack("[o]", gone_ref(uid, true)), false);
+    wait_present(&KUBE_RES_PODS, "c1-sb");
+    delete_obj(&API_RES_SANDBOXCLAIMS, "c1", NULL);
+    wait_gone(&API_RES_SANDBOXES, "c1-sb");
+    assert_int_equal(deleted(R_SANDBOXES) - sb0, 1);
+    free(uid);
+}
+
+/* propagationPolicy=Orphan: the garbage collector drops the owner reference before the
+ * claim goes, and the Sandbox stays (a DELETE on the cache's older version is refused). */
+static void test_orphan_kept(void **state)
+{
+    unsigned sb0 = deleted(R_SANDBOXES);
+    char *uid;
+    json_t *sb, *ref;
+    (void)state;
+    create_claim("c2");
+    uid = uid_of(&API_RES_SANDBOXCLAIMS, "c2");
+    ref = json_pack("{s:s,s:s,s:s,s:s,s:b,s:b}", "apiVersion", EXT_API_VERSION, "kind",
+                    EXT_KIND_CLAIM, "name", "c2", "uid", uid, "controller", 1, "blockOwnerDeletion",
+                    1);
+    create_sandbox("c2-sb", json_pack("[o]", ref), false);
+    wait_present(&KUBE_RES_PODS, "c2-sb");
+    delete_obj(&API_RES_SANDBOXCLAIMS, "c2", "Orphan");
+    wait_gone(&API_RES_SANDBOXCLAIMS, "c2");
+    clock_sleep(KEPT_AFTER);
+    assert_kept(&API_RES_SANDBOXES, "c2-sb");
+    sb = get(&API_RES_SANDBOXES, "c2-sb");
+    assert_int_equal(json_array_size(kube_obj_path(sb, "metadata.ownerReferences")), 0);
+    json_decref(sb);
+    assert_int_equal(deleted(R_SANDBOXES) - sb0, 0);
+    free(uid);
+}
+
+/* A claim made again under the same name before the delay is over: the old claim's
+ * Sandbox goes, the new one's stays. */
+static void test_same_name_kept(void **state)
+{
+    unsigned sb0 = deleted(R_SANDBOXES);
+    char *old, *new;
+    (void)state;
+    create_claim("c3");
+    old = uid_of(&API_RES_SANDBOXCLAIMS, "c3");
+    create_sandbox("c3-a", json_pack("[o]", gone_ref(old, true)), false);
+    wait_present(&KUBE_RES_PODS, "c3-a");
+    delete_obj(&API_RES_SANDBOXCLAIMS, "c3", NULL);
+    wait_gone(&API_RES_SANDBOXCLAIMS, "c3");
+    create_claim("c3");
+    new = uid_of(&API_RES_SANDBOXCLAIMS, "c3");
+    assert_string_not_equal(old, new);
+    create_sandbox("c3-b", json_pack("[o]", gone_ref(new, true)), false);
+    wait_gone(&API_RES_SANDBOXES, "c3-a");
+    clock_sleep(KEPT_AFTER);
+    assert_kept(&API_RES_SANDBOXES, "c3-b");
+    assert_int_equal(deleted(R_SANDBOXES) - sb0, 1);
+    free(old);
+    free(new);
+}
+
+/* A Sandbox with a second owner: the garbage collector would keep it, and so does the
+ * controller. */
+static void test_second_owner_kept(void **state)
+{
+    unsigned sb0 = deleted(R_SANDBOXES);
+    char *uid, *other;
+    (void)state;
+    create_claim("c4");
+    create_claim("c4-other");
+    uid = uid_of(&API_RES_SANDBOXCLAIMS, "c4");
+    other = uid_of(&API_RES_SANDBOXCLAIMS, "c4-other");
+    create_sandbox("c4-sb", json_pack("[o,o]", gone_ref(uid, true), gone_ref(other, false)), false);
+    wait_present(&KUBE_RES_PODS, "c4-sb");
+    delete_obj(&API_RES_SANDBOXCLAIMS, "c4", NULL);
+    wait_gone(&API_RES_SANDBOXCLAIMS, "c4");
+    clock_sleep(KEPT_AFTER);
+    assert_kept(&API_RES_SANDBOXES, "c4-sb");
+    assert_int_equal(deleted(R_SANDBOXES) - sb0, 0);
+    free(uid);
+    free(other);
+}
+
+/* With the delay off (--dependent-deletion-delay=off) nothing is deleted. */
+static void test_off(void **state)
+{
+    unsigned sb0 = deleted(R_SANDBOXES);
+    char *uid;
+    (void)state;
+    ctrl_manager_free(mgr);
+    mgr = NULL;
+    assert_int_equal(start_manager(CASCADE_OFF), 0);
+    create_claim("c5");
+    uid = uid_of(&API_RES_SANDBOXCLAIMS, "c5");
+    create_sandbox("c5-sb", json_pack("[o]", gone_ref(uid, true)), false);
+    wait_present(&KUBE_RES_PODS, "c5-sb");
+    delete_obj(&API_RES_SANDBOXCLAIMS, "c5", NULL);
+    wait_gone(&API_RES_SANDBOXCLAIMS, "c5");
+    clock_sleep(KEPT_AFTER);
+    assert_kept(&API_RES_SANDBOXES, "c5-sb");
+    assert_int_equal(deleted(R_SANDBOXES) - sb0, 0);
+    free(uid);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sandbox_children),  cmocka_unit_test(test_claim_sandbox),
+        cmocka_unit_test(test_orphan_kept),       cmocka_unit_test(test_same_name_kept),
+        cmocka_unit_test(test_second_owner_kept), cmocka_unit_test(test_off),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

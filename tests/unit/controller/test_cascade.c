@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/cascade: a deleted owner's sole dependents are deleted after the delay,
+ * with the cached UID and resourceVersion as preconditions; what the garbage collector
+ * would keep is kept; a refused precondition is looked at again with the cache's newer
+ * version, a bounded number of times; off, inactive, full and stopped queue nothing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/res.h"
+#include "common/clock.h"
+#include "controller/cascade.h"
+#include "kube/err.h"
+#include "kube/res.h"
+#include "kube/store.h"
+
+#define IDX "owner"
+
+struct call {
+    char kind[32], ns[32], name[64], uid[64], rv[32];
+    usec_t at;
+};
+
+struct fake {
+    pthread_mutex_t lock;
+    struct call calls[32];
+    int n;
+    long status[32]; /* answer to call i: 0 = success, else this HTTP status */
+    atomic_bool active;
+    struct kube_store *pods, *services, *sandboxes;
+    /* after a 409 answer, put this object in pods (the cache's newer version) */
+    json_t *after_conflict;
+};
+
+static int fake_delete(void *ctx, const struct kube_res *res, const char *ns, const char *name,
+                       const char *uid, const char *rv, struct kube_err *reterr)
+{
+    struct fake *f = ctx;
+    const char *body;
+    long st = 0;
+    pthread_mutex_lock(&f->lock);
+    if (f->n < 32) {
+        struct call *c = &f->calls[f->n];
+        (void)snprintf(c->kind, sizeof(c->kind), "%s", res->kind);
+        (void)snprintf(c->ns, sizeof(c->ns), "%s", ns);
+        (void)snprintf(c->name, sizeof(c->name), "%s", name);
+        (void)snprintf(c->uid, sizeof(c->uid), "%s", uid);
+        (void)snprintf(c->rv, sizeof(c->rv), "%s", rv);
+        c->at = clock_now();
+        st = f->status[f->n++];
+    }
+    pthread_mutex_unlock(&f->lock);
+    if (!st)
+        return 0;
+    if (st == 409 && f->after_conflict) {
+        (void)kube_store_put(f->pods, f->after_conflict, NULL);
+        f->after_conflict = NULL;
+    }
+    body = st == 409 ? "{\"kind\":\"Status\",\"reason\":\"Conflict\"}"
+                     : "{\"kind\":\"Status\",\"reason\":\"NotFound\"}";
+    kube_err_from_response(reterr, st, body, strlen(body));
+    return reterr->code ? reterr->code : -EIO;
+}
+
+static bool fake_active(void *ctx)
+{
+    struct fake *f = ctx;
+    return atomic_load(&f->active);
+}
+
+/* An object of kind in ns named name, uid "u-<name>", rv, owned by owner_uid
+ * (controller unless refs says otherwise: "two" adds a second owner, "plain" makes the
+ * one reference not the controller, "none" leaves them out). */
+static json_t *obj(const char *ns, const char *name, const char *rv, const char *owner_uid,
+                   const char *refs, bool deleting)
+{
+    char uid[64];
+    json_t *o, *md, *arr = json_array();
+    (void)snprintf(uid, sizeof(uid), "u-%s", name);
+    if (strcmp(refs, "none") != 0)
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s,s:b}", "apiVersion", "v1", "kind",
+                                             "Owner", "name", "owner", "uid", owner_uid,
+                                             "controller", strcmp(refs, "plain") != 0));
+    if (strcmp(refs, "two") == 0)
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s}", "apiVersion", "v1", "kind",
+                                             "Other", "name", "other", "uid", "u-other"));
+    md = json_pack("{s:s,s:s,s:s,s:s,s:o}", "namespace", ns, "name", name, "uid", uid,
+                   "resourceVersion", rv, "ownerReferences", arr);
+    if (deleting)
+        json_object_set_new(md, "deletionTimestamp", json_string("2026-12-04T00:00:00Z"));
+    o = json_pack("{s:o}", "metadata", md);
+    return o;
+}
+
+static struct kube_store *store_new(void)
+{
+    struct kube_store *s = kube_store_new();
+    assert_int_equal(kube_store_add_index(s, IDX, kube_index_controller_uid, NULL), 0);
+    return s;
+}
+
+static int setup(void **state)
+{
+    struct fake *f = calloc(1, sizeof(*f));
+    pthread_mutex_init(&f->lock, NULL);
+    atomic_init(&f->active, true);
+    f->pods = store_new();
+    f->services = store_new();
+    f->sandboxes = store_new();
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fake *f = *state;
+    kube_store_free(f->pods);
+    kube_store_free(f->services);
+    kube_store_free(f->sandboxes);
+    json_decref(f->after_conflict);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+    return 0;
+}
+
+static struct cascade *start(struct fake *f, usec_t delay, size_t max_queue)
+{
+    struct cascade_opts o = {.delay = delay,
+                             .max_queue = max_queue,
+                             .retry = 20 * USEC_PER_MSEC,
+                             .active = fake_active,
+                             .active_ctx = f,
+                             .delete = fake_delete,
+                             .delete_ctx = f};
+    struct cascade *c = NULL;
+    assert_int_equal(cascade_new(&o, &c), 0);
+    assert_int_equal(cascade_add_dependent(c, CASCADE_OF_SANDBOX, &KUBE_RES_PODS, f->pods, IDX), 0);
+    assert_int_equal(
+        cascade_add_dependent(c, CASCADE_OF_SANDBOX, &KUBE_RES_SERVICES, f->services, IDX), 0);
+    assert_int_equal(
+        cascade_add_dependent(c, CASCADE_OF_EXT, &API_RES_SANDBOXES, f->sandboxes, IDX), 0);
+    return c;
+}
+
+static int calls(struct fake *f)
+{
+    int n;
+    pthread_mutex_lock(&f->lock);
+    n = f->n;
+    pthread_mutex_unlock(&f->lock);
+    return n;
+}
+
+/* A Sandbox's Pod and Service go after the delay, not before, with the cached UID and
+ * resourceVersion; the claim class finds Sandboxes only. */
+static void test_deletes_after_delay(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, 150 * USEC_PER_MSEC, 0);
+    struct cascade_stats st;
+    usec_t t0;
+    (void)kube_store_put(f->pods, obj("ns", "sb1", "11", "u-sb1", "ctl", false), NULL);
+    (void)kube_store_put(f->services, obj("ns", "sb1", "12", "u-sb1", "ctl", false), NULL);
+    (void)kube_store_put(f->sandboxes, obj("ns", "sb9", "13", "u-sb1", "ctl", false), NULL);
+    t0 = clock_now();
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-sb1"));
+    clock_sleep(60 * USEC_PER_MSEC);
+    assert_int_equal(calls(f), 0);
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 2);
+    for (int i = 0; i < 2; i++) {
+        const struct call *k = &f->calls[i];
+        bool pod = strcmp(k->kind, "Pod") == 0;
+        assert_true(pod || strcmp(k->kind, "Service") == 0);
+        assert_string_equal(k->ns, "ns");
+        assert_string_equal(k->name, "sb1");
+        assert_string_equal(k->uid, "u-sb1");
+        assert_string_equal(k->rv, pod ? "11" : "12");
+        assert_true(k->at - t0 >= 150 * USEC_PER_MSEC);
+    }
+    cascade_stats(c, &st);
+    assert_int_equal(st.queued, 1);
+    assert_int_equal(st.deleted, 2);
+    assert_int_equal(st.conflict + st.failed + st.gone + st.dropped, 0);
+    /* the claim class: the Sandbox */
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_EXT, "ns", "u-sb1"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 3);
+    assert_string_equal(f->calls[2].kind, "Sandbox");
+    assert_string_equal(f->calls[2].name, "sb9");
+    cascade_free(c);
+}
+
+/* What the garbage collector would keep, or is already deleting, is not touched. */
+static void test_keeps_what_gc_keeps(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, CASCADE_NOW, 0);
+    struct cascade_stats st;
+    (void)kube_store_put(f->pods, obj("ns", "two", "1", "u-o", "two", false), NULL);
+    (void)kube_store_put(f->pods, obj("ns", "plain", "1", "u-o", "plain", false), NULL);
+    (void)kube_store_put(f->pods, obj("ns", "going", "1", "u-o", "ctl", true), NULL);
+    (void)kube_store_put(f->pods, obj("other", "elsewhere", "1", "u-o", "ctl", false), NULL);
+    (void)kube_store_put(f->pods, obj("ns", "orphan", "1", "u-o", "none", false), NULL);
+    (void)kube_store_put(f->pods, obj("ns", "sibling", "1", "u-p", "ctl", false), NULL);
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 0);
+    cascade_stats(c, &st);
+    assert_int_equal(st.queued, 1);
+    assert_int_equal(st.deleted, 0);
+    cascade_free(c);
+}
+
+/* A refused precondition: the next look uses the cache's newer version; an object the
+ * garbage collector orphaned meanwhile is left. */
+static void test_conflict_then_newer_version(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, CASCADE_NOW, 0);
+    struct cascade_stats st;
+    (void)kube_store_put(f->pods, obj("ns", "p", "5", "u-o", "ctl", false), NULL);
+    f->status[0] = 409;
+    f->after_conflict = obj("ns", "p", "6", "u-o", "ctl", false);
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 2);
+    assert_string_equal(f->calls[0].rv, "5");
+    assert_string_equal(f->calls[1].rv, "6");
+    cascade_stats(c, &st);
+    assert_int_equal(st.conflict, 1);
+    assert_int_equal(st.retries, 1);
+    assert_int_equal(st.deleted, 1);
+
+    /* orphaned while the DELETE was on its way: refused, then no owner, nothing more */
+    (void)kube_store_put(f->pods, obj("ns", "q", "7", "u-q", "ctl", false), NULL);
+    f->status[2] = 409;
+    f->after_conflict = obj("ns", "q", "8", "u-q", "none", false);
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-q"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 3);
+    cascade_stats(c, &st);
+    assert_int_equal(st.conflict, 2);
+    assert_int_equal(st.deleted, 1);
+    cascade_free(c);
+}
+
+/* Refused every time: CASCADE_ATTEMPTS DELETEs, then the garbage collector's. A 404 is
+ * counted as gone and not retried. */
+static void test_attempts_bounded_and_gone(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, CASCADE_NOW, 0);
+    struct cascade_stats st;
+    (void)kube_store_put(f->pods, obj("ns", "p", "5", "u-o", "ctl", false), NULL);
+    for (int i = 0; i < CASCADE_ATTEMPTS + 2; i++)
+        f->status[i] = 409;
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    clock_sleep(100 * USEC_PER_MSEC);
+    assert_int_equal(calls(f), CASCADE_ATTEMPTS);
+    cascade_stats(c, &st);
+    assert_int_equal(st.conflict, CASCADE_ATTEMPTS);
+    assert_int_equal(st.retries, CASCADE_ATTEMPTS - 1);
+
+    (void)kube_store_put(f->pods, obj("ns", "g", "5", "u-g", "ctl", false), NULL);
+    f->status[CASCADE_ATTEMPTS] = 404;
+    f->status[CASCADE_ATTEMPTS + 1] = 0;
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-g"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    clock_sleep(60 * USEC_PER_MSEC);
+    assert_int_equal(calls(f), CASCADE_ATTEMPTS + 1);
+    cascade_stats(c, &st);
+    assert_int_equal(st.gone, 1);
+    assert_int_equal(st.retries, CASCADE_ATTEMPTS - 1);
+    cascade_free(c);
+}
+
+/* Not leading when due: dropped unseen. */
+static void test_inactive_drops(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, CASCADE_NOW, 0);
+    struct cascade_stats st;
+    (void)kube_store_put(f->pods, obj("ns", "p", "5", "u-o", "ctl", false), NULL);
+    atomic_store(&f->active, false);
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 0);
+    cascade_stats(c, &st);
+    assert_int_equal(st.dropped, 1);
+    cascade_free(c);
+}
+
+/* Bounded queue; off queues nothing; bad input is refused; stopping drops what waits. */
+static void test_bounds_off_stop(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, 10 * USEC_PER_SEC, 2);
+    struct cascade_stats st;
+    char ns[80];
+    (void)kube_store_put(f->pods, obj("ns", "p", "5", "u-o", "ctl", false), NULL);
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o2"));
+    assert_false(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o3"));
+    memset(ns, 'a', sizeof(ns) - 1);
+    ns[sizeof(ns) - 1] = '\0';
+    assert_false(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, ns, "u-o"));
+    assert_false(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", NULL));
+    assert_false(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", ""));
+    assert_false(cascade_owner_deleted(c, CASCADE_CLASSES, "ns", "u-o"));
+    cascade_stats(c, &st);
+    assert_int_equal(st.queued, 2);
+    assert_int_equal(st.dropped, 1);
+    cascade_stop(c);
+    assert_false(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
+    assert_int_equal(cascade_idle_wait(c, USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 0);
+    cascade_free(c);
+
+    c = start(f, CASCADE_OFF, 0);
+    assert_false(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
+    cascade_free(c);
+    assert_int_equal(calls(f), 0);
+}
+
+/* Registration limits and a missing client and delete function. */
+static void test_registration(void **state)
+{
+    struct fake *f = *state;
+    struct cascade_opts none = {0};
+    struct cascade *c = NULL;
+    int r = 0;
+    assert_int_equal(cascade_new(&none, &c), -EINVAL);
+    c = start(f, CASCADE_NOW, 0);
+    /* two registered for the Sandbox class by start(): two more fit */
+    for (int i = 0; i < CASCADE_MAX_TARGETS - 2; i++)
+        assert_int_equal(cascade_add_dependent(c, CASCADE_OF_SANDBOX, &KUBE_RES_PVCS, f->pods, IDX),
+                         0);
+    r = cascade_add_dependent(c, CASCADE_OF_SANDBOX, &KUBE_RES_PVCS, f->pods, IDX);
+    assert_int_equal(r, -ENOSPC);
+    assert_int_equal(cascade_add_dependent(c, CASCADE_CLASSES, &KUBE_RES_PVCS, f->pods, IDX),
+                     -EINVAL);
+    cascade_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_deletes_after_delay, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keeps_what_gc_keeps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conflict_then_newer_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attempts_bounded_and_gone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inactive_drops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bounds_off_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_registration, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
