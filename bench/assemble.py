@@ -229,11 +229,18 @@ def assemble(a):
                           "served_per_s": (s.get("throughput") or {}).get("overall_per_s"),
                           "saturated": s.get("saturated"), "held": held,
                           "api_cpu_ms_per_claim": (s.get("api_cpu") or {}).get("per_claim_ms"),
+                          "released": s.get("released"),
                           "loadavg_start": s.get("loadavg_start")})
     if sweep:
         sweep.sort(key=lambda x: x["rate_per_s"])
         held = [x["rate_per_s"] for x in sweep if x["held"]]
         res["sweep"] = {"rates": sweep, "held_rate_per_s": max(held) if held else 0}
+        # what the deleted claims left at the end of the sweep's first rate (the one both
+        # legs of a comparison run): Sandboxes not being deleted, those of them whose claim
+        # went 10 s or more before, and Pods whose Sandbox is gone
+        if sweep[0].get("released"):
+            res["sweep"]["first_rate_released"] = dict(sweep[0]["released"],
+                                                       rate_per_s=sweep[0]["rate_per_s"])
     res["router"] = router(d)
     res["sandboxd"] = sandboxd(d)
     # assembled at the end: the run's start load is its first scenario's (a sweep's lowest

@@ -28,7 +28,9 @@
 # Env: AS_APISERVER_TIMEOUT (readiness wait, default 120 s), AS_APISERVER_CONTROLLERS
 # (kube-controller-manager --controllers, default
 # "namespace,garbagecollector,pvc-protection";
-# "none" disables it), AS_APISERVER_EXTRA_ARGS (more kube-apiserver flags).
+# "none" disables it), AS_APISERVER_EXTRA_ARGS (more kube-apiserver flags),
+# AS_KCM_EXTRA_ARGS (more kube-controller-manager flags, e.g. its client rate
+# "--kube-api-qps=200 --kube-api-burst=300"; a change restarts everything at the next start).
 # PodTemplates have no watch cache (--watch-cache-sizes=podtemplates#0), so a watch on
 # them goes to etcd and sees an etcd compaction at once: the 410 test relies on it.
 source "$(dirname "$0")/lib.sh"
@@ -312,11 +314,18 @@ start_apiserver() {
 	fail_start kube-apiserver "kube-apiserver not ready after ${TIMEOUT}s: $(curl_admin /readyz?verbose 2>&1 | grep -v ' ok$' | tail -n 5)"
 }
 
+kcm_args() { # one flag per line
+	printf '%s\n' --kubeconfig="$KUBECONFIG_PATH" --controllers="$CONTROLLERS" \
+		--leader-elect=false --secure-port=0 --use-service-account-credentials=false --v=1
+	# shellcheck disable=SC2086 # word splitting of the extra flags is intended
+	[ -z "${AS_KCM_EXTRA_ARGS:-}" ] || printf '%s\n' $AS_KCM_EXTRA_ARGS
+}
+
 start_controllers() {
+	local -a args
 	[ "$CONTROLLERS" != none ] && [ -x "$BIN/kube-controller-manager" ] || return 0
-	launch kube-controller-manager --kubeconfig="$KUBECONFIG_PATH" \
-		--controllers="$CONTROLLERS" --leader-elect=false --secure-port=0 \
-		--use-service-account-credentials=false --v=1
+	mapfile -t args < <(kcm_args)
+	launch kube-controller-manager "${args[@]}"
 	sleep 0.3
 	launched_alive kube-controller-manager ||
 		fail_start kube-controller-manager "kube-controller-manager exited"
@@ -324,6 +333,8 @@ start_controllers() {
 
 running_config() { # the flags and the binaries (a rebuild changes size and mtime)
 	apiserver_args
+	printf '# kube-controller-manager\n'
+	kcm_args
 	stat -L -c '# %n %s %Y' "$BIN/etcd" "$BIN/kube-apiserver"
 }
 

@@ -11,6 +11,7 @@
 #include "api/res.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "kube/obj.h"
 #include "lg.h"
 
 #define LG_DELETERS 8
@@ -175,6 +176,61 @@ static void sustained_drive(struct sustained *s)
         pthread_join(dth[i], NULL);
 }
 
+/* The record of the claim a Sandbox's controller reference names ("<prefix>-<index>"), or
+ * NULL. */
+static const struct lg_rec *claim_rec(struct sustained *s, const json_t *sb)
+{
+    const json_t *ref = kube_obj_controller_ref(sb);
+    const char *name = json_string_value(json_object_get(ref, "name"));
+    const char *kind = json_string_value(json_object_get(ref, "kind"));
+    size_t plen = strlen(s->t.prefix);
+    char *end;
+    unsigned long i;
+    if (!name || !kind || strcmp(kind, "SandboxClaim") != 0 ||
+        strncmp(name, s->t.prefix, plen) != 0 || name[plen] != '-')
+        return NULL;
+    i = strtoul(name + plen + 1, &end, 10);
+    return *end || i >= s->t.n ? NULL : &s->t.recs[i];
+}
+
+/* What the deleted claims left at the window's end: their Sandboxes not yet being deleted
+ * (all, and those whose claim went 10 s or more before), and Pods whose Sandbox is gone.
+ * A controller that leaves the deletion to a garbage collector that lags leaves them. */
+static void sustained_left(struct kube_client *c, struct sustained *s, json_t *out)
+{
+    json_t *sbs = NULL, *pods = NULL, *uids = json_object(), *o;
+    size_t i, deleted = 0, left = 0, left10 = 0, orphans = 0;
+    usec_t now = clock_now();
+    for (i = 0; i < s->t.n; i++)
+        deleted += s->t.recs[i].deleted != 0;
+    if (kube_list_all(c, &API_RES_SANDBOXES, s->o->ns, NULL, &sbs, NULL) < 0 ||
+        kube_list_all(c, &KUBE_RES_PODS, s->o->ns, NULL, &pods, NULL) < 0)
+        goto out;
+    json_array_foreach(json_object_get(sbs, "items"), i, o)
+    {
+        const struct lg_rec *r = claim_rec(s, o);
+        if (kube_obj_uid(o))
+            json_object_set_new(uids, kube_obj_uid(o), json_true());
+        if (!r || !r->deleted || kube_obj_deleting(o))
+            continue;
+        left++;
+        left10 += now - r->deleted >= 10 * USEC_PER_SEC;
+    }
+    json_array_foreach(json_object_get(pods, "items"), i, o)
+    {
+        const char *owner = json_string_value(json_object_get(kube_obj_controller_ref(o), "uid"));
+        orphans += owner && !kube_obj_deleting(o) && !json_object_get(uids, owner);
+    }
+    json_object_set_new(out, "released",
+                        json_pack("{s:I,s:I,s:I,s:I}", "deleted_claims", (json_int_t)deleted,
+                                  "sandboxes_left", (json_int_t)left, "sandboxes_left_10s",
+                                  (json_int_t)left10, "pods_left", (json_int_t)orphans));
+out:
+    json_decref(sbs);
+    json_decref(pods);
+    json_decref(uids);
+}
+
 /* Requests per claim over the whole run (claims that were not deleted by its end leave
  * part of their deletion out): every client's, from the API server's counters. */
 static void sustained_api(struct kube_client *c, json_t *before, json_int_t ready, json_t *out)
@@ -223,6 +279,7 @@ int lg_run_sustained(struct kube_client *c, const struct lg_opts *o, json_t *out
     lg_api_cpu_put(o, out, "api_cpu", api_cpu0,
                    (long)json_integer_value(json_object_get(st, "ready")), "claim");
     sustained_api(c, before, json_integer_value(json_object_get(st, "ready")), out);
+    sustained_left(c, &s, out); /* after the API figures: its LISTs are not the run's */
     json_object_update(out, st);
     json_decref(st);
     json_object_set_new(out, "rate_per_s", json_real(o->rate));

@@ -75,7 +75,8 @@ struct cascade_opts {
 
 struct cascade_stats {
     unsigned long queued;   /* owners queued */
-    unsigned long dropped;  /* owners refused: queue full, or not active when due */
+    unsigned long dropped;  /* owners refused (queue full) or skipped when due (not active,
+                               their namespace being deleted) */
     unsigned long deleted;  /* dependents deleted */
     unsigned long gone;     /* a DELETE found nothing (404) */
     unsigned long conflict; /* a DELETE refused by its preconditions (409) */
