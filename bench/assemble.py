@@ -128,7 +128,7 @@ def assemble(a):
         res[name] = pick(s, "rate_per_s", "offered_per_s", "planned", "count", "ready", "p50_ms",
                          "p90_ms", "p99_ms", "max_ms", "throughput", "ready_per_s", "samples_ms",
                          "saturated", "saturated_after_s", "max_backlog", "arrival_lag_max_ms",
-                         "create_span_ms", "loadavg_start", "loadavg_end", "ok")
+                         "create_span_ms", "released", "loadavg_start", "loadavg_end", "ok")
         if res[name]:
             res[name]["served_per_s"] = (s.get("throughput") or {}).get("overall_per_s")
             span = (s.get("create_span_ms") or 0) / 1000
@@ -268,6 +268,11 @@ def check(path):
         s = r.get(k) or {}
         ok(f"{k}: every object Ready ({s.get('ready')}/{s.get('count')})",
            s.get("ok") and s.get("count") and s.get("ready") == s.get("count"))
+    rel = (r.get("sustained") or {}).get("released") or {}
+    ok(f"sustained: what deleted claims left counted ({rel.get('deleted_claims')} deleted, "
+       f"{rel.get('sandboxes_left')} Sandboxes, {rel.get('pods_left')} Pods left)",
+       (rel.get("deleted_claims") or 0) > 0 and rel.get("sandboxes_left") is not None
+       and rel.get("pods_left") is not None)
     w = r.get("warm_burst_300") or {}
     ok(f"warm_burst_300: claims served warm ({w.get('warm')})", (w.get("warm") or 0) >= (w.get("count") or 1) * 0.9)
     cp = r.get("claim_probe") or {}
