@@ -28,14 +28,17 @@
 #include "api/extensions.h"
 #include "api/res.h"
 #include "api/sandbox.h"
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/xalloc.h"
 #include "controller/cascade.h"
 #include "controller/manager.h"
 #include "kube/client.h"
 #include "kube/obj.h"
 #include "support/apiserver.h"
 #include "support/ctrl_fixture.h"
+#include "support/http_client.h"
 #include "support/kube_fixture.h"
 
 #define WAIT  (60 * USEC_PER_SEC)
@@ -96,7 +99,7 @@ static int start_manager(usec_t delay)
                           .workers = 4,
                           .ns = ns,
                           .leader_elect = false,
-                          .metrics_addr = "0",
+                          .metrics_addr = "127.0.0.1:0",
                           .health_addr = "0",
                           .extensions = true,
                           .dependent_delay = delay,
@@ -147,7 +150,7 @@ static char *uid_of(const struct kube_res *res, const char *name)
     json_t *o = get(res, name);
     char *uid;
     assert_non_null(o);
-    uid = strdup(kube_obj_uid(o));
+    uid = xstrdup(kube_obj_uid(o));
     json_decref(o);
     return uid;
 }
@@ -233,9 +236,25 @@ static void assert_kept(const struct kube_res *res, const char *name)
     json_decref(o);
 }
 
+/* True when the controller's /metrics has the sample line (exactly, value included). */
+static bool metrics_have(const char *line)
+{
+    struct test_http_resp resp;
+    const char *raw = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    bool found = false;
+    test_http_resp_init(&resp);
+    if (test_http_request(ctrl_manager_metrics_port(mgr), raw, WAIT, &resp) == 0 &&
+        resp.status == 200) {
+        const char *p = strstr(buf_str(&resp.body), line);
+        found = p && (p == buf_str(&resp.body) || p[-1] == '\n') && p[strlen(line)] == '\n';
+    }
+    test_http_resp_done(&resp);
+    return found;
+}
+
 /* ---- tests ---------------------------------------------------------------------------- */
 
-/* A deleted Sandbox's Pod and Service: one DELETE each, then they are gone. */
+/* A deleted Sandbox's Pod and Service: one DELETE each, then they are gone, and counted. */
 static void test_sandbox_children(void **state)
 {
     unsigned pods0 = deleted(R_PODS), svc0 = deleted(R_SERVICES);
@@ -252,7 +271,9 @@ static void test_sandbox_children(void **state)
     wait_gone(&KUBE_RES_SERVICES, "s1");
     assert_int_equal(deleted(R_PODS) - pods0, 1);
     assert_int_equal(deleted(R_SERVICES) - svc0, 1);
-    free(uid);
+    assert_true(metrics_have(
+        "agent_sandbox_dependent_deletions_total{kind=\"Service\",result=\"deleted\"} 1"));
+    xfree(uid);
 }
 
 /* A deleted claim's Sandbox goes. */
@@ -268,7 +289,10 @@ static void test_claim_sandbox(void **state)
     delete_obj(&API_RES_SANDBOXCLAIMS, "c1", NULL);
     wait_gone(&API_RES_SANDBOXES, "c1-sb");
     assert_int_equal(deleted(R_SANDBOXES) - sb0, 1);
-    free(uid);
+    /* the first Sandbox the controller deleted: counted */
+    assert_true(metrics_have(
+        "agent_sandbox_dependent_deletions_total{kind=\"Sandbox\",result=\"deleted\"} 1"));
+    xfree(uid);
 }
 
 /* propagationPolicy=Orphan: the garbage collector drops the owner reference before the
@@ -294,7 +318,7 @@ static void test_orphan_kept(void **state)
     assert_int_equal(json_array_size(kube_obj_path(sb, "metadata.ownerReferences")), 0);
     json_decref(sb);
     assert_int_equal(deleted(R_SANDBOXES) - sb0, 0);
-    free(uid);
+    xfree(uid);
 }
 
 /* A claim made again under the same name before the delay is over: the old claim's
@@ -318,8 +342,8 @@ static void test_same_name_kept(void **state)
     clock_sleep(KEPT_AFTER);
     assert_kept(&API_RES_SANDBOXES, "c3-b");
     assert_int_equal(deleted(R_SANDBOXES) - sb0, 1);
-    free(old);
-    free(new);
+    xfree(old);
+    xfree(new);
 }
 
 /* A Sandbox with a second owner: the garbage collector would keep it, and so does the
@@ -340,8 +364,8 @@ static void test_second_owner_kept(void **state)
     clock_sleep(KEPT_AFTER);
     assert_kept(&API_RES_SANDBOXES, "c4-sb");
     assert_int_equal(deleted(R_SANDBOXES) - sb0, 0);
-    free(uid);
-    free(other);
+    xfree(uid);
+    xfree(other);
 }
 
 /* With the delay off (--dependent-deletion-delay=off) nothing is deleted. */
@@ -362,7 +386,7 @@ static void test_off(void **state)
     clock_sleep(KEPT_AFTER);
     assert_kept(&API_RES_SANDBOXES, "c5-sb");
     assert_int_equal(deleted(R_SANDBOXES) - sb0, 0);
-    free(uid);
+    xfree(uid);
 }
 
 int main(void)

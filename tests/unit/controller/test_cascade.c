@@ -17,6 +17,7 @@
 
 #include "api/res.h"
 #include "common/clock.h"
+#include "common/xalloc.h"
 #include "controller/cascade.h"
 #include "kube/err.h"
 #include "kube/res.h"
@@ -109,7 +110,7 @@ static struct kube_store *store_new(void)
 
 static int setup(void **state)
 {
-    struct fake *f = calloc(1, sizeof(*f));
+    struct fake *f = xcalloc(1, sizeof(*f));
     pthread_mutex_init(&f->lock, NULL);
     atomic_init(&f->active, true);
     f->pods = store_new();
@@ -127,7 +128,7 @@ static int teardown(void **state)
     kube_store_free(f->sandboxes);
     json_decref(f->after_conflict);
     pthread_mutex_destroy(&f->lock);
-    free(f);
+    xfree(f);
     return 0;
 }
 
