@@ -295,20 +295,52 @@ static void test_claim_sandbox(void **state)
     xfree(uid);
 }
 
+/* A real owner reference to claim name (uid), controller or not. */
+static json_t *claim_ref(const char *name, const char *uid, bool controller)
+{
+    return json_pack("{s:s,s:s,s:s,s:s,s:b,s:b}", "apiVersion", EXT_API_VERSION, "kind",
+                     EXT_KIND_CLAIM, "name", name, "uid", uid, "controller", controller,
+                     "blockOwnerDeletion", 1);
+}
+
+/* Waits until the garbage collector tracks Sandboxes owned by claims: on an API server
+ * that has just got the CRDs, it starts watching them only at its next discovery pass
+ * (up to 30 s), and a claim deleted with propagationPolicy=Orphan before then goes without
+ * its Sandboxes being rewritten (their reference dangles, and the garbage collector
+ * deletes them later; the CRDs come together, so it then watches claims too). The probe
+ * Sandbox has two owners, so only the garbage collector
+ * deletes it (the controller leaves an object with a second owner alone). */
+static void wait_gc_tracks_claims(void)
+{
+    char *a, *b;
+    create_claim("gc-probe-a");
+    create_claim("gc-probe-b");
+    a = uid_of(&API_RES_SANDBOXCLAIMS, "gc-probe-a");
+    b = uid_of(&API_RES_SANDBOXCLAIMS, "gc-probe-b");
+    create_sandbox(
+        "gc-probe",
+        json_pack("[o,o]", claim_ref("gc-probe-a", a, false), claim_ref("gc-probe-b", b, false)),
+        false);
+    delete_obj(&API_RES_SANDBOXCLAIMS, "gc-probe-a", NULL);
+    delete_obj(&API_RES_SANDBOXCLAIMS, "gc-probe-b", NULL);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, "gc-probe", 120 * USEC_PER_SEC), 0);
+    xfree(a);
+    xfree(b);
+}
+
 /* propagationPolicy=Orphan: the garbage collector drops the owner reference before the
  * claim goes, and the Sandbox stays (a DELETE on the cache's older version is refused). */
 static void test_orphan_kept(void **state)
 {
-    unsigned sb0 = deleted(R_SANDBOXES);
+    unsigned sb0;
     char *uid;
-    json_t *sb, *ref;
+    json_t *sb;
     (void)state;
+    wait_gc_tracks_claims();
+    sb0 = deleted(R_SANDBOXES);
     create_claim("c2");
     uid = uid_of(&API_RES_SANDBOXCLAIMS, "c2");
-    ref = json_pack("{s:s,s:s,s:s,s:s,s:b,s:b}", "apiVersion", EXT_API_VERSION, "kind",
-                    EXT_KIND_CLAIM, "name", "c2", "uid", uid, "controller", 1, "blockOwnerDeletion",
-                    1);
-    create_sandbox("c2-sb", json_pack("[o]", ref), false);
+    create_sandbox("c2-sb", json_pack("[o]", claim_ref("c2", uid, true)), false);
     wait_present(&KUBE_RES_PODS, "c2-sb");
     delete_obj(&API_RES_SANDBOXCLAIMS, "c2", "Orphan");
     wait_gone(&API_RES_SANDBOXCLAIMS, "c2");
