@@ -42,7 +42,7 @@ struct cascade {
     pthread_mutex_t lock;
     pthread_cond_t work;               /* queued, or stopping (monotonic clock) */
     pthread_cond_t idle;               /* len and running fell */
-    struct cascade_owner *head, *tail; /* in order of due, but for retries (see requeue) */
+    struct cascade_owner *head, *tail; /* in order of due, but for retries (see append) */
     size_t len, running;
     bool stopping, joined;
     atomic_bool halt; /* stopping, for reads without the lock */
