@@ -139,16 +139,10 @@ static bool sole_dependent(const json_t *obj, const char *ns, const char *uid)
            strcmp(ons, ns) == 0 && !kube_obj_deleting(obj);
 }
 
-static int kube_delete_pre(void *ctx, const struct kube_res *res, const char *ns, const char *name,
-                           const char *uid, const char *rv, struct kube_err *reterr)
+static int delete_guarded(void *ctx, const struct kube_res *res, const json_t *obj,
+                          struct kube_err *reterr)
 {
-    struct kube_req r;
-    kube_req_init(&r, "DELETE", res);
-    r.ns = ns;
-    r.name = name;
-    r.precondition_uid = uid;
-    r.precondition_rv = rv;
-    return kube_request(ctx, &r, NULL, reterr);
+    return kube_delete_obj(ctx, res, obj, true, NULL, reterr);
 }
 
 static enum outcome delete_one(struct cascade *c, const struct kube_res *res, const json_t *obj)
@@ -160,7 +154,7 @@ static enum outcome delete_one(struct cascade *c, const struct kube_res *res, co
     if (!name || !uid || !rv)
         return OUT_FAILED;
     kube_err_clear(&e);
-    r = c->o.delete(c->o.delete_ctx, res, kube_obj_namespace(obj), name, uid, rv, &e);
+    r = c->o.delete(c->o.delete_ctx, res, obj, &e);
     if (r >= 0) {
         log_debug("dependent of a deleted owner deleted\tkind=%s object=%s/%s", res->kind,
                   kube_obj_namespace(obj), name);
@@ -298,7 +292,7 @@ int cascade_new(const struct cascade_opts *opts, struct cascade **ret)
     c = XNEW(struct cascade);
     c->o = *opts;
     if (!c->o.delete) {
-        c->o.delete = kube_delete_pre;
+        c->o.delete = delete_guarded;
         c->o.delete_ctx = c->o.client;
     }
     c->o.delay = c->o.delay ? c->o.delay : CASCADE_DEFAULT_DELAY;

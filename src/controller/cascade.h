@@ -23,6 +23,7 @@
  * that does not fit is left to the garbage collector. Thread-safe. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -53,10 +54,10 @@ enum cascade_class {
 #define CASCADE_WORKERS       2
 #define CASCADE_MAX_TARGETS   4 /* dependent kinds per class */
 
-/** Deletes res ns/name with the preconditions uid and rv (all borrowed). Returns 0 or a
- * negative errno with reterr filled (404: gone; 409: a precondition failed). */
-typedef int cascade_delete_fn(void *ctx, const struct kube_res *res, const char *ns,
-                              const char *name, const char *uid, const char *rv,
+/** Deletes obj (borrowed) of res guarded by its UID and resourceVersion, as
+ * kube_delete_obj with same_version. Returns 0 or a negative errno with reterr filled
+ * (404: gone; 409: a precondition failed). */
+typedef int cascade_delete_fn(void *ctx, const struct kube_res *res, const json_t *obj,
                               struct kube_err *reterr);
 
 struct cascade_opts {
@@ -69,7 +70,7 @@ struct cascade_opts {
     bool (*active)(void *ctx);  /* NULL: always; false: queued owners are dropped */
     void *active_ctx;
     struct metric *deletions;  /* counter labelled kind, result; NULL: none */
-    cascade_delete_fn *delete; /* tests; NULL: kube_request on client */
+    cascade_delete_fn *delete; /* tests; NULL: kube_delete_obj on client */
     void *delete_ctx;
 };
 

@@ -189,15 +189,11 @@ static bool late_ok(const struct claim_pass *p, const json_t *tpl)
 /* Delivery failed on a Sandbox the claim never used: drop it and start cold. */
 static void late_fallback(struct claim_pass *p, const json_t *tpl, const char *pool)
 {
-    struct kube_req r;
     struct kube_err e;
-    kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
-    r.ns = p->ns;
-    r.name = kube_obj_name(p->sb);
-    r.precondition_uid = kube_obj_uid(p->sb);
-    if (kube_request(p->x->d.client, &r, NULL, &e) < 0 && !kube_err_is_not_found(&e)) {
-        fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: deleting Sandbox %s: %s", r.name,
-             e.message);
+    if (kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, p->sb, false, NULL, &e) < 0 &&
+        !kube_err_is_not_found(&e)) {
+        fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: deleting Sandbox %s: %s",
+             kube_obj_name(p->sb), e.message);
         p->err = e.code ? e.code : -EIO;
         return;
     }
@@ -309,26 +305,20 @@ static void expire_act(struct claim_pass *p)
     const char *policy = kube_obj_path_str(p->claim, "spec.lifecycle.shutdownPolicy");
     bool del = policy && strcmp(policy, "Delete") == 0;
     bool fg = policy && strcmp(policy, "DeleteForeground") == 0;
-    struct kube_req r;
     struct kube_err e;
+    int r;
     if (del || fg) {
         if (!p->x->o.no_claim_events)
             ext__event(p->x, p->claim, false, EXT_R_CLAIM_EXPIRED,
                        "Deleting Claim (ShutdownPolicy=%s)", policy);
-        kube_req_init(&r, "DELETE", &API_RES_SANDBOXCLAIMS);
-        r.ns = p->ns;
-        r.name = p->name;
-        r.precondition_uid = p->uid;
-        r.propagation_policy = fg ? "Foreground" : NULL;
+        r = kube_delete_obj(p->x->d.client, &API_RES_SANDBOXCLAIMS, p->claim, false,
+                            fg ? "Foreground" : NULL, &e);
     } else {
         if (!p->sb || kube_obj_deleting(p->sb))
             return;
-        kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
-        r.ns = p->ns;
-        r.name = kube_obj_name(p->sb);
-        r.precondition_uid = kube_obj_uid(p->sb);
+        r = kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, p->sb, false, NULL, &e);
     }
-    if (kube_request(p->x->d.client, &r, NULL, &e) < 0 && !kube_err_is_not_found(&e))
+    if (r < 0 && !kube_err_is_not_found(&e))
         p->err = e.code ? e.code : -EIO;
 }
 

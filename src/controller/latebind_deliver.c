@@ -111,18 +111,13 @@ static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, j
 
 static void delete_member(struct ext_ctrl *x, const char *pool_key, const json_t *sb)
 {
-    struct kube_req r;
     struct kube_err e;
-    kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
-    r.ns = kube_obj_namespace(sb);
-    r.name = kube_obj_name(sb);
-    r.precondition_uid = kube_obj_uid(sb);
     pool_expect_deletion(x->expect, pool_key, kube_obj_uid(sb), clock_now());
-    if (kube_request(x->d.client, &r, NULL, &e) < 0) {
+    if (kube_delete_obj(x->d.client, &API_RES_SANDBOXES, sb, false, NULL, &e) < 0) {
         pool_expect_deletion_observed(x->expect, pool_key, kube_obj_uid(sb));
         log_warn("deleting a pool member without config token failed\tsandbox=%s/%s "
                  "detail=\"%s\"",
-                 r.ns, r.name, e.message);
+                 kube_obj_namespace(sb), kube_obj_name(sb), e.message);
     }
 }
 

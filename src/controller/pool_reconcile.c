@@ -99,14 +99,9 @@ static void delete_members(struct pool_pass *p, const struct pool_plan *plan)
 {
     for (size_t i = 0; i < plan->ndel; i++) {
         const json_t *sb = p->m[plan->del[i]].sb;
-        struct kube_req r;
         struct kube_err e;
-        kube_req_init(&r, "DELETE", &API_RES_SANDBOXES);
-        r.ns = p->ns;
-        r.name = kube_obj_name(sb);
-        r.precondition_uid = kube_obj_uid(sb);
         pool_expect_deletion(p->x->expect, p->key, kube_obj_uid(sb), clock_now());
-        if (kube_request(p->x->d.client, &r, NULL, &e) < 0) {
+        if (kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, sb, false, NULL, &e) < 0) {
             pool_expect_deletion_observed(p->x->expect, p->key, kube_obj_uid(sb));
             if (!kube_err_is_not_found(&e) && !p->err)
                 p->err = e.code ? e.code : -EIO;

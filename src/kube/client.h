@@ -149,6 +149,15 @@ int kube_apply(struct kube_client *c, const struct kube_res *res, const char *ns
                const char *field_manager, bool force, json_t **ret_obj, struct kube_err *reterr);
 int kube_delete(struct kube_client *c, const struct kube_res *res, const char *ns, const char *name,
                 struct kube_err *reterr);
+/** DELETE of obj (by its namespace and name) guarded by its metadata.uid, so an object
+ * made again under the same name is never the one deleted; with same_version also by its
+ * metadata.resourceVersion, so one changed since obj was read is not either (both refusals
+ * are 409 Conflict, -EBUSY). propagation is the DeleteOptions' propagationPolicy
+ * ("Foreground", "Background", "Orphan"; NULL: the server's default for res). obj is
+ * borrowed. Returns as kube_request, or -EINVAL (no request sent; reterr filled) when obj
+ * lacks a name, a uid, or the resourceVersion same_version asks for. */
+int kube_delete_obj(struct kube_client *c, const struct kube_res *res, const json_t *obj,
+                    bool same_version, const char *propagation, struct kube_err *reterr);
 
 /** Lists every page (limit + continue) of res matching r's selectors into one List-shaped
  * object {"items":[...],"metadata":{"resourceVersion":...}} (new reference; ret_list is

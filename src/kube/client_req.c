@@ -309,6 +309,26 @@ int kube_delete(struct kube_client *c, const struct kube_res *res, const char *n
     return kube_request(c, &r, NULL, reterr);
 }
 
+int kube_delete_obj(struct kube_client *c, const struct kube_res *res, const json_t *obj,
+                    bool same_version, const char *propagation, struct kube_err *reterr)
+{
+    struct kube_req r;
+    kube_req_init(&r, "DELETE", res);
+    r.ns = pick_ns(c, res, NULL, obj);
+    r.name = kube_obj_name(obj);
+    r.precondition_uid = kube_obj_uid(obj);
+    r.precondition_rv = same_version ? kube_obj_resource_version(obj) : NULL;
+    r.propagation_policy = propagation;
+    if (!r.name || !r.precondition_uid || (same_version && !r.precondition_rv)) {
+        kube_err_set(reterr, -EINVAL, "delete of %s: the object has no %s", res->kind,
+                     !r.name               ? "name"
+                     : !r.precondition_uid ? "uid"
+                                           : "resourceVersion");
+        return -EINVAL;
+    }
+    return kube_request(c, &r, NULL, reterr);
+}
+
 /* ---- paged LIST ---- */
 
 static void list_req(const struct kube_res *res, const char *ns, const struct kube_req *r,

@@ -275,6 +275,35 @@ static void test_delete_preconditions(void **state)
     json_decref(got);
 }
 
+/* kube_delete_obj deletes the object it was given, not a newer one of the same name:
+ * made again (new UID) or, with same_version, changed since. */
+static void test_delete_obj_guards(void **state)
+{
+    struct kube_err err;
+    json_t *obj = configmap("guard", "k", "v"), *old = NULL, *now = NULL, *upd;
+    (void)state;
+
+    IT_OK(kube_create(client, &KUBE_RES_CONFIGMAPS, ns, obj, &old, &err), &err);
+    IT_OK(kube_delete_obj(client, &KUBE_RES_CONFIGMAPS, old, true, NULL, &err), &err);
+    IT_OK(kube_create(client, &KUBE_RES_CONFIGMAPS, ns, obj, &now, &err), &err);
+    assert_int_equal(kube_delete_obj(client, &KUBE_RES_CONFIGMAPS, old, false, NULL, &err),
+                     -EBUSY); /* the same name, made again */
+    assert_true(kube_err_is_conflict(&err));
+
+    upd = json_deep_copy(now);
+    json_object_set_new(json_object_get(upd, "data"), "k", json_string("w"));
+    IT_OK(kube_update(client, &KUBE_RES_CONFIGMAPS, ns, upd, NULL, &err), &err);
+    assert_int_equal(kube_delete_obj(client, &KUBE_RES_CONFIGMAPS, now, true, NULL, &err),
+                     -EBUSY); /* changed since now was read */
+    IT_OK(kube_get(client, &KUBE_RES_CONFIGMAPS, ns, "guard", NULL, &err), &err);
+    IT_OK(kube_delete_obj(client, &KUBE_RES_CONFIGMAPS, now, false, "Background", &err), &err);
+    assert_int_equal(kube_get(client, &KUBE_RES_CONFIGMAPS, ns, "guard", NULL, &err), -ENOENT);
+    json_decref(upd);
+    json_decref(obj);
+    json_decref(old);
+    json_decref(now);
+}
+
 /* Creates owner and a dependent that names it in ownerReferences. */
 static void create_owned_pair(const char *owner, const char *dep)
 {
@@ -431,7 +460,7 @@ int main(void)
         cmocka_unit_test(test_status_subresource),    cmocka_unit_test(test_scale_subresource),
         cmocka_unit_test(test_paginated_list),        cmocka_unit_test(test_delete_preconditions),
         cmocka_unit_test(test_delete_propagation),    cmocka_unit_test(test_dry_run),
-        cmocka_unit_test(test_terminating_namespace),
+        cmocka_unit_test(test_terminating_namespace), cmocka_unit_test(test_delete_obj_guards),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -20,6 +20,7 @@
 #include "common/xalloc.h"
 #include "controller/cascade.h"
 #include "kube/err.h"
+#include "kube/obj.h"
 #include "kube/res.h"
 #include "kube/store.h"
 
@@ -41,9 +42,11 @@ struct fake {
     json_t *after_conflict;
 };
 
-static int fake_delete(void *ctx, const struct kube_res *res, const char *ns, const char *name,
-                       const char *uid, const char *rv, struct kube_err *reterr)
+static int fake_delete(void *ctx, const struct kube_res *res, const json_t *obj,
+                       struct kube_err *reterr)
 {
+    const char *ns = kube_obj_namespace(obj), *name = kube_obj_name(obj);
+    const char *uid = kube_obj_uid(obj), *rv = kube_obj_resource_version(obj);
     struct fake *f = ctx;
     const char *body;
     long st = 0;

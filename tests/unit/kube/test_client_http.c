@@ -569,6 +569,40 @@ static void test_connection_reuse_and_bodies(void **state)
     kube_client_free(c);
 }
 
+/* kube_delete_obj: the object's namespace, name, UID and (when asked) resourceVersion
+ * make the DELETE; an object without them sends nothing. */
+static void test_delete_obj(void **state)
+{
+    (void)state;
+    struct srv_req sr;
+    struct kube_err e;
+    struct kube_client *c = client(0, h_echo_ok);
+    json_t *obj = json_pack("{s:{s:s, s:s, s:s, s:s}}", "metadata", "namespace", "ns2", "name", "s",
+                            "uid", "u-9", "resourceVersion", "41");
+    assert_int_equal(kube_delete_obj(c, &API_RES_SANDBOXES, obj, true, NULL, &e), 0);
+    assert_string_equal(server_req(0, &sr)->method, "DELETE");
+    assert_string_equal(server_req(0, &sr)->target,
+                        "/apis/agents.x-k8s.io/v1beta1/namespaces/ns2/sandboxes/s");
+    assert_string_equal(server_req(0, &sr)->body,
+                        "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":"
+                        "{\"uid\":\"u-9\",\"resourceVersion\":\"41\"}}");
+    assert_int_equal(kube_delete_obj(c, &API_RES_SANDBOXES, obj, false, "Orphan", &e), 0);
+    assert_string_equal(server_req(1, &sr)->body,
+                        "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"propagationPolicy\":"
+                        "\"Orphan\",\"preconditions\":{\"uid\":\"u-9\"}}");
+
+    json_object_del(json_object_get(obj, "metadata"), "resourceVersion");
+    assert_int_equal(kube_delete_obj(c, &API_RES_SANDBOXES, obj, true, NULL, &e), -EINVAL);
+    assert_non_null(strstr(e.message, "resourceVersion"));
+    json_object_del(json_object_get(obj, "metadata"), "uid");
+    assert_int_equal(kube_delete_obj(c, &API_RES_SANDBOXES, obj, false, NULL, &e), -EINVAL);
+    assert_non_null(strstr(e.message, "no uid"));
+    assert_int_equal(kube_delete_obj(c, &API_RES_SANDBOXES, obj, false, NULL, NULL), -EINVAL);
+    assert_int_equal(server_requests(), 2); /* the refused ones sent nothing */
+    json_decref(obj);
+    kube_client_free(c);
+}
+
 static int h_pages(struct srv *s, const struct srv_req *rq, int n, int fd)
 {
     (void)s;
@@ -716,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_namespace_terminating),
         cmocka_unit_test(test_transport_retry),
         cmocka_unit_test(test_connection_reuse_and_bodies),
+        cmocka_unit_test(test_delete_obj),
         cmocka_unit_test(test_list_all),
         cmocka_unit_test(test_streams),
     };
