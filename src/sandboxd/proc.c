@@ -190,12 +190,42 @@ static void kill_group(struct sbd_proc *p, int sig)
 
 /* ---- output ------------------------------------------------------------------------ */
 
+/* The read buffer of the calling loop thread; what is read into it is consumed at once. */
+static char *loop_chunk(void)
+{
+    static _Thread_local char chunk[LIMIT_SBD_CHUNK];
+    return chunk;
+}
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     (void)h;
     (void)suggested;
-    static _Thread_local char chunk[LIMIT_SBD_CHUNK]; /* per loop thread; consumed at once */
-    *b = uv_buf_init(chunk, sizeof(chunk));
+    *b = uv_buf_init(loop_chunk(), LIMIT_SBD_CHUNK);
+}
+
+/* Reads at the end of a PTY's output: more than the kernel's PTY buffers hold. */
+#define PTY_TAIL_READS 16
+
+/* libuv ends a stream on a hang-up that comes with a short read without reading again.
+ * That holds for pipes, but a PTY master can still receive what the slave side wrote just
+ * before its last close: the kernel moves it to the master asynchronously, after the
+ * hang-up can already be seen. So before the master is closed, it is read until it says
+ * there is nothing more (EIO once the slave is gone, EAGAIN if something still holds it). */
+static void pty_tail(struct sbd_proc *p)
+{
+    int fd;
+    if (uv_fileno((uv_handle_t *)&p->out, &fd) < 0)
+        return;
+    for (int i = 0; i < PTY_TAIL_READS; i++) {
+        ssize_t n = read(fd, loop_chunk(), LIMIT_SBD_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        if (p->ops && !p->detached)
+            p->ops->output(p, SBD_STDOUT, loop_chunk(), (size_t)n, p->ctx);
+    }
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
@@ -210,6 +240,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (n == 0)
         return;
     /* EOF, or EIO from a PTY master once the slave side is gone. */
+    if (p->pty && !is_err)
+        pty_tail(p);
     if (is_err)
         close_handle((uv_handle_t *)&p->err, &p->err_open);
     else

@@ -260,6 +260,11 @@ static void test_ws_signal_pty(void **state)
     buf_init(&out, 1 << 20);
     json_t *e = wsc_until_exit(&w, &out, NULL);
     assert_non_null(e);
+    if (!strstr(buf_str(&out), "40 120")) {
+        char *ej = json_dumps(e, JSON_COMPACT);
+        print_message("output of the resized PTY: \"%s\", exit %s\n", buf_str(&out), ej);
+        xfree(ej);
+    }
     assert_non_null(strstr(buf_str(&out), "40 120"));
     json_decref(e);
     wsc_close(&w);
