@@ -229,6 +229,7 @@ def assemble(a):
                           "served_per_s": (s.get("throughput") or {}).get("overall_per_s"),
                           "saturated": s.get("saturated"), "held": held,
                           "api_cpu_ms_per_claim": (s.get("api_cpu") or {}).get("per_claim_ms"),
+                          "writes_per_claim": s.get("writes_per_claim"),
                           "released": s.get("released"),
                           "loadavg_start": s.get("loadavg_start")})
     if sweep:
@@ -238,6 +239,10 @@ def assemble(a):
         # what the deleted claims left at the end of the sweep's first rate (the one both
         # legs of a comparison run): Sandboxes not being deleted, those of them whose claim
         # went 10 s or more before, and Pods whose Sandbox is gone
+        # the sweep's first rate is the one rate both legs of a comparison surely ran (the
+        # sweep stops at the first rate missed): what one claim costs there
+        res["sweep"]["first_rate"] = {k: sweep[0].get(k) for k in (
+            "rate_per_s", "p50_ms", "p99_ms", "api_cpu_ms_per_claim", "writes_per_claim")}
         if sweep[0].get("released"):
             res["sweep"]["first_rate_released"] = dict(sweep[0]["released"],
                                                        rate_per_s=sweep[0]["rate_per_s"])
