@@ -96,20 +96,39 @@ int ext__patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns, c
  * names its claim's UID (metadata.uid) is not for it (the server would refuse it too:
  * the UID is immutable). The cache decides; a deletion it has not seen yet costs that
  * refusal. */
-static bool side_target_gone(struct ext_ctrl *x, const struct kube_res *res, const char *ns,
-                             const char *name, const json_t *patch)
+/* True when the claim cache has no claim ns/name, or one being deleted, or (uid given)
+ * one with another UID. False without a claim cache or before it has synced (the
+ * Sandboxes' workers start without waiting for it). */
+static bool claim_gone(struct ext_ctrl *x, const char *ns, const char *name, const char *uid)
 {
-    const char *uid = json_string_value(json_object_get(json_object_get(patch, "metadata"), "uid"));
     const char *cur;
     json_t *obj;
     bool gone;
-    if (res != &API_RES_SANDBOXCLAIMS || !x->inf[EXT_INF_CLAIM])
+    if (!x->inf[EXT_INF_CLAIM] || !kube_informer_has_synced(x->inf[EXT_INF_CLAIM]) || !ns || !name)
         return false;
     obj = kube_store_get_ns(ext__store(x, EXT_INF_CLAIM), ns, name);
     cur = obj ? kube_obj_uid(obj) : NULL;
     gone = !obj || kube_obj_deleting(obj) || (uid && (!cur || strcmp(uid, cur) != 0));
     json_decref(obj);
     return gone;
+}
+
+static bool side_target_gone(struct ext_ctrl *x, const struct kube_res *res, const char *ns,
+                             const char *name, const json_t *patch)
+{
+    const char *uid = json_string_value(json_object_get(json_object_get(patch, "metadata"), "uid"));
+    return res == &API_RES_SANDBOXCLAIMS && claim_gone(x, ns, name, uid);
+}
+
+bool ext_ctrl_owner_claim_gone(void *ctx, const json_t *sb)
+{
+    const json_t *ref = kube_obj_controller_ref(sb);
+    const char *kind = json_string_value(json_object_get(ref, "kind"));
+    const char *uid = json_string_value(json_object_get(ref, "uid"));
+    if (!kind || strcmp(kind, EXT_KIND_CLAIM) != 0 || !uid)
+        return false;
+    return claim_gone(ctx, kube_obj_namespace(sb), json_string_value(json_object_get(ref, "name")),
+                      uid);
 }
 
 static int side_write(void *ctx, const struct kube_res *res, const char *ns, const char *name,

@@ -7,6 +7,7 @@
  * so a pool never counts its members on an empty cache. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "common/clock.h"
@@ -101,3 +102,9 @@ int ext_ctrl_wait_synced(struct ext_ctrl *x, usec_t timeout);
  * context; yield_gate.h): the gate of the side writes and of the Sandbox reconciler's
  * Pod metadata patches. */
 bool ext_ctrl_claims_busy(void *x);
+/** True when sb's (borrowed) controller is a SandboxClaim that the claim cache of x (a
+ * struct ext_ctrl) shows deleted, being deleted, or made again with another UID: its
+ * Sandbox is on its way out (garbage collector, dependent deletion), unless the claim was
+ * deleted with propagationPolicy=Orphan, whose rewrite of the Sandbox's owner references
+ * makes this false again. False for any other owner and before the claim cache exists. */
+bool ext_ctrl_owner_claim_gone(void *x, const json_t *sb);

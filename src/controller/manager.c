@@ -350,6 +350,8 @@ static int start_informers(struct ctrl_manager *m)
         .pod_name_annotation_always = m->opts.pod_name_annotation_always,
         .keep_managed_fields = m->opts.ext.keep_managed_fields,
         .pod_meta_gate = pod_meta_gate(m),
+        .owner_gone = m->ext ? ext_ctrl_owner_claim_gone : NULL,
+        .owner_gone_ctx = m->ext,
         .memo = m->memo,
     };
     return 0;

@@ -72,6 +72,14 @@ static void sync_meta(struct sb_pass *p)
     patch = sb_pod_meta_patch(p->sb, p->pod);
     if (!patch)
         return;
+    if (p->r->owner_gone && p->r->owner_gone(p->r->owner_gone_ctx, p->sb)) {
+        /* The claim went (a short one, deleted before its adoption's patch was written):
+         * the Sandbox and its Pod follow it. An orphaning deletion rewrites the Sandbox's
+         * owner references, which brings it back here with no owner gone. */
+        sb_defer_clear(p->r->memo, kube_obj_uid(p->pod));
+        json_decref(patch);
+        return;
+    }
     if (hold_meta(p, patch)) {
         json_decref(patch);
         return;

@@ -9,6 +9,7 @@
  * API client. Thread-safe: several workers may run it at once on different keys. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "common/clock.h"
@@ -50,6 +51,11 @@ struct sb_reconciler {
      * off. A patch that sets the Service-selector label is never held. busy NULL or
      * max_wait 0: patched at once. Needs memo. */
     struct yield_gate pod_meta_gate;
+    /* True when sb's owner is known deleted, so that sb will be deleted: a Pod metadata
+     * patch (a warm adoption's, still held) is then not written, as nothing would use it.
+     * NULL: never. */
+    bool (*owner_gone)(void *ctx, const json_t *sb);
+    void *owner_gone_ctx;
 };
 
 /** How often a Sandbox whose Pod metadata patch is held asks the gate again. */

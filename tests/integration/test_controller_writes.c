@@ -1054,6 +1054,83 @@ static void test_pod_meta_held(void **state)
     xfree(sb);
 }
 
+/* The Sandbox ctx has no owner references left (the orphaning deletion's rewrite). */
+static bool sandbox_orphaned(void *ctx)
+{
+    json_t *sb = it_obj_get(c, &API_RES_SANDBOXES, ns, ctx);
+    bool ok = sb && json_array_size(kube_obj_path(sb, "metadata.ownerReferences")) == 0;
+    json_decref(sb);
+    return ok;
+}
+
+/* claim ctx is gone from the API server. */
+static bool claim_absent(void *ctx)
+{
+    json_t *cl = it_obj_get(c, &API_RES_SANDBOXCLAIMS, ns, ctx);
+    json_decref(cl);
+    return cl == NULL;
+}
+
+/* A claim deleted while its adoption's Pod metadata patch is held gets no patch: its
+ * Sandbox and Pod are on their way out. The claim is held in deletion by a finalizer of
+ * the test's, so that nothing deletes the Sandbox while the gate opens: without the check
+ * the patch is written then. A claim deleted with propagationPolicy=Orphan leaves its
+ * Sandbox, whose Pod then does get the patch (the owner references' rewrite brings the
+ * Sandbox back with no owner). */
+static void test_pod_meta_owner_gone(void **state)
+{
+    struct yield_gate g = {.busy = gate_busy, .max_wait = 10 * WAIT};
+    struct ctrl_opts o = mgr_opts;
+    struct kube_err e = {0};
+    json_t *cl, *pod;
+    char *sb;
+    (void)state;
+    o.pod_meta_gate = &g;
+    atomic_store(&claims_served, false);
+    restart_manager(&o);
+    assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
+    clock_sleep(SETTLE);
+    atomic_store(&claims_served, true);
+    cl = it_claim_new("short-0", "pool");
+    json_object_set_new(json_object_get(cl, "metadata"), "finalizers",
+                        json_pack("[s]", "test.agents.x-k8s.io/hold"));
+    create(&API_RES_SANDBOXCLAIMS, cl);
+    wait_ready(&API_RES_SANDBOXCLAIMS, "short-", 1);
+    sb = claim_sandbox("short-0");
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "short-0", &e), &e);
+    clock_sleep(SETTLE);
+    counts_reset();
+    atomic_store(&claims_served, false);
+    clock_sleep(SETTLE); /* the held pass came back every 250 ms; none writes */
+    assert_int_equal(count_of("PATCH pods"), 0);
+    pod = it_obj_get(c, &KUBE_RES_PODS, ns, sb);
+    assert_non_null(kube_obj_label(pod, SB_LABEL_WARM_POOL));
+    json_decref(pod);
+    cl = json_pack("{s:{s:n}}", "metadata", "finalizers");
+    IT_OK(it_merge_patch(c, &API_RES_SANDBOXCLAIMS, ns, "short-0", NULL, cl, &e), &e);
+    json_decref(cl);
+    assert_int_equal(it_wait(claim_absent, "short-0", WAIT), 0);
+    xfree(sb);
+
+    atomic_store(&claims_served, true);
+    create(&API_RES_SANDBOXCLAIMS, it_claim_new("orphan-0", "pool"));
+    wait_ready(&API_RES_SANDBOXCLAIMS, "orphan-", 1);
+    sb = claim_sandbox("orphan-0");
+    struct kube_req r;
+    kube_req_init(&r, "DELETE", &API_RES_SANDBOXCLAIMS);
+    r.ns = ns;
+    r.name = "orphan-0";
+    r.propagation_policy = "Orphan";
+    IT_OK(kube_request(c, &r, NULL, &e), &e);
+    assert_int_equal(it_wait(sandbox_orphaned, sb, WAIT), 0);
+    counts_reset();
+    atomic_store(&claims_served, false);
+    assert_int_equal(it_wait(pod_left_pool, sb, WAIT), 0);
+    assert_int_equal(count_of("PATCH pods"), 1);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, sb, &e), &e);
+    xfree(sb);
+}
+
 /* Deleting the namespace (the namespace controller of hack/apiserver.sh removes the Pods
  * first, then the rest): the Sandboxes try to put their Pods back and are refused, and
  * from then on the controller writes nothing more there. Before, each refusal changed
@@ -1108,6 +1185,7 @@ int main(void)
         cmocka_unit_test(test_created_pod_suspended),
         cmocka_unit_test(test_side_write_claim_gone),
         cmocka_unit_test(test_pod_meta_held),
+        cmocka_unit_test(test_pod_meta_owner_gone),
         cmocka_unit_test(test_namespace_deletion),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
