@@ -147,12 +147,9 @@ static int delete_guarded(void *ctx, const struct kube_res *res, const json_t *o
 
 static enum outcome delete_one(struct cascade *c, const struct kube_res *res, const json_t *obj)
 {
-    const char *name = kube_obj_name(obj), *uid = kube_obj_uid(obj);
-    const char *rv = kube_obj_resource_version(obj);
+    const char *name = kube_obj_name(obj);
     struct kube_err e;
     int r;
-    if (!name || !uid || !rv)
-        return OUT_FAILED;
     kube_err_clear(&e);
     r = c->o.delete(c->o.delete_ctx, res, obj, &e);
     if (r >= 0) {

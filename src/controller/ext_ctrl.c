@@ -90,12 +90,6 @@ int ext__patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns, c
     return kube_request(x->d.client, &r, ret_obj, reterr);
 }
 
-/* A side write may wait (side_writer.h): a claim deleted meanwhile (a short-lived one,
- * under steady load) has nothing left to annotate, and the PATCH would only be refused
- * with NotFound. A claim made again under the same name is another claim: a patch that
- * names its claim's UID (metadata.uid) is not for it (the server would refuse it too:
- * the UID is immutable). The cache decides; a deletion it has not seen yet costs that
- * refusal. */
 /* True when the claim cache has no claim ns/name, or one being deleted, or (uid given)
  * one with another UID. False without a claim cache or before it has synced (the
  * Sandboxes' workers start without waiting for it). */
@@ -113,6 +107,12 @@ static bool claim_gone(struct ext_ctrl *x, const char *ns, const char *name, con
     return gone;
 }
 
+/* A side write may wait (side_writer.h): a claim deleted meanwhile (a short-lived one,
+ * under steady load) has nothing left to annotate, and the PATCH would only be refused
+ * with NotFound. A claim made again under the same name is another claim: a patch that
+ * names its claim's UID (metadata.uid) is not for it (the server would refuse it too:
+ * the UID is immutable). The cache decides; a deletion it has not seen yet costs that
+ * refusal. */
 static bool side_target_gone(struct ext_ctrl *x, const struct kube_res *res, const char *ns,
                              const char *name, const json_t *patch)
 {

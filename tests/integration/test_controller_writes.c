@@ -1022,17 +1022,24 @@ static bool pod_left_pool(void *ctx)
 /* While the gate says claims are being served, the adopted Sandbox's Pod keeps the pool's
  * label: its metadata patch is held (the Sandbox comes back every 250 ms and is held
  * again); once the gate opens it is written, once. */
-static void test_pod_meta_held(void **state)
+/* The manager started again with the Pod metadata patches' gate of the tests (open),
+ * once the pool is ready. */
+static void restart_meta_gated(void)
 {
-    struct yield_gate g = {.busy = gate_busy, .max_wait = 10 * WAIT};
+    static const struct yield_gate g = {.busy = gate_busy, .max_wait = 10 * WAIT};
     struct ctrl_opts o = mgr_opts;
-    json_t *pod;
-    char *sb;
-    (void)state;
     o.pod_meta_gate = &g;
     atomic_store(&claims_served, false);
     restart_manager(&o);
     assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
+}
+
+static void test_pod_meta_held(void **state)
+{
+    json_t *pod;
+    char *sb;
+    (void)state;
+    restart_meta_gated();
     /* the last test's claim: its patch may have been held when that manager stopped */
     sb = claim_sandbox("keep-0");
     assert_int_equal(it_wait(pod_left_pool, sb, WAIT), 0);
@@ -1079,16 +1086,11 @@ static bool claim_absent(void *ctx)
  * Sandbox back with no owner). */
 static void test_pod_meta_owner_gone(void **state)
 {
-    struct yield_gate g = {.busy = gate_busy, .max_wait = 10 * WAIT};
-    struct ctrl_opts o = mgr_opts;
     struct kube_err e = {0};
     json_t *cl, *pod;
     char *sb;
     (void)state;
-    o.pod_meta_gate = &g;
-    atomic_store(&claims_served, false);
-    restart_manager(&o);
-    assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
+    restart_meta_gated();
     clock_sleep(SETTLE);
     atomic_store(&claims_served, true);
     cl = it_claim_new("short-0", "pool");
@@ -1116,12 +1118,9 @@ static void test_pod_meta_owner_gone(void **state)
     create(&API_RES_SANDBOXCLAIMS, it_claim_new("orphan-0", "pool"));
     wait_ready(&API_RES_SANDBOXCLAIMS, "orphan-", 1);
     sb = claim_sandbox("orphan-0");
-    struct kube_req r;
-    kube_req_init(&r, "DELETE", &API_RES_SANDBOXCLAIMS);
-    r.ns = ns;
-    r.name = "orphan-0";
-    r.propagation_policy = "Orphan";
-    IT_OK(kube_request(c, &r, NULL, &e), &e);
+    cl = it_obj_get(c, &API_RES_SANDBOXCLAIMS, ns, "orphan-0");
+    IT_OK(kube_delete_obj(c, &API_RES_SANDBOXCLAIMS, cl, false, "Orphan", &e), &e);
+    json_decref(cl);
     assert_int_equal(it_wait(sandbox_orphaned, sb, WAIT), 0);
     counts_reset();
     atomic_store(&claims_served, false);
