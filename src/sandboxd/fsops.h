@@ -21,3 +21,8 @@ int sbd__read_window(struct http_req *req, int fd, const struct stat *st);
 
 /** Registers GET /v1/watch/ (watch.c). Returns 0 or -EINVAL. */
 int sbd__watch_register(struct sbd *d);
+
+/** Tests only: when nonzero (and below 64 KiB), each readiness of a watch's inotify
+ * descriptor reads once, at most this many bytes, so that a rename's two events arrive in
+ * different reads. Set before the daemon starts. */
+extern size_t sbd__watch_test_read_size;

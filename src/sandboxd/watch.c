@@ -14,7 +14,12 @@
  * (or LIMIT_SBD_WATCH_QUEUE_BYTES) events are dropped and counted, and an
  * {"type":"overflow","lost":N} line follows the queued ones. A kernel queue overflow
  * (IN_Q_OVERFLOW) gives {"type":"overflow","lost":null}. The stream ends when the client
- * goes, when the watched directory is deleted, or at shutdown. */
+ * goes, when the watched directory is deleted, or at shutdown.
+ *
+ * Renames: the kernel queues a rename's IN_MOVED_FROM and IN_MOVED_TO one after the other,
+ * but a read can come between them (the reader on another core wakes on the first). An
+ * IN_MOVED_FROM is therefore held across reads until the next event, or for
+ * WATCH_PAIR_MS when nothing follows; only then is it a move out of the tree. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,12 +44,16 @@
 
 #define WATCH_TICK_MS         500 /* shutdown / client checks */
 #define WATCH_HEARTBEAT_TICKS 30  /* a quiet stream: "\n" every 15 s */
+#define WATCH_PAIR_MS         50  /* how long a held IN_MOVED_FROM waits for its IN_MOVED_TO */
+#define WATCH_READ_SIZE       (64 * 1024)
+#define WATCH_READ_ROUNDS     16 /* reads per poll callback */
 
 #define WATCH_MASK                                                                      \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
      IN_EXCL_UNLINK | IN_ONLYDIR)
 
 static atomic_uint watch_streams;
+size_t sbd__watch_test_read_size;
 
 struct wdir {
     int wd;
@@ -59,7 +68,7 @@ struct wstream {
     int ifd, handles;
     unsigned quiet_ticks; /* ticks since the last line was written */
     uv_poll_t poll;
-    uv_timer_t timer;
+    uv_timer_t timer, pair; /* pair: the end of a held IN_MOVED_FROM's wait */
     struct wdir *dirs;
     size_t ndirs, cap;
     struct sbd_ndjson out; /* its queue holds at most queue_max lines */
@@ -375,13 +384,27 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
     xfree(path);
 }
 
+/* A held IN_MOVED_FROM's wait is over: it was a move out of the tree. */
+static void on_pair_timeout(uv_timer_t *t)
+{
+    struct wstream *s = t->data;
+    if (!s->closing)
+        flush_from(s);
+}
+
 static void on_inotify(uv_poll_t *h, int status, int events)
 {
     struct wstream *s = h->data;
     (void)events;
-    char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
-    for (int rounds = 0; status == 0 && rounds < 16 && !s->closing; rounds++) {
-        ssize_t n = read(s->ifd, buf, sizeof(buf));
+    char buf[WATCH_READ_SIZE] __attribute__((aligned(__alignof__(struct inotify_event))));
+    size_t size = sizeof(buf);
+    int max_rounds = WATCH_READ_ROUNDS;
+    if (sbd__watch_test_read_size && sbd__watch_test_read_size < size) {
+        size = sbd__watch_test_read_size;
+        max_rounds = 1;
+    }
+    for (int rounds = 0; status == 0 && rounds < max_rounds && !s->closing; rounds++) {
+        ssize_t n = read(s->ifd, buf, size);
         if (n <= 0)
             break;
         for (char *p = buf; p < buf + n && !s->closing;) {
@@ -389,11 +412,13 @@ static void on_inotify(uv_poll_t *h, int status, int events)
             on_event(s, ev);
             p += sizeof(*ev) + ev->len;
         }
-        if (!s->closing)
-            flush_from(s);
     }
-    if (status < 0)
+    if (status < 0) {
         wstream_close(s);
+        return;
+    }
+    if (s->has_from && !s->closing)
+        (void)uv_timer_start(&s->pair, on_pair_timeout, WATCH_PAIR_MS, 0);
 }
 
 /* ---- lifecycle --------------------------------------------------------------------- */
@@ -431,6 +456,7 @@ static void wstream_close(struct wstream *s)
         (void)http_resp_end(s->req);
     uv_close((uv_handle_t *)&s->poll, on_handle_closed);
     uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&s->pair, on_handle_closed);
 }
 
 static void on_abort(struct http_req *req, void *ctx)
@@ -472,9 +498,11 @@ static int wstream_setup(struct wstream *s)
     if (r < 0)
         return r;
     (void)uv_timer_init(loop, &s->timer);
-    s->handles = 2;
+    (void)uv_timer_init(loop, &s->pair);
+    s->handles = 3;
     s->poll.data = s;
     s->timer.data = s;
+    s->pair.data = s;
     return 0;
 }
 
@@ -502,6 +530,7 @@ static void wstream_fail(struct wstream *s)
         return;
     }
     uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&s->pair, on_handle_closed);
     uv_close((uv_handle_t *)&s->poll, on_handle_closed);
 }
 

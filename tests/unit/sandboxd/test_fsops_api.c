@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ndjson_client.h"
+#include "sandboxd/fsops.h"
 #include "sbd_test.h"
 
 /* The JSON body of r (new reference). */
@@ -211,12 +212,64 @@ static void test_watch(void **state)
         nd_close(&many[i]);
 }
 
+/* Reads the next event and checks it is the rename of from to to. */
+static void expect_move(struct nd_client *n, const char *from, const char *to, bool is_dir)
+{
+    json_t *e = nd_next(n, 10000);
+    assert_non_null(e);
+    assert_string_equal(jstr(e, "type"), "move");
+    assert_string_equal(jstr(e, "from"), from);
+    assert_string_equal(jstr(e, "to"), to);
+    assert_int_equal(json_is_true(json_object_get(e, "is_dir")), is_dir);
+    json_decref(e);
+}
+
+/* A rename whose IN_MOVED_FROM and IN_MOVED_TO come in different reads is still one
+ * "move" (one event per read and per loop turn here); an IN_MOVED_FROM with nothing after
+ * it is a move out of the tree once its wait is over. */
+static void test_watch_split_rename(void **state)
+{
+    (void)state;
+    sbd__watch_test_read_size = 48; /* one event with a name of at most 16 bytes */
+    struct sbd_fixture *f = sbd_fixture_start(NULL, 0);
+    char w[256], a[256], c[256], out[256], sub[256], sub2[256];
+    snprintf(w, sizeof(w), "%s/w", f->root);
+    snprintf(a, sizeof(a), "%s/w/a", f->root);
+    snprintf(c, sizeof(c), "%s/w/sub/c", f->root);
+    snprintf(out, sizeof(out), "%s/out", f->root);
+    snprintf(sub, sizeof(sub), "%s/w/sub", f->root);
+    snprintf(sub2, sizeof(sub2), "%s/w/sub2", f->root);
+    assert_int_equal(mkdir(w, 0755), 0);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    struct nd_client n;
+    assert_int_equal(watch_start(&n, f->port, "w?recursive=true"), 200);
+    expect_event(&n, "ready", "/w");
+    sbd_write_file(w, "a", "");
+    expect_event(&n, "create", "a");
+    assert_int_equal(rename(a, c), 0);
+    expect_move(&n, "a", "sub/c", false);
+    /* out of the tree, then back in under another name */
+    assert_int_equal(rename(c, out), 0);
+    expect_event(&n, "move_from", "sub/c");
+    assert_int_equal(rename(out, a), 0);
+    expect_event(&n, "move_to", "a");
+    /* a directory: the watch follows it to its new name */
+    assert_int_equal(rename(sub, sub2), 0);
+    expect_move(&n, "sub", "sub2", true);
+    sbd_write_file(sub2, "x", "");
+    expect_event(&n, "create", "sub2/x");
+    nd_close(&n);
+    sbd_fixture_stop(f);
+    sbd__watch_test_read_size = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stat_mkdir_move),
         cmocka_unit_test(test_batch_and_window),
         cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_watch_split_rename),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
