@@ -469,8 +469,10 @@ static void test_pool_fill(void **state)
                   "kind", EXT_KIND_TEMPLATE, "metadata", "name", "tpl", "spec", "podTemplate",
                   "spec", "containers", "name", "runtime", "image", "registry.local/runtime:1");
     create(&API_RES_SANDBOXTEMPLATES, t);
+    usec_t start = clock_now();
     create(&API_RES_SANDBOXWARMPOOLS, it_pool_new("pool", "tpl", N));
     assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
+    unsigned fill_s = (unsigned)((clock_now() - start + USEC_PER_SEC - 1) / USEC_PER_SEC);
     clock_sleep(SETTLE);
     report("warm pool member", N, &before);
     assert_int_equal(count_of("POST sandboxes"), N);
@@ -478,9 +480,14 @@ static void test_pool_fill(void **state)
     assert_true(count_of("PUT sandboxes/status") <= N);
     assert_int_equal(count_of("PATCH sandboxes"), 0);
     assert_int_equal(count_of("PATCH pods"), 0);
-    /* paced: about one a second while filling, plus the converged status (was 7 for 10) */
-    assert_true(count_of("PATCH sandboxwarmpools/status") <= N / 2 + 1);
-    assert_true(count_total() <= 3 * N + N / 2 + 4);
+    /* Paced: the first status, at most one a second while filling, and the converged one
+     * (was one per member change). The bound follows the fill's length, which a loaded
+     * machine stretches. */
+    unsigned pool_writes = fill_s + 3 < N ? fill_s + 3 : N;
+    print_message("pool filled in %u s: %u pool status writes (bound %u)\n", fill_s,
+                  count_of("PATCH sandboxwarmpools/status"), pool_writes);
+    assert_true(count_of("PATCH sandboxwarmpools/status") <= pool_writes);
+    assert_true(count_total() <= 3 * N + pool_writes + 3);
 }
 
 /* N claims at once on the pool of N: per claim the adoption, the claim status, its
