@@ -65,12 +65,16 @@ static void reconcile_pvc(struct sb_pass *p, const json_t *vct)
     if (created_earlier(p, &KUBE_RES_PVCS, name))
         return;
     want = sb_desired_pvc(p->sb, vct);
-    if (sb__create(p, &KUBE_RES_PVCS, want, &out, &e) < 0) {
-        /* AlreadyExists: made by someone else, or by us and forgotten (sandbox_memo.h);
-         * the next pass sees it. */
-        sb__error(p, e.code ? e.code : -EIO, "PVC \"%s\" create failed: %s", name, e.message);
-    } else {
+    if (sb__create(p, &KUBE_RES_PVCS, want, &out, &e) >= 0) {
         sb_memo_created(p->r->memo, &KUBE_RES_PVCS, p->uid, out);
+    } else if (kube_err_is_already_exists(&e) &&
+               (have = sb__existing_child(p, &KUBE_RES_PVCS, name, &e)) != NULL) {
+        /* made by us and not cached yet, or by someone else */
+        if (!sb_controlled_by(have, p->uid))
+            adopt_or_refuse(p, &KUBE_RES_PVCS, "PVC", have, NULL);
+        json_decref(have);
+    } else {
+        sb__error(p, e.code ? e.code : -EIO, "PVC \"%s\" create failed: %s", name, e.message);
     }
     json_decref(out);
     json_decref(want);
@@ -156,17 +160,25 @@ static void adopt_service(struct sb_pass *p, const json_t *svc)
 static void create_service(struct sb_pass *p)
 {
     struct kube_err e;
-    json_t *want, *out = NULL;
+    json_t *want, *out = NULL, *have;
     if (created_earlier(p, &KUBE_RES_SERVICES, p->name)) {
         service_exists(p);
         return;
     }
     want = sb_desired_service(p->sb);
-    if (sb__create(p, &KUBE_RES_SERVICES, want, &out, &e) < 0) {
-        sb__error(p, e.code ? e.code : -EIO, "service create failed: %s", e.message);
-    } else {
+    if (sb__create(p, &KUBE_RES_SERVICES, want, &out, &e) >= 0) {
         sb_memo_created(p->r->memo, &KUBE_RES_SERVICES, p->uid, out);
         service_exists(p);
+    } else if (kube_err_is_already_exists(&e) &&
+               (have = sb__existing_child(p, &KUBE_RES_SERVICES, p->name, &e)) != NULL) {
+        /* made by us and not cached yet, or by someone else */
+        if (sb_controlled_by(have, p->uid))
+            service_exists(p);
+        else
+            adopt_service(p, have);
+        json_decref(have);
+    } else {
+        sb__error(p, e.code ? e.code : -EIO, "service create failed: %s", e.message);
     }
     json_decref(out);
     json_decref(want);

@@ -38,6 +38,13 @@ void sb__backstop(struct sb_pass *p, usec_t delay);
  * the cache has yet to show (sandbox_memo.h), or NULL; the pass then comes back when the
  * record expires, in case the informer never shows the child. */
 json_t *sb__created_child(struct sb_pass *p, const struct kube_res *res, const char *name);
+/** After our create of the child res/name was refused with AlreadyExists: reads it.
+ * Returns it (new reference), or NULL with *reterr set when the read failed. One the
+ * Sandbox controls is recorded as created (sb__created_child), so that the passes until
+ * the cache shows it use it instead of creating it again: one refused create and one read
+ * per record's life, not a create retried with back-off. */
+json_t *sb__existing_child(struct sb_pass *p, const struct kube_res *res, const char *name,
+                           struct kube_err *reterr);
 /** Records an Event about the Sandbox (no-op without a recorder). */
 void sb__event(struct sb_pass *p, bool warning, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -166,9 +166,8 @@ static void create_pod(struct sb_pass *p)
     }
     if (kube_err_is_already_exists(&e)) {
         /* Not in our cache (yet): look at the real thing before deciding. */
-        if (kube_get(p->r->client, &KUBE_RES_PODS, p->ns, p->name, &out, &e) >= 0) {
-            if (sb_controlled_by(out, p->uid))
-                sb_memo_created(p->r->memo, &KUBE_RES_PODS, p->uid, out);
+        out = sb__existing_child(p, &KUBE_RES_PODS, p->name, &e);
+        if (out) {
             handle_candidate(p, out);
             return;
         }

@@ -122,6 +122,19 @@ json_t *sb__created_child(struct sb_pass *p, const struct kube_res *res, const c
     return obj;
 }
 
+json_t *sb__existing_child(struct sb_pass *p, const struct kube_res *res, const char *name,
+                           struct kube_err *reterr)
+{
+    json_t *obj = NULL;
+    if (kube_get(p->r->client, res, p->ns, name, &obj, reterr) < 0)
+        return NULL;
+    if (sb_controlled_by(obj, p->uid)) {
+        sb_memo_created(p->r->memo, res, p->uid, obj);
+        sb__backstop(p, SB_MEMO_TTL);
+    }
+    return obj;
+}
+
 /* The Ready condition's status in st, "-" without one (for logs). */
 static const char *cond_status(const json_t *st)
 {

@@ -787,10 +787,18 @@ static void touch_five_times(const char *name)
     clock_sleep(USEC_PER_SEC / 2);
 }
 
-static bool two_pod_creates(void *ctx)
+static bool two_creates(void *ctx)
 {
-    (void)ctx;
-    return count_of("POST pods") >= 2;
+    return count_of(ctx) >= 2;
+}
+
+/* The creates of one child a Sandbox made at or after since may have sent by now: the
+ * first, then one (refused, and followed by a read) each time the record of it
+ * (SB_MEMO_TTL) expired before the cache showed it. On a quiet machine the tests stay
+ * within the first record's life; a loaded one can outlast it. */
+static unsigned creates_allowed(usec_t since)
+{
+    return 1 + (unsigned)((clock_now() - since) / SB_MEMO_TTL);
 }
 
 /* A Sandbox reconciled again before its Pod is in the controller's cache (its own
@@ -808,18 +816,21 @@ static void test_created_pod_not_cached(void **state)
     restart_manager(&o);
     clock_sleep(SETTLE);
     counts_reset();
+    usec_t start = clock_now();
     create(&API_RES_SANDBOXES,
            json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}", "apiVersion",
                      SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "hidden-0", "spec",
                      "podTemplate", "metadata", "labels", HIDDEN_LABEL, "1", "spec", "containers",
                      "name", "runtime", "image", "registry.local/runtime:1"));
     assert_int_equal(it_wait(pod_exists, "hidden-0", WAIT), 0);
-    /* Five more passes while the cache has no Pod, well within the record's life (the
-     * memo's TTL, 3 s): each would have been a refused create and a read. */
+    /* Five more passes while the cache has no Pod, within the record's life (the memo's
+     * TTL, 3 s) on a quiet machine: each would have been a refused create and a read. */
     touch_five_times("hidden-0");
-    printf("# Pod creates for a Sandbox reconciled 5 times before its Pod was cached: %u\n",
-           count_of("POST pods"));
-    assert_int_equal(count_of("POST pods"), 1);
+    printf("# Pod creates for a Sandbox reconciled 5 times before its Pod was cached: %u "
+           "(at most %u after %.1f s)\n",
+           count_of("POST pods"), creates_allowed(start),
+           (double)(clock_now() - start) / USEC_PER_SEC);
+    assert_true(count_of("POST pods") <= creates_allowed(start));
     sb = it_obj_get(c, &API_RES_SANDBOXES, ns, "hidden-0");
     reason = sb_cond_reason(json_object_get(sb, "status"), SB_COND_READY);
     assert_string_not_equal(reason ?: "", SB_R_RECONCILER_ERROR);
@@ -827,9 +838,9 @@ static void test_created_pod_not_cached(void **state)
     /* With no event to bring it back, the pass returns when the record expires and asks
      * the API server (a refused create and a read), then relies on that answer for
      * another TTL. */
-    assert_int_equal(it_wait(two_pod_creates, NULL, WAIT), 0);
+    assert_int_equal(it_wait(two_creates, "POST pods", WAIT), 0);
     clock_sleep(USEC_PER_SEC);
-    assert_int_equal(count_of("POST pods"), 2);
+    assert_true(count_of("POST pods") <= creates_allowed(start));
     /* the cache shows it: the Sandbox goes Ready on it, with no other Pod */
     patch_labels(&KUBE_RES_PODS, "hidden-0", json_pack("{s:n}", HIDDEN_LABEL));
     wait_ready(&API_RES_SANDBOXES, "hidden-", 1);
@@ -869,6 +880,7 @@ static void test_created_children_not_cached(void **state)
     restart_hiding_children_of("kids-0", sel, sizeof(sel));
     clock_sleep(SETTLE);
     counts_reset();
+    usec_t start = clock_now();
     create(&API_RES_SANDBOXES,
            json_pack("{s:s, s:s, s:{s:s}, s:{s:b, s:[{s:{s:s}, s:{s:[s], s:{s:{s:s}}}}], "
                      "s:{s:{s:[{s:s, s:s}]}}}}",
@@ -880,12 +892,26 @@ static void test_created_children_not_cached(void **state)
     assert_int_equal(it_wait(pod_exists, "kids-0", WAIT), 0);
     touch_five_times("kids-0");
     printf("# creates for a Sandbox reconciled 5 times before its children were cached: "
-           "%u Service, %u PVC, %u Pod\n",
+           "%u Service, %u PVC, %u Pod (at most %u each after %.1f s)\n",
            count_of("POST services"), count_of("POST persistentvolumeclaims"),
-           count_of("POST pods"));
-    assert_int_equal(count_of("POST services"), 1);
-    assert_int_equal(count_of("POST persistentvolumeclaims"), 1);
-    assert_int_equal(count_of("POST pods"), 1);
+           count_of("POST pods"), creates_allowed(start),
+           (double)(clock_now() - start) / USEC_PER_SEC);
+    assert_true(count_of("POST services") <= creates_allowed(start));
+    assert_true(count_of("POST persistentvolumeclaims") <= creates_allowed(start));
+    assert_true(count_of("POST pods") <= creates_allowed(start));
+    /* Once the records expire, each child costs a refused create and a read per record's
+     * life (it was a create retried with back-off for the Service and the PVC: a dozen in
+     * half a second), and the refusal is not shown as an error. */
+    assert_int_equal(it_wait(two_creates, "POST services", WAIT), 0);
+    assert_int_equal(it_wait(two_creates, "POST persistentvolumeclaims", WAIT), 0);
+    clock_sleep(USEC_PER_SEC);
+    printf("# then: %u Service, %u PVC, %u Pod creates (at most %u each after %.1f s)\n",
+           count_of("POST services"), count_of("POST persistentvolumeclaims"),
+           count_of("POST pods"), creates_allowed(start),
+           (double)(clock_now() - start) / USEC_PER_SEC);
+    assert_true(count_of("POST services") <= creates_allowed(start));
+    assert_true(count_of("POST persistentvolumeclaims") <= creates_allowed(start));
+    assert_true(count_of("POST pods") <= creates_allowed(start));
     sb = it_obj_get(c, &API_RES_SANDBOXES, ns, "kids-0");
     reason = sb_cond_reason(json_object_get(sb, "status"), SB_COND_READY);
     assert_string_not_equal(reason ?: "", SB_R_RECONCILER_ERROR);
@@ -925,7 +951,7 @@ static void test_created_pod_suspended(void **state)
     assert_int_equal(count_of("DELETE pods"), 1);
     set_mode("nap-0", "Running");
     resumed = clock_now();
-    assert_int_equal(it_wait(two_pod_creates, NULL, WAIT), 0);
+    assert_int_equal(it_wait(two_creates, "POST pods", WAIT), 0);
     second = clock_now();
     printf("# resumed %.2f s after the create; Pod created again %.2f s later (record's "
            "life %.0f s)\n",
