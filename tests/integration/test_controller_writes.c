@@ -866,6 +866,19 @@ static void set_mode(const char *name, const char *mode)
     json_decref(patch);
 }
 
+/* Prints and bounds (creates_allowed) the creates of kids-0's three children. */
+static void check_child_creates(const char *when, usec_t start)
+{
+    unsigned svc = count_of("POST services"), pvc = count_of("POST persistentvolumeclaims"),
+             pod = count_of("POST pods"), most = creates_allowed(start);
+    printf("# creates for a Sandbox %s: %u Service, %u PVC, %u Pod (at most %u each after "
+           "%.1f s)\n",
+           when, svc, pvc, pod, most, (double)(clock_now() - start) / USEC_PER_SEC);
+    assert_true(svc <= most);
+    assert_true(pvc <= most);
+    assert_true(pod <= most);
+}
+
 /* The same for a Sandbox's Service and PVC (and Pod): the caches leave out every child of
  * Sandbox kids-0 (their tracking label's value is its name's hash). Its passes use the
  * children they created instead of creating them again, to be refused with AlreadyExists
@@ -891,27 +904,14 @@ static void test_created_children_not_cached(void **state)
                      "registry.local/runtime:1"));
     assert_int_equal(it_wait(pod_exists, "kids-0", WAIT), 0);
     touch_five_times("kids-0");
-    printf("# creates for a Sandbox reconciled 5 times before its children were cached: "
-           "%u Service, %u PVC, %u Pod (at most %u each after %.1f s)\n",
-           count_of("POST services"), count_of("POST persistentvolumeclaims"),
-           count_of("POST pods"), creates_allowed(start),
-           (double)(clock_now() - start) / USEC_PER_SEC);
-    assert_true(count_of("POST services") <= creates_allowed(start));
-    assert_true(count_of("POST persistentvolumeclaims") <= creates_allowed(start));
-    assert_true(count_of("POST pods") <= creates_allowed(start));
+    check_child_creates("reconciled 5 times before its children were cached", start);
     /* Once the records expire, each child costs a refused create and a read per record's
      * life (it was a create retried with back-off for the Service and the PVC: a dozen in
      * half a second), and the refusal is not shown as an error. */
     assert_int_equal(it_wait(two_creates, "POST services", WAIT), 0);
     assert_int_equal(it_wait(two_creates, "POST persistentvolumeclaims", WAIT), 0);
     clock_sleep(USEC_PER_SEC);
-    printf("# then: %u Service, %u PVC, %u Pod creates (at most %u each after %.1f s)\n",
-           count_of("POST services"), count_of("POST persistentvolumeclaims"),
-           count_of("POST pods"), creates_allowed(start),
-           (double)(clock_now() - start) / USEC_PER_SEC);
-    assert_true(count_of("POST services") <= creates_allowed(start));
-    assert_true(count_of("POST persistentvolumeclaims") <= creates_allowed(start));
-    assert_true(count_of("POST pods") <= creates_allowed(start));
+    check_child_creates("past the first records' life", start);
     sb = it_obj_get(c, &API_RES_SANDBOXES, ns, "kids-0");
     reason = sb_cond_reason(json_object_get(sb, "status"), SB_COND_READY);
     assert_string_not_equal(reason ?: "", SB_R_RECONCILER_ERROR);
