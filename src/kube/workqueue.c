@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Work queue: one record per known key in a map (queued, processing, parked on the timer
  * heap, or carrying a failure count), a FIFO of queued records, and a min-heap of parked
- * ones. Getters wait on a CLOCK_MONOTONIC condvar until the earliest parked deadline, so
- * no timer thread is needed: whoever waits moves due keys into the FIFO. */
+ * ones. No timer thread is needed: one idle getter at a time (the timer waiter) sleeps
+ * until the earliest parked deadline and moves due keys into the FIFO; the other idle
+ * getters sleep until a key is queued for them. Each sleeper has its own condvar, so a
+ * queued key or a deadline wakes one thread, not every idle worker. */
 #include "kube/workqueue.h"
 
 #include <errno.h>
@@ -29,11 +31,20 @@ struct wq_item {
     bool processing; /* handed out, wq_done not yet called */
 };
 
+/* An idle getter, on its thread's stack while it sleeps in wq_get_for. */
+struct wq_waiter {
+    pthread_cond_t cond;
+    struct wq_waiter *next; /* in q->sleepers */
+    bool woken;             /* taken off the queue's lists by whoever woke it */
+};
+
 struct wq {
     pthread_mutex_t lock;
-    pthread_cond_t avail; /* a key was queued, the earliest deadline moved, or shutdown */
-    pthread_cond_t idle;  /* nothing is being processed any more (drain) */
-    struct map *items;    /* key -> struct wq_item */
+    pthread_condattr_t mono;        /* CLOCK_MONOTONIC, for the waiters' condvars */
+    pthread_cond_t idle;            /* nothing is being processed any more (drain) */
+    struct wq_waiter *sleepers;     /* idle getters waiting for a key, latest first */
+    struct wq_waiter *timer_waiter; /* the idle getter waiting for the earliest deadline */
+    struct map *items;              /* key -> struct wq_item */
     struct wq_item *head, *tail;
     struct heap timers;
     bool shutting_down;
@@ -108,6 +119,27 @@ static size_t depth_locked(const struct wq *q)
     return q->st.depth;
 }
 
+/* Marks w woken (the caller has taken it off its list) and signals it. */
+static void wake_locked(struct wq_waiter *w)
+{
+    w->woken = true;
+    (void)pthread_cond_signal(&w->cond);
+}
+
+/* Wakes one idle getter for a queued key: the latest sleeper, else the timer waiter. */
+static void wake_one_locked(struct wq *q)
+{
+    struct wq_waiter *w = q->sleepers;
+    if (w) {
+        q->sleepers = w->next;
+        wake_locked(w);
+    } else if (q->timer_waiter) {
+        w = q->timer_waiter;
+        q->timer_waiter = NULL;
+        wake_locked(w);
+    }
+}
+
 static void enqueue_locked(struct wq *q, struct wq_item *it, usec_t queued_at)
 {
     it->next = NULL;
@@ -123,7 +155,7 @@ static void enqueue_locked(struct wq *q, struct wq_item *it, usec_t queued_at)
         q->m->add(q->m->ctx, q->name);
     if (q->m && q->m->depth)
         q->m->depth(q->m->ctx, q->name, depth_locked(q));
-    (void)pthread_cond_signal(&q->avail);
+    wake_one_locked(q);
 }
 
 static void add_item_locked(struct wq *q, struct wq_item *it, usec_t queued_at)
@@ -133,6 +165,18 @@ static void add_item_locked(struct wq *q, struct wq_item *it, usec_t queued_at)
     it->dirty = true;
     if (!it->processing)
         enqueue_locked(q, it, queued_at);
+}
+
+/* Wakes the getter that is to wait for the timers: the timer waiter, else a sleeper. */
+static void wake_one_timer_locked(struct wq *q)
+{
+    struct wq_waiter *w = q->timer_waiter;
+    if (w) {
+        q->timer_waiter = NULL;
+        wake_locked(w);
+    } else {
+        wake_one_locked(q);
+    }
 }
 
 static void add_after_locked(struct wq *q, const char *key, usec_t delay)
@@ -148,8 +192,10 @@ static void add_after_locked(struct wq *q, const char *key, usec_t delay)
     if (heap_entry_queued(&it->he) && ready >= it->he.deadline)
         return;
     heap_update(&q->timers, &it->he, ready);
+    /* A new earliest deadline: the timer waiter sleeps until it instead (woken, it takes
+     * the role again), or, with none, an idle getter takes the role. */
     if (heap_peek(&q->timers) == &it->he)
-        (void)pthread_cond_broadcast(&q->avail);
+        wake_one_timer_locked(q);
 }
 
 /* Moves parked keys whose time has come into the FIFO; returns the next deadline. */
@@ -169,23 +215,19 @@ static usec_t promote_due_locked(struct wq *q, usec_t now)
 
 static int init_sync(struct wq *q)
 {
-    pthread_condattr_t ca;
-    int r = -pthread_condattr_init(&ca);
+    int r = -pthread_condattr_init(&q->mono);
 
     if (r < 0)
         return r;
-    r = -pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    r = -pthread_condattr_setclock(&q->mono, CLOCK_MONOTONIC);
     if (r == 0)
-        r = -pthread_cond_init(&q->avail, &ca);
-    if (r == 0) {
-        r = -pthread_cond_init(&q->idle, &ca);
-        if (r < 0)
-            (void)pthread_cond_destroy(&q->avail);
+        r = -pthread_cond_init(&q->idle, &q->mono);
+    if (r < 0) {
+        (void)pthread_condattr_destroy(&q->mono);
+        return r;
     }
-    (void)pthread_condattr_destroy(&ca);
-    if (r == 0)
-        (void)pthread_mutex_init(&q->lock, NULL);
-    return r;
+    (void)pthread_mutex_init(&q->lock, NULL);
+    return 0;
 }
 
 int wq_new(const struct wq_opts *opts, struct wq **ret)
@@ -232,8 +274,8 @@ void wq_free(struct wq *q)
         item_free(value);
     }
     map_free(q->items);
-    (void)pthread_cond_destroy(&q->avail);
     (void)pthread_cond_destroy(&q->idle);
+    (void)pthread_condattr_destroy(&q->mono);
     (void)pthread_mutex_destroy(&q->lock);
     xfree(q);
 }
@@ -344,16 +386,57 @@ static struct wq_item *pop_locked(struct wq *q, usec_t now)
     return it;
 }
 
-static void wait_locked(struct wq *q, usec_t now, usec_t deadline)
+/* Takes w off whichever list it is on (it woke by itself: its time came). */
+static void unlink_locked(struct wq *q, struct wq_waiter *w)
 {
-    struct timespec ts;
-
-    if (deadline == USEC_INFINITY) {
-        (void)pthread_cond_wait(&q->avail, &q->lock);
+    struct wq_waiter **pp;
+    if (q->timer_waiter == w) {
+        q->timer_waiter = NULL;
         return;
     }
-    clock_deadline_mono(deadline - now, &ts);
-    (void)pthread_cond_timedwait(&q->avail, &q->lock, &ts);
+    for (pp = &q->sleepers; *pp; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            return;
+        }
+    }
+}
+
+/* Sleeps until woken or until: as the timer waiter when parked keys have a deadline
+ * and no other getter waits for it (until is then at most that deadline), else as a
+ * sleeper that only a queued key (or shutdown) wakes before until. */
+static void wait_locked(struct wq *q, usec_t now, usec_t deadline, usec_t until)
+{
+    struct wq_waiter w = {.woken = false};
+    struct timespec ts;
+
+    if (pthread_cond_init(&w.cond, &q->mono) != 0) {
+        /* cannot sleep on a condvar of its own: yield the lock briefly and look again */
+        (void)pthread_mutex_unlock(&q->lock);
+        clock_sleep(USEC_PER_MSEC);
+        (void)pthread_mutex_lock(&q->lock);
+        return;
+    }
+    if (deadline != USEC_INFINITY && !q->timer_waiter) {
+        q->timer_waiter = &w;
+        if (deadline < until)
+            until = deadline;
+    } else {
+        w.next = q->sleepers;
+        q->sleepers = &w;
+    }
+    if (until != USEC_INFINITY)
+        clock_deadline_mono(until > now ? until - now : 0, &ts);
+    while (!w.woken && !q->shutting_down) {
+        if (until == USEC_INFINITY)
+            (void)pthread_cond_wait(&w.cond, &q->lock);
+        else if (pthread_cond_timedwait(&w.cond, &q->lock, &ts) == ETIMEDOUT)
+            break;
+    }
+    if (!w.woken)
+        unlink_locked(q, &w);
+    q->st.wakeups++;
+    (void)pthread_cond_destroy(&w.cond);
 }
 
 int wq_get_for(struct wq *q, const char **ret_key, usec_t idle)
@@ -377,8 +460,12 @@ int wq_get_for(struct wq *q, const char **ret_key, usec_t idle)
             r = -ETIMEDOUT;
             break;
         }
-        wait_locked(q, now, deadline < until ? deadline : until);
+        wait_locked(q, now, deadline, until);
     }
+    /* Leaving with keys still parked and nobody waiting for their deadline (this thread
+     * may have been the timer waiter): an idle getter takes the role. */
+    if (!q->timer_waiter && heap_next_deadline(&q->timers) != USEC_INFINITY)
+        wake_one_locked(q);
     (void)pthread_mutex_unlock(&q->lock);
     if (!it)
         return r;
@@ -420,7 +507,8 @@ void wq_shutdown(struct wq *q)
     q->shutting_down = true;
     while ((e = heap_pop(&q->timers)))
         item_release(q, container_of(e, struct wq_item, he));
-    (void)pthread_cond_broadcast(&q->avail);
+    while (q->sleepers || q->timer_waiter)
+        wake_one_locked(q);
     (void)pthread_mutex_unlock(&q->lock);
 }
 

@@ -41,6 +41,7 @@ struct wq_stats {
     unsigned long adds;    /* keys that became queued */
     unsigned long retries; /* wq_add_rate_limited calls */
     unsigned long gets;    /* keys handed out */
+    unsigned long wakeups; /* times an idle getter woke (a key, its deadline, shutdown) */
     usec_t work_total;     /* sum of get -> done times */
     usec_t latency_total;  /* sum of queued -> get times */
     usec_t latency_max;

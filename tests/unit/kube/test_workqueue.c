@@ -321,6 +321,147 @@ static void test_add_after_wakes_waiter(void **state)
     wq_free(q);
 }
 
+/* ---- idle getters: who wakes ---- */
+
+#define IDLE_GETTERS 8
+
+/* Getters that take keys until shutdown; a key named "hold" is kept until release. */
+struct pool {
+    struct wq *q;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    unsigned done, inside; /* keys processed; getters holding a key right now */
+    bool release;          /* keys held may be done */
+    bool hold_all;         /* every key is held until release */
+};
+
+static void *pool_thread(void *arg)
+{
+    struct pool *p = arg;
+    const char *k;
+    while (wq_get(p->q, &k) == 0) {
+        bool hold = p->hold_all || strcmp(k, "hold") == 0;
+        (void)pthread_mutex_lock(&p->lock);
+        p->inside++;
+        (void)pthread_cond_broadcast(&p->cond);
+        while (hold && !p->release)
+            (void)pthread_cond_wait(&p->cond, &p->lock);
+        p->inside--;
+        p->done++;
+        (void)pthread_cond_broadcast(&p->cond);
+        (void)pthread_mutex_unlock(&p->lock);
+        wq_done(p->q, k);
+    }
+    return NULL;
+}
+
+/* Waits (at most 5 s) until *field reaches want; returns whether it did. */
+static bool pool_wait(struct pool *p, const unsigned *field, unsigned want)
+{
+    struct timespec ts;
+    bool ok;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 5;
+    (void)pthread_mutex_lock(&p->lock);
+    while (*field < want)
+        if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) != 0)
+            break;
+    ok = *field >= want;
+    (void)pthread_mutex_unlock(&p->lock);
+    return ok;
+}
+
+static void pool_start(struct pool *p, pthread_t *t, unsigned n)
+{
+    (void)pthread_mutex_init(&p->lock, NULL);
+    (void)pthread_cond_init(&p->cond, NULL);
+    for (unsigned i = 0; i < n; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, pool_thread, p), 0);
+    sched_yield();
+    clock_sleep(20 * USEC_PER_MSEC); /* let them all go idle */
+}
+
+static void pool_stop(struct pool *p, pthread_t *t, unsigned n)
+{
+    (void)pthread_mutex_lock(&p->lock);
+    p->release = true;
+    (void)pthread_cond_broadcast(&p->cond);
+    (void)pthread_mutex_unlock(&p->lock);
+    wq_shutdown(p->q);
+    for (unsigned i = 0; i < n; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    (void)pthread_cond_destroy(&p->cond);
+    (void)pthread_mutex_destroy(&p->lock);
+}
+
+static unsigned long wakeups(struct wq *q)
+{
+    struct wq_stats st;
+    wq_stats(q, &st);
+    return st.wakeups;
+}
+
+/* A parked key's deadline wakes the one getter waiting for it, not every idle getter
+ * (each deadline woke all of them before: a thundering herd at every timer). */
+static void test_deadline_wakes_one_getter(void **state)
+{
+    enum { KEYS = 20 };
+    struct pool p = {.q = new_queue(0, 0, 0, 0)};
+    pthread_t t[IDLE_GETTERS];
+    unsigned long before;
+    char key[16];
+    (void)state;
+    pool_start(&p, t, IDLE_GETTERS);
+    before = wakeups(p.q);
+    for (unsigned i = 0; i < KEYS; i++) {
+        (void)snprintf(key, sizeof(key), "k%u", i);
+        wq_add_after(p.q, key, 2 * USEC_PER_MSEC);
+        assert_true(pool_wait(&p, &p.done, i + 1));
+    }
+    unsigned long n = wakeups(p.q) - before;
+    print_message("%lu wakeups of %d idle getters for %d deadlines\n", n, IDLE_GETTERS, KEYS);
+    /* Per key: the new deadline, the deadline itself and a getter for the due key (3
+     * measured); waking every idle getter at each of the first two would be 16. */
+    assert_true(n <= 5 * KEYS);
+    pool_stop(&p, t, IDLE_GETTERS);
+    wq_free(p.q);
+}
+
+/* Keys queued at once reach as many idle getters: none is left asleep while a key waits. */
+static void test_keys_reach_every_idle_getter(void **state)
+{
+    struct pool p = {.q = new_queue(0, 0, 0, 0), .hold_all = true};
+    pthread_t t[IDLE_GETTERS];
+    char key[16];
+    (void)state;
+    wq_add_after(p.q, "parked", 3600 * USEC_PER_SEC); /* one of them waits for it */
+    pool_start(&p, t, IDLE_GETTERS);
+    for (unsigned i = 0; i < IDLE_GETTERS; i++) {
+        (void)snprintf(key, sizeof(key), "k%u", i);
+        wq_add(p.q, key);
+    }
+    assert_true(pool_wait(&p, &p.inside, IDLE_GETTERS));
+    pool_stop(&p, t, IDLE_GETTERS);
+    wq_free(p.q);
+}
+
+/* The getter waiting for the deadlines takes a due key and keeps it: another idle getter
+ * takes over the waiting, so the next deadline is met while the first key is held. */
+static void test_timer_role_handed_over(void **state)
+{
+    struct pool p = {.q = new_queue(0, 0, 0, 0)};
+    pthread_t t[2];
+    (void)state;
+    pool_start(&p, t, 2);
+    wq_add_after(p.q, "hold", 5 * USEC_PER_MSEC);
+    wq_add_after(p.q, "next", 30 * USEC_PER_MSEC);
+    assert_true(pool_wait(&p, &p.inside, 1));
+    assert_true(pool_wait(&p, &p.done, 1)); /* "next", while "hold" is held */
+    pool_stop(&p, t, 2);
+    assert_int_equal(p.done, 2);
+    wq_free(p.q);
+}
+
 /* ---- rate limiting ---- */
 
 static void test_backoff_growth_and_forget(void **state)
@@ -624,6 +765,9 @@ int main(void)
         cmocka_unit_test(test_drain_without_work_returns),
         cmocka_unit_test(test_metrics_hooks),
         cmocka_unit_test(test_bad_opts),
+        cmocka_unit_test(test_deadline_wakes_one_getter),
+        cmocka_unit_test(test_keys_reach_every_idle_getter),
+        cmocka_unit_test(test_timer_role_handed_over),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
