@@ -126,16 +126,17 @@ static void wake_locked(struct wq_waiter *w)
     (void)pthread_cond_signal(&w->cond);
 }
 
-/* Wakes one idle getter for a queued key: the latest sleeper, else the timer waiter. */
-static void wake_one_locked(struct wq *q)
+/* Wakes one idle getter: for a queued key the latest sleeper, else the timer waiter; for
+ * a new earliest deadline (timer) the timer waiter, else the latest sleeper (which then
+ * takes the role). */
+static void wake_one_locked(struct wq *q, bool timer)
 {
-    struct wq_waiter *w = q->sleepers;
-    if (w) {
-        q->sleepers = w->next;
-        wake_locked(w);
-    } else if (q->timer_waiter) {
-        w = q->timer_waiter;
+    struct wq_waiter *w = q->timer_waiter;
+    if (w && (timer || !q->sleepers)) {
         q->timer_waiter = NULL;
+        wake_locked(w);
+    } else if ((w = q->sleepers)) {
+        q->sleepers = w->next;
         wake_locked(w);
     }
 }
@@ -155,7 +156,7 @@ static void enqueue_locked(struct wq *q, struct wq_item *it, usec_t queued_at)
         q->m->add(q->m->ctx, q->name);
     if (q->m && q->m->depth)
         q->m->depth(q->m->ctx, q->name, depth_locked(q));
-    wake_one_locked(q);
+    wake_one_locked(q, false);
 }
 
 static void add_item_locked(struct wq *q, struct wq_item *it, usec_t queued_at)
@@ -165,18 +166,6 @@ static void add_item_locked(struct wq *q, struct wq_item *it, usec_t queued_at)
     it->dirty = true;
     if (!it->processing)
         enqueue_locked(q, it, queued_at);
-}
-
-/* Wakes the getter that is to wait for the timers: the timer waiter, else a sleeper. */
-static void wake_one_timer_locked(struct wq *q)
-{
-    struct wq_waiter *w = q->timer_waiter;
-    if (w) {
-        q->timer_waiter = NULL;
-        wake_locked(w);
-    } else {
-        wake_one_locked(q);
-    }
 }
 
 static void add_after_locked(struct wq *q, const char *key, usec_t delay)
@@ -195,7 +184,7 @@ static void add_after_locked(struct wq *q, const char *key, usec_t delay)
     /* A new earliest deadline: the timer waiter sleeps until it instead (woken, it takes
      * the role again), or, with none, an idle getter takes the role. */
     if (heap_peek(&q->timers) == &it->he)
-        wake_one_timer_locked(q);
+        wake_one_locked(q, true);
 }
 
 /* Moves parked keys whose time has come into the FIFO; returns the next deadline. */
@@ -410,13 +399,7 @@ static void wait_locked(struct wq *q, usec_t now, usec_t deadline, usec_t until)
     struct wq_waiter w = {.woken = false};
     struct timespec ts;
 
-    if (pthread_cond_init(&w.cond, &q->mono) != 0) {
-        /* cannot sleep on a condvar of its own: yield the lock briefly and look again */
-        (void)pthread_mutex_unlock(&q->lock);
-        clock_sleep(USEC_PER_MSEC);
-        (void)pthread_mutex_lock(&q->lock);
-        return;
-    }
+    (void)pthread_cond_init(&w.cond, &q->mono); /* cannot fail: q->mono is valid */
     if (deadline != USEC_INFINITY && !q->timer_waiter) {
         q->timer_waiter = &w;
         if (deadline < until)
@@ -465,7 +448,7 @@ int wq_get_for(struct wq *q, const char **ret_key, usec_t idle)
     /* Leaving with keys still parked and nobody waiting for their deadline (this thread
      * may have been the timer waiter): an idle getter takes the role. */
     if (!q->timer_waiter && heap_next_deadline(&q->timers) != USEC_INFINITY)
-        wake_one_locked(q);
+        wake_one_locked(q, false);
     (void)pthread_mutex_unlock(&q->lock);
     if (!it)
         return r;
@@ -508,7 +491,7 @@ void wq_shutdown(struct wq *q)
     while ((e = heap_pop(&q->timers)))
         item_release(q, container_of(e, struct wq_item, he));
     while (q->sleepers || q->timer_waiter)
-        wake_one_locked(q);
+        wake_one_locked(q, false);
     (void)pthread_mutex_unlock(&q->lock);
 }
 

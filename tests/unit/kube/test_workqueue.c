@@ -446,8 +446,8 @@ static void test_keys_reach_every_idle_getter(void **state)
 }
 
 /* The getter waiting for the deadlines takes a due key and keeps it: another idle getter
- * takes over the waiting, so the next deadline is met while the first key is held. */
-static void test_timer_role_handed_over(void **state)
+ * waits for the next deadline, which is met while the first key is held. */
+static void test_deadline_met_while_key_held(void **state)
 {
     struct pool p = {.q = new_queue(0, 0, 0, 0)};
     pthread_t t[2];
@@ -460,6 +460,52 @@ static void test_timer_role_handed_over(void **state)
     pool_stop(&p, t, 2);
     assert_int_equal(p.done, 2);
     wq_free(p.q);
+}
+
+struct idle_getter {
+    struct wq *q;
+    usec_t idle;
+    int r;
+    atomic_bool finished;
+    char key[16];
+};
+
+static void *idle_getter_thread(void *arg)
+{
+    struct idle_getter *g = arg;
+    const char *k;
+    g->r = wq_get_for(g->q, &k, g->idle);
+    if (g->r == 0) {
+        (void)snprintf(g->key, sizeof(g->key), "%s", k);
+        wq_done(g->q, k);
+    }
+    atomic_store(&g->finished, true);
+    return NULL;
+}
+
+/* The timer waiter gives up (its idle time ends, as an elastic worker's does) before the
+ * deadline: it hands the waiting to an idle getter, which then takes the key when due.
+ * Without the hand-over that getter sleeps on until shutdown. */
+static void test_timer_role_handed_over(void **state)
+{
+    struct idle_getter a = {.idle = 30 * USEC_PER_MSEC, .r = 1},
+                       b = {.idle = USEC_INFINITY, .r = 1};
+    pthread_t ta, tb;
+    (void)state;
+    a.q = b.q = new_queue(0, 0, 0, 0);
+    wq_add_after(a.q, "k", 150 * USEC_PER_MSEC);
+    assert_int_equal(pthread_create(&ta, NULL, idle_getter_thread, &a), 0);
+    clock_sleep(10 * USEC_PER_MSEC); /* a waits for the deadline; b for keys */
+    assert_int_equal(pthread_create(&tb, NULL, idle_getter_thread, &b), 0);
+    assert_int_equal(pthread_join(ta, NULL), 0);
+    assert_int_equal(a.r, -ETIMEDOUT);
+    for (int i = 0; i < 500 && !atomic_load(&b.finished); i++)
+        clock_sleep(10 * USEC_PER_MSEC);
+    wq_shutdown(b.q);
+    assert_int_equal(pthread_join(tb, NULL), 0);
+    assert_int_equal(b.r, 0);
+    assert_string_equal(b.key, "k");
+    wq_free(a.q);
 }
 
 /* ---- rate limiting ---- */
@@ -767,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_bad_opts),
         cmocka_unit_test(test_deadline_wakes_one_getter),
         cmocka_unit_test(test_keys_reach_every_idle_getter),
+        cmocka_unit_test(test_deadline_met_while_key_held),
         cmocka_unit_test(test_timer_role_handed_over),
     };
 
