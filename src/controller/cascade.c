@@ -17,8 +17,9 @@
 #include "kube/res.h"
 #include "kube/store.h"
 
-#define CASCADE_NS_MAX  63 /* a namespace is a DNS label */
-#define CASCADE_UID_MAX 63 /* a UID is 36 characters; room for other forms */
+#define CASCADE_NS_MAX   63  /* a namespace is a DNS label */
+#define CASCADE_UID_MAX  63  /* a UID is 36 characters; room for other forms */
+#define CASCADE_NAME_MAX 253 /* an object's name is a DNS subdomain */
 
 struct cascade_owner {
     struct cascade_owner *next;
@@ -27,6 +28,19 @@ struct cascade_owner {
     int attempt; /* 0 on the first look */
     char ns[CASCADE_NS_MAX + 1];
     char uid[CASCADE_UID_MAX + 1];
+    /* Chained (an owner the controller deleted itself): its cache (borrowed) and name,
+     * looked at before its dependents are; NULL for an owner an informer saw go. */
+    struct kube_store *owner_store;
+    char owner_name[CASCADE_NAME_MAX + 1];
+};
+
+/* The waiting owners, three first-in first-out lists, each in order of due because each
+ * adds one fixed wait to the time of its append: owners seen deleted (the delay), owners
+ * looked at again after a refusal (retry) and chained owners (chain_delay). */
+enum { Q_OWNER, Q_RETRY, Q_CHAIN, Q_COUNT };
+
+struct cascade_fifo {
+    struct cascade_owner *head, *tail;
 };
 
 struct cascade_target {
@@ -40,9 +54,9 @@ struct cascade {
     struct cascade_target t[CASCADE_CLASSES][CASCADE_MAX_TARGETS];
     size_t nt[CASCADE_CLASSES];
     pthread_mutex_t lock;
-    pthread_cond_t work;               /* queued, or stopping (monotonic clock) */
-    pthread_cond_t idle;               /* len and running fell */
-    struct cascade_owner *head, *tail; /* in order of due, but for retries (see append) */
+    pthread_cond_t work; /* queued, or stopping (monotonic clock) */
+    pthread_cond_t idle; /* len and running fell */
+    struct cascade_fifo q[Q_COUNT];
     size_t len, running;
     bool stopping, joined;
     atomic_bool halt; /* stopping, for reads without the lock */
@@ -58,18 +72,29 @@ static const char *const outcome_name[] = {"deleted", "gone", "conflict", "faile
 
 /* ---- the queue ---------------------------------------------------------------------- */
 
-/* Appends o (taken). Called with the lock. A retry's due time can be earlier than the
- * tail's: it then waits behind it, at most the delay longer. */
-static void append(struct cascade *c, struct cascade_owner *o)
+/* Appends o (taken) to list q, due after wait. Called with the lock. */
+static void append(struct cascade *c, int q, struct cascade_owner *o, usec_t wait)
 {
+    struct cascade_fifo *f = &c->q[q];
+    o->due = clock_now() + wait;
     o->next = NULL;
-    if (c->tail)
-        c->tail->next = o;
+    if (f->tail)
+        f->tail->next = o;
     else
-        c->head = o;
-    c->tail = o;
+        f->head = o;
+    f->tail = o;
     c->len++;
     pthread_cond_signal(&c->work);
+}
+
+/* The list whose first owner is due first, or -1 when all are empty. */
+static int first_due(const struct cascade *c)
+{
+    int best = -1;
+    for (int q = 0; q < Q_COUNT; q++)
+        if (c->q[q].head && (best < 0 || c->q[q].head->due < c->q[best].head->due))
+            best = q;
+    return best;
 }
 
 bool cascade_owner_deleted(struct cascade *c, enum cascade_class cls, const char *ns,
@@ -87,10 +112,9 @@ bool cascade_owner_deleted(struct cascade *c, enum cascade_class cls, const char
     }
     o = XNEW(struct cascade_owner);
     o->cls = cls;
-    o->due = clock_now() + c->o.delay;
     (void)snprintf(o->ns, sizeof(o->ns), "%s", ns);
     (void)snprintf(o->uid, sizeof(o->uid), "%s", uid);
-    append(c, o);
+    append(c, Q_OWNER, o, c->o.delay);
     c->st.queued++;
     pthread_mutex_unlock(&c->lock);
     return true;
@@ -103,21 +127,22 @@ static struct cascade_owner *take(struct cascade *c)
     for (;;) {
         usec_t now = clock_now();
         struct timespec ts;
+        int q = first_due(c);
         if (c->stopping)
             return NULL;
-        if (!c->head) {
+        if (q < 0) {
             pthread_cond_wait(&c->work, &c->lock);
             continue;
         }
-        if (c->head->due > now) {
-            clock_deadline_mono(c->head->due - now, &ts);
+        if (c->q[q].head->due > now) {
+            clock_deadline_mono(c->q[q].head->due - now, &ts);
             (void)pthread_cond_timedwait(&c->work, &c->lock, &ts);
             continue;
         }
-        o = c->head;
-        c->head = o->next;
-        if (!c->head)
-            c->tail = NULL;
+        o = c->q[q].head;
+        c->q[q].head = o->next;
+        if (!c->q[q].head)
+            c->q[q].tail = NULL;
         c->len--;
         c->running++;
         return o;
@@ -188,6 +213,57 @@ static void count(struct cascade *c, const struct kube_res *res, enum outcome ou
         metric_inc(c->o.deletions, (const char *const[]){res->kind, outcome_name[out]});
 }
 
+/* The class of owner that a dependent of class cls is in turn: a claim's or pool's
+ * Sandbox owns its Pod and Service. -1: none (a Pod or Service owns nothing here). */
+static int dependents_class(enum cascade_class cls)
+{
+    return cls == CASCADE_OF_EXT ? CASCADE_OF_SANDBOX : -1;
+}
+
+/* obj (of target t, a dependent of o) was just deleted as the cache showed it: the
+ * garbage collector, behind already, would come to obj's own dependents only after it.
+ * Queues obj as an owner of their class, due once the controller's cache has seen it go
+ * (chain_delay), not the delay after that. Not when obj had finalizers: its DELETE only
+ * marked it then, and the garbage collector waits for it to go. Without the lock. */
+static void chain(struct cascade *c, const struct cascade_target *t, const struct cascade_owner *o,
+                  const json_t *obj)
+{
+    int cls = dependents_class(o->cls);
+    const char *uid = kube_obj_uid(obj), *name = kube_obj_name(obj);
+    struct cascade_owner *n;
+    if (cls < 0 || !c->nt[cls] || json_array_size(kube_obj_path(obj, "metadata.finalizers")) ||
+        !uid || !*uid || !name || strlen(uid) > CASCADE_UID_MAX || strlen(name) > CASCADE_NAME_MAX)
+        return;
+    n = XNEW(struct cascade_owner);
+    n->cls = (enum cascade_class)cls;
+    (void)snprintf(n->ns, sizeof(n->ns), "%s", o->ns);
+    (void)snprintf(n->uid, sizeof(n->uid), "%s", uid);
+    (void)snprintf(n->owner_name, sizeof(n->owner_name), "%s", name);
+    n->owner_store = t->store;
+    pthread_mutex_lock(&c->lock);
+    if (!c->stopping && c->len < c->o.max_queue) {
+        append(c, Q_CHAIN, n, c->o.chain_delay);
+        c->st.chained++;
+        n = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    xfree(n); /* left to the informer's look, the delay after it sees obj go */
+}
+
+/* True when o is chained and its owner is still in the cache: its deletion not seen yet,
+ * so the Sandbox controller could still act on it. */
+static bool owner_cached(const struct cascade_owner *o)
+{
+    json_t *obj;
+    bool same;
+    if (!o->owner_store)
+        return false;
+    obj = kube_store_get_ns(o->owner_store, o->ns, o->owner_name);
+    same = obj && kube_obj_uid(obj) && strcmp(kube_obj_uid(obj), o->uid) == 0;
+    json_decref(obj);
+    return same;
+}
+
 /* Deletes the dependents of o's owner in one target. Returns true when a DELETE was
  * refused by its preconditions (look again later). */
 static bool delete_in(struct cascade *c, const struct cascade_target *t,
@@ -203,6 +279,8 @@ static bool delete_in(struct cascade *c, const struct cascade_target *t,
         out = delete_one(c, t->res, v.v[i]);
         conflict |= out == OUT_CONFLICT;
         count(c, t->res, out);
+        if (out == OUT_DELETED)
+            chain(c, t, o, v.v[i]);
     }
     kube_objv_done(&v);
     return conflict;
@@ -221,16 +299,15 @@ static bool skip_owner(struct cascade *c, const struct cascade_owner *o)
 /* Looks at one owner; requeues it after a conflict, else frees it. */
 static void run_owner(struct cascade *c, struct cascade_owner *o)
 {
-    bool conflict = false, skip = skip_owner(c, o);
-    for (size_t i = 0; !skip && i < c->nt[o->cls]; i++)
+    bool conflict = false, skip = skip_owner(c, o), early = !skip && owner_cached(o);
+    for (size_t i = 0; !skip && !early && i < c->nt[o->cls]; i++)
         conflict |= delete_in(c, &c->t[o->cls][i], o);
     pthread_mutex_lock(&c->lock);
     c->running--;
     c->st.dropped += skip;
-    if (conflict && ++o->attempt < CASCADE_ATTEMPTS && !c->stopping) {
-        o->due = clock_now() + c->o.retry;
-        c->st.retries++;
-        append(c, o);
+    if ((conflict || early) && ++o->attempt < CASCADE_ATTEMPTS && !c->stopping) {
+        c->st.retries += conflict;
+        append(c, early ? Q_CHAIN : Q_RETRY, o, early ? c->o.chain_delay : c->o.retry);
         o = NULL;
     }
     pthread_cond_broadcast(&c->idle);
@@ -296,6 +373,7 @@ int cascade_new(const struct cascade_opts *opts, struct cascade **ret)
     c->o.max_queue = c->o.max_queue ? c->o.max_queue : CASCADE_DEFAULT_QUEUE;
     c->o.workers = c->o.workers > 0 ? c->o.workers : CASCADE_WORKERS;
     c->o.retry = c->o.retry ? c->o.retry : CASCADE_RETRY;
+    c->o.chain_delay = c->o.chain_delay ? c->o.chain_delay : CASCADE_CHAIN_DELAY;
     atomic_init(&c->halt, false);
     pthread_mutex_init(&c->lock, NULL);
     pthread_condattr_init(&ca);
@@ -348,11 +426,13 @@ void cascade_stop(struct cascade *c)
     for (int i = 0; i < c->nthreads; i++)
         pthread_join(c->threads[i], NULL);
     pthread_mutex_lock(&c->lock);
-    while ((o = c->head)) {
-        c->head = o->next;
-        xfree(o);
+    for (int q = 0; q < Q_COUNT; q++) {
+        while ((o = c->q[q].head)) {
+            c->q[q].head = o->next;
+            xfree(o);
+        }
+        c->q[q].tail = NULL;
     }
-    c->tail = NULL;
     c->len = 0;
     pthread_cond_broadcast(&c->idle);
     pthread_mutex_unlock(&c->lock);

@@ -18,6 +18,14 @@
  * deleted that the garbage collector would keep, and an object of the same name made
  * again has another UID.
  *
+ * Chained: a Sandbox the controller deletes this way (without finalizers, so the DELETE
+ * removes it) owns a Pod and a Service the garbage collector, behind already, would come
+ * to only after it. Its dependents are looked at CASCADE_CHAIN_DELAY later, once the
+ * Sandbox cache no longer holds it (so that the Sandbox controller does not put its Pod
+ * back), not the delay after the informer sees it go: a released claim's Pod goes with its
+ * Sandbox. While the cache still holds it, it is looked at again (CASCADE_ATTEMPTS looks in
+ * all); then the informer's look covers it.
+ *
  * Not while the namespace is being deleted (the namespace controller deletes everything
  * there), nor while the controller does not lead (active). The queue is bounded: an owner
  * that does not fit is left to the garbage collector. Thread-safe. */
@@ -51,6 +59,7 @@ enum cascade_class {
 #define CASCADE_DEFAULT_QUEUE 65536
 #define CASCADE_ATTEMPTS      3
 #define CASCADE_RETRY         (1 * USEC_PER_SEC)
+#define CASCADE_CHAIN_DELAY   (100 * USEC_PER_MSEC)
 #define CASCADE_WORKERS       2
 #define CASCADE_MAX_TARGETS   4 /* dependent kinds per class */
 
@@ -67,6 +76,8 @@ struct cascade_opts {
     size_t max_queue;           /* owners waiting; 0 = CASCADE_DEFAULT_QUEUE */
     int workers;                /* 0 = CASCADE_WORKERS */
     usec_t retry;               /* after a conflict; 0 = CASCADE_RETRY */
+    usec_t chain_delay;         /* a chained owner's first look, and between looks while the
+                                   cache still shows it; 0 = CASCADE_CHAIN_DELAY */
     bool (*active)(void *ctx);  /* NULL: always; false: queued owners are dropped */
     void *active_ctx;
     struct metric *deletions;  /* counter labelled kind, result; NULL: none */
@@ -83,6 +94,8 @@ struct cascade_stats {
     unsigned long conflict; /* a DELETE refused by its preconditions (409) */
     unsigned long failed;   /* any other error */
     unsigned long retries;  /* owners looked at again after a conflict */
+    unsigned long chained;  /* owners the controller deleted itself, queued for their own
+                               dependents at once (see the header's comment) */
 };
 
 struct cascade;

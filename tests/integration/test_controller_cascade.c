@@ -8,7 +8,8 @@
  * object for ever and deletes nothing. The controller matches the owner by UID alone (a
  * UID names one object). The manager runs in-process with a 1 s delay on a client whose
  * request observer counts its DELETEs by resource and answer. Checked: a deleted
- * Sandbox's Pod and Service go, one DELETE each; a deleted claim's Sandbox goes; a claim
+ * Sandbox's Pod and Service go, one DELETE each; a deleted claim's Sandbox goes; a
+ * Sandbox the controller deleted takes its Pod along at once, not the delay after; a claim
  * deleted with propagationPolicy=Orphan keeps its Sandbox (the garbage collector rewrites
  * it first); a claim made again under the same name keeps the new claim's Sandbox; a
  * Sandbox with a second owner is kept; with the delay off nothing is deleted. */
@@ -295,6 +296,36 @@ static void test_claim_sandbox(void **state)
     xfree(uid);
 }
 
+/* A Sandbox the controller deletes for its deleted claim takes its Pod along: the Pod is
+ * looked at once the Sandbox is out of the cache, not the delay after its deletion is
+ * seen. With a 10 s delay the Sandbox goes 10 s after the claim and the Pod within 5 s of
+ * it (the delay would make that 10 s again). The Pod's owner reference is one the garbage
+ * collector cannot resolve, so only the controller deletes it. */
+static void test_claim_sandbox_chained(void **state)
+{
+    unsigned pods0 = deleted(R_PODS);
+    char *uid, *sb_uid;
+    (void)state;
+    ctrl_manager_free(mgr);
+    mgr = NULL;
+    assert_int_equal(start_manager(10 * USEC_PER_SEC), 0);
+    create_claim("c6");
+    uid = uid_of(&API_RES_SANDBOXCLAIMS, "c6");
+    create_sandbox("c6-sb", json_pack("[o]", gone_ref(uid, true)), false);
+    wait_present(&KUBE_RES_PODS, "c6-sb");
+    sb_uid = uid_of(&API_RES_SANDBOXES, "c6-sb");
+    set_refs(&KUBE_RES_PODS, "c6-sb", json_pack("[o]", gone_ref(sb_uid, true)));
+    delete_obj(&API_RES_SANDBOXCLAIMS, "c6", NULL);
+    wait_gone(&API_RES_SANDBOXES, "c6-sb");
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_PODS, ns, "c6-sb", 5 * USEC_PER_SEC), 0);
+    assert_int_equal(deleted(R_PODS) - pods0, 1);
+    ctrl_manager_free(mgr);
+    mgr = NULL;
+    assert_int_equal(start_manager(DELAY), 0);
+    xfree(sb_uid);
+    xfree(uid);
+}
+
 /* A real owner reference to claim name (uid), controller or not. */
 static json_t *claim_ref(const char *name, const char *uid, bool controller)
 {
@@ -424,9 +455,13 @@ static void test_off(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sandbox_children),  cmocka_unit_test(test_claim_sandbox),
-        cmocka_unit_test(test_orphan_kept),       cmocka_unit_test(test_same_name_kept),
-        cmocka_unit_test(test_second_owner_kept), cmocka_unit_test(test_off),
+        cmocka_unit_test(test_sandbox_children),
+        cmocka_unit_test(test_claim_sandbox),
+        cmocka_unit_test(test_claim_sandbox_chained),
+        cmocka_unit_test(test_orphan_kept),
+        cmocka_unit_test(test_same_name_kept),
+        cmocka_unit_test(test_second_owner_kept),
+        cmocka_unit_test(test_off),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

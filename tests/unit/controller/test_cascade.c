@@ -38,6 +38,8 @@ struct fake {
     long status[32]; /* answer to call i: 0 = success, else this HTTP status */
     atomic_bool active;
     struct kube_store *pods, *services, *sandboxes;
+    /* a deleted Sandbox leaves the Sandbox cache with its DELETE (as its watch event) */
+    bool drop_deleted;
     /* after a 409 answer, put this object in pods (the cache's newer version) */
     json_t *after_conflict;
 };
@@ -62,6 +64,11 @@ static int fake_delete(void *ctx, const struct kube_res *res, const json_t *obj,
         st = f->status[f->n++];
     }
     pthread_mutex_unlock(&f->lock);
+    if (strcmp(res->kind, "Sandbox") == 0 && f->drop_deleted) {
+        char key[300];
+        (void)snprintf(key, sizeof(key), "%s/%s", ns, name);
+        (void)kube_store_remove(f->sandboxes, key, NULL);
+    }
     if (!st)
         return 0;
     if (st == 409 && f->after_conflict) {
@@ -140,6 +147,7 @@ static struct cascade *start(struct fake *f, usec_t delay, size_t max_queue)
     struct cascade_opts o = {.delay = delay,
                              .max_queue = max_queue,
                              .retry = 20 * USEC_PER_MSEC,
+                             .chain_delay = 30 * USEC_PER_MSEC,
                              .active = fake_active,
                              .active_ctx = f,
                              .delete = fake_delete,
@@ -336,6 +344,89 @@ static void test_bounds_off_stop(void **state)
     assert_int_equal(calls(f), 0);
 }
 
+/* A Sandbox the controller deletes itself (its claim gone) takes its Pod and Service
+ * with it: looked at chain_delay later, not the delay after the Sandbox informer's event.
+ * A Sandbox with finalizers (its DELETE only marks it) is not chained; a chained one is
+ * not looked at while the Sandbox cache still holds it (the Sandbox controller could put
+ * the Pod back), and is left to the informer's look after CASCADE_ATTEMPTS looks. */
+static void test_chained_dependents(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, 400 * USEC_PER_MSEC, 0);
+    struct cascade_stats st;
+    json_t *fin;
+    usec_t t0;
+    (void)kube_store_put(f->sandboxes, obj("ns", "sb1", "3", "u-claim", "ctl", false), NULL);
+    (void)kube_store_put(f->pods, obj("ns", "sb1", "4", "u-sb1", "ctl", false), NULL);
+    (void)kube_store_put(f->services, obj("ns", "sb1", "5", "u-sb1", "ctl", false), NULL);
+    f->drop_deleted = true;
+    t0 = clock_now();
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_EXT, "ns", "u-claim"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 3);
+    assert_string_equal(f->calls[0].kind, "Sandbox");
+    for (int i = 1; i < 3; i++) {
+        assert_string_equal(f->calls[i].name, "sb1");
+        assert_string_equal(f->calls[i].uid, "u-sb1");
+        assert_true(f->calls[i].at - f->calls[0].at >= 30 * USEC_PER_MSEC);
+    }
+    /* well before the Sandbox's own delay would have run out */
+    assert_true(f->calls[2].at - t0 < 800 * USEC_PER_MSEC);
+    cascade_stats(c, &st);
+    assert_int_equal(st.chained, 1);
+    assert_int_equal(st.deleted, 3);
+
+    /* finalizers: the DELETE only marks the Sandbox; its Pod waits for it to go */
+    fin = obj("ns", "sb2", "6", "u-claim2", "ctl", false);
+    json_object_set_new(json_object_get(fin, "metadata"), "finalizers",
+                        json_pack("[s]", "example.com/keep"));
+    (void)kube_store_put(f->sandboxes, fin, NULL);
+    (void)kube_store_put(f->pods, obj("ns", "sb2", "7", "u-sb2", "ctl", false), NULL);
+    f->drop_deleted = false;
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_EXT, "ns", "u-claim2"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 4);
+    assert_string_equal(f->calls[3].kind, "Sandbox");
+    cascade_stats(c, &st);
+    assert_int_equal(st.chained, 1);
+
+    /* still cached after its DELETE (the informer behind): nothing deleted under it */
+    (void)kube_store_put(f->sandboxes, obj("ns", "sb3", "8", "u-claim3", "ctl", false), NULL);
+    (void)kube_store_put(f->pods, obj("ns", "sb3", "9", "u-sb3", "ctl", false), NULL);
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_EXT, "ns", "u-claim3"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 5);
+    assert_string_equal(f->calls[4].kind, "Sandbox");
+    cascade_stats(c, &st);
+    assert_int_equal(st.chained, 2);
+    assert_int_equal(st.retries, 0);
+    cascade_free(c);
+}
+
+/* A chained owner whose Sandbox leaves the cache only after its DELETE (the informer
+ * behind): its Pod goes at a look after that, not before. */
+static void test_chained_waits_for_cache(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, CASCADE_NOW, 0);
+    usec_t gone;
+    (void)kube_store_put(f->sandboxes, obj("ns", "sb4", "10", "u-claim4", "ctl", false), NULL);
+    (void)kube_store_put(f->pods, obj("ns", "sb4", "11", "u-sb4", "ctl", false), NULL);
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_EXT, "ns", "u-claim4"));
+    for (int i = 0; i < 500 && calls(f) < 1; i++)
+        clock_sleep(USEC_PER_MSEC);
+    assert_int_equal(calls(f), 1);
+    /* between the first look (30 ms after the DELETE) and the last (90 ms) */
+    clock_sleep(45 * USEC_PER_MSEC);
+    assert_int_equal(kube_store_remove(f->sandboxes, "ns/sb4", NULL), 0);
+    gone = clock_now();
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 2);
+    assert_string_equal(f->calls[1].kind, "Pod");
+    assert_true(f->calls[1].at >= gone);
+    cascade_free(c);
+}
+
 /* Registration limits and a missing client and delete function. */
 static void test_registration(void **state)
 {
@@ -366,6 +457,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_inactive_drops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds_off_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_registration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chained_dependents, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chained_waits_for_cache, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
