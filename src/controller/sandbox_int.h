@@ -39,7 +39,8 @@ void sb__backstop(struct sb_pass *p, usec_t delay);
  * record expires, in case the informer never shows the child. */
 json_t *sb__created_child(struct sb_pass *p, const struct kube_res *res, const char *name);
 /** After our create of the child res/name was refused with AlreadyExists: reads it.
- * Returns it (new reference), or NULL with *reterr set when the read failed. One the
+ * Returns it (new reference), or NULL with *reterr set when the read failed (the read's
+ * code; a message that says the object exists and why it could not be read). One the
  * Sandbox controls is recorded as created (sb__created_child), so that the passes until
  * the cache shows it use it instead of creating it again: one refused create and one read
  * per record's life, not a create retried with back-off. */

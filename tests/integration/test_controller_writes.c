@@ -848,6 +848,77 @@ static void test_created_pod_not_cached(void **state)
     assert_int_equal(count_of("DELETE pods"), 0);
 }
 
+static const struct kube_res ROLES = {"rbac.authorization.k8s.io", "v1", "Role", "roles", true};
+static const struct kube_res ROLEBINDINGS = {"rbac.authorization.k8s.io", "v1", "RoleBinding",
+                                             "rolebindings", true};
+
+/* The test user alice may do everything the controller does in ns but read one Pod. */
+static void grant_all_but_pod_get(void)
+{
+    struct kube_err e;
+    json_t *role = json_pack(
+        "{s:s,s:s,s:{s:s},s:[{s:[s],s:[s],s:[s,s,s,s,s,s]},{s:[s],s:[s,s,s,s,s,s],s:[s]},"
+        "{s:[s,s,s,s,s],s:[s],s:[s]}]}",
+        "apiVersion", "rbac.authorization.k8s.io/v1", "kind", "Role", "metadata", "name",
+        "all-but-pod-get", "rules", "apiGroups", "", "resources", "pods", "verbs", "list", "watch",
+        "create", "update", "patch", "delete", "apiGroups", "", "resources", "services",
+        "persistentvolumeclaims", "events", "configmaps", "secrets", "serviceaccounts", "verbs",
+        "*", "apiGroups", "agents.x-k8s.io", "extensions.agents.x-k8s.io", "networking.k8s.io",
+        "events.k8s.io", "coordination.k8s.io", "resources", "*", "verbs", "*");
+    json_t *binding =
+        json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s},s:[{s:s,s:s,s:s}]}", "apiVersion",
+                  "rbac.authorization.k8s.io/v1", "kind", "RoleBinding", "metadata", "name",
+                  "all-but-pod-get", "roleRef", "apiGroup", "rbac.authorization.k8s.io", "kind",
+                  "Role", "name", "all-but-pod-get", "subjects", "kind", "User", "apiGroup",
+                  "rbac.authorization.k8s.io", "name", "alice");
+    IT_OK(kube_create(c, &ROLES, ns, role, NULL, &e), &e);
+    IT_OK(kube_create(c, &ROLEBINDINGS, ns, binding, NULL, &e), &e);
+    json_decref(role);
+    json_decref(binding);
+}
+
+/* The Ready condition's message of Sandbox ctx says its Pod exists and why it could not
+ * be read. */
+static bool says_unreadable(void *ctx)
+{
+    json_t *sb = it_obj_get(c, &API_RES_SANDBOXES, ns, ctx);
+    const json_t *cond = sb_cond_get(json_object_get(sb, "status"), SB_COND_READY);
+    const char *msg = json_string_value(json_object_get(cond, "message"));
+    bool ok = msg && strstr(msg, "pods \"unread-0\" already exists and could not be read: ") &&
+              strstr(msg, "forbidden");
+    json_decref(sb);
+    return ok;
+}
+
+/* A create refused with AlreadyExists, then a read of the object refused too: the error
+ * says both (the object exists; why it could not be read), not "create failed" with the
+ * read's error alone. The controller runs as alice, who may not get Pods, and its Pod
+ * cache leaves this Sandbox's Pod out: once the record of the Pod it created expires,
+ * the pass creates it again (AlreadyExists) and reads it (Forbidden). */
+static void test_existing_child_unreadable(void **state)
+{
+    struct ctrl_opts o = mgr_opts;
+    struct kube_client_opts ao = {.qps = 0, .max_retries = -1};
+    struct kube_client *alice = NULL;
+    struct kube_err e = {0};
+    (void)state;
+    grant_all_but_pod_get();
+    IT_OK(it_client_new_user("alice", &ao, &alice, &e), &e);
+    o.client = alice;
+    o.child_cache_selector = "!" HIDDEN_LABEL;
+    restart_manager(&o);
+    create(&API_RES_SANDBOXES,
+           json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "unread-0", "spec",
+                     "podTemplate", "metadata", "labels", HIDDEN_LABEL, "1", "spec", "containers",
+                     "name", "runtime", "image", "registry.local/runtime:1"));
+    assert_int_equal(it_wait(pod_exists, "unread-0", WAIT), 0);
+    assert_int_equal(it_wait(says_unreadable, "unread-0", WAIT), 0);
+    restart_manager(&mgr_opts);
+    kube_client_free(alice);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "unread-0", &e), &e);
+}
+
 static void restart_hiding_children_of(const char *name, char *sel, size_t size)
 {
     char hash[SB_HASH_LEN + 1];
@@ -1214,6 +1285,7 @@ int main(void)
         cmocka_unit_test(test_write_through_flags),
         cmocka_unit_test(test_created_pod_not_cached),
         cmocka_unit_test(test_created_children_not_cached),
+        cmocka_unit_test(test_existing_child_unreadable),
         cmocka_unit_test(test_created_pod_suspended),
         cmocka_unit_test(test_side_write_claim_gone),
         cmocka_unit_test(test_pod_meta_held),
