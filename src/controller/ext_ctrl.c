@@ -796,11 +796,18 @@ int ext_ctrl_wait_synced(struct ext_ctrl *x, usec_t timeout)
     return 0;
 }
 
+void ext_ctrl_request_stop(struct ext_ctrl *x)
+{
+    for (int i = 0; x && i < EXT_INF_COUNT; i++)
+        kube_informer_request_stop(x->inf[i]);
+}
+
 void ext_ctrl_stop(struct ext_ctrl *x)
 {
     if (!x || atomic_exchange(&x->stopped, true))
         return;
     ext_ctrl_stop_workers(x);
+    ext_ctrl_request_stop(x); /* all asked, then each joined: one watch's wait in all */
     for (int i = 0; i < EXT_INF_COUNT; i++)
         if (x->inf[i])
             kube_informer_stop(x->inf[i]);

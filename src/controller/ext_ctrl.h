@@ -92,6 +92,9 @@ void ext_ctrl_start_workers(struct ext_ctrl *x);
 void ext_ctrl_stop_workers(struct ext_ctrl *x);
 /** Stops the informers (after the workers). Idempotent. */
 void ext_ctrl_stop(struct ext_ctrl *x);
+/** Asks the informers to stop without waiting (ext_ctrl_stop then joins them), so that
+ * the manager's and these end their watches together. NULL is fine. */
+void ext_ctrl_request_stop(struct ext_ctrl *x);
 /** Stops and frees; NULL is fine. */
 void ext_ctrl_free(struct ext_ctrl *x);
 /** True when every extension informer has synced. */

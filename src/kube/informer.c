@@ -540,12 +540,19 @@ int kube_informer_start(struct kube_informer *inf)
     return 0;
 }
 
-void kube_informer_stop(struct kube_informer *inf)
+void kube_informer_request_stop(struct kube_informer *inf)
 {
+    if (!inf)
+        return;
     atomic_store(&inf->stop, true);
     lock(inf);
     ASSERT(pthread_cond_broadcast(&inf->cond) == 0);
     unlock(inf);
+}
+
+void kube_informer_stop(struct kube_informer *inf)
+{
+    kube_informer_request_stop(inf);
     if (inf->started && !inf->joined) {
         ASSERT(pthread_join(inf->thread, NULL) == 0);
         inf->joined = true;
