@@ -775,6 +775,16 @@ static void patch_labels(const struct kube_res *res, const char *name, json_t *l
     json_decref(patch);
 }
 
+/* Creates Sandbox name whose Pod template carries HIDDEN_LABEL. */
+static void create_hidden_pod_sandbox(const char *name)
+{
+    create(&API_RES_SANDBOXES,
+           json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", name, "spec",
+                     "podTemplate", "metadata", "labels", HIDDEN_LABEL, "1", "spec", "containers",
+                     "name", "runtime", "image", "registry.local/runtime:1"));
+}
+
 /* Five passes of Sandbox name in 0.5 s (a label changed each time), then 0.5 s more. */
 static void touch_five_times(const char *name)
 {
@@ -817,11 +827,7 @@ static void test_created_pod_not_cached(void **state)
     clock_sleep(SETTLE);
     counts_reset();
     usec_t start = clock_now();
-    create(&API_RES_SANDBOXES,
-           json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}", "apiVersion",
-                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "hidden-0", "spec",
-                     "podTemplate", "metadata", "labels", HIDDEN_LABEL, "1", "spec", "containers",
-                     "name", "runtime", "image", "registry.local/runtime:1"));
+    create_hidden_pod_sandbox("hidden-0");
     assert_int_equal(it_wait(pod_exists, "hidden-0", WAIT), 0);
     /* Five more passes while the cache has no Pod, within the record's life (the memo's
      * TTL, 3 s) on a quiet machine: each would have been a refused create and a read. */
@@ -907,11 +913,7 @@ static void test_existing_child_unreadable(void **state)
     o.client = alice;
     o.child_cache_selector = "!" HIDDEN_LABEL;
     restart_manager(&o);
-    create(&API_RES_SANDBOXES,
-           json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:{s:s}}, s:{s:[{s:s, s:s}]}}}}", "apiVersion",
-                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "unread-0", "spec",
-                     "podTemplate", "metadata", "labels", HIDDEN_LABEL, "1", "spec", "containers",
-                     "name", "runtime", "image", "registry.local/runtime:1"));
+    create_hidden_pod_sandbox("unread-0");
     assert_int_equal(it_wait(pod_exists, "unread-0", WAIT), 0);
     assert_int_equal(it_wait(says_unreadable, "unread-0", WAIT), 0);
     restart_manager(&mgr_opts);
