@@ -220,34 +220,48 @@ static int dependents_class(enum cascade_class cls)
     return cls == CASCADE_OF_EXT ? CASCADE_OF_SANDBOX : -1;
 }
 
-/* obj (of target t, a dependent of o) was just deleted as the cache showed it: the
- * garbage collector, behind already, would come to obj's own dependents only after it.
- * Queues obj as an owner of their class, due once the controller's cache has seen it go
- * (chain_delay), not the delay after that. Not when obj had finalizers: its DELETE only
- * marked it then, and the garbage collector waits for it to go. Without the lock. */
-static void chain(struct cascade *c, const struct cascade_target *t, const struct cascade_owner *o,
-                  const json_t *obj)
+/* Queues obj, just deleted by the controller, as an owner of class cls whose dependents
+ * are looked at once store (obj's cache) no longer holds it (chain_delay), not the delay
+ * after the informer sees it go. Not when obj had finalizers: its DELETE only marked it
+ * then, and the garbage collector waits for it to go. Without the lock. */
+static void queue_chained(struct cascade *c, int cls, const json_t *obj, struct kube_store *store)
 {
-    int cls = dependents_class(o->cls);
+    const char *ns = kube_obj_namespace(obj);
     const char *uid = kube_obj_uid(obj), *name = kube_obj_name(obj);
     struct cascade_owner *n;
-    if (cls < 0 || !c->nt[cls] || json_array_size(kube_obj_path(obj, "metadata.finalizers")) ||
-        !uid || !*uid || !name || strlen(uid) > CASCADE_UID_MAX || strlen(name) > CASCADE_NAME_MAX)
+    if (cls < 0 || !c->nt[cls] || !store ||
+        json_array_size(kube_obj_path(obj, "metadata.finalizers")) || !ns ||
+        strlen(ns) > CASCADE_NS_MAX || !uid || !*uid || strlen(uid) > CASCADE_UID_MAX || !name ||
+        strlen(name) > CASCADE_NAME_MAX)
         return;
     n = XNEW(struct cascade_owner);
     n->cls = (enum cascade_class)cls;
-    (void)snprintf(n->ns, sizeof(n->ns), "%s", o->ns);
+    (void)snprintf(n->ns, sizeof(n->ns), "%s", ns);
     (void)snprintf(n->uid, sizeof(n->uid), "%s", uid);
     (void)snprintf(n->owner_name, sizeof(n->owner_name), "%s", name);
-    n->owner_store = t->store;
+    n->owner_store = store;
     pthread_mutex_lock(&c->lock);
-    if (!c->stopping && c->len < c->o.max_queue) {
+    if (!c->stopping && c->len < c->o.max_queue && c->o.delay != CASCADE_OFF) {
         append(c, Q_CHAIN, n, c->o.chain_delay);
         c->st.chained++;
         n = NULL;
     }
     pthread_mutex_unlock(&c->lock);
     xfree(n); /* left to the informer's look, the delay after it sees obj go */
+}
+
+/* obj (of target t, a dependent of o) was just deleted as the cache showed it: the
+ * garbage collector, behind already, would come to obj's own dependents only after it. */
+static void chain(struct cascade *c, const struct cascade_target *t, const struct cascade_owner *o,
+                  const json_t *obj)
+{
+    queue_chained(c, dependents_class(o->cls), obj, t->store);
+}
+
+void cascade_sandbox_deleted(struct cascade *c, const json_t *sb)
+{
+    if (c && sb && c->nt[CASCADE_OF_EXT])
+        queue_chained(c, CASCADE_OF_SANDBOX, sb, c->t[CASCADE_OF_EXT][0].store);
 }
 
 /* True when o is chained and its owner is still in the cache: its deletion not seen yet,

@@ -109,6 +109,12 @@ int cascade_new(const struct cascade_opts *opts, struct cascade **ret);
  * -EINVAL or -ENOSPC (CASCADE_MAX_TARGETS). */
 int cascade_add_dependent(struct cascade *c, enum cascade_class cls, const struct kube_res *res,
                           struct kube_store *store, const char *index);
+/** sb (borrowed), a Sandbox the controller has just deleted elsewhere (a pool's surplus
+ * member, a claim's unusable Sandbox), is chained: its Pod and Service are looked at once
+ * the Sandbox cache (the one registered for CASCADE_OF_EXT) no longer holds it. Nothing
+ * without that registration, with the delay off, or for a Sandbox with finalizers. Any
+ * thread. */
+void cascade_sandbox_deleted(struct cascade *c, const json_t *sb);
 /** Queues the deleted owner uid in ns (copied) of class cls. Returns false when nothing
  * was queued: off, stopped, queue full, or a name too long for an object. Any thread. */
 bool cascade_owner_deleted(struct cascade *c, enum cascade_class cls, const char *ns,

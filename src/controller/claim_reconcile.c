@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
+#include "controller/cascade.h"
 #include "controller/claim_meta.h"
 #include "controller/claim_status.h"
 #include "controller/ext_int.h"
@@ -197,6 +198,7 @@ static void late_fallback(struct claim_pass *p, const json_t *tpl, const char *p
         p->err = e.code ? e.code : -EIO;
         return;
     }
+    cascade_sandbox_deleted(p->x->d.cascade, p->sb); /* its Pod goes with it */
     ext__binding_drop(p->x, p->uid);
     json_decref(p->sb);
     p->sb = NULL;
@@ -317,6 +319,8 @@ static void expire_act(struct claim_pass *p)
         if (!p->sb || kube_obj_deleting(p->sb))
             return;
         r = kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, p->sb, false, NULL, &e);
+        if (r >= 0)
+            cascade_sandbox_deleted(p->x->d.cascade, p->sb);
     }
     if (r < 0 && !kube_err_is_not_found(&e))
         p->err = e.code ? e.code : -EIO;

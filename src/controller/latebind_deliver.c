@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/map.h"
 #include "common/xalloc.h"
+#include "controller/cascade.h"
 #include "controller/ext_int.h"
 #include "controller/latebind_spec.h"
 #include "controller/pool_expect.h"
@@ -118,6 +119,8 @@ static void delete_member(struct ext_ctrl *x, const char *pool_key, const json_t
         log_warn("deleting a pool member without config token failed\tsandbox=%s/%s "
                  "detail=\"%s\"",
                  kube_obj_namespace(sb), kube_obj_name(sb), e.message);
+    } else {
+        cascade_sandbox_deleted(x->d.cascade, sb);
     }
 }
 

@@ -13,6 +13,7 @@
 #include "common/map.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
+#include "controller/cascade.h"
 #include "controller/claim_queue.h"
 #include "controller/ext_int.h"
 #include "controller/ext_names.h"
@@ -105,6 +106,8 @@ static void delete_members(struct pool_pass *p, const struct pool_plan *plan)
             pool_expect_deletion_observed(p->x->expect, p->key, kube_obj_uid(sb));
             if (!kube_err_is_not_found(&e) && !p->err)
                 p->err = e.code ? e.code : -EIO;
+        } else {
+            cascade_sandbox_deleted(p->x->d.cascade, sb); /* its Pod goes with it */
         }
     }
 }

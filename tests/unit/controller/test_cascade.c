@@ -427,6 +427,38 @@ static void test_chained_waits_for_cache(void **state)
     cascade_free(c);
 }
 
+/* A Sandbox the controller deleted elsewhere (a pool's surplus member, a claim's unusable
+ * Sandbox) is chained the same way: its Pod goes chain_delay later, not the delay after
+ * the Sandbox informer's event; not a Sandbox with finalizers; NULLs are ignored. */
+static void test_sandbox_deleted_elsewhere(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, 10 * USEC_PER_SEC, 0);
+    json_t *sb = obj("ns", "sb5", "12", "u-pool", "ctl", false);
+    json_t *fin = obj("ns", "sb6", "14", "u-pool", "ctl", false);
+    struct cascade_stats st;
+    (void)kube_store_put(f->pods, obj("ns", "sb5", "13", "u-sb5", "ctl", false), NULL);
+    (void)kube_store_put(f->pods, obj("ns", "sb6", "15", "u-sb6", "ctl", false), NULL);
+    cascade_sandbox_deleted(c, sb);
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 1);
+    assert_string_equal(f->calls[0].kind, "Pod");
+    assert_string_equal(f->calls[0].uid, "u-sb5");
+    json_object_set_new(json_object_get(fin, "metadata"), "finalizers",
+                        json_pack("[s]", "example.com/keep"));
+    cascade_sandbox_deleted(c, fin);
+    cascade_sandbox_deleted(c, NULL);
+    cascade_sandbox_deleted(NULL, sb);
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 1);
+    cascade_stats(c, &st);
+    assert_int_equal(st.chained, 1);
+    assert_int_equal(st.queued, 0);
+    cascade_free(c);
+    json_decref(sb);
+    json_decref(fin);
+}
+
 /* Registration limits and a missing client and delete function. */
 static void test_registration(void **state)
 {
@@ -459,6 +491,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_registration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chained_dependents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chained_waits_for_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sandbox_deleted_elsewhere, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
