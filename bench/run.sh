@@ -96,8 +96,8 @@ setup_target() {
 		# a fresh API server has none of the CRDs the scenarios create objects of
 		"$KC" --kubeconfig "$AS_KUBECONFIG" apply --server-side --force-conflicts \
 			--field-manager=agent-sandbox-bench -f api/crds/ >/dev/null &&
-			"$KC" --kubeconfig "$AS_KUBECONFIG" wait --for condition=established --timeout=60s \
-				-f api/crds/ >/dev/null || { log "cannot install the CRDs"; return 1; }
+			hack/wait-crds.sh "$KC" --kubeconfig "$AS_KUBECONFIG" ||
+			{ log "cannot install the CRDs"; return 1; }
 		LGFLAGS=(--kubelet)
 		local d=${AS_APISERVER_DIR:-$ROOT/.cache/apiserver} a e
 		a=$(cat "$d/kube-apiserver.pid" 2>/dev/null) e=$(cat "$d/etcd.pid" 2>/dev/null)

@@ -162,9 +162,7 @@ install_crds() {
 	log "installing the CRDs"
 	kctl apply --server-side --force-conflicts --field-manager=agent-sandbox-up \
 		-f "$ROOT/api/crds/" >/dev/null
-	kctl wait --for condition=established --timeout=60s crd \
-		sandboxes.agents.x-k8s.io sandboxtemplates.extensions.agents.x-k8s.io \
-		sandboxclaims.extensions.agents.x-k8s.io sandboxwarmpools.extensions.agents.x-k8s.io >/dev/null
+	"$ROOT/hack/wait-crds.sh" "$CACHE_DIR/bin/kubectl" --kubeconfig "$(kubeconfig)"
 }
 
 install_defaults() {

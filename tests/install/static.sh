@@ -32,9 +32,7 @@ static_apply() {
 			k apply --server-side --dry-run=server -f - >/dev/null"
 	check "install.yaml applies (server-side)" eval \
 		"k apply --server-side --field-manager=install-test -f '$ROOT/install.yaml' >'$WORK/apply.log' 2>&1"
-	check "CRDs are Established" eval "k wait >/dev/null --for condition=established --timeout=60s \
-		crd/sandboxes.agents.x-k8s.io crd/sandboxtemplates.extensions.agents.x-k8s.io \
-		crd/sandboxclaims.extensions.agents.x-k8s.io crd/sandboxwarmpools.extensions.agents.x-k8s.io"
+	check "CRDs are Established" "$ROOT/hack/wait-crds.sh" "$KUBECTL"
 	check "a second apply changes nothing (kubectl diff is empty)" eval \
 		"k diff --server-side --field-manager=install-test -f '$ROOT/install.yaml' >/dev/null"
 }
