@@ -97,23 +97,34 @@ static int first_due(const struct cascade *c)
     return best;
 }
 
+/* A new owner of class cls (caller owns it), or NULL when ns or uid is missing or too
+ * long for it. */
+static struct cascade_owner *owner_new(enum cascade_class cls, const char *ns, const char *uid)
+{
+    struct cascade_owner *o;
+    if (!ns || !uid || !*uid || strlen(ns) > CASCADE_NS_MAX || strlen(uid) > CASCADE_UID_MAX)
+        return NULL;
+    o = XNEW(struct cascade_owner);
+    o->cls = cls;
+    (void)snprintf(o->ns, sizeof(o->ns), "%s", ns);
+    (void)snprintf(o->uid, sizeof(o->uid), "%s", uid);
+    return o;
+}
+
 bool cascade_owner_deleted(struct cascade *c, enum cascade_class cls, const char *ns,
                            const char *uid)
 {
     struct cascade_owner *o;
-    if (!c || c->o.delay == CASCADE_OFF || (unsigned)cls >= CASCADE_CLASSES || !ns || !uid ||
-        !*uid || strlen(ns) > CASCADE_NS_MAX || strlen(uid) > CASCADE_UID_MAX)
+    if (!c || c->o.delay == CASCADE_OFF || (unsigned)cls >= CASCADE_CLASSES ||
+        !(o = owner_new(cls, ns, uid)))
         return false;
     pthread_mutex_lock(&c->lock);
     if (c->stopping || c->len >= c->o.max_queue) {
         c->st.dropped += !c->stopping;
         pthread_mutex_unlock(&c->lock);
+        xfree(o);
         return false;
     }
-    o = XNEW(struct cascade_owner);
-    o->cls = cls;
-    (void)snprintf(o->ns, sizeof(o->ns), "%s", ns);
-    (void)snprintf(o->uid, sizeof(o->uid), "%s", uid);
     append(c, Q_OWNER, o, c->o.delay);
     c->st.queued++;
     pthread_mutex_unlock(&c->lock);
@@ -226,18 +237,13 @@ static int dependents_class(enum cascade_class cls)
  * then, and the garbage collector waits for it to go. Without the lock. */
 static void queue_chained(struct cascade *c, int cls, const json_t *obj, struct kube_store *store)
 {
-    const char *ns = kube_obj_namespace(obj);
-    const char *uid = kube_obj_uid(obj), *name = kube_obj_name(obj);
+    const char *name = kube_obj_name(obj);
     struct cascade_owner *n;
     if (cls < 0 || !c->nt[cls] || !store ||
-        json_array_size(kube_obj_path(obj, "metadata.finalizers")) || !ns ||
-        strlen(ns) > CASCADE_NS_MAX || !uid || !*uid || strlen(uid) > CASCADE_UID_MAX || !name ||
-        strlen(name) > CASCADE_NAME_MAX)
+        json_array_size(kube_obj_path(obj, "metadata.finalizers")) || !name ||
+        strlen(name) > CASCADE_NAME_MAX ||
+        !(n = owner_new((enum cascade_class)cls, kube_obj_namespace(obj), kube_obj_uid(obj))))
         return;
-    n = XNEW(struct cascade_owner);
-    n->cls = (enum cascade_class)cls;
-    (void)snprintf(n->ns, sizeof(n->ns), "%s", ns);
-    (void)snprintf(n->uid, sizeof(n->uid), "%s", uid);
     (void)snprintf(n->owner_name, sizeof(n->owner_name), "%s", name);
     n->owner_store = store;
     pthread_mutex_lock(&c->lock);
@@ -248,14 +254,6 @@ static void queue_chained(struct cascade *c, int cls, const json_t *obj, struct 
     }
     pthread_mutex_unlock(&c->lock);
     xfree(n); /* left to the informer's look, the delay after it sees obj go */
-}
-
-/* obj (of target t, a dependent of o) was just deleted as the cache showed it: the
- * garbage collector, behind already, would come to obj's own dependents only after it. */
-static void chain(struct cascade *c, const struct cascade_target *t, const struct cascade_owner *o,
-                  const json_t *obj)
-{
-    queue_chained(c, dependents_class(o->cls), obj, t->store);
 }
 
 void cascade_sandbox_deleted(struct cascade *c, const json_t *sb)
@@ -293,8 +291,10 @@ static bool delete_in(struct cascade *c, const struct cascade_target *t,
         out = delete_one(c, t->res, v.v[i]);
         conflict |= out == OUT_CONFLICT;
         count(c, t->res, out);
+        /* Just deleted as the cache showed it: the garbage collector, behind already,
+         * would come to its own dependents only after it. */
         if (out == OUT_DELETED)
-            chain(c, t, o, v.v[i]);
+            queue_chained(c, dependents_class(o->cls), v.v[i], t->store);
     }
     kube_objv_done(&v);
     return conflict;
