@@ -5,7 +5,9 @@
  * burst, refill and scale-down; etcd compaction (410) under load; kube-apiserver and
  * etcd restarts mid-burst; the router serving through an API server restart; pod
  * failure, eviction and PVC loss; malformed and malicious objects; a pool asking for
- * 2e9 replicas; leader hand-over between two replicas. Each scenario ends with the same
+ * 2e9 replicas; claims released (Background, Orphan, Foreground) through kills of a
+ * controller that deletes their dependents at once; leader hand-over between two
+ * replicas. Each scenario ends with the same
  * audit: every claim Ready (or Failed with a terminal reason), the pool at exactly its
  * replicas, no Sandbox bound twice or owned by two controllers, no orphaned Sandbox,
  * Pod or PVC, no claim lost, no controller crash. Figures go to stdout ("# chaos ...")
@@ -132,6 +134,7 @@ static pid_t spawn_logged_to(char *const argv[], char *const envp[], const char 
 }
 
 static int lease_s = 15; /* AS_CHAOS_LEASE_SECONDS */
+static char *ctrl_extra; /* one more controller flag for the starts of a scenario, or NULL */
 
 static pid_t ctrl_spawn(int slot)
 {
@@ -159,6 +162,7 @@ static pid_t ctrl_spawn(int slot)
                     ld,
                     rd,
                     rp,
+                    ctrl_extra, /* NULL: the list ends before it */
                     NULL};
     /* The Lease identity is "<POD_NAME>_<uuid>": a POD_NAME of its own per start tells
      * which process holds the Lease. */
@@ -1402,6 +1406,206 @@ static void test_unbounded_replicas(void **state)
     audit_check("pool-back-from-cap", t0);
 }
 
+/* ---- claims released through controller kills ------------------------------------- */
+
+/* One released claim and what it held when it was deleted. */
+struct released {
+    char claim[64], claim_uid[64], sb[256], sb_uid[64], pod_uid[64];
+    const char *policy; /* the DELETE's propagationPolicy */
+};
+
+static const char *const release_policy[] = {"Background", "Background", "Orphan", "Foreground"};
+
+struct release_state {
+    struct released *r;
+    size_t n;
+    size_t kept_sb, kept_pod; /* Orphan: the Sandboxes and Pods found again, same UID */
+};
+
+/* The item of list whose metadata field (uid, name) is val, or the one controlled by the
+ * UID val (field NULL); borrowed from list. */
+static const json_t *find_item(const json_t *list, const char *field, const char *val)
+{
+    size_t i;
+    const json_t *o;
+    json_array_foreach(json_object_get(list, "items"), i, o)
+    {
+        const char *v =
+            field ? json_string_value(kube_obj_path(o, field)) : kube_obj_controller_uid(o);
+        if (v && strcmp(v, val) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+static const json_t *find_uid(const json_t *list, const char *uid)
+{
+    return find_item(list, "metadata.uid", uid);
+}
+
+static const json_t *find_controlled(const json_t *list, const char *uid)
+{
+    return find_item(list, NULL, uid);
+}
+
+static bool owned_by(const json_t *o, const char *uid)
+{
+    size_t i;
+    const json_t *ref;
+    json_array_foreach(kube_obj_path(o, "metadata.ownerReferences"), i, ref)
+    {
+        const char *u = json_string_value(json_object_get(ref, "uid"));
+        if (u && strcmp(u, uid) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Records the Ready claims kill-0000.. (test_burst_with_kills), their Sandboxes and Pods,
+ * and the policy each is to be deleted with. */
+static void release_gather(struct release_state *st)
+{
+    json_t *cls = list(&API_RES_SANDBOXCLAIMS), *sbs = list(&API_RES_SANDBOXES),
+           *pods = list(&KUBE_RES_PODS);
+    size_t i;
+    const json_t *cl;
+    assert_true(cls && sbs && pods);
+    st->r = xcalloc((size_t)nclaims, sizeof(*st->r));
+    json_array_foreach(json_object_get(cls, "items"), i, cl)
+    {
+        const char *name = kube_obj_name(cl), *sbn = kube_obj_path_str(cl, "status.sandbox.name");
+        const json_t *sb, *pod;
+        int64_t idx;
+        if (strncmp(name, "kill-", 5) != 0 || cstr_to_i64(name + 5, &idx) < 0 || !sbn ||
+            !(sb = find_item(sbs, "metadata.name", sbn)))
+            continue;
+        pod = find_controlled(pods, kube_obj_uid(sb));
+        assert_non_null(pod);
+        assert_true(st->n < (size_t)nclaims);
+        struct released *r = &st->r[st->n++];
+        (void)snprintf(r->claim, sizeof(r->claim), "%s", name);
+        (void)snprintf(r->claim_uid, sizeof(r->claim_uid), "%s", kube_obj_uid(cl));
+        (void)snprintf(r->sb, sizeof(r->sb), "%s", sbn);
+        (void)snprintf(r->sb_uid, sizeof(r->sb_uid), "%s", kube_obj_uid(sb));
+        (void)snprintf(r->pod_uid, sizeof(r->pod_uid), "%s", kube_obj_uid(pod));
+        r->policy = release_policy[idx % 4];
+    }
+    assert_int_equal(st->n, (size_t)nclaims);
+    json_decref(cls);
+    json_decref(sbs);
+    json_decref(pods);
+}
+
+static void release_delete(const struct release_state *st)
+{
+    for (size_t i = 0; i < st->n; i++) {
+        const struct released *r = &st->r[i];
+        json_t *obj = json_pack("{s:{s:s, s:s, s:s}}", "metadata", "name", r->claim, "namespace",
+                                ns, "uid", r->claim_uid);
+        struct kube_err e;
+        IT_OK(kube_delete_obj(c, &API_RES_SANDBOXCLAIMS, obj, false, r->policy, &e), &e);
+        json_decref(obj);
+    }
+}
+
+/* Settled: every released claim gone; the Sandbox and Pod of each one deleted with
+ * Background or Foreground gone; each Orphan's Sandbox without the claim's reference. */
+static bool release_settled(void *ctx)
+{
+    struct release_state *st = ctx;
+    json_t *cls, *sbs, *pods;
+    bool done = true;
+    supervise();
+    cls = list(&API_RES_SANDBOXCLAIMS), sbs = list(&API_RES_SANDBOXES), pods = list(&KUBE_RES_PODS);
+    done = cls && sbs && pods;
+    for (size_t i = 0; done && i < st->n; i++) {
+        const struct released *r = &st->r[i];
+        const json_t *sb = find_uid(sbs, r->sb_uid);
+        if (find_uid(cls, r->claim_uid))
+            done = false;
+        else if (strcmp(r->policy, "Orphan") != 0)
+            done = !sb && !find_controlled(pods, r->sb_uid);
+        else
+            done = !sb || !owned_by(sb, r->claim_uid);
+    }
+    json_decref(cls);
+    json_decref(sbs);
+    json_decref(pods);
+    return done;
+}
+
+/* Counts the Orphan claims' Sandboxes and Pods still there, the same objects, not being
+ * deleted. */
+static void release_count_kept(struct release_state *st)
+{
+    json_t *sbs = list(&API_RES_SANDBOXES), *pods = list(&KUBE_RES_PODS);
+    assert_true(sbs && pods);
+    st->kept_sb = st->kept_pod = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        const struct released *r = &st->r[i];
+        const json_t *sb = find_uid(sbs, r->sb_uid), *pod = find_uid(pods, r->pod_uid);
+        if (strcmp(r->policy, "Orphan") != 0)
+            continue;
+        st->kept_sb += sb && !kube_obj_deleting(sb) && !owned_by(sb, r->claim_uid);
+        st->kept_pod += pod && !kube_obj_deleting(pod);
+    }
+    json_decref(sbs);
+    json_decref(pods);
+}
+
+static void ctrl_restart_with(char *extra)
+{
+    pthread_mutex_lock(&ctrl_lock);
+    ctrl_extra = extra;
+    pthread_mutex_unlock(&ctrl_lock);
+    (void)ctrl_signal(0, SIGTERM, true);
+}
+
+/* The claims of the first burst are deleted, a half with the default (Background), a
+ * quarter with Orphan and a quarter with Foreground, while the controller, which deletes
+ * a released claim's Sandbox and Pod at once here (--dependent-deletion-delay=0s), is
+ * killed. The garbage collector deletes the same objects: the two race. An Orphan
+ * claim's Sandbox and Pod must stay (the same objects), everything else of the released
+ * claims must go, and the rest must be as before. */
+static void test_release_with_kills(void **state)
+{
+    struct release_state st = {0};
+    struct killer k;
+    usec_t t0 = clock_now(), settled;
+    size_t orphans = 0;
+    (void)state;
+    release_gather(&st);
+    ctrl_restart_with("--dependent-deletion-delay=0s");
+    killer_start(&k, nkills, 1000 * USEC_PER_MSEC);
+    release_delete(&st);
+    killer_join(&k);
+    atomic_fetch_sub(&claims_created, (int)st.n);
+    assert_int_equal(it_wait(release_settled, &st, WAIT), 0);
+    settled = clock_now() - t0;
+    /* The controller looks at a refused owner again a second later, three times. */
+    clock_sleep(5 * USEC_PER_SEC);
+    release_count_kept(&st);
+    for (size_t i = 0; i < st.n; i++)
+        orphans += strcmp(st.r[i].policy, "Orphan") == 0;
+    printf("# chaos claim-release: %zu claims deleted (%zu Orphan) through %d kills, settled in "
+           "%.1f s; Orphan's Sandboxes kept %zu/%zu, Pods kept %zu/%zu\n",
+           st.n, orphans, nkills, (double)settled / USEC_PER_SEC, st.kept_sb, orphans, st.kept_pod,
+           orphans);
+    if (report)
+        fprintf(report,
+                "{\"scenario\":\"claim-release-kept\",\"released\":%zu,\"orphan\":%zu,"
+                "\"kept_sandboxes\":%zu,\"kept_pods\":%zu}\n",
+                st.n, orphans, st.kept_sb, st.kept_pod);
+    assert_int_equal(st.kept_sb, orphans);
+    assert_int_equal(st.kept_pod, orphans);
+    ctrl_restart_with(NULL);
+    for (size_t i = 0; i < st.n; i++)
+        if (strcmp(st.r[i].policy, "Orphan") == 0)
+            delete_sandbox_tree(st.r[i].sb);
+    xfree(st.r);
+    audit_check("claim-release-with-controller-kills", t0);
+}
+
 /* ---- setup -------------------------------------------------------------------------- */
 
 static int env_int(const char *name, int def)
@@ -1492,6 +1696,7 @@ int main(void)
         cmocka_unit_test(test_disruptions),
         cmocka_unit_test_teardown(test_hostile_objects, hostile_teardown),
         cmocka_unit_test(test_unbounded_replicas),
+        cmocka_unit_test(test_release_with_kills),
         cmocka_unit_test(test_leader_handover),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
