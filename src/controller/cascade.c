@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/map.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
 #include "kube/client.h"
@@ -17,9 +18,11 @@
 #include "kube/res.h"
 #include "kube/store.h"
 
-#define CASCADE_NS_MAX   63  /* a namespace is a DNS label */
-#define CASCADE_UID_MAX  63  /* a UID is 36 characters; room for other forms */
-#define CASCADE_NAME_MAX 253 /* an object's name is a DNS subdomain */
+#define CASCADE_NS_MAX      63                    /* a namespace is a DNS label */
+#define CASCADE_UID_MAX     63                    /* a UID is 36 characters; room for other forms */
+#define CASCADE_NAME_MAX    253                   /* an object's name is a DNS subdomain */
+#define CASCADE_OWNER_KINDS 2                     /* owner kinds per class: a claim and a pool */
+#define SWEEP_POLL          (200 * USEC_PER_MSEC) /* a requested sweep waits for sync */
 
 struct cascade_owner {
     struct cascade_owner *next;
@@ -28,10 +31,12 @@ struct cascade_owner {
     int attempt; /* 0 on the first look */
     char ns[CASCADE_NS_MAX + 1];
     char uid[CASCADE_UID_MAX + 1];
-    /* Chained (an owner the controller deleted itself): its cache (borrowed) and name,
-     * looked at before its dependents are; NULL for an owner an informer saw go. */
+    /* Chained (an owner the controller deleted itself) or swept (found gone by the
+     * sweep): its cache (borrowed) and name, looked at before its dependents are; NULL
+     * for an owner an informer saw go. */
     struct kube_store *owner_store;
     char owner_name[CASCADE_NAME_MAX + 1];
+    const struct kube_res *owner_res; /* swept: its kind, read again before any DELETE */
 };
 
 /* The waiting owners, three first-in first-out lists, each in order of due because each
@@ -49,10 +54,20 @@ struct cascade_target {
     char *index;
 };
 
+/* An owner kind (for the sweep): what a dependent's controller reference may name. */
+struct cascade_owner_kind {
+    const struct kube_res *res;
+    struct kube_store *store;
+};
+
 struct cascade {
     struct cascade_opts o;
     struct cascade_target t[CASCADE_CLASSES][CASCADE_MAX_TARGETS];
     size_t nt[CASCADE_CLASSES];
+    struct cascade_owner_kind k[CASCADE_CLASSES][CASCADE_OWNER_KINDS];
+    size_t nk[CASCADE_CLASSES];
+    bool sweep_pending; /* requested, not begun */
+    usec_t sweep_next;  /* when a pending sweep is tried (again) */
     pthread_mutex_t lock;
     pthread_cond_t work; /* queued, or stopping (monotonic clock) */
     pthread_cond_t idle; /* len and running fell */
@@ -131,22 +146,32 @@ bool cascade_owner_deleted(struct cascade *c, enum cascade_class cls, const char
     return true;
 }
 
-/* Takes the first owner once it is due (NULL once stopping). Called with the lock. */
-static struct cascade_owner *take(struct cascade *c)
+/* Takes the first owner once it is due (NULL once stopping, or with *ret_sweep set when
+ * a requested sweep is to be tried: the pending request is then the caller's). Called
+ * with the lock. */
+static struct cascade_owner *take(struct cascade *c, bool *ret_sweep)
 {
     struct cascade_owner *o;
     for (;;) {
-        usec_t now = clock_now();
+        usec_t now = clock_now(), due;
         struct timespec ts;
         int q = first_due(c);
         if (c->stopping)
             return NULL;
-        if (q < 0) {
+        if (c->sweep_pending && c->sweep_next <= now) {
+            c->sweep_pending = false;
+            *ret_sweep = true;
+            return NULL;
+        }
+        due = q < 0 ? USEC_INFINITY : c->q[q].head->due;
+        if (c->sweep_pending && c->sweep_next < due)
+            due = c->sweep_next;
+        if (due == USEC_INFINITY) {
             pthread_cond_wait(&c->work, &c->lock);
             continue;
         }
-        if (c->q[q].head->due > now) {
-            clock_deadline_mono(c->q[q].head->due - now, &ts);
+        if (due > now) {
+            clock_deadline_mono(due - now, &ts);
             (void)pthread_cond_timedwait(&c->work, &c->lock, &ts);
             continue;
         }
@@ -262,18 +287,48 @@ void cascade_sandbox_deleted(struct cascade *c, const json_t *sb)
         queue_chained(c, CASCADE_OF_SANDBOX, sb, c->t[CASCADE_OF_EXT][0].store);
 }
 
-/* True when o is chained and its owner is still in the cache: its deletion not seen yet,
- * so the Sandbox controller could still act on it. */
-static bool owner_cached(const struct cascade_owner *o)
+/* True when store holds name in ns with uid. */
+static bool cache_holds(struct kube_store *store, const char *ns, const char *name, const char *uid)
 {
-    json_t *obj;
-    bool same;
-    if (!o->owner_store)
-        return false;
-    obj = kube_store_get_ns(o->owner_store, o->ns, o->owner_name);
-    same = obj && kube_obj_uid(obj) && strcmp(kube_obj_uid(obj), o->uid) == 0;
+    json_t *obj = kube_store_get_ns(store, ns, name);
+    bool same = obj && kube_obj_uid(obj) && strcmp(kube_obj_uid(obj), uid) == 0;
     json_decref(obj);
     return same;
+}
+
+/* True when o is chained or swept and its owner is in the cache: a chained owner's
+ * deletion not seen yet (the Sandbox controller could still act on it); a swept owner
+ * that exists after all. */
+static bool owner_cached(const struct cascade_owner *o)
+{
+    return o->owner_store && cache_holds(o->owner_store, o->ns, o->owner_name, o->uid);
+}
+
+static int get_plain(void *ctx, const struct kube_res *res, const char *ns, const char *name,
+                     json_t **ret_obj, struct kube_err *reterr)
+{
+    return kube_get(ctx, res, ns, name, ret_obj, reterr);
+}
+
+/* A swept owner, absent from its cache, read from the API server: true unless the read
+ * says it is gone (404, or the name now holds another UID). Any other failure, or no way
+ * to read, counts as present: what cannot be confirmed gone is the garbage collector's. */
+static bool owner_read_present(struct cascade *c, const struct cascade_owner *o)
+{
+    json_t *obj = NULL;
+    struct kube_err e;
+    bool present;
+    int r;
+    if (!c->o.get)
+        return true;
+    kube_err_clear(&e);
+    r = c->o.get(c->o.get_ctx, o->owner_res, o->ns, o->owner_name, &obj, &e);
+    if (r < 0)
+        present = !kube_err_is_not_found(&e);
+    else
+        present = !kube_obj_uid(obj) || strcmp(kube_obj_uid(obj), o->uid) == 0;
+    json_decref(obj);
+    return present;
 }
 
 /* Deletes the dependents of o's owner in one target. Returns true when a DELETE was
@@ -310,15 +365,19 @@ static bool skip_owner(struct cascade *c, const struct cascade_owner *o)
     return c->o.client && kube_client_ns_terminated_within(c->o.client, o->ns, KUBE_NSTERM_MEMORY);
 }
 
-/* Looks at one owner; requeues it after a conflict, else frees it. */
+/* Looks at one owner; requeues it after a conflict, else frees it. A swept owner that
+ * exists after all (in the cache now, or by a read) is dropped. */
 static void run_owner(struct cascade *c, struct cascade_owner *o)
 {
-    bool conflict = false, skip = skip_owner(c, o), early = !skip && owner_cached(o);
-    for (size_t i = 0; !skip && !early && i < c->nt[o->cls]; i++)
+    bool conflict = false, skip = skip_owner(c, o), cached = !skip && owner_cached(o);
+    bool early = cached && !o->owner_res;
+    bool present = !skip && o->owner_res && (cached || owner_read_present(c, o));
+    for (size_t i = 0; !skip && !early && !present && i < c->nt[o->cls]; i++)
         conflict |= delete_in(c, &c->t[o->cls][i], o);
     pthread_mutex_lock(&c->lock);
     c->running--;
     c->st.dropped += skip;
+    c->st.swept_present += present;
     if ((conflict || early) && ++o->attempt < CASCADE_ATTEMPTS && !c->stopping) {
         c->st.retries += conflict;
         append(c, early ? Q_CHAIN : Q_RETRY, o, early ? c->o.chain_delay : c->o.retry);
@@ -329,14 +388,118 @@ static void run_owner(struct cascade *c, struct cascade_owner *o)
     xfree(o);
 }
 
+/* ---- the sweep ---------------------------------------------------------------------- */
+
+/* The owner kind of class cls that ref (a controller reference) names by group and kind,
+ * whatever its version, or NULL. */
+static const struct cascade_owner_kind *owner_kind(const struct cascade *c, int cls,
+                                                   const json_t *ref)
+{
+    const char *av = json_string_value(json_object_get(ref, "apiVersion"));
+    const char *kind = json_string_value(json_object_get(ref, "kind"));
+    const char *slash = av ? strchr(av, '/') : NULL;
+    size_t glen = slash ? (size_t)(slash - av) : 0; /* "v1": the core group */
+    for (size_t i = 0; av && kind && i < c->nk[cls]; i++) {
+        const struct kube_res *r = c->k[cls][i].res;
+        if (strcmp(r->kind, kind) == 0 && strlen(r->group) == glen &&
+            strncmp(r->group, av, glen) == 0)
+            return &c->k[cls][i];
+    }
+    return NULL;
+}
+
+/* Queues the controller owner of obj (a dependent of class cls) as swept when it is of a
+ * registered kind, obj is its sole dependent as the garbage collector sees it, it was
+ * not looked at yet in this sweep (seen) and its cache does not hold it. Returns whether
+ * it was queued. */
+static bool sweep_one(struct cascade *c, int cls, const json_t *obj, struct map *seen)
+{
+    const json_t *ref = kube_obj_controller_ref(obj);
+    const char *uid = json_string_value(json_object_get(ref, "uid"));
+    const char *name = json_string_value(json_object_get(ref, "name"));
+    const char *ns = kube_obj_namespace(obj);
+    const struct cascade_owner_kind *k = ref ? owner_kind(c, cls, ref) : NULL;
+    struct cascade_owner *o;
+    if (!k || !uid || !name || !ns || strlen(name) > CASCADE_NAME_MAX ||
+        !sole_dependent(obj, ns, uid) || map_get(seen, uid))
+        return false;
+    (void)map_put(seen, uid, (void *)1, NULL);
+    if (cache_holds(k->store, ns, name, uid) || !(o = owner_new((enum cascade_class)cls, ns, uid)))
+        return false;
+    (void)snprintf(o->owner_name, sizeof(o->owner_name), "%s", name);
+    o->owner_store = k->store;
+    o->owner_res = k->res;
+    pthread_mutex_lock(&c->lock);
+    if (!c->stopping && c->len < c->o.max_queue) {
+        append(c, Q_OWNER, o, c->o.delay);
+        c->st.swept++;
+        o = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!o)
+        return true;
+    xfree(o);
+    return false;
+}
+
+/* Sweeps every registered dependent kind, one cached object at a time (a compact cache
+ * is not unpacked whole). Returns the owners queued. */
+static size_t sweep_all(struct cascade *c)
+{
+    struct map *seen = map_new(NULL);
+    size_t queued = 0;
+    for (int cls = 0; cls < CASCADE_CLASSES; cls++) {
+        for (size_t i = 0; c->nk[cls] && i < c->nt[cls]; i++) {
+            struct kube_strv keys = {0};
+            kube_store_keys(c->t[cls][i].store, &keys);
+            for (size_t j = 0; j < keys.n && !atomic_load(&c->halt); j++) {
+                json_t *obj = kube_store_get(c->t[cls][i].store, keys.v[j]);
+                queued += obj && sweep_one(c, cls, obj, seen);
+                json_decref(obj);
+            }
+            kube_strv_done(&keys);
+        }
+    }
+    map_free(seen);
+    return queued;
+}
+
+/* Tries the requested sweep: once leading and synced it runs, else it is tried again
+ * SWEEP_POLL later. */
+static void try_sweep(struct cascade *c)
+{
+    size_t queued;
+    if ((c->o.active && !c->o.active(c->o.active_ctx)) ||
+        (c->o.synced && !c->o.synced(c->o.active_ctx))) {
+        pthread_mutex_lock(&c->lock);
+        c->sweep_pending = true;
+        c->sweep_next = clock_now() + SWEEP_POLL;
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    queued = sweep_all(c);
+    pthread_mutex_lock(&c->lock);
+    c->st.sweeps++;
+    pthread_mutex_unlock(&c->lock);
+    if (queued)
+        log_info("owners gone while not watched: their dependents are looked at after the "
+                 "delay\towners=%zu",
+                 queued);
+}
+
 static void *worker_main(void *arg)
 {
     struct cascade *c = arg;
     struct cascade_owner *o;
     for (;;) {
+        bool sweep = false;
         pthread_mutex_lock(&c->lock);
-        o = take(c);
+        o = take(c, &sweep);
         pthread_mutex_unlock(&c->lock);
+        if (sweep) {
+            try_sweep(c);
+            continue;
+        }
         if (!o)
             return NULL;
         run_owner(c, o);
@@ -383,6 +546,10 @@ int cascade_new(const struct cascade_opts *opts, struct cascade **ret)
         c->o.delete = delete_guarded;
         c->o.delete_ctx = c->o.client;
     }
+    if (!c->o.get && c->o.client) {
+        c->o.get = get_plain;
+        c->o.get_ctx = c->o.client;
+    }
     c->o.delay = c->o.delay ? c->o.delay : CASCADE_DEFAULT_DELAY;
     c->o.max_queue = c->o.max_queue ? c->o.max_queue : CASCADE_DEFAULT_QUEUE;
     c->o.workers = c->o.workers > 0 ? c->o.workers : CASCADE_WORKERS;
@@ -420,6 +587,34 @@ int cascade_add_dependent(struct cascade *c, enum cascade_class cls, const struc
     c->nt[cls]++;
     pthread_mutex_unlock(&c->lock);
     return 0;
+}
+
+int cascade_add_owner(struct cascade *c, enum cascade_class cls, const struct kube_res *res,
+                      struct kube_store *store)
+{
+    if (!c || (unsigned)cls >= CASCADE_CLASSES || !res || !store)
+        return -EINVAL;
+    pthread_mutex_lock(&c->lock);
+    if (c->nk[cls] == CASCADE_OWNER_KINDS) {
+        pthread_mutex_unlock(&c->lock);
+        return -ENOSPC;
+    }
+    c->k[cls][c->nk[cls]++] = (struct cascade_owner_kind){res, store};
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+void cascade_request_sweep(struct cascade *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    if (c->nthreads && !c->stopping) {
+        c->sweep_pending = true;
+        c->sweep_next = 0;
+        pthread_cond_signal(&c->work);
+    }
+    pthread_mutex_unlock(&c->lock);
 }
 
 void cascade_stop(struct cascade *c)

@@ -26,6 +26,15 @@
  * Sandbox. While the cache still holds it, it is looked at again (CASCADE_ATTEMPTS looks in
  * all); then the informer's look covers it.
  *
+ * Swept: an owner deleted while no controller watched (the controller was down or
+ * restarting) is seen by no informer, and the queue of the process before was lost with
+ * it. Once after the start, when leading and synced (cascade_request_sweep), every
+ * cached dependent whose controller reference names an owner of a registered kind (by
+ * group and kind, any version) that its cache does not hold queues that owner as if its
+ * deletion had just been seen. A delay later, it is dropped if its cache holds it by then
+ * (an owner created just after its kind was listed) or if a read of it does not answer
+ * 404 (or another UID under its name); else its dependents go by the rules above.
+ *
  * Not while the namespace is being deleted (the namespace controller deletes everything
  * there), nor while the controller does not lead (active). The queue is bounded: an owner
  * that does not fit is left to the garbage collector. Thread-safe. */
@@ -68,6 +77,10 @@ enum cascade_class {
  * (404: gone; 409: a precondition failed). */
 typedef int cascade_delete_fn(void *ctx, const struct kube_res *res, const json_t *obj,
                               struct kube_err *reterr);
+/** Reads name of res in ns, as kube_get: 0 and *ret_obj (new reference), or a negative
+ * errno with reterr filled (404: gone). */
+typedef int cascade_get_fn(void *ctx, const struct kube_res *res, const char *ns, const char *name,
+                           json_t **ret_obj, struct kube_err *reterr);
 
 struct cascade_opts {
     struct kube_client *client; /* the DELETEs (unless delete is set) and the namespace
@@ -79,29 +92,36 @@ struct cascade_opts {
     usec_t chain_delay;         /* a chained owner's first look, and between looks while the
                                    cache still shows it; 0 = CASCADE_CHAIN_DELAY */
     bool (*active)(void *ctx);  /* NULL: always; false: queued owners are dropped */
-    void *active_ctx;
-    struct metric *deletions;  /* counter labelled kind, result; NULL: none */
-    cascade_delete_fn *delete; /* tests; NULL: kube_delete_obj on client */
+    bool (*synced)(void *ctx);  /* every cache synced (a sweep waits); NULL: always */
+    void *active_ctx;           /* for active and synced */
+    struct metric *deletions;   /* counter labelled kind, result; NULL: none */
+    cascade_delete_fn *delete;  /* tests; NULL: kube_delete_obj on client */
     void *delete_ctx;
+    cascade_get_fn *get; /* a swept owner's read (tests); NULL: kube_get on client, or
+                            none (every swept owner counts as present) */
+    void *get_ctx;
 };
 
 struct cascade_stats {
-    unsigned long queued;   /* owners queued */
-    unsigned long dropped;  /* owners refused (queue full) or skipped when due (not active,
-                               their namespace being deleted) */
-    unsigned long deleted;  /* dependents deleted */
-    unsigned long gone;     /* a DELETE found nothing (404) */
-    unsigned long conflict; /* a DELETE refused by its preconditions (409) */
-    unsigned long failed;   /* any other error */
-    unsigned long retries;  /* owners looked at again after a conflict */
-    unsigned long chained;  /* owners the controller deleted itself, queued for their own
-                               dependents at once (see the header's comment) */
+    unsigned long queued;        /* owners queued */
+    unsigned long dropped;       /* owners refused (queue full) or skipped when due (not active,
+                                    their namespace being deleted) */
+    unsigned long deleted;       /* dependents deleted */
+    unsigned long gone;          /* a DELETE found nothing (404) */
+    unsigned long conflict;      /* a DELETE refused by its preconditions (409) */
+    unsigned long failed;        /* any other error */
+    unsigned long retries;       /* owners looked at again after a conflict */
+    unsigned long chained;       /* owners the controller deleted itself, queued for their own
+                                    dependents at once (see the header's comment) */
+    unsigned long sweeps;        /* sweeps done */
+    unsigned long swept;         /* owners the sweep found missing from their caches, queued */
+    unsigned long swept_present; /* of those, found to exist when due: nothing deleted */
 };
 
 struct cascade;
 
 /** Starts the workers (opts copied; delay CASCADE_OFF starts none). Returns 0 and *ret,
- * -EINVAL without a client or delete function, or a pthread error. */
+ * -EINVAL without a client or a delete function, or a pthread error. */
 int cascade_new(const struct cascade_opts *opts, struct cascade **ret);
 /** Registers a dependent kind of class cls: objects of res in store (borrowed, must
  * outlive c), found through its index (copied name) of controller UIDs
@@ -109,6 +129,16 @@ int cascade_new(const struct cascade_opts *opts, struct cascade **ret);
  * -EINVAL or -ENOSPC (CASCADE_MAX_TARGETS). */
 int cascade_add_dependent(struct cascade *c, enum cascade_class cls, const struct kube_res *res,
                           struct kube_store *store, const char *index);
+/** Registers an owner kind of class cls for the sweep: res (borrowed, static) names it
+ * (its group and kind; a reference of any version matches), store (borrowed, must
+ * outlive c) caches it by namespace and name. Before cascade_request_sweep. Returns 0,
+ * -EINVAL or -ENOSPC (two kinds per class). */
+int cascade_add_owner(struct cascade *c, enum cascade_class cls, const struct kube_res *res,
+                      struct kube_store *store);
+/** Asks for one sweep (see the header's comment), run by a worker once active and synced
+ * (tried every 200 ms until then). Nothing with the delay off or once stopped. Any
+ * thread. */
+void cascade_request_sweep(struct cascade *c);
 /** sb (borrowed), a Sandbox the controller has just deleted elsewhere (a pool's surplus
  * member, a claim's unusable Sandbox), is chained: its Pod and Service are looked at once
  * the Sandbox cache (the one registered for CASCADE_OF_EXT) no longer holds it. Nothing

@@ -766,6 +766,13 @@ int ext_ctrl_start(struct ext_ctrl *x)
     int r = 0;
     for (int i = 0; r >= 0 && i < EXT_INF_COUNT; i++)
         r = new_informer(x, i, res[i]);
+    /* For the cascade's sweep: a Sandbox whose claim or pool is gone from these. */
+    if (r >= 0 && x->d.cascade)
+        r = cascade_add_owner(x->d.cascade, CASCADE_OF_EXT, &API_RES_SANDBOXCLAIMS,
+                              kube_informer_store(x->inf[EXT_INF_CLAIM]));
+    if (r >= 0 && x->d.cascade)
+        r = cascade_add_owner(x->d.cascade, CASCADE_OF_EXT, &API_RES_SANDBOXWARMPOOLS,
+                              kube_informer_store(x->inf[EXT_INF_POOL]));
     for (int i = 0; r >= 0 && i < EXT_INF_COUNT; i++)
         r = kube_informer_start(x->inf[i]);
     if (r < 0)

@@ -150,6 +150,8 @@ static void start_workers(struct ctrl_manager *m)
         log_info("workers started\tworkers=%d", n);
         if (m->ext)
             ext_ctrl_start_workers(m->ext);
+        /* Owners deleted while no leader watched: the cascade sweeps once synced. */
+        cascade_request_sweep(m->cascade);
     }
     pthread_mutex_unlock(&m->lock);
 }
@@ -313,6 +315,9 @@ static int cascade_children(struct ctrl_manager *m)
     for (size_t i = 0; i < ARRAY_SIZE(kids) && r >= 0; i++)
         r = cascade_add_dependent(m->cascade, CASCADE_OF_SANDBOX, kids[i].res,
                                   kube_informer_store(m->inf[kids[i].inf]), SB_INDEX_OWNER);
+    if (r >= 0) /* for the sweep: a Pod or Service whose Sandbox is gone from this cache */
+        r = cascade_add_owner(m->cascade, CASCADE_OF_SANDBOX, &API_RES_SANDBOXES,
+                              kube_informer_store(m->inf[CTRL_INF_SANDBOX]));
     return r;
 }
 
@@ -415,6 +420,11 @@ static bool cascade_active(void *ctx)
     return atomic_load(&m->leading) && !atomic_load(&m->stopping) && !atomic_load(&m->lost);
 }
 
+static bool cascade_synced(void *ctx)
+{
+    return ctrl__synced(ctx);
+}
+
 static int start_cascade(struct ctrl_manager *m)
 {
     static const char *const labels[] = {"kind", "result", NULL};
@@ -422,6 +432,7 @@ static int start_cascade(struct ctrl_manager *m)
         .client = m->opts.client,
         .delay = m->opts.dependent_delay,
         .active = cascade_active,
+        .synced = cascade_synced,
         .active_ctx = m,
         .deletions = metrics_counter(m->met.reg, "agent_sandbox_dependent_deletions_total",
                                      "DELETEs of a deleted owner's dependents the garbage "

@@ -12,7 +12,8 @@
  * Sandbox the controller deleted takes its Pod along at once, not the delay after; a claim
  * deleted with propagationPolicy=Orphan keeps its Sandbox (the garbage collector rewrites
  * it first); a claim made again under the same name keeps the new claim's Sandbox; a
- * Sandbox with a second owner is kept; with the delay off nothing is deleted. */
+ * Sandbox with a second owner is kept; owners deleted while the controller was down are
+ * found by its sweep after the restart; with the delay off nothing is deleted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -431,6 +432,71 @@ static void test_second_owner_kept(void **state)
     xfree(other);
 }
 
+/* A reference of our group and kind in a version that does not exist: the garbage
+ * collector cannot map it and deletes nothing; the controller matches group and kind. */
+static json_t *v0_ref(const char *group, const char *kind, const char *name, const char *uid)
+{
+    char av[128];
+    (void)snprintf(av, sizeof(av), "%s/v0", group);
+    return json_pack("{s:s,s:s,s:s,s:s,s:b}", "apiVersion", av, "kind", kind, "name", name, "uid",
+                     uid, "controller", 1);
+}
+
+/* A claim and a Sandbox deleted while the controller was down: no informer sees them go.
+ * After the restart the sweep finds the claim's Sandbox and the Sandbox's Pod, reads each
+ * owner (404) and deletes them, a delay after the start. A Sandbox of a live claim stays,
+ * and so does one whose controller reference (to a claim also deleted meanwhile, by UID)
+ * is of a kind not ours: the sweep goes by the reference's group and kind. */
+static void test_swept_after_restart(void **state)
+{
+    unsigned sb0 = deleted(R_SANDBOXES), pods0 = deleted(R_PODS);
+    char *c7, *c8, *c9, *s10;
+    usec_t t0;
+    (void)state;
+    create_claim("c7");
+    create_claim("c8");
+    create_claim("c9");
+    c7 = uid_of(&API_RES_SANDBOXCLAIMS, "c7");
+    c8 = uid_of(&API_RES_SANDBOXCLAIMS, "c8");
+    c9 = uid_of(&API_RES_SANDBOXCLAIMS, "c9");
+    create_sandbox("c7-sb", json_pack("[o]", v0_ref(SB_EXT_GROUP, EXT_KIND_CLAIM, "c7", c7)),
+                   false);
+    create_sandbox("c8-sb", json_pack("[o]", v0_ref(SB_EXT_GROUP, EXT_KIND_CLAIM, "c8", c8)),
+                   false);
+    create_sandbox("c9-sb", json_pack("[o]", gone_ref(c9, true)), false);
+    create_sandbox("s10", NULL, false);
+    wait_present(&KUBE_RES_PODS, "s10");
+    s10 = uid_of(&API_RES_SANDBOXES, "s10");
+    set_refs(&KUBE_RES_PODS, "s10", json_pack("[o]", v0_ref(SB_GROUP, SB_KIND, "s10", s10)));
+    wait_present(&KUBE_RES_PODS, "c7-sb");
+    ctrl_manager_free(mgr);
+    mgr = NULL;
+    delete_obj(&API_RES_SANDBOXCLAIMS, "c7", NULL);
+    delete_obj(&API_RES_SANDBOXCLAIMS, "c9", NULL);
+    delete_obj(&API_RES_SANDBOXES, "s10", NULL);
+    wait_gone(&API_RES_SANDBOXCLAIMS, "c7");
+    wait_gone(&API_RES_SANDBOXCLAIMS, "c9");
+    wait_gone(&API_RES_SANDBOXES, "s10");
+    clock_sleep(KEPT_AFTER); /* the garbage collector's turn: it cannot */
+    assert_kept(&API_RES_SANDBOXES, "c7-sb");
+    assert_kept(&KUBE_RES_PODS, "s10");
+    t0 = clock_now();
+    assert_int_equal(start_manager(DELAY), 0);
+    wait_gone(&API_RES_SANDBOXES, "c7-sb");
+    wait_gone(&KUBE_RES_PODS, "s10");
+    assert_true(clock_now() - t0 >= DELAY);
+    assert_int_equal(deleted(R_SANDBOXES) - sb0, 1);
+    assert_true(deleted(R_PODS) - pods0 >= 1); /* s10's; c7-sb's may be the collector's */
+    clock_sleep(KEPT_AFTER);
+    assert_kept(&API_RES_SANDBOXES, "c8-sb");
+    assert_kept(&API_RES_SANDBOXES, "c9-sb");
+    assert_int_equal(deleted(R_SANDBOXES) - sb0, 1);
+    xfree(c7);
+    xfree(c8);
+    xfree(c9);
+    xfree(s10);
+}
+
 /* With the delay off (--dependent-deletion-delay=off) nothing is deleted. */
 static void test_off(void **state)
 {
@@ -455,13 +521,10 @@ static void test_off(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sandbox_children),
-        cmocka_unit_test(test_claim_sandbox),
-        cmocka_unit_test(test_claim_sandbox_chained),
-        cmocka_unit_test(test_orphan_kept),
-        cmocka_unit_test(test_same_name_kept),
-        cmocka_unit_test(test_second_owner_kept),
-        cmocka_unit_test(test_off),
+        cmocka_unit_test(test_sandbox_children),      cmocka_unit_test(test_claim_sandbox),
+        cmocka_unit_test(test_claim_sandbox_chained), cmocka_unit_test(test_orphan_kept),
+        cmocka_unit_test(test_same_name_kept),        cmocka_unit_test(test_second_owner_kept),
+        cmocka_unit_test(test_swept_after_restart),   cmocka_unit_test(test_off),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -2,7 +2,9 @@
 /* controller/cascade: a deleted owner's sole dependents are deleted after the delay,
  * with the cached UID and resourceVersion as preconditions; what the garbage collector
  * would keep is kept; a refused precondition is looked at again with the cache's newer
- * version, a bounded number of times; off, inactive, full and stopped queue nothing. */
+ * version, a bounded number of times; off, inactive, full and stopped queue nothing; the
+ * sweep finds owners gone while nobody watched, once leading and synced, and deletes
+ * only what a read confirms gone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +44,9 @@ struct fake {
     bool drop_deleted;
     /* after a 409 answer, put this object in pods (the cache's newer version) */
     json_t *after_conflict;
+    atomic_bool synced;
+    char reads[16][64]; /* the sweep's owner reads: "Kind/name" */
+    int nreads;
 };
 
 static int fake_delete(void *ctx, const struct kube_res *res, const json_t *obj,
@@ -85,6 +90,37 @@ static bool fake_active(void *ctx)
 {
     struct fake *f = ctx;
     return atomic_load(&f->active);
+}
+
+static bool fake_synced(void *ctx)
+{
+    struct fake *f = ctx;
+    return atomic_load(&f->synced);
+}
+
+/* A swept owner's read, answered by its name: "gone-*" 404, "renamed" another UID,
+ * "racing" the same UID ("u-racing"), anything else 500. */
+static int fake_get(void *ctx, const struct kube_res *res, const char *ns, const char *name,
+                    json_t **ret_obj, struct kube_err *reterr)
+{
+    struct fake *f = ctx;
+    const char *body;
+    long st;
+    (void)ns;
+    pthread_mutex_lock(&f->lock);
+    if (f->nreads < 16)
+        (void)snprintf(f->reads[f->nreads++], sizeof(f->reads[0]), "%s/%s", res->kind, name);
+    pthread_mutex_unlock(&f->lock);
+    if (strcmp(name, "renamed") == 0 || strcmp(name, "racing") == 0) {
+        *ret_obj = json_pack("{s:{s:s,s:s}}", "metadata", "name", name, "uid",
+                             strcmp(name, "racing") == 0 ? "u-racing" : "u-new");
+        return 0;
+    }
+    st = strncmp(name, "gone-", 5) == 0 ? 404 : 500;
+    body = st == 404 ? "{\"kind\":\"Status\",\"reason\":\"NotFound\"}"
+                     : "{\"kind\":\"Status\",\"reason\":\"InternalError\"}";
+    kube_err_from_response(reterr, st, body, strlen(body));
+    return reterr->code ? reterr->code : -EIO;
 }
 
 /* An object of kind in ns named name, uid "u-<name>", rv, owned by owner_uid
@@ -459,6 +495,114 @@ static void test_sandbox_deleted_elsewhere(void **state)
     json_decref(fin);
 }
 
+/* An object of ns named name (uid "u-<name>", rv "1") whose one reference is the
+ * controller reference to owner (apiVersion av, kind, uid "u-<owner>"). */
+static json_t *owned(const char *name, const char *av, const char *kind, const char *owner)
+{
+    char uid[64], ouid[64];
+    (void)snprintf(uid, sizeof(uid), "u-%s", name);
+    (void)snprintf(ouid, sizeof(ouid), "u-%s", owner);
+    return json_pack("{s:{s:s,s:s,s:s,s:s,s:[{s:s,s:s,s:s,s:s,s:b}]}}", "metadata", "namespace",
+                     "ns", "name", name, "uid", uid, "resourceVersion", "1", "ownerReferences",
+                     "apiVersion", av, "kind", kind, "name", owner, "uid", ouid, "controller", 1);
+}
+
+static bool deleted_name(struct fake *f, const char *name)
+{
+    for (int i = 0; i < calls(f); i++)
+        if (strcmp(f->calls[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+#define CLAIM_AV "extensions.agents.x-k8s.io/v1beta1"
+
+/* The sweep waits until leading and synced; then a Sandbox or Pod whose controller (a
+ * registered kind, any version) is missing from its cache has it queued once, and after
+ * the delay a read that answers 404 or another UID lets its sole dependents go; a
+ * cached owner, one the read finds, a failed read, an unknown kind and a second owner
+ * keep theirs. */
+static void test_sweep(void **state)
+{
+    static const char *const gone[] = {"b", "c", "g", "h1", "h2", "p1"};
+    struct fake *f = *state;
+    struct kube_store *claims = kube_store_new();
+    struct cascade_opts o = {.delay = 100 * USEC_PER_MSEC,
+                             .active = fake_active,
+                             .synced = fake_synced,
+                             .active_ctx = f,
+                             .delete = fake_delete,
+                             .delete_ctx = f,
+                             .get = fake_get,
+                             .get_ctx = f};
+    struct cascade *c = NULL;
+    struct cascade_stats st;
+    json_t *two = owned("k", CLAIM_AV, "SandboxClaim", "gone-4");
+    assert_int_equal(cascade_new(&o, &c), 0);
+    assert_int_equal(cascade_add_dependent(c, CASCADE_OF_SANDBOX, &KUBE_RES_PODS, f->pods, IDX), 0);
+    assert_int_equal(
+        cascade_add_dependent(c, CASCADE_OF_EXT, &API_RES_SANDBOXES, f->sandboxes, IDX), 0);
+    assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, &API_RES_SANDBOXCLAIMS, claims), 0);
+    assert_int_equal(cascade_add_owner(c, CASCADE_OF_SANDBOX, &API_RES_SANDBOXES, f->sandboxes), 0);
+    (void)kube_store_put(claims, owned("live", "v1", "Namespace", "x"), NULL); /* uid u-live */
+    (void)kube_store_put(f->sandboxes, owned("a", CLAIM_AV, "SandboxClaim", "live"), NULL);
+    (void)kube_store_put(f->sandboxes, owned("b", CLAIM_AV, "SandboxClaim", "gone-1"), NULL);
+    (void)kube_store_put(f->sandboxes, owned("c", CLAIM_AV, "SandboxClaim", "renamed"), NULL);
+    (void)kube_store_put(f->sandboxes, owned("d", CLAIM_AV, "SandboxClaim", "racing"), NULL);
+    (void)kube_store_put(f->sandboxes, owned("e", CLAIM_AV, "SandboxClaim", "flaky"), NULL);
+    (void)kube_store_put(f->sandboxes, owned("f", "example.com/v1", "SandboxClaim", "gone-x"),
+                         NULL);
+    (void)kube_store_put(
+        f->sandboxes, owned("g", "extensions.agents.x-k8s.io/v1alpha1", "SandboxClaim", "gone-2"),
+        NULL);
+    (void)kube_store_put(f->sandboxes, owned("h1", CLAIM_AV, "SandboxClaim", "gone-3"), NULL);
+    (void)kube_store_put(f->sandboxes, owned("h2", CLAIM_AV, "SandboxClaim", "gone-3"), NULL);
+    json_array_append_new(json_object_get(json_object_get(two, "metadata"), "ownerReferences"),
+                          json_pack("{s:s,s:s,s:s,s:s}", "apiVersion", "v1", "kind", "ConfigMap",
+                                    "name", "cm", "uid", "u-cm"));
+    (void)kube_store_put(f->sandboxes, two, NULL);
+    (void)kube_store_put(f->pods, owned("p1", "agents.x-k8s.io/v1beta1", "Sandbox", "gone-5"),
+                         NULL);
+    (void)kube_store_put(f->pods, owned("p2", "agents.x-k8s.io/v1beta1", "Sandbox", "b"), NULL);
+
+    atomic_store(&f->active, false);
+    atomic_store(&f->synced, false);
+    cascade_request_sweep(c);
+    clock_sleep(300 * USEC_PER_MSEC); /* neither leading nor synced */
+    atomic_store(&f->active, true);
+    clock_sleep(300 * USEC_PER_MSEC); /* leading, not synced */
+    cascade_stats(c, &st);
+    assert_int_equal(st.sweeps, 0);
+    atomic_store(&f->synced, true);
+    for (int i = 0; i < 50 && st.sweeps == 0; i++) {
+        clock_sleep(20 * USEC_PER_MSEC);
+        cascade_stats(c, &st);
+    }
+    assert_int_equal(st.sweeps, 1);
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+
+    cascade_stats(c, &st);
+    /* gone-1, renamed, racing, flaky, gone-2, gone-3 (once), gone-5; not gone-4 (two owners) */
+    assert_int_equal(st.swept, 7);
+    assert_int_equal(st.swept_present, 2); /* racing, flaky */
+    assert_int_equal(calls(f), (int)(sizeof(gone) / sizeof(gone[0])));
+    for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++)
+        assert_true(deleted_name(f, gone[i]));
+    assert_int_equal(f->nreads, 7);
+    for (int i = 0; i < f->nreads; i++)
+        assert_true(strncmp(f->reads[i], "SandboxClaim/", 13) == 0 ||
+                    strcmp(f->reads[i], "Sandbox/gone-5") == 0);
+    /* asked again: it runs again, and finds the same owners (the fake keeps what it deleted) */
+    cascade_request_sweep(c);
+    for (int i = 0; i < 50 && st.sweeps < 2; i++) {
+        clock_sleep(20 * USEC_PER_MSEC);
+        cascade_stats(c, &st);
+    }
+    assert_int_equal(st.sweeps, 2);
+    cascade_free(c);
+    kube_store_free(claims);
+}
+
 /* Registration limits and a missing client and delete function. */
 static void test_registration(void **state)
 {
@@ -474,6 +618,14 @@ static void test_registration(void **state)
                          0);
     r = cascade_add_dependent(c, CASCADE_OF_SANDBOX, &KUBE_RES_PVCS, f->pods, IDX);
     assert_int_equal(r, -ENOSPC);
+    assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, &API_RES_SANDBOXCLAIMS, f->sandboxes), 0);
+    assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, &API_RES_SANDBOXWARMPOOLS, f->sandboxes),
+                     0);
+    assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, &API_RES_SANDBOXES, f->sandboxes),
+                     -ENOSPC);
+    assert_int_equal(cascade_add_owner(c, CASCADE_CLASSES, &API_RES_SANDBOXES, f->sandboxes),
+                     -EINVAL);
+    assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, NULL, f->sandboxes), -EINVAL);
     assert_int_equal(cascade_add_dependent(c, CASCADE_CLASSES, &KUBE_RES_PVCS, f->pods, IDX),
                      -EINVAL);
     cascade_free(c);
@@ -492,6 +644,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chained_dependents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chained_waits_for_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sandbox_deleted_elsewhere, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
