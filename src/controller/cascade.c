@@ -409,9 +409,10 @@ static const struct cascade_owner_kind *owner_kind(const struct cascade *c, int 
 }
 
 /* Queues the controller owner of obj (a dependent of class cls) as swept when it is of a
- * registered kind, obj is its sole dependent as the garbage collector sees it, it was
- * not looked at yet in this sweep (seen) and its cache does not hold it. Returns whether
- * it was queued. */
+ * registered kind, obj is its sole dependent as the garbage collector sees it, its cache
+ * holds nothing under its name (a lookup that unpacks nothing; one of another UID there
+ * is left to the garbage collector) and it was not queued yet in this sweep (seen).
+ * Returns whether it was queued. */
 static bool sweep_one(struct cascade *c, int cls, const json_t *obj, struct map *seen)
 {
     const json_t *ref = kube_obj_controller_ref(obj);
@@ -421,11 +422,10 @@ static bool sweep_one(struct cascade *c, int cls, const json_t *obj, struct map 
     const struct cascade_owner_kind *k = ref ? owner_kind(c, cls, ref) : NULL;
     struct cascade_owner *o;
     if (!k || !uid || !name || !ns || strlen(name) > CASCADE_NAME_MAX ||
-        !sole_dependent(obj, ns, uid) || map_get(seen, uid))
+        !sole_dependent(obj, ns, uid) || kube_store_has_ns(k->store, ns, name) ||
+        map_get(seen, uid) || !(o = owner_new((enum cascade_class)cls, ns, uid)))
         return false;
     (void)map_put(seen, uid, (void *)1, NULL);
-    if (cache_holds(k->store, ns, name, uid) || !(o = owner_new((enum cascade_class)cls, ns, uid)))
-        return false;
     (void)snprintf(o->owner_name, sizeof(o->owner_name), "%s", name);
     o->owner_store = k->store;
     o->owner_res = k->res;

@@ -30,8 +30,9 @@
  * restarting) is seen by no informer, and the queue of the process before was lost with
  * it. Once after the start, when leading and synced (cascade_request_sweep), every
  * cached dependent whose controller reference names an owner of a registered kind (by
- * group and kind, any version) that its cache does not hold queues that owner as if its
- * deletion had just been seen. A delay later, it is dropped if its cache holds it by then
+ * group and kind, any version) whose cache holds nothing under its name queues that owner
+ * as if its deletion had just been seen (a name held with another UID is left to the
+ * garbage collector). A delay later, it is dropped if its cache holds it by then
  * (an owner created just after its kind was listed) or if a read of it does not answer
  * 404 (or another UID under its name); else its dependents go by the rules above.
  *

@@ -393,14 +393,30 @@ json_t *kube_store_get(struct kube_store *s, const char *key)
     return obj;
 }
 
+/* The key of ns/name into key (LIMIT_KUBE_STORE_KEY + 1 bytes); false when too long. */
+static bool key_ns(char *key, const char *ns, const char *name)
+{
+    int n = ns && ns[0] ? snprintf(key, LIMIT_KUBE_STORE_KEY + 1, "%s/%s", ns, name)
+                        : snprintf(key, LIMIT_KUBE_STORE_KEY + 1, "%s", name);
+    return n >= 0 && n <= LIMIT_KUBE_STORE_KEY;
+}
+
 json_t *kube_store_get_ns(struct kube_store *s, const char *ns, const char *name)
 {
     char key[LIMIT_KUBE_STORE_KEY + 1];
-    int n = ns && ns[0] ? snprintf(key, sizeof(key), "%s/%s", ns, name)
-                        : snprintf(key, sizeof(key), "%s", name);
-    if (n < 0 || (size_t)n >= sizeof(key))
-        return NULL;
-    return kube_store_get(s, key);
+    return key_ns(key, ns, name) ? kube_store_get(s, key) : NULL;
+}
+
+bool kube_store_has_ns(struct kube_store *s, const char *ns, const char *name)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    bool has;
+    if (!key_ns(key, ns, name))
+        return false;
+    ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
+    has = map_get(s->objs, key) != NULL;
+    (void)pthread_rwlock_unlock(&s->lock);
+    return has;
 }
 
 size_t kube_store_len(struct kube_store *s)

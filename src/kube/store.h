@@ -101,6 +101,9 @@ int kube_store_remove(struct kube_store *s, const char *key, json_t **ret_old);
 json_t *kube_store_get(struct kube_store *s, const char *key);
 /** Same by namespace (NULL or "" for cluster-scoped) and name. */
 json_t *kube_store_get_ns(struct kube_store *s, const char *ns, const char *name);
+/** Whether an object of that namespace and name is held: a lookup only, nothing is
+ * unpacked (a compact store's objects stay compressed). */
+bool kube_store_has_ns(struct kube_store *s, const char *ns, const char *name);
 /** Number of objects. */
 size_t kube_store_len(struct kube_store *s);
 

@@ -520,8 +520,8 @@ static bool deleted_name(struct fake *f, const char *name)
 /* The sweep waits until leading and synced; then a Sandbox or Pod whose controller (a
  * registered kind, any version) is missing from its cache has it queued once, and after
  * the delay a read that answers 404 or another UID lets its sole dependents go; a
- * cached owner, one the read finds, a failed read, an unknown kind and a second owner
- * keep theirs. */
+ * cached owner, a name the cache holds with another UID (the garbage collector's), one
+ * the read finds, a failed read, an unknown kind and a second owner keep theirs. */
 static void test_sweep(void **state)
 {
     static const char *const gone[] = {"b", "c", "g", "h1", "h2", "p1"};
@@ -545,7 +545,12 @@ static void test_sweep(void **state)
     assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, &API_RES_SANDBOXCLAIMS, claims), 0);
     assert_int_equal(cascade_add_owner(c, CASCADE_OF_SANDBOX, &API_RES_SANDBOXES, f->sandboxes), 0);
     (void)kube_store_put(claims, owned("live", "v1", "Namespace", "x"), NULL); /* uid u-live */
+    (void)kube_store_put(claims,
+                         json_pack("{s:{s:s,s:s,s:s}}", "metadata", "namespace", "ns", "name",
+                                   "reused", "uid", "u-made-again"),
+                         NULL);
     (void)kube_store_put(f->sandboxes, owned("a", CLAIM_AV, "SandboxClaim", "live"), NULL);
+    (void)kube_store_put(f->sandboxes, owned("r", CLAIM_AV, "SandboxClaim", "reused"), NULL);
     (void)kube_store_put(f->sandboxes, owned("b", CLAIM_AV, "SandboxClaim", "gone-1"), NULL);
     (void)kube_store_put(f->sandboxes, owned("c", CLAIM_AV, "SandboxClaim", "renamed"), NULL);
     (void)kube_store_put(f->sandboxes, owned("d", CLAIM_AV, "SandboxClaim", "racing"), NULL);

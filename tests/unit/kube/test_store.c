@@ -78,6 +78,10 @@ static void test_put_get_remove(void **state)
     json_decref(got);
     assert_null(kube_store_get(s, "ns2/a"));
     assert_null(kube_store_get(s, "a"));
+    assert_true(kube_store_has_ns(s, "ns1", "a"));
+    assert_true(kube_store_has_ns(s, "", "node1"));
+    assert_false(kube_store_has_ns(s, "ns2", "a"));
+    assert_false(kube_store_has_ns(s, "ns1", "node1"));
 
     /* no name: rejected, and the reference is still taken (ASan would report a leak) */
     assert_int_equal(kube_store_put(s, json_pack("{s:{}}", "metadata"), NULL), -EINVAL);
