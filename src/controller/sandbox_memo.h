@@ -87,12 +87,13 @@ usec_t sb_pod_meta_wait_at(struct sb_memo *m, const struct yield_gate *g, const 
  * (sb_memo_created_forget), for SB_MEMO_TTL at most. A third fixed, lossy table
  * (LIMIT_SB_CREATED_SLOTS): a lost entry costs what it saved, a create refused. */
 
-/** Keeps obj (borrowed; the API server's reply to our create of a child of kind res for
- *  the Sandbox with owner_uid; a reference is taken) for the passes that come before the
- *  cache shows it. Ignored without a name or UID, or with an owner_uid too long. */
+/** Keeps a copy of obj (borrowed; the API server's reply to our create of a child of
+ *  kind res for the Sandbox with owner_uid), as compact text, for the passes that come
+ *  before the cache shows it. Ignored without a name or UID, or with an owner_uid too
+ *  long. */
 void sb_memo_created(struct sb_memo *m, const struct kube_res *res, const char *owner_uid,
                      const json_t *obj);
-/** New reference to the child of kind res named name that we created for owner_uid less
+/** A new parse of the child of kind res named name that we created for owner_uid less
  *  than SB_MEMO_TTL ago and no pass has seen in the cache since, or NULL. *ret_left
  *  (optional) gets how much of SB_MEMO_TTL is left: the pass that uses the record is to
  *  run again by then, in case the informer never shows the child. */
