@@ -249,6 +249,39 @@ static json_t *child(const char *name, const char *uid)
     return o;
 }
 
+/* A Sandbox's Pod, Service and PVC records never evict one another, whatever its UID:
+ * 5,000 Sandboxes, each with the three recorded one after the other, all three answer.
+ * (With one slot chosen by a hash of owner, kind and name, about five in 5,000 had their
+ * Pod and Service in one slot.) */
+static void test_created_kinds_apart(void **state)
+{
+    struct sb_memo *m = *state;
+    usec_t t0 = 9000 * USEC_PER_SEC;
+    for (int i = 0; i < 5000; i++) {
+        char owner[40], name[32];
+        json_t *pod, *svc, *pvc, *got[3];
+        (void)snprintf(owner, sizeof(owner), "0a1b2c3d-%04d-4e5f-8a9b-%012d", i % 9973, i);
+        (void)snprintf(name, sizeof(name), "sb-%d", i);
+        pod = child(name, "u-pod");
+        svc = child(name, "u-svc");
+        pvc = child(name, "u-pvc");
+        sb_memo_created_at(m, &KUBE_RES_PODS, owner, pod, t0);
+        sb_memo_created_at(m, &KUBE_RES_SERVICES, owner, svc, t0);
+        sb_memo_created_at(m, &KUBE_RES_PVCS, owner, pvc, t0);
+        got[0] = sb_memo_created_get_at(m, &KUBE_RES_PODS, owner, name, NULL, t0);
+        got[1] = sb_memo_created_get_at(m, &KUBE_RES_SERVICES, owner, name, NULL, t0);
+        got[2] = sb_memo_created_get_at(m, &KUBE_RES_PVCS, owner, name, NULL, t0);
+        assert_true(got[0] && json_equal(got[0], pod));
+        assert_true(got[1] && json_equal(got[1], svc));
+        assert_true(got[2] && json_equal(got[2], pvc));
+        for (int k = 0; k < 3; k++)
+            json_decref(got[k]);
+        json_decref(pod);
+        json_decref(svc);
+        json_decref(pvc);
+    }
+}
+
 /* The record answers for that owner, kind and name only, until a pass has seen the child
  * in the cache. */
 static void test_created_until_seen(void **state)
@@ -418,6 +451,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_created_expires, setup, teardown),
         cmocka_unit_test_setup_teardown(test_created_forget_by_uid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_created_gone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_created_kinds_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_created_unusable_and_held, setup, teardown),
         cmocka_unit_test(test_null_memo_remembers_nothing),
     };
