@@ -11,7 +11,7 @@
 # abort) show up in ctest's "Defects" count; only valgrind's exit code fails a test.
 #
 #   scripts/valgrind.sh [ctest -R regex]     (default: label unit minus sandboxd and the
-#                                            version, bench and flags scripts, which are shell
+#                                            version, bench, flags and hack scripts, which are shell
 #                                            (memcheck would check bash); ~2 min)
 #
 # Ends with "N passed, N failed"; exits non-zero on any failure. Logs per test in
@@ -55,7 +55,7 @@ mkdir -p "$B/memcheck"
 rm -f "$B/memcheck"/*.log
 # ctest runs each test through valgrind (its environment and arguments kept).
 args=(-T memcheck --output-on-failure -j 2 --timeout 600)
-if [ $# -gt 0 ]; then args+=(-R "$1"); else args+=(-L unit -E '^(unit_sandboxd_|version_|bench_|flags_)'); fi
+if [ $# -gt 0 ]; then args+=(-R "$1"); else args+=(-L unit -E '^(unit_sandboxd_|version_|bench_|flags_|hack_)'); fi
 out=$(mktemp)
 ctest --test-dir "$B" "${args[@]}" \
 	--overwrite MemoryCheckCommand="$(command -v valgrind)" \
