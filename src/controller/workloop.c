@@ -78,11 +78,15 @@ static void wqm_retry(void *ctx, const char *name)
 
 /* ---- workers ------------------------------------------------------------------------ */
 
+/* The count and its gauge change together under the lock: two workers finishing at once
+ * could otherwise set the gauge in the other order and leave it at 1 with none active. */
 static void set_active(struct workloop *l, int delta)
 {
+    pthread_mutex_lock(&l->lock);
     int n = atomic_fetch_add(&l->active, delta) + delta;
     if (l->o.metrics)
         metric_set(l->o.metrics->active_workers, (const char *const[]){l->o.name}, n);
+    pthread_mutex_unlock(&l->lock);
 }
 
 static void run_one(struct workloop *l, const char *key)
