@@ -286,7 +286,10 @@ json_t *sb_memo_created_get_at(struct sb_memo *m, const struct kube_res *res, co
 {
     struct created_slot *s;
     struct created_rec *expired = NULL;
-    json_t *obj = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    usec_t left = 0;
+    json_t *obj;
 
     if (!m || !created_usable(res, owner_uid, name))
         return NULL;
@@ -294,16 +297,21 @@ json_t *sb_memo_created_get_at(struct sb_memo *m, const struct kube_res *res, co
     pthread_mutex_lock(&m->lock);
     if (created_match(s, res, owner_uid, name)) {
         if (now >= s->at && now - s->at < SB_MEMO_TTL) {
-            /* parsed under the lock: the record may be replaced once it is let go */
-            obj = json_loadb(s->rec->data, s->rec->len, 0, NULL);
-            if (obj && ret_left)
-                *ret_left = SB_MEMO_TTL - (now - s->at);
+            /* copied under the lock (the record may be replaced once it is let go) and
+             * parsed after it, so that other passes do not wait for the parse */
+            len = s->rec->len;
+            text = xstrndup(s->rec->data, len);
+            left = SB_MEMO_TTL - (now - s->at);
         } else {
             expired = created_take(s);
         }
     }
     pthread_mutex_unlock(&m->lock);
     xfree(expired);
+    obj = text ? json_loadb(text, len, 0, NULL) : NULL;
+    xfree(text);
+    if (obj && ret_left)
+        *ret_left = left;
     return obj;
 }
 

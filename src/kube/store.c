@@ -120,16 +120,22 @@ void kube_store_strip_transform(void *ctx, json_t *obj)
         (void)json_object_del(md, "annotations");
 }
 
-int kube_store_key(const json_t *obj, char *out, size_t size)
+/* Writes the key of ns/name ("ns/name", or "name" without a namespace) into out (size
+ * bytes). Returns 0, -EINVAL without a name, or -E2BIG when it does not fit or is over
+ * LIMIT_KUBE_STORE_KEY. */
+static int key_of(char *out, size_t size, const char *ns, const char *name)
 {
-    const char *name = kube_obj_name(obj);
-    const char *ns = kube_obj_namespace(obj);
     if (!name || !name[0])
         return -EINVAL;
     int n = ns && ns[0] ? snprintf(out, size, "%s/%s", ns, name) : snprintf(out, size, "%s", name);
     if (n < 0 || (size_t)n >= size || (size_t)n > LIMIT_KUBE_STORE_KEY)
         return -E2BIG;
     return 0;
+}
+
+int kube_store_key(const json_t *obj, char *out, size_t size)
+{
+    return key_of(out, size, kube_obj_namespace(obj), kube_obj_name(obj));
 }
 
 static void free_obj(void *p)
@@ -393,25 +399,17 @@ json_t *kube_store_get(struct kube_store *s, const char *key)
     return obj;
 }
 
-/* The key of ns/name into key (LIMIT_KUBE_STORE_KEY + 1 bytes); false when too long. */
-static bool key_ns(char *key, const char *ns, const char *name)
-{
-    int n = ns && ns[0] ? snprintf(key, LIMIT_KUBE_STORE_KEY + 1, "%s/%s", ns, name)
-                        : snprintf(key, LIMIT_KUBE_STORE_KEY + 1, "%s", name);
-    return n >= 0 && n <= LIMIT_KUBE_STORE_KEY;
-}
-
 json_t *kube_store_get_ns(struct kube_store *s, const char *ns, const char *name)
 {
     char key[LIMIT_KUBE_STORE_KEY + 1];
-    return key_ns(key, ns, name) ? kube_store_get(s, key) : NULL;
+    return key_of(key, sizeof(key), ns, name) == 0 ? kube_store_get(s, key) : NULL;
 }
 
 bool kube_store_has_ns(struct kube_store *s, const char *ns, const char *name)
 {
     char key[LIMIT_KUBE_STORE_KEY + 1];
     bool has;
-    if (!key_ns(key, ns, name))
+    if (key_of(key, sizeof(key), ns, name) < 0)
         return false;
     ASSERT(pthread_rwlock_rdlock(&s->lock) == 0);
     has = map_get(s->objs, key) != NULL;

@@ -82,6 +82,15 @@ static void test_put_get_remove(void **state)
     assert_true(kube_store_has_ns(s, "", "node1"));
     assert_false(kube_store_has_ns(s, "ns2", "a"));
     assert_false(kube_store_has_ns(s, "ns1", "node1"));
+    /* no name, or a key over the limit: nothing is looked up */
+    assert_false(kube_store_has_ns(s, "ns1", NULL));
+    assert_false(kube_store_has_ns(s, "ns1", ""));
+    assert_null(kube_store_get_ns(s, "ns1", NULL));
+    char longname[LIMIT_KUBE_STORE_KEY + 2];
+    memset(longname, 'a', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    assert_false(kube_store_has_ns(s, NULL, longname));
+    assert_null(kube_store_get_ns(s, "ns1", longname + 4));
 
     /* no name: rejected, and the reference is still taken (ASan would report a leak) */
     assert_int_equal(kube_store_put(s, json_pack("{s:{}}", "metadata"), NULL), -EINVAL);
