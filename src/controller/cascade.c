@@ -160,6 +160,7 @@ static struct cascade_owner *take(struct cascade *c, bool *ret_sweep)
             return NULL;
         if (c->sweep_pending && c->sweep_next <= now) {
             c->sweep_pending = false;
+            c->running++; /* until try_sweep ends: cascade_idle_wait waits for it */
             *ret_sweep = true;
             return NULL;
         }
@@ -331,6 +332,12 @@ static bool owner_read_present(struct cascade *c, const struct cascade_owner *o)
     return present;
 }
 
+/* Whether this process may delete: it leads (always, without an active callback). */
+static bool leading(const struct cascade *c)
+{
+    return !c->o.active || c->o.active(c->o.active_ctx);
+}
+
 /* Deletes the dependents of o's owner in one target. Returns true when a DELETE was
  * refused by its preconditions (look again later). */
 static bool delete_in(struct cascade *c, const struct cascade_target *t,
@@ -339,7 +346,9 @@ static bool delete_in(struct cascade *c, const struct cascade_target *t,
     struct kube_objv v = {0};
     bool conflict = false;
     (void)kube_store_by_index(t->store, t->index, o->uid, &v);
-    for (size_t i = 0; i < v.n && !atomic_load(&c->halt); i++) {
+    /* leadership is asked before every DELETE: an owner of hundreds of dependents takes
+     * long enough for it to be lost meanwhile, and a successor deletes from then on */
+    for (size_t i = 0; i < v.n && !atomic_load(&c->halt) && leading(c); i++) {
         enum outcome out;
         if (!sole_dependent(v.v[i], o->ns, o->uid))
             continue;
@@ -360,7 +369,7 @@ static bool delete_in(struct cascade *c, const struct cascade_target *t,
  * controller's). */
 static bool skip_owner(struct cascade *c, const struct cascade_owner *o)
 {
-    if (c->o.active && !c->o.active(c->o.active_ctx))
+    if (!leading(c))
         return true;
     return c->o.client && kube_client_ns_terminated_within(c->o.client, o->ns, KUBE_NSTERM_MEMORY);
 }
@@ -465,21 +474,20 @@ static size_t sweep_all(struct cascade *c)
 }
 
 /* Tries the requested sweep: once leading and synced it runs, else it is tried again
- * SWEEP_POLL later. */
+ * SWEEP_POLL later. Ends what take() began (the sweep counted as running). */
 static void try_sweep(struct cascade *c)
 {
-    size_t queued;
-    if ((c->o.active && !c->o.active(c->o.active_ctx)) ||
-        (c->o.synced && !c->o.synced(c->o.active_ctx))) {
-        pthread_mutex_lock(&c->lock);
+    bool ready = leading(c) && (!c->o.synced || c->o.synced(c->o.active_ctx));
+    size_t queued = ready ? sweep_all(c) : 0;
+    pthread_mutex_lock(&c->lock);
+    if (ready) {
+        c->st.sweeps++;
+    } else {
         c->sweep_pending = true;
         c->sweep_next = clock_now() + SWEEP_POLL;
-        pthread_mutex_unlock(&c->lock);
-        return;
     }
-    queued = sweep_all(c);
-    pthread_mutex_lock(&c->lock);
-    c->st.sweeps++;
+    c->running--;
+    pthread_cond_broadcast(&c->idle);
     pthread_mutex_unlock(&c->lock);
     if (queued)
         log_info("owners gone while not watched: their dependents are looked at after the "
@@ -662,15 +670,22 @@ void cascade_stats(struct cascade *c, struct cascade_stats *ret)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* Whether anything is queued, running or a sweep due now (one waiting for leadership or
+ * for the caches is not). Called with the lock. */
+static bool busy(const struct cascade *c)
+{
+    return c->len || c->running || (c->sweep_pending && c->sweep_next <= clock_now());
+}
+
 int cascade_idle_wait(struct cascade *c, usec_t timeout)
 {
     struct timespec ts;
     int r = 0;
     clock_deadline_realtime(timeout, &ts);
     pthread_mutex_lock(&c->lock);
-    while ((c->len || c->running) && r != ETIMEDOUT)
+    while (busy(c) && r != ETIMEDOUT)
         r = pthread_cond_timedwait(&c->idle, &c->lock, &ts);
-    r = c->len || c->running ? -ETIMEDOUT : 0;
+    r = busy(c) ? -ETIMEDOUT : 0;
     pthread_mutex_unlock(&c->lock);
     return r;
 }

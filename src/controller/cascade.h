@@ -156,6 +156,7 @@ void cascade_stop(struct cascade *c);
 /** Stops and frees. NULL is fine. */
 void cascade_free(struct cascade *c);
 void cascade_stats(struct cascade *c, struct cascade_stats *ret);
-/** Waits until nothing is queued or running (tests), at most timeout. Returns 0 or
- * -ETIMEDOUT. */
+/** Waits until nothing is queued or running and no requested sweep is due (tests), at
+ * most timeout. A sweep waiting for leadership or synced caches is not waited for.
+ * Returns 0 or -ETIMEDOUT. */
 int cascade_idle_wait(struct cascade *c, usec_t timeout);

@@ -577,12 +577,13 @@ void ctrl_manager_stop(struct ctrl_manager *m)
         return;
     atomic_store(&m->stopping, true);
     log_info("stopping");
-    /* Workers first (running reconciles finish), then the lease goes, so a successor
-     * never overlaps with us; the informers and servers last. */
+    /* Workers and the cascade's deleters first (running reconciles and DELETEs finish),
+     * then the lease goes, so a successor never overlaps with us; the informers and
+     * servers last. */
     stop_workers(m);
+    cascade_stop(m->cascade);
     if (m->elector)
         lease_elector_stop(m->elector);
-    cascade_stop(m->cascade);
     /* Every informer is asked before any is joined: each ends its watch at the stream's
      * next progress check (up to a second), so together they take one such wait, not
      * one each (seven informers took 4-5 s to stop one after the other). */

@@ -23,6 +23,7 @@ struct workloop {
     pthread_cond_t gone;  /* a worker ended */
     int running;          /* worker threads alive (detached) */
     int idle;             /* of them, not reconciling (starting or waiting for a key) */
+    int leaving;          /* of them, extra workers deciding to end (leave_idle) */
     bool started, stopped;
     atomic_int active;
     atomic_ulong reconciles;
@@ -137,18 +138,42 @@ static bool wait_caches(struct workloop *l)
     return r == 0;
 }
 
-/* The calling (free) worker stops being counted, when all is true (elastic loops: only
- * while more than min_workers run). After this returns true the worker must not touch l
+/* The calling (free) worker stops being counted. After this the worker must not touch l
  * again: workloop_stop may free it. */
-static bool leave(struct workloop *l, bool all)
+static void leave(struct workloop *l)
+{
+    pthread_mutex_lock(&l->lock);
+    l->running--;
+    l->idle--;
+    pthread_cond_broadcast(&l->gone);
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* An extra worker idle for idle_exit ends, unless keys are waiting: it is first taken
+ * off the idle count, so that a key queued from then on starts a worker if none is free,
+ * and it stays when the queue holds a key (one queued while it was still counted as
+ * idle would otherwise wait for a busy worker). The queue is asked without the loop's
+ * lock (the lock order is queue, then loop). Returns true when it ends (see leave). */
+static bool leave_idle(struct workloop *l)
 {
     bool go;
     pthread_mutex_lock(&l->lock);
-    go = all || l->running > l->o.min_workers;
+    go = l->running - l->leaving > l->o.min_workers; /* two at once never both go below */
+    if (go) {
+        l->idle--;
+        l->leaving++;
+    }
+    pthread_mutex_unlock(&l->lock);
+    if (!go)
+        return false;
+    go = wq_len(l->q) == 0;
+    pthread_mutex_lock(&l->lock);
+    l->leaving--;
     if (go) {
         l->running--;
-        l->idle--;
         pthread_cond_broadcast(&l->gone);
+    } else {
+        l->idle++;
     }
     pthread_mutex_unlock(&l->lock);
     return go;
@@ -172,7 +197,7 @@ static void worker_loop(struct workloop *l)
     for (;;) {
         int r = wq_get_for(l->q, &key, idle);
         if (r == -ETIMEDOUT) {
-            if (leave(l, false)) /* idle for idle_exit: one of the extra workers ends */
+            if (leave_idle(l)) /* idle for idle_exit: one of the extra workers ends */
                 return;
             continue;
         }
@@ -183,7 +208,7 @@ static void worker_loop(struct workloop *l)
         wq_done(l->q, key);
         set_busy(l, false, 0);
     }
-    (void)leave(l, true);
+    leave(l);
 }
 
 static void *worker_main(void *arg)
@@ -192,7 +217,7 @@ static void *worker_main(void *arg)
     if (wait_caches(l))
         worker_loop(l);
     else
-        (void)leave(l, true);
+        leave(l);
     return NULL; /* l is not touched after leave: workloop_stop may free it */
 }
 

@@ -295,6 +295,38 @@ static void index_all(struct kube_store *s, const char *key, const json_t *obj, 
         index_update(&s->idx[i], key, obj, add);
 }
 
+/* Removes key from every value of every index: for an object that cannot be unpacked (a
+ * damaged blob, or no memory for a decompressor), whose values are not known. Walks the
+ * indexes whole, so only on that path. */
+static void index_drop_key(struct kube_store *s, const char *key)
+{
+    for (size_t i = 0; i < s->nidx; i++) {
+        struct kube_strv empty = {0};
+        struct map_iter it;
+        const char *val;
+        void *keys;
+        map_foreach (s->idx[i].values, it, val, keys) {
+            (void)map_remove(keys, key); /* the inner set: the walk's map is not changed */
+            if (map_len(keys) == 0)
+                kube_strv_add(&empty, val);
+        }
+        for (size_t j = 0; j < empty.n; j++)
+            map_free(map_remove(s->idx[i].values, empty.v[j]));
+        kube_strv_done(&empty);
+    }
+}
+
+/* Takes key's old value (old, packed in the store's mode) out of the indexes. */
+static json_t *unindex_old(struct kube_store *s, const char *key, void *old)
+{
+    json_t *old_obj = unpack(s, old);
+    if (old_obj)
+        index_all(s, key, old_obj, false);
+    else if (old)
+        index_drop_key(s, key);
+    return old_obj;
+}
+
 static struct store_index *find_index(struct kube_store *s, const char *name)
 {
     for (size_t i = 0; i < s->nidx; i++)
@@ -350,9 +382,7 @@ int kube_store_put(struct kube_store *s, json_t *obj, json_t **ret_old)
         return -ENOMEM;
     }
     (void)map_put(s->objs, key, packed, &old);
-    json_t *old_obj = unpack(s, old);
-    if (old_obj)
-        index_all(s, key, old_obj, false);
+    json_t *old_obj = unindex_old(s, key, old);
     index_all(s, key, obj, true);
     bool was_compact = s->compact; /* old was packed in this mode */
     if (!s->compact && s->compact_above && map_len(s->objs) > s->compact_above)
@@ -374,16 +404,15 @@ int kube_store_remove(struct kube_store *s, const char *key, json_t **ret_old)
 {
     ASSERT(pthread_rwlock_wrlock(&s->lock) == 0);
     void *v = map_remove(s->objs, key);
-    json_t *old = unpack(s, v);
-    if (old)
-        index_all(s, key, old, false);
+    json_t *old = unindex_old(s, key, v);
+    bool was_compact = s->compact; /* v was packed in this mode; another put may change it */
     (void)pthread_rwlock_unlock(&s->lock);
-    if (s->compact)
+    if (was_compact)
         xfree(v);
     else
         json_decref(v);
     if (!old)
-        return -ENOENT;
+        return v ? -EIO : -ENOENT;
     if (ret_old)
         *ret_old = old;
     else

@@ -94,7 +94,9 @@ int kube_store_add_index(struct kube_store *s, const char *name, kube_index_fn *
  * when obj has no metadata.name, or -ENOMEM when a compact store cannot encode it. */
 int kube_store_put(struct kube_store *s, json_t *obj, json_t **ret_old);
 /** Removes key (borrowed). When ret_old is not NULL it gets the removed object (a
- * reference the caller now owns). Returns 0 or -ENOENT. */
+ * reference the caller now owns). Returns 0, -ENOENT when nothing was held, or -EIO when
+ * the object was removed but its compressed form could not be unpacked (it is then out of
+ * every index as well, and *ret_old is not set). */
 int kube_store_remove(struct kube_store *s, const char *key, json_t **ret_old);
 
 /** Returns a new reference to the object under key (borrowed), or NULL. */

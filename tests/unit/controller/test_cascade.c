@@ -47,6 +47,7 @@ struct fake {
     atomic_bool synced;
     char reads[16][64]; /* the sweep's owner reads: "Kind/name" */
     int nreads;
+    int lose_after; /* when > 0: leadership is lost with that many DELETEs made */
 };
 
 static int fake_delete(void *ctx, const struct kube_res *res, const json_t *obj,
@@ -67,6 +68,8 @@ static int fake_delete(void *ctx, const struct kube_res *res, const json_t *obj,
         (void)snprintf(c->rv, sizeof(c->rv), "%s", rv);
         c->at = clock_now();
         st = f->status[f->n++];
+        if (f->lose_after && f->n == f->lose_after)
+            atomic_store(&f->active, false);
     }
     pthread_mutex_unlock(&f->lock);
     if (strcmp(res->kind, "Sandbox") == 0 && f->drop_deleted) {
@@ -348,6 +351,24 @@ static void test_inactive_drops(void **state)
     cascade_free(c);
 }
 
+/* Leadership lost while an owner's dependents are being deleted: no DELETE after it (a
+ * successor deletes from then on), and the rest are left. */
+static void test_lead_lost_midway(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, CASCADE_NOW, 0);
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        (void)snprintf(name, sizeof(name), "p%d", i);
+        (void)kube_store_put(f->pods, obj("ns", name, "5", "u-o", "ctl", false), NULL);
+    }
+    f->lose_after = 1;
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    assert_int_equal(calls(f), 1);
+    cascade_free(c);
+}
+
 /* Bounded queue; off queues nothing; bad input is refused; stopping drops what waits. */
 static void test_bounds_off_stop(void **state)
 {
@@ -608,6 +629,39 @@ static void test_sweep(void **state)
     kube_store_free(claims);
 }
 
+/* cascade_idle_wait right after a sweep is requested waits for the sweep and for the
+ * owners it queued: it does not answer "idle" before a worker has taken the request. */
+static void test_idle_wait_covers_sweep(void **state)
+{
+    struct fake *f = *state;
+    struct kube_store *claims = kube_store_new();
+    struct cascade_opts o = {.delay = 50 * USEC_PER_MSEC,
+                             .active = fake_active,
+                             .synced = fake_synced,
+                             .active_ctx = f,
+                             .delete = fake_delete,
+                             .delete_ctx = f,
+                             .get = fake_get,
+                             .get_ctx = f};
+    struct cascade *c = NULL;
+    struct cascade_stats st;
+    assert_int_equal(cascade_new(&o, &c), 0);
+    assert_int_equal(
+        cascade_add_dependent(c, CASCADE_OF_EXT, &API_RES_SANDBOXES, f->sandboxes, IDX), 0);
+    assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, &API_RES_SANDBOXCLAIMS, claims), 0);
+    (void)kube_store_put(f->sandboxes, owned("b", CLAIM_AV, "SandboxClaim", "gone-1"), NULL);
+    atomic_store(&f->synced, true);
+    for (int round = 0; round < 20; round++) {
+        cascade_request_sweep(c);
+        assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+        cascade_stats(c, &st);
+        assert_int_equal(st.sweeps, round + 1);
+        assert_int_equal(calls(f), round + 1); /* the fake keeps what it deleted */
+    }
+    cascade_free(c);
+    kube_store_free(claims);
+}
+
 /* Registration limits and a missing client and delete function. */
 static void test_registration(void **state)
 {
@@ -644,12 +698,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_conflict_then_newer_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attempts_bounded_and_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inactive_drops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lead_lost_midway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds_off_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_registration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chained_dependents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chained_waits_for_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sandbox_deleted_elsewhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_wait_covers_sweep, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,12 +132,59 @@ static void test_switch_past_threshold(void **state)
     kube_store_free(s);
 }
 
+/* An object whose text cannot be read back (a key with a NUL byte: jansson writes it as
+ * \u0000 and refuses it in a key when parsing), standing in for a damaged blob. */
+static json_t *unreadable_pod(const char *name, const char *rv, const char *owner)
+{
+    json_t *p = pod(name, rv, owner);
+    assert_int_equal(json_object_setn(json_object_get(p, "spec"), "k\0x", 3, json_true()), 0);
+    return p;
+}
+
+/* A stored object that cannot be unpacked still leaves every index when it is replaced or
+ * removed (its values are unknown, so its key is taken out of every value), and a remove
+ * says what happened: -EIO, not -ENOENT. */
+static void test_unreadable_leaves_indexes(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    struct kube_strv keys = {0};
+    json_t *old = NULL;
+    assert_int_equal(kube_store_set_compact(s, true), 0);
+    assert_int_equal(kube_store_add_index(s, "owner", kube_index_controller_uid, NULL), 0);
+    assert_int_equal(kube_store_put(s, unreadable_pod("a", "1", "u1"), NULL), 0);
+    assert_int_equal(kube_store_put(s, pod("b", "1", "u1"), NULL), 0);
+    assert_null(kube_store_get(s, "ns/a")); /* held, but unreadable */
+    assert_int_equal(kube_store_index_keys(s, "owner", "u1", &keys), 2);
+    kube_strv_done(&keys);
+
+    /* replaced by a readable object of another owner: a leaves u1's set */
+    assert_int_equal(kube_store_put(s, pod("a", "2", "u2"), &old), 0);
+    assert_null(old);
+    assert_int_equal(kube_store_index_keys(s, "owner", "u1", &keys), 1);
+    assert_string_equal(keys.v[0], "ns/b");
+    kube_strv_done(&keys);
+    assert_int_equal(kube_store_index_keys(s, "owner", "u2", &keys), 1);
+    kube_strv_done(&keys);
+
+    /* removed while unreadable: -EIO, and out of the index (its value set goes) */
+    assert_int_equal(kube_store_put(s, unreadable_pod("c", "1", "u3"), NULL), 0);
+    assert_int_equal(kube_store_remove(s, "ns/c", &old), -EIO);
+    assert_null(old);
+    assert_int_equal(kube_store_index_keys(s, "owner", "u3", &keys), 0);
+    assert_int_equal(keys.n, 0);
+    assert_int_equal(kube_store_remove(s, "ns/c", NULL), -ENOENT);
+    assert_int_equal(kube_store_len(s), 2);
+    kube_store_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_and_fresh_objects),
         cmocka_unit_test(test_put_remove_index_transform),
         cmocka_unit_test(test_switch_past_threshold),
+        cmocka_unit_test(test_unreadable_leaves_indexes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
