@@ -662,6 +662,61 @@ static void test_idle_wait_covers_sweep(void **state)
     kube_store_free(claims);
 }
 
+/* At the due time a swept owner is looked at again: one its cache holds by then (created
+ * just after the sweep looked) keeps its dependents without a read; one whose name the
+ * cache holds under another UID is read, and the read's answer decides (here: another
+ * UID, so gone); a SandboxWarmPool, the second owner kind, is swept like a claim. */
+static void test_swept_owner_at_due_time(void **state)
+{
+    struct fake *f = *state;
+    struct kube_store *claims = kube_store_new(), *pools = kube_store_new();
+    struct cascade_opts o = {.delay = 300 * USEC_PER_MSEC,
+                             .active = fake_active,
+                             .synced = fake_synced,
+                             .active_ctx = f,
+                             .delete = fake_delete,
+                             .delete_ctx = f,
+                             .get = fake_get,
+                             .get_ctx = f};
+    struct cascade *c = NULL;
+    struct cascade_stats st = {0};
+    assert_int_equal(cascade_new(&o, &c), 0);
+    assert_int_equal(
+        cascade_add_dependent(c, CASCADE_OF_EXT, &API_RES_SANDBOXES, f->sandboxes, IDX), 0);
+    assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, &API_RES_SANDBOXCLAIMS, claims), 0);
+    assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, &API_RES_SANDBOXWARMPOOLS, pools), 0);
+    (void)kube_store_put(f->sandboxes, owned("a", CLAIM_AV, "SandboxClaim", "late"), NULL);
+    (void)kube_store_put(f->sandboxes, owned("b", CLAIM_AV, "SandboxClaim", "renamed"), NULL);
+    (void)kube_store_put(f->sandboxes, owned("m", CLAIM_AV, "SandboxWarmPool", "gone-pool"), NULL);
+    atomic_store(&f->synced, true);
+    cascade_request_sweep(c);
+    for (int i = 0; i < 100 && st.swept < 3; i++) {
+        clock_sleep(10 * USEC_PER_MSEC);
+        cascade_stats(c, &st);
+    }
+    assert_int_equal(st.swept, 3);
+    assert_int_equal(calls(f), 0); /* nothing before the delay */
+    /* created now, as owned() names it (uid u-late); "renamed" made again (uid u-again) */
+    (void)kube_store_put(claims, owned("late", "v1", "Namespace", "x"), NULL);
+    (void)kube_store_put(claims,
+                         json_pack("{s:{s:s,s:s,s:s}}", "metadata", "namespace", "ns", "name",
+                                   "renamed", "uid", "u-again"),
+                         NULL);
+    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
+    cascade_stats(c, &st);
+    assert_int_equal(st.swept_present, 1); /* late, from its cache */
+    assert_int_equal(calls(f), 2);
+    assert_true(deleted_name(f, "b"));
+    assert_true(deleted_name(f, "m"));
+    assert_int_equal(f->nreads, 2); /* renamed and the pool; never late */
+    for (int i = 0; i < f->nreads; i++)
+        assert_true(strcmp(f->reads[i], "SandboxClaim/renamed") == 0 ||
+                    strcmp(f->reads[i], "SandboxWarmPool/gone-pool") == 0);
+    cascade_free(c);
+    kube_store_free(claims);
+    kube_store_free(pools);
+}
+
 /* Registration limits and a missing client and delete function. */
 static void test_registration(void **state)
 {
@@ -706,6 +761,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sandbox_deleted_elsewhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_wait_covers_sweep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_swept_owner_at_due_time, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
