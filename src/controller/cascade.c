@@ -391,6 +391,8 @@ static void run_owner(struct cascade *c, struct cascade_owner *o)
         c->st.retries += conflict;
         append(c, early ? Q_CHAIN : Q_RETRY, o, early ? c->o.chain_delay : c->o.retry);
         o = NULL;
+    } else if ((conflict || early) && !c->stopping) {
+        c->st.given_up++;
     }
     pthread_cond_broadcast(&c->idle);
     pthread_mutex_unlock(&c->lock);

@@ -117,6 +117,9 @@ struct cascade_stats {
     unsigned long sweeps;        /* sweeps done */
     unsigned long swept;         /* owners the sweep found missing from their caches, queued */
     unsigned long swept_present; /* of those, found to exist when due: nothing deleted */
+    unsigned long given_up;      /* owners whose looks ran out: refused DELETEs (left to the
+                                    garbage collector), or a chained owner its cache kept
+                                    holding (left to the look a delay after its deletion) */
 };
 
 struct cascade;

@@ -321,6 +321,7 @@ static void test_attempts_bounded_and_gone(void **state)
     cascade_stats(c, &st);
     assert_int_equal(st.conflict, CASCADE_ATTEMPTS);
     assert_int_equal(st.retries, CASCADE_ATTEMPTS - 1);
+    assert_int_equal(st.given_up, 1);
 
     (void)kube_store_put(f->pods, obj("ns", "g", "5", "u-g", "ctl", false), NULL);
     f->status[CASCADE_ATTEMPTS] = 404;
@@ -332,6 +333,7 @@ static void test_attempts_bounded_and_gone(void **state)
     cascade_stats(c, &st);
     assert_int_equal(st.gone, 1);
     assert_int_equal(st.retries, CASCADE_ATTEMPTS - 1);
+    assert_int_equal(st.given_up, 1); /* a 404 is an answer: nothing given up */
     cascade_free(c);
 }
 
