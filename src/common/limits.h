@@ -12,15 +12,17 @@
 /* Kubernetes API client */
 /* one non-watch response body (a big LIST page) */
 #define LIMIT_KUBE_RESPONSE        (64u * 1024 * 1024)
-#define LIMIT_KUBE_WATCH_FRAME     (16u * 1024 * 1024)  /* one watch event line */
-#define LIMIT_KUBE_ERROR_BODY      (64u * 1024)         /* a Status body kept for errors */
-#define LIMIT_KUBECONFIG           (4u * 1024 * 1024)   /* a kubeconfig file */
-#define LIMIT_KUBE_TOKEN           (64u * 1024)         /* a bearer token file */
-#define LIMIT_KUBE_EXEC_OUTPUT     (1u * 1024 * 1024)   /* an exec credential plugin's stdout */
-#define LIMIT_KUBE_URL             (16u * 1024)         /* one request URL */
-#define LIMIT_KUBE_LIST_PAGE       500                  /* default LIST page size (limit=) */
-#define LIMIT_KUBE_LIST_PAGE_SMALL 100                  /* a compact cache's: less parsed at once */
-#define LIMIT_KUBE_RETRIES         8                    /* retries of one 429/5xx request */
+#define LIMIT_KUBE_WATCH_FRAME     (16u * 1024 * 1024) /* one watch event line */
+#define LIMIT_KUBE_ERROR_BODY      (64u * 1024)        /* a Status body kept for errors */
+#define LIMIT_KUBECONFIG           (4u * 1024 * 1024)  /* a kubeconfig file */
+#define LIMIT_KUBE_TOKEN           (64u * 1024)        /* a bearer token file */
+#define LIMIT_KUBE_EXEC_OUTPUT     (1u * 1024 * 1024)  /* an exec credential plugin's stdout */
+#define LIMIT_KUBE_URL             (16u * 1024)        /* one request URL */
+#define LIMIT_KUBE_LIST_PAGE       500                 /* default LIST page size (limit=) */
+#define LIMIT_KUBE_LIST_PAGE_SMALL 100                 /* a compact cache's: less parsed at once */
+#define LIMIT_KUBE_LIST_PAGES      100000  /* pages of one LIST (a server that never ends one) */
+#define LIMIT_KUBE_LIST_ALL_ITEMS  1000000 /* items kube_list_all gathers in memory */
+#define LIMIT_KUBE_RETRIES         8       /* retries of one 429/5xx request */
 #define LIMIT_KUBE_RETRY_AFTER     (60 * USEC_PER_SEC)  /* longest honoured Retry-After */
 #define LIMIT_KUBE_CONNECT         (10 * USEC_PER_SEC)  /* TCP+TLS connect timeout */
 #define LIMIT_KUBE_REQUEST         (60 * USEC_PER_SEC)  /* one non-watch request */
@@ -111,6 +113,7 @@
 #define LIMIT_EXT_CACHE_LAG_REQUEUE (200 * USEC_PER_MSEC)    /* AlreadyExists on a cold create */
 #define LIMIT_EXT_CLAIM_TIMEOUT     (10 * 60 * USEC_PER_SEC) /* --claim-timeout default */
 #define LIMIT_EXT_ADOPT_ATTEMPTS    8                        /* warm candidates tried per pass */
+#define LIMIT_EXT_REFILL_WAIT       (60 * 60 * USEC_PER_SEC) /* longest wait for a refill token */
 #define LIMIT_EXT_CREATE_PARALLEL   32 /* bound on --sandbox-warm-pool-create-parallelism */
 #define LIMIT_EXT_DOMAINS_FILE      (64u * 1024) /* allowed-label-domains file */
 #define LIMIT_EXT_LABEL_VALUE       63

@@ -108,6 +108,46 @@ static json_t *adopt_patch(const struct ext_ctrl *x, const json_t *claim, const 
     return p;
 }
 
+/* Whether a failed write may have been carried out: an attempt failed after it was sent
+ * (a retry's 409 may be the first attempt's doing), no answer came, or a 5xx did. */
+static bool outcome_unknown(const struct kube_err *e)
+{
+    return e->maybe_done || e->http_status == 0 || e->http_status >= 500;
+}
+
+/* The adoption PATCH of candidate sb (name) may have been applied: the Sandbox is read.
+ * Returns 1 when the claim controls it (*ret_sb: the read), 0 when another owner does or
+ * it is gone, or a negative errno when the read fails too: the candidate is then the
+ * claim's binding, so the claim's next pass reads it before it takes another (without
+ * that, a PATCH applied but unanswered would leave the claim controlling two). */
+static int adopt_settle(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
+                        const json_t *sb, json_t **ret_sb, const struct kube_err *pe, char *msg,
+                        size_t size)
+{
+    const char *name = kube_obj_name(sb);
+    json_t *cur = NULL;
+    struct kube_err e;
+    kube_err_clear(&e);
+    if (kube_get(x->d.client, &API_RES_SANDBOXES, kube_obj_namespace(claim), name, &cur, &e) >= 0) {
+        if (sb_controlled_by(cur, kube_obj_uid(claim))) {
+            *ret_sb = cur;
+            return 1;
+        }
+        if (sb_controlled_by(cur, kube_obj_uid(pool)))
+            claim_queue_push(x->cq, pk, name); /* not applied: still a candidate */
+        json_decref(cur);
+        return 0;
+    }
+    if (kube_err_is_not_found(&e))
+        return 0;
+    ext__binding_put(x, claim, sb);
+    claim_queue_push(x->cq, pk, name);
+    (void)snprintf(msg, size,
+                   "adopting Sandbox %s: no certain answer (%s), and reading it failed: %s", name,
+                   pe->message, e.message);
+    return e.code ? e.code : -EIO;
+}
+
 /* Tries one candidate. Returns 1 adopted, 0 skip it, negative errno to stop. */
 static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
                    const char *name, json_t **ret_sb, char *msg, size_t size)
@@ -126,17 +166,21 @@ static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, 
         json_decref(sb);
         return -EEXIST;
     }
+    kube_err_clear(&e);
     r = ext__patch(x, &API_RES_SANDBOXES, ns, name, NULL, patch, &out, &e);
     json_decref(patch);
-    json_decref(sb);
     if (r >= 0) {
         *ret_sb = out;
-        return 1;
+        r = 1;
+    } else if (outcome_unknown(&e)) {
+        r = adopt_settle(x, claim, pool, pk, sb, ret_sb, &e, msg, size);
+    } else if (kube_err_is_conflict(&e) || kube_err_is_not_found(&e)) {
+        r = 0; /* another claim won it, or it went away */
+    } else {
+        claim_queue_push(x->cq, pk, name);
+        (void)snprintf(msg, size, "adopting Sandbox %s: %s", name, e.message);
     }
-    if (kube_err_is_conflict(&e) || kube_err_is_not_found(&e))
-        return 0; /* another claim won it, or it went away */
-    claim_queue_push(x->cq, pk, name);
-    (void)snprintf(msg, size, "adopting Sandbox %s: %s", name, e.message);
+    json_decref(sb);
     return r;
 }
 
@@ -159,7 +203,7 @@ int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, js
     }
     fifo_sem_release(&x->adopt_sem);
     if (r == 1) {
-        ext__binding_put(x, kube_obj_uid(claim), *ret_sb);
+        ext__binding_put(x, claim, *ret_sb);
         log_debug("adopted\tclaim=%s/%s sandbox=%s", kube_obj_namespace(claim),
                   kube_obj_name(claim), kube_obj_name(*ret_sb));
     }

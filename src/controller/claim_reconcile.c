@@ -34,7 +34,9 @@ struct claim_pass {
     char msg[768];
     const char *launch; /* "warm" or "cold" when bound in this pass */
     usec_t requeue;
-    int err; /* error worth a rate-limited retry */
+    int err;     /* error worth a rate-limited retry */
+    bool unsure; /* whether the claim controls its binding's Sandbox is not known: the pass
+                    writes nothing and is retried */
 };
 
 static void requeue_min(struct claim_pass *p, usec_t d)
@@ -96,13 +98,20 @@ static json_t *find_by_binding(struct claim_pass *p)
         /* The cache shows no version, or one we cannot order: read the truth once. */
         json_decref(sb);
         sb = NULL;
-        if (kube_get(p->x->d.client, &API_RES_SANDBOXES, p->ns, name, &sb, &e) >= 0 &&
-            !sb_controlled_by(sb, p->uid)) {
-            json_decref(sb);
-            sb = NULL;
-        }
-        if (!sb && kube_err_is_not_found(&e))
+        kube_err_clear(&e);
+        if (kube_get(p->x->d.client, &API_RES_SANDBOXES, p->ns, name, &sb, &e) >= 0) {
+            if (!sb_controlled_by(sb, p->uid)) {
+                json_decref(sb); /* not ours (an adoption that was not applied) */
+                sb = NULL;
+                ext__binding_drop(p->x, p->uid);
+            }
+        } else if (kube_err_is_not_found(&e)) {
             ext__binding_drop(p->x, p->uid);
+        } else {
+            /* Unknown: the claim may control it. Nothing is taken or created until a read
+             * answers (the pass is retried), or the claim could end up with two. */
+            p->err = e.code ? e.code : -EIO;
+        }
     }
     json_decref(ours);
     return sb;
@@ -124,6 +133,10 @@ static json_t *find_owned(struct claim_pass *p)
 static bool find_sandbox(struct claim_pass *p)
 {
     json_t *sb = find_by_binding(p);
+    if (p->err) {
+        p->unsure = true;
+        return false;
+    }
     if (!sb)
         sb = find_owned(p);
     if (!sb && (sb = sb_get(p, p->name)) && !sb_controlled_by(sb, p->uid)) {
@@ -161,7 +174,7 @@ static void cold_create(struct claim_pass *p, const json_t *tpl, const char *poo
     }
     if (kube_create(p->x->d.client, &API_RES_SANDBOXES, p->ns, sb, &out, &e) >= 0) {
         p->sb = out;
-        ext__binding_put(p->x, p->uid, out);
+        ext__binding_put(p->x, p->claim, out);
         count_creation(p, "cold", pool);
     } else if (e.ns_terminating) {
         /* The namespace is being deleted and the claim with it: retried with back-off,
@@ -502,6 +515,8 @@ static void run(struct claim_pass *p)
         json_string_value(json_object_get(kube_obj_condition(p->claim, SB_COND_READY), "reason"));
     bool expired = lifecycle(p);
     bool found = find_sandbox(p);
+    if (p->unsure)
+        return;
     if (expired) {
         /* Two passes: persist ClaimExpired first, then act on the policy. */
         if (reason && strcmp(reason, EXT_R_CLAIM_EXPIRED) == 0) {

@@ -169,7 +169,12 @@ int claim_expire_at(const json_t *claim, usec_t *ret)
     if (st && clock_parse_rfc3339(st, &t) >= 0)
         best = t;
     if (json_is_integer(ttl) && json_integer_value(ttl) >= 0 && finished_at(claim, &t) >= 0) {
-        t += (usec_t)json_integer_value(ttl) * USEC_PER_SEC;
+        /* capped (at about 292,000 years) so that a huge value cannot wrap to the past */
+        json_int_t secs = json_integer_value(ttl);
+        usec_t d = (uint64_t)secs > (USEC_INFINITY - t) / USEC_PER_SEC
+                       ? USEC_INFINITY - t
+                       : (usec_t)secs * USEC_PER_SEC;
+        t += d;
         if (!best || t < best)
             best = t;
     }

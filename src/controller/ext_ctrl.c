@@ -200,14 +200,19 @@ bool ext__warm_candidate(const json_t *sb)
            json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
 }
 
-void ext__binding_put(struct ext_ctrl *x, const char *claim_uid, const json_t *sb)
+void ext__binding_put(struct ext_ctrl *x, const json_t *claim, const json_t *sb)
 {
-    char *text = json_dumps(sb, JSON_COMPACT); /* a tree would cost ten times the bytes */
+    const char *uid = kube_obj_uid(claim);
+    char *text = uid ? json_dumps(sb, JSON_COMPACT) : NULL; /* a tree: ten times the bytes */
     if (!text)
         return; /* out of memory: the claim reads the Sandbox from the API server */
     pthread_mutex_lock(&x->lock);
-    map_put(x->bindings, claim_uid, text, NULL);
+    map_put(x->bindings, uid, text, NULL);
     pthread_mutex_unlock(&x->lock);
+    /* Asked after the put: a deletion the cache shows now had its handler run (or it runs
+     * after this and drops the binding itself), so no binding outlives its claim. */
+    if (claim_gone(x, kube_obj_namespace(claim), kube_obj_name(claim), uid))
+        ext__binding_drop(x, uid);
 }
 
 json_t *ext__binding_get(struct ext_ctrl *x, const char *claim_uid)
@@ -360,6 +365,11 @@ static void sb_route(struct ext_ctrl *x, const json_t *sb, bool gone)
                  json_string_value(json_object_get(kube_obj_controller_ref(sb), "name")), key,
                  sizeof(key)) == 0)
         ext__enqueue(x, EXT_LOOP_CLAIM, key, 0);
+    else if (gone && !ext__pool_of(sb, pool, sizeof(pool)) &&
+             ext__key(kube_obj_namespace(sb), name, key, sizeof(key)) == 0)
+        /* a Sandbox no claim controlled, gone: a claim of its name was blocked by it
+         * ("not controlled by claim"), and nothing else would bring that claim back */
+        ext__enqueue(x, EXT_LOOP_CLAIM, key, 0);
 }
 
 static void sb_on_add(void *ctx, const json_t *sb)
@@ -390,6 +400,8 @@ static void sb_on_update(void *ctx, const json_t *o, const json_t *n)
     char pool[LIMIT_KUBE_STORE_KEY + 1];
     if (ext__pool_of(o, pool, sizeof(pool)) && !sb_controller_is(n, SB_EXT_GROUP, EXT_KIND_POOL)) {
         claim_queue_remove(x->cq, pool, kube_obj_name(o));
+        /* no longer the pool's: a deletion it expected of it will not be its to see */
+        pool_expect_deletion_observed(x->expect, pool, kube_obj_uid(o));
         pool_member_changed(x, pool); /* a member left: refill */
     }
     if (ext__pool_of(n, pool, sizeof(pool)) || claim_relevant(o, n))

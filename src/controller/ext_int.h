@@ -100,8 +100,10 @@ bool ext__pool_of(const json_t *sb, char *out, size_t size);
 bool ext__warm_candidate(const json_t *sb);
 
 /** Claim bindings made by this process that the cache may not show yet: the Sandbox as
- * the API server returned it from the adoption or create (sb borrowed; kept as text). */
-void ext__binding_put(struct ext_ctrl *x, const char *claim_uid, const json_t *sb);
+ * the API server returned it from the adoption or create (claim and sb borrowed; kept as
+ * text). Not kept for a claim the cache no longer holds (deleted during its own pass:
+ * its deletion's handler, which drops bindings, has run already). */
+void ext__binding_put(struct ext_ctrl *x, const json_t *claim, const json_t *sb);
 /** Returns that Sandbox (new reference, the caller's to change), or NULL. */
 json_t *ext__binding_get(struct ext_ctrl *x, const char *claim_uid);
 /** True when this process bound the claim and the cache may not show it yet. */

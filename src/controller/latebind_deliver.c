@@ -239,18 +239,34 @@ static int resolve_one(struct ext_ctrl *x, const char *ns, const json_t *ev, jso
     return r;
 }
 
-/* Returns the delivery body {"env": {...}} in *ret (new). */
+/* Returns the delivery body {"env": {...}} in *ret (new). sandboxd's limits are checked
+ * before anything is read, and as values arrive: a claim listing thousands of references
+ * to a large key would otherwise make a pass read them all and hold them at once. */
 static int resolve_env(struct ext_ctrl *x, const json_t *claim, json_t **ret, char *msg,
                        size_t size)
 {
-    json_t *env = json_object();
-    const json_t *ev;
-    size_t i;
+    const json_t *list = kube_obj_path(claim, "spec.env"), *ev;
+    const char *name;
+    json_t *env;
+    size_t i, bytes = 0;
     int r = 0;
-    json_array_foreach(kube_obj_path(claim, "spec.env"), i, ev)
+    if (json_array_size(list) > LIMIT_SBD_CONFIG_ENV_VARS)
+        return failf(msg, size, -E2BIG, "env: %zu variables, sandboxd takes at most %d",
+                     json_array_size(list), LIMIT_SBD_CONFIG_ENV_VARS);
+    env = json_object();
+    json_array_foreach(list, i, ev)
     {
         if ((r = resolve_one(x, kube_obj_namespace(claim), ev, env, msg, size)) < 0)
             break;
+        name = json_string_value(json_object_get(ev, "name"));
+        bytes += name ? strlen(name) + json_string_length(json_object_get(env, name)) : 0;
+        if (bytes > LIMIT_SBD_CONFIG_ENV_BYTES) {
+            r = failf(msg, size, -E2BIG,
+                      "env: more than %u bytes of names and values, "
+                      "sandboxd takes at most that",
+                      LIMIT_SBD_CONFIG_ENV_BYTES);
+            break;
+        }
     }
     if (r < 0) {
         json_decref(env);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "common/limits.h"
 #include "common/xalloc.h"
 
 static void add_del(struct pool_plan *p, size_t i, size_t cap)
@@ -122,8 +123,11 @@ int pool_bucket_take(struct pool_bucket *b, double rate, int want, usec_t now, u
     b->last = now;
     granted = (int)fmin((double)want, floor(b->tokens));
     b->tokens -= granted;
-    if (granted == 0 && ret_wait)
-        *ret_wait = (usec_t)ceil((1.0 - b->tokens) / rate * USEC_PER_SEC);
+    if (granted == 0 && ret_wait) {
+        /* bounded before the cast: a tiny rate (an annotation of 1e-300) would overflow it */
+        double w = ceil((1.0 - b->tokens) / rate * USEC_PER_SEC);
+        *ret_wait = w < (double)LIMIT_EXT_REFILL_WAIT ? (usec_t)w : LIMIT_EXT_REFILL_WAIT;
+    }
     return granted;
 }
 

@@ -102,9 +102,13 @@ static void delete_members(struct pool_pass *p, const struct pool_plan *plan)
         const json_t *sb = p->m[plan->del[i]].sb;
         struct kube_err e;
         pool_expect_deletion(p->x->expect, p->key, kube_obj_uid(sb), clock_now());
-        if (kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, sb, false, NULL, &e) < 0) {
+        /* With the member's resourceVersion as a precondition: a claim may have adopted
+         * it since the cache showed it (the deletions of a large scale-down go one after
+         * another), and an adopted Sandbox is the claim's. A refusal (409) means the
+         * member changed; its update event brings the pool back to look again. */
+        if (kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, sb, true, NULL, &e) < 0) {
             pool_expect_deletion_observed(p->x->expect, p->key, kube_obj_uid(sb));
-            if (!kube_err_is_not_found(&e) && !p->err)
+            if (!kube_err_is_not_found(&e) && !kube_err_is_conflict(&e) && !p->err)
                 p->err = e.code ? e.code : -EIO;
         } else {
             cascade_sandbox_deleted(p->x->d.cascade, sb); /* its Pod goes with it */

@@ -361,9 +361,17 @@ int kube_list_pages(struct kube_client *c, const struct kube_res *res, const cha
     char *cont = NULL;
     bool restarted = false, fresh = false;
     int ret;
+    size_t pages = 0;
     list_req(res, ns, r, &q);
     for (;;) {
         json_t *page = NULL;
+        if (++pages > LIMIT_KUBE_LIST_PAGES) {
+            kube_err_set(reterr, -EPROTO,
+                         "LIST of %s: more than %d pages, the server never ends it", res->plural,
+                         LIMIT_KUBE_LIST_PAGES);
+            ret = -EPROTO;
+            break;
+        }
         /* a continuation carries its own snapshot: resourceVersion must not be sent */
         q.continue_token = cont;
         q.resource_version = cont ? NULL : (r ? r->resource_version : NULL);
@@ -393,6 +401,7 @@ int kube_list_pages(struct kube_client *c, const struct kube_res *res, const cha
 struct list_acc {
     json_t *items;
     json_t *first; /* the first page, for apiVersion/kind/resourceVersion */
+    bool too_many; /* past LIMIT_KUBE_LIST_ALL_ITEMS */
 };
 
 static void acc_reset(struct list_acc *a)
@@ -403,13 +412,17 @@ static void acc_reset(struct list_acc *a)
     a->first = NULL;
 }
 
-/* kube_list_page_fn: appends the page's items. */
+/* kube_list_page_fn: appends the page's items (-E2BIG past LIMIT_KUBE_LIST_ALL_ITEMS). */
 static int acc_add(void *ctx, const json_t *page, bool restarted)
 {
     struct list_acc *a = ctx;
     json_t *items = json_object_get(page, "items");
     if (restarted)
         acc_reset(a);
+    if (json_array_size(a->items) + json_array_size(items) > LIMIT_KUBE_LIST_ALL_ITEMS) {
+        a->too_many = true;
+        return -E2BIG;
+    }
     if (json_is_array(items))
         (void)json_array_extend(a->items, items);
     if (!a->first)
@@ -437,6 +450,9 @@ int kube_list_all(struct kube_client *c, const struct kube_res *res, const char 
     struct list_acc a = {0};
     acc_reset(&a);
     int ret = kube_list_pages(c, res, ns, r, acc_add, &a, reterr);
+    if (a.too_many)
+        kube_err_set(reterr, ret, "LIST of %s: more than %d items", res->plural,
+                     LIMIT_KUBE_LIST_ALL_ITEMS);
     if (ret >= 0)
         *ret_list = acc_result(&a);
     json_decref(a.items);

@@ -173,6 +173,16 @@ static void relist_item(struct kube_informer *inf, json_t *item, struct map *see
         apply_upsert(inf, json_incref(item));
 }
 
+/* An object that names only what its store key says: metadata.namespace and .name. */
+static json_t *key_tombstone(const char *key)
+{
+    const char *slash = strchr(key, '/');
+    if (!slash)
+        return json_pack("{s:{s:s}}", "metadata", "name", key);
+    return json_pack("{s:{s:s%, s:s}}", "metadata", "namespace", key, (size_t)(slash - key), "name",
+                     slash + 1);
+}
+
 /* Deletes what the cache holds but the list no longer returned: tombstones. */
 static void drop_missing(struct kube_informer *inf, struct map *seen)
 {
@@ -182,7 +192,10 @@ static void drop_missing(struct kube_informer *inf, struct map *seen)
         json_t *old = NULL;
         if (map_find(seen, keys.v[i], strlen(keys.v[i]), NULL))
             continue;
-        if (kube_store_remove(inf->store, keys.v[i], &old) == 0)
+        int r = kube_store_remove(inf->store, keys.v[i], &old);
+        if (r == -EIO)
+            old = key_tombstone(keys.v[i]); /* held but unreadable: its key still says who */
+        if (r == 0 || old)
             notify_delete(inf, old, true);
         json_decref(old);
     }

@@ -23,7 +23,7 @@ struct lane {
     CURLM *multi;
     pthread_mutex_t lock; /* queue, started, stop, the waiters' done flags */
     struct waiter *queue; /* submitted, not yet added to multi (LIFO: order is free) */
-    bool started, start_failed, stop;
+    bool started, stop;
     pthread_t thread;
 };
 
@@ -114,16 +114,13 @@ static void *io_main(void *arg)
     return NULL;
 }
 
-/* Starts the lane's I/O thread once; false when it could not start. Called with the
- * lane's lock. */
+/* Starts the lane's I/O thread once; false when it could not start now (out of threads
+ * for a moment: the next request tries again, so one failure does not fail the lane for
+ * good). Called with the lane's lock. */
 static bool ensure_started(struct lane *l)
 {
-    if (!l->started && !l->start_failed) {
-        if (pthread_create(&l->thread, NULL, io_main, l) == 0)
-            l->started = true;
-        else
-            l->start_failed = true;
-    }
+    if (!l->started && pthread_create(&l->thread, NULL, io_main, l) == 0)
+        l->started = true;
     return l->started;
 }
 

@@ -441,6 +441,30 @@ static void test_exhausted_cold(void **state)
     json_decref(wait_claim("c-nopool", "False", EXT_R_POOL_NOT_FOUND));
 }
 
+/* A claim blocked by a Sandbox of its name that no claim controls ("not controlled by
+ * claim": the user is told to delete it) goes on by itself once that Sandbox is deleted:
+ * the deletion brings the claim back (nothing else would: no claim owns the Sandbox). */
+static void test_blocked_claim_recovers(void **state)
+{
+    json_t *sb =
+        json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", SB_API_VERSION,
+                  "kind", SB_KIND, "metadata", "name", "c-blocked", "spec", "podTemplate", "spec",
+                  "containers", "name", "main", "image", "registry.local/runtime:1");
+    struct kube_err e;
+    json_t *cl, *bound;
+    (void)state;
+    create(&API_RES_SANDBOXES, sb);
+    create_claim("c-blocked", "p0", NULL);
+    json_decref(wait_claim("c-blocked", "False", SB_R_RECONCILER_ERROR));
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "c-blocked", &e), &e);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, "c-blocked", WAIT), 0);
+    cl = wait_claim("c-blocked", "True", NULL);
+    bound = bound_sandbox(cl);
+    assert_string_equal(kube_obj_controller_uid(bound), kube_obj_uid(cl));
+    json_decref(bound);
+    json_decref(cl);
+}
+
 static void test_unready_pool_bounded(void **state)
 {
     size_t ready = 9;
@@ -827,6 +851,7 @@ int main(void)
         cmocka_unit_test(test_upstream_metrics),
         cmocka_unit_test(test_env_cold),
         cmocka_unit_test(test_exhausted_cold),
+        cmocka_unit_test(test_blocked_claim_recovers),
         cmocka_unit_test(test_unready_pool_bounded),
         cmocka_unit_test(test_claim_delete_gc),
         cmocka_unit_test(test_lifecycle),

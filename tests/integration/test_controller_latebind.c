@@ -32,6 +32,7 @@
 #include "common/base64.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "controller/ext_names.h"
@@ -572,6 +573,56 @@ static void test_delivery_failure_fail_policy(void **state)
     json_decref(cl);
 }
 
+/* Over sandboxd's limits the delivery fails before anything is sent or read: 1,025 env
+ * entries (sandboxd takes 1,024), and values past 1 MiB together (two ConfigMaps' keys of
+ * 600 KiB each). With onFailure Fail the claim says why. */
+static void test_env_over_limits(void **state)
+{
+    json_t *env = json_array(), *cl, *cm;
+    char *big = xmalloc(600 * 1024 + 1);
+    const char *msg;
+    (void)state;
+    for (int i = 0; i < LIMIT_SBD_CONFIG_ENV_VARS + 1; i++) {
+        char name[16];
+        (void)snprintf(name, sizeof(name), "V%d", i);
+        json_array_append_new(env, json_pack("{s:s, s:s}", "name", name, "value", "x"));
+    }
+    create_template("lb-many", "Fail", sbd_port);
+    create_pool("lb-many-pool", "lb-many", 2);
+    wait_pool("lb-many-pool");
+    cl = it_claim_new("c-many", "lb-many-pool");
+    json_object_set_new(json_object_get(cl, "spec"), "env", env);
+    create_obj(&API_RES_SANDBOXCLAIMS, cl);
+    cl = wait_claim("c-many", "False", LB_R_DELIVERY_FAILED);
+    msg = json_string_value(json_object_get(kube_obj_condition(cl, SB_COND_READY), "message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "1025 variables, sandboxd takes at most 1024"));
+    json_decref(cl);
+
+    memset(big, 'b', 600 * 1024);
+    big[600 * 1024] = '\0';
+    for (int i = 1; i <= 2; i++) { /* a ConfigMap holds 1 MiB at most: one each */
+        char name[8];
+        (void)snprintf(name, sizeof(name), "big%d", i);
+        cm = json_pack("{s:s, s:s, s:{s:s}, s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                       "metadata", "name", name, "data", "k", big);
+        create_obj(&KUBE_RES_CONFIGMAPS, cm);
+    }
+    cl = it_claim_new("c-big", "lb-many-pool");
+    json_object_set_new(json_object_get(cl, "spec"), "env",
+                        json_pack("[{s:s, s:{s:{s:s, s:s}}}, {s:s, s:{s:{s:s, s:s}}}]", "name",
+                                  "B1", "valueFrom", "configMapKeyRef", "name", "big1", "key", "k",
+                                  "name", "B2", "valueFrom", "configMapKeyRef", "name", "big2",
+                                  "key", "k"));
+    create_obj(&API_RES_SANDBOXCLAIMS, cl);
+    cl = wait_claim("c-big", "False", LB_R_DELIVERY_FAILED);
+    msg = json_string_value(json_object_get(kube_obj_condition(cl, SB_COND_READY), "message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "more than 1048576 bytes of names and values"));
+    json_decref(cl);
+    xfree(big);
+}
+
 static void test_latency(void **state)
 {
     usec_t plain, late;
@@ -638,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_tokens_are_per_sandbox),
         cmocka_unit_test(test_delivery_failure_cold_start),
         cmocka_unit_test(test_delivery_failure_fail_policy),
+        cmocka_unit_test(test_env_over_limits),
         cmocka_unit_test(test_latency),
         cmocka_unit_test(test_value_nowhere),
     };

@@ -276,6 +276,12 @@ static void test_lifecycle(void **state)
     assert_int_equal(claim_expire_at(c, &at), 0);
     assert_int_equal(clock_parse_rfc3339("2026-01-01T00:00:10Z", &t0), 0);
     assert_true(at == t0);
+    /* a huge ttl (int64 max seconds): capped, not wrapped into the past */
+    json_object_set_new(json_object_get(c, "spec"), "lifecycle",
+                        json_pack("{s:I}", "ttlSecondsAfterFinished", (json_int_t)INT64_MAX));
+    assert_int_equal(claim_expire_at(c, &at), 0);
+    assert_true(at > t0);
+    assert_true(at == USEC_INFINITY);
     assert_int_equal(claim_deadline(c, 0, &at), -ENOENT);
     assert_int_equal(claim_deadline(c, 60 * USEC_PER_SEC, &at), 0);
     json_object_set_new(json_object_get(c, "metadata"), "annotations",

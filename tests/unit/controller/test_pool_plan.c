@@ -7,6 +7,7 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
+#include "common/limits.h"
 #include "controller/pool_expect.h"
 #include "controller/pool_plan.h"
 
@@ -115,6 +116,12 @@ static void test_bucket(void **state)
     assert_int_equal(pool_bucket_take(&b, 10, 5, 300 * USEC_PER_MSEC, &wait), 3);
     pool_bucket_refund(&b, 10, 3);
     assert_int_equal(pool_bucket_take(&b, 10, 5, 300 * USEC_PER_MSEC, &wait), 3);
+    /* a tiny rate (an annotation of 1e-300): the wait is bounded, not an overflowed cast */
+    struct pool_bucket t = {.tokens = 0, .last = 0, .init = true};
+    assert_int_equal(pool_bucket_take(&t, 1e-300, 1, 1, &wait), 0);
+    assert_int_equal(wait, LIMIT_EXT_REFILL_WAIT);
+    assert_int_equal(pool_bucket_take(&t, 0.001, 1, 2, &wait), 0); /* 1000 s: under the bound */
+    assert_true(wait > 999 * USEC_PER_SEC && wait <= 1000 * USEC_PER_SEC);
 }
 
 int main(void)
