@@ -308,9 +308,10 @@ int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(LIMIT_KUBE_CONNECT / USEC_PER_MSEC));
-    curl_easy_setopt(
-        h, CURLOPT_TIMEOUT_MS,
-        (long)((p->attempt_timeout ? p->attempt_timeout : c->timeout) / USEC_PER_MSEC));
+    usec_t timeout = p->attempt_timeout ? p->attempt_timeout : c->timeout;
+    /* at least 1 ms: 0 would mean no timeout at all */
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+                     timeout && timeout < USEC_PER_MSEC ? 1L : (long)(timeout / USEC_PER_MSEC));
     if (strcmp(p->method, "GET") == 0) {
         long s = (long)(c->read_stall / USEC_PER_SEC);
         curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -425,6 +426,11 @@ static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, 
 {
     struct curl_slist *hdrs = NULL;
     CURL *h = pool_get(c);
+    if (!h) {
+        kube_err_set(reterr, -ENOMEM, "cannot create a curl handle");
+        *ret_r = -ENOMEM;
+        return CURLE_OK;
+    }
     *ret_r = kube__setup(c, h, p, &hdrs, reterr);
     if (*ret_r < 0) {
         pool_put(c, h);
