@@ -573,6 +573,17 @@ static void test_delivery_failure_fail_policy(void **state)
     json_decref(cl);
 }
 
+/* Waits for claim to fail its delivery with a message that holds needle. */
+static void delivery_failed_with(const char *claim, const char *needle)
+{
+    json_t *cl = wait_claim(claim, "False", LB_R_DELIVERY_FAILED);
+    const char *msg =
+        json_string_value(json_object_get(kube_obj_condition(cl, SB_COND_READY), "message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, needle));
+    json_decref(cl);
+}
+
 /* Over sandboxd's limits the delivery fails before anything is sent or read: 1,025 env
  * entries (sandboxd takes 1,024), and values past 1 MiB together (two ConfigMaps' keys of
  * 600 KiB each). With onFailure Fail the claim says why. */
@@ -580,7 +591,6 @@ static void test_env_over_limits(void **state)
 {
     json_t *env = json_array(), *cl, *cm;
     char *big = xmalloc(600 * 1024 + 1);
-    const char *msg;
     (void)state;
     for (int i = 0; i < LIMIT_SBD_CONFIG_ENV_VARS + 1; i++) {
         char name[16];
@@ -593,11 +603,7 @@ static void test_env_over_limits(void **state)
     cl = it_claim_new("c-many", "lb-many-pool");
     json_object_set_new(json_object_get(cl, "spec"), "env", env);
     create_obj(&API_RES_SANDBOXCLAIMS, cl);
-    cl = wait_claim("c-many", "False", LB_R_DELIVERY_FAILED);
-    msg = json_string_value(json_object_get(kube_obj_condition(cl, SB_COND_READY), "message"));
-    assert_non_null(msg);
-    assert_non_null(strstr(msg, "1025 variables, sandboxd takes at most 1024"));
-    json_decref(cl);
+    delivery_failed_with("c-many", "1025 variables, sandboxd takes at most 1024");
 
     memset(big, 'b', 600 * 1024);
     big[600 * 1024] = '\0';
@@ -615,11 +621,7 @@ static void test_env_over_limits(void **state)
                                   "name", "B2", "valueFrom", "configMapKeyRef", "name", "big2",
                                   "key", "k"));
     create_obj(&API_RES_SANDBOXCLAIMS, cl);
-    cl = wait_claim("c-big", "False", LB_R_DELIVERY_FAILED);
-    msg = json_string_value(json_object_get(kube_obj_condition(cl, SB_COND_READY), "message"));
-    assert_non_null(msg);
-    assert_non_null(strstr(msg, "more than 1048576 bytes of names and values"));
-    json_decref(cl);
+    delivery_failed_with("c-big", "more than 1048576 bytes of names and values");
     xfree(big);
 }
 

@@ -540,6 +540,22 @@ static bool deleted_name(struct fake *f, const char *name)
 
 #define CLAIM_AV "extensions.agents.x-k8s.io/v1beta1"
 
+/* A cascade with the sweep's callbacks on f, after delay (the caller registers kinds). */
+static struct cascade *sweep_cascade(struct fake *f, usec_t delay)
+{
+    struct cascade_opts o = {.delay = delay,
+                             .active = fake_active,
+                             .synced = fake_synced,
+                             .active_ctx = f,
+                             .delete = fake_delete,
+                             .delete_ctx = f,
+                             .get = fake_get,
+                             .get_ctx = f};
+    struct cascade *c = NULL;
+    assert_int_equal(cascade_new(&o, &c), 0);
+    return c;
+}
+
 /* The sweep waits until leading and synced; then a Sandbox or Pod whose controller (a
  * registered kind, any version) is missing from its cache has it queued once, and after
  * the delay a read that answers 404 or another UID lets its sole dependents go; a
@@ -550,18 +566,9 @@ static void test_sweep(void **state)
     static const char *const gone[] = {"b", "c", "g", "h1", "h2", "p1"};
     struct fake *f = *state;
     struct kube_store *claims = kube_store_new();
-    struct cascade_opts o = {.delay = 100 * USEC_PER_MSEC,
-                             .active = fake_active,
-                             .synced = fake_synced,
-                             .active_ctx = f,
-                             .delete = fake_delete,
-                             .delete_ctx = f,
-                             .get = fake_get,
-                             .get_ctx = f};
-    struct cascade *c = NULL;
+    struct cascade *c = sweep_cascade(f, 100 * USEC_PER_MSEC);
     struct cascade_stats st;
     json_t *two = owned("k", CLAIM_AV, "SandboxClaim", "gone-4");
-    assert_int_equal(cascade_new(&o, &c), 0);
     assert_int_equal(cascade_add_dependent(c, CASCADE_OF_SANDBOX, &KUBE_RES_PODS, f->pods, IDX), 0);
     assert_int_equal(
         cascade_add_dependent(c, CASCADE_OF_EXT, &API_RES_SANDBOXES, f->sandboxes, IDX), 0);
@@ -637,17 +644,8 @@ static void test_idle_wait_covers_sweep(void **state)
 {
     struct fake *f = *state;
     struct kube_store *claims = kube_store_new();
-    struct cascade_opts o = {.delay = 50 * USEC_PER_MSEC,
-                             .active = fake_active,
-                             .synced = fake_synced,
-                             .active_ctx = f,
-                             .delete = fake_delete,
-                             .delete_ctx = f,
-                             .get = fake_get,
-                             .get_ctx = f};
-    struct cascade *c = NULL;
+    struct cascade *c = sweep_cascade(f, 50 * USEC_PER_MSEC);
     struct cascade_stats st;
-    assert_int_equal(cascade_new(&o, &c), 0);
     assert_int_equal(
         cascade_add_dependent(c, CASCADE_OF_EXT, &API_RES_SANDBOXES, f->sandboxes, IDX), 0);
     assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, &API_RES_SANDBOXCLAIMS, claims), 0);
@@ -672,17 +670,8 @@ static void test_swept_owner_at_due_time(void **state)
 {
     struct fake *f = *state;
     struct kube_store *claims = kube_store_new(), *pools = kube_store_new();
-    struct cascade_opts o = {.delay = 300 * USEC_PER_MSEC,
-                             .active = fake_active,
-                             .synced = fake_synced,
-                             .active_ctx = f,
-                             .delete = fake_delete,
-                             .delete_ctx = f,
-                             .get = fake_get,
-                             .get_ctx = f};
-    struct cascade *c = NULL;
+    struct cascade *c = sweep_cascade(f, 300 * USEC_PER_MSEC);
     struct cascade_stats st = {0};
-    assert_int_equal(cascade_new(&o, &c), 0);
     assert_int_equal(
         cascade_add_dependent(c, CASCADE_OF_EXT, &API_RES_SANDBOXES, f->sandboxes, IDX), 0);
     assert_int_equal(cascade_add_owner(c, CASCADE_OF_EXT, &API_RES_SANDBOXCLAIMS, claims), 0);
