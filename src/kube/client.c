@@ -109,6 +109,8 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts
     c->qps = opts->qps;
     c->observe = opts->observe;
     c->observe_ctx = opts->observe_ctx;
+    c->fault = opts->fault;
+    c->fault_ctx = opts->fault_ctx;
     c->max_retries = opts->max_retries < 0 ? LIMIT_KUBE_RETRIES : opts->max_retries;
     c->timeout = opts->timeout ? opts->timeout : LIMIT_KUBE_REQUEST;
     c->read_stall = opts->read_stall ? opts->read_stall : LIMIT_KUBE_READ_STALL;
@@ -294,6 +296,17 @@ static void set_method(CURL *h, const struct kube__prep *p)
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, p->method);
 }
 
+/* CURLOPT_XFERINFOFUNCTION of a cancellable request: aborts once its flag is set. */
+static int on_cancel_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                              curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    return atomic_load((atomic_bool *)ctx) ? 1 : 0;
+}
+
 int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
                 struct curl_slist **ret_headers, struct kube_err *reterr)
 {
@@ -324,6 +337,11 @@ int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
         curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
     kube__curl_tls(h, c->cfg);
     set_method(h, p);
+    if (p->cancel) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_cancel_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)p->cancel);
+    }
     *ret_headers = hdrs;
     return 0;
 }
@@ -420,6 +438,17 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userp)
     return n;
 }
 
+/* The test hook's answer replaces a real one (kube_client_opts.fault). */
+static void inject_fault(struct kube_client *c, const struct kube__prep *p, struct resp *rs)
+{
+    long st = c->fault(c->fault_ctx, p->method, p->res, p->subresource, rs->status);
+    if (st < 500 || st > 599)
+        return;
+    rs->status = st;
+    rs->retry_after = 0;
+    buf_reset(&rs->body);
+}
+
 /* Runs one transfer on a pooled handle. Returns the curl result; rs gets the status. */
 static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, struct resp *rs,
                              char *errbuf, struct kube_err *reterr, int *ret_r)
@@ -450,6 +479,8 @@ static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, 
     curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn);
     atomic_fetch_add(&c->connections, (unsigned long)nconn);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rs->status);
+    if (c->fault && cc == CURLE_OK && rs->status)
+        inject_fault(c, p, rs);
     if (c->observe)
         c->observe(c->observe_ctx, p->method, p->res, p->subresource, rs->status);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
@@ -642,6 +673,27 @@ bool kube_client_ns_terminated_within(struct kube_client *c, const char *ns, use
     return c && ns && kube_nsterm_seen(&c->nsterm, ns, clock_now(), window) >= 0;
 }
 
+/* -ECANCELED (e filled) when the caller's cancel flag is set, else 0. */
+static int cancelled(const struct kube__prep *p, struct kube_err *e)
+{
+    if (!p->cancel || !atomic_load(p->cancel))
+        return 0;
+    kube_err_set(e, -ECANCELED, "%s cancelled: the caller stops", p->method);
+    return -ECANCELED;
+}
+
+/* The back-off between attempts; a cancellable request looks at its flag every 20 ms. */
+static void backoff_sleep(const struct kube__prep *p, usec_t d)
+{
+    usec_t end = clock_now() + d;
+    if (!p->cancel) {
+        clock_sleep(d);
+        return;
+    }
+    for (usec_t now = clock_now(); now < end && !atomic_load(p->cancel); now = clock_now())
+        clock_sleep(end - now < 20 * USEC_PER_MSEC ? end - now : 20 * USEC_PER_MSEC);
+}
+
 int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_obj,
                  struct kube_err *reterr)
 {
@@ -658,10 +710,13 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
     buf_init(&rs.body, LIMIT_KUBE_RESPONSE);
     int ret = kube__prepare(c, r, &p, &e);
     p.no_retry = r->no_retry;
+    p.cancel = r->cancel;
     p.deadline = r->timeout ? clock_now() + r->timeout : 0;
     for (int attempt = 0; ret >= 0;) {
         CURLcode cc = CURLE_OK;
         usec_t d = 0;
+        if ((ret = cancelled(&p, &e)) < 0)
+            break;
         ret = attempt_once(c, &p, &rs, &cc, &e);
         if (ret >= 0) {
             ret = parse_ok(&rs, ret_obj, &e);
@@ -675,10 +730,14 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
             ret = 0;
             continue;
         }
+        if (cancelled(&p, &e) < 0) {
+            ret = -ECANCELED;
+            break;
+        }
         if (!retry_after_failure(c, &p, &rs, cc, &e, attempt, &d))
             break;
         maybe_done = maybe_done || attempt_maybe_done(cc, rs.status);
-        clock_sleep(d);
+        backoff_sleep(&p, d);
         attempt++;
         atomic_fetch_add(&c->retries, 1);
         ret = 0;

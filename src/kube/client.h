@@ -46,6 +46,13 @@ struct kube_client_opts {
     void (*observe)(void *ctx, const char *method, const struct kube_res *res,
                     const char *subresource, long status);
     void *observe_ctx;
+    /* Fault injection for tests: called like observe, after every attempt that got an
+     * answer (before observe). A non-zero return (an HTTP status, 500 to 599) replaces the
+     * answer's status and drops its body: "the request was carried out, the answer was
+     * lost in a 5xx", as a real server or proxy can do. 0 keeps the answer. NULL: none. */
+    long (*fault)(void *ctx, const char *method, const struct kube_res *res,
+                  const char *subresource, long status);
+    void *fault_ctx;
 };
 
 /** Creates a client. Takes cfg (freed by kube_client_free, also on failure). */
@@ -109,6 +116,11 @@ struct kube_req {
     usec_t timeout; /* bounds the whole call: rate-limiter wait, every attempt and the
                        back-off between them; 0 = the client's per-attempt timeout only */
     bool no_retry;  /* one attempt (plus a 401 token refresh): the caller retries */
+    /* When not NULL and it turns true, the call ends with -ECANCELED: before its next
+     * attempt, within 20 ms of a back-off, and within about a second of a transfer (the
+     * transfer's progress callback). Borrowed; for a caller that stops (an informer's
+     * LIST), so a stop does not wait out the retries of a server that fails. */
+    atomic_bool *cancel;
 };
 
 /** Initialises r for method on res (all optional fields unset). */

@@ -77,6 +77,9 @@ struct kube_client {
     void (*observe)(void *ctx, const char *method, const struct kube_res *res,
                     const char *subresource, long status);
     void *observe_ctx;
+    long (*fault)(void *ctx, const char *method, const struct kube_res *res,
+                  const char *subresource, long status);
+    void *fault_ctx;
 };
 
 /** A request turned into wire pieces. */
@@ -88,6 +91,7 @@ struct kube__prep {
     const char *content_type;   /* static */
     bool idempotent;            /* GET, PUT, DELETE: retried after any transport error */
     bool no_retry;              /* kube_req.no_retry */
+    atomic_bool *cancel;        /* kube_req.cancel (borrowed), or NULL */
     usec_t deadline;            /* monotonic end of the whole call (kube_req.timeout), or 0 */
     usec_t attempt_timeout;     /* this transfer's timeout; 0 = the client's */
     const struct kube_res *res; /* of the request (borrowed), for the observer */

@@ -200,6 +200,29 @@ static bool is_transport_code(int code)
     }
 }
 
+bool kube_err_outcome_unknown(const struct kube_err *e)
+{
+    if (!e)
+        return false;
+    if (e->maybe_done || e->http_status >= 500)
+        return true;
+    if (e->http_status != 0)
+        return false;
+    switch (e->code) {
+    case 0:
+    case -ECONNREFUSED:
+    case -EHOSTUNREACH:
+    case -ENETUNREACH:
+    case -ESHUTDOWN:
+    case -EINVAL:
+    case -ENOMEM:
+    case -EACCES:
+        return false;
+    default:
+        return true;
+    }
+}
+
 bool kube_err_is_retryable(const struct kube_err *e)
 {
     if (!e)

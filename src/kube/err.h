@@ -43,3 +43,11 @@ bool kube_err_is_forbidden(const struct kube_err *e);         /* 403 */
 bool kube_err_is_unauthorized(const struct kube_err *e);      /* 401 */
 /** True for errors worth retrying as-is: 429, 5xx, transport failures. */
 bool kube_err_is_retryable(const struct kube_err *e);
+/** True when the failed request may still have been carried out, so its effect must be
+ * read back before anything relies on it either way: an earlier attempt may have been
+ * (maybe_done), a 5xx answered the last one, or no answer came after the request may have
+ * left (a timeout, a cut connection, an answer that could not be read). False for a 4xx
+ * and for failures before anything was sent: connection refused, host not found, a
+ * create refused locally for a terminating namespace, a request that could not be made
+ * (-EINVAL, -ENOMEM) or a token that could not be had (-EACCES). NULL: false. */
+bool kube_err_outcome_unknown(const struct kube_err *e);

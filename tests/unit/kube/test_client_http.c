@@ -213,7 +213,15 @@ static int teardown(void **state)
     return 0;
 }
 
+static struct kube_client *client_opts(srv_handler *h, struct kube_client_opts *o);
+
 static struct kube_client *client(int max_retries, srv_handler *h)
+{
+    struct kube_client_opts o = {.max_retries = max_retries, .timeout = 5 * USEC_PER_SEC};
+    return client_opts(h, &o);
+}
+
+static struct kube_client *client_opts(srv_handler *h, struct kube_client_opts *o)
 {
     char kc[400], text[1024];
     (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", S.tmp);
@@ -228,8 +236,7 @@ static struct kube_client *client(int max_retries, srv_handler *h)
     struct kube_client *c = NULL;
     struct kube_err e;
     assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
-    struct kube_client_opts o = {.max_retries = max_retries, .timeout = 5 * USEC_PER_SEC};
-    assert_int_equal(kube_client_new(cfg, &o, &c), 0);
+    assert_int_equal(kube_client_new(cfg, o, &c), 0);
     pthread_mutex_lock(&S.lock);
     S.nreq = 0;
     S.accepted = 0;
@@ -739,6 +746,138 @@ static void test_streams(void **state)
     kube_client_free(c);
 }
 
+/* ---- cancel and fault hook ---------------------------------------------------------- */
+
+static int h_always_503(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)rq;
+    (void)n;
+    respond(fd, 503, NULL, "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\"}");
+    return 0;
+}
+
+/* Never answers: the request hangs until the client gives up. */
+static int h_silent(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)rq;
+    (void)n;
+    (void)fd;
+    return 0;
+}
+
+struct canceller {
+    atomic_bool *flag;
+    usec_t after;
+};
+
+static void *cancel_later(void *arg)
+{
+    struct canceller *k = arg;
+    clock_sleep(k->after);
+    atomic_store(k->flag, true);
+    return NULL;
+}
+
+static int get_cancellable(struct kube_client *c, atomic_bool *flag, struct kube_err *e)
+{
+    struct kube_req r;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.ns = "ns";
+    r.name = "p";
+    r.cancel = flag;
+    return kube_request(c, &r, NULL, e);
+}
+
+/* A request whose caller stops: set before it starts, no request is sent; set during
+ * the retries of a failing server, it ends in the back-off instead of after 8 retries;
+ * set while the server is silent, the transfer is cut before its timeout. */
+static void test_cancel(void **state)
+{
+    atomic_bool flag = false;
+    struct canceller k = {.flag = &flag, .after = 300 * USEC_PER_MSEC};
+    struct kube_client *c = client(-1, h_always_503);
+    struct kube_err e;
+    pthread_t t;
+    (void)state;
+    atomic_store(&flag, true);
+    assert_int_equal(get_cancellable(c, &flag, &e), -ECANCELED);
+    assert_int_equal(server_requests(), 0);
+
+    atomic_store(&flag, false);
+    assert_int_equal(pthread_create(&t, NULL, cancel_later, &k), 0);
+    assert_int_equal(get_cancellable(c, &flag, &e), -ECANCELED);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(e.code, -ECANCELED);
+    assert_in_range(server_requests(), 1, 5); /* of 9 (8 retries) without the flag */
+    kube_client_free(c);
+
+    c = client(0, h_silent); /* the client's timeout is 5 s */
+    atomic_store(&flag, false);
+    assert_int_equal(pthread_create(&t, NULL, cancel_later, &k), 0);
+    assert_int_equal(get_cancellable(c, &flag, &e), -ECANCELED);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(e.http_status, 0);
+    assert_true(kube_err_outcome_unknown(&e)); /* it was sent: it may have been done */
+    assert_int_equal(server_requests(), 1);
+    kube_client_free(c);
+}
+
+struct hook_log {
+    int faults, observed_501;
+};
+
+static long fault_get(void *ctx, const char *method, const struct kube_res *res, const char *sub,
+                      long status)
+{
+    struct hook_log *l = ctx;
+    (void)sub;
+    if (strcmp(method, "GET") != 0 || res != &KUBE_RES_PODS || status != 200)
+        return 0;
+    l->faults++;
+    return 501;
+}
+
+static void observe_501(void *ctx, const char *method, const struct kube_res *res, const char *sub,
+                        long status)
+{
+    struct hook_log *l = ctx;
+    (void)method;
+    (void)res;
+    (void)sub;
+    l->observed_501 += status == 501;
+}
+
+/* The fault hook turns a served request's answer into the 5xx it returns: the caller
+ * gets that status (501: not retried), with an uncertain outcome; observe sees it too;
+ * requests it leaves alone are answered as served. */
+static void test_fault_hook(void **state)
+{
+    struct hook_log l = {0};
+    struct kube_client_opts o = {.max_retries = -1,
+                                 .timeout = 5 * USEC_PER_SEC,
+                                 .fault = fault_get,
+                                 .fault_ctx = &l,
+                                 .observe = observe_501,
+                                 .observe_ctx = &l};
+    struct kube_client *c = client_opts(h_echo_ok, &o);
+    struct kube_err e;
+    json_t *obj = json_loads(pod, 0, NULL);
+    (void)state;
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, NULL, "p", NULL, &e), -EIO);
+    assert_int_equal(e.http_status, 501);
+    assert_true(kube_err_outcome_unknown(&e));
+    assert_int_equal(server_requests(), 1);
+    assert_int_equal(l.faults, 1);
+    assert_int_equal(l.observed_501, 1);
+    assert_int_equal(kube_create(c, &KUBE_RES_PODS, NULL, obj, NULL, &e), 0);
+    assert_int_equal(server_requests(), 2);
+    assert_int_equal(l.faults, 1);
+    json_decref(obj);
+    kube_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -753,6 +892,8 @@ int main(void)
         cmocka_unit_test(test_delete_obj),
         cmocka_unit_test(test_list_all),
         cmocka_unit_test(test_streams),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_fault_hook),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

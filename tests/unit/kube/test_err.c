@@ -138,6 +138,46 @@ static void test_namespace_terminating(void **state)
     assert_false(e.ns_terminating);
 }
 
+/* Which failures may have been carried out: what a write's caller must read back. */
+static void test_outcome_unknown(void **state)
+{
+    static const struct {
+        long status;
+        int code;
+        bool maybe_done, unknown;
+    } cases[] = {
+        {500, -EIO, false, true},         /* the server failed: maybe after the write */
+        {503, -EIO, false, true},         /* */
+        {504, -ETIMEDOUT, false, true},   /* */
+        {409, -EEXIST, true, true},       /* a retry met what the first attempt made */
+        {409, -EEXIST, false, false},     /* the name was taken before */
+        {404, -ENOENT, false, false},     /* */
+        {422, -EINVAL, false, false},     /* */
+        {429, -EAGAIN, false, false},     /* refused before anything happened */
+        {0, -ETIMEDOUT, false, true},     /* no answer in time */
+        {0, -ECONNRESET, false, true},    /* cut after sending */
+        {0, -EPROTO, false, true},        /* an answer that could not be read */
+        {0, -EIO, false, true},           /* */
+        {0, -ECONNREFUSED, false, false}, /* nothing was sent */
+        {0, -EHOSTUNREACH, false, false}, /* */
+        {0, -ESHUTDOWN, false, false},    /* refused here: namespace terminating */
+        {0, -EINVAL, false, false},       /* the request could not be made */
+        {0, -ECONNREFUSED, true, true},   /* refused now, but an earlier attempt went out */
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct kube_err e;
+        kube_err_clear(&e);
+        e.http_status = cases[i].status;
+        e.code = cases[i].code;
+        e.maybe_done = cases[i].maybe_done;
+        if (kube_err_outcome_unknown(&e) != cases[i].unknown)
+            fail_msg("case %zu: status %ld code %d maybe_done %d: want %d", i, cases[i].status,
+                     cases[i].code, cases[i].maybe_done, cases[i].unknown);
+    }
+    assert_false(kube_err_outcome_unknown(NULL));
+}
+
 static void test_codes_and_set(void **state)
 {
     (void)state;
@@ -165,6 +205,7 @@ int main(void)
         cmocka_unit_test(test_not_found),         cmocka_unit_test(test_conflicts),
         cmocka_unit_test(test_gone_and_throttle), cmocka_unit_test(test_non_status_bodies),
         cmocka_unit_test(test_codes_and_set),     cmocka_unit_test(test_namespace_terminating),
+        cmocka_unit_test(test_outcome_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
