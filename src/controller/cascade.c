@@ -73,8 +73,8 @@ struct cascade {
     pthread_cond_t idle; /* len and running fell */
     struct cascade_fifo q[Q_COUNT];
     size_t len, running;
-    bool stopping, joined;
-    atomic_bool halt; /* stopping, for reads without the lock */
+    bool stopping, joined, stopped; /* stopped: the threads are joined, the queue empty */
+    atomic_bool halt;               /* stopping, for reads without the lock */
     struct cascade_stats st;
     pthread_t *threads;
     int nthreads;
@@ -636,7 +636,9 @@ void cascade_stop(struct cascade *c)
     c->stopping = true;
     atomic_store(&c->halt, true);
     pthread_cond_broadcast(&c->work);
-    if (c->joined) {
+    if (c->joined) { /* another stop joins: wait for it, so both return stopped */
+        while (!c->stopped)
+            pthread_cond_wait(&c->idle, &c->lock);
         pthread_mutex_unlock(&c->lock);
         return;
     }
@@ -653,6 +655,7 @@ void cascade_stop(struct cascade *c)
         c->q[q].tail = NULL;
     }
     c->len = 0;
+    c->stopped = true;
     pthread_cond_broadcast(&c->idle);
     pthread_mutex_unlock(&c->lock);
 }

@@ -108,13 +108,6 @@ static json_t *adopt_patch(const struct ext_ctrl *x, const json_t *claim, const 
     return p;
 }
 
-/* Whether a failed write may have been carried out: an attempt failed after it was sent
- * (a retry's 409 may be the first attempt's doing), no answer came, or a 5xx did. */
-static bool outcome_unknown(const struct kube_err *e)
-{
-    return e->maybe_done || e->http_status == 0 || e->http_status >= 500;
-}
-
 /* The adoption PATCH of candidate sb (name) may have been applied: the Sandbox is read.
  * Returns 1 when the claim controls it (*ret_sb: the read), 0 when another owner does or
  * it is gone, or a negative errno when the read fails too: the candidate is then the
@@ -127,19 +120,20 @@ static int adopt_settle(struct ext_ctrl *x, const json_t *claim, const json_t *p
     const char *name = kube_obj_name(sb);
     json_t *cur = NULL;
     struct kube_err e;
-    kube_err_clear(&e);
-    if (kube_get(x->d.client, &API_RES_SANDBOXES, kube_obj_namespace(claim), name, &cur, &e) >= 0) {
-        if (sb_controlled_by(cur, kube_obj_uid(claim))) {
-            *ret_sb = cur;
-            return 1;
-        }
+    switch (ext__sb_read(x, kube_obj_namespace(claim), name, kube_obj_uid(claim), &cur, &e)) {
+    case EXT_SB_OURS:
+        *ret_sb = cur;
+        return 1;
+    case EXT_SB_OTHER:
         if (sb_controlled_by(cur, kube_obj_uid(pool)))
             claim_queue_push(x->cq, pk, name); /* not applied: still a candidate */
         json_decref(cur);
         return 0;
-    }
-    if (kube_err_is_not_found(&e))
+    case EXT_SB_GONE:
         return 0;
+    case EXT_SB_UNKNOWN:
+        break;
+    }
     ext__binding_put(x, claim, sb);
     claim_queue_push(x->cq, pk, name);
     (void)snprintf(msg, size,
@@ -172,7 +166,7 @@ static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, 
     if (r >= 0) {
         *ret_sb = out;
         r = 1;
-    } else if (outcome_unknown(&e)) {
+    } else if (kube_err_outcome_unknown(&e)) {
         r = adopt_settle(x, claim, pool, pk, sb, ret_sb, &e, msg, size);
     } else if (kube_err_is_conflict(&e) || kube_err_is_not_found(&e)) {
         r = 0; /* another claim won it, or it went away */

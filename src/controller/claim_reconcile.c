@@ -97,20 +97,22 @@ static json_t *find_by_binding(struct claim_pass *p)
     } else {
         /* The cache shows no version, or one we cannot order: read the truth once. */
         json_decref(sb);
-        sb = NULL;
-        kube_err_clear(&e);
-        if (kube_get(p->x->d.client, &API_RES_SANDBOXES, p->ns, name, &sb, &e) >= 0) {
-            if (!sb_controlled_by(sb, p->uid)) {
-                json_decref(sb); /* not ours (an adoption that was not applied) */
-                sb = NULL;
-                ext__binding_drop(p->x, p->uid);
-            }
-        } else if (kube_err_is_not_found(&e)) {
+        switch (ext__sb_read(p->x, p->ns, name, p->uid, &sb, &e)) {
+        case EXT_SB_OURS:
+            break;
+        case EXT_SB_OTHER: /* not ours (an adoption that was not applied) */
+            json_decref(sb);
+            sb = NULL;
             ext__binding_drop(p->x, p->uid);
-        } else {
-            /* Unknown: the claim may control it. Nothing is taken or created until a read
+            break;
+        case EXT_SB_GONE:
+            ext__binding_drop(p->x, p->uid);
+            break;
+        case EXT_SB_UNKNOWN:
+            /* The claim may control it. Nothing is taken or created until a read
              * answers (the pass is retried), or the claim could end up with two. */
             p->err = e.code ? e.code : -EIO;
+            break;
         }
     }
     json_decref(ours);

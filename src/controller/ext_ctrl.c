@@ -90,6 +90,27 @@ int ext__patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns, c
     return kube_request(x->d.client, &r, ret_obj, reterr);
 }
 
+enum ext_sb_read ext__sb_read(struct ext_ctrl *x, const char *ns, const char *name, const char *uid,
+                              json_t **ret_sb, struct kube_err *e)
+{
+    struct kube_err local;
+    json_t *sb = NULL;
+    enum ext_sb_read r;
+    if (!e)
+        e = &local;
+    kube_err_clear(e);
+    if (ret_sb)
+        *ret_sb = NULL;
+    if (kube_get(x->d.client, &API_RES_SANDBOXES, ns, name, &sb, e) < 0)
+        return kube_err_is_not_found(e) ? EXT_SB_GONE : EXT_SB_UNKNOWN;
+    r = sb_controlled_by(sb, uid) ? EXT_SB_OURS : EXT_SB_OTHER;
+    if (ret_sb)
+        *ret_sb = sb;
+    else
+        json_decref(sb);
+    return r;
+}
+
 /* True when the claim cache has no claim ns/name, or one being deleted, or (uid given)
  * one with another UID. False without a claim cache or before it has synced (the
  * Sandboxes' workers start without waiting for it). */

@@ -83,6 +83,18 @@ void ext__event(struct ext_ctrl *x, const json_t *obj, bool warning, const char 
 /** Merge patch of res ns/name (status subresource when sub != NULL). */
 int ext__patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns, const char *name,
                const char *sub, const json_t *patch, json_t **ret_obj, struct kube_err *reterr);
+/** What a read of a Sandbox from the API server (not the cache) says of it. */
+enum ext_sb_read {
+    EXT_SB_OURS,    /* it exists and uid is its controller */
+    EXT_SB_OTHER,   /* it exists with another controller, or none */
+    EXT_SB_GONE,    /* 404 */
+    EXT_SB_UNKNOWN, /* the read failed: e holds why */
+};
+/** GETs Sandbox ns/name and tells whether uid controls it; for writes whose outcome is
+ * unknown (kube_err_outcome_unknown). *ret_sb (may be NULL): the read (new reference) for
+ * OURS and OTHER, else NULL. e: filled for UNKNOWN (may be NULL). */
+enum ext_sb_read ext__sb_read(struct ext_ctrl *x, const char *ns, const char *name, const char *uid,
+                              json_t **ret_sb, struct kube_err *e);
 /** "namespace/name" into out; returns 0 or -E2BIG. */
 int ext__key(const char *ns, const char *name, char *out, size_t size);
 

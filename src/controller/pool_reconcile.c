@@ -194,6 +194,31 @@ static void refund_tokens(struct pool_pass *p, int n, double rate)
     pthread_mutex_unlock(&p->x->lock);
 }
 
+/* A create of member name failed without a certain outcome (kube_err_outcome_unknown):
+ * the member is read. Returns 0 when it exists and is the pool's (its ADDED meets the
+ * create's expectation), r when it is not there or not the pool's, or -EINPROGRESS when
+ * the read fails too: the expectation then stays until the member's ADDED or its timeout
+ * (lowering it could let a pass that misses the member in the cache create another). */
+static int create_settle(struct pool_pass *p, const char *name, int r, const struct kube_err *ce)
+{
+    struct kube_err e;
+    switch (ext__sb_read(p->x, p->ns, name, kube_obj_uid(p->pool), NULL, &e)) {
+    case EXT_SB_OURS:
+        break;
+    case EXT_SB_OTHER:
+    case EXT_SB_GONE:
+        return r;
+    case EXT_SB_UNKNOWN:
+        log_warn("pool member create outcome unknown\tpool=%s sandbox=%s detail=\"%s\" "
+                 "read=\"%s\"",
+                 p->key, name, ce->message, e.message);
+        return -EINPROGRESS;
+    }
+    log_info("pool member created despite an error\tpool=%s sandbox=%s detail=\"%s\"", p->key, name,
+             ce->message);
+    return 0;
+}
+
 /* A member under a name of our own choosing, so its pod-name annotation (the Pod gets the
  * Sandbox's name) goes into the create instead of a patch once the Pod exists. A name
  * collision retries with another name, unless the client retried the POST after a 5xx:
@@ -225,6 +250,8 @@ static int create_named(struct pool_pass *p, const json_t *sb, struct kube_err *
             r = 0;
         } else if (r < 0 && kube_err_is_already_exists(e)) {
             r = -EEXIST;
+        } else if (r < 0 && kube_err_outcome_unknown(e)) {
+            r = create_settle(p, name, r, e);
         }
         json_decref(copy);
     }
@@ -247,6 +274,7 @@ struct create_job {
     bool late;
     pthread_mutex_t lock;
     int next, total, ok;
+    int unsure; /* creates that may have been made (create_settle's -EINPROGRESS) */
 };
 
 static void *create_worker(void *arg)
@@ -264,9 +292,11 @@ static void *create_worker(void *arg)
             return NULL;
         r = create_one(j->p, j->sb, j->late, &e);
         pthread_mutex_lock(&j->lock);
-        if (r >= 0) {
+        if (r >= 0)
             j->ok++;
-        } else if (!j->p->err) {
+        else if (r == -EINPROGRESS)
+            j->unsure++;
+        if (r < 0 && !j->p->err) {
             if (e.ns_terminating) /* the pool goes with its namespace */
                 log_debug("pool create failed\tpool=%s detail=\"%s\"", j->p->key, e.message);
             else
@@ -277,8 +307,10 @@ static void *create_worker(void *arg)
     }
 }
 
-/* Runs total creates of sb, in parallel when there are several; returns how many worked. */
-static int create_parallel(struct pool_pass *p, const json_t *sb, bool late, int total)
+/* Runs total creates of sb, in parallel when there are several; returns how many worked,
+ * and in *ret_unsure how many may have. */
+static int create_parallel(struct pool_pass *p, const json_t *sb, bool late, int total,
+                           int *ret_unsure)
 {
     struct create_job j = {.p = p, .sb = sb, .late = late, .total = total};
     pthread_t t[LIMIT_EXT_CREATE_PARALLEL - 1];
@@ -292,6 +324,7 @@ static int create_parallel(struct pool_pass *p, const json_t *sb, bool late, int
     for (int i = 0; i < nt; i++)
         pthread_join(t[i], NULL);
     pthread_mutex_destroy(&j.lock);
+    *ret_unsure = j.unsure;
     return j.ok;
 }
 
@@ -299,7 +332,7 @@ static void create_members(struct pool_pass *p, int want)
 {
     struct tpl_pool_opts o = {.eviction = !p->x->o.no_eviction};
     double rate = refill_rate(p);
-    int granted, ok = 0;
+    int granted, ok = 0, unsure = 0;
     struct lb_policy lb;
     usec_t defer = refill_defer(p);
     json_t *sb;
@@ -323,10 +356,10 @@ static void create_members(struct pool_pass *p, int want)
     }
     sb = tpl_pool_sandbox(p->pool, p->tpl, &o);
     lb_policy_of(p->tpl, &lb);
-    ok = create_parallel(p, sb, lb.late_bound, granted);
+    ok = create_parallel(p, sb, lb.late_bound, granted, &unsure);
     json_decref(sb);
-    if (ok < granted)
-        pool_expect_lower_creations(p->x->expect, p->key, granted - ok);
+    if (ok + unsure < granted) /* the unsure stay expected: see create_settle */
+        pool_expect_lower_creations(p->x->expect, p->key, granted - ok - unsure);
     if (p->x->met.pool_creates)
         metric_add(p->x->met.pool_creates, (const char *const[]){p->ns, kube_obj_name(p->pool)},
                    ok);

@@ -456,7 +456,7 @@ static void delete_sandbox_tree(const char *name)
     char *uid = xstrdup(kube_obj_uid(sb));
     json_decref(sb);
     IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, name, &e), &e);
-    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, name, WAIT), 0);
+    assert_int_equal(it_wait_gone_uid(c, &API_RES_SANDBOXES, ns, name, uid, WAIT), 0);
     delete_controlled(&KUBE_RES_PODS, uid);
     delete_controlled(&KUBE_RES_PVCS, uid);
     xfree(uid);

@@ -105,11 +105,11 @@ static int group_setup(void **state)
 {
     struct it_sandbox_ns_opts so = {
         .prefix = "ext", .extensions = true, .default_sa = true, .timeout = WAIT};
-    struct kube_client_opts co = {.qps = 0};
+    struct kube_client_opts co = {.qps = 0}, mo = {.qps = 0, .fault = it_lose_answer};
     struct kube_err e = {0};
     (void)state;
     log_set_level(LOG_WARN);
-    if (it_client_new(&co, &c, &e) < 0 || it_client_new(&co, &mgr_client, &e) < 0)
+    if (it_client_new(&co, &c, &e) < 0 || it_client_new(&mo, &mgr_client, &e) < 0)
         return -1;
     if (it_sandbox_ns_setup(c, &so, ns, sizeof(ns), &e) < 0) {
         fprintf(stderr, "setup failed: %s\n", e.message);
@@ -310,6 +310,68 @@ static void test_scale(void **state)
     wait_pool("p1", 2, 2);
 }
 
+static double metric_value(const char *name);
+
+/* A pool's creates whose answers are lost but which the server carried out count as
+ * creates: each is read back, found, and its ADDED meets the pool's expectation (not
+ * lowered as a failure, which would let a pass that misses it create another). */
+static void test_create_answer_lost(void **state)
+{
+    char series[256];
+    (void)state;
+    it_lose_answers("POST", &API_RES_SANDBOXES, 2);
+    create_pool("p-lost", "tpl", 2);
+    wait_pool("p-lost", 2, 2);
+    assert_int_equal(it_answers_lost(), 2);
+    (void)snprintf(series, sizeof(series),
+                   "agent_sandbox_warm_pool_creates_total{namespace=\"%s\",pool=\"p-lost\"}", ns);
+    assert_true(metric_value(series) == 2);
+    clock_sleep(500 * USEC_PER_MSEC); /* nothing to wait for: a second pass must not add */
+    assert_int_equal(count_sandboxes(EXT_KIND_POOL, "p-lost", NULL), 2);
+}
+
+/* An adoption PATCH whose answer is lost but which the server carried out: the claim
+ * reads the Sandbox back and keeps it, rather than adopting a second one. */
+static void test_adopt_answer_lost(void **state)
+{
+    json_t *cl, *sb;
+    (void)state;
+    it_lose_answers("PATCH", &API_RES_SANDBOXES, 1);
+    create_claim("c-lost", "p-lost", NULL);
+    cl = wait_claim("c-lost", "True", NULL);
+    assert_int_equal(it_answers_lost(), 1);
+    sb = bound_sandbox(cl);
+    assert_true(sb_controlled_by(sb, kube_obj_uid(cl)));
+    assert_true(strncmp(kube_obj_name(sb), "p-lost-", 7) == 0);
+    wait_pool("p-lost", 2, 2); /* refilled */
+    assert_int_equal(count_sandboxes(EXT_KIND_CLAIM, "c-lost", NULL), 1);
+    json_decref(sb);
+    json_decref(cl);
+}
+
+/* The same, and the read that follows fails too: the claim records the binding and ends
+ * its pass with an error; its next pass reads the Sandbox (no longer failing) before it
+ * takes or creates anything, finds it its own and keeps it. */
+static void test_adopt_answer_and_read_lost(void **state)
+{
+    json_t *cl, *sb;
+    (void)state;
+    it_lose_answers("PATCH", &API_RES_SANDBOXES, 1);
+    it_lose_answers("GET", &API_RES_SANDBOXES, 1);
+    create_claim("c-lost2", "p-lost", NULL);
+    cl = wait_claim("c-lost2", "True", NULL);
+    assert_int_equal(it_answers_lost(), 2);
+    sb = bound_sandbox(cl);
+    assert_true(sb_controlled_by(sb, kube_obj_uid(cl)));
+    wait_pool("p-lost", 2, 2);
+    assert_int_equal(count_sandboxes(EXT_KIND_CLAIM, "c-lost2", NULL), 1);
+    json_decref(sb);
+    json_decref(cl);
+    (void)kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost", NULL);
+    (void)kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost2", NULL);
+    (void)kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-lost", NULL);
+}
+
 static const char *ready_ltt(const json_t *obj)
 {
     const char *t =
@@ -451,16 +513,22 @@ static void test_blocked_claim_recovers(void **state)
                   "kind", SB_KIND, "metadata", "name", "c-blocked", "spec", "podTemplate", "spec",
                   "containers", "name", "main", "image", "registry.local/runtime:1");
     struct kube_err e;
-    json_t *cl, *bound;
+    json_t *cl, *bound, *made = NULL;
+    char uid[64];
     (void)state;
-    create(&API_RES_SANDBOXES, sb);
+    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, sb, &made, &e), &e);
+    json_decref(sb);
+    (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(made));
+    json_decref(made);
     create_claim("c-blocked", "p0", NULL);
     json_decref(wait_claim("c-blocked", "False", SB_R_RECONCILER_ERROR));
     IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "c-blocked", &e), &e);
-    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, "c-blocked", WAIT), 0);
+    /* By uid: a claim that goes cold makes a Sandbox of its own name at once. */
+    assert_int_equal(it_wait_gone_uid(c, &API_RES_SANDBOXES, ns, "c-blocked", uid, WAIT), 0);
     cl = wait_claim("c-blocked", "True", NULL);
     bound = bound_sandbox(cl);
     assert_string_equal(kube_obj_controller_uid(bound), kube_obj_uid(cl));
+    assert_string_not_equal(kube_obj_uid(bound), uid);
     json_decref(bound);
     json_decref(cl);
 }
@@ -741,7 +809,8 @@ static void assert_exclusive(int from, int to, size_t *ret_warm)
     *ret_warm = warm;
 }
 
-/* The value of an unlabelled family in the controller's /metrics, or -1. */
+/* The value of a series (an unlabelled family's name, or name{labels} as the controller
+ * prints it) in the controller's /metrics, or -1. */
 static double metric_value(const char *name)
 {
     char raw[128], pat[128];
@@ -847,6 +916,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_fills),
         cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_create_answer_lost),
+        cmocka_unit_test(test_adopt_answer_lost),
+        cmocka_unit_test(test_adopt_answer_and_read_lost),
         cmocka_unit_test(test_warm_claim),
         cmocka_unit_test(test_upstream_metrics),
         cmocka_unit_test(test_env_cold),

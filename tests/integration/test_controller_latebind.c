@@ -400,7 +400,7 @@ static int create_fixtures(void)
 static int group_setup(void **state)
 {
     struct it_sandbox_ns_opts so = {.prefix = "latebind", .extensions = true, .timeout = WAIT};
-    struct kube_client_opts co = {.qps = 0};
+    struct kube_client_opts co = {.qps = 0}, mo = {.qps = 0, .fault = it_lose_answer};
     struct kube_err e;
     (void)state;
     (void)snprintf(tmpdir, sizeof(tmpdir), "/tmp/it-latebind-XXXXXX");
@@ -411,7 +411,7 @@ static int group_setup(void **state)
     logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     log_set_fd(logfd);
     log_set_level(LOG_DEBUG);
-    if (it_client_new(&co, &c, &e) < 0 || it_client_new(&co, &mgr_client, &e) < 0)
+    if (it_client_new(&co, &c, &e) < 0 || it_client_new(&mo, &mgr_client, &e) < 0)
         return -1;
     if (it_sandbox_ns_setup(c, &so, ns, sizeof(ns), &e) < 0 || create_fixtures() < 0)
         return -1;
@@ -503,6 +503,34 @@ static void test_second_claim_own_values(void **state)
 }
 
 /* One Sandbox's config token does not open another's config endpoint. */
+/* A late-bound member whose create was carried out but whose answer was lost is read
+ * back and gets its config-token Secret as if the create had answered: a claim adopts it
+ * warm and its env arrives through the token. */
+static void test_create_answer_lost(void **state)
+{
+    json_t *cl, *sb;
+    char *out, want[128];
+    (void)state;
+    it_lose_answers("POST", &API_RES_SANDBOXES, 1);
+    create_pool("lb-lost", "lb", 1);
+    wait_pool("lb-lost");
+    assert_int_equal(it_answers_lost(), 1);
+    create_claim("c-lost", "lb-lost", "lost");
+    cl = wait_claim("c-lost", "True", NULL);
+    sb = bound(cl);
+    assert_non_null(sb);
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE), "warm");
+    assert_true(strncmp(kube_obj_name(sb), "lb-lost-", 8) == 0);
+    out = run_env(sb);
+    (void)snprintf(want, sizeof(want), "lost|%s|fast\n", secret_value);
+    assert_string_equal(out, want);
+    xfree(out);
+    json_decref(sb);
+    json_decref(cl);
+    (void)kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost", NULL);
+    (void)kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "lb-lost", NULL);
+}
+
 static void test_tokens_are_per_sandbox(void **state)
 {
     json_t *c1 = get(&API_RES_SANDBOXCLAIMS, "c1"), *c2 = get(&API_RES_SANDBOXCLAIMS, "c2");
@@ -689,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_warm_claim_gets_env),
         cmocka_unit_test(test_second_claim_own_values),
         cmocka_unit_test(test_tokens_are_per_sandbox),
+        cmocka_unit_test(test_create_answer_lost),
         cmocka_unit_test(test_delivery_failure_cold_start),
         cmocka_unit_test(test_delivery_failure_fail_policy),
         cmocka_unit_test(test_env_over_limits),

@@ -217,6 +217,7 @@ int it_wait(it_cond_fn *fn, void *ctx, usec_t timeout)
 
 struct gone_ctx {
     struct kube_client *c;
+    const char *uid; /* NULL: any object of that name; else only this one */
     const struct kube_res *res;
     const char *ns, *name;
     int err; /* an error other than 404, which ends the wait */
@@ -226,12 +227,18 @@ static bool is_gone(void *ctx)
 {
     struct gone_ctx *g = ctx;
     struct kube_err e;
-    int r = kube_get(g->c, g->res, g->ns, g->name, NULL, &e);
+    json_t *obj = NULL;
+    int r = kube_get(g->c, g->res, g->ns, g->name, g->uid ? &obj : NULL, &e);
+    bool other;
     if (r == -ENOENT)
         return true;
-    if (r < 0)
+    if (r < 0) {
         g->err = r;
-    return r < 0;
+        return true;
+    }
+    other = g->uid && strcmp(kube_obj_uid(obj) ? kube_obj_uid(obj) : "", g->uid) != 0;
+    json_decref(obj);
+    return other;
 }
 
 int it_wait_gone(struct kube_client *c, const struct kube_res *res, const char *ns,
@@ -239,6 +246,17 @@ int it_wait_gone(struct kube_client *c, const struct kube_res *res, const char *
 {
     struct gone_ctx g = {.c = c, .res = res, .ns = ns, .name = name};
     int r = it_wait(is_gone, &g, timeout);
+    return r < 0 ? r : g.err;
+}
+
+int it_wait_gone_uid(struct kube_client *c, const struct kube_res *res, const char *ns,
+                     const char *name, const char *uid, usec_t timeout)
+{
+    struct gone_ctx g = {.c = c, .uid = uid, .res = res, .ns = ns, .name = name};
+    int r;
+    if (!uid)
+        return -EINVAL;
+    r = it_wait(is_gone, &g, timeout);
     return r < 0 ? r : g.err;
 }
 

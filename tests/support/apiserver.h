@@ -59,6 +59,11 @@ int it_wait(it_cond_fn *fn, void *ctx, usec_t timeout);
  * error of the GET). */
 int it_wait_gone(struct kube_client *c, const struct kube_res *res, const char *ns,
                  const char *name, usec_t timeout);
+/** Like it_wait_gone, for the one object with that uid: done when GET returns 404 or an
+ * object of that name with another uid (a controller may make it again at once).
+ * Returns 0, -EINVAL for a NULL uid, -ETIMEDOUT, or another error of the GET. */
+int it_wait_gone_uid(struct kube_client *c, const struct kube_res *res, const char *ns,
+                     const char *name, const char *uid, usec_t timeout);
 
 /** Loads a JSON (".json") or YAML (anything else) file into *ret (a new reference).
  * Returns 0, or a negative errno (-ENOENT, -EINVAL for a parse error). */

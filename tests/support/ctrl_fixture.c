@@ -206,3 +206,58 @@ void it_kubelet_free(struct it_kubelet *k)
     wq_free(k->q);
     xfree(k);
 }
+
+/* ---- lost answers ------------------------------------------------------------------- */
+
+#define LOST_RULES 4
+
+static struct {
+    pthread_mutex_t lock;
+    struct {
+        char method[8], plural[64];
+        int left;
+    } rule[LOST_RULES];
+    int n, done;
+} lost = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, const char *sub,
+                    long status)
+{
+    long r = 0;
+    (void)ctx;
+    if (!res || sub || status / 100 != 2)
+        return 0;
+    pthread_mutex_lock(&lost.lock);
+    for (int i = 0; i < lost.n && !r; i++) {
+        if (lost.rule[i].left > 0 && strcmp(method, lost.rule[i].method) == 0 &&
+            strcmp(res->plural, lost.rule[i].plural) == 0) {
+            lost.rule[i].left--;
+            lost.done++;
+            r = 501;
+        }
+    }
+    pthread_mutex_unlock(&lost.lock);
+    return r;
+}
+
+void it_lose_answers(const char *method, const struct kube_res *res, int n)
+{
+    pthread_mutex_lock(&lost.lock);
+    if (lost.n < LOST_RULES) {
+        (void)snprintf(lost.rule[lost.n].method, sizeof(lost.rule[0].method), "%s", method);
+        (void)snprintf(lost.rule[lost.n].plural, sizeof(lost.rule[0].plural), "%s", res->plural);
+        lost.rule[lost.n++].left = n;
+    }
+    pthread_mutex_unlock(&lost.lock);
+}
+
+int it_answers_lost(void)
+{
+    int n;
+    pthread_mutex_lock(&lost.lock);
+    n = lost.done;
+    lost.done = 0;
+    lost.n = 0;
+    pthread_mutex_unlock(&lost.lock);
+    return n;
+}

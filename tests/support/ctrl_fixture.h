@@ -82,3 +82,17 @@ struct it_kubelet_opts {
 int it_kubelet_start(const struct it_kubelet_opts *o, struct it_kubelet **ret);
 /** Stops the informer and the workers (waiting for them) and frees k. Accepts NULL. */
 void it_kubelet_free(struct it_kubelet *k);
+
+/* ---- lost answers ------------------------------------------------------------------- */
+
+/** kube_client_opts.fault for a manager's client (ctx unused): answers the requests the
+ * rules name with a 501 after the API server served them: a write whose outcome the
+ * controller cannot know, or a failed read. 501 is not retried, so the controller sees
+ * the failure at once. Without rules it changes nothing. Process-wide state. */
+long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, const char *sub,
+                    long status);
+/** Adds a rule (at most 4): the next n successful requests of method on res (borrowed; no
+ * subresource) lose their answer. */
+void it_lose_answers(const char *method, const struct kube_res *res, int n);
+/** How many answers were lost since the rules began; the rules are dropped. */
+int it_answers_lost(void);

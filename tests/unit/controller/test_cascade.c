@@ -48,6 +48,8 @@ struct fake {
     char reads[16][64]; /* the sweep's owner reads: "Kind/name" */
     int nreads;
     int lose_after; /* when > 0: leadership is lost with that many DELETEs made */
+    usec_t slow;    /* each DELETE takes this long; in_delete counts those under way */
+    atomic_int in_delete;
 };
 
 static int fake_delete(void *ctx, const struct kube_res *res, const json_t *obj,
@@ -72,6 +74,11 @@ static int fake_delete(void *ctx, const struct kube_res *res, const json_t *obj,
             atomic_store(&f->active, false);
     }
     pthread_mutex_unlock(&f->lock);
+    if (f->slow) {
+        atomic_fetch_add(&f->in_delete, 1);
+        clock_sleep(f->slow);
+        atomic_fetch_sub(&f->in_delete, 1);
+    }
     if (strcmp(res->kind, "Sandbox") == 0 && f->drop_deleted) {
         char key[300];
         (void)snprintf(key, sizeof(key), "%s/%s", ns, name);
@@ -401,6 +408,33 @@ static void test_bounds_off_stop(void **state)
     assert_false(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
     cascade_free(c);
     assert_int_equal(calls(f), 0);
+}
+
+static void *stop_thread(void *arg)
+{
+    cascade_stop(arg);
+    return NULL;
+}
+
+/* Two stops at once: the second returns only when the first has joined the workers (a
+ * DELETE under way has ended), as the first does; the caller may free after either. */
+static void test_concurrent_stops(void **state)
+{
+    struct fake *f = *state;
+    struct cascade *c = start(f, CASCADE_NOW, 0);
+    pthread_t t;
+    f->slow = 300 * USEC_PER_MSEC;
+    (void)kube_store_put(f->pods, obj("ns", "p", "5", "u-o", "ctl", false), NULL);
+    assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
+    while (atomic_load(&f->in_delete) == 0)
+        clock_sleep(USEC_PER_MSEC);
+    assert_int_equal(pthread_create(&t, NULL, stop_thread, c), 0);
+    clock_sleep(50 * USEC_PER_MSEC); /* the thread's stop is joining by now */
+    cascade_stop(c);
+    assert_int_equal(atomic_load(&f->in_delete), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(calls(f), 1);
+    cascade_free(c);
 }
 
 /* A Sandbox the controller deletes itself (its claim gone) takes its Pod and Service
@@ -746,6 +780,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_inactive_drops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lead_lost_midway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds_off_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_stops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_registration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chained_dependents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chained_waits_for_cache, setup, teardown),
