@@ -96,6 +96,29 @@ static size_t classify(struct pool_pass *p)
     return n;
 }
 
+/* A member's DELETE failed without a certain outcome: the member is read. True when the
+ * DELETE took (the member is gone or being deleted) or the read fails too: its deletion
+ * then stays expected until its event or the expectation's timeout, so the next pass
+ * does not delete another in its place (a member deleted twice over is a claim's wait
+ * for the refill). False when the member is there and not being deleted. */
+static bool delete_took(struct pool_pass *p, const json_t *sb)
+{
+    json_t *cur = NULL;
+    struct kube_err e;
+    bool took;
+    switch (ext__sb_read(p->x, p->ns, kube_obj_name(sb), kube_obj_uid(p->pool), &cur, &e)) {
+    case EXT_SB_GONE:
+    case EXT_SB_UNKNOWN:
+        return true;
+    case EXT_SB_OURS:
+    case EXT_SB_OTHER:
+        break;
+    }
+    took = strcmp(kube_obj_uid(cur) ?: "", kube_obj_uid(sb) ?: "") != 0 || kube_obj_deleting(cur);
+    json_decref(cur);
+    return took;
+}
+
 static void delete_members(struct pool_pass *p, const struct pool_plan *plan)
 {
     for (size_t i = 0; i < plan->ndel; i++) {
@@ -106,7 +129,8 @@ static void delete_members(struct pool_pass *p, const struct pool_plan *plan)
          * it since the cache showed it (the deletions of a large scale-down go one after
          * another), and an adopted Sandbox is the claim's. A refusal (409) means the
          * member changed; its update event brings the pool back to look again. */
-        if (kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, sb, true, NULL, &e) < 0) {
+        if (kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, sb, true, NULL, &e) < 0 &&
+            !(kube_err_outcome_unknown(&e) && delete_took(p, sb))) {
             pool_expect_deletion_observed(p->x->expect, p->key, kube_obj_uid(sb));
             if (!kube_err_is_not_found(&e) && !kube_err_is_conflict(&e) && !p->err)
                 p->err = e.code ? e.code : -EIO;
