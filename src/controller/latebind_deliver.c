@@ -90,7 +90,6 @@ static char *cache_get(struct lb_state *s, const char *ns, const char *name, boo
 
 /* ---- pool members ------------------------------------------------------------------- */
 
-/* Creates the Sandbox under a fresh random name (retrying a name collision). */
 /* A create of member name whose outcome is unknown (an answer lost, or a retry's 409 after
  * an attempt that may have been applied) reads the member back. Returns 0 with *ret (the
  * read) when it exists and is the pool's (sb's controller): its config-token Secret is
@@ -120,6 +119,7 @@ static int member_settle(struct ext_ctrl *x, const char *ns, const char *name, c
     return -EINPROGRESS;
 }
 
+/* Creates the Sandbox under a fresh random name (retrying a name collision). */
 static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, json_t **ret,
                          struct kube_err *reterr)
 {

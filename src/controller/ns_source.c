@@ -94,6 +94,7 @@ static int nss_list(void *ctx, const struct kube_informer_opts *o, json_t **ret_
         kube_req_init(&q, "GET", o->res);
         q.label_selector = o->label_selector;
         q.field_selector = o->field_selector;
+        q.cancel = o->cancel;
         r = kube_list_all(o->client, o->res, s->ns[i], &q, &l, reterr);
         if (r < 0)
             break;

@@ -404,6 +404,7 @@ struct resp {
     struct buf body;
     long status;
     long retry_after;
+    bool sent; /* the attempt's request left (some of it), so the server may act on it */
 };
 
 static bool is_2xx(long s)
@@ -441,7 +442,8 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userp)
 /* The test hook's answer replaces a real one (kube_client_opts.fault). */
 static void inject_fault(struct kube_client *c, const struct kube__prep *p, struct resp *rs)
 {
-    long st = c->fault(c->fault_ctx, p->method, p->res, p->subresource, rs->status);
+    long st =
+        c->fault(c->fault_ctx, p->method, p->res, p->subresource, buf_str(&p->url), rs->status);
     if (st < 500 || st > 599)
         return;
     rs->status = st;
@@ -479,12 +481,19 @@ static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, 
     curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn);
     atomic_fetch_add(&c->connections, (unsigned long)nconn);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rs->status);
+    long sent = 0;
+    curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
+    rs->sent = sent > 0 || rs->status != 0;
     if (c->fault && cc == CURLE_OK && rs->status)
         inject_fault(c, p, rs);
     if (c->observe)
         c->observe(c->observe_ctx, p->method, p->res, p->subresource, rs->status);
+    /* nothing borrowed stays on the pooled handle */
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 1L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, NULL);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, NULL);
     curl_slist_free_all(hdrs);
     rs->h = NULL;
     pool_put(c, h);
@@ -570,6 +579,7 @@ static int attempt_once(struct kube_client *c, struct kube__prep *p, struct resp
     buf_reset(&rs->body);
     rs->status = 0;
     rs->retry_after = 0;
+    rs->sent = false;
     *ret_cc = CURLE_OK;
     r = attempt_budget(p, e);
     if (r < 0)
@@ -718,8 +728,10 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
         if ((ret = cancelled(&p, &e)) < 0)
             break;
         ret = attempt_once(c, &p, &rs, &cc, &e);
+        e.sent = rs.sent;
         if (ret >= 0) {
             ret = parse_ok(&rs, ret_obj, &e);
+            e.sent = true;
             break;
         }
         if (rs.status == 401 && !refreshed) {
@@ -730,10 +742,8 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
             ret = 0;
             continue;
         }
-        if (cancelled(&p, &e) < 0) {
-            ret = -ECANCELED;
+        if (cc == CURLE_ABORTED_BY_CALLBACK) /* cancelled in the transfer */
             break;
-        }
         if (!retry_after_failure(c, &p, &rs, cc, &e, attempt, &d))
             break;
         maybe_done = maybe_done || attempt_maybe_done(cc, rs.status);

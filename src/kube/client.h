@@ -46,12 +46,13 @@ struct kube_client_opts {
     void (*observe)(void *ctx, const char *method, const struct kube_res *res,
                     const char *subresource, long status);
     void *observe_ctx;
-    /* Fault injection for tests: called like observe, after every attempt that got an
-     * answer (before observe). A non-zero return (an HTTP status, 500 to 599) replaces the
-     * answer's status and drops its body: "the request was carried out, the answer was
-     * lost in a 5xx", as a real server or proxy can do. 0 keeps the answer. NULL: none. */
+    /* Fault injection for tests: called like observe, with the request's URL too, after
+     * every attempt that got an answer (before observe). A return of 500 to 599 replaces
+     * the answer's status and drops its body: "the request was carried out, the answer
+     * was lost in a 5xx", as a real server or proxy can do. Anything else keeps the
+     * answer. NULL: none. */
     long (*fault)(void *ctx, const char *method, const struct kube_res *res,
-                  const char *subresource, long status);
+                  const char *subresource, const char *url, long status);
     void *fault_ctx;
 };
 

@@ -78,7 +78,7 @@ struct kube_client {
                     const char *subresource, long status);
     void *observe_ctx;
     long (*fault)(void *ctx, const char *method, const struct kube_res *res,
-                  const char *subresource, long status);
+                  const char *subresource, const char *url, long status);
     void *fault_ctx;
 };
 

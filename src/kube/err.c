@@ -206,21 +206,7 @@ bool kube_err_outcome_unknown(const struct kube_err *e)
         return false;
     if (e->maybe_done || e->http_status >= 500)
         return true;
-    if (e->http_status != 0)
-        return false;
-    switch (e->code) {
-    case 0:
-    case -ECONNREFUSED:
-    case -EHOSTUNREACH:
-    case -ENETUNREACH:
-    case -ESHUTDOWN:
-    case -EINVAL:
-    case -ENOMEM:
-    case -EACCES:
-        return false;
-    default:
-        return true;
-    }
+    return e->http_status == 0 && e->sent;
 }
 
 bool kube_err_is_retryable(const struct kube_err *e)

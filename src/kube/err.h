@@ -17,6 +17,9 @@ struct kube_err {
     bool maybe_done;     /* an earlier attempt of the request failed after it was sent (a 5xx,
                           * a cut connection), so the server may have carried it out: e.g. a
                           * create retried into AlreadyExists may have made the object */
+    bool sent;           /* the last attempt's request left (some of it) for the server:
+                          * false for a failure before that (no connection, no token, TLS
+                          * handshake, refused here), which the server cannot have acted on */
 };
 
 /** Resets e to "no error". */
@@ -45,9 +48,9 @@ bool kube_err_is_unauthorized(const struct kube_err *e);      /* 401 */
 bool kube_err_is_retryable(const struct kube_err *e);
 /** True when the failed request may still have been carried out, so its effect must be
  * read back before anything relies on it either way: an earlier attempt may have been
- * (maybe_done), a 5xx answered the last one, or no answer came after the request may have
- * left (a timeout, a cut connection, an answer that could not be read). False for a 4xx
- * and for failures before anything was sent: connection refused, host not found, a
- * create refused locally for a terminating namespace, a request that could not be made
- * (-EINVAL, -ENOMEM) or a token that could not be had (-EACCES). NULL: false. */
+ * (maybe_done), a 5xx answered the last one, or no answer came after the request had left
+ * (sent: a timeout, a cut connection, a cancel in the transfer, a 2xx whose body could
+ * not be read). False for a 4xx and for failures before anything was sent (no
+ * connection, no token, a TLS handshake, a create refused here for a terminating
+ * namespace, a cancel before the attempt). NULL: false. */
 bool kube_err_outcome_unknown(const struct kube_err *e);

@@ -413,13 +413,10 @@ static void *run(void *arg)
 
 /* ---- the API server as source ---- */
 
-/* ctx: the informer (kube_informer_new sets it for this source), whose stop cancels a
- * LIST that retries. */
-static void client_req(void *ctx, const struct kube_informer_opts *o, struct kube_req *r)
+static void client_req(const struct kube_informer_opts *o, struct kube_req *r)
 {
-    struct kube_informer *inf = ctx;
     kube_req_init(r, "GET", o->res);
-    r->cancel = inf ? &inf->stop : NULL;
+    r->cancel = o->cancel;
     r->ns = o->ns;
     r->label_selector = o->label_selector;
     r->field_selector = o->field_selector;
@@ -429,7 +426,8 @@ static int client_list(void *ctx, const struct kube_informer_opts *o, json_t **r
                        struct kube_err *reterr)
 {
     struct kube_req r;
-    client_req(ctx, o, &r);
+    (void)ctx;
+    client_req(o, &r);
     return kube_list_all(o->client, o->res, o->ns, &r, ret_list, reterr);
 }
 
@@ -437,7 +435,8 @@ static int client_list_pages(void *ctx, const struct kube_informer_opts *o, kube
                              void *fn_ctx, struct kube_err *reterr)
 {
     struct kube_req r;
-    client_req(ctx, o, &r);
+    (void)ctx;
+    client_req(o, &r);
     if (o->compact_store || o->compact_above)
         r.limit = LIMIT_KUBE_LIST_PAGE_SMALL;
     return kube_list_pages(o->client, o->res, o->ns, &r, fn, fn_ctx, reterr);
@@ -447,7 +446,8 @@ static int client_watch(void *ctx, const struct kube_informer_opts *o,
                         const struct kube_informer_watch_args *a, struct kube_err *reterr)
 {
     struct kube_req r;
-    client_req(ctx, o, &r);
+    (void)ctx;
+    client_req(o, &r);
     r.watch = true;
     r.allow_watch_bookmarks = true;
     r.resource_version = a->resource_version;
@@ -494,8 +494,7 @@ int kube_informer_new(const struct kube_informer_opts *opts, struct kube_informe
     inf->o.field_selector = inf->field_selector;
     inf->o.name = inf->name;
     inf->src = opts->source ? *opts->source : client_source;
-    if (!opts->source)
-        inf->src.ctx = inf;
+    inf->o.cancel = &inf->stop;
     inf->o.source = &inf->src;
     inf->store = kube_store_new();
     if (opts->compact_store)

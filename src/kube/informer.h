@@ -107,6 +107,10 @@ struct kube_informer_opts {
     bool compact_store;   /* keep objects as JSON text (kube_store_set_compact) */
     size_t compact_above; /* or switch to it past this many objects (0: never) */
     const char *name;     /* for debug logs; NULL: res->plural */
+    /* Set by the informer in the opts it hands its source (a caller's value is ignored):
+     * its stop flag, for the source's LIST requests (kube_req.cancel), so a stop does not
+     * wait out the retries of a failing API server. */
+    atomic_bool *cancel;
 };
 
 /** Counters since creation, for tests and metrics. */

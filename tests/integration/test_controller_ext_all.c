@@ -317,9 +317,10 @@ static double metric_value(const char *name);
  * lowered as a failure, which would let a pass that misses it create another). */
 static void test_create_answer_lost(void **state)
 {
-    char series[256];
+    char series[256], in_ns[128];
     (void)state;
-    it_lose_answers("POST", &API_RES_SANDBOXES, 2);
+    (void)snprintf(in_ns, sizeof(in_ns), "/namespaces/%s/sandboxes", ns);
+    assert_int_equal(it_lose_answers("POST", &API_RES_SANDBOXES, in_ns, 2), 0);
     create_pool("p-lost", "tpl", 2);
     wait_pool("p-lost", 2, 2);
     assert_int_equal(it_answers_lost(), 2);
@@ -336,7 +337,7 @@ static void test_adopt_answer_lost(void **state)
 {
     json_t *cl, *sb;
     (void)state;
-    it_lose_answers("PATCH", &API_RES_SANDBOXES, 1);
+    assert_int_equal(it_lose_answers("PATCH", &API_RES_SANDBOXES, "/sandboxes/p-lost-", 1), 0);
     create_claim("c-lost", "p-lost", NULL);
     cl = wait_claim("c-lost", "True", NULL);
     assert_int_equal(it_answers_lost(), 1);
@@ -356,8 +357,8 @@ static void test_adopt_answer_and_read_lost(void **state)
 {
     json_t *cl, *sb;
     (void)state;
-    it_lose_answers("PATCH", &API_RES_SANDBOXES, 1);
-    it_lose_answers("GET", &API_RES_SANDBOXES, 1);
+    assert_int_equal(it_lose_answers("PATCH", &API_RES_SANDBOXES, "/sandboxes/p-lost-", 1), 0);
+    assert_int_equal(it_lose_answers("GET", &API_RES_SANDBOXES, "/sandboxes/p-lost-", 1), 0);
     create_claim("c-lost2", "p-lost", NULL);
     cl = wait_claim("c-lost2", "True", NULL);
     assert_int_equal(it_answers_lost(), 2);
@@ -386,7 +387,7 @@ static void test_delete_answer_lost(void **state)
     char first[256] = "";
     size_t i;
     (void)state;
-    it_lose_answers("DELETE", &API_RES_SANDBOXES, 1);
+    assert_int_equal(it_lose_answers("DELETE", &API_RES_SANDBOXES, "/sandboxes/p-lost-", 1), 0);
     scale("p-lost", 1);
     wait_pool("p-lost", 1, 1);
     assert_int_equal(it_answers_lost(), 1);
@@ -406,6 +407,9 @@ static void test_delete_answer_lost(void **state)
     (void)kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost", NULL);
     (void)kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost2", NULL);
     (void)kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-lost", NULL);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost", WAIT), 0);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost2", WAIT), 0);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-lost", WAIT), 0);
 }
 
 static const char *ready_ltt(const json_t *obj)

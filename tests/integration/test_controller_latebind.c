@@ -502,16 +502,17 @@ static void test_second_claim_own_values(void **state)
     json_decref(c2);
 }
 
-/* One Sandbox's config token does not open another's config endpoint. */
 /* A late-bound member whose create was carried out but whose answer was lost is read
  * back and gets its config-token Secret as if the create had answered: a claim adopts it
  * warm and its env arrives through the token. */
 static void test_create_answer_lost(void **state)
 {
     json_t *cl, *sb;
-    char *out, want[128];
+    char *out, want[128], in_ns[128];
     (void)state;
-    it_lose_answers("POST", &API_RES_SANDBOXES, 1);
+    wait_pool("lb-pool"); /* its refill done: the lost answer is lb-lost's create */
+    (void)snprintf(in_ns, sizeof(in_ns), "/namespaces/%s/sandboxes", ns);
+    assert_int_equal(it_lose_answers("POST", &API_RES_SANDBOXES, in_ns, 1), 0);
     create_pool("lb-lost", "lb", 1);
     wait_pool("lb-lost");
     assert_int_equal(it_answers_lost(), 1);
@@ -531,6 +532,7 @@ static void test_create_answer_lost(void **state)
     (void)kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "lb-lost", NULL);
 }
 
+/* One Sandbox's config token does not open another's config endpoint. */
 static void test_tokens_are_per_sandbox(void **state)
 {
     json_t *c1 = get(&API_RES_SANDBOXCLAIMS, "c1"), *c2 = get(&API_RES_SANDBOXCLAIMS, "c2");

@@ -214,14 +214,14 @@ void it_kubelet_free(struct it_kubelet *k)
 static struct {
     pthread_mutex_t lock;
     struct {
-        char method[8], plural[64];
+        char method[8], plural[64], url_part[256];
         int left;
     } rule[LOST_RULES];
     int n, done;
 } lost = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, const char *sub,
-                    long status)
+                    const char *url, long status)
 {
     long r = 0;
     (void)ctx;
@@ -230,7 +230,8 @@ long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, c
     pthread_mutex_lock(&lost.lock);
     for (int i = 0; i < lost.n && !r; i++) {
         if (lost.rule[i].left > 0 && strcmp(method, lost.rule[i].method) == 0 &&
-            strcmp(res->plural, lost.rule[i].plural) == 0) {
+            strcmp(res->plural, lost.rule[i].plural) == 0 && url &&
+            strstr(url, lost.rule[i].url_part)) {
             lost.rule[i].left--;
             lost.done++;
             r = 501;
@@ -240,15 +241,20 @@ long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, c
     return r;
 }
 
-void it_lose_answers(const char *method, const struct kube_res *res, int n)
+int it_lose_answers(const char *method, const struct kube_res *res, const char *url_part, int n)
 {
+    int r = -ENOSPC;
     pthread_mutex_lock(&lost.lock);
     if (lost.n < LOST_RULES) {
         (void)snprintf(lost.rule[lost.n].method, sizeof(lost.rule[0].method), "%s", method);
         (void)snprintf(lost.rule[lost.n].plural, sizeof(lost.rule[0].plural), "%s", res->plural);
+        (void)snprintf(lost.rule[lost.n].url_part, sizeof(lost.rule[0].url_part), "%s",
+                       url_part ? url_part : "");
         lost.rule[lost.n++].left = n;
+        r = 0;
     }
     pthread_mutex_unlock(&lost.lock);
+    return r;
 }
 
 int it_answers_lost(void)

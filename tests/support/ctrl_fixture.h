@@ -90,9 +90,10 @@ void it_kubelet_free(struct it_kubelet *k);
  * controller cannot know, or a failed read. 501 is not retried, so the controller sees
  * the failure at once. Without rules it changes nothing. Process-wide state. */
 long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, const char *sub,
-                    long status);
+                    const char *url, long status);
 /** Adds a rule (at most 4): the next n successful requests of method on res (borrowed; no
- * subresource) lose their answer. */
-void it_lose_answers(const char *method, const struct kube_res *res, int n);
+ * subresource) whose URL contains url_part (NULL: any; e.g. "/sandboxes/pool-" for one
+ * pool's members) lose their answer. Returns 0, or -ENOSPC with 4 rules already. */
+int it_lose_answers(const char *method, const struct kube_res *res, const char *url_part, int n);
 /** How many answers were lost since the rules began; the rules are dropped. */
 int it_answers_lost(void);

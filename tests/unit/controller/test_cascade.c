@@ -417,7 +417,9 @@ static void *stop_thread(void *arg)
 }
 
 /* Two stops at once: the second returns only when the first has joined the workers (a
- * DELETE under way has ended), as the first does; the caller may free after either. */
+ * DELETE under way has ended), as the first does; the cascade is freed after both. (If
+ * the thread started more than 50 ms late, the main thread's stop joins and the check
+ * holds either way.) */
 static void test_concurrent_stops(void **state)
 {
     struct fake *f = *state;
@@ -426,8 +428,9 @@ static void test_concurrent_stops(void **state)
     f->slow = 300 * USEC_PER_MSEC;
     (void)kube_store_put(f->pods, obj("ns", "p", "5", "u-o", "ctl", false), NULL);
     assert_true(cascade_owner_deleted(c, CASCADE_OF_SANDBOX, "ns", "u-o"));
-    while (atomic_load(&f->in_delete) == 0)
+    for (int i = 0; i < 5000 && atomic_load(&f->in_delete) == 0; i++)
         clock_sleep(USEC_PER_MSEC);
+    assert_int_equal(atomic_load(&f->in_delete), 1);
     assert_int_equal(pthread_create(&t, NULL, stop_thread, c), 0);
     clock_sleep(50 * USEC_PER_MSEC); /* the thread's stop is joining by now */
     cascade_stop(c);

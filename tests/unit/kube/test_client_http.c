@@ -804,6 +804,7 @@ static void test_cancel(void **state)
     atomic_store(&flag, true);
     assert_int_equal(get_cancellable(c, &flag, &e), -ECANCELED);
     assert_int_equal(server_requests(), 0);
+    assert_false(kube_err_outcome_unknown(&e)); /* nothing left */
 
     atomic_store(&flag, false);
     assert_int_equal(pthread_create(&t, NULL, cancel_later, &k), 0);
@@ -819,6 +820,7 @@ static void test_cancel(void **state)
     assert_int_equal(get_cancellable(c, &flag, &e), -ECANCELED);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(e.http_status, 0);
+    assert_true(e.sent);
     assert_true(kube_err_outcome_unknown(&e)); /* it was sent: it may have been done */
     assert_int_equal(server_requests(), 1);
     kube_client_free(c);
@@ -829,11 +831,12 @@ struct hook_log {
 };
 
 static long fault_get(void *ctx, const char *method, const struct kube_res *res, const char *sub,
-                      long status)
+                      const char *url, long status)
 {
     struct hook_log *l = ctx;
     (void)sub;
-    if (strcmp(method, "GET") != 0 || res != &KUBE_RES_PODS || status != 200)
+    if (strcmp(method, "GET") != 0 || res != &KUBE_RES_PODS || status != 200 ||
+        !strstr(url, "/api/v1/namespaces/ns/pods/p"))
         return 0;
     l->faults++;
     return 501;

@@ -144,25 +144,26 @@ static void test_outcome_unknown(void **state)
     static const struct {
         long status;
         int code;
-        bool maybe_done, unknown;
+        bool sent, maybe_done, unknown;
     } cases[] = {
-        {500, -EIO, false, true},         /* the server failed: maybe after the write */
-        {503, -EIO, false, true},         /* */
-        {504, -ETIMEDOUT, false, true},   /* */
-        {409, -EEXIST, true, true},       /* a retry met what the first attempt made */
-        {409, -EEXIST, false, false},     /* the name was taken before */
-        {404, -ENOENT, false, false},     /* */
-        {422, -EINVAL, false, false},     /* */
-        {429, -EAGAIN, false, false},     /* refused before anything happened */
-        {0, -ETIMEDOUT, false, true},     /* no answer in time */
-        {0, -ECONNRESET, false, true},    /* cut after sending */
-        {0, -EPROTO, false, true},        /* an answer that could not be read */
-        {0, -EIO, false, true},           /* */
-        {0, -ECONNREFUSED, false, false}, /* nothing was sent */
-        {0, -EHOSTUNREACH, false, false}, /* */
-        {0, -ESHUTDOWN, false, false},    /* refused here: namespace terminating */
-        {0, -EINVAL, false, false},       /* the request could not be made */
-        {0, -ECONNREFUSED, true, true},   /* refused now, but an earlier attempt went out */
+        {500, -EIO, true, false, true},          /* the server failed: maybe after the write */
+        {503, -EIO, true, false, true},          /* */
+        {504, -ETIMEDOUT, true, false, true},    /* */
+        {409, -EEXIST, true, true, true},        /* a retry met what the first attempt made */
+        {409, -EEXIST, true, false, false},      /* the name was taken before */
+        {404, -ENOENT, true, false, false},      /* */
+        {422, -EINVAL, true, false, false},      /* */
+        {429, -EAGAIN, true, false, false},      /* refused before anything happened */
+        {0, -ETIMEDOUT, true, false, true},      /* no answer in time */
+        {0, -ECONNRESET, true, false, true},     /* cut after sending */
+        {0, -EPROTO, true, false, true},         /* an answer that could not be read */
+        {0, -ECANCELED, true, false, true},      /* cancelled in the transfer */
+        {0, -ETIMEDOUT, false, false, false},    /* a connect that timed out */
+        {0, -EPROTO, false, false, false},       /* a TLS handshake that failed */
+        {0, -ECONNREFUSED, false, false, false}, /* nothing was sent */
+        {0, -ESHUTDOWN, false, false, false},    /* refused here: namespace terminating */
+        {0, -ECANCELED, false, false, false},    /* cancelled before the attempt */
+        {0, -ECONNREFUSED, false, true, true},   /* refused now, but an earlier attempt went */
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -170,10 +171,12 @@ static void test_outcome_unknown(void **state)
         kube_err_clear(&e);
         e.http_status = cases[i].status;
         e.code = cases[i].code;
+        e.sent = cases[i].sent;
         e.maybe_done = cases[i].maybe_done;
         if (kube_err_outcome_unknown(&e) != cases[i].unknown)
-            fail_msg("case %zu: status %ld code %d maybe_done %d: want %d", i, cases[i].status,
-                     cases[i].code, cases[i].maybe_done, cases[i].unknown);
+            fail_msg("case %zu: status %ld code %d sent %d maybe_done %d: want %d", i,
+                     cases[i].status, cases[i].code, cases[i].sent, cases[i].maybe_done,
+                     cases[i].unknown);
     }
     assert_false(kube_err_outcome_unknown(NULL));
 }
