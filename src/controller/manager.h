@@ -103,7 +103,8 @@ int ctrl_manager_wait(struct ctrl_manager *m);
 /** Asks ctrl_manager_wait to return. Async-signal-safe. */
 void ctrl_manager_request_stop(struct ctrl_manager *m);
 /** Stops the workers (letting running reconciles finish), the informers, the servers
- * and releases the Lease. Idempotent. */
+ * and releases the Lease. Idempotent, from one thread: a call while another thread's is
+ * under way returns at once, before that one has stopped anything. */
 void ctrl_manager_stop(struct ctrl_manager *m);
 /** Stops and frees. NULL is fine. */
 void ctrl_manager_free(struct ctrl_manager *m);

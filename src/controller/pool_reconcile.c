@@ -222,7 +222,10 @@ static void refund_tokens(struct pool_pass *p, int n, double rate)
  * the member is read. Returns 0 when it exists and is the pool's (its ADDED meets the
  * create's expectation), r when it is not there or not the pool's, or -EINPROGRESS when
  * the read fails too: the expectation then stays until the member's ADDED or its timeout
- * (lowering it could let a pass that misses the member in the cache create another). */
+ * (lowering it could let a pass that misses the member in the cache create another).
+ * A create the server still commits after this read finds it gone (a client timeout
+ * while etcd is slow) is the one window left: the pool may then make one member too
+ * many, which its next pass deletes as surplus. */
 static int create_settle(struct pool_pass *p, const char *name, int r, const struct kube_err *ce)
 {
     struct kube_err e;
