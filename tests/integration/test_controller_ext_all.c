@@ -331,23 +331,30 @@ static void test_create_answer_lost(void **state)
     assert_int_equal(count_sandboxes(EXT_KIND_POOL, "p-lost", NULL), 2);
 }
 
-/* An adoption PATCH whose answer is lost but which the server carried out: the claim
- * reads the Sandbox back and keeps it, rather than adopting a second one. */
-static void test_adopt_answer_lost(void **state)
+/* Claim name on p-lost, with `lost` answers lost by the rules set: Ready on one member of
+ * p-lost it alone controls, once the pool has refilled. */
+static void claim_adopts_once(const char *name, int lost)
 {
     json_t *cl, *sb;
-    (void)state;
-    assert_int_equal(it_lose_answers("PATCH", &API_RES_SANDBOXES, "/sandboxes/p-lost-", 1), 0);
-    create_claim("c-lost", "p-lost", NULL);
-    cl = wait_claim("c-lost", "True", NULL);
-    assert_int_equal(it_answers_lost(), 1);
+    create_claim(name, "p-lost", NULL);
+    cl = wait_claim(name, "True", NULL);
+    assert_int_equal(it_answers_lost(), lost);
     sb = bound_sandbox(cl);
     assert_true(sb_controlled_by(sb, kube_obj_uid(cl)));
     assert_true(strncmp(kube_obj_name(sb), "p-lost-", 7) == 0);
     wait_pool("p-lost", 2, 2); /* refilled */
-    assert_int_equal(count_sandboxes(EXT_KIND_CLAIM, "c-lost", NULL), 1);
+    assert_int_equal(count_sandboxes(EXT_KIND_CLAIM, name, NULL), 1);
     json_decref(sb);
     json_decref(cl);
+}
+
+/* An adoption PATCH whose answer is lost but which the server carried out: the claim
+ * reads the Sandbox back and keeps it, rather than adopting a second one. */
+static void test_adopt_answer_lost(void **state)
+{
+    (void)state;
+    assert_int_equal(it_lose_answers("PATCH", &API_RES_SANDBOXES, "/sandboxes/p-lost-", 1), 0);
+    claim_adopts_once("c-lost", 1);
 }
 
 /* The same, and the read that follows fails too: the claim records the binding and ends
@@ -355,19 +362,10 @@ static void test_adopt_answer_lost(void **state)
  * takes or creates anything, finds it its own and keeps it. */
 static void test_adopt_answer_and_read_lost(void **state)
 {
-    json_t *cl, *sb;
     (void)state;
     assert_int_equal(it_lose_answers("PATCH", &API_RES_SANDBOXES, "/sandboxes/p-lost-", 1), 0);
     assert_int_equal(it_lose_answers("GET", &API_RES_SANDBOXES, "/sandboxes/p-lost-", 1), 0);
-    create_claim("c-lost2", "p-lost", NULL);
-    cl = wait_claim("c-lost2", "True", NULL);
-    assert_int_equal(it_answers_lost(), 2);
-    sb = bound_sandbox(cl);
-    assert_true(sb_controlled_by(sb, kube_obj_uid(cl)));
-    wait_pool("p-lost", 2, 2);
-    assert_int_equal(count_sandboxes(EXT_KIND_CLAIM, "c-lost2", NULL), 1);
-    json_decref(sb);
-    json_decref(cl);
+    claim_adopts_once("c-lost2", 2);
 }
 
 static bool member_gone(void *ctx)
