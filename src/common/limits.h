@@ -143,15 +143,16 @@
 #define LIMIT_ROUTER_UPSTREAM_HEAD   (64u * 1024)          /* an upstream response head */
 #define LIMIT_ROUTER_UPSTREAM_QUEUE  (1u * 1024 * 1024)    /* bytes queued to one upstream */
 #define LIMIT_ROUTER_TUNNEL_QUEUE    (1u * 1024 * 1024)    /* bytes queued per tunnel side */
-#define LIMIT_ROUTER_REQ_HEAD        (80u * 1024)          /* a request head sent upstream */
-#define LIMIT_ROUTER_AUTH_TTL        (30 * USEC_PER_SEC)   /* cached review decisions */
-#define LIMIT_ROUTER_AUTH_ERROR_TTL  (1 * USEC_PER_SEC)    /* cached review API errors */
-#define LIMIT_ROUTER_AUTH_CACHE      4096                  /* entries per review cache */
-#define LIMIT_ROUTER_AUTH_QUEUE      1024                  /* pending review jobs */
-#define LIMIT_ROUTER_AUTH_WORKERS    4                     /* review threads */
-#define LIMIT_ROUTER_TOKEN           (16u * 1024)          /* a bearer token */
-#define LIMIT_ROUTER_AUTH_GROUPS     64                    /* groups kept per user */
-#define LIMIT_ROUTER_USER            512                   /* a username */
+#define LIMIT_ROUTER_TUNNELS         4096         /* open upgraded tunnels (2 descriptors each) */
+#define LIMIT_ROUTER_REQ_HEAD        (80u * 1024) /* a request head sent upstream */
+#define LIMIT_ROUTER_AUTH_TTL        (30 * USEC_PER_SEC) /* cached review decisions */
+#define LIMIT_ROUTER_AUTH_ERROR_TTL  (1 * USEC_PER_SEC)  /* cached review API errors */
+#define LIMIT_ROUTER_AUTH_CACHE      4096                /* entries per review cache */
+#define LIMIT_ROUTER_AUTH_QUEUE      1024                /* pending review jobs */
+#define LIMIT_ROUTER_AUTH_WORKERS    4                   /* review threads */
+#define LIMIT_ROUTER_TOKEN           (16u * 1024)        /* a bearer token */
+#define LIMIT_ROUTER_AUTH_GROUPS     64                  /* groups kept per user */
+#define LIMIT_ROUTER_USER            512                 /* a username */
 
 /* sandbox-router: resume-on-traffic and activity reporting */
 #define LIMIT_ROUTER_RESUME_HOLD        (120 * USEC_PER_SEC) /* a held request waits at most */
@@ -172,6 +173,7 @@
 #define LIMIT_SBD_STDIN          (8u * 1024 * 1024)      /* stdin bytes given inline to run */
 #define LIMIT_SBD_OUTPUT         (16u * 1024 * 1024)     /* buffered stdout (and stderr) of run */
 #define LIMIT_SBD_PROCS          64                      /* concurrent processes (--max-procs) */
+#define LIMIT_SBD_CHILDREN_LIST  (256u * 1024)           /* a task's /proc children file read */
 #define LIMIT_SBD_ARGS           4096                    /* argv entries + env entries */
 #define LIMIT_SBD_TIMEOUT_S      300                     /* default run timeout (seconds) */
 #define LIMIT_SBD_MAX_TIMEOUT_S  (24 * 3600)             /* largest accepted timeout */

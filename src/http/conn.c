@@ -73,6 +73,7 @@ void http__conn_close(struct http_conn *c)
     abort_req(c);
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&c->defer, on_handle_closed);
 }
 
 static void on_shutdown(uv_shutdown_t *sr, int status)
@@ -551,10 +552,27 @@ static void conn_process(struct http_conn *c)
     http__conn_update_read(c);
 }
 
+static void on_defer(uv_idle_t *h)
+{
+    struct http_conn *c = h->data;
+    (void)uv_idle_stop(h);
+    conn_process(c);
+}
+
 void http__conn_response_done(struct http_conn *c)
 {
     c->resp_complete = true;
-    conn_process(c);
+    if (c->in_process)
+        return; /* the loop under way finishes it */
+    /* A response completed from the handler's own callback (a timer, a process exit, a
+     * drained write): the request is finished here, but one pipelined behind it runs on
+     * the next loop turn, not inside that callback, whose state its handler could free
+     * (a DELETE of the process a GET was waiting on). */
+    c->resp_complete = false;
+    finish_request(c);
+    if (!c->closing && c->state == HTTP_CONN_HEAD && c->in.len > 0)
+        (void)uv_idle_start(&c->defer, on_defer);
+    http__conn_update_read(c);
 }
 
 void http__conn_resume(struct http_conn *c)
@@ -623,7 +641,9 @@ static void conn_start(struct http_server *s, struct http_conn *c)
 {
     (void)uv_timer_init(s->loop, &c->timer);
     c->timer.data = c;
-    c->handles_open = 2;
+    (void)uv_idle_init(s->loop, &c->defer);
+    c->defer.data = c;
+    c->handles_open = 3;
     c->server = s;
     buf_init(&c->in, LIMIT_HTTP_HEADER_BYTES + LIMIT_HTTP_READ_CHUNK);
     DLIST_PUSH(s->conns, c);

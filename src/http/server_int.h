@@ -63,6 +63,8 @@ struct http_req {
 struct http_conn {
     uv_tcp_t tcp;
     uv_timer_t timer;
+    uv_idle_t defer; /* parses requests pipelined behind a response that completed outside
+                        conn_process, on the next loop turn (http__conn_response_done) */
     uv_shutdown_t shutdown;
     struct http_server *server;
     struct http_conn *prev, *next;

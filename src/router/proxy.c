@@ -699,6 +699,11 @@ static int proxy_handle(struct http_req *req, void *ctx)
         return 0;
     }
     x->is_upgrade = http_req_header(req, "Upgrade").p != NULL;
+    if (x->is_upgrade && p->ntunnels >= LIMIT_ROUTER_TUNNELS) {
+        /* an upgraded connection leaves the server's connection count: this is its bound */
+        proxy__px_fail(x, 503, "Too many open tunnels: try again later.", "tunnels");
+        return 0;
+    }
     usec_t limit = p->o.proxy_timeout;
     x->deadline = x->start + (x->rt.timeout && x->rt.timeout < limit ? x->rt.timeout : limit);
     px_arm(x);

@@ -246,23 +246,28 @@ static void on_tick(uv_timer_t *t)
     const char *key;
     size_t klen;
     void *v;
-    struct kube_strv gone = {0};
+    struct kube_strv keys = {0};
+    /* The keys first, then the entries: a request woken below may be held again at once
+     * (its answer lets one pipelined behind it run), adding an entry to the map. */
     map_iter_init(&it, g->entries);
-    while (map_iter_next(&it, &key, &klen, &v)) {
-        struct entry *e = v;
-        if (e->head)
+    while (map_iter_next(&it, &key, &klen, &v))
+        kube_strv_add(&keys, key);
+    for (size_t i = 0; i < keys.n; i++) {
+        struct entry *e = map_get(g->entries, keys.v[i]);
+        if (e && e->head)
             check_entry(g, e, now);
-        if (!e->head)
-            kube_strv_add(&gone, key);
     }
-    for (size_t i = 0; i < gone.n; i++) {
-        struct entry *e = map_remove(g->entries, gone.v[i]);
-        if (e && e->patching)
+    for (size_t i = 0; i < keys.n; i++) {
+        struct entry *e = map_get(g->entries, keys.v[i]);
+        if (!e || e->head) /* held again since: it stays */
+            continue;
+        (void)map_remove(g->entries, keys.v[i]);
+        if (e->patching)
             e->orphan = true;
-        else if (e)
+        else
             entry_free(e);
     }
-    kube_strv_done(&gone);
+    kube_strv_done(&keys);
     if (map_len(g->entries) == 0)
         (void)uv_timer_stop(&g->timer);
 }

@@ -42,13 +42,26 @@ static uint64_t ms(usec_t u)
     return (u + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
 }
 
-static void on_closed(uv_handle_t *h)
+/* One of what the tunnel waits for before it is freed has ended: its handles, and the
+ * upstream shutdown request it holds (whose callback libuv runs, cancelled, when the
+ * upstream handle closes, possibly after the tunnel's own handles have closed). */
+static void tunnel_unref(struct tunnel *t)
 {
-    struct tunnel *t = h->data;
     if (--t->handles > 0)
         return;
     buf_done(&t->early);
     xfree(t);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    tunnel_unref(h->data);
+}
+
+static void on_up_shut(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    tunnel_unref(req->data);
 }
 
 static void tunnel_close(struct tunnel *t)
@@ -169,10 +182,13 @@ static void on_client_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         }
         t->client_eof = true;
         client_read(t, false);
-        if (uv_shutdown(&t->up_shut, (uv_stream_t *)&t->up->tcp, NULL) < 0)
+        t->up_shut.data = t;
+        if (uv_shutdown(&t->up_shut, (uv_stream_t *)&t->up->tcp, on_up_shut) < 0) {
             tunnel_close(t);
-        else
-            maybe_done(t);
+            return;
+        }
+        t->handles++; /* until on_up_shut */
+        maybe_done(t);
         return;
     }
     t->last_activity = clock_now();
@@ -185,15 +201,18 @@ static void on_client_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         client_read(t, false);
 }
 
+/* Starts or stops reading the client. Not before the client handle is handed over
+ * (on_upgraded starts it then): an upstream write that drains earlier must not mark it
+ * reading, or the start after the hand-over would be skipped. */
 static void client_read(struct tunnel *t, bool on)
 {
-    if (on == t->client_reading)
+    if (on == t->client_reading || (on && !t->client_open))
         return;
-    t->client_reading = on;
-    if (on)
-        (void)uv_read_start((uv_stream_t *)&t->client, on_client_alloc, on_client_read);
-    else
+    if (on && uv_read_start((uv_stream_t *)&t->client, on_client_alloc, on_client_read) < 0)
+        return;
+    if (!on)
         (void)uv_read_stop((uv_stream_t *)&t->client);
+    t->client_reading = on;
 }
 
 static void on_idle(uv_timer_t *tm)

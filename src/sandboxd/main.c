@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/prctl.h>
+
 #include "as_version.h"
 #include "common/duration.h"
 #include "common/limits.h"
@@ -31,7 +33,7 @@ struct opts {
 struct app {
     uv_loop_t *loop;
     struct sbd *d;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sigchld;
     usec_t shutdown_timeout;
     bool stopping;
 };
@@ -448,6 +450,15 @@ static void on_stopped(void *ctx)
     struct app *a = ctx;
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sigint, NULL);
+    uv_close((uv_handle_t *)&a->sigchld, NULL);
+}
+
+/* Orphans of the commands' process trees are ours to reap (PID 1, or the subreaper). */
+static void on_sigchld(uv_signal_t *h, int sig)
+{
+    struct app *a = h->data;
+    (void)sig;
+    (void)sbd_reap_orphans(a->d);
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -472,9 +483,15 @@ static int run(struct opts *o)
              o->token ? "bearer" : "none", o->config_token ? "enabled" : "disabled");
     uv_signal_init(a.loop, &a.sigterm);
     uv_signal_init(a.loop, &a.sigint);
-    a.sigterm.data = a.sigint.data = &a;
+    uv_signal_init(a.loop, &a.sigchld);
+    a.sigterm.data = a.sigint.data = a.sigchld.data = &a;
     uv_signal_start(&a.sigterm, on_signal, SIGTERM);
     uv_signal_start(&a.sigint, on_signal, SIGINT);
+    uv_signal_start(&a.sigchld, on_sigchld, SIGCHLD);
+    /* A command's background descendants outlive it: reparented here, not to an init that
+     * may not reap them, they are reaped on SIGCHLD rather than left as zombies. */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L) < 0)
+        log_warn("cannot become the child subreaper: errno %d", errno);
     r = uv_run(a.loop, UV_RUN_DEFAULT);
     sbd_free(a.d);
     (void)uv_loop_close(a.loop);

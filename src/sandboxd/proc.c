@@ -5,6 +5,7 @@
  * stays valid until waitid() here. */
 #include "sandboxd/proc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <sys/pidfd.h>
 #include <sys/wait.h>
 
+#include "common/buf.h"
 #include "common/dlist.h"
 #include "common/limits.h"
 #include "common/log.h"
@@ -89,6 +91,64 @@ struct sbd_proc *sbd_procs_find(struct sbd_procs *ps, uint32_t id)
         if (p->id == id && !p->finished)
             return p;
     return NULL;
+}
+
+/* True when pid is a registered process not reaped yet (its pidfd handler reaps it). */
+static bool registered(const struct sbd_procs *ps, pid_t pid)
+{
+    for (const struct sbd_proc *p = ps->head; p; p = p->next)
+        if (p->pid == pid && !p->exited)
+            return true;
+    return false;
+}
+
+/* Reaps the exited children that /proc/self/task/<task>/children lists, registered ones
+ * excepted. A waitpid with WNOHANG leaves a running child alone. */
+static unsigned reap_task(const struct sbd_procs *ps, const char *task)
+{
+    char path[96], chunk[4096];
+    struct buf b;
+    struct str rest, pid_s;
+    unsigned reaped = 0;
+    ssize_t n;
+    int fd;
+    (void)snprintf(path, sizeof(path), "/proc/self/task/%s/children", task);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    buf_init(&b, LIMIT_SBD_CHILDREN_LIST);
+    while ((n = read(fd, chunk, sizeof(chunk))) > 0 && buf_append(&b, chunk, (size_t)n) == 0)
+        ;
+    (void)close(fd);
+    rest = str_make(b.data ? b.data : "", b.len);
+    while (rest.len > 0) {
+        uint64_t pid;
+        if (!str_cut(rest, ' ', &pid_s, &rest)) {
+            pid_s = rest;
+            rest = STR_NULL;
+        }
+        if (str_to_u64(str_trim(pid_s), &pid) == 0 && pid > 0 && pid < INT32_MAX &&
+            !registered(ps, (pid_t)pid) && waitpid((pid_t)pid, NULL, WNOHANG) > 0)
+            reaped++;
+    }
+    buf_done(&b);
+    return reaped;
+}
+
+unsigned sbd_procs_reap_orphans(const struct sbd_procs *ps)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    unsigned reaped = 0;
+    if (!d)
+        return 0;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            reaped += reap_task(ps, e->d_name);
+    (void)closedir(d);
+    if (reaped)
+        log_debug("reaped orphaned processes\tcount=%u", reaped);
+    return reaped;
 }
 
 json_t *sbd_procs_list(const struct sbd_procs *ps)

@@ -61,6 +61,11 @@ size_t sbd_procs_count(const struct sbd_procs *ps);
 struct sbd_proc *sbd_procs_find(struct sbd_procs *ps, uint32_t id);
 /** Returns a new JSON array describing every process. */
 json_t *sbd_procs_list(const struct sbd_procs *ps);
+/** Reaps the exited children of the daemon that are not registered processes: orphans of
+ * the commands' trees, reparented to the daemon as PID 1 of its container or as a child
+ * subreaper (main.c sets it). A registered process is left to its own pidfd handler.
+ * Call on SIGCHLD. Returns how many were reaped. */
+unsigned sbd_procs_reap_orphans(const struct sbd_procs *ps);
 
 /** Sets the environment layered over the daemon's for processes started from now on
  * (late-bound configuration): NULL-terminated "NAME=value" entries, borrowed until the

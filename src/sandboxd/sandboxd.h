@@ -46,6 +46,9 @@ void sbd_config_defaults(struct sbd_config *c);
  * is ignored process-wide from then on. Returns 0 or a negative errno. cfg is borrowed (copied). */
 int sbd_new(uv_loop_t *loop, const struct sbd_config *cfg, struct sbd **ret);
 uint16_t sbd_port(const struct sbd *d);
+/** Reaps exited children that are not the daemon's registered processes (orphans of the
+ * commands' trees); for the SIGCHLD handler. Returns how many. */
+unsigned sbd_reap_orphans(const struct sbd *d);
 /** 0 when the legacy server is disabled. */
 uint16_t sbd_legacy_port(const struct sbd *d);
 /** 0 when the gRPC server is disabled. */

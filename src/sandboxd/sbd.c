@@ -255,6 +255,11 @@ int sbd_new(uv_loop_t *loop, const struct sbd_config *cfg, struct sbd **ret)
     return 0;
 }
 
+unsigned sbd_reap_orphans(const struct sbd *d)
+{
+    return d->procs ? sbd_procs_reap_orphans(d->procs) : 0;
+}
+
 uint16_t sbd_port(const struct sbd *d)
 {
     return http_server_port(d->server);

@@ -215,6 +215,38 @@ class ComponentTest(unittest.TestCase):
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
+    def test_orphans_reaped(self):
+        # A command that leaves a background child behind: the child is reparented to
+        # sandboxd (the child subreaper, as it is PID 1 in its container) and, once it
+        # exits, reaped rather than left a zombie.
+        d = Daemon()
+        try:
+            pidfile = os.path.join(d.dir, "orphan")
+            st, data, _ = d.req("POST", "/v1/processes", json.dumps(
+                {"command": f"sleep 1 >/dev/null 2>&1 & echo $! > {pidfile}"}))
+            self.assertEqual(st, 200)
+            self.assertIn(b'"exit"', data)
+            with open(pidfile) as f:
+                orphan = int(f.read())
+
+            def stat():
+                try:
+                    with open(f"/proc/{orphan}/stat") as f:
+                        fields = f.read().rsplit(") ", 1)[1].split()
+                    return fields[0], int(fields[1])  # state, ppid
+                except FileNotFoundError:
+                    return None
+
+            st0 = stat()
+            self.assertIsNotNone(st0, "the background child ended too soon to be looked at")
+            self.assertEqual(st0[1], d.p.pid)  # reparented to sandboxd
+            end = time.monotonic() + 10
+            while stat() is not None and time.monotonic() < end:
+                time.sleep(0.05)
+            self.assertIsNone(stat(), f"the orphan is still there: {stat()}")
+        finally:
+            d.stop()
+
     def test_sigterm_kills_process_groups(self):
         d = Daemon()
         pidfile = os.path.join(d.dir, "pids")

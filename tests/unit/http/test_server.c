@@ -162,6 +162,41 @@ static int start_stream(struct http_req *req, int parts, uint64_t interval_ms)
     return r;
 }
 
+/* A response from a timer, and a handler that counts its runs: one pipelined behind the
+ * first must not run inside the timer's http_respond (its callback may still use state
+ * the second request's handler frees). */
+static atomic_int mark_runs, mark_inside_respond;
+
+static int h_mark(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&mark_runs, 1);
+    return http_respond(req, 200, "text/plain", "mark", 4);
+}
+
+struct later {
+    struct timed t;
+};
+
+static void later_fire(uv_timer_t *t)
+{
+    struct later *l = t->data;
+    int before = atomic_load(&mark_runs);
+    assert_int_equal(http_respond(l->t.req, 200, "text/plain", "later", 5), 0);
+    if (atomic_load(&mark_runs) != before)
+        atomic_store(&mark_inside_respond, 1);
+    uv_close((uv_handle_t *)t, timed_closed);
+}
+
+static int h_later(struct http_req *req, void *ctx)
+{
+    struct later *l = XNEW(struct later);
+    (void)ctx;
+    timed_init(&l->t, req, l);
+    (void)uv_timer_start(&l->t.timer, later_fire, 20, 0);
+    return 0;
+}
+
 static int h_stream(struct http_req *req, void *ctx)
 {
     (void)ctx;
@@ -314,6 +349,8 @@ static void add_routes(struct http_router *r)
     assert_int_equal(http_router_add(r, "POST", "/upload", HTTP_ROUTE_STREAM_BODY, h_upload, NULL),
                      0);
     assert_int_equal(http_router_add(r, "GET", "/stream", 0, h_stream, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/later", 0, h_later, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/mark", 0, h_mark, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/slowstream", 0, h_slowstream, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/big", 0, h_big, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/noresp", 0, h_noresp, NULL), 0);
@@ -467,6 +504,29 @@ static void test_pipelined(void **state)
     expect_body(&r, "p0p1p2p3p4");
     (void)read_resp(&c, &r);
     expect_body(&r, "a/b|q=1|yes");
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    stop(f);
+}
+
+static void test_pipelined_after_async_response(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    atomic_store(&mark_runs, 0);
+    atomic_store(&mark_inside_respond, 0);
+    test_http_resp_init(&r);
+    (void)send_read(&c,
+                    "GET /later HTTP/1.1\r\nHost: t\r\n\r\n"
+                    "GET /mark HTTP/1.1\r\nHost: t\r\n\r\n",
+                    &r);
+    expect_body(&r, "later");
+    (void)read_resp(&c, &r);
+    expect_body(&r, "mark");
+    assert_int_equal(atomic_load(&mark_runs), 1);
+    assert_int_equal(atomic_load(&mark_inside_respond), 0);
     test_http_resp_done(&r);
     test_http_close(&c);
     stop(f);
@@ -957,6 +1017,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keep_alive),
         cmocka_unit_test(test_pipelined),
+        cmocka_unit_test(test_pipelined_after_async_response),
         cmocka_unit_test(test_routing),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_request_bodies),
