@@ -160,6 +160,30 @@ class BackgroundTest(unittest.TestCase):
         st, bad = get(d, f"/v1/processes/{c['id']}/wait?timeout=forever")
         self.assertEqual((st, bad["code"]), (400, "INVALID_ARGUMENT"))
 
+    def test_delete_pipelined_behind_wait_and_output(self):
+        # A DELETE pipelined on one connection behind a wait (or an output follow) of the
+        # same process: the DELETE runs after the exit has been handled, not inside it
+        # (it freed the process under the exit callback: ASan in the sanitizer build).
+        d = self.daemon()
+        for follow in ("wait?timeout=10", "output"):
+            st, a = start(d, ["sleep", "0.3"])
+            self.assertEqual(st, 201)
+            c = socket.create_connection(("127.0.0.1", d.port), 10)
+            c.sendall(f"GET /v1/processes/{a['id']}/{follow} HTTP/1.1\r\nHost: t\r\n\r\n"
+                      f"DELETE /v1/processes/{a['id']} HTTP/1.1\r\nHost: t\r\n"
+                      "Connection: close\r\n\r\n".encode())
+            got = b""
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            c.close()
+            self.assertEqual(got.count(b"HTTP/1.1 "), 2, got)
+            self.assertIn(b"HTTP/1.1 204", got)
+            self.assertEqual(get(d, f"/v1/processes/{a['id']}")[0], 404)
+        self.assertEqual(get(d, "/v1/metadata")[0], 200)  # still serving
+
     def test_max_procs_and_activity(self):
         d = self.daemon("--max-procs", "1")
         st, a = start(d, ["sleep", "60"])
