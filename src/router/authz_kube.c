@@ -40,6 +40,10 @@ static int kube_review_token(void *ctx, const char *token, json_t **ret_user)
 {
     const struct authz_kube *k = ctx;
     json_t *spec = json_pack("{s:s}", "token", token);
+    if (!spec) { /* not UTF-8: no Kubernetes token, so not authenticated (401, no review) */
+        *ret_user = NULL;
+        return 0;
+    }
     if (k->audiences && k->audiences[0]) {
         json_t *aud = json_array();
         for (const char *const *p = k->audiences; *p; p++)

@@ -51,6 +51,12 @@ static void on_px_timer(uv_timer_t *t)
     struct px *x = t->data;
     usec_t now = clock_now();
     usec_t idle_end = x->last_activity + x->p->o.idle_timeout;
+    if (x->held && now < x->deadline) {
+        /* Held for a resume: no byte is due; the gate answers past its own hold limit. */
+        x->last_activity = now;
+        px_arm(x);
+        return;
+    }
     if (now < x->deadline && now < idle_end) {
         px_arm(x);
         return;
@@ -543,6 +549,7 @@ static void on_resumed(void *ctx, int status, const char *detail)
 {
     struct px *x = ctx;
     x->held = NULL;
+    x->last_activity = clock_now(); /* the idle time starts again after the hold */
     if (status)
         proxy__px_fail(x, status, detail, "resume");
     else

@@ -234,14 +234,16 @@ void proxy__resp_drain(struct http_req *req, void *ctx)
         proxy__px_fail(x, 502, "", "eof");
 }
 
-static void on_up_eof(struct px *x)
+/* The upstream connection ended: cleanly (EOF) or not (a reset, an error). Only a clean
+ * end completes a body delimited by the connection's close: a reset cut it short. */
+static void on_up_eof(struct px *x, bool clean)
 {
     x->up_eof = true;
     if (!x->head_done) {
         bad_gateway(x, "eof");
         return;
     }
-    if (x->head->body == HTTP_BODY_UNTIL_CLOSE) {
+    if (x->head->body == HTTP_BODY_UNTIL_CLOSE && clean) {
         complete(x);
         return;
     }
@@ -257,7 +259,7 @@ void proxy__px_up_read(struct px *x, ssize_t n, const char *data)
     if (n < 0) {
         if (!x->head_done && x->in.len == 0 && proxy__px_retry(x))
             return;
-        on_up_eof(x);
+        on_up_eof(x, n == UV_EOF);
         return;
     }
     x->last_activity = clock_now();

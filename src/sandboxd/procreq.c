@@ -181,6 +181,14 @@ void sbd_procreq_done(struct sbd_procreq *r)
     r->cwd = NULL;
 }
 
+/* The spec's timeout of timeout_s seconds: one that is positive but under a microsecond
+ * is a microsecond, not 0 (which means none). */
+static usec_t proc_timeout(double timeout_s)
+{
+    usec_t t = (usec_t)(timeout_s * (double)USEC_PER_SEC);
+    return timeout_s > 0 && t == 0 ? 1 : t;
+}
+
 int sbd_procreq_spec(const struct sbd_procreq *r, const struct sbd_root *root,
                      struct sbd_proc_spec *spec, int *ret_cwd_fd)
 {
@@ -194,7 +202,7 @@ int sbd_procreq_spec(const struct sbd_procreq *r, const struct sbd_root *root,
         .pty = r->pty,
         .cols = r->cols,
         .rows = r->rows,
-        .timeout = (usec_t)(r->timeout_s * (double)USEC_PER_SEC),
+        .timeout = proc_timeout(r->timeout_s),
     };
     *ret_cwd_fd = fd;
     return 0;
