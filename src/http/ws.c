@@ -269,6 +269,7 @@ struct http_ws {
     uint8_t msg_opcode;
     size_t queued;
     bool want_drain;
+    bool got_message; /* a complete message arrived (first_message_timeout is met) */
 };
 
 struct ws_write {
@@ -378,7 +379,27 @@ static void on_ws_timer(uv_timer_t *t)
         ws_teardown(ws); /* the close did not flush in time */
         return;
     }
-    http_ws_close(ws, 1001, "idle timeout");
+    if (!ws->got_message && ws->o.first_message_timeout)
+        http_ws_close(ws, 1008, "no first message in time");
+    else
+        http_ws_close(ws, 1001, "idle timeout");
+}
+
+/* The peer's deadline after it sent something (first: the handshake is done): its first
+ * message within first_message_timeout of the handshake, whatever trickles in before,
+ * then a frame within idle_timeout of the last. */
+static void ws_arm(struct http_ws *ws, bool first)
+{
+    usec_t t = ws->o.idle_timeout;
+    if (ws->close_sent)
+        return;
+    if (!ws->got_message && ws->o.first_message_timeout) {
+        if (!first)
+            return; /* the first-message deadline runs on */
+        t = ws->o.first_message_timeout;
+    }
+    if (t)
+        (void)uv_timer_start(&ws->timer, on_ws_timer, (t + 999) / 1000, 0);
 }
 
 static void ws_finish_close(struct http_ws *ws)
@@ -413,6 +434,13 @@ void http_ws_close(struct http_ws *ws, uint16_t code, const char *reason)
 
 static void ws_deliver(struct http_ws *ws, uint8_t opcode, const uint8_t *p, size_t n)
 {
+    if (!ws->got_message) {
+        ws->got_message = true;
+        if (ws->o.first_message_timeout && !ws->close_sent) {
+            (void)uv_timer_stop(&ws->timer);
+            ws_arm(ws, false);
+        }
+    }
     ws->o.ops->message(ws, opcode, str_make((const char *)p, n), ws->o.ctx);
 }
 
@@ -527,8 +555,7 @@ static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         http_ws_close(ws, 1009, NULL);
         return;
     }
-    if (ws->o.idle_timeout && !ws->close_sent)
-        (void)uv_timer_start(&ws->timer, on_ws_timer, ws->o.idle_timeout / 1000, 0);
+    ws_arm(ws, false);
     ws_process(ws);
 }
 
@@ -587,8 +614,7 @@ static void on_upgraded(void *ctx, int status, uv_tcp_t *tcp, struct str pending
         ws_finish_close(ws);
         return;
     }
-    if (ws->o.idle_timeout)
-        (void)uv_timer_start(&ws->timer, on_ws_timer, ws->o.idle_timeout / 1000, 0);
+    ws_arm(ws, true);
     ws_update_read(ws);
     ws_process(ws);
 }

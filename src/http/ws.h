@@ -70,11 +70,15 @@ struct http_ws_ops {
 };
 
 struct http_ws_opts {
-    size_t max_message;            /* largest message; larger ones close with 1009 */
-    size_t write_queue;            /* queued bytes before http_ws_send returns 1; when a
-                                    * frame's answers fill it, the peer is not read until
-                                    * it drains to half */
-    usec_t idle_timeout;           /* no frame from the peer for this long: close (0: none) */
+    size_t max_message;  /* largest message; larger ones close with 1009 */
+    size_t write_queue;  /* queued bytes before http_ws_send returns 1; when a
+                          * frame's answers fill it, the peer is not read until
+                          * it drains to half */
+    usec_t idle_timeout; /* no frame from the peer for this long: close (0: none) */
+    /* No complete message from the peer this long after the handshake: close with 1008
+     * (bytes that trickle in do not extend it; idle_timeout counts from that message on).
+     * 0: none. */
+    usec_t first_message_timeout;
     const struct http_ws_ops *ops; /* borrowed; must outlive ws */
     void *ctx;
 };

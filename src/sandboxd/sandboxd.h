@@ -35,6 +35,9 @@ struct sbd_config {
     unsigned max_contexts;     /* code contexts at once */
     size_t max_code_output;    /* event bytes of one execution */
     usec_t code_keepalive;     /* silence of an execution before a keepalive event */
+    /* process WebSockets (ws_proc.c) */
+    unsigned max_websockets; /* open at once; past it an upgrade is answered 429 */
+    usec_t ws_first_timeout; /* for the first message (the process request) */
 };
 
 struct sbd;

@@ -37,6 +37,7 @@ struct sbd {
     usec_t started;
     usec_t last_activity; /* monotonic time of the last API request (activity.c) */
     bool shutting_down;
+    unsigned websockets; /* open process WebSockets (ws_proc.c), at most cfg.max_websockets */
     struct sbd_route routes[SBD_MAX_ROUTES];
     size_t nroutes;
     /* shutdown */

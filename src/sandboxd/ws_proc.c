@@ -171,6 +171,7 @@ static void on_closed(struct http_ws *ws, int code, void *ctx)
     (void)code;
     if (w->p)
         sbd_proc_detach(w->p);
+    w->d->websockets--;
     xfree(w);
 }
 
@@ -180,13 +181,24 @@ static const struct http_ws_ops wsp_ws_ops = {
 static int proc_ws(struct http_req *req, void *ctx)
 {
     const char *msg;
+    struct sbd *d = ctx;
     if (http_ws_check_request(req, &msg) < 0)
         return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, msg);
+    /* An upgraded socket leaves the HTTP server's connection count: this is its bound. */
+    if (d->websockets >= d->cfg.max_websockets)
+        return sbd_respond_error(req, 429, SBD_RESOURCE_EXHAUSTED,
+                                 "too many open process WebSockets");
     struct wsp *w = XNEW(struct wsp);
-    w->d = ctx;
-    struct http_ws_opts o = {.max_message = LIMIT_SBD_WS_MESSAGE, .ops = &wsp_ws_ops, .ctx = w};
+    w->d = d;
+    /* The process request is the first message: a socket that never sends it is closed. */
+    struct http_ws_opts o = {.max_message = LIMIT_SBD_WS_MESSAGE,
+                             .first_message_timeout = d->cfg.ws_first_timeout,
+                             .ops = &wsp_ws_ops,
+                             .ctx = w};
+    d->websockets++; /* before the accept: its closed event decrements it */
     int r = http_ws_accept(req, &o, &w->ws);
     if (r < 0) {
+        d->websockets--;
         xfree(w);
         return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "cannot upgrade");
     }

@@ -21,7 +21,22 @@ struct sbd_fixture {
     uint16_t port, legacy_port, grpc_port;
 };
 
+/* Tweaks of the fixture's config; 0 fields keep the defaults. */
+struct sbd_fixture_opts {
+    unsigned max_websockets;
+    usec_t ws_first_timeout;
+};
+
+static inline struct sbd_fixture *sbd_fixture_start_with(const char *token, unsigned max_procs,
+                                                         const struct sbd_fixture_opts *o);
+
 static inline struct sbd_fixture *sbd_fixture_start(const char *token, unsigned max_procs)
+{
+    return sbd_fixture_start_with(token, max_procs, NULL);
+}
+
+static inline struct sbd_fixture *sbd_fixture_start_with(const char *token, unsigned max_procs,
+                                                         const struct sbd_fixture_opts *o)
 {
     struct sbd_fixture *f = XNEW(struct sbd_fixture);
     snprintf(f->base, sizeof(f->base), "/tmp/sbd-test-XXXXXX");
@@ -39,6 +54,10 @@ static inline struct sbd_fixture *sbd_fixture_start(const char *token, unsigned 
     c.max_upload = 64u * 1024 * 1024;
     if (max_procs)
         c.max_procs = max_procs;
+    if (o && o->max_websockets)
+        c.max_websockets = o->max_websockets;
+    if (o && o->ws_first_timeout)
+        c.ws_first_timeout = o->ws_first_timeout;
     if (sbd_thread_start(&c, &f->t) < 0)
         abort();
     f->port = sbd_thread_port(f->t);

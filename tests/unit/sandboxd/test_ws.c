@@ -319,6 +319,42 @@ static void test_ws_errors_and_disconnect(void **state)
     buf_done(&fr);
 }
 
+/* A socket that never sends the process request is closed (1008) after the first-message
+ * timeout, and frees its place; past max_websockets an upgrade is answered 429. */
+static void test_ws_first_message_and_cap(void **state)
+{
+    struct sbd_fixture_opts o = {.max_websockets = 2, .ws_first_timeout = 300 * USEC_PER_MSEC};
+    struct sbd_fixture *f = sbd_fixture_start_with(NULL, 0, &o);
+    struct wsc a, b, c;
+    struct buf fr;
+    (void)state;
+    buf_init(&fr, 1 << 20);
+    assert_int_equal(wsc_open(&a, f->port, NULL), 101);
+    assert_int_equal(wsc_open(&b, f->port, NULL), 101);
+    assert_int_equal(wsc_open(&c, f->port, NULL), 429); /* two open */
+    wsc_close(&c);
+    /* a sends its request in time and runs; b sends nothing */
+    const char *start = "{\"command\": [\"sleep\", \"2\"]}";
+    wsc_send(&a, HTTP_WS_TEXT, start, strlen(start));
+    assert_int_equal(wsc_recv(&a, &fr), HTTP_WS_TEXT);
+    assert_non_null(strstr(buf_str(&fr), "\"start\""));
+    assert_int_equal(wsc_recv(&b, &fr), HTTP_WS_CLOSE);
+    assert_true(fr.len >= 2);
+    assert_int_equal(((uint8_t)fr.data[0] << 8) | (uint8_t)fr.data[1], 1008);
+    wsc_close(&b);
+    /* b's place is free again (its close is handled on the server's loop) */
+    int st = 0;
+    for (int i = 0; i < 200 && (st = wsc_open(&c, f->port, NULL)) == 429; i++) {
+        wsc_close(&c);
+        usleep(10000);
+    }
+    assert_int_equal(st, 101);
+    wsc_close(&c);
+    wsc_close(&a);
+    buf_done(&fr);
+    sbd_fixture_stop(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +363,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ws_stdin_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_signal_pty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_errors_and_disconnect, setup, teardown),
+        cmocka_unit_test(test_ws_first_message_and_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
