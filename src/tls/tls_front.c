@@ -18,6 +18,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "common/clock.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
@@ -57,6 +59,7 @@ struct bridge {
     size_t ident_len;
     char in[BRIDGE_CHUNK], out[BRIDGE_CHUNK]; /* client->server, server->client */
     size_t in_len, in_off, out_len, out_off;
+    uint64_t sent; /* bytes written to the client */
     bool client_eof, server_eof, failed;
 };
 
@@ -240,6 +243,7 @@ static bool pump_out(struct bridge *b, short *tcp_ev, short *pair_ev)
         int n = SSL_write(b->ssl, b->out + b->out_off, (int)(b->out_len - b->out_off));
         if (n > 0) {
             b->out_off += (size_t)n, moved = true;
+            b->sent += (uint64_t)n;
             if (b->out_off == b->out_len)
                 b->out_len = b->out_off = 0;
         } else {
@@ -255,13 +259,43 @@ static bool pump_out(struct bridge *b, short *tcp_ev, short *pair_ev)
     return moved;
 }
 
+static int ms_until(usec_t end, usec_t now)
+{
+    return end > now ? (int)((end - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC) : 0;
+}
+
+/* Whether bytes for the client have waited LIMIT_TLS_WRITE_STALL without one of them
+ * being taken (a client that does not read: its bridge would otherwise hold a thread and
+ * a connection place for ever). *stall_from: when the wait began (0: none); *last: the
+ * bytes sent when last looked at. */
+static bool write_stalled(struct bridge *b, usec_t now, usec_t *stall_from, uint64_t *last)
+{
+    if (b->out_len == 0 || b->sent != *last) {
+        *stall_from = 0;
+        *last = b->sent;
+        return false;
+    }
+    if (!*stall_from)
+        *stall_from = now;
+    return now - *stall_from >= LIMIT_TLS_WRITE_STALL;
+}
+
 static void bridge_run(struct bridge *b)
 {
+    usec_t stall_from = 0;
+    uint64_t last = 0;
     set_nonblock(b->tcp);
     set_nonblock(b->pair);
     while (!b->failed && !(b->server_eof && b->out_len == 0)) {
         short tcp_ev = 0, pair_ev = 0;
-        if (pump_in(b, &tcp_ev, &pair_ev) | pump_out(b, &tcp_ev, &pair_ev))
+        bool moved = pump_in(b, &tcp_ev, &pair_ev) | pump_out(b, &tcp_ev, &pair_ev);
+        usec_t now = clock_now();
+        if (write_stalled(b, now, &stall_from, &last)) {
+            log_debug("TLS client does not read, closing\tclient_ip=%s", b->peer);
+            b->failed = true;
+            break;
+        }
+        if (moved)
             continue;
         if (b->failed || (b->server_eof && b->out_len == 0))
             break;
@@ -272,28 +306,41 @@ static void bridge_run(struct bridge *b)
                               {pair_ev ? b->pair : -1, pair_ev, 0}};
         if (!tcp_ev && !pair_ev)
             break; /* both directions ended */
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
+        if (poll(p, 2, stall_from ? ms_until(stall_from + LIMIT_TLS_WRITE_STALL, now) : -1) < 0 &&
+            errno != EINTR)
             break;
     }
     if (!b->failed)
         (void)SSL_shutdown(b->ssl); /* best effort close_notify */
 }
 
+/* The handshake, non-blocking, within LIMIT_TLS_HANDSHAKE_S in all (a client that
+ * trickles its ClientHello a byte at a time does not stretch it). */
 static bool handshake(struct bridge *b)
 {
-    struct timeval tv = {LIMIT_TLS_HANDSHAKE_S, 0}, none = {0, 0};
-    (void)setsockopt(b->tcp, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    (void)setsockopt(b->tcp, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (SSL_set_fd(b->ssl, b->tcp) != 1 || SSL_accept(b->ssl) != 1) {
-        char msg[256];
-        ERR_error_string_n(ERR_get_error(), msg, sizeof(msg));
-        ERR_clear_error();
-        log_debug("TLS handshake failed\tclient_ip=%s detail=\"%s\"", b->peer, msg);
-        return false;
+    usec_t end = clock_now() + (usec_t)LIMIT_TLS_HANDSHAKE_S * USEC_PER_SEC;
+    const char *why = NULL;
+    set_nonblock(b->tcp);
+    if (SSL_set_fd(b->ssl, b->tcp) != 1)
+        why = "cannot attach the socket";
+    while (!why) {
+        int r = SSL_accept(b->ssl), e;
+        usec_t now = clock_now();
+        struct pollfd p = {b->tcp, 0, 0};
+        if (r == 1)
+            return true;
+        e = SSL_get_error(b->ssl, r);
+        p.events = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+        if (!p.events)
+            why = "refused";
+        else if (now >= end || (poll(&p, 1, ms_until(end, now)) == 0 && clock_now() >= end))
+            why = "timed out";
     }
-    (void)setsockopt(b->tcp, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-    (void)setsockopt(b->tcp, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
-    return true;
+    char msg[256];
+    ERR_error_string_n(ERR_get_error(), msg, sizeof(msg));
+    ERR_clear_error();
+    log_debug("TLS handshake failed\tclient_ip=%s reason=%s detail=\"%s\"", b->peer, why, msg);
+    return false;
 }
 
 static const char *identity_error(int r)

@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import signal
+import select
 import socket
 import ssl
 import struct
@@ -424,6 +425,27 @@ class RouterTLS(unittest.TestCase):
         used = cpu_ticks(pid) - before  # clock ticks, 100 a second
         self.assertLess(used, 60, f"the router used {used} ticks in 2 s")
         self.assertEqual(self.get_once("tls")[0], 200)
+
+    def test_handshake_trickle_times_out(self):
+        """A client that trickles its ClientHello a byte a second: the handshake's 10 s
+        bound is for the whole handshake, not for each read, so the router closes it."""
+        t0 = time.monotonic()
+        closed = None
+        with socket.create_connection(("127.0.0.1", self.routers["tls"][1]), timeout=10) as s:
+            s.sendall(b"\x16\x03\x01\x02\x00")  # a handshake record of 512 bytes
+            while time.monotonic() - t0 < 25:
+                time.sleep(1)
+                r, _, _ = select.select([s], [], [], 0)
+                try:
+                    if r and not s.recv(64):
+                        closed = time.monotonic() - t0
+                        break
+                    s.sendall(b"\x01")
+                except (ConnectionResetError, BrokenPipeError):
+                    closed = time.monotonic() - t0
+                    break
+        self.assertIsNotNone(closed, "the router kept a trickling handshake open for 25 s")
+        self.assertLess(closed, 15)
 
     def test_plain_http_to_tls_port_fails(self):
         with socket.create_connection(("127.0.0.1", self.routers["tls"][1]), timeout=10) as s:
