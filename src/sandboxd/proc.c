@@ -566,15 +566,25 @@ static int init_handles(struct sbd_proc *p, struct fds *f)
         p->master = f->master;
         f->master = -1;
         r = open_stream(p, &p->out, p->master, &p->out_open);
-        return r ? r : open_stream(p, &p->in, dupfd, &p->in_open);
+        if (r < 0) {
+            (void)close(dupfd);
+            return r;
+        }
+        return open_stream(p, &p->in, dupfd, &p->in_open);
     }
+    /* Each descriptor is open_stream's once handed to it (closed on its failure), and
+     * closed here when an earlier one failed. */
     r = open_stream(p, &p->out, f->out[0], &p->out_open);
     f->out[0] = -1;
     if (r == 0)
         r = open_stream(p, &p->err, f->err[0], &p->err_open);
+    else
+        (void)close(f->err[0]);
     f->err[0] = -1;
     if (r == 0)
         r = open_stream(p, &p->in, f->in[1], &p->in_open);
+    else
+        (void)close(f->in[1]);
     f->in[1] = -1;
     return r;
 }
