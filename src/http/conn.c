@@ -376,6 +376,14 @@ static void dispatch(struct http_conn *c, struct http_req *req)
     c->keep_alive = h->keep_alive;
     if (!route_req(c, req))
         return;
+    if (!req->body_done && s->opts.refuse_early &&
+        s->opts.refuse_early(req, req->route->fn, req->route->ctx)) {
+        c->keep_alive = false; /* the body is not read: the connection ends after this */
+        c->state = HTTP_CONN_WAIT;
+        (void)uv_timer_stop(&c->timer);
+        call_handler(c, req);
+        return;
+    }
     if (!req->stream_body && h->body == HTTP_BODY_LENGTH && h->content_length > s->opts.max_body) {
         reject(c, req, 413, "request body too large");
         return;

@@ -83,6 +83,12 @@ struct http_server_opts {
     size_t write_queue;             /* queued response bytes before back-pressure */
     http_error_body_fn *error_body; /* NULL: {"detail": "..."} as application/json */
     void *error_ctx;
+    /* Called when a request with a body is routed, before any of its body is read, with
+     * the route's handler and context: true answers it now through that handler (which
+     * must not need the body: an unauthenticated request's refusal), and the connection
+     * closes after the answer, its body unread. Bodies an outsider cannot use are then not
+     * buffered (up to max_body per connection) first. NULL: none. */
+    bool (*refuse_early)(struct http_req *req, http_handler_fn *fn, void *route_ctx);
 };
 
 /** Binds, listens and returns a new server on loop (borrowed; the caller runs it). On

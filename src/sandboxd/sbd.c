@@ -75,6 +75,14 @@ static int route_trampoline(struct http_req *req, void *ctx)
     return rt->fn(req, rt->d);
 }
 
+/* http_server_opts.refuse_early: a request to a route of ours that needs the token and
+ * lacks it is refused before its body is buffered. */
+static bool refuse_early(struct http_req *req, http_handler_fn *fn, void *route_ctx)
+{
+    const struct sbd_route *rt = route_ctx;
+    return fn == route_trampoline && !rt->public_ && !authorized(rt->d, req);
+}
+
 int sbd__route(struct sbd *d, struct http_router *r, const char *method, const char *path,
                unsigned flags, http_handler_fn *fn, bool public_)
 {
@@ -179,6 +187,7 @@ static int start_server(struct sbd *d, struct http_router *router, int port, boo
         .max_body = d->cfg.max_body,
         .error_body = legacy ? sbd__legacy_error_body : sbd_error_body,
         .error_ctx = d,
+        .refuse_early = refuse_early,
     };
     return http_server_new(d->loop, &o, ret);
 }

@@ -342,6 +342,18 @@ static void test_auth(void **state)
     test_http_resp_done(&r);
     assert_int_equal(sbd_do(f->port, "GET", "/v1/health", NULL, NULL, &r), 200);
     test_http_resp_done(&r);
+    /* Refused at the head: the 8 MiB body it announces is never sent, nor waited for. */
+    struct test_http_conn c;
+    assert_int_equal(test_http_connect(f->port, &c), 0);
+    assert_int_equal(test_http_send_str(&c, "POST /v1/processes/run HTTP/1.1\r\nHost: t\r\n"
+                                            "Content-Length: 8000000\r\n\r\n"),
+                     0);
+    test_http_resp_init(&r);
+    assert_int_equal(test_http_read(&c, false, 5 * USEC_PER_SEC, &r), 0);
+    assert_int_equal(r.status, 401);
+    expect_error(&r, "UNAUTHENTICATED");
+    test_http_resp_done(&r);
+    test_http_close(&c);
     sbd_fixture_stop(f);
 }
 
