@@ -367,7 +367,9 @@ func (o *OutputStream) advance(ev *OutputEvent) {
 
 // resume reopens a response that ended (readErr: how) before the exit event.
 func (o *OutputStream) resume(readErr error) error {
-	_ = o.body.Close()
+	if o.body != nil { // nil after a reopen that failed: Next tries again
+		_ = o.body.Close()
+	}
 	o.body = nil
 	if time.Since(o.started) >= quickEnd {
 		o.idle = 0
@@ -378,6 +380,10 @@ func (o *OutputStream) resume(readErr error) error {
 			readErr = io.ErrUnexpectedEOF
 		}
 		return fmt.Errorf("sandbox: process %d: output stream ended: %w", o.p.ID, readErr)
+	}
+	if err := o.ctx.Err(); err != nil { // no reopen for a caller that gave up
+		o.done = true
+		return err
 	}
 	select {
 	case <-o.ctx.Done():

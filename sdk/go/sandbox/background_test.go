@@ -154,3 +154,13 @@ func TestOutputStreamNext(t *testing.T) {
 		t.Fatalf("oversized line: %v", err)
 	}
 }
+
+// Next after a reopen that failed (body nil) tries again instead of closing a nil body.
+func TestOutputStreamNextAfterFailedReopen(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	o := &OutputStream{ctx: ctx, follow: true}
+	if _, err := o.Next(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next = %v, want context.Canceled", err)
+	}
+}

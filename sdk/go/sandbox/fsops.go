@@ -363,11 +363,13 @@ func (w *Watcher) next() (string, error) {
 }
 
 // Next blocks for the next event. It returns io.EOF once the stream ended (the
-// directory was deleted, sandboxd shut down, or Close was called).
+// directory was deleted, sandboxd shut down, or Close was called), and an error
+// wrapping io.ErrUnexpectedEOF when it was cut (a proxy's timeout, a lost connection):
+// watch again to go on.
 func (w *Watcher) Next() (FileEvent, error) {
 	for {
 		line, err := w.br.line()
-		if errors.Is(err, io.ErrUnexpectedEOF) || (err != nil && w.done.Load()) {
+		if err != nil && w.done.Load() {
 			err = io.EOF
 		}
 		if err != nil {

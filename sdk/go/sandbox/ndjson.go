@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -21,22 +22,32 @@ func newNDJSONReader(r io.Reader, max int) *ndjsonReader {
 	return &ndjsonReader{Reader: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
-// line returns the next line without its newline. A line longer than max is
-// ErrTooLarge; the end of the stream is the reader's error (io.EOF), also when it cuts
-// a line short.
+// line returns the next line without its newline ("\n" or "\r\n"). A line longer than
+// max is ErrTooLarge. A stream that ends cleanly (io.EOF) after a last line without a
+// newline returns that line, then io.EOF. A read that fails inside a line (a cut
+// connection, a chunked body ended early: io.ErrUnexpectedEOF) returns that error, not
+// the partial line.
 func (n *ndjsonReader) line() ([]byte, error) {
 	var line []byte
 	for {
-		chunk, isPrefix, err := n.ReadLine()
-		if err != nil {
-			return nil, err
-		}
+		chunk, err := n.ReadSlice('\n')
 		line = append(line, chunk...)
-		if len(line) > n.max {
+		if len(line) > n.max+2 { // room for the line end
 			return nil, fmt.Errorf("%w: event line over %d bytes", ErrTooLarge, n.max)
 		}
-		if !isPrefix {
+		switch {
+		case err == nil:
+			line = bytes.TrimSuffix(line[:len(line)-1], []byte("\r"))
+			if len(line) > n.max {
+				return nil, fmt.Errorf("%w: event line over %d bytes", ErrTooLarge, n.max)
+			}
 			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0: // a clean end after a last line
+			return line, nil
+		default:
+			return nil, err
 		}
 	}
 }

@@ -42,6 +42,31 @@ func TestNDJSONReaderLine(t *testing.T) {
 	}
 }
 
+// failAfter is a reader whose data ends in err instead of io.EOF.
+type failAfter struct {
+	r   io.Reader
+	err error
+}
+
+func (f *failAfter) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		err = f.err
+	}
+	return n, err
+}
+
+// A read that fails inside a line returns the failure, not the partial line as a line.
+func TestNDJSONReaderCut(t *testing.T) {
+	r := newNDJSONReader(&failAfter{strings.NewReader("{}\n{\"type\":\"std"), io.ErrUnexpectedEOF}, 100)
+	if got, err := r.line(); err != nil || string(got) != "{}" {
+		t.Fatalf("first line = %q, %v", got, err)
+	}
+	if got, err := r.line(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("the cut line = %q, %v; want io.ErrUnexpectedEOF", got, err)
+	}
+}
+
 func TestNDJSONReaderDecode(t *testing.T) {
 	type ev struct {
 		Type string `json:"type"`

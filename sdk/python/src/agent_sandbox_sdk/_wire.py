@@ -375,6 +375,15 @@ def child(path: str, name: str) -> str:
     return f"{path.rstrip('/')}/{name}"
 
 
+def local_child(local: str | os.PathLike[str], name: str) -> Path:
+    """The local path of a listed entry name under local. The listing comes from inside
+    the sandbox, where untrusted code runs: a name that is empty, "." or "..", or holds
+    a separator or NUL (an absolute name would replace local) is refused."""
+    if name in ("", ".", "..") or any(c in name for c in ("/", "\\", "\0")):
+        raise SandboxError(f"download: the sandbox listed an unsafe entry name {name!r}")
+    return Path(local) / name
+
+
 def delete_options(recursive: bool, missing_ok: bool) -> dict[str, Any]:
     """request() arguments of a file delete."""
     return {"params": {"recursive": "true"} if recursive else {}, "ok": (404,) if missing_ok else ()}

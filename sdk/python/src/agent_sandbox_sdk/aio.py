@@ -693,9 +693,9 @@ class AsyncFiles:
         Path(local).mkdir(parents=True, exist_ok=True)
         for e in await self.list(path):
             if e.is_dir:
-                n += await self.download_dir(_wire.child(path, e.name), Path(local) / e.name)
+                n += await self.download_dir(_wire.child(path, e.name), _wire.local_child(local, e.name))
             elif e.type == "file":
-                await self.download(_wire.child(path, e.name), Path(local) / e.name)
+                await self.download(_wire.child(path, e.name), _wire.local_child(local, e.name))
                 n += 1
         return n
 

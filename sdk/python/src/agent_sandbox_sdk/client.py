@@ -658,9 +658,9 @@ class Files:
         Path(local).mkdir(parents=True, exist_ok=True)
         for e in self.list(path):
             if e.is_dir:
-                n += self.download_dir(_wire.child(path, e.name), Path(local) / e.name)
+                n += self.download_dir(_wire.child(path, e.name), _wire.local_child(local, e.name))
             elif e.type == "file":
-                self.download(_wire.child(path, e.name), Path(local) / e.name)
+                self.download(_wire.child(path, e.name), _wire.local_child(local, e.name))
                 n += 1
         return n
 

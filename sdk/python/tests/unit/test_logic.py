@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import httpx
 import pytest
@@ -152,6 +153,18 @@ def test_file_paths() -> None:
         _wire.file_path("a/../../etc/passwd")
     with pytest.raises(ValueError, match="control"):
         _wire.file_path("a\x00b")
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "/etc/passwd", "a/b", "a\\b", "a\x00b"])
+def test_local_child_refuses_unsafe_names(name: str, tmp_path: Path) -> None:
+    # A listing comes from inside the sandbox: download_dir must not leave local.
+    with pytest.raises(SandboxError, match="unsafe entry name"):
+        _wire.local_child(tmp_path, name)
+
+
+def test_local_child_keeps_plain_names(tmp_path: Path) -> None:
+    assert _wire.local_child(tmp_path, "a.txt") == tmp_path / "a.txt"
+    assert _wire.local_child(tmp_path, ".hidden") == tmp_path / ".hidden"
 
 
 def test_run_body() -> None:
