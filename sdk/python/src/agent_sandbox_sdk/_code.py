@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from . import _k8s, _wire
+from . import _wire
 from .errors import CodeExecutionTimeout, SandboxConnectionError
 from .models import CodeContext, CodeError, CodeResult, Execution
 
@@ -170,13 +170,13 @@ def run_code(sb: Sandbox, body: dict[str, Any], col: Collector) -> Execution:
             resp = http.send(req, stream=True)
         except httpx.TransportError as e:
             sb._target = None
-            if not woke and sb._wake(force=True):
+            if not woke and _wire.never_sent(e) and sb._wake(force=True):
                 continue
             raise _wire.transport_error(e, "run_code", False) from e
         try:
             if resp.status_code >= 400:
                 resp.read()
-                if not woke and _k8s.pod_gone(resp, t.via_kube) and sb._wake(force=True):
+                if not woke and _wire.not_forwarded(resp, t.via_kube) and sb._wake(force=True):
                     continue
                 raise _wire.error(resp, "run_code")
             _read(resp.iter_lines(), col)
@@ -241,13 +241,13 @@ async def arun_code(sb: AsyncSandbox, body: dict[str, Any], col: Collector) -> E
             resp = await http.send(req, stream=True)
         except httpx.TransportError as e:
             sb._target = None
-            if not woke and await sb._wake(force=True):
+            if not woke and _wire.never_sent(e) and await sb._wake(force=True):
                 continue
             raise _wire.transport_error(e, "run_code", False) from e
         try:
             if resp.status_code >= 400:
                 await resp.aread()
-                if not woke and _k8s.pod_gone(resp, t.via_kube) and await sb._wake(force=True):
+                if not woke and _wire.not_forwarded(resp, t.via_kube) and await sb._wake(force=True):
                     continue
                 raise _wire.error(resp, "run_code")
             await _aread(resp.aiter_lines(), col)

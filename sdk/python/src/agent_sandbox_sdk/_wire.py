@@ -258,11 +258,14 @@ class Attempts:
 
     def __init__(self, idempotent: bool, kw: dict[str, Any]) -> None:
         self.attempts = 3 if idempotent else 1
+        self.idempotent = idempotent
         self.i = -1
         self.woke = False
         self._headers: dict[str, str] = kw.pop("headers", {})
         # make_content: a factory of a one-shot body (a chunked generator), called per attempt.
         self._make_content = kw.pop("make_content", None)
+        # a body that cannot be sent twice (an iterable of chunks, a file being read)
+        self._one_shot = self._make_content is None and not isinstance(kw.get("content", b""), (bytes, str))
         self._kw = kw
 
     def kwargs(self, headers: Mapping[str, str]) -> dict[str, Any]:
@@ -301,6 +304,43 @@ class Attempts:
     def may_wake_on(self, resp: httpx.Response, via_kube: bool) -> bool:
         """Whether a failed answer says the pod is gone, so a resume on traffic is tried."""
         return resp.status_code >= 400 and not self.woke and _k8s.pod_gone(resp, via_kube)
+
+    def replay_safe(
+        self, e: httpx.TransportError | None = None, resp: httpx.Response | None = None, via_kube: bool = False
+    ) -> bool:
+        """Whether the call may be sent again after a resume on traffic: an idempotent
+        one always; another only when its failure (e, or the answer resp) proves that the
+        request never reached sandboxd, and (after an answer, when the body was sent) its
+        body can be sent again. Otherwise a run could run twice."""
+        if self.idempotent:
+            return True
+        if e is not None:
+            return never_sent(e)
+        return resp is not None and not self._one_shot and not_forwarded(resp, via_kube)
+
+
+def never_sent(e: httpx.TransportError) -> bool:
+    """Whether a transport failure came before the request left: no connection was made
+    (a read error or timeout, by contrast, may follow a request sandboxd took)."""
+    return isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
+
+
+# The pod proxy's 503s that say it never reached the pod (client-go's "error trying to
+# reach service: dial tcp ...": others, a cut connection, may follow a sent request).
+_NOT_DIALED = ("dial tcp", "connection refused", "no route to host")
+
+
+def not_forwarded(resp: httpx.Response, via_kube: bool) -> bool:
+    """Whether a failed answer came from the router or the API server's pod proxy
+    without the request reaching sandboxd: the router refuses with 503 before it
+    forwards, and of its 502s only a failed connect ("Could not connect"); the pod
+    proxy's "pod not found" (404) or a 503 from a failed dial."""
+    if not _k8s.pod_gone(resp, via_kube):
+        return False
+    text = resp.content[:2048].decode("utf-8", "replace")
+    if via_kube:
+        return resp.status_code == 404 or (resp.status_code == 503 and any(s in text for s in _NOT_DIALED))
+    return resp.status_code == 503 or "Could not connect" in text
 
 
 def spawn_request(base: str, headers: Mapping[str, str]) -> dict[str, Any]:

@@ -361,7 +361,7 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
                 resp = await self._http(t).request(method, t.base + path, **att.kwargs(t.headers))
             except httpx.TransportError as e:
                 self._lost()
-                if att.may_wake() and await self._wake(force=True):
+                if att.may_wake() and att.replay_safe(e=e) and await self._wake(force=True):
                     att.woke = True
                 elif att.last:
                     raise _wire.transport_error(e, what, idempotent) from e
@@ -371,7 +371,11 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
             if att.retry_status(resp):
                 self._target = None
                 await asyncio.sleep(att.backoff)
-            elif att.may_wake_on(resp, t.via_kube) and await self._wake(force=True):
+            elif (
+                att.may_wake_on(resp, t.via_kube)
+                and att.replay_safe(resp=resp, via_kube=t.via_kube)
+                and await self._wake(force=True)
+            ):
                 att.woke = True
             else:
                 return _wire.check(resp, what, ok)
@@ -423,13 +427,13 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
                 resp = await http.send(req, stream=True)
             except httpx.TransportError as e:
                 self._target = None
-                if not woke and await self._wake(force=True):
+                if not woke and _wire.never_sent(e) and await self._wake(force=True):
                     continue
                 raise _wire.transport_error(e, "spawn", False) from e
             if resp.status_code >= 400:
                 await resp.aread()
                 await resp.aclose()
-                if not woke and _k8s.pod_gone(resp, t.via_kube) and await self._wake(force=True):
+                if not woke and _wire.not_forwarded(resp, t.via_kube) and await self._wake(force=True):
                     continue
                 raise _wire.error(resp, "spawn")
             break

@@ -354,7 +354,7 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
                 resp = self._http(t).request(method, t.base + path, **att.kwargs(t.headers))
             except httpx.TransportError as e:
                 self._lost()
-                if att.may_wake() and self._wake(force=True):
+                if att.may_wake() and att.replay_safe(e=e) and self._wake(force=True):
                     att.woke = True
                 elif att.last:
                     raise _wire.transport_error(e, what, idempotent) from e
@@ -364,7 +364,11 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
             if att.retry_status(resp):
                 self._target = None
                 time.sleep(att.backoff)
-            elif att.may_wake_on(resp, t.via_kube) and self._wake(force=True):
+            elif (
+                att.may_wake_on(resp, t.via_kube)
+                and att.replay_safe(resp=resp, via_kube=t.via_kube)
+                and self._wake(force=True)
+            ):
                 att.woke = True
             else:
                 return _wire.check(resp, what, ok)
@@ -416,13 +420,13 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
                 resp = http.send(req, stream=True)
             except httpx.TransportError as e:
                 self._target = None
-                if not woke and self._wake(force=True):
+                if not woke and _wire.never_sent(e) and self._wake(force=True):
                     continue
                 raise _wire.transport_error(e, "spawn", False) from e
             if resp.status_code >= 400:
                 resp.read()
                 resp.close()
-                if not woke and _k8s.pod_gone(resp, t.via_kube) and self._wake(force=True):
+                if not woke and _wire.not_forwarded(resp, t.via_kube) and self._wake(force=True):
                     continue
                 raise _wire.error(resp, "spawn")
             break

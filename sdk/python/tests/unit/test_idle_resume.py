@@ -9,7 +9,16 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_sandbox_sdk import AsyncSandbox, RouterConnection, Sandbox, SandboxClient, SandboxSuspendedError, _k8s
+from agent_sandbox_sdk import (
+    AsyncSandbox,
+    RouterConnection,
+    Sandbox,
+    SandboxClient,
+    SandboxError,
+    SandboxSuspendedError,
+    _k8s,
+    _wire,
+)
 
 from .fakes import FakeKube, FakeSandboxd, async_client, config, ready, sync_client
 
@@ -128,6 +137,82 @@ def test_sync_stale_handle_resumes_after_pod_gone() -> None:
     r = sb.run("echo hi")
     assert r.stdout == "ran echo hi" and len(patches(fake)) == 1
     assert sbd.hits[-1] == ("POST", "/v1/processes/run")
+
+
+def test_sync_run_not_replayed_when_it_may_have_run() -> None:
+    """A run whose pod proxy answer says the connection broke after the request went out
+    (a 503 other than a failed dial) may have run: no resume, no second run."""
+    fake = FakeKube()
+    fake.put("sandboxes", running())
+    sbd = FakeSandboxd()
+    fake.sandboxd = sbd
+    sb = _attach(fake)
+    sb.run("warm")
+    fake.put("sandboxes", suspended({"timeoutSeconds": 10}))
+    fake.on_patch = controller
+    hits: list[str] = []
+
+    def proxy(req: httpx.Request, path: str) -> httpx.Response:
+        hits.append(path)
+        msg = "error trying to reach service: read tcp 10.0.0.1:8080: connection reset by peer"
+        return httpx.Response(503, json={"kind": "Status", "message": msg})
+
+    fake.sandboxd = proxy
+    with pytest.raises(SandboxError):
+        sb.run("echo once")
+    assert hits == ["/v1/processes/run"] and not patches(fake)
+
+
+def test_sync_run_replayed_after_failed_dial() -> None:
+    """The same with a failed dial: the request never reached sandboxd, so the handle
+    resumes the Sandbox and sends the run (once more)."""
+    fake = FakeKube()
+    fake.put("sandboxes", running())
+    sbd = FakeSandboxd()
+    fake.sandboxd = sbd
+    sb = _attach(fake)
+    sb.run("warm")
+    fake.put("sandboxes", suspended({"timeoutSeconds": 10}))
+    fake.on_patch = controller
+    dialed = {"n": 0}
+
+    def proxy(req: httpx.Request, path: str) -> httpx.Response:
+        if dialed["n"] == 0:
+            dialed["n"] += 1
+            msg = "error trying to reach service: dial tcp 10.0.0.1:8080: connect: connection refused"
+            return httpx.Response(503, json={"kind": "Status", "message": msg})
+        return sbd(req, path)
+
+    fake.sandboxd = proxy
+    assert sb.run("echo hi").stdout == "ran echo hi"
+    assert len(patches(fake)) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "via_kube", "want"),
+    [
+        (503, {"detail": "Sandbox sb is not ready"}, False, True),  # the router's own refusal
+        (502, {"detail": "Could not connect to the backend sandbox."}, False, True),
+        (502, {"detail": "Could not write to the backend sandbox."}, False, False),
+        (404, {"kind": "Status", "message": 'pods "p" not found'}, True, True),
+        (503, {"kind": "Status", "message": "dial tcp 10.0.0.1:8080: i/o timeout"}, True, True),
+        (503, {"kind": "Status", "message": "read tcp: connection reset by peer"}, True, False),
+        (502, {"kind": "Status", "message": "EOF"}, True, False),
+        (500, {"code": "INTERNAL"}, False, False),
+    ],
+)
+def test_not_forwarded(status: int, body: dict[str, Any], via_kube: bool, want: bool) -> None:
+    assert _wire.not_forwarded(httpx.Response(status, json=body), via_kube) is want
+
+
+def test_replay_safe_needs_a_body_that_can_be_sent_again() -> None:
+    refused = httpx.Response(503, json={"detail": "not ready"})
+    req = httpx.Request("PUT", "http://x")
+    assert _wire.Attempts(True, {"content": iter([b"a"])}).replay_safe(resp=httpx.Response(502))
+    assert not _wire.Attempts(False, {"content": iter([b"a"])}).replay_safe(resp=refused)
+    assert _wire.Attempts(False, {"make_content": lambda: iter([b"a"])}).replay_safe(resp=refused)
+    assert _wire.Attempts(False, {"content": iter([b"a"])}).replay_safe(e=httpx.ConnectError("x", request=req))
+    assert not _wire.Attempts(False, {}).replay_safe(e=httpx.ReadError("x", request=req))
 
 
 def test_sync_spawn_resumes() -> None:
