@@ -292,6 +292,36 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 	}
 }
 
+// notDialed: a pod proxy message that says the API server could not connect to the pod.
+func notDialed(msg string) bool {
+	for _, s := range []string{"dial tcp", "connection refused", "no route to host"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// neverReached: err proves the request did not reach sandboxd, so a call that must not
+// run twice may be sent again: no connection was made, the router refused it before
+// forwarding (503, or a 502 from a failed connect), or the pod proxy found no pod (404)
+// or could not dial it.
+func neverReached(err error) bool {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		switch {
+		case he.Code == routerCode:
+			return he.StatusCode == http.StatusServiceUnavailable ||
+				(he.StatusCode == http.StatusBadGateway && strings.HasPrefix(he.Message, "Could not connect"))
+		case he.Code == apiServerCode:
+			return he.StatusCode == http.StatusNotFound ||
+				(he.StatusCode == http.StatusServiceUnavailable && notDialed(he.Message))
+		}
+		return false
+	}
+	return isDialError(err) || errors.Is(err, ErrNotReady)
+}
+
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
@@ -305,11 +335,15 @@ const (
 )
 
 // retryable: the request did not reach sandboxd (or, for idempotent calls, may be
-// repeated safely).
+// repeated safely). The API server's pod proxy answers 503 for any failure to reach the
+// pod, a connection cut after the request was written included: for a call that must
+// not run twice only a failed dial counts.
 func retryable(e *HTTPError, idempotent bool) bool {
 	switch e.StatusCode {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	case http.StatusTooManyRequests:
 		return true
+	case http.StatusServiceUnavailable:
+		return idempotent || e.Code != apiServerCode || notDialed(e.Message)
 	case http.StatusNotFound:
 		return e.Code == routerCode // the router's cache has not seen the Sandbox yet
 	case http.StatusBadGateway:

@@ -48,15 +48,17 @@ func (c *Client) autoResume() bool { return c.conn.mode == ModeDirect || c.conn.
 
 // send sends a data-plane call: it first makes sure the Sandbox is awake (direct and
 // pod-proxy modes), and when the call fails as if the pod were gone it re-reads the
-// Sandbox and, if it was suspended meanwhile, resumes it and sends the call once more
-// (replayable calls only).
+// Sandbox and, if it was suspended meanwhile, resumes it and sends the call once more:
+// an idempotent call, or one whose failure proves it never reached sandboxd
+// (neverReached), so a run never runs twice.
 func (s *Sandbox) send(ctx context.Context, cl call) (*http.Response, target, error) {
 	t, err := s.awakeTarget(ctx, false)
 	if err != nil {
 		return nil, t, err
 	}
 	resp, err := s.c.conn.do(ctx, t, cl)
-	if err == nil || !s.c.autoResume() || cl.stream != nil || !podGone(err) || ctx.Err() != nil {
+	if err == nil || !s.c.autoResume() || cl.stream != nil || !podGone(err) || ctx.Err() != nil ||
+		(!cl.idempotent && !neverReached(err)) {
 		return resp, t, err
 	}
 	woke, werr := s.wake(ctx, true)

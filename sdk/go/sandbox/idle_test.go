@@ -2,7 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -165,6 +168,79 @@ func TestResumeStaleHandle(t *testing.T) {
 				t.Errorf("%d patches, %d calls; want 1, %d", patches.Load(), calls.Load(), tc.wantCalls)
 			}
 		})
+	}
+}
+
+// A run whose failure may follow a request sandboxd took (the pod proxy's 503 after a
+// reset) is neither retried nor replayed after a resume; one whose dial failed is.
+func TestRunNotSentTwice(t *testing.T) {
+	tests := []struct {
+		name      string
+		message   string
+		wantErr   bool
+		wantCalls int32
+	}{
+		{"reset after the write", "error trying to reach service: read tcp: connection reset by peer", true, 2},
+		{"dial failed", "error trying to reach service: dial tcp 10.0.0.1:8080: connect: connection refused",
+			false, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 2 { // the call after the warm-up
+					w.WriteHeader(http.StatusServiceUnavailable)
+					b, _ := json.Marshal(map[string]any{"kind": "Status", "code": 503, "message": tc.message})
+					_, _ = w.Write(b)
+					return
+				}
+				_, _ = w.Write([]byte(`{"id":1,"exit_code":0,"stdout":"b2sK","stderr":""}`))
+			}))
+			t.Cleanup(srv.Close)
+			_, ps, _ := net.SplitHostPort(srv.Listener.Addr().String())
+			port, _ := strconv.Atoi(ps)
+			k := newFakeKube()
+			k.sbx.Add(readySandbox("sb", "127.0.0.1"))
+			c := idleClient(t, k, ModeDirect, port, "")
+			h, err := c.Attach(context.Background(), "sb")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.Run(context.Background(), "warm"); err != nil { // caches the Ready object
+				t.Fatal(err)
+			}
+			k.sbx.Add(suspendedSandbox(&agentsv1beta1.IdlePolicy{TimeoutSeconds: 10}))
+			var patches atomic.Int32
+			resumingController(k, &patches)
+			_, err = h.Run(context.Background(), "echo once")
+			if (err != nil) != tc.wantErr || n.Load() != tc.wantCalls || patches.Load() != 0 {
+				t.Fatalf("Run: %v; %d calls, %d patches; want error %v, %d calls, 0 patches", err,
+					n.Load(), patches.Load(), tc.wantErr, tc.wantCalls)
+			}
+		})
+	}
+}
+
+func TestNeverReached(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"router refusal", &HTTPError{StatusCode: 503, Code: routerCode, Message: "not ready"}, true},
+		{"router connect", &HTTPError{StatusCode: 502, Code: routerCode, Message: "Could not connect to x"}, true},
+		{"router write", &HTTPError{StatusCode: 502, Code: routerCode, Message: "Could not write to x"}, false},
+		{"pod not found", &HTTPError{StatusCode: 404, Code: apiServerCode, Message: "pods not found"}, true},
+		{"proxy dial", &HTTPError{StatusCode: 503, Code: apiServerCode, Message: "dial tcp: i/o timeout"}, true},
+		{"proxy reset", &HTTPError{StatusCode: 503, Code: apiServerCode, Message: "read: connection reset"}, false},
+		{"sandboxd", &HTTPError{StatusCode: 503, Code: "UNAVAILABLE"}, false},
+		{"not ready", fmt.Errorf("x: %w", ErrNotReady), true},
+		{"cut", fmt.Errorf("x: %w: %w", ErrUnavailable, io.ErrUnexpectedEOF), false},
+	}
+	for _, tc := range tests {
+		if got := neverReached(tc.err); got != tc.want {
+			t.Errorf("%s: neverReached = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 
