@@ -23,7 +23,7 @@ from ._fsops import AsyncFileWatch
 from ._kube_async import AsyncKubeClient
 from ._kubeconfig import KubeConfig
 from .background import AsyncBackgroundProcess
-from .errors import NotFoundError, SandboxError, SandboxTimeoutError
+from .errors import NotFoundError, SandboxConnectionError, SandboxError, SandboxTimeoutError
 from .models import (
     BackgroundProcessInfo,
     CodeResult,
@@ -120,9 +120,16 @@ class AsyncSandboxClient(_base.ClientBase):
             shutdown_time=shutdown_time,
         )
         resource, body = plan.body(await self._get_template(ns, template) if template is not None else None)
-        created = await self.kube.create(resource, ns, body)
         sandbox, claim = _k8s.created_names(resource, body)
         sb = AsyncSandbox(self, ns, sandbox, claim=claim, keep=keep)
+        try:
+            created = await self.kube.create(resource, ns, body)
+        except (SandboxConnectionError, asyncio.CancelledError):
+            # No answer: the object may exist under the name chosen here (never a name
+            # the caller gave, which could be someone else's object).
+            if name is None:
+                await asyncio.shield(sb._delete_quietly())
+            raise
         if wait:
             try:
                 await sb._wait_created(created, timeout)
@@ -519,7 +526,12 @@ class AsyncProcess(_base.ProcessBase):
     @classmethod
     async def start(cls, sandbox: AsyncSandbox, resp: httpx.Response) -> AsyncProcess:
         p = cls(sandbox, resp)
-        if not p._started(await p._next()):
+        try:
+            first = await p._next()
+        except BaseException:  # a lost stream, a bad event, cancellation: the connection goes back
+            await asyncio.shield(resp.aclose())
+            raise
+        if not p._started(first):
             await resp.aclose()
             raise _wire.not_started()
         return p

@@ -22,7 +22,7 @@ from ._fsops import FileWatch
 from ._kube_sync import KubeClient
 from ._kubeconfig import KubeConfig
 from .background import BackgroundProcess
-from .errors import NotFoundError, SandboxError
+from .errors import NotFoundError, SandboxConnectionError, SandboxError
 from .models import (
     BackgroundProcessInfo,
     CodeResult,
@@ -119,9 +119,16 @@ class SandboxClient(_base.ClientBase):
             shutdown_time=shutdown_time,
         )
         resource, body = plan.body(self._get_template(ns, template) if template is not None else None)
-        created = self.kube.create(resource, ns, body)
         sandbox, claim = _k8s.created_names(resource, body)
         sb = Sandbox(self, ns, sandbox, claim=claim, keep=keep)
+        try:
+            created = self.kube.create(resource, ns, body)
+        except (SandboxConnectionError, KeyboardInterrupt):
+            # No answer: the object may exist under the name chosen here (never a name
+            # the caller gave, which could be someone else's object).
+            if name is None:
+                sb._delete_quietly()
+            raise
         if wait:
             try:
                 sb._wait_created(created, timeout)
@@ -508,7 +515,12 @@ class Process(_base.ProcessBase):
         self._sb = sandbox
         self._resp = resp
         self._lines = resp.iter_lines()
-        if not self._started(self._next()):
+        try:
+            first = self._next()
+        except BaseException:  # a lost stream, a bad event, Ctrl-C: the connection goes back
+            resp.close()
+            raise
+        if not self._started(first):
             resp.close()
             raise _wire.not_started()
 
@@ -570,8 +582,10 @@ class Process(_base.ProcessBase):
 
     def close(self) -> None:
         if not self._done:
-            self.kill()
-            self._finish()
+            try:
+                self.kill()
+            finally:  # the stream is closed even when the kill fails
+                self._finish()
 
     def __enter__(self) -> Process:
         return self

@@ -60,6 +60,36 @@ def test_create_from_pool_waits_by_watch() -> None:
     assert watches[0].url.params["fieldSelector"] == f"metadata.name={sb.claim}"
 
 
+def _answer_lost(fake: FakeKube, resource: str, obj: dict[str, Any]) -> None:
+    raise httpx.ReadError("connection reset by peer")  # made, but the answer is lost
+
+
+def test_create_without_an_answer_deletes_what_it_may_have_made() -> None:
+    fake = FakeKube()
+    fake.on_create = _answer_lost
+    with pytest.raises(SandboxConnectionError):
+        sync_client(fake).create("pool")
+    assert not [k for k in fake.store if k[0] == "sandboxclaims"]
+    assert len(fake.calls("DELETE", r"/sandboxclaims/sandbox-claim-")) == 1
+
+
+def test_create_without_an_answer_keeps_a_named_object() -> None:
+    # A name the caller gave may be someone else's object: it is not deleted.
+    fake = FakeKube()
+    fake.on_create = _answer_lost
+    with pytest.raises(SandboxConnectionError):
+        sync_client(fake).create("pool", name="mine")
+    assert not fake.calls("DELETE", r"/sandboxclaims/")
+
+
+async def test_async_create_without_an_answer_deletes_what_it_may_have_made() -> None:
+    fake = FakeKube()
+    fake.on_create = _answer_lost
+    with pytest.raises(SandboxConnectionError):
+        await async_client(fake).create("pool")
+    assert not [k for k in fake.store if k[0] == "sandboxclaims"]
+
+
 def test_failed_claim_surfaces_reason_fast_and_is_deleted() -> None:
     fake = FakeKube()
     fake.on_create = fail_on_create
