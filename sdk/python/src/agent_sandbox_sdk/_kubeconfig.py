@@ -45,11 +45,12 @@ class KubeConfig:
     cert_file: str | None = None
     key_file: str | None = None
     cert_data: bytes | None = None
-    key_data: bytes | None = None
-    token: str | None = None
+    # secrets stay out of repr() (logs, tracebacks' locals, debuggers)
+    key_data: bytes | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
     token_file: str | None = None
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     exec_config: dict[str, Any] | None = None
     in_cluster: bool = False
     base_dir: str = "."

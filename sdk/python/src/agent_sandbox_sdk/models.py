@@ -247,7 +247,7 @@ class RouterConnection:
     used when it has one."""
 
     url: str
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # out of logs and tracebacks
     token_file: str | None = None
     style: Literal["headers", "path"] = "headers"
     port: int = DEFAULT_PORT
@@ -263,7 +263,7 @@ class DirectConnection:
 
     port: int = DEFAULT_PORT
     url: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # out of logs and tracebacks
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,12 @@ def test_local_child_keeps_plain_names(tmp_path: Path) -> None:
     assert _wire.local_child(tmp_path, ".hidden") == tmp_path / ".hidden"
 
 
+def test_secrets_not_in_reprs() -> None:
+    assert "s3cret" not in repr(RouterConnection(url="http://r", token="s3cret"))
+    assert "s3cret" not in repr(DirectConnection(token="s3cret"))
+    assert "s3cret" not in repr(KubeConfig(server="https://k", token="s3cret", password="s3cret", key_data=b"s3cret"))
+
+
 def test_run_body() -> None:
     b = _wire.run_body("echo hi", env={"A": "1"}, cwd="w", timeout=5, stdin=b"\x00\x01")
     assert b == {"command": "echo hi", "env": {"A": "1"}, "cwd": "w", "timeout_seconds": 5, "stdin_b64": "AAE="}
