@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -205,21 +206,21 @@ func (f *Files) List(ctx context.Context, path string) ([]FileEntry, error) {
 	return out, nil
 }
 
-// Exists reports whether path exists (HEAD: 2xx true, 404 false).
+// Exists reports whether path exists: a stat (GET /v1/stat) that sandboxd answers, or
+// its 404 NOT_FOUND. A 404 of the router (a Sandbox its cache does not know) or of the
+// API server's pod proxy (no pod) is an error, not "no such file": a HEAD's answer has
+// no body to tell them apart.
 func (f *Files) Exists(ctx context.Context, path string) (bool, error) {
-	p, err := filesPath(path, true)
-	if err != nil {
-		return false, err
+	_, err := f.Stat(ctx, path)
+	if err == nil {
+		return true, nil
 	}
-	resp, err := f.do(ctx, call{op: "stat " + path, method: http.MethodHead, path: p, idempotent: true})
-	if err != nil {
-		if herr, ok := err.(*HTTPError); ok && herr.StatusCode == http.StatusNotFound && herr.Code != routerCode {
-			return false, nil
-		}
-		return false, err
+	var herr *HTTPError
+	if errors.As(err, &herr) && herr.StatusCode == http.StatusNotFound && herr.Code != routerCode &&
+		herr.Code != apiServerCode {
+		return false, nil
 	}
-	resp.Body.Close()
-	return true, nil
+	return false, err
 }
 
 // Delete removes the file or directory at path; a non-empty directory needs
