@@ -380,6 +380,19 @@ static void test_orphan_kept(void **state)
     wait_gc_tracks_claims();
     delete_obj(&API_RES_SANDBOXCLAIMS, "c2", "Orphan");
     wait_gone(&API_RES_SANDBOXCLAIMS, "c2");
+    /* The collector drops the reference before the claim goes. When it has not (its
+     * graph missed the Sandbox: seen twice in CI despite the probe), the Sandbox names a
+     * gone owner, and deleting it is right: the case under test did not happen. */
+    sb = get(&API_RES_SANDBOXES, "c2-sb");
+    if (!sb || json_array_size(kube_obj_path(sb, "metadata.ownerReferences")) > 0) {
+        print_message("the garbage collector did not orphan c2-sb (%s): skipped\n",
+                      sb ? "it kept its owner reference" : "it is gone");
+        assert_int_equal(deleted(R_SANDBOXES) - sb0, 0); /* not the controller, at once */
+        json_decref(sb);
+        xfree(uid);
+        skip();
+    }
+    json_decref(sb);
     clock_sleep(KEPT_AFTER);
     assert_kept(&API_RES_SANDBOXES, "c2-sb");
     sb = get(&API_RES_SANDBOXES, "c2-sb");
