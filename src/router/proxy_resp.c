@@ -50,10 +50,16 @@ static int copy_headers(struct px *x)
     return 0;
 }
 
+/* A 502 after the request was sent (an upstream that closed before its head, or sent a
+ * bad one). Not the "Could not connect" of a request that never left: clients take that
+ * one as proof that a call which must not run twice did not run (docs/router.md). */
 static void bad_gateway(struct px *x, const char *reason)
 {
     char d[160];
-    (void)snprintf(d, sizeof(d), "Could not connect to the backend sandbox: %s", x->rt.name);
+    (void)snprintf(d, sizeof(d),
+                   x->req_sent ? "The backend sandbox closed the connection or answered badly: %s"
+                               : "Could not connect to the backend sandbox: %s",
+                   x->rt.name);
     proxy__px_fail(x, 502, d, reason);
 }
 

@@ -114,8 +114,13 @@ static unsigned reap_task(const struct sbd_procs *ps, const char *task)
     int fd;
     (void)snprintf(path, sizeof(path), "/proc/self/task/%s/children", task);
     fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+        static bool told;
+        if (!told && errno == ENOENT) /* a kernel without CONFIG_PROC_CHILDREN */
+            log_warn("cannot list child processes (%s): orphans are not reaped", path);
+        told = true;
         return 0;
+    }
     buf_init(&b, LIMIT_SBD_CHILDREN_LIST);
     while ((n = read(fd, chunk, sizeof(chunk))) > 0 && buf_append(&b, chunk, (size_t)n) == 0)
         ;

@@ -185,7 +185,7 @@ static int proc_ws(struct http_req *req, void *ctx)
     if (http_ws_check_request(req, &msg) < 0)
         return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, msg);
     /* An upgraded socket leaves the HTTP server's connection count: this is its bound. */
-    if (d->websockets >= d->cfg.max_websockets)
+    if (d->websockets >= (d->cfg.max_websockets ? d->cfg.max_websockets : LIMIT_SBD_WEBSOCKETS))
         return sbd_respond_error(req, 429, SBD_RESOURCE_EXHAUSTED,
                                  "too many open process WebSockets");
     struct wsp *w = XNEW(struct wsp);

@@ -331,10 +331,17 @@ static bool handshake(struct bridge *b)
             return true;
         e = SSL_get_error(b->ssl, r);
         p.events = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-        if (!p.events)
+        if (!p.events) {
             why = "refused";
-        else if (now >= end || (poll(&p, 1, ms_until(end, now)) == 0 && clock_now() >= end))
+        } else if (now >= end) {
             why = "timed out";
+        } else {
+            int n = poll(&p, 1, ms_until(end, now));
+            if (n < 0 && errno != EINTR)
+                why = "poll failed";
+            else if (n == 0 && clock_now() >= end)
+                why = "timed out";
+        }
     }
     char msg[256];
     ERR_error_string_n(ERR_get_error(), msg, sizeof(msg));

@@ -124,6 +124,9 @@ class Echo(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
+        if self.path.endswith("/close"):  # reads the request, closes without an answer
+            self.close_connection = True
+            return
         if self.path.endswith("/slow"):
             time.sleep(3)
         if self.path.endswith("/big"):
@@ -446,6 +449,15 @@ class RouterTLS(unittest.TestCase):
                     break
         self.assertIsNotNone(closed, "the router kept a trickling handshake open for 25 s")
         self.assertLess(closed, 15)
+
+    def test_upstream_closes_before_answering(self):
+        """A sandbox that closes the connection after reading the request: 502, and not
+        the "Could not connect" of a request that never left, after which the SDKs send a
+        call that must not run twice again."""
+        status, _, body = self.get_once("tls", "/close")
+        self.assertEqual(status, 502)
+        self.assertIn(b"closed the connection", body)
+        self.assertNotIn(b"Could not connect", body)
 
     def test_plain_http_to_tls_port_fails(self):
         with socket.create_connection(("127.0.0.1", self.routers["tls"][1]), timeout=10) as s:

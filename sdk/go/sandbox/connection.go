@@ -347,7 +347,7 @@ func retryable(e *HTTPError, idempotent bool) bool {
 	case http.StatusNotFound:
 		return e.Code == routerCode // the router's cache has not seen the Sandbox yet
 	case http.StatusBadGateway:
-		return idempotent || strings.HasPrefix(e.Message, "Could not connect")
+		return idempotent || (e.Code == routerCode && strings.HasPrefix(e.Message, "Could not connect"))
 	case http.StatusGatewayTimeout:
 		return idempotent
 	}
