@@ -210,6 +210,23 @@ def listing(resp: httpx.Response, path: str) -> list[FileEntry]:
     return parse_listing(resp.json())
 
 
+def exists_answer(resp: httpx.Response, what: str) -> bool:
+    """The answer of exists(), a stat: True on success, False on sandboxd's 404
+    NOT_FOUND. Another 404 (the router's: a Sandbox it does not know yet; the pod proxy's:
+    no pod) says nothing of the file, so it raises (a HEAD's answer has no body to tell
+    them apart)."""
+    if resp.status_code < 300:
+        return True
+    if resp.status_code == 404:
+        try:
+            j = json.loads(resp.content)
+        except ValueError:
+            j = None
+        if isinstance(j, dict) and j.get("code") == "NOT_FOUND":
+            return False
+    raise error(resp, what)
+
+
 def error(resp: httpx.Response, what: str, body: bytes | None = None) -> SandboxError:
     """Maps a failed sandboxd/router/pod-proxy response to an exception."""
     raw = body if body is not None else resp.content

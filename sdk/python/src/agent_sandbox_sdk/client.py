@@ -686,8 +686,10 @@ class Files:
         return _wire.listing(self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}"), path)
 
     def exists(self, path: str) -> bool:
-        resp = self._sb.request("HEAD", _wire.file_path(path), idempotent=True, what=f"exists {path}", ok=(404,))
-        return resp.status_code < 300
+        """Whether path exists (a stat; see _wire.exists_answer for the 404s that raise)."""
+        what = f"exists {path}"
+        resp = self._sb.request("GET", _fsops.api_path("/v1/stat/", path), idempotent=True, what=what, ok=(404,))
+        return _wire.exists_answer(resp, what)
 
     def delete(self, path: str, *, recursive: bool = False, missing_ok: bool = False) -> None:
         kw = _wire.delete_options(recursive, missing_ok)

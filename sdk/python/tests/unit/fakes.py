@@ -153,6 +153,11 @@ class FakeSandboxd:
             return httpx.Response(200, content="".join(json.dumps(x) + "\n" for x in lines).encode())
         if path.startswith("/v1/processes/7/"):
             return httpx.Response(204)
+        if path.startswith("/v1/stat/"):
+            key = path[len("/v1/stat/") :]
+            if key not in self.files:
+                return httpx.Response(404, json={"code": "NOT_FOUND", "message": "stat: not found"})
+            return httpx.Response(200, json={"type": "file", "size": len(self.files[key])})
         if path.startswith("/v1/files/"):
             key = path[len("/v1/files/") :]
             if req.method == "PUT":

@@ -167,6 +167,18 @@ def test_local_child_keeps_plain_names(tmp_path: Path) -> None:
     assert _wire.local_child(tmp_path, ".hidden") == tmp_path / ".hidden"
 
 
+def test_exists_answer() -> None:
+    assert _wire.exists_answer(httpx.Response(200, json={"type": "file"}), "x") is True
+    assert _wire.exists_answer(httpx.Response(404, json={"code": "NOT_FOUND", "message": "no"}), "x") is False
+    for other in (
+        httpx.Response(404, json={"detail": "Sandbox sb not found"}),  # the router's
+        httpx.Response(404, json={"kind": "Status", "reason": "NotFound", "code": 404}),  # the pod proxy's
+        httpx.Response(404),  # no body (a HEAD)
+    ):
+        with pytest.raises(NotFoundError):
+            _wire.exists_answer(other, "x")
+
+
 def test_secrets_not_in_reprs() -> None:
     assert "s3cret" not in repr(RouterConnection(url="http://r", token="s3cret"))
     assert "s3cret" not in repr(DirectConnection(token="s3cret"))
