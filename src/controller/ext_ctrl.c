@@ -111,6 +111,33 @@ enum ext_sb_read ext__sb_read(struct ext_ctrl *x, const char *ns, const char *na
     return r;
 }
 
+int ext__member_settle(struct ext_ctrl *x, const char *ns, const char *name, const char *pool,
+                       int r, const struct kube_err *ce, json_t **ret_sb)
+{
+    json_t *cur = NULL;
+    struct kube_err e;
+    switch (ext__sb_read(x, ns, name, pool, &cur, &e)) {
+    case EXT_SB_OURS:
+        log_info("pool member created despite an error\tsandbox=%s/%s detail=\"%s\"", ns, name,
+                 ce->message);
+        if (ret_sb)
+            *ret_sb = cur;
+        else
+            json_decref(cur);
+        return 0;
+    case EXT_SB_OTHER:
+        json_decref(cur);
+        return r; /* a 409's -EEXIST: the caller tries another name */
+    case EXT_SB_GONE:
+        return r;
+    case EXT_SB_UNKNOWN:
+        break;
+    }
+    log_warn("pool member create outcome unknown\tsandbox=%s/%s detail=\"%s\" read=\"%s\"", ns,
+             name, ce->message, e.message);
+    return -EINPROGRESS;
+}
+
 /* True when the claim cache has no claim ns/name, or one being deleted, or (uid given)
  * one with another UID. False without a claim cache or before it has synced (the
  * Sandboxes' workers start without waiting for it). */

@@ -95,6 +95,17 @@ enum ext_sb_read {
  * OURS and OTHER, else NULL. e: filled for UNKNOWN (may be NULL). */
 enum ext_sb_read ext__sb_read(struct ext_ctrl *x, const char *ns, const char *name, const char *uid,
                               json_t **ret_sb, struct kube_err *e);
+/** A pool member's create (member name of ns, pool: the pool's UID) failed with r and an
+ * unknown outcome (kube_err_outcome_unknown; ce: its error): the member is read. Returns
+ * 0 when it exists and is the pool's (*ret_sb, when not NULL: the read, a new reference;
+ * its ADDED meets the create's expectation), r when it is not there or another's, or
+ * -EINPROGRESS when the read fails too: the expectation then stays until the member's
+ * ADDED or its timeout (lowering it could let a pass that misses the member in the cache
+ * create another). A create the server still commits after this read finds it gone (a
+ * client timeout while etcd is slow) is the one window left: the pool may then make one
+ * member too many, which its next pass deletes as surplus. */
+int ext__member_settle(struct ext_ctrl *x, const char *ns, const char *name, const char *pool,
+                       int r, const struct kube_err *ce, json_t **ret_sb);
 /** "namespace/name" into out; returns 0 or -E2BIG. */
 int ext__key(const char *ns, const char *name, char *out, size_t size);
 

@@ -90,35 +90,6 @@ static char *cache_get(struct lb_state *s, const char *ns, const char *name, boo
 
 /* ---- pool members ------------------------------------------------------------------- */
 
-/* A create of member name whose outcome is unknown (an answer lost, or a retry's 409 after
- * an attempt that may have been applied) reads the member back. Returns 0 with *ret (the
- * read) when it exists and is the pool's (sb's controller): its config-token Secret is
- * made as for a create that answered. Returns r when it is not there or another's (a 409
- * then tries another name), or -EINPROGRESS when the read fails too (the pool keeps the
- * create expected; the member, if made, never starts without its Secret, and the pool
- * replaces it as an unready member). */
-static int member_settle(struct ext_ctrl *x, const char *ns, const char *name, const json_t *sb,
-                         int r, json_t **ret)
-{
-    struct kube_err e;
-    switch (ext__sb_read(x, ns, name, kube_obj_controller_uid(sb), ret, &e)) {
-    case EXT_SB_OURS:
-        log_info("pool member created despite an error\tsandbox=%s/%s", ns, name);
-        return 0;
-    case EXT_SB_OTHER:
-        json_decref(*ret);
-        *ret = NULL;
-        return r; /* a 409's -EEXIST: another name */
-    case EXT_SB_GONE:
-        return r;
-    case EXT_SB_UNKNOWN:
-        break;
-    }
-    log_warn("pool member create outcome unknown\tsandbox=%s/%s detail=\"%s\"", ns, name,
-             e.message);
-    return -EINPROGRESS;
-}
-
 /* Creates the Sandbox under a fresh random name (retrying a name collision). */
 static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, json_t **ret,
                          struct kube_err *reterr)
@@ -132,7 +103,7 @@ static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, j
             lb_pool_inject(copy, name, secret);
             r = kube_create(x->d.client, &API_RES_SANDBOXES, ns, copy, ret, reterr);
             if (r < 0 && kube_err_outcome_unknown(reterr))
-                r = member_settle(x, ns, name, sb, r, ret);
+                r = ext__member_settle(x, ns, name, kube_obj_controller_uid(sb), r, reterr, ret);
             else if (r < 0 && kube_err_is_already_exists(reterr))
                 r = -EEXIST;
         }

@@ -218,34 +218,6 @@ static void refund_tokens(struct pool_pass *p, int n, double rate)
     pthread_mutex_unlock(&p->x->lock);
 }
 
-/* A create of member name failed without a certain outcome (kube_err_outcome_unknown):
- * the member is read. Returns 0 when it exists and is the pool's (its ADDED meets the
- * create's expectation), r when it is not there or not the pool's, or -EINPROGRESS when
- * the read fails too: the expectation then stays until the member's ADDED or its timeout
- * (lowering it could let a pass that misses the member in the cache create another).
- * A create the server still commits after this read finds it gone (a client timeout
- * while etcd is slow) is the one window left: the pool may then make one member too
- * many, which its next pass deletes as surplus. */
-static int create_settle(struct pool_pass *p, const char *name, int r, const struct kube_err *ce)
-{
-    struct kube_err e;
-    switch (ext__sb_read(p->x, p->ns, name, kube_obj_uid(p->pool), NULL, &e)) {
-    case EXT_SB_OURS:
-        break;
-    case EXT_SB_OTHER:
-    case EXT_SB_GONE:
-        return r;
-    case EXT_SB_UNKNOWN:
-        log_warn("pool member create outcome unknown\tpool=%s sandbox=%s detail=\"%s\" "
-                 "read=\"%s\"",
-                 p->key, name, ce->message, e.message);
-        return -EINPROGRESS;
-    }
-    log_info("pool member created despite an error\tpool=%s sandbox=%s detail=\"%s\"", p->key, name,
-             ce->message);
-    return 0;
-}
-
 /* A member under a name of our own choosing, so its pod-name annotation (the Pod gets the
  * Sandbox's name) goes into the create instead of a patch once the Pod exists. A name
  * collision retries with another name, unless the client retried the POST after a 5xx:
@@ -278,7 +250,7 @@ static int create_named(struct pool_pass *p, const json_t *sb, struct kube_err *
         } else if (r < 0 && kube_err_is_already_exists(e)) {
             r = -EEXIST;
         } else if (r < 0 && kube_err_outcome_unknown(e)) {
-            r = create_settle(p, name, r, e);
+            r = ext__member_settle(p->x, p->ns, name, kube_obj_uid(p->pool), r, e, NULL);
         }
         json_decref(copy);
     }
@@ -301,7 +273,7 @@ struct create_job {
     bool late;
     pthread_mutex_t lock;
     int next, total, ok;
-    int unsure; /* creates that may have been made (create_settle's -EINPROGRESS) */
+    int unsure; /* creates that may have been made (ext__member_settle's -EINPROGRESS) */
 };
 
 static void *create_worker(void *arg)
@@ -385,7 +357,7 @@ static void create_members(struct pool_pass *p, int want)
     lb_policy_of(p->tpl, &lb);
     ok = create_parallel(p, sb, lb.late_bound, granted, &unsure);
     json_decref(sb);
-    if (ok + unsure < granted) /* the unsure stay expected: see create_settle */
+    if (ok + unsure < granted) /* the unsure stay expected: see ext__member_settle */
         pool_expect_lower_creations(p->x->expect, p->key, granted - ok - unsure);
     if (p->x->met.pool_creates)
         metric_add(p->x->met.pool_creates, (const char *const[]){p->ns, kube_obj_name(p->pool)},

@@ -139,9 +139,9 @@ def test_sync_stale_handle_resumes_after_pod_gone() -> None:
     assert sbd.hits[-1] == ("POST", "/v1/processes/run")
 
 
-def test_sync_run_not_replayed_when_it_may_have_run() -> None:
-    """A run whose pod proxy answer says the connection broke after the request went out
-    (a 503 other than a failed dial) may have run: no resume, no second run."""
+def _warm_then_suspended() -> tuple[FakeKube, FakeSandboxd, Sandbox]:
+    """A handle that ran once while the Sandbox was Ready (its object cached), and the
+    Sandbox suspended since, with a controller that brings it back on a resume."""
     fake = FakeKube()
     fake.put("sandboxes", running())
     sbd = FakeSandboxd()
@@ -150,6 +150,13 @@ def test_sync_run_not_replayed_when_it_may_have_run() -> None:
     sb.run("warm")
     fake.put("sandboxes", suspended({"timeoutSeconds": 10}))
     fake.on_patch = controller
+    return fake, sbd, sb
+
+
+def test_sync_run_not_replayed_when_it_may_have_run() -> None:
+    """A run whose pod proxy answer says the connection broke after the request went out
+    (a 503 other than a failed dial) may have run: no resume, no second run."""
+    fake, _, sb = _warm_then_suspended()
     hits: list[str] = []
 
     def proxy(req: httpx.Request, path: str) -> httpx.Response:
@@ -166,14 +173,7 @@ def test_sync_run_not_replayed_when_it_may_have_run() -> None:
 def test_sync_run_replayed_after_failed_dial() -> None:
     """The same with a failed dial: the request never reached sandboxd, so the handle
     resumes the Sandbox and sends the run (once more)."""
-    fake = FakeKube()
-    fake.put("sandboxes", running())
-    sbd = FakeSandboxd()
-    fake.sandboxd = sbd
-    sb = _attach(fake)
-    sb.run("warm")
-    fake.put("sandboxes", suspended({"timeoutSeconds": 10}))
-    fake.on_patch = controller
+    fake, sbd, sb = _warm_then_suspended()
     dialed = {"n": 0}
 
     def proxy(req: httpx.Request, path: str) -> httpx.Response:
