@@ -315,23 +315,32 @@ static void on_request_header(struct sbd_gcall *call, const uint8_t *name, size_
     }
 }
 
-/* Checks the request and its one message; finishes the call itself on failure. Returns
- * the message length or -1. */
-static ssize_t check_request(struct sbd_gcall *call)
+/* Checks the request's head (type, method, token); finishes the call itself on failure.
+ * Runs once the head is in, so a refused request's body is never buffered. */
+static bool check_head(struct sbd_gcall *call)
 {
+    if (call->finished)
+        return false;
     if (call->bad_type || !call->post) {
         call->http_status = "415";
         sbd_gcall_finish(call, SBD_GRPC_INTERNAL, "content-type must be application/grpc");
-        return -1;
+        return false;
     }
     if (!call->m) {
         sbd_gcall_finish(call, SBD_GRPC_UNIMPLEMENTED, "unknown method");
-        return -1;
+        return false;
     }
     if (call->c->g->token && !call->authorized) {
         sbd_gcall_finish(call, SBD_GRPC_UNAUTHENTICATED, "missing or invalid bearer token");
-        return -1;
+        return false;
     }
+    return true;
+}
+
+/* Checks the request's one message; finishes the call itself on failure. Returns the
+ * message length or -1. */
+static ssize_t check_message(struct sbd_gcall *call)
+{
     const uint8_t *b = (const uint8_t *)call->req.data;
     size_t len = call->req.len;
     if (len >= 1 && b[0] != 0) {
@@ -358,7 +367,9 @@ static void dispatch(struct sbd_gcall *call)
         sbd_gcall_finish(call, SBD_GRPC_UNAVAILABLE, "sandboxd is shutting down");
         return;
     }
-    ssize_t n = check_request(call);
+    if (!check_head(call))
+        return;
+    ssize_t n = check_message(call);
     if (n < 0)
         return;
     if (g->o.activity)
@@ -434,11 +445,13 @@ static int cb_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     (void)ud;
     if (f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS)
         return 0;
-    if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
-        return 0;
     struct sbd_gcall *call = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-    if (call)
+    if (!call)
+        return 0;
+    if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
         dispatch(call);
+    else if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST)
+        (void)check_head(call); /* a refused request is answered before its body */
     return 0;
 }
 

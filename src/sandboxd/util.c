@@ -199,10 +199,11 @@ int sbd_utf8_sanitize(const char *p, size_t n, struct buf *out)
 
 bool sbd_secure_eq(struct str a, struct str b)
 {
-    if (a.len != b.len)
-        return false;
-    unsigned char d = 0;
-    for (size_t i = 0; i < a.len; i++)
-        d |= (unsigned char)(a.p[i] ^ b.p[i]);
+    /* The time depends on b's length only: b is the secret, a the caller's guess. */
+    size_t d = a.len ^ b.len;
+    for (size_t i = 0; i < b.len; i++) {
+        unsigned char x = i < a.len ? (unsigned char)a.p[i] : 0;
+        d |= (unsigned char)(x ^ (unsigned char)b.p[i]);
+    }
     return d == 0;
 }

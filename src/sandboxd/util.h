@@ -49,5 +49,5 @@ int sbd_parse_http_date(struct str s, time_t *ret);
 /** Appends p[0..n) to out as valid UTF-8, replacing invalid sequences with U+FFFD.
  * Returns 0 or -E2BIG. */
 int sbd_utf8_sanitize(const char *p, size_t n, struct buf *out);
-/** Constant-time comparison of two byte strings (length leaks). */
+/** Compares a guess `a` with the secret `b` in a time that depends on b's length only. */
 bool sbd_secure_eq(struct str a, struct str b);

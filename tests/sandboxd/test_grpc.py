@@ -57,6 +57,38 @@ def h2_frame(typ, flags, stream, payload):
     return len(payload).to_bytes(3, "big") + bytes([typ, flags]) + stream.to_bytes(4, "big") + payload
 
 
+def hpack_literal(name, value):
+    """One header as an HPACK literal without indexing (names and values under 127 bytes)."""
+    n, v = name.encode(), value.encode()
+    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
+
+
+def raw_call_head(token=None):
+    """A gRPC request head for Execute, as one HEADERS block."""
+    hs = [(":method", "POST"), (":scheme", "http"), (":authority", "127.0.0.1"),
+          (":path", "/process.v1.ProcessService/Execute"),
+          ("content-type", "application/grpc"), ("te", "trailers")]
+    if token:
+        hs.append(("authorization", f"Bearer {token}"))
+    return b"".join(hpack_literal(n, v) for n, v in hs)
+
+
+def read_frames(s, until):
+    """Reads frames as (type, flags, stream, payload) until `until(frame)` is true."""
+    buf = b""
+    while True:
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            n = int.from_bytes(buf[:3], "big")
+            f = (buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n])
+            buf = buf[9 + n:]
+            if until(f):
+                return f
+        chunk = s.recv(65536)
+        if not chunk:
+            raise AssertionError("connection closed")
+        buf += chunk
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -536,6 +568,37 @@ class GrpcDaemonTest(unittest.TestCase):
             r = d.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=5,
                                metadata=[("authorization", "Bearer s3cret")])
             self.assertEqual(r.exit_code, 0)
+        finally:
+            self.assertEqual(d.stop(), 0)
+            os.unlink(tok.name)
+
+    def test_token_checked_before_the_body(self):
+        # A request without the token is refused once its head is in: its body is never
+        # waited for nor buffered. With the token the same head waits for its message.
+        tok = tempfile.NamedTemporaryFile("w", delete=False)
+        tok.write("s3cret\n")
+        tok.close()
+        d = Daemon("--token-file", tok.name)
+        ends = lambda f: f[2] == 1 and f[0] == 1 and f[1] & 1  # noqa: E731
+        try:
+            s = socket.create_connection(("127.0.0.1", d.gport))
+            s.settimeout(5)
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b"") + h2_frame(1, 4, 1, raw_call_head()))
+            f = read_frames(s, ends)
+            self.assertIn(b"\x0216", f[3], "grpc-status 16 (UNAUTHENTICATED) expected")
+            s.close()
+
+            s = socket.create_connection(("127.0.0.1", d.gport))
+            s.settimeout(0.5)
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b"") + h2_frame(1, 4, 1, raw_call_head("s3cret")))
+            with self.assertRaises(socket.timeout):
+                read_frames(s, ends)
+            msg = pb.ExecuteRequest(config=cfg("true")).SerializeToString()
+            s.settimeout(10)
+            s.sendall(h2_frame(0, 1, 1, b"\x00" + len(msg).to_bytes(4, "big") + msg))
+            f = read_frames(s, ends)
+            self.assertIn(b"\x010", f[3], "grpc-status 0 expected")
+            s.close()
         finally:
             self.assertEqual(d.stop(), 0)
             os.unlink(tok.name)

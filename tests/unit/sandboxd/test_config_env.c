@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "sandboxd/config_env.h"
+#include "sandboxd/util.h"
 #include "sbd_test.h"
 
 #define CFG_TOKEN "cfg-token-0123456789"
@@ -19,6 +20,26 @@
 #define AUTH_API  "Authorization: Bearer " API_TOKEN "\r\n"
 #define AUTH_CFG  "Authorization: Bearer " CFG_TOKEN "\r\n"
 #define JSON_HDR  "Content-Type: application/json\r\n"
+
+/* ---- the token comparison ---------------------------------------------------------- */
+
+static void test_secure_eq(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *guess, *secret;
+        bool eq;
+    } cases[] = {
+        {"s3cret", "s3cret", true},  {"", "", true},
+        {"s3cre", "s3cret", false},  {"s3crett", "s3cret", false},
+        {"s3creT", "s3cret", false}, {"", "s3cret", false},
+        {"s3cret", "", false},       {"s3cret\0", "s3cret", false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct str g = str_make(cases[i].guess, strlen(cases[i].guess) + (i == 7));
+        assert_int_equal(sbd_secure_eq(g, str_c(cases[i].secret)), cases[i].eq);
+    }
+}
 
 /* ---- the set ------------------------------------------------------------------------ */
 
@@ -297,6 +318,7 @@ static void test_disabled_without_token(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_secure_eq),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_set_and_replace),
         cmocka_unit_test(test_set_rejects),
