@@ -28,8 +28,10 @@ import shutil
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 import uuid
@@ -721,10 +723,150 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
         self.t.healthy(self)
 
     def test_no_token_no_proxy(self):
-        raw = exchange(self.port, f"GET {self.t.health} HTTP/1.1\r\nHost: x\r\n"
-                       "Authorization: Bearer not-a-token\r\nConnection: close\r\n\r\n".encode(),
-                       close_write=True)
-        self.assertEqual((statuses(raw) or [0])[0], 401, raw[:200])
+        for token in (b"not-a-token", b"\xff\xfe-not-utf-8"):  # the second was a 500
+            raw = exchange(self.port, f"GET {self.t.health} HTTP/1.1\r\nHost: x\r\n".encode() +
+                           b"Authorization: Bearer " + token + b"\r\nConnection: close\r\n\r\n",
+                           close_write=True)
+            self.assertEqual((statuses(raw) or [0])[0], 401, (token, raw[:200]))
+        self.t.healthy(self)
+
+    def test_upstream_reset_cuts_close_delimited_body(self):
+        """An upstream body delimited by its connection's close is complete only when that
+        close is clean: after a reset the client must not get the chunked body's end."""
+        for reset in (False, True):
+            port, th = upstream_once(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npartial-body", reset)
+            raw = exchange(self.port, f"GET /s/{self.ns}/box/{port}/x HTTP/1.1\r\nHost: x\r\n"
+                           .encode() + self.t.headers + b"Connection: close\r\n\r\n")
+            th.join(10)
+            self.assertEqual(statuses(raw)[:1], [200], raw[:300])
+            self.assertIn(b"partial-body", raw)
+            self.assertEqual(raw.endswith(b"\r\n0\r\n\r\n"), not reset, (reset, raw[-80:]))
+        self.t.healthy(self)
+
+
+def upstream_once(answer, reset, linger=0.3):
+    """A one-shot upstream on loopback: reads one request head, sends answer, waits linger
+    seconds (so the router has read it all) and closes, with a reset if asked. Returns
+    (port, thread)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(10)
+
+    def serve():
+        try:
+            c, _ = srv.accept()
+        except OSError:
+            return
+        finally:
+            srv.close()
+        with c:
+            c.settimeout(10)
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                chunk = c.recv(4096)
+                if not chunk:
+                    return
+                buf += chunk
+            c.sendall(answer)
+            time.sleep(linger)
+            if reset:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    return srv.getsockname()[1], th
+
+
+@unittest.skipUnless(router_available(), "needs SANDBOX_ROUTER_BIN and an API server")
+class RouterHold(unittest.TestCase):
+    """A request held while its Sandbox resumes (spec.idlePolicy) sends and receives no
+    byte: the router's idle timeout (1 s here) must not end it before the resume does."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="hostile-hold-")
+        self.ns = "hold-" + uuid.uuid4().hex[:8]
+        kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                os.path.join(ROOT, "api/crds/agents.x-k8s.io_sandboxes.yaml"))
+        kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                "crd/sandboxes.agents.x-k8s.io")
+        kubectl("create", "namespace", self.ns)
+        kubectl("label", "namespace", self.ns, "agent-sandbox.test/integration=true")
+        self.port, self.hport = free_port(), free_port()
+        self.log = open(os.path.join(self.dir, "router.log"), "wb")
+        self.p = subprocess.Popen([ROUTER, "--http-bind-address", f"127.0.0.1:{self.port}",
+                                   "--health-probe-bind-address", f"127.0.0.1:{self.hport}",
+                                   "--kubeconfig", KUBECONFIG, "--namespace", self.ns,
+                                   "--allow-loopback-upstreams", "--trust-loopback", "false",
+                                   "--idle-timeout", "1s", "--log-level", "warn"],
+                                  env=ENV, stdout=self.log, stderr=self.log)
+        wait_port(self.port, self.p, "router")
+        self.auth = f"Authorization: Bearer {admin_token()}\r\n".encode()
+
+    def tearDown(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        rc = self.p.wait(timeout=40)
+        self.log.close()
+        with open(os.path.join(self.dir, "router.log"), "rb") as f:
+            log = f.read()
+        subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, "delete", "namespace", self.ns,
+                        "--wait=false"], capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(rc, 0, log[-2000:])
+
+    def sandbox(self, name, mode):
+        kubectl("-n", self.ns, "apply", "-f", "-", stdin=json.dumps({
+            "apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
+            "metadata": {"name": name},
+            "spec": {"operatingMode": mode, "idlePolicy": {"timeoutSeconds": 600},
+                     "podTemplate": {"spec": {"containers": [{"name": "r", "image": "i"}]}}}}))
+
+    def ready(self, name):
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        kubectl("-n", self.ns, "patch", "sandbox", name, "--subresource=status",
+                "--type=merge", "-p", json.dumps({"status": {
+                    "podIPs": ["127.0.0.1"], "conditions": [{
+                        "type": "Ready", "status": "True", "reason": "DependenciesReady",
+                        "message": "", "lastTransitionTime": now}]}}))
+
+    def get(self, name, port):
+        return exchange(self.port, f"GET /s/{self.ns}/{name}/{port}/x HTTP/1.1\r\nHost: x\r\n"
+                        .encode() + self.auth + b"Connection: close\r\n\r\n", timeout=30)
+
+    def test_held_request_outlives_idle_timeout(self):
+        answer = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nheld-ok"
+        self.sandbox("sleepy", "Suspended")
+        self.sandbox("awake", "Running")  # seen by the router after sleepy
+        self.ready("awake")
+        end = time.monotonic() + 30
+        while True:
+            port, th = upstream_once(answer, False, linger=0)
+            raw = self.get("awake", port)
+            if statuses(raw)[:1] == [200] or time.monotonic() > end:
+                break
+            with socket.create_connection(("127.0.0.1", port), 1):
+                pass  # ends the upstream's wait
+            time.sleep(0.2)
+        self.assertEqual(statuses(raw)[:1], [200], raw[:300])
+        port, th = upstream_once(answer, False, linger=0)
+        out = {}
+        t0 = time.monotonic()
+        client = threading.Thread(target=lambda: out.update(raw=self.get("sleepy", port)))
+        client.start()
+        end = time.monotonic() + 20  # the router's resume patch
+        while json.loads(kubectl("-n", self.ns, "get", "sandbox", "sleepy", "-o", "json"))[
+                "spec"]["operatingMode"] != "Running":
+            self.assertLess(time.monotonic(), end, "the router did not resume the Sandbox")
+            time.sleep(0.1)
+        time.sleep(max(0.0, t0 + 2.5 - time.monotonic()))  # held past the 1 s idle timeout
+        self.ready("sleepy")
+        client.join(30)
+        th.join(10)
+        self.assertEqual(statuses(out.get("raw", b""))[:1], [200], out.get("raw", b"")[:300])
+        self.assertTrue(out["raw"].endswith(b"held-ok"))
+        self.assertGreaterEqual(time.monotonic() - t0, 2.5)
 
 
 if __name__ == "__main__":
