@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -42,8 +41,11 @@ type Connection struct {
 	Mode Mode
 	// RouterURL is the router's base URL, e.g. http://127.0.0.1:8080.
 	RouterURL string
-	// RouterToken is sent as "Authorization: Bearer ..." to the router. Empty: the
-	// bearer token of the REST config (BearerToken or BearerTokenFile), if any.
+	// RouterToken is sent as "Authorization: Bearer ..." to the router, as given.
+	// Empty: the bearer token of the REST config, if any. Its BearerTokenFile, when
+	// set and readable, wins over BearerToken (as in client-go) and is read again when
+	// the file changes (looked at once a second, and at once when the router answers
+	// 401), so rotated service-account tokens are picked up.
 	RouterToken string
 	// Port is sandboxd's port in the pod (default 8080).
 	Port int
@@ -66,11 +68,13 @@ type conn struct {
 	mode        Mode
 	routerURL   string
 	routerToken string
+	routerFile  *tokenFile // the REST config's token file: wins over routerToken
 	port        int
 	sbdToken    string
 	hc          *http.Client
-	apiBase     string // pod proxy: API server URL (no trailing slash)
-	apiToken    string // pod proxy: the REST config's bearer token, if any (PortURL)
+	apiBase     string     // pod proxy: API server URL (no trailing slash)
+	apiToken    string     // pod proxy: the REST config's bearer token, if any (PortURL)
+	apiFile     *tokenFile // pod proxy: the REST config's token file: wins over apiToken
 }
 
 func defaultHTTPClient() *http.Client {
@@ -111,7 +115,7 @@ func newConn(c Connection, rc *rest.Config) (*conn, error) {
 		cn.routerURL = strings.TrimRight(c.RouterURL, "/")
 		cn.routerToken = c.RouterToken
 		if cn.routerToken == "" && rc != nil {
-			cn.routerToken = restBearerToken(rc)
+			cn.routerToken, cn.routerFile = rc.BearerToken, newTokenFile(rc.BearerTokenFile)
 		}
 	case ModeDirect:
 	case ModePodProxy:
@@ -129,23 +133,24 @@ func newConn(c Connection, rc *rest.Config) (*conn, error) {
 			return nil, err
 		}
 		cn.apiBase = base
-		cn.apiToken = restBearerToken(rc)
+		cn.apiToken, cn.apiFile = rc.BearerToken, newTokenFile(rc.BearerTokenFile)
 	default:
 		return nil, fmt.Errorf("%w: unknown connection mode %q", ErrInvalidArgument, cn.mode)
 	}
 	return cn, nil
 }
 
-func restBearerToken(rc *rest.Config) string {
-	if rc.BearerToken != "" {
-		return rc.BearerToken
-	}
-	if rc.BearerTokenFile != "" {
-		if b, err := os.ReadFile(rc.BearerTokenFile); err == nil {
-			return strings.TrimSpace(string(b))
-		}
-	}
-	return ""
+// routerBearer is the router's bearer token now.
+func (c *conn) routerBearer() string { return c.routerFile.token(c.routerToken) }
+
+// apiBearer is the API server's bearer token now (pod proxy).
+func (c *conn) apiBearer() string { return c.apiFile.token(c.apiToken) }
+
+// tokenRenewed: e is the router rejecting the token and a token file holds a new one,
+// so the request may be sent again at once (the router answered before forwarding).
+func (c *conn) tokenRenewed(e *HTTPError) bool {
+	return c.mode == ModeRouter && e.StatusCode == http.StatusUnauthorized && e.Code == routerCode &&
+		c.routerFile.renew()
 }
 
 func apiServerURL(rc *rest.Config) (string, error) {
@@ -208,8 +213,8 @@ func (c *conn) newRequest(ctx context.Context, t target, method, path string, q 
 				req.Header.Set("X-Sandbox-Timeout", strconv.FormatFloat(s, 'f', 3, 64))
 			}
 		}
-		if c.routerToken != "" {
-			req.Header.Set("Authorization", "Bearer "+c.routerToken)
+		if tok := c.routerBearer(); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
 		}
 	case ModeDirect:
 		if c.sbdToken != "" {
@@ -229,6 +234,10 @@ type call struct {
 	stream      io.Reader // streamed body (no retries); overrides body
 	contentType string
 	idempotent  bool // retry on 502/504 and transport errors as well
+	// mayHaveRun, when set, is set to true by a failed attempt whose outcome is
+	// unknown (outcomeUnknown): an error answer to a later attempt may then be the
+	// earlier attempt's doing (a 404 for a delete, a 409 for a mkdir).
+	mayHaveRun *bool
 }
 
 // retry budget: back-off 50 ms doubling to 1 s, at most this many attempts.
@@ -236,9 +245,11 @@ const maxAttempts = 8
 
 // do sends cl and returns a 2xx response (caller closes the body) or an error. Answers
 // that say nothing reached sandboxd (router cache lag, 503, 429) are retried with
-// back-off within ctx.
+// back-off within ctx. A router's 401 is sent again at once, once, when the token file
+// holds a new token.
 func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error) {
 	delay := 50 * time.Millisecond
+	renewed := false
 	for attempt := 1; ; attempt++ {
 		var body io.Reader
 		emptyPut := cl.stream == nil && cl.body != nil && len(cl.body) == 0 && cl.method == http.MethodPut
@@ -277,6 +288,13 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 			herr = readHTTPError(cl.op, resp)
 			err = herr
 			retry = retryable(herr, cl.idempotent)
+			if !renewed && cl.stream == nil && c.tokenRenewed(herr) {
+				renewed = true
+				continue
+			}
+		}
+		if cl.mayHaveRun != nil && outcomeUnknown(err) {
+			*cl.mayHaveRun = true
 		}
 		if !retry || cl.stream != nil || attempt >= maxAttempts {
 			return nil, err
@@ -320,6 +338,34 @@ func neverReached(err error) bool {
 		return false
 	}
 	return isDialError(err) || errors.Is(err, ErrNotReady)
+}
+
+// outcomeUnknown: err leaves open whether the request ran in sandboxd: the connection
+// broke after the request was sent, or a proxy failed (502, 503, 504) after it may have
+// forwarded it. An answer of sandboxd and what neverReached proves harmless are known.
+func outcomeUnknown(err error) bool {
+	if neverReached(err) {
+		return false
+	}
+	var he *HTTPError
+	if errors.As(err, &he) {
+		switch he.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, ErrUnavailable)
+}
+
+// sandboxdStatus is the status of an error answer of sandboxd itself in err, or 0 (the
+// router's or the API server's answers, transport errors).
+func sandboxdStatus(err error) int {
+	var he *HTTPError
+	if errors.As(err, &he) && he.Code != routerCode && he.Code != apiServerCode {
+		return he.StatusCode
+	}
+	return 0
 }
 
 func isDialError(err error) bool {

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -215,16 +214,16 @@ func (f *Files) Exists(ctx context.Context, path string) (bool, error) {
 	if err == nil {
 		return true, nil
 	}
-	var herr *HTTPError
-	if errors.As(err, &herr) && herr.StatusCode == http.StatusNotFound && herr.Code != routerCode &&
-		herr.Code != apiServerCode {
+	if sandboxdStatus(err) == http.StatusNotFound {
 		return false, nil
 	}
 	return false, err
 }
 
 // Delete removes the file or directory at path; a non-empty directory needs
-// recursive (else ErrConflict).
+// recursive (else ErrConflict). A missing path is ErrNotFound, except on a retry after
+// an attempt whose answer was lost (a cut connection, a proxy's 502/503/504): that
+// attempt may have deleted it, and Delete succeeds.
 func (f *Files) Delete(ctx context.Context, path string, recursive bool) error {
 	p, err := filesPath(path, recursive)
 	if err != nil {
@@ -234,8 +233,13 @@ func (f *Files) Delete(ctx context.Context, path string, recursive bool) error {
 	if recursive {
 		q.Set("recursive", "true")
 	}
-	resp, err := f.do(ctx, call{op: "delete " + path, method: http.MethodDelete, path: p, query: q, idempotent: true})
+	var mayHaveRun bool
+	resp, err := f.do(ctx, call{op: "delete " + path, method: http.MethodDelete, path: p, query: q,
+		idempotent: true, mayHaveRun: &mayHaveRun})
 	if err != nil {
+		if mayHaveRun && sandboxdStatus(err) == http.StatusNotFound {
+			return nil
+		}
 		return err
 	}
 	return drain(resp)

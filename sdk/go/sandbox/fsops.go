@@ -97,7 +97,9 @@ func (f *Files) Stat(ctx context.Context, path string) (*FileStat, error) {
 
 // Mkdir creates the directory path (0755 unless WithMode). With parents, missing
 // parents are created and an existing directory is fine; without, they are ErrNotFound
-// and ErrConflict. Something else in the way is ErrConflict.
+// and ErrConflict. Something else in the way is ErrConflict. A conflict on a retry
+// after an attempt whose answer was lost (a cut connection, a proxy's 502/503/504) is
+// success when a stat shows a directory: that attempt may have created it.
 func (f *Files) Mkdir(ctx context.Context, path string, parents bool, opts ...WriteOption) (*FileStat, error) {
 	p, err := apiPath("/v1/mkdir", path, false)
 	if err != nil {
@@ -106,8 +108,13 @@ func (f *Files) Mkdir(ctx context.Context, path string, parents bool, opts ...Wr
 	q := writeQuery(opts)
 	q.Set("parents", strconv.FormatBool(parents))
 	op := "mkdir " + path
-	resp, err := f.do(ctx, call{op: op, method: http.MethodPost, path: p, query: q, idempotent: true})
+	var mayHaveRun bool
+	resp, err := f.do(ctx, call{op: op, method: http.MethodPost, path: p, query: q, idempotent: true,
+		mayHaveRun: &mayHaveRun})
 	if err != nil {
+		if mayHaveRun && sandboxdStatus(err) == http.StatusConflict {
+			return f.madeBefore(ctx, path, err)
+		}
 		return nil, err
 	}
 	var j statJSON
@@ -115,6 +122,16 @@ func (f *Files) Mkdir(ctx context.Context, path string, parents bool, opts ...Wr
 		return nil, err
 	}
 	return j.stat(), nil
+}
+
+// madeBefore is Mkdir's answer to a conflict that an earlier attempt may have caused:
+// the directory's stat when path is a directory, else err.
+func (f *Files) madeBefore(ctx context.Context, path string, err error) (*FileStat, error) {
+	st, serr := f.Stat(ctx, path)
+	if serr != nil || !st.IsDir() {
+		return nil, err
+	}
+	return st, nil
 }
 
 // Move renames from to to (both beneath the root; to's parent must exist). Without

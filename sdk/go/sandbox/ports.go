@@ -26,7 +26,8 @@ type PortURL struct {
 	BaseURL string
 	// Header holds the headers every request must carry (nil-safe to range over).
 	Header http.Header
-	// Token is the bearer token in Header, or "".
+	// Token is the bearer token in Header, or "". It is the token at the time of the
+	// call: a token read from a file rotates (Sandbox.HTTPClient follows it).
 	Token string
 	// Mode is the connection mode the URL is for.
 	Mode Mode
@@ -41,7 +42,6 @@ func (c *conn) portURL(t target, port int, path string) (PortURL, error) {
 	switch c.mode {
 	case ModeRouter:
 		p.BaseURL = fmt.Sprintf("%s/s/%s/%s/%d/", c.routerURL, url.PathEscape(t.ns), url.PathEscape(t.name), port)
-		p.Token = c.routerToken
 	case ModePodProxy:
 		pod := t.podName
 		if pod == "" {
@@ -49,23 +49,34 @@ func (c *conn) portURL(t target, port int, path string) (PortURL, error) {
 		}
 		p.BaseURL = fmt.Sprintf("%s/api/v1/namespaces/%s/pods/%s:%d/proxy/", c.apiBase,
 			url.PathEscape(t.ns), url.PathEscape(pod), port)
-		p.Token = c.apiToken
 	case ModeDirect:
 		if t.podIP == "" {
 			return PortURL{}, fmt.Errorf("%w: %s/%s has no pod IP", ErrNotReady, t.ns, t.name)
 		}
 		p.BaseURL = "http://" + net.JoinHostPort(t.podIP, strconv.Itoa(port)) + "/"
-		if port == c.port { // sandboxd's own token goes to sandboxd only
-			p.Token = c.sbdToken
-		}
 	default:
 		return PortURL{}, fmt.Errorf("%w: unknown connection mode %q", ErrInvalidArgument, c.mode)
 	}
+	p.Token = c.portBearer(port)()
 	if p.Token != "" {
 		p.Header.Set("Authorization", "Bearer "+p.Token)
 	}
 	p.URL = p.BaseURL + strings.TrimLeft(path, "/")
 	return p, nil
+}
+
+// portBearer returns the bearer token for port in the client's mode, read at each call
+// (a token file may rotate).
+func (c *conn) portBearer(port int) func() string {
+	switch {
+	case c.mode == ModeRouter:
+		return c.routerBearer
+	case c.mode == ModePodProxy:
+		return c.apiBearer
+	case c.mode == ModeDirect && port == c.port: // sandboxd's own token goes to sandboxd only
+		return func() string { return c.sbdToken }
+	}
+	return func() string { return "" }
 }
 
 // PortURL returns where port of the sandbox answers, for path ("" or "/" is the root;
@@ -87,7 +98,7 @@ func (s *Sandbox) URL(port int, path string) (string, error) {
 // HTTPClient returns an *http.Client for port that adds the mode's headers and
 // credentials to every request, and the port's base URL (ending with "/") to resolve
 // request paths against. It shares the client's connection pool; redirects are not
-// followed.
+// followed. The bearer token is the current one at each request.
 func (s *Sandbox) HTTPClient(port int) (*http.Client, string, error) {
 	p, err := s.PortURL(port, "/")
 	if err != nil {
@@ -97,17 +108,21 @@ func (s *Sandbox) HTTPClient(port int) (*http.Client, string, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	header := p.Header.Clone()
+	header.Del("Authorization")
 	hc := &http.Client{
-		Transport:     &headerTransport{base: base, header: p.Header},
+		Transport:     &headerTransport{base: base, header: header, token: s.c.conn.portBearer(port)},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return hc, p.BaseURL, nil
 }
 
-// headerTransport adds fixed headers (those not set already) to each request.
+// headerTransport adds fixed headers and the current bearer token (those not set
+// already) to each request.
 type headerTransport struct {
 	base   http.RoundTripper
 	header http.Header
+	token  func() string
 }
 
 func (h *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -116,6 +131,9 @@ func (h *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if r.Header.Get(k) == "" {
 			r.Header[k] = append([]string(nil), v...)
 		}
+	}
+	if tok := h.token(); tok != "" && r.Header.Get("Authorization") == "" {
+		r.Header.Set("Authorization", "Bearer "+tok)
 	}
 	return h.base.RoundTrip(r)
 }
