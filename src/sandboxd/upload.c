@@ -2,6 +2,7 @@
 /* Atomic confined writes and streamed uploads (see files.h), and PUT /v1/files/{path}. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,7 +17,7 @@
 #include "sandboxd/util.h"
 
 struct sbd_writer {
-    int dirfd; /* parent of the target; -1 when writing through a symlink */
+    int dirfd; /* parent of the target (a symlink's target: the file it points to) */
     int fd;
     char *name;
     char tmp[48];
@@ -58,26 +59,34 @@ static int check_target(const struct sbd_root *root, const char *rel)
     return final_is_link(root, rel) ? 1 : 0;
 }
 
-/* Opens the regular file a symlink points to for writing and truncates it. O_NONBLOCK: the
- * link may have been pointed at a FIFO since check_target (open fails with ENXIO without a
- * reader, fstat refuses it with one); regular files ignore the flag. Returns the fd or a
- * negative errno. */
-static int open_through_link(const struct sbd_root *root, const char *rel)
+/* The path beneath the root of the file the symlink rel points to (resolved by the
+ * kernel under the root's confinement), in *ret (caller frees). Returns 0 or a negative
+ * errno: -EPERM when the name the kernel gives is not beneath the root's path, -ENOENT
+ * when the file went meanwhile. */
+static int link_target_rel(const struct sbd_root *root, const char *rel, char **ret)
 {
-    int fd = sbd_path_open(root, rel, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0);
+    int fd = sbd_path_open(root, rel, O_PATH, 0);
     if (fd < 0)
         return fd;
+    char proc[64], got[PATH_MAX];
+    (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
     struct stat st;
-    int r = fstat(fd, &st) < 0 ? -errno : 0;
-    if (r == 0 && !S_ISREG(st.st_mode))
-        r = S_ISDIR(st.st_mode) ? -EISDIR : -ENXIO;
-    if (r == 0 && ftruncate(fd, 0) < 0)
+    ssize_t n = readlink(proc, got, sizeof(got) - 1);
+    int r = n < 0 ? -errno : 0;
+    if (r == 0 && fstat(fd, &st) < 0)
         r = -errno;
-    if (r < 0) {
-        (void)close(fd);
+    (void)close(fd);
+    if (r < 0)
         return r;
-    }
-    return fd;
+    if (st.st_nlink == 0) /* removed meanwhile: its name has " (deleted)" appended */
+        return -ENOENT;
+    got[n] = '\0';
+    const char *rp = sbd_root_path(root);
+    size_t rl = strcmp(rp, "/") == 0 ? 0 : strlen(rp);
+    if (strncmp(got, rp, rl) != 0 || got[rl] != '/' || got[rl + 1] == '\0')
+        return -EPERM;
+    *ret = xstrdup(got + rl + 1);
+    return 0;
 }
 
 static int open_temp(struct sbd_writer *w)
@@ -102,23 +111,26 @@ int sbd_writer_open(const struct sbd_root *root, const char *rel, mode_t mode,
     int kind = check_target(root, rel);
     if (kind < 0)
         return kind;
+    /* Through a symlink the file it points to is replaced as any other: the link stays,
+     * and a write that fails half-way leaves the old content. */
+    char *target = NULL;
+    if (kind == 1) {
+        int r = link_target_rel(root, rel, &target);
+        if (r < 0)
+            return r;
+        rel = target;
+    }
     struct sbd_writer *w = XNEW(struct sbd_writer);
     w->mode = mode;
-    w->dirfd = -1;
     w->fd = -1;
-    int r;
-    if (kind == 1) {
-        w->fd = open_through_link(root, rel);
-        r = w->fd < 0 ? w->fd : 0;
-    } else {
-        const char *name;
-        w->dirfd = sbd_path_open_parent(root, rel, true, &name);
-        r = w->dirfd < 0 ? w->dirfd : 0;
-        if (r == 0) {
-            w->name = xstrdup(name);
-            r = open_temp(w);
-        }
+    const char *name;
+    w->dirfd = sbd_path_open_parent(root, rel, true, &name);
+    int r = w->dirfd < 0 ? w->dirfd : 0;
+    if (r == 0) {
+        w->name = xstrdup(name);
+        r = open_temp(w);
     }
+    xfree(target);
     if (r < 0) {
         sbd_writer_abort(w);
         return r;
@@ -164,12 +176,12 @@ int sbd_writer_commit(struct sbd_writer *w)
     int r = 0;
     if (fsync(w->fd) < 0 && errno != EINVAL)
         r = -errno;
-    if (r == 0 && w->name && fchmod(w->fd, w->mode) < 0)
+    if (r == 0 && fchmod(w->fd, w->mode) < 0)
         r = -errno;
     if (r == 0 && close(w->fd) < 0)
         r = -errno;
     w->fd = -1;
-    if (r == 0 && w->name && renameat(w->dirfd, w->tmp, w->dirfd, w->name) < 0)
+    if (r == 0 && renameat(w->dirfd, w->tmp, w->dirfd, w->name) < 0)
         r = -errno;
     if (r < 0) {
         sbd_writer_abort(w);

@@ -10,7 +10,10 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <unistd.h>
+
+#include <sys/stat.h>
 
 #include "sbd_test.h"
 
@@ -302,6 +305,53 @@ static void test_multipart_put(void **state)
     test_http_resp_done(&r);
 }
 
+static void test_write_through_symlink(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    char p[512], q[512];
+    snprintf(p, sizeof(p), "%s/sub", f->root);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/sub/real.txt", f->root);
+    FILE *fp = fopen(p, "w");
+    assert_non_null(fp);
+    fputs("old content", fp);
+    fclose(fp);
+    snprintf(q, sizeof(q), "%s/link", f->root);
+    assert_int_equal(symlink("sub/real.txt", q), 0);
+    snprintf(q, sizeof(q), "%s/sub/link2", f->root);
+    assert_int_equal(symlink("../link", q), 0);
+    /* A write that fails half-way leaves the file the link points to as it was. */
+    const char *cut = "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x\"\r\n"
+                      "\r\npartial data and no closing boundary";
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/link",
+                            "Content-Type: multipart/form-data; boundary=XyZ\r\n", cut, &r),
+                     400);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/sub/real.txt", NULL, NULL, &r), 200);
+    assert_string_equal(buf_str(&r.body), "old content");
+    test_http_resp_done(&r);
+    /* A whole write replaces the file; the links stay links (through a chain too). */
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/sub/link2", NULL, "new", &r), 204);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/link", NULL, NULL, &r), 200);
+    assert_string_equal(buf_str(&r.body), "new");
+    test_http_resp_done(&r);
+    struct stat st;
+    assert_int_equal(lstat(q, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    snprintf(q, sizeof(q), "%s/link", f->root);
+    assert_int_equal(lstat(q, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(lstat(p, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_size, 3);
+    /* No temporary file is left in the target's directory. */
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/sub/", NULL, NULL, &r), 200);
+    assert_null(strstr(buf_str(&r.body), ".sandboxd-tmp"));
+    test_http_resp_done(&r);
+}
+
 static void test_large_file(void **state)
 {
     struct sbd_fixture *f = *state;
@@ -372,6 +422,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_escapes_http, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multipart_put, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_through_symlink, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_file, setup, teardown),
         cmocka_unit_test(test_auth),
     };
