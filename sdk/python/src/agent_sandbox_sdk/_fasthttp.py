@@ -24,10 +24,12 @@ import ssl
 import threading
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import httpx
+
+from . import _proxy
 from ._kubeconfig import KubeConfig
 
 # Request bodies larger than this are left to httpx.
@@ -51,13 +53,13 @@ class Answer:
 
 
 def proxied(server: str) -> bool:
-    """True when the environment names a proxy for server's scheme that server does not
-    bypass (httpx would use it: so must this client, so it stays out of the way)."""
-    u = urllib.parse.urlsplit(server)
-    proxies = urllib.request.getproxies()
-    if not proxies.get(u.scheme) and not proxies.get("all"):
+    """True when the environment names a proxy for server that its NO_PROXY does not
+    bypass (the client's httpx goes through it: so must this client, so it stays out of
+    the way). The rules are the httpx clients' (_proxy)."""
+    try:
+        return _proxy.proxy_for(server) is not None
+    except httpx.InvalidURL:
         return False
-    return not urllib.request.proxy_bypass(u.hostname or "")
 
 
 def auth_header(cfg: KubeConfig) -> str | None:

@@ -23,6 +23,7 @@ import contextlib
 from collections.abc import AsyncGenerator
 
 from ._fasthttp import MAX_ANSWER, MAX_BODY, MAX_LINE, Answer, PoolBase, auth_header, take_lines
+from ._kubeconfig import KubeConfig
 
 MAX_HEAD_LINES = 128  # status line and header lines of one answer
 MAX_HEAD_LINE = 16 << 10  # bytes in one of them (the stream's own limit, below)
@@ -36,6 +37,15 @@ DEFAULT_MAX_CONNS = 8
 
 class ProtocolError(Exception):
     """The server's answer is not HTTP/1.1 as expected (or exceeds a bound)."""
+
+
+async def auth_header_async(cfg: KubeConfig) -> str | None:
+    """auth_header for the event loop: an exec plugin that has to run runs in a worker
+    thread (KubeConfig.bearer_token_async), once for the requests waiting on it."""
+    if not cfg.exec_config or cfg.token or cfg.token_file or (cfg.username is not None and cfg.password is not None):
+        return auth_header(cfg)
+    tok = await cfg.bearer_token_async()
+    return f"Bearer {tok}" if tok else None
 
 
 class _Conn:
@@ -72,12 +82,14 @@ class AsyncFastPool(PoolBase):
         connection too."""
         if not self.usable or self._closed or len(body) > MAX_BODY:
             return None
+        auth = await auth_header_async(self._cfg)  # before a connection is taken: a plugin may run
         conn = await self._take()
         if conn is None:
             return None
         keep = False
         try:
-            ans, keep = await asyncio.wait_for(self._exchange(conn, method, path, body, content_type), self._timeout)
+            request = self._head(method, path, len(body), content_type, auth) + body
+            ans, keep = await asyncio.wait_for(self._exchange(conn, request, method), self._timeout)
             self.sent += 1
             return ans
         finally:
@@ -97,6 +109,7 @@ class AsyncFastPool(PoolBase):
         sent."""
         if not self.usable or self._closed:
             return None
+        head = self._head("GET", path, -1, "", await auth_header_async(self._cfg))
         try:
             conn = await asyncio.wait_for(self._connect(), self._timeout)
         except (OSError, asyncio.TimeoutError):
@@ -104,7 +117,7 @@ class AsyncFastPool(PoolBase):
         self.connects += 1
         ls = LineStream(conn, asyncio.get_running_loop().call_later(timeout, self._expire, conn))
         try:
-            conn.writer.write(self._head("GET", path, -1, ""))
+            conn.writer.write(head)
             await conn.writer.drain()
             status, _, headers = await asyncio.wait_for(_read_final_head(conn.reader), self._timeout)
         except asyncio.IncompleteReadError as e:
@@ -192,16 +205,17 @@ class AsyncFastPool(PoolBase):
             r, w = await asyncio.open_connection(to.host, to.port, limit=MAX_HEAD_LINE)
         return _Conn(r, w)
 
-    async def _exchange(self, c: _Conn, method: str, path: str, body: bytes, ctype: str) -> tuple[Answer, bool]:
-        c.writer.write(self._head(method, path, len(body), ctype) + body)
+    async def _exchange(self, c: _Conn, request: bytes, method: str) -> tuple[Answer, bool]:
+        c.writer.write(request)
         await c.writer.drain()
         try:
             return await read_answer(c.reader, method)
         except asyncio.IncompleteReadError as e:
             raise ProtocolError("the connection closed before the answer was complete") from e
 
-    def _head(self, method: str, path: str, length: int, ctype: str) -> bytes:
-        """The request's head; length < 0: no body (and no Content-Type)."""
+    def _head(self, method: str, path: str, length: int, ctype: str, auth: str | None) -> bytes:
+        """The request's head; length < 0: no body (and no Content-Type). auth: the
+        Authorization header's value (auth_header_async), if any."""
         lines = [
             f"{method} {self._to.prefix}{path} HTTP/1.1",
             f"Host: {self._to.host_header}",
@@ -210,7 +224,6 @@ class AsyncFastPool(PoolBase):
         if length >= 0:
             lines += [f"Content-Type: {ctype}", f"Content-Length: {length}"]
         lines.append(f"User-Agent: {self._ua}")
-        auth = auth_header(self._cfg)
         if auth:
             lines.append(f"Authorization: {auth}")
         for ln in lines:

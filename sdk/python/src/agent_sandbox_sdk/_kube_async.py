@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from . import _fasthttp_async, _k8s
+from . import _fasthttp_async, _k8s, _proxy
 from ._kubeconfig import KubeConfig
 from .errors import NotFoundError, SandboxConnectionError, SandboxError
 
@@ -77,6 +77,7 @@ class AsyncKubeClient:
         self.http = httpx.AsyncClient(
             **_k8s.client_options(cfg, timeout, ctx),
             transport=httpx.AsyncHTTPTransport(verify=ctx, retries=2),
+            mounts=_proxy.async_mounts(ctx),
         )
         self._streams: dict[str, AsyncHandoutStream] = {}
         ua = self.http.headers.get("user-agent", "agent-sandbox-sdk")

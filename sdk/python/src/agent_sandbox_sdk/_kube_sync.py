@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from . import _fasthttp, _k8s
+from . import _fasthttp, _k8s, _proxy
 from ._kubeconfig import KubeConfig
 from .errors import NotFoundError, SandboxConnectionError, SandboxError
 
@@ -357,7 +357,9 @@ class KubeClient:
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         ctx = cfg.ssl_context()
         transport = httpx.HTTPTransport(verify=ctx, retries=2)
-        self.http = httpx.Client(**_k8s.client_options(cfg, timeout, ctx), transport=transport)
+        self.http = httpx.Client(
+            **_k8s.client_options(cfg, timeout, ctx), transport=transport, mounts=_proxy.mounts(ctx)
+        )
         self._streams: dict[str, HandoutStream] = {}
         self._streams_lock = threading.Lock()
         self._later = Later()

@@ -3,10 +3,15 @@
 Supports what real kubeconfigs use: server URL, CA (file or data), client certificates
 (file or data), bearer tokens (inline or file, re-read on every request so rotated
 tokens are picked up), basic auth, ``insecure-skip-tls-verify`` and exec credential
-plugins (client.authentication.k8s.io). Auth-provider plugins are not supported."""
+plugins (client.authentication.k8s.io). Auth-provider plugins are not supported.
+
+An exec plugin runs once for all callers waiting on it, in whichever thread asks first;
+the async client's callers await a run in a worker thread (``bearer_token_async``), one
+per event loop at a time, so the loop goes on while the plugin runs."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -15,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -58,6 +63,8 @@ class KubeConfig:
     # Guards _exec_cache: httpx's auth hook, the lean POST connection and the port
     # helpers may ask for the token from several threads at once; the plugin runs once.
     _exec_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # The async callers' plugin run in flight (a worker thread's), awaited by all of them.
+    _exec_task: asyncio.Task[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def ssl_context(self) -> ssl.SSLContext:
         """Returns a TLS context with the CA and client certificate loaded."""
@@ -95,6 +102,31 @@ class KubeConfig:
         tok = self._exec_credential().get("token")
         return str(tok) if tok else None
 
+    async def bearer_token_async(self) -> str | None:
+        """bearer_token for async callers: an exec plugin that has to run runs in a worker
+        thread, and callers at once await the same run."""
+        if self.token_file or self.token:
+            return self.bearer_token()
+        tok = (await self.exec_credential_async()).get("token")
+        return str(tok) if tok else None
+
+    async def exec_credential_async(self) -> dict[str, Any]:
+        """The exec plugin's current credential (its ExecCredential status; {} without a
+        plugin) without blocking the event loop: a fresh cached one at once, else the
+        result of the one run in flight, started here in a worker thread when there is
+        none (the sync path's run: its timeout, errors and cache). A cancelled caller
+        leaves the run going for the others."""
+        if not self.exec_config:
+            return {}
+        fresh = self._exec_fresh()
+        if fresh is not None:
+            return fresh
+        loop = asyncio.get_running_loop()
+        task = self._exec_task
+        if task is None or task.done() or task.get_loop() is not loop:
+            task = self._exec_task = loop.create_task(asyncio.to_thread(self._exec_credential))
+        return dict(await asyncio.shield(task))
+
     def auth(self) -> httpx.Auth | None:
         """An httpx auth hook for this configuration, or None."""
         if self.username is not None and self.password is not None:
@@ -109,10 +141,17 @@ class KubeConfig:
         with self._exec_lock:
             return self._exec_credential_locked(self.exec_config)
 
+    def _exec_fresh(self) -> dict[str, Any] | None:
+        """The cached credential while it has more than 10 s left (or no expiry), else None."""
+        status, exp = self._exec_cache.get("status"), self._exec_cache.get("expires", 0.0)
+        if status is not None and (exp == 0.0 or exp > time.time() + 10):
+            return dict(status)
+        return None
+
     def _exec_credential_locked(self, exec_config: dict[str, Any]) -> dict[str, Any]:
-        exp = self._exec_cache.get("expires", 0.0)
-        if self._exec_cache.get("status") is not None and (exp == 0.0 or exp > time.time() + 10):
-            return dict(self._exec_cache["status"])
+        fresh = self._exec_fresh()
+        if fresh is not None:
+            return fresh
         status = _run_exec_plugin(exec_config, self.base_dir)
         expires = 0.0
         if status.get("expirationTimestamp"):
@@ -128,6 +167,12 @@ class _BearerAuth(httpx.Auth):
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         tok = self._cfg.bearer_token()  # thread-safe: KubeConfig guards its exec cache
+        if tok:
+            request.headers["Authorization"] = f"Bearer {tok}"
+        yield request
+
+    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        tok = await self._cfg.bearer_token_async()  # an exec plugin runs off the event loop
         if tok:
             request.headers["Authorization"] = f"Bearer {tok}"
         yield request

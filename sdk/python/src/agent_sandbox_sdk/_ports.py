@@ -17,7 +17,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
-from . import _conn, _k8s, _wire
+from . import _conn, _k8s, _proxy, _wire
 from ._kubeconfig import KubeConfig
 from .errors import SandboxError
 from .models import Connection, DirectConnection, PodProxyConnection, RouterConnection
@@ -121,8 +121,11 @@ def client_options(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout
 
 
 def http_client(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout: float) -> httpx.Client:
-    return httpx.Client(**client_options(t, conn, cfg, timeout))
+    """httpx reads the environment's proxies itself here (no transport of the SDK's);
+    loopback hosts stay direct, as on the SDK's other clients (_proxy)."""
+    return httpx.Client(**client_options(t, conn, cfg, timeout), mounts=_proxy.loopback_direct())
 
 
 def async_http_client(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout: float) -> httpx.AsyncClient:
-    return httpx.AsyncClient(**client_options(t, conn, cfg, timeout))
+    """As http_client."""
+    return httpx.AsyncClient(**client_options(t, conn, cfg, timeout), mounts=_proxy.loopback_direct())

@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import httpx
 
-from . import _base, _code, _conn, _fsops, _k8s, _ports, _wire
+from . import _base, _code, _conn, _fsops, _k8s, _ports, _proxy, _wire
 from . import background as _bg
 from ._fsops import AsyncFileWatch
 from ._kube_async import AsyncKubeClient
@@ -66,8 +66,11 @@ class AsyncSandboxClient(_base.ClientBase):
     ) -> None:
         super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout, early_handout)
         self.kube = AsyncKubeClient(self.config, timeout)
-        transport = httpx.AsyncHTTPTransport(verify=self._verify(), retries=2)
-        self.http = httpx.AsyncClient(**_wire.client_options(timeout), transport=transport)
+        verify = self._verify()
+        transport = httpx.AsyncHTTPTransport(verify=verify, retries=2)
+        self.http = httpx.AsyncClient(
+            **_wire.client_options(timeout), transport=transport, mounts=_proxy.async_mounts(verify)
+        )
 
     async def aclose(self) -> None:
         """Closes the HTTP connections (sandboxes keep running)."""
@@ -301,6 +304,7 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
                 name = await self._need_name()
                 if self._needs_object():
                     self._obj = await self.client.kube.get("sandboxes", self.namespace, name)
+                await self.client.config.exec_credential_async()  # the router may take the kube token
                 return self._new_target(name)
             return self._target
 
@@ -334,6 +338,8 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
         headers (and bearer token) a request needs in this client's connection mode."""
         await self._route()
         c = self.client
+        # A due exec credential is fetched off the event loop; the sync helpers then read it.
+        await c.config.exec_credential_async()
         return _ports.port_target(c.connection, c.config, self.namespace, self.name, self._obj, port, path)
 
     async def url(self, port: int, path: str = "/") -> str:

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import httpx
 
-from . import _base, _code, _conn, _fsops, _k8s, _ports, _wire
+from . import _base, _code, _conn, _fsops, _k8s, _ports, _proxy, _wire
 from . import background as _bg
 from ._fsops import FileWatch
 from ._kube_sync import KubeClient
@@ -65,8 +65,9 @@ class SandboxClient(_base.ClientBase):
     ) -> None:
         super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout, early_handout)
         self.kube = KubeClient(self.config, timeout)
-        transport = httpx.HTTPTransport(verify=self._verify(), retries=2)
-        self.http = httpx.Client(**_wire.client_options(timeout), transport=transport)
+        verify = self._verify()
+        transport = httpx.HTTPTransport(verify=verify, retries=2)
+        self.http = httpx.Client(**_wire.client_options(timeout), transport=transport, mounts=_proxy.mounts(verify))
 
     def close(self) -> None:
         """Closes the HTTP connections (sandboxes keep running)."""

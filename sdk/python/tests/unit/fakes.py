@@ -1,14 +1,17 @@
 """An in-memory fake of the few API server calls the SDK makes, and a scripted sandboxd,
-both as httpx handlers (usable by sync and async clients through MockTransport)."""
+both as httpx handlers (usable by sync and async clients through MockTransport); and a
+local HTTP server that records what reaches it (Recorder)."""
 
 from __future__ import annotations
 
 import base64
 import copy
+import http.server
 import json
 import re
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -189,3 +192,51 @@ def async_client(fake: FakeKube) -> AsyncSandboxClient:
     c = AsyncSandboxClient(config=config(), connection=PodProxyConnection(port=8080))
     c.kube.http = httpx.AsyncClient(base_url=SERVER, transport=httpx.MockTransport(fake))
     return c
+
+
+class _RecordingHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    seen: ClassVar[list[dict[str, str]]]  # set per server class
+
+    def do_GET(self) -> None:
+        self.seen.append({"method": "GET", "target": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+        out = json.dumps({"kind": "Sandbox", "metadata": {"name": "a"}, "items": []}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def do_CONNECT(self) -> None:
+        """A tunnel (an https request through a proxy): recorded and refused."""
+        self.seen.append({"method": "CONNECT", "target": self.path})
+        self.send_response(403)
+        self.send_header("Content-Length", "0")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class Recorder:
+    """A threaded HTTP/1.1 server on 127.0.0.1 that answers every GET with a small JSON
+    object and records its request target (an absolute URI when it is asked as a
+    proxy), Host and headers in ``seen``. Use as a context manager."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, str]] = []
+        handler = type("Handler", (_RecordingHandler,), {"seen": self.seen})
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+
+    def __enter__(self) -> Recorder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
