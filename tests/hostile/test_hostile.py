@@ -593,6 +593,33 @@ def router_available():
             os.path.exists(os.path.join(os.path.dirname(KUBECONFIG), "tokens.csv")))
 
 
+def new_namespace(prefix):
+    """A new labelled namespace (the Sandbox CRD applied first); returns its name."""
+    ns = prefix + uuid.uuid4().hex[:8]
+    kubectl("apply", "--server-side", "--force-conflicts", "-f",
+            os.path.join(ROOT, "api/crds/agents.x-k8s.io_sandboxes.yaml"))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s",
+            "crd/sandboxes.agents.x-k8s.io")
+    kubectl("create", "namespace", ns)
+    kubectl("label", "namespace", ns, "agent-sandbox.test/integration=true")
+    return ns
+
+
+def start_router(workdir, ns, *extra):
+    """Starts the router for ns (TokenReview on, loopback upstreams allowed), logging to
+    workdir/router.log; returns (process, port, log file)."""
+    port, hport = free_port(), free_port()
+    log = open(os.path.join(workdir, "router.log"), "wb")
+    p = subprocess.Popen([ROUTER, "--http-bind-address", f"127.0.0.1:{port}",
+                          "--health-probe-bind-address", f"127.0.0.1:{hport}",
+                          "--kubeconfig", KUBECONFIG, "--namespace", ns,
+                          "--allow-loopback-upstreams", "--trust-loopback", "false",
+                          "--log-level", "warn", *extra],
+                         env=ENV, stdout=log, stderr=log)
+    wait_port(port, p, "router")
+    return p, port, log
+
+
 @unittest.skipUnless(router_available(), "needs SANDBOX_ROUTER_BIN, kubectl and AS_KUBECONFIG")
 class RouterHostile(HttpAttacks, unittest.TestCase):
     header_timeout = 10  # LIMIT_HTTP_HEADER_TIMEOUT
@@ -600,13 +627,7 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="hostile-router-")
-        cls.ns = "hostile-" + uuid.uuid4().hex[:8]
-        kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                os.path.join(ROOT, "api/crds/agents.x-k8s.io_sandboxes.yaml"))
-        kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                "crd/sandboxes.agents.x-k8s.io")
-        kubectl("create", "namespace", cls.ns)
-        kubectl("label", "namespace", cls.ns, "agent-sandbox.test/integration=true")
+        cls.ns = new_namespace("hostile-")
         # The upstream: a sandboxd on loopback, reached through a Sandbox's status.
         cls.sroot = os.path.join(cls.dir, "root")
         cls.sport = free_port()
@@ -627,15 +648,7 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
                         "podIPs": [ip], "conditions": [{
                             "type": "Ready", "status": "True", "reason": "DependenciesReady",
                             "message": "", "lastTransitionTime": now}]}}))
-        cls.port, cls.hport = free_port(), free_port()
-        cls.log = open(os.path.join(cls.dir, "router.log"), "wb")
-        cls.p = subprocess.Popen([ROUTER, "--http-bind-address", f"127.0.0.1:{cls.port}",
-                                  "--health-probe-bind-address", f"127.0.0.1:{cls.hport}",
-                                  "--kubeconfig", KUBECONFIG, "--namespace", cls.ns,
-                                  "--allow-loopback-upstreams", "--trust-loopback", "false",
-                                  "--log-level", "warn"],
-                                 env=ENV, stdout=cls.log, stderr=cls.log)
-        wait_port(cls.port, cls.p, "router")
+        cls.p, cls.port, cls.log = start_router(cls.dir, cls.ns)
         auth = f"Authorization: Bearer {admin_token()}\r\n".encode()
         cls.base = f"/s/{cls.ns}/box/{cls.sport}"
         cls.t = Target(cls.port, cls.base + "/v1/health", auth)
@@ -786,22 +799,8 @@ class RouterHold(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="hostile-hold-")
-        self.ns = "hold-" + uuid.uuid4().hex[:8]
-        kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                os.path.join(ROOT, "api/crds/agents.x-k8s.io_sandboxes.yaml"))
-        kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                "crd/sandboxes.agents.x-k8s.io")
-        kubectl("create", "namespace", self.ns)
-        kubectl("label", "namespace", self.ns, "agent-sandbox.test/integration=true")
-        self.port, self.hport = free_port(), free_port()
-        self.log = open(os.path.join(self.dir, "router.log"), "wb")
-        self.p = subprocess.Popen([ROUTER, "--http-bind-address", f"127.0.0.1:{self.port}",
-                                   "--health-probe-bind-address", f"127.0.0.1:{self.hport}",
-                                   "--kubeconfig", KUBECONFIG, "--namespace", self.ns,
-                                   "--allow-loopback-upstreams", "--trust-loopback", "false",
-                                   "--idle-timeout", "1s", "--log-level", "warn"],
-                                  env=ENV, stdout=self.log, stderr=self.log)
-        wait_port(self.port, self.p, "router")
+        self.ns = new_namespace("hold-")
+        self.p, self.port, self.log = start_router(self.dir, self.ns, "--idle-timeout", "1s")
         self.auth = f"Authorization: Bearer {admin_token()}\r\n".encode()
 
     def tearDown(self):
