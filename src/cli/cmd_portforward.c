@@ -255,15 +255,18 @@ static int remote_open(struct pf_conn *c)
                              .authorization = auth,
                              .key = buf_str(&key)};
     int r = cli_pfwd_request(&q, &c->tx);
-    xfree(auth);
+    if (auth) {
+        explicit_bzero(auth, strlen(auth));
+        xfree(auth);
+    }
     if (r == 0)
         r = send_all(c);
+    if (c->tx.data) /* the request's Authorization line, sent or not */
+        explicit_bzero(c->tx.data, c->tx.cap);
+    buf_reset(&c->tx);
     if (r == 0)
         r = read_answer(c, buf_str(&key));
     buf_done(&key);
-    if (auth)
-        explicit_bzero(auth, strlen(auth));
-    xfree(auth);
     return r;
 }
 

@@ -261,6 +261,33 @@ static void test_port_forward_api(void **state)
     assert_non_null(strstr(o, "Handling connection for 8080"));
     assert_non_null(strstr(o, "refused: HTTP 404"));
     assert_non_null(strstr(o, "pods \"ready\" not found"));
+    /* The same with a bearer token in the kubeconfig (it goes into each connection's
+     * upgrade request; freed twice there before): alice's kubeconfig with admin's token. */
+    char cmd[2048], dir[400];
+    (void)snprintf(dir, sizeof(dir), "%s", it_kubeconfig());
+    *strrchr(dir, '/') = '\0';
+    (void)snprintf(
+        cmd, sizeof(cmd),
+        "sed \"s/token: .*/token: $(awk -F, '$2 ~ /^admin$/ {print $1}' %s/tokens.csv)/\" "
+        "%s/kubeconfig-alice >%s/tok.kubeconfig",
+        dir, dir, work);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(
+        it_cli_runf(&out,
+                    "--kubeconfig %s/tok.kubeconfig port-forward ready :8080 -n %s >%s/pf.out 2>&1 "
+                    "& pf=$!; i=0; "
+                    "while ! grep -q Forwarding %s/pf.out && [ $i -lt 100 ]; do sleep 0.1; "
+                    "i=$((i+1)); done; "
+                    "p=$(sed -n 's/^Forwarding from 127.0.0.1:\\([0-9]*\\) -> 8080$/\\1/p' "
+                    "%s/pf.out); curl -s -m 20 http://127.0.0.1:$p/ >/dev/null; "
+                    "curl -s -m 20 http://127.0.0.1:$p/ >/dev/null; "
+                    "kill $pf; wait $pf; echo rc=$?; cat %s/pf.out",
+                    work, ns, work, work, work, work),
+        0);
+    o = buf_str(&out);
+    assert_non_null(strstr(o, "rc=0\nForwarding from 127.0.0.1:"));
+    assert_non_null(strstr(o, "pods \"ready\" not found"));
+    assert_null(strstr(o, "AddressSanitizer"));
     buf_done(&out);
 }
 
