@@ -127,6 +127,10 @@ static SSL_CTX *ctx_load(const struct tls_front_opts *o)
     (void)SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
     (void)SSL_CTX_set_mode(ctx,
                            SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* Without a session ID context, OpenSSL fails the handshake of a client that resumes
+     * a session on a context that verifies peers (mTLS) instead of starting afresh. */
+    static const unsigned char sid[] = "agent-sandbox-tls-front";
+    (void)SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
     if (SSL_CTX_use_certificate_chain_file(ctx, o->cert_file) != 1) {
         log_ssl_error("cannot load the TLS certificate", o->cert_file);
     } else if (SSL_CTX_use_PrivateKey_file(ctx, o->key_file, SSL_FILETYPE_PEM) != 1 ||

@@ -107,24 +107,45 @@ static int h_info(struct http_req *req, void *ctx)
     return http_respond(req, 200, "text/plain", out, info.len);
 }
 
-/* One GET /info over TLS with the client certificate cert/key; the response into buf. */
-static void get_info(uint16_t port, const char *cert, const char *key, char *buf, size_t size)
+/* One GET /info over TLS (version: 0 any, else that one) with the client certificate
+ * cert/key; the response into buf. With sess: *sess (if any) is offered for resumption
+ * and replaced by this connection's session. Returns whether the session was resumed. */
+static bool get_info_tls(uint16_t port, const char *cert, const char *key, int version,
+                         SSL_SESSION **sess, char *buf, size_t size)
 {
     static const char req[] = "GET /info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
     int fd = connect_port(port), n, got = 0;
+    if (version) {
+        assert_int_equal(SSL_CTX_set_min_proto_version(cctx, version), 1);
+        assert_int_equal(SSL_CTX_set_max_proto_version(cctx, version), 1);
+    }
     assert_int_equal(SSL_CTX_use_certificate_file(cctx, cert, SSL_FILETYPE_PEM), 1);
     assert_int_equal(SSL_CTX_use_PrivateKey_file(cctx, key, SSL_FILETYPE_PEM), 1);
     SSL *ssl = SSL_new(cctx);
     assert_int_equal(SSL_set_fd(ssl, fd), 1);
+    if (sess && *sess)
+        assert_int_equal(SSL_set_session(ssl, *sess), 1);
     assert_int_equal(SSL_connect(ssl), 1);
+    bool reused = SSL_session_reused(ssl) == 1;
     assert_int_equal(SSL_write(ssl, req, (int)strlen(req)), (int)strlen(req));
     while ((n = SSL_read(ssl, buf + got, (int)size - 1 - got)) > 0)
         got += n;
     buf[got] = '\0';
+    (void)SSL_shutdown(ssl); /* a session freed without it is not resumable */
+    if (sess) {
+        SSL_SESSION_free(*sess);
+        *sess = SSL_get1_session(ssl);
+    }
     SSL_free(ssl);
     SSL_CTX_free(cctx);
     (void)close(fd);
+    return reused;
+}
+
+static void get_info(uint16_t port, const char *cert, const char *key, char *buf, size_t size)
+{
+    (void)get_info_tls(port, cert, key, 0, NULL, buf, size);
 }
 
 /* mTLS with client_identity: the handler sees the certificate's identity (a
@@ -157,6 +178,47 @@ static void test_front_client_identity(void **state)
             strstr(buf, with ? "\r\n\r\nunit|system:authenticated|" : "Content-Length: 0\r\n"));
         tls_front_stop(front);
     }
+    http_server_stop_thread(srv, USEC_PER_SEC);
+    http_router_free(routes);
+    tls_self_signed_remove(dir);
+}
+
+/* mTLS: a client that resumes its session (TLS 1.3 ticket, TLS 1.2 session) is served,
+ * with the identity of the certificate of the session (the handshake failed before). */
+static void test_front_session_resumed(void **state)
+{
+    struct http_router *routes = http_router_new();
+    struct http_server_opts so = {.router = routes};
+    struct http_server_thread *srv;
+    struct tls_front *front;
+    char *dir, cert[512], key[512], buf[4096];
+    (void)state;
+    assert_int_equal(http_router_add(routes, "GET", "/info", 0, h_info, NULL), 0);
+    assert_int_equal(http_server_start_thread(&so, &srv), 0);
+    assert_int_equal(tls_self_signed("unit", &dir), 0);
+    (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
+    (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
+    struct tls_front_opts to = {.host = "127.0.0.1",
+                                .cert_file = cert,
+                                .key_file = key,
+                                .client_ca = cert,
+                                .mtls = TLS_MTLS_REQUIRED,
+                                .client_identity = true};
+    assert_int_equal(tls_front_start(&to, http_server_thread_server(srv), &front), 0);
+    static const int versions[] = {TLS1_3_VERSION, TLS1_2_VERSION};
+    for (size_t i = 0; i < ARRAY_SIZE(versions); i++) {
+        SSL_SESSION *sess = NULL;
+        for (int round = 0; round < 2; round++) {
+            buf[0] = '\0';
+            bool reused = get_info_tls(tls_front_port(front), cert, key, versions[i], &sess, buf,
+                                       sizeof(buf));
+            assert_int_equal(reused, round == 1);
+            assert_non_null(strstr(buf, "HTTP/1.1 200"));
+            assert_non_null(strstr(buf, "\r\n\r\nunit|system:authenticated|"));
+        }
+        SSL_SESSION_free(sess);
+    }
+    tls_front_stop(front);
     http_server_stop_thread(srv, USEC_PER_SEC);
     http_router_free(routes);
     tls_self_signed_remove(dir);
@@ -256,6 +318,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_front_serves_http_server),
         cmocka_unit_test(test_front_client_identity),
+        cmocka_unit_test(test_front_session_resumed),
         cmocka_unit_test(test_front_rejects_bad_options),
         cmocka_unit_test(test_self_signed),
         cmocka_unit_test(test_mtls_parse),
