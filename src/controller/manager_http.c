@@ -190,6 +190,7 @@ void ctrl__servers_stop(struct ctrl_manager *m)
 {
     ctrl__metrics_secure_stop(m);
     http_server_stop_thread(m->metrics_srv, 1 * USEC_PER_SEC);
+    ctrl__metrics_secure_free(m);
     http_server_stop_thread(m->health_srv, 1 * USEC_PER_SEC);
     m->metrics_srv = m->health_srv = NULL;
     http_router_free(m->metrics_router);

@@ -64,8 +64,11 @@ void ctrl__servers_stop(struct ctrl_manager *m);
 /* manager_secure.c: --metrics-secure. Starts the HTTPS front on host:port in front of
  * the (loopback) metrics server and the scrape checker. Returns 0 or negative (logged). */
 int ctrl__metrics_secure_start(struct ctrl_manager *m, const char *host, uint16_t port);
-/** Stops both; before the metrics server stops. */
+/** Stops the HTTPS front and the reviews (scrapes from now on get 503); before the
+ * metrics server stops. */
 void ctrl__metrics_secure_stop(struct ctrl_manager *m);
+/** Frees the scrape checker; after the metrics server stopped. */
+void ctrl__metrics_secure_free(struct ctrl_manager *m);
 /** Serves GET /metrics once the scrape is allowed (secure) or at once. */
 int ctrl__metrics_serve(struct http_req *req, struct ctrl_manager *m,
                         int (*render)(struct http_req *req, struct ctrl_manager *m));

@@ -69,8 +69,16 @@ void ctrl__metrics_secure_stop(struct ctrl_manager *m)
 {
     tls_front_stop(m->metrics_tls);
     m->metrics_tls = NULL;
-    metrics_auth_free(m->metrics_auth); /* the metrics loop still runs: verdicts land */
-    m->metrics_auth = NULL;
+    /* The metrics loop still runs: verdicts land, later scrapes get 503. The checker is
+     * freed once the server has stopped (ctrl__metrics_secure_free): a NULL one would
+     * serve the page without a review. */
+    metrics_auth_stop(m->metrics_auth);
     tls_self_signed_remove(m->metrics_tls_dir);
     m->metrics_tls_dir = NULL;
+}
+
+void ctrl__metrics_secure_free(struct ctrl_manager *m)
+{
+    metrics_auth_free(m->metrics_auth);
+    m->metrics_auth = NULL;
 }

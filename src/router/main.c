@@ -410,8 +410,11 @@ static int run(struct flags *f, struct kube_client *client)
     log_info("signal received, draining\tsignal=%d", sig);
     tls_front_stop(tls);
     tls_front_stop(mtls);
+    /* The reviews in flight post their verdicts while the probe server still runs; a
+     * scrape from now on is answered 503. Then the servers stop, then the checker goes. */
+    metrics_auth_stop(f->o.metrics_auth);
     router_stop(r);
-    metrics_auth_free(f->o.metrics_auth); /* reviews in flight end; their replies are dropped */
+    metrics_auth_free(f->o.metrics_auth);
     tls_self_signed_remove(mdir);
     return 0;
 }

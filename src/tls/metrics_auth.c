@@ -28,6 +28,7 @@ struct metrics_auth {
     pthread_cond_t idle;
     struct map *cache; /* sha256 hex -> struct verdict */
     int inflight;
+    bool stopping; /* metrics_auth_stop: no review starts any more */
 };
 
 struct verdict {
@@ -63,14 +64,22 @@ struct metrics_auth *metrics_auth_new(struct kube_client *client)
     return a;
 }
 
-void metrics_auth_free(struct metrics_auth *a)
+void metrics_auth_stop(struct metrics_auth *a)
 {
     if (!a)
         return;
     (void)pthread_mutex_lock(&a->lock);
+    a->stopping = true;
     while (a->inflight > 0)
         (void)pthread_cond_wait(&a->idle, &a->lock);
     (void)pthread_mutex_unlock(&a->lock);
+}
+
+void metrics_auth_free(struct metrics_auth *a)
+{
+    if (!a)
+        return;
+    metrics_auth_stop(a);
     map_free(a->cache);
     pthread_mutex_destroy(&a->lock);
     pthread_cond_destroy(&a->idle);
@@ -206,7 +215,7 @@ static bool take_slot(struct metrics_auth *a)
 {
     bool ok;
     (void)pthread_mutex_lock(&a->lock);
-    ok = a->inflight < LIMIT_METRICS_AUTH_INFLIGHT;
+    ok = !a->stopping && a->inflight < LIMIT_METRICS_AUTH_INFLIGHT;
     a->inflight += ok;
     (void)pthread_mutex_unlock(&a->lock);
     return ok;

@@ -21,8 +21,13 @@ typedef void metrics_auth_done_fn(struct http_req *req, int status, void *ctx);
 
 /** Returns a new checker using client (borrowed; must outlive it). */
 struct metrics_auth *metrics_auth_new(struct kube_client *client);
-/** Waits for reviews in progress to deliver their verdicts (the server's loop must still
- * run) and frees the checker (NULL is fine). */
+/** Stops the reviews: checks from now on are answered 503 at once, and the call waits
+ * for the reviews in progress to post their verdicts (the server's loop must still run
+ * and deliver them). Call before the server stops: a review posting to a freed server
+ * would touch freed memory. NULL and a second call are fine. */
+void metrics_auth_stop(struct metrics_auth *a);
+/** Stops the reviews as metrics_auth_stop and frees the checker (NULL is fine). No check
+ * may come after: stop the server first. */
 void metrics_auth_free(struct metrics_auth *a);
 /** Checks req (loop thread): done runs with the verdict, now (cached, no token) or later
  * (after the reviews; req is kept referenced meanwhile). */
