@@ -3,6 +3,7 @@
  * do the same): scrapers then skip verification or pin it. */
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,8 +96,9 @@ int tls_self_signed(const char *cn, char **ret_dir)
     EVP_PKEY *key = EVP_EC_gen("P-256");
     X509 *crt = key ? make_cert(key, cn) : NULL;
     int r = crt ? 0 : -EINVAL;
-    if (r >= 0 && !mkdtemp(dir))
-        r = -errno;
+    bool made = false;
+    if (r >= 0)
+        r = (made = mkdtemp(dir) != NULL) ? 0 : -errno;
     if (r >= 0)
         r = write_pem(dir, "tls.key", key, NULL);
     if (r >= 0)
@@ -104,7 +106,10 @@ int tls_self_signed(const char *cn, char **ret_dir)
     X509_free(crt);
     EVP_PKEY_free(key);
     if (r < 0) {
-        xfree(dir);
+        if (made)
+            tls_self_signed_remove(dir); /* no key left behind; frees dir */
+        else
+            xfree(dir);
         return r;
     }
     *ret_dir = dir;
