@@ -50,10 +50,20 @@ def parse_stat(j: Mapping[str, Any]) -> FileStat:
 
 
 def mkdir_args(parents: bool, mode: int | None) -> dict[str, Any]:
+    """request() arguments of a mkdir. sandboxd's 409 after an attempt that may have
+    made the directory (its answer was lost) comes back as an answer: see made_before."""
     params = {"parents": "true" if parents else "false"}
     if mode is not None:
         params["mode"] = f"0{mode:03o}"
-    return {"params": params}
+    return {"params": params, "after_loss": (409,)}
+
+
+def made_before(resp: httpx.Response, st: FileStat | None, what: str) -> FileStat:
+    """mkdir's answer to a conflict (resp) that an earlier attempt may have caused: the
+    path's stat st when it is a directory, else the conflict's error."""
+    if st is None or not st.is_dir:
+        raise _wire.error(resp, what)
+    return st
 
 
 def move_args(src: str, dst: str, overwrite: bool) -> dict[str, Any]:

@@ -103,7 +103,8 @@ def port_target(
 
 def client_options(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout: float) -> dict[str, Any]:
     """The httpx.Client/AsyncClient arguments for a PortURL: base_url, headers, TLS and
-    (proxy mode) the kubeconfig's auth, refreshed per request like the API client's."""
+    the auth, refreshed per request like the API client's: the kubeconfig's (proxy
+    mode), the router's token file or exec credential (router mode)."""
     opts = _wire.client_options(timeout)
     opts["base_url"] = t.base_url
     if t.needs_kube_tls and cfg is not None:
@@ -117,6 +118,10 @@ def client_options(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout
     opts["headers"] = dict(t.headers)
     if isinstance(conn, RouterConnection):
         opts["verify"] = conn.verify
+        auth = _conn.SourceAuth(_conn.router_source(conn, cfg))
+        if auth.dynamic:  # the token as it is at each request (a token file rotates)
+            opts["headers"].pop("Authorization", None)
+            opts["auth"] = auth
     return opts
 
 

@@ -278,7 +278,13 @@ class Attempts:
         self.idempotent = idempotent
         self.i = -1
         self.woke = False
+        self.renewed = False  # sent once more with a renewed router token
+        # a failed attempt may have run in sandboxd (outcome_unknown)
+        self.may_have_run = False
         self._headers: dict[str, str] = kw.pop("headers", {})
+        # after_loss: sandboxd's error statuses that mean success once an earlier attempt
+        # may have run (a delete's 404, a mkdir's 409; the caller checks the latter).
+        self._after_loss: tuple[int, ...] = kw.pop("after_loss", ())
         # make_content: a factory of a one-shot body (a chunked generator), called per attempt.
         self._make_content = kw.pop("make_content", None)
         # a body that cannot be sent twice (an iterable of chunks, a file being read)
@@ -314,6 +320,32 @@ class Attempts:
         retries are spent, and once)."""
         return self.last and not self.woke
 
+    def lost(self, e: httpx.TransportError) -> None:
+        """Takes an attempt that got no (complete) answer."""
+        self.may_have_run = self.may_have_run or not never_sent(e)
+
+    def answered(self, resp: httpx.Response, via_kube: bool) -> None:
+        """Takes an attempt's answer."""
+        self.may_have_run = self.may_have_run or outcome_unknown(resp, via_kube)
+
+    def renew(self, renewed: bool) -> bool:
+        """After a 401: whether to send this attempt once more, at once (renewed: the
+        router refused the token and the token file now holds another). Once per call,
+        and never with a body that cannot be sent twice."""
+        if self.renewed or self._one_shot or not renewed:
+            return False
+        self.renewed = True
+        self.i -= 1  # the same attempt again: the budget of 502/503/504 retries stays
+        return True
+
+    def ok(self, resp: httpx.Response, ok: tuple[int, ...]) -> tuple[int, ...]:
+        """The statuses check() lets through: ok, plus resp's own when it is sandboxd's
+        answer in after_loss and an earlier attempt may have done the work."""
+        s = resp.status_code
+        if self.may_have_run and s in self._after_loss and answer_source(resp) == "sandboxd":
+            return (*ok, s)
+        return ok
+
     def retry_status(self, resp: httpx.Response) -> bool:
         """Whether a 502/503/504 answer is retried."""
         return resp.status_code in RETRY_STATUS and not self.last
@@ -347,17 +379,52 @@ def never_sent(e: httpx.TransportError) -> bool:
 _NOT_DIALED = ("dial tcp", "connection refused", "no route to host")
 
 
+def _error_body(resp: httpx.Response) -> dict[str, Any]:
+    """The JSON object of an error answer (its first 4 KiB), or {}."""
+    try:
+        j = json.loads(resp.content[:4096])
+    except ValueError:
+        return {}
+    return j if isinstance(j, dict) else {}
+
+
+def answer_source(resp: httpx.Response) -> str:
+    """Who gave a failed answer, by its body: "router" (sandbox-router's
+    ``{"detail": ...}``), "apiserver" (a Kubernetes Status: the pod proxy's own),
+    "sandboxd" (its ``{"code", "message"}``) or "" (anything else: another proxy, say)."""
+    j = _error_body(resp)
+    if isinstance(j.get("detail"), str) and j["detail"]:
+        return "router"
+    if j.get("kind") == "Status":
+        return "apiserver"
+    return "sandboxd" if "code" in j else ""
+
+
 def not_forwarded(resp: httpx.Response, via_kube: bool) -> bool:
     """Whether a failed answer came from the router or the API server's pod proxy
     without the request reaching sandboxd: the router refuses with 503 before it
     forwards, and of its 502s only a failed connect ("Could not connect"); the pod
-    proxy's "pod not found" (404) or a 503 from a failed dial."""
-    if not _k8s.pod_gone(resp, via_kube):
-        return False
-    text = resp.content[:2048].decode("utf-8", "replace")
+    proxy's "pod not found" (404) or a 503 from a failed dial. Only their own answers
+    count (the router's ``detail`` body, the API server's Status): a 503 of sandboxd or
+    of another proxy in front proves nothing."""
+    s, src = resp.status_code, answer_source(resp)
+    msg = str(_error_body(resp).get("detail" if src == "router" else "message", ""))
     if via_kube:
-        return resp.status_code == 404 or (resp.status_code == 503 and any(s in text for s in _NOT_DIALED))
-    return resp.status_code == 503 or "Could not connect" in text
+        return src == "apiserver" and (s == 404 or (s == 503 and any(t in msg for t in _NOT_DIALED)))
+    return src == "router" and (s == 503 or (s == 502 and msg.startswith("Could not connect")))
+
+
+def outcome_unknown(resp: httpx.Response, via_kube: bool) -> bool:
+    """Whether a failed answer leaves open if the request ran in sandboxd: a 502, 503 or
+    504 of a proxy that may have forwarded it (sandboxd's own 503 included), unless
+    not_forwarded proves otherwise."""
+    return resp.status_code in RETRY_STATUS and not not_forwarded(resp, via_kube)
+
+
+def router_refused_token(resp: httpx.Response) -> bool:
+    """Whether resp is the router's own 401 (the bearer token was refused before
+    forwarding, so the request may be sent again with another)."""
+    return resp.status_code == 401 and answer_source(resp) == "router"
 
 
 def spawn_request(base: str, headers: Mapping[str, str]) -> dict[str, Any]:
@@ -442,5 +509,10 @@ def local_child(local: str | os.PathLike[str], name: str) -> Path:
 
 
 def delete_options(recursive: bool, missing_ok: bool) -> dict[str, Any]:
-    """request() arguments of a file delete."""
-    return {"params": {"recursive": "true"} if recursive else {}, "ok": (404,) if missing_ok else ()}
+    """request() arguments of a file delete. sandboxd's 404 after an attempt that may
+    have deleted the path (its answer was lost) is success."""
+    return {
+        "params": {"recursive": "true"} if recursive else {},
+        "ok": (404,) if missing_ok else (),
+        "after_loss": (404,),
+    }

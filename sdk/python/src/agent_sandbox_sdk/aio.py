@@ -35,6 +35,7 @@ from .models import (
     FileEntry,
     FileStat,
     ProcessEvent,
+    RouterConnection,
     SandboxInfo,
     WriteResult,
 )
@@ -299,12 +300,15 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
 
     async def _route(self) -> _conn.Target:
         await self._wake(force=False)
+        if isinstance(self.client.connection, RouterConnection):
+            # The router may take the kube token: a due exec credential is fetched off the
+            # event loop (at once when fresh); the Target reads it per request.
+            await self.client.config.exec_credential_async()
         async with self._lock:
             if self._target is None:
                 name = await self._need_name()
                 if self._needs_object():
                     self._obj = await self.client.kube.get("sandboxes", self.namespace, name)
-                await self.client.config.exec_credential_async()  # the router may take the kube token
                 return self._new_target(name)
             return self._target
 
@@ -366,13 +370,17 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
         **kw: Any,
     ) -> httpx.Response:
         """One request to sandboxd. Idempotent calls are retried on 502/503/504 and
-        connection loss; others never are (a run is never executed twice)."""
+        connection loss; others never are (a run is never executed twice). The router's
+        401 is sent again at once, once, when the token file holds a new token.
+        ``after_loss``: sandboxd's error statuses that pass once an earlier attempt may
+        have run (see _wire.Attempts)."""
         att = _wire.Attempts(idempotent, kw)
         while att.next():
             t = await self._route()
             try:
                 resp = await self._http(t).request(method, t.base + path, **att.kwargs(t.headers))
             except httpx.TransportError as e:
+                att.lost(e)
                 self._lost()
                 if att.may_wake() and att.replay_safe(e=e) and await self._wake(force=True):
                     att.woke = True
@@ -380,6 +388,9 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
                     raise _wire.transport_error(e, what, idempotent) from e
                 else:
                     await asyncio.sleep(att.backoff)
+                continue
+            att.answered(resp, t.via_kube)
+            if att.renew(t.renew_token(resp)):
                 continue
             if att.retry_status(resp):
                 self._target = None
@@ -391,7 +402,7 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
             ):
                 att.woke = True
             else:
-                return _wire.check(resp, what, ok)
+                return _wire.check(resp, what, att.ok(resp, ok))
         raise AssertionError("unreachable")
 
     # ---- processes -----------------------------------------------------------------
@@ -743,11 +754,20 @@ class AsyncFiles:
 
     async def mkdir(self, path: str, *, parents: bool = True, mode: int | None = None) -> FileStat:
         """Creates a directory (with its parents when ``parents``; an existing directory
-        is then fine). ConflictError when something else is in the way."""
+        is then fine). ConflictError when something else is in the way. A conflict after
+        an attempt whose answer was lost is success when path is now a directory."""
         kw = _fsops.mkdir_args(parents, mode)
         what = f"mkdir {path}"
         resp = await self._sb.request("POST", _fsops.api_path("/v1/mkdir/", path), idempotent=True, what=what, **kw)
+        if resp.status_code == 409:
+            return _fsops.made_before(resp, await self._stat_or_none(path), what)
         return _fsops.parse_stat(resp.json())
+
+    async def _stat_or_none(self, path: str) -> FileStat | None:
+        try:
+            return await self.stat(path)
+        except SandboxError:
+            return None
 
     async def move(self, src: str, dst: str, *, overwrite: bool = False) -> None:
         """Renames src to dst (both under the root; dst's parent must exist). Without

@@ -354,13 +354,17 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
         **kw: Any,
     ) -> httpx.Response:
         """One request to sandboxd. Idempotent calls are retried on 502/503/504 and
-        connection loss; others never are (a run is never executed twice)."""
+        connection loss; others never are (a run is never executed twice). The router's
+        401 is sent again at once, once, when the token file holds a new token.
+        ``after_loss``: sandboxd's error statuses that pass once an earlier attempt may
+        have run (see _wire.Attempts)."""
         att = _wire.Attempts(idempotent, kw)
         while att.next():
             t = self._route()
             try:
                 resp = self._http(t).request(method, t.base + path, **att.kwargs(t.headers))
             except httpx.TransportError as e:
+                att.lost(e)
                 self._lost()
                 if att.may_wake() and att.replay_safe(e=e) and self._wake(force=True):
                     att.woke = True
@@ -368,6 +372,9 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
                     raise _wire.transport_error(e, what, idempotent) from e
                 else:
                     time.sleep(att.backoff)
+                continue
+            att.answered(resp, t.via_kube)
+            if att.renew(t.renew_token(resp)):
                 continue
             if att.retry_status(resp):
                 self._target = None
@@ -379,7 +386,7 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
             ):
                 att.woke = True
             else:
-                return _wire.check(resp, what, ok)
+                return _wire.check(resp, what, att.ok(resp, ok))
         raise AssertionError("unreachable")
 
     # ---- processes -----------------------------------------------------------------
@@ -704,12 +711,20 @@ class Files:
 
     def mkdir(self, path: str, *, parents: bool = True, mode: int | None = None) -> FileStat:
         """Creates a directory (with its parents when ``parents``; an existing directory
-        is then fine). ConflictError when something else is in the way."""
+        is then fine). ConflictError when something else is in the way. A conflict after
+        an attempt whose answer was lost is success when path is now a directory."""
         kw = _fsops.mkdir_args(parents, mode)
-        resp = self._sb.request(
-            "POST", _fsops.api_path("/v1/mkdir/", path), idempotent=True, what=f"mkdir {path}", **kw
-        )
+        what = f"mkdir {path}"
+        resp = self._sb.request("POST", _fsops.api_path("/v1/mkdir/", path), idempotent=True, what=what, **kw)
+        if resp.status_code == 409:
+            return _fsops.made_before(resp, self._stat_or_none(path), what)
         return _fsops.parse_stat(resp.json())
+
+    def _stat_or_none(self, path: str) -> FileStat | None:
+        try:
+            return self.stat(path)
+        except SandboxError:
+            return None
 
     def move(self, src: str, dst: str, *, overwrite: bool = False) -> None:
         """Renames src to dst (both under the root; dst's parent must exist). Without
