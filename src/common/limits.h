@@ -113,6 +113,7 @@
 #define LIMIT_EXT_CACHE_LAG_REQUEUE (200 * USEC_PER_MSEC)    /* AlreadyExists on a cold create */
 #define LIMIT_EXT_CLAIM_TIMEOUT     (10 * 60 * USEC_PER_SEC) /* --claim-timeout default */
 #define LIMIT_EXT_ADOPT_ATTEMPTS    8                        /* warm candidates tried per pass */
+#define LIMIT_EXT_ADOPT_SENDS       3                        /* of one PATCH, while unsure */
 #define LIMIT_EXT_REFILL_WAIT       (60 * 60 * USEC_PER_SEC) /* longest wait for a refill token */
 #define LIMIT_EXT_CREATE_PARALLEL   32 /* bound on --sandbox-warm-pool-create-parallelism */
 #define LIMIT_EXT_DOMAINS_FILE      (64u * 1024) /* allowed-label-domains file */

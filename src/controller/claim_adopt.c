@@ -108,14 +108,28 @@ static json_t *adopt_patch(const struct ext_ctrl *x, const json_t *claim, const 
     return p;
 }
 
+/* adopt_settle's answer: send the same adoption PATCH again. */
+#define ADOPT_RESEND 2
+
+/* Whether cur is the version of the Sandbox that the adoption PATCH of sb was guarded by
+ * (its resourceVersion precondition): such a PATCH can still be carried out. */
+static bool same_version(const json_t *cur, const json_t *sb)
+{
+    const char *a = kube_obj_resource_version(cur), *b = kube_obj_resource_version(sb);
+    return a && b && strcmp(a, b) == 0;
+}
+
 /* The adoption PATCH of candidate sb (name) may have been applied: the Sandbox is read.
  * Returns 1 when the claim controls it (*ret_sb: the read), 0 when another owner does or
- * it is gone, or a negative errno when the read fails too: the candidate is then the
- * claim's binding, so the claim's next pass reads it before it takes another (without
- * that, a PATCH applied but unanswered would leave the claim controlling two). */
+ * it is gone, ADOPT_RESEND when it is still the pool's in the version the PATCH was
+ * guarded by and resend allows (a PATCH the server has not carried out yet can still be:
+ * sending it again makes one of the two win, both for this claim), or a negative errno
+ * when the read fails too or the PATCH can still land: the candidate is then the claim's
+ * binding, so the claim's next pass reads it before it takes another (without that, a
+ * PATCH applied but unanswered, or applied late, would leave the claim controlling two). */
 static int adopt_settle(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
-                        const json_t *sb, json_t **ret_sb, const struct kube_err *pe, char *msg,
-                        size_t size)
+                        const json_t *sb, bool resend, json_t **ret_sb, const struct kube_err *pe,
+                        char *msg, size_t size)
 {
     const char *name = kube_obj_name(sb);
     json_t *cur = NULL;
@@ -124,11 +138,18 @@ static int adopt_settle(struct ext_ctrl *x, const json_t *claim, const json_t *p
     case EXT_SB_OURS:
         *ret_sb = cur;
         return 1;
-    case EXT_SB_OTHER:
-        if (sb_controlled_by(cur, kube_obj_uid(pool)))
-            claim_queue_push(x->cq, pk, name); /* not applied: still a candidate */
+    case EXT_SB_OTHER: {
+        bool pools = sb_controlled_by(cur, kube_obj_uid(pool)), pending = same_version(cur, sb);
         json_decref(cur);
-        return 0;
+        if (pools && pending && resend)
+            return ADOPT_RESEND;
+        if (pools && !pending)
+            claim_queue_push(x->cq, pk, name); /* changed since: the PATCH cannot apply */
+        if (!pools || !pending)
+            return 0;
+        kube_err_set(&e, -EAGAIN, "it is unchanged, so the PATCH may still be carried out");
+        break;
+    }
     case EXT_SB_GONE:
         return 0;
     case EXT_SB_UNKNOWN:
@@ -142,13 +163,54 @@ static int adopt_settle(struct ext_ctrl *x, const json_t *claim, const json_t *p
     return e.code ? e.code : -EIO;
 }
 
+/* The adoption PATCH of sb failed with e (neither carried out for sure nor unknown). An
+ * earlier send that may still be carried out (unsure) keeps sb the claim's binding.
+ * Returns 0 (skip the candidate: another claim won it, or it is gone) or e's errno. */
+static int adopt_failed(struct ext_ctrl *x, const json_t *claim, const char *pk, const json_t *sb,
+                        bool unsure, const struct kube_err *e, char *msg, size_t size)
+{
+    const char *name = kube_obj_name(sb);
+    if (kube_err_is_conflict(e) || kube_err_is_not_found(e))
+        return 0;
+    if (unsure)
+        ext__binding_put(x, claim, sb);
+    claim_queue_push(x->cq, pk, name);
+    (void)snprintf(msg, size, "adopting Sandbox %s: %s", name, e->message);
+    return e->code ? e->code : -EIO;
+}
+
+/* Sends the adoption PATCH of sb, again while the server may not have carried out an
+ * earlier send (at most LIMIT_EXT_ADOPT_SENDS sends). Returns as try_one. */
+static int adopt_send(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
+                      const json_t *sb, const json_t *patch, json_t **ret_sb, char *msg,
+                      size_t size)
+{
+    struct kube_err e;
+    json_t *out = NULL;
+    bool unsure = false; /* an earlier send may still be carried out */
+    for (int sends = 1;; sends++) {
+        kube_err_clear(&e);
+        if (ext__patch(x, &API_RES_SANDBOXES, kube_obj_namespace(sb), kube_obj_name(sb), NULL,
+                       patch, &out, &e) >= 0) {
+            *ret_sb = out;
+            return 1;
+        }
+        /* A conflict after an unsure send may be that send, carried out: read it too. */
+        if (!kube_err_outcome_unknown(&e) && !(unsure && kube_err_is_conflict(&e)))
+            return adopt_failed(x, claim, pk, sb, unsure, &e, msg, size);
+        unsure = true;
+        int r = adopt_settle(x, claim, pool, pk, sb, sends < LIMIT_EXT_ADOPT_SENDS, ret_sb, &e, msg,
+                             size);
+        if (r != ADOPT_RESEND)
+            return r;
+    }
+}
+
 /* Tries one candidate. Returns 1 adopted, 0 skip it, negative errno to stop. */
 static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
                    const char *name, json_t **ret_sb, char *msg, size_t size)
 {
-    const char *ns = kube_obj_namespace(claim);
-    json_t *sb = kube_store_get_ns(ext__sandboxes(x), ns, name), *patch, *out = NULL;
-    struct kube_err e;
+    json_t *sb = kube_store_get_ns(ext__sandboxes(x), kube_obj_namespace(claim), name), *patch;
     int r;
     if (!sb || !ext__warm_candidate(sb) || !sb_controlled_by(sb, kube_obj_uid(pool))) {
         json_decref(sb);
@@ -160,20 +222,8 @@ static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, 
         json_decref(sb);
         return -EEXIST;
     }
-    kube_err_clear(&e);
-    r = ext__patch(x, &API_RES_SANDBOXES, ns, name, NULL, patch, &out, &e);
+    r = adopt_send(x, claim, pool, pk, sb, patch, ret_sb, msg, size);
     json_decref(patch);
-    if (r >= 0) {
-        *ret_sb = out;
-        r = 1;
-    } else if (kube_err_outcome_unknown(&e)) {
-        r = adopt_settle(x, claim, pool, pk, sb, ret_sb, &e, msg, size);
-    } else if (kube_err_is_conflict(&e) || kube_err_is_not_found(&e)) {
-        r = 0; /* another claim won it, or it went away */
-    } else {
-        claim_queue_push(x->cq, pk, name);
-        (void)snprintf(msg, size, "adopting Sandbox %s: %s", name, e.message);
-    }
     json_decref(sb);
     return r;
 }

@@ -50,7 +50,10 @@ struct kube_client_opts {
      * every attempt that got an answer (before observe). A return of 500 to 599 replaces
      * the answer's status and drops its body: "the request was carried out, the answer
      * was lost in a 5xx", as a real server or proxy can do. Anything else keeps the
-     * answer. NULL: none. */
+     * answer. It is also called before each attempt, with status 0: a return of 500 to
+     * 599 then answers the attempt with that status without sending it, as a server that
+     * took the request and answered 5xx before carrying it out (it may still carry it out
+     * later: the caller cannot tell). NULL: none. */
     long (*fault)(void *ctx, const char *method, const struct kube_res *res,
                   const char *subresource, const char *url, long status);
     void *fault_ctx;

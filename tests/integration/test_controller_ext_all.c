@@ -368,6 +368,32 @@ static void test_adopt_answer_and_read_lost(void **state)
     claim_adopts_once("c-lost2", 2);
 }
 
+/* An adoption PATCH the server answered with a 5xx before carrying it out (it could still
+ * carry it out later): the claim reads the Sandbox unchanged and still the pool's, and
+ * sends the same PATCH again, so it adopts that candidate. Before, it moved on to another
+ * member, which the first PATCH, carried out late, would have made a second Sandbox of
+ * the claim. */
+static void test_adopt_unsent_resent(void **state)
+{
+    char url[512], dropped[256] = "";
+    (void)state;
+    assert_int_equal(it_drop_requests("PATCH", &API_RES_SANDBOXES, "/sandboxes/p-lost-", 1), 0);
+    create_claim("c-lost3", "p-lost", NULL);
+    json_t *cl = wait_claim("c-lost3", "True", NULL);
+    assert_int_equal(it_answers_lost(), 1);
+    it_last_lost_url(url, sizeof(url));
+    const char *at = strstr(url, "/sandboxes/");
+    assert_non_null(at);
+    (void)snprintf(dropped, sizeof(dropped), "%.*s", (int)strcspn(at + 11, "?/"), at + 11);
+    json_t *sb = bound_sandbox(cl);
+    assert_string_equal(kube_obj_name(sb), dropped);
+    assert_true(sb_controlled_by(sb, kube_obj_uid(cl)));
+    wait_pool("p-lost", 2, 2); /* refilled */
+    assert_int_equal(count_sandboxes(EXT_KIND_CLAIM, "c-lost3", NULL), 1);
+    json_decref(sb);
+    json_decref(cl);
+}
+
 static bool member_gone(void *ctx)
 {
     json_t *sb = get(&API_RES_SANDBOXES, ctx);
@@ -404,9 +430,11 @@ static void test_delete_answer_lost(void **state)
     assert_int_equal(count_sandboxes(EXT_KIND_POOL, "p-lost", NULL), 1);
     (void)kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost", NULL);
     (void)kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost2", NULL);
+    (void)kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost3", NULL);
     (void)kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-lost", NULL);
     assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost", WAIT), 0);
     assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost2", WAIT), 0);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXCLAIMS, ns, "c-lost3", WAIT), 0);
     assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-lost", WAIT), 0);
 }
 
@@ -957,6 +985,7 @@ int main(void)
         cmocka_unit_test(test_create_answer_lost),
         cmocka_unit_test(test_adopt_answer_lost),
         cmocka_unit_test(test_adopt_answer_and_read_lost),
+        cmocka_unit_test(test_adopt_unsent_resent),
         cmocka_unit_test(test_delete_answer_lost),
         cmocka_unit_test(test_warm_claim),
         cmocka_unit_test(test_upstream_metrics),

@@ -216,8 +216,10 @@ static struct {
     struct {
         char method[8], plural[64], url_part[256];
         int left;
+        bool unsent; /* it_drop_requests: answered before sending */
     } rule[LOST_RULES];
     int n, done;
+    char last_url[512]; /* of the last request a rule matched */
 } lost = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, const char *sub,
@@ -225,15 +227,17 @@ long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, c
 {
     long r = 0;
     (void)ctx;
-    if (!res || sub || status / 100 != 2)
+    if (!res || sub || (status != 0 && status / 100 != 2))
         return 0;
     pthread_mutex_lock(&lost.lock);
     for (int i = 0; i < lost.n && !r; i++) {
-        if (lost.rule[i].left > 0 && strcmp(method, lost.rule[i].method) == 0 &&
+        if (lost.rule[i].left > 0 && lost.rule[i].unsent == (status == 0) &&
+            strcmp(method, lost.rule[i].method) == 0 &&
             strcmp(res->plural, lost.rule[i].plural) == 0 && url &&
             strstr(url, lost.rule[i].url_part)) {
             lost.rule[i].left--;
             lost.done++;
+            (void)snprintf(lost.last_url, sizeof(lost.last_url), "%s", url);
             r = 501;
         }
     }
@@ -241,7 +245,8 @@ long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, c
     return r;
 }
 
-int it_lose_answers(const char *method, const struct kube_res *res, const char *url_part, int n)
+static int add_rule(const char *method, const struct kube_res *res, const char *url_part, int n,
+                    bool unsent)
 {
     int r = -ENOSPC;
     pthread_mutex_lock(&lost.lock);
@@ -250,11 +255,29 @@ int it_lose_answers(const char *method, const struct kube_res *res, const char *
         (void)snprintf(lost.rule[lost.n].plural, sizeof(lost.rule[0].plural), "%s", res->plural);
         (void)snprintf(lost.rule[lost.n].url_part, sizeof(lost.rule[0].url_part), "%s",
                        url_part ? url_part : "");
+        lost.rule[lost.n].unsent = unsent;
         lost.rule[lost.n++].left = n;
         r = 0;
     }
     pthread_mutex_unlock(&lost.lock);
     return r;
+}
+
+int it_drop_requests(const char *method, const struct kube_res *res, const char *url_part, int n)
+{
+    return add_rule(method, res, url_part, n, true);
+}
+
+void it_last_lost_url(char *out, size_t size)
+{
+    pthread_mutex_lock(&lost.lock);
+    (void)snprintf(out, size, "%s", lost.last_url);
+    pthread_mutex_unlock(&lost.lock);
+}
+
+int it_lose_answers(const char *method, const struct kube_res *res, const char *url_part, int n)
+{
+    return add_rule(method, res, url_part, n, false);
 }
 
 int it_answers_lost(void)

@@ -95,5 +95,10 @@ long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, c
  * subresource) whose URL contains url_part (NULL: any; e.g. "/sandboxes/pool-" for one
  * pool's members) lose their answer. Returns 0, or -ENOSPC with 4 rules already. */
 int it_lose_answers(const char *method, const struct kube_res *res, const char *url_part, int n);
+/** As it_lose_answers, but the requests are answered 501 before they are sent: a write
+ * the server did not carry out (yet: the controller cannot tell). Counted with them. */
+int it_drop_requests(const char *method, const struct kube_res *res, const char *url_part, int n);
+/** The URL of the last request a rule matched ("" before any), into out (size bytes). */
+void it_last_lost_url(char *out, size_t size);
 /** How many answers were lost since the rules began; the rules are dropped. */
 int it_answers_lost(void);

@@ -881,6 +881,47 @@ static void test_fault_hook(void **state)
     kube_client_free(c);
 }
 
+/* Before an attempt (status 0) the hook may answer it unsent: PATCHes here. */
+static long fault_patch_unsent(void *ctx, const char *method, const struct kube_res *res,
+                               const char *sub, const char *url, long status)
+{
+    struct hook_log *l = ctx;
+    (void)res, (void)sub, (void)url;
+    if (status != 0 || strcmp(method, "PATCH") != 0)
+        return 0;
+    l->faults++;
+    return 501;
+}
+
+/* An attempt the hook answers before sending never reaches the server, and its outcome
+ * is unknown to the caller (a server may take a request, answer 5xx and still carry it
+ * out); observe sees the answer. */
+static void test_fault_hook_unsent(void **state)
+{
+    struct hook_log l = {0};
+    struct kube_client_opts o = {.max_retries = -1,
+                                 .timeout = 5 * USEC_PER_SEC,
+                                 .fault = fault_patch_unsent,
+                                 .fault_ctx = &l,
+                                 .observe = observe_501,
+                                 .observe_ctx = &l};
+    struct kube_client *c = client_opts(h_echo_ok, &o);
+    struct kube_err e;
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "a", "b");
+    (void)state;
+    assert_int_equal(kube_patch(c, &KUBE_RES_PODS, NULL, "p", KUBE_PATCH_MERGE, patch, NULL, &e),
+                     -EIO);
+    assert_int_equal(e.http_status, 501);
+    assert_true(kube_err_outcome_unknown(&e));
+    assert_int_equal(server_requests(), 0);
+    assert_int_equal(l.faults, 1);
+    assert_int_equal(l.observed_501, 1);
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, NULL, "p", NULL, &e), 0);
+    assert_int_equal(server_requests(), 1);
+    json_decref(patch);
+    kube_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -897,6 +938,7 @@ int main(void)
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_fault_hook),
+        cmocka_unit_test(test_fault_hook_unsent),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
