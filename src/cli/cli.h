@@ -70,6 +70,10 @@ int cli_client(const struct cli_globals *g, struct kube_client **ret);
 int cli_config(const struct cli_globals *g, struct kube_config **ret);
 /** Prints "error: <what>: <API message>" for a failed request and returns CLI_ERR. */
 int cli_fail(const struct cli_globals *g, const char *what, int r, const struct kube_err *e);
+/** At the end of a command: flushes out (stdout) and checks it for a failed write. A
+ * write error other than EPIPE (the reader went away, as with `| head`) is printed to
+ * err and turns rc CLI_OK into CLI_ERR; otherwise rc is returned as is. */
+int cli_output_done(FILE *out, FILE *err, int rc);
 /** Namespace to use: -n, else the client's default. Borrowed. */
 const char *cli_namespace(const struct cli_globals *g, const struct kube_client *c);
 /** Checks g->output against the formats a command supports (a NULL-terminated list). */
@@ -145,8 +149,18 @@ void cli_help_delete(FILE *out);
 int cli_cmd_describe(struct cli_globals *g, int argc, char **argv);
 void cli_help_describe(FILE *out);
 int cli_cmd_exec(struct cli_globals *g, int argc, char **argv);
+/** exec -t -i: puts terminal fd in raw mode, keeping its settings, and makes SIGTERM,
+ * SIGHUP and SIGQUIT restore them before the process dies of the signal. Returns whether
+ * fd is a terminal now raw (then call cli_tty_restore). */
+bool cli_tty_raw(int fd);
+/** Restores the terminal settings cli_tty_raw changed and the signals' previous actions. */
+void cli_tty_restore(void);
 void cli_help_exec(FILE *out);
 /* cmd_code.c */
+/** Appends "/v1/contexts/ID/interrupt" for code context id (from sandboxd's stream) to
+ * out, id percent-escaped as one segment. Returns 0, -EINVAL for an empty, "." or ".."
+ * id (curl would resolve it to another path), or -E2BIG. */
+int cli_code_interrupt_path(const char *id, struct buf *out);
 int cli_cmd_run_code(struct cli_globals *g, int argc, char **argv);
 void cli_help_run_code(FILE *out);
 int cli_cmd_cp(struct cli_globals *g, int argc, char **argv);

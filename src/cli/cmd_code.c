@@ -14,6 +14,7 @@
 #include "cli/stream.h"
 #include "common/duration.h"
 #include "common/limits.h"
+#include "common/pct.h"
 #include "common/xalloc.h"
 #include "kube/linebuf.h"
 
@@ -27,9 +28,10 @@ struct code_state {
     struct cli_sbd *s;
     const struct code_opts *o;
     struct cli_stream st;
-    char context[80]; /* from the start event */
+    char *context; /* from the start event (owned); NULL before */
     bool ended, failed, timed_out, truncated;
     int proto_err;
+    int write_err; /* writing the output here failed (not -EPIPE): the stream stops */
 };
 
 static volatile sig_atomic_t code_ints;
@@ -59,14 +61,17 @@ void cli_help_run_code(FILE *out)
                  "refused the code.\n");
 }
 
-static void write_str(int fd, const char *s)
+/* Writes s to fd; the first failure other than EPIPE (the reader went away) is kept in
+ * x->write_err. */
+static void write_str(struct code_state *x, int fd, const char *s)
 {
-    if (s)
-        (void)cli_write_all(fd, s, strlen(s));
+    int r = s ? cli_write_all(fd, s, strlen(s)) : 0;
+    if (r < 0 && r != -EPIPE && !x->write_err)
+        x->write_err = r;
 }
 
 /* A result or display event: its text, or a summary of what else it has. */
-static void print_data(const json_t *data, bool is_main)
+static void print_data(struct code_state *x, const json_t *data, bool is_main)
 {
     const char *text = json_string_value(json_object_get(data, "text/plain"));
     const char *k;
@@ -78,12 +83,12 @@ static void print_data(const json_t *data, bool is_main)
             continue;
         char line[160];
         (void)snprintf(line, sizeof(line), "[%s, %zu bytes]\n", k, json_string_length(v));
-        write_str(1, line);
+        write_str(x, 1, line);
         rich = true;
     }
     if (text && (is_main || !rich)) {
-        write_str(1, text);
-        write_str(1, "\n");
+        write_str(x, 1, text);
+        write_str(x, 1, "\n");
     }
 }
 
@@ -91,21 +96,22 @@ static void on_event(struct code_state *x, const char *type, const json_t *j)
 {
     if (!strcmp(type, "start")) {
         const char *id = json_string_value(json_object_get(j, "context"));
-        (void)snprintf(x->context, sizeof(x->context), "%s", id ? id : "");
+        xfree(x->context);
+        x->context = id && *id ? xstrdup(id) : NULL;
     } else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
-        write_str(type[3] == 'o' ? 1 : 2, json_string_value(json_object_get(j, "text")));
+        write_str(x, type[3] == 'o' ? 1 : 2, json_string_value(json_object_get(j, "text")));
     } else if (!strcmp(type, "result") || !strcmp(type, "display")) {
-        print_data(json_object_get(j, "data"), json_is_true(json_object_get(j, "is_main")));
+        print_data(x, json_object_get(j, "data"), json_is_true(json_object_get(j, "is_main")));
     } else if (!strcmp(type, "error")) {
         x->failed = true;
         const char *tb = json_string_value(json_object_get(j, "traceback"));
         if (tb && *tb) {
-            write_str(2, tb);
+            write_str(x, 2, tb);
         } else {
-            write_str(2, json_string_value(json_object_get(j, "name")));
-            write_str(2, ": ");
-            write_str(2, json_string_value(json_object_get(j, "value")));
-            write_str(2, "\n");
+            write_str(x, 2, json_string_value(json_object_get(j, "name")));
+            write_str(x, 2, ": ");
+            write_str(x, 2, json_string_value(json_object_get(j, "value")));
+            write_str(x, 2, "\n");
         }
     } else if (!strcmp(type, "end")) {
         x->ended = true;
@@ -124,26 +130,41 @@ static int on_line(void *ctx, const char *line, size_t len)
         return x->proto_err = -EPROTO;
     }
     if (x->o->json) {
-        (void)cli_write_all(1, line, len);
-        (void)cli_write_all(1, "\n", 1);
+        int r = cli_write_all(1, line, len);
+        if (r == 0)
+            r = cli_write_all(1, "\n", 1);
+        if (r < 0 && r != -EPIPE && !x->write_err)
+            x->write_err = r;
         if (!strcmp(type, "end") || !strcmp(type, "error"))
             on_event(x, type, j); /* the exit status only */
     } else {
         on_event(x, type, j);
     }
     json_decref(j);
-    return 0;
+    return x->write_err;
+}
+
+int cli_code_interrupt_path(const char *id, struct buf *out)
+{
+    if (!id || !*id || !strcmp(id, ".") || !strcmp(id, ".."))
+        return -EINVAL;
+    int r = buf_puts(out, "/v1/contexts/");
+    if (r == 0)
+        r = pct_encode(out, id, NULL);
+    return r == 0 ? buf_puts(out, "/interrupt") : r;
 }
 
 static void interrupt(struct code_state *x)
 {
-    char path[160], err[512];
-    struct buf resp;
+    char err[512];
+    struct buf path, resp;
     long status = 0;
+    buf_init(&path, LIMIT_KUBE_URL);
     buf_init(&resp, LIMIT_CLI_SBD_ERROR);
-    (void)snprintf(path, sizeof(path), "/v1/contexts/%s/interrupt", x->context);
-    (void)cli_sbd_call(x->s, "POST", path, "{}", 2, "application/json", &resp, &status, err,
-                       sizeof(err));
+    if (cli_code_interrupt_path(x->context, &path) == 0)
+        (void)cli_sbd_call(x->s, "POST", buf_str(&path), "{}", 2, "application/json", &resp,
+                           &status, err, sizeof(err));
+    buf_done(&path);
     buf_done(&resp);
 }
 
@@ -157,7 +178,7 @@ static bool loop_turn(void *ctx, bool running, int *ret_fd)
 {
     struct loop *l = ctx;
     *ret_fd = -1;
-    if (l->ints_sent < code_ints && l->x->context[0] && !l->x->ended) {
+    if (l->ints_sent < code_ints && l->x->context && !l->x->ended) {
         l->ints_sent = code_ints;
         interrupt(l->x);
     }
@@ -179,6 +200,12 @@ static int code_finish(const struct cli_globals *g, struct code_state *x, int cc
         fprintf(g->err, "error: %s refused the code: %s\n", x->s->what, text);
         return CLI_SBD;
     }
+    if (x->write_err) {
+        char eb[128];
+        fprintf(g->err, "error: cannot write the output: %s\n",
+                strerror_r(-x->write_err, eb, sizeof(eb)));
+        return CLI_ERR;
+    }
     if (x->ended) {
         if (x->truncated && !x->o->json)
             fprintf(g->err, "[output truncated at sandboxd's limit]\n");
@@ -189,7 +216,7 @@ static int code_finish(const struct cli_globals *g, struct code_state *x, int cc
     if (code_ints > 1)
         return 130;
     fprintf(g->err, "error: the stream from %s ended early: %s\n", x->s->what,
-            cli_stream_why(x->proto_err, (CURLcode)cc, errbuf));
+            cli_stream_why(x->proto_err ? x->proto_err : x->st.err, (CURLcode)cc, errbuf));
     return CLI_SBD;
 }
 
@@ -218,6 +245,7 @@ static int do_code(const struct cli_globals *g, struct cli_sbd *s, const struct 
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
     xfree(text); /* jansson allocates with malloc: see output.c */
+    xfree(x.context);
     cli_stream_done(&x.st);
     return rc;
 }

@@ -10,6 +10,8 @@
 
 #include <sys/stat.h>
 
+#include "cli/fs.h"
+#include "cli/output.h"
 #include "cli/sbd.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
@@ -40,13 +42,18 @@ static int sbd_fail(struct cp_ctx *c, const char *what, const char *path, long s
     if (status)
         cli_sbd_error_text(status, body ? body->data : NULL, body ? body->len : 0, text,
                            sizeof(text));
-    fprintf(c->g->err, "error: cp: %s %s: %s\n", what, path, status ? text : err);
+    char *safe = out_safe_dup(path); /* names from a listing come from the sandbox */
+    fprintf(c->g->err, "error: cp: %s %s: %s\n", what, safe, status ? text : err);
+    xfree(safe);
     return CLI_SBD;
 }
 
 static int local_fail(struct cp_ctx *c, const char *what, const char *path)
 {
-    fprintf(c->g->err, "error: cp: %s %s: %s\n", what, path, strerror(errno));
+    int e = errno;
+    char *safe = out_safe_dup(path);
+    fprintf(c->g->err, "error: cp: %s %s: %s\n", what, safe, strerror(e));
+    xfree(safe);
     return CLI_ERR;
 }
 
@@ -159,22 +166,33 @@ static int put_tree(struct cp_ctx *c, const char *local, const char *remote, int
 
 /* ---- download ---------------------------------------------------------------------------- */
 
+/* A file arrives in a temporary file beside its destination (0600, never an existing
+ * file), gets the remote mode and is renamed over the destination once complete: a
+ * transfer that fails leaves an existing local file as it was. */
 struct getter {
     struct cp_ctx *c;
     CURL *h;
     const char *local;
-    int fd;       /* the local file, -1 until the first byte */
+    char *tmp;    /* the temporary file (owned), NULL until the first byte */
+    int fd;       /* tmp open for writing, -1 before */
     bool listing; /* the answer is a directory listing */
     long status;
     struct buf body; /* listing or error body */
     int local_err;   /* errno of a local failure */
 };
 
+/* Creates x->tmp, "DIR/.NAME.cp-XXXXXX" beside x->local, exclusively with mode 0600. */
 static int open_local(struct getter *x)
 {
-    x->fd = open(x->local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (x->fd < 0)
+    char *dir = xstrdup(x->local), *base = xstrdup(x->local);
+    x->tmp = xasprintf("%s/.%s.cp-XXXXXX", dirname(dir), basename(base));
+    xfree(dir);
+    xfree(base);
+    x->fd = mkostemp(x->tmp, O_CLOEXEC);
+    if (x->fd < 0) {
         x->local_err = errno;
+        XFREE(x->tmp);
+    }
     return x->fd;
 }
 
@@ -196,7 +214,7 @@ static size_t on_get(char *p, size_t size, size_t n, void *ctx)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            x->local_err = errno;
+            x->local_err = w < 0 ? errno : EIO;
             return 0;
         }
         off += (size_t)w;
@@ -204,13 +222,14 @@ static size_t on_get(char *p, size_t size, size_t n, void *ctx)
     return size * n;
 }
 
-static int get_path(struct cp_ctx *c, const char *remote, const char *local, int depth);
+static int get_path(struct cp_ctx *c, const char *remote, const char *local, const char *mode,
+                    int depth);
 
 /* "0644" → 0644. Returns 0 or -EINVAL. */
 static int parse_mode(const char *s, mode_t *ret)
 {
     mode_t m = 0;
-    if (!*s || strlen(s) > 4)
+    if (!s || !*s || strlen(s) > 4)
         return -EINVAL;
     for (; *s; s++) {
         if (*s < '0' || *s > '7')
@@ -219,6 +238,35 @@ static int parse_mode(const char *s, mode_t *ret)
     }
     *ret = m & 0777;
     return 0;
+}
+
+/* The mode of remote file remote: mode (from a listing) when given, else sandboxd's
+ * GET /v1/stat answer; when neither gives one, 0666 less the umask, as a new file. */
+static mode_t remote_mode(struct cp_ctx *c, const char *remote, const char *mode)
+{
+    mode_t m;
+    if (parse_mode(mode, &m) == 0)
+        return m;
+    struct buf path, resp;
+    buf_init(&path, LIMIT_KUBE_URL);
+    buf_init(&resp, LIMIT_CLI_SBD_JSON);
+    long status = 0;
+    char err[CURL_ERROR_SIZE + 200];
+    int r = cli_fs_api_path("/v1/stat/", remote, &path);
+    if (r == 0)
+        r = cli_sbd_call(c->s, "GET", buf_str(&path), NULL, 0, NULL, &resp, &status, err,
+                         sizeof(err));
+    json_t *j =
+        r == 0 && status == 200 ? json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL) : NULL;
+    if (parse_mode(json_string_value(json_object_get(j, "mode")), &m) < 0) {
+        mode_t um = umask(0);
+        (void)umask(um);
+        m = 0666 & ~um;
+    }
+    json_decref(j);
+    buf_done(&path);
+    buf_done(&resp);
+    return m;
 }
 
 /* Creates local as a directory and fetches every entry of the listing into it. */
@@ -244,11 +292,7 @@ static int get_listing(struct cp_ctx *c, const char *remote, const char *local,
             continue; /* never let a listing write outside local */
         char *r = xasprintf("%s%s%s", remote, *remote ? "/" : "", name);
         char *l = xasprintf("%s/%s", local, name);
-        rc = get_path(c, r, l, depth + 1);
-        const char *mode = json_string_value(json_object_get(e, "mode"));
-        mode_t m;
-        if (rc == CLI_OK && mode && parse_mode(mode, &m) == 0)
-            (void)chmod(l, m);
+        rc = get_path(c, r, l, json_string_value(json_object_get(e, "mode")), depth + 1);
         xfree(r);
         xfree(l);
         if (rc != CLI_OK)
@@ -258,15 +302,65 @@ static int get_listing(struct cp_ctx *c, const char *remote, const char *local,
     return rc;
 }
 
-static int get_path(struct cp_ctx *c, const char *remote, const char *local, int depth)
+/* After a complete transfer of a file: gives the temporary file the remote mode and
+ * renames it over x->local. Returns CLI_OK or prints why not. */
+static int commit_file(struct getter *x, const char *remote, const char *mode)
 {
+    mode_t m = remote_mode(x->c, remote, mode);
+    int fd = x->fd;
+    x->fd = -1;
+    int r = fchmod(fd, m), e = errno;
+    if (close(fd) < 0 && r == 0) { /* a delayed write error (NFS, quota) shows here */
+        r = -1;
+        e = errno;
+    }
+    if (r < 0) {
+        errno = e;
+        return local_fail(x->c, "cannot write", x->local);
+    }
+    if (rename(x->tmp, x->local) < 0)
+        return local_fail(x->c, "cannot write", x->local);
+    XFREE(x->tmp);
+    return CLI_OK;
+}
+
+/* The outcome of one GET: a local or remote failure, a listing to fetch, or a file to
+ * move into place. */
+static int get_finish(struct getter *x, const char *remote, const char *mode, CURLcode cc,
+                      const char *errbuf, int depth)
+{
+    if (x->local_err) {
+        errno = x->local_err;
+        return local_fail(x->c, "cannot write", x->local);
+    }
+    if (cc != CURLE_OK || x->status != 200)
+        return sbd_fail(x->c, "cannot read", remote, cc == CURLE_OK ? x->status : 0, &x->body,
+                        errbuf[0] ? errbuf : curl_easy_strerror(cc));
+    if (!x->listing)
+        return commit_file(x, remote, mode);
+    int rc = get_listing(x->c, remote, x->local, &x->body, depth);
+    mode_t m;
+    if (rc == CLI_OK && parse_mode(mode, &m) == 0)
+        (void)chmod(x->local, m);
+    return rc;
+}
+
+/* Fetches remote (a file or a directory tree) to local; mode is remote's mode from its
+ * parent's listing, or NULL. */
+static int get_path(struct cp_ctx *c, const char *remote, const char *local, const char *mode,
+                    int depth)
+{
+    if (++c->files > LIMIT_CLI_CP_ENTRIES) {
+        fprintf(c->g->err, "error: cp: more than %u files\n", LIMIT_CLI_CP_ENTRIES);
+        return CLI_ERR;
+    }
     struct getter x = {.c = c, .local = local, .fd = -1};
     struct buf path;
     buf_init(&path, LIMIT_KUBE_URL);
     buf_init(&x.body, LIMIT_CLI_SBD_JSON);
     (void)cli_sbd_files_path(remote, &path);
     x.h = curl_easy_init();
-    char errbuf[CURL_ERROR_SIZE];
+    char errbuf[CURL_ERROR_SIZE] = "";
     struct curl_slist *hdrs = NULL;
     (void)cli_sbd_setup(c->s, x.h, "GET", buf_str(&path), NULL, &hdrs, errbuf);
     curl_easy_setopt(x.h, CURLOPT_WRITEFUNCTION, on_get);
@@ -277,18 +371,12 @@ static int get_path(struct cp_ctx *c, const char *remote, const char *local, int
         if (x.status == 200)
             (void)open_local(&x);
     }
-    int rc = CLI_OK;
-    if (x.local_err) {
-        errno = x.local_err;
-        rc = local_fail(c, "cannot write", local);
-    } else if (cc != CURLE_OK || x.status != 200) {
-        rc = sbd_fail(c, "cannot read", remote, cc == CURLE_OK ? x.status : 0, &x.body,
-                      errbuf[0] ? errbuf : curl_easy_strerror(cc));
-    } else if (x.listing) {
-        rc = get_listing(c, remote, local, &x.body, depth);
-    }
-    if (x.fd >= 0 && close(x.fd) < 0 && rc == CLI_OK)
-        rc = local_fail(c, "cannot write", local);
+    int rc = get_finish(&x, remote, mode, cc, errbuf, depth);
+    if (x.fd >= 0)
+        (void)close(x.fd);
+    if (x.tmp) /* not renamed into place: the destination stays as it was */
+        (void)unlink(x.tmp);
+    xfree(x.tmp);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(x.h);
     buf_done(&path);
@@ -349,7 +437,7 @@ static int download(struct cp_ctx *c, const char *remote, const char *local)
     } else {
         target = xstrdup(local);
     }
-    int rc = get_path(c, remote, target, 0);
+    int rc = get_path(c, remote, target, NULL, 0);
     xfree(target);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kubectl-sandbox describe NAME: the sandbox, its conditions, pod, claim, pool and
  * events, in kubectl describe's layout. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,9 +27,12 @@ static const char *str_or(const char *s, const char *dflt)
     return s && *s ? s : dflt;
 }
 
+/* "Name:         value"; value (from the cluster) made safe for a terminal. */
 static void field(FILE *out, const char *name, const char *value)
 {
-    fprintf(out, "%-13s %s\n", name, str_or(value, "<none>"));
+    char *safe = out_safe_dup(str_or(value, "<none>"));
+    fprintf(out, "%-13s %s\n", name, safe);
+    xfree(safe);
 }
 
 static void print_map(FILE *out, const char *name, const json_t *m)
@@ -42,7 +46,10 @@ static void print_map(FILE *out, const char *name, const json_t *m)
     }
     json_object_foreach((json_t *)m, k, v)
     {
-        fprintf(out, "%-13s %s=%s\n", first ? name : "", k, str_or(json_string_value(v), ""));
+        char *sk = out_safe_dup(k), *sv = out_safe_dup(str_or(json_string_value(v), ""));
+        fprintf(out, "%-13s %s=%s\n", first ? name : "", sk, sv);
+        xfree(sk);
+        xfree(sv);
         first = false;
     }
 }
@@ -80,13 +87,23 @@ static void print_pod(FILE *out, struct kube_client *c, const char *ns, const js
     const char *pod = kube_obj_annotation(sb, SB_ANN_POD_NAME);
     pod = pod ? pod : kube_obj_name(sb);
     json_t *p = NULL;
-    if (kube_get(c, &KUBE_RES_PODS, ns, pod, &p, NULL) < 0) {
+    struct kube_err e;
+    char line[1400];
+    kube_err_clear(&e);
+    int r = kube_get(c, &KUBE_RES_PODS, ns, pod, &p, &e);
+    if (r < 0 && (r == -ENOENT || e.http_status == 404)) {
         field(out, "Pod:",
               mode && !strcmp(mode, SB_MODE_SUSPENDED) ? "<none> (suspended)"
                                                        : "<none> (not created)");
         return;
     }
-    char line[512];
+    if (r < 0) { /* 403, 5xx, unreachable: not knowing is not "not created" */
+        char eb[128];
+        (void)snprintf(line, sizeof(line), "%s (cannot read it: %s)", pod,
+                       e.message[0] ? e.message : strerror_r(-r, eb, sizeof(eb)));
+        field(out, "Pod:", line);
+        return;
+    }
     const json_t *ip = json_array_get(kube_obj_path(p, "status.podIPs"), 0);
     (void)snprintf(line, sizeof(line), "%s (phase %s, IP %s, node %s%s)", pod,
                    str_or(kube_obj_path_str(p, "status.phase"), "Unknown"),
@@ -142,7 +159,8 @@ static int event_cmp(const void *a, const void *b)
     return strcmp(tx, ty);
 }
 
-static void print_events(FILE *out, struct kube_client *c, const char *ns, const char *name)
+/* Appends the events about objects named name to all. Returns 0 or a negative errno. */
+static int list_events(struct kube_client *c, const char *ns, const char *name, json_t *all)
 {
     struct kube_req q;
     struct buf sel;
@@ -151,17 +169,17 @@ static void print_events(FILE *out, struct kube_client *c, const char *ns, const
     (void)buf_printf(&sel, "involvedObject.name=%s", name);
     kube_req_init(&q, "GET", &KUBE_RES_EVENTS);
     q.field_selector = buf_str(&sel);
-    fprintf(out, "Events:\n");
-    if (kube_list_all(c, &KUBE_RES_EVENTS, ns, &q, &list, NULL) < 0) {
-        fprintf(out, "  <cannot list events>\n");
-        buf_done(&sel);
-        return;
-    }
+    int r = kube_list_all(c, &KUBE_RES_EVENTS, ns, &q, &list, NULL);
     buf_done(&sel);
-    json_t *items = json_object_get(list, "items");
+    if (r == 0)
+        (void)json_array_extend(all, json_object_get(list, "items"));
+    json_decref(list);
+    return r;
+}
+
+static void print_event_table(FILE *out, const json_t *items)
+{
     size_t n = json_array_size(items);
-    if (n == 0)
-        fprintf(out, "  <none>\n");
     const json_t **v = xcalloc(n ? n : 1, sizeof(*v));
     for (size_t i = 0; i < n; i++)
         v[i] = json_array_get(items, i);
@@ -182,11 +200,28 @@ static void print_events(FILE *out, struct kube_client *c, const char *ns, const
                                  kube_obj_path_str(ev, "reportingComponent")),
                           str_or(kube_obj_path_str(ev, "message"), "")});
     }
-    if (n)
-        out_table_print(out, &t);
+    out_table_print(out, &t);
     out_table_done(&t);
     xfree(v);
-    json_decref(list);
+}
+
+/* The events of the sandbox and of its pod: a claim's or pool's sandbox has a pod of
+ * another name (the pod-name annotation). */
+static void print_events(FILE *out, struct kube_client *c, const char *ns, const json_t *sb)
+{
+    const char *name = kube_obj_name(sb), *pod = kube_obj_annotation(sb, SB_ANN_POD_NAME);
+    json_t *all = json_array();
+    int r = list_events(c, ns, name, all);
+    if (r == 0 && pod && *pod && strcmp(pod, name) != 0)
+        r = list_events(c, ns, pod, all);
+    fprintf(out, "Events:\n");
+    if (r < 0)
+        fprintf(out, "  <cannot list events>\n");
+    else if (json_array_size(all) == 0)
+        fprintf(out, "  <none>\n");
+    else
+        print_event_table(out, all);
+    json_decref(all);
 }
 
 static void describe(FILE *out, struct kube_client *c, const char *ns, const json_t *sb)
@@ -205,7 +240,7 @@ static void describe(FILE *out, struct kube_client *c, const char *ns, const jso
     print_pod(out, c, ns, sb);
     print_origin(out, c, ns, sb);
     print_conditions(out, sb);
-    print_events(out, c, ns, kube_obj_name(sb));
+    print_events(out, c, ns, sb);
 }
 
 int cli_cmd_describe(struct cli_globals *g, int argc, char **argv)

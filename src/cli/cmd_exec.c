@@ -36,6 +36,7 @@ struct exec_state {
     bool exited, timed_out;
     int exit_code, sig;
     int proto_err; /* a malformed stream */
+    int write_err; /* writing the output here failed (not -EPIPE): the stream stops */
 };
 
 static volatile sig_atomic_t got_winch, got_int;
@@ -48,6 +49,51 @@ static void on_signal(int sig)
         got_int++;
 }
 
+/* The raw terminal of exec -t -i: its settings before, for the signal handler too. */
+static const int tty_sigs[] = {SIGTERM, SIGHUP, SIGQUIT};
+static struct termios tty_saved;
+static struct sigaction tty_old[3];
+static volatile sig_atomic_t tty_fd = -1;
+
+/* A fatal signal while the terminal is raw: restore it (tcsetattr is async-signal-safe),
+ * then die of the signal with its default action. */
+static void on_fatal(int sig)
+{
+    if (tty_fd >= 0)
+        (void)tcsetattr(tty_fd, TCSANOW, &tty_saved);
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigemptyset(&dfl.sa_mask);
+    (void)sigaction(sig, &dfl, NULL);
+    (void)raise(sig); /* blocked until this handler returns */
+}
+
+bool cli_tty_raw(int fd)
+{
+    struct termios t;
+    if (tty_fd >= 0 || !isatty(fd) || tcgetattr(fd, &tty_saved) < 0)
+        return false;
+    struct sigaction sa = {.sa_handler = on_fatal};
+    sigemptyset(&sa.sa_mask);
+    tty_fd = fd;
+    for (size_t i = 0; i < ARRAY_SIZE(tty_sigs); i++)
+        (void)sigaction(tty_sigs[i], &sa, &tty_old[i]);
+    t = tty_saved;
+    cfmakeraw(&t);
+    (void)tcsetattr(fd, TCSANOW, &t);
+    return true;
+}
+
+void cli_tty_restore(void)
+{
+    int fd = tty_fd;
+    if (fd < 0)
+        return;
+    (void)tcsetattr(fd, TCSANOW, &tty_saved);
+    tty_fd = -1;
+    for (size_t i = 0; i < ARRAY_SIZE(tty_sigs); i++)
+        (void)sigaction(tty_sigs[i], &tty_old[i], NULL);
+}
+
 void cli_help_exec(FILE *out)
 {
     fprintf(out,
@@ -56,15 +102,17 @@ void cli_help_exec(FILE *out)
             "Runs COMMAND (argv, no shell: use `sh -c '...'` for pipes) in sandbox NAME\n"
             "through its sandboxd, streaming stdout and stderr.\n"
             "  -i, --stdin      forward standard input (EOF closes the command's stdin)\n"
-            "  -t, --tty        run on a pseudo-terminal (stdout and stderr merged); the\n"
-            "                   local terminal is put in raw mode and resizes are forwarded\n"
+            "  -t, --tty        run on a pseudo-terminal (stdout and stderr merged); with\n"
+            "                   -i the local terminal is put in raw mode; resizes are\n"
+            "                   forwarded\n"
             "  --cwd DIR        working directory, relative to sandboxd's root\n"
             "  -e, --env K=V    environment variable (repeatable)\n"
             "  --timeout D      kill the command after D (e.g. 30s, 5m)\n"
             "  -d, --background start COMMAND as a background process that outlives this\n"
             "                   client, print its id and return (see ps, logs --process,\n"
             "                   kill; -o json prints its description)\n"
-            "Without -t, Ctrl-C is sent to the command as SIGINT; a second one exits.\n"
+            "Unless the terminal is raw (-i -t), Ctrl-C is sent to the command as SIGINT; a\n"
+            "second one exits.\n"
             "The connection goes through the API server's pod proxy, --router-url, or\n"
             "--sandboxd-url (direct, for debugging).\n"
             "Exit codes: the command's exit code; 128+N when it was killed by signal N; 124\n"
@@ -88,8 +136,14 @@ static int on_line(void *ctx, const char *line, size_t len)
         const char *d = json_string_value(json_object_get(j, "data"));
         buf_reset(&x->dec);
         r = d ? base64_decode(d, strlen(d), &x->dec) : -EPROTO;
-        if (r == 0)
-            (void)cli_write_all(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "", x->dec.len);
+        int w = r == 0 ? cli_write_all(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "",
+                                       x->dec.len)
+                       : 0;
+        if (w < 0 && w != -EPIPE) { /* EPIPE: the reader went away; the command goes on */
+            x->write_err = w;
+            json_decref(j);
+            return w;
+        }
     } else if (!strcmp(type, "exit")) {
         x->exited = true;
         x->exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
@@ -232,6 +286,12 @@ static int finish(const struct cli_globals *g, struct exec_state *x, int cc, con
         fprintf(g->err, "error: %s refused the command: %s\n", x->s->what, text);
         return CLI_SBD;
     }
+    if (x->write_err) {
+        char eb[128];
+        fprintf(g->err, "error: cannot write the command's output: %s\n",
+                strerror_r(-x->write_err, eb, sizeof(eb)));
+        return CLI_ERR;
+    }
     if (x->exited)
         return x->timed_out ? 124 : x->sig > 0 ? 128 + x->sig : x->exit_code;
     if (got_int > 1)
@@ -242,7 +302,7 @@ static int finish(const struct cli_globals *g, struct exec_state *x, int cc, con
         return CLI_SBD;
     }
     fprintf(g->err, "error: the stream from %s ended without an exit status: %s\n", x->s->what,
-            cli_stream_why(x->proto_err, (CURLcode)cc, errbuf));
+            cli_stream_why(x->proto_err ? x->proto_err : x->st.err, (CURLcode)cc, errbuf));
     return CLI_SBD;
 }
 
@@ -343,21 +403,17 @@ int cli_cmd_exec(struct cli_globals *g, int argc, char **argv)
         rc = cli_proc_start_bg(g, s, body);
         json_decref(body);
     } else if (rc == CLI_OK) {
-        struct termios saved;
-        bool raw = o.tty && isatty(0) && tcgetattr(0, &saved) == 0;
-        if (raw) {
-            struct termios t = saved;
-            cfmakeraw(&t);
-            (void)tcsetattr(0, TCSANOW, &t);
-        }
+        /* raw only when the keys go to the command (-i), as kubectl: else Ctrl-C must
+         * still reach this process (ISIG), which passes it on */
+        bool raw = o.tty && o.in && cli_tty_raw(0);
         struct sigaction sa = {.sa_handler = on_signal};
         sigemptyset(&sa.sa_mask);
         (void)sigaction(SIGWINCH, &sa, NULL);
-        if (!o.tty)
+        if (!raw)
             (void)sigaction(SIGINT, &sa, NULL);
         rc = do_exec(g, s, &o, argc - dd - 1, argv + dd + 1);
         if (raw)
-            (void)tcsetattr(0, TCSANOW, &saved);
+            cli_tty_restore();
     }
     cli_sbd_free(s);
     json_decref(o.env);

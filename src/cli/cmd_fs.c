@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/fs.h"
+#include "cli/output.h"
 #include "cli/sbd.h"
 #include "cli/stream.h"
 #include "common/limits.h"
@@ -67,27 +68,41 @@ static const char *jstr(const json_t *j, const char *key)
     return v ? v : "";
 }
 
-int cli_fs_format_event(const json_t *ev, struct buf *out)
+/* The line of a watch event, unsafe and without its "\n", into line. */
+static int event_line(const json_t *ev, const char *type, struct buf *line)
 {
-    const char *type = json_string_value(json_object_get(ev, "type"));
     const char *path = json_string_value(json_object_get(ev, "path"));
     bool dir = json_is_true(json_object_get(ev, "is_dir"));
-    if (!type)
-        return -EINVAL;
-    if (strcmp(type, "ready") == 0)
-        return 1;
     if (strcmp(type, "move") == 0)
-        return buf_printf(out, "%-9s %s%s -> %s\n", type, jstr(ev, "from"), dir ? "/" : "",
+        return buf_printf(line, "%-9s %s%s -> %s", type, jstr(ev, "from"), dir ? "/" : "",
                           jstr(ev, "to"));
     if (strcmp(type, "overflow") == 0) {
         json_int_t lost = json_integer_value(json_object_get(ev, "lost"));
         return json_is_integer(json_object_get(ev, "lost"))
-                   ? buf_printf(out, "overflow  %lld events lost\n", (long long)lost)
-                   : buf_puts(out, "overflow  events lost\n");
+                   ? buf_printf(line, "overflow  %lld events lost", (long long)lost)
+                   : buf_puts(line, "overflow  events lost");
     }
     if (strcmp(type, "error") == 0)
-        return buf_printf(out, "error     %s\n", jstr(ev, "message"));
-    return buf_printf(out, "%-9s %s%s\n", type, path && *path ? path : ".", dir ? "/" : "");
+        return buf_printf(line, "error     %s", jstr(ev, "message"));
+    return buf_printf(line, "%-9s %s%s", type, path && *path ? path : ".", dir ? "/" : "");
+}
+
+int cli_fs_format_event(const json_t *ev, struct buf *out)
+{
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    if (!type)
+        return -EINVAL;
+    if (strcmp(type, "ready") == 0)
+        return 1;
+    struct buf line; /* names come from the sandbox: no terminal controls */
+    buf_init(&line, out->limit);
+    int r = event_line(ev, type, &line);
+    if (r == 0)
+        r = out_safe_append(out, line.data ? line.data : "", line.len, "\t");
+    if (r == 0)
+        r = buf_putc(out, '\n');
+    buf_done(&line);
+    return r;
 }
 
 /* ---- shared -------------------------------------------------------------------------- */
@@ -181,17 +196,28 @@ static int fs_call(const struct cli_globals *g, struct cli_sbd *s, const char *m
     return CLI_SBD;
 }
 
+/* Prints stat's answer resp: valid JSON as it came with -o json (machine output), else
+ * one line, or a body that is not JSON, made safe for a terminal. */
 static void print_stat(const struct cli_globals *g, const struct buf *resp, bool json)
 {
     json_t *j = json_loadb(resp->data ? resp->data : "", resp->len, 0, NULL);
+    struct buf line, safe;
+    buf_init(&line, 2 * LIMIT_CLI_SBD_JSON);
+    buf_init(&safe, 8 * LIMIT_CLI_SBD_JSON);
     if (json || !j) {
-        fprintf(g->out, "%s\n", buf_str(resp));
+        (void)buf_append(&line, resp->data ? resp->data : "", resp->len);
     } else {
         const char *target = json_string_value(json_object_get(j, "symlink_target"));
-        fprintf(g->out, "%s  %s  %lld  %s  %s%s%s\n", jstr(j, "path"), jstr(j, "type"),
-                (long long)json_integer_value(json_object_get(j, "size")), jstr(j, "mode"),
-                jstr(j, "mtime"), target ? "  -> " : "", target ? target : "");
+        (void)buf_printf(&line, "%s  %s  %lld  %s  %s%s%s", jstr(j, "path"), jstr(j, "type"),
+                         (long long)json_integer_value(json_object_get(j, "size")), jstr(j, "mode"),
+                         jstr(j, "mtime"), target ? "  -> " : "", target ? target : "");
     }
+    if (json && j)
+        fprintf(g->out, "%s\n", buf_str(&line));
+    else if (out_safe_append(&safe, line.data ? line.data : "", line.len, "\t\n") == 0)
+        fprintf(g->out, "%s\n", buf_str(&safe));
+    buf_done(&line);
+    buf_done(&safe);
     json_decref(j);
 }
 
@@ -269,7 +295,19 @@ struct watch_ctx {
     const struct cli_globals *g;
     bool json;
     struct cli_stream st;
+    int write_err; /* writing the output failed (-EPIPE: the reader went away) */
 };
+
+/* Flushes the output; a failure is kept in w->write_err and stops the stream. */
+static int watch_flush(struct watch_ctx *w)
+{
+    errno = 0;
+    if (fflush(w->g->out) == 0 && !ferror(w->g->out))
+        return 0;
+    w->write_err = errno ? -errno : -EIO;
+    clearerr(w->g->out); /* reported by run_watch, not again at the end */
+    return w->write_err;
+}
 
 static int watch_line(void *ctx, const char *p, size_t n)
 {
@@ -277,17 +315,17 @@ static int watch_line(void *ctx, const char *p, size_t n)
     if (w->json) {
         fwrite(p, 1, n, w->g->out);
         fputc('\n', w->g->out);
-        return fflush(w->g->out) == 0 ? 0 : -EPIPE;
+        return watch_flush(w);
     }
     json_t *ev = json_loadb(p, n, 0, NULL);
     struct buf out;
-    buf_init(&out, 2 * LIMIT_CLI_FS_PATH);
+    buf_init(&out, 8 * LIMIT_CLI_FS_PATH);
     int r = ev ? cli_fs_format_event(ev, &out) : -EINVAL;
     json_decref(ev);
     if (r == 0)
         fputs(buf_str(&out), w->g->out);
     buf_done(&out);
-    return fflush(w->g->out) == 0 ? 0 : -EPIPE;
+    return watch_flush(w);
 }
 
 static int run_watch(const struct cli_globals *g, struct cli_sbd *s, const char *path, bool json)
@@ -310,8 +348,13 @@ static int run_watch(const struct cli_globals *g, struct cli_sbd *s, const char 
         cli_sbd_error_text(w.st.status, w.st.errbody.data, w.st.errbody.len, text, sizeof(text));
         fprintf(g->err, "error: watch: %s\n", text);
         rc = CLI_SBD;
-    } else if (cc != CURLE_OK && cc != CURLE_WRITE_ERROR) {
-        fprintf(g->err, "error: watch: %s: %s\n", s->what, cli_stream_why(0, cc, errbuf));
+    } else if (w.write_err && w.write_err != -EPIPE) { /* EPIPE: the reader went away */
+        char eb[128];
+        fprintf(g->err, "error: watch: cannot write the output: %s\n",
+                strerror_r(-w.write_err, eb, sizeof(eb)));
+        rc = CLI_ERR;
+    } else if (cc != CURLE_OK && !w.write_err) {
+        fprintf(g->err, "error: watch: %s: %s\n", s->what, cli_stream_why(w.st.err, cc, errbuf));
         rc = CLI_SBD;
     }
     curl_slist_free_all(hdrs);

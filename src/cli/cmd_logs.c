@@ -49,10 +49,20 @@ int cli_logs_path(const char *ns, const char *pod, const struct cli_logs_opts *o
     return r;
 }
 
+/* Where the log goes; err keeps why writing it failed (-EPIPE: the reader went away). */
+struct log_out {
+    FILE *out;
+    int err;
+};
+
 static int write_out(void *ctx, const char *data, size_t len)
 {
-    FILE *out = ctx;
-    return fwrite(data, 1, len, out) == len && fflush(out) == 0 ? 0 : -EPIPE;
+    struct log_out *o = ctx;
+    errno = 0;
+    if (fwrite(data, 1, len, o->out) == len && fflush(o->out) == 0)
+        return 0;
+    o->err = errno ? -errno : -EIO;
+    return o->err;
 }
 
 static int parse_logs(const struct cli_globals *g, int argc, char **argv, struct cli_logs_opts *o)
@@ -111,11 +121,20 @@ static int stream_logs(struct cli_globals *g, struct kube_client *c, const char 
     struct kube_req q;
     kube_req_init(&q, "GET", NULL);
     q.raw_path = buf_str(&path);
-    r = kube_request_stream(c, &q, write_out, g->out, NULL,
-                            o->follow ? 24 * 3600 * USEC_PER_SEC : 0, &e);
+    struct log_out lo = {.out = g->out};
+    r = kube_request_stream(c, &q, write_out, &lo, NULL, o->follow ? 24 * 3600 * USEC_PER_SEC : 0,
+                            &e);
     buf_done(&path);
-    if (r == -EPIPE)
+    if (lo.err == -EPIPE) {
+        clearerr(g->out);
         return CLI_OK; /* the reader went away (| head) */
+    }
+    if (lo.err) {
+        char eb[128];
+        fprintf(g->err, "error: cannot write the log: %s\n", strerror_r(-lo.err, eb, sizeof(eb)));
+        clearerr(g->out); /* reported here, not again at the end */
+        return CLI_ERR;
+    }
     if (r < 0 && e.http_status == 404)
         fprintf(g->err, "error: %s has no pod (suspended or not created yet)\n", what);
     return r < 0 ? (e.http_status == 404 ? CLI_ERR : cli_fail(g, "reading the pod log", r, &e))

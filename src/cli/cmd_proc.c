@@ -281,6 +281,7 @@ struct out_stream {
     struct cli_stream st;
     struct buf dec;
     int proto_err;
+    int write_err; /* writing the output here failed (-EPIPE: the reader went away) */
     bool exited;
     uint64_t offset; /* where the next request starts (past the events printed) */
     unsigned events; /* events of the current request */
@@ -306,7 +307,8 @@ static int on_out_line(void *ctx, const char *line, size_t len)
         buf_reset(&x->dec);
         r = d ? base64_decode(d, strlen(d), &x->dec) : -EPROTO;
         if (r == 0)
-            r = cli_write_all(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "", x->dec.len);
+            r = x->write_err =
+                cli_write_all(type[3] == 'o' ? 1 : 2, x->dec.data ? x->dec.data : "", x->dec.len);
         else
             x->proto_err = r;
         x->offset = (uint64_t)off + x->dec.len;
@@ -330,12 +332,18 @@ static int out_finish(struct out_stream *x, struct cli_sbd *s, CURLcode cc, cons
         fprintf(x->g->err, "error: %s: %s\n", s->what, text);
         return x->st.status == 404 ? CLI_ERR : CLI_SBD;
     }
+    if (x->write_err == -EPIPE)
+        return CLI_OK; /* the reader went away (| head) */
+    if (x->write_err) {
+        char eb[128];
+        fprintf(x->g->err, "error: cannot write the output: %s\n",
+                strerror_r(-x->write_err, eb, sizeof(eb)));
+        return CLI_ERR;
+    }
     if (cc == CURLE_OK && !x->proto_err)
         return CLI_OK;
-    if (cc == CURLE_WRITE_ERROR && !x->proto_err)
-        return CLI_OK; /* the reader went away (| head) */
     fprintf(x->g->err, "error: the output stream from %s broke: %s\n", s->what,
-            cli_stream_why(x->proto_err, cc, errbuf));
+            cli_stream_why(x->proto_err ? x->proto_err : x->st.err, cc, errbuf));
     return CLI_SBD;
 }
 

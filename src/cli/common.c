@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/output.h"
+#include "common/xalloc.h"
 #include "kube/obj.h"
 
 int cli_config(const struct cli_globals *g, struct kube_config **ret)
@@ -45,10 +46,26 @@ int cli_fail(const struct cli_globals *g, const char *what, int r, const struct 
     if (e && e->http_status == 404 && !e->reason[0])
         msg = "the server does not know this resource type; are the Agent Sandbox CRDs "
               "installed? (kubectl-sandbox install)";
-    fprintf(g->err, "error: %s: %s\n", what, msg);
+    char *safe = out_safe_dup(msg); /* an API message may quote object data */
+    fprintf(g->err, "error: %s: %s\n", what, safe);
+    xfree(safe);
     if (e && e->http_status == 0 && r != -ENOENT)
         fprintf(g->err, "hint: is the cluster reachable? check --kubeconfig / --context\n");
     return CLI_ERR;
+}
+
+int cli_output_done(FILE *out, FILE *err, int rc)
+{
+    errno = 0;
+    if (fflush(out) == 0 && !ferror(out))
+        return rc;
+    int e = errno;
+    if (e == EPIPE)
+        return rc;
+    char eb[128];
+    fprintf(err, "error: cannot write the output: %s\n",
+            e ? strerror_r(e, eb, sizeof(eb)) : "input/output error");
+    return rc == CLI_OK ? CLI_ERR : rc;
 }
 
 const char *cli_namespace(const struct cli_globals *g, const struct kube_client *c)

@@ -70,5 +70,5 @@ int main(int argc, char **argv)
         rc = cmd->run(&g, n, rest);
     }
     xfree(rest);
-    return rc;
+    return cli_output_done(stdout, stderr, rc);
 }

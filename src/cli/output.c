@@ -223,6 +223,78 @@ const char *out_age(const char *ts, char *buf, unsigned size)
     return buf;
 }
 
+/* The length of the valid UTF-8 sequence at s (at most len bytes) that is not a C1
+ * control, or 0. */
+static size_t utf8_ok(const unsigned char *s, size_t len)
+{
+    size_t n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+    unsigned char lo = 0x80, hi = 0xbf; /* the allowed range of the second byte */
+    if (s[0] < 0xc2 || s[0] > 0xf4 || len < n)
+        return 0;
+    if (s[0] == 0xc2)
+        lo = 0xa0; /* U+0080..U+009F: C1 controls */
+    else if (s[0] == 0xe0)
+        lo = 0xa0; /* overlong */
+    else if (s[0] == 0xed)
+        hi = 0x9f; /* surrogates */
+    else if (s[0] == 0xf0)
+        lo = 0x90; /* overlong */
+    else if (s[0] == 0xf4)
+        hi = 0x8f; /* past U+10FFFF */
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+int out_safe_append(struct buf *out, const char *s, size_t len, const char *keep)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    int r = 0;
+    while (r == 0 && i < len) {
+        size_t n = 1;
+        bool ok = p[i] >= 0x20 && p[i] < 0x7f;
+        if (p[i] < 0x20)
+            ok = p[i] != 0 && keep && strchr(keep, p[i]);
+        else if (p[i] >= 0x80)
+            ok = (n = utf8_ok(p + i, len - i)) > 0;
+        n = n ? n : 1;
+        r = ok ? buf_append(out, p + i, n) : buf_printf(out, "\\x%02x", p[i]);
+        i += n;
+    }
+    return r;
+}
+
+char *out_safe_dup(const char *s)
+{
+    if (!s)
+        return NULL;
+    struct buf b;
+    size_t len = strlen(s);
+    buf_init(&b, 4 * len + 1);
+    (void)out_safe_append(&b, s, len, "\t"); /* fits: at most 4 bytes per byte */
+    return buf_steal(&b);
+}
+
+void out_safe_inplace(char *out, size_t size)
+{
+    if (size == 0)
+        return;
+    char *safe = out_safe_dup(out);
+    size_t n = strlen(safe);
+    if (n >= size) { /* cut before a UTF-8 sequence that would not fit whole */
+        n = size - 1;
+        while (n > 0 && ((unsigned char)safe[n] & 0xc0) == 0x80)
+            n--;
+    }
+    memcpy(out, safe, n);
+    out[n] = '\0';
+    xfree(safe);
+}
+
 void out_table_init(struct out_table *t, unsigned ncols)
 {
     *t = (struct out_table){.ncols = ncols};
@@ -235,7 +307,7 @@ void out_table_add(struct out_table *t, const char *const *cells)
         t->cells = xreallocarray(t->cells, (size_t)t->cap * t->ncols, sizeof(char *));
     }
     for (unsigned i = 0; i < t->ncols; i++)
-        t->cells[t->nrows * t->ncols + i] = xstrdup(cells[i] ? cells[i] : "<none>");
+        t->cells[t->nrows * t->ncols + i] = out_safe_dup(cells[i] ? cells[i] : "<none>");
     t->nrows++;
 }
 

@@ -9,6 +9,7 @@
 #include "api/res.h"
 #include "api/sandbox.h"
 #include "as_version.h"
+#include "cli/output.h"
 #include "common/limits.h"
 #include "common/pct.h"
 #include "common/xalloc.h"
@@ -67,6 +68,7 @@ void cli_sbd_error_text(long status, const char *body, size_t len, char *out, si
     for (char *p = out; *p; p++) /* one line */
         if (*p == '\n' || *p == '\r')
             *p = ' ';
+    out_safe_inplace(out, size); /* no terminal controls from the other side */
 }
 
 /* What the sandboxd client is built from (owned strings). */

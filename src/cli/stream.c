@@ -16,6 +16,7 @@ void cli_stream_init(struct cli_stream *st, size_t max_line, linebuf_frame_fn *o
     buf_init(&st->errbody, LIMIT_CLI_SBD_ERROR);
     st->on_line = on_line;
     st->ctx = ctx;
+    st->err = 0;
 }
 
 void cli_stream_start(struct cli_stream *st, CURL *h)
@@ -24,6 +25,7 @@ void cli_stream_start(struct cli_stream *st, CURL *h)
     st->status = 0;
     linebuf_reset(&st->lb);
     buf_reset(&st->errbody);
+    st->err = 0;
 }
 
 void cli_stream_done(struct cli_stream *st)
@@ -41,11 +43,16 @@ size_t cli_stream_write(char *p, size_t size, size_t n, void *ctx)
         (void)buf_append(&st->errbody, p, size * n); /* past the limit: keep the start */
         return size * n;
     }
-    return linebuf_feed(&st->lb, p, size * n, st->on_line, st->ctx) == 0 ? size * n : 0;
+    int r = linebuf_feed(&st->lb, p, size * n, st->on_line, st->ctx);
+    if (r < 0 && !st->err)
+        st->err = r;
+    return r == 0 ? size * n : 0;
 }
 
 const char *cli_stream_why(int proto_err, CURLcode cc, const char *errbuf)
 {
+    if (proto_err == -E2BIG)
+        return "event line too long";
     if (proto_err)
         return "malformed event";
     if (cc == CURLE_OK)

@@ -20,6 +20,8 @@ struct cli_stream {
     struct buf errbody;        /* the start of a refusal's body (LIMIT_CLI_SBD_ERROR) */
     linebuf_frame_fn *on_line; /* each line of a 200 answer; negative stops the transfer */
     void *ctx;
+    int err; /* why cli_stream_write stopped the transfer: on_line's negative value or
+                -E2BIG (a line over max_line); 0 while it did not */
 };
 
 /** Initialises st for on_line(ctx, ...) with lines of at most max_line bytes. */
@@ -30,8 +32,9 @@ void cli_stream_done(struct cli_stream *st);
 /** The CURLOPT_WRITEFUNCTION of a stream (CURLOPT_WRITEDATA: the struct cli_stream).
  * Returns size * n, or 0 to end the transfer (a line too long or on_line's stop). */
 size_t cli_stream_write(char *p, size_t size, size_t n, void *st);
-/** Why a stream broke, for "error: ...: %s": "malformed event" (proto_err), curl's
- * message (errbuf first) or "connection closed". */
+/** Why a stream broke, for "error: ...: %s": "event line too long" (proto_err -E2BIG),
+ * "malformed event" (another proto_err), curl's message (errbuf first) or "connection
+ * closed". */
 const char *cli_stream_why(int proto_err, CURLcode cc, const char *errbuf);
 
 /** Between the turns of cli_stream_run: returns whether to go on (running: the

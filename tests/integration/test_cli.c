@@ -414,6 +414,29 @@ static void test_describe(void **state)
     assert_non_null(strstr(s, "PodCreated"));
     assert_non_null(strstr(s, "created pod alpha"));
     assert_int_equal(it_cli_runf(&out, "describe missing -n %s", ns), 1);
+    /* a pool's sandbox: its pod has another name (the annotation), whose events count
+     * too; text from the cluster reaches the terminal without control characters */
+    json_t *sb = json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:{s:{s:{s:[{s:s,s:s}]}}}}", "apiVersion",
+                           "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "metadata", "name",
+                           "pooled", "annotations", "agents.x-k8s.io/pod-name", "pool-x7k2p",
+                           "spec", "podTemplate", "spec", "containers", "name", "main", "image",
+                           "localhost/agent-sandbox/runtime:dev");
+    IT_OK(kube_create(client, &API_RES_SANDBOXES, ns, sb, NULL, &e), &e);
+    json_decref(sb);
+    ev = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s}}", "apiVersion", "v1",
+                   "kind", "Event", "metadata", "name", "pool-x7k2p.1", "involvedObject",
+                   "apiVersion", "v1", "kind", "Pod", "name", "pool-x7k2p", "namespace", ns,
+                   "reason", "Pulled", "message", "pulled \x1b]52;c;aGk=\a image", "type", "Normal",
+                   "source", "component", "kubelet");
+    IT_OK(kube_create(client, &KUBE_RES_EVENTS, ns, ev, NULL, &e), &e);
+    json_decref(ev);
+    assert_int_equal(it_cli_runf(&out, "describe pooled -n %s", ns), 0);
+    s = buf_str(&out);
+    assert_non_null(strstr(s, "Pod:          <none> (not created)\n"));
+    assert_non_null(strstr(s, "Pulled"));
+    assert_non_null(strstr(s, "pulled \\x1b]52;c;aGk=\\x07 image"));
+    assert_null(strchr(s, 0x1b));
+    IT_OK(kube_delete(client, &API_RES_SANDBOXES, ns, "pooled", &e), &e);
     /* logs: the pod does not exist in this cluster; the message says so */
     assert_int_equal(it_cli_runf(&out, "logs alpha --tail 5 -n %s", ns), 1);
     assert_non_null(strstr(buf_str(&out), "has no pod"));

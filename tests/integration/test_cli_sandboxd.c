@@ -226,9 +226,32 @@ static void test_cp_round_trip(void **state)
     assert_string_equal(buf_str(&out), "hi\n");
     assert_int_equal(run_direct(&out, "cp x:one.txt %s && cat %s/one.txt", work, work), 0);
     assert_string_equal(buf_str(&out), "hi\n");
-    /* errors */
-    assert_int_equal(run_direct(&out, "cp x:missing %s/m", work), 5);
+    /* a single file keeps its mode (0600 stays private), also over an existing file, and
+     * arrives through a temporary file that does not stay behind */
+    assert_int_equal(
+        run_direct(&out,
+                   "x >/dev/null 2>&1; echo secret > %s/secret && chmod 600 %s/secret && "
+                   "echo old > %s/secret.local && chmod 644 %s/secret.local && echo",
+                   root, root, work, work),
+        0);
+    assert_int_equal(run_direct(&out, "cp x:secret %s/secret.new", work), 0);
+    assert_int_equal(run_direct(&out, "cp x:/secret %s/secret.local", work), 0);
+    (void)snprintf(p, sizeof(p), "%s/secret.new", work);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    (void)snprintf(p, sizeof(p), "%s/secret.local", work);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(run_direct(&out,
+                                "x >/dev/null 2>&1; cat %s/secret.local; ls -a %s | grep -c cp-",
+                                work, work),
+                     1);
+    assert_string_equal(buf_str(&out), "secret\n0\n");
+    /* errors; a failed download leaves an existing file alone */
+    assert_int_equal(run_direct(&out, "cp x:missing %s/secret.local", work), 5);
     assert_non_null(strstr(buf_str(&out), "missing"));
+    assert_int_equal(run_direct(&out, "x >/dev/null 2>&1; cat %s/secret.local", work), 0);
+    assert_string_equal(buf_str(&out), "secret\n");
     assert_int_equal(run_direct(&out, "cp a b"), 2);
     assert_int_equal(run_direct(&out, "cp x:a y:b"), 2);
     assert_int_equal(run_direct(&out, "cp x:../escape %s/e", work), 5);
@@ -396,6 +419,34 @@ static void test_background(void **state)
     buf_done(&out);
 }
 
+/* A local write that fails (stdout on /dev/full) is an error, a reader that went away
+ * (| head) is not. */
+static void test_write_errors(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(run_direct(&out, "version --client >/dev/full"), 1);
+    assert_non_null(strstr(buf_str(&out), "cannot write the output"));
+    assert_int_equal(run_direct(&out, "completion bash >/dev/full"), 1);
+    assert_int_equal(run_direct(&out, "exec x -- echo hi >/dev/full"), 1);
+    assert_non_null(strstr(buf_str(&out), "cannot write"));
+    assert_int_equal(run_direct(&out, "exec x -- sh -c 'echo hi >&2' 2>/dev/full"), 1);
+    assert_int_equal(run_direct(&out, "exec x -d -- sh -c 'echo bg-out; exec sleep 30'"), 0);
+    long id = strtol(buf_str(&out), NULL, 10);
+    assert_true(id > 0);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(run_direct(&out, "logs x --process %ld 2>/dev/null", id), 0);
+        if (strstr(buf_str(&out), "bg-out"))
+            break;
+        usleep(20000);
+    }
+    assert_int_equal(run_direct(&out, "logs x --process %ld >/dev/full", id), 1);
+    assert_non_null(strstr(buf_str(&out), "cannot write the output"));
+    assert_int_equal(run_direct(&out, "kill x %ld --rm", id), 0);
+    buf_done(&out);
+}
+
 static void test_fs_commands(void **state)
 {
     (void)state;
@@ -435,7 +486,7 @@ int main(void)
         cmocka_unit_test(test_cp_round_trip),         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_cluster_modes),         cmocka_unit_test(test_shell_attach),
         cmocka_unit_test(test_port_forward_api),      cmocka_unit_test(test_background),
-        cmocka_unit_test(test_fs_commands),
+        cmocka_unit_test(test_fs_commands),           cmocka_unit_test(test_write_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

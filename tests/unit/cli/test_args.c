@@ -148,6 +148,42 @@ static void test_error_text(void **state)
     assert_string_equal(t, "HTTP 502: bad gateway");
     cli_sbd_error_text(500, NULL, 0, t, sizeof(t));
     assert_string_equal(t, "HTTP 500");
+    /* terminal controls from the other side are shown, not sent: OSC 52 (clipboard) */
+    const char *osc = "{\"message\":\"f\\u001b]52;c;aGk=\\u0007 \\u009b2J\"}";
+    cli_sbd_error_text(400, osc, strlen(osc), t, sizeof(t));
+    assert_null(strchr(t, '\x1b'));
+    assert_null(strchr(t, '\a'));
+    assert_string_equal(t, "HTTP 400: f\\x1b]52;c;aGk=\\x07 \\xc2\\x9b2J");
+    cli_sbd_error_text(502, "\x1b[2J\xff", 5, t, 16); /* cut to size */
+    assert_string_equal(t, "HTTP 502: \\x1b[");
+}
+
+/* run-code's interrupt: the context id from the stream is one escaped segment, and dot
+ * segments (which curl resolves) are refused. */
+static void test_interrupt_path(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *id, *want;
+        int rc;
+    } cases[] = {
+        {"default", "/v1/contexts/default/interrupt", 0},
+        {"a b", "/v1/contexts/a%20b/interrupt", 0},
+        {"../../../api/v1/namespaces/x/secrets?",
+         "/v1/contexts/..%2F..%2F..%2Fapi%2Fv1%2Fnamespaces%2Fx%2Fsecrets%3F/interrupt", 0},
+        {"x#frag", "/v1/contexts/x%23frag/interrupt", 0},
+        {"..", "", -EINVAL},
+        {".", "", -EINVAL},
+        {"", "", -EINVAL},
+        {NULL, "", -EINVAL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct buf b;
+        buf_init(&b, 4096);
+        assert_int_equal(cli_code_interrupt_path(cases[i].id, &b), cases[i].rc);
+        assert_string_equal(buf_str(&b), cases[i].want);
+        buf_done(&b);
+    }
 }
 
 static void test_logs_path(void **state)
@@ -179,6 +215,7 @@ int main(void)
         cmocka_unit_test(test_globals_anywhere), cmocka_unit_test(test_globals_errors),
         cmocka_unit_test(test_duration),         cmocka_unit_test(test_proxy_base),
         cmocka_unit_test(test_error_text),       cmocka_unit_test(test_logs_path),
+        cmocka_unit_test(test_interrupt_path),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     fclose(devnull);

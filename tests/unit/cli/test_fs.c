@@ -51,6 +51,13 @@ static void test_format_event(void **state)
         {"{\"type\":\"error\",\"message\":\"too many\"}", "error     too many\n", 0},
         {"{\"type\":\"ready\",\"path\":\"/\"}", "", 1},
         {"{\"path\":\"x\"}", "", -EINVAL},
+        /* names from the sandbox reach the terminal without controls */
+        {"{\"type\":\"create\",\"path\":\"\\u001b]52;c;aGk=\\u0007\",\"is_dir\":false}",
+         "create    \\x1b]52;c;aGk=\\x07\n", 0},
+        {"{\"type\":\"move\",\"from\":\"a\\nb\",\"to\":\"\\u009b31m\",\"is_dir\":false}",
+         "move      a\\x0ab -> \\xc2\\x9b31m\n", 0},
+        {"{\"type\":\"error\",\"message\":\"\\u001b[2J\\u007f\"}", "error     \\x1b[2J\\x7f\n", 0},
+        {"{\"type\":\"\\u001b[H\",\"path\":\"p\"}", "\\x1b[H       p\n", 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *j = json_loads(cases[i].json, 0, NULL);
@@ -59,6 +66,7 @@ static void test_format_event(void **state)
         buf_init(&b, 1024);
         assert_int_equal(cli_fs_format_event(j, &b), cases[i].rc);
         assert_string_equal(buf_str(&b), cases[i].want);
+        assert_null(memchr(buf_str(&b), 0x1b, b.len));
         buf_done(&b);
         json_decref(j);
     }

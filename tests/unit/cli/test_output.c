@@ -248,12 +248,74 @@ static void test_table(void **state)
     xfree(text);
 }
 
+/* Cells and sandbox text reach the terminal without control characters. */
+static void test_safe(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"plain text", "plain text"},
+        {"tab\there", "tab\there"},
+        {"\x1b]52;c;aGk=\a", "\\x1b]52;c;aGk=\\x07"},
+        {"line\r\nbreak\x7f", "line\\x0d\\x0abreak\\x7f"},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+        {"\xc2\x9b"
+         "31m",
+         "\\xc2\\x9b31m"},        /* C1 CSI */
+        {"\xc2\xa0", "\xc2\xa0"}, /* U+00A0 is fine */
+        {"\xff\xc0\xaf \xed\xa0\x80 \xe2\x82", "\\xff\\xc0\\xaf \\xed\\xa0\\x80 \\xe2\\x82"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *s = out_safe_dup(cases[i].in);
+        assert_string_equal(s, cases[i].want);
+        xfree(s);
+    }
+    assert_null(out_safe_dup(NULL));
+    struct buf b;
+    buf_init(&b, 64);
+    assert_int_equal(out_safe_append(&b, "a\nb\0c", 5, "\n"), 0);
+    assert_string_equal(buf_str(&b), "a\nb\\x00c");
+    buf_done(&b);
+    char small[8] = "\x1b\x1b";
+    out_safe_inplace(small, sizeof(small));
+    assert_string_equal(small, "\\x1b\\x1");
+    char utf[6] = "ab\xc3\xa9\xc3";
+    out_safe_inplace(utf, sizeof(utf)); /* "ab\xc3\xa9\\xc3" cut before the escape */
+    assert_string_equal(utf, "ab\xc3\xa9\\");
+    char cut[5] = "abc";
+    memcpy(cut, "ab\xc3\xa9", 5);
+    out_safe_inplace(cut, 4); /* "ab" and half of U+00E9 would fit: the whole char goes */
+    assert_string_equal(cut, "ab");
+}
+
+static void test_table_controls(void **state)
+{
+    (void)state;
+    struct out_table t;
+    out_table_init(&t, 2);
+    out_table_add(&t, (const char *const[]){"ID", "COMMAND"});
+    out_table_add(&t, (const char *const[]){"1", "echo \x1b]0;pwned\a\x1b[2J"});
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    out_table_print(f, &t);
+    assert_int_equal(fclose(f), 0);
+    out_table_done(&t);
+    assert_null(strchr(text, 0x1b));
+    assert_null(strchr(text, '\a'));
+    assert_string_equal(text, "ID   COMMAND\n"
+                              "1    echo \\x1b]0;pwned\\x07\\x1b[2J\n");
+    xfree(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_yaml_shapes),    cmocka_unit_test(test_yaml_quoting),
         cmocka_unit_test(test_yaml_roundtrip), cmocka_unit_test(test_age),
-        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_table),          cmocka_unit_test(test_safe),
+        cmocka_unit_test(test_table_controls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

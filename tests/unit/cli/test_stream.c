@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "cli/stream.h"
 #include "common/limits.h"
 
@@ -90,10 +91,14 @@ static void test_stops(void **state)
     st.status = 200;
     assert_int_equal(feed(&st, "one\ntwo\nthree\n"), 0); /* the callback stopped */
     assert_string_equal(buf_str(&g.lines), "one|");
+    assert_int_equal(st.err, -EPIPE); /* the callback's reason is kept */
     cli_stream_start(&st, NULL);
+    assert_int_equal(st.err, 0);
     st.status = 200;
     g.stop_at = 0;
     assert_int_equal(feed(&st, "123456789"), 0); /* over 8 bytes: ends the transfer */
+    assert_int_equal(st.err, -E2BIG);            /* a protocol error, not a write error */
+    assert_string_equal(cli_stream_why(st.err, CURLE_WRITE_ERROR, ""), "event line too long");
     cli_stream_done(&st);
     buf_done(&g.lines);
 }
@@ -128,6 +133,39 @@ static void test_write_all(void **state)
     assert_int_equal(cli_write_all(-1, "x", 1), -EBADF);
 }
 
+/* The end-of-command check of stdout: a failed write turns success into CLI_ERR (with
+ * a message), EPIPE does not, and another exit code is kept. */
+static void test_output_done(void **state)
+{
+    (void)state;
+    FILE *err = fopen("/dev/null", "w");
+    assert_non_null(err);
+    FILE *full = fopen("/dev/full", "w");
+    assert_non_null(full);
+    assert_int_equal(fputs("lost\n", full) >= 0, 1); /* buffered: fails at the flush */
+    assert_int_equal(cli_output_done(full, err, CLI_OK), CLI_ERR);
+    assert_int_equal(fputs("lost\n", full) >= 0, 1);
+    assert_int_equal(cli_output_done(full, err, CLI_SBD), CLI_SBD);
+    (void)fclose(full);
+    FILE *ok = fopen("/dev/null", "w");
+    assert_non_null(ok);
+    assert_int_equal(fputs("fine\n", ok) >= 0, 1);
+    assert_int_equal(cli_output_done(ok, err, CLI_OK), CLI_OK);
+    assert_int_equal(cli_output_done(ok, err, 7), 7);
+    (void)fclose(ok);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    (void)close(fds[0]);
+    FILE *gone = fdopen(fds[1], "w");
+    assert_non_null(gone);
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    assert_int_equal(fputs("x\n", gone) >= 0, 1);
+    assert_int_equal(cli_output_done(gone, err, CLI_OK), CLI_OK); /* | head */
+    (void)signal(SIGPIPE, old);
+    (void)fclose(gone);
+    (void)fclose(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -136,6 +174,7 @@ int main(void)
         cmocka_unit_test(test_stops),
         cmocka_unit_test(test_why),
         cmocka_unit_test(test_write_all),
+        cmocka_unit_test(test_output_done),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* exec -t -i's raw terminal, on a pseudo-terminal: raw while the command runs, restored
+ * afterwards, and restored too when SIGTERM or SIGHUP ends the process meanwhile. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <pty.h>
+#include <signal.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <sys/wait.h>
+
+#include "cli/cli.h"
+
+static bool is_cooked(int fd)
+{
+    struct termios t;
+    assert_int_equal(tcgetattr(fd, &t), 0);
+    return (t.c_lflag & ISIG) && (t.c_lflag & ICANON) && (t.c_lflag & ECHO);
+}
+
+static bool is_raw(int fd)
+{
+    struct termios t;
+    assert_int_equal(tcgetattr(fd, &t), 0);
+    return !(t.c_lflag & (ISIG | ICANON | ECHO));
+}
+
+static void test_raw_and_restore(void **state)
+{
+    (void)state;
+    int master, slave;
+    assert_int_equal(openpty(&master, &slave, NULL, NULL, NULL), 0);
+    assert_true(is_cooked(slave));
+    assert_true(cli_tty_raw(slave));
+    assert_true(is_raw(slave));
+    assert_false(cli_tty_raw(slave)); /* one at a time */
+    cli_tty_restore();
+    assert_true(is_cooked(slave));
+    cli_tty_restore(); /* nothing to do */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    assert_false(cli_tty_raw(fds[0])); /* not a terminal */
+    (void)close(fds[0]);
+    (void)close(fds[1]);
+    (void)close(master);
+    (void)close(slave);
+}
+
+/* A child makes the terminal raw and waits; sig kills it; the terminal is cooked again. */
+static void check_fatal_signal(int sig)
+{
+    int master, slave, ready[2];
+    assert_int_equal(openpty(&master, &slave, NULL, NULL, NULL), 0);
+    assert_int_equal(pipe(ready), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        bool ok = cli_tty_raw(slave);
+        (void)write(ready[1], ok ? "y" : "n", 1);
+        for (;;)
+            pause();
+    }
+    char c = 0;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(c, 'y');
+    assert_true(is_raw(slave));
+    assert_int_equal(kill(pid, sig), 0);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st)); /* the signal's default action, after the restore */
+    assert_int_equal(WTERMSIG(st), sig);
+    assert_true(is_cooked(slave));
+    (void)close(ready[0]);
+    (void)close(ready[1]);
+    (void)close(master);
+    (void)close(slave);
+}
+
+static void test_sigterm_restores(void **state)
+{
+    (void)state;
+    check_fatal_signal(SIGTERM);
+}
+
+static void test_sighup_restores(void **state)
+{
+    (void)state;
+    check_fatal_signal(SIGHUP);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_raw_and_restore),
+        cmocka_unit_test(test_sigterm_restores),
+        cmocka_unit_test(test_sighup_restores),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
