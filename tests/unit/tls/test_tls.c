@@ -148,70 +148,76 @@ static void get_info(uint16_t port, const char *cert, const char *key, char *buf
     (void)get_info_tls(port, cert, key, 0, NULL, buf, size);
 }
 
+/* An mTLS front (client certificates required: the self-signed "unit" certificate, its
+ * own CA) before a server answering GET /info with the request's identity. */
+struct mtls_fix {
+    struct http_router *routes;
+    struct http_server_thread *srv;
+    char *dir, cert[512], key[512];
+    struct tls_front_opts to;
+};
+
+static void mtls_fix_init(struct mtls_fix *f)
+{
+    struct http_server_opts so = {.router = f->routes = http_router_new()};
+    assert_int_equal(http_router_add(f->routes, "GET", "/info", 0, h_info, NULL), 0);
+    assert_int_equal(http_server_start_thread(&so, &f->srv), 0);
+    assert_int_equal(tls_self_signed("unit", &f->dir), 0);
+    (void)snprintf(f->cert, sizeof(f->cert), "%s/tls.crt", f->dir);
+    (void)snprintf(f->key, sizeof(f->key), "%s/tls.key", f->dir);
+    f->to = (struct tls_front_opts){.host = "127.0.0.1",
+                                    .cert_file = f->cert,
+                                    .key_file = f->key,
+                                    .client_ca = f->cert,
+                                    .mtls = TLS_MTLS_REQUIRED,
+                                    .client_identity = true};
+}
+
+static void mtls_fix_done(struct mtls_fix *f)
+{
+    http_server_stop_thread(f->srv, USEC_PER_SEC);
+    http_router_free(f->routes);
+    tls_self_signed_remove(f->dir);
+}
+
 /* mTLS with client_identity: the handler sees the certificate's identity (a
  * self-signed certificate that is its own CA: CN "unit", no O); without: nothing. */
 static void test_front_client_identity(void **state)
 {
-    struct http_router *routes = http_router_new();
-    struct http_server_opts so = {.router = routes};
-    struct http_server_thread *srv;
+    struct mtls_fix f;
     struct tls_front *front;
-    char *dir, cert[512], key[512], buf[4096];
+    char buf[4096];
     (void)state;
-    assert_int_equal(http_router_add(routes, "GET", "/info", 0, h_info, NULL), 0);
-    assert_int_equal(http_server_start_thread(&so, &srv), 0);
-    assert_int_equal(tls_self_signed("unit", &dir), 0);
-    (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
-    (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
-    struct tls_front_opts to = {.host = "127.0.0.1",
-                                .cert_file = cert,
-                                .key_file = key,
-                                .client_ca = cert,
-                                .mtls = TLS_MTLS_REQUIRED,
-                                .client_identity = true};
+    mtls_fix_init(&f);
     for (int with = 1; with >= 0; with--) {
-        to.client_identity = with;
-        assert_int_equal(tls_front_start(&to, http_server_thread_server(srv), &front), 0);
-        get_info(tls_front_port(front), cert, key, buf, sizeof(buf));
+        f.to.client_identity = with;
+        assert_int_equal(tls_front_start(&f.to, http_server_thread_server(f.srv), &front), 0);
+        get_info(tls_front_port(front), f.cert, f.key, buf, sizeof(buf));
         assert_non_null(strstr(buf, "HTTP/1.1 200"));
         assert_non_null(
             strstr(buf, with ? "\r\n\r\nunit|system:authenticated|" : "Content-Length: 0\r\n"));
         tls_front_stop(front);
     }
-    http_server_stop_thread(srv, USEC_PER_SEC);
-    http_router_free(routes);
-    tls_self_signed_remove(dir);
+    mtls_fix_done(&f);
 }
 
 /* mTLS: a client that resumes its session (TLS 1.3 ticket, TLS 1.2 session) is served,
  * with the identity of the certificate of the session (the handshake failed before). */
 static void test_front_session_resumed(void **state)
 {
-    struct http_router *routes = http_router_new();
-    struct http_server_opts so = {.router = routes};
-    struct http_server_thread *srv;
-    struct tls_front *front;
-    char *dir, cert[512], key[512], buf[4096];
-    (void)state;
-    assert_int_equal(http_router_add(routes, "GET", "/info", 0, h_info, NULL), 0);
-    assert_int_equal(http_server_start_thread(&so, &srv), 0);
-    assert_int_equal(tls_self_signed("unit", &dir), 0);
-    (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
-    (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
-    struct tls_front_opts to = {.host = "127.0.0.1",
-                                .cert_file = cert,
-                                .key_file = key,
-                                .client_ca = cert,
-                                .mtls = TLS_MTLS_REQUIRED,
-                                .client_identity = true};
-    assert_int_equal(tls_front_start(&to, http_server_thread_server(srv), &front), 0);
     static const int versions[] = {TLS1_3_VERSION, TLS1_2_VERSION};
+    struct mtls_fix f;
+    struct tls_front *front;
+    char buf[4096];
+    (void)state;
+    mtls_fix_init(&f);
+    assert_int_equal(tls_front_start(&f.to, http_server_thread_server(f.srv), &front), 0);
     for (size_t i = 0; i < ARRAY_SIZE(versions); i++) {
         SSL_SESSION *sess = NULL;
         for (int round = 0; round < 2; round++) {
             buf[0] = '\0';
-            bool reused = get_info_tls(tls_front_port(front), cert, key, versions[i], &sess, buf,
-                                       sizeof(buf));
+            bool reused = get_info_tls(tls_front_port(front), f.cert, f.key, versions[i], &sess,
+                                       buf, sizeof(buf));
             assert_int_equal(reused, round == 1);
             assert_non_null(strstr(buf, "HTTP/1.1 200"));
             assert_non_null(strstr(buf, "\r\n\r\nunit|system:authenticated|"));
@@ -219,9 +225,7 @@ static void test_front_session_resumed(void **state)
         SSL_SESSION_free(sess);
     }
     tls_front_stop(front);
-    http_server_stop_thread(srv, USEC_PER_SEC);
-    http_router_free(routes);
-    tls_self_signed_remove(dir);
+    mtls_fix_done(&f);
 }
 
 static void test_front_rejects_bad_options(void **state)
