@@ -228,18 +228,22 @@ static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, 
     return r;
 }
 
-int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, json_t **ret_sb,
-                 char *msg, size_t size)
+int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *prefer,
+                 json_t **ret_sb, char *msg, size_t size)
 {
     char pk[LIMIT_KUBE_STORE_KEY + 1], name[LIMIT_KUBE_STORE_KEY + 1];
     int r = 0;
     if (ext__key(kube_obj_namespace(pool), kube_obj_name(pool), pk, sizeof(pk)) < 0 ||
-        claim_queue_len(x->cq, pk) == 0)
+        (claim_queue_len(x->cq, pk) == 0 && !prefer))
         return 0; /* no candidate: no place needed */
     /* a place among the adoptions in flight, in the order claims get here; taken before
      * the candidates are read, so the one patched is as fresh as the cache has it */
     if (fifo_sem_acquire(&x->adopt_sem) && x->met.adopt_waits)
         metric_inc(x->met.adopt_waits, NULL);
+    if (prefer) { /* try_one checks it is still a warm candidate of the pool */
+        claim_queue_remove(x->cq, pk, prefer);
+        r = try_one(x, claim, pool, pk, prefer, ret_sb, msg, size);
+    }
     for (int i = 0; i < LIMIT_EXT_ADOPT_ATTEMPTS && r == 0; i++) {
         if (!claim_queue_pop(x->cq, pk, name, sizeof(name)))
             break;

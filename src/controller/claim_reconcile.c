@@ -34,7 +34,9 @@ struct claim_pass {
     char msg[768];
     const char *launch; /* "warm" or "cold" when bound in this pass */
     usec_t requeue;
-    int err;     /* error worth a rate-limited retry */
+    int err; /* error worth a rate-limited retry */
+    /* a pool member an adoption PATCH of the claim may still land on: adopted first */
+    char prefer[LIMIT_KUBE_STORE_KEY + 1];
     bool unsure; /* whether the claim controls its binding's Sandbox is not known: the pass
                     writes nothing and is retried */
 };
@@ -77,6 +79,15 @@ static bool cache_behind(const json_t *cached, const json_t *ours)
            c < 0;
 }
 
+/* Whether an adoption PATCH guarded by the version bound (the binding: the candidate as
+ * it was patched) can still be carried out on sb: sb is still a pool's, in that version. */
+static bool may_still_land(const json_t *sb, const json_t *bound)
+{
+    const char *kind = json_string_value(json_object_get(kube_obj_controller_ref(sb), "kind"));
+    const char *a = kube_obj_resource_version(sb), *b = kube_obj_resource_version(bound);
+    return kind && strcmp(kind, EXT_KIND_POOL) == 0 && a && b && strcmp(a, b) == 0;
+}
+
 static json_t *find_by_binding(struct claim_pass *p)
 {
     json_t *ours = ext__binding_get(p->x, p->uid), *sb;
@@ -100,7 +111,9 @@ static json_t *find_by_binding(struct claim_pass *p)
         switch (ext__sb_read(p->x, p->ns, name, p->uid, &sb, &e)) {
         case EXT_SB_OURS:
             break;
-        case EXT_SB_OTHER: /* not ours (an adoption that was not applied) */
+        case EXT_SB_OTHER: /* not ours: an adoption that was not applied (yet) */
+            if (may_still_land(sb, ours))
+                (void)snprintf(p->prefer, sizeof(p->prefer), "%s", name);
             json_decref(sb);
             sb = NULL;
             ext__binding_drop(p->x, p->uid);
@@ -293,7 +306,8 @@ static void provision(struct claim_pass *p)
                  tn ? tn : "");
         requeue_min(p, LIMIT_EXT_MISSING_REQUEUE);
     } else if ((!claim_needs_cold(p->claim) || late_ok(p, tpl)) &&
-               (r = claim__adopt(p->x, p->claim, pool, &sb, p->msg, sizeof(p->msg))) != 0) {
+               (r = claim__adopt(p->x, p->claim, pool, p->prefer[0] ? p->prefer : NULL, &sb, p->msg,
+                                 sizeof(p->msg))) != 0) {
         if (r > 0) {
             p->sb = sb;
             if (!claim_needs_cold(p->claim) || late_deliver(p, tpl, pn))

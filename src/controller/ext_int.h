@@ -142,7 +142,8 @@ void ext__ready_once_drop(struct ext_ctrl *x, const char *claim_uid);
 usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop);
 
 /** Warm adoption (claim_adopt.c): pops candidates of pool for claim and adopts the first
- * that passes; *ret_sb gets the adopted Sandbox (new reference). Returns 1 adopted, 0
- * none available, or a negative errno (reterr text in msg). */
-int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, json_t **ret_sb,
-                 char *msg, size_t size);
+ * that passes, prefer (NULL: none) first: a candidate an earlier adoption PATCH of the
+ * claim may still land on. *ret_sb gets the adopted Sandbox (new reference). Returns 1
+ * adopted, 0 none available, or a negative errno (reterr text in msg). */
+int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *prefer,
+                 json_t **ret_sb, char *msg, size_t size);
