@@ -5,6 +5,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,7 +23,43 @@ struct cp_ctx {
     const struct cli_globals *g;
     struct cli_sbd *s;
     unsigned files; /* copied so far, bounded by LIMIT_CLI_CP_ENTRIES */
+    mode_t umask;   /* applied to downloaded modes, as cp does without -p */
 };
+
+/* The download's temporary file, for the signal handler: removed when SIGINT, SIGTERM
+ * or SIGHUP ends the copy (the handler only unlinks and re-raises). */
+static char tmp_live[PATH_MAX];
+static volatile sig_atomic_t tmp_set;
+
+static void on_stop_signal(int sig)
+{
+    if (tmp_set)
+        (void)unlink(tmp_live);
+    (void)signal(sig, SIG_DFL);
+    (void)raise(sig);
+}
+
+/* Records (path) or forgets (NULL) the temporary file the handler removes. */
+static void tmp_track(const char *path)
+{
+    tmp_set = 0;
+    if (path && strlen(path) < sizeof(tmp_live)) {
+        memcpy(tmp_live, path, strlen(path) + 1);
+        tmp_set = 1;
+    }
+}
+
+/* Installs on_stop_signal for the signals not ignored. */
+static void tmp_guard(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        struct sigaction old, sa = {.sa_handler = on_stop_signal};
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            (void)sigaction(sigs[i], &sa, NULL);
+    }
+}
 
 void cli_help_cp(FILE *out)
 {
@@ -173,6 +212,7 @@ struct getter {
     struct cp_ctx *c;
     CURL *h;
     const char *local;
+    char *dest;   /* where the file goes: local, or the file a local symlink names (owned) */
     char *tmp;    /* the temporary file (owned), NULL until the first byte */
     int fd;       /* tmp open for writing, -1 before */
     bool listing; /* the answer is a directory listing */
@@ -181,11 +221,24 @@ struct getter {
     int local_err;   /* errno of a local failure */
 };
 
-/* Creates x->tmp, "DIR/.NAME.cp-XXXXXX" beside x->local, exclusively with mode 0600. */
+/* Where a download to local goes: through a symlink to the file it names (as cp writes
+ * through one), else local itself. */
+static char *dest_of(const char *local)
+{
+    struct stat st;
+    char real[PATH_MAX];
+    if (lstat(local, &st) == 0 && S_ISLNK(st.st_mode) && realpath(local, real))
+        return xstrdup(real);
+    return xstrdup(local);
+}
+
+/* Creates x->tmp, "DIR/.NAME.cp-XXXXXX" beside the destination (NAME cut to 200 bytes,
+ * so a name near NAME_MAX still fits), exclusively with mode 0600. */
 static int open_local(struct getter *x)
 {
-    char *dir = xstrdup(x->local), *base = xstrdup(x->local);
-    x->tmp = xasprintf("%s/.%s.cp-XXXXXX", dirname(dir), basename(base));
+    x->dest = dest_of(x->local);
+    char *dir = xstrdup(x->dest), *base = xstrdup(x->dest);
+    x->tmp = xasprintf("%s/.%.200s.cp-XXXXXX", dirname(dir), basename(base));
     xfree(dir);
     xfree(base);
     x->fd = mkostemp(x->tmp, O_CLOEXEC);
@@ -193,6 +246,7 @@ static int open_local(struct getter *x)
         x->local_err = errno;
         XFREE(x->tmp);
     }
+    tmp_track(x->tmp);
     return x->fd;
 }
 
@@ -258,15 +312,22 @@ static mode_t remote_mode(struct cp_ctx *c, const char *remote, const char *mode
                          sizeof(err));
     json_t *j =
         r == 0 && status == 200 ? json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL) : NULL;
-    if (parse_mode(json_string_value(json_object_get(j, "mode")), &m) < 0) {
-        mode_t um = umask(0);
-        (void)umask(um);
-        m = 0666 & ~um;
-    }
+    const char *type = json_string_value(json_object_get(j, "type"));
+    /* a symlink's stat describes the link (0777), not the file read through it */
+    if ((type && strcmp(type, "file") != 0) ||
+        parse_mode(json_string_value(json_object_get(j, "mode")), &m) < 0)
+        m = 0666;
     json_decref(j);
     buf_done(&path);
     buf_done(&resp);
     return m;
+}
+
+/* The local mode of a downloaded entry of remote mode m: its permission bits (never
+ * setuid, setgid or sticky from the sandbox) less the umask, as cp without -p. */
+static mode_t local_mode(const struct cp_ctx *c, mode_t m)
+{
+    return m & 0777 & ~c->umask;
 }
 
 /* Creates local as a directory and fetches every entry of the listing into it. */
@@ -306,7 +367,7 @@ static int get_listing(struct cp_ctx *c, const char *remote, const char *local,
  * renames it over x->local. Returns CLI_OK or prints why not. */
 static int commit_file(struct getter *x, const char *remote, const char *mode)
 {
-    mode_t m = remote_mode(x->c, remote, mode);
+    mode_t m = local_mode(x->c, remote_mode(x->c, remote, mode));
     int fd = x->fd;
     x->fd = -1;
     int r = fchmod(fd, m), e = errno;
@@ -318,8 +379,9 @@ static int commit_file(struct getter *x, const char *remote, const char *mode)
         errno = e;
         return local_fail(x->c, "cannot write", x->local);
     }
-    if (rename(x->tmp, x->local) < 0)
+    if (rename(x->tmp, x->dest) < 0)
         return local_fail(x->c, "cannot write", x->local);
+    tmp_track(NULL);
     XFREE(x->tmp);
     return CLI_OK;
 }
@@ -341,7 +403,7 @@ static int get_finish(struct getter *x, const char *remote, const char *mode, CU
     int rc = get_listing(x->c, remote, x->local, &x->body, depth);
     mode_t m;
     if (rc == CLI_OK && parse_mode(mode, &m) == 0)
-        (void)chmod(x->local, m);
+        (void)chmod(x->local, local_mode(x->c, m));
     return rc;
 }
 
@@ -376,7 +438,9 @@ static int get_path(struct cp_ctx *c, const char *remote, const char *local, con
         (void)close(x.fd);
     if (x.tmp) /* not renamed into place: the destination stays as it was */
         (void)unlink(x.tmp);
+    tmp_track(NULL);
     xfree(x.tmp);
+    xfree(x.dest);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(x.h);
     buf_done(&path);
@@ -437,6 +501,9 @@ static int download(struct cp_ctx *c, const char *remote, const char *local)
     } else {
         target = xstrdup(local);
     }
+    c->umask = umask(0);
+    (void)umask(c->umask);
+    tmp_guard();
     int rc = get_path(c, remote, target, NULL, 0);
     xfree(target);
     return rc;

@@ -10,6 +10,7 @@
 #include "api/sandbox.h"
 #include "cli/cli.h"
 #include "cli/manifest.h"
+#include "cli/output.h"
 #include "common/duration.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
@@ -113,6 +114,7 @@ static int wait_ready(struct cli_globals *g, struct kube_client *c, const struct
     bool claim = res == &API_RES_SANDBOXCLAIMS;
     int r = cli_wait(c, res, ns, name, timeout, claim ? claim_ready : sandbox_ready, NULL, ret_obj,
                      why, sizeof(why), &e);
+    out_safe_inplace(why, sizeof(why)); /* condition text from the cluster */
     const char *kind = claim ? "sandboxclaim" : "sandbox";
     if (r == -ETIMEDOUT) {
         fprintf(g->err,

@@ -75,8 +75,11 @@ bool cli_tty_raw(int fd)
     struct sigaction sa = {.sa_handler = on_fatal};
     sigemptyset(&sa.sa_mask);
     tty_fd = fd;
-    for (size_t i = 0; i < ARRAY_SIZE(tty_sigs); i++)
-        (void)sigaction(tty_sigs[i], &sa, &tty_old[i]);
+    for (size_t i = 0; i < ARRAY_SIZE(tty_sigs); i++) {
+        (void)sigaction(tty_sigs[i], NULL, &tty_old[i]);
+        if (tty_old[i].sa_handler != SIG_IGN) /* an ignored one (nohup) stays ignored */
+            (void)sigaction(tty_sigs[i], &sa, NULL);
+    }
     t = tty_saved;
     cfmakeraw(&t);
     (void)tcsetattr(fd, TCSANOW, &t);

@@ -8,6 +8,7 @@
 #include "api/res.h"
 #include "api/sandbox.h"
 #include "cli/cli.h"
+#include "cli/output.h"
 #include "common/duration.h"
 #include "common/limits.h"
 #include "kube/obj.h"
@@ -75,8 +76,11 @@ static int parse_life(struct cli_globals *g, int argc, char **argv, struct life_
 }
 
 static int wait_fail(struct cli_globals *g, int r, const char *name, const char *what,
-                     const char *why, const struct kube_err *e)
+                     const char *why_raw, const struct kube_err *e)
 {
+    char why[1200];
+    (void)snprintf(why, sizeof(why), "%s", why_raw);
+    out_safe_inplace(why, sizeof(why)); /* condition text from the cluster */
     if (r == -ETIMEDOUT) {
         fprintf(g->err, "error: sandbox \"%s\" did not become %s within --timeout (last: %s)\n",
                 name, what, why[0] ? why : "unknown");

@@ -254,7 +254,12 @@ static int remote_open(struct pf_conn *c)
                              .port = x->remote,
                              .authorization = auth,
                              .key = buf_str(&key)};
-    int r = cli_pfwd_request(&q, &c->tx);
+    /* Room for the whole request first: a buffer that grew while it held the token would
+     * free a copy of it unwiped. */
+    int r = buf_printf(&c->tx, "%*s", (int)(4096 + (auth ? strlen(auth) : 0)), "");
+    buf_reset(&c->tx);
+    if (r == 0)
+        r = cli_pfwd_request(&q, &c->tx);
     if (auth) {
         explicit_bzero(auth, strlen(auth));
         xfree(auth);

@@ -80,6 +80,10 @@ static int link_target_rel(const struct sbd_root *root, const char *rel, char **
         return r;
     if (st.st_nlink == 0) /* removed meanwhile: its name has " (deleted)" appended */
         return -ENOENT;
+    if (!S_ISREG(st.st_mode)) /* re-pointed since check_target: never replace such a file */
+        return S_ISDIR(st.st_mode) ? -EISDIR : -ENXIO;
+    if ((size_t)n >= sizeof(got) - 1)
+        return -ENAMETOOLONG; /* the name may be cut short */
     got[n] = '\0';
     const char *rp = sbd_root_path(root);
     size_t rl = strcmp(rp, "/") == 0 ? 0 : strlen(rp);

@@ -247,6 +247,29 @@ static void test_cp_round_trip(void **state)
                                 work, work),
                      1);
     assert_string_equal(buf_str(&out), "secret\n0\n");
+    /* through a sandbox symlink: the mode of the file (not the link's 0777); a setuid
+     * file loses the bit; a local symlink destination is written through (kept a link) */
+    assert_int_equal(
+        run_direct(&out,
+                   "x >/dev/null 2>&1; echo pub > %s/pub && chmod 644 %s/pub && "
+                   "ln -s pub %s/pub.link && echo t > %s/suid && chmod 4755 %s/suid && "
+                   "echo old > %s/target && ln -s target %s/dest.link && echo",
+                   root, root, root, root, root, work, work),
+        0);
+    assert_int_equal(run_direct(&out, "cp x:pub.link %s/pub.out", work), 0);
+    assert_int_equal(run_direct(&out, "cp x:suid %s/suid.out", work), 0);
+    assert_int_equal(run_direct(&out, "cp x:pub %s/dest.link", work), 0);
+    (void)snprintf(p, sizeof(p), "%s/pub.out", work);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0644);
+    (void)snprintf(p, sizeof(p), "%s/suid.out", work);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07000, 0);
+    (void)snprintf(p, sizeof(p), "%s/dest.link", work);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(run_direct(&out, "x >/dev/null 2>&1; cat %s/target", work), 0);
+    assert_string_equal(buf_str(&out), "pub\n");
     /* errors; a failed download leaves an existing file alone */
     assert_int_equal(run_direct(&out, "cp x:missing %s/secret.local", work), 5);
     assert_non_null(strstr(buf_str(&out), "missing"));
