@@ -225,6 +225,13 @@ def router_source(conn: RouterConnection, cfg: KubeConfig | None) -> TokenSource
     return TokenSource(cfg=cfg)
 
 
+def router_needs_exec(conn: Connection, cfg: KubeConfig | None) -> bool:
+    """Whether conn is a router connection whose token is the kubeconfig's exec
+    credential (not a literal, a token file, $AGENT_SANDBOX_ROUTER_TOKEN or the
+    kubeconfig's own token): only then must a request fetch that credential."""
+    return isinstance(conn, RouterConnection) and router_source(conn, cfg).cfg is not None
+
+
 def router_token(conn: RouterConnection, cfg: KubeConfig | None) -> str | None:
     """conn's bearer token now."""
     return router_source(conn, cfg).get()

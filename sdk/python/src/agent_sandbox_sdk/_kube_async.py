@@ -76,8 +76,7 @@ class AsyncKubeClient:
         ctx = cfg.ssl_context()
         self.http = httpx.AsyncClient(
             **_k8s.client_options(cfg, timeout, ctx),
-            transport=httpx.AsyncHTTPTransport(verify=ctx, retries=2),
-            mounts=_proxy.async_mounts(ctx),
+            transport=_proxy.async_transport(ctx),
         )
         self._streams: dict[str, AsyncHandoutStream] = {}
         ua = self.http.headers.get("user-agent", "agent-sandbox-sdk")

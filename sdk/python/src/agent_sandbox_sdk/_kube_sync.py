@@ -356,10 +356,7 @@ class KubeClient:
         self.cfg = cfg
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         ctx = cfg.ssl_context()
-        transport = httpx.HTTPTransport(verify=ctx, retries=2)
-        self.http = httpx.Client(
-            **_k8s.client_options(cfg, timeout, ctx), transport=transport, mounts=_proxy.mounts(ctx)
-        )
+        self.http = httpx.Client(**_k8s.client_options(cfg, timeout, ctx), transport=_proxy.transport(ctx))
         self._streams: dict[str, HandoutStream] = {}
         self._streams_lock = threading.Lock()
         self._later = Later()

@@ -126,11 +126,16 @@ def client_options(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout
 
 
 def http_client(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout: float) -> httpx.Client:
-    """httpx reads the environment's proxies itself here (no transport of the SDK's);
-    loopback hosts stay direct, as on the SDK's other clients (_proxy)."""
-    return httpx.Client(**client_options(t, conn, cfg, timeout), mounts=_proxy.loopback_direct())
+    """The environment's proxies by the rules of the SDK's other clients (_proxy: NO_PROXY's
+    CIDR ranges, loopback and the in-cluster API server direct); the transport is the one
+    httpx would make (its retries and the client's limits)."""
+    opts = client_options(t, conn, cfg, timeout)
+    verify = opts.pop("verify", True)
+    return httpx.Client(**opts, transport=_proxy.transport(verify, retries=0, limits=opts["limits"]))
 
 
 def async_http_client(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout: float) -> httpx.AsyncClient:
     """As http_client."""
-    return httpx.AsyncClient(**client_options(t, conn, cfg, timeout), mounts=_proxy.loopback_direct())
+    opts = client_options(t, conn, cfg, timeout)
+    verify = opts.pop("verify", True)
+    return httpx.AsyncClient(**opts, transport=_proxy.async_transport(verify, retries=0, limits=opts["limits"]))

@@ -3,26 +3,37 @@ lower case) for the SDK's httpx clients and its lean connections.
 
 httpx reads the environment's proxies only when it makes a client's transport itself; the
 SDK passes transports of its own (connect retries, the kubeconfig's TLS context), so it
-builds the mounts httpx would have made: each proxied URL pattern gets a transport through
-its proxy with the same TLS settings, and the patterns NO_PROXY names keep the client's
-own transport. The rules are httpx's: NO_PROXY names hosts (``example.com`` also matches
-its subdomains, ``.example.com`` only them), IP addresses, ``scheme://host[:port]``
-patterns, or ``*`` (no proxy at all); CIDR ranges are not understood (as in httpx) and
-are skipped. One addition: loopback hosts (``localhost``, ``127.0.0.1``, ``::1``) are never
-proxied, as in Go's net/http (kubectl, the Go SDK): a proxy cannot reach this machine's
-own servers, such as a local cluster's API server."""
+passes a routing transport instead: each request goes through the proxy proxy_for names
+for its URL (one transport per proxy, with the same TLS settings) or through the direct
+transport. The rules are httpx's: NO_PROXY names hosts (``example.com`` also matches its
+subdomains, ``.example.com`` only them), IP addresses, ``scheme://host[:port]`` patterns,
+or ``*`` (no proxy at all). Additions, as in Go's net/http (kubectl, the Go SDK):
+
+- CIDR ranges (``10.0.0.0/8``, ``fd00::/8``) keep IP-address hosts in them direct (httpx
+  skips them; a host name is not resolved to be matched against them);
+- loopback hosts (``localhost``, ``127.0.0.1``, ``::1``) are never proxied: a proxy
+  cannot reach this machine's own servers, such as a local cluster's API server.
+
+One addition of this SDK's own: the in-cluster API server's host
+(``$KUBERNETES_SERVICE_HOST``) is never proxied either. Go's in-cluster config does not
+exempt it (a typical NO_PROXY holding the service CIDR does); a proxy outside the cluster
+cannot reach a Service address, and before the SDK honoured the environment's proxies at
+all this traffic always went direct."""
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import httpx
 
 T = TypeVar("T")
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # Never proxied (httpx mount keys): the loopback names and addresses.
 LOOPBACK = ("all://localhost", "all://127.0.0.1", "all://[::1]")
@@ -30,7 +41,9 @@ LOOPBACK = ("all://localhost", "all://127.0.0.1", "all://[::1]")
 
 def env_proxies() -> dict[str, str | None]:
     """The environment's proxy rules as httpx mount keys: URL pattern -> proxy URL, or
-    None where no proxy applies. Empty when no proxy is set or NO_PROXY is ``*``."""
+    None where no proxy applies (NO_PROXY's entries but its CIDR ranges: see
+    no_proxy_networks; loopback hosts; the in-cluster API server's host). Empty when no
+    proxy is set or NO_PROXY is ``*``."""
     info = urllib.request.getproxies()
     rules: dict[str, str | None] = {}
     for scheme in ("http", "https", "all"):
@@ -38,18 +51,47 @@ def env_proxies() -> dict[str, str | None]:
             rules[f"{scheme}://"] = url if "://" in url else f"http://{url}"
     if not rules:
         return {}
-    for host in (h.strip() for h in info.get("no", "").split(",")):
+    for host in _no_proxy_entries(info):
         if host == "*":
             return {}
         if key := _no_proxy_key(host):
             rules[key] = None
     rules.update(dict.fromkeys(LOOPBACK))
+    if key := _service_host_key():
+        rules[key] = None
     return rules
+
+
+def no_proxy_networks() -> tuple[IPNetwork, ...]:
+    """NO_PROXY's CIDR ranges (``10.0.0.0/8``, ``fd00::/8``; host bits may be set, as
+    Go's net.ParseCIDR allows): IP-address hosts in them go direct."""
+    nets: list[IPNetwork] = []
+    for entry in _no_proxy_entries(urllib.request.getproxies()):
+        if net := _cidr(entry):
+            nets.append(net)
+    return tuple(nets)
+
+
+def _no_proxy_entries(info: dict[str, str]) -> Iterable[str]:
+    return (h.strip() for h in info.get("no", "").split(","))
+
+
+def _cidr(entry: str) -> IPNetwork | None:
+    """The network of a CIDR entry, None for anything else."""
+    if "/" not in entry or "://" in entry:
+        return None
+    addr, _, bits = entry.partition("/")
+    if addr.startswith("[") and addr.endswith("]"):
+        addr = addr[1:-1]
+    try:
+        return ipaddress.ip_network(f"{addr}/{bits}", strict=False)
+    except ValueError:
+        return None
 
 
 def _no_proxy_key(host: str) -> str | None:
     """The mount key of one NO_PROXY entry (as httpx maps it), None for an empty entry,
-    a CIDR range or one that is no URL pattern at all."""
+    a CIDR range (no_proxy_networks) or one that is no URL pattern at all."""
     if not host or ("/" in host and "://" not in host):
         return None
     key = host if "://" in host else _host_key(host)
@@ -70,28 +112,23 @@ def _host_key(host: str) -> str:
     return f"all://[{bare}]" if ip.version == 6 else f"all://{bare}"
 
 
-def _mounts(make: Callable[[str], T]) -> dict[str, T | None]:
-    """Mounts for httpx.Client/AsyncClient: make(proxy URL) for each proxied pattern (one
-    transport each, as httpx makes them), None (the client's transport) for the rest."""
-    return {key: None if url is None else make(url) for key, url in env_proxies().items()}
-
-
-def mounts(verify: Any) -> dict[str, httpx.BaseTransport | None]:
-    """The proxy mounts of a sync client whose own transport is
-    ``httpx.HTTPTransport(verify=verify, retries=2)``."""
-    return dict(_mounts(lambda url: httpx.HTTPTransport(verify=verify, retries=2, proxy=url)))
-
-
-def async_mounts(verify: Any) -> dict[str, httpx.AsyncBaseTransport | None]:
-    """The proxy mounts of an async client whose own transport is
-    ``httpx.AsyncHTTPTransport(verify=verify, retries=2)``."""
-    return dict(_mounts(lambda url: httpx.AsyncHTTPTransport(verify=verify, retries=2, proxy=url)))
-
-
-def loopback_direct() -> dict[str, None]:
-    """Mounts that keep loopback hosts off the environment's proxies, for a client that
-    lets httpx read them (one made without a transport)."""
-    return dict.fromkeys(LOOPBACK) if env_proxies() else {}
+def _service_host_key() -> str | None:
+    """The mount key of $KUBERNETES_SERVICE_HOST (that host exactly), or None."""
+    host = os.environ.get("KUBERNETES_SERVICE_HOST", "").strip()
+    if not host:
+        return None
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ip = ipaddress.ip_address(bare)
+    except ValueError:
+        key = f"all://{bare}"
+    else:
+        key = f"all://[{bare}]" if ip.version == 6 else f"all://{bare}"
+    try:
+        httpx.URL(key)
+    except httpx.InvalidURL:
+        return None
+    return key
 
 
 @dataclass(frozen=True)
@@ -126,12 +163,121 @@ class _Pattern:
         return (0 if self.port is not None else 1, -len(self.host), -len(self.scheme))
 
 
+@dataclass(frozen=True)
+class Rules:
+    """The environment's proxy rules as read once (when a client is made)."""
+
+    patterns: tuple[tuple[_Pattern, str | None], ...] = ()
+    networks: tuple[IPNetwork, ...] = ()
+
+    @classmethod
+    def from_env(cls) -> Rules:
+        keys = env_proxies()
+        if not keys:
+            return cls()
+        pats = sorted(((_Pattern.of(k), v) for k, v in keys.items()), key=lambda r: r[0].priority())
+        return cls(tuple(pats), no_proxy_networks())
+
+    @property
+    def proxies(self) -> set[str]:
+        """The proxy URLs the rules name."""
+        return {p for _, p in self.patterns if p is not None}
+
+    def proxy_for(self, url: httpx.URL) -> str | None:
+        """The proxy for url, or None when it goes direct."""
+        if not self.patterns:
+            return None
+        if self.networks and _in_networks(url.host, self.networks):
+            return None
+        for pattern, proxy in self.patterns:
+            if pattern.matches(url):
+                return proxy
+        return None
+
+
+def _in_networks(host: str, nets: tuple[IPNetwork, ...]) -> bool:
+    """Whether host is an IP address in one of nets (a host name never is)."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        mapped = ip.ipv4_mapped
+        if any(mapped in n for n in nets if n.version == 4):
+            return True
+    return any(ip in n for n in nets if n.version == ip.version)
+
+
 def proxy_for(url: str) -> str | None:
     """The proxy URL the environment names for url (as this SDK's httpx clients pick
     it), or None when it goes direct."""
-    target = httpx.URL(url)
-    rules = sorted(((_Pattern.of(k), v) for k, v in env_proxies().items()), key=lambda r: r[0].priority())
-    for pattern, proxy in rules:
-        if pattern.matches(target):
-            return proxy
-    return None
+    return Rules.from_env().proxy_for(httpx.URL(url))
+
+
+@dataclass
+class _Routes(Generic[T]):
+    """The direct transport, one transport per proxy, and the rules that pick one."""
+
+    rules: Rules
+    direct: T
+    proxied: dict[str, T] = field(default_factory=dict)
+
+    def pick(self, url: httpx.URL) -> T:
+        proxy = self.rules.proxy_for(url)
+        return self.direct if proxy is None else self.proxied[proxy]
+
+    def all(self) -> list[T]:
+        return [self.direct, *self.proxied.values()]
+
+
+class RoutingTransport(httpx.BaseTransport):
+    """Sends each request through the transport of the proxy the rules name for its URL,
+    or through the direct transport."""
+
+    def __init__(self, rules: Rules, make: Callable[[str | None], httpx.BaseTransport]) -> None:
+        self.routes = _Routes(rules, make(None), {p: make(p) for p in sorted(rules.proxies)})
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self.routes.pick(request.url).handle_request(request)
+
+    def close(self) -> None:
+        for t in self.routes.all():
+            t.close()
+
+
+class AsyncRoutingTransport(httpx.AsyncBaseTransport):
+    """RoutingTransport for async clients."""
+
+    def __init__(self, rules: Rules, make: Callable[[str | None], httpx.AsyncBaseTransport]) -> None:
+        self.routes = _Routes(rules, make(None), {p: make(p) for p in sorted(rules.proxies)})
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.routes.pick(request.url).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for t in self.routes.all():
+            await t.aclose()
+
+
+def transport(verify: Any, *, retries: int = 2, limits: httpx.Limits | None = None) -> httpx.BaseTransport:
+    """The transport of a sync client: ``httpx.HTTPTransport(verify=verify,
+    retries=retries)`` (with limits, when given), or, when the environment names a
+    proxy, a RoutingTransport over it and one such transport per proxy."""
+    opts: dict[str, Any] = {"verify": verify, "retries": retries}
+    if limits is not None:
+        opts["limits"] = limits
+    rules = Rules.from_env()
+    if not rules.proxies:
+        return httpx.HTTPTransport(**opts)
+    return RoutingTransport(rules, lambda proxy: httpx.HTTPTransport(**opts, proxy=proxy))
+
+
+def async_transport(verify: Any, *, retries: int = 2, limits: httpx.Limits | None = None) -> httpx.AsyncBaseTransport:
+    """transport for an async client (httpx.AsyncHTTPTransport)."""
+    opts: dict[str, Any] = {"verify": verify, "retries": retries}
+    if limits is not None:
+        opts["limits"] = limits
+    rules = Rules.from_env()
+    if not rules.proxies:
+        return httpx.AsyncHTTPTransport(**opts)
+    return AsyncRoutingTransport(rules, lambda proxy: httpx.AsyncHTTPTransport(**opts, proxy=proxy))

@@ -34,8 +34,8 @@ from .models import (
     Execution,
     FileEntry,
     FileStat,
+    PodProxyConnection,
     ProcessEvent,
-    RouterConnection,
     SandboxInfo,
     WriteResult,
 )
@@ -68,10 +68,7 @@ class AsyncSandboxClient(_base.ClientBase):
         super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout, early_handout)
         self.kube = AsyncKubeClient(self.config, timeout)
         verify = self._verify()
-        transport = httpx.AsyncHTTPTransport(verify=verify, retries=2)
-        self.http = httpx.AsyncClient(
-            **_wire.client_options(timeout), transport=transport, mounts=_proxy.async_mounts(verify)
-        )
+        self.http = httpx.AsyncClient(**_wire.client_options(timeout), transport=_proxy.async_transport(verify))
 
     async def aclose(self) -> None:
         """Closes the HTTP connections (sandboxes keep running)."""
@@ -300,9 +297,9 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
 
     async def _route(self) -> _conn.Target:
         await self._wake(force=False)
-        if isinstance(self.client.connection, RouterConnection):
-            # The router may take the kube token: a due exec credential is fetched off the
-            # event loop (at once when fresh); the Target reads it per request.
+        if _conn.router_needs_exec(self.client.connection, self.client.config):
+            # The router takes the kubeconfig's exec credential: a due one is fetched off
+            # the event loop (at once when fresh); the Target reads it per request.
             await self.client.config.exec_credential_async()
         async with self._lock:
             if self._target is None:
@@ -342,8 +339,11 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
         headers (and bearer token) a request needs in this client's connection mode."""
         await self._route()
         c = self.client
-        # A due exec credential is fetched off the event loop; the sync helpers then read it.
-        await c.config.exec_credential_async()
+        # A due exec credential is fetched off the event loop; the sync helpers then read
+        # it. Only where the port's token is the kubeconfig's: the router's when its token
+        # source is the kubeconfig, the pod proxy's (a direct port takes none).
+        if isinstance(c.connection, PodProxyConnection) or _conn.router_needs_exec(c.connection, c.config):
+            await c.config.exec_credential_async()
         return _ports.port_target(c.connection, c.config, self.namespace, self.name, self._obj, port, path)
 
     async def url(self, port: int, path: str = "/") -> str:

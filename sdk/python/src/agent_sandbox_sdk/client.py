@@ -66,8 +66,7 @@ class SandboxClient(_base.ClientBase):
         super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout, early_handout)
         self.kube = KubeClient(self.config, timeout)
         verify = self._verify()
-        transport = httpx.HTTPTransport(verify=verify, retries=2)
-        self.http = httpx.Client(**_wire.client_options(timeout), transport=transport, mounts=_proxy.mounts(verify))
+        self.http = httpx.Client(**_wire.client_options(timeout), transport=_proxy.transport(verify))
 
     def close(self) -> None:
         """Closes the HTTP connections (sandboxes keep running)."""

@@ -221,14 +221,14 @@ class _RecordingHandler(http.server.BaseHTTPRequestHandler):
 
 
 class Recorder:
-    """A threaded HTTP/1.1 server on 127.0.0.1 that answers every GET with a small JSON
-    object and records its request target (an absolute URI when it is asked as a
-    proxy), Host and headers in ``seen``. Use as a context manager."""
+    """A threaded HTTP/1.1 server on host (127.0.0.1 unless told) that answers every GET
+    with a small JSON object and records its request target (an absolute URI when it is
+    asked as a proxy), Host and headers in ``seen``. Use as a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.seen: list[dict[str, str]] = []
         handler = type("Handler", (_RecordingHandler,), {"seen": self.seen})
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server = http.server.ThreadingHTTPServer((host, 0), handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)

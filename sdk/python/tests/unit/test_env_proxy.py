@@ -1,8 +1,9 @@
 """The environment's proxies (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY) on the SDK's
 own httpx clients, which pass transports of their own (so httpx does not read the
 environment for them): the API client (its lean connections step aside for httpx when a
-proxy applies) and the client to sandboxd, sync and async, against a local recording
-proxy; NO_PROXY, ``*`` and loopback hosts go direct."""
+proxy applies), the client to sandboxd and the port helpers' clients, sync and async,
+against a local recording proxy; NO_PROXY (its CIDR ranges too), ``*``, loopback hosts
+and the in-cluster API server's host go direct."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
-from agent_sandbox_sdk import AsyncSandboxClient, DirectConnection, KubeConfig, SandboxClient, _proxy
+from agent_sandbox_sdk import AsyncSandboxClient, DirectConnection, KubeConfig, PortURL, SandboxClient, _ports, _proxy
 from agent_sandbox_sdk.errors import SandboxConnectionError
 
 from .fakes import Recorder
@@ -24,6 +26,7 @@ ORIGIN = "origin.example.test"  # resolved to 127.0.0.1 by the names fixture
 def set_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
     for k in PROXY_VARS + tuple(v.lower() for v in PROXY_VARS):
         monkeypatch.delenv(k, raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # tests may run in a pod
     for k, v in env.items():
         monkeypatch.setenv(k, v)
 
@@ -155,7 +158,8 @@ def test_https_goes_through_the_proxys_tunnel(
         ({"ALL_PROXY": "http://a", "NO_PROXY": "10.0.0.1,fd00::1"}, "https://[fd00::1]:6443", None),
         ({"ALL_PROXY": "http://a", "NO_PROXY": "http://h:8080"}, "http://h:8080", None),
         ({"ALL_PROXY": "http://a", "NO_PROXY": "http://h:8080"}, "http://h:8081", "http://a"),
-        ({"ALL_PROXY": "http://a", "NO_PROXY": "10.0.0.0/8,bad:x:y"}, "https://10.1.2.3", "http://a"),
+        ({"ALL_PROXY": "http://a", "NO_PROXY": "10.0.0.0/8,bad:x:y"}, "https://11.1.2.3", "http://a"),
+        ({"ALL_PROXY": "http://a", "NO_PROXY": "10.0.0.0/8,bad:x:y"}, "https://10.1.2.3", None),
         ({"ALL_PROXY": "http://a", "NO_PROXY": " * "}, "https://x.test", None),
         ({"ALL_PROXY": "http://a"}, "https://127.0.0.1:6443", None),
         ({"ALL_PROXY": "http://a"}, "http://[::1]:8080", None),
@@ -163,13 +167,142 @@ def test_https_goes_through_the_proxys_tunnel(
     ],
 )
 def test_proxy_rules(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str, want: str | None) -> None:
-    """httpx's rules for the environment's proxies (and loopback hosts never proxied)."""
+    """httpx's rules for the environment's proxies (and loopback hosts never proxied, CIDR
+    ranges: test_proxy_rules_cidr)."""
     set_env(monkeypatch, env)
     assert _proxy.proxy_for(url) == want
 
 
-def test_port_clients_keep_loopback_direct(monkeypatch: pytest.MonkeyPatch) -> None:
-    set_env(monkeypatch, {})
-    assert _proxy.loopback_direct() == {}
-    set_env(monkeypatch, {"HTTP_PROXY": "http://p:3128"})
-    assert set(_proxy.loopback_direct()) == set(_proxy.LOOPBACK)
+A = {"ALL_PROXY": "http://a"}
+
+
+@pytest.mark.parametrize(
+    ("env", "url", "want"),
+    [
+        # NO_PROXY's CIDR ranges keep IP-address hosts in them direct (as Go's net/http)
+        ({**A, "NO_PROXY": "10.0.0.0/8"}, "https://10.1.2.3:6443", None),
+        ({**A, "NO_PROXY": "10.0.0.0/8"}, "https://10.0.0.0", None),
+        ({**A, "NO_PROXY": "10.0.0.0/8"}, "https://10.255.255.255", None),
+        ({**A, "NO_PROXY": "10.0.0.0/8"}, "https://11.0.0.1:6443", "http://a"),
+        ({**A, "NO_PROXY": "10.0.0.0/8"}, "https://172.16.0.1", "http://a"),
+        ({**A, "NO_PROXY": " 192.168.0.0/16 , 172.16.0.0/12"}, "https://172.31.9.9", None),
+        ({**A, "NO_PROXY": "172.16.0.0/12"}, "https://172.32.0.1", "http://a"),
+        ({**A, "NO_PROXY": "10.96.0.1/32"}, "https://10.96.0.1:443", None),
+        ({**A, "NO_PROXY": "10.96.0.1/32"}, "https://10.96.0.2:443", "http://a"),
+        ({**A, "NO_PROXY": "10.1.2.3/8"}, "https://10.9.9.9", None),  # host bits set: 10.0.0.0/8
+        ({**A, "NO_PROXY": "0.0.0.0/0"}, "https://8.8.8.8", None),
+        ({**A, "NO_PROXY": "fd00::/8"}, "https://[fd00::1]:6443", None),
+        ({**A, "NO_PROXY": "fd00::/8"}, "https://[fd12:3456::9]", None),
+        ({**A, "NO_PROXY": "fd00::/8"}, "https://[fe80::1]", "http://a"),
+        ({**A, "NO_PROXY": "[fd00::]/8"}, "https://[fd00::1]", None),
+        ({**A, "NO_PROXY": "10.0.0.0/8"}, "https://[::ffff:10.1.2.3]", None),  # IPv4-mapped
+        # a range matches its own address family: no IPv4 host in an IPv6 range
+        ({**A, "NO_PROXY": "fd00::/8"}, "https://10.1.2.3", "http://a"),
+        ({**A, "NO_PROXY": "10.0.0.0/8"}, "https://[fd00::1]", "http://a"),
+        # host names are not resolved to be matched against ranges (as in Go)
+        ({**A, "NO_PROXY": "10.0.0.0/8"}, "https://api.example.com", "http://a"),
+        ({**A, "NO_PROXY": "10.0.0.0/8"}, "https://10.example.com", "http://a"),
+        # the rest of NO_PROXY still applies alongside ranges
+        ({**A, "NO_PROXY": "10.0.0.0/8,example.com"}, "https://api.example.com", None),
+        ({**A, "NO_PROXY": "10.0.0.0/8,example.com"}, "https://other.test", "http://a"),
+        # broken ranges are skipped
+        ({**A, "NO_PROXY": "10.0.0.0/33,10.0.0.0/x,/8"}, "https://10.1.2.3", "http://a"),
+        # a scheme's proxy only: the range keeps that scheme's requests direct
+        ({"HTTPS_PROXY": "http://p", "NO_PROXY": "10.0.0.0/8"}, "https://10.1.2.3", None),
+        ({"HTTPS_PROXY": "http://p", "NO_PROXY": "10.0.0.0/8"}, "https://11.1.2.3", "http://p"),
+        ({"HTTPS_PROXY": "http://p", "NO_PROXY": "10.0.0.0/8"}, "http://11.1.2.3", None),
+        # the in-cluster API server's host (exactly it) is never proxied
+        ({**A, "KUBERNETES_SERVICE_HOST": "10.96.0.1"}, "https://10.96.0.1:443", None),
+        ({**A, "KUBERNETES_SERVICE_HOST": "10.96.0.1"}, "https://10.96.0.10:443", "http://a"),
+        ({**A, "KUBERNETES_SERVICE_HOST": "fd00:10:96::1"}, "https://[fd00:10:96::1]:443", None),
+        ({**A, "KUBERNETES_SERVICE_HOST": "kubernetes.default.svc"}, "https://kubernetes.default.svc", None),
+        ({**A, "KUBERNETES_SERVICE_HOST": "kubernetes.default.svc"}, "https://x.kubernetes.default.svc", "http://a"),
+        ({"KUBERNETES_SERVICE_HOST": "10.96.0.1"}, "https://10.1.2.3", None),  # no proxy at all
+    ],
+)
+def test_proxy_rules_cidr(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str, want: str | None) -> None:
+    """NO_PROXY's CIDR ranges and the in-cluster API server's host (additions to httpx's
+    rules)."""
+    set_env(monkeypatch, env)
+    assert _proxy.proxy_for(url) == want
+
+
+def test_transport_routes_only_when_a_proxy_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_env(monkeypatch, {"NO_PROXY": "10.0.0.0/8"})
+    assert isinstance(_proxy.transport(True), httpx.HTTPTransport)
+    assert isinstance(_proxy.async_transport(True), httpx.AsyncHTTPTransport)
+    set_env(monkeypatch, {"HTTP_PROXY": "http://p:3128", "ALL_PROXY": "http://a"})
+    t = _proxy.transport(True)
+    assert isinstance(t, _proxy.RoutingTransport)
+    assert set(t.routes.proxied) == {"http://p:3128", "http://a"}
+    t.close()
+
+
+LOOP2 = "127.0.0.2"  # not a loopback host to this SDK's rules (only 127.0.0.1 is), yet local
+
+CIDR_CASES = [
+    # (environment, whether the proxy gets the requests to http://127.0.0.2)
+    ({"HTTP_PROXY": "{proxy}", "NO_PROXY": "10.0.0.0/8,127.0.0.0/8"}, False),
+    ({"HTTP_PROXY": "{proxy}", "NO_PROXY": "127.0.0.2/32"}, False),
+    ({"HTTP_PROXY": "{proxy}", "NO_PROXY": "10.0.0.0/8"}, True),
+    ({"HTTP_PROXY": "{proxy}", "NO_PROXY": "::/0"}, True),  # an IPv6 range: not this IPv4 host
+    ({"HTTP_PROXY": "{proxy}", "KUBERNETES_SERVICE_HOST": LOOP2}, False),
+]
+
+
+@pytest.fixture
+def cidr_servers(names: None) -> Iterator[tuple[Recorder, Recorder]]:
+    """A proxy on 127.0.0.1 and the origin server on 127.0.0.2."""
+    try:
+        origin = Recorder(LOOP2)
+    except OSError as e:  # not every system routes all of 127.0.0.0/8 to loopback
+        pytest.skip(f"cannot listen on {LOOP2}: {e}")
+    with Recorder() as proxy, origin:
+        yield proxy, origin
+
+
+def port_call(base: str) -> None:
+    """A port helper's client (http_client(port)) asking base."""
+    t = PortURL(f"{base}/", f"{base}/", mode="direct")
+    with _ports.http_client(t, DirectConnection(url=base), None, 10.0) as h:
+        h.get("v1/health").raise_for_status()
+
+
+async def async_port_call(base: str) -> None:
+    t = PortURL(f"{base}/", f"{base}/", mode="direct")
+    async with _ports.async_http_client(t, DirectConnection(url=base), None, 10.0) as h:
+        (await h.get("v1/health")).raise_for_status()
+
+
+def check_port_call(proxy: Recorder, origin: Recorder, base: str, via_proxy: bool) -> None:
+    got, idle = (proxy, origin) if via_proxy else (origin, proxy)
+    assert idle.seen == [] and len(got.seen) == 4
+    assert got.seen[3]["target"] == (f"{base}/v1/health" if via_proxy else "/v1/health")
+
+
+@pytest.mark.parametrize(("env", "via_proxy"), CIDR_CASES)
+def test_sync_clients_honour_no_proxy_cidr(
+    monkeypatch: pytest.MonkeyPatch, cidr_servers: tuple[Recorder, Recorder], env: dict[str, str], via_proxy: bool
+) -> None:
+    """An IP address in a NO_PROXY range goes direct, one outside it through the proxy: the
+    lean path, the httpx API client, the client to sandboxd and a port's client."""
+    proxy, origin = cidr_servers
+    set_env(monkeypatch, {k: v.format(proxy=f"http://127.0.0.1:{proxy.port}") for k, v in env.items()})
+    base = f"http://{LOOP2}:{origin.port}"
+    sync_calls(base)
+    check(proxy, origin, LOOP2, via_proxy)
+    port_call(base)
+    check_port_call(proxy, origin, base, via_proxy)
+
+
+@pytest.mark.parametrize(("env", "via_proxy"), CIDR_CASES)
+async def test_async_clients_honour_no_proxy_cidr(
+    monkeypatch: pytest.MonkeyPatch, cidr_servers: tuple[Recorder, Recorder], env: dict[str, str], via_proxy: bool
+) -> None:
+    proxy, origin = cidr_servers
+    set_env(monkeypatch, {k: v.format(proxy=f"http://127.0.0.1:{proxy.port}") for k, v in env.items()})
+    base = f"http://{LOOP2}:{origin.port}"
+    await async_calls(base)
+    check(proxy, origin, LOOP2, via_proxy)
+    await async_port_call(base)
+    check_port_call(proxy, origin, base, via_proxy)
