@@ -74,10 +74,8 @@ class AsyncKubeClient:
         self.cfg = cfg
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         ctx = cfg.ssl_context()
-        self.http = httpx.AsyncClient(
-            **_k8s.client_options(cfg, timeout, ctx),
-            transport=_proxy.async_transport(ctx),
-        )
+        opts = _k8s.client_options(cfg, timeout, ctx)  # its limits go to the transport
+        self.http = httpx.AsyncClient(**opts, transport=_proxy.async_transport(ctx, limits=opts["limits"]))
         self._streams: dict[str, AsyncHandoutStream] = {}
         ua = self.http.headers.get("user-agent", "agent-sandbox-sdk")
         self._fast = _fasthttp_async.AsyncFastPool(cfg, timeout, ua, ctx)

@@ -356,7 +356,8 @@ class KubeClient:
         self.cfg = cfg
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         ctx = cfg.ssl_context()
-        self.http = httpx.Client(**_k8s.client_options(cfg, timeout, ctx), transport=_proxy.transport(ctx))
+        opts = _k8s.client_options(cfg, timeout, ctx)  # its limits go to the transport
+        self.http = httpx.Client(**opts, transport=_proxy.transport(ctx, limits=opts["limits"]))
         self._streams: dict[str, HandoutStream] = {}
         self._streams_lock = threading.Lock()
         self._later = Later()

@@ -68,7 +68,8 @@ class AsyncSandboxClient(_base.ClientBase):
         super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout, early_handout)
         self.kube = AsyncKubeClient(self.config, timeout)
         verify = self._verify()
-        self.http = httpx.AsyncClient(**_wire.client_options(timeout), transport=_proxy.async_transport(verify))
+        opts = _wire.client_options(timeout)  # its limits go to the transport: httpx ignores them
+        self.http = httpx.AsyncClient(**opts, transport=_proxy.async_transport(verify, limits=opts["limits"]))
 
     async def aclose(self) -> None:
         """Closes the HTTP connections (sandboxes keep running)."""

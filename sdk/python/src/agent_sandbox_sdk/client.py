@@ -66,7 +66,8 @@ class SandboxClient(_base.ClientBase):
         super().__init__(namespace, kubeconfig, context, connection, config, resume_timeout, early_handout)
         self.kube = KubeClient(self.config, timeout)
         verify = self._verify()
-        self.http = httpx.Client(**_wire.client_options(timeout), transport=_proxy.transport(verify))
+        opts = _wire.client_options(timeout)  # its limits go to the transport: httpx ignores them
+        self.http = httpx.Client(**opts, transport=_proxy.transport(verify, limits=opts["limits"]))
 
     def close(self) -> None:
         """Closes the HTTP connections (sandboxes keep running)."""

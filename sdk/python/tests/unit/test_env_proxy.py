@@ -306,3 +306,22 @@ async def test_async_clients_honour_no_proxy_cidr(
     check(proxy, origin, LOOP2, via_proxy)
     await async_port_call(base)
     check_port_call(proxy, origin, base, via_proxy)
+
+
+@pytest.mark.parametrize("env", [{}, {"HTTP_PROXY": "http://p:3128"}])
+async def test_clients_keep_their_connection_limits(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """httpx ignores a client's limits once it is given a transport: the SDK's clients
+    hand them to their transports (200 connections, 50 kept alive), proxied ones too."""
+    set_env(monkeypatch, env)
+    base = "http://127.0.0.1:9"
+    s = SandboxClient(config=KubeConfig(server=base, token="t"), connection=DirectConnection(url=base))
+    a = AsyncSandboxClient(config=KubeConfig(server=base, token="t"), connection=DirectConnection(url=base))
+    try:
+        for http in (s.http, s.kube.http, a.http, a.kube.http):
+            t = http._transport
+            if isinstance(t, (_proxy.RoutingTransport, _proxy.AsyncRoutingTransport)):
+                t = t.routes.direct
+            assert (t._pool._max_connections, t._pool._max_keepalive_connections) == (200, 50)  # type: ignore[union-attr]
+    finally:
+        s.close()
+        await a.aclose()
