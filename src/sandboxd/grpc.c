@@ -33,6 +33,7 @@ struct sbd_gcall {
     const char *http_status;
     bool authorized, bad_type, post, dispatched, finished, headers_sent, deferred;
     bool drain_pending;
+    bool reset_after; /* refused at its HEADERS: reset once the answer has been sent */
     enum sbd_gstatus status;
     char *msg;      /* percent-encoded grpc-message, or NULL */
     struct buf out; /* framed response messages; out_off bytes of it already sent */
@@ -451,7 +452,23 @@ static int cb_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
         dispatch(call);
     else if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST)
-        (void)check_head(call); /* a refused request is answered before its body */
+        call->reset_after = !check_head(call); /* refused: answered before its body */
+    return 0;
+}
+
+/* The answer to a call refused at its HEADERS has gone out: the client is asked to stop
+ * sending the body (RFC 9113 §8.1: RST_STREAM with NO_ERROR after a complete response).
+ * Not before: a reset queued with the answer can overtake it. */
+static int cb_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    (void)ud;
+    if (f->hd.type != NGHTTP2_HEADERS || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    struct sbd_gcall *call = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    if (call && call->reset_after) {
+        call->reset_after = false;
+        (void)nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_NO_ERROR);
+    }
     return 0;
 }
 
@@ -478,6 +495,7 @@ static int session_new(struct gconn *c)
     nghttp2_session_callbacks_set_on_header_callback(cbs, cb_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, cb_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, cb_frame_recv);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cbs, cb_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, cb_stream_close);
     r = nghttp2_option_new(&opt);
     if (r == 0) {

@@ -584,8 +584,12 @@ class GrpcDaemonTest(unittest.TestCase):
             s = socket.create_connection(("127.0.0.1", d.gport))
             s.settimeout(5)
             s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b"") + h2_frame(1, 4, 1, raw_call_head()))
-            f = read_frames(s, ends)
-            self.assertIn(b"\x0216", f[3], "grpc-status 16 (UNAUTHENTICATED) expected")
+            seen = []  # the answer, then the stream reset with NO_ERROR (stop sending)
+            f = read_frames(s, lambda f: bool(seen.append(f)) or (f[2] == 1 and f[0] == 3))
+            answer = [g for g in seen if ends(g)]
+            self.assertTrue(answer and seen.index(answer[0]) < seen.index(f), seen)
+            self.assertIn(b"\x0216", answer[0][3], "grpc-status 16 (UNAUTHENTICATED) expected")
+            self.assertEqual(f[3], b"\x00\x00\x00\x00")
             s.close()
 
             s = socket.create_connection(("127.0.0.1", d.gport))
