@@ -270,6 +270,25 @@ static void test_cp_round_trip(void **state)
     assert_true(S_ISLNK(st.st_mode));
     assert_int_equal(run_direct(&out, "x >/dev/null 2>&1; cat %s/target", work), 0);
     assert_string_equal(buf_str(&out), "pub\n");
+    /* the umask applies (077: a 0644 file arrives 0600); a name near NAME_MAX (250
+     * bytes) still fits the temporary name beside it */
+    char longname[251];
+    memset(longname, 'n', 250);
+    longname[250] = '\0';
+    assert_int_equal(run_direct(&out,
+                                "x >/dev/null 2>&1; cp %s/pub %s/%s && umask 077 && "
+                                "'%s/kubectl-sandbox' --sandboxd-url %s cp x:pub %s/pub.077 && "
+                                "'%s/kubectl-sandbox' --sandboxd-url %s cp x:%s %s/ && echo OK",
+                                root, root, longname, getenv("AS_BIN_DIR"), url, work,
+                                getenv("AS_BIN_DIR"), url, longname, work),
+                     0);
+    assert_non_null(strstr(buf_str(&out), "OK"));
+    (void)snprintf(p, sizeof(p), "%s/pub.077", work);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    (void)snprintf(p, sizeof(p), "%s/%s", work, longname);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 4);
     /* errors; a failed download leaves an existing file alone */
     assert_int_equal(run_direct(&out, "cp x:missing %s/secret.local", work), 5);
     assert_non_null(strstr(buf_str(&out), "missing"));

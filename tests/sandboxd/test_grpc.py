@@ -620,8 +620,10 @@ class GrpcDaemonTest(unittest.TestCase):
             d.p.send_signal(signal.SIGTERM)
             t.join(15)
             self.assertFalse(t.is_alive())
-            # The process got SIGTERM and its exit reached the client before the close.
+            # The process got SIGTERM and its exit reached the client before the close:
+            # killed by a signal, exit_code -1 (as upstream reports it).
             self.assertEqual(events[-1].WhichOneof("event"), "exit")
+            self.assertEqual(events[-1].exit.exit_code, -1)
             self.assertEqual(d.p.wait(timeout=15), 0)
             self.assertLess(time.monotonic() - t0, 10)
         finally:
@@ -631,11 +633,13 @@ class GrpcDaemonTest(unittest.TestCase):
         d = Daemon("--idle-timeout", "1")
         try:
             self.assertEqual(d.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=5).exit_code, 0)
-            # A raw connection that never starts a call is told GOAWAY and closed.
+            # A raw connection that never starts a call is told GOAWAY (NO_ERROR) and closed.
             s = socket.create_connection(("127.0.0.1", d.gport))
             s.settimeout(10)
             t0 = time.monotonic()
             s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b""))
+            goaway = read_frames(s, lambda f: f[0] == 7)
+            self.assertEqual(goaway[3][4:8], b"\x00\x00\x00\x00")  # error code NO_ERROR
             while s.recv(4096):
                 pass
             s.close()

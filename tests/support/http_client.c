@@ -280,6 +280,20 @@ int test_http_wait_closed(struct test_http_conn *c, usec_t timeout)
     }
 }
 
+int test_http_wait_silent_close(struct test_http_conn *c, usec_t timeout)
+{
+    usec_t deadline = clock_now() + timeout;
+    for (;;) {
+        int r = fill(c, deadline);
+        if (c->in.len > 0)
+            return -EPROTO; /* the server wrote something first */
+        if (r == -ECONNRESET)
+            return 0;
+        if (r < 0)
+            return r;
+    }
+}
+
 int test_http_request(uint16_t port, const char *raw, usec_t timeout, struct test_http_resp *ret)
 {
     struct test_http_conn c;

@@ -43,6 +43,9 @@ int test_http_read(struct test_http_conn *c, bool head_request, usec_t timeout,
 /** Waits until the server closes the connection (EOF or reset), discarding data. Returns
  * 0, or -ETIMEDOUT when it is still open after timeout. */
 int test_http_wait_closed(struct test_http_conn *c, usec_t timeout);
+/** As test_http_wait_closed, but any byte before the close is -EPROTO: the server closed
+ * without a word. */
+int test_http_wait_silent_close(struct test_http_conn *c, usec_t timeout);
 /** The value of the first header named name (case-insensitive) as a new string (xfree),
  * or NULL. */
 char *test_http_header(const struct test_http_resp *r, const char *name);

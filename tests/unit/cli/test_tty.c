@@ -51,16 +51,18 @@ static void test_raw_and_restore(void **state)
     (void)close(slave);
 }
 
-/* A child makes the terminal raw and waits; sig kills it; the terminal is cooked again. */
-static void check_fatal_signal(int sig)
+/* A child makes the terminal raw (sig's action set to disposition first) and waits. */
+static pid_t raw_child(int slave, int sig, void (*disposition)(int), int ready[2])
 {
-    int master, slave, ready[2];
-    assert_int_equal(openpty(&master, &slave, NULL, NULL, NULL), 0);
     assert_int_equal(pipe(ready), 0);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        (void)signal(sig, disposition); /* not the test runner's (nohup: ignored) */
         bool ok = cli_tty_raw(slave);
+        struct sigaction now;
+        ok = ok && sigaction(sig, NULL, &now) == 0 &&
+             (disposition != SIG_IGN || now.sa_handler == SIG_IGN);
         (void)write(ready[1], ok ? "y" : "n", 1);
         for (;;)
             pause();
@@ -68,6 +70,15 @@ static void check_fatal_signal(int sig)
     char c = 0;
     assert_int_equal(read(ready[0], &c, 1), 1);
     assert_int_equal(c, 'y');
+    return pid;
+}
+
+/* A child makes the terminal raw and waits; sig kills it; the terminal is cooked again. */
+static void check_fatal_signal(int sig)
+{
+    int master, slave, ready[2];
+    assert_int_equal(openpty(&master, &slave, NULL, NULL, NULL), 0);
+    pid_t pid = raw_child(slave, sig, SIG_DFL, ready);
     assert_true(is_raw(slave));
     assert_int_equal(kill(pid, sig), 0);
     int st = 0;
@@ -93,12 +104,33 @@ static void test_sighup_restores(void **state)
     check_fatal_signal(SIGHUP);
 }
 
+/* An ignored SIGHUP (nohup) stays ignored: the raw child lives on after one. */
+static void test_ignored_sighup_stays_ignored(void **state)
+{
+    int master, slave, ready[2], st = 0;
+    (void)state;
+    assert_int_equal(openpty(&master, &slave, NULL, NULL, NULL), 0);
+    pid_t pid = raw_child(slave, SIGHUP, SIG_IGN, ready);
+    assert_int_equal(kill(pid, SIGHUP), 0);
+    usleep(200 * 1000);
+    assert_int_equal(waitpid(pid, &st, WNOHANG), 0); /* still running */
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    assert_true(is_cooked(slave));
+    (void)close(ready[0]);
+    (void)close(ready[1]);
+    (void)close(master);
+    (void)close(slave);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_raw_and_restore),
         cmocka_unit_test(test_sigterm_restores),
         cmocka_unit_test(test_sighup_restores),
+        cmocka_unit_test(test_ignored_sighup_stays_ignored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

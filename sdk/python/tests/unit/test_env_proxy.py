@@ -319,9 +319,10 @@ async def test_clients_keep_their_connection_limits(monkeypatch: pytest.MonkeyPa
     try:
         for http in (s.http, s.kube.http, a.http, a.kube.http):
             t = http._transport
-            if isinstance(t, (_proxy.RoutingTransport, _proxy.AsyncRoutingTransport)):
-                t = t.routes.direct
-            assert (t._pool._max_connections, t._pool._max_keepalive_connections) == (200, 50)  # type: ignore[union-attr]
+            routed = isinstance(t, (_proxy.RoutingTransport, _proxy.AsyncRoutingTransport))
+            assert routed == bool(env)
+            for r in t.routes.all() if routed else [t]:  # type: ignore[union-attr]
+                assert (r._pool._max_connections, r._pool._max_keepalive_connections) == (200, 50)  # type: ignore[union-attr]
     finally:
         s.close()
         await a.aclose()
