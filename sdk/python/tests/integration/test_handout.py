@@ -198,7 +198,7 @@ def test_claim_failure_still_ends_the_wait(bare_server: BareServer, ns: str, ctl
         ctl.claim_failed(claim["metadata"]["name"], "WarmPoolNotFound")
         with pytest.raises(SandboxFailedError) as ei:
             bg.result()
-        assert bg.done_at - t0 < 2.0
+        assert bg.done_at - t0 < 10.0  # ended by the failure, long before the 30 s timeout
         assert ei.value.reason == "WarmPoolNotFound"
     bg.t.join(2)
     assert threading.active_count() <= threads, "the hand-out watch outlived create()"
@@ -260,11 +260,9 @@ async def test_async_claim_with_env_then_a_failure(bare_server: BareServer, ns: 
         task = asyncio.ensure_future(c.create("pool", timeout=30))
         claim = await asyncio.to_thread(ctl.claim)
         await asyncio.sleep(0.2)
-        t0 = time.monotonic()
         await asyncio.to_thread(ctl.claim_failed, claim["metadata"]["name"], "WarmPoolNotFound")
         with pytest.raises(SandboxFailedError) as ei:
-            await asyncio.wait_for(task, 5)
-        assert time.monotonic() - t0 < 2.0
+            await asyncio.wait_for(task, 5)  # ended by the failure, not the 30 s timeout
         assert ei.value.reason == "WarmPoolNotFound"
         streams = {hs.task for hs in c.kube._streams.values()}  # the client's, until aclose()
         pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and t not in streams]
@@ -553,9 +551,10 @@ def test_one_claim_waited_for_twice_at_once(
         assert sb.name == "sb-twice"
         claim = c.kube.get("sandboxclaims", ns, sb.claim)
         w = _k8s.Wait("SandboxClaim", sb.claim)
+        c.kube.claim_watch_delay = 30.0  # a wait that needed the claim's watch would take it
         t0 = time.monotonic()
-        assert c.kube.wait_claim(ns, sb.claim, claim, 30, w)["metadata"]["name"] == "sb-twice"
-        assert time.monotonic() - t0 < _k8s.CLAIM_WATCH_DELAY and w.sandbox == "sb-twice"
+        assert c.kube.wait_claim(ns, sb.claim, claim, 60, w)["metadata"]["name"] == "sb-twice"
+        assert time.monotonic() - t0 < 10.0 and w.sandbox == "sb-twice"
         assert (seen.opened, seen.own) == (1, [])
 
 
@@ -646,7 +645,8 @@ def test_wait_ready_on_a_claim_ready_already_returns_at_once(bare_server: BareSe
         claim = ctl.claim()
         ctl.sandbox("sb-ready", claim["metadata"]["uid"])
         ctl.claim_ready(claim["metadata"]["name"], "sb-ready")
+        c.kube.claim_watch_delay = 30.0  # a wait that needed the claim's watch would take it
         t0 = time.monotonic()
-        sb.wait_ready(timeout=10)
+        sb.wait_ready(timeout=60)
         assert sb.name == "sb-ready"
-        assert time.monotonic() - t0 < _k8s.CLAIM_WATCH_DELAY, "waited for the claim watch's delay"
+        assert time.monotonic() - t0 < 10.0, "waited for the claim watch's delay"
