@@ -206,9 +206,12 @@ static void report(const char *what, unsigned objects, struct server_snap *befor
         if (srv >= 0 && srv < counts.n[i])
             landed = false;
     }
+    bool full = counts.len >= MAX_KEYS; /* a key dropped would make its counts read 0 */
     pthread_mutex_unlock(&counts.lock);
     buf_done(&after.m);
+    assert_true(before->ok && after.ok); /* else the server's side was never compared */
     buf_done(&before->m);
+    assert_false(full);
     assert_true(landed);
 }
 
