@@ -692,13 +692,13 @@ static void test_lifecycle(void **state)
     json_decref(cl);
 }
 
+/* A claim on a pool whose template does not exist says TemplateNotFound, and becomes
+ * Ready once the template is created. (The template is one that never existed: one just
+ * deleted may still be in the controller's cache when the claim comes, and a claim that
+ * takes it is right, not a failure of this test's premise.) */
 static void test_template_recovers(void **state)
 {
-    struct kube_err e;
     (void)state;
-    create_template("tpl-late", "on", "Disallowed");
-    IT_OK(kube_delete(c, &API_RES_SANDBOXTEMPLATES, ns, "tpl-late", &e), &e);
-    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXTEMPLATES, ns, "tpl-late", WAIT), 0);
     create_pool("p-late", "tpl-late", 1);
     create_claim("c-late", "p-late", NULL);
     json_decref(wait_claim("c-late", "False", EXT_R_TEMPLATE_NOT_FOUND));
