@@ -53,6 +53,9 @@ called_from_lib:libssl.so
 # close, so a test client's socket() that gets the same number from the kernel "races"
 # with the pipe2()/accept() that first returned it on sandboxd's loop thread
 race:test_http_connect
+# the same for the TLS front: a bridge's socketpair end that the HTTP server's loop closed
+# with syscall(SYS_close) is the number the acceptor's next accept4() gets
+race:accept4
 SUPP
 
 # jansson's inline json_decref drops a reference with release order only, so the thread
