@@ -622,6 +622,24 @@ def start_router(workdir, ns, *extra):
     return p, port, log
 
 
+def stop_router(procs, logs, workdir, ns):
+    """Ends procs (SIGTERM), closes logs, deletes ns and workdir; returns (exit codes,
+    the end of router.log)."""
+    rcs = []
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+        rcs.append(p.wait(timeout=40))
+    for f in logs:
+        f.close()
+    with open(os.path.join(workdir, "router.log"), "rb") as f:
+        log = f.read()
+    subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, "delete", "namespace", ns,
+                    "--wait=false"], capture_output=True)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return rcs, log[-2000:]
+
+
 @unittest.skipUnless(router_available(), "needs SANDBOX_ROUTER_BIN, kubectl and AS_KUBECONFIG")
 class RouterHostile(HttpAttacks, unittest.TestCase):
     header_timeout = 10  # LIMIT_HTTP_HEADER_TIMEOUT
@@ -665,19 +683,8 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rcs = []
-        for p in (cls.p, cls.sbd):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-            rcs.append(p.wait(timeout=40))
-        cls.log.close()
-        cls.slog.close()
-        with open(os.path.join(cls.dir, "router.log"), "rb") as f:
-            log = f.read()
-        subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, "delete", "namespace", cls.ns,
-                        "--wait=false"], capture_output=True)
-        shutil.rmtree(cls.dir, ignore_errors=True)
-        assert rcs == [0, 0], f"exit codes {rcs}: {log[-2000:]!r}"
+        rcs, log = stop_router((cls.p, cls.sbd), (cls.log, cls.slog), cls.dir, cls.ns)
+        assert rcs == [0, 0], f"exit codes {rcs}: {log!r}"
 
     def test_routing_escapes(self):
         auth = self.t.headers
@@ -824,16 +831,8 @@ class RouterHold(unittest.TestCase):
         self.auth = f"Authorization: Bearer {admin_token()}\r\n".encode()
 
     def tearDown(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        rc = self.p.wait(timeout=40)
-        self.log.close()
-        with open(os.path.join(self.dir, "router.log"), "rb") as f:
-            log = f.read()
-        subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, "delete", "namespace", self.ns,
-                        "--wait=false"], capture_output=True)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.assertEqual(rc, 0, log[-2000:])
+        rcs, log = stop_router((self.p,), (self.log,), self.dir, self.ns)
+        self.assertEqual(rcs, [0], log)
 
     def sandbox(self, name, mode):
         kubectl("-n", self.ns, "apply", "-f", "-", stdin=json.dumps({

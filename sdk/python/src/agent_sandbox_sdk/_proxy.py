@@ -259,13 +259,19 @@ class AsyncRoutingTransport(httpx.AsyncBaseTransport):
             await t.aclose()
 
 
+def _transport_options(verify: Any, retries: int, limits: httpx.Limits | None) -> dict[str, Any]:
+    """The arguments of every transport a client gets (direct or through a proxy)."""
+    opts: dict[str, Any] = {"verify": verify, "retries": retries}
+    if limits is not None:
+        opts["limits"] = limits
+    return opts
+
+
 def transport(verify: Any, *, retries: int = 2, limits: httpx.Limits | None = None) -> httpx.BaseTransport:
     """The transport of a sync client: ``httpx.HTTPTransport(verify=verify,
     retries=retries)`` (with limits, when given), or, when the environment names a
     proxy, a RoutingTransport over it and one such transport per proxy."""
-    opts: dict[str, Any] = {"verify": verify, "retries": retries}
-    if limits is not None:
-        opts["limits"] = limits
+    opts = _transport_options(verify, retries, limits)
     rules = Rules.from_env()
     if not rules.proxies:
         return httpx.HTTPTransport(**opts)
@@ -274,9 +280,7 @@ def transport(verify: Any, *, retries: int = 2, limits: httpx.Limits | None = No
 
 def async_transport(verify: Any, *, retries: int = 2, limits: httpx.Limits | None = None) -> httpx.AsyncBaseTransport:
     """transport for an async client (httpx.AsyncHTTPTransport)."""
-    opts: dict[str, Any] = {"verify": verify, "retries": retries}
-    if limits is not None:
-        opts["limits"] = limits
+    opts = _transport_options(verify, retries, limits)
     rules = Rules.from_env()
     if not rules.proxies:
         return httpx.AsyncHTTPTransport(**opts)
