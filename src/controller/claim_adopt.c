@@ -111,14 +111,6 @@ static json_t *adopt_patch(const struct ext_ctrl *x, const json_t *claim, const 
 /* adopt_settle's answer: send the same adoption PATCH again. */
 #define ADOPT_RESEND 2
 
-/* Whether cur is the version of the Sandbox that the adoption PATCH of sb was guarded by
- * (its resourceVersion precondition): such a PATCH can still be carried out. */
-static bool same_version(const json_t *cur, const json_t *sb)
-{
-    const char *a = kube_obj_resource_version(cur), *b = kube_obj_resource_version(sb);
-    return a && b && strcmp(a, b) == 0;
-}
-
 /* The adoption PATCH of candidate sb (name) may have been applied: the Sandbox is read.
  * Returns 1 when the claim controls it (*ret_sb: the read), 0 when another owner does or
  * it is gone, ADOPT_RESEND when it is still the pool's in the version the PATCH was
@@ -139,7 +131,8 @@ static int adopt_settle(struct ext_ctrl *x, const json_t *claim, const json_t *p
         *ret_sb = cur;
         return 1;
     case EXT_SB_OTHER: {
-        bool pools = sb_controlled_by(cur, kube_obj_uid(pool)), pending = same_version(cur, sb);
+        bool pools = sb_controlled_by(cur, kube_obj_uid(pool)),
+             pending = kube_obj_same_version(cur, sb);
         json_decref(cur);
         if (pools && pending && resend)
             return ADOPT_RESEND;

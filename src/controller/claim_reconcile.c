@@ -84,8 +84,7 @@ static bool cache_behind(const json_t *cached, const json_t *ours)
 static bool may_still_land(const json_t *sb, const json_t *bound)
 {
     const char *kind = json_string_value(json_object_get(kube_obj_controller_ref(sb), "kind"));
-    const char *a = kube_obj_resource_version(sb), *b = kube_obj_resource_version(bound);
-    return kind && strcmp(kind, EXT_KIND_POOL) == 0 && a && b && strcmp(a, b) == 0;
+    return kind && strcmp(kind, EXT_KIND_POOL) == 0 && kube_obj_same_version(sb, bound);
 }
 
 static json_t *find_by_binding(struct claim_pass *p)

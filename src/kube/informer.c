@@ -150,12 +150,6 @@ static int on_event(void *ctx, const struct kube_event *ev)
 
 /* ---- LIST ---- */
 
-static bool same_rv(const json_t *a, const json_t *b)
-{
-    const char *ra = kube_obj_resource_version(a), *rb = kube_obj_resource_version(b);
-    return ra && rb && strcmp(ra, rb) == 0;
-}
-
 /* Applies one listed item unless the cache already has that version; records its key. */
 static void relist_item(struct kube_informer *inf, json_t *item, struct map *seen)
 {
@@ -167,7 +161,7 @@ static void relist_item(struct kube_informer *inf, json_t *item, struct map *see
     }
     (void)map_put(seen, key, NULL, NULL);
     json_t *old = kube_store_get(inf->store, key);
-    bool unchanged = old && same_rv(old, item);
+    bool unchanged = old && kube_obj_same_version(old, item);
     json_decref(old);
     if (!unchanged)
         apply_upsert(inf, json_incref(item));

@@ -59,6 +59,12 @@ int kube_rv_compare(const char *a, const char *b, int *ret)
     return 0;
 }
 
+bool kube_obj_same_version(const json_t *a, const json_t *b)
+{
+    const char *ra = kube_obj_resource_version(a), *rb = kube_obj_resource_version(b);
+    return ra && rb && *ra && strcmp(ra, rb) == 0;
+}
+
 const char *kube_obj_kind(const json_t *obj)
 {
     return json_string_value(json_object_get(obj, "kind"));

@@ -20,6 +20,10 @@ const char *kube_obj_resource_version(const json_t *obj);
  * -EINVAL when either is NULL or not of that form (a server that does not promise the
  * order), leaving *ret unchanged. */
 int kube_rv_compare(const char *a, const char *b, int *ret);
+/** True when a and b both carry a non-empty resourceVersion and it is the same: the same version of
+ * one object (a write guarded by either's version is guarded by the other's). Needs no
+ * order between versions, so it holds for any server. */
+bool kube_obj_same_version(const json_t *a, const json_t *b);
 const char *kube_obj_kind(const json_t *obj);
 int64_t kube_obj_generation(const json_t *obj); /* 0 when absent */
 /** True when metadata.deletionTimestamp is set. */

@@ -134,12 +134,44 @@ static void test_rv_compare(void **state)
     }
 }
 
+static json_t *with_rv(const char *rv)
+{
+    json_t *o = json_pack("{s:{s:s}}", "metadata", "name", "a");
+    if (rv)
+        json_object_set_new(json_object_get(o, "metadata"), "resourceVersion", json_string(rv));
+    return o;
+}
+
+static void test_same_version(void **state)
+{
+    static const struct {
+        const char *a, *b;
+        bool want;
+    } cases[] = {
+        {"42", "42", true},   {"42", "43", false},
+        {"abc", "abc", true}, /* no order needed: any server's opaque version */
+        {"42", NULL, false},  {NULL, "42", false},
+        {NULL, NULL, false}, /* two unknown versions are not the same one */
+        {"", "", false}, /* no version: a write guarded by it is not guarded */
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *a = with_rv(cases[i].a), *b = with_rv(cases[i].b);
+        assert_int_equal(kube_obj_same_version(a, b), cases[i].want);
+        assert_int_equal(kube_obj_same_version(b, a), cases[i].want);
+        json_decref(a);
+        json_decref(b);
+    }
+    assert_false(kube_obj_same_version(NULL, NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_absent_and_wrong_types),
         cmocka_unit_test(test_rv_compare),
+        cmocka_unit_test(test_same_version),
         cmocka_unit_test(test_reset_managed_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
