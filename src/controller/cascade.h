@@ -87,7 +87,10 @@ struct cascade_opts {
     struct kube_client *client; /* the DELETEs (unless delete is set) and the namespace
                                    check; borrowed */
     usec_t delay;               /* 0 = CASCADE_DEFAULT_DELAY; CASCADE_NOW; CASCADE_OFF */
-    size_t max_queue;           /* owners waiting; 0 = CASCADE_DEFAULT_QUEUE */
+    size_t max_queue;           /* new owners queued while fewer wait; 0 =
+                                   CASCADE_DEFAULT_QUEUE. An owner a worker looked at goes
+                                   back when it must be looked at again (a conflict, its
+                                   cache behind), so at most max_queue + workers wait. */
     int workers;                /* 0 = CASCADE_WORKERS */
     usec_t retry;               /* after a conflict; 0 = CASCADE_RETRY */
     usec_t chain_delay;         /* a chained owner's first look, and between looks while the
