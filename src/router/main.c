@@ -15,6 +15,7 @@
 #include "common/xalloc.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "router/resume_gate.h"
 #include "router/router.h"
 #include "tls/metrics_auth.h"
 #include "tls/tls_front.h"
@@ -83,6 +84,10 @@ static const char usage_text[] =
     "  --idle-timeout D                  no byte either way during a request (default 60s)\n"
     "  --proxy-timeout D                 one request; caps X-Sandbox-Timeout (default 180s)\n"
     "  --tunnel-idle-timeout D           upgraded connections (default 3600s)\n"
+    "  --start-hold D                    a request to a Sandbox that is starting (no Ready\n"
+    "                                    condition yet, or its pod not Ready yet) waits up\n"
+    "                                    to D for it to be Ready, then gets 503 (default\n"
+    "                                    30s; 0: 503 at once)\n"
     "  --shutdown-timeout D              drain budget on SIGTERM (default 30s)\n"
     "  --access-log BOOL                 one logfmt line per request (default true)\n"
     "  --allow-loopback-upstreams        UNSAFE, tests only: allow 127.0.0.0/8 and ::1 pod IPs\n"
@@ -106,6 +111,7 @@ enum {
     F_IDLE,
     F_PROXY,
     F_TUNNEL,
+    F_START_HOLD,
     F_SHUTDOWN,
     F_ACCESS,
     F_TRUST_LOOPBACK,
@@ -137,6 +143,7 @@ static const struct option long_opts[] = {
     {"idle-timeout", required_argument, NULL, F_IDLE},
     {"proxy-timeout", required_argument, NULL, F_PROXY},
     {"tunnel-idle-timeout", required_argument, NULL, F_TUNNEL},
+    {"start-hold", required_argument, NULL, F_START_HOLD},
     {"shutdown-timeout", required_argument, NULL, F_SHUTDOWN},
     {"access-log", required_argument, NULL, F_ACCESS},
     {"trust-loopback", required_argument, NULL, F_TRUST_LOOPBACK},
@@ -160,6 +167,15 @@ static const struct option long_opts[] = {
 static int parse_secs(const char *v, usec_t *ret)
 {
     return flag_duration_secs(v, 1, 10000000 * USEC_PER_SEC, ret);
+}
+
+/* --start-hold: a duration as parse_secs, or 0 for none. */
+static int parse_start_hold(const char *v, usec_t *ret)
+{
+    int rc = flag_duration_secs(v, 0, 10000000 * USEC_PER_SEC, ret);
+    if (rc == 0 && *ret == 0)
+        *ret = RESUME_START_OFF;
+    return rc;
 }
 
 /* "host:port" or ":port" (all addresses); IPv6 as "[::]:port". */
@@ -248,6 +264,8 @@ static int apply_flag(void *ctx, int c, const char *v)
         return parse_secs(v, &f->o.proxy_timeout);
     case F_TUNNEL:
         return parse_secs(v, &f->o.tunnel_idle);
+    case F_START_HOLD:
+        return parse_start_hold(v, &f->o.start_hold);
     case F_SHUTDOWN:
         return parse_secs(v, &f->o.shutdown_grace);
     case F_ACCESS:

@@ -26,7 +26,8 @@ struct resume_waiter {
     struct entry *e;
     resume_wake_fn *fn;
     void *ctx;
-    usec_t start;
+    usec_t start, limit; /* held at start, for at most limit */
+    bool starting;       /* a RESUME_START hold: answered 503, not 504, at its limit */
 };
 
 struct entry {
@@ -35,6 +36,7 @@ struct entry {
     struct resume_waiter *head;
     size_t n;
     usec_t first;           /* when the first request of this episode was held */
+    bool resume;            /* a request of this episode was held for a resume */
     bool patching, patched; /* our patch is running / succeeded */
     bool orphan;            /* removed from the map while patching: done frees it */
     int patch_rc;
@@ -67,21 +69,27 @@ static bool starting(const json_t *sb)
            strcmp(r, SB_R_DEPS_READY) == 0;
 }
 
+static bool ready(const json_t *sb)
+{
+    return cond_is(sb, SB_COND_READY, "True") &&
+           json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
+}
+
 enum resume_class resume_classify(const json_t *sb)
 {
     const json_t *pol = kube_obj_path(sb, "spec.idlePolicy");
     const char *mode = kube_obj_path_str(sb, "spec.operatingMode");
     bool suspended = mode && strcmp(mode, SB_MODE_SUSPENDED) == 0;
-    if (!sb || kube_obj_deleting(sb) || !json_is_object(pol))
+    if (!sb || kube_obj_deleting(sb))
         return RESUME_PASS;
-    if (json_is_false(json_object_get(pol, "resumeOnTraffic")))
-        return suspended ? RESUME_REJECT : RESUME_PASS;
-    if (suspended)
-        return RESUME_WAKE;
-    if (cond_is(sb, SB_COND_READY, "True") &&
-        json_array_size(kube_obj_path(sb, "status.podIPs")) > 0)
-        return RESUME_PASS;
-    return starting(sb) ? RESUME_WAIT : RESUME_PASS;
+    if (json_is_object(pol) && !json_is_false(json_object_get(pol, "resumeOnTraffic"))) {
+        if (suspended)
+            return RESUME_WAKE;
+        return !ready(sb) && starting(sb) ? RESUME_WAIT : RESUME_PASS;
+    }
+    if (suspended) /* nobody resumes it on traffic */
+        return json_is_object(pol) ? RESUME_REJECT : RESUME_PASS;
+    return !ready(sb) && starting(sb) ? RESUME_START : RESUME_PASS;
 }
 
 /* ---- Patch ----------------------------------------------------------------------------- */
@@ -187,31 +195,41 @@ static void wake_all(struct entry *e, int status, const char *detail, const char
     }
 }
 
-static void wake_expired(struct entry *e, usec_t now)
+/* The answer to a hold that reached its limit: 504 for a resume, 503 with the reason the
+ * Sandbox (sb, borrowed; may be NULL) is not Ready for a start. */
+static int expired_answer(const struct resume_waiter *w, const json_t *sb, char *d, size_t size)
 {
-    char d[256];
+    const struct entry *e = w->e;
+    const char *reason =
+        json_string_value(json_object_get(kube_obj_condition(sb, SB_COND_READY), "reason"));
+    if (!w->starting) {
+        (void)snprintf(d, size, "Sandbox %s/%s did not become ready within %llus of its resume.",
+                       e->ns, e->name, (unsigned long long)(w->limit / USEC_PER_SEC));
+        return 504;
+    }
+    (void)snprintf(d, size, "Sandbox %s/%s is not ready: %s (waited %.1fs for it).", e->ns, e->name,
+                   reason ? reason : "no Ready condition", (double)w->limit / (double)USEC_PER_SEC);
+    return 503;
+}
+
+static void wake_expired(struct entry *e, const json_t *sb, usec_t now)
+{
+    char d[512];
     struct resume_waiter *w = e->head;
-    (void)snprintf(d, sizeof(d), "Sandbox %s/%s did not become ready within %llus of its resume.",
-                   e->ns, e->name, (unsigned long long)(e->g->o.hold_timeout / USEC_PER_SEC));
     while (w) {
         struct resume_waiter *next = w->next;
-        if (now - w->start >= e->g->o.hold_timeout) {
+        if (now - w->start >= w->limit) {
+            int status = expired_answer(w, sb, d, sizeof(d));
             unlink_waiter(w);
             e->g->st.timeouts++;
             left(e, "timeout");
-            call(w, 504, d);
+            call(w, status, d);
         }
         w = next;
     }
 }
 
 /* ---- The poll ------------------------------------------------------------------------- */
-
-static bool ready(const json_t *sb)
-{
-    return cond_is(sb, SB_COND_READY, "True") &&
-           json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
-}
 
 /* One entry: forward when Ready (or no longer ours), fail on a failed patch, expire. */
 static void check_entry(struct resume_gate *g, struct entry *e, usec_t now)
@@ -220,7 +238,7 @@ static void check_entry(struct resume_gate *g, struct entry *e, usec_t now)
     enum resume_class c = sb ? resume_classify(sb) : RESUME_PASS;
     char d[512];
     if (sb && ready(sb)) {
-        if (g->resume_time)
+        if (g->resume_time && e->resume)
             metric_observe(g->resume_time, NULL, (double)(now - e->first) / (double)USEC_PER_SEC);
         g->st.forwarded += e->n;
         wake_all(e, 0, NULL, "forwarded");
@@ -233,7 +251,7 @@ static void check_entry(struct resume_gate *g, struct entry *e, usec_t now)
     } else {
         if (c == RESUME_WAKE && !e->patched)
             start_patch(g, e);
-        wake_expired(e, now);
+        wake_expired(e, sb, now);
     }
     json_decref(sb);
 }
@@ -282,6 +300,8 @@ struct resume_gate *resume_gate_new(uv_loop_t *loop, const struct resume_gate_op
     g->o = *opts;
     if (!g->o.hold_timeout)
         g->o.hold_timeout = LIMIT_ROUTER_RESUME_HOLD;
+    if (!g->o.start_hold)
+        g->o.start_hold = LIMIT_ROUTER_START_HOLD;
     if (!g->o.max_per_sandbox)
         g->o.max_per_sandbox = LIMIT_ROUTER_RESUME_PER_SANDBOX;
     if (!g->o.max_total)
@@ -302,7 +322,7 @@ struct resume_gate *resume_gate_new(uv_loop_t *loop, const struct resume_gate_op
                               "From the first held request to the resumed Sandbox being Ready.",
                               NULL, b, ARRAY_SIZE(b));
         g->held_now = metrics_gauge(opts->metrics, "sandbox_router_held_requests",
-                                    "Requests held while their Sandbox resumes.", NULL);
+                                    "Requests held while their Sandbox resumes or starts.", NULL);
         g->held_total = metrics_counter(opts->metrics, "sandbox_router_held_requests_total",
                                         "Held requests by outcome.", outcome);
     }
@@ -337,17 +357,17 @@ void resume_gate_free(struct resume_gate *g)
     uv_close((uv_handle_t *)&g->timer, on_timer_closed);
 }
 
-static int refuse(struct resume_gate *g, int *status, char *detail, size_t size, const char *ns,
-                  const char *name)
+static int refuse(struct resume_gate *g, enum resume_class c, int *status, char *detail,
+                  size_t size, const char *ns, const char *name)
 {
     g->st.overflow++;
     if (g->held_total)
         metric_inc(g->held_total, (const char *const[]){"overflow"});
     *status = 503;
     (void)snprintf(detail, size,
-                   "Sandbox %s/%s is resuming and too many requests are already waiting; "
+                   "Sandbox %s/%s is %s and too many requests are already waiting; "
                    "retry shortly.",
-                   ns, name);
+                   ns, name, c == RESUME_START ? "starting" : "resuming");
     return 0;
 }
 
@@ -384,21 +404,32 @@ int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, co
                        ns, name);
         return 0;
     }
+    if (c == RESUME_START && g->o.start_hold == RESUME_START_OFF)
+        return 0;
     if (g->holding >= g->o.max_total)
-        return refuse(g, status, detail, size, ns, name);
+        return refuse(g, c, status, detail, size, ns, name);
     struct entry *e = entry_get(g, ns, name);
     if (e->n >= g->o.max_per_sandbox)
-        return refuse(g, status, detail, size, ns, name);
+        return refuse(g, c, status, detail, size, ns, name);
     if (!e->head) {
         e->first = clock_now();
         e->patch_rc = 0; /* a new episode: a failure of an old one is forgotten */
+        e->resume = false;
     }
+    bool start = c == RESUME_START;
     struct resume_waiter *w = XNEW(struct resume_waiter);
-    *w = (struct resume_waiter){.e = e, .fn = fn, .ctx = ctx, .start = clock_now()};
+    *w = (struct resume_waiter){.e = e,
+                                .fn = fn,
+                                .ctx = ctx,
+                                .start = clock_now(),
+                                .limit = start ? g->o.start_hold : g->o.hold_timeout,
+                                .starting = start};
     DLIST_PUSH(e->head, w);
     e->n++;
+    e->resume |= !start;
     g->holding++;
     g->st.held++;
+    g->st.start_held += start;
     if (g->held_now)
         metric_inc(g->held_now, NULL);
     if (c == RESUME_WAKE)

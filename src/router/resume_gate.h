@@ -5,12 +5,21 @@
  * Ready; then every held request is forwarded. Holding is bounded in time and in
  * count (per sandbox and in all). A policy with resumeOnTraffic=false answers 409.
  *
+ * The same hold, without a patch and for a shorter time (start_hold), serves a request
+ * to a Sandbox that is coming up: no Ready condition yet, or Ready=False while its pod
+ * starts (DependenciesNotReady), whatever its policy. A client that saw the Sandbox
+ * Ready before the router's cache did, or that sends its first request right after the
+ * create, is then forwarded once the cache shows it Ready, instead of answered 503; a
+ * pod that fails its readiness probe for a moment does not fail requests either. A
+ * Sandbox that is broken (PodFailed, SandboxExpired, ...) is answered at once.
+ *
  * Threading: everything on the loop thread; the patch runs on a resume_worker. */
 #pragma once
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "common/clock.h"
@@ -28,7 +37,11 @@ enum resume_class {
     RESUME_REJECT, /* suspended and the policy forbids resume on traffic: 409 */
     RESUME_WAKE,   /* suspended, resumable: patch to Running and hold */
     RESUME_WAIT,   /* resuming or starting under an idle policy: hold */
+    RESUME_START,  /* coming up, no resume involved: hold up to start_hold */
 };
+
+/** start_hold's value for "never hold a starting Sandbox". */
+#define RESUME_START_OFF UINT64_MAX
 
 /** Classifies sb (borrowed; NULL = not found). Pure. */
 enum resume_class resume_classify(const json_t *sb);
@@ -43,6 +56,8 @@ struct resume_gate_opts {
     struct kube_client *client;       /* borrowed; used by the default patch */
     struct metrics_registry *metrics; /* borrowed; NULL: none */
     usec_t hold_timeout;              /* 0: LIMIT_ROUTER_RESUME_HOLD */
+    usec_t start_hold;                /* RESUME_START's bound; 0: LIMIT_ROUTER_START_HOLD;
+                                         RESUME_START_OFF: not held (answered at once) */
     size_t max_per_sandbox;           /* 0: LIMIT_ROUTER_RESUME_PER_SANDBOX */
     size_t max_total;                 /* 0: LIMIT_ROUTER_RESUME_TOTAL */
     resume_patch_fn *patch;           /* NULL: resume_patch_kube */
@@ -50,7 +65,9 @@ struct resume_gate_opts {
 };
 
 /** Called once for a held request: status 0 means "the Sandbox is Ready (or gone):
- * resolve again"; otherwise an HTTP status with detail (borrowed for the call). */
+ * resolve again"; otherwise an HTTP status with detail (borrowed for the call): 504 when
+ * a resume took longer than hold_timeout, 503 when a starting Sandbox was not Ready
+ * within start_hold (the detail then says why, as an unheld request's 503 does). */
 typedef void resume_wake_fn(void *ctx, int status, const char *detail);
 
 /** Returns a new gate on loop (borrowed); opts copied. Free with resume_gate_free. */
@@ -72,6 +89,7 @@ void resume_gate_cancel(struct resume_gate *g, struct resume_waiter *w);
 /** Counters for tests. */
 struct resume_gate_stats {
     uint64_t resumes, resume_errors, held, forwarded, timeouts, rejected, overflow;
+    uint64_t start_held; /* of held: RESUME_START holds */
     size_t holding;
 };
 void resume_gate_stats(const struct resume_gate *g, struct resume_gate_stats *ret);

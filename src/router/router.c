@@ -155,8 +155,11 @@ static int start_idle(struct router *r)
     int rc = resume_worker_new(&r->loop, &r->worker);
     if (rc < 0)
         return rc;
-    struct resume_gate_opts go = {
-        .store = store, .worker = r->worker, .client = r->o.client, .metrics = r->metrics};
+    struct resume_gate_opts go = {.store = store,
+                                  .worker = r->worker,
+                                  .client = r->o.client,
+                                  .metrics = r->metrics,
+                                  .start_hold = r->o.start_hold};
     struct activity_track_opts ao = {.store = store, .worker = r->worker, .client = r->o.client};
     r->resume = resume_gate_new(&r->loop, &go);
     r->activity = activity_track_new(&r->loop, &ao);

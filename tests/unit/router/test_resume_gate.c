@@ -3,8 +3,9 @@
  * are held, 20 concurrent requests cause one resume and are all released when the
  * Sandbox is Ready, resumeOnTraffic=false answers 409, the per-sandbox bound answers
  * 503, the hold times out with 504, a failed patch answers 503 with its reason, a
- * cancelled hold is never called back, and the activity tracker writes one batched
- * annotation per interval only for Sandboxes with a policy. */
+ * cancelled hold is never called back, a starting Sandbox's requests wait for its Ready
+ * (without a patch) and get 503 with its reason at the start hold, and the activity
+ * tracker writes one batched annotation per interval only for Sandboxes with a policy. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +37,18 @@ static json_t *sandbox(const char *name, const char *mode, bool ready, const cha
     return sb;
 }
 
+/* A Sandbox "a" without a policy, Running, not Ready for reason (NULL: no condition). */
+static json_t *starting_sandbox(const char *reason)
+{
+    json_t *sb = sandbox("a", "Running", false, NULL);
+    json_t *conds = json_object_get(json_object_get(sb, "status"), "conditions");
+    if (reason)
+        json_object_set_new(json_array_get(conds, 0), "reason", json_string(reason));
+    else
+        json_array_clear(conds);
+    return sb;
+}
+
 #define POLICY    "{\"timeoutSeconds\":10}"
 #define NO_RESUME "{\"timeoutSeconds\":10,\"resumeOnTraffic\":false}"
 
@@ -48,10 +61,16 @@ static void test_classify(void **state)
         const char *policy;
         enum resume_class want;
     } cases[] = {
-        {"Suspended", false, NULL, RESUME_PASS},        {"Suspended", false, POLICY, RESUME_WAKE},
-        {"Suspended", false, NO_RESUME, RESUME_REJECT}, {"Running", false, POLICY, RESUME_WAIT},
-        {"Running", true, POLICY, RESUME_PASS},         {"Running", false, NO_RESUME, RESUME_PASS},
-        {"Running", false, NULL, RESUME_PASS},
+        {"Suspended", false, NULL, RESUME_PASS},
+        {"Suspended", false, POLICY, RESUME_WAKE},
+        {"Suspended", false, NO_RESUME, RESUME_REJECT},
+        {"Running", false, POLICY, RESUME_WAIT},
+        {"Running", true, POLICY, RESUME_PASS},
+        {"Running", false, NO_RESUME, RESUME_START},
+        /* Running while its status still says suspended: coming up, held for a start
+         * (the policy forbids resumes on traffic, not waiting for one under way). */
+        {"Running", false, NULL, RESUME_START},
+        {"Running", true, NULL, RESUME_PASS},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *sb = sandbox("a", cases[i].mode, cases[i].ready, cases[i].policy);
@@ -65,6 +84,34 @@ static void test_classify(void **state)
         json_array_get(json_object_get(json_object_get(sb, "status"), "conditions"), 0), "reason",
         json_string("PodFailed"));
     assert_int_equal(resume_classify(sb), RESUME_PASS);
+    json_decref(sb);
+    /* Without a policy: a new Sandbox (no Ready condition) or one whose pod is not Ready
+     * yet is starting; a failed, expired or deleting one is not. */
+    static const struct {
+        const char *reason; /* NULL: no Ready condition */
+        enum resume_class want;
+    } starts[] = {
+        {NULL, RESUME_START},
+        {"DependenciesNotReady", RESUME_START},
+        {"PodFailed", RESUME_PASS},
+        {"SandboxExpired", RESUME_PASS},
+        {"ReconcilerError", RESUME_PASS},
+        {"PodSucceeded", RESUME_PASS},
+    };
+    for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++) {
+        sb = starting_sandbox(starts[i].reason);
+        assert_int_equal(resume_classify(sb), starts[i].want);
+        json_decref(sb);
+    }
+    sb = starting_sandbox("DependenciesNotReady");
+    json_object_set_new(json_object_get(sb, "metadata"), "deletionTimestamp",
+                        json_string("2026-12-05T00:00:00Z"));
+    assert_int_equal(resume_classify(sb), RESUME_PASS);
+    json_decref(sb);
+    /* Ready without a pod IP yet: still coming up. */
+    sb = sandbox("a", "Running", true, NULL);
+    json_object_del(json_object_get(sb, "status"), "podIPs");
+    assert_int_equal(resume_classify(sb), RESUME_START);
     json_decref(sb);
 }
 
@@ -101,7 +148,7 @@ static void on_wake(void *ctx, int status, const char *detail)
     (void)snprintf(f->last_detail, sizeof(f->last_detail), "%s", detail ? detail : "");
 }
 
-static struct fx *fx_new(usec_t hold, size_t per_sandbox)
+static struct fx *fx_new_start(usec_t hold, size_t per_sandbox, usec_t start_hold)
 {
     struct fx *f = XNEW(struct fx);
     assert_int_equal(uv_loop_init(&f->loop), 0);
@@ -111,10 +158,16 @@ static struct fx *fx_new(usec_t hold, size_t per_sandbox)
                                  .worker = f->worker,
                                  .hold_timeout = hold,
                                  .max_per_sandbox = per_sandbox,
+                                 .start_hold = start_hold,
                                  .patch = fake_patch,
                                  .patch_ctx = f};
     f->gate = resume_gate_new(&f->loop, &o);
     return f;
+}
+
+static struct fx *fx_new(usec_t hold, size_t per_sandbox)
+{
+    return fx_new_start(hold, per_sandbox, 0);
 }
 
 static void fx_free(struct fx *f)
@@ -273,6 +326,78 @@ static void test_patch_error_and_cancel(void **state)
     fx_free(f);
 }
 
+/* A request to a Sandbox that is coming up waits for its Ready, with no patch; one to a
+ * Sandbox that turns out broken is released to be answered as such. */
+static void test_start_hold_forwards(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new_start(0, 0, 10 * USEC_PER_SEC);
+    json_t *sb = starting_sandbox("DependenciesNotReady");
+    kube_store_put(f->store, json_incref(sb), NULL);
+    struct resume_waiter *w;
+    char d[512] = "unchanged";
+    int st = 503;
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    for (int i = 0; i < 10; i++)
+        (void)uv_run(&f->loop, UV_RUN_NOWAIT);
+    assert_int_equal(f->woken, 0); /* not Ready yet: still held */
+    kube_store_put(f->store, sandbox("a", "Running", true, NULL), NULL);
+    assert_true(run_until(f, two_woken));
+    assert_int_equal(f->statuses[0], 0);
+    assert_int_equal(f->statuses[1], 0);
+    struct resume_gate_stats gs;
+    resume_gate_stats(f->gate, &gs);
+    assert_int_equal(gs.start_held, 2);
+    assert_int_equal(gs.forwarded, 2);
+    assert_int_equal(gs.resumes, 0);
+    assert_int_equal(atomic_load(&f->patches), 0);
+    /* Held again, then the pod fails: released at once (resolving answers PodFailed). */
+    f->woken = 0;
+    kube_store_put(f->store, json_incref(sb), NULL);
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    kube_store_put(f->store, starting_sandbox("PodFailed"), NULL);
+    assert_true(run_until(f, one_woken));
+    assert_int_equal(f->statuses[0], 0);
+    resume_gate_stats(f->gate, &gs);
+    assert_int_equal(gs.timeouts, 0);
+    assert_int_equal(gs.holding, 0);
+    json_decref(sb);
+    fx_free(f);
+}
+
+/* Never Ready: 503 with the reason, not before the start hold and not after the (much
+ * longer) resume hold; with the start hold off, nothing is held. */
+static void test_start_hold_expires(void **state)
+{
+    (void)state;
+    const usec_t start_hold = 100 * USEC_PER_MSEC;
+    struct fx *f = fx_new_start(60 * USEC_PER_SEC, 0, start_hold);
+    json_t *sb = starting_sandbox("DependenciesNotReady");
+    kube_store_put(f->store, json_incref(sb), NULL);
+    struct resume_waiter *w;
+    char d[512];
+    int st = 503;
+    usec_t t0 = clock_now();
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    assert_true(run_until(f, one_woken));
+    assert_int_equal(f->statuses[0], 503);
+    assert_true(f->woken_at[0] - t0 >= start_hold);
+    assert_non_null(strstr(f->last_detail, "Sandbox ns/a is not ready: DependenciesNotReady"));
+    assert_non_null(strstr(f->last_detail, "waited 0.1s"));
+    fx_free(f);
+
+    f = fx_new_start(0, 0, RESUME_START_OFF);
+    kube_store_put(f->store, json_incref(sb), NULL);
+    (void)snprintf(d, sizeof(d), "unchanged");
+    st = 503;
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 0);
+    assert_int_equal(st, 503);
+    assert_string_equal(d, "unchanged");
+    json_decref(sb);
+    fx_free(f);
+}
+
 /* ---- Activity ------------------------------------------------------------------------ */
 
 struct writes {
@@ -342,6 +467,8 @@ int main(void)
         cmocka_unit_test(test_reject_and_pass),
         cmocka_unit_test(test_bound_and_timeout),
         cmocka_unit_test(test_patch_error_and_cancel),
+        cmocka_unit_test(test_start_hold_forwards),
+        cmocka_unit_test(test_start_hold_expires),
         cmocka_unit_test(test_activity_batched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
