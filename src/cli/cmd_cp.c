@@ -22,8 +22,9 @@
 struct cp_ctx {
     const struct cli_globals *g;
     struct cli_sbd *s;
-    unsigned files; /* copied so far, bounded by LIMIT_CLI_CP_ENTRIES */
-    mode_t umask;   /* applied to downloaded modes, as cp does without -p */
+    unsigned files;     /* copied so far, bounded by max_files */
+    unsigned max_files; /* cli_cp_opts.max_entries, else LIMIT_CLI_CP_ENTRIES */
+    mode_t umask;       /* applied to downloaded modes, as cp does without -p */
 };
 
 /* The download's temporary file, for the signal handler: removed when SIGINT, SIGTERM
@@ -87,6 +88,17 @@ static int sbd_fail(struct cp_ctx *c, const char *what, const char *path, long s
     return CLI_SBD;
 }
 
+/* Counts one more entry of the copy (what: the entries counted, for the message).
+ * Returns CLI_OK, or CLI_ERR (printed) when that passes the bound: nothing of the entry
+ * is written then. */
+static int count_entry(struct cp_ctx *c, const char *what)
+{
+    if (++c->files <= c->max_files)
+        return CLI_OK;
+    fprintf(c->g->err, "error: cp: more than %u %s\n", c->max_files, what);
+    return CLI_ERR;
+}
+
 static int local_fail(struct cp_ctx *c, const char *what, const char *path)
 {
     int e = errno;
@@ -115,10 +127,8 @@ static size_t to_buf(char *p, size_t size, size_t n, void *ctx)
 
 static int put_file(struct cp_ctx *c, const char *local, const struct stat *st, const char *remote)
 {
-    if (++c->files > LIMIT_CLI_CP_ENTRIES) {
-        fprintf(c->g->err, "error: cp: more than %u files\n", LIMIT_CLI_CP_ENTRIES);
+    if (count_entry(c, "files") != CLI_OK)
         return CLI_ERR;
-    }
     int fd = open(local, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return local_fail(c, "cannot open", local);
@@ -412,10 +422,8 @@ static int get_finish(struct getter *x, const char *remote, const char *mode, CU
 static int get_path(struct cp_ctx *c, const char *remote, const char *local, const char *mode,
                     int depth)
 {
-    if (++c->files > LIMIT_CLI_CP_ENTRIES) {
-        fprintf(c->g->err, "error: cp: more than %u files\n", LIMIT_CLI_CP_ENTRIES);
+    if (count_entry(c, "files and directories") != CLI_OK)
         return CLI_ERR;
-    }
     struct getter x = {.c = c, .local = local, .fd = -1};
     struct buf path;
     buf_init(&path, LIMIT_KUBE_URL);
@@ -511,6 +519,11 @@ static int download(struct cp_ctx *c, const char *remote, const char *local)
 
 int cli_cmd_cp(struct cli_globals *g, int argc, char **argv)
 {
+    return cli_cp_run(g, NULL, argc, argv);
+}
+
+int cli_cp_run(struct cli_globals *g, const struct cli_cp_opts *o, int argc, char **argv)
+{
     int a = 1;
     if (a < argc && !strcmp(argv[a], "--"))
         a++;
@@ -526,7 +539,8 @@ int cli_cmd_cp(struct cli_globals *g, int argc, char **argv)
         fprintf(g->err, "error: cp: exactly one of SRC and DST must be NAME:PATH\n");
         return CLI_USAGE;
     }
-    struct cp_ctx c = {.g = g};
+    struct cp_ctx c = {.g = g,
+                       .max_files = o && o->max_entries ? o->max_entries : LIMIT_CLI_CP_ENTRIES};
     int rc = cli_sbd_open(g, src_remote ? sname : dname, &c.s);
     if (rc != CLI_OK)
         return rc;

@@ -159,8 +159,10 @@ static int event_cmp(const void *a, const void *b)
     return strcmp(tx, ty);
 }
 
-/* Appends the events about objects named name to all. Returns 0 or a negative errno. */
-static int list_events(struct kube_client *c, const char *ns, const char *name, json_t *all)
+/* Appends the events about objects named name to all. Returns 0 or a negative errno
+ * with e filled. */
+static int list_events(struct kube_client *c, const char *ns, const char *name, json_t *all,
+                       struct kube_err *e)
 {
     struct kube_req q;
     struct buf sel;
@@ -169,7 +171,7 @@ static int list_events(struct kube_client *c, const char *ns, const char *name, 
     (void)buf_printf(&sel, "involvedObject.name=%s", name);
     kube_req_init(&q, "GET", &KUBE_RES_EVENTS);
     q.field_selector = buf_str(&sel);
-    int r = kube_list_all(c, &KUBE_RES_EVENTS, ns, &q, &list, NULL);
+    int r = kube_list_all(c, &KUBE_RES_EVENTS, ns, &q, &list, e);
     buf_done(&sel);
     if (r == 0)
         (void)json_array_extend(all, json_object_get(list, "items"));
@@ -211,16 +213,22 @@ static void print_events(FILE *out, struct kube_client *c, const char *ns, const
 {
     const char *name = kube_obj_name(sb), *pod = kube_obj_annotation(sb, SB_ANN_POD_NAME);
     json_t *all = json_array();
-    int r = list_events(c, ns, name, all);
+    struct kube_err e;
+    kube_err_clear(&e);
+    int r = list_events(c, ns, name, all, &e);
     if (r == 0 && pod && *pod && strcmp(pod, name) != 0)
-        r = list_events(c, ns, pod, all);
+        r = list_events(c, ns, pod, all, &e);
     fprintf(out, "Events:\n");
-    if (r < 0)
-        fprintf(out, "  <cannot list events>\n");
-    else if (json_array_size(all) == 0)
+    if (r < 0) {
+        char eb[128];
+        char *why = out_safe_dup(e.message[0] ? e.message : strerror_r(-r, eb, sizeof(eb)));
+        fprintf(out, "  <cannot list events: %s>\n", why);
+        xfree(why);
+    } else if (json_array_size(all) == 0) {
         fprintf(out, "  <none>\n");
-    else
+    } else {
         print_event_table(out, all);
+    }
     json_decref(all);
 }
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kubectl-sandbox end to end against the real API server: version, get (table, wide,
  * json, yaml, name), list, pools, create, claim, suspend/resume/delete with --wait,
- * describe, errors and exit codes. The test plays the controller where a command waits
- * for status (there is none in this cluster). */
+ * describe (also as a user who may read only Sandboxes), errors and exit codes. The
+ * test plays the controller where a command waits for status (there is none in this
+ * cluster). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,10 @@
 #include "support/apiserver.h"
 #include "support/cli_run.h"
 #include "support/kube_fixture.h"
+
+static const struct kube_res ROLES = {"rbac.authorization.k8s.io", "v1", "Role", "roles", true};
+static const struct kube_res ROLEBINDINGS = {"rbac.authorization.k8s.io", "v1", "RoleBinding",
+                                             "rolebindings", true};
 
 static struct kube_client *client;
 static char ns[64];
@@ -444,6 +449,83 @@ static void test_describe(void **state)
     buf_done(&out);
 }
 
+/* Lets the test user alice (of hack/apiserver.sh's tokens.csv; no other grants) get and
+ * list Sandboxes in ns, and nothing else. */
+static void grant_alice_sandboxes(void)
+{
+    struct kube_err e;
+    json_t *o = json_pack("{s:s,s:s,s:{s:s},s:[{s:[s],s:[s],s:[s,s]}]}", "apiVersion",
+                          "rbac.authorization.k8s.io/v1", "kind", "Role", "metadata", "name",
+                          "sandbox-read", "rules", "apiGroups", "agents.x-k8s.io", "resources",
+                          "sandboxes", "verbs", "get", "list");
+    IT_OK(kube_create(client, &ROLES, ns, o, NULL, &e), &e);
+    json_decref(o);
+    o = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s},s:[{s:s,s:s,s:s}]}", "apiVersion",
+                  "rbac.authorization.k8s.io/v1", "kind", "RoleBinding", "metadata", "name",
+                  "alice-sandbox-read", "roleRef", "apiGroup", "rbac.authorization.k8s.io", "kind",
+                  "Role", "name", "sandbox-read", "subjects", "apiGroup",
+                  "rbac.authorization.k8s.io", "kind", "User", "name", "alice");
+    IT_OK(kube_create(client, &ROLEBINDINGS, ns, o, NULL, &e), &e);
+    json_decref(o);
+}
+
+/* True once the client ctx may get Sandbox alpha (RBAC reaches the authorizer's cache
+ * within a moment). */
+static bool may_get_alpha(void *ctx)
+{
+    return kube_get(ctx, &API_RES_SANDBOXES, ns, "alpha", NULL, NULL) == 0;
+}
+
+/* A user who may read the Sandbox but not pods or events (403) still gets the Sandbox
+ * described, exit 0: the pod line names the pod and the API server's refusal instead of
+ * claiming there is none, and the events say they could not be listed. A user who may
+ * not read the Sandbox gets an error. */
+static void test_describe_forbidden(void **state)
+{
+    (void)state;
+    struct buf out;
+    struct kube_err e;
+    struct kube_client *alice = NULL;
+    buf_init(&out, 1 << 20);
+    grant_alice_sandboxes();
+    IT_OK(it_client_new_user("alice", NULL, &alice, &e), &e);
+    assert_int_equal(it_wait(may_get_alpha, alice, 30 * USEC_PER_SEC), 0);
+    /* the API server refuses alice the pod (there is none: 403 comes before 404) */
+    assert_int_equal(kube_get(alice, &KUBE_RES_PODS, ns, "alpha", NULL, &e), -EPERM);
+    assert_int_equal(e.http_status, 403);
+    kube_client_free(alice);
+    assert_int_equal(it_cli_runf(&out, "--kubeconfig '%s/kubeconfig-alice' describe alpha -n %s",
+                                 it_state_dir(), ns),
+                     0);
+    const char *s = buf_str(&out);
+    assert_non_null(strstr(s, "Name:         alpha\n"));
+    assert_non_null(strstr(s, "Mode:         Running\n"));
+    char want[512];
+    (void)snprintf(want, sizeof(want),
+                   "Pod:          alpha (cannot read it: pods \"alpha\" is forbidden: User "
+                   "\"alice\" cannot get resource \"pods\" in API group \"\" in the namespace "
+                   "\"%s\")\n",
+                   ns);
+    assert_non_null(strstr(s, want));
+    assert_null(strstr(s, "not created"));
+    assert_non_null(strstr(s, "Conditions:\n"));
+    assert_non_null(strstr(s, "NotSuspended"));
+    (void)snprintf(want, sizeof(want),
+                   "Events:\n  <cannot list events: events is forbidden: User \"alice\" cannot "
+                   "list resource \"events\" in API group \"\" in the namespace \"%s\">\n",
+                   ns);
+    assert_non_null(strstr(s, want));
+    assert_null(strstr(s, "PodCreated")); /* alpha's event, which admin sees */
+    /* bob may not read the Sandbox itself: that is the error, exit 1 */
+    assert_int_equal(it_cli_runf(&out, "--kubeconfig '%s/kubeconfig-bob' describe alpha -n %s",
+                                 it_state_dir(), ns),
+                     1);
+    assert_non_null(strstr(buf_str(&out), "sandbox \"alpha\""));
+    assert_non_null(strstr(buf_str(&out), "forbidden"));
+    assert_null(strstr(buf_str(&out), "Name:"));
+    buf_done(&out);
+}
+
 static void test_delete(void **state)
 {
     (void)state;
@@ -514,17 +596,12 @@ static void test_install_uninstall(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_version),
-        cmocka_unit_test(test_get_table),
-        cmocka_unit_test(test_get_formats),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_list_and_pools),
-        cmocka_unit_test(test_create),
-        cmocka_unit_test(test_claim),
-        cmocka_unit_test(test_suspend_resume),
-        cmocka_unit_test(test_describe),
-        cmocka_unit_test(test_delete),
-        cmocka_unit_test(test_install_uninstall),
+        cmocka_unit_test(test_version),        cmocka_unit_test(test_get_table),
+        cmocka_unit_test(test_get_formats),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_list_and_pools), cmocka_unit_test(test_create),
+        cmocka_unit_test(test_claim),          cmocka_unit_test(test_suspend_resume),
+        cmocka_unit_test(test_describe),       cmocka_unit_test(test_describe_forbidden),
+        cmocka_unit_test(test_delete),         cmocka_unit_test(test_install_uninstall),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

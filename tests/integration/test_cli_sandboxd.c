@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kubectl-sandbox exec and cp against a real sandboxd process on 127.0.0.1 (direct mode,
- * --sandboxd-url), plus the pod-proxy and router connection modes against the real API
- * server: a Ready Sandbox whose pod does not exist gives the API server's error, and a
- * "router" that is in fact sandboxd proves router mode's URL and Ready check. */
+ * --sandboxd-url; cp's entry bound runs in this process, set small), plus the pod-proxy
+ * and router connection modes against the real API server: a Ready Sandbox whose pod
+ * does not exist gives the API server's error, and a "router" that is in fact sandboxd
+ * proves router mode's URL and Ready check. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -21,6 +23,7 @@
 #include <sys/wait.h>
 
 #include "api/res.h"
+#include "cli/cli.h"
 #include "common/buf.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
@@ -300,6 +303,155 @@ static void test_cp_round_trip(void **state)
     buf_done(&out);
 }
 
+/* cp in this process (the code of kubectl-sandbox cp, main only passes its exit code
+ * on) against the test's sandboxd, copying at most max entries; stdout and stderr into
+ * out. Returns cp's exit code. */
+static int cp_bounded(unsigned max, const char *src, const char *dst, struct buf *out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    char cmd[] = "cp", *s = xstrdup(src), *d = xstrdup(dst);
+    char *argv[] = {cmd, s, d, NULL};
+    struct cli_globals g = {.output = "", .sandboxd_url = url, .out = f, .err = f};
+    const struct cli_cp_opts o = {.max_entries = max};
+    int rc = cli_cp_run(&g, &o, 3, argv);
+    assert_int_equal(fclose(f), 0);
+    buf_reset(out);
+    assert_int_equal(buf_append(out, text, len), 0);
+    xfree(text);
+    xfree(s);
+    xfree(d);
+    return rc;
+}
+
+/* Writes text into dir/rel (dir/rel's directory must exist). */
+static void write_at(const char *dir, const char *rel, const char *text)
+{
+    char p[1024];
+    (void)snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Creates dir/rel as a directory. */
+static void mkdir_at(const char *dir, const char *rel)
+{
+    char p[1024];
+    (void)snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    assert_int_equal(mkdir(p, 0755), 0);
+}
+
+/* The content of dir/rel (at most 63 bytes) into out, or "<absent>". */
+static const char *read_at(const char *dir, const char *rel, char *out, size_t size)
+{
+    char p[1024];
+    (void)snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return errno == ENOENT ? "<absent>" : "<unreadable>";
+    size_t n = fread(out, 1, size - 1, f);
+    out[n] = '\0';
+    (void)fclose(f);
+    return out;
+}
+
+/* How many names in dir/rel start with '.' (other than . and ..): cp's temporary files
+ * are ".NAME.cp-XXXXXX". */
+static int dot_names(const char *dir, const char *rel)
+{
+    char p[1024];
+    (void)snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    DIR *d = opendir(p);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        n += de->d_name[0] == '.' && strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+    (void)closedir(d);
+    return n;
+}
+
+/* a, b and sub/c of the tree lim (below dir), as cp's bound test writes them. */
+static const char *const lim_files[] = {"a", "b", "sub/c"};
+static const char *const lim_texts[] = {"file a\n", "file b\n", "file c\n"};
+
+/* cp stops at its bound of entries (LIMIT_CLI_CP_ENTRIES, set small here) with an error
+ * and exit 1, in both directions; exactly the bound is copied whole. A download counts
+ * the directories too (lim, a, b, sub, sub/c: 5, in sandboxd's name order) and writes
+ * nothing of the entries past the bound: an existing local file stays as it was and no
+ * temporary file is left. An upload counts files (3). */
+static void test_cp_entry_bound(void **state)
+{
+    (void)state;
+    struct buf out;
+    char dst[700], got[64];
+    buf_init(&out, 1 << 20);
+    mkdir_at(root, "lim");
+    mkdir_at(root, "lim/sub");
+    (void)snprintf(dst, sizeof(dst), "%s/lim", root);
+    for (int i = 0; i < 3; i++)
+        write_at(dst, lim_files[i], lim_texts[i]);
+    /* download: 5 entries under a bound of 5 */
+    (void)snprintf(dst, sizeof(dst), "%s/dl5", work);
+    assert_int_equal(cp_bounded(5, "x:lim", dst, &out), CLI_OK);
+    assert_string_equal(buf_str(&out), "");
+    for (int i = 0; i < 3; i++)
+        assert_string_equal(read_at(dst, lim_files[i], got, sizeof(got)), lim_texts[i]);
+    /* under a bound of 4 into a fresh directory: a and b complete, sub made, no sub/c */
+    (void)snprintf(dst, sizeof(dst), "%s/dl4", work);
+    assert_int_equal(cp_bounded(4, "x:lim", dst, &out), CLI_ERR);
+    assert_string_equal(buf_str(&out), "error: cp: more than 4 files and directories\n");
+    assert_string_equal(read_at(dst, "a", got, sizeof(got)), "file a\n");
+    assert_string_equal(read_at(dst, "b", got, sizeof(got)), "file b\n");
+    assert_string_equal(read_at(dst, "sub/c", got, sizeof(got)), "<absent>");
+    assert_int_equal(dot_names(dst, "."), 0);
+    assert_int_equal(dot_names(dst, "sub"), 0);
+    /* the same over an existing local copy (into directory pre: pre/lim): its sub/c,
+     * past the bound, is left alone */
+    (void)snprintf(dst, sizeof(dst), "%s/pre", work);
+    mkdir_at(work, "pre");
+    mkdir_at(work, "pre/lim");
+    mkdir_at(work, "pre/lim/sub");
+    write_at(work, "pre/lim/a", "old a\n");
+    write_at(work, "pre/lim/sub/c", "old c\n");
+    assert_int_equal(cp_bounded(4, "x:lim", dst, &out), CLI_ERR);
+    assert_string_equal(buf_str(&out), "error: cp: more than 4 files and directories\n");
+    assert_string_equal(read_at(dst, "lim/a", got, sizeof(got)), "file a\n");
+    assert_string_equal(read_at(dst, "lim/sub/c", got, sizeof(got)), "old c\n");
+    assert_int_equal(dot_names(dst, "lim"), 0);
+    assert_int_equal(dot_names(dst, "lim/sub"), 0);
+    /* upload: 3 files (directories do not count) under a bound of 3, then of 2 */
+    mkdir_at(work, "ul");
+    mkdir_at(work, "ul/sub");
+    (void)snprintf(dst, sizeof(dst), "%s/ul", work);
+    for (int i = 0; i < 3; i++)
+        write_at(dst, lim_files[i], lim_texts[i]);
+    assert_int_equal(cp_bounded(3, dst, "x:up3/", &out), CLI_OK);
+    assert_string_equal(buf_str(&out), "");
+    (void)snprintf(dst, sizeof(dst), "%s/up3/ul", root);
+    for (int i = 0; i < 3; i++)
+        assert_string_equal(read_at(dst, lim_files[i], got, sizeof(got)), lim_texts[i]);
+    (void)snprintf(dst, sizeof(dst), "%s/ul", work);
+    assert_int_equal(cp_bounded(2, dst, "x:up2/", &out), CLI_ERR);
+    assert_string_equal(buf_str(&out), "error: cp: more than 2 files\n");
+    /* the local directory's order decides which two arrive; the third does not */
+    (void)snprintf(dst, sizeof(dst), "%s/up2/ul", root);
+    int arrived = 0;
+    for (int i = 0; i < 3; i++) {
+        const char *t = read_at(dst, lim_files[i], got, sizeof(got));
+        if (strcmp(t, "<absent>") != 0) {
+            assert_string_equal(t, lim_texts[i]);
+            arrived++;
+        }
+    }
+    assert_int_equal(arrived, 2);
+    buf_done(&out);
+}
+
 /* port-forward against the API server: it resolves the sandbox, listens, prints the
  * kubectl line, and reports the API server's refusal of the upgrade (no such pod). */
 static void test_port_forward_api(void **state)
@@ -524,11 +676,17 @@ static void test_fs_commands(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exec_output_and_codes), cmocka_unit_test(test_exec_stdin),
-        cmocka_unit_test(test_cp_round_trip),         cmocka_unit_test(test_unreachable),
-        cmocka_unit_test(test_cluster_modes),         cmocka_unit_test(test_shell_attach),
-        cmocka_unit_test(test_port_forward_api),      cmocka_unit_test(test_background),
-        cmocka_unit_test(test_fs_commands),           cmocka_unit_test(test_write_errors),
+        cmocka_unit_test(test_exec_output_and_codes),
+        cmocka_unit_test(test_exec_stdin),
+        cmocka_unit_test(test_cp_round_trip),
+        cmocka_unit_test(test_cp_entry_bound),
+        cmocka_unit_test(test_unreachable),
+        cmocka_unit_test(test_cluster_modes),
+        cmocka_unit_test(test_shell_attach),
+        cmocka_unit_test(test_port_forward_api),
+        cmocka_unit_test(test_background),
+        cmocka_unit_test(test_fs_commands),
+        cmocka_unit_test(test_write_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
