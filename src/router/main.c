@@ -385,6 +385,20 @@ static int start_secure_metrics(struct flags *f, struct router *r, struct tls_fr
     return tls_metrics_start(&to, router_probe_server(r), ret, ret_dir);
 }
 
+/* The teardown, on the error path of the start-up and after a signal: the listeners,
+ * then the reviews in flight post their verdicts while the probe server still runs (a
+ * scrape from then on is answered 503), then the servers stop, then the checker goes. */
+static void stop_all(struct flags *f, struct router *r, struct tls_front *tls,
+                     struct tls_front *mtls, char *mdir)
+{
+    tls_front_stop(tls);
+    tls_front_stop(mtls);
+    metrics_auth_stop(f->o.metrics_auth);
+    router_stop(r);
+    metrics_auth_free(f->o.metrics_auth);
+    tls_self_signed_remove(mdir);
+}
+
 static int run(struct flags *f, struct kube_client *client)
 {
     sigset_t set;
@@ -408,10 +422,7 @@ static int run(struct flags *f, struct kube_client *client)
     if (rc >= 0 && f->metrics_secure)
         rc = start_secure_metrics(f, r, &mtls, &mdir);
     if (rc < 0) {
-        tls_front_stop(tls);
-        router_stop(r);
-        metrics_auth_free(f->o.metrics_auth);
-        tls_self_signed_remove(mdir);
+        stop_all(f, r, tls, mtls, mdir);
         return rc;
     }
     if (tls)
@@ -426,14 +437,7 @@ static int run(struct flags *f, struct kube_client *client)
     int sig = 0;
     (void)sigwait(&set, &sig);
     log_info("signal received, draining\tsignal=%d", sig);
-    tls_front_stop(tls);
-    tls_front_stop(mtls);
-    /* The reviews in flight post their verdicts while the probe server still runs; a
-     * scrape from now on is answered 503. Then the servers stop, then the checker goes. */
-    metrics_auth_stop(f->o.metrics_auth);
-    router_stop(r);
-    metrics_auth_free(f->o.metrics_auth);
-    tls_self_signed_remove(mdir);
+    stop_all(f, r, tls, mtls, mdir);
     return 0;
 }
 
