@@ -173,14 +173,14 @@ static int adopt_failed(struct ext_ctrl *x, const json_t *claim, const char *pk,
 }
 
 /* Sends the adoption PATCH of sb, again while the server may not have carried out an
- * earlier send (at most LIMIT_EXT_ADOPT_SENDS sends). Returns as try_one. */
+ * earlier send (at most LIMIT_EXT_ADOPT_SENDS sends). unsure: an earlier pass's send may
+ * still be carried out (a conflict is then read back). Returns as try_one. */
 static int adopt_send(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
-                      const json_t *sb, const json_t *patch, json_t **ret_sb, char *msg,
-                      size_t size)
+                      const json_t *sb, const json_t *patch, bool unsure, json_t **ret_sb,
+                      char *msg, size_t size)
 {
     struct kube_err e;
     json_t *out = NULL;
-    bool unsure = false; /* an earlier send may still be carried out */
     for (int sends = 1;; sends++) {
         kube_err_clear(&e);
         if (ext__patch(x, &API_RES_SANDBOXES, kube_obj_namespace(sb), kube_obj_name(sb), NULL,
@@ -199,30 +199,61 @@ static int adopt_send(struct ext_ctrl *x, const json_t *claim, const json_t *poo
     }
 }
 
+/* Builds and sends the adoption PATCH of candidate sb, guarded by sb's version; unsure as
+ * adopt_send. Returns as try_one. */
+static int adopt_candidate(struct ext_ctrl *x, const json_t *claim, const json_t *pool,
+                           const char *pk, const json_t *sb, bool unsure, json_t **ret_sb,
+                           char *msg, size_t size)
+{
+    json_t *patch = adopt_patch(x, claim, sb, msg, size);
+    int r;
+    if (!patch) {
+        claim_queue_push(x->cq, pk, kube_obj_name(sb));
+        return -EEXIST;
+    }
+    r = adopt_send(x, claim, pool, pk, sb, patch, unsure, ret_sb, msg, size);
+    json_decref(patch);
+    return r;
+}
+
 /* Tries one candidate. Returns 1 adopted, 0 skip it, negative errno to stop. */
 static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
                    const char *name, json_t **ret_sb, char *msg, size_t size)
 {
-    json_t *sb = kube_store_get_ns(ext__sandboxes(x), kube_obj_namespace(claim), name), *patch;
+    json_t *sb = kube_store_get_ns(ext__sandboxes(x), kube_obj_namespace(claim), name);
     int r;
     if (!sb || !ext__warm_candidate(sb) || !sb_controlled_by(sb, kube_obj_uid(pool))) {
         json_decref(sb);
         return 0; /* gone, taken, or not Ready: the informer re-queues it when it is */
     }
-    patch = adopt_patch(x, claim, sb, msg, size);
-    if (!patch) {
-        claim_queue_push(x->cq, pk, name);
-        json_decref(sb);
-        return -EEXIST;
-    }
-    r = adopt_send(x, claim, pool, pk, sb, patch, ret_sb, msg, size);
-    json_decref(patch);
+    r = adopt_candidate(x, claim, pool, pk, sb, false, ret_sb, msg, size);
     json_decref(sb);
     return r;
 }
 
-int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *prefer,
-                 json_t **ret_sb, char *msg, size_t size)
+/* Settles prefer (claim__adopt): the claim's own already (its cache shows it so), or
+ * patched by the guard of prefer's version. Returns as try_one; the claim's binding is
+ * dropped once prefer is known not to be the claim's. */
+static int try_prefer(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
+                      const json_t *prefer, json_t **ret_sb, char *msg, size_t size)
+{
+    const char *name = kube_obj_name(prefer), *uid = kube_obj_uid(claim);
+    json_t *cached = kube_store_get_ns(ext__sandboxes(x), kube_obj_namespace(claim), name);
+    int r;
+    claim_queue_remove(x->cq, pk, name);
+    if (cached && sb_controlled_by(cached, uid)) {
+        *ret_sb = cached; /* the earlier PATCH landed and the cache has seen it */
+        return 1;
+    }
+    json_decref(cached);
+    r = adopt_candidate(x, claim, pool, pk, prefer, true, ret_sb, msg, size);
+    if (r == 0)
+        ext__binding_drop(x, uid);
+    return r;
+}
+
+int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const json_t *prefer,
+                 bool prefer_only, json_t **ret_sb, char *msg, size_t size)
 {
     char pk[LIMIT_KUBE_STORE_KEY + 1], name[LIMIT_KUBE_STORE_KEY + 1];
     int r = 0;
@@ -233,11 +264,9 @@ int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, co
      * the candidates are read, so the one patched is as fresh as the cache has it */
     if (fifo_sem_acquire(&x->adopt_sem) && x->met.adopt_waits)
         metric_inc(x->met.adopt_waits, NULL);
-    if (prefer) { /* try_one checks it is still a warm candidate of the pool */
-        claim_queue_remove(x->cq, pk, prefer);
-        r = try_one(x, claim, pool, pk, prefer, ret_sb, msg, size);
-    }
-    for (int i = 0; i < LIMIT_EXT_ADOPT_ATTEMPTS && r == 0; i++) {
+    if (prefer)
+        r = try_prefer(x, claim, pool, pk, prefer, ret_sb, msg, size);
+    for (int i = 0; i < LIMIT_EXT_ADOPT_ATTEMPTS && r == 0 && !prefer_only; i++) {
         if (!claim_queue_pop(x->cq, pk, name, sizeof(name)))
             break;
         r = try_one(x, claim, pool, pk, name, ret_sb, msg, size);

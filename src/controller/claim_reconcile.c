@@ -35,8 +35,10 @@ struct claim_pass {
     const char *launch; /* "warm" or "cold" when bound in this pass */
     usec_t requeue;
     int err; /* error worth a rate-limited retry */
-    /* a pool member an adoption PATCH of the claim may still land on: adopted first */
-    char prefer[LIMIT_KUBE_STORE_KEY + 1];
+    /* a pool member an adoption PATCH of the claim may still land on, as read in the
+     * version that PATCH was guarded by (own reference): adopted first, by the same
+     * guard; the claim's binding stays until that is settled */
+    json_t *prefer;
     bool unsure; /* whether the claim controls its binding's Sandbox is not known: the pass
                     writes nothing and is retried */
 };
@@ -112,10 +114,11 @@ static json_t *find_by_binding(struct claim_pass *p)
             break;
         case EXT_SB_OTHER: /* not ours: an adoption that was not applied (yet) */
             if (may_still_land(sb, ours))
-                (void)snprintf(p->prefer, sizeof(p->prefer), "%s", name);
+                p->prefer = json_incref(sb); /* the binding stays until it is settled */
+            else
+                ext__binding_drop(p->x, p->uid);
             json_decref(sb);
             sb = NULL;
-            ext__binding_drop(p->x, p->uid);
             break;
         case EXT_SB_GONE:
             ext__binding_drop(p->x, p->uid);
@@ -280,13 +283,36 @@ static void late_redeliver(struct claim_pass *p)
     json_decref(pool);
 }
 
+/* A warm member of pool when the claim may take one, else a cold Sandbox from tpl. A
+ * member an earlier adoption PATCH of the claim may still land on (p->prefer) is settled
+ * first, even when the claim now wants a cold Sandbox: one created beside it could leave
+ * the claim controlling two. */
+static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json_t *tpl,
+                            const char *pn)
+{
+    bool warm = !claim_needs_cold(p->claim) || late_ok(p, tpl);
+    json_t *sb = NULL;
+    int r = 0;
+    if (warm || p->prefer)
+        r = claim__adopt(p->x, p->claim, pool, p->prefer, !warm, &sb, p->msg, sizeof(p->msg));
+    if (r > 0) {
+        p->sb = sb;
+        if (!claim_needs_cold(p->claim) || late_deliver(p, tpl, pn))
+            count_creation(p, "warm", pn);
+    } else if (r < 0) {
+        fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: %s", p->msg);
+        p->err = r;
+    } else {
+        cold_create(p, tpl, pn);
+    }
+}
+
 static void provision(struct claim_pass *p)
 {
     const char *pn = kube_obj_path_str(p->claim, "spec.warmPoolRef.name"), *tn;
     struct claim_domains d = {(const char *const *)p->x->domains, p->x->ndomains};
     struct claim_err ce = {0};
-    json_t *pool, *tpl = NULL, *sb = NULL;
-    int r;
+    json_t *pool, *tpl = NULL;
     if (claim_meta_validate(p->claim, &d, &ce) < 0)
         return fail(p, ce.reason, false, "%s", ce.message);
     if (kube_client_ns_terminating(p->x->d.client, p->ns)) {
@@ -304,19 +330,8 @@ static void provision(struct claim_pass *p)
             fail(p, EXT_R_TEMPLATE_NOT_FOUND, true, "SandboxTemplate \"%s\" not found",
                  tn ? tn : "");
         requeue_min(p, LIMIT_EXT_MISSING_REQUEUE);
-    } else if ((!claim_needs_cold(p->claim) || late_ok(p, tpl)) &&
-               (r = claim__adopt(p->x, p->claim, pool, p->prefer[0] ? p->prefer : NULL, &sb, p->msg,
-                                 sizeof(p->msg))) != 0) {
-        if (r > 0) {
-            p->sb = sb;
-            if (!claim_needs_cold(p->claim) || late_deliver(p, tpl, pn))
-                count_creation(p, "warm", pn);
-        } else {
-            fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: %s", p->msg);
-            p->err = r;
-        }
     } else {
-        cold_create(p, tpl, pn);
+        adopt_or_create(p, pool, tpl, pn);
     }
     json_decref(pool);
     json_decref(tpl);
@@ -576,6 +591,7 @@ int claim_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue)
         ext__ready_once_drop(x, p.uid); /* the annotation says it from now on */
     p.obs.claim = p.claim;
     run(&p);
+    json_decref(p.prefer);
     json_decref(p.sb);
     json_decref(p.claim);
     *ret_requeue = p.requeue;

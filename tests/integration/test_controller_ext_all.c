@@ -28,6 +28,7 @@
 #include "common/xalloc.h"
 #include "controller/ext_names.h"
 #include "controller/manager.h"
+#include "controller/template_build.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "kube/obj.h"
@@ -407,6 +408,56 @@ static void test_adopt_unsent_thrice(void **state)
 {
     (void)state;
     adopts_dropped("c-lost4", LIMIT_EXT_ADOPT_SENDS);
+}
+
+static char landed[256]; /* the member land_adoption made the claim's */
+
+/* it_before_request's fn: the adoption PATCH of claim ctx that the controller's first
+ * pass sent, carried out late (here, by the test's client), on the Sandbox the URL names:
+ * guarded by the version the controller read, it makes the Sandbox the claim's. */
+static void land_adoption(const char *url, void *ctx)
+{
+    const char *at = strstr(url, "/sandboxes/");
+    assert_non_null(at);
+    (void)snprintf(landed, sizeof(landed), "%.*s", (int)strcspn(at + 11, "?/"), at + 11);
+    json_t *cl = get(&API_RES_SANDBOXCLAIMS, ctx), *sb = get(&API_RES_SANDBOXES, landed);
+    assert_non_null(cl);
+    assert_non_null(sb);
+    patch(&API_RES_SANDBOXES, landed, NULL,
+          json_pack("{s:{s:s, s:[o], s:{s:n, s:s}}}", "metadata", "resourceVersion",
+                    kube_obj_resource_version(sb), "ownerReferences",
+                    ext_owner_ref(cl, EXT_KIND_CLAIM), "labels", SB_LABEL_WARM_POOL,
+                    EXT_LABEL_CLAIM_UID, kube_obj_uid(cl)));
+    json_decref(sb);
+    json_decref(cl);
+}
+
+/* Every send of the first pass unanswered, and the first of them carried out late: after
+ * the next pass read the member unchanged, still the pool's, and just before it sends the
+ * same PATCH again. That PATCH meets a conflict; the claim reads the member back, finds
+ * it its own and keeps it. Before, it took the conflict for another claim's win and
+ * adopted a second member. */
+static void test_adopt_lands_late(void **state)
+{
+    (void)state;
+    landed[0] = '\0';
+    assert_int_equal(
+        it_drop_requests("PATCH", &API_RES_SANDBOXES, "/sandboxes/p-lost-", LIMIT_EXT_ADOPT_SENDS),
+        0);
+    assert_int_equal(it_before_request("PATCH", &API_RES_SANDBOXES, "/sandboxes/p-lost-", 0,
+                                       land_adoption, "c-lost5"),
+                     0);
+    create_claim("c-lost5", "p-lost", NULL);
+    json_t *cl = wait_claim("c-lost5", "True", NULL);
+    assert_false(it_before_pending()); /* the late landing happened */
+    assert_int_equal(it_answers_lost(), LIMIT_EXT_ADOPT_SENDS);
+    json_t *sb = bound_sandbox(cl);
+    assert_string_equal(kube_obj_name(sb), landed);
+    assert_true(sb_controlled_by(sb, kube_obj_uid(cl)));
+    wait_pool("p-lost", 2, 2); /* refilled */
+    assert_int_equal(count_sandboxes(EXT_KIND_CLAIM, "c-lost5", NULL), 1);
+    json_decref(sb);
+    json_decref(cl);
 }
 
 static bool member_gone(void *ctx)
@@ -1004,6 +1055,7 @@ int main(void)
         cmocka_unit_test(test_adopt_answer_and_read_lost),
         cmocka_unit_test(test_adopt_unsent_resent),
         cmocka_unit_test(test_adopt_unsent_thrice),
+        cmocka_unit_test(test_adopt_lands_late),
         cmocka_unit_test(test_delete_answer_lost),
         cmocka_unit_test(test_warm_claim),
         cmocka_unit_test(test_upstream_metrics),

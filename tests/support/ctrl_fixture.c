@@ -222,6 +222,59 @@ static struct {
     char last_url[512]; /* of the last request a rule matched */
 } lost = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* it_before_request's one rule. */
+static struct {
+    pthread_mutex_t lock;
+    char method[8], plural[64], url_part[256];
+    int skip;
+    it_before_fn *fn; /* NULL: none armed */
+    void *ctx;
+} before = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Runs the armed it_before_request rule if the request about to be sent matches it. */
+static void run_before(const char *method, const struct kube_res *res, const char *url)
+{
+    it_before_fn *fn = NULL;
+    void *ctx = NULL;
+    pthread_mutex_lock(&before.lock);
+    if (before.fn && strcmp(method, before.method) == 0 &&
+        strcmp(res->plural, before.plural) == 0 && url && strstr(url, before.url_part) &&
+        before.skip-- == 0) {
+        fn = before.fn;
+        ctx = before.ctx;
+        before.fn = NULL;
+    }
+    pthread_mutex_unlock(&before.lock);
+    if (fn)
+        fn(url, ctx);
+}
+
+int it_before_request(const char *method, const struct kube_res *res, const char *url_part,
+                      int skip, it_before_fn *fn, void *ctx)
+{
+    int r = -EBUSY;
+    pthread_mutex_lock(&before.lock);
+    if (!before.fn) {
+        (void)snprintf(before.method, sizeof(before.method), "%s", method);
+        (void)snprintf(before.plural, sizeof(before.plural), "%s", res->plural);
+        (void)snprintf(before.url_part, sizeof(before.url_part), "%s", url_part ? url_part : "");
+        before.skip = skip;
+        before.fn = fn;
+        before.ctx = ctx;
+        r = 0;
+    }
+    pthread_mutex_unlock(&before.lock);
+    return r;
+}
+
+bool it_before_pending(void)
+{
+    pthread_mutex_lock(&before.lock);
+    bool armed = before.fn != NULL;
+    pthread_mutex_unlock(&before.lock);
+    return armed;
+}
+
 long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, const char *sub,
                     const char *url, long status)
 {
@@ -242,6 +295,8 @@ long it_lose_answer(void *ctx, const char *method, const struct kube_res *res, c
         }
     }
     pthread_mutex_unlock(&lost.lock);
+    if (r == 0 && status == 0)
+        run_before(method, res, url); /* a request that is sent */
     return r;
 }
 

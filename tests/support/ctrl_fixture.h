@@ -98,6 +98,17 @@ int it_lose_answers(const char *method, const struct kube_res *res, const char *
 /** As it_lose_answers, but the requests are answered 501 before they are sent: a write
  * the server did not carry out (yet: the controller cannot tell). Counted with them. */
 int it_drop_requests(const char *method, const struct kube_res *res, const char *url_part, int n);
+/** Called by it_before_request's rule with the URL of the request about to be sent. */
+typedef void it_before_fn(const char *url, void *ctx);
+/** One rule beside those above: the matching requests (method on res, URL containing
+ * url_part) that are sent (not dropped by a rule above) pass, but after skip of them the
+ * next one first runs fn(url, ctx), on the sending thread, before it is sent: a write of
+ * another client that lands between the controller's decision and its request. Once.
+ * Returns 0, or -EBUSY while a rule is armed. */
+int it_before_request(const char *method, const struct kube_res *res, const char *url_part,
+                      int skip, it_before_fn *fn, void *ctx);
+/** Whether the it_before_request rule has not run yet. */
+bool it_before_pending(void);
 /** The URL of the last request a rule matched ("" before any), into out (size bytes). */
 void it_last_lost_url(char *out, size_t size);
 /** How many answers were lost since the rules began; the rules are dropped. */
