@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from . import _fasthttp_async, _k8s, _proxy
-from ._kubeconfig import KubeConfig
+from ._kubeconfig import AsyncTLS, KubeConfig
 from .errors import NotFoundError, SandboxConnectionError, SandboxError
 
 
@@ -66,16 +66,41 @@ class AsyncHandoutStream:
             self.waiters.pop(uid, None)
 
 
+class _AfterTLS(httpx.AsyncBaseTransport):
+    """A transport that sends each request once the client's TLS context is ready
+    (AsyncTLS.ready: an exec plugin's client certificate loaded)."""
+
+    def __init__(self, tls: AsyncTLS, inner: httpx.AsyncBaseTransport) -> None:
+        self.tls = tls
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await self.tls.ready()
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 class AsyncKubeClient:
     """Borrows nothing: owns its httpx.AsyncClient and its hand-out streams; aclose()
-    releases them."""
+    releases them.
+
+    Making one runs no exec plugin on the event loop: its TLS context (AsyncTLS) takes a
+    plugin's client certificate before the first connection, the plugin run in a worker
+    thread; httpx's requests (a transport that waits for it) and the lean connections
+    (_call, _watch_lines) wait for that."""
 
     def __init__(self, cfg: KubeConfig, timeout: float = 30.0) -> None:
         self.cfg = cfg
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
-        ctx = cfg.ssl_context()
+        self._tls = AsyncTLS(cfg)
+        ctx = self._tls.ctx
         opts = _k8s.client_options(cfg, timeout, ctx)  # its limits go to the transport
-        self.http = httpx.AsyncClient(**opts, transport=_proxy.async_transport(ctx, limits=opts["limits"]))
+        transport = _proxy.async_transport(ctx, limits=opts["limits"])
+        if self._tls.pending:
+            transport = _AfterTLS(self._tls, transport)
+        self.http = httpx.AsyncClient(**opts, transport=transport)
         self._streams: dict[str, AsyncHandoutStream] = {}
         ua = self.http.headers.get("user-agent", "agent-sandbox-sdk")
         self._fast = _fasthttp_async.AsyncFastPool(cfg, timeout, ua, ctx)
@@ -91,6 +116,7 @@ class AsyncKubeClient:
         """Makes API call c: on a lean pooled connection (_fasthttp_async: claims' POSTs
         are on the warm path, often many at once) when one comes free in time, else
         through httpx."""
+        await self._tls.ready()
         lean = _k8s.lean_request(c)
         if lean is not None:
             try:
@@ -142,6 +168,7 @@ class AsyncKubeClient:
         answer; while the lines are read, a read timeout ends them quietly and a failed
         connection raises SandboxConnectionError."""
         deadline = c.kw["timeout"].read
+        await self._tls.ready()
         try:
             ls = await self._fast.open_stream(c.target(), deadline)
         except (OSError, asyncio.TimeoutError, _fasthttp_async.ProtocolError) as e:

@@ -7,7 +7,9 @@ plugins (client.authentication.k8s.io). Auth-provider plugins are not supported.
 
 An exec plugin runs once for all callers waiting on it, in whichever thread asks first;
 the async client's callers await a run in a worker thread (``bearer_token_async``), one
-per event loop at a time, so the loop goes on while the plugin runs."""
+per event loop at a time, so the loop goes on while the plugin runs. The async client's
+TLS context (AsyncTLS) takes a plugin's client certificate the same way, before its first
+connection, not when the client is made."""
 
 from __future__ import annotations
 
@@ -67,7 +69,16 @@ class KubeConfig:
     _exec_task: asyncio.Task[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def ssl_context(self) -> ssl.SSLContext:
-        """Returns a TLS context with the CA and client certificate loaded."""
+        """Returns a TLS context with the CA and client certificate loaded. An exec plugin
+        whose credential is due runs here, on the calling thread (it may give the client
+        certificate): async callers use AsyncTLS instead."""
+        ctx = self._ca_context()
+        self._load_client_cert(ctx, self._exec_credential())
+        return ctx
+
+    def _ca_context(self) -> ssl.SSLContext:
+        """The TLS context's verification (the CA, or none with insecure) without a
+        client certificate."""
         if self.insecure:
             ctx = ssl.create_default_context()
             ctx.check_hostname = False
@@ -78,8 +89,12 @@ class KubeConfig:
             ctx = ssl.create_default_context(cafile=self.ca_file)
         else:
             ctx = ssl.create_default_context()
+        return ctx
+
+    def _load_client_cert(self, ctx: ssl.SSLContext, ex: dict[str, Any]) -> None:
+        """Loads the client certificate into ctx: the exec credential ex's (the plugin's
+        status, {} without one), else the kubeconfig's data or files, if any."""
         cert, key = self.cert_data, self.key_data
-        ex = self._exec_credential()
         if ex.get("clientCertificateData"):
             cert = str(ex["clientCertificateData"]).encode()
             key = str(ex.get("clientKeyData", "")).encode()
@@ -87,7 +102,6 @@ class KubeConfig:
             ctx.load_cert_chain(self.cert_file, self.key_file)
         elif cert:
             _load_cert_data(ctx, cert, key or b"")
-        return ctx
 
     def bearer_token(self) -> str | None:
         """The current bearer token (a token file is re-read each time). Safe to call from
@@ -159,6 +173,38 @@ class KubeConfig:
             expires = datetime.fromisoformat(ts).timestamp()
         self._exec_cache.update(status=status, expires=expires)
         return status
+
+
+class AsyncTLS:
+    """The async clients' TLS context for the API server, made without blocking the event
+    loop. ssl_context() would run an exec plugin whose credential is due on the calling
+    thread (the plugin may give the client certificate), stalling the loop for as long as
+    it runs (``aws eks get-token``, ``gke-gcloud-auth-plugin``: seconds). Instead ``ctx``
+    is made at once with the CA (and verification) only, and ``ready()``, awaited before
+    a connection is made, loads the client certificate into it once (the plugin's, else
+    the kubeconfig's), the plugin run awaited in a worker thread (exec_credential_async:
+    the run the bearer token shares). Without a plugin to run, or for a plain-http server,
+    ``ctx`` is complete at once. As with ssl_context(), the context keeps the client
+    certificate it was given."""
+
+    def __init__(self, cfg: KubeConfig) -> None:
+        self.cfg = cfg
+        self.ctx = cfg._ca_context()
+        cached = cfg._exec_fresh() if cfg.exec_config else {}  # never runs the plugin
+        if cached is not None:
+            cfg._load_client_cert(self.ctx, cached)
+        # a plain-http server takes no client certificate: nothing to wait for
+        self.pending = cached is None and cfg.server.lower().startswith("https:")
+
+    async def ready(self) -> ssl.SSLContext:
+        """ctx, with its client certificate loaded (a due plugin run awaited off the loop).
+        Raises ConfigError when the plugin fails (the next call runs it again)."""
+        if self.pending:
+            ex = await self.cfg.exec_credential_async()
+            if self.pending:  # not loaded meanwhile by another caller awaiting the same run
+                self.cfg._load_client_cert(self.ctx, ex)
+                self.pending = False
+        return self.ctx
 
 
 class _BearerAuth(httpx.Auth):

@@ -11,8 +11,8 @@ or ``*`` (no proxy at all). Additions, as in Go's net/http (kubectl, the Go SDK)
 
 - CIDR ranges (``10.0.0.0/8``, ``fd00::/8``) keep IP-address hosts in them direct (httpx
   skips them; a host name is not resolved to be matched against them);
-- loopback hosts (``localhost``, ``127.0.0.1``, ``::1``) are never proxied: a proxy
-  cannot reach this machine's own servers, such as a local cluster's API server.
+- loopback hosts (is_loopback: ``localhost``, 127.0.0.0/8, ``::1``) are never proxied: a
+  proxy cannot reach this machine's own servers, such as a local cluster's API server.
 
 One addition of this SDK's own: the in-cluster API server's host
 (``$KUBERNETES_SERVICE_HOST``) is never proxied either. Go's in-cluster config does not
@@ -35,15 +35,41 @@ T = TypeVar("T")
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-# Never proxied (httpx mount keys): the loopback names and addresses.
-LOOPBACK = ("all://localhost", "all://127.0.0.1", "all://[::1]")
+
+def is_loopback(host: str) -> bool:
+    """Whether host (a URL's host or an address, IPv6 with or without brackets) is this
+    machine's loopback: such a host is never proxied, and the MCP server may listen on it
+    without a token (mcp._cli). The SDK's one rule for it.
+
+    It is Go's (the Go SDK's proxies: net/http.ProxyFromEnvironment, through
+    golang.org/x/net/http/httpproxy's config.useProxy, in http.DefaultTransport and
+    client-go's rest transport): the name ``localhost`` and every IP address for which
+    net.IP.IsLoopback holds, that is all of 127.0.0.0/8, ``::1`` in any textual form
+    (``0:0:0:0:0:0:0:1``) and IPv4-mapped 127.0.0.0/8 (``::ffff:127.0.0.1``). Beyond Go:
+    ``localhost`` in any case and with a trailing dot, and names under ``.localhost``
+    (RFC 6761: they resolve to loopback), which Go sends to a proxy that cannot reach
+    them. Other spellings of an IPv4 address (``127.1``, ``2130706433``) are host names,
+    as in Go, and ``0.0.0.0`` / ``::`` are not loopback."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    name = bare.lower()
+    name = name[:-1] if name.endswith(".") else name
+    if name == "localhost" or (name.endswith(".localhost") and len(name) > len(".localhost")):
+        return True
+    try:
+        ip = ipaddress.ip_address(bare)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
 
 
 def env_proxies() -> dict[str, str | None]:
     """The environment's proxy rules as httpx mount keys: URL pattern -> proxy URL, or
     None where no proxy applies (NO_PROXY's entries but its CIDR ranges: see
-    no_proxy_networks; loopback hosts; the in-cluster API server's host). Empty when no
-    proxy is set or NO_PROXY is ``*``."""
+    no_proxy_networks; the in-cluster API server's host). Empty when no proxy is set or
+    NO_PROXY is ``*``. Loopback hosts are not among them: Rules.proxy_for keeps them
+    direct (is_loopback)."""
     info = urllib.request.getproxies()
     rules: dict[str, str | None] = {}
     for scheme in ("http", "https", "all"):
@@ -56,7 +82,6 @@ def env_proxies() -> dict[str, str | None]:
             return {}
         if key := _no_proxy_key(host):
             rules[key] = None
-    rules.update(dict.fromkeys(LOOPBACK))
     if key := _service_host_key():
         rules[key] = None
     return rules
@@ -185,7 +210,7 @@ class Rules:
 
     def proxy_for(self, url: httpx.URL) -> str | None:
         """The proxy for url, or None when it goes direct."""
-        if not self.patterns:
+        if not self.patterns or is_loopback(url.host):
             return None
         if self.networks and _in_networks(url.host, self.networks):
             return None

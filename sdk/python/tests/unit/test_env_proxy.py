@@ -3,7 +3,8 @@ own httpx clients, which pass transports of their own (so httpx does not read th
 environment for them): the API client (its lean connections step aside for httpx when a
 proxy applies), the client to sandboxd and the port helpers' clients, sync and async,
 against a local recording proxy; NO_PROXY (its CIDR ranges too), ``*``, loopback hosts
-and the in-cluster API server's host go direct."""
+(all of 127.0.0.0/8, ``::1``, ``localhost`` and ``*.localhost``: _proxy.is_loopback, Go's
+rule) and the in-cluster API server's host go direct."""
 
 from __future__ import annotations
 
@@ -31,15 +32,22 @@ def set_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
         monkeypatch.setenv(k, v)
 
 
+def local_name(name: str) -> bool:
+    """Names the names fixture resolves to 127.0.0.1."""
+    n = name.lower().removesuffix(".")
+    return n.endswith((".example.test", ".localhost")) or n == "localhost"
+
+
 @pytest.fixture
 def names(monkeypatch: pytest.MonkeyPatch) -> None:
     """*.example.test resolves to 127.0.0.1 (for direct connections: a proxy is asked by
-    name), so a request to it is not a loopback one."""
+    name), so a request to it is not a loopback one; so do localhost and *.localhost in any
+    case and with a trailing dot, whatever the system's resolver makes of them."""
     real = socket.getaddrinfo
 
     def getaddrinfo(host: Any, *args: Any, **kw: Any) -> Any:
         name = host.decode() if isinstance(host, bytes) else host
-        return real("127.0.0.1" if str(name).endswith(".example.test") else host, *args, **kw)
+        return real("127.0.0.1" if isinstance(name, str) and local_name(name) else host, *args, **kw)
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
 
@@ -84,6 +92,9 @@ CASES = [
     ({"HTTPS_PROXY": "{proxy}"}, ORIGIN, False),  # a proxy for https only
     ({"HTTP_PROXY": "{proxy}"}, "127.0.0.1", False),  # loopback: never proxied
     ({"HTTP_PROXY": "{proxy}"}, "localhost", False),
+    ({"HTTP_PROXY": "{proxy}"}, "LocalHost.", False),  # any case, a trailing dot
+    ({"HTTP_PROXY": "{proxy}"}, "api.localhost", False),  # RFC 6761
+    ({"HTTP_PROXY": "{proxy}"}, "localhost.example.test", True),  # not a loopback name
     ({}, ORIGIN, False),
 ]
 
@@ -227,6 +238,76 @@ def test_proxy_rules_cidr(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], 
     assert _proxy.proxy_for(url) == want
 
 
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        # Go's net.IP.IsLoopback: all of 127.0.0.0/8, ::1 in any form, IPv4-mapped 127/8
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("127.1.2.3", True),
+        ("127.255.255.255", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0:0:0:0:0:0:0:1", True),
+        ("[0000:0000:0000:0000:0000:0000:0000:0001]", True),
+        ("::ffff:127.0.0.1", True),
+        ("[::ffff:127.9.8.7]", True),
+        ("::ffff:7f00:1", True),
+        # localhost (Go: that name exactly), any case, a trailing dot; *.localhost (RFC 6761)
+        ("localhost", True),
+        ("LOCALHOST", True),
+        ("localhost.", True),
+        ("api.localhost", True),
+        ("A.B.LocalHost.", True),
+        # not loopback
+        ("126.255.255.255", False),
+        ("128.0.0.1", False),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("::2", False),
+        ("::127.0.0.1", False),  # IPv4-compatible, not IPv4-mapped (as in Go)
+        ("::ffff:10.0.0.1", False),
+        ("127.1", False),  # a host name, not an address (as in Go)
+        ("127.0.0.1.", False),
+        ("localhost.example.com", False),
+        ("notlocalhost", False),
+        ("localhostx", False),
+        (".localhost", False),
+        ("localhost..", False),
+        ("", False),
+    ],
+)
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert _proxy.is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.2:6443",
+        "http://127.1.2.3",
+        "http://[0:0:0:0:0:0:0:1]:8080",
+        "http://[::ffff:127.0.0.1]",
+        "http://LOCALHOST:8080",
+        "http://localhost.:8080",
+        "http://api.localhost",
+        "http://kind-control-plane.localhost:6443",
+    ],
+)
+@pytest.mark.parametrize("env", [{"ALL_PROXY": "http://a"}, {"HTTP_PROXY": "http://a", "HTTPS_PROXY": "http://a"}])
+def test_loopback_hosts_are_never_proxied(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str) -> None:
+    set_env(monkeypatch, env)
+    assert _proxy.proxy_for(url) is None
+
+
+@pytest.mark.parametrize(
+    "url", ["http://128.0.0.1", "http://0.0.0.0", "http://[::2]", "http://[::ffff:10.0.0.1]", "http://localhost.test"]
+)
+def test_near_loopback_hosts_are_proxied(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    set_env(monkeypatch, {"ALL_PROXY": "http://a"})
+    assert _proxy.proxy_for(url) == "http://a"
+
+
 def test_transport_routes_only_when_a_proxy_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
     set_env(monkeypatch, {"NO_PROXY": "10.0.0.0/8"})
     assert isinstance(_proxy.transport(True), httpx.HTTPTransport)
@@ -238,26 +319,28 @@ def test_transport_routes_only_when_a_proxy_is_set(monkeypatch: pytest.MonkeyPat
     t.close()
 
 
-LOOP2 = "127.0.0.2"  # not a loopback host to this SDK's rules (only 127.0.0.1 is), yet local
+# An IP-address host that is not loopback, yet reaches this machine: a connection to
+# 0.0.0.0 goes to the local host (Linux, macOS), here to an origin on 127.0.0.1.
+ANY = "0.0.0.0"
 
 CIDR_CASES = [
-    # (environment, whether the proxy gets the requests to http://127.0.0.2)
-    ({"HTTP_PROXY": "{proxy}", "NO_PROXY": "10.0.0.0/8,127.0.0.0/8"}, False),
-    ({"HTTP_PROXY": "{proxy}", "NO_PROXY": "127.0.0.2/32"}, False),
+    # (environment, whether the proxy gets the requests to http://0.0.0.0)
+    ({"HTTP_PROXY": "{proxy}", "NO_PROXY": "10.0.0.0/8,0.0.0.0/8"}, False),
+    ({"HTTP_PROXY": "{proxy}", "NO_PROXY": "0.0.0.0/32"}, False),
     ({"HTTP_PROXY": "{proxy}", "NO_PROXY": "10.0.0.0/8"}, True),
     ({"HTTP_PROXY": "{proxy}", "NO_PROXY": "::/0"}, True),  # an IPv6 range: not this IPv4 host
-    ({"HTTP_PROXY": "{proxy}", "KUBERNETES_SERVICE_HOST": LOOP2}, False),
+    ({"HTTP_PROXY": "{proxy}", "KUBERNETES_SERVICE_HOST": ANY}, False),
 ]
 
 
 @pytest.fixture
 def cidr_servers(names: None) -> Iterator[tuple[Recorder, Recorder]]:
-    """A proxy on 127.0.0.1 and the origin server on 127.0.0.2."""
-    try:
-        origin = Recorder(LOOP2)
-    except OSError as e:  # not every system routes all of 127.0.0.0/8 to loopback
-        pytest.skip(f"cannot listen on {LOOP2}: {e}")
-    with Recorder() as proxy, origin:
+    """A proxy and the origin server on 127.0.0.1, the origin asked as 0.0.0.0."""
+    with Recorder() as proxy, Recorder() as origin:
+        try:
+            socket.create_connection((ANY, origin.port), timeout=5).close()
+        except OSError as e:  # not every system takes 0.0.0.0 for the local host
+            pytest.skip(f"cannot connect to {ANY}: {e}")
         yield proxy, origin
 
 
@@ -288,9 +371,9 @@ def test_sync_clients_honour_no_proxy_cidr(
     lean path, the httpx API client, the client to sandboxd and a port's client."""
     proxy, origin = cidr_servers
     set_env(monkeypatch, {k: v.format(proxy=f"http://127.0.0.1:{proxy.port}") for k, v in env.items()})
-    base = f"http://{LOOP2}:{origin.port}"
+    base = f"http://{ANY}:{origin.port}"
     sync_calls(base)
-    check(proxy, origin, LOOP2, via_proxy)
+    check(proxy, origin, ANY, via_proxy)
     port_call(base)
     check_port_call(proxy, origin, base, via_proxy)
 
@@ -301,11 +384,56 @@ async def test_async_clients_honour_no_proxy_cidr(
 ) -> None:
     proxy, origin = cidr_servers
     set_env(monkeypatch, {k: v.format(proxy=f"http://127.0.0.1:{proxy.port}") for k, v in env.items()})
-    base = f"http://{LOOP2}:{origin.port}"
+    base = f"http://{ANY}:{origin.port}"
     await async_calls(base)
-    check(proxy, origin, LOOP2, via_proxy)
+    check(proxy, origin, ANY, via_proxy)
     await async_port_call(base)
     check_port_call(proxy, origin, base, via_proxy)
+
+
+LOOP2 = "127.0.0.2"  # loopback, as all of 127.0.0.0/8 is: never proxied
+
+
+@pytest.fixture
+def loop2_servers(names: None) -> Iterator[tuple[Recorder, Recorder]]:
+    """A proxy on 127.0.0.1 and the origin server on 127.0.0.2."""
+    try:
+        origin = Recorder(LOOP2)
+    except OSError as e:  # not every system routes all of 127.0.0.0/8 to loopback
+        pytest.skip(f"cannot listen on {LOOP2}: {e}")
+    with Recorder() as proxy, origin:
+        yield proxy, origin
+
+
+LOOP2_ENVS = [{"HTTP_PROXY": "{proxy}"}, {"ALL_PROXY": "{proxy}", "NO_PROXY": "10.0.0.0/8"}]
+
+
+@pytest.mark.parametrize("env", LOOP2_ENVS)
+def test_sync_clients_keep_all_of_127_8_direct(
+    monkeypatch: pytest.MonkeyPatch, loop2_servers: tuple[Recorder, Recorder], env: dict[str, str]
+) -> None:
+    """127.0.0.2 is loopback (as in Go): the lean path, the httpx API client, the client to
+    sandboxd and a port's client reach it directly, not through the proxy."""
+    proxy, origin = loop2_servers
+    set_env(monkeypatch, {k: v.format(proxy=f"http://127.0.0.1:{proxy.port}") for k, v in env.items()})
+    base = f"http://{LOOP2}:{origin.port}"
+    sync_calls(base)
+    check(proxy, origin, LOOP2, False)
+    port_call(base)
+    check_port_call(proxy, origin, base, False)
+
+
+@pytest.mark.parametrize("env", LOOP2_ENVS)
+async def test_async_clients_keep_all_of_127_8_direct(
+    monkeypatch: pytest.MonkeyPatch, loop2_servers: tuple[Recorder, Recorder], env: dict[str, str]
+) -> None:
+    proxy, origin = loop2_servers
+    set_env(monkeypatch, {k: v.format(proxy=f"http://127.0.0.1:{proxy.port}") for k, v in env.items()})
+    base = f"http://{LOOP2}:{origin.port}"
+    await async_calls(base)
+    check(proxy, origin, LOOP2, False)
+    await async_port_call(base)
+    check_port_call(proxy, origin, base, False)
 
 
 @pytest.mark.parametrize("env", [{}, {"HTTP_PROXY": "http://p:3128"}])

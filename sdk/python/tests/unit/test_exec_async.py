@@ -2,18 +2,32 @@
 loop goes on meanwhile, and requests at once that need a fresh credential share one run
 (the lean connections' and httpx's alike); a failing plugin raises ConfigError as on the
 sync path, and the next request runs it again. Router requests run it only when the
-router's token is the kubeconfig's."""
+router's token is the kubeconfig's. Making the client runs no plugin on the event loop,
+not even one that gives the client certificate of its TLS context (AsyncTLS)."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
+import ssl
+import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from agent_sandbox_sdk import AsyncSandbox, AsyncSandboxClient, ConfigError, KubeConfig, RouterConnection, _conn
+from agent_sandbox_sdk import (
+    AsyncSandbox,
+    AsyncSandboxClient,
+    ConfigError,
+    DirectConnection,
+    KubeConfig,
+    RouterConnection,
+    _conn,
+)
 from agent_sandbox_sdk._kube_async import AsyncKubeClient
 
 from .fakes import Recorder
@@ -47,20 +61,27 @@ def exec_config(tmp_path: Path, server: str, fail_after: int = 99) -> tuple[Kube
     return cfg, runs
 
 
+def ticking() -> tuple[asyncio.Task[None], Callable[[], int]]:
+    """A task that counts 20 ms ticks of the event loop (none while it is blocked), and
+    the count so far."""
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    return asyncio.create_task(ticker()), lambda: ticks
+
+
 async def test_exec_plugin_runs_off_the_loop_once_for_requests_at_once(tmp_path: Path) -> None:
     with Recorder() as api:
         cfg, runs = exec_config(tmp_path, f"http://127.0.0.1:{api.port}")
-        kube = AsyncKubeClient(cfg)  # the TLS context takes the first run (a credential due again)
+        kube = AsyncKubeClient(cfg)
+        assert await cfg.bearer_token_async() == "tok-1"  # a credential due again at once
         assert runs.read_text() == "x"
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.02)
-                ticks += 1
-
-        t = asyncio.create_task(ticker())
+        t, ticks = ticking()
         try:
             # a lean-connection GET and an httpx LIST, both needing the token
             await asyncio.gather(kube.get("sandboxes", "ns", "a"), kube.list("sandboxes", "ns"))
@@ -68,7 +89,7 @@ async def test_exec_plugin_runs_off_the_loop_once_for_requests_at_once(tmp_path:
             t.cancel()
             await kube.aclose()
     assert runs.read_text() == "xx", "the plugin ran once for both requests"
-    assert ticks >= 10, f"the event loop stalled while the plugin ran ({ticks} ticks in 0.5 s)"
+    assert ticks() >= 10, f"the event loop stalled while the plugin ran ({ticks()} ticks in 0.5 s)"
     assert [r["authorization"] for r in api.seen] == ["Bearer tok-2"] * 2
 
 
@@ -96,8 +117,8 @@ async def test_cancelled_caller_leaves_the_run_to_the_others(tmp_path: Path) -> 
     assert runs.read_text() == "xx"
 
 
-# Runs once (the client's TLS context takes it) with a credential due again at once, then
-# exits 1: a plugin that fails as soon as its credential needs renewing.
+# Runs once (the tests fetch its credential first) with a credential due again at once,
+# then exits 1: a plugin that fails as soon as its credential needs renewing.
 FAILING_PLUGIN = """\
 import datetime, json, sys
 with open(sys.argv[1], "a") as f:
@@ -152,7 +173,9 @@ async def test_router_with_its_own_token_does_not_run_a_failing_exec_plugin(
     seen: list[str] = []
     c, runs = router_client(tmp_path, conn, seen)
     try:
-        assert runs.read_text() == "x"  # the TLS context's run: its credential is due again
+        assert not runs.exists()  # making the client runs no plugin
+        await c.config.exec_credential_async()  # the one good run: its credential is due again
+        assert runs.read_text() == "x"
         sb = AsyncSandbox(c, "default", "sb")
         assert (await sb.files.stat("f")).size == 1
         assert (await sb.files.stat("f")).size == 1
@@ -173,9 +196,148 @@ async def test_router_with_the_kubeconfigs_token_runs_the_exec_plugin(
     seen: list[str] = []
     c, runs = router_client(tmp_path, RouterConnection(url="http://router.test"), seen)
     try:
+        await c.config.exec_credential_async()  # the one good run: its credential is due again
         with pytest.raises(ConfigError, match="exec credential plugin"):
             await AsyncSandbox(c, "default", "sb").files.stat("f")
     finally:
         await c.aclose()
     assert seen == []
     assert runs.read_text() == "xx"
+
+
+# Takes as long as told and answers with what its arguments name: a token (no expiry)
+# and/or the client certificate and key in the files given.
+SLOW_PLUGIN = """\
+import json, sys, time
+runs, sleep, token, cert, key = sys.argv[1:6]
+with open(runs, "a") as f:
+    f.write("x")
+time.sleep(float(sleep))
+status = {"token": token} if token else {}
+if cert:
+    status["clientCertificateData"] = open(cert).read()
+    status["clientKeyData"] = open(key).read()
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": status}))
+"""
+
+
+def slow_plugin(
+    tmp_path: Path, server: str, *, sleep: float = 0.5, token: str = "", cert: str = "", key: str = ""
+) -> tuple[KubeConfig, Path]:
+    script, runs = tmp_path / "slow.py", tmp_path / "runs"
+    script.write_text(SLOW_PLUGIN)
+    args = [str(script), str(runs), str(sleep), token, cert, key]
+    cfg = KubeConfig(server=server, exec_config={"command": sys.executable, "args": args}, base_dir=str(tmp_path))
+    return cfg, runs
+
+
+async def test_making_an_async_client_leaves_the_loop_running(tmp_path: Path) -> None:
+    """Making an AsyncSandboxClient whose kubeconfig has an exec plugin to run, then its
+    first API call: the loop goes on while the plugin runs (once, in a worker thread),
+    where making the client used to run it on the loop (for the TLS context)."""
+    with Recorder() as api:
+        base = f"http://127.0.0.1:{api.port}"
+        cfg, runs = slow_plugin(tmp_path, base, token="exec-tok")
+        t, ticks = ticking()
+        try:
+            c = AsyncSandboxClient(config=cfg, connection=DirectConnection(url=base))
+            try:
+                await c.kube.get("sandboxes", "ns", "a")
+            finally:
+                await c.aclose()
+        finally:
+            t.cancel()
+    assert runs.read_text() == "x"
+    assert ticks() >= 10, f"the event loop stalled while the plugin ran ({ticks()} ticks in 0.5 s)"
+    assert [r["authorization"] for r in api.seen] == ["Bearer exec-tok"]
+
+
+def self_signed(d: Path, name: str, *ext: str) -> tuple[Path, Path]:
+    """A self-signed certificate (EC P-256, one day) and its key, as PEM files."""
+    cert, key = d / f"{name}.crt", d / f"{name}.key"
+    cmd = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    cmd += ["-subj", f"/CN={name}", "-days", "1", "-keyout", str(key), "-out", str(cert)]
+    for e in ("keyUsage=critical,digitalSignature,keyCertSign", *ext):
+        cmd += ["-addext", e]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return cert, key
+
+
+@dataclass
+class MTLSServer:
+    """An https API server (a Recorder) that requires a client certificate, and the
+    client certificate and key it takes."""
+
+    api: Recorder
+    base: str
+    ca: str  # the server's certificate, PEM
+    cert: str
+    key: str
+
+    def config(self, tmp_path: Path, sleep: float = 0.5) -> tuple[KubeConfig, Path]:
+        """A kubeconfig whose exec plugin gives the client certificate (and no token)."""
+        cfg, runs = slow_plugin(tmp_path, self.base, sleep=sleep, cert=self.cert, key=self.key)
+        cfg.ca_data = self.ca
+        return cfg, runs
+
+
+@pytest.fixture
+def mtls(tmp_path: Path) -> Iterator[MTLSServer]:
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is not installed")
+    server_crt, server_key = self_signed(tmp_path, "api", "subjectAltName=IP:127.0.0.1")
+    client_crt, client_key = self_signed(tmp_path, "client", "extendedKeyUsage=clientAuth")
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(server_crt, server_key)
+    sctx.load_verify_locations(client_crt)
+    sctx.verify_mode = ssl.CERT_REQUIRED  # no client certificate: no handshake
+    api = Recorder()
+    api.server.socket = sctx.wrap_socket(api.server.socket, server_side=True)
+    with api:
+        base = f"https://127.0.0.1:{api.port}"
+        yield MTLSServer(api, base, server_crt.read_text(), str(client_crt), str(client_key))
+
+
+async def test_exec_client_certificate_is_loaded_off_the_loop(tmp_path: Path, mtls: MTLSServer) -> None:
+    """An exec plugin that gives the client certificate (no token), against an API server
+    that requires one: making the client and its first calls at once (a lean GET and an
+    httpx LIST) run the plugin once, off the loop, and both calls present its
+    certificate."""
+    cfg, runs = mtls.config(tmp_path)
+    t, ticks = ticking()
+    try:
+        c = AsyncSandboxClient(config=cfg, connection=DirectConnection(url=mtls.base))
+        try:
+            await asyncio.gather(c.kube.get("sandboxes", "ns", "a"), c.kube.list("sandboxes", "ns"))
+        finally:
+            await c.aclose()
+    finally:
+        t.cancel()
+    assert runs.read_text() == "x", "the plugin ran once"
+    assert ticks() >= 10, f"the event loop stalled while the plugin ran ({ticks()} ticks in 0.5 s)"
+    assert len(mtls.api.seen) == 2 and all("authorization" not in r for r in mtls.api.seen)
+
+
+async def first_call(c: AsyncSandboxClient, kind: str) -> None:
+    if kind == "lean":  # a single-object GET: a lean connection
+        await c.kube.get("sandboxes", "ns", "a")
+    elif kind == "watch":  # a watch: a lean connection of its own
+        async for _ in c.kube.watch("sandboxes", "ns", "a", "", 1.0):
+            pass
+    else:  # the API server's httpx client itself, as the pod proxy's requests use it
+        (await c.kube.http.get("/v1/health")).raise_for_status()
+
+
+@pytest.mark.parametrize("kind", ["lean", "watch", "httpx"])
+async def test_first_call_waits_for_the_exec_client_certificate(tmp_path: Path, mtls: MTLSServer, kind: str) -> None:
+    """Whichever way a new client's first request goes, its connection presents the exec
+    plugin's client certificate (which the server requires)."""
+    cfg, runs = mtls.config(tmp_path, sleep=0.0)
+    c = AsyncSandboxClient(config=cfg, connection=DirectConnection(url=mtls.base))
+    try:
+        assert not runs.exists()
+        await first_call(c, kind)
+    finally:
+        await c.aclose()
+    assert runs.read_text() == "x"
+    assert len(mtls.api.seen) == 1

@@ -516,16 +516,17 @@ def test_call_target(call: _k8s.ApiCall, want: str) -> None:
 
 def test_one_tls_context_per_client(monkeypatch: pytest.MonkeyPatch) -> None:
     """A client makes its TLS context once and shares it with its httpx transport and its
-    lean pool (each context loads certificates and may run an exec plugin)."""
+    lean pool (each context loads certificates and may run an exec plugin; the async
+    client's takes the plugin's certificate later, AsyncTLS)."""
     made: list[object] = []
-    real = KubeConfig.ssl_context
+    real = KubeConfig._ca_context
 
     def counting(self: KubeConfig) -> object:
         ctx = real(self)
         made.append(ctx)
         return ctx
 
-    monkeypatch.setattr(KubeConfig, "ssl_context", counting)
+    monkeypatch.setattr(KubeConfig, "_ca_context", counting)
     cfg = KubeConfig(server="https://api:6443", token="kube-tok")
     sync = _kube_sync.KubeClient(cfg)
     try:
@@ -536,7 +537,7 @@ def test_one_tls_context_per_client(monkeypatch: pytest.MonkeyPatch) -> None:
     async def main() -> None:
         aio = _kube_async.AsyncKubeClient(cfg)
         try:
-            assert len(made) == 2 and aio._fast._ssl is made[1]
+            assert len(made) == 2 and aio._fast._ssl is made[1] and aio._tls.ctx is made[1]
         finally:
             await aio.aclose()
 

@@ -284,5 +284,9 @@ def test_cli_options_and_connection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_loopback() -> None:
+    """The bind address check takes the SDK's one loopback rule (_proxy.is_loopback)."""
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"))
-    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com"))
+    assert all(
+        is_loopback(h) for h in ("0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "LOCALHOST", "localhost.", "a.localhost")
+    )
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", "localhost.example.com"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hmac
-import ipaddress
 import os
 import signal
 import sys
@@ -16,6 +15,7 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent_sandbox_sdk._proxy import is_loopback
 from agent_sandbox_sdk.mcp._bounds import DEFAULT_MAX_OUTPUT_BYTES, MIN_OUTPUT_BYTES, Limits
 from agent_sandbox_sdk.mcp._server import build_server
 from agent_sandbox_sdk.mcp._tools import Options, Tools
@@ -75,15 +75,6 @@ def parser() -> argparse.ArgumentParser:
         f"(or ${ENV_AUTH_TOKEN}); required for a non-loopback --host",
     )
     return p
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def options(ns: argparse.Namespace) -> Options:
