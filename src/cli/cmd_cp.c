@@ -7,6 +7,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "cli/output.h"
 #include "cli/sbd.h"
 #include "common/limits.h"
+#include "common/str.h"
 #include "common/xalloc.h"
 
 struct cp_ctx {
@@ -32,6 +34,9 @@ struct cp_ctx {
 static char tmp_live[PATH_MAX];
 static volatile sig_atomic_t tmp_set;
 
+/* The signals that end a copy (tmp_guard, tmp_create). */
+static const int stop_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+
 static void on_stop_signal(int sig)
 {
     if (tmp_set)
@@ -40,25 +45,46 @@ static void on_stop_signal(int sig)
     (void)raise(sig);
 }
 
-/* Records (path) or forgets (NULL) the temporary file the handler removes. */
+/* Records (path) or forgets (NULL) the temporary file the handler removes. The fences
+ * keep the compiler from moving the copy of the name across the flag's stores: the
+ * handler never sees the flag set over a name being written. */
 static void tmp_track(const char *path)
 {
     tmp_set = 0;
+    atomic_signal_fence(memory_order_seq_cst);
     if (path && strlen(path) < sizeof(tmp_live)) {
         memcpy(tmp_live, path, strlen(path) + 1);
+        atomic_signal_fence(memory_order_seq_cst);
         tmp_set = 1;
     }
+}
+
+/* mkostemp(tmpl) and tmp_track with the stop signals blocked, so that none arrives
+ * between the two and leaves a temporary file the handler does not know of (one that
+ * came meanwhile is handled after, and removes the file). Returns the fd, or -1 with
+ * errno set. */
+static int tmp_create(char *tmpl)
+{
+    sigset_t stop, old;
+    (void)sigemptyset(&stop);
+    for (size_t i = 0; i < sizeof(stop_sigs) / sizeof(stop_sigs[0]); i++)
+        (void)sigaddset(&stop, stop_sigs[i]);
+    (void)pthread_sigmask(SIG_BLOCK, &stop, &old);
+    int fd = mkostemp(tmpl, O_CLOEXEC), e = errno;
+    tmp_track(fd >= 0 ? tmpl : NULL);
+    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return fd;
 }
 
 /* Installs on_stop_signal for the signals not ignored. */
 static void tmp_guard(void)
 {
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+    for (size_t i = 0; i < sizeof(stop_sigs) / sizeof(stop_sigs[0]); i++) {
         struct sigaction old, sa = {.sa_handler = on_stop_signal};
         sigemptyset(&sa.sa_mask);
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
-            (void)sigaction(sigs[i], &sa, NULL);
+        if (sigaction(stop_sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            (void)sigaction(stop_sigs[i], &sa, NULL);
     }
 }
 
@@ -215,6 +241,31 @@ static int put_tree(struct cp_ctx *c, const char *local, const char *remote, int
 
 /* ---- download ---------------------------------------------------------------------------- */
 
+/* The mode of a file whose mode is unknown (a symlink's target with an older sandboxd, a
+ * failed stat): private, never wider than the file may have been. */
+#define CP_UNKNOWN_MODE 0600
+
+/* "0644" → 0644 (at most 4 octal digits). Returns 0 or -EINVAL. */
+static int parse_mode_str(struct str s, mode_t *ret)
+{
+    mode_t m = 0;
+    if (!s.p || s.len == 0 || s.len > 4)
+        return -EINVAL;
+    for (size_t i = 0; i < s.len; i++) {
+        if (s.p[i] < '0' || s.p[i] > '7')
+            return -EINVAL;
+        m = (mode_t)(m << 3 | (mode_t)(s.p[i] - '0'));
+    }
+    *ret = m & 0777;
+    return 0;
+}
+
+/* parse_mode_str of a C string (NULL gives -EINVAL). */
+static int parse_mode(const char *s, mode_t *ret)
+{
+    return s ? parse_mode_str(str_c(s), ret) : -EINVAL;
+}
+
 /* A file arrives in a temporary file beside its destination (0600, never an existing
  * file), gets the remote mode and is renamed over the destination once complete: a
  * transfer that fails leaves an existing local file as it was. */
@@ -222,41 +273,70 @@ struct getter {
     struct cp_ctx *c;
     CURL *h;
     const char *local;
-    char *dest;   /* where the file goes: local, or the file a local symlink names (owned) */
-    char *tmp;    /* the temporary file (owned), NULL until the first byte */
-    int fd;       /* tmp open for writing, -1 before */
-    bool listing; /* the answer is a directory listing */
+    char *dest;    /* where the file goes: local, or the file a local symlink names (owned) */
+    char *tmp;     /* the temporary file (owned), NULL until the first byte */
+    int fd;        /* tmp open for writing, -1 before */
+    bool listing;  /* the answer is a directory listing */
+    bool has_mode; /* sandboxd sent X-File-Mode */
+    mode_t mode;   /* its value: the mode of the file served (after any symlink) */
+    bool dangling; /* local is a symlink to nothing: nothing is written */
     long status;
     struct buf body; /* listing or error body */
     int local_err;   /* errno of a local failure */
 };
 
-/* Where a download to local goes: through a symlink to the file it names (as cp writes
- * through one), else local itself. */
-static char *dest_of(const char *local)
+/* Header lines of the answer: X-File-Mode into x->mode; a new status line (the next
+ * answer after a 100 Continue or a redirect) forgets an earlier one. */
+static size_t on_header(char *p, size_t size, size_t n, void *ctx)
+{
+    struct getter *x = ctx;
+    struct str line = str_make(p, size * n), name, value;
+    if (str_has_prefix(line, STR_LIT("HTTP/")))
+        x->has_mode = false;
+    else if (str_cut(line, ':', &name, &value) &&
+             str_eq_nocase(str_trim(name), STR_LIT("X-File-Mode")))
+        x->has_mode = parse_mode_str(str_trim(value), &x->mode) == 0;
+    return size * n;
+}
+
+/* Where a download to local goes, in *ret (new): through a symlink to the file it names
+ * (as cp writes through one), else local itself. Returns 0 or a negative errno of
+ * resolving the symlink: -ENOENT when it is dangling (cp refuses to write through one,
+ * and replacing the link with a file would not be what it names either). */
+static int dest_of(const char *local, char **ret)
 {
     struct stat st;
     char real[PATH_MAX];
-    if (lstat(local, &st) == 0 && S_ISLNK(st.st_mode) && realpath(local, real))
-        return xstrdup(real);
-    return xstrdup(local);
+    if (lstat(local, &st) < 0 || !S_ISLNK(st.st_mode)) {
+        *ret = xstrdup(local);
+        return 0;
+    }
+    if (!realpath(local, real))
+        return -errno;
+    *ret = xstrdup(real);
+    return 0;
 }
 
 /* Creates x->tmp, "DIR/.NAME.cp-XXXXXX" beside the destination (NAME cut to 200 bytes,
- * so a name near NAME_MAX still fits), exclusively with mode 0600. */
+ * so a name near NAME_MAX still fits), exclusively with mode 0600. Returns the fd, or -1
+ * with x->local_err (and x->dangling) set. */
 static int open_local(struct getter *x)
 {
-    x->dest = dest_of(x->local);
+    int r = dest_of(x->local, &x->dest);
+    if (r < 0) {
+        x->local_err = -r;
+        x->dangling = r == -ENOENT;
+        return -1;
+    }
     char *dir = xstrdup(x->dest), *base = xstrdup(x->dest);
     x->tmp = xasprintf("%s/.%.200s.cp-XXXXXX", dirname(dir), basename(base));
     xfree(dir);
     xfree(base);
-    x->fd = mkostemp(x->tmp, O_CLOEXEC);
+    x->fd = tmp_create(x->tmp);
     if (x->fd < 0) {
         x->local_err = errno;
         XFREE(x->tmp);
     }
-    tmp_track(x->tmp);
     return x->fd;
 }
 
@@ -289,28 +369,12 @@ static size_t on_get(char *p, size_t size, size_t n, void *ctx)
 static int get_path(struct cp_ctx *c, const char *remote, const char *local, const char *mode,
                     int depth);
 
-/* "0644" → 0644. Returns 0 or -EINVAL. */
-static int parse_mode(const char *s, mode_t *ret)
-{
-    mode_t m = 0;
-    if (!s || !*s || strlen(s) > 4)
-        return -EINVAL;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '7')
-            return -EINVAL;
-        m = (mode_t)(m << 3 | (mode_t)(*s - '0'));
-    }
-    *ret = m & 0777;
-    return 0;
-}
-
-/* The mode of remote file remote: mode (from a listing) when given, else sandboxd's
- * GET /v1/stat answer; when neither gives one, 0666 less the umask, as a new file. */
-static mode_t remote_mode(struct cp_ctx *c, const char *remote, const char *mode)
+/* The mode sandboxd's GET /v1/stat gives for the regular file remote (a sandboxd without
+ * X-File-Mode). Its stat describes a symlink itself (lstat), not the file read through
+ * it: for a link, and when the stat fails, CP_UNKNOWN_MODE. */
+static mode_t stat_mode(struct cp_ctx *c, const char *remote)
 {
     mode_t m;
-    if (parse_mode(mode, &m) == 0)
-        return m;
     struct buf path, resp;
     buf_init(&path, LIMIT_KUBE_URL);
     buf_init(&resp, LIMIT_CLI_SBD_JSON);
@@ -323,10 +387,9 @@ static mode_t remote_mode(struct cp_ctx *c, const char *remote, const char *mode
     json_t *j =
         r == 0 && status == 200 ? json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL) : NULL;
     const char *type = json_string_value(json_object_get(j, "type"));
-    /* a symlink's stat describes the link (0777), not the file read through it */
-    if ((type && strcmp(type, "file") != 0) ||
+    if (!type || strcmp(type, "file") != 0 ||
         parse_mode(json_string_value(json_object_get(j, "mode")), &m) < 0)
-        m = 0666;
+        m = CP_UNKNOWN_MODE;
     json_decref(j);
     buf_done(&path);
     buf_done(&resp);
@@ -373,11 +436,24 @@ static int get_listing(struct cp_ctx *c, const char *remote, const char *local,
     return rc;
 }
 
+/* The remote mode of the file x downloaded from remote: X-File-Mode, which describes the
+ * file served (after any symlink) when it was served; else mode (from the parent's
+ * listing, which follows symlinks too); else stat_mode. */
+static mode_t remote_mode(const struct getter *x, const char *remote, const char *mode)
+{
+    mode_t m;
+    if (x->has_mode)
+        return x->mode;
+    if (parse_mode(mode, &m) == 0)
+        return m;
+    return stat_mode(x->c, remote);
+}
+
 /* After a complete transfer of a file: gives the temporary file the remote mode and
  * renames it over x->local. Returns CLI_OK or prints why not. */
 static int commit_file(struct getter *x, const char *remote, const char *mode)
 {
-    mode_t m = local_mode(x->c, remote_mode(x->c, remote, mode));
+    mode_t m = local_mode(x->c, remote_mode(x, remote, mode));
     int fd = x->fd;
     x->fd = -1;
     int r = fchmod(fd, m), e = errno;
@@ -401,6 +477,12 @@ static int commit_file(struct getter *x, const char *remote, const char *mode)
 static int get_finish(struct getter *x, const char *remote, const char *mode, CURLcode cc,
                       const char *errbuf, int depth)
 {
+    if (x->dangling) {
+        char *safe = out_safe_dup(x->local);
+        fprintf(x->c->g->err, "error: cp: not writing through dangling symlink %s\n", safe);
+        xfree(safe);
+        return CLI_ERR;
+    }
     if (x->local_err) {
         errno = x->local_err;
         return local_fail(x->c, "cannot write", x->local);
@@ -435,6 +517,8 @@ static int get_path(struct cp_ctx *c, const char *remote, const char *local, con
     (void)cli_sbd_setup(c->s, x.h, "GET", buf_str(&path), NULL, &hdrs, errbuf);
     curl_easy_setopt(x.h, CURLOPT_WRITEFUNCTION, on_get);
     curl_easy_setopt(x.h, CURLOPT_WRITEDATA, &x);
+    curl_easy_setopt(x.h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(x.h, CURLOPT_HEADERDATA, &x);
     CURLcode cc = curl_easy_perform(x.h);
     if (cc == CURLE_OK && x.status == 0) { /* an empty body: no write call */
         curl_easy_getinfo(x.h, CURLINFO_RESPONSE_CODE, &x.status);

@@ -337,6 +337,16 @@ int sbd_send_file(struct http_req *req, int fd, const struct stat *st)
     return send_body(req, fd, rg.partial ? 206 : 200, &rg);
 }
 
+/* X-File-Mode: the permission bits of the regular file served (st: its fstat, so after
+ * any symlink), four octal digits as /v1/stat's mode: a client reading through a symlink
+ * learns the mode of the file it got, not the link's. */
+static void add_mode_header(struct http_req *req, const struct stat *st)
+{
+    char mode[8];
+    (void)snprintf(mode, sizeof(mode), "%04o", (unsigned)(st->st_mode & 07777));
+    (void)http_resp_header_add(req, "X-File-Mode", mode);
+}
+
 static int files_get(struct http_req *req, void *ctx)
 {
     struct sbd *d = ctx;
@@ -355,6 +365,7 @@ static int files_get(struct http_req *req, void *ctx)
         (void)send_listing(req, d->root, rel, fd);
         fd = -1; /* taken */
     } else if (S_ISREG(st.st_mode)) {
+        add_mode_header(req, &st);
         if (sbd__read_window(req, fd, &st) == 0) /* ?offset=&max_bytes= (fsops.c) */
             (void)sbd_send_file(req, fd, &st);
     } else {

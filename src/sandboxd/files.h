@@ -43,6 +43,16 @@ int sbd_writer_commit(struct sbd_writer *w);
 /** Removes the temporary file and frees w (NULL is fine). */
 void sbd_writer_abort(struct sbd_writer *w);
 
+/** The path beneath root (relative, new in *ret) of the regular file fd (borrowed; any
+ * kind of open, O_PATH too) has open, from /proc/self/fd/N, checked to still name that
+ * file (same st_dev and st_ino, the final component not followed) when read; internal
+ * to sbd_writer_open (writes through a symlink), declared for tests. Returns 0 or a
+ * negative errno: -ENOENT when the file was removed, or its name no longer names it
+ * (unlinked while another hard link keeps it, or renamed and replaced), -EPERM when the
+ * name is not beneath root's path, -EISDIR / -ENXIO for a directory / another
+ * non-regular file, -ENAMETOOLONG. */
+int sbd__fd_rel(const struct sbd_root *root, int fd, char **ret);
+
 /** Outcome of an upload: err 0 on success, else -EPERM (escape), -EISDIR, -EPROTO (bad
  * multipart), -ENODATA (no file part), -EFBIG (over the limit), -EINVAL (bad filename) or
  * another negative errno. path is the cleaned relative path written (borrowed, may be

@@ -59,25 +59,29 @@ static int check_target(const struct sbd_root *root, const char *rel)
     return final_is_link(root, rel) ? 1 : 0;
 }
 
-/* The path beneath the root of the file the symlink rel points to (resolved by the
- * kernel under the root's confinement), in *ret (caller frees). Returns 0 or a negative
- * errno: -EPERM when the name the kernel gives is not beneath the root's path, -ENOENT
- * when the file went meanwhile. */
-static int link_target_rel(const struct sbd_root *root, const char *rel, char **ret)
+/* Is rel (beneath root, its final component not followed) the file st describes?
+ * Returns 0, or -ENOENT when rel is gone or names another file (or a symlink). */
+static int names_file(const struct sbd_root *root, const char *rel, const struct stat *st)
 {
-    int fd = sbd_path_open(root, rel, O_PATH, 0);
+    int fd = sbd_path_open(root, rel, O_PATH | O_NOFOLLOW, 0);
     if (fd < 0)
         return fd;
+    struct stat now;
+    int r = fstat(fd, &now) < 0 ? -errno : 0;
+    (void)close(fd);
+    if (r == 0 && (now.st_dev != st->st_dev || now.st_ino != st->st_ino))
+        r = -ENOENT;
+    return r;
+}
+
+int sbd__fd_rel(const struct sbd_root *root, int fd, char **ret)
+{
     char proc[64], got[PATH_MAX];
     (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
     struct stat st;
     ssize_t n = readlink(proc, got, sizeof(got) - 1);
-    int r = n < 0 ? -errno : 0;
-    if (r == 0 && fstat(fd, &st) < 0)
-        r = -errno;
-    (void)close(fd);
-    if (r < 0)
-        return r;
+    if (n < 0 || fstat(fd, &st) < 0)
+        return -errno;
     if (st.st_nlink == 0) /* removed meanwhile: its name has " (deleted)" appended */
         return -ENOENT;
     if (!S_ISREG(st.st_mode)) /* re-pointed since check_target: never replace such a file */
@@ -89,8 +93,28 @@ static int link_target_rel(const struct sbd_root *root, const char *rel, char **
     size_t rl = strcmp(rp, "/") == 0 ? 0 : strlen(rp);
     if (strncmp(got, rp, rl) != 0 || got[rl] != '/' || got[rl + 1] == '\0')
         return -EPERM;
+    /* The name is the one fd had when read: unlinked meanwhile while another hard link
+     * keeps the file (nlink >= 1), it reads "NAME (deleted)"; renamed, the new name,
+     * which may be gone or another file's by now. Only a name that still is this file
+     * is written. */
+    int r = names_file(root, got + rl + 1, &st);
+    if (r < 0)
+        return r;
     *ret = xstrdup(got + rl + 1);
     return 0;
+}
+
+/* The path beneath the root of the file the symlink rel points to (resolved by the
+ * kernel under the root's confinement), in *ret (caller frees). Returns 0 or a negative
+ * errno as sbd__fd_rel. */
+static int link_target_rel(const struct sbd_root *root, const char *rel, char **ret)
+{
+    int fd = sbd_path_open(root, rel, O_PATH, 0);
+    if (fd < 0)
+        return fd;
+    int r = sbd__fd_rel(root, fd, ret);
+    (void)close(fd);
+    return r;
 }
 
 static int open_temp(struct sbd_writer *w)

@@ -452,6 +452,110 @@ static void test_cp_entry_bound(void **state)
     buf_done(&out);
 }
 
+/* kubectl-sandbox cp SRC DST under umask 022, stdout+stderr into out. Returns the exit
+ * code. */
+static int cp_umask022(struct buf *out, const char *src, const char *dst)
+{
+    return run_direct(out,
+                      "x >/dev/null 2>&1; umask 022 && '%s/kubectl-sandbox' --sandboxd-url %s "
+                      "cp %s %s",
+                      getenv("AS_BIN_DIR"), url, src, dst);
+}
+
+/* The permission bits of dir/rel (lstat). */
+static unsigned mode_at(const char *dir, const char *rel)
+{
+    char p[1024];
+    struct stat st;
+    (void)snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    assert_int_equal(lstat(p, &st), 0);
+    return (unsigned)(st.st_mode & 07777);
+}
+
+/* Creates dir/rel as a symlink to target. */
+static void symlink_at(const char *target, const char *dir, const char *rel)
+{
+    char p[1024];
+    (void)snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    assert_int_equal(symlink(target, p), 0);
+}
+
+/* A file read through a symlink in the sandbox gets the mode of the file sandboxd served
+ * (its X-File-Mode), less the umask: a 0600 target stays private (not 0644 from a 0666
+ * default), a 0750 one keeps its x bits, an empty 0700 one (no body) too. */
+static void test_cp_link_modes(void **state)
+{
+    (void)state;
+    struct buf out;
+    char src[64], dst[700];
+    buf_init(&out, 1 << 20);
+    mkdir_at(root, "lm");
+    mkdir_at(work, "lm");
+    static const char *const names[] = {"secret", "run.sh", "empty"};
+    static const char *const texts[] = {"secret\n", "#!/bin/sh\n", ""};
+    static const unsigned modes[] = {0600, 0750, 0700};
+    char p[1024];
+    for (int i = 0; i < 3; i++) {
+        (void)snprintf(src, sizeof(src), "lm/%s", names[i]);
+        write_at(root, src, texts[i]);
+        (void)snprintf(p, sizeof(p), "%s/%s", root, src);
+        assert_int_equal(chmod(p, modes[i]), 0);
+        (void)snprintf(src, sizeof(src), "lm/%s.link", names[i]);
+        symlink_at(names[i], root, src);
+        (void)snprintf(src, sizeof(src), "x:lm/%s.link", names[i]);
+        (void)snprintf(dst, sizeof(dst), "%s/lm/%s", work, names[i]);
+        assert_int_equal(cp_umask022(&out, src, dst), 0);
+        assert_string_equal(buf_str(&out), "");
+        (void)snprintf(src, sizeof(src), "lm/%s", names[i]);
+        assert_int_equal(mode_at(work, src), modes[i]);
+    }
+    buf_done(&out);
+}
+
+/* A local destination that is a dangling symlink is refused, as GNU cp refuses it ("not
+ * writing through dangling symlink"): exit 1, the link stays a link, nothing appears
+ * where it points, no temporary file is left; for a file with content and an empty one,
+ * a link to a missing name and one into a missing directory. */
+static void test_cp_dangling_dest(void **state)
+{
+    (void)state;
+    struct buf out;
+    char dst[700], want[800], got[64];
+    buf_init(&out, 1 << 20);
+    mkdir_at(work, "dd");
+    symlink_at("nowhere", work, "dd/dangling");
+    symlink_at("gone/x", work, "dd/deep");
+    write_at(root, "dd.txt", "data\n");
+    write_at(root, "dd.empty", "");
+    static const char *const links[] = {"dangling", "deep"};
+    static const char *const srcs[] = {"x:dd.txt", "x:dd.empty"};
+    for (int i = 0; i < 2; i++) {
+        for (int j = 0; j < 2; j++) {
+            (void)snprintf(dst, sizeof(dst), "%s/dd/%s", work, links[i]);
+            assert_int_equal(cp_bounded(0, srcs[j], dst, &out), CLI_ERR);
+            (void)snprintf(want, sizeof(want),
+                           "error: cp: not writing through dangling symlink %s\n", dst);
+            assert_string_equal(buf_str(&out), want);
+        }
+    }
+    /* the binary's exit code */
+    (void)snprintf(dst, sizeof(dst), "%s/dd/dangling", work);
+    assert_int_equal(run_direct(&out, "cp x:dd.txt %s", dst), 1);
+    assert_non_null(strstr(buf_str(&out), "not writing through dangling symlink"));
+    char p[1024];
+    struct stat st;
+    (void)snprintf(p, sizeof(p), "%s/dd/dangling", work);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    (void)snprintf(p, sizeof(p), "%s/dd/deep", work);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_string_equal(read_at(work, "dd/nowhere", got, sizeof(got)), "<absent>");
+    assert_string_equal(read_at(work, "dd/gone", got, sizeof(got)), "<absent>");
+    assert_int_equal(dot_names(work, "dd"), 0);
+    buf_done(&out);
+}
+
 /* port-forward against the API server: it resolves the sandbox, listens, prints the
  * kubectl line, and reports the API server's refusal of the upgrade (no such pod). */
 static void test_port_forward_api(void **state)
@@ -680,6 +784,8 @@ int main(void)
         cmocka_unit_test(test_exec_stdin),
         cmocka_unit_test(test_cp_round_trip),
         cmocka_unit_test(test_cp_entry_bound),
+        cmocka_unit_test(test_cp_link_modes),
+        cmocka_unit_test(test_cp_dangling_dest),
         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_cluster_modes),
         cmocka_unit_test(test_shell_attach),

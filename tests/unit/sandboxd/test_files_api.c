@@ -9,12 +9,15 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
 
+#include "sandboxd/files.h"
+#include "sandboxd/path.h"
 #include "sbd_test.h"
 
 static int setup(void **state)
@@ -352,6 +355,96 @@ static void test_write_through_symlink(void **state)
     test_http_resp_done(&r);
 }
 
+/* GET (or HEAD) of path answers status with X-File-Mode: want. */
+static void expect_file_mode(const struct sbd_fixture *f, const char *method, const char *path,
+                             int status, const char *want)
+{
+    struct test_http_resp r;
+    assert_int_equal(sbd_do(f->port, method, path, NULL, NULL, &r), status);
+    char *mode = test_http_header(&r, "X-File-Mode");
+    assert_non_null(mode);
+    assert_string_equal(mode, want);
+    xfree(mode);
+    test_http_resp_done(&r);
+}
+
+/* X-File-Mode gives the mode of the file served: through a symlink the target's (0600,
+ * 0750), not the link's 0777; also on HEAD, a windowed read and a streamed file. No
+ * listing carries it. */
+static void test_file_mode_header(void **state)
+{
+    struct sbd_fixture *f = *state;
+    char p[512], q[512];
+    sbd_write_file(f->root, "secret", "s3cret");
+    sbd_write_file(f->root, "run.sh", "#!/bin/sh\n");
+    snprintf(p, sizeof(p), "%s/secret", f->root);
+    assert_int_equal(chmod(p, 0600), 0);
+    snprintf(p, sizeof(p), "%s/run.sh", f->root);
+    assert_int_equal(chmod(p, 04750), 0);
+    snprintf(q, sizeof(q), "%s/secret.link", f->root);
+    assert_int_equal(symlink("secret", q), 0);
+    snprintf(q, sizeof(q), "%s/run.link", f->root);
+    assert_int_equal(symlink("run.sh", q), 0);
+    expect_file_mode(f, "GET", "/v1/files/secret", 200, "0600");
+    expect_file_mode(f, "GET", "/v1/files/secret.link", 200, "0600");
+    expect_file_mode(f, "GET", "/v1/files/run.link", 200, "4750");
+    expect_file_mode(f, "HEAD", "/v1/files/secret.link", 200, "0600");
+    expect_file_mode(f, "GET", "/v1/files/run.link?max_bytes=2", 206, "4750");
+    size_t n = 2u * 1024 * 1024;
+    char *data = xmalloc(n);
+    memset(data, 'b', n);
+    char *raw = sbd_fmt_req("PUT", "/v1/files/big.bin?mode=0640", NULL, data, n);
+    struct test_http_resp r;
+    assert_int_equal(sbd_req(f->port, raw, &r), 204);
+    test_http_resp_done(&r);
+    xfree(raw);
+    xfree(data);
+    expect_file_mode(f, "GET", "/v1/files/big.bin", 200, "0640");
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/", NULL, NULL, &r), 200);
+    char *mode = test_http_header(&r, "X-File-Mode");
+    assert_null(mode);
+    test_http_resp_done(&r);
+}
+
+/* sbd__fd_rel (the name a write through a symlink replaces) gives a name only while it
+ * still names the file: after a rename the new name; after an unlink while another hard
+ * link keeps the file (nlink 1, /proc reads "NAME (deleted)"), -ENOENT, also when a
+ * file of that literal name exists; nothing is written there. */
+static void test_fd_rel_name_gone(void **state)
+{
+    struct sbd_fixture *f = *state;
+    char p[512], q[512];
+    snprintf(p, sizeof(p), "%s/sub", f->root);
+    assert_int_equal(mkdir(p, 0755), 0);
+    sbd_write_file(f->root, "sub/real.txt", "content");
+    snprintf(p, sizeof(p), "%s/sub/real.txt", f->root);
+    snprintf(q, sizeof(q), "%s/keep", f->root);
+    assert_int_equal(link(p, q), 0);
+    snprintf(q, sizeof(q), "%s/link", f->root);
+    assert_int_equal(symlink("sub/real.txt", q), 0);
+    struct sbd_root *root = NULL;
+    assert_int_equal(sbd_root_open(f->root, false, &root), 0);
+    int fd = sbd_path_open(root, "link", O_PATH, 0);
+    assert_true(fd >= 0);
+    char *rel = NULL;
+    assert_int_equal(sbd__fd_rel(root, fd, &rel), 0);
+    assert_string_equal(rel, "sub/real.txt");
+    XFREE(rel);
+    snprintf(q, sizeof(q), "%s/sub/moved.txt", f->root);
+    assert_int_equal(rename(p, q), 0);
+    assert_int_equal(sbd__fd_rel(root, fd, &rel), 0);
+    assert_string_equal(rel, "sub/moved.txt");
+    XFREE(rel);
+    assert_int_equal(unlink(q), 0);
+    assert_int_equal(sbd__fd_rel(root, fd, &rel), -ENOENT);
+    assert_null(rel);
+    sbd_write_file(f->root, "sub/moved.txt (deleted)", "another file");
+    assert_int_equal(sbd__fd_rel(root, fd, &rel), -ENOENT);
+    assert_null(rel);
+    (void)close(fd);
+    sbd_root_free(root);
+}
+
 static void test_large_file(void **state)
 {
     struct sbd_fixture *f = *state;
@@ -424,6 +517,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_multipart_put, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_through_symlink, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_mode_header, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fd_rel_name_gone, setup, teardown),
         cmocka_unit_test(test_auth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
