@@ -74,6 +74,11 @@ int cli_fail(const struct cli_globals *g, const char *what, int r, const struct 
  * write error other than EPIPE (the reader went away, as with `| head`) is printed to
  * err and turns rc CLI_OK into CLI_ERR; otherwise rc is returned as is. */
 int cli_output_done(FILE *out, FILE *err, int rc);
+/** The negative errno of a failed write to out: e (errno read right after the failing
+ * stdio call, or 0 when it is lost) when set. Else -EPIPE when out is a pipe or socket
+ * whose reader is gone, -EIO otherwise: glibc keeps no errno with the error flag and
+ * discards the buffer, so a later fflush returns 0 with errno untouched. */
+int cli_output_error(FILE *out, int e);
 /** Namespace to use: -n, else the client's default. Borrowed. */
 const char *cli_namespace(const struct cli_globals *g, const struct kube_client *c);
 /** Checks g->output against the formats a command supports (a NULL-terminated list). */
@@ -150,8 +155,10 @@ int cli_cmd_describe(struct cli_globals *g, int argc, char **argv);
 void cli_help_describe(FILE *out);
 int cli_cmd_exec(struct cli_globals *g, int argc, char **argv);
 /** exec -t -i: puts terminal fd in raw mode, keeping its settings, and makes SIGTERM,
- * SIGHUP and SIGQUIT restore them before the process dies of the signal. Returns whether
- * fd is a terminal now raw (then call cli_tty_restore). */
+ * SIGHUP, SIGQUIT and SIGINT restore them before the process dies of the signal, SIGTSTP
+ * restore them before the process stops, and SIGCONT make the terminal raw again (signals
+ * ignored before stay ignored). Returns whether fd is a terminal now raw (then call
+ * cli_tty_restore). */
 bool cli_tty_raw(int fd);
 /** Restores the terminal settings cli_tty_raw changed and the signals' previous actions. */
 void cli_tty_restore(void);
@@ -180,6 +187,11 @@ void cli_help_mkdir(FILE *out);
 int cli_cmd_mv(struct cli_globals *g, int argc, char **argv);
 void cli_help_mv(FILE *out);
 int cli_cmd_watch(struct cli_globals *g, int argc, char **argv);
+/** watch's output of sandboxd's NDJSON line p[0..n) to out, then flushed: with json the
+ * line as it is, else the event's line made safe (cli_fs_format_event) in a buffer
+ * sized for its escapes, never cut; a line that is not an event prints nothing. Returns
+ * 0 or the negative errno of a failed write (-EPIPE: the reader went away). */
+int cli_watch_print(FILE *out, bool json, const char *p, size_t n);
 void cli_help_watch(FILE *out);
 int cli_cmd_logs(struct cli_globals *g, int argc, char **argv);
 void cli_help_logs(FILE *out);

@@ -49,14 +49,15 @@ static void on_signal(int sig)
         got_int++;
 }
 
-/* The raw terminal of exec -t -i: its settings before, for the signal handler too. */
-static const int tty_sigs[] = {SIGTERM, SIGHUP, SIGQUIT};
-static struct termios tty_saved;
-static struct sigaction tty_old[3];
+/* The raw terminal of exec -t -i: its settings before and raw, for the handlers too. */
+static const int tty_sigs[] = {SIGTERM, SIGHUP, SIGQUIT, SIGINT, SIGTSTP, SIGCONT};
+static struct termios tty_saved, tty_raw;
+static struct sigaction tty_old[ARRAY_SIZE(tty_sigs)];
 static volatile sig_atomic_t tty_fd = -1;
 
-/* A fatal signal while the terminal is raw: restore it (tcsetattr is async-signal-safe),
- * then die of the signal with its default action. */
+/* A fatal signal while the terminal is raw (SIGINT too: keys do not send it, kill and
+ * timeout do): restore it (tcsetattr is async-signal-safe), then die of the signal with
+ * its default action. */
 static void on_fatal(int sig)
 {
     if (tty_fd >= 0)
@@ -67,22 +68,57 @@ static void on_fatal(int sig)
     (void)raise(sig); /* blocked until this handler returns */
 }
 
+/* SIGCONT (also after a stop this process did not see coming): raw again. */
+static void on_cont(int sig)
+{
+    (void)sig;
+    int e = errno;
+    if (tty_fd >= 0)
+        (void)tcsetattr(tty_fd, TCSANOW, &tty_raw);
+    errno = e;
+}
+
+/* SIGTSTP (kill -TSTP; the raw terminal sends none): restore the terminal for the shell,
+ * stop with the signal's default action right here, and once continued (or when the
+ * stop was discarded, in an orphaned process group) make it raw again. */
+static void on_stop(int sig)
+{
+    int e = errno;
+    if (tty_fd >= 0)
+        (void)tcsetattr(tty_fd, TCSANOW, &tty_saved);
+    struct sigaction dfl = {.sa_handler = SIG_DFL}, mine;
+    sigemptyset(&dfl.sa_mask);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    (void)sigaction(sig, &dfl, &mine);
+    (void)sigprocmask(SIG_UNBLOCK, &set, NULL);
+    (void)raise(sig); /* stops here; SIGCONT's handler waits for this one's end */
+    (void)sigprocmask(SIG_BLOCK, &set, NULL);
+    (void)sigaction(sig, &mine, NULL);
+    on_cont(SIGCONT);
+    errno = e;
+}
+
 bool cli_tty_raw(int fd)
 {
-    struct termios t;
     if (tty_fd >= 0 || !isatty(fd) || tcgetattr(fd, &tty_saved) < 0)
         return false;
-    struct sigaction sa = {.sa_handler = on_fatal};
-    sigemptyset(&sa.sa_mask);
+    struct sigaction sa = {0};
+    sigemptyset(&sa.sa_mask); /* one handler at a time */
+    for (size_t i = 0; i < ARRAY_SIZE(tty_sigs); i++)
+        sigaddset(&sa.sa_mask, tty_sigs[i]);
+    tty_raw = tty_saved;
+    cfmakeraw(&tty_raw);
     tty_fd = fd;
     for (size_t i = 0; i < ARRAY_SIZE(tty_sigs); i++) {
-        (void)sigaction(tty_sigs[i], NULL, &tty_old[i]);
+        int sig = tty_sigs[i];
+        sa.sa_handler = sig == SIGTSTP ? on_stop : sig == SIGCONT ? on_cont : on_fatal;
+        (void)sigaction(sig, NULL, &tty_old[i]);
         if (tty_old[i].sa_handler != SIG_IGN) /* an ignored one (nohup) stays ignored */
-            (void)sigaction(tty_sigs[i], &sa, NULL);
+            (void)sigaction(sig, &sa, NULL);
     }
-    t = tty_saved;
-    cfmakeraw(&t);
-    (void)tcsetattr(fd, TCSANOW, &t);
+    (void)tcsetattr(fd, TCSANOW, &tty_raw);
     return true;
 }
 
@@ -91,10 +127,16 @@ void cli_tty_restore(void)
     int fd = tty_fd;
     if (fd < 0)
         return;
+    sigset_t set, old; /* no handler in between: each finds the terminal as it left it */
+    sigemptyset(&set);
+    for (size_t i = 0; i < ARRAY_SIZE(tty_sigs); i++)
+        sigaddset(&set, tty_sigs[i]);
+    (void)sigprocmask(SIG_BLOCK, &set, &old);
     (void)tcsetattr(fd, TCSANOW, &tty_saved);
     tty_fd = -1;
     for (size_t i = 0; i < ARRAY_SIZE(tty_sigs); i++)
         (void)sigaction(tty_sigs[i], &tty_old[i], NULL);
+    (void)sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 void cli_help_exec(FILE *out)

@@ -87,6 +87,40 @@ static int event_line(const json_t *ev, const char *type, struct buf *line)
     return buf_printf(line, "%-9s %s%s", type, path && *path ? path : ".", dir ? "/" : "");
 }
 
+/* The most event_line writes for ev: its strings and at most 64 bytes of its own. */
+static size_t event_line_max(const json_t *ev, const char *type)
+{
+    return strlen(type) + strlen(jstr(ev, "path")) + strlen(jstr(ev, "from")) +
+           strlen(jstr(ev, "to")) + strlen(jstr(ev, "message")) + 64;
+}
+
+/* Appends s[0..len) made safe and "\n" to out. What does not fit (the escapes take up to
+ * 4 bytes a byte) is cut at a UTF-8 boundary and CUT_MARK ends the line instead, so an
+ * event is never dropped unseen. Returns 0, or -E2BIG when not even the mark fits. */
+#define CUT_MARK "\xe2\x80\xa6 (cut)\n" /* "… (cut)" */
+static int append_safe_line(struct buf *out, const char *s, size_t len)
+{
+    size_t room = out->limit - out->len, mark = sizeof(CUT_MARK) - 1;
+    struct buf safe;
+    buf_init(&safe, room ? room - 1 : 0); /* and the "\n" */
+    int r = out_safe_append(&safe, s, len, "\t");
+    const char *end = "\n";
+    size_t n = safe.len;
+    if (r == -E2BIG && room >= mark) { /* what fits before the mark */
+        r = 0;
+        end = CUT_MARK;
+        n = room - mark < n ? room - mark : n;
+        while (n > 0 && ((unsigned char)safe.data[n] & 0xc0) == 0x80)
+            n--;
+    }
+    if (r == 0)
+        r = buf_append(out, safe.data ? safe.data : "", n);
+    if (r == 0)
+        r = buf_puts(out, end);
+    buf_done(&safe);
+    return r;
+}
+
 int cli_fs_format_event(const json_t *ev, struct buf *out)
 {
     const char *type = json_string_value(json_object_get(ev, "type"));
@@ -95,12 +129,10 @@ int cli_fs_format_event(const json_t *ev, struct buf *out)
     if (strcmp(type, "ready") == 0)
         return 1;
     struct buf line; /* names come from the sandbox: no terminal controls */
-    buf_init(&line, out->limit);
+    buf_init(&line, event_line_max(ev, type));
     int r = event_line(ev, type, &line);
     if (r == 0)
-        r = out_safe_append(out, line.data ? line.data : "", line.len, "\t");
-    if (r == 0)
-        r = buf_putc(out, '\n');
+        r = append_safe_line(out, line.data ? line.data : "", line.len);
     buf_done(&line);
     return r;
 }
@@ -298,34 +330,52 @@ struct watch_ctx {
     int write_err; /* writing the output failed (-EPIPE: the reader went away) */
 };
 
-/* Flushes the output; a failure is kept in w->write_err and stops the stream. */
-static int watch_flush(struct watch_ctx *w)
+/* Writes p[0..n) to out unless a write failed before (*err). A failure's errno is read
+ * right after the call: glibc keeps it nowhere (see cli_output_error). */
+static void watch_put(FILE *out, const char *p, size_t n, int *err)
 {
     errno = 0;
-    if (fflush(w->g->out) == 0 && !ferror(w->g->out))
-        return 0;
-    w->write_err = errno ? -errno : -EIO;
-    clearerr(w->g->out); /* reported by run_watch, not again at the end */
-    return w->write_err;
+    if (*err == 0 && n > 0 && fwrite(p, 1, n, out) != n)
+        *err = cli_output_error(out, errno);
 }
 
+/* Flushes out unless a write failed before; returns err or the flush's failure. */
+static int watch_flush(FILE *out, int err)
+{
+    errno = 0;
+    if (err == 0 && (fflush(out) != 0 || ferror(out)))
+        err = cli_output_error(out, errno);
+    return err;
+}
+
+int cli_watch_print(FILE *out, bool json, const char *p, size_t n)
+{
+    int err = 0;
+    if (json) {
+        watch_put(out, p, n, &err);
+        watch_put(out, "\n", 1, &err);
+        return watch_flush(out, err);
+    }
+    json_t *ev = json_loadb(p, n, 0, NULL);
+    struct buf line; /* the event's strings are at most n bytes; each escape 4 a byte */
+    buf_init(&line, 4 * n + 1024);
+    if (ev && cli_fs_format_event(ev, &line) == 0)
+        watch_put(out, line.data, line.len, &err);
+    json_decref(ev);
+    buf_done(&line);
+    return watch_flush(out, err);
+}
+
+/* A write failure is kept in w->write_err and stops the stream. */
 static int watch_line(void *ctx, const char *p, size_t n)
 {
     struct watch_ctx *w = ctx;
-    if (w->json) {
-        fwrite(p, 1, n, w->g->out);
-        fputc('\n', w->g->out);
-        return watch_flush(w);
+    int r = cli_watch_print(w->g->out, w->json, p, n);
+    if (r < 0) {
+        w->write_err = r;
+        clearerr(w->g->out); /* reported by run_watch, not again at the end */
     }
-    json_t *ev = json_loadb(p, n, 0, NULL);
-    struct buf out;
-    buf_init(&out, 8 * LIMIT_CLI_FS_PATH);
-    int r = ev ? cli_fs_format_event(ev, &out) : -EINVAL;
-    json_decref(ev);
-    if (r == 0)
-        fputs(buf_str(&out), w->g->out);
-    buf_done(&out);
-    return watch_flush(w);
+    return r;
 }
 
 static int run_watch(const struct cli_globals *g, struct cli_sbd *s, const char *path, bool json)

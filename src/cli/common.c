@@ -2,7 +2,10 @@
 /* Helpers shared by the kubectl-sandbox commands: client set-up, error reporting,
  * output format checks and single-object output. */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
+
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/output.h"
@@ -54,17 +57,34 @@ int cli_fail(const struct cli_globals *g, const char *what, int r, const struct 
     return CLI_ERR;
 }
 
+/* Whether fd is a pipe or socket whose reading end is closed: poll reports POLLERR on
+ * the write end of a pipe without readers, POLLHUP on a socket whose peer is gone. */
+static bool reader_gone(int fd)
+{
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
+}
+
+int cli_output_error(FILE *out, int e)
+{
+    if (e > 0)
+        return -e;
+    return reader_gone(fileno(out)) ? -EPIPE : -EIO;
+}
+
 int cli_output_done(FILE *out, FILE *err, int rc)
 {
     errno = 0;
     if (fflush(out) == 0 && !ferror(out))
         return rc;
-    int e = errno;
+    int e = -cli_output_error(out, errno); /* errno 0: an earlier write failed */
     if (e == EPIPE)
         return rc;
     char eb[128];
-    fprintf(err, "error: cannot write the output: %s\n",
-            e ? strerror_r(e, eb, sizeof(eb)) : "input/output error");
+    fprintf(err, "error: cannot write the output: %s\n", strerror_r(e, eb, sizeof(eb)));
     return rc == CLI_OK ? CLI_ERR : rc;
 }
 

@@ -13,5 +13,7 @@ int cli_fs_api_path(const char *prefix, const char *path, struct buf *out);
 
 /** Appends the human line of a watch event ev (borrowed) to out: "create    a/b\n",
  * "move      a -> b\n", "overflow  3 events lost\n"; a directory's path ends in '/'.
- * Returns 0, 1 for the "ready" line (nothing appended), -EINVAL (no type) or -E2BIG. */
+ * Control characters are escaped; a line whose escaped form does not fit out's limit is
+ * cut at a character boundary and ends in "… (cut)". Returns 0, 1 for the "ready" line
+ * (nothing appended), -EINVAL (no type) or -E2BIG (not even the cut line fits). */
 int cli_fs_format_event(const json_t *ev, struct buf *out);

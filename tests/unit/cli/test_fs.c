@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* kubectl-sandbox stat/mkdir/mv/watch helpers: request paths and watch event lines. */
+/* kubectl-sandbox stat/mkdir/mv/watch helpers: request paths, watch event lines (never
+ * dropped for their escapes) and watch's output and its write errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,9 +8,14 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cli/cli.h"
 #include "cli/fs.h"
+#include "common/xalloc.h"
 
 static void test_api_path(void **state)
 {
@@ -72,11 +78,139 @@ static void test_format_event(void **state)
     }
 }
 
+#define CUT "\xe2\x80\xa6 (cut)\n"
+
+/* A line that does not fit escaped is cut at a UTF-8 boundary and marked, not dropped:
+ * a name of control characters shorter than the limit takes 4 times as much escaped. */
+static void test_format_event_cut(void **state)
+{
+    (void)state;
+    json_t *j = json_pack("{s:s,s:s}", "type", "create", "path",
+                          "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+                          "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01");
+    struct buf b;
+    buf_init(&b, 64); /* 32 bytes, 128 escaped: 11 escapes fit before the mark */
+    assert_int_equal(cli_fs_format_event(j, &b), 0);
+    assert_string_equal(buf_str(&b), "create    \\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01"
+                                     "\\x01\\x01\\x01" CUT);
+    assert_int_equal(b.len, 64);
+    json_decref(j);
+    buf_done(&b);
+    char name[41]; /* 20 two-byte characters: the cut may not split one */
+    for (int i = 0; i < 20; i++)
+        memcpy(name + 2 * i, "\xc3\xa9", 2);
+    name[40] = '\0';
+    j = json_pack("{s:s,s:s}", "type", "create", "path", name);
+    buf_init(&b, 10 + 2 * 9 + 1 + sizeof(CUT) - 1); /* nine and a half fit before the mark */
+    assert_int_equal(cli_fs_format_event(j, &b), 0);
+    assert_string_equal(buf_str(&b),
+                        "create    \xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3"
+                        "\xa9\xc3\xa9\xc3\xa9" CUT);
+    buf_done(&b);
+    buf_init(&b, sizeof(CUT) - 2); /* not even the mark */
+    assert_int_equal(cli_fs_format_event(j, &b), -E2BIG);
+    buf_done(&b);
+    json_decref(j);
+}
+
+/* What was written to f. */
+static void slurp(FILE *f, struct buf *out)
+{
+    char chunk[65536];
+    size_t n;
+    rewind(f);
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        assert_int_equal(buf_append(out, chunk, n), 0);
+}
+
+/* Appends s, then n copies of rep to b. */
+static void put_run(struct buf *b, const char *s, const char *rep, size_t n)
+{
+    assert_int_equal(buf_puts(b, s), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(buf_puts(b, rep), 0);
+}
+
+/* watch prints an event of the longest line sandboxd may send, its names (one, or a
+ * move's two around mid) all DEL (one byte in JSON, four escaped), whole. */
+static void check_watch_escapes(const char *head, const char *mid, const char *tail,
+                                const char *want_head, const char *want_mid)
+{
+    size_t k = LIMIT_CLI_SBD_LINE - strlen(head) - strlen(mid) - strlen(tail);
+    size_t k1 = *mid ? k / 2 : k;
+    struct buf in, want, got;
+    buf_init(&in, LIMIT_CLI_SBD_LINE);
+    buf_init(&want, 5u * LIMIT_CLI_SBD_LINE);
+    buf_init(&got, 5u * LIMIT_CLI_SBD_LINE);
+    put_run(&in, head, "\x7f", k1);
+    put_run(&in, mid, "\x7f", k - k1);
+    put_run(&in, tail, "", 0);
+    put_run(&want, want_head, "\\x7f", k1);
+    put_run(&want, want_mid, "\\x7f", k - k1);
+    put_run(&want, "\n", "", 0);
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(cli_watch_print(f, false, in.data, in.len), 0);
+    slurp(f, &got);
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.data, want.data, want.len);
+    (void)fclose(f);
+    buf_done(&in);
+    buf_done(&want);
+    buf_done(&got);
+}
+
+static void test_watch_escapes_whole(void **state)
+{
+    (void)state;
+    check_watch_escapes("{\"type\":\"create\",\"path\":\"", "", "\",\"is_dir\":false}",
+                        "create    ", "");
+    check_watch_escapes("{\"type\":\"move\",\"is_dir\":false,\"from\":\"", "\",\"to\":\"", "\"}",
+                        "move      ", " -> ");
+}
+
+/* A write that fails inside the line's own write (more than stdio's buffer) keeps its
+ * errno: EPIPE when the reader went away (quiet), not EIO; the disk full, ENOSPC. */
+static void test_watch_write_errors(void **state)
+{
+    (void)state;
+    static char name[3 * BUFSIZ];
+    memset(name, 'a', sizeof(name) - 1);
+    json_t *j = json_pack("{s:s,s:s}", "type", "create", "path", name);
+    char *human = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    FILE *out = fdopen(fds[1], "w");
+    assert_non_null(out);
+    const char *ev = "{\"type\":\"create\",\"path\":\"x\"}";
+    assert_int_equal(cli_watch_print(out, false, ev, strlen(ev)), 0);
+    char b[64];
+    assert_int_equal(read(fds[0], b, sizeof(b)), strlen("create    x\n"));
+    (void)close(fds[0]); /* | head went away */
+    assert_int_equal(cli_watch_print(out, false, human, strlen(human)), -EPIPE);
+    clearerr(out);
+    assert_int_equal(cli_watch_print(out, true, human, strlen(human)), -EPIPE);
+    clearerr(out);
+    assert_int_equal(cli_watch_print(out, false, ev, strlen(ev)), -EPIPE); /* at the flush */
+    (void)fclose(out);
+    (void)signal(SIGPIPE, old);
+    FILE *full = fopen("/dev/full", "w");
+    assert_non_null(full);
+    assert_int_equal(cli_watch_print(full, false, human, strlen(human)), -ENOSPC);
+    clearerr(full);
+    assert_int_equal(cli_watch_print(full, true, ev, strlen(ev)), -ENOSPC);
+    (void)fclose(full);
+    xfree(human); /* jansson allocates with malloc: see output.c */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_api_path),
-        cmocka_unit_test(test_format_event),
+        cmocka_unit_test(test_api_path),           cmocka_unit_test(test_format_event),
+        cmocka_unit_test(test_format_event_cut),   cmocka_unit_test(test_watch_escapes_whole),
+        cmocka_unit_test(test_watch_write_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* exec -t -i's raw terminal, on a pseudo-terminal: raw while the command runs, restored
- * afterwards, and restored too when SIGTERM or SIGHUP ends the process meanwhile. */
+ * afterwards, and restored too when SIGTERM, SIGHUP or SIGINT ends the process meanwhile
+ * or SIGTSTP stops it; raw again after SIGCONT. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include "cli/cli.h"
@@ -58,6 +60,8 @@ static pid_t raw_child(int slave, int sig, void (*disposition)(int), int ready[2
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL); /* not left behind by a failed test */
+        (void)setpgid(0, 0);            /* a group of its own, not orphaned: SIGTSTP stops it */
         (void)signal(sig, disposition); /* not the test runner's (nohup: ignored) */
         bool ok = cli_tty_raw(slave);
         struct sigaction now;
@@ -124,13 +128,61 @@ static void test_ignored_sighup_stays_ignored(void **state)
     (void)close(slave);
 }
 
+/* kill -INT (or timeout -s INT): keys do not send it to a raw terminal, kill does. */
+static void test_sigint_restores(void **state)
+{
+    (void)state;
+    check_fatal_signal(SIGINT);
+}
+
+/* Waits up to 5 s for the terminal to be raw (SIGCONT's handler runs after the wait). */
+static bool becomes_raw(int fd)
+{
+    for (int i = 0; i < 500 && !is_raw(fd); i++)
+        usleep(10 * 1000);
+    return is_raw(fd);
+}
+
+/* SIGTSTP hands the shell a cooked terminal and stops; SIGCONT makes it raw again, also
+ * after a stop (SIGSTOP) during which someone else changed the modes. */
+static void test_sigtstp_restores_sigcont_raw(void **state)
+{
+    int master, slave, ready[2], st = 0;
+    (void)state;
+    assert_int_equal(openpty(&master, &slave, NULL, NULL, NULL), 0);
+    struct termios cooked;
+    assert_int_equal(tcgetattr(slave, &cooked), 0);
+    pid_t pid = raw_child(slave, SIGTSTP, SIG_DFL, ready);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(kill(pid, SIGTSTP), 0);
+        assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+        assert_true(WIFSTOPPED(st) && WSTOPSIG(st) == SIGTSTP);
+        assert_true(is_cooked(slave));
+        assert_int_equal(kill(pid, SIGCONT), 0);
+        assert_true(becomes_raw(slave));
+    }
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+    assert_true(WIFSTOPPED(st));
+    assert_int_equal(tcsetattr(slave, TCSANOW, &cooked), 0); /* the shell's modes */
+    assert_int_equal(kill(pid, SIGCONT), 0);
+    assert_true(becomes_raw(slave));
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    assert_true(is_cooked(slave));
+    (void)close(ready[0]);
+    (void)close(ready[1]);
+    (void)close(master);
+    (void)close(slave);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_raw_and_restore),
-        cmocka_unit_test(test_sigterm_restores),
-        cmocka_unit_test(test_sighup_restores),
-        cmocka_unit_test(test_ignored_sighup_stays_ignored),
+        cmocka_unit_test(test_raw_and_restore), cmocka_unit_test(test_sigterm_restores),
+        cmocka_unit_test(test_sighup_restores), cmocka_unit_test(test_ignored_sighup_stays_ignored),
+        cmocka_unit_test(test_sigint_restores), cmocka_unit_test(test_sigtstp_restores_sigcont_raw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
