@@ -96,6 +96,20 @@ def statuses(raw):
     return out
 
 
+def still_waiting(s):
+    """True when socket s is open and nothing arrived on it yet (does not wait)."""
+    s.setblocking(False)
+    try:
+        s.recv(1, socket.MSG_PEEK)  # data or the end: answered or closed already
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        s.setblocking(True)
+
+
 # ---- WebSocket client helpers --------------------------------------------------------
 
 WS_KEY = b"dGhlIHNhbXBsZSBub25jZQ=="
@@ -334,18 +348,22 @@ class HttpAttacks:
                       (413,), close_write=False)
 
     def test_slow_clients_do_not_starve(self):
+        """40 connections that never finish their request head do not hold up a plain
+        request: it is answered while every one of them is still open and unanswered (a
+        server they starved would answer it only once their header timeout freed it, 10 s
+        on; the order is the check, not a clock). Then each slow connection gets its 408
+        or is closed."""
         slow = []
         try:
             for _ in range(40):
                 s = socket.create_connection(("127.0.0.1", self.t.port), 5)
                 s.sendall(b"GET / HTTP/1.1\r\nX-Slow: ")
                 slow.append(s)
-            t0 = time.monotonic()
             self.t.healthy(self)
-            self.assertLess(time.monotonic() - t0, 2.0)
-            # Each slow connection is answered (408) or closed within the header timeout.
+            for i, s in enumerate(slow):
+                self.assertTrue(still_waiting(s), f"slow connection {i} was already ended")
             for s in slow:
-                s.settimeout(self.header_timeout + 10)
+                s.settimeout(self.header_timeout + 30)
                 data = s.recv(4096)
                 self.assertTrue(data == b"" or b" 408 " in data.split(b"\r\n")[0], data[:200])
         finally:
@@ -354,7 +372,9 @@ class HttpAttacks:
 
 
 class SandboxdHostile(HttpAttacks, unittest.TestCase):
-    header_timeout = 2
+    # The default (LIMIT_HTTP_HEADER_TIMEOUT), as the router's: test_slow_clients_do_not_starve
+    # needs its slow heads to outlast the plain request by far.
+    header_timeout = 10
 
     @classmethod
     def setUpClass(cls):
@@ -463,10 +483,9 @@ class SandboxdHostile(HttpAttacks, unittest.TestCase):
                      (self.port, "HEAD", f"/v1/files/{name}", b"", b""),
                      (self.lport, "GET", f"/download/{name}", b"", b"")]
             for port, method, path, head, body in cases:
-                t0 = time.monotonic()
-                code, raw = self.request(port, method, path, head, body, timeout=5)
+                # a blocking open is never answered: it would end in the read timeout
+                code, raw = self.request(port, method, path, head, body, timeout=30)
                 what = (name, method, path, port == self.lport)
-                self.assertLess(time.monotonic() - t0, 4, what)
                 self.assertIn(code, (400, 403, 404), (what, raw[:300]))
                 self.t.healthy(self)
             self.assertTrue(stat.S_ISFIFO(os.lstat(os.path.join(self.root, "fifo")).st_mode))
@@ -723,8 +742,9 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
                                b"ip=169.254.169.254")
 
     def assert_logged(self, *parts):
-        """Waits (2 s) for a line of router.log that holds every part."""
-        end = time.monotonic() + 2
+        """Waits for a line of router.log that holds every part (written as the request
+        is refused, before its answer: the 20 s bound is only reached if it never is)."""
+        end = time.monotonic() + 20
         while True:
             with open(os.path.join(self.dir, "router.log"), "rb") as f:
                 if any(all(p in line for p in parts) for line in f):
