@@ -13,6 +13,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +251,22 @@ static void make_sandbox(const char *name, bool ready, const char *ip)
     (void)json_object_set_new(created, "status", status);
     IT_OK(kube_update_status(c, &API_RES_SANDBOXES, ns, created, NULL, &e), &e);
     json_decref(created);
+}
+
+/* Sets name's status: Ready=status with reason, and podIPs [ip] unless ip is NULL. */
+static void set_status(const char *name, const char *status, const char *reason, const char *ip)
+{
+    struct kube_err e;
+    json_t *cur = NULL;
+    IT_OK(kube_get(c, &API_RES_SANDBOXES, ns, name, &cur, &e), &e);
+    json_t *st = json_pack("{s:[{s:s,s:s,s:s,s:s,s:s}]}", "conditions", "type", "Ready", "status",
+                           status, "reason", reason, "message", "test", "lastTransitionTime",
+                           "2026-01-01T00:00:00Z");
+    if (ip)
+        json_object_set_new(st, "podIPs", json_pack("[s]", ip));
+    json_object_set_new(cur, "status", st);
+    IT_OK(kube_update_status(c, &API_RES_SANDBOXES, ns, cur, NULL, &e), &e);
+    json_decref(cur);
 }
 
 static struct router *start_router_opts(bool auth, bool trust_loopback)
@@ -774,6 +792,81 @@ static double metric_sum(const struct buf *page, const char *name, const char *c
     return sum;
 }
 
+/* One metric of the router's page (summed over the lines holding want, NULL: all). */
+static double metric_now(const char *name, const char *const *want)
+{
+    struct buf page;
+    get_metrics(&page);
+    double v = metric_sum(&page, name, want);
+    buf_done(&page);
+    return v;
+}
+
+struct held {
+    char raw[256];
+    struct test_http_resp resp;
+    int rc;
+    atomic_bool done;
+};
+
+static void *send_held(void *arg)
+{
+    struct held *h = arg;
+    h->rc = get(rt, h->raw, &h->resp);
+    atomic_store(&h->done, true);
+    return NULL;
+}
+
+/* Sends h's request on a thread until the router holds it (returns with the thread
+ * running, *ret_t) rather than answering it: a request that meets the cache before it
+ * shows the starting status is answered 503 for its old one, and sent again. */
+static void send_until_held(struct held *h, pthread_t *ret_t)
+{
+    usec_t end = clock_now() + WAIT;
+    for (;;) {
+        atomic_store(&h->done, false);
+        assert_int_equal(pthread_create(ret_t, NULL, send_held, h), 0);
+        while (!atomic_load(&h->done) && metric_now("sandbox_router_held_requests", NULL) < 1)
+            clock_sleep(10 * USEC_PER_MSEC);
+        if (!atomic_load(&h->done))
+            return; /* held */
+        pthread_join(*ret_t, NULL);
+        assert_int_equal(h->rc, 0);
+        assert_int_equal(h->resp.status, 503);
+        assert_non_null(strstr(buf_str(&h->resp.body), "PodNotReady"));
+        test_http_resp_done(&h->resp);
+        assert_true(clock_now() < end);
+        clock_sleep(20 * USEC_PER_MSEC);
+    }
+}
+
+/* A request to a Sandbox that is starting (Ready=False, DependenciesNotReady, no pod IP
+ * yet) is held, not answered 503, and forwarded once the router's cache shows it Ready:
+ * the client that saw Ready before the router did, or that asked right after the create.
+ * A Sandbox that is not starting (PodNotReady here, as a failed one) is answered at once
+ * (test_errors). */
+static void test_start_hold(void **state)
+{
+    (void)state;
+    const char *const fwd[] = {"outcome=\"forwarded\"", NULL};
+    struct held h = {0};
+    pthread_t t;
+    make_sandbox("starter", false, "127.0.0.1");
+    set_status("starter", "False", "DependenciesNotReady", NULL);
+    double forwarded = metric_now("sandbox_router_held_requests_total", fwd);
+    (void)snprintf(h.raw, sizeof(h.raw), "GET /s/%s/starter/%u/started HTTP/1.1\r\nHost: h\r\n\r\n",
+                   ns, http_server_thread_port(up));
+    send_until_held(&h, &t);
+    set_status("starter", "True", "DependenciesReady", "127.0.0.1");
+    pthread_join(t, NULL);
+    assert_int_equal(h.rc, 0);
+    assert_int_equal(h.resp.status, 200);
+    assert_true(strncmp(buf_str(&h.resp.body), "GET /started", 12) == 0);
+    test_http_resp_done(&h.resp);
+    assert_true(metric_now("sandbox_router_held_requests_total", fwd) == forwarded + 1);
+    assert_true(metric_now("sandbox_router_held_requests", NULL) == 0);
+}
+
 /* What the router counted for ns: GET 200 requests, their duration samples, upstream
  * failures; and proxied requests in progress. */
 struct rt_counts {
@@ -904,6 +997,7 @@ int main(void)
         cmocka_unit_test(test_header_form),
         cmocka_unit_test(test_path_form),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_start_hold),
         cmocka_unit_test(test_upload_and_stream),
         cmocka_unit_test(test_keepalive_reuse),
         cmocka_unit_test(test_websocket_tunnel),
