@@ -243,7 +243,7 @@ load1() { cut -d' ' -f1 "${BENCH_LOADAVG:-/proc/loadavg}"; }
 # Waits until load1 <= BENCH_QUIET_LOAD, BENCH_QUIET_MAX s at most; says how it went.
 wait_quiet() {
 	local want=${BENCH_QUIET_LOAD:-1.0} max=${BENCH_QUIET_MAX:-240} t0=$SECONDS
-	local poll=${BENCH_QUIET_POLL:-5} l v
+	local poll=${BENCH_QUIET_POLL:-5} polls=0 l v
 	for v in "$want" "$max" "$poll"; do
 		[[ $v =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "BENCH_QUIET_LOAD/MAX/POLL: '$v' is not a number"
 	done
@@ -255,9 +255,11 @@ wait_quiet() {
 			return 0
 		fi
 		sleep "$poll"
+		polls=$((polls + 1))
 	done
 	[[ ${l:-} =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "cannot read the load average from ${BENCH_LOADAVG:-/proc/loadavg}"
-	log "load $l (waited $((SECONDS - t0))s for <= $want)"
+	# no poll: no wait (SECONDS may still have ticked over since t0)
+	log "load $l (waited $((polls ? SECONDS - t0 : 0))s for <= $want)"
 }
 
 cmd_compare() {

@@ -30,8 +30,10 @@ run() {
 	fi
 }
 
+# An upper bound of a few seconds only catches a hang: "waited 0s" says that no poll was
+# made (the wait that is asserted), whatever the machine's load.
 echo "0.42 0.50 0.61 1/200 4242" >"$la"
-run "a quiet machine" 0 'load 0\.42 \(waited 0s for <= 1\.0\)' 0 1
+run "a quiet machine" 0 'load 0\.42 \(waited 0s for <= 1\.0\)' 0 5
 
 echo "3.10 2.00 1.00 3/200 4242" >"$la"
 (sleep 2 && echo "0.90 2.00 1.00 1/200 4242" >"$la.new" && mv "$la.new" "$la") &
@@ -42,17 +44,17 @@ wait "$writer"
 echo "3.10 2.00 1.00 3/200 4242" >"$la"
 run "the load stays high" 0 'load 3\.10 still above 1\.0 after 2s; starting anyway' 2 4 \
 	BENCH_QUIET_MAX=2
-run "BENCH_QUIET_MAX=0: no wait" 0 'load 3\.10 still above 1\.0 after 0s; starting anyway' 0 1 \
+run "BENCH_QUIET_MAX=0: no wait" 0 'load 3\.10 still above 1\.0 after 0s; starting anyway' 0 5 \
 	BENCH_QUIET_MAX=0
-run "a higher threshold" 0 'load 3\.10 \(waited 0s for <= 4\.5\)' 0 1 BENCH_QUIET_LOAD=4.5
-run "a bad threshold" 1 "error: BENCH_QUIET_LOAD/MAX/POLL: 'high' is not a number" 0 1 \
+run "a higher threshold" 0 'load 3\.10 \(waited 0s for <= 4\.5\)' 0 5 BENCH_QUIET_LOAD=4.5
+run "a bad threshold" 1 "error: BENCH_QUIET_LOAD/MAX/POLL: 'high' is not a number" 0 5 \
 	BENCH_QUIET_LOAD=high
-run "a fractional bound" 1 "error: BENCH_QUIET_MAX: '2.5' is not a whole number" 0 1 \
+run "a fractional bound" 1 "error: BENCH_QUIET_MAX: '2.5' is not a whole number" 0 5 \
 	BENCH_QUIET_MAX=2.5
-run "an unreadable load file" 1 "error: cannot read the load average from $work/none" 0 1 \
+run "an unreadable load file" 1 "error: cannot read the load average from $work/none" 0 5 \
 	BENCH_LOADAVG="$work/none"
 echo "garbage" >"$la"
-run "a load file without a number" 1 "error: cannot read the load average" 0 1
+run "a load file without a number" 1 "error: cannot read the load average" 0 5
 
 # The usage names the subcommand and the settings, to the header's last line.
 usage=$(bash "$script" nope 2>&1)
