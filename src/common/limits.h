@@ -161,6 +161,7 @@
 #define LIMIT_ROUTER_RESUME_TOTAL       4096                 /* held requests in all */
 #define LIMIT_ROUTER_RESUME_POLL        (20 * USEC_PER_MSEC) /* cache check while holding */
 #define LIMIT_ROUTER_START_HOLD         (30 * USEC_PER_SEC)  /* a starting Sandbox's hold */
+#define LIMIT_ROUTER_START_LAG          (2 * USEC_PER_SEC)   /* ... not Ready for longer */
 #define LIMIT_ROUTER_WORKER_QUEUE       4096                 /* queued API writes */
 #define LIMIT_ROUTER_ACTIVITY_TICK      (1 * USEC_PER_SEC)   /* activity flush period */
 #define LIMIT_ROUTER_ACTIVITY_MIN       (1 * USEC_PER_SEC)   /* annotation write interval, min */

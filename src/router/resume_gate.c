@@ -48,6 +48,7 @@ struct resume_gate {
     uv_timer_t timer;
     struct map *entries; /* "ns/name" -> struct entry * */
     size_t holding;
+    size_t start_holding; /* of holding: RESUME_START holds, at most max_total / 4 */
     struct resume_gate_stats st;
     struct metric *resumes, *resume_time, *held_now, *held_total;
 };
@@ -162,12 +163,14 @@ static void unlink_waiter(struct resume_waiter *w)
     DLIST_REMOVE(w->e->head, w);
 }
 
-/* Bookkeeping of one waiter leaving (already unlinked). */
-static void left(struct entry *e, const char *outcome)
+/* Bookkeeping of waiter w leaving (already unlinked). */
+static void left(const struct resume_waiter *w, const char *outcome)
 {
+    struct entry *e = w->e;
     struct resume_gate *g = e->g;
     e->n--;
     g->holding--;
+    g->start_holding -= w->starting;
     if (g->held_now)
         metric_dec(g->held_now, NULL);
     if (g->held_total)
@@ -190,7 +193,7 @@ static void wake_all(struct entry *e, int status, const char *detail, const char
     while (list) {
         struct resume_waiter *w = list;
         list = w->next;
-        left(e, outcome);
+        left(w, outcome);
         call(w, status, detail);
     }
 }
@@ -222,7 +225,7 @@ static void wake_expired(struct entry *e, const json_t *sb, usec_t now)
             int status = expired_answer(w, sb, d, sizeof(d));
             unlink_waiter(w);
             e->g->st.timeouts++;
-            left(e, "timeout");
+            left(w, "timeout");
             call(w, status, d);
         }
         w = next;
@@ -387,6 +390,33 @@ static struct entry *entry_get(struct resume_gate *g, const char *ns, const char
     return e;
 }
 
+/* Whether sb went into its present state (its Ready condition's lastTransitionTime, or
+ * its creation without one) less than window ago. Unknown times count as recent. */
+static bool changed_within(const json_t *sb, usec_t window)
+{
+    const json_t *c = kube_obj_condition(sb, SB_COND_READY);
+    const char *t = c ? json_string_value(json_object_get(c, "lastTransitionTime"))
+                      : kube_obj_path_str(sb, "metadata.creationTimestamp");
+    usec_t at, now = clock_wall_now();
+    if (!t || clock_parse_rfc3339(t, &at) < 0)
+        return true;
+    return at >= now || now - at < window;
+}
+
+/* How long a request to sb (held as c) may wait: a resume hold_timeout; a start
+ * start_hold while the Sandbox's state is that recent, else LIMIT_ROUTER_START_LAG (a
+ * Sandbox not Ready for longer, as in a crash loop or with an image that cannot be
+ * pulled, is more likely broken than starting: its requests wait only for a cache
+ * behind the client's view). */
+static usec_t hold_limit(const struct resume_gate *g, const json_t *sb, enum resume_class c)
+{
+    if (c != RESUME_START)
+        return g->o.hold_timeout;
+    if (changed_within(sb, g->o.start_hold) || g->o.start_hold < LIMIT_ROUTER_START_LAG)
+        return g->o.start_hold;
+    return LIMIT_ROUTER_START_LAG;
+}
+
 int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, const char *name,
                      resume_wake_fn *fn, void *ctx, struct resume_waiter **ret_w, int *status,
                      char *detail, size_t size)
@@ -404,10 +434,11 @@ int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, co
                        ns, name);
         return 0;
     }
-    if (c == RESUME_START && g->o.start_hold == RESUME_START_OFF)
+    bool start = c == RESUME_START;
+    if (start && g->o.start_hold == RESUME_START_OFF)
         return 0;
-    if (g->holding >= g->o.max_total)
-        return refuse(g, c, status, detail, size, ns, name);
+    if (g->holding >= g->o.max_total || (start && g->start_holding >= g->o.max_total / 4))
+        return refuse(g, c, status, detail, size, ns, name); /* starts never fill it all */
     struct entry *e = entry_get(g, ns, name);
     if (e->n >= g->o.max_per_sandbox)
         return refuse(g, c, status, detail, size, ns, name);
@@ -416,13 +447,12 @@ int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, co
         e->patch_rc = 0; /* a new episode: a failure of an old one is forgotten */
         e->resume = false;
     }
-    bool start = c == RESUME_START;
     struct resume_waiter *w = XNEW(struct resume_waiter);
     *w = (struct resume_waiter){.e = e,
                                 .fn = fn,
                                 .ctx = ctx,
                                 .start = clock_now(),
-                                .limit = start ? g->o.start_hold : g->o.hold_timeout,
+                                .limit = hold_limit(g, sb, c),
                                 .starting = start};
     DLIST_PUSH(e->head, w);
     e->n++;
@@ -430,6 +460,7 @@ int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, co
     g->holding++;
     g->st.held++;
     g->st.start_held += start;
+    g->start_holding += start;
     if (g->held_now)
         metric_inc(g->held_now, NULL);
     if (c == RESUME_WAKE)
@@ -445,7 +476,7 @@ void resume_gate_cancel(struct resume_gate *g, struct resume_waiter *w)
 {
     (void)g;
     unlink_waiter(w);
-    left(w->e, "cancelled");
+    left(w, "cancelled");
     xfree(w);
 }
 

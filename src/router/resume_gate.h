@@ -10,8 +10,10 @@
  * starts (DependenciesNotReady), whatever its policy. A client that saw the Sandbox
  * Ready before the router's cache did, or that sends its first request right after the
  * create, is then forwarded once the cache shows it Ready, instead of answered 503; a
- * pod that fails its readiness probe for a moment does not fail requests either. A
- * Sandbox that is broken (PodFailed, SandboxExpired, ...) is answered at once.
+ * pod that fails its readiness probe for a moment does not fail requests either. One not
+ * Ready for longer than start_hold is held LIMIT_ROUTER_START_LAG only (a crash loop is
+ * DependenciesNotReady too); start holds take at most a quarter of max_total. A Sandbox
+ * that is broken (PodFailed, SandboxExpired, ...) is answered at once.
  *
  * Threading: everything on the loop thread; the patch runs on a resume_worker. */
 #pragma once

@@ -253,15 +253,17 @@ static void make_sandbox(const char *name, bool ready, const char *ip)
     json_decref(created);
 }
 
-/* Sets name's status: Ready=status with reason, and podIPs [ip] unless ip is NULL. */
+/* Sets name's status: Ready=status with reason, changed now, and podIPs [ip] unless ip is
+ * NULL. */
 static void set_status(const char *name, const char *status, const char *reason, const char *ip)
 {
     struct kube_err e;
     json_t *cur = NULL;
+    char now[40];
+    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
     IT_OK(kube_get(c, &API_RES_SANDBOXES, ns, name, &cur, &e), &e);
     json_t *st = json_pack("{s:[{s:s,s:s,s:s,s:s,s:s}]}", "conditions", "type", "Ready", "status",
-                           status, "reason", reason, "message", "test", "lastTransitionTime",
-                           "2026-01-01T00:00:00Z");
+                           status, "reason", reason, "message", "test", "lastTransitionTime", now);
     if (ip)
         json_object_set_new(st, "podIPs", json_pack("[s]", ip));
     json_object_set_new(cur, "status", st);

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/store.h"
 #include "router/activity_track.h"
@@ -148,7 +149,7 @@ static void on_wake(void *ctx, int status, const char *detail)
     (void)snprintf(f->last_detail, sizeof(f->last_detail), "%s", detail ? detail : "");
 }
 
-static struct fx *fx_new_start(usec_t hold, size_t per_sandbox, usec_t start_hold)
+static struct fx *fx_new_all(usec_t hold, size_t per_sandbox, usec_t start_hold, size_t total)
 {
     struct fx *f = XNEW(struct fx);
     assert_int_equal(uv_loop_init(&f->loop), 0);
@@ -159,10 +160,16 @@ static struct fx *fx_new_start(usec_t hold, size_t per_sandbox, usec_t start_hol
                                  .hold_timeout = hold,
                                  .max_per_sandbox = per_sandbox,
                                  .start_hold = start_hold,
+                                 .max_total = total,
                                  .patch = fake_patch,
                                  .patch_ctx = f};
     f->gate = resume_gate_new(&f->loop, &o);
     return f;
+}
+
+static struct fx *fx_new_start(usec_t hold, size_t per_sandbox, usec_t start_hold)
+{
+    return fx_new_all(hold, per_sandbox, start_hold, 0);
 }
 
 static struct fx *fx_new(usec_t hold, size_t per_sandbox)
@@ -398,6 +405,61 @@ static void test_start_hold_expires(void **state)
     fx_free(f);
 }
 
+/* A Sandbox not Ready for longer than the start hold (a crash loop, an image that cannot
+ * be pulled) waits only LIMIT_ROUTER_START_LAG, for a cache behind the client's view. */
+static void test_start_hold_stale(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new_start(0, 0, 60 * USEC_PER_SEC);
+    json_t *sb = starting_sandbox("DependenciesNotReady");
+    json_object_set_new(
+        json_array_get(json_object_get(json_object_get(sb, "status"), "conditions"), 0),
+        "lastTransitionTime", json_string("2020-01-01T00:00:00Z"));
+    kube_store_put(f->store, json_incref(sb), NULL);
+    struct resume_waiter *w;
+    char d[512];
+    int st = 503;
+    usec_t t0 = clock_now();
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    assert_true(run_until(f, one_woken)); /* within run_until's 5 s, not the 60 s hold */
+    assert_int_equal(f->statuses[0], 503);
+    assert_true(f->woken_at[0] - t0 >= LIMIT_ROUTER_START_LAG);
+    assert_non_null(strstr(f->last_detail, "is not ready: DependenciesNotReady (waited 2.0s"));
+    json_decref(sb);
+    fx_free(f);
+}
+
+/* Start holds take at most a quarter of the holds in all: the rest stays for resumes. */
+static void test_start_holds_capped(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new_all(0, 0, 10 * USEC_PER_SEC, 8);
+    json_t *sb = starting_sandbox("DependenciesNotReady");
+    json_t *sus = sandbox("b", "Suspended", false, POLICY);
+    kube_store_put(f->store, json_incref(sb), NULL);
+    kube_store_put(f->store, json_incref(sus), NULL);
+    struct resume_waiter *w[4];
+    char d[512];
+    int st = 503;
+    assert_int_equal(hold(f, sb, &w[0], &st, d, sizeof(d)), 1);
+    assert_int_equal(hold(f, sb, &w[1], &st, d, sizeof(d)), 1);
+    assert_int_equal(hold(f, sb, &w[2], &st, d, sizeof(d)), 0);
+    assert_int_equal(st, 503);
+    assert_non_null(strstr(d, "is starting and too many requests"));
+    assert_int_equal(
+        resume_gate_hold(f->gate, sus, "ns", "b", on_wake, f, &w[3], &st, d, sizeof(d)),
+        1);                            /* a resume still gets a place */
+    resume_gate_cancel(f->gate, w[0]); /* one start leaves: another fits */
+    assert_int_equal(hold(f, sb, &w[2], &st, d, sizeof(d)), 1);
+    struct resume_gate_stats gs;
+    resume_gate_stats(f->gate, &gs);
+    assert_int_equal(gs.overflow, 1);
+    assert_int_equal(gs.holding, 3);
+    json_decref(sus);
+    json_decref(sb);
+    fx_free(f);
+}
+
 /* ---- Activity ------------------------------------------------------------------------ */
 
 struct writes {
@@ -469,6 +531,8 @@ int main(void)
         cmocka_unit_test(test_patch_error_and_cancel),
         cmocka_unit_test(test_start_hold_forwards),
         cmocka_unit_test(test_start_hold_expires),
+        cmocka_unit_test(test_start_hold_stale),
+        cmocka_unit_test(test_start_holds_capped),
         cmocka_unit_test(test_activity_batched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
