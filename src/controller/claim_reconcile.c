@@ -286,7 +286,10 @@ static void late_redeliver(struct claim_pass *p)
 /* A warm member of pool when the claim may take one, else a cold Sandbox from tpl. A
  * member an earlier adoption PATCH of the claim may still land on (p->prefer) is settled
  * first, even when the claim now wants a cold Sandbox: one created beside it could leave
- * the claim controlling two. */
+ * the claim controlling two. Settled as the claim's while the claim now wants a cold one
+ * (its template no longer takes its env late, say), that member is deleted and a cold
+ * Sandbox made, as after a failed delivery: no env is delivered past the template's
+ * policy. */
 static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json_t *tpl,
                             const char *pn)
 {
@@ -295,7 +298,10 @@ static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json
     int r = 0;
     if (warm || p->prefer)
         r = claim__adopt(p->x, p->claim, pool, p->prefer, !warm, &sb, p->msg, sizeof(p->msg));
-    if (r > 0) {
+    if (r > 0 && !warm) {
+        p->sb = sb;
+        late_fallback(p, tpl, pn);
+    } else if (r > 0) {
         p->sb = sb;
         if (!claim_needs_cold(p->claim) || late_deliver(p, tpl, pn))
             count_creation(p, "warm", pn);
