@@ -20,7 +20,7 @@ from mcp_types import ImageContent, TextContent
 from agent_sandbox_sdk.errors import NotFoundError, SandboxTimeoutError
 from agent_sandbox_sdk.mcp import Limits, Options, Tools, build_server
 from agent_sandbox_sdk.mcp._bounds import Capture, bound_text, marker
-from agent_sandbox_sdk.mcp._cli import is_loopback, options, parser
+from agent_sandbox_sdk.mcp._cli import binds_loopback_only, is_loopback, options, parser
 from agent_sandbox_sdk.mcp._tools import _connection
 from agent_sandbox_sdk.models import RouterConnection
 
@@ -284,9 +284,14 @@ def test_cli_options_and_connection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_loopback() -> None:
-    """The bind address check takes the SDK's one loopback rule (_proxy.is_loopback)."""
-    assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"))
-    assert all(
-        is_loopback(h) for h in ("0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "LOCALHOST", "localhost.", "a.localhost")
+    """The bind address check: loopback addresses (the SDK's rule, _proxy.is_loopback) and
+    the name localhost; other names that rule takes go through the resolver and need a
+    token."""
+    ok = ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1")
+    assert all(binds_loopback_only(h) for h in ok)
+    assert all(is_loopback(h) for h in ("LOCALHOST", "localhost.", "a.localhost"))
+    assert not any(binds_loopback_only(h) for h in ("LOCALHOST", "localhost.", "a.localhost"))
+    assert not any(
+        binds_loopback_only(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", "localhost.example.com")
     )
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", "localhost.example.com"))

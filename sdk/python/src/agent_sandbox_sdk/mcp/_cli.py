@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hmac
+import ipaddress
 import os
 import signal
 import sys
@@ -21,6 +22,21 @@ from agent_sandbox_sdk.mcp._server import build_server
 from agent_sandbox_sdk.mcp._tools import Options, Tools
 
 ENV_AUTH_TOKEN = "AGENT_SANDBOX_MCP_TOKEN"
+
+
+def binds_loopback_only(host: str) -> bool:
+    """Whether serving on host reaches this machine's loopback only, so that HTTP may go
+    without a token: a loopback IP address (the SDK's rule, _proxy.is_loopback) or the name
+    ``localhost``. The other names is_loopback takes (``localhost.``, ``*.localhost``) are
+    bound through the resolver, which may map them elsewhere: they need a token."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if bare == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(bare)
+    except ValueError:
+        return False
+    return is_loopback(bare)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -179,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ns = parser().parse_args(argv)
     opts = options(ns)
     token = auth_token(ns) if ns.transport == "http" else None
-    if ns.transport == "http" and not token and not is_loopback(ns.host):
+    if ns.transport == "http" and not token and not binds_loopback_only(ns.host):
         raise SystemExit(
             f"agent-sandbox-mcp: refusing to serve HTTP on {ns.host} without --auth-token-file "
             f"(or ${ENV_AUTH_TOKEN}): anyone reaching it could run code in your sandboxes"
