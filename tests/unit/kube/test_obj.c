@@ -152,7 +152,7 @@ static void test_same_version(void **state)
         {"abc", "abc", true}, /* no order needed: any server's opaque version */
         {"42", NULL, false},  {NULL, "42", false},
         {NULL, NULL, false}, /* two unknown versions are not the same one */
-        {"", "", false}, /* no version: a write guarded by it is not guarded */
+        {"", "", false},     /* no version: a write guarded by it is not guarded */
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
