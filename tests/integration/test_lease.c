@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Leader election against the real kube-apiserver: two candidates on one Lease, exactly
- * one leads, and when the leader stops it releases the Lease so the other takes over
- * within about a second instead of waiting for the 15 s lease to expire.
+ * one leads, and when the leader stops it releases the Lease so the other takes over at
+ * its next retry instead of waiting for the lease (two minutes there) to expire.
  *
  * API server outages (SIGSTOP of kube-apiserver, so every request hangs): a 5 s one with
  * the default timings (15 s / 10 s / 2 s) keeps the leader; one longer than the lease
@@ -93,9 +93,11 @@ static void candidate_start_on(struct candidate *c, struct kube_client *kc, cons
     assert_int_equal(lease_elector_start(c->le), 0);
 }
 
+/* A lease of two minutes: a follower that took over within 30 s did not wait for it to
+ * expire. */
 static void candidate_start(struct candidate *c)
 {
-    static const struct timings t = {15 * USEC_PER_SEC, 10 * USEC_PER_SEC, 250 * USEC_PER_MSEC};
+    static const struct timings t = {120 * USEC_PER_SEC, 60 * USEC_PER_SEC, 250 * USEC_PER_MSEC};
     candidate_start_on(c, client, ns, LEASE, &t);
 }
 
@@ -153,11 +155,14 @@ static void test_handover_on_release(void **state)
     usec_t t0 = clock_now();
     lease_elector_stop(leader->le);
     assert_int_equal(atomic_load(&leader->stopped), 1);
-    assert_int_equal(it_wait(leads, follower, WAIT), 0);
+    int waited = it_wait(leads, follower, WAIT);
     usec_t handover = clock_now() - t0;
     print_message("hand-over took %llu ms\n", (unsigned long long)(handover / USEC_PER_MSEC));
-    if (handover > 2 * USEC_PER_SEC)
-        fail_msg("hand-over took %llu ms: the lease was not released",
+    /* Waiting for the lease to expire would take two minutes (the 60 s wait gives up
+     * first); a released one is taken at the follower's next retry, and 30 s is only
+     * passed by a hang. */
+    if (waited != 0 || handover > 30 * USEC_PER_SEC)
+        fail_msg("no hand-over after %llu ms: the lease was not released",
                  (unsigned long long)(handover / USEC_PER_MSEC));
     assert_holder(follower->id);
     assert_int_equal(atomic_load(&follower->started), 1);

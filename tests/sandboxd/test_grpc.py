@@ -111,7 +111,7 @@ def wchar(pid):
     return 0
 
 
-def wait_gone(pid, timeout=5.0):
+def wait_gone(pid, timeout=30.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         try:
@@ -124,7 +124,7 @@ def wait_gone(pid, timeout=5.0):
     return False
 
 
-def read_pid(path, timeout=5.0):
+def read_pid(path, timeout=30.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         try:
@@ -359,12 +359,14 @@ class GrpcTest(unittest.TestCase):
     # ---- deadlines and cancellation --------------------------------------------------
 
     def test_deadline_kills_process_group(self):
+        # The call is cut at its 1 s deadline (not before: the command would run 100 s),
+        # and the whole process group goes with it.
         pidfile = os.path.join(self.d.root, "deadline.pid")
         t0 = time.monotonic()
         code, _ = self.code_of(self.stub.Execute, pb.ExecuteRequest(config=cfg(
             "sh", "-c", f"sleep 100 & echo $! > {pidfile}; wait")), timeout=1)
         self.assertEqual(code, grpc.StatusCode.DEADLINE_EXCEEDED)
-        self.assertLess(time.monotonic() - t0, 5)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.95)
         self.assertTrue(wait_gone(read_pid(pidfile)), "the grandchild survived the deadline")
 
     def test_deadline_start(self):
@@ -608,7 +610,9 @@ class GrpcDaemonTest(unittest.TestCase):
             os.unlink(tok.name)
 
     def test_sigterm_drains(self):
-        d = Daemon()
+        # A drain budget of five minutes: the drain ends when nothing is left to drain, not
+        # when its budget runs out.
+        d = Daemon("--shutdown-timeout", "300")
         try:
             it = d.stub.Start(pb.StartRequest(config=cfg("sleep", "100")), timeout=30)
             next(it)
@@ -616,16 +620,17 @@ class GrpcDaemonTest(unittest.TestCase):
             t = threading.Thread(target=lambda: events.extend(it))
             t.start()
             time.sleep(0.2)
-            t0 = time.monotonic()
             d.p.send_signal(signal.SIGTERM)
-            t.join(15)
+            # The drain ends the stream, then the daemon. Without it the 100 s sleep would
+            # outlast the call's 30 s deadline, and a daemon that waited out its budget the
+            # 60 s waits below, which otherwise only bound a hang.
+            t.join(60)
             self.assertFalse(t.is_alive())
             # The process got SIGTERM and its exit reached the client before the close:
             # killed by a signal, exit_code -1 (as upstream reports it).
             self.assertEqual(events[-1].WhichOneof("event"), "exit")
             self.assertEqual(events[-1].exit.exit_code, -1)
-            self.assertEqual(d.p.wait(timeout=15), 0)
-            self.assertLess(time.monotonic() - t0, 10)
+            self.assertEqual(d.p.wait(timeout=60), 0)
         finally:
             d.stop()
 
@@ -633,17 +638,19 @@ class GrpcDaemonTest(unittest.TestCase):
         d = Daemon("--idle-timeout", "1")
         try:
             self.assertEqual(d.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=5).exit_code, 0)
-            # A raw connection that never starts a call is told GOAWAY (NO_ERROR) and closed.
-            s = socket.create_connection(("127.0.0.1", d.gport))
-            s.settimeout(10)
+            # A raw connection that never starts a call is told GOAWAY (NO_ERROR) and closed,
+            # once idle for the idle timeout and not before (the socket timeout only bounds
+            # a hang: without the idle close nothing would come).
             t0 = time.monotonic()
+            s = socket.create_connection(("127.0.0.1", d.gport))
+            s.settimeout(30)
             s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b""))
             goaway = read_frames(s, lambda f: f[0] == 7)
+            self.assertGreaterEqual(time.monotonic() - t0, 0.95)
             self.assertEqual(goaway[3][4:8], b"\x00\x00\x00\x00")  # error code NO_ERROR
             while s.recv(4096):
                 pass
             s.close()
-            self.assertLess(time.monotonic() - t0, 5)
             # A long call is not idle; the channel's idle connection was replaced
             # transparently for the next call.
             self.assertEqual(d.stub.Execute(pb.ExecuteRequest(config=cfg("sleep", "3")), timeout=10).exit_code, 0)

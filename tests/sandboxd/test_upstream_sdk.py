@@ -86,11 +86,13 @@ class UpstreamSdkTest(unittest.TestCase):
         self.assertIn("PERMISSION_DENIED", str(cm.exception))
 
     def test_command_timeout(self):
+        # The command's 1 s timeout ends it (a result that says so, not the call's 30 s
+        # deadline, which would raise), and not before it ran out.
         t0 = time.monotonic()
         r = self.sb.commands.run("sleep 60", command_timeout=1, timeout=30)
         self.assertTrue(r.timed_out)
         self.assertEqual(r.exit_code, 124)
-        self.assertLess(time.monotonic() - t0, 10)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.95)
 
     def test_files(self):
         data = bytes(range(256)) * 4096

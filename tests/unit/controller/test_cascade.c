@@ -50,6 +50,11 @@ struct fake {
     int lose_after; /* when > 0: leadership is lost with that many DELETEs made */
     usec_t slow;    /* each DELETE takes this long; in_delete counts those under way */
     atomic_int in_delete;
+    int workers; /* the cascade's workers (0: its default) */
+    /* when set: the first Sandbox DELETE queues this owner of class CASCADE_OF_SANDBOX
+     * (as its informer event would, the delay after the Sandbox goes) */
+    struct cascade *mark_on_delete;
+    const char *mark_uid;
 };
 
 static int fake_delete(void *ctx, const struct kube_res *res, const json_t *obj,
@@ -83,6 +88,10 @@ static int fake_delete(void *ctx, const struct kube_res *res, const json_t *obj,
         char key[300];
         (void)snprintf(key, sizeof(key), "%s/%s", ns, name);
         (void)kube_store_remove(f->sandboxes, key, NULL);
+    }
+    if (strcmp(res->kind, "Sandbox") == 0 && f->mark_on_delete) {
+        assert_true(cascade_owner_deleted(f->mark_on_delete, CASCADE_OF_SANDBOX, ns, f->mark_uid));
+        f->mark_on_delete = NULL;
     }
     if (!st)
         return 0;
@@ -194,6 +203,7 @@ static struct cascade *start(struct fake *f, usec_t delay, size_t max_queue)
                              .max_queue = max_queue,
                              .retry = 20 * USEC_PER_MSEC,
                              .chain_delay = 30 * USEC_PER_MSEC,
+                             .workers = f->workers,
                              .active = fake_active,
                              .active_ctx = f,
                              .delete = fake_delete,
@@ -448,29 +458,38 @@ static void test_concurrent_stops(void **state)
 static void test_chained_dependents(void **state)
 {
     struct fake *f = *state;
-    struct cascade *c = start(f, 400 * USEC_PER_MSEC, 0);
+    struct cascade *c;
     struct cascade_stats st;
     json_t *fin;
-    usec_t t0;
+    /* One worker: owners are looked at one by one, in the order they fall due. */
+    f->workers = 1;
+    c = start(f, 400 * USEC_PER_MSEC, 0);
     (void)kube_store_put(f->sandboxes, obj("ns", "sb1", "3", "u-claim", "ctl", false), NULL);
     (void)kube_store_put(f->pods, obj("ns", "sb1", "4", "u-sb1", "ctl", false), NULL);
     (void)kube_store_put(f->services, obj("ns", "sb1", "5", "u-sb1", "ctl", false), NULL);
+    /* A marker queued with the Sandbox's DELETE, as the Sandbox informer's event would
+     * queue sb1 itself at the earliest: it falls due the delay after that DELETE. */
+    (void)kube_store_put(f->pods, obj("ns", "mark", "6", "u-mark", "ctl", false), NULL);
+    f->mark_on_delete = c;
+    f->mark_uid = "u-mark";
     f->drop_deleted = true;
-    t0 = clock_now();
     assert_true(cascade_owner_deleted(c, CASCADE_OF_EXT, "ns", "u-claim"));
-    assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
-    assert_int_equal(calls(f), 3);
+    assert_int_equal(cascade_idle_wait(c, 30 * USEC_PER_SEC), 0);
+    assert_null(f->mark_on_delete);
+    assert_int_equal(calls(f), 4);
     assert_string_equal(f->calls[0].kind, "Sandbox");
     for (int i = 1; i < 3; i++) {
         assert_string_equal(f->calls[i].name, "sb1");
         assert_string_equal(f->calls[i].uid, "u-sb1");
         assert_true(f->calls[i].at - f->calls[0].at >= 30 * USEC_PER_MSEC);
     }
-    /* well before the Sandbox's own delay would have run out */
-    assert_true(f->calls[2].at - t0 < 800 * USEC_PER_MSEC);
+    /* the chained look came before the marker's: sb1's Pod and Service went well before
+     * the delay after the Sandbox's DELETE had run out */
+    assert_string_equal(f->calls[3].name, "mark");
+    assert_true(f->calls[3].at - f->calls[0].at >= 400 * USEC_PER_MSEC);
     cascade_stats(c, &st);
     assert_int_equal(st.chained, 1);
-    assert_int_equal(st.deleted, 3);
+    assert_int_equal(st.deleted, 4);
 
     /* finalizers: the DELETE only marks the Sandbox; its Pod waits for it to go */
     fin = obj("ns", "sb2", "6", "u-claim2", "ctl", false);
@@ -481,8 +500,8 @@ static void test_chained_dependents(void **state)
     f->drop_deleted = false;
     assert_true(cascade_owner_deleted(c, CASCADE_OF_EXT, "ns", "u-claim2"));
     assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
-    assert_int_equal(calls(f), 4);
-    assert_string_equal(f->calls[3].kind, "Sandbox");
+    assert_int_equal(calls(f), 5);
+    assert_string_equal(f->calls[4].kind, "Sandbox");
     cascade_stats(c, &st);
     assert_int_equal(st.chained, 1);
 
@@ -491,8 +510,8 @@ static void test_chained_dependents(void **state)
     (void)kube_store_put(f->pods, obj("ns", "sb3", "9", "u-sb3", "ctl", false), NULL);
     assert_true(cascade_owner_deleted(c, CASCADE_OF_EXT, "ns", "u-claim3"));
     assert_int_equal(cascade_idle_wait(c, 5 * USEC_PER_SEC), 0);
-    assert_int_equal(calls(f), 5);
-    assert_string_equal(f->calls[4].kind, "Sandbox");
+    assert_int_equal(calls(f), 6);
+    assert_string_equal(f->calls[5].kind, "Sandbox");
     cascade_stats(c, &st);
     assert_int_equal(st.chained, 2);
     assert_int_equal(st.retries, 0);

@@ -228,14 +228,22 @@ static void test_stop_while_waiting_for_caches(void **state)
 {
     struct fake *f = *state;
     struct workloop *l = new_loop(f, 3, true);
-    usec_t t0;
+    int waits;
     atomic_store(&f->synced, false);
     wq_add(workloop_queue(l), "ns/a");
     (void)workloop_start(l);
-    sleep_us(20 * USEC_PER_MSEC);
-    t0 = clock_now();
-    workloop_stop(l); /* the waiting workers give up */
-    assert_true(clock_now() - t0 < 2 * USEC_PER_SEC);
+    /* the workers are waiting (every wait ends after 5 ms, unsynced, and is repeated) */
+    for (int i = 0; i < 30000 && atomic_load(&f->waits) < 6; i++)
+        sleep_us(USEC_PER_MSEC);
+    assert_true(atomic_load(&f->waits) >= 6);
+    /* The waiting workers give up: the stop returns (the caches never sync, so workers
+     * that kept waiting would hang it) and none of them waits or reconciles again, even
+     * once the caches are synced. */
+    workloop_stop(l);
+    waits = atomic_load(&f->waits);
+    atomic_store(&f->synced, true);
+    sleep_us(50 * USEC_PER_MSEC);
+    assert_int_equal(atomic_load(&f->waits), waits);
     assert_int_equal(workloop_reconciles(l), 0);
     workloop_free(l);
 }

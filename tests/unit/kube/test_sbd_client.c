@@ -254,21 +254,27 @@ static void test_no_proxy_ignores_environment(void **state)
     unsetenv("HTTP_PROXY");
 }
 
+/* A server that never answers (and holds the connection until the client hangs up): the
+ * call is cut by its timeout, with -ETIMEDOUT, not before it. Without the timeout the
+ * call would never return. */
 static void test_timeout(void **state)
 {
     struct srv s;
     char base[64], err[CURL_ERROR_SIZE] = "";
     long status = 0;
-    usec_t t0 = clock_now();
+    usec_t t0;
     (void)state;
     srv_start(&s, NULL); /* never answers */
     assert_int_equal(sbd_client_base_url("http", "127.0.0.1", s.port, base, sizeof(base)), 0);
     struct sbd_client *c = client(
         &(struct sbd_client_opts){.base = base, .no_proxy = true, .timeout = 200 * USEC_PER_MSEC});
+    t0 = clock_now();
     assert_int_equal(
         sbd_client_call(c, &(struct sbd_client_req){.path = "/"}, NULL, &status, err, sizeof(err)),
         -ETIMEDOUT);
-    assert_true(clock_now() - t0 < 5 * USEC_PER_SEC);
+    /* curl counts whole milliseconds */
+    assert_true(clock_now() - t0 >= 200 * USEC_PER_MSEC - 2 * USEC_PER_MSEC);
+    assert_true(err[0] != '\0');
     sbd_client_free(c);
     srv_done(&s);
     xfree(s.req);

@@ -219,37 +219,46 @@ static void test_no_concurrent_processing(void **state)
 
 /* Keys come out in the order they fall due, not the order they were added. The due times
  * are taken from the clock at each add, so a slow run (valgrind on a loaded machine) that
- * lets one add lag changes the expected order rather than failing the test. */
+ * lets one add lag changes the expected order of a, b and c rather than failing the test;
+ * "z", added first and due in an hour, is still waiting once they are out on any run. */
 static void test_add_after_ordering(void **state)
 {
     static const struct {
         const char *key;
         usec_t delay;
-    } adds[] = {{"c", 300 * USEC_PER_MSEC}, {"a", 100 * USEC_PER_MSEC}, {"b", 200 * USEC_PER_MSEC}};
+    } adds[] = {{"z", 3600 * USEC_PER_SEC},
+                {"c", 300 * USEC_PER_MSEC},
+                {"a", 100 * USEC_PER_MSEC},
+                {"b", 200 * USEC_PER_MSEC}};
     struct wq *q = new_queue(0, 0, 0, 0);
-    usec_t due[3];
-    size_t order[3] = {0, 1, 2};
+    struct wq_stats st;
+    usec_t due[4];
+    size_t order[4] = {0, 1, 2, 3};
     (void)state;
 
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         due[i] = clock_now() + adds[i].delay;
         wq_add_after(q, adds[i].key, adds[i].delay);
     }
     assert_int_equal(wq_len(q), 0);
-    for (size_t i = 1; i < 3; i++) /* insertion sort of the indices by due time */
+    for (size_t i = 1; i < 4; i++) /* insertion sort of the indices by due time */
         for (size_t j = i; j > 0 && due[order[j]] < due[order[j - 1]]; j--) {
             size_t t = order[j];
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
-    assert_string_equal(adds[order[0]].key, "a"); /* on any run where the adds took < 100 ms */
+    assert_string_equal(adds[order[3]].key, "z");
     for (size_t i = 0; i < 3; i++) {
         const char *k = get_key(q);
         assert_string_equal(k, adds[order[i]].key);
         assert_true(clock_now() >= due[order[i]]);
         wq_done(q, k);
     }
+    /* the first one added is the last to fall due: not handed out yet */
     assert_int_equal(wq_len(q), 0);
+    wq_stats(q, &st);
+    assert_int_equal(st.waiting, 1);
+    assert_int_equal(st.gets, 3);
     wq_free(q);
 }
 
