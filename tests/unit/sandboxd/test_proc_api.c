@@ -400,8 +400,9 @@ static pid_t read_pid_line(const char *path)
         if (fp) {
             bool whole = fgets(line, sizeof(line), fp) && strchr(line, '\n');
             fclose(fp);
-            if (whole)
-                return (pid_t)atoi(line);
+            long pid = whole ? strtol(line, NULL, 10) : 0;
+            if (pid > 0)
+                return (pid_t)pid;
         }
         usleep(10000);
     }
