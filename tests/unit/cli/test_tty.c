@@ -58,6 +58,15 @@ static void test_raw_and_restore(void **state)
     (void)close(slave);
 }
 
+/* Closes a test's pty pair and its child's ready pipe. */
+static void close_all(int master, int slave, const int ready[2])
+{
+    (void)close(ready[0]);
+    (void)close(ready[1]);
+    (void)close(master);
+    (void)close(slave);
+}
+
 /* A child makes the terminal raw (sig's action set to disposition first) and waits. */
 static pid_t raw_child(int slave, int sig, void (*disposition)(int), int ready[2])
 {
@@ -95,10 +104,7 @@ static void check_fatal_signal(int sig)
     assert_true(WIFSIGNALED(st)); /* the signal's default action, after the restore */
     assert_int_equal(WTERMSIG(st), sig);
     assert_true(is_cooked(slave));
-    (void)close(ready[0]);
-    (void)close(ready[1]);
-    (void)close(master);
-    (void)close(slave);
+    close_all(master, slave, ready);
 }
 
 static void test_sigterm_restores(void **state)
@@ -127,10 +133,7 @@ static void test_ignored_sighup_stays_ignored(void **state)
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
     assert_true(is_cooked(slave));
-    (void)close(ready[0]);
-    (void)close(ready[1]);
-    (void)close(master);
-    (void)close(slave);
+    close_all(master, slave, ready);
 }
 
 /* kill -INT (or timeout -s INT): keys do not send it to a raw terminal, kill does. */
@@ -191,10 +194,7 @@ static void test_sigtstp_restores_sigcont_raw(void **state)
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
     assert_true(is_cooked(slave));
-    (void)close(ready[0]);
-    (void)close(ready[1]);
-    (void)close(master);
-    (void)close(slave);
+    close_all(master, slave, ready);
 }
 
 int main(void)
