@@ -135,7 +135,9 @@ double lg_api_sum(const json_t *delta, const char *verbs, const char *skip);
 int lg_proc_sample(pid_t pid, double *ret_rss_mib, double *ret_cpu_s);
 
 /** CPU seconds (user+system) of o's API server processes, summed; -1 when none is set or
- * one cannot be read. */
+ * one cannot be read. A window's reads go inside its lg_api_scrape calls: one scrape of
+ * /metrics costs the API server 20-40 ms of CPU, which is the load generator's, not the
+ * scenario's. */
 double lg_api_cpu(const struct lg_opts *o);
 /** Sets out[key] to {"s": now - before, "per_<unit>_ms": (now - before) / n * 1000} of the
  * API server processes; nothing when before < 0 or a sample fails. */

@@ -64,10 +64,11 @@ static double scrape_delta(struct kube_client *c, json_t *before, json_t **ret_d
 static int fill_pool(struct kube_client *c, const struct lg_opts *o, long n, json_t *api)
 {
     json_t *before = NULL, *d = NULL;
-    double cpu0 = lg_api_cpu(o);
+    double cpu0;
     usec_t t0;
     int r;
-    (void)lg_api_scrape(c, &before);
+    (void)lg_api_scrape(c, &before); /* before the CPU: the scrape is ours, not the fill's */
+    cpu0 = lg_api_cpu(o);
     t0 = clock_now();
     if ((r = lg_template_create(c, o, "tpl")) < 0 ||
         (r = lg_pool_create(c, o, "pool", "tpl", n)) < 0)
