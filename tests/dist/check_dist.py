@@ -57,6 +57,7 @@ CHART_DEFAULT_FLAGS = {
         "--authz-verb": "get",
         "--authz-cache-ttl": "30",
         "--idle-timeout": "60",
+        "--start-hold": "30",
         "--log-level": "info",
     },
 }
