@@ -16,10 +16,13 @@
 
 void cli_help_stat(FILE *out)
 {
-    fprintf(out, "Usage: kubectl-sandbox stat NAME PATH [-o json]\n\n"
+    fprintf(out, "Usage: kubectl-sandbox stat NAME PATH [-L] [-o json]\n\n"
                  "Describes PATH in sandbox NAME: type (file, directory, symlink, other), size,\n"
-                 "mode, modification time and a symlink's target (never followed).\n"
-                 "Exit codes: 0 ok, 2 usage, 5 sandboxd failed (e.g. no such path).\n");
+                 "mode, modification time and a symlink's target (not followed).\n"
+                 "-L/--dereference describes what a symlink leads to instead (every link\n"
+                 "followed, confined to the sandbox's root: a link out of it is refused).\n"
+                 "Exit codes: 0 ok, 2 usage, 5 sandboxd failed (e.g. no such path, a\n"
+                 "dangling link with -L).\n");
 }
 
 void cli_help_mkdir(FILE *out)
@@ -140,7 +143,7 @@ int cli_fs_format_event(const json_t *ev, struct buf *out)
 /* ---- shared -------------------------------------------------------------------------- */
 
 struct fs_opts {
-    bool parents, force, recursive, json;
+    bool parents, force, recursive, dereference, json;
     const char *mode;
 };
 
@@ -148,11 +151,9 @@ static int parse_fs(const struct cli_globals *g, int argc, char **argv, struct f
                     const char *shorts, int min_args, int max_args, void (*help)(FILE *))
 {
     static const struct option lo[] = {
-        {"parents", no_argument, NULL, 'p'},
-        {"force", no_argument, NULL, 'f'},
-        {"recursive", no_argument, NULL, 'r'},
-        {"mode", required_argument, NULL, 'M'},
-        {NULL, 0, NULL, 0},
+        {"parents", no_argument, NULL, 'p'},    {"force", no_argument, NULL, 'f'},
+        {"recursive", no_argument, NULL, 'r'},  {"dereference", no_argument, NULL, 'L'},
+        {"mode", required_argument, NULL, 'M'}, {NULL, 0, NULL, 0},
     };
     int ch;
     optind = 0;
@@ -164,6 +165,8 @@ static int parse_fs(const struct cli_globals *g, int argc, char **argv, struct f
             o->force = true;
         else if (ch == 'r' && strchr(shorts, 'r'))
             o->recursive = true;
+        else if (ch == 'L' && strchr(shorts, 'L'))
+            o->dereference = true;
         else if (ch == 'M' && strchr(shorts, 'p'))
             o->mode = optarg;
         else {
@@ -258,10 +261,11 @@ static void print_stat(const struct cli_globals *g, const struct buf *resp, bool
 int cli_cmd_stat(struct cli_globals *g, int argc, char **argv)
 {
     struct fs_opts o = {0};
-    int rc = parse_fs(g, argc, argv, &o, "", 2, 2, cli_help_stat);
+    int rc = parse_fs(g, argc, argv, &o, "L", 2, 2, cli_help_stat);
     struct cli_sbd *s = NULL;
     struct buf path, resp;
-    rc = fs_target(g, rc, argv + optind, argc - optind, "/v1/stat/", &s, &path, "%s", "");
+    rc = fs_target(g, rc, argv + optind, argc - optind, "/v1/stat/", &s, &path, "%s",
+                   o.dereference ? "?follow=true" : "");
     buf_init(&resp, LIMIT_CLI_SBD_JSON);
     if (rc == CLI_OK)
         rc = fs_call(g, s, "GET", buf_str(&path), NULL, "stat", &resp);

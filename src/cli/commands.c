@@ -26,7 +26,7 @@ const struct cli_cmd cli_commands[] = {
      cli_cmd_shell, cli_help_shell, "--pool --template --keep --timeout"},
     {"cp", "Copy files and directories to and from a sandbox", cli_cmd_cp, cli_help_cp, ""},
     {"stat", "Describe a path in a sandbox (type, size, mode, mtime, link target)", cli_cmd_stat,
-     cli_help_stat, "--output"},
+     cli_help_stat, "--dereference --output"},
     {"mkdir", "Create a directory in a sandbox", cli_cmd_mkdir, cli_help_mkdir, "--parents --mode"},
     {"mv", "Rename or move a path inside a sandbox", cli_cmd_mv, cli_help_mv, "--force"},
     {"watch", "Print file changes under a sandbox directory as they happen", cli_cmd_watch,

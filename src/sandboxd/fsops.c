@@ -3,7 +3,9 @@
  * move, batch writes and windowed reads. Every path is cleaned with sbd_path_clean and
  * resolved by openat2 beneath the root's descriptor (sbd_path_open / _parent); the
  * final component is then handled with *at() calls on that confined parent, never
- * following a symlink there (lstat semantics, renameat2 moves the link itself). */
+ * following a symlink there (lstat semantics, renameat2 moves the link itself). The one
+ * exception is stat with follow=true: the whole path, last link included, is resolved
+ * by openat2 beneath the root, so a link leads only where a parent could. */
 #include "sandboxd/fsops.h"
 
 #include <errno.h>
@@ -95,14 +97,32 @@ static int confined_lstat(const struct sbd_root *root, const char *rel, struct s
     return r;
 }
 
+/* stat of what rel leads to beneath root, every symlink followed (the last one too) and
+ * confined as the parents are. Returns 0 or a negative errno: -EPERM for a link out of
+ * the root, -ENOENT for a dangling one, -ELOOP for a loop (see sbd_path_open). */
+static int confined_stat(const struct sbd_root *root, const char *rel, struct stat *st)
+{
+    int fd = sbd_path_open(root, rel, O_PATH, 0);
+    if (fd < 0)
+        return fd;
+    int r = fstat(fd, st) < 0 ? -errno : 0;
+    (void)close(fd);
+    return r;
+}
+
 static int stat_get(struct http_req *req, void *ctx)
 {
     struct sbd *d = ctx;
+    struct sbd_stat_opts o;
+    const char *err;
+    if (sbd_stat_opts_parse(http_req_query(req), &o, &err) < 0)
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, err);
     char *rel = NULL, *target = NULL;
     if (sbd__req_path(req, d->root, &rel) < 0)
         return 0;
     struct stat st;
-    int r = confined_lstat(d->root, rel, &st, &target);
+    int r =
+        o.follow ? confined_stat(d->root, rel, &st) : confined_lstat(d->root, rel, &st, &target);
     if (r < 0) {
         (void)sbd_respond_errno(req, r, "stat");
     } else {

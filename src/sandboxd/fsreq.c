@@ -225,6 +225,16 @@ int sbd_mkdir_opts_parse(struct str query, struct sbd_mkdir_opts *ret, const cha
     return r;
 }
 
+int sbd_stat_opts_parse(struct str query, struct sbd_stat_opts *ret, const char **ret_err)
+{
+    *ret = (struct sbd_stat_opts){0};
+    if (query_bool(query, "follow", &ret->follow) < 0) {
+        *ret_err = "follow must be a boolean (true or false)";
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int sbd_watch_opts_parse(struct str query, struct sbd_watch_opts *ret, const char **ret_err)
 {
     *ret = (struct sbd_watch_opts){.queue = LIMIT_SBD_WATCH_QUEUE};

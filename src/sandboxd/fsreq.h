@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Parsers of the filesystem-operation requests (fsops.c): the move and batch-write JSON
- * bodies and the query parameters of ranged reads, mkdir and watch. They only check the
- * shape of untrusted bytes; paths are cleaned and confined by the handlers. */
+ * bodies and the query parameters of ranged reads, stat, mkdir and watch. They only check
+ * the shape of untrusted bytes; paths are cleaned and confined by the handlers. */
 #pragma once
 
 #include <stdbool.h>
@@ -63,6 +63,12 @@ struct sbd_mkdir_opts {
     mode_t mode; /* 0755 unless given */
 };
 int sbd_mkdir_opts_parse(struct str query, struct sbd_mkdir_opts *ret, const char **ret_err);
+
+/** Options of stat: ?follow=bool (false: lstat semantics, the link itself is described). */
+struct sbd_stat_opts {
+    bool follow;
+};
+int sbd_stat_opts_parse(struct str query, struct sbd_stat_opts *ret, const char **ret_err);
 
 /** Options of watch: ?recursive=bool&queue=N (LIMIT_SBD_WATCH_QUEUE_MIN..LIMIT_SBD_WATCH_QUEUE). */
 struct sbd_watch_opts {

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Component tests of sandboxd's filesystem operations against the real binary: stat,
-mkdir, move, recursive delete, batch writes, windowed reads and watch streams, and path
-escapes through each of them (standard library only).
+"""Component tests of sandboxd's filesystem operations against the real binary: stat
+(also following symlinks), mkdir, move, recursive delete, batch writes, windowed reads
+and watch streams, and path escapes through each of them (standard library only).
 
   SANDBOXD_BIN=build/sandboxd/sandboxd python3 -m unittest tests/sandboxd/test_fsops.py
 """
@@ -109,6 +109,59 @@ class FsopsTest(unittest.TestCase):
         self.assertEqual(self.jreq("GET", "/v1/stat/st_out/secret")[0], 403)
         self.assertEqual(self.jreq("GET", "/v1/stat/..%2Foutside")[0], 403)
         self.assertEqual(self.jreq("GET", "/v1/stat/a/..%2F..%2F..%2Foutside")[0], 403)
+
+    def test_stat_follow(self):
+        self.put("sf/file.txt", b"hello")
+        self.jreq("POST", "/v1/mkdir/sf/dir")
+        os.chmod(os.path.join(self.d.root, "sf/file.txt"), 0o640)
+        links = {"to_file": "file.txt", "to_dir": "dir", "chain": "to_file", "chain2": "../sf/chain",
+                 "dangling": "nope", "loop_a": "loop_b", "loop_b": "loop_a"}
+        for name, target in links.items():
+            os.symlink(target, os.path.join(self.d.root, "sf", name))
+        for q in ("follow=true", "follow=1"):
+            st, j = self.jreq("GET", "/v1/stat/sf/to_file?" + q)
+            self.assertEqual(st, 200, q)
+            self.assertEqual((j["name"], j["path"], j["type"], j["size"], j["mode"]),
+                             ("to_file", "/sf/to_file", "file", 5, "0640"))
+            self.assertNotIn("symlink_target", j)
+        st, j = self.jreq("GET", "/v1/stat/sf/to_dir?follow=true")
+        self.assertEqual((st, j["type"], j["path"]), (200, "directory", "/sf/to_dir"))
+        self.assertNotIn("symlink_target", j)
+        st, j = self.jreq("GET", "/v1/stat/sf/chain2?follow=true")
+        self.assertEqual((st, j["type"], j["size"]), (200, "file", 5))
+        # Not a link: the same answer either way.
+        self.assertEqual(self.jreq("GET", "/v1/stat/sf/file.txt?follow=true"), self.jreq("GET", "/v1/stat/sf/file.txt"))
+        st, j = self.jreq("GET", "/v1/stat/sf/dangling?follow=true")
+        self.assertEqual((st, j["code"]), (404, "NOT_FOUND"))
+        # A loop is ELOOP, which sandboxd maps to 403 everywhere (sbd_respond_errno).
+        st, j = self.jreq("GET", "/v1/stat/sf/loop_a?follow=true")
+        self.assertEqual((st, j["code"]), (403, "PERMISSION_DENIED"))
+        for q in ("follow=bogus", "follow=", "follow=yes"):
+            st, j = self.jreq("GET", "/v1/stat/sf/to_file?" + q)
+            self.assertEqual((st, j["code"]), (400, "INVALID_ARGUMENT"), q)
+            self.assertIn("follow", j["message"])
+        # follow=false, follow=0 and no parameter: the link itself, as before.
+        for q in ("", "?follow=false", "?follow=0"):
+            st, j = self.jreq("GET", "/v1/stat/sf/to_file" + q)
+            self.assertEqual((st, j["type"], j["symlink_target"]), (200, "symlink", "file.txt"), q)
+
+    def test_stat_follow_escapes(self):
+        os.makedirs(os.path.join(self.d.root, "sfe"), exist_ok=True)
+        links = {"abs_out": self.outside, "etc": "/etc", "up": "../..", "rel_out": "../../outside/secret",
+                 # RESOLVE_BENEATH refuses every absolute target, even one naming a path
+                 # beneath the root on the host (as it does for a parent).
+                 "abs_in": os.path.join(self.d.root, "sfe")}
+        for name, target in links.items():
+            os.symlink(target, os.path.join(self.d.root, "sfe", name))
+        for name in links:
+            st, j = self.jreq("GET", f"/v1/stat/sfe/{name}?follow=true")
+            self.assertEqual((st, j["code"]), (403, "PERMISSION_DENIED"), name)
+            self.assertNotIn("size", j)
+            # The link itself is still described without follow.
+            st, j = self.jreq("GET", f"/v1/stat/sfe/{name}")
+            self.assertEqual((st, j["type"], j["symlink_target"]), (200, "symlink", links[name]), name)
+        for path in ("sfe/abs_out/secret", "..%2Foutside%2Fsecret", "a/..%2F..%2F..%2Foutside"):
+            self.assertEqual(self.jreq("GET", f"/v1/stat/{path}?follow=true")[0], 403, path)
 
     # ---- mkdir --------------------------------------------------------------------
 

@@ -16,10 +16,12 @@ import (
 	"time"
 )
 
-// FileTypeSymlink is the type Stat reports for a symbolic link (never followed).
+// FileTypeSymlink is the type Stat reports for a symbolic link (not followed unless
+// FollowSymlinks is given).
 const FileTypeSymlink FileType = "symlink"
 
-// FileStat describes one path (lstat semantics: a symlink is described, not followed).
+// FileStat describes one path (lstat semantics: a symlink is described, not followed;
+// with FollowSymlinks, what the link leads to).
 type FileStat struct {
 	Name          string
 	Path          string // from the root, starting with "/"
@@ -77,14 +79,36 @@ func decodeJSON(resp *http.Response, op string, v any) error {
 	return nil
 }
 
-// Stat describes path ("" or "/" is the root).
-func (f *Files) Stat(ctx context.Context, path string) (*FileStat, error) {
+// StatOption customizes Stat.
+type StatOption func(*url.Values)
+
+// FollowSymlinks makes Stat describe what a symlink leads to instead of the link
+// (GET /v1/stat/{path}?follow=true): every link, the last one too, is resolved beneath
+// the sandbox's root as the parents are. The answer is never FileTypeSymlink and has no
+// SymlinkTarget; Path and Name stay the ones asked for. A link that leads out of the
+// root, or a loop of links, is ErrForbidden (sandboxd's 403, as for any escape); a
+// dangling link is ErrNotFound.
+func FollowSymlinks() StatOption {
+	return func(q *url.Values) { q.Set("follow", "true") }
+}
+
+func statQuery(opts []StatOption) url.Values {
+	q := url.Values{}
+	for _, o := range opts {
+		o(&q)
+	}
+	return q
+}
+
+// Stat describes path ("" or "/" is the root): a symlink itself, unless
+// FollowSymlinks.
+func (f *Files) Stat(ctx context.Context, path string, opts ...StatOption) (*FileStat, error) {
 	p, err := apiPath("/v1/stat", path, true)
 	if err != nil {
 		return nil, err
 	}
 	op := "stat " + path
-	resp, err := f.do(ctx, call{op: op, method: http.MethodGet, path: p, idempotent: true})
+	resp, err := f.do(ctx, call{op: op, method: http.MethodGet, path: p, query: statQuery(opts), idempotent: true})
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,23 @@ func TestParseFileEvent(t *testing.T) {
 	}
 }
 
+func TestFsopsStatQuery(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []StatOption
+		want string
+	}{
+		{"none", nil, ""},
+		{"follow", []StatOption{FollowSymlinks()}, "follow=true"},
+		{"twice", []StatOption{FollowSymlinks(), FollowSymlinks()}, "follow=true"},
+	}
+	for _, tt := range tests {
+		if got := statQuery(tt.opts).Encode(); got != tt.want {
+			t.Errorf("%s: statQuery = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
 // TestLocalFsops runs the filesystem operations against a local sandboxd in every mode
 // (the watch stream goes through the router and pod-proxy forwarders as well).
 func TestLocalFsops(t *testing.T) {
@@ -60,6 +77,7 @@ func TestLocalFsops(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			sb := localSandbox(t, mode)
 			t.Run("StatMkdirMove", func(t *testing.T) { fsopsStatMkdirMove(t, sb) })
+			t.Run("StatFollow", func(t *testing.T) { fsopsStatFollow(t, sb) })
 			t.Run("BatchAndRanges", func(t *testing.T) { fsopsBatchRanges(t, sb) })
 			t.Run("Watch", func(t *testing.T) { fsopsWatch(t, sb) })
 		})
@@ -130,6 +148,66 @@ func fsopsStatMkdirMove(t *testing.T, sb *Sandbox) {
 		}
 	}
 	if err := f.Delete(ctx, "m", true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fsopsStatFollow: Stat with FollowSymlinks describes what a link leads to, confined to
+// the root; without it the link itself.
+func fsopsStatFollow(t *testing.T, sb *Sandbox) {
+	ctx, f := testCtx(t), sb.Files()
+	if err := f.WriteFile(ctx, "sf/f.txt", []byte("12345"), WithMode(0o640)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Mkdir(ctx, "sf/d", true); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sb.Run(ctx, "cd sf && ln -s f.txt l && ln -s d ld && ln -s ../sf/l chain && ln -s nope dangling && "+
+		"ln -s /etc abs && ln -s ../.. up && ln -s loop2 loop1 && ln -s loop1 loop2")
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("making the links: %+v, %v", r, err)
+	}
+	followed := []struct {
+		path string
+		typ  FileType
+		size int64
+	}{
+		{"sf/l", FileTypeFile, 5},
+		{"sf/chain", FileTypeFile, 5},
+		{"sf/ld", FileTypeDirectory, -1},
+		{"sf/f.txt", FileTypeFile, 5},
+	}
+	for _, tt := range followed {
+		st, err := f.Stat(ctx, tt.path, FollowSymlinks())
+		if err != nil || st.Type != tt.typ || st.Path != "/"+tt.path || st.SymlinkTarget != "" ||
+			(tt.size >= 0 && st.Size != tt.size) {
+			t.Errorf("Stat(%s, FollowSymlinks) = %+v, %v", tt.path, st, err)
+		}
+	}
+	if st, err := f.Stat(ctx, "sf/l", FollowSymlinks()); err != nil || st.Mode != "0640" || st.Name != "l" {
+		t.Errorf("Stat(sf/l, FollowSymlinks) mode and name = %+v, %v", st, err)
+	}
+	refused := []struct {
+		path string
+		want error
+	}{
+		{"sf/dangling", ErrNotFound},
+		{"sf/abs", ErrForbidden},
+		{"sf/up", ErrForbidden},
+		{"sf/loop1", ErrForbidden}, // ELOOP: sandboxd's 403, as every escape
+	}
+	for _, tt := range refused {
+		if _, err := f.Stat(ctx, tt.path, FollowSymlinks()); !errors.Is(err, tt.want) {
+			t.Errorf("Stat(%s, FollowSymlinks) = %v, want %v", tt.path, err, tt.want)
+		}
+		if st, err := f.Stat(ctx, tt.path); err != nil || st.Type != FileTypeSymlink {
+			t.Errorf("Stat(%s) = %+v, %v; want the link itself", tt.path, st, err)
+		}
+	}
+	if st, err := f.Stat(ctx, "sf/l"); err != nil || st.Type != FileTypeSymlink || st.SymlinkTarget != "f.txt" {
+		t.Errorf("Stat(sf/l) = %+v, %v; want the link itself", st, err)
+	}
+	if err := f.Delete(ctx, "sf", true); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kubectl-sandbox stat/mkdir/mv/watch helpers: request paths, watch event lines (never
- * dropped for their escapes) and watch's output and its write errors. */
+ * dropped for their escapes) and watch's output and its write errors; stat's request
+ * (-L/--dereference adds ?follow=true after the escaped path) against a one-request
+ * HTTP server standing in for sandboxd (--sandboxd-url). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,10 +10,15 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "cli/cli.h"
 #include "cli/fs.h"
@@ -205,12 +212,154 @@ static void test_watch_write_errors(void **state)
     xfree(human); /* jansson allocates with malloc: see output.c */
 }
 
+/* A sandboxd stand-in serving one connection: it keeps the request line and answers
+ * a FileStat. */
+struct fake_sbd {
+    int lfd;
+    uint16_t port;
+    pthread_t th;
+    char line[512];
+};
+
+static void *fake_serve(void *arg)
+{
+    static const char body[] = "{\"name\":\"l\",\"path\":\"/l\",\"type\":\"file\",\"size\":5,"
+                               "\"mode\":\"0640\",\"mtime\":\"2026-01-01T00:00:00.000000000Z\"}";
+    struct fake_sbd *f = arg;
+    char req[4096], resp[512];
+    size_t len = 0;
+    int fd = accept(f->lfd, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    while (len < sizeof(req) - 1) {
+        ssize_t n = recv(fd, req + len, sizeof(req) - 1 - len, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        req[len] = '\0';
+        if (strstr(req, "\r\n\r\n"))
+            break;
+    }
+    req[len] = '\0';
+    (void)snprintf(f->line, sizeof(f->line), "%.*s", (int)strcspn(req, "\r\n"), req);
+    int n = snprintf(resp, sizeof(resp),
+                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                     strlen(body), body);
+    (void)send(fd, resp, (size_t)n, MSG_NOSIGNAL);
+    (void)close(fd);
+    return NULL;
+}
+
+static void fake_start(struct fake_sbd *f)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    *f = (struct fake_sbd){0};
+    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(f->lfd >= 0);
+    assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(f->lfd, 4), 0);
+    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&a, &al), 0);
+    f->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&f->th, NULL, fake_serve, f), 0);
+}
+
+static void fake_done(struct fake_sbd *f)
+{
+    (void)shutdown(f->lfd, SHUT_RDWR);
+    assert_int_equal(pthread_join(f->th, NULL), 0);
+    (void)close(f->lfd);
+}
+
+/* Runs `stat sb` + args (at most 4) against a fake sandboxd; returns the exit code, the
+ * request line it got in line and what stat printed in out. */
+static int run_stat(const char *const *args, size_t n, char *line, size_t size, struct buf *out)
+{
+    struct fake_sbd f;
+    fake_start(&f);
+    char url[64], a0[] = "stat", a1[] = "sb", *argv[6] = {a0, a1}, *owned[4];
+    (void)snprintf(url, sizeof(url), "http://127.0.0.1:%u", f.port);
+    FILE *o = tmpfile(), *e = tmpfile();
+    assert_true(o && e && n <= 4);
+    struct cli_globals g = {.output = "", .sandboxd_url = url, .out = o, .err = e};
+    for (size_t i = 0; i < n; i++) /* getopt permutes argv: freed from owned */
+        argv[2 + i] = owned[i] = xstrdup(args[i]);
+    int rc = cli_cmd_stat(&g, (int)(2 + n), argv);
+    (void)fflush(o);
+    slurp(o, out);
+    fake_done(&f);
+    (void)snprintf(line, size, "%s", f.line);
+    for (size_t i = 0; i < n; i++)
+        xfree(owned[i]);
+    (void)fclose(o);
+    (void)fclose(e);
+    return rc;
+}
+
+static void test_stat_dereference(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args[3];
+        size_t n;
+        const char *want;
+    } cases[] = {
+        {{"l"}, 1, "GET /v1/stat/l HTTP/1.1"},
+        {{"l", "-L"}, 2, "GET /v1/stat/l?follow=true HTTP/1.1"},
+        {{"-L", "/a b/l"}, 2, "GET /v1/stat/a%20b/l?follow=true HTTP/1.1"},
+        {{"--dereference", "x?y#z"}, 2, "GET /v1/stat/x%3Fy%23z?follow=true HTTP/1.1"},
+        {{"-L", "/"}, 2, "GET /v1/stat/?follow=true HTTP/1.1"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char line[512];
+        struct buf out;
+        buf_init(&out, 4096);
+        assert_int_equal(run_stat(cases[i].args, cases[i].n, line, sizeof(line), &out), CLI_OK);
+        assert_string_equal(line, cases[i].want);
+        assert_string_equal(buf_str(&out), "/l  file  5  0640  2026-01-01T00:00:00.000000000Z\n");
+        buf_done(&out);
+    }
+}
+
+/* -L is stat's alone: the other commands refuse it before any request. */
+static void test_dereference_only_for_stat(void **state)
+{
+    (void)state;
+    FILE *e = tmpfile();
+    assert_non_null(e);
+    struct cli_globals g = {.output = "", .sandboxd_url = "http://127.0.0.1:1", .out = e, .err = e};
+    char a0[] = "mkdir", a1[] = "sb", a2[] = "d", a3[] = "-L", a4[] = "watch";
+    char *mk[] = {a0, a1, a2, a3}, *w[] = {a4, a1, a2, a3};
+    assert_int_equal(cli_cmd_mkdir(&g, 4, mk), CLI_USAGE);
+    assert_int_equal(cli_cmd_watch(&g, 4, w), CLI_USAGE);
+    char h[256] = "";
+    rewind(e);
+    assert_non_null(fgets(h, sizeof(h), e));
+    assert_non_null(strstr(h, "bad option -L"));
+    (void)fclose(e);
+    FILE *hf = tmpfile();
+    assert_non_null(hf);
+    cli_help_stat(hf);
+    struct buf help;
+    buf_init(&help, 4096);
+    slurp(hf, &help);
+    assert_non_null(strstr(buf_str(&help), "[-L]"));
+    assert_non_null(strstr(buf_str(&help), "--dereference"));
+    buf_done(&help);
+    (void)fclose(hf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_api_path),           cmocka_unit_test(test_format_event),
-        cmocka_unit_test(test_format_event_cut),   cmocka_unit_test(test_watch_escapes_whole),
+        cmocka_unit_test(test_api_path),
+        cmocka_unit_test(test_format_event),
+        cmocka_unit_test(test_format_event_cut),
+        cmocka_unit_test(test_watch_escapes_whole),
         cmocka_unit_test(test_watch_write_errors),
+        cmocka_unit_test(test_stat_dereference),
+        cmocka_unit_test(test_dereference_only_for_stat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

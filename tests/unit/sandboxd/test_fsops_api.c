@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sandboxd's filesystem operations through its HTTP API on a daemon thread (so that the
- * sanitizers see the handlers): stat, mkdir, move, batch writes, windowed reads, and
- * watch streams (events, the stream bound, a client leaving, shutdown with open
- * streams). Escapes are covered against the real binary in tests/sandboxd/test_fsops.py. */
+ * sanitizers see the handlers): stat (also following symlinks, confined), mkdir, move,
+ * batch writes, windowed reads, and watch streams (events, the stream bound, a client
+ * leaving, shutdown with open streams). Escapes are covered against the real binary in
+ * tests/sandboxd/test_fsops.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -74,6 +75,113 @@ static void test_stat_mkdir_move(void **state)
     test_http_resp_done(&r);
     assert_int_equal(sbd_do(f->port, "POST", "/v1/move", hdr, "{\"from\":\"a\"}", &r), 400);
     test_http_resp_done(&r);
+    sbd_fixture_stop(f);
+}
+
+/* GET target on port: asserts the status, returns the JSON body (new reference). */
+static json_t *get_json(uint16_t port, const char *target, int want)
+{
+    struct test_http_resp r;
+    assert_int_equal(sbd_do(port, "GET", target, NULL, NULL, &r), want);
+    json_t *j = body_json(&r);
+    test_http_resp_done(&r);
+    return j;
+}
+
+/* Asserts the error code of GET target (status want). */
+static void expect_error(uint16_t port, const char *target, int want, const char *code)
+{
+    json_t *j = get_json(port, target, want);
+    assert_string_equal(jstr(j, "code"), code);
+    json_decref(j);
+}
+
+/* Asserts that GET target describes a type (no symlink_target) at path (status 200). */
+static json_t *expect_followed(uint16_t port, const char *target, const char *type,
+                               const char *path)
+{
+    json_t *j = get_json(port, target, 200);
+    assert_string_equal(jstr(j, "type"), type);
+    assert_string_equal(jstr(j, "path"), path);
+    assert_null(json_object_get(j, "symlink_target"));
+    return j;
+}
+
+static void make_link(const struct sbd_fixture *f, const char *target, const char *rel)
+{
+    char p[256];
+    (void)snprintf(p, sizeof(p), "%s/%s", f->root, rel);
+    assert_int_equal(symlink(target, p), 0);
+}
+
+static void stat_follow_setup(const struct sbd_fixture *f)
+{
+    struct test_http_resp r;
+    assert_int_equal(sbd_do(f->port, "PUT", "/v1/files/l/f.txt", NULL, "12345", &r), 204);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "POST", "/v1/mkdir/l/d", NULL, NULL, &r), 201);
+    test_http_resp_done(&r);
+    char p[256];
+    (void)snprintf(p, sizeof(p), "%s/l/f.txt", f->root);
+    assert_int_equal(chmod(p, 0640), 0);
+    make_link(f, "f.txt", "l/to_file");
+    make_link(f, "d", "l/to_dir");
+    make_link(f, "nope", "l/dangling");
+    make_link(f, "/etc", "l/abs");
+    make_link(f, "../..", "l/up");
+    make_link(f, "to_file", "l/chain");
+    make_link(f, "../l/chain", "l/chain2");
+    make_link(f, "loop_b", "l/loop_a");
+    make_link(f, "loop_a", "l/loop_b");
+}
+
+static void test_stat_follow(void **state)
+{
+    (void)state;
+    struct sbd_fixture *f = sbd_fixture_start(NULL, 0);
+    stat_follow_setup(f);
+    uint16_t port = f->port;
+    /* a link to a file: the file's size and mode, the requested name and path */
+    json_t *j = expect_followed(port, "/v1/stat/l/to_file?follow=true", "file", "/l/to_file");
+    assert_string_equal(jstr(j, "name"), "to_file");
+    assert_int_equal(json_integer_value(json_object_get(j, "size")), 5);
+    assert_string_equal(jstr(j, "mode"), "0640");
+    json_decref(j);
+    json_decref(expect_followed(port, "/v1/stat/l/to_dir?follow=1", "directory", "/l/to_dir"));
+    j = expect_followed(port, "/v1/stat/l/chain2?follow=true", "file", "/l/chain2");
+    assert_int_equal(json_integer_value(json_object_get(j, "size")), 5);
+    json_decref(j);
+    json_decref(expect_followed(port, "/v1/stat/l/f.txt?follow=true", "file", "/l/f.txt"));
+    json_decref(expect_followed(port, "/v1/stat/?follow=true", "directory", "/"));
+    /* a link into a directory as a parent is followed as before */
+    json_decref(expect_followed(port, "/v1/stat/l/to_dir/?follow=true", "directory", "/l/to_dir"));
+
+    expect_error(port, "/v1/stat/l/dangling?follow=true", 404, "NOT_FOUND");
+    expect_error(port, "/v1/stat/l/abs?follow=true", 403, "PERMISSION_DENIED");
+    expect_error(port, "/v1/stat/l/up?follow=true", 403, "PERMISSION_DENIED");
+    expect_error(port, "/v1/stat/l/abs/passwd?follow=true", 403, "PERMISSION_DENIED");
+    /* ELOOP is mapped as every other handler maps it (sbd_respond_errno): 403 */
+    expect_error(port, "/v1/stat/l/loop_a?follow=true", 403, "PERMISSION_DENIED");
+    j = get_json(port, "/v1/stat/l/to_file?follow=bogus", 400);
+    assert_string_equal(jstr(j, "code"), "INVALID_ARGUMENT");
+    assert_non_null(strstr(jstr(j, "message"), "follow"));
+    json_decref(j);
+
+    /* without follow (or follow=false/0) the link itself is described, as before */
+    static const char *const nofollow[] = {"/v1/stat/l/to_file", "/v1/stat/l/to_file?follow=false",
+                                           "/v1/stat/l/to_file?follow=0"};
+    for (size_t i = 0; i < sizeof(nofollow) / sizeof(nofollow[0]); i++) {
+        j = get_json(port, nofollow[i], 200);
+        assert_string_equal(jstr(j, "type"), "symlink");
+        assert_string_equal(jstr(j, "symlink_target"), "f.txt");
+        json_decref(j);
+    }
+    j = get_json(port, "/v1/stat/l/abs", 200);
+    assert_string_equal(jstr(j, "symlink_target"), "/etc");
+    json_decref(j);
+    j = get_json(port, "/v1/stat/l/dangling?follow=false", 200);
+    assert_string_equal(jstr(j, "type"), "symlink");
+    json_decref(j);
     sbd_fixture_stop(f);
 }
 
@@ -266,9 +374,8 @@ static void test_watch_split_rename(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stat_mkdir_move),
-        cmocka_unit_test(test_batch_and_window),
-        cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_stat_mkdir_move),    cmocka_unit_test(test_stat_follow),
+        cmocka_unit_test(test_batch_and_window),   cmocka_unit_test(test_watch),
         cmocka_unit_test(test_watch_split_rename),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

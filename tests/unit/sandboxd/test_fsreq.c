@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Parsers of the filesystem-operation requests: move and batch bodies, read windows,
- * mkdir and watch options, octal modes; accepted shapes and every refused one. */
+ * stat, mkdir and watch options, octal modes; accepted shapes and every refused one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -168,6 +168,35 @@ static void test_mode_and_options(void **state)
     assert_int_equal(sbd_watch_opts_parse(STR_LIT("recursive=yes"), &wo, &err), -EINVAL);
 }
 
+static void test_stat_opts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *query;
+        int rc;
+        bool follow;
+    } cases[] = {
+        {"", 0, false},
+        {"follow=true", 0, true},
+        {"follow=1", 0, true},
+        {"follow=false", 0, false},
+        {"follow=0", 0, false},
+        {"x=1&follow=true", 0, true},
+        {"follow=bogus", -EINVAL, false},
+        {"follow=", -EINVAL, false},
+        {"follow", -EINVAL, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sbd_stat_opts o = {.follow = !cases[i].follow};
+        const char *err = NULL;
+        assert_int_equal(sbd_stat_opts_parse(str_c(cases[i].query), &o, &err), cases[i].rc);
+        if (cases[i].rc == 0)
+            assert_int_equal(o.follow, cases[i].follow);
+        else
+            assert_non_null(strstr(err, "follow must be a boolean"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +205,7 @@ int main(void)
         cmocka_unit_test(test_batch_count_bound),
         cmocka_unit_test(test_read_window),
         cmocka_unit_test(test_mode_and_options),
+        cmocka_unit_test(test_stat_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,6 +49,14 @@ def parse_stat(j: Mapping[str, Any]) -> FileStat:
     )
 
 
+def stat_request(path: str, follow_symlinks: bool) -> tuple[str, dict[str, Any]]:
+    """The request path and request() arguments of a stat of path. With
+    ``follow_symlinks`` sandboxd is asked (``?follow=true``) to describe what a symlink
+    leads to, resolved beneath the root like the parents are."""
+    kw: dict[str, Any] = {"params": {"follow": "true"}} if follow_symlinks else {}
+    return api_path("/v1/stat/", path), kw
+
+
 def mkdir_args(parents: bool, mode: int | None) -> dict[str, Any]:
     """request() arguments of a mkdir. sandboxd's 409 after an attempt that may have
     made the directory (its answer was lost) comes back as an answer: see made_before."""

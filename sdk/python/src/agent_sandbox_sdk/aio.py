@@ -747,10 +747,16 @@ class AsyncFiles:
         kw = _wire.delete_options(recursive, missing_ok)
         await self._sb.request("DELETE", _wire.file_path(path), idempotent=True, what=f"delete {path}", **kw)
 
-    async def stat(self, path: str) -> FileStat:
-        """Type, size, mode, mtime and symlink target of path (a symlink is described,
-        not followed)."""
-        resp = await self._sb.request("GET", _fsops.api_path("/v1/stat/", path), idempotent=True, what=f"stat {path}")
+    async def stat(self, path: str, *, follow_symlinks: bool = False) -> FileStat:
+        """Type, size, mode, mtime and symlink target of path. A symlink is described,
+        not followed, unless ``follow_symlinks``: then every link (the last one too) is
+        followed beneath the sandbox's root and what it leads to is described (``type``
+        is never ``"symlink"``, ``symlink_target`` is None, ``path`` stays the path
+        asked for). A link that leads out of the root, or a loop of links, raises
+        AuthError (sandboxd's 403 PERMISSION_DENIED, as for any escape); a dangling link
+        NotFoundError."""
+        p, kw = _fsops.stat_request(path, follow_symlinks)
+        resp = await self._sb.request("GET", p, idempotent=True, what=f"stat {path}", **kw)
         return _fsops.parse_stat(resp.json())
 
     async def mkdir(self, path: str, *, parents: bool = True, mode: int | None = None) -> FileStat:

@@ -166,7 +166,9 @@ class FileEntry:
 @dataclass(frozen=True)
 class FileStat:
     """What ``files.stat`` reports about one path (lstat: a symlink is described, not
-    followed; ``symlink_target`` is its target as stored)."""
+    followed; ``symlink_target`` is its target as stored). With
+    ``follow_symlinks=True`` it describes what the link leads to (never a symlink, no
+    ``symlink_target``; ``path`` and ``name`` are still the ones asked for)."""
 
     name: str
     path: str

@@ -8,6 +8,7 @@ import base64
 import copy
 import http.server
 import json
+import posixpath
 import re
 import threading
 from collections.abc import Callable
@@ -128,10 +129,13 @@ def ready(status: str = "True", reason: str = "Ready", message: str = "") -> dic
 
 
 class FakeSandboxd:
-    """Answers the sandboxd calls the tests need; counts them by path."""
+    """Answers the sandboxd calls the tests need; counts them by path. ``links`` maps a
+    symlink's path to its target as stored (relative to the link's directory): stat
+    describes the link, or with ``follow=true`` the file it leads to."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
+        self.links: dict[str, str] = {}
         self.hits: list[tuple[str, str]] = []
         self.requests: list[httpx.Request] = []
         self.fail: dict[tuple[str, str], list[int]] = {}
@@ -157,10 +161,7 @@ class FakeSandboxd:
         if path.startswith("/v1/processes/7/"):
             return httpx.Response(204)
         if path.startswith("/v1/stat/"):
-            key = path[len("/v1/stat/") :]
-            if key not in self.files:
-                return httpx.Response(404, json={"code": "NOT_FOUND", "message": "stat: not found"})
-            return httpx.Response(200, json={"type": "file", "size": len(self.files[key])})
+            return self._stat(req, path[len("/v1/stat/") :])
         if path.startswith("/v1/files/"):
             key = path[len("/v1/files/") :]
             if req.method == "PUT":
@@ -175,6 +176,20 @@ class FakeSandboxd:
                 return httpx.Response(204)
             return httpx.Response(200, content=self.files[key])
         return httpx.Response(404, json={"code": "NOT_FOUND", "message": "no route"})
+
+    def _stat(self, req: httpx.Request, key: str) -> httpx.Response:
+        follow = req.url.params.get("follow", "false")
+        if follow not in ("true", "false"):
+            return httpx.Response(400, json={"code": "INVALID_ARGUMENT", "message": "follow must be a boolean"})
+        if key in self.links and follow == "false":
+            target = self.links[key]
+            return httpx.Response(200, json={"path": "/" + key, "type": "symlink", "symlink_target": target})
+        found, seen = key, 0
+        while found in self.links and seen < 40:
+            found, seen = posixpath.normpath(posixpath.join(posixpath.dirname(found), self.links[found])), seen + 1
+        if found not in self.files:
+            return httpx.Response(404, json={"code": "NOT_FOUND", "message": "stat: not found"})
+        return httpx.Response(200, json={"path": "/" + key, "type": "file", "size": len(self.files[found])})
 
 
 def config() -> KubeConfig:

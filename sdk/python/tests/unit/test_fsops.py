@@ -1,4 +1,5 @@
-"""The pure parts of the filesystem operations: paths, request bodies, parsing."""
+"""The pure parts of the filesystem operations: paths, request bodies, parsing; and
+stat's follow_symlinks through the sync and async clients against a fake sandboxd."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from agent_sandbox_sdk import _fsops
+from agent_sandbox_sdk import NotFoundError, _fsops
 from agent_sandbox_sdk.models import FileEvent
+
+from .fakes import FakeKube, FakeSandboxd, async_client, ready, sync_client
 
 
 def test_api_path_escapes_and_refuses() -> None:
@@ -68,3 +71,71 @@ def test_read_args() -> None:
     with pytest.raises(ValueError):
         _fsops.read_args(-1, None)
     assert _fsops.watch_url("http://h", "d", True, 16) == "http://h/v1/watch/d?recursive=true&queue=16"
+
+
+def test_stat_request() -> None:
+    assert _fsops.stat_request("/a b/l", False) == ("/v1/stat/a%20b/l", {})
+    assert _fsops.stat_request("a b/l", True) == ("/v1/stat/a%20b/l", {"params": {"follow": "true"}})
+    assert _fsops.stat_request("", True) == ("/v1/stat/", {"params": {"follow": "true"}})
+    with pytest.raises(ValueError):
+        _fsops.stat_request("a/../../b", True)
+
+
+def _fake_with_links() -> tuple[FakeKube, FakeSandboxd]:
+    """A Ready Sandbox "sb" whose sandboxd holds d/f.txt, the link d/l to it, a link to
+    that link and a dangling link."""
+    fake = FakeKube()
+    fake.put(
+        "sandboxes",
+        {
+            "metadata": {"name": "sb", "annotations": {"agents.x-k8s.io/pod-name": "sb-pod"}},
+            "spec": {},
+            "status": {"podIPs": ["10.0.0.1"], "conditions": [ready()]},
+        },
+    )
+    fake.sandboxd = sbd = FakeSandboxd()
+    sbd.files["d/f.txt"] = b"12345"
+    sbd.links.update({"d/l": "f.txt", "d/chain": "../d/l", "d/dangling": "nope"})
+    return fake, sbd
+
+
+def _follow_params(sbd: FakeSandboxd) -> list[tuple[str, str | None]]:
+    """(path, follow parameter or None) of every stat sandboxd got, in order."""
+    stats = [r for r in sbd.requests if "/v1/stat/" in r.url.path]
+    return [(r.url.path.split("/v1/stat/", 1)[1], r.url.params.get("follow")) for r in stats]
+
+
+def test_stat_follow_symlinks_sync() -> None:
+    fake, sbd = _fake_with_links()
+    files = sync_client(fake).get("sb").files
+    st = files.stat("d/l")
+    assert (st.type, st.symlink_target) == ("symlink", "f.txt")
+    st = files.stat("d/l", follow_symlinks=True)
+    assert (st.type, st.size, st.path, st.symlink_target) == ("file", 5, "/d/l", None)
+    assert files.stat("d/chain", follow_symlinks=True).size == 5
+    assert files.stat("d/f.txt", follow_symlinks=False).is_file
+    with pytest.raises(NotFoundError):
+        files.stat("d/dangling", follow_symlinks=True)
+    assert files.exists("d/dangling")  # exists() describes the link itself
+    assert _follow_params(sbd) == [
+        ("d/l", None),
+        ("d/l", "true"),
+        ("d/chain", "true"),
+        ("d/f.txt", None),
+        ("d/dangling", "true"),
+        ("d/dangling", None),
+    ]
+
+
+async def test_stat_follow_symlinks_async() -> None:
+    fake, sbd = _fake_with_links()
+    async with async_client(fake) as c:
+        files = (await c.get("sb")).files
+        st = await files.stat("d/l")
+        assert (st.type, st.symlink_target) == ("symlink", "f.txt")
+        st = await files.stat("d/l", follow_symlinks=True)
+        assert (st.type, st.size, st.path, st.symlink_target) == ("file", 5, "/d/l", None)
+        assert (await files.stat("d/chain", follow_symlinks=True)).size == 5
+        with pytest.raises(NotFoundError):
+            await files.stat("d/dangling", follow_symlinks=True)
+    assert _follow_params(sbd) == [("d/l", None), ("d/l", "true"), ("d/chain", "true"), ("d/dangling", "true")]
