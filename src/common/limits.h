@@ -29,6 +29,7 @@
 #define LIMIT_KUBE_READ_STALL      (15 * USEC_PER_SEC)  /* a GET receiving nothing: cut, retried */
 #define LIMIT_KUBE_WATCH_TIMEOUT_S 300                  /* server-side watch timeout (seconds) */
 #define LIMIT_KUBE_WATCH_IDLE      (120 * USEC_PER_SEC) /* no byte for this long: reconnect */
+#define LIMIT_KUBE_WATCH_SLACK     (30 * USEC_PER_SEC)  /* past timeoutSeconds: cut here */
 #define LIMIT_KUBE_BACKOFF_MIN     (100 * USEC_PER_MSEC)
 #define LIMIT_KUBE_BACKOFF_MAX     (30 * USEC_PER_SEC)
 #define LIMIT_KUBE_EXEC_TIMEOUT    (30 * USEC_PER_SEC) /* exec credential plugin run time */
@@ -72,6 +73,12 @@
 #define LIMIT_KUBE_LOG_BURST       10                  /* retry/throttle log lines per window */
 #define LIMIT_KUBE_LOG_WINDOW      (1 * USEC_PER_SEC)  /* the window */
 #define LIMIT_KUBE_LOG_THROTTLE    (1 * USEC_PER_SEC)  /* rate-limiter waits this long are logged */
+#define LIMIT_KUBE_THROTTLE_SLICE  (50 * USEC_PER_MSEC) /* a limiter wait looks at cancel */
+
+/* Connections: a peer gone without a reset is found by the kernel */
+#define LIMIT_KUBE_TCP_UNACKED     (30 * USEC_PER_SEC) /* sent bytes unacknowledged: closed */
+#define LIMIT_KUBE_TCP_KEEPIDLE_S  30                  /* an idle connection probed after (s) */
+#define LIMIT_KUBE_TCP_KEEPINTVL_S 10                  /* then every (s) */
 
 /* Watch cache (store and informer) */
 #define LIMIT_KUBE_STORE_KEY         1024               /* "namespace/name" of one object */

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include "as_version.h"
 #include "common/limits.h"
 #include "common/log.h"
@@ -114,6 +118,7 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts
     c->max_retries = opts->max_retries < 0 ? LIMIT_KUBE_RETRIES : opts->max_retries;
     c->timeout = opts->timeout ? opts->timeout : LIMIT_KUBE_REQUEST;
     c->read_stall = opts->read_stall ? opts->read_stall : LIMIT_KUBE_READ_STALL;
+    c->watch_slack = opts->watch_slack ? opts->watch_slack : LIMIT_KUBE_WATCH_SLACK;
     c->user_agent =
         opts->user_agent ? xstrdup(opts->user_agent) : xstrdup("agent-sandbox/" AS_VERSION);
     pthread_mutex_init(&c->pool_lock, NULL);
@@ -198,11 +203,20 @@ static void pool_put(struct kube_client *c, CURL *h)
         curl_easy_cleanup(h);
 }
 
-usec_t kube__throttle(struct kube_client *c, const struct kube__prep *p)
+int kube__throttle(struct kube_client *c, const struct kube__prep *p, const atomic_bool *stop,
+                   struct kube_err *e)
 {
-    usec_t waited = kube_ratelimit_wait(&c->rl);
+    usec_t waited = 0;
+    const atomic_bool *cancel = p->cancel ? p->cancel : stop;
+    int r = kube_ratelimit_wait_by(&c->rl, p->deadline, cancel, &waited);
     unsigned long suppressed = 0;
     char path[512];
+    if (r == -ETIMEDOUT)
+        kube_err_set(e, r, "%s: the client-side rate limiter's turn comes after the call's timeout",
+                     p->method);
+    else if (r == -ECANCELED)
+        kube_err_set(e, r, "%s: cancelled while waiting for the client-side rate limiter",
+                     p->method);
     if (waited)
         atomic_fetch_add(&c->throttled_us, (unsigned long)waited);
     if (waited >= LIMIT_KUBE_LOG_THROTTLE && log_max_level >= LOG_DEBUG &&
@@ -212,7 +226,7 @@ usec_t kube__throttle(struct kube_client *c, const struct kube__prep *p)
                   "waited_ms=%llu suppressed=%lu",
                   p->method, path, (unsigned long long)(waited / USEC_PER_MSEC), suppressed);
     }
-    return waited;
+    return r;
 }
 
 static void set_blob(CURL *h, CURLoption opt, const char *data, size_t len)
@@ -307,21 +321,58 @@ static int on_cancel_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, c
     return atomic_load((atomic_bool *)ctx) ? 1 : 0;
 }
 
+int kube__sockopt(void *ctx, curl_socket_t fd, curlsocktype purpose)
+{
+    unsigned int ms = (unsigned int)(LIMIT_KUBE_TCP_UNACKED / USEC_PER_MSEC);
+    (void)ctx;
+    if (purpose == CURLSOCKTYPE_IPCXN)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+    return CURL_SOCKOPT_OK;
+}
+
+/* The transfer's timeout: the attempt's (or the client's), cut to what is left of the
+ * call's deadline once the headers are built (a credential plugin may have run, or been
+ * waited for). Returns 0, or -ETIMEDOUT (e filled) when nothing is left. */
+static int transfer_timeout(const struct kube_client *c, const struct kube__prep *p, usec_t *ret,
+                            struct kube_err *e)
+{
+    usec_t t = p->attempt_timeout ? p->attempt_timeout : c->timeout, now;
+    if (p->deadline) {
+        now = clock_now();
+        if (now + USEC_PER_MSEC > p->deadline) {
+            kube_err_set(e, -ETIMEDOUT, "%s: no time left for the request (call timeout)",
+                         p->method);
+            return -ETIMEDOUT;
+        }
+        if (!t || p->deadline - now < t)
+            t = p->deadline - now;
+    }
+    *ret = t;
+    return 0;
+}
+
 int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
                 struct curl_slist **ret_headers, struct kube_err *reterr)
 {
     struct curl_slist *hdrs = NULL;
+    usec_t timeout;
     int r = build_headers(c, p, &hdrs, reterr);
-    if (r < 0)
+    if (r >= 0)
+        r = transfer_timeout(c, p, &timeout, reterr);
+    if (r < 0) {
+        curl_slist_free_all(hdrs);
         return r;
+    }
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, buf_str(&p->url));
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, (long)LIMIT_KUBE_TCP_KEEPIDLE_S);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, (long)LIMIT_KUBE_TCP_KEEPINTVL_S);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, kube__sockopt);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(LIMIT_KUBE_CONNECT / USEC_PER_MSEC));
-    usec_t timeout = p->attempt_timeout ? p->attempt_timeout : c->timeout;
     /* at least 1 ms: 0 would mean no timeout at all */
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
                      timeout && timeout < USEC_PER_MSEC ? 1L : (long)(timeout / USEC_PER_MSEC));
@@ -541,12 +592,21 @@ static usec_t backoff(int attempt, long retry_after_s)
     return d / 2 + (usec_t)rand_r(&seed) % (d / 2 + 1);
 }
 
+/* Failures before a request could be sent: no address, no connection, or a TLS
+ * handshake that failed (an API server restarting behind a load balancer resets it; a
+ * certificate that does not verify is another error and is not retried). */
+static bool nothing_sent(CURLcode cc)
+{
+    return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+           cc == CURLE_SSL_CONNECT_ERROR;
+}
+
 static bool should_retry(const struct kube__prep *p, CURLcode cc, long status)
 {
     if (cc == CURLE_OK)
         return status == 429 || (status >= 500 && status != 501 && status != 505);
-    if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST)
-        return true; /* nothing was sent */
+    if (nothing_sent(cc))
+        return true;
     return p->idempotent && kube__curl_errno(cc) != -EPROTO && cc != CURLE_WRITE_ERROR;
 }
 
@@ -556,7 +616,7 @@ static bool attempt_maybe_done(CURLcode cc, long status)
 {
     if (cc == CURLE_OK)
         return status >= 500;
-    return cc != CURLE_COULDNT_CONNECT && cc != CURLE_COULDNT_RESOLVE_HOST;
+    return !nothing_sent(cc);
 }
 
 static int parse_ok(const struct resp *rs, json_t **ret_obj, struct kube_err *reterr)
@@ -576,9 +636,10 @@ static int parse_ok(const struct resp *rs, json_t **ret_obj, struct kube_err *re
     return 0;
 }
 
-/* Before a transfer of a call with a deadline: the time left becomes the transfer's
- * timeout. Returns 0, or -ETIMEDOUT (e filled) when nothing is left. */
-static int attempt_budget(struct kube__prep *p, struct kube_err *e)
+/* Before a transfer of a call with a deadline: the time left, at most the client's
+ * timeout (one attempt on a dead connection must not take the whole call), becomes the
+ * transfer's timeout. Returns 0, or -ETIMEDOUT (e filled) when nothing is left. */
+static int attempt_budget(const struct kube_client *c, struct kube__prep *p, struct kube_err *e)
 {
     usec_t now = clock_now();
     if (!p->deadline)
@@ -588,6 +649,8 @@ static int attempt_budget(struct kube__prep *p, struct kube_err *e)
         return -ETIMEDOUT;
     }
     p->attempt_timeout = p->deadline - now;
+    if (c->timeout && c->timeout < p->attempt_timeout)
+        p->attempt_timeout = c->timeout;
     return 0;
 }
 
@@ -597,14 +660,16 @@ static int attempt_once(struct kube_client *c, struct kube__prep *p, struct resp
                         CURLcode *ret_cc, struct kube_err *e)
 {
     char errbuf[CURL_ERROR_SIZE];
-    int r = 0;
-    (void)kube__throttle(c, p);
+    int r;
     buf_reset(&rs->body);
     rs->status = 0;
     rs->retry_after = 0;
     rs->sent = false;
     *ret_cc = CURLE_OK;
-    r = attempt_budget(p, e);
+    r = kube__throttle(c, p, NULL, e);
+    if (r < 0)
+        return r; /* nothing sent, no status: not retried */
+    r = attempt_budget(c, p, e);
     if (r < 0)
         return r;
     *ret_cc = perform_once(c, p, rs, errbuf, e, &r);

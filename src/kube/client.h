@@ -33,6 +33,10 @@ struct kube_client_opts {
      * 7.88. Writes keep the timeout only: a write cut while slow may still have been
      * carried out. */
     usec_t read_stall;
+    /* A watch (a stream with timeoutSeconds) still open this long after its timeoutSeconds
+     * is cut client-side, for a proxy that ignores it or a server that trickles bytes
+     * without ending a frame; 0 = LIMIT_KUBE_WATCH_SLACK. */
+    usec_t watch_slack;
     int max_retries; /* retries of 429/5xx/transport errors; -1 = LIMIT_KUBE_RETRIES, 0 = none */
     /* false (default): requests to an https server from every thread share HTTP/2
      * connections (streams of one connection, driven by one I/O thread of the client);

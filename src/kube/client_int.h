@@ -60,7 +60,8 @@ struct kube_client {
     double qps;
     int max_retries;
     usec_t timeout;
-    usec_t read_stall; /* kube_client_opts.read_stall, defaulted */
+    usec_t read_stall;  /* kube_client_opts.read_stall, defaulted */
+    usec_t watch_slack; /* kube_client_opts.watch_slack, defaulted */
     char *user_agent;
     char *base_url;                /* server, host replaced by tls-server-name if set */
     struct curl_slist *connect_to; /* maps tls-server-name back to the real host */
@@ -106,11 +107,21 @@ void kube__prep_done(struct kube__prep *p);
 /** Resets h and sets every option of one transfer of p: URL, method, body, headers with
  * the bearer token, TLS, HTTP/2, timeouts. *ret_headers is to be freed with
  * curl_slist_free_all after the transfer. */
+/** CURLOPT_SOCKOPTFUNCTION of every connection: TCP_USER_TIMEOUT of
+ * LIMIT_KUBE_TCP_UNACKED, so a connection whose peer went without a reset (a load
+ * balancer's state dropped, a node gone) is closed by the kernel once sent bytes stay
+ * unacknowledged that long, instead of holding a lane's requests until the kernel's
+ * retransmissions give up (about 15 minutes). Keepalive probes count as sent bytes. */
+int kube__sockopt(void *ctx, curl_socket_t fd, curlsocktype purpose);
 int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
                 struct curl_slist **ret_headers, struct kube_err *reterr);
 /** Waits for a rate-limiter token, counting the time in the stats (a wait of a second
- * or more is logged, rate-limited, with p's verb and path). Returns the time waited. */
-usec_t kube__throttle(struct kube_client *c, const struct kube__prep *p);
+ * or more is logged, rate-limited, with p's verb and path). The wait ends with p's call
+ * deadline and at p->cancel, else at *stop (either may be NULL). Returns 0, or
+ * -ETIMEDOUT (the token would come after the deadline: none taken) or -ECANCELED, e
+ * filled. */
+int kube__throttle(struct kube_client *c, const struct kube__prep *p, const atomic_bool *stop,
+                   struct kube_err *e);
 /** Maps a curl error to a negative errno. */
 int kube__curl_errno(CURLcode cc);
 /** Fills reterr for a failed transfer (curl error) with the error buffer text. */

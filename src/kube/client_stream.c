@@ -49,10 +49,16 @@ static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_o
     return s->stop && atomic_load(s->stop) ? 1 : 0;
 }
 
-static void stream_options(CURL *h, struct stream *s, usec_t idle, char *errbuf)
+/* A stream with a server-side timeoutSeconds (a watch) ends the client's watch_slack
+ * after it client-side too, for a proxy that ignores it or a server that trickles bytes
+ * without ever ending a frame; other streams only have the idle detection. */
+static void stream_options(const struct kube_client *c, CURL *h, struct stream *s, usec_t idle,
+                           long timeout_seconds, char *errbuf)
 {
     long idle_s = (long)(idle / USEC_PER_SEC);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 0L); /* no overall limit: idle detection only */
+    long max_ms =
+        timeout_seconds > 0 ? timeout_seconds * 1000L + (long)(c->watch_slack / USEC_PER_MSEC) : 0L;
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, max_ms);
     curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
     curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -72,7 +78,8 @@ static int stream_result(struct stream *s, CURLcode cc, const char *errbuf, stru
     if (cc == CURLE_ABORTED_BY_CALLBACK)
         return -ECANCELED;
     if (cc == CURLE_OPERATION_TIMEDOUT) {
-        kube_err_set(e, -ETIMEDOUT, "no data on the stream for too long: %s", errbuf);
+        kube_err_set(e, -ETIMEDOUT,
+                     "stream cut: no data for too long, or open past its timeout: %s", errbuf);
         return -ETIMEDOUT;
     }
     if (cc != CURLE_OK) {
@@ -87,7 +94,7 @@ static int stream_result(struct stream *s, CURLcode cc, const char *errbuf, stru
 
 /* One attempt on a fresh handle (never from the pool). */
 static int stream_once(struct kube_client *c, const struct kube__prep *p, struct stream *s,
-                       usec_t idle, struct kube_err *e)
+                       usec_t idle, long timeout_seconds, struct kube_err *e)
 {
     char errbuf[CURL_ERROR_SIZE] = "";
     struct curl_slist *hdrs = NULL;
@@ -99,8 +106,10 @@ static int stream_once(struct kube_client *c, const struct kube__prep *p, struct
     int r = kube__setup(c, h, p, &hdrs, e);
     if (r >= 0) {
         s->h = h;
-        stream_options(h, s, idle, errbuf);
-        (void)kube__throttle(c, p);
+        stream_options(c, h, s, idle, timeout_seconds, errbuf);
+        r = kube__throttle(c, p, s->stop, e);
+    }
+    if (r >= 0) {
         atomic_fetch_add(&c->requests, 1);
         CURLcode cc = curl_easy_perform(h);
         long nconn = 0;
@@ -126,7 +135,7 @@ int kube_request_stream(struct kube_client *c, const struct kube_req *r, kube_st
     usec_t idle = idle_timeout ? idle_timeout : LIMIT_KUBE_WATCH_IDLE;
     int ret = kube__prepare(c, r, &p, &e);
     if (ret >= 0)
-        ret = stream_once(c, &p, &s, idle, &e);
+        ret = stream_once(c, &p, &s, idle, r->timeout_seconds, &e);
     if (ret < 0 && s.status == 401 && !s.delivered) {
         /* the token was rotated or expired: fetch a fresh one and try once more */
         kube_config_invalidate_token(c->cfg);
@@ -134,7 +143,7 @@ int kube_request_stream(struct kube_client *c, const struct kube_req *r, kube_st
         s.status = 0;
         buf_reset(&s.err_body);
         kube_err_clear(&e);
-        ret = stream_once(c, &p, &s, idle, &e);
+        ret = stream_once(c, &p, &s, idle, r->timeout_seconds, &e);
     }
     if (ret < 0 && reterr)
         *reterr = e;

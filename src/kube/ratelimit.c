@@ -2,7 +2,10 @@
 /* Token bucket with reservations (as golang.org/x/time/rate, which client-go uses). */
 #include "kube/ratelimit.h"
 
+#include <errno.h>
 #include <math.h>
+
+#include "common/limits.h"
 
 void kube_ratelimit_init(struct kube_ratelimit *rl, double qps, int burst, usec_t now)
 {
@@ -18,21 +21,60 @@ void kube_ratelimit_done(struct kube_ratelimit *rl)
     pthread_mutex_destroy(&rl->lock);
 }
 
-usec_t kube_ratelimit_reserve(struct kube_ratelimit *rl, usec_t now)
+/* Brings the bucket up to now. Called with the lock held. */
+static void refill(struct kube_ratelimit *rl, usec_t now)
 {
-    if (rl->qps <= 0)
-        return 0;
-    pthread_mutex_lock(&rl->lock);
     if (now > rl->last) {
         rl->tokens += (double)(now - rl->last) * rl->qps / (double)USEC_PER_SEC;
         if (rl->tokens > rl->burst)
             rl->tokens = rl->burst;
         rl->last = now;
     }
-    rl->tokens -= 1.0;
-    double debt = rl->tokens < 0 ? -rl->tokens : 0;
-    pthread_mutex_unlock(&rl->lock);
+}
+
+/* How long until a token taken from tokens (after the take) is due. */
+static usec_t debt_wait(const struct kube_ratelimit *rl, double tokens)
+{
+    double debt = tokens < 0 ? -tokens : 0;
     return (usec_t)ceil(debt * (double)USEC_PER_SEC / rl->qps);
+}
+
+int kube_ratelimit_reserve_by(struct kube_ratelimit *rl, usec_t now, usec_t deadline,
+                              usec_t *ret_wait)
+{
+    int r = 0;
+    *ret_wait = 0;
+    if (rl->qps <= 0)
+        return 0;
+    pthread_mutex_lock(&rl->lock);
+    refill(rl, now);
+    usec_t wait = debt_wait(rl, rl->tokens - 1.0);
+    if (deadline && now + wait > deadline) {
+        r = -ETIMEDOUT;
+    } else {
+        rl->tokens -= 1.0;
+        *ret_wait = wait;
+    }
+    pthread_mutex_unlock(&rl->lock);
+    return r;
+}
+
+usec_t kube_ratelimit_reserve(struct kube_ratelimit *rl, usec_t now)
+{
+    usec_t wait;
+    (void)kube_ratelimit_reserve_by(rl, now, 0, &wait);
+    return wait;
+}
+
+void kube_ratelimit_unreserve(struct kube_ratelimit *rl)
+{
+    if (rl->qps <= 0)
+        return;
+    pthread_mutex_lock(&rl->lock);
+    rl->tokens += 1.0;
+    if (rl->tokens > rl->burst)
+        rl->tokens = rl->burst;
+    pthread_mutex_unlock(&rl->lock);
 }
 
 usec_t kube_ratelimit_wait(struct kube_ratelimit *rl)
@@ -41,4 +83,25 @@ usec_t kube_ratelimit_wait(struct kube_ratelimit *rl)
     if (d > 0)
         clock_sleep(d);
     return d;
+}
+
+int kube_ratelimit_wait_by(struct kube_ratelimit *rl, usec_t deadline, const atomic_bool *cancel,
+                           usec_t *ret_waited)
+{
+    usec_t start = clock_now(), wait, due;
+    int r = kube_ratelimit_reserve_by(rl, start, deadline, &wait);
+    *ret_waited = 0;
+    if (r < 0 || wait == 0)
+        return r;
+    due = start + wait;
+    for (usec_t now = start; now < due; now = clock_now()) {
+        if (cancel && atomic_load(cancel)) {
+            kube_ratelimit_unreserve(rl);
+            *ret_waited = now - start;
+            return -ECANCELED;
+        }
+        clock_sleep(due - now < LIMIT_KUBE_THROTTLE_SLICE ? due - now : LIMIT_KUBE_THROTTLE_SLICE);
+    }
+    *ret_waited = wait;
+    return 0;
 }

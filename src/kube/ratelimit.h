@@ -4,6 +4,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "common/clock.h"
@@ -22,5 +23,18 @@ void kube_ratelimit_done(struct kube_ratelimit *rl);
 /** Takes one token at time now and returns how long the caller must wait before using
  * it (0 when one was available). The clock is a parameter so tests can drive it. */
 usec_t kube_ratelimit_reserve(struct kube_ratelimit *rl, usec_t now);
+/** As kube_ratelimit_reserve, but only when the token is due by deadline (0: any time).
+ * Returns 0 with the wait in *ret_wait, or -ETIMEDOUT with nothing taken (so a caller
+ * whose time is up adds no debt for the others). */
+int kube_ratelimit_reserve_by(struct kube_ratelimit *rl, usec_t now, usec_t deadline,
+                              usec_t *ret_wait);
+/** Gives back a token reserved and not used (a caller cancelled while it waited). */
+void kube_ratelimit_unreserve(struct kube_ratelimit *rl);
 /** Reserves a token and sleeps until it is due. Returns the time waited. */
 usec_t kube_ratelimit_wait(struct kube_ratelimit *rl);
+/** Reserves a token due by deadline (0: any time) and sleeps until it is due, looking at
+ * *cancel (NULL: none) at least every LIMIT_KUBE_THROTTLE_SLICE. Returns 0 with the
+ * time waited in *ret_waited, -ETIMEDOUT (nothing taken: the token would come too late)
+ * or -ECANCELED (the token given back). */
+int kube_ratelimit_wait_by(struct kube_ratelimit *rl, usec_t deadline, const atomic_bool *cancel,
+                           usec_t *ret_waited);

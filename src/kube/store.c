@@ -492,11 +492,14 @@ static int index_walk(struct kube_store *s, const char *index, const char *value
     void *unused;
     int n = 0;
     map_foreach (set, it, key, unused) {
-        if (objs)
+        if (objs) {
+            size_t had = objs->n;
             objv_take(objs, unpack(s, map_get(s->objs, key)));
-        else
+            n += objs->n > had; /* a compact blob that did not unpack is not appended */
+        } else {
             kube_strv_add(keys, key);
-        n++;
+            n++;
+        }
     }
     return n;
 }

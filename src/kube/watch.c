@@ -43,9 +43,11 @@ static int parse_type(const char *s, enum kube_event_type *ret)
     return -EPROTO;
 }
 
-static const char *object_rv(const json_t *obj)
+/* A new reference to obj's metadata.resourceVersion string, or NULL. */
+static json_t *object_rv(const json_t *obj)
 {
-    return json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
+    return json_is_string(rv) ? json_incref(rv) : NULL;
 }
 
 int kube_event_decode(const char *frame, size_t len, struct kube_event *ret,
@@ -72,7 +74,8 @@ int kube_event_decode(const char *frame, size_t len, struct kube_event *ret,
     }
     ret->type = type;
     ret->object = json_incref(obj);
-    ret->resource_version = object_rv(obj);
+    ret->rv_ref = object_rv(obj);
+    ret->resource_version = json_string_value(ret->rv_ref);
     r = 0;
 out:
     json_decref(root);
@@ -84,7 +87,9 @@ void kube_event_done(struct kube_event *ev)
     if (!ev)
         return;
     json_decref(ev->object);
+    json_decref(ev->rv_ref);
     ev->object = NULL;
+    ev->rv_ref = NULL;
     ev->resource_version = NULL;
 }
 

@@ -24,7 +24,9 @@ enum kube_event_type {
 struct kube_event {
     enum kube_event_type type;
     json_t *object;               /* owned reference: the object (a Status for ERROR) */
-    const char *resource_version; /* borrowed from object; NULL when absent */
+    const char *resource_version; /* the object's, valid until kube_event_done even when a
+                                   * handler drops it from the object; NULL when absent */
+    json_t *rv_ref;               /* owned reference to resource_version's string */
 };
 
 /** "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR" (static string). */
@@ -50,7 +52,8 @@ bool kube_event_is_gone(const struct kube_event *ev);
 
 /** Called by the decoder for each ADDED, MODIFIED, DELETED and BOOKMARK event, in stream
  * order. The event is borrowed; ev->object is referenced by nobody else, so the callee
- * may modify it (e.g. strip fields) and json_incref it to keep it. Return 0 to go on, or
+ * may modify it (e.g. strip fields, metadata.resourceVersion too: ev->resource_version
+ * stays valid) and json_incref it to keep it. Return 0 to go on, or
  * a negative errno to stop the stream (kube_watch_feed returns it). */
 typedef int kube_watch_event_fn(void *ctx, const struct kube_event *ev);
 

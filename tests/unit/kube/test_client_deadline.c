@@ -21,17 +21,22 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include "api/res.h"
 #include "common/clock.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "kube/client.h"
 #include "kube/client_int.h"
 
 /* HANG: never answers; TOO_MANY: 429 (Retry-After: 1); TOO_MANY_LONG: 429 (Retry-After:
  * 50); STALL: the first request gets its head and part of its body, then nothing (the
- * connection stays open), later ones a whole answer. */
-enum mode { HANG, TOO_MANY, TOO_MANY_LONG, STALL };
+ * connection stays open), later ones a whole answer; OK: a Pod; CLOSE: each connection
+ * closed at once, nothing read (a TLS handshake meets EOF); TRICKLE: a chunked 200 whose
+ * body is a space every 100 ms, for up to 20 s. */
+enum mode { HANG, TOO_MANY, TOO_MANY_LONG, STALL, OK, CLOSE, TRICKLE };
 
 static struct {
     int lfd, port, wake[2];
@@ -46,6 +51,20 @@ static void write_file(const char *path, const char *text)
     assert_non_null(f);
     fputs(text, f);
     (void)fclose(f);
+}
+
+/* TRICKLE: a space every 100 ms until the client goes or 20 s pass. Returns -1. */
+static int trickle(int fd)
+{
+    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                               "Transfer-Encoding: chunked\r\n\r\n";
+    ssize_t w = write(fd, head, sizeof(head) - 1);
+    for (int i = 0; i < 200 && w > 0; i++) {
+        clock_sleep(100 * USEC_PER_MSEC);
+        w = send(fd, "1\r\n \r\n", 6, MSG_NOSIGNAL);
+    }
+    (void)close(fd);
+    return -1;
 }
 
 /* Reads one request head; answers it per mode (HANG: never; the fd is kept open until
@@ -63,6 +82,11 @@ static int serve(int fd)
         "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"TooManyRequests\",\"code\":429,"
         "\"x\":\"1234\"}";
     char buf[8192];
+    if (atomic_load(&S.mode) == CLOSE) {
+        atomic_fetch_add(&S.requests, 1); /* connections, here */
+        (void)close(fd);
+        return -1;
+    }
     ssize_t n = read(fd, buf, sizeof(buf));
     if (n <= 0) {
         (void)close(fd);
@@ -74,7 +98,9 @@ static int serve(int fd)
         (void)!write(fd, part, sizeof(part) - 1);
         return fd;
     }
-    if (atomic_load(&S.mode) == STALL) {
+    if (atomic_load(&S.mode) == TRICKLE)
+        return trickle(fd);
+    if (atomic_load(&S.mode) == STALL || atomic_load(&S.mode) == OK) {
         static const char ok[] =
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
             "Connection: close\r\nContent-Length: 14\r\n\r\n{\"kind\":\"Pod\"}";
@@ -147,28 +173,35 @@ static int teardown(void **state)
 /* A client with a secret bearer token, a 300 s per-attempt timeout (far past the bounds
  * below that only a hang exceeds: a call cut by it would fail them) and a 1 s read stall
  * bound. */
-static struct kube_client *client(enum mode m, int max_retries)
+/* A client of the server with options o, over http or (tls) https without verification. */
+static struct kube_client *client_with(enum mode m, const struct kube_client_opts *o, bool tls)
 {
     char kc[128], tok[128], text[1024];
     struct kube_config *cfg = NULL;
     struct kube_client *c = NULL;
     struct kube_err e;
-    struct kube_client_opts o = {
-        .max_retries = max_retries, .timeout = 300 * USEC_PER_SEC, .read_stall = USEC_PER_SEC};
     (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", S.tmp);
     (void)snprintf(tok, sizeof(tok), "%s/token", S.tmp);
     write_file(tok, "s3cr3t-token");
     (void)snprintf(text, sizeof(text),
                    "current-context: t\nclusters:\n- name: k\n  cluster: {server: "
-                   "'http://127.0.0.1:%d'}\ncontexts:\n- name: t\n  context: {cluster: k, user: "
-                   "u, namespace: ns}\nusers:\n- name: u\n  user: {tokenFile: '%s'}\n",
-                   S.port, tok);
+                   "'%s://127.0.0.1:%d', insecure-skip-tls-verify: %s}\ncontexts:\n- name: t\n"
+                   "  context: {cluster: k, user: u, namespace: ns}\nusers:\n- name: u\n  user: "
+                   "{tokenFile: '%s'}\n",
+                   tls ? "https" : "http", S.port, tls ? "true" : "false", tok);
     write_file(kc, text);
     assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
-    assert_int_equal(kube_client_new(cfg, &o, &c), 0);
+    assert_int_equal(kube_client_new(cfg, o, &c), 0);
     atomic_store(&S.mode, m);
     atomic_store(&S.requests, 0);
     return c;
+}
+
+static struct kube_client *client(enum mode m, int max_retries)
+{
+    struct kube_client_opts o = {
+        .max_retries = max_retries, .timeout = 300 * USEC_PER_SEC, .read_stall = USEC_PER_SEC};
+    return client_with(m, &o, false);
 }
 
 static int get_pod(struct kube_client *c, usec_t timeout, bool no_retry, struct kube_err *e)
@@ -252,6 +285,131 @@ static void test_timeout_bounds_backoff(void **state)
     assert_true(clock_now() - t0 < 30 * USEC_PER_SEC);
     assert_int_equal(atomic_load(&S.requests), 1);
     kube_client_free(c);
+}
+
+/* ---- rate limiter, attempt bound, handshake, watch bound, socket options ---------- */
+
+struct cancel_after {
+    atomic_bool flag;
+    usec_t after;
+};
+
+static void *set_later(void *arg)
+{
+    struct cancel_after *k = arg;
+    clock_sleep(k->after);
+    atomic_store(&k->flag, true);
+    return NULL;
+}
+
+/* With the limiter's next token 10 s away, a call with a 300 ms timeout fails at once
+ * with -ETIMEDOUT and sends nothing, and one cancelled while it waits ends at the
+ * cancel, not when its token is due (before: each slept the 10 s out first). */
+static void test_throttle_bounded(void **state)
+{
+    struct kube_client_opts o = {.qps = 0.1, .burst = 1, .max_retries = 0};
+    struct kube_client *c = client_with(OK, &o, false);
+    struct cancel_after k = {.after = 200 * USEC_PER_MSEC};
+    struct kube_req r;
+    struct kube_err e;
+    pthread_t t;
+    usec_t t0;
+    (void)state;
+    assert_int_equal(get_pod(c, 0, false, &e), 0); /* the burst's token */
+    assert_int_equal(atomic_load(&S.requests), 1);
+    t0 = clock_now();
+    assert_int_equal(get_pod(c, 300 * USEC_PER_MSEC, false, &e), -ETIMEDOUT);
+    assert_non_null(strstr(e.message, "rate limiter"));
+    assert_true(clock_now() - t0 < 5 * USEC_PER_SEC); /* only a 10 s sleep passes this */
+    assert_int_equal(atomic_load(&S.requests), 1);
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.ns = "ns";
+    r.name = "p";
+    r.cancel = &k.flag;
+    assert_int_equal(pthread_create(&t, NULL, set_later, &k), 0);
+    t0 = clock_now();
+    assert_int_equal(kube_request(c, &r, NULL, &e), -ECANCELED);
+    assert_true(clock_now() - t0 < 5 * USEC_PER_SEC);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(atomic_load(&S.requests), 1);
+    kube_client_free(c);
+}
+
+/* A call whose timeout (60 s) is longer than the client's (1 s): an attempt on a stalled
+ * answer is cut at the client's timeout and retried, and the retry is answered; before,
+ * the first attempt had the whole 60 s and the call failed with -ETIMEDOUT. (The read
+ * stall bound is 300 s here, so only the timeout can cut it.) */
+static void test_attempt_capped_by_client_timeout(void **state)
+{
+    struct kube_client_opts o = {
+        .max_retries = 2, .timeout = USEC_PER_SEC, .read_stall = 300 * USEC_PER_SEC};
+    struct kube_client *c = client_with(STALL, &o, false);
+    struct kube_err e;
+    (void)state;
+    assert_int_equal(get_pod(c, 60 * USEC_PER_SEC, false, &e), 0);
+    assert_int_equal(atomic_load(&S.requests), 2);
+    kube_client_free(c);
+}
+
+/* A TLS handshake that meets EOF sent nothing: retried, a POST too (before: -EPROTO at
+ * once, one connection). */
+static void test_handshake_failure_retried(void **state)
+{
+    struct kube_client_opts o = {.max_retries = 2, .timeout = 5 * USEC_PER_SEC};
+    struct kube_client *c = client_with(CLOSE, &o, true);
+    json_t *pod = json_pack("{s:s, s:{s:s}}", "kind", "Pod", "metadata", "name", "p");
+    struct kube_err e;
+    (void)state;
+    assert_int_equal(kube_create(c, &KUBE_RES_PODS, "ns", pod, NULL, &e), -EPROTO);
+    assert_int_equal(atomic_load(&S.requests), 3); /* 1 + 2 retries */
+    assert_false(kube_err_outcome_unknown(&e));
+    json_decref(pod);
+    kube_client_free(c);
+}
+
+static int ignore_chunk(void *ctx, const char *data, size_t len)
+{
+    (void)ctx;
+    (void)data;
+    (void)len;
+    return 0;
+}
+
+/* A watch with timeoutSeconds=1 whose server trickles bytes that never end a frame (so
+ * the idle bound never fires) is cut watch_slack (300 ms) after those 1 s; before, it
+ * went on for the server's 20 s. */
+static void test_watch_cut_past_timeout(void **state)
+{
+    struct kube_client_opts o = {.max_retries = 0, .watch_slack = 300 * USEC_PER_MSEC};
+    struct kube_client *c = client_with(TRICKLE, &o, false);
+    struct kube_req r;
+    struct kube_err e;
+    usec_t t0 = clock_now(), took;
+    (void)state;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.ns = "ns";
+    r.watch = true;
+    r.timeout_seconds = 1;
+    assert_int_equal(kube_request_stream(c, &r, ignore_chunk, NULL, NULL, 0, &e), -ETIMEDOUT);
+    took = clock_now() - t0;
+    assert_non_null(strstr(e.message, "past its timeout"));
+    assert_true(took >= USEC_PER_SEC);
+    assert_true(took < 15 * USEC_PER_SEC); /* the server's 20 s: only a missing cut */
+    kube_client_free(c);
+}
+
+/* Every connection gets TCP_USER_TIMEOUT: a socket passed through the callback has it. */
+static void test_sockopt_user_timeout(void **state)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    unsigned int ms = 0;
+    socklen_t len = sizeof(ms);
+    (void)state;
+    assert_true(fd >= 0);
+    assert_int_equal(kube__sockopt(NULL, fd, CURLSOCKTYPE_IPCXN), CURL_SOCKOPT_OK);
+    assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, &len), 0);
+    assert_int_equal(ms, LIMIT_KUBE_TCP_UNACKED / USEC_PER_MSEC);
+    (void)close(fd);
 }
 
 /* Captures what the client logs at debug level during fn. */
@@ -350,6 +508,11 @@ int main(void)
         cmocka_unit_test(test_retry_log_line),
         cmocka_unit_test(test_note_format),
         cmocka_unit_test(test_loglimit),
+        cmocka_unit_test(test_throttle_bounded),
+        cmocka_unit_test(test_attempt_capped_by_client_timeout),
+        cmocka_unit_test(test_handshake_failure_retried),
+        cmocka_unit_test(test_watch_cut_past_timeout),
+        cmocka_unit_test(test_sockopt_user_timeout),
     };
     log_set_level(LOG_WARN);
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -6,7 +6,9 @@
 #include <stdint.h>
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "kube/ratelimit.h"
 
@@ -77,12 +79,88 @@ static void test_threads_are_paced(void **state)
     kube_ratelimit_done(&rl);
 }
 
+/* A token due after the deadline is refused and not taken: the debt stays what it was;
+ * one given back is there for the next caller. */
+static void test_reserve_by_deadline(void **state)
+{
+    struct kube_ratelimit rl;
+    usec_t t0 = 1000 * USEC_PER_SEC, wait = 1;
+    (void)state;
+    kube_ratelimit_init(&rl, 10, 1, t0);
+    assert_int_equal(kube_ratelimit_reserve_by(&rl, t0, t0 + 50 * MS, &wait), 0);
+    assert_int_equal(wait, 0);
+    /* the next is due in 100 ms: refused by a 50 ms deadline, three times */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(kube_ratelimit_reserve_by(&rl, t0, t0 + 50 * MS, &wait), -ETIMEDOUT);
+        assert_int_equal(wait, 0);
+    }
+    /* nothing was taken by them: still due in 100 ms, not 400 */
+    assert_int_equal(kube_ratelimit_reserve_by(&rl, t0, t0 + 100 * MS, &wait), 0);
+    assert_int_equal(wait, 100 * MS);
+    /* given back: the following one waits 100 ms again, not 200 */
+    kube_ratelimit_unreserve(&rl);
+    assert_int_equal(kube_ratelimit_reserve_by(&rl, t0, 0, &wait), 0);
+    assert_int_equal(wait, 100 * MS);
+    /* never above the burst */
+    kube_ratelimit_unreserve(&rl);
+    kube_ratelimit_unreserve(&rl);
+    kube_ratelimit_unreserve(&rl);
+    assert_int_equal(kube_ratelimit_reserve(&rl, t0), 0);
+    assert_int_equal(kube_ratelimit_reserve(&rl, t0), 100 * MS);
+    kube_ratelimit_done(&rl);
+}
+
+struct cancel_wait {
+    struct kube_ratelimit *rl;
+    atomic_bool cancel;
+    atomic_bool returned;
+    int r;
+};
+
+static void *cancelled_waiter(void *arg)
+{
+    struct cancel_wait *w = arg;
+    usec_t waited;
+    w->r = kube_ratelimit_wait_by(w->rl, 0, &w->cancel, &waited);
+    atomic_store(&w->returned, true);
+    return NULL;
+}
+
+/* A wait of an hour ends at its cancel flag (-ECANCELED) and gives its token back. */
+static void test_wait_by_cancel(void **state)
+{
+    struct kube_ratelimit rl;
+    struct cancel_wait w = {.rl = &rl};
+    pthread_t th;
+    usec_t wait;
+    (void)state;
+    kube_ratelimit_init(&rl, 1.0 / 3600, 1, clock_now());
+    assert_int_equal(kube_ratelimit_reserve(&rl, clock_now()), 0);
+    assert_int_equal(pthread_create(&th, NULL, cancelled_waiter, &w), 0);
+    clock_sleep(100 * MS);
+    assert_false(atomic_load(&w.returned)); /* it waits */
+    atomic_store(&w.cancel, true);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(w.r, -ECANCELED);
+    /* its token is back: the next is due in about an hour, not two */
+    assert_int_equal(kube_ratelimit_reserve_by(&rl, clock_now(), 0, &wait), 0);
+    assert_true(wait <= 3600 * USEC_PER_SEC);
+    assert_true(wait > 3500 * USEC_PER_SEC);
+    /* set before: no wait, nothing taken */
+    atomic_store(&w.cancel, true);
+    kube_ratelimit_unreserve(&rl);
+    assert_int_equal(kube_ratelimit_wait_by(&rl, 0, &w.cancel, &wait), -ECANCELED);
+    assert_int_equal(kube_ratelimit_reserve_by(&rl, clock_now(), 0, &wait), 0);
+    assert_true(wait <= 3600 * USEC_PER_SEC);
+    kube_ratelimit_done(&rl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_burst_then_rate),
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_threads_are_paced),
+        cmocka_unit_test(test_burst_then_rate),   cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_threads_are_paced), cmocka_unit_test(test_reserve_by_deadline),
+        cmocka_unit_test(test_wait_by_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

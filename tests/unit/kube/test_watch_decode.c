@@ -212,6 +212,33 @@ static void test_bookmark_advances_rv(void **state)
     buf_done(&rc.log);
 }
 
+/* A handler that strips the object's metadata (as a store transform may). */
+static int strip_metadata(void *ctx, const struct kube_event *ev)
+{
+    int *calls = ctx;
+    (*calls)++;
+    assert_string_equal(ev->resource_version, "4242");
+    assert_int_equal(json_object_del(ev->object, "metadata"), 0);
+    /* the event's resourceVersion outlives the field it came from */
+    assert_string_equal(ev->resource_version, "4242");
+    return 0;
+}
+
+/* The decoder advances to the event's resourceVersion after a handler dropped it from the
+ * object (freed memory read before: ASan's heap-use-after-free). */
+static void test_rv_survives_handler(void **state)
+{
+    int calls = 0;
+    struct kube_watch *w = kube_watch_new(0, strip_metadata, &calls);
+    const char *ev = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\","
+                     "\"resourceVersion\":\"4242\",\"labels\":{\"x\":\"y\"}}}}\n";
+    (void)state;
+    assert_int_equal(kube_watch_feed(w, ev, strlen(ev)), 0);
+    assert_int_equal(calls, 1);
+    assert_string_equal(kube_watch_rv(w), "4242");
+    kube_watch_free(w);
+}
+
 static void test_stream_error_410(void **state)
 {
     (void)state;
@@ -309,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_event_status),         cmocka_unit_test(test_stream_every_split),
         cmocka_unit_test(test_bookmark_advances_rv), cmocka_unit_test(test_stream_error_410),
         cmocka_unit_test(test_stream_other_errors),  cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_rv_survives_handler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
