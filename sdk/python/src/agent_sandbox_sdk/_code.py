@@ -25,6 +25,15 @@ ContextRef = str | CodeContext | None
 
 EXECUTE_PATH = "/v1/code/execute"
 
+MAX_OUTPUT = 64 << 20
+"""Default bound (characters) of what run_code collects: stdout, stderr and results'
+data together. sandboxd cuts an execution at --max-code-output (16 MiB of event lines by
+default); this bounds the client's memory whatever the sandbox sends."""
+
+MAX_EVENT_LINE = 40 << 20
+"""Longest event line read (bytes; a display event carries a whole image): sandboxd's
+driver sends at most 32 MiB in one."""
+
 
 def context_id(ctx: ContextRef) -> str | None:
     if ctx is None:
@@ -37,6 +46,10 @@ def context_path(ctx: str | CodeContext, action: str = "") -> str:
     if not cid or "/" in cid:
         raise ValueError(f"invalid context id {cid!r}")
     return f"/v1/contexts/{cid}" + (f"/{action}" if action else "")
+
+
+DELETE_ARGS: dict[str, Any] = {"idempotent": True, "what": "delete context", "after_loss": (404,)}
+"""request() arguments of a context delete (as files.delete's: see _wire.Attempts)."""
 
 
 def parse_context(j: Mapping[str, Any]) -> CodeContext:
@@ -82,16 +95,28 @@ def execute_request(base: str, headers: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+def check_max_output(max_output: int | None) -> int:
+    if max_output is None:
+        return MAX_OUTPUT
+    if isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 0:
+        raise ValueError("max_output must be a non-negative int")
+    return max_output
+
+
 class Collector:
-    """Folds execution events into an Execution, calling the callbacks as they come."""
+    """Folds execution events into an Execution, calling the callbacks as they come.
+    It keeps at most ``max_output`` characters of stdout, stderr and results' data in
+    all (the callbacks still get everything); beyond that the Execution is truncated."""
 
     def __init__(
         self,
         on_stdout: Callable[[str], None] | None,
         on_stderr: Callable[[str], None] | None,
         on_result: Callable[[CodeResult], None] | None,
+        max_output: int = MAX_OUTPUT,
     ) -> None:
         self.on_stdout, self.on_stderr, self.on_result = on_stdout, on_stderr, on_result
+        self.room = max_output  # characters still kept
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self.results: list[CodeResult] = []
@@ -106,7 +131,8 @@ class Collector:
         t = ev.get("type")
         if t in ("stdout", "stderr"):
             text = str(ev.get("text", ""))
-            (self.stdout if t == "stdout" else self.stderr).append(text)
+            if kept := self._take(len(text)):
+                (self.stdout if t == "stdout" else self.stderr).append(text[:kept])
             cb = self.on_stdout if t == "stdout" else self.on_stderr
             if cb is not None:
                 cb(text)
@@ -116,7 +142,12 @@ class Collector:
                 data={str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {},
                 is_main=bool(ev.get("is_main", False)),
             )
-            self.results.append(r)
+            size = sum(len(k) + len(v) for k, v in r.data.items())
+            if size <= self.room:  # a result is kept whole or not at all
+                self.room -= size
+                self.results.append(r)
+            else:
+                self.truncated = True
             if self.on_result is not None:
                 self.on_result(r)
         elif t == "error":
@@ -129,6 +160,15 @@ class Collector:
             self.timed_out = bool(ev.get("timed_out"))
             self.ended = True
         return self.ended
+
+    def _take(self, size: int) -> int:
+        """How many characters of a text of this size are kept (the rest marks the
+        Execution truncated)."""
+        kept = min(size, self.room)
+        if kept < size:
+            self.truncated = True
+        self.room -= kept
+        return kept
 
     def add_line(self, line: str) -> bool:
         if not line.strip():
@@ -158,6 +198,46 @@ class Collector:
         return ex
 
 
+class LineSplitter:
+    """Splits a byte stream into lines (without their ends), refusing one longer than
+    limit bytes: httpx's iter_lines would hold any line whole."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_EVENT_LINE if limit is None else limit
+        self.buf = bytearray()
+
+    def feed(self, part: bytes) -> list[str]:
+        self.buf += part
+        end = self.buf.rfind(b"\n")
+        lines = [] if end < 0 else self.buf[:end].decode("utf-8", "replace").split("\n")
+        if end >= 0:
+            del self.buf[: end + 1]
+        if len(self.buf) > self.limit or any(len(ln) > self.limit for ln in lines):
+            raise SandboxConnectionError(f"run_code: an event line over {self.limit} bytes")
+        return lines
+
+    def rest(self) -> list[str]:
+        """The last line, when the stream ended without a line end."""
+        tail, self.buf = self.buf.decode("utf-8", "replace"), bytearray()
+        return [tail] if tail else []
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    sp = LineSplitter()
+    for part in chunks:
+        yield from sp.feed(part)
+    yield from sp.rest()
+
+
+async def _alines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    sp = LineSplitter()
+    async for part in chunks:
+        for line in sp.feed(part):
+            yield line
+    for line in sp.rest():
+        yield line
+
+
 # ---- sync ---------------------------------------------------------------------------
 
 
@@ -179,7 +259,7 @@ def run_code(sb: Sandbox, body: dict[str, Any], col: Collector) -> Execution:
                 if not woke and _wire.not_forwarded(resp, t.via_kube) and sb._wake(force=True):
                     continue
                 raise _wire.error(resp, "run_code")
-            _read(resp.iter_lines(), col)
+            _read(_lines(resp.iter_bytes()), col)
         finally:
             resp.close()
         break
@@ -226,7 +306,9 @@ class Contexts:
         self._sb.request("POST", context_path(ctx, "interrupt"), idempotent=True, what="interrupt context")
 
     def delete(self, ctx: str | CodeContext) -> None:
-        self._sb.request("DELETE", context_path(ctx), idempotent=True, what="delete context")
+        """Kills the kernel and forgets the context. sandboxd's 404 on a retry after an
+        attempt whose answer was lost is success: that attempt deleted it."""
+        self._sb.request("DELETE", context_path(ctx), **DELETE_ARGS)
 
 
 # ---- async --------------------------------------------------------------------------
@@ -250,7 +332,7 @@ async def arun_code(sb: AsyncSandbox, body: dict[str, Any], col: Collector) -> E
                 if not woke and _wire.not_forwarded(resp, t.via_kube) and await sb._wake(force=True):
                     continue
                 raise _wire.error(resp, "run_code")
-            await _aread(resp.aiter_lines(), col)
+            await _aread(_alines(resp.aiter_bytes()), col)
         finally:
             await resp.aclose()
         break
@@ -294,4 +376,4 @@ class AsyncContexts:
         await self._sb.request("POST", context_path(ctx, "interrupt"), idempotent=True, what="interrupt context")
 
     async def delete(self, ctx: str | CodeContext) -> None:
-        await self._sb.request("DELETE", context_path(ctx), idempotent=True, what="delete context")
+        await self._sb.request("DELETE", context_path(ctx), **DELETE_ARGS)

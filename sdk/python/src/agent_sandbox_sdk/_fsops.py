@@ -112,16 +112,22 @@ def parse_batch(j: Mapping[str, Any]) -> list[WriteResult]:
     ]
 
 
+MAX_WINDOW = (1 << 63) - 1
+"""The largest offset or max_bytes sent (a file's size is an off_t): a larger one means
+the same window, and sandboxd refuses numbers beyond 64 bits (400 INVALID_ARGUMENT)."""
+
+
 def read_args(offset: int, max_bytes: int | None) -> dict[str, Any]:
     """request() arguments of a windowed read (none for a whole read); 416 is accepted
-    (reading at or past the end gives b"")."""
+    (reading at or past the end gives b""). Any size is fine (sys.maxsize, 10**30):
+    values past MAX_WINDOW are sent as MAX_WINDOW."""
     if offset < 0 or (max_bytes is not None and max_bytes < 0):
         raise ValueError("offset and max_bytes must not be negative")
     params: dict[str, str] = {}
     if offset:
-        params["offset"] = str(offset)
+        params["offset"] = str(min(offset, MAX_WINDOW))
     if max_bytes is not None:
-        params["max_bytes"] = str(max_bytes)
+        params["max_bytes"] = str(min(max_bytes, MAX_WINDOW))
     return {"params": params, "ok": (416,)} if params else {}
 
 

@@ -122,6 +122,20 @@ def random_name(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(4)}"
 
 
+def check_name(name: str, what: str = "name") -> str:
+    """name, when it can name a Sandbox or SandboxClaim (a DNS-1123 subdomain: lower-case
+    letters, digits, '-' and '.', at most 253 characters); else ValueError, before any
+    request. An empty name would address the whole collection: a GET would list it, a
+    DELETE delete every object in it."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError(f"{what} is empty")
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise ValueError(f"{what} {name!r} is not a valid object name (a DNS-1123 subdomain)")
+    return name
+
+
 def env_entry(name: str, value: EnvValue) -> dict[str, Any]:
     """One Kubernetes env entry: {name, value} or {name, valueFrom: {secretKeyRef |
     configMapKeyRef: {name, key}}}."""
@@ -277,7 +291,30 @@ def plan_create(
     )
     if pool is not None and not pool:
         raise ValueError("pool is empty")
+    if name is not None:
+        check_name(name)
     return CreatePlan(pool, pod_spec, name, common)
+
+
+CREATE_NAME_TRIES = 3
+"""How many names a create() draws (the first, and again after each AlreadyExists) when it
+names the object itself."""
+
+
+def name_taken(e: BaseException) -> bool:
+    """Whether a create was refused because an object of that name exists (409
+    AlreadyExists): under a name the SDK drew, someone else's object, never deleted."""
+    return isinstance(e, RequestError) and e.status == 409 and e.code == "AlreadyExists"
+
+
+def create_unsettled(e: BaseException) -> bool:
+    """Whether a create that raised e may have stored the object: no answer (a cut
+    connection, a timeout, Ctrl-C, a cancelled task, an answer that could not be read)
+    or a server error (5xx: an API server timeout after etcd took the write). A 4xx
+    refusal stored nothing."""
+    if isinstance(e, RequestError):
+        return e.status >= 500
+    return not isinstance(e, (AuthError, NotFoundError))
 
 
 def created_names(resource: str, body: Mapping[str, Any]) -> tuple[str, str]:
@@ -735,7 +772,7 @@ class WaitLoop:
             if o.get("code") == 410:
                 self.rv = ""
                 return True
-            raise SandboxError(f"watch {self.resource} {self.ns}/{self.name}: {o.get('message')}")
+            raise watch_error(o, f"watch {self.resource} {self.ns}/{self.name}")
         self.rv = str(o.get("metadata", {}).get("resourceVersion", self.rv))
         if etype == "BOOKMARK":
             return False
@@ -772,6 +809,17 @@ def api_error(resp: httpx.Response, what: str) -> SandboxError:
     if s == 403:
         return AuthError(f"{what}: forbidden ({msg}); grant RBAC for this call", status=s)
     return RequestError(f"{what}: HTTP {s} {reason}: {msg}", status=s, code=reason)
+
+
+def watch_error(status: Mapping[str, Any], what: str) -> SandboxError:
+    """The error of a watch's ERROR event (its object a Status), mapped as api_error
+    maps a refused request: 401/403 AuthError, 404 NotFoundError, else RequestError."""
+    code = status.get("code")
+    s = code if isinstance(code, int) and not isinstance(code, bool) and code >= 400 else 500
+    msg, reason = str(status.get("message") or ""), str(status.get("reason") or "")
+    if s in (401, 403, 404):
+        return api_error(httpx.Response(s, json={"message": msg, "reason": reason}), what)
+    return RequestError(f"{what}: {msg}", status=s, code=reason)
 
 
 # ---- resume on traffic (docs/idle.md, "what an SDK must do") ------------------------
@@ -868,6 +916,7 @@ def client_options(cfg: KubeConfig, timeout: float, ctx: ssl.SSLContext) -> dict
 
 
 def get_call(resource: str, ns: str, name: str) -> ApiCall:
+    check_name(name)
     return ApiCall("GET", path(resource, ns, name), f"{RESOURCES[resource][1]} {ns}/{name}", {})
 
 
@@ -882,12 +931,14 @@ def create_call(resource: str, ns: str, body: dict[str, Any]) -> ApiCall:
 
 
 def patch_call(resource: str, ns: str, name: str, patch: dict[str, Any]) -> ApiCall:
+    check_name(name)
     kw = {"json": patch, "headers": {"Content-Type": MERGE_PATCH}}
     return ApiCall("PATCH", path(resource, ns, name), f"patch {RESOURCES[resource][1]} {ns}/{name}", kw)
 
 
 def delete_call(resource: str, ns: str, name: str) -> ApiCall:
     """A delete with background propagation."""
+    check_name(name)
     kw = {"json": {"propagationPolicy": "Background"}}
     return ApiCall("DELETE", path(resource, ns, name), f"delete {RESOURCES[resource][1]} {ns}/{name}", kw)
 

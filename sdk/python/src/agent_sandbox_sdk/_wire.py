@@ -508,6 +508,17 @@ def local_child(local: str | os.PathLike[str], name: str) -> Path:
     return Path(local) / name
 
 
+def delete_path(p: str) -> str:
+    """The URL path of a file delete (file_path's checks). Only the explicit path "/"
+    names the root: "", "." and the like, which resolve to it too, are refused with
+    ValueError, so that an empty path (an unset variable) never becomes a recursive
+    delete of the whole workspace."""
+    url = file_path(p)
+    if url == "/v1/files/" and p != "/":
+        raise ValueError(f"path {p!r} names the sandbox root; pass '/' to delete the root's contents")
+    return url
+
+
 def delete_options(recursive: bool, missing_ok: bool) -> dict[str, Any]:
     """request() arguments of a file delete. sandboxd's 404 after an attempt that may
     have deleted the path (its answer was lost) is success."""

@@ -23,7 +23,7 @@ from ._fsops import AsyncFileWatch
 from ._kube_async import AsyncKubeClient
 from ._kubeconfig import KubeConfig
 from .background import AsyncBackgroundProcess
-from .errors import NotFoundError, SandboxConnectionError, SandboxError, SandboxTimeoutError
+from .errors import NotFoundError, SandboxError, SandboxTimeoutError
 from .models import (
     BackgroundProcessInfo,
     CodeResult,
@@ -121,17 +121,22 @@ class AsyncSandboxClient(_base.ClientBase):
             ttl=ttl,
             shutdown_time=shutdown_time,
         )
-        resource, body = plan.body(await self._get_template(ns, template) if template is not None else None)
-        sandbox, claim = _k8s.created_names(resource, body)
-        sb = AsyncSandbox(self, ns, sandbox, claim=claim, keep=keep)
-        try:
-            created = await self.kube.create(resource, ns, body)
-        except (SandboxConnectionError, asyncio.CancelledError):
-            # No answer: the object may exist under the name chosen here (never a name
-            # the caller gave, which could be someone else's object).
-            if name is None:
-                await asyncio.shield(sb._delete_quietly())
-            raise
+        tmpl = await self._get_template(ns, template) if template is not None else None
+        for tries_left in range(_k8s.CREATE_NAME_TRIES - 1, -1, -1):
+            resource, body = plan.body(tmpl)
+            sandbox, claim = _k8s.created_names(resource, body)
+            sb = AsyncSandbox(self, ns, sandbox, claim=claim, keep=keep)
+            try:
+                created = await self.kube.create(resource, ns, body)
+                break
+            except BaseException as e:
+                # Under a name drawn here (never one the caller gave): a taken name is
+                # drawn again; a create that may have stored the object is undone.
+                if name is None and _k8s.name_taken(e) and tries_left:
+                    continue
+                if name is None and _k8s.create_unsettled(e):
+                    await asyncio.shield(sb._delete_quietly())
+                raise
         if wait:
             try:
                 await sb._wait_created(created, timeout)
@@ -522,10 +527,13 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
         on_stdout: Callable[[str], None] | None = None,
         on_stderr: Callable[[str], None] | None = None,
         on_result: Callable[[CodeResult], None] | None = None,
+        max_output: int | None = None,
     ) -> Execution:
         """Runs Python code in a code context (see Sandbox.run_code)."""
         body = _code.execute_body(code, context, timeout)
-        return await _code.arun_code(self, body, _code.Collector(on_stdout, on_stderr, on_result))
+        return await _code.arun_code(
+            self, body, _code.Collector(on_stdout, on_stderr, on_result, _code.check_max_output(max_output))
+        )
 
 
 class AsyncProcess(_base.ProcessBase):
@@ -744,8 +752,12 @@ class AsyncFiles:
         return _wire.exists_answer(resp, what)
 
     async def delete(self, path: str, *, recursive: bool = False, missing_ok: bool = False) -> None:
+        """Deletes a file, or a directory (a non-empty one only with ``recursive``). The
+        root is named by "/" alone (``delete("/", recursive=True)`` empties it); "", "."
+        and other paths that resolve to it raise ValueError without a request."""
+        url = _wire.delete_path(path)
         kw = _wire.delete_options(recursive, missing_ok)
-        await self._sb.request("DELETE", _wire.file_path(path), idempotent=True, what=f"delete {path}", **kw)
+        await self._sb.request("DELETE", url, idempotent=True, what=f"delete {path}", **kw)
 
     async def stat(self, path: str, *, follow_symlinks: bool = False) -> FileStat:
         """Type, size, mode, mtime and symlink target of path. A symlink is described,

@@ -123,6 +123,9 @@ def output_params(follow: bool, offset: int) -> dict[str, str]:
     return {"follow": "true" if follow else "false", "offset": str(offset)}
 
 
+KILL = {"signal": "SIGKILL"}
+"""The body of a kill (POST .../signal): idempotent, so retried, unlike other signals."""
+
 WAIT_SLICE = 25.0
 """Longest single wait request (seconds): the router and proxies cut requests that send no
 byte for a minute, so a longer wait is a loop of these."""
@@ -313,9 +316,10 @@ class BackgroundProcess:
 
     def kill(self) -> None:
         """SIGKILL to the process group; no error when it already exited (the entry stays
-        listed: see remove())."""
+        listed: see remove()). Retried like a read: a second SIGKILL changes nothing, and
+        after an attempt whose answer was lost the process has exited (409: no error)."""
         try:
-            self.signal("SIGKILL")
+            self._call("POST", "signal", idempotent=True, json=KILL)
         except ProcessExitedError:
             pass
 
@@ -437,7 +441,7 @@ class AsyncBackgroundProcess:
 
     async def kill(self) -> None:
         try:
-            await self.signal("SIGKILL")
+            await self._call("POST", "signal", idempotent=True, json=KILL)
         except ProcessExitedError:
             pass
 

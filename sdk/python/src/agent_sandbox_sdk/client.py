@@ -22,7 +22,7 @@ from ._fsops import FileWatch
 from ._kube_sync import KubeClient
 from ._kubeconfig import KubeConfig
 from .background import BackgroundProcess
-from .errors import NotFoundError, SandboxConnectionError, SandboxError
+from .errors import NotFoundError, SandboxError
 from .models import (
     BackgroundProcessInfo,
     CodeResult,
@@ -119,17 +119,23 @@ class SandboxClient(_base.ClientBase):
             ttl=ttl,
             shutdown_time=shutdown_time,
         )
-        resource, body = plan.body(self._get_template(ns, template) if template is not None else None)
-        sandbox, claim = _k8s.created_names(resource, body)
-        sb = Sandbox(self, ns, sandbox, claim=claim, keep=keep)
-        try:
-            created = self.kube.create(resource, ns, body)
-        except (SandboxConnectionError, KeyboardInterrupt):
-            # No answer: the object may exist under the name chosen here (never a name
-            # the caller gave, which could be someone else's object).
-            if name is None:
-                sb._delete_quietly()
-            raise
+        tmpl = self._get_template(ns, template) if template is not None else None
+        for tries_left in range(_k8s.CREATE_NAME_TRIES - 1, -1, -1):
+            resource, body = plan.body(tmpl)
+            sandbox, claim = _k8s.created_names(resource, body)
+            sb = Sandbox(self, ns, sandbox, claim=claim, keep=keep)
+            try:
+                created = self.kube.create(resource, ns, body)
+                break
+            except BaseException as e:
+                # Under a name drawn here (never one the caller gave, which could be
+                # someone else's object): a taken name is drawn again; a create that may
+                # have stored the object (no answer, a 5xx) is undone by that name.
+                if name is None and _k8s.name_taken(e) and tries_left:
+                    continue
+                if name is None and _k8s.create_unsettled(e):
+                    sb._delete_quietly()
+                raise
         if wait:
             try:
                 sb._wait_created(created, timeout)
@@ -504,14 +510,19 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
         on_stdout: Callable[[str], None] | None = None,
         on_stderr: Callable[[str], None] | None = None,
         on_result: Callable[[CodeResult], None] | None = None,
+        max_output: int | None = None,
     ) -> Execution:
         """Runs Python code in a code context whose state persists across calls (the
         sandbox's default context when ``context`` is None): output streams to the
         callbacks as it comes; the Execution holds it all, the last expression's value
         (``.text``) and the error if the code raised. Past ``timeout`` seconds the code
-        is interrupted and CodeExecutionTimeout raised (docs/code-interpreter.md)."""
+        is interrupted and CodeExecutionTimeout raised (docs/code-interpreter.md). The
+        Execution keeps at most ``max_output`` characters of stdout, stderr and results'
+        data in all (default _code.MAX_OUTPUT, 64 Mi); past it, it is ``truncated``."""
         body = _code.execute_body(code, context, timeout)
-        return _code.run_code(self, body, _code.Collector(on_stdout, on_stderr, on_result))
+        return _code.run_code(
+            self, body, _code.Collector(on_stdout, on_stderr, on_result, _code.check_max_output(max_output))
+        )
 
 
 class Process(_base.ProcessBase):
@@ -700,8 +711,12 @@ class Files:
         return _wire.exists_answer(resp, what)
 
     def delete(self, path: str, *, recursive: bool = False, missing_ok: bool = False) -> None:
+        """Deletes a file, or a directory (a non-empty one only with ``recursive``). The
+        root is named by "/" alone (``delete("/", recursive=True)`` empties it); "", "."
+        and other paths that resolve to it raise ValueError without a request."""
+        url = _wire.delete_path(path)
         kw = _wire.delete_options(recursive, missing_ok)
-        self._sb.request("DELETE", _wire.file_path(path), idempotent=True, what=f"delete {path}", **kw)
+        self._sb.request("DELETE", url, idempotent=True, what=f"delete {path}", **kw)
 
     def stat(self, path: str, *, follow_symlinks: bool = False) -> FileStat:
         """Type, size, mode, mtime and symlink target of path. A symlink is described,

@@ -464,7 +464,8 @@ async def test_async_stream_take_hands_out_or_keeps() -> None:
         ),
         (_k8s.list_call("sandboxclaims", "ns", "k=v"), None),  # a LIST's answer may be large: httpx
         (
-            _k8s.get_call("sandboxclaims", "ns", "a b"),
+            # (get_call refuses such a name: the path is escaped all the same)
+            _k8s.ApiCall("GET", _k8s.path("sandboxclaims", "ns", "a b"), "x", {}),
             ("/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims/a%20b", b"", "application/json"),
         ),
         (
