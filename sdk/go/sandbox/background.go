@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -78,22 +80,18 @@ type BackgroundProcess struct {
 	s   *Sandbox
 }
 
-func (cmd *Cmd) backgroundRequest(opts []BackgroundOption) ([]byte, error) {
+func (cmd *Cmd) backgroundRequest(ctx context.Context, opts []BackgroundOption) ([]byte, error) {
 	stdin := cmd.Stdin
 	c := *cmd
 	c.Stdin, c.MaxOutputBytes = nil, 0
-	req, err := c.request(false)
+	req, err := c.request(ctx, false)
 	if err != nil {
 		return nil, err
 	}
 	if stdin != nil {
-		b, err := io.ReadAll(io.LimitReader(stdin, maxInlineStdin+1))
+		b, err := readInlineStdin(ctx, stdin, "use KeepStdinOpen and WriteStdin")
 		if err != nil {
-			return nil, fmt.Errorf("sandbox: read stdin: %w", err)
-		}
-		if len(b) > maxInlineStdin {
-			return nil, fmt.Errorf("%w: stdin over %d bytes (use KeepStdinOpen and WriteStdin)", ErrTooLarge,
-				maxInlineStdin)
+			return nil, err
 		}
 		req["stdin_b64"] = base64.StdEncoding.EncodeToString(b)
 	}
@@ -134,11 +132,12 @@ func decodeInfo(op string, r io.Reader) (*BackgroundInfo, error) {
 // retry could start it twice); ErrTooManyProcesses when the table is full.
 func (s *Sandbox) StartBackground(ctx context.Context, cmd Cmd, opts ...BackgroundOption) (*BackgroundProcess,
 	error) {
-	body, err := cmd.backgroundRequest(opts)
+	body, err := cmd.backgroundRequest(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	// A streamed (chunked) body: no retries, and the framing the pod proxy needs.
+	// Sent as a stream so that it is never retried nor replayed after a resume (it could
+	// start twice); net/http still sends a *bytes.Reader with a Content-Length.
 	resp, _, err := s.send(ctx, call{op: "start background", method: http.MethodPost, path: "/v1/processes",
 		stream: bytes.NewReader(body), contentType: "application/json"})
 	if err != nil {
@@ -311,17 +310,24 @@ func (p *BackgroundProcess) Remove(ctx context.Context) error {
 }
 
 // OutputStream reads the output events of a background process; Close it when done
-// (closing early leaves the process running). Not safe for concurrent use.
+// (closing early leaves the process running). Next is for one goroutine at a time;
+// Close may be called from another one to end a Next that waits (it then returns io.EOF).
 type OutputStream struct {
-	p       *BackgroundProcess
-	ctx     context.Context
-	follow  bool
+	p      *BackgroundProcess
+	ctx    context.Context
+	cancel context.CancelFunc // ends ctx (Close); nil in tests that build a stream
+	follow bool
+	// Next's own state.
 	offset  int64 // where the next request starts
 	body    io.ReadCloser
 	br      *ndjsonReader
 	started time.Time
-	idle    int // quick ends in a row without a new event
-	done    bool
+	idle    int  // quick ends in a row without a new event
+	done    bool // the exit event was read, or the stream gave up
+	// Shared with Close.
+	closed atomic.Bool
+	mu     sync.Mutex
+	live   io.ReadCloser // the body open now, for Close
 }
 
 // Output replays the output sandboxd still holds from byte offset on (a "dropped" event
@@ -333,8 +339,10 @@ func (p *BackgroundProcess) Output(ctx context.Context, follow bool, offset int6
 	if offset < 0 {
 		return nil, fmt.Errorf("%w: offset %d", ErrInvalidArgument, offset)
 	}
-	o := &OutputStream{p: p, ctx: ctx, follow: follow, offset: offset}
+	o := &OutputStream{p: p, follow: follow, offset: offset}
+	o.ctx, o.cancel = context.WithCancel(ctx)
 	if err := o.open(); err != nil {
+		o.cancel()
 		return nil, err
 	}
 	return o, nil
@@ -346,8 +354,19 @@ func (o *OutputStream) open() error {
 	resp, err := o.p.do(o.ctx, call{op: "output", method: http.MethodGet, path: o.p.path("output"), query: q,
 		idempotent: true})
 	if err != nil {
+		if o.closed.Load() {
+			return io.EOF
+		}
 		return err
 	}
+	o.mu.Lock()
+	if o.closed.Load() { // Close came while the request was made
+		o.mu.Unlock()
+		_ = resp.Body.Close()
+		return io.EOF
+	}
+	o.live = resp.Body
+	o.mu.Unlock()
 	o.body, o.br = resp.Body, newNDJSONReader(resp.Body, maxEventLine)
 	return nil
 }
@@ -365,12 +384,20 @@ func (o *OutputStream) advance(ev *OutputEvent) {
 	}
 }
 
-// resume reopens a response that ended (readErr: how) before the exit event.
+// resume reopens a response that ended (readErr: how) before the exit event; after
+// Close it gives io.EOF instead.
 func (o *OutputStream) resume(readErr error) error {
 	if o.body != nil { // nil after a reopen that failed: Next tries again
 		_ = o.body.Close()
+		o.mu.Lock()
+		o.live = nil
+		o.mu.Unlock()
 	}
 	o.body = nil
+	if o.closed.Load() {
+		o.done = true
+		return io.EOF
+	}
 	if time.Since(o.started) >= quickEnd {
 		o.idle = 0
 	}
@@ -388,15 +415,23 @@ func (o *OutputStream) resume(readErr error) error {
 	select {
 	case <-o.ctx.Done():
 		o.done = true
+		if o.closed.Load() {
+			return io.EOF
+		}
 		return o.ctx.Err()
 	case <-time.After(resumePause * time.Duration(o.idle-1)):
 	}
 	return o.open()
 }
 
-// Next returns the next event, or io.EOF after the last one.
+// Next returns the next event, or io.EOF after the last one or after Close, or the
+// context's error once it ended.
 func (o *OutputStream) Next() (*OutputEvent, error) {
 	for !o.done {
+		if o.closed.Load() {
+			o.done = true
+			break
+		}
 		if o.body == nil {
 			if err := o.resume(nil); err != nil {
 				return nil, err
@@ -408,6 +443,10 @@ func (o *OutputStream) Next() (*OutputEvent, error) {
 			return nil, fmt.Errorf("sandbox: output: %w", err)
 		}
 		if err != nil {
+			if o.closed.Load() {
+				o.done = true
+				return nil, io.EOF
+			}
 			if !o.follow || o.ctx.Err() != nil {
 				o.done = true
 				if errors.Is(err, io.EOF) {
@@ -435,15 +474,21 @@ func (o *OutputStream) Next() (*OutputEvent, error) {
 	return nil, io.EOF
 }
 
-// Close ends the stream (the process keeps running).
+// Close ends the stream (the process keeps running). It may be called from another
+// goroutine than Next's: a Next that waits then returns io.EOF, and no request follows.
 func (o *OutputStream) Close() error {
-	o.done = true
-	if o.body == nil {
+	o.mu.Lock()
+	o.closed.Store(true)
+	b := o.live
+	o.live = nil
+	o.mu.Unlock()
+	if o.cancel != nil {
+		o.cancel()
+	}
+	if b == nil {
 		return nil
 	}
-	err := o.body.Close()
-	o.body = nil
-	return err
+	return b.Close()
 }
 
 type wireOutput struct {

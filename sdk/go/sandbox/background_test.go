@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -39,7 +41,7 @@ func TestBackgroundRequest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := tc.cmd.backgroundRequest(tc.opts)
+			b, err := tc.cmd.backgroundRequest(context.Background(), tc.opts)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err = %v, want %v", err, tc.err)
@@ -162,5 +164,61 @@ func TestOutputStreamNextAfterFailedReopen(t *testing.T) {
 	o := &OutputStream{ctx: ctx, follow: true}
 	if _, err := o.Next(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next = %v, want context.Canceled", err)
+	}
+}
+
+// TestOutputStreamCloseFromAnotherGoroutine: Close ends a Next that waits in follow mode
+// (io.EOF), and no request follows.
+func TestOutputStreamCloseFromAnotherGoroutine(t *testing.T) {
+	var outputs atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/processes/7/output" {
+			http.NotFound(w, r)
+			return
+		}
+		outputs.Add(1)
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, `{"type":"stdout","offset":0,"data":"aGkK"}`+"\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tests := []struct {
+		name       string
+		closeFirst bool // Close before the second Next
+	}{{"Close while Next waits", false}, {"Close before Next", true}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			outputs.Store(0)
+			o, err := handleFor(t, srv).Background(7).Output(ctx, true, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev, err := o.Next(); err != nil || string(ev.Data) != "hi\n" {
+				t.Fatalf("first Next: %+v, %v", ev, err)
+			}
+			if tc.closeFirst {
+				_ = o.Close()
+			}
+			next := make(chan error, 1)
+			go func() { _, err := o.Next(); next <- err }()
+			if !tc.closeFirst {
+				time.Sleep(50 * time.Millisecond) // Next is waiting for the next line
+				_ = o.Close()
+			}
+			select {
+			case err := <-next:
+				if !errors.Is(err, io.EOF) {
+					t.Errorf("Next after Close: %v, want io.EOF", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Next still waits 5 s after Close")
+			}
+			if n := outputs.Load(); n != 1 {
+				t.Errorf("%d output requests, want 1", n)
+			}
+		})
 	}
 }

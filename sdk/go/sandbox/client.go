@@ -2,15 +2,21 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -125,10 +131,12 @@ func NewClient(opts Options) (*Client, error) {
 }
 
 // CloseIdleConnections closes the idle data-plane connections (the Kubernetes client's
-// pool is client-go's) and stops the hand-out streams no claim waits on (they stop by
-// themselves after 30 s without one). A Client needs no other clean-up.
+// pool is client-go's, and so is the data plane's in pod-proxy mode when the REST config
+// needs TLS, a dialer or a proxy: those are left alone) and stops the hand-out streams
+// no claim waits on (they stop by themselves after 30 s without one; their goroutines
+// end shortly after this returns). A Client needs no other clean-up.
 func (c *Client) CloseIdleConnections() {
-	c.conn.hc.CloseIdleConnections()
+	c.conn.closeIdle()
 	c.handout.stopIdle()
 }
 
@@ -170,7 +178,8 @@ type createOptions struct {
 	keepOnFailure  bool
 }
 
-// WithName gives the claim (or Sandbox) an exact name instead of a generated one.
+// WithName gives the claim (or Sandbox) an exact name instead of one the SDK chooses
+// ("sandbox-claim-" or "sandbox-" and 8 random hex digits).
 func WithName(name string) CreateOption { return func(o *createOptions) { o.name = name } }
 
 // WithLabels adds labels to the claim (or Sandbox).
@@ -293,22 +302,77 @@ func mergeMap(dst, src map[string]string) map[string]string {
 	return dst
 }
 
-func (o *createOptions) meta(generatePrefix string) metav1.ObjectMeta {
+// meta is the object's metadata; without WithName the name is left for createNamed.
+func (o *createOptions) meta() metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Name: o.name, Labels: mergeMap(nil, o.labels), Annotations: mergeMap(nil, o.annotations)}
-	if m.Name == "" {
-		m.GenerateName = generatePrefix
-	}
 	m.Labels = mergeMap(m.Labels, map[string]string{agentsv1beta1.LabelCreatedBy: CreatedBy})
 	return m
+}
+
+// nameSuffix is the random part of a name the SDK chooses: 8 hex digits, as the Python
+// SDK's (a variable for tests).
+var nameSuffix = func() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// nameAttempts bounds the names tried when a chosen name is taken (AlreadyExists).
+const nameAttempts = 3
+
+// createNamed creates obj under its name (WithName) or under prefix + a random suffix
+// chosen here, not by the server's generateName: when the create's answer is lost (a
+// deadline or a cut connection after the server stored it) the object is known by name
+// and deleted (del) before the error is returned, so a claim does not hold a warm
+// Sandbox nobody knows of. A name the caller gave is never deleted (it may be someone
+// else's object). A chosen name that is taken is replaced by another.
+func createNamed[T kobject, L runtime.Object](ctx context.Context, c *Client, api kubeResource[T, L], obj T,
+	prefix string, del func(context.Context, string) error) (T, error) {
+	chosen := obj.GetName() == ""
+	for attempt := 1; ; attempt++ {
+		if chosen {
+			obj.SetName(prefix + nameSuffix())
+		}
+		created, err := api.Create(ctx, obj, metav1.CreateOptions{})
+		if err == nil {
+			return created, nil
+		}
+		if chosen && apierrors.IsAlreadyExists(err) && attempt < nameAttempts {
+			continue
+		}
+		err = kubeErr(err)
+		if chosen && createMayHaveRun(err) {
+			cctx, cancel := c.cleanupCtx(ctx)
+			if derr := del(cctx, obj.GetName()); derr != nil {
+				err = errors.Join(err, fmt.Errorf("sandbox: cleanup of %s after a create without an answer: %w",
+					obj.GetName(), derr))
+			}
+			cancel()
+		}
+		var zero T
+		return zero, err
+	}
+}
+
+// createMayHaveRun: a create failed without an answer that proves nothing was stored (no
+// answer at all, a deadline, a cut connection, a 5xx).
+func createMayHaveRun(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true
+	}
+	return st.Status().Code >= http.StatusInternalServerError
 }
 
 // ---- create ---------------------------------------------------------------------------
 
 // CreateSandbox claims a sandbox from the warm pool warmPool: it creates a SandboxClaim
-// (generateName "sandbox-claim-", label agents.x-k8s.io/created-by=go-client,
-// annotation agents.x-k8s.io/client-first-requested-at) and waits by watch until the
-// claim is bound and Ready, or sooner until a Sandbox bound to it is Ready (see
-// Options.WaitForClaimReady). On failure the claim is deleted (see WithKeepOnFailure).
+// (named "sandbox-claim-" and 8 random hex digits chosen by the SDK, label
+// agents.x-k8s.io/created-by=go-client, annotation
+// agents.x-k8s.io/client-first-requested-at) and waits by watch until the claim is bound
+// and Ready, or sooner until a Sandbox bound to it is Ready (see
+// Options.WaitForClaimReady). On failure the claim is deleted (see WithKeepOnFailure),
+// also when the create's answer was lost (a claim under a name the SDK chose).
 func (c *Client) CreateSandbox(ctx context.Context, warmPool string, opts ...CreateOption) (*Sandbox, error) {
 	if warmPool == "" {
 		return nil, fmt.Errorf("%w: empty warm pool name", ErrInvalidArgument)
@@ -321,7 +385,7 @@ func (c *Client) CreateSandbox(ctx context.Context, warmPool string, opts ...Cre
 		return nil, fmt.Errorf("%w: WithIdlePolicy: a claim takes the idle policy of its template", ErrInvalidArgument)
 	}
 	claim := &extv1beta1.SandboxClaim{
-		ObjectMeta: o.meta("sandbox-claim-"),
+		ObjectMeta: o.meta(),
 		Spec: extv1beta1.SandboxClaimSpec{
 			WarmPoolRef: extv1beta1.LocalObjectReference{Name: warmPool},
 			Env:         o.env,
@@ -336,9 +400,9 @@ func (c *Client) CreateSandbox(ctx context.Context, warmPool string, opts ...Cre
 		t := metav1.NewTime(time.Now().Add(o.shutdownAfter).UTC().Truncate(time.Second))
 		claim.Spec.Lifecycle = &extv1beta1.Lifecycle{ShutdownTime: &t, ShutdownPolicy: extv1beta1.ClaimShutdownDelete}
 	}
-	created, err := c.kube.claims(c.ns).Create(ctx, claim, metav1.CreateOptions{})
+	created, err := createNamed(ctx, c, c.kube.claims(c.ns), claim, "sandbox-claim-", c.deleteClaim)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: create claim from pool %s/%s: %w", c.ns, warmPool, kubeErr(err))
+		return nil, fmt.Errorf("sandbox: create claim %s from pool %s/%s: %w", claim.Name, c.ns, warmPool, err)
 	}
 	sb := &Sandbox{c: c, ns: c.ns, claim: created.Name}
 	if o.noWait {
@@ -356,6 +420,11 @@ func (c *Client) CreateSandbox(ctx context.Context, warmPool string, opts ...Cre
 // template (its podTemplate, volumeClaimTemplates and service; the Pod gets
 // automountServiceAccountToken: false unless the template sets it) and waits until it
 // is Ready. No warm pool is involved: this is a cold start.
+//
+// Such a Sandbox is not selected by the template's managed NetworkPolicy: the policy
+// selects Pods by the template-ref-hash label, which the controller puts only on the
+// Pods of Sandboxes a warm pool or a claim controls. Use a claim (CreateSandbox from a
+// warm pool of the template) when that policy matters.
 func (c *Client) CreateSandboxFromTemplate(ctx context.Context, template string, opts ...CreateOption) (*Sandbox, error) {
 	t, err := c.kube.templates(c.ns).Get(ctx, template, metav1.GetOptions{})
 	if err != nil {
@@ -381,16 +450,18 @@ func (c *Client) CreateSandboxFromTemplate(ctx context.Context, template string,
 	return c.CreateSandboxFromSpec(ctx, spec, opts...)
 }
 
-// CreateSandboxFromSpec creates a Sandbox with the given spec (label
-// agents.x-k8s.io/created-by=go-client) and waits until it is Ready. WithEnv sets the
-// variables in the first container; WithPodMetadata merges into the pod template's
-// metadata. On failure the Sandbox is deleted (see WithKeepOnFailure).
+// CreateSandboxFromSpec creates a Sandbox with the given spec (named "sandbox-" and 8
+// random hex digits unless WithName, label agents.x-k8s.io/created-by=go-client) and
+// waits until it is Ready. WithEnv sets the variables in the first container;
+// WithPodMetadata merges into the pod template's metadata. On failure the Sandbox is
+// deleted (see WithKeepOnFailure), also when the create's answer was lost (under a name
+// the SDK chose).
 func (c *Client) CreateSandboxFromSpec(ctx context.Context, spec agentsv1beta1.SandboxSpec, opts ...CreateOption) (*Sandbox, error) {
 	var o createOptions
 	for _, f := range opts {
 		f(&o)
 	}
-	sb := &agentsv1beta1.Sandbox{ObjectMeta: o.meta("sandbox-"), Spec: *spec.DeepCopy()}
+	sb := &agentsv1beta1.Sandbox{ObjectMeta: o.meta(), Spec: *spec.DeepCopy()}
 	pt := &sb.Spec.PodTemplate
 	pt.ObjectMeta.Labels = mergeMap(pt.ObjectMeta.Labels, o.podLabels)
 	pt.ObjectMeta.Annotations = mergeMap(pt.ObjectMeta.Annotations, o.podAnnotations)
@@ -413,9 +484,9 @@ func (c *Client) CreateSandboxFromSpec(ctx context.Context, spec agentsv1beta1.S
 		sb.Spec.ShutdownTime = &t
 		sb.Spec.ShutdownPolicy = agentsv1beta1.ShutdownPolicyDelete
 	}
-	created, err := c.kube.sandboxes(c.ns).Create(ctx, sb, metav1.CreateOptions{})
+	created, err := createNamed(ctx, c, c.kube.sandboxes(c.ns), sb, "sandbox-", c.deleteSandbox)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: create sandbox in %s: %w", c.ns, kubeErr(err))
+		return nil, fmt.Errorf("sandbox: create sandbox %s in %s: %w", sb.Name, c.ns, err)
 	}
 	h := &Sandbox{c: c, ns: c.ns, name: created.Name, obj: created}
 	if o.noWait {
@@ -462,8 +533,12 @@ func (c *Client) rollback(ctx context.Context, o createOptions, err error, del f
 // ---- find -----------------------------------------------------------------------------
 
 // Attach returns a handle to the existing Sandbox name (for example one created by
-// another process). It does not wait; see Sandbox.WaitReady.
+// another process). It does not wait; see Sandbox.WaitReady. A name that is not a valid
+// object name is ErrInvalidArgument.
 func (c *Client) Attach(ctx context.Context, name string) (*Sandbox, error) {
+	if err := validName("sandbox", name); err != nil {
+		return nil, err
+	}
 	obj, err := c.kube.sandboxes(c.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: get %s/%s: %w", c.ns, name, kubeErr(err))
@@ -472,13 +547,30 @@ func (c *Client) Attach(ctx context.Context, name string) (*Sandbox, error) {
 }
 
 // AttachClaim returns a handle to the sandbox bound to the existing claim, waiting (by
-// watch) until the claim is bound and Ready.
+// watch) until the claim is bound and Ready. A claim bound to a suspended Sandbox (an
+// idle suspend: Ready=False, reason SandboxSuspended) is returned at once: the handle's
+// first call resumes it when its idle policy resumes on traffic, else fails with
+// ErrSuspended (see Sandbox.Resume). A name that is not a valid object name is
+// ErrInvalidArgument (no request is made).
 func (c *Client) AttachClaim(ctx context.Context, claim string) (*Sandbox, error) {
+	if err := validName("claim", claim); err != nil {
+		return nil, err
+	}
 	sb := &Sandbox{c: c, ns: c.ns, claim: claim}
-	if err := sb.waitClaim(ctx, nil, false); err != nil {
+	ctx, cancel := c.withReadyTimeout(ctx)
+	defer cancel()
+	if err := sb.waitClaimIn(ctx, nil, false, true); err != nil {
 		return nil, err
 	}
 	return sb, nil
+}
+
+// validName checks an object name as the API server would (a DNS-1123 subdomain).
+func validName(what, name string) error {
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return fmt.Errorf("%w: %s name %q: %s", ErrInvalidArgument, what, name, strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 func controllingClaim(s *agentsv1beta1.Sandbox) string {

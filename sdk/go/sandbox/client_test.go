@@ -3,12 +3,17 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
+	"regexp"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
 	extv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/extensions/v1beta1"
@@ -150,7 +155,8 @@ func TestCreateSandboxClaimShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.GenerateName != "sandbox-claim-" || sb.ClaimName() != got.Name {
+	if !regexp.MustCompile(`^sandbox-claim-[0-9a-f]{8}$`).MatchString(got.Name) || got.GenerateName != "" ||
+		sb.ClaimName() != got.Name {
 		t.Errorf("name %q generateName %q", got.Name, got.GenerateName)
 	}
 	if got.Labels[agentsv1beta1.LabelCreatedBy] != "go-client" || got.Labels["team"] != "a" {
@@ -364,3 +370,170 @@ func waitGoroutines(t *testing.T, base int) {
 }
 
 func countGoroutines() int { return runtime.NumGoroutine() }
+
+// TestWaitErrorsMatchSentinels: an API error that ends a wait (a refused GET or WATCH)
+// matches the SDK's sentinel and keeps its client-go type.
+func TestWaitErrorsMatchSentinels(t *testing.T) {
+	gr := extv1beta1.Resource("sandboxclaims")
+	forbidden := apierrors.NewForbidden(gr, "claim-1", errors.New("no watch"))
+	unauthorized := apierrors.NewUnauthorized("who are you")
+	attach := func(c *Client, ctx context.Context) error { _, err := c.AttachClaim(ctx, "claim-1"); return err }
+	create := func(c *Client, ctx context.Context) error { _, err := c.CreateSandbox(ctx, "pool"); return err }
+	tests := []struct {
+		name       string
+		get, watch error
+		op         func(*Client, context.Context) error
+		want       error
+		is         func(error) bool
+	}{
+		{"AttachClaim, watch forbidden", nil, forbidden, attach, ErrForbidden, apierrors.IsForbidden},
+		{"AttachClaim, watch unauthorized", nil, unauthorized, attach, ErrUnauthorized, apierrors.IsUnauthorized},
+		{"AttachClaim, get forbidden", forbidden, nil, attach, ErrForbidden, apierrors.IsForbidden},
+		{"CreateSandbox (WaitForClaimReady), watch forbidden", nil, forbidden, create, ErrForbidden,
+			apierrors.IsForbidden},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newFakeKube()
+			k.clm.Add(&extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim-1", Namespace: "ns"}})
+			k.clm.getErr, k.clm.watchErr = tc.get, tc.watch
+			c, err := NewClient(Options{Namespace: "ns", kube: k, Connection: Connection{Mode: ModeDirect},
+				ReadyTimeout: 2 * time.Second, WaitForClaimReady: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			err = tc.op(c, ctx)
+			if !errors.Is(err, tc.want) || !tc.is(err) || errors.Is(err, ErrTimeout) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestAttachInvalidName: a name the API server would refuse is ErrInvalidArgument at
+// once, with no request (client-go's own refusal of "" would be retried until the
+// ReadyTimeout).
+func TestAttachInvalidName(t *testing.T) {
+	tests := []struct{ name, value string }{
+		{"empty", ""}, {"upper case", "Bad_Name"}, {"slash", "a/b"}, {"254 characters", strings.Repeat("a", 254)},
+		{"leading dash", "-a"},
+	}
+	for _, tc := range tests {
+		name := tc.value
+		t.Run(tc.name, func(t *testing.T) {
+			k := newFakeKube()
+			c := newTestClient(t, k)
+			ctx := context.Background()
+			if _, err := c.AttachClaim(ctx, name); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("AttachClaim: %v, want ErrInvalidArgument", err)
+			}
+			if _, err := c.Attach(ctx, name); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("Attach: %v, want ErrInvalidArgument", err)
+			}
+			if k.clm.getCalls+k.clm.watchCalls+k.sbx.getCalls+k.sbx.watchCalls != 0 {
+				t.Errorf("requests made: claims get %d watch %d, sandboxes get %d watch %d",
+					k.clm.getCalls, k.clm.watchCalls, k.sbx.getCalls, k.sbx.watchCalls)
+			}
+		})
+	}
+}
+
+// stubSuffixes makes the SDK choose names from suffixes, in turn.
+func stubSuffixes(t *testing.T, suffixes ...string) {
+	old := nameSuffix
+	i := 0
+	nameSuffix = func() string {
+		s := suffixes[i%len(suffixes)]
+		i++
+		return s
+	}
+	t.Cleanup(func() { nameSuffix = old })
+}
+
+// TestCreateChosenNames: the SDK names what it creates, so a create whose answer was
+// lost after the server stored the object is deleted by that name; a name that is
+// taken is replaced; a name the caller gave is never deleted.
+func TestCreateChosenNames(t *testing.T) {
+	claim := func(c *Client, opts ...CreateOption) (*Sandbox, error) {
+		return c.CreateSandbox(context.Background(), "pool", append(opts, WithoutWait())...)
+	}
+	fromSpec := func(c *Client, opts ...CreateOption) (*Sandbox, error) {
+		return c.CreateSandboxFromSpec(context.Background(), agentsv1beta1.SandboxSpec{}, append(opts, WithoutWait())...)
+	}
+	internal := apierrors.NewInternalError(errors.New("etcd"))
+	tests := []struct {
+		name     string
+		sandbox  bool // CreateSandboxFromSpec, else CreateSandbox
+		opts     []CreateOption
+		existing []string
+		suffixes []string
+		lostErr  error // the first create stores the object, then fails with it
+		wantErr  error
+		wantName string
+		deleted  []string
+		left     []string
+	}{
+		{name: "lost answer: the claim is deleted", suffixes: []string{"0000000a"}, lostErr: context.DeadlineExceeded,
+			wantErr: context.DeadlineExceeded, deleted: []string{"sandbox-claim-0000000a"}},
+		{name: "5xx: the claim is deleted", suffixes: []string{"0000000a"}, lostErr: internal, wantErr: internal,
+			deleted: []string{"sandbox-claim-0000000a"}},
+		{name: "lost answer: the Sandbox is deleted", sandbox: true, suffixes: []string{"0000000a"},
+			lostErr: context.DeadlineExceeded, wantErr: context.DeadlineExceeded, deleted: []string{"sandbox-0000000a"}},
+		{name: "taken name: another one", existing: []string{"sandbox-claim-0000000a"},
+			suffixes: []string{"0000000a", "0000000b"}, wantName: "sandbox-claim-0000000b",
+			left: []string{"sandbox-claim-0000000a", "sandbox-claim-0000000b"}},
+		{name: "taken three times: a conflict, nothing deleted",
+			existing: []string{"sandbox-claim-0000000a", "sandbox-claim-0000000b", "sandbox-claim-0000000c"},
+			suffixes: []string{"0000000a", "0000000b", "0000000c"}, wantErr: ErrConflict,
+			left: []string{"sandbox-claim-0000000a", "sandbox-claim-0000000b", "sandbox-claim-0000000c"}},
+		{name: "given name, lost answer: kept", opts: []CreateOption{WithName("mine")}, suffixes: []string{"0000000a"},
+			lostErr: context.DeadlineExceeded, wantErr: context.DeadlineExceeded, left: []string{"mine"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			stubSuffixes(t, tc.suffixes...)
+			k := newFakeKube()
+			create, has, names, deleted := claim, k.clm.Has, func() []string { return keys(k.clm) }, &k.clm.deleted
+			if tc.sandbox {
+				create, has, names, deleted = fromSpec, k.sbx.Has, func() []string { return keys(k.sbx) }, &k.sbx.deleted
+			}
+			for _, n := range tc.existing {
+				k.clm.Add(&extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "ns"}})
+			}
+			if tc.lostErr != nil {
+				k.clm.lostAnswers, k.clm.lostErr = 1, tc.lostErr
+				k.sbx.lostAnswers, k.sbx.lostErr = 1, tc.lostErr
+			}
+			sb, err := create(newTestClient(t, k), tc.opts...)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Errorf("error %v, want %v", err, tc.wantErr)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			} else if got := sb.ClaimName() + sb.Name(); got != tc.wantName || !has(tc.wantName) {
+				t.Errorf("created %q, want %q", got, tc.wantName)
+			}
+			if fmt.Sprint(*deleted) != fmt.Sprint(tc.deleted) {
+				t.Errorf("deleted %v, want %v", *deleted, tc.deleted)
+			}
+			if got := names(); fmt.Sprint(got) != fmt.Sprint(tc.left) {
+				t.Errorf("left %v, want %v", got, tc.left)
+			}
+		})
+	}
+}
+
+// keys are the names r holds, sorted.
+func keys[T kobject, L k8sruntime.Object](r *fakeRes[T, L]) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := []string{}
+	for n := range r.objs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Stateful code execution (docs/code-interpreter.md): sandboxd keeps one Python kernel
@@ -20,6 +21,14 @@ import (
 // maxCodeEventLine bounds one event of an execution (a display event carries a whole
 // image; sandboxd cuts an execution's events at 16 MiB by default).
 const maxCodeEventLine = 40 << 20
+
+// MaxCodeOutput caps what an Execution holds: its Stdout, Stderr and the data of its
+// Results together (192 MiB, as Exec's buffered answer). Past it the Execution is cut
+// and marked Truncated; the callbacks still get everything, and the code runs on.
+const MaxCodeOutput = 192 << 20
+
+// maxCodeOutput is MaxCodeOutput (a variable for tests).
+var maxCodeOutput int64 = MaxCodeOutput
 
 // ErrCodeTimeout is returned (with the Execution so far) when RunCode's timeout hit:
 // the kernel was interrupted, or restarted when the interrupt did not stop it. It
@@ -74,7 +83,7 @@ type Execution struct {
 	Results        []CodeResult
 	Error          *CodeError // the exception the code raised, if any
 	ExecutionCount int
-	Truncated      bool // output was cut at sandboxd's limit
+	Truncated      bool // output was cut at sandboxd's limit, or at MaxCodeOutput here
 	TimedOut       bool
 }
 
@@ -154,10 +163,12 @@ func readCodeEvent(br *ndjsonReader) (*codeEvent, error) {
 	return &ev, nil
 }
 
-// readExecution folds the events up to the end event into an Execution.
+// readExecution folds the events up to the end event into an Execution, holding at
+// most maxCodeOutput bytes of output and results.
 func readExecution(br *ndjsonReader, opts CodeOptions) (*Execution, error) {
 	var ex Execution
 	var out, errs strings.Builder
+	room := maxCodeOutput
 	for {
 		ev, err := readCodeEvent(br)
 		if err != nil {
@@ -172,7 +183,13 @@ func readExecution(br *ndjsonReader, opts CodeOptions) (*Execution, error) {
 			if ev.Type == "stderr" {
 				b, cb = &errs, opts.OnStderr
 			}
-			b.WriteString(ev.Text)
+			text := ev.Text
+			if int64(len(text)) > room {
+				text = cutUTF8(text, room)
+				ex.Truncated = true
+			}
+			b.WriteString(text)
+			room -= int64(len(text))
 			if cb != nil {
 				cb(ev.Text)
 			}
@@ -181,7 +198,12 @@ func readExecution(br *ndjsonReader, opts CodeOptions) (*Execution, error) {
 			if r.Data == nil {
 				r.Data = map[string]string{}
 			}
-			ex.Results = append(ex.Results, r)
+			if n := resultSize(r); n <= room {
+				ex.Results = append(ex.Results, r)
+				room -= n
+			} else {
+				ex.Truncated = true
+			}
 			if opts.OnResult != nil {
 				opts.OnResult(r)
 			}
@@ -200,6 +222,27 @@ func readExecution(br *ndjsonReader, opts CodeOptions) (*Execution, error) {
 			return &ex, nil
 		}
 	}
+}
+
+// resultSize is what a result counts against maxCodeOutput.
+func resultSize(r CodeResult) int64 {
+	n := int64(0)
+	for k, v := range r.Data {
+		n += int64(len(k) + len(v))
+	}
+	return n
+}
+
+// cutUTF8 is s cut to at most n bytes, not inside a UTF-8 sequence.
+func cutUTF8(s string, n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	i := int(n)
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
 }
 
 // Contexts manages the sandbox's code contexts.
@@ -308,11 +351,20 @@ func (c *Contexts) Interrupt(ctx context.Context, id string) error {
 		contentType: "application/json", idempotent: true}, nil)
 }
 
-// Delete kills the context's kernel and forgets the context.
+// Delete kills the context's kernel and forgets the context. A missing context is
+// ErrNotFound, except on a retry after an attempt whose answer was lost (a cut
+// connection, a proxy's 502/503/504): that attempt may have deleted it, and Delete
+// succeeds (as Files.Delete).
 func (c *Contexts) Delete(ctx context.Context, id string) error {
 	p, err := contextPath(id, "")
 	if err != nil {
 		return err
 	}
-	return c.call(ctx, call{op: "delete context", method: http.MethodDelete, path: p, idempotent: true}, nil)
+	var mayHaveRun bool
+	err = c.call(ctx, call{op: "delete context", method: http.MethodDelete, path: p, idempotent: true,
+		mayHaveRun: &mayHaveRun}, nil)
+	if err != nil && mayHaveRun && sandboxdStatus(err) == http.StatusNotFound {
+		return nil
+	}
+	return err
 }

@@ -2,6 +2,9 @@ package sandbox
 
 import (
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -174,6 +177,60 @@ func TestLocalCode(t *testing.T) {
 			}
 			if _, err := sb.Contexts().Get(ctx, "other"); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("Get after delete: %v", err)
+			}
+		})
+	}
+}
+
+// TestRunCodeOutputCap: an Execution holds at most maxCodeOutput bytes of output and
+// results (cut at a UTF-8 boundary, then Truncated); the callbacks get everything.
+func TestRunCodeOutputCap(t *testing.T) {
+	const end = `{"type":"end","execution_count":1}` + "\n"
+	tests := []struct {
+		name        string
+		cap         int64
+		body        string
+		stdout      string
+		stderr      string
+		results     int
+		truncated   bool
+		stdoutCalls int
+		resultCalls int
+	}{
+		{"under the cap", 100, `{"type":"stdout","text":"1234"}` + "\n" + `{"type":"stderr","text":"ab"}` + "\n" +
+			`{"type":"result","data":{"text/plain":"x"},"is_main":true}` + "\n" + end, "1234", "ab", 1, false, 1, 1},
+		{"over the cap", 10, `{"type":"stdout","text":"12345678"}` + "\n" + `{"type":"stderr","text":"abcd"}` + "\n" +
+			`{"type":"result","data":{"text/plain":"x"},"is_main":true}` + "\n" + `{"type":"stdout","text":"zz"}` + "\n" +
+			end, "12345678", "ab", 0, true, 2, 1},
+		{"cut at a rune", 2, `{"type":"stdout","text":"aé"}` + "\n" + end, "a", "", 0, true, 1, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			old := maxCodeOutput
+			maxCodeOutput = tc.cap
+			defer func() { maxCodeOutput = old }()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/code/execute" {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Type", "application/x-ndjson")
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			defer srv.Close()
+			var calls, onRes int
+			ex, err := handleFor(t, srv).RunCode(testCtx(t), "x", CodeOptions{
+				OnStdout: func(string) { calls++ }, OnResult: func(CodeResult) { onRes++ }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ex.Stdout != tc.stdout || ex.Stderr != tc.stderr || len(ex.Results) != tc.results ||
+				ex.Truncated != tc.truncated {
+				t.Errorf("got stdout %q stderr %q %d results truncated %v", ex.Stdout, ex.Stderr, len(ex.Results),
+					ex.Truncated)
+			}
+			if calls != tc.stdoutCalls || onRes != tc.resultCalls {
+				t.Errorf("callbacks: %d OnStdout, %d OnResult; want %d, %d", calls, onRes, tc.stdoutCalls, tc.resultCalls)
 			}
 		})
 	}

@@ -75,6 +75,9 @@ type conn struct {
 	apiBase     string     // pod proxy: API server URL (no trailing slash)
 	apiToken    string     // pod proxy: the REST config's bearer token, if any (PortURL)
 	apiFile     *tokenFile // pod proxy: the REST config's token file: wins over apiToken
+	// ownTransport: pod proxy: the transport the SDK made under client-go's wrappers
+	// (nil when client-go's own is used), closed by closeIdle.
+	ownTransport *http.Transport
 }
 
 func defaultHTTPClient() *http.Client {
@@ -83,9 +86,50 @@ func defaultHTTPClient() *http.Client {
 	tr.MaxIdleConnsPerHost = 128
 	tr.IdleConnTimeout = 90 * time.Second
 	return &http.Client{
-		Transport: tr,
-		// Redirects are never followed: a redirect is an answer of its own.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport:     tr,
+		CheckRedirect: noRedirect,
+	}
+}
+
+// noRedirect: redirects are never followed: a redirect is an answer of its own.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// podProxyClient is the data-plane client of pod-proxy mode: client-go's transport for
+// rc (TLS, credentials, proxy), in an http.Client of the SDK's own. It has no Timeout:
+// rest.Config.Timeout would cut every run, stream and watch at that age; calls are
+// bounded by their contexts. Nothing client-go returns is changed (for a config without
+// TLS, dialer or proxy it returns http.DefaultTransport, shared by the whole program):
+// such a config gets a transport of the SDK's own under client-go's wrappers, returned as
+// own so that CloseIdleConnections closes that one and not the program's.
+func podProxyClient(rc *rest.Config) (*http.Client, *http.Transport, error) {
+	var own *http.Transport
+	if rc.Transport == nil && rc.Dial == nil && rc.Proxy == nil {
+		tlsCfg, err := rest.TLSConfigFor(rc)
+		if err != nil {
+			return nil, nil, err
+		}
+		if tlsCfg == nil {
+			own = defaultHTTPClient().Transport.(*http.Transport)
+			rc = rest.CopyConfig(rc)
+			rc.Transport = own
+		}
+	}
+	rt, err := rest.TransportFor(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &http.Client{Transport: rt, CheckRedirect: noRedirect}, own, nil
+}
+
+// closeIdle closes the idle data-plane connections of the SDK's own transport. In
+// pod-proxy mode a transport client-go made (TLS, a dialer or a proxy; cached by client-go
+// and shared with every client of that config) is left alone.
+func (c *conn) closeIdle() {
+	switch {
+	case c.mode != ModePodProxy:
+		c.hc.CloseIdleConnections()
+	case c.ownTransport != nil:
+		c.ownTransport.CloseIdleConnections()
 	}
 }
 
@@ -122,12 +166,11 @@ func newConn(c Connection, rc *rest.Config) (*conn, error) {
 		if rc == nil {
 			return nil, fmt.Errorf("%w: pod-proxy mode needs a REST config", ErrInvalidArgument)
 		}
-		hc, err := rest.HTTPClientFor(rc)
+		hc, own, err := podProxyClient(rc)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: API server client: %w", err)
 		}
-		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-		cn.hc = hc
+		cn.hc, cn.ownTransport = hc, own
 		base, err := apiServerURL(rc)
 		if err != nil {
 			return nil, err

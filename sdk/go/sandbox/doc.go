@@ -26,6 +26,11 @@
 //
 // Every call takes a context. A wait without a context deadline is bounded by
 // Options.ReadyTimeout. The only goroutines the package starts belong to a streamed
-// Process (they end when the process ends or its context is cancelled) and to
-// Files.Create (it ends on Close or when its context ends).
+// Process (they end when the process ends or its context is cancelled; a stdin Read
+// that blocks keeps its goroutine until it returns, as in os/exec), to the inline stdin
+// of Exec and StartBackground (read on a goroutine so the call ends with its context;
+// a blocking Read keeps it until it returns), to Files.Create (it ends on Close or when
+// its context ends) and to the hand-out stream of CreateSandbox (one per namespace; it
+// runs on up to 30 s after the last claim wait, or until Client.CloseIdleConnections,
+// which stops it without waiting for its goroutine to end).
 package sandbox

@@ -36,10 +36,16 @@ type fakeRes[T kobject, L runtime.Object] struct {
 	onPatch  func(r *fakeRes[T, L], obj T)
 	// goneWatches: the next n Watch calls answer with a 410 Error event.
 	goneWatches int
-	// watchErr: Watch calls fail with it.
+	// watchErr: Watch calls fail with it; getErr: Get calls fail with it.
 	watchErr   error
+	getErr     error
 	watchCalls int
 	getCalls   int
+	// lostAnswers: the next n Creates store the object, then fail with lostErr (an
+	// answer lost after the server stored it).
+	lostAnswers int
+	lostErr     error
+	deleted     []string // names deleted, in order
 }
 
 func newFakeRes[T kobject, L runtime.Object](rv *int, gr schema.GroupResource, newList func([]T) L) *fakeRes[T, L] {
@@ -119,6 +125,9 @@ func (r *fakeRes[T, L]) Get(ctx context.Context, name string, _ metav1.GetOption
 	defer r.mu.Unlock()
 	r.getCalls++
 	var zero T
+	if r.getErr != nil {
+		return zero, r.getErr
+	}
 	o, ok := r.objs[name]
 	if !ok {
 		return zero, apierrors.NewNotFound(r.gr, name)
@@ -211,6 +220,10 @@ func (r *fakeRes[T, L]) Create(ctx context.Context, o T, _ metav1.CreateOptions)
 	if r.onCreate != nil {
 		r.onCreate(r, r.copy(o))
 	}
+	if r.lostAnswers > 0 {
+		r.lostAnswers--
+		return zero, r.lostErr
+	}
 	return out, nil
 }
 
@@ -278,6 +291,7 @@ func (r *fakeRes[T, L]) Delete(ctx context.Context, name string, _ metav1.Delete
 	if _, ok := r.objs[name]; !ok {
 		return apierrors.NewNotFound(r.gr, name)
 	}
+	r.deleted = append(r.deleted, name)
 	r.remove(name)
 	return nil
 }

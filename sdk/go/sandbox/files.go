@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -71,7 +72,7 @@ func (f *Files) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	}
 	defer rc.Close()
 	max := f.s.c.maxRead
-	b, err := io.ReadAll(io.LimitReader(rc, max+1))
+	b, err := io.ReadAll(io.LimitReader(rc, plusOne(max)))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: read %s: %w", path, err)
 	}
@@ -221,11 +222,14 @@ func (f *Files) Exists(ctx context.Context, path string) (bool, error) {
 }
 
 // Delete removes the file or directory at path; a non-empty directory needs
-// recursive (else ErrConflict). A missing path is ErrNotFound, except on a retry after
-// an attempt whose answer was lost (a cut connection, a proxy's 502/503/504): that
-// attempt may have deleted it, and Delete succeeds.
+// recursive (else ErrConflict). The root is named only by an explicit "/" with
+// recursive: Delete(ctx, "/", true) empties the whole workspace; "", "." and other
+// spellings of the root are ErrInvalidPath, recursive or not. A missing path is
+// ErrNotFound, except on a retry after an attempt whose answer was lost (a cut
+// connection, a proxy's 502/503/504): that attempt may have deleted it, and Delete
+// succeeds.
 func (f *Files) Delete(ctx context.Context, path string, recursive bool) error {
-	p, err := filesPath(path, recursive)
+	p, err := filesPath(path, recursive && path == "/")
 	if err != nil {
 		return err
 	}
@@ -243,6 +247,14 @@ func (f *Files) Delete(ctx context.Context, path string, recursive bool) error {
 		return err
 	}
 	return drain(resp)
+}
+
+// plusOne is n+1 for a read limit that must see one byte past n, without wrapping.
+func plusOne(n int64) int64 {
+	if n == math.MaxInt64 {
+		return n
+	}
+	return n + 1
 }
 
 func isJSON(resp *http.Response) bool {

@@ -288,7 +288,7 @@ func (f *Files) ReadRange(ctx context.Context, path string, offset, maxBytes int
 	if isJSON(resp) {
 		return nil, fmt.Errorf("%w: %s", ErrIsDirectory, path)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, plusOne(maxBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %s: %w", op, err)
 	}
@@ -357,6 +357,7 @@ type WatchOptions struct {
 
 // Watcher is a directory watch stream. Next returns events in order; Close ends it.
 type Watcher struct {
+	ctx    context.Context // the watch's: ends with the caller's context or Close
 	body   io.ReadCloser
 	br     *ndjsonReader
 	cancel context.CancelFunc
@@ -380,7 +381,7 @@ func (f *Files) Watch(ctx context.Context, path string, opts WatchOptions) (*Wat
 		cancel()
 		return nil, err
 	}
-	w := &Watcher{body: resp.Body, br: newNDJSONReader(resp.Body, maxEventLine), cancel: cancel}
+	w := &Watcher{ctx: wctx, body: resp.Body, br: newNDJSONReader(resp.Body, maxEventLine), cancel: cancel}
 	first, err := w.next()
 	if err == nil && first != "ready" {
 		err = fmt.Errorf("first event is %q, not ready", first)
@@ -404,14 +405,18 @@ func (w *Watcher) next() (string, error) {
 }
 
 // Next blocks for the next event. It returns io.EOF once the stream ended (the
-// directory was deleted, sandboxd shut down, or Close was called), and an error
-// wrapping io.ErrUnexpectedEOF when it was cut (a proxy's timeout, a lost connection):
-// watch again to go on.
+// directory was deleted, sandboxd shut down, or Close was called), the context's error
+// (context.Canceled, context.DeadlineExceeded) once the context given to Watch ended,
+// and an error wrapping io.ErrUnexpectedEOF when it was cut (a proxy's timeout, a lost
+// connection): watch again to go on.
 func (w *Watcher) Next() (FileEvent, error) {
 	for {
 		line, err := w.br.line()
-		if err != nil && w.done.Load() {
+		switch {
+		case err != nil && w.done.Load():
 			err = io.EOF
+		case err != nil && w.ctx != nil && w.ctx.Err() != nil:
+			err = w.ctx.Err()
 		}
 		if err != nil {
 			return FileEvent{}, err

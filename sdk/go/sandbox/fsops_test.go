@@ -2,10 +2,14 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 func TestAPIPath(t *testing.T) {
@@ -277,5 +281,78 @@ func fsopsWatch(t *testing.T, sb *Sandbox) {
 	}
 	if _, err := f.Watch(ctx, "w/moved", WatchOptions{}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("watch of a file = %v", err)
+	}
+}
+
+// TestLocalDeleteRoot: only an explicit "/" with recursive names the root for Delete
+// (it empties the workspace); "", "." and other spellings of the root are ErrInvalidPath
+// before any request.
+func TestLocalDeleteRoot(t *testing.T) {
+	sb := localSandbox(t, ModeDirect)
+	ctx, f := testCtx(t), sb.Files()
+	if err := f.WriteFile(ctx, "keep.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		path      string
+		recursive bool
+	}{{"", true}, {".", true}, {"/.", true}, {"//", true}, {"./", true}, {"", false}, {"/", false}}
+	for _, tc := range tests {
+		if err := f.Delete(ctx, tc.path, tc.recursive); !errors.Is(err, ErrInvalidPath) {
+			t.Errorf("Delete(%q, %v) = %v, want ErrInvalidPath", tc.path, tc.recursive, err)
+		}
+		if ok, err := f.Exists(ctx, "keep.txt"); err != nil || !ok {
+			t.Fatalf("after Delete(%q, %v): keep.txt exists %v, %v", tc.path, tc.recursive, ok, err)
+		}
+	}
+	if err := f.Delete(ctx, "/", true); err != nil {
+		t.Fatalf("Delete(\"/\", true) = %v", err)
+	}
+	if l, err := f.List(ctx, "/"); err != nil || len(l) != 0 {
+		t.Errorf("root after Delete(\"/\", true): %+v, %v", l, err)
+	}
+}
+
+// TestWatchNextEnds: Next ends with io.EOF after Close and with the context's error
+// when the context given to Watch ends.
+func TestWatchNextEnds(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, `{"type":"ready"}`+"\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	sb := handleFor(t, srv)
+	tests := []struct {
+		name string
+		end  func(w *Watcher, cancel context.CancelFunc)
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"Close", func(w *Watcher, _ context.CancelFunc) { _ = w.Close() },
+			func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, io.EOF},
+		{"cancelled", func(_ *Watcher, cancel context.CancelFunc) { cancel() },
+			func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
+			context.Canceled},
+		{"deadline", func(*Watcher, context.CancelFunc) {},
+			func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 100*time.Millisecond)
+			}, context.DeadlineExceeded},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			w, err := sb.Files().Watch(ctx, "d", WatchOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			tc.end(w, cancel)
+			if _, err := w.Next(); err != tc.want {
+				t.Errorf("Next = %v, want %v", err, tc.want)
+			}
+		})
 	}
 }

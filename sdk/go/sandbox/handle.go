@@ -29,7 +29,7 @@ type Sandbox struct {
 	readAt  time.Time              // when obj was read
 	deleted bool
 
-	wakeMu sync.Mutex // one resume on traffic at a time (idle.go)
+	wakeMu ctxMutex // one resume on traffic at a time (idle.go)
 }
 
 // Name is the Sandbox's name ("" until a claim created WithoutWait is bound).
@@ -158,14 +158,19 @@ func (s *Sandbox) waitClaim(ctx context.Context, start *extv1beta1.SandboxClaim,
 	}
 	ctx, cancel := s.c.withReadyTimeout(ctx)
 	defer cancel()
-	return s.waitClaimIn(ctx, start, haveStart)
+	return s.waitClaimIn(ctx, start, haveStart, false)
 }
 
-// waitClaimIn is waitClaim within ctx's own bound.
-func (s *Sandbox) waitClaimIn(ctx context.Context, start *extv1beta1.SandboxClaim, haveStart bool) error {
+// waitClaimIn is waitClaim within ctx's own bound. With suspended (AttachClaim), a claim
+// bound to a suspended Sandbox ends the wait as well: the handle takes that Sandbox.
+func (s *Sandbox) waitClaimIn(ctx context.Context, start *extv1beta1.SandboxClaim, haveStart, suspended bool) error {
+	check := claimReady
+	if suspended {
+		check = claimAttachable
+	}
 	w := &waiter[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList]{
 		api: s.c.kube.claims(s.ns), ns: s.ns, name: s.claim,
-		what: fmt.Sprintf("claim %s/%s Ready", s.ns, s.claim), check: claimReady,
+		what: fmt.Sprintf("claim %s/%s Ready", s.ns, s.claim), check: check,
 	}
 	claim, err := w.run(ctx, start, haveStart)
 	if err != nil {
@@ -175,6 +180,10 @@ func (s *Sandbox) waitClaimIn(ctx context.Context, start *extv1beta1.SandboxClai
 	obj, err := s.c.kube.sandboxes(s.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("sandbox: get %s/%s of claim %s: %w", s.ns, name, s.claim, kubeErr(err))
+	}
+	if suspended && obj.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+		s.set(obj)
+		return nil
 	}
 	if !obj.IsReady() {
 		// The claim mirrors the Sandbox; wait for this copy to agree.

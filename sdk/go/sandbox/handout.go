@@ -77,10 +77,10 @@ func (s *Sandbox) waitClaimOrHandout(ctx context.Context, start *extv1beta1.Sand
 	select {
 	case <-ended: // handed out, or the watch was refused (or ctx ended): then the claim decides
 		if len(found) == 0 {
-			err = s.waitClaimIn(cctx, start, true)
+			err = s.waitClaimIn(cctx, start, true, false)
 		}
 	case <-delay.C:
-		err = s.waitClaimIn(cctx, start, true)
+		err = s.waitClaimIn(cctx, start, true, false)
 	}
 	hcancel()
 	<-ended

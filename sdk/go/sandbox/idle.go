@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,8 +117,12 @@ func (s *Sandbox) wake(ctx context.Context, force bool) (bool, error) {
 	if !force && !s.needsRead() {
 		return false, nil
 	}
-	s.wakeMu.Lock()
-	defer s.wakeMu.Unlock()
+	// Waiting for another call's resume is bounded by this call's context.
+	if err := s.wakeMu.lock(ctx); err != nil {
+		return false, &TimeoutError{What: fmt.Sprintf("sandbox %s/%s to wake (another call is resuming it)",
+			s.ns, s.Name()), Err: err}
+	}
+	defer s.wakeMu.unlock()
 	if !force && !s.needsRead() { // another call just did it
 		return false, nil
 	}
@@ -157,3 +162,28 @@ func (s *Sandbox) resumeOnTraffic(ctx context.Context, name string) error {
 	s.set(obj)
 	return s.waitSandbox(ctx, obj, true, obj.Generation)
 }
+
+// ctxMutex is a mutex whose lock gives up when a context ends (a call must not wait
+// past its own deadline for another call's work). The zero value is unlocked.
+type ctxMutex struct {
+	once sync.Once
+	ch   chan struct{} // holds a token while locked
+}
+
+// lock takes the mutex, or returns ctx's error when ctx ends first.
+func (m *ctxMutex) lock(ctx context.Context) error {
+	m.once.Do(func() { m.ch = make(chan struct{}, 1) })
+	select {
+	case m.ch <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case m.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *ctxMutex) unlock() { <-m.ch }

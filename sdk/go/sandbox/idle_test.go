@@ -348,3 +348,90 @@ func TestCreateFromTemplateCopiesIdlePolicy(t *testing.T) {
 func eqRef(a, b *extv1beta1.KeySelector) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
+
+// A call that finds another call resuming the Sandbox waits for it only within its own
+// context: it returns at its deadline while the other resume goes on.
+func TestWakeWaitBoundedByContext(t *testing.T) {
+	k := newFakeKube()
+	k.sbx.Add(suspendedSandbox(&agentsv1beta1.IdlePolicy{TimeoutSeconds: 10}))
+	var patches atomic.Int32
+	k.sbx.onPatch = func(*fakeRes[*agentsv1beta1.Sandbox, *agentsv1beta1.SandboxList], *agentsv1beta1.Sandbox) {
+		patches.Add(1) // no controller: Ready comes when the test says
+	}
+	_, port, _ := fakeSandboxd(t, 0)
+	c := idleClient(t, k, ModeDirect, port, "")
+	h, err := c.Attach(context.Background(), "sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, acancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer acancel()
+	aDone := make(chan error, 1)
+	go func() { _, err := h.Run(actx, "echo ok"); aDone <- err }()
+	eventually(t, "the first call's resume patch", func() bool { return patches.Load() == 1 })
+	bctx, bcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer bcancel()
+	_, err = h.Run(bctx, "echo ok")
+	select {
+	case aerr := <-aDone:
+		t.Fatalf("the second call returned (%v) only after the first one ended (%v)", err, aerr)
+	default:
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrTimeout) {
+		t.Errorf("second call: %v, want its deadline", err)
+	}
+	k.sbx.mu.Lock()
+	k.sbx.update("sb", func(s *agentsv1beta1.Sandbox) {
+		s.Status.PodIPs = []string{"127.0.0.1"}
+		s.Status.Conditions = []metav1.Condition{cond("Ready", "True", "DependenciesReady", s.Generation)}
+	})
+	k.sbx.mu.Unlock()
+	if err := <-aDone; err != nil {
+		t.Errorf("first call: %v", err)
+	}
+}
+
+// AttachClaim of an idle-suspended claim (bound, Ready=False SandboxSuspended) returns
+// the handle at once; its first call resumes the Sandbox when the policy allows.
+func TestAttachClaimSuspended(t *testing.T) {
+	no := false
+	tests := []struct {
+		name    string
+		policy  *agentsv1beta1.IdlePolicy
+		wantRun error
+		patches int32
+	}{
+		{"resumes on traffic", &agentsv1beta1.IdlePolicy{TimeoutSeconds: 10}, nil, 1},
+		{"resumeOnTraffic false", &agentsv1beta1.IdlePolicy{TimeoutSeconds: 10, ResumeOnTraffic: &no}, ErrSuspended, 0},
+		{"no policy", nil, ErrSuspended, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newFakeKube()
+			k.sbx.Add(suspendedSandbox(tc.policy))
+			k.clm.Add(&extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim-1", Namespace: "ns"},
+				Status: extv1beta1.SandboxClaimStatus{Sandbox: extv1beta1.SandboxReference{Name: "sb"},
+					Conditions: []metav1.Condition{cond("Ready", "False", "SandboxSuspended", 1)}}})
+			var patches atomic.Int32
+			resumingController(k, &patches)
+			_, port, _ := fakeSandboxd(t, 0)
+			c := idleClient(t, k, ModeDirect, port, "")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			h, err := c.AttachClaim(ctx, "claim-1")
+			if err != nil {
+				t.Fatalf("AttachClaim: %v", err)
+			}
+			if h.Name() != "sb" || h.ClaimName() != "claim-1" || h.IsReady() {
+				t.Errorf("handle: name %q claim %q ready %v", h.Name(), h.ClaimName(), h.IsReady())
+			}
+			r, err := h.Run(context.Background(), "echo ok")
+			if !errors.Is(err, tc.wantRun) || (tc.wantRun == nil && (err != nil || r.Stdout != "ok\n")) {
+				t.Errorf("Run: %v, want %v", err, tc.wantRun)
+			}
+			if patches.Load() != tc.patches {
+				t.Errorf("%d patches, want %d", patches.Load(), tc.patches)
+			}
+		})
+	}
+}

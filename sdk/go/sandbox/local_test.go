@@ -147,8 +147,9 @@ func podProxyCheck(port int) func(r *http.Request) (string, error) {
 }
 
 // localSandbox builds a client in mode with a fake Kubernetes API that holds a Ready
-// Sandbox "sb" (pod "sb-pod", IP 127.0.0.1) served by a local sandboxd.
-func localSandbox(t testing.TB, mode Mode) *Sandbox {
+// Sandbox "sb" (pod "sb-pod", IP 127.0.0.1) served by a local sandboxd. tweaks change
+// the options before NewClient.
+func localSandbox(t testing.TB, mode Mode, tweaks ...func(*Options)) *Sandbox {
 	t.Helper()
 	port := startSandboxd(t)
 	k := newFakeKube()
@@ -160,6 +161,9 @@ func localSandbox(t testing.TB, mode Mode) *Sandbox {
 		opts.Connection.RouterToken = "router-token"
 	case ModePodProxy:
 		opts.RestConfig = &rest.Config{Host: forwarder(t, port, podProxyCheck(port)).URL}
+	}
+	for _, f := range tweaks {
+		f(&opts)
 	}
 	c, err := NewClient(opts)
 	if err != nil {
@@ -176,6 +180,44 @@ func TestLocalSandboxd(t *testing.T) {
 	for _, mode := range []Mode{ModeDirect, ModeRouter, ModePodProxy} {
 		t.Run(string(mode), func(t *testing.T) {
 			dataPlaneSuite(t, localSandbox(t, mode))
+		})
+	}
+}
+
+// TestLocalPodProxyIgnoresRestTimeout: the REST config's Timeout bounds API requests,
+// not the data plane: a run and a stream in pod-proxy mode outlive it (they are bounded
+// by their contexts).
+func TestLocalPodProxyIgnoresRestTimeout(t *testing.T) {
+	sb := localSandbox(t, ModePodProxy, func(o *Options) { o.RestConfig.Timeout = time.Second })
+	tests := []struct {
+		name string
+		op   func(ctx context.Context) error
+	}{
+		{"Run", func(ctx context.Context) error {
+			r, err := sb.Run(ctx, "sleep 2; echo ok")
+			if err == nil && (r.Stdout != "ok\n" || r.ExitCode != 0) {
+				err = fmt.Errorf("result %+v", r)
+			}
+			return err
+		}},
+		{"Start", func(ctx context.Context) error {
+			var out syncBuffer
+			p, err := sb.Start(ctx, Cmd{Command: "sleep 2; echo ok", Stdout: &out})
+			if err != nil {
+				return err
+			}
+			st, err := p.Wait()
+			if err == nil && (!st.Success() || out.String() != "ok\n") {
+				err = fmt.Errorf("exit %+v, out %q", st, out.String())
+			}
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.op(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }

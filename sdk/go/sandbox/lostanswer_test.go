@@ -49,7 +49,8 @@ func (f *fakeFS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// apply runs a delete, mkdir or stat and returns sandboxd's answer.
+// apply runs a delete (of a file or a code context), mkdir or stat and returns
+// sandboxd's answer.
 func (f *fakeFS) apply(r *http.Request) (int, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -57,7 +58,7 @@ func (f *fakeFS) apply(r *http.Request) (int, string) {
 	p = "/" + p
 	typ, ok := f.paths[p]
 	switch {
-	case op == "files" && r.Method == http.MethodDelete && ok:
+	case (op == "files" || op == "contexts") && r.Method == http.MethodDelete && ok:
 		delete(f.paths, p)
 		return http.StatusNoContent, ""
 	case op == "mkdir" && r.Method == http.MethodPost && !ok:
@@ -81,6 +82,8 @@ func answer(w http.ResponseWriter, status int, body string) {
 
 func deleteX(t *testing.T, s *Sandbox) error { return s.Files().Delete(testCtx(t), "x", false) }
 
+func deleteContextX(t *testing.T, s *Sandbox) error { return s.Contexts().Delete(testCtx(t), "x") }
+
 func mkdirX(t *testing.T, s *Sandbox) error {
 	st, err := s.Files().Mkdir(testCtx(t), "x", false)
 	if err == nil && (!st.IsDir() || st.Path != "/x") {
@@ -89,9 +92,9 @@ func mkdirX(t *testing.T, s *Sandbox) error {
 	return err
 }
 
-// TestLostAnswerRetries: Delete and Mkdir (no parents) succeed when an attempt whose
-// answer was lost did the work and the retry finds it done; a 404 or 409 that no
-// earlier attempt can have caused is still an error.
+// TestLostAnswerRetries: Files.Delete, Contexts.Delete and Mkdir (no parents) succeed
+// when an attempt whose answer was lost did the work and the retry finds it done; a 404
+// or 409 that no earlier attempt can have caused is still an error.
 func TestLostAnswerRetries(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -107,6 +110,13 @@ func TestLostAnswerRetries(t *testing.T) {
 		{"delete, missing", map[string]FileType{}, noFault, deleteX, ErrNotFound, "", 1},
 		{"delete, missing after a 503 before forwarding", map[string]FileType{}, notReached, deleteX, ErrNotFound, "", 2},
 		{"delete, present", map[string]FileType{"/x": FileTypeFile}, noFault, deleteX, nil, "", 1},
+		{"context delete, cut after deleting", map[string]FileType{"/x": FileTypeOther}, cutAfter, deleteContextX, nil,
+			"", 2},
+		{"context delete, 502 after deleting", map[string]FileType{"/x": FileTypeOther}, badGateway, deleteContextX,
+			nil, "", 2},
+		{"context delete, missing", map[string]FileType{}, noFault, deleteContextX, ErrNotFound, "", 1},
+		{"context delete, missing after a 503 before forwarding", map[string]FileType{}, notReached, deleteContextX,
+			ErrNotFound, "", 2},
 		{"mkdir, cut after creating", map[string]FileType{}, cutAfter, mkdirX, nil, FileTypeDirectory, 3},
 		{"mkdir, 502 after creating", map[string]FileType{}, badGateway, mkdirX, nil, FileTypeDirectory, 3},
 		{"mkdir, existing", map[string]FileType{"/x": FileTypeDirectory}, noFault, mkdirX, ErrConflict, FileTypeDirectory, 1},

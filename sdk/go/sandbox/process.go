@@ -74,7 +74,7 @@ type ExitStatus struct {
 // Success reports exit code 0 without signal or timeout.
 func (e *ExitStatus) Success() bool { return e.ExitCode == 0 && e.Signal == 0 && !e.TimedOut }
 
-func (cmd *Cmd) request(buffered bool) (map[string]any, error) {
+func (cmd *Cmd) request(ctx context.Context, buffered bool) (map[string]any, error) {
 	req := map[string]any{}
 	switch {
 	case cmd.Command != "" && len(cmd.Args) == 0:
@@ -102,12 +102,9 @@ func (cmd *Cmd) request(buffered bool) (map[string]any, error) {
 			req["max_output_bytes"] = cmd.MaxOutputBytes
 		}
 		if cmd.Stdin != nil {
-			b, err := io.ReadAll(io.LimitReader(cmd.Stdin, maxInlineStdin+1))
+			b, err := readInlineStdin(ctx, cmd.Stdin, "use Start")
 			if err != nil {
-				return nil, fmt.Errorf("sandbox: read stdin: %w", err)
-			}
-			if len(b) > maxInlineStdin {
-				return nil, fmt.Errorf("%w: stdin over %d bytes (use Start)", ErrTooLarge, maxInlineStdin)
+				return nil, err
 			}
 			req["stdin_b64"] = base64.StdEncoding.EncodeToString(b)
 		}
@@ -115,6 +112,37 @@ func (cmd *Cmd) request(buffered bool) (map[string]any, error) {
 		req["pty"] = map[string]int{"cols": cmd.PTY.Cols, "rows": cmd.PTY.Rows}
 	}
 	return req, nil
+}
+
+// readInlineStdin reads r fully (at most maxInlineStdin bytes) for a request body. The
+// read runs on a goroutine of its own so that ctx's end is noticed while a Read blocks;
+// that goroutine then stays until the Read returns (as os/exec's stdin copier does).
+func readInlineStdin(ctx context.Context, r io.Reader, hint string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type result struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(r, maxInlineStdin+1))
+		ch <- result{b, err}
+	}()
+	var res result
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if res.err != nil {
+		return nil, fmt.Errorf("sandbox: read stdin: %w", res.err)
+	}
+	if len(res.b) > maxInlineStdin {
+		return nil, fmt.Errorf("%w: stdin over %d bytes (%s)", ErrTooLarge, maxInlineStdin, hint)
+	}
+	return res.b, nil
 }
 
 // Run runs command through "/bin/sh -c" to completion and returns its output.
@@ -128,7 +156,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (*Result, error) {
 	if _, err := s.target(); err != nil {
 		return nil, err
 	}
-	req, err := cmd.request(true)
+	req, err := cmd.request(ctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +205,11 @@ type Process struct {
 	exit   *ExitStatus
 	err    error
 
-	stdinMu     sync.Mutex
-	stdinClosed bool
+	stdinMu     ctxMutex // one stdin request at a time, in order
+	stdinClosed bool     // guarded by stdinMu
+
+	errMu    sync.Mutex
+	stdinErr error // the first failure of copying Cmd.Stdin (copyStdin)
 }
 
 type event struct {
@@ -200,7 +231,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	if _, err := s.target(); err != nil {
 		return nil, err
 	}
-	req, err := cmd.request(false)
+	req, err := cmd.request(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -309,16 +340,23 @@ const (
 )
 
 // Wait waits for the process to end and the output to be written. A non-zero exit is
-// not an error; a broken stream or cancelled context is.
+// not an error; a broken stream or cancelled context is, and so is a failure to copy
+// Cmd.Stdin (a failed read of it, or a stdin request that failed: stdin was then closed
+// early), joined to the stream's error as in os/exec. The exit status is returned with
+// such an error when the process exited.
 func (p *Process) Wait() (*ExitStatus, error) {
 	<-p.done
-	return p.exit, p.err
+	p.errMu.Lock()
+	serr := p.stdinErr
+	p.errMu.Unlock()
+	return p.exit, errors.Join(p.err, serr)
 }
 
 // Done is closed when the stream has ended.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
-func (p *Process) control(ctx context.Context, op, action string, body []byte, q url.Values) error {
+func (p *Process) control(ctx context.Context, op, action string, body []byte, q url.Values,
+	idempotent bool) error {
 	select {
 	case <-p.done:
 		return fmt.Errorf("%w: process %d has ended", ErrClosed, p.ID)
@@ -338,7 +376,7 @@ func (p *Process) control(ctx context.Context, op, action string, body []byte, q
 		}
 	}
 	resp, err := p.s.c.conn.do(ctx, p.t, call{op: op, method: method, path: path, query: q, body: body,
-		contentType: ct})
+		contentType: ct, idempotent: idempotent})
 	if err != nil {
 		return err
 	}
@@ -353,37 +391,43 @@ func (p *Process) Signal(ctx context.Context, sig string) error {
 		v = n
 	}
 	b, _ := json.Marshal(map[string]any{"signal": v})
-	return p.control(ctx, "signal", "signal", b, nil)
+	return p.control(ctx, "signal", "signal", b, nil, false)
 }
 
 // Resize changes the size of the process's PTY.
 func (p *Process) Resize(ctx context.Context, cols, rows int) error {
 	b, _ := json.Marshal(map[string]int{"cols": cols, "rows": rows})
-	return p.control(ctx, "resize", "resize", b, nil)
+	return p.control(ctx, "resize", "resize", b, nil, false)
 }
 
-// Kill sends SIGKILL to the process group.
-func (p *Process) Kill(ctx context.Context) error { return p.control(ctx, "kill", "", nil, nil) }
+// Kill sends SIGKILL to the process group (retried like other idempotent calls).
+func (p *Process) Kill(ctx context.Context) error { return p.control(ctx, "kill", "", nil, nil, true) }
 
-// WriteStdin sends data to the process's stdin (one request; sandboxd queues it).
+// WriteStdin sends data to the process's stdin (one request; sandboxd queues it). Stdin
+// requests go one at a time, in order: waiting for an earlier one is bounded by ctx.
 func (p *Process) WriteStdin(ctx context.Context, data []byte) error {
-	p.stdinMu.Lock()
-	defer p.stdinMu.Unlock()
+	if err := p.stdinMu.lock(ctx); err != nil {
+		return fmt.Errorf("sandbox: process %d: stdin: %w", p.ID, err)
+	}
+	defer p.stdinMu.unlock()
 	if p.stdinClosed {
 		return fmt.Errorf("%w: stdin of process %d is closed", ErrClosed, p.ID)
 	}
-	return p.control(ctx, "stdin", "stdin", append([]byte{}, data...), nil)
+	return p.control(ctx, "stdin", "stdin", append([]byte{}, data...), nil, false)
 }
 
-// CloseStdin closes the process's stdin once the queued data is written.
+// CloseStdin closes the process's stdin once the queued data is written. Waiting for a
+// stdin request in flight is bounded by ctx.
 func (p *Process) CloseStdin(ctx context.Context) error {
-	p.stdinMu.Lock()
-	defer p.stdinMu.Unlock()
+	if err := p.stdinMu.lock(ctx); err != nil {
+		return fmt.Errorf("sandbox: process %d: stdin close: %w", p.ID, err)
+	}
+	defer p.stdinMu.unlock()
 	if p.stdinClosed {
 		return nil
 	}
 	p.stdinClosed = true
-	return p.control(ctx, "stdin close", "stdin/close", nil, nil)
+	return p.control(ctx, "stdin close", "stdin/close", nil, nil, false)
 }
 
 // Stdin returns a writer to the process's stdin: each Write is one request, Close
@@ -405,21 +449,70 @@ func (w *stdinWriter) Write(b []byte) (int, error) {
 func (w *stdinWriter) Close() error { return w.p.CloseStdin(w.ctx) }
 
 // copyStdin copies r to stdin in chunks and closes stdin at EOF. It stops when the
-// process ends; a Read that blocks keeps the goroutine until it returns (as os/exec).
+// process ends; a Read that blocks keeps the goroutine until it returns (as os/exec). A
+// failed Read, or a stdin request that failed while the process still takes input, is
+// recorded for Wait and stdin is closed (the process is killed when that fails too, or
+// when the close at EOF failed): the process must not wait for input that will never
+// come.
 func (p *Process) copyStdin(ctx context.Context, r io.Reader) {
 	buf := make([]byte, stdinChunk)
 	for {
 		n, rerr := r.Read(buf)
 		if n > 0 {
 			if err := p.WriteStdin(ctx, buf[:n]); err != nil {
+				if !p.inputGone(ctx, err) {
+					p.stdinFailed(ctx, fmt.Errorf("sandbox: process %d: write stdin: %w", p.ID, err), true)
+				}
 				return
 			}
 		}
+		if rerr == io.EOF {
+			if err := p.CloseStdin(ctx); err != nil && !p.inputGone(ctx, err) {
+				p.stdinFailed(ctx, fmt.Errorf("sandbox: process %d: close stdin: %w", p.ID, err), false)
+			}
+			return
+		}
 		if rerr != nil {
-			_ = p.CloseStdin(ctx)
+			p.stdinFailed(ctx, fmt.Errorf("sandbox: process %d: read Cmd.Stdin: %w", p.ID, rerr), true)
 			return
 		}
 	}
+}
+
+// inputGone: a stdin request failed because the process takes no more input (it ended,
+// closed its stdin, or stdin was closed through the Process) or because the stream's
+// context ended (Wait reports that): not an error of its own, as os/exec ignores EPIPE.
+func (p *Process) inputGone(ctx context.Context, err error) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+	}
+	if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		return true
+	}
+	var he *HTTPError
+	return errors.As(err, &he) && ((he.StatusCode == http.StatusNotFound && he.Code == "NOT_FOUND") ||
+		he.Code == "FAILED_PRECONDITION")
+}
+
+// stdinFailed records err for Wait, then closes stdin (with closeStdin; bounded by
+// killTimeout, whatever ctx says) and kills the process when that fails or was not
+// tried (a failed close).
+func (p *Process) stdinFailed(ctx context.Context, err error, closeStdin bool) {
+	p.errMu.Lock()
+	if p.stdinErr == nil {
+		p.stdinErr = err
+	}
+	p.errMu.Unlock()
+	if closeStdin {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+		defer cancel()
+		if p.CloseStdin(cctx) == nil {
+			return
+		}
+	}
+	p.killDetached()
 }
 
 // ProcessInfo describes a process listed by sandboxd.

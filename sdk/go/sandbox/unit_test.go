@@ -2,16 +2,26 @@ package sandbox
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+
+	extv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/extensions/v1beta1"
 )
 
 func TestFilesPath(t *testing.T) {
@@ -225,5 +235,129 @@ func TestStartCancelDoesNotLeak(t *testing.T) {
 	}
 	if countGoroutines() > base {
 		t.Errorf("goroutines: %d > %d", countGoroutines(), base)
+	}
+}
+
+// TestPodProxyClientLeavesDefaultsAlone: for a REST config without TLS, dialer or proxy
+// (a kubectl proxy URL) client-go hands out http.DefaultClient and DefaultTransport; the
+// pod-proxy client must neither change them nor close the program's idle connections,
+// and it has no overall timeout.
+func TestPodProxyClientLeavesDefaultsAlone(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	get := func() {
+		resp, err := http.Get(srv.URL) // http.DefaultClient
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	tests := []struct {
+		name    string
+		timeout time.Duration
+	}{{"no timeout", 0}, {"timeout", time.Second}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			get() // an idle connection in http.DefaultTransport
+			before := conns.Load()
+			c, err := NewClient(Options{Namespace: "ns", kube: newFakeKube(),
+				RestConfig: &rest.Config{Host: "http://127.0.0.1:1", Timeout: tc.timeout}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if http.DefaultClient.CheckRedirect != nil {
+				http.DefaultClient.CheckRedirect = nil
+				t.Error("NewClient set http.DefaultClient.CheckRedirect")
+			}
+			if hc := c.conn.hc; hc == http.DefaultClient || hc.Transport == http.DefaultTransport ||
+				hc.Timeout != 0 || hc.CheckRedirect == nil {
+				t.Errorf("pod-proxy client %+v", hc)
+			}
+			c.CloseIdleConnections()
+			get()
+			if n := conns.Load(); n != before {
+				t.Errorf("%d new connections: CloseIdleConnections closed http.DefaultTransport's idle one",
+					n-before)
+			}
+		})
+	}
+}
+
+// TestReadCapWithoutLimit: MaxReadSize math.MaxInt64 reads the whole file (a cap of
+// max+1 must not wrap).
+func TestReadCapWithoutLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("X-File-Size", "5")
+		_, _ = io.WriteString(w, "hello")
+	}))
+	defer srv.Close()
+	sb := handleFor(t, srv)
+	sb.c.maxRead = math.MaxInt64
+	tests := []struct {
+		name string
+		read func(ctx context.Context) ([]byte, error)
+	}{
+		{"ReadFile", func(ctx context.Context) ([]byte, error) { return sb.Files().ReadFile(ctx, "a") }},
+		{"ReadRange", func(ctx context.Context) ([]byte, error) {
+			r, err := sb.Files().ReadRange(ctx, "a", 0, -1)
+			if err != nil {
+				return nil, err
+			}
+			return r.Data, nil
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if b, err := tc.read(testCtx(t)); err != nil || string(b) != "hello" {
+				t.Errorf("got %q, %v; want \"hello\"", b, err)
+			}
+		})
+	}
+}
+
+// TestTransient: waits retry the API server's "later" answers and network failures,
+// not failures that a retry cannot fix.
+func TestTransient(t *testing.T) {
+	gr := extv1beta1.Resource("sandboxclaims")
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"503", apierrors.NewServiceUnavailable("x"), true},
+		{"429", apierrors.NewTooManyRequests("x", 1), true},
+		{"server timeout", apierrors.NewServerTimeout(gr, "get", 1), true},
+		{"500", apierrors.NewInternalError(errors.New("x")), true},
+		{"forbidden", apierrors.NewForbidden(gr, "c", errors.New("x")), false},
+		{"not found", apierrors.NewNotFound(gr, "c"), false},
+		{"bad request", apierrors.NewBadRequest("x"), false},
+		{"deadline", context.DeadlineExceeded, true},
+		{"dial", &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, true},
+		{"reset", &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}}, true},
+		{"unexpected EOF", fmt.Errorf("decode: %w", io.ErrUnexpectedEOF), true},
+		{"GOAWAY", errors.New("http2: server sent GOAWAY and closed the connection"), true},
+		{"TLS alert", &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: "remote error",
+			Err: errors.New("tls: bad certificate")}}, false},
+		{"unknown authority", &url.Error{Op: "Get", URL: "https://x",
+			Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, false},
+		{"exec plugin", &url.Error{Op: "Get", URL: "https://x", Err: errors.New("getting credentials: exec: executable kubelogin not found")}, false},
+		{"empty name", errors.New("resource name may not be empty"), false},
+		{"decode", errors.New("json: cannot unmarshal string into Go value"), false},
+	}
+	for _, tc := range tests {
+		if got := transient(tc.err); got != tc.want {
+			t.Errorf("%s: transient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }

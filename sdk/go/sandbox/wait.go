@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 
 	agentsv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/agents/v1beta1"
@@ -65,7 +68,7 @@ func (w *waiter[T, L]) run(ctx context.Context, start T, haveStart bool) (T, err
 				return zero, w.timeout(ctx)
 			case err != nil:
 				if !transient(err) {
-					return zero, fmt.Errorf("sandbox: get %s: %w", w.what, err)
+					return zero, fmt.Errorf("sandbox: get %s: %w", w.what, kubeErr(err))
 				}
 				sleep(ctx, &backoff)
 				continue
@@ -115,7 +118,7 @@ func (w *waiter[T, L]) watchOnce(ctx context.Context) (T, bool, error) {
 			return zero, false, nil
 		}
 		if !transient(err) {
-			return zero, false, fmt.Errorf("sandbox: watch %s: %w", w.what, err)
+			return zero, false, fmt.Errorf("sandbox: watch %s: %w", w.what, kubeErr(err))
 		}
 		return zero, false, nil
 	}
@@ -156,11 +159,29 @@ func (w *waiter[T, L]) watchOnce(ctx context.Context) (T, bool, error) {
 	}
 }
 
-// transient errors are retried with back-off while waiting.
+// transient errors are retried with back-off while waiting: the API server's answers
+// that say "later" (timeouts, 429, 503, 500) and failures of the network (no
+// connection, a cut one, a timeout). Anything else (a TLS or credential failure, an
+// exec plugin's error, an answer that does not decode, an invalid request) ends the wait.
 func transient(err error) bool {
-	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) ||
-		errors.Is(err, context.DeadlineExceeded) || !isAPIStatus(err)
+	if isAPIStatus(err) {
+		return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
+			apierrors.IsUnexpectedServerError(err)
+	}
+	return errors.Is(err, context.DeadlineExceeded) || networkError(err)
+}
+
+// networkError: err is a failure of the connection to the API server, not of what was
+// said over it.
+func networkError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Op != "remote error" // a TLS alert of the peer is an answer
+	}
+	return utilnet.IsTimeout(err) || utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsHTTP2ConnectionLost(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 func isAPIStatus(err error) bool {
@@ -213,6 +234,17 @@ func claimReady(c *extv1beta1.SandboxClaim) (bool, string, error) {
 			Reason: ready.Reason, Message: ready.Message}
 	}
 	return false, ready.Reason, nil
+}
+
+// claimAttachable is claimReady, or done as well when the claim names its Sandbox and
+// says it is suspended (an idle suspend): AttachClaim hands such a Sandbox out, and its
+// first call resumes it (or says it may not).
+func claimAttachable(c *extv1beta1.SandboxClaim) (bool, string, error) {
+	done, reason, err := claimReady(c)
+	if done || err != nil {
+		return done, reason, err
+	}
+	return c.Status.Sandbox.Name != "" && reason == agentsv1beta1.ReasonSandboxSuspended, reason, nil
 }
 
 // claimBound is done as soon as the claim names its Sandbox (no Ready needed).

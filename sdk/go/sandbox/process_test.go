@@ -1,0 +1,326 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// procServer is a stand-in sandboxd for one streamed process (id 5): its stream ends
+// with an exit event when stdin is closed (exit 0) or the process is killed (signal 9).
+type procServer struct {
+	mu     sync.Mutex
+	writes []string // bodies of the stdin requests, in order
+	closed bool     // stdin was closed
+	kills  int
+	ended  chan ExitStatus
+	once   sync.Once
+	// stdin and kill answer the n-th such request (1-based), closeStdin a stdin close;
+	// nil: 204.
+	stdin      func(n int, r *http.Request) (int, string)
+	kill       func(n int) (int, string)
+	closeStdin func() (int, string)
+}
+
+func newProcServer(t *testing.T, ps *procServer) *Sandbox {
+	t.Helper()
+	ps.ended = make(chan ExitStatus, 1)
+	srv := httptest.NewServer(ps)
+	t.Cleanup(srv.Close)
+	return handleFor(t, srv)
+}
+
+func (s *procServer) end(st ExitStatus) { s.once.Do(func() { s.ended <- st }) }
+
+func (s *procServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/processes":
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, `{"type":"start","id":5,"pid":9}`+"\n")
+		w.(http.Flusher).Flush()
+		select {
+		case st := <-s.ended:
+			_, _ = fmt.Fprintf(w, `{"type":"exit","exit_code":%d,"signal":%d}`+"\n", st.ExitCode, st.Signal)
+		case <-r.Context().Done():
+		}
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/processes/5/stdin":
+		b, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.writes = append(s.writes, string(b))
+		n := len(s.writes)
+		s.mu.Unlock()
+		status, body := http.StatusNoContent, ""
+		if s.stdin != nil {
+			status, body = s.stdin(n, r)
+		}
+		answer(w, status, body)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/processes/5/stdin/close":
+		if s.closeStdin != nil {
+			if status, body := s.closeStdin(); status != http.StatusNoContent {
+				answer(w, status, body)
+				return
+			}
+		}
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		s.end(ExitStatus{})
+	case r.Method == http.MethodDelete && r.URL.Path == "/v1/processes/5":
+		s.mu.Lock()
+		s.kills++
+		n := s.kills
+		s.mu.Unlock()
+		if s.kill != nil {
+			if status, body := s.kill(n); status != http.StatusNoContent {
+				answer(w, status, body)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+		s.end(ExitStatus{ExitCode: -1, Signal: 9})
+	default:
+		answer(w, http.StatusNotFound, `{"code":"NOT_FOUND","message":"no route"}`)
+	}
+}
+
+func (s *procServer) state() (writes []string, closed bool, kills int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string{}, s.writes...), s.closed, s.kills
+}
+
+// failingReader fails every Read with err.
+type failingReader struct{ err error }
+
+func (r failingReader) Read([]byte) (int, error) { return 0, r.err }
+
+const lostAfterSend = `{"detail":"The backend sandbox closed the connection or answered badly"}`
+
+// TestCopyStdinFailures: Cmd.Stdin that cannot be copied (a failed stdin request, a
+// failed Read) closes stdin, so the process ends, and Wait reports the failure with the
+// exit status; a failed close at EOF kills the process; a process that takes no more
+// input is no error (as os/exec's EPIPE).
+func TestCopyStdinFailures(t *testing.T) {
+	readErr := errors.New("x")
+	var ps *procServer
+	tests := []struct {
+		name       string
+		stdin      io.Reader
+		answer     func(n int, r *http.Request) (int, string)
+		close      func() (int, string)
+		check      func(error) bool // Wait's error
+		wantWrites string
+		wantClosed bool // stdin was closed
+		wantKills  int
+	}{
+		{"a stdin request fails (502)", io.MultiReader(strings.NewReader("a"), strings.NewReader("b"),
+			strings.NewReader("c")),
+			func(n int, _ *http.Request) (int, string) {
+				if n == 2 {
+					return http.StatusBadGateway, lostAfterSend
+				}
+				return http.StatusNoContent, ""
+			}, nil,
+			func(err error) bool {
+				var he *HTTPError
+				return errors.As(err, &he) && he.StatusCode == http.StatusBadGateway
+			}, "a,b", true, 0},
+		{"the reader fails", io.MultiReader(strings.NewReader("a"), failingReader{readErr}), nil, nil,
+			func(err error) bool { return errors.Is(err, readErr) }, "a", true, 0},
+		{"the close at EOF fails", strings.NewReader("a"), nil,
+			func() (int, string) { return http.StatusBadGateway, lostAfterSend },
+			func(err error) bool {
+				var he *HTTPError
+				return errors.As(err, &he) && he.StatusCode == http.StatusBadGateway
+			}, "a", false, 1},
+		{"the process closed its stdin", io.MultiReader(strings.NewReader("a"), strings.NewReader("b"),
+			strings.NewReader("c")),
+			func(n int, _ *http.Request) (int, string) {
+				if n == 2 {
+					ps.end(ExitStatus{})
+					return http.StatusBadRequest, `{"code":"FAILED_PRECONDITION","message":"stdin is closed"}`
+				}
+				return http.StatusNoContent, ""
+			}, nil,
+			func(err error) bool { return err == nil }, "a,b", false, 0},
+		{"all copied", strings.NewReader("abc"), nil, nil, func(err error) bool { return err == nil }, "abc", true, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ps = &procServer{stdin: tc.answer, closeStdin: tc.close}
+			sb := newProcServer(t, ps)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			p, err := sb.Start(ctx, Cmd{Command: "cat", Stdin: tc.stdin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := p.Wait()
+			if !tc.check(err) {
+				t.Errorf("Wait: %v", err)
+			}
+			if st == nil || st.Success() != (tc.wantKills == 0) {
+				t.Errorf("exit %+v, want the process's own exit (killed: %v)", st, tc.wantKills > 0)
+			}
+			writes, closed, kills := ps.state()
+			if got := strings.Join(writes, ","); got != tc.wantWrites || closed != tc.wantClosed || kills != tc.wantKills {
+				t.Errorf("stdin writes %q, closed %v, %d kills; want %q, %v, %d", got, closed, kills, tc.wantWrites,
+					tc.wantClosed, tc.wantKills)
+			}
+		})
+	}
+}
+
+// TestStdinWaitBoundedByContext: CloseStdin (and WriteStdin) wait for a stdin request
+// in flight only within their own context.
+func TestStdinWaitBoundedByContext(t *testing.T) {
+	gate := make(chan struct{})
+	ps := &procServer{stdin: func(n int, r *http.Request) (int, string) {
+		if n == 1 {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+			}
+		}
+		return http.StatusNoContent, ""
+	}}
+	sb := newProcServer(t, ps)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	p, err := sb.Start(ctx, Cmd{Command: "cat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() { wrote <- p.WriteStdin(ctx, []byte("a")) }()
+	eventually(t, "the write in flight", func() bool { w, _, _ := ps.state(); return len(w) == 1 })
+	short, scancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer scancel()
+	tests := []struct {
+		name string
+		op   func() error
+	}{
+		{"CloseStdin", func() error { return p.CloseStdin(short) }},
+		{"WriteStdin", func() error { return p.WriteStdin(short, []byte("b")) }},
+	}
+	for _, tc := range tests {
+		err := tc.op()
+		select {
+		case werr := <-wrote:
+			t.Fatalf("%s returned (%v) only after the write in flight ended (%v)", tc.name, err, werr)
+		default:
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v, want its deadline", tc.name, err)
+		}
+	}
+	close(gate)
+	if err := <-wrote; err != nil {
+		t.Fatalf("WriteStdin: %v", err)
+	}
+	if err := p.CloseStdin(ctx); err != nil {
+		t.Fatalf("CloseStdin: %v", err)
+	}
+	if st, err := p.Wait(); err != nil || !st.Success() {
+		t.Errorf("Wait: %+v, %v", st, err)
+	}
+	if w, closed, _ := ps.state(); strings.Join(w, ",") != "a" || !closed {
+		t.Errorf("stdin %q, closed %v", w, closed)
+	}
+}
+
+// TestKillRetried: a kill is idempotent, so it is sent again after a proxy's 502 that
+// followed forwarding.
+func TestKillRetried(t *testing.T) {
+	ps := &procServer{kill: func(n int) (int, string) {
+		if n == 1 {
+			return http.StatusBadGateway, lostAfterSend
+		}
+		return http.StatusNoContent, ""
+	}}
+	sb := newProcServer(t, ps)
+	p, err := sb.Start(testCtx(t), Cmd{Command: "sleep 100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill(testCtx(t)); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	if st, err := p.Wait(); err != nil || st.Signal != 9 {
+		t.Errorf("Wait: %+v, %v", st, err)
+	}
+	if _, _, kills := ps.state(); kills != 2 {
+		t.Errorf("%d kills, want 2", kills)
+	}
+}
+
+// readerFunc is an io.Reader made of a function.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
+
+// TestInlineStdinHonoursContext: Exec and StartBackground read Cmd.Stdin before sending;
+// a Read that blocks does not keep them past their context's end.
+func TestInlineStdinHonoursContext(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		answer(w, http.StatusInternalServerError, `{"code":"INTERNAL","message":"unexpected"}`)
+	}))
+	defer srv.Close()
+	sb := handleFor(t, srv)
+	ops := []struct {
+		name string
+		op   func(context.Context, io.Reader) error
+	}{
+		{"Exec", func(ctx context.Context, r io.Reader) error {
+			_, err := sb.Exec(ctx, Cmd{Command: "cat", Stdin: r})
+			return err
+		}},
+		{"StartBackground", func(ctx context.Context, r io.Reader) error {
+			_, err := sb.StartBackground(ctx, Cmd{Command: "cat", Stdin: r})
+			return err
+		}},
+	}
+	cancels := []struct {
+		name   string
+		cancel func(context.CancelFunc)
+	}{
+		{"cancelled before", func(cancel context.CancelFunc) { cancel() }},
+		{"cancelled while reading", func(cancel context.CancelFunc) { time.AfterFunc(20*time.Millisecond, cancel) }},
+	}
+	for _, o := range ops {
+		for _, c := range cancels {
+			t.Run(o.name+", "+c.name, func(t *testing.T) {
+				gate := make(chan struct{})
+				defer close(gate)
+				blocking := readerFunc(func([]byte) (int, error) { <-gate; return 0, io.EOF })
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				c.cancel(cancel)
+				done := make(chan error, 1)
+				go func() { done <- o.op(ctx, blocking) }()
+				select {
+				case err := <-done:
+					if !errors.Is(err, context.Canceled) {
+						t.Errorf("error %v, want context.Canceled", err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Error("still reading stdin 5 s after the context ended")
+				}
+			})
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests sent", n)
+	}
+}
