@@ -29,7 +29,7 @@
 #define LIMIT_KUBE_READ_STALL      (15 * USEC_PER_SEC)  /* a GET receiving nothing: cut, retried */
 #define LIMIT_KUBE_WATCH_TIMEOUT_S 300                  /* server-side watch timeout (seconds) */
 #define LIMIT_KUBE_WATCH_IDLE      (120 * USEC_PER_SEC) /* no byte for this long: reconnect */
-#define LIMIT_KUBE_WATCH_SLACK     (30 * USEC_PER_SEC)  /* past timeoutSeconds: cut here */
+#define LIMIT_KUBE_WATCH_SLACK     (60 * USEC_PER_SEC)  /* past timeoutSeconds: cut here */
 #define LIMIT_KUBE_BACKOFF_MIN     (100 * USEC_PER_MSEC)
 #define LIMIT_KUBE_BACKOFF_MAX     (30 * USEC_PER_SEC)
 #define LIMIT_KUBE_EXEC_TIMEOUT    (30 * USEC_PER_SEC) /* exec credential plugin run time */
@@ -74,11 +74,18 @@
 #define LIMIT_KUBE_LOG_WINDOW      (1 * USEC_PER_SEC)  /* the window */
 #define LIMIT_KUBE_LOG_THROTTLE    (1 * USEC_PER_SEC)  /* rate-limiter waits this long are logged */
 #define LIMIT_KUBE_THROTTLE_SLICE  (50 * USEC_PER_MSEC) /* a limiter wait looks at cancel */
+#define LIMIT_KUBE_THROTTLE_MAX    (365 * 24 * 3600 * USEC_PER_SEC) /* longest limiter wait */
 
 /* Connections: a peer gone without a reset is found by the kernel */
-#define LIMIT_KUBE_TCP_UNACKED     (30 * USEC_PER_SEC) /* sent bytes unacknowledged: closed */
+#define LIMIT_KUBE_TCP_UNACKED     (60 * USEC_PER_SEC) /* sent bytes unacknowledged: closed */
 #define LIMIT_KUBE_TCP_KEEPIDLE_S  30                  /* an idle connection probed after (s) */
 #define LIMIT_KUBE_TCP_KEEPINTVL_S 10                  /* then every (s) */
+#define LIMIT_KUBE_TLS_RETRIES     2                   /* retries of a failed TLS handshake */
+/* the kernel ends an idle connection at the user timeout once a probe is out: leave room
+ * for three of them, so one lost probe does not cut a healthy connection */
+_Static_assert(LIMIT_KUBE_TCP_UNACKED >=
+                   (LIMIT_KUBE_TCP_KEEPIDLE_S + 3 * LIMIT_KUBE_TCP_KEEPINTVL_S) * USEC_PER_SEC,
+               "TCP_USER_TIMEOUT shorter than keepalive's three probes");
 
 /* Watch cache (store and informer) */
 #define LIMIT_KUBE_STORE_KEY         1024               /* "namespace/name" of one object */

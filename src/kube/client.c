@@ -208,7 +208,9 @@ int kube__throttle(struct kube_client *c, const struct kube__prep *p, const atom
 {
     usec_t waited = 0;
     const atomic_bool *cancel = p->cancel ? p->cancel : stop;
-    int r = kube_ratelimit_wait_by(&c->rl, p->deadline, cancel, &waited);
+    /* a token due in the call's last millisecond would be taken and never used */
+    usec_t by = p->deadline > USEC_PER_MSEC ? p->deadline - USEC_PER_MSEC : p->deadline;
+    int r = kube_ratelimit_wait_by(&c->rl, by, cancel, &waited);
     unsigned long suppressed = 0;
     char path[512];
     if (r == -ETIMEDOUT)
@@ -592,31 +594,28 @@ static usec_t backoff(int attempt, long retry_after_s)
     return d / 2 + (usec_t)rand_r(&seed) % (d / 2 + 1);
 }
 
-/* Failures before a request could be sent: no address, no connection, or a TLS
- * handshake that failed (an API server restarting behind a load balancer resets it; a
- * certificate that does not verify is another error and is not retried). */
-static bool nothing_sent(CURLcode cc)
+bool kube__nothing_sent(CURLcode cc, bool sent)
 {
-    return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
-           cc == CURLE_SSL_CONNECT_ERROR;
+    return !sent && (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+                     cc == CURLE_SSL_CONNECT_ERROR);
 }
 
-static bool should_retry(const struct kube__prep *p, CURLcode cc, long status)
+static bool should_retry(const struct kube__prep *p, CURLcode cc, const struct resp *rs)
 {
     if (cc == CURLE_OK)
-        return status == 429 || (status >= 500 && status != 501 && status != 505);
-    if (nothing_sent(cc))
+        return rs->status == 429 || (rs->status >= 500 && rs->status != 501 && rs->status != 505);
+    if (kube__nothing_sent(cc, rs->sent))
         return true;
     return p->idempotent && kube__curl_errno(cc) != -EPROTO && cc != CURLE_WRITE_ERROR;
 }
 
 /* Whether a failed attempt that is retried may still have been carried out: it got a 5xx
  * (429 is refused before anything happens) or lost its connection after sending. */
-static bool attempt_maybe_done(CURLcode cc, long status)
+static bool attempt_maybe_done(CURLcode cc, const struct resp *rs)
 {
     if (cc == CURLE_OK)
-        return status >= 500;
-    return !nothing_sent(cc);
+        return rs->status >= 500;
+    return !kube__nothing_sent(cc, rs->sent);
 }
 
 static int parse_ok(const struct resp *rs, json_t **ret_obj, struct kube_err *reterr)
@@ -721,9 +720,12 @@ static bool retry_after_failure(struct kube_client *c, const struct kube__prep *
                                 int attempt, usec_t *ret_delay)
 {
     usec_t d;
-    if ((cc == CURLE_OK && rs->status == 0) || !should_retry(p, cc, rs->status))
+    if ((cc == CURLE_OK && rs->status == 0) || !should_retry(p, cc, rs))
         return false;
-    if (p->no_retry || attempt >= c->max_retries) {
+    /* a handshake that keeps failing is a configuration (https to a plain port, a
+     * refused client certificate): reported after a couple of tries, not 8 back-offs */
+    if (p->no_retry || attempt >= c->max_retries ||
+        (cc == CURLE_SSL_CONNECT_ERROR && attempt >= LIMIT_KUBE_TLS_RETRIES)) {
         log_retry(c, p, rs, cc, e, attempt + 1, 0);
         return false;
     }
@@ -834,7 +836,7 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
             break;
         if (!retry_after_failure(c, &p, &rs, cc, &e, attempt, &d))
             break;
-        maybe_done = maybe_done || attempt_maybe_done(cc, rs.status);
+        maybe_done = maybe_done || attempt_maybe_done(cc, &rs);
         backoff_sleep(&p, d);
         attempt++;
         atomic_fetch_add(&c->retries, 1);

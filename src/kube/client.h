@@ -35,7 +35,8 @@ struct kube_client_opts {
     usec_t read_stall;
     /* A watch (a stream with timeoutSeconds) still open this long after its timeoutSeconds
      * is cut client-side, for a proxy that ignores it or a server that trickles bytes
-     * without ending a frame; 0 = LIMIT_KUBE_WATCH_SLACK. */
+     * without ending a frame; 0 = LIMIT_KUBE_WATCH_SLACK (60 s). The clock runs while
+     * the stream's callback blocks too. */
     usec_t watch_slack;
     int max_retries; /* retries of 429/5xx/transport errors; -1 = LIMIT_KUBE_RETRIES, 0 = none */
     /* false (default): requests to an https server from every thread share HTTP/2
@@ -121,12 +122,15 @@ struct kube_req {
     const json_t *body; /* borrowed; serialised compactly */
     enum kube_patch_type patch_type;
     /* this call only (kube_request) */
-    usec_t timeout; /* bounds the whole call: rate-limiter wait, every attempt and the
-                       back-off between them; 0 = the client's per-attempt timeout only */
+    usec_t timeout; /* bounds the whole call: rate-limiter wait (a token that would come
+                       later fails the call at once, not taken), every attempt (each also
+                       at most the client's timeout) and the back-off between them; 0 =
+                       the client's per-attempt timeout only */
     bool no_retry;  /* one attempt (plus a 401 token refresh): the caller retries */
     /* When not NULL and it turns true, the call ends with -ECANCELED: before its next
-     * attempt, within 20 ms of a back-off, and within about a second of a transfer (the
-     * transfer's progress callback). Borrowed; for a caller that stops (an informer's
+     * attempt, within 50 ms of a rate-limiter wait (its token given back), within 20 ms
+     * of a back-off, and within about a second of a transfer (the transfer's progress
+     * callback). Borrowed; for a caller that stops (an informer's
      * LIST), so a stop does not wait out the retries of a server that fails. */
     atomic_bool *cancel;
 };
@@ -208,9 +212,11 @@ typedef int kube_stream_fn(void *ctx, const char *data, size_t len);
 
 /** Streams a long-running response (watch) on its own connection, never shared with
  * other requests. Returns 0 when the server ends the response normally, -ECANCELED when
- * *stop became true, -ETIMEDOUT when no byte arrived for idle_timeout (0 =
- * LIMIT_KUBE_WATCH_IDLE), the callback's negative value, or an error (reterr filled; a
- * non-2xx status has its Status body parsed). No retry: the caller reconnects. */
+ * *stop became true (also during the rate-limiter wait), -ETIMEDOUT when no byte arrived
+ * for idle_timeout (0 = LIMIT_KUBE_WATCH_IDLE) or, with r->timeout_seconds set, the
+ * stream is still open the client's watch_slack after it, the callback's negative value,
+ * or an error (reterr filled; a non-2xx status has its Status body parsed). No retry:
+ * the caller reconnects. */
 int kube_request_stream(struct kube_client *c, const struct kube_req *r, kube_stream_fn *fn,
                         void *ctx, const atomic_bool *stop, usec_t idle_timeout,
                         struct kube_err *reterr);

@@ -107,6 +107,11 @@ void kube__prep_done(struct kube__prep *p);
 /** Resets h and sets every option of one transfer of p: URL, method, body, headers with
  * the bearer token, TLS, HTTP/2, timeouts. *ret_headers is to be freed with
  * curl_slist_free_all after the transfer. */
+/** Whether an attempt that failed with cc sent nothing (sent: request bytes went out,
+ * CURLINFO_REQUEST_SIZE, which counts libcurl's own resend on a new connection too): no
+ * address, no connection, or a TLS handshake that failed (an API server restarting
+ * behind a load balancer resets it). Such an attempt is retried for any method. */
+bool kube__nothing_sent(CURLcode cc, bool sent);
 /** CURLOPT_SOCKOPTFUNCTION of every connection: TCP_USER_TIMEOUT of
  * LIMIT_KUBE_TCP_UNACKED, so a connection whose peer went without a reset (a load
  * balancer's state dropped, a node gone) is closed by the kernel once sent bytes stay

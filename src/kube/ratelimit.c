@@ -32,11 +32,13 @@ static void refill(struct kube_ratelimit *rl, usec_t now)
     }
 }
 
-/* How long until a token taken from tokens (after the take) is due. */
+/* How long until a token taken from tokens (after the take) is due; at most a
+ * LIMIT_KUBE_THROTTLE_MAX (a tiny qps would overflow usec_t). */
 static usec_t debt_wait(const struct kube_ratelimit *rl, double tokens)
 {
     double debt = tokens < 0 ? -tokens : 0;
-    return (usec_t)ceil(debt * (double)USEC_PER_SEC / rl->qps);
+    double w = ceil(debt * (double)USEC_PER_SEC / rl->qps);
+    return w >= (double)LIMIT_KUBE_THROTTLE_MAX ? LIMIT_KUBE_THROTTLE_MAX : (usec_t)w;
 }
 
 int kube_ratelimit_reserve_by(struct kube_ratelimit *rl, usec_t now, usec_t deadline,

@@ -21,14 +21,18 @@ struct kube_ratelimit {
 void kube_ratelimit_init(struct kube_ratelimit *rl, double qps, int burst, usec_t now);
 void kube_ratelimit_done(struct kube_ratelimit *rl);
 /** Takes one token at time now and returns how long the caller must wait before using
- * it (0 when one was available). The clock is a parameter so tests can drive it. */
+ * it (0 when one was available; at most LIMIT_KUBE_THROTTLE_MAX). The clock is a
+ * parameter so tests can drive it. */
 usec_t kube_ratelimit_reserve(struct kube_ratelimit *rl, usec_t now);
 /** As kube_ratelimit_reserve, but only when the token is due by deadline (0: any time).
  * Returns 0 with the wait in *ret_wait, or -ETIMEDOUT with nothing taken (so a caller
  * whose time is up adds no debt for the others). */
 int kube_ratelimit_reserve_by(struct kube_ratelimit *rl, usec_t now, usec_t deadline,
                               usec_t *ret_wait);
-/** Gives back a token reserved and not used (a caller cancelled while it waited). */
+/** Gives back a token reserved and not used (a caller cancelled while it waited). The
+ * whole token comes back, as if never taken (golang.org/x/time/rate subtracts what later
+ * reservations already counted on): with waiters behind it, each cancel may let one
+ * request more through than the rate. */
 void kube_ratelimit_unreserve(struct kube_ratelimit *rl);
 /** Reserves a token and sleeps until it is due. Returns the time waited. */
 usec_t kube_ratelimit_wait(struct kube_ratelimit *rl);

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "common/limits.h"
 #include "kube/ratelimit.h"
 
 #define MS USEC_PER_MSEC
@@ -155,12 +156,23 @@ static void test_wait_by_cancel(void **state)
     kube_ratelimit_done(&rl);
 }
 
+/* A tiny rate's wait is capped, not an overflow (which turned into no wait at all). */
+static void test_tiny_rate_capped(void **state)
+{
+    struct kube_ratelimit rl;
+    (void)state;
+    kube_ratelimit_init(&rl, 1e-15, 1, 0);
+    assert_int_equal(kube_ratelimit_reserve(&rl, 0), 0);
+    assert_int_equal(kube_ratelimit_reserve(&rl, 0), LIMIT_KUBE_THROTTLE_MAX);
+    kube_ratelimit_done(&rl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_burst_then_rate),   cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_threads_are_paced), cmocka_unit_test(test_reserve_by_deadline),
-        cmocka_unit_test(test_wait_by_cancel),
+        cmocka_unit_test(test_wait_by_cancel),    cmocka_unit_test(test_tiny_rate_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
