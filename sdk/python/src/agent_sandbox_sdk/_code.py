@@ -207,8 +207,11 @@ class LineSplitter:
         self.buf = bytearray()
 
     def feed(self, part: bytes) -> list[str]:
+        """The lines part completes. Only part is searched for a line end (what was kept
+        before has none), so a long line fed in many chunks costs linear time."""
+        start = len(self.buf)
         self.buf += part
-        end = self.buf.rfind(b"\n")
+        end = self.buf.rfind(b"\n", start)
         lines = [] if end < 0 else self.buf[:end].decode("utf-8", "replace").split("\n")
         if end >= 0:
             del self.buf[: end + 1]

@@ -107,12 +107,12 @@ def check_labels(labels: dict[str, str] | None, what: str = "labels") -> dict[st
     out: dict[str, str] = {}
     for k, v in (labels or {}).items():
         prefix, _, name = k.rpartition("/")
-        ok = bool(name) and len(name) <= 63 and _LABEL_NAME.match(name) is not None
-        if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        ok = bool(name) and len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
+        if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
             ok = False
         if not ok:
             raise ValueError(f"{what}: invalid key {k!r}")
-        if len(v) > 63 or not _LABEL_NAME.match(v):
+        if len(v) > 63 or not _LABEL_NAME.fullmatch(v):
             raise ValueError(f"{what}: invalid value {v!r} for {k!r}")
         out[k] = v
     return out
@@ -125,14 +125,29 @@ def random_name(prefix: str) -> str:
 def check_name(name: str, what: str = "name") -> str:
     """name, when it can name a Sandbox or SandboxClaim (a DNS-1123 subdomain: lower-case
     letters, digits, '-' and '.', at most 253 characters); else ValueError, before any
-    request. An empty name would address the whole collection: a GET would list it, a
-    DELETE delete every object in it."""
+    request. For the name create() is given."""
+    check_path_name(name, what)
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise ValueError(f"{what} {name!r} is not a valid object name (a DNS-1123 subdomain)")
+    return name
+
+
+_PATH_UNSAFE = re.compile(r"[/?#%\\\s\x00-\x1f\x7f]")
+
+
+def check_path_name(name: str, what: str = "name") -> str:
+    """name, unless it would address something other than one object of the collection:
+    the empty name (the collection itself: a GET lists it, a DELETE deletes every object
+    in it), "." or "..", or a name with "/", "?", "#", "%", a backslash, whitespace or a
+    control character (a URL other than the object's); else ValueError, before any
+    request. Other invalid names reach the server, whose 404 is the documented answer
+    (NotFoundError; False from delete)."""
     if not isinstance(name, str):
         raise TypeError(f"{what} must be a str, not {type(name).__name__}")
     if not name:
         raise ValueError(f"{what} is empty")
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-        raise ValueError(f"{what} {name!r} is not a valid object name (a DNS-1123 subdomain)")
+    if name in (".", "..") or _PATH_UNSAFE.search(name):
+        raise ValueError(f"{what} {name!r} cannot name an object (it would change the request's URL)")
     return name
 
 
@@ -291,6 +306,8 @@ def plan_create(
     )
     if pool is not None and not pool:
         raise ValueError("pool is empty")
+    if name == "":
+        name = None  # as Go's WithName(""): the SDK draws the name
     if name is not None:
         check_name(name)
     return CreatePlan(pool, pod_spec, name, common)
@@ -311,10 +328,22 @@ def create_unsettled(e: BaseException) -> bool:
     """Whether a create that raised e may have stored the object: no answer (a cut
     connection, a timeout, Ctrl-C, a cancelled task, an answer that could not be read)
     or a server error (5xx: an API server timeout after etcd took the write). A 4xx
-    refusal stored nothing."""
+    refusal stored nothing, and neither did a POST never sent (not_sent)."""
     if isinstance(e, RequestError):
         return e.status >= 500
-    return not isinstance(e, (AuthError, NotFoundError))
+    return not isinstance(e, (AuthError, NotFoundError)) and not not_sent(e)
+
+
+# httpx's errors of a request that never left: no connection could be made (refused,
+# DNS, a failed TLS handshake, the connect timeout) or none came free in the pool.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def not_sent(e: BaseException) -> bool:
+    """Whether a call that raised e certainly never sent its request: the kube clients
+    raise SandboxConnectionError from one of httpx's _NOT_SENT errors then (a lean
+    connection that cannot connect is not used; httpx tries instead)."""
+    return isinstance(e, _NOT_SENT) or (isinstance(e, SandboxConnectionError) and isinstance(e.__cause__, _NOT_SENT))
 
 
 def created_names(resource: str, body: Mapping[str, Any]) -> tuple[str, str]:
@@ -916,7 +945,7 @@ def client_options(cfg: KubeConfig, timeout: float, ctx: ssl.SSLContext) -> dict
 
 
 def get_call(resource: str, ns: str, name: str) -> ApiCall:
-    check_name(name)
+    check_path_name(name)
     return ApiCall("GET", path(resource, ns, name), f"{RESOURCES[resource][1]} {ns}/{name}", {})
 
 
@@ -931,14 +960,14 @@ def create_call(resource: str, ns: str, body: dict[str, Any]) -> ApiCall:
 
 
 def patch_call(resource: str, ns: str, name: str, patch: dict[str, Any]) -> ApiCall:
-    check_name(name)
+    check_path_name(name)
     kw = {"json": patch, "headers": {"Content-Type": MERGE_PATCH}}
     return ApiCall("PATCH", path(resource, ns, name), f"patch {RESOURCES[resource][1]} {ns}/{name}", kw)
 
 
 def delete_call(resource: str, ns: str, name: str) -> ApiCall:
     """A delete with background propagation."""
-    check_name(name)
+    check_path_name(name)
     kw = {"json": {"propagationPolicy": "Background"}}
     return ApiCall("DELETE", path(resource, ns, name), f"delete {RESOURCES[resource][1]} {ns}/{name}", kw)
 

@@ -131,10 +131,11 @@ class AsyncSandboxClient(_base.ClientBase):
                 break
             except BaseException as e:
                 # Under a name drawn here (never one the caller gave): a taken name is
-                # drawn again; a create that may have stored the object is undone.
-                if name is None and _k8s.name_taken(e) and tries_left:
+                # drawn again; a create that may have stored the object is undone (not
+                # a POST never sent, nor on a client closed meanwhile).
+                if plan.name is None and _k8s.name_taken(e) and tries_left:
                     continue
-                if name is None and _k8s.create_unsettled(e):
+                if plan.name is None and _k8s.create_unsettled(e) and not self.kube.http.is_closed:
                     await asyncio.shield(sb._delete_quietly())
                 raise
         if wait:

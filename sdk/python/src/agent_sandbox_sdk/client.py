@@ -130,10 +130,11 @@ class SandboxClient(_base.ClientBase):
             except BaseException as e:
                 # Under a name drawn here (never one the caller gave, which could be
                 # someone else's object): a taken name is drawn again; a create that may
-                # have stored the object (no answer, a 5xx) is undone by that name.
-                if name is None and _k8s.name_taken(e) and tries_left:
+                # have stored the object (no answer, a 5xx; not a POST never sent, nor
+                # on a client closed meanwhile) is undone by that name.
+                if plan.name is None and _k8s.name_taken(e) and tries_left:
                     continue
-                if name is None and _k8s.create_unsettled(e):
+                if plan.name is None and _k8s.create_unsettled(e) and not self.kube.http.is_closed:
                     sb._delete_quietly()
                 raise
         if wait:
