@@ -333,6 +333,10 @@ func createNamed[T kobject, L runtime.Object](ctx context.Context, c *Client, ap
 		if chosen {
 			obj.SetName(prefix + nameSuffix())
 		}
+		if err := ctx.Err(); err != nil {
+			var zero T
+			return zero, err // nothing sent
+		}
 		created, err := api.Create(ctx, obj, metav1.CreateOptions{})
 		if err == nil {
 			return created, nil
@@ -355,13 +359,14 @@ func createNamed[T kobject, L runtime.Object](ctx context.Context, c *Client, ap
 }
 
 // createMayHaveRun: a create failed without an answer that proves nothing was stored (no
-// answer at all, a deadline, a cut connection, a 5xx).
+// answer at all, a deadline, a cut connection, a 5xx), and not before it was sent (a
+// failed dial, client-go's rate limiter refusing to wait for a token).
 func createMayHaveRun(err error) bool {
 	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		return true
+	if errors.As(err, &st) {
+		return st.Status().Code >= http.StatusInternalServerError
 	}
-	return st.Status().Code >= http.StatusInternalServerError
+	return !isDialError(err) && !rateLimited(err)
 }
 
 // ---- create ---------------------------------------------------------------------------
@@ -547,11 +552,16 @@ func (c *Client) Attach(ctx context.Context, name string) (*Sandbox, error) {
 }
 
 // AttachClaim returns a handle to the sandbox bound to the existing claim, waiting (by
-// watch) until the claim is bound and Ready. A claim bound to a suspended Sandbox (an
-// idle suspend: Ready=False, reason SandboxSuspended) is returned at once: the handle's
-// first call resumes it when its idle policy resumes on traffic, else fails with
-// ErrSuspended (see Sandbox.Resume). A name that is not a valid object name is
-// ErrInvalidArgument (no request is made).
+// watch) until the claim is bound and Ready. A claim bound to a suspended Sandbox
+// (Ready=False, reason SandboxSuspended), whoever suspended it (Sandbox.Suspend, another
+// client's patch of spec.operatingMode, or its idle policy), is returned at once, not
+// resumed. The handle's first data-plane call then resumes it when the Sandbox has an
+// idle policy that resumes on traffic (resumeOnTraffic true or unset; in router mode
+// the router does), a manual suspend included; with resumeOnTraffic false it fails with
+// a *SuspendedError (ErrSuspended; in router mode the router's 409); without an idle
+// policy it fails with a *SuspendedError in direct and pod-proxy modes and with the
+// router's 503 (ErrUnavailable) in router mode. Sandbox.Resume resumes it in every case.
+// A name that is not a valid object name is ErrInvalidArgument (no request is made).
 func (c *Client) AttachClaim(ctx context.Context, claim string) (*Sandbox, error) {
 	if err := validName("claim", claim); err != nil {
 		return nil, err

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"regexp"
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -536,4 +540,42 @@ func keys[T kobject, L k8sruntime.Object](r *fakeRes[T, L]) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestCreateNotSentNotUndone: a create that failed before it was sent (a failed dial,
+// client-go's rate limiter, a context already ended) is not followed by a delete; one
+// whose answer was lost is.
+func TestCreateNotSentNotUndone(t *testing.T) {
+	dial := &url.Error{Op: "Post", URL: "https://api/x", Err: &net.OpError{Op: "dial", Net: "tcp",
+		Err: syscall.ECONNREFUSED}}
+	cut := &url.Error{Op: "Post", URL: "https://api/x", Err: io.ErrUnexpectedEOF}
+	tests := []struct {
+		name      string
+		err       error
+		cancelled bool
+		deletes   int
+	}{
+		{"dial error", dial, false, 0},
+		{"rate limiter", limiterErr, false, 0},
+		{"context ended before", context.Canceled, true, 0},
+		{"connection cut (sent)", cut, false, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newFakeKube()
+			k.clm.createErr = tc.err
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancelled {
+				cancel()
+			}
+			_, err := newTestClient(t, k).CreateSandbox(ctx, "pool", WithoutWait())
+			if !errors.Is(err, tc.err) {
+				t.Errorf("error %v, want %v", err, tc.err)
+			}
+			if k.clm.deleteCalls != tc.deletes {
+				t.Errorf("%d deletes, want %d", k.clm.deleteCalls, tc.deletes)
+			}
+		})
+	}
 }

@@ -283,15 +283,18 @@ type call struct {
 	mayHaveRun *bool
 }
 
-// retry budget: back-off 50 ms doubling to 1 s, at most this many attempts.
+// retry budget: back-off retryDelay (50 ms) doubling to 1 s, at most this many attempts.
 const maxAttempts = 8
+
+// retryDelay is the first back-off of a retried data-plane request (a variable for tests).
+var retryDelay = 50 * time.Millisecond
 
 // do sends cl and returns a 2xx response (caller closes the body) or an error. Answers
 // that say nothing reached sandboxd (router cache lag, 503, 429) are retried with
 // back-off within ctx. A router's 401 is sent again at once, once, when the token file
 // holds a new token.
 func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error) {
-	delay := 50 * time.Millisecond
+	delay := retryDelay
 	renewed := false
 	for attempt := 1; ; attempt++ {
 		var body io.Reader
@@ -340,7 +343,7 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 			*cl.mayHaveRun = true
 		}
 		if !retry || cl.stream != nil || attempt >= maxAttempts {
-			return nil, err
+			return nil, c.suspended(t, herr, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -351,6 +354,18 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 			delay = time.Second
 		}
 	}
+}
+
+// suspended maps the router's 409 for a suspended Sandbox whose idle policy does not
+// resume it on traffic ("Sandbox ns/name is suspended and its idle policy does not
+// resume it on traffic ...") to a *SuspendedError, as direct and pod-proxy modes report
+// it; other errors are returned as they are.
+func (c *conn) suspended(t target, herr *HTTPError, err error) error {
+	if herr == nil || c.mode != ModeRouter || herr.StatusCode != http.StatusConflict || herr.Code != routerCode ||
+		!strings.Contains(herr.Message, " is suspended") {
+		return err
+	}
+	return &SuspendedError{Namespace: t.ns, Name: t.name, HasPolicy: true, Err: herr}
 }
 
 // notDialed: a pod proxy message that says the API server could not connect to the pod.

@@ -41,6 +41,11 @@ type fakeRes[T kobject, L runtime.Object] struct {
 	getErr     error
 	watchCalls int
 	getCalls   int
+	// getErrs: the next Get calls fail with these, in turn (before getErr).
+	getErrs []error
+	// createErr: Create calls fail with it, storing nothing (the request was not sent).
+	createErr   error
+	deleteCalls int
 	// lostAnswers: the next n Creates store the object, then fail with lostErr (an
 	// answer lost after the server stored it).
 	lostAnswers int
@@ -125,6 +130,11 @@ func (r *fakeRes[T, L]) Get(ctx context.Context, name string, _ metav1.GetOption
 	defer r.mu.Unlock()
 	r.getCalls++
 	var zero T
+	if len(r.getErrs) > 0 {
+		err := r.getErrs[0]
+		r.getErrs = r.getErrs[1:]
+		return zero, err
+	}
 	if r.getErr != nil {
 		return zero, r.getErr
 	}
@@ -205,6 +215,9 @@ func (r *fakeRes[T, L]) Create(ctx context.Context, o T, _ metav1.CreateOptions)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var zero T
+	if r.createErr != nil {
+		return zero, r.createErr
+	}
 	o = r.copy(o)
 	if o.GetName() == "" {
 		r.gen++
@@ -288,6 +301,7 @@ func mergeInto(doc, patch map[string]any) {
 func (r *fakeRes[T, L]) Delete(ctx context.Context, name string, _ metav1.DeleteOptions) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.deleteCalls++
 	if _, ok := r.objs[name]; !ok {
 		return apierrors.NewNotFound(r.gr, name)
 	}

@@ -25,11 +25,14 @@ import (
 const staleAfter = time.Second
 
 // SuspendedError: the Sandbox is suspended and its idle policy does not resume it on
-// traffic (or it has no idle policy). It matches ErrSuspended.
+// traffic (or it has no idle policy). It matches ErrSuspended. In router mode it is the
+// router's 409 answer (Err), which it unwraps to.
 type SuspendedError struct {
 	Namespace, Name string
 	// HasPolicy: the Sandbox has an idle policy (with resumeOnTraffic false).
 	HasPolicy bool
+	// Err is the router's answer (*HTTPError, 409) in router mode; nil otherwise.
+	Err error
 }
 
 func (e *SuspendedError) Error() string {
@@ -43,6 +46,9 @@ func (e *SuspendedError) Error() string {
 
 // Is matches ErrSuspended.
 func (e *SuspendedError) Is(target error) bool { return target == ErrSuspended }
+
+// Unwrap returns the router's answer, if any.
+func (e *SuspendedError) Unwrap() error { return e.Err }
 
 // autoResume reports whether the client resumes suspended sandboxes itself.
 func (c *Client) autoResume() bool { return c.conn.mode == ModeDirect || c.conn.mode == ModePodProxy }

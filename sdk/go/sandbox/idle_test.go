@@ -435,3 +435,49 @@ func TestAttachClaimSuspended(t *testing.T) {
 		})
 	}
 }
+
+// TestRouterSuspendedIs409: in router mode the router's 409 for a suspended Sandbox
+// whose idle policy does not resume it on traffic is a *SuspendedError (ErrSuspended),
+// as direct and pod-proxy modes report it, and still the router's *HTTPError; other
+// 409s are not.
+func TestRouterSuspendedIs409(t *testing.T) {
+	routerText := `{"detail":"Sandbox ns/sb is suspended and its idle policy does not resume it on traffic ` +
+		`(spec.idlePolicy.resumeOnTraffic is false); set spec.operatingMode to Running to resume it."}`
+	tests := []struct {
+		name      string
+		body      string
+		suspended bool
+	}{
+		{"the router's suspended 409", routerText, true},
+		{"another router 409", `{"detail":"conflict"}`, false},
+		{"sandboxd's 409", `{"code":"CONFLICT","message":"x is suspended"}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				answer(w, http.StatusConflict, tc.body)
+			}))
+			defer srv.Close()
+			k := newFakeKube()
+			k.sbx.Add(readySandbox("sb", "10.0.0.1"))
+			c, err := NewClient(Options{Namespace: "ns", kube: k, Connection: Connection{RouterURL: srv.URL}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb, err := c.Attach(context.Background(), "sb")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = sb.Run(context.Background(), "true")
+			var se *SuspendedError
+			var he *HTTPError
+			if errors.As(err, &se) != tc.suspended || errors.Is(err, ErrSuspended) != tc.suspended ||
+				!errors.As(err, &he) || he.StatusCode != http.StatusConflict || !errors.Is(err, ErrConflict) {
+				t.Fatalf("Run: %T %v; want suspended %v, a 409 *HTTPError", err, err, tc.suspended)
+			}
+			if tc.suspended && (se.Namespace != "ns" || se.Name != "sb" || !se.HasPolicy) {
+				t.Errorf("SuspendedError %+v", se)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -10,7 +11,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,9 +34,11 @@ type Cmd struct {
 	Env map[string]string
 	// Dir is the working directory, relative to sandboxd's root (default: the root).
 	Dir string
-	// Stdin is the process's standard input. Run reads it fully (at most 8 MiB) before
-	// starting; Start copies it while the process runs and closes stdin at EOF. Nil: no
-	// input (Run) or an open stdin for Process.Stdin (Start).
+	// Stdin is the process's standard input. Run (and StartBackground) reads it fully (at
+	// most 8 MiB) before starting; when the call's context ends first, at most the Read
+	// in progress completes (its data is dropped) and no further Read is made. Start
+	// copies it while the process runs and closes stdin at EOF. Nil: no input (Run) or an
+	// open stdin for Process.Stdin (Start).
 	Stdin io.Reader
 	// Stdout and Stderr receive the output as it arrives (Start only). Nil discards.
 	Stdout, Stderr io.Writer
@@ -114,36 +119,63 @@ func (cmd *Cmd) request(ctx context.Context, buffered bool) (map[string]any, err
 	return req, nil
 }
 
-// readInlineStdin reads r fully (at most maxInlineStdin bytes) for a request body. The
-// read runs on a goroutine of its own so that ctx's end is noticed while a Read blocks;
-// that goroutine then stays until the Read returns (as os/exec's stdin copier does).
+// readInlineStdin reads r fully (at most maxInlineStdin bytes) for a request body. A
+// *bytes.Reader, *strings.Reader or *bytes.Buffer (they never block) is read here. Any
+// other reader is read on a goroutine of its own so that ctx's end is noticed while a
+// Read blocks, through a gate that fails every later Read once the call has given up:
+// at most the one Read in progress then still completes (its data is dropped), and the
+// reader is left alone after it (as os/exec's stdin copier is, at most one Read late).
 func readInlineStdin(ctx context.Context, r io.Reader, hint string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	type result struct {
-		b   []byte
-		err error
+	var b []byte
+	var err error
+	switch r.(type) {
+	case *bytes.Reader, *strings.Reader, *bytes.Buffer:
+		b, err = io.ReadAll(io.LimitReader(r, maxInlineStdin+1))
+	default:
+		type result struct {
+			b   []byte
+			err error
+		}
+		ch := make(chan result, 1)
+		g := &gatedReader{r: r}
+		go func() {
+			b, err := io.ReadAll(io.LimitReader(g, maxInlineStdin+1))
+			ch <- result{b, err}
+		}()
+		select {
+		case res := <-ch:
+			b, err = res.b, res.err
+		case <-ctx.Done():
+			g.closed.Store(true)
+			return nil, ctx.Err()
+		}
 	}
-	ch := make(chan result, 1)
-	go func() {
-		b, err := io.ReadAll(io.LimitReader(r, maxInlineStdin+1))
-		ch <- result{b, err}
-	}()
-	var res result
-	select {
-	case res = <-ch:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: read stdin: %w", err)
 	}
-	if res.err != nil {
-		return nil, fmt.Errorf("sandbox: read stdin: %w", res.err)
-	}
-	if len(res.b) > maxInlineStdin {
+	if len(b) > maxInlineStdin {
 		return nil, fmt.Errorf("%w: stdin over %d bytes (%s)", ErrTooLarge, maxInlineStdin, hint)
 	}
-	return res.b, nil
+	return b, nil
 }
+
+// gatedReader reads r until closed is set; then every Read fails.
+type gatedReader struct {
+	r      io.Reader
+	closed atomic.Bool
+}
+
+func (g *gatedReader) Read(b []byte) (int, error) {
+	if g.closed.Load() {
+		return 0, errGaveUp
+	}
+	return g.r.Read(b)
+}
+
+var errGaveUp = errors.New("sandbox: the call gave up reading stdin")
 
 // Run runs command through "/bin/sh -c" to completion and returns its output.
 func (s *Sandbox) Run(ctx context.Context, command string) (*Result, error) {
@@ -342,13 +374,20 @@ const (
 // Wait waits for the process to end and the output to be written. A non-zero exit is
 // not an error; a broken stream or cancelled context is, and so is a failure to copy
 // Cmd.Stdin (a failed read of it, or a stdin request that failed: stdin was then closed
-// early), joined to the stream's error as in os/exec. The exit status is returned with
-// such an error when the process exited.
+// early). Each is returned as it is (e.g. a *HTTPError for the stream's error event);
+// both are joined (errors.Join), as in os/exec. The exit status is returned with such an
+// error when the process exited.
 func (p *Process) Wait() (*ExitStatus, error) {
 	<-p.done
 	p.errMu.Lock()
 	serr := p.stdinErr
 	p.errMu.Unlock()
+	switch {
+	case serr == nil:
+		return p.exit, p.err // as it is: err.(*HTTPError) and err == x work
+	case p.err == nil:
+		return p.exit, serr
+	}
 	return p.exit, errors.Join(p.err, serr)
 }
 
@@ -427,7 +466,9 @@ func (p *Process) CloseStdin(ctx context.Context) error {
 		return nil
 	}
 	p.stdinClosed = true
-	return p.control(ctx, "stdin close", "stdin/close", nil, nil, false)
+	// sandboxd's close is idempotent (a closed stdin is closed again without error), so
+	// it is retried like other idempotent calls.
+	return p.control(ctx, "stdin close", "stdin/close", nil, nil, true)
 }
 
 // Stdin returns a writer to the process's stdin: each Write is one request, Close
@@ -450,16 +491,18 @@ func (w *stdinWriter) Close() error { return w.p.CloseStdin(w.ctx) }
 
 // copyStdin copies r to stdin in chunks and closes stdin at EOF. It stops when the
 // process ends; a Read that blocks keeps the goroutine until it returns (as os/exec). A
-// failed Read, or a stdin request that failed while the process still takes input, is
-// recorded for Wait and stdin is closed (the process is killed when that fails too, or
-// when the close at EOF failed): the process must not wait for input that will never
-// come.
+// full stdin queue (429) is backpressure: the chunk is sent again, with back-off, for as
+// long as the process runs. A failed Read, or a stdin request that failed while the
+// process still takes input, is recorded for Wait and stdin is closed (the process is
+// killed when that fails too, or when the close at EOF failed, retries included): the
+// process must not wait for input that will never come. Once the process has ended
+// nothing is recorded.
 func (p *Process) copyStdin(ctx context.Context, r io.Reader) {
 	buf := make([]byte, stdinChunk)
 	for {
 		n, rerr := r.Read(buf)
 		if n > 0 {
-			if err := p.WriteStdin(ctx, buf[:n]); err != nil {
+			if err := p.writeStdinWaiting(ctx, buf[:n]); err != nil {
 				if !p.inputGone(ctx, err) {
 					p.stdinFailed(ctx, fmt.Errorf("sandbox: process %d: write stdin: %w", p.ID, err), true)
 				}
@@ -473,13 +516,41 @@ func (p *Process) copyStdin(ctx context.Context, r io.Reader) {
 			return
 		}
 		if rerr != nil {
-			p.stdinFailed(ctx, fmt.Errorf("sandbox: process %d: read Cmd.Stdin: %w", p.ID, rerr), true)
+			if !p.inputGone(ctx, nil) {
+				p.stdinFailed(ctx, fmt.Errorf("sandbox: process %d: read Cmd.Stdin: %w", p.ID, rerr), true)
+			}
 			return
 		}
 	}
 }
 
-// inputGone: a stdin request failed because the process takes no more input (it ended,
+// writeStdinWaiting is WriteStdin that waits out a full stdin queue (429: nothing was
+// queued) with back-off, until the process or ctx ends.
+func (p *Process) writeStdinWaiting(ctx context.Context, b []byte) error {
+	delay := retryDelay
+	for {
+		err := p.WriteStdin(ctx, b)
+		var he *HTTPError
+		if !errors.As(err, &he) || he.StatusCode != http.StatusTooManyRequests {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-p.done:
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		if delay *= 2; delay > time.Second {
+			delay = time.Second
+		}
+	}
+}
+
+// inputGone: a stdin request failed (or err is nil: a Read failed) because the process takes no more input (it ended,
 // closed its stdin, or stdin was closed through the Process) or because the stream's
 // context ended (Wait reports that): not an error of its own, as os/exec ignores EPIPE.
 func (p *Process) inputGone(ctx context.Context, err error) bool {

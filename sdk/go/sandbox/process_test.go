@@ -110,8 +110,10 @@ const lostAfterSend = `{"detail":"The backend sandbox closed the connection or a
 // exit status; a failed close at EOF kills the process; a process that takes no more
 // input is no error (as os/exec's EPIPE).
 func TestCopyStdinFailures(t *testing.T) {
+	fastRetries(t)
 	readErr := errors.New("x")
 	var ps *procServer
+	var closes atomic.Int32
 	tests := []struct {
 		name       string
 		stdin      io.Reader
@@ -153,6 +155,14 @@ func TestCopyStdinFailures(t *testing.T) {
 			}, nil,
 			func(err error) bool { return err == nil }, "a,b", false, 0},
 		{"all copied", strings.NewReader("abc"), nil, nil, func(err error) bool { return err == nil }, "abc", true, 0},
+		{"the close at EOF fails once (502): retried, no kill", strings.NewReader("a"), nil,
+			func() (int, string) {
+				if closes.Add(1) == 1 {
+					return http.StatusBadGateway, lostAfterSend
+				}
+				return http.StatusNoContent, ""
+			},
+			func(err error) bool { return err == nil }, "a", true, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -322,5 +332,150 @@ func TestInlineStdinHonoursContext(t *testing.T) {
 	}
 	if n := requests.Load(); n != 0 {
 		t.Errorf("%d requests sent", n)
+	}
+}
+
+// fastRetries makes the data-plane back-off 1 ms for the test.
+func fastRetries(t *testing.T) {
+	old := retryDelay
+	retryDelay = time.Millisecond
+	t.Cleanup(func() { retryDelay = old })
+}
+
+// TestStdinQueueFullIsBackpressure: sandboxd's 429 "stdin queue is full" (nothing
+// queued), more of them than one request's retries, delays Cmd.Stdin: the chunk is sent
+// again until it is taken, all input arrives and stdin is closed at EOF only.
+func TestStdinQueueFullIsBackpressure(t *testing.T) {
+	fastRetries(t)
+	var mu sync.Mutex
+	var taken []string
+	ps := &procServer{stdin: func(n int, r *http.Request) (int, string) {
+		if n >= 2 && n < 2+2*maxAttempts {
+			return http.StatusTooManyRequests, `{"code":"RESOURCE_EXHAUSTED","message":"stdin queue is full"}`
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		taken = append(taken, "")
+		return http.StatusNoContent, ""
+	}}
+	sb := newProcServer(t, ps)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := sb.Start(ctx, Cmd{Command: "cat", Stdin: io.MultiReader(strings.NewReader("a"),
+		strings.NewReader("b"), strings.NewReader("c"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Wait(); err != nil || !st.Success() {
+		t.Errorf("Wait: %+v, %v", st, err)
+	}
+	writes, closed, kills := ps.state()
+	var got []string
+	for i, w := range writes {
+		if i == 0 || i >= 1+2*maxAttempts {
+			got = append(got, w)
+		}
+	}
+	if strings.Join(got, ",") != "a,b,c" || len(writes) != 3+2*maxAttempts || !closed || kills != 0 {
+		t.Errorf("stdin taken %q (%d requests), closed %v, %d kills; want a,b,c (%d), true, 0", got, len(writes),
+			closed, kills, 3+2*maxAttempts)
+	}
+}
+
+// TestWaitErrorUnjoined: Wait returns a lone error as it is (not wrapped by
+// errors.Join), so a type assertion on it works.
+func TestWaitErrorUnjoined(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, `{"type":"start","id":5,"pid":9}`+"\n"+
+			`{"type":"error","code":"INTERNAL","message":"boom"}`+"\n")
+	}))
+	defer srv.Close()
+	sb := handleFor(t, srv)
+	p, err := sb.Start(testCtx(t), Cmd{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Wait()
+	if he, ok := err.(*HTTPError); !ok || he.Code != "INTERNAL" {
+		t.Errorf("Wait: %T %v, want a *HTTPError", err, err)
+	}
+}
+
+// TestStdinReadErrorAfterExit: a Read of Cmd.Stdin that fails after the process ended
+// is no error of Wait's, and nothing is killed.
+func TestStdinReadErrorAfterExit(t *testing.T) {
+	var ps *procServer
+	ps = &procServer{stdin: func(n int, _ *http.Request) (int, string) {
+		ps.end(ExitStatus{})
+		return http.StatusNoContent, ""
+	}}
+	sb := newProcServer(t, ps)
+	pr, pw := io.Pipe()
+	p, err := sb.Start(testCtx(t), Cmd{Command: "head -c1", Stdin: pr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pw.Write([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	_ = pw.CloseWithError(errors.New("late"))
+	time.Sleep(200 * time.Millisecond) // the copier's turn
+	if st, err := p.Wait(); err != nil || !st.Success() {
+		t.Errorf("Wait: %+v, %v", st, err)
+	}
+	if _, _, kills := ps.state(); kills != 0 {
+		t.Errorf("%d kills, want 0", kills)
+	}
+}
+
+// TestInlineStdinNotReadAfterGivingUp: once Exec or StartBackground gave up on its
+// context, the Read in progress may complete but no further Read is made (the data
+// would be thrown away, and a retry with the same reader would miss it).
+func TestInlineStdinNotReadAfterGivingUp(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answer(w, http.StatusInternalServerError, `{"code":"INTERNAL","message":"unexpected"}`)
+	}))
+	defer srv.Close()
+	sb := handleFor(t, srv)
+	ops := []struct {
+		name string
+		op   func(context.Context, io.Reader) error
+	}{
+		{"Exec", func(ctx context.Context, r io.Reader) error {
+			_, err := sb.Exec(ctx, Cmd{Command: "cat", Stdin: r})
+			return err
+		}},
+		{"StartBackground", func(ctx context.Context, r io.Reader) error {
+			_, err := sb.StartBackground(ctx, Cmd{Command: "cat", Stdin: r})
+			return err
+		}},
+	}
+	for _, o := range ops {
+		t.Run(o.name, func(t *testing.T) {
+			gate := make(chan struct{})
+			var reads atomic.Int32
+			r := readerFunc(func(b []byte) (int, error) {
+				if reads.Add(1) == 1 {
+					<-gate
+				}
+				if reads.Load() > 100000 {
+					return 0, io.EOF
+				}
+				b[0] = 'x'
+				return 1, nil
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			if err := o.op(ctx, r); !errors.Is(err, context.Canceled) {
+				t.Errorf("error %v, want context.Canceled", err)
+			}
+			close(gate)
+			time.Sleep(100 * time.Millisecond)
+			if n := reads.Load(); n > 2 {
+				t.Errorf("%d Reads, want the blocked one only", n)
+			}
+		})
 	}
 }

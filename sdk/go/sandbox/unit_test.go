@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
@@ -354,6 +355,14 @@ func TestTransient(t *testing.T) {
 		{"exec plugin", &url.Error{Op: "Get", URL: "https://x", Err: errors.New("getting credentials: exec: executable kubelogin not found")}, false},
 		{"empty name", errors.New("resource name may not be empty"), false},
 		{"decode", errors.New("json: cannot unmarshal string into Go value"), false},
+		{"HTTP/2 stream reset", &url.Error{Op: "Get", URL: "https://x",
+			Err: http2.StreamError{StreamID: 3, Code: http2.ErrCodeInternal}}, true},
+		{"net/http's HTTP/2 stream error", errors.New("stream error: stream ID 5; INTERNAL_ERROR; received from peer"),
+			true},
+		{"HTTP/2 connection force closed", &url.Error{Op: "Get", URL: "https://x",
+			Err: errors.New("http2: client connection force closed via ClientConn.Close")}, true},
+		{"HTTP/2 connection lost", errors.New("http2: client connection lost"), true},
+		{"rate limiter (a timeout of its own, not retried)", limiterErr, false},
 	}
 	for _, tc := range tests {
 		if got := transient(tc.err); got != tc.want {

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,8 +41,15 @@ type waiter[T kobject, L runtime.Object] struct {
 	lastReason string
 }
 
+// timeout is the wait's end at ctx's end, or sooner when client-go's rate limiter says
+// no request can be sent before ctx's deadline (ctx has not ended yet: the deadline's
+// error stands for it).
 func (w *waiter[T, L]) timeout(ctx context.Context) error {
-	return &TimeoutError{What: w.what, LastReason: w.lastReason, Err: context.Cause(ctx)}
+	err := context.Cause(ctx)
+	if err == nil {
+		err = context.DeadlineExceeded
+	}
+	return &TimeoutError{What: w.what, LastReason: w.lastReason, Err: err}
 }
 
 func (w *waiter[T, L]) deleted() error {
@@ -64,7 +74,7 @@ func (w *waiter[T, L]) run(ctx context.Context, start T, haveStart bool) (T, err
 			switch {
 			case apierrors.IsNotFound(err):
 				return zero, w.deleted()
-			case err != nil && ctx.Err() != nil:
+			case err != nil && (ctx.Err() != nil || rateLimited(err)):
 				return zero, w.timeout(ctx)
 			case err != nil:
 				if !transient(err) {
@@ -110,7 +120,7 @@ func (w *waiter[T, L]) watchOnce(ctx context.Context) (T, bool, error) {
 		AllowWatchBookmarks: true,
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || rateLimited(err) {
 			return zero, false, w.timeout(ctx)
 		}
 		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
@@ -161,15 +171,23 @@ func (w *waiter[T, L]) watchOnce(ctx context.Context) (T, bool, error) {
 
 // transient errors are retried with back-off while waiting: the API server's answers
 // that say "later" (timeouts, 429, 503, 500) and failures of the network (no
-// connection, a cut one, a timeout). Anything else (a TLS or credential failure, an
-// exec plugin's error, an answer that does not decode, an invalid request) ends the wait.
+// connection, a cut one, a timeout, an HTTP/2 stream or connection failure). Anything
+// else (a TLS or credential failure, an exec plugin's error, an answer that does not
+// decode, an invalid request) ends the wait.
 func transient(err error) bool {
 	if isAPIStatus(err) {
 		return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
 			apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
 			apierrors.IsUnexpectedServerError(err)
 	}
-	return errors.Is(err, context.DeadlineExceeded) || networkError(err)
+	return errors.Is(err, context.DeadlineExceeded) || networkError(err) || http2Error(err)
+}
+
+// rateLimited: client-go's rate limiter refused to wait for a token (it would come
+// after the context's deadline; a plain error, while the context has not ended yet).
+// No request was sent. A wait ends as timed out.
+func rateLimited(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "client rate limiter Wait returned an error")
 }
 
 // networkError: err is a failure of the connection to the API server, not of what was
@@ -182,6 +200,23 @@ func networkError(err error) bool {
 	return utilnet.IsTimeout(err) || utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsHTTP2ConnectionLost(err) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// http2Error: an HTTP/2 stream was reset (golang.org/x/net/http2's StreamError, or
+// net/http's bundled copy, known by its text) or the connection went away.
+func http2Error(err error) bool {
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"stream error: stream ID", "http2: client connection force closed",
+		"http2: client connection lost", "http2: server sent GOAWAY", "http2: client connection is closed"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func isAPIStatus(err error) bool {
@@ -237,8 +272,8 @@ func claimReady(c *extv1beta1.SandboxClaim) (bool, string, error) {
 }
 
 // claimAttachable is claimReady, or done as well when the claim names its Sandbox and
-// says it is suspended (an idle suspend): AttachClaim hands such a Sandbox out, and its
-// first call resumes it (or says it may not).
+// says it is suspended (any suspend: manual or by the idle policy): AttachClaim hands
+// such a Sandbox out, and its first call resumes it (or says it may not; see AttachClaim).
 func claimAttachable(c *extv1beta1.SandboxClaim) (bool, string, error) {
 	done, reason, err := claimReady(c)
 	if done || err != nil {
