@@ -26,19 +26,21 @@
 #include "cli/pfwd.h"
 #include "cli/sbd.h"
 #include "common/base64.h"
+#include "common/clock.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "http/ws.h"
 #include "kube/obj.h"
 
-#define PF_CHUNK      (16u * 1024)   /* one read from either side */
-#define PF_TX_SOFT    (256u * 1024)  /* frames queued for the server */
-#define PF_OUT_SOFT   (256u * 1024)  /* data queued for the local side */
-#define PF_MAX_FRAME  (1024u * 1024) /* largest frame taken from the server */
-#define PF_MAX_CONNS  128            /* connections forwarded at once */
-#define PF_HANDSHAKE  (30 * 1000)    /* ms: the answer to the upgrade request */
-#define PF_LINGER     (5 * 1000)     /* ms: idle after the local side's EOF */
-#define PF_IO_TIMEOUT (10 * 1000)    /* ms: a blocked write during set-up/flush */
+#define PF_CHUNK        (16u * 1024)   /* one read from either side */
+#define PF_TX_SOFT      (256u * 1024)  /* frames queued for the server */
+#define PF_OUT_SOFT     (256u * 1024)  /* data queued for the local side */
+#define PF_MAX_FRAME    (1024u * 1024) /* largest frame taken from the server */
+#define PF_MAX_CONNS    128            /* connections forwarded at once */
+#define PF_HANDSHAKE    (30 * 1000)    /* ms: the answer to the upgrade request */
+#define PF_LINGER       (5 * 1000)     /* ms: idle after the local side's EOF */
+#define PF_IO_TIMEOUT   (10 * 1000)    /* ms: a blocked write during set-up/flush */
+#define PF_REFUSAL_BODY (10 * 1000)    /* ms: the body of a refused upgrade */
 
 /* What every connection shares (read-only after set-up, except the token lock). */
 struct pf_ctx {
@@ -153,6 +155,28 @@ static void print_refusal(struct pf_conn *c, int status, const char *body, size_
                 x->ns);
 }
 
+/* Reads the rest of a refusal's body (its Status, for the message) into in, which holds
+ * the head: up to its Content-Length (without one, until the server closes), what in
+ * holds (32 KiB) or PF_REFUSAL_BODY ms, whichever comes first. A loaded API server may
+ * send the body well after the head. */
+static void read_refusal_body(struct pf_conn *c, struct buf *in, const struct cli_pfwd_resp *resp)
+{
+    usec_t end = clock_now() + (usec_t)PF_REFUSAL_BODY * USEC_PER_MSEC;
+    for (;;) {
+        size_t have = in->len - resp->head_len, n = 0;
+        usec_t now = clock_now();
+        char chunk[4096];
+        if ((resp->body_len >= 0 && have >= (size_t)resp->body_len) || now >= end ||
+            wait_sock(c, POLLIN, (int)((end - now) / USEC_PER_MSEC) + 1) <= 0)
+            return;
+        CURLcode cc = curl_easy_recv(c->h, chunk, sizeof(chunk), &n);
+        if (cc == CURLE_AGAIN)
+            continue;
+        if (cc != CURLE_OK || n == 0 || buf_append(in, chunk, n) < 0)
+            return;
+    }
+}
+
 /* Reads the answer to the upgrade request; leftover bytes go to the frame reader. */
 static int read_answer(struct pf_conn *c, const char *key)
 {
@@ -176,12 +200,7 @@ static int read_answer(struct pf_conn *c, const char *key)
     if (r == 1 && resp.upgraded) {
         r = cli_pfwd_rx_feed(&c->rx, in.data + resp.head_len, in.len - resp.head_len);
     } else if (r == 1 && resp.status != 101) {
-        if (wait_sock(c, POLLIN, 1000) > 0) { /* the Status body, when it follows at once */
-            char chunk[4096];
-            size_t n = 0;
-            if (curl_easy_recv(c->h, chunk, sizeof(chunk), &n) == CURLE_OK)
-                (void)buf_append(&in, chunk, n);
-        }
+        read_refusal_body(c, &in, &resp);
         print_refusal(c, resp.status, in.data + resp.head_len, in.len - resp.head_len);
         r = -EPERM;
     } else if (r == 1) {

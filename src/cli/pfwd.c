@@ -3,6 +3,7 @@
 #include "cli/pfwd.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "as_version.h"
@@ -93,6 +94,9 @@ static void check_header(struct str name, struct str value, const char *accept, 
         *seen |= 4;
         if (!str_eq_c(value, CLI_PFWD_PROTOCOL))
             ret->problem = "the server chose another subprotocol than " CLI_PFWD_PROTOCOL;
+    } else if (str_eq_nocase(name, str_c("Content-Length"))) {
+        uint64_t len;
+        ret->body_len = str_to_u64(value, &len) == 0 && len <= LONG_MAX ? (long)len : -1;
     }
 }
 
@@ -116,7 +120,7 @@ int cli_pfwd_parse_resp(const char *p, size_t n, const char *key, struct cli_pfw
     size_t end = head_end(p, n);
     if (end == 0)
         return n > 16384 ? -EPROTO : 0;
-    struct cli_pfwd_resp r = {.head_len = end};
+    struct cli_pfwd_resp r = {.head_len = end, .body_len = -1};
     struct str head = str_make(p, end - 4), line, rest;
     bool more = str_cut(head, '\n', &line, &rest);
     if (line.len && line.p[line.len - 1] == '\r')

@@ -49,6 +49,7 @@ struct cli_pfwd_resp {
     size_t head_len;     /* bytes of the status line and headers (with the blank line) */
     bool upgraded;       /* 101 with the right Upgrade, Sec-WebSocket-Accept, protocol */
     const char *problem; /* static text when 101 came but is not acceptable */
+    long body_len;       /* Content-Length, or -1 when absent or not a number */
 };
 
 /** Parses the response head in p[0..n) for the request sent with key. Returns 1 when the

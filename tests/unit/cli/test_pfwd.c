@@ -148,6 +148,12 @@ static void test_response(void **state)
     assert_int_equal(r.status, 403);
     assert_false(r.upgraded);
     assert_int_equal(r.head_len, strlen(forbidden) - 2);
+    assert_int_equal(r.body_len, -1); /* no Content-Length: read until the close */
+    /* the body's length, so the whole Status is read even when it comes late */
+    assert_int_equal(parse("HTTP/1.1 404 Not Found\r\ncontent-length:  187 \r\n\r\n", &r), 1);
+    assert_int_equal(r.body_len, 187);
+    assert_int_equal(parse("HTTP/1.1 404 Not Found\r\nContent-Length: x1\r\n\r\n", &r), 1);
+    assert_int_equal(r.body_len, -1);
     /* not HTTP */
     assert_int_equal(parse("SSH-2.0-x\r\n\r\n", &r), -EPROTO);
     assert_int_equal(parse("HTTP/1.1 99 x\r\n\r\n", &r), -EPROTO);
