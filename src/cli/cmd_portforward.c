@@ -166,12 +166,15 @@ static void read_refusal_body(struct pf_conn *c, struct buf *in, const struct cl
         size_t have = in->len - resp->head_len, n = 0;
         usec_t now = clock_now();
         char chunk[4096];
-        if ((resp->body_len >= 0 && have >= (size_t)resp->body_len) || now >= end ||
-            wait_sock(c, POLLIN, (int)((end - now) / USEC_PER_MSEC) + 1) <= 0)
+        if ((resp->body_len >= 0 && have >= (size_t)resp->body_len) || now >= end)
             return;
+        /* read first: TLS may hold decrypted bytes the socket no longer shows */
         CURLcode cc = curl_easy_recv(c->h, chunk, sizeof(chunk), &n);
-        if (cc == CURLE_AGAIN)
+        if (cc == CURLE_AGAIN) {
+            if (wait_sock(c, POLLIN, (int)((end - now) / USEC_PER_MSEC) + 1) <= 0)
+                return;
             continue;
+        }
         if (cc != CURLE_OK || n == 0 || buf_append(in, chunk, n) < 0)
             return;
     }

@@ -239,6 +239,7 @@ type Process struct {
 
 	stdinMu     ctxMutex // one stdin request at a time, in order
 	stdinClosed bool     // guarded by stdinMu
+	pty         bool     // on a pseudo-terminal: its stdin close writes an EOF character
 
 	errMu    sync.Mutex
 	stdinErr error // the first failure of copying Cmd.Stdin (copyStdin)
@@ -285,7 +286,8 @@ func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 		}
 		return nil, fmt.Errorf("sandbox: start: %w", err)
 	}
-	p := &Process{ID: first.ID, PID: first.PID, s: s, t: t, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	p := &Process{ID: first.ID, PID: first.PID, s: s, t: t, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		pty: cmd.PTY != nil}
 	go p.pump(resp.Body, br, cmd.Stdout, cmd.Stderr)
 	if cmd.Stdin != nil {
 		go p.copyStdin(sctx, cmd.Stdin)
@@ -466,9 +468,11 @@ func (p *Process) CloseStdin(ctx context.Context) error {
 		return nil
 	}
 	p.stdinClosed = true
-	// sandboxd's close is idempotent (a closed stdin is closed again without error), so
-	// it is retried like other idempotent calls.
-	return p.control(ctx, "stdin close", "stdin/close", nil, nil, true)
+	// sandboxd's close of a pipe is idempotent (a closed stdin is closed again without
+	// error), so it is retried like other idempotent calls. On a PTY each close writes
+	// the terminal's EOF character (^D): a resend after a lost answer would send a
+	// second one (ending the shell after cat), so it goes once.
+	return p.control(ctx, "stdin close", "stdin/close", nil, nil, !p.pty)
 }
 
 // Stdin returns a writer to the process's stdin: each Write is one request, Close

@@ -123,6 +123,7 @@ func TestCopyStdinFailures(t *testing.T) {
 		wantWrites string
 		wantClosed bool // stdin was closed
 		wantKills  int
+		pty        bool
 	}{
 		{"a stdin request fails (502)", io.MultiReader(strings.NewReader("a"), strings.NewReader("b"),
 			strings.NewReader("c")),
@@ -135,15 +136,15 @@ func TestCopyStdinFailures(t *testing.T) {
 			func(err error) bool {
 				var he *HTTPError
 				return errors.As(err, &he) && he.StatusCode == http.StatusBadGateway
-			}, "a,b", true, 0},
+			}, "a,b", true, 0, false},
 		{"the reader fails", io.MultiReader(strings.NewReader("a"), failingReader{readErr}), nil, nil,
-			func(err error) bool { return errors.Is(err, readErr) }, "a", true, 0},
+			func(err error) bool { return errors.Is(err, readErr) }, "a", true, 0, false},
 		{"the close at EOF fails", strings.NewReader("a"), nil,
 			func() (int, string) { return http.StatusBadGateway, lostAfterSend },
 			func(err error) bool {
 				var he *HTTPError
 				return errors.As(err, &he) && he.StatusCode == http.StatusBadGateway
-			}, "a", false, 1},
+			}, "a", false, 1, false},
 		{"the process closed its stdin", io.MultiReader(strings.NewReader("a"), strings.NewReader("b"),
 			strings.NewReader("c")),
 			func(n int, _ *http.Request) (int, string) {
@@ -153,8 +154,8 @@ func TestCopyStdinFailures(t *testing.T) {
 				}
 				return http.StatusNoContent, ""
 			}, nil,
-			func(err error) bool { return err == nil }, "a,b", false, 0},
-		{"all copied", strings.NewReader("abc"), nil, nil, func(err error) bool { return err == nil }, "abc", true, 0},
+			func(err error) bool { return err == nil }, "a,b", false, 0, false},
+		{"all copied", strings.NewReader("abc"), nil, nil, func(err error) bool { return err == nil }, "abc", true, 0, false},
 		{"the close at EOF fails once (502): retried, no kill", strings.NewReader("a"), nil,
 			func() (int, string) {
 				if closes.Add(1) == 1 {
@@ -162,15 +163,33 @@ func TestCopyStdinFailures(t *testing.T) {
 				}
 				return http.StatusNoContent, ""
 			},
-			func(err error) bool { return err == nil }, "a", true, 0},
+			func(err error) bool { return err == nil }, "a", true, 0, false},
+		// on a PTY each close writes ^D: a resend after a lost answer would write a
+		// second one, so the close goes once (the failure then kills, as without one)
+		{"PTY: the close at EOF fails once (502): not resent", strings.NewReader("a"), nil,
+			func() (int, string) {
+				if closes.Add(1) == 1 {
+					return http.StatusBadGateway, lostAfterSend
+				}
+				return http.StatusNoContent, ""
+			},
+			func(err error) bool {
+				var he *HTTPError
+				return errors.As(err, &he) && he.StatusCode == http.StatusBadGateway
+			}, "a", false, 1, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ps = &procServer{stdin: tc.answer, closeStdin: tc.close}
+			closes.Store(0)
 			sb := newProcServer(t, ps)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
-			p, err := sb.Start(ctx, Cmd{Command: "cat", Stdin: tc.stdin})
+			cmd := Cmd{Command: "cat", Stdin: tc.stdin}
+			if tc.pty {
+				cmd.PTY = &PTYSize{Cols: 80, Rows: 24}
+			}
+			p, err := sb.Start(ctx, cmd)
 			if err != nil {
 				t.Fatal(err)
 			}
