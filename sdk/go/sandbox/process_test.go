@@ -297,6 +297,26 @@ type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
 
+type inlineStdinOp struct {
+	name string
+	op   func(context.Context, io.Reader) error
+}
+
+// inlineStdinOps are the calls that read Cmd.Stdin before sending: Exec and
+// StartBackground with cat.
+func inlineStdinOps(sb *Sandbox) []inlineStdinOp {
+	return []inlineStdinOp{
+		{"Exec", func(ctx context.Context, r io.Reader) error {
+			_, err := sb.Exec(ctx, Cmd{Command: "cat", Stdin: r})
+			return err
+		}},
+		{"StartBackground", func(ctx context.Context, r io.Reader) error {
+			_, err := sb.StartBackground(ctx, Cmd{Command: "cat", Stdin: r})
+			return err
+		}},
+	}
+}
+
 // TestInlineStdinHonoursContext: Exec and StartBackground read Cmd.Stdin before sending;
 // a Read that blocks does not keep them past their context's end.
 func TestInlineStdinHonoursContext(t *testing.T) {
@@ -307,19 +327,7 @@ func TestInlineStdinHonoursContext(t *testing.T) {
 	}))
 	defer srv.Close()
 	sb := handleFor(t, srv)
-	ops := []struct {
-		name string
-		op   func(context.Context, io.Reader) error
-	}{
-		{"Exec", func(ctx context.Context, r io.Reader) error {
-			_, err := sb.Exec(ctx, Cmd{Command: "cat", Stdin: r})
-			return err
-		}},
-		{"StartBackground", func(ctx context.Context, r io.Reader) error {
-			_, err := sb.StartBackground(ctx, Cmd{Command: "cat", Stdin: r})
-			return err
-		}},
-	}
+	ops := inlineStdinOps(sb)
 	cancels := []struct {
 		name   string
 		cancel func(context.CancelFunc)
@@ -458,19 +466,7 @@ func TestInlineStdinNotReadAfterGivingUp(t *testing.T) {
 	}))
 	defer srv.Close()
 	sb := handleFor(t, srv)
-	ops := []struct {
-		name string
-		op   func(context.Context, io.Reader) error
-	}{
-		{"Exec", func(ctx context.Context, r io.Reader) error {
-			_, err := sb.Exec(ctx, Cmd{Command: "cat", Stdin: r})
-			return err
-		}},
-		{"StartBackground", func(ctx context.Context, r io.Reader) error {
-			_, err := sb.StartBackground(ctx, Cmd{Command: "cat", Stdin: r})
-			return err
-		}},
-	}
+	ops := inlineStdinOps(sb)
 	for _, o := range ops {
 		t.Run(o.name, func(t *testing.T) {
 			gate := make(chan struct{})

@@ -60,7 +60,8 @@ static void test_defaults(void **state)
 
 static void *waiter(void *arg)
 {
-    (void)kube_ratelimit_wait(arg);
+    usec_t waited;
+    assert_int_equal(kube_ratelimit_wait_by(arg, 0, NULL, &waited), 0);
     return NULL;
 }
 

@@ -761,13 +761,8 @@ class AsyncFiles:
         await self._sb.request("DELETE", url, idempotent=True, what=f"delete {path}", **kw)
 
     async def stat(self, path: str, *, follow_symlinks: bool = False) -> FileStat:
-        """Type, size, mode, mtime and symlink target of path. A symlink is described,
-        not followed, unless ``follow_symlinks``: then every link (the last one too) is
-        followed beneath the sandbox's root and what it leads to is described (``type``
-        is never ``"symlink"``, ``symlink_target`` is None, ``path`` stays the path
-        asked for). A link that leads out of the root, or a loop of links, raises
-        AuthError (sandboxd's 403 PERMISSION_DENIED, as for any escape); a dangling link
-        NotFoundError."""
+        """Describes path; with ``follow_symlinks`` what its links lead to (see
+        Files.stat)."""
         p, kw = _fsops.stat_request(path, follow_symlinks)
         resp = await self._sb.request("GET", p, idempotent=True, what=f"stat {path}", **kw)
         return _fsops.parse_stat(resp.json())
