@@ -79,6 +79,14 @@ void kube_ratelimit_unreserve(struct kube_ratelimit *rl)
     pthread_mutex_unlock(&rl->lock);
 }
 
+usec_t kube_ratelimit_wait(struct kube_ratelimit *rl)
+{
+    usec_t d = kube_ratelimit_reserve(rl, clock_now());
+    if (d > 0)
+        clock_sleep(d);
+    return d;
+}
+
 int kube_ratelimit_wait_by(struct kube_ratelimit *rl, usec_t deadline, const atomic_bool *cancel,
                            usec_t *ret_waited)
 {

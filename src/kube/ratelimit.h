@@ -34,6 +34,8 @@ int kube_ratelimit_reserve_by(struct kube_ratelimit *rl, usec_t now, usec_t dead
  * reservations already counted on): with waiters behind it, each cancel may let one
  * request more through than the rate. */
 void kube_ratelimit_unreserve(struct kube_ratelimit *rl);
+/** Reserves a token and sleeps until it is due. Returns the time waited. */
+usec_t kube_ratelimit_wait(struct kube_ratelimit *rl);
 /** Reserves a token due by deadline (0: any time) and sleeps until it is due, looking at
  * *cancel (NULL: none) at least every LIMIT_KUBE_THROTTLE_SLICE. Returns 0 with the
  * time waited in *ret_waited, -ETIMEDOUT (nothing taken: the token would come too late)
