@@ -332,13 +332,14 @@ int kube__sockopt(void *ctx, curl_socket_t fd, curlsocktype purpose)
     return CURL_SOCKOPT_OK;
 }
 
-/* The transfer's timeout: the attempt's (or the client's), cut to what is left of the
- * call's deadline once the headers are built (a credential plugin may have run, or been
- * waited for). Returns 0, or -ETIMEDOUT (e filled) when nothing is left. */
+/* The transfer's timeout: the client's per-request timeout (one attempt on a dead
+ * connection must not take the whole call), cut to what is left of the call's deadline
+ * once the headers are built (a credential plugin may have run, or been waited for).
+ * Returns 0, or -ETIMEDOUT (e filled) when nothing is left. */
 static int transfer_timeout(const struct kube_client *c, const struct kube__prep *p, usec_t *ret,
                             struct kube_err *e)
 {
-    usec_t t = p->attempt_timeout ? p->attempt_timeout : c->timeout, now;
+    usec_t t = c->timeout, now;
     if (p->deadline) {
         now = clock_now();
         if (now + USEC_PER_MSEC > p->deadline) {
@@ -635,27 +636,9 @@ static int parse_ok(const struct resp *rs, json_t **ret_obj, struct kube_err *re
     return 0;
 }
 
-/* Before a transfer of a call with a deadline: the time left, at most the client's
- * timeout (one attempt on a dead connection must not take the whole call), becomes the
- * transfer's timeout. Returns 0, or -ETIMEDOUT (e filled) when nothing is left. */
-static int attempt_budget(const struct kube_client *c, struct kube__prep *p, struct kube_err *e)
-{
-    usec_t now = clock_now();
-    if (!p->deadline)
-        return 0;
-    if (now + USEC_PER_MSEC > p->deadline) {
-        kube_err_set(e, -ETIMEDOUT, "%s: no time left for the request (call timeout)", p->method);
-        return -ETIMEDOUT;
-    }
-    p->attempt_timeout = p->deadline - now;
-    if (c->timeout && c->timeout < p->attempt_timeout)
-        p->attempt_timeout = c->timeout;
-    return 0;
-}
-
 /* Sends p once (after the rate limiter). Returns 0 on a 2xx, else a negative errno with
  * e filled. */
-static int attempt_once(struct kube_client *c, struct kube__prep *p, struct resp *rs,
+static int attempt_once(struct kube_client *c, const struct kube__prep *p, struct resp *rs,
                         CURLcode *ret_cc, struct kube_err *e)
 {
     char errbuf[CURL_ERROR_SIZE];
@@ -668,12 +651,9 @@ static int attempt_once(struct kube_client *c, struct kube__prep *p, struct resp
     r = kube__throttle(c, p, NULL, e);
     if (r < 0)
         return r; /* nothing sent, no status: not retried */
-    r = attempt_budget(c, p, e);
-    if (r < 0)
-        return r;
     *ret_cc = perform_once(c, p, rs, errbuf, e, &r);
     if (r < 0)
-        return r; /* no transfer: the token could not be had */
+        return r; /* no transfer: no handle, no credential, or no time left */
     if (*ret_cc == CURLE_WRITE_ERROR) {
         kube_err_set(e, -E2BIG, "response body larger than %u bytes", LIMIT_KUBE_RESPONSE);
         return -E2BIG;

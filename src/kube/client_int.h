@@ -94,7 +94,6 @@ struct kube__prep {
     bool no_retry;              /* kube_req.no_retry */
     atomic_bool *cancel;        /* kube_req.cancel (borrowed), or NULL */
     usec_t deadline;            /* monotonic end of the whole call (kube_req.timeout), or 0 */
-    usec_t attempt_timeout;     /* this transfer's timeout; 0 = the client's */
     const struct kube_res *res; /* of the request (borrowed), for the observer */
     const char *subresource;    /* likewise */
 };

@@ -14,6 +14,7 @@ void kube_ratelimit_init(struct kube_ratelimit *rl, double qps, int burst, usec_
     rl->burst = burst > 0 ? (double)burst : fmax(1.0, floor(rl->qps));
     rl->tokens = rl->burst;
     rl->last = now;
+    rl->last_due = now;
 }
 
 void kube_ratelimit_done(struct kube_ratelimit *rl)
@@ -56,6 +57,8 @@ int kube_ratelimit_reserve_by(struct kube_ratelimit *rl, usec_t now, usec_t dead
     } else {
         rl->tokens -= 1.0;
         *ret_wait = wait;
+        if (now + wait > rl->last_due)
+            rl->last_due = now + wait;
     }
     pthread_mutex_unlock(&rl->lock);
     return r;
@@ -68,23 +71,26 @@ usec_t kube_ratelimit_reserve(struct kube_ratelimit *rl, usec_t now)
     return wait;
 }
 
-void kube_ratelimit_unreserve(struct kube_ratelimit *rl)
+void kube_ratelimit_unreserve(struct kube_ratelimit *rl, usec_t due, usec_t now)
 {
-    if (rl->qps <= 0)
-        return;
+    double later, back;
+    if (rl->qps <= 0 || due <= now)
+        return; /* unlimited, or already due: its token is spent */
     pthread_mutex_lock(&rl->lock);
-    rl->tokens += 1.0;
-    if (rl->tokens > rl->burst)
-        rl->tokens = rl->burst;
+    later = due < rl->last_due ? (double)(rl->last_due - due) : 0;
+    back = 1.0 - later * rl->qps / (double)USEC_PER_SEC;
+    if (back > 1e-6) {
+        refill(rl, now);
+        rl->tokens += back;
+        if (rl->tokens > rl->burst)
+            rl->tokens = rl->burst;
+        if (due == rl->last_due) {
+            /* the latest one: the one before it is due a token's time earlier */
+            usec_t tok = debt_wait(rl, -1.0);
+            rl->last_due = due > now + tok ? due - tok : now;
+        }
+    }
     pthread_mutex_unlock(&rl->lock);
-}
-
-usec_t kube_ratelimit_wait(struct kube_ratelimit *rl)
-{
-    usec_t d = kube_ratelimit_reserve(rl, clock_now());
-    if (d > 0)
-        clock_sleep(d);
-    return d;
 }
 
 int kube_ratelimit_wait_by(struct kube_ratelimit *rl, usec_t deadline, const atomic_bool *cancel,
@@ -98,7 +104,7 @@ int kube_ratelimit_wait_by(struct kube_ratelimit *rl, usec_t deadline, const ato
     due = start + wait;
     for (usec_t now = start; now < due; now = clock_now()) {
         if (cancel && atomic_load(cancel)) {
-            kube_ratelimit_unreserve(rl);
+            kube_ratelimit_unreserve(rl, due, now);
             *ret_waited = now - start;
             return -ECANCELED;
         }

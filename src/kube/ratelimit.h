@@ -11,10 +11,11 @@
 
 struct kube_ratelimit {
     pthread_mutex_t lock;
-    double qps;    /* tokens per second; <= 0 disables the limiter */
-    double burst;  /* bucket size */
-    double tokens; /* may go negative: tokens already promised to waiters */
-    usec_t last;   /* when tokens was last brought up to date */
+    double qps;      /* tokens per second; <= 0 disables the limiter */
+    double burst;    /* bucket size */
+    double tokens;   /* may go negative: tokens already promised to waiters */
+    usec_t last;     /* when tokens was last brought up to date */
+    usec_t last_due; /* when the latest reservation is due */
 };
 
 /** Initialises a full bucket at now. burst <= 0 means max(1, qps). */
@@ -29,13 +30,12 @@ usec_t kube_ratelimit_reserve(struct kube_ratelimit *rl, usec_t now);
  * whose time is up adds no debt for the others). */
 int kube_ratelimit_reserve_by(struct kube_ratelimit *rl, usec_t now, usec_t deadline,
                               usec_t *ret_wait);
-/** Gives back a token reserved and not used (a caller cancelled while it waited). The
- * whole token comes back, as if never taken (golang.org/x/time/rate subtracts what later
- * reservations already counted on): with waiters behind it, each cancel may let one
- * request more through than the rate. */
-void kube_ratelimit_unreserve(struct kube_ratelimit *rl);
-/** Reserves a token and sleeps until it is due. Returns the time waited. */
-usec_t kube_ratelimit_wait(struct kube_ratelimit *rl);
+/** Gives back, at time now, the token of a reservation due at due and not used (a caller
+ * cancelled while it waited), less what the reservations made after it already counted
+ * on (as golang.org/x/time/rate): the latest one's comes back whole, one with a later
+ * reservation behind it gives back nothing (their waits stay as they were, so the rate
+ * holds), and one already due gives back nothing. */
+void kube_ratelimit_unreserve(struct kube_ratelimit *rl, usec_t due, usec_t now);
 /** Reserves a token due by deadline (0: any time) and sleeps until it is due, looking at
  * *cancel (NULL: none) at least every LIMIT_KUBE_THROTTLE_SLICE. Returns 0 with the
  * time waited in *ret_waited, -ETIMEDOUT (nothing taken: the token would come too late)

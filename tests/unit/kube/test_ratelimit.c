@@ -60,7 +60,8 @@ static void test_defaults(void **state)
 
 static void *waiter(void *arg)
 {
-    (void)kube_ratelimit_wait(arg);
+    usec_t waited;
+    assert_int_equal(kube_ratelimit_wait_by(arg, 0, NULL, &waited), 0);
     return NULL;
 }
 
@@ -99,15 +100,44 @@ static void test_reserve_by_deadline(void **state)
     assert_int_equal(kube_ratelimit_reserve_by(&rl, t0, t0 + 100 * MS, &wait), 0);
     assert_int_equal(wait, 100 * MS);
     /* given back: the following one waits 100 ms again, not 200 */
-    kube_ratelimit_unreserve(&rl);
+    kube_ratelimit_unreserve(&rl, t0 + 100 * MS, t0);
     assert_int_equal(kube_ratelimit_reserve_by(&rl, t0, 0, &wait), 0);
     assert_int_equal(wait, 100 * MS);
-    /* never above the burst */
-    kube_ratelimit_unreserve(&rl);
-    kube_ratelimit_unreserve(&rl);
-    kube_ratelimit_unreserve(&rl);
+    /* one already due gives back nothing; never above the burst */
+    kube_ratelimit_unreserve(&rl, t0 + 100 * MS, t0 + 150 * MS);
+    kube_ratelimit_unreserve(&rl, t0 + 100 * MS, t0 + 100 * MS);
+    assert_int_equal(kube_ratelimit_reserve(&rl, t0 + 150 * MS), 50 * MS);
+    kube_ratelimit_done(&rl);
+    kube_ratelimit_init(&rl, 10, 1, t0);
+    kube_ratelimit_unreserve(&rl, t0 + 100 * MS, t0);
+    kube_ratelimit_unreserve(&rl, t0 + 100 * MS, t0);
     assert_int_equal(kube_ratelimit_reserve(&rl, t0), 0);
     assert_int_equal(kube_ratelimit_reserve(&rl, t0), 100 * MS);
+    kube_ratelimit_done(&rl);
+}
+
+/* A reservation given back with later ones behind it gives back nothing: they were
+ * promised their times counting on its token, so the rate holds (each cancel used to let
+ * one request more through). The latest one's comes back whole. */
+static void test_unreserve_counts_later(void **state)
+{
+    struct kube_ratelimit rl;
+    usec_t t0 = 1000 * USEC_PER_SEC;
+    (void)state;
+    kube_ratelimit_init(&rl, 10, 1, t0);
+    assert_int_equal(kube_ratelimit_reserve(&rl, t0), 0);
+    assert_int_equal(kube_ratelimit_reserve(&rl, t0), 100 * MS);
+    assert_int_equal(kube_ratelimit_reserve(&rl, t0), 200 * MS);
+    /* the middle one cancels: the third still goes at 200 ms, so the next is at 300 */
+    kube_ratelimit_unreserve(&rl, t0 + 100 * MS, t0 + 10 * MS);
+    assert_int_equal(kube_ratelimit_reserve(&rl, t0 + 10 * MS), 290 * MS);
+    /* the latest cancels: the next takes its place */
+    kube_ratelimit_unreserve(&rl, t0 + 300 * MS, t0 + 10 * MS);
+    assert_int_equal(kube_ratelimit_reserve(&rl, t0 + 10 * MS), 290 * MS);
+    /* two latest in a row, newest first: both come back */
+    kube_ratelimit_unreserve(&rl, t0 + 300 * MS, t0 + 20 * MS);
+    kube_ratelimit_unreserve(&rl, t0 + 200 * MS, t0 + 20 * MS);
+    assert_int_equal(kube_ratelimit_reserve(&rl, t0 + 20 * MS), 180 * MS);
     kube_ratelimit_done(&rl);
 }
 
@@ -133,7 +163,7 @@ static void test_wait_by_cancel(void **state)
     struct kube_ratelimit rl;
     struct cancel_wait w = {.rl = &rl};
     pthread_t th;
-    usec_t wait;
+    usec_t wait, at;
     (void)state;
     kube_ratelimit_init(&rl, 1.0 / 3600, 1, clock_now());
     assert_int_equal(kube_ratelimit_reserve(&rl, clock_now()), 0);
@@ -144,12 +174,13 @@ static void test_wait_by_cancel(void **state)
     assert_int_equal(pthread_join(th, NULL), 0);
     assert_int_equal(w.r, -ECANCELED);
     /* its token is back: the next is due in about an hour, not two */
-    assert_int_equal(kube_ratelimit_reserve_by(&rl, clock_now(), 0, &wait), 0);
+    at = clock_now();
+    assert_int_equal(kube_ratelimit_reserve_by(&rl, at, 0, &wait), 0);
     assert_true(wait <= 3600 * USEC_PER_SEC);
     assert_true(wait > 3500 * USEC_PER_SEC);
     /* set before: no wait, nothing taken */
     atomic_store(&w.cancel, true);
-    kube_ratelimit_unreserve(&rl);
+    kube_ratelimit_unreserve(&rl, at + wait, clock_now());
     assert_int_equal(kube_ratelimit_wait_by(&rl, 0, &w.cancel, &wait), -ECANCELED);
     assert_int_equal(kube_ratelimit_reserve_by(&rl, clock_now(), 0, &wait), 0);
     assert_true(wait <= 3600 * USEC_PER_SEC);
@@ -170,9 +201,10 @@ static void test_tiny_rate_capped(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_burst_then_rate),   cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_threads_are_paced), cmocka_unit_test(test_reserve_by_deadline),
-        cmocka_unit_test(test_wait_by_cancel),    cmocka_unit_test(test_tiny_rate_capped),
+        cmocka_unit_test(test_burst_then_rate),        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_threads_are_paced),      cmocka_unit_test(test_reserve_by_deadline),
+        cmocka_unit_test(test_unreserve_counts_later), cmocka_unit_test(test_wait_by_cancel),
+        cmocka_unit_test(test_tiny_rate_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
