@@ -375,12 +375,7 @@ int kube_store_put(struct kube_store *s, json_t *obj, json_t **ret_old)
         json_decref(obj);
         return r;
     }
-    void *packed = pack(s, obj);
-    if (!packed) {
-        (void)pthread_rwlock_unlock(&s->lock);
-        json_decref(obj);
-        return -ENOMEM;
-    }
+    void *packed = pack(s, obj); /* never NULL: store_codec_pack aborts instead */
     (void)map_put(s->objs, key, packed, &old);
     json_t *old_obj = unindex_old(s, key, old);
     index_all(s, key, obj, true);

@@ -90,8 +90,8 @@ int kube_store_add_index(struct kube_store *s, const char *name, kube_index_fn *
 
 /** Inserts or replaces obj under its key. Takes obj (also on failure), runs the
  * transform on it, and from then on never modifies it. When ret_old is not NULL it gets
- * the replaced object (a reference the caller now owns) or NULL. Returns 0, -EINVAL
- * when obj has no metadata.name, or -ENOMEM when a compact store cannot encode it. */
+ * the replaced object (a reference the caller now owns) or NULL. Returns 0, or -EINVAL
+ * (or another error of kube_store_key) when obj has no usable key. */
 int kube_store_put(struct kube_store *s, json_t *obj, json_t **ret_old);
 /** Removes key (borrowed). When ret_old is not NULL it gets the removed object (a
  * reference the caller now owns). Returns 0, -ENOENT when nothing was held, or -EIO when

@@ -116,15 +116,14 @@ static struct blob *blob_packed(struct store_codec *c, const char *text, size_t 
 
 void *store_codec_pack(struct store_codec *c, const json_t *obj)
 {
+    /* An object parsed from the API server always encodes, so NULL is jansson out of
+     * memory: that aborts, as xmalloc does (a put that failed would leave the cache
+     * serving the object's older version). Responses are capped far below 4 GiB. */
     char *text = json_dumps(obj, JSON_COMPACT);
-    if (!text)
-        return NULL;
+    ASSERT(text != NULL);
     size_t len = strlen(text);
     struct blob *b = NULL;
-    if (len > UINT32_MAX) {
-        xfree(text);
-        return NULL;
-    }
+    ASSERT(len <= UINT32_MAX);
     if (c)
         b = blob_packed(c, text, len);
     if (!b)

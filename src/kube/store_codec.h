@@ -26,7 +26,8 @@ int store_codec_new(const char *sample, size_t len, struct store_codec **ret);
 void store_codec_free(struct store_codec *c);
 
 /** Packs obj (borrowed) into a new blob (free with xfree). c NULL keeps the text as it is.
- * Returns NULL only when obj cannot be encoded. */
+ * Never returns NULL: an object that cannot be encoded (jansson out of memory, or a
+ * string built without its UTF-8 check) aborts. */
 void *store_codec_pack(struct store_codec *c, const json_t *obj);
 /** Returns a new object parsed from blob (borrowed), packed by the same codec (or by
  * none, for a blob that holds its text), or NULL when the blob is damaged. */
