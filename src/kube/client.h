@@ -214,7 +214,8 @@ typedef int kube_stream_fn(void *ctx, const char *data, size_t len);
  * other requests. Returns 0 when the server ends the response normally, -ECANCELED when
  * *stop became true (also during the rate-limiter wait), -ETIMEDOUT when no byte arrived
  * for idle_timeout (0 = LIMIT_KUBE_WATCH_IDLE) or, with r->timeout_seconds set, the
- * stream is still open the client's watch_slack after it, the callback's negative value,
+ * stream is still open the client's watch_slack after it (the time fn takes is left out),
+ * the callback's negative value,
  * or an error (reterr filled; a non-2xx status has its Status body parsed). No retry:
  * the caller reconnects. */
 int kube_request_stream(struct kube_client *c, const struct kube_req *r, kube_stream_fn *fn,

@@ -15,6 +15,10 @@ struct stream {
     long status;
     int fn_ret;          /* the callback's negative value, once it asked to stop */
     bool delivered;      /* some body reached fn */
+    bool cut;            /* ended by the cut below */
+    usec_t cut_after;    /* a watch: cut once open this long, fn's time left out (0: never) */
+    usec_t start;        /* when the transfer began */
+    usec_t in_fn;        /* time spent in fn so far */
     struct buf err_body; /* non-2xx body, bounded */
 };
 
@@ -30,7 +34,9 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userp)
         return n;
     }
     s->delivered = true;
+    usec_t t0 = clock_now();
     int r = s->fn(s->ctx, ptr, n);
+    s->in_fn += clock_now() - t0;
     if (r < 0) {
         s->fn_ret = r;
         return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
@@ -46,19 +52,27 @@ static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_o
     (void)ultotal;
     (void)ulnow;
     struct stream *s = userp;
-    return s->stop && atomic_load(s->stop) ? 1 : 0;
+    if (s->stop && atomic_load(s->stop))
+        return 1;
+    if (s->cut_after && clock_now() - s->start - s->in_fn > s->cut_after) {
+        s->cut = true;
+        return 1;
+    }
+    return 0;
 }
 
 /* A stream with a server-side timeoutSeconds (a watch) ends the client's watch_slack
  * after it client-side too, for a proxy that ignores it or a server that trickles bytes
- * without ever ending a frame; other streams only have the idle detection. */
+ * without ever ending a frame; other streams only have the idle detection. The time fn
+ * blocks (a handler that waits) does not count: the server's clock does not run for the
+ * events it has sent and we have not read yet either. libcurl looks at least once a
+ * second (the progress callback). */
 static void stream_options(const struct kube_client *c, CURL *h, struct stream *s, usec_t idle,
                            long timeout_seconds, char *errbuf)
 {
     long idle_s = (long)(idle / USEC_PER_SEC);
-    long max_ms =
-        timeout_seconds > 0 ? timeout_seconds * 1000L + (long)(c->watch_slack / USEC_PER_MSEC) : 0L;
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, max_ms);
+    s->cut_after =
+        timeout_seconds > 0 ? (usec_t)timeout_seconds * USEC_PER_SEC + c->watch_slack : 0;
     curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
     curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -75,11 +89,14 @@ static int stream_result(struct stream *s, CURLcode cc, const char *errbuf, stru
 {
     if (s->fn_ret < 0)
         return s->fn_ret;
+    if (cc == CURLE_ABORTED_BY_CALLBACK && s->cut) {
+        kube_err_set(e, -ETIMEDOUT, "stream cut: open past its timeout");
+        return -ETIMEDOUT;
+    }
     if (cc == CURLE_ABORTED_BY_CALLBACK)
         return -ECANCELED;
     if (cc == CURLE_OPERATION_TIMEDOUT) {
-        kube_err_set(e, -ETIMEDOUT,
-                     "stream cut: no data for too long, or open past its timeout: %s", errbuf);
+        kube_err_set(e, -ETIMEDOUT, "stream cut: no data for too long: %s", errbuf);
         return -ETIMEDOUT;
     }
     if (cc != CURLE_OK) {
@@ -111,6 +128,7 @@ static int stream_once(struct kube_client *c, const struct kube__prep *p, struct
     }
     if (r >= 0) {
         atomic_fetch_add(&c->requests, 1);
+        s->start = clock_now();
         CURLcode cc = curl_easy_perform(h);
         long nconn = 0;
         curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn);

@@ -414,6 +414,45 @@ static void test_watch_cut_past_timeout(void **state)
     kube_client_free(c);
 }
 
+/* The first chunk's handler blocks for 2 s. */
+static int slow_first_chunk(void *ctx, const char *data, size_t len)
+{
+    bool *blocked = ctx;
+    (void)data;
+    (void)len;
+    if (!*blocked) {
+        *blocked = true;
+        clock_sleep(2 * USEC_PER_SEC);
+    }
+    return 0;
+}
+
+/* The time a handler blocks does not count towards the cut: with timeoutSeconds=1 and a
+ * 300 ms slack, a 2 s handler block moves the cut to about 3.3 s (it came right after the
+ * block, at about 2 s, when the transfer's wall-clock time counted). */
+static void test_watch_cut_leaves_out_handler(void **state)
+{
+    struct kube_client_opts o = {.max_retries = 0, .watch_slack = 300 * USEC_PER_MSEC};
+    struct kube_client *c = client_with(TRICKLE, &o, false);
+    struct kube_req r;
+    struct kube_err e;
+    bool blocked = false;
+    usec_t t0 = clock_now(), took;
+    (void)state;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.ns = "ns";
+    r.watch = true;
+    r.timeout_seconds = 1;
+    assert_int_equal(kube_request_stream(c, &r, slow_first_chunk, &blocked, NULL, 0, &e),
+                     -ETIMEDOUT);
+    took = clock_now() - t0;
+    assert_true(blocked);
+    assert_non_null(strstr(e.message, "past its timeout"));
+    assert_true(took >= 3200 * USEC_PER_MSEC);
+    assert_true(took < 15 * USEC_PER_SEC);
+    kube_client_free(c);
+}
+
 /* Every connection gets TCP_USER_TIMEOUT: a socket passed through the callback has it. */
 static void test_sockopt_user_timeout(void **state)
 {
@@ -529,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_handshake_failure_retried),
         cmocka_unit_test(test_nothing_sent),
         cmocka_unit_test(test_watch_cut_past_timeout),
+        cmocka_unit_test(test_watch_cut_leaves_out_handler),
         cmocka_unit_test(test_sockopt_user_timeout),
     };
     log_set_level(LOG_WARN);
