@@ -452,10 +452,10 @@ int sbd__bg_start(struct http_req *req, struct sbd *d, const struct sbd_procreq 
     b->id = sbd_proc_id(b->p);
     b->pid = sbd_proc_pid(b->p);
     bg_link(t, b);
-    if (r->stdin_data.len)
-        (void)sbd_proc_write(b->p, r->stdin_data.data, r->stdin_data.len);
     if (!r->stdin_open)
-        (void)sbd_proc_close_stdin(b->p);
+        (void)sbd_proc_write_close(b->p, r->stdin_data.data, r->stdin_data.len);
+    else if (r->stdin_data.len)
+        (void)sbd_proc_write(b->p, r->stdin_data.data, r->stdin_data.len);
     json_t *j = bg_json(b);
     int e = http_respond_json(req, 201, j);
     json_decref(j);

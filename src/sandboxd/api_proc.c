@@ -187,8 +187,7 @@ static int proc_run(struct http_req *req, void *ctx)
     }
     x->req = http_req_ref(req);
     http_req_set_abort_cb(req, run_abort, x);
-    (void)sbd_proc_write(x->p, r.stdin_data.data, r.stdin_data.len);
-    (void)sbd_proc_close_stdin(x->p);
+    (void)sbd_proc_write_close(x->p, r.stdin_data.data, r.stdin_data.len);
     sbd_procreq_done(&r);
     return 0;
 }
@@ -341,13 +340,12 @@ static int do_stdin(struct http_req *req, struct sbd_proc *p)
     }
     buf_done(&v);
     struct str body = http_req_body(req);
-    int r = sbd_proc_write(p, body.p, body.len);
+    int r = close_after ? sbd_proc_write_close(p, body.p, body.len)
+                        : sbd_proc_write(p, body.p, body.len);
     if (r == -EAGAIN)
         return sbd_respond_error(req, 429, SBD_RESOURCE_EXHAUSTED, "stdin queue is full");
     if (r < 0)
         return sbd_respond_error(req, 400, SBD_FAILED_PRECONDITION, "stdin is closed");
-    if (close_after)
-        (void)sbd_proc_close_stdin(p);
     return http_respond(req, 204, NULL, NULL, 0);
 }
 
@@ -415,7 +413,10 @@ static int proc_post(struct http_req *req, void *ctx)
     if (str_eq_c(action, "stdin"))
         return do_stdin(req, p);
     if (str_eq_c(action, "stdin/close")) {
-        (void)sbd_proc_close_stdin(p);
+        /* a closed stdin closes again fine; a PTY's ^D needs room in the queue */
+        if (sbd_proc_close_stdin(p) == -EAGAIN)
+            return sbd_respond_error(req, 429, SBD_RESOURCE_EXHAUSTED,
+                                     "stdin queue is full: the end of input was not sent");
         return http_respond(req, 204, NULL, NULL, 0);
     }
     if (str_eq_c(action, "signal"))

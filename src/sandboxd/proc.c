@@ -43,6 +43,7 @@ struct sbd_proc {
     uv_timer_t timer;
     bool out_open, err_open, in_open, in_closing, timer_init, poll_init;
     bool exited, finished, detached, paused, closing;
+    bool in_refused; /* a stdin write was refused for a full queue: tell stdin_drained */
     int handles;
     struct sbd_exit status;
     const struct sbd_proc_ops *ops;
@@ -675,27 +676,48 @@ pid_t sbd_proc_pid(const struct sbd_proc *p)
 
 static void on_stdin_written(uv_write_t *w, int status)
 {
-    (void)status;
+    uv_stream_t *in = w->handle;
+    struct sbd_proc *p = in->data;
     xfree(w);
+    if (status < 0 || !p->in_refused || uv_stream_get_write_queue_size(in) > 0)
+        return;
+    p->in_refused = false;
+    if (p->ops && p->ops->stdin_drained && !p->finished)
+        p->ops->stdin_drained(p, p->ctx);
 }
 
-int sbd_proc_write(struct sbd_proc *p, const void *data, size_t n)
+/* Queues data (copied) for stdin, followed by VEOF (^D) when eof (a PTY's end of input, as
+ * a canonical-mode terminal reads it), in one write so that both fit or neither goes. */
+static int queue_stdin(struct sbd_proc *p, const void *data, size_t n, bool eof)
 {
+    size_t len = n + (eof ? 1 : 0);
     if (!p->in_open || p->in_closing || p->finished)
         return -EPIPE;
-    if (n == 0)
+    if (len == 0)
         return 0;
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&p->in) + n > STDIN_QUEUE_MAX)
-        return -EAGAIN;
-    uv_write_t *w = xmalloc(sizeof(*w) + n);
-    memcpy(w + 1, data, n);
-    uv_buf_t b = uv_buf_init((char *)(w + 1), (unsigned)n);
+    size_t queued = uv_stream_get_write_queue_size((uv_stream_t *)&p->in);
+    if (queued > 0 && queued + len > STDIN_QUEUE_MAX) {
+        p->in_refused = true;
+        return -EAGAIN; /* an empty queue takes one write of any size its caller allows */
+    }
+    uv_write_t *w = xmalloc(sizeof(*w) + len);
+    char *copy = (char *)(w + 1);
+    if (n)
+        memcpy(copy, data, n);
+    if (eof)
+        copy[n] = 4;
+    uv_buf_t b = uv_buf_init(copy, (unsigned)len);
     int r = uv_write(w, (uv_stream_t *)&p->in, &b, 1, on_stdin_written);
     if (r < 0) {
         xfree(w);
         return -EPIPE;
     }
     return 0;
+}
+
+int sbd_proc_write(struct sbd_proc *p, const void *data, size_t n)
+{
+    return queue_stdin(p, data, n, false);
 }
 
 static void on_stdin_shutdown(uv_shutdown_t *sr, int status)
@@ -710,10 +732,8 @@ int sbd_proc_close_stdin(struct sbd_proc *p)
 {
     if (!p->in_open || p->in_closing)
         return 0;
-    if (p->pty) {
-        char eof = 4; /* VEOF (^D) as a canonical-mode terminal reads it */
-        return sbd_proc_write(p, &eof, 1);
-    }
+    if (p->pty)
+        return queue_stdin(p, NULL, 0, true);
     p->in_closing = true;
     uv_shutdown_t *sr = XNEW(uv_shutdown_t);
     if (uv_shutdown(sr, (uv_stream_t *)&p->in, on_stdin_shutdown) < 0) {
@@ -721,6 +741,14 @@ int sbd_proc_close_stdin(struct sbd_proc *p)
         close_handle((uv_handle_t *)&p->in, &p->in_open);
     }
     return 0;
+}
+
+int sbd_proc_write_close(struct sbd_proc *p, const void *data, size_t n)
+{
+    if (p->pty)
+        return queue_stdin(p, data, n, true);
+    int r = queue_stdin(p, data, n, false);
+    return r < 0 ? r : sbd_proc_close_stdin(p);
 }
 
 int sbd_proc_signal(struct sbd_proc *p, int sig)

@@ -46,6 +46,9 @@ struct sbd_proc_ops {
     /** The process exited and its output was drained (or the drain timed out). The last
      * callback: p must not be used after it returns. */
     void (*exit)(struct sbd_proc *p, const struct sbd_exit *e, void *ctx);
+    /** Optional: stdin's queue emptied after a write was refused with -EAGAIN (the next
+     * write of any allowed size is taken). */
+    void (*stdin_drained)(struct sbd_proc *p, void *ctx);
 };
 
 /** Returns a new registry on loop (borrowed) allowing max concurrent processes. */
@@ -81,10 +84,16 @@ int sbd_proc_start(struct sbd_procs *ps, const struct sbd_proc_spec *spec,
 uint32_t sbd_proc_id(const struct sbd_proc *p);
 pid_t sbd_proc_pid(const struct sbd_proc *p);
 /** Queues data (copied) for the process's stdin. Returns 0, -EPIPE (stdin closed or the
- * process gone), -EAGAIN (too much queued). */
+ * process gone), -EAGAIN (too much queued: nothing taken; ops->stdin_drained follows once
+ * the queue is empty). An empty queue takes one write of any size. */
 int sbd_proc_write(struct sbd_proc *p, const void *data, size_t n);
-/** Closes stdin once queued data is written (a PTY gets an EOF character instead). */
+/** Closes stdin once queued data is written (a PTY gets an EOF character instead, which
+ * needs room in the queue). Closing a closed pipe succeeds. Returns 0, -EPIPE (a PTY whose
+ * input is closed, or the process gone) or -EAGAIN (a PTY's queue full: nothing sent). */
 int sbd_proc_close_stdin(struct sbd_proc *p);
+/** sbd_proc_write then sbd_proc_close_stdin, all or nothing: on a PTY the data and the EOF
+ * character go in one write, so -EAGAIN means neither was queued. */
+int sbd_proc_write_close(struct sbd_proc *p, const void *data, size_t n);
 /** Sends sig to the process group (the process itself if that fails). Signalling a
  * process that already exited succeeds. Returns 0 or -EINVAL. */
 int sbd_proc_signal(struct sbd_proc *p, int sig);

@@ -22,6 +22,10 @@ struct wsp {
     struct http_ws *ws;
     struct sbd_proc *p;
     bool exited;
+    /* stdin the process's full queue refused: held, with the socket not read, until the
+     * queue empties (stdin_drained); the end of input asked for after it, likewise */
+    bool holding, hold_close;
+    struct buf held;
 };
 
 static void send_json(struct wsp *w, json_t *j)
@@ -59,11 +63,52 @@ static void wsp_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
     (void)p;
     w->p = NULL;
     w->exited = true;
+    if (w->holding) { /* what was held has no reader any more */
+        buf_reset(&w->held);
+        w->holding = w->hold_close = false;
+        http_ws_pause(w->ws, false);
+    }
     send_json(w, sbd__exit_json(e));
     http_ws_close(w->ws, 1000, "exited");
 }
 
-static const struct sbd_proc_ops wsp_ops = {.output = wsp_output, .exit = wsp_exit};
+/* Stdin bytes (copied) for the process; a full queue holds them and stops reading the
+ * socket, so nothing is dropped (later messages, signals included, wait behind them). */
+static void ws_stdin(struct wsp *w, const char *data, size_t n)
+{
+    if (sbd_proc_write(w->p, data, n) != -EAGAIN)
+        return; /* queued, or stdin closed: dropped, as after stdin_close */
+    (void)buf_append(&w->held, data, n);
+    w->holding = true;
+    http_ws_pause(w->ws, true);
+}
+
+static void ws_stdin_close(struct wsp *w)
+{
+    if (sbd_proc_close_stdin(w->p) != -EAGAIN)
+        return;
+    w->hold_close = true;
+    w->holding = true;
+    http_ws_pause(w->ws, true);
+}
+
+/* The queue is empty: what was held goes (an empty queue takes it), then reading resumes. */
+static void wsp_stdin_drained(struct sbd_proc *p, void *ctx)
+{
+    struct wsp *w = ctx;
+    if (!w->holding)
+        return;
+    if (w->held.len)
+        (void)sbd_proc_write(p, w->held.data, w->held.len);
+    if (w->hold_close)
+        (void)sbd_proc_close_stdin(p);
+    buf_reset(&w->held);
+    w->holding = w->hold_close = false;
+    http_ws_pause(w->ws, false);
+}
+
+static const struct sbd_proc_ops wsp_ops = {
+    .output = wsp_output, .exit = wsp_exit, .stdin_drained = wsp_stdin_drained};
 
 static void start(struct wsp *w, struct str data)
 {
@@ -106,7 +151,7 @@ static void control_stdin(struct wsp *w, const json_t *j)
         (void)base64_decode(json_string_value(d), json_string_length(d), &b);
     else if (json_is_string(t))
         (void)buf_append(&b, json_string_value(t), json_string_length(t));
-    (void)sbd_proc_write(w->p, b.data, b.len);
+    ws_stdin(w, b.data, b.len);
     buf_done(&b);
 }
 
@@ -123,7 +168,7 @@ static void control(struct wsp *w, struct str data)
     if (strcmp(type, "stdin") == 0) {
         control_stdin(w, j);
     } else if (strcmp(type, "stdin_close") == 0) {
-        (void)sbd_proc_close_stdin(w->p);
+        ws_stdin_close(w);
     } else if (strcmp(type, "signal") == 0) {
         int sig = sbd__signal_from_json(json_object_get(j, "signal"));
         if (sig > 0)
@@ -151,7 +196,7 @@ static void on_message(struct http_ws *ws, uint8_t opcode, struct str data, void
     if (!w->p)
         return;
     if (opcode == HTTP_WS_BINARY)
-        (void)sbd_proc_write(w->p, data.p, data.len);
+        ws_stdin(w, data.p, data.len);
     else
         control(w, data);
 }
@@ -172,6 +217,7 @@ static void on_closed(struct http_ws *ws, int code, void *ctx)
     if (w->p)
         sbd_proc_detach(w->p);
     w->d->websockets--;
+    buf_done(&w->held);
     xfree(w);
 }
 
@@ -190,6 +236,7 @@ static int proc_ws(struct http_req *req, void *ctx)
                                  "too many open process WebSockets");
     struct wsp *w = XNEW(struct wsp);
     w->d = d;
+    buf_init(&w->held, LIMIT_SBD_WS_MESSAGE);
     /* The process request is the first message: a socket that never sends it is closed. */
     struct http_ws_opts o = {.max_message = LIMIT_SBD_WS_MESSAGE,
                              .first_message_timeout = d->cfg.ws_first_timeout,

@@ -282,6 +282,43 @@ static void test_stream_stdin_signal(void **state)
     nd_close(&n);
 }
 
+/* A PTY whose program does not read: stdin fills its queue (429), and then the end of input
+ * (^D, one byte) is refused too, with 429, where it used to answer 204 with nothing sent. */
+static void test_pty_stdin_full_queue(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct nd_client n;
+    assert_int_equal(
+        nd_start(
+            &n, f->port, "/v1/processes",
+            "{\"command\": \"stty raw -echo; sleep 30\", \"pty\": {\"cols\": 80, \"rows\": 24}}"),
+        200);
+    uint32_t id = start_id(&n);
+    char path[64];
+    size_t chunk = 512u * 1024;
+    char *body = xmalloc(chunk + 1);
+    memset(body, 'x', chunk);
+    body[chunk] = '\0';
+    snprintf(path, sizeof(path), "/v1/processes/%u/stdin", id);
+    int st = 204, i;
+    for (i = 0; i < 64 && st == 204; i++)
+        st = post(f->port, path, body);
+    assert_int_equal(st, 429);
+    assert_true(i > 8); /* about 8 MiB went before the refusal */
+    /* fill it to the byte: smaller and smaller bodies until one byte is refused */
+    for (size_t len = chunk / 2; len > 0; len /= 2) {
+        body[len] = '\0';
+        while (post(f->port, path, body) == 204)
+            ;
+    }
+    xfree(body);
+    snprintf(path, sizeof(path), "/v1/processes/%u/stdin/close", id);
+    assert_int_equal(post(f->port, path, ""), 429);
+    snprintf(path, sizeof(path), "/v1/processes/%u/stdin?close=true", id);
+    assert_int_equal(post(f->port, path, "y"), 429);
+    nd_close(&n); /* the client goes away: the process is killed */
+}
+
 static void test_pty_resize(void **state)
 {
     struct sbd_fixture *f = *state;
@@ -464,6 +501,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream_100mb, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_stdin_signal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pty_resize, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pty_stdin_full_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_and_kill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_64, setup, teardown),
         cmocka_unit_test(test_cap_and_shutdown),

@@ -245,6 +245,36 @@ static void test_ws_stdin_roundtrip(void **state)
     wsc_close(&w);
 }
 
+/* 12 MiB of stdin for a program that reads only after a second: past the 8 MiB queue the
+ * socket is no longer read until the queue drains, so every byte arrives (the bytes past
+ * the queue used to be dropped). */
+static void test_ws_stdin_backpressure(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct wsc w;
+    size_t chunk = 1024u * 1024 - 64, total = 0;
+    char *data = xmalloc(chunk);
+    memset(data, 'z', chunk);
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    const char *start = "{\"command\": \"sleep 1; wc -c\"}";
+    wsc_send(&w, HTTP_WS_TEXT, start, strlen(start));
+    for (int i = 0; i < 12; i++, total += chunk)
+        wsc_send(&w, HTTP_WS_BINARY, data, chunk);
+    const char *cl = "{\"type\": \"stdin_close\"}";
+    wsc_send(&w, HTTP_WS_TEXT, cl, strlen(cl));
+    xfree(data);
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    json_t *e = wsc_until_exit(&w, &out, NULL);
+    assert_non_null(e);
+    char want[32];
+    snprintf(want, sizeof(want), "%zu\n", total);
+    assert_string_equal(buf_str(&out), want);
+    json_decref(e);
+    buf_done(&out);
+    wsc_close(&w);
+}
+
 static void test_ws_signal_pty(void **state)
 {
     struct sbd_fixture *f = *state;
@@ -361,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_accept_key_and_codec),
         cmocka_unit_test(test_close_payload_check),
         cmocka_unit_test_setup_teardown(test_ws_stdin_roundtrip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ws_stdin_backpressure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_signal_pty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_errors_and_disconnect, setup, teardown),
         cmocka_unit_test(test_ws_first_message_and_cap),
