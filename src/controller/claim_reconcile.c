@@ -180,6 +180,33 @@ static void count_creation(struct claim_pass *p, const char *launch, const char 
                    launch[0] == 'w' ? "Adopted warm pool" : "Created", kube_obj_name(p->sb));
 }
 
+/* A cold create whose outcome is unknown (its answer lost, a 5xx, or a retry of it that
+ * met the name taken): the name is read back at once. Returns true when the Sandbox is
+ * the claim's, now bound. When the read cannot tell either, the claim's binding keeps the
+ * name, so that no later pass takes a warm member or creates until a read answers (the
+ * claim could end up with two). */
+static bool cold_settle(struct claim_pass *p, const json_t *want, const char *pool)
+{
+    json_t *cur = NULL;
+    switch (ext__sb_read(p->x, p->ns, kube_obj_name(want), p->uid, &cur, NULL)) {
+    case EXT_SB_OURS:
+        log_info("cold Sandbox created despite an error\tclaim=%s/%s", p->ns, p->name);
+        p->sb = cur;
+        ext__binding_put(p->x, p->claim, cur);
+        count_creation(p, "cold", pool);
+        return true;
+    case EXT_SB_OTHER:
+        json_decref(cur);
+        return false;
+    case EXT_SB_GONE:
+        return false;
+    case EXT_SB_UNKNOWN:
+        ext__binding_put(p->x, p->claim, want);
+        return false;
+    }
+    return false;
+}
+
 static void cold_create(struct claim_pass *p, const json_t *tpl, const char *pool)
 {
     struct claim_err ce = {0};
@@ -193,6 +220,8 @@ static void cold_create(struct claim_pass *p, const json_t *tpl, const char *poo
         p->sb = out;
         ext__binding_put(p->x, p->claim, out);
         count_creation(p, "cold", pool);
+    } else if ((e.maybe_done || kube_err_outcome_unknown(&e)) && cold_settle(p, sb, pool)) {
+        /* made after all: bound */
     } else if (e.ns_terminating) {
         /* The namespace is being deleted and the claim with it: retried with back-off,
          * and not written into the status (it is no fault of the claim). */
@@ -295,9 +324,10 @@ static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json
 {
     bool warm = !claim_needs_cold(p->claim) || late_ok(p, tpl);
     json_t *sb = NULL;
+    char msg[sizeof(p->msg)] = ""; /* not p->msg: fail formats into it */
     int r = 0;
     if (warm || p->prefer)
-        r = claim__adopt(p->x, p->claim, pool, p->prefer, !warm, &sb, p->msg, sizeof(p->msg));
+        r = claim__adopt(p->x, p->claim, pool, p->prefer, !warm, &sb, msg, sizeof(msg));
     if (r > 0 && !warm) {
         p->sb = sb;
         late_fallback(p, tpl, pn);
@@ -306,7 +336,7 @@ static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json
         if (!claim_needs_cold(p->claim) || late_deliver(p, tpl, pn))
             count_creation(p, "warm", pn);
     } else if (r < 0) {
-        fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: %s", p->msg);
+        fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: %s", msg);
         p->err = r;
     } else {
         cold_create(p, tpl, pn);
@@ -484,8 +514,12 @@ static bool patch_status(struct claim_pass *p, json_t *st)
             p->err = -ESHUTDOWN;
         return false;
     }
-    patch = json_pack("{s:{s:s}, s:O}", "metadata", "resourceVersion",
-                      kube_obj_resource_version(p->claim) ?: "", "status", st);
+    /* The difference from the version read, which the resourceVersion pins: a merge
+     * patch of the whole status would leave what st no longer has (status.sandbox, its
+     * podIPs) as it was. */
+    patch = json_pack("{s:{s:s}, s:o}", "metadata", "resourceVersion",
+                      kube_obj_resource_version(p->claim) ?: "", "status",
+                      kube_merge_patch_diff(json_object_get(p->claim, "status"), st));
     if (ext__patch(p->x, &API_RES_SANDBOXCLAIMS, p->ns, p->name, "status", patch, NULL, &e) < 0) {
         /* A 409 is dropped: the conflicting write's event brings the claim back (with
          * the same backstop requeue). */
@@ -554,13 +588,20 @@ static void run(struct claim_pass *p)
     if (p->unsure)
         return;
     if (expired) {
-        /* Two passes: persist ClaimExpired first, then act on the policy. */
+        /* An expired claim needs no Sandbox: a finding of find_sandbox (a Sandbox of the
+         * claim's name it does not control) must not hide ClaimExpired, or the claim
+         * would never get past the first of the two passes. */
+        p->obs.err_reason = NULL;
+        p->obs.err_message = NULL;
+        p->obs.transient = false;
+        /* Two passes: persist ClaimExpired first (its update event brings the second;
+         * the requeue is a backstop), then act on the policy. */
         if (reason && strcmp(reason, EXT_R_CLAIM_EXPIRED) == 0) {
             expire_act(p);
         } else {
             if (!p->x->o.no_claim_events)
                 ext__event(p->x, p->claim, false, EXT_R_CLAIM_EXPIRED, "Claim expired");
-            requeue_min(p, USEC_PER_MSEC);
+            requeue_min(p, LIMIT_EXT_CACHE_LAG_REQUEUE);
         }
         if (p->sb && kube_obj_deleting(p->sb)) {
             json_decref(p->sb);

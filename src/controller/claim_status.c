@@ -49,6 +49,10 @@ static void ready_of(const struct claim_observed *o, struct ready *r, char *msg,
         *r = (struct ready){"False", EXT_R_CLAIM_EXPIRED,
                             "Claim expired. Sandbox cleanup initiated."};
         return;
+    } else if (o->sb && kube_obj_deleting(o->sb)) {
+        /* Ready=True may stay on a Sandbox being deleted (its finalizers, a foreground
+         * deletion): the claim does not mirror it. */
+        *r = (struct ready){"False", EXT_R_SANDBOX_NOT_READY, "Sandbox is being deleted"};
     } else if (sb_ready_true(o->sb)) {
         ready_from_sandbox(o, r);
         return;

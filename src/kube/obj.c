@@ -196,3 +196,29 @@ void kube_obj_reset_managed_fields(json_t *patch)
 {
     (void)json_object_set_new(meta_ensure(patch), "managedFields", json_pack("[{}]"));
 }
+
+json_t *kube_merge_patch_diff(const json_t *from, const json_t *to)
+{
+    json_t *patch = json_object(), *tv;
+    const json_t *fv;
+    const char *k;
+    if (!json_is_object(from))
+        from = NULL;
+    json_object_foreach((json_t *)to, k, tv)
+    {
+        fv = from ? json_object_get(from, k) : NULL;
+        if (json_is_object(fv) && json_is_object(tv)) {
+            json_t *sub = kube_merge_patch_diff(fv, tv);
+            if (json_object_size(sub))
+                (void)json_object_set_new(patch, k, sub);
+            else
+                json_decref(sub);
+        } else if (!fv || !json_equal(fv, tv)) {
+            (void)json_object_set_new(patch, k, json_deep_copy(tv));
+        }
+    }
+    if (from)
+        json_object_foreach((json_t *)from, k, fv) if (!json_object_get(to, k))(void)
+            json_object_set_new(patch, k, json_null());
+    return patch;
+}

@@ -49,6 +49,13 @@ const json_t *kube_obj_condition(const json_t *obj, const char *type);
 /** True when condition type has status "True". */
 bool kube_obj_condition_true(const json_t *obj, const char *type);
 
+/** Returns a new JSON merge patch (RFC 7386) that turns from into to: members of to that
+ * differ (objects compared member by member, anything else replaced whole), and null for
+ * members of from that to lacks. Empty ({}) when they are equal. A NULL or non-object
+ * from counts as {}; to must be an object. A null member of to cannot be expressed (a
+ * merge patch's null deletes): it is sent as a deletion. */
+json_t *kube_merge_patch_diff(const json_t *from, const json_t *to);
+
 /** Sets metadata.<key> = value on a mutable object, creating metadata if needed. */
 void kube_obj_set_meta_str(json_t *obj, const char *key, const char *value);
 /** Makes the merge patch (or update body) patch clear the object's

@@ -313,6 +313,7 @@ static void test_scale(void **state)
 }
 
 static double metric_value(const char *name);
+static json_t *lifecycle_in(const char *policy, usec_t d);
 
 /* A pool's creates whose answers are lost but which the server carried out count as
  * creates: each is read back, found, and its ADDED meets the pool's expectation (not
@@ -665,6 +666,108 @@ static void test_blocked_claim_recovers(void **state)
     assert_string_not_equal(kube_obj_uid(bound), uid);
     json_decref(bound);
     json_decref(cl);
+}
+
+/* A cold create whose answer is lost but which the server carried out: the claim reads
+ * its Sandbox back in the same pass and binds it, without a failed pass (which left the
+ * claim unbound: its next pass could take a warm member that had become Ready meanwhile,
+ * and the claim would have controlled two). */
+static void test_cold_create_answer_lost(void **state)
+{
+    char in_ns[128], errs[128];
+    json_t *cl, *sb;
+    double before;
+    (void)state;
+    (void)snprintf(errs, sizeof(errs),
+                   "controller_runtime_reconcile_errors_total{controller=\"sandboxclaim\"}");
+    before = metric_value(errs);
+    (void)snprintf(in_ns, sizeof(in_ns), "/namespaces/%s/sandboxes", ns);
+    assert_int_equal(it_lose_answers("POST", &API_RES_SANDBOXES, in_ns, 1), 0);
+    create_claim("c-coldlost", "p0", NULL);
+    cl = wait_claim("c-coldlost", "True", NULL);
+    assert_int_equal(it_answers_lost(), 1);
+    sb = bound_sandbox(cl);
+    assert_string_equal(kube_obj_name(sb), "c-coldlost");
+    assert_true(sb_controlled_by(sb, kube_obj_uid(cl)));
+    assert_int_equal(count_sandboxes(EXT_KIND_CLAIM, "c-coldlost", NULL), 1);
+    assert_true(metric_value(errs) == before); /* no pass failed */
+    json_decref(sb);
+    json_decref(cl);
+}
+
+/* A claim already expired when it comes, blocked by a Sandbox of its name that it does
+ * not control: ClaimExpired is written (the blocked Sandbox's error used to hide it, and
+ * the claim was reconciled every millisecond, for ever). */
+static void test_expired_blocked_claim(void **state)
+{
+    json_t *sb =
+        json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", SB_API_VERSION,
+                  "kind", SB_KIND, "metadata", "name", "c-expblk", "spec", "podTemplate", "spec",
+                  "containers", "name", "main", "image", "registry.local/runtime:1");
+    struct kube_err e;
+    (void)state;
+    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, sb, NULL, &e), &e);
+    json_decref(sb);
+    create_claim("c-expblk", "p0", lifecycle_in("Retain", 0));
+    json_decref(wait_claim("c-expblk", "False", EXT_R_CLAIM_EXPIRED));
+    sb = get(&API_RES_SANDBOXES, "c-expblk"); /* not the claim's: left alone */
+    assert_non_null(sb);
+    assert_null(kube_obj_path(sb, "metadata.deletionTimestamp"));
+    json_decref(sb);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-expblk", &e), &e);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "c-expblk", &e), &e);
+}
+
+static bool claim_without_ips(void *ctx)
+{
+    json_t *cl = get(&API_RES_SANDBOXCLAIMS, ctx);
+    bool ok = cl && !kube_obj_condition_true(cl, SB_COND_READY) &&
+              kube_obj_path_str(cl, "status.sandbox.name") &&
+              !kube_obj_path(cl, "status.sandbox.podIPs");
+    json_decref(cl);
+    return ok;
+}
+
+/* A claim whose Sandbox is suspended loses its Pod's IPs from its status (the status
+ * merge patch left them: an address a Pod of someone else may get next). */
+static void test_suspended_claim_drops_ips(void **state)
+{
+    json_t *cl, *sb;
+    struct kube_err e;
+    (void)state;
+    create_claim("c-susp", "p1", NULL);
+    cl = wait_claim("c-susp", "True", NULL);
+    assert_int_equal(json_array_size(kube_obj_path(cl, "status.sandbox.podIPs")), 1);
+    sb = bound_sandbox(cl);
+    patch(&API_RES_SANDBOXES, kube_obj_name(sb), NULL,
+          json_pack("{s:{s:s}}", "spec", "operatingMode", "Suspended"));
+    assert_int_equal(it_wait(claim_without_ips, "c-susp", WAIT), 0);
+    json_decref(sb);
+    json_decref(cl);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-susp", &e), &e);
+}
+
+/* A Sandbox being deleted (held by a finalizer) may keep Ready=True: its claim turns
+ * Ready=False at once instead of mirroring it. */
+static void test_deleting_sandbox_claim_not_ready(void **state)
+{
+    json_t *cl, *sb;
+    char sbn[256];
+    struct kube_err e;
+    (void)state;
+    create_claim("c-fin", "p1", NULL);
+    cl = wait_claim("c-fin", "True", NULL);
+    sb = bound_sandbox(cl);
+    (void)snprintf(sbn, sizeof(sbn), "%s", kube_obj_name(sb));
+    patch(&API_RES_SANDBOXES, sbn, NULL,
+          json_pack("{s:{s:[s]}}", "metadata", "finalizers", "test.agent-sandbox.io/hold"));
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, sbn, &e), &e);
+    json_decref(wait_claim("c-fin", "False", EXT_R_SANDBOX_NOT_READY));
+    patch(&API_RES_SANDBOXES, sbn, NULL, json_pack("{s:{s:n}}", "metadata", "finalizers"));
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, sbn, WAIT), 0);
+    json_decref(sb);
+    json_decref(cl);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-fin", &e), &e);
 }
 
 static void test_unready_pool_bounded(void **state)
@@ -1062,6 +1165,10 @@ int main(void)
         cmocka_unit_test(test_env_cold),
         cmocka_unit_test(test_exhausted_cold),
         cmocka_unit_test(test_blocked_claim_recovers),
+        cmocka_unit_test(test_cold_create_answer_lost),
+        cmocka_unit_test(test_expired_blocked_claim),
+        cmocka_unit_test(test_suspended_claim_drops_ips),
+        cmocka_unit_test(test_deleting_sandbox_claim_not_ready),
         cmocka_unit_test(test_unready_pool_bounded),
         cmocka_unit_test(test_claim_delete_gc),
         cmocka_unit_test(test_lifecycle),

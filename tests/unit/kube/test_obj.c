@@ -165,6 +165,44 @@ static void test_same_version(void **state)
     assert_false(kube_obj_same_version(NULL, NULL));
 }
 
+/* The diff as a merge patch: changed members, nested objects member by member, arrays
+ * whole, and null for what went (a claim's status.sandbox.podIPs, its status.sandbox). */
+static void test_merge_patch_diff(void **state)
+{
+    static const struct {
+        const char *from, *to, *want;
+    } rows[] = {
+        {"{}", "{}", "{}"},
+        {"{\"a\":1}", "{\"a\":1}", "{}"},
+        {"{\"a\":1}", "{\"a\":2}", "{\"a\":2}"},
+        {"{\"a\":1,\"b\":2}", "{\"a\":1}", "{\"b\":null}"},
+        {"{\"s\":{\"name\":\"x\",\"podIPs\":[\"1\"]}}", "{\"s\":{\"name\":\"x\"}}",
+         "{\"s\":{\"podIPs\":null}}"},
+        {"{\"s\":{\"name\":\"x\",\"podIPs\":[\"1\"]}}", "{\"s\":{\"name\":\"y\"}}",
+         "{\"s\":{\"name\":\"y\",\"podIPs\":null}}"},
+        {"{\"s\":{\"name\":\"x\"},\"c\":[1]}", "{\"c\":[1,2]}", "{\"s\":null,\"c\":[1,2]}"},
+        {"{\"s\":1}", "{\"s\":{\"a\":1}}", "{\"s\":{\"a\":1}}"},
+        {"{\"s\":{\"a\":1}}", "{\"s\":3}", "{\"s\":3}"},
+        {"null", "{\"a\":{\"b\":1}}", "{\"a\":{\"b\":1}}"},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        json_t *from = json_loads(rows[i].from, JSON_DECODE_ANY, NULL);
+        json_t *to = json_loads(rows[i].to, 0, NULL), *want = json_loads(rows[i].want, 0, NULL);
+        json_t *got = kube_merge_patch_diff(from, to);
+        if (!json_equal(got, want)) {
+            char *g = json_dumps(got, JSON_COMPACT);
+            print_error("row %zu: got %s, want %s\n", i, g, rows[i].want);
+            xfree(g);
+            fail();
+        }
+        json_decref(from);
+        json_decref(to);
+        json_decref(want);
+        json_decref(got);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -173,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_rv_compare),
         cmocka_unit_test(test_same_version),
         cmocka_unit_test(test_reset_managed_fields),
+        cmocka_unit_test(test_merge_patch_diff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
