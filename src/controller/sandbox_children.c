@@ -198,8 +198,8 @@ void sb__reconcile_service(struct sb_pass *p)
     sb_memo_created_forget(p->r->memo, &KUBE_RES_SERVICES, p->uid, p->name, NULL);
     if (sb_controlled_by(svc, p->uid)) {
         if (!want && !unset) {
-            if (kube_delete(p->r->client, &KUBE_RES_SERVICES, p->ns, p->name, &e) < 0 &&
-                !kube_err_is_not_found(&e))
+            if (kube_delete_obj(p->r->client, &KUBE_RES_SERVICES, svc, false, NULL, &e) < 0 &&
+                !kube_err_is_not_found(&e) && !kube_err_is_conflict(&e))
                 sb__error(p, e.code ? e.code : -EIO, "service delete failed: %s", e.message);
         } else {
             repair_service(p, svc, want);

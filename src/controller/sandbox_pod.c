@@ -183,8 +183,9 @@ static void delete_pod(struct sb_pass *p)
     struct kube_err e;
     if (kube_obj_deleting(p->pod))
         return;
-    if (kube_delete(p->r->client, &KUBE_RES_PODS, p->ns, kube_obj_name(p->pod), &e) < 0 &&
-        !kube_err_is_not_found(&e)) {
+    /* that Pod (by UID): one made again under its name since is another pass's */
+    if (kube_delete_obj(p->r->client, &KUBE_RES_PODS, p->pod, false, NULL, &e) < 0 &&
+        !kube_err_is_not_found(&e) && !kube_err_is_conflict(&e)) {
         sb__error(p, e.code ? e.code : -EIO, "pod delete failed: %s", e.message);
         return;
     }

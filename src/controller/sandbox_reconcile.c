@@ -212,7 +212,8 @@ static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
                           p->name, e.message);
 }
 
-/* Deletes the owned child of res named name, if the cache has it. */
+/* Deletes the owned child of res named name, if the cache has it: that object (by its
+ * UID), never one made again under its name since (a 409: not ours to delete). */
 static int delete_owned(struct sb_pass *p, struct kube_store *s, const struct kube_res *res,
                         const char *name)
 {
@@ -220,7 +221,8 @@ static int delete_owned(struct sb_pass *p, struct kube_store *s, const struct ku
     struct kube_err e;
     int r = 0;
     if (obj && sb_controlled_by(obj, p->uid) && !kube_obj_deleting(obj) &&
-        kube_delete(p->r->client, res, p->ns, name, &e) < 0 && !kube_err_is_not_found(&e))
+        kube_delete_obj(p->r->client, res, obj, false, NULL, &e) < 0 &&
+        !kube_err_is_not_found(&e) && !kube_err_is_conflict(&e))
         r = e.code ? e.code : -EIO;
     json_decref(obj);
     return r;
@@ -249,8 +251,9 @@ static int expire_teardown(struct sb_pass *p, struct sb_result *res)
     if (r < 0)
         return log_warn_errno(r, "expiry teardown failed, will retry\tkey=%s/%s", p->ns, p->name);
     if (policy && strcmp(policy, "Delete") == 0) {
-        if (kube_delete(p->r->client, &API_RES_SANDBOXES, p->ns, p->name, &e) < 0 &&
-            !kube_err_is_not_found(&e))
+        /* this Sandbox (by UID): one made again under its name is not expired */
+        if (kube_delete_obj(p->r->client, &API_RES_SANDBOXES, p->sb, false, NULL, &e) < 0 &&
+            !kube_err_is_not_found(&e) && !kube_err_is_conflict(&e))
             return e.code ? e.code : -EIO;
         log_info("expired sandbox deleted\tkey=%s/%s", p->ns, p->name);
         return 0;

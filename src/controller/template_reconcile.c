@@ -38,9 +38,8 @@ static int np_unmanaged(struct ext_ctrl *x, const json_t *tpl, const json_t *np)
     struct kube_err e;
     if (!np || !sb_controlled_by(np, kube_obj_uid(tpl)) || kube_obj_deleting(np))
         return 0;
-    if (kube_delete(x->d.client, &KUBE_RES_NETWORKPOLICIES, kube_obj_namespace(np),
-                    kube_obj_name(np), &e) < 0 &&
-        !kube_err_is_not_found(&e))
+    if (kube_delete_obj(x->d.client, &KUBE_RES_NETWORKPOLICIES, np, false, NULL, &e) < 0 &&
+        !kube_err_is_not_found(&e) && !kube_err_is_conflict(&e))
         return e.code ? e.code : -EIO;
     return 0;
 }
