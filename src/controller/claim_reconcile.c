@@ -462,7 +462,7 @@ static void recover_first_ready(struct claim_pass *p)
     const char *created = kube_obj_path_str(p->claim, "metadata.creationTimestamp");
     usec_t t = clock_wall_now(), c;
     if (p->x->o.no_claim_annotations || kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY) ||
-        ext__ready_once(p->x, p->uid))
+        ext__ready_once_writing(p->x, p->uid))
         return;
     if (!at || clock_parse_rfc3339(at, &t) < 0)
         t = clock_wall_now();

@@ -179,13 +179,37 @@ bool ext_ctrl_owner_claim_gone(void *ctx, const json_t *sb)
                       uid);
 }
 
+static void ready_once_failed(struct ext_ctrl *x, const char *claim_uid);
+
+/* A claim's first-ready annotation whose write failed (not for the claim being gone or
+ * made again, which the UID precondition answers 404 or 409): written again by the claim's
+ * next pass, a back-off later. */
+static void side_failed(struct ext_ctrl *x, const struct kube_res *res, const char *ns,
+                        const char *name, const json_t *patch, const struct kube_err *e)
+{
+    const json_t *meta = json_object_get(patch, "metadata");
+    const char *uid = json_string_value(json_object_get(meta, "uid"));
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    if (res != &API_RES_SANDBOXCLAIMS || !uid || kube_err_is_not_found(e) ||
+        kube_err_is_conflict(e) ||
+        !json_object_get(json_object_get(meta, "annotations"), EXT_ANN_FIRST_READY))
+        return;
+    ready_once_failed(x, uid);
+    (void)snprintf(key, sizeof(key), "%s/%s", ns, name);
+    ext__enqueue(x, EXT_LOOP_CLAIM, key, LIMIT_EXT_SIDE_RETRY);
+}
+
 static int side_write(void *ctx, const struct kube_res *res, const char *ns, const char *name,
                       const json_t *patch)
 {
     struct kube_err e;
+    int r;
     if (side_target_gone(ctx, res, ns, name, patch))
         return SIDE_SKIPPED;
-    return ext__patch(ctx, res, ns, name, NULL, patch, NULL, &e);
+    r = ext__patch(ctx, res, ns, name, NULL, patch, NULL, &e);
+    if (r < 0)
+        side_failed(ctx, res, ns, name, patch, &e);
+    return r;
 }
 
 void ext__side_patch(struct ext_ctrl *x, const struct kube_res *res, const char *ns,
@@ -296,9 +320,29 @@ void ext__binding_drop(struct ext_ctrl *x, const char *claim_uid)
 void ext__ready_once_mark(struct ext_ctrl *x, const char *claim_uid)
 {
     pthread_mutex_lock(&x->lock);
-    if (!map_get(x->ready_once, claim_uid))
-        map_put(x->ready_once, claim_uid, xstrdup(""), NULL);
+    map_put(x->ready_once, claim_uid, xstrdup(""), NULL); /* a write of it pending, again */
     pthread_mutex_unlock(&x->lock);
+}
+
+/* The first-ready annotation's write failed: the claim still counts as seen Ready, and
+ * its next pass writes the annotation again (recover_first_ready). */
+static void ready_once_failed(struct ext_ctrl *x, const char *claim_uid)
+{
+    pthread_mutex_lock(&x->lock);
+    if (map_get(x->ready_once, claim_uid))
+        map_put(x->ready_once, claim_uid, xstrdup("failed"), NULL);
+    pthread_mutex_unlock(&x->lock);
+}
+
+bool ext__ready_once_writing(struct ext_ctrl *x, const char *claim_uid)
+{
+    const char *v;
+    bool yes;
+    pthread_mutex_lock(&x->lock);
+    v = map_get(x->ready_once, claim_uid);
+    yes = v && !*v;
+    pthread_mutex_unlock(&x->lock);
+    return yes;
 }
 
 bool ext__ready_once(struct ext_ctrl *x, const char *claim_uid)

@@ -62,7 +62,8 @@ struct ext_ctrl {
     struct map *observed;      /* claim key -> usec_t * (wall time first seen) */
     struct map *bindings;      /* claim uid -> char * (Sandbox JSON, until the cache shows it) */
     struct map *ready_once;    /* claim uid -> "" (claims this process saw Ready, until the
-                                  cache shows the first-ready annotation) */
+                                  cache shows the first-ready annotation), "failed" once
+                                  the annotation's write failed */
     atomic_bool stopped;
 };
 
@@ -137,6 +138,8 @@ void ext__binding_drop(struct ext_ctrl *x, const char *claim_uid);
  * the annotation: mark, ask, forget. */
 void ext__ready_once_mark(struct ext_ctrl *x, const char *claim_uid);
 bool ext__ready_once(struct ext_ctrl *x, const char *claim_uid);
+/** Marked, and the annotation's write is pending (not failed since). */
+bool ext__ready_once_writing(struct ext_ctrl *x, const char *claim_uid);
 void ext__ready_once_drop(struct ext_ctrl *x, const char *claim_uid);
 /** Wall time the claim key was first seen (0 when unknown); drop removes it. */
 usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop);

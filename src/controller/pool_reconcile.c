@@ -162,15 +162,33 @@ static struct pool_bucket *bucket_of(struct pool_pass *p)
     return b;
 }
 
+/* True when the claim's Ready reason says it will take no Sandbox: its spec must change
+ * first (its metadata, env or volume templates refused) or it is over (expired, timed
+ * out). */
+static bool claim_settled(const json_t *claim)
+{
+    static const char *const reasons[] = {EXT_R_INVALID_METADATA, EXT_R_ENV_REJECTED,
+                                          EXT_R_VCT_ERROR, EXT_R_CLAIM_EXPIRED,
+                                          EXT_R_CLAIM_TIMEOUT};
+    const char *r =
+        json_string_value(json_object_get(kube_obj_condition(claim, SB_COND_READY), "reason"));
+    for (size_t i = 0; r && i < sizeof(reasons) / sizeof(reasons[0]); i++)
+        if (strcmp(r, reasons[i]) == 0)
+            return true;
+    return false;
+}
+
 /* True when a claim on this pool waits for adoption: not deleting, no status.sandbox,
- * and no binding of this process that the cache does not show yet. */
+ * not failed for good, and no binding of this process that the cache does not show
+ * yet. */
 static bool claims_waiting(struct pool_pass *p)
 {
     struct kube_objv v = {0};
     bool yes = false;
     kube_store_by_index(ext__store(p->x, EXT_INF_CLAIM), EXT_IDX_CLAIM_POOL, p->key, &v);
     for (size_t i = 0; i < v.n && !yes; i++) {
-        if (kube_obj_path_str(v.v[i], "status.sandbox.name") || kube_obj_deleting(v.v[i]))
+        if (kube_obj_path_str(v.v[i], "status.sandbox.name") || kube_obj_deleting(v.v[i]) ||
+            claim_settled(v.v[i]))
             continue;
         yes = !ext__binding_has(p->x, kube_obj_uid(v.v[i]));
     }
@@ -463,6 +481,22 @@ static void run_plan(struct pool_pass *p, size_t n)
     pool_plan_done(&plan);
 }
 
+/* A pool gone or going: its series go too (a deleted pool's counts would be reported
+ * for ever, and its series would count towards the metric's series cap). */
+static void metrics_forget(struct ext_ctrl *x, const char *key)
+{
+    char ns[LIMIT_KUBE_STORE_KEY + 1];
+    const char *slash = strchr(key, '/');
+    if (!slash || !x->met.pool_replicas || (size_t)(slash - key) >= sizeof(ns))
+        return;
+    (void)snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
+    const char *lv[] = {ns, slash + 1, NULL};
+    (void)metric_remove(x->met.pool_replicas, lv);
+    (void)metric_remove(x->met.pool_ready, lv);
+    if (x->met.pool_creates)
+        (void)metric_remove(x->met.pool_creates, lv);
+}
+
 int pool_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue)
 {
     struct pool_pass p = {.x = x, .key = key};
@@ -476,6 +510,7 @@ int pool_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue)
         xfree(map_remove(x->buckets, key));
         pthread_mutex_unlock(&x->lock);
         json_decref(p.pool);
+        metrics_forget(x, key);
         return 0;
     }
     p.ns = kube_obj_namespace(p.pool);

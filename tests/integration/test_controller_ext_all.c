@@ -770,6 +770,53 @@ static void test_deleting_sandbox_claim_not_ready(void **state)
     IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-fin", &e), &e);
 }
 
+static bool claim_annotated(void *ctx)
+{
+    json_t *cl = get(&API_RES_SANDBOXCLAIMS, ctx);
+    bool ok = kube_obj_annotation(cl, EXT_ANN_FIRST_READY) != NULL;
+    json_decref(cl);
+    return ok;
+}
+
+/* The first-ready annotation's write fails once (a 501): the claim's next pass writes it
+ * again (it was never retried while the process lived). */
+static void test_first_ready_write_retried(void **state)
+{
+    struct kube_err e;
+    (void)state;
+    assert_int_equal(it_drop_requests("PATCH", &API_RES_SANDBOXCLAIMS, "/sandboxclaims/c-annot", 1),
+                     0);
+    create_claim("c-annot", "p1", NULL);
+    json_decref(wait_claim("c-annot", "True", NULL));
+    assert_int_equal(it_wait(claim_annotated, "c-annot", WAIT), 0);
+    assert_int_equal(it_answers_lost(), 1);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-annot", &e), &e);
+}
+
+static bool pool_series_gone(void *ctx)
+{
+    return metric_value(ctx) < 0;
+}
+
+/* A deleted pool's series leave /metrics (its counts were reported for ever). */
+static void test_pool_series_removed(void **state)
+{
+    char series[256];
+    struct kube_err e;
+    (void)state;
+    create_pool("p-series", "tpl", 1);
+    wait_pool("p-series", 1, 1);
+    (void)snprintf(series, sizeof(series),
+                   "agent_sandbox_warm_pool_ready_replicas{namespace=\"%s\",pool=\"p-series\"}",
+                   ns);
+    assert_true(metric_value(series) == 1);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-series", &e), &e);
+    assert_int_equal(it_wait(pool_series_gone, series, WAIT), 0);
+    (void)snprintf(series, sizeof(series),
+                   "agent_sandbox_warm_pool_creates_total{namespace=\"%s\",pool=\"p-series\"}", ns);
+    assert_true(metric_value(series) < 0);
+}
+
 static void test_unready_pool_bounded(void **state)
 {
     size_t ready = 9;
@@ -1169,6 +1216,8 @@ int main(void)
         cmocka_unit_test(test_expired_blocked_claim),
         cmocka_unit_test(test_suspended_claim_drops_ips),
         cmocka_unit_test(test_deleting_sandbox_claim_not_ready),
+        cmocka_unit_test(test_pool_series_removed),
+        cmocka_unit_test(test_first_ready_write_retried),
         cmocka_unit_test(test_unready_pool_bounded),
         cmocka_unit_test(test_claim_delete_gc),
         cmocka_unit_test(test_lifecycle),
