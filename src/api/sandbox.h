@@ -65,5 +65,7 @@
 #define SB_R_DEPS_READY        "DependenciesReady"
 #define SB_R_DEPS_NOT_READY    "DependenciesNotReady"
 #define SB_R_EXPIRED           "SandboxExpired"
+/** Ready=False of a Sandbox being deleted that is still there (finalizers). */
+#define SB_R_DELETING "SandboxDeleting"
 /** Reason of Suspended=True after an idle suspension, and of its Event. */
 #define SB_R_IDLE_TIMEOUT "IdleTimeout"

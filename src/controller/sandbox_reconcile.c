@@ -354,6 +354,31 @@ static void pass_done(struct sb_pass *p)
     json_decref(p->sb);
 }
 
+/* A Sandbox being deleted that stays (its finalizers, a foreground deletion while its Pod
+ * terminates) is not Ready any more, whatever its status said: one status write, and only
+ * then (a deletion without finalizers removes the object at once, with no write). */
+static int deleting(const struct sb_reconciler *r, json_t *sb)
+{
+    struct sb_pass p;
+    char now[64];
+    json_t *st;
+    int rc;
+    if (!kube_obj_condition_true(sb, SB_COND_READY))
+        return 0;
+    rc = pass_init(&p, r, sb);
+    if (rc < 0)
+        return rc;
+    st = json_deep_copy(json_object_get(sb, "status"));
+    now_text(now, sizeof(now));
+    sb_cond_set(st, SB_COND_READY, "False", SB_R_DELETING, "Sandbox is being deleted",
+                kube_obj_generation(sb), now);
+    rc = write_status(&p, st, false);
+    json_decref(st);
+    json_incref(sb); /* pass_done drops the pass's reference */
+    pass_done(&p);
+    return rc;
+}
+
 int sb_reconcile(const struct sb_reconciler *r, const char *key, struct sb_result *ret)
 {
     struct sb_result res = {0};
@@ -363,9 +388,10 @@ int sb_reconcile(const struct sb_reconciler *r, const char *key, struct sb_resul
     int rc;
     if (!sb || kube_obj_deleting(sb)) {
         /* Gone or going: garbage collection removes the children. */
+        rc = sb ? deleting(r, sb) : 0;
         json_decref(sb);
         *ret = res;
-        return 0;
+        return rc;
     }
     rc = pass_init(&p, r, sb);
     if (rc < 0) {

@@ -747,8 +747,8 @@ static void test_suspended_claim_drops_ips(void **state)
     IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-susp", &e), &e);
 }
 
-/* A Sandbox being deleted (held by a finalizer) may keep Ready=True: its claim turns
- * Ready=False at once instead of mirroring it. */
+/* A Sandbox being deleted (held by a finalizer) turns Ready=False (SandboxDeleting; it
+ * stayed True), and its claim with it. */
 static void test_deleting_sandbox_claim_not_ready(void **state)
 {
     json_t *cl, *sb;
@@ -763,6 +763,8 @@ static void test_deleting_sandbox_claim_not_ready(void **state)
           json_pack("{s:{s:[s]}}", "metadata", "finalizers", "test.agent-sandbox.io/hold"));
     IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, sbn, &e), &e);
     json_decref(wait_claim("c-fin", "False", EXT_R_SANDBOX_NOT_READY));
+    struct it_cond gone = {&API_RES_SANDBOXES, sbn, SB_COND_READY, "False", SB_R_DELETING};
+    assert_int_equal(it_cond_wait(c, ns, &gone, WAIT), 0); /* the Sandbox says it too */
     patch(&API_RES_SANDBOXES, sbn, NULL, json_pack("{s:{s:n}}", "metadata", "finalizers"));
     assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, sbn, WAIT), 0);
     json_decref(sb);
