@@ -197,10 +197,17 @@ static int get_env(struct http_req *req, void *ctx)
     return names_response(req, d->config_env);
 }
 
+/* sbd_body_ok_fn: the body is read only for a holder of the config token. */
+static bool env_body_ok(struct http_req *req, struct sbd *d)
+{
+    return sbd_config_env_enabled(d->config_env) &&
+           sbd_config_env_authorized(d->config_env, http_req_header(req, "Authorization"));
+}
+
 int sbd__config_env_register(struct sbd *d)
 {
     /* Public as far as the API token goes: the config token is checked here instead. */
-    int r = sbd__route(d, d->router, "PUT", "/v1/config/env", 0, put_env, true);
+    int r = sbd__route_public_body(d, d->router, "PUT", "/v1/config/env", 0, put_env, env_body_ok);
     if (r == 0)
         r = sbd__route(d, d->router, "GET", "/v1/config/env", 0, get_env, true);
     return r;

@@ -280,7 +280,7 @@ static int send_body(struct http_req *req, int fd, int status, const struct rang
         return r;
     struct fstream *s = XNEW(struct fstream);
     s->req = http_req_ref(req);
-    s->fd = dup(fd);
+    s->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* not into the processes started meanwhile */
     s->off = rg->start;
     s->end = rg->start + rg->len;
     if (s->fd < 0) {

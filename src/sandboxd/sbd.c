@@ -76,21 +76,43 @@ static int route_trampoline(struct http_req *req, void *ctx)
 }
 
 /* http_server_opts.refuse_early: a request to a route of ours that needs the token and
- * lacks it is refused before its body is buffered. */
+ * lacks it is refused before its body is buffered. A public route (a probe, the config
+ * token's routes) reads a body only when its body_ok allows it: anyone can reach those,
+ * and their bodies (up to --max-body each, for as long as a byte comes every body
+ * timeout) would otherwise be memory anyone can hold. */
 static bool refuse_early(struct http_req *req, http_handler_fn *fn, void *route_ctx)
 {
-    const struct sbd_route *rt = route_ctx;
-    return fn == route_trampoline && !rt->public_ && !authorized(rt->d, req);
+    struct sbd_route *rt = route_ctx;
+    if (fn != route_trampoline)
+        return false;
+    if (!rt->public_)
+        return !authorized(rt->d, req);
+    return !rt->body_ok || !rt->body_ok(req, rt->d);
+}
+
+static int add_route(struct sbd *d, struct http_router *r, const char *method, const char *path,
+                     unsigned flags, const struct sbd_route *want)
+{
+    if (d->nroutes >= SBD_MAX_ROUTES)
+        return -E2BIG;
+    struct sbd_route *rt = &d->routes[d->nroutes++];
+    *rt = *want;
+    return http_router_add(r, method, path, flags, route_trampoline, rt);
 }
 
 int sbd__route(struct sbd *d, struct http_router *r, const char *method, const char *path,
                unsigned flags, http_handler_fn *fn, bool public_)
 {
-    if (d->nroutes >= SBD_MAX_ROUTES)
-        return -E2BIG;
-    struct sbd_route *rt = &d->routes[d->nroutes++];
-    *rt = (struct sbd_route){.d = d, .fn = fn, .public_ = public_};
-    return http_router_add(r, method, path, flags, route_trampoline, rt);
+    return add_route(d, r, method, path, flags,
+                     &(struct sbd_route){.d = d, .fn = fn, .public_ = public_});
+}
+
+int sbd__route_public_body(struct sbd *d, struct http_router *r, const char *method,
+                           const char *path, unsigned flags, http_handler_fn *fn,
+                           sbd_body_ok_fn *body_ok)
+{
+    return add_route(d, r, method, path, flags,
+                     &(struct sbd_route){.d = d, .fn = fn, .public_ = true, .body_ok = body_ok});
 }
 
 int sbd__req_path(struct http_req *req, const struct sbd_root *root, char **ret)

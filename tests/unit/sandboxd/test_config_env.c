@@ -236,6 +236,45 @@ static void test_put_requires_config_token(void **state)
     xfree(out);
 }
 
+/* A request's head whose body never comes: the status it is answered with within 2 s,
+ * or -1 when nothing comes (the body was being waited for). */
+static int answered_at_head(uint16_t port, const char *method, const char *path, const char *hdrs)
+{
+    struct test_http_conn c;
+    struct test_http_resp r;
+    char head[512];
+    int st = -1;
+    (void)snprintf(head, sizeof(head),
+                   "%s %s HTTP/1.1\r\nHost: t\r\n%sContent-Length: 9000000\r\n\r\n", method, path,
+                   hdrs);
+    assert_int_equal(test_http_connect(port, &c), 0);
+    assert_int_equal(test_http_send_str(&c, head), 0);
+    test_http_resp_init(&r);
+    if (test_http_read(&c, false, 2 * USEC_PER_SEC, &r) == 0)
+        st = r.status;
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    return st;
+}
+
+/* The routes anyone may call (the probes; the config token's, which check their own
+ * token) do not buffer a body for a caller without a credential: the request is answered
+ * at its head (each stalled body used to hold up to --max-body of memory, for as long as
+ * a byte came every body timeout). */
+static void test_public_routes_take_no_body(void **state)
+{
+    struct daemon *d = *state;
+    assert_int_equal(answered_at_head(d->port, "GET", "/v1/health", ""), 200);
+    assert_int_equal(answered_at_head(d->port, "GET", "/v1/activity", ""), 200);
+    assert_int_equal(answered_at_head(d->port, "PUT", "/v1/config/env", JSON_HDR), 401);
+    assert_int_equal(answered_at_head(d->port, "PUT", "/v1/config/env", AUTH_API JSON_HDR), 401);
+    assert_int_equal(answered_at_head(d->legacy_port, "GET", "/", ""), 200);
+    /* with the config token the body is read (and so waited for) */
+    assert_int_equal(answered_at_head(d->port, "PUT", "/v1/config/env",
+                                      "Authorization: Bearer " CFG_TOKEN "\r\n" JSON_HDR),
+                     -1);
+}
+
 static void test_put_then_run(void **state)
 {
     struct daemon *d = *state;
@@ -326,6 +365,7 @@ int main(void)
         cmocka_unit_test(test_authorized),
         cmocka_unit_test_setup_teardown(test_put_requires_config_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_put_then_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_public_routes_take_no_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replace_drops_old, setup, teardown),
         cmocka_unit_test_setup_teardown(test_legacy_execute_sees_env, setup, teardown),
         cmocka_unit_test(test_disabled_without_token),

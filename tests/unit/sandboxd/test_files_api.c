@@ -466,6 +466,26 @@ static void test_large_file(void **state)
     assert_int_equal(r.body.len, n - 3000000);
     assert_memory_equal(r.body.data, data + 3000000, n - 3000000);
     test_http_resp_done(&r);
+    /* A download in progress (not read: it stays open) does not lend its file to the
+     * processes started meanwhile (its descriptor was inherited). */
+    struct test_http_conn c;
+    char huge[160];
+    (void)snprintf(huge, sizeof(huge), "%s/huge.bin", f->root);
+    int hfd = open(huge, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(hfd >= 0);
+    assert_int_equal(ftruncate(hfd, 1L << 30), 0); /* sparse: more than any socket buffer */
+    (void)close(hfd);
+    assert_int_equal(test_http_connect(f->port, &c), 0);
+    assert_int_equal(test_http_send_str(&c, "GET /v1/files/huge.bin HTTP/1.1\r\nHost: t\r\n\r\n"),
+                     0);
+    clock_sleep(200 * USEC_PER_MSEC);
+    assert_int_equal(sbd_do(f->port, "POST", "/v1/processes/run", NULL,
+                            "{\"command\": \"ls -l /proc/$$/fd\"}", &r),
+                     200);
+    assert_non_null(strstr(buf_str(&r.body), "\"exit_code\":0"));
+    assert_null(strstr(buf_str(&r.body), "huge.bin"));
+    test_http_resp_done(&r);
+    test_http_close(&c);
     xfree(data);
 }
 
