@@ -215,7 +215,11 @@ static void fstream_more(struct fstream *s)
         uint64_t want = s->end - s->off < sizeof(chunk) ? s->end - s->off : sizeof(chunk);
         ssize_t n = pread(s->fd, chunk, (size_t)want, (off_t)s->off);
         if (n <= 0) {
-            s->end = s->off; /* the file shrank or failed: end the stream here */
+            /* The file shrank (or failed) under the download: its status, length and
+             * range were told already, so the connection is cut, not the body ended as
+             * if complete. */
+            http_req_abort(s->req);
+            s->aborted = true;
             break;
         }
         int r = http_resp_write(s->req, chunk, (size_t)n);
@@ -263,6 +267,13 @@ static int send_inline(struct http_req *req, int fd, int status, const struct ra
         if (n <= 0)
             break;
         got += (size_t)n;
+    }
+    if (got < rg->len) {
+        /* shrank since its size was read (the range and length were worked out from
+         * it): the client sees the connection end, as for a streamed download */
+        xfree(data);
+        http_req_abort(req);
+        return 0;
     }
     int r = http_respond(req, status, "application/octet-stream", data, got);
     xfree(data);

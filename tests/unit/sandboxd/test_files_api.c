@@ -489,6 +489,30 @@ static void test_large_file(void **state)
     xfree(data);
 }
 
+/* A file that shrinks under its download: the connection is cut, not the chunked body
+ * ended as if the file were whole (its status and length were already sent). */
+static void test_download_of_shrinking_file(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_conn c;
+    struct test_http_resp r;
+    char path[160];
+    (void)snprintf(path, sizeof(path), "%s/shrinks.bin", f->root);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 1L << 30), 0); /* sparse */
+    assert_int_equal(test_http_connect(f->port, &c), 0);
+    assert_int_equal(
+        test_http_send_str(&c, "GET /v1/files/shrinks.bin HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    clock_sleep(300 * USEC_PER_MSEC); /* the socket's buffers fill; the stream waits */
+    assert_int_equal(ftruncate(fd, 10L << 20), 0);
+    (void)close(fd);
+    test_http_resp_init(&r);
+    assert_int_not_equal(test_http_read(&c, false, 30 * USEC_PER_SEC, &r), 0);
+    test_http_resp_done(&r);
+    test_http_close(&c);
+}
+
 static void test_auth(void **state)
 {
     (void)state;
@@ -539,6 +563,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_large_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_mode_header, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fd_rel_name_gone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_download_of_shrinking_file, setup, teardown),
         cmocka_unit_test(test_auth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
