@@ -41,8 +41,8 @@ json_t *sbd_file_entry_json(const char *name, const struct stat *st)
     clock_format_rfc3339_sec((usec_t)st->st_mtim.tv_sec * USEC_PER_SEC, when, sizeof(when));
     (void)snprintf(mode, sizeof(mode), "%04o", (unsigned)(st->st_mode & 0777));
     const char *type = S_ISDIR(st->st_mode) ? "directory" : S_ISREG(st->st_mode) ? "file" : "other";
-    return json_pack("{s:s, s:I, s:s, s:s, s:s}", "name", name, "size", (json_int_t)st->st_size,
-                     "type", type, "modified_at", when, "mode", mode);
+    return json_pack("{s:o, s:I, s:s, s:s, s:s}", "name", sbd_json_name(name), "size",
+                     (json_int_t)st->st_size, "type", type, "modified_at", when, "mode", mode);
 }
 
 /* Describes name in the directory dirfd (rel is the directory's cleaned path). Symlinks are
@@ -107,7 +107,7 @@ static int send_listing(struct http_req *req, const struct sbd_root *root, const
     }
     xfree(v);
     char *path = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
-    json_t *j = json_pack("{s:s, s:o}", "path", path, "entries", arr);
+    json_t *j = json_pack("{s:o, s:o}", "path", sbd_json_name(path), "entries", arr);
     xfree(path);
     int r = http_respond_json(req, 200, j);
     json_decref(j);

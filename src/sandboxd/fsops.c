@@ -63,11 +63,11 @@ static json_t *stat_json(const char *rel, const struct stat *st, const char *tar
     const char *slash = strrchr(rel, '/');
     const char *name = strcmp(rel, ".") == 0 ? "" : slash ? slash + 1 : rel;
     char *path = public_path(rel);
-    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s}", "name", name, "path", path, "type",
-                          type_name(st->st_mode), "size", (json_int_t)st->st_size, "mode", mode,
-                          "mtime", when);
+    json_t *j = json_pack("{s:o, s:o, s:s, s:I, s:s, s:s}", "name", sbd_json_name(name), "path",
+                          sbd_json_name(path), "type", type_name(st->st_mode), "size",
+                          (json_int_t)st->st_size, "mode", mode, "mtime", when);
     if (target)
-        (void)json_object_set_new(j, "symlink_target", json_string(target));
+        (void)json_object_set_new(j, "symlink_target", sbd_json_name(target));
     xfree(path);
     return j;
 }
@@ -274,7 +274,7 @@ static int move_respond(struct http_req *req, int r, const char *from, const cha
     switch (r) {
     case 0: {
         char *f = public_path(from), *t = public_path(to);
-        json_t *j = json_pack("{s:s, s:s}", "from", f, "to", t);
+        json_t *j = json_pack("{s:o, s:o}", "from", sbd_json_name(f), "to", sbd_json_name(t));
         xfree(f);
         xfree(t);
         int k = http_respond_json(req, 200, j);
@@ -377,15 +377,16 @@ static json_t *batch_result(const struct sbd_root *root, const struct sbd_batch_
     json_t *j;
     if (r == 0) {
         char *p = public_path(rel);
-        j = json_pack("{s:s, s:b, s:I}", "path", p, "ok", 1, "size", (json_int_t)f->data.len);
+        j = json_pack("{s:o, s:b, s:I}", "path", sbd_json_name(p), "ok", 1, "size",
+                      (json_int_t)f->data.len);
         xfree(p);
     } else {
         const char *code;
         char eb[128];
         int status = errno_status(r, &code);
         const char *msg = r == -EPERM ? "path escapes the root" : log_strerror(r, eb, sizeof(eb));
-        j = json_pack("{s:s, s:b, s:i, s:s, s:s}", "path", f->path, "ok", 0, "status", status,
-                      "code", code, "message", msg);
+        j = json_pack("{s:o, s:b, s:i, s:s, s:s}", "path", sbd_json_name(f->path), "ok", 0,
+                      "status", status, "code", code, "message", msg);
     }
     xfree(rel);
     return j;

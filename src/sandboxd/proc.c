@@ -246,12 +246,144 @@ static void maybe_finish(struct sbd_proc *p, bool force)
     proc_close(p);
 }
 
+/* ---- signals ----------------------------------------------------------------------- */
+
+/* Why signalling by group or session id is safe here: the leader's pid is also the id of
+ * its process group and session (POSIX_SPAWN_SETSID), and the leader stays an unreaped
+ * zombie until the record is released (reap_leader). While that pid is taken, no other
+ * process can be given it, so no unrelated group or session can carry that id; every
+ * process seen with it is the command's own. Nothing is signalled once it is reaped. */
+
+/* Passes of a session kill over /proc. A member that forks while a pass runs can get a
+ * pid the pass already went by (pids wrap); once its SIGKILL is pending it cannot fork. */
+#define SWEEP_PASSES 3
+
+struct stat_ids {
+    char state;
+    pid_t pgrp, session;
+};
+
+/* Parses the text of /proc/<pid>/stat: "pid (comm) state ppid pgrp session ...". comm
+ * may hold spaces and ')', so the fields are counted from the last ')'. Returns 0 or
+ * -EPROTO. */
+static int parse_stat(const char *s, size_t n, struct stat_ids *ret)
+{
+    const char *end = memrchr(s, ')', n);
+    struct str rest, f[5];
+    uint64_t pgrp, sid;
+    if (!end)
+        return -EPROTO;
+    rest = str_make(end + 1, n - (size_t)(end + 1 - s));
+    /* f[0] is the empty field before the space after ')'. */
+    for (size_t i = 0; i < ARRAY_SIZE(f); i++)
+        if (!str_cut(rest, ' ', &f[i], &rest))
+            return -EPROTO;
+    if (f[0].len != 0 || f[1].len != 1 || str_to_u64(f[3], &pgrp) < 0 ||
+        str_to_u64(f[4], &sid) < 0 || pgrp > INT32_MAX || sid > INT32_MAX)
+        return -EPROTO;
+    *ret = (struct stat_ids){.state = f[1].p[0], .pgrp = (pid_t)pgrp, .session = (pid_t)sid};
+    return 0;
+}
+
+/* Reads the state, group and session of pid. Returns 0 or a negative errno (the process
+ * can be gone). */
+static int read_stat(pid_t pid, struct stat_ids *ret)
+{
+    char path[40], text[512]; /* the fields read come before the 512th byte */
+    ssize_t n;
+    int fd, r;
+    (void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    n = read(fd, text, sizeof(text));
+    r = n < 0 ? -errno : parse_stat(text, (size_t)n, ret);
+    (void)close(fd);
+    return r;
+}
+
+/* A live (not zombie) process of session sid, and of group pgrp unless that is 0. */
+static bool is_member(const struct stat_ids *st, pid_t sid, pid_t pgrp)
+{
+    return st->session == sid && (pgrp == 0 || st->pgrp == pgrp) && st->state != 'Z' &&
+           st->state != 'X';
+}
+
+/* Sends sig to pid if it is a member (is_member). The check is repeated after a pidfd is
+ * taken and the signal goes through the pidfd: should pid be reused between, the pidfd's
+ * process is dead and nothing is sent; if it is alive, the check read its ids. Returns
+ * true when sent. */
+static bool signal_member(pid_t pid, pid_t sid, pid_t pgrp, int sig)
+{
+    struct stat_ids st;
+    bool sent = false;
+    int fd;
+    if (read_stat(pid, &st) < 0 || !is_member(&st, sid, pgrp))
+        return false; /* most processes: no pidfd needed */
+    fd = pidfd_open(pid, 0);
+    if (fd < 0)
+        return false; /* gone */
+    if (read_stat(pid, &st) == 0 && is_member(&st, sid, pgrp))
+        sent = pidfd_send_signal(fd, sig, NULL, 0) == 0;
+    (void)close(fd);
+    return sent;
+}
+
+/* One pass over /proc: sig to every member. Returns how many were signalled. */
+static unsigned session_pass(pid_t sid, pid_t pgrp, int sig)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    unsigned sent = 0;
+    if (!d)
+        return 0;
+    while ((e = readdir(d))) {
+        uint64_t pid;
+        if (cstr_to_u64(e->d_name, &pid) == 0 && pid > 1 && pid <= INT32_MAX &&
+            signal_member((pid_t)pid, sid, pgrp, sig))
+            sent++;
+    }
+    (void)closedir(d);
+    return sent;
+}
+
+/* sig to every member of session sid (of group pgrp unless 0), in up to passes passes
+ * over /proc, until one finds nobody to signal. */
+static void session_signal(pid_t sid, pid_t pgrp, int sig, unsigned passes)
+{
+    for (unsigned i = 0; i < passes; i++)
+        if (session_pass(sid, pgrp, sig) == 0)
+            return;
+}
+
+/* sig to the leader's process group (the leader itself if that fails). */
 static void kill_group(struct sbd_proc *p, int sig)
 {
-    if (p->exited && p->finished)
-        return;
     if (kill(-p->pid, sig) < 0 && !p->exited)
         (void)pidfd_send_signal(p->pidfd, sig, NULL, 0);
+}
+
+/* sig to the leader's group and, on a PTY, to the terminal's foreground group: a shell
+ * with job control runs each job in a group of its own, which the first misses. */
+static void signal_proc(struct sbd_proc *p, int sig)
+{
+    if (p->reaped || p->finished)
+        return;
+    pid_t fg = p->pty && p->out_open ? tcgetpgrp(p->master) : -1; /* the master's link */
+    if (fg > 0 && fg != p->pid)
+        session_signal(p->pid, fg, sig, 1);
+    kill_group(p, sig);
+}
+
+/* SIGKILL to every process of the leader's session: its group, other jobs' groups (a
+ * PTY shell's background jobs) and their descendants. A process that left the session
+ * (setsid) escapes. */
+static void kill_session(struct sbd_proc *p)
+{
+    if (p->reaped || p->finished)
+        return;
+    kill_group(p, SIGKILL);
+    session_signal(p->pid, 0, SIGKILL, SWEEP_PASSES);
 }
 
 /* ---- output ------------------------------------------------------------------------ */

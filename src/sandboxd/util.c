@@ -197,6 +197,22 @@ int sbd_utf8_sanitize(const char *p, size_t n, struct buf *out)
     return 0;
 }
 
+json_t *sbd_json_name(const char *s)
+{
+    struct buf b;
+    json_t *j;
+    if (!s)
+        return json_null();
+    j = json_string(s);
+    if (j)
+        return j;
+    buf_init(&b, SIZE_MAX);
+    (void)sbd_utf8_sanitize(s, strlen(s), &b);
+    j = json_stringn(b.data, b.len);
+    buf_done(&b);
+    return j ? j : json_string("");
+}
+
 bool sbd_secure_eq(struct str a, struct str b)
 {
     /* The time depends on b's length only: b is the secret, a the caller's guess. */

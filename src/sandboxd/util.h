@@ -49,5 +49,9 @@ int sbd_parse_http_date(struct str s, time_t *ret);
 /** Appends p[0..n) to out as valid UTF-8, replacing invalid sequences with U+FFFD.
  * Returns 0 or -E2BIG. */
 int sbd_utf8_sanitize(const char *p, size_t n, struct buf *out);
+/** A new JSON string of s (a file name or path: any bytes but NUL), its invalid UTF-8
+ * replaced with U+FFFD as Go's encoding/json does (jansson refuses it: the name would be
+ * dropped). NULL gives JSON null. */
+json_t *sbd_json_name(const char *s);
 /** Compares a guess `a` with the secret `b` in a time that depends on b's length only. */
 bool sbd_secure_eq(struct str a, struct str b);

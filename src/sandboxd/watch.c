@@ -119,7 +119,8 @@ static void emit(struct wstream *s, json_t *j)
 
 static void emit_simple(struct wstream *s, const char *type, const char *path, bool is_dir)
 {
-    emit(s, json_pack("{s:s, s:s, s:b}", "type", type, "path", path, "is_dir", is_dir));
+    emit(s,
+         json_pack("{s:s, s:o, s:b}", "type", type, "path", sbd_json_name(path), "is_dir", is_dir));
 }
 
 static void on_drain(struct http_req *req, void *ctx)
@@ -320,8 +321,9 @@ static void on_moved_to(struct wstream *s, const struct inotify_event *ev, const
 {
     if (s->has_from && s->from_cookie == ev->cookie) {
         s->has_from = false;
-        emit(s, json_pack("{s:s, s:s, s:s, s:s, s:b}", "type", "move", "path", path, "from",
-                          s->from, "to", path, "is_dir", is_dir));
+        emit(s, json_pack("{s:s, s:o, s:o, s:o, s:b}", "type", "move", "path", sbd_json_name(path),
+                          "from", sbd_json_name(s->from), "to", sbd_json_name(path), "is_dir",
+                          is_dir));
         if (is_dir && s->recursive)
             rename_subtree(s, s->from, path);
         xfree(s->from);
@@ -576,7 +578,8 @@ static int watch_get(struct http_req *req, void *ctx)
     if (s->recursive)
         add_tree(s, "", 0, NULL, false);
     char *pub = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
-    emit(s, json_pack("{s:s, s:s, s:b}", "type", "ready", "path", pub, "recursive", s->recursive));
+    emit(s, json_pack("{s:s, s:o, s:b}", "type", "ready", "path", sbd_json_name(pub), "recursive",
+                      s->recursive));
     xfree(pub);
     return 0;
 }

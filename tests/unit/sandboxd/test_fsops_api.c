@@ -371,12 +371,41 @@ static void test_watch_split_rename(void **state)
     sbd__watch_test_read_size = 0;
 }
 
+/* A file name that is not UTF-8 is listed and stat'ed with U+FFFD for its bad bytes (as
+ * Go's encoding/json writes it) instead of vanishing from the listing and making stat
+ * answer 500. */
+static void test_non_utf8_names(void **state)
+{
+    struct sbd_fixture *f = sbd_fixture_start(NULL, 0);
+    struct test_http_resp r;
+    char d[160];
+    (void)state;
+    (void)snprintf(d, sizeof(d), "%s/n", f->root);
+    assert_int_equal(mkdir(d, 0755), 0);
+    sbd_write_file(d, "bad\xff", "x");
+    sbd_write_file(d, "good", "y");
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/n/", NULL, NULL, &r), 200);
+    json_t *j = body_json(&r);
+    json_t *entries = json_object_get(j, "entries");
+    assert_int_equal(json_array_size(entries), 2);
+    assert_string_equal(jstr(json_array_get(entries, 0), "name"), "bad\xef\xbf\xbd");
+    json_decref(j);
+    test_http_resp_done(&r);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/stat/n/bad%FF", NULL, NULL, &r), 200);
+    j = body_json(&r);
+    assert_string_equal(jstr(j, "name"), "bad\xef\xbf\xbd");
+    assert_string_equal(jstr(j, "path"), "/n/bad\xef\xbf\xbd");
+    json_decref(j);
+    test_http_resp_done(&r);
+    sbd_fixture_stop(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stat_mkdir_move),    cmocka_unit_test(test_stat_follow),
         cmocka_unit_test(test_batch_and_window),   cmocka_unit_test(test_watch),
-        cmocka_unit_test(test_watch_split_rename),
+        cmocka_unit_test(test_watch_split_rename), cmocka_unit_test(test_non_utf8_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
