@@ -145,9 +145,12 @@ static void on_read_error(struct http_conn *c, ssize_t nread)
     c->read_eof = true;
     http__conn_update_read(c);
     /* A half-closed client still gets the response to a request it completed, unless
-     * that response is an open-ended stream: then EOF is the only sign that the client
-     * went away (a quiet stream never fails a write), and the handler must hear it. */
-    if (c->state == HTTP_CONN_WAIT && !(c->req && c->req->resp == HTTP_RESP_STREAMING))
+     * that response is an open-ended stream, or its handler asked (a long run whose
+     * client gave up): then EOF is the only sign that the client went away (a quiet
+     * stream never fails a write, a run writes nothing until it ends), and the handler
+     * must hear it. */
+    if (c->state == HTTP_CONN_WAIT &&
+        !(c->req && (c->req->resp == HTTP_RESP_STREAMING || c->req->eof_aborts)))
         return;
     if (c->state == HTTP_CONN_HEAD && c->in.len > 0 && !c->in_process) {
         conn_process(c);

@@ -132,6 +132,11 @@ void http_req_set_abort_cb(struct http_req *req, http_req_event_fn *fn, void *ct
     req->abort_ctx = ctx;
 }
 
+void http_req_set_eof_aborts(struct http_req *req)
+{
+    req->eof_aborts = true;
+}
+
 void http_req_set_drain_cb(struct http_req *req, http_req_event_fn *fn, void *ctx)
 {
     req->drain_fn = fn;

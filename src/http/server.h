@@ -173,6 +173,10 @@ void http_req_set_body_cb(struct http_req *req, http_body_fn *fn, void *ctx);
 void http_req_pause_body(struct http_req *req, bool pause);
 /** fn runs (once) if the connection goes away before the response ended. */
 void http_req_set_abort_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);
+/** The client's EOF (a half-close) counts as the client going away while the response
+ * waits: the connection closes and the abort callback runs, as for a streaming response.
+ * For a handler that answers only when long work ends (call it from the handler). */
+void http_req_set_eof_aborts(struct http_req *req);
 /** fn runs when the write queue drains after http_resp_write returned 1. */
 void http_req_set_drain_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);
 /** Returns req with one more reference (for responding after the handler returned). */

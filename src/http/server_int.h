@@ -44,6 +44,7 @@ struct http_req {
     struct str rest;
     bool is_head_method;
     bool aborted;
+    bool eof_aborts; /* the client's EOF ends the request (http_req_set_eof_aborts) */
     /* body */
     bool stream_body, body_done, body_paused;
     uint64_t body_left; /* HTTP_BODY_LENGTH */

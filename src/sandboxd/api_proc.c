@@ -187,6 +187,7 @@ static int proc_run(struct http_req *req, void *ctx)
     }
     x->req = http_req_ref(req);
     http_req_set_abort_cb(req, run_abort, x);
+    http_req_set_eof_aborts(req); /* a client that gave up: its process goes */
     (void)sbd_proc_write_close(x->p, r.stdin_data.data, r.stdin_data.len);
     sbd_procreq_done(&r);
     return 0;

@@ -213,6 +213,7 @@ static int start_exec(struct http_req *req, struct sbd *d, char **argv)
     }
     x->req = http_req_ref(req);
     http_req_set_abort_cb(req, exec_abort, x);
+    http_req_set_eof_aborts(req); /* a client that gave up: its process goes */
     (void)sbd_proc_close_stdin(x->p);
     return 0;
 }

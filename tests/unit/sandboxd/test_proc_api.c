@@ -358,6 +358,53 @@ static void test_pty_resize(void **state)
     nd_close(&n); /* the client goes away: the process is killed */
 }
 
+/* Processes listed now. */
+static size_t procs_listed(uint16_t port)
+{
+    struct test_http_resp r;
+    size_t n;
+    assert_int_equal(sbd_do(port, "GET", "/v1/processes", NULL, NULL, &r), 200);
+    json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+    n = json_array_size(json_object_get(j, "processes"));
+    json_decref(j);
+    test_http_resp_done(&r);
+    return n;
+}
+
+/* A run whose client gives up and closes its connection (a client timeout: the response
+ * was not streaming, so only the EOF said so) ends its process, on the REST and the
+ * legacy port alike (it ran on until its own timeout, holding a process slot). */
+static void test_run_client_gone(void **state)
+{
+    struct sbd_fixture *f = *state;
+    static const char body[] = "{\"command\": \"sleep 30\", \"timeout_seconds\": 600}";
+    static const char legacy[] = "{\"command\": \"sleep 30\"}";
+    const struct {
+        uint16_t port;
+        const char *path, *body;
+    } rows[] = {{f->port, "/v1/processes/run", body}, {f->legacy_port, "/execute", legacy}};
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        struct test_http_conn c;
+        char req[512];
+        usec_t until;
+        (void)snprintf(req, sizeof(req),
+                       "POST %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                       "Content-Length: %zu\r\n\r\n%s",
+                       rows[i].path, strlen(rows[i].body), rows[i].body);
+        assert_int_equal(test_http_connect(rows[i].port, &c), 0);
+        assert_int_equal(test_http_send_str(&c, req), 0);
+        until = clock_now() + 5 * USEC_PER_SEC;
+        while (procs_listed(f->port) == 0 && clock_now() < until)
+            clock_sleep(20 * USEC_PER_MSEC);
+        assert_int_equal(procs_listed(f->port), 1);
+        test_http_close(&c);
+        until = clock_now() + 5 * USEC_PER_SEC;
+        while (procs_listed(f->port) > 0 && clock_now() < until)
+            clock_sleep(20 * USEC_PER_MSEC);
+        assert_int_equal(procs_listed(f->port), 0);
+    }
+}
+
 static void test_list_and_kill(void **state)
 {
     struct sbd_fixture *f = *state;
@@ -503,6 +550,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pty_resize, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pty_stdin_full_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_and_kill, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_client_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_64, setup, teardown),
         cmocka_unit_test(test_cap_and_shutdown),
     };
