@@ -195,6 +195,16 @@ static void submit_headers(struct sbd_gcall *call)
     (void)nghttp2_submit_response(call->c->ng, call->id, nv, ARRAY_SIZE(nv), &prd);
 }
 
+/* Response bytes the connection's calls hold and the client has not taken yet (it
+ * grants no flow-control window, say). */
+static size_t conn_unsent(const struct gconn *c)
+{
+    size_t n = 0;
+    for (const struct sbd_gcall *call = c->calls; call; call = call->next)
+        n += sbd_gcall_queued(call);
+    return n;
+}
+
 int sbd_gcall_send(struct sbd_gcall *call, const uint8_t *msg, size_t n)
 {
     if (call->finished)
@@ -206,6 +216,13 @@ int sbd_gcall_send(struct sbd_gcall *call, const uint8_t *msg, size_t n)
     call->out_off = 0;
     if (call->out.len + sizeof(pre) + n > call->out.limit)
         return -E2BIG;
+    /* Each call may hold a whole message, and 128 calls a connection: a client that
+     * grants no window does not get them all kept for it. Only large messages (unary
+     * replies) are refused: a stream's chunks are bounded by its own queue (its process
+     * pauses), and 128 small ones by the call count. */
+    if (n > LIMIT_SBD_GRPC_QUEUE &&
+        conn_unsent(call->c) + sizeof(pre) + n > LIMIT_SBD_GRPC_CONN_OUT)
+        return -ENOBUFS;
     (void)buf_append(&call->out, pre, sizeof(pre));
     (void)buf_append(&call->out, msg, n);
     if (!call->headers_sent) {

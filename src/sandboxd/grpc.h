@@ -65,7 +65,8 @@ void sbd_grpc_free(struct sbd_grpc *g);
 /** The call's deadline from grpc-timeout as a duration from its start; 0: none. */
 usec_t sbd_gcall_timeout(const struct sbd_gcall *c);
 /** Queues one response message (packed protobuf, copied). Returns 0, -E2BIG (larger
- * than the message limit) or -EPIPE (finished). */
+ * than the message limit), -ENOBUFS (the connection holds LIMIT_SBD_GRPC_CONN_OUT of
+ * responses its client has not taken) or -EPIPE (finished). */
 int sbd_gcall_send(struct sbd_gcall *c, const uint8_t *msg, size_t n);
 /** Bytes queued for the client and not yet handed to HTTP/2 (flow control). */
 size_t sbd_gcall_queued(const struct sbd_gcall *c);

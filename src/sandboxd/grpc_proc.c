@@ -40,7 +40,11 @@ static int send_msg(struct sbd_gcall *call, const ProtobufCMessage *m)
 /* Sends the one response message of a unary call and ends it. */
 static void reply(struct sbd_gcall *call, const ProtobufCMessage *m)
 {
-    if (send_msg(call, m) < 0)
+    int r = send_msg(call, m);
+    if (r == -ENOBUFS)
+        sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED,
+                         "too many response bytes not read on this connection");
+    else if (r < 0)
         sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "response message too large");
     else
         sbd_gcall_finish(call, SBD_GRPC_OK, NULL);

@@ -480,6 +480,48 @@ class GrpcTest(unittest.TestCase):
         finally:
             ch.close()
 
+    def test_unread_replies_bounded_per_connection(self):
+        # A client that opens no flow-control window for its replies: the connection keeps
+        # at most 32 MiB of them; the Execute calls past that end with RESOURCE_EXHAUSTED
+        # (a trailers-only HEADERS, no DATA) instead of each keeping its 4 MB reply.
+        req = pb.ExecuteRequest(config=cfg("sh", "-c", "head -c 4000000 /dev/zero"))
+        body = req.SerializeToString()
+        msg = b"\x00" + len(body).to_bytes(4, "big") + body
+        n = 12
+        s = socket.create_connection(("127.0.0.1", self.d.gport))
+        s.settimeout(20)
+        try:
+            no_window = (4).to_bytes(2, "big") + (0).to_bytes(4, "big")  # INITIAL_WINDOW_SIZE 0
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, no_window))
+            for i in range(n):
+                sid = 1 + 2 * i
+                s.sendall(h2_frame(1, 4, sid, raw_call_head()) + h2_frame(0, 1, sid, msg))
+                time.sleep(0.4)  # each reply is queued before the next call starts
+            # now take everything: the streams' windows and the connection's
+            grow = (2**31 - 1 - 65535).to_bytes(4, "big")
+            s.sendall(h2_frame(8, 0, 0, grow) + b"".join(
+                h2_frame(8, 0, 1 + 2 * i, (2**31 - 1).to_bytes(4, "big")) for i in range(n)))
+            data = {1 + 2 * i: 0 for i in range(n)}
+            ended = set()
+
+            def take(f):
+                typ, flags, sid, payload = f
+                if sid in data and typ == 0:
+                    data[sid] += len(payload)
+                    s.sendall(h2_frame(8, 0, 0, len(payload).to_bytes(4, "big")) if payload else b"")
+                if sid in data and typ in (0, 1) and flags & 1:
+                    ended.add(sid)
+                return len(ended) == n
+
+            read_frames(s, take)
+        finally:
+            s.close()
+        full = [sid for sid, got in data.items() if got >= 4000000]
+        empty = [sid for sid, got in data.items() if got == 0]
+        self.assertEqual(len(full) + len(empty), n, data)
+        self.assertLessEqual(len(full), 9, data)
+        self.assertGreaterEqual(len(empty), 3, data)
+
     def test_ping_flood_without_reading_is_cut_off(self):
         # A peer that sends PINGs and never reads the acknowledgements: sandboxd stops
         # reading it and nghttp2 drops it once too many acknowledgements are queued.
