@@ -431,16 +431,71 @@ static int rm_contents(int fd, unsigned depth)
     return r;
 }
 
+/* A recursive removal, on libuv's thread pool: a tree of any size must not stall the
+ * loop (every other request and stream of the daemon) while it goes. */
+struct rm_job {
+    uv_work_t work;
+    struct http_req *req; /* a reference */
+    int dirfd;            /* taken: the parent, or the directory to empty */
+    char *name;           /* the directory in dirfd to remove, or NULL: empty dirfd */
+    int result;
+};
+
+static void rm_work(uv_work_t *w)
+{
+    struct rm_job *j = w->data;
+    if (j->name) {
+        j->result = rm_tree(j->dirfd, j->name, 0);
+    } else {
+        j->result = rm_contents(j->dirfd, 0);
+        j->dirfd = -1; /* rm_contents took it */
+    }
+}
+
+static void rm_done(uv_work_t *w, int status)
+{
+    struct rm_job *j = w->data;
+    int r = status < 0 ? status : j->result;
+    if (r < 0)
+        (void)sbd_respond_errno(j->req, r, "delete");
+    else
+        (void)http_respond(j->req, 204, NULL, NULL, 0);
+    http_req_unref(j->req);
+    if (j->dirfd >= 0)
+        (void)close(j->dirfd);
+    xfree(j->name);
+    xfree(j);
+}
+
+/* Removes dirfd's name (NULL: dirfd's contents) off the loop and answers req then.
+ * dirfd is taken. */
+static int rm_async(struct http_req *req, struct sbd *d, int dirfd, const char *name)
+{
+    struct rm_job *j = XNEW(struct rm_job);
+    j->work.data = j;
+    j->req = http_req_ref(req);
+    j->dirfd = dirfd;
+    j->name = name ? xstrdup(name) : NULL;
+    int r = uv_queue_work(d->loop, &j->work, rm_work, rm_done);
+    if (r < 0) {
+        http_req_unref(j->req);
+        (void)close(j->dirfd);
+        xfree(j->name);
+        xfree(j);
+        return sbd_respond_errno(req, r, "delete");
+    }
+    return 0;
+}
+
 static int delete_root(struct http_req *req, struct sbd *d, bool recursive)
 {
     if (!recursive)
         return sbd_respond_error(req, 409, SBD_CONFLICT,
                                  "refusing to delete the root without recursive=true");
     int fd = sbd_path_open(d->root, ".", O_RDONLY | O_DIRECTORY, 0);
-    int r = fd < 0 ? fd : rm_contents(fd, 0);
-    if (r < 0)
-        return sbd_respond_errno(req, r, "delete");
-    return http_respond(req, 204, NULL, NULL, 0);
+    if (fd < 0)
+        return sbd_respond_errno(req, fd, "delete");
+    return rm_async(req, d, fd, NULL);
 }
 
 static int delete_path(struct http_req *req, struct sbd *d, const char *rel, bool recursive)
@@ -460,7 +515,7 @@ static int delete_path(struct http_req *req, struct sbd *d, const char *rel, boo
         if (r == -EEXIST)
             r = -ENOTEMPTY;
         if (r == -ENOTEMPTY && recursive)
-            r = rm_tree(pfd, name, 0);
+            return rm_async(req, d, pfd, name); /* takes pfd */
     }
     (void)close(pfd);
     if (r == -ENOTEMPTY)
