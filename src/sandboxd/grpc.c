@@ -120,6 +120,7 @@ static struct sbd_gcall *call_new(struct gconn *c, int32_t id)
     buf_init(&call->out, LIMIT_SBD_GRPC_MESSAGE + 5 + LIMIT_SBD_GRPC_QUEUE + LIMIT_SBD_CHUNK + 64);
     DLIST_PUSH(c->calls, call);
     c->ncalls++;
+    c->last_active = clock_now();
     return call;
 }
 
@@ -712,7 +713,8 @@ static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         conn_close(c); /* EOF or error: running calls are cancelled */
         return;
     }
-    c->last_active = clock_now();
+    /* Not every byte makes the connection active: PINGs alone (any client can send them,
+     * no token needed) would hold one of the connection slots for ever. Calls do. */
     c->in_cb++;
     ssize_t r = nghttp2_session_mem_recv(c->ng, (const uint8_t *)b->base, (size_t)n);
     c->in_cb--;

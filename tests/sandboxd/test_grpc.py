@@ -693,6 +693,23 @@ class GrpcDaemonTest(unittest.TestCase):
             while s.recv(4096):
                 pass
             s.close()
+            # PINGs alone (no token needed) do not keep a connection: it is told GOAWAY all
+            # the same.
+            t0 = time.monotonic()
+            s = socket.create_connection(("127.0.0.1", d.gport))
+            s.settimeout(0.2)
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b""))
+            seen = b""
+            while time.monotonic() - t0 < 10 and b"\x07\x00\x00\x00\x00\x00" not in seen:
+                try:
+                    s.sendall(h2_frame(6, 0, 0, b"12345678"))
+                    seen = (seen + s.recv(65536))[-65536:]
+                except socket.timeout:
+                    pass
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+            self.assertLess(time.monotonic() - t0, 10, "PINGs kept an idle connection open")
+            s.close()
             # A long call is not idle; the channel's idle connection was replaced
             # transparently for the next call.
             self.assertEqual(d.stub.Execute(pb.ExecuteRequest(config=cfg("sleep", "3")), timeout=10).exit_code, 0)
