@@ -140,6 +140,17 @@ func (c *Client) CloseIdleConnections() {
 	c.handout.stopIdle()
 }
 
+// Close stops the client's background work and returns once it has ended: the hand-out
+// streams (those claim waits still use too: the waits go on by watching their claims)
+// and their goroutines, then the idle connections as CloseIdleConnections. For programs
+// and tests that check no goroutine outlives its owner. The Client stays usable (a later
+// CreateSandbox starts a stream again); Close never fails, and the error is for io.Closer.
+func (c *Client) Close() error {
+	c.handout.close()
+	c.conn.closeIdle()
+	return nil
+}
+
 // Namespace is the client's namespace.
 func (c *Client) Namespace() string { return c.ns }
 

@@ -32,5 +32,5 @@
 // a blocking Read keeps it until it returns), to Files.Create (it ends on Close or when
 // its context ends) and to the hand-out stream of CreateSandbox (one per namespace; it
 // runs on up to 30 s after the last claim wait, or until Client.CloseIdleConnections,
-// which stops it without waiting for its goroutine to end).
+// which stops it without waiting for its goroutine to end, or Client.Close, which waits).
 package sandbox

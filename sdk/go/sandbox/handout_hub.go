@@ -36,6 +36,7 @@ const handoutRecentMax = 1024
 type handoutHub struct {
 	mu      sync.Mutex
 	streams map[string]*handoutStream
+	runs    sync.WaitGroup // the streams' goroutines (run), for close
 }
 
 // handoutResult is what a stream hands a wait: the Sandbox, or the error that ended the
@@ -104,7 +105,11 @@ func (h *handoutHub) register(k kube, ns string, uid types.UID, rv string,
 		ctx, cancel := context.WithCancel(context.Background())
 		st.cancel = cancel
 		st.gen++
-		go h.run(ctx, k, st, st.gen, rv)
+		h.runs.Add(1)
+		go func(gen int) {
+			defer h.runs.Done()
+			h.run(ctx, k, st, gen, rv)
+		}(st.gen)
 	}
 	return nil
 }
@@ -146,6 +151,18 @@ func (h *handoutHub) stopIdle() {
 			st.stopLocked()
 		}
 	}
+}
+
+// close stops every stream, waits or not, and returns once their goroutines have ended.
+// The waits still running go on watching their claims (which decide); a later wait
+// starts a stream again.
+func (h *handoutHub) close() {
+	h.mu.Lock()
+	for _, st := range h.streams {
+		st.stopLocked()
+	}
+	h.mu.Unlock()
+	h.runs.Wait()
 }
 
 func (st *handoutStream) stopLocked() {

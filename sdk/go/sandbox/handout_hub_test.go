@@ -211,3 +211,46 @@ func TestHandoutStreamSameClaimTwice(t *testing.T) {
 		t.Fatalf("%d waits left", n)
 	}
 }
+
+// TestHandoutHubClose: close stops a stream a wait still uses and returns only after its
+// goroutine ended (the fake's watch is gone); the wait goes on, and a later one starts
+// the stream again.
+func TestHandoutHubClose(t *testing.T) {
+	k := newFakeKube()
+	h := &handoutHub{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.wait(ctx, k, "ns", "uid-a", "0")
+		done <- err
+	}()
+	eventually(t, "the stream", func() bool { running, _, n, _ := hubState(h, "ns"); return running && n == 1 })
+	eventually(t, "its watch", func() bool { k.sbx.mu.Lock(); defer k.sbx.mu.Unlock(); return len(k.sbx.watchers) == 1 })
+	h.close()
+	if running, _, _, _ := hubState(h, "ns"); running {
+		t.Fatal("a stream still runs after close")
+	}
+	k.sbx.mu.Lock()
+	left := len(k.sbx.watchers)
+	k.sbx.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d watches still open when close returned: its goroutine was not waited for", left)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the wait ended with the stream: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait: %v", err)
+	}
+	ch := goWait(h, k, "uid-b")
+	eventually(t, "the restart", func() bool { running, gen, _, _ := hubState(h, "ns"); return running && gen == 2 })
+	k.sbx.Add(boundTo("sb-b", "uid-b"))
+	if r := got(t, ch); r.err != nil || r.sb.Name != "sb-b" {
+		t.Fatalf("wait after close: %v %v", r.sb, r.err)
+	}
+	h.close()
+}
