@@ -52,6 +52,7 @@
 #define LIMIT_HTTP_IDLE_TIMEOUT   (60 * USEC_PER_SEC) /* keep-alive idle connection */
 #define LIMIT_HTTP_BODY_TIMEOUT   (30 * USEC_PER_SEC) /* no body byte for this long */
 #define LIMIT_HTTP_CONNECTIONS    4096                /* open connections per server */
+#define LIMIT_FDS_WANTED          65536               /* soft open-file limit servers ask for */
 #define LIMIT_HTTP_WRITE_QUEUE    (4u * 1024 * 1024)  /* queued response bytes per connection */
 
 /* Metrics */

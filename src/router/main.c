@@ -9,7 +9,9 @@
 
 #include "api/sandbox.h"
 #include "as_version.h"
+#include "common/fdlimit.h"
 #include "common/flag.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
@@ -462,6 +464,9 @@ int main(int argc, char **argv)
     f.o.host = f.host;
     f.o.probe_host = f.probe_host;
     warn_unsafe(&f);
+    /* two descriptors per proxied connection, 4096 connections: past a soft limit of 1024 */
+    if ((rc = fdlimit_raise(LIMIT_FDS_WANTED, NULL)) < 0)
+        log_warn_errno(rc, "cannot raise the open-file limit");
     struct kube_config_opts co = {.kubeconfig = f.kubeconfig};
     struct kube_config *cfg;
     struct kube_client *client;

@@ -13,6 +13,7 @@
 
 #include "as_version.h"
 #include "common/duration.h"
+#include "common/fdlimit.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
@@ -505,6 +506,11 @@ int main(int argc, char **argv)
     struct opts o = {0};
     int r = parse_args(argc, argv, &o);
     if (r == 0) {
+        /* its connection caps (4096 a server, two servers, 256 gRPC) are above the usual
+         * soft limit of 1024: past it, accepts fail and so do the authorized requests */
+        int e = fdlimit_raise(LIMIT_FDS_WANTED, NULL);
+        if (e < 0)
+            log_warn_errno(e, "cannot raise the open-file limit");
         apply_memory_merge(&o);
         r = run(&o);
     }
