@@ -24,7 +24,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -161,12 +161,15 @@ class FastPool(PoolBase):
         self._cond = threading.Condition()  # guards the state; notified when one is put back
         self._idle: list[http.client.HTTPConnection] = []
 
-    def try_request(self, method: str, path: str, body: bytes, content_type: str) -> Answer | None:
+    def try_request(
+        self, method: str, path: str, body: bytes, content_type: str, *, on_send: Callable[[], None] | None = None
+    ) -> Answer | None:
         """Sends one request and reads its whole answer; None when it was not sent: the
         client is closed, the body is too large, no connection could be made (the caller
         then uses httpx, which retries connecting) or none came free within the timeout.
         Raises OSError or http.client.HTTPException when the request failed once sent
-        (the connection is then closed)."""
+        (the connection is then closed). on_send is called once it has a connection,
+        just before the request is written."""
         if not self.usable or len(body) > MAX_BODY:
             return None
         conn = self._take()
@@ -174,6 +177,8 @@ class FastPool(PoolBase):
             return None
         keep = False
         try:
+            if on_send is not None:
+                on_send()
             ans, keep = self._send(conn, method, path, body, content_type)
             return ans
         finally:

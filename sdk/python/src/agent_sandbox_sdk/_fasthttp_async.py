@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 
 from ._fasthttp import MAX_ANSWER, MAX_BODY, MAX_LINE, Answer, PoolBase, auth_header, take_lines
 from ._kubeconfig import KubeConfig
@@ -73,13 +73,16 @@ class AsyncFastPool(PoolBase):
         self._idle: list[_Conn] = []
         self._waiting: list[asyncio.Future[None]] = []  # requests waiting for a connection
 
-    async def try_request(self, method: str, path: str, body: bytes, content_type: str) -> Answer | None:
+    async def try_request(
+        self, method: str, path: str, body: bytes, content_type: str, *, on_send: Callable[[], None] | None = None
+    ) -> Answer | None:
         """Sends one request and reads its whole answer; None when it was not sent: the
         pool is closed, the body is too large, no connection could be made (the caller
         then uses httpx, which retries connecting) or none came free within the timeout.
         Raises OSError, asyncio.TimeoutError or ProtocolError when the request failed
         once sent (its connection is then closed); a cancelled request closes its
-        connection too."""
+        connection too. on_send is called once it has a connection, just before the
+        request is written (a cancellation before that sent nothing)."""
         if not self.usable or self._closed or len(body) > MAX_BODY:
             return None
         auth = await auth_header_async(self._cfg)  # before a connection is taken: a plugin may run
@@ -88,6 +91,8 @@ class AsyncFastPool(PoolBase):
             return None
         keep = False
         try:
+            if on_send is not None:
+                on_send()
             request = self._head(method, path, len(body), content_type, auth) + body
             ans, keep = await asyncio.wait_for(self._exchange(conn, request, method), self._timeout)
             self.sent += 1

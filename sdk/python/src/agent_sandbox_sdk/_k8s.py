@@ -324,11 +324,29 @@ def name_taken(e: BaseException) -> bool:
     return isinstance(e, RequestError) and e.status == 409 and e.code == "AlreadyExists"
 
 
-def create_unsettled(e: BaseException) -> bool:
+class SendMark:
+    """Whether a call's request may have left: the kube clients call it just before they
+    hand the request to a connection (a lean one, or httpx). Until then, nothing of it
+    reached the server, whatever ended the call: a task cancelled, or Ctrl-C, while it
+    waited for a connection or a client certificate."""
+
+    __slots__ = ("may_have_left",)
+
+    def __init__(self) -> None:
+        self.may_have_left = False
+
+    def __call__(self) -> None:
+        self.may_have_left = True
+
+
+def create_unsettled(e: BaseException, mark: SendMark | None = None) -> bool:
     """Whether a create that raised e may have stored the object: no answer (a cut
     connection, a timeout, Ctrl-C, a cancelled task, an answer that could not be read)
     or a server error (5xx: an API server timeout after etcd took the write). A 4xx
-    refusal stored nothing, and neither did a POST never sent (not_sent)."""
+    refusal stored nothing, and neither did a POST never sent (not_sent, or mark, the
+    create's SendMark, never set)."""
+    if mark is not None and not mark.may_have_left:
+        return False
     if isinstance(e, RequestError):
         return e.status >= 500
     return not isinstance(e, (AuthError, NotFoundError)) and not not_sent(e)

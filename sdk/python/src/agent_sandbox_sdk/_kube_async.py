@@ -112,19 +112,21 @@ class AsyncKubeClient:
         await self._fast.aclose()
         await self.http.aclose()
 
-    async def _call(self, c: _k8s.ApiCall) -> dict[str, Any]:
+    async def _call(self, c: _k8s.ApiCall, mark: _k8s.SendMark | None = None) -> dict[str, Any]:
         """Makes API call c: on a lean pooled connection (_fasthttp_async: claims' POSTs
         are on the warm path, often many at once) when one comes free in time, else
-        through httpx."""
+        through httpx. mark is set once the request may have left."""
         await self._tls.ready()
         lean = _k8s.lean_request(c)
         if lean is not None:
             try:
-                a = await self._fast.try_request(c.method, *lean)
+                a = await self._fast.try_request(c.method, *lean, on_send=mark)
             except (OSError, asyncio.TimeoutError, _fasthttp_async.ProtocolError) as e:
                 raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
             if a is not None:
                 return _k8s.fast_result(a.status, a.content_type, a.body, c.what)
+        if mark is not None:
+            mark()  # httpx may send it from here (its wait for a connection counts too: to be safe)
         with _k8s.reaching(c.what, self.cfg.server):
             resp = await self.http.request(c.method, c.url, **c.kw)
         return _k8s.api_result(resp, c.what)
@@ -135,8 +137,11 @@ class AsyncKubeClient:
     async def list(self, resource: str, ns: str, label_selector: str | None = None) -> dict[str, Any]:
         return await self._call(_k8s.list_call(resource, ns, label_selector))
 
-    async def create(self, resource: str, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(_k8s.create_call(resource, ns, body))
+    async def create(
+        self, resource: str, ns: str, body: dict[str, Any], mark: _k8s.SendMark | None = None
+    ) -> dict[str, Any]:
+        """POSTs body; mark (when given) is set once the POST may have left."""
+        return await self._call(_k8s.create_call(resource, ns, body), mark)
 
     async def patch(self, resource: str, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return await self._call(_k8s.patch_call(resource, ns, name, patch))

@@ -373,18 +373,20 @@ class KubeClient:
             hs.close()
         self.http.close()
 
-    def _call(self, c: _k8s.ApiCall) -> dict[str, Any]:
+    def _call(self, c: _k8s.ApiCall, mark: _k8s.SendMark | None = None) -> dict[str, Any]:
         """Makes API call c: on a lean pooled connection (_fasthttp: a claim's POST is on
         the warm path, and every call costs the client less CPU there) when one comes
-        free in time, else through httpx."""
+        free in time, else through httpx. mark is set once the request may have left."""
         lean = _k8s.lean_request(c)
         if lean is not None:
             try:
-                a = self._fast.try_request(c.method, *lean)
+                a = self._fast.try_request(c.method, *lean, on_send=mark)
             except (OSError, http.client.HTTPException) as e:
                 raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
             if a is not None:
                 return _k8s.fast_result(a.status, a.content_type, a.body, c.what)
+        if mark is not None:
+            mark()  # httpx may send it from here (its wait for a connection counts too: to be safe)
         with _k8s.reaching(c.what, self.cfg.server):
             resp = self.http.request(c.method, c.url, **c.kw)
         return _k8s.api_result(resp, c.what)
@@ -395,8 +397,9 @@ class KubeClient:
     def list(self, resource: str, ns: str, label_selector: str | None = None) -> dict[str, Any]:
         return self._call(_k8s.list_call(resource, ns, label_selector))
 
-    def create(self, resource: str, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call(_k8s.create_call(resource, ns, body))
+    def create(self, resource: str, ns: str, body: dict[str, Any], mark: _k8s.SendMark | None = None) -> dict[str, Any]:
+        """POSTs body; mark (when given) is set once the POST may have left."""
+        return self._call(_k8s.create_call(resource, ns, body), mark)
 
     def patch(self, resource: str, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self._call(_k8s.patch_call(resource, ns, name, patch))

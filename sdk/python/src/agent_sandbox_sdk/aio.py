@@ -126,16 +126,18 @@ class AsyncSandboxClient(_base.ClientBase):
             resource, body = plan.body(tmpl)
             sandbox, claim = _k8s.created_names(resource, body)
             sb = AsyncSandbox(self, ns, sandbox, claim=claim, keep=keep)
+            mark = _k8s.SendMark()
             try:
-                created = await self.kube.create(resource, ns, body)
+                created = await self.kube.create(resource, ns, body, mark)
                 break
             except BaseException as e:
                 # Under a name drawn here (never one the caller gave): a taken name is
                 # drawn again; a create that may have stored the object is undone (not
-                # a POST never sent, nor on a client closed meanwhile).
+                # a POST never sent, e.g. a task cancelled while it waited for a
+                # connection, nor on a client closed meanwhile).
                 if plan.name is None and _k8s.name_taken(e) and tries_left:
                     continue
-                if plan.name is None and _k8s.create_unsettled(e) and not self.kube.http.is_closed:
+                if plan.name is None and _k8s.create_unsettled(e, mark) and not self.kube.http.is_closed:
                     await asyncio.shield(sb._delete_quietly())
                 raise
         if wait:

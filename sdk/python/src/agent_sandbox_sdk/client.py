@@ -124,17 +124,19 @@ class SandboxClient(_base.ClientBase):
             resource, body = plan.body(tmpl)
             sandbox, claim = _k8s.created_names(resource, body)
             sb = Sandbox(self, ns, sandbox, claim=claim, keep=keep)
+            mark = _k8s.SendMark()
             try:
-                created = self.kube.create(resource, ns, body)
+                created = self.kube.create(resource, ns, body, mark)
                 break
             except BaseException as e:
                 # Under a name drawn here (never one the caller gave, which could be
                 # someone else's object): a taken name is drawn again; a create that may
-                # have stored the object (no answer, a 5xx; not a POST never sent, nor
-                # on a client closed meanwhile) is undone by that name.
+                # have stored the object (no answer, a 5xx; not a POST never sent, e.g.
+                # Ctrl-C while it waited for a connection, nor on a client closed
+                # meanwhile) is undone by that name.
                 if plan.name is None and _k8s.name_taken(e) and tries_left:
                     continue
-                if plan.name is None and _k8s.create_unsettled(e) and not self.kube.http.is_closed:
+                if plan.name is None and _k8s.create_unsettled(e, mark) and not self.kube.http.is_closed:
                     sb._delete_quietly()
                 raise
         if wait:

@@ -1,6 +1,7 @@
 """An in-memory fake of the few API server calls the SDK makes, and a scripted sandboxd,
-both as httpx handlers (usable by sync and async clients through MockTransport); and a
-local HTTP server that records what reaches it (Recorder)."""
+both as httpx handlers (usable by sync and async clients through MockTransport); clients
+and sandbox handles on them; and a local HTTP server that records what reaches it
+(Recorder)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,22 @@ from typing import Any, ClassVar
 
 import httpx
 
-from agent_sandbox_sdk import AsyncSandboxClient, KubeConfig, PodProxyConnection, SandboxClient
+from agent_sandbox_sdk import (
+    AsyncSandbox,
+    AsyncSandboxClient,
+    KubeConfig,
+    PodProxyConnection,
+    RouterConnection,
+    Sandbox,
+    SandboxClient,
+)
 
 SERVER = "https://kube.test"
 _COLL = re.compile(r"^/apis/([^/]+)/v1beta1/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?$")
 _PROXY = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/:]+):(\d+)/proxy(/.*)$")
 
 Hook = Callable[["FakeKube", str, dict[str, Any]], None]
+Handler = Callable[[httpx.Request], httpx.Response]
 
 
 class FakeKube:
@@ -207,6 +217,36 @@ def async_client(fake: FakeKube) -> AsyncSandboxClient:
     c = AsyncSandboxClient(config=config(), connection=PodProxyConnection(port=8080))
     c.kube.http = httpx.AsyncClient(base_url=SERVER, transport=httpx.MockTransport(fake))
     return c
+
+
+def httpx_sync_client(fake: FakeKube) -> SandboxClient:
+    """sync_client without the lean connections (the fake answers only httpx: a lean
+    connection would first look up the fake's host name)."""
+    c = sync_client(fake)
+    c.kube._fast.usable = False
+    return c
+
+
+def httpx_async_client(fake: FakeKube) -> AsyncSandboxClient:
+    c = async_client(fake)
+    c.kube._fast.usable = False
+    return c
+
+
+ROUTER = RouterConnection(url="http://router.test", token="t")
+
+
+def sync_sandbox(handler: Handler) -> Sandbox:
+    """A handle on sandbox default/sb behind the router, whose sandboxd is handler."""
+    c = SandboxClient(config=config(), connection=ROUTER)
+    c.http = httpx.Client(transport=httpx.MockTransport(handler))
+    return Sandbox(c, "default", "sb")
+
+
+def async_sandbox(handler: Handler) -> AsyncSandbox:
+    c = AsyncSandboxClient(config=config(), connection=ROUTER)
+    c.http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return AsyncSandbox(c, "default", "sb")
 
 
 class _RecordingHandler(http.server.BaseHTTPRequestHandler):

@@ -1,19 +1,34 @@
 """The pure parts of the filesystem operations: paths, request bodies, parsing; and
-stat's follow_symlinks through the sync and async clients against a fake sandboxd."""
+through the sync and async clients against a fake sandboxd: stat's follow_symlinks, a
+delete of a path that resolves to the root (refused before any request; only "/" deletes
+the root, recursively) and reads with a huge window (offset, max_bytes past 64 bits)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
+import httpx
 import pytest
 
 from agent_sandbox_sdk import NotFoundError, _fsops
 from agent_sandbox_sdk.models import FileEvent
 
-from .fakes import FakeKube, FakeSandboxd, async_client, ready, sync_client
+from .fakes import (
+    FakeKube,
+    FakeSandboxd,
+    Handler,
+    async_client,
+    async_sandbox,
+    ready,
+    sync_client,
+    sync_sandbox,
+)
+
+pytestmark = pytest.mark.usefixtures("no_backoff")
 
 
 def test_api_path_escapes_and_refuses() -> None:
@@ -139,3 +154,86 @@ async def test_stat_follow_symlinks_async() -> None:
         with pytest.raises(NotFoundError):
             await files.stat("d/dangling", follow_symlinks=True)
     assert _follow_params(sbd) == [("d/l", None), ("d/l", "true"), ("d/chain", "true"), ("d/dangling", "true")]
+
+
+# ---- a delete of a path that resolves to the root ------------------------------------
+
+ROOT_ALIASES = ["", ".", "./", "//", "/.", "/./"]
+
+
+def sandboxd() -> tuple[FakeSandboxd, Handler]:
+    sbd = FakeSandboxd()
+    return sbd, lambda req: sbd(req, req.url.path)
+
+
+@pytest.mark.parametrize("recursive", [True, False])
+@pytest.mark.parametrize("path", ROOT_ALIASES)
+def test_delete_of_a_path_that_resolves_to_the_root_is_refused(path: str, recursive: bool) -> None:
+    sbd, handler = sandboxd()
+    sb = sync_sandbox(handler)
+    sb.files.write("keep.txt", b"x")
+    with pytest.raises(ValueError, match="root"):
+        sb.files.delete(path, recursive=recursive)
+    assert sbd.hits == [("PUT", "/v1/files/keep.txt")]  # no DELETE was sent
+    assert sb.files.read("keep.txt") == b"x"
+
+
+@pytest.mark.parametrize("path", ROOT_ALIASES)
+async def test_async_delete_of_a_path_that_resolves_to_the_root_is_refused(path: str) -> None:
+    sbd, handler = sandboxd()
+    sb = async_sandbox(handler)
+    await sb.files.write("keep.txt", b"x")
+    with pytest.raises(ValueError, match="root"):
+        await sb.files.delete(path, recursive=True)
+    assert sbd.hits == [("PUT", "/v1/files/keep.txt")]
+    assert await sb.files.read("keep.txt") == b"x"
+
+
+def test_the_root_is_deleted_recursively_only_as_slash() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen.append(req)
+        return httpx.Response(204)
+
+    sync_sandbox(handler).files.delete("/", recursive=True)
+    [req] = seen
+    assert (req.method, req.url.path, req.url.params.get("recursive")) == ("DELETE", "/v1/files/", "true")
+
+
+# ---- reads with a huge window ---------------------------------------------------------
+
+U64_MAX = (1 << 64) - 1
+
+
+def window_sandboxd(data: bytes) -> Handler:
+    """A file read as sandboxd answers it: offset and max_bytes must be 64-bit unsigned
+    numbers (400 otherwise); at or past the end 416."""
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        q = req.url.params
+        nums = {k: q[k] for k in ("offset", "max_bytes") if k in q}
+        if any(not v.isdigit() or int(v) > U64_MAX for v in nums.values()):
+            return httpx.Response(400, json={"code": "INVALID_ARGUMENT", "message": "must be non-negative integers"})
+        start = int(nums.get("offset", 0))
+        if start >= len(data):
+            return httpx.Response(416, json={"code": "OUT_OF_RANGE", "message": "past the end"})
+        end = start + int(nums.get("max_bytes", len(data)))
+        return httpx.Response(200, content=data[start:end])
+
+    return handler
+
+
+@pytest.mark.parametrize("big", [sys.maxsize, U64_MAX, 10**30])
+def test_reads_with_a_huge_window(big: int) -> None:
+    files = sync_sandbox(window_sandboxd(b"hello")).files
+    assert files.read("f", max_bytes=big) == b"hello"
+    assert files.read("f", offset=2, max_bytes=big) == b"llo"
+    assert files.read("f", offset=big) == b""
+    assert files.read("f", offset=1, max_bytes=2) == b"el"
+
+
+async def test_async_reads_with_a_huge_window() -> None:
+    files = async_sandbox(window_sandboxd(b"hello")).files
+    assert await files.read("f", max_bytes=10**30) == b"hello"
+    assert await files.read("f", offset=10**30, max_bytes=10**30) == b""

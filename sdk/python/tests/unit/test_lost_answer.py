@@ -2,10 +2,13 @@
 done the work (the connection was cut after the request went out, a proxy's 502), a
 retry's 404 (delete) or 409 on a directory (mkdir) is success; a 404 or 409 that no
 earlier attempt can have caused is still an error. And which failed answers prove the
-request never reached sandboxd (_wire.not_forwarded)."""
+request never reached sandboxd (_wire.not_forwarded). Likewise a background process's
+kill (a SIGKILL is sent again; a retry's 409 "exited" is success; other signals are sent
+once) and a code context's delete (a retry's 404 is success) after a lost answer."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,10 +24,11 @@ from agent_sandbox_sdk import (
     RouterConnection,
     Sandbox,
     SandboxClient,
+    SandboxConnectionError,
     _wire,
 )
 
-from .fakes import config
+from .fakes import async_sandbox, config, sync_sandbox
 
 # what the fake sandboxd does to the first request
 NO_FAULT = "none"
@@ -201,3 +205,90 @@ def test_which_answers_prove_not_forwarded(name: str, status: int, body: Any, vi
     assert _wire.not_forwarded(resp, via_kube) is want
     if status in _wire.RETRY_STATUS:
         assert _wire.outcome_unknown(resp, via_kube) is not want
+
+
+# ---- a background kill and a context delete after a lost answer ---------------------
+
+
+class LostOnce:
+    """A sandboxd behind the router whose first answer to a request of path is lost after
+    the work was done (the router's 502 "Could not read", or a cut connection): a
+    background process that a SIGKILL ends, and code contexts."""
+
+    def __init__(self, path: str, how: str) -> None:
+        self.path, self.how = path, how
+        self.exited = False
+        self.contexts = {"c1"}
+        self.hits: list[tuple[str, str]] = []
+
+    def __call__(self, req: httpx.Request) -> httpx.Response:
+        self.hits.append((req.method, req.url.path))
+        status, body = self.apply(req)
+        if req.url.path == self.path and self.hits.count((req.method, self.path)) == 1:
+            if self.how == "cut":
+                raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=req)
+            if self.how == "502":
+                return httpx.Response(502, json={"detail": "Could not read from the backend sandbox."})
+        return httpx.Response(status, json=body)
+
+    def apply(self, req: httpx.Request) -> tuple[int, Any]:
+        p = req.url.path
+        if p == "/v1/processes/5/signal":
+            if self.exited:
+                return 409, {"code": "FAILED_PRECONDITION", "message": "process has exited"}
+            self.exited = json.loads(req.content)["signal"] in ("SIGKILL", 9)
+            return 204, None
+        if p.startswith("/v1/contexts/") and req.method == "DELETE":
+            cid = p.rsplit("/", 1)[1]
+            if cid not in self.contexts:
+                return 404, {"code": "NOT_FOUND", "message": "no such context"}
+            self.contexts.discard(cid)
+            return 204, None
+        return 404, {"code": "NOT_FOUND", "message": "no route"}
+
+
+SIGNAL = "/v1/processes/5/signal"
+
+
+@pytest.mark.parametrize("how", ["502", "cut"])
+def test_a_background_kill_is_retried_after_a_lost_answer(how: str) -> None:
+    sbd = LostOnce(SIGNAL, how)
+    sync_sandbox(sbd).background(5).kill()
+    assert sbd.exited and sbd.hits == [("POST", SIGNAL)] * 2
+
+
+@pytest.mark.parametrize("how", ["502", "cut"])
+async def test_async_a_background_kill_is_retried_after_a_lost_answer(how: str) -> None:
+    sbd = LostOnce(SIGNAL, how)
+    await async_sandbox(sbd).background(5).kill()
+    assert sbd.exited and sbd.hits == [("POST", SIGNAL)] * 2
+
+
+def test_other_signals_are_still_sent_once() -> None:
+    sbd = LostOnce(SIGNAL, "502")
+    with pytest.raises(SandboxConnectionError):
+        sync_sandbox(sbd).background(5).signal("SIGTERM")
+    assert sbd.hits == [("POST", SIGNAL)]
+
+
+CONTEXT = "/v1/contexts/c1"
+
+
+@pytest.mark.parametrize("how", ["502", "cut"])
+def test_a_context_delete_whose_answer_was_lost_is_success(how: str) -> None:
+    sbd = LostOnce(CONTEXT, how)
+    sb = sync_sandbox(sbd)
+    sb.contexts.delete("c1")
+    assert not sbd.contexts and sbd.hits == [("DELETE", CONTEXT)] * 2
+    with pytest.raises(NotFoundError):  # a 404 on the first attempt is still an error
+        sb.contexts.delete("c2")
+
+
+@pytest.mark.parametrize("how", ["502", "cut"])
+async def test_async_a_context_delete_whose_answer_was_lost_is_success(how: str) -> None:
+    sbd = LostOnce(CONTEXT, how)
+    sb = async_sandbox(sbd)
+    await sb.contexts.delete("c1")
+    assert not sbd.contexts and sbd.hits == [("DELETE", CONTEXT)] * 2
+    with pytest.raises(NotFoundError):
+        await sb.contexts.delete("c2")
