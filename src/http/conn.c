@@ -101,11 +101,23 @@ static void conn_end(struct http_conn *c)
     http__conn_update_read(c);
 }
 
+/* True while response bytes are still queued and the client took some of them within
+ * LIMIT_HTTP_WRITE_STALL: a close now would throw away the end of a response it is still
+ * reading (an idle or linger timer re-arms instead). */
+static bool writes_moving(const struct http_conn *c)
+{
+    return c->queued > 0 && clock_now() - c->write_progress < LIMIT_HTTP_WRITE_STALL;
+}
+
 static void on_timer(uv_timer_t *t)
 {
     struct http_conn *c = t->data;
     switch (c->state) {
     case HTTP_CONN_HEAD:
+        if (c->in.len == 0 && writes_moving(c)) {
+            arm(c, c->server->opts.idle_timeout, true);
+            return;
+        }
         if (c->in.len == 0) {
             http__conn_close(c);
             return;
@@ -122,6 +134,10 @@ static void on_timer(uv_timer_t *t)
         http__conn_close(c);
         return;
     case HTTP_CONN_LINGER:
+        if (writes_moving(c)) { /* the FIN goes after them (uv_shutdown) */
+            arm(c, LIMIT_HTTP_LINGER, false);
+            return;
+        }
         http__conn_close(c);
         return;
     case HTTP_CONN_WAIT:
@@ -211,6 +227,7 @@ static void on_write(uv_write_t *wr, int status)
     struct write_op *w = container_of(wr, struct write_op, req);
     struct http_conn *c = wr->handle->data;
     c->queued -= w->len;
+    c->write_progress = clock_now();
     xfree(w);
     if (status < 0) {
         http__conn_close(c);
@@ -272,6 +289,8 @@ static int conn_write(struct http_conn *c, const struct str *parts, size_t n, bo
         off += parts[i].len - from;
     }
     uv_buf_t b = uv_buf_init(w->data, (unsigned)total);
+    if (c->queued == 0)
+        c->write_progress = clock_now(); /* the stall clock starts with the queue */
     int r = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
     if (r < 0) {
         xfree(w);
@@ -595,7 +614,11 @@ void http__conn_resume(struct http_conn *c)
 
 void http__conn_drain(struct http_conn *c)
 {
-    if (!c->closing && c->state == HTTP_CONN_HEAD && c->in.len == 0)
+    if (c->closing || c->state != HTTP_CONN_HEAD || c->in.len != 0)
+        return;
+    if (c->queued > 0)
+        conn_end(c); /* the response's end still goes, then the FIN */
+    else
         http__conn_close(c);
 }
 

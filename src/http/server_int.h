@@ -74,7 +74,8 @@ struct http_conn {
     struct buf in;
     size_t scanned; /* bytes of in already searched for the end of the head */
     struct http_req *req;
-    size_t queued; /* bytes handed to uv_write and not yet completed */
+    size_t queued;         /* bytes handed to uv_write and not yet completed */
+    usec_t write_progress; /* the last write's completion, or the queue's start */
     bool reading, read_eof, closing, keep_alive, in_process, resp_complete, idle_timer;
     bool upgrading; /* http_req_upgrade: no more HTTP reads; the socket is being handed over */
     char peer[48];  /* client address, looked up once (http_req_peer); "" until then */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "http/probes.h"
 #include "http/server.h"
@@ -250,6 +251,21 @@ static void big_abort(struct http_req *req, void *ctx)
     xfree(ctx);
 }
 
+/* HUGE_TOTAL bytes in one whole response: more than the socket buffers hold, so most of
+ * it stays queued until the client reads. */
+#define HUGE_TOTAL (24u * 1024 * 1024)
+
+static int h_huge(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    char *body = xmalloc(HUGE_TOTAL);
+    for (size_t i = 0; i < HUGE_TOTAL; i++)
+        body[i] = (char)('a' + i % 26);
+    int r = http_respond(req, 200, "application/octet-stream", body, HUGE_TOTAL);
+    xfree(body);
+    return r;
+}
+
 static int h_big(struct http_req *req, void *ctx)
 {
     (void)ctx;
@@ -356,6 +372,7 @@ static void add_routes(struct http_router *r)
     assert_int_equal(http_router_add(r, "GET", "/mark", 0, h_mark, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/slowstream", 0, h_slowstream, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/big", 0, h_big, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/huge", 0, h_huge, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/noresp", 0, h_noresp, NULL), 0);
     assert_int_equal(
         http_router_add(r, "PUT", "/slow-upload", HTTP_ROUTE_STREAM_BODY, h_slow_upload, NULL), 0);
@@ -791,6 +808,34 @@ static void test_idle_keep_alive_closed(void **state)
     stop(f);
 }
 
+/* A client that reads its response slowly gets all of it: after a response that ends
+ * the connection (Connection: close: the linger timer) and on a keep-alive connection
+ * (the idle timer), the timers no longer close the connection while the response's end
+ * is still queued and moving (they threw it away). */
+static void test_slow_reader_gets_whole_response(void **state)
+{
+    static const char *const reqs[] = {
+        "GET /huge HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        "GET /huge HTTP/1.1\r\nHost: t\r\n\r\n",
+    };
+    (void)state;
+    struct fixture *f = start(NULL); /* idle timeout T_SHORT */
+    for (size_t i = 0; i < ARRAY_SIZE(reqs); i++) {
+        struct test_http_conn c = conn_to(f);
+        struct test_http_resp r;
+        test_http_resp_init(&r);
+        assert_int_equal(test_http_send_str(&c, reqs[i]), 0);
+        clock_sleep(LIMIT_HTTP_LINGER + 500 * USEC_PER_MSEC); /* past both timers */
+        assert_int_equal(read_resp(&c, &r), 200);
+        assert_int_equal(r.body.len, HUGE_TOTAL);
+        for (size_t k = 0; k < HUGE_TOTAL; k += 4099)
+            assert_int_equal(r.body.data[k], (char)('a' + k % 26));
+        test_http_resp_done(&r);
+        test_http_close(&c);
+    }
+    stop(f);
+}
+
 static void test_connection_limit(void **state)
 {
     (void)state;
@@ -1035,6 +1080,7 @@ int main(void)
         cmocka_unit_test(test_back_pressure),
         cmocka_unit_test(test_slowloris),
         cmocka_unit_test(test_idle_keep_alive_closed),
+        cmocka_unit_test(test_slow_reader_gets_whole_response),
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_graceful_shutdown),
         cmocka_unit_test(test_probes),
