@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Process manager (see proc.h): posix_spawn with POSIX_SPAWN_SETSID (each command leads
  * its own session and process group), a pidfd polled on the loop for the exit, pipes or a
- * PTY read through uv_pipe_t. Nothing else in the daemon reaps children, so the pidfd
- * stays valid until waitid() here. */
+ * PTY read through uv_pipe_t. Nothing else in the daemon reaps a registered process: its
+ * exit is read with WNOWAIT and the zombie is reaped when the record is released, so its
+ * pid (also its group's and session's id) is not reused while signals can still go. */
 #include "sandboxd/proc.h"
 
 #include <dirent.h>
@@ -43,7 +44,10 @@ struct sbd_proc {
     uv_timer_t timer;
     bool out_open, err_open, in_open, in_closing, timer_init, poll_init;
     bool exited, finished, detached, paused, closing;
+    bool reaped;     /* the leader's zombie was collected: nothing may be signalled */
+    bool pty_held;   /* the PTY's output ended first: master kept open until the exit */
     bool in_refused; /* a stdin write was refused for a full queue: tell stdin_drained */
+    bool in_partial; /* stdin's last bytes are a line not ended by '\n' or ^D */
     int handles;
     struct sbd_exit status;
     const struct sbd_proc_ops *ops;
@@ -94,11 +98,11 @@ struct sbd_proc *sbd_procs_find(struct sbd_procs *ps, uint32_t id)
     return NULL;
 }
 
-/* True when pid is a registered process not reaped yet (its pidfd handler reaps it). */
+/* True when pid is a registered process not reaped yet (reap_leader reaps it). */
 static bool registered(const struct sbd_procs *ps, pid_t pid)
 {
     for (const struct sbd_proc *p = ps->head; p; p = p->next)
-        if (p->pid == pid && !p->exited)
+        if (p->pid == pid && !p->reaped)
             return true;
     return false;
 }
@@ -189,11 +193,23 @@ static void procs_maybe_done(struct sbd_procs *ps)
     done(ps->done_ctx);
 }
 
+/* Collects the exited leader's zombie, kept until now so that its pid stays taken while
+ * the group or session could still be signalled (see "signals"). */
+static void reap_leader(struct sbd_proc *p)
+{
+    siginfo_t si;
+    if (p->reaped || !p->exited || p->pidfd < 0)
+        return;
+    (void)waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG);
+    p->reaped = true;
+}
+
 static void proc_release(struct sbd_proc *p)
 {
     struct sbd_procs *ps = p->ps;
     DLIST_REMOVE(ps->head, p);
     ps->count--;
+    reap_leader(p);
     if (p->pidfd >= 0)
         (void)close(p->pidfd);
     json_decref(p->argv);
@@ -364,15 +380,17 @@ static void kill_group(struct sbd_proc *p, int sig)
 }
 
 /* sig to the leader's group and, on a PTY, to the terminal's foreground group: a shell
- * with job control runs each job in a group of its own, which the first misses. */
+ * with job control runs each job in a group of its own, which the first misses. The
+ * leader's group goes first: a shell then takes its signal while it still waits for the
+ * job, not back at its prompt (where SIGINT would discard the line being typed). */
 static void signal_proc(struct sbd_proc *p, int sig)
 {
     if (p->reaped || p->finished)
         return;
     pid_t fg = p->pty && p->out_open ? tcgetpgrp(p->master) : -1; /* the master's link */
+    kill_group(p, sig);
     if (fg > 0 && fg != p->pid)
         session_signal(p->pid, fg, sig, 1);
-    kill_group(p, sig);
 }
 
 /* SIGKILL to every process of the leader's session: its group, other jobs' groups (a
@@ -426,6 +444,27 @@ static void pty_tail(struct sbd_proc *p)
     }
 }
 
+/* The PTY's slave side was closed (EIO) while the leader is still running, often on its
+ * way out (a program closing its stdio before exit). Closing the master now would hang
+ * the terminal up and SIGHUP the leader, so reading stops and the master stays open
+ * until the exit (release_pty). Stdin closes (its descriptor is a duplicate). */
+static void hold_pty(struct sbd_proc *p)
+{
+    p->pty_held = true;
+    (void)uv_read_stop((uv_stream_t *)&p->out);
+    close_handle((uv_handle_t *)&p->in, &p->in_open);
+}
+
+/* After the exit: reads what a reopened terminal may have written, closes the master. */
+static void release_pty(struct sbd_proc *p)
+{
+    if (!p->pty_held)
+        return;
+    p->pty_held = false;
+    pty_tail(p);
+    close_handle((uv_handle_t *)&p->out, &p->out_open);
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct sbd_proc *p = s->data;
@@ -438,8 +477,13 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (n == 0)
         return;
     /* EOF, or EIO from a PTY master once the slave side is gone. */
-    if (p->pty && !is_err)
+    if (p->pty && !is_err) {
         pty_tail(p);
+        if (!p->exited) {
+            hold_pty(p);
+            return;
+        }
+    }
     if (is_err)
         close_handle((uv_handle_t *)&p->err, &p->err_open);
     else
@@ -454,7 +498,7 @@ static void start_drain(struct sbd_proc *p);
 static void set_reading(struct sbd_proc *p)
 {
     uv_stream_t *streams[] = {(uv_stream_t *)&p->out, (uv_stream_t *)&p->err};
-    bool open[] = {p->out_open, p->err_open};
+    bool open[] = {p->out_open && !p->pty_held, p->err_open};
     for (size_t i = 0; i < 2; i++) {
         if (!open[i])
             continue;
@@ -490,7 +534,7 @@ static void on_timer(uv_timer_t *t)
     struct sbd_proc *p = t->data;
     if (!p->exited) {
         p->status.timed_out = true;
-        kill_group(p, SIGKILL);
+        kill_session(p);
         return;
     }
     if (p->paused) {
@@ -506,7 +550,9 @@ static void on_pidfd(uv_poll_t *h, int status, int events)
     struct sbd_proc *p = h->data;
     (void)events;
     siginfo_t si = {0};
-    if (status < 0 || waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+    /* WNOWAIT: the zombie stays until reap_leader. */
+    if (status < 0 || waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+        si.si_pid == 0)
         return;
     (void)uv_poll_stop(&p->poll);
     p->exited = true;
@@ -514,7 +560,8 @@ static void on_pidfd(uv_poll_t *h, int status, int events)
     p->status.exit_code = sig ? -1 : si.si_status;
     p->status.signal = sig ? si.si_status : 0;
     if (p->status.timed_out || p->ps->shutting_down || p->detached)
-        kill_group(p, SIGKILL); /* no stragglers holding the pipes */
+        kill_session(p); /* no stragglers holding the pipes */
+    release_pty(p);
     start_drain(p);
     maybe_finish(p, false);
 }
@@ -782,7 +829,7 @@ int sbd_proc_start(struct sbd_procs *ps, const struct sbd_proc_spec *spec,
         /* Cannot watch it: kill it, reap it and report the failure. */
         (void)kill(-pid, SIGKILL);
         (void)waitpid(pid, NULL, 0);
-        p->exited = p->finished = true;
+        p->exited = p->finished = p->reaped = true;
         proc_close(p);
         return r;
     }
@@ -818,11 +865,30 @@ static void on_stdin_written(uv_write_t *w, int status)
         p->ops->stdin_drained(p, p->ctx);
 }
 
-/* Queues data (copied) for stdin, followed by VEOF (^D) when eof (a PTY's end of input, as
- * a canonical-mode terminal reads it), in one write so that both fit or neither goes. */
+#define VEOF_CHAR 4 /* ^D */
+
+/* How many ^D end a PTY's input after data: a canonical-mode terminal ends input at a ^D
+ * on an empty line; on a line with text, one ^D only hands the text over, so a second
+ * follows. *ret_partial: whether the line is left unended once data is written. */
+static size_t eof_count(const struct sbd_proc *p, const char *data, size_t n, bool eof,
+                        bool *ret_partial)
+{
+    bool partial = p->in_partial;
+    if (n > 0)
+        partial = data[n - 1] != '\n' && data[n - 1] != VEOF_CHAR;
+    *ret_partial = partial;
+    if (!eof)
+        return 0;
+    return partial ? 2 : 1;
+}
+
+/* Queues data (copied) for stdin, followed by VEOF (^D) when eof (a PTY's end of input,
+ * eof_count), in one write so that all of it fits or nothing goes. */
 static int queue_stdin(struct sbd_proc *p, const void *data, size_t n, bool eof)
 {
-    size_t len = n + (eof ? 1 : 0);
+    bool partial;
+    size_t eofs = eof_count(p, data, n, eof, &partial);
+    size_t len = n + eofs;
     if (!p->in_open || p->in_closing || p->finished)
         return -EPIPE;
     if (len == 0)
@@ -836,14 +902,14 @@ static int queue_stdin(struct sbd_proc *p, const void *data, size_t n, bool eof)
     char *copy = (char *)(w + 1);
     if (n)
         memcpy(copy, data, n);
-    if (eof)
-        copy[n] = 4;
+    memset(copy + n, VEOF_CHAR, eofs);
     uv_buf_t b = uv_buf_init(copy, (unsigned)len);
     int r = uv_write(w, (uv_stream_t *)&p->in, &b, 1, on_stdin_written);
     if (r < 0) {
         xfree(w);
         return -EPIPE;
     }
+    p->in_partial = eofs ? false : partial;
     return 0;
 }
 
@@ -887,8 +953,10 @@ int sbd_proc_signal(struct sbd_proc *p, int sig)
 {
     if (sig <= 0 || sig >= NSIG)
         return -EINVAL;
-    if (!p->exited)
-        kill_group(p, sig);
+    if (sig == SIGKILL)
+        kill_session(p); /* after the leader's exit too: stragglers of its session */
+    else if (!p->exited)
+        signal_proc(p, sig);
     return 0;
 }
 
@@ -908,7 +976,7 @@ void sbd_proc_detach(struct sbd_proc *p)
         return;
     p->detached = true;
     p->ops = NULL;
-    kill_group(p, SIGKILL);
+    kill_session(p);
     if (p->paused)
         sbd_proc_pause(p, false); /* keep draining so the pipes do not block it */
 }
@@ -918,8 +986,7 @@ void sbd_proc_detach(struct sbd_proc *p)
 static void signal_all(struct sbd_procs *ps, int sig)
 {
     for (struct sbd_proc *p = ps->head; p; p = p->next)
-        if (!p->exited)
-            kill_group(p, sig);
+        (void)sbd_proc_signal(p, sig);
 }
 
 static void on_kill_timer(uv_timer_t *t)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Process manager: spawns commands in their own session (so signals and timeouts hit the
- * whole process group), with pipes or a pseudo-terminal, watches their exit through a
- * pidfd, and delivers output and the exit status on the loop thread. */
+/* Process manager: spawns commands in their own session (so signals hit the whole process
+ * group, and kills and timeouts the whole session), with pipes or a pseudo-terminal,
+ * watches their exit through a pidfd, and delivers output and the exit status on the loop
+ * thread. */
 #pragma once
 
 #include <jansson.h>
@@ -37,7 +38,7 @@ struct sbd_proc_spec {
     int cwd_fd;                /* directory to start in; -1: the daemon's cwd */
     bool pty;                  /* run on a pseudo-terminal (stdout and stderr merged) */
     unsigned short cols, rows; /* initial window size of the PTY (0: kernel default) */
-    usec_t timeout;            /* 0: none; else SIGKILL to the group after it */
+    usec_t timeout;            /* 0: none; else SIGKILL to the session after it */
 };
 
 /** Output callbacks, on the loop thread. data is borrowed for the call. */
@@ -55,8 +56,9 @@ struct sbd_proc_ops {
 int sbd_procs_new(uv_loop_t *loop, unsigned max, struct sbd_procs **ret);
 /** Frees a registry whose shutdown completed (NULL is fine). */
 void sbd_procs_free(struct sbd_procs *ps);
-/** SIGTERM to every group now, SIGKILL to those left after grace; done runs once every
- * process is gone. New starts fail with -ESHUTDOWN afterwards. */
+/** sbd_proc_signal with SIGTERM to every process now, SIGKILL to the sessions left after
+ * grace; done runs once every process is gone. New starts fail with -ESHUTDOWN
+ * afterwards. */
 void sbd_procs_shutdown(struct sbd_procs *ps, usec_t grace, void (*done)(void *ctx), void *ctx);
 /** Number of running (registered) processes. */
 size_t sbd_procs_count(const struct sbd_procs *ps);
@@ -87,21 +89,26 @@ pid_t sbd_proc_pid(const struct sbd_proc *p);
  * process gone), -EAGAIN (too much queued: nothing taken; ops->stdin_drained follows once
  * the queue is empty). An empty queue takes one write of any size. */
 int sbd_proc_write(struct sbd_proc *p, const void *data, size_t n);
-/** Closes stdin once queued data is written (a PTY gets an EOF character instead, which
- * needs room in the queue). Closing a closed pipe succeeds. Returns 0, -EPIPE (a PTY whose
- * input is closed, or the process gone) or -EAGAIN (a PTY's queue full: nothing sent). */
+/** Closes stdin once queued data is written (a PTY gets EOF characters instead, which need
+ * room in the queue: one ^D, or two when the last line written is not ended by '\n' or ^D,
+ * since a terminal's first ^D then only ends that line). Closing a closed pipe succeeds.
+ * Returns 0, -EPIPE (a PTY whose input is closed, or the process gone) or -EAGAIN (a PTY's
+ * queue full: nothing sent). */
 int sbd_proc_close_stdin(struct sbd_proc *p);
 /** sbd_proc_write then sbd_proc_close_stdin, all or nothing: on a PTY the data and the EOF
- * character go in one write, so -EAGAIN means neither was queued. */
+ * characters go in one write, so -EAGAIN means none was queued. */
 int sbd_proc_write_close(struct sbd_proc *p, const void *data, size_t n);
-/** Sends sig to the process group (the process itself if that fails). Signalling a
- * process that already exited succeeds. Returns 0 or -EINVAL. */
+/** Sends sig to the process group (the process itself if that fails) and, on a PTY, to
+ * the terminal's foreground process group (a job of a shell with job control). SIGKILL
+ * goes to every process of the session instead (background jobs in groups of their own
+ * too), even after the process itself exited. Signalling a process that already exited
+ * otherwise does nothing and succeeds. Returns 0 or -EINVAL. */
 int sbd_proc_signal(struct sbd_proc *p, int sig);
 /** Resizes the PTY. Returns 0, -ENOTTY (no PTY) or -ESRCH (exited). */
 int sbd_proc_resize(struct sbd_proc *p, unsigned short cols, unsigned short rows);
 /** Stops (true) or resumes reading output, for back-pressure. */
 void sbd_proc_pause(struct sbd_proc *p, bool pause);
-/** The owner is gone: SIGKILL to the group; no more callbacks. */
+/** The owner is gone: SIGKILL to the session; no more callbacks. */
 void sbd_proc_detach(struct sbd_proc *p);
 /** Parses "SIGTERM", "TERM", "term" or a number. Returns the signal or -EINVAL. */
 int sbd_signal_parse(const char *s);
