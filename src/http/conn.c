@@ -21,6 +21,7 @@ struct write_op {
 
 static void conn_process(struct http_conn *c);
 static void on_timer(uv_timer_t *t);
+static void on_defer(uv_idle_t *h);
 
 static uint64_t to_ms(usec_t u)
 {
@@ -114,7 +115,11 @@ static void on_timer(uv_timer_t *t)
     struct http_conn *c = t->data;
     switch (c->state) {
     case HTTP_CONN_HEAD:
-        if (c->in.len == 0 && writes_moving(c)) {
+        if (c->held && !writes_moving(c)) {
+            http__conn_close(c); /* held requests whose client reads nothing */
+            return;
+        }
+        if ((c->held || c->in.len == 0) && writes_moving(c)) {
             arm(c, c->server->opts.idle_timeout, true);
             return;
         }
@@ -236,6 +241,10 @@ static void on_write(uv_write_t *wr, int status)
     if (c->closing)
         return;
     struct http_req *req = c->req;
+    if (c->held && c->queued <= c->server->opts.write_queue / 2) {
+        c->held = false;
+        (void)uv_idle_start(&c->defer, on_defer); /* the pipelined requests held back */
+    }
     if (req && req->want_drain && c->queued <= c->server->opts.write_queue / 2) {
         req->want_drain = false;
         if (req->drain_fn) {
@@ -571,6 +580,12 @@ static void conn_process(struct http_conn *c)
             continue;
         }
         int r = 0;
+        /* A pipelined request waits while the responses before it fill the write queue:
+         * each would queue its own answer on top (on_write starts it again). */
+        if (c->state == HTTP_CONN_HEAD && c->queued >= c->server->opts.write_queue) {
+            c->held = c->in.len > 0;
+            break;
+        }
         if (c->state == HTTP_CONN_HEAD)
             r = try_head(c);
         else if (c->state == HTTP_CONN_BODY)

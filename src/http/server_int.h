@@ -78,6 +78,7 @@ struct http_conn {
     usec_t write_progress; /* the last write's completion, or the queue's start */
     bool reading, read_eof, closing, keep_alive, in_process, resp_complete, idle_timer;
     bool upgrading; /* http_req_upgrade: no more HTTP reads; the socket is being handed over */
+    bool held;      /* pipelined requests wait for the write queue to drain (on_write) */
     char peer[48];  /* client address, looked up once (http_req_peer); "" until then */
     bool secure;    /* adopted from a TLS front (http_server_adopt) */
     char *info;     /* http_adopt_opts.info (owned copy); NULL: none */

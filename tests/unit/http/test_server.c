@@ -255,9 +255,12 @@ static void big_abort(struct http_req *req, void *ctx)
  * it stays queued until the client reads. */
 #define HUGE_TOTAL (24u * 1024 * 1024)
 
+static atomic_int huge_calls;
+
 static int h_huge(struct http_req *req, void *ctx)
 {
     (void)ctx;
+    atomic_fetch_add(&huge_calls, 1);
     char *body = xmalloc(HUGE_TOTAL);
     for (size_t i = 0; i < HUGE_TOTAL; i++)
         body[i] = (char)('a' + i % 26);
@@ -836,6 +839,33 @@ static void test_slow_reader_gets_whole_response(void **state)
     stop(f);
 }
 
+/* Pipelined requests wait while the responses before them fill the write queue: a
+ * client that sends many and reads none no longer gets every answer queued for it (each
+ * handler ran at once, past the queue's bound). */
+static void test_pipelined_held_by_write_queue(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    atomic_store(&huge_calls, 0);
+    assert_int_equal(test_http_send_str(&c, "GET /huge HTTP/1.1\r\nHost: t\r\n\r\n"
+                                            "GET /huge HTTP/1.1\r\nHost: t\r\n\r\n"
+                                            "GET /huge HTTP/1.1\r\nHost: t\r\n\r\n"),
+                     0);
+    clock_sleep(300 * USEC_PER_MSEC);
+    assert_int_equal(atomic_load(&huge_calls), 1); /* the others wait for the reader */
+    test_http_resp_init(&r);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(read_resp(&c, &r), 200);
+        assert_int_equal(r.body.len, HUGE_TOTAL);
+    }
+    assert_int_equal(atomic_load(&huge_calls), 3);
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    stop(f);
+}
+
 static void test_connection_limit(void **state)
 {
     (void)state;
@@ -1081,6 +1111,7 @@ int main(void)
         cmocka_unit_test(test_slowloris),
         cmocka_unit_test(test_idle_keep_alive_closed),
         cmocka_unit_test(test_slow_reader_gets_whole_response),
+        cmocka_unit_test(test_pipelined_held_by_write_queue),
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_graceful_shutdown),
         cmocka_unit_test(test_probes),
