@@ -407,8 +407,9 @@ static void dispatch(struct http_conn *c, struct http_req *req)
     c->keep_alive = h->keep_alive;
     if (!route_req(c, req))
         return;
-    if (!req->body_done && s->opts.refuse_early &&
-        s->opts.refuse_early(req, req->route->fn, req->route->ctx)) {
+    if (!req->body_done &&
+        ((req->route->flags & HTTP_ROUTE_NO_BODY) ||
+         (s->opts.refuse_early && s->opts.refuse_early(req, req->route->fn, req->route->ctx)))) {
         c->keep_alive = false; /* the body is not read: the connection ends after this */
         c->state = HTTP_CONN_WAIT;
         (void)uv_timer_stop(&c->timer);

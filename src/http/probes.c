@@ -47,10 +47,10 @@ static int metrics(struct http_req *req, void *ctx)
 int http_probes_register(struct http_router *r, const struct http_probes_opts *opts)
 {
     void *ctx = (void *)opts;
-    int ret = http_router_add(r, "GET", "/healthz", 0, healthz, NULL);
+    int ret = http_router_add(r, "GET", "/healthz", HTTP_ROUTE_NO_BODY, healthz, NULL);
     if (ret >= 0)
-        ret = http_router_add(r, "GET", "/readyz", 0, readyz, ctx);
+        ret = http_router_add(r, "GET", "/readyz", HTTP_ROUTE_NO_BODY, readyz, ctx);
     if (ret >= 0 && opts->render)
-        ret = http_router_add(r, "GET", "/metrics", 0, metrics, ctx);
+        ret = http_router_add(r, "GET", "/metrics", HTTP_ROUTE_NO_BODY, metrics, ctx);
     return ret;
 }

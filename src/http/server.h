@@ -53,6 +53,9 @@ typedef void http_server_done_fn(struct http_server *s, void *ctx);
 enum {
     HTTP_ROUTE_PREFIX = 1u << 0,      /* path is a prefix ("/v1/files/"), else exact */
     HTTP_ROUTE_STREAM_BODY = 1u << 1, /* call the handler at the head; body via body_fn */
+    /* The handler reads no body (a probe): a request with one is answered at its head and
+     * its connection closed after, the body never buffered (anyone may call a probe). */
+    HTTP_ROUTE_NO_BODY = 1u << 2,
 };
 
 /** Returns a new empty router (free with http_router_free). */

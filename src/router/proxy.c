@@ -732,7 +732,7 @@ static int healthz(struct http_req *req, void *ctx)
 
 int proxy_register(struct proxy *p, struct http_router *r)
 {
-    int rc = http_router_add(r, "GET", "/healthz", 0, healthz, p);
+    int rc = http_router_add(r, "GET", "/healthz", HTTP_ROUTE_NO_BODY, healthz, p);
     if (rc >= 0)
         rc = http_router_add(r, NULL, "/", HTTP_ROUTE_PREFIX | HTTP_ROUTE_STREAM_BODY, proxy_handle,
                              p);

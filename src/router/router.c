@@ -206,7 +206,8 @@ static int start_servers(struct router *r)
     if (rc >= 0)
         rc = http_probes_register(r->probe_routes, &r->probes);
     if (rc >= 0 && r->o.metrics_auth)
-        rc = http_router_add(r->probe_routes, "GET", "/metrics", 0, secure_metrics, r);
+        rc = http_router_add(r->probe_routes, "GET", "/metrics", HTTP_ROUTE_NO_BODY, secure_metrics,
+                             r);
     struct http_server_opts so = {.host = r->o.host ? r->o.host : "0.0.0.0",
                                   .port = r->o.port,
                                   .router = r->proxy_routes,
