@@ -240,7 +240,30 @@ static void on_abort(struct http_req *req, void *ctx)
 
 /* ---- Upstream request ------------------------------------------------------------------ */
 
-static bool hop_by_hop(struct str name, struct str connection)
+/* Whether name is a token of the comma-separated list. */
+static bool listed(struct str list, struct str name)
+{
+    struct str rest = list, tok;
+    while (rest.len) {
+        (void)str_cut(rest, ',', &tok, &rest);
+        if (str_eq_nocase(str_trim(tok), name))
+            return true;
+    }
+    return false;
+}
+
+/* Whether name is listed in any Connection field of r (the field may be repeated: each
+ * counts, not just the first). */
+static bool in_connection(struct http_req *r, struct str name)
+{
+    struct str n, v;
+    for (size_t i = 0; http_req_header_at(r, i, &n, &v); i++)
+        if (str_eq_nocase(n, STR_LIT("connection")) && listed(v, name))
+            return true;
+    return false;
+}
+
+static bool hop_by_hop(struct http_req *r, struct str name)
 {
     static const char *const names[] = {"connection",
                                         "keep-alive",
@@ -267,14 +290,7 @@ static bool hop_by_hop(struct str name, struct str connection)
         str_has_prefix(name, STR_LIT("X-Sandbox-")) ||
         (name.len > 10 && str_eq_nocase(str_make(name.p, 10), STR_LIT("x-sandbox-"))))
         return true;
-    /* Fields named in Connection are hop-by-hop too. */
-    struct str rest = connection, tok;
-    while (rest.len) {
-        (void)str_cut(rest, ',', &tok, &rest);
-        if (str_eq_nocase(str_trim(tok), name))
-            return true;
-    }
-    return false;
+    return in_connection(r, name); /* fields named in Connection are hop-by-hop too */
 }
 
 static void put(struct buf *b, struct str s)
@@ -310,9 +326,9 @@ static void build_head(struct px *x, struct buf *b)
     put(b, str_c(x->ip));
     put(b, v6 ? STR_LIT("]") : STR_NULL);
     put(b, str_make(port, pn > 0 && (size_t)pn < sizeof(port) ? (size_t)pn : 0));
-    struct str conn = http_req_header(r, "Connection"), name, value;
+    struct str name, value;
     for (size_t i = 0; http_req_header_at(r, i, &name, &value); i++) {
-        if (hop_by_hop(name, conn) || (x->is_upgrade && str_eq_nocase(name, STR_LIT("origin"))))
+        if (hop_by_hop(r, name) || (x->is_upgrade && str_eq_nocase(name, STR_LIT("origin"))))
             continue;
         put_header(b, name, value);
     }
@@ -416,13 +432,27 @@ void proxy__px_connected(struct px *x, int status)
     }
 }
 
-/* A pooled connection failed before any response byte: try once more on a new one. */
+/* Whether req may be sent twice: an idempotent method (RFC 9110 9.2.2), or a request
+ * that carries an idempotency key (as Go's http.Transport decides). */
+static bool replayable(struct http_req *req)
+{
+    static const char *const methods[] = {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"};
+    struct str m = http_req_method(req);
+    for (size_t i = 0; i < ARRAY_SIZE(methods); i++)
+        if (str_eq_c(m, methods[i]))
+            return true;
+    return http_req_header(req, "Idempotency-Key").p || http_req_header(req, "X-Idempotency-Key").p;
+}
+
+/* A pooled connection failed before any response byte (an interim 1xx counts: the
+ * request was being carried out): a replayable request without a body is tried once
+ * more on a new connection. A POST is not: the sandbox may have run it already. */
 bool proxy__px_retry(struct px *x);
 bool proxy__px_retry(struct px *x)
 {
-    if (!x->up || !x->up->reused || x->retried || x->in.len || x->head_done ||
+    if (!x->up || !x->up->reused || x->retried || x->in.len || x->head_done || x->got_bytes ||
         http_req_header(x->req, "Transfer-Encoding").p ||
-        http_req_header(x->req, "Content-Length").p)
+        http_req_header(x->req, "Content-Length").p || !replayable(x->req))
         return false;
     x->retried = true;
     upconn_close(x->up);

@@ -122,6 +122,7 @@ struct px {
     struct http_head *head; /* upstream response head (points into raw) */
     char *raw;              /* copy of the head */
     bool head_done, resp_started, resp_done, blocked, up_eof;
+    bool got_bytes; /* some response byte came (a 1xx too): the request is not retried */
     uint64_t body_left;
     struct http_chunked chunked;
     uint64_t bytes_out;

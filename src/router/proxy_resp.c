@@ -10,7 +10,25 @@
 #include "common/xalloc.h"
 #include "router/proxy_int.h"
 
-static bool skip_resp_header(struct str name, struct str connection)
+/* Whether name is listed in any Connection field of the upstream head (the field may be
+ * repeated: each counts). */
+static bool in_connection(const struct http_head *head, struct str name)
+{
+    for (size_t i = 0; i < head->num_headers; i++) {
+        const struct http_header *h = &head->headers[i];
+        struct str rest = h->value, tok;
+        if (!str_eq_nocase(h->name, STR_LIT("connection")))
+            continue;
+        while (rest.len) {
+            (void)str_cut(rest, ',', &tok, &rest);
+            if (str_eq_nocase(str_trim(tok), name))
+                return true;
+        }
+    }
+    return false;
+}
+
+static bool skip_resp_header(const struct http_head *head, struct str name)
 {
     static const char *const names[] = {"connection",
                                         "keep-alive",
@@ -26,22 +44,14 @@ static bool skip_resp_header(struct str name, struct str connection)
     for (size_t i = 0; i < ARRAY_SIZE(names); i++)
         if (str_eq_nocase(name, str_c(names[i])))
             return true;
-    struct str rest = connection, tok;
-    while (rest.len) {
-        (void)str_cut(rest, ',', &tok, &rest);
-        if (str_eq_nocase(str_trim(tok), name))
-            return true;
-    }
-    return false;
+    return in_connection(head, name);
 }
 
 static int copy_headers(struct px *x)
 {
-    const struct http_header *c = http_head_find(x->head, "Connection");
-    struct str conn = c ? c->value : STR_NULL;
     for (size_t i = 0; i < x->head->num_headers; i++) {
         const struct http_header *h = &x->head->headers[i];
-        if (skip_resp_header(h->name, conn))
+        if (skip_resp_header(x->head, h->name))
             continue;
         int r = http_resp_header_add_str(x->req, h->name, h->value);
         if (r < 0 && r != -EINVAL)
@@ -88,6 +98,22 @@ static int respond_whole(struct px *x)
     return 0;
 }
 
+/* The answer to a HEAD: the head the GET would have, no body. The upstream's
+ * Content-Length is passed on (a client sizing a download by HEAD); without one, the
+ * GET's body would be chunked or close-delimited, so the head says chunked. */
+static int respond_head(struct px *x)
+{
+    const struct http_header *cl = http_head_find(x->head, "Content-Length");
+    uint64_t len;
+    int r;
+    if (cl && str_to_u64(str_trim(cl->value), &len) == 0 && len <= SIZE_MAX)
+        return http_respond(x->req, x->status, NULL, NULL, (size_t)len);
+    if (x->status < 200 || x->status == 204 || x->status == 304)
+        return http_respond(x->req, x->status, NULL, "", 0);
+    r = http_resp_start(x->req, x->status, NULL);
+    return r < 0 ? r : http_resp_end(x->req);
+}
+
 static int start_response(struct px *x)
 {
     x->status = x->head->status;
@@ -97,7 +123,9 @@ static int start_response(struct px *x)
     x->resp_started = true;
     switch (x->head->body) {
     case HTTP_BODY_NONE:
-        r = http_respond(x->req, x->status, NULL, "", 0);
+        r = str_eq_c(http_req_method(x->req), "HEAD")
+                ? respond_head(x)
+                : http_respond(x->req, x->status, NULL, "", 0);
         if (r >= 0) {
             x->resp_done = true;
             proxy__px_finish(x);
@@ -269,6 +297,7 @@ void proxy__px_up_read(struct px *x, ssize_t n, const char *data)
         return;
     }
     x->last_activity = clock_now();
+    x->got_bytes = true;
     if (buf_append(&x->in, data, (size_t)n) < 0) {
         bad_gateway(x, "other"); /* a head past the limit */
         return;

@@ -24,6 +24,7 @@ hack/apiserver.sh's tokens.csv beside it) are available, and is skipped otherwis
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -803,6 +804,140 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
             self.assertIn(b"partial-body", raw)
             self.assertEqual(raw.endswith(b"\r\n0\r\n\r\n"), not reset, (reset, raw[-80:]))
         self.t.healthy(self)
+
+    def router_req(self, method, port, path, extra=b""):
+        return (f"{method} /s/{self.ns}/box/{port}{path} HTTP/1.1\r\nHost: x\r\n".encode()
+                + self.t.headers + extra + b"\r\n")
+
+    def test_post_not_replayed_on_a_reused_connection(self):
+        """A body-less request on a pooled upstream connection that fails before any
+        answer is sent again on a new one only when it may run twice (GET, not POST)."""
+        ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        up = RecordingUpstream(lambda conn, nth, head: ok if nth == 0 else None)
+        try:
+            got = one_at_a_time(self.port, [
+                self.router_req("GET", up.port, "/a"), self.router_req("POST", up.port, "/run"),
+                self.router_req("GET", up.port, "/b"), self.router_req("GET", up.port, "/c")])
+        finally:
+            up.close()
+        self.assertEqual([statuses(g)[:1] for g in got], [[200], [502], [200], [200]], got)
+        posts = [h for _, h in up.heads if h.startswith(b"POST ")]
+        self.assertEqual(len(posts), 1, up.heads)  # not replayed
+        gets_c = [h for _, h in up.heads if h.startswith(b"GET /c ")]
+        self.assertEqual(len(gets_c), 2, up.heads)  # replayed once on a new connection
+        self.t.healthy(self)
+
+    def test_head_passes_the_content_length_on(self):
+        """A HEAD's answer keeps the upstream's Content-Length (it said 0)."""
+        up = RecordingUpstream(lambda conn, nth, head: b"HTTP/1.1 200 OK\r\nContent-Length: 12345\r\n\r\n")
+        try:
+            got = one_at_a_time(self.port, [self.router_req("HEAD", up.port, "/f")])
+        finally:
+            up.close()
+        self.assertEqual(statuses(got[0])[:1], [200], got)
+        self.assertRegex(got[0], rb"(?i)\r\ncontent-length: 12345\r\n")
+
+    def test_every_connection_field_names_hop_by_hop_headers(self):
+        """Fields named in any Connection field, not just the first, stay on their hop,
+        both ways."""
+        up = RecordingUpstream(lambda conn, nth, head: (
+            b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nConnection: X-Up-Secret\r\n"
+            b"X-Up-Secret: u\r\nContent-Length: 2\r\n\r\nok"))
+        try:
+            got = one_at_a_time(self.port, [self.router_req(
+                "GET", up.port, "/h", b"Connection: keep-alive\r\nConnection: X-Secret\r\nX-Secret: s\r\n")])
+        finally:
+            up.close()
+        self.assertEqual(statuses(got[0])[:1], [200], got)
+        self.assertEqual(len(up.heads), 1, up.heads)
+        self.assertNotIn(b"x-secret", up.heads[0][1].lower())
+        self.assertNotIn(b"x-up-secret", got[0].lower())
+
+class RecordingUpstream:
+    """An upstream on loopback that records every request head it reads (as
+    (connection number, head bytes)) and answers each with answer(conn, nth, head): the
+    bytes to send, or None to reset the connection unanswered."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.heads = []
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(8)
+        self.srv.settimeout(0.2)
+        self.port = self.srv.getsockname()[1]
+        self.done = threading.Event()
+        self.th = threading.Thread(target=self._accept, daemon=True)
+        self.th.start()
+
+    def _accept(self):
+        n = 0
+        while not self.done.is_set():
+            try:
+                c, _ = self.srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c, n), daemon=True).start()
+            n += 1
+
+    def _serve(self, c, conn):
+        with c:
+            c.settimeout(10)
+            buf, nth = b"", 0
+            try:
+                while True:
+                    while b"\r\n\r\n" not in buf:
+                        chunk = c.recv(4096)
+                        if not chunk:
+                            return
+                        buf += chunk
+                    head, _, buf = buf.partition(b"\r\n\r\n")
+                    self.heads.append((conn, head))
+                    out = self.answer(conn, nth, head)
+                    nth += 1
+                    if out is None:
+                        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        return
+                    c.sendall(out)
+            except OSError:
+                return
+
+    def close(self):
+        self.done.set()
+        self.srv.close()
+
+
+def one_at_a_time(port, requests, timeout=10):
+    """Sends each request on one connection after the answer to the one before it;
+    returns the answers' heads and bodies as raw bytes, one per request (b"" when the
+    connection ended first)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout)
+    out = []
+    try:
+        for req in requests:
+            s.sendall(req)
+            raw = b""
+            while True:
+                head, sep, rest = raw.partition(b"\r\n\r\n")
+                if sep:
+                    m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+                    want = int(m.group(1)) if m and not req.startswith(b"HEAD ") else 0
+                    if len(rest) >= want:
+                        break
+                try:
+                    chunk = s.recv(65536)
+                except (socket.timeout, ConnectionResetError):
+                    chunk = b""
+                if not chunk:
+                    break
+                raw += chunk
+            out.append(raw)
+    finally:
+        s.close()
+    return out
+
 
 
 def upstream_once(answer, reset, linger=0.3):
