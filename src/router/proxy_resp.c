@@ -204,10 +204,23 @@ static bool write_client(struct px *x, struct str data)
     return true;
 }
 
+/* True (the exchange now waits for the drain) when the client's queue is already full:
+ * a response that starts behind others still queued on a keep-alive connection. Asked
+ * before any byte is taken from the upstream's, which a refused write (-EAGAIN) would
+ * otherwise have lost, failing the whole connection. */
+static bool client_full(struct px *x)
+{
+    if (http_resp_write(x->req, NULL, 0) != -EAGAIN)
+        return false;
+    x->blocked = true;
+    (void)upconn_read(x->up, false);
+    return true;
+}
+
 static void body_step(struct px *x)
 {
     struct http_parse_err e;
-    while (!x->finished && !x->blocked && x->in.len) {
+    while (!x->finished && !x->blocked && x->in.len && !client_full(x)) {
         if (x->head->body == HTTP_BODY_CHUNKED) {
             size_t used = 0;
             struct str data = STR_NULL;
