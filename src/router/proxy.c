@@ -178,6 +178,10 @@ void proxy__px_finish(struct px *x)
     x->finished = true;
     struct proxy *p = x->p;
     p->inflight--;
+    if (x->counts_upgrade) {
+        x->counts_upgrade = false;
+        p->nupgrading--;
+    }
     metric_series_add(p->m.inflight_now, -1);
     idle_finish(x);
     double secs = (double)(clock_now() - x->start) / (double)USEC_PER_SEC;
@@ -736,10 +740,16 @@ static int proxy_handle(struct http_req *req, void *ctx)
         return 0;
     }
     x->is_upgrade = http_req_header(req, "Upgrade").p != NULL;
-    if (x->is_upgrade && p->ntunnels >= LIMIT_ROUTER_TUNNELS) {
-        /* an upgraded connection leaves the server's connection count: this is its bound */
+    if (x->is_upgrade && p->ntunnels + p->nupgrading >= LIMIT_ROUTER_TUNNELS) {
+        /* an upgraded connection leaves the server's connection count: this is its bound,
+         * counting the upgrades in flight (each may become a tunnel: checking the open
+         * tunnels only let up to a server's connections more through at once) */
         proxy__px_fail(x, 503, "Too many open tunnels: try again later.", "tunnels");
         return 0;
+    }
+    if (x->is_upgrade) {
+        p->nupgrading++;
+        x->counts_upgrade = true;
     }
     usec_t limit = p->o.proxy_timeout;
     x->deadline = x->start + (x->rt.timeout && x->rt.timeout < limit ? x->rt.timeout : limit);

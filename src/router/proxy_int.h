@@ -91,6 +91,7 @@ struct proxy {
     size_t pooled;
     struct tunnel *tunnels;
     size_t ntunnels, inflight;
+    size_t nupgrading; /* upgrade requests in flight, each a tunnel to come (its bound) */
     bool shutting_down, own_metrics;
     uint64_t grace_end_ms;
     uv_timer_t shutdown_timer;
@@ -116,6 +117,7 @@ struct px {
     usec_t start, last_activity, deadline;
     /* request side */
     bool is_upgrade, req_sent, body_started, body_paused_by_us, body_done, retried;
+    bool counts_upgrade; /* counted in the proxy's nupgrading until it finishes */
     /* response side */
     struct buf in;          /* upstream bytes not yet processed */
     size_t last_len;        /* parser rescan hint */
