@@ -205,6 +205,7 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_SBD_LISTING        10000                   /* entries in one directory listing */
 #define LIMIT_SBD_MULTIPART_HEAD (16u * 1024)            /* headers of one multipart part */
 #define LIMIT_SBD_WS_MESSAGE     (1u * 1024 * 1024)      /* one WebSocket message */
+#define LIMIT_SBD_WS_STDIN_STALL (30 * USEC_PER_SEC)     /* held stdin, the process not reading */
 #define LIMIT_SBD_WEBSOCKETS     128                     /* open process WebSockets */
 #define LIMIT_SBD_WS_FIRST       (30 * USEC_PER_SEC)     /* the process request's arrival */
 #define LIMIT_SBD_TOKEN          4096                    /* bearer token file */

@@ -858,7 +858,9 @@ static void on_stdin_written(uv_write_t *w, int status)
     uv_stream_t *in = w->handle;
     struct sbd_proc *p = in->data;
     xfree(w);
-    if (status < 0 || !p->in_refused || uv_stream_get_write_queue_size(in) > 0)
+    /* The queue emptied, or failed (stdin closed under it: the holder's next write says
+     * so): either way the one that was refused hears of it. */
+    if (!p->in_refused || (status >= 0 && uv_stream_get_write_queue_size(in) > 0))
         return;
     p->in_refused = false;
     if (p->ops && p->ops->stdin_drained && !p->finished)
@@ -911,6 +913,11 @@ static int queue_stdin(struct sbd_proc *p, const void *data, size_t n, bool eof)
     }
     p->in_partial = eofs ? false : partial;
     return 0;
+}
+
+size_t sbd_proc_stdin_queued(const struct sbd_proc *p)
+{
+    return p->in_open ? uv_stream_get_write_queue_size((const uv_stream_t *)&p->in) : 0;
 }
 
 int sbd_proc_write(struct sbd_proc *p, const void *data, size_t n)

@@ -89,6 +89,8 @@ pid_t sbd_proc_pid(const struct sbd_proc *p);
  * process gone), -EAGAIN (too much queued: nothing taken; ops->stdin_drained follows once
  * the queue is empty). An empty queue takes one write of any size. */
 int sbd_proc_write(struct sbd_proc *p, const void *data, size_t n);
+/** Bytes queued for stdin and not yet taken by the process. */
+size_t sbd_proc_stdin_queued(const struct sbd_proc *p);
 /** Closes stdin once queued data is written (a PTY gets EOF characters instead, which need
  * room in the queue: one ^D, or two when the last line written is not ended by '\n' or ^D,
  * since a terminal's first ^D then only ends that line). Closing a closed pipe succeeds.

@@ -38,6 +38,7 @@ struct sbd_config {
     /* process WebSockets (ws_proc.c) */
     unsigned max_websockets; /* open at once; past it an upgrade is answered 429 */
     usec_t ws_first_timeout; /* for the first message (the process request) */
+    usec_t ws_stdin_stall;   /* held stdin dropped once the process takes none for this */
 };
 
 struct sbd;

@@ -47,6 +47,7 @@ void sbd_config_defaults(struct sbd_config *c)
         .code_keepalive = LIMIT_SBD_KERNEL_KEEPALIVE,
         .max_websockets = LIMIT_SBD_WEBSOCKETS,
         .ws_first_timeout = LIMIT_SBD_WS_FIRST,
+        .ws_stdin_stall = LIMIT_SBD_WS_STDIN_STALL,
     };
 }
 

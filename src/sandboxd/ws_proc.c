@@ -23,9 +23,14 @@ struct wsp {
     struct sbd_proc *p;
     bool exited;
     /* stdin the process's full queue refused: held, with the socket not read, until the
-     * queue empties (stdin_drained); the end of input asked for after it, likewise */
+     * queue empties (stdin_drained); the end of input asked for after it, likewise. A
+     * process that takes none of its queue for LIMIT_SBD_WS_STDIN_STALL gets the held
+     * bytes dropped, with an error message saying so, and the socket is read again (its
+     * control messages, a kill or the close, waited behind them). */
     bool holding, hold_close;
     struct buf held;
+    uv_timer_t hold_timer;
+    size_t hold_queued; /* the stdin queue when the timer was last armed */
 };
 
 static void send_json(struct wsp *w, json_t *j)
@@ -57,30 +62,70 @@ static void wsp_output(struct sbd_proc *p, enum sbd_stream st, const char *data,
     buf_done(&b64);
 }
 
+static void hold_end(struct wsp *w)
+{
+    buf_reset(&w->held);
+    w->holding = w->hold_close = false;
+    (void)uv_timer_stop(&w->hold_timer);
+    http_ws_pause(w->ws, false);
+}
+
 static void wsp_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
 {
     struct wsp *w = ctx;
     (void)p;
     w->p = NULL;
     w->exited = true;
-    if (w->holding) { /* what was held has no reader any more */
-        buf_reset(&w->held);
-        w->holding = w->hold_close = false;
-        http_ws_pause(w->ws, false);
-    }
+    if (w->holding) /* what was held has no reader any more */
+        hold_end(w);
     send_json(w, sbd__exit_json(e));
     http_ws_close(w->ws, 1000, "exited");
 }
 
-/* Stdin bytes (copied) for the process; a full queue holds them and stops reading the
- * socket, so nothing is dropped (later messages, signals included, wait behind them). */
+static uint64_t stall_ms(const struct wsp *w)
+{
+    usec_t t = w->d->cfg.ws_stdin_stall ? w->d->cfg.ws_stdin_stall : LIMIT_SBD_WS_STDIN_STALL;
+    return t / USEC_PER_MSEC ? t / USEC_PER_MSEC : 1;
+}
+
+/* The stall check: while the process takes some of its queue, the hold goes on. */
+static void on_hold_timer(uv_timer_t *t)
+{
+    struct wsp *w = t->data;
+    size_t now = w->p ? sbd_proc_stdin_queued(w->p) : 0;
+    char msg[160];
+    if (!w->holding)
+        return;
+    if (w->p && now < w->hold_queued) {
+        w->hold_queued = now;
+        (void)uv_timer_start(&w->hold_timer, on_hold_timer, stall_ms(w), 0);
+        return;
+    }
+    (void)snprintf(msg, sizeof(msg), "stdin not read for %llu ms: %zu bytes dropped%s",
+                   (unsigned long long)stall_ms(w), w->held.len,
+                   w->hold_close ? ", and the end of input" : "");
+    send_json(w, json_pack("{s:s, s:s, s:s}", "type", "error", "code", SBD_RESOURCE_EXHAUSTED,
+                           "message", msg));
+    hold_end(w);
+}
+
+/* Holds what the queue refused and stops reading the socket (back-pressure), with the
+ * stall check armed. */
+static void hold(struct wsp *w)
+{
+    w->holding = true;
+    w->hold_queued = sbd_proc_stdin_queued(w->p);
+    (void)uv_timer_start(&w->hold_timer, on_hold_timer, stall_ms(w), 0);
+    http_ws_pause(w->ws, true);
+}
+
+/* Stdin bytes (copied) for the process; a full queue holds them (hold). */
 static void ws_stdin(struct wsp *w, const char *data, size_t n)
 {
     if (sbd_proc_write(w->p, data, n) != -EAGAIN)
         return; /* queued, or stdin closed: dropped, as after stdin_close */
     (void)buf_append(&w->held, data, n);
-    w->holding = true;
-    http_ws_pause(w->ws, true);
+    hold(w);
 }
 
 static void ws_stdin_close(struct wsp *w)
@@ -88,8 +133,7 @@ static void ws_stdin_close(struct wsp *w)
     if (sbd_proc_close_stdin(w->p) != -EAGAIN)
         return;
     w->hold_close = true;
-    w->holding = true;
-    http_ws_pause(w->ws, true);
+    hold(w);
 }
 
 /* The queue is empty: what was held goes (an empty queue takes it), then reading resumes. */
@@ -102,9 +146,7 @@ static void wsp_stdin_drained(struct sbd_proc *p, void *ctx)
         (void)sbd_proc_write(p, w->held.data, w->held.len);
     if (w->hold_close)
         (void)sbd_proc_close_stdin(p);
-    buf_reset(&w->held);
-    w->holding = w->hold_close = false;
-    http_ws_pause(w->ws, false);
+    hold_end(w);
 }
 
 static const struct sbd_proc_ops wsp_ops = {
@@ -209,6 +251,11 @@ static void on_drain(struct http_ws *ws, void *ctx)
         sbd_proc_pause(w->p, false);
 }
 
+static void free_wsp(uv_handle_t *h)
+{
+    xfree(h->data);
+}
+
 static void on_closed(struct http_ws *ws, int code, void *ctx)
 {
     struct wsp *w = ctx;
@@ -218,7 +265,7 @@ static void on_closed(struct http_ws *ws, int code, void *ctx)
         sbd_proc_detach(w->p);
     w->d->websockets--;
     buf_done(&w->held);
-    xfree(w);
+    uv_close((uv_handle_t *)&w->hold_timer, free_wsp); /* w goes with its timer */
 }
 
 static const struct http_ws_ops wsp_ws_ops = {
@@ -237,6 +284,8 @@ static int proc_ws(struct http_req *req, void *ctx)
     struct wsp *w = XNEW(struct wsp);
     w->d = d;
     buf_init(&w->held, LIMIT_SBD_WS_MESSAGE);
+    (void)uv_timer_init(d->loop, &w->hold_timer);
+    w->hold_timer.data = w;
     /* The process request is the first message: a socket that never sends it is closed. */
     struct http_ws_opts o = {.max_message = LIMIT_SBD_WS_MESSAGE,
                              .first_message_timeout = d->cfg.ws_first_timeout,
@@ -246,7 +295,8 @@ static int proc_ws(struct http_req *req, void *ctx)
     int r = http_ws_accept(req, &o, &w->ws);
     if (r < 0) {
         d->websockets--;
-        xfree(w);
+        buf_done(&w->held);
+        uv_close((uv_handle_t *)&w->hold_timer, free_wsp);
         return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "cannot upgrade");
     }
     return 0;

@@ -25,6 +25,7 @@ struct sbd_fixture {
 struct sbd_fixture_opts {
     unsigned max_websockets;
     usec_t ws_first_timeout;
+    usec_t ws_stdin_stall;
 };
 
 static inline struct sbd_fixture *sbd_fixture_start_with(const char *token, unsigned max_procs,
@@ -58,6 +59,8 @@ static inline struct sbd_fixture *sbd_fixture_start_with(const char *token, unsi
         c.max_websockets = o->max_websockets;
     if (o && o->ws_first_timeout)
         c.ws_first_timeout = o->ws_first_timeout;
+    if (o && o->ws_stdin_stall)
+        c.ws_stdin_stall = o->ws_stdin_stall;
     if (sbd_thread_start(&c, &f->t) < 0)
         abort();
     f->port = sbd_thread_port(f->t);

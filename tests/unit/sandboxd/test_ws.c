@@ -275,6 +275,53 @@ static void test_ws_stdin_backpressure(void **state)
     wsc_close(&w);
 }
 
+/* A process that never reads its stdin: what the full queue refused is held for the
+ * stall time (here 500 ms), then dropped with an error message saying so, and the socket
+ * is read again, so a kill sent after the flood still arrives (it waited behind the held
+ * stdin for as long as the process lived). */
+static void test_ws_stdin_not_read_dropped(void **state)
+{
+    (void)state;
+    struct sbd_fixture_opts o = {.ws_stdin_stall = 500 * USEC_PER_MSEC};
+    struct sbd_fixture *f = sbd_fixture_start_with(NULL, 0, &o);
+    struct wsc w;
+    size_t chunk = 1024u * 1024 - 64;
+    char *data = xmalloc(chunk);
+    memset(data, 'q', chunk);
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    const char *start = "{\"command\": \"sleep 30\"}";
+    wsc_send(&w, HTTP_WS_TEXT, start, strlen(start));
+    for (int i = 0; i < 10; i++)
+        wsc_send(&w, HTTP_WS_BINARY, data, chunk);
+    xfree(data);
+    const char *kill = "{\"type\": \"signal\", \"signal\": \"SIGKILL\"}";
+    wsc_send(&w, HTTP_WS_TEXT, kill, strlen(kill));
+    struct buf fr;
+    buf_init(&fr, 64u * 1024 * 1024);
+    bool told = false;
+    json_t *exit_ev = NULL;
+    int op;
+    while (!exit_ev && (op = wsc_recv(&w, &fr)) >= 0) {
+        if (op != HTTP_WS_TEXT)
+            continue;
+        json_t *j = json_loadb(fr.data, fr.len, 0, NULL);
+        const char *t = json_string_value(json_object_get(j, "type"));
+        const char *m = json_string_value(json_object_get(j, "message"));
+        if (t && strcmp(t, "error") == 0 && m && strstr(m, "stdin not read"))
+            told = true;
+        if (t && strcmp(t, "exit") == 0)
+            exit_ev = json_incref(j);
+        json_decref(j);
+    }
+    buf_done(&fr);
+    assert_non_null(exit_ev);
+    assert_true(told);
+    assert_int_equal(json_integer_value(json_object_get(exit_ev, "signal")), SIGKILL);
+    json_decref(exit_ev);
+    wsc_close(&w);
+    sbd_fixture_stop(f);
+}
+
 static void test_ws_signal_pty(void **state)
 {
     struct sbd_fixture *f = *state;
@@ -392,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_close_payload_check),
         cmocka_unit_test_setup_teardown(test_ws_stdin_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_stdin_backpressure, setup, teardown),
+        cmocka_unit_test(test_ws_stdin_not_read_dropped),
         cmocka_unit_test_setup_teardown(test_ws_signal_pty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_errors_and_disconnect, setup, teardown),
         cmocka_unit_test(test_ws_first_message_and_cap),
