@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <sys/ioctl.h>
@@ -47,7 +48,7 @@ struct sbd_proc {
     bool reaped;     /* the leader's zombie was collected: nothing may be signalled */
     bool pty_held;   /* the PTY's output ended first: master kept open until the exit */
     bool in_refused; /* a stdin write was refused for a full queue: tell stdin_drained */
-    bool in_partial; /* stdin's last bytes are a line not ended by '\n' or ^D */
+    int in_last;     /* the last byte queued for stdin, or -1 (none, or after a ^D) */
     int handles;
     struct sbd_exit status;
     const struct sbd_proc_ops *ops;
@@ -781,6 +782,7 @@ static struct sbd_proc *proc_new(struct sbd_procs *ps, const struct sbd_proc_spe
     p->ps = ps;
     p->pidfd = -1;
     p->master = -1;
+    p->in_last = -1;
     p->ops = ops;
     p->ctx = ctx;
     p->pty = spec->pty;
@@ -869,27 +871,40 @@ static void on_stdin_written(uv_write_t *w, int status)
 
 #define VEOF_CHAR 4 /* ^D */
 
+/* Whether byte c (-1: nothing) ends a line under the terminal's settings t: a newline,
+ * a ^D, a CR the terminal maps to one (ICRNL, as web terminals send for Enter), or an
+ * end-of-line character it was given. */
+static bool ends_line(const struct termios *t, int c)
+{
+    if (c < 0 || c == '\n' || c == VEOF_CHAR)
+        return true;
+    if (c == '\r' && (t->c_iflag & ICRNL) && !(t->c_iflag & IGNCR))
+        return true;
+    return (t->c_cc[VEOL] != _POSIX_VDISABLE && c == t->c_cc[VEOL]) ||
+           (t->c_cc[VEOL2] != _POSIX_VDISABLE && c == t->c_cc[VEOL2]);
+}
+
 /* How many ^D end a PTY's input after data: a canonical-mode terminal ends input at a ^D
  * on an empty line; on a line with text, one ^D only hands the text over, so a second
- * follows. *ret_partial: whether the line is left unended once data is written. */
-static size_t eof_count(const struct sbd_proc *p, const char *data, size_t n, bool eof,
-                        bool *ret_partial)
+ * follows. A terminal not in canonical mode (raw) gets one, as a byte. */
+static size_t eof_count(const struct sbd_proc *p, const char *data, size_t n, bool eof)
 {
-    bool partial = p->in_partial;
-    if (n > 0)
-        partial = data[n - 1] != '\n' && data[n - 1] != VEOF_CHAR;
-    *ret_partial = partial;
+    struct termios t;
+    int last = n > 0 ? (unsigned char)data[n - 1] : p->in_last;
     if (!eof)
         return 0;
-    return partial ? 2 : 1;
+    if (tcgetattr(p->master, &t) < 0)
+        return last < 0 || last == '\n' || last == VEOF_CHAR ? 1 : 2;
+    if (!(t.c_lflag & ICANON))
+        return 1;
+    return ends_line(&t, last) ? 1 : 2;
 }
 
 /* Queues data (copied) for stdin, followed by VEOF (^D) when eof (a PTY's end of input,
  * eof_count), in one write so that all of it fits or nothing goes. */
 static int queue_stdin(struct sbd_proc *p, const void *data, size_t n, bool eof)
 {
-    bool partial;
-    size_t eofs = eof_count(p, data, n, eof, &partial);
+    size_t eofs = eof_count(p, data, n, eof);
     size_t len = n + eofs;
     if (!p->in_open || p->in_closing || p->finished)
         return -EPIPE;
@@ -911,7 +926,10 @@ static int queue_stdin(struct sbd_proc *p, const void *data, size_t n, bool eof)
         xfree(w);
         return -EPIPE;
     }
-    p->in_partial = eofs ? false : partial;
+    if (eofs)
+        p->in_last = -1;
+    else if (n > 0)
+        p->in_last = (unsigned char)((const char *)data)[n - 1];
     return 0;
 }
 

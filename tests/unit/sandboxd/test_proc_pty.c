@@ -270,6 +270,27 @@ static void test_pty_run_stdin_without_newline(void **state)
     test_http_resp_done(&r);
 }
 
+/* A line ended by a CR (web terminals send one for Enter; the terminal maps it to a
+ * newline, ICRNL) is a whole line: one ^D ends the input, not two, whose second would
+ * reach the next reader (here `read`, which then saw the end of input too). */
+static void test_pty_stdin_cr_ends_a_line(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    int st = sbd_do(f->port, "POST", "/v1/processes/run", "Content-Type: application/json\r\n",
+                    "{\"command\": \"cat >/dev/null; echo cat-ended; read x; echo read-status=$?\","
+                    " \"pty\": true, \"stdin\": \"abc\\r\", \"timeout_seconds\": 2}",
+                    &r);
+    assert_int_equal(st, 200);
+    json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+    assert_non_null(j);
+    assert_non_null(strstr(jstr(j, "stdout"), "cat-ended"));
+    assert_null(strstr(jstr(j, "stdout"), "read-status=1"));
+    assert_true(json_is_true(json_object_get(j, "timed_out"))); /* read waits for input */
+    json_decref(j);
+    test_http_resp_done(&r);
+}
+
 /* The same through a stream: stdin, then stdin/close on its own. */
 static void test_pty_close_stdin_without_newline(void **state)
 {
@@ -322,6 +343,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pty_signal_foreground_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pty_delete_kills_background_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pty_run_stdin_without_newline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pty_stdin_cr_ends_a_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pty_close_stdin_without_newline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pty_closed_terminal_not_hung_up, setup, teardown),
     };
