@@ -190,8 +190,11 @@ static void side_failed(struct ext_ctrl *x, const struct kube_res *res, const ch
     const json_t *meta = json_object_get(patch, "metadata");
     const char *uid = json_string_value(json_object_get(meta, "uid"));
     char key[LIMIT_KUBE_STORE_KEY + 1];
-    if (res != &API_RES_SANDBOXCLAIMS || !uid || kube_err_is_not_found(e) ||
-        kube_err_is_conflict(e) ||
+    /* Only a failure that may clear by itself is written again: a refusal (403 for a
+     * missing permission, 422 from a webhook) would be a PATCH a second per claim. */
+    bool transient =
+        e->http_status == 0 || e->http_status >= 500 || kube_err_is_too_many_requests(e);
+    if (res != &API_RES_SANDBOXCLAIMS || !uid || !transient ||
         !json_object_get(json_object_get(meta, "annotations"), EXT_ANN_FIRST_READY))
         return;
     ready_once_failed(x, uid);
