@@ -146,6 +146,15 @@ static void on_timer(uv_timer_t *t)
         http__conn_close(c);
         return;
     case HTTP_CONN_WAIT:
+        /* armed when a running response filled the queue: a client that takes none of
+         * it for the stall time is gone for our purposes (its handler hears the abort) */
+        if (c->queued == 0)
+            return;
+        if (clock_now() - c->write_progress < c->server->opts.stream_stall) {
+            arm(c, c->server->opts.stream_stall, false);
+            return;
+        }
+        http__conn_close(c);
         return;
     }
 }
@@ -307,8 +316,11 @@ static int conn_write(struct http_conn *c, const struct str *parts, size_t n, bo
         return r;
     }
     c->queued += total;
-    if (c->queued >= c->server->opts.write_queue)
+    if (c->queued >= c->server->opts.write_queue) {
         http__conn_update_read(c);
+        if (c->state == HTTP_CONN_WAIT && !uv_is_active((uv_handle_t *)&c->timer))
+            arm(c, c->server->opts.stream_stall, false);
+    }
     return 0;
 }
 
@@ -587,6 +599,7 @@ static void conn_process(struct http_conn *c)
             c->held = c->in.len > 0;
             break;
         }
+        c->held = false; /* running again (new bytes came before the queue halved) */
         if (c->state == HTTP_CONN_HEAD)
             r = try_head(c);
         else if (c->state == HTTP_CONN_BODY)

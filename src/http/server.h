@@ -84,6 +84,8 @@ struct http_server_opts {
     size_t max_connections;         /* past it new connections are accepted and closed */
     size_t max_body;                /* buffered body limit (413) */
     size_t write_queue;             /* queued response bytes before back-pressure */
+    usec_t stream_stall;            /* a response's full queue not taken from for this:
+                                     * the connection closes (0: LIMIT_HTTP_STREAM_STALL) */
     http_error_body_fn *error_body; /* NULL: {"detail": "..."} as application/json */
     void *error_ctx;
     /* Called when a request with a body is routed, before any of its body is read, with

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sys/socket.h>
+
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "http/probes.h"
@@ -251,6 +253,34 @@ static void big_abort(struct http_req *req, void *ctx)
     xfree(ctx);
 }
 
+/* An endless stream, written as fast as the queue takes it, until the client goes. */
+static atomic_int endless_aborts;
+
+static void endless_pump(struct http_req *req, void *ctx)
+{
+    static const char chunk[8192];
+    (void)ctx;
+    while (http_resp_write(req, chunk, sizeof(chunk)) == 0)
+        ;
+}
+
+static void endless_abort(struct http_req *req, void *ctx)
+{
+    (void)req;
+    (void)ctx;
+    atomic_fetch_add(&endless_aborts, 1);
+}
+
+static int h_endless(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    http_req_set_drain_cb(req, endless_pump, NULL);
+    http_req_set_abort_cb(req, endless_abort, NULL);
+    int r = http_resp_start(req, 200, "application/octet-stream");
+    endless_pump(req, NULL);
+    return r;
+}
+
 /* HUGE_TOTAL bytes in one whole response: more than the socket buffers hold, so most of
  * it stays queued until the client reads. */
 #define HUGE_TOTAL (24u * 1024 * 1024)
@@ -376,6 +406,7 @@ static void add_routes(struct http_router *r)
     assert_int_equal(http_router_add(r, "GET", "/slowstream", 0, h_slowstream, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/big", 0, h_big, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/huge", 0, h_huge, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/endless", 0, h_endless, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/noresp", 0, h_noresp, NULL), 0);
     assert_int_equal(
         http_router_add(r, "PUT", "/slow-upload", HTTP_ROUTE_STREAM_BODY, h_slow_upload, NULL), 0);
@@ -398,6 +429,7 @@ static struct fixture *start(const struct http_server_opts *extra)
     if (extra) {
         o.max_connections = extra->max_connections;
         o.write_queue = extra->write_queue;
+        o.stream_stall = extra->stream_stall;
         o.error_body = extra->error_body;
         if (extra->idle_timeout)
             o.idle_timeout = extra->idle_timeout;
@@ -866,6 +898,24 @@ static void test_pipelined_held_by_write_queue(void **state)
     stop(f);
 }
 
+/* A running response whose client takes nothing of its full queue for the stall time
+ * ends (its handler hears the abort): the connection, its descriptor and whatever feeds
+ * the response (a paused process) were held for as long as the client lived. */
+static void test_stalled_stream_closed(void **state)
+{
+    (void)state;
+    struct http_server_opts o = {.write_queue = 16 * 1024, .stream_stall = 300 * USEC_PER_MSEC};
+    struct fixture *f = start(&o);
+    struct test_http_conn c = conn_to(f);
+    atomic_store(&endless_aborts, 0);
+    assert_int_equal(test_http_send_str(&c, "GET /endless HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    for (int i = 0; i < 500 && atomic_load(&endless_aborts) == 0; i++)
+        clock_sleep(10 * USEC_PER_MSEC);
+    assert_int_equal(atomic_load(&endless_aborts), 1);
+    test_http_close(&c);
+    stop(f);
+}
+
 static void test_connection_limit(void **state)
 {
     (void)state;
@@ -1120,6 +1170,7 @@ int main(void)
         cmocka_unit_test(test_idle_keep_alive_closed),
         cmocka_unit_test(test_slow_reader_gets_whole_response),
         cmocka_unit_test(test_pipelined_held_by_write_queue),
+        cmocka_unit_test(test_stalled_stream_closed),
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_graceful_shutdown),
         cmocka_unit_test(test_probes),
