@@ -36,7 +36,6 @@ const handoutRecentMax = 1024
 type handoutHub struct {
 	mu      sync.Mutex
 	streams map[string]*handoutStream
-	runs    sync.WaitGroup // the streams' goroutines (run), for close
 }
 
 // handoutResult is what a stream hands a wait: the Sandbox, or the error that ended the
@@ -57,6 +56,7 @@ type handoutStream struct {
 	waiters map[types.UID][]chan handoutResult // a claim may be waited for twice at once
 	recent  map[types.UID]recentSandbox
 	cancel  context.CancelFunc // the running watch's; nil when stopped
+	done    chan struct{}      // closed when the running (or last) watch goroutine ends
 	gen     int                // counts starts: an idle stop only stops the run it was armed for
 	idle    *time.Timer
 }
@@ -105,9 +105,10 @@ func (h *handoutHub) register(k kube, ns string, uid types.UID, rv string,
 		ctx, cancel := context.WithCancel(context.Background())
 		st.cancel = cancel
 		st.gen++
-		h.runs.Add(1)
+		done := make(chan struct{})
+		st.done = done
 		go func(gen int) {
-			defer h.runs.Done()
+			defer close(done)
 			h.run(ctx, k, st, gen, rv)
 		}(st.gen)
 	}
@@ -157,12 +158,18 @@ func (h *handoutHub) stopIdle() {
 // The waits still running go on watching their claims (which decide); a later wait
 // starts a stream again.
 func (h *handoutHub) close() {
+	var running []chan struct{}
 	h.mu.Lock()
 	for _, st := range h.streams {
+		if st.done != nil {
+			running = append(running, st.done)
+		}
 		st.stopLocked()
 	}
 	h.mu.Unlock()
-	h.runs.Wait()
+	for _, done := range running { // those running when close began; a later wait's are its own
+		<-done
+	}
 }
 
 func (st *handoutStream) stopLocked() {
