@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -390,24 +391,25 @@ static int files_get(struct http_req *req, void *ctx)
 
 /* ---- delete ------------------------------------------------------------------------ */
 
-static int rm_contents(int fd, unsigned depth);
+static int rm_contents(int fd, unsigned depth, const atomic_bool *stop);
 
-/* Removes name (a directory, not followed if a symlink) in dirfd with its contents. */
-static int rm_tree(int dirfd, const char *name, unsigned depth)
+/* Removes name (a directory, not followed if a symlink) in dirfd with its contents. Ends
+ * early with -ECANCELED once *stop (NULL: never) is set. */
+static int rm_tree(int dirfd, const char *name, unsigned depth, const atomic_bool *stop)
 {
     if (depth > 256)
         return -ELOOP;
     int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    int r = rm_contents(fd, depth);
+    int r = rm_contents(fd, depth, stop);
     if (r < 0)
         return r;
     return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 }
 
 /* Empties the directory fd (taken). */
-static int rm_contents(int fd, unsigned depth)
+static int rm_contents(int fd, unsigned depth, const atomic_bool *stop)
 {
     DIR *dir = fdopendir(fd);
     if (!dir) {
@@ -417,13 +419,17 @@ static int rm_contents(int fd, unsigned depth)
     int r = 0;
     struct dirent *de;
     while (r == 0 && (de = readdir(dir))) {
+        if (stop && atomic_load(stop)) {
+            r = -ECANCELED;
+            break;
+        }
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         struct stat st;
         if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (S_ISDIR(st.st_mode))
-            r = rm_tree(dirfd(dir), de->d_name, depth + 1);
+            r = rm_tree(dirfd(dir), de->d_name, depth + 1, stop);
         else if (unlinkat(dirfd(dir), de->d_name, 0) < 0 && errno != ENOENT)
             r = -errno;
     }
@@ -439,15 +445,16 @@ struct rm_job {
     int dirfd;            /* taken: the parent, or the directory to empty */
     char *name;           /* the directory in dirfd to remove, or NULL: empty dirfd */
     int result;
+    atomic_bool stop; /* the client went (or the daemon stops): the rest is not removed */
 };
 
 static void rm_work(uv_work_t *w)
 {
     struct rm_job *j = w->data;
     if (j->name) {
-        j->result = rm_tree(j->dirfd, j->name, 0);
+        j->result = rm_tree(j->dirfd, j->name, 0, &j->stop);
     } else {
-        j->result = rm_contents(j->dirfd, 0);
+        j->result = rm_contents(j->dirfd, 0, &j->stop);
         j->dirfd = -1; /* rm_contents took it */
     }
 }
@@ -456,6 +463,7 @@ static void rm_done(uv_work_t *w, int status)
 {
     struct rm_job *j = w->data;
     int r = status < 0 ? status : j->result;
+    http_req_set_abort_cb(j->req, NULL, NULL);
     if (r < 0)
         (void)sbd_respond_errno(j->req, r, "delete");
     else
@@ -467,6 +475,15 @@ static void rm_done(uv_work_t *w, int status)
     xfree(j);
 }
 
+/* The client went, or the daemon stops (its connections close): a tree of any size must
+ * not hold the shutdown, so the removal ends where it is. */
+static void rm_abort(struct http_req *req, void *ctx)
+{
+    struct rm_job *j = ctx;
+    (void)req;
+    atomic_store(&j->stop, true);
+}
+
 /* Removes dirfd's name (NULL: dirfd's contents) off the loop and answers req then.
  * dirfd is taken. */
 static int rm_async(struct http_req *req, struct sbd *d, int dirfd, const char *name)
@@ -476,8 +493,10 @@ static int rm_async(struct http_req *req, struct sbd *d, int dirfd, const char *
     j->req = http_req_ref(req);
     j->dirfd = dirfd;
     j->name = name ? xstrdup(name) : NULL;
+    http_req_set_abort_cb(req, rm_abort, j);
     int r = uv_queue_work(d->loop, &j->work, rm_work, rm_done);
     if (r < 0) {
+        http_req_set_abort_cb(req, NULL, NULL);
         http_req_unref(j->req);
         (void)close(j->dirfd);
         xfree(j->name);
