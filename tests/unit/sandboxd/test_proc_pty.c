@@ -90,6 +90,19 @@ static json_int_t jint(const json_t *j, const char *k)
     return json_integer_value(json_object_get(j, k));
 }
 
+/* POST /v1/processes/run with body; returns its answer (200 asserted), a new reference. */
+static json_t *run(uint16_t port, const char *body)
+{
+    struct test_http_resp r;
+    assert_int_equal(
+        sbd_do(port, "POST", "/v1/processes/run", "Content-Type: application/json\r\n", body, &r),
+        200);
+    json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+    test_http_resp_done(&r);
+    assert_non_null(j);
+    return j;
+}
+
 static int post(uint16_t port, const char *target, const char *body)
 {
     struct test_http_resp r;
@@ -255,19 +268,12 @@ static void test_pty_delete_kills_background_job(void **state)
 static void test_pty_run_stdin_without_newline(void **state)
 {
     struct sbd_fixture *f = *state;
-    struct test_http_resp r;
-    int st = sbd_do(f->port, "POST", "/v1/processes/run", "Content-Type: application/json\r\n",
-                    "{\"command\": [\"cat\"], \"pty\": true, \"stdin\": \"abc\","
-                    " \"timeout_seconds\": 3}",
-                    &r);
-    assert_int_equal(st, 200);
-    json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
-    assert_non_null(j);
+    json_t *j = run(f->port, "{\"command\": [\"cat\"], \"pty\": true, \"stdin\": \"abc\","
+                             " \"timeout_seconds\": 3}");
     assert_false(json_is_true(json_object_get(j, "timed_out")));
     assert_int_equal(jint(j, "exit_code"), 0);
     assert_non_null(strstr(jstr(j, "stdout"), "abc"));
     json_decref(j);
-    test_http_resp_done(&r);
 }
 
 /* A line ended by a CR (web terminals send one for Enter; the terminal maps it to a
@@ -276,19 +282,13 @@ static void test_pty_run_stdin_without_newline(void **state)
 static void test_pty_stdin_cr_ends_a_line(void **state)
 {
     struct sbd_fixture *f = *state;
-    struct test_http_resp r;
-    int st = sbd_do(f->port, "POST", "/v1/processes/run", "Content-Type: application/json\r\n",
+    json_t *j = run(f->port,
                     "{\"command\": \"cat >/dev/null; echo cat-ended; read x; echo read-status=$?\","
-                    " \"pty\": true, \"stdin\": \"abc\\r\", \"timeout_seconds\": 2}",
-                    &r);
-    assert_int_equal(st, 200);
-    json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
-    assert_non_null(j);
+                    " \"pty\": true, \"stdin\": \"abc\\r\", \"timeout_seconds\": 2}");
     assert_non_null(strstr(jstr(j, "stdout"), "cat-ended"));
     assert_null(strstr(jstr(j, "stdout"), "read-status=1"));
     assert_true(json_is_true(json_object_get(j, "timed_out"))); /* read waits for input */
     json_decref(j);
-    test_http_resp_done(&r);
 }
 
 /* The same through a stream: stdin, then stdin/close on its own. */
@@ -322,19 +322,14 @@ static void test_pty_close_stdin_without_newline(void **state)
 static void test_pty_closed_terminal_not_hung_up(void **state)
 {
     struct sbd_fixture *f = *state;
-    struct test_http_resp r;
-    int st = sbd_do(f->port, "POST", "/v1/processes/run", "Content-Type: application/json\r\n",
-                    "{\"command\": \"echo hi; exec 0<&- 1>&- 2>&-; sleep 0.3; exit 7\","
-                    " \"pty\": true, \"timeout_seconds\": 5}",
-                    &r);
-    assert_int_equal(st, 200);
-    json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
-    assert_non_null(j);
-    if (jint(j, "exit_code") != 7)
-        fail_msg("run: %.*s", (int)r.body.len, r.body.data);
+    json_t *j = run(f->port, "{\"command\": \"echo hi; exec 0<&- 1>&- 2>&-; sleep 0.3; exit 7\","
+                             " \"pty\": true, \"timeout_seconds\": 5}");
+    if (jint(j, "exit_code") != 7) {
+        char *text = json_dumps(j, JSON_COMPACT);
+        fail_msg("run: %s", text ? text : "?");
+    }
     assert_non_null(strstr(jstr(j, "stdout"), "hi"));
     json_decref(j);
-    test_http_resp_done(&r);
 }
 
 int main(void)
