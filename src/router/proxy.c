@@ -244,8 +244,7 @@ static void on_abort(struct http_req *req, void *ctx)
 
 /* ---- Upstream request ------------------------------------------------------------------ */
 
-/* Whether name is a token of the comma-separated list. */
-static bool listed(struct str list, struct str name)
+bool proxy__listed(struct str list, struct str name)
 {
     struct str rest = list, tok;
     while (rest.len) {
@@ -262,7 +261,7 @@ static bool in_connection(struct http_req *r, struct str name)
 {
     struct str n, v;
     for (size_t i = 0; http_req_header_at(r, i, &n, &v); i++)
-        if (str_eq_nocase(n, STR_LIT("connection")) && listed(v, name))
+        if (str_eq_nocase(n, STR_LIT("connection")) && proxy__listed(v, name))
             return true;
     return false;
 }

@@ -157,3 +157,6 @@ void proxy__tunnel_up_read(struct tunnel *t, ssize_t n, const char *data);
 void proxy__tunnel_up_written(struct tunnel *t, int status);
 /** Closes every tunnel now. */
 void proxy__tunnels_close_all(struct proxy *p);
+
+/** Whether name is a token of the comma-separated list (a Connection field's). */
+bool proxy__listed(struct str list, struct str name);

@@ -16,14 +16,8 @@ static bool in_connection(const struct http_head *head, struct str name)
 {
     for (size_t i = 0; i < head->num_headers; i++) {
         const struct http_header *h = &head->headers[i];
-        struct str rest = h->value, tok;
-        if (!str_eq_nocase(h->name, STR_LIT("connection")))
-            continue;
-        while (rest.len) {
-            (void)str_cut(rest, ',', &tok, &rest);
-            if (str_eq_nocase(str_trim(tok), name))
-                return true;
-        }
+        if (str_eq_nocase(h->name, STR_LIT("connection")) && proxy__listed(h->value, name))
+            return true;
     }
     return false;
 }
