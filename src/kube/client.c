@@ -132,7 +132,7 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts
         return r;
     }
     /* HTTP/2 (so streams on one connection) is negotiated over TLS only: a plain-HTTP
-     * server keeps one connection per concurrent request, without the I/O thread. */
+     * server keeps one connection per concurrent request, without the multiplexer. */
     if (!opts->no_mux && strncmp(c->base_url, "https://", 8) == 0)
         c->mux = kube__mux_new(opts->mux_lanes > 0 ? opts->mux_lanes : LIMIT_KUBE_MUX_LANES,
                                LIMIT_KUBE_MUX_CONNECTIONS);

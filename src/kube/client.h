@@ -40,10 +40,11 @@ struct kube_client_opts {
     usec_t watch_slack;
     int max_retries; /* retries of 429/5xx/transport errors; -1 = LIMIT_KUBE_RETRIES, 0 = none */
     /* false (default): requests to an https server from every thread share HTTP/2
-     * connections (streams of one connection, driven by one I/O thread of the client);
+     * connections (streams of one connection, each driven in turn by one of the threads
+     * waiting on it: mux.h);
      * true: each concurrent request has a connection of its own, as before. */
     bool no_mux;
-    int mux_lanes; /* shared connections (an I/O thread each); 0 = LIMIT_KUBE_MUX_LANES */
+    int mux_lanes; /* shared connections (lanes of mux.h); 0 = LIMIT_KUBE_MUX_LANES */
     /* Called after every attempt of kube_request (retries included; not for watch
      * streams), from the calling thread: the method, the resource (NULL for a raw path),
      * the subresource (NULL: none) and the HTTP status (0: no response). All borrowed for

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The request multiplexer (mux.h): lanes, each a queue of submitted transfers and one I/O
- * thread that adds them to its curl multi handle, drives it and hands each result back to
- * the thread that waits for it. Transfers go to the lanes in turn. */
+/* The request multiplexer (mux.h): lanes, each a curl multi handle driven by one of the
+ * threads waiting on it at a time (the driver). A thread that submits a transfer to a lane
+ * nobody drives becomes its driver: it adds the transfer, runs the multi handle until its
+ * own transfer is done and then hands the role to a thread whose transfer is still in
+ * flight (or queued), or leaves the lane undriven when there is none. So a request on an
+ * idle lane runs on its caller's thread with no thread switch either way, and under load
+ * each finished transfer costs one wake-up, as with a dedicated I/O thread. Transfers go
+ * to the lanes in turn. */
 #include "kube/mux.h"
 
 #include <pthread.h>
@@ -14,24 +19,25 @@
 struct waiter {
     CURL *h;
     CURLcode cc;
-    bool done;
+    bool done;  /* finished: cc holds the result */
+    bool drive; /* handed the driver's role: run the lane */
     pthread_cond_t cv;
-    struct waiter *next; /* submission queue */
+    struct waiter *next, *prev; /* in the lane's queue or its in-flight list */
 };
 
 struct lane {
-    CURLM *multi;
-    pthread_mutex_t lock; /* queue, started, stop, the waiters' done flags */
-    struct waiter *queue; /* submitted, not yet added to multi (LIFO: order is free) */
-    bool started, stop;
-    pthread_t thread;
+    CURLM *multi;            /* used by the driver only */
+    pthread_mutex_t lock;    /* the lists, driven, and the waiters' done and drive flags */
+    struct waiter *queue;    /* submitted, not yet added to multi (singly linked, LIFO) */
+    struct waiter *inflight; /* added to multi (doubly linked) */
+    bool driven;             /* a thread holds the driver's role */
 };
 
 struct kube__mux {
     struct lane *lanes;
     size_t n;
     atomic_uint next; /* the lane of the next transfer, modulo n */
-    pid_t pid;        /* of the process that made it: a fork child has no I/O thread */
+    pid_t pid;        /* of the process that made it: a fork child must not use it */
 };
 
 static void lane_init(struct lane *l, long max_conns)
@@ -57,34 +63,49 @@ struct kube__mux *kube__mux_new(int lanes, long max_conns)
     return m;
 }
 
-static void finish(struct lane *l, struct waiter *w, CURLcode cc)
+static void inflight_unlink(struct lane *l, struct waiter *w)
 {
-    pthread_mutex_lock(&l->lock);
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        l->inflight = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    w->next = w->prev = NULL;
+}
+
+/* Marks w finished with cc and wakes its thread (none to wake when w is the driver's own).
+ * Called with the lane's lock. */
+static void finish_locked(struct waiter *w, CURLcode cc)
+{
     w->cc = cc;
     w->done = true;
     pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&l->lock);
 }
 
-/* Adds the queued transfers to the multi handle. Called on the I/O thread. Returns
- * whether the lane is to stop. */
-static bool take_queue(struct lane *l)
+/* Adds the queued transfers to the multi handle. Called by the driver. */
+static void take_queue(struct lane *l)
 {
     pthread_mutex_lock(&l->lock);
     struct waiter *q = l->queue;
-    bool stop = l->stop;
     l->queue = NULL;
-    pthread_mutex_unlock(&l->lock);
     while (q) {
         struct waiter *next = q->next;
-        if (curl_multi_add_handle(l->multi, q->h) != CURLM_OK)
-            finish(l, q, CURLE_FAILED_INIT);
+        if (curl_multi_add_handle(l->multi, q->h) != CURLM_OK) {
+            finish_locked(q, CURLE_FAILED_INIT);
+        } else {
+            q->prev = NULL;
+            q->next = l->inflight;
+            if (l->inflight)
+                l->inflight->prev = q;
+            l->inflight = q;
+        }
         q = next;
     }
-    return stop;
+    pthread_mutex_unlock(&l->lock);
 }
 
-/* Hands finished transfers back to their waiters. Called on the I/O thread. */
+/* Hands finished transfers back to their waiters. Called by the driver. */
 static void reap(struct lane *l)
 {
     CURLMsg *msg;
@@ -97,31 +118,44 @@ static void reap(struct lane *l)
         struct waiter *w = NULL;
         curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&w);
         curl_multi_remove_handle(l->multi, h);
-        finish(l, w, cc);
+        pthread_mutex_lock(&l->lock);
+        inflight_unlink(l, w);
+        finish_locked(w, cc);
+        pthread_mutex_unlock(&l->lock);
     }
 }
 
-static void *io_main(void *arg)
+/* The driver leaves: the role goes to a waiter whose transfer is in flight, else to one
+ * still queued, else the lane is left undriven. Called with the lane's lock. */
+static void hand_off_locked(struct lane *l)
 {
-    struct lane *l = arg;
-    while (!take_queue(l)) {
+    struct waiter *next = l->inflight ? l->inflight : l->queue;
+    if (!next) {
+        l->driven = false;
+        return;
+    }
+    next->drive = true;
+    pthread_cond_signal(&next->cv);
+}
+
+/* Runs the lane as its driver until self's transfer is done, then hands the role on. */
+static void drive(struct lane *l, struct waiter *self)
+{
+    for (;;) {
+        take_queue(l);
         int running = 0;
         curl_multi_perform(l->multi, &running);
         reap(l);
-        /* A submission's or kube__mux_free's wake-up ends the wait early. */
+        pthread_mutex_lock(&l->lock);
+        if (self->done) {
+            hand_off_locked(l);
+            pthread_mutex_unlock(&l->lock);
+            return;
+        }
+        pthread_mutex_unlock(&l->lock);
+        /* A submission's wake-up ends the wait early; curl shortens it to its own timers. */
         curl_multi_poll(l->multi, NULL, 0, 1000, NULL);
     }
-    return NULL;
-}
-
-/* Starts the lane's I/O thread once; false when it could not start now (out of threads
- * for a moment: the next request tries again, so one failure does not fail the lane for
- * good). Called with the lane's lock. */
-static bool ensure_started(struct lane *l)
-{
-    if (!l->started && pthread_create(&l->thread, NULL, io_main, l) == 0)
-        l->started = true;
-    return l->started;
 }
 
 bool kube__mux_usable(const struct kube__mux *m)
@@ -138,36 +172,24 @@ CURLcode kube__mux_perform(struct kube__mux *m, CURL *h)
     curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)&w);
     pthread_cond_init(&w.cv, NULL);
     pthread_mutex_lock(&l->lock);
-    if (!ensure_started(l)) {
-        pthread_mutex_unlock(&l->lock);
-        pthread_cond_destroy(&w.cv);
-        return CURLE_FAILED_INIT;
-    }
     w.next = l->queue;
     l->queue = &w;
+    bool lead = !l->driven;
+    l->driven = true;
     pthread_mutex_unlock(&l->lock);
-    curl_multi_wakeup(l->multi);
-    pthread_mutex_lock(&l->lock);
-    while (!w.done)
-        pthread_cond_wait(&w.cv, &l->lock);
-    pthread_mutex_unlock(&l->lock);
+    if (!lead) {
+        curl_multi_wakeup(l->multi); /* the driver takes the queue */
+        pthread_mutex_lock(&l->lock);
+        while (!w.done && !w.drive)
+            pthread_cond_wait(&w.cv, &l->lock);
+        lead = w.drive; /* a driver hands the role only to a waiter not done */
+        pthread_mutex_unlock(&l->lock);
+    }
+    if (lead)
+        drive(l, &w);
     pthread_cond_destroy(&w.cv);
     curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
     return w.cc;
-}
-
-static void lane_done(struct lane *l)
-{
-    pthread_mutex_lock(&l->lock);
-    l->stop = true;
-    bool started = l->started;
-    pthread_mutex_unlock(&l->lock);
-    if (started) {
-        curl_multi_wakeup(l->multi);
-        pthread_join(l->thread, NULL);
-    }
-    curl_multi_cleanup(l->multi);
-    pthread_mutex_destroy(&l->lock);
 }
 
 void kube__mux_free(struct kube__mux *m)
@@ -176,8 +198,10 @@ void kube__mux_free(struct kube__mux *m)
         return;
     if (!kube__mux_usable(m))
         return; /* a fork child: the connections are the parent's; leave them alone */
-    for (size_t i = 0; i < m->n; i++)
-        lane_done(&m->lanes[i]);
+    for (size_t i = 0; i < m->n; i++) {
+        curl_multi_cleanup(m->lanes[i].multi);
+        pthread_mutex_destroy(&m->lanes[i].lock);
+    }
     xfree(m->lanes);
     xfree(m);
 }
