@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Review orchestration: cache lookups on the loop thread, reviews on worker threads,
- * results handed back through a uv_async_t. */
+ * results handed back through a uv_async_t. Checks of one cache key in flight at once share
+ * one review (the first is the leader, the rest its followers). Reviews wait in one queue
+ * per client (the peer's address; an IPv6 peer's /64) and the workers take them from the
+ * clients in turn; when the bound on pending reviews is reached, the client with the most
+ * queued loses its newest to a newcomer from a client with fewer, so that one client's
+ * flood of distinct tokens delays and sheds its own reviews, not everyone's. */
 #include "router/authz.h"
 
 #include <errno.h>
@@ -8,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <arpa/inet.h>
 #include <sys/random.h>
 
 #include "common/limits.h"
@@ -16,10 +22,14 @@
 #include "common/xalloc.h"
 #include "router/authz_cache.h"
 
+struct client;
+
 struct job {
-    struct job *next;
-    char tkey[40]; /* hash of the token */
-    char *akey;    /* tkey + "|" + ns + "/" + name */
+    struct job *next, *prev; /* in its client's queue (doubly) or the done list (next) */
+    struct job *followers;   /* checks of the same akey answered with this one (loop side) */
+    struct client *cl;       /* while queued; NULL once a worker took it */
+    char tkey[40];           /* hash of the token */
+    char *akey;              /* tkey + "|" + ns + "/" + name */
     char *token, *ns, *name;
     json_t *user; /* known identity (token review cached) or the review's result */
     bool review_token;
@@ -27,6 +37,14 @@ struct job {
     bool allowed, access_done;
     authz_done_fn *fn;
     void *ctx;
+};
+
+/* A client with reviews queued (and only while it has some). Under the authz's lock. */
+struct client {
+    char *key;
+    struct job *head, *tail;
+    size_t queued;
+    struct client *rr_next, *rr_prev; /* the ring of clients the workers serve in turn */
 };
 
 struct authz {
@@ -39,14 +57,23 @@ struct authz {
     unsigned nthreads;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    struct job *todo_head, *todo_tail, *done;
-    size_t pending; /* jobs queued or running or done-not-delivered */
+    struct map *clients; /* key -> struct client with queued jobs; under lock */
+    struct client *rr;   /* the client the next worker serves; under lock */
+    struct job *done;    /* under lock */
+    struct map *leaders; /* akey -> the job in flight for it; loop thread only */
+    size_t pending;      /* leader jobs queued or running or done-not-delivered */
     bool stop;
     struct authz_stats st;
 };
 
 static void job_free(struct job *j)
 {
+    while (j->followers) {
+        struct job *f = j->followers;
+        j->followers = f->next;
+        f->followers = NULL;
+        job_free(f);
+    }
     xfree(j->akey);
     xfree(j->token);
     xfree(j->ns);
@@ -69,6 +96,87 @@ static void hash_key(const struct authz *a, const char *prefix, const void *p, s
 static void token_key(const struct authz *a, const char *token, char out[40])
 {
     hash_key(a, "", token, strlen(token), out);
+}
+
+/* ---- The clients' queues (under the lock) ----------------------------------------------- */
+
+static struct client *client_get(struct authz *a, const char *key)
+{
+    struct client *c = map_get(a->clients, key);
+    if (c)
+        return c;
+    c = XNEW(struct client);
+    c->key = xstrdup(key);
+    (void)map_put(a->clients, key, c, NULL);
+    if (!a->rr) {
+        c->rr_next = c->rr_prev = c;
+        a->rr = c;
+    } else { /* last in the round */
+        c->rr_next = a->rr;
+        c->rr_prev = a->rr->rr_prev;
+        c->rr_prev->rr_next = c;
+        a->rr->rr_prev = c;
+    }
+    return c;
+}
+
+static void client_drop(struct authz *a, struct client *c)
+{
+    if (c->rr_next == c) {
+        a->rr = NULL;
+    } else {
+        c->rr_prev->rr_next = c->rr_next;
+        c->rr_next->rr_prev = c->rr_prev;
+        if (a->rr == c)
+            a->rr = c->rr_next;
+    }
+    (void)map_remove(a->clients, c->key);
+    xfree(c->key);
+    xfree(c);
+}
+
+static void queue_append(struct authz *a, const char *key, struct job *j)
+{
+    struct client *c = client_get(a, key);
+    j->cl = c;
+    j->next = NULL;
+    j->prev = c->tail;
+    if (c->tail)
+        c->tail->next = j;
+    else
+        c->head = j;
+    c->tail = j;
+    c->queued++;
+}
+
+/* Takes j out of its client's queue; the client goes with its last job. */
+static void queue_unlink(struct authz *a, struct job *j)
+{
+    struct client *c = j->cl;
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        c->head = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    else
+        c->tail = j->prev;
+    j->next = j->prev = NULL;
+    j->cl = NULL;
+    if (--c->queued == 0)
+        client_drop(a, c);
+}
+
+/* The client with the most queued jobs, or NULL when none is queued. */
+static struct client *heaviest(const struct authz *a)
+{
+    struct client *best = a->rr;
+    if (!best)
+        return NULL;
+    for (struct client *c = a->rr->rr_next; c != a->rr; c = c->rr_next)
+        if (c->queued > best->queued)
+            best = c;
+    return best;
 }
 
 /* ---- Worker side --------------------------------------------------------------------- */
@@ -95,14 +203,13 @@ static void *worker_main(void *arg)
     struct authz *a = arg;
     (void)pthread_mutex_lock(&a->lock);
     for (;;) {
-        while (!a->stop && !a->todo_head)
+        while (!a->stop && !a->rr)
             (void)pthread_cond_wait(&a->cond, &a->lock);
         if (a->stop)
             break;
-        struct job *j = a->todo_head;
-        a->todo_head = j->next;
-        if (!a->todo_head)
-            a->todo_tail = NULL;
+        struct job *j = a->rr->head;
+        a->rr = a->rr->rr_next; /* the next review is the next client's */
+        queue_unlink(a, j);
         (void)pthread_mutex_unlock(&a->lock);
         run_job(a, j);
         (void)pthread_mutex_lock(&a->lock);
@@ -122,11 +229,21 @@ static const char *user_name(const json_t *user)
     return s ? s : "";
 }
 
+/* Answers j and its followers (with j's user), each exactly once. */
 static void deliver(struct job *j, enum authz_verdict v, bool cached)
 {
     struct authz_result res = {
         .verdict = v, .user = j->user ? user_name(j->user) : "", .cached = cached};
     j->fn(j->ctx, &res);
+    for (struct job *f = j->followers; f; f = f->next)
+        f->fn(f->ctx, &res);
+}
+
+/* A leader's answer is on its way: later checks of its key start a review of their own. */
+static void leader_done(struct authz *a, struct job *j)
+{
+    if (j->akey && map_get(a->leaders, j->akey) == j)
+        (void)map_remove(a->leaders, j->akey);
 }
 
 /* Stores the job's review results and answers it. */
@@ -153,6 +270,7 @@ static void finish_job(struct authz *a, struct job *j)
         usec_t ttl = j->access_rc < 0 ? a->o.error_ttl : a->o.ttl;
         a->st.evictions += (uint64_t)authz_cache_put(a->access, j->akey, (int)v, NULL, now + ttl);
     }
+    leader_done(a, j);
     deliver(j, v, false);
 }
 
@@ -202,6 +320,8 @@ int authz_new(uv_loop_t *loop, const struct authz_opts *opts, struct authz **ret
         log_debug("getrandom failed, cache keys are weaker");
     a->tokens = authz_cache_new(a->o.cache_size);
     a->access = authz_cache_new(a->o.cache_size);
+    a->clients = map_new(NULL);
+    a->leaders = map_new(NULL);
     (void)pthread_mutex_init(&a->lock, NULL);
     (void)pthread_cond_init(&a->cond, NULL);
     (void)uv_async_init(loop, &a->async, on_async);
@@ -224,6 +344,8 @@ static void on_closed(uv_handle_t *h)
     struct authz *a = h->data;
     authz_cache_free(a->tokens);
     authz_cache_free(a->access);
+    map_free(a->clients);
+    map_free(a->leaders);
     (void)pthread_mutex_destroy(&a->lock);
     (void)pthread_cond_destroy(&a->cond);
     xfree(a->threads);
@@ -232,11 +354,12 @@ static void on_closed(uv_handle_t *h)
     xfree(a);
 }
 
-static void fail_list(struct job *list)
+static void fail_list(struct authz *a, struct job *list)
 {
     while (list) {
         struct job *j = list;
         list = j->next;
+        leader_done(a, j);
         deliver(j, AUTHZ_ERROR, false);
         job_free(j);
     }
@@ -252,9 +375,14 @@ void authz_free(struct authz *a)
     (void)pthread_mutex_unlock(&a->lock);
     for (unsigned i = 0; i < a->nthreads; i++)
         (void)pthread_join(a->threads[i], NULL);
-    fail_list(a->done);
-    fail_list(a->todo_head);
-    a->done = a->todo_head = a->todo_tail = NULL;
+    fail_list(a, a->done);
+    a->done = NULL;
+    while (a->rr) {
+        struct job *j = a->rr->head;
+        queue_unlink(a, j);
+        j->next = NULL;
+        fail_list(a, j);
+    }
     uv_close((uv_handle_t *)&a->async, on_closed);
 }
 
@@ -303,24 +431,70 @@ static json_t *identity_user(struct str ident)
     return json_pack("{s:s,s:o}", "username", ident.p, "groups", groups);
 }
 
-static void enqueue(struct authz *a, struct job *j)
+/* The queue key of a peer address: the address, or for IPv6 its /64 (one host is
+ * commonly given a whole /64); "" when unknown. */
+static void client_key(const char *peer, char out[INET6_ADDRSTRLEN])
 {
-    a->pending++;
-    (void)pthread_mutex_lock(&a->lock);
-    if (a->todo_tail)
-        a->todo_tail->next = j;
-    else
-        a->todo_head = j;
-    a->todo_tail = j;
-    (void)pthread_cond_signal(&a->cond);
-    (void)pthread_mutex_unlock(&a->lock);
+    struct in6_addr a6;
+    out[0] = '\0';
+    if (!peer)
+        return;
+    if (inet_pton(AF_INET6, peer, &a6) == 1 && !IN6_IS_ADDR_V4MAPPED(&a6)) {
+        memset(a6.s6_addr + 8, 0, 8);
+        if (inet_ntop(AF_INET6, &a6, out, INET6_ADDRSTRLEN))
+            return;
+    }
+    (void)snprintf(out, INET6_ADDRSTRLEN, "%s", peer);
 }
 
-/* Queues j's reviews (or answers 503 past the pending bound). Takes j. Returns like
- * authz_check. */
-static int submit(struct authz *a, struct job *j, const char *ns, const char *name)
+/* At the bound: makes room for a job of key by shedding the newest queued job of the
+ * client with the most queued, when that client has more than key's would have with the
+ * newcomer. Returns whether there is room now. */
+static bool make_room(struct authz *a, const char *key)
 {
-    if (a->pending >= a->o.max_pending) {
+    (void)pthread_mutex_lock(&a->lock);
+    struct client *h = heaviest(a);
+    struct client *mine = map_get(a->clients, key);
+    size_t have = mine ? mine->queued : 0;
+    struct job *victim = NULL;
+    if (h && h != mine && h->queued > have + 1) {
+        victim = h->tail;
+        queue_unlink(a, victim);
+    }
+    (void)pthread_mutex_unlock(&a->lock);
+    if (!victim)
+        return false;
+    a->pending--;
+    a->st.busy++;
+    a->st.shed++;
+    leader_done(a, victim);
+    deliver(victim, AUTHZ_BUSY, false);
+    job_free(victim);
+    return true;
+}
+
+/* Answers j with the review in flight for its key, when there is one. Takes j then. */
+static bool follow(struct authz *a, struct job *j)
+{
+    struct job *leader = map_get(a->leaders, j->akey);
+    if (!leader)
+        return false;
+    a->st.coalesced++;
+    j->next = leader->followers;
+    leader->followers = j;
+    return true;
+}
+
+/* Queues j's reviews (or answers 503 when the bound leaves no room for client's). Takes j.
+ * Returns like authz_check. */
+static int submit(struct authz *a, struct job *j, const char *ns, const char *name,
+                  const char *client)
+{
+    if (follow(a, j))
+        return 0;
+    char key[INET6_ADDRSTRLEN];
+    client_key(client, key);
+    if (a->pending >= a->o.max_pending && !make_room(a, key)) {
         a->st.busy++;
         deliver(j, AUTHZ_BUSY, false);
         job_free(j);
@@ -328,12 +502,17 @@ static int submit(struct authz *a, struct job *j, const char *ns, const char *na
     }
     j->ns = xstrdup(ns);
     j->name = xstrdup(name);
-    enqueue(a, j);
+    (void)map_put(a->leaders, j->akey, j, NULL);
+    a->pending++;
+    (void)pthread_mutex_lock(&a->lock);
+    queue_append(a, key, j);
+    (void)pthread_cond_signal(&a->cond);
+    (void)pthread_mutex_unlock(&a->lock);
     return 0;
 }
 
 int authz_check(struct authz *a, const char *token, const char *ns, const char *name,
-                authz_done_fn *fn, void *ctx)
+                const char *client, authz_done_fn *fn, void *ctx)
 {
     struct job *j = XNEW(struct job);
     j->fn = fn;
@@ -351,11 +530,11 @@ int authz_check(struct authz *a, const char *token, const char *ns, const char *
     }
     j->review_token = j->user == NULL;
     j->token = xstrdup(token);
-    return submit(a, j, ns, name);
+    return submit(a, j, ns, name, client);
 }
 
 int authz_check_identity(struct authz *a, struct str ident, const char *ns, const char *name,
-                         authz_done_fn *fn, void *ctx)
+                         const char *client, authz_done_fn *fn, void *ctx)
 {
     struct job *j = XNEW(struct job);
     j->fn = fn;
@@ -377,7 +556,7 @@ int authz_check_identity(struct authz *a, struct str ident, const char *ns, cons
         return 1;
     }
     j->user = identity_user(ident);
-    return submit(a, j, ns, name);
+    return submit(a, j, ns, name, client);
 }
 
 void authz_stats(const struct authz *a, struct authz_stats *ret)

@@ -80,11 +80,15 @@ int authz_new(uv_loop_t *loop, const struct authz_opts *opts, struct authz **ret
  * once more). NULL is fine. */
 void authz_free(struct authz *a);
 
-/** Checks token (borrowed; NULL or "" for none) for access to ns/name. fn(ctx, ...) runs
- * exactly once: now (from the caches, or for a missing token) and then this returns 1,
- * or later on the loop thread and this returns 0. */
+/** Checks token (borrowed; NULL or "" for none) for access to ns/name, for client (the
+ * peer's address, borrowed; NULL when unknown): the reviews wait in one queue per client,
+ * served in turn, and at the bound on pending reviews the client with the most queued
+ * sheds its newest for a client with fewer (AUTHZ_BUSY to the shed one). A check whose
+ * cache key (token, ns, name) is already under review gets that review's answer.
+ * fn(ctx, ...) runs exactly once: now (from the caches, for a missing token, or
+ * AUTHZ_BUSY) and then this returns 1, or later on the loop thread and this returns 0. */
 int authz_check(struct authz *a, const char *token, const char *ns, const char *name,
-                authz_done_fn *fn, void *ctx);
+                const char *client, authz_done_fn *fn, void *ctx);
 
 /** Checks the caller identified by ident (borrowed: the user name, then each group, each
  * NUL-terminated, as tls/tls_identity.h encodes a client certificate's identity) for
@@ -92,11 +96,13 @@ int authz_check(struct authz *a, const char *token, const char *ns, const char *
  * and those groups, cached under a keyed hash of ident. An empty or malformed ident is
  * AUTHZ_UNAUTHENTICATED. fn runs exactly once, as with authz_check (same return). */
 int authz_check_identity(struct authz *a, struct str ident, const char *ns, const char *name,
-                         authz_done_fn *fn, void *ctx);
+                         const char *client, authz_done_fn *fn, void *ctx);
 
 /** Counters for metrics and tests. */
 struct authz_stats {
     uint64_t token_reviews, access_reviews, token_hits, access_hits, evictions, busy;
+    uint64_t coalesced; /* checks answered with another check's review */
+    uint64_t shed;      /* queued reviews dropped (AUTHZ_BUSY) for another client's */
     size_t token_entries, access_entries;
 };
 void authz_stats(const struct authz *a, struct authz_stats *ret);

@@ -684,7 +684,8 @@ static void authorize(struct px *x)
     if (!has_bearer(req) && ident.len > 0) {
         x->by_cert = true;
         x->authz_pending = true;
-        (void)authz_check_identity(p->o.authz, ident, x->rt.ns, x->rt.name, on_authz, x);
+        (void)authz_check_identity(p->o.authz, ident, x->rt.ns, x->rt.name, x->client_ip, on_authz,
+                                   x);
         return;
     }
     if (p->o.trust_loopback && !http_req_header(req, "Authorization").p &&
@@ -696,7 +697,7 @@ static void authorize(struct px *x)
     char token[LIMIT_ROUTER_TOKEN];
     bearer(req, token, sizeof(token));
     x->authz_pending = true;
-    (void)authz_check(p->o.authz, token, x->rt.ns, x->rt.name, on_authz, x);
+    (void)authz_check(p->o.authz, token, x->rt.ns, x->rt.name, x->client_ip, on_authz, x);
 }
 
 /* ---- Handler --------------------------------------------------------------------------- */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Review caching with a fake reviewer: verdicts, hits, TTL and error TTL with a fake
  * clock, the bound on entries, the pending-review bound, and shutdown with checks
- * pending. Client certificate identities (no TokenReview, cached per identity). The
+ * pending. Checks of one key in flight share a review; a client flooding the queue sheds
+ * its own reviews and the others' are served in turn. Client certificate identities (no
+ * TokenReview, cached per identity). The
  * TokenReview status check: authenticated, user and requested audiences.
  * API-server reviewers are per instance. */
 #include <setjmp.h>
@@ -11,7 +13,9 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/xalloc.h"
@@ -25,10 +29,36 @@ static usec_t now_fn(void)
     return fake_now;
 }
 
+/* Tokens "hold-..." wait in the reviewer until the gate opens; the reviews' order. */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static bool gate_closed;
+static char order[64][32];
+static int norder;
+
+static void gate_set(bool closed)
+{
+    (void)pthread_mutex_lock(&gate_lock);
+    gate_closed = closed;
+    if (closed)
+        norder = 0;
+    (void)pthread_cond_broadcast(&gate_cond);
+    (void)pthread_mutex_unlock(&gate_lock);
+}
+
 static int fake_token(void *ctx, const char *token, json_t **ret_user)
 {
     (void)ctx;
     atomic_fetch_add(&token_calls, 1);
+    if (strncmp(token, "hold-", 5) == 0) {
+        (void)pthread_mutex_lock(&gate_lock);
+        if (norder < 64)
+            (void)snprintf(order[norder++], sizeof(order[0]), "%s", token + 5);
+        while (gate_closed)
+            (void)pthread_cond_wait(&gate_cond, &gate_lock);
+        (void)pthread_mutex_unlock(&gate_lock);
+        token += 5;
+    }
     if (strcmp(token, "err") == 0)
         return -EIO;
     if (strncmp(token, "good-", 5) == 0) {
@@ -107,7 +137,7 @@ static int check(struct fixture *f, const char *token, const char *ns, const cha
                  struct result *r)
 {
     memset(r, 0, sizeof(*r));
-    int rc = authz_check(f->a, token, ns, name, on_done, r);
+    int rc = authz_check(f->a, token, ns, name, "10.0.0.1", on_done, r);
     while (r->calls == 0)
         (void)uv_run(&f->loop, UV_RUN_ONCE);
     assert_int_equal(r->calls, 1);
@@ -178,7 +208,7 @@ static const struct authz_reviewer recording = {.review_token = fake_token,
 static int check_identity(struct fixture *f, struct str ident, const char *ns, struct result *r)
 {
     memset(r, 0, sizeof(*r));
-    int rc = authz_check_identity(f->a, ident, ns, "s", on_done, r);
+    int rc = authz_check_identity(f->a, ident, ns, "s", "10.0.0.1", on_done, r);
     while (r->calls == 0)
         (void)uv_run(&f->loop, UV_RUN_ONCE);
     assert_int_equal(r->calls, 1);
@@ -304,14 +334,96 @@ static void test_pending_bound_and_free(void **state)
     struct authz_opts extra = {.max_pending = 1};
     struct fixture *f = fixture_new(&extra);
     struct result r1 = {0}, r2 = {0};
-    assert_int_equal(authz_check(f->a, "good-alice", "a", "s", on_done, &r1), 0);
-    assert_int_equal(authz_check(f->a, "good-bob", "a", "s", on_done, &r2), 1);
+    assert_int_equal(authz_check(f->a, "good-alice", "a", "s", "10.0.0.1", on_done, &r1), 0);
+    assert_int_equal(authz_check(f->a, "good-bob", "a", "s", "10.0.0.1", on_done, &r2), 1);
     assert_int_equal(r2.calls, 1);
     assert_int_equal(r2.v, AUTHZ_BUSY);
     /* Freed with a check pending: it is still answered exactly once. */
     fixture_free(f);
     assert_int_equal(r1.calls, 1);
     assert_true(r1.v == AUTHZ_ALLOW || r1.v == AUTHZ_ERROR);
+}
+
+/* Five checks of one token and Sandbox while its review runs: one review, five answers.
+ * The same token for another Sandbox is a review of its own. */
+static void test_same_key_one_review(void **state)
+{
+    (void)state;
+    struct fixture *f = fixture_new(NULL);
+    gate_set(true);
+    struct result r[6];
+    memset(r, 0, sizeof(r));
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(authz_check(f->a, "hold-good-alice", "a", "s", "10.0.0.1", on_done, &r[i]),
+                         0);
+    assert_int_equal(authz_check(f->a, "hold-good-alice", "a", "t", "10.0.0.1", on_done, &r[5]), 0);
+    gate_set(false);
+    for (int i = 0; i < 6; i++) {
+        while (r[i].calls == 0)
+            (void)uv_run(&f->loop, UV_RUN_ONCE);
+        assert_int_equal(r[i].calls, 1);
+        assert_int_equal(r[i].v, AUTHZ_ALLOW);
+        assert_string_equal(r[i].user, "alice");
+    }
+    assert_int_equal(atomic_load(&token_calls), 2);
+    assert_int_equal(atomic_load(&access_calls), 2);
+    struct authz_stats st;
+    authz_stats(f->a, &st);
+    assert_int_equal(st.coalesced, 4);
+    /* Answered: the next check is a cache hit, not a follower. */
+    struct result again;
+    assert_int_equal(check(f, "hold-good-alice", "a", "s", &again), 1);
+    assert_true(again.cached);
+    fixture_free(f);
+}
+
+/* One client (addresses of one IPv6 /64) fills the bound with distinct tokens while the
+ * two workers are busy with its first two. Another client's check is still queued (the
+ * flood's newest is shed for it), the flooding client's next is refused, and the other
+ * client's review comes before the rest of the flood. */
+static void test_flood_sheds_its_own(void **state)
+{
+    (void)state;
+    struct authz_opts extra = {.max_pending = 8};
+    struct fixture *f = fixture_new(&extra);
+    gate_set(true);
+    struct result flood[9], other;
+    memset(flood, 0, sizeof(flood));
+    memset(&other, 0, sizeof(other));
+    char tok[32], ip[48];
+    for (int i = 0; i < 8; i++) {
+        (void)snprintf(tok, sizeof(tok), "hold-good-f%d", i);
+        (void)snprintf(ip, sizeof(ip), "2001:db8::%d", i + 1);
+        assert_int_equal(authz_check(f->a, tok, "open", "s", ip, on_done, &flood[i]), 0);
+    }
+    assert_int_equal(
+        authz_check(f->a, "hold-good-bob", "open", "s", "2001:db8:0:1::1", on_done, &other), 0);
+    assert_int_equal(flood[7].calls, 1); /* the flood's newest, shed */
+    assert_int_equal(flood[7].v, AUTHZ_BUSY);
+    assert_int_equal(
+        authz_check(f->a, "hold-good-f8", "open", "s", "2001:db8::99", on_done, &flood[8]), 1);
+    assert_int_equal(flood[8].v, AUTHZ_BUSY);
+    gate_set(false);
+    while (other.calls == 0)
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(other.v, AUTHZ_ALLOW);
+    for (int i = 0; i < 7; i++) {
+        while (flood[i].calls == 0)
+            (void)uv_run(&f->loop, UV_RUN_ONCE);
+        assert_int_equal(flood[i].v, AUTHZ_ALLOW);
+    }
+    /* Two running when bob came, then the flood's next and bob's in turn (the two workers
+     * may record those two in either order): bob's is among the first four. */
+    int at = -1;
+    for (int i = 0; i < norder; i++)
+        if (strcmp(order[i], "good-bob") == 0)
+            at = i;
+    assert_true(at >= 0 && at <= 3);
+    struct authz_stats st;
+    authz_stats(f->a, &st);
+    assert_int_equal(st.shed, 1);
+    assert_int_equal(st.busy, 2);
+    fixture_free(f);
 }
 
 static bool review_accepts(const char *status_json, const char *const *aud)
@@ -389,6 +501,8 @@ int main(void)
         cmocka_unit_test(test_ttl_and_error_ttl),
         cmocka_unit_test(test_bounded),
         cmocka_unit_test(test_pending_bound_and_free),
+        cmocka_unit_test(test_same_key_one_review),
+        cmocka_unit_test(test_flood_sheds_its_own),
         cmocka_unit_test(test_token_review_audiences),
         cmocka_unit_test(test_kube_reviewers_per_instance),
     };
