@@ -153,8 +153,10 @@ static void drive(struct lane *l, struct waiter *self)
             return;
         }
         pthread_mutex_unlock(&l->lock);
-        /* A submission's wake-up ends the wait early; curl shortens it to its own timers. */
-        curl_multi_poll(l->multi, NULL, 0, 1000, NULL);
+        /* A submission's wake-up ends the wait early; curl shortens it to its own timers.
+         * A poll that fails at once (out of descriptors) must not spin the driver. */
+        if (curl_multi_poll(l->multi, NULL, 0, 1000, NULL) != CURLM_OK)
+            (void)usleep(1000);
     }
 }
 

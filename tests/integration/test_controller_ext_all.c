@@ -638,23 +638,32 @@ static void test_exhausted_cold(void **state)
     json_decref(wait_claim("c-nopool", "False", EXT_R_POOL_NOT_FOUND));
 }
 
+/* Creates a Sandbox named name that no claim controls (one that blocks a claim of that
+ * name); returns its uid into uid. */
+static void create_foreign_sandbox(const char *name, char *uid, size_t size)
+{
+    json_t *sb =
+        json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", SB_API_VERSION,
+                  "kind", SB_KIND, "metadata", "name", name, "spec", "podTemplate", "spec",
+                  "containers", "name", "main", "image", "registry.local/runtime:1");
+    json_t *made = NULL;
+    struct kube_err e;
+    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, sb, &made, &e), &e);
+    json_decref(sb);
+    (void)snprintf(uid, size, "%s", kube_obj_uid(made));
+    json_decref(made);
+}
+
 /* A claim blocked by a Sandbox of its name that no claim controls ("not controlled by
  * claim": the user is told to delete it) goes on by itself once that Sandbox is deleted:
  * the deletion brings the claim back (nothing else would: no claim owns the Sandbox). */
 static void test_blocked_claim_recovers(void **state)
 {
-    json_t *sb =
-        json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", SB_API_VERSION,
-                  "kind", SB_KIND, "metadata", "name", "c-blocked", "spec", "podTemplate", "spec",
-                  "containers", "name", "main", "image", "registry.local/runtime:1");
     struct kube_err e;
-    json_t *cl, *bound, *made = NULL;
+    json_t *cl, *bound;
     char uid[64];
     (void)state;
-    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, sb, &made, &e), &e);
-    json_decref(sb);
-    (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(made));
-    json_decref(made);
+    create_foreign_sandbox("c-blocked", uid, sizeof(uid));
     create_claim("c-blocked", "p0", NULL);
     json_decref(wait_claim("c-blocked", "False", SB_R_RECONCILER_ERROR));
     IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "c-blocked", &e), &e);
@@ -700,14 +709,11 @@ static void test_cold_create_answer_lost(void **state)
  * the claim was reconciled every millisecond, for ever). */
 static void test_expired_blocked_claim(void **state)
 {
-    json_t *sb =
-        json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", SB_API_VERSION,
-                  "kind", SB_KIND, "metadata", "name", "c-expblk", "spec", "podTemplate", "spec",
-                  "containers", "name", "main", "image", "registry.local/runtime:1");
     struct kube_err e;
+    json_t *sb;
+    char uid[64];
     (void)state;
-    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, sb, NULL, &e), &e);
-    json_decref(sb);
+    create_foreign_sandbox("c-expblk", uid, sizeof(uid));
     create_claim("c-expblk", "p0", lifecycle_in("Retain", 0));
     json_decref(wait_claim("c-expblk", "False", EXT_R_CLAIM_EXPIRED));
     sb = get(&API_RES_SANDBOXES, "c-expblk"); /* not the claim's: left alone */
