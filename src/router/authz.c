@@ -2,7 +2,7 @@
 /* Review orchestration: cache lookups on the loop thread, reviews on worker threads,
  * results handed back through a uv_async_t. Checks of one cache key in flight at once share
  * one review (the first is the leader, the rest its followers). Reviews wait in one queue
- * per client (the peer's address; an IPv6 peer's /64) and the workers take them from the
+ * per client (the peer's address) and the workers take them from the
  * clients in turn; when the bound on pending reviews is reached, the client with the most
  * queued loses its newest to a newcomer from a client with fewer, so that one client's
  * flood of distinct tokens delays and sheds its own reviews, not everyone's. */
@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <arpa/inet.h>
 #include <sys/random.h>
 
 #include "common/limits.h"
@@ -431,26 +430,12 @@ static json_t *identity_user(struct str ident)
     return json_pack("{s:s,s:o}", "username", ident.p, "groups", groups);
 }
 
-/* The queue key of a peer address: the address, or for IPv6 its /64 (one host is
- * commonly given a whole /64); "" when unknown. */
-static void client_key(const char *peer, char out[INET6_ADDRSTRLEN])
-{
-    struct in6_addr a6;
-    out[0] = '\0';
-    if (!peer)
-        return;
-    if (inet_pton(AF_INET6, peer, &a6) == 1 && !IN6_IS_ADDR_V4MAPPED(&a6)) {
-        memset(a6.s6_addr + 8, 0, 8);
-        if (inet_ntop(AF_INET6, &a6, out, INET6_ADDRSTRLEN))
-            return;
-    }
-    (void)snprintf(out, INET6_ADDRSTRLEN, "%s", peer);
-}
-
-/* At the bound: makes room for a job of key by shedding the newest queued job of the
- * client with the most queued, when that client has more than key's would have with the
- * newcomer. Returns whether there is room now. */
-static bool make_room(struct authz *a, const char *key)
+/* At the bound: takes out of its queue the job to shed for a newcomer of client key, or
+ * returns NULL (then the newcomer is refused). The victim is the newest queued job
+ * without followers (else the newest) of the client with the most queued, when that client
+ * has more than key's would have with the newcomer (so two clients cannot shed each
+ * other's in turn). Followers are read here on the loop thread, where they change. */
+static struct job *make_room(struct authz *a, const char *key)
 {
     (void)pthread_mutex_lock(&a->lock);
     struct client *h = heaviest(a);
@@ -459,25 +444,36 @@ static bool make_room(struct authz *a, const char *key)
     struct job *victim = NULL;
     if (h && h != mine && h->queued > have + 1) {
         victim = h->tail;
+        while (victim->prev && victim->followers)
+            victim = victim->prev;
+        if (victim->followers)
+            victim = h->tail;
         queue_unlink(a, victim);
     }
     (void)pthread_mutex_unlock(&a->lock);
-    if (!victim)
-        return false;
+    return victim;
+}
+
+/* Answers a job shed by make_room, and its followers. */
+static void shed(struct authz *a, struct job *victim)
+{
     a->pending--;
-    a->st.busy++;
     a->st.shed++;
+    a->st.busy++;
+    for (struct job *f = victim->followers; f; f = f->next)
+        a->st.busy++;
     leader_done(a, victim);
     deliver(victim, AUTHZ_BUSY, false);
     job_free(victim);
-    return true;
 }
 
-/* Answers j with the review in flight for its key, when there is one. Takes j then. */
+/* Answers j with the review in flight for its key, when there is one. Takes j then. A check
+ * that knows its user already (from the token cache) does not wait on a review of the
+ * token: that review's failure is not its own. */
 static bool follow(struct authz *a, struct job *j)
 {
     struct job *leader = map_get(a->leaders, j->akey);
-    if (!leader)
+    if (!leader || (j->user && leader->review_token))
         return false;
     a->st.coalesced++;
     j->next = leader->followers;
@@ -492,9 +488,9 @@ static int submit(struct authz *a, struct job *j, const char *ns, const char *na
 {
     if (follow(a, j))
         return 0;
-    char key[INET6_ADDRSTRLEN];
-    client_key(client, key);
-    if (a->pending >= a->o.max_pending && !make_room(a, key)) {
+    const char *key = client ? client : "";
+    struct job *victim = NULL;
+    if (a->pending >= a->o.max_pending && !(victim = make_room(a, key))) {
         a->st.busy++;
         deliver(j, AUTHZ_BUSY, false);
         job_free(j);
@@ -508,6 +504,8 @@ static int submit(struct authz *a, struct job *j, const char *ns, const char *na
     queue_append(a, key, j);
     (void)pthread_cond_signal(&a->cond);
     (void)pthread_mutex_unlock(&a->lock);
+    if (victim) /* answered once the newcomer holds its place: a callback may check again */
+        shed(a, victim);
     return 0;
 }
 

@@ -82,9 +82,11 @@ void authz_free(struct authz *a);
 
 /** Checks token (borrowed; NULL or "" for none) for access to ns/name, for client (the
  * peer's address, borrowed; NULL when unknown): the reviews wait in one queue per client,
- * served in turn, and at the bound on pending reviews the client with the most queued
- * sheds its newest for a client with fewer (AUTHZ_BUSY to the shed one). A check whose
- * cache key (token, ns, name) is already under review gets that review's answer.
+ * served in turn. At the bound on pending reviews, the client with the most queued sheds
+ * its newest (AUTHZ_BUSY to it) for a newcomer whose client would still have fewer with
+ * it; otherwise the newcomer gets AUTHZ_BUSY. A check whose cache key (token, ns, name)
+ * is already under review gets that review's answer (unless it knows its user from the
+ * cache and the review in flight is of the token).
  * fn(ctx, ...) runs exactly once: now (from the caches, for a missing token, or
  * AUTHZ_BUSY) and then this returns 1, or later on the loop thread and this returns 0. */
 int authz_check(struct authz *a, const char *token, const char *ns, const char *name,
