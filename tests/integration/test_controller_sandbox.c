@@ -27,12 +27,13 @@
 #define WAIT (30 * USEC_PER_SEC)
 
 static struct kube_client *c;
+static struct kube_client *mgr_client; /* the manager's: it_before_request applies to it */
 static struct ctrl_manager *mgr;
 static char ns[96];
 
 static void start_manager(void)
 {
-    struct ctrl_opts o = {.client = c,
+    struct ctrl_opts o = {.client = mgr_client,
                           .workers = 4,
                           .ns = ns,
                           .leader_elect = true,
@@ -55,10 +56,11 @@ static void stop_manager(void)
 static int group_setup(void **state)
 {
     struct it_sandbox_ns_opts o = {.prefix = "ctl", .default_sa = true, .timeout = WAIT};
+    struct kube_client_opts mo = {.fault = it_lose_answer};
     struct kube_err e;
     (void)state;
     log_set_level(LOG_WARN);
-    if (it_client_new(NULL, &c, &e) < 0)
+    if (it_client_new(NULL, &c, &e) < 0 || it_client_new(&mo, &mgr_client, &e) < 0)
         return -1;
     if (it_sandbox_ns_setup(c, &o, ns, sizeof(ns), &e) < 0) {
         fprintf(stderr, "setup failed: %s\n", e.message);
@@ -74,6 +76,7 @@ static int group_teardown(void **state)
     if (c && ns[0])
         (void)it_ns_delete(c, ns, 60 * USEC_PER_SEC);
     kube_client_free(c);
+    kube_client_free(mgr_client);
     return 0;
 }
 
@@ -381,6 +384,60 @@ static void test_shutdown_retain(void **state)
     json_decref(sb);
 }
 
+/* The uid of the Sandbox replace_sandbox made. */
+static char successor_uid[64];
+
+/* Deletes the Sandbox whose expiry the controller is about to carry out and makes another
+ * of its name, without a shutdown time, before the controller's DELETE is sent. */
+static void replace_sandbox(const char *url, void *ctx)
+{
+    struct kube_err e;
+    const char *name = ctx;
+    char uid[64];
+    json_t *sb = get(&API_RES_SANDBOXES, name);
+    (void)url;
+    assert_non_null(sb);
+    (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(sb));
+    json_decref(sb);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, name, &e), &e);
+    assert_int_equal(it_wait_gone_uid(c, &API_RES_SANDBOXES, ns, name, uid, WAIT), 0);
+    create_sandbox(name, NULL);
+    sb = get(&API_RES_SANDBOXES, name);
+    assert_non_null(sb);
+    (void)snprintf(successor_uid, sizeof(successor_uid), "%s", kube_obj_uid(sb));
+    json_decref(sb);
+}
+
+static bool successor_has_pod(void *ctx)
+{
+    json_t *pod = get(&KUBE_RES_PODS, ctx);
+    const char *owner = pod ? kube_obj_controller_uid(pod) : NULL;
+    bool ok = owner && strcmp(owner, successor_uid) == 0;
+    json_decref(pod);
+    return ok;
+}
+
+/* An expired Sandbox replaced by another of its name just before the controller's DELETE:
+ * the DELETE names the expired one's uid, so the successor stays (and gets its Pod). */
+static void test_expiry_spares_successor(void **state)
+{
+    json_t *spec = json_pack("{s:s}", "shutdownPolicy", "Delete"), *sb;
+    (void)state;
+    successor_uid[0] = '\0';
+    assert_int_equal(it_before_request("DELETE", &API_RES_SANDBOXES, "/sandboxes/s-uid", 0,
+                                       replace_sandbox, "s-uid"),
+                     0);
+    shutdown_in(spec, 2 * USEC_PER_SEC);
+    create_sandbox("s-uid", spec);
+    assert_int_equal(it_wait(successor_has_pod, "s-uid", WAIT), 0);
+    assert_false(it_before_pending());
+    sb = get(&API_RES_SANDBOXES, "s-uid");
+    assert_non_null(sb);
+    assert_string_equal(kube_obj_uid(sb), successor_uid);
+    assert_null(kube_obj_path(sb, "metadata.deletionTimestamp"));
+    json_decref(sb);
+}
+
 static bool has_event(void *ctx)
 {
     struct kube_req r;
@@ -490,11 +547,17 @@ static void test_metrics(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_children),   cmocka_unit_test(test_ready),
-        cmocka_unit_test(test_pod_lost),          cmocka_unit_test(test_suspend_resume),
-        cmocka_unit_test(test_service_off_on),    cmocka_unit_test(test_shutdown_delete),
-        cmocka_unit_test(test_shutdown_retain),   cmocka_unit_test(test_unowned_pod_untouched),
-        cmocka_unit_test(test_restart_converges), cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_create_children),
+        cmocka_unit_test(test_ready),
+        cmocka_unit_test(test_pod_lost),
+        cmocka_unit_test(test_suspend_resume),
+        cmocka_unit_test(test_service_off_on),
+        cmocka_unit_test(test_shutdown_delete),
+        cmocka_unit_test(test_shutdown_retain),
+        cmocka_unit_test(test_expiry_spares_successor),
+        cmocka_unit_test(test_unowned_pod_untouched),
+        cmocka_unit_test(test_restart_converges),
+        cmocka_unit_test(test_metrics),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
