@@ -64,7 +64,7 @@
 #define LIMIT_KUBE_HEADER          (80u * 1024)        /* one request header (bearer token) */
 #define LIMIT_KUBE_POOL_IDLE_SLOTS 32                  /* idle easy handles kept for reuse */
 #define LIMIT_KUBE_MUX_CONNECTIONS 16           /* per lane to an https server; HTTP/2 needs 1 */
-#define LIMIT_KUBE_MUX_LANES       2            /* default shared connections (I/O threads) */
+#define LIMIT_KUBE_MUX_LANES       2            /* default shared connections (lanes) */
 #define LIMIT_KUBE_MUX_LANES_MAX   16           /* at most */
 #define LIMIT_KUBE_UPLOAD_BUFFER   (16u * 1024) /* curl's per-handle upload buffer */
 #define LIMIT_KUBE_TOKEN_RECHECK   (60 * USEC_PER_SEC) /* token file re-read at least this often */
