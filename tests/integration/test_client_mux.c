@@ -2,7 +2,7 @@
 /* The client's request multiplexer against the real kube-apiserver: many threads' requests
  * on one client share one HTTP/2 connection per lane (and, without it, open one each); results,
  * errors, bodies and per-request timeouts come back to the right thread; a client is
- * freed cleanly whether its I/O thread ever started or not. */
+ * freed cleanly whether it ever ran a request or not. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -156,7 +156,7 @@ static void test_without_mux_each_request_connects(void **state)
     assert_true(st.connections > 2);
 }
 
-/* Errors come back through the I/O thread as they do without it. */
+/* Errors come back through the multiplexer as they do without it. */
 static void test_errors_and_bodies(void **state)
 {
     (void)state;
@@ -171,7 +171,7 @@ static void test_errors_and_bodies(void **state)
     assert_int_equal(err.http_status, 409);
     json_decref(cm);
     /* A large body: a list of every object, several times over (the response is read by
-     * the I/O thread into the caller's buffer). */
+     * the lane's driver into the caller's buffer). */
     IT_OK(kube_list_all(admin, &KUBE_RES_CONFIGMAPS, ns, NULL, &got, &err), &err);
     assert_true(json_array_size(json_object_get(got, "items")) >= OBJECTS);
     json_decref(got);
@@ -289,7 +289,7 @@ static void test_timeout_does_not_block_others(void **state)
     kube_client_free(c);
 }
 
-/* A client that never made a request has no I/O thread to stop; one that did is freed
+/* A client that never made a request has no connection to close; one that did is freed
  * right after (ASan and TSan runs check both for leaks and races). */
 static void test_free_idle_and_used(void **state)
 {
@@ -303,7 +303,7 @@ static void test_free_idle_and_used(void **state)
     kube_client_free(c);
 }
 
-/* A child forked after the I/O thread started (the CLI's shell session does) runs its
+/* A child forked after the client made requests (the CLI's shell session does) runs its
  * requests on its own connection; the parent's shared connection still works after. */
 static void test_fork_child(void **state)
 {

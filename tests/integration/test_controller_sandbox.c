@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,7 +57,7 @@ static void stop_manager(void)
 static int group_setup(void **state)
 {
     struct it_sandbox_ns_opts o = {.prefix = "ctl", .default_sa = true, .timeout = WAIT};
-    struct kube_client_opts mo = {.fault = it_lose_answer};
+    struct kube_client_opts mo = {.max_retries = -1, .fault = it_lose_answer};
     struct kube_err e;
     (void)state;
     log_set_level(LOG_WARN);
@@ -384,27 +385,50 @@ static void test_shutdown_retain(void **state)
     json_decref(sb);
 }
 
-/* The uid of the Sandbox replace_sandbox made. */
-static char successor_uid[64];
+/* What replace_sandbox did, for the test's thread: the hook runs on a controller worker,
+ * where a cmocka assertion must not fail (its jump belongs to the test's thread). */
+static struct {
+    pthread_mutex_t lock;
+    char uid[64];    /* the successor's */
+    char error[256]; /* what went wrong, "" when nothing did */
+} replaced = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void replaced_set(const char *uid, const char *error)
+{
+    pthread_mutex_lock(&replaced.lock);
+    (void)snprintf(replaced.uid, sizeof(replaced.uid), "%s", uid);
+    (void)snprintf(replaced.error, sizeof(replaced.error), "%s", error);
+    pthread_mutex_unlock(&replaced.lock);
+}
 
 /* Deletes the Sandbox whose expiry the controller is about to carry out and makes another
  * of its name, without a shutdown time, before the controller's DELETE is sent. */
 static void replace_sandbox(const char *url, void *ctx)
 {
-    struct kube_err e;
     const char *name = ctx;
     char uid[64];
-    json_t *sb = get(&API_RES_SANDBOXES, name);
+    struct kube_err e = {0};
+    json_t *sb = get(&API_RES_SANDBOXES, name), *made = NULL;
+    json_t *next =
+        json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", SB_API_VERSION,
+                  "kind", SB_KIND, "metadata", "name", name, "spec", "podTemplate", "spec",
+                  "containers", "name", "runtime", "image", "registry.local/runtime:1");
     (void)url;
-    assert_non_null(sb);
-    (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(sb));
-    json_decref(sb);
-    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, name, &e), &e);
-    assert_int_equal(it_wait_gone_uid(c, &API_RES_SANDBOXES, ns, name, uid, WAIT), 0);
-    create_sandbox(name, NULL);
-    sb = get(&API_RES_SANDBOXES, name);
-    assert_non_null(sb);
-    (void)snprintf(successor_uid, sizeof(successor_uid), "%s", kube_obj_uid(sb));
+    if (!sb) {
+        replaced_set("", "the expired Sandbox was not found");
+    } else {
+        (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(sb));
+        if (kube_delete(c, &API_RES_SANDBOXES, ns, name, &e) < 0)
+            replaced_set("", e.message);
+        else if (it_wait_gone_uid(c, &API_RES_SANDBOXES, ns, name, uid, WAIT) < 0)
+            replaced_set("", "the expired Sandbox did not go");
+        else if (kube_create(c, &API_RES_SANDBOXES, ns, next, &made, &e) < 0)
+            replaced_set("", e.message);
+        else
+            replaced_set(kube_obj_uid(made), "");
+    }
+    json_decref(made);
+    json_decref(next);
     json_decref(sb);
 }
 
@@ -412,9 +436,18 @@ static bool successor_has_pod(void *ctx)
 {
     json_t *pod = get(&KUBE_RES_PODS, ctx);
     const char *owner = pod ? kube_obj_controller_uid(pod) : NULL;
-    bool ok = owner && strcmp(owner, successor_uid) == 0;
+    pthread_mutex_lock(&replaced.lock);
+    bool ok = owner && replaced.uid[0] && strcmp(owner, replaced.uid) == 0;
+    pthread_mutex_unlock(&replaced.lock);
     json_decref(pod);
     return ok;
+}
+
+static int before_cancel(void **state)
+{
+    (void)state;
+    it_before_cancel();
+    return 0;
 }
 
 /* An expired Sandbox replaced by another of its name just before the controller's DELETE:
@@ -423,17 +456,25 @@ static void test_expiry_spares_successor(void **state)
 {
     json_t *spec = json_pack("{s:s}", "shutdownPolicy", "Delete"), *sb;
     (void)state;
-    successor_uid[0] = '\0';
+    replaced_set("", "");
     assert_int_equal(it_before_request("DELETE", &API_RES_SANDBOXES, "/sandboxes/s-uid", 0,
                                        replace_sandbox, "s-uid"),
                      0);
     shutdown_in(spec, 2 * USEC_PER_SEC);
     create_sandbox("s-uid", spec);
-    assert_int_equal(it_wait(successor_has_pod, "s-uid", WAIT), 0);
+    int waited = it_wait(successor_has_pod, "s-uid", WAIT);
     assert_false(it_before_pending());
+    pthread_mutex_lock(&replaced.lock);
+    char uid[64], error[256];
+    (void)snprintf(uid, sizeof(uid), "%s", replaced.uid);
+    (void)snprintf(error, sizeof(error), "%s", replaced.error);
+    pthread_mutex_unlock(&replaced.lock);
+    if (error[0])
+        fail_msg("replacing the expired Sandbox: %s", error);
+    assert_int_equal(waited, 0);
     sb = get(&API_RES_SANDBOXES, "s-uid");
     assert_non_null(sb);
-    assert_string_equal(kube_obj_uid(sb), successor_uid);
+    assert_string_equal(kube_obj_uid(sb), uid);
     assert_null(kube_obj_path(sb, "metadata.deletionTimestamp"));
     json_decref(sb);
 }
@@ -554,7 +595,7 @@ int main(void)
         cmocka_unit_test(test_service_off_on),
         cmocka_unit_test(test_shutdown_delete),
         cmocka_unit_test(test_shutdown_retain),
-        cmocka_unit_test(test_expiry_spares_successor),
+        cmocka_unit_test_teardown(test_expiry_spares_successor, before_cancel),
         cmocka_unit_test(test_unowned_pod_untouched),
         cmocka_unit_test(test_restart_converges),
         cmocka_unit_test(test_metrics),

@@ -267,6 +267,13 @@ int it_before_request(const char *method, const struct kube_res *res, const char
     return r;
 }
 
+void it_before_cancel(void)
+{
+    pthread_mutex_lock(&before.lock);
+    before.fn = NULL;
+    pthread_mutex_unlock(&before.lock);
+}
+
 bool it_before_pending(void)
 {
     pthread_mutex_lock(&before.lock);

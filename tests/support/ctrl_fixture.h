@@ -107,6 +107,9 @@ typedef void it_before_fn(const char *url, void *ctx);
  * Returns 0, or -EBUSY while a rule is armed. */
 int it_before_request(const char *method, const struct kube_res *res, const char *url_part,
                       int skip, it_before_fn *fn, void *ctx);
+/** Disarms the it_before_request rule (a test's teardown: one that failed before its
+ * request must not leave the rule to a later test). */
+void it_before_cancel(void);
 /** Whether the it_before_request rule has not run yet. */
 bool it_before_pending(void);
 /** The URL of the last request a rule matched ("" before any), into out (size bytes). */

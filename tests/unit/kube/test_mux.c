@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -42,18 +43,23 @@ static void saw(const char *tag)
     (void)pthread_mutex_unlock(&seen_lock);
 }
 
-/* Waits until the server has read a request tagged tag. */
+/* Waits (10 s at most) until the server has read a request tagged tag. */
 static void wait_seen(const char *tag)
 {
+    struct timespec until;
+    bool found = false;
+    (void)clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
     (void)pthread_mutex_lock(&seen_lock);
-    for (;;) {
+    while (!found) {
         for (int i = 0; i < nseen && i < 8; i++)
-            if (strcmp(seen[i], tag) == 0)
-                goto out;
-        (void)pthread_cond_wait(&seen_cond, &seen_lock);
+            found = found || strcmp(seen[i], tag) == 0;
+        if (!found && pthread_cond_timedwait(&seen_cond, &seen_lock, &until) != 0)
+            break;
     }
-out:
     (void)pthread_mutex_unlock(&seen_lock);
+    if (!found)
+        fail_msg("the server never read request %s", tag);
 }
 
 static void seen_reset(void)
@@ -197,14 +203,14 @@ static void test_idle_lane_runs_on_caller(void **state)
     kube__mux_free(m);
 }
 
-/* A drives the lane for its 300 ms request; B's 1.5 s request joins it. When A's ends, A
+/* A drives the lane for its 800 ms request; B's 2 s request joins it. When A's ends, A
  * returns at once and B takes over the lane: B's answer arrives on B's own thread. */
 static void test_driver_hands_off(void **state)
 {
     (void)state;
     struct kube__mux *m = kube__mux_new(1, 8);
-    struct call a = {.m = m, .delay_ms = 300, .tag = "ho-a"};
-    struct call b = {.m = m, .delay_ms = 1500, .tag = "ho-b"};
+    struct call a = {.m = m, .delay_ms = 800, .tag = "ho-a"};
+    struct call b = {.m = m, .delay_ms = 2000, .tag = "ho-b"};
     pthread_t ta, tb;
     seen_reset();
     assert_int_equal(pthread_create(&ta, NULL, call_main, &a), 0);
@@ -221,19 +227,18 @@ static void test_driver_hands_off(void **state)
     kube__mux_free(m);
 }
 
-/* B's short request joins the lane A drives for a long one: B's answer comes through A's
- * thread, and B returns without waiting for A, and without waiting for A's poll to end by
- * itself (up to a second: B's submission wakes it). */
-static void test_waiter_served_by_driver(void **state)
+/* One round of test_waiter_served_by_driver: B's time from its call to its return. */
+static usec_t waiter_round(int round)
 {
-    (void)state;
     struct kube__mux *m = kube__mux_new(1, 8);
-    struct call a = {.m = m, .delay_ms = 3000, .tag = "ws-a"};
-    struct call b = {.m = m, .delay_ms = 0, .tag = "ws-b"};
+    struct call a = {.m = m, .delay_ms = 1500};
+    struct call b = {.m = m, .delay_ms = 0};
     pthread_t ta, tb;
+    (void)snprintf(a.tag, sizeof(a.tag), "ws-a%d", round);
+    (void)snprintf(b.tag, sizeof(b.tag), "ws-b%d", round);
     seen_reset();
     assert_int_equal(pthread_create(&ta, NULL, call_main, &a), 0);
-    wait_seen("ws-a");
+    wait_seen(a.tag);
     usleep(300 * 1000); /* past curl's own short timers: A's poll waits for its bound */
     assert_int_equal(pthread_create(&tb, NULL, call_main, &b), 0);
     pthread_join(tb, NULL);
@@ -241,8 +246,24 @@ static void test_waiter_served_by_driver(void **state)
     assert_answered(&a);
     assert_answered(&b);
     assert_true(pthread_equal(b.body_thread, a.caller));
-    assert_true(b.returned - b.started < 500 * USEC_PER_MSEC);
+    assert_true(b.returned + 500 * USEC_PER_MSEC < a.returned);
     kube__mux_free(m);
+    return b.returned - b.started;
+}
+
+/* B's short request joins the lane A drives for a long one: B's answer comes through A's
+ * thread, and B returns without waiting for A, and without waiting for A's poll to end by
+ * itself (a second at most: 700 ms here; B's submission wakes it). Three rounds at most,
+ * for a loaded machine: a lost wake-up is slow in every one. */
+static void test_waiter_served_by_driver(void **state)
+{
+    (void)state;
+    usec_t best = waiter_round(0);
+    for (int round = 1; round < 3 && best >= 400 * USEC_PER_MSEC; round++) {
+        usec_t t = waiter_round(round);
+        best = t < best ? t : best;
+    }
+    assert_true(best < 400 * USEC_PER_MSEC);
 }
 
 /* A handle curl refuses (it is in another multi handle) fails its caller alone: the lane
