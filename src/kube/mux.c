@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+#include "common/dlist.h"
 #include "common/xalloc.h"
 
 /* One submitted transfer; lives on the stack of the thread waiting for it. */
@@ -63,17 +64,6 @@ struct kube__mux *kube__mux_new(int lanes, long max_conns)
     return m;
 }
 
-static void inflight_unlink(struct lane *l, struct waiter *w)
-{
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        l->inflight = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    w->next = w->prev = NULL;
-}
-
 /* Marks w finished with cc and wakes its thread (none to wake when w is the driver's own).
  * Called with the lane's lock. */
 static void finish_locked(struct waiter *w, CURLcode cc)
@@ -94,11 +84,7 @@ static void take_queue(struct lane *l)
         if (curl_multi_add_handle(l->multi, q->h) != CURLM_OK) {
             finish_locked(q, CURLE_FAILED_INIT);
         } else {
-            q->prev = NULL;
-            q->next = l->inflight;
-            if (l->inflight)
-                l->inflight->prev = q;
-            l->inflight = q;
+            DLIST_PUSH(l->inflight, q);
         }
         q = next;
     }
@@ -119,7 +105,7 @@ static void reap(struct lane *l)
         curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&w);
         curl_multi_remove_handle(l->multi, h);
         pthread_mutex_lock(&l->lock);
-        inflight_unlink(l, w);
+        DLIST_REMOVE(l->inflight, w);
         finish_locked(w, cc);
         pthread_mutex_unlock(&l->lock);
     }
