@@ -2,10 +2,11 @@
 /* Review orchestration: cache lookups on the loop thread, reviews on worker threads,
  * results handed back through a uv_async_t. Checks of one cache key in flight at once share
  * one review (the first is the leader, the rest its followers). Reviews wait in one queue
- * per client (the peer's address) and the workers take them from the
- * clients in turn; when the bound on pending reviews is reached, the client with the most
- * queued loses its newest to a newcomer from a client with fewer, so that one client's
- * flood of distinct tokens delays and sheds its own reviews, not everyone's. */
+ * per client (the peer's address) and the workers take them from the clients in turn.
+ * When the bound on pending reviews is reached, the client with the most queued loses its
+ * newest review without followers (else its newest) to a newcomer whose client would
+ * still have fewer queued than it has, counting the newcomer (see make_room). So one
+ * client's flood of distinct tokens delays and sheds its own reviews, not everyone's. */
 #include "router/authz.h"
 
 #include <errno.h>
