@@ -479,6 +479,114 @@ static void test_expiry_spares_successor(void **state)
     json_decref(sb);
 }
 
+/* A child the controller is about to delete, and the foreign object of its name that
+ * replace_child puts in its place first. */
+struct child_swap {
+    const struct kube_res *res;
+    const char *name;
+    json_t *(*foreign)(const char *name); /* a new object of that name, owned by nobody */
+};
+
+static json_t *foreign_pod(const char *name)
+{
+    return json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1", "kind", "Pod",
+                     "metadata", "name", name, "spec", "containers", "name", "x", "image",
+                     "registry.local/other:1");
+}
+
+static json_t *foreign_service(const char *name)
+{
+    return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:[{s:i}]}}", "apiVersion", "v1", "kind",
+                     "Service", "metadata", "name", name, "spec", "clusterIP", "None", "ports",
+                     "port", 80);
+}
+
+/* Deletes the child the controller's DELETE is about to name and makes a foreign one of
+ * its name before the DELETE is sent (an it_before_request hook: reports through
+ * replaced, asserts nothing). */
+static void replace_child(const char *url, void *ctx)
+{
+    const struct child_swap *x = ctx;
+    char uid[64];
+    struct kube_err e = {0};
+    json_t *old = get(x->res, x->name), *next = x->foreign(x->name), *made = NULL;
+    (void)url;
+    if (!old) {
+        replaced_set("", "the child to delete was not found");
+    } else {
+        (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(old));
+        if (kube_delete(c, x->res, ns, x->name, &e) < 0)
+            replaced_set("", e.message);
+        else if (it_wait_gone_uid(c, x->res, ns, x->name, uid, WAIT) < 0)
+            replaced_set("", "the child did not go");
+        else if (kube_create(c, x->res, ns, next, &made, &e) < 0)
+            replaced_set("", e.message);
+        else
+            replaced_set(kube_obj_uid(made), "");
+    }
+    json_decref(made);
+    json_decref(next);
+    json_decref(old);
+}
+
+/* After replace_child ran: fails unless it succeeded and the foreign object it made is
+ * still there, not being deleted. */
+static void assert_successor_kept(const struct kube_res *res, const char *name)
+{
+    char uid[64], error[256];
+    json_t *o;
+    pthread_mutex_lock(&replaced.lock);
+    (void)snprintf(uid, sizeof(uid), "%s", replaced.uid);
+    (void)snprintf(error, sizeof(error), "%s", replaced.error);
+    pthread_mutex_unlock(&replaced.lock);
+    if (error[0] || !uid[0])
+        fail_msg("replacing %s %s: %s", res->plural, name, error[0] ? error : "did not run");
+    o = get(res, name);
+    if (!o)
+        fail_msg("the foreign %s %s was deleted", res->plural, name);
+    assert_string_equal(kube_obj_uid(o), uid);
+    assert_null(kube_obj_path(o, "metadata.deletionTimestamp"));
+    assert_null(kube_obj_controller_ref(o));
+    json_decref(o);
+}
+
+/* Suspending deletes the Sandbox's Pod by UID: a foreign Pod made under its name just
+ * before the DELETE stays, and the Sandbox says it does not own it. */
+static void test_suspend_spares_successor(void **state)
+{
+    static const struct child_swap x = {&KUBE_RES_PODS, "s-susp-uid", foreign_pod};
+    (void)state;
+    replaced_set("", "");
+    create_sandbox(x.name, NULL);
+    json_decref(wait_obj(&KUBE_RES_PODS, x.name, NULL));
+    assert_int_equal(it_before_request("DELETE", &KUBE_RES_PODS, "/pods/s-susp-uid", 0,
+                                       replace_child, (void *)&x),
+                     0);
+    patch_spec(x.name, json_pack("{s:s}", "operatingMode", "Suspended"));
+    wait_cond(x.name, SB_COND_SUSPENDED, "False", SB_R_POD_NOT_OWNED);
+    assert_false(it_before_pending());
+    assert_successor_kept(x.res, x.name);
+}
+
+/* Turning spec.service off deletes the Service by UID: a foreign Service made under its
+ * name just before the DELETE stays. */
+static void test_service_off_spares_successor(void **state)
+{
+    static const struct child_swap x = {&KUBE_RES_SERVICES, "s-svc-uid", foreign_service};
+    (void)state;
+    replaced_set("", "");
+    create_sandbox(x.name, json_pack("{s:b}", "service", 1));
+    json_decref(wait_obj(&KUBE_RES_SERVICES, x.name, NULL));
+    wait_cond(x.name, SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
+    assert_int_equal(it_before_request("DELETE", &KUBE_RES_SERVICES, "/services/s-svc-uid", 0,
+                                       replace_child, (void *)&x),
+                     0);
+    patch_spec(x.name, json_pack("{s:b}", "service", 0));
+    assert_int_equal(it_wait(status_has_no_service, (void *)x.name, WAIT), 0);
+    assert_false(it_before_pending());
+    assert_successor_kept(x.res, x.name);
+}
+
 static bool has_event(void *ctx)
 {
     struct kube_req r;
@@ -596,6 +704,8 @@ int main(void)
         cmocka_unit_test(test_shutdown_delete),
         cmocka_unit_test(test_shutdown_retain),
         cmocka_unit_test_teardown(test_expiry_spares_successor, before_cancel),
+        cmocka_unit_test_teardown(test_suspend_spares_successor, before_cancel),
+        cmocka_unit_test_teardown(test_service_off_spares_successor, before_cancel),
         cmocka_unit_test(test_unowned_pod_untouched),
         cmocka_unit_test(test_restart_converges),
         cmocka_unit_test(test_metrics),
