@@ -932,6 +932,104 @@ static void test_template_recovers(void **state)
     json_decref(wait_claim("c-late", "True", NULL));
 }
 
+/* What np_replace did, for the test's thread: the hook runs on a controller worker, where
+ * a cmocka assertion must not fail. Written before the rule counts as run, read after. */
+static char np_uid[64], np_error[1100];
+
+/* it_before_request's fn: deletes the template's NetworkPolicy (name ctx) that the
+ * controller is about to delete and makes a foreign one of its name in its place. */
+static void np_replace(const char *url, void *ctx)
+{
+    const char *name = ctx;
+    char uid[64];
+    struct kube_err e = {0};
+    json_t *old = get(&KUBE_RES_NETWORKPOLICIES, name), *made = NULL;
+    json_t *next =
+        json_pack("{s:s, s:s, s:{s:s}, s:{s:{}}}", "apiVersion", "networking.k8s.io/v1", "kind",
+                  "NetworkPolicy", "metadata", "name", name, "spec", "podSelector");
+    (void)url;
+    if (!old) {
+        (void)snprintf(np_error, sizeof(np_error), "%s not found", name);
+    } else {
+        (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(old));
+        if (kube_delete(c, &KUBE_RES_NETWORKPOLICIES, ns, name, &e) < 0 ||
+            it_wait_gone_uid(c, &KUBE_RES_NETWORKPOLICIES, ns, name, uid, WAIT) < 0 ||
+            kube_create(c, &KUBE_RES_NETWORKPOLICIES, ns, next, &made, &e) < 0)
+            (void)snprintf(np_error, sizeof(np_error), "replacing %s: %s", name,
+                           e.message[0] ? e.message : "it did not go");
+        else
+            (void)snprintf(np_uid, sizeof(np_uid), "%s", kube_obj_uid(made));
+    }
+    json_decref(made);
+    json_decref(next);
+    json_decref(old);
+}
+
+static bool tpl_np_labelled(void *ctx)
+{
+    json_t *t = get(&API_RES_SANDBOXTEMPLATES, "tpl-np");
+    bool ok = t && strcmp(kube_obj_label(t, SB_LABEL_TEMPLATE_REF) ?: "", ctx) == 0;
+    json_decref(t);
+    return ok;
+}
+
+static bool tpl_np_owned(void *ctx)
+{
+    json_t *t = get(&API_RES_SANDBOXTEMPLATES, "tpl-np"), *np = get(&KUBE_RES_NETWORKPOLICIES, ctx);
+    bool ok = t && np && sb_controlled_by(np, kube_obj_uid(t));
+    json_decref(np);
+    json_decref(t);
+    return ok;
+}
+
+static bool before_ran(void *ctx)
+{
+    (void)ctx;
+    return !it_before_pending();
+}
+
+static int before_cancel(void **state)
+{
+    (void)state;
+    it_before_cancel();
+    return 0;
+}
+
+/* A template whose NetworkPolicy becomes unmanaged deletes it by UID: a foreign policy
+ * made under its name just before the DELETE stays. The template's label, taken off
+ * afterwards and put back by the controller, shows that the pass which sent the DELETE is
+ * over. */
+static void test_np_unmanaged_spares_successor(void **state)
+{
+    static char name[] = "tpl-np" EXT_NP_SUFFIX;
+    char hash[SB_HASH_LEN + 1];
+    json_t *np;
+    (void)state;
+    np_uid[0] = np_error[0] = '\0';
+    sb_name_hash("tpl-np", hash);
+    create_template("tpl-np", "on", "Allowed");
+    assert_int_equal(it_wait(tpl_np_owned, name, WAIT), 0);
+    assert_int_equal(it_wait(tpl_np_labelled, hash, WAIT), 0);
+    assert_int_equal(it_before_request("DELETE", &KUBE_RES_NETWORKPOLICIES,
+                                       "/networkpolicies/tpl-np" EXT_NP_SUFFIX, 0, np_replace,
+                                       name),
+                     0);
+    patch(&API_RES_SANDBOXTEMPLATES, "tpl-np", NULL,
+          json_pack("{s:{s:s}}", "spec", "networkPolicyManagement", "Unmanaged"));
+    assert_int_equal(it_wait(before_ran, NULL, WAIT), 0);
+    patch(&API_RES_SANDBOXTEMPLATES, "tpl-np", NULL,
+          json_pack("{s:{s:{s:n}}}", "metadata", "labels", SB_LABEL_TEMPLATE_REF));
+    assert_int_equal(it_wait(tpl_np_labelled, hash, WAIT), 0);
+    if (np_error[0] || !np_uid[0])
+        fail_msg("%s", np_error[0] ? np_error : "the policy was not replaced");
+    np = get(&KUBE_RES_NETWORKPOLICIES, name);
+    if (!np)
+        fail_msg("the foreign NetworkPolicy %s was deleted", name);
+    assert_string_equal(kube_obj_uid(np), np_uid);
+    assert_null(kube_obj_path(np, "metadata.deletionTimestamp"));
+    json_decref(np);
+}
+
 /* ---- burst -------------------------------------------------------------------------- */
 
 #define NCLAIMS (2 * BURST)
@@ -1247,6 +1345,7 @@ int main(void)
         cmocka_unit_test(test_claim_delete_gc),
         cmocka_unit_test(test_lifecycle),
         cmocka_unit_test(test_template_recovers),
+        cmocka_unit_test_teardown(test_np_unmanaged_spares_successor, before_cancel),
         cmocka_unit_test(test_burst),
         cmocka_unit_test(test_restart_mid_burst),
         cmocka_unit_test(test_stop_prompt),
