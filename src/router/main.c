@@ -86,6 +86,9 @@ static const char usage_text[] =
     "  --idle-timeout D                  no byte either way during a request (default 60s)\n"
     "  --proxy-timeout D                 one request; caps X-Sandbox-Timeout (default 180s)\n"
     "  --tunnel-idle-timeout D           upgraded connections (default 3600s)\n"
+    "  --max-tunnels N                   upgraded connections open or being set up at\n"
+    "                                    once, two descriptors each; an upgrade past it\n"
+    "                                    gets 503 (default 4096, at most 1000000)\n"
     "  --start-hold D                    a request to a Sandbox that is starting (no Ready\n"
     "                                    condition yet, or its pod not Ready yet) waits up\n"
     "                                    to D for it to be Ready, then gets 503; one not\n"
@@ -114,6 +117,7 @@ enum {
     F_IDLE,
     F_PROXY,
     F_TUNNEL,
+    F_MAX_TUNNELS,
     F_START_HOLD,
     F_SHUTDOWN,
     F_ACCESS,
@@ -146,6 +150,7 @@ static const struct option long_opts[] = {
     {"idle-timeout", required_argument, NULL, F_IDLE},
     {"proxy-timeout", required_argument, NULL, F_PROXY},
     {"tunnel-idle-timeout", required_argument, NULL, F_TUNNEL},
+    {"max-tunnels", required_argument, NULL, F_MAX_TUNNELS},
     {"start-hold", required_argument, NULL, F_START_HOLD},
     {"shutdown-timeout", required_argument, NULL, F_SHUTDOWN},
     {"access-log", required_argument, NULL, F_ACCESS},
@@ -170,6 +175,16 @@ static const struct option long_opts[] = {
 static int parse_secs(const char *v, usec_t *ret)
 {
     return flag_duration_secs(v, 1, 10000000 * USEC_PER_SEC, ret);
+}
+
+/* --max-tunnels: 1 to 1,000,000. */
+static int parse_max_tunnels(const char *v, size_t *ret)
+{
+    uint64_t n;
+    if (cstr_to_u64(v, &n) < 0 || n < 1 || n > 1000000)
+        return -EINVAL;
+    *ret = (size_t)n;
+    return 0;
 }
 
 /* --start-hold: a duration as parse_secs, or 0 for none. */
@@ -267,6 +282,8 @@ static int apply_flag(void *ctx, int c, const char *v)
         return parse_secs(v, &f->o.proxy_timeout);
     case F_TUNNEL:
         return parse_secs(v, &f->o.tunnel_idle);
+    case F_MAX_TUNNELS:
+        return parse_max_tunnels(v, &f->o.max_tunnels);
     case F_START_HOLD:
         return parse_start_hold(v, &f->o.start_hold);
     case F_SHUTDOWN:

@@ -740,7 +740,7 @@ static int proxy_handle(struct http_req *req, void *ctx)
         return 0;
     }
     x->is_upgrade = http_req_header(req, "Upgrade").p != NULL;
-    if (x->is_upgrade && p->ntunnels + p->nupgrading >= LIMIT_ROUTER_TUNNELS) {
+    if (x->is_upgrade && p->ntunnels + p->nupgrading >= p->o.max_tunnels) {
         /* an upgraded connection leaves the server's connection count: this is its bound,
          * counting the upgrades in flight (each may become a tunnel: checking the open
          * tunnels only let up to a server's connections more through at once) */

@@ -39,9 +39,12 @@ struct proxy_opts {
     usec_t idle_timeout;    /* 0: LIMIT_ROUTER_IDLE_TIMEOUT */
     usec_t proxy_timeout;   /* 0: LIMIT_ROUTER_PROXY_TIMEOUT; caps X-Sandbox-Timeout */
     usec_t tunnel_idle;     /* 0: LIMIT_ROUTER_TUNNEL_IDLE */
-    usec_t pool_idle;       /* 0: LIMIT_ROUTER_POOL_IDLE */
-    size_t pool_per_host;   /* 0: LIMIT_ROUTER_POOL_PER_HOST */
-    bool access_log;        /* one logfmt line per proxied request */
+    /* Upgraded tunnels open or being set up at once (each is two descriptors the HTTP
+     * server no longer counts); 0: LIMIT_ROUTER_TUNNELS. */
+    size_t max_tunnels;
+    usec_t pool_idle;     /* 0: LIMIT_ROUTER_POOL_IDLE */
+    size_t pool_per_host; /* 0: LIMIT_ROUTER_POOL_PER_HOST */
+    bool access_log;      /* one logfmt line per proxied request */
     /* Idle auto-suspend (borrowed; NULL: off): hold and resume suspended Sandboxes, and
      * report per-Sandbox activity. */
     struct resume_gate *resume;

@@ -17,6 +17,8 @@ static void fill_defaults(struct proxy_opts *o)
         o->proxy_timeout = LIMIT_ROUTER_PROXY_TIMEOUT;
     if (!o->tunnel_idle)
         o->tunnel_idle = LIMIT_ROUTER_TUNNEL_IDLE;
+    if (!o->max_tunnels)
+        o->max_tunnels = LIMIT_ROUTER_TUNNELS;
     if (!o->pool_idle)
         o->pool_idle = LIMIT_ROUTER_POOL_IDLE;
     if (!o->pool_per_host)

@@ -192,6 +192,7 @@ static int start_servers(struct router *r)
                             .idle_timeout = r->o.idle_timeout,
                             .proxy_timeout = r->o.proxy_timeout,
                             .tunnel_idle = r->o.tunnel_idle,
+                            .max_tunnels = r->o.max_tunnels,
                             .access_log = r->o.access_log,
                             .resume = r->resume,
                             .activity = r->activity};

@@ -29,6 +29,7 @@ struct router_opts {
     bool client_cert_auth; /* a client certificate's identity authorizes (proxy.h) */
     usec_t connect_timeout, idle_timeout, proxy_timeout, tunnel_idle, header_timeout;
     usec_t shutdown_grace; /* 0: LIMIT_ROUTER_SHUTDOWN_GRACE */
+    size_t max_tunnels;    /* open and upgrading tunnels; 0: LIMIT_ROUTER_TUNNELS */
     usec_t start_hold;     /* a starting Sandbox's requests wait (resume_gate.h); 0:
                               LIMIT_ROUTER_START_HOLD; RESUME_START_OFF: not held */
     bool access_log;

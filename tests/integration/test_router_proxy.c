@@ -13,12 +13,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -271,7 +274,7 @@ static void set_status(const char *name, const char *status, const char *reason,
     json_decref(cur);
 }
 
-static struct router *start_router_opts(bool auth, bool trust_loopback)
+static struct router *start_router_opts(bool auth, bool trust_loopback, size_t max_tunnels)
 {
     struct router_opts o = {.client = c,
                             .host = "127.0.0.1",
@@ -282,6 +285,7 @@ static struct router *start_router_opts(bool auth, bool trust_loopback)
                             .allow_loopback = true,
                             .header_timeout = 300 * USEC_PER_MSEC,
                             .shutdown_grace = 5 * USEC_PER_SEC,
+                            .max_tunnels = max_tunnels,
                             .access_log = false};
     struct router *r;
     assert_int_equal(router_start(&o, &r), 0);
@@ -291,7 +295,7 @@ static struct router *start_router_opts(bool auth, bool trust_loopback)
 
 static struct router *start_router(bool auth)
 {
-    return start_router_opts(auth, false);
+    return start_router_opts(auth, false, 0);
 }
 
 struct seen {
@@ -525,6 +529,85 @@ static void test_websocket_tunnel(void **state)
     test_http_close(&conn);
 }
 
+/* Sends an upgrade request for path /s/<ns>/box/<port>/ws on a new connection to r. */
+static void upgrade_start(struct router *r, uint16_t port, struct test_http_conn *conn)
+{
+    char head[512];
+    assert_int_equal(test_http_connect(router_port(r), conn), 0);
+    (void)snprintf(head, sizeof(head),
+                   "GET /s/%s/box/%u/ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n"
+                   "Upgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n",
+                   ns, port);
+    assert_int_equal(test_http_send_str(conn, head), 0);
+}
+
+/* The status of an upgrade request to the echoing upstream on a new connection, left open
+ * in conn. */
+static int upgrade_status(struct router *r, struct test_http_conn *conn)
+{
+    struct test_http_resp resp;
+    upgrade_start(r, http_server_thread_port(up), conn);
+    test_http_resp_init(&resp);
+    int st = test_http_read(conn, false, T_READ, &resp) == 0 ? resp.status : -1;
+    test_http_resp_done(&resp);
+    return st;
+}
+
+/* A listener that accepts nothing: an upgrade sent to it waits for its answer. */
+static int silent_listener(uint16_t *port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 8), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* --max-tunnels counts the upgrades still waiting for their answer as well as the open
+ * tunnels: with a bound of 2, one open tunnel and one upgrade in flight (to a listener
+ * that never answers) leave no room for a third (503); once the waiting one fails, a new
+ * upgrade passes. */
+static void test_tunnel_bound(void **state)
+{
+    (void)state;
+    struct router *r = start_router_opts(false, false, 2);
+    struct seen s = {r, "box"};
+    struct test_http_conn open1, waiting, refused, later;
+    struct test_http_resp resp;
+    uint16_t silent_port;
+    int silent = silent_listener(&silent_port), st = -1;
+    assert_int_equal(it_wait(routable, &s, WAIT), 0);
+    assert_int_equal(upgrade_status(r, &open1), 101);
+    upgrade_start(r, silent_port, &waiting);
+    /* the router connected to the silent listener: the upgrade is counted and waiting */
+    struct pollfd pf = {.fd = silent, .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 5000), 1);
+    upgrade_start(r, http_server_thread_port(up), &refused);
+    test_http_resp_init(&resp);
+    assert_int_equal(test_http_read(&refused, false, T_READ, &resp), 0);
+    assert_int_equal(resp.status, 503);
+    assert_non_null(strstr(buf_str(&resp.body), "tunnels"));
+    test_http_resp_done(&resp);
+    test_http_close(&refused);
+    /* the silent upstream goes (its unaccepted connection is reset): the waiting upgrade
+     * fails, and its room comes back */
+    (void)close(silent);
+    for (int i = 0; i < 100 && st != 101; i++) {
+        st = upgrade_status(r, &later);
+        test_http_close(&later);
+        if (st != 101)
+            clock_sleep(50 * USEC_PER_MSEC);
+    }
+    assert_int_equal(st, 101);
+    test_http_close(&waiting);
+    test_http_close(&open1);
+    router_stop(r);
+}
+
 /* True when the peer closed conn already (whatever it wrote first is dropped); false when
  * it is still open with nothing more to read. Does not wait. */
 static bool closed_now(struct test_http_conn *conn)
@@ -644,7 +727,7 @@ static void test_auth(void **state)
 static void test_auth_trust_loopback(void **state)
 {
     (void)state;
-    struct router *r = start_router_opts(true, true);
+    struct router *r = start_router_opts(true, true, 0);
     char raw[512];
     struct test_http_resp resp;
     (void)snprintf(raw, sizeof(raw), "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\n\r\n", ns,
@@ -1003,6 +1086,7 @@ int main(void)
         cmocka_unit_test(test_upload_and_stream),
         cmocka_unit_test(test_keepalive_reuse),
         cmocka_unit_test(test_websocket_tunnel),
+        cmocka_unit_test(test_tunnel_bound),
         cmocka_unit_test(test_slow_client_cut_off),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_auth_trust_loopback),
