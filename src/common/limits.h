@@ -219,6 +219,8 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_SBD_KERNEL_GRACE (3 * USEC_PER_SEC)  /* timeout interrupt -> restart */
 #define LIMIT_SBD_KERNEL_KEEPALIVE \
     (15 * USEC_PER_SEC) /* silence before a keepalive (--code-keepalive) */
+/* a run's answer or a process stream: silence before a keepalive (--process-keepalive) */
+#define LIMIT_SBD_PROC_KEEPALIVE (15 * USEC_PER_SEC)
 
 /* gRPC front (grpc.c) */
 #define LIMIT_SBD_GRPC_MESSAGE  (4u * 1024 * 1024)  /* one message, either way (grpc's default) */

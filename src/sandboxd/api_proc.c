@@ -90,8 +90,15 @@ struct run {
     struct sbd_proc *p;
     struct buf out, err;
     bool out_cut, err_cut, base64;
+    bool head_sent; /* a keepalive started the answer: the result follows as its body */
     usec_t started;
+    uv_timer_t keepalive; /* a silent run's answer: a space every cfg.proc_keepalive */
 };
+
+static void run_closed(uv_handle_t *h)
+{
+    xfree(h->data);
+}
 
 static void run_free(struct run *x)
 {
@@ -99,7 +106,38 @@ static void run_free(struct run *x)
     http_req_unref(x->req);
     buf_done(&x->out);
     buf_done(&x->err);
-    xfree(x);
+    (void)uv_timer_stop(&x->keepalive);
+    uv_close((uv_handle_t *)&x->keepalive, run_closed);
+}
+
+/* The run is still going after another keepalive period: the answer starts (200; a run
+ * that started always answers 200) and gets a space, which JSON parsers skip before the
+ * result, so that proxies that cut connections idle for a minute keep this one. */
+static void run_keepalive(uv_timer_t *t)
+{
+    struct run *x = t->data;
+    if (!x->head_sent) {
+        if (http_resp_start(x->req, 200, "application/json") < 0)
+            return;
+        x->head_sent = true;
+    }
+    (void)http_resp_write(x->req, " ", 1);
+}
+
+/* Sends the result j (borrowed), as the whole answer or, after keepalives, as the rest of
+ * its body. */
+static void run_answer(struct run *x, const json_t *j)
+{
+    if (!x->head_sent) {
+        (void)http_respond_json(x->req, 200, j);
+        return;
+    }
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    if (sbd_json_dump(j, &b) < 0 || http_resp_write(x->req, b.data, b.len) < 0 ||
+        http_resp_end(x->req) < 0)
+        http_req_abort(x->req); /* the client sees the body cut short, not a wrong result */
+    buf_done(&b);
 }
 
 static void run_output(struct sbd_proc *p, enum sbd_stream s, const char *data, size_t n, void *ctx)
@@ -142,7 +180,7 @@ static void run_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
     (void)json_object_set_new(j, "stderr_truncated", json_boolean(x->err_cut));
     (void)json_object_set_new(j, "duration_ms",
                               json_integer((json_int_t)((clock_now() - x->started) / 1000)));
-    (void)http_respond_json(x->req, 200, j);
+    run_answer(x, j);
     json_decref(j);
     run_free(x);
 }
@@ -188,6 +226,10 @@ static int proc_run(struct http_req *req, void *ctx)
     x->req = http_req_ref(req);
     http_req_set_abort_cb(req, run_abort, x);
     http_req_set_eof_aborts(req); /* a client that gave up: its process goes */
+    uint64_t ka = (d->cfg.proc_keepalive + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+    (void)uv_timer_init(http_req_loop(req), &x->keepalive);
+    x->keepalive.data = x;
+    (void)uv_timer_start(&x->keepalive, run_keepalive, ka, ka);
     (void)sbd_proc_write_close(x->p, r.stdin_data.data, r.stdin_data.len);
     sbd_procreq_done(&r);
     return 0;
@@ -199,7 +241,14 @@ struct stream {
     struct http_req *req;
     struct sbd_proc *p;
     struct sbd_ndjson out;
+    usec_t last_sent, keepalive; /* a silent stream gets {"type":"keepalive"} */
+    uv_timer_t timer;
 };
+
+static void stream_closed(uv_handle_t *h)
+{
+    xfree(h->data);
+}
 
 static void stream_free(struct stream *s)
 {
@@ -207,14 +256,38 @@ static void stream_free(struct stream *s)
     http_req_set_drain_cb(s->req, NULL, NULL);
     http_req_unref(s->req);
     sbd_ndjson_done(&s->out);
-    xfree(s);
+    (void)uv_timer_stop(&s->timer);
+    uv_close((uv_handle_t *)&s->timer, stream_closed);
+}
+
+static void stream_keepalive(uv_timer_t *t);
+
+static void stream_arm(struct stream *s)
+{
+    usec_t now = clock_now(), due = s->last_sent + s->keepalive;
+    uint64_t wait = due > now ? (due - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC : 0;
+    (void)uv_timer_start(&s->timer, stream_keepalive, wait, 0);
 }
 
 /* Writes one NDJSON line of j (taken); pauses the process when the socket is full. */
 static void stream_line(struct stream *s, json_t *j)
 {
+    s->last_sent = clock_now();
     if (sbd_ndjson_send(&s->out, j) == 1 && s->p)
         sbd_proc_pause(s->p, true);
+}
+
+/* No line for a keepalive period: one, so that proxies that cut connections idle for a
+ * minute keep this one (clients skip event types they do not know). Not while lines wait
+ * for the client: those are the stream's news already. */
+static void stream_keepalive(uv_timer_t *t)
+{
+    struct stream *s = t->data;
+    if (clock_now() >= s->last_sent + s->keepalive && !sbd_ndjson_pending(&s->out))
+        stream_line(s, json_pack("{s:s}", "type", "keepalive"));
+    else if (clock_now() >= s->last_sent + s->keepalive)
+        s->last_sent = clock_now(); /* blocked on the client: look again a period later */
+    stream_arm(s);
 }
 
 static void stream_output(struct sbd_proc *p, enum sbd_stream st, const char *data, size_t n,
@@ -291,9 +364,13 @@ static int proc_stream(struct http_req *req, void *ctx)
     s->req = http_req_ref(req);
     http_req_set_abort_cb(req, stream_abort, s);
     http_req_set_drain_cb(req, stream_drain, s);
+    s->keepalive = d->cfg.proc_keepalive;
+    (void)uv_timer_init(http_req_loop(req), &s->timer);
+    s->timer.data = s;
     (void)http_resp_start(req, 200, "application/x-ndjson");
     stream_line(s, json_pack("{s:s, s:I, s:I}", "type", "start", "id",
                              (json_int_t)sbd_proc_id(s->p), "pid", (json_int_t)sbd_proc_pid(s->p)));
+    stream_arm(s);
     if (r.stdin_data.len)
         (void)sbd_proc_write(s->p, r.stdin_data.data, r.stdin_data.len);
     sbd_procreq_done(&r);

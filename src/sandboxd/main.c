@@ -73,6 +73,10 @@ static void usage(FILE *out)
         "  --max-code-output BYTES  output events of one code execution (default 16 MiB)\n"
         "  --code-keepalive D       keepalive event after D of silence in a code\n"
         "                           execution (default 15s; proxies cut idle streams)\n"
+        "  --process-keepalive D    after D of silence, a run's answer starts (200) and\n"
+        "                           gets a space before its JSON result, and a process\n"
+        "                           stream a {\"type\":\"keepalive\"} line; again every D\n"
+        "                           (default 15s)\n"
         "  --exec-timeout D         default run timeout, whole seconds (default 300s;\n"
         "                           also $SANDBOX_EXEC_TIMEOUT_SECONDS, in seconds)\n"
         "  --header-timeout D, --body-timeout D, --idle-timeout D   slow-client limits\n"
@@ -144,7 +148,8 @@ enum {
     O_KPYTHON,
     O_CONTEXTS,
     O_CODE_OUTPUT,
-    O_CODE_KEEPALIVE
+    O_CODE_KEEPALIVE,
+    O_PROC_KEEPALIVE
 };
 
 static const struct option long_opts[] = {
@@ -164,6 +169,7 @@ static const struct option long_opts[] = {
     {"max-contexts", 1, NULL, O_CONTEXTS},
     {"max-code-output", 1, NULL, O_CODE_OUTPUT},
     {"code-keepalive", 1, NULL, O_CODE_KEEPALIVE},
+    {"process-keepalive", 1, NULL, O_PROC_KEEPALIVE},
     {"metadata-env-prefix", 1, NULL, O_PREFIX},
     {"max-upload", 1, NULL, O_UPLOAD},
     {"max-body", 1, NULL, O_BODY},
@@ -278,10 +284,10 @@ static int apply_kernel_opt(int opt, const char *arg, struct opts *o)
         *(opt == O_KDRIVER ? &o->cfg.kernel_driver : &o->cfg.kernel_python) = arg;
         return 0;
     }
-    if (opt == O_CODE_KEEPALIVE) {
+    if (opt == O_CODE_KEEPALIVE || opt == O_PROC_KEEPALIVE) {
         if (parse_timeout(arg, &d) < 0 || d == 0 || d > UINT32_MAX * USEC_PER_SEC)
             return -EINVAL;
-        o->cfg.code_keepalive = d;
+        *(opt == O_CODE_KEEPALIVE ? &o->cfg.code_keepalive : &o->cfg.proc_keepalive) = d;
         return 0;
     }
     if (parse_u64(arg, &v) < 0 || v == 0 || v > UINT32_MAX)
@@ -342,7 +348,7 @@ static int apply_opt(int opt, const char *arg, struct opts *o)
         usage(stdout);
         return 1;
     default:
-        if (opt >= O_KDRIVER && opt <= O_CODE_KEEPALIVE)
+        if (opt >= O_KDRIVER && opt <= O_PROC_KEEPALIVE)
             return apply_kernel_opt(opt, arg, o);
         if (opt >= O_EXEC && opt <= O_SHUT)
             return apply_timeout(opt, arg, o);

@@ -28,6 +28,7 @@ struct sbd_config {
     unsigned max_bg_procs;       /* background process table (running + exited) */
     size_t bg_output_buffer;     /* output ring of one background process */
     unsigned exec_timeout_s;     /* legacy /execute timeout */
+    usec_t proc_keepalive; /* silence of a run's answer or a process stream before a keepalive */
     usec_t header_timeout, body_timeout, idle_timeout;
     /* code contexts (kernel.c) */
     const char *kernel_driver; /* the driver script; NULL: SBD_KERNEL_DRIVER */

@@ -45,6 +45,7 @@ void sbd_config_defaults(struct sbd_config *c)
         .max_contexts = LIMIT_SBD_CONTEXTS,
         .max_code_output = LIMIT_SBD_CODE_OUTPUT,
         .code_keepalive = LIMIT_SBD_KERNEL_KEEPALIVE,
+        .proc_keepalive = LIMIT_SBD_PROC_KEEPALIVE,
         .max_websockets = LIMIT_SBD_WEBSOCKETS,
         .ws_first_timeout = LIMIT_SBD_WS_FIRST,
         .ws_stdin_stall = LIMIT_SBD_WS_STDIN_STALL,

@@ -1041,6 +1041,43 @@ class RouterHold(unittest.TestCase):
         self.assertEqual(statuses(out.get("raw", b""))[:1], [200], out.get("raw", b"")[:300])
         self.assertTrue(out["raw"].endswith(b"held-ok"))
 
+    def test_long_run_outlives_idle_timeout(self):
+        # A run through the router that prints nothing for longer than the router's idle
+        # timeout (1 s here; 60 s by default): sandboxd's keepalives (--process-keepalive,
+        # 0.3 s here) start the answer and send spaces, so the router passes it on to
+        # the end instead of answering 504.
+        sport = free_port()
+        root = os.path.join(self.dir, "root")
+        slog = open(os.path.join(self.dir, "sandboxd.log"), "wb")
+        sbd = subprocess.Popen([SBD, "--host", "127.0.0.1", "--port", str(sport),
+                                "--legacy-port", "-1", "--grpc-port", "0", "--root", root,
+                                "--process-keepalive", "0.3", "--log-level", "warn"],
+                               env=ENV, stdout=slog, stderr=slog)
+        try:
+            wait_port(sport, sbd, "sandboxd")
+            self.sandbox("runner", "Running")
+            self.ready("runner")
+            base = f"/s/{self.ns}/runner/{sport}"
+            end = time.monotonic() + 30
+            while True:  # the router's cache sees the Sandbox
+                raw = exchange(self.port, f"GET {base}/v1/health HTTP/1.1\r\nHost: x\r\n"
+                               .encode() + self.auth + b"Connection: close\r\n\r\n")
+                if statuses(raw)[:1] == [200] or time.monotonic() > end:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(statuses(raw)[:1], [200], raw[:300])
+            body = json.dumps({"command": ["sh", "-c", "sleep 2.5; echo ok"]}).encode()
+            raw = exchange(self.port, f"POST {base}/v1/processes/run HTTP/1.1\r\nHost: x\r\n"
+                           f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                           .encode() + self.auth + b"Connection: close\r\n\r\n" + body,
+                           timeout=30)
+            self.assertEqual(statuses(raw)[:1], [200], raw[:300])
+            self.assertIn(b'"stdout":"ok\\n"', raw)
+        finally:
+            sbd.send_signal(signal.SIGTERM)
+            self.assertEqual(sbd.wait(timeout=30), 0)
+            slog.close()
+
 
 if __name__ == "__main__":
     unittest.main()

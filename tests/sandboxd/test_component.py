@@ -174,6 +174,36 @@ class ComponentTest(unittest.TestCase):
         finally:
             d.stop()
 
+    def test_process_keepalives(self):
+        # Proxies cut connections idle for a minute (the router, load balancers). A run
+        # whose answer has not come after --process-keepalive starts its answer (200,
+        # chunked) and sends a space each period before the JSON result; a process
+        # stream sends {"type":"keepalive"} lines. A run that ends before the first
+        # period is answered as before, with Content-Length and no space. The order, not
+        # a clock, is the check: the keepalive timer (0.2 s) is due on sandboxd's loop
+        # before the 1 s sleep can end.
+        d = Daemon("--process-keepalive", "0.2")
+        try:
+            st, data, r = d.req("POST", "/v1/processes/run", json.dumps({"command": ["true"]}))
+            self.assertEqual(st, 200)
+            self.assertIsNotNone(r.getheader("Content-Length"))
+            self.assertEqual(data[:1], b"{")
+            body = {"command": ["sh", "-c", "sleep 1; echo done"]}
+            st, data, r = d.req("POST", "/v1/processes/run", json.dumps(body))
+            self.assertEqual((st, r.getheader("Transfer-Encoding")), (200, "chunked"))
+            self.assertEqual(data[:1], b" ")
+            res = json.loads(data)
+            self.assertEqual((res["exit_code"], res["stdout"]), (0, "done\n"))
+            st, data, r = d.req("POST", "/v1/processes", json.dumps(body))
+            self.assertEqual(st, 200)
+            types = [json.loads(line)["type"] for line in data.splitlines() if line]
+            self.assertEqual(types[0], "start")
+            self.assertEqual(types[-2:], ["stdout", "exit"])
+            self.assertIn("keepalive", types[1:-2])
+            self.assertEqual(set(types[1:-2]), {"keepalive"})
+        finally:
+            d.stop()
+
     def test_token_file_and_metadata(self):
         tf = tempfile.NamedTemporaryFile("w", delete=False)
         tf.write("tok-123\n")
@@ -256,7 +286,8 @@ class ComponentTest(unittest.TestCase):
             for args, why in ((["--idle-timeout", "1m30"], b"not a duration: 1m30"),
                               (["--body-timeout=-1s"], b"not a duration: -1s"),
                               (["--exec-timeout", "1.5"], b"takes whole seconds: 1.5"),
-                              (["--code-keepalive", "0"], b"usage:")):
+                              (["--code-keepalive", "0"], b"usage:"),
+                              (["--process-keepalive", "0"], b"usage:")):
                 r = subprocess.run([BIN, "--root", root, "--port", "0", *args],
                                    check=False, capture_output=True, timeout=10)
                 self.assertNotEqual(r.returncode, 0, args)
