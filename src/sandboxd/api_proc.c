@@ -283,11 +283,16 @@ static void stream_line(struct stream *s, json_t *j)
 static void stream_keepalive(uv_timer_t *t)
 {
     struct stream *s = t->data;
-    if (clock_now() >= s->last_sent + s->keepalive && !sbd_ndjson_pending(&s->out))
+    usec_t now = clock_now();
+    if (!s->p || now < s->last_sent + s->keepalive) {
+        /* exited (only its exit line, waiting for the client, is left), or not due */
+    } else if (!sbd_ndjson_pending(&s->out)) {
         stream_line(s, json_pack("{s:s}", "type", "keepalive"));
-    else if (clock_now() >= s->last_sent + s->keepalive)
-        s->last_sent = clock_now(); /* blocked on the client: look again a period later */
-    stream_arm(s);
+    } else {
+        s->last_sent = now; /* blocked on the client: look again a period later */
+    }
+    if (s->p)
+        stream_arm(s);
 }
 
 static void stream_output(struct sbd_proc *p, enum sbd_stream st, const char *data, size_t n,
