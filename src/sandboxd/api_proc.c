@@ -14,6 +14,7 @@
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "sandboxd/api_bg.h"
+#include "sandboxd/late.h"
 #include "sandboxd/ndjson.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/util.h"
@@ -90,9 +91,8 @@ struct run {
     struct sbd_proc *p;
     struct buf out, err;
     bool out_cut, err_cut, base64;
-    bool head_sent; /* a keepalive started the answer: the result follows as its body */
     usec_t started;
-    uv_timer_t keepalive; /* a silent run's answer: a space every cfg.proc_keepalive */
+    struct sbd_late answer; /* kept alive while the run is silent */
 };
 
 static void run_closed(uv_handle_t *h)
@@ -106,37 +106,18 @@ static void run_free(struct run *x)
     http_req_unref(x->req);
     buf_done(&x->out);
     buf_done(&x->err);
-    (void)uv_timer_stop(&x->keepalive);
-    uv_close((uv_handle_t *)&x->keepalive, run_closed);
+    sbd_late_close(&x->answer, run_closed);
 }
 
-/* The run is still going after another keepalive period: the answer starts (200; a run
- * that started always answers 200) and gets a space, which JSON parsers skip before the
- * result, so that proxies that cut connections idle for a minute keep this one. */
-static void run_keepalive(uv_timer_t *t)
-{
-    struct run *x = t->data;
-    if (!x->head_sent) {
-        if (http_resp_start(x->req, 200, "application/json") < 0)
-            return;
-        x->head_sent = true;
-    }
-    (void)http_resp_write(x->req, " ", 1);
-}
-
-/* Sends the result j (borrowed), as the whole answer or, after keepalives, as the rest of
- * its body. */
+/* Sends the result j (borrowed): a run that started answers 200 whatever its outcome. */
 static void run_answer(struct run *x, const json_t *j)
 {
-    if (!x->head_sent) {
-        (void)http_respond_json(x->req, 200, j);
-        return;
-    }
     struct buf b;
     buf_init(&b, SIZE_MAX);
-    if (sbd_json_dump(j, &b) < 0 || http_resp_write(x->req, b.data, b.len) < 0 ||
-        http_resp_end(x->req) < 0)
-        http_req_abort(x->req); /* the client sees the body cut short, not a wrong result */
+    if (sbd_json_dump(j, &b) < 0)
+        http_req_abort(x->req);
+    else
+        (void)sbd_late_answer(&x->answer, b.data, b.len);
     buf_done(&b);
 }
 
@@ -226,10 +207,7 @@ static int proc_run(struct http_req *req, void *ctx)
     x->req = http_req_ref(req);
     http_req_set_abort_cb(req, run_abort, x);
     http_req_set_eof_aborts(req); /* a client that gave up: its process goes */
-    uint64_t ka = (d->cfg.proc_keepalive + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
-    (void)uv_timer_init(http_req_loop(req), &x->keepalive);
-    x->keepalive.data = x;
-    (void)uv_timer_start(&x->keepalive, run_keepalive, ka, ka);
+    sbd_late_start(&x->answer, req, d->cfg.proc_keepalive, x);
     (void)sbd_proc_write_close(x->p, r.stdin_data.data, r.stdin_data.len);
     sbd_procreq_done(&r);
     return 0;

@@ -16,6 +16,7 @@
 #include "common/xalloc.h"
 #include "sandboxd/api_proc.h"
 #include "sandboxd/files.h"
+#include "sandboxd/late.h"
 #include "sandboxd/multipart.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/shlex.h"
@@ -92,7 +93,13 @@ struct exec {
     struct buf out, err;
     char *argv_repr;
     unsigned timeout_s;
+    struct sbd_late answer; /* kept alive while the command is silent */
 };
+
+static void exec_closed(uv_handle_t *h)
+{
+    xfree(h->data);
+}
 
 static void exec_free(struct exec *x)
 {
@@ -101,38 +108,44 @@ static void exec_free(struct exec *x)
     buf_done(&x->out);
     buf_done(&x->err);
     xfree(x->argv_repr);
-    xfree(x);
+    sbd_late_close(&x->answer, exec_closed);
 }
 
-/* {"stdout":"...","stderr":"...","exit_code":N} */
-static int respond_exec(struct http_req *req, const struct buf *out, const struct buf *err,
-                        int code)
+/* Appends {"stdout":"...","stderr":"...","exit_code":N} to b. */
+static void exec_body(const struct buf *out, const struct buf *err, int code, struct buf *b)
 {
-    struct buf b, t;
-    buf_init(&b, SIZE_MAX);
+    struct buf t;
     buf_init(&t, SIZE_MAX);
-    (void)buf_puts(&b, "{\"stdout\":");
+    (void)buf_puts(b, "{\"stdout\":");
     (void)sbd_utf8_sanitize(out->data ? out->data : "", out->len, &t);
-    (void)sbd_py_json_string(str_make(t.data, t.len), &b);
+    (void)sbd_py_json_string(str_make(t.data, t.len), b);
     buf_reset(&t);
-    (void)buf_puts(&b, ",\"stderr\":");
+    (void)buf_puts(b, ",\"stderr\":");
     (void)sbd_utf8_sanitize(err->data ? err->data : "", err->len, &t);
-    (void)sbd_py_json_string(str_make(t.data, t.len), &b);
+    (void)sbd_py_json_string(str_make(t.data, t.len), b);
     buf_done(&t);
-    (void)buf_printf(&b, ",\"exit_code\":%d}", code);
-    return respond_buf(req, 200, &b);
+    (void)buf_printf(b, ",\"exit_code\":%d}", code);
 }
 
-static int exec_failed(struct http_req *req, const char *msg)
+/* Appends the body of a command that could not run (or timed out) to b: exit code 1,
+ * stderr "Failed to execute command: <msg>". */
+static void failed_body(const char *msg, struct buf *b)
 {
     struct buf out, err;
     buf_init(&out, 16);
     buf_init(&err, 64u * 1024);
     (void)buf_printf(&err, "Failed to execute command: %s", msg);
-    int r = respond_exec(req, &out, &err, 1);
+    exec_body(&out, &err, 1, b);
     buf_done(&err);
     buf_done(&out);
-    return r;
+}
+
+static int exec_failed(struct http_req *req, const char *msg)
+{
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    failed_body(msg, &b);
+    return respond_buf(req, 200, &b);
 }
 
 static void exec_free_unstarted(struct exec *x)
@@ -156,16 +169,20 @@ static void exec_output(struct sbd_proc *p, enum sbd_stream s, const char *data,
 static void exec_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
 {
     struct exec *x = ctx;
+    struct buf b;
     (void)p;
+    buf_init(&b, SIZE_MAX);
     if (e->timed_out) {
         char msg[LIMIT_SBD_PATH + 128];
         (void)snprintf(msg, sizeof(msg), "Command '%s' timed out after %u seconds", x->argv_repr,
                        x->timeout_s);
-        (void)exec_failed(x->req, msg);
+        failed_body(msg, &b);
     } else {
         /* Python's returncode: the exit status, or minus the signal. */
-        (void)respond_exec(x->req, &x->out, &x->err, e->signal ? -e->signal : e->exit_code);
+        exec_body(&x->out, &x->err, e->signal ? -e->signal : e->exit_code, &b);
     }
+    (void)sbd_late_answer(&x->answer, b.data ? b.data : "", b.len);
+    buf_done(&b);
     exec_free(x);
 }
 
@@ -214,6 +231,7 @@ static int start_exec(struct http_req *req, struct sbd *d, char **argv)
     x->req = http_req_ref(req);
     http_req_set_abort_cb(req, exec_abort, x);
     http_req_set_eof_aborts(req); /* a client that gave up: its process goes */
+    sbd_late_start(&x->answer, req, d->cfg.proc_keepalive, x);
     (void)sbd_proc_close_stdin(x->p);
     return 0;
 }

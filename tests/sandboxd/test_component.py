@@ -181,7 +181,7 @@ class ComponentTest(unittest.TestCase):
         # stream sends {"type":"keepalive"} lines. A run that ends before the first
         # period is answered as before, with Content-Length and no space. The order, not
         # a clock, is the check: the keepalive timer (0.2 s) is due on sandboxd's loop
-        # before the 1 s sleep can end.
+        # before the 1 s sleep can end. The legacy /execute does the same.
         d = Daemon("--process-keepalive", "0.2")
         try:
             st, data, r = d.req("POST", "/v1/processes/run", json.dumps({"command": ["true"]}))
@@ -201,6 +201,13 @@ class ComponentTest(unittest.TestCase):
             self.assertEqual(types[-2:], ["stdout", "exit"])
             self.assertIn("keepalive", types[1:-2])
             self.assertEqual(set(types[1:-2]), {"keepalive"})
+            # the legacy /execute, whose answer also comes only at the end
+            st, data, r = d.req("POST", "/execute",
+                                json.dumps({"command": "sh -c 'sleep 1; echo done'"}),
+                                port=d.lport)
+            self.assertEqual((st, r.getheader("Transfer-Encoding")), (200, "chunked"))
+            self.assertEqual(data[:1], b" ")
+            self.assertEqual(json.loads(data), {"stdout": "done\n", "stderr": "", "exit_code": 0})
         finally:
             d.stop()
 

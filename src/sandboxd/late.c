@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "sandboxd/late.h"
+
+#include "common/xalloc.h"
+
+static void on_keepalive(uv_timer_t *t)
+{
+    struct sbd_late *a = container_of(t, struct sbd_late, timer);
+    if (!a->head_sent) {
+        if (http_resp_start(a->req, 200, "application/json") < 0)
+            return;
+        a->head_sent = true;
+    }
+    (void)http_resp_write(a->req, " ", 1);
+}
+
+void sbd_late_start(struct sbd_late *a, struct http_req *req, usec_t period, void *owner)
+{
+    uint64_t ms = (period + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+    a->req = req;
+    a->head_sent = false;
+    (void)uv_timer_init(http_req_loop(req), &a->timer);
+    a->timer.data = owner;
+    (void)uv_timer_start(&a->timer, on_keepalive, ms, ms);
+}
+
+int sbd_late_answer(struct sbd_late *a, const char *body, size_t len)
+{
+    int r;
+    (void)uv_timer_stop(&a->timer);
+    if (!a->head_sent)
+        return http_respond(a->req, 200, "application/json", body, len);
+    r = http_resp_write(a->req, body, len);
+    if (r >= 0)
+        r = http_resp_end(a->req);
+    if (r < 0)
+        http_req_abort(a->req);
+    return r < 0 ? r : 0;
+}
+
+void sbd_late_close(struct sbd_late *a, uv_close_cb closed)
+{
+    (void)uv_timer_stop(&a->timer);
+    uv_close((uv_handle_t *)&a->timer, closed);
+}
