@@ -114,10 +114,12 @@ static void run_answer(struct run *x, const json_t *j)
 {
     struct buf b;
     buf_init(&b, SIZE_MAX);
-    if (sbd_json_dump(j, &b) < 0)
+    if (sbd_json_dump(j, &b) < 0) {
+        http_req_set_abort_cb(x->req, NULL, NULL); /* run_exit frees x after this */
         http_req_abort(x->req);
-    else
+    } else {
         (void)sbd_late_answer(&x->answer, b.data, b.len);
+    }
     buf_done(&b);
 }
 

@@ -28,6 +28,9 @@ int sbd_late_answer(struct sbd_late *a, const char *body, size_t len)
 {
     int r;
     (void)uv_timer_stop(&a->timer);
+    /* a cut below must not run the owner's abort callback, which would free the owner
+     * under its caller (the owner's reference keeps req until it frees itself) */
+    http_req_set_abort_cb(a->req, NULL, NULL);
     if (!a->head_sent)
         return http_respond(a->req, 200, "application/json", body, len);
     r = http_resp_write(a->req, body, len);

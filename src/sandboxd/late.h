@@ -24,8 +24,9 @@ struct sbd_late {
  * a->timer.data for the close callback. */
 void sbd_late_start(struct sbd_late *a, struct http_req *req, usec_t period, void *owner);
 /** Sends the 200 JSON answer body (len bytes, borrowed): the whole answer, or the rest
- * of the one keepalives started. Returns 0 or a negative errno (the connection is then
- * cut, so that a client never takes a partial body for the result). */
+ * of the one keepalives started. Clears req's abort callback first: the owner frees
+ * itself after this, whatever it returns. Returns 0 or a negative errno (the connection
+ * is then cut, so that a client never takes a partial body for the result). */
 int sbd_late_answer(struct sbd_late *a, const char *body, size_t len);
 /** Stops the keepalives and closes the timer; closed runs once it is (free the owner
  * there, found in h->data). */

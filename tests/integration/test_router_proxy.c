@@ -571,15 +571,18 @@ static int silent_listener(uint16_t *port)
  * tunnels: with a bound of 2, one open tunnel and one upgrade in flight (to a listener
  * that never answers) leave no room for a third (503); once the waiting one fails, a new
  * upgrade passes. */
+static struct router *tb_router; /* test_tunnel_bound's */
+static int tb_silent = -1;
+
 static void test_tunnel_bound(void **state)
 {
     (void)state;
-    struct router *r = start_router_opts(false, false, 2);
+    struct router *r = tb_router = start_router_opts(false, false, 2);
     struct seen s = {r, "box"};
     struct test_http_conn open1, waiting, refused, later;
     struct test_http_resp resp;
     uint16_t silent_port;
-    int silent = silent_listener(&silent_port), st = -1;
+    int silent = tb_silent = silent_listener(&silent_port), st = -1;
     assert_int_equal(it_wait(routable, &s, WAIT), 0);
     assert_int_equal(upgrade_status(r, &open1), 101);
     upgrade_start(r, silent_port, &waiting);
@@ -596,6 +599,7 @@ static void test_tunnel_bound(void **state)
     /* the silent upstream goes (its unaccepted connection is reset): the waiting upgrade
      * fails, and its room comes back */
     (void)close(silent);
+    tb_silent = -1;
     for (int i = 0; i < 100 && st != 101; i++) {
         st = upgrade_status(r, &later);
         test_http_close(&later);
@@ -605,7 +609,19 @@ static void test_tunnel_bound(void **state)
     assert_int_equal(st, 101);
     test_http_close(&waiting);
     test_http_close(&open1);
-    router_stop(r);
+}
+
+/* test_tunnel_bound's router and listener, also when it failed midway (the router would
+ * go on using the shared client the group's teardown frees). */
+static int tunnel_bound_teardown(void **state)
+{
+    (void)state;
+    if (tb_silent >= 0)
+        (void)close(tb_silent);
+    tb_silent = -1;
+    router_stop(tb_router);
+    tb_router = NULL;
+    return 0;
 }
 
 /* True when the peer closed conn already (whatever it wrote first is dropped); false when
@@ -1086,7 +1102,7 @@ int main(void)
         cmocka_unit_test(test_upload_and_stream),
         cmocka_unit_test(test_keepalive_reuse),
         cmocka_unit_test(test_websocket_tunnel),
-        cmocka_unit_test(test_tunnel_bound),
+        cmocka_unit_test_teardown(test_tunnel_bound, tunnel_bound_teardown),
         cmocka_unit_test(test_slow_client_cut_off),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_auth_trust_loopback),
