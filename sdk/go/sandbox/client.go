@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -213,13 +214,25 @@ func WithPodMetadata(labels, annotations map[string]string) CreateOption {
 }
 
 // WithEnv sets environment variables of the sandbox's first container (a claim's
-// spec.env forces a cold start and needs the template's envVarsInjectionPolicy).
+// spec.env forces a cold start and needs the template's envVarsInjectionPolicy). They
+// are set in the order of their names (as WithEnvFrom's): a value's $(VAR) reference is
+// expanded by Kubernetes only from variables set before it.
 func WithEnv(env map[string]string) CreateOption {
 	return func(o *createOptions) {
-		for k, v := range env {
-			o.env = append(o.env, extv1beta1.EnvVar{Name: k, Value: v})
+		for _, k := range sortedKeys(env) {
+			o.env = append(o.env, extv1beta1.EnvVar{Name: k, Value: env[k]})
 		}
 	}
+}
+
+// sortedKeys is m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // EnvSource is an environment variable value read from a key of a Secret or a
@@ -260,12 +273,7 @@ func (e EnvSource) podSource() *corev1.EnvVarSource {
 // container's env valueFrom.
 func WithEnvFrom(env map[string]EnvSource) CreateOption {
 	return func(o *createOptions) {
-		names := make([]string, 0, len(env))
-		for k := range env {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
+		for _, k := range sortedKeys(env) {
 			o.env = append(o.env, extv1beta1.EnvVar{Name: k, ValueFrom: env[k].claimSource()})
 		}
 	}
@@ -387,8 +395,10 @@ func createMayHaveRun(err error) bool {
 // agents.x-k8s.io/created-by=go-client, annotation
 // agents.x-k8s.io/client-first-requested-at) and waits by watch until the claim is bound
 // and Ready, or sooner until a Sandbox bound to it is Ready (see
-// Options.WaitForClaimReady). On failure the claim is deleted (see WithKeepOnFailure),
-// also when the create's answer was lost (a claim under a name the SDK chose).
+// Options.WaitForClaimReady). On failure the claim is deleted (see WithKeepOnFailure):
+// the claim created, by a precondition on its UID (another client's claim made again
+// under the name is left alone), or by name when the create's answer was lost (a claim
+// under a name the SDK chose).
 func (c *Client) CreateSandbox(ctx context.Context, warmPool string, opts ...CreateOption) (*Sandbox, error) {
 	if warmPool == "" {
 		return nil, fmt.Errorf("%w: empty warm pool name", ErrInvalidArgument)
@@ -420,13 +430,13 @@ func (c *Client) CreateSandbox(ctx context.Context, warmPool string, opts ...Cre
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: create claim %s from pool %s/%s: %w", claim.Name, c.ns, warmPool, err)
 	}
-	sb := &Sandbox{c: c, ns: c.ns, claim: created.Name}
+	sb := &Sandbox{c: c, ns: c.ns, claim: created.Name, claimUID: created.UID}
 	if o.noWait {
 		return sb, nil
 	}
 	if err := sb.waitClaim(ctx, created, true); err != nil {
 		return nil, c.rollback(ctx, o, err, func(cctx context.Context) error {
-			return c.deleteClaim(cctx, created.Name)
+			return c.deleteClaimUID(cctx, created.Name, created.UID)
 		})
 	}
 	return sb, nil
@@ -510,7 +520,7 @@ func (c *Client) CreateSandboxFromSpec(ctx context.Context, spec agentsv1beta1.S
 	}
 	if err := h.waitSandbox(ctx, created, true, 0); err != nil {
 		return nil, c.rollback(ctx, o, err, func(cctx context.Context) error {
-			return c.deleteSandbox(cctx, created.Name)
+			return c.deleteSandboxUID(cctx, created.Name, created.UID)
 		})
 	}
 	return h, nil
@@ -559,7 +569,8 @@ func (c *Client) Attach(ctx context.Context, name string) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: get %s/%s: %w", c.ns, name, kubeErr(err))
 	}
-	return &Sandbox{c: c, ns: c.ns, name: name, claim: controllingClaim(obj), obj: obj}, nil
+	claim, claimUID := controllingClaim(obj)
+	return &Sandbox{c: c, ns: c.ns, name: name, claim: claim, claimUID: claimUID, obj: obj}, nil
 }
 
 // AttachClaim returns a handle to the sandbox bound to the existing claim, waiting (by
@@ -572,7 +583,9 @@ func (c *Client) Attach(ctx context.Context, name string) (*Sandbox, error) {
 // a *SuspendedError (ErrSuspended; in router mode the router's 409); without an idle
 // policy it fails with a *SuspendedError in direct and pod-proxy modes and with the
 // router's 503 (ErrUnavailable) in router mode. Sandbox.Resume resumes it in every case.
-// A name that is not a valid object name is ErrInvalidArgument (no request is made).
+// A name that is not a valid object name is ErrInvalidArgument (no request is made); a
+// claim that does not exist is ErrNotFound (not ErrSandboxDeleted: no version of it was
+// seen).
 func (c *Client) AttachClaim(ctx context.Context, claim string) (*Sandbox, error) {
 	if err := validName("claim", claim); err != nil {
 		return nil, err
@@ -594,13 +607,14 @@ func validName(what, name string) error {
 	return nil
 }
 
-func controllingClaim(s *agentsv1beta1.Sandbox) string {
+// controllingClaim is the name and UID of the claim that controls s ("" when none does).
+func controllingClaim(s *agentsv1beta1.Sandbox) (string, types.UID) {
 	for _, r := range s.OwnerReferences {
 		if r.Controller != nil && *r.Controller && r.Kind == "SandboxClaim" {
-			return r.Name
+			return r.Name, r.UID
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // ListOptions select sandboxes or claims.
@@ -650,21 +664,49 @@ func (c *Client) DeleteSandbox(ctx context.Context, name string) error {
 }
 
 func (c *Client) deleteClaim(ctx context.Context, name string) error {
-	bg := metav1.DeletePropagationBackground
-	err := c.kube.claims(c.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
-	if err != nil && !apierrors.IsNotFound(err) {
+	return c.deleteClaimUID(ctx, name, "")
+}
+
+func (c *Client) deleteSandbox(ctx context.Context, name string) error {
+	return c.deleteSandboxUID(ctx, name, "")
+}
+
+// deleteClaimUID deletes the claim name; with a uid only while the name still holds that
+// claim (a precondition), so another client's claim made again under the name is left
+// alone. A claim that is gone (404, or 409 for the precondition: the name holds another
+// object now) is not an error.
+func (c *Client) deleteClaimUID(ctx context.Context, name string, uid types.UID) error {
+	err := c.kube.claims(c.ns).Delete(ctx, name, deleteOptions(uid))
+	if err != nil && !goneAlready(err, uid) {
 		return fmt.Errorf("sandbox: delete claim %s/%s: %w", c.ns, name, kubeErr(err))
 	}
 	return nil
 }
 
-func (c *Client) deleteSandbox(ctx context.Context, name string) error {
-	bg := metav1.DeletePropagationBackground
-	err := c.kube.sandboxes(c.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
-	if err != nil && !apierrors.IsNotFound(err) {
+// deleteSandboxUID is deleteClaimUID for a Sandbox.
+func (c *Client) deleteSandboxUID(ctx context.Context, name string, uid types.UID) error {
+	err := c.kube.sandboxes(c.ns).Delete(ctx, name, deleteOptions(uid))
+	if err != nil && !goneAlready(err, uid) {
 		return fmt.Errorf("sandbox: delete sandbox %s/%s: %w", c.ns, name, kubeErr(err))
 	}
 	return nil
+}
+
+// deleteOptions: background propagation; with a uid, the precondition that the object
+// deleted is that one ("": by name only, when the UID is not known).
+func deleteOptions(uid types.UID) metav1.DeleteOptions {
+	bg := metav1.DeletePropagationBackground
+	o := metav1.DeleteOptions{PropagationPolicy: &bg}
+	if uid != "" {
+		o.Preconditions = metav1.NewUIDPreconditions(string(uid))
+	}
+	return o
+}
+
+// goneAlready: a delete failed because the object is gone: 404, or (with a UID
+// precondition) 409 Conflict, the precondition failed: the name holds another object.
+func goneAlready(err error, uid types.UID) bool {
+	return apierrors.IsNotFound(err) || (uid != "" && apierrors.IsConflict(err))
 }
 
 // kubeErr adds the sentinel meaning to an API error (errors.Is works for both).

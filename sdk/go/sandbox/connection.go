@@ -347,7 +347,8 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			// The context's end, which also carries the last attempt's error.
+			return nil, &retryEndedError{ctx: ctx.Err(), last: err}
 		case <-time.After(delay):
 		}
 		if delay *= 2; delay > time.Second {
@@ -355,6 +356,20 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 		}
 	}
 }
+
+// retryEndedError is a retried request whose context ended during the back-off: it
+// matches the context's error (errors.Is: context.DeadlineExceeded or context.Canceled)
+// and the last attempt's (e.g. a *HTTPError with errors.As, ErrUnavailable).
+type retryEndedError struct {
+	ctx  error // ctx.Err()
+	last error
+}
+
+func (e *retryEndedError) Error() string {
+	return fmt.Sprintf("%v (gave up retrying: %v)", e.last, e.ctx)
+}
+
+func (e *retryEndedError) Unwrap() []error { return []error{e.ctx, e.last} }
 
 // suspended maps the router's 409 for a suspended Sandbox whose idle policy does not
 // resume it on traffic ("Sandbox ns/name is suspended and its idle policy does not

@@ -12,7 +12,9 @@ import (
 var (
 	// ErrNotFound: the sandbox, claim, file or process does not exist (HTTP 404).
 	ErrNotFound = errors.New("sandbox: not found")
-	// ErrSandboxDeleted: the claim or Sandbox was deleted while waiting for it.
+	// ErrSandboxDeleted: the claim or Sandbox was deleted (or made again under its name:
+	// another UID) while waiting for it. It also matches ErrNotFound. A wait for an object
+	// of which no version was ever seen is ErrNotFound only.
 	ErrSandboxDeleted = errors.New("sandbox: deleted while waiting")
 	// ErrTimeout: a wait ran out of time (also matches context.DeadlineExceeded).
 	ErrTimeout = errors.New("sandbox: timed out")

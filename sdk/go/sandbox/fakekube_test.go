@@ -36,6 +36,9 @@ type fakeRes[T kobject, L runtime.Object] struct {
 	onPatch  func(r *fakeRes[T, L], obj T)
 	// goneWatches: the next n Watch calls answer with a 410 Error event.
 	goneWatches int
+	// watchBlock: the next Watch call waits until it is closed (the caller's context
+	// notwithstanding), as a request stuck on a slow connection.
+	watchBlock chan struct{}
 	// watchErr: Watch calls fail with it; getErr: Get calls fail with it.
 	watchErr   error
 	getErr     error
@@ -51,6 +54,9 @@ type fakeRes[T kobject, L runtime.Object] struct {
 	lostAnswers int
 	lostErr     error
 	deleted     []string // names deleted, in order
+	uids        int      // UIDs handed out: each create gets a new one
+	// beforeDelete runs (mu held) before a Delete looks at the stored object.
+	beforeDelete func(r *fakeRes[T, L], name string)
 }
 
 func newFakeRes[T kobject, L runtime.Object](rv *int, gr schema.GroupResource, newList func([]T) L) *fakeRes[T, L] {
@@ -172,8 +178,15 @@ func matchLabels(l map[string]string, sel string) bool {
 
 func (r *fakeRes[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.watchCalls++
+	block := r.watchBlock
+	r.watchBlock = nil
+	r.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.watchErr != nil {
 		return nil, r.watchErr
 	}
@@ -227,7 +240,8 @@ func (r *fakeRes[T, L]) Create(ctx context.Context, o T, _ metav1.CreateOptions)
 		return zero, apierrors.NewAlreadyExists(r.gr, o.GetName())
 	}
 	o.SetGeneration(1)
-	o.SetUID(types.UID(fmt.Sprintf("uid-%s", o.GetName())))
+	r.uids++
+	o.SetUID(types.UID(fmt.Sprintf("uid-%s-%d", o.GetName(), r.uids)))
 	r.put(o)
 	out := r.copy(o)
 	if r.onCreate != nil {
@@ -298,12 +312,21 @@ func mergeInto(doc, patch map[string]any) {
 	}
 }
 
-func (r *fakeRes[T, L]) Delete(ctx context.Context, name string, _ metav1.DeleteOptions) error {
+func (r *fakeRes[T, L]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deleteCalls++
-	if _, ok := r.objs[name]; !ok {
+	if r.beforeDelete != nil {
+		r.beforeDelete(r, name)
+	}
+	o, ok := r.objs[name]
+	if !ok {
 		return apierrors.NewNotFound(r.gr, name)
+	}
+	if p := opts.Preconditions; p != nil && p.UID != nil && *p.UID != o.GetUID() {
+		// as the API server: 409 Conflict, the precondition failed
+		return apierrors.NewConflict(r.gr, name, fmt.Errorf(
+			"Precondition failed: UID in precondition: %s, UID in object meta: %s", *p.UID, o.GetUID()))
 	}
 	r.deleted = append(r.deleted, name)
 	r.remove(name)

@@ -23,11 +23,12 @@ type Sandbox struct {
 	ns    string
 	claim string // "" when the Sandbox is not claim-backed
 
-	mu      sync.RWMutex
-	name    string
-	obj     *agentsv1beta1.Sandbox // last version read
-	readAt  time.Time              // when obj was read
-	deleted bool
+	mu       sync.RWMutex
+	claimUID types.UID // the claim's UID, once known (its create's answer, or a wait's read)
+	name     string
+	obj      *agentsv1beta1.Sandbox // last version read
+	readAt   time.Time              // when obj was read
+	deleted  bool
 
 	wakeMu ctxMutex // one resume on traffic at a time (idle.go)
 }
@@ -168,13 +169,21 @@ func (s *Sandbox) waitClaimIn(ctx context.Context, start *extv1beta1.SandboxClai
 	if suspended {
 		check = claimAttachable
 	}
+	s.mu.RLock()
+	uid := s.claimUID
+	s.mu.RUnlock()
 	w := &waiter[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList]{
 		api: s.c.kube.claims(s.ns), ns: s.ns, name: s.claim,
-		what: fmt.Sprintf("claim %s/%s Ready", s.ns, s.claim), check: check,
+		what: fmt.Sprintf("claim %s/%s Ready", s.ns, s.claim), check: check, uid: uid,
 	}
 	claim, err := w.run(ctx, start, haveStart)
 	if err != nil {
 		return err
+	}
+	if uid == "" {
+		s.mu.Lock()
+		s.claimUID = claim.UID
+		s.mu.Unlock()
 	}
 	name := claim.Status.Sandbox.Name
 	obj, err := s.c.kube.sandboxes(s.ns).Get(ctx, name, metav1.GetOptions{})
@@ -202,7 +211,7 @@ func (s *Sandbox) waitSandbox(ctx context.Context, start *agentsv1beta1.Sandbox,
 func (s *Sandbox) waitSandboxNamed(ctx context.Context, name string, start *agentsv1beta1.Sandbox, haveStart bool, minGen int64) error {
 	w := &waiter[*agentsv1beta1.Sandbox, *agentsv1beta1.SandboxList]{
 		api: s.c.kube.sandboxes(s.ns), ns: s.ns, name: name,
-		what: fmt.Sprintf("sandbox %s/%s Ready", s.ns, name), check: sandboxReady(minGen),
+		what: fmt.Sprintf("sandbox %s/%s Ready", s.ns, name), check: sandboxReady(minGen), uid: s.sandboxUID(name),
 	}
 	obj, err := w.run(ctx, start, haveStart)
 	if err != nil {
@@ -238,6 +247,7 @@ func (s *Sandbox) Suspend(ctx context.Context) error {
 	w := &waiter[*agentsv1beta1.Sandbox, *agentsv1beta1.SandboxList]{
 		api: s.c.kube.sandboxes(s.ns), ns: s.ns, name: obj.Name,
 		what: fmt.Sprintf("sandbox %s/%s Suspended", s.ns, obj.Name), check: sandboxSuspended(obj.Generation),
+		uid: obj.UID,
 	}
 	got, err := w.run(ctx, obj, true)
 	if err != nil {
@@ -257,14 +267,32 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 	return s.waitSandbox(ctx, obj, true, obj.Generation)
 }
 
+// sandboxUID is the UID of the Sandbox name as last read by the handle, or "" when the
+// handle has read no version of it.
+func (s *Sandbox) sandboxUID(name string) types.UID {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.obj == nil || s.obj.Name != name {
+		return ""
+	}
+	return s.obj.UID
+}
+
 // Delete deletes the claim (claim-backed sandboxes) or the Sandbox. Deleting what is
-// already gone succeeds; later calls on the handle fail with ErrClosed.
+// already gone succeeds; later calls on the handle fail with ErrClosed. Only the object
+// the handle knows is deleted (a precondition on its UID, when the handle knows it): an
+// object made again under the same name, by another client, is left alone (the handle's
+// is then gone already, which succeeds).
 func (s *Sandbox) Delete(ctx context.Context) error {
 	var err error
 	if s.claim != "" {
-		err = s.c.deleteClaim(ctx, s.claim)
+		s.mu.RLock()
+		uid := s.claimUID
+		s.mu.RUnlock()
+		err = s.c.deleteClaimUID(ctx, s.claim, uid)
 	} else {
-		err = s.c.deleteSandbox(ctx, s.Name())
+		name := s.Name()
+		err = s.c.deleteSandboxUID(ctx, name, s.sandboxUID(name))
 	}
 	if err != nil {
 		return err

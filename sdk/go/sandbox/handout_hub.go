@@ -56,9 +56,11 @@ type handoutStream struct {
 	waiters map[types.UID][]chan handoutResult // a claim may be waited for twice at once
 	recent  map[types.UID]recentSandbox
 	cancel  context.CancelFunc // the running watch's; nil when stopped
-	done    chan struct{}      // closed when the running (or last) watch goroutine ends
 	gen     int                // counts starts: an idle stop only stops the run it was armed for
 	idle    *time.Timer
+	// runs: the watch goroutines not ended yet, each by the channel closed when it ends
+	// (a stopped run may still be ending when the next one starts)
+	runs map[chan struct{}]struct{}
 }
 
 // wait waits for the hand-out of the claim with this UID (created at resourceVersion
@@ -106,9 +108,17 @@ func (h *handoutHub) register(k kube, ns string, uid types.UID, rv string,
 		st.cancel = cancel
 		st.gen++
 		done := make(chan struct{})
-		st.done = done
+		if st.runs == nil {
+			st.runs = map[chan struct{}]struct{}{}
+		}
+		st.runs[done] = struct{}{}
 		go func(gen int) {
-			defer close(done)
+			defer func() {
+				h.mu.Lock()
+				delete(st.runs, done)
+				h.mu.Unlock()
+				close(done)
+			}()
 			h.run(ctx, k, st, gen, rv)
 		}(st.gen)
 	}
@@ -154,15 +164,15 @@ func (h *handoutHub) stopIdle() {
 	}
 }
 
-// close stops every stream, waits or not, and returns once their goroutines have ended.
-// The waits still running go on watching their claims (which decide); a later wait
-// starts a stream again.
+// close stops every stream, waits or not, and returns once their goroutines have ended
+// (every one: also those of runs stopped before that are still ending). The waits still
+// running go on watching their claims (which decide); a later wait starts a stream again.
 func (h *handoutHub) close() {
 	var running []chan struct{}
 	h.mu.Lock()
 	for _, st := range h.streams {
-		if st.done != nil {
-			running = append(running, st.done)
+		for done := range st.runs {
+			running = append(running, done)
 		}
 		st.stopLocked()
 	}
@@ -213,6 +223,19 @@ func (h *handoutHub) deliver(st *handoutStream, sb *agentsv1beta1.Sandbox) {
 	}
 	if len(st.recent) < handoutRecentMax {
 		st.recent[uid] = recentSandbox{sb: sb, seen: now}
+	}
+}
+
+// forget drops a deleted Sandbox kept for a wait to come: it is no hand-out any more.
+func (h *handoutHub) forget(st *handoutStream, sb *agentsv1beta1.Sandbox) {
+	uid := types.UID(sb.Labels[agentsv1beta1.LabelClaimUID])
+	if uid == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r, ok := st.recent[uid]; ok && r.sb.Name == sb.Name {
+		delete(st.recent, uid)
 	}
 }
 
@@ -283,6 +306,12 @@ func (h *handoutHub) drain(ctx context.Context, st *handoutStream, wi watch.Inte
 				*rv = sb.ResourceVersion
 				if ev.Type != watch.Bookmark {
 					h.deliver(st, sb)
+				}
+			case watch.Deleted:
+				if sb, ok := ev.Object.(*agentsv1beta1.Sandbox); ok {
+					events++
+					*rv = sb.ResourceVersion
+					h.forget(st, sb)
 				}
 			case watch.Error:
 				err := apierrors.FromObject(ev.Object)

@@ -254,3 +254,111 @@ func TestHandoutHubClose(t *testing.T) {
 	}
 	h.close()
 }
+
+// TestHandoutDeletedNotHandedOut: a bound Ready Sandbox kept for a wait to come is
+// dropped when the stream shows it deleted (with no update before: a delete without a
+// graceful phase), so a late wait is not handed a Sandbox that is gone.
+func TestHandoutDeletedNotHandedOut(t *testing.T) {
+	tests := []struct {
+		name     string
+		deleted  string // the Sandbox deleted ("": none)
+		wantKept bool   // sb-a is still kept afterwards
+	}{
+		{name: "deleted", deleted: "sb-a"},
+		{name: "another deleted", deleted: "sb-other", wantKept: true},
+		{name: "none deleted", wantKept: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newFakeKube()
+			h := &handoutHub{}
+			defer h.close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// a wait of another claim keeps the stream running
+			go func() { _, _ = h.wait(ctx, k, "ns", "uid-z", "0") }()
+			eventually(t, "the stream", func() bool { running, _, n, _ := hubState(h, "ns"); return running && n == 1 })
+			k.sbx.Add(boundTo("sb-a", "uid-a"))
+			k.sbx.Add(boundTo("sb-other", "uid-b"))
+			eventually(t, "the bindings kept", func() bool { _, _, _, n := hubState(h, "ns"); return n == 2 })
+			if tc.deleted != "" {
+				k.sbx.mu.Lock()
+				k.sbx.remove(tc.deleted)
+				k.sbx.mu.Unlock()
+			}
+			k.sbx.Add(boundTo("sb-marker", "uid-m")) // the stream has read past the delete once this is kept
+			eventually(t, "the marker kept", func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				_, ok := h.streams["ns"].recent["uid-m"]
+				return ok
+			})
+			h.mu.Lock()
+			_, kept := h.streams["ns"].recent["uid-a"]
+			h.mu.Unlock()
+			if kept != tc.wantKept {
+				t.Fatalf("sb-a kept = %v after deleting %q", kept, tc.deleted)
+			}
+			if !tc.wantKept {
+				wctx, wcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer wcancel()
+				if sb, err := h.wait(wctx, k, "ns", "uid-a", "0"); err == nil {
+					t.Fatalf("the deleted Sandbox was handed out: %s", sb.Name)
+				}
+			}
+		})
+	}
+}
+
+// TestHandoutHubCloseWaitsForEveryRun: close waits for the goroutine of a stopped run
+// still ending (its watch request stuck) as well as for the running one.
+func TestHandoutHubCloseWaitsForEveryRun(t *testing.T) {
+	k := newFakeKube()
+	stuck := make(chan struct{})
+	k.sbx.watchBlock = stuck
+	h := &handoutHub{}
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_, _ = h.wait(ctx, k, "ns", "uid-a", "0")
+	}()
+	eventually(t, "the first run's watch", func() bool {
+		k.sbx.mu.Lock()
+		defer k.sbx.mu.Unlock()
+		return k.sbx.watchCalls == 1
+	})
+	cancel()
+	<-ended
+	h.stopIdle() // the first run is stopped, its goroutine still in its watch request
+	bctx, bcancel := context.WithCancel(context.Background())
+	defer bcancel()
+	go func() { _, _ = h.wait(bctx, k, "ns", "uid-b", "0") }()
+	eventually(t, "the second run's watch", func() bool {
+		k.sbx.mu.Lock()
+		defer k.sbx.mu.Unlock()
+		return len(k.sbx.watchers) == 1
+	})
+	closed := make(chan struct{})
+	go func() {
+		h.close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Error("close returned while the first run's goroutine was still running")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(stuck)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("close did not return")
+	}
+	k.sbx.mu.Lock()
+	calls, left := k.sbx.watchCalls, len(k.sbx.watchers)
+	k.sbx.mu.Unlock()
+	if left != 0 || calls != 2 {
+		t.Errorf("%d watches open and %d made after close, want 0 and 2", left, calls)
+	}
+}

@@ -278,6 +278,9 @@ func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	}
 	br := newNDJSONReader(resp.Body, maxEventLine)
 	first, err := readEvent(br)
+	for err == nil && !knownEvent[first.Type] { // a keepalive (or a newer type) before start
+		first, err = readEvent(br)
+	}
 	if err != nil || first.Type != "start" {
 		cancel()
 		resp.Body.Close()
@@ -294,6 +297,10 @@ func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	}
 	return p, nil
 }
+
+// knownEvent: the event types of a process stream this version knows. Others (a
+// keepalive that sandboxd sends on long silences, types of newer versions) are ignored.
+var knownEvent = map[string]bool{"start": true, "stdout": true, "stderr": true, "exit": true, "error": true}
 
 func readEvent(br *ndjsonReader) (*event, error) {
 	var ev event
@@ -318,7 +325,7 @@ func (p *Process) pump(body io.ReadCloser, br *ndjsonReader, stdout, stderr io.W
 			p.killDetached()
 			return
 		}
-		switch ev.Type {
+		switch ev.Type { // other types (a keepalive) are ignored
 		case "stdout", "stderr":
 			w := stdout
 			if ev.Type == "stderr" {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -37,6 +38,11 @@ type waiter[T kobject, L runtime.Object] struct {
 	what  string // for errors: "claim ns/name Ready"
 	check checkFn[T]
 
+	// uid pins the object waited for: the UID it was known by (set by the caller), else
+	// the first version's. A version with another UID is another object made again under
+	// the name: ours was deleted.
+	uid        types.UID
+	seen       bool // a version of the object was read
 	rv         string
 	lastReason string
 }
@@ -56,6 +62,12 @@ func (w *waiter[T, L]) deleted() error {
 	return fmt.Errorf("%w: %s/%s (%s): %w", ErrSandboxDeleted, w.ns, w.name, w.what, ErrNotFound)
 }
 
+// notFound is the end of a wait for an object of which no version was ever known (not
+// ErrSandboxDeleted: it may never have existed).
+func (w *waiter[T, L]) notFound(err error) error {
+	return fmt.Errorf("sandbox: %s/%s (%s): %w", w.ns, w.name, w.what, kubeErr(err))
+}
+
 // run waits. start (optional, e.g. the object returned by Create) is checked first.
 func (w *waiter[T, L]) run(ctx context.Context, start T, haveStart bool) (T, error) {
 	var zero T
@@ -72,6 +84,8 @@ func (w *waiter[T, L]) run(ctx context.Context, start T, haveStart bool) (T, err
 		if w.rv == "" {
 			obj, err := w.api.Get(ctx, w.name, metav1.GetOptions{})
 			switch {
+			case apierrors.IsNotFound(err) && !w.seen && w.uid == "":
+				return zero, w.notFound(err)
 			case apierrors.IsNotFound(err):
 				return zero, w.deleted()
 			case err != nil && (ctx.Err() != nil || rateLimited(err)):
@@ -100,6 +114,14 @@ func (w *waiter[T, L]) run(ctx context.Context, start T, haveStart bool) (T, err
 
 func (w *waiter[T, L]) inspect(obj T) (T, bool, error) {
 	var zero T
+	if uid := obj.GetUID(); uid != "" {
+		if w.uid == "" {
+			w.uid = uid
+		} else if uid != w.uid {
+			return zero, true, w.deleted() // made again under the name (seen after a 410)
+		}
+	}
+	w.seen = true
 	w.rv = obj.GetResourceVersion()
 	done, reason, err := w.check(obj)
 	if reason != "" {

@@ -49,6 +49,21 @@ const (
 	InjectionDisallowed InjectionPolicy = "Disallowed"
 )
 
+// PageMerging (extension) says whether the node's kernel same-page merging (KSM) may
+// share identical memory pages between a template's Sandboxes (docs/security.md).
+type PageMerging string
+
+const (
+	// PageMergingEnabled: the controller sets SANDBOXD_MEMORY_MERGE=1 on every container
+	// and sandboxd marks itself and the processes it starts mergeable.
+	PageMergingEnabled PageMerging = "Enabled"
+	// PageMergingMaximal: as Enabled, and processes start without address space layout
+	// randomization (more sharing, weaker exploit mitigation).
+	PageMergingMaximal PageMerging = "Maximal"
+	// PageMergingDisabled is the default.
+	PageMergingDisabled PageMerging = "Disabled"
+)
+
 // ClaimShutdownPolicy says what happens on claim expiry.
 type ClaimShutdownPolicy string
 
@@ -120,6 +135,9 @@ type SandboxTemplateSpec struct {
 	ClaimConfigDelivery *ClaimConfigDelivery `json:"claimConfigDelivery,omitempty"`
 	// IdlePolicy (extension): copied to the Sandboxes built from the template.
 	IdlePolicy *agentsv1beta1.IdlePolicy `json:"idlePolicy,omitempty"`
+	// PageMerging (extension): kernel same-page merging between the template's
+	// Sandboxes; empty means the API default (Disabled).
+	PageMerging PageMerging `json:"pageMerging,omitempty"`
 }
 
 // +kubebuilder:object:root=true

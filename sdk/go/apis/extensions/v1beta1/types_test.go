@@ -51,6 +51,9 @@ func TestExtensionFieldsDecode(t *testing.T) {
 	if p := tpl.Spec.IdlePolicy; p == nil || p.TimeoutSeconds != 600 || p.Resumes() {
 		t.Errorf("idlePolicy %+v", p)
 	}
+	if tpl.Spec.PageMerging != v1beta1.PageMergingMaximal {
+		t.Errorf("pageMerging %q", tpl.Spec.PageMerging)
+	}
 	var claim v1beta1.SandboxClaim
 	apitest.RoundTrip(t, "testdata/sandboxclaim-valuefrom.yaml", &claim)
 	env := claim.Spec.Env
