@@ -129,8 +129,8 @@ class ProcessBase:
     id: int
     pid: int
 
-    def __init__(self) -> None:
-        self._col = _wire.Collector()
+    def __init__(self, collect: bool = True) -> None:
+        self._col = _wire.Collector(collect)
         self._done = False
 
     def _started(self, first: ProcessEvent | None) -> bool:

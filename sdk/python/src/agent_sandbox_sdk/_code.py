@@ -198,47 +198,19 @@ class Collector:
         return ex
 
 
-class LineSplitter:
-    """Splits a byte stream into lines (without their ends), refusing one longer than
-    limit bytes: httpx's iter_lines would hold any line whole."""
+class LineSplitter(_wire.LineSplitter):
+    """_wire.LineSplitter with run_code's bound (MAX_EVENT_LINE unless told)."""
 
     def __init__(self, limit: int | None = None) -> None:
-        self.limit = MAX_EVENT_LINE if limit is None else limit
-        self.buf = bytearray()
-
-    def feed(self, part: bytes) -> list[str]:
-        """The lines part completes. Only part is searched for a line end (what was kept
-        before has none), so a long line fed in many chunks costs linear time."""
-        start = len(self.buf)
-        self.buf += part
-        end = self.buf.rfind(b"\n", start)
-        lines = [] if end < 0 else self.buf[:end].decode("utf-8", "replace").split("\n")
-        if end >= 0:
-            del self.buf[: end + 1]
-        if len(self.buf) > self.limit or any(len(ln) > self.limit for ln in lines):
-            raise SandboxConnectionError(f"run_code: an event line over {self.limit} bytes")
-        return lines
-
-    def rest(self) -> list[str]:
-        """The last line, when the stream ended without a line end."""
-        tail, self.buf = self.buf.decode("utf-8", "replace"), bytearray()
-        return [tail] if tail else []
+        super().__init__(MAX_EVENT_LINE if limit is None else limit, "run_code")
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
-    sp = LineSplitter()
-    for part in chunks:
-        yield from sp.feed(part)
-    yield from sp.rest()
+    return _wire.split_lines(chunks, MAX_EVENT_LINE, "run_code")
 
 
-async def _alines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
-    sp = LineSplitter()
-    async for part in chunks:
-        for line in sp.feed(part):
-            yield line
-    for line in sp.rest():
-        yield line
+def _alines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    return _wire.asplit_lines(chunks, MAX_EVENT_LINE, "run_code")
 
 
 # ---- sync ---------------------------------------------------------------------------

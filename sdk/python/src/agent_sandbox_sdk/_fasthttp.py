@@ -162,23 +162,36 @@ class FastPool(PoolBase):
         self._idle: list[http.client.HTTPConnection] = []
 
     def try_request(
-        self, method: str, path: str, body: bytes, content_type: str, *, on_send: Callable[[], None] | None = None
+        self,
+        method: str,
+        path: str,
+        body: bytes,
+        content_type: str,
+        *,
+        on_send: Callable[[], None] | None = None,
+        deadline: float | None = None,
     ) -> Answer | None:
         """Sends one request and reads its whole answer; None when it was not sent: the
         client is closed, the body is too large, no connection could be made (the caller
         then uses httpx, which retries connecting) or none came free within the timeout.
         Raises OSError or http.client.HTTPException when the request failed once sent
         (the connection is then closed). on_send is called once it has a connection,
-        just before the request is written."""
+        just before the request is written. deadline (time.monotonic()) bounds the whole
+        call, the wait for a connection included (default: the timeout from now); each
+        socket operation waits at most the timeout, and never past it."""
         if not self.usable or len(body) > MAX_BODY:
             return None
-        conn = self._take()
+        if deadline is None:
+            deadline = time.monotonic() + self._timeout
+        conn = self._take(deadline)
         if conn is None:
             return None
         keep = False
         try:
             if on_send is not None:
                 on_send()
+            if conn.sock is not None:
+                conn.sock.settimeout(self._op_timeout(deadline))
             ans, keep = self._send(conn, method, path, body, content_type)
             return ans
         finally:
@@ -221,10 +234,15 @@ class FastPool(PoolBase):
             self.sent += 1
         return LineResponse(conn, resp)
 
-    def _take(self) -> http.client.HTTPConnection | None:
+    def _op_timeout(self, deadline: float) -> float:
+        """The timeout of one socket operation of a call with this deadline."""
+        return max(0.001, min(self._timeout, deadline - time.monotonic()))
+
+    def _take(self, deadline: float) -> http.client.HTTPConnection | None:
         """An idle connection the server has not closed, else a new one while fewer than
-        max_conns are open, else waits for one to be put back (at most the timeout)."""
-        deadline = time.monotonic() + self._timeout
+        max_conns are open, else waits for one to be put back (until deadline, and at
+        most the timeout: the caller then uses httpx with what is left of its call)."""
+        wait_end = min(deadline, time.monotonic() + self._timeout)
         with self._cond:
             while True:
                 if self._closed:
@@ -238,13 +256,13 @@ class FastPool(PoolBase):
                 if self._open < self._max:
                     self._open += 1
                     break
-                left = deadline - time.monotonic()
+                left = wait_end - time.monotonic()
                 if left <= 0:
                     return None
                 self._cond.wait(left)
         conn = None
         try:
-            conn = self._connect()
+            conn = self._connect(self._op_timeout(deadline))
         finally:
             if conn is None:  # failed (or raised): the slot is free again
                 with self._cond:
@@ -285,16 +303,18 @@ class FastPool(PoolBase):
             self.sent += 1
         return Answer(resp.status, resp.getheader("Content-Type") or "", data), not resp.will_close
 
-    def _connect(self) -> http.client.HTTPConnection | None:
-        """A new connection; None when connecting failed."""
+    def _connect(self, timeout: float | None = None) -> http.client.HTTPConnection | None:
+        """A new connection, made within timeout (default: the pool's); None when
+        connecting failed."""
         conn: http.client.HTTPConnection
         to = self._to
+        t = self._timeout if timeout is None else timeout
         if to.https:
             if self._ssl is None:
                 self._ssl = self._cfg.ssl_context()
-            conn = http.client.HTTPSConnection(to.host, to.port, timeout=self._timeout, context=self._ssl)
+            conn = http.client.HTTPSConnection(to.host, to.port, timeout=t, context=self._ssl)
         else:
-            conn = http.client.HTTPConnection(to.host, to.port, timeout=self._timeout)
+            conn = http.client.HTTPConnection(to.host, to.port, timeout=t)
         try:
             conn.connect()
         except OSError:

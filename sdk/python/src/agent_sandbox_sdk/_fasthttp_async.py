@@ -74,7 +74,14 @@ class AsyncFastPool(PoolBase):
         self._waiting: list[asyncio.Future[None]] = []  # requests waiting for a connection
 
     async def try_request(
-        self, method: str, path: str, body: bytes, content_type: str, *, on_send: Callable[[], None] | None = None
+        self,
+        method: str,
+        path: str,
+        body: bytes,
+        content_type: str,
+        *,
+        on_send: Callable[[], None] | None = None,
+        deadline: float | None = None,
     ) -> Answer | None:
         """Sends one request and reads its whole answer; None when it was not sent: the
         pool is closed, the body is too large, no connection could be made (the caller
@@ -82,11 +89,15 @@ class AsyncFastPool(PoolBase):
         Raises OSError, asyncio.TimeoutError or ProtocolError when the request failed
         once sent (its connection is then closed); a cancelled request closes its
         connection too. on_send is called once it has a connection, just before the
-        request is written (a cancellation before that sent nothing)."""
+        request is written (a cancellation before that sent nothing). deadline (the
+        loop's time()) bounds the whole call, the wait for a connection included
+        (default: the timeout from now)."""
         if not self.usable or self._closed or len(body) > MAX_BODY:
             return None
+        if deadline is None:
+            deadline = asyncio.get_running_loop().time() + self._timeout
         auth = await auth_header_async(self._cfg)  # before a connection is taken: a plugin may run
-        conn = await self._take()
+        conn = await self._take(deadline)
         if conn is None:
             return None
         keep = False
@@ -94,7 +105,7 @@ class AsyncFastPool(PoolBase):
             if on_send is not None:
                 on_send()
             request = self._head(method, path, len(body), content_type, auth) + body
-            ans, keep = await asyncio.wait_for(self._exchange(conn, request, method), self._timeout)
+            ans, keep = await asyncio.wait_for(self._exchange(conn, request, method), self._left(deadline))
             self.sent += 1
             return ans
         finally:
@@ -155,7 +166,11 @@ class AsyncFastPool(PoolBase):
             with contextlib.suppress(Exception):
                 await c.writer.wait_closed()
 
-    async def _take(self) -> _Conn | None:
+    def _left(self, deadline: float) -> float:
+        """Seconds until deadline (the loop's time()), at most the timeout."""
+        return max(0.0, min(self._timeout, deadline - asyncio.get_running_loop().time()))
+
+    async def _take(self, deadline: float) -> _Conn | None:
         while self._idle:
             c = self._idle.pop()
             if not c.stale():
@@ -163,10 +178,12 @@ class AsyncFastPool(PoolBase):
             self._open -= 1
             c.close()
         if self._open >= self._max:
-            return await self._wait_turn()
+            # at most the timeout for a turn: the caller then uses httpx with what is left
+            loop = asyncio.get_running_loop()
+            return await self._wait_turn(min(deadline, loop.time() + self._timeout))
         self._open += 1
         try:
-            c = await asyncio.wait_for(self._connect(), self._timeout)
+            c = await asyncio.wait_for(self._connect(), self._left(deadline))
         except BaseException as e:
             self._open -= 1
             self._wake()  # the slot is free again: a waiting request may try it
@@ -176,19 +193,19 @@ class AsyncFastPool(PoolBase):
         self.connects += 1
         return c
 
-    async def _wait_turn(self) -> _Conn | None:
-        """Waits (at most the pool's timeout) for a connection another request releases;
-        None when none came (the caller then uses httpx)."""
+    async def _wait_turn(self, deadline: float) -> _Conn | None:
+        """Waits (until deadline, the loop's time()) for a connection another request
+        releases; None when none came (the caller then uses httpx)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(fut)
         try:
-            await asyncio.wait_for(fut, self._timeout)
+            await asyncio.wait_for(fut, self._left(deadline))
         except asyncio.TimeoutError:
             return None
         finally:
             if fut in self._waiting:
                 self._waiting.remove(fut)
-        return None if self._closed else await self._take()
+        return None if self._closed else await self._take(deadline)
 
     def _wake(self) -> None:
         """A connection went idle or closed: the first request waiting for one goes on."""

@@ -791,6 +791,9 @@ class WaitLoop:
         self.rv = ""
         self.obj: dict[str, Any] = {}
         self.got = 0
+        self.failed = False  # the current watch failed (lost)
+        self.failures = 0  # watches in a row that failed
+        self.last_error: SandboxError | None = None
 
     def first(self, obj: dict[str, Any]) -> bool:
         """Evaluates a current copy of the object (from a create or a get); True when that
@@ -809,7 +812,19 @@ class WaitLoop:
     def start(self) -> str:
         """Before each watch: the resourceVersion to watch from."""
         self.got = 0
+        self.failed = False
         return self.rv
+
+    def lost(self, e: SandboxError) -> None:
+        """Takes the failure of the current watch, in opening it or while reading it:
+        a watch is idempotent, so a lost connection or a transient refusal
+        (WATCH_RETRY_STATUS) is watched again from the resourceVersion read up to, after
+        a back-off (pause()), until the deadline. Anything else is raised."""
+        if not watch_retriable(e):
+            raise e
+        self.failed = True
+        self.failures += 1
+        self.last_error = e
 
     def event(self, etype: str, o: dict[str, Any]) -> bool:
         """Takes one watch event; True when the current watch should be left (w.done, a
@@ -829,15 +844,37 @@ class WaitLoop:
 
     def pause(self) -> float | None:
         """After a watch: seconds to sleep before the next one when it ended without any
-        event (do not spin), else None."""
-        return None if self.got else min(0.1, max(0.0, self.deadline - time.monotonic()))
+        event (do not spin) or failed (a back-off doubling from 0.1 s up to 2 s), else
+        None."""
+        left = max(0.0, self.deadline - time.monotonic())
+        if self.failed:
+            return min(left, WATCH_BACKOFF_MAX, 0.1 * 2.0 ** min(self.failures - 1, 10))
+        if self.got:
+            self.failures = 0
+            return None
+        return min(0.1, left)
 
     def timeout_error(self) -> SandboxTimeoutError:
+        lost = f"; the last watch failed: {self.last_error}" if self.failed and self.last_error else ""
         return SandboxTimeoutError(
-            f"{self.w.kind} {self.ns}/{self.name} not ready after {self.timeout:g}s ({self.w.describe()})",
+            f"{self.w.kind} {self.ns}/{self.name} not ready after {self.timeout:g}s ({self.w.describe()}){lost}",
             reason=self.w.reason,
             detail=self.w.message,
         )
+
+
+WATCH_RETRY_STATUS = (429, 500, 502, 503, 504)
+"""Statuses of a refused watch that are watched again (with a back-off) while waiting."""
+WATCH_BACKOFF_MAX = 2.0
+
+
+def watch_retriable(e: SandboxError) -> bool:
+    """Whether a failed watch is opened again while waiting: its connection was lost or
+    could not be made (SandboxConnectionError), or it was refused with a transient
+    status (WATCH_RETRY_STATUS: the API server overloaded, restarting, or a proxy's)."""
+    if isinstance(e, SandboxConnectionError):
+        return True
+    return isinstance(e, RequestError) and e.status in WATCH_RETRY_STATUS
 
 
 def api_error(resp: httpx.Response, what: str) -> SandboxError:
@@ -1016,6 +1053,18 @@ def reaching(what: str, server: str) -> Iterator[None]:
         yield
     except httpx.TransportError as e:
         raise SandboxConnectionError(f"{what}: cannot reach the API server {server}: {e!r}; is the cluster up?") from e
+
+
+def kw_within(c: ApiCall, timeout: float, left: float, server: str) -> dict[str, Any]:
+    """httpx request() arguments of API call c made through httpx with ``left`` seconds
+    of the call's ``timeout`` left (the lean pool's wait for a connection took the
+    rest): each of its timeouts at most that. Raises SandboxConnectionError when none
+    is left."""
+    if left <= 0:
+        raise SandboxConnectionError(f"{c.what}: no answer from the API server {server} within {timeout:g}s")
+    if "timeout" in c.kw or left >= timeout:
+        return c.kw
+    return {**c.kw, "timeout": httpx.Timeout(left, connect=min(10.0, left))}
 
 
 def api_result(resp: httpx.Response, what: str) -> dict[str, Any]:

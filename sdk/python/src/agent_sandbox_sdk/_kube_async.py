@@ -16,6 +16,9 @@ from . import _fasthttp_async, _k8s, _proxy
 from ._kubeconfig import AsyncTLS, KubeConfig
 from .errors import NotFoundError, SandboxConnectionError, SandboxError
 
+HANDOUT_STREAM_ERRORS = 5
+"""Hand-out watches in a row ended by an ERROR event after which the stream gives up."""
+
 
 class AsyncHandoutStream:
     """A client's hand-out stream in one namespace, shared (as the Go SDK's): one watch,
@@ -93,6 +96,7 @@ class AsyncKubeClient:
 
     def __init__(self, cfg: KubeConfig, timeout: float = 30.0) -> None:
         self.cfg = cfg
+        self.timeout = timeout
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         self._tls = AsyncTLS(cfg)
         ctx = self._tls.ctx
@@ -117,18 +121,21 @@ class AsyncKubeClient:
         are on the warm path, often many at once) when one comes free in time, else
         through httpx. mark is set once the request may have left."""
         await self._tls.ready()
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + self.timeout  # the call's, the lean pool's wait included
         lean = _k8s.lean_request(c)
         if lean is not None:
             try:
-                a = await self._fast.try_request(c.method, *lean, on_send=mark)
+                a = await self._fast.try_request(c.method, *lean, on_send=mark, deadline=deadline)
             except (OSError, asyncio.TimeoutError, _fasthttp_async.ProtocolError) as e:
                 raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
             if a is not None:
                 return _k8s.fast_result(a.status, a.content_type, a.body, c.what)
+        kw = _k8s.kw_within(c, self.timeout, deadline - clock(), self.cfg.server)
         if mark is not None:
             mark()  # httpx may send it from here (its wait for a connection counts too: to be safe)
         with _k8s.reaching(c.what, self.cfg.server):
-            resp = await self.http.request(c.method, c.url, **c.kw)
+            resp = await self.http.request(c.method, c.url, **kw)
         return _k8s.api_result(resp, c.what)
 
     async def get(self, resource: str, ns: str, name: str) -> dict[str, Any]:
@@ -224,11 +231,20 @@ class AsyncKubeClient:
         return await self._watch_loop(loop, "")
 
     async def _watch_loop(self, loop: _k8s.WaitLoop, selector: str) -> dict[str, Any]:
+        """Watches until loop's wait is done, again after each end, and after a failed
+        watch (a lost connection, a transient refusal: WaitLoop.lost) from the
+        resourceVersion read up to, after a back-off; raises the timeout error at the
+        deadline."""
         while (left := loop.left()) > 0:
             events = self.watch(loop.resource, loop.ns, loop.name, loop.start(), left, selector)
             async with contextlib.aclosing(events) as stream:
-                async for etype, o in stream:
-                    if loop.event(etype, o):
+                while True:
+                    try:
+                        ev = await anext(stream, None)
+                    except SandboxError as e:
+                        loop.lost(e)  # raises e unless it is watched again
+                        break
+                    if ev is None or loop.event(*ev):
                         break
             if loop.w.done:
                 return loop.obj
@@ -318,30 +334,47 @@ class AsyncKubeClient:
     async def _stream_run(self, hs: AsyncHandoutStream, rv: str) -> None:
         """The stream's task: watches from rv, again after each end (from the last
         resourceVersion; from now after a 410, whose current state holds every binding);
-        a refusal by the server fails the waits (their claims decide) and ends it."""
+        a refusal by the server fails the waits (their claims decide) and ends it. A watch
+        that ends at once, or on an ERROR event, is followed by a back-off; after
+        HANDOUT_STREAM_ERRORS watches in a row ended by an ERROR (none of them with an
+        event before it), the last one fails the waits as a refusal does."""
         backoff = 0.1
+        errors = 0  # watches in a row that ended on an ERROR event without bringing news
         while True:
             got = 0
+            error: SandboxError | None = None
             c = _k8s.handout_stream_call(hs.ns, rv)
             try:
                 async with self._watch_lines(c) as lines:
                     hs.opened += 1
                     async for line in lines:
-                        got += 1
                         if _k8s.is_error_line(line):
-                            rv = "" if _k8s.is_gone_line(line) else rv
+                            ev = _k8s.parse_watch_line(line)
+                            error = _k8s.watch_error(ev[1] if ev else {}, c.what)
+                            rv = "" if getattr(error, "status", 0) == 410 else rv
                             break
+                        got += 1
                         rv = _k8s.line_resource_version(line) or rv
                         hs.take(line)
             except SandboxConnectionError:
                 pass  # the API server is out of reach for now: try again
             except SandboxError as e:
-                if getattr(e, "status", 0) == 410:
-                    rv = ""
-                    continue
-                hs.fail(e)
-                hs.task = None
-                return
+                if getattr(e, "status", 0) != 410:
+                    hs.fail(e)
+                    hs.task = None
+                    return
+                rv, error = "", e
+            if error is not None:
+                errors = 1 if got else errors + 1
+                if errors >= HANDOUT_STREAM_ERRORS and getattr(error, "status", 0) != 410:
+                    hs.fail(error)
+                    hs.task = None
+                    return
+                if errors > 1 or getattr(error, "status", 0) != 410:  # a first 410 starts over at once
+                    await asyncio.sleep(backoff)
+                    backoff = min(5.0, backoff * 2)
+                continue
+            errors = 0
             if got:
                 backoff = 0.1
             else:  # a watch that ends at once must not spin

@@ -4,11 +4,12 @@ calls the SDK needs; requests, errors and watch decisions are _k8s's)."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import http.client
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, Protocol
 
 import httpx
@@ -354,6 +355,7 @@ class KubeClient:
 
     def __init__(self, cfg: KubeConfig, timeout: float = 30.0) -> None:
         self.cfg = cfg
+        self.timeout = timeout
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         ctx = cfg.ssl_context()
         opts = _k8s.client_options(cfg, timeout, ctx)  # its limits go to the transport
@@ -377,18 +379,20 @@ class KubeClient:
         """Makes API call c: on a lean pooled connection (_fasthttp: a claim's POST is on
         the warm path, and every call costs the client less CPU there) when one comes
         free in time, else through httpx. mark is set once the request may have left."""
+        deadline = time.monotonic() + self.timeout  # the call's, the lean pool's wait included
         lean = _k8s.lean_request(c)
         if lean is not None:
             try:
-                a = self._fast.try_request(c.method, *lean, on_send=mark)
+                a = self._fast.try_request(c.method, *lean, on_send=mark, deadline=deadline)
             except (OSError, http.client.HTTPException) as e:
                 raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
             if a is not None:
                 return _k8s.fast_result(a.status, a.content_type, a.body, c.what)
+        kw = _k8s.kw_within(c, self.timeout, deadline - time.monotonic(), self.cfg.server)
         if mark is not None:
             mark()  # httpx may send it from here (its wait for a connection counts too: to be safe)
         with _k8s.reaching(c.what, self.cfg.server):
-            resp = self.http.request(c.method, c.url, **c.kw)
+            resp = self.http.request(c.method, c.url, **kw)
         return _k8s.api_result(resp, c.what)
 
     def get(self, resource: str, ns: str, name: str) -> dict[str, Any]:
@@ -421,7 +425,7 @@ class KubeClient:
         timeout: float,
         selector: str = "",
         stop: WatchStop | None = None,
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
+    ) -> Generator[tuple[str, dict[str, Any]], None, None]:
         """Watch events of one object (or of those a label selector picks) from
         resourceVersion rv, for at most timeout; a stop() ends it quietly."""
         c = _k8s.watch_call(resource, ns, name, rv, timeout, selector)
@@ -496,10 +500,21 @@ class KubeClient:
         return self._watch_loop(loop, "", stop)
 
     def _watch_loop(self, loop: _k8s.WaitLoop, selector: str, stop: WatchStop | None) -> dict[str, Any]:
+        """Watches until loop's wait is done, again after each end, and after a failed
+        watch (a lost connection, a transient refusal: WaitLoop.lost) from the
+        resourceVersion read up to, after a back-off; raises the timeout error at the
+        deadline."""
         while (left := loop.left()) > 0:
-            for etype, o in self.watch(loop.resource, loop.ns, loop.name, loop.start(), left, selector, stop):
-                if loop.event(etype, o):
-                    break
+            events = self.watch(loop.resource, loop.ns, loop.name, loop.start(), left, selector, stop)
+            with contextlib.closing(events):
+                while True:
+                    try:
+                        ev = next(events, None)
+                    except SandboxError as e:
+                        loop.lost(e)  # raises e unless it is watched again
+                        break
+                    if ev is None or loop.event(*ev):
+                        break
             if loop.w.done or (stop is not None and stop.stopped):
                 return loop.obj
             if (pause := loop.pause()) is not None:

@@ -65,6 +65,10 @@ class KubeConfig:
     # Guards _exec_cache: httpx's auth hook, the lean POST connection and the port
     # helpers may ask for the token from several threads at once; the plugin runs once.
     _exec_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # Plugin runs ended so far, and the error of the last one when it failed: a caller
+    # that waited on the lock while a run failed shares that failure (no run of its own).
+    _exec_runs: int = field(default=0, repr=False, compare=False)
+    _exec_error: ConfigError | None = field(default=None, repr=False, compare=False)
     # The async callers' plugin run in flight (a worker thread's), awaited by all of them.
     _exec_task: asyncio.Task[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
@@ -152,7 +156,11 @@ class KubeConfig:
     def _exec_credential(self) -> dict[str, Any]:
         if not self.exec_config:
             return {}
+        runs = self._exec_runs  # before the wait on the lock: a run ending meanwhile is the one waited for
         with self._exec_lock:
+            err = self._exec_error
+            if err is not None and self._exec_runs != runs:
+                raise ConfigError(str(err)) from err
             return self._exec_credential_locked(self.exec_config)
 
     def _exec_fresh(self) -> dict[str, Any] | None:
@@ -166,11 +174,15 @@ class KubeConfig:
         fresh = self._exec_fresh()
         if fresh is not None:
             return fresh
-        status = _run_exec_plugin(exec_config, self.base_dir)
-        expires = 0.0
-        if status.get("expirationTimestamp"):
-            ts = str(status["expirationTimestamp"]).replace("Z", "+00:00")
-            expires = datetime.fromisoformat(ts).timestamp()
+        self._exec_error = None
+        try:
+            status = _run_exec_plugin(exec_config, self.base_dir)
+            expires = _expiry(status.get("expirationTimestamp"))
+        except ConfigError as e:
+            self._exec_error = e
+            raise
+        finally:
+            self._exec_runs += 1
         self._exec_cache.update(status=status, expires=expires)
         return status
 
@@ -249,10 +261,25 @@ def _run_exec_plugin(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
         out = subprocess.run(cmd, env=env, cwd=base_dir, capture_output=True, check=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as e:
         raise ConfigError(f"the kubeconfig's exec credential plugin {cmd[0]!r} failed: {e}") from e
-    status = json.loads(out).get("status") or {}
+    try:
+        doc = json.loads(out)
+    except ValueError as e:
+        raise ConfigError(f"the kubeconfig's exec credential plugin {cmd[0]!r} printed no JSON: {e}") from e
+    status = (doc.get("status") if isinstance(doc, dict) else None) or {}
     if not isinstance(status, dict):
         raise ConfigError("the exec credential plugin printed no status")
     return status
+
+
+def _expiry(ts: Any) -> float:
+    """The POSIX time of an ExecCredential's expirationTimestamp (RFC 3339); 0.0 for none.
+    ConfigError when it is not a timestamp."""
+    if not ts:
+        return 0.0
+    try:
+        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
+    except (ValueError, OverflowError, OSError) as e:
+        raise ConfigError(f"the exec credential plugin's expirationTimestamp {ts!r} is not an RFC 3339 time") from e
 
 
 def _b64(v: Any) -> bytes:

@@ -148,10 +148,65 @@ def parse_event(line: str | bytes) -> ProcessEvent | None:
     return None
 
 
-class Collector:
-    """Accumulates stream events into an ExecResult."""
+MAX_PROCESS_LINE = 1 << 20
+"""Longest NDJSON line of a process stream read (bytes): sandboxd sends at most 64 KiB
+of output in one event (about 88 KiB as base64), so a longer line is not sandboxd's."""
 
-    def __init__(self) -> None:
+
+class LineSplitter:
+    """Splits a byte stream into lines (without their ends), refusing one longer than
+    limit bytes (SandboxConnectionError naming what): httpx's iter_lines would hold any
+    line whole."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.limit = limit
+        self.what = what
+        self.buf = bytearray()
+
+    def feed(self, part: bytes) -> list[str]:
+        """The lines part completes. Only part is searched for a line end (what was kept
+        before has none), so a long line fed in many chunks costs linear time."""
+        start = len(self.buf)
+        self.buf += part
+        end = self.buf.rfind(b"\n", start)
+        lines = [] if end < 0 else self.buf[:end].decode("utf-8", "replace").split("\n")
+        if end >= 0:
+            del self.buf[: end + 1]
+        if len(self.buf) > self.limit or any(len(ln) > self.limit for ln in lines):
+            self.buf = bytearray()
+            raise SandboxConnectionError(f"{self.what}: an event line over {self.limit} bytes")
+        return lines
+
+    def rest(self) -> list[str]:
+        """The last line, when the stream ended without a line end."""
+        tail, self.buf = self.buf.decode("utf-8", "replace"), bytearray()
+        return [tail] if tail else []
+
+
+def split_lines(chunks: Iterator[bytes], limit: int, what: str) -> Iterator[str]:
+    """The lines of a byte stream, each at most limit bytes (LineSplitter)."""
+    sp = LineSplitter(limit, what)
+    for part in chunks:
+        yield from sp.feed(part)
+    yield from sp.rest()
+
+
+async def asplit_lines(chunks: AsyncIterator[bytes], limit: int, what: str) -> AsyncIterator[str]:
+    """The async twin of split_lines."""
+    sp = LineSplitter(limit, what)
+    async for part in chunks:
+        for line in sp.feed(part):
+            yield line
+    for line in sp.rest():
+        yield line
+
+
+class Collector:
+    """Accumulates stream events into an ExecResult. With keep False only the exit
+    event is kept (a stream whose events the caller consumes: its output is not held)."""
+
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep
         self.out = bytearray()
         self.err = bytearray()
         self.exit: ProcessEvent | None = None
@@ -159,9 +214,11 @@ class Collector:
     def add(self, ev: ProcessEvent) -> bool:
         """Collects ev; True when it is the exit event (the stream is over)."""
         if ev.type == "stdout":
-            self.out += ev.data
+            if self.keep:
+                self.out += ev.data
         elif ev.type == "stderr":
-            self.err += ev.data
+            if self.keep:
+                self.err += ev.data
         elif ev.type == "exit":
             self.exit = ev
         return ev.type == "exit"

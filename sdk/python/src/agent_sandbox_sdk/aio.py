@@ -448,9 +448,11 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
         timeout: float | None = None,
         stdin: str | bytes | None = None,
         pty: bool | tuple[int, int] = False,
+        collect: bool = True,
     ) -> AsyncProcess:
         """Starts a command and returns an interactive Process (iterate it for events,
-        write() to its stdin, signal(), wait())."""
+        write() to its stdin, signal(), wait()); ``collect=False``: it keeps none of the
+        output (see Sandbox.spawn)."""
         body = _wire.run_body(command, env=env, cwd=cwd, timeout=timeout, stdin=stdin, pty=pty)
         for woke in (False, True):
             t = await self._route()
@@ -470,7 +472,7 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
                     continue
                 raise _wire.error(resp, "spawn")
             break
-        return await AsyncProcess.start(self, resp)
+        return await AsyncProcess.start(self, resp, collect)
 
     async def stream(
         self,
@@ -483,7 +485,7 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
     ) -> AsyncIterator[ProcessEvent]:
         """Runs a command and yields its stdout/stderr events as they come, then the exit
         event. Closing the iterator early kills the process."""
-        async with await self.spawn(command, env=env, cwd=cwd, timeout=timeout, stdin=stdin) as p:
+        async with await self.spawn(command, env=env, cwd=cwd, timeout=timeout, stdin=stdin, collect=False) as p:
             async for ev in p:
                 yield ev
 
@@ -544,17 +546,17 @@ class AsyncProcess(_base.ProcessBase):
     kill(), resize(), wait(). As an async context manager, kills it on exit if running.
     Create with AsyncSandbox.spawn()."""
 
-    def __init__(self, sandbox: AsyncSandbox, resp: httpx.Response) -> None:
-        super().__init__()
+    def __init__(self, sandbox: AsyncSandbox, resp: httpx.Response, collect: bool = True) -> None:
+        super().__init__(collect)
         self._sb = sandbox
         self._resp = resp
-        self._lines = resp.aiter_lines()
+        self._lines = _wire.asplit_lines(resp.aiter_bytes(), _wire.MAX_PROCESS_LINE, "spawn")
         self.id = 0
         self.pid = 0
 
     @classmethod
-    async def start(cls, sandbox: AsyncSandbox, resp: httpx.Response) -> AsyncProcess:
-        p = cls(sandbox, resp)
+    async def start(cls, sandbox: AsyncSandbox, resp: httpx.Response, collect: bool = True) -> AsyncProcess:
+        p = cls(sandbox, resp, collect)
         try:
             first = await p._next()
         except BaseException:  # a lost stream, a bad event, cancellation: the connection goes back
@@ -594,8 +596,8 @@ class AsyncProcess(_base.ProcessBase):
 
     async def wait(self, timeout: float | None = None) -> ExecResult:
         """Reads the rest of the stream; the result holds all output (including events
-        already iterated). With timeout, kills the process when it runs out and raises
-        SandboxTimeoutError."""
+        already iterated) unless it was spawned with ``collect=False``. With timeout,
+        kills the process when it runs out and raises SandboxTimeoutError."""
 
         async def drain() -> None:
             async for _ in self:
@@ -681,6 +683,8 @@ class AsyncFiles:
                 raise _wire.error(resp, f"read {path}")
             async for chunk in resp.aiter_bytes(chunk_size):
                 yield chunk
+        except httpx.TransportError as e:  # the connection dropped while the body came
+            raise _wire.transport_error(e, f"read {path}", True) from e
         finally:
             await resp.aclose()
 

@@ -8,6 +8,7 @@ types here; ``AsyncSandbox`` has the same methods returning the async twins."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from . import _wire
-from .errors import NotFoundError, ProcessExitedError, RequestError, TooManyProcessesError
+from .errors import NotFoundError, ProcessExitedError, RequestError, SandboxConnectionError, TooManyProcessesError
 from .models import BackgroundProcessInfo, OutputEvent
 
 if TYPE_CHECKING:
@@ -137,7 +138,11 @@ quick ends in a row without any new event end the iteration with an error."""
 
 QUICK_END = 5.0
 """A response that ended sooner than this (seconds) without a new event counts against
-MAX_RESUMES; a longer one was cut by a timeout and is simply resumed."""
+MAX_RESUMES; a longer one was cut by a timeout and is simply resumed. So does a resume
+whose request fails (no connection, a 502/503/504): it is tried again after
+RESUME_BACKOFF seconds, doubled at each such failure in a row."""
+
+RESUME_BACKOFF = 0.2
 
 
 def wait_args(left: float | None) -> dict[str, Any]:
@@ -192,12 +197,13 @@ class Resume:
             self.offset = ev.offset
             self.done = True
 
-    def ended(self, pid: int, err: Exception | None) -> None:
-        """The response ended (err: how it broke). Sets done, or raises when resuming is
-        pointless."""
+    def ended(self, pid: int, err: Exception | None) -> float:
+        """The response ended (err: how it broke, or why the request for it failed).
+        Sets done, or raises when resuming is pointless; else returns the seconds to
+        wait before the resume (a back-off after a failed request, else 0)."""
         if self.done or not self.follow:
             self.done = True
-            return
+            return 0.0
         if time.monotonic() - self.started >= QUICK_END:
             self.idle = 0
         self.idle += 1
@@ -205,6 +211,13 @@ class Resume:
             if err is not None:
                 raise _wire.stream_lost(pid, err) from err
             raise _wire.stream_ended(pid)
+        return RESUME_BACKOFF * 2.0 ** (self.idle - 1) if isinstance(err, SandboxConnectionError) else 0.0
+
+    def failed(self, e: SandboxConnectionError) -> None:
+        """A request for the stream failed (no connection; a proxy's 502/503/504): it is
+        raised unless the stream follows (it then ends as a stream that broke at once)."""
+        if not self.follow:
+            raise e
 
 
 def _path(pid: int, action: str = "") -> str:
@@ -276,7 +289,11 @@ class BackgroundProcess:
                     yield ev
             except httpx.TransportError as e:
                 err = e
-            st.ended(self.id, err)
+            except SandboxConnectionError as e:  # the resume itself failed
+                st.failed(e)
+                err = e
+            if pause := st.ended(self.id, err):
+                time.sleep(pause)
 
     def _output_once(self, params: dict[str, str]) -> Iterator[OutputEvent]:
         what = f"process {self.id} output"
@@ -405,7 +422,11 @@ class AsyncBackgroundProcess:
                     yield ev
             except httpx.TransportError as e:
                 err = e
-            st.ended(self.id, err)
+            except SandboxConnectionError as e:  # the resume itself failed
+                st.failed(e)
+                err = e
+            if pause := st.ended(self.id, err):
+                await asyncio.sleep(pause)
 
     async def _output_once(self, params: dict[str, str]) -> AsyncIterator[OutputEvent]:
         what = f"process {self.id} output"

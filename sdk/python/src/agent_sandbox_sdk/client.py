@@ -432,9 +432,12 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
         timeout: float | None = None,
         stdin: str | bytes | None = None,
         pty: bool | tuple[int, int] = False,
+        collect: bool = True,
     ) -> Process:
         """Starts a command and returns an interactive Process (iterate it for events,
-        write() to its stdin, signal(), wait())."""
+        write() to its stdin, signal(), wait()). With ``collect=False`` the Process keeps
+        none of the output it reads (wait()'s result then has empty stdout and stderr):
+        for a caller that consumes the events itself, however much a process prints."""
         body = _wire.run_body(command, env=env, cwd=cwd, timeout=timeout, stdin=stdin, pty=pty)
         for woke in (False, True):
             t = self._route()
@@ -454,7 +457,7 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
                     continue
                 raise _wire.error(resp, "spawn")
             break
-        return Process(self, resp)
+        return Process(self, resp, collect)
 
     def stream(
         self,
@@ -467,7 +470,7 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
     ) -> Iterator[ProcessEvent]:
         """Runs a command and yields its stdout/stderr events as they come, then the exit
         event. Closing the iterator early kills the process."""
-        with self.spawn(command, env=env, cwd=cwd, timeout=timeout, stdin=stdin) as p:
+        with self.spawn(command, env=env, cwd=cwd, timeout=timeout, stdin=stdin, collect=False) as p:
             yield from p
 
     def processes(self) -> list[dict[str, Any]]:
@@ -532,11 +535,11 @@ class Process(_base.ProcessBase):
     """A running process: iterate for events, write()/close_stdin(), signal(), kill(),
     resize(), wait(). As a context manager, kills the process on exit if still running."""
 
-    def __init__(self, sandbox: Sandbox, resp: httpx.Response) -> None:
-        super().__init__()
+    def __init__(self, sandbox: Sandbox, resp: httpx.Response, collect: bool = True) -> None:
+        super().__init__(collect)
         self._sb = sandbox
         self._resp = resp
-        self._lines = resp.iter_lines()
+        self._lines = _wire.split_lines(resp.iter_bytes(), _wire.MAX_PROCESS_LINE, "spawn")
         try:
             first = self._next()
         except BaseException:  # a lost stream, a bad event, Ctrl-C: the connection goes back
@@ -572,7 +575,7 @@ class Process(_base.ProcessBase):
 
     def wait(self) -> ExecResult:
         """Reads the rest of the stream; the result holds all output (including events
-        already iterated)."""
+        already iterated), unless the process was spawned with ``collect=False``."""
         for _ in self:
             pass
         return self._col.result()
@@ -649,6 +652,8 @@ class Files:
                 resp.read()
                 raise _wire.error(resp, f"read {path}")
             yield from resp.iter_bytes(chunk_size)
+        except httpx.TransportError as e:  # the connection dropped while the body came
+            raise _wire.transport_error(e, f"read {path}", True) from e
         finally:
             resp.close()
 

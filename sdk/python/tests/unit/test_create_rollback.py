@@ -162,7 +162,7 @@ class Once:
         self.then = then
         self.calls = 0
 
-    async def __call__(self) -> Any:
+    async def __call__(self, *args: Any) -> Any:  # (the lean pool's _take gets the call's deadline)
         self.calls += 1
         if self.calls == 1:
             self.started.set()
@@ -220,7 +220,7 @@ def test_a_create_interrupted_before_its_post_left_is_not_rolled_back() -> None:
     c = fakes.sync_client(fake)  # with lean connections: Ctrl-C while it waits for one
     takes: list[int] = []
 
-    def take() -> None:
+    def take(deadline: float) -> None:
         takes.append(1)
         if len(takes) == 1:
             raise KeyboardInterrupt

@@ -175,3 +175,55 @@ def test_in_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cfg.in_cluster and cfg.server == "https://[fd00::1]:443" and cfg.namespace == "sandboxes"
     assert bearer(cfg) == "Bearer sa-token"
     assert stat.S_ISREG((tmp_path / "token").stat().st_mode)
+
+
+@pytest.mark.parametrize(
+    ("output", "match"),
+    [
+        ("print('Unable to connect: token expired')", "printed no JSON"),
+        (
+            "import json; print(json.dumps({'kind': 'ExecCredential', "
+            "'status': {'token': 't', 'expirationTimestamp': 'next tuesday'}}))",
+            "expirationTimestamp 'next tuesday'",
+        ),
+    ],
+    ids=["not json", "bad expiry"],
+)
+def test_exec_plugin_bad_output_is_a_config_error(tmp_path: Path, output: str, match: str) -> None:
+    script = tmp_path / "plugin.py"
+    script.write_text(output)
+    cfg = load_kubeconfig(write(tmp_path, {"exec": {"command": sys.executable, "args": [str(script)]}}))
+    with pytest.raises(ConfigError, match=match):
+        cfg.bearer_token()
+
+
+def test_a_failed_exec_plugin_run_is_shared_by_the_threads_that_waited(tmp_path: Path) -> None:
+    """Threads asking at once while the plugin runs and fails get that run's failure: the
+    plugin is not run again, one thread after another, for each of them. A later call
+    runs it again."""
+    runs = tmp_path / "runs"
+    script = tmp_path / "plugin.py"
+    script.write_text(
+        f"import sys, time\nwith open({str(runs)!r}, 'a') as f: f.write('x')\ntime.sleep(0.4)\nsys.exit('expired')\n"
+    )
+    cfg = load_kubeconfig(write(tmp_path, {"exec": {"command": sys.executable, "args": [str(script)]}}))
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def ask() -> None:
+        barrier.wait()
+        try:
+            cfg.bearer_token()
+        except ConfigError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 4 and all("failed" in str(e) for e in errors)
+    assert runs.read_text() == "x", "the failed plugin ran once per waiting thread"
+    with pytest.raises(ConfigError):
+        cfg.bearer_token()
+    assert runs.read_text() == "xx"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import tracemalloc
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +25,9 @@ from agent_sandbox_sdk.mcp._cli import binds_loopback_only, is_loopback, options
 from agent_sandbox_sdk.mcp._tools import _connection
 from agent_sandbox_sdk.models import RouterConnection
 
-from .fakes import FakeKube, FakeSandboxd, async_client
+from .fakes import FakeKube, FakeSandboxd, async_client, async_sandbox
 from .test_client_fake import bind_on_create
+from .test_stream_bounds import EVENTS, SIZE, _asandboxd
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 
@@ -295,3 +297,17 @@ def test_loopback() -> None:
         binds_loopback_only(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", "localhost.example.com")
     )
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", "localhost.example.com"))
+
+
+async def test_run_command_holds_at_most_its_output_bound() -> None:
+    # docs/mcp.md: a command printing far more than output_bytes costs the server about
+    # output_bytes (its head and tail), not what the command printed.
+    tools = pinned_tools(async_sandbox(_asandboxd))
+    tracemalloc.start()
+    try:
+        out = await tools.run_command(None, "yes", None, None, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out["exit_code"] == 0 and out["stdout_bytes"] == EVENTS * SIZE and out["stdout_truncated"]
+    assert peak < 4 << 20, f"run_command peaked at {peak} bytes for {EVENTS * SIZE} of output"
