@@ -366,7 +366,7 @@ func createNamed[T kobject, L runtime.Object](ctx context.Context, c *Client, ap
 		err = kubeErr(err)
 		if chosen && createMayHaveRun(err) {
 			cctx, cancel := c.cleanupCtx(ctx)
-			if derr := del(cctx, obj.GetName()); derr != nil {
+			if derr := cleanupLost(cctx, api, obj.GetName(), del); derr != nil {
 				err = errors.Join(err, fmt.Errorf("sandbox: cleanup of %s after a create without an answer: %w",
 					obj.GetName(), derr))
 			}
@@ -375,6 +375,35 @@ func createNamed[T kobject, L runtime.Object](ctx context.Context, c *Client, ap
 		var zero T
 		return zero, err
 	}
+}
+
+// lostCreateLooks are the waits, one after the other, before each look by name for a
+// create without an answer that lands after its cleanup's DELETE (the create was still
+// in the API server, so the DELETE found nothing); a variable for tests.
+var lostCreateLooks = []time.Duration{250 * time.Millisecond, 750 * time.Millisecond, 2 * time.Second}
+
+// cleanupLost deletes name (del), the object a create without an answer may have stored
+// under a name the SDK chose, then looks for it again by name after each of
+// lostCreateLooks (within ctx) and deletes it if it appeared meanwhile: otherwise a create
+// that lands late would leave a claim holding a warm Sandbox nobody knows of.
+func cleanupLost[T kobject, L runtime.Object](ctx context.Context, api kubeResource[T, L], name string,
+	del func(context.Context, string) error) error {
+	if err := del(ctx, name); err != nil {
+		return err
+	}
+	for _, d := range lostCreateLooks {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil // the cleanup's time is up; the delete itself was done
+		case <-t.C:
+		}
+		if _, err := api.Get(ctx, name, metav1.GetOptions{}); err == nil {
+			return del(ctx, name)
+		}
+	}
+	return nil
 }
 
 // createMayHaveRun: a create failed without an answer that proves nothing was stored (no

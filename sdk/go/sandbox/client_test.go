@@ -498,6 +498,7 @@ func TestCreateChosenNames(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			stubSuffixes(t, tc.suffixes...)
+			stubLostLooks(t, time.Millisecond)
 			k := newFakeKube()
 			create, has, names, deleted := claim, k.clm.Has, func() []string { return keys(k.clm) }, &k.clm.deleted
 			if tc.sandbox {
@@ -575,6 +576,77 @@ func TestCreateNotSentNotUndone(t *testing.T) {
 			}
 			if k.clm.deleteCalls != tc.deletes {
 				t.Errorf("%d deletes, want %d", k.clm.deleteCalls, tc.deletes)
+			}
+		})
+	}
+}
+
+// stubLostLooks shortens the looks for a create landing after its cleanup.
+func stubLostLooks(t *testing.T, looks ...time.Duration) {
+	old := lostCreateLooks
+	lostCreateLooks = looks
+	t.Cleanup(func() { lostCreateLooks = old })
+}
+
+// TestCreateLandingLateIsDeleted: a create whose answer was lost while the server had not
+// stored it yet (the cleanup's DELETE finds nothing) and that lands afterwards is found by
+// the looks by name that follow the DELETE, and deleted before the error is returned.
+func TestCreateLandingLateIsDeleted(t *testing.T) {
+	tests := []struct {
+		name    string
+		sandbox bool
+		late    time.Duration
+		looks   []time.Duration
+		deleted int // DELETEs that found the object
+	}{
+		{name: "claim lands between the looks", late: 30 * time.Millisecond,
+			looks: []time.Duration{10 * time.Millisecond, 60 * time.Millisecond, 100 * time.Millisecond}, deleted: 1},
+		{name: "Sandbox lands between the looks", sandbox: true, late: 30 * time.Millisecond,
+			looks: []time.Duration{10 * time.Millisecond, 60 * time.Millisecond, 100 * time.Millisecond}, deleted: 1},
+		{name: "claim lands after the last look: left (bounded)", late: 300 * time.Millisecond,
+			looks: []time.Duration{10 * time.Millisecond}, deleted: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			stubSuffixes(t, "0000000a")
+			stubLostLooks(t, tc.looks...)
+			k := newFakeKube()
+			res, name := k.clm, "sandbox-claim-0000000a"
+			c := newTestClient(t, k)
+			create := func() error {
+				_, err := c.CreateSandbox(context.Background(), "pool", WithoutWait())
+				return err
+			}
+			if tc.sandbox {
+				name = "sandbox-0000000a"
+				k.sbx.lostAnswers, k.sbx.lostErr, k.sbx.lateStore = 1, context.DeadlineExceeded, tc.late
+				k.sbx.lateDone = make(chan struct{})
+				create = func() error {
+					_, err := c.CreateSandboxFromSpec(context.Background(), agentsv1beta1.SandboxSpec{}, WithoutWait())
+					return err
+				}
+			} else {
+				res.lostAnswers, res.lostErr, res.lateStore = 1, context.DeadlineExceeded, tc.late
+				res.lateDone = make(chan struct{})
+			}
+			if err := create(); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("error %v, want the lost answer's", err)
+			}
+			done, has := res.lateDone, res.Has
+			if tc.sandbox {
+				done, has = k.sbx.lateDone, k.sbx.Has
+			}
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the late create never landed")
+			}
+			left := has(name)
+			if tc.deleted == 1 && left {
+				t.Errorf("%s landed after the cleanup's DELETE and was left", name)
+			}
+			if tc.deleted == 0 && !left {
+				t.Errorf("%s landed after the last look, yet is gone", name)
 			}
 		})
 	}

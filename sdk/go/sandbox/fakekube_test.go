@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,8 +54,12 @@ type fakeRes[T kobject, L runtime.Object] struct {
 	// answer lost after the server stored it).
 	lostAnswers int
 	lostErr     error
-	deleted     []string // names deleted, in order
-	uids        int      // UIDs handed out: each create gets a new one
+	// lateStore: with lostAnswers, the create stores nothing at once but stores the
+	// object after this long (a create still in the server when its answer was lost).
+	lateStore time.Duration
+	lateDone  chan struct{} // closed once a late store happened
+	deleted   []string      // names deleted, in order
+	uids      int           // UIDs handed out: each create gets a new one
 	// beforeDelete runs (mu held) before a Delete looks at the stored object.
 	beforeDelete func(r *fakeRes[T, L], name string)
 }
@@ -238,6 +243,22 @@ func (r *fakeRes[T, L]) Create(ctx context.Context, o T, _ metav1.CreateOptions)
 	}
 	if _, ok := r.objs[o.GetName()]; ok {
 		return zero, apierrors.NewAlreadyExists(r.gr, o.GetName())
+	}
+	if r.lateStore > 0 && r.lostAnswers > 0 {
+		r.lostAnswers--
+		late := r.copy(o)
+		time.AfterFunc(r.lateStore, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			late.SetGeneration(1)
+			r.uids++
+			late.SetUID(types.UID(fmt.Sprintf("uid-%s-%d", late.GetName(), r.uids)))
+			r.put(late)
+			if r.lateDone != nil {
+				close(r.lateDone)
+			}
+		})
+		return zero, r.lostErr
 	}
 	o.SetGeneration(1)
 	r.uids++
