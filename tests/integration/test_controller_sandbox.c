@@ -385,7 +385,7 @@ static void test_shutdown_retain(void **state)
     json_decref(sb);
 }
 
-/* What replace_sandbox did, for the test's thread: the hook runs on a controller worker,
+/* What replace_child did, for the test's thread: the hook runs on a controller worker,
  * where a cmocka assertion must not fail (its jump belongs to the test's thread). */
 static struct {
     pthread_mutex_t lock;
@@ -401,35 +401,63 @@ static void replaced_set(const char *uid, const char *error)
     pthread_mutex_unlock(&replaced.lock);
 }
 
-/* Deletes the Sandbox whose expiry the controller is about to carry out and makes another
- * of its name, without a shutdown time, before the controller's DELETE is sent. */
-static void replace_sandbox(const char *url, void *ctx)
+/* A child the controller is about to delete, and the foreign object of its name that
+ * replace_child puts in its place first. */
+struct child_swap {
+    const struct kube_res *res;
+    const char *name;
+    json_t *(*foreign)(const char *name); /* a new object of that name, owned by nobody */
+};
+
+/* A Sandbox of that name without a shutdown time (the expired one's successor). */
+static json_t *new_sandbox(const char *name)
 {
-    const char *name = ctx;
+    return json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", name, "spec",
+                     "podTemplate", "spec", "containers", "name", "runtime", "image",
+                     "registry.local/runtime:1");
+}
+
+static json_t *foreign_pod(const char *name)
+{
+    return json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1", "kind", "Pod",
+                     "metadata", "name", name, "spec", "containers", "name", "x", "image",
+                     "registry.local/other:1");
+}
+
+static json_t *foreign_service(const char *name)
+{
+    return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:[{s:i}]}}", "apiVersion", "v1", "kind",
+                     "Service", "metadata", "name", name, "spec", "clusterIP", "None", "ports",
+                     "port", 80);
+}
+
+/* Deletes the object the controller's DELETE is about to name and makes another of its
+ * name before the DELETE is sent (an it_before_request hook: reports through replaced,
+ * asserts nothing). */
+static void replace_child(const char *url, void *ctx)
+{
+    const struct child_swap *x = ctx;
     char uid[64];
     struct kube_err e = {0};
-    json_t *sb = get(&API_RES_SANDBOXES, name), *made = NULL;
-    json_t *next =
-        json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", SB_API_VERSION,
-                  "kind", SB_KIND, "metadata", "name", name, "spec", "podTemplate", "spec",
-                  "containers", "name", "runtime", "image", "registry.local/runtime:1");
+    json_t *old = get(x->res, x->name), *next = x->foreign(x->name), *made = NULL;
     (void)url;
-    if (!sb) {
-        replaced_set("", "the expired Sandbox was not found");
+    if (!old) {
+        replaced_set("", "the object to delete was not found");
     } else {
-        (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(sb));
-        if (kube_delete(c, &API_RES_SANDBOXES, ns, name, &e) < 0)
+        (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(old));
+        if (kube_delete(c, x->res, ns, x->name, &e) < 0)
             replaced_set("", e.message);
-        else if (it_wait_gone_uid(c, &API_RES_SANDBOXES, ns, name, uid, WAIT) < 0)
-            replaced_set("", "the expired Sandbox did not go");
-        else if (kube_create(c, &API_RES_SANDBOXES, ns, next, &made, &e) < 0)
+        else if (it_wait_gone_uid(c, x->res, ns, x->name, uid, WAIT) < 0)
+            replaced_set("", "the object did not go");
+        else if (kube_create(c, x->res, ns, next, &made, &e) < 0)
             replaced_set("", e.message);
         else
             replaced_set(kube_obj_uid(made), "");
     }
     json_decref(made);
     json_decref(next);
-    json_decref(sb);
+    json_decref(old);
 }
 
 static bool successor_has_pod(void *ctx)
@@ -454,11 +482,12 @@ static int before_cancel(void **state)
  * the DELETE names the expired one's uid, so the successor stays (and gets its Pod). */
 static void test_expiry_spares_successor(void **state)
 {
+    static const struct child_swap x = {&API_RES_SANDBOXES, "s-uid", new_sandbox};
     json_t *spec = json_pack("{s:s}", "shutdownPolicy", "Delete"), *sb;
     (void)state;
     replaced_set("", "");
     assert_int_equal(it_before_request("DELETE", &API_RES_SANDBOXES, "/sandboxes/s-uid", 0,
-                                       replace_sandbox, "s-uid"),
+                                       replace_child, (void *)&x),
                      0);
     shutdown_in(spec, 2 * USEC_PER_SEC);
     create_sandbox("s-uid", spec);
@@ -477,56 +506,6 @@ static void test_expiry_spares_successor(void **state)
     assert_string_equal(kube_obj_uid(sb), uid);
     assert_null(kube_obj_path(sb, "metadata.deletionTimestamp"));
     json_decref(sb);
-}
-
-/* A child the controller is about to delete, and the foreign object of its name that
- * replace_child puts in its place first. */
-struct child_swap {
-    const struct kube_res *res;
-    const char *name;
-    json_t *(*foreign)(const char *name); /* a new object of that name, owned by nobody */
-};
-
-static json_t *foreign_pod(const char *name)
-{
-    return json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1", "kind", "Pod",
-                     "metadata", "name", name, "spec", "containers", "name", "x", "image",
-                     "registry.local/other:1");
-}
-
-static json_t *foreign_service(const char *name)
-{
-    return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:[{s:i}]}}", "apiVersion", "v1", "kind",
-                     "Service", "metadata", "name", name, "spec", "clusterIP", "None", "ports",
-                     "port", 80);
-}
-
-/* Deletes the child the controller's DELETE is about to name and makes a foreign one of
- * its name before the DELETE is sent (an it_before_request hook: reports through
- * replaced, asserts nothing). */
-static void replace_child(const char *url, void *ctx)
-{
-    const struct child_swap *x = ctx;
-    char uid[64];
-    struct kube_err e = {0};
-    json_t *old = get(x->res, x->name), *next = x->foreign(x->name), *made = NULL;
-    (void)url;
-    if (!old) {
-        replaced_set("", "the child to delete was not found");
-    } else {
-        (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(old));
-        if (kube_delete(c, x->res, ns, x->name, &e) < 0)
-            replaced_set("", e.message);
-        else if (it_wait_gone_uid(c, x->res, ns, x->name, uid, WAIT) < 0)
-            replaced_set("", "the child did not go");
-        else if (kube_create(c, x->res, ns, next, &made, &e) < 0)
-            replaced_set("", e.message);
-        else
-            replaced_set(kube_obj_uid(made), "");
-    }
-    json_decref(made);
-    json_decref(next);
-    json_decref(old);
 }
 
 /* After replace_child ran: fails unless it succeeded and the foreign object it made is
