@@ -21,6 +21,7 @@
 #include "http/server.h"
 #include "sandboxd/api_proc.h"
 #include "sandboxd/bgring.h"
+#include "sandboxd/late.h"
 #include "sandboxd/ndjson.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/procreq.h"
@@ -49,6 +50,7 @@ struct sbd_bgs {
     struct bg *head, *tail;
     unsigned count, max;
     size_t ring_limit;
+    usec_t keepalive; /* silence before a keepalive (0: none) */
 };
 
 struct follower {
@@ -58,13 +60,17 @@ struct follower {
     uint64_t offset;
     struct sbd_ndjson out;
     bool follow, exit_sent;
+    usec_t last_sent; /* when a line last went out (keepalives fill silences) */
+    uv_timer_t timer; /* the keepalive; .data is f */
 };
 
 struct waiter {
     struct waiter *next;
-    struct bg *bg; /* NULL once answered (the timer is closing) */
+    struct bg *bg; /* NULL once answered or aborted (the timers are closing) */
     struct http_req *req;
-    uv_timer_t timer;
+    uv_timer_t timer;      /* the wait's timeout; .data is w */
+    struct sbd_late late;  /* the answer, kept alive while the wait is long */
+    unsigned open_handles; /* timers not closed yet: w is freed when the last one is */
 };
 
 /* ---- parsing ----------------------------------------------------------------------- */
@@ -122,11 +128,12 @@ int sbd_bg_query_parse(struct str query, struct sbd_bg_query *ret, const char **
 
 /* ---- table ------------------------------------------------------------------------- */
 
-struct sbd_bgs *sbd_bgs_new(unsigned max, size_t ring_limit)
+struct sbd_bgs *sbd_bgs_new(unsigned max, size_t ring_limit, usec_t keepalive)
 {
     struct sbd_bgs *t = XNEW(struct sbd_bgs);
     t->max = max ? max : LIMIT_SBD_BG_PROCS;
     t->ring_limit = ring_limit ? ring_limit : LIMIT_SBD_BG_OUTPUT;
+    t->keepalive = keepalive;
     return t;
 }
 
@@ -217,6 +224,12 @@ static json_t *bg_json(const struct bg *b)
 
 /* ---- output followers -------------------------------------------------------------- */
 
+static void follower_closed(uv_handle_t *h)
+{
+    xfree(h->data);
+}
+
+/* Unlinks f from its record and lets it go (its memory once its timer is closed). */
 static void follower_free(struct follower *f)
 {
     struct follower **pp = &f->bg->followers;
@@ -227,7 +240,15 @@ static void follower_free(struct follower *f)
     http_req_set_drain_cb(f->req, NULL, NULL);
     http_req_unref(f->req);
     sbd_ndjson_done(&f->out);
-    xfree(f);
+    (void)uv_timer_stop(&f->timer);
+    uv_close((uv_handle_t *)&f->timer, follower_closed);
+}
+
+/* Writes the NDJSON line j (taken). Returns what sbd_ndjson_send does. */
+static int follower_send(struct follower *f, json_t *j)
+{
+    f->last_sent = clock_now();
+    return sbd_ndjson_send(&f->out, j);
 }
 
 static json_t *slice_json(const struct sbd_ring_slice *s)
@@ -251,7 +272,7 @@ static void follower_end(struct follower *f)
         json_t *e = sbd__exit_json(&b->status);
         (void)json_object_set_new(e, "offset", json_integer((json_int_t)sbd_ring_end(b->ring)));
         f->exit_sent = true;
-        (void)sbd_ndjson_send(&f->out, e);
+        (void)follower_send(f, e);
     }
     if (sbd_ndjson_pending(&f->out))
         return; /* the drain comes back here */
@@ -272,13 +293,12 @@ static void follower_pump(struct follower *f)
         }
         int r;
         if (s.dropped) {
-            r = sbd_ndjson_send(&f->out,
-                                json_pack("{s:s, s:I, s:I}", "type", "dropped", "offset",
-                                          (json_int_t)f->offset, "bytes", (json_int_t)s.dropped));
+            r = follower_send(f, json_pack("{s:s, s:I, s:I}", "type", "dropped", "offset",
+                                           (json_int_t)f->offset, "bytes", (json_int_t)s.dropped));
             if (r == 0 || r == 1)
                 f->offset = s.offset;
         } else {
-            r = sbd_ndjson_send(&f->out, slice_json(&s));
+            r = follower_send(f, slice_json(&s));
             if (r == 0 || r == 1)
                 f->offset += s.len;
         }
@@ -301,6 +321,36 @@ static void follower_abort(struct http_req *req, void *ctx)
     follower_free(ctx);
 }
 
+static void follower_keepalive(uv_timer_t *t);
+
+/* Arms f's timer for a keepalive period after its last line. */
+static void follower_arm(struct follower *f)
+{
+    usec_t now = clock_now(), due = f->last_sent + f->bg->t->keepalive;
+    uint64_t ms = due > now ? (due - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC : 0;
+    (void)uv_timer_start(&f->timer, follower_keepalive, ms, 0);
+}
+
+/* A follower of a running process silent for a keepalive period gets
+ * {"type":"keepalive","offset":N} (clients skip types they do not know), so that proxies that cut
+ * connections idle for a minute keep it. Not while lines wait for the client (those are
+ * its news already), nor once the process exited (the exit event ends the response). */
+static void follower_keepalive(uv_timer_t *t)
+{
+    struct follower *f = t->data;
+    usec_t now = clock_now();
+    if (f->bg->exited)
+        return;
+    if (now >= f->last_sent + f->bg->t->keepalive) {
+        if (sbd_ndjson_pending(&f->out))
+            f->last_sent = now; /* blocked on the client: look again a period later */
+        else if (follower_send(f, json_pack("{s:s, s:I}", "type", "keepalive", "offset",
+                                            (json_int_t)f->offset)) < 0)
+            return; /* the connection is gone: the abort callback frees f */
+    }
+    follower_arm(f);
+}
+
 static void pump_all(struct bg *b)
 {
     for (struct follower *f = b->followers, *next; f; f = next) {
@@ -319,9 +369,14 @@ static int bg_output(struct http_req *req, struct bg *b, const struct sbd_bg_que
     f->offset = q->offset > sbd_ring_end(b->ring) ? sbd_ring_end(b->ring) : q->offset;
     f->next = b->followers;
     b->followers = f;
+    f->last_sent = clock_now();
+    (void)uv_timer_init(http_req_loop(req), &f->timer);
+    f->timer.data = f;
     http_req_set_abort_cb(req, follower_abort, f);
     http_req_set_drain_cb(req, follower_drain, f);
     (void)http_resp_start(req, 200, "application/x-ndjson");
+    if (f->follow && !b->exited && b->t->keepalive)
+        follower_arm(f);
     follower_pump(f);
     return 0;
 }
@@ -330,24 +385,34 @@ static int bg_output(struct http_req *req, struct bg *b, const struct sbd_bg_que
 
 static void on_waiter_closed(uv_handle_t *h)
 {
-    xfree(h->data);
+    struct waiter *w = h->data;
+    if (--w->open_handles == 0)
+        xfree(w);
 }
 
-/* Answers w with b's state and lets it go. */
-static void waiter_done(struct waiter *w)
+/* Unlinks w from its record and lets it go (its memory once its timers are closed). */
+static void waiter_free(struct waiter *w)
 {
-    struct bg *b = w->bg;
-    struct waiter **pp = &b->waiters;
+    struct waiter **pp = &w->bg->waiters;
     while (*pp != w)
         pp = &(*pp)->next;
     *pp = w->next;
     w->bg = NULL;
-    json_t *j = bg_json(b);
-    (void)http_respond_json(w->req, 200, j);
-    json_decref(j);
     http_req_set_abort_cb(w->req, NULL, NULL);
     http_req_unref(w->req);
+    (void)uv_timer_stop(&w->timer);
     uv_close((uv_handle_t *)&w->timer, on_waiter_closed);
+    sbd_late_close(&w->late, on_waiter_closed);
+}
+
+/* Answers w with its record's state (200: the whole answer, or the rest of the one its
+ * keepalives started) and lets it go. */
+static void waiter_done(struct waiter *w)
+{
+    json_t *j = bg_json(w->bg);
+    (void)sbd_late_answer_json(&w->late, j);
+    json_decref(j);
+    waiter_free(w);
 }
 
 static void on_waiter_timer(uv_timer_t *t)
@@ -357,9 +422,8 @@ static void on_waiter_timer(uv_timer_t *t)
 
 static void waiter_abort(struct http_req *req, void *ctx)
 {
-    struct waiter *w = ctx;
     (void)req;
-    waiter_done(w); /* the response fails quietly: the connection is gone */
+    waiter_free(ctx); /* the connection is gone: nothing to answer */
 }
 
 static int bg_wait(struct http_req *req, struct bg *b, const struct sbd_bg_query *q)
@@ -377,8 +441,11 @@ static int bg_wait(struct http_req *req, struct bg *b, const struct sbd_bg_query
     b->waiters = w;
     (void)uv_timer_init(http_req_loop(req), &w->timer);
     w->timer.data = w;
+    w->open_handles = 2;
     if (q->timeout_s > 0)
         (void)uv_timer_start(&w->timer, on_waiter_timer, (uint64_t)(q->timeout_s * 1000.0), 0);
+    /* a wait longer than a keepalive period starts its answer then (always 200) */
+    sbd_late_start(&w->late, req, b->t->keepalive ? b->t->keepalive : UINT32_MAX * USEC_PER_SEC, w);
     http_req_set_abort_cb(req, waiter_abort, w);
     return 0;
 }

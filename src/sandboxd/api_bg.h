@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "common/str.h"
 
 struct sbd;
@@ -31,8 +32,11 @@ int sbd_bg_target_parse(struct str rest, uint32_t *ret_id, struct str *ret_actio
  * a static message in *ret_msg. */
 int sbd_bg_query_parse(struct str query, struct sbd_bg_query *ret, const char **ret_msg);
 
-/** Returns a new table of at most max records whose rings keep ring_limit bytes. */
-struct sbd_bgs *sbd_bgs_new(unsigned max, size_t ring_limit);
+/** Returns a new table of at most max records whose rings keep ring_limit bytes. A
+ * follower of a running process gets {"type":"keepalive"} after keepalive of silence, and
+ * a wait not answered after keepalive starts its answer and gets a space each period
+ * (late.h), so that proxies that cut idle connections keep them; 0: never. */
+struct sbd_bgs *sbd_bgs_new(unsigned max, size_t ring_limit, usec_t keepalive);
 /** Frees the table and its records (call after every process and request is gone). */
 void sbd_bgs_free(struct sbd_bgs *t);
 

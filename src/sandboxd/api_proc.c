@@ -109,20 +109,6 @@ static void run_free(struct run *x)
     sbd_late_close(&x->answer, run_closed);
 }
 
-/* Sends the result j (borrowed): a run that started answers 200 whatever its outcome. */
-static void run_answer(struct run *x, const json_t *j)
-{
-    struct buf b;
-    buf_init(&b, SIZE_MAX);
-    if (sbd_json_dump(j, &b) < 0) {
-        http_req_set_abort_cb(x->req, NULL, NULL); /* run_exit frees x after this */
-        http_req_abort(x->req);
-    } else {
-        (void)sbd_late_answer(&x->answer, b.data, b.len);
-    }
-    buf_done(&b);
-}
-
 static void run_output(struct sbd_proc *p, enum sbd_stream s, const char *data, size_t n, void *ctx)
 {
     struct run *x = ctx;
@@ -163,7 +149,7 @@ static void run_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
     (void)json_object_set_new(j, "stderr_truncated", json_boolean(x->err_cut));
     (void)json_object_set_new(j, "duration_ms",
                               json_integer((json_int_t)((clock_now() - x->started) / 1000)));
-    run_answer(x, j);
+    (void)sbd_late_answer_json(&x->answer, j); /* a run that started answers 200 */
     json_decref(j);
     run_free(x);
 }

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "sandboxd/late.h"
 
+#include <errno.h>
+#include <stdint.h>
+
+#include "common/buf.h"
 #include "common/xalloc.h"
+#include "sandboxd/util.h"
 
 static void on_keepalive(uv_timer_t *t)
 {
@@ -39,6 +44,23 @@ int sbd_late_answer(struct sbd_late *a, const char *body, size_t len)
     if (r < 0)
         http_req_abort(a->req);
     return r < 0 ? r : 0;
+}
+
+int sbd_late_answer_json(struct sbd_late *a, const json_t *j)
+{
+    struct buf b;
+    int r;
+    buf_init(&b, SIZE_MAX);
+    if (sbd_json_dump(j, &b) < 0) {
+        (void)uv_timer_stop(&a->timer);
+        http_req_set_abort_cb(a->req, NULL, NULL);
+        http_req_abort(a->req);
+        r = -ENOMEM;
+    } else {
+        r = sbd_late_answer(a, b.data ? b.data : "", b.len);
+    }
+    buf_done(&b);
+    return r;
 }
 
 void sbd_late_close(struct sbd_late *a, uv_close_cb closed)

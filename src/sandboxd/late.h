@@ -7,6 +7,7 @@
  * whatever its outcome once it started. Loop thread only. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
@@ -28,6 +29,9 @@ void sbd_late_start(struct sbd_late *a, struct http_req *req, usec_t period, voi
  * itself after this, whatever it returns. Returns 0 or a negative errno (the connection
  * is then cut, so that a client never takes a partial body for the result). */
 int sbd_late_answer(struct sbd_late *a, const char *body, size_t len);
+/** sbd_late_answer with j (borrowed) serialized; one that cannot be cuts the connection
+ * (with req's abort callback cleared, as above). */
+int sbd_late_answer_json(struct sbd_late *a, const json_t *j);
 /** Stops the keepalives and closes the timer; closed runs once it is (free the owner
  * there, found in h->data). */
 void sbd_late_close(struct sbd_late *a, uv_close_cb closed);

@@ -240,7 +240,7 @@ static int sbd_setup(struct sbd *d)
     if (r < 0)
         return log_error_errno(r, "cannot open the root\troot=\"%s\"", d->root_path);
     r = sbd_procs_new(d->loop, d->cfg.max_procs, &d->procs);
-    d->bgs = sbd_bgs_new(d->cfg.max_bg_procs, d->cfg.bg_output_buffer);
+    d->bgs = sbd_bgs_new(d->cfg.max_bg_procs, d->cfg.bg_output_buffer, d->cfg.proc_keepalive);
     if (r == 0)
         r = register_routes(d);
     if (r == 0)

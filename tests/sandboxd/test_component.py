@@ -214,6 +214,62 @@ class ComponentTest(unittest.TestCase):
         finally:
             self.assertEqual(d.stop(), 0)
 
+    def test_background_keepalives(self):
+        # A background process's output follow and a long wait on it get keepalives too:
+        # the follow a {"type":"keepalive"} line during the silent second, the wait's
+        # answer starts (200, chunked) with spaces before its JSON. As above, the order is
+        # the check, not a clock. A follow without follow=true, and a wait of a process
+        # that exited, are answered as before.
+        d = Daemon("--process-keepalive", "0.2")
+        try:
+            body = {"command": ["sh", "-c", "sleep 1; echo done"], "background": True}
+            st, data, _ = d.req("POST", "/v1/processes", json.dumps(body))
+            self.assertEqual(st, 201, data)
+            pid = json.loads(data)["id"]
+            st, data, r = d.req("GET", f"/v1/processes/{pid}/output?follow=true")
+            self.assertEqual(st, 200)
+            types = [json.loads(line)["type"] for line in data.splitlines() if line]
+            self.assertEqual([t for t in types if t != "keepalive"], ["stdout", "exit"])
+            self.assertEqual(types[0], "keepalive")  # during the silent second
+            self.assertEqual(json.loads(data.splitlines()[0])["offset"], 0)  # no output yet
+            st, data, r = d.req("GET", f"/v1/processes/{pid}/output?follow=false")
+            types = [json.loads(line)["type"] for line in data.splitlines() if line]
+            self.assertEqual(types, ["stdout", "exit"])
+
+            st, data, _ = d.req("POST", "/v1/processes", json.dumps(body))
+            pid = json.loads(data)["id"]
+            st, data, r = d.req("POST", f"/v1/processes/{pid}/wait")
+            self.assertEqual((st, r.getheader("Transfer-Encoding")), (200, "chunked"))
+            self.assertEqual(data[:1], b" ")
+            res = json.loads(data)
+            self.assertEqual((res["state"], res["exit_code"]), ("exited", 0))
+            st, data, r = d.req("GET", f"/v1/processes/{pid}/wait?timeout=30")
+            self.assertEqual(st, 200)
+            self.assertIsNotNone(r.getheader("Content-Length"))
+            self.assertEqual(json.loads(data)["exit_code"], 0)
+
+            # a wait that times out after the keepalives started answers the running state
+            body["command"] = ["sleep", "5"]
+            st, data, _ = d.req("POST", "/v1/processes", json.dumps(body))
+            pid = json.loads(data)["id"]
+            st, data, r = d.req("GET", f"/v1/processes/{pid}/wait?timeout=0.7")
+            self.assertEqual((st, data[:1]), (200, b" "))
+            self.assertEqual(json.loads(data)["state"], "running")
+            # a follower that goes away while it is kept alive is let go
+            s = socket.create_connection(("127.0.0.1", d.port))
+            s.sendall(f"GET /v1/processes/{pid}/output HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            s.settimeout(10)
+            got = b""
+            while b"keepalive" not in got:
+                chunk = s.recv(4096)
+                self.assertTrue(chunk, got)
+                got += chunk
+            s.close()
+            st, _, _ = d.req("DELETE", f"/v1/processes/{pid}")
+            self.assertIn(st, (200, 204))
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_token_file_and_metadata(self):
         tf = tempfile.NamedTemporaryFile("w", delete=False)
         tf.write("tok-123\n")
