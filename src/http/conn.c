@@ -180,8 +180,14 @@ static void on_read_error(struct http_conn *c, ssize_t nread)
      * stream never fails a write, a run writes nothing until it ends), and the handler
      * must hear it. */
     if (c->state == HTTP_CONN_WAIT &&
-        !(c->req && (c->req->resp == HTTP_RESP_STREAMING || c->req->eof_aborts)))
+        !(c->req && (c->req->resp == HTTP_RESP_STREAMING || c->req->eof_aborts))) {
+        if (c->req && c->req->eof_fn) { /* once: the handler may pass the EOF on */
+            http_req_event_fn *fn = c->req->eof_fn;
+            c->req->eof_fn = NULL;
+            fn(c->req, c->req->eof_ctx);
+        }
         return;
+    }
     if (c->state == HTTP_CONN_HEAD && c->in.len > 0 && !c->in_process) {
         conn_process(c);
         return;

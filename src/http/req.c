@@ -137,6 +137,12 @@ void http_req_set_eof_aborts(struct http_req *req)
     req->eof_aborts = true;
 }
 
+void http_req_set_eof_cb(struct http_req *req, http_req_event_fn *fn, void *ctx)
+{
+    req->eof_fn = fn;
+    req->eof_ctx = ctx;
+}
+
 void http_req_set_drain_cb(struct http_req *req, http_req_event_fn *fn, void *ctx)
 {
     req->drain_fn = fn;

@@ -182,6 +182,11 @@ void http_req_set_abort_cb(struct http_req *req, http_req_event_fn *fn, void *ct
  * waits: the connection closes and the abort callback runs, as for a streaming response.
  * For a handler that answers only when long work ends (call it from the handler). */
 void http_req_set_eof_aborts(struct http_req *req);
+/** fn runs once when the client's EOF arrives after the request was read whole while its
+ * response is not done: a half-close (or a close, which looks the same until a write
+ * fails). The connection stays, so the response still goes out. Not called when the EOF
+ * ends the request instead (http_req_set_eof_aborts, a streaming response). */
+void http_req_set_eof_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);
 /** fn runs when the write queue drains after http_resp_write returned 1. */
 void http_req_set_drain_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);
 /** Returns req with one more reference (for responding after the handler returned). */

@@ -57,8 +57,8 @@ struct http_req {
     bool resp_chunked;
     bool want_drain;
     struct buf resp_headers;
-    http_req_event_fn *abort_fn, *drain_fn;
-    void *abort_ctx, *drain_ctx;
+    http_req_event_fn *abort_fn, *drain_fn, *eof_fn;
+    void *abort_ctx, *drain_ctx, *eof_ctx;
 };
 
 struct http_conn {

@@ -204,6 +204,7 @@ void proxy__px_finish(struct px *x)
     http_req_set_abort_cb(x->req, NULL, NULL);
     http_req_set_drain_cb(x->req, NULL, NULL);
     http_req_set_body_cb(x->req, NULL, NULL);
+    http_req_set_eof_cb(x->req, NULL, NULL);
     http_req_unref(x->req);
     x->req = NULL;
     if (!x->authz_pending)
@@ -243,6 +244,24 @@ static void on_abort(struct http_req *req, void *ctx)
 }
 
 /* ---- Upstream request ------------------------------------------------------------------ */
+
+/* Passes the client's half-close on to sandboxd once the whole request is written, as a
+ * client talking to it directly would: a run whose client gave up ends there too (its
+ * handler takes the EOF as the client going away), and any other answer still comes. */
+static void pass_eof(struct px *x)
+{
+    if (x->client_eof && !x->finished && x->up && x->req_sent && x->body_done &&
+        upconn_shutdown(x->up) < 0)
+        proxy__px_fail(x, 502, "Could not write to the backend sandbox.", "eof");
+}
+
+static void on_client_eof(struct http_req *req, void *ctx)
+{
+    struct px *x = ctx;
+    (void)req;
+    x->client_eof = true;
+    pass_eof(x);
+}
 
 bool proxy__listed(struct str list, struct str name)
 {
@@ -379,8 +398,12 @@ static int on_body(struct http_req *req, struct str data, bool last, void *ctx)
         proxy__px_fail(x, 502, "Could not write to the backend sandbox.", "eof");
         return 0;
     }
-    if (last)
+    if (last) {
         x->body_done = true;
+        pass_eof(x);
+        if (x->finished)
+            return 0;
+    }
     if (x->up->queued >= LIMIT_ROUTER_UPSTREAM_QUEUE && !x->body_paused_by_us) {
         x->body_paused_by_us = true;
         http_req_pause_body(x->req, true);
@@ -433,6 +456,7 @@ void proxy__px_connected(struct px *x, int status)
         http_req_set_body_cb(x->req, on_body, x);
         http_req_pause_body(x->req, false);
     }
+    pass_eof(x);
 }
 
 /* Whether req may be sent twice: an idempotent method (RFC 9110 9.2.2), or a request
@@ -750,6 +774,11 @@ static int proxy_handle(struct http_req *req, void *ctx)
     if (x->is_upgrade) {
         p->nupgrading++;
         x->counts_upgrade = true;
+        /* a client that half-closes before the 101 cannot use the tunnel: it goes, and
+         * its upstream with it, instead of holding a tunnel's room until an answer */
+        http_req_set_eof_aborts(req);
+    } else {
+        http_req_set_eof_cb(req, on_client_eof, x);
     }
     usec_t limit = p->o.proxy_timeout;
     x->deadline = x->start + (x->rt.timeout && x->rt.timeout < limit ? x->rt.timeout : limit);

@@ -31,6 +31,7 @@ struct up_conn {
     struct up_conn *prev, *next; /* pool list of its key */
     int handles;
     bool closing, pooled, reused;
+    bool shut;     /* our write side is shut (upconn_shutdown): never pooled again */
     bool reading;  /* read callbacks armed (kept on across pool moves: no epoll churn) */
     size_t queued; /* bytes handed to uv_write, not yet written */
     enum up_owner owner_kind;
@@ -50,6 +51,9 @@ void upconn_release(struct up_conn *u);
 void upconn_close(struct up_conn *u);
 /** Copies and writes n bytes of parts. Returns 0 or negative (the caller closes). */
 int upconn_write(struct up_conn *u, const struct str *parts, size_t n);
+/** Shuts the write side once the queued writes are out (the client's EOF passed on); the
+ * connection is then closed instead of pooled. Returns 0 or a negative errno. */
+int upconn_shutdown(struct up_conn *u);
 /** Starts or stops reading. */
 int upconn_read(struct up_conn *u, bool on);
 /** Closes every pooled connection. */
@@ -118,6 +122,7 @@ struct px {
     /* request side */
     bool is_upgrade, req_sent, body_started, body_paused_by_us, body_done, retried;
     bool counts_upgrade; /* counted in the proxy's nupgrading until it finishes */
+    bool client_eof;     /* the client half-closed: passed on once the request is sent */
     /* response side */
     struct buf in;          /* upstream bytes not yet processed */
     size_t last_len;        /* parser rescan hint */

@@ -230,6 +230,24 @@ static void on_idle_timeout(uv_timer_t *t)
     upconn_close(t->data);
 }
 
+static void on_shut(uv_shutdown_t *req, int status)
+{
+    (void)status; /* UV_ECANCELED when the connection closes first */
+    xfree(req);
+}
+
+int upconn_shutdown(struct up_conn *u)
+{
+    if (u->closing || u->shut)
+        return 0;
+    u->shut = true;
+    uv_shutdown_t *req = XNEW(uv_shutdown_t);
+    int r = uv_shutdown(req, (uv_stream_t *)&u->tcp, on_shut);
+    if (r < 0)
+        xfree(req);
+    return r;
+}
+
 void upconn_release(struct up_conn *u)
 {
     struct proxy *p = u->proxy;
@@ -239,7 +257,7 @@ void upconn_release(struct up_conn *u)
     size_t n = 0;
     for (struct up_conn *c = head; c; c = c->next)
         n++;
-    if (u->closing || p->shutting_down || n >= p->o.pool_per_host ||
+    if (u->closing || u->shut || p->shutting_down || n >= p->o.pool_per_host ||
         p->pooled >= LIMIT_ROUTER_POOL_TOTAL || upconn_read(u, true) < 0) {
         upconn_close(u);
         return;

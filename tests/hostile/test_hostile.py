@@ -22,6 +22,7 @@ memory of every process on the path must stay bounded.
 The router half runs when SANDBOX_ROUTER_BIN and an API server (AS_KUBECONFIG, with
 hack/apiserver.sh's tokens.csv beside it) are available, and is skipped otherwise.
 """
+import http.client
 import json
 import os
 import re
@@ -837,6 +838,90 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
         self.assertEqual(statuses(got[0])[:1], [200], got)
         self.assertRegex(got[0], rb"(?i)\r\ncontent-length: 12345\r\n")
 
+    def test_client_half_close_passed_on(self):
+        """A client's EOF (a half-close, or a client that went away: they look the same)
+        reaches sandboxd as if the client spoke to it directly: a silent run whose client
+        gave up is killed there, while a GET still gets its answer."""
+        raw = exchange(self.port, self.t.head("GET", self.t.health, b"Connection: close\r\n\r\n"),
+                       close_write=True)
+        self.assertEqual(statuses(raw)[:1], [200], raw[:300])
+        body = json.dumps({"command": ["sleep", "47"]}).encode()
+        head = (f"POST {self.post_path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n").encode() + self.t.headers + b"\r\n"
+        # The socket stays open (half-closed) until the run is seen gone: a write to a
+        # closed one would end the request in the router any way.
+        cli = socket.create_connection(("127.0.0.1", self.port), 20)
+        cli.sendall(head + body)
+        cli.shutdown(socket.SHUT_WR)
+
+        def sleeping():
+            c = http.client.HTTPConnection("127.0.0.1", self.sport, timeout=10)
+            c.request("GET", "/v1/processes")
+            procs = json.loads(c.getresponse().read())["processes"]
+            c.close()
+            return [p for p in procs if "47" in json.dumps(p.get("command"))]
+
+        try:
+            cli.settimeout(10)
+            try:  # the run's end: sandboxd closes, the router answers (502) and closes
+                while cli.recv(4096):
+                    pass
+            except OSError:
+                pass
+            end = time.monotonic() + 10
+            while sleeping() and time.monotonic() < end:
+                time.sleep(0.1)
+            self.assertEqual(sleeping(), [])  # without the EOF passed on: running for 47 s
+        finally:
+            cli.close()
+        self.t.healthy(self)
+
+    def test_upgrade_half_closed_before_101_goes(self):
+        """An upgrade whose client half-closes before the upstream's answer cannot become a
+        tunnel: the router lets it go and closes its upstream connection, instead of
+        holding both (and a tunnel's room) until an answer or the timeouts."""
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        srv.settimeout(10)
+        seen = []
+
+        def serve():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                seen.append("no connection")
+                return
+            with c:
+                c.settimeout(15)
+                got = b""
+                try:
+                    while True:
+                        chunk = c.recv(4096)
+                        if not chunk:
+                            seen.append("closed" if b"\r\n\r\n" in got else "cut")
+                            return
+                        got += chunk
+                except OSError:
+                    seen.append("still open")  # the router held it
+
+        th = threading.Thread(target=serve, daemon=True)
+        th.start()
+        port = srv.getsockname()[1]
+        try:
+            raw = exchange(self.port, self.router_req(
+                "GET", port, "/ws", b"Connection: Upgrade\r\nUpgrade: websocket\r\n"),
+                timeout=20, close_write=True)
+            th.join(20)
+        finally:
+            srv.close()
+        self.assertEqual(raw, b"")
+        # closed after the request was forwarded, or before (the EOF came first), or
+        # never dialled: anything but held
+        self.assertEqual(len(seen), 1, seen)
+        self.assertIn(seen[0], ("closed", "cut", "no connection"))
+        self.t.healthy(self)
+
     def test_every_connection_field_names_hop_by_hop_headers(self):
         """Fields named in any Connection field, not just the first, stay on their hop,
         both ways."""
@@ -1045,7 +1130,8 @@ class RouterHold(unittest.TestCase):
         # A run through the router that prints nothing for longer than the router's idle
         # timeout (1 s here; 60 s by default): sandboxd's keepalives (--process-keepalive,
         # 0.3 s here) start the answer and send spaces, so the router passes it on to
-        # the end instead of answering 504.
+        # the end instead of answering 504. A background process's output follow and
+        # wait the same.
         sport = free_port()
         root = os.path.join(self.dir, "root")
         slog = open(os.path.join(self.dir, "sandboxd.log"), "wb")
@@ -1073,6 +1159,22 @@ class RouterHold(unittest.TestCase):
                            timeout=30)
             self.assertEqual(statuses(raw)[:1], [200], raw[:300])
             self.assertIn(b'"stdout":"ok\\n"', raw)
+            # A background process's output follow and its wait, silent as long: the
+            # follow gets keepalive lines, the wait's answer spaces, and both reach the end.
+            body = json.dumps({"command": ["sh", "-c", "sleep 2.5; echo ok"],
+                               "background": True}).encode()
+            raw = exchange(self.port, f"POST {base}/v1/processes HTTP/1.1\r\nHost: x\r\n"
+                           f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                           .encode() + self.auth + b"Connection: close\r\n\r\n" + body)
+            self.assertEqual(statuses(raw)[:1], [201], raw[:300])
+            pid = json.loads(raw.split(b"\r\n\r\n", 1)[1])["id"]
+            for path, want in (("output?follow=true", b'"data":"b2sK"'),
+                               ("wait?timeout=20", b'"exit_code":0')):
+                raw = exchange(self.port, f"GET {base}/v1/processes/{pid}/{path} HTTP/1.1\r\n"
+                               "Host: x\r\n".encode() + self.auth + b"Connection: close\r\n\r\n",
+                               timeout=30)
+                self.assertEqual(statuses(raw)[:1], [200], raw[:300])
+                self.assertIn(want, raw)
         finally:
             sbd.send_signal(signal.SIGTERM)
             self.assertEqual(sbd.wait(timeout=30), 0)

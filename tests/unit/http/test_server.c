@@ -203,6 +203,25 @@ static int h_later(struct http_req *req, void *ctx)
     return 0;
 }
 
+/* Answers only once the client's EOF arrived (http_req_set_eof_cb): a half-closed
+ * client still gets the answer. */
+static atomic_int eofs_seen;
+
+static void eof_seen(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&eofs_seen, 1);
+    assert_int_equal(http_respond(req, 200, "text/plain", "eof seen", 8), 0);
+    http_req_unref(req);
+}
+
+static int h_eof(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    http_req_set_eof_cb(http_req_ref(req), eof_seen, NULL);
+    return 0;
+}
+
 static int h_stream(struct http_req *req, void *ctx)
 {
     (void)ctx;
@@ -408,6 +427,7 @@ static void add_routes(struct http_router *r)
     assert_int_equal(http_router_add(r, "GET", "/huge", 0, h_huge, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/endless", 0, h_endless, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/noresp", 0, h_noresp, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/eof", 0, h_eof, NULL), 0);
     assert_int_equal(
         http_router_add(r, "PUT", "/slow-upload", HTTP_ROUTE_STREAM_BODY, h_slow_upload, NULL), 0);
     assert_int_equal(http_probes_register(r, &probes), 0);
@@ -1136,6 +1156,25 @@ static void test_client_gone_mid_stream(void **state)
     stop(f);
 }
 
+static void test_half_close_told(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    atomic_store(&eofs_seen, 0);
+    assert_int_equal(test_http_send_str(&c, "GET /eof HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    assert_int_equal(shutdown(c.fd, SHUT_WR), 0);
+    assert_int_equal(read_resp(&c, &r), 200); /* sent from the EOF callback */
+    expect_body(&r, "eof seen");
+    assert_int_equal(atomic_load(&eofs_seen), 1);
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    assert_int_equal(wait_no_conns(f), 0);
+    stop(f);
+}
+
 static void test_paused_upload(void **state)
 {
     (void)state;
@@ -1173,6 +1212,7 @@ int main(void)
         cmocka_unit_test(test_stalled_stream_closed),
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_graceful_shutdown),
+        cmocka_unit_test(test_half_close_told),
         cmocka_unit_test(test_probes),
         cmocka_unit_test(test_post_and_custom_errors),
         cmocka_unit_test(test_client_gone_mid_stream),
