@@ -291,8 +291,10 @@ var retryDelay = 50 * time.Millisecond
 
 // do sends cl and returns a 2xx response (caller closes the body) or an error. Answers
 // that say nothing reached sandboxd (router cache lag, 503, 429) are retried with
-// back-off within ctx. A router's 401 is sent again at once, once, when the token file
-// holds a new token.
+// back-off within ctx, except the router's 503 after its start hold (heldNotReady): the
+// router already waited for the Sandbox to start, and each attempt would be held as long
+// again, so it is returned at once as an error that matches ErrNotReady (routerError). A
+// router's 401 is sent again at once, once, when the token file holds a new token.
 func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error) {
 	delay := retryDelay
 	renewed := false
@@ -343,7 +345,7 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 			*cl.mayHaveRun = true
 		}
 		if !retry || cl.stream != nil || attempt >= maxAttempts {
-			return nil, c.suspended(t, herr, err)
+			return nil, c.routerError(t, herr, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -371,16 +373,33 @@ func (e *retryEndedError) Error() string {
 
 func (e *retryEndedError) Unwrap() []error { return []error{e.ctx, e.last} }
 
-// suspended maps the router's 409 for a suspended Sandbox whose idle policy does not
-// resume it on traffic ("Sandbox ns/name is suspended and its idle policy does not
-// resume it on traffic ...") to a *SuspendedError, as direct and pod-proxy modes report
-// it; other errors are returned as they are.
-func (c *conn) suspended(t target, herr *HTTPError, err error) error {
-	if herr == nil || c.mode != ModeRouter || herr.StatusCode != http.StatusConflict || herr.Code != routerCode ||
-		!strings.Contains(herr.Message, " is suspended") {
+// routerError maps the router's answers that have an error of their own in the SDK:
+// its 409 for a suspended Sandbox whose idle policy does not resume it on traffic
+// ("Sandbox ns/name is suspended and its idle policy does not resume it on traffic
+// ...") to a *SuspendedError, as direct and pod-proxy modes report it, and its 503 after
+// the start hold (heldNotReady) to an error that matches ErrNotReady and still unwraps
+// to the *HTTPError (errors.As; ErrUnavailable matches as well). Other errors are
+// returned as they are.
+func (c *conn) routerError(t target, herr *HTTPError, err error) error {
+	switch {
+	case heldNotReady(herr):
+		return fmt.Errorf("%w: %w", ErrNotReady, herr)
+	case herr == nil || c.mode != ModeRouter || herr.StatusCode != http.StatusConflict || herr.Code != routerCode ||
+		!strings.Contains(herr.Message, " is suspended"):
 		return err
 	}
 	return &SuspendedError{Namespace: t.ns, Name: t.name, HasPolicy: true, Err: herr}
+}
+
+// heldNotReady: e is the router's 503 for a Sandbox that was starting and did not become
+// Ready while the router held the request (its --start-hold, 30 s by default, or the
+// shorter hold for a Sandbox not Ready for longer): "Sandbox ns/name is not ready:
+// <Ready reason> (waited 30.0s for it)." (docs/router.md). The router already waited, so
+// the SDK does not: such an answer is never retried. The router's other 503s (not Ready
+// without a hold, --start-hold 0, a cache not synced yet) are retried as before.
+func heldNotReady(e *HTTPError) bool {
+	return e != nil && e.StatusCode == http.StatusServiceUnavailable && e.Code == routerCode &&
+		strings.Contains(e.Message, "(waited ")
 }
 
 // notDialed: a pod proxy message that says the API server could not connect to the pod.
@@ -456,12 +475,16 @@ const (
 // retryable: the request did not reach sandboxd (or, for idempotent calls, may be
 // repeated safely). The API server's pod proxy answers 503 for any failure to reach the
 // pod, a connection cut after the request was written included: for a call that must
-// not run twice only a failed dial counts.
+// not run twice only a failed dial counts. The router's 503 after its start hold
+// (heldNotReady) is not retried, idempotent or not: the router already waited.
 func retryable(e *HTTPError, idempotent bool) bool {
 	switch e.StatusCode {
 	case http.StatusTooManyRequests:
 		return true
 	case http.StatusServiceUnavailable:
+		if heldNotReady(e) {
+			return false
+		}
 		return idempotent || e.Code != apiServerCode || notDialed(e.Message)
 	case http.StatusNotFound:
 		return e.Code == routerCode // the router's cache has not seen the Sandbox yet

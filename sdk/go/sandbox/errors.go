@@ -28,7 +28,9 @@ var (
 	ErrSandboxFailed = errors.New("sandbox: sandbox failed")
 	// ErrSuspended: the Sandbox is suspended; Resume it first.
 	ErrSuspended = errors.New("sandbox: suspended")
-	// ErrNotReady: the sandbox has no address to connect to yet.
+	// ErrNotReady: the sandbox has no address to connect to yet, or the router held a
+	// request for a starting Sandbox and answered 503 when it did not become Ready in time
+	// (not retried; the error also unwraps to the router's *HTTPError).
 	ErrNotReady = errors.New("sandbox: not ready")
 	// ErrClosed: the handle was deleted, or the process stream has ended.
 	ErrClosed = errors.New("sandbox: closed")
