@@ -65,9 +65,26 @@ class SandboxBase(Generic[C]):
         self._obj = obj
         self._target: _conn.Target | None = None
         self._read_at = 0.0  # time.monotonic() of the last read of _obj (resume on traffic)
+        # The UID of the claim (or, without one, the Sandbox) the handle stands for, once
+        # known (create's answer, get's read): delete() is conditioned on it.
+        self._uid = "" if claim else _k8s.uid_of(obj)
+        # The handle made its client (connect()): closing the handle closes it.
+        self._owns_client = False
 
     def __repr__(self) -> str:
         return f"Sandbox({self.namespace}/{self.name or '?'}, claim={self.claim or None})"
+
+    def _own_object(self) -> tuple[str, str]:
+        """(resource, name) of what delete() deletes: the claim, else the Sandbox."""
+        return ("sandboxclaims", self.claim) if self.claim else ("sandboxes", self.name)
+
+    def _delete_uid(self) -> str:
+        """The UID delete() is conditioned on: the one known of the claim or Sandbox, else
+        that of the Sandbox object last read (when it is the handle's), else "" (by name
+        only)."""
+        if self._uid or self.claim:
+            return self._uid
+        return _k8s.uid_of(self._obj) if (self._obj or {}).get("metadata", {}).get("name") == self.name else ""
 
     def _auto_resume(self) -> bool:
         """Direct (pod IP) and pod-proxy modes resume a suspended sandbox themselves;

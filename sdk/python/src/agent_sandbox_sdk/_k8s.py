@@ -364,6 +364,31 @@ def not_sent(e: BaseException) -> bool:
     return isinstance(e, _NOT_SENT) or (isinstance(e, SandboxConnectionError) and isinstance(e.__cause__, _NOT_SENT))
 
 
+def uid_of(obj: Mapping[str, Any] | None) -> str:
+    """An object's metadata.uid ("" when unknown)."""
+    return str(((obj or {}).get("metadata") or {}).get("uid") or "")
+
+
+CLEANUP_TIMEOUT = 30.0
+"""Bound (seconds) of the cleanup of a create whose answer was lost: its looks by name
+(LOST_CREATE_LOOKS) end by then (each API call is bounded by the client's timeout)."""
+
+LOST_CREATE_LOOKS: tuple[float, ...] = (0.25, 0.75, 2.0)
+"""The waits, one after the other, before each look by name for a create without an
+answer that lands after its cleanup's DELETE (the POST was still in the API server, so
+the DELETE found nothing): looks 0.25, 1 and 3 s after it, as the Go SDK's. Tests
+shorten it."""
+
+
+def lost_create_waits(deadline: float) -> Iterator[float]:
+    """The waits of LOST_CREATE_LOOKS whose look still comes before deadline (a
+    time.monotonic() value: the start of the cleanup plus CLEANUP_TIMEOUT)."""
+    for wait in LOST_CREATE_LOOKS:
+        if time.monotonic() + wait >= deadline:
+            return
+        yield wait
+
+
 def created_names(resource: str, body: Mapping[str, Any]) -> tuple[str, str]:
     """(sandbox name, claim name) of a handle on what create() submitted: a claim's
     sandbox is not known until the claim is bound."""
@@ -1020,10 +1045,15 @@ def patch_call(resource: str, ns: str, name: str, patch: dict[str, Any]) -> ApiC
     return ApiCall("PATCH", path(resource, ns, name), f"patch {RESOURCES[resource][1]} {ns}/{name}", kw)
 
 
-def delete_call(resource: str, ns: str, name: str) -> ApiCall:
-    """A delete with background propagation."""
+def delete_call(resource: str, ns: str, name: str, uid: str = "") -> ApiCall:
+    """A delete with background propagation; with a uid, only while the name still holds
+    that object (a precondition: else 409 Conflict), so another client's object made
+    again under the name is left alone."""
     check_path_name(name)
-    kw = {"json": {"propagationPolicy": "Background"}}
+    body: dict[str, Any] = {"propagationPolicy": "Background"}
+    if uid:
+        body["preconditions"] = {"uid": uid}
+    kw = {"json": body}
     return ApiCall("DELETE", path(resource, ns, name), f"delete {RESOURCES[resource][1]} {ns}/{name}", kw)
 
 

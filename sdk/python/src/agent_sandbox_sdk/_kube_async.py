@@ -14,7 +14,7 @@ import httpx
 
 from . import _fasthttp_async, _k8s, _proxy
 from ._kubeconfig import AsyncTLS, KubeConfig
-from .errors import NotFoundError, SandboxConnectionError, SandboxError
+from .errors import NotFoundError, RequestError, SandboxConnectionError, SandboxError
 
 HANDOUT_STREAM_ERRORS = 5
 """Hand-out watches in a row ended by an ERROR event after which the stream gives up."""
@@ -153,12 +153,18 @@ class AsyncKubeClient:
     async def patch(self, resource: str, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return await self._call(_k8s.patch_call(resource, ns, name, patch))
 
-    async def delete(self, resource: str, ns: str, name: str) -> bool:
-        """Deletes (background propagation). Returns False when it was already gone."""
+    async def delete(self, resource: str, ns: str, name: str, uid: str = "") -> bool:
+        """Deletes (background propagation); with a uid only that object (see
+        _k8s.delete_call). Returns False when it was already gone: a 404, or with a uid a
+        409, the precondition failed (the name holds another object now)."""
         try:
-            await self._call(_k8s.delete_call(resource, ns, name))
+            await self._call(_k8s.delete_call(resource, ns, name, uid))
         except NotFoundError:
             return False
+        except RequestError as e:
+            if uid and e.status == 409:
+                return False
+            raise
         return True
 
     async def watch(

@@ -16,7 +16,7 @@ import httpx
 
 from . import _fasthttp, _k8s, _proxy
 from ._kubeconfig import KubeConfig
-from .errors import NotFoundError, SandboxConnectionError, SandboxError
+from .errors import NotFoundError, RequestError, SandboxConnectionError, SandboxError
 
 
 class WatchResp(Protocol):
@@ -408,12 +408,18 @@ class KubeClient:
     def patch(self, resource: str, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self._call(_k8s.patch_call(resource, ns, name, patch))
 
-    def delete(self, resource: str, ns: str, name: str) -> bool:
-        """Deletes (background propagation). Returns False when it was already gone."""
+    def delete(self, resource: str, ns: str, name: str, uid: str = "") -> bool:
+        """Deletes (background propagation); with a uid only that object (see
+        _k8s.delete_call). Returns False when it was already gone: a 404, or with a uid a
+        409, the precondition failed (the name holds another object now)."""
         try:
-            self._call(_k8s.delete_call(resource, ns, name))
+            self._call(_k8s.delete_call(resource, ns, name, uid))
         except NotFoundError:
             return False
+        except RequestError as e:
+            if uid and e.status == 409:
+                return False
+            raise
         return True
 
     def watch(

@@ -404,8 +404,9 @@ class Attempts:
         return ok
 
     def retry_status(self, resp: httpx.Response) -> bool:
-        """Whether a 502/503/504 answer is retried."""
-        return resp.status_code in RETRY_STATUS and not self.last
+        """Whether a 502/503/504 answer is retried: not the router's 503 after its start
+        hold (held_not_ready), as the Go SDK's: each attempt would be held as long again."""
+        return resp.status_code in RETRY_STATUS and not self.last and not held_not_ready(resp)
 
     def may_wake_on(self, resp: httpx.Response, via_kube: bool) -> bool:
         """Whether a failed answer says the pod is gone, so a resume on traffic is tried."""
@@ -469,6 +470,16 @@ def not_forwarded(resp: httpx.Response, via_kube: bool) -> bool:
     if via_kube:
         return src == "apiserver" and (s == 404 or (s == 503 and any(t in msg for t in _NOT_DIALED)))
     return src == "router" and (s == 503 or (s == 502 and msg.startswith("Could not connect")))
+
+
+def held_not_ready(resp: httpx.Response) -> bool:
+    """Whether resp is the router's 503 for a Sandbox that was starting and did not turn
+    Ready while the router held the request (--start-hold, 30 s by default): "Sandbox
+    ns/name is not ready: <Ready reason> (waited 30.0s for it)." (docs/router.md). Its
+    other 503s (no hold, a cache not synced yet) are retried."""
+    if resp.status_code != 503 or answer_source(resp) != "router":
+        return False
+    return "(waited " in str(_error_body(resp)["detail"])
 
 
 def outcome_unknown(resp: httpx.Response, via_kube: bool) -> bool:

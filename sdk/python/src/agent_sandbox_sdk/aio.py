@@ -9,7 +9,7 @@ import asyncio
 import builtins
 import os
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -70,11 +70,28 @@ class AsyncSandboxClient(_base.ClientBase):
         verify = self._verify()
         opts = _wire.client_options(timeout)  # its limits go to the transport: httpx ignores them
         self.http = httpx.AsyncClient(**opts, transport=_proxy.async_transport(verify, limits=opts["limits"]))
+        self._cleanups: set[asyncio.Task[None]] = set()
 
     async def aclose(self) -> None:
-        """Closes the HTTP connections (sandboxes keep running)."""
+        """Closes the HTTP connections (sandboxes keep running), once the deletes still
+        running for failed creates are done (see _cleanup)."""
+        while self._cleanups:
+            await asyncio.gather(*self._cleanups, return_exceptions=True)
         await self.http.aclose()
         await self.kube.aclose()
+
+    async def _cleanup(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Runs coro, a delete that must not be cut short by the caller's cancellation
+        (a create cancelled once its POST may have left is the common case of a lost
+        answer): in a task, shielded. The caller waits for it (bounded: every API call by
+        the client's timeout, the looks of _delete_lost by _k8s.CLEANUP_TIMEOUT), as
+        the sync client and the Go SDK do; a further cancellation ends only that wait.
+        The task is kept in _cleanups until it ends (the event loop holds tasks weakly:
+        it must not be garbage-collected mid-way) and aclose() awaits it."""
+        task = asyncio.ensure_future(coro)
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+        await asyncio.shield(task)
 
     async def __aenter__(self) -> AsyncSandboxClient:
         return self
@@ -138,13 +155,14 @@ class AsyncSandboxClient(_base.ClientBase):
                 if plan.name is None and _k8s.name_taken(e) and tries_left:
                     continue
                 if plan.name is None and _k8s.create_unsettled(e, mark) and not self.kube.http.is_closed:
-                    await asyncio.shield(sb._delete_quietly())
+                    await self._cleanup(sb._delete_lost())
                 raise
+        sb._uid = _k8s.uid_of(created)
         if wait:
             try:
                 await sb._wait_created(created, timeout)
             except BaseException:
-                await asyncio.shield(sb._delete_quietly())
+                await self._cleanup(sb._delete_quietly())
                 raise
         return sb
 
@@ -217,8 +235,17 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if not self.keep:
-            await asyncio.shield(self._delete_quietly())
+        try:
+            if not self.keep:
+                await self.client._cleanup(self._delete_quietly())
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes the client when the handle made it (connect()); a handle from an
+        AsyncSandboxClient leaves that client open. The sandbox keeps running."""
+        if self._owns_client:
+            await self.client.aclose()
 
     # ---- lifecycle -----------------------------------------------------------------
 
@@ -274,14 +301,16 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
 
     async def delete(self, *, wait: bool = False, timeout: float = 60.0) -> None:
         """Deletes the claim (or the Sandbox when there is no claim). With wait, returns
-        once the Sandbox is gone."""
+        once the Sandbox is gone. Conditioned on the UID the handle knows (see
+        Sandbox.delete)."""
+        uid = self._delete_uid()
+        kube = self.client.kube
         if self.claim:
-            await self.client.kube.delete("sandboxclaims", self.namespace, self.claim)
-        if self.name and (not self.claim or wait):
-            if not self.claim:
-                await self.client.kube.delete("sandboxes", self.namespace, self.name)
-            if wait:
-                await self._wait_gone(timeout)
+            await kube.delete("sandboxclaims", self.namespace, self.claim, uid)
+        elif self.name and not await kube.delete("sandboxes", self.namespace, self.name, uid):
+            wait = False  # gone already: the name may hold another client's Sandbox now
+        if wait and self.name:
+            await self._wait_gone(timeout)
         self._target = None
 
     async def _wait_gone(self, timeout: float) -> None:
@@ -294,6 +323,26 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
     async def _delete_quietly(self) -> None:
         try:
             await self.delete()
+        except SandboxError:
+            pass
+
+    async def _delete_lost(self) -> None:
+        """Undoes a create whose answer was lost: the DELETE by name, then the looks for
+        a late landing (see Sandbox._delete_lost)."""
+        deadline = time.monotonic() + _k8s.CLEANUP_TIMEOUT
+        resource, name = self._own_object()
+        kube = self.client.kube
+        try:
+            if await kube.delete(resource, self.namespace, name):
+                return
+            for wait in _k8s.lost_create_waits(deadline):
+                await asyncio.sleep(wait)
+                try:
+                    obj = await kube.get(resource, self.namespace, name)
+                except SandboxError:
+                    continue  # not there (yet), or the look failed: look again
+                await kube.delete(resource, self.namespace, name, _k8s.uid_of(obj))
+                return
         except SandboxError:
             pass
 
@@ -822,13 +871,16 @@ async def _aiter_sync(it: Iterable[bytes]) -> AsyncIterator[bytes]:
 
 
 def connect(url: str, *, token: str | None = None, name: str = "local", namespace: str = "default") -> AsyncSandbox:
-    """A handle on a sandboxd at a known URL (see agent_sandbox_sdk.connect)."""
+    """A handle on a sandboxd at a known URL (see agent_sandbox_sdk.connect). The handle
+    owns the client made here: use it as an async context manager, or await aclose()."""
     client = AsyncSandboxClient(
         config=KubeConfig(server="http://127.0.0.1:9"),
         namespace=namespace,
         connection=DirectConnection(url=url, token=token),
     )
-    return AsyncSandbox(client, namespace, name, keep=True)
+    sb = AsyncSandbox(client, namespace, name, keep=True)
+    sb._owns_client = True
+    return sb
 
 
 __all__ = ["AsyncFiles", "AsyncProcess", "AsyncSandbox", "AsyncSandboxClient", "connect"]

@@ -133,12 +133,14 @@ class SandboxClient(_base.ClientBase):
                 # someone else's object): a taken name is drawn again; a create that may
                 # have stored the object (no answer, a 5xx; not a POST never sent, e.g.
                 # Ctrl-C while it waited for a connection, nor on a client closed
-                # meanwhile) is undone by that name.
+                # meanwhile) is undone by that name. After Ctrl-C by the DELETE alone,
+                # best effort: the looks for a late landing would hold it up for seconds.
                 if plan.name is None and _k8s.name_taken(e) and tries_left:
                     continue
                 if plan.name is None and _k8s.create_unsettled(e, mark) and not self.kube.http.is_closed:
-                    sb._delete_quietly()
+                    sb._delete_lost(look=isinstance(e, Exception))
                 raise
+        sb._uid = _k8s.uid_of(created)
         if wait:
             try:
                 sb._wait_created(created, timeout)
@@ -210,8 +212,17 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        if not self.keep:
-            self._delete_quietly()
+        try:
+            if not self.keep:
+                self._delete_quietly()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Closes the client when the handle made it (connect()); a handle from a
+        SandboxClient leaves that client open. The sandbox keeps running."""
+        if self._owns_client:
+            self.client.close()
 
     # ---- lifecycle -----------------------------------------------------------------
 
@@ -269,14 +280,16 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
 
     def delete(self, *, wait: bool = False, timeout: float = 60.0) -> None:
         """Deletes the claim (or the Sandbox when there is no claim). With wait, returns
-        once the Sandbox is gone."""
+        once the Sandbox is gone. Only the object the handle knows is deleted when it
+        knows its UID (a precondition): one made again under the name by another client
+        is left alone (the handle's is gone already, which is no error)."""
+        uid = self._delete_uid()
         if self.claim:
-            self.client.kube.delete("sandboxclaims", self.namespace, self.claim)
-        if self.name and (not self.claim or wait):
-            if not self.claim:
-                self.client.kube.delete("sandboxes", self.namespace, self.name)
-            if wait:
-                self._wait_gone(timeout)
+            self.client.kube.delete("sandboxclaims", self.namespace, self.claim, uid)
+        elif self.name and not self.client.kube.delete("sandboxes", self.namespace, self.name, uid):
+            wait = False  # gone already: the name may hold another client's Sandbox now
+        if wait and self.name:
+            self._wait_gone(timeout)
         self._target = None
 
     def _wait_gone(self, timeout: float) -> None:
@@ -289,6 +302,31 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
     def _delete_quietly(self) -> None:
         try:
             self.delete()
+        except SandboxError:
+            pass
+
+    def _delete_lost(self, *, look: bool = True) -> None:
+        """Undoes a create whose answer was lost, under a name the SDK drew: deletes by
+        name (the UID is unknown) and, when that found nothing, looks by name after each
+        of _k8s.LOST_CREATE_LOOKS (within _k8s.CLEANUP_TIMEOUT) and deletes what landed
+        meanwhile: the POST may still have been in the API server, and a claim stored
+        after the DELETE would hold a warm Sandbox nobody knows of. A DELETE that found
+        the object undid the create's one write: no look is needed. Errors are dropped
+        (the create's own is raised)."""
+        deadline = time.monotonic() + _k8s.CLEANUP_TIMEOUT
+        resource, name = self._own_object()
+        kube = self.client.kube
+        try:
+            if kube.delete(resource, self.namespace, name) or not look:
+                return
+            for wait in _k8s.lost_create_waits(deadline):
+                time.sleep(wait)
+                try:
+                    obj = kube.get(resource, self.namespace, name)
+                except SandboxError:
+                    continue  # not there (yet), or the look failed: look again
+                kube.delete(resource, self.namespace, name, _k8s.uid_of(obj))
+                return
         except SandboxError:
             pass
 
@@ -782,13 +820,16 @@ def _iter_file(f: IO[bytes]) -> Iterator[bytes]:
 
 def connect(url: str, *, token: str | None = None, name: str = "local", namespace: str = "default") -> Sandbox:
     """A handle on a sandboxd at a known URL (one you run yourself, or reach through a
-    port you forwarded): processes and files work, lifecycle calls do not."""
+    port you forwarded): processes and files work, lifecycle calls do not. The handle
+    owns the client made here: use it as a context manager, or call close()."""
     client = SandboxClient(
         config=KubeConfig(server="http://127.0.0.1:9"),
         namespace=namespace,
         connection=DirectConnection(url=url, token=token),
     )
-    return Sandbox(client, namespace, name, keep=True)
+    sb = Sandbox(client, namespace, name, keep=True)
+    sb._owns_client = True
+    return sb
 
 
 __all__ = ["Files", "Process", "Sandbox", "SandboxClient", "connect"]

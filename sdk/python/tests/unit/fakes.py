@@ -103,9 +103,13 @@ class FakeKube:
             items = [o for (r, n, _), o in self.store.items() if r == resource and n == ns]
             return httpx.Response(200, json={"items": items, "metadata": {"resourceVersion": str(self.rv)}})
         if req.method == "DELETE":
-            obj = self.store.pop((resource, ns, name), None)
+            obj = self.store.get((resource, ns, name))
             if obj is None:
                 return _status(404, "NotFound", f"{name} not found")
+            want = ((json.loads(req.content) if req.content else {}).get("preconditions") or {}).get("uid")
+            if want and want != obj["metadata"].get("uid"):
+                return _status(409, "Conflict", f"Precondition failed: UID in precondition: {want}")
+            del self.store[(resource, ns, name)]
             self.emit(resource, name, "DELETED", obj)
             return httpx.Response(200, json={"kind": "Status", "status": "Success"})
         if req.method == "PATCH":

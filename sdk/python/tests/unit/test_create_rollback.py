@@ -3,7 +3,8 @@ object without an answer saying so (a 5xx, a timeout, a cut connection, a task c
 or Ctrl-C once the POST may have left) is deleted again, by name; a refused create (4xx),
 one under the caller's name, one whose POST was never sent (no connection, or cancelled
 or interrupted while it waited to be sent) and one on a closed client are not. And which
-create errors are unsettled."""
+create errors are unsettled. A create that lands after that DELETE is found by looks by
+name and deleted; other deletes of what a handle created are conditioned on its UID."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_sandbox_sdk import RequestError, Sandbox, SandboxConnectionError, _k8s
+from agent_sandbox_sdk import NotFoundError, RequestError, Sandbox, SandboxConnectionError, _k8s
 
 from . import fakes
 from .fakes import FakeKube, _status, httpx_async_client, httpx_sync_client
@@ -129,7 +130,7 @@ async def test_async_a_create_never_sent_is_not_rolled_back(exc: type[httpx.Tran
 
 def test_a_create_on_a_closed_client_is_not_rolled_back(monkeypatch: pytest.MonkeyPatch) -> None:
     undone: list[str] = []
-    monkeypatch.setattr(Sandbox, "_delete_quietly", lambda self: undone.append(self.claim))
+    monkeypatch.setattr(Sandbox, "_delete_lost", lambda self, look=True: undone.append(self.claim))
     fake = FakeKube()
     c = httpx_sync_client(fake)
     c.close()
@@ -247,3 +248,171 @@ def test_a_create_interrupted_after_its_post_left_is_rolled_back() -> None:
         c.create("pool")
     assert len(fake.calls("DELETE", r"/sandboxclaims/sandbox-claim-")) == 1
     assert not [k for k in fake.store if k[0] == "sandboxclaims"]
+
+
+# ---- a create that lands after its rollback's DELETE is found and deleted -------------
+
+
+@pytest.fixture
+def quick_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_k8s, "LOST_CREATE_LOOKS", (0.01, 0.01, 0.01))
+
+
+class LandsLate(FakeKube):
+    """Takes a claim's POST without an answer and stores it only once the rollback's
+    DELETE has found nothing: the POST was still in the API server then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: httpx.Request | None = None
+
+    def post(self, req: httpx.Request) -> None:
+        self.requests.append(req)
+        self.pending = req
+
+    def __call__(self, req: httpx.Request) -> httpx.Response:
+        if req.method == "POST":
+            self.post(req)
+            raise httpx.ReadTimeout("timed out", request=req)
+        resp = super().__call__(req)
+        if req.method == "DELETE" and self.pending is not None:
+            body = json.loads(self.pending.content)
+            body["metadata"]["uid"] = "late"
+            self.put("sandboxclaims", body)
+            self.pending = None
+        return resp
+
+    def claims(self) -> list[tuple[str, str, str]]:
+        return [k for k in self.store if k[0] == "sandboxclaims"]
+
+
+@pytest.mark.usefixtures("quick_looks")
+def test_a_create_landing_after_its_rollback_is_deleted() -> None:
+    fake = LandsLate()
+    with pytest.raises(SandboxConnectionError):
+        httpx_sync_client(fake).create("pool")
+    assert not fake.claims()
+    first, second = fake.calls("DELETE", r"/sandboxclaims/")
+    assert "preconditions" not in json.loads(first.content)  # by name: the create's UID is unknown
+    assert len(fake.calls("GET", r"/sandboxclaims/")) == 1  # found at the first look
+    assert json.loads(second.content)["preconditions"] == {"uid": "late"}  # what landed
+
+
+@pytest.mark.usefixtures("quick_looks")
+async def test_async_a_create_landing_after_its_rollback_is_deleted() -> None:
+    fake = LandsLate()
+    async with httpx_async_client(fake) as c:
+        with pytest.raises(SandboxConnectionError):
+            await c.create("pool")
+        assert not fake.claims()
+
+
+@pytest.mark.usefixtures("quick_looks")
+def test_the_looks_for_a_late_create_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = StoredThen("504")  # the DELETE finds it: nothing can land later, no look
+    with pytest.raises(RequestError):
+        httpx_sync_client(fake).create("pool")
+    assert not fake.calls("GET", r".")
+    never = FakeKube()
+
+    def lost(fake: FakeKube, resource: str, obj: dict[str, Any]) -> None:
+        fake.store.clear()  # (so the DELETE finds nothing) and it never lands
+        raise httpx.ReadError("connection reset by peer")
+
+    never.on_create = lost
+    with pytest.raises(SandboxConnectionError):
+        httpx_sync_client(never).create("pool")
+    assert len(never.calls("GET", r"/sandboxclaims/")) == 3  # one per LOST_CREATE_LOOKS
+    monkeypatch.setattr(_k8s, "CLEANUP_TIMEOUT", 0.0)
+    never.requests.clear()
+    with pytest.raises(SandboxConnectionError):
+        httpx_sync_client(never).create("pool")
+    assert len(never.calls("DELETE", r".")) == 1 and not never.calls("GET", r".")  # no time left to look
+
+
+async def test_async_a_cancelled_create_is_cleaned_up_by_aclose_after_a_second_cancel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cleanup of a cancelled create runs in a task the client keeps: a second
+    cancellation ends the create's wait for it, not the cleanup, which aclose awaits."""
+    monkeypatch.setattr(_k8s, "LOST_CREATE_LOOKS", (0.2, 0.01, 0.01))
+    fake = LandsLate()
+    posted, deleted = asyncio.Event(), asyncio.Event()
+
+    async def handler(req: httpx.Request) -> httpx.Response:
+        if req.method == "POST":  # the answer never comes
+            fake.post(req)
+            posted.set()
+            await asyncio.Event().wait()
+        resp = fake(req)
+        if req.method == "DELETE":
+            deleted.set()
+        return resp
+
+    c = httpx_async_client(fake)
+    c.kube.http = httpx.AsyncClient(base_url=fakes.SERVER, transport=httpx.MockTransport(handler))
+    async with c:
+        task = asyncio.ensure_future(c.create("pool"))
+        await posted.wait()
+        task.cancel()
+        await deleted.wait()  # the cleanup's DELETE found nothing; the claim lands now
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert fake.claims()  # the look is still to come
+    assert not fake.claims() and len(fake.calls("DELETE", r"/sandboxclaims/")) == 2
+
+
+# ---- deletes are conditioned on the UID of what the handle created --------------------
+
+
+def _replaced(fake: FakeKube, resource: str, name: str) -> None:
+    """Another client's object under the name, made after ours went."""
+    fake.put(resource, {"metadata": {"name": name, "uid": "theirs"}})
+
+
+def _with_uid(fake: FakeKube, resource: str, obj: dict[str, Any]) -> None:
+    obj["metadata"]["uid"] = "ours"
+
+
+@pytest.mark.parametrize("pool", [True, False])
+def test_delete_leaves_an_object_made_again_under_the_name(pool: bool) -> None:
+    fake = FakeKube()
+    fake.on_create = _with_uid
+    c = httpx_sync_client(fake)
+    if pool:
+        sb = c.create("pool", wait=False)
+        key = ("sandboxclaims", sb.claim)
+    else:
+        sb = c.create(pod_spec={"containers": [{"name": "c", "image": "x"}]}, name="mine", wait=False)
+        key = ("sandboxes", sb.name)
+    _replaced(fake, *key)
+    sb.delete(wait=True, timeout=0.5)  # ours is gone already: no error, nothing to wait for
+    [delete] = fake.calls("DELETE", ".")
+    assert json.loads(delete.content)["preconditions"] == {"uid": "ours"}
+    assert fake.store[(key[0], "default", key[1])]["metadata"]["uid"] == "theirs"
+
+
+async def test_async_delete_leaves_an_object_made_again_under_the_name() -> None:
+    fake = FakeKube()
+    fake.on_create = _with_uid
+    async with httpx_async_client(fake) as c:
+        sb = await c.create("pool", wait=False)
+        _replaced(fake, "sandboxclaims", sb.claim)
+        await sb.delete()
+    assert fake.store[("sandboxclaims", "default", sb.claim)]["metadata"]["uid"] == "theirs"
+
+
+def test_the_rollback_of_a_failed_wait_leaves_an_object_made_again_under_the_name() -> None:
+    fake = FakeKube()
+
+    def gone_and_replaced(f: FakeKube, resource: str, obj: dict[str, Any]) -> None:
+        _with_uid(f, resource, obj)
+        f.emit(resource, obj["metadata"]["name"], "DELETED", obj)  # ours went while create waited
+        _replaced(f, resource, obj["metadata"]["name"])
+
+    fake.on_create = gone_and_replaced
+    with pytest.raises(NotFoundError, match="deleted while waiting"):
+        httpx_sync_client(fake).create(pod_spec={"containers": [{"name": "c", "image": "x"}]}, name="mine")
+    assert json.loads(fake.calls("DELETE", ".")[0].content)["preconditions"] == {"uid": "ours"}
+    assert fake.store[("sandboxes", "default", "mine")]["metadata"]["uid"] == "theirs"
