@@ -180,18 +180,18 @@ void sbd_bgs_free(struct sbd_bgs *t)
     xfree(t);
 }
 
-/* Makes room for one more record: evicts the oldest exited one when full. Returns 0 or
- * -EAGAIN (every record is running). */
-static int bg_make_room(struct sbd_bgs *t)
+/* Returns the record to evict for one more (the oldest exited one) when the table is
+ * full, NULL when it is not; -EAGAIN through *ret when it is full of running ones. */
+static struct bg *bg_evictee(struct sbd_bgs *t, int *ret)
 {
+    *ret = 0;
     if (t->count < t->max)
-        return 0;
+        return NULL;
     for (struct bg *b = t->head; b; b = b->next)
-        if (b->exited) {
-            bg_remove(b);
-            return 0;
-        }
-    return -EAGAIN;
+        if (b->exited)
+            return b;
+    *ret = -EAGAIN;
+    return NULL;
 }
 
 static json_t *time_json(usec_t wall)
@@ -271,8 +271,11 @@ static void follower_end(struct follower *f)
     if (b->exited && !f->exit_sent) {
         json_t *e = sbd__exit_json(&b->status);
         (void)json_object_set_new(e, "offset", json_integer((json_int_t)sbd_ring_end(b->ring)));
+        if (b->status.signal > 0) /* as the description says it (bg_json) */
+            (void)json_object_set_new(e, "exit_code", json_null());
         f->exit_sent = true;
-        (void)follower_send(f, e);
+        if (follower_send(f, e) < 0)
+            return; /* the connection is gone: the abort callback freed f */
     }
     if (sbd_ndjson_pending(&f->out))
         return; /* the drain comes back here */
@@ -503,7 +506,9 @@ static void bg_link(struct sbd_bgs *t, struct bg *b)
 int sbd__bg_start(struct http_req *req, struct sbd *d, const struct sbd_procreq *r)
 {
     struct sbd_bgs *t = d->bgs;
-    if (bg_make_room(t) < 0)
+    int full;
+    (void)bg_evictee(t, &full);
+    if (full < 0)
         return sbd_respond_error(req, 429, SBD_RESOURCE_EXHAUSTED,
                                  "too many background processes: every entry of the table is "
                                  "running (--max-bg-procs); kill or wait for one");
@@ -518,6 +523,10 @@ int sbd__bg_start(struct http_req *req, struct sbd *d, const struct sbd_procreq 
     }
     b->id = sbd_proc_id(b->p);
     b->pid = sbd_proc_pid(b->p);
+    /* an exited record makes room only now: a start that failed evicts nothing */
+    struct bg *old = bg_evictee(t, &full);
+    if (old)
+        bg_remove(old);
     bg_link(t, b);
     if (!r->stdin_open)
         (void)sbd_proc_write_close(b->p, r->stdin_data.data, r->stdin_data.len);

@@ -235,12 +235,16 @@ static void stream_arm(struct stream *s)
     (void)uv_timer_start(&s->timer, stream_keepalive, wait, 0);
 }
 
-/* Writes one NDJSON line of j (taken); pauses the process when the socket is full. */
-static void stream_line(struct stream *s, json_t *j)
+/* Writes one NDJSON line of j (taken); pauses the process when the socket is full.
+ * Returns what sbd_ndjson_send does: below 0, the connection is gone and the abort
+ * callback has freed s. */
+static int stream_line(struct stream *s, json_t *j)
 {
     s->last_sent = clock_now();
-    if (sbd_ndjson_send(&s->out, j) == 1 && s->p)
+    int r = sbd_ndjson_send(&s->out, j);
+    if (r == 1 && s->p)
         sbd_proc_pause(s->p, true);
+    return r;
 }
 
 /* No line for a keepalive period: one, so that proxies that cut connections idle for a
@@ -253,7 +257,8 @@ static void stream_keepalive(uv_timer_t *t)
     if (!s->p || now < s->last_sent + s->keepalive) {
         /* exited (only its exit line, waiting for the client, is left), or not due */
     } else if (!sbd_ndjson_pending(&s->out)) {
-        stream_line(s, json_pack("{s:s}", "type", "keepalive"));
+        if (stream_line(s, json_pack("{s:s}", "type", "keepalive")) < 0)
+            return; /* the connection is gone: the abort callback freed s */
     } else {
         s->last_sent = now; /* blocked on the client: look again a period later */
     }
@@ -279,7 +284,8 @@ static void stream_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
     struct stream *s = ctx;
     (void)p;
     s->p = NULL;
-    stream_line(s, sbd__exit_json(e));
+    if (stream_line(s, sbd__exit_json(e)) < 0)
+        return; /* the connection is gone: the abort callback freed s */
     if (!sbd_ndjson_pending(&s->out)) {
         (void)http_resp_end(s->req);
         stream_free(s);
@@ -339,8 +345,12 @@ static int proc_stream(struct http_req *req, void *ctx)
     (void)uv_timer_init(http_req_loop(req), &s->timer);
     s->timer.data = s;
     (void)http_resp_start(req, 200, "application/x-ndjson");
-    stream_line(s, json_pack("{s:s, s:I, s:I}", "type", "start", "id",
-                             (json_int_t)sbd_proc_id(s->p), "pid", (json_int_t)sbd_proc_pid(s->p)));
+    if (stream_line(s, json_pack("{s:s, s:I, s:I}", "type", "start", "id",
+                                 (json_int_t)sbd_proc_id(s->p), "pid",
+                                 (json_int_t)sbd_proc_pid(s->p))) < 0) {
+        sbd_procreq_done(&r); /* the connection is gone: the abort callback freed s */
+        return 0;
+    }
     stream_arm(s);
     if (r.stdin_data.len)
         (void)sbd_proc_write(s->p, r.stdin_data.data, r.stdin_data.len);

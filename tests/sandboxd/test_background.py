@@ -147,11 +147,18 @@ class BackgroundTest(unittest.TestCase):
         w = json.loads(data)
         self.assertEqual((w["state"], w["exit_code"], w["signal"]), ("exited", None, 15))
         self.assertFalse(pid_alive(a["pid"]))
+        # the output's exit event says it as the description does: no exit code
+        ev = output(d, a["id"])
+        self.assertEqual((ev[-1]["type"], ev[-1]["exit_code"], ev[-1]["signal"]), ("exit", None, 15))
         # kill: DELETE of a running one SIGKILLs it and keeps the entry
         self.assertEqual(d.req("DELETE", f"/v1/processes/{b['id']}")[0], 204)
         st, w = get(d, f"/v1/processes/{b['id']}/wait?timeout=5")
         self.assertEqual((w["state"], w["signal"]), ("exited", 9))
-        # full of exited entries: a new start evicts the oldest
+        # full of exited entries: a start that fails evicts nothing, a new start evicts
+        # the oldest
+        st, err = start(d, ["/no/such/command"])
+        self.assertGreaterEqual(st, 400, err)
+        self.assertEqual(get(d, f"/v1/processes/{a['id']}")[0], 200)
         st, c = start(d, ["sleep", "60"])
         self.assertEqual(st, 201)
         ids = [p["id"] for p in get(d, "/v1/processes")[1]["processes"]]
