@@ -51,12 +51,15 @@ func freePort(t testing.TB) int {
 }
 
 // startSandboxd runs sandboxd on 127.0.0.1 with a temporary root; it stops with the test.
+// Its keepalives come every 0.3 s (15 s by default), so that every call that waits on
+// sandboxd longer (a run, a process stream, a background output follow or wait) meets
+// them: the leading spaces of a late answer and the keepalive events.
 func startSandboxd(t testing.TB) int {
 	t.Helper()
 	bin := sandboxdBinary(t)
 	port := freePort(t)
 	cmd := exec.Command(bin, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--legacy-port", "-1",
-		"--grpc-port", "0", "--root", t.TempDir(), "--log-level", "warn")
+		"--grpc-port", "0", "--root", t.TempDir(), "--log-level", "warn", "--process-keepalive", "0.3")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

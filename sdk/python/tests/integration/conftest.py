@@ -62,6 +62,10 @@ def sandboxd_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "0",
             "--root",
             str(root),
+            # keepalives every 0.3 s (15 s by default): every call that waits on sandboxd
+            # longer meets a late answer's leading spaces and the keepalive events
+            "--process-keepalive",
+            "0.3",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
