@@ -80,6 +80,7 @@ void http__conn_close(struct http_conn *c)
 static void on_shutdown(uv_shutdown_t *sr, int status)
 {
     struct http_conn *c = sr->handle->data;
+    c->shut_done = true;
     if (status < 0 || c->read_eof)
         http__conn_close(c);
 }
@@ -174,22 +175,30 @@ static void on_read_error(struct http_conn *c, ssize_t nread)
     }
     c->read_eof = true;
     http__conn_update_read(c);
-    /* A half-closed client still gets the response to a request it completed, unless
-     * that response is an open-ended stream, or its handler asked (a long run whose
-     * client gave up): then EOF is the only sign that the client went away (a quiet
-     * stream never fails a write, a run writes nothing until it ends), and the handler
-     * must hear it. */
-    if (c->state == HTTP_CONN_WAIT &&
-        !(c->req && (c->req->resp == HTTP_RESP_STREAMING || c->req->eof_aborts))) {
-        if (c->req && c->req->eof_fn) { /* once: the handler may pass the EOF on */
-            http_req_event_fn *fn = c->req->eof_fn;
-            c->req->eof_fn = NULL;
-            fn(c->req, c->req->eof_ctx);
+    /* A half-closed client still gets the response to a request it completed (a sized
+     * one streamed included), unless that response is an open-ended stream, or its
+     * handler asked (a long run whose client gave up): then EOF is the only sign that the
+     * client went away (a quiet stream never fails a write, a run writes nothing until it
+     * ends), and the handler must hear it. */
+    struct http_req *r = c->req;
+    bool ends = r && (r->eof_aborts || (r->resp == HTTP_RESP_STREAMING && !r->resp_sized));
+    if (c->state == HTTP_CONN_WAIT && !ends) {
+        if (r && r->eof_fn) { /* once: the handler may pass the EOF on */
+            http_req_event_fn *fn = r->eof_fn;
+            r->eof_fn = NULL;
+            fn(r, r->eof_ctx);
         }
         return;
     }
     if (c->state == HTTP_CONN_HEAD && c->in.len > 0 && !c->in_process) {
         conn_process(c);
+        return;
+    }
+    /* the end of a response still queued goes first: FIN after it, then the close */
+    if (c->state == HTTP_CONN_LINGER && !c->shut_done)
+        return; /* on_shutdown closes */
+    if (c->state == HTTP_CONN_HEAD && c->queued > 0) {
+        conn_end(c);
         return;
     }
     http__conn_close(c);

@@ -141,6 +141,12 @@ void http_req_set_eof_cb(struct http_req *req, http_req_event_fn *fn, void *ctx)
 {
     req->eof_fn = fn;
     req->eof_ctx = ctx;
+    /* a request pipelined behind one that was in flight when the EOF came: it is told
+     * now, as the EOF will not be read again */
+    if (fn && req->conn && req->conn->read_eof && !req->conn->closing) {
+        req->eof_fn = NULL;
+        fn(req, ctx);
+    }
 }
 
 void http_req_set_drain_cb(struct http_req *req, http_req_event_fn *fn, void *ctx)

@@ -296,6 +296,7 @@ int http_resp_start(struct http_req *req, int status, const char *content_type)
     build_head(req->server, &h, &head);
     req->resp = HTTP_RESP_STREAMING;
     req->resp_chunked = chunked;
+    req->resp_sized = false;
     struct str part = str_make(head.data, head.len);
     r = http__conn_write(req->conn, &part, 1);
     buf_done(&head);
@@ -321,6 +322,7 @@ int http_resp_start_length(struct http_req *req, int status, const char *content
     build_head(req->server, &h, &head);
     req->resp = HTTP_RESP_STREAMING;
     req->resp_chunked = false;
+    req->resp_sized = true;
     struct str part = str_make(head.data, head.len);
     r = http__conn_write(req->conn, &part, 1);
     buf_done(&head);

@@ -179,13 +179,16 @@ void http_req_pause_body(struct http_req *req, bool pause);
 /** fn runs (once) if the connection goes away before the response ended. */
 void http_req_set_abort_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);
 /** The client's EOF (a half-close) counts as the client going away while the response
- * waits: the connection closes and the abort callback runs, as for a streaming response.
- * For a handler that answers only when long work ends (call it from the handler). */
+ * waits: the connection closes and the abort callback runs, as for an open-ended
+ * streaming response (http_resp_start; one of a known length, http_resp_start_length,
+ * still goes out whole to a half-closed client). For a handler that answers only when
+ * long work ends (call it from the handler). */
 void http_req_set_eof_aborts(struct http_req *req);
 /** fn runs once when the client's EOF arrives after the request was read whole while its
- * response is not done: a half-close (or a close, which looks the same until a write
- * fails). The connection stays, so the response still goes out. Not called when the EOF
- * ends the request instead (http_req_set_eof_aborts, a streaming response). */
+ * response is not done (at once, from this call, when it came already: a pipelined
+ * request): a half-close (or a close, which looks the same until a write fails). The
+ * connection stays, so the response still goes out. Not called when the EOF ends the
+ * request instead (http_req_set_eof_aborts, an open-ended streaming response). */
 void http_req_set_eof_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);
 /** fn runs when the write queue drains after http_resp_write returned 1. */
 void http_req_set_drain_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);

@@ -55,6 +55,7 @@ struct http_req {
     /* response */
     enum http_resp_state resp;
     bool resp_chunked;
+    bool resp_sized; /* a streaming response of a known length (not open-ended) */
     bool want_drain;
     struct buf resp_headers;
     http_req_event_fn *abort_fn, *drain_fn, *eof_fn;
@@ -77,6 +78,7 @@ struct http_conn {
     size_t queued;         /* bytes handed to uv_write and not yet completed */
     usec_t write_progress; /* the last write's completion, or the queue's start */
     bool reading, read_eof, closing, keep_alive, in_process, resp_complete, idle_timer;
+    bool shut_done; /* our FIN went out (conn_end's shutdown completed) */
     bool upgrading; /* http_req_upgrade: no more HTTP reads; the socket is being handed over */
     bool held;      /* pipelined requests wait for the write queue to drain (on_write) */
     char peer[48];  /* client address, looked up once (http_req_peer); "" until then */

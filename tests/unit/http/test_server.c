@@ -234,16 +234,16 @@ static int h_slowstream(struct http_req *req, void *ctx)
     return start_stream(req, 5, 80);
 }
 
-/* Writes BIG_TOTAL bytes respecting back-pressure. */
+/* Writes total bytes (BIG_TOTAL unless set) respecting back-pressure. */
 struct big {
-    size_t sent;
+    size_t sent, total;
 };
 
 static void big_pump(struct http_req *req, void *ctx)
 {
     struct big *b = ctx;
     char chunk[8192];
-    while (b->sent < BIG_TOTAL) {
+    while (b->sent < (b->total ? b->total : BIG_TOTAL)) {
         for (size_t i = 0; i < sizeof(chunk); i++)
             chunk[i] = (char)('a' + (b->sent + i) % 26);
         int r = http_resp_write(req, chunk, sizeof(chunk));
@@ -325,6 +325,19 @@ static int h_big(struct http_req *req, void *ctx)
     http_req_set_drain_cb(req, big_drain, b);
     http_req_set_abort_cb(req, big_abort, b);
     int r = http_resp_start(req, 200, "application/octet-stream");
+    big_pump(req, b);
+    return r;
+}
+
+/* HUGE_TOTAL bytes streamed with a Content-Length, respecting back-pressure. */
+static int h_sized(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    struct big *b = XNEW(struct big);
+    b->total = HUGE_TOTAL;
+    http_req_set_drain_cb(req, big_drain, b);
+    http_req_set_abort_cb(req, big_abort, b);
+    int r = http_resp_start_length(req, 200, "application/octet-stream", HUGE_TOTAL);
     big_pump(req, b);
     return r;
 }
@@ -428,6 +441,7 @@ static void add_routes(struct http_router *r)
     assert_int_equal(http_router_add(r, "GET", "/endless", 0, h_endless, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/noresp", 0, h_noresp, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/eof", 0, h_eof, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/sized", 0, h_sized, NULL), 0);
     assert_int_equal(
         http_router_add(r, "PUT", "/slow-upload", HTTP_ROUTE_STREAM_BODY, h_slow_upload, NULL), 0);
     assert_int_equal(http_probes_register(r, &probes), 0);
@@ -1175,6 +1189,34 @@ static void test_half_close_told(void **state)
     stop(f);
 }
 
+/* A client that half-closes right after its request still gets a response of a known
+ * length whole: one queued at once (/huge), and one streamed with a Content-Length
+ * (/sized) while the EOF arrives. Only open-ended streams end at the EOF. */
+static void test_half_closed_client_gets_whole_response(void **state)
+{
+    static const char *const paths[] = {"/huge", "/sized"};
+    (void)state;
+    struct fixture *f = start(NULL);
+    for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+        struct test_http_conn c = conn_to(f);
+        struct test_http_resp r;
+        char req[64];
+        test_http_resp_init(&r);
+        (void)snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", paths[i]);
+        assert_int_equal(test_http_send_str(&c, req), 0);
+        assert_int_equal(shutdown(c.fd, SHUT_WR), 0);
+        clock_sleep(300 * USEC_PER_MSEC); /* the EOF is read while the response waits */
+        assert_int_equal(read_resp(&c, &r), 200);
+        assert_int_equal(r.body.len, HUGE_TOTAL);
+        for (size_t k = 0; k < HUGE_TOTAL; k += 4099)
+            assert_int_equal(r.body.data[k], (char)('a' + k % 26));
+        test_http_resp_done(&r);
+        test_http_close(&c);
+    }
+    assert_int_equal(wait_no_conns(f), 0);
+    stop(f);
+}
+
 static void test_paused_upload(void **state)
 {
     (void)state;
@@ -1213,6 +1255,7 @@ int main(void)
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_graceful_shutdown),
         cmocka_unit_test(test_half_close_told),
+        cmocka_unit_test(test_half_closed_client_gets_whole_response),
         cmocka_unit_test(test_probes),
         cmocka_unit_test(test_post_and_custom_errors),
         cmocka_unit_test(test_client_gone_mid_stream),
