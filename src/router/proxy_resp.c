@@ -224,6 +224,8 @@ static void body_step(struct px *x)
                 return;
             }
             bool ok = write_client(x, data);
+            if (x->finished)
+                return; /* the client is gone (a failed write ended the exchange) */
             buf_consume(&x->in, used);
             if (r == 1) {
                 complete(x);
@@ -239,6 +241,8 @@ static void body_step(struct px *x)
         struct str data = str_make(x->in.data, n);
         x->body_left -= x->head->body == HTTP_BODY_LENGTH ? n : 0;
         bool ok = write_client(x, data);
+        if (x->finished)
+            return; /* the client is gone (a failed write ended the exchange) */
         buf_consume(&x->in, n);
         if (x->head->body == HTTP_BODY_LENGTH && x->body_left == 0) {
             complete(x);

@@ -82,6 +82,8 @@ static void tunnel_close(struct tunnel *t)
     uv_close((uv_handle_t *)&t->timer, on_closed);
 }
 
+static void maybe_done(struct tunnel *t);
+
 static void on_client_written(uv_write_t *wr, int status)
 {
     struct cwop *w = container_of(wr, struct cwop, wr);
@@ -94,10 +96,12 @@ static void on_client_written(uv_write_t *wr, int status)
         tunnel_close(t);
         return;
     }
+    t->last_activity = clock_now(); /* a client still taking the end is not idle */
     if (!t->up_reading && !t->up_eof && t->client_queued < LIMIT_ROUTER_TUNNEL_QUEUE / 2) {
         t->up_reading = true;
         (void)upconn_read(t->up, true);
     }
+    maybe_done(t);
 }
 
 static int write_client(struct tunnel *t, const char *p, size_t n)
@@ -118,9 +122,11 @@ static int write_client(struct tunnel *t, const char *p, size_t n)
     return 0;
 }
 
+/* Both sides ended: the tunnel closes once what each sent is written to the other (a
+ * close before would cancel the queued writes, losing the end of a stream). */
 static void maybe_done(struct tunnel *t)
 {
-    if (t->client_eof && t->up_eof)
+    if (t->client_eof && t->up_eof && t->client_queued == 0 && t->up->queued == 0)
         tunnel_close(t);
 }
 
@@ -159,8 +165,10 @@ void proxy__tunnel_up_written(struct tunnel *t, int status)
         tunnel_close(t);
         return;
     }
+    t->last_activity = clock_now();
     if (!t->client_reading && !t->client_eof && t->up->queued < LIMIT_ROUTER_TUNNEL_QUEUE / 2)
         client_read(t, true);
+    maybe_done(t);
 }
 
 static void on_client_alloc(uv_handle_t *h, size_t s, uv_buf_t *b)

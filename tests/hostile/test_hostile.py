@@ -67,6 +67,20 @@ def wait_port(port, proc, what):
     raise RuntimeError(f"{what} did not start")
 
 
+def http_body(raw):
+    """The body of the one HTTP/1.1 response in raw, de-chunked when it is chunked."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" not in head.lower():
+        return body
+    out = b""
+    while True:
+        size, _, body = body.partition(b"\r\n")
+        n = int(size.split(b";")[0], 16)
+        if n == 0:
+            return out
+        out, body = out + body[:n], body[n + 2:]
+
+
 def exchange(port, data, timeout=10, close_write=False):
     """Sends raw bytes; returns everything received until the peer closes or times out."""
     s = socket.create_connection(("127.0.0.1", port), timeout)
@@ -828,6 +842,80 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
         self.assertEqual(len(gets_c), 2, up.heads)  # replayed once on a new connection
         self.t.healthy(self)
 
+    def test_tunnel_both_half_closed_delivers_its_end(self):
+        """A tunnel whose client half-closed and whose upstream then sends a long reply and
+        closes: the client still gets the whole reply (the tunnel closed at the second
+        EOF, which cancelled up to a queue's worth of writes to a slow client)."""
+        total = 8 << 20
+        blob = bytes(range(256)) * (total // 256)
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        srv.settimeout(10)
+
+        def serve():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                c.settimeout(20)
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    got += c.recv(4096)
+                c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n"
+                          b"Connection: Upgrade\r\n\r\n")
+                while c.recv(4096):  # until the client's half-close comes through
+                    pass
+                c.sendall(blob)
+
+        th = threading.Thread(target=serve, daemon=True)
+        th.start()
+        cli = socket.socket()
+        cli.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        cli.settimeout(20)
+        try:
+            cli.connect(("127.0.0.1", self.port))
+            cli.sendall(self.router_req("GET", srv.getsockname()[1], "/t",
+                                        b"Connection: Upgrade\r\nUpgrade: x\r\n"))
+            got = b""
+            while b"\r\n\r\n" not in got:
+                chunk = cli.recv(4096)
+                self.assertTrue(chunk, got)
+                got += chunk
+            self.assertEqual(statuses(got)[:1], [101], got[:200])
+            body = got.partition(b"\r\n\r\n")[2]
+            cli.shutdown(socket.SHUT_WR)
+            time.sleep(1)  # the reply piles up in the router for the slow client
+            while True:  # which stays slow: the router's queue is not empty at the EOF
+                chunk = cli.recv(65536)
+                if not chunk:
+                    break
+                body += chunk
+                time.sleep(0.005)
+        finally:
+            cli.close()
+            srv.close()
+            th.join(20)
+        self.assertEqual(len(body), total)
+        self.assertEqual(body, blob)
+        self.t.healthy(self)
+
+    def test_zero_length_spelled_00_keeps_the_upstream_pooled(self):
+        """A request whose Content-Length is "00" has no body, as "0": its upstream
+        connection goes back to the pool (it stayed marked as sending a body and was
+        closed instead)."""
+        ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        up = RecordingUpstream(lambda conn, nth, head: ok)
+        try:
+            got = one_at_a_time(self.port, [
+                self.router_req("POST", up.port, "/a", b"Content-Length: 00\r\n"),
+                self.router_req("GET", up.port, "/b")])
+        finally:
+            up.close()
+        self.assertEqual([statuses(g)[:1] for g in got], [[200], [200]], got)
+        self.assertEqual([c for c, _ in up.heads], [0, 0], up.heads)  # one connection
+
     def test_head_passes_the_content_length_on(self):
         """A HEAD's answer keeps the upstream's Content-Length (it said 0)."""
         up = RecordingUpstream(lambda conn, nth, head: b"HTTP/1.1 200 OK\r\nContent-Length: 12345\r\n\r\n")
@@ -841,10 +929,22 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
     def test_client_half_close_passed_on(self):
         """A client's EOF (a half-close, or a client that went away: they look the same)
         reaches sandboxd as if the client spoke to it directly: a silent run whose client
-        gave up is killed there, while a GET still gets its answer."""
+        gave up is killed there, while a GET (a 3 MiB download included) still gets its
+        answer."""
         raw = exchange(self.port, self.t.head("GET", self.t.health, b"Connection: close\r\n\r\n"),
                        close_write=True)
         self.assertEqual(statuses(raw)[:1], [200], raw[:300])
+        # a download larger than sandboxd sends at once (it streams it with a length)
+        data = bytes(range(256)) * (3 << 12)
+        c = http.client.HTTPConnection("127.0.0.1", self.sport, timeout=10)
+        c.request("PUT", "/v1/files/half-closed.bin", data)
+        self.assertLess(c.getresponse().status, 300)
+        c.close()
+        raw = exchange(self.port, self.t.head("GET", self.base + "/v1/files/half-closed.bin",
+                                              b"Connection: close\r\n\r\n"),
+                       timeout=20, close_write=True)
+        self.assertEqual(statuses(raw)[:1], [200], raw[:300])
+        self.assertEqual(http_body(raw), data)
         body = json.dumps({"command": ["sleep", "47"]}).encode()
         head = (f"POST {self.post_path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n").encode() + self.t.headers + b"\r\n"
