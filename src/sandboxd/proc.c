@@ -45,6 +45,10 @@ struct sbd_proc {
     uv_timer_t timer;
     bool out_open, err_open, in_open, in_closing, timer_init, poll_init;
     bool exited, finished, detached, paused, closing;
+    /* the drain's time ran out while the consumer held the output back: what the pipes
+     * held then (drain_budget bytes) is still read, nothing written after it */
+    bool drain_over;
+    uint64_t drain_budget;
     bool reaped;     /* the leader's zombie was collected: nothing may be signalled */
     bool pty_held;   /* the PTY's output ended first: master kept open until the exit */
     bool in_refused; /* a stdin write was refused for a full queue: tell stdin_drained */
@@ -473,6 +477,11 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (n > 0) {
         if (p->ops && !p->detached)
             p->ops->output(p, is_err ? SBD_STDERR : SBD_STDOUT, b->base, (size_t)n, p->ctx);
+        if (p->drain_over) {
+            p->drain_budget = (uint64_t)n < p->drain_budget ? p->drain_budget - (uint64_t)n : 0;
+            if (p->drain_budget == 0)
+                maybe_finish(p, true);
+        }
         return;
     }
     if (n == 0)
@@ -516,13 +525,27 @@ void sbd_proc_pause(struct sbd_proc *p, bool pause)
         return;
     p->paused = pause;
     set_reading(p);
-    if (!pause && p->exited && !p->finished && p->timer_init)
-        start_drain(p); /* the drain counts time spent reading only */
 }
 
 /* ---- exit -------------------------------------------------------------------------- */
 
 static void on_timer(uv_timer_t *t);
+
+/* Bytes waiting in the open output pipes (FIONREAD). */
+static uint64_t pipe_buffered(struct sbd_proc *p)
+{
+    uv_stream_t *streams[] = {(uv_stream_t *)&p->out, (uv_stream_t *)&p->err};
+    bool open[] = {p->out_open && !p->pty_held, p->err_open};
+    uint64_t total = 0;
+    for (size_t i = 0; i < 2; i++) {
+        uv_os_fd_t fd;
+        int n = 0;
+        if (open[i] && uv_fileno((uv_handle_t *)streams[i], &fd) == 0 &&
+            ioctl(fd, FIONREAD, &n) == 0 && n > 0)
+            total += (uint64_t)n;
+    }
+    return total;
+}
 
 /* The output drain after the exit: LIMIT_SBD_DRAIN of reading. */
 static void start_drain(struct sbd_proc *p)
@@ -539,9 +562,14 @@ static void on_timer(uv_timer_t *t)
         return;
     }
     if (p->paused) {
-        /* The consumer holds the output back (back-pressure): what is left in the pipe
-         * is not lost; the drain restarts when reading resumes. */
-        return;
+        /* The consumer holds the output back (back-pressure): what the pipes hold now is
+         * not lost, it is read once reading resumes; what a descendant writes after it
+         * is not waited for (restarting the drain at each resume, as before, let a
+         * descendant that writes faster than the client reads hold the exit forever). */
+        p->drain_over = true;
+        p->drain_budget = pipe_buffered(p);
+        if (p->drain_budget > 0)
+            return;
     }
     maybe_finish(p, true); /* output did not end in time (a descendant keeps it open) */
 }

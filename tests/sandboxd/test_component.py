@@ -214,6 +214,34 @@ class ComponentTest(unittest.TestCase):
         finally:
             self.assertEqual(d.stop(), 0)
 
+    def test_exit_reaches_a_slow_reader(self):
+        # The leader exits while a descendant it left writes to the stream's stdout
+        # faster than the client reads. The 2 s drain after the exit used to start over
+        # at each resume of the paused output, so the exit never came; now the output
+        # the pipes held when the drain ran out is still read, and the exit follows (in
+        # about 7 s at this pace: the queued lines go first). The bound is the reader's
+        # patience, not a measurement.
+        d = Daemon()
+        s = socket.socket()
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            s.connect(("127.0.0.1", d.port))
+            body = json.dumps({"command": ["sh", "-c", "yes & sleep 0.2; exit 0"]})
+            s.sendall(f"POST /v1/processes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+            s.settimeout(10)
+            end, tail = time.monotonic() + 60, b""
+            while b'"type":"exit"' not in tail and time.monotonic() < end:
+                chunk = s.recv(32768)
+                self.assertTrue(chunk, "the stream ended without the exit event")
+                tail = (tail + chunk)[-4096:]
+                time.sleep(0.01)
+            self.assertIn(b'"type":"exit"', tail)
+            self.assertIn(b'"exit_code":0', tail)
+        finally:
+            s.close()
+            self.assertEqual(d.stop(), 0)
+
     def test_background_keepalives(self):
         # A background process's output follow and a long wait on it get keepalives too:
         # the follow a {"type":"keepalive"} line during the silent second, the wait's
