@@ -92,6 +92,39 @@ static void test_ring_evicts_oldest(void **state)
     sbd_ring_free(r);
 }
 
+/* Tiny appends that alternate streams make one chunk each: thousands of them, evicted
+ * and appended round the circular array many times over. Every retained byte is found
+ * at its offset with its stream, and an offset before the window reports the loss. */
+static void test_ring_many_tiny_chunks(void **state)
+{
+    (void)state;
+    const size_t limit = 64 * 1024;
+    const uint64_t total = 50000;
+    struct sbd_ring *r = sbd_ring_new(limit);
+    for (uint64_t i = 0; i < total; i++) {
+        char ch = (char)('a' + i % 26);
+        sbd_ring_append(r, 1 + (int)(i & 1), &ch, 1);
+        assert_true(sbd_ring_used(r) <= limit);
+    }
+    uint64_t start = sbd_ring_start(r);
+    assert_int_equal(sbd_ring_end(r), total);
+    assert_true(start > 0 && total - start > 500); /* ~1000 chunks of 65 charged bytes */
+    struct sbd_ring_slice s;
+    for (uint64_t off = start; off < total; off++) {
+        assert_int_equal(sbd_ring_next(r, off, 0, &s), 1);
+        assert_int_equal(s.offset, off);
+        assert_int_equal(s.dropped, 0);
+        assert_int_equal(s.len, 1);
+        assert_int_equal(s.data[0], 'a' + (int)(off % 26));
+        assert_int_equal(s.stream, 1 + (int)(off & 1));
+    }
+    assert_int_equal(sbd_ring_next(r, start / 2, 0, &s), 1);
+    assert_int_equal(s.offset, start);
+    assert_int_equal(s.dropped, start - start / 2);
+    assert_int_equal(sbd_ring_next(r, total, 0, &s), 0);
+    sbd_ring_free(r);
+}
+
 static void test_ring_oversized_append_keeps_tail(void **state)
 {
     (void)state;
@@ -177,6 +210,7 @@ int main(void)
         cmocka_unit_test(test_ring_merges_and_tags),
         cmocka_unit_test(test_ring_small_chunks_keep_everything),
         cmocka_unit_test(test_ring_evicts_oldest),
+        cmocka_unit_test(test_ring_many_tiny_chunks),
         cmocka_unit_test(test_ring_oversized_append_keeps_tail),
         cmocka_unit_test(test_ring_limit_floor),
         cmocka_unit_test(test_target_parse),
