@@ -116,6 +116,12 @@ static void on_timer(uv_timer_t *t)
     struct http_conn *c = t->data;
     switch (c->state) {
     case HTTP_CONN_HEAD:
+        if (uv_is_active((uv_handle_t *)&c->defer)) {
+            /* the requests held back are parsed on this loop turn (on_defer runs after
+             * the timers): the head is not late, its parse was */
+            arm(c, c->server->opts.header_timeout, false);
+            return;
+        }
         if (c->held && !writes_moving(c)) {
             http__conn_close(c); /* held requests whose client reads nothing */
             return;

@@ -447,12 +447,16 @@ static int response_semantics(struct http_head *h, const char *b, unsigned flags
         return r;
     if (f.have_te && f.have_cl)
         return fail(e, 400, "both Content-Length and Transfer-Encoding", h->head_len);
+    /* a body in another transfer coding (gzip, chunked) cannot be passed on as it is:
+     * its framing and coding would reach the client as content */
+    if (f.te_other)
+        return fail(e, 502, "a transfer coding other than chunked", h->head_len);
     bool bodyless = (flags & HTTP_PARSE_RESP_TO_HEAD) || h->status < 200 || h->status == 204 ||
                     h->status == 304;
     if (bodyless)
         h->body = HTTP_BODY_NONE;
     else if (f.have_te)
-        h->body = f.te_chunked && !f.te_other ? HTTP_BODY_CHUNKED : HTTP_BODY_UNTIL_CLOSE;
+        h->body = HTTP_BODY_CHUNKED;
     else if (f.have_cl)
         h->body = f.cl ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
     else

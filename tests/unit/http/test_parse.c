@@ -317,6 +317,12 @@ static void test_responses(void **state)
                                  "Transfer-Encoding: chunked\r\n\r\n",
                                  0, &h),
                      -400);
+    /* another coding than chunked is refused (its bytes would reach the client as the
+     * content), chunked last or not */
+    assert_int_equal(
+        resp_status("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 0, &h), -502);
+    assert_int_equal(resp_status("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 0, &h),
+                     -502);
     assert_int_equal(resp_status("HTTP/1.1 2000 OK\r\n\r\n", 0, &h), -400);
     assert_int_equal(resp_status("HTTP/1.1 099 OK\r\n\r\n", 0, &h), -400);
     assert_int_equal(resp_status("HTTX/1.1 200 OK\r\n\r\n", 0, &h), -400);
