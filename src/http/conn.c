@@ -379,6 +379,12 @@ static void call_handler(struct http_conn *c, struct http_req *req)
     /* Nobody kept the request and nothing answered it: it would hang forever. */
     else if (req->conn && req->resp == HTTP_RESP_NONE && req->refs == 2 && !req->stream_body)
         (void)http_respond_error(req, 500, "handler did not respond");
+    /* The client's EOF came before this request was dispatched (it was pipelined behind
+     * one in flight) and will not be read again: a request the EOF ends goes now, as it
+     * would have had the EOF come after it (on_read_error). */
+    else if (req->conn && c->read_eof && c->state == HTTP_CONN_WAIT && c->req == req &&
+             (req->eof_aborts || (req->resp == HTTP_RESP_STREAMING && !req->resp_sized)))
+        http__conn_close(c);
     http_req_unref(req);
 }
 

@@ -222,6 +222,24 @@ static int h_eof(struct http_req *req, void *ctx)
     return 0;
 }
 
+/* Answers nothing until it is aborted: the client's EOF ends it (http_req_set_eof_aborts). */
+static atomic_int eof_aborted;
+
+static void eofabort_gone(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&eof_aborted, 1);
+    http_req_unref(req);
+}
+
+static int h_eofabort(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    http_req_set_abort_cb(http_req_ref(req), eofabort_gone, NULL);
+    http_req_set_eof_aborts(req);
+    return 0;
+}
+
 static int h_stream(struct http_req *req, void *ctx)
 {
     (void)ctx;
@@ -442,6 +460,7 @@ static void add_routes(struct http_router *r)
     assert_int_equal(http_router_add(r, "GET", "/noresp", 0, h_noresp, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/eof", 0, h_eof, NULL), 0);
     assert_int_equal(http_router_add(r, "GET", "/sized", 0, h_sized, NULL), 0);
+    assert_int_equal(http_router_add(r, "GET", "/eofabort", 0, h_eofabort, NULL), 0);
     assert_int_equal(
         http_router_add(r, "PUT", "/slow-upload", HTTP_ROUTE_STREAM_BODY, h_slow_upload, NULL), 0);
     assert_int_equal(http_probes_register(r, &probes), 0);
@@ -1189,6 +1208,30 @@ static void test_half_close_told(void **state)
     stop(f);
 }
 
+/* A request that the client's EOF ends, pipelined behind one answered later (so the EOF
+ * is read while the first waits, before the second is dispatched): it still ends, and
+ * the connection with it, once the first is answered. */
+static void test_eof_before_pipelined_eof_abort(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    atomic_store(&eof_aborted, 0);
+    assert_int_equal(test_http_send_str(&c, "GET /later HTTP/1.1\r\nHost: t\r\n\r\n"
+                                            "GET /eofabort HTTP/1.1\r\nHost: t\r\n\r\n"),
+                     0);
+    assert_int_equal(shutdown(c.fd, SHUT_WR), 0);
+    assert_int_equal(read_resp(&c, &r), 200);
+    expect_body(&r, "later");
+    assert_int_equal(wait_no_conns(f), 0); /* closed, not left waiting */
+    assert_int_equal(atomic_load(&eof_aborted), 1);
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    stop(f);
+}
+
 /* A client that half-closes right after its request still gets a response of a known
  * length whole: one queued at once (/huge), and one streamed with a Content-Length
  * (/sized) while the EOF arrives. Only open-ended streams end at the EOF. */
@@ -1256,6 +1299,7 @@ int main(void)
         cmocka_unit_test(test_graceful_shutdown),
         cmocka_unit_test(test_half_close_told),
         cmocka_unit_test(test_half_closed_client_gets_whole_response),
+        cmocka_unit_test(test_eof_before_pipelined_eof_abort),
         cmocka_unit_test(test_probes),
         cmocka_unit_test(test_post_and_custom_errors),
         cmocka_unit_test(test_client_gone_mid_stream),
