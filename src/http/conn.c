@@ -196,6 +196,10 @@ static void on_read_error(struct http_conn *c, ssize_t nread)
         }
         return;
     }
+    if (c->state == HTTP_CONN_WAIT) {
+        conn_end(c); /* the abort callback runs; the answers queued before go first */
+        return;
+    }
     if (c->state == HTTP_CONN_HEAD && c->in.len > 0 && !c->in_process) {
         conn_process(c);
         return;
@@ -383,8 +387,9 @@ static void call_handler(struct http_conn *c, struct http_req *req)
      * one in flight) and will not be read again: a request the EOF ends goes now, as it
      * would have had the EOF come after it (on_read_error). */
     else if (req->conn && c->read_eof && c->state == HTTP_CONN_WAIT && c->req == req &&
+             req->resp != HTTP_RESP_DONE &&
              (req->eof_aborts || (req->resp == HTTP_RESP_STREAMING && !req->resp_sized)))
-        http__conn_close(c);
+        conn_end(c); /* the abort callback runs; the answers queued before go first */
     http_req_unref(req);
 }
 

@@ -185,10 +185,11 @@ void http_req_set_abort_cb(struct http_req *req, http_req_event_fn *fn, void *ct
  * long work ends (call it from the handler). */
 void http_req_set_eof_aborts(struct http_req *req);
 /** fn runs once when the client's EOF arrives after the request was read whole while its
- * response is not done (at once, from this call, when it came already: a pipelined
- * request): a half-close (or a close, which looks the same until a write fails). The
- * connection stays, so the response still goes out. Not called when the EOF ends the
- * request instead (http_req_set_eof_aborts, an open-ended streaming response). */
+ * response is not done: a half-close (or a close, which looks the same until a write
+ * fails). The connection stays, so the response still goes out. Not called when the EOF
+ * ends the request instead (http_req_set_eof_aborts, an open-ended streaming response).
+ * When the EOF came already (a request pipelined behind one in flight, whose bytes were
+ * all sent before it), fn runs at once, from this call. */
 void http_req_set_eof_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);
 /** fn runs when the write queue drains after http_resp_write returned 1. */
 void http_req_set_drain_cb(struct http_req *req, http_req_event_fn *fn, void *ctx);

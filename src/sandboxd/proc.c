@@ -503,8 +503,6 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     maybe_finish(p, false);
 }
 
-static void start_drain(struct sbd_proc *p);
-
 static void set_reading(struct sbd_proc *p)
 {
     uv_stream_t *streams[] = {(uv_stream_t *)&p->out, (uv_stream_t *)&p->err};
@@ -547,7 +545,7 @@ static uint64_t pipe_buffered(struct sbd_proc *p)
     return total;
 }
 
-/* The output drain after the exit: LIMIT_SBD_DRAIN of reading. */
+/* The output drain after the exit: LIMIT_SBD_DRAIN, then what the pipes hold then. */
 static void start_drain(struct sbd_proc *p)
 {
     (void)uv_timer_start(&p->timer, on_timer, LIMIT_SBD_DRAIN / USEC_PER_MSEC, 0);
@@ -561,16 +559,14 @@ static void on_timer(uv_timer_t *t)
         kill_session(p);
         return;
     }
-    if (p->paused) {
-        /* The consumer holds the output back (back-pressure): what the pipes hold now is
-         * not lost, it is read once reading resumes; what a descendant writes after it
-         * is not waited for (restarting the drain at each resume, as before, let a
-         * descendant that writes faster than the client reads hold the exit forever). */
-        p->drain_over = true;
-        p->drain_budget = pipe_buffered(p);
-        if (p->drain_budget > 0)
-            return;
-    }
+    /* What the pipes hold now is not lost: it is read first (the consumer may hold the
+     * output back, or have just resumed without a read yet); what a descendant writes
+     * after it is not waited for (restarting the drain at each resume, as before, let a
+     * descendant that writes faster than the client reads hold the exit forever). */
+    p->drain_over = true;
+    p->drain_budget = pipe_buffered(p);
+    if (p->drain_budget > 0)
+        return;
     maybe_finish(p, true); /* output did not end in time (a descendant keeps it open) */
 }
 

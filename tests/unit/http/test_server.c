@@ -1227,6 +1227,19 @@ static void test_eof_before_pipelined_eof_abort(void **state)
     expect_body(&r, "later");
     assert_int_equal(wait_no_conns(f), 0); /* closed, not left waiting */
     assert_int_equal(atomic_load(&eof_aborted), 1);
+    test_http_close(&c);
+
+    /* behind a response larger than the write queue, still queued when the second is
+     * dispatched: the first goes out whole before the connection ends */
+    c = conn_to(f);
+    assert_int_equal(test_http_send_str(&c, "GET /huge HTTP/1.1\r\nHost: t\r\n\r\n"
+                                            "GET /eofabort HTTP/1.1\r\nHost: t\r\n\r\n"),
+                     0);
+    assert_int_equal(shutdown(c.fd, SHUT_WR), 0);
+    assert_int_equal(read_resp(&c, &r), 200);
+    assert_int_equal(r.body.len, HUGE_TOTAL);
+    assert_int_equal(wait_no_conns(f), 0);
+    assert_int_equal(atomic_load(&eof_aborted), 2);
     test_http_resp_done(&r);
     test_http_close(&c);
     stop(f);
