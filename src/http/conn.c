@@ -446,8 +446,7 @@ static void dispatch(struct http_conn *c, struct http_req *req)
     const struct http_head *h = &req->head;
     const struct http_server *s = c->server;
     req->is_head_method = str_eq_c(h->method, "HEAD");
-    req->body_done =
-        h->body == HTTP_BODY_NONE || (h->body == HTTP_BODY_LENGTH && h->content_length == 0);
+    req->body_done = !http_req_has_body(req);
     c->keep_alive = h->keep_alive;
     if (!route_req(c, req))
         return;

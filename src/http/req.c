@@ -97,6 +97,12 @@ struct str http_req_body(const struct http_req *req)
     return str_make(req->body.data ? req->body.data : "", req->body.len);
 }
 
+bool http_req_has_body(const struct http_req *req)
+{
+    const struct http_head *h = &req->head;
+    return h->body == HTTP_BODY_CHUNKED || (h->body == HTTP_BODY_LENGTH && h->content_length > 0);
+}
+
 uv_loop_t *http_req_loop(const struct http_req *req)
 {
     return req->server->loop;

@@ -163,6 +163,9 @@ bool http_req_header_at(const struct http_req *req, size_t i, struct str *ret_na
                         struct str *ret_value);
 /** The buffered body (empty for streamed-body routes). */
 struct str http_req_body(const struct http_req *req);
+/** Whether the request's head announces a body (chunked, or a Content-Length above 0,
+ * however spelled), from the parsed framing. */
+bool http_req_has_body(const struct http_req *req);
 uv_loop_t *http_req_loop(const struct http_req *req);
 struct http_server *http_req_server(const struct http_req *req);
 /** True when the request came over TLS (a connection adopted with secure set). */

@@ -754,10 +754,7 @@ static int proxy_handle(struct http_req *req, void *ctx)
     struct route_err e;
     http_req_set_abort_cb(req, on_abort, x);
     http_req_set_drain_cb(req, proxy__resp_drain, x);
-    struct str cl = http_req_header(req, "Content-Length");
-    uint64_t cl_n = 0; /* the parser accepted it: digits ("00" is 0 too) */
-    x->body_done = http_req_header(req, "Transfer-Encoding").p == NULL &&
-                   (!cl.p || (str_to_u64(cl, &cl_n) == 0 && cl_n == 0));
+    x->body_done = !http_req_has_body(req);
     if (!x->body_done)
         http_req_pause_body(req, true);
     if (route_parse(&in, &x->rt, &e) < 0) {

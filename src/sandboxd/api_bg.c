@@ -329,9 +329,7 @@ static void follower_keepalive(uv_timer_t *t);
 /* Arms f's timer for a keepalive period after its last line. */
 static void follower_arm(struct follower *f)
 {
-    usec_t now = clock_now(), due = f->last_sent + f->bg->t->keepalive;
-    uint64_t ms = due > now ? (due - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC : 0;
-    (void)uv_timer_start(&f->timer, follower_keepalive, ms, 0);
+    sbd_timer_at(&f->timer, follower_keepalive, f->last_sent + f->bg->t->keepalive);
 }
 
 /* A follower of a running process silent for a keepalive period gets

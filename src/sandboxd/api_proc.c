@@ -230,9 +230,7 @@ static void stream_keepalive(uv_timer_t *t);
 
 static void stream_arm(struct stream *s)
 {
-    usec_t now = clock_now(), due = s->last_sent + s->keepalive;
-    uint64_t wait = due > now ? (due - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC : 0;
-    (void)uv_timer_start(&s->timer, stream_keepalive, wait, 0);
+    sbd_timer_at(&s->timer, stream_keepalive, s->last_sent + s->keepalive);
 }
 
 /* Writes one NDJSON line of j (taken); pauses the process when the socket is full.

@@ -657,11 +657,10 @@ static void on_timer(uv_timer_t *t);
 /* Arms c's timer for the deadline or the next keepalive, whichever comes first. */
 static void arm_timer(struct kctx *c)
 {
-    usec_t now = clock_now(), next = c->x->deadline;
+    usec_t next = c->x->deadline;
     if (next > c->x->last_sent + c->ks->keepalive)
         next = c->x->last_sent + c->ks->keepalive;
-    (void)uv_timer_start(&c->timer, on_timer, next > now ? (next - now + 999) / USEC_PER_MSEC : 0,
-                         0);
+    sbd_timer_at(&c->timer, on_timer, next);
 }
 
 /* The timeout: SIGINT first; if the code has not ended after the grace, a new kernel. */

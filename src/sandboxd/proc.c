@@ -503,13 +503,22 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     maybe_finish(p, false);
 }
 
+/* Fills ret with the output streams that are read (stdout unless a PTY is held, then
+ * stderr); returns how many. */
+static size_t read_streams(struct sbd_proc *p, uv_stream_t *ret[2])
+{
+    size_t n = 0;
+    if (p->out_open && !p->pty_held)
+        ret[n++] = (uv_stream_t *)&p->out;
+    if (p->err_open)
+        ret[n++] = (uv_stream_t *)&p->err;
+    return n;
+}
+
 static void set_reading(struct sbd_proc *p)
 {
-    uv_stream_t *streams[] = {(uv_stream_t *)&p->out, (uv_stream_t *)&p->err};
-    bool open[] = {p->out_open && !p->pty_held, p->err_open};
-    for (size_t i = 0; i < 2; i++) {
-        if (!open[i])
-            continue;
+    uv_stream_t *streams[2];
+    for (size_t i = 0, n = read_streams(p, streams); i < n; i++) {
         if (p->paused)
             (void)uv_read_stop(streams[i]);
         else
@@ -532,14 +541,12 @@ static void on_timer(uv_timer_t *t);
 /* Bytes waiting in the open output pipes (FIONREAD). */
 static uint64_t pipe_buffered(struct sbd_proc *p)
 {
-    uv_stream_t *streams[] = {(uv_stream_t *)&p->out, (uv_stream_t *)&p->err};
-    bool open[] = {p->out_open && !p->pty_held, p->err_open};
+    uv_stream_t *streams[2];
     uint64_t total = 0;
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0, k = read_streams(p, streams); i < k; i++) {
         uv_os_fd_t fd;
         int n = 0;
-        if (open[i] && uv_fileno((uv_handle_t *)streams[i], &fd) == 0 &&
-            ioctl(fd, FIONREAD, &n) == 0 && n > 0)
+        if (uv_fileno((uv_handle_t *)streams[i], &fd) == 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0)
             total += (uint64_t)n;
     }
     return total;

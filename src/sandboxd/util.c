@@ -223,3 +223,9 @@ bool sbd_secure_eq(struct str a, struct str b)
     }
     return d == 0;
 }
+
+void sbd_timer_at(uv_timer_t *t, uv_timer_cb cb, usec_t due)
+{
+    usec_t now = clock_now();
+    (void)uv_timer_start(t, cb, due > now ? (due - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC : 0, 0);
+}

@@ -1,16 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Small helpers shared by sandboxd's handlers: query parameters, the
- * {"code","message"} error body, HTTP dates and JSON-safe text. */
+ * {"code","message"} error body, HTTP dates, JSON-safe text and one-shot timers. */
 #pragma once
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
+#include <uv.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/str.h"
 #include "http/server.h"
+
+/** Starts t once, to run cb at due (clock_now() time; at once when it has passed): the
+ * next keepalive or deadline of a stream. */
+void sbd_timer_at(uv_timer_t *t, uv_timer_cb cb, usec_t due);
 
 /** Finds name in a query string ("a=1&b=2") and decodes its value into out (form
  * encoding: '+' is a space). Returns 1 found, 0 absent, or negative as pct_decode. */
