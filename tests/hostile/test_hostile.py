@@ -848,35 +848,26 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
         EOF, which cancelled up to a queue's worth of writes to a slow client)."""
         total = 8 << 20
         blob = bytes(range(256)) * (total // 256)
-        srv = socket.socket()
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(1)
-        srv.settimeout(10)
-
-        def serve():
-            try:
-                c, _ = srv.accept()
-            except OSError:
+        def serve(c):
+            if c is None:
                 return
-            with c:
-                c.settimeout(20)
-                got = b""
-                while b"\r\n\r\n" not in got:
-                    got += c.recv(4096)
-                c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n"
-                          b"Connection: Upgrade\r\n\r\n")
-                while c.recv(4096):  # until the client's half-close comes through
-                    pass
-                c.sendall(blob)
+            c.settimeout(20)
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += c.recv(4096)
+            c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n"
+                      b"Connection: Upgrade\r\n\r\n")
+            while c.recv(4096):  # until the client's half-close comes through
+                pass
+            c.sendall(blob)
 
-        th = threading.Thread(target=serve, daemon=True)
-        th.start()
+        port, th = loopback_upstream(serve)
         cli = socket.socket()
         cli.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         cli.settimeout(20)
         try:
             cli.connect(("127.0.0.1", self.port))
-            cli.sendall(self.router_req("GET", srv.getsockname()[1], "/t",
+            cli.sendall(self.router_req("GET", port, "/t",
                                         b"Connection: Upgrade\r\nUpgrade: x\r\n"))
             got = b""
             while b"\r\n\r\n" not in got:
@@ -895,7 +886,6 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
                 time.sleep(0.005)
         finally:
             cli.close()
-            srv.close()
             th.join(20)
         self.assertEqual(len(body), total)
         self.assertEqual(body, blob)
@@ -980,41 +970,29 @@ class RouterHostile(HttpAttacks, unittest.TestCase):
         """An upgrade whose client half-closes before the upstream's answer cannot become a
         tunnel: the router lets it go and closes its upstream connection, instead of
         holding both (and a tunnel's room) until an answer or the timeouts."""
-        srv = socket.socket()
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(1)
-        srv.settimeout(10)
         seen = []
 
-        def serve():
-            try:
-                c, _ = srv.accept()
-            except OSError:
+        def serve(c):
+            if c is None:
                 seen.append("no connection")
                 return
-            with c:
-                c.settimeout(15)
-                got = b""
-                try:
-                    while True:
-                        chunk = c.recv(4096)
-                        if not chunk:
-                            seen.append("closed" if b"\r\n\r\n" in got else "cut")
-                            return
-                        got += chunk
-                except OSError:
-                    seen.append("still open")  # the router held it
+            c.settimeout(15)
+            got = b""
+            try:
+                while True:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        seen.append("closed" if b"\r\n\r\n" in got else "cut")
+                        return
+                    got += chunk
+            except OSError:
+                seen.append("still open")  # the router held it
 
-        th = threading.Thread(target=serve, daemon=True)
-        th.start()
-        port = srv.getsockname()[1]
-        try:
-            raw = exchange(self.port, self.router_req(
-                "GET", port, "/ws", b"Connection: Upgrade\r\nUpgrade: websocket\r\n"),
-                timeout=20, close_write=True)
-            th.join(20)
-        finally:
-            srv.close()
+        port, th = loopback_upstream(serve)
+        raw = exchange(self.port, self.router_req(
+            "GET", port, "/ws", b"Connection: Upgrade\r\nUpgrade: websocket\r\n"),
+            timeout=20, close_write=True)
+        th.join(20)
         self.assertEqual(raw, b"")
         # closed after the request was forwarded, or before (the EOF came first), or
         # never dialled: anything but held
@@ -1125,23 +1103,37 @@ def one_at_a_time(port, requests, timeout=10):
 
 
 
-def upstream_once(answer, reset, linger=0.3):
-    """A one-shot upstream on loopback: reads one request head, sends answer, waits linger
-    seconds (so the router has read it all) and closes, with a reset if asked. Returns
-    (port, thread)."""
+def loopback_upstream(serve, accept_timeout=10):
+    """A one-connection upstream on loopback: on a thread, serve(conn) for the first
+    connection, which is closed after it (serve(None) when none came within
+    accept_timeout). Returns (port, thread)."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
-    srv.settimeout(10)
+    srv.settimeout(accept_timeout)
 
-    def serve():
+    def run():
         try:
             c, _ = srv.accept()
         except OSError:
+            serve(None)
             return
         finally:
             srv.close()
         with c:
+            serve(c)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return srv.getsockname()[1], th
+
+
+def upstream_once(answer, reset, linger=0.3):
+    """A one-shot upstream on loopback: reads one request head, sends answer, waits linger
+    seconds (so the router has read it all) and closes, with a reset if asked. Returns
+    (port, thread)."""
+    def serve(c):
+        if c is not None:
             c.settimeout(10)
             buf = b""
             while b"\r\n\r\n" not in buf:
@@ -1154,9 +1146,7 @@ def upstream_once(answer, reset, linger=0.3):
             if reset:
                 c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    return srv.getsockname()[1], th
+    return loopback_upstream(serve)
 
 
 @unittest.skipUnless(router_available(), "needs SANDBOX_ROUTER_BIN and an API server")

@@ -155,18 +155,29 @@ func podProxyCheck(port int) func(r *http.Request) (string, error) {
 func localSandbox(t testing.TB, mode Mode, tweaks ...func(*Options)) *Sandbox {
 	t.Helper()
 	port := startSandboxd(t)
+	return attachReady(t, Connection{Mode: mode, Port: port}, func(o *Options) {
+		switch mode {
+		case ModeRouter:
+			o.Connection.RouterURL = forwarder(t, port, routerCheck(port)).URL
+			o.Connection.RouterToken = "router-token"
+		case ModePodProxy:
+			o.RestConfig = &rest.Config{Host: forwarder(t, port, podProxyCheck(port)).URL}
+		}
+		for _, f := range tweaks {
+			f(o)
+		}
+	})
+}
+
+// attachReady is a handle on Sandbox ns/sb, Ready at 127.0.0.1 in a fake Kubernetes API,
+// through conn; tweak (if any) changes the options before NewClient.
+func attachReady(t testing.TB, conn Connection, tweak func(*Options)) *Sandbox {
+	t.Helper()
 	k := newFakeKube()
 	k.sbx.Add(readySandbox("sb", "127.0.0.1"))
-	opts := Options{Namespace: "ns", kube: k, Connection: Connection{Mode: mode, Port: port}}
-	switch mode {
-	case ModeRouter:
-		opts.Connection.RouterURL = forwarder(t, port, routerCheck(port)).URL
-		opts.Connection.RouterToken = "router-token"
-	case ModePodProxy:
-		opts.RestConfig = &rest.Config{Host: forwarder(t, port, podProxyCheck(port)).URL}
-	}
-	for _, f := range tweaks {
-		f(&opts)
+	opts := Options{Namespace: "ns", kube: k, Connection: conn}
+	if tweak != nil {
+		tweak(&opts)
 	}
 	c, err := NewClient(opts)
 	if err != nil {
@@ -326,16 +337,5 @@ func handleFor(t testing.TB, srv *httptest.Server) *Sandbox {
 	t.Helper()
 	u, _ := url.Parse(srv.URL)
 	port, _ := strconv.Atoi(u.Port())
-	k := newFakeKube()
-	k.sbx.Add(readySandbox("sb", "127.0.0.1"))
-	c, err := NewClient(Options{Namespace: "ns", kube: k, Connection: Connection{Mode: ModeDirect, Port: port,
-		SandboxdToken: "sbd-token"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := c.Attach(testCtx(t), "sb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sb
+	return attachReady(t, Connection{Mode: ModeDirect, Port: port, SandboxdToken: "sbd-token"}, nil)
 }

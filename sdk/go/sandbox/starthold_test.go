@@ -13,18 +13,7 @@ import (
 // routerHandleFor is a router-mode handle of Sandbox ns/sb whose router is srv.
 func routerHandleFor(t *testing.T, srv *httptest.Server) *Sandbox {
 	t.Helper()
-	k := newFakeKube()
-	k.sbx.Add(readySandbox("sb", "127.0.0.1"))
-	c, err := NewClient(Options{Namespace: "ns", kube: k, Connection: Connection{Mode: ModeRouter,
-		RouterURL: srv.URL, RouterToken: "t"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := c.Attach(testCtx(t), "sb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sb
+	return attachReady(t, Connection{Mode: ModeRouter, RouterURL: srv.URL, RouterToken: "t"}, nil)
 }
 
 // holdOK is sandboxd's answer (through the router) once the router lets a request by.

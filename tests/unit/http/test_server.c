@@ -549,6 +549,21 @@ static int send_read(struct test_http_conn *c, const char *raw, struct test_http
     return read_resp(c, r);
 }
 
+/* Sends raw on c, then shuts c's write side (a half-close: the server reads EOF). */
+static void send_half_closed(struct test_http_conn *c, const char *raw)
+{
+    assert_int_equal(test_http_send_str(c, raw), 0);
+    assert_int_equal(shutdown(c->fd, SHUT_WR), 0);
+}
+
+/* r holds the whole /huge body (HUGE_TOTAL bytes of the alphabet, sampled). */
+static void expect_huge(const struct test_http_resp *r)
+{
+    assert_int_equal(r->body.len, HUGE_TOTAL);
+    for (size_t k = 0; k < HUGE_TOTAL; k += 4099)
+        assert_int_equal(r->body.data[k], (char)('a' + k % 26));
+}
+
 /* Waits (bounded) until a streaming handler has started. */
 static void wait_stream_started(void)
 {
@@ -915,9 +930,7 @@ static void test_slow_reader_gets_whole_response(void **state)
         assert_int_equal(test_http_send_str(&c, reqs[i]), 0);
         clock_sleep(LIMIT_HTTP_LINGER + 500 * USEC_PER_MSEC); /* past both timers */
         assert_int_equal(read_resp(&c, &r), 200);
-        assert_int_equal(r.body.len, HUGE_TOTAL);
-        for (size_t k = 0; k < HUGE_TOTAL; k += 4099)
-            assert_int_equal(r.body.data[k], (char)('a' + k % 26));
+        expect_huge(&r);
         test_http_resp_done(&r);
         test_http_close(&c);
     }
@@ -1197,8 +1210,7 @@ static void test_half_close_told(void **state)
     struct test_http_resp r;
     test_http_resp_init(&r);
     atomic_store(&eofs_seen, 0);
-    assert_int_equal(test_http_send_str(&c, "GET /eof HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
-    assert_int_equal(shutdown(c.fd, SHUT_WR), 0);
+    send_half_closed(&c, "GET /eof HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_int_equal(read_resp(&c, &r), 200); /* sent from the EOF callback */
     expect_body(&r, "eof seen");
     assert_int_equal(atomic_load(&eofs_seen), 1);
@@ -1219,10 +1231,8 @@ static void test_eof_before_pipelined_eof_abort(void **state)
     struct test_http_resp r;
     test_http_resp_init(&r);
     atomic_store(&eof_aborted, 0);
-    assert_int_equal(test_http_send_str(&c, "GET /later HTTP/1.1\r\nHost: t\r\n\r\n"
-                                            "GET /eofabort HTTP/1.1\r\nHost: t\r\n\r\n"),
-                     0);
-    assert_int_equal(shutdown(c.fd, SHUT_WR), 0);
+    send_half_closed(&c, "GET /later HTTP/1.1\r\nHost: t\r\n\r\n"
+                         "GET /eofabort HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_int_equal(read_resp(&c, &r), 200);
     expect_body(&r, "later");
     assert_int_equal(wait_no_conns(f), 0); /* closed, not left waiting */
@@ -1232,12 +1242,10 @@ static void test_eof_before_pipelined_eof_abort(void **state)
     /* behind a response larger than the write queue, still queued when the second is
      * dispatched: the first goes out whole before the connection ends */
     c = conn_to(f);
-    assert_int_equal(test_http_send_str(&c, "GET /huge HTTP/1.1\r\nHost: t\r\n\r\n"
-                                            "GET /eofabort HTTP/1.1\r\nHost: t\r\n\r\n"),
-                     0);
-    assert_int_equal(shutdown(c.fd, SHUT_WR), 0);
+    send_half_closed(&c, "GET /huge HTTP/1.1\r\nHost: t\r\n\r\n"
+                         "GET /eofabort HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_int_equal(read_resp(&c, &r), 200);
-    assert_int_equal(r.body.len, HUGE_TOTAL);
+    expect_huge(&r);
     assert_int_equal(wait_no_conns(f), 0);
     assert_int_equal(atomic_load(&eof_aborted), 2);
     test_http_resp_done(&r);
@@ -1259,13 +1267,10 @@ static void test_half_closed_client_gets_whole_response(void **state)
         char req[64];
         test_http_resp_init(&r);
         (void)snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", paths[i]);
-        assert_int_equal(test_http_send_str(&c, req), 0);
-        assert_int_equal(shutdown(c.fd, SHUT_WR), 0);
+        send_half_closed(&c, req);
         clock_sleep(300 * USEC_PER_MSEC); /* the EOF is read while the response waits */
         assert_int_equal(read_resp(&c, &r), 200);
-        assert_int_equal(r.body.len, HUGE_TOTAL);
-        for (size_t k = 0; k < HUGE_TOTAL; k += 4099)
-            assert_int_equal(r.body.data[k], (char)('a' + k % 26));
+        expect_huge(&r);
         test_http_resp_done(&r);
         test_http_close(&c);
     }
