@@ -287,7 +287,9 @@ static int send_body(struct http_req *req, int fd, int status, const struct rang
         return http_respond(req, status, "application/octet-stream", NULL, rg->len);
     if (rg->len <= LIMIT_SBD_INLINE_FILE)
         return send_inline(req, fd, status, rg);
-    int r = http_resp_start(req, status, "application/octet-stream");
+    /* sized: the client learns the length first (a progress bar, a check of what came),
+     * and a client that half-closes after its request still gets all of it */
+    int r = http_resp_start_length(req, status, "application/octet-stream", rg->len);
     if (r < 0)
         return r;
     struct fstream *s = XNEW(struct fstream);

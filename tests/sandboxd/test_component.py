@@ -113,6 +113,35 @@ class ComponentTest(unittest.TestCase):
         finally:
             d.stop()
 
+    def test_large_download_sized_and_whole_to_half_closed_client(self):
+        # A download larger than one read (streamed as the connection drains) carries its
+        # Content-Length, and a client that half-closes right after its request (or a
+        # proxy passing such a client's EOF on) still gets all of it: a chunked,
+        # open-ended stream would be cut at the EOF.
+        d = Daemon()
+        try:
+            data = os.urandom(3 << 20)
+            st, _, _ = d.req("PUT", "/v1/files/big.bin", data)
+            self.assertLess(st, 300)
+            st, got, r = d.req("GET", "/v1/files/big.bin")
+            self.assertEqual((st, r.getheader("Content-Length"), r.getheader("Transfer-Encoding")),
+                             (200, str(len(data)), None))
+            self.assertEqual(got, data)
+            for _ in range(5):
+                s = socket.create_connection(("127.0.0.1", d.port), 10)
+                s.sendall(b"GET /v1/files/big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.shutdown(socket.SHUT_WR)
+                raw = b""
+                while chunk := s.recv(1 << 16):
+                    raw += chunk
+                s.close()
+                head, _, body = raw.partition(b"\r\n\r\n")
+                self.assertIn(f"content-length: {len(data)}".encode(), head.lower())
+                self.assertEqual(len(body), len(data))
+                self.assertEqual(body, data)
+        finally:
+            d.stop()
+
     def test_stream_with_chunked_request_body(self):
         # The framing clients use behind the API server's pod proxy: the Go proxy loses
         # a streamed response when its post-body read of a Content-Length request races
