@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the request parsers of sandboxd's filesystem operations
  * (sandboxd/fsreq.h). The first byte picks the parser: 'm' move body, 'b' batch body,
- * 'r' read-window query, 'k' mkdir query, 'w' watch query, 'o' octal mode; the rest is
- * the input. Invariants: a parse either fails with a reason and nothing to free, or
- * gives fields within their documented bounds. */
+ * 'r' read-window query, 'k' mkdir query, 'w' watch query, 'l' listing query, 'o' octal
+ * mode; the rest is the input. Invariants: a parse either fails with a reason and nothing to free,
+ * or gives fields within their documented bounds. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -65,6 +65,13 @@ static void check_queries(char kind, struct str in)
         ASSERT(r == -EINVAL ? err != NULL
                             : (r == 0 && o.queue >= LIMIT_SBD_WATCH_QUEUE_MIN &&
                                o.queue <= LIMIT_SBD_WATCH_QUEUE));
+    } else if (kind == 'l') {
+        struct sbd_list_opts o;
+        int r = sbd_list_opts_parse(in, &o, &err);
+        ASSERT(r == -EINVAL ? err != NULL
+                            : (r == 0 && o.limit >= 1 && o.limit <= LIMIT_SBD_LISTING &&
+                               (!o.has_after || (o.after[0] && !strchr(o.after, '/') &&
+                                                 strlen(o.after) < sizeof(o.after)))));
     } else if (kind == 'o') {
         char *s = xstrndup(in.p, in.len);
         mode_t m;

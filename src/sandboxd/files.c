@@ -20,6 +20,7 @@
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "sandboxd/fsops.h"
+#include "sandboxd/fsreq.h"
 #include "sandboxd/multipart.h"
 #include "sandboxd/sbd_int.h"
 #include "sandboxd/util.h"
@@ -65,51 +66,128 @@ static bool describe(const struct sbd_root *root, int dirfd, const char *rel, co
     return ok;
 }
 
-static size_t read_entries(const struct sbd_root *root, int fd, const char *rel, struct entry **ret)
+/* A page of a listing being read: a max-heap by name of the first limit names (after
+ * the cursor) seen so far, so that a directory of any size costs limit entries. */
+struct page {
+    struct entry *v;
+    size_t n, cap, limit;
+    bool more; /* a name past the page was seen */
+};
+
+static bool name_above(const struct page *pg, size_t a, size_t b)
 {
+    return strcmp(pg->v[a].name, pg->v[b].name) > 0;
+}
+
+static void swap_entries(struct page *pg, size_t a, size_t b)
+{
+    struct entry t = pg->v[a];
+    pg->v[a] = pg->v[b];
+    pg->v[b] = t;
+}
+
+static void sift_up(struct page *pg, size_t i)
+{
+    while (i > 0 && name_above(pg, i, (i - 1) / 2)) {
+        swap_entries(pg, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static void sift_down(struct page *pg, size_t i)
+{
+    for (;;) {
+        size_t big = i, l = 2 * i + 1, r = l + 1;
+        if (l < pg->n && name_above(pg, l, big))
+            big = l;
+        if (r < pg->n && name_above(pg, r, big))
+            big = r;
+        if (big == i)
+            return;
+        swap_entries(pg, i, big);
+        i = big;
+    }
+}
+
+/* Offers one directory entry to the page: kept when it is among the first limit names,
+ * the page's last one dropped for it when the page is full. */
+static void page_offer(struct page *pg, const struct sbd_root *root, int dirfd, const char *rel,
+                       const char *name)
+{
+    struct stat st;
+    bool full = pg->n == pg->limit;
+    if (full && strcmp(name, pg->v[0].name) > 0) {
+        pg->more = true;
+        return;
+    }
+    if (!describe(root, dirfd, rel, name, &st))
+        return;
+    struct entry e = {.name = xstrdup(name), .obj = sbd_file_entry_json(name, &st)};
+    if (full) {
+        xfree(pg->v[0].name);
+        json_decref(pg->v[0].obj);
+        pg->v[0] = e;
+        pg->more = true;
+        sift_down(pg, 0);
+        return;
+    }
+    if (pg->n == pg->cap) {
+        pg->cap = pg->cap ? (pg->cap * 2 < pg->limit ? pg->cap * 2 : pg->limit) : 16;
+        pg->v = xreallocarray(pg->v, pg->cap, sizeof(*pg->v));
+    }
+    pg->v[pg->n++] = e;
+    sift_up(pg, pg->n - 1);
+}
+
+/* Reads the page of o from the directory fd (taken) into pg (v sorted by name). */
+static void read_page(const struct sbd_root *root, int fd, const char *rel,
+                      const struct sbd_list_opts *o, struct page *pg)
+{
+    *pg = (struct page){.limit = o->limit};
     DIR *dir = fdopendir(fd);
     if (!dir) {
         (void)close(fd);
-        return 0;
+        return;
     }
-    struct entry *v = NULL;
-    size_t n = 0, cap = 0;
     struct dirent *de;
-    while ((de = readdir(dir)) && n < LIMIT_SBD_LISTING) {
-        struct stat st;
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+    while ((de = readdir(dir))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            (o->has_after && strcmp(de->d_name, o->after) <= 0))
             continue;
-        if (!describe(root, dirfd(dir), rel, de->d_name, &st))
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            v = xreallocarray(v, cap, sizeof(*v));
-        }
-        v[n].name = xstrdup(de->d_name);
-        v[n].obj = sbd_file_entry_json(de->d_name, &st);
-        n++;
+        page_offer(pg, root, dirfd(dir), rel, de->d_name);
     }
     (void)closedir(dir);
-    if (n > 1)
-        qsort(v, n, sizeof(*v), entry_cmp);
-    *ret = v;
-    return n;
+    if (pg->n > 1)
+        qsort(pg->v, pg->n, sizeof(*pg->v), entry_cmp);
 }
 
-/* Responds with the DirectoryListing of fd (taken). */
+/* Responds with the DirectoryListing page of fd (taken): "continue" when names remain. */
 static int send_listing(struct http_req *req, const struct sbd_root *root, const char *rel, int fd)
 {
-    struct entry *v = NULL;
-    size_t n = read_entries(root, fd, rel, &v);
-    json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++) {
-        (void)json_array_append_new(arr, v[i].obj);
-        xfree(v[i].name);
+    struct sbd_list_opts o;
+    const char *err = NULL;
+    if (sbd_list_opts_parse(http_req_query(req), &o, &err) < 0) {
+        (void)close(fd);
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, err);
     }
-    xfree(v);
+    struct page pg;
+    read_page(root, fd, rel, &o, &pg);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < pg.n; i++) {
+        (void)json_array_append_new(arr, pg.v[i].obj);
+        if (i + 1 < pg.n || !pg.more)
+            xfree(pg.v[i].name);
+    }
     char *path = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
     json_t *j = json_pack("{s:o, s:o}", "path", sbd_json_name(path), "entries", arr);
     xfree(path);
+    if (pg.more && pg.n > 0) {
+        char token[2 * sizeof(o.after)];
+        sbd_list_token(pg.v[pg.n - 1].name, token, sizeof(token));
+        xfree(pg.v[pg.n - 1].name);
+        (void)json_object_set_new(j, "continue", json_string(token));
+    }
+    xfree(pg.v);
     int r = http_respond_json(req, 200, j);
     json_decref(j);
     return r;
@@ -287,21 +365,22 @@ static int send_body(struct http_req *req, int fd, int status, const struct rang
         return http_respond(req, status, "application/octet-stream", NULL, rg->len);
     if (rg->len <= LIMIT_SBD_INLINE_FILE)
         return send_inline(req, fd, status, rg);
+    /* taken before the head goes, so that failing (out of descriptors) is an answer */
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* not into the processes started meanwhile */
+    if (own < 0)
+        return sbd_respond_errno(req, -errno, "download");
     /* sized: the client learns the length first (a progress bar, a check of what came),
      * and a client that half-closes after its request still gets all of it */
     int r = http_resp_start_length(req, status, "application/octet-stream", rg->len);
-    if (r < 0)
+    if (r < 0) {
+        (void)close(own);
         return r;
+    }
     struct fstream *s = XNEW(struct fstream);
     s->req = http_req_ref(req);
-    s->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* not into the processes started meanwhile */
+    s->fd = own;
     s->off = rg->start;
     s->end = rg->start + rg->len;
-    if (s->fd < 0) {
-        http_req_unref(s->req);
-        xfree(s);
-        return -errno;
-    }
     http_req_set_abort_cb(req, on_fstream_abort, s);
     http_req_set_drain_cb(req, on_fstream_drain, s);
     fstream_more(s);

@@ -166,6 +166,8 @@ static int do_mkdir(const struct sbd_root *root, const char *rel, const struct s
     }
     if (r == -EEXIST) {
         int k = is_dir(root, rel);
+        if (k == -ENOENT) /* the name is taken by a link to nothing */
+            return -ENOTDIR;
         if (k < 0)
             return k;
         return k == 0 ? -ENOTDIR : o->parents ? 0 : -EEXIST;
@@ -347,8 +349,13 @@ static int errno_status(int err, const char **ret_code)
     case -EINVAL:
     case -ENAMETOOLONG:
     case -EISDIR:
+    case -ENXIO: /* a FIFO or socket in the way: not a regular file (as a PUT says) */
         *ret_code = SBD_INVALID_ARGUMENT;
         return 400;
+    case -EMFILE:
+    case -ENFILE:
+        *ret_code = SBD_UNAVAILABLE;
+        return 503;
     default:
         *ret_code = SBD_INTERNAL;
         return 500;

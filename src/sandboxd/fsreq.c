@@ -252,3 +252,64 @@ int sbd_watch_opts_parse(struct str query, struct sbd_watch_opts *ret, const cha
         ret->queue = (size_t)q;
     return 0;
 }
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Decodes a continue token into a name of 1..255 bytes without '/' or NUL. */
+static int decode_token(const char *hex, size_t len, char *out, size_t size)
+{
+    if (len == 0 || len % 2 || len / 2 >= size)
+        return -EINVAL;
+    for (size_t i = 0; i < len; i += 2) {
+        int hi = hex_digit(hex[i]), lo = hex_digit(hex[i + 1]);
+        if (hi < 0 || lo < 0 || hi * 16 + lo == 0 || hi * 16 + lo == '/')
+            return -EINVAL;
+        out[i / 2] = (char)(hi * 16 + lo);
+    }
+    out[len / 2] = '\0';
+    return 0;
+}
+
+void sbd_list_token(const char *name, char *out, size_t size)
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p && o + 2 < size; p++) {
+        out[o++] = digits[*p >> 4];
+        out[o++] = digits[*p & 15];
+    }
+    if (size > 0)
+        out[o] = '\0';
+}
+
+int sbd_list_opts_parse(struct str query, struct sbd_list_opts *ret, const char **ret_err)
+{
+    *ret = (struct sbd_list_opts){.limit = LIMIT_SBD_LISTING};
+    uint64_t n = 0;
+    int r = query_u64(query, "limit", &n);
+    if (r < 0 || (r == 1 && (n == 0 || n > LIMIT_SBD_LISTING))) {
+        *ret_err = "limit must be an integer between 1 and 10000";
+        return -EINVAL;
+    }
+    if (r == 1)
+        ret->limit = (size_t)n;
+    struct buf v;
+    buf_init(&v, 2 * sizeof(ret->after));
+    int q = sbd_query_get(query, "continue", &v);
+    if (q == 1 && decode_token(v.data ? v.data : "", v.len, ret->after, sizeof(ret->after)) < 0)
+        q = -EINVAL;
+    buf_done(&v);
+    if (q < 0) {
+        *ret_err = "continue must be the token of a listing's page";
+        return -EINVAL;
+    }
+    ret->has_after = q == 1;
+    return 0;
+}

@@ -70,6 +70,19 @@ struct sbd_stat_opts {
 };
 int sbd_stat_opts_parse(struct str query, struct sbd_stat_opts *ret, const char **ret_err);
 
+/** Options of a directory listing: ?limit=N (1..LIMIT_SBD_LISTING, the default) and
+ * ?continue=TOKEN, the "continue" of the page before: the hex of the last name it held
+ * (opaque to clients). The page holds the first limit names after it, in byte order. */
+struct sbd_list_opts {
+    size_t limit;
+    bool has_after;
+    char after[256]; /* NUL-terminated name; names after it only */
+};
+int sbd_list_opts_parse(struct str query, struct sbd_list_opts *ret, const char **ret_err);
+
+/** The continue token of name into out (2 * strlen(name) + 1 bytes). */
+void sbd_list_token(const char *name, char *out, size_t size);
+
 /** Options of watch: ?recursive=bool&queue=N (LIMIT_SBD_WATCH_QUEUE_MIN..LIMIT_SBD_WATCH_QUEUE). */
 struct sbd_watch_opts {
     bool recursive;

@@ -206,7 +206,9 @@ int sbd_writer_commit(struct sbd_writer *w)
         r = -errno;
     if (r == 0 && fchmod(w->fd, w->mode) < 0)
         r = -errno;
-    if (r == 0 && close(w->fd) < 0)
+    /* closed whatever failed before: the abort below unlinks the name, and an open
+     * descriptor would hold the unlinked file's blocks until the daemon exits */
+    if (close(w->fd) < 0 && r == 0)
         r = -errno;
     w->fd = -1;
     if (r == 0 && renameat(w->dirfd, w->tmp, w->dirfd, w->name) < 0)

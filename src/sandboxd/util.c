@@ -54,6 +54,7 @@ int sbd_respond_errno(struct http_req *req, int err, const char *what)
     case -EINVAL:
     case -ENAMETOOLONG:
     case -EISDIR:
+    case -ENXIO: /* a FIFO or socket without a peer where a regular file was meant */
         (void)snprintf(msg, sizeof(msg), "%s: %s", what, reason);
         return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, msg);
     case -ENOTEMPTY:
@@ -64,6 +65,10 @@ int sbd_respond_errno(struct http_req *req, int err, const char *what)
     case -EFBIG:
         (void)snprintf(msg, sizeof(msg), "%s: too large", what);
         return sbd_respond_error(req, 413, SBD_INVALID_ARGUMENT, msg);
+    case -EMFILE:
+    case -ENFILE: /* out of descriptors: passes, try again */
+        (void)snprintf(msg, sizeof(msg), "%s: %s", what, reason);
+        return sbd_respond_error(req, 503, SBD_UNAVAILABLE, msg);
     default:
         (void)snprintf(msg, sizeof(msg), "%s: %s", what, reason);
         return sbd_respond_error(req, 500, SBD_INTERNAL, msg);

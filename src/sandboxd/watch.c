@@ -65,6 +65,9 @@ struct wstream {
     struct http_req *req;
     char *base; /* cleaned root-relative path of the watched directory */
     bool recursive, limit_said, closing;
+    bool scanning;      /* the first scan, before "ready": its errors wait for it */
+    bool held_limit;    /* say_limit during the first scan */
+    bool held_too_many; /* a directory too large to scan, during the first scan */
     int ifd, handles;
     unsigned quiet_ticks; /* ticks since the last line was written */
     uv_poll_t poll;
@@ -201,8 +204,32 @@ static void say_limit(struct wstream *s)
     if (s->limit_said)
         return;
     s->limit_said = true;
-    emit(s, json_pack("{s:s, s:s}", "type", "error", "message",
-                      "too many directories: some subdirectories are not watched"));
+    if (s->scanning)
+        s->held_limit = true;
+    else
+        emit(s, json_pack("{s:s, s:s}", "type", "error", "message",
+                          "too many directories: some subdirectories are not watched"));
+}
+
+static void say_too_many(struct wstream *s)
+{
+    if (s->scanning)
+        s->held_too_many = true;
+    else
+        emit(s, json_pack("{s:s, s:s}", "type", "error", "message",
+                          "a directory has too many entries to scan"));
+}
+
+/* The errors of the first scan, after "ready" (the first line is always "ready"). */
+static void say_held(struct wstream *s)
+{
+    s->scanning = false;
+    if (s->held_limit) {
+        s->limit_said = false;
+        say_limit(s);
+    }
+    if (s->held_too_many)
+        say_too_many(s);
 }
 
 struct found {
@@ -228,8 +255,7 @@ static size_t scan_dir(struct wstream *s, int fd, struct found **ret)
             fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (n == LIMIT_SBD_LISTING) {
-            emit(s, json_pack("{s:s, s:s}", "type", "error", "message",
-                              "a directory has too many entries to scan"));
+            say_too_many(s);
             break;
         }
         if (n == cap) {
@@ -575,12 +601,14 @@ static int watch_get(struct http_req *req, void *ctx)
     http_req_set_drain_cb(req, on_drain, s);
     (void)uv_poll_start(&s->poll, UV_READABLE, on_inotify);
     (void)uv_timer_start(&s->timer, on_tick, WATCH_TICK_MS, WATCH_TICK_MS);
+    s->scanning = true;
     if (s->recursive)
         add_tree(s, "", 0, NULL, false);
     char *pub = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
     emit(s, json_pack("{s:s, s:o, s:b}", "type", "ready", "path", sbd_json_name(pub), "recursive",
                       s->recursive));
     xfree(pub);
+    say_held(s);
     return 0;
 }
 

@@ -180,6 +180,12 @@ class FsopsTest(unittest.TestCase):
         self.assertEqual(self.jreq("POST", "/v1/mkdir/mk/file?parents=true")[0], 409)
         self.assertEqual(self.jreq("POST", "/v1/mkdir/mk/file/sub?parents=true")[0], 409)
         self.assertEqual(self.jreq("POST", "/v1/mkdir/mk/c?mode=9")[0], 400)
+        # A link to nothing takes the name: a non-directory in the way, not "not found".
+        os.symlink("nowhere", os.path.join(self.d.root, "mk/dangling"))
+        for q in ("", "?parents=true"):
+            st, j = self.jreq("POST", "/v1/mkdir/mk/dangling" + q)
+            self.assertEqual((st, j["code"]), (409, "CONFLICT"), q)
+        self.assertTrue(os.path.islink(os.path.join(self.d.root, "mk/dangling")))
 
     def test_mkdir_escapes(self):
         self.link_out("mk_out")
@@ -275,6 +281,56 @@ class FsopsTest(unittest.TestCase):
                      {"files": [{"path": "x", "content": "", "mode": "999"}]},
                      {"files": [{"path": "x", "content": ""}] * 1001}):
             self.assertIn(self.jreq("POST", "/v1/files:batch", body)[0], (400, 413), body)
+
+    def test_batch_write_onto_fifo(self):
+        # A FIFO where a regular file is meant: 400, as a PUT answers, not a 500.
+        os.mkfifo(os.path.join(self.d.root, "fifo"))
+        st, j = self.jreq("POST", "/v1/files:batch",
+                          {"files": [{"path": "fifo", "content": "x", "encoding": "utf-8"}]})
+        self.assertEqual(st, 200)
+        self.assertEqual((j["results"][0]["status"], j["results"][0]["code"]),
+                         (400, "INVALID_ARGUMENT"), j)
+        self.assertEqual(self.req("PUT", "/v1/files/fifo", b"x")[0], 400)
+
+    # ---- listings -------------------------------------------------------------------
+
+    def list_page(self, path, **query):
+        q = "&".join(f"{k}={v}" for k, v in query.items())
+        st, j = self.jreq("GET", f"/v1/files/{path}" + (f"?{q}" if q else ""))
+        self.assertEqual(st, 200, j)
+        return [e["name"] for e in j["entries"]], j.get("continue")
+
+    def test_listing_pages(self):
+        # A directory larger than a page (10,000 names by default) is listed in pages,
+        # each the next names in byte order, the last without a "continue": nothing is
+        # dropped and the memory of one listing stays bounded.
+        d = os.path.join(self.d.root, "many")
+        os.makedirs(d)
+        names = [f"n{i:05d}" for i in range(10_050)] + ["\u00e9t\u00e9", "Z", "a b"]
+        for n in names:
+            open(os.path.join(d, n), "w").close()
+        got, token = self.list_page("many")
+        self.assertEqual(len(got), 10_000)
+        self.assertEqual(got, sorted(names, key=lambda n: n.encode())[:10_000])
+        rest, end = self.list_page("many", **{"continue": token})
+        self.assertIsNone(end)
+        self.assertEqual(got + rest, sorted(names, key=lambda n: n.encode()))
+        # A smaller page, followed to the end.
+        small = os.path.join(self.d.root, "few")
+        os.makedirs(small)
+        for n in ("c", "a", "b", "e", "d"):
+            open(os.path.join(small, n), "w").close()
+        pages, token = [], None
+        while True:
+            q = {"limit": 2, **({"continue": token} if token else {})}
+            page, token = self.list_page("few", **q)
+            pages.append(page)
+            if not token:
+                break
+        self.assertEqual(pages, [["a", "b"], ["c", "d"], ["e"]])
+        for q in ("limit=0", "limit=10001", "limit=x", "continue=zz", "continue=2f", "continue=616"):
+            st, j = self.jreq("GET", "/v1/files/few?" + q)
+            self.assertEqual((st, j["code"]), (400, "INVALID_ARGUMENT"), q)
 
     # ---- windowed reads ------------------------------------------------------------
 
@@ -418,6 +474,26 @@ class FsopsTest(unittest.TestCase):
         w = Watch(self.d, "wr", queue=3)
         self.assertEqual(w.status, 400)
         w.close()
+
+    def test_watch_scan_error_after_ready(self):
+        # A recursive watch whose first scan meets a directory too large to scan still
+        # starts with "ready" (clients check the first line), then says what it could not
+        # scan, then goes on with events.
+        big = os.path.join(self.d.root, "wbig", "sub")
+        os.makedirs(big)
+        for i in range(10_001):
+            open(os.path.join(big, f"f{i}"), "w").close()
+        w = Watch(self.d, "wbig", recursive="true")
+        try:
+            self.assertEqual(w.status, 200)
+            self.assertEqual(w.ready["recursive"], True)
+            err = w.next()
+            self.assertEqual((err["type"], err["message"]),
+                             ("error", "a directory has too many entries to scan"))
+            self.put("wbig/after", b"x")
+            self.assertEqual(w.next()["type"], "create")
+        finally:
+            w.close()
 
     def test_watch_ends_when_dir_deleted_and_streams_are_bounded(self):
         os.makedirs(os.path.join(self.d.root, "wd"))

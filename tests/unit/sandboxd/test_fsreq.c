@@ -8,6 +8,7 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/xalloc.h"
@@ -129,6 +130,44 @@ static void test_read_window(void **state)
                      -EINVAL);
 }
 
+/* Listing pages: limit in 1..10000, and a continue token that is the hex of a name
+ * (round trip through sbd_list_token); anything else is refused. */
+static void test_list_opts(void **state)
+{
+    (void)state;
+    struct sbd_list_opts o;
+    const char *err = NULL;
+    char token[600];
+    assert_int_equal(sbd_list_opts_parse(STR_LIT(""), &o, &err), 0);
+    assert_true(o.limit == LIMIT_SBD_LISTING && !o.has_after);
+    assert_int_equal(sbd_list_opts_parse(STR_LIT("limit=1&continue=61"), &o, &err), 0);
+    assert_true(o.limit == 1 && o.has_after);
+    assert_string_equal(o.after, "a");
+    sbd_list_token("\xc3\xa9t\xc3\xa9 x", token, sizeof(token));
+    assert_string_equal(token, "c3a974c3a92078");
+    char q[700];
+    (void)snprintf(q, sizeof(q), "continue=%s", token);
+    assert_int_equal(sbd_list_opts_parse(str_make(q, strlen(q)), &o, &err), 0);
+    assert_string_equal(o.after, "\xc3\xa9t\xc3\xa9 x");
+    char name[256];
+    memset(name, 'z', 255);
+    name[255] = '\0';
+    sbd_list_token(name, token, sizeof(token));
+    (void)snprintf(q, sizeof(q), "continue=%s", token);
+    assert_int_equal(sbd_list_opts_parse(str_make(q, strlen(q)), &o, &err), 0);
+    assert_int_equal(strlen(o.after), 255);
+    (void)snprintf(q, sizeof(q), "continue=%s7a", token); /* 256 bytes: no such name */
+    assert_int_equal(sbd_list_opts_parse(str_make(q, strlen(q)), &o, &err), -EINVAL);
+    static const char *const bad[] = {
+        "limit=0",     "limit=10001", "limit=x",     "limit=",      "continue=",   "continue=6",
+        "continue=6G", "continue=2f", "continue=00", "continue=6A", "continue=%zz"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err = NULL;
+        assert_int_equal(sbd_list_opts_parse(str_make(bad[i], strlen(bad[i])), &o, &err), -EINVAL);
+        assert_non_null(err);
+    }
+}
+
 static void test_mode_and_options(void **state)
 {
     (void)state;
@@ -204,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_batch_count_bound),
         cmocka_unit_test(test_read_window),
+        cmocka_unit_test(test_list_opts),
         cmocka_unit_test(test_mode_and_options),
         cmocka_unit_test(test_stat_opts),
     };
