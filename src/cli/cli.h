@@ -174,9 +174,11 @@ int cli_cmd_cp(struct cli_globals *g, int argc, char **argv);
 void cli_help_cp(FILE *out);
 /** cp's settings beyond its command line (tests set a small bound). */
 struct cli_cp_opts {
-    unsigned max_entries; /* the most entries one cp copies: files of an upload; files and
-                             directories, the top one included, of a download. 0:
-                             LIMIT_CLI_CP_ENTRIES */
+    unsigned max_entries;  /* the most entries one cp copies: files of an upload; files and
+                              directories, the top one included, of a download. 0:
+                              LIMIT_CLI_CP_ENTRIES */
+    unsigned listing_page; /* names per directory listing page asked of sandboxd (a
+                              directory larger than a page comes in pages); 0: its default */
 };
 /** cp with o (NULL: the defaults, as cli_cmd_cp). Returns a CLI exit code. */
 int cli_cp_run(struct cli_globals *g, const struct cli_cp_opts *o, int argc, char **argv);

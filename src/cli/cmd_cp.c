@@ -26,6 +26,7 @@ struct cp_ctx {
     struct cli_sbd *s;
     unsigned files;     /* copied so far, bounded by max_files */
     unsigned max_files; /* cli_cp_opts.max_entries, else LIMIT_CLI_CP_ENTRIES */
+    unsigned page;      /* cli_cp_opts.listing_page (0: sandboxd's default) */
     mode_t umask;       /* applied to downloaded modes, as cp does without -p */
 };
 
@@ -404,18 +405,10 @@ static mode_t local_mode(const struct cp_ctx *c, mode_t m)
 }
 
 /* Creates local as a directory and fetches every entry of the listing into it. */
-static int get_listing(struct cp_ctx *c, const char *remote, const char *local,
-                       const struct buf *body, int depth)
+/* Fetches the entries of one listing page of j into local. */
+static int get_entries(struct cp_ctx *c, const char *remote, const char *local, json_t *j,
+                       int depth)
 {
-    if (depth > LIMIT_CLI_CP_DEPTH) {
-        fprintf(c->g->err, "error: cp: %s is nested too deeply\n", remote);
-        return CLI_ERR;
-    }
-    json_t *j = json_loadb(body->data ? body->data : "", body->len, 0, NULL);
-    if (mkdir(local, 0755) < 0 && errno != EEXIST) {
-        json_decref(j);
-        return local_fail(c, "cannot create directory", local);
-    }
     int rc = CLI_OK;
     size_t i;
     json_t *e;
@@ -431,6 +424,64 @@ static int get_listing(struct cp_ctx *c, const char *remote, const char *local,
         xfree(l);
         if (rc != CLI_OK)
             break;
+    }
+    return rc;
+}
+
+/* The listing page of remote after token (a directory larger than one page). Returns
+ * the page (new) or NULL after printing why not. */
+static json_t *next_page(struct cp_ctx *c, const char *remote, const char *token)
+{
+    struct buf path, resp;
+    buf_init(&path, LIMIT_KUBE_URL);
+    buf_init(&resp, LIMIT_CLI_SBD_JSON);
+    long status = 0;
+    char err[CURL_ERROR_SIZE + 200] = "";
+    json_t *j = NULL;
+    int r = cli_sbd_files_path(remote, &path);
+    if (r == 0)
+        r = buf_printf(&path, "?continue=%s", token);
+    if (r == 0 && c->page)
+        r = buf_printf(&path, "&limit=%u", c->page);
+    if (r == 0)
+        r = cli_sbd_call(c->s, "GET", buf_str(&path), NULL, 0, NULL, &resp, &status, err,
+                         sizeof(err));
+    if (r == 0 && status == 200)
+        j = json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL);
+    if (!j)
+        (void)sbd_fail(c, "cannot list", remote, r == 0 ? status : 0, &resp,
+                       err[0] ? err : "not a directory listing");
+    buf_done(&path);
+    buf_done(&resp);
+    return j;
+}
+
+/* Creates local as a directory and fetches every entry of the listing (body, its first
+ * page; the pages after it by their "continue" token) into it. */
+static int get_listing(struct cp_ctx *c, const char *remote, const char *local,
+                       const struct buf *body, int depth)
+{
+    if (depth > LIMIT_CLI_CP_DEPTH) {
+        fprintf(c->g->err, "error: cp: %s is nested too deeply\n", remote);
+        return CLI_ERR;
+    }
+    json_t *j = json_loadb(body->data ? body->data : "", body->len, 0, NULL);
+    if (mkdir(local, 0755) < 0 && errno != EEXIST) {
+        json_decref(j);
+        return local_fail(c, "cannot create directory", local);
+    }
+    int rc = CLI_OK;
+    while (j && rc == CLI_OK) {
+        rc = get_entries(c, remote, local, j, depth);
+        const char *token = json_string_value(json_object_get(j, "continue"));
+        json_t *next = NULL;
+        if (rc == CLI_OK && token && *token && strspn(token, "0123456789abcdef") == strlen(token)) {
+            next = next_page(c, remote, token);
+            if (!next)
+                rc = CLI_SBD;
+        }
+        json_decref(j);
+        j = next;
     }
     json_decref(j);
     return rc;
@@ -511,6 +562,8 @@ static int get_path(struct cp_ctx *c, const char *remote, const char *local, con
     buf_init(&path, LIMIT_KUBE_URL);
     buf_init(&x.body, LIMIT_CLI_SBD_JSON);
     (void)cli_sbd_files_path(remote, &path);
+    if (c->page) /* a file's GET ignores it */
+        (void)buf_printf(&path, "?limit=%u", c->page);
     x.h = curl_easy_init();
     char errbuf[CURL_ERROR_SIZE] = "";
     struct curl_slist *hdrs = NULL;
@@ -624,7 +677,8 @@ int cli_cp_run(struct cli_globals *g, const struct cli_cp_opts *o, int argc, cha
         return CLI_USAGE;
     }
     struct cp_ctx c = {.g = g,
-                       .max_files = o && o->max_entries ? o->max_entries : LIMIT_CLI_CP_ENTRIES};
+                       .max_files = o && o->max_entries ? o->max_entries : LIMIT_CLI_CP_ENTRIES,
+                       .page = o ? o->listing_page : 0};
     int rc = cli_sbd_open(g, src_remote ? sname : dname, &c.s);
     if (rc != CLI_OK)
         return rc;

@@ -306,7 +306,16 @@ static void test_cp_round_trip(void **state)
 /* cp in this process (the code of kubectl-sandbox cp, main only passes its exit code
  * on) against the test's sandboxd, copying at most max entries; stdout and stderr into
  * out. Returns cp's exit code. */
+static int cp_with(const struct cli_cp_opts *o, const char *src, const char *dst, struct buf *out);
+
 static int cp_bounded(unsigned max, const char *src, const char *dst, struct buf *out)
+{
+    const struct cli_cp_opts o = {.max_entries = max};
+    return cp_with(&o, src, dst, out);
+}
+
+/* cp with options o, as cp_bounded. */
+static int cp_with(const struct cli_cp_opts *o, const char *src, const char *dst, struct buf *out)
 {
     char *text = NULL;
     size_t len = 0;
@@ -315,8 +324,7 @@ static int cp_bounded(unsigned max, const char *src, const char *dst, struct buf
     char cmd[] = "cp", *s = xstrdup(src), *d = xstrdup(dst);
     char *argv[] = {cmd, s, d, NULL};
     struct cli_globals g = {.output = "", .sandboxd_url = url, .out = f, .err = f};
-    const struct cli_cp_opts o = {.max_entries = max};
-    int rc = cli_cp_run(&g, &o, 3, argv);
+    int rc = cli_cp_run(&g, o, 3, argv);
     assert_int_equal(fclose(f), 0);
     buf_reset(out);
     assert_int_equal(buf_append(out, text, len), 0);
@@ -449,6 +457,37 @@ static void test_cp_entry_bound(void **state)
         }
     }
     assert_int_equal(arrived, 2);
+    buf_done(&out);
+}
+
+/* A directory larger than one listing page (sandboxd's "continue"; pages of 2 names
+ * asked here, its default is 10,000) is copied whole, every page followed, below as at
+ * the top; the entries bound counts across pages. */
+static void test_cp_listing_pages(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"e", "a", "d", "b", "c", "sub/z", "sub/x", "sub/y"};
+    struct buf out;
+    char dst[700], got[64];
+    buf_init(&out, 1 << 20);
+    mkdir_at(root, "pages");
+    mkdir_at(root, "pages/sub");
+    (void)snprintf(dst, sizeof(dst), "%s/pages", root);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        write_at(dst, names[i], names[i]);
+    const struct cli_cp_opts paged = {.listing_page = 2};
+    (void)snprintf(dst, sizeof(dst), "%s/paged", work);
+    assert_int_equal(cp_with(&paged, "x:pages", dst, &out), CLI_OK);
+    assert_string_equal(buf_str(&out), "");
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        assert_string_equal(read_at(dst, names[i], got, sizeof(got)), names[i]);
+    /* the bound across pages: pages, a, b, c, d (5) of 10 */
+    const struct cli_cp_opts bounded = {.listing_page = 2, .max_entries = 5};
+    (void)snprintf(dst, sizeof(dst), "%s/paged5", work);
+    assert_int_equal(cp_with(&bounded, "x:pages", dst, &out), CLI_ERR);
+    assert_string_equal(buf_str(&out), "error: cp: more than 5 files and directories\n");
+    assert_string_equal(read_at(dst, "d", got, sizeof(got)), "d");
+    assert_string_equal(read_at(dst, "e", got, sizeof(got)), "<absent>");
     buf_done(&out);
 }
 
@@ -780,19 +819,13 @@ static void test_fs_commands(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exec_output_and_codes),
-        cmocka_unit_test(test_exec_stdin),
-        cmocka_unit_test(test_cp_round_trip),
-        cmocka_unit_test(test_cp_entry_bound),
-        cmocka_unit_test(test_cp_link_modes),
-        cmocka_unit_test(test_cp_dangling_dest),
-        cmocka_unit_test(test_unreachable),
-        cmocka_unit_test(test_cluster_modes),
-        cmocka_unit_test(test_shell_attach),
-        cmocka_unit_test(test_port_forward_api),
-        cmocka_unit_test(test_background),
-        cmocka_unit_test(test_fs_commands),
-        cmocka_unit_test(test_write_errors),
+        cmocka_unit_test(test_exec_output_and_codes), cmocka_unit_test(test_exec_stdin),
+        cmocka_unit_test(test_cp_round_trip),         cmocka_unit_test(test_cp_entry_bound),
+        cmocka_unit_test(test_cp_listing_pages),      cmocka_unit_test(test_cp_link_modes),
+        cmocka_unit_test(test_cp_dangling_dest),      cmocka_unit_test(test_unreachable),
+        cmocka_unit_test(test_cluster_modes),         cmocka_unit_test(test_shell_attach),
+        cmocka_unit_test(test_port_forward_api),      cmocka_unit_test(test_background),
+        cmocka_unit_test(test_fs_commands),           cmocka_unit_test(test_write_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
