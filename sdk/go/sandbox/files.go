@@ -172,19 +172,44 @@ func (w *fileWriter) Close() error {
 	return w.err
 }
 
-// List lists the directory at path ("" or "/" is the root), sorted by name.
+// List lists the directory at path ("" or "/" is the root), sorted by name. A directory
+// larger than one of sandboxd's listing pages (10,000 names) is read page by page, each
+// page after the last name of the one before, so every name comes once; names created
+// or removed meanwhile may or may not be seen.
 func (f *Files) List(ctx context.Context, path string) ([]FileEntry, error) {
 	p, err := filesPath(path, true)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := f.do(ctx, call{op: "list " + path, method: http.MethodGet, path: p, idempotent: true})
+	var out []FileEntry
+	token := ""
+	for {
+		page, next, err := f.listPage(ctx, path, p, token)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == "" || next == token {
+			return out, nil
+		}
+		token = next
+	}
+}
+
+// listPage reads one listing page (after token, unless ""): its entries and the token of
+// the next page ("" for the last).
+func (f *Files) listPage(ctx context.Context, path, p, token string) ([]FileEntry, string, error) {
+	var q url.Values
+	if token != "" {
+		q = url.Values{"continue": {token}}
+	}
+	resp, err := f.do(ctx, call{op: "list " + path, method: http.MethodGet, path: p, query: q, idempotent: true})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer resp.Body.Close()
 	if !isJSON(resp) {
-		return nil, fmt.Errorf("%w: %s", ErrNotDirectory, path)
+		return nil, "", fmt.Errorf("%w: %s", ErrNotDirectory, path)
 	}
 	var l struct {
 		Entries []struct {
@@ -194,16 +219,17 @@ func (f *Files) List(ctx context.Context, path string) ([]FileEntry, error) {
 			ModifiedAt string `json:"modified_at"`
 			Mode       string `json:"mode"`
 		} `json:"entries"`
+		Continue string `json:"continue"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 32<<20)).Decode(&l); err != nil {
-		return nil, fmt.Errorf("sandbox: list %s: bad response: %w", path, err)
+		return nil, "", fmt.Errorf("sandbox: list %s: bad response: %w", path, err)
 	}
 	out := make([]FileEntry, 0, len(l.Entries))
 	for _, e := range l.Entries {
 		mt, _ := time.Parse(time.RFC3339, e.ModifiedAt)
 		out = append(out, FileEntry{Name: e.Name, Size: e.Size, Type: FileType(e.Type), ModTime: mt, Mode: e.Mode})
 	}
-	return out, nil
+	return out, l.Continue, nil
 }
 
 // Exists reports whether path exists: a stat (GET /v1/stat) that sandboxd answers, or

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -354,5 +355,54 @@ func TestWatchNextEnds(t *testing.T) {
 				t.Errorf("Next = %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestListPages: a directory larger than one of sandboxd's listing pages is read page
+// by page, each request carrying the token of the page before, until a page without
+// one; a token that repeats ends the listing instead of looping.
+func TestListPages(t *testing.T) {
+	pages := map[string]string{
+		"":     `{"path":"/d","entries":[{"name":"a","type":"file"},{"name":"b","type":"file"}],"continue":"62"}`,
+		"62":   `{"path":"/d","entries":[{"name":"c","type":"directory"}],"continue":"63"}`,
+		"63":   `{"path":"/d","entries":[{"name":"d","type":"file"}]}`,
+		"loop": `{"path":"/d","entries":[{"name":"x","type":"file"}],"continue":"loop"}`,
+	}
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := r.URL.Query().Get("continue")
+		if r.URL.Path == "/v1/files/loop" && tok == "" {
+			tok = "loop"
+		}
+		asked = append(asked, tok)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, pages[tok])
+	}))
+	defer srv.Close()
+	sb := handleFor(t, srv)
+	tests := []struct {
+		path  string
+		names string
+		asked string
+	}{
+		{"d", "a,b,c,d", ",62,63"},
+		{"loop", "x,x", "loop,loop"},
+	}
+	for _, tc := range tests {
+		asked = nil
+		l, err := sb.Files().List(context.Background(), tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range l {
+			names = append(names, e.Name)
+		}
+		if got := strings.Join(names, ","); got != tc.names {
+			t.Errorf("List(%s) = %s, want %s", tc.path, got, tc.names)
+		}
+		if got := strings.Join(asked, ","); got != tc.asked {
+			t.Errorf("List(%s) asked %s, want %s", tc.path, got, tc.asked)
+		}
 	}
 }

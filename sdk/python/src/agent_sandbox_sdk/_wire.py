@@ -260,11 +260,19 @@ def parse_listing(j: Any) -> list[FileEntry]:
     return out
 
 
-def listing(resp: httpx.Response, path: str) -> list[FileEntry]:
-    """The entries of a GET of a directory; SandboxError when path is a file."""
+def listing_page(resp: httpx.Response, path: str) -> tuple[list[FileEntry], str | None]:
+    """The entries of one page of a directory's listing and the token of the next page
+    (None after the last); SandboxError when path is a file."""
     if "json" not in resp.headers.get("content-type", ""):
         raise SandboxError(f"list {path}: not a directory")
-    return parse_listing(resp.json())
+    j = resp.json()
+    token = j.get("continue") if isinstance(j, dict) else None
+    return parse_listing(j), token if isinstance(token, str) and token else None
+
+
+def listing_params(token: str | None) -> dict[str, Any]:
+    """The request options of the listing page after token (the first page: None)."""
+    return {"params": {"continue": token}} if token else {}
 
 
 def exists_answer(resp: httpx.Response, what: str) -> bool:

@@ -798,8 +798,17 @@ class AsyncFiles:
         return n
 
     async def list(self, path: str = "") -> builtins.list[FileEntry]:
-        resp = await self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}")
-        return _wire.listing(resp, path)
+        """The directory's entries, sorted by name, page by page (see Files.list)."""
+        out: builtins.list[FileEntry] = []
+        token: str | None = None
+        while True:
+            kw = _wire.listing_params(token)
+            resp = await self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}", **kw)
+            page, nxt = _wire.listing_page(resp, path)
+            out.extend(page)
+            if nxt is None or nxt == token:
+                return out
+            token = nxt
 
     async def exists(self, path: str) -> bool:
         """Whether path exists (a stat; see _wire.exists_answer for the 404s that raise)."""

@@ -748,7 +748,20 @@ class Files:
         return n
 
     def list(self, path: str = "") -> builtins.list[FileEntry]:
-        return _wire.listing(self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}"), path)
+        """The directory's entries, sorted by name. A directory larger than one of
+        sandboxd's listing pages (10,000 names) is read page by page, each after the last
+        name of the one before: every name comes once; names created or removed meanwhile
+        may or may not be seen."""
+        out: builtins.list[FileEntry] = []
+        token: str | None = None
+        while True:
+            kw = _wire.listing_params(token)
+            resp = self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}", **kw)
+            page, nxt = _wire.listing_page(resp, path)
+            out.extend(page)
+            if nxt is None or nxt == token:
+                return out
+            token = nxt
 
     def exists(self, path: str) -> bool:
         """Whether path exists (a stat; see _wire.exists_answer for the 404s that raise)."""

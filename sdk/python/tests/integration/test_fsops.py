@@ -141,3 +141,22 @@ async def test_async_fsops(sandboxd_url: str) -> None:
         await asyncio.sleep(0)
     finally:
         await sb.client.aclose()
+
+
+def test_list_pages_sync_and_async(sandboxd_url: str) -> None:
+    """A directory larger than one of sandboxd's listing pages (10,000 names) is listed
+    whole, in order, by both clients (they follow the pages' continue tokens)."""
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
+    d = _d()
+    sb.files.mkdir(d)
+    r = sb.run(["sh", "-c", f"cd {d} && seq -f n%05g 0 10049 | xargs touch"])
+    assert r.exit_code == 0, r.stderr
+    want = [f"n{i:05d}" for i in range(10_050)]
+    assert [e.name for e in sb.files.list(d)] == want
+
+    async def alist() -> list[str]:
+        async with aio.connect(sandboxd_url) as asb:
+            return [e.name for e in await asb.files.list(d)]
+
+    assert asyncio.run(alist()) == want
+    sb.files.delete(d, recursive=True)
