@@ -460,10 +460,10 @@ static void sb_route(struct ext_ctrl *x, const json_t *sb, bool gone)
                  json_string_value(json_object_get(kube_obj_controller_ref(sb), "name")), key,
                  sizeof(key)) == 0)
         ext__enqueue(x, EXT_LOOP_CLAIM, key, 0);
-    else if (gone && !ext__pool_of(sb, pool, sizeof(pool)) &&
-             ext__key(kube_obj_namespace(sb), name, key, sizeof(key)) == 0)
-        /* a Sandbox no claim controlled, gone: a claim of its name was blocked by it
-         * ("not controlled by claim"), and nothing else would bring that claim back */
+    if (gone && ext__key(kube_obj_namespace(sb), name, key, sizeof(key)) == 0)
+        /* a claim of its name that it blocked ("not controlled by claim"), whoever
+         * controlled it (nobody, a pool, another claim): nothing else would bring that
+         * claim back; without such a claim the pass finds nothing to do */
         ext__enqueue(x, EXT_LOOP_CLAIM, key, 0);
 }
 
@@ -510,6 +510,7 @@ static void sb_on_delete(void *ctx, const json_t *sb, bool unknown)
     (void)unknown;
     if (ext__pool_of(sb, pool, sizeof(pool)))
         pool_expect_deletion_observed(x->expect, pool, kube_obj_uid(sb));
+    lb_forget(x->lb, kube_obj_namespace(sb), kube_obj_name(sb));
     sb_route(x, sb, true);
 }
 

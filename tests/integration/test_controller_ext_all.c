@@ -695,6 +695,93 @@ static void test_blocked_claim_recovers(void **state)
     json_decref(cl);
 }
 
+/* The name and uid of a Ready member of pool (not deleting), into name and uid. */
+static void pool_member(const char *pool, char *name, size_t nsize, char *uid, size_t usize)
+{
+    json_t *list = NULL, *sb;
+    size_t i;
+    name[0] = '\0';
+    assert_int_equal(kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, NULL), 0);
+    json_array_foreach(json_object_get(list, "items"), i, sb)
+    {
+        const json_t *ref = kube_obj_controller_ref(sb);
+        const char *k = json_string_value(json_object_get(ref, "kind"));
+        const char *nm = json_string_value(json_object_get(ref, "name"));
+        if (!name[0] && !kube_obj_deleting(sb) && k && strcmp(k, EXT_KIND_POOL) == 0 && nm &&
+            strcmp(nm, pool) == 0 && kube_obj_condition_true(sb, SB_COND_READY)) {
+            (void)snprintf(name, nsize, "%s", kube_obj_name(sb));
+            (void)snprintf(uid, usize, "%s", kube_obj_uid(sb));
+        }
+    }
+    json_decref(list);
+    assert_true(name[0] != '\0');
+}
+
+/* The same when the Sandbox in the way is a pool's member (a claim named like one, e.g.
+ * by generateName): its deletion brings the claim back too, though the pool, not a
+ * claim, controlled it. */
+static void test_claim_blocked_by_member_recovers(void **state)
+{
+    struct kube_err e;
+    json_t *cl, *bound;
+    char name[256], uid[64];
+    (void)state;
+    create_pool("p-block", "tpl", 1);
+    wait_pool("p-block", 1, 1);
+    pool_member("p-block", name, sizeof(name), uid, sizeof(uid));
+    create_claim(name, "p-block", NULL);
+    json_decref(wait_claim(name, "False", SB_R_RECONCILER_ERROR));
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, name, &e), &e);
+    assert_int_equal(it_wait_gone_uid(c, &API_RES_SANDBOXES, ns, name, uid, WAIT), 0);
+    cl = wait_claim(name, "True", NULL);
+    bound = bound_sandbox(cl);
+    assert_string_equal(kube_obj_controller_uid(bound), kube_obj_uid(cl));
+    assert_string_not_equal(kube_obj_uid(bound), uid);
+    json_decref(bound);
+    json_decref(cl);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, name, &e), &e);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-block", &e), &e);
+}
+
+/* A claim on a pool that is being deleted (held here by a finalizer) does not adopt the
+ * pool's Ready member, which is the garbage collector's to delete (an adoption between
+ * its read and its DELETE would lose a bound Sandbox): it is served cold. */
+static void test_deleting_pool_serves_cold(void **state)
+{
+    struct kube_err e;
+    json_t *pool, *cl, *bound, *member;
+    char name[256], uid[64];
+    (void)state;
+    pool = it_pool_new("p-going", "tpl", 1);
+    json_object_set_new(json_object_get(pool, "metadata"), "finalizers",
+                        json_pack("[s]", "test.agents.x-k8s.io/hold"));
+    create(&API_RES_SANDBOXWARMPOOLS, pool);
+    wait_pool("p-going", 1, 1);
+    pool_member("p-going", name, sizeof(name), uid, sizeof(uid));
+    IT_OK(kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-going", &e), &e);
+    pool = get(&API_RES_SANDBOXWARMPOOLS, "p-going");
+    assert_true(pool && kube_obj_deleting(pool));
+    json_decref(pool);
+    clock_sleep(USEC_PER_SEC); /* the controller's cache sees the deletion */
+    create_claim("c-going", "p-going", NULL);
+    cl = wait_claim("c-going", "True", NULL);
+    bound = bound_sandbox(cl);
+    assert_string_equal(kube_obj_name(bound), "c-going");
+    assert_true(sb_controlled_by(bound, kube_obj_uid(cl)));
+    member = get(&API_RES_SANDBOXES, name);
+    assert_non_null(member);
+    assert_string_equal(kube_obj_uid(member), uid);
+    assert_string_equal(json_string_value(json_object_get(kube_obj_controller_ref(member), "kind"))
+                            ?: "",
+                        EXT_KIND_POOL);
+    json_decref(member);
+    json_decref(bound);
+    json_decref(cl);
+    patch(&API_RES_SANDBOXWARMPOOLS, "p-going", NULL,
+          json_pack("{s:{s:n}}", "metadata", "finalizers"));
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-going", &e), &e);
+}
+
 /* A cold create whose answer is lost but which the server carried out: the claim reads
  * its Sandbox back in the same pass and binds it, without a failed pass (which left the
  * claim unbound: its next pass could take a warm member that had become Ready meanwhile,
@@ -1339,6 +1426,8 @@ int main(void)
         cmocka_unit_test(test_env_cold),
         cmocka_unit_test(test_exhausted_cold),
         cmocka_unit_test(test_blocked_claim_recovers),
+        cmocka_unit_test(test_claim_blocked_by_member_recovers),
+        cmocka_unit_test(test_deleting_pool_serves_cold),
         cmocka_unit_test(test_cold_create_answer_lost),
         cmocka_unit_test(test_expired_blocked_claim),
         cmocka_unit_test(test_suspended_claim_drops_ips),
