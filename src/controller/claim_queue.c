@@ -119,7 +119,19 @@ void claim_queue_remove(struct claim_queue *q, const char *pool, const char *nam
     n = cp ? map_get(cp->index, name) : NULL;
     if (n)
         unlink_node(cp, n);
+    /* An emptied record goes: a deleted pool's members, updated after its drop (before
+     * the garbage collector deletes them), make it again, and their deletions end here. */
+    if (cp && !cp->head)
+        pool_free(map_remove(q->pools, pool));
     pthread_mutex_unlock(&q->lock);
+}
+
+size_t claim_queue_pools(struct claim_queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    size_t n = map_len(q->pools);
+    pthread_mutex_unlock(&q->lock);
+    return n;
 }
 
 void claim_queue_drop(struct claim_queue *q, const char *pool)

@@ -23,9 +23,11 @@ void claim_queue_push(struct claim_queue *q, const char *pool, const char *name)
 /** Pops the oldest name of pool into out (size bytes). Returns true, or false when the
  * pool's queue is empty (or the name does not fit, in which case it is dropped). */
 bool claim_queue_pop(struct claim_queue *q, const char *pool, char *out, size_t size);
-/** Removes name from pool's queue, if present. */
+/** Removes name from pool's queue, if present; a queue left empty is freed. */
 void claim_queue_remove(struct claim_queue *q, const char *pool, const char *name);
 /** Drops pool's queue. */
 void claim_queue_drop(struct claim_queue *q, const char *pool);
 /** Number of names queued for pool. */
 size_t claim_queue_len(struct claim_queue *q, const char *pool);
+/** Number of pools with a queue record (empty ones included, until a remove frees them). */
+size_t claim_queue_pools(struct claim_queue *q);

@@ -326,7 +326,10 @@ static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json
     json_t *sb = NULL;
     char msg[sizeof(p->msg)] = ""; /* not p->msg: fail formats into it */
     int r = 0;
-    if (warm || p->prefer)
+    /* A deleting pool's members are the garbage collector's: one adopted between its
+     * read and its DELETE (a UID precondition only) would go, bound. Such a claim is
+     * served cold; an adoption already under way (prefer) is still settled. */
+    if ((warm && !kube_obj_deleting(pool)) || p->prefer)
         r = claim__adopt(p->x, p->claim, pool, p->prefer, !warm, &sb, msg, sizeof(msg));
     if (r > 0 && !warm) {
         p->sb = sb;

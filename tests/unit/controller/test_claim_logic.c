@@ -308,6 +308,15 @@ static void test_queue(void **state)
     assert_false(claim_queue_pop(q, "ns/p", out, sizeof(out)));
     claim_queue_drop(q, "ns/q");
     assert_int_equal(claim_queue_len(q, "ns/q"), 0);
+    /* a dropped pool's member updated afterwards makes its record again; the member's
+     * deletion frees it (it used to stay, empty, for ever) */
+    assert_int_equal(claim_queue_pools(q), 1); /* ns/p, emptied by a pop */
+    claim_queue_push(q, "ns/q", "late");
+    assert_int_equal(claim_queue_pools(q), 2);
+    claim_queue_remove(q, "ns/q", "late");
+    assert_int_equal(claim_queue_pools(q), 1);
+    claim_queue_remove(q, "ns/p", "gone"); /* not there: the empty record goes too */
+    assert_int_equal(claim_queue_pools(q), 0);
     claim_queue_free(q);
 }
 
