@@ -61,7 +61,7 @@ void lb_state_free(struct lb_state *s)
     xfree(s);
 }
 
-static void cache_put(struct lb_state *s, const char *ns, const char *name, const char *token)
+void lb__cache_put(struct lb_state *s, const char *ns, const char *name, const char *token)
 {
     char key[LIMIT_KUBE_STORE_KEY + 1];
     if (ext__key(ns, name, key, sizeof(key)) < 0)
@@ -86,6 +86,20 @@ static char *cache_get(struct lb_state *s, const char *ns, const char *name, boo
     }
     pthread_mutex_unlock(&s->lock);
     return t;
+}
+
+void lb_forget(struct lb_state *s, const char *ns, const char *name)
+{
+    if (s)
+        token_free(cache_get(s, ns, name, true));
+}
+
+size_t lb_cached(struct lb_state *s)
+{
+    pthread_mutex_lock(&s->lock);
+    size_t n = map_len(s->tokens);
+    pthread_mutex_unlock(&s->lock);
+    return n;
 }
 
 /* ---- pool members ------------------------------------------------------------------- */
@@ -150,7 +164,7 @@ int lb_pool_create(struct ext_ctrl *x, const char *pool_key, const json_t *sb,
                  kube_obj_name(out), e.message);
         delete_member(x, pool_key, out);
     } else {
-        cache_put(x->lb, ns, kube_obj_name(out), token);
+        lb__cache_put(x->lb, ns, kube_obj_name(out), token);
     }
     json_decref(sec);
 out:

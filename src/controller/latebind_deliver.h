@@ -22,6 +22,14 @@ struct lb_state;
 struct lb_state *lb_state_new(bool allow_loopback, usec_t timeout);
 /** Wipes the cached tokens and frees (NULL is fine). */
 void lb_state_free(struct lb_state *s);
+/** Wipes and drops the cached token of Sandbox ns/name, if any (its deletion: a member
+ * deleted unclaimed, or claimed without env, never delivers). s may be NULL. */
+void lb_forget(struct lb_state *s, const char *ns, const char *name);
+/** Number of cached tokens. */
+size_t lb_cached(struct lb_state *s);
+/** Caches token (copied) as Sandbox ns/name's (up to LIMIT_LB_TOKEN_CACHE). Internal:
+ * pool members' creation; tests. */
+void lb__cache_put(struct lb_state *s, const char *ns, const char *name, const char *token);
 
 /** Creates one pool member from sb (borrowed, as built for the pool with generateName)
  * under a name chosen here, then its config-token Secret owned by it. When the Secret
