@@ -346,6 +346,22 @@ static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json
     }
 }
 
+/* True (the claim failed) when the claim's additionalPodMetadata sets a key the
+ * template's pod metadata sets otherwise: a cold Sandbox is refused for it, and every
+ * warm member carries the template's metadata, so each adoption would fail the same way
+ * (and be retried, with the candidate sent to the back of the pool's queue). */
+static bool meta_conflicts(struct claim_pass *p, const json_t *tpl)
+{
+    struct claim_err ce = {0};
+    json_t *m = claim_pod_meta(p->claim, tpl, NULL, &ce);
+    if (m) {
+        json_decref(m);
+        return false;
+    }
+    fail(p, ce.reason, false, "%s", ce.message);
+    return true;
+}
+
 static void provision(struct claim_pass *p)
 {
     const char *pn = kube_obj_path_str(p->claim, "spec.warmPoolRef.name"), *tn;
@@ -369,6 +385,8 @@ static void provision(struct claim_pass *p)
             fail(p, EXT_R_TEMPLATE_NOT_FOUND, true, "SandboxTemplate \"%s\" not found",
                  tn ? tn : "");
         requeue_min(p, LIMIT_EXT_MISSING_REQUEUE);
+    } else if (meta_conflicts(p, tpl)) {
+        /* failed (not transient): the same on every pass and for every member */
     } else {
         adopt_or_create(p, pool, tpl, pn);
     }

@@ -782,6 +782,43 @@ static void test_deleting_pool_serves_cold(void **state)
     IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-going", &e), &e);
 }
 
+/* A claim whose additionalPodMetadata overrides a label of the pool's template fails
+ * once, as a cold claim does: no adoption is tried (each failed, was retried with
+ * back-off for ever and sent the candidate to the back of the pool's queue), the member
+ * stays the pool's and no reconcile error is counted. */
+static void test_meta_conflict_fails_once(void **state)
+{
+    struct kube_err e;
+    json_t *cl, *member;
+    char name[256], uid[64], errs[128];
+    double before;
+    (void)state;
+    (void)snprintf(errs, sizeof(errs),
+                   "controller_runtime_reconcile_errors_total{controller=\"sandboxclaim\"}");
+    create_pool("p-conf", "tpl", 1);
+    wait_pool("p-conf", 1, 1);
+    pool_member("p-conf", name, sizeof(name), uid, sizeof(uid));
+    before = metric_value(errs);
+    create_claim("c-conf", "p-conf",
+                 json_pack("{s:{s:{s:s}}}", "additionalPodMetadata", "labels",
+                           "sandbox.users.io/kubelet", "off"));
+    cl = wait_claim("c-conf", "False", SB_R_RECONCILER_ERROR);
+    assert_non_null(strstr(
+        json_string_value(json_object_get(kube_obj_condition(cl, SB_COND_READY), "message")) ?: "",
+        "metadata override conflict"));
+    json_decref(cl);
+    clock_sleep(USEC_PER_SEC); /* a retry (the back-off starts at 5 ms) would come by then */
+    assert_true(metric_value(errs) == before);
+    member = get(&API_RES_SANDBOXES, name);
+    assert_non_null(member);
+    assert_string_equal(json_string_value(json_object_get(kube_obj_controller_ref(member), "kind"))
+                            ?: "",
+                        EXT_KIND_POOL);
+    json_decref(member);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-conf", &e), &e);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-conf", &e), &e);
+}
+
 /* A cold create whose answer is lost but which the server carried out: the claim reads
  * its Sandbox back in the same pass and binds it, without a failed pass (which left the
  * claim unbound: its next pass could take a warm member that had become Ready meanwhile,
@@ -1428,6 +1465,7 @@ int main(void)
         cmocka_unit_test(test_blocked_claim_recovers),
         cmocka_unit_test(test_claim_blocked_by_member_recovers),
         cmocka_unit_test(test_deleting_pool_serves_cold),
+        cmocka_unit_test(test_meta_conflict_fails_once),
         cmocka_unit_test(test_cold_create_answer_lost),
         cmocka_unit_test(test_expired_blocked_claim),
         cmocka_unit_test(test_suspended_claim_drops_ips),
