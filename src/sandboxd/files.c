@@ -472,14 +472,18 @@ static int files_get(struct http_req *req, void *ctx)
 
 /* ---- delete ------------------------------------------------------------------------ */
 
+/* Directories a recursive delete descends (each level holds a descriptor open). */
+#define RM_MAX_DEPTH 256
+
 static int rm_contents(int fd, unsigned depth, const atomic_bool *stop);
 
 /* Removes name (a directory, not followed if a symlink) in dirfd with its contents. Ends
- * early with -ECANCELED once *stop (NULL: never) is set. */
+ * early with -ECANCELED once *stop (NULL: never) is set, and with -EOVERFLOW below
+ * RM_MAX_DEPTH levels. */
 static int rm_tree(int dirfd, const char *name, unsigned depth, const atomic_bool *stop)
 {
-    if (depth > 256)
-        return -ELOOP;
+    if (depth > RM_MAX_DEPTH)
+        return -EOVERFLOW;
     int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -545,7 +549,11 @@ static void rm_done(uv_work_t *w, int status)
     struct rm_job *j = w->data;
     int r = status < 0 ? status : j->result;
     http_req_set_abort_cb(j->req, NULL, NULL);
-    if (r < 0)
+    if (r == -EOVERFLOW) /* what was reached is gone; the client can go deep first */
+        (void)sbd_respond_error(j->req, 400, SBD_INVALID_ARGUMENT,
+                                "delete: the tree nests more than 256 directories deep; delete "
+                                "its deepest part first");
+    else if (r < 0)
         (void)sbd_respond_errno(j->req, r, "delete");
     else
         (void)http_respond(j->req, 204, NULL, NULL, 0);

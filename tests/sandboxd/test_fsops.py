@@ -259,6 +259,20 @@ class FsopsTest(unittest.TestCase):
 
     # ---- batch --------------------------------------------------------------------
 
+    def test_delete_too_deep(self):
+        # A tree nested deeper than a recursive delete descends (256): a clear 400, not
+        # the 403 of an escape; its deepest part deleted first, the rest goes.
+        top = os.path.join(self.d.root, "deep")
+        path = os.path.join(top, *(["d"] * 300))
+        os.makedirs(path)
+        st, j = self.jreq("DELETE", "/v1/files/deep?recursive=true")
+        self.assertEqual((st, j["code"]), (400, "INVALID_ARGUMENT"), j)
+        self.assertIn("256", j["message"])
+        mid = "/".join(["deep"] + ["d"] * 150)
+        self.assertEqual(self.req("DELETE", f"/v1/files/{mid}?recursive=true")[0], 204)
+        self.assertEqual(self.req("DELETE", "/v1/files/deep?recursive=true")[0], 204)
+        self.assertFalse(os.path.exists(top))
+
     def test_batch_write(self):
         files = [{"path": "bt/a.txt", "content": base64.b64encode(b"A\x00").decode()},
                  {"path": "bt/deep/b.txt", "content": "plain", "encoding": "utf-8", "mode": "0600"},
