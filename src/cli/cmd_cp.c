@@ -126,6 +126,16 @@ static int count_entry(struct cp_ctx *c, const char *what)
     return CLI_ERR;
 }
 
+/* Prints "error: cp: <path> <what>" with path escaped (names can come from a listing,
+ * and local names may hold control characters). Returns CLI_ERR. */
+static int path_fail(struct cp_ctx *c, const char *path, const char *what)
+{
+    char *safe = out_safe_dup(path);
+    fprintf(c->g->err, "error: cp: %s %s\n", safe, what);
+    xfree(safe);
+    return CLI_ERR;
+}
+
 static int local_fail(struct cp_ctx *c, const char *what, const char *path)
 {
     int e = errno;
@@ -212,16 +222,16 @@ static int put_entry(struct cp_ctx *c, const char *local, const char *remote, in
         return put_file(c, local, &st, remote);
     if (S_ISDIR(st.st_mode))
         return put_tree(c, local, remote, depth + 1);
-    fprintf(c->g->err, "warning: cp: skipping %s (not a regular file or directory)\n", local);
+    char *safe = out_safe_dup(local);
+    fprintf(c->g->err, "warning: cp: skipping %s (not a regular file or directory)\n", safe);
+    xfree(safe);
     return CLI_OK;
 }
 
 static int put_tree(struct cp_ctx *c, const char *local, const char *remote, int depth)
 {
-    if (depth > LIMIT_CLI_CP_DEPTH) {
-        fprintf(c->g->err, "error: cp: %s is nested too deeply\n", local);
-        return CLI_ERR;
-    }
+    if (depth > LIMIT_CLI_CP_DEPTH)
+        return path_fail(c, local, "is nested too deeply");
     DIR *d = opendir(local);
     if (!d)
         return local_fail(c, "cannot open directory", local);
@@ -456,34 +466,65 @@ static json_t *next_page(struct cp_ctx *c, const char *remote, const char *token
     return j;
 }
 
-/* Creates local as a directory and fetches every entry of the listing (body, its first
- * page; the pages after it by their "continue" token) into it. */
-static int get_listing(struct cp_ctx *c, const char *remote, const char *local,
-                       const struct buf *body, int depth)
+/* Whether page j of a listing may be followed by the page of its "continue" token (prev:
+ * the token that asked for j, or ""): a token names the page's last entry, so tokens
+ * only grow (hex keeps the names' byte order), and a page that holds nothing cannot be
+ * followed. *seen counts the entries of the pages so far (skipped names too), bounded as
+ * the copy's entries are. Returns CLI_OK or prints why not (a sandboxd that would keep
+ * cp listing for ever). */
+static int page_advances(struct cp_ctx *c, const char *remote, const json_t *j, const char *prev,
+                         const char *token, size_t *seen)
 {
-    if (depth > LIMIT_CLI_CP_DEPTH) {
-        fprintf(c->g->err, "error: cp: %s is nested too deeply\n", remote);
+    size_t n = json_array_size(json_object_get(j, "entries"));
+    *seen += n;
+    if (n == 0 || strspn(token, "0123456789abcdef") != strlen(token) || strcmp(token, prev) <= 0)
+        return path_fail(c, remote, "has a listing whose pages do not advance");
+    if (*seen > c->max_files) {
+        fprintf(c->g->err, "error: cp: more than %u files and directories\n", c->max_files);
         return CLI_ERR;
     }
+    return CLI_OK;
+}
+
+/* Creates local as a directory and fetches every entry of the listing (body, its first
+ * page, released once read; the pages after it by their "continue" token) into it. */
+static int get_listing(struct cp_ctx *c, const char *remote, const char *local, struct buf *body,
+                       int depth)
+{
+    if (depth > LIMIT_CLI_CP_DEPTH)
+        return path_fail(c, remote, "is nested too deeply");
     json_t *j = json_loadb(body->data ? body->data : "", body->len, 0, NULL);
+    buf_done(body); /* not held while the tree below is fetched */
     if (mkdir(local, 0755) < 0 && errno != EEXIST) {
         json_decref(j);
         return local_fail(c, "cannot create directory", local);
     }
     int rc = CLI_OK;
+    char *prev = xstrdup("");
+    size_t seen = 0;
     while (j && rc == CLI_OK) {
-        rc = get_entries(c, remote, local, j, depth);
+        /* a page is at most sandboxd's page (what each level of the tree holds while
+         * the levels below it are fetched) */
+        if (json_array_size(json_object_get(j, "entries")) > LIMIT_SBD_LISTING)
+            rc = path_fail(c, remote, "has a listing page over 10000 entries");
+        else
+            rc = get_entries(c, remote, local, j, depth);
         const char *token = json_string_value(json_object_get(j, "continue"));
         json_t *next = NULL;
-        if (rc == CLI_OK && token && *token && strspn(token, "0123456789abcdef") == strlen(token)) {
+        if (rc == CLI_OK && token && *token)
+            rc = page_advances(c, remote, j, prev, token, &seen);
+        if (rc == CLI_OK && token && *token) {
             next = next_page(c, remote, token);
             if (!next)
                 rc = CLI_SBD;
+            xfree(prev);
+            prev = xstrdup(token);
         }
         json_decref(j);
         j = next;
     }
     json_decref(j);
+    xfree(prev);
     return rc;
 }
 

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -191,6 +193,26 @@ static void test_exec_stdin(void **state)
     /* large output arrives complete */
     assert_int_equal(run_direct(&out, "exec x -- head -c 3000000 /dev/zero | wc -c"), 0);
     assert_string_equal(buf_str(&out), "3000000\n");
+    /* a command that reads nothing for 15 s while 12 MiB wait (sandboxd's 8 MiB stdin
+     * queue answers 429 all that time): every byte still arrives (the chunk was dropped
+     * after about 10 s of 429s, and the exit code said nothing) */
+    assert_int_equal(run_direct(&out,
+                                "exec x -- true; head -c 12582912 /dev/zero | "
+                                "'%s/kubectl-sandbox' --sandboxd-url %s exec x -i -- "
+                                "sh -c 'sleep 15; wc -c'",
+                                getenv("AS_BIN_DIR"), url),
+                     0);
+    assert_string_equal(buf_str(&out), "12582912\n");
+    /* a reader of the output that goes away (| head) does not kill it (SIGPIPE): the
+     * command runs to its end and its exit code comes back */
+    assert_int_equal(
+        run_direct(&out,
+                   "exec x -- true; ( '%s/kubectl-sandbox' --sandboxd-url %s exec x -- "
+                   "sh -c 'seq 1 200000; exit 7'; echo \"rc=$?\" > %s/rc.txt ) | "
+                   "head -1; cat %s/rc.txt",
+                   getenv("AS_BIN_DIR"), url, work, work),
+        0);
+    assert_string_equal(buf_str(&out), "1\nrc=7\n");
     buf_done(&out);
 }
 
@@ -307,6 +329,7 @@ static void test_cp_round_trip(void **state)
  * on) against the test's sandboxd, copying at most max entries; stdout and stderr into
  * out. Returns cp's exit code. */
 static int cp_with(const struct cli_cp_opts *o, const char *src, const char *dst, struct buf *out);
+static const char *cp_url; /* cp_with's sandboxd when not the test's (NULL: url) */
 
 static int cp_bounded(unsigned max, const char *src, const char *dst, struct buf *out)
 {
@@ -323,7 +346,8 @@ static int cp_with(const struct cli_cp_opts *o, const char *src, const char *dst
     assert_non_null(f);
     char cmd[] = "cp", *s = xstrdup(src), *d = xstrdup(dst);
     char *argv[] = {cmd, s, d, NULL};
-    struct cli_globals g = {.output = "", .sandboxd_url = url, .out = f, .err = f};
+    struct cli_globals g = {
+        .output = "", .sandboxd_url = cp_url ? cp_url : url, .out = f, .err = f};
     int rc = cli_cp_run(&g, o, 3, argv);
     assert_int_equal(fclose(f), 0);
     buf_reset(out);
@@ -488,6 +512,69 @@ static void test_cp_listing_pages(void **state)
     assert_string_equal(buf_str(&out), "error: cp: more than 5 files and directories\n");
     assert_string_equal(read_at(dst, "d", got, sizeof(got)), "d");
     assert_string_equal(read_at(dst, "e", got, sizeof(got)), "<absent>");
+    buf_done(&out);
+}
+
+/* A stand-in sandboxd whose listings never end: /v1/files/loop's pages repeat their
+ * token (their one entry, ".", is skipped), /v1/files/empty's hold nothing; GET /quit
+ * ends it. Prints its port first. */
+static const char fake_lister[] =
+    "import http.server, json, os, sys\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def log_message(self, *a): pass\n"
+    "    def do_GET(self):\n"
+    "        if self.path == '/quit':\n"
+    "            os._exit(0)\n"
+    "        e = [] if self.path.startswith('/v1/files/empty') else [{'name': '.'}]\n"
+    "        b = json.dumps({'path': '/x', 'entries': e, 'continue': '61'}).encode()\n"
+    "        self.send_response(200)\n"
+    "        self.send_header('Content-Type', 'application/json')\n"
+    "        self.send_header('Content-Length', str(len(b)))\n"
+    "        self.end_headers()\n"
+    "        self.wfile.write(b)\n"
+    "s = http.server.HTTPServer(('127.0.0.1', 0), H)\n"
+    "print(s.server_address[1], flush=True)\n"
+    "s.timeout = 60\n"
+    "while True:\n"
+    "    s.handle_request()\n";
+
+/* cp stops, with an error, at a listing whose pages do not advance (a token that does not
+ * grow, a page with nothing in it) instead of asking for pages for ever. */
+static void test_cp_listing_must_advance(void **state)
+{
+    (void)state;
+    char script[700], fake[64], dst[700];
+    struct buf out;
+    (void)snprintf(script, sizeof(script), "%s/fake_lister.py", work);
+    FILE *f = fopen(script, "w");
+    assert_non_null(f);
+    assert_true(fputs(fake_lister, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+    char cmd[800];
+    (void)snprintf(cmd, sizeof(cmd), "python3 '%s'", script);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    int port = 0;
+    assert_int_equal(fscanf(p, "%d", &port), 1);
+    (void)snprintf(fake, sizeof(fake), "http://127.0.0.1:%d", port);
+    buf_init(&out, 1 << 20);
+    cp_url = fake;
+    const struct cli_cp_opts o = {0};
+    static const char *const dirs[] = {"x:loop", "x:empty"};
+    for (size_t i = 0; i < 2; i++) {
+        (void)snprintf(dst, sizeof(dst), "%s/adv%zu", work, i);
+        assert_int_equal(cp_with(&o, dirs[i], dst, &out), CLI_ERR);
+        assert_non_null(strstr(buf_str(&out), "has a listing whose pages do not advance"));
+    }
+    cp_url = NULL;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    static const char quit[] = "GET /quit HTTP/1.0\r\n\r\n";
+    assert_int_equal(write(fd, quit, sizeof(quit) - 1), (ssize_t)sizeof(quit) - 1);
+    (void)close(fd);
+    (void)pclose(p);
     buf_done(&out);
 }
 
@@ -819,13 +906,21 @@ static void test_fs_commands(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exec_output_and_codes), cmocka_unit_test(test_exec_stdin),
-        cmocka_unit_test(test_cp_round_trip),         cmocka_unit_test(test_cp_entry_bound),
-        cmocka_unit_test(test_cp_listing_pages),      cmocka_unit_test(test_cp_link_modes),
-        cmocka_unit_test(test_cp_dangling_dest),      cmocka_unit_test(test_unreachable),
-        cmocka_unit_test(test_cluster_modes),         cmocka_unit_test(test_shell_attach),
-        cmocka_unit_test(test_port_forward_api),      cmocka_unit_test(test_background),
-        cmocka_unit_test(test_fs_commands),           cmocka_unit_test(test_write_errors),
+        cmocka_unit_test(test_exec_output_and_codes),
+        cmocka_unit_test(test_exec_stdin),
+        cmocka_unit_test(test_cp_round_trip),
+        cmocka_unit_test(test_cp_entry_bound),
+        cmocka_unit_test(test_cp_listing_pages),
+        cmocka_unit_test(test_cp_listing_must_advance),
+        cmocka_unit_test(test_cp_link_modes),
+        cmocka_unit_test(test_cp_dangling_dest),
+        cmocka_unit_test(test_unreachable),
+        cmocka_unit_test(test_cluster_modes),
+        cmocka_unit_test(test_shell_attach),
+        cmocka_unit_test(test_port_forward_api),
+        cmocka_unit_test(test_background),
+        cmocka_unit_test(test_fs_commands),
+        cmocka_unit_test(test_write_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
