@@ -37,6 +37,11 @@ struct exec_state {
     int exit_code, sig;
     int proto_err; /* a malformed stream */
     int write_err; /* writing the output here failed (not -EPIPE): the stream stops */
+    /* stdin read but not taken yet (sandboxd's queue was full: 429), sent again from
+     * the loop while the output keeps flowing; no more stdin is read meanwhile */
+    struct buf pending;
+    usec_t retry_at, backoff;
+    long stdin_refused; /* the status (or negative errno) that lost stdin; 0 if none */
 };
 
 static volatile sig_atomic_t got_winch, got_int;
@@ -162,7 +167,7 @@ void cli_help_exec(FILE *out)
             "--sandboxd-url (direct, for debugging).\n"
             "Exit codes: the command's exit code; 128+N when it was killed by signal N; 124\n"
             "when --timeout killed it; 1/2/3 as for every command; 5 when sandboxd could not\n"
-            "be reached or refused the command.\n");
+            "be reached, refused the command, or did not take all of its input (-i).\n");
 }
 
 /* ---- the event stream ---------------------------------------------------------------- */
@@ -234,7 +239,31 @@ static void send_resize(struct exec_state *x)
         send_json(x, "resize", json_pack("{s:i,s:i}", "cols", ws.ws_col, "rows", ws.ws_row));
 }
 
-/* Forwards what stdin has. Returns false at EOF (stdin closed remotely). */
+/* Sends the pending stdin chunk. A 429 (sandboxd's stdin queue is full: the command is
+ * not reading, perhaps because its own output waits for this loop) keeps it pending, to
+ * be sent again after a back-off (10 ms doubling to 200 ms) while the loop reads output;
+ * any other failure loses stdin: it is told, stdin is no longer forwarded, and the exit
+ * code says so (finish). Returns false once stdin is given up. */
+static bool send_pending(struct exec_state *x)
+{
+    long st = control(x, "stdin", x->pending.data, x->pending.len, "application/octet-stream");
+    if (st == 429) {
+        x->backoff = x->backoff ? x->backoff * 2 : 10 * USEC_PER_MSEC;
+        if (x->backoff > 200 * USEC_PER_MSEC)
+            x->backoff = 200 * USEC_PER_MSEC;
+        x->retry_at = clock_now() + x->backoff;
+        return true;
+    }
+    buf_reset(&x->pending);
+    x->backoff = 0;
+    if (st >= 200 && st < 300)
+        return true;
+    x->stdin_refused = st ? st : -EIO;
+    return false;
+}
+
+/* Forwards what stdin has. Returns false at EOF (stdin closed remotely) or once stdin is
+ * given up (send_pending). */
 static bool pump_stdin(struct exec_state *x)
 {
     char chunk[LIMIT_CLI_STDIN_CHUNK];
@@ -245,13 +274,9 @@ static bool pump_stdin(struct exec_state *x)
         (void)control(x, "stdin/close", NULL, 0, NULL);
         return false;
     }
-    for (int tries = 0; tries < 1000; tries++) {
-        long st = control(x, "stdin", chunk, (size_t)n, "application/octet-stream");
-        if (st != 429)
-            break;
-        clock_sleep(10 * USEC_PER_MSEC); /* sandboxd's stdin queue is full: back off */
-    }
-    return true;
+    buf_reset(&x->pending);
+    (void)buf_append(&x->pending, chunk, (size_t)n);
+    return send_pending(x);
 }
 
 /* ---- the run --------------------------------------------------------------------------- */
@@ -305,7 +330,9 @@ static bool loop_turn(void *ctx, bool running, int *ret_fd)
             l->ints_sent++;
             send_json(x, "signal", json_pack("{s:s}", "signal", "SIGINT"));
         }
-        if (l->stdin_open)
+        if (l->stdin_open && x->pending.len && clock_now() >= x->retry_at)
+            l->stdin_open = send_pending(x);
+        if (l->stdin_open && !x->pending.len)
             *ret_fd = 0;
     }
     return running && got_int <= 1;
@@ -337,6 +364,17 @@ static int finish(const struct cli_globals *g, struct exec_state *x, int cc, con
                 strerror_r(-x->write_err, eb, sizeof(eb)));
         return CLI_ERR;
     }
+    if (x->stdin_refused) { /* the command did not get all of its input */
+        char eb[128];
+        if (x->stdin_refused > 0)
+            (void)snprintf(text, sizeof(text), "HTTP %ld", x->stdin_refused);
+        else
+            (void)snprintf(text, sizeof(text), "%s",
+                           strerror_r((int)-x->stdin_refused, eb, sizeof(eb)));
+        fprintf(g->err, "error: %s did not take the command's input (%s): stdin was cut\n",
+                x->s->what, text);
+        return CLI_SBD;
+    }
     if (x->exited)
         return x->timed_out ? 124 : x->sig > 0 ? 128 + x->sig : x->exit_code;
     if (got_int > 1)
@@ -363,6 +401,7 @@ static int do_exec(const struct cli_globals *g, struct cli_sbd *s, const struct 
     json_decref(body);
     cli_stream_init(&x.st, LIMIT_CLI_SBD_LINE, on_line, &x);
     buf_init(&x.dec, LIMIT_CLI_SBD_LINE);
+    buf_init(&x.pending, LIMIT_CLI_STDIN_CHUNK);
     CURL *h = curl_easy_init();
     cli_stream_start(&x.st, h);
     (void)cli_sbd_setup(s, h, "POST", "/v1/processes", extra, &hdrs, errbuf);
@@ -376,6 +415,7 @@ static int do_exec(const struct cli_globals *g, struct cli_sbd *s, const struct 
     xfree(text);
     cli_stream_done(&x.st);
     buf_done(&x.dec);
+    buf_done(&x.pending);
     return rc;
 }
 
@@ -451,9 +491,13 @@ int cli_cmd_exec(struct cli_globals *g, int argc, char **argv)
         /* raw only when the keys go to the command (-i), as kubectl: else Ctrl-C must
          * still reach this process (ISIG), which passes it on */
         bool raw = o.tty && o.in && cli_tty_raw(0);
-        struct sigaction sa = {.sa_handler = on_signal};
+        struct sigaction sa = {.sa_handler = on_signal}, ign = {.sa_handler = SIG_IGN};
         sigemptyset(&sa.sa_mask);
+        sigemptyset(&ign.sa_mask);
         (void)sigaction(SIGWINCH, &sa, NULL);
+        /* a reader of the output that went away (| head) is an EPIPE the stream survives,
+         * not a death that would leave the terminal raw */
+        (void)sigaction(SIGPIPE, &ign, NULL);
         if (!raw)
             (void)sigaction(SIGINT, &sa, NULL);
         rc = do_exec(g, s, &o, argc - dd - 1, argv + dd + 1);

@@ -23,7 +23,8 @@ void cli_help_logs(FILE *out)
                  "  --tail N            only the last N lines\n"
                  "  -p, --process ID    the output of background process ID instead (see ps):\n"
                  "                      what sandboxd still holds, then with -f until it exits\n"
-                 "Exit codes: 0 ok, 1 no such sandbox or pod (e.g. suspended), 2 usage.\n");
+                 "Exit codes: 0 ok, 1 no such sandbox or pod (e.g. suspended), 2 usage,\n"
+                 "5 sandboxd failed (with -p).\n");
 }
 
 int cli_logs_path(const char *ns, const char *pod, const struct cli_logs_opts *o, struct buf *out)
