@@ -35,6 +35,7 @@ struct kexec {
     usec_t deadline;  /* the timeout, then the end of the grace after the interrupt */
     usec_t last_sent; /* when the last line was written (keepalives fill silences) */
     bool truncated, marker, timed_out;
+    bool error_sent; /* the execution's error went out (uncounted: once) */
 };
 
 struct kctx {
@@ -230,6 +231,16 @@ static void on_event(struct kctx *c, json_t *ev, enum sbd_kevent kind)
         json_decref(ev);
         if (c->x)
             exec_truncate(c->x);
+        return;
+    case SBD_KEV_ERROR:
+        /* the first error goes whatever the output used (a client must know the cell
+         * failed: the driver bounds its traceback); more count as output */
+        if (c->x) {
+            exec_send(c->x, ev, c->x->error_sent);
+            c->x->error_sent = true;
+        } else {
+            json_decref(ev);
+        }
         return;
     default:
         if (c->x)

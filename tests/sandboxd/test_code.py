@@ -136,6 +136,58 @@ class CodeTest(unittest.TestCase):
         st, ev = execute(self.d, "1 + 1", ctx["id"])
         self.assertEqual(main_result(ev), "2")
 
+    def test_unprintable_exception_and_surrogates(self):
+        # An exception whose __str__ fails is reported (it killed the kernel: state lost);
+        # lone surrogates in output or in an error (a file name decoded with
+        # surrogateescape) reach the client as "?" (the whole line was dropped: the error
+        # of a failing cell vanished and the cell looked like a success).
+        ctx = self.create()
+        execute(self.d, "kept = 7", ctx["id"])
+        code = "class E(Exception):\n    def __str__(self):\n        return self.missing\nraise E()"
+        _, ev = execute(self.d, code, ctx["id"])
+        err = [e for e in ev if e["type"] == "error"]
+        self.assertEqual([(e["name"], e["value"]) for e in err],
+                         [("E", "<exception str() failed: E>")])
+        self.assertEqual(ev[-1]["type"], "end")
+        code = "print('a\\udcffb')\nraise ValueError(b'x\\xffy'.decode('utf-8', 'surrogateescape'))"
+        _, ev = execute(self.d, code, ctx["id"])
+        self.assertEqual(texts(ev, "stdout"), "a?b\n")
+        err = [e for e in ev if e["type"] == "error"]
+        self.assertEqual([(e["name"], e["value"]) for e in err], [("ValueError", "x?y")])
+        _, ev = execute(self.d, "kept", ctx["id"])
+        self.assertEqual(main_result(ev), "7")  # the same kernel all along
+
+    def test_interrupt_with_a_printing_thread(self):
+        # A thread of the user's that prints all the time (a logger, a progress bar) does
+        # not take the interrupt meant for the main thread (it could raise it in whichever
+        # thread left the output's critical section last: a race this test rarely hits),
+        # and the error comes even though the output used the whole budget (it was
+        # counted as output and dropped: the client could not tell the cell failed).
+        ctx = self.create()
+        code = ("import threading, time, sys\n"
+                "def chatter():\n"
+                "    while True:\n"
+                "        print('x' * 200)\n"
+                "threading.Thread(target=chatter, daemon=True).start()\n"
+                "time.sleep(600)")
+        out = {}
+        t = threading.Thread(target=lambda: out.update(r=execute(self.d, code, ctx["id"])))
+        t.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            _, data, _ = self.d.req("GET", "/v1/contexts/" + ctx["id"])
+            if json.loads(data)["state"] == "busy":
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)
+        self.assertEqual(self.d.req("POST", f"/v1/contexts/{ctx['id']}/interrupt", b"")[0], 204)
+        t.join(10)
+        self.assertFalse(t.is_alive())
+        _, ev = out["r"]
+        self.assertEqual([e["name"] for e in ev if e["type"] == "error"], ["KeyboardInterrupt"])
+        self.assertFalse(ev[-1]["timed_out"])
+        self.assertTrue(ev[-1]["truncated"])
+
     def test_two_contexts_do_not_share_state(self):
         a, b = self.create(), self.create(id="second-ctx")
         self.assertEqual(b["id"], "second-ctx")

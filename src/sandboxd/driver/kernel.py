@@ -46,6 +46,8 @@ CHUNK = 64 * 1024  # largest text of one stdout/stderr event
 # copy embedded in it under (sent on stdin to `python3 -c`, when no driver file exists).
 SELF = globals().get("__file__") or "<agent-sandbox-kernel>"
 DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
+ERROR_VALUE_MAX = 8 * 1024  # characters of an error's value, and of its traceback (below)
+ERROR_TRACEBACK_MAX = 64 * 1024
 TEXT_REPRS = (
     ("text/html", "_repr_html_"),
     ("text/markdown", "_repr_markdown_"),
@@ -79,7 +81,9 @@ class Channel:
             view = view[n:]
 
     def emit(self, event: dict[str, Any], counted: bool = True) -> None:
-        line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass")
+        # Lone surrogates (a file name decoded with surrogateescape, a str built from
+        # bad bytes) are not UTF-8: sandboxd would drop the whole line, so they become "?".
+        line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
         with self.lock:
             if counted:
                 if self.truncated or self.used + len(line) > self.budget:
@@ -100,26 +104,34 @@ class Channel:
 
 class Interrupts:
     """SIGINT raises KeyboardInterrupt only while user code runs and not while the
-    driver writes a protocol line (a half-written line would break the stream)."""
+    driver writes a protocol line (a half-written line would break the stream). The
+    interrupt is the main thread's (where the code runs and Python runs the handler):
+    only its own critical sections defer it, and only it raises a deferred one (a thread
+    of the user's that prints must neither hold it back nor take it)."""
 
     def __init__(self) -> None:
         self.user = False
         self.armed = False  # a request was read: a SIGINT now is meant for it
-        self.critical = 0
+        self.local = threading.local()  # .critical: this thread's nesting
         self.pending = False
 
+    def _critical(self) -> int:
+        return int(getattr(self.local, "critical", 0))
+
     def handler(self, signum: int, frame: types.FrameType | None) -> None:
-        if self.user and self.critical == 0 and threading.current_thread() is threading.main_thread():
+        main = threading.current_thread() is threading.main_thread()
+        if self.user and main and self._critical() == 0:
             raise KeyboardInterrupt
         if self.user or self.armed:
             self.pending = True
 
     def enter(self) -> None:
-        self.critical += 1
+        self.local.critical = self._critical() + 1
 
     def leave(self) -> None:
-        self.critical -= 1
-        if self.critical == 0 and self.pending and self.user:
+        self.local.critical = self._critical() - 1
+        main = threading.current_thread() is threading.main_thread()
+        if main and self.local.critical == 0 and self.pending and self.user:
             self.pending = False
             raise KeyboardInterrupt
 
@@ -354,7 +366,18 @@ class Kernel:
         text = "".join(te.format())
         self.stdout.flush()
         self.stderr.flush()
-        self.chan.emit({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": text})
+        try:
+            value = str(e)
+        except BaseException:  # noqa: BLE001 - an exception whose __str__ fails is still reported
+            value = f"<exception str() failed: {type(e).__name__}>"
+        # Sent whatever the output used (the client must know the cell failed), so bounded
+        # here: the start of the value, the end of the traceback (the innermost frames).
+        if len(value) > ERROR_VALUE_MAX:
+            value = value[:ERROR_VALUE_MAX] + "..."
+        if len(text) > ERROR_TRACEBACK_MAX:
+            text = "...\n" + text[-ERROR_TRACEBACK_MAX:]
+        event = {"type": "error", "name": type(e).__name__, "value": value, "traceback": text}
+        self.chan.emit(event, counted=False)
 
     def _run(self, code: str, filename: str) -> None:
         tree = ast.parse(code, filename, "exec")
