@@ -157,6 +157,26 @@ class CodeTest(unittest.TestCase):
         _, ev = execute(self.d, "kept", ctx["id"])
         self.assertEqual(main_result(ev), "7")  # the same kernel all along
 
+    def test_fork_in_a_cell(self):
+        # A child forked by the code (os.fork, multiprocessing's default) does not become a
+        # second kernel on the same pipes: its output is the cell's stdout (through fd 1),
+        # the cell has one end, and later cells all reach the one kernel (the child that
+        # returned from the cell read requests meant for it, and sent a second end).
+        ctx = self.create()
+        code = ("import os\n"
+                "kpid = os.getpid()\n"
+                "pid = os.fork()\n"
+                "print('child' if pid == 0 else 'parent', flush=True)\n"
+                "if pid:\n"
+                "    os.waitpid(pid, 0)\n"
+                "n = 0")
+        _, ev = execute(self.d, code, ctx["id"])
+        self.assertEqual(sorted(texts(ev, "stdout").splitlines()), ["child", "parent"])
+        self.assertEqual([e["type"] for e in ev].count("end"), 1)
+        for i in range(1, 6):
+            _, ev = execute(self.d, "n += 1\n(n, os.getpid() == kpid)", ctx["id"])
+            self.assertEqual(main_result(ev), f"({i}, True)", ev)
+
     def test_interrupt_with_a_printing_thread(self):
         # A thread of the user's that prints all the time (a logger, a progress bar) does
         # not take the interrupt meant for the main thread (it could raise it in whichever

@@ -29,6 +29,7 @@ import ast
 import base64
 import builtins
 import codecs
+import contextlib
 import io
 import json
 import linecache
@@ -67,6 +68,7 @@ class Channel:
         self.budget = DEFAULT_MAX_OUTPUT
         self.used = 0
         self.truncated = False
+        self.child = False  # a process forked by user code: it never speaks the protocol
 
     def reset(self, budget: int) -> None:
         with self.lock:
@@ -81,6 +83,8 @@ class Channel:
             view = view[n:]
 
     def emit(self, event: dict[str, Any], counted: bool = True) -> None:
+        if self.child:
+            return
         # Lone surrogates (a file name decoded with surrogateescape, a str built from
         # bad bytes) are not UTF-8: sandboxd would drop the whole line, so they become "?".
         line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
@@ -419,7 +423,8 @@ class Kernel:
         self.stderr.flush()
         self._figures()
         for cap in self.captures:
-            cap.sync()
+            if not self.chan.child:  # a forked child has no capture threads to wait for
+                cap.sync()
             cap.active = False
         self.chan.emit(
             {"type": "end", "execution_count": self.count, "truncated": self.chan.truncated},
@@ -464,8 +469,25 @@ def main() -> int:
     signal.signal(signal.SIGINT, intr.handler)
     chan = Channel(ev_fd)
     kernel = Kernel(chan, intr, (FdCapture(1, "stdout", chan), FdCapture(2, "stderr", chan)))
+
+    def forked() -> None:
+        # A child of os.fork() in user code (multiprocessing's default on Linux too) must
+        # not share the protocol: its lines would interleave with the parent's on the
+        # event pipe, and one that returns from the cell would read requests meant for
+        # the kernel. Its output goes to fds 1 and 2, which the parent captures.
+        chan.child = True
+        for f in (ev_fd, requests.fileno()):
+            with contextlib.suppress(OSError):
+                os.close(f)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)  # noqa: SIM115
+        kernel.stdout, kernel.stderr = sys.stdout, sys.stderr  # type: ignore[assignment]
+
+    os.register_at_fork(after_in_child=forked)
     kernel.chan.emit({"type": "ready", "pid": os.getpid()}, counted=False)
     while True:
+        if chan.child:  # a forked child that finished its cell: gone, not a second kernel
+            os._exit(0)
         try:
             line = requests.readline()
         except KeyboardInterrupt:
