@@ -318,9 +318,13 @@ static void kernel_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
 static const struct sbd_proc_ops kernel_ops = {.output = kernel_output, .exit = kernel_exit};
 
 /* Without the driver file, `python3 -c BOOTSTRAP` reads "<length>\n<driver source>" from
- * stdin (sent before any request) and runs it under the name the driver knows itself by. */
+ * stdin (sent before any request) and runs it under the name the driver knows itself by,
+ * without the cwd on sys.path while the driver imports its modules. */
 static const char bootstrap[] =
-    "import os\n"
+    "import os, sys\n"
+    /* the cwd (python -c puts it first) is the user's: a json.py there must not replace
+     * the driver's own imports; the driver puts it back for the user's code */
+    "sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]\n"
     "def _read(n):\n"
     "    b = b''\n"
     "    while len(b) < n:\n"

@@ -339,6 +339,11 @@ class CodeTest(unittest.TestCase):
         self.assertEqual(ctx["cwd"], "work")
         _, ev = execute(self.d, "import os; os.getcwd()", ctx["id"])
         self.assertEqual(main_result(ev), repr(os.path.realpath(os.path.join(self.d.root, "work"))))
+        # a module written into the cwd imports, as in IPython
+        with open(os.path.join(self.d.root, "work", "agentmod.py"), "w") as f:
+            f.write("VALUE = 'here'\n")
+        _, ev = execute(self.d, "import agentmod\nagentmod.VALUE", ctx["id"])
+        self.assertEqual(main_result(ev), "'here'", ev)
         _, data, _ = self.d.req("GET", "/v1/activity")
         self.assertEqual(json.loads(data)["running_processes"], 0)
 
@@ -382,6 +387,14 @@ class CodeTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         d = Daemon("--kernel-driver", "/nonexistent/kernel.py", "--kernel-python", sys.executable)
         try:
+            # a json.py in the kernel's cwd does not replace the driver's json (the kernel
+            # died starting), while the user's code imports from the cwd
+            with open(os.path.join(d.root, "json.py"), "w") as f:
+                f.write("raise ImportError('the user json.py')\n")
+            with open(os.path.join(d.root, "mymod.py"), "w") as f:
+                f.write("VALUE = 42\n")
+            _, ev = execute(d, "import mymod\nmymod.VALUE")
+            self.assertEqual(main_result(ev), "42", ev)
             execute(d, "x = 20")
             _, ev = execute(d, "def f():\n    return x / 0\nf()")
             err = [e for e in ev if e["type"] == "error"][0]

@@ -484,6 +484,10 @@ def main() -> int:
         kernel.stdout, kernel.stderr = sys.stdout, sys.stderr  # type: ignore[assignment]
 
     os.register_at_fork(after_in_child=forked)
+    # The user's code imports from its working directory first, as in IPython (a module
+    # the agent just wrote there); the driver's own imports are done by now.
+    if "" not in sys.path:
+        sys.path.insert(0, "")
     kernel.chan.emit({"type": "ready", "pid": os.getpid()}, counted=False)
     while True:
         if chan.child:  # a forked child that finished its cell: gone, not a second kernel
