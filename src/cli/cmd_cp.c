@@ -613,6 +613,9 @@ static int get_path(struct cp_ctx *c, const char *remote, const char *local, con
     curl_easy_setopt(x.h, CURLOPT_WRITEDATA, &x);
     curl_easy_setopt(x.h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(x.h, CURLOPT_HEADERDATA, &x);
+    /* a download that stalls fails instead of holding cp for ever */
+    curl_easy_setopt(x.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(x.h, CURLOPT_LOW_SPEED_TIME, (long)(LIMIT_SBD_CALL_STALL / USEC_PER_SEC));
     CURLcode cc = curl_easy_perform(x.h);
     if (cc == CURLE_OK && x.status == 0) { /* an empty body: no write call */
         curl_easy_getinfo(x.h, CURLINFO_RESPONSE_CODE, &x.status);

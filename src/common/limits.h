@@ -253,10 +253,12 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_SBD_WATCH_QUEUE_BYTES (16u * 1024 * 1024) /* queued event bytes of a stream */
 
 /* kubectl-sandbox */
-#define LIMIT_CLI_MANIFEST    (8u * 1024 * 1024)      /* a -f file */
-#define LIMIT_CLI_SBD_JSON    (16u * 1024 * 1024)     /* a buffered sandboxd JSON response */
-#define LIMIT_CLI_SBD_LINE    (4u * 1024 * 1024)      /* one NDJSON line of a process stream */
-#define LIMIT_CLI_SBD_ERROR   (64u * 1024)            /* an error body kept for the message */
+#define LIMIT_CLI_MANIFEST  (8u * 1024 * 1024)  /* a -f file */
+#define LIMIT_CLI_SBD_JSON  (16u * 1024 * 1024) /* a buffered sandboxd JSON response */
+#define LIMIT_CLI_SBD_LINE  (4u * 1024 * 1024)  /* one NDJSON line of a process stream */
+#define LIMIT_CLI_SBD_ERROR (64u * 1024)        /* an error body kept for the message */
+#define LIMIT_SBD_CALL_STALL \
+    (60 * USEC_PER_SEC) /* a buffered sandboxd call silent this long fails */
 #define LIMIT_CLI_SBD_CONNECT (10 * USEC_PER_SEC)     /* TCP+TLS connect to sandboxd */
 #define LIMIT_CLI_STDIN_CHUNK (64u * 1024)            /* one stdin POST of exec -i */
 #define LIMIT_CLI_CP_DEPTH    64                      /* directory nesting copied by cp */

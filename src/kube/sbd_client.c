@@ -174,6 +174,10 @@ int sbd_client_call(const struct sbd_client *c, const struct sbd_client_req *req
     }
     (void)curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, resp ? to_buf : discard);
     (void)curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
+    /* a peer that takes the request and then says nothing (a long answer sends
+     * keepalive spaces) must not hold a caller for ever, a terminal in raw mode included */
+    (void)curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    (void)curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(LIMIT_SBD_CALL_STALL / USEC_PER_SEC));
     cc = curl_easy_perform(h);
     if (cc != CURLE_OK) {
         r = transport_error(cc);

@@ -65,8 +65,9 @@ int sbd_client_setup(const struct sbd_client *c, CURL *h, const char *method, co
                      const char *const *extra, struct curl_slist **ret_headers, char *errbuf);
 
 /** Performs req. The response body is appended to resp (bounded by its limit; NULL
- * discards it) and the HTTP status stored in *ret_status. Returns 0 when a response
- * arrived (any status), or -ETIMEDOUT, -E2BIG (the body passed resp's limit), -ENOMEM or
+ * discards it) and the HTTP status stored in *ret_status. A transfer silent for
+ * LIMIT_SBD_CALL_STALL fails (-ETIMEDOUT). Returns 0 when a response arrived (any
+ * status), or -ETIMEDOUT, -E2BIG (the body passed resp's limit), -ENOMEM or
  * -EIO with libcurl's text in err (size bytes; may be NULL). */
 int sbd_client_call(const struct sbd_client *c, const struct sbd_client_req *req, struct buf *resp,
                     long *ret_status, char *err, size_t size);
