@@ -377,7 +377,9 @@ static void pump(struct pf_conn *c)
             p[0].events |= POLLIN;
         if (c->out.len)
             p[0].events |= POLLOUT;
-        if (c->out.len < PF_OUT_SOFT)
+        /* once the server is done its socket stays readable (EOF): waiting on it would
+         * spin while a slow local client drains what is queued for it */
+        if (c->out.len < PF_OUT_SOFT && !c->remote_eof && !c->rx.closed)
             p[1].events |= POLLIN;
         if (c->tx.len)
             p[1].events |= POLLOUT;
