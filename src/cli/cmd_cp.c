@@ -414,7 +414,6 @@ static mode_t local_mode(const struct cp_ctx *c, mode_t m)
     return m & 0777 & ~c->umask;
 }
 
-/* Creates local as a directory and fetches every entry of the listing into it. */
 /* Fetches the entries of one listing page of j into local. */
 static int get_entries(struct cp_ctx *c, const char *remote, const char *local, json_t *j,
                        int depth)
@@ -486,16 +485,20 @@ static int page_advances(struct cp_ctx *c, const char *remote, const json_t *j, 
     return CLI_OK;
 }
 
-/* Creates local as a directory and fetches every entry of the listing (body, its first
- * page, released once read; the pages after it by their "continue" token) into it. */
+/* Creates local as a directory (*ret_made: it was not there) and fetches every entry
+ * of the listing (body, its first page, released once read; the pages after it by
+ * their "continue" token) into it. */
 static int get_listing(struct cp_ctx *c, const char *remote, const char *local, struct buf *body,
-                       int depth)
+                       int depth, bool *ret_made)
 {
+    *ret_made = false;
     if (depth > LIMIT_CLI_CP_DEPTH)
         return path_fail(c, remote, "is nested too deeply");
     json_t *j = json_loadb(body->data ? body->data : "", body->len, 0, NULL);
     buf_done(body); /* not held while the tree below is fetched */
-    if (mkdir(local, 0755) < 0 && errno != EEXIST) {
+    if (mkdir(local, 0755) == 0) {
+        *ret_made = true;
+    } else if (errno != EEXIST) {
         json_decref(j);
         return local_fail(c, "cannot create directory", local);
     }
@@ -545,7 +548,12 @@ static mode_t remote_mode(const struct getter *x, const char *remote, const char
  * renames it over x->local. Returns CLI_OK or prints why not. */
 static int commit_file(struct getter *x, const char *remote, const char *mode)
 {
+    struct stat old;
     mode_t m = local_mode(x->c, remote_mode(x, remote, mode));
+    /* over an existing file: never more open than it was, nor than the sandbox's (a
+     * private local file stays private, a private remote one arrives private) */
+    if (stat(x->dest, &old) == 0 && S_ISREG(old.st_mode))
+        m &= old.st_mode & 0777;
     int fd = x->fd;
     x->fd = -1;
     int r = fchmod(fd, m), e = errno;
@@ -584,10 +592,16 @@ static int get_finish(struct getter *x, const char *remote, const char *mode, CU
                         errbuf[0] ? errbuf : curl_easy_strerror(cc));
     if (!x->listing)
         return commit_file(x, remote, mode);
-    int rc = get_listing(x->c, remote, x->local, &x->body, depth);
+    bool made;
+    struct stat old;
+    int rc = get_listing(x->c, remote, x->local, &x->body, depth, &made);
     mode_t m;
-    if (rc == CLI_OK && parse_mode(mode, &m) == 0)
-        (void)chmod(x->local, local_mode(x->c, m));
+    if (rc == CLI_OK && parse_mode(mode, &m) == 0) {
+        m = local_mode(x->c, m);
+        if (!made && stat(x->local, &old) == 0) /* an existing one: never more open */
+            m &= old.st_mode & 0777;
+        (void)chmod(x->local, m);
+    }
     return rc;
 }
 

@@ -638,6 +638,45 @@ static void test_cp_link_modes(void **state)
     buf_done(&out);
 }
 
+/* A download over existing local files and directories never opens them up: a private
+ * 0600 file or 0700 directory is not made 0644 or 0755 by the sandbox's modes (the mode
+ * is what both allow; test_cp_round_trip: a private remote file arrives private over a
+ * 0644 one); new ones take the sandbox's (less the umask). */
+static void test_cp_keeps_existing_modes(void **state)
+{
+    (void)state;
+    struct buf out;
+    char p[1024];
+    buf_init(&out, 1 << 20);
+    mkdir_at(root, "km");
+    mkdir_at(root, "km/sub");
+    write_at(root, "km/f", "remote f\n");
+    write_at(root, "km/new", "remote new\n");
+    (void)snprintf(p, sizeof(p), "%s/km/f", root);
+    assert_int_equal(chmod(p, 0644), 0);
+    (void)snprintf(p, sizeof(p), "%s/km/new", root);
+    assert_int_equal(chmod(p, 0640), 0);
+    (void)snprintf(p, sizeof(p), "%s/km/sub", root);
+    assert_int_equal(chmod(p, 0755), 0);
+    mkdir_at(work, "kmdst");
+    mkdir_at(work, "kmdst/km");
+    mkdir_at(work, "kmdst/km/sub");
+    write_at(work, "kmdst/km/f", "local f\n");
+    (void)snprintf(p, sizeof(p), "%s/kmdst/km/f", work);
+    assert_int_equal(chmod(p, 0600), 0);
+    (void)snprintf(p, sizeof(p), "%s/kmdst/km/sub", work);
+    assert_int_equal(chmod(p, 0700), 0);
+    (void)snprintf(p, sizeof(p), "%s/kmdst", work);
+    assert_int_equal(cp_umask022(&out, "x:km", p), 0);
+    assert_string_equal(buf_str(&out), "");
+    char got[64];
+    assert_string_equal(read_at(work, "kmdst/km/f", got, sizeof(got)), "remote f\n");
+    assert_int_equal(mode_at(work, "kmdst/km/f"), 0600);
+    assert_int_equal(mode_at(work, "kmdst/km/sub"), 0700);
+    assert_int_equal(mode_at(work, "kmdst/km/new"), 0640);
+    buf_done(&out);
+}
+
 /* A local destination that is a dangling symlink is refused, as GNU cp refuses it ("not
  * writing through dangling symlink"): exit 1, the link stays a link, nothing appears
  * where it points, no temporary file is left; for a file with content and an empty one,
@@ -913,6 +952,7 @@ int main(void)
         cmocka_unit_test(test_cp_listing_pages),
         cmocka_unit_test(test_cp_listing_must_advance),
         cmocka_unit_test(test_cp_link_modes),
+        cmocka_unit_test(test_cp_keeps_existing_modes),
         cmocka_unit_test(test_cp_dangling_dest),
         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_cluster_modes),
