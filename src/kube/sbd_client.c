@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/limits.h"
 #include "common/xalloc.h"
@@ -86,6 +87,37 @@ static struct curl_slist *build_headers(const struct sbd_client *c, const char *
     return append(l, "Expect:");
 }
 
+/* Writes one block of header text to stderr, each line after prefix, with the value of
+ * an Authorization header masked (a bearer token must not reach a terminal or a log). */
+static void debug_headers(const char *prefix, const char *data, size_t size)
+{
+    static const char auth[] = "authorization:";
+    while (size > 0) {
+        const char *nl = memchr(data, '\n', size);
+        size_t n = nl ? (size_t)(nl - data) + 1 : size;
+        if (n >= sizeof(auth) - 1 && strncasecmp(data, auth, sizeof(auth) - 1) == 0)
+            fprintf(stderr, "%sAuthorization: <masked>\n", prefix);
+        else
+            fprintf(stderr, "%s%.*s", prefix, (int)n, data);
+        data += n;
+        size -= n;
+    }
+}
+
+/* libcurl's verbose output without bodies and without the token. */
+static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *ctx)
+{
+    (void)h;
+    (void)ctx;
+    if (type == CURLINFO_TEXT)
+        debug_headers("* ", data, size);
+    else if (type == CURLINFO_HEADER_OUT)
+        debug_headers("> ", data, size);
+    else if (type == CURLINFO_HEADER_IN)
+        debug_headers("< ", data, size);
+    return 0;
+}
+
 static void set_options(const struct sbd_client *c, CURL *h)
 {
     const struct sbd_client_opts *o = &c->o;
@@ -100,8 +132,10 @@ static void set_options(const struct sbd_client *c, CURL *h)
         (void)curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(o->timeout / USEC_PER_MSEC));
     if (o->user_agent)
         (void)curl_easy_setopt(h, CURLOPT_USERAGENT, o->user_agent);
-    if (o->verbose)
+    if (o->verbose) {
+        (void)curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug);
         (void)curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
+    }
     if (o->tls)
         kube__curl_tls(h, o->tls);
 }

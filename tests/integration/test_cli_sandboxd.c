@@ -171,6 +171,25 @@ static void test_exec_output_and_codes(void **state)
     buf_done(&out);
 }
 
+/* KUBECTL_SANDBOX_CURL_VERBOSE shows the requests' headers on stderr, never the bearer
+ * token (it printed "Authorization: Bearer <token>"). */
+static void test_verbose_masks_token(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(run_direct(&out,
+                                "exec x -- true; AGENT_SANDBOX_SANDBOXD_TOKEN=sekrit-tok3n "
+                                "KUBECTL_SANDBOX_CURL_VERBOSE=1 '%s/kubectl-sandbox' "
+                                "--sandboxd-url %s exec x -- true",
+                                getenv("AS_BIN_DIR"), url),
+                     0);
+    assert_non_null(strstr(buf_str(&out), "> POST /v1/processes"));
+    assert_non_null(strstr(buf_str(&out), "Authorization: <masked>"));
+    assert_null(strstr(buf_str(&out), "sekrit-tok3n"));
+    buf_done(&out);
+}
+
 static void test_exec_stdin(void **state)
 {
     (void)state;
@@ -947,6 +966,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exec_output_and_codes),
         cmocka_unit_test(test_exec_stdin),
+        cmocka_unit_test(test_verbose_masks_token),
         cmocka_unit_test(test_cp_round_trip),
         cmocka_unit_test(test_cp_entry_bound),
         cmocka_unit_test(test_cp_listing_pages),
