@@ -131,8 +131,12 @@ def read_args(offset: int, max_bytes: int | None) -> dict[str, Any]:
     return {"params": params, "ok": (416,)} if params else {}
 
 
-def read_content(resp: httpx.Response) -> bytes:
-    return b"" if resp.status_code == 416 else resp.content
+def read_content(resp: httpx.Response, path: str) -> bytes:
+    """A read's bytes (b"" at or past the end); SandboxError for a directory."""
+    if resp.status_code == 416:
+        return b""
+    _wire.not_a_listing(resp, path)
+    return resp.content
 
 
 def watch_url(base: str, path: str, recursive: bool, queue: int | None) -> str:

@@ -270,6 +270,13 @@ def listing_page(resp: httpx.Response, path: str) -> tuple[list[FileEntry], str 
     return parse_listing(j), token if isinstance(token, str) and token else None
 
 
+def not_a_listing(resp: httpx.Response, path: str) -> None:
+    """Raises SandboxError when a read's answer is a directory's listing (sandboxd serves
+    every file as application/octet-stream): its JSON is not the file's content."""
+    if "json" in resp.headers.get("content-type", ""):
+        raise SandboxError(f"read {path}: is a directory (list it instead)")
+
+
 def listing_params(token: str | None) -> dict[str, Any]:
     """The request options of the listing page after token (the first page: None)."""
     return {"params": {"continue": token}} if token else {}

@@ -712,7 +712,7 @@ class AsyncFiles:
         """A file's bytes, or at most max_bytes of them from offset (b"" past the end)."""
         kw = _fsops.read_args(offset, max_bytes)
         resp = await self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"read {path}", **kw)
-        return _fsops.read_content(resp)
+        return _fsops.read_content(resp, path)
 
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return (await self.read(path)).decode(encoding)
@@ -730,6 +730,7 @@ class AsyncFiles:
             if resp.status_code >= 400:
                 await resp.aread()
                 raise _wire.error(resp, f"read {path}")
+            _wire.not_a_listing(resp, path)
             async for chunk in resp.aiter_bytes(chunk_size):
                 yield chunk
         except httpx.TransportError as e:  # the connection dropped while the body came
@@ -799,15 +800,23 @@ class AsyncFiles:
 
     async def list(self, path: str = "") -> builtins.list[FileEntry]:
         """The directory's entries, sorted by name, page by page (see Files.list)."""
+        out, _ = await self._list_head(path, None)
+        return out
+
+    async def _list_head(self, path: str, keep: int | None) -> tuple[builtins.list[FileEntry], int]:
+        """The first keep entries (None: all) and how many there are, page by page: no
+        more than one page beyond keep is held, whatever the directory's size."""
         out: builtins.list[FileEntry] = []
+        total = 0
         token: str | None = None
         while True:
             kw = _wire.listing_params(token)
             resp = await self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}", **kw)
             page, nxt = _wire.listing_page(resp, path)
-            out.extend(page)
+            total += len(page)
+            out.extend(page if keep is None else page[: max(keep - len(out), 0)])
             if nxt is None or nxt == token:
-                return out
+                return out, total
             token = nxt
 
     async def exists(self, path: str) -> bool:

@@ -671,7 +671,7 @@ class Files:
         """A file's bytes, or at most max_bytes of them from offset (b"" past the end)."""
         kw = _fsops.read_args(offset, max_bytes)
         resp = self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"read {path}", **kw)
-        return _fsops.read_content(resp)
+        return _fsops.read_content(resp, path)
 
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return self.read(path).decode(encoding)
@@ -689,6 +689,7 @@ class Files:
             if resp.status_code >= 400:
                 resp.read()
                 raise _wire.error(resp, f"read {path}")
+            _wire.not_a_listing(resp, path)
             yield from resp.iter_bytes(chunk_size)
         except httpx.TransportError as e:  # the connection dropped while the body came
             raise _wire.transport_error(e, f"read {path}", True) from e

@@ -160,3 +160,25 @@ def test_list_pages_sync_and_async(sandboxd_url: str) -> None:
 
     assert asyncio.run(alist()) == want
     sb.files.delete(d, recursive=True)
+
+
+def test_read_of_a_directory_raises(sandboxd_url: str) -> None:
+    """Reading a directory raises instead of returning its listing's JSON as the file's
+    bytes (read, iter_read and download; sync and async)."""
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
+    d = _d()
+    sb.files.mkdir(d)
+    for read in (lambda: sb.files.read(d), lambda: b"".join(sb.files.iter_read(d))):
+        with pytest.raises(agent_sandbox_sdk.SandboxError, match="is a directory"):
+            read()
+
+    async def aread() -> None:
+        async with aio.connect(sandboxd_url) as asb:
+            with pytest.raises(agent_sandbox_sdk.SandboxError, match="is a directory"):
+                await asb.files.read(d)
+            with pytest.raises(agent_sandbox_sdk.SandboxError, match="is a directory"):
+                async for _ in asb.files.iter_read(d):
+                    pass
+
+    asyncio.run(aread())
+    sb.files.delete(d, recursive=True)

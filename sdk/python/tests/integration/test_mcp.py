@@ -66,8 +66,10 @@ async def session_walkthrough(s: ClientSession) -> None:
     bad = await s.call_tool("read_file", {"path": f"{d}/bin.dat"})
     assert bad.is_error and "base64" in text_of(bad)
     assert data(await s.call_tool("read_file", {"path": f"{d}/bin.dat", "encoding": "base64"}))["content"] == "AAEC/w=="
-    names = {e["name"]: e for e in data(await s.call_tool("list_files", {"path": d}))["entries"]}
+    listing = data(await s.call_tool("list_files", {"path": d}))
+    names = {e["name"]: e for e in listing["entries"]}
     assert set(names) == {"hello.txt", "bin.dat"} and names["bin.dat"]["size"] == 4
+    assert (listing["total"], listing["truncated"]) == (2, False)
 
     # 10 MB of output comes back cut to the bound with the marker; the server lives on.
     r = data(await s.call_tool("run_command", {"command": "head -c 10000000 /dev/zero | tr '\\0' x; echo; echo END"}))
@@ -98,6 +100,7 @@ async def session_walkthrough(s: ClientSession) -> None:
         ("read_file", {"path": "../etc/passwd"}, ".."),
         ("run_command", {"command": "true", "sandbox": "other"}, "one sandbox"),
         ("run_command", {"command": "true", "timeout_seconds": -1}, "timeout_seconds"),
+        ("read_file", {"path": d}, "is a directory"),
         ("run_command", {"command": []}, "empty"),
         ("write_file", {"path": "x", "content": "%%%", "encoding": "base64"}, "base64"),
         ("create_sandbox", {"pool": "p"}, "cannot create"),

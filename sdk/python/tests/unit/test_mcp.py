@@ -22,7 +22,7 @@ from agent_sandbox_sdk.errors import NotFoundError, SandboxTimeoutError
 from agent_sandbox_sdk.mcp import Limits, Options, Tools, build_server
 from agent_sandbox_sdk.mcp._bounds import Capture, bound_text, marker
 from agent_sandbox_sdk.mcp._cli import binds_loopback_only, is_loopback, options, parser
-from agent_sandbox_sdk.mcp._tools import _connection
+from agent_sandbox_sdk.mcp._tools import ToolFailure, _connection, _seconds
 from agent_sandbox_sdk.models import RouterConnection
 
 from .fakes import FakeKube, FakeSandboxd, async_client, async_sandbox
@@ -54,6 +54,17 @@ def test_capture_under_the_limit_is_unchanged() -> None:
     cap.add("é".encode() * 150)
     assert not cap.truncated and cap.text() == "x" * 700 + "é" * 150
     assert bound_text("short", 256) == ("short", False)
+
+
+def test_seconds_refuse_nan_and_infinity() -> None:
+    # NaN passed every comparison (a raw client can send it): sandboxd got invalid JSON
+    # for a timeout, and a TTL failed converting it.
+    lim = Limits(timeout=60.0)
+    for bad in (float("nan"), float("inf"), -1.0, 0.0, 61.0):
+        with pytest.raises(ToolFailure, match="ttl_seconds"):
+            _seconds(bad, None, lim, "ttl_seconds")
+    assert _seconds(None, 5.0, lim, "t") == 5.0
+    assert _seconds(60, None, lim, "t") == 60.0
 
 
 def test_bound_text_cuts_utf8_safely() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import os
 import secrets
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -112,7 +113,7 @@ class CodeOutput:
 def _seconds(value: float | None, default: float | None, limits: Limits, what: str) -> float | None:
     if value is None:
         return default
-    if value <= 0 or value > limits.timeout:
+    if not math.isfinite(value) or value <= 0 or value > limits.timeout:
         raise ToolFailure(f"{what} must be > 0 and at most {limits.timeout:g} seconds")
     return float(value)
 
@@ -439,16 +440,18 @@ class Tools:
 
     async def list_files(self, sandbox: str | None, path: str) -> dict[str, Any]:
         sb = await self.handle(sandbox)
-        entries = await sb.files.list(path)
         n = self.limits.list_entries
+        # the first n entries kept, the rest only counted: a directory of a million
+        # files costs one listing page of memory here, not the whole listing
+        entries, total = await sb.files._list_head(path, n)
         return {
             "path": path,
             "entries": [
                 {"name": e.name, "type": e.type, "size": e.size, "modified": e.modified.isoformat(), "mode": e.mode}
-                for e in entries[:n]
+                for e in entries
             ],
-            "truncated": len(entries) > n,
-            "total": len(entries),
+            "truncated": total > n,
+            "total": total,
         }
 
 
