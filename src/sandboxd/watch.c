@@ -199,37 +199,34 @@ static int open_sub(struct wstream *s, const char *sub, int flags)
     return fd;
 }
 
+#define MSG_DIR_LIMIT "too many directories: some subdirectories are not watched"
+#define MSG_TOO_MANY  "a directory has too many entries to scan"
+
+/* An error line now, or, during the first scan, at its end (*held): "ready" comes first. */
+static void say_error(struct wstream *s, bool *held, const char *msg)
+{
+    if (s->scanning)
+        *held = true;
+    else
+        emit(s, json_pack("{s:s, s:s}", "type", "error", "message", msg));
+}
+
 static void say_limit(struct wstream *s)
 {
     if (s->limit_said)
         return;
     s->limit_said = true;
-    if (s->scanning)
-        s->held_limit = true;
-    else
-        emit(s, json_pack("{s:s, s:s}", "type", "error", "message",
-                          "too many directories: some subdirectories are not watched"));
+    say_error(s, &s->held_limit, MSG_DIR_LIMIT);
 }
 
-static void say_too_many(struct wstream *s)
-{
-    if (s->scanning)
-        s->held_too_many = true;
-    else
-        emit(s, json_pack("{s:s, s:s}", "type", "error", "message",
-                          "a directory has too many entries to scan"));
-}
-
-/* The errors of the first scan, after "ready" (the first line is always "ready"). */
+/* The errors of the first scan, after "ready". */
 static void say_held(struct wstream *s)
 {
     s->scanning = false;
-    if (s->held_limit) {
-        s->limit_said = false;
-        say_limit(s);
-    }
+    if (s->held_limit)
+        say_error(s, &s->held_limit, MSG_DIR_LIMIT);
     if (s->held_too_many)
-        say_too_many(s);
+        say_error(s, &s->held_too_many, MSG_TOO_MANY);
 }
 
 struct found {
@@ -255,7 +252,7 @@ static size_t scan_dir(struct wstream *s, int fd, struct found **ret)
             fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (n == LIMIT_SBD_LISTING) {
-            say_too_many(s);
+            say_error(s, &s->held_too_many, MSG_TOO_MANY);
             break;
         }
         if (n == cap) {

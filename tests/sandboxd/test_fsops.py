@@ -509,6 +509,26 @@ class FsopsTest(unittest.TestCase):
         finally:
             w.close()
 
+    def test_watch_directory_limit_after_ready(self):
+        # More directories than one stream watches (8192): "ready" first, then one error
+        # line saying some are not watched (once), then events still flow.
+        top = os.path.join(self.d.root, "wdirs")
+        for i in range(8200):
+            os.makedirs(os.path.join(top, f"d{i}"))
+        w = Watch(self.d, "wdirs", recursive="true")
+        try:
+            self.assertEqual(w.status, 200)
+            err = w.next()
+            self.assertEqual((err["type"], err["message"]),
+                             ("error", "too many directories: some subdirectories are not watched"))
+            self.put("wdirs/after", b"x")  # its temporary file, then the move onto the name
+            paths = []
+            while len(paths) < 10 and "after" not in paths:
+                paths.append(w.next()["path"])
+            self.assertIn("after", paths)
+        finally:
+            w.close()
+
     def test_watch_ends_when_dir_deleted_and_streams_are_bounded(self):
         os.makedirs(os.path.join(self.d.root, "wd"))
         w = Watch(self.d, "wd")
