@@ -97,6 +97,26 @@ class CodeTest(unittest.TestCase):
         self.addCleanup(self.d.req, "DELETE", "/v1/contexts/" + ctx["id"])
         return ctx
 
+    def wait_state(self, ctx_id, want, timeout=10):
+        """Polls the context until its state is want (or timeout s); returns the last one."""
+        deadline = time.monotonic() + timeout
+        state = None
+        while time.monotonic() < deadline:
+            state = json.loads(self.d.req("GET", "/v1/contexts/" + ctx_id)[1])["state"]
+            if state == want:
+                break
+            time.sleep(0.05)
+        return state
+
+    def execute_busy(self, code, ctx_id):
+        """Runs code in a thread and waits until the context is busy: (the thread, a dict
+        whose "r" gets execute's result)."""
+        out = {}
+        t = threading.Thread(target=lambda: out.update(r=execute(self.d, code, ctx_id)))
+        t.start()
+        self.wait_state(ctx_id, "busy")
+        return t, out
+
     def test_state_kept_across_calls(self):
         st, ev = execute(self.d, "x = 21\nprint('set', x)")
         self.assertEqual(st, 200)
@@ -190,15 +210,7 @@ class CodeTest(unittest.TestCase):
                 "        print('x' * 200)\n"
                 "threading.Thread(target=chatter, daemon=True).start()\n"
                 "time.sleep(600)")
-        out = {}
-        t = threading.Thread(target=lambda: out.update(r=execute(self.d, code, ctx["id"])))
-        t.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            _, data, _ = self.d.req("GET", "/v1/contexts/" + ctx["id"])
-            if json.loads(data)["state"] == "busy":
-                break
-            time.sleep(0.05)
+        t, out = self.execute_busy(code, ctx["id"])
         time.sleep(0.5)
         self.assertEqual(self.d.req("POST", f"/v1/contexts/{ctx['id']}/interrupt", b"")[0], 204)
         t.join(10)
@@ -232,16 +244,8 @@ class CodeTest(unittest.TestCase):
 
     def test_interrupt_stops_a_loop(self):
         ctx = self.create()
-        out = {}
-        t = threading.Thread(target=lambda: out.update(r=execute(
-            self.d, "import time\nprint('looping', flush=True)\nwhile True:\n    pass", ctx["id"])))
-        t.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            _, data, _ = self.d.req("GET", "/v1/contexts/" + ctx["id"])
-            if json.loads(data)["state"] == "busy":
-                break
-            time.sleep(0.05)
+        t, out = self.execute_busy("import time\nprint('looping', flush=True)\nwhile True:\n    pass",
+                                   ctx["id"])
         time.sleep(0.3)
         # An executing kernel is activity (an idle one is not: test_cwd_and_idle_...).
         self.assertGreaterEqual(json.loads(self.d.req("GET", "/v1/activity")[1])["running_processes"], 1)
@@ -448,14 +452,7 @@ class CodeTest(unittest.TestCase):
         r = c.getresponse()
         self.assertEqual(json.loads(r.readline())["type"], "start")
         c.close()
-        deadline = time.monotonic() + 10
-        state = None
-        while time.monotonic() < deadline:
-            state = json.loads(self.d.req("GET", "/v1/contexts/" + ctx["id"])[1])["state"]
-            if state == "idle":
-                break
-            time.sleep(0.05)
-        self.assertEqual(state, "idle")
+        self.assertEqual(self.wait_state(ctx["id"], "idle"), "idle")
 
 
 class DriverTest(unittest.TestCase):
