@@ -15,6 +15,13 @@
 
 #define SB_MEMO_UID 40
 #define SB_MEMO_RV  24
+/* Slots per bucket of the two UID tables: with one, two Sandboxes starting at once shared
+ * a slot about once in 400 pairs (4,096 slots), and the second's status was written at
+ * every step (a cold burst of 300 wrote about 11 extra); with eight, a bucket overflows
+ * only when nine of its UIDs are held at once. */
+#define SB_MEMO_WAYS 8
+_Static_assert(LIMIT_SB_MEMO_SLOTS % SB_MEMO_WAYS == 0 && LIMIT_SB_DEFER_SLOTS % SB_MEMO_WAYS == 0,
+               "whole buckets");
 
 struct memo_slot {
     char uid[SB_MEMO_UID];
@@ -74,19 +81,61 @@ static uint32_t uid_hash(const char *uid)
     return hash_fnv1a32(HASH_FNV1A32_INIT, uid, strlen(uid));
 }
 
-static struct memo_slot *slot_of(struct sb_memo *m, const char *uid)
+/* The first of uid's SB_MEMO_WAYS slots in a table of n. */
+static size_t bucket_of(const char *uid, size_t n)
 {
-    return &m->slots[uid_hash(uid) & (LIMIT_SB_MEMO_SLOTS - 1)];
+    return (uid_hash(uid) & (n / SB_MEMO_WAYS - 1)) * SB_MEMO_WAYS;
 }
 
-static struct defer_slot *defer_slot_of(struct sb_memo *m, const char *uid)
+/* uid's entry in the status memo, or NULL. Called with m->lock held. */
+static struct memo_slot *memo_find(struct sb_memo *m, const char *uid)
 {
-    return &m->defer_slots[uid_hash(uid) & (LIMIT_SB_DEFER_SLOTS - 1)];
+    struct memo_slot *b = &m->slots[bucket_of(uid, LIMIT_SB_MEMO_SLOTS)];
+    for (size_t i = 0; i < SB_MEMO_WAYS; i++)
+        if (strcmp(b[i].uid, uid) == 0)
+            return &b[i];
+    return NULL;
+}
+
+/* The slot for a new entry of uid: its own, else a free or expired one of its bucket,
+ * else the bucket's oldest (an entry lost costs a conflict). Called with m->lock held. */
+static struct memo_slot *memo_take(struct sb_memo *m, const char *uid, usec_t now)
+{
+    struct memo_slot *b = &m->slots[bucket_of(uid, LIMIT_SB_MEMO_SLOTS)], *s = memo_find(m, uid);
+    for (size_t i = 0; !s && i < SB_MEMO_WAYS; i++)
+        if (!b[i].uid[0] || now < b[i].at || now - b[i].at >= SB_MEMO_TTL)
+            s = &b[i];
+    for (size_t i = 0; !s && i < SB_MEMO_WAYS; i++)
+        if (!s || b[i].at < s->at)
+            s = &b[i];
+    return s;
+}
+
+/* uid's pending wait, or NULL. Called with m->lock held. */
+static struct defer_slot *defer_find(struct sb_memo *m, const char *uid)
+{
+    struct defer_slot *b = &m->defer_slots[bucket_of(uid, LIMIT_SB_DEFER_SLOTS)];
+    for (size_t i = 0; i < SB_MEMO_WAYS; i++)
+        if (strcmp(b[i].uid, uid) == 0)
+            return &b[i];
+    return NULL;
+}
+
+/* A slot of uid's bucket that is free, or left behind by an object deleted while it
+ * waited (older than twice the window); NULL when every one holds a pending wait. Called
+ * with m->lock held. */
+static struct defer_slot *defer_free(struct sb_memo *m, const char *uid, usec_t window, usec_t now)
+{
+    struct defer_slot *b = &m->defer_slots[bucket_of(uid, LIMIT_SB_DEFER_SLOTS)];
+    for (size_t i = 0; i < SB_MEMO_WAYS; i++)
+        if (!b[i].uid[0] || now < b[i].since || now - b[i].since >= 2 * window)
+            return &b[i];
+    return NULL;
 }
 
 static bool fits(const char *uid, const char *rv)
 {
-    return uid && rv && strlen(uid) < SB_MEMO_UID && strlen(rv) < SB_MEMO_RV;
+    return uid && *uid && rv && strlen(uid) < SB_MEMO_UID && strlen(rv) < SB_MEMO_RV;
 }
 
 /* rv is the recorded version, or (when the server orders them) an older one. */
@@ -106,10 +155,9 @@ bool sb_memo_stale_at(struct sb_memo *m, const json_t *sb, usec_t now)
 
     if (!m || !fits(uid, rv))
         return false;
-    s = slot_of(m, uid);
     pthread_mutex_lock(&m->lock);
-    stale = strcmp(s->uid, uid) == 0 && not_newer(rv, s->rv) && now >= s->at &&
-            now - s->at < SB_MEMO_TTL;
+    s = memo_find(m, uid);
+    stale = s && not_newer(rv, s->rv) && now >= s->at && now - s->at < SB_MEMO_TTL;
     pthread_mutex_unlock(&m->lock);
     return stale;
 }
@@ -121,8 +169,8 @@ void sb_memo_wrote_at(struct sb_memo *m, const json_t *sb, usec_t now)
 
     if (!m || !fits(uid, rv))
         return;
-    s = slot_of(m, uid);
     pthread_mutex_lock(&m->lock);
+    s = memo_take(m, uid, now);
     memcpy(s->uid, uid, strlen(uid) + 1);
     memcpy(s->rv, rv, strlen(rv) + 1);
     s->at = now;
@@ -144,15 +192,14 @@ usec_t sb_defer_wait_at(struct sb_memo *m, const char *uid, usec_t window, usec_
     struct defer_slot *s;
     usec_t wait = 0;
 
-    if (!m || !window || !uid || strlen(uid) >= SB_MEMO_UID)
+    if (!m || !window || !uid || !*uid || strlen(uid) >= SB_MEMO_UID)
         return 0;
-    s = defer_slot_of(m, uid);
     pthread_mutex_lock(&m->lock);
-    if (strcmp(s->uid, uid) == 0) {
+    s = defer_find(m, uid);
+    if (s) {
         if (now >= s->since && now - s->since < window)
             wait = window - (now - s->since);
-    } else if (!s->uid[0] || now < s->since || now - s->since >= 2 * window) {
-        /* free, or left behind by an object that was deleted while it waited */
+    } else if ((s = defer_free(m, uid, window, now))) {
         memcpy(s->uid, uid, strlen(uid) + 1);
         s->since = now;
         wait = window;
@@ -170,11 +217,11 @@ void sb_defer_clear(struct sb_memo *m, const char *uid)
 {
     struct defer_slot *s;
 
-    if (!m || !uid || strlen(uid) >= SB_MEMO_UID)
+    if (!m || !uid || !*uid || strlen(uid) >= SB_MEMO_UID)
         return;
-    s = defer_slot_of(m, uid);
     pthread_mutex_lock(&m->lock);
-    if (strcmp(s->uid, uid) == 0)
+    s = defer_find(m, uid);
+    if (s)
         s->uid[0] = '\0';
     pthread_mutex_unlock(&m->lock);
 }

@@ -10,8 +10,9 @@
  * lost across an API server restart), the memo stops suppressing the write, and callers
  * that skip a write (or drop a 409) requeue the object after SB_MEMO_TTL as a backstop.
  *
- * A fixed table per instance (LIMIT_SB_MEMO_SLOTS, lossy on hash collisions): memory
- * stays bounded, and a lost entry only costs a conflict. The controller manager owns one
+ * A fixed table per instance (LIMIT_SB_MEMO_SLOTS, in buckets of eight by UID hash; a
+ * full bucket gives up its oldest entry): memory stays bounded, and a lost entry only
+ * costs a conflict. The controller manager owns one
  * and lends it to the Sandbox and claim reconcilers; two managers in one process (tests)
  * never see each other's writes. Thread-safe. A NULL memo remembers nothing: never
  * stale, never a deferred write, never a created child (the end of this file). */
@@ -50,9 +51,9 @@ void sb_memo_wrote_at(struct sb_memo *m, const json_t *sb, usec_t now);
 /* Status write coalescing: a change of details only (sb_status_diff's SB_STATUS_DETAIL)
  * may wait up to a window from when it was first seen, so that the steps of a starting
  * Pod (scheduled, running, an IP) ride along with the next write that matters, normally
- * the Ready transition. A second fixed, lossy table keyed by UID: when another object's
- * pending wait holds the slot, the write is not delayed at all, so a collision only
- * costs a write, never a delay beyond the window. */
+ * the Ready transition. A second fixed table keyed by UID, in buckets of eight: when
+ * other objects' pending waits hold every slot of the bucket, the write is not delayed
+ * at all, so an overflow only costs a write, never a delay beyond the window. */
 
 /** 0 when a detail write of object uid is due now; else how long it may still wait.
  *  The first call for uid starts its window. window 0 = never wait. */

@@ -2,7 +2,8 @@
 /* Unit tests: the read-your-writes memo suppresses status writes on the version our write
  * replaced, only for that version and UID, and only for SB_MEMO_TTL (the backstop for a
  * watch event lost across an API server restart). The status coalescing table delays a
- * detail write by at most its window from the first sighting, and never on a collision.
+ * detail write by at most its window from the first sighting, for objects whose UIDs share
+ * a bucket too, and never when the bucket is full.
  * A created child is answered for by owner, kind and name until it is seen, deleted or
  * SB_MEMO_TTL old. Each memo is its own instance: two never share an entry, and a NULL
  * memo remembers nothing. */
@@ -142,40 +143,82 @@ static void test_defer_window_from_first_sighting(void **state)
         0);
 }
 
-/* The table's slot of uid (FNV-1a, as sandbox_memo.c; 4096 slots). */
-static unsigned slot(const char *uid)
+/* uid's bucket in a table of n slots (FNV-1a, as sandbox_memo.c; buckets of 8). */
+static unsigned bucket(const char *uid, unsigned n)
 {
     unsigned h = 2166136261u;
     for (const char *p = uid; *p; p++)
         h = (h ^ (unsigned char)*p) * 16777619u;
-    return h & 4095u;
+    return h & (n / 8 - 1);
 }
 
+/* Fills out[0..k) with UIDs "<prefix>-<i>" in the same bucket as uid (a table of n). */
+static void same_bucket(const char *uid, unsigned n, const char *prefix, char (*out)[40], int k)
+{
+    int found = 0;
+    for (int i = 0; i < 10000000 && found < k; i++) {
+        (void)snprintf(out[found], sizeof(out[0]), "%s-%d", prefix, i);
+        if (bucket(out[found], n) == bucket(uid, n))
+            found++;
+    }
+    assert_int_equal(found, k);
+}
+
+/* Objects whose UIDs share a bucket each wait their own window (one slot per hash wrote
+ * the second one's every step at once: 11 status writes for 10 cold Sandboxes); only a
+ * ninth pending wait in a full bucket is written at once. */
 static void test_defer_collision_writes_at_once(void **state)
 {
     usec_t t0 = 4000 * USEC_PER_SEC;
-    char other[40];
-    int i;
+    char other[8][40];
     struct sb_memo *m = *state;
-    for (i = 0; i < 1000000; i++) {
-        (void)snprintf(other, sizeof(other), "uid-defer-c-%d", i);
-        if (slot(other) == slot("uid-defer-a"))
-            break;
-    }
-    assert_true(i < 1000000);
+    same_bucket("uid-defer-a", 4096, "uid-defer-c", other, 8);
     assert_int_equal(sb_defer_wait_at(m, "uid-defer-a", W, t0), W);
-    /* The slot is taken by a pending wait: the other object is not delayed. */
-    assert_int_equal(sb_defer_wait_at(m, other, W, t0 + 1), 0);
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(sb_defer_wait_at(m, other[i], W, t0 + 1), W);
+    /* The bucket is full of pending waits: the ninth object is not delayed. */
+    assert_int_equal(sb_defer_wait_at(m, other[7], W, t0 + 1), 0);
     assert_int_equal(sb_defer_wait_at(m, "uid-defer-a", W, t0 + 2), W - 2);
-    /* An entry left behind (its Sandbox was deleted while it waited) is reclaimed. */
-    assert_int_equal(sb_defer_wait_at(m, other, W, t0 + 2 * W), W);
-    assert_int_equal(sb_defer_wait_at(m, "uid-defer-a", W, t0 + 2 * W + 1), 0);
-    /* Clearing another UID's slot does nothing. */
+    assert_int_equal(sb_defer_wait_at(m, other[3], W, t0 + 2), W - 1);
+    /* An entry left behind (its Sandbox deleted while it waited) is reclaimed: the ninth
+     * takes uid-defer-a's, the oldest. */
+    assert_int_equal(sb_defer_wait_at(m, other[7], W, t0 + 2 * W), W);
+    /* Clearing a UID no longer held leaves the others of its bucket as they were. */
     sb_defer_clear(m, "uid-defer-a");
-    assert_int_equal(sb_defer_wait_at(m, other, W, t0 + 2 * W + 2), W - 2);
-    sb_defer_clear(m, other);
+    assert_int_equal(sb_defer_wait_at(m, other[7], W, t0 + 2 * W + 2), W - 2);
+    sb_defer_clear(m, other[7]);
     assert_int_equal(sb_defer_wait_at(m, "uid-defer-a", W, t0 + 2 * W + 3), W);
     sb_defer_clear(m, "uid-defer-a");
+    /* An empty UID never waits nor matches a free slot. */
+    assert_int_equal(sb_defer_wait_at(m, "", W, t0), 0);
+}
+
+/* Writes of objects whose UIDs share a bucket are all remembered; a full bucket gives up
+ * its oldest entry, not the newest. */
+static void test_memo_bucket_holds_eight(void **state)
+{
+    usec_t t0 = 4500 * USEC_PER_SEC;
+    char other[8][40];
+    json_t *v[9];
+    struct sb_memo *m = *state;
+    same_bucket("uid-memo-b", 8192, "uid-memo-c", other, 8);
+    v[0] = obj("uid-memo-b", "10");
+    for (int i = 0; i < 8; i++)
+        v[i + 1] = obj(other[i], "10");
+    for (int i = 0; i < 8; i++)
+        sb_memo_wrote_at(m, v[i], t0 + (usec_t)i);
+    for (int i = 0; i < 8; i++)
+        assert_true(sb_memo_stale_at(m, v[i], t0 + 8));
+    sb_memo_wrote_at(m, v[8], t0 + 8);
+    assert_false(sb_memo_stale_at(m, v[0], t0 + 9)); /* the oldest, given up */
+    for (int i = 1; i < 9; i++)
+        assert_true(sb_memo_stale_at(m, v[i], t0 + 9));
+    /* An expired entry is taken before the oldest live one. */
+    sb_memo_wrote_at(m, v[0], t0 + SB_MEMO_TTL + 1); /* v[1]'s has expired */
+    assert_true(sb_memo_stale_at(m, v[0], t0 + SB_MEMO_TTL + 2));
+    assert_true(sb_memo_stale_at(m, v[8], t0 + SB_MEMO_TTL + 2));
+    for (int i = 0; i < 9; i++)
+        json_decref(v[i]);
 }
 
 static bool busy_flag;
@@ -507,6 +550,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unusable_objects_never_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_defer_window_from_first_sighting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_defer_collision_writes_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memo_bucket_holds_eight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pod_meta_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_instances_do_not_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_created_until_seen, setup, teardown),
