@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import tracemalloc
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+import httpx
 import pytest
 
 pytest.importorskip("mcp", reason="the mcp package is not installed (pip install 'agent-sandbox-sdk[mcp]')")
@@ -21,9 +25,10 @@ from mcp_types import ImageContent, TextContent
 from agent_sandbox_sdk.errors import NotFoundError, SandboxTimeoutError
 from agent_sandbox_sdk.mcp import Limits, Options, Tools, build_server
 from agent_sandbox_sdk.mcp._bounds import Capture, bound_text, marker
-from agent_sandbox_sdk.mcp._cli import binds_loopback_only, is_loopback, options, parser
+from agent_sandbox_sdk.mcp._cli import _serve, binds_loopback_only, is_loopback, options, parser, transport_security
 from agent_sandbox_sdk.mcp._tools import ToolFailure, _connection, _seconds
 from agent_sandbox_sdk.models import RouterConnection
+from tests.mcp_harness import free_port, http_session
 
 from .fakes import FakeKube, FakeSandboxd, async_client, async_sandbox
 from .test_client_fake import bind_on_create
@@ -107,9 +112,13 @@ class FakeCodeSandbox:
     def __init__(self, ex: FakeExecution) -> None:
         self.ex = ex
         self.calls: list[tuple[str, Any, Any]] = []
+        self.max_output: list[Any] = []
 
-    async def run_code(self, code: str, *, context: Any = None, timeout: Any = None) -> FakeExecution:
+    async def run_code(
+        self, code: str, *, context: Any = None, timeout: Any = None, max_output: Any = None
+    ) -> FakeExecution:
         self.calls.append((code, context, timeout))
+        self.max_output.append(max_output)
         return self.ex
 
 
@@ -170,6 +179,33 @@ async def test_run_code_error_and_bounds() -> None:
     assert sum(isinstance(b, ImageContent) for b in res.content) == 2
 
 
+async def test_run_code_answer_is_bounded_whatever_the_results() -> None:
+    """Many results, long texts, a huge error value and a flood of MIME types: the answer
+    stays within a few output bounds, and the SDK is asked to collect a bounded amount."""
+    lim = Limits(output_bytes=1024, images=2, image_bytes=1000)
+    many = [FakeResult({"text/plain": f"r{i} " + "t" * 300}) for i in range(5000)]
+    many.insert(0, FakeResult({"text/plain": "main", **{f"x/m{i}" + "m" * 500: "" for i in range(100)}}, is_main=True))
+    ex = FakeExecution(results=many, error=FakeError("E" * 5000, "v" * 100_000, "tb"))
+    fake = FakeCodeSandbox(ex)
+    tools = pinned_tools(fake)
+    tools.limits = lim
+    async with Client(build_server(tools)) as c:
+        res = await c.call_tool("run_code", {"code": "flood()"})
+    s = res.structured_content
+    assert s is not None and not res.is_error and s["truncated"]
+    assert fake.max_output == [lim.code_collect()] and lim.code_collect() < 64 << 20
+    assert s["text"] == "main"
+    assert len(s["results"]) == lim.results and s["results_omitted"] == len(many) - lim.results
+    texts = sum(len((r["text"] or "").encode()) for r in s["results"])
+    assert texts <= lim.output_bytes + 256 + 100  # one budget for all, plus one marker
+    assert s["results"][-1]["text"] is None  # the budget was spent before the last
+    assert len(s["results"][0]["mime_types"]) == 16 and all(len(m) <= 128 for m in s["results"][0]["mime_types"])
+    assert len(s["error"]["value"].encode()) < lim.output_bytes + 100 and "truncated" in s["error"]["value"]
+    assert len(s["error"]["name"]) < 256 + 100
+    answer = sum(len(b.text.encode()) for b in res.content if isinstance(b, TextContent))
+    assert answer < 40 * lim.output_bytes, answer
+
+
 async def test_run_code_timeout_returns_partial_output() -> None:
     class Timeout(SandboxTimeoutError):
         def __init__(self, execution: FakeExecution) -> None:
@@ -177,7 +213,9 @@ async def test_run_code_timeout_returns_partial_output() -> None:
             self.execution = execution
 
     class Slow(FakeCodeSandbox):
-        async def run_code(self, code: str, *, context: Any = None, timeout: Any = None) -> FakeExecution:
+        async def run_code(
+            self, code: str, *, context: Any = None, timeout: Any = None, max_output: Any = None
+        ) -> FakeExecution:
             raise Timeout(FakeExecution(stdout="tick\n"))
 
     async with Client(build_server(pinned_tools(Slow(FakeExecution())))) as c:
@@ -201,7 +239,9 @@ async def test_run_code_creates_a_named_context_on_first_use() -> None:
             super().__init__(FakeExecution(results=[FakeResult({"text/plain": "1"}, is_main=True)]))
             self.contexts = Contexts()
 
-        async def run_code(self, code: str, *, context: Any = None, timeout: Any = None) -> FakeExecution:
+        async def run_code(
+            self, code: str, *, context: Any = None, timeout: Any = None, max_output: Any = None
+        ) -> FakeExecution:
             if context not in (None, *self.contexts.ids):
                 raise NotFoundError("run_code: not found (no such context)")
             return await super().run_code(code, context=context, timeout=timeout)
@@ -322,3 +362,109 @@ async def test_run_command_holds_at_most_its_output_bound() -> None:
         tracemalloc.stop()
     assert out["exit_code"] == 0 and out["stdout_bytes"] == EVENTS * SIZE and out["stdout_truncated"]
     assert peak < 4 << 20, f"run_command peaked at {peak} bytes for {EVENTS * SIZE} of output"
+
+
+# ---- the HTTP transport: stopping, DNS rebinding ------------------------------------------
+
+
+async def serve_until_signalled(args: list[str], token: str | None, client: Any) -> list[str]:
+    """Runs the server in process with the HTTP transport and args (pinned to a sandboxd
+    URL nothing listens on), runs client(url) once it answers, then sends this process
+    SIGTERM (the server's handler takes it) while the client's session may still be open.
+    Returns what happened, in order: "client done", "cleaned up"."""
+    events: list[str] = []
+    tools = Tools(Options(sandboxd_url="http://127.0.0.1:9"))
+    aclose = tools.aclose
+
+    async def recording_aclose() -> None:
+        events.append("cleaned up")
+        await aclose()
+
+    tools.aclose = recording_aclose  # type: ignore[method-assign]
+    port = free_port()
+    ns = parser().parse_args(["--transport", "http", "--port", str(port), *args])
+    host = ns.host if ":" not in ns.host else f"[{ns.host}]"
+    url = f"http://{host}:{port}/mcp"
+
+    async def drive() -> None:
+        async with httpx.AsyncClient() as h:
+            for _ in range(200):
+                try:
+                    await h.get(url, timeout=1)
+                    break
+                except httpx.TransportError:
+                    await anyio.sleep(0.05)
+        await client(url)
+        events.append("client done")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drive)
+            await _serve(ns, tools, token)
+    return events
+
+
+async def test_sigterm_with_a_client_connected_stops_and_cleans_up() -> None:
+    """A client holding its session (and the standalone event stream the MCP client opens)
+    when SIGTERM comes: the server stops within its graceful bound and runs the clean-up
+    (--cleanup's deletes). uvicorn alone waited for that stream for ever."""
+    held = anyio.Event()
+
+    async def client(url: str) -> None:
+        async def hold() -> None:
+            try:
+                async with http_session(url, "tok") as s:
+                    await s.list_tools()
+                    held.set()
+                    await anyio.sleep_forever()
+            except Exception:  # the server went away under the session: expected
+                pass
+
+        # The session lives on in the background (a task of its own), past the signal.
+        tg_holder.start_soon(hold)
+        await held.wait()
+        await anyio.sleep(0.5)  # the client's GET stream is open
+
+    start = anyio.current_time()
+    async with anyio.create_task_group() as tg_holder:
+        events = await serve_until_signalled([], "tok", client)
+        tg_holder.cancel_scope.cancel()
+    assert events == ["client done", "cleaned up"]
+    assert anyio.current_time() - start < 15
+
+
+def test_transport_security_for_token_free_binds() -> None:
+    """Token-free binds (loopback only) get Host and Origin checks naming loopback and the
+    bind address itself; a token leaves the MCP SDK's default."""
+    assert transport_security("127.0.0.1", "tok") is None
+    for host, own in (("127.0.0.2", "127.0.0.2"), ("::ffff:127.0.0.1", "[::ffff:127.0.0.1]"), ("[::1]", "[::1]")):
+        t = transport_security(host, None)
+        assert t is not None and t.enable_dns_rebinding_protection
+        assert f"{own}:*" in t.allowed_hosts and "localhost:*" in t.allowed_hosts
+        assert f"http://{own}:*" in t.allowed_origins
+        assert not any("evil" in h for h in t.allowed_hosts)
+
+
+async def test_dns_rebinding_refused_on_another_loopback_address() -> None:
+    """Served token-free on 127.0.0.2 (a loopback address the MCP SDK does not protect by
+    itself): a request whose Host or Origin names another site is refused; one naming the
+    bind address passes the check."""
+    seen: dict[str, int] = {}
+
+    async def client(url: str) -> None:
+        port = url.split(":")[2].split("/")[0]
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        hdrs = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        async with httpx.AsyncClient(timeout=5) as h:
+            for name, extra in (
+                ("evil host", {"Host": f"evil.example:{port}"}),
+                ("evil origin", {"Origin": f"http://evil.example:{port}"}),
+                ("own", {}),
+                ("own origin", {"Origin": f"http://127.0.0.2:{port}"}),
+            ):
+                seen[name] = (await h.post(url, json=body, headers={**hdrs, **extra})).status_code
+
+    await serve_until_signalled(["--host", "127.0.0.2"], None, client)
+    assert seen["evil host"] == 421 and seen["evil origin"] == 403, seen
+    assert seen["own"] not in (403, 421) and seen["own origin"] not in (403, 421), seen

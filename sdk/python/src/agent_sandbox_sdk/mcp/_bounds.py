@@ -85,8 +85,16 @@ class Limits:
     """images per run_code call"""
     list_entries: int = 1000
     """entries per list_files / list_sandboxes answer"""
+    results: int = 64
+    """results (display outputs) per run_code answer; their texts share one output_bytes"""
     timeout: float = 600.0
     """the longest timeout a caller may ask for (seconds)"""
+
+    def code_collect(self) -> int:
+        """What run_code asks the SDK to collect at most (characters of stdout, stderr and
+        results' data together): the streams, the results' texts, and the images with
+        base64's growth and room for their other representations."""
+        return 4 * self.output_bytes + self.images * (self.image_bytes * 4 // 3 + self.output_bytes)
 
 
 __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "MIN_OUTPUT_BYTES", "Capture", "Limits", "bound_text", "marker"]

@@ -9,11 +9,13 @@ import ipaddress
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import anyio
 import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
+from sse_starlette.sse import AppStatus
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_sandbox_sdk._proxy import is_loopback
@@ -151,6 +153,28 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+GRACEFUL_STOP_SECONDS = 10
+"""How long a stopping HTTP server waits for requests in flight before cancelling them."""
+
+
+def transport_security(host: str, token: str | None) -> TransportSecuritySettings | None:
+    """The MCP SDK's DNS-rebinding protection for a token-free bind (loopback only, see
+    binds_loopback_only): Host and Origin must name this machine's loopback. The SDK turns
+    it on by itself for 127.0.0.1, localhost and ::1 only, so a bind on 127.0.0.2 or
+    ::ffff:127.0.0.1 was open to a page whose name resolves there. With a bearer token
+    (which a page cannot know) the SDK's own default stays."""
+    if token:
+        return None
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    names = ["127.0.0.1", "localhost", "[::1]", f"[{bare}]" if ":" in bare else bare]
+    names = list(dict.fromkeys(names))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:*" for n in names],
+        allowed_origins=[f"http://{n}:*" for n in names],
+    )
+
+
 class _Uvicorn(uvicorn.Server):
     """uvicorn without its own signal handling: _serve's handler asks it to stop, and
     the server's cleanup runs before the process exits."""
@@ -160,35 +184,77 @@ class _Uvicorn(uvicorn.Server):
         yield
 
 
+def _stop_web(web: _Uvicorn, first: bool) -> None:
+    """Asks the HTTP server to stop. The first time, open event streams (a client's
+    standalone GET stream) are ended too: sse_starlette ends them when it sees
+    AppStatus.should_exit, which uvicorn's own signal handler would have set; without it
+    uvicorn waits for those connections for ever and the clean-up never runs. A second
+    signal stops without waiting for requests in flight."""
+    if first:
+        AppStatus.should_exit = True
+        web.should_exit = True
+    else:
+        web.force_exit = True
+
+
 async def _serve(ns: argparse.Namespace, tools: Tools, token: str | None) -> None:
     server = build_server(tools)
     web: _Uvicorn | None = None
     if ns.transport == "http":
-        app: ASGIApp = server.streamable_http_app(streamable_http_path=ns.path, host=ns.host)
+        app: ASGIApp = server.streamable_http_app(
+            streamable_http_path=ns.path, host=ns.host, transport_security=transport_security(ns.host, token)
+        )
         if token:
             app = BearerAuth(app, token)
-        web = _Uvicorn(uvicorn.Config(app, host=ns.host, port=ns.port, log_level="warning", lifespan="on"))
-    try:
-        async with anyio.create_task_group() as tg:
+        AppStatus.should_exit = False
+        web = _Uvicorn(
+            uvicorn.Config(
+                app,
+                host=ns.host,
+                port=ns.port,
+                log_level="warning",
+                lifespan="on",
+                timeout_graceful_shutdown=GRACEFUL_STOP_SECONDS,
+            )
+        )
+    # One receiver for the whole run: a signal during the clean-up must not meet the
+    # default action (death with the sandboxes left behind) but cut the clean-up short.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as sigs:
+        try:
+            async with anyio.create_task_group() as tg:
 
-            async def on_signals() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as sigs:
+                async def on_signals() -> None:
+                    first = True
                     async for _ in sigs:
                         if web is not None:
-                            web.should_exit = True
+                            _stop_web(web, first)
                         else:
                             tg.cancel_scope.cancel()
-                        return
+                        first = False
 
-            tg.start_soon(on_signals)
-            if web is not None:
-                await web.serve()
-            else:
-                await server.run_stdio_async()
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await tools.aclose()
+                tg.start_soon(on_signals)
+                if web is not None:
+                    await web.serve()
+                else:
+                    await server.run_stdio_async()
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _clean_up(tools, sigs)
+
+
+async def _clean_up(tools: Tools, sigs: AsyncIterator[int]) -> None:
+    """tools.aclose() (--cleanup's deletes), cut short by a signal."""
+    async with anyio.create_task_group() as tg:
+
+        async def on_signal() -> None:
+            async for _ in sigs:
+                print("agent-sandbox-mcp: clean-up cut short by a signal", file=sys.stderr)
+                tg.cancel_scope.cancel()
+
+        tg.start_soon(on_signal)
+        await tools.aclose()
+        tg.cancel_scope.cancel()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -91,6 +91,7 @@ class CodeRun(BaseModel):
     timed_out: bool = Field(default=False, description="interrupted at the timeout (the context keeps its state)")
     error: CodeErrorOut | None
     results: list[CodeResultOut]
+    results_omitted: int = Field(default=0, description="results left out past the answer's limit")
 
 
 class FileContent(BaseModel):

@@ -18,7 +18,7 @@ from agent_sandbox_sdk._conn import ENV_ROUTER_URL
 from agent_sandbox_sdk.aio import AsyncSandbox, AsyncSandboxClient
 from agent_sandbox_sdk.aio import connect as aconnect
 from agent_sandbox_sdk.errors import NotFoundError, SandboxError, SandboxTimeoutError
-from agent_sandbox_sdk.mcp._bounds import Capture, Limits, bound_text
+from agent_sandbox_sdk.mcp._bounds import MIN_OUTPUT_BYTES, Capture, Limits, bound_text
 from agent_sandbox_sdk.models import Connection, RouterConnection
 
 CREATED_BY = "mcp"
@@ -29,6 +29,9 @@ LOCAL_NAME = "local"
 
 DEFAULT_CONTEXT = "default"
 """The code context run_code uses when given none (the SDK's default)."""
+
+MAX_MIME_TYPES = 16
+"""MIME types listed per run_code result (each name cut to 128 characters)."""
 
 HANDLE_CACHE = 256
 """Sandbox handles kept between calls (each is a few names and a cached route)."""
@@ -306,14 +309,15 @@ class Tools:
         runner = getattr(sb, "run_code", None)
         if runner is None:
             raise ToolFailure("code execution needs an agent_sandbox_sdk SDK with Sandbox.run_code")
+        cap = self.limits.code_collect()
         try:
             try:
-                ex = cast(ExecutionLike, await runner(code, context=context or None, timeout=timeout))
+                ex = cast(ExecutionLike, await runner(code, context=context or None, timeout=timeout, max_output=cap))
             except NotFoundError:
                 # A context the model named for the first time: create it, run once more.
                 if not context or context == DEFAULT_CONTEXT or not await self._new_context(sb, context):
                     raise
-                ex = cast(ExecutionLike, await runner(code, context=context, timeout=timeout))
+                ex = cast(ExecutionLike, await runner(code, context=context, timeout=timeout, max_output=cap))
         except SandboxTimeoutError as e:
             # CodeExecutionTimeout: the kernel was interrupted; what it printed comes along.
             partial = getattr(e, "execution", None)
@@ -337,7 +341,8 @@ class Tools:
 
     def code_output(self, ex: ExecutionLike) -> CodeOutput:
         """The bounded answer of one execution: text of the main result, stdout, stderr,
-        the error, other results' text, and PNG/JPEG images (at most limits.images)."""
+        the error, other results' text (at most limits.results of them, their texts
+        within one output_bytes), and PNG/JPEG images (at most limits.images)."""
         lim = self.limits
         stdout, out_cut = bound_text(ex.stdout, lim.output_bytes)
         stderr, err_cut = bound_text(ex.stderr, lim.output_bytes)
@@ -350,27 +355,51 @@ class Tools:
             "timed_out": bool(getattr(ex, "timed_out", False)),
             "error": None,
             "results": [],
+            "results_omitted": 0,
         }
         images: list[Image] = []
+        room = lim.output_bytes  # the results' texts, together
         for r in ex.results:
-            mimes = sorted(r.data)
-            text = r.data.get("text/plain")
-            if text is not None:
-                text, cut = bound_text(text, lim.output_bytes)
-                summary["truncated"] = summary["truncated"] or cut
+            if len(summary["results"]) >= lim.results:
+                summary["results_omitted"] += 1
+                summary["truncated"] = True
+                continue
+            entry, used = self._result_entry(r, room, images)
+            room -= used
+            summary["truncated"] = summary["truncated"] or entry.pop("cut")
             if r.is_main and summary["text"] is None:
-                summary["text"] = text
-            entry: dict[str, Any] = {"is_main": r.is_main, "mime_types": mimes, "text": text}
-            for mime in ("image/png", "image/jpeg"):
-                if mime in r.data:
-                    entry["image"] = self._image(mime, r.data[mime], images)
-                    break
+                summary["text"] = entry["text"]
             summary["results"].append(entry)
         if ex.error is not None:
             tb, cut = bound_text(ex.error.traceback, lim.output_bytes)
-            summary["error"] = {"name": ex.error.name, "value": ex.error.value, "traceback": tb}
-            summary["truncated"] = summary["truncated"] or cut
+            value, vcut = bound_text(ex.error.value, lim.output_bytes)
+            name, ncut = bound_text(ex.error.name, MIN_OUTPUT_BYTES)
+            summary["error"] = {"name": name, "value": value, "traceback": tb}
+            summary["truncated"] = summary["truncated"] or cut or vcut or ncut
         return CodeOutput(summary, images)
+
+    def _result_entry(self, r: CodeResultLike, room: int, images: list[Image]) -> tuple[dict[str, Any], int]:
+        """One result's entry (with "cut": whether anything of it was left out) and the
+        bytes of text it took from room."""
+        mimes = sorted(r.data)
+        cut = len(mimes) > MAX_MIME_TYPES
+        text = r.data.get("text/plain")
+        used = 0
+        if text is not None:
+            if room < MIN_OUTPUT_BYTES and len(text.encode("utf-8", "surrogatepass")) > room:
+                text, cut = None, True  # the answer's text budget is spent
+            else:
+                text, tcut = bound_text(text, max(room, MIN_OUTPUT_BYTES))
+                used = len(text.encode("utf-8", "surrogatepass"))
+                cut = cut or tcut
+        entry: dict[str, Any] = {"is_main": r.is_main, "mime_types": [m[:128] for m in mimes[:MAX_MIME_TYPES]]}
+        entry["text"] = text
+        for mime in ("image/png", "image/jpeg"):
+            if mime in r.data:
+                entry["image"] = self._image(mime, r.data[mime], images)
+                break
+        entry["cut"] = cut
+        return entry, used
 
     def _image(self, mime: str, b64: str, images: list[Image]) -> str:
         """Adds an image to the answer when it fits; returns what happened to it."""
