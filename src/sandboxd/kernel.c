@@ -36,6 +36,8 @@ struct kexec {
     usec_t last_sent; /* when the last line was written (keepalives fill silences) */
     bool truncated, marker, timed_out;
     bool error_sent; /* the execution's error went out (uncounted: once) */
+    bool started;    /* the driver said it read the request */
+    bool intr_held;  /* an interrupt came before that: sent when it does */
 };
 
 struct kctx {
@@ -52,6 +54,7 @@ struct kctx {
     usec_t created;
     struct buf last_err; /* the kernel's stderr outside executions (start-up failures) */
     struct buf queued;   /* the execute request, held until the driver is ready */
+    bool acks;           /* the driver sends "started" (its ready line said so) */
     pid_t pid;
 };
 
@@ -195,8 +198,10 @@ static void exec_abort(struct http_req *req, void *ctx)
 
 /* ---- kernel process ---------------------------------------------------------------- */
 
-/* Interrupts c's execution: a SIGINT to the kernel, or, while its request still waits
- * for the driver to start, the end of the execution before it began. */
+/* Interrupts c's execution: a SIGINT to the kernel; while its request still waits for
+ * the driver to start, the end of the execution before it began; while the driver has
+ * not yet said it read the request (a SIGINT then would be ignored), the SIGINT waits
+ * for its "started". */
 static void exec_interrupt(struct kctx *c)
 {
     if (c->x && c->queued.len) {
@@ -204,7 +209,9 @@ static void exec_interrupt(struct kctx *c)
         exec_finish(c, error_json("KeyboardInterrupt", "interrupted before it started"));
         return;
     }
-    if (c->p && c->x)
+    if (c->x && c->acks && !c->x->started)
+        c->x->intr_held = true;
+    else if (c->p && c->x)
         (void)sbd_proc_signal(c->p, SIGINT);
 }
 
@@ -212,6 +219,7 @@ static void on_event(struct kctx *c, json_t *ev, enum sbd_kevent kind)
 {
     switch (kind) {
     case SBD_KEV_READY:
+        c->acks = json_is_true(json_object_get(ev, "started_events"));
         if (c->state == KS_STARTING)
             c->state = c->x ? KS_BUSY : KS_IDLE;
         if (c->queued.len && c->p && sbd_proc_write(c->p, c->queued.data, c->queued.len) < 0)
@@ -226,6 +234,14 @@ static void on_event(struct kctx *c, json_t *ev, enum sbd_kevent kind)
             exec_finish(c, NULL);
         }
         json_decref(ev);
+        return;
+    case SBD_KEV_STARTED:
+        json_decref(ev);
+        if (c->x && !c->x->started) {
+            c->x->started = true;
+            if (c->x->intr_held && c->p)
+                (void)sbd_proc_signal(c->p, SIGINT);
+        }
         return;
     case SBD_KEV_TRUNCATED:
         json_decref(ev);

@@ -64,7 +64,7 @@ static const struct {
 } kinds[] = {
     {"ready", SBD_KEV_READY},         {"stdout", SBD_KEV_STDOUT},   {"stderr", SBD_KEV_STDERR},
     {"result", SBD_KEV_RESULT},       {"display", SBD_KEV_DISPLAY}, {"error", SBD_KEV_ERROR},
-    {"truncated", SBD_KEV_TRUNCATED}, {"end", SBD_KEV_END},
+    {"truncated", SBD_KEV_TRUNCATED}, {"end", SBD_KEV_END},         {"started", SBD_KEV_STARTED},
 };
 
 /* data: an object of string values (mime type -> text). Returns a new copy or NULL. */
@@ -116,7 +116,11 @@ static json_t *build(enum sbd_kevent kind, const json_t *j)
         (void)json_object_set_new(out, "truncated",
                                   json_boolean(json_is_true(json_object_get(j, "truncated"))));
         return out;
-    default: /* ready, truncated: the type alone */
+    case SBD_KEV_READY: /* whether "started" events will come */
+        (void)json_object_set_new(out, "started_events",
+                                  json_boolean(json_is_true(json_object_get(j, "started_events"))));
+        return out;
+    default: /* truncated, started: the type alone */
         return out;
     }
 fail:

@@ -20,6 +20,7 @@ enum sbd_kevent {
     SBD_KEV_ERROR,
     SBD_KEV_TRUNCATED,
     SBD_KEV_END,
+    SBD_KEV_STARTED, /* the driver read an execute request (an interrupt now reaches it) */
 };
 
 /** Called for each complete line (without the '\n'; line borrowed for the call), or with

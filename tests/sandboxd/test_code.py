@@ -455,6 +455,41 @@ class CodeTest(unittest.TestCase):
         self.assertEqual(self.wait_state(ctx["id"], "idle"), "idle")
 
 
+    def test_interrupt_before_the_driver_read_the_request(self):
+        """An interrupt that comes before the driver has read the request (here the kernel
+        is stopped with SIGSTOP meanwhile, so it reads the request after the interrupt)
+        still stops the code: sandboxd holds the SIGINT until the driver says "started".
+        Before, the SIGINT met the driver between requests, was ignored, and the loop ran
+        to its timeout (5 s here); a client that sent its request and went away at once
+        left the code running the same way."""
+        import signal
+        ctx = self.create()
+        self.assertEqual(self.wait_state(ctx["id"], "idle"), "idle")
+        path = f"/v1/contexts/{ctx['id']}"
+        pid = json.loads(self.d.req("GET", path)[1])["pid"]
+        c = http.client.HTTPConnection("127.0.0.1", self.d.port, timeout=30)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            c.request("POST", path + "/execute", json.dumps({"code": "while True: pass", "timeout": 5}))
+            r = c.getresponse()
+            self.assertEqual(json.loads(r.readline())["type"], "start")
+            st, data, _ = self.d.req("POST", path + "/interrupt")
+            self.assertEqual(st, 204, data)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        try:
+            events = [json.loads(line) for line in r.read().splitlines() if line]
+            took = time.monotonic() - start
+        finally:
+            c.close()
+        self.assertEqual([e["name"] for e in events if e["type"] == "error"], ["KeyboardInterrupt"], events)
+        self.assertFalse(any(e.get("name") == "TimeoutError" for e in events))
+        self.assertLess(took, 3, "the interrupt waited for the timeout")
+        _, ev = execute(self.d, "1 + 1", ctx["id"])  # the context serves on
+        self.assertEqual(main_result(ev), "2")
+
+
 class DriverTest(unittest.TestCase):
     """The driver's pieces in-process: representations and the output budget."""
 

@@ -9,8 +9,11 @@ embed.py). It keeps one namespace alive across executions. Standard library only
 Protocol (NDJSON, one JSON object per line):
 
 * sandboxd -> driver on stdin: ``{"type": "execute", "code": "...", "max_output": N}``.
-* driver -> sandboxd on the stdout it was started with: ``{"type": "ready"}`` once, then
-  per execution any number of ``stdout`` / ``stderr`` (``text``), ``display`` / ``result``
+* driver -> sandboxd on the stdout it was started with: ``{"type": "ready",
+  "started_events": true}`` once, then per execution ``{"type": "started"}`` as soon as
+  the request is read (sandboxd holds an interrupt back until then: a SIGINT that came
+  while the driver waited for the request would be ignored, and the code run to its
+  timeout), any number of ``stdout`` / ``stderr`` (``text``), ``display`` / ``result``
   (``data``: mime type -> text, ``image/png`` in base64; ``is_main`` for the value of the
   last expression), ``error`` (``name``, ``value``, ``traceback``) and ``truncated``
   events, and last ``{"type": "end", "execution_count": n, "truncated": bool}``.
@@ -488,7 +491,7 @@ def main() -> int:
     # the agent just wrote there); the driver's own imports are done by now.
     if "" not in sys.path:
         sys.path.insert(0, "")
-    kernel.chan.emit({"type": "ready", "pid": os.getpid()}, counted=False)
+    kernel.chan.emit({"type": "ready", "pid": os.getpid(), "started_events": True}, counted=False)
     while True:
         if chan.child:  # a forked child that finished its cell: gone, not a second kernel
             os._exit(0)
@@ -500,6 +503,9 @@ def main() -> int:
             return 0
         intr.armed, intr.pending = True, False
         try:
+            # From here a SIGINT is meant for this request: sandboxd sends an interrupt
+            # that came before this line now.
+            kernel.chan.emit({"type": "started"}, counted=False)
             handle(kernel, line)
         except KeyboardInterrupt:  # a late SIGINT after the code finished
             continue

@@ -102,7 +102,14 @@ static void expect_ok(const char *line, enum sbd_kevent kind, const char *canoni
 static void test_events_valid(void **state)
 {
     (void)state;
-    expect_ok("{\"type\":\"ready\",\"pid\":5}", SBD_KEV_READY, "{\"type\":\"ready\"}");
+    /* a driver that sends no "started" events (an older one) says nothing of them */
+    expect_ok("{\"type\":\"ready\",\"pid\":5}", SBD_KEV_READY,
+              "{\"started_events\":false,\"type\":\"ready\"}");
+    expect_ok("{\"type\":\"ready\",\"pid\":5,\"started_events\":true}", SBD_KEV_READY,
+              "{\"started_events\":true,\"type\":\"ready\"}");
+    expect_ok("{\"type\":\"ready\",\"started_events\":\"yes\"}", SBD_KEV_READY,
+              "{\"started_events\":false,\"type\":\"ready\"}");
+    expect_ok("{\"type\":\"started\",\"x\":1}", SBD_KEV_STARTED, "{\"type\":\"started\"}");
     expect_ok("{\"type\":\"stdout\",\"text\":\"hi\\n\",\"junk\":1}", SBD_KEV_STDOUT,
               "{\"text\":\"hi\\n\",\"type\":\"stdout\"}");
     expect_ok("{\"type\":\"stderr\",\"text\":\"\"}", SBD_KEV_STDERR,
