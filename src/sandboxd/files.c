@@ -15,6 +15,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include "common/clock.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/str.h"
@@ -234,32 +235,82 @@ static int parse_range(struct str h, uint64_t size, struct range *ret)
     return 0;
 }
 
-/* Conditional GET. Returns 0 to go on, or the status to answer (304 / 412). */
-static int check_conditions(struct http_req *req, time_t mtime)
+/* The strong entity tag of the file st: its inode, size and modification time to the
+ * nanosecond (an atomic write is a new inode). out: at least SBD_ETAG_LEN bytes. */
+static void file_etag(const struct stat *st, char *out, size_t size)
 {
-    time_t t;
+    (void)snprintf(out, size, "\"%llx-%llx-%llx.%lx\"", (unsigned long long)st->st_ino,
+                   (unsigned long long)st->st_size, (unsigned long long)st->st_mtim.tv_sec,
+                   (unsigned long)st->st_mtim.tv_nsec);
+}
+
+/* Whether the entity-tag list h (If-Match, If-None-Match) names etag or is "*". Weak tags
+ * (W/"...") match by their opaque part when weak (If-None-Match), never otherwise. */
+static bool etag_listed(struct str h, const char *etag, bool weak)
+{
+    struct str item, rest = h;
+    bool more = true;
+    while (more) {
+        more = str_cut(rest, ',', &item, &rest);
+        item = str_trim(item);
+        if (str_eq_c(item, "*"))
+            return true;
+        if (str_has_prefix(item, str_c("W/"))) {
+            if (!weak)
+                continue;
+            item = str_make(item.p + 2, item.len - 2);
+        }
+        if (str_eq_c(item, etag))
+            return true;
+    }
+    return false;
+}
+
+/* Conditional GET (RFC 9110 13.2.2 order). Returns 0 to go on, or the status to answer
+ * (304 / 412). */
+static int check_conditions(struct http_req *req, const struct stat *st, const char *etag)
+{
+    time_t t, mtime = st->st_mtim.tv_sec;
+    struct str im = http_req_header(req, "If-Match");
+    struct str inm = http_req_header(req, "If-None-Match");
     struct str ius = http_req_header(req, "If-Unmodified-Since");
-    if (ius.p && !http_req_header(req, "If-Match").p && sbd_parse_http_date(ius, &t) == 0 &&
-        mtime > t)
-        return 412;
     struct str ims = http_req_header(req, "If-Modified-Since");
-    if (ims.p && !http_req_header(req, "If-None-Match").p && sbd_parse_http_date(ims, &t) == 0 &&
-        mtime <= t)
+    if (im.p && !etag_listed(im, etag, false))
+        return 412;
+    if (!im.p && ius.p && sbd_parse_http_date(ius, &t) == 0 && mtime > t)
+        return 412;
+    if (inm.p && etag_listed(inm, etag, true))
+        return 304;
+    if (!inm.p && ims.p && sbd_parse_http_date(ims, &t) == 0 && mtime <= t)
         return 304;
     return 0;
+}
+
+/* Whether If-Range value ir still names the file st: its strong entity tag, or its
+ * Last-Modified date when that date is strong, i.e. at least a second before now (RFC
+ * 9110 8.8.2.2: a file changed twice within its second would otherwise match). */
+static bool if_range_holds(struct str ir, const struct stat *st, const char *etag)
+{
+    time_t t;
+    ir = str_trim(ir);
+    if (ir.len && (ir.p[0] == '"' || str_has_prefix(ir, str_c("W/"))))
+        return str_eq_c(ir, etag);
+    return sbd_parse_http_date(ir, &t) == 0 && t == st->st_mtim.tv_sec &&
+           (int64_t)(clock_wall_now() / USEC_PER_SEC) > (int64_t)st->st_mtim.tv_sec;
 }
 
 /* Applies Range and If-Range. Returns 0 or -ERANGE. */
 static int pick_range(struct http_req *req, const struct stat *st, struct range *ret)
 {
     uint64_t size = (uint64_t)st->st_size;
+    char etag[SBD_ETAG_LEN];
     *ret = (struct range){.start = 0, .len = size};
     struct str h = http_req_header(req, "Range");
     if (!h.p)
         return 0;
     struct str ir = http_req_header(req, "If-Range");
-    time_t t;
-    if (ir.p && (sbd_parse_http_date(ir, &t) < 0 || t != st->st_mtim.tv_sec))
+    file_etag(st, etag, sizeof(etag));
+    if (ir.p && !if_range_holds(ir, st, etag))
         return 0;
     struct range r;
     int pr = parse_range(h, size, &r);
@@ -268,6 +319,26 @@ static int pick_range(struct http_req *req, const struct stat *st, struct range 
     if (pr == 0)
         *ret = r;
     return 0;
+}
+
+int sbd__file_validate(struct http_req *req, const struct stat *st)
+{
+    char date[40], etag[SBD_ETAG_LEN];
+    sbd_http_date(st->st_mtim.tv_sec, date, sizeof(date));
+    file_etag(st, etag, sizeof(etag));
+    (void)http_resp_header_add(req, "Last-Modified", date);
+    (void)http_resp_header_add(req, "ETag", etag);
+    (void)http_resp_header_add(req, "Accept-Ranges", "bytes");
+    switch (check_conditions(req, st, etag)) {
+    case 304:
+        (void)http_respond(req, 304, NULL, NULL, 0);
+        return 1;
+    case 412:
+        (void)sbd_respond_error(req, 412, SBD_FAILED_PRECONDITION, "file was modified");
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 struct fstream {
@@ -404,18 +475,12 @@ int sbd__send_range(struct http_req *req, int fd, int status, uint64_t start, ui
     return send_body(req, fd, status, &rg);
 }
 
-/* Serves the regular file fd (borrowed) with Last-Modified, Range and conditionals. */
+/* Serves the regular file fd (borrowed) with its validators, Range and conditionals. */
 int sbd_send_file(struct http_req *req, int fd, const struct stat *st)
 {
-    char date[40], cr[96];
-    sbd_http_date(st->st_mtim.tv_sec, date, sizeof(date));
-    (void)http_resp_header_add(req, "Last-Modified", date);
-    (void)http_resp_header_add(req, "Accept-Ranges", "bytes");
-    int cond = check_conditions(req, st->st_mtim.tv_sec);
-    if (cond == 304)
-        return http_respond(req, 304, NULL, NULL, 0);
-    if (cond == 412)
-        return sbd_respond_error(req, 412, SBD_FAILED_PRECONDITION, "file was modified");
+    char cr[96];
+    if (sbd__file_validate(req, st))
+        return 0;
     struct range rg;
     if (pick_range(req, st, &rg) < 0) {
         (void)snprintf(cr, sizeof(cr), "bytes */%lld", (long long)st->st_size);

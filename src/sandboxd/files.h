@@ -14,9 +14,18 @@
 /** Returns a new DirectoryListing entry {name,size,type,modified_at,mode}. */
 json_t *sbd_file_entry_json(const char *name, const struct stat *st);
 
-/** Serves the regular file fd (borrowed) as application/octet-stream with Last-Modified,
- * single-range requests and conditional GET; large files are streamed. */
+/** Serves the regular file fd (borrowed) as application/octet-stream with Last-Modified
+ * and a strong ETag, single-range requests (If-Range by entity tag or strong date) and
+ * conditional GET; large files are streamed. */
 int sbd_send_file(struct http_req *req, int fd, const struct stat *st);
+
+/** Room for a file's ETag: quotes, four hex numbers and their separators, NUL. */
+#define SBD_ETAG_LEN 80
+
+/** Adds the validators of the regular file st (Last-Modified, ETag, Accept-Ranges) to the
+ * response and evaluates If-Match, If-Unmodified-Since, If-None-Match and
+ * If-Modified-Since. Returns 0 to go on, or 1 when it answered (304 or 412). */
+int sbd__file_validate(struct http_req *req, const struct stat *st);
 
 /** pick_range for fsops.c: the Range (and If-Range) of req against st. Returns 0 or
  * -ERANGE (unsatisfiable). */

@@ -466,6 +466,8 @@ int sbd__read_window(struct http_req *req, int fd, const struct stat *st)
     }
     if (!w.has_offset && !w.has_max)
         return 0;
+    if (sbd__file_validate(req, st))
+        return 1;
     uint64_t size = (uint64_t)st->st_size, start, len;
     bool partial, truncated;
     char cr[96];

@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
@@ -155,6 +157,78 @@ static void test_ranges(void **state)
         xfree(cr);
         test_http_resp_done(&r);
     }
+}
+
+/* GET of name with the header field h: v (and "Range: bytes=2-4" when range) answers
+ * status, and body when not NULL. */
+static void expect_status(struct sbd_fixture *f, const char *name, const char *h, const char *v,
+                          bool range, int status, const char *body)
+{
+    struct test_http_resp r;
+    char hdr[256], target[128];
+    snprintf(hdr, sizeof(hdr), "%s%s: %s\r\n", range ? "Range: bytes=2-4\r\n" : "", h, v);
+    snprintf(target, sizeof(target), "/v1/files/%s", name);
+    assert_int_equal(sbd_do(f->port, "GET", target, hdr, NULL, &r), status);
+    if (body)
+        assert_string_equal(buf_str(&r.body), body);
+    test_http_resp_done(&r);
+}
+
+/* Strong entity tags: If-Match, If-None-Match and If-Range by tag; If-Range by date only
+ * when the date is strong (the file unchanged for a second); a windowed read answers the
+ * conditionals as a whole read does. */
+static void test_entity_tags(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct test_http_resp r;
+    char p[256], weak[SBD_ETAG_LEN + 2], weak_list[SBD_ETAG_LEN + 16];
+    sbd_write_file(f->root, "e.txt", "0123456789");
+    snprintf(p, sizeof(p), "%s/e.txt", f->root);
+    struct timespec old[2] = {{.tv_sec = time(NULL) - 100, .tv_nsec = 5},
+                              {.tv_sec = time(NULL) - 100, .tv_nsec = 5}};
+    assert_int_equal(utimensat(AT_FDCWD, p, old, 0), 0);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/e.txt", NULL, NULL, &r), 200);
+    char *etag = test_http_header(&r, "ETag"), *lm = test_http_header(&r, "Last-Modified");
+    test_http_resp_done(&r);
+    assert_non_null(etag);
+    assert_non_null(lm);
+    assert_true(etag[0] == '"' && etag[strlen(etag) - 1] == '"');
+    snprintf(weak, sizeof(weak), "W/%s", etag);
+    snprintf(weak_list, sizeof(weak_list), "\"x\", %s", weak);
+    expect_status(f, "e.txt", "If-None-Match", etag, false, 304, NULL);
+    expect_status(f, "e.txt", "If-None-Match", weak_list, false, 304, NULL);
+    expect_status(f, "e.txt", "If-None-Match", "*", false, 304, NULL);
+    expect_status(f, "e.txt", "If-None-Match", "\"other\"", false, 200, "0123456789");
+    expect_status(f, "e.txt", "If-Match", etag, false, 200, "0123456789");
+    expect_status(f, "e.txt", "If-Match", "*", false, 200, NULL);
+    expect_status(f, "e.txt", "If-Match", "\"other\"", false, 412, NULL);
+    expect_status(f, "e.txt", "If-Match", weak, false, 412, NULL); /* weak never matches */
+    expect_status(f, "e.txt", "If-Range", etag, true, 206, "234");
+    expect_status(f, "e.txt", "If-Range", weak, true, 200, "0123456789");
+    expect_status(f, "e.txt", "If-Range", "\"other\"", true, 200, "0123456789");
+    expect_status(f, "e.txt", "If-Range", lm, true, 206, "234");
+    /* A windowed read (?offset=&max_bytes=) answers the conditionals too. */
+    expect_status(f, "e.txt?offset=2&max_bytes=3", "If-None-Match", etag, false, 304, NULL);
+    expect_status(f, "e.txt?offset=2&max_bytes=3", "If-Match", "\"other\"", false, 412, NULL);
+    expect_status(f, "e.txt?offset=2&max_bytes=3", "If-Match", etag, false, 206, "234");
+    /* Rewritten in place within the same second, same size: a new tag, the old one stale. */
+    struct timespec later[2] = {{.tv_sec = old[0].tv_sec, .tv_nsec = 999},
+                                {.tv_sec = old[0].tv_sec, .tv_nsec = 999}};
+    assert_int_equal(utimensat(AT_FDCWD, p, later, 0), 0);
+    expect_status(f, "e.txt", "If-Range", etag, true, 200, "0123456789");
+    expect_status(f, "e.txt", "If-None-Match", etag, false, 200, "0123456789");
+    /* A file modified this second: its date is weak, If-Range by date sends it whole. */
+    assert_int_equal(utimensat(AT_FDCWD, p, NULL, 0), 0);
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/files/e.txt", NULL, NULL, &r), 200);
+    char *lm_now = test_http_header(&r, "Last-Modified");
+    test_http_resp_done(&r);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    if (time(NULL) == st.st_mtim.tv_sec) /* else the second passed: nothing to check */
+        expect_status(f, "e.txt", "If-Range", lm_now, true, 200, "0123456789");
+    xfree(lm_now);
+    xfree(etag);
+    xfree(lm);
 }
 
 static void test_listing(void **state)
@@ -555,6 +629,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_health_metadata, setup, teardown),
         cmocka_unit_test_setup_teardown(test_put_get_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ranges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_entity_tags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_escapes_http, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
