@@ -73,6 +73,9 @@ static void stream_options(const struct kube_client *c, CURL *h, struct stream *
     long idle_s = (long)(idle / USEC_PER_SEC);
     s->cut_after =
         timeout_seconds > 0 ? (usec_t)timeout_seconds * USEC_PER_SEC + c->watch_slack : 0;
+    /* No whole-transfer bound: kube__setup's is the client's per-request timeout (60 s by
+     * default), which cut every watch a minute in, whatever its timeoutSeconds. */
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 0L);
     curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
     curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);

@@ -357,10 +357,12 @@ static int watch_once(struct kube_informer *inf, bool resumed)
     return r;
 }
 
-/* Watches until a relist is needed (410) or the informer stops. */
-static void watch_loop(struct kube_informer *inf)
+/* Watches until a relist is needed (410) or the informer stops. Returns true when the
+ * 410 came before any watch since the LIST made progress (the LIST's version was already
+ * too old: a re-list at once could loop, a full read of etcd each time). */
+static bool watch_loop(struct kube_informer *inf)
 {
-    bool resumed = false;
+    bool resumed = false, any = false;
     while (!stopping(inf)) {
         maybe_resync(inf);
         uint64_t ev0 = kube_watch_events(inf->w);
@@ -368,13 +370,14 @@ static void watch_loop(struct kube_informer *inf)
         int r = watch_once(inf, resumed);
         resumed = true;
         if (stopping(inf))
-            return;
-        if (r == -ESTALE) {
-            stat_inc(inf, &inf->st.gone);
-            return;
-        }
+            return false;
         bool progressed =
             kube_watch_events(inf->w) > ev0 || clock_now() - t0 >= LIMIT_KUBE_WATCH_MIN_LIFE;
+        any = any || progressed;
+        if (r == -ESTALE) {
+            stat_inc(inf, &inf->st.gone);
+            return !any;
+        }
         if (progressed)
             kube_backoff_reset(&inf->bo);
         if (r == 0 && progressed)
@@ -383,20 +386,25 @@ static void watch_loop(struct kube_informer *inf)
             stat_inc(inf, &inf->st.watch_errors);
         backoff_wait(inf);
     }
+    return false;
 }
 
 static void *run(void *arg)
 {
     struct kube_informer *inf = arg;
+    bool churn = false; /* the last watch met 410 before any progress */
     while (!stopping(inf)) {
+        if (churn)
+            backoff_wait(inf); /* growing: the back-off is reset on progress only */
         if (list_once(inf) < 0) {
             backoff_wait(inf);
             continue;
         }
-        kube_backoff_reset(&inf->bo);
+        if (!churn)
+            kube_backoff_reset(&inf->bo);
         if (inf->o.resync_period && !inf->next_resync)
             inf->next_resync = clock_now() + inf->o.resync_period;
-        watch_loop(inf);
+        churn = watch_loop(inf);
     }
     lock(inf);
     inf->done = true;

@@ -414,6 +414,30 @@ static void test_watch_cut_past_timeout(void **state)
     kube_client_free(c);
 }
 
+/* A watch outlives the client's per-request timeout (1 s here; 60 s by default): it ends
+ * at its own timeoutSeconds (2 s) plus the slack. Before, the request timeout cut every
+ * stream ("no data for too long" after 1 s). */
+static void test_watch_outlives_request_timeout(void **state)
+{
+    struct kube_client_opts o = {
+        .max_retries = 0, .timeout = USEC_PER_SEC, .watch_slack = 300 * USEC_PER_MSEC};
+    struct kube_client *c = client_with(TRICKLE, &o, false);
+    struct kube_req r;
+    struct kube_err e;
+    usec_t t0 = clock_now(), took;
+    (void)state;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.ns = "ns";
+    r.watch = true;
+    r.timeout_seconds = 2;
+    assert_int_equal(kube_request_stream(c, &r, ignore_chunk, NULL, NULL, 0, &e), -ETIMEDOUT);
+    took = clock_now() - t0;
+    assert_non_null(strstr(e.message, "past its timeout"));
+    assert_true(took >= 2 * USEC_PER_SEC);
+    assert_true(took < 15 * USEC_PER_SEC);
+    kube_client_free(c);
+}
+
 /* The first chunk's handler blocks for 2 s. */
 static int slow_first_chunk(void *ctx, const char *data, size_t len)
 {
@@ -569,6 +593,7 @@ int main(void)
         cmocka_unit_test(test_nothing_sent),
         cmocka_unit_test(test_watch_cut_past_timeout),
         cmocka_unit_test(test_watch_cut_leaves_out_handler),
+        cmocka_unit_test(test_watch_outlives_request_timeout),
         cmocka_unit_test(test_sockopt_user_timeout),
     };
     log_set_level(LOG_WARN);

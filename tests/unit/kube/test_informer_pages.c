@@ -41,7 +41,9 @@ struct fake {
 };
 
 static struct fake F;
-static bool compact; /* informers started with compact_store */
+static bool compact;                  /* informers started with compact_store */
+static usec_t bo_min = USEC_PER_MSEC; /* the informers' back-off */
+static usec_t bo_max = 2 * USEC_PER_MSEC;
 
 static int fake_list_pages(void *ctx, const struct kube_informer_opts *o, kube_list_page_fn *fn,
                            void *fn_ctx, struct kube_err *reterr)
@@ -111,8 +113,8 @@ static void start(const struct call *calls, size_t n, int gone)
         .list = fake_list, .list_pages = fake_list_pages, .watch = fake_watch, .ctx = &F};
     struct kube_informer_opts o = {.res = &KUBE_RES_CONFIGMAPS,
                                    .source = &src,
-                                   .backoff_min = USEC_PER_MSEC,
-                                   .backoff_max = 2 * USEC_PER_MSEC,
+                                   .backoff_min = bo_min,
+                                   .backoff_max = bo_max,
                                    .compact_store = compact};
     memset(&F, 0, sizeof(F));
     F.calls = calls;
@@ -150,6 +152,32 @@ static void assert_rv(const char *want)
     char rv[128];
     assert_int_equal(kube_informer_last_rv(F.inf, rv, sizeof(rv)), 0);
     assert_string_equal(rv, want);
+}
+
+/* Every watch meets 410 at once (the LIST's version is already too old, as on a busy
+ * resource behind API servers with short watch caches): the re-lists back off, growing,
+ * instead of reading everything again in a tight loop (before: the script's 60 LISTs
+ * within milliseconds). */
+static void test_quick_gone_relists_back_off(void **state)
+{
+    enum { CALLS = 60 };
+    static struct call calls[CALLS];
+    struct kube_informer_stats st;
+    (void)state;
+    for (size_t i = 0; i < CALLS; i++)
+        calls[i] = (struct call){.pages = {PAGE("5", OBJ("a", "5"))}};
+    bo_min = 20 * USEC_PER_MSEC;
+    bo_max = 200 * USEC_PER_MSEC;
+    start(calls, CALLS, 1000);
+    clock_sleep(USEC_PER_SEC);
+    kube_informer_stats(F.inf, &st);
+    finish();
+    bo_min = USEC_PER_MSEC;
+    bo_max = 2 * USEC_PER_MSEC;
+    print_message("LISTs in 1 s with every watch gone at once: %llu\n",
+                  (unsigned long long)st.lists);
+    assert_true(st.lists >= 2);
+    assert_true(st.lists <= 15); /* 20, 40, 80, 160, then 200 ms apart (with jitter) */
 }
 
 static void test_pages_stored_as_they_arrive(void **state)
@@ -254,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_failure_midway_keeps_pages_and_retries),
         cmocka_unit_test(test_page_without_rv_fails_the_list),
         cmocka_unit_test(test_restart_with_compact_store),
+        cmocka_unit_test(test_quick_gone_relists_back_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
