@@ -604,7 +604,8 @@ bool kube__nothing_sent(CURLcode cc, bool sent)
 static bool should_retry(const struct kube__prep *p, CURLcode cc, const struct resp *rs)
 {
     if (cc == CURLE_OK)
-        return rs->status == 429 || (rs->status >= 500 && rs->status != 501 && rs->status != 505);
+        return rs->status == 429 ||
+               (rs->status >= 500 && rs->status != 501 && rs->status != 505 && !p->generated);
     if (kube__nothing_sent(cc, rs->sent))
         return true;
     return p->idempotent && kube__curl_errno(cc) != -EPROTO && cc != CURLE_WRITE_ERROR;

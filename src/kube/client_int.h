@@ -92,6 +92,8 @@ struct kube__prep {
     const char *content_type;   /* static */
     bool idempotent;            /* GET, PUT, DELETE: retried after any transport error */
     bool no_retry;              /* kube_req.no_retry */
+    bool generated;             /* a POST whose object gets its name from generateName: a
+                                   5xx may hide a create, and a retry would make another */
     atomic_bool *cancel;        /* kube_req.cancel (borrowed), or NULL */
     usec_t deadline;            /* monotonic end of the whole call (kube_req.timeout), or 0 */
     const struct kube_res *res; /* of the request (borrowed), for the observer */

@@ -175,6 +175,8 @@ int kube__prepare(struct kube_client *c, const struct kube_req *r, struct kube__
         return -EINVAL;
     }
     p->idempotent = !is_method(r, "POST") && !is_method(r, "PATCH");
+    p->generated = is_method(r, "POST") && !kube_obj_name(r->body) &&
+                   json_is_string(kube_obj_path(r->body, "metadata.generateName"));
     int ret = kube_req_url(c, r, &p->url);
     if (ret < 0) {
         kube_err_set(reterr, ret, "cannot build the URL for %s %s/%s: %s", r->method,

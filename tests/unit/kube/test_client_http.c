@@ -333,6 +333,25 @@ static void test_retry_maybe_done(void **state)
     kube_client_free(c);
 }
 
+/* A create whose name comes from generateName is not sent again after a 5xx: the first
+ * may have been carried out (a 504 says "may still be processing"), and a retry would
+ * make a second object under another generated name. The error says the outcome is
+ * unknown. A create with its own name is retried (test_retry_maybe_done). */
+static void test_generated_create_not_retried_after_5xx(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(-1, h_503_then_ok);
+    struct kube_err e;
+    json_t *obj = json_pack("{s:s, s:{s:s, s:s}}", "kind", "Pod", "metadata", "generateName", "p-",
+                            "namespace", "ns");
+    assert_true(kube_create(c, &KUBE_RES_PODS, NULL, obj, NULL, &e) < 0);
+    assert_int_equal(e.http_status, 503);
+    assert_true(kube_err_outcome_unknown(&e));
+    assert_int_equal(server_requests(), 1);
+    json_decref(obj);
+    kube_client_free(c);
+}
+
 static int h_429_then_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
 {
     (void)s;
@@ -927,6 +946,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_retry_5xx),
         cmocka_unit_test(test_retry_maybe_done),
+        cmocka_unit_test(test_generated_create_not_retried_after_5xx),
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_401_refresh),
         cmocka_unit_test(test_errors_not_retried),
