@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,12 +190,15 @@ func (p *BackgroundProcess) do(ctx context.Context, cl call) (*http.Response, er
 	return resp, bgError(err)
 }
 
-func (p *BackgroundProcess) post(ctx context.Context, op, action string, body []byte, ct string) error {
+// post sends action; idempotent ones (a kill, closing stdin: repeating them changes
+// nothing) are retried as reads are, after a lost connection or a proxy's 502/503/504.
+func (p *BackgroundProcess) post(ctx context.Context, op, action string, body []byte, ct string,
+	idempotent bool) error {
 	if body == nil {
 		body = []byte{}
 	}
 	resp, err := p.do(ctx, call{op: op, method: http.MethodPost, path: p.path(action), body: body,
-		contentType: ct})
+		contentType: ct, idempotent: idempotent})
 	if err != nil {
 		return err
 	}
@@ -253,12 +257,12 @@ func (p *BackgroundProcess) waitOnce(ctx context.Context, slice time.Duration) (
 
 // WriteStdin sends data to stdin (a process started with KeepStdinOpen).
 func (p *BackgroundProcess) WriteStdin(ctx context.Context, data []byte) error {
-	return p.post(ctx, "stdin", "stdin", append([]byte{}, data...), "")
+	return p.post(ctx, "stdin", "stdin", append([]byte{}, data...), "", false)
 }
 
 // CloseStdin closes stdin once the queued data is written.
 func (p *BackgroundProcess) CloseStdin(ctx context.Context) error {
-	return p.post(ctx, "stdin close", "stdin/close", nil, "")
+	return p.post(ctx, "stdin close", "stdin/close", nil, "", true)
 }
 
 // Signal sends a signal to the process group: a name ("SIGTERM", "INT") or a number.
@@ -269,7 +273,19 @@ func (p *BackgroundProcess) Signal(ctx context.Context, sig string) error {
 		v = n
 	}
 	b, _ := json.Marshal(map[string]any{"signal": v})
-	return p.post(ctx, "signal", "signal", b, "application/json")
+	return p.post(ctx, "signal", "signal", b, "application/json", isKill(v))
+}
+
+// isKill: SIGKILL by name or number, the one signal whose repetition changes nothing.
+func isKill(v any) bool {
+	switch s := v.(type) {
+	case int:
+		return s == 9
+	case string:
+		u := strings.ToUpper(s)
+		return u == "SIGKILL" || u == "KILL"
+	}
+	return false
 }
 
 // Kill sends SIGKILL to the process group; no error when it already exited (its entry

@@ -753,8 +753,11 @@ func kubeErr(err error) error {
 		return &kubeError{err, ErrConflict}
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return &kubeError{err, ErrInvalidArgument}
-	case apierrors.IsServiceUnavailable(err), apierrors.IsTooManyRequests(err):
+	case apierrors.IsServiceUnavailable(err), apierrors.IsTooManyRequests(err),
+		apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
 		return &kubeError{err, ErrUnavailable}
+	case apierrors.IsRequestEntityTooLargeError(err):
+		return &kubeError{err, ErrTooLarge}
 	}
 	return err
 }

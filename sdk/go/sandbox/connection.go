@@ -475,7 +475,7 @@ const (
 // retryable: the request did not reach sandboxd (or, for idempotent calls, may be
 // repeated safely). The API server's pod proxy answers 503 for any failure to reach the
 // pod, a connection cut after the request was written included: for a call that must
-// not run twice only a failed dial counts. The router's 503 after its start hold
+// not run twice only a failed dial counts, and of other 503s only the router's. The router's 503 after its start hold
 // (heldNotReady) is not retried, idempotent or not: the router already waited.
 func retryable(e *HTTPError, idempotent bool) bool {
 	switch e.StatusCode {
@@ -485,7 +485,10 @@ func retryable(e *HTTPError, idempotent bool) bool {
 		if heldNotReady(e) {
 			return false
 		}
-		return idempotent || e.Code != apiServerCode || notDialed(e.Message)
+		// Only the router's own 503 and the pod proxy's failed dial prove the request
+		// was not forwarded: a 503 of sandboxd or of another proxy in front (an ingress
+		// whose upstream reset) proves nothing, and a run must not go twice.
+		return idempotent || neverReached(e)
 	case http.StatusNotFound:
 		return e.Code == routerCode // the router's cache has not seen the Sandbox yet
 	case http.StatusBadGateway:

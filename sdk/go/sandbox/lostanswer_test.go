@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // fault is what the fake sandboxd does to the first request.
@@ -170,6 +174,106 @@ func TestOutcomeUnknown(t *testing.T) {
 	for _, tc := range tests {
 		if got := outcomeUnknown(tc.err); got != tc.want {
 			t.Errorf("%s: outcomeUnknown = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRetryableNotForwarded: a call that must not run twice is sent again only after an
+// answer that proves it was not forwarded (the router's own 503, the pod proxy's failed
+// dial); a 503 of sandboxd or of an unknown proxy in front proves nothing. Idempotent
+// calls are retried after any of them.
+func TestRetryableNotForwarded(t *testing.T) {
+	tests := []struct {
+		name          string
+		err           *HTTPError
+		once, repeats bool // retryable for a non-idempotent call, for an idempotent one
+	}{
+		{"router 503", &HTTPError{StatusCode: 503, Code: routerCode, Message: "no endpoint"}, true, true},
+		{"pod proxy 503, dial failed", &HTTPError{StatusCode: 503, Code: apiServerCode,
+			Message: "error trying to reach service: dial tcp 10.0.0.1:8080: connection refused"}, true, true},
+		{"pod proxy 503 after the dial", &HTTPError{StatusCode: 503, Code: apiServerCode, Message: "EOF"}, false, true},
+		{"ingress 503 in front of the router", &HTTPError{StatusCode: 503,
+			Message: "upstream connect error or disconnect/reset before headers"}, false, true},
+		{"sandboxd 503", &HTTPError{StatusCode: 503, Code: "UNAVAILABLE", Message: "busy"}, false, true},
+		{"429", &HTTPError{StatusCode: 429, Code: "RESOURCE_EXHAUSTED"}, true, true},
+		{"ingress 502", &HTTPError{StatusCode: 502, Message: "bad gateway"}, false, true},
+	}
+	for _, tc := range tests {
+		if got := retryable(tc.err, false); got != tc.once {
+			t.Errorf("%s: retryable(non-idempotent) = %v, want %v", tc.name, got, tc.once)
+		}
+		if got := retryable(tc.err, true); got != tc.repeats {
+			t.Errorf("%s: retryable(idempotent) = %v, want %v", tc.name, got, tc.repeats)
+		}
+	}
+}
+
+// bgFake answers a background process's POSTs: the first with a proxy's 502 (its answer
+// lost), the rest with 204; it counts them.
+type bgFake struct{ n atomic.Int32 }
+
+func (f *bgFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.n.Add(1) == 1 {
+		answer(w, http.StatusBadGateway, `{"detail":"Could not read from the backend sandbox."}`)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// TestKillAndCloseStdinRetried: a kill and closing stdin (repeating them changes nothing)
+// are sent again after a lost answer, as the Python SDK does; other signals and stdin
+// data are not.
+func TestKillAndCloseStdinRetried(t *testing.T) {
+	tests := []struct {
+		name    string
+		op      func(context.Context, *BackgroundProcess) error
+		wantErr bool
+		reqs    int32
+	}{
+		{"kill", func(ctx context.Context, p *BackgroundProcess) error { return p.Kill(ctx) }, false, 2},
+		{"signal 9", func(ctx context.Context, p *BackgroundProcess) error { return p.Signal(ctx, "9") }, false, 2},
+		{"close stdin", func(ctx context.Context, p *BackgroundProcess) error { return p.CloseStdin(ctx) }, false, 2},
+		{"SIGTERM", func(ctx context.Context, p *BackgroundProcess) error { return p.Signal(ctx, "SIGTERM") }, true, 1},
+		{"stdin data", func(ctx context.Context, p *BackgroundProcess) error {
+			return p.WriteStdin(ctx, []byte("x"))
+		}, true, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &bgFake{}
+			srv := httptest.NewServer(f)
+			defer srv.Close()
+			err := tc.op(testCtx(t), handleFor(t, srv).Background(7))
+			if (err != nil) != tc.wantErr {
+				t.Errorf("error %v, want an error: %v", err, tc.wantErr)
+			}
+			if got := f.n.Load(); got != tc.reqs {
+				t.Errorf("%d requests, want %d", got, tc.reqs)
+			}
+		})
+	}
+}
+
+// TestKubeErrSentinels: the API server's errors match the sentinels docs/sdk-go.md's
+// table promises, timeouts and oversized requests included.
+func TestKubeErrSentinels(t *testing.T) {
+	gr := schema.GroupResource{Group: "agents.x-k8s.io", Resource: "sandboxes"}
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"not found", apierrors.NewNotFound(gr, "x"), ErrNotFound},
+		{"conflict", apierrors.NewConflict(gr, "x", errors.New("changed")), ErrConflict},
+		{"503", apierrors.NewServiceUnavailable("down"), ErrUnavailable},
+		{"429", apierrors.NewTooManyRequests("slow down", 1), ErrUnavailable},
+		{"504 timeout", apierrors.NewTimeoutError("may still be processing", 1), ErrUnavailable},
+		{"500 server timeout", apierrors.NewServerTimeout(gr, "create", 1), ErrUnavailable},
+		{"413", apierrors.NewRequestEntityTooLargeError("too big"), ErrTooLarge},
+	}
+	for _, tc := range tests {
+		if err := kubeErr(tc.err); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v does not match %v", tc.name, err, tc.want)
 		}
 	}
 }
