@@ -34,6 +34,7 @@ struct sbd_gcall {
     bool authorized, bad_type, post, dispatched, finished, headers_sent, deferred;
     bool drain_pending;
     bool reset_after; /* refused at its HEADERS: reset once the answer has been sent */
+    bool headed;      /* its header block is in (counted in the connection's nheaded) */
     enum sbd_gstatus status;
     char *msg;      /* percent-encoded grpc-message, or NULL */
     struct buf out; /* framed response messages; out_off bytes of it already sent */
@@ -54,6 +55,7 @@ struct gconn {
     nghttp2_session *ng;
     struct sbd_gcall *calls;
     size_t ncalls;
+    size_t nheaded;   /* calls whose header block is in: only they keep the connection busy */
     size_t req_bytes; /* buffered request bodies */
     size_t backlog;   /* bytes handed to uv_write and not yet written */
     int in_cb;        /* inside nghttp2_session_mem_recv / mem_send */
@@ -116,6 +118,7 @@ static struct sbd_gcall *call_new(struct gconn *c, int32_t id)
     call->c = c;
     call->id = id;
     call->http_status = "200";
+    call->bad_type = true; /* until an application/grpc content-type comes (none: 415) */
     buf_init(&call->req, LIMIT_SBD_GRPC_MESSAGE + 5);
     buf_init(&call->out, LIMIT_SBD_GRPC_MESSAGE + 5 + LIMIT_SBD_GRPC_QUEUE + LIMIT_SBD_CHUNK + 64);
     DLIST_PUSH(c->calls, call);
@@ -134,6 +137,7 @@ static void call_free(struct sbd_gcall *call)
     }
     DLIST_REMOVE(c->calls, call);
     c->ncalls--;
+    c->nheaded -= call->headed;
     c->last_active = clock_now();
     c->req_bytes -= call->req.len;
     buf_done(&call->req);
@@ -394,6 +398,12 @@ static void dispatch(struct sbd_gcall *call)
     if (g->o.activity)
         g->o.activity(g->o.ctx);
     call->m->fn(call, (const uint8_t *)call->req.data + 5, (size_t)n, g->o.ctx);
+    /* The handler has unpacked what it needs (protobuf-c copies): the request leaves the
+     * connection's budget now, not when the call ends (a Start lasts as long as its
+     * process, and four large ones held every later call of the channel off). The call is
+     * still alive: it is freed from nghttp2's stream close, never inside a handler. */
+    call->c->req_bytes -= call->req.len;
+    buf_done(&call->req);
 }
 
 /* ---- nghttp2 callbacks ------------------------------------------------------------- */
@@ -431,13 +441,22 @@ static int cb_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
     return 0;
 }
 
+/* Ends a call whose body is too large while it arrives; the stream is reset once the
+ * answer has gone out, so that the client stops sending the rest (as for a call refused
+ * at its HEADERS). */
+static void refuse_body(struct sbd_gcall *call)
+{
+    call->reset_after = true;
+    sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "request message too large");
+}
+
 /* Takes request bytes; a declared or actual body past the limit ends the call at once. */
 static void take_data(struct gconn *c, struct sbd_gcall *call, const uint8_t *d, size_t n)
 {
     if (call->finished)
         return;
     if (c->req_bytes + n > LIMIT_SBD_GRPC_CONN_REQ || buf_append(&call->req, d, n) < 0) {
-        sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "request message too large");
+        refuse_body(call);
         return;
     }
     c->req_bytes += n;
@@ -445,7 +464,7 @@ static void take_data(struct gconn *c, struct sbd_gcall *call, const uint8_t *d,
     if (call->req.len >= 5) {
         uint32_t len = (uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4];
         if (len > LIMIT_SBD_GRPC_MESSAGE)
-            sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "request message too large");
+            refuse_body(call);
     }
 }
 
@@ -467,6 +486,10 @@ static int cb_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     struct sbd_gcall *call = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
     if (!call)
         return 0;
+    if (f->hd.type == NGHTTP2_HEADERS && !call->headed) {
+        call->headed = true;
+        call->c->nheaded++;
+    }
     if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
         dispatch(call);
     else if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST)
@@ -530,7 +553,14 @@ static int session_new(struct gconn *c)
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, LIMIT_SBD_GRPC_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, LIMIT_SBD_GRPC_HEADERS},
     };
-    return nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, s, ARRAY_SIZE(s)) < 0 ? -ENOMEM : 0;
+    if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, s, ARRAY_SIZE(s)) < 0)
+        return -ENOMEM;
+    /* The connection's window too (SETTINGS sets the streams' only; it stayed at 64 KiB,
+     * so a 4 MiB request took about 64 round trips): up to the connection's budget. */
+    return nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0,
+                                                 (int32_t)LIMIT_SBD_GRPC_CONN_REQ) < 0
+               ? -ENOMEM
+               : 0;
 }
 
 /* ---- connections ------------------------------------------------------------------- */
@@ -735,12 +765,15 @@ static struct gconn *conn_new(struct sbd_grpc *g)
 }
 
 /* A connection without calls for the idle timeout gets GOAWAY (clients reconnect on their
- * next call); one that has not closed by the next tick (it does not read) is closed. */
+ * next call); one that has not closed by the next tick (it does not read) is closed. A
+ * call whose header block never completed does not count: nghttp2 begins a call at the
+ * first byte of a HEADERS frame, before the token can be checked, so a client that stops
+ * there would otherwise hold a connection slot for ever without a token. */
 static void on_idle(uv_timer_t *t)
 {
     struct gconn *c = t->data;
     usec_t timeout = c->g->o.idle_timeout;
-    if (c->ncalls > 0 || clock_now() - c->last_active < timeout)
+    if (c->nheaded > 0 || clock_now() - c->last_active < timeout)
         return;
     if (c->idle_goaway) {
         conn_close(c);

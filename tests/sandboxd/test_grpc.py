@@ -63,11 +63,12 @@ def hpack_literal(name, value):
     return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
 
 
-def raw_call_head(token=None):
-    """A gRPC request head for Execute, as one HEADERS block."""
+def raw_call_head(token=None, content_type="application/grpc"):
+    """A gRPC request head for Execute, as one HEADERS block (content_type None: none)."""
     hs = [(":method", "POST"), (":scheme", "http"), (":authority", "127.0.0.1"),
-          (":path", "/process.v1.ProcessService/Execute"),
-          ("content-type", "application/grpc"), ("te", "trailers")]
+          (":path", "/process.v1.ProcessService/Execute"), ("te", "trailers")]
+    if content_type:
+        hs.append(("content-type", content_type))
     if token:
         hs.append(("authorization", f"Bearer {token}"))
     return b"".join(hpack_literal(n, v) for n, v in hs)
@@ -273,6 +274,67 @@ class GrpcTest(unittest.TestCase):
             self.assertEqual(stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=10).exit_code, 0)
         finally:
             ch.close()
+
+    def test_running_calls_release_their_request(self):
+        """Four Starts of nearly 4 MiB each (padded with an unknown field) stay running;
+        a small call on the same channel is still served: a running call's request leaves
+        the connection's 16 MiB budget once the handler has unpacked it (it was held until
+        the call ended, and the WriteStdin got RESOURCE_EXHAUSTED)."""
+        def varint(n):
+            out = b""
+            while True:
+                b, n = n & 0x7F, n >> 7
+                out += bytes([b | (0x80 if n else 0)])
+                if not n:
+                    return out
+        base = pb.StartRequest(config=cfg("sleep", "60")).SerializeToString()
+        pad = 4 * MIB - 8 - len(base) - len(varint(99 << 3 | 2)) - len(varint(4 * MIB))
+        req = base + varint(99 << 3 | 2) + varint(pad) + b"\0" * pad  # 8 bytes under 4 MiB
+        ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}",
+                                   options=[("grpc.max_send_message_length", 64 * MIB)])
+        its = []
+        try:
+            start = ch.unary_stream("/process.v1.ProcessService/Start",
+                                    response_deserializer=pb.StartResponse.FromString)
+            pids = []
+            for _ in range(4):
+                it = start(req, timeout=60)
+                its.append(it)
+                pids.append(next(it).init.process_id)
+            stub = pbg.ProcessServiceStub(ch)
+            stub.WriteStdin(pb.WriteStdinRequest(process_id=pids[0], input=b"x"), timeout=10)
+            self.assertEqual(stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=10).exit_code, 0)
+        finally:
+            for it in its:
+                it.cancel()
+            ch.close()
+
+    def test_raw_refusals_and_connection_window(self):
+        """On a raw HTTP/2 connection: the server opens the connection's receive window to
+        its 16 MiB budget (a WINDOW_UPDATE on stream 0; it stayed at 64 KiB); a request
+        without a content-type is refused with 415, as gRPC asks; a body declaring more
+        than 4 MiB is answered RESOURCE_EXHAUSTED and its stream reset (NO_ERROR), so the
+        client stops sending the rest."""
+        s = socket.create_connection(("127.0.0.1", self.d.gport))
+        try:
+            s.settimeout(10)
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b""))
+            wu = read_frames(s, lambda f: f[0] == 8 and f[2] == 0)
+            self.assertEqual(int.from_bytes(wu[3], "big") & 0x7FFFFFFF, 16 * MIB - 65535)
+            # no content-type: 415, trailers-only (END_STREAM on the HEADERS)
+            s.sendall(h2_frame(1, 5, 1, raw_call_head(content_type=None)))
+            f = read_frames(s, lambda f: f[0] == 1 and f[2] == 1)
+            self.assertIn(b"415", f[3])  # :status, a literal (not in HPACK's static table)
+            self.assertTrue(f[1] & 1)
+            # a declared 5 MiB message: refused while its body arrives, then reset
+            s.sendall(h2_frame(1, 4, 3, raw_call_head()) +
+                      h2_frame(0, 0, 3, b"\x00" + (5 * MIB).to_bytes(4, "big") + b"x" * 1000))
+            seen = []  # one read: frames after the one looked for are dropped
+            rst = read_frames(s, lambda f: seen.append(f[0]) or (f[0] == 3 and f[2] == 3))
+            self.assertIn(1, seen[:-1])  # the answer (trailers-only) came first
+            self.assertEqual(rst[3], b"\x00\x00\x00\x00")  # NO_ERROR
+        finally:
+            s.close()
 
     def test_execute_output_too_large(self):
         code, msg = self.code_of(self.stub.Execute, pb.ExecuteRequest(
@@ -709,6 +771,17 @@ class GrpcDaemonTest(unittest.TestCase):
                 except (BrokenPipeError, ConnectionResetError):
                     break
             self.assertLess(time.monotonic() - t0, 10, "PINGs kept an idle connection open")
+            s.close()
+            # Nor does a HEADERS frame cut short (100 bytes declared, 1 sent): nghttp2 begins
+            # a call at its first byte, before the token can be checked, and that call held
+            # the connection (and one of the 256 slots) for ever.
+            t0 = time.monotonic()
+            s = socket.create_connection(("127.0.0.1", d.gport))
+            s.settimeout(15)
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, b"") +
+                      (100).to_bytes(3, "big") + bytes([1, 4]) + (1).to_bytes(4, "big") + b"\x82")
+            goaway = read_frames(s, lambda f: f[0] == 7)
+            self.assertLess(time.monotonic() - t0, 10, "a cut HEADERS frame kept the connection")
             s.close()
             # A long call is not idle; the channel's idle connection was replaced
             # transparently for the next call.
