@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -158,8 +159,14 @@ func newConn(c Connection, rc *rest.Config) (*conn, error) {
 		}
 		cn.routerURL = strings.TrimRight(c.RouterURL, "/")
 		cn.routerToken = c.RouterToken
+		if cn.routerToken == "" {
+			cn.routerToken = os.Getenv(EnvRouterToken)
+		}
 		if cn.routerToken == "" && rc != nil {
 			cn.routerToken, cn.routerFile = rc.BearerToken, newTokenFile(rc.BearerTokenFile)
+			if err := cn.routerPluginAuth(rc); err != nil {
+				return nil, fmt.Errorf("sandbox: router credentials: %w", err)
+			}
 		}
 	case ModeDirect:
 	case ModePodProxy:
@@ -181,6 +188,33 @@ func newConn(c Connection, rc *rest.Config) (*conn, error) {
 		return nil, fmt.Errorf("%w: unknown connection mode %q", ErrInvalidArgument, cn.mode)
 	}
 	return cn, nil
+}
+
+// EnvRouterToken holds the router's bearer token when Connection.RouterToken is empty
+// (before the REST config's credentials), as in the Python SDK.
+const EnvRouterToken = "AGENT_SANDBOX_ROUTER_TOKEN"
+
+// routerPluginAuth: a REST config whose credential comes from an exec plugin (EKS, GKE,
+// kubelogin) or an auth provider, and no bearer token or token file: the router's
+// requests carry that credential through client-go's own wrappers, which run the plugin,
+// cache its token until it expires and run it again after a 401. Only the credential
+// wrappers are applied (the REST config's TLS is the API server's, not the router's).
+func (c *conn) routerPluginAuth(rc *rest.Config) error {
+	if c.routerToken != "" || rc.BearerTokenFile != "" || (rc.ExecProvider == nil && rc.AuthProvider == nil) {
+		return nil
+	}
+	base := c.hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	rt, err := rest.HTTPWrappersForConfig(rc, base)
+	if err != nil {
+		return err
+	}
+	hc := *c.hc
+	hc.Transport = rt
+	c.hc = &hc
+	return nil
 }
 
 // routerBearer is the router's bearer token now.

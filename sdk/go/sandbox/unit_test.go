@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +23,7 @@ import (
 	"golang.org/x/net/http2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	extv1beta1 "github.com/agent-sandbox-dev/agent-sandbox/sdk/go/apis/extensions/v1beta1"
 )
@@ -367,6 +370,38 @@ func TestTransient(t *testing.T) {
 	for _, tc := range tests {
 		if got := transient(tc.err); got != tc.want {
 			t.Errorf("%s: transient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestRouterTokenFromExecPlugin: a kubeconfig whose user is an exec plugin (EKS, GKE,
+// kubelogin) and no token: router requests carry the plugin's token, as in the Python
+// SDK (before, they went without one and got the router's 401). $AGENT_SANDBOX_ROUTER_TOKEN
+// wins over the kubeconfig's credentials.
+func TestRouterTokenFromExecPlugin(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "plugin.sh")
+	cred := `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t1"}}`
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho '"+cred+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		answer(w, http.StatusOK, `{"exit_code":0,"stdout":"","stderr":""}`)
+	}))
+	defer srv.Close()
+	rc := &rest.Config{Host: "https://127.0.0.1:1", ExecProvider: &clientcmdapi.ExecConfig{
+		Command: script, APIVersion: "client.authentication.k8s.io/v1",
+		InteractiveMode: clientcmdapi.NeverExecInteractiveMode}}
+	for _, tc := range []struct{ env, want string }{{"", "Bearer t1"}, {"from-env", "Bearer from-env"}} {
+		t.Setenv(EnvRouterToken, tc.env)
+		sb := attachReady(t, Connection{RouterURL: srv.URL}, func(o *Options) { o.RestConfig = rc })
+		if _, err := sb.Files().Stat(testCtx(t), "x"); err != nil && !errors.Is(err, ErrInvalidArgument) {
+			t.Logf("stat: %v", err) // the answer's shape does not matter: the header does
+		}
+		if g, _ := got.Load().(string); g != tc.want {
+			t.Errorf("env %q: Authorization %q, want %q", tc.env, g, tc.want)
 		}
 	}
 }
