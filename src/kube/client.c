@@ -271,10 +271,10 @@ static struct curl_slist *add_header(struct curl_slist *l, const char *h)
 }
 
 static int build_headers(struct kube_client *c, const struct kube__prep *p, struct curl_slist **ret,
-                         struct kube_err *reterr)
+                         uint64_t *ret_gen, struct kube_err *reterr)
 {
     char *tok = xmalloc(LIMIT_KUBE_TOKEN + 1);
-    int r = kube_config_token(c->cfg, tok, LIMIT_KUBE_TOKEN + 1, reterr);
+    int r = kube_config_token_gen(c->cfg, tok, LIMIT_KUBE_TOKEN + 1, ret_gen, reterr);
     if (r < 0) {
         xfree(tok);
         return r;
@@ -355,11 +355,11 @@ static int transfer_timeout(const struct kube_client *c, const struct kube__prep
 }
 
 int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
-                struct curl_slist **ret_headers, struct kube_err *reterr)
+                struct curl_slist **ret_headers, uint64_t *ret_gen, struct kube_err *reterr)
 {
     struct curl_slist *hdrs = NULL;
     usec_t timeout;
-    int r = build_headers(c, p, &hdrs, reterr);
+    int r = build_headers(c, p, &hdrs, ret_gen, reterr);
     if (r >= 0)
         r = transfer_timeout(c, p, &timeout, reterr);
     if (r < 0) {
@@ -458,7 +458,8 @@ struct resp {
     struct buf body;
     long status;
     long retry_after;
-    bool sent; /* the attempt's request left (some of it), so the server may act on it */
+    bool sent;          /* the attempt's request left (some of it), so the server may act on it */
+    uint64_t token_gen; /* of the credential the attempt carried */
 };
 
 static bool is_2xx(long s)
@@ -539,7 +540,7 @@ static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, 
         *ret_r = -ENOMEM;
         return CURLE_OK;
     }
-    *ret_r = kube__setup(c, h, p, &hdrs, reterr);
+    *ret_r = kube__setup(c, h, p, &hdrs, &rs->token_gen, reterr);
     if (*ret_r < 0) {
         pool_put(c, h);
         return CURLE_OK;
@@ -808,7 +809,7 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
         if (rs.status == 401 && !refreshed) {
             /* a rotated or expired token: fetch a fresh one and try once more */
             refreshed = true;
-            kube_config_invalidate_token(c->cfg);
+            kube_config_invalidate_token_gen(c->cfg, rs.token_gen);
             atomic_fetch_add(&c->retries, 1);
             ret = 0;
             continue;

@@ -119,8 +119,10 @@ bool kube__nothing_sent(CURLcode cc, bool sent);
  * unacknowledged that long, instead of holding a lane's requests until the kernel's
  * retransmissions give up (about 15 minutes). Keepalive probes count as sent bytes. */
 int kube__sockopt(void *ctx, curl_socket_t fd, curlsocktype purpose);
+/** Sets up h for p; *ret_gen gets the generation of the credential the headers carry
+ *  (kube_config_token_gen). */
 int kube__setup(struct kube_client *c, CURL *h, const struct kube__prep *p,
-                struct curl_slist **ret_headers, struct kube_err *reterr);
+                struct curl_slist **ret_headers, uint64_t *ret_gen, struct kube_err *reterr);
 /** Waits for a rate-limiter token, counting the time in the stats (a wait of a second
  * or more is logged, rate-limited, with p's verb and path). The wait ends with p's call
  * deadline and at p->cancel, else at *stop (either may be NULL). Returns 0, or

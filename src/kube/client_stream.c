@@ -20,6 +20,7 @@ struct stream {
     usec_t start;        /* when the transfer began */
     usec_t in_fn;        /* time spent in fn so far */
     struct buf err_body; /* non-2xx body, bounded */
+    uint64_t token_gen;  /* of the credential the request carried */
 };
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userp)
@@ -123,7 +124,7 @@ static int stream_once(struct kube_client *c, const struct kube__prep *p, struct
         kube_err_set(e, -ENOMEM, "cannot create a curl handle");
         return -ENOMEM;
     }
-    int r = kube__setup(c, h, p, &hdrs, e);
+    int r = kube__setup(c, h, p, &hdrs, &s->token_gen, e);
     if (r >= 0) {
         s->h = h;
         stream_options(c, h, s, idle, timeout_seconds, errbuf);
@@ -159,7 +160,7 @@ int kube_request_stream(struct kube_client *c, const struct kube_req *r, kube_st
         ret = stream_once(c, &p, &s, idle, r->timeout_seconds, &e);
     if (ret < 0 && s.status == 401 && !s.delivered) {
         /* the token was rotated or expired: fetch a fresh one and try once more */
-        kube_config_invalidate_token(c->cfg);
+        kube_config_invalidate_token_gen(c->cfg, s.token_gen);
         atomic_fetch_add(&c->retries, 1);
         s.status = 0;
         buf_reset(&s.err_body);

@@ -241,6 +241,7 @@ static int exec_token_locked(struct kube_config *cfg, struct kube_err *reterr)
     kube__exec_result_done(&cfg->exec_res);
     cfg->exec_res = res;
     cfg->exec_valid = true;
+    cfg->token_gen++;
     return 0;
 }
 
@@ -272,6 +273,7 @@ static int reread_token_file(struct kube_config *cfg, const struct stat *st,
     cfg->file_mtime = st->st_mtim;
     cfg->file_checked = clock_now();
     cfg->file_valid = true;
+    cfg->token_gen++;
     return 0;
 }
 
@@ -289,7 +291,8 @@ static int file_token_locked(struct kube_config *cfg, struct kube_err *reterr)
     return reread_token_file(cfg, &st, reterr);
 }
 
-int kube_config_token(struct kube_config *cfg, char *out, size_t size, struct kube_err *reterr)
+int kube_config_token_gen(struct kube_config *cfg, char *out, size_t size, uint64_t *ret_gen,
+                          struct kube_err *reterr)
 {
     int r;
     pthread_mutex_lock(&cfg->lock);
@@ -304,10 +307,17 @@ int kube_config_token(struct kube_config *cfg, char *out, size_t size, struct ku
     } else {
         r = put_token(cfg->token, out, size);
     }
+    if (ret_gen)
+        *ret_gen = cfg->token_gen;
     pthread_mutex_unlock(&cfg->lock);
     if (r == -E2BIG)
         kube_err_set(reterr, r, "bearer token longer than %zu bytes", size);
     return r;
+}
+
+int kube_config_token(struct kube_config *cfg, char *out, size_t size, struct kube_err *reterr)
+{
+    return kube_config_token_gen(cfg, out, size, NULL, reterr);
 }
 
 void kube_config_invalidate_token(struct kube_config *cfg)
@@ -315,5 +325,15 @@ void kube_config_invalidate_token(struct kube_config *cfg)
     pthread_mutex_lock(&cfg->lock);
     cfg->exec_valid = false;
     cfg->file_valid = false;
+    pthread_mutex_unlock(&cfg->lock);
+}
+
+void kube_config_invalidate_token_gen(struct kube_config *cfg, uint64_t gen)
+{
+    pthread_mutex_lock(&cfg->lock);
+    if (cfg->token_gen == gen) {
+        cfg->exec_valid = false;
+        cfg->file_valid = false;
+    }
     pthread_mutex_unlock(&cfg->lock);
 }

@@ -58,5 +58,13 @@ void kube_config_tls(const struct kube_config *cfg, struct kube_tls *ret);
  * (client-certificate auth), or a negative errno. Thread-safe. The exec plugin may also
  * return a client certificate; kube_config_tls then reports it. */
 int kube_config_token(struct kube_config *cfg, char *out, size_t size, struct kube_err *reterr);
+/** kube_config_token that also gives the credential's generation (*ret_gen, optional):
+ *  it changes each time the credential is fetched anew. */
+int kube_config_token_gen(struct kube_config *cfg, char *out, size_t size, uint64_t *ret_gen,
+                          struct kube_err *reterr);
 /** Forgets a cached exec/file token so the next call fetches it again (after a 401). */
 void kube_config_invalidate_token(struct kube_config *cfg);
+/** The same, only while the credential is still generation gen (the one the refused
+ *  request carried): a burst of 401s for one expired token fetches it once, not once per
+ *  request (an exec plugin, run under the config's lock, can take seconds). */
+void kube_config_invalidate_token_gen(struct kube_config *cfg, uint64_t gen);

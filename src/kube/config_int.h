@@ -63,6 +63,7 @@ struct kube_config {
     usec_t file_checked;
     struct kube_exec_result exec_res;
     bool exec_valid;
+    uint64_t token_gen; /* bumped each time the credential is fetched anew (exec, file) */
     struct kube_retired *retired;
 };
 

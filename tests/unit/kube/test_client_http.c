@@ -24,6 +24,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "kube/client.h"
+#include "kube/config_int.h"
 
 #define MAX_CONNS 16
 #define MAX_REQS  64
@@ -406,6 +407,81 @@ static void test_401_refresh(void **state)
     assert_string_equal(server_req(0, &sr)->auth, "Bearer old");
     assert_string_equal(server_req(1, &sr)->auth, "Bearer new");
     kube_client_free(c);
+}
+
+/* 401 for the exec plugin's first token ("tok-1"), the pod for any other. */
+static int h_401_first_token(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)n;
+    if (strcmp(rq->auth, "Bearer tok-1") == 0)
+        respond(fd, 401, NULL, "{\"kind\":\"Status\",\"reason\":\"Unauthorized\",\"code\":401}");
+    else
+        respond(fd, 200, NULL, pod);
+    return 0;
+}
+
+static void *get_pod(void *arg)
+{
+    struct kube_client *c = arg;
+    struct kube_err e;
+    return (void *)(intptr_t)kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, &e);
+}
+
+/* Twelve requests at once meet a 401 for one expired exec-plugin token: the plugin runs
+ * once more, not once per refused request (each of which threw away the token the one
+ * before had just fetched, running the plugin again under the config's lock while every
+ * other request waited), and every request succeeds with the new token. */
+static void test_401_burst_runs_plugin_once(void **state)
+{
+    enum { THREADS = 12 };
+    char kc[400], text[2048], count[320], plugin[1200];
+    const char *data = getenv("AS_TEST_DATA");
+    pthread_t th[THREADS];
+    (void)state;
+    assert_non_null(data);
+    (void)snprintf(plugin, sizeof(plugin), "%s/kube/exec-plugin.sh", data);
+    (void)snprintf(count, sizeof(count), "%s/exec-count", S.tmp);
+    (void)unlink(count);
+    assert_int_equal(setenv("AS_EXEC_COUNT", count, 1), 0);
+    (void)snprintf(kc, sizeof(kc), "%s/kubeconfig-exec", S.tmp);
+    (void)snprintf(text, sizeof(text),
+                   "current-context: t\nclusters:\n- name: k\n  cluster: {server: "
+                   "'http://127.0.0.1:%d'}\ncontexts:\n- name: t\n  context: {cluster: k, user: "
+                   "u, namespace: ns}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: "
+                   "client.authentication.k8s.io/v1\n      command: '%s'\n      args: [--prefix, "
+                   "tok]\n      interactiveMode: Never\n",
+                   S.port, plugin);
+    write_file(kc, text);
+    struct kube_config *cfg = NULL;
+    struct kube_client *c = NULL;
+    struct kube_err e;
+    struct kube_client_opts o = {.max_retries = 0, .timeout = 10 * USEC_PER_SEC};
+    assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
+    assert_int_equal(kube_client_new(cfg, &o, &c), 0);
+    pthread_mutex_lock(&S.lock);
+    S.nreq = 0;
+    S.handler = h_401_first_token;
+    pthread_mutex_unlock(&S.lock);
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, get_pod, c), 0);
+    for (int i = 0; i < THREADS; i++) {
+        void *r;
+        assert_int_equal(pthread_join(th[i], &r), 0);
+        assert_int_equal((intptr_t)r, 0);
+    }
+    struct buf runs;
+    buf_init(&runs, 1u << 16);
+    assert_int_equal(kube__read_file(count, 1u << 16, &runs), 0);
+    size_t n = 0;
+    for (size_t i = 0; i < runs.len; i++)
+        n += runs.data[i] == '\n';
+    print_message("exec plugin runs for %d requests refused at once: %zu\n", THREADS, n);
+    assert_true(n >= 2);
+    assert_true(n <= 3); /* the first token, the renewed one (a third: a request that raced) */
+    buf_done(&runs);
+    kube_client_free(c);
+    (void)unsetenv("AS_EXEC_COUNT");
 }
 
 static int h_status(struct srv *s, const struct srv_req *rq, int n, int fd)
@@ -949,6 +1025,7 @@ int main(void)
         cmocka_unit_test(test_generated_create_not_retried_after_5xx),
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_401_refresh),
+        cmocka_unit_test(test_401_burst_runs_plugin_once),
         cmocka_unit_test(test_errors_not_retried),
         cmocka_unit_test(test_namespace_terminating),
         cmocka_unit_test(test_transport_retry),
