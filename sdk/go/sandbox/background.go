@@ -190,8 +190,8 @@ func (p *BackgroundProcess) do(ctx context.Context, cl call) (*http.Response, er
 	return resp, bgError(err)
 }
 
-// post sends action; idempotent ones (a kill, closing stdin: repeating them changes
-// nothing) are retried as reads are, after a lost connection or a proxy's 502/503/504.
+// post sends action; idempotent ones (a kill: repeating it changes nothing) are retried
+// as reads are, after a lost connection or a proxy's 502/503/504.
 func (p *BackgroundProcess) post(ctx context.Context, op, action string, body []byte, ct string,
 	idempotent bool) error {
 	if body == nil {
@@ -262,7 +262,9 @@ func (p *BackgroundProcess) WriteStdin(ctx context.Context, data []byte) error {
 
 // CloseStdin closes stdin once the queued data is written.
 func (p *BackgroundProcess) CloseStdin(ctx context.Context) error {
-	return p.post(ctx, "stdin close", "stdin/close", nil, "", true)
+	// Sent once: on a PTY each close is a ^D, and a second one after a lost answer would
+	// end the shell under the program that read the first.
+	return p.post(ctx, "stdin close", "stdin/close", nil, "", false)
 }
 
 // Signal sends a signal to the process group: a name ("SIGTERM", "INT") or a number.
