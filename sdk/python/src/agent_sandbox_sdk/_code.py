@@ -9,6 +9,7 @@ import builtins
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 
@@ -43,9 +44,11 @@ def context_id(ctx: ContextRef) -> str | None:
 
 def context_path(ctx: str | CodeContext, action: str = "") -> str:
     cid = context_id(ctx) or ""
-    if not cid or "/" in cid:
+    # "/", "?", "#" and "%" would name another path (a delete of "main#x" deleted "main");
+    # "." and ".." are normalised away by URL handling (as in the Go SDK)
+    if not cid or any(ch in cid for ch in "/?#%") or cid in (".", ".."):
         raise ValueError(f"invalid context id {cid!r}")
-    return f"/v1/contexts/{cid}" + (f"/{action}" if action else "")
+    return f"/v1/contexts/{quote(cid, safe='')}" + (f"/{action}" if action else "")
 
 
 DELETE_ARGS: dict[str, Any] = {"idempotent": True, "what": "delete context", "after_loss": (404,)}

@@ -161,10 +161,11 @@ class Target:
     (TLS and credentials of the kubeconfig) must be used."""
 
     base: str
-    fixed: dict[str, str] = field(default_factory=dict)
+    # out of repr (logs, tracebacks that show locals): a direct connection's token is here
+    fixed: dict[str, str] = field(default_factory=dict, repr=False)
     via_kube: bool = False
     mode: str = ""
-    token: TokenSource | None = None
+    token: TokenSource | None = field(default=None, repr=False)
 
     @property
     def headers(self) -> dict[str, str]:

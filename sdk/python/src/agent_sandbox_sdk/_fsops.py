@@ -215,10 +215,10 @@ class FileWatch:
     def __init__(self, resp: httpx.Response, path: str) -> None:
         self._resp = resp
         self.path = path
-        self._lines = resp.iter_lines()
+        self._lines = _wire.split_lines(resp.iter_bytes(), _wire.MAX_PROCESS_LINE, f"watch of {path}")
         try:
             _ready(next(self._lines, None), path)
-        except Exception:
+        except BaseException:  # Ctrl-C while waiting for "ready" too: the stream is closed
             resp.close()
             raise
 
@@ -248,7 +248,7 @@ class AsyncFileWatch:
     def __init__(self, resp: httpx.Response, path: str) -> None:
         self._resp = resp
         self.path = path
-        self._lines = resp.aiter_lines()
+        self._lines = _wire.asplit_lines(resp.aiter_bytes(), _wire.MAX_PROCESS_LINE, f"watch of {path}")
 
     async def _start(self) -> AsyncFileWatch:
         try:

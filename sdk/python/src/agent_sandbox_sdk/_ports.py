@@ -35,8 +35,9 @@ class PortURL:
 
     url: str
     base_url: str
-    headers: dict[str, str] = field(default_factory=dict)
-    token: str | None = None
+    # out of repr, as the connections' tokens are (logs, tracebacks)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    token: str | None = field(default=None, repr=False)
     mode: str = ""
     needs_kube_tls: bool = False
 

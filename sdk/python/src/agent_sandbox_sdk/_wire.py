@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import stat
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
@@ -18,7 +19,16 @@ from urllib.parse import quote
 import httpx
 
 from . import _k8s
-from .errors import AuthError, ConflictError, NotFoundError, RequestError, SandboxConnectionError, SandboxError
+from .errors import (
+    AuthError,
+    ConflictError,
+    NotFoundError,
+    RequestError,
+    SandboxConnectionError,
+    SandboxError,
+    SandboxSuspendedError,
+    TooManyProcessesError,
+)
 from .models import ExecResult, FileEntry, ProcessEvent
 
 CHUNK = 64 * 1024
@@ -299,6 +309,9 @@ def exists_answer(resp: httpx.Response, what: str) -> bool:
     raise error(resp, what)
 
 
+_ROUTER_SUSPENDED = re.compile(r"Sandbox ([^/\s]+)/(\S+) is suspended and its idle policy does not resume it")
+
+
 def error(resp: httpx.Response, what: str, body: bytes | None = None) -> SandboxError:
     """Maps a failed sandboxd/router/pod-proxy response to an exception."""
     raw = body if body is not None else resp.content
@@ -319,8 +332,14 @@ def error(resp: httpx.Response, what: str, body: bytes | None = None) -> Sandbox
         return SandboxConnectionError(
             f"{what}: HTTP {s}: {msg} (the sandbox is not reachable: is it Ready and not suspended?)"
         )
+    if s == 409 and (m := _ROUTER_SUSPENDED.match(msg)) and answer_source(resp) == "router":
+        # the router's refusal for a Sandbox whose idle policy does not resume it on
+        # traffic: not a conflict of the call (a FileExistsError to mkdir and move)
+        return SandboxSuspendedError(f"{what}: {msg}", namespace=m[1], name=m[2], has_policy=True)
     if s == 409:
         return ConflictError(f"{what}: HTTP {s}: {code + ': ' if code else ''}{msg}", status=s, code=code)
+    if s == 429 and code == "RESOURCE_EXHAUSTED" and "too many running processes" in msg:
+        return TooManyProcessesError(f"{what}: HTTP {s}: {code}: {msg}", status=s, code=code)
     return RequestError(f"{what}: HTTP {s}: {code + ': ' if code else ''}{msg}", status=s, code=code)
 
 

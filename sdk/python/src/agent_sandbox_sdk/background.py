@@ -109,6 +109,12 @@ def parse_output(line: str | bytes) -> OutputEvent | None:
     return None
 
 
+def _close_repeatable(info: BackgroundProcessInfo | None) -> bool:
+    """Whether closing the stdin of a process last seen as info may be sent twice: not on
+    a PTY (a ^D each time), nor when it is not known (a handle made by id)."""
+    return info is not None and not info.pty
+
+
 def typed(e: RequestError) -> RequestError:
     """The specific error of a refused background-process request."""
     if e.status == 409:
@@ -201,6 +207,9 @@ class Resume:
         """The response ended (err: how it broke, or why the request for it failed).
         Sets done, or raises when resuming is pointless; else returns the seconds to
         wait before the resume (a back-off after a failed request, else 0)."""
+        if not self.done and not self.follow and err is not None:
+            # a replay cut short must not look complete
+            raise _wire.stream_lost(pid, err) from err
         if self.done or not self.follow:
             self.done = True
             return 0.0
@@ -311,7 +320,7 @@ class BackgroundProcess:
                 resp.read()
                 err = _wire.error(resp, what)
                 raise typed(err) if isinstance(err, RequestError) else err
-            for line in resp.iter_lines():
+            for line in _wire.split_lines(resp.iter_bytes(), _wire.MAX_PROCESS_LINE, what):
                 ev = parse_output(line)
                 if ev is not None:
                     yield ev
@@ -324,7 +333,10 @@ class BackgroundProcess:
         self._call("POST", "stdin", idempotent=False, content=_wire.stdin_content(data))
 
     def close_stdin(self) -> None:
-        self._call("POST", "stdin/close", idempotent=True)
+        """Closes stdin once the queued data is written. Retried after a lost answer only
+        for a process known not to run on a PTY: there each close is a ^D, and a second
+        one would end the shell under the program that read the first."""
+        self._call("POST", "stdin/close", idempotent=_close_repeatable(self.last_info))
 
     def signal(self, sig: str | int) -> None:
         """Sends a signal ("SIGTERM", "INT", 9 ...) to the process group;
@@ -444,7 +456,7 @@ class AsyncBackgroundProcess:
                 await resp.aread()
                 err = _wire.error(resp, what)
                 raise typed(err) if isinstance(err, RequestError) else err
-            async for line in resp.aiter_lines():
+            async for line in _wire.asplit_lines(resp.aiter_bytes(), _wire.MAX_PROCESS_LINE, what):
                 ev = parse_output(line)
                 if ev is not None:
                     yield ev
@@ -455,7 +467,7 @@ class AsyncBackgroundProcess:
         await self._call("POST", "stdin", idempotent=False, content=_wire.stdin_content(data))
 
     async def close_stdin(self) -> None:
-        await self._call("POST", "stdin/close", idempotent=True)
+        await self._call("POST", "stdin/close", idempotent=_close_repeatable(self.last_info))
 
     async def signal(self, sig: str | int) -> None:
         await self._call("POST", "signal", idempotent=False, json={"signal": sig})

@@ -1,0 +1,142 @@
+"""Answers the SDK maps to its own errors and bounds it keeps, found by a read-only
+audit: the router's 409 for a Sandbox that may not resume is SandboxSuspendedError (not
+a FileExistsError), sandboxd's 429 for a full process table is TooManyProcessesError on
+run too, a background replay cut short raises, an endless output line is refused, closing
+stdin is sent once on a PTY (a ^D each time), context ids cannot name another path, and
+tokens stay out of reprs."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from agent_sandbox_sdk import SandboxConnectionError, SandboxSuspendedError, TooManyProcessesError, _code
+from agent_sandbox_sdk import background as bg
+from agent_sandbox_sdk._conn import Target
+from agent_sandbox_sdk._ports import PortURL
+from agent_sandbox_sdk.errors import SandboxError
+from agent_sandbox_sdk.models import BackgroundProcessInfo
+
+from .fakes import async_sandbox, sync_sandbox
+
+SUSPENDED = (
+    "Sandbox default/sb is suspended and its idle policy does not resume it on traffic "
+    "(spec.idlePolicy.resumeOnTraffic is false); set spec.operatingMode to Running to resume it."
+)
+
+
+def _suspended(req: httpx.Request) -> httpx.Response:
+    return httpx.Response(409, json={"detail": SUSPENDED})
+
+
+def test_router_409_for_a_suspended_sandbox() -> None:
+    sb = sync_sandbox(_suspended)
+    with pytest.raises(SandboxSuspendedError) as ei:
+        sb.files.mkdir("d", parents=False)
+    assert not isinstance(ei.value, FileExistsError)
+    assert (ei.value.namespace, ei.value.name, ei.value.has_policy) == ("default", "sb", True)
+
+
+async def test_router_409_for_a_suspended_sandbox_async() -> None:
+    with pytest.raises(SandboxSuspendedError):
+        await async_sandbox(_suspended).files.mkdir("d", parents=False)
+
+
+def test_sandboxd_409_stays_a_conflict() -> None:
+    def exists(req: httpx.Request) -> httpx.Response:
+        return httpx.Response(409, json={"code": "ALREADY_EXISTS", "message": "mkdir: file exists"})
+
+    with pytest.raises(FileExistsError):
+        sync_sandbox(exists).files.mkdir("d", parents=False)
+
+
+def test_run_429_is_too_many_processes() -> None:
+    def full(req: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, json={"code": "RESOURCE_EXHAUSTED", "message": "too many running processes"})
+
+    with pytest.raises(TooManyProcessesError):
+        sync_sandbox(full).run("true")
+
+
+class _CutStream(httpx.SyncByteStream):
+    """One output event, then the connection breaks."""
+
+    def __init__(self, first: bytes) -> None:
+        self.first = first
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.first
+        raise httpx.ReadError("connection reset")
+
+
+def _event(offset: int, data: bytes) -> bytes:
+    return (json.dumps({"type": "stdout", "offset": offset, "data": base64.b64encode(data).decode()}) + "\n").encode()
+
+
+def test_replay_cut_short_raises() -> None:
+    """output(follow=False) whose body breaks after one event: an error, not a replay
+    that looks complete."""
+
+    def cut(req: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=_CutStream(_event(0, b"half")))
+
+    seen: list[bytes] = []
+    with pytest.raises(SandboxConnectionError, match="stream lost"):
+        for ev in sync_sandbox(cut).background(5).output(follow=False):
+            seen.append(ev.data)
+    assert seen == [b"half"]
+
+
+def test_endless_output_line_refused() -> None:
+    """A line of output events without an end (2 MiB, no newline) is refused, not held."""
+
+    def endless(req: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"x" * (2 << 20))
+
+    with pytest.raises(SandboxConnectionError):
+        list(sync_sandbox(endless).background(5).output(follow=False))
+
+
+@pytest.mark.parametrize(("pty", "requests", "fails"), [(True, 1, True), (False, 2, False), (None, 1, True)])
+def test_close_stdin_once_on_a_pty(pty: bool | None, requests: int, fails: bool) -> None:
+    """The first close's answer is lost (a proxy's 502): sent again only for a process
+    known not to be on a PTY."""
+    n = 0
+
+    def lossy(req: httpx.Request) -> httpx.Response:
+        nonlocal n
+        n += 1
+        assert req.url.path == "/v1/processes/5/stdin/close"
+        if n == 1:
+            return httpx.Response(502, json={"detail": "Could not read from the backend sandbox."})
+        return httpx.Response(204)
+
+    sb = sync_sandbox(lossy)
+    info = None if pty is None else BackgroundProcessInfo(id=5, pid=9, command=["sh"], state="running", pty=pty)
+    p = bg.BackgroundProcess(sb, 5, info)
+    if fails:
+        with pytest.raises(SandboxError):
+            p.close_stdin()
+    else:
+        p.close_stdin()
+    assert n == requests
+
+
+@pytest.mark.parametrize("cid", ["main#x", "a?b", "50%", "a/b", ".", "..", ""])
+def test_context_ids_that_name_another_path(cid: str) -> None:
+    with pytest.raises(ValueError):
+        _code.context_path(cid)
+
+
+def test_context_id_escaped() -> None:
+    assert _code.context_path("my ctx", "execute") == "/v1/contexts/my%20ctx/execute"
+
+
+def test_tokens_out_of_reprs() -> None:
+    t = Target(base="http://10.0.0.1:8888", fixed={"Authorization": "Bearer s3cret"})
+    u = PortURL(url="http://r/x", base_url="http://r/", headers={"Authorization": "Bearer s3cret"}, token="s3cret")
+    assert "s3cret" not in repr(t) and "s3cret" not in repr(u)
