@@ -22,11 +22,16 @@ struct sb_pass {
     struct buf errors; /* condition errors, "; "-joined */
     char *multiple;    /* multiple-Pods error text, or NULL */
     int ret;           /* first error worth a retry */
+    bool refused;      /* a child was refused (owned by another, unlabelled): retried with
+                          back-off, as upstream's returned error is, since nothing else
+                          brings the Sandbox back when that child changes */
     usec_t backstop;   /* requeue delay after a skipped, deferred or conflicting status
                           write or a held Pod metadata patch, or 0 (sb__backstop) */
 };
 
-/** Adds a condition error (formatted) to the pass; retry (negative errno) or 0. A
+/** Adds a condition error (formatted) to the pass; retry (negative errno) or 0 (a
+ * refusal: the pass ends with -EPERM after its status write, so the back-off brings it
+ * back to look again). A
  * -ESHUTDOWN (a create refused because the namespace is being deleted) is retried but
  * not shown: it is no fault of the Sandbox, which goes with its namespace, and a status
  * naming it would be one more write per Sandbox while the namespace empties. */

@@ -239,6 +239,9 @@ void sb__reconcile_pod(struct sb_pass *p)
                                 "to choose or create a Pod",
                                 owned.n);
         p->obs.multiple_pods = p->multiple;
+        /* none is chosen: its state is unknown (Suspended and PodScheduled say Unknown,
+         * not "terminated" while the Pods run) */
+        p->obs.pod_error = true;
         if (strcmp(sb_cond_reason(json_object_get(p->sb, "status"), SB_COND_READY) ?: "",
                    SB_R_MULTIPLE_PODS) != 0)
             sb__event(p, true, SB_R_MULTIPLE_PODS, "%s", p->multiple);

@@ -34,6 +34,8 @@ void sb__error(struct sb_pass *p, int retry, const char *fmt, ...)
     va_end(ap);
     if (retry < 0 && !p->ret)
         p->ret = retry;
+    else if (retry == 0)
+        p->refused = true;
 }
 
 void sb__event(struct sb_pass *p, bool warning, const char *reason, const char *fmt, ...)
@@ -326,6 +328,8 @@ static int reconcile_children(struct sb_pass *p, struct sb_result *res, usec_t d
     json_decref(st);
     if (p->ret < 0)
         return p->ret;
+    if (r >= 0 && p->refused)
+        return -EPERM; /* its status is written: the retry, with back-off, looks again */
     return r;
 }
 
@@ -408,7 +412,8 @@ int sb_reconcile(const struct sb_reconciler *r, const char *key, struct sb_resul
         rc = reconcile_children(&p, &res, deadline);
     pass_done(&p);
     json_decref(sb);
-    if (rc >= 0)
-        *ret = res;
+    /* On a failure too: the back-off alone (up to 1000 s) would let a Sandbox outlive
+     * its shutdownTime by that long; the caller retries at the earlier of the two. */
+    *ret = res;
     return rc;
 }

@@ -620,6 +620,37 @@ static void test_unowned_pod_untouched(void **state)
     json_decref(sb);
 }
 
+/* A PVC in the way, unowned and unlabelled, is refused (ReconcilerError); labelled
+ * adoptable later, it is adopted. Nothing maps the PVC's change to the Sandbox (its name is
+ * data-<sandbox>), so only the refused pass's retry, with back-off as upstream's returned
+ * error gets, brings the Sandbox back: before, it stayed refused for ever. */
+static void test_refused_pvc_adopted_once_labelled(void **state)
+{
+    struct kube_err e;
+    json_t *pvc =
+        json_pack("{s:s, s:s, s:{s:s}, s:{s:[s], s:{s:{s:s}}}}", "apiVersion", "v1", "kind",
+                  "PersistentVolumeClaim", "metadata", "name", "data-s-pvc", "spec", "accessModes",
+                  "ReadWriteOnce", "resources", "requests", "storage", "1Gi");
+    json_t *sb, *got;
+    (void)state;
+    IT_OK(kube_create(c, &KUBE_RES_PVCS, ns, pvc, NULL, &e), &e);
+    json_decref(pvc);
+    create_sandbox("s-pvc",
+                   json_pack("{s:[{s:{s:s}, s:{s:[s], s:{s:{s:s}}}}]}", "volumeClaimTemplates",
+                             "metadata", "name", "data", "spec", "accessModes", "ReadWriteOnce",
+                             "resources", "requests", "storage", "1Gi"));
+    wait_cond("s-pvc", SB_COND_READY, "False", SB_R_RECONCILER_ERROR);
+    clock_sleep(2 * USEC_PER_SEC); /* a few refused passes: the back-off has grown */
+    patch(&KUBE_RES_PVCS, "data-s-pvc", NULL,
+          json_pack("{s:{s:{s:s}}}", "metadata", "labels", SB_LABEL_ADOPTABLE, "true"));
+    wait_cond("s-pvc", SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
+    got = get(&KUBE_RES_PVCS, "data-s-pvc");
+    sb = get(&API_RES_SANDBOXES, "s-pvc");
+    assert_owned_by(got, sb);
+    json_decref(got);
+    json_decref(sb);
+}
+
 static size_t count_pods(const char *name)
 {
     char sel[128], hash[SB_HASH_LEN + 1];
@@ -686,6 +717,7 @@ int main(void)
         cmocka_unit_test_teardown(test_suspend_spares_successor, before_cancel),
         cmocka_unit_test_teardown(test_service_off_spares_successor, before_cancel),
         cmocka_unit_test(test_unowned_pod_untouched),
+        cmocka_unit_test(test_refused_pvc_adopted_once_labelled),
         cmocka_unit_test(test_restart_converges),
         cmocka_unit_test(test_metrics),
     };

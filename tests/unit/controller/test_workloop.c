@@ -30,6 +30,7 @@ struct fake {
     atomic_int calls;     /* reconcile calls */
     atomic_int fail_left; /* calls that still fail with -EIO */
     atomic_int requeue_left;
+    usec_t fail_requeue; /* a failing reconcile still asks to come back this soon */
     atomic_bool synced;
     int wait_error;         /* returned by the cache wait when set */
     atomic_int waits;       /* cache wait calls */
@@ -57,8 +58,10 @@ static int fake_reconcile(void *ctx, const char *key, usec_t *ret_requeue)
         sleep_us(f->reconcile_sleep);
     atomic_fetch_sub(&f->active, 1);
     atomic_fetch_add(&f->calls, 1);
-    if (atomic_fetch_sub(&f->fail_left, 1) > 0)
+    if (atomic_fetch_sub(&f->fail_left, 1) > 0) {
+        *ret_requeue = f->fail_requeue;
         return -EIO;
+    }
     if (atomic_fetch_sub(&f->requeue_left, 1) > 0)
         *ret_requeue = 20 * USEC_PER_MSEC;
     return 0;
@@ -206,6 +209,25 @@ static void test_failure_retried_and_requeue_after(void **state)
     assert_true(value(f->met.wq_retries, (const char *const[]){"test"}) == 2);
     sleep_us(50 * USEC_PER_MSEC);
     assert_int_equal(workloop_reconciles(l), 4); /* done: no further requeue */
+    workloop_free(l);
+}
+
+/* A failing reconcile that still asks to come back soon (a Sandbox whose shutdownTime
+ * comes while its Pod creates are refused) comes back then, not after its grown back-off
+ * (5 ms doubling: ten failures in a row and it waits 5 s; before, 12 failures took about
+ * 20 s). */
+static void test_failure_keeps_its_requeue(void **state)
+{
+    struct fake *f = *state;
+    struct workloop *l = new_loop(f, 1, false);
+    atomic_store(&f->fail_left, 1000);
+    f->fail_requeue = 20 * USEC_PER_MSEC;
+    wq_add(workloop_queue(l), "ns/a");
+    (void)workloop_start(l);
+    sleep_us(USEC_PER_SEC);
+    workloop_stop(l);
+    print_message("failing reconciles in 1 s with a 20 ms requeue: %d\n", atomic_load(&f->calls));
+    assert_true(atomic_load(&f->calls) >= 20);
     workloop_free(l);
 }
 
@@ -378,6 +400,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rejects_bad_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconciles_every_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_retried_and_requeue_after, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failure_keeps_its_requeue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_waits_for_caches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_while_waiting_for_caches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_wait_exits_workers, setup, teardown),
