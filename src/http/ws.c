@@ -254,11 +254,14 @@ int http_ws_check_close(const uint8_t *p, size_t n, uint16_t *ret_code)
 
 /* ---- connection -------------------------------------------------------------------- */
 
-#define WS_CLOSE_WAIT 2000 /* ms to flush a close frame before the socket is closed */
+/* ms without progress before a closing connection is torn down: while queued frames
+ * still drain (a slow reader) the wait is renewed, then the peer's end is awaited. */
+#define WS_CLOSE_WAIT 2000
 
 struct http_ws {
     uv_tcp_t tcp;
     uv_timer_t timer;
+    uv_timer_t stall; /* write_stall: re-armed at each completed write */
     uv_shutdown_t shutdown;
     struct http_ws_opts o;
     bool handed, closing, close_sent, paused, reading;
@@ -270,6 +273,11 @@ struct http_ws {
     size_t queued;
     bool want_drain;
     bool got_message; /* a complete message arrived (first_message_timeout is met) */
+    bool finishing;   /* the close is under way: shutdown asked, the peer read and dropped */
+    bool shut;        /* every queued frame went to the kernel (the shutdown completed) */
+    bool peer_eof;    /* the peer ended its side */
+    bool peer_closed; /* the peer's close frame arrived: nothing more will come */
+    uint64_t written, close_mark; /* bytes written; their count at the last close check */
 };
 
 struct ws_write {
@@ -302,21 +310,46 @@ static void ws_teardown(struct http_ws *ws)
     ws->closing = true;
     uv_close((uv_handle_t *)&ws->tcp, on_ws_handle_closed);
     uv_close((uv_handle_t *)&ws->timer, on_ws_handle_closed);
+    uv_close((uv_handle_t *)&ws->stall, on_ws_handle_closed);
+}
+
+/* The write queue made no progress for write_stall. */
+static void on_ws_stall(uv_timer_t *t)
+{
+    struct http_ws *ws = t->data;
+    if (!ws->close_code)
+        ws->close_code = 1006;
+    ws_teardown(ws);
+}
+
+/* Arms the stall timer while frames are queued (from now: a write just completed or the
+ * queue just became non-empty), stops it when none are. */
+static void ws_stall_arm(struct http_ws *ws, bool restart)
+{
+    if (!ws->o.write_stall || !ws->handed || ws->closing)
+        return;
+    if (!ws->queued)
+        (void)uv_timer_stop(&ws->stall);
+    else if (restart || !uv_is_active((uv_handle_t *)&ws->stall))
+        (void)uv_timer_start(&ws->stall, on_ws_stall, (ws->o.write_stall + 999) / 1000, 0);
 }
 
 static void ws_set_backlogged(struct http_ws *ws, bool on);
 static void ws_update_read(struct http_ws *ws);
+static void ws_drop_until_close(struct http_ws *ws, const char *p, size_t n);
 
 static void on_ws_written(uv_write_t *w, int status)
 {
     struct ws_write *op = container_of(w, struct ws_write, req);
     struct http_ws *ws = w->handle->data;
     ws->queued -= op->len;
+    ws->written += op->len;
     xfree(op);
     if (status < 0) {
         ws_teardown(ws);
         return;
     }
+    ws_stall_arm(ws, true);
     if (ws->closing || ws->queued > ws->o.write_queue / 2)
         return;
     if (ws->want_drain) {
@@ -348,6 +381,7 @@ static int ws_write_raw(struct http_ws *ws, const void *a, size_t alen, const vo
         return -EPIPE;
     }
     ws->queued += op->len;
+    ws_stall_arm(ws, false);
     return 0;
 }
 
@@ -366,17 +400,27 @@ int http_ws_send(struct http_ws *ws, uint8_t opcode, const void *data, size_t le
     return 0;
 }
 
+/* Every queued frame is with the kernel. The socket is closed once the peer ends its
+ * side too (or at the timer): closing it with the peer's bytes unread would send a reset,
+ * which can make the peer drop the end of what was sent. */
 static void on_ws_shutdown(uv_shutdown_t *sr, int status)
 {
-    (void)status;
-    ws_teardown(sr->handle->data);
+    struct http_ws *ws = sr->handle->data;
+    ws->shut = true;
+    if (status < 0 || ws->peer_eof || ws->peer_closed)
+        ws_teardown(ws);
 }
 
 static void on_ws_timer(uv_timer_t *t)
 {
     struct http_ws *ws = t->data;
     if (ws->close_sent) {
-        ws_teardown(ws); /* the close did not flush in time */
+        if (!ws->shut && ws->written != ws->close_mark) {
+            ws->close_mark = ws->written; /* a slow reader, still draining: wait on */
+            (void)uv_timer_start(&ws->timer, on_ws_timer, WS_CLOSE_WAIT, 0);
+            return;
+        }
+        ws_teardown(ws); /* no progress, or the peer did not end its side in time */
         return;
     }
     if (!ws->got_message && ws->o.first_message_timeout)
@@ -404,10 +448,14 @@ static void ws_arm(struct http_ws *ws, bool first)
 
 static void ws_finish_close(struct http_ws *ws)
 {
-    if (!ws->handed || ws->closing)
+    if (!ws->handed || ws->closing || ws->finishing)
         return;
-    (void)uv_read_stop((uv_stream_t *)&ws->tcp);
+    ws->finishing = true;
+    ws->close_mark = ws->written;
+    if (ws->in.len && !ws->peer_closed) /* frames read and not yet handled: dropped */
+        ws_drop_until_close(ws, NULL, 0);
     (void)uv_timer_start(&ws->timer, on_ws_timer, WS_CLOSE_WAIT, 0);
+    ws_update_read(ws); /* the peer is read (and dropped) until its end */
     if (uv_shutdown(&ws->shutdown, (uv_stream_t *)&ws->tcp, on_ws_shutdown) < 0)
         ws_teardown(ws);
 }
@@ -447,6 +495,7 @@ static void ws_deliver(struct http_ws *ws, uint8_t opcode, const uint8_t *p, siz
 static void ws_on_close_frame(struct http_ws *ws, const uint8_t *p, size_t n)
 {
     uint16_t code;
+    ws->peer_closed = true;
     if (http_ws_check_close(p, n, &code) < 0) {
         ws->close_code = 1002;
         if (!ws->close_sent)
@@ -545,6 +594,17 @@ static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     struct http_ws *ws = s->data;
     if (n == 0 || ws->closing)
         return;
+    if (ws->finishing) {
+        if (n > 0) {
+            ws_drop_until_close(ws, b->base, (size_t)n);
+            return;
+        }
+        ws->peer_eof = true;
+        ws_update_read(ws);
+        if (ws->shut || n != UV_EOF)
+            ws_teardown(ws);
+        return; /* else the shutdown's completion closes it, or the timer */
+    }
     if (n < 0) {
         if (!ws->close_code)
             ws->close_code = 1006;
@@ -559,9 +619,37 @@ static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     ws_process(ws);
 }
 
+/* After our close: the peer's frames are read and dropped until its close frame, after
+ * which nothing more comes and the socket may be closed without a reset once ours has
+ * gone (RFC 6455: the server closes the connection first). */
+static void ws_drop_until_close(struct http_ws *ws, const char *p, size_t n)
+{
+    struct http_ws_frame f;
+    if (ws->peer_closed || (n && buf_append(&ws->in, p, n) < 0)) {
+        buf_reset(&ws->in); /* more than a frame's worth after the close: not kept */
+        return;
+    }
+    while (!ws->peer_closed) {
+        int r =
+            http_ws_parse_header((const uint8_t *)ws->in.data, ws->in.len, ws->o.max_message, &f);
+        if (r == 0 || (r > 0 && ws->in.len - f.header_len < f.len))
+            return;
+        if (r < 0) {
+            ws_teardown(ws);
+            return;
+        }
+        ws->peer_closed = f.opcode == HTTP_WS_CLOSE;
+        buf_consume(&ws->in, f.header_len + (size_t)f.len);
+    }
+    buf_reset(&ws->in);
+    if (ws->shut)
+        ws_teardown(ws);
+}
+
 static void ws_update_read(struct http_ws *ws)
 {
-    bool want = ws->handed && !ws->closing && !ws->close_sent && !ws->paused && !ws->backlogged;
+    bool want = ws->handed && !ws->closing &&
+                (ws->finishing ? !ws->peer_eof : !ws->close_sent && !ws->paused && !ws->backlogged);
     if (want && !ws->reading)
         ws->reading = uv_read_start((uv_stream_t *)&ws->tcp, on_ws_alloc, on_ws_read) == 0;
     else if (!want && ws->reading) {
@@ -599,8 +687,9 @@ static void on_upgraded(void *ctx, int status, uv_tcp_t *tcp, struct str pending
     ws->handed = true;
     ws->tcp.data = ws;
     (void)uv_timer_init(ws->tcp.loop, &ws->timer);
-    ws->timer.data = ws;
-    ws->handles = 2;
+    (void)uv_timer_init(ws->tcp.loop, &ws->stall);
+    ws->timer.data = ws->stall.data = ws;
+    ws->handles = 3;
     (void)uv_tcp_nodelay(&ws->tcp, 1);
     if (pending.len)
         (void)buf_append(&ws->in, pending.p, pending.len);

@@ -40,6 +40,8 @@ struct sbd_config {
     unsigned max_websockets; /* open at once; past it an upgrade is answered 429 */
     usec_t ws_first_timeout; /* for the first message (the process request) */
     usec_t ws_stdin_stall;   /* held stdin dropped once the process takes none for this */
+    usec_t ws_write_stall;   /* queued frames not taken for this: the socket is closed and
+                                its process killed (0: LIMIT_HTTP_STREAM_STALL) */
 };
 
 struct sbd;

@@ -287,8 +287,12 @@ static int proc_ws(struct http_req *req, void *ctx)
     (void)uv_timer_init(d->loop, &w->hold_timer);
     w->hold_timer.data = w;
     /* The process request is the first message: a socket that never sends it is closed. */
+    /* A client that stops reading (or is gone without a reset) is let go after the
+     * stall bound of HTTP streams: its process, paused by the full queue, is killed. */
     struct http_ws_opts o = {.max_message = LIMIT_SBD_WS_MESSAGE,
                              .first_message_timeout = d->cfg.ws_first_timeout,
+                             .write_stall = d->cfg.ws_write_stall ? d->cfg.ws_write_stall
+                                                                  : LIMIT_HTTP_STREAM_STALL,
                              .ops = &wsp_ws_ops,
                              .ctx = w};
     d->websockets++; /* before the accept: its closed event decrements it */

@@ -26,6 +26,7 @@ struct sbd_fixture_opts {
     unsigned max_websockets;
     usec_t ws_first_timeout;
     usec_t ws_stdin_stall;
+    usec_t ws_write_stall;
 };
 
 static inline struct sbd_fixture *sbd_fixture_start_with(const char *token, unsigned max_procs,
@@ -61,6 +62,8 @@ static inline struct sbd_fixture *sbd_fixture_start_with(const char *token, unsi
         c.ws_first_timeout = o->ws_first_timeout;
     if (o && o->ws_stdin_stall)
         c.ws_stdin_stall = o->ws_stdin_stall;
+    if (o && o->ws_write_stall)
+        c.ws_write_stall = o->ws_write_stall;
     if (sbd_thread_start(&c, &f->t) < 0)
         abort();
     f->port = sbd_thread_port(f->t);

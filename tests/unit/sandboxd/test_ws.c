@@ -15,6 +15,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+
 #include "common/base64.h"
 #include "http/ws.h"
 #include "sandboxd/util.h"
@@ -396,6 +398,95 @@ static void test_ws_errors_and_disconnect(void **state)
     buf_done(&fr);
 }
 
+/* A client that reads slowly (a small receive buffer, 64 KiB every 40 ms) gets every
+ * byte of a large output, its exit event and the 1000 close: the close after the exit
+ * waits while the queued frames still drain (it tore the socket down 2 s after the
+ * exit, with megabytes still queued: the client saw the stream cut, no exit, no close). */
+static void test_ws_slow_reader_gets_the_end(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct wsc w;
+    int small = 16 * 1024;
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    assert_int_equal(setsockopt(w.c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    const char *start = "{\"command\": \"head -c 8000000 /dev/zero; exit 3\"}";
+    wsc_send(&w, HTTP_WS_TEXT, start, strlen(start));
+    struct buf out, fr;
+    buf_init(&out, 16u << 20);
+    buf_init(&fr, 4u << 20);
+    json_t *exit_ev = NULL;
+    int op = 0;
+    for (;;) {
+        usleep(40000);
+        struct http_ws_frame hf;
+        int r;
+        /* take whatever frames are whole, then one more read of at most 64 KiB */
+        while ((r = http_ws_parse_header((const uint8_t *)w.in.data, w.in.len, UINT64_MAX, &hf)) >
+                   0 &&
+               w.in.len >= hf.header_len + hf.len) {
+            op = wsc_recv(&w, &fr);
+            if (op == HTTP_WS_CLOSE)
+                break;
+            json_t *j = json_loadb(fr.data, fr.len, 0, NULL);
+            const char *t = json_string_value(json_object_get(j, "type"));
+            if (t && strcmp(t, "stdout") == 0)
+                base64_decode(json_string_value(json_object_get(j, "data")),
+                              json_string_length(json_object_get(j, "data")), &out);
+            if (t && strcmp(t, "exit") == 0)
+                exit_ev = json_incref(j);
+            json_decref(j);
+        }
+        if (op == HTTP_WS_CLOSE)
+            break;
+        struct pollfd pfd = {.fd = w.c.fd, .events = POLLIN};
+        assert_true(poll(&pfd, 1, 10000) > 0);
+        char b[65536];
+        ssize_t n = read(w.c.fd, b, sizeof(b));
+        if (n <= 0)
+            break; /* cut: the assertions below say what was missing */
+        buf_append(&w.in, b, (size_t)n);
+    }
+    assert_int_equal(out.len, 8000000);
+    assert_non_null(exit_ev);
+    assert_int_equal(json_integer_value(json_object_get(exit_ev, "exit_code")), 3);
+    assert_int_equal(op, HTTP_WS_CLOSE);
+    assert_int_equal((uint8_t)fr.data[0] << 8 | (uint8_t)fr.data[1], 1000);
+    json_decref(exit_ev);
+    buf_done(&out);
+    buf_done(&fr);
+    wsc_close(&w);
+}
+
+/* A client that stops reading while its process prints: once the queued frames stay
+ * untaken for the write stall (1 s here; 5 minutes by default) the socket is closed and
+ * the process, paused by the full queue, killed. Before, both stayed for ever. */
+static void test_ws_stalled_reader_let_go(void **state)
+{
+    (void)state;
+    struct sbd_fixture_opts o = {.ws_write_stall = USEC_PER_SEC};
+    struct sbd_fixture *f = sbd_fixture_start_with(NULL, 0, &o);
+    struct test_http_resp r;
+    struct wsc w;
+    int small = 16 * 1024;
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    assert_int_equal(setsockopt(w.c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    const char *start = "{\"command\": [\"yes\", \"stalled-reader\"]}";
+    wsc_send(&w, HTTP_WS_TEXT, start, strlen(start));
+    int alive = 1;
+    usec_t t0 = clock_now();
+    for (int i = 0; i < 1000 && alive; i++) {
+        usleep(10000);
+        assert_int_equal(sbd_do(f->port, "GET", "/v1/processes", NULL, NULL, &r), 200);
+        alive = strstr(buf_str(&r.body), "stalled-reader") != NULL;
+        test_http_resp_done(&r);
+    }
+    print_message("stalled reader's process gone after %.1f s\n",
+                  (double)(clock_now() - t0) / USEC_PER_SEC);
+    assert_false(alive);
+    wsc_close(&w);
+    sbd_fixture_stop(f);
+}
+
 /* A socket that never sends the process request is closed (1008) after the first-message
  * timeout, and frees its place; past max_websockets an upgrade is answered 429. */
 static void test_ws_first_message_and_cap(void **state)
@@ -442,6 +533,8 @@ int main(void)
         cmocka_unit_test(test_ws_stdin_not_read_dropped),
         cmocka_unit_test_setup_teardown(test_ws_signal_pty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_errors_and_disconnect, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ws_slow_reader_gets_the_end, setup, teardown),
+        cmocka_unit_test(test_ws_stalled_reader_let_go),
         cmocka_unit_test(test_ws_first_message_and_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
