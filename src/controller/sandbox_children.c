@@ -106,7 +106,12 @@ static json_t *service_drift(struct sb_pass *p, const json_t *svc, bool ports)
         }
         json_object_set_new(patch, "spec", json_pack("{s:o}", "selector", sel));
     }
-    if (ports && !json_equal(kube_obj_path(svc, "spec.ports"), kube_obj_path(want, "spec.ports"))) {
+    const json_t *have_ports = kube_obj_path(svc, "spec.ports");
+    const json_t *want_ports = kube_obj_path(want, "spec.ports");
+    /* none and [] are the same: the API server leaves an empty list out, so a portless
+     * Service was patched with "ports": [] on every pass */
+    if (ports && (json_array_size(have_ports) || json_array_size(want_ports)) &&
+        !json_equal(have_ports, want_ports)) {
         if (!json_object_get(patch, "spec"))
             json_object_set_new(patch, "spec", json_object());
         json_object_set(json_object_get(patch, "spec"), "ports",

@@ -459,6 +459,26 @@ static void test_cold_sandboxes(void **state)
     assert_true(count_total() <= 2 * N);
 }
 
+/* A Sandbox with a Service and no container ports: its headless Service has no ports,
+ * which the API server leaves out, so each pass found "ports": [] missing and patched it
+ * (a PATCH per pass, three or more per Sandbox as its Pod starts). */
+static void test_portless_service_not_patched(void **state)
+{
+    (void)state;
+    counts_reset();
+    create(&API_RES_SANDBOXES,
+           json_pack("{s:s, s:s, s:{s:s}, s:{s:b, s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "portless-0", "spec",
+                     "service", 1, "podTemplate", "spec", "containers", "name", "runtime", "image",
+                     "registry.local/runtime:1"));
+    wait_ready(&API_RES_SANDBOXES, "portless-", 1);
+    clock_sleep(SETTLE);
+    print_message("portless Service: %u POST, %u PATCH\n", count_of("POST services"),
+                  count_of("PATCH services"));
+    assert_int_equal(count_of("POST services"), 1);
+    assert_int_equal(count_of("PATCH services"), 0);
+}
+
 /* A warm pool of N: per member the Sandbox, its Pod and one status write; the pool's own
  * status is written a bounded number of times for the whole fill. */
 static void test_pool_fill(void **state)
@@ -1282,6 +1302,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cold_sandboxes),
+        cmocka_unit_test(test_portless_service_not_patched),
         cmocka_unit_test(test_pool_fill),
         cmocka_unit_test(test_warm_claims),
         cmocka_unit_test(test_pool_passes_coalesced),
