@@ -177,10 +177,15 @@ static void create_service(struct sb_pass *p)
     } else if (kube_err_is_already_exists(&e) &&
                (have = sb__existing_child(p, &KUBE_RES_SERVICES, p->name, &e)) != NULL) {
         /* made by us and not cached yet, or by someone else */
-        if (sb_controlled_by(have, p->uid))
+        if (sb_controlled_by(have, p->uid)) {
+            /* ours, out of the cache: it lost the tracking label the cache selects on
+             * (--cache-label-selectors), which the repair restores (else this create,
+             * its refusal and the read came back every SB_MEMO_TTL for good) */
+            repair_service(p, have, true);
             service_exists(p);
-        else
+        } else {
             adopt_service(p, have);
+        }
         json_decref(have);
     } else {
         sb__error(p, e.code ? e.code : -EIO, "service create failed: %s", e.message);

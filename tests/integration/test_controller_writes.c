@@ -944,6 +944,46 @@ static void test_existing_child_unreadable(void **state)
     IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "unread-0", &e), &e);
 }
 
+static bool svc_labelled(void *ctx)
+{
+    json_t *svc = it_obj_get(c, &KUBE_RES_SERVICES, ns, ctx);
+    bool ok = svc && kube_obj_label(svc, SB_LABEL_NAME_HASH);
+    json_decref(svc);
+    return ok;
+}
+
+/* With a child cache that selects on the tracking label (as --cache-label-selectors), a
+ * Service of ours that lost the label leaves the cache: each pass's create is refused and
+ * the read finds it ours. The label is now put back (before: never, and the create, its
+ * refusal and the read came back every few seconds for good). */
+static void test_unlabelled_service_repaired(void **state)
+{
+    struct ctrl_opts o = mgr_opts;
+    struct kube_err e = {0};
+    (void)state;
+    o.child_cache_selector = SB_LABEL_NAME_HASH;
+    restart_manager(&o);
+    create(&API_RES_SANDBOXES,
+           json_pack("{s:s, s:s, s:{s:s}, s:{s:b, s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                     SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "relabel-0", "spec",
+                     "service", 1, "podTemplate", "spec", "containers", "name", "runtime", "image",
+                     "registry.local/runtime:1"));
+    wait_ready(&API_RES_SANDBOXES, "relabel-", 1);
+    assert_true(svc_labelled("relabel-0"));
+    json_t *unlabel = json_pack("{s:{s:{s:n}}}", "metadata", "labels", SB_LABEL_NAME_HASH);
+    json_t *touch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "touch", "1");
+    IT_OK(it_merge_patch(c, &KUBE_RES_SERVICES, ns, "relabel-0", NULL, unlabel, &e), &e);
+    assert_false(svc_labelled("relabel-0"));
+    /* a pass comes with the Sandbox's next change */
+    IT_OK(it_merge_patch(c, &API_RES_SANDBOXES, ns, "relabel-0", NULL, touch, &e), &e);
+    json_decref(unlabel);
+    json_decref(touch);
+    assert_int_equal(it_wait(svc_labelled, "relabel-0", 15 * USEC_PER_SEC), 0);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, "relabel-0", &e), &e);
+    assert_int_equal(it_wait_gone(c, &API_RES_SANDBOXES, ns, "relabel-0", WAIT), 0);
+    restart_manager(&mgr_opts);
+}
+
 static void restart_hiding_children_of(const char *name, char *sel, size_t size)
 {
     char hash[SB_HASH_LEN + 1];
@@ -1316,6 +1356,7 @@ int main(void)
         cmocka_unit_test(test_side_write_claim_gone),
         cmocka_unit_test(test_pod_meta_held),
         cmocka_unit_test(test_pod_meta_owner_gone),
+        cmocka_unit_test(test_unlabelled_service_repaired),
         cmocka_unit_test(test_namespace_deletion),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
