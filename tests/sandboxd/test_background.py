@@ -108,6 +108,11 @@ class BackgroundTest(unittest.TestCase):
         self.assertEqual((text(ev), ev[0]["offset"], ev[-1]["type"]), (b"got second\n", 6, "exit"))
         st, data, _ = d.req("POST", f"/v1/processes/{info['id']}/stdin", b"late")
         self.assertEqual((st, json.loads(data)["code"]), (409, "FAILED_PRECONDITION"))
+        st, data, _ = d.req("POST", f"/v1/processes/{info['id']}/signal", b'{"signal":"SIGTERM"}')
+        self.assertEqual((st, json.loads(data)["code"]), (409, "FAILED_PRECONDITION"))
+        # an action that does not exist is 404, not "has exited"
+        st, data, _ = d.req("POST", f"/v1/processes/{info['id']}/bogus", b"")
+        self.assertEqual((st, json.loads(data)["code"]), (404, "NOT_FOUND"))
         self.assertEqual(d.req("DELETE", f"/v1/processes/{info['id']}")[0], 204)
         self.assertEqual(get(d, f"/v1/processes/{info['id']}")[0], 404)
         self.assertEqual(get(d, "/v1/processes")[1]["processes"], [])
