@@ -482,6 +482,10 @@ void http_ws_close(struct http_ws *ws, uint16_t code, const char *reason)
 
 static void ws_deliver(struct http_ws *ws, uint8_t opcode, const uint8_t *p, size_t n)
 {
+    if (opcode == HTTP_WS_TEXT && !utf8_valid(p, n)) { /* RFC 6455 8.1 */
+        http_ws_close(ws, 1007, "text message is not UTF-8");
+        return;
+    }
     if (!ws->got_message) {
         ws->got_message = true;
         if (ws->o.first_message_timeout && !ws->close_sent) {

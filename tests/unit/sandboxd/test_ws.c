@@ -398,6 +398,42 @@ static void test_ws_errors_and_disconnect(void **state)
     buf_done(&fr);
 }
 
+/* A text message that is not UTF-8 closes the socket with 1007 (RFC 6455 8.1), whole or
+ * in fragments whose split falls inside a character; before, it reached the handler. */
+static void test_ws_text_not_utf8(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct buf fr;
+    buf_init(&fr, 1024);
+    for (int split = 0; split < 2; split++) {
+        struct wsc w;
+        assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+        if (!split) {
+            const char *bad = "{\"command\": \"\xff\"}";
+            wsc_send(&w, HTTP_WS_TEXT, bad, strlen(bad));
+        } else { /* "é" split across two frames, then a stray continuation byte */
+            uint8_t mask[4] = {1, 2, 3, 4}, h[HTTP_WS_MAX_HEADER], frame[32];
+            const char *parts[] = {"{\"a\": \"\xc3", "\xa9\x80\"}"};
+            for (int i = 0; i < 2; i++) {
+                size_t n = strlen(parts[i]);
+                size_t hl =
+                    http_ws_build_header(i ? HTTP_WS_CONT : HTTP_WS_TEXT, i == 1, n, mask, h);
+                memcpy(frame, h, hl);
+                memcpy(frame + hl, parts[i], n);
+                http_ws_unmask(frame + hl, n, mask, 0);
+                assert_int_equal(test_http_send(&w.c, frame, hl + n), 0);
+            }
+        }
+        int op;
+        while ((op = wsc_recv(&w, &fr)) == HTTP_WS_TEXT)
+            ;
+        assert_int_equal(op, HTTP_WS_CLOSE);
+        assert_int_equal((uint8_t)fr.data[0] << 8 | (uint8_t)fr.data[1], 1007);
+        wsc_close(&w);
+    }
+    buf_done(&fr);
+}
+
 /* A client that reads slowly (a small receive buffer, 64 KiB every 40 ms) gets every
  * byte of a large output, its exit event and the 1000 close: the close after the exit
  * waits while the queued frames still drain (it tore the socket down 2 s after the
@@ -533,6 +569,7 @@ int main(void)
         cmocka_unit_test(test_ws_stdin_not_read_dropped),
         cmocka_unit_test_setup_teardown(test_ws_signal_pty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_errors_and_disconnect, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ws_text_not_utf8, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_slow_reader_gets_the_end, setup, teardown),
         cmocka_unit_test(test_ws_stalled_reader_let_go),
         cmocka_unit_test(test_ws_first_message_and_cap),
