@@ -173,7 +173,8 @@ static bool defer_status(struct sb_pass *p, const json_t *st)
 }
 
 /* Writes status st (borrowed) when it differs from the Sandbox's; with coalesce, a change
- * of details only may wait (defer_status). */
+ * of details only may wait (defer_status). Returns 1 when it was written, 0 when nothing
+ * was (not needed, held back, or left to a newer version's event), or a negative errno. */
 static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
 {
     struct kube_err e;
@@ -199,8 +200,9 @@ static int write_status(struct sb_pass *p, json_t *st, bool coalesce)
                   sb_cond_reason(json_object_get(p->sb, "status"), SB_COND_READY) ?: "-");
         sb_memo_wrote(p->r->memo, p->sb);
         sb_defer_clear(p->r->memo, p->uid);
+        return 1;
     }
-    if (r >= 0 || kube_err_is_not_found(&e))
+    if (kube_err_is_not_found(&e))
         return 0;
     if (kube_err_is_conflict(&e)) {
         /* Our cache is behind: the newer version's watch event requeues the key, so a
@@ -266,8 +268,9 @@ static int expire_teardown(struct sb_pass *p, struct sb_result *res)
     sb_status_expire(st, true, kube_obj_generation(p->sb), now);
     r = write_status(p, st, false);
     json_decref(st);
-    (void)res;
-    return r;
+    if (p->backstop) /* a write left to the cache's catching up: come back */
+        res->requeue_after = p->backstop;
+    return r < 0 ? r : 0;
 }
 
 static int expire(struct sb_pass *p, struct sb_result *res)
@@ -285,11 +288,11 @@ static int expire(struct sb_pass *p, struct sb_result *res)
     sb_status_expire(st, false, kube_obj_generation(p->sb), now);
     r = write_status(p, st, false);
     json_decref(st);
-    if (r >= 0) {
+    if (r > 0) /* once: not again for a pass whose write was skipped (a stale cache) */
         sb__event(p, false, SB_R_EXPIRED, "Sandbox reached its shutdownTime");
+    if (r >= 0)
         res->requeue_after = 1 * USEC_PER_SEC; /* the status event usually comes first */
-    }
-    return r;
+    return r < 0 ? r : 0;
 }
 
 /* Wall-clock usec of spec.shutdownTime, or 0 when unset or unparsable. */
@@ -330,7 +333,7 @@ static int reconcile_children(struct sb_pass *p, struct sb_result *res, usec_t d
         return p->ret;
     if (r >= 0 && p->refused)
         return -EPERM; /* its status is written: the retry, with back-off, looks again */
-    return r;
+    return r < 0 ? r : 0;
 }
 
 static int pass_init(struct sb_pass *p, const struct sb_reconciler *r, json_t *sb)
@@ -380,7 +383,7 @@ static int deleting(const struct sb_reconciler *r, json_t *sb)
     json_decref(st);
     json_incref(sb); /* pass_done drops the pass's reference */
     pass_done(&p);
-    return rc;
+    return rc < 0 ? rc : 0;
 }
 
 int sb_reconcile(const struct sb_reconciler *r, const char *key, struct sb_result *ret)
