@@ -357,12 +357,15 @@ static int watch_once(struct kube_informer *inf, bool resumed)
     return r;
 }
 
+#define WATCH_BAD_RESUMES 3
+
 /* Watches until a relist is needed (410) or the informer stops. Returns true when the
  * 410 came before any watch since the LIST made progress (the LIST's version was already
  * too old: a re-list at once could loop, a full read of etcd each time). */
 static bool watch_loop(struct kube_informer *inf)
 {
     bool resumed = false, any = false;
+    int bad = 0; /* watches in a row that broke on an event without applying one */
     while (!stopping(inf)) {
         maybe_resync(inf);
         uint64_t ev0 = kube_watch_events(inf->w);
@@ -377,6 +380,19 @@ static bool watch_loop(struct kube_informer *inf)
         if (r == -ESTALE) {
             stat_inc(inf, &inf->st.gone);
             return !any;
+        }
+        if ((r == -E2BIG || r == -EPROTO) && kube_watch_events(inf->w) == ev0) {
+            /* An event that cannot be taken (over the frame limit, or malformed) comes
+             * again at every resume from the same version: after a few, re-list (the
+             * LIST reads the objects as they are now), after a back-off. */
+            if (++bad >= WATCH_BAD_RESUMES) {
+                stat_inc(inf, &inf->st.watch_errors);
+                log_warn_errno(r, "informer %s: an event breaks every watch, re-listing",
+                               inf->name);
+                return true;
+            }
+        } else {
+            bad = 0;
         }
         if (progressed)
             kube_backoff_reset(&inf->bo);

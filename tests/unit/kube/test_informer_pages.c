@@ -35,6 +35,7 @@ struct fake {
     const struct call *calls;
     size_t n, pos;
     int gone; /* watches to end with 410 (each forces a relist) */
+    int bad;  /* watches after those to end with -EPROTO (an event that cannot be taken) */
     struct kube_informer *inf;
     size_t stored_before[8]; /* store size seen when each page of call 0 was handed over */
     struct buf log;          /* "D:ns/a:1;" deletes, "A:ns/a;" adds */
@@ -43,6 +44,7 @@ struct fake {
 static struct fake F;
 static bool compact;                  /* informers started with compact_store */
 static usec_t bo_min = USEC_PER_MSEC; /* the informers' back-off */
+static int start_bad;                 /* F.bad of the informers started next */
 static usec_t bo_max = 2 * USEC_PER_MSEC;
 
 static int fake_list_pages(void *ctx, const struct kube_informer_opts *o, kube_list_page_fn *fn,
@@ -85,6 +87,10 @@ static int fake_watch(void *ctx, const struct kube_informer_opts *o,
         f->gone--;
         return -ESTALE;
     }
+    if (f->bad > 0) {
+        f->bad--;
+        return -EPROTO;
+    }
     while (!atomic_load(a->stop))
         clock_sleep(5 * USEC_PER_MSEC);
     return -ECANCELED;
@@ -120,6 +126,7 @@ static void start(const struct call *calls, size_t n, int gone)
     F.calls = calls;
     F.n = n;
     F.gone = gone;
+    F.bad = start_bad;
     buf_init(&F.log, 1u << 16);
     assert_int_equal(kube_informer_new(&o, &F.inf), 0);
     struct kube_informer_handlers h = {.on_add = on_add, .on_delete = on_delete, .ctx = &F};
@@ -178,6 +185,22 @@ static void test_quick_gone_relists_back_off(void **state)
                   (unsigned long long)st.lists);
     assert_true(st.lists >= 2);
     assert_true(st.lists <= 15); /* 20, 40, 80, 160, then 200 ms apart (with jitter) */
+}
+
+/* Every watch breaks on an event it cannot take (-EPROTO, nothing applied): after three
+ * resumes from the same version the informer re-lists instead of resuming for ever (the
+ * store stayed stale while has_synced said true). */
+static void test_unreadable_event_relists(void **state)
+{
+    static const struct call calls[] = {{.pages = {PAGE("5", OBJ("a", "5"))}},
+                                        {.pages = {PAGE("6", OBJ("a", "6"))}}};
+    (void)state;
+    start_bad = 3;
+    start(calls, 2, 0);
+    start_bad = 0;
+    wait_lists(2);
+    assert_rv("6");
+    finish();
 }
 
 static void test_pages_stored_as_they_arrive(void **state)
@@ -283,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_page_without_rv_fails_the_list),
         cmocka_unit_test(test_restart_with_compact_store),
         cmocka_unit_test(test_quick_gone_relists_back_off),
+        cmocka_unit_test(test_unreadable_event_relists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
