@@ -337,6 +337,12 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
 
     # ---- transport -----------------------------------------------------------------
 
+    def _lost(self) -> None:
+        """As SandboxBase._lost, under the route's lock: another thread's _route may be
+        between its read of the Sandbox and _new_target, which reads the object."""
+        with self._lock:
+            super()._lost()
+
     def _route(self) -> _conn.Target:
         self._wake(force=False)
         with self._lock:
@@ -376,7 +382,9 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
         headers (and bearer token) a request needs in this client's connection mode."""
         self._route()
         c = self.client
-        return _ports.port_target(c.connection, c.config, self.namespace, self.name, self._obj, port, path)
+        with self._lock:
+            obj = self._obj
+        return _ports.port_target(c.connection, c.config, self.namespace, self.name, obj, port, path)
 
     def url(self, port: int, path: str = "/") -> str:
         """port_target(port, path).url: send port_target(port).headers with it."""
