@@ -655,7 +655,12 @@ class AsyncProcess(_base.ProcessBase):
         try:
             await asyncio.wait_for(drain(), timeout)
         except asyncio.TimeoutError:
-            await self.close()
+            try:
+                await self.close()
+            except SandboxError as e:  # the timeout stays the error; the kill's is its cause
+                raise SandboxTimeoutError(
+                    f"process {self.id} still running after {timeout:g}s; the kill failed: {e}"
+                ) from e
             raise SandboxTimeoutError(f"process {self.id} still running after {timeout:g}s; killed") from None
         return self._col.result()
 

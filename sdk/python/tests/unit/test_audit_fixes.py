@@ -7,6 +7,7 @@ tokens stay out of reprs."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Iterator
@@ -14,7 +15,13 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from agent_sandbox_sdk import SandboxConnectionError, SandboxSuspendedError, TooManyProcessesError, _code
+from agent_sandbox_sdk import (
+    SandboxConnectionError,
+    SandboxSuspendedError,
+    SandboxTimeoutError,
+    TooManyProcessesError,
+    _code,
+)
 from agent_sandbox_sdk import background as bg
 from agent_sandbox_sdk._conn import Target
 from agent_sandbox_sdk._ports import PortURL
@@ -116,7 +123,7 @@ def test_close_stdin_once_on_a_pty(pty: bool | None, requests: int, fails: bool)
         return httpx.Response(204)
 
     sb = sync_sandbox(lossy)
-    info = None if pty is None else BackgroundProcessInfo(id=5, pid=9, command=["sh"], state="running", pty=pty)
+    info = None if pty is None else BackgroundProcessInfo(id=5, pid=9, command=("sh",), state="running", pty=pty)
     p = bg.BackgroundProcess(sb, 5, info)
     if fails:
         with pytest.raises(SandboxError):
@@ -140,3 +147,26 @@ def test_tokens_out_of_reprs() -> None:
     t = Target(base="http://10.0.0.1:8888", fixed={"Authorization": "Bearer s3cret"})
     u = PortURL(url="http://r/x", base_url="http://r/", headers={"Authorization": "Bearer s3cret"}, token="s3cret")
     assert "s3cret" not in repr(t) and "s3cret" not in repr(u)
+
+
+class _Endless(httpx.AsyncByteStream):
+    """A process stream: its start event, then nothing until closed."""
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        yield b'{"type":"start","id":7,"pid":9}\n'
+        await asyncio.Event().wait()
+
+
+async def test_async_wait_timeout_stays_the_error_when_the_kill_fails() -> None:
+    """AsyncProcess.wait(timeout) whose kill fails (sandboxd's 500): the error is still
+    the timeout, with the kill's failure as its cause (the kill's error replaced it)."""
+
+    def sbd(req: httpx.Request) -> httpx.Response:
+        if req.method == "DELETE":
+            return httpx.Response(500, json={"code": "INTERNAL", "message": "cannot kill"})
+        return httpx.Response(200, stream=_Endless())
+
+    p = await async_sandbox(sbd).spawn("sleep 100")
+    with pytest.raises(SandboxTimeoutError, match="the kill failed") as ei:
+        await p.wait(timeout=0.2)
+    assert isinstance(ei.value.__cause__, SandboxError)
