@@ -105,8 +105,11 @@ static struct memo_slot *memo_take(struct sb_memo *m, const char *uid, usec_t no
     for (size_t i = 0; !s && i < SB_MEMO_WAYS; i++)
         if (!b[i].uid[0] || now < b[i].at || now - b[i].at >= SB_MEMO_TTL)
             s = &b[i];
-    for (size_t i = 0; !s && i < SB_MEMO_WAYS; i++)
-        if (!s || b[i].at < s->at)
+    if (s)
+        return s;
+    s = &b[0];
+    for (size_t i = 1; i < SB_MEMO_WAYS; i++) /* the bucket's oldest */
+        if (b[i].at < s->at)
             s = &b[i];
     return s;
 }

@@ -205,18 +205,23 @@ static void test_memo_bucket_holds_eight(void **state)
     v[0] = obj("uid-memo-b", "10");
     for (int i = 0; i < 8; i++)
         v[i + 1] = obj(other[i], "10");
+    /* v[0] takes the bucket's first slot and is written again last: the oldest is v[1],
+     * in the next slot */
     for (int i = 0; i < 8; i++)
         sb_memo_wrote_at(m, v[i], t0 + (usec_t)i);
+    sb_memo_wrote_at(m, v[0], t0 + 8);
     for (int i = 0; i < 8; i++)
-        assert_true(sb_memo_stale_at(m, v[i], t0 + 8));
-    sb_memo_wrote_at(m, v[8], t0 + 8);
-    assert_false(sb_memo_stale_at(m, v[0], t0 + 9)); /* the oldest, given up */
-    for (int i = 1; i < 9; i++)
         assert_true(sb_memo_stale_at(m, v[i], t0 + 9));
+    sb_memo_wrote_at(m, v[8], t0 + 9);
+    assert_false(sb_memo_stale_at(m, v[1], t0 + 10)); /* the oldest, given up */
+    assert_true(sb_memo_stale_at(m, v[0], t0 + 10));  /* not the first slot's */
+    for (int i = 2; i < 9; i++)
+        assert_true(sb_memo_stale_at(m, v[i], t0 + 10));
     /* An expired entry is taken before the oldest live one. */
-    sb_memo_wrote_at(m, v[0], t0 + SB_MEMO_TTL + 1); /* v[1]'s has expired */
-    assert_true(sb_memo_stale_at(m, v[0], t0 + SB_MEMO_TTL + 2));
-    assert_true(sb_memo_stale_at(m, v[8], t0 + SB_MEMO_TTL + 2));
+    sb_memo_wrote_at(m, v[1], t0 + SB_MEMO_TTL + 2); /* v[2]'s (t0 + 2) has expired */
+    assert_true(sb_memo_stale_at(m, v[1], t0 + SB_MEMO_TTL + 3));
+    assert_true(sb_memo_stale_at(m, v[8], t0 + SB_MEMO_TTL + 3));
+    assert_true(sb_memo_stale_at(m, v[0], t0 + SB_MEMO_TTL + 3));
     for (int i = 0; i < 9; i++)
         json_decref(v[i]);
 }
