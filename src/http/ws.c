@@ -277,6 +277,7 @@ struct http_ws {
     bool shut;        /* every queued frame went to the kernel (the shutdown completed) */
     bool peer_eof;    /* the peer ended its side */
     bool peer_closed; /* the peer's close frame arrived: nothing more will come */
+    bool discard;     /* after our close, the peer's frames can no longer be followed */
     uint64_t written, close_mark; /* bytes written; their count at the last close check */
 };
 
@@ -569,8 +570,8 @@ static void ws_process(struct http_ws *ws)
         uint8_t *payload = (uint8_t *)ws->in.data + f.header_len;
         http_ws_unmask(payload, (size_t)f.len, f.mask, 0);
         r = ws_frame(ws, &f, payload);
-        if (ws->closing)
-            return;
+        if (ws->closing || ws->finishing)
+            return; /* the close took what was read, this frame too (ws_drop_until_close) */
         /* The frame's answers (pongs, or what the handler sent) filled the queue: a peer
          * that sends without reading gets no more frames read until it drains. */
         if (ws->queued >= ws->o.write_queue)
@@ -629,8 +630,9 @@ static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 static void ws_drop_until_close(struct http_ws *ws, const char *p, size_t n)
 {
     struct http_ws_frame f;
-    if (ws->peer_closed || (n && buf_append(&ws->in, p, n) < 0)) {
-        buf_reset(&ws->in); /* more than a frame's worth after the close: not kept */
+    if (ws->peer_closed || ws->discard || (n && buf_append(&ws->in, p, n) < 0)) {
+        ws->discard = !ws->peer_closed; /* more than a frame's worth: frames not followed */
+        buf_reset(&ws->in);
         return;
     }
     while (!ws->peer_closed) {
@@ -639,7 +641,11 @@ static void ws_drop_until_close(struct http_ws *ws, const char *p, size_t n)
         if (r == 0 || (r > 0 && ws->in.len - f.header_len < f.len))
             return;
         if (r < 0) {
-            ws_teardown(ws);
+            /* the frame that made us close (1002, 1009) or garbage after it: its end is
+             * not findable, so all is dropped until the peer's end or the timer, while
+             * what we queued (the close frame too) still goes out */
+            ws->discard = true;
+            buf_reset(&ws->in);
             return;
         }
         ws->peer_closed = f.opcode == HTTP_WS_CLOSE;

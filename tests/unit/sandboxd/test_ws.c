@@ -411,7 +411,7 @@ static void test_ws_text_not_utf8(void **state)
         if (!split) {
             const char *bad = "{\"command\": \"\xff\"}";
             wsc_send(&w, HTTP_WS_TEXT, bad, strlen(bad));
-        } else { /* "é" split across two frames, then a stray continuation byte */
+        } else { /* "é" split across two frames (fine), then a stray continuation byte */
             uint8_t mask[4] = {1, 2, 3, 4}, h[HTTP_WS_MAX_HEADER], frame[32];
             const char *parts[] = {"{\"a\": \"\xc3", "\xa9\x80\"}"};
             for (int i = 0; i < 2; i++) {
@@ -432,6 +432,73 @@ static void test_ws_text_not_utf8(void **state)
         wsc_close(&w);
     }
     buf_done(&fr);
+}
+
+/* Closes that start while frames are being read still go out whole: a bad process
+ * request followed in the same write by the start of a large frame gets its error and
+ * the 1008 close (the frame was consumed twice, the parser then ran on garbage and tore
+ * the socket down); a frame declared over the 1 MiB message limit gets the 1009 close (the
+ * close's own drop found the same bad header and tore the socket down before the close
+ * frame was written). */
+static void test_ws_closes_reach_the_peer(void **state)
+{
+    struct sbd_fixture *f = *state;
+    uint8_t mask[4] = {9, 8, 7, 6}, h[HTTP_WS_MAX_HEADER], buf[4096];
+    struct buf fr;
+    buf_init(&fr, 1 << 20);
+    for (int c = 0; c < 2; c++) {
+        struct wsc w;
+        size_t len = 0, hl;
+        int op;
+        assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+        if (c == 0) {
+            hl = http_ws_build_header(HTTP_WS_TEXT, true, 8, mask, h);
+            memcpy(buf, h, hl);
+            memcpy(buf + hl, "not json", 8);
+            http_ws_unmask(buf + hl, 8, mask, 0);
+            len = hl + 8;
+            hl = http_ws_build_header(HTTP_WS_BINARY, true, 100000, mask, h);
+            memcpy(buf + len, h, hl);
+            memset(buf + len + hl, 'x', 1000); /* the start of it only */
+            len += hl + 1000;
+        } else {
+            len = http_ws_build_header(HTTP_WS_BINARY, true, 2u << 20, mask, buf);
+        }
+        assert_int_equal(test_http_send(&w.c, buf, len), 0);
+        while ((op = wsc_recv(&w, &fr)) == HTTP_WS_TEXT)
+            ;
+        assert_int_equal(op, HTTP_WS_CLOSE);
+        assert_int_equal((uint8_t)fr.data[0] << 8 | (uint8_t)fr.data[1], c == 0 ? 1008 : 1009);
+        wsc_close(&w);
+    }
+    buf_done(&fr);
+}
+
+/* A character split across the fragments of a text message is fine: the message is
+ * checked whole (the process request arrives and runs). */
+static void test_ws_text_split_character(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct wsc w;
+    uint8_t mask[4] = {1, 2, 3, 4}, h[HTTP_WS_MAX_HEADER], frame[64];
+    const char *parts[] = {"{\"command\": \"echo caf\xc3", "\xa9\"}"};
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(parts[i]);
+        size_t hl = http_ws_build_header(i ? HTTP_WS_CONT : HTTP_WS_TEXT, i == 1, n, mask, h);
+        memcpy(frame, h, hl);
+        memcpy(frame + hl, parts[i], n);
+        http_ws_unmask(frame + hl, n, mask, 0);
+        assert_int_equal(test_http_send(&w.c, frame, hl + n), 0);
+    }
+    struct buf out;
+    buf_init(&out, 1024);
+    json_t *e = wsc_until_exit(&w, &out, NULL);
+    assert_non_null(e);
+    assert_string_equal(buf_str(&out), "caf\xc3\xa9\n");
+    json_decref(e);
+    buf_done(&out);
+    wsc_close(&w);
 }
 
 /* A client that reads slowly (a small receive buffer, 64 KiB every 40 ms) gets every
@@ -508,14 +575,18 @@ static void test_ws_stalled_reader_let_go(void **state)
     assert_int_equal(setsockopt(w.c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
     const char *start = "{\"command\": [\"yes\", \"stalled-reader\"]}";
     wsc_send(&w, HTTP_WS_TEXT, start, strlen(start));
-    int alive = 1;
+    int alive = 1, seen = 0;
     usec_t t0 = clock_now();
     for (int i = 0; i < 1000 && alive; i++) {
         usleep(10000);
         assert_int_equal(sbd_do(f->port, "GET", "/v1/processes", NULL, NULL, &r), 200);
         alive = strstr(buf_str(&r.body), "stalled-reader") != NULL;
+        seen |= alive;
         test_http_resp_done(&r);
+        if (!seen && i < 500)
+            alive = 1; /* not started yet */
     }
+    assert_true(seen);
     print_message("stalled reader's process gone after %.1f s\n",
                   (double)(clock_now() - t0) / USEC_PER_SEC);
     assert_false(alive);
@@ -570,6 +641,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ws_signal_pty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_errors_and_disconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_text_not_utf8, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ws_text_split_character, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ws_closes_reach_the_peer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_slow_reader_gets_the_end, setup, teardown),
         cmocka_unit_test(test_ws_stalled_reader_let_go),
         cmocka_unit_test(test_ws_first_message_and_cap),
