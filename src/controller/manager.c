@@ -453,6 +453,7 @@ int ctrl_manager_start(struct ctrl_manager *m)
                                    m->opts.worker_idle == USEC_INFINITY ? 0 : WORKLOOP_ELASTIC_MIN,
                                .idle_exit = m->opts.worker_idle,
                                .reconcile = reconcile_one,
+                               .requeue_on_error = true, /* shutdownTime timers */
                                .wait_synced = caches_wait,
                                .ctx = m,
                                .metrics = &m->met};

@@ -51,7 +51,7 @@ static void reconcile_pvc(struct sb_pass *p, const json_t *vct)
     struct kube_err e;
     json_t *have, *want, *out = NULL;
     if (sb_pvc_name(p->sb, vct, name, sizeof(name)) < 0) {
-        sb__error(p, 0, "volumeClaimTemplate without a usable metadata.name");
+        sb__error(p, SB_ERR_SPEC, "volumeClaimTemplate without a usable metadata.name");
         return;
     }
     have = kube_store_get_ns(p->r->pvcs, p->ns, name);

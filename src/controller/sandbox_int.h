@@ -29,9 +29,13 @@ struct sb_pass {
                           write or a held Pod metadata patch, or 0 (sb__backstop) */
 };
 
-/** Adds a condition error (formatted) to the pass; retry (negative errno) or 0 (a
+/** sb__error's retry for an error of the Sandbox's own spec: shown, never retried (its
+ *  next change brings it back). */
+#define SB_ERR_SPEC 1
+
+/** Adds a condition error (formatted) to the pass; retry (negative errno), 0 (a
  * refusal: the pass ends with -EPERM after its status write, so the back-off brings it
- * back to look again). A
+ * back to look again) or SB_ERR_SPEC. A
  * -ESHUTDOWN (a create refused because the namespace is being deleted) is retried but
  * not shown: it is no fault of the Sandbox, which goes with its namespace, and a status
  * naming it would be one more write per Sandbox while the namespace empties. */

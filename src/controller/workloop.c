@@ -113,7 +113,7 @@ static void run_one(struct workloop *l, const char *key)
             metric_inc(cm->reconcile_errors, lv);
         lv[1] = "error";
         wq_add_rate_limited(l->q, key);
-        if (requeue) /* a timer the pass still set (an expiry): the earlier one wins */
+        if (requeue && l->o.requeue_on_error) /* a timer the pass kept: the earlier wins */
             wq_add_after(l->q, key, requeue);
     } else {
         wq_forget(l->q, key);

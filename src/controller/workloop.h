@@ -42,10 +42,14 @@ struct workloop_opts {
      * worker beyond min_workers that found no key for idle_exit ends (its stack and cached
      * heap go back). */
     int min_workers;
-    usec_t idle_exit;                   /* elastic loops; 0: WORKLOOP_IDLE_EXIT */
-    workloop_reconcile_fn *reconcile;   /* required */
-    workloop_wait_fn *wait_synced;      /* NULL: the caches need no wait */
-    void *ctx;                          /* for both callbacks */
+    usec_t idle_exit;                 /* elastic loops; 0: WORKLOOP_IDLE_EXIT */
+    workloop_reconcile_fn *reconcile; /* required */
+    workloop_wait_fn *wait_synced;    /* NULL: the caches need no wait */
+    void *ctx;                        /* for both callbacks */
+    /* A failed reconcile's requeue also stands (the earlier of it and the back-off): for
+     * a timer the pass must keep (a Sandbox's shutdownTime). Off: a failure is retried
+     * after the back-off only, as controller-runtime does. */
+    bool requeue_on_error;
     const struct ctrl_metrics *metrics; /* borrowed for the loop's life; NULL: no metrics */
 };
 

@@ -359,9 +359,10 @@ static int watch_once(struct kube_informer *inf, bool resumed)
 
 #define WATCH_BAD_RESUMES 3
 
-/* Watches until a relist is needed (410) or the informer stops. Returns true when the
- * 410 came before any watch since the LIST made progress (the LIST's version was already
- * too old: a re-list at once could loop, a full read of etcd each time). */
+/* Watches until a relist is needed (410, or an event that breaks every watch) or the
+ * informer stops. Returns true when the re-list is to wait first: the 410 came before any
+ * watch since the LIST made progress (the LIST's version was already too old: a re-list
+ * at once could loop, a full read of etcd each time), or events could not be taken. */
 static bool watch_loop(struct kube_informer *inf)
 {
     bool resumed = false, any = false;

@@ -219,16 +219,37 @@ static void test_failure_retried_and_requeue_after(void **state)
 static void test_failure_keeps_its_requeue(void **state)
 {
     struct fake *f = *state;
-    struct workloop *l = new_loop(f, 1, false);
+    struct workloop_opts o = {.name = "timers",
+                              .workers = 1,
+                              .reconcile = fake_reconcile,
+                              .ctx = f,
+                              .metrics = &f->met,
+                              .requeue_on_error = true};
+    struct workloop *l = NULL;
+    assert_int_equal(workloop_new(&o, &l), 0);
     atomic_store(&f->fail_left, 1000);
     f->fail_requeue = 20 * USEC_PER_MSEC;
     wq_add(workloop_queue(l), "ns/a");
     (void)workloop_start(l);
     sleep_us(USEC_PER_SEC);
     workloop_stop(l);
-    print_message("failing reconciles in 1 s with a 20 ms requeue: %d\n", atomic_load(&f->calls));
-    assert_true(atomic_load(&f->calls) >= 20);
+    int with = atomic_load(&f->calls);
     workloop_free(l);
+    /* Without the option (the claim and pool loops), the back-off alone. */
+    o.requeue_on_error = false;
+    assert_int_equal(workloop_new(&o, &l), 0);
+    atomic_store(&f->calls, 0);
+    atomic_store(&f->fail_left, 1000);
+    wq_add(workloop_queue(l), "ns/a");
+    (void)workloop_start(l);
+    sleep_us(USEC_PER_SEC);
+    workloop_stop(l);
+    int without = atomic_load(&f->calls);
+    workloop_free(l);
+    print_message("failing reconciles in 1 s with a 20 ms requeue: %d kept, %d not\n", with,
+                  without);
+    assert_true(with >= 15);    /* about 50 */
+    assert_true(without <= 12); /* 5 ms doubling: about 8 */
 }
 
 static void test_waits_for_caches(void **state)
