@@ -166,36 +166,29 @@ def parse_event(line: str) -> FileEvent | None:
 
 
 def open_watch(sb: Any, path: str, recursive: bool, queue: int | None) -> FileWatch:
-    """Starts a watch through the sync Sandbox sb (its route and client)."""
-    t = sb._route()
-    http = sb._http(t)
-    url = watch_url(t.base, path, recursive, queue)
-    req = http.build_request("GET", url, headers=t.headers, timeout=_wire.STREAM_TIMEOUT)
-    try:
-        resp = http.send(req, stream=True)
-    except httpx.TransportError as e:
-        raise _wire.transport_error(e, f"watch {path}", True) from e
-    if resp.status_code >= 400:
-        resp.read()
-        resp.close()
-        raise _wire.error(resp, f"watch {path}")
+    """Starts a watch through the sync Sandbox sb (its request path: opening is retried,
+    and resumes the sandbox, as reads are)."""
+    resp = sb.request(
+        "GET",
+        watch_url("", path, recursive, queue),
+        idempotent=True,
+        what=f"watch {path}",
+        stream=True,
+        timeout=_wire.STREAM_TIMEOUT,
+    )
     return FileWatch(resp, path)
 
 
 async def open_async_watch(sb: Any, path: str, recursive: bool, queue: int | None) -> AsyncFileWatch:
-    """Starts a watch through the AsyncSandbox sb."""
-    t = await sb._route()
-    http = sb._http(t)
-    url = watch_url(t.base, path, recursive, queue)
-    req = http.build_request("GET", url, headers=t.headers, timeout=_wire.STREAM_TIMEOUT)
-    try:
-        resp = await http.send(req, stream=True)
-    except httpx.TransportError as e:
-        raise _wire.transport_error(e, f"watch {path}", True) from e
-    if resp.status_code >= 400:
-        await resp.aread()
-        await resp.aclose()
-        raise _wire.error(resp, f"watch {path}")
+    """Starts a watch through the AsyncSandbox sb (its request path, as open_watch)."""
+    resp = await sb.request(
+        "GET",
+        watch_url("", path, recursive, queue),
+        idempotent=True,
+        what=f"watch {path}",
+        stream=True,
+        timeout=_wire.STREAM_TIMEOUT,
+    )
     return await AsyncFileWatch(resp, path)._start()
 
 

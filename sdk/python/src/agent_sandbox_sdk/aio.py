@@ -425,18 +425,30 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
         idempotent: bool,
         what: str,
         ok: tuple[int, ...] = (),
+        stream: bool = False,
         **kw: Any,
     ) -> httpx.Response:
         """One request to sandboxd. Idempotent calls are retried on 502/503/504 and
         connection loss; others never are (a run is never executed twice). The router's
         401 is sent again at once, once, when the token file holds a new token.
         ``after_loss``: sandboxd's error statuses that pass once an earlier attempt may
-        have run (see _wire.Attempts)."""
+        have run (see _wire.Attempts). ``stream``: a successful answer's body is not read
+        (the caller reads and closes it); a failed one's is, as always."""
         att = _wire.Attempts(idempotent, kw)
         while att.next():
             t = await self._route()
             try:
-                resp = await self._http(t).request(method, t.base + path, **att.kwargs(t.headers))
+                http = self._http(t)
+                if stream:
+                    req = http.build_request(method, t.base + path, **att.kwargs(t.headers))
+                    resp = await http.send(req, stream=True)
+                    if resp.status_code >= 400:
+                        try:
+                            await resp.aread()
+                        finally:
+                            await resp.aclose()
+                else:
+                    resp = await http.request(method, t.base + path, **att.kwargs(t.headers))
             except httpx.TransportError as e:
                 att.lost(e)
                 self._lost()
@@ -723,18 +735,10 @@ class AsyncFiles:
         return (await self.read(path)).decode(encoding)
 
     async def iter_read(self, path: str, chunk_size: int = _wire.CHUNK) -> AsyncIterator[bytes]:
-        """Streams a file's bytes without holding the whole file in memory."""
-        t = await self._sb._route()
-        http = self._sb._http(t)
-        req = http.build_request("GET", t.base + _wire.file_path(path), headers=t.headers)
+        """Streams a file's bytes without holding the whole file in memory (opening it is
+        retried as other reads are)."""
+        resp = await self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"read {path}", stream=True)
         try:
-            resp = await http.send(req, stream=True)
-        except httpx.TransportError as e:
-            raise _wire.transport_error(e, f"read {path}", True) from e
-        try:
-            if resp.status_code >= 400:
-                await resp.aread()
-                raise _wire.error(resp, f"read {path}")
             _wire.not_a_listing(resp, path)
             async for chunk in resp.aiter_bytes(chunk_size):
                 yield chunk

@@ -406,18 +406,30 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
         idempotent: bool,
         what: str,
         ok: tuple[int, ...] = (),
+        stream: bool = False,
         **kw: Any,
     ) -> httpx.Response:
         """One request to sandboxd. Idempotent calls are retried on 502/503/504 and
         connection loss; others never are (a run is never executed twice). The router's
         401 is sent again at once, once, when the token file holds a new token.
         ``after_loss``: sandboxd's error statuses that pass once an earlier attempt may
-        have run (see _wire.Attempts)."""
+        have run (see _wire.Attempts). ``stream``: a successful answer's body is not read
+        (the caller reads and closes it); a failed one's is, as always."""
         att = _wire.Attempts(idempotent, kw)
         while att.next():
             t = self._route()
             try:
-                resp = self._http(t).request(method, t.base + path, **att.kwargs(t.headers))
+                http = self._http(t)
+                if stream:
+                    req = http.build_request(method, t.base + path, **att.kwargs(t.headers))
+                    resp = http.send(req, stream=True)
+                    if resp.status_code >= 400:
+                        try:
+                            resp.read()
+                        finally:
+                            resp.close()
+                else:
+                    resp = http.request(method, t.base + path, **att.kwargs(t.headers))
             except httpx.TransportError as e:
                 att.lost(e)
                 self._lost()
@@ -685,18 +697,11 @@ class Files:
         return self.read(path).decode(encoding)
 
     def iter_read(self, path: str, chunk_size: int = _wire.CHUNK) -> Iterator[bytes]:
-        """Streams a file's bytes without holding the whole file in memory."""
-        t = self._sb._route()
-        http = self._sb._http(t)
-        req = http.build_request("GET", t.base + _wire.file_path(path), headers=t.headers)
+        """Streams a file's bytes without holding the whole file in memory. Opening it is
+        retried and resumes the sandbox as other reads are (a proxy's 502/503, a lost
+        connection)."""
+        resp = self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"read {path}", stream=True)
         try:
-            resp = http.send(req, stream=True)
-        except httpx.TransportError as e:
-            raise _wire.transport_error(e, f"read {path}", True) from e
-        try:
-            if resp.status_code >= 400:
-                resp.read()
-                raise _wire.error(resp, f"read {path}")
             _wire.not_a_listing(resp, path)
             yield from resp.iter_bytes(chunk_size)
         except httpx.TransportError as e:  # the connection dropped while the body came

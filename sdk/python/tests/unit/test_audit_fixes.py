@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -170,3 +170,36 @@ async def test_async_wait_timeout_stays_the_error_when_the_kill_fails() -> None:
     with pytest.raises(SandboxTimeoutError, match="the kill failed") as ei:
         await p.wait(timeout=0.2)
     assert isinstance(ei.value.__cause__, SandboxError)
+
+
+def _flaky(
+    body: bytes, ctype: str = "application/octet-stream"
+) -> tuple[list[str], Callable[[httpx.Request], httpx.Response]]:
+    """A router whose first answer is its own 503 (the cache not synced yet), then body."""
+    seen: list[str] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen.append(req.url.path)
+        if len(seen) == 1:
+            return httpx.Response(503, json={"detail": "Sandbox default/sb is not ready: DependenciesNotReady."})
+        return httpx.Response(200, content=body, headers={"content-type": ctype})
+
+    return seen, handler
+
+
+def test_streamed_reads_retried_like_reads() -> None:
+    """iter_read and watch open through the request path: the router's 503 is retried
+    (they failed at once before, unlike read())."""
+    seen, h = _flaky(b"file bytes")
+    assert b"".join(sync_sandbox(h).files.iter_read("a.txt")) == b"file bytes"
+    assert len(seen) == 2
+    seen, h = _flaky(b'{"type":"ready"}\n', "application/x-ndjson")
+    with sync_sandbox(h).files.watch("d") as w:
+        assert w.path == "d"
+    assert len(seen) == 2 and seen[0].startswith("/v1/watch/")
+
+
+async def test_streamed_reads_retried_like_reads_async() -> None:
+    seen, h = _flaky(b"file bytes")
+    got = [c async for c in async_sandbox(h).files.iter_read("a.txt")]
+    assert b"".join(got) == b"file bytes" and len(seen) == 2
