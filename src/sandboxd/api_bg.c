@@ -636,8 +636,7 @@ bool sbd__bg_post(struct http_req *req, struct sbd *d)
     }
     if (!b->exited)
         return false; /* stdin, signal, resize: the registry's endpoints */
-    if (!str_eq_c(action, "stdin") && !str_eq_c(action, "stdin/close") &&
-        !str_eq_c(action, "signal") && !str_eq_c(action, "resize"))
+    if (!sbd__proc_action_known(action))
         (void)sbd_respond_error(req, 404, SBD_NOT_FOUND, "unknown process action");
     else
         (void)sbd_respond_error(req, 409, SBD_FAILED_PRECONDITION, "process has exited");

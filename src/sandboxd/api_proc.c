@@ -459,6 +459,15 @@ static int do_resize(struct http_req *req, struct sbd_proc *p)
     return http_respond(req, 204, NULL, NULL, 0);
 }
 
+bool sbd__proc_action_known(struct str action)
+{
+    static const char *const actions[] = {"stdin", "stdin/close", "signal", "resize"};
+    for (size_t i = 0; i < ARRAY_SIZE(actions); i++)
+        if (str_eq_c(action, actions[i]))
+            return true;
+    return false;
+}
+
 static int proc_post(struct http_req *req, void *ctx)
 {
     struct str action;
