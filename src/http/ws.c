@@ -5,6 +5,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include "common/base64.h"
 #include "common/buf.h"
 #include "common/xalloc.h"
@@ -279,6 +282,7 @@ struct http_ws {
     bool peer_closed; /* the peer's close frame arrived: nothing more will come */
     bool discard;     /* after our close, the peer's frames can no longer be followed */
     uint64_t written, close_mark; /* bytes written; their count at the last close check */
+    int close_outq;               /* the socket's unsent bytes at the last close check */
 };
 
 struct ws_write {
@@ -412,12 +416,27 @@ static void on_ws_shutdown(uv_shutdown_t *sr, int status)
         ws_teardown(ws);
 }
 
+/* Bytes in the socket's send queue not yet taken by the peer (0 when unknown). */
+static int ws_outq(struct http_ws *ws)
+{
+    uv_os_fd_t fd;
+    int n = 0;
+    if (uv_fileno((uv_handle_t *)&ws->tcp, &fd) < 0 || ioctl(fd, SIOCOUTQ, &n) < 0)
+        return 0;
+    return n;
+}
+
 static void on_ws_timer(uv_timer_t *t)
 {
     struct http_ws *ws = t->data;
     if (ws->close_sent) {
-        if (!ws->shut && ws->written != ws->close_mark) {
-            ws->close_mark = ws->written; /* a slow reader, still draining: wait on */
+        int outq = ws_outq(ws);
+        if (!ws->shut && (ws->written != ws->close_mark || outq < ws->close_outq)) {
+            /* a slow reader, still draining: wait on. The kernel's queue counts too: it
+             * wakes the writer only once a third of a large send buffer is free, so a
+             * slow reader can take seconds between completed writes while it reads. */
+            ws->close_mark = ws->written;
+            ws->close_outq = outq;
             (void)uv_timer_start(&ws->timer, on_ws_timer, WS_CLOSE_WAIT, 0);
             return;
         }
@@ -453,6 +472,7 @@ static void ws_finish_close(struct http_ws *ws)
         return;
     ws->finishing = true;
     ws->close_mark = ws->written;
+    ws->close_outq = ws_outq(ws);
     if (ws->in.len && !ws->peer_closed) /* frames read and not yet handled: dropped */
         ws_drop_until_close(ws, NULL, 0);
     (void)uv_timer_start(&ws->timer, on_ws_timer, WS_CLOSE_WAIT, 0);
