@@ -379,6 +379,12 @@ int kube_list_pages(struct kube_client *c, const struct kube_res *res, const cha
         q.resource_version = cont ? NULL : (r ? r->resource_version : NULL);
         q.resource_version_match = cont ? NULL : (r ? r->resource_version_match : NULL);
         ret = kube_request(c, &q, &page, reterr);
+        if (ret == -E2BIG && q.limit > 1) {
+            /* the page's text went over LIMIT_KUBE_RESPONSE (large objects): the same page
+             * again with half as many items, and the smaller size from here on */
+            q.limit /= 2;
+            continue;
+        }
         if (ret == -ESTALE && cont && !restarted) {
             restarted = fresh = true; /* the continue token expired: list again from scratch */
             XFREE(cont);

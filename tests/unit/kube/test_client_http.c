@@ -23,6 +23,7 @@
 #include "api/res.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/limits.h"
 #include "kube/client.h"
 #include "kube/config_int.h"
 
@@ -755,6 +756,86 @@ static void test_list_all(void **state)
     kube_client_free(c);
 }
 
+/* A page of limit=4 is over the client's response limit (its body is padded past it);
+ * limit=2 pages are small: the first of them continues to a last page. */
+static int h_big_page(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s, (void)n;
+    if (strstr(rq->target, "limit=4")) {
+        size_t len = (size_t)LIMIT_KUBE_RESPONSE + 4096;
+        char head[256];
+        (void)snprintf(head, sizeof(head),
+                       "HTTP/1.1 200 X\r\nContent-Type: application/json\r\nContent-Length: "
+                       "%zu\r\n\r\n",
+                       len);
+        send_all(fd, head);
+        char pad[65536];
+        memset(pad, ' ', sizeof(pad));
+        pad[sizeof(pad) - 1] = '\0';
+        for (size_t sent = 0; sent < len; sent += sizeof(pad) - 1) {
+            ssize_t w = send(fd, pad, sizeof(pad) - 1, MSG_NOSIGNAL);
+            if (w <= 0)
+                break; /* the client gave up at its limit */
+        }
+        return 1;
+    }
+    if (strstr(rq->target, "continue=c1"))
+        respond(fd, 200, NULL,
+                "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\"},"
+                "\"items\":[{\"metadata\":{\"name\":\"c\"}}]}");
+    else
+        respond(fd, 200, NULL,
+                "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\",\"continue\":"
+                "\"c1\"},\"items\":[{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{"
+                "\"name\":\"b\"}}]}");
+    return 0;
+}
+
+/* A page over the response limit is asked again with half the items; the list goes on
+ * with the smaller page, and a page still too large at limit=1 fails the list. */
+static void test_list_page_too_large_halved(void **state)
+{
+    (void)state;
+    struct srv_req sr;
+    struct kube_client *c = client(0, h_big_page);
+    struct kube_req r;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.limit = 4;
+    json_t *l = NULL;
+    assert_int_equal(kube_list_all(c, &KUBE_RES_PODS, "ns", &r, &l, NULL), 0);
+    assert_int_equal(server_requests(), 3);
+    assert_string_equal(server_req(0, &sr)->target, "/api/v1/namespaces/ns/pods?limit=4");
+    assert_string_equal(server_req(1, &sr)->target, "/api/v1/namespaces/ns/pods?limit=2");
+    assert_string_equal(server_req(2, &sr)->target,
+                        "/api/v1/namespaces/ns/pods?continue=c1&limit=2");
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 3);
+    json_decref(l);
+    kube_client_free(c);
+}
+
+static int h_always_big(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)rq;
+    struct srv_req big = {.target = "limit=4"};
+    return h_big_page(s, &big, n, fd);
+}
+
+static void test_list_page_too_large_at_one(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(0, h_always_big);
+    struct kube_req r;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.limit = 2;
+    json_t *l = NULL;
+    struct kube_err e;
+    assert_int_equal(kube_list_all(c, &KUBE_RES_PODS, "ns", &r, &l, &e), -E2BIG);
+    assert_null(l);
+    assert_int_equal(server_requests(), 2); /* limit=2, then limit=1 */
+    assert_non_null(strstr(e.message, "larger than"));
+    kube_client_free(c);
+}
+
 static int h_stream(struct srv *s, const struct srv_req *rq, int n, int fd)
 {
     (void)s;
@@ -1032,6 +1113,8 @@ int main(void)
         cmocka_unit_test(test_connection_reuse_and_bodies),
         cmocka_unit_test(test_delete_obj),
         cmocka_unit_test(test_list_all),
+        cmocka_unit_test(test_list_page_too_large_halved),
+        cmocka_unit_test(test_list_page_too_large_at_one),
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_fault_hook),
