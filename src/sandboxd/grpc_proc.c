@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -210,12 +211,73 @@ static void start_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
 
 static const struct sbd_proc_ops start_ops = {.output = start_output, .exit = start_exit};
 
+/* Reads a varint at *p (before end) into *v; false when it is cut short or too long. */
+static bool pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Skips a field of wire type wt (other than length-delimited) at *p; false when malformed. */
+static bool pb_skip(const uint8_t **p, const uint8_t *end, unsigned wt)
+{
+    uint64_t v;
+    size_t fixed = wt == 1 ? 8 : wt == 5 ? 4 : 0;
+    if (wt == 0)
+        return pb_varint(p, end, &v);
+    if (fixed == 0 || (size_t)(end - *p) < fixed)
+        return false; /* groups (3, 4) and unknown wire types */
+    *p += fixed;
+    return true;
+}
+
+/* Whether a string field of the message desc encoded in [p, end), or of a message inside
+ * it (map entries included), holds a NUL byte. protobuf-c hands strings over
+ * NUL-terminated, so such an argument, variable or cwd would be cut short without a word.
+ * Malformed input answers false: the decode reports it. */
+static bool pb_nul_string(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+                          const uint8_t *end, int depth)
+{
+    uint64_t key, len;
+    while (p < end && pb_varint(&p, end, &key)) {
+        if ((key & 7) != 2) {
+            if (!pb_skip(&p, end, (unsigned)(key & 7)))
+                return false;
+            continue;
+        }
+        if (!pb_varint(&p, end, &len) || len > (uint64_t)(end - p) || (key >> 3) > UINT32_MAX)
+            return false;
+        const ProtobufCFieldDescriptor *f =
+            protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3));
+        if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)len))
+            return true;
+        if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < 16 &&
+            pb_nul_string(f->descriptor, p, p + len, depth + 1))
+            return true;
+        p += len;
+    }
+    return false;
+}
+
 /* Decodes a request of type desc; on failure finishes the call with INVALID_ARGUMENT
- * ("cannot decode <Type>") and returns NULL. The caller frees the message with
- * protobuf_c_message_free_unpacked. */
+ * ("cannot decode <Type>", or a string holding a NUL byte) and returns NULL. The caller
+ * frees the message with protobuf_c_message_free_unpacked. */
 static void *decode(struct sbd_gcall *call, const ProtobufCMessageDescriptor *desc,
                     const uint8_t *msg, size_t n)
 {
+    if (pb_nul_string(desc, msg, msg + n, 0)) {
+        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT,
+                         "string fields (command, env_vars, cwd) must not contain NUL bytes");
+        return NULL;
+    }
     ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, n, msg);
     if (!m) {
         char why[96];

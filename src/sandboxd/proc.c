@@ -625,7 +625,8 @@ static size_t env_len(char *const *v)
 
 /* Returns a new NULL-terminated array (xfree; entries borrowed): the daemon's environment,
  * then the late-bound base, then the request's overrides, each layer winning over the
- * ones before it. */
+ * ones before it, and within the base and the overrides the last of a name winning (as
+ * Go's os/exec, whose child gets the last of duplicate names). */
 static char **build_env(char *const *base, char *const *over)
 {
     char **env = xcalloc(env_len(environ) + env_len(base) + env_len(over) + 1, sizeof(char *));
@@ -634,10 +635,11 @@ static char **build_env(char *const *base, char *const *over)
         if (!env_overridden(*e, over) && !env_overridden(*e, base))
             env[k++] = *e;
     for (char *const *b = base; b && *b; b++)
-        if (!env_overridden(*b, over))
+        if (!env_overridden(*b, over) && !env_overridden(*b, b + 1))
             env[k++] = *b;
     for (char *const *o = over; o && *o; o++)
-        env[k++] = *o;
+        if (!env_overridden(*o, o + 1))
+            env[k++] = *o;
     return env;
 }
 

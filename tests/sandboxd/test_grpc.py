@@ -262,6 +262,36 @@ class GrpcTest(unittest.TestCase):
         code, _ = self.code_of(m, b"\xff\xff\xff", timeout=5)
         self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
 
+    def test_nul_in_strings_refused(self):
+        """A NUL byte in an argument, a variable's name or value, or the cwd is refused
+        (INVALID_ARGUMENT), not cut short: `echo a<NUL>b` must not run as `echo a`."""
+        marker = os.path.join(self.d.root, "nul-ran")
+        configs = [
+            cfg("sh", "-c", f"touch {marker}", "a\x00b"),
+            cfg("sh\x00x", "-c", f"touch {marker}"),
+            cfg("sh", "-c", f"touch {marker}", env={"X": "a\x00b"}),
+            cfg("sh", "-c", f"touch {marker}", env={"X\x00Y": "v"}),
+            cfg("sh", "-c", f"touch {marker}", cwd="sub\x00dir"),
+        ]
+        for c in configs:
+            for call, req in ((self.stub.Execute, pb.ExecuteRequest(config=c)),
+                              (self.stub.Start, pb.StartRequest(config=c))):
+                code, msg = self.code_of(call, req, timeout=5)
+                self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, (c, msg))
+                self.assertIn("NUL", msg)
+        self.assertFalse(os.path.exists(marker))
+
+    def test_duplicate_env_last_wins(self):
+        """A map entry sent twice (two messages merged on the wire) keeps the last value,
+        as protobuf's map semantics and Go's os/exec do."""
+        first = pb.ExecuteRequest(config=cfg("env", env={"X": "first"}))
+        last = pb.ExecuteRequest(config=pb.ProcessConfig(env_vars={"X": "last"}))
+        m = self.d.channel.unary_unary("/process.v1.ProcessService/Execute",
+                                       response_deserializer=pb.ExecuteResponse.FromString)
+        r = m(first.SerializeToString() + last.SerializeToString(), timeout=10)
+        # one X in the child's environment (getenv would read the first of two)
+        self.assertEqual([v for v in r.stdout.split(b"\n") if v.startswith(b"X=")], [b"X=last"])
+
     def test_request_too_large(self):
         ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}",
                                    options=[("grpc.max_send_message_length", 64 * MIB)])
