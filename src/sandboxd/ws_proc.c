@@ -5,7 +5,9 @@
  * with 1000 after the exit. Client messages after the start: binary = stdin bytes, or
  * JSON {"type":"stdin","data":"<base64>"} | {"type":"stdin","text":"..."} |
  * {"type":"stdin_close"} | {"type":"signal","signal":"SIGINT"} |
- * {"type":"resize","cols":C,"rows":R}. Closing the socket kills the process group. */
+ * {"type":"resize","cols":C,"rows":R}. A control message that cannot be applied gets an
+ * {"type":"error"} event and changes nothing; the socket stays open (an error about the
+ * process request closes it with 1008). Closing the socket kills the process group. */
 #include <errno.h>
 #include <string.h>
 
@@ -44,9 +46,17 @@ static void send_json(struct wsp *w, json_t *j)
     buf_done(&b);
 }
 
-static void send_error(struct wsp *w, const char *code, const char *msg)
+/* An error event that leaves the socket open: a control message not applied, or stdin
+ * dropped. */
+static void send_notice(struct wsp *w, const char *code, const char *msg)
 {
     send_json(w, json_pack("{s:s, s:s, s:s}", "type", "error", "code", code, "message", msg));
+}
+
+/* An error event about the process request, then the close (1008). */
+static void send_error(struct wsp *w, const char *code, const char *msg)
+{
+    send_notice(w, code, msg);
     http_ws_close(w->ws, 1008, NULL);
 }
 
@@ -104,8 +114,7 @@ static void on_hold_timer(uv_timer_t *t)
     (void)snprintf(msg, sizeof(msg), "stdin not read for %llu ms: %zu bytes dropped%s",
                    (unsigned long long)stall_ms(w), w->held.len,
                    w->hold_close ? ", and the end of input" : "");
-    send_json(w, json_pack("{s:s, s:s, s:s}", "type", "error", "code", SBD_RESOURCE_EXHAUSTED,
-                           "message", msg));
+    send_notice(w, SBD_RESOURCE_EXHAUSTED, msg);
     hold_end(w);
 }
 
@@ -184,43 +193,72 @@ static void start(struct wsp *w, struct str data)
     sbd_procreq_done(&r);
 }
 
+/* {"type":"stdin"} with "data" (base64) or "text": written, or refused whole with an
+ * error event (nothing of a bad base64 string is written). */
 static void control_stdin(struct wsp *w, const json_t *j)
 {
     const json_t *d = json_object_get(j, "data"), *t = json_object_get(j, "text");
     struct buf b;
     buf_init(&b, LIMIT_SBD_WS_MESSAGE);
-    if (json_is_string(d))
-        (void)base64_decode(json_string_value(d), json_string_length(d), &b);
-    else if (json_is_string(t))
+    if (json_is_string(d) && !json_is_string(t)) {
+        if (base64_decode(json_string_value(d), json_string_length(d), &b) < 0) {
+            send_notice(w, SBD_INVALID_ARGUMENT, "stdin data is not valid base64: not written");
+            goto out;
+        }
+    } else if (json_is_string(t) && !d) {
         (void)buf_append(&b, json_string_value(t), json_string_length(t));
+    } else {
+        send_notice(w, SBD_INVALID_ARGUMENT,
+                    "a stdin message needs one of data (base64) or text, a string");
+        goto out;
+    }
     ws_stdin(w, b.data, b.len);
+out:
     buf_done(&b);
 }
 
+static void control_signal(struct wsp *w, const json_t *j)
+{
+    int sig = sbd__signal_from_json(json_object_get(j, "signal"));
+    if (sig < 0)
+        send_notice(w, SBD_INVALID_ARGUMENT, "unknown signal");
+    else
+        (void)sbd_proc_signal(w->p, sig);
+}
+
+static void control_resize(struct wsp *w, const json_t *j)
+{
+    json_int_t c = 0, r = 0;
+    if (json_unpack((json_t *)j, "{s:I, s:I}", "cols", &c, "rows", &r) < 0 || c <= 0 || r <= 0 ||
+        c > 65535 || r > 65535) {
+        send_notice(w, SBD_INVALID_ARGUMENT, "cols and rows (1 to 65535) are required");
+        return;
+    }
+    int e = sbd_proc_resize(w->p, (unsigned short)c, (unsigned short)r);
+    if (e == -ENOTTY)
+        send_notice(w, SBD_FAILED_PRECONDITION, "process has no PTY");
+}
+
+/* A control message after the start. One that cannot be applied (not JSON, no or an
+ * unknown type, bad fields) gets an error event and changes nothing; the socket stays
+ * open. */
 static void control(struct wsp *w, struct str data)
 {
     json_t *j = json_loadb(data.p, data.len, 0, NULL);
     const char *type = json_string_value(json_object_get(j, "type"));
-    if (!type) {
-        json_decref(j);
-        send_json(w, json_pack("{s:s, s:s, s:s}", "type", "error", "code", SBD_INVALID_ARGUMENT,
-                               "message", "control messages need a type"));
-        return;
-    }
-    if (strcmp(type, "stdin") == 0) {
+    if (!type)
+        send_notice(w, SBD_INVALID_ARGUMENT, "control messages are JSON objects with a type");
+    else if (strcmp(type, "stdin") == 0)
         control_stdin(w, j);
-    } else if (strcmp(type, "stdin_close") == 0) {
+    else if (strcmp(type, "stdin_close") == 0)
         ws_stdin_close(w);
-    } else if (strcmp(type, "signal") == 0) {
-        int sig = sbd__signal_from_json(json_object_get(j, "signal"));
-        if (sig > 0)
-            (void)sbd_proc_signal(w->p, sig);
-    } else if (strcmp(type, "resize") == 0) {
-        json_int_t c = 0, r = 0;
-        if (json_unpack(j, "{s:I, s:I}", "cols", &c, "rows", &r) == 0 && c > 0 && r > 0 &&
-            c < 65536 && r < 65536)
-            (void)sbd_proc_resize(w->p, (unsigned short)c, (unsigned short)r);
-    }
+    else if (strcmp(type, "signal") == 0)
+        control_signal(w, j);
+    else if (strcmp(type, "resize") == 0)
+        control_resize(w, j);
+    else
+        send_notice(w, SBD_INVALID_ARGUMENT,
+                    "unknown control message type (stdin, stdin_close, signal, resize)");
     json_decref(j);
 }
 

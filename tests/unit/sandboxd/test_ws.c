@@ -138,7 +138,11 @@ static int wsc_recv(struct wsc *w, struct buf *out)
 }
 
 /* Reads events until exit; collects decoded stdout. Returns the exit event. */
-static json_t *wsc_until_exit(struct wsc *w, struct buf *out, uint32_t *ret_id)
+/* Reads events until the exit event (returned, or NULL when the socket ended first):
+ * stdout into out, the start's id into *ret_id, and each error event's message, followed
+ * by '|', into errs (both optional). */
+static json_t *wsc_until_exit_errs(struct wsc *w, struct buf *out, uint32_t *ret_id,
+                                   struct buf *errs)
 {
     struct buf f;
     buf_init(&f, 64u * 1024 * 1024);
@@ -156,10 +160,17 @@ static json_t *wsc_until_exit(struct wsc *w, struct buf *out, uint32_t *ret_id)
                           json_string_length(json_object_get(j, "data")), out);
         if (strcmp(t, "exit") == 0)
             exit_ev = json_incref(j);
+        if (strcmp(t, "error") == 0 && errs)
+            (void)buf_printf(errs, "%s|", json_string_value(json_object_get(j, "message")));
         json_decref(j);
     }
     buf_done(&f);
     return exit_ev;
+}
+
+static json_t *wsc_until_exit(struct wsc *w, struct buf *out, uint32_t *ret_id)
+{
+    return wsc_until_exit_errs(w, out, ret_id, NULL);
 }
 
 static void wsc_close(struct wsc *w)
@@ -359,6 +370,49 @@ static void test_ws_signal_pty(void **state)
     json_decref(e);
     wsc_close(&w);
     buf_done(&out);
+}
+
+/* Control messages that cannot be applied each get an error event and change nothing
+ * (bad base64 writes none of it); the socket stays open and later messages work. */
+static void test_ws_control_errors(void **state)
+{
+    struct sbd_fixture *f = *state;
+    struct wsc w;
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    const char *msgs[] = {
+        "{\"command\": [\"cat\"]}",
+        "{\"type\": \"stdin\", \"data\": \"YWJj%%%\"}",
+        "{\"type\": \"stdin\"}",
+        "{\"type\": \"stdin\", \"data\": \"YQ==\", \"text\": \"a\"}",
+        "{\"type\": \"signal\", \"signal\": \"SIGNOPE\"}",
+        "{\"type\": \"resize\", \"cols\": 80, \"rows\": 24}",
+        "{\"type\": \"resize\", \"cols\": 0}",
+        "{\"type\": \"bogus\"}",
+        "[1, 2]",
+        "{\"type\": \"stdin\", \"data\": \"b2s=\"}",
+        "{\"type\": \"stdin_close\"}",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(msgs); i++)
+        wsc_send(&w, HTTP_WS_TEXT, msgs[i], strlen(msgs[i]));
+    struct buf out, errs;
+    buf_init(&out, 1 << 20);
+    buf_init(&errs, 1 << 20);
+    json_t *e = wsc_until_exit_errs(&w, &out, NULL, &errs);
+    assert_non_null(e);
+    assert_string_equal(buf_str(&out), "ok");
+    assert_int_equal(json_integer_value(json_object_get(e, "exit_code")), 0);
+    assert_string_equal(buf_str(&errs),
+                        "stdin data is not valid base64: not written|"
+                        "a stdin message needs one of data (base64) or text, a string|"
+                        "a stdin message needs one of data (base64) or text, a string|"
+                        "unknown signal|process has no PTY|"
+                        "cols and rows (1 to 65535) are required|"
+                        "unknown control message type (stdin, stdin_close, signal, resize)|"
+                        "control messages are JSON objects with a type|");
+    json_decref(e);
+    buf_done(&errs);
+    buf_done(&out);
+    wsc_close(&w);
 }
 
 static void test_ws_errors_and_disconnect(void **state)
@@ -639,6 +693,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ws_stdin_backpressure, setup, teardown),
         cmocka_unit_test(test_ws_stdin_not_read_dropped),
         cmocka_unit_test_setup_teardown(test_ws_signal_pty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ws_control_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_errors_and_disconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_text_not_utf8, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_text_split_character, setup, teardown),
