@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any, cast
 
@@ -241,27 +241,35 @@ class AsyncFileWatch:
     def __init__(self, resp: httpx.Response, path: str) -> None:
         self._resp = resp
         self.path = path
-        self._lines = _wire.asplit_lines(resp.aiter_bytes(), _wire.MAX_PROCESS_LINE, f"watch of {path}")
+        self._lines = _wire.ALines(resp.aiter_bytes(), _wire.MAX_PROCESS_LINE, f"watch of {path}")
 
     async def _start(self) -> AsyncFileWatch:
         try:
-            _ready(await anext(self._lines, None), self.path)
+            _ready(await self._lines.next(), self.path)
         except BaseException:
+            self._lines.cancel()
             await self._resp.aclose()
             raise
         return self
 
-    async def __aiter__(self) -> AsyncIterator[FileEvent]:
+    def __aiter__(self) -> AsyncFileWatch:
+        return self
+
+    async def __anext__(self) -> FileEvent:
+        """The next event; StopAsyncIteration when the stream ends or was closed. A wait
+        for it that is cancelled (``asyncio.wait_for``) loses nothing."""
         try:
-            async for line in self._lines:
+            while (line := await self._lines.next()) is not None:
                 ev = parse_event(line)
                 if ev is not None:
-                    yield ev
+                    return ev
         except httpx.TransportError as e:
             if not self._resp.is_closed:
                 raise SandboxConnectionError(f"watch {self.path}: stream lost: {e!r}") from e
+        raise StopAsyncIteration
 
     async def aclose(self) -> None:
+        self._lines.cancel()
         await self._resp.aclose()
 
     async def __aenter__(self) -> AsyncFileWatch:

@@ -5,6 +5,7 @@ and async clients share all of it."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -209,6 +210,38 @@ async def asplit_lines(chunks: AsyncIterator[bytes], limit: int, what: str) -> A
             yield line
     for line in sp.rest():
         yield line
+
+
+class ALines:
+    """The lines of an async byte stream, read so that a cancelled wait for one
+    (``asyncio.wait_for`` around an event, a task's cancel) loses nothing: the read goes
+    on in a task of its own, and the next call takes its line. (Cancelling a read of a
+    plain async generator ends the generator: the stream would read as ended.)"""
+
+    def __init__(self, chunks: AsyncIterator[bytes], limit: int, what: str) -> None:
+        self._gen = asplit_lines(chunks, limit, what)
+        self._pending: asyncio.Future[str | None] | None = None
+
+    async def _one(self) -> str | None:
+        try:
+            return await self._gen.__anext__()
+        except StopAsyncIteration:
+            return None
+
+    async def next(self) -> str | None:
+        """The next line, or None at the end of the stream. Its errors are raised again
+        by every later call."""
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._one())
+        line = await asyncio.shield(self._pending)  # cancelled: the read stays pending
+        if line is not None:
+            self._pending = None
+        return line
+
+    def cancel(self) -> None:
+        """Stops a read in flight (before the response is closed)."""
+        if self._pending is not None and not self._pending.done():
+            self._pending.cancel()
 
 
 class Collector:

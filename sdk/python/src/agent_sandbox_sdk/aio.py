@@ -611,7 +611,7 @@ class AsyncProcess(_base.ProcessBase):
         super().__init__(collect)
         self._sb = sandbox
         self._resp = resp
-        self._lines = _wire.asplit_lines(resp.aiter_bytes(), _wire.MAX_PROCESS_LINE, "spawn")
+        self._lines = _wire.ALines(resp.aiter_bytes(), _wire.MAX_PROCESS_LINE, "spawn")
         self.id = 0
         self.pid = 0
 
@@ -621,6 +621,7 @@ class AsyncProcess(_base.ProcessBase):
         try:
             first = await p._next()
         except BaseException:  # a lost stream, a bad event, cancellation: the connection goes back
+            p._lines.cancel()
             await asyncio.shield(resp.aclose())
             raise
         if not p._started(first):
@@ -630,7 +631,7 @@ class AsyncProcess(_base.ProcessBase):
 
     async def _next(self) -> ProcessEvent | None:
         try:
-            async for line in self._lines:
+            while (line := await self._lines.next()) is not None:
                 ev = _wire.parse_event(line)
                 if ev is not None:
                     return ev
@@ -638,21 +639,25 @@ class AsyncProcess(_base.ProcessBase):
             raise _wire.stream_lost(self.id, e) from e
         return None
 
-    def __aiter__(self) -> AsyncIterator[ProcessEvent]:
-        return self._events()
+    def __aiter__(self) -> AsyncProcess:
+        return self
 
-    async def _events(self) -> AsyncIterator[ProcessEvent]:
-        while not self._done:
-            ev = await self._next()
-            if ev is None:
-                await self._finish()
-                raise _wire.stream_ended(self.id)
-            if self._col.add(ev):
-                await self._finish()
-            yield ev
+    async def __anext__(self) -> ProcessEvent:
+        """The next event. A wait for it that is cancelled (``asyncio.wait_for``) loses
+        nothing: the next call returns the event it was waiting for."""
+        if self._done:
+            raise StopAsyncIteration
+        ev = await self._next()
+        if ev is None:
+            await self._finish()
+            raise _wire.stream_ended(self.id)
+        if self._col.add(ev):
+            await self._finish()
+        return ev
 
     async def _finish(self) -> None:
         self._done = True
+        self._lines.cancel()
         await self._resp.aclose()
 
     async def wait(self, timeout: float | None = None) -> ExecResult:

@@ -143,6 +143,31 @@ async def test_async_fsops(sandboxd_url: str) -> None:
         await sb.client.aclose()
 
 
+async def test_async_watch_wait_cancelled_loses_nothing(sandboxd_url: str) -> None:
+    """A wait for a watch event that is cancelled (asyncio.wait_for running out) leaves
+    the watch open: the next wait gets the next event. Before, the cancel ended the
+    stream and the next ``async for`` stopped at once, as if the watch had ended."""
+    sb = aio.connect(sandboxd_url)
+    try:
+        d = _d()
+        await sb.files.mkdir(d)
+        async with await sb.files.watch(d) as w:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(anext(aiter(w)), 0.2)
+            await sb.files.mkdir(f"{d}/late")
+
+            async def first() -> FileEvent | None:
+                async for e in w:
+                    return e
+                return None
+
+            e = await asyncio.wait_for(first(), 10)
+            assert e is not None
+            assert (e.type, e.path, e.is_dir) == ("create", "late", True)
+    finally:
+        await sb.client.aclose()
+
+
 def test_list_pages_sync_and_async(sandboxd_url: str) -> None:
     """A directory larger than one of sandboxd's listing pages (10,000 names) is listed
     whole, in order, by both clients (they follow the pages' continue tokens)."""

@@ -100,3 +100,23 @@ async def test_async_processes_and_files(sandboxd_url: str) -> None:
         assert not await sb.files.exists("async")
     finally:
         await sb.client.aclose()
+
+
+async def test_async_process_wait_cancelled_loses_nothing(sandboxd_url: str) -> None:
+    """Waiting for an event with a timeout (asyncio.wait_for) that runs out cancels the
+    wait, not the stream: the next wait gets the event, and the output is whole. Before,
+    the cancel ended the line reader and the next read said the stream had ended."""
+    sb = aio.connect(sandboxd_url)
+    try:
+        async with await sb.spawn("read x; echo got $x; echo done") as p:
+            it = aiter(p)
+            for _ in range(3):
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(anext(it), 0.2)
+            await p.write("hello\n")
+            evs = [ev async for ev in p]
+            assert evs[-1].type == "exit" and evs[-1].exit_code == 0
+            assert b"".join(e.data for e in evs if e.type == "stdout") == b"got hello\ndone\n"
+            assert (await p.wait()).stdout == "got hello\ndone\n"
+    finally:
+        await sb.client.aclose()
