@@ -443,7 +443,12 @@ func (o *OutputStream) resume(readErr error) error {
 }
 
 // Next returns the next event, or io.EOF after the last one or after Close, or the
-// context's error once it ended.
+// context's error once it ended. An event line over 1 MiB (sandboxd sends at most
+// 64 KiB of output an event) is an error matching ErrTooLarge, and the stream goes on:
+// the next Next skips the rest of that line and returns the event after it. The
+// skipped event's output is lost (the next event's Offset is past the end of the last
+// one returned); a stream reopened after a cut before that next event came reports the
+// long line again.
 func (o *OutputStream) Next() (*OutputEvent, error) {
 	for !o.done {
 		if o.closed.Load() {

@@ -157,6 +157,49 @@ func TestOutputStreamNext(t *testing.T) {
 	}
 }
 
+// TestOutputStreamNextAfterTooLarge: a Next after the ErrTooLarge of an event line over
+// the limit returns the event after that line (not the line's tail as a bad event, nor
+// more errors), wherever the limit was passed in the line.
+func TestOutputStreamNextAfterTooLarge(t *testing.T) {
+	tests := []struct {
+		name string
+		data int // base64 characters of the long event
+	}{
+		{"newline read with the error", maxEventLine + 8},
+		{"short rest after the error", 17<<16 + 100}, // the limit is passed 17 reads in
+		{"rest of several reads", 3 * maxEventLine},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"type":"stdout","offset":0,"data":"aGk="}` + "\n" +
+				`{"type":"stdout","offset":2,"data":"` + strings.Repeat("A", tc.data) + `"}` + "\n" +
+				`{"type":"stderr","offset":9,"data":"eA=="}` + "\n" +
+				`{"type":"exit","exit_code":0,"offset":10}` + "\n"
+			o := &OutputStream{ctx: context.Background(), body: io.NopCloser(strings.NewReader(body))}
+			o.br = newNDJSONReader(o.body, maxEventLine)
+			var got []string
+			for i := 0; i < 10; i++ {
+				ev, err := o.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				switch {
+				case errors.Is(err, ErrTooLarge):
+					got = append(got, "ErrTooLarge")
+				case err != nil:
+					got = append(got, "error: "+err.Error())
+				default:
+					got = append(got, fmt.Sprintf("%s@%d", ev.Type, ev.Offset))
+				}
+			}
+			want := "stdout@0,ErrTooLarge,stderr@9,exit@10"
+			if g := strings.Join(got, ","); g != want {
+				t.Fatalf("Next gave %.200s, want %s", g, want)
+			}
+		})
+	}
+}
+
 // Next after a reopen that failed (body nil) tries again instead of closing a nil body.
 func TestOutputStreamNextAfterFailedReopen(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())

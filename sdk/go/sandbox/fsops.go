@@ -408,7 +408,8 @@ func (w *Watcher) next() (string, error) {
 // directory was deleted, sandboxd shut down, or Close was called), the context's error
 // (context.Canceled, context.DeadlineExceeded) once the context given to Watch ended,
 // and an error wrapping io.ErrUnexpectedEOF when it was cut (a proxy's timeout, a lost
-// connection): watch again to go on.
+// connection): watch again to go on. An event line over 1 MiB is an error matching
+// ErrTooLarge; the next Next skips the rest of that line and returns the event after it.
 func (w *Watcher) Next() (FileEvent, error) {
 	for {
 		line, err := w.br.line()

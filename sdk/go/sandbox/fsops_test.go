@@ -406,3 +406,29 @@ func TestListPages(t *testing.T) {
 		}
 	}
 }
+
+// TestWatcherNextAfterTooLarge: a Next after the ErrTooLarge of an event line over the
+// limit returns the event after that line (not the line's tail as a bad event).
+func TestWatcherNextAfterTooLarge(t *testing.T) {
+	body := `{"type":"create","path":"a"}` + "\n" + `{"type":"create","path":"` +
+		strings.Repeat("b", 17<<16+100) + `"}` + "\n" + `{"type":"delete","path":"c"}` + "\n"
+	w := &Watcher{br: newNDJSONReader(strings.NewReader(body), maxEventLine)}
+	var got []string
+	for i := 0; i < 10; i++ {
+		ev, err := w.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		switch {
+		case errors.Is(err, ErrTooLarge):
+			got = append(got, "ErrTooLarge")
+		case err != nil:
+			got = append(got, "error: "+err.Error())
+		default:
+			got = append(got, string(ev.Type)+" "+ev.Path)
+		}
+	}
+	if g, want := strings.Join(got, ","), "create a,ErrTooLarge,delete c"; g != want {
+		t.Fatalf("Next gave %.200s, want %s", g, want)
+	}
+}

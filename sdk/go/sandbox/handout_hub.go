@@ -259,7 +259,7 @@ func (h *handoutHub) fail(st *handoutStream, gen int, err error) {
 // run is a stream's watch loop, from resourceVersion rv, until ctx ends (the idle stop)
 // or the server refuses the watch.
 func (h *handoutHub) run(ctx context.Context, k kube, st *handoutStream, gen int, rv string) {
-	backoff := 100 * time.Millisecond
+	var delay backoff
 	for ctx.Err() == nil {
 		wi, err := k.sandboxes(st.ns).Watch(ctx, metav1.ListOptions{
 			LabelSelector: agentsv1beta1.LabelClaimUID, ResourceVersion: rv, AllowWatchBookmarks: true})
@@ -268,7 +268,7 @@ func (h *handoutHub) run(ctx context.Context, k kube, st *handoutStream, gen int
 			rv = "" // from the current state: it holds every binding missed
 			continue
 		case err != nil && transient(err) && ctx.Err() == nil:
-			sleep(ctx, &backoff)
+			delay.sleep(ctx)
 			continue
 		case err != nil:
 			if ctx.Err() == nil {
@@ -278,8 +278,10 @@ func (h *handoutHub) run(ctx context.Context, k kube, st *handoutStream, gen int
 		}
 		events := h.drain(ctx, st, wi, &rv)
 		wi.Stop()
-		if events == 0 {
-			sleep(ctx, &backoff) // a watch that ends at once must not spin
+		if events > 0 {
+			delay.reset() // progress: the next failure starts from the minimum again
+		} else {
+			delay.sleep(ctx) // a watch that ends at once must not spin
 		}
 	}
 }

@@ -117,3 +117,58 @@ func TestNDJSONReaderReadsTheRest(t *testing.T) {
 		t.Fatalf("rest = %q, %v", rest, err)
 	}
 }
+
+// TestNDJSONReaderAfterTooLarge: after ErrTooLarge the reader goes on at the next line,
+// whether the long line's newline was read with the error or not (the rest of the line
+// is dropped, not returned as a line of its own nor as more errors).
+func TestNDJSONReaderAfterTooLarge(t *testing.T) {
+	type step struct {
+		line string
+		err  error // instead of line
+	}
+	ln := func(s string) step { return step{line: s} }
+	tooLarge, eof := step{err: ErrTooLarge}, step{err: io.EOF}
+	x := func(n int) string { return strings.Repeat("x", n) }
+	tests := []struct {
+		name  string
+		body  io.Reader
+		max   int
+		steps []step
+	}{
+		{"newline read with the error", strings.NewReader(x(200) + "\nok\n"), 100,
+			[]step{tooLarge, ln("ok"), eof}},
+		{"rest shorter than the limit", strings.NewReader(x(64<<10+50) + "\n{\"a\":1}\n"), 100,
+			[]step{tooLarge, ln(`{"a":1}`), eof}},
+		{"rest over several reads", strings.NewReader(x(300<<10) + "\nok\n"), 100,
+			[]step{tooLarge, ln("ok"), eof}},
+		{"rest ends in crlf", strings.NewReader(x(70<<10) + "\r\nok\r\n"), 100,
+			[]step{tooLarge, ln("ok"), eof}},
+		{"two long lines", strings.NewReader(x(70<<10) + "\n" + x(70<<10) + "\nok\n"), 100,
+			[]step{tooLarge, tooLarge, ln("ok"), eof}},
+		{"long line then one at the limit", strings.NewReader(x(70<<10) + "\n" + x(100) + "\n"), 100,
+			[]step{tooLarge, ln(x(100)), eof}},
+		{"long last line without newline", strings.NewReader("ok\n" + x(70<<10)), 100,
+			[]step{ln("ok"), tooLarge, eof}},
+		{"cut inside the rest", &failAfter{strings.NewReader(x(70 << 10)), io.ErrUnexpectedEOF}, 100,
+			[]step{tooLarge, {err: io.ErrUnexpectedEOF}}},
+		{"over the event limit", strings.NewReader(x(maxEventLine+(64<<10)+10) + "\nok\n"), maxEventLine,
+			[]step{tooLarge, ln("ok"), eof}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newNDJSONReader(tt.body, tt.max)
+			for i, want := range tt.steps {
+				got, err := r.line()
+				if want.err != nil {
+					if !errors.Is(err, want.err) {
+						t.Fatalf("step %d = %.40q, %v; want %v", i, got, err, want.err)
+					}
+					continue
+				}
+				if err != nil || string(got) != want.line {
+					t.Fatalf("step %d = %.40q, %v; want %.40q", i, got, err, want.line)
+				}
+			}
+		})
+	}
+}

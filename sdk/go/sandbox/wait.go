@@ -45,6 +45,9 @@ type waiter[T kobject, L runtime.Object] struct {
 	seen       bool // a version of the object was read
 	rv         string
 	lastReason string
+	// backoff paces retries: it grows over failures and watches that end with nothing,
+	// and starts again from its minimum once the wait makes progress (inspect, a bookmark).
+	backoff backoff
 }
 
 // timeout is the wait's end at ctx's end, or sooner when client-go's rate limiter says
@@ -76,7 +79,6 @@ func (w *waiter[T, L]) run(ctx context.Context, start T, haveStart bool) (T, err
 			return obj, err
 		}
 	}
-	backoff := 100 * time.Millisecond
 	for {
 		if ctx.Err() != nil {
 			return zero, w.timeout(ctx)
@@ -94,7 +96,7 @@ func (w *waiter[T, L]) run(ctx context.Context, start T, haveStart bool) (T, err
 				if !transient(err) {
 					return zero, fmt.Errorf("sandbox: get %s: %w", w.what, kubeErr(err))
 				}
-				sleep(ctx, &backoff)
+				w.backoff.sleep(ctx)
 				continue
 			}
 			if obj, done, err := w.inspect(obj); done || err != nil {
@@ -108,7 +110,7 @@ func (w *waiter[T, L]) run(ctx context.Context, start T, haveStart bool) (T, err
 		if w.rv == "" || ctx.Err() != nil {
 			continue
 		}
-		sleep(ctx, &backoff)
+		w.backoff.sleep(ctx)
 	}
 }
 
@@ -123,6 +125,7 @@ func (w *waiter[T, L]) inspect(obj T) (T, bool, error) {
 	}
 	w.seen = true
 	w.rv = obj.GetResourceVersion()
+	w.backoff.reset() // an answer: the server is back
 	done, reason, err := w.check(obj)
 	if reason != "" {
 		w.lastReason = reason
@@ -179,6 +182,7 @@ func (w *waiter[T, L]) watchOnce(ctx context.Context) (T, bool, error) {
 			case watch.Bookmark:
 				if m, err := meta.Accessor(ev.Object); err == nil {
 					w.rv = m.GetResourceVersion()
+					w.backoff.reset()
 				}
 			case watch.Error:
 				err := apierrors.FromObject(ev.Object)
@@ -246,17 +250,44 @@ func isAPIStatus(err error) bool {
 	return errors.As(err, &s)
 }
 
-func sleep(ctx context.Context, d *time.Duration) {
-	t := time.NewTimer(*d)
+// Back-off of the watch loops (the waiter, the hand-out stream): waitBackoffMin,
+// doubling to waitBackoffMax.
+const (
+	waitBackoffMin = 100 * time.Millisecond
+	waitBackoffMax = 5 * time.Second
+)
+
+// pause waits d or until ctx ends (a variable for tests).
+var pause = func(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	if *d *= 2; *d > 5*time.Second {
-		*d = 5 * time.Second
-	}
 }
+
+// backoff is the delay of a watch loop's next retry: waitBackoffMin, doubling with each
+// retry to waitBackoffMax. The loop resets it when it makes progress (an answer, an
+// event), so that a slow phase (a run of failures) does not leave every later retry, for
+// as long as the loop runs, at the maximum. The zero value is at the minimum.
+type backoff struct{ next time.Duration }
+
+// sleep waits the current delay (or until ctx ends) and doubles the next one.
+func (b *backoff) sleep(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	d := b.next
+	if d <= 0 {
+		d = waitBackoffMin
+	}
+	b.next = min(2*d, waitBackoffMax)
+	pause(ctx, d)
+}
+
+// reset starts the delay again from waitBackoffMin.
+func (b *backoff) reset() { b.next = 0 }
 
 // Claim reasons that end a wait at once (the controller will not fix them on its own).
 var terminalClaimReasons = map[string]bool{
