@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -19,9 +20,11 @@
 
 #include <sys/ioctl.h>
 #include <sys/pidfd.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/dlist.h"
 #include "common/limits.h"
 #include "common/log.h"
@@ -75,12 +78,24 @@ struct sbd_procs {
     char *const *base_env; /* late-bound env (borrowed), or NULL */
 };
 
+/* Process ids start at a random point in [1, 2^30] and count up to INT32_MAX (the gRPC
+ * API's int32), then wrap to 1. A handle kept across a restart of sandboxd or a move of
+ * the Sandbox to a new Pod (its router name now reaching the new one) then names no
+ * process there, instead of the new Pod's process of the same small number. */
+static uint32_t first_id(void)
+{
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+        r = (uint32_t)clock_now() ^ (uint32_t)getpid();
+    return 1 + (r & 0x3fffffffu);
+}
+
 int sbd_procs_new(uv_loop_t *loop, unsigned max, struct sbd_procs **ret)
 {
     struct sbd_procs *ps = XNEW(struct sbd_procs);
     ps->loop = loop;
     ps->max = max ? max : LIMIT_SBD_PROCS;
-    ps->next_id = 1;
+    ps->next_id = first_id();
     *ret = ps;
     return 0;
 }
@@ -829,6 +844,8 @@ static struct sbd_proc *proc_new(struct sbd_procs *ps, const struct sbd_proc_spe
 static void proc_link(struct sbd_procs *ps, struct sbd_proc *p)
 {
     p->id = ps->next_id++;
+    if (ps->next_id > INT32_MAX)
+        ps->next_id = 1;
     DLIST_PUSH(ps->head, p);
     ps->count++;
 }

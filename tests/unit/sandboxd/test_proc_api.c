@@ -405,6 +405,31 @@ static void test_run_client_gone(void **state)
     }
 }
 
+/* Each sandboxd numbers its processes from a random start (at most 2^30, leaving room
+ * below INT32_MAX), so a handle kept from another instance (a restart, the Sandbox's
+ * next Pod) names none of its processes; within one instance the ids count up. */
+static void test_ids_start_at_random(void **state)
+{
+    (void)state;
+    uint32_t first[2];
+    for (int i = 0; i < 2; i++) {
+        struct sbd_fixture *f = sbd_fixture_start(NULL, 0);
+        struct nd_client n;
+        uint32_t ids[2];
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(nd_start(&n, f->port, "/v1/processes", "{\"command\": [\"true\"]}"),
+                             200);
+            ids[k] = start_id(&n);
+            nd_close(&n);
+        }
+        assert_true(ids[0] >= 1 && ids[0] <= (1u << 30) + 1);
+        assert_int_equal(ids[1], ids[0] + 1);
+        first[i] = ids[0];
+        sbd_fixture_stop(f);
+    }
+    assert_int_not_equal(first[0], first[1]); /* equal once in 2^30 runs */
+}
+
 static void test_list_and_kill(void **state)
 {
     struct sbd_fixture *f = *state;
@@ -549,6 +574,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream_stdin_signal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pty_resize, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pty_stdin_full_queue, setup, teardown),
+        cmocka_unit_test(test_ids_start_at_random),
         cmocka_unit_test_setup_teardown(test_list_and_kill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_run_client_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_64, setup, teardown),
