@@ -55,6 +55,7 @@
 #define SB_R_POD_TERMINATED    "PodTerminated"
 #define SB_R_POD_NOT_OWNED     "PodNotOwned"
 #define SB_R_POD_TERMINATING   "PodTerminating"
+#define SB_R_POD_DELETE_FAILED "PodDeleteFailed" /* ours: a suspend's Pod DELETE refused */
 #define SB_R_POD_SUCCEEDED     "PodSucceeded"
 #define SB_R_POD_FAILED        "PodFailed"
 #define SB_R_SCHED_UNKNOWN     "PodSchedulingUnknown"

@@ -17,7 +17,8 @@ struct sb_pass {
     json_t *sb; /* the Sandbox (own reference; replaced by newer copies we write) */
     const char *ns, *name, *uid;
     char hash[16];
-    json_t *pod; /* the owned Pod in use (own reference), or NULL */
+    json_t *pod;       /* the owned Pod in use (own reference), or NULL */
+    bool pod_recorded; /* pod is our record of it (sb__created_child): not in the cache yet */
     struct sb_observed obs;
     struct buf errors; /* condition errors, "; "-joined */
     char *multiple;    /* multiple-Pods error text, or NULL */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/res.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "controller/sandbox_desired.h"
@@ -136,15 +137,15 @@ static void handle_candidate(struct sb_pass *p, json_t *c)
 }
 
 /* A status selector means a Pod was there before (the selector is written with the
- * first Pod); unless the Pod went because of a suspend, it was lost. */
+ * first Pod); unless the Pod went because of a suspend, it was lost. Any Suspended reason
+ * but NotSuspended was written by a pass of a suspend (or, PodTerminating, of the resume
+ * that still saw the suspended Pod going: sandbox_status.c), so the Pod went with it. */
 static bool pod_was_lost(const struct sb_pass *p)
 {
-    const json_t *c = sb_cond_get(json_object_get(p->sb, "status"), SB_COND_SUSPENDED);
-    const char *s = json_string_value(json_object_get(c, "status"));
-    const char *r = json_string_value(json_object_get(c, "reason"));
+    const char *r = sb_cond_reason(json_object_get(p->sb, "status"), SB_COND_SUSPENDED);
     if (!kube_obj_path_str(p->sb, "status.selector"))
         return false;
-    return !(s && strcmp(s, "True") == 0) && !(r && strcmp(r, SB_R_POD_TERMINATING) == 0);
+    return !r || strcmp(r, SB_R_NOT_SUSPENDED) == 0;
 }
 
 static void create_pod(struct sb_pass *p)
@@ -178,18 +179,50 @@ static void create_pod(struct sb_pass *p)
     sb__error(p, e.code ? e.code : -EIO, "pod create failed: %s", e.message);
 }
 
+/* Marks, in our record of a Pod (never sent anywhere), the copy pod_deleted keeps. */
+#define REC_SUSPEND_DELETED "deletedForSuspend"
+
+/* Our DELETE of the Pod in use was accepted: it is going. A pass that the cache's older
+ * copy of it reaches (a resume's) sees that (sb_memo_stale: obs.pod_going). A Pod the
+ * cache has yet to show stays recorded, as being deleted, until the cache shows it or its
+ * deletion (sb_memo_created_gone): the passes meanwhile, not finding it, would report the
+ * suspend done (Suspended=True) while it terminates, then not done when the cache shows
+ * it. */
+static void pod_deleted(struct sb_pass *p)
+{
+    char now[64];
+    json_t *going;
+    p->obs.pod_going = true;
+    sb_memo_wrote(p->r->memo, p->pod);
+    if (!p->pod_recorded) {
+        sb_memo_created_forget(p->r->memo, &KUBE_RES_PODS, p->uid, kube_obj_name(p->pod), NULL);
+        return;
+    }
+    going = json_deep_copy(p->pod);
+    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
+    json_object_set_new(json_object_get(going, "metadata"), "deletionTimestamp", json_string(now));
+    json_object_set_new(going, REC_SUSPEND_DELETED, json_true());
+    sb_memo_created(p->r->memo, &KUBE_RES_PODS, p->uid, going);
+    json_decref(going);
+}
+
 static void delete_pod(struct sb_pass *p)
 {
     struct kube_err e;
     if (kube_obj_deleting(p->pod))
         return;
     /* that Pod (by UID): one made again under its name since is another pass's */
-    if (kube_delete_obj(p->r->client, &KUBE_RES_PODS, p->pod, false, NULL, &e) < 0 &&
-        !kube_err_is_not_found(&e) && !kube_err_is_conflict(&e)) {
+    if (kube_delete_obj(p->r->client, &KUBE_RES_PODS, p->pod, false, NULL, &e) >= 0) {
+        pod_deleted(p);
+    } else if (kube_err_is_not_found(&e) || kube_err_is_conflict(&e)) {
+        /* gone already, or the name is another Pod's: none of ours is left */
+        sb_memo_created_forget(p->r->memo, &KUBE_RES_PODS, p->uid, kube_obj_name(p->pod), NULL);
+    } else {
+        /* refused (403, 5xx): the Pod stays; Suspended says so, and the error retries */
+        p->obs.pod_delete_failed = true;
         sb__error(p, e.code ? e.code : -EIO, "pod delete failed: %s", e.message);
         return;
     }
-    sb_memo_created_forget(p->r->memo, &KUBE_RES_PODS, p->uid, kube_obj_name(p->pod), NULL);
     log_info("deleted pod for suspend\tkey=%s/%s", p->ns, p->name);
 }
 
@@ -230,6 +263,20 @@ static void sync_annotation(struct sb_pass *p)
     json_decref(patch);
 }
 
+/* The Pod an earlier pass created (or deleted for a suspend: pod_deleted) that the cache
+ * has yet to show, or NULL. The one deleted for a suspend counts while suspended only: a
+ * resume creates the Pod again at once (refused with AlreadyExists while the old one is
+ * still there, which is then read and recorded as it is: create_pod). */
+static json_t *recorded_pod(struct sb_pass *p)
+{
+    json_t *pod = sb__created_child(p, &KUBE_RES_PODS, p->name);
+    if (pod && json_is_true(json_object_get(pod, REC_SUSPEND_DELETED)) && !suspended(p)) {
+        json_decref(pod);
+        return NULL;
+    }
+    return pod;
+}
+
 void sb__reconcile_pod(struct sb_pass *p)
 {
     struct kube_objv owned = {0};
@@ -250,10 +297,12 @@ void sb__reconcile_pod(struct sb_pass *p)
         use_pod(p, json_incref(owned.v[0]));
     } else {
         json_t *c = candidate(p);
-        if (c)
+        if (c) {
             handle_candidate(p, c);
-        else /* the Pod a pass created, as it was returned, until the cache shows it */
-            use_pod(p, sb__created_child(p, &KUBE_RES_PODS, p->name));
+        } else { /* the Pod a pass created, as it was returned, until the cache shows it */
+            use_pod(p, recorded_pod(p));
+            p->pod_recorded = p->pod != NULL;
+        }
     }
     kube_objv_done(&owned);
     if (p->multiple || p->obs.pod_unowned) {
@@ -266,6 +315,8 @@ void sb__reconcile_pod(struct sb_pass *p)
     } else if (!p->obs.pod_error) {
         create_pod(p);
     }
+    if (p->pod && (kube_obj_deleting(p->pod) || sb_memo_stale(p->r->memo, p->pod)))
+        p->obs.pod_going = true;
     if (!p->multiple)
         sync_annotation(p);
 }

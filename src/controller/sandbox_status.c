@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/limits.h"
 #include "controller/sandbox_names.h"
 #include "kube/obj.h"
@@ -101,11 +102,33 @@ static const char *phase_of(const json_t *pod)
     return p && *p ? p : "Pending";
 }
 
+/* field ("status", "reason") of the Sandbox's Suspended condition as last written, or
+ * NULL. */
+static const char *last_suspended(const json_t *sb, const char *field)
+{
+    const json_t *c = sb_cond_get(json_object_get(sb, "status"), SB_COND_SUSPENDED);
+    return json_string_value(json_object_get(c, field));
+}
+
+/* After a resume, the Pod that the suspend deleted is still on its way out: the last
+ * Suspended was written by a pass of the suspend (any reason but NotSuspended). */
+static bool resume_waits(const struct sb_observed *o)
+{
+    const char *r = last_suspended(o->sb, "reason");
+    return o->pod && o->pod_going && r && strcmp(r, SB_R_NOT_SUSPENDED) != 0;
+}
+
 static void cond_suspended(const struct sb_observed *o, json_t *st, int64_t g, const char *now)
 {
     const char *s = "False", *r = SB_R_NOT_SUSPENDED, *m = "Sandbox is not suspended";
     if (!suspended(o->sb)) {
-        /* stays present and False after a resume: never a stale True */
+        /* stays present and False after a resume: never a stale True. Its reason stays
+         * PodTerminating while the suspended Pod goes, so that the Pod step does not take
+         * its going for a lost Pod (sandbox_pod.c, pod_was_lost). */
+        if (resume_waits(o)) {
+            r = SB_R_POD_TERMINATING;
+            m = "Sandbox is resuming; the Pod of its suspend is still terminating";
+        }
     } else if (o->pod_unowned) {
         r = SB_R_POD_NOT_OWNED;
         m = "Refused to delete pod because it is not owned by this sandbox";
@@ -117,6 +140,9 @@ static void cond_suspended(const struct sb_observed *o, json_t *st, int64_t g, c
         s = "True";
         r = SB_R_POD_TERMINATED;
         m = "Pod has been terminated. Sandbox is suspended";
+    } else if (o->pod_delete_failed) {
+        r = SB_R_POD_DELETE_FAILED;
+        m = "Pod could not be deleted. Sandbox suspension will be retried";
     } else {
         r = SB_R_POD_TERMINATING;
         m = "Pod is terminating. Sandbox is suspending";
@@ -237,7 +263,10 @@ static void status_fields(const struct sb_observed *o, json_t *st)
         (void)snprintf(sel, sizeof(sel), "%s=%s", SB_LABEL_NAME_HASH, hash);
         json_object_set_new(st, "selector", json_string(sel));
     }
-    if (o->svc_name) {
+    if (o->multiple_pods) {
+        /* the Service step did not run (sandbox_reconcile.c): while the conflict lasts,
+         * the Service and its fields stay as they were */
+    } else if (o->svc_name) {
         (void)snprintf(fqdn, sizeof(fqdn), "%s.%s.svc.%s", o->svc_name, kube_obj_namespace(o->sb),
                        o->cluster_domain ? o->cluster_domain : "cluster.local");
         json_object_set_new(st, "service", json_string(o->svc_name));
@@ -248,16 +277,37 @@ static void status_fields(const struct sb_observed *o, json_t *st)
     }
 }
 
-json_t *sb_status_build(const struct sb_observed *o, const char *now)
+/* True when the suspend was confirmed (Suspended=True written) and the Pod step still
+ * found an owned Pod, made before that (nothing makes one in Suspended mode), whose
+ * delete was not refused: the Pod the suspend deleted, seen late by the cache (its watch
+ * event after the pass that no longer saw it). */
+static bool stale_pod(const struct sb_observed *o)
 {
-    const json_t *old = json_object_get(o->sb, "status");
+    const json_t *c = sb_cond_get(json_object_get(o->sb, "status"), SB_COND_SUSPENDED);
+    const char *s = json_string_value(json_object_get(c, "status"));
+    const char *at = json_string_value(json_object_get(c, "lastTransitionTime"));
+    const char *born = kube_obj_path_str(o->pod, "metadata.creationTimestamp");
+    usec_t t_at, t_born;
+    if (!suspended(o->sb) || !o->pod || o->pod_unowned || o->pod_error || o->pod_delete_failed ||
+        !s || strcmp(s, "True") != 0)
+        return false;
+    return !at || !born || clock_parse_rfc3339(at, &t_at) < 0 ||
+           clock_parse_rfc3339(born, &t_born) < 0 || t_born <= t_at;
+}
+
+json_t *sb_status_build(const struct sb_observed *obs, const char *now)
+{
+    const json_t *old = json_object_get(obs->sb, "status");
     json_t *st = json_is_object(old) ? json_deep_copy(old) : json_object();
-    int64_t g = kube_obj_generation(o->sb);
-    status_fields(o, st);
-    cond_suspended(o, st, g, now);
-    cond_finished(o, st, g, now);
-    cond_scheduled(o, st, g, now);
-    cond_ready(o, st, g, now);
+    int64_t g = kube_obj_generation(obs->sb);
+    struct sb_observed o = *obs;
+    if (stale_pod(&o))
+        o.pod = NULL; /* Suspended stays True: never True, False, True for one suspend */
+    status_fields(&o, st);
+    cond_suspended(&o, st, g, now);
+    cond_finished(&o, st, g, now);
+    cond_scheduled(&o, st, g, now);
+    cond_ready(&o, st, g, now);
     return st;
 }
 

@@ -16,6 +16,9 @@ struct sb_observed {
     bool pod_unowned;           /* a Pod with the Sandbox's name exists that we may not touch */
     bool pod_error;             /* the Pod step failed: the Pod's state is unknown */
     bool pod_recreated;         /* the Pod had been lost and a new one was just created */
+    bool pod_going;             /* pod is being deleted, or the cache's copy of it is older
+                                   than a write of ours (our DELETE, a metadata patch) */
+    bool pod_delete_failed;     /* this pass's DELETE of pod (a suspend's) was refused */
     const char *multiple_pods;  /* error text when several Pods are owned, else NULL */
     const char *errors;         /* joined PVC/Pod/Service errors, else NULL */
     bool svc_exists;            /* an owned Service exists after this pass */
@@ -25,7 +28,8 @@ struct sb_observed {
 
 /** Returns a new status object: the Sandbox's current status updated from o, with
  * conditions stamped with generation and, when their status flips, with now (an
- * RFC 3339 timestamp, borrowed). */
+ * RFC 3339 timestamp, borrowed). Once a suspend is confirmed (Suspended=True), an owned
+ * Pod still observed is taken for the deleted one seen late and ignored. */
 json_t *sb_status_build(const struct sb_observed *o, const char *now);
 
 /** Sets condition type in the conditions array conds (created in status when absent):

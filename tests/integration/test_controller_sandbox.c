@@ -18,7 +18,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "controller/manager.h"
+#include "controller/sandbox_desired.h"
 #include "controller/sandbox_names.h"
+#include "controller/sandbox_status.h"
 #include "kube/client.h"
 #include "kube/obj.h"
 #include "support/apiserver.h"
@@ -651,6 +653,149 @@ static void test_refused_pvc_adopted_once_labelled(void **state)
     json_decref(sb);
 }
 
+/* ---- suspend edge cases (docs/controller.md, "Status") ------------------------------ */
+
+static int rules_drop(void **state)
+{
+    (void)state;
+    (void)it_answers_lost();
+    return 0;
+}
+
+struct event_ctx {
+    const char *name, *reason;
+};
+
+static bool event_seen(void *ctx)
+{
+    struct event_ctx *x = ctx;
+    struct kube_req r;
+    json_t *list = NULL;
+    char sel[256];
+    bool ok;
+    kube_req_init(&r, "GET", &KUBE_RES_EVENTS);
+    r.ns = ns;
+    (void)snprintf(sel, sizeof(sel), "involvedObject.name=%s,reason=%s", x->name, x->reason);
+    r.field_selector = sel;
+    ok = kube_request(c, &r, &list, NULL) >= 0 && json_array_size(json_object_get(list, "items"));
+    json_decref(list);
+    return ok;
+}
+
+static bool pod_deleting(void *ctx)
+{
+    json_t *pod = get(&KUBE_RES_PODS, ctx);
+    bool ok = pod && kube_obj_deleting(pod);
+    json_decref(pod);
+    return ok;
+}
+
+/* Resumed before the suspended Pod has gone (a finalizer holds it terminating): when it
+ * goes, the new Pod is no replacement of a lost one (no PodRecreated, no "lost"). */
+static void test_quick_resume_not_lost(void **state)
+{
+    static const char name[] = "s-qres";
+    struct event_ctx ev = {name, "PodRecreated"};
+    json_t *pod, *again, *sb;
+    const char *msg;
+    char uid[64];
+    (void)state;
+    create_sandbox(name, NULL);
+    pod = wait_obj(&KUBE_RES_PODS, name, NULL);
+    (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(pod));
+    json_decref(pod);
+    kubelet_ready(name, "10.1.3.1");
+    wait_cond(name, SB_COND_READY, "True", SB_R_DEPS_READY);
+    patch(&KUBE_RES_PODS, name, NULL,
+          json_pack("{s:{s:[s]}}", "metadata", "finalizers", "agents.x-k8s.io/it-hold"));
+    patch_spec(name, json_pack("{s:s}", "operatingMode", "Suspended"));
+    wait_cond(name, SB_COND_SUSPENDED, "False", SB_R_POD_TERMINATING);
+    assert_int_equal(it_wait(pod_deleting, (void *)name, WAIT), 0);
+    patch_spec(name, json_pack("{s:s}", "operatingMode", "Running"));
+    /* the resume's pass: the Pod still terminates */
+    wait_cond(name, SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
+    patch(&KUBE_RES_PODS, name, NULL, json_pack("{s:{s:n}}", "metadata", "finalizers"));
+    again = wait_obj(&KUBE_RES_PODS, name, uid);
+    wait_cond(name, SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED);
+    sb = get(&API_RES_SANDBOXES, name);
+    msg = json_string_value(json_object_get(kube_obj_condition(sb, SB_COND_READY), "message"));
+    if (msg && strstr(msg, "lost"))
+        fail_msg("a false lost Pod: %s", msg);
+    assert_int_equal(it_wait(event_seen, &ev, 3 * USEC_PER_SEC), -ETIMEDOUT);
+    json_decref(sb);
+    json_decref(again);
+}
+
+/* A refused DELETE of the Pod for a suspend is reported (PodDeleteFailed, not "Pod is
+ * terminating") and retried until it goes through. */
+static void test_suspend_delete_refused(void **state)
+{
+    static const char name[] = "s-delref";
+    json_t *pod, *still;
+    (void)state;
+    create_sandbox(name, NULL);
+    pod = wait_obj(&KUBE_RES_PODS, name, NULL);
+    wait_cond(name, SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
+    assert_int_equal(it_drop_requests("DELETE", &KUBE_RES_PODS, "/pods/s-delref", 100000), 0);
+    patch_spec(name, json_pack("{s:s}", "operatingMode", "Suspended"));
+    wait_cond(name, SB_COND_SUSPENDED, "False", SB_R_POD_DELETE_FAILED);
+    wait_cond(name, SB_COND_READY, "False", SB_R_RECONCILER_ERROR);
+    still = get(&KUBE_RES_PODS, name);
+    assert_non_null(still);
+    assert_string_equal(kube_obj_uid(still), kube_obj_uid(pod));
+    assert_false(kube_obj_deleting(still));
+    assert_true(it_answers_lost() > 0); /* the rules go: the retry deletes it */
+    assert_int_equal(it_wait_gone(c, &KUBE_RES_PODS, ns, name, WAIT), 0);
+    wait_cond(name, SB_COND_SUSPENDED, "True", SB_R_POD_TERMINATED);
+    wait_cond(name, SB_COND_READY, "False", SB_R_SUSPENDED);
+    json_decref(still);
+    json_decref(pod);
+}
+
+static bool status_has_service(void *ctx)
+{
+    json_t *sb = get(&API_RES_SANDBOXES, ctx);
+    bool ok = sb && kube_obj_path_str(sb, "status.serviceFQDN");
+    json_decref(sb);
+    return ok;
+}
+
+/* While two Pods conflict (Ready MultiplePods), the Service and the status fields that
+ * name it stay as they were. */
+static void test_multiple_pods_keep_service(void **state)
+{
+    static const char name[] = "s-multi";
+    struct kube_err e;
+    json_t *sb, *extra, *svc, *svc2;
+    char fqdn[256];
+    (void)state;
+    create_sandbox(name, json_pack("{s:b}", "service", 1));
+    json_decref(wait_obj(&KUBE_RES_PODS, name, NULL));
+    svc = wait_obj(&KUBE_RES_SERVICES, name, NULL);
+    assert_int_equal(it_wait(status_has_service, (void *)name, WAIT), 0);
+    sb = get(&API_RES_SANDBOXES, name);
+    (void)snprintf(fqdn, sizeof(fqdn), "%s", kube_obj_path_str(sb, "status.serviceFQDN"));
+    extra =
+        json_pack("{s:s, s:s, s:{s:s, s:[o]}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1", "kind",
+                  "Pod", "metadata", "name", "s-multi-extra", "ownerReferences", sb_owner_ref(sb),
+                  "spec", "containers", "name", "x", "image", "registry.local/other:1");
+    IT_OK(kube_create(c, &KUBE_RES_PODS, ns, extra, NULL, &e), &e);
+    json_decref(extra);
+    json_decref(sb);
+    wait_cond(name, SB_COND_READY, "False", SB_R_MULTIPLE_PODS);
+    sb = get(&API_RES_SANDBOXES, name);
+    assert_string_equal(kube_obj_path_str(sb, "status.service") ?: "", name);
+    assert_string_equal(kube_obj_path_str(sb, "status.serviceFQDN") ?: "", fqdn);
+    svc2 = get(&KUBE_RES_SERVICES, name);
+    assert_non_null(svc2);
+    assert_string_equal(kube_obj_resource_version(svc2), kube_obj_resource_version(svc));
+    json_decref(sb);
+    json_decref(svc);
+    json_decref(svc2);
+    IT_OK(kube_delete(c, &KUBE_RES_PODS, ns, "s-multi-extra", &e), &e);
+    wait_cond(name, SB_COND_READY, "False", SB_R_DEPS_NOT_READY);
+}
+
 static size_t count_pods(const char *name)
 {
     char sel[128], hash[SB_HASH_LEN + 1];
@@ -718,6 +863,9 @@ int main(void)
         cmocka_unit_test_teardown(test_service_off_spares_successor, before_cancel),
         cmocka_unit_test(test_unowned_pod_untouched),
         cmocka_unit_test(test_refused_pvc_adopted_once_labelled),
+        cmocka_unit_test(test_quick_resume_not_lost),
+        cmocka_unit_test_teardown(test_suspend_delete_refused, rules_drop),
+        cmocka_unit_test(test_multiple_pods_keep_service),
         cmocka_unit_test(test_restart_converges),
         cmocka_unit_test(test_metrics),
     };

@@ -1061,9 +1061,10 @@ static bool one_pod_delete(void *ctx)
     return count_of("DELETE pods") >= 1;
 }
 
-/* Suspending deletes the Pod the record stands for, and forgets the record: resumed at
- * once, the Sandbox creates its Pod again straight away, not once the record has expired
- * (SB_MEMO_TTL after the first create). The cache never shows nap-0's Pod. */
+/* Suspending deletes the Pod the record stands for, and marks the record deleted (it
+ * counts while suspended only): resumed at once, the Sandbox creates its Pod again
+ * straight away, not once the record has expired (SB_MEMO_TTL after the first create).
+ * The cache never shows nap-0's Pod. */
 static void test_created_pod_suspended(void **state)
 {
     char sel[128];
@@ -1093,8 +1094,9 @@ static void test_created_pod_suspended(void **state)
            "life %.0f s)\n",
            (double)(resumed - t0) / USEC_PER_SEC, (double)(second - resumed) / USEC_PER_SEC,
            (double)SB_MEMO_TTL / USEC_PER_SEC);
-    /* Without the forget, not before the record expires (t0 + SB_MEMO_TTL; checked: 3.04 s
-     * after the resume). A slow machine that resumed late cannot tell; it gets 2 s. */
+    /* Had the record counted after the resume, not before it expires (t0 + SB_MEMO_TTL;
+     * checked: 3.04 s after the resume). A slow machine that resumed late cannot tell; it gets 2 s.
+     */
     if (resumed - t0 < SB_MEMO_TTL - 2 * USEC_PER_SEC)
         assert_true(second < t0 + SB_MEMO_TTL);
     assert_int_equal(count_of("POST pods"), 2);

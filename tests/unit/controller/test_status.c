@@ -389,6 +389,97 @@ static void test_status_body(void **state)
     json_decref(sb);
 }
 
+/* Once a suspend is confirmed, the Pod cache showing the deleted Pod late (made before
+ * Suspended went True) does not turn Suspended back to False: never True, False, True. */
+static void test_suspend_true_stays(void **state)
+{
+    json_t *sb = sandbox("Suspended", NULL), *p = pod("Running", "True", "10.0.0.5");
+    struct sb_observed o = {.sb = sb};
+    json_t *st = sb_status_build(&o, T1);
+    (void)state;
+    expect(st, SB_COND_SUSPENDED, "True", SB_R_POD_TERMINATED, NULL);
+    json_object_set_new(sb, "status", st);
+    json_object_set_new(json_object_get(p, "metadata"), "creationTimestamp", json_string(T0));
+    o.pod = p;
+    st = build(&o);
+    expect(st, SB_COND_SUSPENDED, "True", SB_R_POD_TERMINATED,
+           "Pod has been terminated. Sandbox is suspended");
+    expect(st, SB_COND_READY, "False", SB_R_SUSPENDED, "Sandbox is suspended");
+    expect(st, SB_COND_POD_SCHEDULED, NULL, NULL, NULL);
+    assert_null(json_object_get(st, "podIPs"));
+    json_decref(st);
+    /* a Pod made after the suspend was confirmed is another one: it is terminating */
+    json_object_set_new(json_object_get(p, "metadata"), "creationTimestamp",
+                        json_string("2026-01-01T00:00:09Z"));
+    st = build(&o);
+    expect(st, SB_COND_SUSPENDED, "False", SB_R_POD_TERMINATING, NULL);
+    json_decref(st);
+    json_decref(p);
+    json_decref(sb);
+}
+
+/* Resumed while the suspend's Pod is still going: Suspended stays False with reason
+ * PodTerminating (the Pod step reads it: no "lost" Pod when it goes), until a new Pod. A
+ * Pod deleted by someone else while Running is not the suspend's. */
+static void test_resume_while_pod_goes(void **state)
+{
+    json_t *sb = sandbox("Running", NULL), *p = pod("Running", "True", "10.0.0.5");
+    json_t *st = json_object();
+    struct sb_observed o = {.sb = sb, .pod = p, .pod_going = true};
+    (void)state;
+    sb_cond_set(st, SB_COND_SUSPENDED, "False", SB_R_POD_TERMINATING, "m", 2, T0);
+    json_object_set_new(sb, "status", st);
+    st = build(&o);
+    expect(st, SB_COND_SUSPENDED, "False", SB_R_POD_TERMINATING,
+           "Sandbox is resuming; the Pod of its suspend is still terminating");
+    json_decref(st);
+    o.pod_going = false; /* the new Pod */
+    st = build(&o);
+    expect(st, SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED, "Sandbox is not suspended");
+    json_object_set_new(sb, "status", st);
+    o.pod_going = true; /* deleted by someone else while Running */
+    st = build(&o);
+    expect(st, SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED, "Sandbox is not suspended");
+    json_decref(st);
+    json_decref(p);
+    json_decref(sb);
+}
+
+/* A refused DELETE of the Pod (a suspend's) is not "terminating". */
+static void test_suspend_delete_failed(void **state)
+{
+    json_t *sb = sandbox("Suspended", NULL), *p = pod("Running", "True", "10.0.0.5");
+    struct sb_observed o = {
+        .sb = sb, .pod = p, .pod_delete_failed = true, .errors = "pod delete failed: forbidden"};
+    json_t *st = build(&o);
+    (void)state;
+    expect(st, SB_COND_SUSPENDED, "False", SB_R_POD_DELETE_FAILED,
+           "Pod could not be deleted. Sandbox suspension will be retried");
+    expect(st, SB_COND_READY, "False", SB_R_RECONCILER_ERROR,
+           "Error seen: pod delete failed: forbidden");
+    json_decref(st);
+    json_decref(p);
+    json_decref(sb);
+}
+
+/* While several Pods conflict the Service step does not run: its status fields stay. */
+static void test_multiple_keeps_service(void **state)
+{
+    json_t *sb = sandbox("Running", "true"), *st = json_object();
+    struct sb_observed o = {.sb = sb, .multiple_pods = "multiple Pods (2)", .pod_error = true};
+    (void)state;
+    json_object_set_new(st, "service", json_string("my-sandbox"));
+    json_object_set_new(st, "serviceFQDN", json_string("my-sandbox.ns.svc.cluster.local"));
+    json_object_set_new(sb, "status", st);
+    st = build(&o);
+    expect(st, SB_COND_READY, "False", SB_R_MULTIPLE_PODS, NULL);
+    assert_string_equal(json_string_value(json_object_get(st, "service")) ?: "-", "my-sandbox");
+    assert_string_equal(json_string_value(json_object_get(st, "serviceFQDN")) ?: "-",
+                        "my-sandbox.ns.svc.cluster.local");
+    json_decref(st);
+    json_decref(sb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -405,6 +496,10 @@ int main(void)
         cmocka_unit_test(test_diff),
         cmocka_unit_test(test_changed),
         cmocka_unit_test(test_status_body),
+        cmocka_unit_test(test_suspend_true_stays),
+        cmocka_unit_test(test_resume_while_pod_goes),
+        cmocka_unit_test(test_suspend_delete_failed),
+        cmocka_unit_test(test_multiple_keeps_service),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

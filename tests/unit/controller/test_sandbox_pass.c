@@ -1,0 +1,715 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests: whole Sandbox reconcile passes (sb_reconcile) on caches the test fills, the
+ * API server played by a scripted HTTP/1.1 server on 127.0.0.1 that records the status
+ * writes. The caches lag as an informer's can: a suspend whose Pod the cache has yet to
+ * show, a resume before the suspended Pod has gone, a refused Pod DELETE, two Pods. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "controller/sandbox_desired.h"
+#include "controller/sandbox_memo.h"
+#include "controller/sandbox_names.h"
+#include "controller/sandbox_reconcile.h"
+#include "controller/sandbox_status.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+
+#define NS     "ns"
+#define NAME   "sb"
+#define SB_UID "11111111-0000-0000-0000-000000000001"
+#define KEY    NS "/" NAME
+
+/* ---- the scripted API server -------------------------------------------------------- */
+
+#define MAX_CONNS 8
+
+struct srv {
+    int lfd, port, wake[2];
+    pthread_t th;
+    pthread_mutex_t lock;
+    long delete_status; /* answer to a Pod DELETE: 200, or that error */
+    int deletes, creates, others;
+    int next_pod;     /* numbers the created Pods' UIDs */
+    json_t *writes;   /* the status writes' bodies, in order */
+    json_t *existing; /* a Pod the API server has (a POST of one is refused), or NULL */
+};
+
+static struct srv S;
+
+static void send_all(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n <= 0)
+            return;
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+static void respond(int fd, long status, const char *body)
+{
+    char head[256];
+    (void)snprintf(head, sizeof(head),
+                   "HTTP/1.1 %ld X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                   "\r\n",
+                   status, strlen(body));
+    send_all(fd, head, strlen(head));
+    send_all(fd, body, strlen(body));
+}
+
+static char *failure(long code, const char *reason)
+{
+    json_t *st = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "kind", "Status", "apiVersion", "v1",
+                           "status", "Failure", "reason", reason, "message", "scripted refusal",
+                           "code", (json_int_t)code);
+    char *text = json_dumps(st, JSON_COMPACT);
+    json_decref(st);
+    return text;
+}
+
+/* A Pod POST: the Pod as created (a UID, a resourceVersion, a creation time). */
+static char *created_pod(json_t *pod)
+{
+    char uid[64], now[64];
+    json_t *meta = json_object_get(pod, "metadata");
+    (void)snprintf(uid, sizeof(uid), "22222222-0000-0000-0000-%012d", ++S.next_pod);
+    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
+    json_object_set_new(meta, "uid", json_string(uid));
+    json_object_set_new(meta, "resourceVersion", json_string("500"));
+    json_object_set_new(meta, "creationTimestamp", json_string(now));
+    S.creates++;
+    return json_dumps(pod, JSON_COMPACT);
+}
+
+/* Answers one request (method, target, body); called with S.lock held. */
+static void answer(int fd, const char *method, const char *target, const char *body)
+{
+    json_t *obj = body[0] ? json_loads(body, 0, NULL) : NULL;
+    char *text = NULL;
+    long status = 200;
+    if (strcmp(method, "PUT") == 0 && strstr(target, "/sandboxes/" NAME "/status")) {
+        json_array_append(S.writes, obj);
+        text = json_dumps(obj, JSON_COMPACT);
+    } else if (strcmp(method, "DELETE") == 0 && strstr(target, "/pods/")) {
+        S.deletes++;
+        status = S.delete_status;
+        text = status == 200 ? xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":"
+                                       "\"Success\"}")
+                             : failure(status, status == 403 ? "Forbidden" : "InternalError");
+    } else if (strcmp(method, "POST") == 0 && strstr(target, "/pods") && S.existing) {
+        status = 409;
+        text = failure(409, "AlreadyExists");
+    } else if (strcmp(method, "POST") == 0 && strstr(target, "/pods") && obj) {
+        status = 201;
+        text = created_pod(obj);
+    } else if (strcmp(method, "GET") == 0 && strstr(target, "/pods/" NAME) && S.existing) {
+        text = json_dumps(S.existing, JSON_COMPACT);
+    } else {
+        fprintf(stderr, "unexpected request: %s %s\n", method, target);
+        S.others++;
+        status = 500;
+        text = failure(500, "InternalError");
+    }
+    respond(fd, status, text);
+    xfree(text);
+    json_decref(obj);
+}
+
+/* One complete request in b, if there is one, answered; returns its length (0: none). */
+static size_t serve_one(int fd, struct buf *b)
+{
+    const char *end = b->data ? strstr(b->data, "\r\n\r\n") : NULL;
+    const char *cl;
+    char method[16], target[1024], *body;
+    size_t head_len, body_len = 0;
+    if (!end)
+        return 0;
+    head_len = (size_t)(end - b->data) + 4;
+    cl = strcasestr(b->data, "\r\nContent-Length: ");
+    if (cl && cl < end)
+        body_len = strtoul(cl + 18, NULL, 10);
+    if (b->len < head_len + body_len)
+        return 0;
+    if (sscanf(b->data, "%15s %1023s", method, target) != 2)
+        return head_len + body_len;
+    body = xstrndup(b->data + head_len, body_len);
+    pthread_mutex_lock(&S.lock);
+    answer(fd, method, target, body);
+    pthread_mutex_unlock(&S.lock);
+    xfree(body);
+    return head_len + body_len;
+}
+
+static bool serve_conn(int fd, struct buf *b)
+{
+    char chunk[4096];
+    size_t used;
+    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+    if (n <= 0 || buf_append(b, chunk, (size_t)n) < 0)
+        return false;
+    while ((used = serve_one(fd, b)) > 0)
+        buf_consume(b, used);
+    return true;
+}
+
+static void *srv_main(void *arg)
+{
+    struct pollfd p[MAX_CONNS + 2];
+    struct buf bufs[MAX_CONNS + 2];
+    int n = 2;
+    (void)arg;
+    p[0] = (struct pollfd){.fd = S.lfd, .events = POLLIN};
+    p[1] = (struct pollfd){.fd = S.wake[0], .events = POLLIN};
+    for (;;) {
+        if (poll(p, (nfds_t)n, -1) < 0)
+            continue;
+        if (p[1].revents)
+            break;
+        if ((p[0].revents & POLLIN) && n < MAX_CONNS + 2) {
+            p[n] = (struct pollfd){.fd = accept(S.lfd, NULL, NULL), .events = POLLIN};
+            buf_init(&bufs[n++], 1 << 20);
+        }
+        for (int i = 2; i < n; i++) {
+            if (!p[i].revents || serve_conn(p[i].fd, &bufs[i]))
+                continue;
+            (void)close(p[i].fd);
+            buf_done(&bufs[i]);
+            p[i] = p[n - 1];
+            bufs[i] = bufs[n - 1];
+            n--;
+            i--;
+        }
+    }
+    for (int i = 2; i < n; i++) {
+        (void)close(p[i].fd);
+        buf_done(&bufs[i]);
+    }
+    return NULL;
+}
+
+/* ---- the reconciler on test caches -------------------------------------------------- */
+
+struct env {
+    struct kube_client *client;
+    struct kube_store *sandboxes, *pods, *services, *pvcs;
+    struct sb_memo *memo;
+    struct sb_reconciler r;
+    char dir[64];
+    int rv; /* the last resourceVersion given to the Sandbox */
+};
+
+static struct env E;
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void client_new(void)
+{
+    char kc[128], text[512];
+    struct kube_config *cfg = NULL;
+    struct kube_client_opts o = {.max_retries = 0, .timeout = 5 * USEC_PER_SEC};
+    struct kube_err e;
+    (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", E.dir);
+    (void)snprintf(text, sizeof(text),
+                   "current-context: t\nclusters:\n- name: k\n  cluster: {server: "
+                   "'http://127.0.0.1:%d'}\ncontexts:\n- name: t\n  context: {cluster: k, user: "
+                   "u, namespace: " NS "}\nusers:\n- name: u\n  user: {token: t}\n",
+                   S.port);
+    write_file(kc, text);
+    assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
+    assert_int_equal(kube_client_new(cfg, &o, &E.client), 0);
+}
+
+static void srv_start(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    memset(&S, 0, sizeof(S));
+    pthread_mutex_init(&S.lock, NULL);
+    S.delete_status = 200;
+    S.writes = json_array();
+    S.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(S.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(S.lfd, 16), 0);
+    assert_int_equal(getsockname(S.lfd, (struct sockaddr *)&a, &alen), 0);
+    S.port = ntohs(a.sin_port);
+    assert_int_equal(pipe(S.wake), 0);
+    assert_int_equal(pthread_create(&S.th, NULL, srv_main, NULL), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    log_set_level(LOG_ERROR);
+    srv_start();
+    memset(&E, 0, sizeof(E));
+    (void)snprintf(E.dir, sizeof(E.dir), "/tmp/as-test-pass-XXXXXX");
+    assert_non_null(mkdtemp(E.dir));
+    client_new();
+    E.sandboxes = kube_store_new();
+    E.pods = kube_store_new();
+    E.services = kube_store_new();
+    E.pvcs = kube_store_new();
+    assert_int_equal(kube_store_add_index(E.pods, SB_INDEX_OWNER, kube_index_controller_uid, NULL),
+                     0);
+    E.memo = sb_memo_new();
+    E.r = (struct sb_reconciler){.client = E.client,
+                                 .sandboxes = E.sandboxes,
+                                 .pods = E.pods,
+                                 .services = E.services,
+                                 .pvcs = E.pvcs,
+                                 .memo = E.memo};
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char path[128];
+    (void)state;
+    assert_int_equal(write(S.wake[1], "x", 1), 1);
+    assert_int_equal(pthread_join(S.th, NULL), 0);
+    (void)close(S.lfd);
+    (void)close(S.wake[0]);
+    (void)close(S.wake[1]);
+    pthread_mutex_destroy(&S.lock);
+    json_decref(S.writes);
+    json_decref(S.existing);
+    kube_client_free(E.client);
+    kube_store_free(E.sandboxes);
+    kube_store_free(E.pods);
+    kube_store_free(E.services);
+    kube_store_free(E.pvcs);
+    sb_memo_free(E.memo);
+    (void)snprintf(path, sizeof(path), "%s/kubeconfig", E.dir);
+    (void)unlink(path);
+    (void)rmdir(E.dir);
+    return 0;
+}
+
+/* The cached Sandbox (new reference). */
+static json_t *cached_sb(void)
+{
+    json_t *sb = kube_store_get(E.sandboxes, KEY);
+    assert_non_null(sb);
+    return sb;
+}
+
+/* Caches sb (taken) as a newer version. */
+static void cache_sb(json_t *sb)
+{
+    char rv[32];
+    (void)snprintf(rv, sizeof(rv), "%d", ++E.rv);
+    json_object_set_new(json_object_get(sb, "metadata"), "resourceVersion", json_string(rv));
+    assert_int_equal(kube_store_put(E.sandboxes, sb, NULL), 0);
+}
+
+static void new_sandbox(bool service)
+{
+    json_t *sb =
+        json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:i}, s:{s:s, s:{s:{s:[{s:s, s:s}]}}}}",
+                  "apiVersion", "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "metadata", "name",
+                  NAME, "namespace", NS, "uid", SB_UID, "generation", 1, "spec", "operatingMode",
+                  "Running", "podTemplate", "spec", "containers", "name", "c", "image", "i");
+    if (service)
+        json_object_set_new(json_object_get(sb, "spec"), "service", json_true());
+    E.rv = 10;
+    cache_sb(sb);
+}
+
+/* A user's spec change: operatingMode becomes mode (generation + 1). */
+static void set_mode(const char *mode)
+{
+    json_t *old = cached_sb(), *sb = json_deep_copy(old);
+    json_t *meta = json_object_get(sb, "metadata");
+    json_decref(old);
+    json_object_set_new(json_object_get(sb, "spec"), "operatingMode", json_string(mode));
+    json_object_set_new(meta, "generation",
+                        json_integer(json_integer_value(json_object_get(meta, "generation")) + 1));
+    cache_sb(sb);
+}
+
+/* A counter of the server's (written by its thread under S.lock). */
+static int count(const int *c)
+{
+    pthread_mutex_lock(&S.lock);
+    int n = *c;
+    pthread_mutex_unlock(&S.lock);
+    return n;
+}
+
+/* Sets the status the server answers DELETEs with. */
+static void set_delete_status(long status)
+{
+    pthread_mutex_lock(&S.lock);
+    S.delete_status = status;
+    pthread_mutex_unlock(&S.lock);
+}
+
+static size_t nwrites(void)
+{
+    pthread_mutex_lock(&S.lock);
+    size_t n = json_array_size(S.writes);
+    pthread_mutex_unlock(&S.lock);
+    return n;
+}
+
+/* The status of write i (a new reference). */
+static json_t *written(size_t i)
+{
+    pthread_mutex_lock(&S.lock);
+    json_t *st = json_incref(json_object_get(json_array_get(S.writes, i), "status"));
+    pthread_mutex_unlock(&S.lock);
+    assert_non_null(st);
+    return st;
+}
+
+/* The Sandbox cache sees the last status write (if it saw none yet). */
+static void cache_written(void)
+{
+    json_t *old = cached_sb(), *sb;
+    size_t n = nwrites();
+    if (n == 0) {
+        json_decref(old);
+        return;
+    }
+    sb = json_deep_copy(old);
+    json_decref(old);
+    json_object_set_new(sb, "status", written(n - 1));
+    cache_sb(sb);
+}
+
+/* One pass, then the Sandbox cache catches up with its status write. Returns its rc. */
+static int pass(void)
+{
+    struct sb_result res;
+    int rc = sb_reconcile(&E.r, KEY, &res);
+    cache_written();
+    return rc;
+}
+
+static const char *cond_field(const json_t *st, const char *type, const char *field)
+{
+    return json_string_value(json_object_get(sb_cond_get(st, type), field));
+}
+
+/* Suspended "status/reason" of the cached Sandbox into out. */
+static void suspended_now(char *out, size_t size)
+{
+    json_t *sb = cached_sb();
+    const json_t *st = json_object_get(sb, "status");
+    (void)snprintf(out, size, "%s/%s", cond_field(st, SB_COND_SUSPENDED, "status") ?: "-",
+                   cond_field(st, SB_COND_SUSPENDED, "reason") ?: "-");
+    json_decref(sb);
+}
+
+static void assert_suspended(const char *want)
+{
+    char have[128];
+    suspended_now(have, sizeof(have));
+    assert_string_equal(have, want);
+}
+
+/* Our Pod as the cache shows it (new): the desired Pod, created, Running and Ready. */
+static json_t *owned_pod(const char *name, int n)
+{
+    json_t *sb = cached_sb(), *pod = sb_desired_pod(sb);
+    json_t *meta = json_object_get(pod, "metadata");
+    char uid[64], now[64];
+    json_decref(sb);
+    (void)snprintf(uid, sizeof(uid), "33333333-0000-0000-0000-%012d", n);
+    clock_format_rfc3339_sec(clock_wall_now() - 60 * USEC_PER_SEC, now, sizeof(now));
+    json_object_set_new(meta, "name", json_string(name));
+    json_object_set_new(meta, "uid", json_string(uid));
+    json_object_set_new(meta, "resourceVersion", json_string("300"));
+    json_object_set_new(meta, "creationTimestamp", json_string(now));
+    json_object_set_new(pod, "status",
+                        json_pack("{s:s, s:s, s:[{s:s}], s:[{s:s, s:s}, {s:s, s:s}]}", "phase",
+                                  "Running", "podIP", "10.0.0.7", "podIPs", "ip", "10.0.0.7",
+                                  "conditions", "type", "PodScheduled", "status", "True", "type",
+                                  "Ready", "status", "True"));
+    return pod;
+}
+
+/* The pod cache's copy of pod (borrowed) marked as being deleted, with a newer version. */
+static void cache_pod_deleting(const json_t *pod)
+{
+    json_t *d = json_deep_copy(pod);
+    json_t *meta = json_object_get(d, "metadata");
+    json_object_set_new(meta, "deletionTimestamp", json_string("2026-01-01T00:00:00Z"));
+    json_object_set_new(meta, "resourceVersion", json_string("301"));
+    assert_int_equal(kube_store_put(E.pods, d, NULL), 0);
+}
+
+/* The pod cache sees pod (borrowed) deleted, as the manager's informer handler does. */
+static void cache_pod_gone(const json_t *pod)
+{
+    char key[128];
+    (void)snprintf(key, sizeof(key), NS "/%s", kube_obj_name(pod));
+    (void)kube_store_remove(E.pods, key, NULL);
+    sb_memo_created_gone(E.memo, pod);
+}
+
+/* ---- tests -------------------------------------------------------------------------- */
+
+/* Appends the cached Sandbox's Suspended "status/reason" and a space to hist. */
+static void remember(char *hist, size_t size)
+{
+    size_t len = strlen(hist);
+    suspended_now(hist + len, size - len);
+    len = strlen(hist);
+    if (len + 1 < size) {
+        hist[len] = ' ';
+        hist[len + 1] = '\0';
+    }
+}
+
+/* A suspend that reaches the Pod a pass created before the Pod cache shows it: the
+ * suspend is not reported done (Suspended=True) while that Pod may still be terminating,
+ * nor undone when the cache shows it late: True once, when its deletion is seen. */
+static void test_suspend_before_cache_shows_pod(void **state)
+{
+    char hist[512] = "", *t;
+    json_t *pod;
+    (void)state;
+    new_sandbox(false);
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.creates), 1);
+    set_mode("Suspended");
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.deletes), 1);
+    remember(hist, sizeof(hist));
+    /* the Pod cache still has not shown the Pod: it may be terminating, not gone */
+    assert_int_equal(pass(), 0);
+    remember(hist, sizeof(hist));
+    /* now it shows it (its ADDED event, late), then its deletion */
+    pod = owned_pod(NAME, 0);
+    json_object_set_new(json_object_get(pod, "metadata"), "uid",
+                        json_string("22222222-0000-0000-0000-000000000001"));
+    assert_int_equal(kube_store_put(E.pods, json_incref(pod), NULL), 0);
+    assert_int_equal(pass(), 0);
+    remember(hist, sizeof(hist));
+    cache_pod_gone(pod);
+    assert_int_equal(pass(), 0);
+    remember(hist, sizeof(hist));
+    /* never True, then False again */
+    t = strstr(hist, "True/");
+    assert_non_null(t);
+    if (strstr(t, "False/"))
+        fail_msg("Suspended flapped: %s", hist);
+    /* and True only once the Pod's deletion was seen */
+    assert_string_equal(hist, "False/" SB_R_POD_TERMINATING " False/" SB_R_POD_TERMINATING
+                              " False/" SB_R_POD_TERMINATING " True/" SB_R_POD_TERMINATED " ");
+    assert_int_equal(count(&S.others), 0);
+    json_decref(pod);
+}
+
+/* Suspended and resumed at once, the cache never showing the Pod: the resume creates the
+ * Pod again straight away (a deleted Pod's record counts while suspended only). */
+static void test_resume_creates_at_once(void **state)
+{
+    (void)state;
+    new_sandbox(false);
+    assert_int_equal(pass(), 0);
+    set_mode("Suspended");
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.deletes), 1);
+    set_mode("Running");
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.creates), 2);
+    assert_suspended("False/" SB_R_NOT_SUSPENDED);
+    assert_int_equal(count(&S.others), 0);
+}
+
+/* Suspended and resumed at once, the cache never showing the Pod, which is still
+ * terminating: the create is refused (AlreadyExists), the Pod read is the one going, and
+ * when it has gone the new Pod is no replacement of a lost one. */
+static void test_resume_finds_pod_terminating(void **state)
+{
+    json_t *going, *st;
+    (void)state;
+    new_sandbox(false);
+    assert_int_equal(pass(), 0);
+    set_mode("Suspended");
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.deletes), 1);
+    /* the API server has it, terminating */
+    going = owned_pod(NAME, 0);
+    json_object_set_new(json_object_get(going, "metadata"), "uid",
+                        json_string("22222222-0000-0000-0000-000000000001"));
+    json_object_set_new(json_object_get(going, "metadata"), "deletionTimestamp",
+                        json_string("2026-01-01T00:00:00Z"));
+    pthread_mutex_lock(&S.lock);
+    S.existing = json_incref(going);
+    pthread_mutex_unlock(&S.lock);
+    set_mode("Running");
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.creates), 1);
+    /* it goes (the cache never showed it: its record goes with its deletion) */
+    pthread_mutex_lock(&S.lock);
+    json_decref(S.existing);
+    S.existing = NULL;
+    pthread_mutex_unlock(&S.lock);
+    sb_memo_created_gone(E.memo, going);
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.creates), 2);
+    st = written(nwrites() - 1);
+    if (strstr(cond_field(st, SB_COND_READY, "message"), "lost"))
+        fail_msg("a false lost Pod: %s", cond_field(st, SB_COND_READY, "message"));
+    assert_string_equal(cond_field(st, SB_COND_SUSPENDED, "reason"), SB_R_NOT_SUSPENDED);
+    json_decref(st);
+    assert_int_equal(count(&S.others), 0);
+    json_decref(going);
+}
+
+/* Resumes before the suspended Pod has gone (quick_cache: the Pod cache shows its
+ * deletion before the resume pass, else not yet): when it goes, the new Pod is no
+ * replacement of a lost one. */
+static void quick_resume(bool deletion_seen)
+{
+    json_t *pod, *st;
+    new_sandbox(false);
+    pod = owned_pod(NAME, 1);
+    assert_int_equal(kube_store_put(E.pods, json_incref(pod), NULL), 0);
+    assert_int_equal(pass(), 0);
+    st = written(nwrites() - 1);
+    assert_string_equal(cond_field(st, SB_COND_READY, "status"), "True");
+    json_decref(st);
+    set_mode("Suspended");
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.deletes), 1);
+    assert_suspended("False/" SB_R_POD_TERMINATING);
+    if (deletion_seen)
+        cache_pod_deleting(pod);
+    set_mode("Running");
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.creates), 0);
+    cache_pod_gone(pod);
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.creates), 1);
+    st = written(nwrites() - 1);
+    if (strstr(cond_field(st, SB_COND_READY, "message"), "lost"))
+        fail_msg("a false lost Pod: %s", cond_field(st, SB_COND_READY, "message"));
+    assert_string_equal(cond_field(st, SB_COND_SUSPENDED, "reason"), SB_R_NOT_SUSPENDED);
+    json_decref(st);
+    assert_int_equal(count(&S.others), 0);
+    json_decref(pod);
+}
+
+static void test_quick_resume_not_lost(void **state)
+{
+    (void)state;
+    quick_resume(true);
+}
+
+static void test_quick_resume_before_cache_sees_delete(void **state)
+{
+    (void)state;
+    quick_resume(false);
+}
+
+/* A refused DELETE of the Pod is no "Pod is terminating": Suspended says it failed, the
+ * pass fails (retried with back-off), and the retry that succeeds says terminating. */
+static void test_suspend_delete_refused(void **state)
+{
+    json_t *pod, *st;
+    (void)state;
+    new_sandbox(false);
+    pod = owned_pod(NAME, 2);
+    assert_int_equal(kube_store_put(E.pods, json_incref(pod), NULL), 0);
+    assert_int_equal(pass(), 0);
+    set_mode("Suspended");
+    set_delete_status(403);
+    assert_true(pass() < 0);
+    assert_suspended("False/" SB_R_POD_DELETE_FAILED);
+    st = written(nwrites() - 1);
+    assert_string_equal(cond_field(st, SB_COND_READY, "reason"), SB_R_RECONCILER_ERROR);
+    assert_non_null(strstr(cond_field(st, SB_COND_READY, "message"), "pod delete failed"));
+    json_decref(st);
+    set_delete_status(500);
+    assert_true(pass() < 0);
+    assert_suspended("False/" SB_R_POD_DELETE_FAILED);
+    set_delete_status(200);
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.deletes), 3);
+    assert_suspended("False/" SB_R_POD_TERMINATING);
+    cache_pod_gone(pod);
+    assert_int_equal(pass(), 0);
+    assert_suspended("True/" SB_R_POD_TERMINATED);
+    assert_int_equal(count(&S.others), 0);
+    json_decref(pod);
+}
+
+/* While two Pods conflict, the Service's status fields stay as they were. */
+static void test_multiple_pods_keep_service(void **state)
+{
+    json_t *sb, *svc, *pod, *st;
+    (void)state;
+    new_sandbox(true);
+    sb = cached_sb();
+    svc = sb_desired_service(sb);
+    json_decref(sb);
+    json_object_set_new(json_object_get(svc, "metadata"), "uid",
+                        json_string("44444444-0000-0000-0000-000000000001"));
+    json_object_set_new(json_object_get(svc, "metadata"), "resourceVersion", json_string("7"));
+    assert_int_equal(kube_store_put(E.services, svc, NULL), 0);
+    pod = owned_pod(NAME, 3);
+    assert_int_equal(kube_store_put(E.pods, pod, NULL), 0);
+    assert_int_equal(pass(), 0);
+    st = written(nwrites() - 1);
+    assert_string_equal(json_string_value(json_object_get(st, "service")) ?: "-", NAME);
+    assert_string_equal(json_string_value(json_object_get(st, "serviceFQDN")) ?: "-",
+                        NAME "." NS ".svc.cluster.local");
+    json_decref(st);
+    assert_int_equal(kube_store_put(E.pods, owned_pod(NAME "-other", 4), NULL), 0);
+    assert_int_equal(pass(), 0);
+    st = written(nwrites() - 1);
+    assert_string_equal(cond_field(st, SB_COND_READY, "reason"), SB_R_MULTIPLE_PODS);
+    assert_string_equal(json_string_value(json_object_get(st, "service")) ?: "-", NAME);
+    assert_string_equal(json_string_value(json_object_get(st, "serviceFQDN")) ?: "-",
+                        NAME "." NS ".svc.cluster.local");
+    json_decref(st);
+    assert_int_equal(count(&S.others), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_suspend_before_cache_shows_pod, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_creates_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_finds_pod_terminating, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quick_resume_not_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quick_resume_before_cache_sees_delete, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_suspend_delete_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multiple_pods_keep_service, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
