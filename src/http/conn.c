@@ -104,16 +104,33 @@ static void conn_end(struct http_conn *c)
 }
 
 /* True while response bytes are still queued and the client took some of them within
- * LIMIT_HTTP_WRITE_STALL: a close now would throw away the end of a response it is still
- * reading (an idle or linger timer re-arms instead). */
+ * the write stall time (http_server_opts.write_stall): a close now would throw away the
+ * end of a response it is still reading (an idle, linger or upgrade timer re-arms
+ * instead). */
 static bool writes_moving(const struct http_conn *c)
 {
-    return c->queued > 0 && clock_now() - c->write_progress < LIMIT_HTTP_WRITE_STALL;
+    return c->queued > 0 && clock_now() - c->write_progress < c->server->opts.write_stall;
+}
+
+/* http_req_upgrade: the 101 waits in the write queue (behind the answers before it, on a
+ * keep-alive connection). It is bound like any queued response: while the client takes
+ * bytes the wait goes on; once it took none for the write stall time the connection
+ * closes, which cancels the 101's write (its owner hears status < 0). */
+void http__conn_arm_upgrade(struct http_conn *c)
+{
+    arm(c, c->server->opts.write_stall, false);
 }
 
 static void on_timer(uv_timer_t *t)
 {
     struct http_conn *c = t->data;
+    if (c->upgrading) {
+        if (writes_moving(c))
+            http__conn_arm_upgrade(c);
+        else
+            http__conn_close(c);
+        return;
+    }
     switch (c->state) {
     case HTTP_CONN_HEAD:
         if (uv_is_active((uv_handle_t *)&c->defer)) {

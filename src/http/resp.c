@@ -5,6 +5,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "http/server_int.h"
@@ -215,6 +218,29 @@ int http_resp_header_add_str(struct http_req *req, struct str name, struct str v
     (void)buf_append(b, value.p, value.len);
     (void)buf_append(b, "\r\n", 2);
     return 0;
+}
+
+int http_resp_headers_reset(struct http_req *req)
+{
+    if (req->resp != HTTP_RESP_NONE)
+        return -EALREADY;
+    buf_reset(&req->resp_headers);
+    return 0;
+}
+
+usec_t http_resp_write_progress(struct http_req *req)
+{
+    struct http_conn *c = req->conn;
+    if (!c)
+        return 0;
+    uv_os_fd_t fd;
+    int outq = 0;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, SIOCOUTQ, &outq) == 0 &&
+        outq >= 0 && (size_t)outq != c->outq) {
+        c->outq = (size_t)outq; /* the client read (or libuv wrote) since the last sample */
+        c->outq_change = clock_now();
+    }
+    return c->outq_change > c->write_progress ? c->outq_change : c->write_progress;
 }
 
 int http_resp_header_add(struct http_req *req, const char *name, const char *value)

@@ -29,6 +29,8 @@ static void fill_defaults(struct http_server_opts *o)
         o->write_queue = LIMIT_HTTP_WRITE_QUEUE;
     if (!o->stream_stall)
         o->stream_stall = LIMIT_HTTP_STREAM_STALL;
+    if (!o->write_stall)
+        o->write_stall = LIMIT_HTTP_WRITE_STALL;
     if (o->backlog <= 0)
         o->backlog = 511;
 }

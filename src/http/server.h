@@ -86,6 +86,9 @@ struct http_server_opts {
     size_t write_queue;             /* queued response bytes before back-pressure */
     usec_t stream_stall;            /* a response's full queue not taken from for this:
                                      * the connection closes (0: LIMIT_HTTP_STREAM_STALL) */
+    usec_t write_stall;             /* queued bytes the client took none of for this: an
+                                     * idle, lingering or upgrading connection closes
+                                     * (0: LIMIT_HTTP_WRITE_STALL) */
     http_error_body_fn *error_body; /* NULL: {"detail": "..."} as application/json */
     void *error_ctx;
     /* Called when a request with a body is routed, before any of its body is read, with
@@ -241,6 +244,16 @@ int http_req_peer(const struct http_req *req, char *out, size_t size);
 int http_resp_write(struct http_req *req, const void *data, size_t len);
 /** Ends a streaming response. Returns 0, -EINVAL (not started) or -EPIPE. */
 int http_resp_end(struct http_req *req);
+/** When the client last took bytes of req's connection: the last completed write (or
+ * the current queue's start), or the last call that saw the bytes the kernel holds for
+ * the client (SIOCOUTQ) change since the call before. A write completes only once the
+ * socket buffer has room for it, which a slow client takes long to make: sample at the
+ * start of a wait (the result then is now or older) and at its timer. 0 when the
+ * connection is gone. */
+usec_t http_resp_write_progress(struct http_req *req);
+/** Drops the headers added with http_resp_header_add while no response has started (an
+ * error answered instead of the response they were meant for). Returns 0 or -EALREADY. */
+int http_resp_headers_reset(struct http_req *req);
 
 /* ---- Connection upgrade (101 Switching Protocols) ----------------------------------- */
 
@@ -266,10 +279,12 @@ struct http_upgrade_opts {
  * of the server: the request is finished at once (responses fail with -EPIPE, the abort
  * callback never runs), no more bytes are read as HTTP, and once the 101 is written the
  * socket is handed over through opts->fn (always called exactly once, later, unless this
- * returns an error). The server no longer counts or drains the connection: the new owner
- * handles its shutdown. The request body must be complete (upgrade requests have none).
- * Borrows opts. Returns 0, -EALREADY (a response started), -EPIPE (connection gone) or
- * -EINVAL (body not complete, no fn or tcp, bad protocol token). */
+ * returns an error). The 101 may wait behind answers still queued on the connection: a
+ * client that takes no byte of them for write_stall (http_server_opts) has the
+ * connection closed, and fn gets status < 0. After the hand-over the server no longer
+ * counts or drains the connection: the new owner handles its shutdown. The request body must be
+ * complete (upgrade requests have none). Borrows opts. Returns 0, -EALREADY (a response started),
+ * -EPIPE (connection gone) or -EINVAL (body not complete, no fn or tcp, bad protocol token). */
 int http_req_upgrade(struct http_req *req, const struct http_upgrade_opts *opts);
 
 /** The reason phrase of status ("OK"), "Unknown" for others; static. */

@@ -77,6 +77,8 @@ struct http_conn {
     struct http_req *req;
     size_t queued;         /* bytes handed to uv_write and not yet completed */
     usec_t write_progress; /* the last write's completion, or the queue's start */
+    size_t outq;           /* the kernel's unsent/unread bytes at the last sample */
+    usec_t outq_change;    /* when a sample last saw outq change (http_resp_write_progress) */
     bool reading, read_eof, closing, keep_alive, in_process, resp_complete, idle_timer;
     bool shut_done; /* our FIN went out (conn_end's shutdown completed) */
     bool upgrading; /* http_req_upgrade: no more HTTP reads; the socket is being handed over */
@@ -138,6 +140,9 @@ void http__conn_response_done(struct http_conn *c);
 void http__conn_update_read(struct http_conn *c);
 /** Resumes body processing after http_req_pause_body(req, false). */
 void http__conn_resume(struct http_conn *c);
+/** Bounds the hand-over of an upgrade (its 101 queued): the connection closes once the
+ * client took no byte for the write stall time (http_server_opts.write_stall). */
+void http__conn_arm_upgrade(struct http_conn *c);
 
 /* resp.c */
 /** Writes a complete error response outside any request (parse errors, timeouts) with

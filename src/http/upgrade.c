@@ -137,7 +137,6 @@ int http_req_upgrade(struct http_req *req, const struct http_upgrade_opts *opts)
     struct http_conn *c = req->conn;
     struct upgrade_op *op = build_op(req, opts);
     c->upgrading = true;
-    (void)uv_timer_stop(&c->timer);
     http__conn_update_read(c);
     /* The request ends here for the HTTP layer. */
     req->resp = HTTP_RESP_DONE;
@@ -151,7 +150,10 @@ int http_req_upgrade(struct http_req *req, const struct http_upgrade_opts *opts)
         http__conn_close(c);
         return -EPIPE;
     }
+    if (c->queued == 0)
+        c->write_progress = clock_now(); /* the stall clock starts with the queue */
     c->queued += op->len;
+    http__conn_arm_upgrade(c); /* a 101 the client never takes must not hold it forever */
     return 0;
 }
 

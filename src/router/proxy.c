@@ -46,11 +46,21 @@ static void on_timer_closed(uv_handle_t *h)
     xfree(x);
 }
 
+/* The exchange's last byte either way. While the client's queue is full (upstream reads
+ * stopped until it drains to half, which a slow client takes long for), the bytes the
+ * client takes count (http_resp_write_progress): a slow but steady download is not
+ * idle. */
+static usec_t px_activity(struct px *x)
+{
+    usec_t w = x->blocked && x->req ? http_resp_write_progress(x->req) : 0;
+    return w > x->last_activity ? w : x->last_activity;
+}
+
 static void on_px_timer(uv_timer_t *t)
 {
     struct px *x = t->data;
     usec_t now = clock_now();
-    usec_t idle_end = x->last_activity + x->p->o.idle_timeout;
+    usec_t idle_end = px_activity(x) + x->p->o.idle_timeout;
     if (x->held && now < x->deadline) {
         /* Held for a resume: no byte is due; the gate answers past its own hold limit. */
         x->last_activity = now;
@@ -68,7 +78,7 @@ static void on_px_timer(uv_timer_t *t)
 
 static void px_arm(struct px *x)
 {
-    usec_t now = clock_now(), idle_end = x->last_activity + x->p->o.idle_timeout;
+    usec_t now = clock_now(), idle_end = px_activity(x) + x->p->o.idle_timeout;
     usec_t end = idle_end < x->deadline ? idle_end : x->deadline;
     (void)uv_timer_start(&x->timer, on_px_timer, end > now ? ms(end - now) : 0, 0);
 }
@@ -426,16 +436,27 @@ void proxy__px_up_written(struct px *x, int status)
 
 static void connect_upstream(struct px *x);
 
+/* The connect failed: 504 for a timeout, else 502. "Could not connect" only while the
+ * request never left: after a retry the first attempt was sent (it may have run), and
+ * clients take that text as proof that it did not (docs/router.md). */
+static void connect_failed(struct px *x, int status)
+{
+    char d[160];
+    const char *what = status == -ETIMEDOUT ? "Timed out waiting for the backend sandbox"
+                       : x->retried ? "The backend sandbox closed the connection or answered badly"
+                                    : "Could not connect to the backend sandbox";
+    (void)snprintf(d, sizeof(d), "%s: %s", what, x->rt.name);
+    proxy__px_fail(x, status == -ETIMEDOUT ? 504 : 502, d,
+                   status == -ETIMEDOUT ? "timeout" : "dial");
+}
+
 void proxy__px_connected(struct px *x, int status)
 {
     if (x->finished)
         return;
     if (status < 0) {
         x->up = NULL;
-        char d[160];
-        (void)snprintf(d, sizeof(d), "Could not connect to the backend sandbox: %s", x->rt.name);
-        proxy__px_fail(x, status == -ETIMEDOUT ? 504 : 502, d,
-                       status == -ETIMEDOUT ? "timeout" : "dial");
+        connect_failed(x, status);
         return;
     }
     x->last_activity = clock_now();
@@ -485,7 +506,11 @@ bool proxy__px_retry(struct px *x)
     upconn_close(x->up);
     x->up = NULL;
     x->req_sent = false;
-    connect_upstream(x);
+    /* A new connection, not another pooled one: that may be as stale as this was. */
+    int err = 0;
+    x->up = upconn_connect(x->p, x->ip, x->rt.port, x, &err);
+    if (!x->up)
+        proxy__px_connected(x, err);
     return true;
 }
 

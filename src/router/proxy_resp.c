@@ -61,8 +61,9 @@ static void bad_gateway(struct px *x, const char *reason)
 {
     char d[160];
     (void)snprintf(d, sizeof(d),
-                   x->req_sent ? "The backend sandbox closed the connection or answered badly: %s"
-                               : "Could not connect to the backend sandbox: %s",
+                   x->req_sent || x->retried
+                       ? "The backend sandbox closed the connection or answered badly: %s"
+                       : "Could not connect to the backend sandbox: %s",
                    x->rt.name);
     proxy__px_fail(x, 502, d, reason);
 }
@@ -168,15 +169,27 @@ static int process_head(struct px *x)
     buf_consume(&x->in, (size_t)n);
     x->head_done = true;
     if (x->head->status == 101) {
-        if (!x->is_upgrade || copy_headers(x) < 0 || proxy__tunnel_start(x) < 0)
+        if (!x->is_upgrade || copy_headers(x) < 0 || proxy__tunnel_start(x) < 0) {
+            (void)http_resp_headers_reset(x->req); /* the sandbox's, not for our 502 */
             bad_gateway(x, "other");
+        }
         return -1;
     }
     if (start_response(x) < 0) {
+        (void)http_resp_headers_reset(x->req); /* no-op once the response started */
         proxy__px_fail(x, 502, "Could not pass on the backend's answer.", "other");
         return -1;
     }
     return 1;
+}
+
+/* The client's queue is full: upstream reads stop until it drains. The client's progress
+ * is sampled now, so that the idle timer counts only what it takes from here on. */
+static void block(struct px *x)
+{
+    x->blocked = true;
+    (void)upconn_read(x->up, false);
+    (void)http_resp_write_progress(x->req);
 }
 
 /* Writes data to the client; false when the exchange must wait for a drain or ended. */
@@ -191,8 +204,7 @@ static bool write_client(struct px *x, struct str data)
     }
     x->bytes_out += data.len;
     if (r == 1) {
-        x->blocked = true;
-        (void)upconn_read(x->up, false);
+        block(x);
         return false;
     }
     return true;
@@ -206,8 +218,7 @@ static bool client_full(struct px *x)
 {
     if (http_resp_write(x->req, NULL, 0) != -EAGAIN)
         return false;
-    x->blocked = true;
-    (void)upconn_read(x->up, false);
+    block(x);
     return true;
 }
 

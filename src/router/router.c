@@ -49,6 +49,7 @@ struct router {
     struct http_probes_opts probes;
     atomic_bool stopping, stop_sent;
     int pending_stops;
+    usec_t stop_deadline; /* the signal plus --shutdown-timeout: one budget for all */
 };
 
 static bool synced(void *ctx)
@@ -254,7 +255,10 @@ static void on_requests_drained(struct http_server *s, void *ctx)
 {
     struct router *r = ctx;
     (void)s;
-    proxy_shutdown(r->proxy, r->o.shutdown_grace, on_proxy_done, r);
+    /* Tunnels get what the request drain left of the grace, not a second one: the whole
+     * shutdown must fit in the Pod's terminationGracePeriodSeconds. */
+    usec_t now = clock_now();
+    proxy_shutdown(r->proxy, r->stop_deadline > now ? r->stop_deadline - now : 0, on_proxy_done, r);
     one_stopped(r);
 }
 
@@ -268,6 +272,7 @@ static void on_stop(uv_async_t *a)
     log_info("shutting down\tgrace_ms=%llu",
              (unsigned long long)(r->o.shutdown_grace / USEC_PER_MSEC));
     r->pending_stops = 4; /* proxy server, proxy, probe server, and this */
+    r->stop_deadline = clock_now() + r->o.shutdown_grace;
     http_server_shutdown(r->server, r->o.shutdown_grace, on_requests_drained, r);
     one_stopped(r);
 }

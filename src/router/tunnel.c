@@ -302,6 +302,11 @@ int proxy__tunnel_start(struct px *x)
     x->up = NULL;
     t->up->owner_kind = UP_TUNNEL;
     t->up->owner = t;
+    /* The hand-over waits for the 101 to be written (behind the answers before it on a
+     * keep-alive connection): a client that never takes it does not hold the tunnel's
+     * room and its upstream past the idle timeout (on_upgraded restarts it). */
+    t->last_activity = clock_now();
+    (void)uv_timer_start(&t->timer, on_idle, ms(t->p->o.tunnel_idle), 0);
     x->status = 101;
     x->resp_started = x->resp_done = true;
     proxy__px_finish(x);

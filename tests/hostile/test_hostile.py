@@ -1271,5 +1271,90 @@ class RouterHold(unittest.TestCase):
             slog.close()
 
 
+@unittest.skipUnless(router_available(), "needs SANDBOX_ROUTER_BIN and an API server")
+class RouterShutdown(unittest.TestCase):
+    """SIGTERM: one --shutdown-timeout for everything, from the signal."""
+
+    def test_tunnels_get_what_remains_of_the_grace(self):
+        """A request in flight that never ends takes the whole grace of the request drain;
+        an open tunnel then gets what remains of it (nothing), not a grace of its own: the
+        router is gone within one --shutdown-timeout (3 s here), as the Pod's
+        terminationGracePeriodSeconds expects (before: 3 s more for the tunnel)."""
+        d = tempfile.mkdtemp(prefix="hostile-shutdown-")
+        ns = new_namespace("shut-")
+        p, port, log = start_router(d, ns, "--shutdown-timeout", "3s")
+        auth = f"Authorization: Bearer {admin_token()}\r\n".encode()
+        kubectl("-n", ns, "apply", "-f", "-", stdin=json.dumps({
+            "apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
+            "metadata": {"name": "box"},
+            "spec": {"podTemplate": {"spec": {"containers": [{"name": "r", "image": "i"}]}}}}))
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        kubectl("-n", ns, "patch", "sandbox", "box", "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": {"podIPs": ["127.0.0.1"], "conditions": [{
+                    "type": "Ready", "status": "True", "reason": "DependenciesReady",
+                    "message": "", "lastTransitionTime": now}]}}))
+
+        def req(up_port, path, extra=b""):
+            return (f"GET /s/{ns}/box/{up_port}{path} HTTP/1.1\r\nHost: x\r\n".encode() + auth
+                    + extra + b"\r\n")
+
+        ok = RecordingUpstream(lambda conn, nth, head: b"HTTP/1.1 200 OK\r\n"
+                               b"Content-Length: 2\r\n\r\nok")
+        heads = threading.Semaphore(0)
+
+        def hold(c, answer):
+            if c is None:
+                return
+            c.settimeout(30)
+            got = b""
+            try:
+                while b"\r\n\r\n" not in got:
+                    got += c.recv(4096)
+                c.sendall(answer)
+                heads.release()
+                while c.recv(4096):
+                    pass
+            except OSError:
+                pass
+
+        clients = []
+        try:
+            end = time.monotonic() + 30
+            while True:  # the router's cache sees the Sandbox
+                raw = one_at_a_time(port, [req(ok.port, "/")])[0]
+                if statuses(raw)[:1] == [200] or time.monotonic() > end:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(statuses(raw)[:1], [200], raw[:300])
+            tport, tth = loopback_upstream(lambda c: hold(
+                c, b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n"))
+            hport, hth = loopback_upstream(lambda c: hold(c, b""))
+            tun = socket.create_connection(("127.0.0.1", port), 10)
+            clients.append(tun)
+            tun.sendall(req(tport, "/t", b"Connection: Upgrade\r\nUpgrade: x\r\n"))
+            got = b""
+            while b"\r\n\r\n" not in got:
+                chunk = tun.recv(4096)
+                self.assertTrue(chunk, got)
+                got += chunk
+            self.assertEqual(statuses(got)[:1], [101], got[:200])
+            slow = socket.create_connection(("127.0.0.1", port), 10)
+            clients.append(slow)
+            slow.sendall(req(hport, "/never"))
+            self.assertTrue(heads.acquire(timeout=10) and heads.acquire(timeout=10))
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(timeout=30)
+            took = time.monotonic() - t0
+        finally:
+            for c in clients:
+                c.close()
+            ok.close()
+            rcs, tail = stop_router((p,), (log,), d, ns)
+        self.assertEqual(rc, 0, tail)
+        self.assertGreater(took, 2.5)  # the request had its grace
+        self.assertLess(took, 5.0, tail)  # and the tunnel no second one (before: ~6 s)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "common/xalloc.h"
@@ -27,6 +28,7 @@ struct echo {
 
 /* Written on the server's loop thread, read on the test thread. */
 static atomic_int last_misuse = 1;
+static atomic_int upgrade_failures;
 
 static void on_echo_closed(uv_handle_t *h)
 {
@@ -72,6 +74,7 @@ static void on_upgraded(void *ctx, int status, uv_tcp_t *tcp, struct str pending
 {
     struct echo *e = ctx;
     if (status < 0) {
+        atomic_fetch_add(&upgrade_failures, 1);
         xfree(e);
         return;
     }
@@ -113,6 +116,18 @@ static int h_misuse(struct http_req *req, void *ctx)
     return 0;
 }
 
+#define BIG_LEN (16u * 1024 * 1024) /* past any socket buffers */
+
+static int h_big(struct http_req *req, void *ctx)
+{
+    (void)ctx;
+    char *body = xmalloc(BIG_LEN);
+    memset(body, 'b', BIG_LEN);
+    int r = http_respond(req, 200, "text/plain", body, BIG_LEN);
+    xfree(body);
+    return r;
+}
+
 struct fixture {
     struct http_router *router;
     struct http_server_thread *t;
@@ -125,6 +140,20 @@ static int setup(void **state)
     assert_int_equal(http_router_add(f->router, "GET", "/ws", 0, h_upgrade, NULL), 0);
     assert_int_equal(http_router_add(f->router, "GET", "/misuse", 0, h_misuse, NULL), 0);
     struct http_server_opts o = {.router = f->router};
+    assert_int_equal(http_server_start_thread(&o, &f->t), 0);
+    *state = f;
+    return 0;
+}
+
+/* A server whose queue holds a whole /big answer and whose write stall is short. */
+static int setup_stall(void **state)
+{
+    struct fixture *f = XNEW(struct fixture);
+    f->router = http_router_new();
+    assert_int_equal(http_router_add(f->router, "GET", "/ws", 0, h_upgrade, NULL), 0);
+    assert_int_equal(http_router_add(f->router, "GET", "/big", 0, h_big, NULL), 0);
+    struct http_server_opts o = {
+        .router = f->router, .write_queue = 64u * 1024 * 1024, .write_stall = 300 * USEC_PER_MSEC};
     assert_int_equal(http_server_start_thread(&o, &f->t), 0);
     *state = f;
     return 0;
@@ -215,12 +244,42 @@ static void test_upgrade_client_gone(void **state)
     test_upgrade_misuse(state);
 }
 
+/* An upgrade pipelined behind an answer the client never reads: its 101 cannot be
+ * written, and the connection must not wait for it forever. After the write stall the
+ * connection closes, the hand-over fails (fn hears it) and the server's books are
+ * clear. */
+static void test_upgrade_behind_unread_answer(void **state)
+{
+    struct fixture *f = *state;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rcvbuf = 4096; /* set before the connect: the window stays small */
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons(http_server_thread_port(f->t))};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    static const char reqs[] = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"
+                               "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+                               "Upgrade: echo\r\n\r\n";
+    assert_int_equal(send(fd, reqs, sizeof(reqs) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(reqs) - 1);
+    int before = atomic_load(&upgrade_failures);
+    usec_t end = clock_now() + 10 * USEC_PER_SEC;
+    while (atomic_load(&upgrade_failures) == before && clock_now() < end)
+        (void)usleep(20 * 1000);
+    assert_int_equal(atomic_load(&upgrade_failures), before + 1);
+    while (http_server_connections(http_server_thread_server(f->t)) > 0 && clock_now() < end)
+        (void)usleep(20 * 1000);
+    assert_int_equal(http_server_connections(http_server_thread_server(f->t)), 0);
+    (void)close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_upgrade_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_misuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_client_gone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upgrade_behind_unread_answer, setup_stall, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,548 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The proxy's edges on a real loop, against a scripted upstream: an upgrade whose 101
+ * the client never takes does not hold its tunnel's room, a slow but steady download is
+ * not idle, a retry connects anew (and after a sent attempt never says "Could not
+ * connect"), a connect timeout says it timed out, and a 502 never carries the sandbox's
+ * own headers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "common/xalloc.h"
+#include "http/server.h"
+#include "kube/store.h"
+#include "router/proxy.h"
+#include "support/http_client.h"
+
+#define T_IO    (10 * USEC_PER_SEC)
+#define MAX_UPS 64
+
+/* ---- The upstream: answers by the request's path (see up_request) ------------------ */
+
+struct up {
+    uv_tcp_t tcp;
+    struct fx *f;
+    char buf[8192];
+    size_t len;
+    int nth; /* requests seen on this connection */
+};
+
+struct fx {
+    uv_loop_t loop;
+    uv_async_t stop;
+    uv_tcp_t listener;
+    pthread_t th;
+    struct kube_store *store;
+    struct proxy *proxy;
+    struct http_router *router;
+    struct http_server *server;
+    uint16_t port, up_port;
+    struct up *ups[MAX_UPS];
+    int nups;
+    size_t big_len;             /* body of /big */
+    struct up *pair[2];         /* /pair requests waiting for their partner */
+    bool close_listener;        /* after answering /ok: the next dial is refused */
+    bool listener_closed;       /* loop thread only */
+    atomic_int accepts, wsreqs; /* read by the test thread */
+};
+
+struct up_write {
+    uv_write_t w;
+    size_t len;
+    char data[];
+};
+
+static void on_up_closed(uv_handle_t *h)
+{
+    xfree(h->data);
+}
+
+static void on_up_written(uv_write_t *w, int status)
+{
+    (void)status;
+    xfree(container_of(w, struct up_write, w));
+}
+
+static void up_send(struct up *u, const char *p, size_t n)
+{
+    struct up_write *o = xmalloc(sizeof(*o) + n);
+    memcpy(o->data, p, n);
+    o->len = n;
+    uv_buf_t b = uv_buf_init(o->data, (unsigned)n);
+    if (uv_write(&o->w, (uv_stream_t *)&u->tcp, &b, 1, on_up_written) < 0)
+        xfree(o);
+}
+
+static void up_send_str(struct up *u, const char *s)
+{
+    up_send(u, s, strlen(s));
+}
+
+static void up_drop(struct up *u)
+{
+    struct fx *f = u->f;
+    for (int i = 0; i < f->nups; i++)
+        if (f->ups[i] == u)
+            f->ups[i] = NULL;
+    for (int i = 0; i < 2; i++)
+        if (f->pair[i] == u)
+            f->pair[i] = NULL;
+    if (!uv_is_closing((uv_handle_t *)&u->tcp))
+        uv_close((uv_handle_t *)&u->tcp, on_up_closed);
+}
+
+static void up_big(struct up *u)
+{
+    size_t n = u->f->big_len;
+    char head[128];
+    int hn = snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", n);
+    struct up_write *o = xmalloc(sizeof(*o) + (size_t)hn + n);
+    memcpy(o->data, head, (size_t)hn);
+    for (size_t i = 0; i < n; i++)
+        o->data[(size_t)hn + i] = (char)('a' + i % 26);
+    uv_buf_t b = uv_buf_init(o->data, (unsigned)((size_t)hn + n));
+    if (uv_write(&o->w, (uv_stream_t *)&u->tcp, &b, 1, on_up_written) < 0)
+        xfree(o);
+}
+
+/* A head past the router's LIMIT_HTTP_RESP_HEADERS (not past its upstream head limit),
+ * after headers a 502 must not carry. */
+static void up_huge_headers(struct up *u, const char *status_line)
+{
+    struct buf b;
+    buf_init(&b, 64 * 1024);
+    (void)buf_puts(&b, status_line);
+    (void)buf_puts(&b, "Set-Cookie: session=sandbox-secret\r\nContent-Type: text/html\r\n"
+                       "Cache-Control: public, max-age=86400\r\n");
+    for (int i = 0; i < 24; i++) {
+        (void)buf_printf(&b, "X-Pad-%d: ", i);
+        for (int k = 0; k < 1000; k++)
+            (void)buf_puts(&b, "p");
+        (void)buf_puts(&b, "\r\n");
+    }
+    (void)buf_puts(&b, "Content-Length: 2\r\n\r\nok");
+    up_send(u, b.data, b.len);
+    buf_done(&b);
+}
+
+static const char ok_answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+static void up_request(struct up *u, const char *head)
+{
+    struct fx *f = u->f;
+    u->nth++;
+    if (strncmp(head, "GET /big ", 9) == 0) {
+        up_big(u);
+    } else if (strncmp(head, "GET /ws ", 8) == 0) {
+        atomic_fetch_add(&f->wsreqs, 1);
+        up_send_str(u, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                       "Upgrade: websocket\r\n\r\n");
+    } else if (strncmp(head, "GET /pair ", 10) == 0) {
+        /* answered once two wait: two upstream connections, both pooled after */
+        f->pair[f->pair[0] ? 1 : 0] = u;
+        if (f->pair[0] && f->pair[1]) {
+            up_send_str(f->pair[0], ok_answer);
+            up_send_str(f->pair[1], ok_answer);
+            f->pair[0] = f->pair[1] = NULL;
+        }
+    } else if (strncmp(head, "GET /stale ", 11) == 0) {
+        if (u->nth > 1) /* a reused connection the upstream had given up on */
+            up_drop(u);
+        else
+            up_send_str(u, ok_answer);
+    } else if (strncmp(head, "GET /hugeh ", 11) == 0) {
+        up_huge_headers(u, "HTTP/1.1 200 OK\r\n");
+    } else if (strncmp(head, "GET /hugews ", 12) == 0) {
+        up_huge_headers(u, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                           "Upgrade: websocket\r\n");
+    } else {
+        up_send_str(u, ok_answer);
+        if (f->close_listener && !f->listener_closed) {
+            f->listener_closed = true;
+            uv_close((uv_handle_t *)&f->listener, NULL);
+        }
+    }
+}
+
+static void up_alloc(uv_handle_t *h, size_t s, uv_buf_t *b)
+{
+    struct up *u = h->data;
+    (void)s;
+    *b = uv_buf_init(u->buf + u->len, (unsigned)(sizeof(u->buf) - u->len - 1));
+}
+
+static void up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct up *u = s->data;
+    (void)b;
+    if (n < 0) {
+        up_drop(u);
+        return;
+    }
+    u->len += (size_t)n;
+    u->buf[u->len] = '\0';
+    char *end;
+    while (!uv_is_closing((uv_handle_t *)s) && (end = memmem(u->buf, u->len, "\r\n\r\n", 4))) {
+        size_t used = (size_t)(end - u->buf) + 4;
+        up_request(u, u->buf);
+        memmove(u->buf, u->buf + used, u->len - used);
+        u->len -= used;
+        u->buf[u->len] = '\0';
+    }
+}
+
+static void up_accept(uv_stream_t *srv, int status)
+{
+    struct fx *f = srv->loop->data;
+    assert_int_equal(status, 0);
+    assert_true(f->nups < MAX_UPS);
+    struct up *u = XNEW(struct up);
+    u->f = f;
+    (void)uv_tcp_init(srv->loop, &u->tcp);
+    u->tcp.data = u;
+    assert_int_equal(uv_accept(srv, (uv_stream_t *)&u->tcp), 0);
+    f->ups[f->nups++] = u;
+    atomic_fetch_add(&f->accepts, 1);
+    assert_int_equal(uv_read_start((uv_stream_t *)&u->tcp, up_alloc, up_read), 0);
+}
+
+/* ---- Fixture: proxy + server + upstream on a loop thread ---------------------------- */
+
+struct fx_opts {
+    struct proxy_opts proxy; /* store and allow_loopback are set by fx_start */
+    size_t write_queue;
+    size_t big_len;
+    bool close_listener;
+};
+
+static json_t *sandbox(void)
+{
+    return json_pack("{s:{s:s,s:s,s:s},s:{s:[s],s:[{s:s,s:s,s:s}]}}", "metadata", "name", "box",
+                     "namespace", "ns", "uid", "u1", "status", "podIPs", "127.0.0.1", "conditions",
+                     "type", "Ready", "status", "True", "reason", "DependenciesReady");
+}
+
+static void *loop_main(void *arg)
+{
+    struct fx *f = arg;
+    (void)uv_run(&f->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static void on_stop(uv_async_t *a)
+{
+    struct fx *f = a->data;
+    proxy_free(f->proxy);
+    http_server_shutdown(f->server, 0, NULL, NULL); /* freed once the loop is done */
+    for (int i = 0; i < f->nups; i++)
+        if (f->ups[i])
+            up_drop(f->ups[i]);
+    if (!f->listener_closed)
+        uv_close((uv_handle_t *)&f->listener, NULL);
+    uv_close((uv_handle_t *)&f->stop, NULL);
+}
+
+static struct fx *fx_start(const struct fx_opts *o)
+{
+    struct fx *f = XNEW(struct fx);
+    f->big_len = o->big_len;
+    f->close_listener = o->close_listener;
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    f->loop.data = f;
+    f->store = kube_store_new();
+    assert_int_equal(kube_store_put(f->store, sandbox(), NULL), 0);
+    struct proxy_opts po = o->proxy;
+    po.store = f->store;
+    po.allow_loopback = true;
+    f->proxy = proxy_new(&f->loop, &po);
+    f->router = http_router_new();
+    assert_int_equal(proxy_register(f->proxy, f->router), 0);
+    struct http_server_opts so = {.router = f->router, .write_queue = o->write_queue};
+    assert_int_equal(http_server_new(&f->loop, &so, &f->server), 0);
+    f->port = http_server_port(f->server);
+    struct sockaddr_in a;
+    (void)uv_ip4_addr("127.0.0.1", 0, &a);
+    (void)uv_tcp_init(&f->loop, &f->listener);
+    assert_int_equal(uv_tcp_bind(&f->listener, (struct sockaddr *)&a, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&f->listener, 128, up_accept), 0);
+    int len = sizeof(a);
+    assert_int_equal(uv_tcp_getsockname(&f->listener, (struct sockaddr *)&a, &len), 0);
+    f->up_port = ntohs(a.sin_port);
+    assert_int_equal(uv_async_init(&f->loop, &f->stop, on_stop), 0);
+    f->stop.data = f;
+    assert_int_equal(pthread_create(&f->th, NULL, loop_main, f), 0);
+    return f;
+}
+
+static void fx_stop(struct fx *f)
+{
+    assert_int_equal(uv_async_send(&f->stop), 0);
+    assert_int_equal(pthread_join(f->th, NULL), 0);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    http_server_free(f->server);
+    http_router_free(f->router);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
+/* ---- Client helpers -------------------------------------------------------------------- */
+
+/* Connects with a small receive buffer (set before the connect, so the window stays
+ * small): a client that does not read leaves what it is sent queued in the router. */
+static void connect_small(uint16_t port, int rcvbuf, struct test_http_conn *c)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    c->fd = fd;
+    buf_init(&c->in, 64u * 1024 * 1024);
+}
+
+static void send_req(struct test_http_conn *c, uint16_t up_port, const char *path,
+                     const char *extra)
+{
+    char raw[512];
+    (void)snprintf(raw, sizeof(raw), "GET /s/ns/box/%u%s HTTP/1.1\r\nHost: h\r\n%s\r\n",
+                   (unsigned)up_port, path, extra ? extra : "");
+    assert_int_equal(test_http_send_str(c, raw), 0);
+}
+
+static const char ws_headers[] = "Connection: Upgrade\r\nUpgrade: websocket\r\n";
+
+/* One request on a new connection: its answer's status, the answer in *r. */
+static int request(struct fx *f, uint16_t up_port, const char *path, const char *extra,
+                   struct test_http_resp *r)
+{
+    struct test_http_conn c;
+    assert_int_equal(test_http_connect(f->port, &c), 0);
+    send_req(&c, up_port, path, extra);
+    int rc = test_http_read(&c, false, T_IO, r);
+    test_http_close(&c);
+    return rc < 0 ? rc : r->status;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    (void)usleep(ms * 1000u);
+}
+
+/* ---- Tests ----------------------------------------------------------------------------- */
+
+/* A GET whose answer the client never reads, then an upgrade pipelined behind it: the
+ * 101 waits behind the unread answer and the hand-over never happens. The tunnel being
+ * set up must not hold its --max-tunnels room (and its upstream) forever: the tunnel's
+ * idle timeout runs from the 101, not from the hand-over. */
+static void test_unwritten_101_frees_its_tunnel(void **state)
+{
+    (void)state;
+    struct fx_opts o = {.proxy = {.tunnel_idle = USEC_PER_SEC, .max_tunnels = 1},
+                        .write_queue = 64u * 1024 * 1024,
+                        .big_len = 16u * 1024 * 1024}; /* past any socket buffers */
+    struct fx *f = fx_start(&o);
+    struct test_http_conn a;
+    connect_small(f->port, 4096, &a);
+    send_req(&a, f->up_port, "/big", NULL);
+    send_req(&a, f->up_port, "/ws", ws_headers);
+    usec_t end = clock_now() + T_IO;
+    while (atomic_load(&f->wsreqs) == 0 && clock_now() < end)
+        sleep_ms(20);
+    assert_int_equal(atomic_load(&f->wsreqs), 1); /* the upgrade is in: it holds the room */
+    int status = 0;
+    end = clock_now() + T_IO;
+    while (clock_now() < end) {
+        struct test_http_resp r;
+        test_http_resp_init(&r);
+        status = request(f, f->up_port, "/ws", ws_headers, &r);
+        test_http_resp_done(&r);
+        if (status != 503)
+            break;
+        sleep_ms(100);
+    }
+    assert_int_equal(status, 101); /* before: 503 until the client read or went */
+    test_http_close(&a);
+    fx_stop(f);
+}
+
+/* A download slower than the client's queue drains (the queue full, upstream reads
+ * stopped until it halves, which takes longer than the idle timeout) is not idle while
+ * the client takes bytes: it must complete. */
+static void test_slow_download_is_not_idle(void **state)
+{
+    (void)state;
+    const size_t total = 8u * 1024 * 1024;
+    struct fx_opts o = {.proxy = {.idle_timeout = 3 * USEC_PER_SEC / 2},
+                        .write_queue = 1024 * 1024,
+                        .big_len = total};
+    struct fx *f = fx_start(&o);
+    struct test_http_conn c;
+    connect_small(f->port, 16384, &c);
+    send_req(&c, f->up_port, "/big", NULL);
+    size_t got = 0, want = 0; /* want: head + body, once the head is in */
+    char tmp[16384], head[4096];
+    /* ~128 KiB/s for 5 s: half a 1 MiB queue takes 4 s, a 64 KiB write 0.5 s */
+    usec_t slow_end = clock_now() + 5 * USEC_PER_SEC;
+    struct timeval tv = {.tv_sec = 10};
+    (void)setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    while (want == 0 || got < want) {
+        bool slow = clock_now() < slow_end;
+        ssize_t n = recv(c.fd, tmp, slow ? 12800 : sizeof(tmp), 0);
+        if (n <= 0)
+            break; /* cut: before, the idle timeout ended it after 1.5 s */
+        if (got < sizeof(head))
+            memcpy(head + got, tmp,
+                   (size_t)n < sizeof(head) - got ? (size_t)n : sizeof(head) - got);
+        got += (size_t)n;
+        const char *e =
+            want ? NULL : memmem(head, got < sizeof(head) ? got : sizeof(head), "\r\n\r\n", 4);
+        if (e)
+            want = (size_t)(e - head) + 4 + total;
+        if (slow)
+            sleep_ms(100);
+    }
+    assert_true(want > 0);
+    assert_int_equal(got, want);
+    test_http_close(&c);
+    fx_stop(f);
+}
+
+/* A request failing on a reused connection is retried on a new one, not on another
+ * pooled connection that may be as stale. */
+static void test_retry_connects_anew(void **state)
+{
+    (void)state;
+    struct fx_opts o = {0};
+    struct fx *f = fx_start(&o);
+    struct test_http_conn c[2];
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(test_http_connect(f->port, &c[i]), 0);
+        send_req(&c[i], f->up_port, "/pair", NULL);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(test_http_read(&c[i], false, T_IO, &r), 0);
+        assert_int_equal(r.status, 200);
+        test_http_close(&c[i]);
+    }
+    assert_int_equal(atomic_load(&f->accepts), 2); /* both pooled now */
+    assert_int_equal(request(f, f->up_port, "/stale", NULL, &r), 200);
+    assert_string_equal(buf_str(&r.body), "ok");
+    assert_int_equal(atomic_load(&f->accepts), 3);
+    test_http_resp_done(&r);
+    fx_stop(f);
+}
+
+/* The retry's connect fails: the first attempt was sent (it may have run), so the 502
+ * must not say the request never left. */
+static void test_failed_retry_does_not_say_never_sent(void **state)
+{
+    (void)state;
+    struct fx_opts o = {.close_listener = true};
+    struct fx *f = fx_start(&o);
+    struct test_http_conn c;
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(test_http_connect(f->port, &c), 0);
+    send_req(&c, f->up_port, "/ok", NULL); /* pooled; then the upstream's listener goes */
+    assert_int_equal(test_http_read(&c, false, T_IO, &r), 0);
+    assert_int_equal(r.status, 200);
+    send_req(&c, f->up_port, "/stale", NULL);
+    assert_int_equal(test_http_read(&c, false, T_IO, &r), 0);
+    assert_int_equal(r.status, 502);
+    assert_non_null(strstr(buf_str(&r.body), "closed the connection or answered badly: box"));
+    assert_null(strstr(buf_str(&r.body), "Could not connect"));
+    test_http_close(&c);
+    test_http_resp_done(&r);
+    fx_stop(f);
+}
+
+/* A connect that times out is a 504 "Timed out waiting for the backend sandbox". The
+ * target: a listener whose accept queue is full (backlog 0, one connection in it), which
+ * drops further SYNs. */
+static void test_connect_timeout_says_timed_out(void **state)
+{
+    (void)state;
+    struct fx_opts o = {.proxy = {.connect_timeout = 300 * USEC_PER_MSEC}};
+    struct fx *f = fx_start(&o);
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sin);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(listen(lfd, 0), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
+    int fill[2];
+    for (int i = 0; i < 2; i++) {
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        (void)connect(fill[i], (struct sockaddr *)&sin, sizeof(sin));
+    }
+    sleep_ms(100);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(request(f, ntohs(sin.sin_port), "/x", NULL, &r), 504);
+    assert_non_null(strstr(buf_str(&r.body), "Timed out waiting for the backend sandbox: box"));
+    test_http_resp_done(&r);
+    for (int i = 0; i < 2; i++)
+        (void)close(fill[i]);
+    (void)close(lfd);
+    fx_stop(f);
+}
+
+/* The router's 502 for an answer whose headers it cannot pass on carries none of them
+ * (a cookie, a content type or a cache lifetime of the sandbox's on the router's JSON). */
+static void check_clean_502(struct fx *f, const char *path, const char *extra)
+{
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(request(f, f->up_port, path, extra, &r), 502);
+    char *v = test_http_header(&r, "Set-Cookie");
+    assert_null(v);
+    v = test_http_header(&r, "Cache-Control");
+    assert_null(v);
+    v = test_http_header(&r, "X-Pad-0");
+    assert_null(v);
+    v = test_http_header(&r, "Content-Type");
+    assert_non_null(v);
+    assert_string_equal(v, "application/json");
+    xfree(v);
+    test_http_resp_done(&r);
+}
+
+static void test_502_without_sandbox_headers(void **state)
+{
+    (void)state;
+    struct fx_opts o = {0};
+    struct fx *f = fx_start(&o);
+    check_clean_502(f, "/hugeh", NULL);
+    check_clean_502(f, "/hugews", ws_headers);
+    fx_stop(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unwritten_101_frees_its_tunnel),
+        cmocka_unit_test(test_slow_download_is_not_idle),
+        cmocka_unit_test(test_retry_connects_anew),
+        cmocka_unit_test(test_failed_retry_does_not_say_never_sent),
+        cmocka_unit_test(test_connect_timeout_says_timed_out),
+        cmocka_unit_test(test_502_without_sandbox_headers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
