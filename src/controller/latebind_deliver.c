@@ -61,15 +61,21 @@ void lb_state_free(struct lb_state *s)
     xfree(s);
 }
 
-void lb__cache_put(struct lb_state *s, const char *ns, const char *name, const char *token)
+int lb__cache_put(struct lb_state *s, const char *ns, const char *name, const char *token)
 {
     char key[LIMIT_KUBE_STORE_KEY + 1];
+    int r = 0;
     if (ext__key(ns, name, key, sizeof(key)) < 0)
-        return;
+        return -E2BIG;
     pthread_mutex_lock(&s->lock);
-    if (map_len(s->tokens) < LIMIT_LB_TOKEN_CACHE)
+    if (map_get(s->tokens, key))
+        r = -EEXIST;
+    else if (map_len(s->tokens) >= LIMIT_LB_TOKEN_CACHE)
+        r = -ENOSPC;
+    else
         map_put(s->tokens, key, xstrdup(token), NULL);
     pthread_mutex_unlock(&s->lock);
+    return r;
 }
 
 /* Returns a new copy of the cached token (drop: remove it), or NULL. */
@@ -104,24 +110,50 @@ size_t lb_cached(struct lb_state *s)
 
 /* ---- pool members ------------------------------------------------------------------- */
 
-/* Creates the Sandbox under a fresh random name (retrying a name collision). */
-static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, json_t **ret,
-                         struct kube_err *reterr)
+static int name_fail(struct kube_err *reterr, int r, const char *what)
 {
-    char name[LB_NAME_MAX + 1], secret[LB_NAME_MAX + sizeof(LB_SECRET_SUFFIX)];
+    kube_err_clear(reterr);
+    reterr->code = r;
+    (void)snprintf(reterr->message, sizeof(reterr->message), "%s: errno %d", what, -r);
+    return r;
+}
+
+/* Creates the member named name from sb. Its token is cached first: the member's delete
+ * event (lb_forget) can only come after its create, so no entry outlives its member (a
+ * put after the create could follow the deletion and stay). A failed create drops it. */
+static int create_named(struct ext_ctrl *x, const char *ns, const json_t *sb, const char *name,
+                        const char *token, json_t **ret, struct kube_err *reterr)
+{
+    char secret[LB_NAME_MAX + sizeof(LB_SECRET_SUFFIX)];
+    json_t *copy;
+    int r = lb_secret_name(name, secret, sizeof(secret));
+    if (r < 0)
+        return name_fail(reterr, r, "no token Secret name");
+    if (lb__cache_put(x->lb, ns, name, token) == -EEXIST)
+        return name_fail(reterr, -EEXIST, "the name is a cached member's");
+    copy = json_deep_copy(sb);
+    lb_pool_inject(copy, name, secret);
+    r = kube_create(x->d.client, &API_RES_SANDBOXES, ns, copy, ret, reterr);
+    if (r < 0 && kube_err_outcome_unknown(reterr))
+        r = ext__member_settle(x, ns, name, kube_obj_controller_uid(sb), r, reterr, ret);
+    else if (r < 0 && kube_err_is_already_exists(reterr))
+        r = -EEXIST;
+    json_decref(copy);
+    if (r < 0)
+        lb_forget(x->lb, ns, name);
+    return r;
+}
+
+/* Creates the Sandbox under a fresh random name (retrying a name collision). */
+static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, const char *token,
+                         json_t **ret, struct kube_err *reterr)
+{
+    char name[LB_NAME_MAX + 1];
     int r = -EEXIST;
     for (int attempt = 0; attempt < 3 && r == -EEXIST; attempt++) {
-        json_t *copy = json_deep_copy(sb);
-        if ((r = lb_member_name(sb, name, sizeof(name))) == 0 &&
-            (r = lb_secret_name(name, secret, sizeof(secret))) == 0) {
-            lb_pool_inject(copy, name, secret);
-            r = kube_create(x->d.client, &API_RES_SANDBOXES, ns, copy, ret, reterr);
-            if (r < 0 && kube_err_outcome_unknown(reterr))
-                r = ext__member_settle(x, ns, name, kube_obj_controller_uid(sb), r, reterr, ret);
-            else if (r < 0 && kube_err_is_already_exists(reterr))
-                r = -EEXIST;
-        }
-        json_decref(copy);
+        if ((r = lb_member_name(sb, name, sizeof(name))) < 0)
+            return name_fail(reterr, r, "no member name");
+        r = create_named(x, ns, sb, name, token, ret, reterr);
     }
     return r;
 }
@@ -129,6 +161,7 @@ static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, j
 static void delete_member(struct ext_ctrl *x, const char *pool_key, const json_t *sb)
 {
     struct kube_err e;
+    lb_forget(x->lb, kube_obj_namespace(sb), kube_obj_name(sb));
     pool_expect_deletion(x->expect, pool_key, kube_obj_uid(sb), clock_now());
     if (kube_delete_obj(x->d.client, &API_RES_SANDBOXES, sb, false, NULL, &e) < 0) {
         pool_expect_deletion_observed(x->expect, pool_key, kube_obj_uid(sb));
@@ -140,33 +173,87 @@ static void delete_member(struct ext_ctrl *x, const char *pool_key, const json_t
     }
 }
 
+/* The token Secret obj holds (new, wipe before xfree) into *ret. Returns 0 or -EINVAL. */
+static int token_of(const json_t *obj, char **ret)
+{
+    const json_t *v = json_object_get(json_object_get(obj, "data"), LB_TOKEN_KEY);
+    struct buf b;
+    int r = -EINVAL;
+    buf_init(&b, 4096);
+    if (json_is_string(v) && base64_decode(json_string_value(v), json_string_length(v), &b) >= 0 &&
+        b.len) {
+        *ret = xstrndup(buf_str(&b), b.len);
+        r = 0;
+    }
+    if (b.data)
+        explicit_bzero(b.data, b.len);
+    buf_done(&b);
+    return r;
+}
+
+/* The create of member sb's token Secret secret failed with r without a sure outcome (ce:
+ * its error; e.g. a retry after a 5xx that met AlreadyExists: the first attempt may have
+ * made it). The Secret is read back and kept when it is sb's with a token; the cache then
+ * holds that token. Returns 0, or r when it is not there, not sb's or unreadable. */
+static int secret_settle(struct ext_ctrl *x, const json_t *sb, const char *secret,
+                         const char *token, int r, const struct kube_err *ce)
+{
+    const char *ns = kube_obj_namespace(sb);
+    json_t *cur = NULL;
+    char *t = NULL;
+    struct kube_err e;
+    if (kube_get(x->d.client, &KUBE_RES_SECRETS, ns, secret, &cur, &e) < 0) {
+        log_warn("config token Secret create outcome unknown\tsandbox=%s/%s detail=\"%s\" "
+                 "read=\"%s\"",
+                 ns, kube_obj_name(sb), ce->message, e.message);
+        return r;
+    }
+    if (lb_secret_is_for(cur, sb) && token_of(cur, &t) == 0) {
+        log_info("config token Secret created despite an error\tsandbox=%s/%s detail=\"%s\"", ns,
+                 kube_obj_name(sb), ce->message);
+        if (strcmp(t, token) != 0) /* not this create's: deliveries read the Secret */
+            lb_forget(x->lb, ns, kube_obj_name(sb));
+        r = 0;
+    } else {
+        log_warn("config token Secret is not the member's or holds no token\tsandbox=%s/%s "
+                 "secret=%s",
+                 ns, kube_obj_name(sb), secret);
+    }
+    token_free(t);
+    json_decref(cur);
+    return r;
+}
+
+/* Creates member sb's config-token Secret holding token. Returns 0 or a negative errno. */
+static int secret_create(struct ext_ctrl *x, const json_t *sb, const char *token)
+{
+    const char *ns = kube_obj_namespace(sb), *name = kube_obj_annotation(sb, EXT_ANN_TOKEN_SECRET);
+    json_t *sec = lb_token_secret(sb, name, token);
+    struct kube_err e;
+    int r = kube_create(x->d.client, &KUBE_RES_SECRETS, ns, sec, NULL, &e);
+    json_decref(sec);
+    if (r < 0 && kube_err_outcome_unknown(&e))
+        r = secret_settle(x, sb, name, token, r, &e);
+    if (r < 0)
+        log_warn("creating the config token Secret failed\tsandbox=%s/%s detail=\"%s\"", ns,
+                 kube_obj_name(sb), e.message);
+    return r;
+}
+
 int lb_pool_create(struct ext_ctrl *x, const char *pool_key, const json_t *sb,
                    struct kube_err *reterr)
 {
     char token[2 * LB_TOKEN_BYTES + 1];
-    const char *ns = kube_obj_namespace(sb);
-    json_t *out = NULL, *sec;
-    struct kube_err e;
+    json_t *out = NULL;
     int r = lb_token_new(token, sizeof(token));
-    if (r < 0) {
-        kube_err_clear(reterr);
-        reterr->code = r;
-        (void)snprintf(reterr->message, sizeof(reterr->message), "no random token: errno %d", -r);
-        return r;
-    }
-    r = create_member(x, ns, sb, &out, reterr);
+    if (r < 0)
+        return name_fail(reterr, r, "no random token");
+    r = create_member(x, kube_obj_namespace(sb), sb, token, &out, reterr);
     if (r < 0)
         goto out;
-    sec = lb_token_secret(out, kube_obj_annotation(out, EXT_ANN_TOKEN_SECRET), token);
-    if (kube_create(x->d.client, &KUBE_RES_SECRETS, ns, sec, NULL, &e) < 0) {
-        /* Without its Secret the pod never starts: replace the member now. */
-        log_warn("creating the config token Secret failed\tsandbox=%s/%s detail=\"%s\"", ns,
-                 kube_obj_name(out), e.message);
+    /* Without its Secret the pod never starts: replace the member now. */
+    if (secret_create(x, out, token) < 0)
         delete_member(x, pool_key, out);
-    } else {
-        lb__cache_put(x->lb, ns, kube_obj_name(out), token);
-    }
-    json_decref(sec);
 out:
     explicit_bzero(token, sizeof(token));
     json_decref(out);
@@ -299,8 +386,6 @@ static int sandbox_token(struct ext_ctrl *x, const json_t *sb, char **ret, char 
                *secret = kube_obj_annotation(sb, EXT_ANN_TOKEN_SECRET);
     char *t = cache_get(x->lb, ns, kube_obj_name(sb), false);
     json_t *obj = NULL;
-    const json_t *v;
-    struct buf b;
     struct kube_err e;
     int r;
     if (t) {
@@ -314,19 +399,11 @@ static int sandbox_token(struct ext_ctrl *x, const json_t *sb, char **ret, char 
                      kube_obj_name(sb));
     if ((r = kube_get(x->d.client, &KUBE_RES_SECRETS, ns, secret, &obj, &e)) < 0)
         return failf(msg, size, r, "reading the config token: %s", e.message);
-    v = json_object_get(json_object_get(obj, "data"), LB_TOKEN_KEY);
-    buf_init(&b, 4096);
     if (!controlled_by(obj, kube_obj_uid(sb)))
         r = failf(msg, size, -EPERM, "Secret %s is not controlled by Sandbox %s", secret,
                   kube_obj_name(sb));
-    else if (!json_is_string(v) ||
-             base64_decode(json_string_value(v), json_string_length(v), &b) < 0 || !b.len)
+    else if (token_of(obj, ret) < 0)
         r = failf(msg, size, -EINVAL, "Secret %s holds no token", secret);
-    if (r >= 0)
-        *ret = xstrndup(buf_str(&b), b.len);
-    if (b.data)
-        explicit_bzero(b.data, b.len);
-    buf_done(&b);
     json_decref(obj);
     return r;
 }

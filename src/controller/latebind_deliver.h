@@ -27,13 +27,17 @@ void lb_state_free(struct lb_state *s);
 void lb_forget(struct lb_state *s, const char *ns, const char *name);
 /** Number of cached tokens. */
 size_t lb_cached(struct lb_state *s);
-/** Caches token (copied) as Sandbox ns/name's (up to LIMIT_LB_TOKEN_CACHE). Internal:
- * pool members' creation; tests. */
-void lb__cache_put(struct lb_state *s, const char *ns, const char *name, const char *token);
+/** Caches token (copied) as Sandbox ns/name's (up to LIMIT_LB_TOKEN_CACHE) unless it has
+ * an entry. Returns 0, -EEXIST (an entry, kept), -ENOSPC (full: not cached) or -E2BIG.
+ * Internal: pool members' creation (before the create: lb_forget of the member's deletion
+ * always comes after); tests. */
+int lb__cache_put(struct lb_state *s, const char *ns, const char *name, const char *token);
 
 /** Creates one pool member from sb (borrowed, as built for the pool with generateName)
- * under a name chosen here, then its config-token Secret owned by it. When the Secret
- * cannot be created, the member is deleted again (the pool replaces it). pool_key
+ * under a name chosen here, then its config-token Secret owned by it. A Secret create
+ * whose outcome is unknown (a retry after a 5xx meeting AlreadyExists) reads the Secret
+ * back and keeps it when it is the member's (lb_secret_is_for). When the Secret cannot be
+ * created, the member is deleted again (the pool replaces it). pool_key
  * (borrowed) is the pool's "namespace/name" for its expectations. Returns 0 (the
  * Sandbox was created) or a negative errno with reterr filled. */
 int lb_pool_create(struct ext_ctrl *x, const char *pool_key, const json_t *sb,

@@ -135,16 +135,12 @@ static void inject_container(json_t *c)
                                          LB_MOUNT_DIR "/" LB_TOKEN_KEY));
 }
 
-void lb_pool_inject(json_t *sb, const char *name, const char *secret)
+void lb_pod_spec_inject(json_t *ps, const char *secret)
 {
-    json_t *meta = ext_obj_ensure(sb, "metadata");
-    json_t *pt = ext_obj_ensure(ext_obj_ensure(sb, "spec"), "podTemplate");
-    json_t *ps = ext_obj_ensure(pt, "spec"), *vols, *c;
+    json_t *vols, *c;
     size_t i;
-    json_object_del(meta, "generateName");
-    json_object_set_new(meta, "name", json_string(name));
-    json_object_set_new(ext_obj_ensure(meta, "annotations"), EXT_ANN_TOKEN_SECRET,
-                        json_string(secret));
+    if (!json_is_object(ps))
+        return;
     vols = json_object_get(ps, "volumes");
     if (!json_is_array(vols)) {
         vols = json_array();
@@ -154,6 +150,17 @@ void lb_pool_inject(json_t *sb, const char *name, const char *secret)
     json_array_append_new(vols, json_pack("{s:s, s:{s:s, s:i}}", "name", LB_VOLUME, "secret",
                                           "secretName", secret, "defaultMode", 0444));
     json_array_foreach(json_object_get(ps, "containers"), i, c) inject_container(c);
+}
+
+void lb_pool_inject(json_t *sb, const char *name, const char *secret)
+{
+    json_t *meta = ext_obj_ensure(sb, "metadata");
+    json_t *pt = ext_obj_ensure(ext_obj_ensure(sb, "spec"), "podTemplate");
+    json_object_del(meta, "generateName");
+    json_object_set_new(meta, "name", json_string(name));
+    json_object_set_new(ext_obj_ensure(meta, "annotations"), EXT_ANN_TOKEN_SECRET,
+                        json_string(secret));
+    lb_pod_spec_inject(ext_obj_ensure(pt, "spec"), secret);
 }
 
 json_t *lb_token_secret(const json_t *sb, const char *secret, const char *token)
@@ -166,6 +173,25 @@ json_t *lb_token_secret(const json_t *sb, const char *secret, const char *token)
                      "ownerReferences", "apiVersion", SB_API_VERSION, "kind", SB_KIND, "name",
                      n ? n : "", "uid", u ? u : "", "controller", 1, "blockOwnerDeletion", 1,
                      "type", "Opaque", "stringData", LB_TOKEN_KEY, token);
+}
+
+bool lb_secret_is_for(const json_t *secret, const json_t *sb)
+{
+    const char *uid = kube_obj_uid(sb), *name = kube_obj_name(sb);
+    const char *label = kube_obj_label(secret, EXT_LABEL_TOKEN_FOR);
+    const json_t *o;
+    size_t i;
+    if (!uid || !*uid || !name || !label || strcmp(label, name) != 0)
+        return false;
+    json_array_foreach(kube_obj_path(secret, "metadata.ownerReferences"), i, o)
+    {
+        const char *u = json_string_value(json_object_get(o, "uid"));
+        const char *k = json_string_value(json_object_get(o, "kind"));
+        if (json_is_true(json_object_get(o, "controller")) && u && strcmp(u, uid) == 0 && k &&
+            strcmp(k, SB_KIND) == 0)
+            return true;
+    }
+    return false;
 }
 
 static bool v4_forbidden(const uint8_t a[4], bool allow_loopback)

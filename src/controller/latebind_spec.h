@@ -52,14 +52,23 @@ int lb_member_name(const json_t *sb, char *out, size_t size);
 int lb_token_new(char *out, size_t size);
 /** Writes "<sandbox>-config-token" into out. Returns 0 or -E2BIG. */
 int lb_secret_name(const char *sandbox, char *out, size_t size);
+/** Adds what a late-bound pool member's pod needs to read its config token to pod_spec
+ * (mutable; nothing when not an object): a read-only volume of Secret secret (mode 0444)
+ * mounted at LB_MOUNT_DIR in every regular container, with LB_ENV_TOKEN_FILE naming the
+ * token file. */
+void lb_pod_spec_inject(json_t *pod_spec, const char *secret);
 /** Makes the pool Sandbox sb (mutable) named name and able to receive late-bound
  * configuration: metadata.name instead of generateName, the token-Secret annotation,
- * and in its pod template a read-only Secret volume mounted at LB_MOUNT_DIR in every
- * regular container with LB_ENV_TOKEN_FILE naming the token file. */
+ * and lb_pod_spec_inject on its pod template's spec. */
 void lb_pool_inject(json_t *sb, const char *name, const char *secret);
 /** Returns a new Secret named secret in sb's namespace holding token under
  * LB_TOKEN_KEY, owned (controller, blockOwnerDeletion) by Sandbox sb. */
 json_t *lb_token_secret(const json_t *sb, const char *secret, const char *token);
+
+/** True when secret (a Secret as read back) is Sandbox sb's config-token Secret: its
+ * controller ownerReference is the Sandbox kind with sb's UID and its EXT_LABEL_TOKEN_FOR
+ * label is sb's name. */
+bool lb_secret_is_for(const json_t *secret, const json_t *sb);
 
 /** Checks that ip is a literal address the controller may send configuration to: not
  * unspecified, multicast, broadcast or link-local (cloud metadata), and not loopback

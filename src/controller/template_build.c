@@ -9,6 +9,7 @@
 #include "common/hash.h"
 #include "common/xalloc.h"
 #include "controller/ext_names.h"
+#include "controller/latebind_spec.h"
 #include "kube/obj.h"
 
 json_t *ext_owner_ref(const json_t *obj, const char *kind)
@@ -126,12 +127,16 @@ static void hash_json(const json_t *v, char out[SB_HASH_LEN + 1])
 void tpl_blueprint_hash(const json_t *tpl, char out[SB_HASH_LEN + 1])
 {
     const json_t *spec = json_object_get(tpl, "spec");
-    /* pageMerging changes the pods' env: part of the hash (absent keeps old hashes). */
-    json_t *bp =
-        json_pack("{s:O*, s:O*, s:O*, s:O*}", "podTemplate", json_object_get(spec, "podTemplate"),
-                  "volumeClaimTemplates", json_object_get(spec, "volumeClaimTemplates"), "service",
-                  json_object_get(spec, "service"), "pageMerging",
-                  tpl_page_merging(tpl) ? json_object_get(spec, "pageMerging") : NULL);
+    struct lb_policy pol;
+    lb_policy_of(tpl, &pol);
+    /* pageMerging changes the pods' env, the LateBound delivery mode their volumes, mounts
+     * and env (the config token): part of the hash (absent or off keeps old hashes). */
+    json_t *bp = json_pack("{s:O*, s:O*, s:O*, s:O*, s:s*}", "podTemplate",
+                           json_object_get(spec, "podTemplate"), "volumeClaimTemplates",
+                           json_object_get(spec, "volumeClaimTemplates"), "service",
+                           json_object_get(spec, "service"), "pageMerging",
+                           tpl_page_merging(tpl) ? json_object_get(spec, "pageMerging") : NULL,
+                           "claimConfigDelivery", pol.late_bound ? "LateBound" : NULL);
     hash_json(bp, out);
     json_decref(bp);
 }
@@ -160,14 +165,26 @@ static bool vcts_match(const json_t *a, const json_t *b)
 
 bool tpl_blueprint_matches(const json_t *tpl, const json_t *sb)
 {
-    json_t *bp = tpl_blueprint(tpl);
-    const json_t *ss = json_object_get(sb, "spec");
-    const json_t *bs = json_object_get(bp, "service"), *svc = json_object_get(ss, "service");
-    bool ok =
-        json_equal(kube_obj_path(bp, "podTemplate.spec"), kube_obj_path(ss, "podTemplate.spec")) &&
-        vcts_match(json_object_get(bp, "volumeClaimTemplates"),
-                   json_object_get(ss, "volumeClaimTemplates")) &&
-        ((!bs && !svc) || (bs && svc && json_equal(bs, svc)));
+    const char *secret = kube_obj_annotation(sb, EXT_ANN_TOKEN_SECRET);
+    const json_t *ss = json_object_get(sb, "spec"), *bs, *svc = json_object_get(ss, "service");
+    struct lb_policy pol;
+    json_t *bp;
+    bool ok;
+    lb_policy_of(tpl, &pol);
+    /* A member without a config token cannot serve a LateBound template's env claims; one
+     * with a token was built for a LateBound template. */
+    if (pol.late_bound != (secret != NULL))
+        return false;
+    bp = tpl_blueprint(tpl);
+    /* A late-bound member's pod also mounts its token (lb_pool_inject): compare with the
+     * blueprint as it was injected. */
+    if (secret)
+        lb_pod_spec_inject(json_object_get(json_object_get(bp, "podTemplate"), "spec"), secret);
+    bs = json_object_get(bp, "service");
+    ok = json_equal(kube_obj_path(bp, "podTemplate.spec"), kube_obj_path(ss, "podTemplate.spec")) &&
+         vcts_match(json_object_get(bp, "volumeClaimTemplates"),
+                    json_object_get(ss, "volumeClaimTemplates")) &&
+         ((!bs && !svc) || (bs && svc && json_equal(bs, svc)));
     json_decref(bp);
     return ok;
 }

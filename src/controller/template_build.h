@@ -31,13 +31,16 @@ void tpl_enable_page_merging(json_t *pod_spec, const char *mode);
 /** Returns a new blueprint {podTemplate, volumeClaimTemplates?, service?} copied from
  * the template spec, with secure pod defaults applied. */
 json_t *tpl_blueprint(const json_t *tpl);
-/** Fingerprint of the template's blueprint (FNV-1a of its canonical JSON) into out. */
+/** Fingerprint of the template's blueprint (FNV-1a of its canonical JSON) into out; a
+ * LateBound spec.claimConfigDelivery.mode is part of it (its members mount a token). */
 void tpl_blueprint_hash(const json_t *tpl, char out[SB_HASH_LEN + 1]);
 /** Same for spec.podTemplate only (the deprecated pod-template-hash label). */
 void tpl_pod_template_hash(const json_t *tpl, char out[SB_HASH_LEN + 1]);
 /** True when Sandbox sb's spec matches the template's blueprint semantically: pod spec
  * (after secure defaults), volume claim templates (name and spec, in order) and
- * service. Pod template metadata is not compared. */
+ * service. Pod template metadata is not compared. A LateBound template's blueprint is
+ * compared with the config token injected as sb names it (lb_pod_spec_inject); sb has a
+ * token (EXT_ANN_TOKEN_SECRET) exactly when the template is LateBound, else no match. */
 bool tpl_blueprint_matches(const json_t *tpl, const json_t *sb);
 /** Returns a new NetworkPolicy object "<template>-network-policy" owned by the
  * template: the secure default (ingress only from the router; egress to DNS and to

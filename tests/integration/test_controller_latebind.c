@@ -38,6 +38,7 @@
 #include "controller/ext_names.h"
 #include "controller/latebind_spec.h"
 #include "controller/manager.h"
+#include "controller/template_build.h"
 #include "kube/client.h"
 #include "kube/obj.h"
 #include "support/apiserver.h"
@@ -667,6 +668,138 @@ static void test_latency(void **state)
             (double)plain / USEC_PER_MSEC, (double)late / USEC_PER_MSEC);
 }
 
+/* ---- a template switched to LateBound --------------------------------------------- */
+
+struct members {
+    const char *prefix; /* of the pool's members' names */
+    const char *hash;   /* NULL, or the template hash label one member must carry */
+    json_t *found;      /* set: the last member (not being deleted) seen */
+};
+
+/* Members of the pool (names with prefix) not being deleted; new list. */
+static json_t *live_members(const char *prefix)
+{
+    json_t *list = NULL, *out = json_array();
+    const json_t *sb;
+    size_t i;
+    if (kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, NULL) < 0)
+        return out;
+    json_array_foreach(json_object_get(list, "items"), i, sb)
+    {
+        const char *n = kube_obj_name(sb);
+        if (n && strncmp(n, prefix, strlen(prefix)) == 0 && !kube_obj_deleting(sb))
+            json_array_append(out, (json_t *)sb);
+    }
+    json_decref(list);
+    return out;
+}
+
+/* One live member, and it has a config token. */
+static bool one_tokened_member(void *ctx)
+{
+    struct members *m = ctx;
+    json_t *l = live_members(m->prefix);
+    bool ok = json_array_size(l) == 1 &&
+              kube_obj_annotation(json_array_get(l, 0), EXT_ANN_TOKEN_SECRET) != NULL;
+    if (ok) {
+        json_decref(m->found);
+        m->found = json_incref(json_array_get(l, 0));
+    }
+    json_decref(l);
+    return ok;
+}
+
+/* A live member carries the template hash label m->hash. */
+static bool member_with_hash(void *ctx)
+{
+    struct members *m = ctx;
+    json_t *l = live_members(m->prefix);
+    const json_t *sb;
+    size_t i;
+    bool ok = false;
+    json_array_foreach(l, i, sb)
+    {
+        const char *h = kube_obj_label(sb, EXT_LABEL_TEMPLATE_HASH);
+        ok = ok || (h && strcmp(h, m->hash) == 0);
+    }
+    json_decref(l);
+    return ok;
+}
+
+static void patch_template(const char *name, json_t *spec)
+{
+    json_t *p = json_pack("{s:o}", "spec", spec);
+    struct kube_err e;
+    IT_OK(it_merge_patch(c, &API_RES_SANDBOXTEMPLATES, ns, name, NULL, p, &e), &e);
+    json_decref(p);
+}
+
+/* A ColdStart template's pool (updateStrategy Recreate) is switched to LateBound: its
+ * member without a config token is stale and replaced by one with a token, so an env
+ * claim is served warm (with onFailure Fail a token-less member would fail it). A later
+ * metadata-only edit of the template (a new fingerprint) does not replace the late-bound
+ * member: it is compared with its template as built, token volume and all. */
+static void test_switch_to_late_bound(void **state)
+{
+    struct members m = {.prefix = "lb-sw-pool-"};
+    json_t *pool = it_pool_new("lb-sw-pool", "lb-sw", 1), *l, *m1, *cl, *sb, *tpl, *cur, *scale;
+    char hash[SB_HASH_LEN + 1], *out, want[128];
+    struct kube_err e;
+    (void)state;
+    create(&API_RES_SANDBOXTEMPLATES,
+           "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":\"SandboxTemplate\","
+           "\"metadata\":{\"name\":\"lb-sw\"},\"spec\":{\"envVarsInjectionPolicy\":\"Allowed\","
+           "\"podTemplate\":{\"metadata\":{\"labels\":{\"tier\":\"gold\"}},\"spec\":"
+           "{\"containers\":[{\"name\":\"sandbox\",\"image\":\"x\"}]}}}}");
+    json_object_set_new(json_object_get(pool, "spec"), "updateStrategy",
+                        json_pack("{s:s}", "type", "Recreate"));
+    create_obj(&API_RES_SANDBOXWARMPOOLS, pool);
+    wait_pool("lb-sw-pool");
+    l = live_members(m.prefix);
+    assert_int_equal(json_array_size(l), 1);
+    assert_null(kube_obj_annotation(json_array_get(l, 0), EXT_ANN_TOKEN_SECRET));
+    json_decref(l);
+
+    patch_template("lb-sw", json_pack("{s:{s:s, s:s, s:i}}", "claimConfigDelivery", "mode",
+                                      "LateBound", "onFailure", "Fail", "port", sbd_port));
+    if (it_wait(one_tokened_member, &m, WAIT) < 0)
+        fail_msg("the member without a config token was not replaced");
+    wait_pool("lb-sw-pool");
+    m1 = m.found;
+
+    /* metadata only: a new fingerprint, the same pods */
+    patch_template("lb-sw", json_pack("{s:{s:{s:{s:s}}}}", "podTemplate", "metadata", "labels",
+                                      "tier", "silver"));
+    tpl = get(&API_RES_SANDBOXTEMPLATES, "lb-sw");
+    tpl_blueprint_hash(tpl, hash);
+    json_decref(tpl);
+    assert_string_not_equal(hash, kube_obj_label(m1, EXT_LABEL_TEMPLATE_HASH));
+    /* a second member is built from the edited template: that pass judged m1 */
+    scale = json_pack("{s:{s:i}}", "spec", "replicas", 2);
+    IT_OK(it_merge_patch(c, &API_RES_SANDBOXWARMPOOLS, ns, "lb-sw-pool", NULL, scale, &e), &e);
+    json_decref(scale);
+    m.hash = hash;
+    if (it_wait(member_with_hash, &m, WAIT) < 0)
+        fail_msg("no member from the edited template");
+    wait_pool("lb-sw-pool");
+    cur = get(&API_RES_SANDBOXES, kube_obj_name(m1));
+    if (!cur || kube_obj_deleting(cur) || strcmp(kube_obj_uid(cur), kube_obj_uid(m1)) != 0)
+        fail_msg("the late-bound member was replaced after a metadata-only edit");
+    json_decref(cur);
+
+    create_claim("c-sw", "lb-sw-pool", "switched");
+    cl = wait_claim("c-sw", "True", NULL);
+    sb = bound(cl);
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE), "warm");
+    out = run_env(sb);
+    (void)snprintf(want, sizeof(want), "switched|%s|fast\n", secret_value);
+    assert_string_equal(out, want);
+    xfree(out);
+    json_decref(sb);
+    json_decref(cl);
+    json_decref(m1);
+}
+
 static bool dump_has(const struct kube_res *res, const char *needle)
 {
     json_t *list = NULL;
@@ -724,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_delivery_failure_fail_policy),
         cmocka_unit_test(test_env_over_limits),
         cmocka_unit_test(test_latency),
+        cmocka_unit_test(test_switch_to_late_bound),
         cmocka_unit_test(test_value_nowhere),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

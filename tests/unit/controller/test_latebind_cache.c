@@ -9,6 +9,7 @@
 #include <stdint.h>
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
+#include <errno.h>
 
 #include "controller/latebind_deliver.h"
 
@@ -32,10 +33,27 @@ static void test_forget(void **state)
     lb_state_free(s);
 }
 
+/* A pool member's token is cached before its create (so the member's delete event always
+ * comes after it): a name that has an entry is a live member's, whose token is kept, and
+ * the bound is reported, not silently ignored. */
+static void test_put_keeps_entry(void **state)
+{
+    (void)state;
+    struct lb_state *s = lb_state_new(false, 0);
+    assert_int_equal(lb__cache_put(s, "ns", "p-abc12", "token-1"), 0);
+    assert_int_equal(lb__cache_put(s, "ns", "p-abc12", "token-2"), -EEXIST);
+    assert_int_equal(lb_cached(s), 1);
+    lb_forget(s, "ns", "p-abc12");
+    assert_int_equal(lb__cache_put(s, "ns", "p-abc12", "token-2"), 0);
+    assert_int_equal(lb_cached(s), 1);
+    lb_state_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forget),
+        cmocka_unit_test(test_put_keeps_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -232,6 +232,44 @@ static void test_token_secret(void **state)
     json_decref(sb);
 }
 
+/* A Secret read back after an unsure create is used only when it is the member's: its
+ * controller is that Sandbox (by UID) and its label names it. */
+static void test_secret_is_for(void **state)
+{
+    json_t *sb = load("{\"metadata\":{\"name\":\"p-abcde\",\"namespace\":\"ns\",\"uid\":\"u-1\"}}");
+    json_t *other =
+        load("{\"metadata\":{\"name\":\"p-abcde\",\"namespace\":\"ns\",\"uid\":\"u-2\"}}");
+    json_t *s = lb_token_secret(sb, "p-abcde-config-token", "tok"), *o;
+    (void)state;
+    assert_true(lb_secret_is_for(s, sb));
+    /* The same name's earlier Sandbox (another UID) does not own it. */
+    assert_false(lb_secret_is_for(s, other));
+    /* Without the label, or with another name in it: not ours. */
+    json_object_set_new(json_object_get(json_object_get(s, "metadata"), "labels"),
+                        EXT_LABEL_TOKEN_FOR, json_string("p-zzzzz"));
+    assert_false(lb_secret_is_for(s, sb));
+    json_object_del(json_object_get(json_object_get(s, "metadata"), "labels"), EXT_LABEL_TOKEN_FOR);
+    assert_false(lb_secret_is_for(s, sb));
+    json_decref(s);
+    /* An owner that is not the controller, or not a Sandbox: not ours. */
+    s = lb_token_secret(sb, "p-abcde-config-token", "tok");
+    o = json_array_get(json_object_get(json_object_get(s, "metadata"), "ownerReferences"), 0);
+    json_object_set_new(o, "controller", json_false());
+    assert_false(lb_secret_is_for(s, sb));
+    json_object_set_new(o, "controller", json_true());
+    json_object_set_new(o, "kind", json_string("SandboxClaim"));
+    assert_false(lb_secret_is_for(s, sb));
+    json_object_del(json_object_get(s, "metadata"), "ownerReferences");
+    assert_false(lb_secret_is_for(s, sb));
+    json_decref(s);
+    /* A user's Secret of that name: nothing but the name. */
+    s = load("{\"metadata\":{\"name\":\"p-abcde-config-token\",\"namespace\":\"ns\"}}");
+    assert_false(lb_secret_is_for(s, sb));
+    json_decref(s);
+    json_decref(other);
+    json_decref(sb);
+}
+
 static void test_target_check(void **state)
 {
     static const struct {
@@ -298,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_member_name_and_token),
         cmocka_unit_test(test_pool_inject),
         cmocka_unit_test(test_token_secret),
+        cmocka_unit_test(test_secret_is_for),
         cmocka_unit_test(test_target_check),
         cmocka_unit_test(test_cold_keeps_reference),
     };

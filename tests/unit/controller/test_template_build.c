@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "controller/ext_names.h"
+#include "controller/latebind_spec.h"
 #include "controller/template_build.h"
 #include "kube/obj.h"
 
@@ -161,6 +162,86 @@ static void test_page_merging(void **state)
     json_decref(t);
 }
 
+static void set_delivery(json_t *t, const char *mode)
+{
+    json_object_set_new(
+        json_object_get(t, "spec"), "claimConfigDelivery",
+        json_pack("{s:s, s:s, s:i}", "mode", mode, "onFailure", "Fail", "port", 9000));
+}
+
+/* Switching a template to LateBound makes its members without a config token stale (they
+ * cannot serve its env claims): the mode is in the fingerprint, and a member whose token
+ * disagrees with the mode does not match. ColdStart (explicit or absent) keeps old hashes;
+ * onFailure and port do not change the pods. */
+static void test_late_bound_fingerprint(void **state)
+{
+    json_t *t = tpl(), *pool = json_pack("{s:{s:s, s:s, s:s}}", "metadata", "name", "pool",
+                                         "namespace", "ns", "uid", "u-pool");
+    char h0[SB_HASH_LEN + 1], h1[SB_HASH_LEN + 1], h2[SB_HASH_LEN + 1];
+    json_t *cold, *late;
+    (void)state;
+    tpl_blueprint_hash(t, h0);
+    cold = tpl_pool_sandbox(pool, t, NULL);
+    set_delivery(t, "ColdStart");
+    tpl_blueprint_hash(t, h1);
+    assert_string_equal(h0, h1);
+    assert_true(tpl_blueprint_matches(t, cold));
+    set_delivery(t, "LateBound");
+    tpl_blueprint_hash(t, h1);
+    assert_string_not_equal(h0, h1);
+    assert_false(tpl_blueprint_matches(t, cold)); /* no token: stale */
+    json_object_set_new(json_object_get(kube_obj_path(t, "spec"), "claimConfigDelivery"), "port",
+                        json_integer(8080));
+    tpl_blueprint_hash(t, h2);
+    assert_string_equal(h1, h2);
+    /* A late-bound member is not a ColdStart template's (its pod mounts a token). */
+    late = tpl_pool_sandbox(pool, t, NULL);
+    lb_pool_inject(late, "pool-bcd23", "pool-bcd23-config-token");
+    assert_true(tpl_blueprint_matches(t, late));
+    set_delivery(t, "ColdStart");
+    assert_false(tpl_blueprint_matches(t, late));
+    json_decref(late);
+    json_decref(cold);
+    json_decref(pool);
+    json_decref(t);
+}
+
+/* A LateBound member matches its template although lb_pool_inject added the token volume,
+ * mounts and env: a metadata-only edit (a new fingerprint) leaves it current; a spec edit
+ * does not, and neither does a token volume naming another Secret than its annotation. */
+static void test_late_bound_member_matches(void **state)
+{
+    json_t *t = tpl(), *pool = json_pack("{s:{s:s, s:s, s:s}}", "metadata", "name", "pool",
+                                         "namespace", "ns", "uid", "u-pool");
+    json_t *containers = (json_t *)kube_obj_path(t, "spec.podTemplate.spec.containers"), *sb;
+    char h1[SB_HASH_LEN + 1], h2[SB_HASH_LEN + 1];
+    (void)state;
+    json_array_append_new(containers,
+                          json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "name", "side", "image", "img:1",
+                                    "env", "name", "X", "value", "1"));
+    json_object_set_new(json_object_get(t, "spec"), "pageMerging", json_string("Enabled"));
+    set_delivery(t, "LateBound");
+    tpl_blueprint_hash(t, h1);
+    sb = tpl_pool_sandbox(pool, t, NULL);
+    lb_pool_inject(sb, "pool-bcd23", "pool-bcd23-config-token");
+    assert_true(tpl_blueprint_matches(t, sb));
+    json_object_set_new(json_object_get(kube_obj_path(t, "spec.podTemplate.metadata"), "labels"),
+                        "tier", json_string("silver"));
+    tpl_blueprint_hash(t, h2);
+    assert_string_not_equal(h1, h2);
+    assert_true(tpl_blueprint_matches(t, sb));
+    json_object_set_new(json_array_get(containers, 0), "image", json_string("img:2"));
+    assert_false(tpl_blueprint_matches(t, sb));
+    json_object_set_new(json_array_get(containers, 0), "image", json_string("img:1"));
+    assert_true(tpl_blueprint_matches(t, sb));
+    json_object_set_new(json_object_get(json_object_get(sb, "metadata"), "annotations"),
+                        EXT_ANN_TOKEN_SECRET, json_string("pool-zzzzz-config-token"));
+    assert_false(tpl_blueprint_matches(t, sb));
+    json_decref(sb);
+    json_decref(pool);
+    json_decref(t);
+}
+
 static void test_network_policy_default(void **state)
 {
     json_t *t = tpl(), *np;
@@ -220,9 +301,14 @@ static void test_network_policy_custom(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_secure_defaults),       cmocka_unit_test(test_hash_and_match),
-        cmocka_unit_test(test_idle_policy_travels),   cmocka_unit_test(test_network_policy_default),
-        cmocka_unit_test(test_network_policy_custom), cmocka_unit_test(test_page_merging),
+        cmocka_unit_test(test_secure_defaults),
+        cmocka_unit_test(test_hash_and_match),
+        cmocka_unit_test(test_idle_policy_travels),
+        cmocka_unit_test(test_network_policy_default),
+        cmocka_unit_test(test_network_policy_custom),
+        cmocka_unit_test(test_page_merging),
+        cmocka_unit_test(test_late_bound_fingerprint),
+        cmocka_unit_test(test_late_bound_member_matches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
