@@ -14,10 +14,12 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/xalloc.h"
 #include "controller/claim_meta.h"
 #include "controller/claim_queue.h"
 #include "controller/ext_int.h"
 #include "controller/ext_names.h"
+#include "controller/sandbox_names.h"
 #include "controller/template_build.h"
 #include "kube/client.h"
 #include "kube/obj.h"
@@ -110,6 +112,10 @@ static json_t *adopt_patch(const struct ext_ctrl *x, const json_t *claim, const 
 
 /* adopt_settle's answer: send the same adoption PATCH again. */
 #define ADOPT_RESEND 2
+/* A candidate this claim cannot take (its adoption refused for good, or its pod metadata
+ * at odds with the claim's): skipped, and put back for other claims once the claim is
+ * done with the queue. */
+#define ADOPT_REFUSED 3
 
 /* The adoption PATCH of candidate sb (name) may have been applied: the Sandbox is read.
  * Returns 1 when the claim controls it (*ret_sb: the read), 0 when another owner does or
@@ -156,19 +162,33 @@ static int adopt_settle(struct ext_ctrl *x, const json_t *claim, const json_t *p
     return e.code ? e.code : -EIO;
 }
 
+/* A failure that may clear by itself: a 5xx, a 429, no answer. */
+static bool adopt_transient(const struct kube_err *e)
+{
+    return e->http_status == 0 || e->http_status >= 500 || kube_err_is_too_many_requests(e);
+}
+
 /* The adoption PATCH of sb failed with e (neither carried out for sure nor unknown). An
  * earlier send that may still be carried out (unsure) keeps sb the claim's binding.
- * Returns 0 (skip the candidate: another claim won it, or it is gone) or e's errno. */
+ * Returns 0 (skip the candidate: another claim won it, or it is gone), ADOPT_REFUSED (a
+ * refusal that will not clear by itself, a webhook's 403 or 422: the claim goes on to
+ * the next candidate, then a cold create, and the candidate stays for other claims) or
+ * e's errno (a transient failure: the pass stops and is retried). */
 static int adopt_failed(struct ext_ctrl *x, const json_t *claim, const char *pk, const json_t *sb,
                         bool unsure, const struct kube_err *e, char *msg, size_t size)
 {
     const char *name = kube_obj_name(sb);
     if (kube_err_is_conflict(e) || kube_err_is_not_found(e))
         return 0;
+    (void)snprintf(msg, size, "adopting Sandbox %s: %s", name, e->message);
+    if (!unsure && !adopt_transient(e)) {
+        log_warn("adoption refused, candidate skipped\tclaim=%s/%s sandbox=%s detail=\"%s\"",
+                 kube_obj_namespace(claim), kube_obj_name(claim), name, e->message);
+        return ADOPT_REFUSED;
+    }
     if (unsure)
         ext__binding_put(x, claim, sb);
     claim_queue_push(x->cq, pk, name);
-    (void)snprintf(msg, size, "adopting Sandbox %s: %s", name, e->message);
     return e->code ? e->code : -EIO;
 }
 
@@ -208,23 +228,46 @@ static int adopt_candidate(struct ext_ctrl *x, const json_t *claim, const json_t
     json_t *patch = adopt_patch(x, claim, sb, msg, size);
     int r;
     if (!patch) {
-        claim_queue_push(x->cq, pk, kube_obj_name(sb));
-        return -EEXIST;
+        /* the member's pod metadata is at odds with the claim's (an older member, built
+         * from the template as it was): the same on every pass, so not this one */
+        if (unsure) {
+            claim_queue_push(x->cq, pk, kube_obj_name(sb));
+            return -EEXIST;
+        }
+        return ADOPT_REFUSED;
     }
     r = adopt_send(x, claim, pool, pk, sb, patch, unsure, ret_sb, msg, size);
     json_decref(patch);
     return r;
 }
 
-/* Tries one candidate. Returns 1 adopted, 0 skip it, negative errno to stop. */
+/* True when member sb may be handed out as far as its template goes: built from the
+ * template the pool names now, or from one it named before that still exists (upstream
+ * hands such members out under OnReplenish too). A member whose template is gone is not:
+ * the template's NetworkPolicy went with it (the pool replaces such members). */
+static bool template_ok(struct ext_ctrl *x, const json_t *pool, const json_t *sb)
+{
+    const char *tn = kube_obj_path_str(pool, "spec.sandboxTemplateRef.name");
+    const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
+    char th[SB_HASH_LEN + 1];
+    if (!tn || !tr)
+        return false;
+    sb_name_hash(tn, th);
+    return strcmp(tr, th) == 0 || ext__template_of_hash(x, kube_obj_namespace(sb), tr);
+}
+
+/* Tries one candidate. Returns 1 adopted, 0 skip it, ADOPT_REFUSED skip it but keep it for
+ * others, negative errno to stop. */
 static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
                    const char *name, json_t **ret_sb, char *msg, size_t size)
 {
     json_t *sb = kube_store_get_ns(ext__sandboxes(x), kube_obj_namespace(claim), name);
     int r;
-    if (!sb || !ext__warm_candidate(sb) || !sb_controlled_by(sb, kube_obj_uid(pool))) {
+    if (!sb || !ext__warm_candidate(sb) || !sb_controlled_by(sb, kube_obj_uid(pool)) ||
+        !template_ok(x, pool, sb)) {
         json_decref(sb);
-        return 0; /* gone, taken, or not Ready: the informer re-queues it when it is */
+        return 0; /* gone, taken, not Ready, or of a template gone: the informer re-queues
+                     it when it is a candidate again */
     }
     r = adopt_candidate(x, claim, pool, pk, sb, false, ret_sb, msg, size);
     json_decref(sb);
@@ -252,10 +295,38 @@ static int try_prefer(struct ext_ctrl *x, const json_t *claim, const json_t *poo
     return r;
 }
 
+/* The candidates a claim skipped but others may take, put back when it is done. */
+struct adopt_skipped {
+    char name[LIMIT_EXT_ADOPT_ATTEMPTS][LIMIT_KUBE_STORE_KEY + 1];
+    int n;
+};
+
+/* Pops and tries candidates until one is adopted or fails the pass; returns as try_one
+ * but 0 for those skipped. */
+static int try_queue(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
+                     json_t **ret_sb, char *msg, size_t size)
+{
+    struct adopt_skipped *sk = XNEW(struct adopt_skipped);
+    int r = 0;
+    for (int i = 0; i < LIMIT_EXT_ADOPT_ATTEMPTS && r == 0; i++) {
+        if (!claim_queue_pop(x->cq, pk, sk->name[sk->n], sizeof(sk->name[0])))
+            break;
+        r = try_one(x, claim, pool, pk, sk->name[sk->n], ret_sb, msg, size);
+        if (r == ADOPT_REFUSED) {
+            sk->n++;
+            r = 0;
+        }
+    }
+    for (int i = 0; i < sk->n; i++)
+        claim_queue_push(x->cq, pk, sk->name[i]);
+    xfree(sk);
+    return r;
+}
+
 int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const json_t *prefer,
                  bool prefer_only, json_t **ret_sb, char *msg, size_t size)
 {
-    char pk[LIMIT_KUBE_STORE_KEY + 1], name[LIMIT_KUBE_STORE_KEY + 1];
+    char pk[LIMIT_KUBE_STORE_KEY + 1];
     int r = 0;
     if (ext__key(kube_obj_namespace(pool), kube_obj_name(pool), pk, sizeof(pk)) < 0 ||
         (claim_queue_len(x->cq, pk) == 0 && !prefer))
@@ -266,11 +337,8 @@ int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, co
         metric_inc(x->met.adopt_waits, NULL);
     if (prefer)
         r = try_prefer(x, claim, pool, pk, prefer, ret_sb, msg, size);
-    for (int i = 0; i < LIMIT_EXT_ADOPT_ATTEMPTS && r == 0 && !prefer_only; i++) {
-        if (!claim_queue_pop(x->cq, pk, name, sizeof(name)))
-            break;
-        r = try_one(x, claim, pool, pk, name, ret_sb, msg, size);
-    }
+    if (r == 0 && !prefer_only)
+        r = try_queue(x, claim, pool, pk, ret_sb, msg, size);
     fifo_sem_release(&x->adopt_sem);
     if (r == 1) {
         ext__binding_put(x, claim, *ret_sb);

@@ -134,14 +134,30 @@ static json_t *find_by_binding(struct claim_pass *p)
     return sb;
 }
 
+/* A Sandbox of the claim's that this process deleted: the cache may show it still (its
+ * DELETED event is on its way), but it is not the claim's to use. */
+static bool deleted_here(struct claim_pass *p, const json_t *sb)
+{
+    return ext__sb_deleted(p->x, kube_obj_uid(sb));
+}
+
 static json_t *find_owned(struct claim_pass *p)
 {
     struct kube_objv v = {0};
     const char *want = kube_obj_path_str(p->claim, "status.sandbox.name");
     json_t *sb = NULL;
+    size_t live = 0;
     kube_store_by_index(ext__sandboxes(p->x), EXT_IDX_SB_OWNER, p->uid, &v);
+    for (size_t i = 0; i < v.n; i++) {
+        if (deleted_here(p, v.v[i])) {
+            json_decref(v.v[i]);
+            v.v[i] = NULL;
+        } else {
+            live++;
+        }
+    }
     for (size_t i = 0; i < v.n && !sb; i++)
-        if (!want || strcmp(kube_obj_name(v.v[i]), want) == 0 || v.n == 1)
+        if (v.v[i] && (!want || strcmp(kube_obj_name(v.v[i]), want) == 0 || live == 1))
             sb = json_incref(v.v[i]);
     kube_objv_done(&v);
     return sb;
@@ -156,7 +172,11 @@ static bool find_sandbox(struct claim_pass *p)
     }
     if (!sb)
         sb = find_owned(p);
-    if (!sb && (sb = sb_get(p, p->name)) && !sb_controlled_by(sb, p->uid)) {
+    if (!sb && (sb = sb_get(p, p->name)) && deleted_here(p, sb)) {
+        json_decref(sb); /* ours, deleted by an earlier pass: the cache lags */
+        sb = NULL;
+    }
+    if (sb && !sb_controlled_by(sb, p->uid)) {
         fail(p, SB_R_RECONCILER_ERROR, true,
              "Error seen: sandbox %s is not controlled by claim %s. Please use a different claim "
              "name or delete the sandbox manually",
@@ -246,7 +266,9 @@ static bool late_ok(const struct claim_pass *p, const json_t *tpl)
     return lb_claim_wants(p->claim, tpl) && lb_env_check(p->claim, tpl, &ce) >= 0;
 }
 
-/* Delivery failed on a Sandbox the claim never used: drop it and start cold. */
+/* Delivery failed on a Sandbox the claim never used: drop it and start cold. When the
+ * DELETE fails, the status does not name the Sandbox (it never served the claim; a status
+ * naming it would say it had: late_used). */
 static void late_fallback(struct claim_pass *p, const json_t *tpl, const char *pool)
 {
     struct kube_err e;
@@ -255,18 +277,34 @@ static void late_fallback(struct claim_pass *p, const json_t *tpl, const char *p
         fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: deleting Sandbox %s: %s",
              kube_obj_name(p->sb), e.message);
         p->err = e.code ? e.code : -EIO;
+        json_decref(p->sb);
+        p->sb = NULL;
+        p->obs.sb_keep = true;
         return;
     }
     cascade_sandbox_deleted(p->x->d.cascade, p->sb); /* its Pod goes with it */
+    ext__sb_deleted_put(p->x, kube_obj_uid(p->sb));  /* not bound again from a lagging cache */
     ext__binding_drop(p->x, p->uid);
     json_decref(p->sb);
     p->sb = NULL;
     cold_create(p, tpl, pool);
 }
 
+/* True when the claim may have used its warm Sandbox: it was Ready (the first-ready
+ * annotation, or this process saw it so), or its status names that Sandbox. A status
+ * names a late-bound claim's warm Sandbox only after a delivery into it succeeded (a
+ * failed delivery falls back, or fails the claim, in the same pass: late_fallback), so it
+ * says so durably: across a restart, and with the annotations disabled. */
+static bool late_used(struct claim_pass *p)
+{
+    const char *st = kube_obj_path_str(p->claim, "status.sandbox.name");
+    return kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY) || ext__ready_once(p->x, p->uid) ||
+           (st && strcmp(st, kube_obj_name(p->sb) ?: "") == 0);
+}
+
 /* Delivers the claim's env into its bound warm Sandbox. On failure the template's policy
- * decides: a cold start (only while the claim was never Ready) or Ready=False. Returns
- * true when delivered. */
+ * decides: a cold start (only while the claim never used the Sandbox: late_used) or
+ * Ready=False. Returns true when delivered. */
 static bool late_deliver(struct claim_pass *p, const json_t *tpl, const char *pool)
 {
     char msg[512];
@@ -276,8 +314,7 @@ static bool late_deliver(struct claim_pass *p, const json_t *tpl, const char *po
     if (r >= 0)
         return true;
     lb_policy_of(tpl, &pol);
-    fallback = !pol.fail && !kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY) &&
-               !ext__ready_once(p->x, p->uid);
+    fallback = !pol.fail && !late_used(p);
     log_warn("late-bound env delivery failed\tclaim=%s sandbox=%s fallback=%s detail=\"%s\"",
              p->key, kube_obj_name(p->sb), fallback ? "cold" : "none", msg);
     if (!p->x->o.no_claim_events)
@@ -330,7 +367,8 @@ static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json
      * read and its DELETE (a UID precondition only) would go, bound. Such a claim is
      * served cold; an adoption already under way (prefer) is still settled. */
     if ((warm && !kube_obj_deleting(pool)) || p->prefer)
-        r = claim__adopt(p->x, p->claim, pool, p->prefer, !warm, &sb, msg, sizeof(msg));
+        r = claim__adopt(p->x, p->claim, pool, p->prefer, !warm || kube_obj_deleting(pool), &sb,
+                         msg, sizeof(msg));
     if (r > 0 && !warm) {
         p->sb = sb;
         late_fallback(p, tpl, pn);
@@ -419,6 +457,8 @@ static void expire_act(struct claim_pass *p)
         if (!p->sb || kube_obj_deleting(p->sb))
             return;
         r = kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, p->sb, false, NULL, &e);
+        if (r >= 0 || kube_err_is_not_found(&e))
+            ext__sb_deleted_put(p->x, kube_obj_uid(p->sb));
         if (r >= 0)
             cascade_sandbox_deleted(p->x->d.cascade, p->sb);
     }
@@ -636,6 +676,11 @@ static void run(struct claim_pass *p)
             provision(p);
     }
     p->obs.sb = p->sb;
+    /* A binding this process made that it cannot confirm yet (an adoption or create whose
+     * outcome is unknown): status.sandbox is left as it is. Otherwise, without a Sandbox,
+     * it goes: the claim then counts as unbound again (enqueue_index). */
+    if (!p->sb && ext__binding_has(p->x, p->uid))
+        p->obs.sb_keep = true;
     write_status(p);
 }
 

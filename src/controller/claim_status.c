@@ -132,7 +132,7 @@ json_t *claim_status_build(const struct claim_observed *o, const char *now)
         if (json_array_size(ips))
             json_object_set_new(sbs, "podIPs", json_deep_copy(ips));
         json_object_set_new(st, "sandbox", sbs);
-    } else if (!o->transient) {
+    } else if (!o->sb_keep) {
         json_object_del(st, "sandbox");
     }
     sort_conditions(st);

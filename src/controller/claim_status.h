@@ -16,7 +16,10 @@ struct claim_observed {
     const json_t *sb;        /* the bound Sandbox, or NULL */
     const char *err_reason;  /* a failure reason (TemplateNotFound, ...), or NULL */
     const char *err_message; /* its message */
-    bool transient;          /* the failure may clear by itself: keep the binding */
+    bool transient;          /* the failure may clear by itself */
+    bool sb_keep;            /* no Sandbox, but the pass is not sure there is none (a binding
+                                it cannot confirm yet): status.sandbox stays as it is;
+                                otherwise, without sb, it goes */
     bool expired;            /* the claim's lifecycle expired */
     bool timed_out;          /* not Ready within the claim timeout */
 };

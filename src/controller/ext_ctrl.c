@@ -24,6 +24,7 @@
 #include "controller/manager_int.h"
 #include "controller/ns_source.h"
 #include "controller/pool_expect.h"
+#include "controller/sandbox_names.h"
 #include "controller/side_writer.h"
 #include "controller/workloop.h"
 #include "kube/client.h"
@@ -364,6 +365,60 @@ void ext__ready_once_drop(struct ext_ctrl *x, const char *claim_uid)
     pthread_mutex_unlock(&x->lock);
 }
 
+/* Drops the expired entries of x->sb_deleted; call with x->lock held. */
+static void sb_deleted_prune(struct ext_ctrl *x, usec_t now)
+{
+    struct kube_strv gone = {0};
+    struct map_iter it;
+    const char *k;
+    void *v;
+    map_foreach (x->sb_deleted, it, k, v)
+        if (*(usec_t *)v <= now)
+            kube_strv_add(&gone, k);
+    for (size_t i = 0; i < gone.n; i++)
+        xfree(map_remove(x->sb_deleted, gone.v[i]));
+    kube_strv_done(&gone);
+}
+
+void ext__sb_deleted_put(struct ext_ctrl *x, const char *uid)
+{
+    usec_t *t, now = clock_now();
+    if (!uid || !*uid)
+        return;
+    t = xmalloc(sizeof(*t));
+    *t = now + EXT_SB_DELETED_TTL;
+    pthread_mutex_lock(&x->lock);
+    if (map_len(x->sb_deleted) >= 256)
+        sb_deleted_prune(x, now);
+    map_put(x->sb_deleted, uid, t, NULL);
+    pthread_mutex_unlock(&x->lock);
+}
+
+bool ext__sb_deleted(struct ext_ctrl *x, const char *uid)
+{
+    usec_t *t;
+    bool yes = false;
+    if (!uid)
+        return false;
+    pthread_mutex_lock(&x->lock);
+    t = map_get(x->sb_deleted, uid);
+    if (t && *t > clock_now())
+        yes = true;
+    else if (t)
+        xfree(map_remove(x->sb_deleted, uid));
+    pthread_mutex_unlock(&x->lock);
+    return yes;
+}
+
+void ext__sb_deleted_drop(struct ext_ctrl *x, const char *uid)
+{
+    if (!uid)
+        return;
+    pthread_mutex_lock(&x->lock);
+    xfree(map_remove(x->sb_deleted, uid));
+    pthread_mutex_unlock(&x->lock);
+}
+
 usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop)
 {
     usec_t *p, t = 0;
@@ -407,6 +462,30 @@ static void idx_pool_tpl(void *ctx, const json_t *obj, struct kube_strv *out)
 {
     (void)ctx;
     index_ns_value(obj, kube_obj_path_str(obj, "spec.sandboxTemplateRef.name"), out);
+}
+
+/* Templates by namespace/hash of their name (the template-ref label of their members). */
+static void idx_tpl_hash(void *ctx, const json_t *obj, struct kube_strv *out)
+{
+    char h[SB_HASH_LEN + 1];
+    (void)ctx;
+    if (!kube_obj_name(obj))
+        return;
+    sb_name_hash(kube_obj_name(obj), h);
+    index_ns_value(obj, h, out);
+}
+
+bool ext__template_of_hash(struct ext_ctrl *x, const char *ns, const char *hash)
+{
+    char key[LIMIT_KUBE_STORE_KEY + 1];
+    struct kube_strv keys = {0};
+    bool yes;
+    if (!hash || ext__key(ns, hash, key, sizeof(key)) < 0)
+        return false;
+    (void)kube_store_index_keys(ext__store(x, EXT_INF_TEMPLATE), EXT_IDX_TPL_HASH, key, &keys);
+    yes = keys.n > 0;
+    kube_strv_done(&keys);
+    return yes;
 }
 
 static void idx_claim_pool(void *ctx, const json_t *obj, struct kube_strv *out)
@@ -471,11 +550,26 @@ static void sb_on_add(void *ctx, const json_t *sb)
 {
     struct ext_ctrl *x = ctx;
     char pool[LIMIT_KUBE_STORE_KEY + 1];
-    /* Lower before the pool is queued: its reconcile must see the create as seen. */
+    /* Lower before the pool is queued: its reconcile must see the create as seen. Only the
+     * creates of the pool that made it (its UID): a pool made again under the same name
+     * does not count an earlier one's creates as its own. */
     if (ext__pool_of(sb, pool, sizeof(pool)))
-        pool_expect_lower_creations(x->expect, pool, 1);
+        pool_expect_lower_creations(
+            x->expect, pool, json_string_value(json_object_get(kube_obj_controller_ref(sb), "uid")),
+            1);
     sb_route(x, sb, false);
 }
+
+/* An object deleted and made again under the same name while the watch was down comes
+ * back from the re-list as an update (as with client-go): another object, with another
+ * UID. True when that is so. */
+static bool uid_changed(const json_t *o, const json_t *n)
+{
+    const char *a = kube_obj_uid(o), *b = kube_obj_uid(n);
+    return a && b && strcmp(a, b) != 0;
+}
+
+static void sb_on_delete(void *ctx, const json_t *sb, bool unknown);
 
 /* True when a claim consumes something that changed between old and new. */
 static bool claim_relevant(const json_t *o, const json_t *n)
@@ -493,6 +587,11 @@ static void sb_on_update(void *ctx, const json_t *o, const json_t *n)
 {
     struct ext_ctrl *x = ctx;
     char pool[LIMIT_KUBE_STORE_KEY + 1];
+    if (uid_changed(o, n)) {
+        sb_on_delete(x, o, false);
+        sb_on_add(x, n);
+        return;
+    }
     if (ext__pool_of(o, pool, sizeof(pool)) && !sb_controller_is(n, SB_EXT_GROUP, EXT_KIND_POOL)) {
         claim_queue_remove(x->cq, pool, kube_obj_name(o));
         /* no longer the pool's: a deletion it expected of it will not be its to see */
@@ -510,6 +609,7 @@ static void sb_on_delete(void *ctx, const json_t *sb, bool unknown)
     (void)unknown;
     if (ext__pool_of(sb, pool, sizeof(pool)))
         pool_expect_deletion_observed(x->expect, pool, kube_obj_uid(sb));
+    ext__sb_deleted_drop(x, kube_obj_uid(sb));
     lb_forget(x->lb, kube_obj_namespace(sb), kube_obj_name(sb));
     sb_route(x, sb, true);
 }
@@ -550,10 +650,31 @@ static void tpl_on_update(void *ctx, const json_t *o, const json_t *n)
     tpl_changed(ctx, n, false);
 }
 
+/* A template went: every pool of its namespace is looked at again, since one switched
+ * away from it may still hold members of it (replaced once it is gone: pool_reconcile.c,
+ * member_other_template). Templates go rarely, pools are few. */
+static void tpl_gone(struct ext_ctrl *x, const json_t *tpl)
+{
+    const char *ns = kube_obj_namespace(tpl);
+    struct kube_objv pools = {0};
+    kube_store_list(ext__store(x, EXT_INF_POOL), &pools);
+    for (size_t i = 0; i < pools.n; i++) {
+        char pk[LIMIT_KUBE_STORE_KEY + 1];
+        const char *pns = kube_obj_namespace(pools.v[i]);
+        if (ns && pns && strcmp(ns, pns) != 0)
+            continue;
+        obj_key(pools.v[i], pk, sizeof(pk));
+        if (*pk)
+            ext__enqueue(x, EXT_LOOP_POOL, pk, 0);
+    }
+    kube_objv_done(&pools);
+}
+
 static void tpl_on_delete(void *ctx, const json_t *o, bool unknown)
 {
     (void)unknown;
     tpl_changed(ctx, o, false);
+    tpl_gone(ctx, o);
 }
 
 static void pool_changed(struct ext_ctrl *x, const json_t *pool, bool claims, bool gone)
@@ -574,8 +695,15 @@ static void pool_on_add(void *ctx, const json_t *o)
     pool_changed(ctx, o, true, false);
 }
 
+static void pool_on_delete(void *ctx, const json_t *o, bool unknown);
+
 static void pool_on_update(void *ctx, const json_t *o, const json_t *n)
 {
+    if (uid_changed(o, n)) { /* another pool: the first one's deletion, then this one */
+        pool_on_delete(ctx, o, false);
+        pool_on_add(ctx, n);
+        return;
+    }
     pool_changed(ctx, n, kube_obj_generation(o) != kube_obj_generation(n), false);
 }
 
@@ -605,11 +733,17 @@ static void claim_on_add(void *ctx, const json_t *o)
     ext__enqueue(x, EXT_LOOP_CLAIM, key, 0);
 }
 
+static void claim_on_delete(void *ctx, const json_t *o, bool unknown);
+
 static void claim_on_update(void *ctx, const json_t *o, const json_t *n)
 {
     struct ext_ctrl *x = ctx;
     char key[LIMIT_KUBE_STORE_KEY + 1];
-    (void)o;
+    if (uid_changed(o, n)) { /* another claim: the first one's deletion, then this one */
+        claim_on_delete(x, o, false);
+        claim_on_add(x, n);
+        return;
+    }
     obj_key(n, key, sizeof(key));
     if (*key)
         ext__enqueue(x, EXT_LOOP_CLAIM, key, 0);
@@ -767,8 +901,11 @@ static void load_domains(struct ext_ctrl *x)
     buf_done(&b);
 }
 
+/* timers: the claim and pool passes keep theirs when they fail (requeue_on_error): a
+ * claim's shutdownTime, TTL and timeout, a pool's readiness grace and refill waits would
+ * otherwise come at the back-off's pace (up to LIMIT_WQ_BACKOFF_MAX late) */
 static int loop_init(struct ext_ctrl *x, int i, const char *name, int workers,
-                     workloop_reconcile_fn *fn)
+                     workloop_reconcile_fn *fn, bool timers)
 {
     struct workloop_opts lo = {.name = name,
                                .workers = workers,
@@ -778,6 +915,7 @@ static int loop_init(struct ext_ctrl *x, int i, const char *name, int workers,
                                .reconcile = fn,
                                .wait_synced = caches_wait,
                                .ctx = x,
+                               .requeue_on_error = timers,
                                .metrics = x->d.metrics};
     return workloop_new(&lo, &x->loops[i]);
 }
@@ -803,18 +941,19 @@ int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_
     x->observed = map_new(xfree);
     x->bindings = map_new(xfree);
     x->ready_once = map_new(xfree);
+    x->sb_deleted = map_new(xfree);
     x->expect = pool_expect_new(0);
     x->cq = claim_queue_new();
     x->lb = lb_state_new(o->latebind_loopback, o->latebind_timeout);
     ext_metrics_register(x->d.metrics ? x->d.metrics->reg : NULL, &x->met);
     r = loop_init(x, EXT_LOOP_TEMPLATE, "sandboxtemplate",
-                  o->template_workers > 0 ? o->template_workers : 1, run_template);
+                  o->template_workers > 0 ? o->template_workers : 1, run_template, false);
     if (r >= 0)
         r = loop_init(x, EXT_LOOP_POOL, "sandboxwarmpool",
-                      o->pool_workers > 0 ? o->pool_workers : 1, run_pool);
+                      o->pool_workers > 0 ? o->pool_workers : 1, run_pool, true);
     if (r >= 0)
         r = loop_init(x, EXT_LOOP_CLAIM, "sandboxclaim",
-                      o->claim_workers > 0 ? o->claim_workers : 300, run_claim);
+                      o->claim_workers > 0 ? o->claim_workers : 300, run_claim, true);
     if (r >= 0)
         r = side_start(x);
     if (r < 0) {
@@ -861,12 +1000,14 @@ static int new_informer(struct ext_ctrl *x, int i, const struct kube_res *res)
         r = kube_informer_add_index(x->inf[i], EXT_IDX_POOL_TPL, idx_pool_tpl, NULL);
     if (r >= 0 && i == EXT_INF_CLAIM)
         r = kube_informer_add_index(x->inf[i], EXT_IDX_CLAIM_POOL, idx_claim_pool, NULL);
+    if (r >= 0 && i == EXT_INF_TEMPLATE)
+        r = kube_informer_add_index(x->inf[i], EXT_IDX_TPL_HASH, idx_tpl_hash, NULL);
     if (r >= 0)
         r = kube_informer_add_handlers(x->inf[i], &h);
     return r;
 }
 
-int ext_ctrl_start(struct ext_ctrl *x)
+int ext__informers_new(struct ext_ctrl *x)
 {
     static const struct kube_res *const res[EXT_INF_COUNT] = {
         &API_RES_SANDBOXTEMPLATES, &API_RES_SANDBOXWARMPOOLS, &API_RES_SANDBOXCLAIMS,
@@ -874,6 +1015,21 @@ int ext_ctrl_start(struct ext_ctrl *x)
     int r = 0;
     for (int i = 0; r >= 0 && i < EXT_INF_COUNT; i++)
         r = new_informer(x, i, res[i]);
+    return r;
+}
+
+void ext__handlers(int which, struct kube_informer_handlers *ret)
+{
+    if (which >= 0 && which < EXT_INF_COUNT)
+        *ret = ext_handlers[which];
+    else
+        *ret = (struct kube_informer_handlers){
+            .on_add = sb_on_add, .on_update = sb_on_update, .on_delete = sb_on_delete};
+}
+
+int ext_ctrl_start(struct ext_ctrl *x)
+{
+    int r = ext__informers_new(x);
     /* For the cascade's sweep: a Sandbox whose claim or pool is gone from these. */
     if (r >= 0 && x->d.cascade)
         r = cascade_add_owner(x->d.cascade, CASCADE_OF_EXT, &API_RES_SANDBOXCLAIMS,
@@ -947,6 +1103,7 @@ void ext_ctrl_free(struct ext_ctrl *x)
     map_free(x->observed);
     map_free(x->bindings);
     map_free(x->ready_once);
+    map_free(x->sb_deleted);
     pool_expect_free(x->expect);
     claim_queue_free(x->cq);
     lb_state_free(x->lb);

@@ -31,6 +31,7 @@ enum { EXT_LOOP_TEMPLATE, EXT_LOOP_POOL, EXT_LOOP_CLAIM, EXT_LOOP_COUNT };
 #define EXT_IDX_SB_OWNER   "ext-owner"       /* Sandboxes by controller UID */
 #define EXT_IDX_POOL_TPL   "ext-template"    /* pools by namespace/template name */
 #define EXT_IDX_CLAIM_POOL "ext-pool"        /* claims by namespace/pool name */
+#define EXT_IDX_TPL_HASH   "ext-tpl-hash"    /* templates by namespace/hash of the name */
 
 struct ext_ctrl;
 struct side_writer;
@@ -64,12 +65,17 @@ struct ext_ctrl {
     struct map *ready_once;    /* claim uid -> "" (claims this process saw Ready, until the
                                   cache shows the first-ready annotation), "failed" once
                                   the annotation's write failed */
+    struct map *sb_deleted;    /* Sandbox uid -> usec_t * (monotonic expiry): Sandboxes a
+                                  claim pass deleted, until their DELETED event */
     atomic_bool stopped;
 };
 
 /** Stores. */
 struct kube_store *ext__store(struct ext_ctrl *x, int which);
 struct kube_store *ext__sandboxes(struct ext_ctrl *x);
+/** True when the cache holds a template in ns whose name hashes to hash (a member's
+ *  template-ref label): the template a member was built from still exists. */
+bool ext__template_of_hash(struct ext_ctrl *x, const char *ns, const char *hash);
 struct kube_store *ext__pods(struct ext_ctrl *x);
 /** Queues key on a loop (now or after delay). */
 void ext__enqueue(struct ext_ctrl *x, int loop, const char *key, usec_t delay);
@@ -116,6 +122,14 @@ int tpl_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);
 int pool_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);
 int claim_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue);
 
+/** Creates the extension informers with their indexes and handlers, not started
+ * (ext_ctrl_start; tests fill their stores). Returns 0 or a negative errno. */
+int ext__informers_new(struct ext_ctrl *x);
+struct kube_informer_handlers;
+/** Tests: the event handlers of informer which (EXT_INF_*), or, for EXT_INF_COUNT, of the
+ * manager's Sandbox informer; ctx is the struct ext_ctrl. */
+void ext__handlers(int which, struct kube_informer_handlers *ret);
+
 /** Pool membership of a Sandbox: writes "namespace/pool" of its controlling warm pool
  * into out and returns true when sb is pool-controlled. */
 bool ext__pool_of(const json_t *sb, char *out, size_t size);
@@ -141,6 +155,14 @@ bool ext__ready_once(struct ext_ctrl *x, const char *claim_uid);
 /** Marked, and the annotation's write is pending (not failed since). */
 bool ext__ready_once_writing(struct ext_ctrl *x, const char *claim_uid);
 void ext__ready_once_drop(struct ext_ctrl *x, const char *claim_uid);
+/** Sandboxes a claim pass deleted (a late-bound fallback's warm Sandbox, an expired
+ * claim's): remembered until the cache shows them gone (their DELETED event), at most
+ * EXT_SB_DELETED_TTL, so that a pass on a cache that still shows one does not bind the
+ * claim to it again. put: uid borrowed; NULL is ignored. */
+#define EXT_SB_DELETED_TTL (5 * 60 * USEC_PER_SEC)
+void ext__sb_deleted_put(struct ext_ctrl *x, const char *uid);
+bool ext__sb_deleted(struct ext_ctrl *x, const char *uid);
+void ext__sb_deleted_drop(struct ext_ctrl *x, const char *uid);
 /** Wall time the claim key was first seen (0 when unknown); drop removes it. */
 usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop);
 

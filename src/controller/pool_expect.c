@@ -3,6 +3,7 @@
 #include "controller/pool_expect.h"
 
 #include <pthread.h>
+#include <string.h>
 
 #include "common/limits.h"
 #include "common/map.h"
@@ -10,6 +11,7 @@
 
 struct expect_rec {
     int creates;
+    char *uid;        /* the pool (its UID) the creates are of; NULL: not known */
     struct map *dels; /* uid -> (void *)1 */
     usec_t raised;
 };
@@ -26,6 +28,7 @@ static void rec_free(void *p)
     if (!r)
         return;
     map_free(r->dels);
+    xfree(r->uid);
     xfree(r);
 }
 
@@ -58,12 +61,23 @@ static struct expect_rec *rec_get(struct pool_expect *x, const char *pool, bool 
     return r;
 }
 
-/* Drops an empty record; returns true when pool is satisfied. Lock held. */
-static bool satisfied_locked(struct pool_expect *x, const char *pool, usec_t now)
+/* True when r's creates are of another pool than uid (one deleted and made again under
+ * the same name): they are never this one's to see. */
+static bool other_pool(const struct expect_rec *r, const char *uid)
+{
+    return uid && r->uid && strcmp(r->uid, uid) != 0;
+}
+
+/* Drops an empty record; returns true when pool (uid) is satisfied. Lock held. */
+static bool satisfied_locked(struct pool_expect *x, const char *pool, const char *uid, usec_t now)
 {
     struct expect_rec *r = rec_get(x, pool, false);
     if (!r)
         return true;
+    if (other_pool(r, uid)) {
+        r->creates = 0;
+        XFREE(r->uid);
+    }
     if ((r->creates <= 0 && map_len(r->dels) == 0) || now - r->raised > x->timeout) {
         rec_free(map_remove(x->pools, pool));
         return true;
@@ -71,26 +85,29 @@ static bool satisfied_locked(struct pool_expect *x, const char *pool, usec_t now
     return false;
 }
 
-bool pool_expect_try_creations(struct pool_expect *x, const char *pool, int n, usec_t now)
+bool pool_expect_try_creations(struct pool_expect *x, const char *pool, const char *uid, int n,
+                               usec_t now)
 {
     bool ok;
     pthread_mutex_lock(&x->lock);
-    ok = satisfied_locked(x, pool, now);
+    ok = satisfied_locked(x, pool, uid, now);
     if (ok && n > 0) {
         struct expect_rec *r = rec_get(x, pool, true);
         r->creates = n;
         r->raised = now;
+        xfree(r->uid);
+        r->uid = uid ? xstrdup(uid) : NULL;
     }
     pthread_mutex_unlock(&x->lock);
     return ok;
 }
 
-void pool_expect_lower_creations(struct pool_expect *x, const char *pool, int n)
+void pool_expect_lower_creations(struct pool_expect *x, const char *pool, const char *uid, int n)
 {
     struct expect_rec *r;
     pthread_mutex_lock(&x->lock);
     r = rec_get(x, pool, false);
-    if (r) {
+    if (r && !other_pool(r, uid)) {
         r->creates = r->creates > n ? r->creates - n : 0;
         if (r->creates == 0 && map_len(r->dels) == 0)
             rec_free(map_remove(x->pools, pool));
@@ -138,11 +155,11 @@ bool pool_expect_deleting(struct pool_expect *x, const char *pool, const char *u
     return yes;
 }
 
-bool pool_expect_satisfied(struct pool_expect *x, const char *pool, usec_t now)
+bool pool_expect_satisfied(struct pool_expect *x, const char *pool, const char *uid, usec_t now)
 {
     bool ok;
     pthread_mutex_lock(&x->lock);
-    ok = satisfied_locked(x, pool, now);
+    ok = satisfied_locked(x, pool, uid, now);
     pthread_mutex_unlock(&x->lock);
     return ok;
 }

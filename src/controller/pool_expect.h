@@ -20,19 +20,25 @@ struct pool_expect *pool_expect_new(usec_t timeout);
 /** NULL is fine. */
 void pool_expect_free(struct pool_expect *x);
 
-/** Atomically: when pool's expectations are satisfied, records n pending creates (and
- * no pending deletes) and returns true; otherwise returns false. */
-bool pool_expect_try_creations(struct pool_expect *x, const char *pool, int n, usec_t now);
-/** Lowers the pending creates of pool by n (a create seen, or a create that failed). */
-void pool_expect_lower_creations(struct pool_expect *x, const char *pool, int n);
+/* The creates are recorded for the pool's UID: a pool deleted and made again under the
+ * same name is another pool, and the creates of the first (their ADDED events, or their
+ * record) never count for the second. uid NULL: any. */
+/** Atomically: when pool's (uid's) expectations are satisfied, records n pending creates
+ * of uid (and no pending deletes) and returns true; otherwise returns false. */
+bool pool_expect_try_creations(struct pool_expect *x, const char *pool, const char *uid, int n,
+                               usec_t now);
+/** Lowers the pending creates of pool by n (a create seen, or a create that failed);
+ * ignored when they were recorded for another pool UID than uid. */
+void pool_expect_lower_creations(struct pool_expect *x, const char *pool, const char *uid, int n);
 /** Records that uid of pool is about to be deleted (call before the DELETE). */
 void pool_expect_deletion(struct pool_expect *x, const char *pool, const char *uid, usec_t now);
 /** The delete of uid was seen (or failed): forget it. */
 void pool_expect_deletion_observed(struct pool_expect *x, const char *pool, const char *uid);
 /** True when uid's delete is pending (and the record has not expired). */
 bool pool_expect_deleting(struct pool_expect *x, const char *pool, const char *uid, usec_t now);
-/** True when nothing is pending for pool (or its record expired). */
-bool pool_expect_satisfied(struct pool_expect *x, const char *pool, usec_t now);
+/** True when nothing is pending for pool (or its record expired, or its creates are of
+ * another pool UID than uid). */
+bool pool_expect_satisfied(struct pool_expect *x, const char *pool, const char *uid, usec_t now);
 /** Pending creates of pool (0 without a record). */
 int pool_expect_pending_creations(struct pool_expect *x, const char *pool);
 /** Drops pool's record. */

@@ -23,7 +23,7 @@ static bool classify(const struct pool_plan_in *in, size_t i, struct pool_plan *
         p->terminating++;
         return false;
     }
-    if (m->stale && in->recreate) {
+    if ((m->stale && in->recreate) || m->other_template) {
         add_del(p, i, in->n);
         p->terminating++;
         return false;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Pure warm-pool decisions: from the classified members of a pool, how many Sandboxes
- * to create and which to delete (stale under Recreate, stuck past the readiness grace,
+ * to create and which to delete (stale under Recreate, of another template than the
+ * pool's under any strategy, stuck past the readiness grace,
  * excess), never counting on members that are going away; and the per-pool refill
  * token bucket. No API access, no clock reads (times are passed in). */
 #pragma once
@@ -12,12 +13,14 @@
 #include "common/clock.h"
 
 struct pool_member {
-    const json_t *sb;   /* borrowed */
-    bool ready;         /* Ready=True */
-    bool terminating;   /* being deleted, or our delete of it is pending */
-    bool stale;         /* built from another blueprint than the template's current one */
-    bool unschedulable; /* its Pod is PodScheduled=False/Unschedulable */
-    usec_t created;     /* creationTimestamp (wall usec), 0 when unknown */
+    const json_t *sb;    /* borrowed */
+    bool ready;          /* Ready=True */
+    bool terminating;    /* being deleted, or our delete of it is pending */
+    bool stale;          /* built from another blueprint than the template's current one */
+    bool other_template; /* built from another template than the pool's, which is gone
+                            (replaced at once, whatever the strategy: not handed out) */
+    bool unschedulable;  /* its Pod is PodScheduled=False/Unschedulable */
+    usec_t created;      /* creationTimestamp (wall usec), 0 when unknown */
 };
 
 struct pool_plan_in {

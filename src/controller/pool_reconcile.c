@@ -57,6 +57,18 @@ static bool pod_unschedulable(struct ext_ctrl *x, const json_t *sb)
     return yes;
 }
 
+/* True when sb was built from another template than the one the pool names now (the
+ * pool was switched to another) and that template is gone, with its NetworkPolicy: it
+ * is not handed out (claim_adopt.c) and is replaced whatever the update strategy. A
+ * member of an earlier template that still exists is only stale (Recreate replaces it;
+ * OnReplenish hands it out, as upstream). Not while the pool's template is missing: the
+ * pool could not refill. */
+static bool member_other_template(struct pool_pass *p, const json_t *sb)
+{
+    const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
+    return p->tpl && (!tr || (strcmp(tr, p->th) != 0 && !ext__template_of_hash(p->x, p->ns, tr)));
+}
+
 static bool member_stale(struct pool_pass *p, const json_t *sb)
 {
     const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
@@ -88,6 +100,7 @@ static size_t classify(struct pool_pass *p)
                          pool_expect_deleting(p->x->expect, p->key, kube_obj_uid(sb), now);
         m->ready = kube_obj_condition_true(sb, SB_COND_READY);
         m->stale = member_stale(p, sb);
+        m->other_template = member_other_template(p, sb);
         if (ct)
             (void)clock_parse_rfc3339(ct, &m->created);
         m->unschedulable = !m->ready && pod_unschedulable(p->x, sb);
@@ -178,9 +191,18 @@ static bool claim_settled(const json_t *claim)
     return false;
 }
 
+/* True when the claim's last pass failed (ReconcilerError): it is retried after a back-off
+ * that may be long, not served from the candidates in the next moments. */
+static bool claim_erring(const json_t *claim)
+{
+    const char *r =
+        json_string_value(json_object_get(kube_obj_condition(claim, SB_COND_READY), "reason"));
+    return r && strcmp(r, SB_R_RECONCILER_ERROR) == 0;
+}
+
 /* True when a claim on this pool waits for adoption: not deleting, no status.sandbox,
- * not failed for good, and no binding of this process that the cache does not show
- * yet. */
+ * not failed for good nor erring, and no binding of this process that the cache does not
+ * show yet. */
 static bool claims_waiting(struct pool_pass *p)
 {
     struct kube_objv v = {0};
@@ -188,7 +210,7 @@ static bool claims_waiting(struct pool_pass *p)
     kube_store_by_index(ext__store(p->x, EXT_INF_CLAIM), EXT_IDX_CLAIM_POOL, p->key, &v);
     for (size_t i = 0; i < v.n && !yes; i++) {
         if (kube_obj_path_str(v.v[i], "status.sandbox.name") || kube_obj_deleting(v.v[i]) ||
-            claim_settled(v.v[i]))
+            claim_settled(v.v[i]) || claim_erring(v.v[i]))
             continue;
         yes = !ext__binding_has(p->x, kube_obj_uid(v.v[i]));
     }
@@ -365,7 +387,8 @@ static void create_members(struct pool_pass *p, int want)
     granted = take_tokens(p, want, rate);
     if (!granted)
         return;
-    if (!pool_expect_try_creations(p->x->expect, p->key, granted, clock_now())) {
+    if (!pool_expect_try_creations(p->x->expect, p->key, kube_obj_uid(p->pool), granted,
+                                   clock_now())) {
         refund_tokens(p, granted, rate);
         requeue_min(p, LIMIT_EXT_EXPECT_RECHECK);
         log_debug("waiting for in-flight creates/deletes\tpool=%s", p->key);
@@ -376,7 +399,8 @@ static void create_members(struct pool_pass *p, int want)
     ok = create_parallel(p, sb, lb.late_bound, granted, &unsure);
     json_decref(sb);
     if (ok + unsure < granted) /* the unsure stay expected: see ext__member_settle */
-        pool_expect_lower_creations(p->x->expect, p->key, granted - ok - unsure);
+        pool_expect_lower_creations(p->x->expect, p->key, kube_obj_uid(p->pool),
+                                    granted - ok - unsure);
     if (p->x->met.pool_creates)
         metric_add(p->x->met.pool_creates, (const char *const[]){p->ns, kube_obj_name(p->pool)},
                    ok);
@@ -467,7 +491,8 @@ static void run_plan(struct pool_pass *p, size_t n)
     struct pool_plan plan;
     pool_plan_compute(&in, &plan);
     if (plan.ndel && plan.create == 0 &&
-        !pool_expect_satisfied(p->x->expect, p->key, clock_now()) && plan.active > in.desired) {
+        !pool_expect_satisfied(p->x->expect, p->key, kube_obj_uid(p->pool), clock_now()) &&
+        plan.active > in.desired) {
         requeue_min(p, LIMIT_EXT_EXPECT_RECHECK); /* excess: wait until our creates are seen */
     } else {
         delete_members(p, &plan);
@@ -527,7 +552,7 @@ int pool_reconcile(struct ext_ctrl *x, const char *key, usec_t *ret_requeue)
      * include every create of ours. Read after, a create seen in between would be
      * missing from the count but no longer expected, and the pool would create one
      * more than it needs (seen as 11 creates for 10 claims in it_test_controller_writes). */
-    p.expect_ok = pool_expect_satisfied(x->expect, key, clock_now());
+    p.expect_ok = pool_expect_satisfied(x->expect, key, kube_obj_uid(p.pool), clock_now());
     kube_store_by_index(ext__sandboxes(x), EXT_IDX_SB_POOL, idx, &p.sbs);
     run_plan(&p, classify(&p));
     xfree(p.m);

@@ -333,6 +333,11 @@ unsigned long workloop_reconciles(struct workloop *l)
     return atomic_load(&l->reconciles);
 }
 
+bool workloop_requeues_on_error(const struct workloop *l)
+{
+    return l->o.requeue_on_error;
+}
+
 int workloop_active(struct workloop *l)
 {
     return atomic_load(&l->active);

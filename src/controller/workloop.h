@@ -76,6 +76,8 @@ void workloop_shutdown(struct workloop *l);
  * Idempotent; NULL is fine. */
 void workloop_stop(struct workloop *l);
 
+/** Whether a failed pass's requeue stands (workloop_opts.requeue_on_error). */
+bool workloop_requeues_on_error(const struct workloop *l);
 /** Reconciles finished so far (for tests). */
 unsigned long workloop_reconciles(struct workloop *l);
 /** Workers reconciling right now. */

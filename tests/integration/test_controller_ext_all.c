@@ -29,6 +29,7 @@
 #include "common/xalloc.h"
 #include "controller/ext_names.h"
 #include "controller/manager.h"
+#include "controller/sandbox_names.h"
 #include "controller/template_build.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -782,6 +783,66 @@ static void test_deleting_pool_serves_cold(void **state)
     IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-going", &e), &e);
 }
 
+static const char *want_tpl = "tpl-b"; /* pool_all_of's template */
+
+/* True when every member of pool ctx is Ready and built from template want_tpl. */
+static bool pool_all_of(void *ctx)
+{
+    json_t *list = NULL, *sb;
+    size_t i, n = 0;
+    bool ok = true;
+    char th[SB_HASH_LEN + 1];
+    sb_name_hash(want_tpl, th);
+    if (kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, NULL) < 0)
+        return false;
+    json_array_foreach(json_object_get(list, "items"), i, sb)
+    {
+        const char *nm = json_string_value(json_object_get(kube_obj_controller_ref(sb), "name"));
+        if (!nm || strcmp(nm, ctx) != 0 || !sb_controller_is(sb, SB_EXT_GROUP, EXT_KIND_POOL))
+            continue;
+        n++;
+        ok = ok && !kube_obj_deleting(sb) && kube_obj_condition_true(sb, SB_COND_READY) &&
+             strcmp(kube_obj_label(sb, SB_LABEL_TEMPLATE_REF) ?: "", th) == 0;
+    }
+    json_decref(list);
+    return ok && n == 2;
+}
+
+/* A pool switched to another template (OnReplenish, the default) keeps its members of
+ * the template it used before, and hands them out, while that template exists (as
+ * upstream); once it is deleted (its NetworkPolicy with it) they are replaced at once and
+ * no claim gets one. */
+static void test_pool_template_switch(void **state)
+{
+    struct kube_err e;
+    json_t *cl, *sb;
+    char th[SB_HASH_LEN + 1];
+    (void)state;
+    create_template("tpl-a", "on", "Allowed");
+    create_template("tpl-b", "on", "Allowed");
+    create_pool("p-switch", "tpl-a", 2);
+    wait_pool("p-switch", 2, 2);
+    patch(&API_RES_SANDBOXWARMPOOLS, "p-switch", NULL,
+          json_pack("{s:{s:{s:s}}}", "spec", "sandboxTemplateRef", "name", "tpl-b"));
+    clock_sleep(USEC_PER_SEC); /* a replacement would have begun by then */
+    want_tpl = "tpl-a";
+    if (!pool_all_of("p-switch"))
+        fail_msg("pool p-switch replaced the members of a template that still exists");
+    IT_OK(kube_delete(c, &API_RES_SANDBOXTEMPLATES, ns, "tpl-a", &e), &e);
+    want_tpl = "tpl-b";
+    if (it_wait(pool_all_of, "p-switch", WAIT) < 0)
+        fail_msg("pool p-switch still has members of its deleted former template");
+    create_claim("c-switch", "p-switch", NULL);
+    cl = wait_claim("c-switch", "True", NULL);
+    sb = bound_sandbox(cl);
+    sb_name_hash("tpl-b", th);
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_TEMPLATE_REF) ?: "", th);
+    json_decref(sb);
+    json_decref(cl);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-switch", &e), &e);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-switch", &e), &e);
+}
+
 /* A claim whose additionalPodMetadata overrides a label of the pool's template fails
  * once, as a cold claim does: no adoption is tried (each failed, was retried with
  * back-off for ever and sent the candidate to the back of the pool's queue), the member
@@ -1465,6 +1526,7 @@ int main(void)
         cmocka_unit_test(test_blocked_claim_recovers),
         cmocka_unit_test(test_claim_blocked_by_member_recovers),
         cmocka_unit_test(test_deleting_pool_serves_cold),
+        cmocka_unit_test(test_pool_template_switch),
         cmocka_unit_test(test_meta_conflict_fails_once),
         cmocka_unit_test(test_cold_create_answer_lost),
         cmocka_unit_test(test_expired_blocked_claim),

@@ -193,6 +193,27 @@ static void test_ready_rules(void **state)
     json_decref(c);
 }
 
+/* status.sandbox goes when the pass found no Sandbox, also on a transient failure (the
+ * claim then counts as unbound); it stays only when the pass is not sure (sb_keep). */
+static void test_status_sandbox_kept_only_when_unsure(void **state)
+{
+    json_t *c = json_pack("{s:{s:s, s:s, s:i}, s:{s:{s:s}}}", "metadata", "name", "c", "uid", "u",
+                          "generation", 1, "status", "sandbox", "name", "gone");
+    struct claim_observed o = {
+        .claim = c, .err_reason = EXT_R_POOL_NOT_FOUND, .err_message = "x", .transient = true};
+    json_t *st;
+    (void)state;
+    st = claim_status_build(&o, "now");
+    assert_null(json_object_get(st, "sandbox"));
+    json_decref(st);
+    o.sb_keep = true;
+    st = claim_status_build(&o, "now");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(st, "sandbox"), "name")),
+                        "gone");
+    json_decref(st);
+    json_decref(c);
+}
+
 static const char *cond_ltt(const json_t *st, const char *type)
 {
     json_t *w = json_pack("{s:O}", "status", st);
@@ -323,10 +344,15 @@ static void test_queue(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_metadata_validation), cmocka_unit_test(test_merge_no_override),
-        cmocka_unit_test(test_cold_env_policies),   cmocka_unit_test(test_vct_policies),
-        cmocka_unit_test(test_ready_rules),         cmocka_unit_test(test_condition_times),
-        cmocka_unit_test(test_lifecycle),           cmocka_unit_test(test_queue),
+        cmocka_unit_test(test_metadata_validation),
+        cmocka_unit_test(test_merge_no_override),
+        cmocka_unit_test(test_cold_env_policies),
+        cmocka_unit_test(test_vct_policies),
+        cmocka_unit_test(test_ready_rules),
+        cmocka_unit_test(test_condition_times),
+        cmocka_unit_test(test_lifecycle),
+        cmocka_unit_test(test_queue),
+        cmocka_unit_test(test_status_sandbox_kept_only_when_unsure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

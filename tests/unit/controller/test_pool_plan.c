@@ -84,23 +84,61 @@ static void test_expectations(void **state)
 {
     struct pool_expect *x = pool_expect_new(60 * S);
     (void)state;
-    assert_true(pool_expect_try_creations(x, "ns/p", 3, 0));
-    assert_false(pool_expect_try_creations(x, "ns/p", 3, 1)); /* in flight: no double create */
-    assert_true(pool_expect_try_creations(x, "ns/other", 1, 1));
-    pool_expect_lower_creations(x, "ns/p", 2);
+    assert_true(pool_expect_try_creations(x, "ns/p", NULL, 3, 0));
+    assert_false(
+        pool_expect_try_creations(x, "ns/p", NULL, 3, 1)); /* in flight: no double create */
+    assert_true(pool_expect_try_creations(x, "ns/other", NULL, 1, 1));
+    pool_expect_lower_creations(x, "ns/p", NULL, 2);
     assert_int_equal(pool_expect_pending_creations(x, "ns/p"), 1);
-    assert_false(pool_expect_satisfied(x, "ns/p", 2));
-    pool_expect_lower_creations(x, "ns/p", 5);
-    assert_true(pool_expect_satisfied(x, "ns/p", 2));
+    assert_false(pool_expect_satisfied(x, "ns/p", NULL, 2));
+    pool_expect_lower_creations(x, "ns/p", NULL, 5);
+    assert_true(pool_expect_satisfied(x, "ns/p", NULL, 2));
     pool_expect_deletion(x, "ns/p", "u1", 3);
     assert_true(pool_expect_deleting(x, "ns/p", "u1", 3));
-    assert_false(pool_expect_try_creations(x, "ns/p", 1, 3));
+    assert_false(pool_expect_try_creations(x, "ns/p", NULL, 1, 3));
     pool_expect_deletion_observed(x, "ns/p", "u1");
-    assert_true(pool_expect_satisfied(x, "ns/p", 4));
+    assert_true(pool_expect_satisfied(x, "ns/p", NULL, 4));
     /* A lost event: the record expires. */
-    assert_true(pool_expect_try_creations(x, "ns/p", 1, 10));
-    assert_false(pool_expect_satisfied(x, "ns/p", 10 + 59 * S));
-    assert_true(pool_expect_satisfied(x, "ns/p", 10 + 61 * S));
+    assert_true(pool_expect_try_creations(x, "ns/p", NULL, 1, 10));
+    assert_false(pool_expect_satisfied(x, "ns/p", NULL, 10 + 59 * S));
+    assert_true(pool_expect_satisfied(x, "ns/p", NULL, 10 + 61 * S));
+    pool_expect_free(x);
+}
+
+/* A member of the template the pool used before is replaced under OnReplenish too, and
+ * counts as going (the refill does not wait for it). */
+static void test_other_template_replaced(void **state)
+{
+    struct pool_member m[2] = {
+        {.ready = true, .created = 1 * S},
+        {.ready = true, .created = 2 * S, .stale = true, .other_template = true},
+    };
+    struct pool_plan_in in = {
+        .m = m, .n = 2, .desired = 2, .max_batch = 300, .grace = 100 * S, .now = 5 * S};
+    struct pool_plan p;
+    (void)state;
+    pool_plan_compute(&in, &p);
+    assert_int_equal(p.ndel, 1);
+    assert_int_equal(p.del[0], 1);
+    assert_int_equal(p.active, 1);
+    assert_int_equal(p.terminating, 1);
+    pool_plan_done(&p);
+}
+
+/* A pool made again under its name: the first one's creates are not its own. */
+static void test_expectations_by_uid(void **state)
+{
+    struct pool_expect *x = pool_expect_new(60 * S);
+    (void)state;
+    assert_true(pool_expect_try_creations(x, "ns/p", "old", 2, 0));
+    /* the new pool is not held by the old one's creates, and records its own */
+    assert_true(pool_expect_satisfied(x, "ns/p", "new", 1));
+    assert_true(pool_expect_try_creations(x, "ns/p", "new", 1, 1));
+    pool_expect_lower_creations(x, "ns/p", "old", 1); /* the old one's create seen */
+    assert_int_equal(pool_expect_pending_creations(x, "ns/p"), 1);
+    assert_false(pool_expect_satisfied(x, "ns/p", "new", 2));
+    pool_expect_lower_creations(x, "ns/p", "new", 1);
+    assert_true(pool_expect_satisfied(x, "ns/p", "new", 2));
     pool_expect_free(x);
 }
 
@@ -131,6 +169,8 @@ int main(void)
         cmocka_unit_test(test_unready_held_and_stuck),
         cmocka_unit_test(test_excess_and_stale),
         cmocka_unit_test(test_expectations),
+        cmocka_unit_test(test_other_template_replaced),
+        cmocka_unit_test(test_expectations_by_uid),
         cmocka_unit_test(test_bucket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,892 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests: whole SandboxClaim and SandboxWarmPool passes (claim_reconcile,
+ * pool_reconcile) on extension caches the test fills (the informers are made, never
+ * started), and the event handlers called as an informer would; the API server played by
+ * a scripted HTTP/1.1 server on 127.0.0.1 that keeps the Sandboxes it is told of and
+ * counts the writes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "api/res.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "controller/claim_queue.h"
+#include "controller/ext_int.h"
+#include "controller/ext_names.h"
+#include "controller/latebind_spec.h"
+#include "controller/pool_expect.h"
+#include "controller/sandbox_names.h"
+#include "controller/sandbox_status.h"
+#include "controller/workloop.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/informer.h"
+#include "kube/obj.h"
+#include "kube/store.h"
+
+#define NS       "ns"
+#define POOL     "pool"
+#define POOL_UID "p0000000-0000-0000-0000-000000000001"
+#define TPL      "tpl"
+#define CLAIM    "claim"
+#define CL_UID   "c0000000-0000-0000-0000-000000000001"
+
+/* ---- the scripted API server -------------------------------------------------------- */
+
+#define MAX_CONNS 8
+
+struct srv {
+    int lfd, port, wake[2];
+    pthread_t th;
+    pthread_mutex_t lock;
+    json_t *objs;         /* Sandbox name -> the Sandbox the server has */
+    json_t *patch_code;   /* Sandbox name -> the status its PATCHes get (default 200/404) */
+    json_t *patches;      /* Sandbox name -> PATCHes of it */
+    json_t *deletes;      /* Sandbox name -> DELETEs of it */
+    json_t *claim_writes; /* the claim status PATCHes' bodies */
+    long post_code;       /* answer to a Sandbox POST: 201 or that error */
+    int posts, others, next_uid;
+};
+
+static struct srv S;
+
+static void send_all(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n <= 0)
+            return;
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+static void respond(int fd, long status, const char *body)
+{
+    char head[256];
+    (void)snprintf(head, sizeof(head),
+                   "HTTP/1.1 %ld X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                   "\r\n",
+                   status, strlen(body));
+    send_all(fd, head, strlen(head));
+    send_all(fd, body, strlen(body));
+}
+
+static char *failure(long code)
+{
+    const char *reason = code == 403   ? "Forbidden"
+                         : code == 404 ? "NotFound"
+                         : code == 409 ? "Conflict"
+                         : code == 422 ? "Invalid"
+                                       : "InternalError";
+    json_t *st = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "kind", "Status", "apiVersion", "v1",
+                           "status", "Failure", "reason", reason, "message", "scripted refusal",
+                           "code", (json_int_t)code);
+    char *text = json_dumps(st, JSON_COMPACT);
+    json_decref(st);
+    return text;
+}
+
+static void count(json_t *counts, const char *name)
+{
+    json_object_set_new(counts, name,
+                        json_integer(json_integer_value(json_object_get(counts, name)) + 1));
+}
+
+/* RFC 7386 merge patch of patch into target. */
+static void merge(json_t *target, const json_t *patch)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)patch, k, v)
+    {
+        json_t *cur = json_object_get(target, k);
+        if (json_is_null(v))
+            json_object_del(target, k);
+        else if (json_is_object(v) && json_is_object(cur))
+            merge(cur, v);
+        else
+            json_object_set_new(target, k, json_deep_copy(v));
+    }
+}
+
+/* The Sandbox name of a target ".../sandboxes/<name>[?...]" into out, or "". */
+static void sb_name(const char *target, char *out, size_t size)
+{
+    const char *p = strstr(target, "/sandboxes/");
+    size_t n = 0;
+    out[0] = '\0';
+    if (!p)
+        return;
+    p += strlen("/sandboxes/");
+    while (p[n] && p[n] != '?' && p[n] != '/' && n + 1 < size)
+        n++;
+    (void)snprintf(out, size, "%.*s", (int)n, p);
+}
+
+static char *patch_sb(const char *name, const json_t *obj, long *status)
+{
+    json_t *cur = json_object_get(S.objs, name);
+    json_t *code = json_object_get(S.patch_code, name);
+    char rv[32];
+    count(S.patches, name);
+    *status = code ? (long)json_integer_value(code) : cur ? 200 : 404;
+    if (*status != 200)
+        return failure(*status);
+    merge(cur, obj);
+    (void)snprintf(rv, sizeof(rv), "%d", 100 + ++S.next_uid);
+    json_object_set_new(json_object_get(cur, "metadata"), "resourceVersion", json_string(rv));
+    return json_dumps(cur, JSON_COMPACT);
+}
+
+static char *post_sb(json_t *obj, long *status)
+{
+    char uid[64];
+    json_t *meta = json_object_get(obj, "metadata");
+    S.posts++;
+    *status = S.post_code;
+    if (*status != 201)
+        return failure(*status);
+    (void)snprintf(uid, sizeof(uid), "s0000000-0000-0000-0000-%012d", ++S.next_uid);
+    json_object_set_new(meta, "uid", json_string(uid));
+    json_object_set_new(meta, "resourceVersion", json_string("900"));
+    if (kube_obj_name(obj))
+        json_object_set(S.objs, kube_obj_name(obj), obj);
+    return json_dumps(obj, JSON_COMPACT);
+}
+
+/* Answers one request (method, target, body); called with S.lock held. */
+static void answer(int fd, const char *method, const char *target, const char *body)
+{
+    json_t *obj = body[0] ? json_loads(body, 0, NULL) : NULL;
+    char name[256], *text = NULL;
+    long status = 200;
+    sb_name(target, name, sizeof(name));
+    if (strcmp(method, "PATCH") == 0 && strstr(target, "/sandboxclaims/")) {
+        json_array_append(S.claim_writes, obj);
+        text = xstrdup("{}");
+    } else if (strcmp(method, "PATCH") == 0 && strstr(target, "/sandboxwarmpools/")) {
+        text = xstrdup("{}");
+    } else if (strcmp(method, "PATCH") == 0 && name[0]) {
+        text = patch_sb(name, obj, &status);
+    } else if (strcmp(method, "POST") == 0 && strstr(target, "/sandboxes") && obj) {
+        text = post_sb(obj, &status);
+    } else if (strcmp(method, "DELETE") == 0 && name[0]) {
+        count(S.deletes, name);
+        json_object_del(S.objs, name);
+        text = xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Success\"}");
+    } else if (strcmp(method, "GET") == 0 && name[0]) {
+        json_t *cur = json_object_get(S.objs, name);
+        status = cur ? 200 : 404;
+        text = cur ? json_dumps(cur, JSON_COMPACT) : failure(404);
+    } else {
+        fprintf(stderr, "unexpected request: %s %s\n", method, target);
+        S.others++;
+        status = 500;
+        text = failure(500);
+    }
+    respond(fd, status, text);
+    xfree(text);
+    json_decref(obj);
+}
+
+/* One complete request in b, if there is one, answered; returns its length (0: none). */
+static size_t serve_one(int fd, struct buf *b)
+{
+    const char *end = b->data ? strstr(b->data, "\r\n\r\n") : NULL;
+    const char *cl;
+    char method[16], target[1024], *body;
+    size_t head_len, body_len = 0;
+    if (!end)
+        return 0;
+    head_len = (size_t)(end - b->data) + 4;
+    cl = strcasestr(b->data, "\r\nContent-Length: ");
+    if (cl && cl < end)
+        body_len = strtoul(cl + 18, NULL, 10);
+    if (b->len < head_len + body_len)
+        return 0;
+    if (sscanf(b->data, "%15s %1023s", method, target) != 2)
+        return head_len + body_len;
+    body = xstrndup(b->data + head_len, body_len);
+    pthread_mutex_lock(&S.lock);
+    answer(fd, method, target, body);
+    pthread_mutex_unlock(&S.lock);
+    xfree(body);
+    return head_len + body_len;
+}
+
+static bool serve_conn(int fd, struct buf *b)
+{
+    char chunk[4096];
+    size_t used;
+    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+    if (n <= 0 || buf_append(b, chunk, (size_t)n) < 0)
+        return false;
+    while ((used = serve_one(fd, b)) > 0)
+        buf_consume(b, used);
+    return true;
+}
+
+static void *srv_main(void *arg)
+{
+    struct pollfd p[MAX_CONNS + 2];
+    struct buf bufs[MAX_CONNS + 2];
+    int n = 2;
+    (void)arg;
+    p[0] = (struct pollfd){.fd = S.lfd, .events = POLLIN};
+    p[1] = (struct pollfd){.fd = S.wake[0], .events = POLLIN};
+    for (;;) {
+        if (poll(p, (nfds_t)n, -1) < 0)
+            continue;
+        if (p[1].revents)
+            break;
+        if ((p[0].revents & POLLIN) && n < MAX_CONNS + 2) {
+            p[n] = (struct pollfd){.fd = accept(S.lfd, NULL, NULL), .events = POLLIN};
+            buf_init(&bufs[n++], 1 << 20);
+        }
+        for (int i = 2; i < n; i++) {
+            if (!p[i].revents || serve_conn(p[i].fd, &bufs[i]))
+                continue;
+            (void)close(p[i].fd);
+            buf_done(&bufs[i]);
+            p[i] = p[n - 1];
+            bufs[i] = bufs[n - 1];
+            n--;
+            i--;
+        }
+    }
+    for (int i = 2; i < n; i++) {
+        (void)close(p[i].fd);
+        buf_done(&bufs[i]);
+    }
+    return NULL;
+}
+
+static void srv_start(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    memset(&S, 0, sizeof(S));
+    pthread_mutex_init(&S.lock, NULL);
+    S.objs = json_object();
+    S.patch_code = json_object();
+    S.patches = json_object();
+    S.deletes = json_object();
+    S.claim_writes = json_array();
+    S.post_code = 201;
+    S.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(S.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(S.lfd, 16), 0);
+    assert_int_equal(getsockname(S.lfd, (struct sockaddr *)&a, &alen), 0);
+    S.port = ntohs(a.sin_port);
+    assert_int_equal(pipe(S.wake), 0);
+    assert_int_equal(pthread_create(&S.th, NULL, srv_main, NULL), 0);
+}
+
+/* Reads of the server's state (under its lock: the server thread writes it). */
+static int n_of(json_t *counts, const char *name)
+{
+    pthread_mutex_lock(&S.lock);
+    int n = (int)json_integer_value(json_object_get(counts, name));
+    pthread_mutex_unlock(&S.lock);
+    return n;
+}
+
+static int n_posts(void)
+{
+    pthread_mutex_lock(&S.lock);
+    int n = S.posts;
+    pthread_mutex_unlock(&S.lock);
+    return n;
+}
+
+static void srv_set(json_t *map, const char *name, json_t *v)
+{
+    pthread_mutex_lock(&S.lock);
+    json_object_set_new(map, name, v);
+    pthread_mutex_unlock(&S.lock);
+}
+
+static void set_post_code(long code)
+{
+    pthread_mutex_lock(&S.lock);
+    S.post_code = code;
+    pthread_mutex_unlock(&S.lock);
+}
+
+/* The last claim status write's status (new reference), or NULL. */
+static json_t *last_claim_status(void)
+{
+    json_t *st;
+    pthread_mutex_lock(&S.lock);
+    size_t n = json_array_size(S.claim_writes);
+    st = n ? json_incref(json_object_get(json_array_get(S.claim_writes, n - 1), "status")) : NULL;
+    pthread_mutex_unlock(&S.lock);
+    return st;
+}
+
+/* ---- the controller on test caches -------------------------------------------------- */
+
+struct env {
+    struct kube_client *client;
+    struct kube_informer *sandboxes, *pods;
+    struct ext_ctrl *x;
+    char dir[64];
+};
+
+static struct env E;
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void client_new(void)
+{
+    char kc[128], text[512];
+    struct kube_config *cfg = NULL;
+    struct kube_client_opts o = {.max_retries = 0, .timeout = 5 * USEC_PER_SEC};
+    struct kube_err e;
+    (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", E.dir);
+    (void)snprintf(text, sizeof(text),
+                   "current-context: t\nclusters:\n- name: k\n  cluster: {server: "
+                   "'http://127.0.0.1:%d'}\ncontexts:\n- name: t\n  context: {cluster: k, user: "
+                   "u, namespace: " NS "}\nusers:\n- name: u\n  user: {token: t}\n",
+                   S.port);
+    write_file(kc, text);
+    assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
+    assert_int_equal(kube_client_new(cfg, &o, &E.client), 0);
+}
+
+static void ctrl_new(bool no_annotations)
+{
+    struct ext_opts o = {.side_hold = USEC_INFINITY,
+                         .claim_timeout = USEC_INFINITY,
+                         .no_claim_events = true,
+                         .no_claim_annotations = no_annotations,
+                         .label_domains = "sandbox.users.io"};
+    struct ext_deps d = {.client = E.client, .ns = NS};
+    struct kube_informer_opts io = {.client = E.client, .ns = NS};
+    assert_int_equal(ext_ctrl_new(&o, &d, &E.x), 0);
+    assert_int_equal(ext__informers_new(E.x), 0);
+    io.res = &API_RES_SANDBOXES;
+    assert_int_equal(kube_informer_new(&io, &E.sandboxes), 0);
+    io.res = &KUBE_RES_PODS;
+    assert_int_equal(kube_informer_new(&io, &E.pods), 0);
+    assert_int_equal(ext_ctrl_attach(E.x, E.sandboxes, E.pods), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    log_set_level(LOG_ERROR);
+    srv_start();
+    memset(&E, 0, sizeof(E));
+    (void)snprintf(E.dir, sizeof(E.dir), "/tmp/as-test-claim-XXXXXX");
+    assert_non_null(mkdtemp(E.dir));
+    client_new();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char path[128];
+    (void)state;
+    ext_ctrl_free(E.x);
+    kube_informer_free(E.sandboxes);
+    kube_informer_free(E.pods);
+    assert_int_equal(write(S.wake[1], "x", 1), 1);
+    assert_int_equal(pthread_join(S.th, NULL), 0);
+    (void)close(S.lfd);
+    (void)close(S.wake[0]);
+    (void)close(S.wake[1]);
+    pthread_mutex_destroy(&S.lock);
+    json_decref(S.objs);
+    json_decref(S.patch_code);
+    json_decref(S.patches);
+    json_decref(S.deletes);
+    json_decref(S.claim_writes);
+    kube_client_free(E.client);
+    (void)snprintf(path, sizeof(path), "%s/kubeconfig", E.dir);
+    (void)unlink(path);
+    (void)rmdir(E.dir);
+    return 0;
+}
+
+/* ---- objects ------------------------------------------------------------------------ */
+
+static void now_text(char *out, size_t size)
+{
+    clock_format_rfc3339_sec(clock_wall_now(), out, size);
+}
+
+static json_t *meta(const char *name, const char *uid)
+{
+    char now[64];
+    now_text(now, sizeof(now));
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s}", "name", name, "namespace", NS, "uid", uid,
+                     "resourceVersion", "5", "generation", 1, "creationTimestamp", now);
+}
+
+static void put(int which, json_t *obj)
+{
+    struct kube_store *s =
+        which == EXT_INF_COUNT ? kube_informer_store(E.sandboxes) : ext__store(E.x, which);
+    assert_int_equal(kube_store_put(s, obj, NULL), 0);
+}
+
+static void put_template(const char *name, bool late)
+{
+    json_t *t =
+        json_pack("{s:s, s:s, s:o, s:{s:{s:{s:[{s:s, s:s}]}}, s:s}}", "apiVersion", EXT_API_VERSION,
+                  "kind", EXT_KIND_TEMPLATE, "metadata",
+                  meta(name, "t0000000-0000-0000-0000-000000000001"), "spec", "podTemplate", "spec",
+                  "containers", "name", "c", "image", "i", "envVarsInjectionPolicy", "Allowed");
+    if (late)
+        json_object_set_new(json_object_get(t, "spec"), "claimConfigDelivery",
+                            json_pack("{s:s}", "mode", "LateBound"));
+    put(EXT_INF_TEMPLATE, t);
+}
+
+static json_t *pool_obj(const char *tpl, int replicas, bool deleting)
+{
+    json_t *p = json_pack("{s:s, s:s, s:o, s:{s:i, s:{s:s}}}", "apiVersion", EXT_API_VERSION,
+                          "kind", EXT_KIND_POOL, "metadata", meta(POOL, POOL_UID), "spec",
+                          "replicas", replicas, "sandboxTemplateRef", "name", tpl);
+    if (deleting)
+        json_object_set_new(json_object_get(p, "metadata"), "deletionTimestamp",
+                            json_string("2026-01-01T00:00:00Z"));
+    return p;
+}
+
+static json_t *owner(const char *kind, const char *name, const char *uid)
+{
+    return json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", EXT_API_VERSION, "kind",
+                     kind, "name", name, "uid", uid, "controller", 1, "blockOwnerDeletion", 1);
+}
+
+/* A Ready pool member built from template tpl, at pod IP ip. */
+static json_t *member(const char *name, const char *tpl, const char *ip)
+{
+    char uid[64], ph[SB_HASH_LEN + 1], th[SB_HASH_LEN + 1], now[64];
+    json_t *m, *md;
+    (void)snprintf(uid, sizeof(uid), "m0000000-0000-0000-0000-%012zu", strlen(name));
+    sb_name_hash(POOL, ph);
+    sb_name_hash(tpl, th);
+    now_text(now, sizeof(now));
+    md = meta(name, uid);
+    json_object_set_new(md, "labels",
+                        json_pack("{s:s, s:s}", SB_LABEL_WARM_POOL, ph, SB_LABEL_TEMPLATE_REF, th));
+    json_object_set_new(md, "ownerReferences", owner(EXT_KIND_POOL, POOL, POOL_UID));
+    m = json_pack("{s:s, s:s, s:o, s:{s:{s:{}, s:{s:[{s:s, s:s}]}}}, s:{s:[{s:s, s:s, s:s, "
+                  "s:s, s:s}], s:[s]}}",
+                  "apiVersion", SB_API_VERSION, "kind", "Sandbox", "metadata", md, "spec",
+                  "podTemplate", "metadata", "spec", "containers", "name", "c", "image", "i",
+                  "status", "conditions", "type", SB_COND_READY, "status", "True", "reason",
+                  "Ready", "message", "", "lastTransitionTime", now, "podIPs", ip);
+    return m;
+}
+
+/* m (taken) as the server has it (a copy) and, unless server_only, the cache too. */
+static void put_member(json_t *m, bool server_only)
+{
+    srv_set(S.objs, kube_obj_name(m), json_deep_copy(m));
+    if (server_only)
+        json_decref(m);
+    else
+        put(EXT_INF_COUNT, m);
+}
+
+static json_t *claim_obj(bool env)
+{
+    json_t *c = json_pack("{s:s, s:s, s:o, s:{s:{s:s}}}", "apiVersion", EXT_API_VERSION, "kind",
+                          EXT_KIND_CLAIM, "metadata", meta(CLAIM, CL_UID), "spec", "warmPoolRef",
+                          "name", POOL);
+    if (env)
+        json_object_set_new(json_object_get(c, "spec"), "env",
+                            json_pack("[{s:s, s:s}]", "name", "A", "value", "1"));
+    return c;
+}
+
+static int claim_pass(usec_t *ret_requeue)
+{
+    usec_t rq = 0;
+    int r = claim_reconcile(E.x, NS "/" CLAIM, &rq);
+    if (ret_requeue)
+        *ret_requeue = rq;
+    return r;
+}
+
+static void queue_candidate(const char *name)
+{
+    claim_queue_push(E.x->cq, NS "/" POOL, name);
+}
+
+/* ---- finding 1: the claim and pool loops keep their timers on failure --------------- */
+
+static void test_loops_keep_timers_on_error(void **state)
+{
+    (void)state;
+    ctrl_new(false);
+    assert_true(workloop_requeues_on_error(E.x->loops[EXT_LOOP_CLAIM]));
+    assert_true(workloop_requeues_on_error(E.x->loops[EXT_LOOP_POOL]));
+}
+
+/* ---- finding 4: a refused adoption skips the candidate ------------------------------ */
+
+static void adoption_refused(long code)
+{
+    ctrl_new(false);
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+    put(EXT_INF_CLAIM, claim_obj(false));
+    put_member(member("pool-aaaaa", TPL, "10.0.0.1"), false);
+    queue_candidate("pool-aaaaa");
+    srv_set(S.patch_code, "pool-aaaaa", json_integer(code));
+    /* the refusal does not stop the pass: a cold Sandbox instead */
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_of(S.patches, "pool-aaaaa"), 1);
+    assert_int_equal(n_posts(), 1);
+    /* the candidate stays for other claims */
+    assert_int_equal(claim_queue_len(E.x->cq, NS "/" POOL), 1);
+}
+
+static void test_adoption_forbidden_goes_cold(void **state)
+{
+    (void)state;
+    adoption_refused(403);
+}
+
+static void test_adoption_invalid_goes_cold(void **state)
+{
+    (void)state;
+    adoption_refused(422);
+}
+
+/* A 5xx may clear: the pass stops (and is retried) and no cold Sandbox is made. */
+static void test_adoption_5xx_stops_pass(void **state)
+{
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+    put(EXT_INF_CLAIM, claim_obj(false));
+    put_member(member("pool-aaaaa", TPL, "10.0.0.1"), false);
+    queue_candidate("pool-aaaaa");
+    srv_set(S.patch_code, "pool-aaaaa", json_integer(503));
+    assert_true(claim_pass(NULL) < 0); /* sent again, read back: still unsure */
+    assert_true(n_of(S.patches, "pool-aaaaa") >= 1);
+    assert_int_equal(n_posts(), 0);
+}
+
+/* A member whose pod metadata is at odds with the claim's: skipped, cold instead. */
+static void test_adoption_meta_conflict_goes_cold(void **state)
+{
+    json_t *m, *cl;
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+    cl = claim_obj(false);
+    json_object_set_new(json_object_get(cl, "spec"), "additionalPodMetadata",
+                        json_pack("{s:{s:s}}", "labels", "sandbox.users.io/x", "b"));
+    put(EXT_INF_CLAIM, cl);
+    m = member("pool-aaaaa", TPL, "10.0.0.1");
+    json_object_set_new(json_object_get(kube_obj_path(m, "spec.podTemplate"), "metadata"), "labels",
+                        json_pack("{s:s}", "sandbox.users.io/x", "a"));
+    put_member(m, false);
+    queue_candidate("pool-aaaaa");
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_of(S.patches, "pool-aaaaa"), 0);
+    assert_int_equal(n_posts(), 1);
+    assert_int_equal(claim_queue_len(E.x->cq, NS "/" POOL), 1);
+}
+
+/* ---- finding 2: members of the pool's former template ------------------------------- */
+
+static void test_other_template_member_not_adopted(void **state)
+{
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+    put(EXT_INF_CLAIM, claim_obj(false));
+    put_member(member("pool-aaaaa", "old-tpl", "10.0.0.1"), false);
+    queue_candidate("pool-aaaaa");
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_of(S.patches, "pool-aaaaa"), 0);
+    assert_int_equal(n_posts(), 1);
+}
+
+/* A member of a former template that still exists is handed out (as upstream) and, under
+ * OnReplenish, not replaced. */
+static void test_former_template_member_kept(void **state)
+{
+    usec_t rq = 0;
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, false);
+    put_template("old-tpl", false);
+    put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+    put(EXT_INF_CLAIM, claim_obj(false));
+    put_member(member("pool-aaaaa", "old-tpl", "10.0.0.1"), false);
+    assert_int_equal(pool_reconcile(E.x, NS "/" POOL, &rq), 0);
+    assert_int_equal(n_of(S.deletes, "pool-aaaaa"), 0);
+    queue_candidate("pool-aaaaa");
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_of(S.patches, "pool-aaaaa"), 1);
+    assert_int_equal(n_posts(), 0);
+}
+
+static void test_other_template_member_replaced(void **state)
+{
+    usec_t rq = 0;
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_obj(TPL, 1, false)); /* OnReplenish (the default) */
+    put_member(member("pool-aaaaa", "old-tpl", "10.0.0.1"), false);
+    assert_int_equal(pool_reconcile(E.x, NS "/" POOL, &rq), 0);
+    assert_int_equal(n_of(S.deletes, "pool-aaaaa"), 1); /* replaced as it goes */
+}
+
+/* ---- finding 3: a Sandbox deleted by the fallback is not bound again ----------------- */
+
+static void test_fallback_deleted_not_rebound(void **state)
+{
+    json_t *m;
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, true);
+    put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+    put(EXT_INF_CLAIM, claim_obj(true));
+    /* loopback pod IP: the delivery is refused, so the claim falls back to cold */
+    put_member(member("pool-aaaaa", TPL, "127.0.0.1"), false);
+    queue_candidate("pool-aaaaa");
+    set_post_code(500);
+    assert_true(claim_pass(NULL) < 0); /* adopted, delivery failed, deleted, create failed */
+    assert_int_equal(n_of(S.patches, "pool-aaaaa"), 1);
+    assert_int_equal(n_of(S.deletes, "pool-aaaaa"), 1);
+    /* the cache now shows the adoption, not yet the deletion */
+    m = member("pool-aaaaa", TPL, "127.0.0.1");
+    json_object_set_new(json_object_get(m, "metadata"), "ownerReferences",
+                        owner(EXT_KIND_CLAIM, CLAIM, CL_UID));
+    json_object_set_new(json_object_get(json_object_get(m, "metadata"), "labels"),
+                        SB_LABEL_LAUNCH_TYPE, json_string("warm"));
+    json_object_del(json_object_get(json_object_get(m, "metadata"), "labels"), SB_LABEL_WARM_POOL);
+    put(EXT_INF_COUNT, m);
+    assert_true(claim_pass(NULL) < 0);
+    assert_int_equal(n_of(S.deletes, "pool-aaaaa"), 1); /* not taken (nor deleted) again */
+    assert_int_equal(n_posts(), 2);                     /* the cold create, retried */
+}
+
+/* ---- finding 5: a claim that used its Sandbox keeps it ------------------------------ */
+
+static void test_no_fallback_after_ready_without_annotations(void **state)
+{
+    json_t *m, *cl;
+    char now[64];
+    (void)state;
+    ctrl_new(true);
+    now_text(now, sizeof(now));
+    put_template(TPL, true);
+    put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+    /* a restarted controller: the claim was Ready on pool-aaaaa (its status says so), the
+     * Sandbox went not Ready and is Ready again; no annotation, nothing in memory */
+    cl = claim_obj(true);
+    json_object_set_new(cl, "status",
+                        json_pack("{s:[{s:s, s:s, s:s, s:s, s:s, s:i}], s:{s:s, s:[s]}}",
+                                  "conditions", "type", SB_COND_READY, "status", "False", "reason",
+                                  "SandboxNotReady", "message", "", "lastTransitionTime", now,
+                                  "observedGeneration", 1, "sandbox", "name", "pool-aaaaa",
+                                  "podIPs", "127.0.0.1"));
+    put(EXT_INF_CLAIM, cl);
+    m = member("pool-aaaaa", TPL, "127.0.0.1");
+    json_object_set_new(json_object_get(m, "metadata"), "ownerReferences",
+                        owner(EXT_KIND_CLAIM, CLAIM, CL_UID));
+    json_object_set_new(json_object_get(json_object_get(m, "metadata"), "labels"),
+                        SB_LABEL_LAUNCH_TYPE, json_string("warm"));
+    put_member(m, false);
+    assert_true(claim_pass(NULL) < 0); /* the redelivery fails */
+    assert_int_equal(n_of(S.deletes, "pool-aaaaa"), 0);
+    assert_int_equal(n_posts(), 0);
+}
+
+/* ---- finding 6: a deleting pool's members are not taken after a settled adoption ---- */
+
+static void test_deleting_pool_prefer_settled_no_new_member(void **state)
+{
+    json_t *x, *cl;
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_obj(TPL, 2, true));
+    cl = claim_obj(false);
+    put(EXT_INF_CLAIM, json_incref(cl));
+    /* an earlier adoption PATCH of pool-xxxxx whose outcome is unknown: the server still
+     * has it as the pool's, in that version; its PATCH now finds it gone (404) */
+    x = member("pool-xxxxx", TPL, "10.0.0.1");
+    ext__binding_put(E.x, cl, x);
+    put_member(x, true);
+    srv_set(S.patch_code, "pool-xxxxx", json_integer(404));
+    put_member(member("pool-yyyyyyy", TPL, "10.0.0.2"), false);
+    queue_candidate("pool-yyyyyyy");
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_of(S.patches, "pool-xxxxx"), 1);
+    assert_int_equal(n_of(S.patches, "pool-yyyyyyy"), 0); /* the deleting pool's */
+    assert_int_equal(n_posts(), 1);                       /* served cold */
+    json_decref(cl);
+}
+
+/* ---- finding 9: status.sandbox of a Sandbox that is gone ---------------------------- */
+
+static void test_status_sandbox_dropped_when_none(void **state)
+{
+    json_t *cl, *st;
+    char now[64];
+    (void)state;
+    ctrl_new(false);
+    now_text(now, sizeof(now));
+    put_template(TPL, false);
+    /* no pool (a transient failure), and the claim's Sandbox is gone */
+    cl = claim_obj(false);
+    json_object_set_new(cl, "status",
+                        json_pack("{s:[{s:s, s:s, s:s, s:s, s:s, s:i}], s:{s:s, s:[s]}}",
+                                  "conditions", "type", SB_COND_READY, "status", "True", "reason",
+                                  "Ready", "message", "", "lastTransitionTime", now,
+                                  "observedGeneration", 1, "sandbox", "name", "gone", "podIPs",
+                                  "10.0.0.9"));
+    put(EXT_INF_CLAIM, cl);
+    assert_int_equal(claim_pass(NULL), 0);
+    st = last_claim_status();
+    assert_non_null(st);
+    assert_true(json_is_null(json_object_get(st, "sandbox"))); /* removed by the merge patch */
+    json_decref(st);
+}
+
+/* ---- finding 13b: an erring claim does not hold the refill -------------------------- */
+
+static void test_erring_claim_does_not_defer_refill(void **state)
+{
+    json_t *cl;
+    char now[64];
+    usec_t rq = 0;
+    (void)state;
+    ctrl_new(false);
+    now_text(now, sizeof(now));
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_obj(TPL, 2, false));
+    put_member(member("pool-aaaaa", TPL, "10.0.0.1"), false);
+    queue_candidate("pool-aaaaa");
+    cl = claim_obj(false);
+    json_object_set_new(cl, "status",
+                        json_pack("{s:[{s:s, s:s, s:s, s:s, s:s, s:i}]}", "conditions", "type",
+                                  SB_COND_READY, "status", "False", "reason", SB_R_RECONCILER_ERROR,
+                                  "message", "Error seen: x", "lastTransitionTime", now,
+                                  "observedGeneration", 1));
+    put(EXT_INF_CLAIM, cl);
+    assert_int_equal(pool_reconcile(E.x, NS "/" POOL, &rq), 0);
+    assert_int_equal(n_posts(), 1); /* created now, not deferred for the claim */
+}
+
+/* ---- findings 11, 12: the event handlers -------------------------------------------- */
+
+static void test_recreated_pool_creates_not_lowered_by_old(void **state)
+{
+    struct kube_informer_handlers h;
+    json_t *old_member;
+    (void)state;
+    ctrl_new(false);
+    ext__handlers(EXT_INF_COUNT, &h);
+    /* the pool made again under its name records one create */
+    assert_true(pool_expect_try_creations(E.x->expect, NS "/" POOL, "p-new", 1, clock_now()));
+    /* the first pool's in-flight create is seen */
+    old_member = member("pool-aaaaa", TPL, "10.0.0.1");
+    h.on_add(E.x, old_member);
+    assert_int_equal(pool_expect_pending_creations(E.x->expect, NS "/" POOL), 1);
+    json_decref(old_member);
+}
+
+static void test_claim_recreated_seen_as_update(void **state)
+{
+    struct kube_informer_handlers h;
+    json_t *o, *n;
+    (void)state;
+    ctrl_new(false);
+    ext__handlers(EXT_INF_CLAIM, &h);
+    o = claim_obj(false);
+    n = claim_obj(false);
+    json_object_set_new(json_object_get(n, "metadata"), "uid",
+                        json_string("c0000000-0000-0000-0000-000000000002"));
+    ext__ready_once_mark(E.x, CL_UID);
+    h.on_update(E.x, o, n);
+    assert_false(ext__ready_once(E.x, CL_UID)); /* the old claim's: its deletion ran */
+    json_decref(o);
+    json_decref(n);
+}
+
+static void test_member_recreated_seen_as_update(void **state)
+{
+    struct kube_informer_handlers h;
+    json_t *o, *n;
+    (void)state;
+    ctrl_new(false);
+    ext__handlers(EXT_INF_COUNT, &h);
+    o = member("pool-aaaaa", TPL, "10.0.0.1");
+    n = member("pool-aaaaa", TPL, "10.0.0.1");
+    json_object_set_new(json_object_get(n, "metadata"), "uid",
+                        json_string("m0000000-0000-0000-0000-00000000ffff"));
+    pool_expect_deletion(E.x->expect, NS "/" POOL, kube_obj_uid(o), clock_now());
+    h.on_update(E.x, o, n);
+    /* the pool's deletion of the old one is observed */
+    assert_false(pool_expect_deleting(E.x->expect, NS "/" POOL, kube_obj_uid(o), clock_now()));
+    json_decref(o);
+    json_decref(n);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_loops_keep_timers_on_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adoption_forbidden_goes_cold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adoption_invalid_goes_cold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adoption_5xx_stops_pass, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adoption_meta_conflict_goes_cold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_template_member_not_adopted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_template_member_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_former_template_member_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fallback_deleted_not_rebound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_fallback_after_ready_without_annotations, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_deleting_pool_prefer_settled_no_new_member, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_status_sandbox_dropped_when_none, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_erring_claim_does_not_defer_refill, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recreated_pool_creates_not_lowered_by_old, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_claim_recreated_seen_as_update, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_member_recreated_seen_as_update, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
