@@ -221,6 +221,7 @@ class ALines:
     def __init__(self, chunks: AsyncIterator[bytes], limit: int, what: str) -> None:
         self._gen = asplit_lines(chunks, limit, what)
         self._pending: asyncio.Future[str | None] | None = None
+        self._closed = False
 
     async def _one(self) -> str | None:
         try:
@@ -229,19 +230,44 @@ class ALines:
             return None
 
     async def next(self) -> str | None:
-        """The next line, or None at the end of the stream. Its errors are raised again
-        by every later call."""
+        """The next line, or None at the end of the stream (or once cancel() ran, also
+        for a reader waiting in another task). Its errors are raised again by every later
+        call."""
+        if self._closed:
+            return None
         if self._pending is None:
             self._pending = asyncio.ensure_future(self._one())
-        line = await asyncio.shield(self._pending)  # cancelled: the read stays pending
+            self._pending.add_done_callback(_retrieve)
+        try:
+            line = await asyncio.shield(self._pending)  # cancelled: the read stays pending
+        except asyncio.CancelledError:
+            if self._closed and not _cancelling():
+                return None  # closed by another task: the end, not a cancel of this one
+            raise
         if line is not None:
             self._pending = None
         return line
 
     def cancel(self) -> None:
-        """Stops a read in flight (before the response is closed)."""
+        """Stops a read in flight (before the response is closed); a reader waiting in
+        another task gets the end of the stream."""
+        self._closed = True
         if self._pending is not None and not self._pending.done():
             self._pending.cancel()
+
+
+def _retrieve(f: asyncio.Future[str | None]) -> None:
+    """Marks a background read's error as seen (its reader may have gone: no "exception
+    was never retrieved" at exit); next() raises it again when asked."""
+    if not f.cancelled():
+        f.exception()
+
+
+def _cancelling() -> bool:
+    """Whether the current task is being cancelled (Python 3.11+; 3.10 cannot tell)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling()) if cancelling is not None else False
 
 
 class Collector:

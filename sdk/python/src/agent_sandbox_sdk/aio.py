@@ -649,6 +649,8 @@ class AsyncProcess(_base.ProcessBase):
             raise StopAsyncIteration
         ev = await self._next()
         if ev is None:
+            if self._done:  # closed meanwhile (close() in another task)
+                raise StopAsyncIteration
             await self._finish()
             raise _wire.stream_ended(self.id)
         if self._col.add(ev):

@@ -168,6 +168,26 @@ async def test_async_watch_wait_cancelled_loses_nothing(sandboxd_url: str) -> No
         await sb.client.aclose()
 
 
+async def test_async_watch_closed_by_another_task_ends_quietly(sandboxd_url: str) -> None:
+    """A task iterating a watch that another task closes ends its loop (no
+    CancelledError in a task nobody cancelled)."""
+    sb = aio.connect(sandboxd_url)
+    try:
+        d = _d()
+        await sb.files.mkdir(d)
+        w = await sb.files.watch(d)
+
+        async def read_all() -> int:
+            return len([e async for e in w])
+
+        reader = asyncio.create_task(read_all())
+        await asyncio.sleep(0.2)
+        await w.aclose()
+        assert await asyncio.wait_for(reader, 10) == 0
+    finally:
+        await sb.client.aclose()
+
+
 def test_list_pages_sync_and_async(sandboxd_url: str) -> None:
     """A directory larger than one of sandboxd's listing pages (10,000 names) is listed
     whole, in order, by both clients (they follow the pages' continue tokens)."""
