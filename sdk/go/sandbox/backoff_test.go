@@ -135,17 +135,22 @@ func recordPauses(t *testing.T) (context.Context, func() []time.Duration) {
 	var mu sync.Mutex
 	var got []time.Duration
 	ctx := context.WithValue(context.Background(), recordKey{}, t.Name())
-	old := pause
-	pause = func(c context.Context, d time.Duration) {
+	old := pauseFn.Load()
+	rec := func(c context.Context, d time.Duration) {
 		if c.Value(recordKey{}) != t.Name() {
-			old(c, d)
+			if old != nil {
+				(*old)(c, d)
+			} else {
+				sleepCtx(c, d)
+			}
 			return
 		}
 		mu.Lock()
 		got = append(got, d)
 		mu.Unlock()
 	}
-	t.Cleanup(func() { pause = old })
+	pauseFn.Store(&rec)
+	t.Cleanup(func() { pauseFn.Store(old) })
 	return ctx, func() []time.Duration {
 		mu.Lock()
 		defer mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -257,14 +258,27 @@ const (
 	waitBackoffMax = 5 * time.Second
 )
 
-// pause waits d or until ctx ends (a variable for tests).
-var pause = func(ctx context.Context, d time.Duration) {
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// pauseFn is the back-off's wait: sleepCtx, or a test's recorder. Atomic, since loops
+// of earlier tests may still be running when a test swaps it.
+var pauseFn atomic.Pointer[func(context.Context, time.Duration)]
+
+// pause waits d or until ctx ends, through pauseFn.
+func pause(ctx context.Context, d time.Duration) {
+	if f := pauseFn.Load(); f != nil {
+		(*f)(ctx, d)
+		return
+	}
+	sleepCtx(ctx, d)
 }
 
 // backoff is the delay of a watch loop's next retry: waitBackoffMin, doubling with each
