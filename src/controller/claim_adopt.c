@@ -248,12 +248,11 @@ static int adopt_candidate(struct ext_ctrl *x, const json_t *claim, const json_t
 static bool template_ok(struct ext_ctrl *x, const json_t *pool, const json_t *sb)
 {
     const char *tn = kube_obj_path_str(pool, "spec.sandboxTemplateRef.name");
-    const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
     char th[SB_HASH_LEN + 1];
-    if (!tn || !tr)
+    if (!tn || !kube_obj_label(sb, SB_LABEL_TEMPLATE_REF))
         return false;
     sb_name_hash(tn, th);
-    return strcmp(tr, th) == 0 || ext__template_of_hash(x, kube_obj_namespace(sb), tr);
+    return !ext__former_template_gone(x, th, sb);
 }
 
 /* Tries one candidate. Returns 1 adopted, 0 skip it, ADOPT_REFUSED skip it but keep it for

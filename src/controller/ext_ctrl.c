@@ -388,8 +388,12 @@ void ext__sb_deleted_put(struct ext_ctrl *x, const char *uid)
     t = xmalloc(sizeof(*t));
     *t = now + EXT_SB_DELETED_TTL;
     pthread_mutex_lock(&x->lock);
-    if (map_len(x->sb_deleted) >= 256)
+    /* past 256 entries (a mass expiry), expired ones go at most once a second: not a
+     * scan of the whole map per delete */
+    if (map_len(x->sb_deleted) >= 256 && now - x->sb_deleted_pruned >= USEC_PER_SEC) {
         sb_deleted_prune(x, now);
+        x->sb_deleted_pruned = now;
+    }
     map_put(x->sb_deleted, uid, t, NULL);
     pthread_mutex_unlock(&x->lock);
 }
@@ -473,6 +477,13 @@ static void idx_tpl_hash(void *ctx, const json_t *obj, struct kube_strv *out)
         return;
     sb_name_hash(kube_obj_name(obj), h);
     index_ns_value(obj, h, out);
+}
+
+bool ext__former_template_gone(struct ext_ctrl *x, const char *pool_th, const json_t *sb)
+{
+    const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
+    return tr && pool_th && strcmp(tr, pool_th) != 0 &&
+           !ext__template_of_hash(x, kube_obj_namespace(sb), tr);
 }
 
 bool ext__template_of_hash(struct ext_ctrl *x, const char *ns, const char *hash)

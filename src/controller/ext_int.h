@@ -67,6 +67,7 @@ struct ext_ctrl {
                                   the annotation's write failed */
     struct map *sb_deleted;    /* Sandbox uid -> usec_t * (monotonic expiry): Sandboxes a
                                   claim pass deleted, until their DELETED event */
+    usec_t sb_deleted_pruned;  /* when sb_deleted's expired entries last went (under lock) */
     atomic_bool stopped;
 };
 
@@ -76,6 +77,10 @@ struct kube_store *ext__sandboxes(struct ext_ctrl *x);
 /** True when the cache holds a template in ns whose name hashes to hash (a member's
  *  template-ref label): the template a member was built from still exists. */
 bool ext__template_of_hash(struct ext_ctrl *x, const char *ns, const char *hash);
+/** True when member sb was built from another template than the one whose name hashes to
+ *  pool_th (the pool's now) and that template is gone (with its NetworkPolicy). A member
+ *  without the template-ref label is not (it is only stale). */
+bool ext__former_template_gone(struct ext_ctrl *x, const char *pool_th, const json_t *sb);
 struct kube_store *ext__pods(struct ext_ctrl *x);
 /** Queues key on a loop (now or after delay). */
 void ext__enqueue(struct ext_ctrl *x, int loop, const char *key, usec_t delay);

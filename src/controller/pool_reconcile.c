@@ -65,8 +65,7 @@ static bool pod_unschedulable(struct ext_ctrl *x, const json_t *sb)
  * pool could not refill. */
 static bool member_other_template(struct pool_pass *p, const json_t *sb)
 {
-    const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
-    return p->tpl && (!tr || (strcmp(tr, p->th) != 0 && !ext__template_of_hash(p->x, p->ns, tr)));
+    return p->tpl && ext__former_template_gone(p->x, p->th, sb);
 }
 
 static bool member_stale(struct pool_pass *p, const json_t *sb)

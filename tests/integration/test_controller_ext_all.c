@@ -808,6 +808,16 @@ static bool pool_all_of(void *ctx)
     return ok && n == 2;
 }
 
+/* True when pool ctx's status has observed its current generation. */
+static bool pool_observed_switch(void *ctx)
+{
+    json_t *pool = get(&API_RES_SANDBOXWARMPOOLS, ctx);
+    bool yes = pool && json_integer_value(kube_obj_path(pool, "status.observedGeneration")) ==
+                           kube_obj_generation(pool);
+    json_decref(pool);
+    return yes;
+}
+
 /* A pool switched to another template (OnReplenish, the default) keeps its members of
  * the template it used before, and hands them out, while that template exists (as
  * upstream); once it is deleted (its NetworkPolicy with it) they are replaced at once and
@@ -824,7 +834,10 @@ static void test_pool_template_switch(void **state)
     wait_pool("p-switch", 2, 2);
     patch(&API_RES_SANDBOXWARMPOOLS, "p-switch", NULL,
           json_pack("{s:{s:{s:s}}}", "spec", "sandboxTemplateRef", "name", "tpl-b"));
-    clock_sleep(USEC_PER_SEC); /* a replacement would have begun by then */
+    /* a pass after the switch ran (its status says so); a replacement would have begun */
+    if (it_wait(pool_observed_switch, "p-switch", WAIT) < 0)
+        fail_msg("pool p-switch: no status for its new generation");
+    clock_sleep(USEC_PER_SEC / 2);
     want_tpl = "tpl-a";
     if (!pool_all_of("p-switch"))
         fail_msg("pool p-switch replaced the members of a template that still exists");
