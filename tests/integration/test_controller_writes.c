@@ -1190,6 +1190,13 @@ static bool pod_left_pool(void *ctx)
     return ok;
 }
 
+/* The controller's answer to a Pod PATCH was counted. */
+static bool one_pod_patch(void *ctx)
+{
+    (void)ctx;
+    return count_of("PATCH pods") >= 1;
+}
+
 /* While the gate says claims are being served, the adopted Sandbox's Pod keeps the pool's
  * label: its metadata patch is held (the Sandbox comes back every 250 ms and is held
  * again); once the gate opens it is written, once. */
@@ -1228,6 +1235,7 @@ static void test_pod_meta_held(void **state)
     assert_int_equal(count_of("PATCH pods"), 0);
     atomic_store(&claims_served, false);
     assert_int_equal(it_wait(pod_left_pool, sb, WAIT), 0);
+    assert_int_equal(it_wait(one_pod_patch, NULL, WAIT), 0); /* its answer counted */
     assert_int_equal(count_of("PATCH pods"), 1);
     xfree(sb);
 }
@@ -1296,6 +1304,8 @@ static void test_pod_meta_owner_gone(void **state)
     counts_reset();
     atomic_store(&claims_served, false);
     assert_int_equal(it_wait(pod_left_pool, sb, WAIT), 0);
+    /* the Pod can be seen patched before the PATCH's answer is counted */
+    assert_int_equal(it_wait(one_pod_patch, NULL, WAIT), 0);
     assert_int_equal(count_of("PATCH pods"), 1);
     IT_OK(kube_delete(c, &API_RES_SANDBOXES, ns, sb, &e), &e);
     xfree(sb);
