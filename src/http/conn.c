@@ -104,12 +104,19 @@ static void conn_end(struct http_conn *c)
 }
 
 /* True while response bytes are still queued and the client took some of them within
- * the write stall time (http_server_opts.write_stall): a close now would throw away the
- * end of a response it is still reading (an idle, linger or upgrade timer re-arms
- * instead). */
-static bool writes_moving(const struct http_conn *c)
+ * stall (a completed write, or the socket's queue seen to change: http/progress.h). */
+static bool taking_within(struct http_conn *c, usec_t stall)
 {
-    return c->queued > 0 && clock_now() - c->write_progress < c->server->opts.write_stall;
+    usec_t now = clock_now();
+    return c->queued > 0 && now - http_progress_at(&c->wp, &c->tcp, now) < stall;
+}
+
+/* taking_within the write stall time (http_server_opts.write_stall): a close now would
+ * throw away the end of a response the client is still reading (an idle, linger or
+ * upgrade timer re-arms instead). */
+static bool writes_moving(struct http_conn *c)
+{
+    return taking_within(c, c->server->opts.write_stall);
 }
 
 /* http_req_upgrade: the 101 waits in the write queue (behind the answers before it, on a
@@ -174,7 +181,7 @@ static void on_timer(uv_timer_t *t)
          * it for the stall time is gone for our purposes (its handler hears the abort) */
         if (c->queued == 0)
             return;
-        if (clock_now() - c->write_progress < c->server->opts.stream_stall) {
+        if (taking_within(c, c->server->opts.stream_stall)) {
             arm(c, c->server->opts.stream_stall, false);
             return;
         }
@@ -283,7 +290,7 @@ static void on_write(uv_write_t *wr, int status)
     struct write_op *w = container_of(wr, struct write_op, req);
     struct http_conn *c = wr->handle->data;
     c->queued -= w->len;
-    c->write_progress = clock_now();
+    http_progress_mark(&c->wp, &c->tcp, clock_now());
     xfree(w);
     if (status < 0) {
         http__conn_close(c);
@@ -349,14 +356,14 @@ static int conn_write(struct http_conn *c, const struct str *parts, size_t n, bo
         off += parts[i].len - from;
     }
     uv_buf_t b = uv_buf_init(w->data, (unsigned)total);
-    if (c->queued == 0)
-        c->write_progress = clock_now(); /* the stall clock starts with the queue */
     int r = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
     if (r < 0) {
         xfree(w);
         http__conn_close(c);
         return r;
     }
+    if (c->queued == 0) /* the stall clock starts with the queue (its bytes in the kernel) */
+        http_progress_mark(&c->wp, &c->tcp, clock_now());
     c->queued += total;
     if (c->queued >= c->server->opts.write_queue) {
         http__conn_update_read(c);

@@ -5,9 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <linux/sockios.h>
-#include <sys/ioctl.h>
-
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "http/server_int.h"
@@ -233,14 +230,7 @@ usec_t http_resp_write_progress(struct http_req *req)
     struct http_conn *c = req->conn;
     if (!c)
         return 0;
-    uv_os_fd_t fd;
-    int outq = 0;
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, SIOCOUTQ, &outq) == 0 &&
-        outq >= 0 && (size_t)outq != c->outq) {
-        c->outq = (size_t)outq; /* the client read (or libuv wrote) since the last sample */
-        c->outq_change = clock_now();
-    }
-    return c->outq_change > c->write_progress ? c->outq_change : c->write_progress;
+    return http_progress_at(&c->wp, &c->tcp, clock_now());
 }
 
 int http_resp_header_add(struct http_req *req, const char *name, const char *value)

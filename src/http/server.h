@@ -244,12 +244,13 @@ int http_req_peer(const struct http_req *req, char *out, size_t size);
 int http_resp_write(struct http_req *req, const void *data, size_t len);
 /** Ends a streaming response. Returns 0, -EINVAL (not started) or -EPIPE. */
 int http_resp_end(struct http_req *req);
-/** When the client last took bytes of req's connection: the last completed write (or
- * the current queue's start), or the last call that saw the bytes the kernel holds for
- * the client (SIOCOUTQ) change since the call before. A write completes only once the
- * socket buffer has room for it, which a slow client takes long to make: sample at the
- * start of a wait (the result then is now or older) and at its timer. 0 when the
- * connection is gone. */
+/** When the client last took bytes of req's connection (http/progress.h): the last
+ * completed write (or the current queue's start), or the last call that saw the bytes
+ * the kernel holds for the client (SIOCOUTQ) change since the sample before. A write
+ * completes only once the socket buffer has room for it, which a slow client takes long
+ * to make: sample at the start of a wait (the result then is now or older) and at its
+ * timer. The server's own stall bounds (write_stall, stream_stall) judge the same way.
+ * 0 when the connection is gone. */
 usec_t http_resp_write_progress(struct http_req *req);
 /** Drops the headers added with http_resp_header_add while no response has started (an
  * error answered instead of the response they were meant for). Returns 0 or -EALREADY. */

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "http/parse.h"
+#include "http/progress.h"
 #include "http/server.h"
 
 struct http_route {
@@ -75,10 +76,9 @@ struct http_conn {
     struct buf in;
     size_t scanned; /* bytes of in already searched for the end of the head */
     struct http_req *req;
-    size_t queued;         /* bytes handed to uv_write and not yet completed */
-    usec_t write_progress; /* the last write's completion, or the queue's start */
-    size_t outq;           /* the kernel's unsent/unread bytes at the last sample */
-    usec_t outq_change;    /* when a sample last saw outq change (http_resp_write_progress) */
+    size_t queued;           /* bytes handed to uv_write and not yet completed */
+    struct http_progress wp; /* the client taking bytes: the last completed write, the
+                                queue's start, or a change of the socket's queue */
     bool reading, read_eof, closing, keep_alive, in_process, resp_complete, idle_timer;
     bool shut_done; /* our FIN went out (conn_end's shutdown completed) */
     bool upgrading; /* http_req_upgrade: no more HTTP reads; the socket is being handed over */

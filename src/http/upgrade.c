@@ -150,8 +150,8 @@ int http_req_upgrade(struct http_req *req, const struct http_upgrade_opts *opts)
         http__conn_close(c);
         return -EPIPE;
     }
-    if (c->queued == 0)
-        c->write_progress = clock_now(); /* the stall clock starts with the queue */
+    if (c->queued == 0) /* the stall clock starts with the queue (its bytes in the kernel) */
+        http_progress_mark(&c->wp, &c->tcp, clock_now());
     c->queued += op->len;
     http__conn_arm_upgrade(c); /* a 101 the client never takes must not hold it forever */
     return 0;

@@ -5,12 +5,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include <linux/sockios.h>
-#include <sys/ioctl.h>
-
 #include "common/base64.h"
 #include "common/buf.h"
 #include "common/xalloc.h"
+#include "http/progress.h"
 
 /* ---- SHA-1 (for Sec-WebSocket-Accept only) and base64 ------------------------------ */
 
@@ -264,7 +262,7 @@ int http_ws_check_close(const uint8_t *p, size_t n, uint16_t *ret_code)
 struct http_ws {
     uv_tcp_t tcp;
     uv_timer_t timer;
-    uv_timer_t stall; /* write_stall: re-armed at each completed write */
+    uv_timer_t stall; /* write_stall, while frames are queued (on_ws_stall) */
     uv_shutdown_t shutdown;
     struct http_ws_opts o;
     bool handed, closing, close_sent, paused, reading;
@@ -275,14 +273,14 @@ struct http_ws {
     uint8_t msg_opcode;
     size_t queued;
     bool want_drain;
-    bool got_message; /* a complete message arrived (first_message_timeout is met) */
-    bool finishing;   /* the close is under way: shutdown asked, the peer read and dropped */
-    bool shut;        /* every queued frame went to the kernel (the shutdown completed) */
-    bool peer_eof;    /* the peer ended its side */
-    bool peer_closed; /* the peer's close frame arrived: nothing more will come */
-    bool discard;     /* after our close, the peer's frames can no longer be followed */
-    uint64_t written, close_mark; /* bytes written; their count at the last close check */
-    int close_outq;               /* the socket's unsent bytes at the last close check */
+    bool got_message;        /* a complete message arrived (first_message_timeout is met) */
+    bool finishing;          /* the close is under way: shutdown asked, the peer read and dropped */
+    bool shut;               /* every queued frame went to the kernel (the shutdown completed) */
+    bool peer_eof;           /* the peer ended its side */
+    bool peer_closed;        /* the peer's close frame arrived: nothing more will come */
+    bool discard;            /* after our close, the peer's frames can no longer be followed */
+    struct http_progress wp; /* the peer taking bytes: the last completed write, the
+                                queue's start, or a change of the socket's queue */
 };
 
 struct ws_write {
@@ -318,10 +316,17 @@ static void ws_teardown(struct http_ws *ws)
     uv_close((uv_handle_t *)&ws->stall, on_ws_handle_closed);
 }
 
-/* The write queue made no progress for write_stall. */
+/* The stall timer: the write queue made no progress for write_stall, unless the peer took
+ * bytes of the socket's queue since (http/progress.h: a slow reader can go long between
+ * completed writes while it reads). */
 static void on_ws_stall(uv_timer_t *t)
 {
     struct http_ws *ws = t->data;
+    usec_t now = clock_now(), quiet = now - http_progress_at(&ws->wp, &ws->tcp, now);
+    if (quiet < ws->o.write_stall) {
+        (void)uv_timer_start(&ws->stall, on_ws_stall, (ws->o.write_stall - quiet + 999) / 1000, 0);
+        return;
+    }
     if (!ws->close_code)
         ws->close_code = 1006;
     ws_teardown(ws);
@@ -348,7 +353,7 @@ static void on_ws_written(uv_write_t *w, int status)
     struct ws_write *op = container_of(w, struct ws_write, req);
     struct http_ws *ws = w->handle->data;
     ws->queued -= op->len;
-    ws->written += op->len;
+    http_progress_mark(&ws->wp, &ws->tcp, clock_now());
     xfree(op);
     if (status < 0) {
         ws_teardown(ws);
@@ -385,6 +390,8 @@ static int ws_write_raw(struct http_ws *ws, const void *a, size_t alen, const vo
         ws_teardown(ws);
         return -EPIPE;
     }
+    if (!ws->queued) /* the stall clock starts with the queue (its bytes in the kernel) */
+        http_progress_mark(&ws->wp, &ws->tcp, clock_now());
     ws->queued += op->len;
     ws_stall_arm(ws, false);
     return 0;
@@ -416,27 +423,15 @@ static void on_ws_shutdown(uv_shutdown_t *sr, int status)
         ws_teardown(ws);
 }
 
-/* Bytes in the socket's send queue not yet taken by the peer (0 when unknown). */
-static int ws_outq(struct http_ws *ws)
-{
-    uv_os_fd_t fd;
-    int n = 0;
-    if (uv_fileno((uv_handle_t *)&ws->tcp, &fd) < 0 || ioctl(fd, SIOCOUTQ, &n) < 0)
-        return 0;
-    return n;
-}
-
 static void on_ws_timer(uv_timer_t *t)
 {
     struct http_ws *ws = t->data;
     if (ws->close_sent) {
-        int outq = ws_outq(ws);
-        if (!ws->shut && (ws->written != ws->close_mark || outq < ws->close_outq)) {
-            /* a slow reader, still draining: wait on. The kernel's queue counts too: it
-             * wakes the writer only once a third of a large send buffer is free, so a
-             * slow reader can take seconds between completed writes while it reads. */
-            ws->close_mark = ws->written;
-            ws->close_outq = outq;
+        usec_t now = clock_now();
+        if (!ws->shut &&
+            now - http_progress_at(&ws->wp, &ws->tcp, now) < WS_CLOSE_WAIT * USEC_PER_MSEC) {
+            /* a slow reader, still draining (the socket's queue counts: http/progress.h):
+             * wait on */
             (void)uv_timer_start(&ws->timer, on_ws_timer, WS_CLOSE_WAIT, 0);
             return;
         }
@@ -471,8 +466,7 @@ static void ws_finish_close(struct http_ws *ws)
     if (!ws->handed || ws->closing || ws->finishing)
         return;
     ws->finishing = true;
-    ws->close_mark = ws->written;
-    ws->close_outq = ws_outq(ws);
+    (void)http_progress_at(&ws->wp, &ws->tcp, clock_now()); /* the base of the close wait */
     if (ws->in.len && !ws->peer_closed) /* frames read and not yet handled: dropped */
         ws_drop_until_close(ws, NULL, 0);
     (void)uv_timer_start(&ws->timer, on_ws_timer, WS_CLOSE_WAIT, 0);

@@ -79,9 +79,9 @@ struct http_ws_opts {
      * (bytes that trickle in do not extend it; idle_timeout counts from that message on).
      * 0: none. */
     usec_t first_message_timeout;
-    /* Queued frames with no write completing for this long (a peer that stopped reading,
-     * or is gone without a reset): the connection is torn down (close code 1006). 0:
-     * none. */
+    /* Queued frames the peer takes no byte of for this long (no write completes and the
+     * socket's queue stays the same: a peer that stopped reading, or is gone without a
+     * reset): the connection is torn down (close code 1006). 0: none. */
     usec_t write_stall;
     const struct http_ws_ops *ops; /* borrowed; must outlive ws */
     void *ctx;

@@ -990,6 +990,30 @@ static void test_stalled_stream_closed(void **state)
     stop(f);
 }
 
+/* The same stream, with a stall time of 1 s, read slowly but steadily (16 KiB every
+ * 50 ms): once the socket buffers are full the kernel takes another write only when a
+ * third of its (large) send buffer is free, seconds apart at this pace, but the client
+ * takes bytes of the socket's queue at its window updates, several a second, which
+ * count as progress (http/progress.h): the stream goes on. Before, the stall bound
+ * counted completed writes only and closed it. */
+static void test_slowly_read_stream_kept(void **state)
+{
+    (void)state;
+    struct http_server_opts o = {.write_queue = 16 * 1024, .stream_stall = USEC_PER_SEC};
+    struct fixture *f = start(&o);
+    struct test_http_conn c = conn_to(f);
+    char b[16 * 1024];
+    atomic_store(&endless_aborts, 0);
+    assert_int_equal(test_http_send_str(&c, "GET /endless HTTP/1.1\r\nHost: t\r\n\r\n"), 0);
+    for (int i = 0; i < 80; i++) {
+        assert_true(recv(c.fd, b, sizeof(b), MSG_WAITALL) > 0);
+        clock_sleep(50 * USEC_PER_MSEC);
+    }
+    assert_int_equal(atomic_load(&endless_aborts), 0);
+    test_http_close(&c);
+    stop(f);
+}
+
 static void test_connection_limit(void **state)
 {
     (void)state;
@@ -1321,6 +1345,7 @@ int main(void)
         cmocka_unit_test(test_slow_reader_gets_whole_response),
         cmocka_unit_test(test_pipelined_held_by_write_queue),
         cmocka_unit_test(test_stalled_stream_closed),
+        cmocka_unit_test(test_slowly_read_stream_kept),
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_graceful_shutdown),
         cmocka_unit_test(test_half_close_told),

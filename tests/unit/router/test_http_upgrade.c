@@ -273,6 +273,66 @@ static void test_upgrade_behind_unread_answer(void **state)
     (void)close(fd);
 }
 
+/* Reads a response head (to its blank line) from fd, a byte at a time, into out. */
+static void read_head(int fd, char *out, size_t size)
+{
+    size_t n = 0;
+    while (n + 1 < size && (n < 4 || memcmp(out + n - 4, "\r\n\r\n", 4) != 0)) {
+        ssize_t r = recv(fd, out + n, 1, 0);
+        assert_true(r == 1);
+        n++;
+    }
+    out[n] = '\0';
+}
+
+/* The same upgrade behind the same answer, which the client reads slowly but steadily
+ * (16 KiB every 2 ms): the answer is one write, which completes only once most of it is
+ * read, long after the 300 ms write stall. The client's taking of the socket's queue
+ * counts as progress (http/progress.h), so the 101 follows the answer and the socket is
+ * handed over. Before, the connection closed at the stall: a client reading more slowly
+ * than one completed write per write stall lost its upgrade. */
+static void test_upgrade_behind_slowly_read_answer(void **state)
+{
+    struct fixture *f = *state;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons(http_server_thread_port(f->t))};
+    struct timeval tv = {.tv_sec = 5};
+    char head[1024], *chunk = xmalloc(16 * 1024);
+    size_t got = 0;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    static const char reqs[] = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"
+                               "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+                               "Upgrade: echo\r\n\r\n";
+    assert_int_equal(send(fd, reqs, sizeof(reqs) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(reqs) - 1);
+    int before = atomic_load(&upgrade_failures);
+    read_head(fd, head, sizeof(head));
+    assert_non_null(strstr(head, "HTTP/1.1 200 "));
+    usec_t t0 = clock_now();
+    while (got < BIG_LEN) {
+        size_t want = BIG_LEN - got < 16 * 1024 ? BIG_LEN - got : 16 * 1024;
+        ssize_t r = recv(fd, chunk, want, 0);
+        assert_true(r > 0); /* before the fix: the connection closed at the stall */
+        got += (size_t)r;
+        (void)usleep(2000);
+    }
+    print_message("answer read in %.1f s\n", (double)(clock_now() - t0) / USEC_PER_SEC);
+    read_head(fd, head, sizeof(head));
+    assert_non_null(strstr(head, "HTTP/1.1 101 "));
+    assert_int_equal(send(fd, "ping", 4, MSG_NOSIGNAL), 4);
+    for (got = 0; got < 4;) {
+        ssize_t r = recv(fd, chunk + got, 4 - got, 0);
+        assert_true(r > 0);
+        got += (size_t)r;
+    }
+    assert_memory_equal(chunk, "ping", 4);
+    assert_int_equal(atomic_load(&upgrade_failures), before);
+    xfree(chunk);
+    (void)close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +340,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_upgrade_misuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_client_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_behind_unread_answer, setup_stall, teardown),
+        cmocka_unit_test_setup_teardown(test_upgrade_behind_slowly_read_answer, setup_stall,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -648,6 +648,35 @@ static void test_ws_stalled_reader_let_go(void **state)
     sbd_fixture_stop(f);
 }
 
+/* A client that reads slowly but steadily (16 KiB every 50 ms) while its process prints:
+ * once the socket buffers are full the kernel takes another frame only when a third of
+ * its (large) send buffer is free, seconds apart at this pace, longer than the write
+ * stall (1 s here), but the client takes bytes of the socket's queue at its window
+ * updates, several a second (http/progress.h): the socket and the process stay. Before,
+ * the stall counted completed writes only and let it go. */
+static void test_ws_slow_reader_kept(void **state)
+{
+    (void)state;
+    struct sbd_fixture_opts o = {.ws_write_stall = USEC_PER_SEC};
+    struct sbd_fixture *f = sbd_fixture_start_with(NULL, 0, &o);
+    struct test_http_resp r;
+    struct wsc w;
+    char b[16 * 1024];
+    assert_int_equal(wsc_open(&w, f->port, NULL), 101);
+    const char *start = "{\"command\": [\"yes\", \"slow-reader\"]}";
+    wsc_send(&w, HTTP_WS_TEXT, start, strlen(start));
+    for (int i = 0; i < 80; i++) {
+        assert_true(recv(w.c.fd, b, sizeof(b), MSG_WAITALL) > 0);
+        usleep(50000);
+    }
+    assert_int_equal(sbd_do(f->port, "GET", "/v1/processes", NULL, NULL, &r), 200);
+    assert_non_null(strstr(buf_str(&r.body), "slow-reader"));
+    test_http_resp_done(&r);
+    assert_true(read(w.c.fd, b, sizeof(b)) > 0);
+    wsc_close(&w);
+    sbd_fixture_stop(f);
+}
+
 /* A socket that never sends the process request is closed (1008) after the first-message
  * timeout, and frees its place; past max_websockets an upgrade is answered 429. */
 static void test_ws_first_message_and_cap(void **state)
@@ -700,6 +729,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ws_closes_reach_the_peer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_slow_reader_gets_the_end, setup, teardown),
         cmocka_unit_test(test_ws_stalled_reader_let_go),
+        cmocka_unit_test(test_ws_slow_reader_kept),
         cmocka_unit_test(test_ws_first_message_and_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
