@@ -492,10 +492,16 @@ static bool replayable(struct http_req *req)
     return http_req_header(req, "Idempotency-Key").p || http_req_header(req, "X-Idempotency-Key").p;
 }
 
-/* A pooled connection failed before any response byte (an interim 1xx counts: the
- * request was being carried out): a replayable request without a body is tried once
- * more on a new connection. A POST is not: the sandbox may have run it already. */
-bool proxy__px_retry(struct px *x);
+/* A new connection to the sandbox (not a pooled one); proxy__px_connected hears how it
+ * went, now when it could not start. */
+static void dial_new(struct px *x)
+{
+    int err = 0;
+    x->up = upconn_connect(x->p, x->ip, x->rt.port, x, &err);
+    if (!x->up)
+        proxy__px_connected(x, err);
+}
+
 bool proxy__px_retry(struct px *x)
 {
     if (!x->up || !x->up->reused || x->retried || x->in.len || x->head_done || x->got_bytes ||
@@ -506,11 +512,7 @@ bool proxy__px_retry(struct px *x)
     upconn_close(x->up);
     x->up = NULL;
     x->req_sent = false;
-    /* A new connection, not another pooled one: that may be as stale as this was. */
-    int err = 0;
-    x->up = upconn_connect(x->p, x->ip, x->rt.port, x, &err);
-    if (!x->up)
-        proxy__px_connected(x, err);
+    dial_new(x); /* not another pooled one: that may be as stale as this was */
     return true;
 }
 
@@ -529,10 +531,7 @@ static void connect_upstream(struct px *x)
         proxy__px_connected(x, 0);
         return;
     }
-    int err = 0;
-    x->up = upconn_connect(x->p, x->ip, x->rt.port, x, &err);
-    if (!x->up)
-        proxy__px_connected(x, err);
+    dial_new(x);
 }
 
 /* ---- Resolution ------------------------------------------------------------------------ */

@@ -143,6 +143,10 @@ struct px {
 };
 
 void proxy__px_connected(struct px *x, int status);
+/** A pooled connection failed before any response byte (an interim 1xx counts: the
+ * request was being carried out): a replayable request without a body is tried once
+ * more on a new connection (true). A POST is not: the sandbox may have run it already. */
+bool proxy__px_retry(struct px *x);
 void proxy__px_up_read(struct px *x, ssize_t n, const char *data);
 void proxy__px_up_written(struct px *x, int status);
 /** Responds with an error (when nothing was sent yet) or cuts the response off. */

@@ -306,8 +306,6 @@ static void on_up_eof(struct px *x, bool clean)
     proxy__px_fail(x, 502, "", "eof"); /* cut off: the client sees the connection end */
 }
 
-bool proxy__px_retry(struct px *x);
-
 void proxy__px_up_read(struct px *x, ssize_t n, const char *data)
 {
     if (x->finished)
