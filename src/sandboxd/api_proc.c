@@ -442,17 +442,29 @@ static int do_signal(struct http_req *req, struct sbd_proc *p)
     return http_respond(req, 204, NULL, NULL, 0);
 }
 
+int sbd__resize_from_json(const json_t *j, unsigned short *cols, unsigned short *rows)
+{
+    json_int_t c = 0, r = 0;
+    if (json_unpack((json_t *)j, "{s:I, s:I}", "cols", &c, "rows", &r) < 0 || c <= 0 || r <= 0 ||
+        c > 65535 || r > 65535)
+        return -EINVAL;
+    *cols = (unsigned short)c;
+    *rows = (unsigned short)r;
+    return 0;
+}
+
 static int do_resize(struct http_req *req, struct sbd_proc *p)
 {
     json_t *j = body_object(req);
+    unsigned short cols, rows;
     if (!j)
         return 0;
-    json_int_t cols = 0, rows = 0;
-    int u = json_unpack(j, "{s:I, s:I}", "cols", &cols, "rows", &rows);
+    int u = sbd__resize_from_json(j, &cols, &rows);
     json_decref(j);
-    if (u < 0 || cols <= 0 || rows <= 0 || cols > 65535 || rows > 65535)
-        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "cols and rows are required");
-    int r = sbd_proc_resize(p, (unsigned short)cols, (unsigned short)rows);
+    if (u < 0)
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT,
+                                 "cols and rows (1 to 65535) are required");
+    int r = sbd_proc_resize(p, cols, rows);
     if (r < 0)
         return sbd_respond_error(req, 400, SBD_FAILED_PRECONDITION,
                                  r == -ENOTTY ? "process has no PTY" : "process has exited");

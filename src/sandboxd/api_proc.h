@@ -18,6 +18,9 @@ int sbd__proc_start_req(struct sbd *d, const struct sbd_root *root, const struct
                         int *ret_status, const char **ret_code, const char **ret_msg);
 /** A signal from JSON: a name ("SIGINT", "TERM") or a number. Returns it or -EINVAL. */
 int sbd__signal_from_json(const json_t *s);
+/** A terminal size from JSON {"cols": N, "rows": N}, each 1 to 65535. Returns 0 with
+ * *cols and *rows, or -EINVAL. */
+int sbd__resize_from_json(const json_t *j, unsigned short *cols, unsigned short *rows);
 /** Whether action is one of a process's POST actions (stdin, stdin/close, signal,
  *  resize). */
 bool sbd__proc_action_known(struct str action);

@@ -228,13 +228,12 @@ static void control_signal(struct wsp *w, const json_t *j)
 
 static void control_resize(struct wsp *w, const json_t *j)
 {
-    json_int_t c = 0, r = 0;
-    if (json_unpack((json_t *)j, "{s:I, s:I}", "cols", &c, "rows", &r) < 0 || c <= 0 || r <= 0 ||
-        c > 65535 || r > 65535) {
+    unsigned short c, r;
+    if (sbd__resize_from_json(j, &c, &r) < 0) {
         send_notice(w, SBD_INVALID_ARGUMENT, "cols and rows (1 to 65535) are required");
         return;
     }
-    int e = sbd_proc_resize(w->p, (unsigned short)c, (unsigned short)r);
+    int e = sbd_proc_resize(w->p, c, r);
     if (e == -ENOTTY)
         send_notice(w, SBD_FAILED_PRECONDITION, "process has no PTY");
 }
