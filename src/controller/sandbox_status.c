@@ -283,9 +283,8 @@ static void status_fields(const struct sb_observed *o, json_t *st)
  * event after the pass that no longer saw it). */
 static bool stale_pod(const struct sb_observed *o)
 {
-    const json_t *c = sb_cond_get(json_object_get(o->sb, "status"), SB_COND_SUSPENDED);
-    const char *s = json_string_value(json_object_get(c, "status"));
-    const char *at = json_string_value(json_object_get(c, "lastTransitionTime"));
+    const char *s = last_suspended(o->sb, "status");
+    const char *at = last_suspended(o->sb, "lastTransitionTime");
     const char *born = kube_obj_path_str(o->pod, "metadata.creationTimestamp");
     usec_t t_at, t_born;
     if (!suspended(o->sb) || !o->pod || o->pod_unowned || o->pod_error || o->pod_delete_failed ||
