@@ -273,14 +273,15 @@ out:
     return r;
 }
 
-/* After a conflict: look again so that the winner is observed right away. */
-static void refresh(struct lease_elector *le, usec_t now)
+/* After a conflict: look again so that the winner is observed right away (as seen once
+ * the read returned: try_acquire_or_renew). */
+static void refresh(struct lease_elector *le)
 {
     json_t *cur = NULL;
 
     if (api_get(le, &cur, NULL) < 0)
         return;
-    observe(le, json_object_get(cur, "spec"), now);
+    observe(le, json_object_get(cur, "spec"), now_mono(le));
     json_decref(cur);
 }
 
@@ -304,7 +305,7 @@ static int try_update(struct lease_elector *le, const json_t *cur, usec_t now,
     if (r < 0) {
         log_api_error(le, "update", r, &err);
         if (r == -EBUSY && refresh_on_conflict)
-            refresh(le, now);
+            refresh(le);
         goto out;
     }
     observe(le, spec, now);
@@ -351,6 +352,11 @@ static int try_acquire_or_renew(struct lease_elector *le, usec_t now)
         log_api_error(le, "get", r, &err);
         return r;
     }
+    /* Another holder's record is timed from when the read returned, not from before it
+     * was sent: a renewal that landed while the read was under way must not count as
+     * older than it is (its holder leads until renew_deadline after it, which only
+     * lease_duration after the read's return is sure to be past). */
+    now = now_mono(le);
     observe(le, json_object_get(cur, "spec"), now);
     if (held_by_other(le, now))
         r = 0;

@@ -54,6 +54,8 @@ struct fake_api {
     int hide_gets; /* this many gets report "not found" although the object exists */
     /* Runs once just before the next update is checked (to simulate a racing writer). */
     void (*before_update)(struct fake_api *f);
+    /* Runs once while the next get is under way, before it reads the object. */
+    void (*before_get)(struct fake_api *f);
 };
 
 static void store(struct fake_api *f, json_t *obj)
@@ -106,6 +108,11 @@ static int fake_get(void *ctx, const char *ns, const char *name, usec_t timeout,
     f->gets++;
     if (fake_call(f, timeout) < 0)
         return -ETIMEDOUT;
+    if (f->before_get) {
+        void (*hook)(struct fake_api *) = f->before_get;
+        f->before_get = NULL;
+        hook(f);
+    }
     if (f->fail)
         return f->fail;
     if (f->hide_gets > 0) {
@@ -423,6 +430,56 @@ static void test_takeover_after_expiry_by_own_observation(void **state)
     assert_false(lease_elector_is_leader(w->a.le));
     assert_int_equal(w->a.calls.stopped, 1);
     assert_leader_is(w->a.le, "b");
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "b");
+}
+
+/* The world of test_follower_times_expiry_after_its_read. */
+static struct world *slow_read_world;
+
+/* B's read takes 6.9 s, and A renews while it is under way. */
+static void renew_during_read(struct fake_api *f)
+{
+    (void)f;
+    advance(&slow_read_world->clk, 6900 * USEC_PER_MSEC);
+    assert_int_equal(lease_elector_tick(slow_read_world->a.le), 1);
+}
+
+/* A follower times another holder's record from when its read returned. With lease 15 s
+ * and renew deadline 14 s (request timeout 7 s), B's read at T+2 s takes 6.9 s and A
+ * renews meanwhile (at T+8.9 s; A leads until T+22.9 s). Before, B timed that record from
+ * the start of its tick (T+2 s) and took the Lease at T+17 s: two leaders for 5.9 s. */
+static void test_follower_times_expiry_after_its_read(void **state)
+{
+    struct world *w = *state;
+    struct lease_clock lc = {.ctx = &w->clk, .now = fc_now, .wall_now = fc_wall};
+    struct lease_opts o = base_opts("a", &w->f);
+    cand_free(&w->a);
+    o.lease_duration = 15 * USEC_PER_SEC;
+    o.renew_deadline = 14 * USEC_PER_SEC;
+    o.retry_period = 2 * USEC_PER_SEC;
+    o.clock = &lc;
+    o.cb = cand_callbacks(&w->a, true);
+    assert_int_equal(lease_elector_new(&o, &w->a.le), 0);
+    o.identity = "b";
+    o.cb = cand_callbacks(&w->b, true);
+    assert_int_equal(lease_elector_new(&o, &w->b.le), 0);
+    w->has_b = true;
+    slow_read_world = w;
+
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    advance(&w->clk, 2 * USEC_PER_SEC);
+    w->f.before_get = renew_during_read;
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    /* T+17 s: A renewed 8.1 s ago and still leads */
+    advance(&w->clk, 15 * USEC_PER_SEC - 6900 * USEC_PER_MSEC);
+    assert_true(lease_elector_is_leader(w->a.le));
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    assert_false(lease_elector_is_leader(w->b.le));
+    /* A stops renewing: B takes over once A's record is lease_duration old to it */
+    advance(&w->clk, 7 * USEC_PER_SEC);
+    assert_false(lease_elector_is_leader(w->a.le));
+    assert_int_equal(lease_elector_tick(w->b.le), 1);
     assert_string_equal(spec_s(&w->f, "holderIdentity"), "b");
 }
 
@@ -823,6 +880,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_acquire_absent_creates, setup_a, world_teardown),
         cmocka_unit_test_setup_teardown(test_renew_keeps_acquire_time, setup_a, world_teardown),
         cmocka_unit_test_setup_teardown(test_follower_waits_while_renewed, setup_ab,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_follower_times_expiry_after_its_read, setup_a,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_takeover_after_expiry_by_own_observation, setup_a,
                                         world_teardown),
