@@ -311,7 +311,7 @@ int workloop_start(struct workloop *l)
 void workloop_shutdown(struct workloop *l)
 {
     if (l && l->q)
-        wq_shutdown(l->q);
+        wq_shutdown_discard(l->q);
 }
 
 void workloop_stop(struct workloop *l)

@@ -70,7 +70,10 @@ struct wq *workloop_queue(struct workloop *l);
  * already or the loop was stopped. Returns the number of workers running. */
 int workloop_start(struct workloop *l);
 /** Shuts the queue down without waiting: workers finish their reconcile and exit (a
- * worker still waiting for the caches gives up). Idempotent; NULL is fine. */
+ * worker still waiting for the caches gives up). The keys still queued are dropped
+ * (wq_shutdown_discard): no reconcile starts after this, so a leader that lost its Lease
+ * or is stopping does no more work than what is under way (a successor re-lists
+ * everything). Idempotent; NULL is fine. */
 void workloop_shutdown(struct workloop *l);
 /** workloop_shutdown, then joins every worker; the loop cannot be started again.
  * Idempotent; NULL is fine. */

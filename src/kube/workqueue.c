@@ -48,6 +48,7 @@ struct wq {
     struct wq_item *head, *tail;
     struct heap timers;
     bool shutting_down;
+    bool discarding; /* wq_shutdown_discard: no key is handed out again */
     bool bucket_on;
     struct wq_bucket bucket;
     usec_t backoff_base, backoff_max;
@@ -474,7 +475,9 @@ void wq_done(struct wq *q, const char *key)
     q->st.work_total += now - it->started_at;
     if (q->m && q->m->work)
         q->m->work(q->m->ctx, q->name, now - it->started_at);
-    if (it->dirty)
+    if (it->dirty && q->discarding)
+        it->dirty = false; /* re-added while processing, after the queue's end */
+    else if (it->dirty)
         enqueue_locked(q, it, now);
     item_release(q, it);
     if (q->st.processing == 0)
@@ -492,6 +495,26 @@ void wq_shutdown(struct wq *q)
         item_release(q, container_of(e, struct wq_item, he));
     while (q->sleepers || q->timer_waiter)
         wake_one_locked(q, false);
+    (void)pthread_mutex_unlock(&q->lock);
+}
+
+void wq_shutdown_discard(struct wq *q)
+{
+    struct wq_item *it, *next;
+
+    wq_shutdown(q);
+    (void)pthread_mutex_lock(&q->lock);
+    q->discarding = true;
+    for (it = q->head; it; it = next) {
+        next = it->next;
+        it->next = NULL;
+        it->dirty = false;
+        q->st.depth--;
+        item_release(q, it);
+    }
+    q->head = q->tail = NULL;
+    if (q->m && q->m->depth)
+        q->m->depth(q->m->ctx, q->name, depth_locked(q));
     (void)pthread_mutex_unlock(&q->lock);
 }
 

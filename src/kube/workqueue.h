@@ -84,6 +84,11 @@ void wq_done(struct wq *q, const char *key);
 /** Stops accepting adds, drops keys parked for later, and wakes every wq_get (which
  * returns -ESHUTDOWN once the queue is empty). Idempotent. */
 void wq_shutdown(struct wq *q);
+/** wq_shutdown that also drops the queued keys and the re-adds of keys being processed:
+ * no key is handed out after it (the ones handed out before run to their wq_done). For
+ * work that must not start any more, such as a controller's after its leadership ended.
+ * Idempotent. */
+void wq_shutdown_discard(struct wq *q);
 /** wq_shutdown, then waits until no key is being processed. */
 void wq_shutdown_drain(struct wq *q);
 bool wq_shutting_down(struct wq *q);

@@ -322,6 +322,29 @@ static void test_stop_finishes_running_and_never_restarts(void **state)
     workloop_free(l);
 }
 
+/* Keys still queued when the loop stops are not reconciled: a controller that lost its
+ * Lease (or is stopping) starts no more work than what runs. Before, every queued key
+ * was still handed out after the shutdown (here: 20 reconciles, not 1). */
+static void test_stop_drops_queued_keys(void **state)
+{
+    struct fake *f = *state;
+    struct workloop *l = new_loop(f, 1, false);
+    char key[16];
+    f->reconcile_sleep = 100 * USEC_PER_MSEC;
+    for (int i = 0; i < 20; i++) {
+        (void)snprintf(key, sizeof(key), "ns/k%d", i);
+        wq_add(workloop_queue(l), key);
+    }
+    (void)workloop_start(l);
+    while (atomic_load(&f->active) == 0)
+        sleep_us(USEC_PER_MSEC);
+    workloop_shutdown(l);
+    workloop_stop(l);
+    assert_int_equal(workloop_reconciles(l), 1);
+    assert_int_equal(atomic_load(&f->calls), 1);
+    workloop_free(l);
+}
+
 static void test_without_metrics(void **state)
 {
     struct fake *f = *state;
@@ -425,6 +448,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_waits_for_caches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_while_waiting_for_caches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_wait_exits_workers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_drops_queued_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_finishes_running_and_never_restarts, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_without_metrics, setup, teardown),

@@ -650,6 +650,31 @@ static void test_shutdown_hands_out_queued_then_stops(void **state)
     wq_free(q);
 }
 
+/* wq_shutdown_discard: the queued keys are dropped, and a key re-added while it was
+ * being processed does not come back at its wq_done; nothing is handed out after it. */
+static void test_shutdown_discard_drops_queued(void **state)
+{
+    struct wq *q = new_queue(0, 0, 0, 0);
+    const char *k;
+    (void)state;
+
+    wq_add(q, "running");
+    wq_add(q, "a");
+    wq_add(q, "b");
+    wq_add_after(q, "parked", 3600 * USEC_PER_SEC);
+    k = get_key(q);
+    assert_string_equal(k, "running");
+    wq_add(q, "running"); /* re-added while processing */
+    wq_shutdown_discard(q);
+    assert_int_equal(wq_len(q), 0);
+    wq_add(q, "late");
+    wq_done(q, k);
+    assert_int_equal(wq_len(q), 0);
+    assert_int_equal(wq_get(q, &k), -ESHUTDOWN);
+    wq_shutdown_discard(q);
+    wq_free(q);
+}
+
 struct drainer {
     struct wq *q;
     atomic_bool done;
@@ -816,6 +841,7 @@ int main(void)
         cmocka_unit_test(test_add_rate_limited),
         cmocka_unit_test(test_shutdown_wakes_getters),
         cmocka_unit_test(test_shutdown_hands_out_queued_then_stops),
+        cmocka_unit_test(test_shutdown_discard_drops_queued),
         cmocka_unit_test(test_drain_waits_for_in_flight),
         cmocka_unit_test(test_drain_without_work_returns),
         cmocka_unit_test(test_metrics_hooks),
