@@ -462,7 +462,8 @@ static int write_patch(struct events_recorder *r, struct agg_entry *e, const str
         return rc;
     }
     e->count++;
-    e->last = p->mono;
+    if (p->mono > e->last)
+        e->last = p->mono;
     count_stat(r, &r->st.patched);
     return 0;
 }
@@ -475,7 +476,9 @@ static void write_pending(struct events_recorder *r, const struct pending *p)
 
     if (n) {
         struct agg_entry *e = container_of(n, struct agg_entry, node);
-        if (p->mono >= e->last && p->mono - e->last < r->window) {
+        /* Recorded before the last one written (threads stamp their records before they
+         * queue them, so the queue's order can differ): inside the window too. */
+        if (p->mono < e->last || p->mono - e->last < r->window) {
             rc = write_patch(r, e, p);
             if (rc != -ENOENT) {
                 if (rc < 0)

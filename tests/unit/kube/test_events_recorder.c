@@ -285,6 +285,29 @@ static void test_aggregation_patches_count(void **state)
     assert_int_equal(stats(x).created, 1);
 }
 
+/* Two threads record the same Event; the later stamp is queued, and written, first (each
+ * record is stamped before it is queued). The earlier one is inside the window all the
+ * same: one Event with count 2. Before, it started a second Event. */
+static void test_records_queued_out_of_order_aggregate(void **state)
+{
+    struct fx *x = *state;
+    json_t *ev;
+
+    fx_start(x);
+    advance(&x->clk, USEC_PER_MSEC);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Ready", "pod is ready");
+    events_flush(x->r);
+    pthread_mutex_lock(&x->clk.lock);
+    x->clk.mono -= USEC_PER_MSEC; /* the other thread's earlier stamp */
+    pthread_mutex_unlock(&x->clk.lock);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Ready", "pod is ready");
+    events_flush(x->r);
+    assert_int_equal(x->api.creates, 1);
+    assert_int_equal(x->api.patches, 1);
+    ev = only_event(&x->api);
+    assert_int_equal(json_integer_value(json_object_get(ev, "count")), 2);
+}
+
 static void test_different_keys_do_not_aggregate(void **state)
 {
     struct fx *x = *state;
@@ -696,6 +719,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_event_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_aggregation_patches_count, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_records_queued_out_of_order_aggregate, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_different_keys_do_not_aggregate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_expiry_creates_new, setup, teardown),
         cmocka_unit_test_setup_teardown(test_patch_of_deleted_event_recreates, setup, teardown),
