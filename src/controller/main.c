@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,10 @@ struct flags {
     int64_t create_parallel, adopt_inflight;
 };
 
-static struct ctrl_manager *g_manager;
+/* The signal handler's view: the manager while it runs (cleared before it stops and is
+ * freed), and whether a stop was asked for before there was one to tell. */
+static _Atomic(struct ctrl_manager *) g_manager;
+static volatile sig_atomic_t g_stop_asked;
 
 static const char usage_text[] =
     "Usage: agent-sandbox-controller [flags]\n"
@@ -539,9 +543,11 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 
 static void on_signal(int sig)
 {
+    struct ctrl_manager *m = atomic_load(&g_manager);
     (void)sig;
-    if (g_manager)
-        ctrl_manager_request_stop(g_manager);
+    g_stop_asked = 1;
+    if (m)
+        ctrl_manager_request_stop(m);
 }
 
 static int install_signals(void)
@@ -604,6 +610,7 @@ static int make_client(const struct flags *f, struct kube_client **ret)
 
 static int run(const struct flags *f, struct kube_client *client)
 {
+    struct ctrl_manager *m = NULL;
     struct ctrl_opts o = {
         .client = client,
         .workers = (int)f->workers,
@@ -643,19 +650,22 @@ static int run(const struct flags *f, struct kube_client *client)
     o.ext.max_pool_replicas = (int)f->max_replicas;
     o.ext.max_batch = (int)f->max_batch;
     o.ext.no_eviction = !f->eviction;
-    r = ctrl_manager_new(&o, &g_manager);
+    r = ctrl_manager_new(&o, &m);
     if (r < 0)
         return log_error_errno(r, "cannot create the manager");
-    r = ctrl_manager_start(g_manager);
-    if (r >= 0) {
+    atomic_store(&g_manager, m);
+    /* A SIGTERM while the client was being made (an exec plugin) stops it before it
+     * starts: it neither takes the Lease nor begins work. */
+    r = g_stop_asked ? 0 : ctrl_manager_start(m);
+    if (r >= 0 && !g_stop_asked) {
         log_info("started\tversion=%s leader_elect=%s workers=%d", AS_VERSION,
                  f->leader_elect ? "true" : "false", o.workers);
-        r = ctrl_manager_wait(g_manager);
+        r = ctrl_manager_wait(m);
     }
+    atomic_store(&g_manager, NULL); /* a signal from here on finds no manager to touch */
     arm_stop_watchdog(&f->shutdown_timeout);
-    ctrl_manager_stop(g_manager);
-    ctrl_manager_free(g_manager);
-    g_manager = NULL;
+    ctrl_manager_stop(m);
+    ctrl_manager_free(m);
     return r;
 }
 
