@@ -284,6 +284,28 @@ static bool write_stalled(struct bridge *b, usec_t now, usec_t *stall_from, uint
     return now - *stall_from >= LIMIT_TLS_WRITE_STALL;
 }
 
+/* After the server's end: our close_notify and FIN go out, then what the client still
+ * sends is read and dropped until it ends its side, or for LIMIT_HTTP_LINGER at most (a
+ * bound a client cannot stretch). Closing with its bytes unread would send a reset,
+ * which discards the end of the answer still queued for it: an error answered before an
+ * upload was read (401, 413, 503) reached an HTTPS client cut off, or not at all. */
+static void bridge_linger(struct bridge *b)
+{
+    usec_t end = clock_now() + LIMIT_HTTP_LINGER;
+    char drop[4096];
+    (void)SSL_shutdown(b->ssl); /* best effort close_notify */
+    (void)shutdown(b->tcp, SHUT_WR);
+    for (;;) {
+        ssize_t n = read(b->tcp, drop, sizeof(drop));
+        usec_t now = clock_now();
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || now >= end)
+            return;
+        struct pollfd p = {b->tcp, POLLIN, 0};
+        if (n < 0 && poll(&p, 1, ms_until(end, now)) < 0 && errno != EINTR)
+            return;
+    }
+}
+
 static void bridge_run(struct bridge *b)
 {
     usec_t stall_from = 0;
@@ -314,7 +336,11 @@ static void bridge_run(struct bridge *b)
             errno != EINTR)
             break;
     }
-    if (!b->failed)
+    if (b->failed)
+        return;
+    if (b->server_eof && !b->client_eof)
+        bridge_linger(b);
+    else
         (void)SSL_shutdown(b->ssl); /* best effort close_notify */
 }
 
@@ -474,20 +500,32 @@ static void spawn_bridge(struct tls_front *t, int fd)
     (void)pthread_attr_destroy(&attr);
 }
 
+/* ms the acceptor waits after running out of descriptors (EMFILE, ENFILE, ENOBUFS,
+ * ENOMEM): the pending connection keeps the listener readable, so trying again at once
+ * would spin a core until a descriptor is free. */
+#define ACCEPT_BACKOFF_MS 100
+
 static void *acceptor(void *arg)
 {
     struct tls_front *t = arg;
+    int wait_ms = -1;
     for (;;) {
-        struct pollfd p[2] = {{t->fd, POLLIN, 0}, {t->stop_pipe[0], POLLIN, 0}};
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
+        struct pollfd p[2] = {{wait_ms < 0 ? t->fd : -1, POLLIN, 0}, {t->stop_pipe[0], POLLIN, 0}};
+        if (poll(p, 2, wait_ms) < 0 && errno != EINTR)
             break;
         if (p[1].revents)
             break;
+        if (wait_ms >= 0) { /* the back-off is over: listen again */
+            wait_ms = -1;
+            continue;
+        }
         if (!(p[0].revents & POLLIN))
             continue;
         int fd = accept4(t->fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM))
+            wait_ms = ACCEPT_BACKOFF_MS;
         if (fd < 0)
-            continue; /* EAGAIN, ECONNABORTED, EMFILE: try again at the next event */
+            continue; /* EAGAIN, ECONNABORTED: try again at the next event */
         maybe_reload(t);
         spawn_bridge(t, fd);
     }
