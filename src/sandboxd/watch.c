@@ -13,8 +13,9 @@
  * per-stream queue of events for a client slower than the events: past `queue` events
  * (or LIMIT_SBD_WATCH_QUEUE_BYTES) events are dropped and counted, and an
  * {"type":"overflow","lost":N} line follows the queued ones. A kernel queue overflow
- * (IN_Q_OVERFLOW) gives {"type":"overflow","lost":null}. The stream ends when the client
- * goes, when the watched directory is deleted, or at shutdown.
+ * (IN_Q_OVERFLOW) gives {"type":"overflow","lost":null} and a rescan of the tree
+ * (on_overflow). The stream ends when the client goes, when the watched directory is
+ * deleted, or at shutdown.
  *
  * Renames: the kernel queues a rename's IN_MOVED_FROM and IN_MOVED_TO one after the other,
  * but a read can come between them (the reader on another core wakes on the first). An
@@ -58,6 +59,7 @@ size_t sbd__watch_test_read_size;
 struct wdir {
     int wd;
     char *sub; /* path below the watched directory, "" for itself */
+    bool seen; /* found again by the rescan after a kernel queue overflow */
 };
 
 struct wstream {
@@ -77,6 +79,7 @@ struct wstream {
     struct sbd_ndjson out; /* its queue holds at most queue_max lines */
     size_t queue_max;
     uint64_t lost;
+    bool lost_unknown; /* the kernel dropped events (IN_Q_OVERFLOW): the marker says null */
     /* an IN_MOVED_FROM waiting for its IN_MOVED_TO */
     bool has_from, from_dir;
     uint32_t from_cookie;
@@ -90,12 +93,15 @@ static void wstream_close(struct wstream *s);
 /* Hands the queued lines and a due overflow marker to the connection. */
 static void flush(struct wstream *s)
 {
-    if (s->lost) {
+    if (s->lost || s->lost_unknown) {
         char m[64];
-        int n = snprintf(m, sizeof(m), "{\"type\":\"overflow\",\"lost\":%llu}\n",
-                         (unsigned long long)s->lost);
-        if (sbd_ndjson_queue_raw(&s->out, m, (size_t)n) == 0)
+        int n = s->lost_unknown ? snprintf(m, sizeof(m), "{\"type\":\"overflow\",\"lost\":null}\n")
+                                : snprintf(m, sizeof(m), "{\"type\":\"overflow\",\"lost\":%llu}\n",
+                                           (unsigned long long)s->lost);
+        if (sbd_ndjson_queue_raw(&s->out, m, (size_t)n) == 0) {
             s->lost = 0;
+            s->lost_unknown = false;
+        }
     }
     if (!sbd_ndjson_pending(&s->out))
         return;
@@ -106,14 +112,15 @@ static void flush(struct wstream *s)
         s->quiet_ticks = 0;
 }
 
-/* Queues the event j (taken) as one line; drops and counts it when the queue is full. */
+/* Queues the event j (taken) as one line; drops and counts it when the queue is full, a
+ * marker is due (it goes first), or the line is too long to encode. */
 static void emit(struct wstream *s, json_t *j)
 {
     struct buf line;
     buf_init(&line, 4 * LIMIT_SBD_PATH);
     int r = sbd_ndjson_encode(j, &line);
-    if (r == 0 && (s->out.nlines >= s->queue_max || s->lost ||
-                   sbd_ndjson_queue_raw(&s->out, line.data, line.len) < 0))
+    if (r < 0 || s->out.nlines >= s->queue_max || s->lost || s->lost_unknown ||
+        sbd_ndjson_queue_raw(&s->out, line.data, line.len) < 0)
         s->lost++;
     buf_done(&line);
     if (!s->out.blocked && !s->closing)
@@ -163,28 +170,32 @@ static char *join(const char *sub, const char *name)
     return *sub ? xasprintf("%s/%s", sub, name) : xstrdup(name);
 }
 
-/* Adds an inotify watch on the directory fd (borrowed) known as sub. Returns 0 or a
- * negative errno (-ENOSPC past LIMIT_SBD_WATCHES). */
+/* Adds an inotify watch on the directory fd (borrowed) known as sub (one watched
+ * already: marked seen, under that name). Returns 0 or a negative errno (-ENOSPC past
+ * LIMIT_SBD_WATCHES). */
 static int add_watch_fd(struct wstream *s, int fd, const char *sub)
 {
-    if (s->ndirs >= LIMIT_SBD_WATCHES)
-        return -ENOSPC;
     char proc[64];
     (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
     int wd = inotify_add_watch(s->ifd, proc, WATCH_MASK);
     if (wd < 0)
         return -errno;
     struct wdir *old = find_wd(s, wd);
-    if (old) { /* the same directory again (a hard-to-reach case: keep the new name) */
+    if (old) { /* the same directory again (a rescan, or a rename: keep the new name) */
         xfree(old->sub);
         old->sub = xstrdup(sub);
+        old->seen = true;
         return 0;
+    }
+    if (s->ndirs >= LIMIT_SBD_WATCHES) {
+        (void)inotify_rm_watch(s->ifd, wd);
+        return -ENOSPC;
     }
     if (s->ndirs == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 16;
         s->dirs = xreallocarray(s->dirs, s->cap, sizeof(*s->dirs));
     }
-    s->dirs[s->ndirs++] = (struct wdir){.wd = wd, .sub = xstrdup(sub)};
+    s->dirs[s->ndirs++] = (struct wdir){.wd = wd, .sub = xstrdup(sub), .seen = true};
     return 0;
 }
 
@@ -324,6 +335,79 @@ static void drop_subtree(struct wstream *s, const char *from)
     }
 }
 
+/* Depth of sub below the watched directory ("" 0, "a/b" 2). */
+static unsigned depth_of(const char *sub)
+{
+    unsigned n = *sub ? 1 : 0;
+    for (const char *p = sub; *p; p++)
+        n += *p == '/';
+    return n;
+}
+
+/* A directory that appeared (created, or moved in) at sub, reported as type: watched with
+ * what is below it, unless it is deeper than a recursive watch goes (the first scan's
+ * bound, LIMIT_SBD_WATCH_DEPTH): then only reported. */
+static void add_new_dir(struct wstream *s, const char *sub, const char *type)
+{
+    unsigned depth = depth_of(sub);
+    if (depth > LIMIT_SBD_WATCH_DEPTH)
+        emit_simple(s, type, sub, true);
+    else
+        add_tree(s, sub, depth, type, true);
+}
+
+/* The watched directories the rescan did not reach (a listing cut at its bound, the watch
+ * limit, a watch that is not recursive) looked at again: one still at its path stays. */
+static void recheck_unseen(struct wstream *s)
+{
+    size_t n = 0;
+    char **subs = xreallocarray(NULL, s->ndirs ? s->ndirs : 1, sizeof(*subs));
+    for (size_t i = 0; i < s->ndirs; i++)
+        if (!s->dirs[i].seen)
+            subs[n++] = xstrdup(s->dirs[i].sub);
+    for (size_t i = 0; i < n; i++) {
+        int fd = open_sub(s, subs[i], O_RDONLY);
+        if (fd >= 0) {
+            (void)add_watch_fd(s, fd, subs[i]);
+            (void)close(fd);
+        }
+        xfree(subs[i]);
+    }
+    xfree(subs);
+}
+
+/* The kernel's queue overflowed (IN_Q_OVERFLOW): events were dropped, how many is not
+ * known (the marker says null). The tree is read again, as the first scan did but
+ * reporting nothing: directories that appeared meanwhile are watched, renamed ones get
+ * their new names, and ones gone (their IN_IGNORED may be among the dropped events) are
+ * let go. The stream ends when the watched directory itself is gone. */
+static void on_overflow(struct wstream *s)
+{
+    bool base = false;
+    s->lost_unknown = true;
+    s->scanning = true; /* its errors follow the marker (say_held) */
+    for (size_t i = 0; i < s->ndirs; i++)
+        s->dirs[i].seen = false;
+    if (s->recursive)
+        add_tree(s, "", 0, NULL, false);
+    recheck_unseen(s);
+    for (size_t i = s->ndirs; i-- > 0;) {
+        if (s->dirs[i].seen) {
+            base |= !*s->dirs[i].sub;
+            continue;
+        }
+        (void)inotify_rm_watch(s->ifd, s->dirs[i].wd);
+        forget_wd(s, s->dirs[i].wd);
+    }
+    if (!base) {
+        wstream_close(s); /* the watched directory is gone */
+        return;
+    }
+    if (!s->out.blocked && !s->closing)
+        flush(s);
+    say_held(s);
+}
+
 /* ---- events ------------------------------------------------------------------------ */
 
 /* Reports a held IN_MOVED_FROM that got no IN_MOVED_TO. */
@@ -355,7 +439,7 @@ static void on_moved_to(struct wstream *s, const struct inotify_event *ev, const
     }
     flush_from(s);
     if (is_dir && s->recursive)
-        add_tree(s, path, 1, "move_to", true);
+        add_new_dir(s, path, "move_to");
     else
         emit_simple(s, "move_to", path, is_dir);
 }
@@ -364,7 +448,7 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
 {
     if (ev->mask & IN_Q_OVERFLOW) {
         flush_from(s);
-        emit(s, json_pack("{s:s, s:n}", "type", "overflow", "lost"));
+        on_overflow(s);
         return;
     }
     struct wdir *w = find_wd(s, ev->wd);
@@ -390,7 +474,7 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
         flush_from(s);
     if (ev->mask & IN_CREATE) {
         if (is_dir && s->recursive)
-            add_tree(s, path, 1, "create", true);
+            add_new_dir(s, path, "create");
         else
             emit_simple(s, "create", path, is_dir);
     } else if (ev->mask & IN_MODIFY) {
