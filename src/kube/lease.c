@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,7 +167,11 @@ static void observe(struct lease_elector *le, const json_t *spec, usec_t now)
 static bool observed_expired(const struct lease_elector *le, usec_t now)
 {
     json_int_t secs = spec_int(le->observed, "leaseDurationSeconds");
-    usec_t d = secs > 0 ? (usec_t)secs * USEC_PER_SEC : le->lease_duration;
+    /* the field is an int32: a larger value from another writer is read as the largest
+     * (the product would wrap, and the record look expired at once) */
+    usec_t d = secs > INT32_MAX ? (usec_t)INT32_MAX * USEC_PER_SEC
+               : secs > 0       ? (usec_t)secs * USEC_PER_SEC
+                                : le->lease_duration;
 
     return now >= le->observed_at + d;
 }

@@ -433,6 +433,27 @@ static void test_takeover_after_expiry_by_own_observation(void **state)
     assert_string_equal(spec_s(&w->f, "holderIdentity"), "b");
 }
 
+/* A record another writer gave a duration past the int32 field's range (2^62 s) is held
+ * for the largest one. Before, its microseconds wrapped to 0 and it looked expired at
+ * once: another holder's valid Lease taken. */
+static void test_huge_duration_not_expired(void **state)
+{
+    struct world *w = *state;
+    json_t *spec;
+
+    assert_int_equal(lease_elector_tick(w->a.le), 1);
+    spec = json_object_get(w->f.obj, "spec");
+    json_object_set_new(spec, "holderIdentity", json_string("other"));
+    json_object_set_new(spec, "leaseDurationSeconds", json_integer((json_int_t)1 << 62));
+    cand_new(&w->b, "b", &w->f, &w->clk);
+    w->has_b = true;
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    advance(&w->clk, 60 * USEC_PER_SEC);
+    assert_int_equal(lease_elector_tick(w->b.le), 0);
+    assert_false(lease_elector_is_leader(w->b.le));
+    assert_string_equal(spec_s(&w->f, "holderIdentity"), "other");
+}
+
 /* The world of test_follower_times_expiry_after_its_read. */
 static struct world *slow_read_world;
 
@@ -881,6 +902,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_renew_keeps_acquire_time, setup_a, world_teardown),
         cmocka_unit_test_setup_teardown(test_follower_waits_while_renewed, setup_ab,
                                         world_teardown),
+        cmocka_unit_test_setup_teardown(test_huge_duration_not_expired, setup_a, world_teardown),
         cmocka_unit_test_setup_teardown(test_follower_times_expiry_after_its_read, setup_a,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_takeover_after_expiry_by_own_observation, setup_a,
