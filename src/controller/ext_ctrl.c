@@ -857,6 +857,12 @@ void ext_ctrl_start_workers(struct ext_ctrl *x)
              n[EXT_LOOP_POOL], n[EXT_LOOP_TEMPLATE]);
 }
 
+void ext_ctrl_drop_side_writes(struct ext_ctrl *x)
+{
+    if (x)
+        side_writer_drop(x->side);
+}
+
 void ext_ctrl_stop_workers(struct ext_ctrl *x)
 {
     if (!x)

@@ -88,6 +88,10 @@ int ext_ctrl_attach(struct ext_ctrl *x, struct kube_informer *sandboxes,
 int ext_ctrl_start(struct ext_ctrl *x);
 /** Starts the workers (idempotent). */
 void ext_ctrl_start_workers(struct ext_ctrl *x);
+/** Drops the side writes (annotations, metadata patches) waiting to be written, and
+ * those the running reconciles still queue: for a stop after leadership ended. NULL is
+ * fine. */
+void ext_ctrl_drop_side_writes(struct ext_ctrl *x);
 /** Stops the workers, letting running reconciles finish (idempotent). */
 void ext_ctrl_stop_workers(struct ext_ctrl *x);
 /** Stops the informers (after the workers). Idempotent. */

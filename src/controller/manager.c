@@ -578,6 +578,10 @@ void ctrl_manager_stop(struct ctrl_manager *m)
         return;
     atomic_store(&m->stopping, true);
     log_info("stopping");
+    /* Leadership gone (taken, or its renew deadline passed): the side writes waiting are
+     * a successor's to make; a stop while leading writes them before the Lease goes. */
+    if (m->elector && !ctrl_manager_leading(m))
+        ext_ctrl_drop_side_writes(m->ext);
     /* Workers and the cascade's deleters first (running reconciles and DELETEs finish),
      * then the lease goes, so a successor never overlaps with us; the informers and
      * servers last. */

@@ -23,6 +23,7 @@ struct side_writer {
     struct side_job *head, *tail;
     size_t len;
     bool stopping;
+    bool dropping; /* side_writer_drop: adds are dropped */
     atomic_bool stop_gate;
     struct side_stats st;
     pthread_t thread;
@@ -41,6 +42,13 @@ bool side_writer_add(struct side_writer *w, const struct kube_res *res, const ch
 {
     struct side_job *j;
     pthread_mutex_lock(&w->lock);
+    if (w->dropping) {
+        w->st.queued++;
+        w->st.dropped++;
+        pthread_cond_broadcast(&w->written);
+        pthread_mutex_unlock(&w->lock);
+        return true;
+    }
     if (w->stopping || w->len >= w->o.max_queue) {
         pthread_mutex_unlock(&w->lock);
         return false;
@@ -140,12 +148,30 @@ int side_writer_new(const struct side_opts *opts, struct side_writer **ret)
     return 0;
 }
 
+void side_writer_drop(struct side_writer *w)
+{
+    struct side_job *j, *next;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->dropping = true;
+    for (j = w->head; j; j = next) {
+        next = j->next;
+        job_free(j);
+        w->st.dropped++;
+    }
+    w->head = w->tail = NULL;
+    w->len = 0;
+    pthread_cond_broadcast(&w->written);
+    pthread_mutex_unlock(&w->lock);
+}
+
 void side_writer_flush(struct side_writer *w)
 {
     unsigned long target;
     pthread_mutex_lock(&w->lock);
     target = w->st.queued;
-    while (w->st.written + w->st.failed + w->st.skipped < target)
+    while (w->st.written + w->st.failed + w->st.skipped + w->st.dropped < target)
         pthread_cond_wait(&w->written, &w->lock);
     pthread_mutex_unlock(&w->lock);
 }

@@ -38,6 +38,7 @@ struct side_stats {
     unsigned long queued, written, failed;
     unsigned long skipped; /* the write function found nothing to write */
     unsigned long held;    /* writes the gate held back */
+    unsigned long dropped; /* queued, or added, after side_writer_drop: never written */
 };
 
 /** Starts the writer thread (opts copied). Returns 0 and *ret, -EINVAL without a write
@@ -49,6 +50,11 @@ void side_writer_free(struct side_writer *w);
  * queuing nothing, when the queue is full or the writer stops. Any thread. */
 bool side_writer_add(struct side_writer *w, const struct kube_res *res, const char *ns,
                      const char *name, const json_t *patch);
-/** Waits until every write queued before the call was made, failed or skipped. */
+/** Drops the queued writes, and every one added from now on (side_writer_add still
+ * returns true: its caller must not write it itself); a write under way finishes. For a
+ * controller whose leadership ended: what waits is a successor's to write. Any thread. */
+void side_writer_drop(struct side_writer *w);
+/** Waits until every write queued before the call was made, failed, skipped or
+ * dropped. */
 void side_writer_flush(struct side_writer *w);
 void side_writer_stats(struct side_writer *w, struct side_stats *ret);

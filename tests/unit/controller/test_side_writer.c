@@ -196,6 +196,33 @@ static void test_stop_writes_without_holding(void **state)
     pthread_mutex_destroy(&f.lock);
 }
 
+/* side_writer_drop (a leadership that ended): the write under way finishes, the queued
+ * ones and those added after are dropped (an add still says true: its caller must not
+ * write it itself), and a flush does not wait on them. */
+static void test_drop_forgets_queued(void **state)
+{
+    struct fake f;
+    struct side_writer *w = start(&f, 60 * USEC_PER_SEC, 0);
+    struct side_stats st;
+    (void)state;
+    f.blocked = true;
+    assert_true(add(w, "a"));
+    while (atomic_load(&f.asked) < 1) /* a is taken, and sits in the write */
+        clock_sleep(YIELD_GATE_STEP);
+    assert_true(add(w, "b"));
+    assert_true(add(w, "c"));
+    side_writer_drop(w);
+    assert_true(add(w, "d"));
+    unblock(&f);
+    side_writer_flush(w);
+    side_writer_stats(w, &st);
+    assert_int_equal(st.dropped, 3);
+    assert_int_equal(st.written, 1);
+    finish(&f, w);
+    assert_int_equal(f.n, 1);
+    assert_string_equal(f.names[0], "a");
+}
+
 static void test_bad_opts(void **state)
 {
     struct side_opts o = {0};
@@ -215,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_bound),
         cmocka_unit_test(test_full_queue_refuses),
         cmocka_unit_test(test_stop_writes_without_holding),
+        cmocka_unit_test(test_drop_forgets_queued),
         cmocka_unit_test(test_bad_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
