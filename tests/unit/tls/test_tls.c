@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -99,7 +100,7 @@ static void test_front_serves_http_server(void **state)
     tls_self_signed_remove(dir);
 }
 
-#define REJECT_LEN (4 * 1024 * 1024) /* more than the socket buffers hold at first */
+#define REJECT_LEN (2 * 1024 * 1024) /* more than the socket buffers hold at first */
 
 /* Answers 413 with a large body at the head, without reading the upload. */
 static int h_reject(struct http_req *req, void *ctx)
@@ -126,19 +127,28 @@ static bool read_some(SSL *ssl, struct buf *resp, bool *moved)
     return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE;
 }
 
-/* An HTTPS client uploads (8 MiB announced) while the server answers 413 with 4 MiB
+/* Whether this runs under valgrind (scripts/valgrind.sh runs the unit suite so). */
+static bool under_valgrind(void)
+{
+    const char *p = getenv("LD_PRELOAD");
+    return p && strstr(p, "vgpreload");
+}
+
+/* An HTTPS client uploads (8 MiB announced) while the server answers 413 with 2 MiB
  * before reading it, and reads the answer slowly (16 KiB a millisecond), writing on
  * until the answer is whole. The front reads and drops the client's bytes after the
  * server's end (as the HTTP server lingers on a plain connection), so its close is a
  * FIN after the whole answer. Before, it closed with the client's bytes unread: a reset,
- * which threw away the end of the answer still queued (a cut 413, or none). */
+ * which threw away the end of the answer still queued (a cut 413, or none). Not under
+ * valgrind: 2 MiB of TLS take it longer than the linger's 2 s, after which a client
+ * still writing gets the reset by design. */
 static void test_front_answer_before_upload_whole(void **state)
 {
     static const char head[] =
         "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 8388608\r\n\r\n";
     static char up[16 * 1024];
-    struct http_router *routes = http_router_new();
-    struct http_server_opts so = {.router = routes};
+    struct http_router *routes;
+    struct http_server_opts so = {0};
     struct http_server_thread *srv;
     struct tls_front *front;
     char *dir, cert[512], key[512];
@@ -146,6 +156,12 @@ static void test_front_answer_before_upload_whole(void **state)
     size_t sent = 0;
     bool writing = true;
     (void)state;
+    if (under_valgrind()) {
+        skip();
+        return;
+    }
+    routes = http_router_new();
+    so.router = routes;
     memset(up, 'u', sizeof(up));
     buf_init(&resp, 2 * REJECT_LEN);
     assert_int_equal(
@@ -201,11 +217,12 @@ static void test_front_answer_before_upload_whole(void **state)
 
 /* The process out of descriptors while a connection waits: the acceptor backs off
  * instead of spinning on the readable listener (before: a core at 100 % until a
- * descriptor was free), and serves the connection once one is. */
+ * descriptor was free), and serves the connection once one is. Not under valgrind,
+ * whose own descriptor limit lets the accept through. */
 static void test_acceptor_waits_out_of_descriptors(void **state)
 {
-    struct http_router *routes = http_router_new();
-    struct http_server_opts so = {.router = routes};
+    struct http_router *routes;
+    struct http_server_opts so = {0};
     struct http_server_thread *srv;
     struct tls_front *front;
     struct rlimit old, low;
@@ -214,6 +231,12 @@ static void test_acceptor_waits_out_of_descriptors(void **state)
     char *dir, cert[512], key[512], buf[4096] = "";
     int n, got = 0;
     (void)state;
+    if (under_valgrind()) {
+        skip(); /* valgrind emulates the descriptor limit: accept4 does not fail there */
+        return;
+    }
+    routes = http_router_new();
+    so.router = routes;
     assert_int_equal(http_router_add(routes, "GET", "/peer", 0, h_peer, NULL), 0);
     assert_int_equal(http_server_start_thread(&so, &srv), 0);
     assert_int_equal(tls_self_signed("unit", &dir), 0);
@@ -489,6 +512,8 @@ static void test_bearer(void **state)
 
 int main(void)
 {
+    /* a write to a connection the front reset fails (EPIPE) instead of ending the run */
+    (void)signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_front_serves_http_server),
         cmocka_unit_test(test_front_answer_before_upload_whole),
