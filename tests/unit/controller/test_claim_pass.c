@@ -12,19 +12,12 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <jansson.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include "api/res.h"
-#include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -37,10 +30,10 @@
 #include "controller/sandbox_status.h"
 #include "controller/workloop.h"
 #include "kube/client.h"
-#include "kube/config.h"
 #include "kube/informer.h"
 #include "kube/obj.h"
 #include "kube/store.h"
+#include "support/script_srv.h"
 
 #define NS       "ns"
 #define POOL     "pool"
@@ -51,12 +44,7 @@
 
 /* ---- the scripted API server -------------------------------------------------------- */
 
-#define MAX_CONNS 8
-
 struct srv {
-    int lfd, port, wake[2];
-    pthread_t th;
-    pthread_mutex_t lock;
     json_t *objs;         /* Sandbox name -> the Sandbox the server has */
     json_t *patch_code;   /* Sandbox name -> the status its PATCHes get (default 200/404) */
     json_t *patches;      /* Sandbox name -> PATCHes of it */
@@ -66,44 +54,8 @@ struct srv {
     int posts, others, next_uid;
 };
 
-static struct srv S;
-
-static void send_all(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            return;
-        p += n;
-        len -= (size_t)n;
-    }
-}
-
-static void respond(int fd, long status, const char *body)
-{
-    char head[256];
-    (void)snprintf(head, sizeof(head),
-                   "HTTP/1.1 %ld X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                   "\r\n",
-                   status, strlen(body));
-    send_all(fd, head, strlen(head));
-    send_all(fd, body, strlen(body));
-}
-
-static char *failure(long code)
-{
-    const char *reason = code == 403   ? "Forbidden"
-                         : code == 404 ? "NotFound"
-                         : code == 409 ? "Conflict"
-                         : code == 422 ? "Invalid"
-                                       : "InternalError";
-    json_t *st = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "kind", "Status", "apiVersion", "v1",
-                           "status", "Failure", "reason", reason, "message", "scripted refusal",
-                           "code", (json_int_t)code);
-    char *text = json_dumps(st, JSON_COMPACT);
-    json_decref(st);
-    return text;
-}
+static struct srv S; /* the handler's, under the server's lock */
+static struct script_srv *SRV;
 
 static void count(json_t *counts, const char *name)
 {
@@ -150,7 +102,7 @@ static char *patch_sb(const char *name, const json_t *obj, long *status)
     count(S.patches, name);
     *status = code ? (long)json_integer_value(code) : cur ? 200 : 404;
     if (*status != 200)
-        return failure(*status);
+        return script_failure(*status, NULL);
     merge(cur, obj);
     (void)snprintf(rv, sizeof(rv), "%d", 100 + ++S.next_uid);
     json_object_set_new(json_object_get(cur, "metadata"), "resourceVersion", json_string(rv));
@@ -164,7 +116,7 @@ static char *post_sb(json_t *obj, long *status)
     S.posts++;
     *status = S.post_code;
     if (*status != 201)
-        return failure(*status);
+        return script_failure(*status, NULL);
     (void)snprintf(uid, sizeof(uid), "s0000000-0000-0000-0000-%012d", ++S.next_uid);
     json_object_set_new(meta, "uid", json_string(uid));
     json_object_set_new(meta, "resourceVersion", json_string("900"));
@@ -173,12 +125,14 @@ static char *post_sb(json_t *obj, long *status)
     return json_dumps(obj, JSON_COMPACT);
 }
 
-/* Answers one request (method, target, body); called with S.lock held. */
-static void answer(int fd, const char *method, const char *target, const char *body)
+/* Answers one request (script_handler; called with the server's lock held). */
+static int answer(int fd, const struct script_req *rq, void *ctx)
 {
-    json_t *obj = body[0] ? json_loads(body, 0, NULL) : NULL;
+    const char *method = rq->method, *target = rq->target;
+    json_t *obj = rq->body[0] ? json_loads(rq->body, 0, NULL) : NULL;
     char name[256], *text = NULL;
     long status = 200;
+    (void)ctx;
     sb_name(target, name, sizeof(name));
     if (strcmp(method, "PATCH") == 0 && strstr(target, "/sandboxclaims/")) {
         json_array_append(S.claim_writes, obj);
@@ -196,150 +150,70 @@ static void answer(int fd, const char *method, const char *target, const char *b
     } else if (strcmp(method, "GET") == 0 && name[0]) {
         json_t *cur = json_object_get(S.objs, name);
         status = cur ? 200 : 404;
-        text = cur ? json_dumps(cur, JSON_COMPACT) : failure(404);
+        text = cur ? json_dumps(cur, JSON_COMPACT) : script_failure(404, NULL);
     } else {
         fprintf(stderr, "unexpected request: %s %s\n", method, target);
         S.others++;
         status = 500;
-        text = failure(500);
+        text = script_failure(500, NULL);
     }
-    respond(fd, status, text);
+    script_respond(fd, status, NULL, text);
     xfree(text);
     json_decref(obj);
-}
-
-/* One complete request in b, if there is one, answered; returns its length (0: none). */
-static size_t serve_one(int fd, struct buf *b)
-{
-    const char *end = b->data ? strstr(b->data, "\r\n\r\n") : NULL;
-    const char *cl;
-    char method[16], target[1024], *body;
-    size_t head_len, body_len = 0;
-    if (!end)
-        return 0;
-    head_len = (size_t)(end - b->data) + 4;
-    cl = strcasestr(b->data, "\r\nContent-Length: ");
-    if (cl && cl < end)
-        body_len = strtoul(cl + 18, NULL, 10);
-    if (b->len < head_len + body_len)
-        return 0;
-    if (sscanf(b->data, "%15s %1023s", method, target) != 2)
-        return head_len + body_len;
-    body = xstrndup(b->data + head_len, body_len);
-    pthread_mutex_lock(&S.lock);
-    answer(fd, method, target, body);
-    pthread_mutex_unlock(&S.lock);
-    xfree(body);
-    return head_len + body_len;
-}
-
-static bool serve_conn(int fd, struct buf *b)
-{
-    char chunk[4096];
-    size_t used;
-    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-    if (n <= 0 || buf_append(b, chunk, (size_t)n) < 0)
-        return false;
-    while ((used = serve_one(fd, b)) > 0)
-        buf_consume(b, used);
-    return true;
-}
-
-static void *srv_main(void *arg)
-{
-    struct pollfd p[MAX_CONNS + 2];
-    struct buf bufs[MAX_CONNS + 2];
-    int n = 2;
-    (void)arg;
-    p[0] = (struct pollfd){.fd = S.lfd, .events = POLLIN};
-    p[1] = (struct pollfd){.fd = S.wake[0], .events = POLLIN};
-    for (;;) {
-        if (poll(p, (nfds_t)n, -1) < 0)
-            continue;
-        if (p[1].revents)
-            break;
-        if ((p[0].revents & POLLIN) && n < MAX_CONNS + 2) {
-            p[n] = (struct pollfd){.fd = accept(S.lfd, NULL, NULL), .events = POLLIN};
-            buf_init(&bufs[n++], 1 << 20);
-        }
-        for (int i = 2; i < n; i++) {
-            if (!p[i].revents || serve_conn(p[i].fd, &bufs[i]))
-                continue;
-            (void)close(p[i].fd);
-            buf_done(&bufs[i]);
-            p[i] = p[n - 1];
-            bufs[i] = bufs[n - 1];
-            n--;
-            i--;
-        }
-    }
-    for (int i = 2; i < n; i++) {
-        (void)close(p[i].fd);
-        buf_done(&bufs[i]);
-    }
-    return NULL;
+    return 0;
 }
 
 static void srv_start(void)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(a);
     memset(&S, 0, sizeof(S));
-    pthread_mutex_init(&S.lock, NULL);
     S.objs = json_object();
     S.patch_code = json_object();
     S.patches = json_object();
     S.deletes = json_object();
     S.claim_writes = json_array();
     S.post_code = 201;
-    S.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_int_equal(bind(S.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(S.lfd, 16), 0);
-    assert_int_equal(getsockname(S.lfd, (struct sockaddr *)&a, &alen), 0);
-    S.port = ntohs(a.sin_port);
-    assert_int_equal(pipe(S.wake), 0);
-    assert_int_equal(pthread_create(&S.th, NULL, srv_main, NULL), 0);
+    SRV = script_srv_start(answer, NULL, true);
 }
 
 /* Reads of the server's state (under its lock: the server thread writes it). */
 static int n_of(json_t *counts, const char *name)
 {
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     int n = (int)json_integer_value(json_object_get(counts, name));
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
     return n;
 }
 
 static int n_posts(void)
 {
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     int n = S.posts;
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
     return n;
 }
 
 static void srv_set(json_t *map, const char *name, json_t *v)
 {
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     json_object_set_new(map, name, v);
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
 }
 
 static void set_post_code(long code)
 {
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     S.post_code = code;
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
 }
 
 /* The last claim status write's status (new reference), or NULL. */
 static json_t *last_claim_status(void)
 {
     json_t *st;
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     size_t n = json_array_size(S.claim_writes);
     st = n ? json_incref(json_object_get(json_array_get(S.claim_writes, n - 1), "status")) : NULL;
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
     return st;
 }
 
@@ -354,29 +228,10 @@ struct env {
 
 static struct env E;
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    assert_true(fputs(text, f) >= 0);
-    assert_int_equal(fclose(f), 0);
-}
-
 static void client_new(void)
 {
-    char kc[128], text[512];
-    struct kube_config *cfg = NULL;
     struct kube_client_opts o = {.max_retries = 0, .timeout = 5 * USEC_PER_SEC};
-    struct kube_err e;
-    (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", E.dir);
-    (void)snprintf(text, sizeof(text),
-                   "current-context: t\nclusters:\n- name: k\n  cluster: {server: "
-                   "'http://127.0.0.1:%d'}\ncontexts:\n- name: t\n  context: {cluster: k, user: "
-                   "u, namespace: " NS "}\nusers:\n- name: u\n  user: {token: t}\n",
-                   S.port);
-    write_file(kc, text);
-    assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
-    assert_int_equal(kube_client_new(cfg, &o, &E.client), 0);
+    E.client = script_client(SRV, E.dir, NS, "{token: t}", &o);
 }
 
 static void ctrl_new(bool no_annotations)
@@ -416,12 +271,7 @@ static int teardown(void **state)
     ext_ctrl_free(E.x);
     kube_informer_free(E.sandboxes);
     kube_informer_free(E.pods);
-    assert_int_equal(write(S.wake[1], "x", 1), 1);
-    assert_int_equal(pthread_join(S.th, NULL), 0);
-    (void)close(S.lfd);
-    (void)close(S.wake[0]);
-    (void)close(S.wake[1]);
-    pthread_mutex_destroy(&S.lock);
+    script_srv_stop(SRV);
     json_decref(S.objs);
     json_decref(S.patch_code);
     json_decref(S.patches);

@@ -11,18 +11,11 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <jansson.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
-#include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -32,23 +25,18 @@
 #include "controller/sandbox_reconcile.h"
 #include "controller/sandbox_status.h"
 #include "kube/client.h"
-#include "kube/config.h"
 #include "kube/obj.h"
 #include "kube/store.h"
+#include "support/script_srv.h"
 
 #define NS     "ns"
 #define NAME   "sb"
 #define SB_UID "11111111-0000-0000-0000-000000000001"
 #define KEY    NS "/" NAME
 
-/* ---- the scripted API server -------------------------------------------------------- */
-
-#define MAX_CONNS 8
+/* ---- the scripted API server (tests/support/script_srv.h) --------------------------- */
 
 struct srv {
-    int lfd, port, wake[2];
-    pthread_t th;
-    pthread_mutex_t lock;
     long delete_status; /* answer to a Pod DELETE: 200, or that error */
     int deletes, creates, others;
     int next_pod;     /* numbers the created Pods' UIDs */
@@ -56,39 +44,8 @@ struct srv {
     json_t *existing; /* a Pod the API server has (a POST of one is refused), or NULL */
 };
 
-static struct srv S;
-
-static void send_all(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            return;
-        p += n;
-        len -= (size_t)n;
-    }
-}
-
-static void respond(int fd, long status, const char *body)
-{
-    char head[256];
-    (void)snprintf(head, sizeof(head),
-                   "HTTP/1.1 %ld X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                   "\r\n",
-                   status, strlen(body));
-    send_all(fd, head, strlen(head));
-    send_all(fd, body, strlen(body));
-}
-
-static char *failure(long code, const char *reason)
-{
-    json_t *st = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "kind", "Status", "apiVersion", "v1",
-                           "status", "Failure", "reason", reason, "message", "scripted refusal",
-                           "code", (json_int_t)code);
-    char *text = json_dumps(st, JSON_COMPACT);
-    json_decref(st);
-    return text;
-}
+static struct srv S; /* the handler's, under the server's lock */
+static struct script_srv *SRV;
 
 /* A Pod POST: the Pod as created (a UID, a resourceVersion, a creation time). */
 static char *created_pod(json_t *pod)
@@ -104,12 +61,14 @@ static char *created_pod(json_t *pod)
     return json_dumps(pod, JSON_COMPACT);
 }
 
-/* Answers one request (method, target, body); called with S.lock held. */
-static void answer(int fd, const char *method, const char *target, const char *body)
+/* Answers one request (script_handler; called with the server's lock held). */
+static int answer(int fd, const struct script_req *rq, void *ctx)
 {
-    json_t *obj = body[0] ? json_loads(body, 0, NULL) : NULL;
+    const char *method = rq->method, *target = rq->target;
+    json_t *obj = rq->body[0] ? json_loads(rq->body, 0, NULL) : NULL;
     char *text = NULL;
     long status = 200;
+    (void)ctx;
     if (strcmp(method, "PUT") == 0 && strstr(target, "/sandboxes/" NAME "/status")) {
         json_array_append(S.writes, obj);
         text = json_dumps(obj, JSON_COMPACT);
@@ -118,10 +77,10 @@ static void answer(int fd, const char *method, const char *target, const char *b
         status = S.delete_status;
         text = status == 200 ? xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":"
                                        "\"Success\"}")
-                             : failure(status, status == 403 ? "Forbidden" : "InternalError");
+                             : script_failure(status, NULL);
     } else if (strcmp(method, "POST") == 0 && strstr(target, "/pods") && S.existing) {
         status = 409;
-        text = failure(409, "AlreadyExists");
+        text = script_failure(409, "AlreadyExists");
     } else if (strcmp(method, "POST") == 0 && strstr(target, "/pods") && obj) {
         status = 201;
         text = created_pod(obj);
@@ -131,83 +90,12 @@ static void answer(int fd, const char *method, const char *target, const char *b
         fprintf(stderr, "unexpected request: %s %s\n", method, target);
         S.others++;
         status = 500;
-        text = failure(500, "InternalError");
+        text = script_failure(500, NULL);
     }
-    respond(fd, status, text);
+    script_respond(fd, status, NULL, text);
     xfree(text);
     json_decref(obj);
-}
-
-/* One complete request in b, if there is one, answered; returns its length (0: none). */
-static size_t serve_one(int fd, struct buf *b)
-{
-    const char *end = b->data ? strstr(b->data, "\r\n\r\n") : NULL;
-    const char *cl;
-    char method[16], target[1024], *body;
-    size_t head_len, body_len = 0;
-    if (!end)
-        return 0;
-    head_len = (size_t)(end - b->data) + 4;
-    cl = strcasestr(b->data, "\r\nContent-Length: ");
-    if (cl && cl < end)
-        body_len = strtoul(cl + 18, NULL, 10);
-    if (b->len < head_len + body_len)
-        return 0;
-    if (sscanf(b->data, "%15s %1023s", method, target) != 2)
-        return head_len + body_len;
-    body = xstrndup(b->data + head_len, body_len);
-    pthread_mutex_lock(&S.lock);
-    answer(fd, method, target, body);
-    pthread_mutex_unlock(&S.lock);
-    xfree(body);
-    return head_len + body_len;
-}
-
-static bool serve_conn(int fd, struct buf *b)
-{
-    char chunk[4096];
-    size_t used;
-    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-    if (n <= 0 || buf_append(b, chunk, (size_t)n) < 0)
-        return false;
-    while ((used = serve_one(fd, b)) > 0)
-        buf_consume(b, used);
-    return true;
-}
-
-static void *srv_main(void *arg)
-{
-    struct pollfd p[MAX_CONNS + 2];
-    struct buf bufs[MAX_CONNS + 2];
-    int n = 2;
-    (void)arg;
-    p[0] = (struct pollfd){.fd = S.lfd, .events = POLLIN};
-    p[1] = (struct pollfd){.fd = S.wake[0], .events = POLLIN};
-    for (;;) {
-        if (poll(p, (nfds_t)n, -1) < 0)
-            continue;
-        if (p[1].revents)
-            break;
-        if ((p[0].revents & POLLIN) && n < MAX_CONNS + 2) {
-            p[n] = (struct pollfd){.fd = accept(S.lfd, NULL, NULL), .events = POLLIN};
-            buf_init(&bufs[n++], 1 << 20);
-        }
-        for (int i = 2; i < n; i++) {
-            if (!p[i].revents || serve_conn(p[i].fd, &bufs[i]))
-                continue;
-            (void)close(p[i].fd);
-            buf_done(&bufs[i]);
-            p[i] = p[n - 1];
-            bufs[i] = bufs[n - 1];
-            n--;
-            i--;
-        }
-    }
-    for (int i = 2; i < n; i++) {
-        (void)close(p[i].fd);
-        buf_done(&bufs[i]);
-    }
-    return NULL;
+    return 0;
 }
 
 /* ---- the reconciler on test caches -------------------------------------------------- */
@@ -223,46 +111,18 @@ struct env {
 
 static struct env E;
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    assert_true(fputs(text, f) >= 0);
-    assert_int_equal(fclose(f), 0);
-}
-
 static void client_new(void)
 {
-    char kc[128], text[512];
-    struct kube_config *cfg = NULL;
     struct kube_client_opts o = {.max_retries = 0, .timeout = 5 * USEC_PER_SEC};
-    struct kube_err e;
-    (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", E.dir);
-    (void)snprintf(text, sizeof(text),
-                   "current-context: t\nclusters:\n- name: k\n  cluster: {server: "
-                   "'http://127.0.0.1:%d'}\ncontexts:\n- name: t\n  context: {cluster: k, user: "
-                   "u, namespace: " NS "}\nusers:\n- name: u\n  user: {token: t}\n",
-                   S.port);
-    write_file(kc, text);
-    assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
-    assert_int_equal(kube_client_new(cfg, &o, &E.client), 0);
+    E.client = script_client(SRV, E.dir, NS, "{token: t}", &o);
 }
 
 static void srv_start(void)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(a);
     memset(&S, 0, sizeof(S));
-    pthread_mutex_init(&S.lock, NULL);
     S.delete_status = 200;
     S.writes = json_array();
-    S.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_int_equal(bind(S.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(S.lfd, 16), 0);
-    assert_int_equal(getsockname(S.lfd, (struct sockaddr *)&a, &alen), 0);
-    S.port = ntohs(a.sin_port);
-    assert_int_equal(pipe(S.wake), 0);
-    assert_int_equal(pthread_create(&S.th, NULL, srv_main, NULL), 0);
+    SRV = script_srv_start(answer, NULL, true);
 }
 
 static int setup(void **state)
@@ -294,12 +154,7 @@ static int teardown(void **state)
 {
     char path[128];
     (void)state;
-    assert_int_equal(write(S.wake[1], "x", 1), 1);
-    assert_int_equal(pthread_join(S.th, NULL), 0);
-    (void)close(S.lfd);
-    (void)close(S.wake[0]);
-    (void)close(S.wake[1]);
-    pthread_mutex_destroy(&S.lock);
+    script_srv_stop(SRV);
     json_decref(S.writes);
     json_decref(S.existing);
     kube_client_free(E.client);
@@ -356,37 +211,37 @@ static void set_mode(const char *mode)
     cache_sb(sb);
 }
 
-/* A counter of the server's (written by its thread under S.lock). */
+/* A counter of the server's (written by its thread under its lock). */
 static int count(const int *c)
 {
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     int n = *c;
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
     return n;
 }
 
 /* Sets the status the server answers DELETEs with. */
 static void set_delete_status(long status)
 {
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     S.delete_status = status;
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
 }
 
 static size_t nwrites(void)
 {
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     size_t n = json_array_size(S.writes);
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
     return n;
 }
 
 /* The status of write i (a new reference). */
 static json_t *written(size_t i)
 {
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     json_t *st = json_incref(json_object_get(json_array_get(S.writes, i), "status"));
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
     assert_non_null(st);
     return st;
 }
@@ -566,17 +421,17 @@ static void test_resume_finds_pod_terminating(void **state)
                         json_string("22222222-0000-0000-0000-000000000001"));
     json_object_set_new(json_object_get(going, "metadata"), "deletionTimestamp",
                         json_string("2026-01-01T00:00:00Z"));
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     S.existing = json_incref(going);
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
     set_mode("Running");
     assert_int_equal(pass(), 0);
     assert_int_equal(count(&S.creates), 1);
     /* it goes (the cache never showed it: its record goes with its deletion) */
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(SRV);
     json_decref(S.existing);
     S.existing = NULL;
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(SRV);
     sb_memo_created_gone(E.memo, going);
     assert_int_equal(pass(), 0);
     assert_int_equal(count(&S.creates), 2);

@@ -8,7 +8,6 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,8 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "api/res.h"
@@ -26,9 +23,9 @@
 #include "common/limits.h"
 #include "kube/client.h"
 #include "kube/config_int.h"
+#include "support/script_srv.h"
 
-#define MAX_CONNS 16
-#define MAX_REQS  64
+#define MAX_REQS 64
 
 struct srv_req {
     char method[16];
@@ -42,13 +39,11 @@ struct srv;
 /* Writes a response for rq on fd. Returns 0 to keep the connection, 1 to close it. */
 typedef int srv_handler(struct srv *s, const struct srv_req *rq, int n, int fd);
 
+/* The scripted server (tests/support/script_srv.h) and what it saw, under its lock. */
 struct srv {
-    int lfd, port, wake[2];
-    pthread_t th;
-    pthread_mutex_t lock;
+    struct script_srv *ss;
     struct srv_req reqs[MAX_REQS];
     int nreq;
-    int accepted;
     srv_handler *handler;
     char tmp[256];
     char token_file[300];
@@ -58,117 +53,26 @@ static struct srv S;
 
 static void send_all(int fd, const char *p)
 {
-    size_t len = strlen(p);
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            return;
-        p += n;
-        len -= (size_t)n;
-    }
+    script_send(fd, p, strlen(p));
 }
 
-static void respond(int fd, int status, const char *extra, const char *body)
+/* Records the request and hands it to the test's handler (a script_handler, run
+ * without the server's lock: handlers may block). */
+static int record(int fd, const struct script_req *q, void *ctx)
 {
-    char head[1024];
-    (void)snprintf(head, sizeof(head),
-                   "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s"
-                   "\r\n",
-                   status, strlen(body), extra ? extra : "");
-    send_all(fd, head);
-    send_all(fd, body);
-}
-
-static void header_value(const char *head, const char *name, char *out, size_t size)
-{
-    const char *p = strcasestr(head, name);
-    out[0] = '\0';
-    if (!p)
-        return;
-    p += strlen(name);
-    size_t n = strcspn(p, "\r\n");
-    (void)snprintf(out, size, "%.*s", (int)n, p);
-}
-
-/* Parses one complete request from b, if there is one; returns its length. */
-static size_t parse_req(struct buf *b, struct srv_req *rq)
-{
-    const char *end = b->data ? strstr(b->data, "\r\n\r\n") : NULL;
-    if (!end)
-        return 0;
-    size_t head_len = (size_t)(end - b->data) + 4;
-    char cl[32];
-    header_value(b->data, "\r\nContent-Length: ", cl, sizeof(cl));
-    size_t body_len = cl[0] ? (size_t)strtoul(cl, NULL, 10) : 0;
-    if (b->len < head_len + body_len)
-        return 0;
-    memset(rq, 0, sizeof(*rq));
-    (void)sscanf(b->data, "%15s %2047s", rq->method, rq->target);
-    header_value(b->data, "\r\nAuthorization: ", rq->auth, sizeof(rq->auth));
-    header_value(b->data, "\r\nContent-Type: ", rq->ctype, sizeof(rq->ctype));
-    (void)snprintf(rq->body, sizeof(rq->body), "%.*s", (int)body_len, b->data + head_len);
-    return head_len + body_len;
-}
-
-/* Handles what arrived on a connection; returns false when it is to be closed. */
-static bool serve_conn(int fd, struct buf *b)
-{
-    char chunk[4096];
-    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-    if (n <= 0 || buf_append(b, chunk, (size_t)n) < 0)
-        return false;
-    struct srv_req rq;
-    size_t used;
-    while ((used = parse_req(b, &rq)) > 0) {
-        buf_consume(b, used);
-        pthread_mutex_lock(&S.lock);
-        int idx = S.nreq < MAX_REQS ? S.nreq++ : MAX_REQS - 1;
-        S.reqs[idx] = rq;
-        srv_handler *h = S.handler;
-        pthread_mutex_unlock(&S.lock);
-        if (h(&S, &rq, idx, fd))
-            return false;
-    }
-    return true;
-}
-
-static void *srv_main(void *arg)
-{
-    (void)arg;
-    struct pollfd p[MAX_CONNS + 2];
-    struct buf bufs[MAX_CONNS + 2];
-    int n = 2;
-    p[0] = (struct pollfd){.fd = S.lfd, .events = POLLIN};
-    p[1] = (struct pollfd){.fd = S.wake[0], .events = POLLIN};
-    for (;;) {
-        if (poll(p, (nfds_t)n, -1) < 0)
-            continue;
-        if (p[1].revents)
-            break;
-        if ((p[0].revents & POLLIN) && n < MAX_CONNS + 2) {
-            int fd = accept(S.lfd, NULL, NULL);
-            pthread_mutex_lock(&S.lock);
-            S.accepted++;
-            pthread_mutex_unlock(&S.lock);
-            p[n] = (struct pollfd){.fd = fd, .events = POLLIN};
-            buf_init(&bufs[n++], 1 << 20);
-        }
-        for (int i = 2; i < n; i++) {
-            if (!p[i].revents || serve_conn(p[i].fd, &bufs[i]))
-                continue;
-            (void)close(p[i].fd);
-            buf_done(&bufs[i]);
-            p[i] = p[n - 1];
-            bufs[i] = bufs[n - 1];
-            n--;
-            i--;
-        }
-    }
-    for (int i = 2; i < n; i++) {
-        (void)close(p[i].fd);
-        buf_done(&bufs[i]);
-    }
-    return NULL;
+    struct srv_req rq = {0};
+    (void)ctx;
+    (void)snprintf(rq.method, sizeof(rq.method), "%s", q->method);
+    (void)snprintf(rq.target, sizeof(rq.target), "%s", q->target);
+    script_header(q->head, "\r\nAuthorization: ", rq.auth, sizeof(rq.auth));
+    script_header(q->head, "\r\nContent-Type: ", rq.ctype, sizeof(rq.ctype));
+    (void)snprintf(rq.body, sizeof(rq.body), "%.*s", (int)q->body_len, q->body);
+    script_srv_lock(S.ss);
+    int idx = S.nreq < MAX_REQS ? S.nreq++ : MAX_REQS - 1;
+    S.reqs[idx] = rq;
+    srv_handler *h = S.handler;
+    script_srv_unlock(S.ss);
+    return h(&S, &rq, idx, fd);
 }
 
 static void write_file(const char *path, const char *content)
@@ -183,35 +87,21 @@ static int setup(void **state)
 {
     (void)state;
     memset(&S, 0, sizeof(S));
-    pthread_mutex_init(&S.lock, NULL);
-    S.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(a);
-    assert_int_equal(bind(S.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(S.lfd, 16), 0);
-    assert_int_equal(getsockname(S.lfd, (struct sockaddr *)&a, &alen), 0);
-    S.port = ntohs(a.sin_port);
-    assert_int_equal(pipe(S.wake), 0);
     (void)snprintf(S.tmp, sizeof(S.tmp), "/tmp/as-test-http-XXXXXX");
     assert_non_null(mkdtemp(S.tmp));
     (void)snprintf(S.token_file, sizeof(S.token_file), "%s/token", S.tmp);
     write_file(S.token_file, "old");
-    assert_int_equal(pthread_create(&S.th, NULL, srv_main, NULL), 0);
+    S.ss = script_srv_start(record, NULL, false);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    assert_int_equal(write(S.wake[1], "x", 1), 1);
-    assert_int_equal(pthread_join(S.th, NULL), 0);
-    (void)close(S.lfd);
-    (void)close(S.wake[0]);
-    (void)close(S.wake[1]);
+    script_srv_stop(S.ss);
     char cmd[400];
     (void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", S.tmp);
     assert_int_equal(system(cmd), 0);
-    pthread_mutex_destroy(&S.lock);
     return 0;
 }
 
@@ -225,51 +115,37 @@ static struct kube_client *client(int max_retries, srv_handler *h)
 
 static struct kube_client *client_opts(srv_handler *h, struct kube_client_opts *o)
 {
-    char kc[400], text[1024];
-    (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", S.tmp);
-    (void)snprintf(text, sizeof(text),
-                   "current-context: t\nclusters:\n- name: k\n  cluster: {server: "
-                   "'http://127.0.0.1:%d'}\ncontexts:\n- name: t\n  context: {cluster: k, user: "
-                   "u, namespace: ns}\nusers:\n- name: u\n  user: {tokenFile: '%s'}\n",
-                   S.port, S.token_file);
-    write_file(kc, text);
+    char user[400];
+    (void)snprintf(user, sizeof(user), "{tokenFile: '%s'}", S.token_file);
     write_file(S.token_file, "old");
-    struct kube_config *cfg = NULL;
-    struct kube_client *c = NULL;
-    struct kube_err e;
-    assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
-    assert_int_equal(kube_client_new(cfg, o, &c), 0);
-    pthread_mutex_lock(&S.lock);
+    struct kube_client *c = script_client(S.ss, S.tmp, "ns", user, o);
+    script_srv_lock(S.ss);
     S.nreq = 0;
-    S.accepted = 0;
     S.handler = h;
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(S.ss);
+    script_srv_reset_accepted(S.ss);
     return c;
 }
 
 static int server_requests(void)
 {
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(S.ss);
     int n = S.nreq;
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(S.ss);
     return n;
 }
 
-/* The server thread writes these under S.lock: read them under it too. */
 static int server_accepted(void)
 {
-    pthread_mutex_lock(&S.lock);
-    int n = S.accepted;
-    pthread_mutex_unlock(&S.lock);
-    return n;
+    return script_srv_accepted(S.ss);
 }
 
 /* Copies request i into *copy and returns copy. */
 static const struct srv_req *server_req(int i, struct srv_req *copy)
 {
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(S.ss);
     *copy = S.reqs[i];
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(S.ss);
     return copy;
 }
 
@@ -280,9 +156,9 @@ static int h_503_then_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
     (void)s;
     (void)rq;
     if (n == 0)
-        respond(fd, 503, NULL, "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\"}");
+        script_respond(fd, 503, NULL, "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\"}");
     else
-        respond(fd, 200, NULL, pod);
+        script_respond(fd, 200, NULL, pod);
     return 0;
 }
 
@@ -313,9 +189,10 @@ static int h_503_then_409(struct srv *s, const struct srv_req *rq, int n, int fd
     (void)s;
     (void)rq;
     if (n == 0)
-        respond(fd, 503, NULL, "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\"}");
+        script_respond(fd, 503, NULL, "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\"}");
     else
-        respond(fd, 409, NULL, "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"code\":409}");
+        script_respond(fd, 409, NULL,
+                       "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"code\":409}");
     return 0;
 }
 
@@ -359,10 +236,10 @@ static int h_429_then_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
     (void)s;
     (void)rq;
     if (n == 0)
-        respond(fd, 429, "Retry-After: 1\r\n",
-                "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\",\"code\":429}");
+        script_respond(fd, 429, "Retry-After: 1\r\n",
+                       "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\",\"code\":429}");
     else
-        respond(fd, 200, NULL, pod);
+        script_respond(fd, 200, NULL, pod);
     return 0;
 }
 
@@ -391,9 +268,9 @@ static int h_401_rotate(struct srv *s, const struct srv_req *rq, int n, int fd)
     (void)n;
     if (strcmp(rq->auth, "Bearer new") != 0) {
         write_file(s->token_file, "new"); /* the token rotates; the old one is refused */
-        respond(fd, 401, NULL, "{\"kind\":\"Status\",\"reason\":\"Unauthorized\"}");
+        script_respond(fd, 401, NULL, "{\"kind\":\"Status\",\"reason\":\"Unauthorized\"}");
     } else {
-        respond(fd, 200, NULL, pod);
+        script_respond(fd, 200, NULL, pod);
     }
     return 0;
 }
@@ -416,9 +293,10 @@ static int h_401_first_token(struct srv *s, const struct srv_req *rq, int n, int
     (void)s;
     (void)n;
     if (strcmp(rq->auth, "Bearer tok-1") == 0)
-        respond(fd, 401, NULL, "{\"kind\":\"Status\",\"reason\":\"Unauthorized\",\"code\":401}");
+        script_respond(fd, 401, NULL,
+                       "{\"kind\":\"Status\",\"reason\":\"Unauthorized\",\"code\":401}");
     else
-        respond(fd, 200, NULL, pod);
+        script_respond(fd, 200, NULL, pod);
     return 0;
 }
 
@@ -452,7 +330,7 @@ static void test_401_burst_runs_plugin_once(void **state)
                    "u, namespace: ns}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: "
                    "client.authentication.k8s.io/v1\n      command: '%s'\n      args: [--prefix, "
                    "tok]\n      interactiveMode: Never\n",
-                   S.port, plugin);
+                   script_srv_port(S.ss), plugin);
     write_file(kc, text);
     struct kube_config *cfg = NULL;
     struct kube_client *c = NULL;
@@ -460,10 +338,10 @@ static void test_401_burst_runs_plugin_once(void **state)
     struct kube_client_opts o = {.max_retries = 0, .timeout = 10 * USEC_PER_SEC};
     assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
     assert_int_equal(kube_client_new(cfg, &o, &c), 0);
-    pthread_mutex_lock(&S.lock);
+    script_srv_lock(S.ss);
     S.nreq = 0;
     S.handler = h_401_first_token;
-    pthread_mutex_unlock(&S.lock);
+    script_srv_unlock(S.ss);
     for (int i = 0; i < THREADS; i++)
         assert_int_equal(pthread_create(&th[i], NULL, get_pod, c), 0);
     for (int i = 0; i < THREADS; i++) {
@@ -490,10 +368,11 @@ static int h_status(struct srv *s, const struct srv_req *rq, int n, int fd)
     (void)s;
     (void)n;
     if (strcmp(rq->method, "POST") == 0)
-        respond(fd, 409, NULL,
-                "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"message\":\"exists\"}");
+        script_respond(fd, 409, NULL,
+                       "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"message\":\"exists\"}");
     else
-        respond(fd, 404, NULL, "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"message\":\"nf\"}");
+        script_respond(fd, 404, NULL,
+                       "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"message\":\"nf\"}");
     return 0;
 }
 
@@ -526,14 +405,14 @@ static int h_ns_terminating(struct srv *s, const struct srv_req *rq, int n, int 
     (void)s;
     (void)n;
     if (strcmp(rq->method, "POST") == 0 && strncmp(rq->target, "/api/v1/namespaces/gone/", 24) == 0)
-        respond(
+        script_respond(
             fd, 403, NULL,
             "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"message\":\"unable to create new "
             "content in namespace gone because it is being terminated\",\"details\":{"
             "\"causes\":[{\"reason\":\"NamespaceTerminating\",\"field\":\"metadata.namespace\"}]},"
             "\"code\":403}");
     else
-        respond(fd, strcmp(rq->method, "POST") == 0 ? 201 : 200, NULL, pod);
+        script_respond(fd, strcmp(rq->method, "POST") == 0 ? 201 : 200, NULL, pod);
     return 0;
 }
 
@@ -591,7 +470,7 @@ static int h_drop_first(struct srv *s, const struct srv_req *rq, int n, int fd)
     (void)rq;
     if (n == 0)
         return 1; /* close without answering */
-    respond(fd, 200, NULL, pod);
+    script_respond(fd, 200, NULL, pod);
     return 0;
 }
 
@@ -620,7 +499,7 @@ static int h_echo_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
     (void)s;
     (void)rq;
     (void)n;
-    respond(fd, 200, NULL, pod);
+    script_respond(fd, 200, NULL, pod);
     return 0;
 }
 
@@ -710,16 +589,18 @@ static int h_pages(struct srv *s, const struct srv_req *rq, int n, int fd)
 {
     (void)s;
     if (strstr(rq->target, "continue=c1") && n == 1) {
-        respond(fd, 410, NULL, "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}");
+        script_respond(fd, 410, NULL, "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}");
     } else if (strstr(rq->target, "continue=c1")) {
-        respond(fd, 200, NULL,
-                "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
-                "\"100\"},\"items\":[{\"metadata\":{\"name\":\"c\"}}]}");
+        script_respond(
+            fd, 200, NULL,
+            "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+            "\"100\"},\"items\":[{\"metadata\":{\"name\":\"c\"}}]}");
     } else {
-        respond(fd, 200, NULL,
-                "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
-                "\"100\",\"continue\":\"c1\"},\"items\":[{\"metadata\":{\"name\":\"a\"}},"
-                "{\"metadata\":{\"name\":\"b\"}}]}");
+        script_respond(
+            fd, 200, NULL,
+            "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+            "\"100\",\"continue\":\"c1\"},\"items\":[{\"metadata\":{\"name\":\"a\"}},"
+            "{\"metadata\":{\"name\":\"b\"}}]}");
     }
     return 0;
 }
@@ -780,14 +661,14 @@ static int h_big_page(struct srv *s, const struct srv_req *rq, int n, int fd)
         return 1;
     }
     if (strstr(rq->target, "continue=c1"))
-        respond(fd, 200, NULL,
-                "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\"},"
-                "\"items\":[{\"metadata\":{\"name\":\"c\"}}]}");
+        script_respond(fd, 200, NULL,
+                       "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\"},"
+                       "\"items\":[{\"metadata\":{\"name\":\"c\"}}]}");
     else
-        respond(fd, 200, NULL,
-                "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\",\"continue\":"
-                "\"c1\"},\"items\":[{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{"
-                "\"name\":\"b\"}}]}");
+        script_respond(fd, 200, NULL,
+                       "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\",\"continue\":"
+                       "\"c1\"},\"items\":[{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{"
+                       "\"name\":\"b\"}}]}");
     return 0;
 }
 
@@ -841,11 +722,12 @@ static int h_stream(struct srv *s, const struct srv_req *rq, int n, int fd)
     (void)s;
     (void)n;
     if (strstr(rq->target, "/secrets")) {
-        respond(fd, 403, NULL, "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"message\":\"no\"}");
+        script_respond(fd, 403, NULL,
+                       "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"message\":\"no\"}");
         return 0;
     }
     if (!strstr(rq->target, "watch=true")) {
-        respond(fd, 200, NULL, pod);
+        script_respond(fd, 200, NULL, pod);
         return 0;
     }
     send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
@@ -929,7 +811,7 @@ static int h_always_503(struct srv *s, const struct srv_req *rq, int n, int fd)
     (void)s;
     (void)rq;
     (void)n;
-    respond(fd, 503, NULL, "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\"}");
+    script_respond(fd, 503, NULL, "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\"}");
     return 0;
 }
 
