@@ -54,50 +54,89 @@ static int h_peer(struct http_req *req, void *ctx)
     return http_respond(req, 200, "text/plain", peer, strlen(peer));
 }
 
-static void test_front_serves_http_server(void **state)
-{
-    struct http_router *routes = http_router_new();
-    struct http_server_opts so = {.router = routes};
+/* A server with one route behind a TLS front with the self-signed "unit" certificate:
+ * front_fix_init makes the server and certificate and fills in the front's options
+ * (to), front_fix_start starts the front with them (again after a front_fix_stop_front),
+ * front_fix_done stops what runs and removes the certificate. */
+struct front_fix {
+    struct http_router *routes;
     struct http_server_thread *srv;
     struct tls_front *front;
-    char *dir, cert[512], key[512], buf[4096] = "";
-    SSL_CTX *cctx;
-    SSL *ssl;
-    int fd, n, got = 0;
-    (void)state;
-    assert_int_equal(http_router_add(routes, "GET", "/peer", 0, h_peer, NULL), 0);
-    assert_int_equal(http_server_start_thread(&so, &srv), 0);
-    assert_int_equal(tls_self_signed("unit", &dir), 0);
-    (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
-    (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
-    struct tls_front_opts to = {.host = "127.0.0.1", .cert_file = cert, .key_file = key};
-    assert_int_equal(tls_front_start(&to, http_server_thread_server(srv), &front), 0);
-    /* over TLS */
-    cctx = SSL_CTX_new(TLS_client_method());
-    ssl = SSL_new(cctx);
-    fd = connect_port(tls_front_port(front));
-    assert_int_equal(SSL_set_fd(ssl, fd), 1);
-    assert_int_equal(SSL_connect(ssl), 1);
-    static const char req[] = "GET /peer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    char *dir, cert[512], key[512];
+    struct tls_front_opts to;
+};
+
+static void front_fix_init(struct front_fix *f, const char *method, const char *path,
+                           unsigned flags, http_handler_fn *h)
+{
+    struct http_server_opts so = {.router = f->routes = http_router_new()};
+    f->front = NULL;
+    assert_int_equal(http_router_add(f->routes, method, path, flags, h, NULL), 0);
+    assert_int_equal(http_server_start_thread(&so, &f->srv), 0);
+    assert_int_equal(tls_self_signed("unit", &f->dir), 0);
+    (void)snprintf(f->cert, sizeof(f->cert), "%s/tls.crt", f->dir);
+    (void)snprintf(f->key, sizeof(f->key), "%s/tls.key", f->dir);
+    f->to = (struct tls_front_opts){.host = "127.0.0.1", .cert_file = f->cert, .key_file = f->key};
+}
+
+static uint16_t front_fix_start(struct front_fix *f)
+{
+    assert_int_equal(tls_front_start(&f->to, http_server_thread_server(f->srv), &f->front), 0);
+    return tls_front_port(f->front);
+}
+
+static void front_fix_stop_front(struct front_fix *f)
+{
+    tls_front_stop(f->front);
+    f->front = NULL;
+}
+
+static void front_fix_done(struct front_fix *f)
+{
+    front_fix_stop_front(f);
+    http_server_stop_thread(f->srv, USEC_PER_SEC);
+    http_router_free(f->routes);
+    tls_self_signed_remove(f->dir);
+}
+
+/* Sends req over ssl and reads the answer until the server closes, into buf. */
+static void tls_exchange(SSL *ssl, const char *req, char *buf, size_t size)
+{
+    int n, got = 0;
     assert_int_equal(SSL_write(ssl, req, (int)strlen(req)), (int)strlen(req));
-    while ((n = SSL_read(ssl, buf + got, (int)sizeof(buf) - 1 - got)) > 0)
+    while ((n = SSL_read(ssl, buf + got, (int)size - 1 - got)) > 0)
         got += n;
     buf[got] = '\0';
+}
+
+static void test_front_serves_http_server(void **state)
+{
+    static const char req[] = "GET /peer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    struct front_fix f;
+    char buf[4096] = "";
+    int fd, n;
+    (void)state;
+    front_fix_init(&f, "GET", "/peer", 0, h_peer);
+    uint16_t port = front_fix_start(&f);
+    /* over TLS */
+    SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+    SSL *ssl = SSL_new(cctx);
+    fd = connect_port(port);
+    assert_int_equal(SSL_set_fd(ssl, fd), 1);
+    assert_int_equal(SSL_connect(ssl), 1);
+    tls_exchange(ssl, req, buf, sizeof(buf));
     assert_non_null(strstr(buf, "HTTP/1.1 200"));
     assert_non_null(strstr(buf, "\r\n\r\n127.0.0.1")); /* the TLS client's address */
     SSL_free(ssl);
     SSL_CTX_free(cctx);
     (void)close(fd);
     /* plain text to the TLS port: no HTTP answer */
-    fd = connect_port(tls_front_port(front));
+    fd = connect_port(port);
     assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
     n = (int)read(fd, buf, sizeof(buf) - 1);
     assert_true(n <= 0 || strncmp(buf, "HTTP/", 5) != 0);
     (void)close(fd);
-    tls_front_stop(front);
-    http_server_stop_thread(srv, USEC_PER_SEC);
-    http_router_free(routes);
-    tls_self_signed_remove(dir);
+    front_fix_done(&f);
 }
 
 #define REJECT_LEN (2 * 1024 * 1024) /* more than the socket buffers hold at first */
@@ -147,11 +186,7 @@ static void test_front_answer_before_upload_whole(void **state)
     static const char head[] =
         "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 8388608\r\n\r\n";
     static char up[16 * 1024];
-    struct http_router *routes;
-    struct http_server_opts so = {0};
-    struct http_server_thread *srv;
-    struct tls_front *front;
-    char *dir, cert[512], key[512];
+    struct front_fix f;
     struct buf resp;
     size_t sent = 0;
     bool writing = true;
@@ -160,22 +195,14 @@ static void test_front_answer_before_upload_whole(void **state)
         skip();
         return;
     }
-    routes = http_router_new();
-    so.router = routes;
     memset(up, 'u', sizeof(up));
     buf_init(&resp, 2 * REJECT_LEN);
-    assert_int_equal(
-        http_router_add(routes, "POST", "/upload", HTTP_ROUTE_STREAM_BODY, h_reject, NULL), 0);
-    assert_int_equal(http_server_start_thread(&so, &srv), 0);
-    assert_int_equal(tls_self_signed("unit", &dir), 0);
-    (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
-    (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
-    struct tls_front_opts to = {.host = "127.0.0.1", .cert_file = cert, .key_file = key};
-    assert_int_equal(tls_front_start(&to, http_server_thread_server(srv), &front), 0);
+    front_fix_init(&f, "POST", "/upload", HTTP_ROUTE_STREAM_BODY, h_reject);
+    uint16_t port = front_fix_start(&f);
     SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
     SSL_CTX_set_mode(cctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL *ssl = SSL_new(cctx);
-    int fd = connect_port(tls_front_port(front));
+    int fd = connect_port(port);
     assert_int_equal(SSL_set_fd(ssl, fd), 1);
     assert_int_equal(SSL_connect(ssl), 1);
     assert_int_equal(SSL_write(ssl, head, (int)strlen(head)), (int)strlen(head));
@@ -209,10 +236,7 @@ static void test_front_answer_before_upload_whole(void **state)
     SSL_free(ssl);
     SSL_CTX_free(cctx);
     (void)close(fd);
-    tls_front_stop(front);
-    http_server_stop_thread(srv, USEC_PER_SEC);
-    http_router_free(routes);
-    tls_self_signed_remove(dir);
+    front_fix_done(&f);
 }
 
 /* The process out of descriptors while a connection waits: the acceptor backs off
@@ -221,29 +245,19 @@ static void test_front_answer_before_upload_whole(void **state)
  * whose own descriptor limit lets the accept through. */
 static void test_acceptor_waits_out_of_descriptors(void **state)
 {
-    struct http_router *routes;
-    struct http_server_opts so = {0};
-    struct http_server_thread *srv;
-    struct tls_front *front;
+    static const char req[] = "GET /peer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    struct front_fix f;
     struct rlimit old, low;
     struct rusage r0, r1;
     struct sockaddr_in a = {.sin_family = AF_INET};
-    char *dir, cert[512], key[512], buf[4096] = "";
-    int n, got = 0;
+    char buf[4096] = "";
     (void)state;
     if (under_valgrind()) {
         skip(); /* valgrind emulates the descriptor limit: accept4 does not fail there */
         return;
     }
-    routes = http_router_new();
-    so.router = routes;
-    assert_int_equal(http_router_add(routes, "GET", "/peer", 0, h_peer, NULL), 0);
-    assert_int_equal(http_server_start_thread(&so, &srv), 0);
-    assert_int_equal(tls_self_signed("unit", &dir), 0);
-    (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
-    (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
-    struct tls_front_opts to = {.host = "127.0.0.1", .cert_file = cert, .key_file = key};
-    assert_int_equal(tls_front_start(&to, http_server_thread_server(srv), &front), 0);
+    front_fix_init(&f, "GET", "/peer", 0, h_peer);
+    uint16_t port = front_fix_start(&f);
     SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
     SSL *ssl = SSL_new(cctx);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), lowest = dup(0);
@@ -253,7 +267,7 @@ static void test_acceptor_waits_out_of_descriptors(void **state)
     low = old;
     low.rlim_cur = (rlim_t)lowest; /* no descriptor left to take */
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-    a.sin_port = htons(tls_front_port(front));
+    a.sin_port = htons(port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
     clock_sleep(100 * USEC_PER_MSEC);
@@ -273,19 +287,12 @@ static void test_acceptor_waits_out_of_descriptors(void **state)
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     assert_int_equal(SSL_set_fd(ssl, fd), 1);
     assert_int_equal(SSL_connect(ssl), 1);
-    static const char req[] = "GET /peer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    assert_int_equal(SSL_write(ssl, req, (int)strlen(req)), (int)strlen(req));
-    while ((n = SSL_read(ssl, buf + got, (int)sizeof(buf) - 1 - got)) > 0)
-        got += n;
-    buf[got] = '\0';
+    tls_exchange(ssl, req, buf, sizeof(buf));
     assert_non_null(strstr(buf, "HTTP/1.1 200"));
     SSL_free(ssl);
     SSL_CTX_free(cctx);
     (void)close(fd);
-    tls_front_stop(front);
-    http_server_stop_thread(srv, USEC_PER_SEC);
-    http_router_free(routes);
-    tls_self_signed_remove(dir);
+    front_fix_done(&f);
 }
 
 /* Answers the connection's peer info with each NUL shown as '|'. */
@@ -343,55 +350,31 @@ static void get_info(uint16_t port, const char *cert, const char *key, char *buf
 
 /* An mTLS front (client certificates required: the self-signed "unit" certificate, its
  * own CA) before a server answering GET /info with the request's identity. */
-struct mtls_fix {
-    struct http_router *routes;
-    struct http_server_thread *srv;
-    char *dir, cert[512], key[512];
-    struct tls_front_opts to;
-};
-
-static void mtls_fix_init(struct mtls_fix *f)
+static void mtls_fix_init(struct front_fix *f)
 {
-    struct http_server_opts so = {.router = f->routes = http_router_new()};
-    assert_int_equal(http_router_add(f->routes, "GET", "/info", 0, h_info, NULL), 0);
-    assert_int_equal(http_server_start_thread(&so, &f->srv), 0);
-    assert_int_equal(tls_self_signed("unit", &f->dir), 0);
-    (void)snprintf(f->cert, sizeof(f->cert), "%s/tls.crt", f->dir);
-    (void)snprintf(f->key, sizeof(f->key), "%s/tls.key", f->dir);
-    f->to = (struct tls_front_opts){.host = "127.0.0.1",
-                                    .cert_file = f->cert,
-                                    .key_file = f->key,
-                                    .client_ca = f->cert,
-                                    .mtls = TLS_MTLS_REQUIRED,
-                                    .client_identity = true};
-}
-
-static void mtls_fix_done(struct mtls_fix *f)
-{
-    http_server_stop_thread(f->srv, USEC_PER_SEC);
-    http_router_free(f->routes);
-    tls_self_signed_remove(f->dir);
+    front_fix_init(f, "GET", "/info", 0, h_info);
+    f->to.client_ca = f->cert;
+    f->to.mtls = TLS_MTLS_REQUIRED;
+    f->to.client_identity = true;
 }
 
 /* mTLS with client_identity: the handler sees the certificate's identity (a
  * self-signed certificate that is its own CA: CN "unit", no O); without: nothing. */
 static void test_front_client_identity(void **state)
 {
-    struct mtls_fix f;
-    struct tls_front *front;
+    struct front_fix f;
     char buf[4096];
     (void)state;
     mtls_fix_init(&f);
     for (int with = 1; with >= 0; with--) {
         f.to.client_identity = with;
-        assert_int_equal(tls_front_start(&f.to, http_server_thread_server(f.srv), &front), 0);
-        get_info(tls_front_port(front), f.cert, f.key, buf, sizeof(buf));
+        get_info(front_fix_start(&f), f.cert, f.key, buf, sizeof(buf));
         assert_non_null(strstr(buf, "HTTP/1.1 200"));
         assert_non_null(
             strstr(buf, with ? "\r\n\r\nunit|system:authenticated|" : "Content-Length: 0\r\n"));
-        tls_front_stop(front);
+        front_fix_stop_front(&f);
     }
-    mtls_fix_done(&f);
+    front_fix_done(&f);
 }
 
 /* mTLS: a client that resumes its session (TLS 1.3 ticket, TLS 1.2 session) is served,
@@ -399,26 +382,23 @@ static void test_front_client_identity(void **state)
 static void test_front_session_resumed(void **state)
 {
     static const int versions[] = {TLS1_3_VERSION, TLS1_2_VERSION};
-    struct mtls_fix f;
-    struct tls_front *front;
+    struct front_fix f;
     char buf[4096];
     (void)state;
     mtls_fix_init(&f);
-    assert_int_equal(tls_front_start(&f.to, http_server_thread_server(f.srv), &front), 0);
+    uint16_t port = front_fix_start(&f);
     for (size_t i = 0; i < ARRAY_SIZE(versions); i++) {
         SSL_SESSION *sess = NULL;
         for (int round = 0; round < 2; round++) {
             buf[0] = '\0';
-            bool reused = get_info_tls(tls_front_port(front), f.cert, f.key, versions[i], &sess,
-                                       buf, sizeof(buf));
+            bool reused = get_info_tls(port, f.cert, f.key, versions[i], &sess, buf, sizeof(buf));
             assert_int_equal(reused, round == 1);
             assert_non_null(strstr(buf, "HTTP/1.1 200"));
             assert_non_null(strstr(buf, "\r\n\r\nunit|system:authenticated|"));
         }
         SSL_SESSION_free(sess);
     }
-    tls_front_stop(front);
-    mtls_fix_done(&f);
+    front_fix_done(&f);
 }
 
 static void test_front_rejects_bad_options(void **state)
