@@ -87,12 +87,32 @@ static struct side_job *take(struct side_writer *w)
     return j;
 }
 
+/* Whether a side_writer_drop came, counting j as dropped if so. */
+static bool dropped(struct side_writer *w, bool held)
+{
+    bool d;
+    pthread_mutex_lock(&w->lock);
+    d = w->dropping;
+    if (d) {
+        w->st.held += held;
+        w->st.dropped++;
+        pthread_cond_broadcast(&w->written);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return d;
+}
+
 static void write_one(struct side_writer *w, struct side_job *j)
 {
     usec_t age = clock_now() - j->queued;
     bool held = age < w->o.gate.max_wait &&
                 yield_gate_wait(&w->o.gate, w->o.gate.max_wait - age, &w->stop_gate);
-    int r = w->o.write(w->o.ctx, j->res, j->ns, j->name, j->patch);
+    int r;
+    /* A job taken before the drop and held at the gate through it is dropped too: with
+     * one claim served it is the only one, and the queue the drop empties is empty. */
+    if (dropped(w, held))
+        return;
+    r = w->o.write(w->o.ctx, j->res, j->ns, j->name, j->patch);
     if (r < 0)
         log_debug("side write failed\tobject=%s/%s error=%d", j->ns, j->name, r);
     pthread_mutex_lock(&w->lock);
@@ -162,6 +182,7 @@ void side_writer_drop(struct side_writer *w)
     }
     w->head = w->tail = NULL;
     w->len = 0;
+    atomic_store(&w->stop_gate, true); /* a job held at the gate: to the drop at once */
     pthread_cond_broadcast(&w->written);
     pthread_mutex_unlock(&w->lock);
 }

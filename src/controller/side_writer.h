@@ -50,8 +50,9 @@ void side_writer_free(struct side_writer *w);
  * queuing nothing, when the queue is full or the writer stops. Any thread. */
 bool side_writer_add(struct side_writer *w, const struct kube_res *res, const char *ns,
                      const char *name, const json_t *patch);
-/** Drops the queued writes, and every one added from now on (side_writer_add still
- * returns true: its caller must not write it itself); a write under way finishes. For a
+/** Drops the queued writes, the one held at the gate, and every one added from now on
+ * (side_writer_add still returns true: its caller must not write it itself); a write
+ * already sent finishes. For a
  * controller whose leadership ended: what waits is a successor's to write. Any thread. */
 void side_writer_drop(struct side_writer *w);
 /** Waits until every write queued before the call was made, failed, skipped or

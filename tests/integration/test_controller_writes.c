@@ -1173,6 +1173,68 @@ static void test_side_write_claim_gone(void **state)
     json_decref(bad);
 }
 
+static bool mgr_leads(void *ctx)
+{
+    (void)ctx;
+    return ctrl_manager_leading(mgr);
+}
+
+static bool mgr_follows(void *ctx)
+{
+    return !mgr_leads(ctx);
+}
+
+/* Lease ns/name taken by another holder for a minute, as a successor's takeover would. */
+static void steal_lease(const char *name)
+{
+    char now[40];
+    struct kube_err e = {0};
+    clock_format_rfc3339(clock_wall_now(), now, sizeof(now));
+    json_t *p = json_pack("{s:{s:s, s:s, s:s, s:i}}", "spec", "holderIdentity", "thief",
+                          "acquireTime", now, "renewTime", now, "leaseDurationSeconds", 60);
+    IT_OK(it_merge_patch(c, &KUBE_RES_LEASES, ns, name, NULL, p, &e), &e);
+    json_decref(p);
+}
+
+/* A leader whose Lease another instance took while a claim's first-ready annotation
+ * waits (the side writes wait while claims are served) does not write it when it stops:
+ * the successor may lead by then, and it writes the annotation itself (restored from
+ * the Ready condition). A stop while leading writes what waits (the other tests'
+ * restarts). Before, the stop wrote it after leadership was gone: 1 PATCH. */
+static void test_side_writes_dropped_on_lost_lease(void **state)
+{
+    struct yield_gate g = {.busy = side_gate_busy, .max_wait = 10 * WAIT};
+    struct ctrl_opts o = mgr_opts;
+    (void)state;
+    o.ext.side_gate = &g;
+    o.leader_elect = true;
+    o.lease_ns = ns;
+    o.lease_name = "wr-lost";
+    o.lease_duration = 4 * USEC_PER_SEC;
+    o.renew_deadline = 3 * USEC_PER_SEC;
+    o.retry_period = USEC_PER_SEC / 2;
+    atomic_store(&side_busy, false);
+    restart_manager(&o);
+    assert_int_equal(it_wait(mgr_leads, NULL, WAIT), 0);
+    assert_int_equal(it_wait(pool_ready, NULL, WAIT), 0);
+    clock_sleep(SETTLE);
+    atomic_store(&side_busy, true);
+    counts_reset();
+    create(&API_RES_SANDBOXCLAIMS, it_claim_new("lost-0", "pool"));
+    wait_ready(&API_RES_SANDBOXCLAIMS, "lost-", 1);
+    clock_sleep(SETTLE);
+    assert_int_equal(count_of("PATCH sandboxclaims"), 0); /* held */
+    steal_lease("wr-lost");
+    assert_int_equal(it_wait(mgr_follows, NULL, WAIT), 0);
+    ctrl_manager_stop(mgr);
+    assert_int_equal(count_of("PATCH sandboxclaims"), 0);
+    assert_false(has_first_ready("lost-0"));
+    /* the next leader (no election from here on) restores it */
+    atomic_store(&side_busy, false);
+    restart_manager(&mgr_opts);
+    assert_int_equal(it_wait(has_first_ready, "lost-0", WAIT), 0);
+}
+
 static atomic_bool claims_served; /* the gate of test_pod_meta_held */
 
 static bool gate_busy(void *ctx)
@@ -1366,6 +1428,7 @@ int main(void)
         cmocka_unit_test(test_existing_child_unreadable),
         cmocka_unit_test(test_created_pod_suspended),
         cmocka_unit_test(test_side_write_claim_gone),
+        cmocka_unit_test(test_side_writes_dropped_on_lost_lease),
         cmocka_unit_test(test_pod_meta_held),
         cmocka_unit_test(test_pod_meta_owner_gone),
         cmocka_unit_test(test_unlabelled_service_repaired),

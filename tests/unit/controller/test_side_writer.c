@@ -223,6 +223,31 @@ static void test_drop_forgets_queued(void **state)
     assert_string_equal(f.names[0], "a");
 }
 
+/* A job taken from the queue and held at the gate when the drop comes is dropped too
+ * (before, only the queue behind it was: with one claim served, nothing was). The drop
+ * wakes it: it does not wait out the gate's bound. */
+static void test_drop_forgets_held(void **state)
+{
+    struct fake f;
+    struct side_writer *w = start(&f, 60 * USEC_PER_SEC, 0);
+    struct side_stats st;
+    (void)state;
+    atomic_store(&f.busy, true);
+    assert_true(add(w, "a"));
+    while (atomic_load(&f.asked) < 2) /* a is taken, and held at the gate */
+        clock_sleep(YIELD_GATE_STEP);
+    usec_t t0 = clock_now();
+    side_writer_drop(w);
+    side_writer_flush(w);
+    assert_true(clock_now() - t0 < 10 * USEC_PER_SEC);
+    side_writer_stats(w, &st);
+    assert_int_equal(st.dropped, 1);
+    assert_int_equal(st.held, 1);
+    assert_int_equal(st.written, 0);
+    finish(&f, w);
+    assert_int_equal(f.n, 0);
+}
+
 static void test_bad_opts(void **state)
 {
     struct side_opts o = {0};
@@ -243,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_full_queue_refuses),
         cmocka_unit_test(test_stop_writes_without_holding),
         cmocka_unit_test(test_drop_forgets_queued),
+        cmocka_unit_test(test_drop_forgets_held),
         cmocka_unit_test(test_bad_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
