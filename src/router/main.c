@@ -52,6 +52,7 @@ static const char usage_text[] =
     "  --tls-cert-file PATH              PEM certificate chain (reloaded when it changes)\n"
     "  --tls-key-file PATH               PEM private key (reloaded when it changes)\n"
     "  --tls-client-ca-file PATH         PEM CA bundle that signs client certificates\n"
+    "                                    (reloaded when it changes)\n"
     "  --mtls-mode MODE                  off, optional or required (default: required\n"
     "                                    with --tls-client-ca-file, else off)\n"
     "  --client-cert-auth[=BOOL]         a request without a bearer token is authorized\n"

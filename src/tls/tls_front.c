@@ -39,7 +39,7 @@ struct tls_front {
     struct tls_front_opts o; /* strings owned */
     struct http_server *server;
     SSL_CTX *ctx; /* the acceptor thread's; each SSL holds its own reference */
-    struct file_id cert_id, key_id;
+    struct file_id cert_id, key_id, ca_id; /* ca_id: zero without a client CA */
     int fd, stop_pipe[2];
     atomic_int connecting; /* bridges that may still post to server */
     atomic_bool stopping;
@@ -144,16 +144,26 @@ static SSL_CTX *ctx_load(const struct tls_front_opts *o)
     return NULL;
 }
 
-/* Acceptor thread: reloads the pair when either file changed. */
+/* The client CA file's identity, when the front verifies clients (else zero). */
+static bool ca_id_of(const struct tls_front_opts *o, struct file_id *ret)
+{
+    *ret = (struct file_id){0};
+    return o->mtls == TLS_MTLS_OFF || !o->client_ca || file_id_of(o->client_ca, ret);
+}
+
+/* Acceptor thread: reloads the pair and the client CA when any of the files changed. */
 static void maybe_reload(struct tls_front *t)
 {
-    struct file_id c, k;
+    struct file_id c, k, ca;
     SSL_CTX *ctx;
     if (!file_id_of(t->o.cert_file, &c) || !file_id_of(t->o.key_file, &k) ||
-        (file_id_same(&c, &t->cert_id) && file_id_same(&k, &t->key_id)))
+        !ca_id_of(&t->o, &ca) ||
+        (file_id_same(&c, &t->cert_id) && file_id_same(&k, &t->key_id) &&
+         file_id_same(&ca, &t->ca_id)))
         return;
     t->cert_id = c;
     t->key_id = k;
+    t->ca_id = ca;
     ctx = ctx_load(&t->o);
     if (!ctx) {
         log_warn("TLS files changed but do not load; keeping the previous ones");
@@ -161,7 +171,8 @@ static void maybe_reload(struct tls_front *t)
     }
     SSL_CTX_free(t->ctx);
     t->ctx = ctx;
-    log_info("TLS certificate reloaded\tfile=\"%s\"", t->o.cert_file);
+    log_info("TLS certificate reloaded\tfile=\"%s\" client_ca=\"%s\"", t->o.cert_file,
+             t->o.mtls != TLS_MTLS_OFF && t->o.client_ca ? t->o.client_ca : "");
 }
 
 /* ---- bridging -------------------------------------------------------------------- */
@@ -594,6 +605,7 @@ int tls_front_start(const struct tls_front_opts *opts, struct http_server *serve
     t->fd = t->stop_pipe[0] = t->stop_pipe[1] = -1;
     (void)file_id_of(t->o.cert_file, &t->cert_id);
     (void)file_id_of(t->o.key_file, &t->key_id);
+    (void)ca_id_of(&t->o, &t->ca_id);
     t->ctx = ctx_load(&t->o);
     r = t->ctx ? listen_on(t->o.host, opts->port, &t->port) : -EINVAL;
     if (r >= 0) {

@@ -13,9 +13,10 @@
  * bad one. With client_identity, a verified certificate's subject is mapped to a
  * Kubernetes identity (tls_identity.h) that the connection carries as its peer info
  * (http_req_peer_info); a subject that gives none is logged and the connection served
- * without one. The certificate and key files are read again when their modification time,
- * size or inode changes (checked at each new connection), so a rotated Secret is picked
- * up without a restart; a broken new pair is logged and the old one kept. */
+ * without one. The certificate, key and client CA files are read again when one's
+ * modification time, size or inode changes (checked at each new connection), so a
+ * rotated Secret (a new CA bundle too) is picked up without a restart; a broken new set
+ * is logged and the old one kept. */
 #pragma once
 
 #include <stdbool.h>
