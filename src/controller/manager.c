@@ -578,15 +578,21 @@ void ctrl_manager_stop(struct ctrl_manager *m)
         return;
     atomic_store(&m->stopping, true);
     log_info("stopping");
-    /* Leadership gone (taken, or its renew deadline passed): the side writes waiting are
-     * a successor's to make; a stop while leading writes them before the Lease goes. */
-    if (m->elector && !ctrl_manager_leading(m))
+    /* Leadership gone (taken, or its renew deadline passed): the side writes and Events
+     * waiting are a successor's to make; a stop while leading writes them before the
+     * Lease goes. */
+    if (m->elector && !ctrl_manager_leading(m)) {
         ext_ctrl_drop_side_writes(m->ext);
+        if (m->events)
+            events_discard(m->events);
+    }
     /* Workers and the cascade's deleters first (running reconciles and DELETEs finish),
-     * then the lease goes, so a successor never overlaps with us; the informers and
-     * servers last. */
+     * then the Events they recorded, then the lease goes, so a successor never overlaps
+     * with us; the informers and servers last. */
     stop_workers(m);
     cascade_stop(m->cascade);
+    if (m->events)
+        events_stop(m->events);
     if (m->elector)
         lease_elector_stop(m->elector);
     /* Every informer is asked before any is joined: each ends its watch at the stream's
@@ -599,8 +605,6 @@ void ctrl_manager_stop(struct ctrl_manager *m)
     for (int i = 0; i < CTRL_INF_COUNT; i++)
         if (m->inf[i])
             kube_informer_stop(m->inf[i]);
-    if (m->events)
-        events_stop(m->events);
     ctrl__servers_stop(m);
     atomic_store(&m->leading, false);
 }

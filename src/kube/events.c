@@ -155,6 +155,7 @@ struct events_recorder {
     size_t qlen;
     unsigned long enqueued, done; /* for flush */
     bool stopping;
+    bool discarding;        /* events_discard: what is queued or held is not written */
     atomic_bool gate_off;   /* a held write lets go: stopping, or the gate changes */
     struct yield_gate gate; /* under lock */
     unsigned gate_users;    /* holds running with a copy of gate (under lock) */
@@ -526,6 +527,18 @@ void events_set_gate(struct events_recorder *r, const struct yield_gate *g)
     (void)pthread_mutex_unlock(&r->lock);
 }
 
+/* Whether events_discard came (the Event taken, held at the gate through it, counted
+ * as dropped then). Writer thread. */
+static bool discarded(struct events_recorder *r)
+{
+    bool d;
+    (void)pthread_mutex_lock(&r->lock);
+    d = r->discarding;
+    r->st.dropped_queue += d;
+    (void)pthread_mutex_unlock(&r->lock);
+    return d;
+}
+
 static void *writer_main(void *arg)
 {
     struct events_recorder *r = arg;
@@ -544,7 +557,8 @@ static void *writer_main(void *arg)
         r->qlen--;
         (void)pthread_mutex_unlock(&r->lock);
         gate_hold(r, p);
-        write_pending(r, p);
+        if (!discarded(r))
+            write_pending(r, p);
         pending_free(p);
         (void)pthread_mutex_lock(&r->lock);
         r->done++;
@@ -579,6 +593,25 @@ void events_stop(struct events_recorder *r)
     (void)pthread_mutex_unlock(&r->lock);
     if (join)
         (void)pthread_join(r->thread, NULL);
+}
+
+void events_discard(struct events_recorder *r)
+{
+    struct pending *p, *next;
+
+    (void)pthread_mutex_lock(&r->lock);
+    r->discarding = true;
+    for (p = r->head; p; p = next) {
+        next = p->next;
+        pending_free(p);
+        r->st.dropped_queue++;
+        r->done++;
+    }
+    r->head = r->tail = NULL;
+    r->qlen = 0;
+    (void)pthread_cond_broadcast(&r->written);
+    (void)pthread_mutex_unlock(&r->lock);
+    events_stop(r);
 }
 
 void events_stats(struct events_recorder *r, struct events_stats *ret)

@@ -70,7 +70,7 @@ struct events_opts {
 /** Counters since creation (a snapshot). */
 struct events_stats {
     unsigned long recorded;      /* accepted into the queue */
-    unsigned long dropped_queue; /* queue full, or recorder stopped */
+    unsigned long dropped_queue; /* queue full, recorder stopped, or discarded */
     unsigned long dropped_spam;  /* per-object token bucket empty */
     unsigned long created;       /* Events created */
     unsigned long patched;       /* Events aggregated into an existing one */
@@ -105,4 +105,8 @@ void events_flush(struct events_recorder *r);
 /** Writes what is queued, then stops the thread; later records are dropped.
  * Idempotent. */
 void events_stop(struct events_recorder *r);
+/** As events_stop, but what is queued (and the one held at the gate) is dropped, not
+ * written; a write already sent finishes. For a controller whose leadership ended: no
+ * write starts after. Idempotent; events_stop after it does nothing more. */
+void events_discard(struct events_recorder *r);
 void events_stats(struct events_recorder *r, struct events_stats *ret);

@@ -1197,10 +1197,10 @@ static void steal_lease(const char *name)
 }
 
 /* A leader whose Lease another instance took while a claim's first-ready annotation
- * waits (the side writes wait while claims are served) does not write it when it stops:
+ * and its Event wait (they wait while claims are served) writes neither when it stops:
  * the successor may lead by then, and it writes the annotation itself (restored from
  * the Ready condition). A stop while leading writes what waits (the other tests'
- * restarts). Before, the stop wrote it after leadership was gone: 1 PATCH. */
+ * restarts). Before, the stop wrote them after leadership was gone: 1 PATCH, 1 POST. */
 static void test_side_writes_dropped_on_lost_lease(void **state)
 {
     struct yield_gate g = {.busy = side_gate_busy, .max_wait = 10 * WAIT};
@@ -1229,6 +1229,8 @@ static void test_side_writes_dropped_on_lost_lease(void **state)
     ctrl_manager_stop(mgr);
     assert_int_equal(count_of("PATCH sandboxclaims"), 0);
     assert_false(has_first_ready("lost-0"));
+    /* nor the Events held with it (the claim's SandboxAdopted) */
+    assert_int_equal(count_of("POST events") + count_of("PATCH events"), 0);
     /* the next leader (no election from here on) restores it */
     atomic_store(&side_busy, false);
     restart_manager(&mgr_opts);

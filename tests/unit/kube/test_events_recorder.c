@@ -655,6 +655,30 @@ static void test_gate_removed_lets_go(void **state)
     assert_int_equal(atomic_load(&b.calls), calls); /* the old gate is no longer asked */
 }
 
+/* events_discard (leadership ended): the Event held at the gate and those queued behind
+ * it are dropped, not written; the recorder is stopped (a later record is dropped too),
+ * and a flush does not wait on them. */
+static void test_discard_drops_held_and_queued(void **state)
+{
+    struct fx *x = *state;
+    struct busy_flag b;
+    fx_start(x);
+    gate_on(x, &b, true, 60 * USEC_PER_SEC);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Held", "m");
+    while (atomic_load(&b.calls) < 2) /* taken, and held at the gate */
+        clock_sleep(YIELD_GATE_STEP);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Queued", "m");
+    usec_t t0 = clock_now();
+    events_discard(x->r);
+    events_flush(x->r);
+    assert_true(clock_now() - t0 < 10 * USEC_PER_SEC); /* not the gate's bound */
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Late", "m");
+    assert_int_equal(x->api.creates, 0);
+    assert_int_equal(x->api.patches, 0);
+    assert_int_equal(stats(x).dropped_queue, 3);
+    events_stop(x->r);
+}
+
 static void test_bad_opts(void **state)
 {
     struct fx *x = *state;
@@ -736,6 +760,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gate_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gate_not_held_with_half_full_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gate_removed_lets_go, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_discard_drops_held_and_queued, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_opts, setup, teardown),
     };
 
