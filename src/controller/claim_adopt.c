@@ -95,12 +95,23 @@ static json_t *adopt_patch(const struct ext_ctrl *x, const json_t *claim, const 
                   ext_owner_ref(claim, EXT_KIND_CLAIM), "labels", SB_LABEL_WARM_POOL,
                   EXT_LABEL_TEMPLATE_HASH, EXT_LABEL_POD_TEMPLATE_HASH, SB_LABEL_LAUNCH_TYPE,
                   "warm", EXT_LABEL_CLAIM_UID, kube_obj_uid(claim) ?: "", SB_LABEL_CREATED_BY, cb);
-    json_t *labels = json_object_get(json_object_get(p, "metadata"), "labels");
+    const json_t *idle = kube_obj_path(sb, "spec.idlePolicy");
+    json_t *md = json_object_get(p, "metadata");
+    json_t *labels = json_object_get(md, "labels");
     if (!cb)
         json_object_set_new(labels, SB_LABEL_CREATED_BY, json_null());
     if (trace)
-        json_object_set_new(json_object_get(p, "metadata"), "annotations",
-                            json_pack("{s:s}", SB_ANN_TRACE_CONTEXT, trace));
+        json_object_set_new(ext_obj_ensure(md, "annotations"), SB_ANN_TRACE_CONTEXT,
+                            json_string(trace));
+    if (idle && !json_is_null(idle)) {
+        /* The claim is activity: the idle clock starts at the hand-out, not at the
+         * member's creation or Ready (an hour in the pool would be an hour idle, and a
+         * timeout shorter than that suspended the Sandbox as soon as it was claimed). */
+        char now[40];
+        clock_format_rfc3339(clock_wall_now(), now, sizeof(now));
+        json_object_set_new(ext_obj_ensure(md, "annotations"), SB_ANN_LAST_ACTIVITY,
+                            json_string(now));
+    }
     if (pod_meta_patch(x, claim, sb, p, msg, size) < 0) {
         json_decref(p);
         return NULL;

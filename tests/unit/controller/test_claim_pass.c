@@ -24,6 +24,7 @@
 #include "controller/claim_queue.h"
 #include "controller/ext_int.h"
 #include "controller/ext_names.h"
+#include "controller/idle_policy.h"
 #include "controller/latebind_spec.h"
 #include "controller/pool_expect.h"
 #include "controller/sandbox_names.h"
@@ -489,6 +490,55 @@ static void test_other_template_member_not_adopted(void **state)
     assert_int_equal(n_posts(), 1);
 }
 
+/* A member with an idle policy that waited in the pool longer than its timeout (made and
+ * Ready an hour ago) is adopted with a last-activity annotation of the hand-out, so the
+ * idle decision waits the whole timeout from the claim; before, its creation and Ready
+ * times made it due at once, and sandboxd (no request since its start) confirmed it:
+ * suspended as soon as it was claimed. A member without a policy gets no annotation. */
+static void test_adopted_member_idle_clock_starts_at_claim(void **state)
+{
+    char old[64];
+    usec_t wait = 0;
+    (void)state;
+    for (int with = 1; with >= 0; with--) {
+        const char *name = with ? "pool-idle1" : "pool-none0";
+        json_t *m = member(name, TPL, "10.0.0.1"), *got;
+        clock_format_rfc3339_sec(clock_wall_now() - 3600 * USEC_PER_SEC, old, sizeof(old));
+        json_object_set_new(json_object_get(m, "metadata"), "creationTimestamp", json_string(old));
+        json_object_set_new(json_array_get(kube_obj_path(m, "status.conditions"), 0),
+                            "lastTransitionTime", json_string(old));
+        if (with)
+            json_object_set_new(json_object_get(m, "spec"), "idlePolicy",
+                                json_pack("{s:i}", "timeoutSeconds", 600));
+        ctrl_new(false);
+        put_template(TPL, false);
+        put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+        put(EXT_INF_CLAIM, claim_obj(false));
+        put_member(m, false);
+        queue_candidate(name);
+        assert_int_equal(claim_pass(NULL), 0);
+        assert_int_equal(n_of(S.patches, name), 1);
+        script_srv_lock(SRV);
+        got = json_deep_copy(json_object_get(S.objs, name));
+        script_srv_unlock(SRV);
+        assert_null(kube_obj_label(got, SB_LABEL_WARM_POOL)); /* adopted */
+        if (with) {
+            usec_t t;
+            const char *a = kube_obj_annotation(got, SB_ANN_LAST_ACTIVITY);
+            assert_non_null(a);
+            assert_int_equal(clock_parse_rfc3339(a, &t), 0);
+            assert_true(t + 5 * USEC_PER_SEC > clock_wall_now());
+            assert_int_equal(idle_decide(got, NULL, 0, clock_wall_now(), &wait), IDLE_WAIT);
+            assert_true(wait > 590 * USEC_PER_SEC);
+        } else {
+            assert_null(kube_obj_annotation(got, SB_ANN_LAST_ACTIVITY));
+        }
+        json_decref(got);
+        teardown(NULL);
+        setup(NULL);
+    }
+}
+
 /* A member of a former template that still exists is handed out (as upstream) and, under
  * OnReplenish, not replaced. */
 static void test_former_template_member_kept(void **state)
@@ -720,6 +770,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_loops_keep_timers_on_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adoption_forbidden_goes_cold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adopted_member_idle_clock_starts_at_claim, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_adoption_invalid_goes_cold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adoption_5xx_stops_pass, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adoption_meta_conflict_goes_cold, setup, teardown),
