@@ -115,7 +115,20 @@ static void lower(usec_t *requeue_after, usec_t wait)
         *requeue_after = wait;
 }
 
-static int suspend(struct idle_ctrl *c, const json_t *sb, const struct idle_policy *pol)
+/* The wait after a suspend PATCH that failed with e: a conflict (a concurrent change:
+ * a resume, fresh activity) is decided again soon; anything else (a refusal by RBAC or
+ * an admission policy, a server error) as a failed probe is, not every second with a
+ * probe each time. */
+static usec_t suspend_retry(const struct idle_policy *pol, const struct kube_err *e)
+{
+    if (kube_err_is_conflict(e))
+        return LIMIT_IDLE_RETRY;
+    return pol->timeout < LIMIT_IDLE_PROBE_RETRY ? pol->timeout : LIMIT_IDLE_PROBE_RETRY;
+}
+
+/* Returns 1 when suspended, else 0 with *wait set (suspend_retry). */
+static int suspend(struct idle_ctrl *c, const json_t *sb, const struct idle_policy *pol,
+                   usec_t *wait)
 {
     json_t *patch = idle_suspend_patch(sb);
     struct kube_err e;
@@ -123,10 +136,16 @@ static int suspend(struct idle_ctrl *c, const json_t *sb, const struct idle_poli
                        KUBE_PATCH_MERGE, patch, NULL, &e);
     json_decref(patch);
     if (r < 0) {
-        count(c, &c->st.conflicts, NULL);
-        log_debug("idle suspend not written\tkey=%s/%s status=%ld detail=\"%s\"",
-                  kube_obj_namespace(sb), kube_obj_name(sb), e.http_status, e.message);
-        return r;
+        bool conflict = kube_err_is_conflict(&e);
+        count(c, conflict ? &c->st.conflicts : &c->st.suspend_errors, NULL);
+        if (conflict)
+            log_debug("idle suspend conflicted, deciding again\tkey=%s/%s", kube_obj_namespace(sb),
+                      kube_obj_name(sb));
+        else
+            log_warn("idle suspend refused, will retry\tkey=%s/%s status=%ld detail=\"%s\"",
+                     kube_obj_namespace(sb), kube_obj_name(sb), e.http_status, e.message);
+        *wait = suspend_retry(pol, &e);
+        return 0;
     }
     count(c, &c->st.suspends, NULL);
     if (c->suspends)
@@ -169,7 +188,7 @@ static enum idle_action probe(struct idle_ctrl *c, const json_t *sb, const json_
     return a;
 }
 
-int idle_ctrl_check(struct idle_ctrl *c, const json_t *sb, const json_t *status,
+int idle_ctrl_check(struct idle_ctrl *c, const json_t *sb, const json_t *status, usec_t stale,
                     usec_t *requeue_after)
 {
     struct idle_policy pol;
@@ -179,14 +198,15 @@ int idle_ctrl_check(struct idle_ctrl *c, const json_t *sb, const json_t *status,
         return 0;
     if (idle_policy_get(sb, &pol) < 0)
         return 0;
+    if (a == IDLE_PROBE && stale) {
+        /* the suspend PATCH would name an old resourceVersion: a 409 for sure */
+        lower(requeue_after, stale);
+        return 0;
+    }
     if (a == IDLE_PROBE)
         a = probe(c, sb, status, &pol, idle_last_activity(sb, status, extra), &wait);
-    if (a == IDLE_SUSPEND) {
-        int r = suspend(c, sb, &pol);
-        if (r > 0)
-            return 1;
-        wait = LIMIT_IDLE_RETRY;
-    }
+    if (a == IDLE_SUSPEND && suspend(c, sb, &pol, &wait) > 0)
+        return 1;
     lower(requeue_after, wait);
     return 0;
 }

@@ -38,13 +38,18 @@ void idle_ctrl_free(struct idle_ctrl *c);
 
 /** The idle step of one pass over sb (borrowed) whose status (borrowed) was just
  * written: may probe and suspend. Lowers *requeue_after (0 = none) to the next time
- * the Sandbox must be looked at. Returns 1 when it suspended the Sandbox, else 0. */
-int idle_ctrl_check(struct idle_ctrl *c, const json_t *sb, const json_t *status,
+ * the Sandbox must be looked at. stale (0: sb is the server's current version): sb's
+ * resourceVersion is known to be old (this pass wrote the status), so a Sandbox due for
+ * a probe is looked at again after stale instead (the write's watch event comes
+ * sooner). Returns 1 when it suspended the Sandbox, else 0. */
+int idle_ctrl_check(struct idle_ctrl *c, const json_t *sb, const json_t *status, usec_t stale,
                     usec_t *requeue_after);
 
 /** Suspends (and probes) so far, for tests. */
 struct idle_ctrl_stats {
-    uint64_t suspends, probes, probe_busy, probe_errors, conflicts;
+    uint64_t suspends, probes, probe_busy, probe_errors;
+    uint64_t conflicts;      /* suspend PATCHes refused with 409 (retried after 1 s) */
+    uint64_t suspend_errors; /* refused otherwise (retried after min(timeout, 30 s)) */
 };
 void idle_ctrl_stats(struct idle_ctrl *c, struct idle_ctrl_stats *ret);
 

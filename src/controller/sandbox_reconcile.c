@@ -325,7 +325,7 @@ static int reconcile_children(struct sb_pass *p, struct sb_result *res, usec_t d
         res->requeue_after = deadline > wall ? deadline - wall : 1;
     }
     if (r >= 0 && p->ret >= 0 && p->r->idle)
-        (void)idle_ctrl_check(p->r->idle, p->sb, st, &res->requeue_after);
+        (void)idle_ctrl_check(p->r->idle, p->sb, st, r > 0 ? SB_MEMO_TTL : 0, &res->requeue_after);
     if (p->backstop && (!res->requeue_after || p->backstop < res->requeue_after))
         res->requeue_after = p->backstop;
     json_decref(st);
