@@ -42,6 +42,7 @@ struct exec_state {
     struct buf pending;
     usec_t retry_at, backoff;
     long stdin_refused; /* the status (or negative errno) that lost stdin; 0 if none */
+    bool close_pending; /* stdin's end to be told (again after a 429: the queue was full) */
 };
 
 static volatile sig_atomic_t got_winch, got_int;
@@ -232,26 +233,53 @@ static void send_json(struct exec_state *x, const char *action, json_t *j)
     xfree(s); /* jansson allocates with malloc: see output.c */
 }
 
+/* The terminal's size, from stdin (the terminal exec -t makes raw), else stdout. */
+static bool term_size(struct winsize *ws)
+{
+    return (ioctl(0, TIOCGWINSZ, ws) == 0 || ioctl(1, TIOCGWINSZ, ws) == 0) && ws->ws_col &&
+           ws->ws_row;
+}
+
 static void send_resize(struct exec_state *x)
 {
     struct winsize ws;
-    if (ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row)
+    if (term_size(&ws))
         send_json(x, "resize", json_pack("{s:i,s:i}", "cols", ws.ws_col, "rows", ws.ws_row));
+}
+
+/* After a 429: the next try after a back-off, 10 ms doubling to 200 ms. */
+static void back_off(struct exec_state *x)
+{
+    x->backoff = x->backoff ? x->backoff * 2 : 10 * USEC_PER_MSEC;
+    if (x->backoff > 200 * USEC_PER_MSEC)
+        x->backoff = 200 * USEC_PER_MSEC;
+    x->retry_at = clock_now() + x->backoff;
+}
+
+/* Tells sandboxd that stdin ended. A 429 (its stdin queue is full: on a PTY the end is a
+ * ^D queued behind the input) keeps it to be told again after a back-off; before, it was
+ * lost and the command waited for an end that never came. Other failures are left as
+ * they were (the process may have exited already: nothing waits for the end then). */
+static void send_close(struct exec_state *x)
+{
+    long st = control(x, "stdin/close", NULL, 0, NULL);
+    x->close_pending = st == 429;
+    if (x->close_pending)
+        back_off(x);
+    else
+        x->backoff = 0;
 }
 
 /* Sends the pending stdin chunk. A 429 (sandboxd's stdin queue is full: the command is
  * not reading, perhaps because its own output waits for this loop) keeps it pending, to
- * be sent again after a back-off (10 ms doubling to 200 ms) while the loop reads output;
- * any other failure loses stdin: it is told, stdin is no longer forwarded, and the exit
- * code says so (finish). Returns false once stdin is given up. */
+ * be sent again after a back-off (back_off) while the loop reads output; any other
+ * failure loses stdin: it is told, stdin is no longer forwarded, and the exit code says
+ * so (finish). Returns false once stdin is given up. */
 static bool send_pending(struct exec_state *x)
 {
     long st = control(x, "stdin", x->pending.data, x->pending.len, "application/octet-stream");
     if (st == 429) {
-        x->backoff = x->backoff ? x->backoff * 2 : 10 * USEC_PER_MSEC;
-        if (x->backoff > 200 * USEC_PER_MSEC)
-            x->backoff = 200 * USEC_PER_MSEC;
-        x->retry_at = clock_now() + x->backoff;
+        back_off(x);
         return true;
     }
     buf_reset(&x->pending);
@@ -271,7 +299,7 @@ static bool pump_stdin(struct exec_state *x)
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return true;
     if (n <= 0) {
-        (void)control(x, "stdin/close", NULL, 0, NULL);
+        send_close(x);
         return false;
     }
     buf_reset(&x->pending);
@@ -295,7 +323,7 @@ static json_t *request_body(const struct exec_opts *o, int argc, char **argv)
         (void)json_object_set_new(j, "timeout_seconds",
                                   json_real((double)o->timeout / USEC_PER_SEC));
     struct winsize ws;
-    if (o->tty && ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row)
+    if (o->tty && term_size(&ws))
         (void)json_object_set_new(j, "pty",
                                   json_pack("{s:i,s:i}", "cols", ws.ws_col, "rows", ws.ws_row));
     else if (o->tty)
@@ -319,9 +347,11 @@ static bool loop_turn(void *ctx, bool running, int *ret_fd)
     *ret_fd = -1;
     if (x->id >= 0 && !x->exited) {
         if (!l->o->in && !l->closed_stdin) {
-            (void)control(x, "stdin/close", NULL, 0, NULL);
+            send_close(x);
             l->closed_stdin = true;
         }
+        if (x->close_pending && clock_now() >= x->retry_at)
+            send_close(x);
         if (got_winch) {
             got_winch = 0;
             send_resize(x);

@@ -57,6 +57,7 @@ struct pf_conn {
     struct pf_ctx *ctx;
     int fd; /* the accepted local connection (owned) */
     CURL *h;
+    char errbuf[CURL_ERROR_SIZE]; /* h's CURLOPT_ERRORBUFFER: lives as long as h */
     curl_socket_t sock;
     struct buf tx;  /* frames for the server */
     struct buf out; /* data for the local side */
@@ -236,61 +237,81 @@ static int authorization(struct pf_ctx *x, char **ret)
     return n < 0 ? n : 0;
 }
 
-/* Connects (TCP + TLS through libcurl), sends the upgrade request and checks the answer. */
-static int remote_open(struct pf_conn *c)
+/* Connects (TCP + TLS through libcurl) as the kubeconfig's user. Returns 0 or < 0
+ * (printed). Under the token lock: another connection's token refresh may replace the
+ * exec plugin's client certificate that the set-up copies. */
+static int remote_connect(struct pf_conn *c)
 {
     struct pf_ctx *x = c->ctx;
-    char errbuf[CURL_ERROR_SIZE], *auth = NULL;
     struct curl_slist *hdrs = NULL;
     struct cli_sbd *s = NULL;
+    CURLcode cc;
     c->h = curl_easy_init();
     if (!c->h || cli_sbd_open_server(x->g, x->cfg, &s) != CLI_OK)
         return -ENOMEM;
-    (void)cli_sbd_setup(s, c->h, "GET", "/", NULL, &hdrs, errbuf);
+    pthread_mutex_lock(&x->token_lock);
+    (void)cli_sbd_setup(s, c->h, "GET", "/", NULL, &hdrs, c->errbuf);
+    pthread_mutex_unlock(&x->token_lock);
     cli_sbd_free(s); /* h holds copies of everything it needs */
     curl_easy_setopt(c->h, CURLOPT_CONNECT_ONLY, 1L);
     curl_easy_setopt(c->h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    CURLcode cc = curl_easy_perform(c->h);
+    cc = curl_easy_perform(c->h);
     curl_slist_free_all(hdrs);
     if (cc != CURLE_OK || curl_easy_getinfo(c->h, CURLINFO_ACTIVESOCKET, &c->sock) != CURLE_OK) {
         fprintf(x->g->err, "error: port-forward: cannot reach the API server: %s\n",
-                errbuf[0] ? errbuf : curl_easy_strerror(cc));
+                c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc));
         return -EIO;
     }
-    uint8_t raw[16];
-    struct buf key;
-    buf_init(&key, 64);
-    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw) ||
-        base64_encode(raw, sizeof(raw), &key) < 0) {
-        buf_done(&key);
-        return -EIO;
-    }
-    if (authorization(x, &auth) < 0) {
-        buf_done(&key);
-        return -EACCES;
-    }
+    return 0;
+}
+
+/* Sends the upgrade request with Authorization auth (may be NULL) and key. */
+static int send_upgrade(struct pf_conn *c, const char *auth, const char *key)
+{
+    struct pf_ctx *x = c->ctx;
     struct cli_pfwd_req q = {.host_port = x->host_port,
                              .path_prefix = x->prefix,
                              .ns = x->ns,
                              .pod = x->pod,
                              .port = x->remote,
                              .authorization = auth,
-                             .key = buf_str(&key)};
+                             .key = key};
     /* Room for the whole request first: a buffer that grew while it held the token would
      * free a copy of it unwiped. */
     int r = buf_printf(&c->tx, "%*s", (int)(4096 + (auth ? strlen(auth) : 0)), "");
     buf_reset(&c->tx);
     if (r == 0)
         r = cli_pfwd_request(&q, &c->tx);
-    if (auth) {
-        explicit_bzero(auth, strlen(auth));
-        xfree(auth);
-    }
     if (r == 0)
         r = send_all(c);
     if (c->tx.data) /* the request's Authorization line, sent or not */
         explicit_bzero(c->tx.data, c->tx.cap);
     buf_reset(&c->tx);
+    return r;
+}
+
+/* Connects, sends the upgrade request and checks the answer. The token comes first: an
+ * exec credential plugin's client certificate comes with it, and the TLS handshake needs
+ * it (before, the first connection and the first after an expiry went without). */
+static int remote_open(struct pf_conn *c)
+{
+    char *auth = NULL;
+    uint8_t raw[16];
+    struct buf key;
+    int r;
+    if (authorization(c->ctx, &auth) < 0)
+        return -EACCES;
+    buf_init(&key, 64);
+    r = remote_connect(c);
+    if (r == 0 && (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw) ||
+                   base64_encode(raw, sizeof(raw), &key) < 0))
+        r = -EIO;
+    if (r == 0)
+        r = send_upgrade(c, auth, buf_str(&key));
+    if (auth) {
+        explicit_bzero(auth, strlen(auth));
+        xfree(auth);
+    }
     if (r == 0)
         r = read_answer(c, buf_str(&key));
     buf_done(&key);
