@@ -23,6 +23,7 @@
 
 #include "api/res.h"
 #include "api/sandbox.h"
+#include "cli/output.h"
 #include "cli/pfwd.h"
 #include "cli/sbd.h"
 #include "common/base64.h"
@@ -382,11 +383,11 @@ static int pump_out(struct pf_conn *c)
     return 0;
 }
 
-/* Whether the connection is over: the server closed (and everything it sent was
- * written), or the channel carried an error. */
+/* Whether the connection is over: the server closed, or the channel carried an error,
+ * and everything the server sent before was written to the local side. */
 static bool finished(const struct pf_conn *c)
 {
-    return cli_pfwd_rx_has_error(&c->rx) || ((c->remote_eof || c->rx.closed) && c->out.len == 0);
+    return (cli_pfwd_rx_has_error(&c->rx) || c->remote_eof || c->rx.closed) && c->out.len == 0;
 }
 
 static void pump(struct pf_conn *c)
@@ -418,9 +419,12 @@ static void pump(struct pf_conn *c)
         if (r == 0)
             r = pump_out(c);
     }
-    if (cli_pfwd_rx_has_error(&c->rx))
+    if (cli_pfwd_rx_has_error(&c->rx)) {
+        char *safe = out_safe_dup(buf_str(&c->rx.error)); /* the cluster's text, shown escaped */
         fprintf(c->ctx->g->err, "error: port-forward to %s port %u: %s\n", c->ctx->name,
-                c->ctx->remote, buf_str(&c->rx.error));
+                c->ctx->remote, safe);
+        xfree(safe);
+    }
 }
 
 /* Sends a close frame (best effort) and releases everything. */
@@ -588,8 +592,13 @@ static void accept_loop(struct pf_ctx *x, int lfd)
         if (poll(&p, 1, 500) <= 0)
             continue;
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+            /* out of descriptors (or memory): the connection stays queued and the
+             * listener readable; wait instead of spinning on it */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                (void)poll(NULL, 0, 100);
             continue;
+        }
         fprintf(x->g->out, "Handling connection for %u\n", x->remote);
         fflush(x->g->out);
         conn_start(x, fd);
