@@ -89,7 +89,7 @@ enum sbd_gstatus sbd__grpc_procreq(const Process__V1__ProcessConfig *cfg, const 
     int e = sbd_path_clean(root_path, str_c(cfg->cwd), &r->cwd);
     if (e == -EPERM)
         return *msg = "cwd escapes the sandbox root", SBD_GRPC_PERMISSION_DENIED;
-    return e < 0 ? (*msg = "invalid cwd", SBD_GRPC_INVALID_ARGUMENT) : SBD_GRPC_OK;
+    return e < 0 ? (*msg = "cwd: cannot be resolved", SBD_GRPC_INTERNAL) : SBD_GRPC_OK;
 }
 
 static enum sbd_gstatus start_error(int e, const char **msg)
@@ -102,12 +102,13 @@ static enum sbd_gstatus start_error(int e, const char **msg)
         return *msg = "too many running processes", SBD_GRPC_RESOURCE_EXHAUSTED;
     case -ESHUTDOWN:
         return *msg = "sandboxd is shutting down", SBD_GRPC_UNAVAILABLE;
+    /* as upstream's sandboxd maps them (a missing binary or path, a permission) */
     case -ENOENT:
-        return *msg = "failed to start command: command or cwd not found", SBD_GRPC_INTERNAL;
+        return *msg = "failed to start command: command or path not found", SBD_GRPC_NOT_FOUND;
     case -ENOTDIR:
         return *msg = "failed to start command: cwd is not a directory", SBD_GRPC_INTERNAL;
     case -EACCES:
-        return *msg = "failed to start command: permission denied", SBD_GRPC_INTERNAL;
+        return *msg = "failed to start command: permission denied", SBD_GRPC_PERMISSION_DENIED;
     default:
         return *msg = "failed to start command", SBD_GRPC_INTERNAL;
     }

@@ -232,11 +232,26 @@ class GrpcTest(unittest.TestCase):
                                  pb.ExecuteRequest(config=cfg("true", cwd="escape")), timeout=5)
         self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED, msg)
 
-    def test_command_not_found_is_internal(self):
-        code, msg = self.code_of(self.stub.Execute,
-                                 pb.ExecuteRequest(config=cfg("no-such-command-xyz")), timeout=5)
-        self.assertEqual(code, grpc.StatusCode.INTERNAL)
-        self.assertIn("failed to start command", msg)
+    def test_start_errors_as_upstream(self):
+        """A command that cannot start: NOT_FOUND for a missing binary or cwd,
+        PERMISSION_DENIED for one that may not be run, as upstream's sandboxd answers
+        (both were INTERNAL), for Execute and Start alike."""
+        with open(os.path.join(self.d.root, "plain.txt"), "w") as f:
+            f.write("not a program\n")
+        cases = [
+            (cfg("no-such-command-xyz"), grpc.StatusCode.NOT_FOUND),
+            (cfg("/no/such/dir/prog"), grpc.StatusCode.NOT_FOUND),
+            (cfg("true", cwd="no-such-dir"), grpc.StatusCode.NOT_FOUND),
+            (cfg(os.path.join(self.d.root, "plain.txt")), grpc.StatusCode.PERMISSION_DENIED),
+        ]
+        for c, want in cases:
+            code, msg = self.code_of(self.stub.Execute, pb.ExecuteRequest(config=c), timeout=5)
+            self.assertEqual(code, want, (list(c.command), c.cwd, msg))
+            self.assertIn("failed to start command", msg)
+            with self.assertRaises(grpc.RpcError) as cm:
+                for _ in self.stub.Start(pb.StartRequest(config=c), timeout=5):
+                    pass
+            self.assertEqual(cm.exception.code(), want, (list(c.command), c.cwd))
 
     def test_not_found_unknown_process(self):
         for call, req in [
