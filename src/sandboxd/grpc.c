@@ -34,7 +34,7 @@ struct sbd_gcall {
     bool authorized, bad_type, post, dispatched, finished, headers_sent, deferred;
     bool drain_pending;
     bool reset_after; /* refused at its HEADERS: reset once the answer has been sent */
-    bool headed;      /* its header block is in (counted in the connection's nheaded) */
+    bool headed;      /* its head is in and was let through (counted in nheaded) */
     enum sbd_gstatus status;
     char *msg;      /* percent-encoded grpc-message, or NULL */
     struct buf out; /* framed response messages; out_off bytes of it already sent */
@@ -486,14 +486,20 @@ static int cb_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     struct sbd_gcall *call = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
     if (!call)
         return 0;
-    if (f->hd.type == NGHTTP2_HEADERS && !call->headed) {
-        call->headed = true;
-        call->c->nheaded++;
-    }
+    bool head = f->hd.type == NGHTTP2_HEADERS && !call->headed;
     if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
         dispatch(call);
     else if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST)
         call->reset_after = !check_head(call); /* refused: answered before its body */
+    /* Only a call its head let through, and not answered yet, keeps the connection busy
+     * (on_idle): a refused one's answer may never be read, and a client without the
+     * token sending only those must not hold a connection slot for ever (it did when
+     * every call with a header block counted). Inside the callback the call is not
+     * freed. */
+    if (head && !call->finished) {
+        call->headed = true;
+        call->c->nheaded++;
+    }
     return 0;
 }
 
