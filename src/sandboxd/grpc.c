@@ -33,8 +33,9 @@ struct sbd_gcall {
     const char *http_status;
     bool authorized, bad_type, post, dispatched, finished, headers_sent, deferred;
     bool drain_pending;
-    bool reset_after; /* refused at its HEADERS: reset once the answer has been sent */
-    bool headed;      /* its head is in and was let through (counted in nheaded) */
+    bool reset_after;  /* refused at its HEADERS: reset once the answer has been sent */
+    bool headed;       /* its head is in and was let through (counted in nheaded) */
+    size_t head_bytes; /* its header list as HTTP/2 counts it (name + value + 32 each) */
     enum sbd_gstatus status;
     char *msg;      /* percent-encoded grpc-message, or NULL */
     struct buf out; /* framed response messages; out_off bytes of it already sent */
@@ -344,6 +345,10 @@ static bool check_head(struct sbd_gcall *call)
 {
     if (call->finished)
         return false;
+    if (call->head_bytes > LIMIT_SBD_GRPC_HEADERS) {
+        sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "request headers over 16 KiB");
+        return false;
+    }
     if (call->bad_type || !call->post) {
         call->http_status = "415";
         sbd_gcall_finish(call, SBD_GRPC_INTERNAL, "content-type must be application/grpc");
@@ -436,7 +441,12 @@ static int cb_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
     struct sbd_gcall *call = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-    if (call)
+    if (!call)
+        return 0;
+    /* SETTINGS_MAX_HEADER_LIST_SIZE is advertised, not enforced by nghttp2: past it the
+     * headers are not looked at, and check_head refuses the call */
+    call->head_bytes += nl + vl + 32;
+    if (call->head_bytes <= LIMIT_SBD_GRPC_HEADERS)
         on_request_header(call, name, nl, value, vl);
     return 0;
 }
