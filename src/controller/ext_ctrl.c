@@ -571,15 +571,6 @@ static void sb_on_add(void *ctx, const json_t *sb)
     sb_route(x, sb, false);
 }
 
-/* An object deleted and made again under the same name while the watch was down comes
- * back from the re-list as an update (as with client-go): another object, with another
- * UID. True when that is so. */
-static bool uid_changed(const json_t *o, const json_t *n)
-{
-    const char *a = kube_obj_uid(o), *b = kube_obj_uid(n);
-    return a && b && strcmp(a, b) != 0;
-}
-
 static void sb_on_delete(void *ctx, const json_t *sb, bool unknown);
 
 /* True when a claim consumes something that changed between old and new. */
@@ -598,7 +589,7 @@ static void sb_on_update(void *ctx, const json_t *o, const json_t *n)
 {
     struct ext_ctrl *x = ctx;
     char pool[LIMIT_KUBE_STORE_KEY + 1];
-    if (uid_changed(o, n)) {
+    if (kube_obj_uid_changed(o, n)) {
         sb_on_delete(x, o, false);
         sb_on_add(x, n);
         return;
@@ -710,7 +701,7 @@ static void pool_on_delete(void *ctx, const json_t *o, bool unknown);
 
 static void pool_on_update(void *ctx, const json_t *o, const json_t *n)
 {
-    if (uid_changed(o, n)) { /* another pool: the first one's deletion, then this one */
+    if (kube_obj_uid_changed(o, n)) { /* another pool: the first one's deletion, then this one */
         pool_on_delete(ctx, o, false);
         pool_on_add(ctx, n);
         return;
@@ -750,7 +741,7 @@ static void claim_on_update(void *ctx, const json_t *o, const json_t *n)
 {
     struct ext_ctrl *x = ctx;
     char key[LIMIT_KUBE_STORE_KEY + 1];
-    if (uid_changed(o, n)) { /* another claim: the first one's deletion, then this one */
+    if (kube_obj_uid_changed(o, n)) { /* another claim: the first one's deletion, then this one */
         claim_on_delete(x, o, false);
         claim_on_add(x, n);
         return;

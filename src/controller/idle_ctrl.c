@@ -107,6 +107,11 @@ static void busy_set(struct idle_ctrl *c, const char *uid, usec_t when)
     (void)pthread_mutex_unlock(&c->lock);
 }
 
+void idle_ctrl_forget(struct idle_ctrl *c, const char *uid)
+{
+    busy_set(c, uid, 0);
+}
+
 static void lower(usec_t *requeue_after, usec_t wait)
 {
     if (!wait)

@@ -45,6 +45,10 @@ void idle_ctrl_free(struct idle_ctrl *c);
 int idle_ctrl_check(struct idle_ctrl *c, const json_t *sb, const json_t *status, usec_t stale,
                     usec_t *requeue_after);
 
+/** Forgets what is remembered of the Sandbox of uid (borrowed; NULL: nothing), once it
+ * is deleted. */
+void idle_ctrl_forget(struct idle_ctrl *c, const char *uid);
+
 /** Suspends (and probes) so far, for tests. */
 struct idle_ctrl_stats {
     uint64_t suspends, probes, probe_busy, probe_errors;

@@ -53,19 +53,29 @@ static void sb_add(void *ctx, const json_t *obj)
     enqueue_obj(ctx, obj);
 }
 
+/* The Sandbox is gone: its dependents to the cascade, its remembered busy time dropped. */
+static void sb_gone(struct ctrl_manager *m, const json_t *obj)
+{
+    (void)cascade_owner_deleted(m->cascade, CASCADE_OF_SANDBOX, kube_obj_namespace(obj),
+                                kube_obj_uid(obj));
+    if (m->idle)
+        idle_ctrl_forget(m->idle, kube_obj_uid(obj));
+}
+
 static void sb_update(void *ctx, const json_t *old_obj, const json_t *new_obj)
 {
-    (void)old_obj;
+    /* deleted and made again while the watch was down (a re-list's update): the first
+     * one's Pod, named as the new one's, would otherwise wait for the garbage collector */
+    if (kube_obj_uid_changed(old_obj, new_obj))
+        sb_gone(ctx, old_obj);
     enqueue_obj(ctx, new_obj);
 }
 
 static void sb_delete(void *ctx, const json_t *obj, bool unknown)
 {
-    struct ctrl_manager *m = ctx;
     (void)unknown;
     enqueue_obj(ctx, obj);
-    (void)cascade_owner_deleted(m->cascade, CASCADE_OF_SANDBOX, kube_obj_namespace(obj),
-                                kube_obj_uid(obj));
+    sb_gone(ctx, obj);
 }
 
 /* A child maps to its controlling Sandbox; an uncontrolled one to the Sandbox of the
@@ -476,11 +486,11 @@ int ctrl_manager_start(struct ctrl_manager *m)
         r = ext_ctrl_new(&m->opts.ext, &d, &m->ext);
     }
     if (r >= 0)
+        start_idle(m); /* before the informers: their Sandbox deletions forget in it */
+    if (r >= 0)
         r = start_informers(m);
     if (r >= 0)
         m->rec.events = m->events;
-    if (r >= 0)
-        start_idle(m);
     if (r >= 0)
         r = ctrl__servers_start(m);
     if (r < 0)

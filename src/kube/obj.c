@@ -30,6 +30,12 @@ const char *kube_obj_uid(const json_t *obj)
     return meta_str(obj, "uid");
 }
 
+bool kube_obj_uid_changed(const json_t *o, const json_t *n)
+{
+    const char *a = kube_obj_uid(o), *b = kube_obj_uid(n);
+    return a && b && strcmp(a, b) != 0;
+}
+
 const char *kube_obj_resource_version(const json_t *obj)
 {
     return meta_str(obj, "resourceVersion");

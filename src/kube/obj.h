@@ -13,6 +13,10 @@
 const char *kube_obj_name(const json_t *obj);
 const char *kube_obj_namespace(const json_t *obj);
 const char *kube_obj_uid(const json_t *obj);
+/** True when o and n (both borrowed) have UIDs and they differ: an object deleted and
+ * made again under its name while a watch was down comes back from the re-list as an
+ * update (as with client-go), yet it is another object. */
+bool kube_obj_uid_changed(const json_t *o, const json_t *n);
 const char *kube_obj_resource_version(const json_t *obj);
 /** Orders two resourceVersions of objects of the same resource, as Kubernetes defines
  * them comparable (KEP-5504, stable in 1.35): decimal digits without a leading zero, a

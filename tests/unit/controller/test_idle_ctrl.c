@@ -58,7 +58,9 @@ static int answer(int fd, const struct script_req *rq, void *ctx)
     return 0;
 }
 
-/* sandboxd: no process, last request an hour ago. */
+static size_t running; /* what probe_idle reports */
+
+/* sandboxd: `running` processes, last request an hour ago. */
 static int probe_idle(void *ctx, const char *ip, uint16_t port, usec_t timeout,
                       struct idle_probe *ret)
 {
@@ -67,7 +69,7 @@ static int probe_idle(void *ctx, const char *ip, uint16_t port, usec_t timeout,
     (void)timeout;
     assert_string_equal(ip, "10.0.0.9");
     probes++;
-    *ret = (struct idle_probe){.running_processes = 0,
+    *ret = (struct idle_probe){.running_processes = running,
                                .last_activity = clock_wall_now() - 3600 * USEC_PER_SEC};
     return 0;
 }
@@ -79,6 +81,7 @@ static int setup(void **state)
     log_set_level(LOG_ERROR);
     memset(&S, 0, sizeof(S));
     probes = 0;
+    running = 0;
     SRV = script_srv_start(answer, NULL, true);
     (void)snprintf(DIR_, sizeof(DIR_), "/tmp/as-test-idle-XXXXXX");
     assert_non_null(mkdtemp(DIR_));
@@ -170,10 +173,43 @@ static void test_suspend_refusals(void **state)
     }
 }
 
+/* A Sandbox seen busy is remembered: the next pass waits a timeout from then, without a
+ * probe. Once it is deleted (idle_ctrl_forget, from the manager's deletion handler) it
+ * is not: before, entries stayed until the map's limit cleared every live one too. */
+static void test_busy_remembered_until_forgotten(void **state)
+{
+    struct idle_ctrl_opts o = {.client = C, .probe = probe_idle};
+    struct idle_ctrl *c = idle_ctrl_new(&o);
+    json_t *sb = idle_sandbox(60);
+    const json_t *st = json_object_get(sb, "status");
+    usec_t requeue = 0;
+    (void)state;
+    running = 2;
+    assert_int_equal(idle_ctrl_check(c, sb, st, 0, &requeue), 0);
+    assert_int_equal(probes, 1);
+    assert_int_equal(requeue, 30 * USEC_PER_SEC); /* busy: half the timeout */
+    running = 0;
+    requeue = 0;
+    assert_int_equal(idle_ctrl_check(c, sb, st, 0, &requeue), 0);
+    assert_int_equal(probes, 1); /* the busy time stands for activity: no probe */
+    assert_true(requeue > 55 * USEC_PER_SEC && requeue <= 60 * USEC_PER_SEC);
+    idle_ctrl_forget(c, "u-1");
+    idle_ctrl_forget(c, NULL);
+    script_srv_lock(SRV);
+    S.patch_code = 409;
+    script_srv_unlock(SRV);
+    requeue = 0;
+    assert_int_equal(idle_ctrl_check(c, sb, st, 0, &requeue), 0);
+    assert_int_equal(probes, 2); /* forgotten: due again from its creation an hour ago */
+    json_decref(sb);
+    idle_ctrl_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_suspend_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_busy_remembered_until_forgotten, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
