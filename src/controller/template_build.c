@@ -237,6 +237,56 @@ json_t *tpl_network_policy(const json_t *tpl)
                      ing, "egress", egr);
 }
 
+/* A NetworkPolicy rule's lists as the API server keeps them: an empty list is dropped
+ * (omitempty), a port without a protocol gets TCP (its default). */
+static void np_rule_normalize(json_t *rule)
+{
+    const char *k;
+    json_t *v, *port;
+    size_t i;
+    void *tmp;
+    json_object_foreach_safe(rule, tmp, k, v)
+    {
+        if (json_is_array(v) && json_array_size(v) == 0)
+            json_object_del(rule, k);
+    }
+    json_array_foreach(json_object_get(rule, "ports"), i, port)
+    {
+        if (json_is_object(port) && !json_object_get(port, "protocol"))
+            json_object_set_new(port, "protocol", json_string("TCP"));
+    }
+}
+
+/* A copy of spec (borrowed) as the API server keeps it (np_rule_normalize). */
+static json_t *np_spec_normalized(const json_t *spec)
+{
+    static const char *const lists[] = {"ingress", "egress"};
+    json_t *n = json_is_object(spec) ? json_deep_copy(spec) : json_object(), *rule;
+    size_t i;
+    for (size_t l = 0; l < 2; l++) {
+        json_t *a = json_object_get(n, lists[l]);
+        if (json_is_array(a) && json_array_size(a) == 0) {
+            json_object_del(n, lists[l]);
+            continue;
+        }
+        json_array_foreach(a, i, rule)
+        {
+            if (json_is_object(rule))
+                np_rule_normalize(rule);
+        }
+    }
+    return n;
+}
+
+bool tpl_np_spec_same(const json_t *have, const json_t *want)
+{
+    json_t *a = np_spec_normalized(have), *b = np_spec_normalized(want);
+    bool same = json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    return same;
+}
+
 /* ---- pool Sandbox ------------------------------------------------------------------- */
 
 json_t *tpl_pool_sandbox(const json_t *pool, const json_t *tpl, const struct tpl_pool_opts *o)

@@ -47,6 +47,11 @@ bool tpl_blueprint_matches(const json_t *tpl, const json_t *sb);
  * public addresses, never to private, link-local or metadata ranges) or the template's
  * custom rules. */
 json_t *tpl_network_policy(const json_t *tpl);
+/** True when have (a NetworkPolicy spec as the API server returned it) says what want
+ * (tpl_network_policy's) does, once both are as the server keeps them: empty lists
+ * dropped, ports TCP unless said otherwise. json_equal alone rewrote a custom policy
+ * with an empty list or a port without protocol at every template reconcile. */
+bool tpl_np_spec_same(const json_t *have, const json_t *want);
 
 /** Options of pool-built Sandboxes. */
 struct tpl_pool_opts {

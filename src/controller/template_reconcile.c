@@ -57,7 +57,7 @@ static int np_ensure(struct ext_ctrl *x, const json_t *tpl, const json_t *np)
     } else if (!sb_controlled_by(np, kube_obj_uid(tpl))) {
         log_warn("refusing to update a NetworkPolicy the template does not control\tname=%s/%s", ns,
                  kube_obj_name(np));
-    } else if (!json_equal(json_object_get(np, "spec"), json_object_get(want, "spec"))) {
+    } else if (!tpl_np_spec_same(json_object_get(np, "spec"), json_object_get(want, "spec"))) {
         upd = json_deep_copy(np);
         json_object_set(upd, "spec", json_object_get(want, "spec"));
         r = kube_update(x->d.client, &KUBE_RES_NETWORKPOLICIES, ns, upd, NULL, &e);
