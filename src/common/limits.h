@@ -233,6 +233,8 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_SBD_GRPC_WINDOW   (1u * 1024 * 1024)  /* HTTP/2 receive window per stream */
 #define LIMIT_SBD_GRPC_HEADERS  (16u * 1024)        /* request header list */
 #define LIMIT_SBD_GRPC_ACKS     64                  /* queued PING/SETTINGS acknowledgements */
+#define LIMIT_SBD_GRPC_RESETS   1000                /* started calls reset, at once (grpc.c) */
+#define LIMIT_SBD_GRPC_RESET_HZ 33                  /* then a second */
 
 /* background processes (api_bg.c) */
 #define LIMIT_SBD_BG_PROCS  32 /* table entries, running + exited (--max-bg-procs) */

@@ -56,11 +56,13 @@ struct gconn {
     nghttp2_session *ng;
     struct sbd_gcall *calls;
     size_t ncalls;
-    size_t nheaded;   /* calls whose header block is in: only they keep the connection busy */
-    size_t req_bytes; /* buffered request bodies */
-    size_t backlog;   /* bytes handed to uv_write and not yet written */
-    int in_cb;        /* inside nghttp2_session_mem_recv / mem_send */
-    int in_api;       /* inside sbd_gcall_send / _finish: a handler is on the stack */
+    size_t nheaded;    /* calls whose header block is in: only they keep the connection busy */
+    double cancels;    /* tokens for started calls ended by a reset (cancelled) */
+    usec_t cancels_at; /* when they were last refilled */
+    size_t req_bytes;  /* buffered request bodies */
+    size_t backlog;    /* bytes handed to uv_write and not yet written */
+    int in_cb;         /* inside nghttp2_session_mem_recv / mem_send */
+    int in_api;        /* inside sbd_gcall_send / _finish: a handler is on the stack */
     bool want_flush, close_pending, closing, reading;
 };
 
@@ -529,13 +531,36 @@ static int cb_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     return 0;
 }
 
+/* A started call ended by a reset (the client's, or one the client provoked, such as a
+ * window update past 2^31-1): takes a token. Each started a process that is killed at
+ * once; nghttp2 (before 1.67) limits only the resets the client sends, so a client could
+ * start and cancel processes without end. Returns false once the tokens are spent
+ * (LIMIT_SBD_GRPC_RESETS at once, LIMIT_SBD_GRPC_RESET_HZ a second). */
+static bool cancel_allowed(struct gconn *c)
+{
+    usec_t now = clock_now();
+    c->cancels += (double)(now - c->cancels_at) * LIMIT_SBD_GRPC_RESET_HZ / USEC_PER_SEC;
+    if (c->cancels > LIMIT_SBD_GRPC_RESETS)
+        c->cancels = LIMIT_SBD_GRPC_RESETS;
+    c->cancels_at = now;
+    if (c->cancels < 1)
+        return false;
+    c->cancels -= 1;
+    return true;
+}
+
 static int cb_stream_close(nghttp2_session *ng, int32_t id, uint32_t err, void *ud)
 {
-    (void)err, (void)ud;
+    struct gconn *c = ud;
     struct sbd_gcall *call = nghttp2_session_get_stream_user_data(ng, id);
-    if (call) {
-        (void)nghttp2_session_set_stream_user_data(ng, id, NULL);
-        call_free(call);
+    if (!call)
+        return 0;
+    bool cancelled = err != NGHTTP2_NO_ERROR && call->dispatched && !call->finished;
+    (void)nghttp2_session_set_stream_user_data(ng, id, NULL);
+    call_free(call);
+    if (cancelled && !cancel_allowed(c)) {
+        log_warn("gRPC client cancels started calls too fast, closing its connection");
+        (void)nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
     }
     return 0;
 }
@@ -813,7 +838,8 @@ static void on_connection(uv_stream_t *l, int status)
     c->tcp.data = c->idle.data = c;
     c->handles = 2;
     c->has_tcp = true;
-    c->last_active = clock_now();
+    c->last_active = c->cancels_at = clock_now();
+    c->cancels = LIMIT_SBD_GRPC_RESETS;
     if (g->o.idle_timeout) {
         uint64_t ms = g->o.idle_timeout / USEC_PER_MSEC / 2 + 1;
         (void)uv_timer_start(&c->idle, on_idle, ms, ms);
