@@ -238,7 +238,9 @@ int idle_probe_http(void *ctx, const char *ip, uint16_t port, usec_t timeout,
     buf_init(&body, LIMIT_IDLE_PROBE_BODY);
     r = sbd_client_call(c, &req, &body, &code, NULL, 0);
     if (r >= 0)
-        r = code == 200 ? idle_probe_parse(body.data ? body.data : "", body.len, ret) : -EIO;
+        r = code == 200
+                ? idle_probe_parse(body.data ? body.data : "", body.len, clock_wall_now(), ret)
+                : -EIO;
     buf_done(&body);
     sbd_client_free(c);
     return r;

@@ -96,12 +96,19 @@ enum idle_action idle_decide(const json_t *sb, const json_t *status, usec_t extr
     return IDLE_PROBE;
 }
 
-int idle_probe_parse(const char *body, size_t len, struct idle_probe *ret)
+int idle_probe_parse(const char *body, size_t len, usec_t now_wall, struct idle_probe *ret)
 {
     json_t *j = json_loadb(body, len, 0, NULL);
     const json_t *n = json_object_get(j, "running_processes");
+    const json_t *idle = json_object_get(j, "idle_seconds");
     usec_t last = parse_time(json_string_value(json_object_get(j, "last_activity")));
     int r = -EINVAL;
+    /* idle_seconds is measured on sandboxd's monotonic clock: the node's wall clock (the
+     * last_activity stamp) may be off from ours by more than a short timeout */
+    if (json_is_number(idle) && json_number_value(idle) >= 0 && json_number_value(idle) < 1e9) {
+        usec_t ago = (usec_t)(json_number_value(idle) * (double)USEC_PER_SEC);
+        last = now_wall > ago ? now_wall - ago : 1;
+    }
     if (json_is_integer(n) && json_integer_value(n) >= 0 && last) {
         *ret = (struct idle_probe){.running_processes = (size_t)json_integer_value(n),
                                    .last_activity = last};

@@ -47,8 +47,11 @@ struct idle_probe {
     usec_t last_activity; /* wall usec */
 };
 
-/** Parses a /v1/activity body (len bytes). Returns 0 or -EINVAL. */
-int idle_probe_parse(const char *body, size_t len, struct idle_probe *ret);
+/** Parses a /v1/activity body (len bytes) read at now_wall (our wall clock): the last
+ * activity is now_wall - idle_seconds when sandboxd gives it (its own clock's measure,
+ * whatever the node's wall clock says), else its last_activity stamp. Returns 0 or
+ * -EINVAL. */
+int idle_probe_parse(const char *body, size_t len, usec_t now_wall, struct idle_probe *ret);
 
 /** Second step after a successful probe: IDLE_SUSPEND, or IDLE_WAIT with *ret_wait
  * (busy: re-check after half the timeout, at least 1 s). since is idle_last_activity. */

@@ -140,16 +140,27 @@ static void test_probe_parse(void **state)
 {
     (void)state;
     struct idle_probe pr;
-    const char ok[] = "{\"running_processes\":2,\"last_activity\":\"2025-11-30T01:02:03.000004Z\","
-                      "\"idle_seconds\":0.0}";
-    assert_int_equal(idle_probe_parse(ok, strlen(ok), &pr), 0);
+    /* an older sandboxd without idle_seconds: its stamp */
+    const char stamp[] =
+        "{\"running_processes\":2,\"last_activity\":\"2025-11-30T01:02:03.000004Z\"}";
+    assert_int_equal(idle_probe_parse(stamp, strlen(stamp), T0 + 3600 * USEC_PER_SEC, &pr), 0);
     assert_int_equal(pr.running_processes, 2);
     assert_int_equal(pr.last_activity, T0 + 4);
-    const char *bad[] = {"", "{}",
+    /* with it, our clock minus sandboxd's measure: a node clock an hour behind (its stamp
+     * an hour old) does not make a Sandbox active 2 s ago look idle for an hour */
+    const char both[] = "{\"running_processes\":0,\"last_activity\":\"2025-11-30T01:02:03Z\","
+                        "\"idle_seconds\":2.5}";
+    assert_int_equal(idle_probe_parse(both, strlen(both), T0 + 3600 * USEC_PER_SEC, &pr), 0);
+    assert_int_equal(pr.last_activity, T0 + 3600 * USEC_PER_SEC - 2500 * USEC_PER_MSEC);
+    const char *bad[] = {"",
+                         "{}",
                          "{\"running_processes\":-1,\"last_activity\":\"2025-11-30T01:02:03Z\"}",
-                         "{\"running_processes\":1,\"last_activity\":\"x\"}", "[1]"};
+                         "{\"running_processes\":1,\"last_activity\":\"x\"}",
+                         "[1]",
+                         "{\"running_processes\":1,\"idle_seconds\":-1}",
+                         "{\"running_processes\":1,\"idle_seconds\":\"2\"}"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_int_equal(idle_probe_parse(bad[i], strlen(bad[i]), &pr), -EINVAL);
+        assert_int_equal(idle_probe_parse(bad[i], strlen(bad[i]), T0, &pr), -EINVAL);
 }
 
 static void test_after_probe(void **state)
