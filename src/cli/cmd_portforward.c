@@ -674,10 +674,14 @@ int cli_cmd_portforward(struct cli_globals *g, int argc, char **argv)
         for (int i = 0; i < 100 && atomic_load(&x->conns) > 0; i++)
             clock_sleep(50 * USEC_PER_MSEC); /* connections see pf_stop within a poll */
     }
-    if (atomic_load(&x->conns) == 0) { /* else connection threads still use it at exit */
-        kube_config_free(x->cfg);
-        pthread_mutex_destroy(&x->token_lock);
-        xfree(x);
+    if (atomic_load(&x->conns) > 0) {
+        /* A connection thread still inside a connect or TLS handshake (up to 30 s): the
+         * exit handlers (OpenSSL's, libcurl's) must not run under it. */
+        (void)fflush(NULL);
+        _exit(rc);
     }
+    kube_config_free(x->cfg);
+    pthread_mutex_destroy(&x->token_lock);
+    xfree(x);
     return rc;
 }
