@@ -27,6 +27,9 @@ struct act {
     usec_t last;       /* monotonic */
     usec_t written;    /* the activity time last written (monotonic) */
     usec_t written_at; /* when it was written */
+    usec_t prev;       /* written before the write under way (restored if it fails) */
+    usec_t retry_at;   /* after failed writes: not before (monotonic) */
+    unsigned fails;    /* failed writes in a row */
     bool writing, orphan;
     char value[40];
 };
@@ -78,10 +81,19 @@ static void write_done(void *arg, int rc)
         return;
     }
     if (rc < 0) {
+        /* Again after a back-off: the interval at least, doubling to 10 minutes. Before,
+         * every tick (a second) wrote again, for good, with or without traffic: a webhook
+         * refusing the annotation, or an API server answering 429, got a write a second
+         * per active Sandbox. */
+        usec_t b = LIMIT_ROUTER_ACTIVITY_MAX << (a->fails < 4 ? a->fails : 4);
         a->t->st.write_errors++;
-        a->written = 0; /* try again at the next flush */
+        a->written = a->prev;
+        a->fails++;
+        a->retry_at =
+            clock_now() + (b < LIMIT_ROUTER_ACTIVITY_FORGET ? b : LIMIT_ROUTER_ACTIVITY_FORGET);
         log_debug_errno(rc, "activity annotation not written\tsandbox=%s", a->key);
     } else {
+        a->fails = 0;
         a->t->st.writes++;
     }
 }
@@ -105,6 +117,8 @@ static bool flush_one(struct activity_track *t, struct act *a, usec_t now)
         a->last = now;
     if (a->writing)
         return false;
+    if (a->fails && now < a->retry_at) /* given up once idle as long as an entry is kept */
+        return !a->open && now - a->last >= LIMIT_ROUTER_ACTIVITY_FORGET;
     if (a->last <= a->written)
         return !a->open && now - a->last >= LIMIT_ROUTER_ACTIVITY_FORGET;
     usec_t iv = interval_of(t, a->key);
@@ -116,6 +130,7 @@ static bool flush_one(struct activity_track *t, struct act *a, usec_t now)
     if (resume_worker_submit(t->o.worker, write_run, write_done, a) < 0)
         return false;
     a->writing = true;
+    a->prev = a->written;
     a->written = a->last;
     a->written_at = now;
     return false;

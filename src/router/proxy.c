@@ -229,6 +229,10 @@ void proxy__px_fail(struct px *x, int status, const char *detail, const char *re
         x->error_reason = reason;
     if (!x->resp_started && !http_req_is_aborted(x->req)) {
         x->status = status;
+        /* the router's own 503s (not Ready, resuming with no room to wait, a failed
+         * resume, the cache not synced) are passing: a client may retry in a second */
+        if (status == 503)
+            (void)http_resp_header_add(x->req, "Retry-After", "1");
         (void)http_respond_error(x->req, status, detail);
     } else {
         http_req_abort(x->req);

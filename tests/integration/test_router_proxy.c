@@ -413,6 +413,10 @@ static void test_errors(void **state)
     assert_int_equal(get(rt, raw, &resp), 0);
     assert_int_equal(resp.status, 503);
     assert_non_null(strstr(buf_str(&resp.body), "PodNotReady"));
+    char *ra = test_http_header(&resp, "Retry-After");
+    assert_non_null(ra); /* a passing state: retry shortly */
+    assert_string_equal(ra, "1");
+    xfree(ra);
     test_http_resp_done(&resp);
     /* A metadata pod IP is never dialled, even with the loopback flag. */
     (void)snprintf(raw, sizeof(raw), "GET /s/%s/meta/80/ HTTP/1.1\r\nHost: h\r\n\r\n", ns);

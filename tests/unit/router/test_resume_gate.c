@@ -464,6 +464,7 @@ static void test_start_holds_capped(void **state)
 
 struct writes {
     atomic_int n;
+    int rc; /* what each write returns */
     char last[64];
 };
 
@@ -474,7 +475,61 @@ static int fake_write(void *ctx, const char *ns, const char *name, const char *v
     assert_string_equal(name, "a");
     (void)snprintf(w->last, sizeof(w->last), "%s", value);
     atomic_fetch_add(&w->n, 1);
-    return 0;
+    return w->rc;
+}
+
+/* Runs loop until w has n writes, or for wait. */
+static void run_writes(uv_loop_t *loop, struct writes *w, int n, usec_t wait)
+{
+    usec_t end = clock_now() + wait;
+    while (atomic_load(&w->n) < n && clock_now() < end) {
+        (void)uv_run(loop, UV_RUN_NOWAIT);
+        clock_sleep(5 * USEC_PER_MSEC);
+    }
+    (void)uv_run(loop, UV_RUN_NOWAIT);
+}
+
+/* A refused annotation write (a webhook, RBAC, a 429) is tried again after a back-off,
+ * not at every flush (a second): before, 5 flushes gave 5 writes, with or without
+ * traffic, for good. */
+static void test_activity_failed_write_backs_off(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    struct resume_worker *worker;
+    struct writes w = {.rc = -EACCES};
+    struct activity_stats st;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(resume_worker_new(&loop, &worker), 0);
+    struct kube_store *store = kube_store_new();
+    kube_store_put(store, sandbox("a", "Running", true, "{\"timeoutSeconds\":4}"), NULL);
+    struct activity_track_opts o = {.store = store,
+                                    .worker = worker,
+                                    .tick = 3600 * USEC_PER_SEC,
+                                    .write = fake_write,
+                                    .write_ctx = &w};
+    struct activity_track *t = activity_track_new(&loop, &o);
+    activity_begin(t, "ns/a");
+    activity_end(t, "ns/a");
+    activity_flush(t);
+    run_writes(&loop, &w, 1, 5 * USEC_PER_SEC);
+    assert_int_equal(atomic_load(&w.n), 1);
+    for (int i = 0; i < 5; i++) {
+        activity_begin(t, "ns/a"); /* traffic goes on */
+        activity_end(t, "ns/a");
+        clock_sleep(250 * USEC_PER_MSEC); /* past the 1 s interval of a 4 s timeout */
+        activity_flush(t);
+        run_writes(&loop, &w, 2, 100 * USEC_PER_MSEC); /* a write would be done by then */
+    }
+    assert_int_equal(atomic_load(&w.n), 1); /* held back */
+    activity_track_stats(t, &st);
+    assert_int_equal(st.write_errors, 1);
+    assert_int_equal(st.entries, 1); /* not forgotten: written once the back-off ends */
+    activity_track_free(t);
+    resume_worker_free(worker);
+    (void)uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    kube_store_free(store);
 }
 
 static void test_activity_batched(void **state)
@@ -534,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_start_hold_stale),
         cmocka_unit_test(test_start_holds_capped),
         cmocka_unit_test(test_activity_batched),
+        cmocka_unit_test(test_activity_failed_write_backs_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
