@@ -37,7 +37,9 @@ void cli_help_uninstall(FILE *out)
     fprintf(out, "Usage: kubectl-sandbox uninstall (--yes | --keep-crds) [--dry-run]\n\n"
                  "Deletes what install applies, in reverse order. Deleting the CRDs deletes\n"
                  "every Sandbox, claim, template and pool in the cluster, so it needs --yes;\n"
-                 "--keep-crds removes only the controller, router and RBAC.\n"
+                 "--keep-crds removes only the controller, router and RBAC: the CRDs, every\n"
+                 "object of theirs and the agent-sandbox-system namespace (with what else is\n"
+                 "in it, such as agent-sandbox-config) stay.\n"
                  "Exit codes: 0 removed (objects already gone are skipped), 1 a delete failed.\n");
 }
 
@@ -244,7 +246,8 @@ static int delete_one(struct cli_globals *g, struct kube_client *c, const json_t
     const struct kube_res *res = cli_manifest_res(o);
     char what[400];
     describe_obj(o, res, what, sizeof(what));
-    if (!res || (opt->keep_crds && res == &KUBE_RES_CRDS))
+    /* the namespace holds more than install made (the config map, Sandboxes, claims) */
+    if (!res || (opt->keep_crds && (res == &KUBE_RES_CRDS || res == &KUBE_RES_NAMESPACES)))
         return CLI_OK;
     if (opt->dry_run) {
         fprintf(g->out, "%s deleted (dry run)\n", what);
@@ -255,6 +258,11 @@ static int delete_one(struct cli_globals *g, struct kube_client *c, const json_t
         kube_delete(c, res, res->namespaced ? kube_obj_namespace(o) : NULL, kube_obj_name(o), &e);
     if (r < 0 && kube_err_is_not_found(&e)) {
         fprintf(g->out, "%s not found, skipped\n", what);
+        return CLI_OK;
+    }
+    if (r < 0 && res == &KUBE_RES_NAMESPACES && kube_err_is_conflict(&e)) {
+        /* a second uninstall while the first one's namespace still terminates */
+        fprintf(g->out, "%s already being deleted, skipped\n", what);
         return CLI_OK;
     }
     if (r < 0)

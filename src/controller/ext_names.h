@@ -9,4 +9,5 @@
 #define EXT_NP_SUFFIX        "-network-policy"
 #define EXT_ROUTER_NAMESPACE "agent-sandbox-system"
 #define EXT_ROUTER_APP       "sandbox-router"
+#define EXT_CONTROLLER_APP   "agent-sandbox-controller" /* in EXT_ROUTER_NAMESPACE too */
 #define EXT_FIELD_MANAGER    "sandbox-extensions-controller"

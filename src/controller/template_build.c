@@ -191,11 +191,15 @@ bool tpl_blueprint_matches(const json_t *tpl, const json_t *sb)
 
 /* ---- NetworkPolicy ------------------------------------------------------------------ */
 
+/* The router, and the controller: its idle probes (sandboxd's /v1/activity) and
+ * late-bound deliveries (claimConfigDelivery) reach the pod directly. */
 static json_t *default_ingress(void)
 {
-    return json_pack("[{s:[{s:{s:{s:s}}, s:{s:{s:s}}}]}]", "from", "namespaceSelector",
-                     "matchLabels", "kubernetes.io/metadata.name", EXT_ROUTER_NAMESPACE,
-                     "podSelector", "matchLabels", "app", EXT_ROUTER_APP);
+    return json_pack("[{s:[{s:{s:{s:s}}, s:{s:{s:s}}}, {s:{s:{s:s}}, s:{s:{s:s}}}]}]", "from",
+                     "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name",
+                     EXT_ROUTER_NAMESPACE, "podSelector", "matchLabels", "app", EXT_ROUTER_APP,
+                     "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name",
+                     EXT_ROUTER_NAMESPACE, "podSelector", "matchLabels", "app", EXT_CONTROLLER_APP);
 }
 
 /* DNS to the cluster resolver only; everything public; nothing private, link-local

@@ -67,7 +67,26 @@ def pod_problems(dep):
                 errs.append("%s/%s: no %s" % (name, c["name"], p))
         if name == "agent-sandbox-controller" and "--leader-elect=true" not in c.get("args", []):
             errs.append("%s: not leader-elected" % name)
+        # a read-only root: --metrics-secure writes its self-signed certificate to /tmp
+        tmp = [m for m in c.get("volumeMounts", []) if m.get("mountPath") == "/tmp"]
+        vols = {v["name"]: v for v in spec.get("volumes", [])}
+        if not tmp or "emptyDir" not in vols.get(tmp[0]["name"], {}):
+            errs.append("%s/%s: no writable /tmp (emptyDir)" % (name, c["name"]))
+    if name == "agent-sandbox-controller" and spec.get("terminationGracePeriodSeconds", 30) <= 30:
+        errs.append("%s: grace period not past the 30 s drain (the Lease is released after it)"
+                    % name)
     return errs
+
+
+def reaches_sandbox_pods(np):
+    """Whether NetworkPolicy np lets its pods out to sandbox pods (any namespace)."""
+    for rule in np["spec"].get("egress", []):
+        for peer in rule.get("to", []):
+            sel = peer.get("podSelector", {})
+            keys = [e.get("key") for e in sel.get("matchExpressions", [])]
+            if "namespaceSelector" in peer and "agents.x-k8s.io/sandbox-name-hash" in keys:
+                return True
+    return False
 
 
 def check(path):
@@ -77,6 +96,10 @@ def check(path):
     for d in docs:
         if d["kind"] == "Deployment":
             errs += pod_problems(d)
+        # idle probes and late-bound deliveries go from the controller to sandbox pods
+        if (d["kind"], d["metadata"]["name"]) == ("NetworkPolicy", "agent-sandbox-controller") \
+                and not reaches_sandbox_pods(d):
+            errs.append("NetworkPolicy agent-sandbox-controller: no egress to sandbox pods")
         ns = d["metadata"].get("namespace")
         if ns not in (None, "agent-sandbox-system"):
             errs.append("%s %s in namespace %s" % (d["kind"], d["metadata"]["name"], ns))

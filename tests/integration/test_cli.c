@@ -581,8 +581,24 @@ static void test_install_uninstall(void **state)
     json_decref(sa);
     assert_true(managed);
     assert_int_equal(it_cli_run("uninstall", &out), 2); /* needs --yes or --keep-crds */
+    json_t *cm = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "apiVersion", "v1", "kind",
+                           "ConfigMap", "metadata", "name", "agent-sandbox-config", "namespace",
+                           "agent-sandbox-system", "data", "allowed-label-domains", "example.com");
+    if (kube_create(client, &KUBE_RES_CONFIGMAPS, "agent-sandbox-system", cm, NULL, &e) < 0 &&
+        !kube_err_is_already_exists(&e)) /* a run before this one on the same server */
+        fail_msg("config map: %s", e.message);
+    json_decref(cm);
     assert_int_equal(it_cli_run("uninstall --keep-crds", &out), 0);
     assert_null(strstr(buf_str(&out), "customresourcedefinition"));
+    /* the namespace stays, with the user's config in it (it was deleted, and all in it) */
+    assert_null(strstr(buf_str(&out), "namespace/agent-sandbox-system deleted"));
+    json_t *nsobj = NULL;
+    IT_OK(kube_get(client, &KUBE_RES_NAMESPACES, NULL, "agent-sandbox-system", &nsobj, &e), &e);
+    assert_false(kube_obj_deleting(nsobj));
+    json_decref(nsobj);
+    IT_OK(kube_get(client, &KUBE_RES_CONFIGMAPS, "agent-sandbox-system", "agent-sandbox-config",
+                   NULL, &e),
+          &e);
     assert_int_equal(kube_get(client, &KUBE_RES_SERVICEACCOUNTS, "agent-sandbox-system",
                               "agent-sandbox-controller", NULL, &e),
                      -ENOENT);
