@@ -375,8 +375,12 @@ static bool watch_loop(struct kube_informer *inf)
         resumed = true;
         if (stopping(inf))
             return false;
-        bool progressed =
-            kube_watch_events(inf->w) > ev0 || clock_now() - t0 >= LIMIT_KUBE_WATCH_MIN_LIFE;
+        /* Progress: an event, or a watch that lived and ended cleanly (its timeout). A
+         * failure is never progress by its duration: a slow API server answering each
+         * watch with an error (or a 410) after a second would reset the back-off every
+         * time (about one retry, or one full LIST, a second for good). */
+        bool progressed = kube_watch_events(inf->w) > ev0 ||
+                          (r == 0 && clock_now() - t0 >= LIMIT_KUBE_WATCH_MIN_LIFE);
         any = any || progressed;
         if (r == -ESTALE) {
             stat_inc(inf, &inf->st.gone);

@@ -46,6 +46,7 @@ static bool compact;                  /* informers started with compact_store */
 static usec_t bo_min = USEC_PER_MSEC; /* the informers' back-off */
 static int start_bad;                 /* F.bad of the informers started next */
 static usec_t bo_max = 2 * USEC_PER_MSEC;
+static usec_t gone_after; /* how long each watch takes to meet its 410 */
 
 static int fake_list_pages(void *ctx, const struct kube_informer_opts *o, kube_list_page_fn *fn,
                            void *fn_ctx, struct kube_err *reterr)
@@ -85,6 +86,7 @@ static int fake_watch(void *ctx, const struct kube_informer_opts *o,
     (void)o, (void)reterr;
     if (f->gone > 0) {
         f->gone--;
+        clock_sleep(gone_after); /* a slow API server's answer */
         return -ESTALE;
     }
     if (f->bad > 0) {
@@ -185,6 +187,34 @@ static void test_quick_gone_relists_back_off(void **state)
                   (unsigned long long)st.lists);
     assert_true(st.lists >= 2);
     assert_true(st.lists <= 15); /* 20, 40, 80, 160, then 200 ms apart (with jitter) */
+}
+
+/* The same with a slow API server: each watch meets its 410 after 1.1 s (more than the
+ * 1 s a watch must live to count as progress). A failed watch is no progress however
+ * long it took: the re-lists still back off. Before, its duration counted: the back-off
+ * was reset and each 410 re-listed at once, a full LIST every 1.1 s. */
+static void test_slow_gone_relists_back_off(void **state)
+{
+    enum { CALLS = 8 };
+    static struct call calls[CALLS];
+    struct kube_informer_stats st;
+    (void)state;
+    for (size_t i = 0; i < CALLS; i++)
+        calls[i] = (struct call){.pages = {PAGE("5", OBJ("a", "5"))}};
+    bo_min = 1500 * USEC_PER_MSEC;
+    bo_max = 3 * USEC_PER_SEC;
+    gone_after = 1100 * USEC_PER_MSEC;
+    start(calls, CALLS, 1000);
+    clock_sleep(3500 * USEC_PER_MSEC);
+    kube_informer_stats(F.inf, &st);
+    finish();
+    bo_min = USEC_PER_MSEC;
+    bo_max = 2 * USEC_PER_MSEC;
+    gone_after = 0;
+    print_message("LISTs in 3.5 s with every watch gone after 1.1 s: %llu\n",
+                  (unsigned long long)st.lists);
+    assert_true(st.lists >= 1);
+    assert_true(st.lists <= 2); /* at 0 and after 1.1 + 1.5 s; before: 0, 1.1, 2.2, 3.3 s */
 }
 
 /* Every watch breaks on an event it cannot take (-EPROTO, nothing applied): after three
@@ -306,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_page_without_rv_fails_the_list),
         cmocka_unit_test(test_restart_with_compact_store),
         cmocka_unit_test(test_quick_gone_relists_back_off),
+        cmocka_unit_test(test_slow_gone_relists_back_off),
         cmocka_unit_test(test_unreadable_event_relists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
