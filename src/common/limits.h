@@ -178,6 +178,7 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_ROUTER_RESUME_PER_SANDBOX 256                  /* held requests per sandbox */
 #define LIMIT_ROUTER_RESUME_TOTAL       4096                 /* held requests in all */
 #define LIMIT_ROUTER_RESUME_POLL        (20 * USEC_PER_MSEC) /* cache check while holding */
+#define LIMIT_ROUTER_RESUME_GRACE       (10 * USEC_PER_SEC)  /* a resume remembered after it */
 #define LIMIT_ROUTER_START_HOLD         (30 * USEC_PER_SEC)  /* a starting Sandbox's hold */
 #define LIMIT_ROUTER_START_LAG          (2 * USEC_PER_SEC)   /* ... not Ready for longer */
 #define LIMIT_ROUTER_WORKER_QUEUE       4096                 /* queued API writes */

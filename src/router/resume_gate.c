@@ -39,6 +39,9 @@ struct entry {
     bool resume;            /* a request of this episode was held for a resume */
     bool patching, patched; /* our patch is running / succeeded */
     bool orphan;            /* removed from the map while patching: done frees it */
+    usec_t patched_at;      /* when it succeeded (the entry stays RESUME_GRACE after) */
+    int64_t base_gen;       /* the Sandbox's generation when the patch was sent */
+    char uid[64];           /* and its UID */
     int patch_rc;
     char err[256];
 };
@@ -132,6 +135,7 @@ static void patch_done(void *arg, int rc)
     }
     e->patch_rc = rc;
     e->patched = rc >= 0;
+    e->patched_at = clock_now();
     struct resume_gate *g = e->g;
     if (rc < 0) {
         g->st.resume_errors++;
@@ -143,10 +147,23 @@ static void patch_done(void *arg, int rc)
         metric_inc(g->resumes, (const char *const[]){rc < 0 ? "error" : "ok"});
 }
 
-static void start_patch(struct resume_gate *g, struct entry *e)
+/* A patched entry whose Sandbox (sb, as the cache has it) was suspended again since the
+ * resume (a later generation), or made again under its name (another UID), needs another
+ * patch; the same generation is the cache not showing the resume yet: it does not. */
+static void patched_still_holds(struct entry *e, const json_t *sb)
 {
+    const char *uid = kube_obj_uid(sb);
+    if (e->patched && (kube_obj_generation(sb) > e->base_gen || (uid && strcmp(uid, e->uid) != 0)))
+        e->patched = false;
+}
+
+static void start_patch(struct resume_gate *g, struct entry *e, const json_t *sb)
+{
+    patched_still_holds(e, sb);
     if (e->patching || e->patched)
         return;
+    e->base_gen = kube_obj_generation(sb);
+    (void)snprintf(e->uid, sizeof(e->uid), "%s", kube_obj_uid(sb) ?: "");
     if (resume_worker_submit(g->o.worker, patch_run, patch_done, e) < 0) {
         e->patch_rc = -EAGAIN;
         (void)snprintf(e->err, sizeof(e->err), "too many API writes pending");
@@ -252,8 +269,8 @@ static void check_entry(struct resume_gate *g, struct entry *e, usec_t now)
                        e->ns, e->name, e->err);
         wake_all(e, 503, d, "error");
     } else {
-        if (c == RESUME_WAKE && !e->patched)
-            start_patch(g, e);
+        if (c == RESUME_WAKE)
+            start_patch(g, e, sb);
         wake_expired(e, sb, now);
     }
     json_decref(sb);
@@ -280,13 +297,14 @@ static void on_tick(uv_timer_t *t)
     }
     for (size_t i = 0; i < keys.n; i++) {
         struct entry *e = map_get(g->entries, keys.v[i]);
-        if (!e || e->head) /* held again since: it stays */
+        /* Held again since, its patch under way, or patched a moment ago (the cache may
+         * not show the resume yet): it stays, so that the next request does not send
+         * another patch (one per tick with clients that give up and retry). */
+        if (!e || e->head || e->patching ||
+            (e->patched && now - e->patched_at < LIMIT_ROUTER_RESUME_GRACE))
             continue;
         (void)map_remove(g->entries, keys.v[i]);
-        if (e->patching)
-            e->orphan = true;
-        else
-            entry_free(e);
+        entry_free(e);
     }
     kube_strv_done(&keys);
     if (map_len(g->entries) == 0)
@@ -464,7 +482,7 @@ int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, co
     if (g->held_now)
         metric_inc(g->held_now, NULL);
     if (c == RESUME_WAKE)
-        start_patch(g, e);
+        start_patch(g, e, sb);
     if (!uv_is_active((uv_handle_t *)&g->timer))
         (void)uv_timer_start(&g->timer, on_tick, LIMIT_ROUTER_RESUME_POLL / USEC_PER_MSEC,
                              LIMIT_ROUTER_RESUME_POLL / USEC_PER_MSEC);

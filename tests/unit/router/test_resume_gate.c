@@ -124,6 +124,7 @@ struct fx {
     struct resume_worker *worker;
     struct resume_gate *gate;
     atomic_int patches;
+    atomic_bool block; /* patches wait while true */
     int patch_rc;
     int woken, statuses[64];
     usec_t woken_at[64]; /* clock_now() at each callback */
@@ -136,6 +137,8 @@ static int fake_patch(void *ctx, const char *ns, const char *name, char *err, si
     (void)ns;
     (void)name;
     atomic_fetch_add(&f->patches, 1);
+    while (atomic_load(&f->block))
+        clock_sleep(USEC_PER_MSEC);
     if (f->patch_rc < 0)
         (void)snprintf(err, size, "sandboxes is forbidden");
     return f->patch_rc;
@@ -329,6 +332,51 @@ static void test_patch_error_and_cancel(void **state)
     assert_int_equal(f->woken, 1);
     assert_int_equal(f->statuses[0], 503);
     assert_non_null(strstr(f->last_detail, "could not be resumed: sandboxes is forbidden"));
+    json_decref(sb);
+    fx_free(f);
+}
+
+/* Clients that give up while the resume patch is under way, and retry: one patch, not
+ * one per retry (the entry went with its last waiter, and the next request, finding
+ * none, sent another: one a tick for as long as the cache said Suspended). A Sandbox
+ * suspended again since (a later generation) gets another. */
+static void test_retries_during_patch_one_resume(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(0, 0);
+    json_t *sb = sandbox("a", "Suspended", false, POLICY);
+    kube_store_put(f->store, json_incref(sb), NULL);
+    struct resume_waiter *w;
+    char d[512];
+    int st = 503;
+    atomic_store(&f->block, true);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+        for (int t = 0; t < 3; t++) /* a tick, with the patch still under way */
+            (void)uv_run(&f->loop, UV_RUN_ONCE);
+        resume_gate_cancel(f->gate, w); /* the client gave up */
+        for (int t = 0; t < 3; t++)
+            (void)uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    atomic_store(&f->block, false);
+    assert_true(run_until(f, patched));
+    for (int t = 0; t < 5; t++)
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+    /* after it: the cache does not show the resume yet; a request sends no other patch */
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    for (int t = 0; t < 5; t++)
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(atomic_load(&f->patches), 1);
+    resume_gate_cancel(f->gate, w);
+    /* suspended again (two generations on: the resume's and the suspend's): resumed again */
+    json_object_set_new(json_object_get(sb, "metadata"), "generation", json_integer(3));
+    kube_store_put(f->store, json_incref(sb), NULL);
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    usec_t end = clock_now() + 5 * USEC_PER_SEC;
+    while (atomic_load(&f->patches) < 2 && clock_now() < end)
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(atomic_load(&f->patches), 2);
+    resume_gate_cancel(f->gate, w);
     json_decref(sb);
     fx_free(f);
 }
@@ -584,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_reject_and_pass),
         cmocka_unit_test(test_bound_and_timeout),
         cmocka_unit_test(test_patch_error_and_cancel),
+        cmocka_unit_test(test_retries_during_patch_one_resume),
         cmocka_unit_test(test_start_hold_forwards),
         cmocka_unit_test(test_start_hold_expires),
         cmocka_unit_test(test_start_hold_stale),
