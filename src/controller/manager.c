@@ -368,6 +368,7 @@ static int start_informers(struct ctrl_manager *m)
         .owner_gone = m->ext ? ext_ctrl_owner_claim_gone : NULL,
         .owner_gone_ctx = m->ext,
         .memo = m->memo,
+        .idle = m->idle, /* made before the informers (start_idle) */
     };
     return 0;
 }
@@ -419,8 +420,7 @@ static void start_idle(struct ctrl_manager *m)
                                 .probe_port = m->opts.idle_probe_port,
                                 .probe = m->opts.idle_probe,
                                 .probe_ctx = m->opts.idle_probe_ctx};
-    m->idle = idle_ctrl_new(&io);
-    m->rec.idle = m->idle;
+    m->idle = idle_ctrl_new(&io); /* the reconciler gets it with the stores */
 }
 
 /* Only the leader deletes, and not once it stops. */
