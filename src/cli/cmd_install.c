@@ -78,15 +78,11 @@ static int parse_install(const struct cli_globals *g, int argc, char **argv, str
 /* Apply order: what others refer to first (kubectl apply's order, in short). */
 static int kind_rank(const json_t *o)
 {
-    static const char *const order[] = {"CustomResourceDefinition",
-                                        "Namespace",
-                                        "ServiceAccount",
-                                        "ClusterRole",
-                                        "ClusterRoleBinding",
-                                        "Role",
-                                        "RoleBinding",
-                                        "ConfigMap",
-                                        "Secret",
+    static const char *const order[] = {"CustomResourceDefinition", "Namespace", "ServiceAccount",
+                                        "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                                        /* before the controller runs */
+                                        "ValidatingAdmissionPolicy",
+                                        "ValidatingAdmissionPolicyBinding", "ConfigMap", "Secret",
                                         "Service"};
     const char *kind = json_string_value(json_object_get(o, "kind"));
     for (size_t i = 0; kind && i < sizeof(order) / sizeof(order[0]); i++)

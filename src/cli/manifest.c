@@ -26,6 +26,12 @@ const struct kube_res CLI_RES_ROLEBINDINGS =
     RES("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true);
 const struct kube_res CLI_RES_PDBS =
     RES("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true);
+const struct kube_res CLI_RES_VAPS =
+    RES("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies", false);
+const struct kube_res CLI_RES_VAPBINDINGS =
+    RES("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings", false);
 
 static const struct kube_res *const known[] = {
     &API_RES_SANDBOXES,     &API_RES_SANDBOXTEMPLATES,
@@ -36,7 +42,8 @@ static const struct kube_res *const known[] = {
     &KUBE_RES_SECRETS,      &KUBE_RES_NETWORKPOLICIES,
     &CLI_RES_CLUSTERROLES,  &CLI_RES_CLUSTERROLEBINDINGS,
     &CLI_RES_ROLES,         &CLI_RES_ROLEBINDINGS,
-    &CLI_RES_PDBS,
+    &CLI_RES_PDBS,          &CLI_RES_VAPS,
+    &CLI_RES_VAPBINDINGS,
 };
 
 const struct kube_res *cli_manifest_res(const json_t *obj)

@@ -25,3 +25,5 @@ extern const struct kube_res CLI_RES_CLUSTERROLEBINDINGS;
 extern const struct kube_res CLI_RES_ROLES;
 extern const struct kube_res CLI_RES_ROLEBINDINGS;
 extern const struct kube_res CLI_RES_PDBS;
+extern const struct kube_res CLI_RES_VAPS;
+extern const struct kube_res CLI_RES_VAPBINDINGS;

@@ -3,10 +3,11 @@
 """Checks a rendered install (install.yaml or `helm template` output).
 
 Usage: check_manifests.py FILE                  inventory and pod security
-       check_manifests.py --same-rbac A B       the RBAC rules of A and B are identical
+       check_manifests.py --same-rbac A B       the RBAC rules (and the admission policies
+                                                that confine them) of A and B are identical
 
 Inventory: the namespace, the four CRDs, both Deployments with their ServiceAccounts,
-RBAC, Services (proxy, metrics), the router PDB and the NetworkPolicies. Pod security:
+RBAC, the controller's Secret admission policy, Services (proxy, metrics), the router PDB and the NetworkPolicies. Pod security:
 every Deployment runs non-root with a RuntimeDefault seccomp profile, no privilege
 escalation, a read-only root file system, all capabilities dropped, and probes; the
 controller runs leader-elected. Prints what is wrong and exits 1.
@@ -24,9 +25,13 @@ WANT = {
     ("ServiceAccount", "sandbox-router"),
     ("ClusterRole", "agent-sandbox-controller"),
     ("ClusterRole", "agent-sandbox-controller-extensions"),
+    ("ClusterRole", "agent-sandbox-controller-late-binding"),
     ("ClusterRole", "sandbox-router"),
     ("ClusterRoleBinding", "agent-sandbox-controller"),
     ("ClusterRoleBinding", "agent-sandbox-controller-extensions"),
+    ("ClusterRoleBinding", "agent-sandbox-controller-late-binding"),
+    ("ValidatingAdmissionPolicy", "agent-sandbox-controller-secrets"),
+    ("ValidatingAdmissionPolicyBinding", "agent-sandbox-controller-secrets"),
     ("ClusterRoleBinding", "sandbox-router"),
     ("Role", "agent-sandbox-controller-leader-election"),
     ("RoleBinding", "agent-sandbox-controller-leader-election"),
@@ -114,6 +119,8 @@ def rbac(path):
                 yaml.safe_dump(r, sort_keys=True) for r in d.get("rules", []))
         if d["kind"] in ("ClusterRoleBinding", "RoleBinding"):
             out[(d["kind"], d["metadata"]["name"])] = (d["roleRef"], d["subjects"])
+        if d["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+            out[(d["kind"], d["metadata"]["name"])] = d["spec"]
     return out
 
 

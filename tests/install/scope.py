@@ -5,7 +5,8 @@
 Usage: scope.py INSTALL_YAML NAMESPACE [CONTROLLER_NAMESPACE] > out.yaml
 
 Drops the CRDs; renames agent-sandbox-system to NAMESPACE and every cluster-scoped object
-to NAMESPACE-<name> (bindings follow); the controller and the router watch NAMESPACE only
+to NAMESPACE-<name> (bindings follow; the Secret admission policy matches the
+controller of NAMESPACE); the controller and the router watch NAMESPACE only
 (--namespace) and the controller elects its leader on a Lease named NAMESPACE. So the
 Deployments of install.yaml run as pods on a cluster where another controller owns the
 Sandboxes of every other namespace, and nothing of the two installs collides. With
@@ -17,7 +18,8 @@ import sys
 import yaml
 
 SYS = "agent-sandbox-system"
-CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding"}
+CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                 "ValidatingAdmissionPolicyBinding"}
 
 
 def scope(doc, ns, ctrl_ns):
@@ -34,6 +36,11 @@ def scope(doc, ns, ctrl_ns):
         for s in doc["subjects"]:
             if s.get("namespace") == SYS:
                 s["namespace"] = ns
+    if kind == "ValidatingAdmissionPolicyBinding":
+        doc["spec"]["policyName"] = "%s-%s" % (ns, doc["spec"]["policyName"])
+    if kind == "ValidatingAdmissionPolicy":
+        for c in doc["spec"].get("matchConditions", []):
+            c["expression"] = c["expression"].replace(":%s:" % SYS, ":%s:" % ns)
     if kind == "Role":
         for r in doc["rules"]:
             if "resourceNames" in r and r.get("resources") == ["leases"]:

@@ -50,6 +50,8 @@ static_rbac() {
 	check "controller may manage NetworkPolicies" can "$c" delete networkpolicies.networking.k8s.io x
 	check "controller may get/update its Lease and create Leases in $SYS_NS" eval \
 		"can $c update leases.coordination.k8s.io/$LEASE $SYS_NS && can $c create leases.coordination.k8s.io $SYS_NS"
+	check "controller may get and create secrets and get configmaps (late binding)" eval \
+		"can $c get secrets x && can $c create secrets x && can $c get configmaps x"
 	check_not "controller may not list, watch, update or delete secrets" eval \
 		"can $c list secrets x || can $c watch secrets x || can $c update secrets x || can $c delete secrets x"
 	check_not "controller may not list or write configmaps" eval \
@@ -64,6 +66,51 @@ static_rbac() {
 		"can $r list sandboxes.agents.x-k8s.io '' --all-namespaces && can $r watch sandboxes.agents.x-k8s.io x && can $r patch sandboxes.agents.x-k8s.io x && can $r create tokenreviews.authentication.k8s.io && can $r create subjectaccessreviews.authorization.k8s.io"
 	check_not "router may not read pods, secrets or claims, nor create or delete sandboxes" eval \
 		"can $r get pods x || can $r get secrets x || can $r list sandboxclaims.extensions.agents.x-k8s.io x || can $r create sandboxes.agents.x-k8s.io x || can $r delete sandboxes.agents.x-k8s.io x"
+}
+
+# secret_doc TYPE [OWNER]: a Secret named policy-test in default; OWNER adds the
+# config-token label (naming sb) and a controller ownerReference to Sandbox OWNER.
+secret_doc() {
+	printf 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: policy-test\n  namespace: default\n'
+	[ "$1" != kubernetes.io/service-account-token ] ||
+		printf '  annotations: {kubernetes.io/service-account.name: default}\n'
+	if [ -n "${2:-}" ]; then
+		printf '  labels: {extensions.agents.x-k8s.io/config-token-for: sb}\n'
+		printf '  ownerReferences: [{apiVersion: agents.x-k8s.io/v1beta1, kind: Sandbox, name: %s, uid: %s, controller: true}]\n' \
+			"$2" 0b6f1d53-2a3c-4b8e-9f1a-1c2d3e4f5a6b
+	fi
+	printf 'type: %s\n' "$1"
+}
+# secret_create AS TYPE [OWNER]: a server-side dry-run create (admission runs) as AS
+# ("" = the admin); the output is in $WORK/secret.log.
+secret_create() {
+	secret_doc "${@:2}" | k create --dry-run=server ${1:+--as="$1"} -f - >"$WORK/secret.log" 2>&1
+}
+
+static_secret_policy() {
+	local c=$CTRL_SA
+	# a policy takes effect once the API server has compiled it: poll the first check
+	# shellcheck disable=SC2016 # expanded by eval, on each try
+	if poll 30 eval '! secret_create "$CTRL_SA" kubernetes.io/service-account-token sb &&
+		grep -q "may create only Opaque" "$WORK/secret.log"'; then
+		ok "controller may not create a service-account-token Secret (admission policy)"
+	else
+		not_ok "controller may not create a service-account-token Secret (admission policy)" \
+			"$(secret_create "$c" kubernetes.io/service-account-token sb; cat "$WORK/secret.log")"
+	fi
+	check_not "controller may not create an Opaque Secret without a Sandbox owner and label" eval \
+		"secret_create '$c' Opaque || ! grep -q 'may create only config-token Secrets' '$WORK/secret.log'"
+	check_not "controller may not create a config token owned by another Sandbox than its label names" eval \
+		"secret_create '$c' Opaque other || ! grep -q 'may create only config-token Secrets' '$WORK/secret.log'"
+	local t
+	for t in bootstrap.kubernetes.io/token example.com/custom; do
+		check "controller may not create a $t Secret" eval \
+			"! secret_create '$c' $t sb && grep -q 'may create only Opaque' '$WORK/secret.log'"
+	done
+	check "controller may create its config-token Secret (Opaque, labelled, Sandbox-controlled)" \
+		secret_create "$c" Opaque sb
+	check "the policy does not match other users (the admin creates a token Secret)" \
+		secret_create "" kubernetes.io/service-account-token
 }
 
 # sa_root NAME ARCHIVE SA: unpacks the image and mounts a service-account token like the
@@ -141,6 +188,26 @@ YAML
 		"[ \"\$(k -n $TEST_NS get pods -o name | wc -l)\" = 2 ] && [ \"\$(k -n $TEST_NS get sandboxes -o name | wc -l)\" = 2 ]"
 	check "the template's managed NetworkPolicy is created" poll 30 eval \
 		"[ -n \"\$(k -n $TEST_NS get networkpolicies -o name)\" ]"
+	# a late-bound pool: each member's config-token Secret is created by the controller's
+	# ServiceAccount, so through the Secret admission policy (static_secret_policy)
+	k -n "$TEST_NS" apply -f - >/dev/null <<'YAML'
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxTemplate
+metadata: {name: late}
+spec:
+  envVarsInjectionPolicy: Allowed
+  claimConfigDelivery: {mode: LateBound}
+  podTemplate:
+    spec:
+      containers: [{name: sandbox, image: localhost/agent-sandbox/runtime:dev}]
+---
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxWarmPool
+metadata: {name: late-pool}
+spec: {replicas: 1, sandboxTemplateRef: {name: late}}
+YAML
+	check "a late-bound member's config-token Secret passes the admission policy" poll 60 eval \
+		"k -n $TEST_NS get secrets -l extensions.agents.x-k8s.io/config-token-for -o name | grep -q config-token"
 	check "controller metrics are served" eval "curl -fsS -o '$WORK/metrics.txt' 'http://127.0.0.1:$mp/metrics' && grep -q '^# TYPE' '$WORK/metrics.txt'"
 	check_not "no request of the controller was forbidden" grep -qi -e forbidden -e ' 403' \
 		-e 'not permitted' "$WORK/controller.log"
@@ -165,7 +232,7 @@ static_router() {
 	k -n "$TEST_NS" create rolebinding sandbox-get --role=sandbox-get --serviceaccount="$TEST_NS:user" >/dev/null
 	tok_user=$(k -n "$TEST_NS" create token user) && tok_other=$(k -n "$TEST_NS" create token other)
 	local sb url
-	sb=$(k -n "$TEST_NS" get sandboxes -o jsonpath='{.items[0].metadata.name}')
+	sb=$(k -n "$TEST_NS" get sandboxes -o name | grep -m1 python-pool- | cut -d/ -f2)
 	url="http://127.0.0.1:$rp/s/$TEST_NS/$sb/8080/v1/health"
 	check "router: no token is 401" http_is 401 "$url"
 	check "router: TokenReview + SubjectAccessReview deny a stranger (403)" \
@@ -256,6 +323,18 @@ static_helm() {
 	check "options: one watched namespace binds the controller's roles there only" eval \
 		"[ \"\$(grep -A3 '^kind: RoleBinding' '$WORK/helm-options.yaml' | grep -c 'namespace: team-a')\" = 1 ] &&
 		! grep -A2 '^kind: ClusterRoleBinding' '$WORK/helm-options.yaml' | grep -q 'name: agent-sandbox-controller'"
+	k create namespace team-b >/dev/null 2>&1
+	helm_dry late-binding --set 'controller.lateBindingNamespaces={team-a,team-b}'
+	check "late binding confined: Secrets granted by RoleBindings in team-a and team-b only" \
+		python3 - "$WORK/helm-late-binding.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+lb = [(d["kind"], d["metadata"].get("namespace")) for d in docs
+      if d["kind"].endswith("Binding") and d["metadata"]["name"] == "agent-sandbox-controller-late-binding"]
+ext = [d["kind"] for d in docs if d["metadata"]["name"] == "agent-sandbox-controller-extensions"]
+sys.exit(0 if sorted(lb) == [("RoleBinding", "team-a"), ("RoleBinding", "team-b")]
+         and "ClusterRoleBinding" in ext else 1)
+PY
 	check "chart APF objects equal config/apf (specs)" python3 - "$WORK/helm-options.yaml" \
 		"$ROOT/config/apf/flowcontrol.yaml" <<'PY'
 import sys, yaml
@@ -276,15 +355,16 @@ PY
 leftovers() {
 	{
 		k get crd -o name | grep -e 'agents.x-k8s.io' || true
-		k get namespace "$SYS_NS" "$TEST_NS" team-a -o name 2>/dev/null || true
-		k get clusterroles,clusterrolebindings -o name | grep -e agent-sandbox -e sandbox-router || true
+		k get namespace "$SYS_NS" "$TEST_NS" team-a team-b -o name 2>/dev/null || true
+		k get clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings \
+			-o name | grep -e agent-sandbox -e sandbox-router || true
 		k get flowschemas,prioritylevelconfigurations -o name | grep agent-sandbox || true
 	}
 }
 
 static_uninstall() {
 	stop_bg
-	k delete namespace "$TEST_NS" team-a --wait=false >/dev/null 2>&1
+	k delete namespace "$TEST_NS" team-a team-b --wait=false >/dev/null 2>&1
 	check "config/apf deletes" eval "k delete -k '$ROOT/config/apf' >/dev/null"
 	check "kubectl delete -f install.yaml succeeds" eval \
 		"k delete -f '$ROOT/install.yaml' --wait=true --timeout=120s >'$WORK/delete.log' 2>&1"
@@ -305,6 +385,7 @@ run_static() {
 	leftovers | xargs -r k delete --wait=true >/dev/null 2>&1 || true
 	static_apply
 	static_rbac
+	static_secret_policy
 	if static_images; then
 		static_controller && static_router
 		static_apf

@@ -556,6 +556,10 @@ static void test_delete(void **state)
     buf_done(&out);
 }
 
+static const struct kube_res vaps = {"admissionregistration.k8s.io", "v1",
+                                     "ValidatingAdmissionPolicy", "validatingadmissionpolicies",
+                                     false};
+
 static void test_install_uninstall(void **state)
 {
     (void)state;
@@ -571,6 +575,16 @@ static void test_install_uninstall(void **state)
     assert_int_equal(it_cli_run("install", &out), 0);
     assert_non_null(strstr(buf_str(&out), "clusterrole.rbac.authorization.k8s.io/"
                                           "agent-sandbox-controller serverside-applied"));
+    /* the controller's Secret policy is in place before the controller runs */
+    const char *vap =
+        strstr(buf_str(&out), "validatingadmissionpolicy.admissionregistration.k8s.io/"
+                              "agent-sandbox-controller-secrets serverside-applied");
+    const char *dep = strstr(buf_str(&out), "deployment.apps/agent-sandbox-controller");
+    assert_non_null(vap);
+    assert_non_null(dep);
+    assert_true(vap < dep);
+    assert_non_null(strstr(buf_str(&out), "validatingadmissionpolicybinding.admissionregistration."
+                                          "k8s.io/agent-sandbox-controller-secrets"));
     json_t *sa = NULL;
     IT_OK(kube_get(client, &KUBE_RES_SERVICEACCOUNTS, "agent-sandbox-system",
                    "agent-sandbox-controller", &sa, &e),
@@ -603,6 +617,8 @@ static void test_install_uninstall(void **state)
                               "agent-sandbox-controller", NULL, &e),
                      -ENOENT);
     IT_OK(kube_get(client, &KUBE_RES_CRDS, NULL, "sandboxes.agents.x-k8s.io", NULL, &e), &e);
+    assert_int_equal(kube_get(client, &vaps, NULL, "agent-sandbox-controller-secrets", NULL, &e),
+                     -ENOENT);
     /* again: everything is already gone and skipped */
     assert_int_equal(it_cli_run("uninstall --keep-crds", &out), 0);
     assert_non_null(strstr(buf_str(&out), "not found, skipped"));
