@@ -7,7 +7,8 @@
 #                                        form; twine check)
 #   dist/install.yaml                    CRDs, controller and router, images REGISTRY/...:VERSION
 #   dist/agent-sandbox-VERSION.tgz       the Helm chart (version VERSION, image.registry REGISTRY)
-#   dist/kubectl-sandbox_VERSION_linux_{amd64,arm64}.tar.gz and sandbox.yaml (krew manifest)
+#   dist/kubectl-sandbox_VERSION_linux_{amd64,arm64}.tar.gz and sandbox.yaml (krew manifest);
+#                                        its `install` applies dist/install.yaml
 #   dist/images/NAME-VERSION.oci.tar     agent-sandbox-controller, sandbox-router, sandboxd,
 #                                        runtime: one OCI archive each with an image index
 #                                        of linux/amd64 and linux/arm64
@@ -59,15 +60,20 @@ TAG=${VERSION//+/_}
 builddir() {
 	case $1 in
 	amd64)
-		cmake --preset release >/dev/null || die "cmake --preset release failed"
+		# kubectl-sandbox embeds dist/install.yaml (the release images), not the tree's
+		cmake --preset release -DAS_INSTALL_MANIFEST="$DIST/install.yaml" >/dev/null ||
+			die "cmake --preset release failed"
 		echo "$ROOT/build/release"
 		;;
 	arm64)
 		need aarch64-linux-gnu-gcc "hack/deps.sh --cross (gcc-aarch64-linux-gnu and the arm64 libraries)"
-		[ -f "$ROOT/build/release-arm64/build.ninja" ] ||
+		if [ -f "$ROOT/build/release-arm64/build.ninja" ]; then
+			cmake -B "$ROOT/build/release-arm64" -DAS_INSTALL_MANIFEST="$DIST/install.yaml" >/dev/null
+		else
 			cmake -S "$ROOT" -B "$ROOT/build/release-arm64" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-				-DAS_TESTS=OFF -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/toolchain-aarch64.cmake" >/dev/null ||
-			die "cmake for arm64 failed (hack/deps.sh --cross installs the cross toolchain)"
+				-DAS_TESTS=OFF -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/toolchain-aarch64.cmake" \
+				-DAS_INSTALL_MANIFEST="$DIST/install.yaml" >/dev/null
+		fi || die "cmake for arm64 failed (hack/deps.sh --cross installs the cross toolchain)"
 		echo "$ROOT/build/release-arm64"
 		;;
 	esac
@@ -83,6 +89,11 @@ build_arch() {
 	nice -n 10 cmake --build "$dir" -j2 --target "$@" >"$WORK/build-$arch.log" 2>&1 ||
 		{ tail -20 "$WORK/build-$arch.log" >&2; die "build failed ($arch): $WORK/build-$arch.log"; }
 	mkdir -p "$WORK/bin-$arch"
+	# a released `kubectl-sandbox install` must deploy the released images
+	! grep -aq "localhost/agent-sandbox/" "$dir/kubectl-sandbox" ||
+		die "kubectl-sandbox ($arch) embeds the development images (localhost/agent-sandbox)"
+	grep -aq "image: $REGISTRY/agent-sandbox-controller:$TAG" "$dir/kubectl-sandbox" ||
+		die "kubectl-sandbox ($arch) does not embed $REGISTRY/agent-sandbox-controller:$TAG"
 	for t in "$@"; do
 		# Same input, same bytes: the image digests stay stable.
 		if ! cmp -s "$dir/$t" "$WORK/bin-$arch/$t.src"; then
@@ -230,6 +241,8 @@ helm_chart
 targets=(kubectl-sandbox)
 [ "$images" = 0 ] || targets+=("${COMPONENTS[@]}")
 for arch in "${ARCHES[@]}"; do build_arch "$arch" "${targets[@]}"; done
+# the next `make build` embeds the tree's install.yaml again (the preset resets it too)
+cmake --preset release >/dev/null || die "cmake --preset release failed"
 krew
 if [ "$images" = 1 ]; then
 	component_images

@@ -10,7 +10,8 @@
 # appVersion = VERSION); helm template with default values equals dist/install.yaml
 # (tests/dist/check_dist.py same-install: Helm's labels and the flags the chart spells
 # out at their defaults aside); every install.yaml image is REGISTRY/...:VERSION; the
-# krew manifest's sha256s and URLs; the SBOM's SPDX 2.3 fields, artifacts and Debian
+# krew manifest's sha256s and URLs; both kubectl-sandbox binaries embed dist/install.yaml
+# (REGISTRY images, no localhost/agent-sandbox); the SBOM's SPDX 2.3 fields, artifacts and Debian
 # dependencies; the OCI archives (index.json, amd64 + arm64 manifests whose configs name
 # that architecture; skopeo copies them and inspects each architecture); the arm64
 # controller, router and sandboxd from their image's root file system run under
@@ -113,6 +114,17 @@ check "helm template (default values) equals install.yaml" \
 	python3 "$ROOT/tests/dist/check_dist.py" same-install install.yaml "$WORK/helm-template.yaml"
 check "krew manifest: v$VERSION, amd64 + arm64, URLs and sha256s" \
 	python3 "$ROOT/tests/dist/check_dist.py" krew sandbox.yaml "$VERSION" "$URL" kubectl-sandbox_*.tar.gz
+# cli_embeds_release: both krew binaries embed dist/install.yaml (REGISTRY images, no dev ones).
+cli_embeds_release() {
+	local a
+	for a in amd64 arm64; do
+		tar -xOzf "kubectl-sandbox_${VERSION}_linux_$a.tar.gz" kubectl-sandbox >"$WORK/cli-$a" &&
+			grep -aq "image: $REGISTRY/sandbox-router:$VERSION" "$WORK/cli-$a" &&
+			! grep -aq localhost/agent-sandbox/ "$WORK/cli-$a" || return 1
+	done
+}
+check "kubectl-sandbox (both architectures) embeds dist/install.yaml: REGISTRY images, no dev ones" \
+	cli_embeds_release
 check "krew tarballs hold kubectl-sandbox of their architecture" eval \
 	"tar -xOzf kubectl-sandbox_${VERSION}_linux_amd64.tar.gz kubectl-sandbox | file - | grep -q x86-64 &&
 	 tar -xOzf kubectl-sandbox_${VERSION}_linux_arm64.tar.gz kubectl-sandbox | file - | grep -q aarch64"
