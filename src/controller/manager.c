@@ -39,6 +39,10 @@ static const char *const CTRL_NAME = "sandbox";
  * deadline (the margin to the lease duration is 5 s with the defaults). */
 #define CTRL_LEASE_CHECK_MS 200
 
+/* How long a stop while leading may spend writing the queued Events before the Lease
+ * release (the stop watchdog is 30 s; a successor waits on the release). */
+#define EVENTS_STOP_BUDGET (5 * USEC_PER_SEC)
+
 /* ---- event handlers: map every change to the owning Sandbox's key ------------------- */
 
 static void enqueue_obj(struct ctrl_manager *m, const json_t *obj)
@@ -601,8 +605,11 @@ void ctrl_manager_stop(struct ctrl_manager *m)
      * with us; the informers and servers last. */
     stop_workers(m);
     cascade_stop(m->cascade);
-    if (m->events)
-        events_stop(m->events);
+    /* Bounded: behind a slow API server a full queue (1000 Events) would hold the Lease
+     * (and a successor) for minutes; what is left after the budget is dropped. */
+    if (m->events && !events_stop_within(m->events, EVENTS_STOP_BUDGET))
+        log_warn("Events not written within %d s of the stop were dropped",
+                 (int)(EVENTS_STOP_BUDGET / USEC_PER_SEC));
     if (m->elector)
         lease_elector_stop(m->elector);
     /* Every informer is asked before any is joined: each ends its watch at the stream's

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/limits.h"
@@ -155,6 +156,7 @@ struct events_recorder {
     size_t qlen;
     unsigned long enqueued, done; /* for flush */
     bool stopping;
+    bool joined;            /* the writer thread is (being) joined */
     bool discarding;        /* events_discard: what is queued or held is not written */
     atomic_bool gate_off;   /* a held write lets go: stopping, or the gate changes */
     struct yield_gate gate; /* under lock */
@@ -581,18 +583,45 @@ void events_flush(struct events_recorder *r)
     (void)pthread_mutex_unlock(&r->lock);
 }
 
+/* Refuses later records and lets go of a held write. Caller holds r->lock. */
+static void begin_stop(struct events_recorder *r)
+{
+    r->stopping = true;
+    atomic_store(&r->gate_off, true);
+    (void)pthread_cond_broadcast(&r->work);
+}
+
 void events_stop(struct events_recorder *r)
 {
     bool join;
 
     (void)pthread_mutex_lock(&r->lock);
-    join = !r->stopping;
-    r->stopping = true;
-    atomic_store(&r->gate_off, true);
-    (void)pthread_cond_broadcast(&r->work);
+    join = !r->joined;
+    r->joined = true;
+    begin_stop(r);
     (void)pthread_mutex_unlock(&r->lock);
     if (join)
         (void)pthread_join(r->thread, NULL);
+}
+
+bool events_stop_within(struct events_recorder *r, usec_t budget)
+{
+    struct timespec ts;
+    bool all;
+
+    clock_deadline_mono(budget, &ts);
+    (void)pthread_mutex_lock(&r->lock);
+    begin_stop(r);
+    while (r->done < r->enqueued)
+        if (pthread_cond_timedwait(&r->written, &r->lock, &ts) == ETIMEDOUT)
+            break;
+    all = r->done >= r->enqueued;
+    (void)pthread_mutex_unlock(&r->lock);
+    if (all)
+        events_stop(r);
+    else
+        events_discard(r);
+    return all;
 }
 
 void events_discard(struct events_recorder *r)
@@ -659,9 +688,14 @@ static void init_fields(struct events_recorder *r, const struct events_opts *o)
     r->refill = o->refill ? o->refill : EVENTS_DEFAULT_REFILL;
     lru_init(&r->spam, o->cache_size ? o->cache_size : LIMIT_EVENT_CACHE, spam_free);
     lru_init(&r->agg, o->cache_size ? o->cache_size : LIMIT_EVENT_CACHE, agg_free);
+    pthread_condattr_t ca;
     (void)pthread_mutex_init(&r->lock, NULL);
     (void)pthread_cond_init(&r->work, NULL);
-    (void)pthread_cond_init(&r->written, NULL);
+    /* events_stop_within's deadline is on the monotonic clock */
+    (void)pthread_condattr_init(&ca);
+    (void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    (void)pthread_cond_init(&r->written, &ca);
+    (void)pthread_condattr_destroy(&ca);
 }
 
 static void free_fields(struct events_recorder *r)

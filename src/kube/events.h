@@ -105,6 +105,12 @@ void events_flush(struct events_recorder *r);
 /** Writes what is queued, then stops the thread; later records are dropped.
  * Idempotent. */
 void events_stop(struct events_recorder *r);
+/** As events_stop, but bounded: what is queued is written for up to budget (a slow or
+ * throttling API server), then the rest is dropped as events_discard drops it (a write
+ * already sent finishes). Returns whether everything recorded was written (or failed).
+ * For a stop while leading: the Lease is released after it, so a successor is not kept
+ * waiting behind a long queue. Idempotent with events_stop and events_discard. */
+bool events_stop_within(struct events_recorder *r, usec_t budget);
 /** As events_stop, but what is queued (and the one held at the gate) is dropped, not
  * written; a write already sent finishes. For a controller whose leadership ended: no
  * write starts after. Idempotent; events_stop after it does nothing more. */

@@ -679,6 +679,53 @@ static void test_discard_drops_held_and_queued(void **state)
     events_stop(x->r);
 }
 
+/* events_stop_within: a fast API server gets everything written; one that hangs on a
+ * write gets the budget, then the queue behind that write is dropped (the write in
+ * flight finishes) and later records are refused. */
+static void test_stop_within_bounds_the_flush(void **state)
+{
+    struct fx *x = *state;
+    fx_start(x);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "A", "m");
+    events_record(x->r, x->pod, EVENTS_NORMAL, "B", "m");
+    assert_true(events_stop_within(x->r, 30 * USEC_PER_SEC));
+    assert_int_equal(x->api.creates, 2);
+    assert_int_equal(stats(x).dropped_queue, 0);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Late", "m");
+    assert_true(events_stop_within(x->r, USEC_PER_SEC)); /* idempotent, nothing left */
+    assert_int_equal(stats(x).dropped_queue, 1);
+}
+
+static void *open_gate_later(void *arg)
+{
+    clock_sleep(USEC_PER_SEC);
+    open_gate(arg);
+    return NULL;
+}
+
+static void test_stop_within_drops_after_budget(void **state)
+{
+    struct fx *x = *state;
+    pthread_t t;
+    x->api.gate_closed = true;
+    fx_start(x);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "InFlight", "m");
+    wait_blocked(&x->api, 1); /* the writer is inside the API call */
+    for (int i = 0; i < 5; i++)
+        events_record(x->r, x->pod, EVENTS_NORMAL, "Queued", "m%d", i);
+    assert_int_equal(pthread_create(&t, NULL, open_gate_later, &x->api), 0);
+    usec_t t0 = clock_now();
+    assert_false(events_stop_within(x->r, 200 * USEC_PER_MSEC));
+    usec_t took = clock_now() - t0;
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_true(took < 20 * USEC_PER_SEC); /* the write in flight, not five more */
+    assert_int_equal(x->api.creates, 1);
+    assert_int_equal(stats(x).dropped_queue, 5);
+    events_record(x->r, x->pod, EVENTS_NORMAL, "Late", "m");
+    events_flush(x->r);
+    assert_int_equal(x->api.creates, 1);
+}
+
 static void test_bad_opts(void **state)
 {
     struct fx *x = *state;
@@ -761,6 +808,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gate_not_held_with_half_full_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gate_removed_lets_go, setup, teardown),
         cmocka_unit_test_setup_teardown(test_discard_drops_held_and_queued, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_within_bounds_the_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_within_drops_after_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_opts, setup, teardown),
     };
 
