@@ -100,6 +100,13 @@ int cli_wait(struct kube_client *c, const struct kube_res *res, const char *ns, 
              usec_t timeout, cli_wait_fn *fn, void *ctx, json_t **ret_obj, char *why,
              size_t why_size, struct kube_err *e);
 
+/** A cli_wait_fn for a Deployment, as `kubectl rollout status` judges it: its
+ * controller observed the current generation, spec.replicas replicas run that
+ * generation, none of an older one is left, and every one is available. Returns 1 done,
+ * 0 waiting (why says on what) or -ETIME when the rollout exceeded its progress
+ * deadline. ctx unused. */
+int cli_rollout_done(void *ctx, const json_t *o, char *why, size_t n);
+
 /** logs options; cli_logs_path appends
  * /api/v1/namespaces/NS/pods/POD/log[?container=..&follow=true&tailLines=N] to out.
  * Returns 0, -EINVAL (a container that is not a DNS label, a bad tail) or -E2BIG. */

@@ -22,14 +22,17 @@ struct install_opts {
 
 void cli_help_install(FILE *out)
 {
-    fprintf(out, "Usage: kubectl-sandbox install [--dry-run] [--wait] [--timeout 5m]\n\n"
-                 "Applies the manifests built into this binary to the current cluster with\n"
-                 "server-side apply (field manager kubectl-sandbox): the CRDs (waiting until\n"
-                 "they are Established), the controller's namespace, service account and RBAC,\n"
-                 "and the controller and router deployments when the build had them.\n"
-                 "  --dry-run   print what would be applied\n"
-                 "  --wait      wait until the deployments are available\n"
-                 "Exit codes: 0 installed, 1 an apply failed, 3 no cluster, 4 timed out.\n");
+    fprintf(
+        out,
+        "Usage: kubectl-sandbox install [--dry-run] [--wait] [--timeout 5m]\n\n"
+        "Applies the manifests built into this binary to the current cluster with\n"
+        "server-side apply (field manager kubectl-sandbox): the CRDs (waiting until\n"
+        "they are Established), the controller's namespace, service account and RBAC,\n"
+        "and the controller and router deployments when the build had them.\n"
+        "  --dry-run   print what would be applied\n"
+        "  --wait      wait until each deployment is rolled out (kubectl rollout\n"
+        "              status: every replica new and available, none old left)\n"
+        "Exit codes: 0 installed, 1 an apply or a rollout failed, 3 no cluster, 4 timed out.\n");
 }
 
 void cli_help_uninstall(FILE *out)
@@ -145,13 +148,6 @@ static int is_established(void *ctx, const json_t *o, char *why, size_t n)
     return o && kube_obj_condition_true(o, "Established") ? 1 : 0;
 }
 
-static int is_available(void *ctx, const json_t *o, char *why, size_t n)
-{
-    (void)ctx;
-    (void)snprintf(why, n, "not Available yet");
-    return o && kube_obj_condition_true(o, "Available") ? 1 : 0;
-}
-
 static int is_gone(void *ctx, const json_t *o, char *why, size_t n)
 {
     (void)ctx;
@@ -199,7 +195,7 @@ static int apply_one(struct cli_globals *g, struct kube_client *c, const json_t 
         return cli_fail(g, what, r, &e);
     fprintf(g->out, "%s serverside-applied\n", what);
     cli_wait_fn *fn = res == &KUBE_RES_CRDS                       ? is_established
-                      : res == &KUBE_RES_DEPLOYMENTS && opt->wait ? is_available
+                      : res == &KUBE_RES_DEPLOYMENTS && opt->wait ? cli_rollout_done
                                                                   : NULL;
     if (!fn)
         return CLI_OK;
@@ -209,6 +205,10 @@ static int apply_one(struct cli_globals *g, struct kube_client *c, const json_t 
     if (r == -ETIMEDOUT) {
         fprintf(g->err, "error: %s: %s after --timeout\n", what, why);
         return CLI_TIMEOUT;
+    }
+    if (r == -ETIME) {
+        fprintf(g->err, "error: %s: %s\n", what, why);
+        return CLI_ERR;
     }
     return r < 0 ? cli_fail(g, what, r, &e) : CLI_OK;
 }

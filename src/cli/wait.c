@@ -2,6 +2,7 @@
 /* Waiting for a condition on one object: GET, then watch it (field selector on its name)
  * from that resourceVersion until the predicate is satisfied or the time is up. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -115,4 +116,55 @@ int cli_wait(struct kube_client *c, const struct kube_res *res, const char *ns, 
     buf_done(&rv);
     buf_done(&sel);
     return r;
+}
+
+/* An integer field at dotted path of o, or dflt when absent. */
+static long long int_at(const json_t *o, const char *path, long long dflt)
+{
+    const json_t *v = kube_obj_path(o, path);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : dflt;
+}
+
+static bool progress_deadline_exceeded(const json_t *o)
+{
+    const json_t *c;
+    size_t i;
+    json_array_foreach(kube_obj_path(o, "status.conditions"), i, c)
+    {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *r = json_string_value(json_object_get(c, "reason"));
+        if (t && r && !strcmp(t, "Progressing") && !strcmp(r, "ProgressDeadlineExceeded"))
+            return true;
+    }
+    return false;
+}
+
+int cli_rollout_done(void *ctx, const json_t *o, char *why, size_t n)
+{
+    (void)ctx;
+    if (!o) {
+        (void)snprintf(why, n, "not found");
+        return 0;
+    }
+    long long gen = kube_obj_generation(o), seen = int_at(o, "status.observedGeneration", 0);
+    if (seen < gen) {
+        (void)snprintf(why, n, "generation %lld not yet observed by the deployment controller",
+                       gen);
+        return 0;
+    }
+    if (progress_deadline_exceeded(o)) {
+        (void)snprintf(why, n, "rollout exceeded its progress deadline (ProgressDeadlineExceeded)");
+        return -ETIME;
+    }
+    long long want = int_at(o, "spec.replicas", 1), upd = int_at(o, "status.updatedReplicas", 0);
+    long long all = int_at(o, "status.replicas", 0), ok = int_at(o, "status.availableReplicas", 0);
+    if (upd < want)
+        (void)snprintf(why, n, "%lld of %lld new replicas updated", upd, want);
+    else if (all > upd)
+        (void)snprintf(why, n, "%lld old replicas pending termination", all - upd);
+    else if (ok < upd)
+        (void)snprintf(why, n, "%lld of %lld updated replicas available", ok, upd);
+    else
+        return 1;
+    return 0;
 }

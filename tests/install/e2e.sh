@@ -159,10 +159,37 @@ e2e_leftovers() {
 		[ -n "$CRDS_BEFORE" ] || k get crd -o name | grep -e 'agents.x-k8s.io' || true
 		k get namespace "$SYS_NS" "$E2E_NS" -o name 2>/dev/null || true
 		# (make up's namespace router, config/router-namespace, is not install.yaml's)
-		k get clusterroles,clusterrolebindings -o name | grep -e agent-sandbox -e sandbox-router |
-			grep -v -e sandbox-router-review || true
+		k get clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings \
+			-o name | grep -e agent-sandbox -e sandbox-router | grep -v -e sandbox-router-review || true
 		k -n "$SYS_NS" get pods -l 'app in (agent-sandbox-controller,sandbox-router)' -o name 2>/dev/null || true
 	}
+}
+
+# e2e_cli_upgrade: kubectl-sandbox install --wait over the running install; then an
+# "upgrade" whose new router pods can never be scheduled (a nodeSelector no node has):
+# the old pods stay Available, so only a rollout check (cli_rollout_done) notices.
+e2e_cli_upgrade() {
+	local cli=$ROOT/build/release/kubectl-sandbox rc
+	if ! cmake --build --preset release --target kubectl-sandbox >"$WORK/cli-build.log" 2>&1; then
+		not_ok "kubectl-sandbox builds" "$(tail -3 "$WORK/cli-build.log")"
+		return
+	fi
+	check "kubectl-sandbox install --wait over the install rolls both Deployments out" eval \
+		"'$cli' install --wait --timeout 3m >'$WORK/cli-install.log' 2>&1"
+	k -n "$SYS_NS" patch deployment sandbox-router --type=merge \
+		-p '{"spec":{"template":{"spec":{"nodeSelector":{"agent-sandbox.test/none":"x"}}}}}' >/dev/null
+	"$cli" install --wait --timeout 30s >"$WORK/cli-upgrade.log" 2>&1
+	rc=$?
+	if [ "$rc" = 4 ] && grep -q 'sandbox-router: .*replicas' "$WORK/cli-upgrade.log"; then
+		ok "install --wait times out (exit 4) on a rollout whose new pods never start"
+	else
+		not_ok "install --wait times out (exit 4) on a rollout whose new pods never start" \
+			"exit $rc: $(tail -2 "$WORK/cli-upgrade.log")"
+	fi
+	k -n "$SYS_NS" patch deployment sandbox-router --type=merge \
+		-p '{"spec":{"template":{"spec":{"nodeSelector":{"agent-sandbox.test/none":null}}}}}' >/dev/null
+	check "and after the bad change is undone, install --wait passes again" eval \
+		"'$cli' install --wait --timeout 3m >'$WORK/cli-install2.log' 2>&1"
 }
 
 e2e_uninstall() {
@@ -193,6 +220,7 @@ run_e2e() {
 	e2e_install
 	e2e_claims
 	e2e_failover
+	e2e_cli_upgrade
 	[ -n "${AS_INSTALL_KEEP:-}" ] || e2e_uninstall
 }
 
@@ -202,7 +230,8 @@ PODS_NS=as-install-pods
 pods_leftovers() {
 	{
 		k get namespace "$PODS_NS" -o name 2>/dev/null || true
-		k get clusterroles,clusterrolebindings -o name | grep -e "$PODS_NS" || true
+		k get clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings \
+			-o name | grep -e "$PODS_NS" || true
 	}
 }
 

@@ -22,8 +22,9 @@
 # e2e     the in-cluster end to end on the local cluster (hack/cluster/cluster.sh):
 #         images imported into its containerd, install.yaml applied, controller (2
 #         replicas, leader election and fail-over) and router as pods, a claim from a
-#         warm pool Ready and a command run through the router Service, uninstall leaves
-#         nothing. Refuses to run while `make up`'s host controller/router run (they
+#         warm pool Ready and a command run through the router Service, kubectl-sandbox
+#         install --wait over it (and timing out on an upgrade whose new pods never
+#         start), uninstall leaves nothing. Refuses to run while `make up`'s host controller/router run (they
 #         would reconcile the same objects): `make down` first.
 #
 # Env: AS_INSTALL_KEEP=1 keeps the private API server (and, for e2e, the install).
@@ -39,7 +40,7 @@ BIN_CACHE_HELM=${AGENT_SANDBOX_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-
 mode=${1:-all}
 case $mode in
 static | pods | e2e | all) ;;
-*) sed -n '2,31s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+*) sed -n '2,32s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "tests/install/run.sh needs root (chroot, the local cluster)" >&2; exit 2; }
 mkdir -p "$WORK"
