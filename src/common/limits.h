@@ -187,6 +187,7 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_ROUTER_ACTIVITY_MAX       (60 * USEC_PER_SEC)  /* and max (timeout / 4 between) */
 #define LIMIT_ROUTER_ACTIVITY_ENTRIES   65536                /* sandboxes tracked */
 #define LIMIT_ROUTER_ACTIVITY_FORGET    (600 * USEC_PER_SEC) /* drop an entry idle this long */
+#define LIMIT_ROUTER_ACTIVITY_FINAL     (5 * USEC_PER_SEC)   /* the stop's last writes, at most */
 
 /* sandboxd (most are defaults a flag can change) */
 #define LIMIT_SBD_PATH           4096                    /* one decoded path (PATH_MAX) */

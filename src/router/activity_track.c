@@ -39,6 +39,8 @@ struct activity_track {
     uv_timer_t timer;
     struct map *acts; /* key -> struct act * */
     struct activity_stats st;
+    size_t pending; /* writes submitted, not done */
+    bool final;     /* activity_flush_final came: write what moved at once */
 };
 
 usec_t activity_interval(usec_t timeout)
@@ -72,6 +74,8 @@ static int write_run(void *arg)
     return r;
 }
 
+static bool flush_one(struct activity_track *t, struct act *a, usec_t now);
+
 static void write_done(void *arg, int rc)
 {
     struct act *a = arg;
@@ -80,6 +84,7 @@ static void write_done(void *arg, int rc)
         xfree(a);
         return;
     }
+    a->t->pending--;
     if (rc < 0) {
         /* Again after a back-off: the interval at least, doubling to 10 minutes. Before,
          * every tick (a second) wrote again, for good, with or without traffic: a webhook
@@ -95,6 +100,10 @@ static void write_done(void *arg, int rc)
     } else {
         a->fails = 0;
         a->t->st.writes++;
+        /* A write under way at the final flush carried an older time: one more (not
+         * for an entry still open, which would count as moved at every write). */
+        if (a->t->final && a->last > a->written)
+            (void)flush_one(a->t, a, clock_now());
     }
 }
 
@@ -110,25 +119,27 @@ static usec_t interval_of(struct activity_track *t, const char *key)
     return i;
 }
 
-/* Returns true when the entry may be forgotten. */
+/* Returns true when the entry may be forgotten. At the final flush (t->final), what
+ * moved is written whatever its interval or back-off. */
 static bool flush_one(struct activity_track *t, struct act *a, usec_t now)
 {
     if (a->open)
         a->last = now;
     if (a->writing)
         return false;
-    if (a->fails && now < a->retry_at) /* given up once idle as long as an entry is kept */
+    if (a->fails && now < a->retry_at && !t->final) /* given up once idle while kept */
         return !a->open && now - a->last >= LIMIT_ROUTER_ACTIVITY_FORGET;
     if (a->last <= a->written)
         return !a->open && now - a->last >= LIMIT_ROUTER_ACTIVITY_FORGET;
     usec_t iv = interval_of(t, a->key);
     if (!iv)
         return !a->open && now - a->last >= LIMIT_ROUTER_ACTIVITY_FORGET;
-    if (a->written && now - a->written_at < iv)
+    if (a->written && now - a->written_at < iv && !t->final)
         return false;
     clock_format_rfc3339(clock_wall_now() - (now - a->last), a->value, sizeof(a->value));
     if (resume_worker_submit(t->o.worker, write_run, write_done, a) < 0)
         return false;
+    t->pending++;
     a->writing = true;
     a->prev = a->written;
     a->written = a->last;
@@ -151,6 +162,20 @@ void activity_flush(struct activity_track *t)
     for (size_t i = 0; i < gone.n; i++)
         xfree(map_remove(t->acts, gone.v[i]));
     kube_strv_done(&gone);
+}
+
+size_t activity_flush_final(struct activity_track *t)
+{
+    if (!t)
+        return 0;
+    t->final = true;
+    activity_flush(t);
+    return t->pending;
+}
+
+size_t activity_writes_pending(const struct activity_track *t)
+{
+    return t ? t->pending : 0;
 }
 
 static void on_tick(uv_timer_t *timer)

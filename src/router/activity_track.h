@@ -47,6 +47,15 @@ void activity_end(struct activity_track *t, const char *key);
 usec_t activity_interval(usec_t timeout);
 /** Runs one flush now (tests). */
 void activity_flush(struct activity_track *t);
+/** At a stop, once no request or tunnel is left: writes at once the activity of every
+ * Sandbox that moved since its last write, whatever its interval or back-off (else the
+ * last interval's activity, up to a minute, is lost and the Sandbox is suspended that
+ * much early), and from then on each write that finishes is followed by one more when
+ * its Sandbox moved meanwhile. Returns the writes pending (activity_writes_pending);
+ * NULL is fine (0). */
+size_t activity_flush_final(struct activity_track *t);
+/** Writes submitted and not yet done (NULL: 0). */
+size_t activity_writes_pending(const struct activity_track *t);
 
 struct activity_stats {
     uint64_t writes, write_errors;

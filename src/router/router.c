@@ -49,7 +49,9 @@ struct router {
     struct http_probes_opts probes;
     atomic_bool stopping, stop_sent;
     int pending_stops;
-    usec_t stop_deadline; /* the signal plus --shutdown-timeout: one budget for all */
+    usec_t stop_deadline;   /* the signal plus --shutdown-timeout: one budget for all */
+    uv_timer_t final_timer; /* the activity's last writes, after the proxy stopped */
+    usec_t final_deadline;
 };
 
 static bool synced(void *ctx)
@@ -225,6 +227,37 @@ static int start_servers(struct router *r)
     return rc;
 }
 
+static void on_final_tick(uv_timer_t *h)
+{
+    struct router *r = h->data;
+    if (activity_writes_pending(r->activity) > 0 && clock_now() < r->final_deadline)
+        return;
+    if (activity_writes_pending(r->activity) > 0)
+        log_warn("activity annotations not written before the stop\tpending=%zu",
+                 activity_writes_pending(r->activity));
+    uv_close((uv_handle_t *)h, NULL);
+    free_idle(r);
+}
+
+/* The activity since each Sandbox's last annotation write goes out before the worker
+ * stops (a successor router would not know of it), within what is left of the stop's
+ * budget (at least a second, at most LIMIT_ROUTER_ACTIVITY_FINAL). */
+static void final_activity(struct router *r)
+{
+    usec_t now = clock_now(), left = r->stop_deadline > now ? r->stop_deadline - now : 0;
+    if (activity_flush_final(r->activity) == 0) {
+        free_idle(r);
+        return;
+    }
+    if (left < USEC_PER_SEC)
+        left = USEC_PER_SEC;
+    r->final_deadline =
+        now + (left < LIMIT_ROUTER_ACTIVITY_FINAL ? left : LIMIT_ROUTER_ACTIVITY_FINAL);
+    (void)uv_timer_init(&r->loop, &r->final_timer);
+    r->final_timer.data = r;
+    (void)uv_timer_start(&r->final_timer, on_final_tick, 10, 10);
+}
+
 static void one_stopped(struct router *r)
 {
     if (--r->pending_stops > 0)
@@ -234,7 +267,7 @@ static void one_stopped(struct router *r)
     r->authz = NULL;
     proxy_free(r->proxy);
     r->proxy = NULL;
-    free_idle(r);
+    final_activity(r);
 }
 
 static void on_server_done(struct http_server *s, void *ctx)

@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 
 #include "api/res.h"
+#include "api/sandbox.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -1067,6 +1068,66 @@ static void test_thousand_connections(void **state)
     assert_true(after.upstream_errors == before.upstream_errors);
 }
 
+/* The annotation agents.x-k8s.io/last-activity of name, or "" (into out). */
+static void last_activity(const char *name, char *out, size_t size)
+{
+    struct kube_err e;
+    json_t *sb = NULL;
+    IT_OK(kube_get(c, &API_RES_SANDBOXES, ns, name, &sb, &e), &e);
+    const char *v = kube_obj_annotation(sb, SB_ANN_LAST_ACTIVITY);
+    (void)snprintf(out, size, "%s", v ? v : "");
+    json_decref(sb);
+}
+
+static bool activity_written(void *ctx)
+{
+    char v[64];
+    last_activity(ctx, v, sizeof(v));
+    return v[0] != '\0';
+}
+
+static void request_ok(struct router *r, const char *name)
+{
+    struct test_http_resp resp;
+    char raw[256];
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/%s/%u/x HTTP/1.1\r\nHost: h\r\n\r\n", ns, name,
+                   http_server_thread_port(up));
+    assert_int_equal(get(r, raw, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    test_http_resp_done(&resp);
+}
+
+/* A stopping router writes the activity it saw since its last annotation write: with a
+ * 600 s idle timeout the writes are 60 s apart, and before, the stop lost what came after
+ * the last one (a Sandbox in use was suspended up to a minute early). */
+static void test_stop_writes_last_activity(void **state)
+{
+    (void)state;
+    struct kube_err e;
+    json_t *obj = json_pack("{s:s,s:s,s:{s:s},s:{s:{s:i},s:{s:{s:[{s:s,s:s}]}}}}", "apiVersion",
+                            "agents.x-k8s.io/v1beta1", "kind", "Sandbox", "metadata", "name",
+                            "active", "spec", "idlePolicy", "timeoutSeconds", 600, "podTemplate",
+                            "spec", "containers", "name", "main", "image", "example");
+    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, obj, NULL, &e), &e);
+    json_decref(obj);
+    set_status("active", "True", "DependenciesReady", "127.0.0.1");
+    struct router *r = start_router(false);
+    struct seen s = {r, "active"};
+    assert_int_equal(it_wait(routable, &s, WAIT), 0);
+    assert_int_equal(it_wait(activity_written, "active", WAIT), 0); /* the first write */
+    char first[64], last[64];
+    last_activity("active", first, sizeof(first));
+    clock_sleep(1100 * USEC_PER_MSEC); /* the annotation has a second's resolution */
+    request_ok(r, "active");
+    clock_sleep(1500 * USEC_PER_MSEC); /* a flush tick: within the interval, no write */
+    last_activity("active", last, sizeof(last));
+    assert_string_equal(last, first);
+    router_stop(r);
+    last_activity("active", last, sizeof(last));
+    if (strcmp(last, first) <= 0) /* RFC 3339 UTC sorts by time */
+        fail_msg("last-activity %s after the stop, not after %s", last, first);
+}
+
 static void test_graceful_shutdown(void **state)
 {
     (void)state;
@@ -1111,6 +1172,7 @@ int main(void)
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_auth_trust_loopback),
         cmocka_unit_test(test_thousand_connections),
+        cmocka_unit_test(test_stop_writes_last_activity),
         cmocka_unit_test(test_graceful_shutdown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -624,6 +624,52 @@ static void test_activity_batched(void **state)
     kube_store_free(store);
 }
 
+/* A stop writes what moved since the last write at once (activity_flush_final), the
+ * interval and a failed write's back-off notwithstanding: before, the last interval's
+ * activity (up to a minute) was lost with the router. */
+static void test_activity_final_flush(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    struct resume_worker *worker;
+    struct writes w = {.rc = -EACCES};
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(resume_worker_new(&loop, &worker), 0);
+    struct kube_store *store = kube_store_new();
+    kube_store_put(store, sandbox("a", "Running", true, "{\"timeoutSeconds\":600}"), NULL);
+    struct activity_track_opts o = {.store = store,
+                                    .worker = worker,
+                                    .tick = 3600 * USEC_PER_SEC,
+                                    .write = fake_write,
+                                    .write_ctx = &w};
+    struct activity_track *t = activity_track_new(&loop, &o);
+    activity_begin(t, "ns/a");
+    activity_end(t, "ns/a");
+    activity_flush(t);
+    run_writes(&loop, &w, 1, 5 * USEC_PER_SEC); /* refused: backs off */
+    assert_int_equal(activity_writes_pending(t), 0);
+    w.rc = 0;
+    activity_begin(t, "ns/a"); /* a tunnel still open at the stop counts as now */
+    activity_flush(t);
+    run_writes(&loop, &w, 2, 100 * USEC_PER_MSEC);
+    assert_int_equal(atomic_load(&w.n), 1); /* held: back-off, and the 60 s interval */
+    char before[64];
+    (void)snprintf(before, sizeof(before), "%s", w.last);
+    clock_sleep(1100 * USEC_PER_MSEC); /* the annotation has a second's resolution */
+    assert_int_equal(activity_flush_final(t), 1);
+    run_writes(&loop, &w, 2, 5 * USEC_PER_SEC);
+    assert_int_equal(atomic_load(&w.n), 2);
+    assert_int_equal(activity_writes_pending(t), 0);
+    if (strcmp(w.last, before) <= 0) /* RFC 3339 UTC sorts by time */
+        fail_msg("final write %s, not after %s", w.last, before);
+    assert_int_equal(activity_flush_final(NULL), 0);
+    activity_track_free(t);
+    resume_worker_free(worker);
+    (void)uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    kube_store_free(store);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -639,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_start_holds_capped),
         cmocka_unit_test(test_activity_batched),
         cmocka_unit_test(test_activity_failed_write_backs_off),
+        cmocka_unit_test(test_activity_final_flush),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
