@@ -244,13 +244,14 @@ static struct act *act_get(struct activity_track *t, const char *key)
     return a;
 }
 
-void activity_begin(struct activity_track *t, const char *key)
+bool activity_begin(struct activity_track *t, const char *key)
 {
     struct act *a = t ? act_get(t, key) : NULL;
     if (!a)
-        return;
+        return false;
     a->open++;
     a->last = clock_now();
+    return true;
 }
 
 void activity_end(struct activity_track *t, const char *key)

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -39,8 +40,11 @@ struct activity_track *activity_track_new(uv_loop_t *loop, const struct activity
  * worker, which must be freed after this. */
 void activity_track_free(struct activity_track *t);
 
-/** A request or tunnel to the Sandbox "ns/name" (key borrowed) starts / ends. */
-void activity_begin(struct activity_track *t, const char *key);
+/** A request or tunnel to the Sandbox "ns/name" (key borrowed) starts / ends. Begin
+ * returns whether it was counted (not with the table full, LIMIT_ROUTER_ACTIVITY_ENTRIES,
+ * nor without a tracker): end only what was, or the count of a Sandbox whose entry came
+ * later would drop while its own requests are still open. */
+bool activity_begin(struct activity_track *t, const char *key);
 void activity_end(struct activity_track *t, const char *key);
 
 /** Write interval for a policy timeout (pure). */

@@ -525,8 +525,7 @@ static void connect_upstream(struct px *x)
     if (!x->active && x->p->o.activity) {
         char key[2 * ROUTE_NAME_MAX + 2];
         (void)snprintf(key, sizeof(key), "%s/%s", x->rt.ns, x->rt.name);
-        activity_begin(x->p->o.activity, key);
-        x->active = true;
+        x->active = activity_begin(x->p->o.activity, key);
     }
     x->up = upconn_take(x->p, x->ip, x->rt.port);
     if (x->up) {

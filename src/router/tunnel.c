@@ -24,6 +24,7 @@ struct tunnel {
     size_t client_queued;
     usec_t last_activity;
     bool client_open, client_reading, up_reading, client_eof, up_eof, closing;
+    bool active; /* counted by the activity tracker (activity_begin said so) */
     char sandbox[ROUTE_NAME_MAX * 2 + 2];
 };
 
@@ -74,7 +75,8 @@ static void tunnel_close(struct tunnel *t)
     p->ntunnels--;
     metric_dec(p->m.tunnels, NULL);
     log_debug("tunnel closed\tsandbox=%s", t->sandbox);
-    activity_end(p->o.activity, t->sandbox);
+    if (t->active)
+        activity_end(p->o.activity, t->sandbox);
     upconn_close(t->up);
     t->up = NULL;
     if (t->client_open)
@@ -276,7 +278,7 @@ static struct tunnel *tunnel_new(struct px *x)
     t->timer.data = t;
     t->handles = 2; /* the timer and the client handle (from the hand-over) */
     (void)snprintf(t->sandbox, sizeof(t->sandbox), "%s/%s", x->rt.ns, x->rt.name);
-    activity_begin(p->o.activity, t->sandbox); /* an open WebSocket keeps it awake */
+    t->active = activity_begin(p->o.activity, t->sandbox); /* an open WebSocket: awake */
     DLIST_PUSH(p->tunnels, t);
     p->ntunnels++;
     metric_inc(p->m.tunnels, NULL);
