@@ -5,9 +5,12 @@ and async clients share all of it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import http.client
 import ipaddress
 import json
+import logging
 import re
 import secrets
 import ssl
@@ -819,6 +822,7 @@ class WaitLoop:
         self.failed = False  # the current watch failed (lost)
         self.failures = 0  # watches in a row that failed
         self.last_error: SandboxError | None = None
+        self.expired = False  # a 410 Gone: the object is read again before the next watch
 
     def first(self, obj: dict[str, Any]) -> bool:
         """Evaluates a current copy of the object (from a create or a get); True when that
@@ -833,6 +837,22 @@ class WaitLoop:
     def left(self) -> float:
         """Seconds to the deadline (the bound of the next watch)."""
         return self.deadline - time.monotonic()
+
+    def needs_get(self) -> bool:
+        """Whether the object is read (GET) before the next watch: after a 410 Gone, for a
+        wait on one object. A watch from "" shows only objects that exist, so a deletion
+        in the gap would never be seen (a delete wait ran into its timeout, a ready wait
+        did not fail with NotFoundError)."""
+        return self.expired and bool(self.name)
+
+    def refreshed(self, obj: dict[str, Any] | None) -> bool:
+        """Takes the object read after a 410 (None: it is gone); True when that ends the
+        wait. The next watch starts from its resourceVersion."""
+        self.expired = False
+        if obj is None:
+            self.step(self.w, "DELETED", self.obj)
+            return self.w.done
+        return self.first(obj)
 
     def start(self) -> str:
         """Before each watch: the resourceVersion to watch from."""
@@ -853,13 +873,18 @@ class WaitLoop:
 
     def event(self, etype: str, o: dict[str, Any]) -> bool:
         """Takes one watch event; True when the current watch should be left (w.done, a
-        410 Gone that restarts from a fresh list, or the deadline). Raises on ERROR."""
+        410 Gone that restarts from a fresh read, a transient ERROR watched again after a
+        back-off, or the deadline). Raises on any other ERROR."""
         self.got += 1
         if etype == "ERROR":
             if o.get("code") == 410:
                 self.rv = ""
+                self.expired = True
                 return True
-            raise watch_error(o, f"watch {self.resource} {self.ns}/{self.name}")
+            # a transient status (an etcd without leader is a 500 event) is watched again,
+            # as a watch refused with it at its start; anything else is raised
+            self.lost(watch_error(o, f"watch {self.resource} {self.ns}/{self.name}"))
+            return True
         self.rv = str(o.get("metadata", {}).get("resourceVersion", self.rv))
         if etype == "BOOKMARK":
             return False
@@ -917,7 +942,76 @@ def api_error(resp: httpx.Response, what: str) -> SandboxError:
         return AuthError(f"{what}: the API server rejected the credentials ({msg}); check the kubeconfig", status=s)
     if s == 403:
         return AuthError(f"{what}: forbidden ({msg}); grant RBAC for this call", status=s)
-    return RequestError(f"{what}: HTTP {s} {reason}: {msg}", status=s, code=reason)
+    return RequestError(f"{what}: HTTP {s} {reason}: {msg}", status=s, code=reason, retry_after=retry_after(resp))
+
+
+def retry_after(resp: httpx.Response) -> float | None:
+    """A 429's or 503's Retry-After in seconds (the delay form; an HTTP date is not
+    used by the API server), else None."""
+    v = resp.headers.get("retry-after", "")
+    if resp.status_code not in (429, 503) or not v.strip().isdigit():
+        return None
+    return float(min(int(v.strip()), 3600))
+
+
+CALL_RETRY_METHODS = frozenset({"GET", "DELETE", "PATCH"})
+"""API calls made again after a lost connection or a transient refusal: idempotent
+ones only (the SDK's PATCHes are merge patches of fixed values). A POST is never made
+again: the first may have been stored (create() undoes such a create by its name)."""
+CALL_RETRY_MAX = 2.0
+
+
+_LOST_MIDWAY: tuple[type[BaseException], ...] = (
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx.RemoteProtocolError,
+    ConnectionResetError,
+    BrokenPipeError,
+    http.client.IncompleteRead,
+    asyncio.IncompleteReadError,
+)
+
+
+def call_retriable(e: BaseException) -> bool:
+    """Whether a failed API call is worth making again: a transient status
+    (WATCH_RETRY_STATUS), or a connection lost mid-way (reset, closed before the answer:
+    an API server restarting, a load balancer's idle cut). Not a server that cannot be
+    reached at all (refused, no such host, a proxy's refusal), which fails at once with
+    its "is the cluster up?" error, nor a call that used its whole timeout."""
+    if isinstance(e, RequestError):
+        return e.status in WATCH_RETRY_STATUS
+    if not isinstance(e, SandboxConnectionError):
+        return False
+    cause: BaseException | None = e.__cause__
+    for _ in range(8):  # a chain is short; never follow a cycle
+        if cause is None or isinstance(cause, _LOST_MIDWAY):
+            break
+        cause = cause.__cause__ or cause.__context__
+    return isinstance(cause, _LOST_MIDWAY)
+
+
+log = logging.getLogger("agent_sandbox_sdk")
+
+
+def log_cleanup_failure(ns: str, name: str, e: BaseException) -> None:
+    """A cleanup DELETE (a handle's context exit, a create rolled back) failed even after
+    its retries: the object may be left behind, so it is logged (logger
+    "agent_sandbox_sdk", WARNING) rather than dropped; the caller's own error, if any,
+    is what is raised."""
+    log.warning("could not delete %s/%s (it may be left behind; delete it by hand): %s", ns, name, e)
+
+
+def call_retry_delay(c: ApiCall, e: BaseException, attempt: int, left: float) -> float | None:
+    """Seconds to wait before making API call c again after it failed with e (its
+    attempt-th failure, from 1), or None when it is not made again: not idempotent, not
+    a lost connection or a transient status (WATCH_RETRY_STATUS), or no time left
+    (left: seconds to the call's deadline). The server's Retry-After when it sent one,
+    else a back-off doubling from 0.1 s, at most CALL_RETRY_MAX."""
+    if c.method not in CALL_RETRY_METHODS or not call_retriable(e):
+        return None
+    ra = e.retry_after if isinstance(e, RequestError) else None
+    delay = min(CALL_RETRY_MAX, ra if ra is not None else 0.1 * 2.0 ** min(attempt - 1, 10))
+    return delay if delay < left else None
 
 
 def watch_error(status: Mapping[str, Any], what: str) -> SandboxError:

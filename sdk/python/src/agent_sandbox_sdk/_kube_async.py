@@ -119,10 +119,25 @@ class AsyncKubeClient:
     async def _call(self, c: _k8s.ApiCall, mark: _k8s.SendMark | None = None) -> dict[str, Any]:
         """Makes API call c: on a lean pooled connection (_fasthttp_async: claims' POSTs
         are on the warm path, often many at once) when one comes free in time, else
-        through httpx. mark is set once the request may have left."""
+        through httpx. mark is set once the request may have left. An idempotent call is
+        made again after a lost connection or a transient refusal within the call's
+        timeout (_k8s.call_retry_delay), as the sync client's."""
         await self._tls.ready()
         clock = asyncio.get_running_loop().time
-        deadline = clock() + self.timeout  # the call's, the lean pool's wait included
+        deadline = clock() + self.timeout  # the call's, every attempt included
+        attempt = 0
+        while True:
+            try:
+                return await self._call_once(c, mark, deadline)
+            except SandboxError as e:
+                attempt += 1
+                delay = _k8s.call_retry_delay(c, e, attempt, deadline - clock())
+                if delay is None:
+                    raise
+            await asyncio.sleep(delay)
+
+    async def _call_once(self, c: _k8s.ApiCall, mark: _k8s.SendMark | None, deadline: float) -> dict[str, Any]:
+        clock = asyncio.get_running_loop().time
         lean = _k8s.lean_request(c)
         if lean is not None:
             try:
@@ -242,6 +257,8 @@ class AsyncKubeClient:
         resourceVersion read up to, after a back-off; raises the timeout error at the
         deadline."""
         while (left := loop.left()) > 0:
+            if loop.needs_get() and await self._refresh(loop):
+                return loop.obj
             events = self.watch(loop.resource, loop.ns, loop.name, loop.start(), left, selector)
             async with contextlib.aclosing(events) as stream:
                 while True:
@@ -257,6 +274,17 @@ class AsyncKubeClient:
             if (pause := loop.pause()) is not None:
                 await asyncio.sleep(pause)
         raise loop.timeout_error()
+
+    async def _refresh(self, loop: _k8s.WaitLoop) -> bool:
+        """Reads loop's object after a 410 Gone, as the sync client's _refresh."""
+        try:
+            got: dict[str, Any] | None = await self.get(loop.resource, loop.ns, loop.name)
+        except NotFoundError:
+            got = None
+        except SandboxError as e:
+            loop.lost(e)  # raises e unless transient
+            return False
+        return loop.refreshed(got)
 
     async def _claim_later(
         self, ns: str, name: str, claim: dict[str, Any], timeout: float, w: _k8s.Wait, hand: asyncio.Future[Any]

@@ -378,8 +378,23 @@ class KubeClient:
     def _call(self, c: _k8s.ApiCall, mark: _k8s.SendMark | None = None) -> dict[str, Any]:
         """Makes API call c: on a lean pooled connection (_fasthttp: a claim's POST is on
         the warm path, and every call costs the client less CPU there) when one comes
-        free in time, else through httpx. mark is set once the request may have left."""
-        deadline = time.monotonic() + self.timeout  # the call's, the lean pool's wait included
+        free in time, else through httpx. mark is set once the request may have left.
+        An idempotent call is made again after a lost connection or a transient refusal
+        (a 429, 5xx: _k8s.call_retry_delay) within the call's timeout: a DELETE that
+        cleans up after a claim must not be lost to one 429."""
+        deadline = time.monotonic() + self.timeout  # the call's, every attempt included
+        attempt = 0
+        while True:
+            try:
+                return self._call_once(c, mark, deadline)
+            except SandboxError as e:
+                attempt += 1
+                delay = _k8s.call_retry_delay(c, e, attempt, deadline - time.monotonic())
+                if delay is None:
+                    raise
+            time.sleep(delay)
+
+    def _call_once(self, c: _k8s.ApiCall, mark: _k8s.SendMark | None, deadline: float) -> dict[str, Any]:
         lean = _k8s.lean_request(c)
         if lean is not None:
             try:
@@ -511,6 +526,8 @@ class KubeClient:
         resourceVersion read up to, after a back-off; raises the timeout error at the
         deadline."""
         while (left := loop.left()) > 0:
+            if loop.needs_get() and self._refresh(loop):
+                return loop.obj
             events = self.watch(loop.resource, loop.ns, loop.name, loop.start(), left, selector, stop)
             with contextlib.closing(events):
                 while True:
@@ -526,6 +543,19 @@ class KubeClient:
             if (pause := loop.pause()) is not None:
                 time.sleep(pause)
         raise loop.timeout_error()
+
+    def _refresh(self, loop: _k8s.WaitLoop) -> bool:
+        """Reads loop's object after a 410 Gone (WaitLoop.needs_get); True when that ends
+        the wait. A failed read that is transient is read again after the watch's next
+        back-off (the watch from "" runs meanwhile)."""
+        try:
+            got: dict[str, Any] | None = self.get(loop.resource, loop.ns, loop.name)
+        except NotFoundError:
+            got = None
+        except SandboxError as e:
+            loop.lost(e)  # raises e unless transient
+            return False
+        return loop.refreshed(got)
 
     def wait_claim(self, ns: str, name: str, claim: dict[str, Any], timeout: float, w: _k8s.Wait) -> dict[str, Any]:
         """Waits until the claim is Ready, or sooner until a Sandbox is handed out to it

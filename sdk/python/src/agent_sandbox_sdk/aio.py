@@ -323,8 +323,8 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
     async def _delete_quietly(self) -> None:
         try:
             await self.delete()
-        except SandboxError:
-            pass
+        except SandboxError as e:  # the caller's error goes on; this one is logged
+            _k8s.log_cleanup_failure(self.namespace, self.claim or self.name, e)
 
     async def _delete_lost(self) -> None:
         """Undoes a create whose answer was lost: the DELETE by name, then the looks for
@@ -343,8 +343,8 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
                     continue  # not there (yet), or the look failed: look again
                 await kube.delete(resource, self.namespace, name, _k8s.uid_of(obj))
                 return
-        except SandboxError:
-            pass
+        except SandboxError as e:
+            _k8s.log_cleanup_failure(self.namespace, name, e)
 
     async def _need_name(self) -> str:
         if not self.name:

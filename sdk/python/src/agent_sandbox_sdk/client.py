@@ -302,8 +302,8 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
     def _delete_quietly(self) -> None:
         try:
             self.delete()
-        except SandboxError:
-            pass
+        except SandboxError as e:  # the caller's error goes on; this one is logged
+            _k8s.log_cleanup_failure(self.namespace, self.claim or self.name, e)
 
     def _delete_lost(self, *, look: bool = True) -> None:
         """Undoes a create whose answer was lost, under a name the SDK drew: deletes by
@@ -327,8 +327,8 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
                     continue  # not there (yet), or the look failed: look again
                 kube.delete(resource, self.namespace, name, _k8s.uid_of(obj))
                 return
-        except SandboxError:
-            pass
+        except SandboxError as e:
+            _k8s.log_cleanup_failure(self.namespace, name, e)
 
     def _need_name(self) -> str:
         if not self.name:

@@ -76,12 +76,15 @@ class SandboxSuspendedError(SandboxError):
 
 
 class RequestError(SandboxError):
-    """Any other refused request: ``status`` is the HTTP status, ``code`` the API code."""
+    """Any other refused request: ``status`` is the HTTP status, ``code`` the API code,
+    ``retry_after`` the server's ``Retry-After`` (seconds) when it sent one."""
 
-    def __init__(self, message: str, *, status: int, code: str = "") -> None:
+    def __init__(self, message: str, *, status: int, code: str = "", retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
+        self.retry_after = retry_after
+        """The server's ``Retry-After`` in seconds (a 429 or 503), when it sent one."""
 
 
 class ProcessExitedError(RequestError):

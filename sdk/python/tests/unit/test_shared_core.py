@@ -76,9 +76,14 @@ def test_wait_loop_events() -> None:
     assert not loop.first(_sandbox("1", False)) and loop.start() == "1"
     assert not loop.event("BOOKMARK", {"metadata": {"resourceVersion": "7"}}) and loop.rv == "7"
     assert w.reason == "Starting" and loop.pause() is None  # an event came: no sleep
-    assert loop.event("ERROR", {"code": 410}) and loop.rv == ""  # gone: watch again from now
-    with pytest.raises(SandboxError, match="watch sandboxes ns/sb: boom"):
-        loop.event("ERROR", {"code": 500, "message": "boom"})
+    assert loop.event("ERROR", {"code": 410}) and loop.rv == ""  # gone: read it, then watch
+    assert loop.needs_get() and not loop.refreshed(_sandbox("8", False)) and loop.rv == "8"
+    assert not loop.needs_get()
+    # a transient ERROR (an etcd without leader) is watched again after a back-off
+    assert loop.event("ERROR", {"code": 500, "message": "boom"}) and loop.failed
+    assert "boom" in str(loop.last_error)
+    with pytest.raises(SandboxError, match="watch sandboxes ns/sb: forbidden"):
+        loop.event("ERROR", {"code": 403, "message": "nope"})
     done = _sandbox("9", True)
     assert loop.event("MODIFIED", done) and w.done and loop.obj is done
 

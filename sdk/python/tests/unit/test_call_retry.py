@@ -1,0 +1,174 @@
+"""API calls that are idempotent (GET, DELETE, merge PATCH) are made again after a
+transient refusal (429 with or without Retry-After, 5xx) or a connection lost mid-way,
+within the call's timeout; a POST never is, nor a call to a server that cannot be
+reached. A wait whose watch expired (410) reads the object before watching again, so a
+deletion in the gap ends it; a transient ERROR event is watched again."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from agent_sandbox_sdk import NotFoundError, RequestError, SandboxConnectionError, _k8s
+
+from .fakes import FakeKube, httpx_async_client, httpx_sync_client
+from .test_client_fake import bind_on_create
+
+
+class Flaky(FakeKube):
+    """Answers the first request of each (method, resource) in ``faults`` with the status
+    given (429 with Retry-After: 0, or a 5xx), or drops it (0: a reset connection)."""
+
+    def __init__(self, faults: dict[tuple[str, str], list[int]]) -> None:
+        super().__init__()
+        self.faults = faults
+
+    def __call__(self, req: httpx.Request) -> httpx.Response:
+        for (method, part), codes in self.faults.items():
+            if req.method == method and part in req.url.path and not req.url.params.get("watch") and codes:
+                self.requests.append(req)
+                code = codes.pop(0)
+                if code == 0:
+                    raise httpx.ReadError("connection reset by peer", request=req)
+                headers = {"Retry-After": "0"} if code == 429 else {}
+                body = {"kind": "Status", "status": "Failure", "code": code, "reason": "TooManyRequests"}
+                return httpx.Response(code, json=body, headers=headers)
+        return super().__call__(req)
+
+
+def _claims(fake: FakeKube) -> list[Any]:
+    return [k for k in fake.store if k[0] == "sandboxclaims"]
+
+
+@pytest.mark.parametrize("code", [429, 503, 0], ids=["429", "503", "reset"])
+def test_cleanup_delete_survives_a_transient_refusal(code: int) -> None:
+    fake = Flaky({("DELETE", "sandboxclaims"): [code]})
+    fake.on_create = bind_on_create
+    with httpx_sync_client(fake).create("pool", timeout=5):
+        pass
+    assert not _claims(fake)  # left behind before: the one DELETE was refused
+    assert len(fake.calls("DELETE", "sandboxclaims")) == 2
+
+
+@pytest.mark.parametrize("code", [429, 500, 0], ids=["429", "500", "reset"])
+async def test_async_cleanup_delete_survives_a_transient_refusal(code: int) -> None:
+    fake = Flaky({("DELETE", "sandboxclaims"): [code]})
+    fake.on_create = bind_on_create
+    async with httpx_async_client(fake) as c, await c.create("pool", timeout=5):
+        pass
+    assert not _claims(fake)
+
+
+def test_get_retried_post_not() -> None:
+    fake = Flaky({("GET", "sandboxes/a"): [503, 429], ("POST", "sandboxclaims"): [503]})
+    fake.put("sandboxes", {"metadata": {"name": "a"}})
+    c = httpx_sync_client(fake)
+    assert c.kube.get("sandboxes", "default", "a")["metadata"]["name"] == "a"
+    assert len(fake.calls("GET", "sandboxes/a$")) == 3
+    with pytest.raises(RequestError) as ei:
+        c.kube.create("sandboxclaims", "default", {"metadata": {"name": "x"}, "spec": {}})
+    assert ei.value.status == 503 and len(fake.calls("POST", "sandboxclaims")) == 1
+
+
+def test_permanent_errors_not_retried() -> None:
+    fake = Flaky({("GET", "sandboxes/a"): [400]})
+    c = httpx_sync_client(fake)
+    with pytest.raises(RequestError):
+        c.kube.get("sandboxes", "default", "a")
+    with pytest.raises(NotFoundError):
+        c.kube.get("sandboxes", "default", "b")
+    assert len(fake.calls("GET", "sandboxes/")) == 2
+
+
+def test_retry_policy() -> None:
+    get = _k8s.get_call("sandboxes", "ns", "a")
+    post = _k8s.create_call("sandboxclaims", "ns", {"metadata": {"name": "x"}})
+    busy = RequestError("busy", status=429, retry_after=1.5)
+    assert _k8s.call_retry_delay(get, busy, 1, 10.0) == 1.5  # the server's Retry-After
+    assert _k8s.call_retry_delay(get, busy, 1, 1.0) is None  # past the call's deadline
+    assert _k8s.call_retry_delay(post, busy, 1, 10.0) is None  # never a POST
+    assert _k8s.call_retry_delay(get, RequestError("x", status=503), 3, 10.0) == pytest.approx(0.4)
+    assert _k8s.call_retry_delay(get, RequestError("x", status=409), 1, 10.0) is None
+    lost = SandboxConnectionError("lost")
+    lost.__cause__ = httpx.RemoteProtocolError("closed before the answer")
+    refused = SandboxConnectionError("refused")
+    refused.__cause__ = httpx.ConnectError("connection refused")
+    assert _k8s.call_retry_delay(get, lost, 1, 10.0) == pytest.approx(0.1)
+    assert _k8s.call_retry_delay(get, refused, 1, 10.0) is None  # "is the cluster up?" at once
+    resp = httpx.Response(429, headers={"Retry-After": "3"}, json={"message": "slow down"})
+    e = _k8s.api_error(resp, "get")
+    assert isinstance(e, RequestError) and e.retry_after == 3.0
+
+
+# ---- waits across a 410 Gone, and transient ERROR events ----------------------------
+
+
+class ExpiredWatch(FakeKube):
+    """The first watch of each name answers ERROR 410 (the resourceVersion expired);
+    ``gone`` deletes the object meanwhile, without an event any later watch would show.
+    ``error500`` answers the first watch with an ERROR event 500 instead."""
+
+    def __init__(self, gone: bool = False, error500: bool = False) -> None:
+        super().__init__()
+        self.gone, self.error500, self.watches = gone, error500, 0
+
+    def __call__(self, req: httpx.Request) -> httpx.Response:
+        if req.method == "GET" and req.url.params.get("watch"):
+            self.watches += 1
+            if self.watches == 1:
+                self.requests.append(req)
+                code = 500 if self.error500 else 410
+                if self.gone:
+                    name = req.url.params["fieldSelector"].removeprefix("metadata.name=")
+                    self.store.pop(("sandboxes", "default", name), None)
+                    self.events.pop(("sandboxes", name), None)
+                st = {"kind": "Status", "status": "Failure", "code": code, "message": "expired or busy"}
+                return httpx.Response(200, content=(json.dumps({"type": "ERROR", "object": st}) + "\n").encode())
+        return super().__call__(req)
+
+
+def test_delete_wait_sees_a_deletion_behind_a_410() -> None:
+    fake = ExpiredWatch(gone=True)
+    obj = fake.put("sandboxes", {"metadata": {"name": "sb", "uid": "u"}, "spec": {}})
+    c = httpx_sync_client(fake)
+    w = _k8s.Wait("Sandbox", "sb")
+    c.kube.wait("sandboxes", "default", "sb", obj, 3, w, _k8s.on_deleted)
+    assert w.done  # timed out before: the watch from "" never showed the deletion
+
+
+async def test_async_delete_wait_sees_a_deletion_behind_a_410() -> None:
+    fake = ExpiredWatch(gone=True)
+    obj = fake.put("sandboxes", {"metadata": {"name": "sb", "uid": "u"}, "spec": {}})
+    async with httpx_async_client(fake) as c:
+        w = _k8s.Wait("Sandbox", "sb")
+        await c.kube.wait("sandboxes", "default", "sb", obj, 3, w, _k8s.on_deleted)
+    assert w.done
+
+
+def test_wait_outlives_a_transient_error_event() -> None:
+    fake = ExpiredWatch(error500=True)
+    obj = fake.put("sandboxes", {"metadata": {"name": "sb"}, "spec": {}})
+    fake.emit("sandboxes", "sb", "DELETED", obj)
+    c = httpx_sync_client(fake)
+    w = _k8s.Wait("Sandbox", "sb")
+    c.kube.wait("sandboxes", "default", "sb", obj, 5, w, _k8s.on_deleted)
+    assert w.done and fake.watches == 2  # raised RequestError 500 before
+
+
+def test_unreachable_server_fails_at_once() -> None:
+    c = httpx_sync_client(FakeKube())
+    c.kube.http = httpx.Client(base_url="http://127.0.0.1:9", transport=httpx.HTTPTransport())
+    with pytest.raises(SandboxConnectionError):
+        c.kube.get("sandboxes", "default", "a")
+
+
+def test_a_cleanup_that_still_fails_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    fake = Flaky({("DELETE", "sandboxclaims"): [403]})  # not transient: not made again
+    fake.on_create = bind_on_create
+    with caplog.at_level("WARNING", logger="agent_sandbox_sdk"), httpx_sync_client(fake).create("pool", timeout=5):
+        pass
+    assert _claims(fake)  # left behind, and said so
+    assert any("may be left behind" in r.getMessage() for r in caplog.records)
