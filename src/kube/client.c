@@ -241,10 +241,17 @@ void kube__curl_tls(CURL *h, const struct kube_config *cfg)
 {
     struct kube_tls t;
     kube_config_tls(cfg, &t);
-    if (t.ca_data)
+    /* A configured CA is the only trust anchor, as for kubectl: libcurl's built-in CA
+     * directory (the system's, /etc/ssl/certs) would also accept any server with a
+     * publicly signed certificate for the name, and get the bearer token. */
+    if (t.ca_data || t.ca_file)
+        curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+    if (t.ca_data) {
+        curl_easy_setopt(h, CURLOPT_CAINFO, NULL);
         set_blob(h, CURLOPT_CAINFO_BLOB, t.ca_data, t.ca_len);
-    else if (t.ca_file)
+    } else if (t.ca_file) {
         curl_easy_setopt(h, CURLOPT_CAINFO, t.ca_file);
+    }
     if (t.cert_data) {
         set_blob(h, CURLOPT_SSLCERT_BLOB, t.cert_data, t.cert_len);
         curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
