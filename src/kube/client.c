@@ -310,6 +310,10 @@ static void set_method(CURL *h, const struct kube__prep *p)
     if (p->has_body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body.len);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, buf_str(&p->body));
+    } else if (strcmp(p->method, "POST") == 0) {
+        /* an empty body: without POSTFIELDS libcurl reads one from the process's stdin */
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
     }
     if (strcmp(p->method, "GET") == 0)
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
@@ -465,8 +469,11 @@ struct resp {
     struct buf body;
     long status;
     long retry_after;
-    bool sent;          /* the attempt's request left (some of it), so the server may act on it */
-    uint64_t token_gen; /* of the credential the attempt carried */
+    bool sent;           /* the attempt's request left (some of it), so the server may act on it */
+    uint64_t token_gen;  /* of the credential the attempt carried */
+    unsigned sends;      /* times the attempt's request was sent (libcurl resends on its own) */
+    bool no_resend;      /* a generated create: never sent twice (a second object) */
+    bool resend_refused; /* on_prereq refused such a resend */
 };
 
 static bool is_2xx(long s)
@@ -531,6 +538,22 @@ static bool fault_unsent(struct kube_client *c, const struct kube__prep *p, stru
     return true;
 }
 
+/* CURLOPT_PREREQFUNCTION: called before each send of the request, libcurl's own resends
+ * included. libcurl sends a request again, unasked, when a reused connection died before
+ * any answer: the first copy may have reached the server and been carried out. Counted
+ * (the outcome is then unknown), and refused for a generated create, which would make a
+ * second object. */
+static int on_prereq(void *ctx, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+    struct resp *rs = ctx;
+    (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+    if (++rs->sends > 1 && rs->no_resend) {
+        rs->resend_refused = true;
+        return CURL_PREREQFUNC_ABORT;
+    }
+    return CURL_PREREQFUNC_OK;
+}
+
 /* Runs one transfer on a pooled handle. Returns the curl result; rs gets the status. */
 static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, struct resp *rs,
                              char *errbuf, struct kube_err *reterr, int *ret_r)
@@ -559,6 +582,11 @@ static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, 
     curl_easy_setopt(h, CURLOPT_HEADERDATA, rs);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, (long)LIMIT_KUBE_UPLOAD_BUFFER);
+    rs->sends = 0;
+    rs->no_resend = p->generated;
+    rs->resend_refused = false;
+    curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq);
+    curl_easy_setopt(h, CURLOPT_PREREQDATA, rs);
     errbuf[0] = '\0';
     atomic_fetch_add(&c->requests, 1);
     CURLcode cc = kube__mux_usable(c->mux) ? kube__mux_perform(c->mux, h) : curl_easy_perform(h);
@@ -568,7 +596,7 @@ static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, 
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rs->status);
     long sent = 0;
     curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
-    rs->sent = sent > 0 || rs->status != 0;
+    rs->sent = sent > 0 || rs->status != 0 || rs->sends > 0;
     if (c->fault && cc == CURLE_OK && rs->status)
         inject_fault(c, p, rs);
     if (c->observe)
@@ -579,6 +607,8 @@ static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, 
     curl_easy_setopt(h, CURLOPT_NOPROGRESS, 1L);
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, NULL);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, NULL);
+    curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, NULL);
+    curl_easy_setopt(h, CURLOPT_PREREQDATA, NULL);
     curl_slist_free_all(hdrs);
     rs->h = NULL;
     pool_put(c, h);
@@ -808,6 +838,16 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
             break;
         ret = attempt_once(c, &p, &rs, &cc, &e);
         e.sent = rs.sent;
+        /* libcurl sent it twice on its own: the first copy may have been carried out */
+        maybe_done = maybe_done || rs.sends > 1;
+        if (rs.resend_refused) {
+            kube_err_set(&e, -ECONNRESET,
+                         "the connection was lost after the request was sent; not sent again "
+                         "(it may have been carried out)");
+            e.sent = true;
+            maybe_done = true;
+            break;
+        }
         if (ret >= 0) {
             ret = parse_ok(&rs, ret_obj, &e);
             e.sent = true;

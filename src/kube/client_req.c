@@ -175,7 +175,9 @@ int kube__prepare(struct kube_client *c, const struct kube_req *r, struct kube__
         return -EINVAL;
     }
     p->idempotent = !is_method(r, "POST") && !is_method(r, "PATCH");
-    p->generated = is_method(r, "POST") && !kube_obj_name(r->body) &&
+    /* an empty name with generateName is a generated create too (the API server's rule) */
+    const char *name = kube_obj_name(r->body);
+    p->generated = is_method(r, "POST") && (!name || !*name) &&
                    json_is_string(kube_obj_path(r->body, "metadata.generateName"));
     int ret = kube_req_url(c, r, &p->url);
     if (ret < 0) {

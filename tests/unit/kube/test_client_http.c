@@ -219,14 +219,73 @@ static void test_retry_maybe_done(void **state)
 static void test_generated_create_not_retried_after_5xx(void **state)
 {
     (void)state;
-    struct kube_client *c = client(-1, h_503_then_ok);
+    /* with no name, and with an empty one (the API server generates then too) */
+    for (int empty = 0; empty < 2; empty++) {
+        struct kube_client *c = client(-1, h_503_then_ok);
+        struct kube_err e;
+        json_t *obj = json_pack("{s:s, s:{s:s, s:s}}", "kind", "Pod", "metadata", "generateName",
+                                "p-", "namespace", "ns");
+        if (empty)
+            json_object_set_new(json_object_get(obj, "metadata"), "name", json_string(""));
+        assert_true(kube_create(c, &KUBE_RES_PODS, NULL, obj, NULL, &e) < 0);
+        assert_int_equal(e.http_status, 503);
+        assert_true(kube_err_outcome_unknown(&e));
+        assert_int_equal(server_requests(), 1);
+        json_decref(obj);
+        kube_client_free(c);
+    }
+}
+
+/* A GET answered (its connection kept), then the first POST: taken (as if carried out)
+ * and the connection cut before any answer; a later POST: 409 AlreadyExists. */
+static int h_post_taken_then_cut(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    if (strcmp(rq->method, "GET") == 0) {
+        script_respond(fd, 200, NULL, pod);
+        return 0;
+    }
+    if (n == 1)
+        return 1; /* closes the connection, no answer */
+    script_respond(fd, 409, NULL,
+                   "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"code\":409}");
+    return 0;
+}
+
+static int posts_seen(void)
+{
+    struct srv_req sr;
+    int n = 0;
+    for (int i = 0; i < server_requests(); i++)
+        n += strcmp(server_req(i, &sr)->method, "POST") == 0;
+    return n;
+}
+
+/* libcurl sends a request again on its own when a reused connection dies before any
+ * answer. For a named create the second copy meets AlreadyExists, which is no name clash
+ * when the first copy made the object: the error says the outcome is unknown. A
+ * generated create is never sent twice (a second object under another name). */
+static void test_resend_on_reused_connection(void **state)
+{
+    (void)state;
     struct kube_err e;
-    json_t *obj = json_pack("{s:s, s:{s:s, s:s}}", "kind", "Pod", "metadata", "generateName", "p-",
-                            "namespace", "ns");
+    struct kube_client *c = client(0, h_post_taken_then_cut);
+    json_t *obj = json_loads(pod, 0, NULL);
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, NULL), 0);
+    assert_int_equal(kube_create(c, &KUBE_RES_PODS, "ns", obj, NULL, &e), -EEXIST);
+    assert_int_equal(posts_seen(), 2);
+    assert_true(e.maybe_done); /* before: a plain AlreadyExists, as if another made it */
+    json_decref(obj);
+    kube_client_free(c);
+
+    c = client(0, h_post_taken_then_cut);
+    obj = json_pack("{s:s, s:{s:s, s:s}}", "kind", "Pod", "metadata", "generateName", "p-",
+                    "namespace", "ns");
+    assert_int_equal(kube_get(c, &KUBE_RES_PODS, "ns", "p", NULL, NULL), 0);
     assert_true(kube_create(c, &KUBE_RES_PODS, NULL, obj, NULL, &e) < 0);
-    assert_int_equal(e.http_status, 503);
+    assert_int_equal(posts_seen(), 1); /* before: 2, the second a second object */
     assert_true(kube_err_outcome_unknown(&e));
-    assert_int_equal(server_requests(), 1);
+    assert_non_null(strstr(e.message, "not sent again"));
     json_decref(obj);
     kube_client_free(c);
 }
@@ -501,6 +560,33 @@ static int h_echo_ok(struct srv *s, const struct srv_req *rq, int n, int fd)
     (void)n;
     script_respond(fd, 200, NULL, pod);
     return 0;
+}
+
+/* A POST without a body sends an empty one: libcurl, left to itself, reads the body from
+ * the process's stdin (a CLI user's input sent to the API server). */
+static void test_post_without_body_leaves_stdin(void **state)
+{
+    (void)state;
+    struct srv_req sr;
+    struct kube_req r;
+    int fds[2], saved = dup(0);
+    char got[16];
+    assert_true(saved >= 0);
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write(fds[1], "0123456789", 10), 10);
+    assert_int_equal(close(fds[1]), 0);
+    assert_int_equal(dup2(fds[0], 0), 0);
+    struct kube_client *c = client(0, h_echo_ok);
+    kube_req_init(&r, "POST", NULL);
+    r.raw_path = "/api/v1/namespaces/ns/pods/p:8080/proxy/run";
+    assert_int_equal(kube_request(c, &r, NULL, NULL), 0);
+    ssize_t n = read(0, got, sizeof(got));
+    assert_int_equal(dup2(saved, 0), 0);
+    assert_int_equal(close(saved), 0);
+    assert_int_equal(close(fds[0]), 0);
+    assert_int_equal(n, 10); /* before: 0, all of it sent */
+    assert_string_equal(server_req(0, &sr)->body, "");
+    kube_client_free(c);
 }
 
 static void test_connection_reuse_and_bodies(void **state)
@@ -986,6 +1072,8 @@ int main(void)
         cmocka_unit_test(test_retry_5xx),
         cmocka_unit_test(test_retry_maybe_done),
         cmocka_unit_test(test_generated_create_not_retried_after_5xx),
+        cmocka_unit_test(test_resend_on_reused_connection),
+        cmocka_unit_test(test_post_without_body_leaves_stdin),
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_401_refresh),
         cmocka_unit_test(test_401_burst_runs_plugin_once),
