@@ -180,7 +180,7 @@ e2e_cli_upgrade() {
 		-p '{"spec":{"template":{"spec":{"nodeSelector":{"agent-sandbox.test/none":"x"}}}}}' >/dev/null
 	"$cli" install --wait --timeout 30s >"$WORK/cli-upgrade.log" 2>&1
 	rc=$?
-	if [ "$rc" = 4 ] && grep -q 'sandbox-router: .*replicas' "$WORK/cli-upgrade.log"; then
+	if [ "$rc" = 4 ] && grep -q 'deployment.apps/sandbox-router -n [a-z-]*: .*replicas' "$WORK/cli-upgrade.log"; then
 		ok "install --wait times out (exit 4) on a rollout whose new pods never start"
 	else
 		not_ok "install --wait times out (exit 4) on a rollout whose new pods never start" \
