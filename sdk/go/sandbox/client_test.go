@@ -66,6 +66,15 @@ func bindWarm(sandbox, ip string) claimStep {
 	}
 }
 
+// failSandboxGets makes the next Sandbox GETs fail with errs, in turn.
+func failSandboxGets(errs ...error) claimStep {
+	return func(k *fakeKube, _ *fakeRes[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList], _ string) {
+		k.sbx.mu.Lock()
+		defer k.sbx.mu.Unlock()
+		k.sbx.getErrs = append(k.sbx.getErrs, errs...)
+	}
+}
+
 func deleteClaim() claimStep {
 	return func(k *fakeKube, r *fakeRes[*extv1beta1.SandboxClaim, *extv1beta1.SandboxClaimList], name string) {
 		r.remove(name)
@@ -90,6 +99,10 @@ func TestCreateSandbox(t *testing.T) {
 		{name: "ready but unbound is not enough", steps: []claimStep{
 			setClaimReady("True", "DependenciesReady", ""), bindWarm("pool-y", "10.1.0.9")}, wantClaim: true},
 		{name: "watch expired then ready", gone: 2, steps: []claimStep{bindWarm("pool-z", "10.1.0.10")}, wantClaim: true},
+		// before: one 500 reading the bound Sandbox failed the create, which deleted the claim
+		{name: "transient errors reading the bound Sandbox", steps: []claimStep{
+			failSandboxGets(apierrors.NewInternalError(errors.New("etcd")), apierrors.NewServiceUnavailable("later")),
+			bindWarm("pool-t", "10.1.0.11")}, wantClaim: true},
 		{name: "template not found", steps: []claimStep{setClaimReady("False", "TemplateNotFound", "")},
 			wantErr: []error{ErrTemplateNotFound, ErrClaimFailed}},
 		{name: "warm pool not found", steps: []claimStep{setClaimReady("False", "WarmPoolNotFound", "")},

@@ -127,18 +127,44 @@ func (s *Sandbox) target() (target, error) {
 	return t, nil
 }
 
-// Refresh reads the Sandbox object again (pod IP and name may change after a resume).
+// Refresh reads the Sandbox object again (pod IP and name may change after a resume). A
+// Sandbox made again under the name (another UID than the handle's) is not taken: the
+// handle is then closed and Refresh fails with ErrSandboxDeleted.
 func (s *Sandbox) Refresh(ctx context.Context) error {
 	name := s.Name()
 	if name == "" {
 		return fmt.Errorf("%w: claim %s/%s is not bound yet", ErrNotReady, s.ns, s.claim)
 	}
+	known := s.sandboxUID(name)
 	obj, err := s.c.kube.sandboxes(s.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("sandbox: get %s/%s: %w", s.ns, name, kubeErr(err))
 	}
+	if known != "" && obj.UID != known {
+		// Another client deleted the handle's Sandbox and made one under its name: that
+		// one is not the handle's to run commands in, patch or delete.
+		s.mu.Lock()
+		s.deleted = true
+		s.mu.Unlock()
+		return fmt.Errorf("%w: sandbox %s/%s (uid %s) was replaced by another object of that name (uid %s)",
+			ErrSandboxDeleted, s.ns, name, known, obj.UID)
+	}
 	s.set(obj)
 	return nil
+}
+
+// getSandbox reads Sandbox name, again after a transient failure (a "later" answer, a
+// lost connection) within ctx, as a wait's reads are: one 500 here failed the wait of a
+// claim that was bound and Ready, and CreateSandbox then deleted it.
+func (s *Sandbox) getSandbox(ctx context.Context, name string) (*agentsv1beta1.Sandbox, error) {
+	var b backoff
+	for {
+		obj, err := s.c.kube.sandboxes(s.ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil || !transient(err) || rateLimited(err) || ctx.Err() != nil {
+			return obj, err
+		}
+		b.sleep(ctx)
+	}
 }
 
 // WaitReady waits by watch until the sandbox is Ready (for a claim: bound and Ready),
@@ -186,7 +212,7 @@ func (s *Sandbox) waitClaimIn(ctx context.Context, start *extv1beta1.SandboxClai
 		s.mu.Unlock()
 	}
 	name := claim.Status.Sandbox.Name
-	obj, err := s.c.kube.sandboxes(s.ns).Get(ctx, name, metav1.GetOptions{})
+	obj, err := s.getSandbox(ctx, name)
 	if err != nil {
 		return fmt.Errorf("sandbox: get %s/%s of claim %s: %w", s.ns, name, s.claim, kubeErr(err))
 	}

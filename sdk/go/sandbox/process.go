@@ -237,9 +237,10 @@ type Process struct {
 	exit   *ExitStatus
 	err    error
 
-	stdinMu     ctxMutex // one stdin request at a time, in order
-	stdinClosed bool     // guarded by stdinMu
-	pty         bool     // on a pseudo-terminal: its stdin close writes an EOF character
+	stdinMu       ctxMutex // one stdin request at a time, in order
+	stdinClosed   bool     // guarded by stdinMu
+	stdinCloseErr error    // a PTY close that failed (it may have been sent); guarded by stdinMu
+	pty           bool     // on a pseudo-terminal: its stdin close writes an EOF character
 
 	errMu    sync.Mutex
 	stdinErr error // the first failure of copying Cmd.Stdin (copyStdin)
@@ -472,14 +473,23 @@ func (p *Process) CloseStdin(ctx context.Context) error {
 	}
 	defer p.stdinMu.unlock()
 	if p.stdinClosed {
-		return nil
+		return p.stdinCloseErr
 	}
-	p.stdinClosed = true
+	if err := ctx.Err(); err != nil { // nothing sent: a later call may close it
+		return fmt.Errorf("sandbox: process %d: stdin close: %w", p.ID, err)
+	}
 	// sandboxd's close of a pipe is idempotent (a closed stdin is closed again without
-	// error), so it is retried like other idempotent calls. On a PTY each close writes
-	// the terminal's EOF character (^D): a resend after a lost answer would send a
-	// second one (ending the shell after cat), so it goes once.
-	return p.control(ctx, "stdin close", "stdin/close", nil, nil, !p.pty)
+	// error), so it is retried like other idempotent calls, and a close that failed may
+	// be called again. On a PTY each close writes the terminal's EOF character (^D): a
+	// resend after a lost answer would send a second one (ending the shell after cat), so
+	// it goes once, and a failed one counts as sent (it may have been): later calls
+	// return its error instead of sending another.
+	err := p.control(ctx, "stdin close", "stdin/close", nil, nil, !p.pty)
+	if err == nil || p.pty {
+		p.stdinClosed = true
+		p.stdinCloseErr = err
+	}
+	return err
 }
 
 // Stdin returns a writer to the process's stdin: each Write is one request, Close

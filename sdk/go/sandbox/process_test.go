@@ -494,3 +494,44 @@ func TestInlineStdinNotReadAfterGivingUp(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseStdinAfterFailedClose: a close that failed (a context already ended, a
+// refused request) leaves stdin open, so a later CloseStdin sends the close (before, it
+// returned nil without sending, and the process waited for EOF for ever).
+func TestCloseStdinAfterFailedClose(t *testing.T) {
+	refuse := 1
+	ps := &procServer{closeStdin: func() (int, string) {
+		if refuse > 0 {
+			refuse--
+			return http.StatusBadRequest, `{"code":"INVALID_ARGUMENT","message":"not now"}`
+		}
+		return http.StatusNoContent, ""
+	}}
+	sb := newProcServer(t, ps)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := sb.Start(ctx, Cmd{Command: "cat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, dcancel := context.WithCancel(context.Background())
+	dcancel()
+	if err := p.CloseStdin(done); err == nil {
+		t.Fatal("CloseStdin with an ended context: nil")
+	}
+	if err := p.CloseStdin(ctx); err == nil {
+		t.Fatal("a refused CloseStdin: nil")
+	}
+	if _, closed, _ := ps.state(); closed {
+		t.Fatal("closed after a refused close")
+	}
+	if err := p.CloseStdin(ctx); err != nil {
+		t.Fatalf("CloseStdin: %v", err)
+	}
+	if _, closed, _ := ps.state(); !closed {
+		t.Error("stdin never closed")
+	}
+	if err := p.CloseStdin(ctx); err != nil {
+		t.Errorf("a second CloseStdin: %v", err)
+	}
+}

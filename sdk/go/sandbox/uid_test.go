@@ -260,3 +260,33 @@ func TestWaitForMissingObject(t *testing.T) {
 		})
 	}
 }
+
+// A handle whose Sandbox another client deleted and made again under its name does not
+// take the new one at its next read (before, Refresh adopted it: commands ran in the
+// other client's Sandbox and Delete removed it). Refresh fails with ErrSandboxDeleted,
+// later calls with ErrClosed, and the new object stays.
+func TestRefreshRefusesObjectMadeAgain(t *testing.T) {
+	k := newFakeKube()
+	c := newTestClient(t, k)
+	sb := readySandbox("sb", "10.0.0.1")
+	sb.UID = "uid-mine"
+	k.sbx.Add(sb)
+	ctx := context.Background()
+	h, err := c.Attach(ctx, "sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remakeLocked(k.sbx, "sb")
+	if err := h.Refresh(ctx); !errors.Is(err, ErrSandboxDeleted) {
+		t.Fatalf("Refresh after the name was taken again: %v", err)
+	}
+	if _, err := h.Run(ctx, "true"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run: %v, want ErrClosed", err)
+	}
+	if err := h.Delete(ctx); err != nil {
+		t.Errorf("Delete: %v", err)
+	}
+	if got := uidOf(k.sbx, "sb"); got != strangerUID {
+		t.Errorf("the other client's Sandbox: uid %q, want %q (kept)", got, strangerUID)
+	}
+}
