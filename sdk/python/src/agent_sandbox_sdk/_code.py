@@ -94,7 +94,7 @@ def execute_request(base: str, headers: Mapping[str, str]) -> dict[str, Any]:
         "method": "POST",
         "url": base + EXECUTE_PATH,
         "headers": {**headers, **_wire.JSON_HEADERS},
-        "timeout": _wire.STREAM_TIMEOUT,
+        "timeout": _wire.process_stream_timeout(),
     }
 
 

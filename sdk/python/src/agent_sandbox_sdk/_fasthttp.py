@@ -379,8 +379,13 @@ class LineResponse:
 
 
 def _readable(sock: socket.socket) -> bool:
+    """Whether an idle connection has something to read (the server closed it, or sent
+    unasked bytes): it is then not reused. poll(), not select(): select() fails for a
+    descriptor at or past FD_SETSIZE (1024), which made every connection look readable,
+    so none was reused in a process with many files open."""
     try:
-        r, _, _ = select.select([sock], [], [], 0)
+        p = select.poll()
+        p.register(sock, select.POLLIN)
+        return bool(p.poll(0))
     except (OSError, ValueError):
         return True
-    return bool(r)

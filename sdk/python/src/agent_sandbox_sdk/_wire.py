@@ -36,7 +36,20 @@ CHUNK = 64 * 1024
 Command = str | Sequence[str]
 RETRY_STATUS = (502, 503, 504)
 STREAM_TIMEOUT = httpx.Timeout(None, connect=10.0)
-"""Timeout of streamed calls (spawn, file writes): no read timeout."""
+"""Timeout of streams that may be silent for as long as nothing happens (file watches):
+no read timeout."""
+STREAM_READ_TIMEOUT = 300.0
+"""Longest silence of a process or code stream, an output follow or a file write:
+sandboxd sends a keepalive after 15 s of silence (--process-keepalive,
+--code-keepalive), so five minutes without a byte is a dead connection (the node lost,
+a network partition: a half-open socket never errors), not a quiet process. The call
+then fails with SandboxConnectionError instead of hanging for ever."""
+
+
+def process_stream_timeout() -> httpx.Timeout:
+    """Timeout of process and code streams, output follows and file writes (reads and
+    writes bounded by STREAM_READ_TIMEOUT, read when the call is made)."""
+    return httpx.Timeout(STREAM_READ_TIMEOUT, connect=10.0)
 
 
 def client_options(timeout: float) -> dict[str, Any]:
@@ -595,7 +608,7 @@ def spawn_request(base: str, headers: Mapping[str, str]) -> dict[str, Any]:
         "method": "POST",
         "url": base + "/v1/processes",
         "headers": {**headers, **JSON_HEADERS},
-        "timeout": STREAM_TIMEOUT,
+        "timeout": process_stream_timeout(),
     }
 
 
@@ -615,7 +628,9 @@ def stream_ended(pid: object) -> SandboxConnectionError:
 
 
 def stdin_content(data: str | bytes) -> bytes:
-    return data.encode() if isinstance(data, str) else data
+    """The bytes of stdin data: text as UTF-8; any buffer (a bytearray or memoryview
+    passes for bytes in annotations) as its bytes, not iterated as ints."""
+    return data.encode() if isinstance(data, str) else bytes(data)
 
 
 # ---- files --------------------------------------------------------------------------
@@ -626,11 +641,11 @@ def write_options(data: bytes | str | object, mode: int | None) -> dict[str, Any
     timeout, and the Content-Length of a regular file object (others go chunked)."""
     params = {"mode": f"0{mode:03o}"} if mode is not None else {}
     headers = {"Content-Type": "application/octet-stream"}
-    if not isinstance(data, (bytes, str)) and hasattr(data, "read"):
+    if not isinstance(data, (bytes, bytearray, memoryview, str)) and hasattr(data, "read"):
         size = file_size(data)  # type: ignore[arg-type]
         if size is not None:
             headers["Content-Length"] = str(size)
-    return {"params": params, "timeout": STREAM_TIMEOUT, "headers": headers}
+    return {"params": params, "timeout": process_stream_timeout(), "headers": headers}
 
 
 def file_size(f: IO[bytes]) -> int | None:

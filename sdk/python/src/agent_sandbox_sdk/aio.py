@@ -770,8 +770,8 @@ class AsyncFiles:
         """Writes bytes, text (UTF-8), a binary file object, or a sync or async iterable of
         chunks (streamed, never buffered whole). The write is atomic on the sandbox side."""
         kw = _wire.write_options(data, mode)
-        if isinstance(data, (bytes, str)):
-            content = data.encode() if isinstance(data, str) else data
+        if isinstance(data, (bytes, bytearray, memoryview, str)):  # a buffer: sent whole
+            content = data.encode() if isinstance(data, str) else bytes(data)
             await self._sb.request(
                 "PUT", _wire.file_path(path), idempotent=True, what=f"write {path}", content=content, **kw
             )

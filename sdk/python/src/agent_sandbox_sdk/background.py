@@ -41,7 +41,11 @@ def start_body(
     """The JSON body of POST /v1/processes for a background start. ``stdin=True`` keeps
     stdin open for write(); str/bytes are written to it, then it is closed; False closes
     it at once."""
-    data = stdin if isinstance(stdin, (str, bytes)) else None
+    data: str | bytes | None = None
+    if isinstance(stdin, str):
+        data = stdin
+    elif isinstance(stdin, (bytes, bytearray, memoryview)):  # any buffer, as its bytes
+        data = bytes(stdin)
     body = _wire.run_body(command, env=env, cwd=cwd, timeout=timeout, stdin=data, pty=pty)
     body["background"] = True
     if stdin is True:
@@ -309,7 +313,11 @@ class BackgroundProcess:
         t = self._sb._route()
         http = self._sb._http(t)
         req = http.build_request(
-            "GET", t.base + _path(self.id, "output"), params=params, headers=t.headers, timeout=_wire.STREAM_TIMEOUT
+            "GET",
+            t.base + _path(self.id, "output"),
+            params=params,
+            headers=t.headers,
+            timeout=_wire.process_stream_timeout(),
         )
         try:
             resp = http.send(req, stream=True)
@@ -445,7 +453,11 @@ class AsyncBackgroundProcess:
         t = await self._sb._route()
         http = self._sb._http(t)
         req = http.build_request(
-            "GET", t.base + _path(self.id, "output"), params=params, headers=t.headers, timeout=_wire.STREAM_TIMEOUT
+            "GET",
+            t.base + _path(self.id, "output"),
+            params=params,
+            headers=t.headers,
+            timeout=_wire.process_stream_timeout(),
         )
         try:
             resp = await http.send(req, stream=True)

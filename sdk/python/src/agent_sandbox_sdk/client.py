@@ -725,8 +725,8 @@ class Files:
         """Writes bytes, text (UTF-8), a binary file object or an iterable of chunks
         (streamed, never buffered whole). The write is atomic on the sandbox side."""
         kw = _wire.write_options(data, mode)
-        if isinstance(data, (bytes, str)):
-            content = data.encode() if isinstance(data, str) else data
+        if isinstance(data, (bytes, bytearray, memoryview, str)):  # a buffer: sent whole
+            content = data.encode() if isinstance(data, str) else bytes(data)
             self._sb.request("PUT", _wire.file_path(path), idempotent=True, what=f"write {path}", content=content, **kw)
             return
         body = _iter_file(data) if hasattr(data, "read") else data  # type: ignore[arg-type]

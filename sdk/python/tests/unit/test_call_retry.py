@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_sandbox_sdk import NotFoundError, RequestError, SandboxConnectionError, _k8s
+from agent_sandbox_sdk import NotFoundError, RequestError, SandboxConnectionError, _k8s, _wire
 
 from .fakes import FakeKube, httpx_async_client, httpx_sync_client
 from .test_client_fake import bind_on_create
@@ -172,3 +172,44 @@ def test_a_cleanup_that_still_fails_is_logged(caplog: pytest.LogCaptureFixture) 
         pass
     assert _claims(fake)  # left behind, and said so
     assert any("may be left behind" in r.getMessage() for r in caplog.records)
+
+
+def test_buffers_are_written_as_bytes() -> None:
+    """A bytearray or memoryview (bytes to a type checker) is written as its bytes: before,
+    it was taken for an iterable of chunks and failed with a TypeError mid-request."""
+    from .fakes import FakeSandboxd
+    from .test_client_fake import bind_on_create as bind
+
+    fake = FakeKube()
+    fake.on_create = bind
+    fake.sandboxd = sbd = FakeSandboxd()
+    sb = httpx_sync_client(fake).create("pool")
+    sb.files.write("a", bytearray(b"abc"))
+    sb.files.write("b", memoryview(b"xyz"))
+    assert sbd.files["a"] == b"abc" and sbd.files["b"] == b"xyz"
+    assert _wire.stdin_content(memoryview(b"in")) == b"in"  # type: ignore[arg-type]
+
+
+def test_idle_connection_check_past_fd_setsize() -> None:
+    """The lean pool's staleness check works for a descriptor past FD_SETSIZE (1024):
+    select() raised there, every idle connection looked closed and none was reused."""
+    import resource
+    import socket
+
+    from agent_sandbox_sdk import _fasthttp
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
+        pytest.skip("the open-file limit is below 1200 descriptors")
+    held = []
+    try:
+        while True:
+            a, b = socket.socketpair()
+            held += [a, b]
+            if a.fileno() > 1100:
+                break
+        assert not _fasthttp._readable(a)  # idle, nothing to read: reusable
+        b.sendall(b"x")
+        assert _fasthttp._readable(a)
+    finally:
+        for s in held:
+            s.close()
