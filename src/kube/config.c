@@ -22,6 +22,7 @@ struct kube_config *kube__config_alloc(void)
     buf_init(&cfg->ca, LIMIT_KUBE_CERT);
     buf_init(&cfg->cert, LIMIT_KUBE_CERT);
     buf_init(&cfg->key, LIMIT_KUBE_CERT);
+    cfg->exec_timeout = LIMIT_KUBE_EXEC_TIMEOUT;
     pthread_mutex_init(&cfg->lock, NULL);
     return cfg;
 }
@@ -135,6 +136,8 @@ int kube_config_load(const struct kube_config_opts *opts, struct kube_config **r
     if (!opts)
         opts = &none;
     struct kube_config *cfg = kube__config_alloc();
+    if (opts->exec_timeout)
+        cfg->exec_timeout = opts->exec_timeout;
     if (!opts->in_cluster)
         n = default_paths(opts, paths, ARRAY_SIZE(paths));
     if (n == 0)

@@ -19,7 +19,8 @@ struct kube_config_opts {
     const char *namespace_override; /* NULL: the context's namespace or "default" */
     bool in_cluster;                /* force in-cluster config */
     /* in-cluster paths (tests override them) */
-    const char *sa_dir; /* NULL: /var/run/secrets/kubernetes.io/serviceaccount */
+    const char *sa_dir;  /* NULL: /var/run/secrets/kubernetes.io/serviceaccount */
+    usec_t exec_timeout; /* an exec credential plugin's run time; 0: LIMIT_KUBE_EXEC_TIMEOUT */
 };
 
 /** Loads configuration. Returns 0 and *ret (new, free with kube_config_free) or a

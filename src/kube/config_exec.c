@@ -177,16 +177,30 @@ static int collect(struct child *ch, struct buf *out, struct buf *err, usec_t de
     return 0;
 }
 
-/* Waits for the child, killing it first when it must not run on. */
-static int reap(pid_t pid, bool kill_first)
+/* Waits for the child, killing it first when it must not run on, and once deadline has
+ * passed: a plugin that closed its output but runs on (a daemon it did not detach, a
+ * sleep) would otherwise hold every request, which waits for the credential, for as long
+ * as it runs. Returns its wait status, -ETIMEDOUT when it had to be killed at the
+ * deadline, or a negative errno. */
+static int reap(pid_t pid, bool kill_first, usec_t deadline)
 {
     int status = 0;
+    bool late = false;
     if (kill_first)
         (void)kill(pid, SIGKILL);
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
+    for (;;) {
+        pid_t w = waitpid(pid, &status, kill_first || late ? 0 : WNOHANG);
+        if (w == pid)
+            return late ? -ETIMEDOUT : status;
+        if (w < 0 && errno != EINTR)
             return -errno;
-    return status;
+        if (w == 0 && clock_now() >= deadline) {
+            (void)kill(pid, SIGKILL);
+            late = true;
+        } else if (w == 0) {
+            clock_sleep(10 * USEC_PER_MSEC);
+        }
+    }
 }
 
 static int bad_output(const struct kube_exec_cfg *x, const char *what, struct kube_err *reterr)
@@ -232,14 +246,13 @@ static int parse_credential(const struct kube_exec_cfg *x, const struct buf *out
     return r;
 }
 
-static int run_failed(const struct kube_exec_cfg *x, int r, int status, const struct buf *err,
-                      struct kube_err *reterr)
+static int run_failed(const struct kube_exec_cfg *x, usec_t timeout, int r, int status,
+                      const struct buf *err, struct kube_err *reterr)
 {
     struct str e = str_trim(str_make(buf_str(err), err->len));
     if (r == -ETIMEDOUT)
-        kube_err_set(reterr, r, "exec plugin %s (kubeconfig %s) did not finish within %llu s",
-                     x->command, x->source,
-                     (unsigned long long)(LIMIT_KUBE_EXEC_TIMEOUT / USEC_PER_SEC));
+        kube_err_set(reterr, r, "exec plugin %s (kubeconfig %s) did not finish within %.1f s",
+                     x->command, x->source, (double)timeout / USEC_PER_SEC);
     else if (r == -E2BIG)
         kube_err_set(reterr, r, "exec plugin %s (kubeconfig %s) wrote more than %u bytes",
                      x->command, x->source, LIMIT_KUBE_EXEC_OUTPUT);
@@ -269,13 +282,15 @@ int kube__exec_run(const struct kube_config *cfg, const struct kube_exec_cfg *x,
     int status = 0;
     int r = spawn_plugin(x, envp, &ch);
     if (r >= 0) {
-        r = collect(&ch, &out, &err, clock_now() + LIMIT_KUBE_EXEC_TIMEOUT);
+        usec_t deadline = clock_now() + cfg->exec_timeout;
+        r = collect(&ch, &out, &err, deadline);
         (void)close(ch.out);
         (void)close(ch.err);
-        status = reap(ch.pid, r < 0);
+        status = reap(ch.pid, r < 0, deadline);
     }
     if (r < 0 || status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        r = run_failed(x, r < 0 ? r : (status < 0 ? status : 0), status, &err, reterr);
+        r = run_failed(x, cfg->exec_timeout, r < 0 ? r : (status < 0 ? status : 0), status, &err,
+                       reterr);
     else
         r = parse_credential(x, &out, ret, reterr);
     strv_free(envp);

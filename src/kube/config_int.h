@@ -52,6 +52,7 @@ struct kube_config {
     char *token;      /* static bearer token */
     char *token_file; /* tokenFile or the in-cluster token */
     struct kube_exec_cfg *exec;
+    usec_t exec_timeout; /* the plugin's run time (kube_config_opts.exec_timeout) */
 
     pthread_mutex_t lock; /* guards everything below */
     char *file_token;

@@ -15,3 +15,9 @@ exp=""
 [ -n "$AS_EXEC_EXPIRY" ] && exp=",\"expirationTimestamp\":\"$AS_EXEC_EXPIRY\""
 printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"%s-%s"%s}}\n' \
     "$api" "$2" "$n" "$exp"
+# AS_EXEC_LINGER=S: close the output, then run on for S seconds (a plugin that does not
+# exit once it has answered)
+if [ -n "$AS_EXEC_LINGER" ]; then
+    exec >&- 2>&-
+    exec sleep "$AS_EXEC_LINGER"
+fi

@@ -244,6 +244,28 @@ static void test_exec_plugin_failure(void **state)
     kube_config_free(cfg);
 }
 
+/* A plugin that closes its output and runs on is killed at the run-time bound: before,
+ * the wait for its exit had no bound, and every request waited for the credential. */
+static void test_exec_plugin_lingering_is_bounded(void **state)
+{
+    (void)state;
+    char count[512], tok[128];
+    struct kube_err e;
+    (void)snprintf(count, sizeof(count), "%s/count-linger", tmp_dir);
+    setenv("AS_EXEC_COUNT", count, 1);
+    setenv("AS_EXEC_LINGER", "3600", 1);
+    struct kube_config *cfg = load(&(struct kube_config_opts){.kubeconfig = data("kc-exec.yaml"),
+                                                              .exec_timeout = 500 * USEC_PER_MSEC});
+    usec_t t0 = clock_now();
+    int r = kube_config_token(cfg, tok, sizeof(tok), &e);
+    usec_t took = clock_now() - t0;
+    unsetenv("AS_EXEC_LINGER");
+    assert_int_equal(r, -ETIMEDOUT);
+    assert_non_null(strstr(e.message, "did not finish within 0.5 s"));
+    assert_true(took < 10 * USEC_PER_SEC);
+    kube_config_free(cfg);
+}
+
 static void make_sa_dir(char *dir, size_t size)
 {
     (void)snprintf(dir, size, "%s/sa", tmp_dir);
@@ -358,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_exec_plugin_caching),
         cmocka_unit_test(test_exec_plugin_failure),
+        cmocka_unit_test(test_exec_plugin_lingering_is_bounded),
         cmocka_unit_test(test_in_cluster),
         cmocka_unit_test(test_token_file_in_kubeconfig),
         cmocka_unit_test(test_yaml),
