@@ -58,6 +58,35 @@ static void share_setup(struct kube_client *c)
     curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 }
 
+int kube__server_name_target(const char *url, const char *server_name, char **ret_url,
+                             struct curl_slist **ret_connect_to)
+{
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL, *out = NULL;
+    int r = 0;
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+        curl_url_set(u, CURLUPART_HOST, server_name, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_URL, &out, 0) != CURLUE_OK) {
+        r = -EINVAL;
+        goto out;
+    }
+    struct str s = str_c(out);
+    while (s.len > 0 && s.p[s.len - 1] == '/')
+        s.len--;
+    *ret_url = str_dup(s);
+    char *map = xasprintf("%s:%s:%s:%s", server_name, port, host, port);
+    *ret_connect_to = curl_slist_append(NULL, map);
+    xfree(map);
+out:
+    curl_free(host);
+    curl_free(port);
+    curl_free(out);
+    curl_url_cleanup(u);
+    return r;
+}
+
 /* With tls-server-name, curl connects to the real host but verifies (and sends SNI for)
  * the given name: the URL names server_name and CONNECT_TO maps it back. */
 static int base_url_setup(struct kube_client *c, struct kube_err *reterr)
@@ -69,31 +98,10 @@ static int base_url_setup(struct kube_client *c, struct kube_err *reterr)
         c->base_url = xstrdup(server);
         return 0;
     }
-    CURLU *u = curl_url();
-    char *host = NULL, *port = NULL, *url = NULL;
-    int r = 0;
-    if (curl_url_set(u, CURLUPART_URL, server, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
-        curl_url_set(u, CURLUPART_HOST, tls.server_name, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
-        r = -EINVAL;
+    int r = kube__server_name_target(server, tls.server_name, &c->base_url, &c->connect_to);
+    if (r < 0)
         kube_err_set(reterr, r, "server URL %s or tls-server-name %s is invalid", server,
                      tls.server_name);
-        goto out;
-    }
-    struct str s = str_c(url);
-    while (s.len > 0 && s.p[s.len - 1] == '/')
-        s.len--;
-    c->base_url = str_dup(s);
-    char *map = xasprintf("%s:%s:%s:%s", tls.server_name, port, host, port);
-    c->connect_to = curl_slist_append(NULL, map);
-    xfree(map);
-out:
-    curl_free(host);
-    curl_free(port);
-    curl_free(url);
-    curl_url_cleanup(u);
     return r;
 }
 

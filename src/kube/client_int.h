@@ -18,6 +18,13 @@
 /** Sets the TLS material of cfg (borrowed) on h: CA, client certificate and key (PEM,
  * data copied into h), and the insecure flag. Shared with sbd_client.c. */
 void kube__curl_tls(CURL *h, const struct kube_config *cfg);
+/** For a server reached under a TLS name of its own (kubeconfig tls-server-name): the URL
+ * with its host replaced by server_name (*ret_url, new, no trailing '/') and the
+ * CURLOPT_CONNECT_TO entry that maps that name back to the URL's host and port
+ * (*ret_connect_to, new: curl_slist_free_all). Returns 0 or -EINVAL (a URL or name curl
+ * refuses). */
+int kube__server_name_target(const char *url, const char *server_name, char **ret_url,
+                             struct curl_slist **ret_connect_to);
 
 /* At most LIMIT_KUBE_LOG_BURST lines per LIMIT_KUBE_LOG_WINDOW; the rest are counted
  * and the count is reported on the next line let through. */

@@ -15,7 +15,8 @@
 struct sbd_client {
     struct sbd_client_opts o; /* strings below are the copies */
     char *base, *auth, *user_agent;
-    struct curl_slist *headers; /* the client's own header lines */
+    struct curl_slist *headers;    /* the client's own header lines */
+    struct curl_slist *connect_to; /* tls-server-name: its name mapped to the real host */
 };
 
 int sbd_client_base_url(const char *scheme, const char *host, uint16_t port, char *out, size_t size)
@@ -46,7 +47,17 @@ int sbd_client_new(const struct sbd_client_opts *opts, struct sbd_client **ret)
         return -E2BIG;
     c = XNEW(struct sbd_client);
     c->o = *opts;
-    c->base = xstrdup(opts->base);
+    struct kube_tls tls = {0};
+    if (opts->tls)
+        kube_config_tls(opts->tls, &tls);
+    /* the API server's tls-server-name, as the kube client's (its pod proxy is there) */
+    if (tls.server_name &&
+        kube__server_name_target(opts->base, tls.server_name, &c->base, &c->connect_to) < 0) {
+        xfree(c);
+        return -EINVAL;
+    }
+    if (!c->base)
+        c->base = xstrdup(opts->base);
     for (n = strlen(c->base); n > 0 && c->base[n - 1] == '/'; n--)
         c->base[n - 1] = '\0';
     if (opts->token && *opts->token)
@@ -72,6 +83,7 @@ void sbd_client_free(struct sbd_client *c)
     xfree(c->base);
     xfree(c->user_agent);
     curl_slist_free_all(c->headers);
+    curl_slist_free_all(c->connect_to);
     xfree(c);
 }
 
@@ -138,6 +150,7 @@ static void set_options(const struct sbd_client *c, CURL *h)
     }
     if (o->tls)
         kube__curl_tls(h, o->tls);
+    (void)curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
 }
 
 int sbd_client_setup(const struct sbd_client *c, CURL *h, const char *method, const char *path,

@@ -24,7 +24,8 @@ struct sbd_client_opts {
     const char *base;              /* prefix of every URL (copied; trailing '/' dropped) */
     const char *token;             /* bearer token (copied, wiped at free); NULL or "" = none */
     const char *const *headers;    /* more "Name: value" lines, NULL-terminated (copied) */
-    const struct kube_config *tls; /* its CA, client certificate and insecure flag;
+    const struct kube_config *tls; /* its CA, client certificate, insecure flag and
+                                      tls-server-name (base is then that server's URL);
                                       borrowed for the client's life; NULL = system CAs */
     bool no_proxy;                 /* never through a proxy (pod IPs), whatever the
                                       environment says; else libcurl's *_proxy variables */

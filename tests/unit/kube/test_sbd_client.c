@@ -23,6 +23,7 @@
 #include "common/buf.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
+#include "kube/config.h"
 #include "kube/sbd_client.h"
 
 #define REQ_MAX (LIMIT_KUBE_TOKEN + 16384)
@@ -294,6 +295,49 @@ static void test_http_only_refuses_https(void **state)
     sbd_client_free(c);
 }
 
+/* Through the API server's pod proxy with the kubeconfig's tls-server-name: the TLS
+ * handshake names it (SNI, and the certificate is checked against it), as the kube
+ * client's requests do; before, the sandboxd client sent none for the server's IP and
+ * every CLI call through the proxy failed the name check. */
+static void test_tls_server_name(void **state)
+{
+    struct srv s;
+    char dir[] = "/tmp/as-test-sbd-XXXXXX", kc[128], text[2048], base[160];
+    char err[CURL_ERROR_SIZE] = "";
+    long status = 0;
+    (void)state;
+    srv_start(&s, NULL); /* takes the ClientHello, never answers */
+    assert_non_null(mkdtemp(dir));
+    (void)snprintf(kc, sizeof(kc), "%s/kubeconfig", dir);
+    (void)snprintf(text, sizeof(text),
+                   "current-context: t\nclusters:\n- name: k\n  cluster: {server: "
+                   "'https://127.0.0.1:%u', tls-server-name: kubernetes.test, "
+                   "certificate-authority: '%s/kube/test-ca.pem'}\ncontexts:\n- name: t\n"
+                   "  context: {cluster: k, user: u}\nusers:\n- name: u\n  user: {token: t}\n",
+                   s.port, getenv("AS_TEST_DATA"));
+    FILE *f = fopen(kc, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+    struct kube_config *cfg = NULL;
+    struct kube_err e;
+    assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
+    (void)snprintf(base, sizeof(base),
+                   "https://127.0.0.1:%u/api/v1/namespaces/ns/pods/p:8080/proxy", s.port);
+    struct sbd_client *c = client(&(struct sbd_client_opts){
+        .base = base, .tls = cfg, .no_proxy = true, .timeout = 500 * USEC_PER_MSEC});
+    assert_true(sbd_client_call(c, &(struct sbd_client_req){.path = "/v1/health"}, NULL, &status,
+                                err, sizeof(err)) < 0);
+    sbd_client_free(c);
+    srv_done(&s);
+    if (!memmem(s.req, s.len, "kubernetes.test", strlen("kubernetes.test")))
+        fail_msg("the ClientHello (%zu bytes) names no tls-server-name", s.len);
+    xfree(s.req);
+    kube_config_free(cfg);
+    assert_int_equal(unlink(kc), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_no_proxy_ignores_environment),
         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_http_only_refuses_https),
+        cmocka_unit_test(test_tls_server_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
