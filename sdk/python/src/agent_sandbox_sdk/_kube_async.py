@@ -14,7 +14,7 @@ import httpx
 
 from . import _fasthttp_async, _k8s, _proxy
 from ._kubeconfig import AsyncTLS, KubeConfig
-from .errors import NotFoundError, RequestError, SandboxConnectionError, SandboxError
+from .errors import AuthError, NotFoundError, RequestError, SandboxConnectionError, SandboxError
 
 HANDOUT_STREAM_ERRORS = 5
 """Hand-out watches in a row ended by an ERROR event after which the stream gives up."""
@@ -125,10 +125,17 @@ class AsyncKubeClient:
         await self._tls.ready()
         clock = asyncio.get_running_loop().time
         deadline = clock() + self.timeout  # the call's, every attempt included
-        attempt = 0
+        attempt, refreshed = 0, False
         while True:
+            gen = self.cfg.exec_generation()
             try:
                 return await self._call_once(c, mark, deadline)
+            except AuthError as e:
+                # a 401 is refused before anything is done (as the sync client's)
+                if e.status != 401 or refreshed or not self.cfg.invalidate_exec(gen):
+                    raise
+                refreshed = True
+                continue
             except SandboxError as e:
                 attempt += 1
                 delay = _k8s.call_retry_delay(c, e, attempt, deadline - clock())

@@ -16,7 +16,7 @@ import httpx
 
 from . import _fasthttp, _k8s, _proxy
 from ._kubeconfig import KubeConfig
-from .errors import NotFoundError, RequestError, SandboxConnectionError, SandboxError
+from .errors import AuthError, NotFoundError, RequestError, SandboxConnectionError, SandboxError
 
 
 class WatchResp(Protocol):
@@ -383,10 +383,18 @@ class KubeClient:
         (a 429, 5xx: _k8s.call_retry_delay) within the call's timeout: a DELETE that
         cleans up after a claim must not be lost to one 429."""
         deadline = time.monotonic() + self.timeout  # the call's, every attempt included
-        attempt = 0
+        attempt, refreshed = 0, False
         while True:
+            gen = self.cfg.exec_generation()
             try:
                 return self._call_once(c, mark, deadline)
+            except AuthError as e:
+                # a 401 is refused before anything is done: any call may go once more,
+                # with the exec plugin's fresh credential
+                if e.status != 401 or refreshed or not self.cfg.invalidate_exec(gen):
+                    raise
+                refreshed = True
+                continue
             except SandboxError as e:
                 attempt += 1
                 delay = _k8s.call_retry_delay(c, e, attempt, deadline - time.monotonic())

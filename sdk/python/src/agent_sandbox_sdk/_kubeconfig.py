@@ -163,6 +163,26 @@ class KubeConfig:
                 raise ConfigError(str(err)) from err
             return self._exec_credential_locked(self.exec_config)
 
+    def exec_generation(self) -> int:
+        """How many times the exec plugin has run (0 without one): taken before a request,
+        it tells invalidate_exec whether the credential the request carried is still the
+        cached one."""
+        return self._exec_runs
+
+    def invalidate_exec(self, generation: int) -> bool:
+        """After the API server rejected a request's credentials (401): forgets the exec
+        plugin's cached credential when it is still the one of generation (no run since),
+        so that the next request runs the plugin again, as client-go does: a credential
+        without expirationTimestamp was otherwise kept for ever, and a rotated or revoked
+        one failed every later call. Returns whether a request should be made again (an
+        exec plugin is configured and a fresh credential can be had)."""
+        if not self.exec_config or self.token_file or self.token:
+            return False
+        with self._exec_lock:
+            if self._exec_runs == generation:
+                self._exec_cache.clear()
+        return True
+
     def _exec_fresh(self) -> dict[str, Any] | None:
         """The cached credential while it has more than 10 s left (or no expiry), else None."""
         status, exp = self._exec_cache.get("status"), self._exec_cache.get("expires", 0.0)

@@ -213,3 +213,73 @@ def test_idle_connection_check_past_fd_setsize() -> None:
     finally:
         for s in held:
             s.close()
+
+
+def _exec_config(tmp_path: Any) -> Any:
+    """A kubeconfig whose exec plugin hands out tok-1, tok-2, ... (one per run, no expiry)."""
+    import sys
+
+    from agent_sandbox_sdk import load_kubeconfig
+
+    runs, script = tmp_path / "runs", tmp_path / "plugin.py"
+    script.write_text(
+        "import json\n"
+        f"with open({str(runs)!r}, 'a') as f: f.write('x')\n"
+        f"n = len(open({str(runs)!r}).read())\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',"
+        " 'status': {'token': f'tok-{n}'}}))\n"
+    )
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(
+        json.dumps(
+            {
+                "current-context": "c",
+                "clusters": [{"name": "k", "cluster": {"server": "https://api.test:6443"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                "users": [{"name": "u", "user": {"exec": {"command": sys.executable, "args": [str(script)]}}}],
+            }
+        )
+    )
+    return load_kubeconfig(str(kc))
+
+
+def _revoking(seen: list[str]) -> Any:
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen.append(req.headers.get("authorization", ""))
+        if req.headers.get("authorization") == "Bearer tok-1":  # revoked
+            return httpx.Response(401, json={"kind": "Status", "code": 401, "message": "Unauthorized"})
+        return httpx.Response(200, json={"metadata": {"name": "a"}})
+
+    return handler
+
+
+def test_a_rejected_exec_credential_is_fetched_again(tmp_path: Any) -> None:
+    """A 401 for an exec plugin's credential (rotated or revoked, with no expiry) runs
+    the plugin again and makes the call once more: before, every later call failed with
+    AuthError until the client was made anew."""
+    from agent_sandbox_sdk import SandboxClient
+
+    cfg = _exec_config(tmp_path)
+    seen: list[str] = []
+    c = SandboxClient(config=cfg)
+    c.kube._fast.usable = False
+    c.kube.http = httpx.Client(base_url=cfg.server, transport=httpx.MockTransport(_revoking(seen)), auth=cfg.auth())
+    assert c.kube.get("sandboxes", "default", "a")["metadata"]["name"] == "a"
+    assert seen == ["Bearer tok-1", "Bearer tok-2"]
+    c.close()
+
+
+async def test_async_a_rejected_exec_credential_is_fetched_again(tmp_path: Any) -> None:
+    from agent_sandbox_sdk import AsyncSandboxClient
+
+    cfg = _exec_config(tmp_path)
+    seen: list[str] = []
+    c = AsyncSandboxClient(config=cfg)
+    c.kube._fast.usable = False
+    await c.kube.http.aclose()
+    c.kube.http = httpx.AsyncClient(
+        base_url=cfg.server, transport=httpx.MockTransport(_revoking(seen)), auth=cfg.auth()
+    )
+    assert (await c.kube.get("sandboxes", "default", "a"))["metadata"]["name"] == "a"
+    assert seen == ["Bearer tok-1", "Bearer tok-2"]
+    await c.aclose()
