@@ -138,9 +138,10 @@ func (s *Sandbox) StartBackground(ctx context.Context, cmd Cmd, opts ...Backgrou
 		return nil, err
 	}
 	// Sent as a stream so that it is never retried nor replayed after a resume (it could
-	// start twice); net/http still sends a *bytes.Reader with a Content-Length.
+	// start twice), and chunked (a plain io.Reader: net/http would send a *bytes.Reader
+	// with a Content-Length), as the other process requests (connection.go, chunkedBody).
 	resp, _, err := s.send(ctx, call{op: "start background", method: http.MethodPost, path: "/v1/processes",
-		stream: bytes.NewReader(body), contentType: "application/json"})
+		stream: struct{ io.Reader }{bytes.NewReader(body)}, contentType: "application/json"})
 	if err != nil {
 		return nil, bgError(err)
 	}

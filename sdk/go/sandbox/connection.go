@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 )
 
@@ -128,7 +129,14 @@ func podProxyClient(rc *rest.Config) (*http.Client, *http.Transport, error) {
 func (c *conn) closeIdle() {
 	switch {
 	case c.mode != ModePodProxy:
-		c.hc.CloseIdleConnections()
+		// through client-go's credential wrappers (an exec plugin's or an auth
+		// provider's token for the router), which have no CloseIdleConnections of their
+		// own: http.Client's would do nothing there
+		if c.hc.Transport == nil {
+			c.hc.CloseIdleConnections() // http.DefaultTransport's
+		} else {
+			utilnet.CloseIdleConnectionsFor(c.hc.Transport)
+		}
 	case c.ownTransport != nil:
 		c.ownTransport.CloseIdleConnections()
 	}
@@ -335,13 +343,18 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 	for attempt := 1; ; attempt++ {
 		var body io.Reader
 		emptyPut := cl.stream == nil && cl.body != nil && len(cl.body) == 0 && cl.method == http.MethodPut
+		chunked := cl.stream == nil && cl.body != nil && (emptyPut || chunkedBody(cl.method, cl.path))
 		switch {
 		case cl.stream != nil:
 			body = cl.stream
-		case emptyPut:
+		case chunked:
 			// An empty upload goes chunked: sandboxd's streamed-body routes wait forever
 			// on "Content-Length: 0" (a server defect; a zero-length chunked body works).
-			body = struct{ io.Reader }{bytes.NewReader(nil)}
+			// Process and code requests go chunked too: through a Go reverse proxy on
+			// HTTP/1.1 (the API server's pod proxy behind kubectl proxy or an HTTP/1.1
+			// hop) a Content-Length body can get its streamed answer cut, and sandboxd then
+			// kills the process (docs/sandboxd.md).
+			body = struct{ io.Reader }{bytes.NewReader(cl.body)}
 		case cl.body != nil:
 			body = bytes.NewReader(cl.body)
 		}
@@ -352,7 +365,7 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 		if cl.contentType != "" {
 			req.Header.Set("Content-Type", cl.contentType)
 		}
-		if cl.stream == nil && cl.body != nil && !emptyPut {
+		if cl.stream == nil && cl.body != nil && !chunked {
 			req.ContentLength = int64(len(cl.body))
 		}
 		resp, err := c.hc.Do(req)
@@ -566,4 +579,11 @@ func readHTTPError(op string, resp *http.Response) *HTTPError {
 		}
 	}
 	return e
+}
+
+// chunkedBody: the requests whose JSON body is sent chunked (see do): starting a process
+// (streamed or in the background), a run, a code execution.
+func chunkedBody(method, path string) bool {
+	return method == http.MethodPost &&
+		(path == "/v1/processes" || path == "/v1/processes/run" || path == "/v1/code/execute")
 }

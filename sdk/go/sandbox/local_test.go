@@ -339,3 +339,29 @@ func handleFor(t testing.TB, srv *httptest.Server) *Sandbox {
 	port, _ := strconv.Atoi(u.Port())
 	return attachReady(t, Connection{Mode: ModeDirect, Port: port, SandboxdToken: "sbd-token"}, nil)
 }
+
+// countingTransport counts CloseIdleConnections calls; wrapper hides it the way
+// client-go's credential wrappers do (only WrappedRoundTripper leads to it).
+type countingTransport struct {
+	http.RoundTripper
+	closed int
+}
+
+func (c *countingTransport) CloseIdleConnections() { c.closed++ }
+
+type wrapper struct{ rt http.RoundTripper }
+
+func (w wrapper) RoundTrip(r *http.Request) (*http.Response, error) { return w.rt.RoundTrip(r) }
+func (w wrapper) WrappedRoundTripper() http.RoundTripper            { return w.rt }
+
+// TestCloseIdleThroughCredentialWrappers: closing a router client's idle connections
+// reaches the transport under client-go's wrappers (an exec plugin's or an auth
+// provider's token); http.Client's CloseIdleConnections stopped at the wrapper.
+func TestCloseIdleThroughCredentialWrappers(t *testing.T) {
+	ct := &countingTransport{RoundTripper: http.DefaultTransport}
+	c := &conn{mode: ModeRouter, hc: &http.Client{Transport: wrapper{rt: ct}}}
+	c.closeIdle()
+	if ct.closed != 1 {
+		t.Errorf("CloseIdleConnections reached the transport %d times, want 1", ct.closed)
+	}
+}

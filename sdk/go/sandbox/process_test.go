@@ -535,3 +535,46 @@ func TestCloseStdinAfterFailedClose(t *testing.T) {
 		t.Errorf("a second CloseStdin: %v", err)
 	}
 }
+
+// TestProcessBodiesChunked: the JSON bodies of a run, a streamed or background start and
+// a code execution go chunked, never with a Content-Length: through a Go reverse proxy on
+// HTTP/1.1 (the API server's pod proxy behind an HTTP/1.1 hop) a Content-Length body can
+// get its streamed answer cut, and sandboxd then kills the process.
+func TestProcessBodiesChunked(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int64{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		mu.Lock()
+		seen[r.URL.Path] = r.ContentLength
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/processes/run":
+			_, _ = io.WriteString(w, `{"stdout":"","stderr":"","exit_code":0}`)
+		case "/v1/processes":
+			_, _ = io.WriteString(w, `{"type":"start","id":5,"pid":9}`+"\n"+`{"type":"exit","exit_code":0}`+"\n")
+		default:
+			answer(w, http.StatusNotFound, `{"code":"NOT_FOUND","message":"no route"}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	sb := handleFor(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := sb.Run(ctx, "true"); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	p, err := sb.Start(ctx, Cmd{Command: "true"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	_, _ = p.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, path := range []string{"/v1/processes/run", "/v1/processes"} {
+		if n, ok := seen[path]; !ok || n != -1 {
+			t.Errorf("%s: Content-Length %d (seen %v), want chunked (-1)", path, n, ok)
+		}
+	}
+}
