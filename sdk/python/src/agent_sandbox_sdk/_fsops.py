@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import httpx
 
-from . import _wire
+from . import _fasthttp, _wire
 from .errors import SandboxConnectionError, SandboxError
 from .models import FileEvent, FileEventType, FileStat, WriteResult
 
@@ -208,6 +208,7 @@ class FileWatch:
     def __init__(self, resp: httpx.Response, path: str) -> None:
         self._resp = resp
         self.path = path
+        self._closing = False  # close() came: a read it cut short ends the iteration quietly
         self._lines = _wire.split_lines(resp.iter_bytes(), _wire.MAX_PROCESS_LINE, f"watch of {path}")
         try:
             _ready(next(self._lines, None), path)
@@ -222,10 +223,16 @@ class FileWatch:
                 if ev is not None:
                     yield ev
         except httpx.TransportError as e:
-            if not self._resp.is_closed:
+            if not self._resp.is_closed and not self._closing:
                 raise SandboxConnectionError(f"watch {self.path}: stream lost: {e!r}") from e
 
     def close(self) -> None:
+        """Ends the watch, from any thread: the socket is shut down first, since closing
+        it alone does not wake a read blocked on it in another thread (an iteration over
+        a quiet directory waited for the next event, for ever in direct mode)."""
+        self._closing = True
+        stream = self._resp.extensions.get("network_stream")
+        _fasthttp.shut_socket(stream.get_extra_info("socket") if stream is not None else None)
         self._resp.close()
 
     def __enter__(self) -> FileWatch:
