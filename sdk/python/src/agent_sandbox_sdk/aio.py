@@ -299,19 +299,22 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
             kube = self.client.kube
             self._obj = await kube.wait("sandboxes", self.namespace, name, obj, timeout, w, _k8s.on_sandbox_event)
 
-    async def delete(self, *, wait: bool = False, timeout: float = 60.0) -> None:
+    async def delete(self, *, wait: bool = False, timeout: float = 60.0) -> bool:
         """Deletes the claim (or the Sandbox when there is no claim). With wait, returns
         once the Sandbox is gone. Conditioned on the UID the handle knows (see
-        Sandbox.delete)."""
+        Sandbox.delete). Returns whether this call deleted it (False: gone already)."""
         uid = self._delete_uid()
         kube = self.client.kube
+        deleted = False
         if self.claim:
-            await kube.delete("sandboxclaims", self.namespace, self.claim, uid)
-        elif self.name and not await kube.delete("sandboxes", self.namespace, self.name, uid):
-            wait = False  # gone already: the name may hold another client's Sandbox now
+            deleted = await kube.delete("sandboxclaims", self.namespace, self.claim, uid)
+        elif self.name:
+            deleted = await kube.delete("sandboxes", self.namespace, self.name, uid)
+            wait = wait and deleted  # gone already: the name may hold another client's Sandbox now
         if wait and self.name:
             await self._wait_gone(timeout)
         self._target = None
+        return deleted
 
     async def _wait_gone(self, timeout: float) -> None:
         w = _k8s.Wait("Sandbox", self.name)

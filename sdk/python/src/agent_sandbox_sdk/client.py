@@ -278,19 +278,23 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
             w = _k8s.Wait("Sandbox", name)
             self._obj = self.client.kube.wait("sandboxes", self.namespace, name, obj, timeout, w, _k8s.on_sandbox_event)
 
-    def delete(self, *, wait: bool = False, timeout: float = 60.0) -> None:
+    def delete(self, *, wait: bool = False, timeout: float = 60.0) -> bool:
         """Deletes the claim (or the Sandbox when there is no claim). With wait, returns
         once the Sandbox is gone. Only the object the handle knows is deleted when it
         knows its UID (a precondition): one made again under the name by another client
-        is left alone (the handle's is gone already, which is no error)."""
+        is left alone (the handle's is gone already, which is no error). Returns whether
+        this call deleted it (False: it was gone already)."""
         uid = self._delete_uid()
+        deleted = False
         if self.claim:
-            self.client.kube.delete("sandboxclaims", self.namespace, self.claim, uid)
-        elif self.name and not self.client.kube.delete("sandboxes", self.namespace, self.name, uid):
-            wait = False  # gone already: the name may hold another client's Sandbox now
+            deleted = self.client.kube.delete("sandboxclaims", self.namespace, self.claim, uid)
+        elif self.name:
+            deleted = self.client.kube.delete("sandboxes", self.namespace, self.name, uid)
+            wait = wait and deleted  # gone already: the name may hold another client's Sandbox now
         if wait and self.name:
             self._wait_gone(timeout)
         self._target = None
+        return deleted
 
     def _wait_gone(self, timeout: float) -> None:
         w = _k8s.Wait("Sandbox", self.name)

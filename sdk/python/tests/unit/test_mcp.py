@@ -303,6 +303,30 @@ async def test_create_list_delete_and_cleanup() -> None:
     assert ("sandboxclaims", "default", left["claim"]) not in fake.store
 
 
+async def test_delete_of_a_name_made_again_deletes_the_new_object() -> None:
+    """A Sandbox the server only looked up (a handle cached by name) that was deleted and
+    made again under its name: delete_sandbox reads the name again and deletes what is
+    there now (before, the old handle's UID-conditioned delete did nothing and the tool
+    said it was deleted); a name already gone is a tool error, not a success."""
+    fake = FakeKube()
+    fake.put("sandboxes", {"metadata": {"name": "dev", "uid": "uid-a"}, "spec": {}, "status": {}})
+    tools = Tools(Options())
+    tools._client = async_client(fake)
+    async with Client(build_server(tools)) as c:
+        await tools.handle("dev")  # cached with uid-a
+        del fake.store[("sandboxes", "default", "dev")]
+        fake.put("sandboxes", {"metadata": {"name": "dev", "uid": "uid-b"}, "spec": {}, "status": {}})
+        res = await c.call_tool("delete_sandbox", {"sandbox": "dev"})
+        assert not res.is_error, res.content
+        assert ("sandboxes", "default", "dev") not in fake.store
+        fake.put("sandboxes", {"metadata": {"name": "gone", "uid": "uid-c"}, "spec": {}, "status": {}})
+        await tools.handle("gone")
+        del fake.store[("sandboxes", "default", "gone")]
+        res = await c.call_tool("delete_sandbox", {"sandbox": "gone"})
+        assert res.is_error
+    await tools.aclose()
+
+
 async def test_no_create_and_only_created() -> None:
     fake = FakeKube()
     tools = Tools(Options(allow_create=False, only_created=True))

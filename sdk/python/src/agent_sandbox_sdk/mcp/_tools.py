@@ -262,8 +262,15 @@ class Tools:
         if self._pinned is not None:
             raise ToolFailure(f"the pinned sandbox {LOCAL_NAME!r} cannot be deleted through this server")
         sb = await self.handle(name)
-        await sb.delete()
+        if sb not in self.created.values():
+            # a cached handle of a name: read it again, since the name may hold another
+            # Sandbox now (the old handle's delete, conditioned on its UID, did nothing)
+            self._forget(sb)
+            sb = await self.handle(name)
+        deleted = await sb.delete()
         self._forget(sb)
+        if not deleted:
+            raise ToolFailure(f"sandbox {name or sb.name!r} was already gone: nothing was deleted")
         return {"deleted": sb.claim or sb.name, "sandbox": sb.name, "claim": sb.claim}
 
     # ---- processes -------------------------------------------------------------------
