@@ -1123,9 +1123,46 @@ def get_call(resource: str, ns: str, name: str) -> ApiCall:
     return ApiCall("GET", path(resource, ns, name), f"{RESOURCES[resource][1]} {ns}/{name}", {})
 
 
-def list_call(resource: str, ns: str, label_selector: str | None) -> ApiCall:
-    params = {"labelSelector": label_selector} if label_selector else {}
+LIST_PAGE = 500
+"""Items per LIST page (client-go's pager's default): a namespace with thousands of
+Sandboxes is read in pieces, not as one answer of tens of MB."""
+
+
+def list_call(resource: str, ns: str, label_selector: str | None, cont: str = "") -> ApiCall:
+    params: dict[str, Any] = {"limit": LIST_PAGE}
+    if label_selector:
+        params["labelSelector"] = label_selector
+    if cont:
+        params["continue"] = cont
     return ApiCall("GET", path(resource, ns), f"list {resource} in {ns}", {"params": params}, one_object=False)
+
+
+class ListPages:
+    """The I/O-free part of a paged LIST: the continue token of the next page, the items
+    gathered, and a restart from the first page when a token expired (410) once."""
+
+    def __init__(self) -> None:
+        self.cont = ""
+        self.items: list[dict[str, Any]] = []
+        self.restarted = False
+
+    def expired(self, e: SandboxError) -> bool:
+        """Whether the failure of a page is an expired continue token to start over from
+        (once); anything else is raised by the caller."""
+        if isinstance(e, RequestError) and e.status == 410 and self.cont and not self.restarted:
+            self.restarted, self.cont, self.items = True, "", []
+            return True
+        return False
+
+    def take(self, page: dict[str, Any]) -> dict[str, Any] | None:
+        """Takes a page; the whole list (the last page's object with every item) once it
+        was the last, else None."""
+        self.items.extend(page.get("items") or [])
+        self.cont = str((page.get("metadata") or {}).get("continue") or "")
+        if self.cont:
+            return None
+        page["items"] = self.items
+        return page
 
 
 def create_call(resource: str, ns: str, body: dict[str, Any]) -> ApiCall:

@@ -164,7 +164,17 @@ class AsyncKubeClient:
         return await self._call(_k8s.get_call(resource, ns, name))
 
     async def list(self, resource: str, ns: str, label_selector: str | None = None) -> dict[str, Any]:
-        return await self._call(_k8s.list_call(resource, ns, label_selector))
+        """Every object (page by page: _k8s.LIST_PAGE), as one List."""
+        pages = _k8s.ListPages()
+        while True:
+            try:
+                page = await self._call(_k8s.list_call(resource, ns, label_selector, pages.cont))
+            except SandboxError as e:
+                if pages.expired(e):
+                    continue
+                raise
+            if (whole := pages.take(page)) is not None:
+                return whole
 
     async def create(
         self, resource: str, ns: str, body: dict[str, Any], mark: _k8s.SendMark | None = None

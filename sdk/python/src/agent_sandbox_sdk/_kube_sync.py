@@ -422,7 +422,17 @@ class KubeClient:
         return self._call(_k8s.get_call(resource, ns, name))
 
     def list(self, resource: str, ns: str, label_selector: str | None = None) -> dict[str, Any]:
-        return self._call(_k8s.list_call(resource, ns, label_selector))
+        """Every object (page by page: _k8s.LIST_PAGE), as one List."""
+        pages = _k8s.ListPages()
+        while True:
+            try:
+                page = self._call(_k8s.list_call(resource, ns, label_selector, pages.cont))
+            except SandboxError as e:
+                if pages.expired(e):
+                    continue
+                raise
+            if (whole := pages.take(page)) is not None:
+                return whole
 
     def create(self, resource: str, ns: str, body: dict[str, Any], mark: _k8s.SendMark | None = None) -> dict[str, Any]:
         """POSTs body; mark (when given) is set once the POST may have left."""

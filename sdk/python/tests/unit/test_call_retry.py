@@ -283,3 +283,49 @@ async def test_async_a_rejected_exec_credential_is_fetched_again(tmp_path: Any) 
     assert (await c.kube.get("sandboxes", "default", "a"))["metadata"]["name"] == "a"
     assert seen == ["Bearer tok-1", "Bearer tok-2"]
     await c.aclose()
+
+
+class Paged(FakeKube):
+    """Answers a LIST two items a page, with continue tokens; ``expire`` answers the
+    first continued page 410 once (its token expired)."""
+
+    def __init__(self, expire: bool = False) -> None:
+        super().__init__()
+        self.expire = expire
+        self.params: list[dict[str, str]] = []
+
+    def __call__(self, req: httpx.Request) -> httpx.Response:
+        if req.method == "GET" and req.url.path.endswith("/sandboxes") and not req.url.params.get("watch"):
+            self.requests.append(req)
+            p = dict(req.url.params)
+            self.params.append(p)
+            if self.expire and p.get("continue"):
+                self.expire = False
+                return httpx.Response(410, json={"kind": "Status", "code": 410, "reason": "Expired"})
+            names = sorted(n for (r, _, n) in self.store if r == "sandboxes")
+            start = int(p.get("continue") or 0)
+            items = [self.store[("sandboxes", "default", n)] for n in names[start : start + 2]]
+            more = str(start + 2) if start + 2 < len(names) else ""
+            return httpx.Response(200, json={"items": items, "metadata": {"resourceVersion": "9", "continue": more}})
+        return super().__call__(req)
+
+
+@pytest.mark.parametrize("expire", [False, True], ids=["pages", "expired token"])
+def test_list_is_paged(expire: bool) -> None:
+    fake = Paged(expire)
+    for i in range(5):
+        fake.put("sandboxes", {"metadata": {"name": f"s{i}"}, "spec": {}})
+    c = httpx_sync_client(fake)
+    got = c.kube.list("sandboxes", "default")
+    assert [o["metadata"]["name"] for o in got["items"]] == [f"s{i}" for i in range(5)]
+    assert all(p.get("limit") == str(_k8s.LIST_PAGE) for p in fake.params)  # before: no limit
+    assert len(fake.params) == (3 if not expire else 5)
+
+
+async def test_async_list_is_paged() -> None:
+    fake = Paged()
+    for i in range(3):
+        fake.put("sandboxes", {"metadata": {"name": f"s{i}"}, "spec": {}})
+    async with httpx_async_client(fake) as c:
+        got = await c.kube.list("sandboxes", "default")
+    assert [o["metadata"]["name"] for o in got["items"]] == ["s0", "s1", "s2"] and len(fake.params) == 2

@@ -492,10 +492,11 @@ def test_lean_request(call: _k8s.ApiCall, want: tuple[str, bytes, str] | None) -
     ("call", "want"),
     [
         (_k8s.get_call("sandboxes", "ns", "a"), "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a"),
-        (_k8s.list_call("sandboxes", "ns", None), "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes"),
+        (_k8s.list_call("sandboxes", "ns", None), "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes?limit=500"),
         (
-            _k8s.list_call("sandboxes", "ns", "a=b,c in (d)"),
-            "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes?labelSelector=a%3Db%2Cc+in+%28d%29",
+            _k8s.list_call("sandboxes", "ns", "a=b,c in (d)", "tok"),
+            "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes?limit=500&labelSelector=a%3Db%2Cc+in+%28d%29"
+            "&continue=tok",
         ),
         (
             _k8s.watch_call("sandboxclaims", "ns", "c", "42", 9.5),
