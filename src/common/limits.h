@@ -33,6 +33,7 @@
 #define LIMIT_KUBE_BACKOFF_MIN     (100 * USEC_PER_MSEC)
 #define LIMIT_KUBE_BACKOFF_MAX     (30 * USEC_PER_SEC)
 #define LIMIT_KUBE_EXEC_TIMEOUT    (30 * USEC_PER_SEC) /* exec credential plugin run time */
+#define LIMIT_KUBE_RETIRED_CERTS   8 /* an exec plugin's replaced certificates kept (lent out) */
 
 /* Work queue */
 #define LIMIT_WQ_BACKOFF_BASE (5 * USEC_PER_MSEC)

@@ -207,17 +207,29 @@ static int put_token(const char *tok, char *out, size_t size)
     return (int)n;
 }
 
-/* Keeps an exec plugin's previous certificate alive: kube_config_tls lent it out. */
+/* Keeps an exec plugin's previous certificate alive: kube_config_tls lent it out, and a
+ * borrower copies it at once (CURL_BLOB_COPY). The LIMIT_KUBE_RETIRED_CERTS latest are
+ * kept, older ones freed: a long-running client with short-lived certificates grew the
+ * list by one per plugin run, for good. */
 static void retire_exec_cert(struct kube_config *cfg)
 {
     if (!cfg->exec_res.cert && !cfg->exec_res.key)
         return;
-    struct kube_retired *r = XNEW(struct kube_retired);
+    struct kube_retired *r = XNEW(struct kube_retired), **p = &cfg->retired;
     r->cert = cfg->exec_res.cert;
     r->key = cfg->exec_res.key;
     r->next = cfg->retired;
     cfg->retired = r;
     cfg->exec_res.cert = cfg->exec_res.key = NULL;
+    for (int n = 0; *p && n < LIMIT_KUBE_RETIRED_CERTS; n++)
+        p = &(*p)->next;
+    while (*p) {
+        struct kube_retired *old = *p;
+        *p = old->next;
+        xfree(old->cert);
+        xfree(old->key);
+        xfree(old);
+    }
 }
 
 static int exec_token_locked(struct kube_config *cfg, struct kube_err *reterr)

@@ -13,6 +13,8 @@ fi
 api=$(printf '%s' "$KUBERNETES_EXEC_INFO" | sed 's/.*"apiVersion":"\([^"]*\)".*/\1/')
 exp=""
 [ -n "$AS_EXEC_EXPIRY" ] && exp=",\"expirationTimestamp\":\"$AS_EXEC_EXPIRY\""
+# AS_EXEC_CERT=1: a client certificate of this run too (another one each run)
+[ -n "$AS_EXEC_CERT" ] && exp="$exp,\"clientCertificateData\":\"cert-$n\",\"clientKeyData\":\"key-$n\""
 printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"%s-%s"%s}}\n' \
     "$api" "$2" "$n" "$exp"
 # AS_EXEC_LINGER=S: close the output, then run on for S seconds (a plugin that does not

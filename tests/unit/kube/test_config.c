@@ -16,8 +16,10 @@
 
 #include "common/base64.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/config.h"
+#include "kube/config_int.h"
 #include "kube/yaml.h"
 
 static char data_dir[1024];
@@ -266,6 +268,34 @@ static void test_exec_plugin_lingering_is_bounded(void **state)
     kube_config_free(cfg);
 }
 
+/* A plugin that hands out another client certificate each run: the replaced ones are
+ * kept only up to LIMIT_KUBE_RETIRED_CERTS (lent out to borrowers that copy them at
+ * once), not one more per run for the client's life. */
+static void test_exec_retired_certs_bounded(void **state)
+{
+    (void)state;
+    char count[512], tok[128];
+    struct kube_err e;
+    struct kube_tls t;
+    (void)snprintf(count, sizeof(count), "%s/count-certs", tmp_dir);
+    setenv("AS_EXEC_COUNT", count, 1);
+    setenv("AS_EXEC_CERT", "1", 1);
+    struct kube_config *cfg = load(&(struct kube_config_opts){.kubeconfig = data("kc-exec.yaml")});
+    for (int i = 0; i < 3 * LIMIT_KUBE_RETIRED_CERTS; i++) {
+        kube_config_invalidate_token(cfg);
+        assert_true(kube_config_token(cfg, tok, sizeof(tok), &e) > 0);
+    }
+    unsetenv("AS_EXEC_CERT");
+    kube_config_tls(cfg, &t);
+    assert_non_null(t.cert_data);
+    assert_string_equal(t.cert_data, "cert-24");
+    int n = 0;
+    for (const struct kube_retired *r = cfg->retired; r; r = r->next)
+        n++;
+    assert_int_equal(n, LIMIT_KUBE_RETIRED_CERTS); /* before: 23 */
+    kube_config_free(cfg);
+}
+
 static void make_sa_dir(char *dir, size_t size)
 {
     (void)snprintf(dir, size, "%s/sa", tmp_dir);
@@ -381,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_exec_plugin_caching),
         cmocka_unit_test(test_exec_plugin_failure),
         cmocka_unit_test(test_exec_plugin_lingering_is_bounded),
+        cmocka_unit_test(test_exec_retired_certs_bounded),
         cmocka_unit_test(test_in_cluster),
         cmocka_unit_test(test_token_file_in_kubeconfig),
         cmocka_unit_test(test_yaml),
