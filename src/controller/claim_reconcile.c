@@ -285,6 +285,7 @@ static void late_fallback(struct claim_pass *p, const json_t *tpl, const char *p
     cascade_sandbox_deleted(p->x->d.cascade, p->sb); /* its Pod goes with it */
     ext__sb_deleted_put(p->x, kube_obj_uid(p->sb));  /* not bound again from a lagging cache */
     ext__binding_drop(p->x, p->uid);
+    ext__cold_only_mark(p->x, p->uid); /* a failed cold create is retried cold, not warm */
     json_decref(p->sb);
     p->sb = NULL;
     cold_create(p, tpl, pool);
@@ -343,8 +344,20 @@ static void late_redeliver(struct claim_pass *p)
     pool = kube_store_get_ns(ext__store(p->x, EXT_INF_POOL), p->ns, pn);
     tn = kube_obj_path_str(pool, "spec.sandboxTemplateRef.name");
     tpl = tn ? kube_store_get_ns(ext__store(p->x, EXT_INF_TEMPLATE), p->ns, tn) : NULL;
-    if (tpl && late_ok(p, tpl))
+    if (tpl && late_ok(p, tpl)) {
         (void)late_deliver(p, tpl, pn);
+    } else {
+        /* The env was not delivered (the claim is not Ready) and cannot be now. Ready
+         * stays False: before, the Sandbox's Ready made the claim Ready without its env
+         * (its secrets), and the user's code ran without them. */
+        fail(p, LB_R_DELIVERY_FAILED, false,
+             "the claim's env was not delivered into Sandbox %s and cannot be now: %s",
+             kube_obj_name(p->sb),
+             !pool  ? "its warm pool is gone"
+             : !tpl ? "its template is gone"
+                    : "its template no longer takes env late (claimConfigDelivery)");
+        p->err = -EAGAIN; /* again with back-off: the pool or template may come back */
+    }
     json_decref(tpl);
     json_decref(pool);
 }
@@ -359,7 +372,7 @@ static void late_redeliver(struct claim_pass *p)
 static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json_t *tpl,
                             const char *pn)
 {
-    bool warm = !claim_needs_cold(p->claim) || late_ok(p, tpl);
+    bool warm = !claim_needs_cold(p->claim) || (late_ok(p, tpl) && !ext__cold_only(p->x, p->uid));
     json_t *sb = NULL;
     char msg[sizeof(p->msg)] = ""; /* not p->msg: fail formats into it */
     int r = 0;

@@ -365,6 +365,22 @@ void ext__ready_once_drop(struct ext_ctrl *x, const char *claim_uid)
     pthread_mutex_unlock(&x->lock);
 }
 
+void ext__cold_only_mark(struct ext_ctrl *x, const char *claim_uid)
+{
+    pthread_mutex_lock(&x->lock);
+    map_put(x->cold_only, claim_uid, xstrdup(""), NULL);
+    pthread_mutex_unlock(&x->lock);
+}
+
+bool ext__cold_only(struct ext_ctrl *x, const char *claim_uid)
+{
+    bool yes;
+    pthread_mutex_lock(&x->lock);
+    yes = map_get(x->cold_only, claim_uid) != NULL;
+    pthread_mutex_unlock(&x->lock);
+    return yes;
+}
+
 /* Drops the expired entries of x->sb_deleted; call with x->lock held. */
 static void sb_deleted_prune(struct ext_ctrl *x, usec_t now)
 {
@@ -761,6 +777,9 @@ static void claim_on_delete(void *ctx, const json_t *o, bool unknown)
     if (kube_obj_uid(o)) {
         ext__binding_drop(x, kube_obj_uid(o));
         ext__ready_once_drop(x, kube_obj_uid(o));
+        pthread_mutex_lock(&x->lock);
+        xfree(map_remove(x->cold_only, kube_obj_uid(o)));
+        pthread_mutex_unlock(&x->lock);
     }
     owner_gone(x, o);
 }
@@ -949,6 +968,7 @@ int ext_ctrl_new(const struct ext_opts *o, const struct ext_deps *d, struct ext_
     x->observed = map_new(xfree);
     x->bindings = map_new(xfree);
     x->ready_once = map_new(xfree);
+    x->cold_only = map_new(xfree);
     x->sb_deleted = map_new(xfree);
     x->expect = pool_expect_new(0);
     x->cq = claim_queue_new();
@@ -1111,6 +1131,7 @@ void ext_ctrl_free(struct ext_ctrl *x)
     map_free(x->observed);
     map_free(x->bindings);
     map_free(x->ready_once);
+    map_free(x->cold_only);
     map_free(x->sb_deleted);
     pool_expect_free(x->expect);
     claim_queue_free(x->cq);

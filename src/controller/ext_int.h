@@ -65,6 +65,8 @@ struct ext_ctrl {
     struct map *ready_once;    /* claim uid -> "" (claims this process saw Ready, until the
                                   cache shows the first-ready annotation), "failed" once
                                   the annotation's write failed */
+    struct map *cold_only;     /* claim uid -> "": late-bound claims that fell back to a cold
+                                  start (a failed delivery): never offered a member again */
     struct map *sb_deleted;    /* Sandbox uid -> usec_t * (monotonic expiry): Sandboxes a
                                   claim pass deleted, until their DELETED event */
     usec_t sb_deleted_pruned;  /* when sb_deleted's expired entries last went (under lock) */
@@ -160,6 +162,11 @@ bool ext__ready_once(struct ext_ctrl *x, const char *claim_uid);
 /** Marked, and the annotation's write is pending (not failed since). */
 bool ext__ready_once_writing(struct ext_ctrl *x, const char *claim_uid);
 void ext__ready_once_drop(struct ext_ctrl *x, const char *claim_uid);
+/** A late-bound claim fell back to a cold start: later passes retry only the cold create
+ * (a delivery that failed for the claim's own reason, a missing Secret say, failed again
+ * in every member: each pass burnt one). In memory: a restart may cost one more member. */
+void ext__cold_only_mark(struct ext_ctrl *x, const char *claim_uid);
+bool ext__cold_only(struct ext_ctrl *x, const char *claim_uid);
 /** Sandboxes a claim pass deleted (a late-bound fallback's warm Sandbox, an expired
  * claim's): remembered until the cache shows them gone (their DELETED event), at most
  * EXT_SB_DELETED_TTL, so that a pass on a cache that still shows one does not bind the

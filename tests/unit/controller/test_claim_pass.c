@@ -601,6 +601,66 @@ static void test_fallback_deleted_not_rebound(void **state)
     assert_int_equal(n_posts(), 2);                     /* the cold create, retried */
 }
 
+/* A late-bound claim that fell back to cold (its delivery failed for a reason of its own)
+ * and whose cold create fails is retried cold: before, each pass adopted the next member,
+ * failed the same delivery and deleted it, draining the pool at API speed. */
+static void test_fallback_retries_cold_only(void **state)
+{
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, true);
+    put(EXT_INF_POOL, pool_obj(TPL, 2, false));
+    put(EXT_INF_CLAIM, claim_obj(true));
+    put_member(member("pool-aaaaa", TPL, "127.0.0.1"), false); /* deliveries refused */
+    put_member(member("pool-bbbbb", TPL, "127.0.0.1"), false);
+    queue_candidate("pool-aaaaa");
+    queue_candidate("pool-bbbbb");
+    set_post_code(422); /* an admission policy refuses the cold Sandbox */
+    assert_true(claim_pass(NULL) < 0);
+    assert_int_equal(n_of(S.deletes, "pool-aaaaa"), 1);
+    assert_true(claim_pass(NULL) < 0);
+    assert_int_equal(n_of(S.patches, "pool-bbbbb"), 0); /* before: adopted and deleted */
+    assert_int_equal(n_of(S.deletes, "pool-bbbbb"), 0);
+    assert_int_equal(n_posts(), 2); /* the cold create, again */
+}
+
+/* A warm Sandbox bound to a late-bound claim whose env was never delivered (the claim is
+ * not Ready) while its template no longer takes env late, or its pool is gone: the claim
+ * stays not Ready (before, the Sandbox's Ready made it Ready without its env). */
+static void test_undelivered_env_never_ready(void **state)
+{
+    (void)state;
+    for (int gone = 0; gone < 2; gone++) {
+        ctrl_new(false);
+        put_template(TPL, false); /* ColdStart now */
+        if (!gone)
+            put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+        put(EXT_INF_CLAIM, claim_obj(true));
+        json_t *m = member("pool-aaaaa", TPL, "127.0.0.1");
+        json_object_set_new(json_object_get(m, "metadata"), "ownerReferences",
+                            owner(EXT_KIND_CLAIM, CLAIM, CL_UID));
+        json_object_set_new(json_object_get(json_object_get(m, "metadata"), "labels"),
+                            SB_LABEL_LAUNCH_TYPE, json_string("warm"));
+        put_member(m, false);
+        (void)claim_pass(NULL);
+        json_t *st = last_claim_status();
+        assert_non_null(st);
+        const json_t *c = NULL, *ci;
+        size_t i;
+        json_array_foreach(json_object_get(st, "conditions"), i, ci)
+        {
+            if (strcmp(json_string_value(json_object_get(ci, "type")) ?: "", SB_COND_READY) == 0)
+                c = ci;
+        }
+        assert_non_null(c);
+        assert_string_equal(json_string_value(json_object_get(c, "status")), "False");
+        assert_string_equal(json_string_value(json_object_get(c, "reason")), LB_R_DELIVERY_FAILED);
+        json_decref(st);
+        teardown(NULL);
+        setup(NULL);
+    }
+}
+
 /* ---- finding 5: a claim that used its Sandbox keeps it ------------------------------ */
 
 static void test_no_fallback_after_ready_without_annotations(void **state)
@@ -779,6 +839,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_other_template_member_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_former_template_member_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fallback_deleted_not_rebound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fallback_retries_cold_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_undelivered_env_never_ready, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_fallback_after_ready_without_annotations, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_deleting_pool_prefer_settled_no_new_member, setup,
