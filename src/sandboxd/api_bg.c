@@ -611,6 +611,14 @@ static int bg_get(struct http_req *req, void *ctx)
         json_decref(j);
         return r;
     }
+    bool streams = str_eq_c(action, "output") || str_eq_c(action, "wait");
+    /* A HEAD of a stream is answered at its head: a follower or waiter would keep it in
+     * flight, writing nothing, and wedge its keep-alive connection (and a proxy's pooled
+     * one behind it) until the process ended. */
+    if (streams && str_eq_c(http_req_method(req), "HEAD"))
+        return http_respond(
+            req, 200, str_eq_c(action, "output") ? "application/x-ndjson" : "application/json", "",
+            0);
     if (str_eq_c(action, "output"))
         return bg_output(req, b, &q);
     if (str_eq_c(action, "wait"))

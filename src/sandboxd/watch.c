@@ -673,6 +673,14 @@ static int watch_get(struct http_req *req, void *ctx)
         wstream_fail(s);
         return 0;
     }
+    if (str_eq_c(http_req_method(req), "HEAD")) {
+        /* answered at its head (the directory is there): a stream would keep it in
+         * flight, writing nothing, and wedge the keep-alive connection (and a proxy's
+         * pooled one behind it) while holding a slot and the activity */
+        r = http_respond(req, 200, "application/x-ndjson", "", 0);
+        wstream_fail(s);
+        return r;
+    }
     r = http_resp_start(req, 200, "application/x-ndjson");
     if (r < 0) {
         wstream_close(s);

@@ -196,6 +196,30 @@ class BackgroundTest(unittest.TestCase):
             self.assertEqual(get(d, f"/v1/processes/{a['id']}")[0], 404)
         self.assertEqual(get(d, "/v1/metadata")[0], 200)  # still serving
 
+    def test_head_of_a_stream_answers_at_once(self):
+        # A HEAD of an output follow or a wait of a running process is answered at its
+        # head: it kept the request in flight, writing nothing, and the next request on
+        # the connection (a proxy's pooled one) was never answered.
+        d = self.daemon()
+        st, a = start(d, ["sleep", "30"])
+        self.assertEqual(st, 201)
+        for action in ("output?follow=true", "wait"):
+            c = socket.create_connection(("127.0.0.1", d.port), 3)
+            c.sendall(f"HEAD /v1/processes/{a['id']}/{action} HTTP/1.1\r\nHost: t\r\n\r\n"
+                      "GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+            got = b""
+            try:
+                while True:
+                    chunk = c.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+            except socket.timeout:
+                pass
+            c.close()
+            self.assertEqual(got.count(b"HTTP/1.1 200"), 2, (action, got))
+        self.assertEqual(d.req("DELETE", f"/v1/processes/{a['id']}")[0], 204)
+
     def test_max_procs_and_activity(self):
         d = self.daemon("--max-procs", "1")
         st, a = start(d, ["sleep", "60"])

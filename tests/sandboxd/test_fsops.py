@@ -101,6 +101,27 @@ class FsopsTest(unittest.TestCase):
         st, j = self.jreq("GET", "/v1/stat/st/missing")
         self.assertEqual((st, j["code"]), (404, "NOT_FOUND"))
 
+    def test_head_of_a_watch_answers_at_once(self):
+        # A HEAD of a watch is answered at its head (a stream kept it in flight and the
+        # next request on the connection was never answered); a missing directory is 404.
+        os.makedirs(os.path.join(self.d.root, "hw"), exist_ok=True)
+        c = socket.create_connection(("127.0.0.1", self.d.port), 3)
+        c.sendall(b"HEAD /v1/watch/hw HTTP/1.1\r\nHost: t\r\n\r\n"
+                  b"HEAD /v1/watch/hw-missing HTTP/1.1\r\nHost: t\r\n\r\n"
+                  b"GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        got = b""
+        try:
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except socket.timeout:
+            pass
+        c.close()
+        self.assertEqual(got.count(b"HTTP/1.1 200"), 2, got)
+        self.assertEqual(got.count(b"HTTP/1.1 404"), 1, got)
+
     def test_stat_escapes(self):
         self.link_out("st_out")
         # lstat of the link itself is fine and does not follow it...
