@@ -77,6 +77,8 @@ struct sbd_upload_opts {
     uint64_t limit; /* bytes */
     sbd_upload_done_fn *done;
     void *ctx;
+    struct sbd *activity; /* borrowed: touched as the body arrives (a long upload is activity
+                             for the idle policy, not only its head); NULL: none */
 };
 
 /** Receives the body of req (a streamed-body route) into an atomic write. opts is

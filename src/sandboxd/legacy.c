@@ -298,7 +298,8 @@ static int upload(struct http_req *req, void *ctx)
                                 .mode = 0644,
                                 .limit = d->cfg.max_upload,
                                 .done = upload_done,
-                                .ctx = d};
+                                .ctx = d,
+                                .activity = d};
     int r = sbd_upload_start(req, &o);
     if (r < 0)
         upload_done(req, r, NULL, d);

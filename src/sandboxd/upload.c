@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "common/xalloc.h"
+#include "sandboxd/activity.h"
 #include "sandboxd/files.h"
 #include "sandboxd/multipart.h"
 #include "sandboxd/sbd_int.h"
@@ -308,6 +309,8 @@ static int on_body(struct http_req *req, struct str data, bool last, void *ctx)
 {
     struct upload *u = ctx;
     (void)req;
+    if (u->o.activity)
+        sbd__activity_touch(u->o.activity);
     int r = u->multipart ? sbd_multipart_feed(&u->mp, data, last) : write_data(u, data);
     if (r < 0 || last) {
         /* Responds now; the rest of an oversized or bad body is not read. */
@@ -421,7 +424,8 @@ int sbd__files_put(struct http_req *req, void *ctx)
                                 .mode = mode,
                                 .limit = d->cfg.max_upload,
                                 .done = put_done,
-                                .ctx = d};
+                                .ctx = d,
+                                .activity = d};
     int r = sbd_upload_start(req, &o);
     if (r < 0)
         put_done(req, r, NULL, d);

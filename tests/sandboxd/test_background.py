@@ -220,6 +220,20 @@ class BackgroundTest(unittest.TestCase):
             self.assertEqual(got.count(b"HTTP/1.1 200"), 2, (action, got))
         self.assertEqual(d.req("DELETE", f"/v1/processes/{a['id']}")[0], 204)
 
+    def test_upload_in_progress_is_activity(self):
+        # A long upload counts as activity while its body arrives (before: only its head,
+        # so the idle policy could suspend the pod in the middle of a slow upload).
+        d = self.daemon()
+        c = socket.create_connection(("127.0.0.1", d.port), 10)
+        c.sendall(b"PUT /v1/files/big.bin HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n")
+        for _ in range(6):
+            c.sendall(b"x" * 1024)
+            time.sleep(0.5)
+        st, act = get(d, "/v1/activity")
+        self.assertEqual(st, 200)
+        self.assertLess(act["idle_seconds"], 1.0, act)  # before: about 3
+        c.close()
+
     def test_max_procs_and_activity(self):
         d = self.daemon("--max-procs", "1")
         st, a = start(d, ["sleep", "60"])
