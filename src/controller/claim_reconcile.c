@@ -642,8 +642,13 @@ static bool timed_out(struct claim_pass *p)
     usec_t dflt = p->x->o.claim_timeout == USEC_INFINITY ? 0
                   : p->x->o.claim_timeout                ? p->x->o.claim_timeout
                                                          : LIMIT_EXT_CLAIM_TIMEOUT;
+    const char *reason =
+        json_string_value(json_object_get(kube_obj_condition(p->claim, SB_COND_READY), "reason"));
+    /* a Ready Sandbox whose late-bound delivery keeps failing (onFailure: Fail) does not
+     * make the claim fine: it times out as documented, instead of retrying for ever */
+    bool undelivered = reason && strcmp(reason, LB_R_DELIVERY_FAILED) == 0;
     if (claim_ready(p->claim) || kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY) ||
-        kube_obj_condition_true(p->sb, SB_COND_READY) ||
+        (kube_obj_condition_true(p->sb, SB_COND_READY) && !undelivered) ||
         claim_deadline(p->claim, dflt, &deadline) < 0)
         return false;
     if (now < deadline) {
@@ -683,6 +688,13 @@ static void run(struct claim_pass *p)
         }
     } else if (found) {
         p->obs.timed_out = timed_out(p);
+        if (p->sb && p->obs.timed_out && !p->obs.err_reason &&
+            kube_obj_condition_true(p->sb, SB_COND_READY)) {
+            /* timed out with a Ready Sandbox: its late-bound env never came (timed_out).
+             * The Sandbox's Ready must not win over the timeout here. */
+            p->obs.err_reason = LB_R_DELIVERY_FAILED;
+            p->obs.err_message = "the claim's late-bound env was never delivered";
+        }
         if (p->sb && !p->obs.timed_out)
             late_redeliver(p);
         else if (!p->sb && !p->obs.timed_out)

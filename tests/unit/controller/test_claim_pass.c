@@ -661,6 +661,52 @@ static void test_undelivered_env_never_ready(void **state)
     }
 }
 
+/* onFailure: Fail, the delivery never works: the claim times out (ClaimTimeout) as
+ * documented; before, its Ready Sandbox kept the timeout from ever applying and the
+ * delivery was retried for ever. */
+static void test_failing_delivery_times_out(void **state)
+{
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, true);
+    json_t *t = kube_store_get(ext__store(E.x, EXT_INF_TEMPLATE), NS "/" TPL);
+    json_t *t2 = json_deep_copy(t);
+    json_object_set_new(json_object_get(t2, "spec"), "claimConfigDelivery",
+                        json_pack("{s:s, s:s}", "mode", "LateBound", "onFailure", "Fail"));
+    put(EXT_INF_TEMPLATE, t2);
+    json_decref(t);
+    put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+    json_t *cl = claim_obj(true);
+    json_t *md = json_object_get(cl, "metadata");
+    json_object_set_new(md, "creationTimestamp", json_string("2020-01-01T00:00:00Z"));
+    json_object_set_new(md, "annotations", json_pack("{s:s}", EXT_ANN_CLAIM_TIMEOUT, "1"));
+    json_object_set_new(cl, "status",
+                        json_pack("{s:[{s:s, s:s, s:s, s:s, s:s, s:i}]}", "conditions", "type",
+                                  SB_COND_READY, "status", "False", "reason", LB_R_DELIVERY_FAILED,
+                                  "message", "x", "lastTransitionTime", "2020-01-01T00:00:10Z",
+                                  "observedGeneration", 1));
+    put(EXT_INF_CLAIM, cl);
+    json_t *m = member("pool-aaaaa", TPL, "127.0.0.1"); /* deliveries refused */
+    json_object_set_new(json_object_get(m, "metadata"), "ownerReferences",
+                        owner(EXT_KIND_CLAIM, CLAIM, CL_UID));
+    json_object_set_new(json_object_get(json_object_get(m, "metadata"), "labels"),
+                        SB_LABEL_LAUNCH_TYPE, json_string("warm"));
+    put_member(m, false);
+    assert_int_equal(claim_pass(NULL), 0); /* before: -1, retried for ever */
+    json_t *st = last_claim_status();
+    assert_non_null(st);
+    const json_t *c = NULL, *ci;
+    size_t i;
+    json_array_foreach(json_object_get(st, "conditions"), i, ci)
+    {
+        if (strcmp(json_string_value(json_object_get(ci, "type")) ?: "", SB_COND_READY) == 0)
+            c = ci;
+    }
+    assert_non_null(c);
+    assert_string_equal(json_string_value(json_object_get(c, "reason")), "ClaimTimeout");
+    json_decref(st);
+}
+
 /* ---- finding 5: a claim that used its Sandbox keeps it ------------------------------ */
 
 static void test_no_fallback_after_ready_without_annotations(void **state)
@@ -841,6 +887,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fallback_deleted_not_rebound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fallback_retries_cold_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_undelivered_env_never_ready, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failing_delivery_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_fallback_after_ready_without_annotations, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_deleting_pool_prefer_settled_no_new_member, setup,
