@@ -512,8 +512,8 @@ static int files_get(struct http_req *req, void *ctx)
     if (sbd__req_path(req, d->root, &rel) < 0)
         return 0;
     struct stat st;
-    int fd = sbd_path_open(d->root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-    if (fd == -ENXIO) { /* a socket (FIFOs open at once with O_NONBLOCK) */
+    int fd = sbd_path_open_read(d->root, rel);
+    if (fd == -ENXIO) { /* a FIFO, a socket, a device */
         (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "not a regular file");
     } else if (fd < 0) {
         (void)sbd_respond_errno(req, fd, "open");

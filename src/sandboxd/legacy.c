@@ -335,7 +335,7 @@ static int download(struct http_req *req, void *ctx)
     if (legacy_path(req, &rel, NULL) < 0)
         return 0;
     struct stat st;
-    int fd = sbd_path_open(d->legacy_root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+    int fd = sbd_path_open_read(d->legacy_root, rel);
     if (fd == -EPERM || fd == -EXDEV)
         (void)respond_kv(req, 403, "message", "Access denied");
     else if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))

@@ -180,6 +180,28 @@ int sbd_path_open(const struct sbd_root *root, const char *rel, int flags, mode_
     return -EAGAIN;
 }
 
+int sbd_path_open_read(const struct sbd_root *root, const char *rel)
+{
+    struct stat a, b;
+    int p = sbd_path_open(root, rel, O_PATH, 0), fd;
+    if (p < 0)
+        return p;
+    int r = fstat(p, &a) < 0 ? -errno : 0;
+    (void)close(p);
+    if (r < 0)
+        return r;
+    if (!S_ISREG(a.st_mode) && !S_ISDIR(a.st_mode))
+        return -ENXIO;
+    fd = sbd_path_open(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+    if (fd < 0)
+        return fd;
+    if (fstat(fd, &b) < 0 || b.st_dev != a.st_dev || b.st_ino != a.st_ino) {
+        (void)close(fd); /* replaced between the two opens */
+        return -EAGAIN;
+    }
+    return fd;
+}
+
 /* Opens (creating when missing) every directory of dir, one prefix at a time. */
 static int open_dirs_creating(const struct sbd_root *root, char *dir)
 {

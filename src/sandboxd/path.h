@@ -38,6 +38,14 @@ int sbd_path_clean(const char *root_path, struct str in, char **ret);
  * and magic links), -ENOENT, -ELOOP, ... */
 int sbd_path_open(const struct sbd_root *root, const char *rel, int flags, mode_t mode);
 
+/** Opens rel beneath the root to read it (O_RDONLY | O_NONBLOCK | O_NOCTTY), a regular file
+ * or a directory only: its type is looked at first through an O_PATH descriptor, since
+ * opening a FIFO to read pairs with a writer in the sandbox (its data taken, or the
+ * writer killed by SIGPIPE once closed). Returns the fd, -ENXIO for any other type,
+ * -EAGAIN when rel was replaced between the two opens, or a negative errno as
+ * sbd_path_open. */
+int sbd_path_open_read(const struct sbd_root *root, const char *rel);
+
 /** Opens the directory that holds the last component of rel (O_PATH | O_DIRECTORY),
  * creating missing directories (0755) when create. *ret_name points into rel (borrowed)
  * at the last component. rel "." gives -EINVAL (the root has no parent here). Returns the

@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
 import unittest
@@ -121,6 +122,22 @@ class FsopsTest(unittest.TestCase):
         c.close()
         self.assertEqual(got.count(b"HTTP/1.1 200"), 2, got)
         self.assertEqual(got.count(b"HTTP/1.1 404"), 1, got)
+
+    def test_get_of_a_fifo_leaves_its_writer_alone(self):
+        # A GET of a FIFO is refused without opening it to read: before, the open paired
+        # with a writer in the sandbox, whose data went nowhere or which died of SIGPIPE.
+        fifo = os.path.join(self.d.root, "fifo-read")
+        os.mkfifo(fifo)
+        marker = os.path.join(self.d.root, "writer-done")
+        w = subprocess.Popen(["sh", "-c", f"for i in 1 2 3; do echo line$i; sleep .2; done > {fifo}; "
+                              f"echo ok > {marker}"])
+        time.sleep(0.2)  # the writer waits in open() for a reader
+        st, j = self.jreq("GET", "/v1/files/fifo-read")
+        self.assertEqual((st, j["code"]), (400, "INVALID_ARGUMENT"))
+        with open(fifo) as r:  # the reader the writer was waiting for
+            self.assertEqual(r.read(), "line1\nline2\nline3\n")
+        self.assertEqual(w.wait(5), 0)
+        self.assertTrue(os.path.exists(marker))
 
     def test_stat_escapes(self):
         self.link_out("st_out")
