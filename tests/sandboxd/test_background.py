@@ -18,7 +18,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_component import Daemon  # noqa: E402
+from test_component import Daemon, raw_exchange  # noqa: E402
 
 
 def start(d, command, **extra):
@@ -204,19 +204,8 @@ class BackgroundTest(unittest.TestCase):
         st, a = start(d, ["sleep", "30"])
         self.assertEqual(st, 201)
         for action in ("output?follow=true", "wait"):
-            c = socket.create_connection(("127.0.0.1", d.port), 3)
-            c.sendall(f"HEAD /v1/processes/{a['id']}/{action} HTTP/1.1\r\nHost: t\r\n\r\n"
-                      "GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
-            got = b""
-            try:
-                while True:
-                    chunk = c.recv(65536)
-                    if not chunk:
-                        break
-                    got += chunk
-            except socket.timeout:
-                pass
-            c.close()
+            got = raw_exchange(d.port, f"HEAD /v1/processes/{a['id']}/{action} HTTP/1.1\r\nHost: t\r\n\r\n"
+                               "GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
             self.assertEqual(got.count(b"HTTP/1.1 200"), 2, (action, got))
         self.assertEqual(d.req("DELETE", f"/v1/processes/{a['id']}")[0], 204)
 

@@ -62,6 +62,24 @@ def answered_by_then(d, s, timeout_seconds=None):
     return json.loads(data), pending(s)
 
 
+def raw_exchange(port, data, timeout=3):
+    """Sends data (pipelined requests) on one connection and returns all it got until the
+    server closed it, or until timeout passed without a byte."""
+    c = socket.create_connection(("127.0.0.1", port), timeout)
+    c.sendall(data)
+    got = b""
+    try:
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    c.close()
+    return got
+
+
 class Daemon:
     def __init__(self, *args, env=None):
         self.dir = tempfile.mkdtemp(prefix="sbd-comp-")

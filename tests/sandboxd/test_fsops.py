@@ -19,7 +19,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_component import Daemon  # noqa: E402
+from test_component import Daemon, raw_exchange  # noqa: E402
 
 
 class Watch:
@@ -106,20 +106,9 @@ class FsopsTest(unittest.TestCase):
         # A HEAD of a watch is answered at its head (a stream kept it in flight and the
         # next request on the connection was never answered); a missing directory is 404.
         os.makedirs(os.path.join(self.d.root, "hw"), exist_ok=True)
-        c = socket.create_connection(("127.0.0.1", self.d.port), 3)
-        c.sendall(b"HEAD /v1/watch/hw HTTP/1.1\r\nHost: t\r\n\r\n"
-                  b"HEAD /v1/watch/hw-missing HTTP/1.1\r\nHost: t\r\n\r\n"
-                  b"GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        got = b""
-        try:
-            while True:
-                chunk = c.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
-        except socket.timeout:
-            pass
-        c.close()
+        got = raw_exchange(self.d.port, b"HEAD /v1/watch/hw HTTP/1.1\r\nHost: t\r\n\r\n"
+                           b"HEAD /v1/watch/hw-missing HTTP/1.1\r\nHost: t\r\n\r\n"
+                           b"GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         self.assertEqual(got.count(b"HTTP/1.1 200"), 2, got)
         self.assertEqual(got.count(b"HTTP/1.1 404"), 1, got)
 

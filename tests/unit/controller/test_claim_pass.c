@@ -359,6 +359,22 @@ static json_t *member(const char *name, const char *tpl, const char *ip)
     return m;
 }
 
+/* md (a member's metadata) as the claim's adoption leaves it: controlled by the claim,
+ * launch-type warm. */
+static void adopted(json_t *md)
+{
+    json_object_set_new(md, "ownerReferences", owner(EXT_KIND_CLAIM, CLAIM, CL_UID));
+    json_object_set_new(json_object_get(md, "labels"), SB_LABEL_LAUNCH_TYPE, json_string("warm"));
+}
+
+/* The Ready condition of a claim status st (borrowed from st), failing when there is none. */
+static const json_t *status_ready(const json_t *st)
+{
+    const json_t *c = sb_cond_get(st, SB_COND_READY);
+    assert_non_null(c);
+    return c;
+}
+
 /* m (taken) as the server has it (a copy) and, unless server_only, the cache too. */
 static void put_member(json_t *m, bool server_only)
 {
@@ -590,10 +606,7 @@ static void test_fallback_deleted_not_rebound(void **state)
     assert_int_equal(n_of(S.deletes, "pool-aaaaa"), 1);
     /* the cache now shows the adoption, not yet the deletion */
     m = member("pool-aaaaa", TPL, "127.0.0.1");
-    json_object_set_new(json_object_get(m, "metadata"), "ownerReferences",
-                        owner(EXT_KIND_CLAIM, CLAIM, CL_UID));
-    json_object_set_new(json_object_get(json_object_get(m, "metadata"), "labels"),
-                        SB_LABEL_LAUNCH_TYPE, json_string("warm"));
+    adopted(json_object_get(m, "metadata"));
     json_object_del(json_object_get(json_object_get(m, "metadata"), "labels"), SB_LABEL_WARM_POOL);
     put(EXT_INF_COUNT, m);
     assert_true(claim_pass(NULL) < 0);
@@ -637,22 +650,12 @@ static void test_undelivered_env_never_ready(void **state)
             put(EXT_INF_POOL, pool_obj(TPL, 1, false));
         put(EXT_INF_CLAIM, claim_obj(true));
         json_t *m = member("pool-aaaaa", TPL, "127.0.0.1");
-        json_object_set_new(json_object_get(m, "metadata"), "ownerReferences",
-                            owner(EXT_KIND_CLAIM, CLAIM, CL_UID));
-        json_object_set_new(json_object_get(json_object_get(m, "metadata"), "labels"),
-                            SB_LABEL_LAUNCH_TYPE, json_string("warm"));
+        adopted(json_object_get(m, "metadata"));
         put_member(m, false);
         (void)claim_pass(NULL);
         json_t *st = last_claim_status();
         assert_non_null(st);
-        const json_t *c = NULL, *ci;
-        size_t i;
-        json_array_foreach(json_object_get(st, "conditions"), i, ci)
-        {
-            if (strcmp(json_string_value(json_object_get(ci, "type")) ?: "", SB_COND_READY) == 0)
-                c = ci;
-        }
-        assert_non_null(c);
+        const json_t *c = status_ready(st);
         assert_string_equal(json_string_value(json_object_get(c, "status")), "False");
         assert_string_equal(json_string_value(json_object_get(c, "reason")), LB_R_DELIVERY_FAILED);
         json_decref(st);
@@ -687,22 +690,12 @@ static void test_failing_delivery_times_out(void **state)
                                   "observedGeneration", 1));
     put(EXT_INF_CLAIM, cl);
     json_t *m = member("pool-aaaaa", TPL, "127.0.0.1"); /* deliveries refused */
-    json_object_set_new(json_object_get(m, "metadata"), "ownerReferences",
-                        owner(EXT_KIND_CLAIM, CLAIM, CL_UID));
-    json_object_set_new(json_object_get(json_object_get(m, "metadata"), "labels"),
-                        SB_LABEL_LAUNCH_TYPE, json_string("warm"));
+    adopted(json_object_get(m, "metadata"));
     put_member(m, false);
     assert_int_equal(claim_pass(NULL), 0); /* before: -1, retried for ever */
     json_t *st = last_claim_status();
     assert_non_null(st);
-    const json_t *c = NULL, *ci;
-    size_t i;
-    json_array_foreach(json_object_get(st, "conditions"), i, ci)
-    {
-        if (strcmp(json_string_value(json_object_get(ci, "type")) ?: "", SB_COND_READY) == 0)
-            c = ci;
-    }
-    assert_non_null(c);
+    const json_t *c = status_ready(st);
     assert_string_equal(json_string_value(json_object_get(c, "reason")), "ClaimTimeout");
     json_decref(st);
 }
@@ -729,10 +722,7 @@ static void test_no_fallback_after_ready_without_annotations(void **state)
                                   "podIPs", "127.0.0.1"));
     put(EXT_INF_CLAIM, cl);
     m = member("pool-aaaaa", TPL, "127.0.0.1");
-    json_object_set_new(json_object_get(m, "metadata"), "ownerReferences",
-                        owner(EXT_KIND_CLAIM, CLAIM, CL_UID));
-    json_object_set_new(json_object_get(json_object_get(m, "metadata"), "labels"),
-                        SB_LABEL_LAUNCH_TYPE, json_string("warm"));
+    adopted(json_object_get(m, "metadata"));
     put_member(m, false);
     assert_true(claim_pass(NULL) < 0); /* the redelivery fails */
     assert_int_equal(n_of(S.deletes, "pool-aaaaa"), 0);

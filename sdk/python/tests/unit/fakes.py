@@ -6,13 +6,15 @@ and sandbox handles on them; and a local HTTP server that records what reaches i
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import http.server
 import json
 import posixpath
 import re
+import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import httpx
@@ -299,3 +301,42 @@ class Recorder:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextlib.contextmanager
+def silent_after(line: bytes) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 (its URL is yielded) that answers every request
+    with a chunked NDJSON stream holding line, then says nothing more and keeps the
+    connection open: a quiet stream, or a half-open connection."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    stop = threading.Event()
+    conns: list[socket.socket] = []
+
+    def serve() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            conns.append(c)
+            c.recv(65536)  # the request (small enough for one read)
+            c.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
+                + f"{len(line):x}\r\n".encode()
+                + line
+                + b"\r\n"
+            )
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop.set()
+        t.join()
+        for c in conns:
+            c.close()
+        srv.close()

@@ -5,8 +5,6 @@ keepalives (every 15 s) keep a quiet process's stream from ever being that silen
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -14,42 +12,14 @@ import pytest
 
 from agent_sandbox_sdk import SandboxConnectionError, _wire, aio, connect
 
+from .fakes import silent_after
+
 
 @pytest.fixture
 def silent_sandboxd() -> Iterator[str]:
-    """A server that answers a spawn with its start event, then says nothing more and
-    keeps the connection open."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    stop = threading.Event()
-    conns: list[socket.socket] = []
-
-    def serve() -> None:
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                continue
-            conns.append(c)
-            c.recv(65536)  # the request (small enough for one read)
-            line = b'{"type":"start","id":7,"pid":42}\n'
-            c.sendall(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
-                + f"{len(line):x}\r\n".encode()
-                + line
-                + b"\r\n"
-            )
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
-    stop.set()
-    t.join()
-    for c in conns:
-        c.close()
-    srv.close()
+    """A server that answers a spawn with its start event, then stays silent."""
+    with silent_after(b'{"type":"start","id":7,"pid":42}\n') as url:
+        yield url
 
 
 def test_silent_stream_ends(monkeypatch: pytest.MonkeyPatch, silent_sandboxd: str) -> None:
