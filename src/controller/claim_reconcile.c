@@ -227,6 +227,18 @@ static bool cold_settle(struct claim_pass *p, const json_t *want, const char *po
     return false;
 }
 
+/* A cold create whose outcome is unknown: the API server may still carry it out after
+ * any read says the name is free (a request it holds, a write etcd commits late). From
+ * then on the claim is served cold only (a warm member taken meanwhile would leave it
+ * controlling two Sandboxes once that create lands); its creates all use the claim's
+ * name, so at most one of them is carried out. Returns true when the Sandbox is read back
+ * as the claim's. */
+static bool cold_pending(struct claim_pass *p, const json_t *want, const char *pool)
+{
+    ext__cold_only_mark(p->x, p->uid);
+    return cold_settle(p, want, pool);
+}
+
 static void cold_create(struct claim_pass *p, const json_t *tpl, const char *pool)
 {
     struct claim_err ce = {0};
@@ -240,7 +252,7 @@ static void cold_create(struct claim_pass *p, const json_t *tpl, const char *poo
         p->sb = out;
         ext__binding_put(p->x, p->claim, out);
         count_creation(p, "cold", pool);
-    } else if ((e.maybe_done || kube_err_outcome_unknown(&e)) && cold_settle(p, sb, pool)) {
+    } else if ((e.maybe_done || kube_err_outcome_unknown(&e)) && cold_pending(p, sb, pool)) {
         /* made after all: bound */
     } else if (e.ns_terminating) {
         /* The namespace is being deleted and the claim with it: retried with back-off,
@@ -372,7 +384,7 @@ static void late_redeliver(struct claim_pass *p)
 static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json_t *tpl,
                             const char *pn)
 {
-    bool warm = !claim_needs_cold(p->claim) || (late_ok(p, tpl) && !ext__cold_only(p->x, p->uid));
+    bool warm = !ext__cold_only(p->x, p->uid) && (!claim_needs_cold(p->claim) || late_ok(p, tpl));
     json_t *sb = NULL;
     char msg[sizeof(p->msg)] = ""; /* not p->msg: fail formats into it */
     int r = 0;

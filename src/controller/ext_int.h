@@ -65,8 +65,9 @@ struct ext_ctrl {
     struct map *ready_once;    /* claim uid -> "" (claims this process saw Ready, until the
                                   cache shows the first-ready annotation), "failed" once
                                   the annotation's write failed */
-    struct map *cold_only;     /* claim uid -> "": late-bound claims that fell back to a cold
-                                  start (a failed delivery): never offered a member again */
+    struct map *cold_only;     /* claim uid -> "": claims that fell back to a cold start (a
+                                  failed late delivery) or whose cold create's outcome is
+                                  unknown: never offered a member again */
     struct map *sb_deleted;    /* Sandbox uid -> usec_t * (monotonic expiry): Sandboxes a
                                   claim pass deleted, until their DELETED event */
     usec_t sb_deleted_pruned;  /* when sb_deleted's expired entries last went (under lock) */
@@ -162,9 +163,12 @@ bool ext__ready_once(struct ext_ctrl *x, const char *claim_uid);
 /** Marked, and the annotation's write is pending (not failed since). */
 bool ext__ready_once_writing(struct ext_ctrl *x, const char *claim_uid);
 void ext__ready_once_drop(struct ext_ctrl *x, const char *claim_uid);
-/** A late-bound claim fell back to a cold start: later passes retry only the cold create
- * (a delivery that failed for the claim's own reason, a missing Secret say, failed again
- * in every member: each pass burnt one). In memory: a restart may cost one more member. */
+/** The claim is served cold from now on: later passes retry only the cold create. Marked
+ * when a late-bound claim fell back to a cold start (a delivery that failed for the
+ * claim's own reason, a missing Secret say, failed again in every member: each pass burnt
+ * one; a restart may cost one more member) and when a cold create's outcome is unknown
+ * (that create may still land: a member taken meanwhile would be the claim's second
+ * Sandbox). In memory; dropped with the claim. */
 void ext__cold_only_mark(struct ext_ctrl *x, const char *claim_uid);
 bool ext__cold_only(struct ext_ctrl *x, const char *claim_uid);
 /** Sandboxes a claim pass deleted (a late-bound fallback's warm Sandbox, an expired

@@ -27,6 +27,7 @@
 #include "common/map.h"
 #include "common/str.h"
 #include "common/xalloc.h"
+#include "controller/claim_meta.h"
 #include "controller/ext_names.h"
 #include "controller/manager.h"
 #include "controller/sandbox_names.h"
@@ -920,6 +921,106 @@ static void test_cold_create_answer_lost(void **state)
     json_decref(cl);
 }
 
+/* The one member of pool p-lands (not deleting), into name ("" when none). */
+static void late_member(char *name, size_t size)
+{
+    json_t *list = NULL, *sb;
+    size_t i;
+    name[0] = '\0';
+    if (kube_list_all(c, &API_RES_SANDBOXES, ns, NULL, &list, NULL) < 0)
+        return;
+    json_array_foreach(json_object_get(list, "items"), i, sb)
+    {
+        const char *owner = json_string_value(json_object_get(kube_obj_controller_ref(sb), "name"));
+        if (!kube_obj_deleting(sb) && owner && strcmp(owner, "p-lands") == 0)
+            (void)snprintf(name, size, "%s", kube_obj_name(sb));
+    }
+    json_decref(list);
+}
+
+/* What went wrong in ready_member (run on a controller worker), for the test's thread. */
+static char ready_error[512];
+
+static bool member_warm(void *ctx)
+{
+    json_t *sb = get(&API_RES_SANDBOXES, ctx);
+    bool ok = sb && kube_obj_condition_true(sb, SB_COND_READY) &&
+              json_array_size(kube_obj_path(sb, "status.podIPs")) > 0;
+    json_decref(sb);
+    return ok;
+}
+
+static bool pod_made_ready(void *ctx)
+{
+    return it_pod_ready(c, ns, ctx, "10.2.250.1", NULL) == 0;
+}
+
+/* it_before_request's fn, before the claim's read-back of its cold create: the pool's
+ * member (whose Pod the simulated kubelet ignores) becomes a Ready warm candidate, and
+ * the controller's cache has time to offer it. */
+static void ready_member(const char *url, void *ctx)
+{
+    char *member = ctx;
+    (void)url;
+    if (it_wait(pod_made_ready, member, WAIT) < 0 || it_wait(member_warm, member, WAIT) < 0)
+        (void)snprintf(ready_error, sizeof(ready_error), "member %s did not become Ready", member);
+    clock_sleep(300 * USEC_PER_MSEC);
+}
+
+static bool claim_has_sandbox(void *ctx)
+{
+    return count_sandboxes(EXT_KIND_CLAIM, ctx, NULL) > 0;
+}
+
+/* A cold create that was not carried out when the claim read its name back (404), but may
+ * still be (a request the API server holds): the claim is served cold from then on. A
+ * warm member that became Ready meanwhile stays the pool's; the create that lands late
+ * meets the claim's own cold Sandbox under its name (409), so the claim controls one.
+ * Before, the next pass adopted the member, and the late create made a second. */
+static void test_cold_create_lands_late(void **state)
+{
+    char in_ns[128], member[256];
+    struct claim_err ce = {0};
+    struct kube_err e;
+    json_t *cl, *tpl, *sb = NULL;
+    int r;
+    (void)state;
+    ready_error[0] = '\0';
+    create_template("tpl-lands", "off", "Allowed");
+    create_pool("p-lands", "tpl-lands", 1);
+    wait_pool("p-lands", 1, 0);
+    late_member(member, sizeof(member));
+    assert_true(member[0] != '\0');
+    (void)snprintf(in_ns, sizeof(in_ns), "/namespaces/%s/sandboxes", ns);
+    assert_int_equal(it_drop_requests("POST", &API_RES_SANDBOXES, in_ns, 1), 0);
+    assert_int_equal(
+        it_before_request("GET", &API_RES_SANDBOXES, "/sandboxes/c-lands", 0, ready_member, member),
+        0);
+    create_claim("c-lands", "p-lands", NULL);
+    assert_int_equal(it_wait(claim_has_sandbox, "c-lands", WAIT), 0);
+    assert_false(it_before_pending());
+    if (ready_error[0])
+        fail_msg("%s", ready_error);
+    assert_int_equal(it_answers_lost(), 1);
+    /* the dropped create, carried out late */
+    cl = get(&API_RES_SANDBOXCLAIMS, "c-lands");
+    tpl = get(&API_RES_SANDBOXTEMPLATES, "tpl-lands");
+    assert_int_equal(claim_cold_sandbox(cl, tpl, &sb, &ce), 0);
+    r = kube_create(c, &API_RES_SANDBOXES, ns, sb, NULL, &e);
+    assert_true(r < 0 && kube_err_is_already_exists(&e));
+    assert_int_equal(count_sandboxes(EXT_KIND_CLAIM, "c-lands", NULL), 1);
+    assert_int_equal(count_sandboxes(EXT_KIND_POOL, "p-lands", NULL), 1);
+    json_decref(sb);
+    sb = get(&API_RES_SANDBOXES, "c-lands");
+    assert_true(sb_controlled_by(sb, kube_obj_uid(cl)));
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE) ?: "", "cold");
+    json_decref(sb);
+    json_decref(tpl);
+    json_decref(cl);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-lands", &e), &e);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-lands", &e), &e);
+}
+
 /* A claim already expired when it comes, blocked by a Sandbox of its name that it does
  * not control: ClaimExpired is written (the blocked Sandbox's error used to hide it, and
  * the claim was reconciled every millisecond, for ever). */
@@ -1542,6 +1643,7 @@ int main(void)
         cmocka_unit_test(test_pool_template_switch),
         cmocka_unit_test(test_meta_conflict_fails_once),
         cmocka_unit_test(test_cold_create_answer_lost),
+        cmocka_unit_test_teardown(test_cold_create_lands_late, before_cancel),
         cmocka_unit_test(test_expired_blocked_claim),
         cmocka_unit_test(test_suspended_claim_drops_ips),
         cmocka_unit_test(test_deleting_sandbox_claim_not_ready),
