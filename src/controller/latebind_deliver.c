@@ -158,19 +158,66 @@ static int create_member(struct ext_ctrl *x, const char *ns, const json_t *sb, c
     return r;
 }
 
+/* Whether cur, read again, is still the member sb as the pool made it: the same object,
+ * controlled by the same pool (not adopted by a claim since). */
+static bool still_pools(const json_t *cur, const json_t *sb)
+{
+    const char *cu = kube_obj_uid(cur), *ou = kube_obj_controller_uid(cur);
+    return cu && ou && strcmp(cu, kube_obj_uid(sb) ?: "") == 0 &&
+           strcmp(ou, kube_obj_controller_uid(sb) ?: "") == 0 &&
+           sb_controller_is(cur, SB_EXT_GROUP, EXT_KIND_POOL);
+}
+
+/* Deletes member sb (as its create returned it), guarded by its resourceVersion: a claim
+ * that adopted it meanwhile (a PATCH guarded by a later version) keeps it. On a conflict
+ * the member is read again and deleted in that version while still the pool's (its status
+ * moved on, say). Returns 0 when deleted (or gone), 1 when it is no longer the pool's,
+ * or a negative errno with e filled. */
+static int delete_guarded(struct ext_ctrl *x, const json_t *sb, struct kube_err *e)
+{
+    json_t *cur = json_incref((json_t *)sb), *next = NULL;
+    int r = -EBUSY;
+    for (int tries = 0; tries < 3 && r == -EBUSY; tries++) {
+        r = kube_delete_obj(x->d.client, &API_RES_SANDBOXES, cur, true, NULL, e);
+        if (r >= 0 || kube_err_is_not_found(e)) {
+            r = 0;
+            break;
+        }
+        if (!kube_err_is_conflict(e))
+            break;
+        if (kube_get(x->d.client, &API_RES_SANDBOXES, kube_obj_namespace(sb), kube_obj_name(sb),
+                     &next, e) < 0) {
+            r = kube_err_is_not_found(e) ? 0 : e->code ? e->code : -EIO;
+            break;
+        }
+        json_decref(cur);
+        cur = next;
+        r = still_pools(cur, sb) ? -EBUSY : 1;
+    }
+    json_decref(cur);
+    return r;
+}
+
 static void delete_member(struct ext_ctrl *x, const char *pool_key, const json_t *sb)
 {
     struct kube_err e;
+    int r;
     lb_forget(x->lb, kube_obj_namespace(sb), kube_obj_name(sb));
     pool_expect_deletion(x->expect, pool_key, kube_obj_uid(sb), clock_now());
-    if (kube_delete_obj(x->d.client, &API_RES_SANDBOXES, sb, false, NULL, &e) < 0) {
-        pool_expect_deletion_observed(x->expect, pool_key, kube_obj_uid(sb));
+    r = delete_guarded(x, sb, &e);
+    if (r == 0) {
+        cascade_sandbox_deleted(x->d.cascade, sb);
+        return;
+    }
+    pool_expect_deletion_observed(x->expect, pool_key, kube_obj_uid(sb));
+    if (r > 0)
+        log_info("a pool member without config token was adopted before its deletion; "
+                 "left to its claim\tsandbox=%s/%s",
+                 kube_obj_namespace(sb), kube_obj_name(sb));
+    else
         log_warn("deleting a pool member without config token failed\tsandbox=%s/%s "
                  "detail=\"%s\"",
                  kube_obj_namespace(sb), kube_obj_name(sb), e.message);
-    } else {
-        cascade_sandbox_deleted(x->d.cascade, sb);
-    }
 }
 
 /* The token Secret obj holds (new, wipe before xfree) into *ret. Returns 0 or -EINVAL. */

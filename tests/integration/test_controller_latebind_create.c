@@ -8,7 +8,9 @@
  * - the same with a Secret of that name that is not the member's: the member is deleted
  *   and the foreign Secret left alone;
  * - the member deleted (and its delete event handled: lb_forget) before its Secret's
- *   create returns: no token stays cached for it. */
+ *   create returns: no token stays cached for it;
+ * - the Secret's create not carried out: the member is deleted, but not once a claim
+ *   adopted it (the DELETE is guarded by the member's version). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -291,12 +293,98 @@ static void test_deleted_member_not_cached(void **state)
     json_decref(sb);
 }
 
+/* Before the DELETE of the member whose Secret could not be made is sent: a claim adopts
+ * the member (as an adoption PATCH does: its owner reference becomes the claim's). */
+static void adopt_first(const char *url, void *ctx)
+{
+    struct race *r = ctx;
+    json_t *m = member_of("spare-"), *cl = NULL, *want = it_claim_new("spare-claim", "spare"), *p;
+    (void)url;
+    if (m && kube_create(c, &API_RES_SANDBOXCLAIMS, ns, want, &cl, NULL) == 0) {
+        p = json_pack("{s:{s:[o]}}", "metadata", "ownerReferences",
+                      ext_owner_ref(cl, EXT_KIND_CLAIM));
+        if (it_merge_patch(c, &API_RES_SANDBOXES, ns, kube_obj_name(m), NULL, p, NULL) == 0) {
+            (void)snprintf(r->name, sizeof(r->name), "%s", kube_obj_name(m));
+            r->done = true;
+        }
+        json_decref(p);
+    }
+    json_decref(cl);
+    json_decref(want);
+    json_decref(m);
+}
+
+/* The member's Secret create was not carried out (its outcome unknown, the name read back
+ * free): the member is deleted, guarded by the version its create returned. A claim
+ * adopted it first: the DELETE meets a conflict, the member is read again, and being the
+ * claim's now, it stays. Before, the DELETE (by UID only) took the claim's Sandbox. */
+static void test_adopted_member_spared(void **state)
+{
+    json_t *sb = pool_sandbox("spare"), *m;
+    struct race r = {0};
+    struct kube_err e;
+    char in_secrets[128], in_sandboxes[192];
+    (void)state;
+    (void)snprintf(in_secrets, sizeof(in_secrets), "/namespaces/%s/secrets", ns);
+    (void)snprintf(in_sandboxes, sizeof(in_sandboxes), "/namespaces/%s/sandboxes/spare-", ns);
+    assert_int_equal(it_drop_requests("POST", &KUBE_RES_SECRETS, in_secrets, 1), 0);
+    assert_int_equal(
+        it_before_request("DELETE", &API_RES_SANDBOXES, in_sandboxes, 0, adopt_first, &r), 0);
+    IT_OK(lb_pool_create(&x, "ns/spare", sb, &e), &e);
+    assert_int_equal(it_answers_lost(), 1);
+    assert_false(it_before_pending());
+    assert_true(r.done);
+    m = it_obj_get(c, &API_RES_SANDBOXES, ns, r.name);
+    if (!m || kube_obj_deleting(m))
+        fail_msg("the adopted member %s was deleted", r.name);
+    assert_true(sb_controller_is(m, SB_EXT_GROUP, EXT_KIND_CLAIM));
+    json_decref(m);
+    json_decref(sb);
+}
+
+/* Before the DELETE is sent: another writer changes the member (a label), which stays the
+ * pool's. */
+static void touch_first(const char *url, void *ctx)
+{
+    struct race *r = ctx;
+    json_t *m = member_of("unstartable-"), *p;
+    (void)url;
+    p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "touched", "yes");
+    if (m && it_merge_patch(c, &API_RES_SANDBOXES, ns, kube_obj_name(m), NULL, p, NULL) == 0)
+        r->done = true;
+    json_decref(p);
+    json_decref(m);
+}
+
+/* The same without a claim, and the member changed before the DELETE: its guard meets a
+ * conflict, the member is read again, still the pool's, and deleted in that version. */
+static void test_unstartable_member_deleted(void **state)
+{
+    json_t *sb = pool_sandbox("unstartable");
+    struct race r = {0};
+    struct kube_err e;
+    char in_secrets[128], in_sandboxes[192];
+    (void)state;
+    (void)snprintf(in_secrets, sizeof(in_secrets), "/namespaces/%s/secrets", ns);
+    (void)snprintf(in_sandboxes, sizeof(in_sandboxes), "/namespaces/%s/sandboxes/unstartable-", ns);
+    assert_int_equal(it_drop_requests("POST", &KUBE_RES_SECRETS, in_secrets, 1), 0);
+    assert_int_equal(
+        it_before_request("DELETE", &API_RES_SANDBOXES, in_sandboxes, 0, touch_first, &r), 0);
+    IT_OK(lb_pool_create(&x, "ns/unstartable", sb, &e), &e);
+    assert_int_equal(it_answers_lost(), 1);
+    assert_true(r.done);
+    assert_null(member_of("unstartable-"));
+    json_decref(sb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_secret_answer_lost, case_teardown),
         cmocka_unit_test_teardown(test_secret_foreign, case_teardown),
         cmocka_unit_test_teardown(test_deleted_member_not_cached, case_teardown),
+        cmocka_unit_test_teardown(test_adopted_member_spared, case_teardown),
+        cmocka_unit_test_teardown(test_unstartable_member_deleted, case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
