@@ -203,7 +203,9 @@ typedef int kube_list_page_fn(void *ctx, const json_t *page, bool restarted);
  * them, so only one page's text and objects are held at a time (r->limit, default
  * LIMIT_KUBE_LIST_PAGE, sets the page size; a page whose text would pass
  * LIMIT_KUBE_RESPONSE is asked again with half the limit, down to 1, and the rest of the
- * list keeps the smaller size). Returns 0 after the last page, fn's
+ * list keeps the smaller size). An expired continue token restarts the list (fn's
+ * restarted); a second expiry in one call lists once more without limit (one page, which
+ * no compaction can cut; -E2BIG past LIMIT_KUBE_RESPONSE). Returns 0 after the last page, fn's
  * negative value, or a negative errno (pages already handed over stay handed over). */
 int kube_list_pages(struct kube_client *c, const struct kube_res *res, const char *ns,
                     const struct kube_req *r, kube_list_page_fn *fn, void *ctx,

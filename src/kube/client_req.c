@@ -363,8 +363,8 @@ int kube_list_pages(struct kube_client *c, const struct kube_res *res, const cha
 {
     struct kube_req q;
     char *cont = NULL;
-    bool restarted = false, fresh = false;
-    int ret;
+    bool fresh = false;
+    int ret, expiries = 0;
     size_t pages = 0;
     list_req(res, ns, r, &q);
     for (;;) {
@@ -387,11 +387,21 @@ int kube_list_pages(struct kube_client *c, const struct kube_res *res, const cha
             q.limit /= 2;
             continue;
         }
-        if (ret == -ESTALE && cont && !restarted) {
-            restarted = fresh = true; /* the continue token expired: list again from scratch */
+        if (ret == -ESTALE && cont && expiries++ < 2) {
+            /* The continue token expired (the server compacted the snapshot while the
+             * pages were read): list again from scratch; after a second expiry in one
+             * paged list, as one unpaged LIST, which no compaction can cut. */
+            fresh = true;
+            if (expiries == 2)
+                q.limit = 0;
             XFREE(cont);
             continue;
         }
+        if (ret == -E2BIG && q.limit == 0)
+            kube_err_set(reterr, -E2BIG,
+                         "LIST of %s: its continue token expired twice and the whole list "
+                         "is over %u bytes",
+                         res->plural, LIMIT_KUBE_RESPONSE);
         if (ret < 0)
             break;
         if (!page)

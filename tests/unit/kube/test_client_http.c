@@ -723,6 +723,47 @@ static void test_list_all(void **state)
     kube_client_free(c);
 }
 
+/* Every continuation meets an expired token; a LIST without limit is the whole list. */
+static int h_pages_expiring(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s, (void)n;
+    if (strstr(rq->target, "continue="))
+        script_respond(fd, 410, NULL, "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}");
+    else if (!strstr(rq->target, "limit="))
+        script_respond(
+            fd, 200, NULL,
+            "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+            "\"200\"},\"items\":[{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{\"name\":"
+            "\"b\"}},{\"metadata\":{\"name\":\"c\"}}]}");
+    else
+        return h_pages(s, rq, 0, fd);
+    return 0;
+}
+
+/* A continue token that expires again after the restart: the third try is one LIST
+ * without limit (it cannot expire). Before, the second expiry failed the whole list,
+ * and an informer whose pages outlast the server's compaction never synced. */
+static void test_list_expires_twice(void **state)
+{
+    (void)state;
+    struct srv_req sr;
+    struct kube_client *c = client(0, h_pages_expiring);
+    struct kube_req r;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.limit = 2;
+    json_t *l = NULL;
+    assert_int_equal(kube_list_all(c, &KUBE_RES_PODS, "ns", &r, &l, NULL), 0);
+    /* page, expired, page again, expired, then the unpaged list */
+    assert_int_equal(server_requests(), 5);
+    assert_string_equal(server_req(4, &sr)->target, "/api/v1/namespaces/ns/pods");
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 3);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion")),
+        "200");
+    json_decref(l);
+    kube_client_free(c);
+}
+
 /* A page of limit=4 is over the client's response limit (its body is padded past it);
  * limit=2 pages are small: the first of them continues to a last page. */
 static int h_big_page(struct srv *s, const struct srv_req *rq, int n, int fd)
@@ -1083,6 +1124,7 @@ int main(void)
         cmocka_unit_test(test_connection_reuse_and_bodies),
         cmocka_unit_test(test_delete_obj),
         cmocka_unit_test(test_list_all),
+        cmocka_unit_test(test_list_expires_twice),
         cmocka_unit_test(test_list_page_too_large_halved),
         cmocka_unit_test(test_list_page_too_large_at_one),
         cmocka_unit_test(test_streams),
