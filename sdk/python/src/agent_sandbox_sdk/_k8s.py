@@ -1128,8 +1128,9 @@ LIST_PAGE = 500
 Sandboxes is read in pieces, not as one answer of tens of MB."""
 
 
-def list_call(resource: str, ns: str, label_selector: str | None, cont: str = "") -> ApiCall:
-    params: dict[str, Any] = {"limit": LIST_PAGE}
+def list_call(resource: str, ns: str, label_selector: str | None, cont: str = "", limit: int = LIST_PAGE) -> ApiCall:
+    """A LIST of one page of limit items (0: the whole list at once)."""
+    params: dict[str, Any] = {"limit": limit} if limit > 0 else {}
     if label_selector:
         params["labelSelector"] = label_selector
     if cont:
@@ -1138,19 +1139,25 @@ def list_call(resource: str, ns: str, label_selector: str | None, cont: str = ""
 
 
 class ListPages:
-    """The I/O-free part of a paged LIST: the continue token of the next page, the items
-    gathered, and a restart from the first page when a token expired (410) once."""
+    """The I/O-free part of a paged LIST: the continue token and size of the next page,
+    the items gathered, and a restart from the first page when a token expired (410):
+    paged once more, then (a second expiry) as one LIST without limit, which no
+    compaction can cut."""
 
     def __init__(self) -> None:
         self.cont = ""
+        self.limit = LIST_PAGE
         self.items: list[dict[str, Any]] = []
-        self.restarted = False
+        self.expiries = 0
 
     def expired(self, e: SandboxError) -> bool:
         """Whether the failure of a page is an expired continue token to start over from
-        (once); anything else is raised by the caller."""
-        if isinstance(e, RequestError) and e.status == 410 and self.cont and not self.restarted:
-            self.restarted, self.cont, self.items = True, "", []
+        (twice at most); anything else is raised by the caller."""
+        if isinstance(e, RequestError) and e.status == 410 and self.cont and self.expiries < 2:
+            self.expiries += 1
+            self.cont, self.items = "", []
+            if self.expiries == 2:
+                self.limit = 0
             return True
         return False
 

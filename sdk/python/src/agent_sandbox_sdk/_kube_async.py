@@ -168,7 +168,7 @@ class AsyncKubeClient:
         pages = _k8s.ListPages()
         while True:
             try:
-                page = await self._call(_k8s.list_call(resource, ns, label_selector, pages.cont))
+                page = await self._call(_k8s.list_call(resource, ns, label_selector, pages.cont, pages.limit))
             except SandboxError as e:
                 if pages.expired(e):
                     continue

@@ -426,7 +426,7 @@ class KubeClient:
         pages = _k8s.ListPages()
         while True:
             try:
-                page = self._call(_k8s.list_call(resource, ns, label_selector, pages.cont))
+                page = self._call(_k8s.list_call(resource, ns, label_selector, pages.cont, pages.limit))
             except SandboxError as e:
                 if pages.expired(e):
                     continue

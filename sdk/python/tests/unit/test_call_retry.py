@@ -286,10 +286,10 @@ async def test_async_a_rejected_exec_credential_is_fetched_again(tmp_path: Any) 
 
 
 class Paged(FakeKube):
-    """Answers a LIST two items a page, with continue tokens; ``expire`` answers the
-    first continued page 410 once (its token expired)."""
+    """Answers a LIST two items a page (every item without a limit), with continue
+    tokens; the first ``expire`` continued pages are answered 410 (the token expired)."""
 
-    def __init__(self, expire: bool = False) -> None:
+    def __init__(self, expire: int = 0) -> None:
         super().__init__()
         self.expire = expire
         self.params: list[dict[str, str]] = []
@@ -300,18 +300,19 @@ class Paged(FakeKube):
             p = dict(req.url.params)
             self.params.append(p)
             if self.expire and p.get("continue"):
-                self.expire = False
+                self.expire -= 1
                 return httpx.Response(410, json={"kind": "Status", "code": 410, "reason": "Expired"})
             names = sorted(n for (r, _, n) in self.store if r == "sandboxes")
             start = int(p.get("continue") or 0)
-            items = [self.store[("sandboxes", "default", n)] for n in names[start : start + 2]]
-            more = str(start + 2) if start + 2 < len(names) else ""
+            size = 2 if p.get("limit") else len(names)
+            items = [self.store[("sandboxes", "default", n)] for n in names[start : start + size]]
+            more = str(start + size) if start + size < len(names) else ""
             return httpx.Response(200, json={"items": items, "metadata": {"resourceVersion": "9", "continue": more}})
         return super().__call__(req)
 
 
-@pytest.mark.parametrize("expire", [False, True], ids=["pages", "expired token"])
-def test_list_is_paged(expire: bool) -> None:
+@pytest.mark.parametrize("expire", [0, 1], ids=["pages", "expired token"])
+def test_list_is_paged(expire: int) -> None:
     fake = Paged(expire)
     for i in range(5):
         fake.put("sandboxes", {"metadata": {"name": f"s{i}"}, "spec": {}})
@@ -320,6 +321,18 @@ def test_list_is_paged(expire: bool) -> None:
     assert [o["metadata"]["name"] for o in got["items"]] == [f"s{i}" for i in range(5)]
     assert all(p.get("limit") == str(_k8s.LIST_PAGE) for p in fake.params)  # before: no limit
     assert len(fake.params) == (3 if not expire else 5)
+
+
+def test_list_expired_twice_is_listed_whole() -> None:
+    """A token that expires again after the restart: the third try is one LIST without
+    limit (before, the second 410 failed the call, whatever the list's size)."""
+    fake = Paged(expire=2)
+    for i in range(5):
+        fake.put("sandboxes", {"metadata": {"name": f"s{i}"}, "spec": {}})
+    c = httpx_sync_client(fake)
+    got = c.kube.list("sandboxes", "default")
+    assert [o["metadata"]["name"] for o in got["items"]] == [f"s{i}" for i in range(5)]
+    assert len(fake.params) == 5 and "limit" not in fake.params[-1] and "continue" not in fake.params[-1]
 
 
 async def test_async_list_is_paged() -> None:

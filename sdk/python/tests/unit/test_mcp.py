@@ -492,3 +492,15 @@ async def test_dns_rebinding_refused_on_another_loopback_address() -> None:
     await serve_until_signalled(["--host", "127.0.0.2"], None, client)
     assert seen["evil host"] == 421 and seen["evil origin"] == 403, seen
     assert seen["own"] not in (403, 421) and seen["own origin"] not in (403, 421), seen
+
+
+@pytest.mark.parametrize(("n", "cut"), [(2, False), (3, True)])
+async def test_list_sandboxes_stops_at_its_limit(n: int, cut: bool) -> None:
+    """At most list_entries entries, and truncated only when there were more."""
+    fake = FakeKube()
+    for i in range(n):
+        fake.put("sandboxes", {"metadata": {"name": f"s{i}"}, "spec": {}})
+    tools = Tools(Options(limits=Limits(list_entries=2)))
+    tools._client = async_client(fake)
+    listed = await tools.list_sandboxes()
+    assert [e["name"] for e in listed["sandboxes"]] == ["s0", "s1"] and listed["truncated"] is cut

@@ -238,10 +238,14 @@ class Tools:
             return {"sandboxes": [{"name": LOCAL_NAME, "ready": True, "created_here": False}], "truncated": False}
         infos = await self.client().list()
         mine = {sb.name for sb in self.created.values()}
-        out = []
+        out: list[dict[str, Any]] = []
+        cut = False
         for info in infos:
             if self.opts.only_created and info.name not in mine:
                 continue
+            if len(out) == self.limits.list_entries:
+                cut = True  # one more than the limit: no entry is built past it
+                break
             out.append(
                 {
                     "name": info.name,
@@ -253,8 +257,7 @@ class Tools:
                     "created_here": info.name in mine,
                 }
             )
-        cut = len(out) > self.limits.list_entries
-        return {"namespace": self.client().namespace, "sandboxes": out[: self.limits.list_entries], "truncated": cut}
+        return {"namespace": self.client().namespace, "sandboxes": out, "truncated": cut}
 
     async def delete_sandbox(self, name: str) -> dict[str, Any]:
         if not self.opts.allow_delete:
