@@ -238,6 +238,12 @@ class FastPool(PoolBase):
         """The timeout of one socket operation of a call with this deadline."""
         return max(0.001, min(self._timeout, deadline - time.monotonic()))
 
+    def renew_tls(self, ctx: ssl.SSLContext) -> None:
+        """New connections use ctx (another client certificate); those made with the old
+        context are closed instead of being used again."""
+        with self._cond:
+            self._ssl = ctx
+
     def _take(self, deadline: float) -> http.client.HTTPConnection | None:
         """An idle connection the server has not closed, else a new one while fewer than
         max_conns are open, else waits for one to be put back (until deadline, and at
@@ -249,7 +255,7 @@ class FastPool(PoolBase):
                     return None
                 while self._idle:
                     c = self._idle.pop()
-                    if c.sock is not None and not _readable(c.sock):
+                    if c.sock is not None and not _readable(c.sock) and _made_with(c) is self._ssl:
                         return c
                     self._open -= 1  # the server closed it while idle (or sent unasked bytes)
                     c.close()
@@ -313,6 +319,7 @@ class FastPool(PoolBase):
             if self._ssl is None:
                 self._ssl = self._cfg.ssl_context()
             conn = http.client.HTTPSConnection(to.host, to.port, timeout=t, context=self._ssl)
+            setattr(conn, _CTX_ATTR, self._ssl)
         else:
             conn = http.client.HTTPConnection(to.host, to.port, timeout=t)
         try:
@@ -376,6 +383,15 @@ class LineResponse:
     def close(self) -> None:
         self._resp.close()
         self._conn.close()
+
+
+_CTX_ATTR = "_agent_sandbox_ssl"  # the TLS context a pooled connection was made with
+
+
+def _made_with(conn: http.client.HTTPConnection) -> ssl.SSLContext | None:
+    """The TLS context conn was made with (None for plain http)."""
+    ctx: ssl.SSLContext | None = getattr(conn, _CTX_ATTR, None)
+    return ctx
 
 
 def _readable(sock: socket.socket) -> bool:

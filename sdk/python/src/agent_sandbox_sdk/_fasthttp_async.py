@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import AsyncGenerator, Callable
 
 from ._fasthttp import MAX_ANSWER, MAX_BODY, MAX_LINE, Answer, PoolBase, auth_header, take_lines
@@ -51,9 +52,12 @@ async def auth_header_async(cfg: KubeConfig) -> str | None:
 class _Conn:
     """One connection: its streams and whether the server lets it be reused."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ctx: ssl.SSLContext | None = None
+    ) -> None:
         self.reader = reader
         self.writer = writer
+        self.ctx = ctx  # the TLS context it was made with (None for plain http)
         self.expired = False  # closed by its stream's deadline, not by a failure
 
     def stale(self) -> bool:
@@ -170,10 +174,15 @@ class AsyncFastPool(PoolBase):
         """Seconds until deadline (the loop's time()), at most the timeout."""
         return max(0.0, min(self._timeout, deadline - asyncio.get_running_loop().time()))
 
+    def renew_tls(self, ctx: ssl.SSLContext) -> None:
+        """New connections use ctx (another client certificate); those made with the old
+        context are closed instead of being used again."""
+        self._ssl = ctx
+
     async def _take(self, deadline: float) -> _Conn | None:
         while self._idle:
             c = self._idle.pop()
-            if not c.stale():
+            if not c.stale() and c.ctx is self._ssl:
                 return c
             self._open -= 1
             c.close()
@@ -220,11 +229,12 @@ class AsyncFastPool(PoolBase):
         if to.https:
             if self._ssl is None:
                 self._ssl = self._cfg.ssl_context()
+            ctx = self._ssl
             r, w = await asyncio.open_connection(
-                to.host, to.port, ssl=self._ssl, server_hostname=to.host, limit=MAX_HEAD_LINE
+                to.host, to.port, ssl=ctx, server_hostname=to.host, limit=MAX_HEAD_LINE
             )
-        else:
-            r, w = await asyncio.open_connection(to.host, to.port, limit=MAX_HEAD_LINE)
+            return _Conn(r, w, ctx)
+        r, w = await asyncio.open_connection(to.host, to.port, limit=MAX_HEAD_LINE)
         return _Conn(r, w)
 
     async def _exchange(self, c: _Conn, request: bytes, method: str) -> tuple[Answer, bool]:

@@ -99,21 +99,37 @@ class AsyncKubeClient:
         self.timeout = timeout
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
         self._tls = AsyncTLS(cfg)
-        ctx = self._tls.ctx
-        opts = _k8s.client_options(cfg, timeout, ctx)  # its limits go to the transport
-        transport = _proxy.async_transport(ctx, limits=opts["limits"])
-        if self._tls.pending:
-            transport = _AfterTLS(self._tls, transport)
-        self.http = httpx.AsyncClient(**opts, transport=transport)
+        self._retired: list[httpx.AsyncClient] = []  # made with a client certificate replaced since
+        self.http = self._make_http(self._tls.ctx, self._tls.pending)
         self._streams: dict[str, AsyncHandoutStream] = {}
         ua = self.http.headers.get("user-agent", "agent-sandbox-sdk")
-        self._fast = _fasthttp_async.AsyncFastPool(cfg, timeout, ua, ctx)
+        self._fast = _fasthttp_async.AsyncFastPool(cfg, timeout, ua, self._tls.ctx)
+
+    def _make_http(self, ctx: Any, pending: bool = False) -> httpx.AsyncClient:
+        opts = _k8s.client_options(self.cfg, self.timeout, ctx)  # its limits go to the transport
+        transport = _proxy.async_transport(ctx, limits=opts["limits"])
+        if pending:
+            transport = _AfterTLS(self._tls, transport)
+        return httpx.AsyncClient(**opts, transport=transport)
+
+    async def _renew_tls(self) -> None:
+        """As the sync client's: another client certificate from the exec plugin."""
+        ctx = self._tls.renewed()
+        if ctx is None:
+            return
+        old, self.http = self.http, self._make_http(ctx)
+        self._fast.renew_tls(ctx)
+        self._retired.append(old)
+        while len(self._retired) > 2:
+            await self._retired.pop(0).aclose()
 
     async def aclose(self) -> None:
         streams, self._streams = list(self._streams.values()), {}
         for hs in streams:
             await self._stream_stop(hs)
         await self._fast.aclose()
+        for old in self._retired:
+            await old.aclose()
         await self.http.aclose()
 
     async def _call(self, c: _k8s.ApiCall, mark: _k8s.SendMark | None = None) -> dict[str, Any]:
@@ -128,6 +144,7 @@ class AsyncKubeClient:
         attempt, refreshed = 0, False
         while True:
             gen = self.cfg.exec_generation()
+            await self._renew_tls()
             try:
                 return await self._call_once(c, mark, deadline)
             except AuthError as e:

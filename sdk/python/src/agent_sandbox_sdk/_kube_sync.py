@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import httpx
 
 from . import _fasthttp, _k8s, _proxy
-from ._kubeconfig import KubeConfig
+from ._kubeconfig import CertRenewal, KubeConfig
 from .errors import AuthError, NotFoundError, RequestError, SandboxConnectionError, SandboxError
 
 
@@ -357,14 +357,33 @@ class KubeClient:
         self.cfg = cfg
         self.timeout = timeout
         self.claim_watch_delay = _k8s.CLAIM_WATCH_DELAY
-        ctx = cfg.ssl_context()
-        opts = _k8s.client_options(cfg, timeout, ctx)  # its limits go to the transport
-        self.http = httpx.Client(**opts, transport=_proxy.transport(ctx, limits=opts["limits"]))
+        ctx, gen = cfg.ssl_context_gen()
+        self._certs = CertRenewal(cfg, gen)
+        self._retired: list[httpx.Client] = []  # made with a client certificate replaced since
+        self.http = self._make_http(ctx)
         self._streams: dict[str, HandoutStream] = {}
         self._streams_lock = threading.Lock()
         self._later = Later()
         ua = self.http.headers.get("user-agent", "agent-sandbox-sdk")
         self._fast = _fasthttp.FastPool(cfg, timeout, ua, ctx)
+
+    def _make_http(self, ctx: Any) -> httpx.Client:
+        opts = _k8s.client_options(self.cfg, self.timeout, ctx)  # its limits go to the transport
+        return httpx.Client(**opts, transport=_proxy.transport(ctx, limits=opts["limits"]))
+
+    def _renew_tls(self) -> None:
+        """An exec plugin run gave another client certificate (CertRenewal): requests from
+        now on go on connections that present it. The httpx client made with the old one
+        is kept while its requests in flight may still need it (the last two go at
+        close())."""
+        ctx = self._certs.context()
+        if ctx is None:
+            return
+        old, self.http = self.http, self._make_http(ctx)
+        self._fast.renew_tls(ctx)
+        self._retired.append(old)
+        while len(self._retired) > 2:
+            self._retired.pop(0).close()
 
     def close(self) -> None:
         self._later.close()
@@ -373,6 +392,8 @@ class KubeClient:
             streams, self._streams = list(self._streams.values()), {}
         for hs in streams:
             hs.close()
+        for old in self._retired:
+            old.close()
         self.http.close()
 
     def _call(self, c: _k8s.ApiCall, mark: _k8s.SendMark | None = None) -> dict[str, Any]:
@@ -386,6 +407,8 @@ class KubeClient:
         attempt, refreshed = 0, False
         while True:
             gen = self.cfg.exec_generation()
+            if self._certs.due():
+                self._renew_tls()
             try:
                 return self._call_once(c, mark, deadline)
             except AuthError as e:

@@ -71,14 +71,21 @@ class KubeConfig:
     _exec_error: ConfigError | None = field(default=None, repr=False, compare=False)
     # The async callers' plugin run in flight (a worker thread's), awaited by all of them.
     _exec_task: asyncio.Task[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    # How many times a plugin run gave another client certificate than the run before:
+    # clients compare it with their TLS context's (CertRenewal).
+    _cert_gen: int = field(default=0, repr=False, compare=False)
 
     def ssl_context(self) -> ssl.SSLContext:
         """Returns a TLS context with the CA and client certificate loaded. An exec plugin
         whose credential is due runs here, on the calling thread (it may give the client
         certificate): async callers use AsyncTLS instead."""
+        return self.ssl_context_gen()[0]
+
+    def ssl_context_gen(self) -> tuple[ssl.SSLContext, int]:
+        """ssl_context(), and the client certificate generation it holds (CertRenewal)."""
         ctx = self._ca_context()
         self._load_client_cert(ctx, self._exec_credential())
-        return ctx
+        return ctx, self._cert_gen  # the run's, but for a second run in between (rare)
 
     def _ca_context(self) -> ssl.SSLContext:
         """The TLS context's verification (the CA, or none with insecure) without a
@@ -203,7 +210,10 @@ class KubeConfig:
             raise
         finally:
             self._exec_runs += 1
+        changed = _client_cert(status) != _client_cert(self._exec_cache.get("status") or {})
         self._exec_cache.update(status=status, expires=expires)
+        if changed:  # after the cache: whoever sees the generation finds that certificate
+            self._cert_gen += 1
         return status
 
 
@@ -222,6 +232,7 @@ class AsyncTLS:
     def __init__(self, cfg: KubeConfig) -> None:
         self.cfg = cfg
         self.ctx = cfg._ca_context()
+        self.renewal = CertRenewal(cfg, cfg._cert_gen)  # the certificate generation ctx holds
         cached = cfg._exec_fresh() if cfg.exec_config else {}  # never runs the plugin
         if cached is not None:
             cfg._load_client_cert(self.ctx, cached)
@@ -235,8 +246,56 @@ class AsyncTLS:
             ex = await self.cfg.exec_credential_async()
             if self.pending:  # not loaded meanwhile by another caller awaiting the same run
                 self.cfg._load_client_cert(self.ctx, ex)
+                self.renewal.gen = self.cfg._cert_gen  # ex's, as in ssl_context_gen
                 self.pending = False
         return self.ctx
+
+    def renewed(self) -> ssl.SSLContext | None:
+        """Once ready: a new context when a later plugin run gave another client
+        certificate (CertRenewal), else None."""
+        if self.pending or not self.renewal.due():
+            return None
+        ctx = self.renewal.context()
+        if ctx is not None:
+            self.ctx = ctx
+        return ctx
+
+
+class CertRenewal:
+    """Follows an exec plugin's client certificate for one client. A TLS context keeps
+    the certificate it was given, and a plugin that gives one runs again when its
+    credential expires (or after a 401): due() tells when a later run gave another
+    certificate than the one of the client's context (gen: the generation that context
+    holds, ssl_context_gen); context() then makes the new context from the cached
+    credential (no plugin run; the CA's as before). The client connects with it from
+    then on and drops connections made with the old one: an API server checks a client
+    certificate on every request, so an expired one fails on a kept-alive connection
+    too. Thread-safe; never blocks on a plugin run."""
+
+    def __init__(self, cfg: KubeConfig, gen: int) -> None:
+        self.cfg = cfg
+        self.gen = gen
+        self._lock = threading.Lock()
+
+    def due(self) -> bool:
+        return bool(self.cfg.exec_config) and self.cfg._cert_gen != self.gen
+
+    def context(self) -> ssl.SSLContext | None:
+        """The TLS context with the newest certificate, or None when another caller
+        renewed it first (or nothing changed)."""
+        with self._lock:
+            gen = self.cfg._cert_gen  # read before the credential: never newer than it
+            if gen == self.gen:
+                return None
+            status = dict(self.cfg._exec_cache.get("status") or {})
+            ctx = self.cfg._ca_context()
+            self.cfg._load_client_cert(ctx, status)
+            self.gen = gen
+            return ctx
+
+
+def _client_cert(status: dict[str, Any]) -> tuple[str, str]:
+    return str(status.get("clientCertificateData") or ""), str(status.get("clientKeyData") or "")
 
 
 class _BearerAuth(httpx.Auth):

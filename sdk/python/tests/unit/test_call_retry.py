@@ -342,3 +342,16 @@ async def test_async_list_is_paged() -> None:
     async with httpx_async_client(fake) as c:
         got = await c.kube.list("sandboxes", "default")
     assert [o["metadata"]["name"] for o in got["items"]] == ["s0", "s1", "s2"] and len(fake.params) == 2
+
+
+def test_a_second_401_of_the_same_credential_runs_the_plugin_once(tmp_path: Any) -> None:
+    """Two calls that carried the same rejected credential: the first 401 forgets it (the
+    plugin runs again), the second (generation taken before that run) keeps the fresh
+    one: one run per rejected credential, not one per call that was in flight."""
+    cfg = _exec_config(tmp_path)
+    assert cfg.bearer_token() == "tok-1"
+    gen = cfg.exec_generation()
+    assert cfg.invalidate_exec(gen)
+    assert cfg.bearer_token() == "tok-2"
+    assert cfg.invalidate_exec(gen)  # the call may go again: with tok-2
+    assert cfg.bearer_token() == "tok-2" and cfg.exec_generation() == gen + 1
