@@ -323,6 +323,16 @@ static_helm() {
 	check "options: one watched namespace binds the controller's roles there only" eval \
 		"[ \"\$(grep -A3 '^kind: RoleBinding' '$WORK/helm-options.yaml' | grep -c 'namespace: team-a')\" = 1 ] &&
 		! grep -A2 '^kind: ClusterRoleBinding' '$WORK/helm-options.yaml' | grep -q 'name: agent-sandbox-controller'"
+	"$HELM" template agent-sandbox "$ROOT/charts/agent-sandbox" -n "$SYS_NS" \
+		--set controller.watchNamespace=team-a >"$WORK/helm-watch-ns.yaml" 2>"$WORK/helm-watch-ns.err"
+	check "late binding follows watchNamespace by default: one RoleBinding in team-a" \
+		python3 - "$WORK/helm-watch-ns.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+lb = [(d["kind"], d["metadata"].get("namespace")) for d in docs
+      if d["kind"].endswith("Binding") and d["metadata"]["name"] == "agent-sandbox-controller-late-binding"]
+sys.exit(0 if lb == [("RoleBinding", "team-a")] else 1)
+PY
 	k create namespace team-b >/dev/null 2>&1
 	helm_dry late-binding --set 'controller.lateBindingNamespaces={team-a,team-b}'
 	check "late binding confined: Secrets granted by RoleBindings in team-a and team-b only" \

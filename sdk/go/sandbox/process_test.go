@@ -536,6 +536,37 @@ func TestCloseStdinAfterFailedClose(t *testing.T) {
 	}
 }
 
+// TestPTYCloseStdinFailedCountsAsSent: on a PTY a close writes the terminal's EOF
+// character, so a close that failed (it may have been carried out) is not sent again: a
+// later CloseStdin returns the first one's error and sends nothing (a second ^D would end
+// the shell that read the first).
+func TestPTYCloseStdinFailedCountsAsSent(t *testing.T) {
+	var closes atomic.Int32
+	ps := &procServer{closeStdin: func() (int, string) {
+		closes.Add(1)
+		return http.StatusInternalServerError, `{"code":"INTERNAL","message":"lost"}`
+	}}
+	sb := newProcServer(t, ps)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := sb.Start(ctx, Cmd{Command: "sh", PTY: &PTYSize{Cols: 80, Rows: 24}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := p.CloseStdin(ctx)
+	if first == nil {
+		t.Fatal("a failed PTY CloseStdin: nil")
+	}
+	for i := 0; i < 2; i++ {
+		if err := p.CloseStdin(ctx); err == nil || err.Error() != first.Error() {
+			t.Fatalf("CloseStdin after a failed one: %v, want %v", err, first)
+		}
+	}
+	if n := closes.Load(); n != 1 {
+		t.Errorf("%d closes sent, want 1 (no resend, no second ^D)", n)
+	}
+}
+
 // TestProcessBodiesChunked: the JSON bodies of a run, a streamed or background start and
 // a code execution go chunked, never with a Content-Length: through a Go reverse proxy on
 // HTTP/1.1 (the API server's pod proxy behind an HTTP/1.1 hop) a Content-Length body can
