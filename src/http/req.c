@@ -103,6 +103,14 @@ bool http_req_has_body(const struct http_req *req)
     return h->body == HTTP_BODY_CHUNKED || (h->body == HTTP_BODY_LENGTH && h->content_length > 0);
 }
 
+bool http_req_content_length(const struct http_req *req, uint64_t *ret)
+{
+    if (req->head.body != HTTP_BODY_LENGTH)
+        return false;
+    *ret = req->head.content_length;
+    return true;
+}
+
 uv_loop_t *http_req_loop(const struct http_req *req)
 {
     return req->server->loop;

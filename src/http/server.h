@@ -169,6 +169,9 @@ struct str http_req_body(const struct http_req *req);
 /** Whether the request's head announces a body (chunked, or a Content-Length above 0,
  * however spelled), from the parsed framing. */
 bool http_req_has_body(const struct http_req *req);
+/** Whether the request's head frames its body by a Content-Length (not chunked); *ret
+ * gets that length (may be 0). */
+bool http_req_content_length(const struct http_req *req, uint64_t *ret);
 uv_loop_t *http_req_loop(const struct http_req *req);
 struct http_server *http_req_server(const struct http_req *req);
 /** True when the request came over TLS (a connection adopted with secure set). */

@@ -731,9 +731,10 @@ int sbd__files_register(struct sbd *d)
     r |= sbd__route(d, d->router, "GET", "/v1/files/", HTTP_ROUTE_PREFIX, files_get, false);
     r |= sbd__route(d, d->router, "DELETE", "/v1/files", 0, files_delete, false);
     r |= sbd__route(d, d->router, "DELETE", "/v1/files/", HTTP_ROUTE_PREFIX, files_delete, false);
-    r |= sbd__route(d, d->router, "PUT", "/v1/files/", HTTP_ROUTE_PREFIX | HTTP_ROUTE_STREAM_BODY,
-                    sbd__files_put, false);
-    r |=
-        sbd__route(d, d->router, "PUT", "/v1/files", HTTP_ROUTE_STREAM_BODY, sbd__files_put, false);
+    r |= sbd__route_body(d, d->router, "PUT", "/v1/files/",
+                         HTTP_ROUTE_PREFIX | HTTP_ROUTE_STREAM_BODY, sbd__files_put,
+                         sbd__files_put_body_ok);
+    r |= sbd__route_body(d, d->router, "PUT", "/v1/files", HTTP_ROUTE_STREAM_BODY, sbd__files_put,
+                         sbd__files_put_body_ok);
     return r < 0 ? -EINVAL : 0;
 }

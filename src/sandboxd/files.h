@@ -88,3 +88,6 @@ int sbd_upload_start(struct http_req *req, const struct sbd_upload_opts *opts);
 
 /** The REST PUT handler (ctx: struct sbd). */
 int sbd__files_put(struct http_req *req, void *ctx);
+/** sbd_body_ok_fn of the REST PUT: false for a raw body whose Content-Length is over
+ * --max-upload (sbd__files_put then answers 413 at the head). */
+bool sbd__files_put_body_ok(struct http_req *req, struct sbd *d);

@@ -78,7 +78,8 @@ static int route_trampoline(struct http_req *req, void *ctx)
 }
 
 /* http_server_opts.refuse_early: a request to a route of ours that needs the token and
- * lacks it is refused before its body is buffered. A public route (a probe, the config
+ * lacks it is refused before its body is buffered, and so is one whose route's body_ok
+ * says no (an upload that announces more than --max-upload). A public route (a probe, the config
  * token's routes) reads a body only when its body_ok allows it: anyone can reach those,
  * and their bodies (up to --max-body each, for as long as a byte comes every body
  * timeout) would otherwise be memory anyone can hold. */
@@ -88,7 +89,7 @@ static bool refuse_early(struct http_req *req, http_handler_fn *fn, void *route_
     if (fn != route_trampoline)
         return false;
     if (!rt->public_)
-        return !authorized(rt->d, req);
+        return !authorized(rt->d, req) || (rt->body_ok && !rt->body_ok(req, rt->d));
     return !rt->body_ok || !rt->body_ok(req, rt->d);
 }
 
@@ -107,6 +108,13 @@ int sbd__route(struct sbd *d, struct http_router *r, const char *method, const c
 {
     return add_route(d, r, method, path, flags,
                      &(struct sbd_route){.d = d, .fn = fn, .public_ = public_});
+}
+
+int sbd__route_body(struct sbd *d, struct http_router *r, const char *method, const char *path,
+                    unsigned flags, http_handler_fn *fn, sbd_body_ok_fn *body_ok)
+{
+    return add_route(d, r, method, path, flags,
+                     &(struct sbd_route){.d = d, .fn = fn, .body_ok = body_ok});
 }
 
 int sbd__route_public_body(struct sbd *d, struct http_router *r, const char *method,

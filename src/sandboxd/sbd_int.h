@@ -14,16 +14,19 @@ struct sbd_bgs;
 
 /** A registered route: authentication, then fn(req, d). */
 struct sbd;
-/** Whether a public route's request may send its body (read and buffered before the
- * handler runs): the route's own credential, say. */
+/** Whether a route's request may send its body (read, or buffered before the handler
+ * runs): a public route's own credential, say, or an announced length within a limit.
+ * When it says no, the handler runs at the head and must answer without the body. */
 typedef bool sbd_body_ok_fn(struct http_req *req, struct sbd *d);
 
 struct sbd_route {
     struct sbd *d;
     http_handler_fn *fn;
     bool public_;            /* no token needed (probes) */
-    sbd_body_ok_fn *body_ok; /* public only: NULL = a body is never read (answered at the
-                              * head, the connection closed after it) */
+    sbd_body_ok_fn *body_ok; /* public: NULL = a body is never read; behind the token:
+                              * NULL = always read once the token checks out. A body
+                              * not read: answered at the head, the connection closed
+                              * after it */
 };
 
 #define SBD_MAX_ROUTES 64
@@ -64,6 +67,10 @@ int sbd__route(struct sbd *d, struct http_router *r, const char *method, const c
 int sbd__route_public_body(struct sbd *d, struct http_router *r, const char *method,
                            const char *path, unsigned flags, http_handler_fn *fn,
                            sbd_body_ok_fn *body_ok);
+/** A route behind the token whose requests may send a body when body_ok says so (before
+ * any of it is read); otherwise the handler answers at the head. */
+int sbd__route_body(struct sbd *d, struct http_router *r, const char *method, const char *path,
+                    unsigned flags, http_handler_fn *fn, sbd_body_ok_fn *body_ok);
 /** Decodes the rest of the request path (after the route prefix) and cleans it against
  * root into *ret (new). Responds with the error itself and returns negative on failure. */
 int sbd__req_path(struct http_req *req, const struct sbd_root *root, char **ret);

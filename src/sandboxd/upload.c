@@ -402,9 +402,27 @@ static int parse_mode(struct http_req *req, mode_t *ret)
     return r;
 }
 
+/* A raw body's Content-Length is the file's size: one over --max-upload is refused at the
+ * head, unread (no 100 Continue, no temporary file). A multipart body's counts its framing
+ * and any other parts, and a chunked body has none: those keep the counted limit. */
+bool sbd__files_put_body_ok(struct http_req *req, struct sbd *d)
+{
+    uint64_t len;
+    if (!http_req_content_length(req, &len) || len <= d->cfg.max_upload)
+        return true;
+    char *boundary = NULL;
+    struct str ct = http_req_header(req, "Content-Type");
+    bool multipart = ct.p && sbd_multipart_boundary(ct, &boundary) == 0;
+    xfree(boundary);
+    return multipart;
+}
+
 int sbd__files_put(struct http_req *req, void *ctx)
 {
     struct sbd *d = ctx;
+    if (!sbd__files_put_body_ok(req, d))
+        return sbd_respond_error(req, 413, SBD_INVALID_ARGUMENT,
+                                 "upload too large: Content-Length is over the upload limit");
     mode_t mode = 0644;
     if (parse_mode(req, &mode) < 0)
         return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "mode must match ^0[0-7]{3}$");

@@ -391,6 +391,47 @@ class ComponentTest(unittest.TestCase):
         finally:
             self.assertEqual(d.stop(), 0)
 
+    def test_upload_over_limit_refused_at_head(self):
+        # A PUT whose Content-Length is over --max-upload is answered 413 at its head: no
+        # 100 Continue, no temporary file, the body unread and the connection closed.
+        # Before, it got 100 Continue and a temporary file, and 413 only once 1000 bytes
+        # had come.
+        d = Daemon("--max-upload", "1000")
+        try:
+            c = socket.create_connection(("127.0.0.1", d.port), 3)
+            c.sendall(b"PUT /v1/files/big HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n"
+                      b"Expect: 100-continue\r\n\r\n")
+            got = b""
+            try:
+                while True:
+                    chunk = c.recv(65536)
+                    if not chunk:
+                        break  # closed after the answer
+                    got += chunk
+            except socket.timeout:
+                pass
+            names = os.listdir(d.root)  # while the request's connection is still open
+            c.close()
+            head, _, body = got.partition(b"\r\n\r\n")
+            self.assertTrue(head.startswith(b"HTTP/1.1 413 "), got[:200])
+            self.assertEqual(json.loads(body)["code"], "INVALID_ARGUMENT")
+            self.assertEqual(names, [])
+            # A chunked body keeps the counted limit, and so does a multipart one (its
+            # length counts the framing: a 1000-byte file in it is within the limit).
+            got = raw_exchange(d.port, b"PUT /v1/files/big HTTP/1.1\r\nHost: t\r\n"
+                               b"Transfer-Encoding: chunked\r\n\r\n5dc\r\n" + b"x" * 1500 +
+                               b"\r\n0\r\n\r\n")
+            self.assertTrue(got.startswith(b"HTTP/1.1 413 "), got[:200])
+            form = (b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n\r\n" +
+                    b"y" * 1000 + b"\r\n--b--\r\n")
+            st, _, _ = d.req("PUT", "/v1/files/form", form,
+                             {"Content-Type": "multipart/form-data; boundary=b"})
+            self.assertEqual(st, 204)
+            self.assertEqual(os.path.getsize(os.path.join(d.root, "form")), 1000)
+            self.assertEqual(sorted(os.listdir(d.root)), ["form"])
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_duration_flags(self):
         # The shared grammar (src/common/duration.h): Go syntax or bare seconds, each value
         # seen in what it sets, by order rather than by a clock: --exec-timeout 2s ends a
