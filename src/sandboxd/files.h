@@ -36,10 +36,11 @@ int sbd__send_range(struct http_req *req, int fd, int status, uint64_t start, ui
 
 struct sbd_writer;
 
-/** Starts an atomic write of rel (cleaned) beneath root: parents are created (0755) and a
- * temporary file is made next to the target; an existing symlink that resolves beneath
- * the root is written through (truncated in place). Returns 0 with *ret new, -EISDIR when
- * the target is a directory, -EPERM on escape, or another negative errno. */
+/** Starts an atomic write of rel (cleaned) beneath root: parents are created (0755; an
+ * abort removes the ones it made) and a temporary file is made next to the target; an
+ * existing symlink that resolves beneath the root is written through (truncated in
+ * place). Returns 0 with *ret new, -EISDIR when the target is a directory, -EPERM on
+ * escape, or another negative errno. */
 int sbd_writer_open(const struct sbd_root *root, const char *rel, mode_t mode,
                     struct sbd_writer **ret);
 /** Appends n bytes. Returns 0 or a negative errno. */
@@ -47,9 +48,10 @@ int sbd_writer_write(struct sbd_writer *w, const void *p, size_t n);
 /** Bytes written so far. */
 uint64_t sbd_writer_size(const struct sbd_writer *w);
 /** fsync, chmod, rename over the target; frees w. Returns 0 or a negative errno (the
- * temporary file is removed). */
+ * temporary file is removed, as by sbd_writer_abort). */
 int sbd_writer_commit(struct sbd_writer *w);
-/** Removes the temporary file and frees w (NULL is fine). */
+/** Removes the temporary file, then the missing parents sbd_writer_open made for the
+ * target while they are empty, and frees w (NULL is fine). */
 void sbd_writer_abort(struct sbd_writer *w);
 
 /** The path beneath root (relative, new in *ret) of the regular file fd (borrowed; any

@@ -202,8 +202,86 @@ int sbd_path_open_read(const struct sbd_root *root, const char *rel)
     return fd;
 }
 
-/* Opens (creating when missing) every directory of dir, one prefix at a time. */
-static int open_dirs_creating(const struct sbd_root *root, char *dir)
+struct made_dir {
+    int pfd; /* O_PATH descriptor of the directory it was made in */
+    char *name;
+    dev_t dev; /* the directory made */
+    ino_t ino;
+};
+
+struct sbd_path_made {
+    struct made_dir *v;
+    size_t n, cap;
+};
+
+/* Records name, just made in pfd (taken). */
+static void made_add(struct sbd_path_made *m, int pfd, const char *name)
+{
+    struct stat st;
+    if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
+        (void)close(pfd); /* replaced at once: not ours to remove */
+        return;
+    }
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 4;
+        m->v = xreallocarray(m->v, m->cap, sizeof(*m->v));
+    }
+    m->v[m->n++] =
+        (struct made_dir){.pfd = pfd, .name = xstrdup(name), .dev = st.st_dev, .ino = st.st_ino};
+}
+
+void sbd_path_made_free(struct sbd_path_made *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n; i++) {
+        (void)close(m->v[i].pfd);
+        xfree(m->v[i].name);
+    }
+    xfree(m->v);
+    xfree(m);
+}
+
+void sbd_path_made_undo(struct sbd_path_made *m)
+{
+    if (!m)
+        return;
+    for (size_t i = m->n; i-- > 0;) {
+        const struct made_dir *d = &m->v[i];
+        struct stat st;
+        /* the directory made, still under its name: rmdir leaves it if not empty */
+        if (fstatat(d->pfd, d->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == d->dev &&
+            st.st_ino == d->ino)
+            (void)unlinkat(d->pfd, d->name, AT_REMOVEDIR);
+    }
+    sbd_path_made_free(m);
+}
+
+/* Makes the missing directory dir (0755), whose parent exists; records it in made (may be
+ * NULL). One made meanwhile by someone else is fine (not recorded). Returns 0 or a
+ * negative errno. */
+static int make_dir(const struct sbd_root *root, const char *dir, struct sbd_path_made *made)
+{
+    const char *name = dir;
+    int pfd = strchr(dir, '/') ? sbd_path_open_parent(root, dir, false, &name)
+                               : sbd_path_open(root, ".", O_PATH | O_DIRECTORY, 0);
+    if (pfd < 0)
+        return pfd;
+    if (mkdirat(pfd, name, 0755) < 0) {
+        int r = errno == EEXIST ? 0 : -errno;
+        (void)close(pfd);
+        return r;
+    }
+    if (made)
+        made_add(made, pfd, name);
+    else
+        (void)close(pfd);
+    return 0;
+}
+
+/* Opens (creating when missing, recorded in made: may be NULL) every directory of dir,
+ * one prefix at a time. */
+static int open_dirs_creating(const struct sbd_root *root, char *dir, struct sbd_path_made *made)
 {
     for (char *s = dir;; s++) {
         if (*s != '/' && *s != '\0')
@@ -212,15 +290,7 @@ static int open_dirs_creating(const struct sbd_root *root, char *dir)
         *s = '\0';
         int fd = sbd_path_open(root, dir, O_PATH | O_DIRECTORY, 0);
         if (fd == -ENOENT) {
-            const char *name;
-            int pfd = strchr(dir, '/') ? sbd_path_open_parent(root, dir, false, &name)
-                                       : sbd_path_open(root, ".", O_PATH | O_DIRECTORY, 0);
-            if (pfd < 0)
-                return pfd;
-            if (!strchr(dir, '/'))
-                name = dir;
-            int mr = mkdirat(pfd, name, 0755) < 0 && errno != EEXIST ? -errno : 0;
-            (void)close(pfd);
+            int mr = make_dir(root, dir, made);
             if (mr < 0)
                 return mr;
             fd = sbd_path_open(root, dir, O_PATH | O_DIRECTORY, 0);
@@ -232,8 +302,8 @@ static int open_dirs_creating(const struct sbd_root *root, char *dir)
     }
 }
 
-int sbd_path_open_parent(const struct sbd_root *root, const char *rel, bool create,
-                         const char **ret_name)
+static int open_parent(const struct sbd_root *root, const char *rel, bool create,
+                       struct sbd_path_made *made, const char **ret_name)
 {
     if (!*rel || strcmp(rel, ".") == 0)
         return -EINVAL;
@@ -244,10 +314,32 @@ int sbd_path_open_parent(const struct sbd_root *root, const char *rel, bool crea
     char *dir = slash ? xstrndup(rel, (size_t)(slash - rel)) : xstrdup(".");
     int fd = sbd_path_open(root, dir, O_PATH | O_DIRECTORY, 0);
     if (fd == -ENOENT && create && slash)
-        fd = open_dirs_creating(root, dir);
+        fd = open_dirs_creating(root, dir, made);
     xfree(dir);
     if (fd >= 0)
         *ret_name = name;
+    return fd;
+}
+
+int sbd_path_open_parent(const struct sbd_root *root, const char *rel, bool create,
+                         const char **ret_name)
+{
+    return open_parent(root, rel, create, NULL, ret_name);
+}
+
+int sbd_path_open_parent_made(const struct sbd_root *root, const char *rel, const char **ret_name,
+                              struct sbd_path_made **ret_made)
+{
+    struct sbd_path_made *made = XNEW(struct sbd_path_made);
+    int fd = open_parent(root, rel, true, made, ret_name);
+    if (fd < 0) {
+        sbd_path_made_undo(made);
+        made = NULL;
+    } else if (made->n == 0) {
+        sbd_path_made_free(made);
+        made = NULL;
+    }
+    *ret_made = made;
     return fd;
 }
 

@@ -53,6 +53,23 @@ int sbd_path_open_read(const struct sbd_root *root, const char *rel);
 int sbd_path_open_parent(const struct sbd_root *root, const char *rel, bool create,
                          const char **ret_name);
 
+/** The directories an sbd_path_open_parent_made created, to remove again when what they
+ * were made for failed. */
+struct sbd_path_made;
+
+/** sbd_path_open_parent with create, recording the directories it created: *ret_made is
+ * new (sbd_path_made_undo or sbd_path_made_free), or NULL when none was. On failure the
+ * ones it made are removed again (sbd_path_made_undo). Holds one descriptor per
+ * directory made, until undone or freed. */
+int sbd_path_open_parent_made(const struct sbd_root *root, const char *rel, const char **ret_name,
+                              struct sbd_path_made **ret_made);
+/** Removes the directories m recorded, deepest first, each only while it is still the one
+ * made and empty (unlinkat(AT_REMOVEDIR) in the descriptor of the directory it was made
+ * in: no path is resolved again), and frees m (NULL is fine). */
+void sbd_path_made_undo(struct sbd_path_made *m);
+/** Frees m (NULL is fine), keeping the directories. */
+void sbd_path_made_free(struct sbd_path_made *m);
+
 /** Maps an error of this module to a short reason and whether it is an escape
  * (-EPERM/-EACCES/-EXDEV/-ELOOP). */
 bool sbd_path_err_is_denied(int err);

@@ -24,6 +24,7 @@ struct sbd_writer {
     char tmp[48];
     mode_t mode;
     uint64_t size;
+    struct sbd_path_made *made; /* parents made for the target: removed by an abort */
 };
 
 /* Is rel an existing symlink (the final component)? */
@@ -153,7 +154,7 @@ int sbd_writer_open(const struct sbd_root *root, const char *rel, mode_t mode,
     w->mode = mode;
     w->fd = -1;
     const char *name;
-    w->dirfd = sbd_path_open_parent(root, rel, true, &name);
+    w->dirfd = sbd_path_open_parent_made(root, rel, &name, &w->made);
     int r = w->dirfd < 0 ? w->dirfd : 0;
     if (r == 0) {
         w->name = xstrdup(name);
@@ -196,6 +197,7 @@ static void writer_free(struct sbd_writer *w)
         (void)close(w->fd);
     if (w->dirfd >= 0)
         (void)close(w->dirfd);
+    sbd_path_made_free(w->made);
     xfree(w->name);
     xfree(w);
 }
@@ -228,7 +230,10 @@ void sbd_writer_abort(struct sbd_writer *w)
         return;
     if (w->dirfd >= 0 && w->tmp[0])
         (void)unlinkat(w->dirfd, w->tmp, 0);
+    struct sbd_path_made *made = w->made;
+    w->made = NULL;
     writer_free(w);
+    sbd_path_made_undo(made); /* the parents made for it, empty again without the temp file */
 }
 
 /* ---- streamed uploads -------------------------------------------------------------- */
@@ -262,11 +267,13 @@ static void upload_finish(struct upload *u, int err)
     u->finished = true;
     if (err == 0 && u->multipart && !u->got_file)
         err = -ENODATA;
-    if (err == 0 && u->w) {
-        struct sbd_writer *w = u->w;
-        u->w = NULL;
+    struct sbd_writer *w = u->w;
+    u->w = NULL;
+    if (err == 0 && w)
         err = sbd_writer_commit(w);
-    }
+    else
+        sbd_writer_abort(w); /* before the answer: a client told of the failure sees
+                              * nothing left behind */
     u->o.done(u->req, err, err == 0 ? u->rel : NULL, u->o.ctx);
 }
 

@@ -335,6 +335,41 @@ class FsopsTest(unittest.TestCase):
                          (400, "INVALID_ARGUMENT"), j)
         self.assertEqual(self.req("PUT", "/v1/files/fifo", b"x")[0], 400)
 
+    def test_failed_upload_removes_the_parents_it_made(self):
+        # An upload that fails removes the missing parents it made for its target (before,
+        # they stayed), and only those: a directory that was there stays.
+        top = os.path.join(self.d.root, "uc")
+        os.makedirs(os.path.join(top, "keep"))
+        for path in ("uc/a/b/c/file", "uc/keep/file"):  # cut mid-body
+            c = socket.create_connection(("127.0.0.1", self.d.port), 10)
+            c.sendall(f"PUT /v1/files/{path} HTTP/1.1\r\nHost: t\r\n"
+                      "Content-Length: 100000\r\n\r\n".encode() + b"x" * 1000)
+            parent = os.path.join(self.d.root, os.path.dirname(path))
+            end = time.monotonic() + 10
+            while not (os.path.isdir(parent) and os.listdir(parent)) and time.monotonic() < end:
+                time.sleep(0.02)  # the temporary file is there: the body is being written
+            self.assertTrue(os.listdir(parent), path)
+            c.close()
+            end = time.monotonic() + 10
+            while os.listdir(top) != ["keep"] or os.listdir(os.path.join(top, "keep")):
+                self.assertLess(time.monotonic(), end, (path, os.listdir(top)))
+                time.sleep(0.02)
+        # a malformed multipart body whose file part had begun
+        st, _, _ = self.req("PUT", "/v1/files/uc/m/n/file",
+                            b"--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nxyz",
+                            {"Content-Type": "multipart/form-data; boundary=b"})
+        self.assertEqual(st, 400)
+        self.assertEqual(os.listdir(top), ["keep"])
+        # parents that were there stay, the missing ones below them go
+        os.makedirs(os.path.join(top, "d/e"))
+        st, _, _ = self.req("PUT", "/v1/files/uc/d/e/f/g/file",
+                            b"--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nxyz",
+                            {"Content-Type": "multipart/form-data; boundary=b"})
+        self.assertEqual(st, 400)
+        self.assertEqual(sorted(os.listdir(top)), ["d", "keep"])
+        self.assertEqual(os.listdir(os.path.join(top, "d/e")), [])
+        shutil.rmtree(top)
+
     # ---- listings -------------------------------------------------------------------
 
     def list_page(self, path, **query):
