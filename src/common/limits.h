@@ -255,6 +255,7 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_SBD_WATCH_QUEUE_MIN   16    /* smallest queue a client may ask for */
 #define LIMIT_SBD_WATCHES           8192  /* inotify watches (directories) of one stream */
 #define LIMIT_SBD_WATCH_DEPTH       64    /* directory depth of a recursive watch */
+#define LIMIT_SBD_WATCH_FDS         32768 /* held directory fds, all streams (<= NOFILE/2) */
 #define LIMIT_SBD_WATCH_QUEUE_BYTES (16u * 1024 * 1024) /* queued event bytes of a stream */
 
 /* kubectl-sandbox */

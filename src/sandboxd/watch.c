@@ -2,20 +2,30 @@
 /* GET /v1/watch/{path}?recursive=bool&queue=N: an NDJSON stream of inotify events of a
  * directory (and its subdirectories when recursive).
  *
- * Confinement: the directory (and every subdirectory added later) is opened with
- * sbd_path_open (openat2 RESOLVE_BENEATH from the root; subdirectories with O_NOFOLLOW)
- * and the watch is added on that descriptor through /proc/self/fd/N, so the inode
- * watched is the one the confined open found even if a path component is swapped for a
- * symlink meanwhile.
+ * Confinement: the directory is opened with sbd_path_open (openat2 RESOLVE_BENEATH from
+ * the root), each subdirectory with openat(O_NOFOLLOW | O_DIRECTORY) by its name in the
+ * O_PATH descriptor of its parent that the stream holds for every watched directory
+ * (never by a path string), and the watch is added on that descriptor through
+ * /proc/self/fd/N. So the stream follows the directories it watches, not their paths:
+ * after a rename (of the watched directory itself, or of a subdirectory while its events
+ * wait to be read) new subdirectories are the renamed directory's, and a directory made
+ * at an old path by someone else is not followed. Events name paths below the watched
+ * directory (renames inside the tree renaming them), whatever it is called now.
  *
  * Bounds: LIMIT_SBD_WATCH_STREAMS streams per process (429 past it), LIMIT_SBD_WATCHES
- * directories per stream (an "error" event says when subdirectories are left out), and a
+ * directories per stream and LIMIT_SBD_WATCH_FDS (at most half the open-file limit) for
+ * all streams (an "error" event says when subdirectories are left out), and a
  * per-stream queue of events for a client slower than the events: past `queue` events
  * (or LIMIT_SBD_WATCH_QUEUE_BYTES) events are dropped and counted, and an
  * {"type":"overflow","lost":N} line follows the queued ones. A kernel queue overflow
  * (IN_Q_OVERFLOW) gives {"type":"overflow","lost":null} and a rescan of the tree
  * (on_overflow). The stream ends when the client goes, when the watched directory is
  * deleted, or at shutdown.
+ *
+ * Deletions: a held descriptor keeps the kernel from saying that its directory went
+ * (IN_DELETE_SELF and IN_IGNORED wait for the last reference), so a subdirectory is let
+ * go at its IN_DELETE in its parent, and the watched directory is looked at every tick
+ * (st_nlink 0: deleted).
  *
  * Renames: the kernel queues a rename's IN_MOVED_FROM and IN_MOVED_TO one after the other,
  * but a read can come between them (the reader on another core wakes on the first). An
@@ -30,8 +40,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/openat2.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "common/limits.h"
 #include "common/log.h"
@@ -54,10 +67,12 @@
      IN_EXCL_UNLINK | IN_ONLYDIR)
 
 static atomic_uint watch_streams;
+static atomic_uint watch_fds; /* directory descriptors all streams hold */
 size_t sbd__watch_test_read_size;
 
 struct wdir {
     int wd;
+    int fd;    /* O_PATH descriptor of the directory (owned): its subdirectories open in it */
     char *sub; /* path below the watched directory, "" for itself */
     bool seen; /* found again by the rescan after a kernel queue overflow */
 };
@@ -65,7 +80,9 @@ struct wdir {
 struct wstream {
     struct sbd *d;
     struct http_req *req;
-    char *base; /* cleaned root-relative path of the watched directory */
+    char *base;         /* cleaned root-relative path of the watched directory (at start) */
+    int base_fd;        /* O_PATH descriptor of the watched directory */
+    unsigned fd_budget; /* directory descriptors all streams may hold */
     bool recursive, limit_said, closing;
     bool scanning;      /* the first scan, before "ready": its errors wait for it */
     bool held_limit;    /* say_limit during the first scan */
@@ -158,6 +175,8 @@ static void forget_wd(struct wstream *s, int wd)
     for (size_t i = 0; i < s->ndirs; i++) {
         if (s->dirs[i].wd != wd)
             continue;
+        (void)close(s->dirs[i].fd);
+        atomic_fetch_sub(&watch_fds, 1);
         xfree(s->dirs[i].sub);
         s->dirs[i] = s->dirs[--s->ndirs];
         return;
@@ -170,44 +189,70 @@ static char *join(const char *sub, const char *name)
     return *sub ? xasprintf("%s/%s", sub, name) : xstrdup(name);
 }
 
-/* Adds an inotify watch on the directory fd (borrowed) known as sub (one watched
- * already: marked seen, under that name). Returns 0 or a negative errno (-ENOSPC past
- * LIMIT_SBD_WATCHES). */
-static int add_watch_fd(struct wstream *s, int fd, const char *sub)
+/* Adds an inotify watch on the directory fd (O_PATH, taken: held while the directory is
+ * watched) known as sub (one watched already: marked seen, under that name). *ret_fd
+ * (may be NULL) gets the descriptor held for it (borrowed: valid until the directory is
+ * let go). Returns 0 or a negative errno (-ENOSPC past LIMIT_SBD_WATCHES or the
+ * descriptor budget). */
+static int add_watch_fd(struct wstream *s, int fd, const char *sub, int *ret_fd)
 {
     char proc[64];
     (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
     int wd = inotify_add_watch(s->ifd, proc, WATCH_MASK);
-    if (wd < 0)
-        return -errno;
-    struct wdir *old = find_wd(s, wd);
+    int r = wd < 0 ? -errno : 0;
+    struct wdir *old = r == 0 ? find_wd(s, wd) : NULL;
+    if (r == 0 && !old &&
+        (s->ndirs >= LIMIT_SBD_WATCHES || atomic_load(&watch_fds) >= s->fd_budget)) {
+        (void)inotify_rm_watch(s->ifd, wd);
+        r = -ENOSPC;
+    }
+    if (r < 0 || old)
+        (void)close(fd);
+    if (r < 0)
+        return r;
     if (old) { /* the same directory again (a rescan, or a rename: keep the new name) */
         xfree(old->sub);
         old->sub = xstrdup(sub);
         old->seen = true;
-        return 0;
+    } else {
+        if (s->ndirs == s->cap) {
+            s->cap = s->cap ? s->cap * 2 : 16;
+            s->dirs = xreallocarray(s->dirs, s->cap, sizeof(*s->dirs));
+        }
+        atomic_fetch_add(&watch_fds, 1);
+        old = &s->dirs[s->ndirs++];
+        *old = (struct wdir){.wd = wd, .fd = fd, .sub = xstrdup(sub), .seen = true};
     }
-    if (s->ndirs >= LIMIT_SBD_WATCHES) {
-        (void)inotify_rm_watch(s->ifd, wd);
-        return -ENOSPC;
-    }
-    if (s->ndirs == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 16;
-        s->dirs = xreallocarray(s->dirs, s->cap, sizeof(*s->dirs));
-    }
-    s->dirs[s->ndirs++] = (struct wdir){.wd = wd, .sub = xstrdup(sub), .seen = true};
+    if (ret_fd)
+        *ret_fd = old->fd;
     return 0;
 }
 
-/* Opens sub below the watched directory, confined, the last component not followed. */
-static int open_sub(struct wstream *s, const char *sub, int flags)
+/* Opens the directory name in the directory pfd (borrowed) as an O_PATH descriptor, a
+ * symlink not followed. Returns it or a negative errno (-ENOTDIR: not a directory). */
+static int open_child(int pfd, const char *name)
 {
-    char *rel = !*sub                       ? xstrdup(s->base)
-                : strcmp(s->base, ".") == 0 ? xstrdup(sub)
-                                            : xasprintf("%s/%s", s->base, sub);
-    int fd = sbd_path_open(s->d->root, rel, flags | O_DIRECTORY | (*sub ? O_NOFOLLOW : 0), 0);
-    xfree(rel);
-    return fd;
+    int fd = openat(pfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+/* Is the watched directory w still at its name below the watched one (found there without
+ * following a symlink)? The watched directory itself: while it exists. */
+static bool still_there(const struct wstream *s, const struct wdir *w)
+{
+    struct stat a, b;
+    if (fstat(w->fd, &a) < 0)
+        return false;
+    if (!*w->sub)
+        return a.st_nlink > 0;
+    struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+    long fd = syscall(SYS_openat2, s->base_fd, w->sub, &how, sizeof(how));
+    if (fd < 0)
+        return false;
+    bool same = fstat((int)fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    (void)close((int)fd);
+    return same;
 }
 
 #define MSG_DIR_LIMIT "too many directories: some subdirectories are not watched"
@@ -245,10 +290,13 @@ struct found {
     bool dir;
 };
 
-/* Reads the entries of the directory fd (taken) into a new array (at most
+/* Reads the entries of the directory pfd (O_PATH, borrowed) into a new array (at most
  * LIMIT_SBD_LISTING; more is reported as an error event). Returns the count. */
-static size_t scan_dir(struct wstream *s, int fd, struct found **ret)
+static size_t scan_dir(struct wstream *s, int pfd, struct found **ret)
 {
+    int fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
     DIR *dir = fdopendir(fd);
     if (!dir) {
         (void)close(fd);
@@ -277,30 +325,29 @@ static size_t scan_dir(struct wstream *s, int fd, struct found **ret)
     return n;
 }
 
-/* Watches sub and (recursive) the directories below it. self (may be NULL): the type of
- * the event reporting sub itself. announce: report the entries found as "create" events
- * (a directory that appeared while it was not watched yet). The watch is added and the
- * directory read before self is emitted, so what a client does after seeing that event
- * is reported once, by inotify. */
-static void add_tree(struct wstream *s, const char *sub, unsigned depth, const char *self,
-                     bool announce)
+/* Watches the directory name in pfd (borrowed), known as sub, and (recursive) the
+ * directories below it. self (may be NULL): the type of the event reporting sub itself.
+ * announce: report the entries found as "create" events (a directory that appeared while
+ * it was not watched yet). The watch is added and the directory read before self is
+ * emitted, so what a client does after seeing that event is reported once, by inotify.
+ * (Nothing lets a directory go while this runs: its held descriptor stays valid.) */
+static void add_tree(struct wstream *s, int pfd, const char *name, const char *sub, unsigned depth,
+                     const char *self, bool announce)
 {
-    int fd = open_sub(s, sub, O_RDONLY);
-    int r = fd < 0 ? fd : add_watch_fd(s, fd, sub);
+    int fd = open_child(pfd, name), held = -1;
+    int r = fd < 0 ? fd : add_watch_fd(s, fd, sub, &held);
     if (r == -ENOSPC)
         say_limit(s);
     struct found *v = NULL;
     size_t n = 0;
-    if (fd >= 0 && r == 0 && s->recursive)
-        n = scan_dir(s, fd, &v);
-    else if (fd >= 0)
-        (void)close(fd);
+    if (r == 0 && s->recursive)
+        n = scan_dir(s, held, &v);
     if (self)
         emit_simple(s, self, sub, true);
     for (size_t i = 0; i < n; i++) {
         char *child = join(sub, v[i].name);
         if (v[i].dir && depth < LIMIT_SBD_WATCH_DEPTH && !s->closing)
-            add_tree(s, child, depth + 1, announce ? "create" : NULL, announce);
+            add_tree(s, held, v[i].name, child, depth + 1, announce ? "create" : NULL, announce);
         else if (announce && !s->closing)
             emit_simple(s, "create", child, v[i].dir);
         xfree(child);
@@ -344,36 +391,34 @@ static unsigned depth_of(const char *sub)
     return n;
 }
 
-/* A directory that appeared (created, or moved in) at sub, reported as type: watched with
- * what is below it, unless it is deeper than a recursive watch goes (the first scan's
- * bound, LIMIT_SBD_WATCH_DEPTH): then only reported. */
-static void add_new_dir(struct wstream *s, const char *sub, const char *type)
+/* A directory that appeared (created, or moved in) as name in the watched directory pfd
+ * (its held descriptor), at sub, reported as type: watched with what is below it, unless
+ * it is deeper than a recursive watch goes (the first scan's bound,
+ * LIMIT_SBD_WATCH_DEPTH): then only reported. */
+static void add_new_dir(struct wstream *s, int pfd, const char *name, const char *sub,
+                        const char *type)
 {
     unsigned depth = depth_of(sub);
     if (depth > LIMIT_SBD_WATCH_DEPTH)
         emit_simple(s, type, sub, true);
     else
-        add_tree(s, sub, depth, type, true);
+        add_tree(s, pfd, name, sub, depth, type, true);
+}
+
+/* Was the watched directory deleted? */
+static bool base_gone(const struct wstream *s)
+{
+    struct stat st;
+    return fstat(s->base_fd, &st) < 0 || st.st_nlink == 0;
 }
 
 /* The watched directories the rescan did not reach (a listing cut at its bound, the watch
- * limit, a watch that is not recursive) looked at again: one still at its path stays. */
+ * limit, a watch that is not recursive) looked at again: one still at its name stays. */
 static void recheck_unseen(struct wstream *s)
 {
-    size_t n = 0;
-    char **subs = xreallocarray(NULL, s->ndirs ? s->ndirs : 1, sizeof(*subs));
     for (size_t i = 0; i < s->ndirs; i++)
         if (!s->dirs[i].seen)
-            subs[n++] = xstrdup(s->dirs[i].sub);
-    for (size_t i = 0; i < n; i++) {
-        int fd = open_sub(s, subs[i], O_RDONLY);
-        if (fd >= 0) {
-            (void)add_watch_fd(s, fd, subs[i]);
-            (void)close(fd);
-        }
-        xfree(subs[i]);
-    }
-    xfree(subs);
+            s->dirs[i].seen = still_there(s, &s->dirs[i]);
 }
 
 /* The kernel's queue overflowed (IN_Q_OVERFLOW): events were dropped, how many is not
@@ -385,11 +430,15 @@ static void on_overflow(struct wstream *s)
 {
     bool base = false;
     s->lost_unknown = true;
+    if (base_gone(s)) {
+        wstream_close(s);
+        return;
+    }
     s->scanning = true; /* its errors follow the marker (say_held) */
     for (size_t i = 0; i < s->ndirs; i++)
         s->dirs[i].seen = false;
     if (s->recursive)
-        add_tree(s, "", 0, NULL, false);
+        add_tree(s, s->base_fd, ".", "", 0, NULL, false);
     recheck_unseen(s);
     for (size_t i = s->ndirs; i-- > 0;) {
         if (s->dirs[i].seen) {
@@ -423,8 +472,9 @@ static void flush_from(struct wstream *s)
     s->from = NULL;
 }
 
-static void on_moved_to(struct wstream *s, const struct inotify_event *ev, const char *path,
-                        bool is_dir)
+/* An IN_MOVED_TO of path in the watched directory pfd (its held descriptor). */
+static void on_moved_to(struct wstream *s, const struct inotify_event *ev, int pfd,
+                        const char *path, bool is_dir)
 {
     if (s->has_from && s->from_cookie == ev->cookie) {
         s->has_from = false;
@@ -439,7 +489,7 @@ static void on_moved_to(struct wstream *s, const struct inotify_event *ev, const
     }
     flush_from(s);
     if (is_dir && s->recursive)
-        add_new_dir(s, path, "move_to");
+        add_new_dir(s, pfd, ev->name, path, "move_to");
     else
         emit_simple(s, "move_to", path, is_dir);
 }
@@ -470,17 +520,20 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
     if (!ev->len)
         return;
     char *path = join(w->sub, ev->name);
+    int pfd = w->fd; /* w may move as directories are added */
     if (!(ev->mask & IN_MOVED_TO))
         flush_from(s);
     if (ev->mask & IN_CREATE) {
         if (is_dir && s->recursive)
-            add_new_dir(s, path, "create");
+            add_new_dir(s, pfd, ev->name, path, "create");
         else
             emit_simple(s, "create", path, is_dir);
     } else if (ev->mask & IN_MODIFY) {
         emit_simple(s, "modify", path, is_dir);
     } else if (ev->mask & IN_DELETE) {
         emit_simple(s, "delete", path, is_dir);
+        if (is_dir && s->recursive)
+            drop_subtree(s, path); /* its IN_IGNORED waits for the descriptor held */
     } else if (ev->mask & IN_MOVED_FROM) {
         s->has_from = true;
         s->from_cookie = ev->cookie;
@@ -488,7 +541,7 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
         s->from = path;
         path = NULL;
     } else if (ev->mask & IN_MOVED_TO) {
-        on_moved_to(s, ev, path, is_dir);
+        on_moved_to(s, ev, pfd, path, is_dir);
     }
     xfree(path);
 }
@@ -536,8 +589,13 @@ static void wstream_free(struct wstream *s)
 {
     if (s->ifd >= 0)
         (void)close(s->ifd);
-    for (size_t i = 0; i < s->ndirs; i++)
+    if (s->base_fd >= 0)
+        (void)close(s->base_fd);
+    for (size_t i = 0; i < s->ndirs; i++) {
+        (void)close(s->dirs[i].fd);
+        atomic_fetch_sub(&watch_fds, 1);
         xfree(s->dirs[i].sub);
+    }
     xfree(s->dirs);
     xfree(s->from);
     xfree(s->base);
@@ -581,6 +639,15 @@ static void on_tick(uv_timer_t *t)
         wstream_close(s);
         return;
     }
+    if (base_gone(s)) {
+        on_inotify(&s->poll, 0, UV_READABLE); /* the events queued before it went first */
+        if (!s->closing) {
+            flush_from(s);
+            emit_simple(s, "delete", "", true);
+            wstream_close(s);
+        }
+        return;
+    }
     sbd__activity_touch(s->d); /* an open watch is a client at work (idle policy) */
     if (++s->quiet_ticks < WATCH_HEARTBEAT_TICKS || s->out.blocked || sbd_ndjson_pending(&s->out))
         return;
@@ -595,11 +662,11 @@ static int wstream_setup(struct wstream *s)
     s->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (s->ifd < 0)
         return -errno;
-    int fd = open_sub(s, "", O_PATH);
-    if (fd < 0)
-        return fd;
-    int r = add_watch_fd(s, fd, "");
-    (void)close(fd);
+    s->base_fd = sbd_path_open(s->d->root, s->base, O_PATH | O_DIRECTORY, 0);
+    if (s->base_fd < 0)
+        return s->base_fd;
+    int fd = fcntl(s->base_fd, F_DUPFD_CLOEXEC, 0);
+    int r = fd < 0 ? -errno : add_watch_fd(s, fd, "", NULL);
     if (r < 0)
         return r;
     uv_loop_t *loop = http_req_loop(s->req);
@@ -615,6 +682,17 @@ static int wstream_setup(struct wstream *s)
     return 0;
 }
 
+/* How many directory descriptors all streams may hold: LIMIT_SBD_WATCH_FDS, or half the
+ * open-file limit when that is lower (the rest is for connections and processes). */
+static unsigned fd_budget(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur / 2 >= LIMIT_SBD_WATCH_FDS)
+        return LIMIT_SBD_WATCH_FDS;
+    return (unsigned)(rl.rlim_cur / 2);
+}
+
 static struct wstream *wstream_new(struct sbd *d, struct http_req *req, char *base,
                                    const struct sbd_watch_opts *o)
 {
@@ -625,6 +703,8 @@ static struct wstream *wstream_new(struct sbd *d, struct http_req *req, char *ba
     s->recursive = o->recursive;
     s->queue_max = o->queue;
     s->ifd = -1;
+    s->base_fd = -1;
+    s->fd_budget = fd_budget();
     sbd_ndjson_init(&s->out, req, LIMIT_SBD_WATCH_QUEUE_BYTES);
     atomic_fetch_add(&watch_streams, 1);
     return s;
@@ -692,7 +772,7 @@ static int watch_get(struct http_req *req, void *ctx)
     (void)uv_timer_start(&s->timer, on_tick, WATCH_TICK_MS, WATCH_TICK_MS);
     s->scanning = true;
     if (s->recursive)
-        add_tree(s, "", 0, NULL, false);
+        add_tree(s, s->base_fd, ".", "", 0, NULL, false);
     char *pub = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
     emit(s, json_pack("{s:s, s:o, s:b}", "type", "ready", "path", sbd_json_name(pub), "recursive",
                       s->recursive));

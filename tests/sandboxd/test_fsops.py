@@ -471,6 +471,53 @@ class FsopsTest(unittest.TestCase):
         finally:
             w.close()
 
+    def test_watch_follows_renamed_directories(self):
+        # A recursive watch follows the directories it watches, not their paths (a new
+        # subdirectory is opened in its parent's descriptor). Before, it was opened by a
+        # path built from the watch's and its parent's names when the event was read.
+        root = self.d.root
+
+        def until(w, last):
+            got = []
+            while not got or got[-1] != ("create", last):
+                e = w.next()
+                got.append((e["type"], e["path"]))
+            return got
+
+        # The watched directory renamed: a directory made in it is watched (paths stay
+        # relative to it), one that someone made at its old path is not followed.
+        os.makedirs(os.path.join(root, "wn"))
+        w = Watch(self.d, "wn", recursive="true")
+        try:
+            os.rename(os.path.join(root, "wn"), os.path.join(root, "wn2"))
+            os.makedirs(os.path.join(root, "wn/new"))  # at the old path
+            os.mkdir(os.path.join(root, "wn2/new"))
+            self.assertEqual(w.next(), {"type": "create", "path": "new", "is_dir": True})
+            for f in ("wn/new/impostor", "wn2/new/real", "wn2/sentinel"):
+                open(os.path.join(root, f), "w").close()
+            self.assertEqual(until(w, "sentinel"), [("create", "new/real"), ("create", "sentinel")])
+        finally:
+            w.close()
+        # A subdirectory renamed twice while its events wait (sandboxd stopped): the
+        # directory made in it between the renames is watched under its final name.
+        os.makedirs(os.path.join(root, "wm/sub"))
+        w = Watch(self.d, "wm", recursive="true")
+        try:
+            top = os.path.join(root, "wm")
+            os.kill(self.d.p.pid, signal.SIGSTOP)
+            try:
+                os.rename(os.path.join(top, "sub"), os.path.join(top, "sub2"))
+                os.mkdir(os.path.join(top, "sub2/inner"))
+                os.rename(os.path.join(top, "sub2"), os.path.join(top, "sub3"))
+            finally:
+                os.kill(self.d.p.pid, signal.SIGCONT)
+            self.assertEqual([w.next()["path"] for _ in range(3)], ["sub2", "sub2/inner", "sub3"])
+            for f in ("sub3/inner/f", "sentinel"):
+                open(os.path.join(top, f), "w").close()
+            self.assertEqual(until(w, "sentinel"), [("create", "sub3/inner/f"), ("create", "sentinel")])
+        finally:
+            w.close()
+
     def test_watch_1000_events_in_order(self):
         os.makedirs(os.path.join(self.d.root, "wk"))
         w = Watch(self.d, "wk")
