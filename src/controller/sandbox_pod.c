@@ -124,11 +124,17 @@ static void handle_candidate(struct sb_pass *p, json_t *c)
     } else if (!suspended(p)) {
         extra = json_pack("{s:{s:{s:s}}}", "metadata", "labels", SB_LABEL_NAME_HASH, p->hash);
         if (sb__adopt(p, &KUBE_RES_PODS, c, extra, &out, &e) < 0) {
+            /* still a candidate (a 409: it changed since the cache's copy): retried, and
+             * the pod-name annotation naming it stays (sync_annotation) */
             sb__error(p, e.code ? e.code : -EIO, "adopting pod \"%s\" failed: %s", kube_obj_name(c),
                       e.message);
         } else {
             p->obs.pod_unowned = false;
             sb__event(p, false, "PodAdopted", "Adopted Pod %s", kube_obj_name(c));
+            /* until the cache shows it ours: the passes before use this copy, not the
+             * cache's unowned one (adopted again, a conflict, or a second Pod made) */
+            sb_memo_wrote(p->r->memo, c);
+            sb_memo_created(p->r->memo, &KUBE_RES_PODS, p->uid, out);
             use_pod(p, out);
         }
         json_decref(extra);
@@ -239,6 +245,8 @@ static void sync_annotation(struct sb_pass *p)
         return;
     if (!have && strcmp(want, p->name) == 0 && !p->r->pod_name_annotation_always)
         return;
+    if (!want && p->obs.pod_unowned)
+        return; /* the Pod it names is not ours (yet): an adoption retried, or refused */
     if (sb_memo_stale(p->r->memo, p->sb)) {
         /* the cache has not seen our last write, which may be this very patch: its event
          * requeues the key (the backstop covers a lost one) */
@@ -277,6 +285,16 @@ static json_t *recorded_pod(struct sb_pass *p)
     return pod;
 }
 
+/* True when candidate c (the cache's copy) is a version our adoption replaced: the cache
+ * has yet to show the Pod ours. */
+static bool adopted_earlier(struct sb_pass *p, const json_t *c)
+{
+    if (sb_controlled_by(c, p->uid) || !sb_memo_stale(p->r->memo, c))
+        return false;
+    sb__backstop(p, SB_MEMO_TTL);
+    return true;
+}
+
 void sb__reconcile_pod(struct sb_pass *p)
 {
     struct kube_objv owned = {0};
@@ -297,7 +315,14 @@ void sb__reconcile_pod(struct sb_pass *p)
         use_pod(p, json_incref(owned.v[0]));
     } else {
         json_t *c = candidate(p);
-        if (c) {
+        if (c && adopted_earlier(p, c)) {
+            /* its adoption's copy, recorded (or none: its state is unknown until the
+             * cache shows it, and nothing is created meanwhile) */
+            use_pod(p, sb__created_child(p, &KUBE_RES_PODS, kube_obj_name(c)));
+            p->pod_recorded = p->pod != NULL;
+            p->obs.pod_error = p->pod == NULL;
+            json_decref(c);
+        } else if (c) {
             handle_candidate(p, c);
         } else { /* the Pod a pass created, as it was returned, until the cache shows it */
             use_pod(p, recorded_pod(p));

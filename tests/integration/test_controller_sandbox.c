@@ -622,6 +622,61 @@ static void test_unowned_pod_untouched(void **state)
     json_decref(sb);
 }
 
+/* it_before_request's fn: another writer changes the Pod (a label) just before the
+ * controller's adoption PATCH, which is guarded by the version the cache had. */
+static void touch_pod(const char *url, void *ctx)
+{
+    json_t *p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "touched", "yes");
+    (void)url;
+    (void)it_merge_patch(c, &KUBE_RES_PODS, ns, ctx, NULL, p, NULL);
+    json_decref(p);
+}
+
+static bool pod_adopted(void *ctx)
+{
+    json_t *pod = get(&KUBE_RES_PODS, "s-named-pod"), *sb = get(&API_RES_SANDBOXES, ctx);
+    bool ok = pod && sb && kube_obj_controller_uid(pod) &&
+              strcmp(kube_obj_controller_uid(pod), kube_obj_uid(sb)) == 0;
+    json_decref(pod);
+    json_decref(sb);
+    return ok;
+}
+
+/* The Pod a Sandbox's pod-name annotation names, unowned and labelled adoptable, changes
+ * before the adoption PATCH (a conflict): the adoption is retried and the annotation
+ * kept. Before, the annotation was cleared in that pass, and the next one created a Pod
+ * of the Sandbox's name beside the one left unowned. */
+static void test_named_pod_adoption_retried(void **state)
+{
+    struct kube_err e;
+    json_t *pod =
+        json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1", "kind",
+                  "Pod", "metadata", "name", "s-named-pod", "labels", SB_LABEL_ADOPTABLE, "true",
+                  "spec", "containers", "name", "x", "image", "registry.local/runtime:1");
+    json_t *sb =
+        json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion",
+                  SB_API_VERSION, "kind", SB_KIND, "metadata", "name", "s-named", "annotations",
+                  SB_ANN_POD_NAME, "s-named-pod", "spec", "podTemplate", "spec", "containers",
+                  "name", "runtime", "image", "registry.local/runtime:1");
+    char url[192];
+    (void)state;
+    IT_OK(kube_create(c, &KUBE_RES_PODS, ns, pod, NULL, &e), &e);
+    (void)snprintf(url, sizeof(url), "/namespaces/%s/pods/s-named-pod", ns);
+    assert_int_equal(it_before_request("PATCH", &KUBE_RES_PODS, url, 0, touch_pod, "s-named-pod"),
+                     0);
+    IT_OK(kube_create(c, &API_RES_SANDBOXES, ns, sb, NULL, &e), &e);
+    assert_int_equal(it_wait(pod_adopted, "s-named", WAIT), 0);
+    assert_false(it_before_pending());
+    clock_sleep(500 * USEC_PER_MSEC); /* nothing to wait for: no Pod may be made beside it */
+    json_decref(pod);
+    pod = get(&KUBE_RES_PODS, "s-named");
+    assert_null(pod);
+    json_decref(sb);
+    sb = get(&API_RES_SANDBOXES, "s-named");
+    assert_string_equal(kube_obj_annotation(sb, SB_ANN_POD_NAME) ?: "", "s-named-pod");
+    json_decref(sb);
+}
+
 /* A PVC in the way, unowned and unlabelled, is refused (ReconcilerError); labelled
  * adoptable later, it is adopted. Nothing maps the PVC's change to the Sandbox (its name is
  * data-<sandbox>), so only the refused pass's retry, with back-off as upstream's returned
@@ -862,6 +917,7 @@ int main(void)
         cmocka_unit_test_teardown(test_suspend_spares_successor, before_cancel),
         cmocka_unit_test_teardown(test_service_off_spares_successor, before_cancel),
         cmocka_unit_test(test_unowned_pod_untouched),
+        cmocka_unit_test_teardown(test_named_pod_adoption_retried, before_cancel),
         cmocka_unit_test(test_refused_pvc_adopted_once_labelled),
         cmocka_unit_test(test_quick_resume_not_lost),
         cmocka_unit_test_teardown(test_suspend_delete_refused, rules_drop),
