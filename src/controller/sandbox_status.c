@@ -198,8 +198,9 @@ static bool deps_ready(const struct sb_observed *o, const json_t *ips, char *msg
     char pod_msg[160];
     if (!o->pod) {
         (void)snprintf(pod_msg, sizeof(pod_msg), "Pod does not exist");
-    } else if (kube_obj_deleting(o->pod)) {
-        /* A Pod on its way out is never Ready, whatever its last status says. */
+    } else if (kube_obj_deleting(o->pod) || resume_waits(o)) {
+        /* A Pod on its way out is never Ready, whatever its last status says: also the
+         * suspend's Pod that a resume's pass sees in a cache yet to show its deletion. */
         (void)snprintf(pod_msg, sizeof(pod_msg), "Pod is terminating");
     } else if (kube_obj_condition_true(o->pod, SB_COND_READY)) {
         pod_ready = json_array_size(ips) > 0;

@@ -432,14 +432,23 @@ static void test_resume_while_pod_goes(void **state)
     st = build(&o);
     expect(st, SB_COND_SUSPENDED, "False", SB_R_POD_TERMINATING,
            "Sandbox is resuming; the Pod of its suspend is still terminating");
+    /* that Pod's last status (Ready, with an IP) is not the Sandbox's: before, Ready was
+     * True until the cache showed the deletion */
+    expect(st, SB_COND_READY, "False", SB_R_DEPS_NOT_READY, NULL);
+    assert_non_null(
+        strstr(json_string_value(json_object_get(sb_cond_get(st, SB_COND_READY), "message")) ?: "",
+               "Pod is terminating"));
     json_decref(st);
     o.pod_going = false; /* the new Pod */
     st = build(&o);
     expect(st, SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED, "Sandbox is not suspended");
+    expect(st, SB_COND_READY, "True", SB_R_DEPS_READY, NULL);
     json_object_set_new(sb, "status", st);
-    o.pod_going = true; /* deleted by someone else while Running */
+    o.pod_going = true; /* deleted by someone else while Running (or a metadata patch of
+                           ours the cache has yet to show): not the suspend's */
     st = build(&o);
     expect(st, SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED, "Sandbox is not suspended");
+    expect(st, SB_COND_READY, "True", SB_R_DEPS_READY, NULL);
     json_decref(st);
     json_decref(p);
     json_decref(sb);
