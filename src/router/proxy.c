@@ -741,6 +741,13 @@ static void authorize(struct px *x)
     }
     if (p->o.trust_loopback && !http_req_header(req, "Authorization").p &&
         route_peer_is_loopback(x->client_ip)) {
+        const char *why =
+            route_loopback_refusal(http_req_header(req, "Host"), http_req_header(req, "Origin"),
+                                   http_req_header(req, "Sec-Fetch-Site"));
+        if (why) { /* a browser's page of another site, through a port-forward */
+            proxy__px_fail(x, 403, why, "loopback");
+            return;
+        }
         x->authorized = true; /* a port-forward to the router pod: see proxy_opts */
         resolve_and_go(x);
         return;

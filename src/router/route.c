@@ -319,3 +319,57 @@ bool route_peer_is_loopback(const char *ip)
         return true;
     return memcmp(a6.s6_addr, mapped, 12) == 0 && a6.s6_addr[12] == 127;
 }
+
+/* host (a Host header: name or address, then an optional port) is localhost, a
+ * *.localhost name or a loopback address. */
+static bool loopback_host(struct str host)
+{
+    char ip[64];
+    struct str name = host;
+    if (host.len > 0 && host.p[0] == '[') { /* [v6]:port */
+        const char *end = memchr(host.p, ']', host.len);
+        if (!end)
+            return false;
+        name = str_make(host.p + 1, (size_t)(end - host.p - 1));
+    } else {
+        const char *colon = memchr(host.p, ':', host.len);
+        if (colon)
+            name = str_make(host.p, (size_t)(colon - host.p));
+    }
+    if (name.len > 0 && name.p[name.len - 1] == '.')
+        name.len--; /* a fully qualified "localhost." */
+    if (str_eq_nocase(name, STR_LIT("localhost")) ||
+        (name.len > 10 &&
+         str_eq_nocase(str_make(name.p + name.len - 10, 10), STR_LIT(".localhost"))))
+        return true;
+    if (name.len == 0 || name.len >= sizeof(ip))
+        return false;
+    memcpy(ip, name.p, name.len);
+    ip[name.len] = '\0';
+    return route_peer_is_loopback(ip);
+}
+
+const char *route_loopback_refusal(struct str host, struct str origin, struct str fetch_site)
+{
+    host = str_trim(host);
+    if (host.p && !loopback_host(host))
+        return "the Host of a request trusted as a loopback peer's must be a loopback name "
+               "or address";
+    fetch_site = str_trim(fetch_site);
+    if (fetch_site.p && !str_eq_nocase(fetch_site, STR_LIT("same-origin")) &&
+        !str_eq_nocase(fetch_site, STR_LIT("none")))
+        return "a request from another site is not trusted as a loopback peer's";
+    origin = str_trim(origin);
+    if (!origin.p)
+        return NULL;
+    struct str rest = origin;
+    if (rest.len > 7 && str_eq_nocase(str_make(rest.p, 7), STR_LIT("http://")))
+        rest = str_make(rest.p + 7, rest.len - 7);
+    else if (rest.len > 8 && str_eq_nocase(str_make(rest.p, 8), STR_LIT("https://")))
+        rest = str_make(rest.p + 8, rest.len - 8);
+    else
+        rest = STR_NULL;
+    if (!rest.p || !host.p || !str_eq_nocase(rest, host))
+        return "a request whose Origin is not its Host is not trusted as a loopback peer's";
+    return NULL;
+}

@@ -80,3 +80,12 @@ int route_ip_check(const char *ip, bool allow_loopback, char *ret_canon);
  * ::1 or an IPv4-mapped 127.0.0.0/8 (::ffff:127.x.y.z). Anything else, or text that is
  * not an IP literal, is false. */
 bool route_peer_is_loopback(const char *ip);
+
+/** For a request let through as a loopback peer's (--trust-loopback, no Authorization):
+ * NULL when it may go, else why not (a static string). A browser on the machine a
+ * port-forward to the router runs on is a loopback peer too, so a page of any site could
+ * reach a sandbox through it: refused are a request whose Host is not a loopback name or
+ * address (a DNS name rebound to 127.0.0.1), one a browser marks as from another site
+ * (Sec-Fetch-Site other than same-origin or none) and one whose Origin is not the Host it
+ * was sent to. host, origin, fetch_site: those headers (STR_NULL when absent). */
+const char *route_loopback_refusal(struct str host, struct str origin, struct str fetch_site);

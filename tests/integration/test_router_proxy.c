@@ -744,18 +744,32 @@ static void test_auth(void **state)
 }
 
 /* --trust-loopback: a loopback peer without an Authorization header (a port-forward into
- * the router pod) is let through; a header, even a bad one, is still reviewed. */
+ * the router pod) is let through; a header, even a bad one, is still reviewed. A request a
+ * browser's page of another site could send (a cross-site Origin, a rebound Host) is not
+ * trusted. */
 static void test_auth_trust_loopback(void **state)
 {
     (void)state;
     struct router *r = start_router_opts(true, true, 0);
     char raw[512];
     struct test_http_resp resp;
-    (void)snprintf(raw, sizeof(raw), "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\n\r\n", ns,
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", ns,
                    http_server_thread_port(up));
     assert_int_equal(get(r, raw, &resp), 0);
     assert_int_equal(resp.status, 200);
     assert_non_null(strstr(buf_str(&resp.body), "auth=no"));
+    test_http_resp_done(&resp);
+    (void)snprintf(raw, sizeof(raw),
+                   "POST /s/%s/box/%u/ HTTP/1.1\r\nHost: localhost:8080\r\n"
+                   "Origin: https://evil.example\r\nContent-Length: 2\r\n\r\n{}",
+                   ns, http_server_thread_port(up));
+    assert_int_equal(get(r, raw, &resp), 0);
+    assert_int_equal(resp.status, 403);
+    test_http_resp_done(&resp);
+    (void)snprintf(raw, sizeof(raw), "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: evil.example\r\n\r\n", ns,
+                   http_server_thread_port(up));
+    assert_int_equal(get(r, raw, &resp), 0);
+    assert_int_equal(resp.status, 403);
     test_http_resp_done(&resp);
     (void)snprintf(raw, sizeof(raw),
                    "GET /s/%s/box/%u/ HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer nope\r\n\r\n",

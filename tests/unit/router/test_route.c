@@ -346,6 +346,46 @@ static void test_peer_loopback(void **state)
         assert_false(route_peer_is_loopback(no[i]));
 }
 
+/* A token-less loopback request (--trust-loopback) that a browser page of another site
+ * could have sent is refused: by its Host, Sec-Fetch-Site or Origin. */
+static void test_loopback_refusal(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *host, *origin, *site;
+        bool ok;
+    } t[] = {
+        {"127.0.0.1:8080", NULL, NULL, true},                             /* an SDK */
+        {NULL, NULL, NULL, true},                                         /* HTTP/1.0, no Host */
+        {"localhost:8080", "http://localhost:8080", "same-origin", true}, /* a page of it */
+        {"LOCALHOST", "https://localhost", NULL, true},
+        {"[::1]:80", NULL, "none", true}, /* typed into the address bar */
+        {"app.localhost:80", NULL, NULL, true},
+        {"localhost.:8080", NULL, NULL, true},
+        {"127.9.9.9", NULL, NULL, true},
+        {"evil.example:8080", NULL, NULL, false}, /* a rebound DNS name */
+        {"10.0.0.1:8080", NULL, NULL, false},     /* not loopback */
+        {"localhost.evil.example", NULL, NULL, false},
+        {"[::2]:80", NULL, NULL, false},
+        {"[::1", NULL, NULL, false},
+        {"localhost:8080", "https://evil.example", NULL, false},  /* a cross-site POST */
+        {"localhost:8080", "http://localhost:3000", NULL, false}, /* another local app */
+        {"localhost:8080", "null", NULL, false},
+        {"localhost:8080", "localhost:8080", NULL, false},
+        {"localhost:8080", NULL, "cross-site", false}, /* a no-cors GET: no Origin */
+        {"localhost:8080", NULL, "same-site", false},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        const char *why = route_loopback_refusal(t[i].host ? str_c(t[i].host) : STR_NULL,
+                                                 t[i].origin ? str_c(t[i].origin) : STR_NULL,
+                                                 t[i].site ? str_c(t[i].site) : STR_NULL);
+        if ((why == NULL) != t[i].ok)
+            fail_msg("host=%s origin=%s site=%s: %s", t[i].host ? t[i].host : "-",
+                     t[i].origin ? t[i].origin : "-", t[i].site ? t[i].site : "-",
+                     why ? why : "let through");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_duplicate_headers),
         cmocka_unit_test(test_dns_label),
         cmocka_unit_test(test_peer_loopback),
+        cmocka_unit_test(test_loopback_refusal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
