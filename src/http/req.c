@@ -71,6 +71,12 @@ int http_req_minor_version(const struct http_req *req)
     return req->head.minor_version;
 }
 
+bool http_req_wants_upgrade(const struct http_req *req)
+{
+    return req->head.minor_version >= 1 && req->head.upgrade &&
+           http_req_header(req, "Upgrade").p != NULL;
+}
+
 struct str http_req_header(const struct http_req *req, const char *name)
 {
     const struct http_header *h = http_head_find(&req->head, name);

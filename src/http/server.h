@@ -158,6 +158,10 @@ struct str http_req_query(const struct http_req *req);
 struct str http_req_path_rest(const struct http_req *req);
 /** 0 for HTTP/1.0, 1 for HTTP/1.1. */
 int http_req_minor_version(const struct http_req *req);
+/** Whether the request asks for a protocol upgrade as HTTP/1.1 defines it: HTTP/1.1, a
+ * Connection header listing "upgrade" and an Upgrade header (RFC 9110 §7.8: an HTTP/1.0
+ * request's Upgrade is ignored). */
+bool http_req_wants_upgrade(const struct http_req *req);
 /** First header named name (case-insensitive); .p is NULL when absent. */
 struct str http_req_header(const struct http_req *req, const char *name);
 size_t http_req_header_count(const struct http_req *req);

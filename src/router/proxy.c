@@ -795,7 +795,9 @@ static int proxy_handle(struct http_req *req, void *ctx)
         proxy__px_fail(x, e.status, e.detail, NULL);
         return 0;
     }
-    x->is_upgrade = http_req_header(req, "Upgrade").p != NULL;
+    /* an Upgrade header alone (no Connection: upgrade, or HTTP/1.0) asks for nothing: it
+     * is dropped with the other hop-by-hop headers */
+    x->is_upgrade = http_req_wants_upgrade(req);
     if (x->is_upgrade && p->ntunnels + p->nupgrading >= p->o.max_tunnels) {
         /* an upgraded connection leaves the server's connection count: this is its bound,
          * counting the upgrades in flight (each may become a tunnel: checking the open

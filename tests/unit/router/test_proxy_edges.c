@@ -379,6 +379,35 @@ static void test_unwritten_101_frees_its_tunnel(void **state)
     fx_stop(f);
 }
 
+/* An Upgrade header is an upgrade only with Connection: upgrade on HTTP/1.1: without
+ * either it is not passed on, takes no tunnel room, and a 101 the sandbox sends anyway is
+ * refused (502), never relayed to a client that did not ask for it. */
+static void test_upgrade_header_alone_is_no_upgrade(void **state)
+{
+    (void)state;
+    struct fx_opts o = {.proxy = {.max_tunnels = 4}};
+    struct fx *f = fx_start(&o);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(request(f, f->up_port, "/ws", "Upgrade: websocket\r\n", &r), 502);
+    test_http_resp_done(&r);
+    struct test_http_conn c;
+    char raw[256];
+    assert_int_equal(test_http_connect(f->port, &c), 0);
+    (void)snprintf(raw, sizeof(raw), "GET /s/ns/box/%u/ws HTTP/1.0\r\nHost: h\r\n%s\r\n",
+                   (unsigned)f->up_port, ws_headers);
+    assert_int_equal(test_http_send_str(&c, raw), 0);
+    test_http_resp_init(&r);
+    assert_int_equal(test_http_read(&c, false, T_IO, &r), 0);
+    assert_int_equal(r.status, 502);
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    test_http_resp_init(&r);
+    assert_int_equal(request(f, f->up_port, "/ws", ws_headers, &r), 101); /* the real thing */
+    test_http_resp_done(&r);
+    fx_stop(f);
+}
+
 /* A download slower than the client's queue drains (the queue full, upstream reads
  * stopped until it halves, which takes longer than the idle timeout) is not idle while
  * the client takes bytes: it must complete. */
@@ -538,6 +567,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unwritten_101_frees_its_tunnel),
+        cmocka_unit_test(test_upgrade_header_alone_is_no_upgrade),
         cmocka_unit_test(test_slow_download_is_not_idle),
         cmocka_unit_test(test_retry_connects_anew),
         cmocka_unit_test(test_failed_retry_does_not_say_never_sent),
