@@ -163,6 +163,10 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_ROUTER_UPSTREAM_HEAD   (64u * 1024)          /* an upstream response head */
 #define LIMIT_ROUTER_UPSTREAM_QUEUE  (1u * 1024 * 1024)    /* bytes queued to one upstream */
 #define LIMIT_ROUTER_TUNNEL_QUEUE    (1u * 1024 * 1024)    /* bytes queued per tunnel side */
+#define LIMIT_ROUTER_CLIENT_QUEUE    (1u * 1024 * 1024)    /* response bytes queued per client */
+#define LIMIT_ROUTER_QUEUED          (64u * 1024 * 1024)   /* ... to all clients: downloads pause */
+#define LIMIT_ROUTER_QUEUED_SHARE    (64u * 1024) /* ... each past that holds at most this */
+#define LIMIT_ROUTER_QUEUED_CHECK    (20 * USEC_PER_MSEC) /* paused downloads look again */
 #define LIMIT_ROUTER_TUNNELS         4096         /* open upgraded tunnels (2 descriptors each) */
 #define LIMIT_ROUTER_REQ_HEAD        (80u * 1024) /* a request head sent upstream */
 #define LIMIT_ROUTER_AUTH_TTL        (30 * USEC_PER_SEC) /* cached review decisions */

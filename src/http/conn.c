@@ -290,6 +290,7 @@ static void on_write(uv_write_t *wr, int status)
     struct write_op *w = container_of(wr, struct write_op, req);
     struct http_conn *c = wr->handle->data;
     c->queued -= w->len;
+    http__server_queued_add(c->server, -(ptrdiff_t)w->len);
     http_progress_mark(&c->wp, &c->tcp, clock_now());
     xfree(w);
     if (status < 0) {
@@ -365,6 +366,7 @@ static int conn_write(struct http_conn *c, const struct str *parts, size_t n, bo
     if (c->queued == 0) /* the stall clock starts with the queue (its bytes in the kernel) */
         http_progress_mark(&c->wp, &c->tcp, clock_now());
     c->queued += total;
+    http__server_queued_add(c->server, (ptrdiff_t)total);
     if (c->queued >= c->server->opts.write_queue) {
         http__conn_update_read(c);
         if (c->state == HTTP_CONN_WAIT && !uv_is_active((uv_handle_t *)&c->timer))

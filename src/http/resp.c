@@ -233,6 +233,11 @@ usec_t http_resp_write_progress(struct http_req *req)
     return http_progress_at(&c->wp, &c->tcp, clock_now());
 }
 
+size_t http_resp_queued(const struct http_req *req)
+{
+    return req->conn ? req->conn->queued : 0;
+}
+
 int http_resp_header_add(struct http_req *req, const char *name, const char *value)
 {
     return http_resp_header_add_str(req, str_c(name), str_c(value));

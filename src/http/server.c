@@ -320,3 +320,16 @@ void http_server_stop_thread(struct http_server_thread *t, usec_t grace)
     (void)uv_loop_close(&t->loop);
     xfree(t);
 }
+
+void http__server_queued_add(struct http_server *s, ptrdiff_t n)
+{
+    if (n >= 0)
+        (void)atomic_fetch_add_explicit(&s->queued, (size_t)n, memory_order_relaxed);
+    else
+        (void)atomic_fetch_sub_explicit(&s->queued, (size_t)-n, memory_order_relaxed);
+}
+
+size_t http_server_queued(const struct http_server *s)
+{
+    return atomic_load_explicit(&s->queued, memory_order_relaxed);
+}

@@ -108,6 +108,9 @@ uint16_t http_server_port(const struct http_server *s);
 /** Open connections. May be called from any thread (the loop thread changes the count:
  * the value read is a recent one, not synchronised with anything else). */
 size_t http_server_connections(const struct http_server *s);
+/** Response bytes queued on all its connections (handed to the socket, not yet taken by
+ * the kernel). Any thread, as http_server_connections. */
+size_t http_server_queued(const struct http_server *s);
 /** What http_server_adopt knows about an adopted connection's client. */
 struct http_adopt_opts {
     const char *peer; /* what http_req_peer reports (borrowed, copied); NULL: looked up */
@@ -259,6 +262,9 @@ int http_resp_end(struct http_req *req);
  * timer. The server's own stall bounds (write_stall, stream_stall) judge the same way.
  * 0 when the connection is gone. */
 usec_t http_resp_write_progress(struct http_req *req);
+/** Response bytes queued on req's connection (handed to the socket, not yet taken by the
+ * kernel); 0 when the connection is gone. */
+size_t http_resp_queued(const struct http_req *req);
 /** Drops the headers added with http_resp_header_add while no response has started (an
  * error answered instead of the response they were meant for). Returns 0 or -EALREADY. */
 int http_resp_headers_reset(struct http_req *req);

@@ -106,6 +106,7 @@ struct http_server {
     char *read_buf; /* one read at a time on the loop thread: shared by connections */
     struct http_conn *conns;
     _Atomic size_t nconns; /* written on the loop thread, read from any (relaxed) */
+    _Atomic size_t queued; /* bytes queued on all connections (http_server_queued) */
     bool shutting_down, finishing, free_on_close;
     http_server_done_fn *done;
     void *done_ctx;
@@ -130,6 +131,9 @@ void http__conn_close(struct http_conn *c);
 void http__conn_drain(struct http_conn *c);
 /** Copies the parts into one write. Returns 0 or negative (the connection is closed). */
 int http__conn_write(struct http_conn *c, const struct str *parts, size_t n);
+/** Counts n bytes more (less, when negative) queued on one of s's connections. */
+void http__server_queued_add(struct http_server *s, ptrdiff_t n);
+
 /** A whole response in one piece: written at once when nothing is queued (one writev, no
  * copy), else as http__conn_write. Streamed bodies keep using http__conn_write, whose
  * queue accounting drives their back-pressure. */

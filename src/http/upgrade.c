@@ -107,6 +107,7 @@ static void on_upgrade_written(uv_write_t *wr, int status)
     struct http_conn *c = op->conn;
     bool inited = false;
     c->queued -= op->len;
+    http__server_queued_add(c->server, -(ptrdiff_t)op->len);
     int r = status;
     if (r >= 0 && c->closing)
         r = -ECONNABORTED;
@@ -153,6 +154,7 @@ int http_req_upgrade(struct http_req *req, const struct http_upgrade_opts *opts)
     if (c->queued == 0) /* the stall clock starts with the queue (its bytes in the kernel) */
         http_progress_mark(&c->wp, &c->tcp, clock_now());
     c->queued += op->len;
+    http__server_queued_add(c->server, (ptrdiff_t)op->len);
     http__conn_arm_upgrade(c); /* a 101 the client never takes must not hold it forever */
     return 0;
 }

@@ -187,6 +187,7 @@ void proxy__px_finish(struct px *x)
         return;
     x->finished = true;
     struct proxy *p = x->p;
+    proxy__unstarve(x);
     p->inflight--;
     if (x->counts_upgrade) {
         x->counts_upgrade = false;

@@ -44,7 +44,13 @@ struct proxy_opts {
     size_t max_tunnels;
     usec_t pool_idle;     /* 0: LIMIT_ROUTER_POOL_IDLE */
     size_t pool_per_host; /* 0: LIMIT_ROUTER_POOL_PER_HOST */
-    bool access_log;      /* one logfmt line per proxied request */
+    /* Response bytes queued to all clients of the server past which a download whose
+     * client holds more than LIMIT_ROUTER_QUEUED_SHARE stops reading its sandbox, until
+     * all hold under three quarters of it or its client half its share (clients that do
+     * not read must not grow the router past its memory, nor stop those that do); 0:
+     * LIMIT_ROUTER_QUEUED. */
+    size_t queued_budget;
+    bool access_log; /* one logfmt line per proxied request */
     /* Idle auto-suspend (borrowed; NULL: off): hold and resume suspended Sandboxes, and
      * report per-Sandbox activity. */
     struct resume_gate *resume;

@@ -99,6 +99,9 @@ struct proxy {
     bool shutting_down, own_metrics;
     uint64_t grace_end_ms;
     uv_timer_t shutdown_timer;
+    uv_timer_t budget_timer; /* runs while downloads wait for queued_budget */
+    int handles;             /* of the two timers, not closed yet (proxy_free) */
+    struct px *starved;      /* downloads paused by queued_budget (newest first) */
     void (*shutdown_done)(void *ctx);
     void *shutdown_ctx;
     struct px_target targets[PX_TARGETS];
@@ -129,6 +132,8 @@ struct px {
     struct http_head *head; /* upstream response head (points into raw) */
     char *raw;              /* copy of the head */
     bool head_done, resp_started, resp_done, blocked, up_eof;
+    bool starved; /* blocked by the proxy's queued_budget (on p->starved) */
+    struct px *starved_prev, *starved_next;
     bool got_bytes; /* some response byte came (a 1xx too): the request is not retried */
     uint64_t body_left;
     struct http_chunked chunked;
@@ -149,6 +154,8 @@ void proxy__px_connected(struct px *x, int status);
 bool proxy__px_retry(struct px *x);
 void proxy__px_up_read(struct px *x, ssize_t n, const char *data);
 void proxy__px_up_written(struct px *x, int status);
+/** Takes x off the downloads waiting for the proxy's queued_budget (if it is on it). */
+void proxy__unstarve(struct px *x);
 /** Responds with an error (when nothing was sent yet) or cuts the response off. */
 void proxy__px_fail(struct px *x, int status, const char *detail, const char *reason);
 /** The exchange is over: metrics, log, release the upstream, drop the request. */

@@ -23,6 +23,8 @@ static void fill_defaults(struct proxy_opts *o)
         o->pool_idle = LIMIT_ROUTER_POOL_IDLE;
     if (!o->pool_per_host)
         o->pool_per_host = LIMIT_ROUTER_POOL_PER_HOST;
+    if (!o->queued_budget)
+        o->queued_budget = LIMIT_ROUTER_QUEUED;
 }
 
 static void register_metrics(struct proxy *p, struct metrics_registry *r)
@@ -59,6 +61,9 @@ struct proxy *proxy_new(uv_loop_t *loop, const struct proxy_opts *opts)
     p->pool = map_new(NULL);
     (void)uv_timer_init(loop, &p->shutdown_timer);
     p->shutdown_timer.data = p;
+    (void)uv_timer_init(loop, &p->budget_timer);
+    p->budget_timer.data = p;
+    p->handles = 2;
     if (!p->o.metrics) {
         p->o.metrics = metrics_registry_new();
         p->own_metrics = true;
@@ -102,6 +107,8 @@ void proxy_shutdown(struct proxy *p, usec_t grace, void (*done)(void *ctx), void
 static void on_timer_closed(uv_handle_t *h)
 {
     struct proxy *p = h->data;
+    if (--p->handles > 0)
+        return;
     for (size_t i = 0; i < PX_TARGETS; i++)
         json_decref(p->targets[i].obj);
     map_free(p->pool);
@@ -117,6 +124,7 @@ void proxy_free(struct proxy *p)
     upconn_pool_clear(p);
     proxy__tunnels_close_all(p);
     uv_close((uv_handle_t *)&p->shutdown_timer, on_timer_closed);
+    uv_close((uv_handle_t *)&p->budget_timer, on_timer_closed);
 }
 
 size_t proxy_inflight(const struct proxy *p)

@@ -192,7 +192,74 @@ static void block(struct px *x)
     (void)http_resp_write_progress(x->req);
 }
 
-/* Writes data to the client; false when the exchange must wait for a drain or ended. */
+/* ---- the budget of bytes queued to all clients ---- */
+
+/* Past the proxy's queued_budget, a download whose own client holds more than
+ * LIMIT_ROUTER_QUEUED_SHARE stops reading its sandbox: clients that do not read hold a
+ * share each, not the router's memory, and those that read go on. */
+static bool over_budget(const struct px *x)
+{
+    return http_server_queued(http_req_server(x->req)) > x->p->o.queued_budget &&
+           http_resp_queued(x->req) > LIMIT_ROUTER_QUEUED_SHARE;
+}
+
+void proxy__unstarve(struct px *x)
+{
+    struct proxy *p = x->p;
+    if (!x->starved)
+        return;
+    x->starved = false;
+    if (x->starved_prev)
+        x->starved_prev->starved_next = x->starved_next;
+    else
+        p->starved = x->starved_next;
+    if (x->starved_next)
+        x->starved_next->starved_prev = x->starved_prev;
+    x->starved_prev = x->starved_next = NULL;
+    if (!p->starved)
+        (void)uv_timer_stop(&p->budget_timer);
+}
+
+/* A paused download goes on once all clients hold under three quarters of the budget, or
+ * its own client half its share. */
+static bool may_go_on(const struct px *x)
+{
+    return http_server_queued(http_req_server(x->req)) <= x->p->o.queued_budget / 4 * 3 ||
+           http_resp_queued(x->req) <= LIMIT_ROUTER_QUEUED_SHARE / 2;
+}
+
+static void on_budget(uv_timer_t *t)
+{
+    struct proxy *p = t->data;
+    struct px *x = p->starved, *next;
+    for (size_t n = p->inflight; x && n > 0; x = next, n--) {
+        next = x->starved_next; /* x may come back to the front (or finish) below */
+        if (!may_go_on(x))
+            continue;
+        proxy__unstarve(x);
+        proxy__resp_drain(x->req, x);
+    }
+}
+
+/* x stops reading its sandbox (as when its own client's queue is full) until the budget
+ * timer lets it go on. */
+static void starve(struct px *x)
+{
+    struct proxy *p = x->p;
+    block(x);
+    x->starved_prev = NULL;
+    x->starved_next = p->starved;
+    if (p->starved)
+        p->starved->starved_prev = x;
+    p->starved = x;
+    x->starved = true;
+    if (!uv_is_active((uv_handle_t *)&p->budget_timer))
+        (void)uv_timer_start(&p->budget_timer, on_budget, LIMIT_ROUTER_QUEUED_CHECK / USEC_PER_MSEC,
+                             LIMIT_ROUTER_QUEUED_CHECK / USEC_PER_MSEC);
+}
+
+/* Writes data to the client; false when the exchange must wait for a drain (its client's
+ * queue full, or all clients' over the budget) or ended. */
 static bool write_client(struct px *x, struct str data)
 {
     if (data.len == 0)
@@ -205,6 +272,10 @@ static bool write_client(struct px *x, struct str data)
     x->bytes_out += data.len;
     if (r == 1) {
         block(x);
+        return false;
+    }
+    if (over_budget(x)) {
+        starve(x);
         return false;
     }
     return true;
@@ -283,6 +354,7 @@ void proxy__resp_drain(struct http_req *req, void *ctx)
     (void)req;
     if (x->finished || !x->blocked)
         return;
+    proxy__unstarve(x); /* its own client drained: the budget is looked at again on write */
     x->blocked = false;
     x->last_activity = clock_now();
     body_step(x);

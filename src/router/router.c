@@ -215,6 +215,7 @@ static int start_servers(struct router *r)
     struct http_server_opts so = {.host = r->o.host ? r->o.host : "0.0.0.0",
                                   .port = r->o.port,
                                   .router = r->proxy_routes,
+                                  .write_queue = LIMIT_ROUTER_CLIENT_QUEUE,
                                   .header_timeout = r->o.header_timeout,
                                   .idle_timeout = r->o.idle_timeout};
     if (rc >= 0)

@@ -408,6 +408,55 @@ static void test_upgrade_header_alone_is_no_upgrade(void **state)
     fx_stop(f);
 }
 
+static bool queued_over(struct fx *f, size_t n)
+{
+    return http_server_queued(f->server) > n;
+}
+
+/* Clients that do not read: the bytes queued to all of them stop at the proxy's budget
+ * (each client's own queue, 4 MiB here, would hold 8 MiB for two), every download paused
+ * reading its sandbox. Then one client reads while the other still does not: the reader
+ * goes on to the end (a client that holds its share does not stop the others), then the
+ * second. */
+static void test_queued_bytes_bounded_for_all_clients(void **state)
+{
+    (void)state;
+    const size_t total = 8u * 1024 * 1024, budget = 512u * 1024;
+    struct fx_opts o = {
+        .proxy = {.queued_budget = budget}, .write_queue = 4u * 1024 * 1024, .big_len = total};
+    struct fx *f = fx_start(&o);
+    struct test_http_conn c[2];
+    for (int i = 0; i < 2; i++) {
+        connect_small(f->port, 4096, &c[i]);
+        send_req(&c[i], f->up_port, "/big", NULL);
+    }
+    usec_t end = clock_now() + 2 * USEC_PER_SEC; /* the queues fill, then nothing moves */
+    size_t most = 0;
+    while (clock_now() < end) {
+        size_t q = http_server_queued(f->server);
+        most = q > most ? q : most;
+        sleep_ms(10);
+    }
+    assert_true(most > budget / 2); /* it did fill */
+    /* one read (64 KiB) past the budget per download at most */
+    if (queued_over(f, budget + 2 * 64 * 1024))
+        fail_msg("%zu bytes queued to the clients, budget %zu", http_server_queued(f->server),
+                 budget);
+    if (most > budget + 2 * 64 * 1024)
+        fail_msg("at most %zu bytes queued to the clients, budget %zu", most, budget);
+    for (int i = 0; i < 2; i++) {
+        size_t got = 0;
+        char tmp[65536];
+        struct timeval tv = {.tv_sec = 10};
+        (void)setsockopt(c[i].fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        for (ssize_t n; got < total && (n = recv(c[i].fd, tmp, sizeof(tmp), 0)) > 0;)
+            got += (size_t)n;
+        assert_true(got > total); /* the head and the whole body */
+        test_http_close(&c[i]);
+    }
+    fx_stop(f);
+}
+
 /* A download slower than the client's queue drains (the queue full, upstream reads
  * stopped until it halves, which takes longer than the idle timeout) is not idle while
  * the client takes bytes: it must complete. */
@@ -568,6 +617,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unwritten_101_frees_its_tunnel),
         cmocka_unit_test(test_upgrade_header_alone_is_no_upgrade),
+        cmocka_unit_test(test_queued_bytes_bounded_for_all_clients),
         cmocka_unit_test(test_slow_download_is_not_idle),
         cmocka_unit_test(test_retry_connects_anew),
         cmocka_unit_test(test_failed_retry_does_not_say_never_sent),
