@@ -409,7 +409,7 @@ int sb_reconcile(const struct sb_reconciler *r, const char *key, struct sb_resul
     /* The namespace/name strings stay valid: p.sb may be replaced, but the first
      * object is kept alive by the store reference until pass_done. */
     json_incref(sb);
-    if (deadline && clock_wall_now() >= deadline)
+    if (sb_expired(sb, deadline, clock_wall_now()))
         rc = expire(&p, &res);
     else
         rc = reconcile_children(&p, &res, deadline);

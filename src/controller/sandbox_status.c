@@ -400,3 +400,15 @@ json_t *sb_status_body(const json_t *sb, json_t *st)
     (void)json_object_set(body, "status", st);
     return body;
 }
+
+bool sb_expired(const json_t *sb, usec_t deadline, usec_t now)
+{
+    const json_t *c = sb_cond_get(json_object_get(sb, "status"), SB_COND_READY);
+    const char *reason = json_string_value(json_object_get(c, "reason"));
+    if (!deadline)
+        return false;
+    if (now >= deadline)
+        return true;
+    return reason && strcmp(reason, SB_R_EXPIRED) == 0 &&
+           json_integer_value(json_object_get(c, "observedGeneration")) == kube_obj_generation(sb);
+}

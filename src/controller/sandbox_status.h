@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/clock.h"
+
 /** What one reconcile pass observed. Every pointer is borrowed. */
 struct sb_observed {
     const json_t *sb;           /* the Sandbox (its current status is the base) */
@@ -47,6 +49,13 @@ const char *sb_cond_reason(const json_t *status, const char *type);
 /** Marks status expired: Ready=False SandboxExpired, PodScheduled removed. With reset,
  * every field but the conditions is dropped too (Retain after teardown). */
 void sb_status_expire(json_t *status, bool reset, int64_t generation, const char *now);
+/** True when Sandbox sb is expired at wall time now: its spec.shutdownTime (deadline; 0:
+ * none) has passed, or its status says it expired (Ready=False SandboxExpired) for its
+ * spec as it is (that condition's observedGeneration is the Sandbox's generation). The
+ * status decides over the clock: a pass of a leader whose clock is behind (or after a
+ * clock step back) does not bring an expired Sandbox back, which a changed spec does (a
+ * later shutdownTime: a new generation). */
+bool sb_expired(const json_t *sb, usec_t deadline, usec_t now);
 
 /** True when new_status must be written over old_status (either may be NULL = {}). A
  * difference in nodeName alone is not written while Ready is not True: it rides along

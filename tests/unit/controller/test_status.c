@@ -489,6 +489,25 @@ static void test_multiple_keeps_service(void **state)
     json_decref(sb);
 }
 
+/* sb_expired: the deadline, or the status's SandboxExpired for the spec as it is (a
+ * clock behind the deadline does not bring the Sandbox back; a new spec does). */
+static void test_expired_by_status(void **state)
+{
+    json_t *sb = sandbox("Running", NULL), *st = json_object();
+    const usec_t deadline = 1000 * USEC_PER_SEC;
+    (void)state;
+    json_object_set_new(json_object_get(sb, "metadata"), "generation", json_integer(3));
+    assert_false(sb_expired(sb, 0, deadline * 2));        /* no shutdownTime */
+    assert_true(sb_expired(sb, deadline, deadline));      /* reached */
+    assert_false(sb_expired(sb, deadline, deadline - 1)); /* not yet */
+    sb_status_expire(st, true, 3, T1);
+    json_object_set_new(sb, "status", st);
+    assert_true(sb_expired(sb, deadline, deadline - 30 * USEC_PER_SEC)); /* a clock behind */
+    json_object_set_new(json_object_get(sb, "metadata"), "generation", json_integer(4));
+    assert_false(sb_expired(sb, deadline, deadline - 1)); /* a later shutdownTime */
+    json_decref(sb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -507,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_status_body),
         cmocka_unit_test(test_suspend_true_stays),
         cmocka_unit_test(test_resume_while_pod_goes),
+        cmocka_unit_test(test_expired_by_status),
         cmocka_unit_test(test_suspend_delete_failed),
         cmocka_unit_test(test_multiple_keeps_service),
     };
