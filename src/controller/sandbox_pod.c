@@ -143,13 +143,18 @@ static void handle_candidate(struct sb_pass *p, json_t *c)
 }
 
 /* A status selector means a Pod was there before (the selector is written with the
- * first Pod); unless the Pod went because of a suspend, it was lost. Any Suspended reason
- * but NotSuspended was written by a pass of a suspend (or, PodTerminating, of the resume
- * that still saw the suspended Pod going: sandbox_status.c), so the Pod went with it. */
+ * first Pod), and IPs or a node in the status that it ran (the status drops both with
+ * the Pod: after a suspend there are none, and a resume whose first create failed left
+ * the status without them); unless the Pod went because of a suspend, it was lost. Any
+ * Suspended reason but NotSuspended was written by a pass of a suspend (or,
+ * PodTerminating, of the resume that still saw the suspended Pod going:
+ * sandbox_status.c), so the Pod went with it. */
 static bool pod_was_lost(const struct sb_pass *p)
 {
     const char *r = sb_cond_reason(json_object_get(p->sb, "status"), SB_COND_SUSPENDED);
-    if (!kube_obj_path_str(p->sb, "status.selector"))
+    if (!kube_obj_path_str(p->sb, "status.selector") ||
+        (!json_array_size(kube_obj_path(p->sb, "status.podIPs")) &&
+         !kube_obj_path_str(p->sb, "status.nodeName")))
         return false;
     return !r || strcmp(r, SB_R_NOT_SUSPENDED) == 0;
 }

@@ -271,6 +271,26 @@ static bool status_has_no_pod_ips(void *ctx)
     return ok;
 }
 
+struct event_ctx {
+    const char *name, *reason;
+};
+
+static bool event_seen(void *ctx)
+{
+    struct event_ctx *x = ctx;
+    struct kube_req r;
+    json_t *list = NULL;
+    char sel[256];
+    bool ok;
+    kube_req_init(&r, "GET", &KUBE_RES_EVENTS);
+    r.ns = ns;
+    (void)snprintf(sel, sizeof(sel), "involvedObject.name=%s,reason=%s", x->name, x->reason);
+    r.field_selector = sel;
+    ok = kube_request(c, &r, &list, NULL) >= 0 && json_array_size(json_object_get(list, "items"));
+    json_decref(list);
+    return ok;
+}
+
 static void test_pod_lost(void **state)
 {
     json_t *pod = get(&KUBE_RES_PODS, "s1"), *again, *sb;
@@ -288,6 +308,8 @@ static void test_pod_lost(void **state)
     json_decref(sb);
     /* The old Pod's IPs do not outlive it. */
     assert_int_equal(it_wait(status_has_no_pod_ips, "s1", WAIT), 0);
+    struct event_ctx ev = {"s1", "PodRecreated"}; /* a Pod that ran, lost: said so */
+    assert_int_equal(it_wait(event_seen, &ev, WAIT), 0);
     json_decref(again);
     json_decref(pod);
     kubelet_ready("s1", "10.1.2.4");
@@ -717,26 +739,6 @@ static int rules_drop(void **state)
     return 0;
 }
 
-struct event_ctx {
-    const char *name, *reason;
-};
-
-static bool event_seen(void *ctx)
-{
-    struct event_ctx *x = ctx;
-    struct kube_req r;
-    json_t *list = NULL;
-    char sel[256];
-    bool ok;
-    kube_req_init(&r, "GET", &KUBE_RES_EVENTS);
-    r.ns = ns;
-    (void)snprintf(sel, sizeof(sel), "involvedObject.name=%s,reason=%s", x->name, x->reason);
-    r.field_selector = sel;
-    ok = kube_request(c, &r, &list, NULL) >= 0 && json_array_size(json_object_get(list, "items"));
-    json_decref(list);
-    return ok;
-}
-
 static bool pod_deleting(void *ctx)
 {
     json_t *pod = get(&KUBE_RES_PODS, ctx);
@@ -779,6 +781,41 @@ static void test_quick_resume_not_lost(void **state)
     assert_int_equal(it_wait(event_seen, &ev, 3 * USEC_PER_SEC), -ETIMEDOUT);
     json_decref(sb);
     json_decref(again);
+}
+
+/* A resume whose first Pod create fails: the status written then (no Pod, not
+ * suspended) has no IPs or node, so the Pod the next pass makes replaces no lost one (no
+ * PodRecreated, no "lost"). Before, the selector left from before the suspend said so. */
+static void test_resume_create_failed_not_lost(void **state)
+{
+    static const char name[] = "s-rfail";
+    struct event_ctx ev = {name, "PodRecreated"};
+    char url[192], uid[64];
+    json_t *pod, *sb;
+    const char *msg;
+    (void)state;
+    create_sandbox(name, NULL);
+    pod = wait_obj(&KUBE_RES_PODS, name, NULL);
+    (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(pod));
+    json_decref(pod);
+    kubelet_ready(name, "10.1.3.2");
+    wait_cond(name, SB_COND_READY, "True", SB_R_DEPS_READY);
+    patch_spec(name, json_pack("{s:s}", "operatingMode", "Suspended"));
+    wait_cond(name, SB_COND_SUSPENDED, "True", SB_R_POD_TERMINATED);
+    (void)snprintf(url, sizeof(url), "/namespaces/%s/pods", ns);
+    assert_int_equal(it_drop_requests("POST", &KUBE_RES_PODS, url, 1), 0);
+    patch_spec(name, json_pack("{s:s}", "operatingMode", "Running"));
+    pod = wait_obj(&KUBE_RES_PODS, name, uid);
+    assert_int_equal(it_answers_lost(), 1);
+    kubelet_ready(name, "10.1.3.3");
+    wait_cond(name, SB_COND_READY, "True", SB_R_DEPS_READY);
+    sb = get(&API_RES_SANDBOXES, name);
+    msg = json_string_value(json_object_get(kube_obj_condition(sb, SB_COND_READY), "message"));
+    if (msg && strstr(msg, "lost"))
+        fail_msg("a false lost Pod: %s", msg);
+    assert_int_equal(it_wait(event_seen, &ev, 3 * USEC_PER_SEC), -ETIMEDOUT);
+    json_decref(sb);
+    json_decref(pod);
 }
 
 /* A refused DELETE of the Pod for a suspend is reported (PodDeleteFailed, not "Pod is
@@ -920,6 +957,7 @@ int main(void)
         cmocka_unit_test_teardown(test_named_pod_adoption_retried, before_cancel),
         cmocka_unit_test(test_refused_pvc_adopted_once_labelled),
         cmocka_unit_test(test_quick_resume_not_lost),
+        cmocka_unit_test_teardown(test_resume_create_failed_not_lost, rules_drop),
         cmocka_unit_test_teardown(test_suspend_delete_refused, rules_drop),
         cmocka_unit_test(test_multiple_pods_keep_service),
         cmocka_unit_test(test_restart_converges),
