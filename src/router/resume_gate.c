@@ -421,6 +421,36 @@ static bool changed_within(const json_t *sb, usec_t window)
     return at >= now || now - at < window;
 }
 
+/* Whether an idle-policy Sandbox not Ready (RESUME_WAIT) is being resumed, or was lately:
+ * this router's resume patch went out (its entry), the controller has yet to act on a
+ * resume (Suspended still True, or PodTerminating: the suspend's Pod still going), or
+ * the Suspended condition went False (a resume) less than the hold timeout ago, not at
+ * the Sandbox's creation (its first status says False at once). Anything else not Ready
+ * is a start (a crash loop, an image that cannot be pulled): held as any Sandbox's. */
+static bool resume_recent(struct resume_gate *g, const json_t *sb, const char *ns, const char *name)
+{
+    char key[2 * ROUTE_NAME_MAX + 2];
+    (void)snprintf(key, sizeof(key), "%s/%s", ns, name);
+    const struct entry *e = map_get(g->entries, key);
+    if (e && (e->patching || (e->patched && clock_now() - e->patched_at < g->o.hold_timeout)))
+        return true;
+    const json_t *c = kube_obj_condition(sb, SB_COND_SUSPENDED);
+    const char *st = json_string_value(json_object_get(c, "status"));
+    const char *r = json_string_value(json_object_get(c, "reason"));
+    const char *t = json_string_value(json_object_get(c, "lastTransitionTime"));
+    const char *born = kube_obj_path_str(sb, "metadata.creationTimestamp");
+    usec_t at, made, now = clock_wall_now();
+    if (!c)
+        return false;
+    if ((st && strcmp(st, "True") == 0) || (r && strcmp(r, SB_R_POD_TERMINATING) == 0))
+        return true;
+    if (!t || clock_parse_rfc3339(t, &at) < 0)
+        return false;
+    if (born && clock_parse_rfc3339(born, &made) == 0 && at <= made + USEC_PER_SEC)
+        return false; /* False since its first status */
+    return at >= now || now - at < g->o.hold_timeout;
+}
+
 /* How long a request to sb (held as c) may wait: a resume hold_timeout; a start
  * start_hold while the Sandbox's state is that recent, else LIMIT_ROUTER_START_LAG (a
  * Sandbox not Ready for longer, as in a crash loop or with an image that cannot be
@@ -440,6 +470,8 @@ int resume_gate_hold(struct resume_gate *g, const json_t *sb, const char *ns, co
                      char *detail, size_t size)
 {
     enum resume_class c = resume_classify(sb);
+    if (c == RESUME_WAIT && !resume_recent(g, sb, ns, name))
+        c = RESUME_START; /* not Ready long after any resume: the start hold's bounds */
     if (c == RESUME_PASS)
         return 0;
     if (c == RESUME_REJECT) {

@@ -477,6 +477,68 @@ static void test_start_hold_stale(void **state)
     fx_free(f);
 }
 
+/* An idle-policy Sandbox not Ready: "resume" of Suspended's lastTransitionTime (text, or
+ * NULL: no Suspended condition), the Sandbox made long before, Ready False since long. */
+static json_t *idle_sandbox(const char *resumed_at)
+{
+    json_t *sb = sandbox("a", "Running", false, POLICY);
+    json_t *conds = json_object_get(json_object_get(sb, "status"), "conditions");
+    json_t *ready = json_array_get(conds, 0);
+    json_object_set_new(ready, "reason", json_string("DependenciesNotReady"));
+    json_object_set_new(ready, "lastTransitionTime", json_string("2020-01-01T00:00:00Z"));
+    json_object_set_new(json_object_get(sb, "metadata"), "creationTimestamp",
+                        json_string("2019-01-01T00:00:00Z"));
+    if (resumed_at)
+        json_array_append_new(conds, json_pack("{s:s, s:s, s:s, s:s}", "type", "Suspended",
+                                               "status", "False", "reason", "NotSuspended",
+                                               "lastTransitionTime", resumed_at));
+    return sb;
+}
+
+/* One request to sb held by f; the status it gets and after how long, into *ret_waited. */
+static int held_answer(struct fx *f, json_t *sb, usec_t *ret_waited)
+{
+    struct resume_waiter *w;
+    char d[512];
+    int st = 503;
+    kube_store_put(f->store, json_incref(sb), NULL);
+    usec_t t0 = clock_now();
+    assert_int_equal(hold(f, sb, &w, &st, d, sizeof(d)), 1);
+    assert_true(run_until(f, one_woken));
+    *ret_waited = f->woken_at[0] - t0;
+    return f->statuses[0];
+}
+
+/* An idle-policy Sandbox not Ready long after any resume (a crash loop, an image that
+ * cannot be pulled) is held as any starting Sandbox: LIMIT_ROUTER_START_LAG, then 503
+ * with its Ready reason. Before, every such request waited the whole resume hold (120 s
+ * by default) for a 504 about a resume that never happened. A resume of a moment ago
+ * still waits the resume hold. */
+static void test_idle_policy_broken_is_a_start(void **state)
+{
+    (void)state;
+    const usec_t resume_hold = 1200 * USEC_PER_MSEC; /* > the time text's 1 s grain */
+    usec_t waited;
+    char now[64];
+    struct fx *f = fx_new_start(resume_hold, 0, 60 * USEC_PER_SEC);
+    json_t *sb = idle_sandbox("2020-01-02T00:00:00Z");
+    assert_int_equal(held_answer(f, sb, &waited), 503);
+    assert_true(waited >= LIMIT_ROUTER_START_LAG);
+    assert_non_null(strstr(f->last_detail, "is not ready: DependenciesNotReady"));
+    json_decref(sb);
+    fx_free(f);
+
+    f = fx_new_start(resume_hold, 0, 60 * USEC_PER_SEC);
+    clock_format_rfc3339_sec(clock_wall_now(), now, sizeof(now));
+    sb = idle_sandbox(now); /* resumed just now: the resume hold */
+    (void)held_answer(f, sb, &waited);
+    /* (the loop's timers run on its cached clock: a few ms early by clock_now) */
+    assert_true(waited >= resume_hold - 50 * USEC_PER_MSEC);
+    assert_non_null(strstr(f->last_detail, "of its resume"));
+    json_decref(sb);
+    fx_free(f);
+}
+
 /* Start holds take at most a quarter of the holds in all: the rest stays for resumes. */
 static void test_start_holds_capped(void **state)
 {
@@ -718,6 +780,7 @@ int main(void)
         cmocka_unit_test(test_start_hold_forwards),
         cmocka_unit_test(test_start_hold_expires),
         cmocka_unit_test(test_start_hold_stale),
+        cmocka_unit_test(test_idle_policy_broken_is_a_start),
         cmocka_unit_test(test_start_holds_capped),
         cmocka_unit_test(test_activity_batched),
         cmocka_unit_test(test_activity_failed_write_backs_off),
