@@ -62,7 +62,7 @@ static_rbac() {
 	check_not "controller may not take a Lease outside $SYS_NS" can "$c" update "leases.coordination.k8s.io/$LEASE" kube-system
 	check_not "controller may not create templates, pools or claims" eval \
 		"can $c create sandboxtemplates.extensions.agents.x-k8s.io x || can $c create sandboxwarmpools.extensions.agents.x-k8s.io x || can $c create sandboxclaims.extensions.agents.x-k8s.io x"
-	check "router may list, watch and patch (resume on traffic) sandboxes and review tokens and access" eval \
+	check "router may list, watch and patch (resume on traffic, activity: static_router_policy) sandboxes and review tokens and access" eval \
 		"can $r list sandboxes.agents.x-k8s.io '' --all-namespaces && can $r watch sandboxes.agents.x-k8s.io x && can $r patch sandboxes.agents.x-k8s.io x && can $r create tokenreviews.authentication.k8s.io && can $r create subjectaccessreviews.authorization.k8s.io"
 	check_not "router may not read pods, secrets or claims, nor create or delete sandboxes" eval \
 		"can $r get pods x || can $r get secrets x || can $r list sandboxclaims.extensions.agents.x-k8s.io x || can $r create sandboxes.agents.x-k8s.io x || can $r delete sandboxes.agents.x-k8s.io x"
@@ -111,6 +111,77 @@ static_secret_policy() {
 		secret_create "$c" Opaque sb
 	check "the policy does not match other users (the admin creates a token Secret)" \
 		secret_create "" kubernetes.io/service-account-token
+}
+
+# sb_patch AS PATCH: a server-side dry-run merge patch (admission runs) of the Sandbox
+# policy-sb in default, as the router (AS "router": its ServiceAccount's token, a bare
+# PATCH as the router sends; kubectl patch would GET first, which the router may not) or
+# the admin (""); the output is in $WORK/sbpatch.log.
+sb_patch() {
+	if [ -z "$1" ]; then
+		k -n default patch sandbox policy-sb --type=merge -p "$2" --dry-run=server >"$WORK/sbpatch.log" 2>&1
+		return
+	fi
+	local code
+	[ -s "$WORK/router.token" ] || k -n "$SYS_NS" create token sandbox-router >"$WORK/router.token"
+	code=$(curl -sS -o "$WORK/sbpatch.log" -w '%{http_code}' --cacert "$APISERVER_DIR/pki/ca.crt" \
+		-H "Authorization: Bearer $(cat "$WORK/router.token")" -X PATCH \
+		-H 'Content-Type: application/merge-patch+json' --data "$2" \
+		"$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')/apis/agents.x-k8s.io/v1beta1/namespaces/default/sandboxes/policy-sb?dryRun=All")
+	[ "${code:0:1}" = 2 ]
+}
+
+static_router_policy() {
+	local r=router now
+	now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+	rm -f "$WORK/router.token"
+	k -n default apply -f - >/dev/null <<'YAML'
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata:
+  name: policy-sb
+  labels: {team: a}
+  annotations: {note: x, agents.x-k8s.io/idle-suspended-generation: "1"}
+spec:
+  operatingMode: Suspended
+  podTemplate:
+    spec:
+      containers: [{name: sandbox, image: localhost/agent-sandbox/runtime:dev}]
+YAML
+	# a policy takes effect once the API server has compiled it: poll the first check
+	# shellcheck disable=SC2016 # expanded by eval, on each try
+	if poll 30 eval '! sb_patch router "{\"spec\":{\"podTemplate\":{\"spec\":{\"serviceAccountName\":\"x\"}}}}" &&
+		grep -q "may change only spec.operatingMode" "$WORK/sbpatch.log"'; then
+		ok "router may not change a Sandbox's pod template (admission policy)"
+	else
+		not_ok "router may not change a Sandbox's pod template (admission policy)" "$(cat "$WORK/sbpatch.log")"
+	fi
+	check "router may resume a Sandbox on traffic (operatingMode Running, its annotations)" sb_patch "$r" \
+		"{\"metadata\":{\"annotations\":{\"agents.x-k8s.io/idle-suspended-generation\":null,\"agents.x-k8s.io/last-activity\":\"$now\"}},\"spec\":{\"operatingMode\":\"Running\"}}"
+	check "router may record activity (the last-activity annotation)" sb_patch "$r" \
+		"{\"metadata\":{\"annotations\":{\"agents.x-k8s.io/last-activity\":\"$now\"}}}"
+	k -n default patch sandbox policy-sb --type=merge -p '{"spec":{"operatingMode":"Running"}}' >/dev/null
+	check_not "router may not suspend a Sandbox" sb_patch "$r" '{"spec":{"operatingMode":"Suspended"}}'
+	check_not "router may not change shutdownTime" sb_patch "$r" '{"spec":{"shutdownTime":"2030-01-01T00:00:00Z"}}'
+	check_not "router may not change another annotation" sb_patch "$r" '{"metadata":{"annotations":{"note":"y"}}}'
+	check_not "router may not add an annotation" sb_patch "$r" '{"metadata":{"annotations":{"other":"y"}}}'
+	check_not "router may not change a label" sb_patch "$r" '{"metadata":{"labels":{"team":"b"}}}'
+	check_not "router may not add a finalizer" sb_patch "$r" '{"metadata":{"finalizers":["x.io/y"]}}'
+	check "the policy does not match other users (the admin changes the pod template)" sb_patch "" \
+		'{"spec":{"podTemplate":{"spec":{"serviceAccountName":"x"}}}}'
+	check "the router policy compares every Sandbox spec field but operatingMode (CRD)" python3 - \
+		"$ROOT/config/router/policy.yaml" "$ROOT/api/crds/agents.x-k8s.io_sandboxes.yaml" <<'PY'
+import re, sys, yaml
+policy = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "ValidatingAdmissionPolicy"][0]
+text = " ".join(v["expression"] for v in policy["spec"]["validations"])
+compared = set(re.findall(r"oldObject\.spec\.([A-Za-z]+)", text)) - {"operatingMode"}
+crd = yaml.safe_load(open(sys.argv[2]))
+fields = set()
+for v in crd["spec"]["versions"]:
+    fields |= set(v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]) - {"operatingMode"}
+sys.exit(0 if compared == fields else 1)
+PY
+	k -n default delete sandbox policy-sb --wait=false >/dev/null 2>&1 || true
 }
 
 # sa_root NAME ARCHIVE SA: unpacks the image and mounts a service-account token like the
@@ -396,6 +467,7 @@ run_static() {
 	static_apply
 	static_rbac
 	static_secret_policy
+	static_router_policy
 	if static_images; then
 		static_controller && static_router
 		static_apf
