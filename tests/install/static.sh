@@ -428,6 +428,25 @@ PY
 		--set router.auth=open >/dev/null 2>&1"
 	check_not "values.schema.json rejects a misspelt controller value" eval "'$HELM' template x \
 		'$ROOT/charts/agent-sandbox' --set controller.claimTimout=5m >/dev/null 2>&1"
+	# values the binaries refuse at start (a crash loop after a successful install)
+	local bad
+	for bad in router.authzCacheTTL=0 router.shutdownTimeout=0 controller.workerIdleExit=30 \
+		controller.workerIdleExit=25h controller.podMetadataHold=60s \
+		controller.sandboxWarmPoolCoalesceWindow=1m controller.sandboxWarmPoolReadinessGracePeriod=0s \
+		controller.dependentDeletionDelay=2h controller.sideWriteHold=11m; do
+		# router values are integers (--set), controller durations strings (--set-string)
+		check_not "values.schema.json rejects $bad (the binary would refuse it)" eval \
+			"'$HELM' template x '$ROOT/charts/agent-sandbox' --set$([ "${bad%%.*}" = router ] || echo -string) '$bad' >/dev/null 2>&1"
+	done
+	check "a change of allowedLabelDomains rolls the controller (the config is read at start)" eval \
+		"[ \"\$('$HELM' template x '$ROOT/charts/agent-sandbox' --set 'controller.allowedLabelDomains={a.example}' |
+			grep 'checksum/config')\" != \"\$('$HELM' template x '$ROOT/charts/agent-sandbox' \
+			--set 'controller.allowedLabelDomains={b.example}' | grep 'checksum/config')\" ]"
+	check "values.schema.json takes the bounds themselves" eval "'$HELM' template x \
+		'$ROOT/charts/agent-sandbox' --set-string controller.workerIdleExit=24h \
+		--set-string controller.podMetadataHold=30s --set-string controller.dependentDeletionDelay=60m \
+		--set-string controller.sandboxWarmPoolCoalesceWindow=10s --set-string controller.sideWriteHold=10m \
+		--set-string controller.workerIdleExit=0 >/dev/null"
 	check "ServiceMonitors render when enabled" eval "'$HELM' template x '$ROOT/charts/agent-sandbox' \
 		--set metrics.serviceMonitor.enabled=true | grep -c 'kind: ServiceMonitor' | grep -qx 2"
 }
