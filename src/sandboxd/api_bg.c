@@ -484,7 +484,7 @@ static struct bg *bg_new(struct sbd_bgs *t, const struct sbd_procreq *r)
     b->ring = sbd_ring_new(t->ring_limit);
     b->argv = json_array();
     for (char **a = r->argv; *a; a++)
-        (void)json_array_append_new(b->argv, json_stringn_nocheck(*a, strlen(*a)));
+        (void)json_array_append_new(b->argv, sbd_json_name(*a)); /* as proc.c's */
     b->pty = r->pty;
     b->started_wall = clock_wall_now();
     return b;

@@ -41,7 +41,24 @@ int sbd__proc_start_req(struct sbd *d, const struct sbd_root *root, const struct
         break;
     case -EPERM:
     case -EACCES:
+    case -ELOOP: /* a cwd through a magic link, refused by the confined open */
+    case -EXDEV:
         *ret_status = 403, *ret_code = SBD_PERMISSION_DENIED, *ret_msg = "permission denied";
+        break;
+    case -E2BIG:
+        *ret_status = 413, *ret_code = SBD_INVALID_ARGUMENT,
+        *ret_msg = "an argument or environment value is too large for execve (over 128 KiB "
+                   "each, or all over the system's limit): send a long script on stdin";
+        break;
+    case -ENOEXEC:
+        *ret_status = 400, *ret_code = SBD_INVALID_ARGUMENT,
+        *ret_msg = "the command is not an executable the kernel can run";
+        break;
+    case -EMFILE:
+    case -ENFILE:
+    case -ENOMEM:
+        *ret_status = 503, *ret_code = SBD_UNAVAILABLE,
+        *ret_msg = "out of descriptors or memory to start the process: try again";
         break;
     case -EAGAIN:
         *ret_status = 429, *ret_code = SBD_RESOURCE_EXHAUSTED,

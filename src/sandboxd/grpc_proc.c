@@ -108,7 +108,20 @@ static enum sbd_gstatus start_error(int e, const char **msg)
     case -ENOTDIR:
         return *msg = "failed to start command: cwd is not a directory", SBD_GRPC_INTERNAL;
     case -EACCES:
+    case -ELOOP:
         return *msg = "failed to start command: permission denied", SBD_GRPC_PERMISSION_DENIED;
+    case -E2BIG:
+        return *msg = "failed to start command: an argument or environment value is too large "
+                      "for execve (send a long script on stdin)",
+               SBD_GRPC_INVALID_ARGUMENT;
+    case -ENOEXEC:
+        return *msg = "failed to start command: not an executable the kernel can run",
+               SBD_GRPC_INVALID_ARGUMENT;
+    case -EMFILE:
+    case -ENFILE:
+    case -ENOMEM:
+        return *msg = "failed to start command: out of descriptors or memory, try again",
+               SBD_GRPC_UNAVAILABLE;
     default:
         return *msg = "failed to start command", SBD_GRPC_INTERNAL;
     }

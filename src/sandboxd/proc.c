@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xalloc.h"
+#include "sandboxd/util.h"
 
 extern char **environ;
 
@@ -836,8 +837,10 @@ static struct sbd_proc *proc_new(struct sbd_procs *ps, const struct sbd_proc_spe
     p->pty = spec->pty;
     p->started = clock_now();
     p->argv = json_array();
+    /* as text JSON can carry: an argument not UTF-8 (gRPC strings are not checked) made
+     * every listing of the processes fail to encode (500) */
     for (char *const *a = spec->argv; *a; a++)
-        (void)json_array_append_new(p->argv, json_stringn_nocheck(*a, strlen(*a)));
+        (void)json_array_append_new(p->argv, sbd_json_name(*a));
     return p;
 }
 

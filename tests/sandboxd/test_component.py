@@ -131,6 +131,28 @@ class ComponentTest(unittest.TestCase):
         finally:
             d.stop()
 
+    def test_start_errors_mapped(self):
+        """A start that execve refuses for the request's own reason is the client's error,
+        not sandboxd's: an argument over 128 KiB (a script sent inline) is 413
+        INVALID_ARGUMENT with a hint, a file that is no executable 400 (both were 500
+        INTERNAL)."""
+        d = Daemon()
+        try:
+            st, data, _ = d.req("POST", "/v1/processes/run",
+                                json.dumps({"command": ["true", "x" * 200000]}))
+            self.assertEqual(st, 413, data[:300])
+            err = json.loads(data)
+            self.assertEqual(err.get("code"), "INVALID_ARGUMENT", err)
+            self.assertIn("stdin", err.get("message", ""))
+            with open(os.path.join(d.root, "notexec"), "wb") as f:
+                f.write(b"\x00\x01\x02 not a program")
+            os.chmod(os.path.join(d.root, "notexec"), 0o755)
+            st, data, _ = d.req("POST", "/v1/processes/run",
+                                json.dumps({"command": ["./notexec"], "cwd": "."}))
+            self.assertEqual(st, 400, data[:300])
+        finally:
+            d.stop()
+
     def test_large_download_sized_and_whole_to_half_closed_client(self):
         # A download larger than one read (streamed as the connection drains) carries its
         # Content-Length, and a client that half-closes right after its request (or a

@@ -13,6 +13,7 @@ hack/grpc-tests.sh makes the venv (.cache/grpc-venv) and runs this file:
 import base64
 import http.client
 import json
+import urllib.request
 import os
 import shutil
 import signal
@@ -308,6 +309,25 @@ class GrpcTest(unittest.TestCase):
                 self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, (c, msg))
                 self.assertIn("NUL", msg)
         self.assertFalse(os.path.exists(marker))
+
+    def test_non_utf8_argument_listed(self):
+        """An argument that is not UTF-8 (grpcio's Python refuses to send one; another
+        client need not) runs, and the REST listing of the processes still encodes: it
+        answered 500 for every client while such a process was there."""
+        raw = pb.StartRequest(config=cfg("sh", "-c", "sleep 30", "ARGUMENT-X")).SerializeToString()
+        raw = raw.replace(b"ARGUMENT-X", b"ARGUMENT-\xff")
+        start = self.d.channel.unary_stream("/process.v1.ProcessService/Start",
+                                            response_deserializer=pb.StartResponse.FromString)
+        it = start(raw, timeout=30)
+        try:
+            pid = next(it).init.process_id
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.d.port}/v1/processes",
+                                        timeout=10) as r:
+                self.assertEqual(r.status, 200)
+                listed = json.loads(r.read())
+            self.assertIn(pid, [p["id"] for p in listed["processes"]])
+        finally:
+            it.cancel()
 
     def test_duplicate_env_last_wins(self):
         """A map entry sent twice (two messages merged on the wire) keeps the last value,
