@@ -95,16 +95,23 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_KUBE_WATCH_MIN_LIFE    (1 * USEC_PER_SEC) /* a shorter event-less watch backs off */
 
 /* HTTP server, beside the server-wide LIMIT_HTTP_* above */
-#define LIMIT_HTTP_REQUEST_LINE (16u * 1024)            /* request line; longer gets 414 */
-#define LIMIT_HTTP_READ_CHUNK   (64u * 1024)            /* one socket read (shared buffer) */
-#define LIMIT_HTTP_LINGER       (2 * USEC_PER_SEC)      /* drain input after an error reply */
-#define LIMIT_HTTP_WRITE_STALL  (30 * USEC_PER_SEC)     /* queued response bytes not taken */
-#define LIMIT_HTTP_STREAM_STALL (5 * 60 * USEC_PER_SEC) /* a full queue of a running response */
-#define LIMIT_HTTP_RESP_HEADERS (16u * 1024)            /* headers a handler adds to a reply */
-#define LIMIT_HTTP_ERROR_BODY   (4u * 1024)             /* one generated error body */
-#define LIMIT_HTTP_READY_REASON 1024u                   /* a /readyz failure reason */
-#define LIMIT_HTTP_ROUTES       256                     /* routes in one router */
-#define LIMIT_HTTP_PEER_INFO    (8u * 1024) /* a front's info on an adopted connection */
+#define LIMIT_HTTP_REQUEST_LINE (16u * 1024)        /* request line; longer gets 414 */
+#define LIMIT_HTTP_READ_CHUNK   (64u * 1024)        /* one socket read (shared buffer) */
+#define LIMIT_HTTP_LINGER       (2 * USEC_PER_SEC)  /* drain input after an error reply */
+#define LIMIT_HTTP_WRITE_STALL  (30 * USEC_PER_SEC) /* queued response bytes not taken */
+/* TCP keepalive of accepted connections (http_sock_keepalive): a peer gone without a FIN
+ * or RST is found after IDLE + INTVL * CNT seconds of silence; sent data it never
+ * acknowledges fails the socket after USER_TIMEOUT. */
+#define LIMIT_HTTP_KEEPALIVE_IDLE  60           /* seconds of silence before the first probe */
+#define LIMIT_HTTP_KEEPALIVE_INTVL 10           /* seconds between probes */
+#define LIMIT_HTTP_KEEPALIVE_CNT   6            /* probes unanswered */
+#define LIMIT_HTTP_USER_TIMEOUT    (120 * 1000) /* ms: data unacknowledged */
+#define LIMIT_HTTP_STREAM_STALL    (5 * 60 * USEC_PER_SEC) /* a full queue of a running response */
+#define LIMIT_HTTP_RESP_HEADERS    (16u * 1024)            /* headers a handler adds to a reply */
+#define LIMIT_HTTP_ERROR_BODY      (4u * 1024)             /* one generated error body */
+#define LIMIT_HTTP_READY_REASON    1024u                   /* a /readyz failure reason */
+#define LIMIT_HTTP_ROUTES          256                     /* routes in one router */
+#define LIMIT_HTTP_PEER_INFO       (8u * 1024) /* a front's info on an adopted connection */
 
 /* Controller */
 #define LIMIT_CTRL_ERRORS_TEXT    4096u /* joined errors in one Ready message */

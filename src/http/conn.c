@@ -12,6 +12,7 @@
 #include "common/str.h"
 #include "common/xalloc.h"
 #include "http/server_int.h"
+#include "http/sock.h"
 
 struct write_op {
     uv_write_t req;
@@ -769,6 +770,7 @@ static void conn_start(struct http_server *s, struct http_conn *c)
     DLIST_PUSH(s->conns, c);
     s->nconns++;
     (void)uv_tcp_nodelay(&c->tcp, 1);
+    http_sock_keepalive(&c->tcp); /* a peer gone silently: the connection ends */
     arm(c, s->opts.header_timeout, false);
     http__conn_update_read(c);
 }

@@ -19,6 +19,7 @@
 #include "common/pct.h"
 #include "common/str.h"
 #include "common/xalloc.h"
+#include "http/sock.h"
 #include "sandboxd/util.h"
 
 struct gconn;
@@ -850,6 +851,7 @@ static void on_connection(uv_stream_t *l, int status)
         return;
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
+    http_sock_keepalive(&c->tcp); /* a client gone silently ends its calls (processes) */
     conn_flush(c);
 }
 

@@ -329,6 +329,22 @@ class GrpcTest(unittest.TestCase):
         finally:
             it.cancel()
 
+    def test_connections_have_keepalive(self):
+        """An accepted gRPC connection has TCP keepalive on: a client gone without a FIN or
+        RST (a partition, a laptop asleep) ends its calls and their processes, where a
+        silent Start held its process (and kept the Sandbox from idling) for ever. The
+        kernel shows the keepalive timer of the idle server side (/proc/net/tcp: tr 2)."""
+        self.assertEqual(self.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=10).exit_code, 0)
+        local = "0100007F:%04X" % self.d.gport
+        timers = []
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[1] == local and fields[3] == "01":
+                    timers.append(fields[5].split(":")[0])
+        self.assertTrue(timers, "no established connection to the gRPC port")
+        self.assertEqual(set(timers), {"02"})
+
     def test_duplicate_env_last_wins(self):
         """A map entry sent twice (two messages merged on the wire) keeps the last value,
         as protobuf's map semantics and Go's os/exec do."""

@@ -612,6 +612,45 @@ static void test_keep_alive(void **state)
     stop(f);
 }
 
+/* The timer of the server's side of an established connection on 127.0.0.1:port, as
+ * /proc/net/tcp shows it ("tr": 0 none, 2 keepalive), or -1 when not found. */
+static int server_side_timer(uint16_t port)
+{
+    char line[512], local[64];
+    unsigned st, tr;
+    int found = -1;
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f)
+        return -1;
+    (void)snprintf(local, sizeof(local), "0100007F:%04X", (unsigned)port);
+    while (fgets(line, sizeof(line), f)) {
+        char loc[64];
+        if (sscanf(line, " %*u: %63s %*s %x %*s %x:", loc, &st, &tr) == 3 &&
+            strcmp(loc, local) == 0 && st == 1)
+            found = (int)tr;
+    }
+    (void)fclose(f);
+    return found;
+}
+
+/* An accepted connection has TCP keepalive on: a peer gone without a FIN or RST (a
+ * partition, a host asleep) ends it, and what it holds (a silent call, a process) is let
+ * go. Before, such a connection stayed for ever. The kernel shows the keepalive timer of
+ * the idle server side. */
+static void test_accepted_keepalive(void **state)
+{
+    (void)state;
+    struct fixture *f = start(NULL);
+    struct test_http_conn c = conn_to(f);
+    struct test_http_resp r;
+    test_http_resp_init(&r);
+    assert_int_equal(send_read(&c, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n", &r), 200);
+    assert_int_equal(server_side_timer(f->port), 2);
+    test_http_resp_done(&r);
+    test_http_close(&c);
+    stop(f);
+}
+
 static void test_pipelined(void **state)
 {
     (void)state;
@@ -1332,6 +1371,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keep_alive),
+        cmocka_unit_test(test_accepted_keepalive),
         cmocka_unit_test(test_pipelined),
         cmocka_unit_test(test_pipelined_after_async_response),
         cmocka_unit_test(test_routing),
