@@ -35,7 +35,7 @@ struct sbd_gcall {
     bool authorized, bad_type, post, dispatched, finished, headers_sent, deferred;
     bool drain_pending;
     bool reset_after;  /* refused at its HEADERS: reset once the answer has been sent */
-    bool headed;       /* its head is in and was let through (counted in nheaded) */
+    bool headed;       /* its head is in and was let through (conn_running) */
     size_t head_bytes; /* its header list as HTTP/2 counts it (name + value + 32 each) */
     enum sbd_gstatus status;
     char *msg;      /* percent-encoded grpc-message, or NULL */
@@ -54,10 +54,10 @@ struct gconn {
     int handles; /* tcp and idle, until closed */
     bool has_tcp, idle_goaway;
     usec_t last_active;
+    size_t unsent_seen; /* conn_unsent at the last idle tick: less since is progress */
     nghttp2_session *ng;
     struct sbd_gcall *calls;
     size_t ncalls;
-    size_t nheaded;    /* calls whose header block is in: only they keep the connection busy */
     double cancels;    /* tokens for started calls ended by a reset (cancelled) */
     usec_t cancels_at; /* when they were last refilled */
     size_t req_bytes;  /* buffered request bodies */
@@ -141,7 +141,6 @@ static void call_free(struct sbd_gcall *call)
     }
     DLIST_REMOVE(c->calls, call);
     c->ncalls--;
-    c->nheaded -= call->headed;
     c->last_active = clock_now();
     c->req_bytes -= call->req.len;
     buf_done(&call->req);
@@ -214,6 +213,15 @@ static size_t conn_unsent(const struct gconn *c)
     return n;
 }
 
+/* The same for all connections of the server. */
+static size_t all_unsent(const struct sbd_grpc *g)
+{
+    size_t n = 0;
+    for (const struct gconn *c = g->conns; c; c = c->next)
+        n += conn_unsent(c);
+    return n;
+}
+
 int sbd_gcall_send(struct sbd_gcall *call, const uint8_t *msg, size_t n)
 {
     if (call->finished)
@@ -230,7 +238,8 @@ int sbd_gcall_send(struct sbd_gcall *call, const uint8_t *msg, size_t n)
      * replies) are refused: a stream's chunks are bounded by its own queue (its process
      * pauses), and 128 small ones by the call count. */
     if (n > LIMIT_SBD_GRPC_QUEUE &&
-        conn_unsent(call->c) + sizeof(pre) + n > LIMIT_SBD_GRPC_CONN_OUT)
+        (conn_unsent(call->c) + sizeof(pre) + n > LIMIT_SBD_GRPC_CONN_OUT ||
+         all_unsent(call->c->g) + sizeof(pre) + n > LIMIT_SBD_GRPC_ALL_OUT))
         return -ENOBUFS;
     (void)buf_append(&call->out, pre, sizeof(pre));
     (void)buf_append(&call->out, msg, n);
@@ -509,10 +518,8 @@ static int cb_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
      * token sending only those must not hold a connection slot for ever (it did when
      * every call with a header block counted). Inside the callback the call is not
      * freed. */
-    if (head && !call->finished) {
+    if (head && !call->finished)
         call->headed = true;
-        call->c->nheaded++;
-    }
     return 0;
 }
 
@@ -806,16 +813,33 @@ static struct gconn *conn_new(struct sbd_grpc *g)
     return c;
 }
 
-/* A connection without calls for the idle timeout gets GOAWAY (clients reconnect on their
- * next call); one that has not closed by the next tick (it does not read) is closed. A
- * call whose header block never completed does not count: nghttp2 begins a call at the
- * first byte of a HEADERS frame, before the token can be checked, so a client that stops
- * there would otherwise hold a connection slot for ever without a token. */
+/* Whether a call of c is still being carried out (its head in, its handler not done). */
+static bool conn_running(const struct gconn *c)
+{
+    for (const struct sbd_gcall *call = c->calls; call; call = call->next)
+        if (call->headed && !call->finished)
+            return true;
+    return false;
+}
+
+/* A connection without running calls and without progress for the idle timeout gets
+ * GOAWAY (clients reconnect on their next call); one that has not closed by the next tick
+ * (it does not read) is closed. A call whose header block never completed does not
+ * count: nghttp2 begins a call at the first byte of a HEADERS frame, before the token can
+ * be checked, so a client that stops there would otherwise hold a connection slot for
+ * ever without a token. Nor does a finished call whose answer waits for a client that
+ * takes none of it (no flow-control window): its bytes went with the connection only
+ * once that stream closed, which such a client never lets happen. Answers taken since
+ * the last tick are progress (PINGs are not). */
 static void on_idle(uv_timer_t *t)
 {
     struct gconn *c = t->data;
     usec_t timeout = c->g->o.idle_timeout;
-    if (c->nheaded > 0 || clock_now() - c->last_active < timeout)
+    size_t unsent = conn_unsent(c);
+    if (unsent < c->unsent_seen)
+        c->last_active = clock_now(); /* the client took answers since the last tick */
+    c->unsent_seen = unsent;
+    if (conn_running(c) || clock_now() - c->last_active < timeout)
         return;
     if (c->idle_goaway) {
         conn_close(c);

@@ -772,6 +772,27 @@ class GrpcDaemonTest(unittest.TestCase):
             self.assertEqual(d.stop(), 0)
             os.unlink(tok.name)
 
+    def test_unread_answer_does_not_hold_the_connection(self):
+        """A client that grants no flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0)
+        and whose call has finished, its answer queued: past the idle timeout the
+        connection gets GOAWAY and goes, its queued bytes with it. Before, the finished
+        call kept it busy (and up to 32 MiB of answers per connection) for ever."""
+        d = Daemon("--idle-timeout", "1s")
+        try:
+            s = socket.create_connection(("127.0.0.1", d.gport))
+            s.settimeout(10)
+            window0 = (4).to_bytes(2, "big") + (0).to_bytes(4, "big")
+            msg = pb.ExecuteRequest(config=cfg("head", "-c", "300000", "/dev/zero")).SerializeToString()
+            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, window0) + h2_frame(1, 4, 1, raw_call_head()) +
+                      h2_frame(0, 1, 1, b"\x00" + len(msg).to_bytes(4, "big") + msg))
+            try:
+                read_frames(s, lambda f: f[0] == 7)  # GOAWAY, after the idle timeout
+            except OSError:
+                self.fail("no GOAWAY: the connection is still held")
+            s.close()
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_token_checked_before_the_body(self):
         # A request without the token is refused once its head is in: its body is never
         # waited for nor buffered. With the token the same head waits for its message.
