@@ -244,6 +244,10 @@ class FastPool(PoolBase):
         with self._cond:
             self._ssl = ctx
 
+    def _current(self, conn: http.client.HTTPConnection) -> bool:
+        """Whether conn was made with the TLS context in use (a plain-http one always is)."""
+        return not self._to.https or _made_with(conn) is self._ssl
+
     def _take(self, deadline: float) -> http.client.HTTPConnection | None:
         """An idle connection the server has not closed, else a new one while fewer than
         max_conns are open, else waits for one to be put back (until deadline, and at
@@ -255,7 +259,7 @@ class FastPool(PoolBase):
                     return None
                 while self._idle:
                     c = self._idle.pop()
-                    if c.sock is not None and not _readable(c.sock) and _made_with(c) is self._ssl:
+                    if c.sock is not None and not _readable(c.sock) and self._current(c):
                         return c
                     self._open -= 1  # the server closed it while idle (or sent unasked bytes)
                     c.close()

@@ -182,7 +182,7 @@ class AsyncFastPool(PoolBase):
     async def _take(self, deadline: float) -> _Conn | None:
         while self._idle:
             c = self._idle.pop()
-            if not c.stale() and c.ctx is self._ssl:
+            if not c.stale() and (not self._to.https or c.ctx is self._ssl):
                 return c
             self._open -= 1
             c.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import http.client
 import http.server
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -109,8 +110,14 @@ def test_request_and_answer(server: http.server.ThreadingHTTPServer) -> None:
     fc.close()
 
 
-def test_keep_alive_reuses_one_connection(server: http.server.ThreadingHTTPServer) -> None:
+@pytest.mark.parametrize("tls_context", [False, True], ids=["pool", "as KubeClient makes it"])
+def test_keep_alive_reuses_one_connection(server: http.server.ThreadingHTTPServer, tls_context: bool) -> None:
+    """Also with the TLS context the clients give the pool for an http:// server (its
+    connections carry none): before, none was taken for the pool's, and each call made a
+    new connection."""
     fc = conn_for(server)
+    if tls_context:
+        fc._ssl = ssl.create_default_context()
     for _ in range(5):
         assert fc.try_request("POST", "/a", b"{}", "application/json") is not None
     assert len({r["port"] for r in Handler.seen}) == 1

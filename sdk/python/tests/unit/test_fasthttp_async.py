@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,8 +123,13 @@ async def test_request_and_answer(server: Server) -> None:
     await p.aclose()
 
 
-async def test_keep_alive_reuses_one_connection(server: Server) -> None:
+@pytest.mark.parametrize("tls_context", [False, True], ids=["pool", "as AsyncKubeClient makes it"])
+async def test_keep_alive_reuses_one_connection(server: Server, tls_context: bool) -> None:
+    """As the sync pool's: an http:// server's connections are reused with a TLS context
+    given."""
     p = pool_for(server)
+    if tls_context:
+        p._ssl = ssl.create_default_context()
     for _ in range(5):
         assert await post(p) is not None
     assert {r["conn"] for r in server.seen} == {1}
