@@ -152,6 +152,8 @@ class AsyncKubeClient:
                 if e.status != 401 or refreshed or not self.cfg.invalidate_exec(gen):
                     raise
                 refreshed = True
+                if self.cfg.exec_config:
+                    await self.cfg.exec_credential_async()  # its certificate too (_renew_tls)
                 continue
             except SandboxError as e:
                 attempt += 1

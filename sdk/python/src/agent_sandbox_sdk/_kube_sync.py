@@ -417,6 +417,8 @@ class KubeClient:
                 if e.status != 401 or refreshed or not self.cfg.invalidate_exec(gen):
                     raise
                 refreshed = True
+                if self.cfg.exec_config:
+                    self.cfg.bearer_token()  # the plugin's new run: its certificate too (due())
                 continue
             except SandboxError as e:
                 attempt += 1

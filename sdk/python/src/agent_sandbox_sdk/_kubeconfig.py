@@ -71,9 +71,11 @@ class KubeConfig:
     _exec_error: ConfigError | None = field(default=None, repr=False, compare=False)
     # The async callers' plugin run in flight (a worker thread's), awaited by all of them.
     _exec_task: asyncio.Task[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
-    # How many times a plugin run gave another client certificate than the run before:
+    # How many times a plugin run gave another client certificate than the run before
+    # (_cert_last: that certificate and key, kept apart from the cache, which a 401 empties):
     # clients compare it with their TLS context's (CertRenewal).
     _cert_gen: int = field(default=0, repr=False, compare=False)
+    _cert_last: tuple[str, str] = field(default=("", ""), repr=False, compare=False)
 
     def ssl_context(self) -> ssl.SSLContext:
         """Returns a TLS context with the CA and client certificate loaded. An exec plugin
@@ -210,9 +212,10 @@ class KubeConfig:
             raise
         finally:
             self._exec_runs += 1
-        changed = _client_cert(status) != _client_cert(self._exec_cache.get("status") or {})
+        cert = _client_cert(status)
         self._exec_cache.update(status=status, expires=expires)
-        if changed:  # after the cache: whoever sees the generation finds that certificate
+        if cert != self._cert_last:  # after it: whoever sees the generation finds it
+            self._cert_last = cert
             self._cert_gen += 1
         return status
 
@@ -284,12 +287,12 @@ class CertRenewal:
         """The TLS context with the newest certificate, or None when another caller
         renewed it first (or nothing changed)."""
         with self._lock:
-            gen = self.cfg._cert_gen  # read before the credential: never newer than it
+            gen = self.cfg._cert_gen  # read before the certificate: never newer than it
             if gen == self.gen:
                 return None
-            status = dict(self.cfg._exec_cache.get("status") or {})
+            cert, key = self.cfg._cert_last
             ctx = self.cfg._ca_context()
-            self.cfg._load_client_cert(ctx, status)
+            self.cfg._load_client_cert(ctx, {"clientCertificateData": cert, "clientKeyData": key})
             self.gen = gen
             return ctx
 
