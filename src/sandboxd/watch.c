@@ -472,9 +472,9 @@ static void flush_from(struct wstream *s)
     s->from = NULL;
 }
 
-/* An IN_MOVED_TO of path in the watched directory pfd (its held descriptor). */
-static void on_moved_to(struct wstream *s, const struct inotify_event *ev, int pfd,
-                        const char *path, bool is_dir)
+/* An IN_MOVED_TO of path in the watched directory of ev->wd. */
+static void on_moved_to(struct wstream *s, const struct inotify_event *ev, const char *path,
+                        bool is_dir)
 {
     if (s->has_from && s->from_cookie == ev->cookie) {
         s->has_from = false;
@@ -488,8 +488,13 @@ static void on_moved_to(struct wstream *s, const struct inotify_event *ev, int p
         return;
     }
     flush_from(s);
+    /* the held move-out just reported may have let go of the directory this event is of
+     * (and closed its descriptor): looked up again */
+    const struct wdir *w = find_wd(s, ev->wd);
+    if (!w)
+        return;
     if (is_dir && s->recursive)
-        add_new_dir(s, pfd, ev->name, path, "move_to");
+        add_new_dir(s, w->fd, ev->name, path, "move_to");
     else
         emit_simple(s, "move_to", path, is_dir);
 }
@@ -519,10 +524,13 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
     }
     if (!ev->len)
         return;
+    if (!(ev->mask & IN_MOVED_TO)) {
+        flush_from(s); /* may let go of w's directory (a held move-out): looked up again */
+        if (!(w = find_wd(s, ev->wd)))
+            return;
+    }
     char *path = join(w->sub, ev->name);
     int pfd = w->fd; /* w may move as directories are added */
-    if (!(ev->mask & IN_MOVED_TO))
-        flush_from(s);
     if (ev->mask & IN_CREATE) {
         if (is_dir && s->recursive)
             add_new_dir(s, pfd, ev->name, path, "create");
@@ -541,7 +549,7 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
         s->from = path;
         path = NULL;
     } else if (ev->mask & IN_MOVED_TO) {
-        on_moved_to(s, ev, pfd, path, is_dir);
+        on_moved_to(s, ev, path, is_dir);
     }
     xfree(path);
 }
