@@ -100,12 +100,10 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_HTTP_LINGER       (2 * USEC_PER_SEC)  /* drain input after an error reply */
 #define LIMIT_HTTP_WRITE_STALL  (30 * USEC_PER_SEC) /* queued response bytes not taken */
 /* TCP keepalive of accepted connections (http_sock_keepalive): a peer gone without a FIN
- * or RST is found after IDLE + INTVL * CNT seconds of silence; sent data it never
- * acknowledges fails the socket after USER_TIMEOUT. */
-#define LIMIT_HTTP_KEEPALIVE_IDLE  60           /* seconds of silence before the first probe */
-#define LIMIT_HTTP_KEEPALIVE_INTVL 10           /* seconds between probes */
-#define LIMIT_HTTP_KEEPALIVE_CNT   6            /* probes unanswered */
-#define LIMIT_HTTP_USER_TIMEOUT    (120 * 1000) /* ms: data unacknowledged */
+ * or RST is found after IDLE + INTVL * CNT seconds of silence. */
+#define LIMIT_HTTP_KEEPALIVE_IDLE  60 /* seconds of silence before the first probe */
+#define LIMIT_HTTP_KEEPALIVE_INTVL 10 /* seconds between probes */
+#define LIMIT_HTTP_KEEPALIVE_CNT   6  /* probes unanswered */
 #define LIMIT_HTTP_STREAM_STALL    (5 * 60 * USEC_PER_SEC) /* a full queue of a running response */
 #define LIMIT_HTTP_RESP_HEADERS    (16u * 1024)            /* headers a handler adds to a reply */
 #define LIMIT_HTTP_ERROR_BODY      (4u * 1024)             /* one generated error body */

@@ -336,12 +336,17 @@ class GrpcTest(unittest.TestCase):
         kernel shows the keepalive timer of the idle server side (/proc/net/tcp: tr 2)."""
         self.assertEqual(self.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=10).exit_code, 0)
         local = "0100007F:%04X" % self.d.gport
-        timers = []
-        with open("/proc/net/tcp") as f:
-            for line in f.readlines()[1:]:
-                fields = line.split()
-                if fields[1] == local and fields[3] == "01":
-                    timers.append(fields[5].split(":")[0])
+        end = time.monotonic() + 2  # until the client's ACKs, a timer may be the retransmission's
+        while True:
+            timers = []
+            with open("/proc/net/tcp") as f:
+                for line in f.readlines()[1:]:
+                    fields = line.split()
+                    if fields[1] == local and fields[3] == "01":
+                        timers.append(fields[5].split(":")[0])
+            if (timers and set(timers) == {"02"}) or time.monotonic() > end:
+                break
+            time.sleep(0.02)
         self.assertTrue(timers, "no established connection to the gRPC port")
         self.assertEqual(set(timers), {"02"})
 
