@@ -377,6 +377,18 @@ static_helm() {
 	helm_dry defaults --set image.tag=dev
 	check "chart defaults: inventory and pod security" python3 "$ROOT/tests/install/check_manifests.py" \
 		"$WORK/helm-defaults.yaml"
+	check "the chart's router policy is config/router/policy.yaml's" python3 - \
+		"$ROOT/config/router/policy.yaml" <<PY
+import subprocess, sys, yaml
+def policies(docs):
+    out = {}
+    for d in docs:
+        if d and d["kind"].startswith("ValidatingAdmissionPolicy") and d["metadata"]["name"].startswith("sandbox-router"):
+            out[(d["kind"], d["metadata"]["name"])] = d["spec"]
+    return out
+chart = subprocess.run(["$HELM", "template", "x", "$ROOT/charts/agent-sandbox"], capture_output=True, text=True, check=True).stdout
+sys.exit(0 if policies(yaml.safe_load_all(open(sys.argv[1]))) == policies(yaml.safe_load_all(chart)) else 1)
+PY
 	check "chart RBAC is identical to config/rbac and config/router" python3 \
 		"$ROOT/tests/install/check_manifests.py" --same-rbac "$ROOT/install.yaml" "$WORK/helm-defaults.yaml"
 	k create namespace team-a >/dev/null 2>&1

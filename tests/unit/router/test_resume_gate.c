@@ -517,7 +517,7 @@ static int held_answer(struct fx *f, json_t *sb, usec_t *ret_waited)
 static void test_idle_policy_broken_is_a_start(void **state)
 {
     (void)state;
-    const usec_t resume_hold = 1200 * USEC_PER_MSEC; /* > the time text's 1 s grain */
+    const usec_t resume_hold = 3 * USEC_PER_SEC; /* well past the time text's 1 s grain */
     usec_t waited;
     char now[64];
     struct fx *f = fx_new_start(resume_hold, 0, 60 * USEC_PER_SEC);
