@@ -45,10 +45,13 @@ def text(events, kind="stdout"):
 
 
 def pid_alive(pid):
+    """Whether pid runs: a zombie does not (sandboxd keeps an exited leader's zombie until
+    its record is released, so that its pid is not reused while it could be signalled;
+    that release may come just after a wait has answered the exit)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
         return False
 
 
