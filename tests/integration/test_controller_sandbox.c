@@ -747,22 +747,41 @@ static bool pod_deleting(void *ctx)
     return ok;
 }
 
+/* Sandbox name created and Ready (its Pod running at ip); its Pod's uid into uid. */
+static void create_ready(const char *name, const char *ip, char *uid, size_t size)
+{
+    json_t *pod;
+    create_sandbox(name, NULL);
+    pod = wait_obj(&KUBE_RES_PODS, name, NULL);
+    (void)snprintf(uid, size, "%s", kube_obj_uid(pod));
+    json_decref(pod);
+    kubelet_ready(name, ip);
+    wait_cond(name, SB_COND_READY, "True", SB_R_DEPS_READY);
+}
+
+/* Sandbox name's Pod was not reported as a lost one's replacement: no "lost" in its
+ * Ready message, no PodRecreated Event (looked for 3 s). */
+static void assert_not_lost(const char *name)
+{
+    struct event_ctx ev = {name, "PodRecreated"};
+    json_t *sb = get(&API_RES_SANDBOXES, name);
+    const char *msg =
+        json_string_value(json_object_get(kube_obj_condition(sb, SB_COND_READY), "message"));
+    if (msg && strstr(msg, "lost"))
+        fail_msg("a false lost Pod: %s", msg);
+    assert_int_equal(it_wait(event_seen, &ev, 3 * USEC_PER_SEC), -ETIMEDOUT);
+    json_decref(sb);
+}
+
 /* Resumed before the suspended Pod has gone (a finalizer holds it terminating): when it
  * goes, the new Pod is no replacement of a lost one (no PodRecreated, no "lost"). */
 static void test_quick_resume_not_lost(void **state)
 {
     static const char name[] = "s-qres";
-    struct event_ctx ev = {name, "PodRecreated"};
-    json_t *pod, *again, *sb;
-    const char *msg;
+    json_t *again;
     char uid[64];
     (void)state;
-    create_sandbox(name, NULL);
-    pod = wait_obj(&KUBE_RES_PODS, name, NULL);
-    (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(pod));
-    json_decref(pod);
-    kubelet_ready(name, "10.1.3.1");
-    wait_cond(name, SB_COND_READY, "True", SB_R_DEPS_READY);
+    create_ready(name, "10.1.3.1", uid, sizeof(uid));
     patch(&KUBE_RES_PODS, name, NULL,
           json_pack("{s:{s:[s]}}", "metadata", "finalizers", "agents.x-k8s.io/it-hold"));
     patch_spec(name, json_pack("{s:s}", "operatingMode", "Suspended"));
@@ -774,12 +793,7 @@ static void test_quick_resume_not_lost(void **state)
     patch(&KUBE_RES_PODS, name, NULL, json_pack("{s:{s:n}}", "metadata", "finalizers"));
     again = wait_obj(&KUBE_RES_PODS, name, uid);
     wait_cond(name, SB_COND_SUSPENDED, "False", SB_R_NOT_SUSPENDED);
-    sb = get(&API_RES_SANDBOXES, name);
-    msg = json_string_value(json_object_get(kube_obj_condition(sb, SB_COND_READY), "message"));
-    if (msg && strstr(msg, "lost"))
-        fail_msg("a false lost Pod: %s", msg);
-    assert_int_equal(it_wait(event_seen, &ev, 3 * USEC_PER_SEC), -ETIMEDOUT);
-    json_decref(sb);
+    assert_not_lost(name);
     json_decref(again);
 }
 
@@ -789,17 +803,10 @@ static void test_quick_resume_not_lost(void **state)
 static void test_resume_create_failed_not_lost(void **state)
 {
     static const char name[] = "s-rfail";
-    struct event_ctx ev = {name, "PodRecreated"};
     char url[192], uid[64];
-    json_t *pod, *sb;
-    const char *msg;
+    json_t *pod;
     (void)state;
-    create_sandbox(name, NULL);
-    pod = wait_obj(&KUBE_RES_PODS, name, NULL);
-    (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(pod));
-    json_decref(pod);
-    kubelet_ready(name, "10.1.3.2");
-    wait_cond(name, SB_COND_READY, "True", SB_R_DEPS_READY);
+    create_ready(name, "10.1.3.2", uid, sizeof(uid));
     patch_spec(name, json_pack("{s:s}", "operatingMode", "Suspended"));
     wait_cond(name, SB_COND_SUSPENDED, "True", SB_R_POD_TERMINATED);
     (void)snprintf(url, sizeof(url), "/namespaces/%s/pods", ns);
@@ -809,12 +816,7 @@ static void test_resume_create_failed_not_lost(void **state)
     assert_int_equal(it_answers_lost(), 1);
     kubelet_ready(name, "10.1.3.3");
     wait_cond(name, SB_COND_READY, "True", SB_R_DEPS_READY);
-    sb = get(&API_RES_SANDBOXES, name);
-    msg = json_string_value(json_object_get(kube_obj_condition(sb, SB_COND_READY), "message"));
-    if (msg && strstr(msg, "lost"))
-        fail_msg("a false lost Pod: %s", msg);
-    assert_int_equal(it_wait(event_seen, &ev, 3 * USEC_PER_SEC), -ETIMEDOUT);
-    json_decref(sb);
+    assert_not_lost(name);
     json_decref(pod);
 }
 
