@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "api/sandbox.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "kube/client.h"
@@ -23,6 +24,10 @@ enum cli_exit {
 
 /** Options every command understands (kubectl's names). All strings borrowed from argv
  * or the environment. */
+/** The annotation shell stamps on what it creates for a session: its random session
+ * token, by which the end of the session knows the object named shell-XXXXX is its own. */
+#define CLI_ANN_SESSION SB_KEY_PREFIX "cli-session"
+
 struct cli_globals {
     const char *kubeconfig;
     const char *context;
@@ -36,6 +41,8 @@ struct cli_globals {
     const char *sandboxd_url;   /* --sandboxd-url / $AGENT_SANDBOX_SANDBOXD_URL: direct mode */
     const char *sandboxd_token; /* $AGENT_SANDBOX_SANDBOXD_TOKEN: bearer for direct mode */
     unsigned sandboxd_port;     /* --sandboxd-port: sandboxd's port in the pod (8080) */
+    const char *session;        /* set by shell: the claims and Sandboxes created carry it
+                                   as annotation CLI_ANN_SESSION (NULL: none) */
     bool help;                  /* -h/--help seen */
     FILE *out;
     FILE *err;

@@ -135,6 +135,20 @@ static int wait_ready(struct cli_globals *g, struct kube_client *c, const struct
 
 /* ---- claim ------------------------------------------------------------------------- */
 
+/* Stamps g->session on obj (see CLI_ANN_SESSION), when set. */
+static void mark_session(const struct cli_globals *g, json_t *obj)
+{
+    json_t *meta = json_object_get(obj, "metadata");
+    if (!g->session || !json_is_object(meta))
+        return;
+    json_t *ann = json_object_get(meta, "annotations");
+    if (!json_is_object(ann)) {
+        ann = json_object();
+        (void)json_object_set_new(meta, "annotations", ann);
+    }
+    (void)json_object_set_new(ann, CLI_ANN_SESSION, json_string(g->session));
+}
+
 static json_t *claim_object(const char *name, const char *pool)
 {
     char now[40];
@@ -173,6 +187,7 @@ static int do_claim(struct cli_globals *g, struct kube_client *c, const char *na
     if (rc != CLI_OK)
         return rc;
     json_t *obj = claim_object(name, pool), *created = NULL, *last = NULL;
+    mark_session(g, obj);
     struct kube_err e;
     int r = kube_create(c, &API_RES_SANDBOXCLAIMS, ns, obj, &created, &e);
     json_decref(obj);
@@ -314,6 +329,7 @@ static int create_from_template(struct cli_globals *g, struct kube_client *c,
     }
     json_t *sb = sandbox_from_template(o->name, t);
     json_decref(t);
+    mark_session(g, sb);
     r = kube_create(c, &API_RES_SANDBOXES, ns, sb, NULL, &e);
     json_decref(sb);
     if (r < 0)

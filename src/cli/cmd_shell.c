@@ -6,7 +6,10 @@
  * session ends, also on SIGINT/SIGTERM/SIGHUP, unless --keep.
  *
  * The session runs in a child process; this process only waits for it, restores the
- * terminal (whatever way the child ended) and deletes what it made. */
+ * terminal (whatever way the child ended) and deletes what it made. What the child
+ * creates carries the session's random token (CLI_ANN_SESSION); the delete is of the
+ * object with that token, guarded by its UID, so a create that failed (the name taken)
+ * or an object made again under the name later is never deleted. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -23,11 +26,13 @@
 #include "common/duration.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
+#include "kube/obj.h"
 
 #define SHELL_DEFAULT "command -v bash >/dev/null 2>&1 && exec bash || exec sh"
 
 struct shell_opts {
     const char *pool, *tmpl, *timeout;
+    const char *name; /* --name: the session sandbox's (or claim's) name; NULL: shell-XXXXX */
     bool keep;
     char **cmd; /* borrowed from argv, NULL-terminated; NULL: SHELL_DEFAULT */
     int ncmd;
@@ -44,14 +49,16 @@ void cli_help_shell(FILE *out)
 {
     fprintf(out,
             "Usage: kubectl-sandbox shell NAME [-- COMMAND [ARG...]]\n"
-            "       kubectl-sandbox shell --pool POOL | --template TMPL [--keep] [--timeout D]\n"
-            "                             [-- COMMAND [ARG...]]\n\n"
+            "       kubectl-sandbox shell --pool POOL | --template TMPL [--name NAME] [--keep]\n"
+            "                             [--timeout D] [-- COMMAND [ARG...]]\n\n"
             "Opens an interactive shell (bash, else sh; or COMMAND) on a pseudo-terminal in\n"
             "sandbox NAME. Without NAME, a sandbox is made for the session: a SandboxClaim on\n"
             "the warm pool POOL, or a Sandbox from the template TMPL (named shell-XXXXX), and\n"
-            "deleted when the shell exits or this command gets SIGINT, SIGTERM or SIGHUP.\n"
+            "deleted when the shell exits or this command gets SIGINT, SIGTERM or SIGHUP\n"
+            "(only the object this session made: one of that name made by another is kept).\n"
             "  --pool POOL      claim from this warm pool\n"
             "  --template TMPL  create from this SandboxTemplate\n"
+            "  --name NAME      name the claim (--pool) or Sandbox (--template) NAME\n"
             "  --keep           keep the sandbox (its name is printed)\n"
             "  --timeout D      how long to wait for Ready (default 5m)\n"
             "The connection is the one of exec (pod proxy, --router-url or --sandboxd-url).\n"
@@ -63,11 +70,9 @@ static int parse_shell(const struct cli_globals *g, int argc, char **argv, struc
                        int *ret_pos)
 {
     static const struct option lo[] = {
-        {"pool", required_argument, NULL, 'p'},
-        {"template", required_argument, NULL, 'T'},
-        {"keep", no_argument, NULL, 'k'},
-        {"timeout", required_argument, NULL, 't'},
-        {NULL, 0, NULL, 0},
+        {"pool", required_argument, NULL, 'p'},    {"template", required_argument, NULL, 'T'},
+        {"keep", no_argument, NULL, 'k'},          {"name", required_argument, NULL, 'N'},
+        {"timeout", required_argument, NULL, 't'}, {NULL, 0, NULL, 0},
     };
     int dd = 1, ch;
     while (dd < argc && strcmp(argv[dd], "--") != 0)
@@ -82,6 +87,8 @@ static int parse_shell(const struct cli_globals *g, int argc, char **argv, struc
             o->tmpl = optarg;
         else if (ch == 'k')
             o->keep = true;
+        else if (ch == 'N' && *optarg)
+            o->name = optarg;
         else if (ch == 't' && duration_parse_secs(optarg, &d) == 0)
             o->timeout = optarg;
         else {
@@ -92,6 +99,11 @@ static int parse_shell(const struct cli_globals *g, int argc, char **argv, struc
     int npos = dd - optind;
     if ((o->pool && o->tmpl) || npos > 1 || (npos == 1) == (o->pool || o->tmpl)) {
         fprintf(g->err, "error: give NAME, or one of --pool and --template\n");
+        return CLI_USAGE;
+    }
+    if (o->name && npos) {
+        fprintf(g->err, "error: --name names a new session sandbox; it goes with --pool or "
+                        "--template\n");
         return CLI_USAGE;
     }
     if (dd + 1 < argc) {
@@ -121,28 +133,35 @@ static int attach(struct cli_globals *g, const char *name, const struct shell_op
     return rc;
 }
 
-/* A name shell-XXXXX (5 random [a-z0-9]). */
-static void session_name(char out[16])
+/* n random [a-z0-9] after prefix into out (NUL-terminated; out holds prefix + n + 1). */
+static void random_name(char *out, const char *prefix, size_t n)
 {
     static const char al[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-    uint8_t r[5] = {0};
-    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-        uint64_t t = (uint64_t)clock_now();
-        memcpy(r, &t, sizeof(r));
+    uint8_t r[32] = {0};
+    size_t pl = strlen(prefix);
+    if (n > sizeof(r))
+        n = sizeof(r);
+    if (getrandom(r, n, 0) != (ssize_t)n) {
+        uint64_t t[4] = {(uint64_t)clock_now(), (uint64_t)clock_wall_now(), (uint64_t)getpid(),
+                         (uint64_t)(uintptr_t)out};
+        memcpy(r, t, sizeof(r));
     }
-    memcpy(out, "shell-", 6);
-    for (int i = 0; i < 5; i++)
-        out[6 + i] = al[r[i] % (sizeof(al) - 1)];
-    out[11] = '\0';
+    memcpy(out, prefix, pl);
+    for (size_t i = 0; i < n; i++)
+        out[pl + i] = al[r[i] % (sizeof(al) - 1)];
+    out[pl + n] = '\0';
 }
 
-/* In the child: make the sandbox, wait for Ready, attach. Returns the exit code. */
-static int session(struct cli_globals *g, const char *name, const struct shell_opts *o)
+/* In the child: make the sandbox (marked with token), wait for Ready, attach. Returns
+ * the exit code. */
+static int session(struct cli_globals *g, const char *name, const char *token,
+                   const struct shell_opts *o)
 {
     char sbname[256] = "", cap[512] = "";
     const char *timeout = o->timeout ? o->timeout : "5m";
     struct cli_globals q = *g;
     q.output = "";
+    q.session = token;
     q.out = fmemopen(cap, sizeof(cap) - 1, "w"); /* the sandbox name claim prints */
     if (!q.out)
         return CLI_ERR;
@@ -169,20 +188,31 @@ static int session(struct cli_globals *g, const char *name, const struct shell_o
     return attach(g, sbname, o);
 }
 
-/* Deletes the claim or Sandbox name (quiet when it is gone already). */
-static void remove_sandbox(struct cli_globals *g, const char *name, bool claim)
+/* Deletes the claim or Sandbox name when it carries this session's token (by its UID);
+ * quiet when it is gone already or is not the session's (its create failed). */
+static void remove_sandbox(struct cli_globals *g, const char *name, const char *token, bool claim)
 {
     struct kube_client *c = NULL;
     if (cli_client(g, &c) != CLI_OK)
         return;
     const struct kube_res *res = claim ? &API_RES_SANDBOXCLAIMS : &API_RES_SANDBOXES;
+    const char *what = claim ? "sandboxclaim" : "sandbox";
     struct kube_err e;
     kube_err_clear(&e);
-    int r = kube_delete(c, res, cli_namespace(g, c), name, &e);
-    if (r < 0 && !kube_err_is_not_found(&e))
+    json_t *obj = NULL;
+    int r = kube_get(c, res, cli_namespace(g, c), name, &obj, &e);
+    if (r == 0) {
+        const char *mark = kube_obj_annotation(obj, CLI_ANN_SESSION);
+        if (!mark || strcmp(mark, token) != 0)
+            r = 1; /* another's object under the name */
+        else
+            r = kube_delete_obj(c, res, obj, false, NULL, &e);
+    }
+    if (r < 0 && !kube_err_is_not_found(&e) && !(r == -EBUSY && e.http_status == 409))
         (void)cli_fail(g, claim ? "deleting the sandbox claim" : "deleting the sandbox", r, &e);
     else if (r == 0)
-        fprintf(g->err, "%s %s deleted\n", claim ? "sandboxclaim" : "sandbox", name);
+        fprintf(g->err, "%s %s deleted\n", what, name);
+    json_decref(obj);
     kube_client_free(c);
 }
 
@@ -211,8 +241,12 @@ static int wait_child(pid_t pid, int *ret_sig)
 /* Runs the session in a child (attach to existing when set, else a new sandbox). */
 static int run_session(struct cli_globals *g, const struct shell_opts *o, const char *existing)
 {
-    char name[16];
-    session_name(name);
+    char name[256], token[40];
+    if (o->name)
+        (void)snprintf(name, sizeof(name), "%s", o->name);
+    else
+        random_name(name, "shell-", 5);
+    random_name(token, "", 32);
     struct termios saved;
     bool tty = isatty(0) && tcgetattr(0, &saved) == 0;
     struct sigaction sa = {.sa_handler = on_shell_signal}, old[3];
@@ -225,7 +259,7 @@ static int run_session(struct cli_globals *g, const struct shell_opts *o, const 
     if (pid == 0) {
         for (int i = 0; i < 3; i++)
             (void)sigaction(sigs[i], &old[i], NULL);
-        int rc = existing ? attach(g, existing, o) : session(g, name, o);
+        int rc = existing ? attach(g, existing, o) : session(g, name, token, o);
         fflush(NULL);
         _exit(rc);
     }
@@ -233,7 +267,7 @@ static int run_session(struct cli_globals *g, const struct shell_opts *o, const 
     if (tty)
         (void)tcsetattr(0, TCSANOW, &saved);
     if (pid > 0 && !o->keep && !existing)
-        remove_sandbox(g, name, o->pool != NULL);
+        remove_sandbox(g, name, token, o->pool != NULL);
     for (int i = 0; i < 3; i++)
         (void)sigaction(sigs[i], &old[i], NULL);
     return rc;

@@ -23,7 +23,7 @@ const struct cli_cmd cli_commands[] = {
     {"port-forward", "Forward local ports to a port in a sandbox (API server port-forward)",
      cli_cmd_portforward, cli_help_portforward, "--address"},
     {"shell", "Open an interactive shell in a sandbox (claimed for it unless NAME is given)",
-     cli_cmd_shell, cli_help_shell, "--pool --template --keep --timeout"},
+     cli_cmd_shell, cli_help_shell, "--pool --template --name --keep --timeout"},
     {"cp", "Copy files and directories to and from a sandbox", cli_cmd_cp, cli_help_cp, ""},
     {"stat", "Describe a path in a sandbox (type, size, mode, mtime, link target)", cli_cmd_stat,
      cli_help_stat, "--dereference --output"},

@@ -353,6 +353,33 @@ static void test_claim(void **state)
     buf_done(&out);
 }
 
+/* shell --template/--pool deletes at its end only what it made: a name taken already
+ * fails the create and that object is kept; its own (not Ready here: no controller runs)
+ * is deleted when the wait times out. */
+static void test_shell_session_cleanup(void **state)
+{
+    (void)state;
+    struct buf out;
+    struct kube_err e;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(it_cli_runf(&out, "shell --template tmpl --name alpha -n %s", ns), 1);
+    assert_non_null(strstr(buf_str(&out), "already exists"));
+    assert_null(strstr(buf_str(&out), "deleted"));
+    IT_OK(kube_get(client, &API_RES_SANDBOXES, ns, "alpha", NULL, &e), &e);
+    assert_int_equal(it_cli_runf(&out, "shell --pool py --name fileclaim -n %s", ns), 1);
+    IT_OK(kube_get(client, &API_RES_SANDBOXCLAIMS, ns, "fileclaim", NULL, &e), &e);
+
+    assert_int_equal(it_cli_runf(&out, "shell --template tmpl --name sess1 --timeout 1s -n %s", ns),
+                     4);
+    assert_non_null(strstr(buf_str(&out), "sandbox sess1 deleted"));
+    assert_int_equal(kube_get(client, &API_RES_SANDBOXES, ns, "sess1", NULL, &e), -ENOENT);
+    assert_int_equal(it_cli_runf(&out, "shell --pool py --name sess2 --timeout 1s -n %s", ns), 4);
+    assert_non_null(strstr(buf_str(&out), "sandboxclaim sess2 deleted"));
+    assert_int_equal(kube_get(client, &API_RES_SANDBOXCLAIMS, ns, "sess2", NULL, &e), -ENOENT);
+    assert_int_equal(it_cli_runf(&out, "shell alpha --name x -n %s", ns), 2);
+    buf_done(&out);
+}
+
 static bool mode_is_running(void *ctx)
 {
     (void)ctx;
@@ -628,12 +655,19 @@ static void test_install_uninstall(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_version),        cmocka_unit_test(test_get_table),
-        cmocka_unit_test(test_get_formats),    cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_list_and_pools), cmocka_unit_test(test_create),
-        cmocka_unit_test(test_claim),          cmocka_unit_test(test_suspend_resume),
-        cmocka_unit_test(test_describe),       cmocka_unit_test(test_describe_forbidden),
-        cmocka_unit_test(test_delete),         cmocka_unit_test(test_install_uninstall),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_get_table),
+        cmocka_unit_test(test_get_formats),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_list_and_pools),
+        cmocka_unit_test(test_create),
+        cmocka_unit_test(test_claim),
+        cmocka_unit_test(test_shell_session_cleanup),
+        cmocka_unit_test(test_suspend_resume),
+        cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_describe_forbidden),
+        cmocka_unit_test(test_delete),
+        cmocka_unit_test(test_install_uninstall),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
