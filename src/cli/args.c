@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "common/log.h"
@@ -216,6 +217,8 @@ void cli_globals_env(struct cli_globals *g)
         g->sandboxd_url = getenv("AGENT_SANDBOX_SANDBOXD_URL");
     if (getenv("AGENT_SANDBOX_ROUTER_TOKEN") && getenv("AGENT_SANDBOX_ROUTER_TOKEN")[0])
         g->router_token = getenv("AGENT_SANDBOX_ROUTER_TOKEN");
+    const char *pt = getenv("AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN");
+    g->router_plaintext_ok = pt && (!strcasecmp(pt, "true") || !strcmp(pt, "1"));
     if (getenv("AGENT_SANDBOX_SANDBOXD_TOKEN") && getenv("AGENT_SANDBOX_SANDBOXD_TOKEN")[0])
         g->sandboxd_token = getenv("AGENT_SANDBOX_SANDBOXD_TOKEN");
     if (!g->sandboxd_port)

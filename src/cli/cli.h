@@ -38,6 +38,9 @@ struct cli_globals {
     const char *router_url;     /* --router-url / $AGENT_SANDBOX_ROUTER_URL */
     const char *router_token;   /* $AGENT_SANDBOX_ROUTER_TOKEN: bearer for the router
                                    (default: the kubeconfig's token) */
+    bool router_plaintext_ok;   /* $AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN=true: the
+                                   kubeconfig's token may go to an http router URL whose
+                                   host is not loopback */
     const char *sandboxd_url;   /* --sandboxd-url / $AGENT_SANDBOX_SANDBOXD_URL: direct mode */
     const char *sandboxd_token; /* $AGENT_SANDBOX_SANDBOXD_TOKEN: bearer for direct mode */
     unsigned sandboxd_port;     /* --sandboxd-port: sandboxd's port in the pod (8080) */

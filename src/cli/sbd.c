@@ -11,6 +11,7 @@
 #include "as_version.h"
 #include "cli/output.h"
 #include "common/limits.h"
+#include "common/loopback.h"
 #include "common/pct.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
@@ -108,6 +109,25 @@ static int add_kube_token(const struct cli_globals *g, struct kube_config *cfg,
     return CLI_OK;
 }
 
+/* The kubeconfig's credential goes to the router only over https, to a loopback host
+ * (a port-forward), from in-cluster config (the pod's service account and the cluster's
+ * plain-HTTP router Service), or when $AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN says
+ * so: else it would cross a network in clear text. */
+static int check_router_plaintext(const struct cli_globals *g, const struct kube_config *cfg)
+{
+    if (g->router_plaintext_ok || !loopback_url_exposes(g->router_url) ||
+        !kube_config_context(cfg)[0])
+        return CLI_OK;
+    fprintf(
+        g->err,
+        "error: refusing to send the kubeconfig's credentials in clear text to %s (not a "
+        "loopback host)\n"
+        "hint: use an https router URL, a port-forward to localhost, a router token "
+        "($AGENT_SANDBOX_ROUTER_TOKEN), or set AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN=true\n",
+        g->router_url);
+    return CLI_USAGE;
+}
+
 /* Reads the Sandbox; it must be Ready. Writes the pod name into pod. */
 static int check_sandbox(const struct cli_globals *g, struct kube_client *c, const char *ns,
                          const char *name, char *pod, size_t size)
@@ -154,6 +174,8 @@ static int open_cluster(const struct cli_globals *g, const char *name, struct cl
         t->token = xstrdup(g->router_token);
     else if (rc == CLI_OK)
         rc = add_kube_token(g, s->cfg, t);
+    if (rc == CLI_OK && s->mode == CLI_SBD_ROUTER && !g->router_token && t->token)
+        rc = check_router_plaintext(g, s->cfg);
     if (rc == CLI_OK && s->mode == CLI_SBD_ROUTER) {
         t->hdr[0] = xasprintf("X-Sandbox-ID: %s", name);
         t->hdr[1] = xasprintf("X-Sandbox-Namespace: %s", ns);

@@ -9,6 +9,7 @@
 #include "api/sandbox.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/loopback.h"
 #include "common/map.h"
 #include "common/metrics.h"
 #include "common/xalloc.h"
@@ -741,7 +742,7 @@ static void authorize(struct px *x)
         return;
     }
     if (p->o.trust_loopback && !http_req_header(req, "Authorization").p &&
-        route_peer_is_loopback(x->client_ip)) {
+        loopback_addr(x->client_ip)) {
         const char *why =
             route_loopback_refusal(http_req_header(req, "Host"), http_req_header(req, "Origin"),
                                    http_req_header(req, "Sec-Fetch-Site"));

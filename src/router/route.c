@@ -10,6 +10,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include "common/loopback.h"
+
 const char ROUTE_ERR_ID_REQUIRED[] = "X-Sandbox-ID header is required.";
 const char ROUTE_ERR_ID_INVALID[] = "Invalid sandbox ID format.";
 const char ROUTE_ERR_NS_INVALID[] = "Invalid namespace format.";
@@ -304,49 +306,6 @@ int route_ip_check(const char *ip, bool allow_loopback, char *ret_canon)
     if (ret_canon)
         memcpy(ret_canon, canon, strlen(canon) + 1);
     return 0;
-}
-
-bool route_peer_is_loopback(const char *ip)
-{
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, ip, &a4) == 1)
-        return v4_in(ntohl(a4.s_addr), V4(127, 0, 0, 0), 8);
-    if (inet_pton(AF_INET6, ip, &a6) != 1)
-        return false;
-    if (IN6_IS_ADDR_LOOPBACK(&a6))
-        return true;
-    return memcmp(a6.s6_addr, mapped, 12) == 0 && a6.s6_addr[12] == 127;
-}
-
-/* host (a Host header: name or address, then an optional port) is localhost, a
- * *.localhost name or a loopback address. */
-static bool loopback_host(struct str host)
-{
-    char ip[64];
-    struct str name = host;
-    if (host.len > 0 && host.p[0] == '[') { /* [v6]:port */
-        const char *end = memchr(host.p, ']', host.len);
-        if (!end)
-            return false;
-        name = str_make(host.p + 1, (size_t)(end - host.p - 1));
-    } else {
-        const char *colon = memchr(host.p, ':', host.len);
-        if (colon)
-            name = str_make(host.p, (size_t)(colon - host.p));
-    }
-    if (name.len > 0 && name.p[name.len - 1] == '.')
-        name.len--; /* a fully qualified "localhost." */
-    if (str_eq_nocase(name, STR_LIT("localhost")) ||
-        (name.len > 10 &&
-         str_eq_nocase(str_make(name.p + name.len - 10, 10), STR_LIT(".localhost"))))
-        return true;
-    if (name.len == 0 || name.len >= sizeof(ip))
-        return false;
-    memcpy(ip, name.p, name.len);
-    ip[name.len] = '\0';
-    return route_peer_is_loopback(ip);
 }
 
 const char *route_loopback_refusal(struct str host, struct str origin, struct str fetch_site)

@@ -76,11 +76,6 @@ bool route_dns_label(struct str s);
  * ROUTE_IP_MAX bytes) gets the canonical text form. */
 int route_ip_check(const char *ip, bool allow_loopback, char *ret_canon);
 
-/** True when ip (text form, as http_req_peer gives it) is a loopback peer: 127.0.0.0/8,
- * ::1 or an IPv4-mapped 127.0.0.0/8 (::ffff:127.x.y.z). Anything else, or text that is
- * not an IP literal, is false. */
-bool route_peer_is_loopback(const char *ip);
-
 /** For a request let through as a loopback peer's (--trust-loopback, no Authorization):
  * NULL when it may go, else why not (a static string). A browser on the machine a
  * port-forward to the router runs on is a loopback peer too, so a page of any site could

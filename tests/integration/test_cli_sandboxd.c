@@ -740,6 +740,20 @@ static void test_cp_dangling_dest(void **state)
     buf_done(&out);
 }
 
+/* Writes work/tok.kubeconfig: alice's kubeconfig with admin's static bearer token. */
+static void write_token_kubeconfig(void)
+{
+    char cmd[2048], dir[400];
+    (void)snprintf(dir, sizeof(dir), "%s", it_kubeconfig());
+    *strrchr(dir, '/') = '\0';
+    (void)snprintf(
+        cmd, sizeof(cmd),
+        "sed \"s/token: .*/token: $(awk -F, '$2 ~ /^admin$/ {print $1}' %s/tokens.csv)/\" "
+        "%s/kubeconfig-alice >%s/tok.kubeconfig",
+        dir, dir, work);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* port-forward against the API server: it resolves the sandbox, listens, prints the
  * kubectl line, and reports the API server's refusal of the upgrade (no such pod). */
 static void test_port_forward_api(void **state)
@@ -767,16 +781,8 @@ static void test_port_forward_api(void **state)
     assert_non_null(strstr(o, "refused: HTTP 404"));
     assert_non_null(strstr(o, "pods \"ready\" not found"));
     /* The same with a bearer token in the kubeconfig (it goes into each connection's
-     * upgrade request; freed twice there before): alice's kubeconfig with admin's token. */
-    char cmd[2048], dir[400];
-    (void)snprintf(dir, sizeof(dir), "%s", it_kubeconfig());
-    *strrchr(dir, '/') = '\0';
-    (void)snprintf(
-        cmd, sizeof(cmd),
-        "sed \"s/token: .*/token: $(awk -F, '$2 ~ /^admin$/ {print $1}' %s/tokens.csv)/\" "
-        "%s/kubeconfig-alice >%s/tok.kubeconfig",
-        dir, dir, work);
-    assert_int_equal(system(cmd), 0);
+     * upgrade request; freed twice there before). */
+    write_token_kubeconfig();
     assert_int_equal(
         it_cli_runf(&out,
                     "--kubeconfig %s/tok.kubeconfig port-forward ready :8080 -n %s >%s/pf.out 2>&1 "
@@ -822,6 +828,36 @@ static void test_unreachable(void **state)
     buf_init(&out, 1 << 20);
     assert_int_equal(it_cli_run("--sandboxd-url http://127.0.0.1:1 exec x -- true", &out), 5);
     assert_non_null(strstr(buf_str(&out), "cannot reach sandboxd at http://127.0.0.1:1"));
+    buf_done(&out);
+}
+
+/* The kubeconfig's bearer token goes to an http router URL only on a loopback host,
+ * unless a router token is given or AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN=true:
+ * 0.0.0.0 reaches this machine's sandboxd (as the "router") but is not a loopback name,
+ * so it stands for a remote host here. */
+#define ROUTER_EXEC                                                                       \
+    "--kubeconfig %s/tok.kubeconfig exec ready --router-url http://%s:%s/ -n %s -- echo " \
+    "via-router"
+static void test_router_plaintext_token(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    write_token_kubeconfig();
+    const char *port = strrchr(url, ':') + 1;
+    assert_int_equal(it_cli_runf(&out, ROUTER_EXEC, work, "0.0.0.0", port, ns), 2);
+    assert_non_null(strstr(buf_str(&out), "refusing to send the kubeconfig's credentials in "
+                                          "clear text to http://0.0.0.0:"));
+    assert_null(strstr(buf_str(&out), "via-router"));
+    assert_int_equal(it_cli_runf(&out, ROUTER_EXEC, work, "localhost", port, ns), 0);
+    assert_string_equal(buf_str(&out), "via-router\n");
+    assert_int_equal(setenv("AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN", "true", 1), 0);
+    assert_int_equal(it_cli_runf(&out, ROUTER_EXEC, work, "0.0.0.0", port, ns), 0);
+    assert_int_equal(unsetenv("AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN"), 0);
+    assert_int_equal(setenv("AGENT_SANDBOX_ROUTER_TOKEN", "router-only", 1), 0);
+    assert_int_equal(it_cli_runf(&out, ROUTER_EXEC, work, "0.0.0.0", port, ns), 0);
+    assert_string_equal(buf_str(&out), "via-router\n");
+    assert_int_equal(unsetenv("AGENT_SANDBOX_ROUTER_TOKEN"), 0);
     buf_done(&out);
 }
 
@@ -976,6 +1012,7 @@ int main(void)
         cmocka_unit_test(test_cp_dangling_dest),
         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_cluster_modes),
+        cmocka_unit_test(test_router_plaintext_token),
         cmocka_unit_test(test_shell_attach),
         cmocka_unit_test(test_port_forward_api),
         cmocka_unit_test(test_background),
