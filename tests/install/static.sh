@@ -416,6 +416,22 @@ lb = [(d["kind"], d["metadata"].get("namespace")) for d in docs
       if d["kind"].endswith("Binding") and d["metadata"]["name"] == "agent-sandbox-controller-late-binding"]
 sys.exit(0 if lb == [("RoleBinding", "team-a")] else 1)
 PY
+	helm_dry router-ns --set router.watchNamespace=team-a
+	check "router.watchNamespace: Sandboxes granted by a Role in team-a only, reviews cluster-wide" \
+		python3 - "$WORK/helm-router-ns.yaml" "$SYS_NS" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+rbac = {(d["kind"], d["metadata"].get("namespace")): d for d in docs
+        if d["metadata"]["name"] == "sandbox-router" and "Role" in d["kind"]}
+res = lambda d: sorted(r for rule in d["rules"] for r in rule["resources"])
+sa = [{"kind": "ServiceAccount", "name": "sandbox-router", "namespace": sys.argv[2]}]
+sys.exit(0 if sorted(rbac) == [("ClusterRole", None), ("ClusterRoleBinding", None),
+                               ("Role", "team-a"), ("RoleBinding", "team-a")]
+         and res(rbac[("ClusterRole", None)]) == ["subjectaccessreviews", "tokenreviews"]
+         and res(rbac[("Role", "team-a")]) == ["sandboxes"]
+         and rbac[("RoleBinding", "team-a")]["roleRef"]["kind"] == "Role"
+         and rbac[("RoleBinding", "team-a")]["subjects"] == sa else 1)
+PY
 	k create namespace team-b >/dev/null 2>&1
 	helm_dry late-binding --set 'controller.lateBindingNamespaces={team-a,team-b}'
 	check "late binding confined: Secrets granted by RoleBindings in team-a and team-b only" \
