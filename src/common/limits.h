@@ -240,7 +240,7 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_SBD_GRPC_CONNS    256                  /* open connections */
 #define LIMIT_SBD_GRPC_CONN_REQ (16u * 1024 * 1024)  /* request bodies per connection */
 #define LIMIT_SBD_GRPC_CONN_OUT (32u * 1024 * 1024)  /* unsent responses: new calls refused */
-#define LIMIT_SBD_GRPC_ALL_OUT  (128u * 1024 * 1024) /* ... of all connections */
+#define LIMIT_SBD_GRPC_ALL_OUT  (128u * 1024 * 1024) /* ... of all ($SANDBOXD_GRPC_MAX_UNSENT) */
 #define LIMIT_SBD_GRPC_QUEUE    (128u * 1024)        /* a call's queue; its process pauses above */
 #define LIMIT_SBD_GRPC_BACKLOG  (256u * 1024)        /* unwritten socket bytes per connection */
 #define LIMIT_SBD_GRPC_WINDOW   (1u * 1024 * 1024)   /* HTTP/2 receive window per stream */

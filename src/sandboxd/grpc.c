@@ -239,7 +239,7 @@ int sbd_gcall_send(struct sbd_gcall *call, const uint8_t *msg, size_t n)
      * pauses), and 128 small ones by the call count. */
     if (n > LIMIT_SBD_GRPC_QUEUE &&
         (conn_unsent(call->c) + sizeof(pre) + n > LIMIT_SBD_GRPC_CONN_OUT ||
-         all_unsent(call->c->g) + sizeof(pre) + n > LIMIT_SBD_GRPC_ALL_OUT))
+         all_unsent(call->c->g) + sizeof(pre) + n > call->c->g->o.max_unsent))
         return -ENOBUFS;
     (void)buf_append(&call->out, pre, sizeof(pre));
     (void)buf_append(&call->out, msg, n);
@@ -890,6 +890,8 @@ int sbd_grpc_new(uv_loop_t *loop, const struct sbd_grpc_opts *o, struct sbd_grpc
     g->token = o->token && *o->token ? xstrdup(o->token) : NULL;
     g->o.host = g->host;
     g->o.token = g->token;
+    if (!g->o.max_unsent)
+        g->o.max_unsent = LIMIT_SBD_GRPC_ALL_OUT;
     struct sockaddr_storage ss;
     int r = uv_ip4_addr(g->host, o->port, (struct sockaddr_in *)&ss);
     if (r < 0)

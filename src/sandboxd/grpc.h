@@ -51,6 +51,7 @@ struct sbd_grpc_opts {
     const char *token;           /* NULL: no authentication; else "authorization: Bearer <token>" */
     void (*activity)(void *ctx); /* optional: called for every authenticated call */
     usec_t idle_timeout;         /* GOAWAY to a connection without calls this long; 0: never */
+    size_t max_unsent;           /* answers not taken, all connections; 0: LIMIT_SBD_GRPC_ALL_OUT */
 };
 
 /** Binds and listens on loop. Returns 0 with *ret or a negative errno. */
@@ -66,7 +67,8 @@ void sbd_grpc_free(struct sbd_grpc *g);
 usec_t sbd_gcall_timeout(const struct sbd_gcall *c);
 /** Queues one response message (packed protobuf, copied). Returns 0, -E2BIG (larger
  * than the message limit), -ENOBUFS (the connection holds LIMIT_SBD_GRPC_CONN_OUT of
- * responses its client has not taken) or -EPIPE (finished). */
+ * responses its client has not taken, or all connections max_unsent) or -EPIPE
+ * (finished). */
 int sbd_gcall_send(struct sbd_gcall *c, const uint8_t *msg, size_t n);
 /** Bytes queued for the client and not yet handed to HTTP/2 (flow control). */
 size_t sbd_gcall_queued(const struct sbd_gcall *c);

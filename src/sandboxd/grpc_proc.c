@@ -517,6 +517,7 @@ int sbd__grpc_start(struct sbd *d)
         .token = d->token,
         .activity = on_activity,
         .idle_timeout = d->cfg.idle_timeout,
+        .max_unsent = d->cfg.grpc_max_unsent,
     };
     return sbd_grpc_new(d->loop, &o, &d->grpc);
 }

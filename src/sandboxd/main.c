@@ -374,6 +374,14 @@ static void env_defaults(struct opts *o)
     const char *g = getenv("SANDBOXD_GRPC_PORT");
     if (g && *g)
         (void)set_port(g, &o->cfg.grpc_port, true);
+    const char *u = getenv("SANDBOXD_GRPC_MAX_UNSENT");
+    if (u && *u) {
+        if (cstr_to_u64(u, &v) == 0 && v > 0)
+            o->cfg.grpc_max_unsent = (size_t)v;
+        else
+            log_warn("ignoring $SANDBOXD_GRPC_MAX_UNSENT (not a positive byte count)\tvalue=\"%s\"",
+                     u);
+    }
     const char *m = getenv("SANDBOXD_MEMORY_MERGE");
     if (m && sbd_memmerge_parse(m, &o->memory_merge) < 0)
         log_warn("ignoring $SANDBOXD_MEMORY_MERGE (not a boolean)\tvalue=\"%s\"", m);

@@ -30,6 +30,7 @@ struct sbd_config {
     unsigned exec_timeout_s;     /* legacy /execute timeout */
     usec_t proc_keepalive; /* silence of a run's answer or a process stream before a keepalive */
     usec_t header_timeout, body_timeout, idle_timeout;
+    size_t grpc_max_unsent; /* gRPC answers no client took, all connections */
     /* code contexts (kernel.c) */
     const char *kernel_driver; /* the driver script; NULL: SBD_KERNEL_DRIVER */
     const char *kernel_python; /* the interpreter running it; NULL: SBD_KERNEL_PYTHON */

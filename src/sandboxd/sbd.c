@@ -42,6 +42,7 @@ void sbd_config_defaults(struct sbd_config *c)
         .header_timeout = LIMIT_HTTP_HEADER_TIMEOUT,
         .body_timeout = LIMIT_HTTP_BODY_TIMEOUT,
         .idle_timeout = LIMIT_HTTP_IDLE_TIMEOUT,
+        .grpc_max_unsent = LIMIT_SBD_GRPC_ALL_OUT,
         .max_contexts = LIMIT_SBD_CONTEXTS,
         .max_code_output = LIMIT_SBD_CODE_OUTPUT,
         .code_keepalive = LIMIT_SBD_KERNEL_KEEPALIVE,

@@ -91,6 +91,60 @@ def read_frames(s, until):
         buf += chunk
 
 
+def no_window_conn(port):
+    """A raw HTTP/2 connection whose client grants its streams no flow-control window
+    (SETTINGS_INITIAL_WINDOW_SIZE 0): answers stay queued in sandboxd."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(20)
+    no_window = (4).to_bytes(2, "big") + (0).to_bytes(4, "big")
+    s.sendall(H2_PREFACE + h2_frame(4, 0, 0, no_window))
+    return s
+
+
+def raw_execute(s, sid, req):
+    """Starts the Execute call req (an ExecuteRequest) as stream sid of a raw connection."""
+    body = req.SerializeToString()
+    s.sendall(h2_frame(1, 4, sid, raw_call_head()) + h2_frame(0, 1, sid, b"\x00" + len(body).to_bytes(4, "big") + body))
+
+
+def answer_heads(s, sids):
+    """Reads until each of the streams sids got the HEADERS of its answer (flow control
+    does not hold those back). Returns {sid: whether they ended the stream (trailers-only:
+    a refusal)}."""
+    ends = {}
+
+    def head(f):
+        if f[0] == 1 and f[2] in sids:
+            ends[f[2]] = bool(f[1] & 1)
+        return len(ends) == len(sids)
+
+    read_frames(s, head)
+    return ends
+
+
+def take_all(s, sids):
+    """Opens the windows of a no_window_conn (the connection's and those of the streams
+    sids) and reads until each of sids ended. Returns {sid: the DATA bytes it got}."""
+    if not sids:
+        return {}
+    grow = (2**31 - 1 - 65535).to_bytes(4, "big")
+    s.sendall(h2_frame(8, 0, 0, grow) + b"".join(h2_frame(8, 0, sid, (2**31 - 1).to_bytes(4, "big")) for sid in sids))
+    data = {sid: bytearray() for sid in sids}
+    ended = set()
+
+    def take(f):
+        typ, flags, sid, payload = f
+        if sid in data and typ == 0:
+            data[sid] += payload
+            s.sendall(h2_frame(8, 0, 0, len(payload).to_bytes(4, "big")) if payload else b"")
+        if sid in data and typ in (0, 1) and flags & 1:
+            ended.add(sid)
+        return len(ended) == len(sids)
+
+    read_frames(s, take)
+    return {sid: bytes(b) for sid, b in data.items()}
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -141,11 +195,11 @@ def read_pid(path, timeout=30.0):
 
 
 class Daemon:
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.dir = tempfile.mkdtemp(prefix="sbd-grpc-")
         self.root = os.path.join(self.dir, "root")
         self.port, self.gport = free_port(), free_port()
-        env = dict(os.environ)
+        env = dict(os.environ, **(env or {}))
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1")
         self.p = subprocess.Popen(
             [BIN, "--host", "127.0.0.1", "--port", str(self.port), "--legacy-port", "-1",
@@ -646,35 +700,14 @@ class GrpcTest(unittest.TestCase):
         # at most 32 MiB of them; the Execute calls past that end with RESOURCE_EXHAUSTED
         # (a trailers-only HEADERS, no DATA) instead of each keeping its 4 MB reply.
         req = pb.ExecuteRequest(config=cfg("sh", "-c", "head -c 4000000 /dev/zero"))
-        body = req.SerializeToString()
-        msg = b"\x00" + len(body).to_bytes(4, "big") + body
         n = 12
-        s = socket.create_connection(("127.0.0.1", self.d.gport))
-        s.settimeout(20)
+        s = no_window_conn(self.d.gport)
         try:
-            no_window = (4).to_bytes(2, "big") + (0).to_bytes(4, "big")  # INITIAL_WINDOW_SIZE 0
-            s.sendall(H2_PREFACE + h2_frame(4, 0, 0, no_window))
             for i in range(n):
-                sid = 1 + 2 * i
-                s.sendall(h2_frame(1, 4, sid, raw_call_head()) + h2_frame(0, 1, sid, msg))
+                raw_execute(s, 1 + 2 * i, req)
                 time.sleep(0.4)  # each reply is queued before the next call starts
             # now take everything: the streams' windows and the connection's
-            grow = (2**31 - 1 - 65535).to_bytes(4, "big")
-            s.sendall(h2_frame(8, 0, 0, grow) + b"".join(
-                h2_frame(8, 0, 1 + 2 * i, (2**31 - 1).to_bytes(4, "big")) for i in range(n)))
-            data = {1 + 2 * i: 0 for i in range(n)}
-            ended = set()
-
-            def take(f):
-                typ, flags, sid, payload = f
-                if sid in data and typ == 0:
-                    data[sid] += len(payload)
-                    s.sendall(h2_frame(8, 0, 0, len(payload).to_bytes(4, "big")) if payload else b"")
-                if sid in data and typ in (0, 1) and flags & 1:
-                    ended.add(sid)
-                return len(ended) == n
-
-            read_frames(s, take)
+            data = {sid: len(got) for sid, got in take_all(s, [1 + 2 * i for i in range(n)]).items()}
         finally:
             s.close()
         full = [sid for sid, got in data.items() if got >= 4000000]
@@ -796,6 +829,49 @@ class GrpcDaemonTest(unittest.TestCase):
                 self.fail("no GOAWAY: the connection is still held")
             s.close()
         finally:
+            self.assertEqual(d.stop(), 0)
+
+    def test_unread_replies_bounded_for_all_connections(self):
+        """Replies that no client takes (no flow-control window) are bounded for all
+        connections together, not only per connection: with the budget at 2.5 MB
+        ($SANDBOXD_GRPC_MAX_UNSENT; 128 MiB by default), three connections of two 1 MB
+        Execute replies each, far under the 32 MiB of one connection, get two replies
+        queued; the other four calls end with RESOURCE_EXHAUSTED (a trailers-only
+        HEADERS, no DATA) instead of each keeping its reply. Once the clients read, the
+        queued replies arrive whole, and the budget is free again."""
+        size = 1000000
+        d = Daemon(env={"SANDBOXD_GRPC_MAX_UNSENT": "2500000"})
+        conns = []
+        try:
+            expect = {}
+            for c in range(3):
+                s = no_window_conn(d.gport)
+                conns.append(s)
+                for sid in (1, 3):
+                    tag = f"conn{c}-stream{sid}\n"
+                    expect[c, sid] = (tag * (size // len(tag) + 1))[:size].encode()
+                    raw_execute(
+                        s, sid, pb.ExecuteRequest(config=cfg("sh", "-c", f"yes {tag.strip()} | head -c {size}"))
+                    )
+            # Each call's answer starts (its HEADERS need no window): a refused call's
+            # ends the stream, a queued reply's does not.
+            queued = [
+                (c, sid) for c, s in enumerate(conns) for sid, ended in answer_heads(s, (1, 3)).items() if not ended
+            ]
+            self.assertEqual(len(queued), 2, queued)
+            for c, s in enumerate(conns):
+                sids = [sid for cc, sid in queued if cc == c]
+                for sid, got in take_all(s, sids).items():
+                    self.assertEqual(got[:5], b"\x00" + (len(got) - 5).to_bytes(4, "big"))
+                    r = pb.ExecuteResponse.FromString(got[5:])
+                    self.assertEqual(r.exit_code, 0)
+                    self.assertTrue(r.stdout == expect[c, sid], f"conn {c} stream {sid}: output differs")
+            # nothing is held now: a reply as large is queued (and taken) again
+            r = d.stub.Execute(pb.ExecuteRequest(config=cfg("head", "-c", str(size), "/dev/zero")), timeout=20)
+            self.assertEqual(len(r.stdout), size)
+        finally:
+            for s in conns:
+                s.close()
             self.assertEqual(d.stop(), 0)
 
     def test_token_checked_before_the_body(self):
