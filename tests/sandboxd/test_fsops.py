@@ -518,6 +518,44 @@ class FsopsTest(unittest.TestCase):
         finally:
             w.close()
 
+    def test_watch_event_in_a_directory_moved_out(self):
+        # Subdirectories moved out of the tree while sandboxd is stopped, each followed by
+        # an event in itself (a directory made in it, one moved into it): each held
+        # move-out is reported at that event and lets its directory go, and the event is
+        # then dropped (its directory is outside the tree). Before, the event went on with
+        # the let-go directory's closed descriptor (and, for a create, its record) and was
+        # reported as in the tree ("a/x", "b/y").
+        top = os.path.join(self.d.root, "wx")
+        for sub in ("a", "b", "c"):
+            os.makedirs(os.path.join(top, sub))
+        out = os.path.join(self.d.dir, "wx-out")
+        os.makedirs(os.path.join(out, "y"))
+        w = Watch(self.d, "wx", recursive="true")
+        try:
+            os.kill(self.d.p.pid, signal.SIGSTOP)
+            try:
+                os.rename(os.path.join(top, "a"), os.path.join(out, "a"))
+                os.mkdir(os.path.join(out, "a/x"))  # an IN_CREATE of a's watch
+                os.rename(os.path.join(top, "b"), os.path.join(out, "b"))
+                os.rename(os.path.join(out, "y"), os.path.join(out, "b/y"))  # IN_MOVED_TO of b's
+                open(os.path.join(top, "sentinel"), "w").close()
+            finally:
+                os.kill(self.d.p.pid, signal.SIGCONT)
+            got = []
+            while not got or got[-1][1] != "sentinel":
+                e = w.next()
+                self.assertIsNotNone(e, f"the stream ended after {got}")
+                got.append((e["type"], e["path"], e["is_dir"]))
+            self.assertEqual(got, [("move_from", "a", True), ("move_from", "b", True), ("create", "sentinel", False)])
+            # the directory left in the tree is still watched, under its name
+            open(os.path.join(top, "c/f"), "w").close()
+            e = w.next()
+            self.assertEqual((e["type"], e["path"]), ("create", "c/f"))
+        finally:
+            w.close()
+            shutil.rmtree(out)
+        self.assertEqual(self.req("GET", "/v1/health")[0], 200)
+
     def test_watch_1000_events_in_order(self):
         os.makedirs(os.path.join(self.d.root, "wk"))
         w = Watch(self.d, "wk")
