@@ -202,63 +202,110 @@ int sbd_path_open_read(const struct sbd_root *root, const char *rel)
     return fd;
 }
 
-struct made_dir {
-    int pfd; /* O_PATH descriptor of the directory it was made in */
+/* One directory of the chain below made->top, in order: made by this call (ours, with
+ * its identity) or by someone else meanwhile (passed through, never removed). */
+struct made_step {
     char *name;
-    dev_t dev; /* the directory made */
+    bool ours;
+    dev_t dev;
     ino_t ino;
 };
 
+/* The directories made for one path: a chain that starts in top, the deepest directory
+ * that existed (its only descriptor held: a path may make ~2,000 of them, and each upload
+ * keeps its record until it ends). */
 struct sbd_path_made {
-    struct made_dir *v;
+    int top; /* O_PATH; -1 until the first directory is made */
+    struct made_step *v;
     size_t n, cap;
 };
 
-/* Records name, just made in pfd (taken). */
-static void made_add(struct sbd_path_made *m, int pfd, const char *name)
+static struct sbd_path_made *made_new(void)
+{
+    struct sbd_path_made *m = XNEW(struct sbd_path_made);
+    m->top = -1;
+    return m;
+}
+
+/* Appends name to m's chain (ours: just made by this call; its identity read in pfd). */
+static void made_step(struct sbd_path_made *m, int pfd, const char *name, bool ours)
 {
     struct stat st;
-    if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
-        (void)close(pfd); /* replaced at once: not ours to remove */
-        return;
-    }
+    if (ours && (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)))
+        ours = false; /* replaced at once: not ours to remove */
     if (m->n == m->cap) {
         m->cap = m->cap ? m->cap * 2 : 4;
         m->v = xreallocarray(m->v, m->cap, sizeof(*m->v));
     }
-    m->v[m->n++] =
-        (struct made_dir){.pfd = pfd, .name = xstrdup(name), .dev = st.st_dev, .ino = st.st_ino};
+    m->v[m->n++] = (struct made_step){.name = xstrdup(name),
+                                      .ours = ours,
+                                      .dev = ours ? st.st_dev : 0,
+                                      .ino = ours ? st.st_ino : 0};
+}
+
+/* Records name, just found (made: by this call) in pfd (taken): the chain starts at the
+ * first directory made, in its parent. */
+static void made_add(struct sbd_path_made *m, int pfd, const char *name, bool made)
+{
+    if (m->top < 0 && !made) {
+        (void)close(pfd);
+        return;
+    }
+    made_step(m, pfd, name, made);
+    if (m->top < 0)
+        m->top = pfd;
+    else
+        (void)close(pfd);
 }
 
 void sbd_path_made_free(struct sbd_path_made *m)
 {
     if (!m)
         return;
-    for (size_t i = 0; i < m->n; i++) {
-        (void)close(m->v[i].pfd);
+    if (m->top >= 0)
+        (void)close(m->top);
+    for (size_t i = 0; i < m->n; i++)
         xfree(m->v[i].name);
-    }
     xfree(m->v);
     xfree(m);
 }
 
 void sbd_path_made_undo(struct sbd_path_made *m)
 {
-    if (!m)
+    if (!m || m->top < 0) {
+        sbd_path_made_free(m);
         return;
-    for (size_t i = m->n; i-- > 0;) {
-        const struct made_dir *d = &m->v[i];
-        struct stat st;
-        /* the directory made, still under its name: rmdir leaves it if not empty */
-        if (fstatat(d->pfd, d->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == d->dev &&
-            st.st_ino == d->ino)
-            (void)unlinkat(d->pfd, d->name, AT_REMOVEDIR);
     }
+    /* Walk the chain down from top without following links, each directory made checked
+     * to be the one made; stop where it is not (or at EMFILE: only the shallower ones are
+     * tried then, and rmdir leaves those not empty). */
+    int *fd = xcalloc(m->n + 1, sizeof(int));
+    size_t k = 0;
+    fd[0] = m->top;
+    for (; k < m->n; k++) {
+        const struct made_step *d = &m->v[k];
+        struct stat st;
+        int f = openat(fd[k], d->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (f >= 0 && d->ours &&
+            (fstat(f, &st) < 0 || st.st_dev != d->dev || st.st_ino != d->ino)) {
+            (void)close(f);
+            f = -1;
+        }
+        if (f < 0)
+            break;
+        fd[k + 1] = f;
+    }
+    while (k-- > 0) { /* deepest first; fd[k + 1] is v[k] itself */
+        (void)close(fd[k + 1]);
+        if (m->v[k].ours)
+            (void)unlinkat(fd[k], m->v[k].name, AT_REMOVEDIR);
+    }
+    xfree(fd);
     sbd_path_made_free(m);
 }
 
 /* Makes the missing directory dir (0755), whose parent exists; records it in made (may be
- * NULL). One made meanwhile by someone else is fine (not recorded). Returns 0 or a
+ * NULL; also when someone else made it meanwhile, as passed through). Returns 0 or a
  * negative errno. */
 static int make_dir(const struct sbd_root *root, const char *dir, struct sbd_path_made *made)
 {
@@ -267,16 +314,29 @@ static int make_dir(const struct sbd_root *root, const char *dir, struct sbd_pat
                                : sbd_path_open(root, ".", O_PATH | O_DIRECTORY, 0);
     if (pfd < 0)
         return pfd;
-    if (mkdirat(pfd, name, 0755) < 0) {
-        int r = errno == EEXIST ? 0 : -errno;
+    int r = mkdirat(pfd, name, 0755) < 0 ? -errno : 0;
+    if (r < 0 && r != -EEXIST) {
         (void)close(pfd);
         return r;
     }
     if (made)
-        made_add(made, pfd, name);
+        made_add(made, pfd, name, r == 0);
     else
         (void)close(pfd);
     return 0;
+}
+
+/* Records in made (may be NULL) the existing directory dir, passed through after the
+ * chain of made ones started (someone else made it meanwhile). */
+static void made_pass(const struct sbd_root *root, const char *dir, struct sbd_path_made *made)
+{
+    if (!made || made->top < 0)
+        return;
+    const char *name = dir;
+    int pfd = strchr(dir, '/') ? sbd_path_open_parent(root, dir, false, &name)
+                               : sbd_path_open(root, ".", O_PATH | O_DIRECTORY, 0);
+    if (pfd >= 0)
+        made_add(made, pfd, name, false);
 }
 
 /* Opens (creating when missing, recorded in made: may be NULL) every directory of dir,
@@ -294,6 +354,8 @@ static int open_dirs_creating(const struct sbd_root *root, char *dir, struct sbd
             if (mr < 0)
                 return mr;
             fd = sbd_path_open(root, dir, O_PATH | O_DIRECTORY, 0);
+        } else if (fd >= 0) {
+            made_pass(root, dir, made);
         }
         *s = saved;
         if (fd < 0 || !saved)
@@ -330,7 +392,7 @@ int sbd_path_open_parent(const struct sbd_root *root, const char *rel, bool crea
 int sbd_path_open_parent_made(const struct sbd_root *root, const char *rel, const char **ret_name,
                               struct sbd_path_made **ret_made)
 {
-    struct sbd_path_made *made = XNEW(struct sbd_path_made);
+    struct sbd_path_made *made = made_new();
     int fd = open_parent(root, rel, true, made, ret_name);
     if (fd < 0) {
         sbd_path_made_undo(made);

@@ -59,8 +59,8 @@ struct sbd_path_made;
 
 /** sbd_path_open_parent with create, recording the directories it created: *ret_made is
  * new (sbd_path_made_undo or sbd_path_made_free), or NULL when none was. On failure the
- * ones it made are removed again (sbd_path_made_undo). Holds one descriptor per
- * directory made, until undone or freed. */
+ * ones it made are removed again (sbd_path_made_undo). Holds one descriptor (the
+ * directory the first one was made in), until undone or freed. */
 int sbd_path_open_parent_made(const struct sbd_root *root, const char *rel, const char **ret_name,
                               struct sbd_path_made **ret_made);
 /** Removes the directories m recorded, deepest first, each only while it is still the one

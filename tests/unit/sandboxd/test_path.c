@@ -8,6 +8,7 @@
 #include <stdint.h>
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -314,6 +315,65 @@ static void test_symlink_swap_race(void **state)
     print_message("race: %d opened inside, %d denied\n", opened, denied);
 }
 
+/* Open descriptors of this process. */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* The parents made for a deep path hold one descriptor (not one each) while recorded;
+ * undo removes every one of them, deepest first, and keeps a directory that is no longer
+ * the one made (replaced) with what is above it. */
+static void test_parent_made_chain(void **state)
+{
+    struct fixture *f = *state;
+    enum { DEPTH = 300 };
+    char rel[DEPTH * 2 + 16] = "", p[sizeof(rel) + 160];
+    for (int i = 0; i < DEPTH; i++)
+        memcpy(rel + 2 * i, "d/", 2);
+    memcpy(rel + 2 * DEPTH, "file", 5);
+    int before = open_fds();
+    const char *name = NULL;
+    struct sbd_path_made *made = NULL;
+    int fd = sbd_path_open_parent_made(f->r, rel, &name, &made);
+    assert_true(fd >= 0);
+    assert_non_null(made);
+    assert_string_equal(name, "file");
+    assert_int_equal(open_fds(), before + 2); /* the parent returned, the chain's top */
+    (void)close(fd);
+    sbd_path_made_undo(made);
+    assert_int_equal(open_fds(), before);
+    snprintf(p, sizeof(p), "%s/d", f->root);
+    assert_int_equal(access(p, F_OK), -1);
+
+    /* a made directory replaced before the undo: it and the ones above it stay */
+    fd = sbd_path_open_parent_made(f->r, "a/b/c/file", &name, &made);
+    assert_true(fd >= 0);
+    (void)close(fd);
+    char other[sizeof(p)];
+    snprintf(other, sizeof(other), "%s/a/other", f->root);
+    assert_int_equal(mkdir(other, 0755), 0); /* another inode than a/b's while both live */
+    snprintf(p, sizeof(p), "%s/a/b/c", f->root);
+    assert_int_equal(rmdir(p), 0);
+    snprintf(p, sizeof(p), "%s/a/b", f->root);
+    assert_int_equal(rename(other, p), 0); /* another a/b */
+    sbd_path_made_undo(made);
+    assert_int_equal(access(p, F_OK), 0);
+    snprintf(p, sizeof(p), "%s/a", f->root);
+    assert_int_equal(access(p, F_OK), 0);
+    /* nothing made (the parent exists): no record */
+    fd = sbd_path_open_parent_made(f->r, "a/file", &name, &made);
+    assert_true(fd >= 0);
+    assert_null(made);
+    (void)close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +383,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_parent_new_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_root_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlink_swap_race, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parent_made_chain, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
