@@ -11,11 +11,11 @@ from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
-from . import _k8s, _wire
+from . import _k8s, _proxy, _wire
 from ._kubeconfig import ConfigError, KubeConfig, in_cluster
 from .errors import SandboxError
 from .models import (
@@ -28,6 +28,7 @@ from .models import (
 
 ENV_ROUTER_URL = "AGENT_SANDBOX_ROUTER_URL"
 ENV_ROUTER_TOKEN = "AGENT_SANDBOX_ROUTER_TOKEN"
+ENV_ROUTER_ALLOW_PLAINTEXT_TOKEN = "AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN"
 
 
 TOKEN_RECHECK = 1.0
@@ -207,18 +208,55 @@ def needs_sandbox_object(conn: Connection) -> bool:
     return isinstance(conn, PodProxyConnection) or (isinstance(conn, DirectConnection) and not conn.url)
 
 
+def _env_true(name: str) -> bool:
+    """Whether $name is true as Go's strconv.ParseBool reads it (1, t, true, in any case)."""
+    return os.environ.get(name, "").strip().lower() in ("1", "t", "true")
+
+
+def check_kube_credential_to_router(conn: RouterConnection, cfg: KubeConfig) -> None:
+    """Refuses (ValueError) to send the kubeconfig's credential to conn's router in clear
+    text. It goes to an https URL, an http URL of a loopback host (a port-forward:
+    _proxy.is_loopback), from in-cluster configuration (the pod's service account; the
+    in-cluster router Service is plain HTTP) or with the user's opt-in
+    (RouterConnection.allow_plaintext_token, $AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN=true).
+    The rule of the CLI and the Go SDK."""
+    u = urlsplit(conn.url)
+    if u.scheme.lower() == "https" or cfg.in_cluster:
+        return
+    if conn.allow_plaintext_token or _env_true(ENV_ROUTER_ALLOW_PLAINTEXT_TOKEN):
+        return
+    host = u.hostname or ""
+    if host and _proxy.is_loopback(host):
+        return
+    try:
+        port = u.port or 80
+    except ValueError:  # a port that is not a number: named as written
+        port = None
+    shown = f"[{host}]" if ":" in host else host
+    where = f"{u.scheme or 'http'}://{shown}" + (f":{port}" if port is not None else "")
+    raise ValueError(
+        f"refusing to send the kubeconfig's credentials in clear text to {where} (not a loopback host); "
+        f"use an https router URL, a port-forward to localhost, a router token (${ENV_ROUTER_TOKEN}), "
+        f"or set {ENV_ROUTER_ALLOW_PLAINTEXT_TOKEN}=true"
+    )
+
+
 def router_source(conn: RouterConnection, cfg: KubeConfig | None) -> TokenSource:
     """Where conn's bearer token comes from: RouterConnection.token (as given), its
     token_file, $AGENT_SANDBOX_ROUTER_TOKEN (as given), else the kubeconfig's token
-    file (it wins over its token), token or exec credential."""
+    file (it wins over its token), token or exec credential: these only where
+    check_kube_credential_to_router allows them (ValueError otherwise). Every path that
+    sends the router a token (target, port_target, the port clients' SourceAuth) takes
+    it from here."""
     if conn.token:
         return TokenSource(literal=conn.token)
     if conn.token_file:
         return TokenSource(file=token_file(conn.token_file))
     if os.environ.get(ENV_ROUTER_TOKEN):
         return TokenSource(literal=os.environ[ENV_ROUTER_TOKEN])
-    if cfg is None:
-        return TokenSource()
+    if cfg is None or not (cfg.token_file or cfg.token or cfg.exec_config):
+        return TokenSource()  # no credential to send
+    check_kube_credential_to_router(conn, cfg)
     if cfg.token_file:
         return TokenSource(literal=cfg.token, file=token_file(cfg.token_file))
     if cfg.token or not cfg.exec_config:

@@ -245,8 +245,12 @@ class RouterConnection:
 
     ``style="headers"`` sends X-Sandbox-ID/Namespace/Port; ``style="path"`` uses the
     ``/s/{namespace}/{name}/{port}/...`` form. ``token`` (or the file ``token_file``) is
-    sent as ``Authorization: Bearer``; without either, the kubeconfig's bearer token is
-    used when it has one."""
+    sent as ``Authorization: Bearer``; without either (and without
+    ``$AGENT_SANDBOX_ROUTER_TOKEN``), the kubeconfig's credential (token, token file or
+    exec plugin) is used when it has one, but only to an ``https`` URL, an ``http`` URL
+    of a loopback host (a port-forward), from in-cluster configuration, or with
+    ``allow_plaintext_token`` (or ``$AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN=true``);
+    otherwise the route is refused (``ValueError``) before any request."""
 
     url: str
     token: str | None = field(default=None, repr=False)  # out of logs and tracebacks
@@ -254,6 +258,7 @@ class RouterConnection:
     style: Literal["headers", "path"] = "headers"
     port: int = DEFAULT_PORT
     verify: bool | str = True
+    allow_plaintext_token: bool = False
 
 
 @dataclass(frozen=True)

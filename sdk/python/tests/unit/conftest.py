@@ -11,7 +11,11 @@ from agent_sandbox_sdk import _wire
 
 @pytest.fixture(autouse=True)
 def _no_stack_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AGENT_SANDBOX_ROUTER_TOKEN", "AGENT_SANDBOX_ROUTER_URL"):
+    for name in (
+        "AGENT_SANDBOX_ROUTER_TOKEN",
+        "AGENT_SANDBOX_ROUTER_URL",
+        "AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -194,7 +194,7 @@ async def test_router_with_the_kubeconfigs_token_runs_the_exec_plugin(
     credential, and the plugin's failure is the request's."""
     monkeypatch.delenv(_conn.ENV_ROUTER_TOKEN, raising=False)
     seen: list[str] = []
-    c, runs = router_client(tmp_path, RouterConnection(url="http://router.test"), seen)
+    c, runs = router_client(tmp_path, RouterConnection(url="https://router.test"), seen)
     try:
         await c.config.exec_credential_async()  # the one good run: its credential is due again
         with pytest.raises(ConfigError, match="exec credential plugin"):

@@ -234,7 +234,7 @@ def test_router_mode_leaves_resume_to_router() -> None:
         seen.append(req)
         return httpx.Response(200, json={"stdout": "held and ran", "stderr": "", "exit_code": 0})
 
-    c = SandboxClient(config=config(), connection=RouterConnection(url="http://router.test"))
+    c = SandboxClient(config=config(), connection=RouterConnection(url="https://router.test"))
     c.kube.http = httpx.Client(base_url="https://kube.test", transport=httpx.MockTransport(fake))
     c.http = httpx.Client(transport=httpx.MockTransport(router))
     assert Sandbox(c, "default", "sb").run("true").stdout == "held and ran"

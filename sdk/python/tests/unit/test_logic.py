@@ -245,8 +245,8 @@ def test_targets(monkeypatch: pytest.MonkeyPatch) -> None:
         "metadata": {"name": "s", "annotations": {"agents.x-k8s.io/pod-name": "pod-1"}},
         "status": {"podIPs": ["fd00::5"]},
     }
-    t = _conn.target(RouterConnection(url="http://r/"), cfg, "ns", "s", None)
-    assert t.base == "http://r" and t.headers == {
+    t = _conn.target(RouterConnection(url="https://r/"), cfg, "ns", "s", None)
+    assert t.base == "https://r" and t.headers == {
         "Authorization": "Bearer kube-tok",
         "X-Sandbox-ID": "s",
         "X-Sandbox-Namespace": "ns",

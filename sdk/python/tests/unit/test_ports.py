@@ -34,11 +34,11 @@ def cfg(**kw: Any) -> KubeConfig:
             {"Authorization": "Bearer rt"},
             "router",
         ),
-        (  # without its own token the router gets the kubeconfig's
-            RouterConnection(url="http://router:8080", style="path"),
+        (  # without its own token the router gets the kubeconfig's (over https)
+            RouterConnection(url="https://router:8080", style="path"),
             cfg(token="kt"),
             "/a/b?x=1",
-            "http://router:8080/s/team%20a/sb-1/8000/a/b?x=1",
+            "https://router:8080/s/team%20a/sb-1/8000/a/b?x=1",
             {"Authorization": "Bearer kt"},
             "router",
         ),

@@ -97,7 +97,7 @@ def test_sync_handle_follows_a_rotated_token_file(tok: Path) -> None:
 def test_sync_handle_follows_the_kubeconfig_token_file(tok: Path) -> None:
     router = FakeRouter(tok)
     cfg = KubeConfig(server="https://kube.test", token_file=str(tok))
-    sb = sync_handle(RouterConnection(url="http://router.test"), router, cfg)
+    sb = sync_handle(RouterConnection(url="https://router.test"), router, cfg)
     sb.files.stat("f")
     rotate(tok, "new")
     sb.files.stat("f")
