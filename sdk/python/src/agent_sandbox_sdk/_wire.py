@@ -364,6 +364,47 @@ def listing_params(token: str | None) -> dict[str, Any]:
     return {"params": {"continue": token}} if token else {}
 
 
+MAX_LISTING_ENTRIES = 1_000_000
+"""The most entries one directory listing reads (100 of sandboxd's pages of 10,000
+names): past it the listing fails (SandboxError) rather than read on without end."""
+
+
+class ListingPages:
+    """The paging of one directory's listing: the token of the next page (None for the
+    first), and after each page whether another follows. A token seen before (a cycle
+    a, b, a, b or an immediate repeat), a token after a page without entries (sandboxd
+    gives one only after the last name of a page) or more than max_entries entries in
+    all raise SandboxError: an answer that pages on for ever is never followed for ever
+    (nor buffered)."""
+
+    def __init__(self, path: str, max_entries: int | None = None) -> None:
+        self.path = path
+        self.max_entries = MAX_LISTING_ENTRIES if max_entries is None else max_entries
+        self.token: str | None = None
+        self.total = 0
+        self._seen: set[str] = set()
+
+    def params(self) -> dict[str, Any]:
+        """The request options of the next page."""
+        return listing_params(self.token)
+
+    def more(self, entries: int, nxt: str | None) -> bool:
+        """After a page of entries entries whose answer named nxt: whether to read the
+        page after nxt (now self.token)."""
+        self.total += entries
+        if self.total > self.max_entries:
+            raise SandboxError(f"list {self.path}: more than {self.max_entries} entries (MAX_LISTING_ENTRIES)")
+        if nxt is None:
+            return False
+        if entries == 0:
+            raise SandboxError(f"list {self.path}: the sandbox answered an empty page with a continue token")
+        if nxt in self._seen:
+            raise SandboxError(f"list {self.path}: the sandbox repeated a continue token (the listing would not end)")
+        self._seen.add(nxt)
+        self.token = nxt
+        return True
+
+
 def exists_answer(resp: httpx.Response, what: str) -> bool:
     """The answer of exists(), a stat: True on success, False on sandboxd's 404
     NOT_FOUND. Another 404 (the router's: a Sandbox it does not know yet; the pod proxy's:

@@ -824,19 +824,17 @@ class AsyncFiles:
 
     async def _list_head(self, path: str, keep: int | None) -> tuple[builtins.list[FileEntry], int]:
         """The first keep entries (None: all) and how many there are, page by page: no
-        more than one page beyond keep is held, whatever the directory's size."""
+        more than one page beyond keep is held, whatever the directory's size. At most
+        _wire.MAX_LISTING_ENTRIES entries are read (counted or kept; see Files.list)."""
         out: builtins.list[FileEntry] = []
-        total = 0
-        token: str | None = None
+        pages = _wire.ListingPages(path)
         while True:
-            kw = _wire.listing_params(token)
+            kw = pages.params()
             resp = await self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}", **kw)
             page, nxt = _wire.listing_page(resp, path)
-            total += len(page)
             out.extend(page if keep is None else page[: max(keep - len(out), 0)])
-            if nxt is None or nxt == token:
-                return out, total
-            token = nxt
+            if not pages.more(len(page), nxt):
+                return out, pages.total
 
     async def exists(self, path: str) -> bool:
         """Whether path exists (a stat; see _wire.exists_answer for the 404s that raise)."""

@@ -769,17 +769,18 @@ class Files:
         """The directory's entries, sorted by name. A directory larger than one of
         sandboxd's listing pages (10,000 names) is read page by page, each after the last
         name of the one before: every name comes once; names created or removed meanwhile
-        may or may not be seen."""
+        may or may not be seen. At most _wire.MAX_LISTING_ENTRIES (1,000,000) entries are
+        read; a larger directory, or an answer whose continue tokens repeat, raises
+        SandboxError."""
         out: builtins.list[FileEntry] = []
-        token: str | None = None
+        pages = _wire.ListingPages(path)
         while True:
-            kw = _wire.listing_params(token)
+            kw = pages.params()
             resp = self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}", **kw)
             page, nxt = _wire.listing_page(resp, path)
             out.extend(page)
-            if nxt is None or nxt == token:
+            if not pages.more(len(page), nxt):
                 return out
-            token = nxt
 
     def exists(self, path: str) -> bool:
         """Whether path exists (a stat; see _wire.exists_answer for the 404s that raise)."""
