@@ -7,10 +7,18 @@ sandboxd's) and ready-to-use httpx clients for them, in each connection mode:
   with the kubeconfig's credentials (bearer token in ``headers``; a client certificate
   only works through :func:`http_client`, which loads it);
 - direct: ``http://POD_IP:PORT/...`` (reachable from inside the cluster network only).
+
+The clients of :func:`http_client` send these credentials (the bearer token, the
+kubeconfig's client certificate) only to their base URL's scheme, host and port and
+below its path (Scope): an absolute URL or a redirect the sandbox's app answers with
+gets none.
 """
 
 from __future__ import annotations
 
+import ssl
+import threading
+from collections.abc import AsyncGenerator, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -102,41 +110,190 @@ def port_target(
     raise ValueError(f"unresolved connection {conn!r}")
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+CREDENTIAL_MARK = "agent_sandbox_credential"
+"""The request extension ScopedAuth sets on a request it gave credentials: httpx copies a
+request's extensions (and, to the same origin, its headers) to the requests of its
+redirects, whose Authorization strip_outside then removes when they leave the scope."""
+
+
+class Scope:
+    """Where a port client's credentials may go: the base URL's scheme, host and port,
+    and paths below its path (``/s/NS/NAME/PORT/`` through the router, the pod proxy's
+    ``.../pods/POD:PORT/proxy/``). httpx has removed dot segments from a URL's path."""
+
+    def __init__(self, base_url: str) -> None:
+        u = httpx.URL(base_url)
+        self.origin = self._origin(u)
+        path = u.raw_path.split(b"?", 1)[0]
+        self.prefix = path if path.endswith(b"/") else path + b"/"
+
+    @staticmethod
+    def _origin(u: httpx.URL) -> tuple[str, str, int | None]:
+        return u.scheme, u.host, u.port or _DEFAULT_PORTS.get(u.scheme)
+
+    def same_origin(self, url: httpx.URL) -> bool:
+        return self._origin(url) == self.origin
+
+    def __contains__(self, url: httpx.URL) -> bool:
+        return self.same_origin(url) and url.raw_path.startswith(self.prefix)
+
+
+class _Bearer(httpx.Auth):
+    """A fixed bearer token (a PortURL's)."""
+
+    def __init__(self, token: str) -> None:
+        self._tok = token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = f"Bearer {self._tok}"
+        yield request
+
+
+class ScopedAuth(httpx.Auth):
+    """inner's credentials for requests in scope; a request elsewhere (an absolute URL
+    the sandbox's app handed out) goes without them. A request that got them is marked
+    (CREDENTIAL_MARK) for strip_outside."""
+
+    def __init__(self, inner: httpx.Auth, scope: Scope) -> None:
+        self._inner = inner
+        self._scope = scope
+        self.requires_request_body = inner.requires_request_body
+        self.requires_response_body = inner.requires_response_body
+
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if request.url not in self._scope:
+            yield request
+            return
+        request.extensions[CREDENTIAL_MARK] = True
+        yield from self._inner.sync_auth_flow(request)
+
+    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        if request.url not in self._scope:
+            yield request
+            return
+        request.extensions[CREDENTIAL_MARK] = True
+        flow = self._inner.async_auth_flow(request)
+        req = await flow.__anext__()
+        while True:
+            resp = yield req
+            try:
+                req = await flow.asend(resp)
+            except StopAsyncIteration:
+                return
+
+
+def strip_outside(scope: Scope) -> Callable[[httpx.Request], None]:
+    """A request hook (it runs for every request sent, redirects too): a request that
+    carries the client's credentials (CREDENTIAL_MARK: a redirect of one that got them)
+    but left the scope loses its Authorization (httpx keeps it to the same origin, the
+    router or API server, at any path)."""
+
+    def hook(request: httpx.Request) -> None:
+        if request.extensions.get(CREDENTIAL_MARK) and request.url not in scope:
+            request.headers.pop("Authorization", None)
+
+    return hook
+
+
 def client_options(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout: float) -> dict[str, Any]:
-    """The httpx.Client/AsyncClient arguments for a PortURL: base_url, headers, TLS and
-    the auth, refreshed per request like the API client's: the kubeconfig's (proxy
-    mode), the router's token file or exec credential (router mode)."""
+    """The httpx.Client/AsyncClient arguments for a PortURL: base_url, TLS and the auth,
+    refreshed per request like the API client's: the kubeconfig's (proxy mode), the
+    router's token file or exec credential (router mode), else the PortURL's token. The
+    auth is scoped to the base URL (ScopedAuth); the client needs strip_outside(Scope(
+    base_url)) as a request hook (http_client adds it)."""
     opts = _wire.client_options(timeout)
     opts["base_url"] = t.base_url
+    opts["headers"] = {k: v for k, v in t.headers.items() if k.lower() != "authorization"}
+    auth: httpx.Auth | None = _Bearer(t.token) if t.token else None
     if t.needs_kube_tls and cfg is not None:
         opts["verify"] = cfg.ssl_context()
-        auth = cfg.auth()
-        if auth is not None:
-            opts["auth"] = auth
-        else:
-            opts["headers"] = dict(t.headers)
-        return opts
-    opts["headers"] = dict(t.headers)
-    if isinstance(conn, RouterConnection):
+        auth = cfg.auth() or auth
+    elif isinstance(conn, RouterConnection):
         opts["verify"] = conn.verify
-        auth = _conn.SourceAuth(_conn.router_source(conn, cfg))
-        if auth.dynamic:  # the token as it is at each request (a token file rotates)
-            opts["headers"].pop("Authorization", None)
-            opts["auth"] = auth
+        src = _conn.SourceAuth(_conn.router_source(conn, cfg))
+        if src.dynamic:  # the token as it is at each request (a token file rotates)
+            auth = src
+    if auth is not None:
+        opts["auth"] = ScopedAuth(auth, Scope(t.base_url))
     return opts
+
+
+class ScopedTransport(httpx.BaseTransport):
+    """A pod-proxy port client's transport: the kubeconfig's TLS context (its client
+    certificate) only in scope; elsewhere on the API server its CA without the
+    certificate, and to any other origin the default verification."""
+
+    def __init__(self, scope: Scope, inner: httpx.BaseTransport, ca: ssl.SSLContext, limits: httpx.Limits) -> None:
+        self._scope, self._inner, self._ca, self._limits = scope, inner, ca, limits
+        self._lock = threading.Lock()
+        self._outside: dict[bool, httpx.BaseTransport] = {}
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url in self._scope:
+            return self._inner.handle_request(request)
+        same = self._scope.same_origin(request.url)
+        with self._lock:
+            t = self._outside.get(same)
+            if t is None:
+                t = self._outside[same] = _proxy.transport(self._ca if same else True, retries=0, limits=self._limits)
+        return t.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+        for t in self._outside.values():
+            t.close()
+
+
+class AsyncScopedTransport(httpx.AsyncBaseTransport):
+    """ScopedTransport for async clients."""
+
+    def __init__(self, scope: Scope, inner: httpx.AsyncBaseTransport, ca: ssl.SSLContext, limits: httpx.Limits) -> None:
+        self._scope, self._inner, self._ca, self._limits = scope, inner, ca, limits
+        self._outside: dict[bool, httpx.AsyncBaseTransport] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url in self._scope:
+            return await self._inner.handle_async_request(request)
+        same = self._scope.same_origin(request.url)
+        t = self._outside.get(same)
+        if t is None:
+            ca: Any = self._ca if same else True
+            t = self._outside[same] = _proxy.async_transport(ca, retries=0, limits=self._limits)
+        return await t.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+        for t in self._outside.values():
+            await t.aclose()
 
 
 def http_client(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout: float) -> httpx.Client:
     """The environment's proxies by the rules of the SDK's other clients (_proxy: NO_PROXY's
     CIDR ranges, loopback and the in-cluster API server direct); the transport is the one
-    httpx would make (its retries and the client's limits)."""
+    httpx would make (its retries and the client's limits). Credentials only in the
+    base URL's scope (Scope: ScopedAuth, strip_outside, ScopedTransport)."""
     opts = client_options(t, conn, cfg, timeout)
     verify = opts.pop("verify", True)
-    return httpx.Client(**opts, transport=_proxy.transport(verify, retries=0, limits=opts["limits"]))
+    scope = Scope(t.base_url)
+    transport = _proxy.transport(verify, retries=0, limits=opts["limits"])
+    if t.needs_kube_tls and cfg is not None:
+        transport = ScopedTransport(scope, transport, cfg._ca_context(), opts["limits"])
+    return httpx.Client(**opts, transport=transport, event_hooks={"request": [strip_outside(scope)]})
 
 
 def async_http_client(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout: float) -> httpx.AsyncClient:
     """As http_client."""
     opts = client_options(t, conn, cfg, timeout)
     verify = opts.pop("verify", True)
-    return httpx.AsyncClient(**opts, transport=_proxy.async_transport(verify, retries=0, limits=opts["limits"]))
+    scope = Scope(t.base_url)
+    transport = _proxy.async_transport(verify, retries=0, limits=opts["limits"])
+    if t.needs_kube_tls and cfg is not None:
+        transport = AsyncScopedTransport(scope, transport, cfg._ca_context(), opts["limits"])
+    strip = strip_outside(scope)
+
+    async def hook(request: httpx.Request) -> None:
+        strip(request)
+
+    return httpx.AsyncClient(**opts, transport=transport, event_hooks={"request": [hook]})
