@@ -31,6 +31,10 @@ MAX_OUTPUT = 64 << 20
 data together. sandboxd cuts an execution at --max-code-output (16 MiB of event lines by
 default); this bounds the client's memory whatever the sandbox sends."""
 
+RESULT_OVERHEAD = 64
+"""Characters of the output budget (max_output) each kept result costs beyond its data:
+results without data (``{"type": "display"}``) are bounded by the budget too."""
+
 MAX_EVENT_LINE = 40 << 20
 """Longest event line read (bytes; a display event carries a whole image): sandboxd's
 driver sends at most 32 MiB in one."""
@@ -109,7 +113,8 @@ def check_max_output(max_output: int | None) -> int:
 class Collector:
     """Folds execution events into an Execution, calling the callbacks as they come.
     It keeps at most ``max_output`` characters of stdout, stderr and results' data in
-    all (the callbacks still get everything); beyond that the Execution is truncated."""
+    all, each result costing RESULT_OVERHEAD more (the callbacks still get everything);
+    beyond that the Execution is truncated."""
 
     def __init__(
         self,
@@ -145,7 +150,7 @@ class Collector:
                 data={str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {},
                 is_main=bool(ev.get("is_main", False)),
             )
-            size = sum(len(k) + len(v) for k, v in r.data.items())
+            size = RESULT_OVERHEAD + sum(len(k) + len(v) for k, v in r.data.items())
             if size <= self.room:  # a result is kept whole or not at all
                 self.room -= size
                 self.results.append(r)

@@ -58,6 +58,26 @@ async def test_async_run_code_keeps_at_most_max_output() -> None:
     assert (ex.stdout, ex.stderr, ex.text, ex.truncated) == ("0123456789ABCDEFGHIJ", "abcdef", None, True)
 
 
+def test_results_without_data_are_bounded_too() -> None:
+    """Each kept result costs RESULT_OVERHEAD of the budget beyond its data: a flood of
+    display events without data is cut (it cost nothing and was all kept)."""
+    n = 100_000
+    flood: list[Any] = [{"type": "display"}] * n + [{"type": "end", "execution_count": 1}]
+    seen: list[object] = []
+    sb = sync_sandbox(_execute_answer(flood))
+    ex = sb.run_code("x", max_output=100 * _code.RESULT_OVERHEAD, on_result=seen.append)
+    assert len(ex.results) == 100 and ex.truncated
+    assert len(seen) == n  # the callback still gets every one
+    ex = sb.run_code("x")  # the default budget: 64 Mi / 64 = 1 Mi results
+    assert len(ex.results) == n and not ex.truncated
+
+
+async def test_async_results_without_data_are_bounded_too() -> None:
+    flood: list[Any] = [{"type": "result", "data": {}}] * 1000 + [{"type": "end", "execution_count": 1}]
+    ex = await async_sandbox(_execute_answer(flood)).run_code("x", max_output=10 * _code.RESULT_OVERHEAD + 5)
+    assert len(ex.results) == 10 and ex.truncated
+
+
 def test_run_code_refuses_an_endless_event_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_code, "MAX_EVENT_LINE", 100)
     line = json.dumps({"type": "stdout", "text": "x" * 200})
