@@ -155,6 +155,32 @@ RESUME_BACKOFF seconds, doubled at each such failure in a row."""
 RESUME_BACKOFF = 0.2
 
 
+WAIT_BACKOFF = 0.05
+"""A wait request answered "still running" well before its slice (in under half of it: a
+sandboxd, router or proxy that does not hold it) is followed by a pause of this many
+seconds, doubled at each such answer in a row up to WAIT_BACKOFF_MAX (never past the
+wait's deadline), so wait() does not spin on such answers."""
+
+WAIT_BACKOFF_MAX = 1.0
+
+
+class WaitPacing:
+    """The pause before a wait's next request (WAIT_BACKOFF): after(slice, elapsed) of
+    an attempt that still saw the process running."""
+
+    def __init__(self) -> None:
+        self.delay = 0.0
+
+    def after(self, asked: float, elapsed: float, left: float | None) -> float:
+        """Seconds to pause after an attempt that asked for asked seconds, took elapsed
+        and saw the process running (left: seconds to the deadline, None: none)."""
+        if elapsed >= asked / 2:
+            self.delay = 0.0  # held as asked: the next request at once
+            return 0.0
+        self.delay = WAIT_BACKOFF if self.delay == 0.0 else min(self.delay * 2, WAIT_BACKOFF_MAX)
+        return self.delay if left is None else min(self.delay, left)
+
+
 def wait_args(left: float | None) -> dict[str, Any]:
     """request() arguments of one GET .../wait of at most WAIT_SLICE seconds (left: the
     seconds still to wait, None: no limit)."""
@@ -162,6 +188,11 @@ def wait_args(left: float | None) -> dict[str, Any]:
         raise ValueError("timeout must be >= 0")
     t = WAIT_SLICE if left is None else min(left, WAIT_SLICE)
     return {"params": {"timeout": f"{t:g}"}, "timeout": httpx.Timeout(t + 30.0, connect=10.0)}
+
+
+def wait_slice(args: dict[str, Any]) -> float:
+    """The seconds a wait request of wait_args asked sandboxd to hold it."""
+    return float(args["params"]["timeout"])
 
 
 def wait_deadline(timeout: float | None) -> float | None:
@@ -364,13 +395,18 @@ class BackgroundProcess:
         """Waits until the process exits or ``timeout`` seconds pass, and returns its state
         (check ``.running`` after a timeout). Long waits are a series of short requests."""
         deadline = wait_deadline(timeout)
+        pacing = WaitPacing()
         while True:
             args = wait_args(wait_left(deadline))
+            t0 = time.monotonic()
             info = parse_info(self._call("GET", "wait", idempotent=True, **args).json())
             self.last_info = info
             left = wait_left(deadline)
             if not info.running or (left is not None and left <= 0):
                 return info
+            pause = pacing.after(wait_slice(args), time.monotonic() - t0, left)
+            if pause > 0:
+                time.sleep(pause)
 
     def remove(self) -> None:
         """Kills the process if it still runs, waits for it and forgets its entry (and its
@@ -492,13 +528,19 @@ class AsyncBackgroundProcess:
 
     async def wait(self, timeout: float | None = None) -> BackgroundProcessInfo:
         deadline = wait_deadline(timeout)
+        pacing = WaitPacing()
         while True:
-            resp = await self._call("GET", "wait", idempotent=True, **wait_args(wait_left(deadline)))
+            args = wait_args(wait_left(deadline))
+            t0 = time.monotonic()
+            resp = await self._call("GET", "wait", idempotent=True, **args)
             info = parse_info(resp.json())
             self.last_info = info
             left = wait_left(deadline)
             if not info.running or (left is not None and left <= 0):
                 return info
+            pause = pacing.after(wait_slice(args), time.monotonic() - t0, left)
+            if pause > 0:
+                await asyncio.sleep(pause)
 
     async def remove(self) -> None:
         try:
