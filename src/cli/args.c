@@ -218,7 +218,8 @@ void cli_globals_env(struct cli_globals *g)
     if (getenv("AGENT_SANDBOX_ROUTER_TOKEN") && getenv("AGENT_SANDBOX_ROUTER_TOKEN")[0])
         g->router_token = getenv("AGENT_SANDBOX_ROUTER_TOKEN");
     const char *pt = getenv("AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN");
-    g->router_plaintext_ok = pt && (!strcasecmp(pt, "true") || !strcmp(pt, "1"));
+    g->router_plaintext_ok =
+        pt && (!strcasecmp(pt, "true") || !strcasecmp(pt, "t") || !strcmp(pt, "1"));
     if (getenv("AGENT_SANDBOX_SANDBOXD_TOKEN") && getenv("AGENT_SANDBOX_SANDBOXD_TOKEN")[0])
         g->sandboxd_token = getenv("AGENT_SANDBOX_SANDBOXD_TOKEN");
     if (!g->sandboxd_port)
