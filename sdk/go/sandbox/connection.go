@@ -47,8 +47,19 @@ type Connection struct {
 	// Empty: the bearer token of the REST config, if any. Its BearerTokenFile, when
 	// set and readable, wins over BearerToken (as in client-go) and is read again when
 	// the file changes (looked at once a second, and at once when the router answers
-	// 401), so rotated service-account tokens are picked up.
+	// 401), so rotated service-account tokens are picked up. A credential of the REST
+	// config (token, token file, exec plugin, auth provider) goes only where it cannot
+	// be read on the way: see AllowPlaintextToken.
 	RouterToken string
+	// AllowPlaintextToken lets the REST config's credential go to an http:// router on a
+	// host that is not a loopback host (the same as $AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN
+	// =true). Without it, and without a RouterToken or $AGENT_SANDBOX_ROUTER_TOKEN, such
+	// a credential is sent only to an https router URL, to an http one on a loopback host
+	// (localhost, *.localhost, 127.0.0.0/8, ::1) or when the REST config is the in-cluster
+	// one (the pod's service account: the in-cluster router Service is plain HTTP);
+	// NewClient refuses other router URLs with ErrInvalidArgument. An explicit router
+	// token is always sent.
+	AllowPlaintextToken bool
 	// Port is sandboxd's port in the pod (default 8080).
 	Port int
 	// SandboxdToken, when set, is sent as a bearer token in ModeDirect (sandboxd's
@@ -171,6 +182,9 @@ func newConn(c Connection, rc *rest.Config) (*conn, error) {
 			cn.routerToken = os.Getenv(EnvRouterToken)
 		}
 		if cn.routerToken == "" && rc != nil {
+			if err := plaintextCredentialAllowed(u, rc, c.AllowPlaintextToken); err != nil {
+				return nil, err
+			}
 			cn.routerToken, cn.routerFile = rc.BearerToken, newTokenFile(rc.BearerTokenFile)
 			if err := cn.routerPluginAuth(rc); err != nil {
 				return nil, fmt.Errorf("sandbox: router credentials: %w", err)
@@ -201,6 +215,47 @@ func newConn(c Connection, rc *rest.Config) (*conn, error) {
 // EnvRouterToken holds the router's bearer token when Connection.RouterToken is empty
 // (before the REST config's credentials), as in the Python SDK.
 const EnvRouterToken = "AGENT_SANDBOX_ROUTER_TOKEN"
+
+// EnvRouterAllowPlaintextToken set to "true" (or "1") lets the REST config's credential go
+// to an http:// router that is not on a loopback host (Connection.AllowPlaintextToken).
+const EnvRouterAllowPlaintextToken = "AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN"
+
+// inClusterTokenFile is the service-account token file of rest.InClusterConfig.
+const inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// plaintextCredentialAllowed: the router at u may get rc's credential (none is an
+// explicit router token): an https URL, an http one on a loopback host, the in-cluster
+// config (the pod's service account; the in-cluster router Service is plain HTTP), or the
+// caller's opt-in (allow, $AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN). A REST config
+// without a credential the router could be sent (client certificates only) passes.
+func plaintextCredentialAllowed(u *url.URL, rc *rest.Config, allow bool) error {
+	hasCred := rc.BearerToken != "" || rc.BearerTokenFile != "" || rc.ExecProvider != nil || rc.AuthProvider != nil
+	if !hasCred || strings.EqualFold(u.Scheme, "https") || loopbackHost(u.Hostname()) ||
+		rc.BearerTokenFile == inClusterTokenFile || allow || envTrue(os.Getenv(EnvRouterAllowPlaintextToken)) {
+		return nil
+	}
+	return fmt.Errorf("%w: refusing to send the kubeconfig's credentials in clear text to %s://%s (not a loopback "+
+		"host); use an https router URL, a port-forward to localhost, a router token ($%s), or set %s=true",
+		ErrInvalidArgument, strings.ToLower(u.Scheme), u.Host, EnvRouterToken, EnvRouterAllowPlaintextToken)
+}
+
+// loopbackHost: host (a URL's host name, without brackets or port) names this machine:
+// localhost, a name ending in .localhost, 127.0.0.0/8, ::1 or ::ffff:127.x.x.x; a
+// trailing dot is allowed.
+func loopbackHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// envTrue: an opt-in variable's value that means yes ("true" in any case, or "1").
+func envTrue(v string) bool {
+	v = strings.TrimSpace(v)
+	return strings.EqualFold(v, "true") || v == "1"
+}
 
 // routerPluginAuth: a REST config whose credential comes from an exec plugin (EKS, GKE,
 // kubelogin) or an auth provider, and no bearer token or token file: the router's

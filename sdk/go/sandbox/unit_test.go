@@ -138,6 +138,76 @@ func TestRouterTokenFromRestConfig(t *testing.T) {
 	}
 }
 
+// TestRouterCredentialRule: the REST config's credential (token, token file, exec plugin)
+// goes to the router only over https, to a loopback host, from the in-cluster config or on
+// the caller's opt-in; NewClient refuses other plain-http router URLs before any request.
+// An explicit router token is always sent.
+func TestRouterCredentialRule(t *testing.T) {
+	kubeTok := &rest.Config{Host: "https://api:6443", BearerToken: "kube-token"}
+	inCluster := &rest.Config{Host: "https://10.96.0.1:443", BearerToken: "sa-token", BearerTokenFile: inClusterTokenFile}
+	plugin := &rest.Config{Host: "https://api:6443", ExecProvider: &clientcmdapi.ExecConfig{
+		Command: "/nonexistent/plugin", APIVersion: "client.authentication.k8s.io/v1",
+		InteractiveMode: clientcmdapi.NeverExecInteractiveMode}}
+	certOnly := &rest.Config{Host: "https://api:6443"}
+	tests := []struct {
+		name     string
+		url      string
+		rc       *rest.Config
+		token    string // Connection.RouterToken
+		envToken string // $AGENT_SANDBOX_ROUTER_TOKEN
+		allow    bool   // Connection.AllowPlaintextToken
+		envAllow string // $AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN
+		refused  bool
+		sent     string // the router's bearer token when not refused
+	}{
+		{name: "http loopback IPv4", url: "http://127.0.0.1:8080", rc: kubeTok, sent: "kube-token"},
+		{name: "http 127.0.0.0/8", url: "http://127.1.2.3", rc: kubeTok, sent: "kube-token"},
+		{name: "http localhost", url: "http://localhost:8080", rc: kubeTok, sent: "kube-token"},
+		{name: "http localhost, trailing dot", url: "http://LOCALHOST.:8080", rc: kubeTok, sent: "kube-token"},
+		{name: "http *.localhost", url: "http://router.localhost:8080", rc: kubeTok, sent: "kube-token"},
+		{name: "http [::1]", url: "http://[::1]:8080", rc: kubeTok, sent: "kube-token"},
+		{name: "http [::ffff:127.0.0.1]", url: "http://[::ffff:127.0.0.1]:8080", rc: kubeTok, sent: "kube-token"},
+		{name: "http 10.0.0.1", url: "http://10.0.0.1:8080", rc: kubeTok, refused: true},
+		{name: "http name", url: "http://router.example.net", rc: kubeTok, refused: true},
+		{name: "http localhost.example", url: "http://localhost.example:8080", rc: kubeTok, refused: true},
+		{name: "http [::ffff:10.0.0.1]", url: "http://[::ffff:10.0.0.1]:8080", rc: kubeTok, refused: true},
+		{name: "http 10.0.0.1, exec plugin", url: "http://10.0.0.1:8080", rc: plugin, refused: true},
+		{name: "http 10.0.0.1, token file", url: "http://10.0.0.1:8080",
+			rc: &rest.Config{Host: "https://api", BearerTokenFile: "/nonexistent/token"}, refused: true},
+		{name: "https 10.0.0.1", url: "https://10.0.0.1:8443", rc: kubeTok, sent: "kube-token"},
+		{name: "in-cluster", url: "http://sandbox-router.agent-sandbox-system.svc:8080", rc: inCluster, sent: "sa-token"},
+		{name: "explicit token", url: "http://10.0.0.1:8080", rc: kubeTok, token: "router-token", sent: "router-token"},
+		{name: "explicit token from env", url: "http://10.0.0.1:8080", rc: kubeTok, envToken: "env-token", sent: "env-token"},
+		{name: "opt-in", url: "http://10.0.0.1:8080", rc: kubeTok, allow: true, sent: "kube-token"},
+		{name: "opt-in from env", url: "http://10.0.0.1:8080", rc: kubeTok, envAllow: "true", sent: "kube-token"},
+		{name: "env opt-in not true", url: "http://10.0.0.1:8080", rc: kubeTok, envAllow: "no", refused: true},
+		{name: "no credential to send", url: "http://10.0.0.1:8080", rc: certOnly, sent: ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvRouterToken, tc.envToken)
+			t.Setenv(EnvRouterAllowPlaintextToken, tc.envAllow)
+			c, err := NewClient(Options{Namespace: "ns", kube: newFakeKube(), RestConfig: tc.rc,
+				Connection: Connection{RouterURL: tc.url, RouterToken: tc.token, AllowPlaintextToken: tc.allow}})
+			if tc.refused {
+				u, _ := url.Parse(tc.url)
+				if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(),
+					"refusing to send the kubeconfig's credentials in clear text to http://"+u.Host+" (not a loopback host)") ||
+					!strings.Contains(err.Error(), EnvRouterAllowPlaintextToken+"=true") {
+					t.Fatalf("err = %v, want the clear-text refusal", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.conn.routerBearer(); got != tc.sent {
+				t.Errorf("router token %q, want %q", got, tc.sent)
+			}
+		})
+	}
+}
+
 // TestRetries: answers that prove sandboxd was not reached are retried; others are not.
 func TestRetries(t *testing.T) {
 	tests := []struct {
