@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -172,26 +173,46 @@ func (w *fileWriter) Close() error {
 	return w.err
 }
 
+// MaxListEntries caps what List returns: a listing past this many entries (each page
+// counts as at least one) fails with ErrTooLarge. It bounds the memory a listing takes
+// (sandboxd's pages hold 10,000 names, so a directory of a million files still lists).
+const MaxListEntries = 1_000_000
+
+// maxListEntries is MaxListEntries (a variable for tests).
+var maxListEntries = MaxListEntries
+
 // List lists the directory at path ("" or "/" is the root), sorted by name. A directory
 // larger than one of sandboxd's listing pages (10,000 names) is read page by page, each
 // page after the last name of the one before, so every name comes once; names created
-// or removed meanwhile may or may not be seen.
+// or removed meanwhile may or may not be seen. A continue token that comes a second
+// time (the pages would go round for ever) is an error, and so is a listing of more
+// than MaxListEntries entries (ErrTooLarge).
 func (f *Files) List(ctx context.Context, path string) ([]FileEntry, error) {
 	p, err := filesPath(path, true)
 	if err != nil {
 		return nil, err
 	}
 	var out []FileEntry
-	token := ""
+	seen := map[[sha256.Size]byte]bool{} // the tokens asked with (hashed: a token may be long)
+	token, charged := "", 0
 	for {
 		page, next, err := f.listPage(ctx, path, p, token)
 		if err != nil {
 			return nil, err
 		}
+		if charged += max(len(page), 1); charged > maxListEntries {
+			return nil, fmt.Errorf("%w: list %s: over %d entries", ErrTooLarge, path, maxListEntries)
+		}
 		out = append(out, page...)
-		if next == "" || next == token {
+		if next == "" {
 			return out, nil
 		}
+		h := sha256.Sum256([]byte(next))
+		if seen[h] {
+			return nil, fmt.Errorf("sandbox: list %s: bad response: the continue token %.64q came again "+
+				"(the pages would go round)", path, next)
+		}
+		seen[h] = true
 		token = next
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -360,50 +362,93 @@ func TestWatchNextEnds(t *testing.T) {
 
 // TestListPages: a directory larger than one of sandboxd's listing pages is read page
 // by page, each request carrying the token of the page before, until a page without
-// one; a token that repeats ends the listing instead of looping.
+// one. A token that comes again (at once, or after others: a,b,a) is an error instead of
+// a loop, and pages that never end stop at maxListEntries entries (ErrTooLarge), an
+// empty page counting as one.
 func TestListPages(t *testing.T) {
 	pages := map[string]string{
-		"":     `{"path":"/d","entries":[{"name":"a","type":"file"},{"name":"b","type":"file"}],"continue":"62"}`,
-		"62":   `{"path":"/d","entries":[{"name":"c","type":"directory"}],"continue":"63"}`,
-		"63":   `{"path":"/d","entries":[{"name":"d","type":"file"}]}`,
-		"loop": `{"path":"/d","entries":[{"name":"x","type":"file"}],"continue":"loop"}`,
+		"":   `{"path":"/d","entries":[{"name":"a","type":"file"},{"name":"b","type":"file"}],"continue":"62"}`,
+		"62": `{"path":"/d","entries":[{"name":"c","type":"directory"}],"continue":"63"}`,
+		"63": `{"path":"/d","entries":[{"name":"d","type":"file"}]}`,
 	}
+	var mu sync.Mutex
 	var asked []string
+	var n atomic.Int64 // requests
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := r.URL.Query().Get("continue")
-		if r.URL.Path == "/v1/files/loop" && tok == "" {
-			tok = "loop"
-		}
+		mu.Lock()
 		asked = append(asked, tok)
+		mu.Unlock()
+		i := n.Add(1)
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, pages[tok])
+		switch r.URL.Path {
+		case "/v1/files/d":
+			_, _ = io.WriteString(w, pages[tok])
+		case "/v1/files/loop": // the same token again at once
+			_, _ = io.WriteString(w, `{"entries":[{"name":"x","type":"file"}],"continue":"loop"}`)
+		case "/v1/files/cycle": // a, b, a, b, ...
+			_, _ = fmt.Fprintf(w, `{"entries":[{"name":"x%d","type":"file"}],"continue":%q}`, i, []string{"b", "a"}[i%2])
+		case "/v1/files/endless": // a new token each time, 10 names a page
+			var e []string
+			for j := 0; j < 10; j++ {
+				e = append(e, fmt.Sprintf(`{"name":"f%d-%d","type":"file"}`, i, j))
+			}
+			_, _ = fmt.Fprintf(w, `{"entries":[%s],"continue":"t%d"}`, strings.Join(e, ","), i)
+		case "/v1/files/empty": // a new token each time, no names
+			_, _ = fmt.Fprintf(w, `{"entries":[],"continue":"t%d"}`, i)
+		}
 	}))
 	defer srv.Close()
 	sb := handleFor(t, srv)
+	old := maxListEntries
+	maxListEntries = 1000
+	defer func() { maxListEntries = old }()
 	tests := []struct {
 		path  string
 		names string
 		asked string
+		err   error  // a sentinel the error matches
+		msg   string // in the error
+		reqs  int64  // requests at most
 	}{
-		{"d", "a,b,c,d", ",62,63"},
-		{"loop", "x,x", "loop,loop"},
+		{path: "d", names: "a,b,c,d", asked: ",62,63", reqs: 3},
+		{path: "loop", asked: ",loop", msg: `continue token "loop" came again`, reqs: 2},
+		{path: "cycle", asked: ",a,b", msg: `continue token "a" came again`, reqs: 3},
+		{path: "endless", err: ErrTooLarge, msg: "over 1000 entries", reqs: 101},
+		{path: "empty", err: ErrTooLarge, msg: "over 1000 entries", reqs: 1001},
 	}
 	for _, tc := range tests {
-		asked = nil
-		l, err := sb.Files().List(context.Background(), tc.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, e := range l {
-			names = append(names, e.Name)
-		}
-		if got := strings.Join(names, ","); got != tc.names {
-			t.Errorf("List(%s) = %s, want %s", tc.path, got, tc.names)
-		}
-		if got := strings.Join(asked, ","); got != tc.asked {
-			t.Errorf("List(%s) asked %s, want %s", tc.path, got, tc.asked)
-		}
+		t.Run(tc.path, func(t *testing.T) {
+			mu.Lock()
+			asked = nil
+			mu.Unlock()
+			n.Store(0)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			l, err := sb.Files().List(ctx, tc.path)
+			if got := n.Load(); got > tc.reqs {
+				t.Errorf("List(%s) sent %d requests, want at most %d", tc.path, got, tc.reqs)
+			}
+			if tc.msg != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.msg) || (tc.err != nil && !errors.Is(err, tc.err)) {
+					t.Fatalf("List(%s) = %d entries, %v; want an error with %q matching %v", tc.path, len(l), err, tc.msg, tc.err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range l {
+				names = append(names, e.Name)
+			}
+			if got := strings.Join(names, ","); got != tc.names {
+				t.Errorf("List(%s) = %s, want %s", tc.path, got, tc.names)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if got := strings.Join(asked, ","); tc.asked != "" && got != tc.asked {
+				t.Errorf("List(%s) asked %s, want %s", tc.path, got, tc.asked)
+			}
+		})
 	}
 }
 
