@@ -91,6 +91,11 @@ type conn struct {
 	// ownTransport: pod proxy: the transport the SDK made under client-go's wrappers
 	// (nil when client-go's own is used), closed by closeIdle.
 	ownTransport *http.Transport
+	// plain is the transport without the mode's credentials, for Sandbox.HTTPClient's
+	// requests to other hosts: in router mode the one under an exec plugin's wrappers
+	// (set by routerPluginAuth), in pod-proxy mode ownTransport or one of its own (nil:
+	// the client's, see plainTransport).
+	plain http.RoundTripper
 }
 
 func defaultHTTPClient() *http.Client {
@@ -134,6 +139,19 @@ func podProxyClient(rc *rest.Config) (*http.Client, *http.Transport, error) {
 	return &http.Client{Transport: rt, CheckRedirect: noRedirect}, own, nil
 }
 
+// plainTransport is the transport without credentials (plain).
+func (c *conn) plainTransport() http.RoundTripper {
+	switch {
+	case c.plain != nil:
+		return c.plain
+	case c.mode == ModePodProxy: // never client-go's: it carries the API server's credentials
+		return http.DefaultTransport
+	case c.hc.Transport != nil:
+		return c.hc.Transport
+	}
+	return http.DefaultTransport
+}
+
 // closeIdle closes the idle data-plane connections of the SDK's own transport. In
 // pod-proxy mode a transport client-go made (TLS, a dialer or a proxy; cached by client-go
 // and shared with every client of that config) is left alone.
@@ -150,6 +168,11 @@ func (c *conn) closeIdle() {
 		}
 	case c.ownTransport != nil:
 		c.ownTransport.CloseIdleConnections()
+	default:
+		// the plain transport of HTTPClient's requests to other hosts
+		if tr, ok := c.plain.(*http.Transport); ok {
+			tr.CloseIdleConnections()
+		}
 	}
 }
 
@@ -200,6 +223,11 @@ func newConn(c Connection, rc *rest.Config) (*conn, error) {
 			return nil, fmt.Errorf("sandbox: API server client: %w", err)
 		}
 		cn.hc, cn.ownTransport = hc, own
+		if own != nil {
+			cn.plain = own
+		} else {
+			cn.plain = defaultHTTPClient().Transport // client-go's carries the credentials
+		}
 		base, err := apiServerURL(rc)
 		if err != nil {
 			return nil, err
@@ -274,6 +302,7 @@ func (c *conn) routerPluginAuth(rc *rest.Config) error {
 	if err != nil {
 		return err
 	}
+	c.plain = base
 	hc := *c.hc
 	hc.Transport = rt
 	c.hc = &hc

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -96,9 +97,14 @@ func (s *Sandbox) URL(port int, path string) (string, error) {
 }
 
 // HTTPClient returns an *http.Client for port that adds the mode's headers and
-// credentials to every request, and the port's base URL (ending with "/") to resolve
-// request paths against. It shares the client's connection pool; redirects are not
-// followed. The bearer token is the current one at each request.
+// credentials to the requests for the port, and the port's base URL (ending with "/") to
+// resolve request paths against. Only a request whose scheme, host and port are the base
+// URL's, and in router and pod-proxy modes whose path (with its dot segments resolved)
+// is under the base URL's path, gets them; any other request (an absolute link or a
+// Location the sandbox's server gave, another path of the router or the API server) goes
+// without, through a transport that adds no credential. It shares the client's
+// connection pool; redirects are not followed. The bearer token is the current one at
+// each request.
 func (s *Sandbox) HTTPClient(port int) (*http.Client, string, error) {
 	p, err := s.PortURL(port, "/")
 	if err != nil {
@@ -108,24 +114,71 @@ func (s *Sandbox) HTTPClient(port int) (*http.Client, string, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("sandbox: base URL %q: %w", p.BaseURL, err)
+	}
 	header := p.Header.Clone()
 	header.Del("Authorization")
+	ht := &headerTransport{base: base, plain: s.c.conn.plainTransport(), header: header,
+		token: s.c.conn.portBearer(port), scheme: strings.ToLower(u.Scheme), host: hostPort(u)}
+	if p.Mode != ModeDirect {
+		ht.prefix, ht.rawPrefix = u.Path, u.EscapedPath()
+	}
 	hc := &http.Client{
-		Transport:     &headerTransport{base: base, header: header, token: s.c.conn.portBearer(port)},
+		Transport:     ht,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return hc, p.BaseURL, nil
 }
 
 // headerTransport adds fixed headers and the current bearer token (those not set
-// already) to each request.
+// already) to each request for its port (ours), which goes through base; other requests
+// go unchanged through plain.
 type headerTransport struct {
 	base   http.RoundTripper
+	plain  http.RoundTripper // no credentials
 	header http.Header
 	token  func() string
+	// the port's scheme (lower case), host:port (lower case, the scheme's default port
+	// filled in) and, when set, path prefix (ending with "/"), decoded and escaped
+	scheme, host      string
+	prefix, rawPrefix string
+}
+
+// hostPort is u's host name (lower case, no trailing dot) and port, the scheme's default
+// port when u has none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return net.JoinHostPort(strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), port)
+}
+
+// underPrefix: p with its dot segments resolved is prefix (a directory path ending with
+// "/") or beneath it.
+func underPrefix(p, prefix string) bool {
+	if p == "" {
+		p = "/"
+	}
+	c := path.Clean(p)
+	return c+"/" == prefix || strings.HasPrefix(c, prefix)
+}
+
+// ours: req is for the port: the same scheme, host and port, and path prefix.
+func (h *headerTransport) ours(req *http.Request) bool {
+	u := req.URL
+	if u == nil || strings.ToLower(u.Scheme) != h.scheme || hostPort(u) != h.host {
+		return false
+	}
+	return h.prefix == "" || (underPrefix(u.Path, h.prefix) && underPrefix(u.EscapedPath(), h.rawPrefix))
 }
 
 func (h *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !h.ours(req) {
+		return h.plain.RoundTrip(req)
+	}
 	r := req.Clone(req.Context())
 	for k, v := range h.header {
 		if r.Header.Get(k) == "" {

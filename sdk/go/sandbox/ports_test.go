@@ -5,8 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 func TestPortURL(t *testing.T) {
@@ -103,4 +109,93 @@ func TestHTTPClientAddsHeaders(t *testing.T) {
 	if _, _, err := s.HTTPClient(5000); !errors.Is(err, ErrClosed) {
 		t.Errorf("deleted handle: err = %v", err)
 	}
+}
+
+// TestHTTPClientCredentialsOnlyForItsPort: Sandbox.HTTPClient adds the mode's
+// credentials (the router token, an exec plugin's token, the pod proxy's kube
+// credentials through client-go's transport, sandboxd's token) to the port's own requests
+// only: another host or port, another path of the router or the API server, or a path
+// whose dot segments lead out of the port's prefix goes without any.
+func TestHTTPClientCredentialsOnlyForItsPort(t *testing.T) {
+	t.Setenv(EnvRouterToken, "")
+	// each server answers with the Authorization it was sent
+	echoAuth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Header.Get("Authorization"))
+	})
+	other := httptest.NewServer(echoAuth)
+	defer other.Close()
+	srv := httptest.NewServer(echoAuth)
+	defer srv.Close()
+	tlsSrv := httptest.NewTLSServer(echoAuth)
+	defer tlsSrv.Close()
+	srvPort, _ := strconv.Atoi(strings.TrimPrefix(srv.URL, "http://127.0.0.1:"))
+
+	dir := t.TempDir()
+	script := filepath.Join(dir, "plugin.sh")
+	cred := `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"plugin-token"}}`
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho '"+cred+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plugin := &rest.Config{Host: "https://127.0.0.1:1", ExecProvider: &clientcmdapi.ExecConfig{
+		Command: script, APIVersion: "client.authentication.k8s.io/v1",
+		InteractiveMode: clientcmdapi.NeverExecInteractiveMode}}
+
+	tests := []struct {
+		name   string
+		conn   Connection
+		rc     *rest.Config
+		port   int
+		auth   string   // what the port's own requests carry
+		others []string // same-server URLs (after the server's URL) that get none
+	}{
+		{name: "router token", conn: Connection{RouterURL: srv.URL, RouterToken: "rt"}, port: 5000,
+			auth: "Bearer rt", others: []string{"/v1/processes", "/s/ns/sb/50001/", "/s/ns/sb/5000/../../other/5000/x",
+				"/s/ns/sb/5000/a/%2e%2e/%2e%2e/%2e%2e/sb2/5000/"}},
+		{name: "router, exec plugin", conn: Connection{RouterURL: srv.URL}, rc: plugin, port: 5000,
+			auth: "Bearer plugin-token", others: []string{"/v1/processes", "/s/ns/sb/5000/../../../x"}},
+		{name: "pod proxy", conn: Connection{Mode: ModePodProxy}, rc: &rest.Config{Host: srv.URL, BearerToken: "kt"},
+			port: 5000, auth: "Bearer kt", others: []string{"/api/v1/namespaces/ns/secrets",
+				"/api/v1/namespaces/ns/pods/sb-pod:5000/proxy/../../other:5000/proxy/"}},
+		{name: "pod proxy, TLS", conn: Connection{Mode: ModePodProxy}, rc: &rest.Config{Host: tlsSrv.URL, BearerToken: "kt",
+			TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, port: 5000, auth: "Bearer kt"},
+		{name: "direct, sandboxd's port", conn: Connection{Mode: ModeDirect, Port: srvPort, SandboxdToken: "st"},
+			port: srvPort, auth: "Bearer st"},
+	}
+	get := func(t *testing.T, hc *http.Client, u string) string {
+		t.Helper()
+		resp, err := hc.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := attachReady(t, tc.conn, func(o *Options) { o.RestConfig = tc.rc })
+			hc, base, err := sb.HTTPClient(tc.port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := get(t, hc, base+"a/b?x=1"); got != tc.auth {
+				t.Errorf("GET %sa/b: Authorization %q, want %q", base, got, tc.auth)
+			}
+			srvURL := base[:strings.Index(base[len("https://"):], "/")+len("https://")]
+			for _, u := range append([]string{other.URL + "/collect", other.URL + strings.TrimPrefix(base, srvURL)},
+				prefixAll(srvURL, tc.others)...) {
+				if got := get(t, hc, u); got != "" {
+					t.Errorf("GET %s: Authorization %q, want none", u, got)
+				}
+			}
+		})
+	}
+}
+
+func prefixAll(p string, s []string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = p + x
+	}
+	return out
 }
