@@ -22,10 +22,15 @@ import (
 // image; sandboxd cuts an execution's events at 16 MiB by default).
 const maxCodeEventLine = 40 << 20
 
-// MaxCodeOutput caps what an Execution holds: its Stdout, Stderr and the data of its
-// Results together (192 MiB, as Exec's buffered answer). Past it the Execution is cut
-// and marked Truncated; the callbacks still get everything, and the code runs on.
+// MaxCodeOutput caps what an Execution holds: its Stdout, Stderr and its Results
+// together (192 MiB, as Exec's buffered answer), each result counting its data (MIME
+// types and values) and CodeResultOverhead. Past it the Execution is cut and marked
+// Truncated; the callbacks still get everything, and the code runs on.
 const MaxCodeOutput = 192 << 20
+
+// CodeResultOverhead is what each result counts against MaxCodeOutput besides its data,
+// so that results with little or no data (a display event without any) are bounded too.
+const CodeResultOverhead = 64
 
 // maxCodeOutput is MaxCodeOutput (a variable for tests).
 var maxCodeOutput int64 = MaxCodeOutput
@@ -224,9 +229,10 @@ func readExecution(br *ndjsonReader, opts CodeOptions) (*Execution, error) {
 	}
 }
 
-// resultSize is what a result counts against maxCodeOutput.
+// resultSize is what a result counts against maxCodeOutput: its data and
+// CodeResultOverhead.
 func resultSize(r CodeResult) int64 {
-	n := int64(0)
+	n := int64(CodeResultOverhead)
 	for k, v := range r.Data {
 		n += int64(len(k) + len(v))
 	}

@@ -183,7 +183,9 @@ func TestLocalCode(t *testing.T) {
 }
 
 // TestRunCodeOutputCap: an Execution holds at most maxCodeOutput bytes of output and
-// results (cut at a UTF-8 boundary, then Truncated); the callbacks get everything.
+// results (cut at a UTF-8 boundary, then Truncated), a result counting its data and
+// CodeResultOverhead, so results without data are bounded too; the callbacks get
+// everything.
 func TestRunCodeOutputCap(t *testing.T) {
 	const end = `{"type":"end","execution_count":1}` + "\n"
 	tests := []struct {
@@ -203,6 +205,10 @@ func TestRunCodeOutputCap(t *testing.T) {
 			`{"type":"result","data":{"text/plain":"x"},"is_main":true}` + "\n" + `{"type":"stdout","text":"zz"}` + "\n" +
 			end, "12345678", "ab", 0, true, 2, 1},
 		{"cut at a rune", 2, `{"type":"stdout","text":"aé"}` + "\n" + end, "a", "", 0, true, 1, 0},
+		// each result costs CodeResultOverhead (64) besides its data: empty ones too
+		{"empty results", 1024, strings.Repeat(`{"type":"display"}`+"\n", 1000) + end, "", "", 16, true, 0, 1000},
+		{"result overhead", 64 + 11 + 64 + 10, `{"type":"result","data":{"text/plain":"x"},"is_main":true}` + "\n" +
+			`{"type":"display","data":{"text/html":""}}` + "\n" + `{"type":"display"}` + "\n" + end, "", "", 2, true, 0, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
