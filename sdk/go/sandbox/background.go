@@ -224,23 +224,42 @@ const (
 	maxResumes  = 3               // quick ends in a row without a new event
 	quickEnd    = 5 * time.Second // a response that lasted longer was cut by a timeout
 	resumePause = 200 * time.Millisecond
+	// a wait answered "running" in less than half its slice (a server or proxy that does
+	// not hold it) is asked again after waitPollMin, doubling to waitPollMax
+	waitPollMin = 50 * time.Millisecond
+	waitPollMax = time.Second
 )
 
 // Wait waits until the process exits, timeout passes (timeout <= 0: no limit but ctx)
-// or ctx ends, and returns its state (check Running after a timeout).
+// or ctx ends, and returns its state (check Running after a timeout). Each request asks
+// sandboxd to hold it up to 25 s; one answered "running" well before that (in less than
+// half its time) is followed by a pause of 50 ms, doubling to 1 s, so that a server
+// that does not hold the wait is not asked in a tight loop.
 func (p *BackgroundProcess) Wait(ctx context.Context, timeout time.Duration) (*BackgroundInfo, error) {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
+	delay := time.Duration(0)
 	for {
 		slice := waitSlice
 		if !deadline.IsZero() {
 			slice = min(slice, max(0, time.Until(deadline)))
 		}
+		start := time.Now()
 		info, err := p.waitOnce(ctx, slice)
 		if err != nil || !info.Running() || (!deadline.IsZero() && !time.Now().Before(deadline)) {
 			return info, err
+		}
+		if time.Since(start) >= slice/2 {
+			delay = 0 // held: the server waits as asked
+			continue
+		}
+		if delay = min(max(2*delay, waitPollMin), waitPollMax); !deadline.IsZero() {
+			delay = min(delay, time.Until(deadline))
+		}
+		if pause(ctx, delay); ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 	}
 }

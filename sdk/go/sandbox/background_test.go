@@ -265,3 +265,47 @@ func TestOutputStreamCloseFromAnotherGoroutine(t *testing.T) {
 		})
 	}
 }
+
+// TestBackgroundWaitBacksOff: a server that answers a wait "running" at once (it does not
+// hold it for the slice asked) is asked again after a pause that grows (50 ms doubling to
+// 1 s), not in a tight loop; the wait still ends at its timeout or at the context's end.
+func TestBackgroundWaitBacksOff(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":1,"pid":2,"state":"running","background":true}`)
+	}))
+	defer srv.Close()
+	sb := handleFor(t, srv)
+	tests := []struct {
+		name    string
+		ctx     time.Duration
+		timeout time.Duration
+		err     error
+	}{
+		{"context ends", 1500 * time.Millisecond, 0, context.DeadlineExceeded},
+		{"timeout passes", 10 * time.Second, 1500 * time.Millisecond, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n.Store(0)
+			ctx, cancel := context.WithTimeout(context.Background(), tc.ctx)
+			defer cancel()
+			start := time.Now()
+			info, err := sb.Background(1).Wait(ctx, tc.timeout)
+			took := time.Since(start)
+			if !errors.Is(err, tc.err) || (err == nil && !info.Running()) {
+				t.Fatalf("Wait = %+v, %v; want err %v", info, err, tc.err)
+			}
+			// 50+100+200+400+800 ms of pauses fill 1.5 s: about 6 requests (a tight loop
+			// sent thousands)
+			if got := n.Load(); got > 20 {
+				t.Errorf("Wait sent %d requests in %v, want at most 20", got, took)
+			}
+			if took > 5*time.Second {
+				t.Errorf("Wait took %v, want about 1.5 s", took)
+			}
+		})
+	}
+}
