@@ -378,8 +378,9 @@ func (c *conn) newRequest(ctx context.Context, t target, method, path string, q 
 		req.Header.Set("X-Sandbox-Namespace", t.ns)
 		req.Header.Set("X-Sandbox-Port", strconv.Itoa(c.port))
 		if dl, ok := ctx.Deadline(); ok {
+			// at least 0.001: the router ignores "0.000" (and uses its default, 180 s)
 			if s := time.Until(dl).Seconds(); s > 0 {
-				req.Header.Set("X-Sandbox-Timeout", strconv.FormatFloat(s, 'f', 3, 64))
+				req.Header.Set("X-Sandbox-Timeout", strconv.FormatFloat(max(s, 0.001), 'f', 3, 64))
 			}
 		}
 		if tok := c.routerBearer(); tok != "" {

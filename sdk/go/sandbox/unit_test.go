@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -205,6 +206,89 @@ func TestRouterCredentialRule(t *testing.T) {
 				t.Errorf("router token %q, want %q", got, tc.sent)
 			}
 		})
+	}
+}
+
+// deadlineCtx has the deadline dl but never ends (so a request built with it is not
+// cancelled whatever dl is).
+type deadlineCtx struct {
+	context.Context
+	dl time.Time
+}
+
+func (c deadlineCtx) Deadline() (time.Time, bool) { return c.dl, true }
+
+// TestSandboxTimeoutHeader: router requests carry the context's remaining time as
+// X-Sandbox-Timeout (seconds, 3 decimals), at least 0.001 (the router takes "0.000" for
+// no value and applies its 180 s default); no deadline or one passed: no header; other
+// modes: never.
+func TestSandboxTimeoutHeader(t *testing.T) {
+	router := &conn{mode: ModeRouter, routerURL: "http://127.0.0.1:1", port: 8080}
+	direct := &conn{mode: ModeDirect, port: 8080}
+	tg := target{ns: "ns", name: "sb", podIP: "10.0.0.5"}
+	tests := []struct {
+		name     string
+		c        *conn
+		left     time.Duration // the deadline from now; 0: none
+		min, max float64       // the header's value; both 0: no header
+	}{
+		{"no deadline", router, 0, 0, 0},
+		{"30 s", router, 30 * time.Second, 29, 30},
+		{"1.5 s", router, 1500 * time.Millisecond, 1.4, 1.5},
+		{"under half a millisecond", router, 300 * time.Microsecond, 0.001, 0.001},
+		{"passed", router, -time.Second, 0, 0},
+		{"direct mode", direct, 30 * time.Second, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var h []string
+			ok := false
+			// a deadline 300 µs away may have passed before the request is built on a
+			// busy machine: try again then
+			for try := 0; try < 20 && !ok; try++ {
+				ctx := context.Background()
+				if tc.left != 0 {
+					ctx = deadlineCtx{ctx, time.Now().Add(tc.left)}
+				}
+				req, err := tc.c.newRequest(ctx, tg, http.MethodGet, "/v1/health", nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, ok = req.Header["X-Sandbox-Timeout"]
+				if tc.left > time.Millisecond || tc.max == 0 {
+					break
+				}
+			}
+			if tc.max == 0 {
+				if ok {
+					t.Errorf("X-Sandbox-Timeout %q, want none", h)
+				}
+				return
+			}
+			if !ok {
+				t.Fatal("no X-Sandbox-Timeout")
+			}
+			v, err := strconv.ParseFloat(h[0], 64)
+			if err != nil || v < tc.min || v > tc.max || !strings.Contains(h[0], ".") || len(h[0])-strings.Index(h[0], ".") != 4 {
+				t.Errorf("X-Sandbox-Timeout %q, want %.3f to %.3f with 3 decimals", h, tc.min, tc.max)
+			}
+		})
+	}
+	// on the wire, from a real call's context
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("X-Sandbox-Timeout"))
+		answer(w, http.StatusOK, `{"name":"x","path":"/x","type":"file","size":1,"mode":"0644"}`)
+	}))
+	defer srv.Close()
+	sb := attachReady(t, Connection{RouterURL: srv.URL, RouterToken: "t"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := sb.Files().Stat(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := strconv.ParseFloat(got.Load().(string), 64); err != nil || v <= 9 || v > 10 {
+		t.Errorf("Stat sent X-Sandbox-Timeout %q, want 9 to 10", got.Load())
 	}
 }
 
