@@ -244,7 +244,7 @@ func newConn(c Connection, rc *rest.Config) (*conn, error) {
 // (before the REST config's credentials), as in the Python SDK.
 const EnvRouterToken = "AGENT_SANDBOX_ROUTER_TOKEN"
 
-// EnvRouterAllowPlaintextToken set to "true" (or "1") lets the REST config's credential go
+// EnvRouterAllowPlaintextToken set to "true" (or "t" or "1", any case) lets the REST config's credential go
 // to an http:// router that is not on a loopback host (Connection.AllowPlaintextToken).
 const EnvRouterAllowPlaintextToken = "AGENT_SANDBOX_ROUTER_ALLOW_PLAINTEXT_TOKEN"
 
@@ -282,7 +282,7 @@ func loopbackHost(host string) bool {
 // envTrue: an opt-in variable's value that means yes ("true" in any case, or "1").
 func envTrue(v string) bool {
 	v = strings.TrimSpace(v)
-	return strings.EqualFold(v, "true") || v == "1"
+	return strings.EqualFold(v, "true") || strings.EqualFold(v, "t") || v == "1"
 }
 
 // routerPluginAuth: a REST config whose credential comes from an exec plugin (EKS, GKE,
