@@ -120,6 +120,86 @@ static int nss_list(void *ctx, const struct kube_informer_opts *o, json_t **ret_
     return 0;
 }
 
+/* One pass of a paged LIST over the namespaces: each page is handed on to the informer's
+ * fn as it arrives, so one page is held at a time (not every namespace's whole list). */
+struct nss_pages {
+    size_t i; /* the namespace being listed */
+    kube_list_page_fn *fn;
+    void *fn_ctx;
+    bool fresh; /* the next page handed on starts a new snapshot (fn's restarted) */
+    bool again; /* a later namespace's list restarted: list them all again */
+    char *rv;   /* namespace i's list's resourceVersion (its last page's) */
+};
+
+/* kube_list_page_fn. A restarted list of the first namespace passes through (the informer
+ * forgets the keys seen before: all that namespace's); one of a later namespace cannot
+ * (the informer would forget the earlier namespaces' keys too), so the whole LIST starts
+ * again. */
+static int nss_page(void *ctx, const json_t *page, bool restarted)
+{
+    struct nss_pages *p = ctx;
+    if (restarted && p->i > 0) {
+        p->again = true;
+        return -EAGAIN;
+    }
+    const char *rv = kube_obj_resource_version(page);
+    if (rv && rv[0]) {
+        xfree(p->rv);
+        p->rv = xstrdup(rv);
+    }
+    int r = p->fn(p->fn_ctx, page, restarted || p->fresh);
+    p->fresh = false;
+    return r;
+}
+
+/* One pass over every namespace. Returns 0 or a negative errno (p->again: start over). */
+static int nss_pages_pass(struct ctrl_ns_source *s, const struct kube_informer_opts *o,
+                          struct nss_pages *p, struct kube_err *reterr)
+{
+    int r = 0;
+    for (p->i = 0; r >= 0 && p->i < s->n; p->i++) {
+        struct kube_req q;
+        kube_req_init(&q, "GET", o->res);
+        q.label_selector = o->label_selector;
+        q.field_selector = o->field_selector;
+        q.cancel = o->cancel;
+        if (o->compact_store || o->compact_above)
+            q.limit = LIMIT_KUBE_LIST_PAGE_SMALL;
+        xfree(p->rv);
+        p->rv = NULL;
+        r = kube_list_pages(o->client, o->res, s->ns[p->i], &q, nss_page, p, reterr);
+        if (r >= 0 && !p->rv) {
+            kube_err_set(reterr, -EPROTO, "list of %s in %s has no resourceVersion", o->res->plural,
+                         s->ns[p->i]);
+            r = -EPROTO;
+        }
+        if (r >= 0)
+            set_rv(s, p->i, p->rv);
+    }
+    return r;
+}
+
+/* The informer's paged LIST: every namespace in turn; twice at most when a later
+ * namespace's list restarted (an expired continue token) in the first pass. */
+static int nss_list_pages(void *ctx, const struct kube_informer_opts *o, kube_list_page_fn *fn,
+                          void *fn_ctx, struct kube_err *reterr)
+{
+    struct ctrl_ns_source *s = ctx;
+    struct nss_pages p = {.fn = fn, .fn_ctx = fn_ctx};
+    int r = nss_pages_pass(s, o, &p, reterr);
+    if (r < 0 && p.again) {
+        p.again = false;
+        p.fresh = true;
+        kube_err_clear(reterr);
+        r = nss_pages_pass(s, o, &p, reterr);
+        if (r < 0 && p.again)
+            kube_err_set(reterr, -EAGAIN, "list of %s: continue tokens expired twice",
+                         o->res->plural);
+    }
+    xfree(p.rv);
+    return r;
+}
+
 /* ---- WATCH: one stream per namespace, complete lines handed over one at a time ---- */
 
 struct nss_stream {
@@ -304,7 +384,8 @@ int ctrl_ns_source_for(const char *spec, struct ctrl_ns_source **ret,
     pthread_cond_init(&s->ended, &ca);
     pthread_condattr_destroy(&ca);
     atomic_init(&s->stop_all, false);
-    *ret_src = (struct kube_informer_source){.list = nss_list, .watch = nss_watch, .ctx = s};
+    *ret_src = (struct kube_informer_source){
+        .list = nss_list, .list_pages = nss_list_pages, .watch = nss_watch, .ctx = s};
     *ret = s;
     log_debug("watching %zu namespaces, each with its own list and watch\tnamespaces=%s", n, spec);
     return 0;

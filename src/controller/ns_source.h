@@ -3,10 +3,11 @@
  * controller-runtime's multi-namespace cache does with one informer per namespace: the
  * LIST and the WATCH go to each namespace separately (so namespaced RBAC in those
  * namespaces is enough and the API server sends nothing from other namespaces), and the
- * source merges them: LIST returns every namespace's items, WATCH runs one stream per
- * namespace on its own thread and hands complete event lines to the informer one at a
- * time. Each namespace resumes from its own resourceVersion (from its LIST, then from
- * its events and bookmarks); when any stream ends, all are stopped and the informer
+ * source merges them: LIST hands every namespace's pages to the informer in turn (one
+ * page held at a time; a later namespace's expired continue token lists all again),
+ * WATCH runs one stream per namespace on its own thread and hands complete event lines
+ * to the informer one at a time. Each namespace resumes from its own resourceVersion (from its
+ * LIST, then from its events and bookmarks); when any stream ends, all are stopped and the informer
  * calls watch again. A 410 from any namespace makes the informer relist them all.
  *
  * The rest of the controller is unchanged: it sees one store keyed "ns/name". */
