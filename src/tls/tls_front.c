@@ -100,6 +100,37 @@ static bool file_id_same(const struct file_id *a, const struct file_id *b)
            a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
+/* c is valid now (notBefore <= now <= notAfter). */
+static bool cert_current(const X509 *c)
+{
+    return X509_cmp_current_time(X509_get0_notBefore(c)) < 0 &&
+           X509_cmp_current_time(X509_get0_notAfter(c)) > 0;
+}
+
+/* SSL_CTX_set_session_ticket_cb's decrypt callback on contexts that verify clients: a
+ * ticket whose session's client certificate is no longer valid (expired since) is not
+ * resumed; the client gets a full handshake, which verifies the certificate again.
+ * Otherwise what OpenSSL does without a callback. */
+static SSL_TICKET_RETURN ticket_dec(SSL *ssl, SSL_SESSION *ss, const unsigned char *keyname,
+                                    size_t keyname_len, SSL_TICKET_STATUS status, void *arg)
+{
+    (void)ssl, (void)keyname, (void)keyname_len, (void)arg;
+    switch (status) {
+    case SSL_TICKET_SUCCESS:
+    case SSL_TICKET_SUCCESS_RENEW: {
+        const X509 *peer = SSL_SESSION_get0_peer(ss);
+        if (peer && !cert_current(peer))
+            return SSL_TICKET_RETURN_IGNORE_RENEW;
+        return status == SSL_TICKET_SUCCESS ? SSL_TICKET_RETURN_USE : SSL_TICKET_RETURN_USE_RENEW;
+    }
+    case SSL_TICKET_EMPTY:
+    case SSL_TICKET_NO_DECRYPT:
+        return SSL_TICKET_RETURN_IGNORE_RENEW;
+    default:
+        return SSL_TICKET_RETURN_ABORT;
+    }
+}
+
 static int setup_client_ca(SSL_CTX *ctx, const struct tls_front_opts *o)
 {
     if (o->mtls == TLS_MTLS_OFF)
@@ -114,6 +145,8 @@ static int setup_client_ca(SSL_CTX *ctx, const struct tls_front_opts *o)
     SSL_CTX_set_verify(
         ctx, SSL_VERIFY_PEER | (o->mtls == TLS_MTLS_REQUIRED ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
         NULL);
+    if (SSL_CTX_set_session_ticket_cb(ctx, NULL, ticket_dec, NULL) != 1)
+        return -EINVAL;
     return 0;
 }
 
@@ -446,10 +479,23 @@ static bool connect_server(struct bridge *b)
     return true;
 }
 
+/* A resumed session (a TLS 1.2 session ID the ticket callback did not see) whose client
+ * certificate is no longer valid: its connection is refused, as a full handshake would
+ * refuse that certificate. */
+static bool resumed_expired(const struct bridge *b)
+{
+    const X509 *cert = SSL_get0_peer_certificate(b->ssl);
+    if (!SSL_session_reused(b->ssl) || !cert || cert_current(cert))
+        return false;
+    log_debug("resumed TLS session of an expired client certificate refused\tclient_ip=%s",
+              b->peer);
+    return true;
+}
+
 static void *bridge_thread(void *arg)
 {
     struct bridge *b = arg;
-    bool ok = handshake(b) && !atomic_load(&b->front->stopping);
+    bool ok = handshake(b) && !resumed_expired(b) && !atomic_load(&b->front->stopping);
     if (ok && b->front->o.client_identity)
         peer_identity(b);
     ok = ok && connect_server(b);

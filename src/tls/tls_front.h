@@ -59,6 +59,9 @@ uint16_t tls_front_port(const struct tls_front *t);
  * directory under $TMPDIR (or /tmp); *ret_dir gets the directory (xfree). Returns 0 or a
  * negative errno. */
 int tls_self_signed(const char *cn, char **ret_dir);
+/** The same, valid from 5 minutes ago until valid_secs from now (tests: a certificate
+ * that expires soon). */
+int tls_self_signed_for(const char *cn, long valid_secs, char **ret_dir);
 /** Removes a directory tls_self_signed made (its two files, then it) and frees dir
  * (NULL is fine). */
 void tls_self_signed_remove(char *dir);

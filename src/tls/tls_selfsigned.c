@@ -35,7 +35,7 @@ static int add_ext(X509 *crt, int nid, const char *value)
     return ok ? 0 : -EINVAL;
 }
 
-static X509 *make_cert(EVP_PKEY *key, const char *cn)
+static X509 *make_cert(EVP_PKEY *key, const char *cn, long valid_secs)
 {
     X509 *crt = X509_new();
     X509_NAME *name;
@@ -46,7 +46,7 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn)
     (void)X509_set_version(crt, 2);
     (void)ASN1_INTEGER_set(X509_get_serialNumber(crt), (long)(getpid() ^ time(NULL)));
     (void)X509_gmtime_adj(X509_getm_notBefore(crt), -300);
-    (void)X509_gmtime_adj(X509_getm_notAfter(crt), 365L * 24 * 3600);
+    (void)X509_gmtime_adj(X509_getm_notAfter(crt), valid_secs);
     (void)X509_set_pubkey(crt, key);
     name = X509_get_subject_name(crt);
     (void)X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1,
@@ -91,10 +91,15 @@ void tls_self_signed_remove(char *dir)
 
 int tls_self_signed(const char *cn, char **ret_dir)
 {
+    return tls_self_signed_for(cn, 365L * 24 * 3600, ret_dir);
+}
+
+int tls_self_signed_for(const char *cn, long valid_secs, char **ret_dir)
+{
     const char *tmp = getenv("TMPDIR");
     char *dir = xasprintf("%s/agent-sandbox-tls-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     EVP_PKEY *key = EVP_EC_gen("P-256");
-    X509 *crt = key ? make_cert(key, cn) : NULL;
+    X509 *crt = key ? make_cert(key, cn, valid_secs) : NULL;
     int r = crt ? 0 : -EINVAL;
     bool made = false;
     if (r >= 0)

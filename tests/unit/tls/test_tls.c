@@ -449,6 +449,36 @@ static void test_front_session_resumed(void **state)
     front_fix_done(&f);
 }
 
+/* mTLS: a session whose client certificate has expired since is not resumed (TLS 1.3
+ * and 1.2 tickets): the full handshake then refuses the certificate. Before, a resumed
+ * session served the expired certificate's identity for as long as tickets lasted. */
+static void test_front_session_of_expired_cert(void **state)
+{
+    static const int versions[] = {TLS1_3_VERSION, TLS1_2_VERSION};
+    struct front_fix f;
+    char buf[4096], *dir, cert[512], key[512];
+    SSL_SESSION *sess[ARRAY_SIZE(versions)] = {NULL};
+    (void)state;
+    mtls_fix_init(&f);
+    assert_int_equal(tls_self_signed_for("brief", 2, &dir), 0);
+    (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
+    (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
+    f.to.client_ca = cert;
+    uint16_t port = front_fix_start(&f);
+    for (size_t i = 0; i < ARRAY_SIZE(versions); i++) {
+        assert_false(get_info_tls(port, cert, key, versions[i], &sess[i], buf, sizeof(buf)));
+        assert_non_null(strstr(buf, "\r\n\r\nbrief|system:authenticated|"));
+    }
+    clock_sleep(3 * USEC_PER_SEC); /* past its notAfter (whole seconds) */
+    for (size_t i = 0; i < ARRAY_SIZE(versions); i++) {
+        assert_false(get_info_tls(port, cert, key, versions[i], &sess[i], buf, sizeof(buf)));
+        assert_null(strstr(buf, "HTTP/1.1 200"));
+        SSL_SESSION_free(sess[i]);
+    }
+    front_fix_done(&f);
+    tls_self_signed_remove(dir);
+}
+
 static void test_front_rejects_bad_options(void **state)
 {
     struct tls_front *front = NULL;
@@ -549,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_front_client_identity),
         cmocka_unit_test(test_front_client_ca_reloaded),
         cmocka_unit_test(test_front_session_resumed),
+        cmocka_unit_test(test_front_session_of_expired_cert),
         cmocka_unit_test(test_front_rejects_bad_options),
         cmocka_unit_test(test_self_signed),
         cmocka_unit_test(test_mtls_parse),
