@@ -285,11 +285,12 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_CLI_FS_PATH     (16u * 1024)            /* a request path of stat/mkdir/watch */
 
 /* TLS front and secure metrics (src/tls) */
-#define LIMIT_METRICS_AUTH_TTL_S    30
-#define LIMIT_METRICS_AUTH_INFLIGHT 8    /* reviews at once; more scrapes get 503 */
-#define LIMIT_METRICS_AUTH_CACHE    256  /* cached verdicts; the cache is emptied when full */
-#define LIMIT_TLS_CONNECTIONS       4096 /* bridged connections at once; more are closed */
-#define LIMIT_TLS_HANDSHAKE_S       10   /* seconds for a client to finish its handshake (all) */
-#define LIMIT_TLS_WRITE_STALL       (60 * USEC_PER_SEC) /* bytes for a client it does not read */
-#define LIMIT_TLS_PEER_NAME         256 /* bytes of a client certificate's CN and of each O */
-#define LIMIT_TLS_PEER_GROUPS       16  /* O values (groups) of a client certificate */
+#define LIMIT_METRICS_AUTH_TTL_S      30
+#define LIMIT_METRICS_AUTH_INFLIGHT   8    /* reviews at once; more scrapes get 503 */
+#define LIMIT_METRICS_AUTH_CACHE      256  /* cached verdicts; the cache is emptied when full */
+#define LIMIT_TLS_CONNECTIONS         4096 /* bridged connections at once; more are closed */
+#define LIMIT_TLS_METRICS_CONNECTIONS 64   /* the same, of the HTTPS metrics listener (its own) */
+#define LIMIT_TLS_HANDSHAKE_S         10   /* seconds for a client to finish its handshake (all) */
+#define LIMIT_TLS_WRITE_STALL         (60 * USEC_PER_SEC) /* bytes for a client it does not read */
+#define LIMIT_TLS_PEER_NAME           256 /* bytes of a client certificate's CN and of each O */
+#define LIMIT_TLS_PEER_GROUPS         16  /* O values (groups) of a client certificate */

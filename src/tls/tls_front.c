@@ -35,8 +35,30 @@ struct file_id {
     struct timespec mtime;
 };
 
+/* The connections one front has bridged: shared by the front and its bridges (which may
+ * outlive it), freed by the last of them. Each front has its own, so a flood of one
+ * listener (the proxy's) does not shut out another (the metrics one). */
+struct tls_budget {
+    atomic_int live; /* bridges with a thread */
+    atomic_int refs; /* the front and each bridge */
+    int max;
+};
+
+static struct tls_budget *budget_ref(struct tls_budget *b)
+{
+    atomic_fetch_add(&b->refs, 1);
+    return b;
+}
+
+static void budget_unref(struct tls_budget *b)
+{
+    if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+        xfree(b);
+}
+
 struct tls_front {
     struct tls_front_opts o; /* strings owned */
+    struct tls_budget *budget;
     struct http_server *server;
     SSL_CTX *ctx; /* the acceptor thread's; each SSL holds its own reference */
     struct file_id cert_id, key_id, ca_id; /* ca_id: zero without a client CA */
@@ -47,13 +69,12 @@ struct tls_front {
     pthread_t thread;
 };
 
-static atomic_int bridges; /* connections with a thread, all fronts together */
-
 struct bridge {
     SSL *ssl;
     int tcp, pair; /* the client's socket; our end of the socketpair */
     struct http_server *server;
-    struct tls_front *front; /* until connecting is decremented */
+    struct tls_front *front;   /* until connecting is decremented */
+    struct tls_budget *budget; /* a reference */
     char peer[INET6_ADDRSTRLEN];
     char *ident; /* the client certificate's identity (tls_identity.h); NULL: none */
     size_t ident_len;
@@ -507,8 +528,9 @@ static void *bridge_thread(void *arg)
     if (b->pair >= 0)
         (void)close(b->pair);
     xfree(b->ident);
+    atomic_fetch_sub(&b->budget->live, 1);
+    budget_unref(b->budget);
     xfree(b);
-    atomic_fetch_sub(&bridges, 1);
     return NULL;
 }
 
@@ -531,12 +553,13 @@ static void spawn_bridge(struct tls_front *t, int fd)
     pthread_t th;
     struct bridge *b;
     SSL *ssl;
-    if (atomic_fetch_add(&bridges, 1) >= LIMIT_TLS_CONNECTIONS || !(ssl = SSL_new(t->ctx))) {
-        atomic_fetch_sub(&bridges, 1);
+    if (atomic_fetch_add(&t->budget->live, 1) >= t->budget->max || !(ssl = SSL_new(t->ctx))) {
+        atomic_fetch_sub(&t->budget->live, 1);
         (void)close(fd);
         return;
     }
     b = XNEW(struct bridge);
+    b->budget = budget_ref(t->budget);
     b->ssl = ssl;
     b->tcp = fd;
     b->pair = -1;
@@ -552,7 +575,8 @@ static void spawn_bridge(struct tls_front *t, int fd)
         SSL_free(ssl);
         (void)close(fd);
         xfree(b);
-        atomic_fetch_sub(&bridges, 1);
+        atomic_fetch_sub(&t->budget->live, 1);
+        budget_unref(t->budget);
     }
     (void)pthread_attr_destroy(&attr);
 }
@@ -631,6 +655,7 @@ static void front_free(struct tls_front *t)
     xfree((char *)t->o.cert_file);
     xfree((char *)t->o.key_file);
     xfree((char *)t->o.client_ca);
+    budget_unref(t->budget);
     xfree(t);
 }
 
@@ -648,6 +673,9 @@ int tls_front_start(const struct tls_front_opts *opts, struct http_server *serve
     t->o.key_file = xstrdup(opts->key_file);
     t->o.client_ca = opts->client_ca ? xstrdup(opts->client_ca) : NULL;
     t->server = server;
+    t->budget = XNEW(struct tls_budget);
+    atomic_init(&t->budget->refs, 1);
+    t->budget->max = opts->max_conns ? (int)opts->max_conns : LIMIT_TLS_CONNECTIONS;
     t->fd = t->stop_pipe[0] = t->stop_pipe[1] = -1;
     (void)file_id_of(t->o.cert_file, &t->cert_id);
     (void)file_id_of(t->o.key_file, &t->key_id);

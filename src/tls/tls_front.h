@@ -40,6 +40,8 @@ struct tls_front_opts {
     const char *client_ca;   /* PEM CA bundle for client certificates; NULL: none */
     enum tls_mtls_mode mtls; /* needs client_ca unless OFF */
     bool client_identity;    /* pass a client certificate's identity on (see above) */
+    unsigned max_conns;      /* connections bridged at once, this front's own budget (more
+                                are closed at accept); 0: LIMIT_TLS_CONNECTIONS */
 };
 
 struct tls_front;

@@ -23,8 +23,11 @@ int tls_metrics_start(const struct tls_metrics_opts *o, struct http_server *serv
     }
     char *cert = xasprintf("%s/%s", dir, o->cert_name ? o->cert_name : "tls.crt");
     char *key = xasprintf("%s/%s", dir, o->key_name ? o->key_name : "tls.key");
-    struct tls_front_opts to = {
-        .host = o->host, .port = o->port, .cert_file = cert, .key_file = key};
+    struct tls_front_opts to = {.host = o->host,
+                                .port = o->port,
+                                .cert_file = cert,
+                                .key_file = key,
+                                .max_conns = LIMIT_TLS_METRICS_CONNECTIONS};
     int r = tls_front_start(&to, server, ret);
     xfree(cert);
     xfree(key);

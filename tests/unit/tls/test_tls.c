@@ -479,6 +479,37 @@ static void test_front_session_of_expired_cert(void **state)
     tls_self_signed_remove(dir);
 }
 
+/* Each front has its own connection budget: one filled by connections that never
+ * handshake closes more at accept, while another front of the process still serves
+ * (before, all fronts shared one count: a flood of the proxy's HTTPS port shut out the
+ * HTTPS metrics listener). */
+static void test_front_budget_per_front(void **state)
+{
+    struct front_fix a, b;
+    char buf[4096], c;
+    int held[2];
+    (void)state;
+    mtls_fix_init(&a);
+    mtls_fix_init(&b);
+    a.to.max_conns = b.to.max_conns = 2;
+    uint16_t pa = front_fix_start(&a), pb = front_fix_start(&b);
+    for (int i = 0; i < 2; i++)
+        held[i] = connect_port(pa); /* no ClientHello: each holds a bridge for 10 s */
+    clock_sleep(300 * USEC_PER_MSEC);
+    int more = connect_port(pa);
+    assert_int_equal(read(more, &c, 1), 0); /* closed at accept, well before 10 s */
+    (void)close(more);
+    get_info(pb, b.cert, b.key, buf, sizeof(buf));
+    assert_non_null(strstr(buf, "\r\n\r\nunit|system:authenticated|"));
+    for (int i = 0; i < 2; i++)
+        (void)close(held[i]);
+    clock_sleep(300 * USEC_PER_MSEC); /* the held bridges end at their EOF */
+    get_info(pa, a.cert, a.key, buf, sizeof(buf));
+    assert_non_null(strstr(buf, "\r\n\r\nunit|system:authenticated|"));
+    front_fix_done(&a);
+    front_fix_done(&b);
+}
+
 static void test_front_rejects_bad_options(void **state)
 {
     struct tls_front *front = NULL;
@@ -580,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_front_client_ca_reloaded),
         cmocka_unit_test(test_front_session_resumed),
         cmocka_unit_test(test_front_session_of_expired_cert),
+        cmocka_unit_test(test_front_budget_per_front),
         cmocka_unit_test(test_front_rejects_bad_options),
         cmocka_unit_test(test_self_signed),
         cmocka_unit_test(test_mtls_parse),
