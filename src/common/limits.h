@@ -289,7 +289,7 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_METRICS_AUTH_INFLIGHT   8    /* reviews at once; more scrapes get 503 */
 #define LIMIT_METRICS_AUTH_CACHE      256  /* cached verdicts; the cache is emptied when full */
 #define LIMIT_TLS_CONNECTIONS         4096 /* bridged connections at once; more are closed */
-#define LIMIT_TLS_METRICS_CONNECTIONS 64   /* the same, of the HTTPS metrics listener (its own) */
+#define LIMIT_TLS_METRICS_CONNECTIONS 1024 /* the same, of the HTTPS metrics listener (its own) */
 #define LIMIT_TLS_HANDSHAKE_S         10   /* seconds for a client to finish its handshake (all) */
 #define LIMIT_TLS_WRITE_STALL         (60 * USEC_PER_SEC) /* bytes for a client it does not read */
 #define LIMIT_TLS_PEER_NAME           256 /* bytes of a client certificate's CN and of each O */
