@@ -657,7 +657,16 @@ static int ctx_restart(struct http_req *req, struct kctx *c)
     return r;
 }
 
-static int exec_start(struct http_req *req, struct sbd *d, struct kctx *c, const json_t *body);
+/* A parsed execute request: its code (borrowed from the body) and timeout (0: none). */
+struct exec_args {
+    const char *code;
+    size_t len;
+    double timeout;
+};
+
+static int parse_exec(struct http_req *req, const json_t *j, struct exec_args *ret);
+static int exec_start(struct http_req *req, struct sbd *d, struct kctx *c,
+                      const struct exec_args *a);
 
 static int ctx_action(struct http_req *req, void *ctx)
 {
@@ -675,8 +684,9 @@ static int ctx_action(struct http_req *req, void *ctx)
     if (!str_eq_c(action, "execute"))
         return sbd_respond_error(req, 404, SBD_NOT_FOUND, "unknown context action");
     json_t *j = body_object(req, false);
-    if (j)
-        (void)exec_start(req, d, c, j);
+    struct exec_args a;
+    if (j && parse_exec(req, j, &a) == 0)
+        (void)exec_start(req, d, c, &a);
     json_decref(j);
     return 0;
 }
@@ -691,7 +701,10 @@ static void arm_timer(struct kctx *c)
     usec_t next = c->x->deadline;
     if (next > c->x->last_sent + c->ks->keepalive)
         next = c->x->last_sent + c->ks->keepalive;
-    sbd_timer_at(&c->timer, on_timer, next);
+    if (next == USEC_INFINITY)
+        (void)uv_timer_stop(&c->timer);
+    else
+        sbd_timer_at(&c->timer, on_timer, next);
 }
 
 /* The timeout: SIGINT first; if the code has not ended after the grace, a new kernel. */
@@ -736,8 +749,8 @@ static void on_timer(uv_timer_t *t)
 }
 
 /* Reads code and timeout. Returns 0 or responds and returns negative. */
-static int parse_exec(struct http_req *req, const json_t *j, const char **ret_code, size_t *ret_len,
-                      double *ret_timeout)
+/* Reads code and timeout from j into *ret; answers 400 (and returns -EINVAL) when bad. */
+static int parse_exec(struct http_req *req, const json_t *j, struct exec_args *ret)
 {
     const json_t *code = json_object_get(j, "code"), *t = json_object_get(j, "timeout");
     if (!json_is_string(code))
@@ -750,9 +763,8 @@ static int parse_exec(struct http_req *req, const json_t *j, const char **ret_co
                                      "timeout must be a positive number of seconds"),
                    -EINVAL;
     }
-    *ret_code = json_string_value(code);
-    *ret_len = json_string_length(code);
-    *ret_timeout = timeout;
+    *ret = (struct exec_args){
+        .code = json_string_value(code), .len = json_string_length(code), .timeout = timeout};
     return 0;
 }
 
@@ -776,19 +788,15 @@ static int send_request(struct kctx *c, const char *code, size_t len, size_t bud
     return e;
 }
 
-static int exec_start(struct http_req *req, struct sbd *d, struct kctx *c, const json_t *body)
+static int exec_start(struct http_req *req, struct sbd *d, struct kctx *c,
+                      const struct exec_args *a)
 {
-    const char *code;
-    size_t len;
-    double timeout;
-    if (parse_exec(req, body, &code, &len, &timeout) < 0)
-        return -EINVAL;
     if (c->x)
         return sbd_respond_error(req, 409, SBD_CONFLICT, "the context is executing other code");
     int e = c->p ? 0 : kernel_spawn(c);
     if (e < 0)
         return respond_spawn_error(req, e);
-    e = send_request(c, code, len, d->kernels->max_output);
+    e = send_request(c, a->code, a->len, d->kernels->max_output);
     if (e < 0)
         return sbd_respond_error(req, e == -EAGAIN ? 413 : 500,
                                  e == -EAGAIN ? SBD_RESOURCE_EXHAUSTED : SBD_INTERNAL,
@@ -806,31 +814,44 @@ static int exec_start(struct http_req *req, struct sbd *d, struct kctx *c, const
     http_req_set_drain_cb(req, exec_drain, x);
     (void)http_resp_start(req, 200, "application/x-ndjson");
     exec_send(x, json_pack("{s:s, s:s}", "type", "start", "context", c->id), false);
-    if (timeout <= 0)
-        timeout = d->cfg.exec_timeout_s;
-    x->deadline = clock_now() + (usec_t)(timeout * (double)USEC_PER_SEC);
+    double timeout = a->timeout > 0 ? a->timeout : d->cfg.exec_timeout_s;
+    /* --exec-timeout 0: no timeout, as for processes */
+    x->deadline =
+        timeout > 0 ? clock_now() + (usec_t)(timeout * (double)USEC_PER_SEC) : USEC_INFINITY;
     arm_timer(c);
     return 0;
+}
+
+/* The context a /v1/code/execute body names ("default" made when missing), or NULL when
+ * answered (a bad context field: 400; an unknown one: 404). */
+static struct kctx *execute_ctx(struct http_req *req, struct sbd *d, const json_t *j)
+{
+    const json_t *id = json_object_get(j, "context");
+    struct str sid = STR_LIT("default");
+    if (id && !json_is_null(id))
+        sid =
+            json_is_string(id) ? str_make(json_string_value(id), json_string_length(id)) : STR_NULL;
+    if (!id_valid(sid))
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT,
+                                 "context must be 1-64 of [A-Za-z0-9._-]"),
+               NULL;
+    struct kctx *c = ctx_find(d->kernels, sid);
+    if (!c && str_eq_c(sid, "default"))
+        return ctx_create(req, d->kernels, sid, NULL); /* responded when NULL */
+    if (!c)
+        (void)sbd_respond_error(req, 404, SBD_NOT_FOUND, "no such context");
+    return c;
 }
 
 static int code_execute(struct http_req *req, void *ctx)
 {
     struct sbd *d = ctx;
     json_t *j = body_object(req, false);
-    if (!j)
-        return 0;
-    const json_t *id = json_object_get(j, "context");
-    struct str sid = STR_LIT("default");
-    if (id && !json_is_null(id))
-        sid =
-            json_is_string(id) ? str_make(json_string_value(id), json_string_length(id)) : STR_NULL;
-    struct kctx *c = id_valid(sid) ? ctx_find(d->kernels, sid) : NULL;
-    if (!c && str_eq_c(sid, "default"))
-        c = ctx_create(req, d->kernels, sid, NULL); /* responded when NULL */
-    else if (!c)
-        (void)sbd_respond_error(req, 404, SBD_NOT_FOUND, "no such context");
-    if (c)
-        (void)exec_start(req, d, c, j);
+    struct exec_args a;
+    struct kctx *c;
+    /* the whole request is checked before the default context is made for it */
+    if (j && parse_exec(req, j, &a) == 0 && (c = execute_ctx(req, d, j)))
+        (void)exec_start(req, d, c, &a);
     json_decref(j);
     return 0;
 }

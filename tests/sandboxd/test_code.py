@@ -337,6 +337,37 @@ class CodeTest(unittest.TestCase):
             self.assertEqual(d.req("DELETE", "/v1/contexts/" + i)[0], 204)
         self.assertEqual(d.req("GET", "/v1/contexts/" + made[0])[0], 404)
 
+    def test_bad_request_leaves_nothing(self):
+        # A refused execute makes no default context (before, a bad body was answered 400
+        # after the default context and its kernel were started), and a context field
+        # that is not an id is a bad request (400), not an unknown context (404).
+        d = Daemon("--kernel-driver", DRIVER, "--kernel-python", sys.executable)
+        try:
+            for body in (b"{}", b'{"code":"1","timeout":-1}', b'{"cod":"1"}'):
+                st, data, _ = d.req("POST", "/v1/code/execute", body)
+                self.assertEqual(st, 400, data)
+            self.assertEqual(json.loads(d.req("GET", "/v1/contexts")[1]), {"contexts": []})
+            for ctx in (5, "bad id!", ""):
+                st, data = execute(d, "1", ctx)
+                self.assertEqual((st, data["code"]), (400, "INVALID_ARGUMENT"), (ctx, data))
+            self.assertEqual(execute(d, "1", "nope")[0], 404)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+    def test_exec_timeout_zero_is_none(self):
+        # --exec-timeout 0 means no timeout, as for processes (before, every execution
+        # without a timeout of its own ended at once, "interrupted before it started").
+        d = Daemon("--kernel-driver", DRIVER, "--kernel-python", sys.executable, "--exec-timeout", "0")
+        try:
+            st, ev = execute(d, "import time\ntime.sleep(1.2)\nprint('done')")
+            self.assertEqual(st, 200, ev)
+            self.assertEqual(texts(ev, "stdout"), "done\n", ev)
+            self.assertFalse(ev[-1]["timed_out"], ev)
+            st, ev = execute(d, "import time\ntime.sleep(30)", timeout=0.5)
+            self.assertTrue(ev[-1]["timed_out"], ev)  # a request's own timeout still holds
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_cwd_and_idle_kernels_are_not_activity(self):
         os.makedirs(os.path.join(self.d.root, "work"), exist_ok=True)
         ctx = self.create(cwd="work")
