@@ -330,6 +330,34 @@ def _load_cert_data(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
         ctx.load_cert_chain(cp, kp if key else None)
 
 
+EXEC_TIMEOUT = 60.0
+"""Seconds an exec credential plugin may run."""
+
+EXEC_STDERR_CHARS = 200
+"""How much of a failed exec plugin's stderr its error quotes (the last characters)."""
+
+
+def _exec_failure(e: OSError | subprocess.SubprocessError) -> str:
+    """What went wrong with an exec plugin run, without its arguments (subprocess's own
+    texts quote the whole argv): the exit status or the timeout, and the end of the
+    plugin's stderr, cut to EXEC_STDERR_CHARS."""
+    if isinstance(e, OSError):
+        return e.strerror or type(e).__name__
+    if isinstance(e, subprocess.CalledProcessError):
+        what = f"exit status {e.returncode}" if e.returncode >= 0 else f"killed by signal {-e.returncode}"
+    elif isinstance(e, subprocess.TimeoutExpired):
+        what = f"no answer within {e.timeout:g} s"
+    else:
+        what = type(e).__name__
+    raw = getattr(e, "stderr", None) or b""
+    err = (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)).strip()
+    if not err:
+        return what
+    if len(err) > EXEC_STDERR_CHARS:
+        err = "..." + err[-EXEC_STDERR_CHARS:]
+    return f"{what}: {' '.join(err.split())}"
+
+
 def _run_exec_plugin(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
     cmd = [str(cfg.get("command", ""))] + [str(a) for a in cfg.get("args") or []]
     env = dict(os.environ)
@@ -340,9 +368,11 @@ def _run_exec_plugin(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
         {"apiVersion": api, "kind": "ExecCredential", "spec": {"interactive": False}}
     )
     try:
-        out = subprocess.run(cmd, env=env, cwd=base_dir, capture_output=True, check=True, timeout=60).stdout
+        out = subprocess.run(cmd, env=env, cwd=base_dir, capture_output=True, check=True, timeout=EXEC_TIMEOUT).stdout
     except (OSError, subprocess.SubprocessError) as e:
-        raise ConfigError(f"the kubeconfig's exec credential plugin {cmd[0]!r} failed: {e}") from e
+        # from None: the exception's own text (and a traceback's) holds the whole argv,
+        # where plugins take secrets (--oidc-client-secret=...)
+        raise ConfigError(f"the kubeconfig's exec credential plugin {cmd[0]!r} failed: {_exec_failure(e)}") from None
     try:
         doc = json.loads(out)
     except ValueError as e:

@@ -227,3 +227,29 @@ def test_a_failed_exec_plugin_run_is_shared_by_the_threads_that_waited(tmp_path:
     with pytest.raises(ConfigError):
         cfg.bearer_token()
     assert runs.read_text() == "xx"
+
+
+@pytest.mark.parametrize(
+    ("script", "says"),
+    [
+        ("echo 'token refresh failed' >&2; exit 1", "exit status 1: token refresh failed"),
+        ("printf 'E%.0s' $(seq 1 5000) >&2; exit 3", "exit status 3: ..." + "E" * 200),
+    ],
+    ids=["short stderr", "long stderr"],
+)
+def test_a_failed_exec_plugin_names_its_command_not_its_arguments(tmp_path: Path, script: str, says: str) -> None:
+    """A plugin's arguments often hold secrets (--oidc-client-secret=...): its error names
+    the command, the exit status and the end of stderr (cut), never the arguments, nor
+    does the exception it chains (subprocess's texts quote the whole argv)."""
+    sh = shutil.which("sh") or "/bin/sh"
+    user = {"exec": {"command": sh, "args": ["-c", script, "--secret=XYZ"]}}
+    cfg = load_kubeconfig(write(tmp_path, user))
+    with pytest.raises(ConfigError) as info:
+        cfg.bearer_token()
+    text = str(info.value)
+    assert "XYZ" not in text and "-c" not in text, text
+    assert repr(sh) in text and text.endswith(says), text
+    assert len(text) < 400
+    e = info.value
+    shown = e.__cause__ or (None if e.__suppress_context__ else e.__context__)  # what a traceback prints
+    assert shown is None or "XYZ" not in str(shown)

@@ -2,6 +2,7 @@
 typed input schemas, output schemas and descriptions written for a model."""
 
 import json
+import logging
 from collections.abc import Awaitable
 from typing import Annotated, Any, Literal
 
@@ -10,6 +11,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from agent_sandbox_sdk._kubeconfig import ConfigError
 from agent_sandbox_sdk.errors import SandboxError
 from agent_sandbox_sdk.mcp._tools import ToolFailure, Tools
 
@@ -121,16 +123,35 @@ class Listing(BaseModel):
     total: int
 
 
+log = logging.getLogger("agent_sandbox_sdk.mcp")
+
+CONFIG_ERROR_TEXT = (
+    "ConfigError: the server could not authenticate to the cluster (its kubeconfig, token "
+    "or exec credential plugin failed); the details are in the server's log"
+)
+"""The tool error of a ConfigError: its text may name the server's credentials (a token
+file, an exec plugin and what it printed), which the model is not to read."""
+
+EXPECTED = (ToolFailure, SandboxError, ValueError, TypeError)
+"""The failures a tool reports to the model as a tool error (isError)."""
+
+
+def _tool_error(e: BaseException) -> ToolError:
+    """The tool error of an expected failure."""
+    if isinstance(e, ConfigError):
+        log.warning("tool call failed on the cluster configuration: %s", e)
+        return ToolError(CONFIG_ERROR_TEXT)
+    if isinstance(e, SandboxError):
+        return ToolError(f"{type(e).__name__}: {e}")
+    return ToolError(str(e))
+
+
 async def _call(aw: Awaitable[dict[str, Any]]) -> dict[str, Any]:
     """Runs a tool body; expected failures become tool errors (isError) for the model."""
     try:
         return await aw
-    except ToolFailure as e:
-        raise ToolError(str(e)) from None
-    except SandboxError as e:
-        raise ToolError(f"{type(e).__name__}: {e}") from None
-    except (ValueError, TypeError) as e:
-        raise ToolError(str(e)) from None
+    except EXPECTED as e:
+        raise _tool_error(e) from None
 
 
 def build_server(tools: Tools) -> MCPServer:
@@ -207,8 +228,8 @@ def build_server(tools: Tools) -> MCPServer:
         with its traceback, and figures (PNG) as images."""
         try:
             out = await tools.run_code(sandbox, code, context, timeout_seconds)
-        except (ToolFailure, SandboxError, ValueError, TypeError) as e:
-            raise ToolError(f"{type(e).__name__}: {e}" if isinstance(e, SandboxError) else str(e)) from None
+        except EXPECTED as e:
+            raise _tool_error(e) from None
         structured = CodeRun.model_validate(out.summary).model_dump(mode="json")
         content: list[ContentBlock] = [TextContent(type="text", text=json.dumps(structured, indent=1))]
         content += [ImageContent(type="image", data=i.data, mime_type=i.mime_type) for i in out.images]
