@@ -5,9 +5,12 @@ directory's listing and the HTTP transport's Origin check."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -16,6 +19,9 @@ pytest.importorskip("mcp", reason="the mcp package is not installed (pip install
 from mcp import Client
 
 from agent_sandbox_sdk.mcp import Options, Tools, build_server
+from agent_sandbox_sdk.mcp._cli import options, parser
+
+from .fakes import async_sandbox
 
 
 def exec_kubeconfig(tmp: Path, script: str, *args: str) -> Path:
@@ -58,3 +64,50 @@ async def test_a_failing_exec_plugin_shows_the_model_no_credentials(
         assert "XYZ" not in t and "S3CRET" not in t, t
         assert "ConfigError" in t and "log" in t, t
     assert "refresh failed" in caplog.text and "XYZ" not in caplog.text
+
+
+def pinned(handler: Any, **kw: Any) -> Tools:
+    """A server pinned to one sandbox whose sandboxd is handler (an httpx handler)."""
+    tools = Tools(Options(sandboxd_url="http://127.0.0.1:9", **kw))
+    tools._pinned = async_sandbox(handler)
+    return tools
+
+
+def ndjson(*events: dict[str, Any]) -> bytes:
+    return "".join(json.dumps(e) + "\n" for e in events).encode()
+
+
+START = {"type": "start", "id": 7, "pid": 42}
+EXIT = {"type": "exit", "exit_code": 0, "signal": 0, "timed_out": False}
+
+
+async def test_max_timeout_bounds_the_default_timeouts() -> None:
+    """--max-timeout 5: a call without timeout_seconds runs at most 5 s too (run_command's
+    default 60 s and run_code's 300 s, which went to sandboxd unbounded: run_code sent
+    none, so sandboxd's own 300 s applied); a larger explicit one is refused."""
+    seen: dict[str, Any] = {}
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        body = json.loads(req.read() or b"{}")
+        if req.url.path == "/v1/processes":
+            seen["run_command"] = body.get("timeout_seconds")
+            return httpx.Response(200, content=ndjson(START, EXIT))
+        if req.url.path.endswith("/execute"):
+            seen["run_code"] = body.get("timeout")
+            return httpx.Response(200, content=ndjson({"type": "end", "execution_count": 1}))
+        return httpx.Response(204)
+
+    opts = options(parser().parse_args(["--max-timeout", "5"]))
+    tools = pinned(handler, limits=opts.limits)
+    async with Client(build_server(tools)) as c:
+        assert not (await c.call_tool("run_command", {"command": "sleep 100"})).is_error
+        assert not (await c.call_tool("run_code", {"code": "import time; time.sleep(100)"})).is_error
+        assert seen == {"run_command": 5.0, "run_code": 5.0}
+        res = await c.call_tool("run_command", {"command": "sleep 100", "timeout_seconds": 60})
+        assert res.is_error and "timeout_seconds" in res.content[0].text  # type: ignore[union-attr]
+    # under a larger --max-timeout the defaults stay 60 s and 300 s
+    seen.clear()
+    tools = pinned(handler)
+    await tools.run_command(None, "true", None, None, None)
+    await tools.run_code(None, "1", None, None)
+    assert seen == {"run_command": 60.0, "run_code": 300.0}

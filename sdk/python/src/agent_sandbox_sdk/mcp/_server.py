@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from agent_sandbox_sdk._kubeconfig import ConfigError
 from agent_sandbox_sdk.errors import SandboxError
-from agent_sandbox_sdk.mcp._tools import ToolFailure, Tools
+from agent_sandbox_sdk.mcp._tools import CODE_TIMEOUT, COMMAND_TIMEOUT, ToolFailure, Tools
 
 INSTRUCTIONS = """\
 Agent Sandbox: isolated Linux sandboxes (Kubernetes pods) to run commands and code in.
@@ -203,7 +203,10 @@ def build_server(tools: Tools) -> MCPServer:
         env: Annotated[dict[str, str] | None, Field(description="extra environment variables")] = None,
         timeout_seconds: Annotated[
             float | None,
-            Field(description=f"kill the command after this many seconds (default 60, at most {lim.timeout:g})"),
+            Field(
+                description="kill the command after this many seconds "
+                f"(default {min(COMMAND_TIMEOUT, lim.timeout):g}, at most {lim.timeout:g})"
+            ),
         ] = None,
     ) -> CommandResult:
         return CommandResult.model_validate(await _call(tools.run_command(sandbox, command, cwd, env, timeout_seconds)))
@@ -220,7 +223,11 @@ def build_server(tools: Tools) -> MCPServer:
             ),
         ] = None,
         timeout_seconds: Annotated[
-            float | None, Field(description="interrupt the code after this many seconds (the context survives)")
+            float | None,
+            Field(
+                description="interrupt the code after this many seconds (the context survives; "
+                f"default {min(CODE_TIMEOUT, lim.timeout):g}, at most {lim.timeout:g})"
+            ),
         ] = None,
     ) -> Annotated[CallToolResult, CodeRun]:
         """Runs Python code in a persistent interpreter (like a notebook cell) in a

@@ -33,6 +33,13 @@ DEFAULT_CONTEXT = "default"
 MAX_MIME_TYPES = 16
 """MIME types listed per run_code result (each name cut to 128 characters)."""
 
+COMMAND_TIMEOUT = 60.0
+"""run_command's timeout when the model gives none (at most --max-timeout)."""
+
+CODE_TIMEOUT = 300.0
+"""run_code's timeout when the model gives none (at most --max-timeout): sandboxd's own
+default (--exec-timeout), sent so that --max-timeout bounds it too."""
+
 HANDLE_CACHE = 256
 """Sandbox handles kept between calls (each is a few names and a cached route)."""
 
@@ -288,7 +295,7 @@ class Tools:
     ) -> dict[str, Any]:
         if isinstance(command, list) and not command:
             raise ToolFailure("command: an empty argv")
-        timeout = _seconds(timeout_seconds, 60.0, self.limits, "timeout_seconds")
+        timeout = _seconds(timeout_seconds, min(COMMAND_TIMEOUT, self.limits.timeout), self.limits, "timeout_seconds")
         sb = await self.handle(sandbox)
         out, err = Capture(self.limits.output_bytes), Capture(self.limits.output_bytes)
         exit_code, sig, timed_out = -1, 0, False
@@ -314,7 +321,7 @@ class Tools:
     async def run_code(
         self, sandbox: str | None, code: str, context: str | None, timeout_seconds: float | None
     ) -> CodeOutput:
-        timeout = _seconds(timeout_seconds, None, self.limits, "timeout_seconds")
+        timeout = _seconds(timeout_seconds, min(CODE_TIMEOUT, self.limits.timeout), self.limits, "timeout_seconds")
         sb = await self.handle(sandbox)
         runner = getattr(sb, "run_code", None)
         if runner is None:
