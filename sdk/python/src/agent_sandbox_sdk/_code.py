@@ -114,7 +114,8 @@ class Collector:
     """Folds execution events into an Execution, calling the callbacks as they come.
     It keeps at most ``max_output`` characters of stdout, stderr and results' data in
     all, each result costing RESULT_OVERHEAD more (the callbacks still get everything);
-    beyond that the Execution is truncated."""
+    beyond that the Execution is truncated. Without ``keep_streams`` stdout and stderr
+    go to the callbacks only: they are not kept and cost nothing of max_output."""
 
     def __init__(
         self,
@@ -122,9 +123,11 @@ class Collector:
         on_stderr: Callable[[str], None] | None,
         on_result: Callable[[CodeResult], None] | None,
         max_output: int = MAX_OUTPUT,
+        keep_streams: bool = True,
     ) -> None:
         self.on_stdout, self.on_stderr, self.on_result = on_stdout, on_stderr, on_result
         self.room = max_output  # characters still kept
+        self.keep_streams = keep_streams
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self.results: list[CodeResult] = []
@@ -139,7 +142,7 @@ class Collector:
         t = ev.get("type")
         if t in ("stdout", "stderr"):
             text = str(ev.get("text", ""))
-            if kept := self._take(len(text)):
+            if self.keep_streams and (kept := self._take(len(text))):
                 (self.stdout if t == "stdout" else self.stderr).append(text[:kept])
             cb = self.on_stdout if t == "stdout" else self.on_stderr
             if cb is not None:

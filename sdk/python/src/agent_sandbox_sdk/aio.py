@@ -597,11 +597,14 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
         on_stderr: Callable[[str], None] | None = None,
         on_result: Callable[[CodeResult], None] | None = None,
         max_output: int | None = None,
+        keep_streams: bool = True,
     ) -> Execution:
         """Runs Python code in a code context (see Sandbox.run_code)."""
         body = _code.execute_body(code, context, timeout)
         return await _code.arun_code(
-            self, body, _code.Collector(on_stdout, on_stderr, on_result, _code.check_max_output(max_output))
+            self,
+            body,
+            _code.Collector(on_stdout, on_stderr, on_result, _code.check_max_output(max_output), keep_streams),
         )
 
 

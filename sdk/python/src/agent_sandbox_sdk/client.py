@@ -579,6 +579,7 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
         on_stderr: Callable[[str], None] | None = None,
         on_result: Callable[[CodeResult], None] | None = None,
         max_output: int | None = None,
+        keep_streams: bool = True,
     ) -> Execution:
         """Runs Python code in a code context whose state persists across calls (the
         sandbox's default context when ``context`` is None): output streams to the
@@ -586,10 +587,15 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
         (``.text``) and the error if the code raised. Past ``timeout`` seconds the code
         is interrupted and CodeExecutionTimeout raised (docs/code-interpreter.md). The
         Execution keeps at most ``max_output`` characters of stdout, stderr and results'
-        data in all (default _code.MAX_OUTPUT, 64 Mi); past it, it is ``truncated``."""
+        data in all (default _code.MAX_OUTPUT, 64 Mi); past it, it is ``truncated``.
+        ``keep_streams=False``: stdout and stderr go to the callbacks only (the
+        Execution's are empty and they take nothing of max_output), for a caller that
+        bounds them itself."""
         body = _code.execute_body(code, context, timeout)
         return _code.run_code(
-            self, body, _code.Collector(on_stdout, on_stderr, on_result, _code.check_max_output(max_output))
+            self,
+            body,
+            _code.Collector(on_stdout, on_stderr, on_result, _code.check_max_output(max_output), keep_streams),
         )
 
 

@@ -115,8 +115,10 @@ class FakeCodeSandbox:
         self.max_output: list[Any] = []
 
     async def run_code(
-        self, code: str, *, context: Any = None, timeout: Any = None, max_output: Any = None
+        self, code: str, *, context: Any = None, timeout: Any = None, max_output: Any = None, **kw: Any
     ) -> FakeExecution:
+        """The callbacks (on_stdout, ...) and keep_streams are left alone: the streams come
+        back in the Execution, as from an SDK that keeps them."""
         self.calls.append((code, context, timeout))
         self.max_output.append(max_output)
         return self.ex
@@ -214,7 +216,7 @@ async def test_run_code_timeout_returns_partial_output() -> None:
 
     class Slow(FakeCodeSandbox):
         async def run_code(
-            self, code: str, *, context: Any = None, timeout: Any = None, max_output: Any = None
+            self, code: str, *, context: Any = None, timeout: Any = None, max_output: Any = None, **kw: Any
         ) -> FakeExecution:
             raise Timeout(FakeExecution(stdout="tick\n"))
 
@@ -240,7 +242,7 @@ async def test_run_code_creates_a_named_context_on_first_use() -> None:
             self.contexts = Contexts()
 
         async def run_code(
-            self, code: str, *, context: Any = None, timeout: Any = None, max_output: Any = None
+            self, code: str, *, context: Any = None, timeout: Any = None, max_output: Any = None, **kw: Any
         ) -> FakeExecution:
             if context not in (None, *self.contexts.ids):
                 raise NotFoundError("run_code: not found (no such context)")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import tracemalloc
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ pytest.importorskip("mcp", reason="the mcp package is not installed (pip install
 from mcp import Client
 
 from agent_sandbox_sdk.mcp import Options, Tools, build_server
+from agent_sandbox_sdk.mcp._bounds import marker
 from agent_sandbox_sdk.mcp._cli import options, parser
 
 from .fakes import async_sandbox
@@ -111,3 +114,39 @@ async def test_max_timeout_bounds_the_default_timeouts() -> None:
     await tools.run_command(None, "true", None, None, None)
     await tools.run_code(None, "1", None, None)
     assert seen == {"run_command": 60.0, "run_code": 300.0}
+
+
+async def test_run_code_bounds_stdout_and_stderr_apart() -> None:
+    """A cell printing 100 MiB to stdout and then "E" to stderr: stderr is kept (it was
+    lost when stdout filled the budget the SDK shared between them), stdout's tail is its
+    real end (it was from the middle, where the SDK's cut fell), the marker and
+    stdout_bytes count all 100 MiB, and the call holds about the bounds, not tens of MiB."""
+    line = ndjson({"type": "stdout", "text": "x" * (64 << 10)})
+    lines = 1600  # 100 MiB
+
+    async def flood() -> AsyncIterator[bytes]:
+        for _ in range(lines - 1):
+            yield line
+        yield ndjson({"type": "stdout", "text": "x" * ((64 << 10) - 7) + "THE END"})
+        yield ndjson({"type": "stderr", "text": "E"}, {"type": "end", "execution_count": 3})
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/execute"):
+            return httpx.Response(200, content=flood())
+        return httpx.Response(204)
+
+    tools = pinned(handler)
+    tracemalloc.start()
+    try:
+        out = await tools.run_code(None, "print('x' * 100_000_000)", None, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    s = out.summary
+    total = lines * (64 << 10)
+    assert s["stderr"] == "E" and s["stderr_bytes"] == 1
+    assert s["stdout_bytes"] == total and s["truncated"] and s["execution_count"] == 3
+    assert marker(total, tools.limits.output_bytes) in s["stdout"]
+    assert s["stdout"].endswith("xTHE END")
+    assert len(s["stdout"].encode()) < tools.limits.output_bytes + 100
+    assert peak < 8 << 20, f"run_code peaked at {peak} bytes for {total} bytes of output"

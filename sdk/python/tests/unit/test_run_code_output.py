@@ -136,3 +136,16 @@ def test_line_splitter_feed_is_linear() -> None:
     assert sp.feed(b"\n") == ["y" * (n * 1000)]
     assert isinstance(sp.buf, CountingBuf)  # the searches were counted
     assert CountingBuf.scanned <= n * len(chunk) + 1  # each byte looked at once, not n/2 times
+
+
+async def test_run_code_without_keep_streams_gives_the_streams_to_the_callbacks_only() -> None:
+    """keep_streams=False: stdout and stderr reach the callbacks only and take nothing of
+    max_output, which the results have to themselves (sync and async alike)."""
+    got: list[str] = []
+    sb = sync_sandbox(_execute_answer(CHATTY))
+    ex = sb.run_code("x", on_stdout=got.append, on_stderr=got.append, max_output=76, keep_streams=False)
+    assert (ex.stdout, ex.stderr, [r.text for r in ex.results], ex.truncated) == ("", "", ["42"], False)
+    assert got == ["0123456789", "abcdef", "ABCDEFGHIJ"]
+    asb = async_sandbox(_execute_answer(CHATTY))
+    aex = await asb.run_code("x", on_stdout=got.append, max_output=76, keep_streams=False)
+    assert (aex.stdout, aex.stderr, [r.text for r in aex.results], aex.truncated) == ("", "", ["42"], False)

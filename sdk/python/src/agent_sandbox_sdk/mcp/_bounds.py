@@ -91,10 +91,10 @@ class Limits:
     """the longest timeout a caller may ask for (seconds)"""
 
     def code_collect(self) -> int:
-        """What run_code asks the SDK to collect at most (characters of stdout, stderr and
-        results' data together): the streams, the results' texts, and the images with
-        base64's growth and room for their other representations."""
-        return 4 * self.output_bytes + self.images * (self.image_bytes * 4 // 3 + self.output_bytes)
+        """What run_code asks the SDK to collect at most (characters of results' data; the
+        streams go to bounded captures of their own): the results' texts, and the images
+        with base64's growth and room for their other representations."""
+        return 2 * self.output_bytes + self.images * (self.image_bytes * 4 // 3 + self.output_bytes)
 
 
 __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "MIN_OUTPUT_BYTES", "Capture", "Limits", "bound_text", "marker"]

@@ -89,6 +89,8 @@ class CodeRun(BaseModel):
     text: str | None = Field(description="text/plain of the last expression's value")
     stdout: str
     stderr: str
+    stdout_bytes: int = Field(default=0, description="bytes the code wrote to stdout (before any cut)")
+    stderr_bytes: int = 0
     truncated: bool
     timed_out: bool = Field(default=False, description="interrupted at the timeout (the context keeps its state)")
     error: CodeErrorOut | None

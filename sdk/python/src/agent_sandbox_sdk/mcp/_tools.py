@@ -120,6 +120,20 @@ class CodeOutput:
     images: list[Image]
 
 
+@dataclass
+class Streams:
+    """The bounded captures of run_code's stdout and stderr, fed by the SDK's callbacks."""
+
+    out: Capture
+    err: Capture
+
+    def stdout(self, text: str) -> None:
+        self.out.add(text.encode("utf-8", "surrogatepass"))
+
+    def stderr(self, text: str) -> None:
+        self.err.add(text.encode("utf-8", "surrogatepass"))
+
+
 def _seconds(value: float | None, default: float | None, limits: Limits, what: str) -> float | None:
     if value is None:
         return default
@@ -326,24 +340,33 @@ class Tools:
         runner = getattr(sb, "run_code", None)
         if runner is None:
             raise ToolFailure("code execution needs an agent_sandbox_sdk SDK with Sandbox.run_code")
-        cap = self.limits.code_collect()
+        # stdout and stderr go to two bounded captures as they come (as run_command's):
+        # the SDK keeps only the results (keep_streams=False), within max_output
+        streams = Streams(Capture(self.limits.output_bytes), Capture(self.limits.output_bytes))
+        kw: dict[str, Any] = {
+            "timeout": timeout,
+            "max_output": self.limits.code_collect(),
+            "on_stdout": streams.stdout,
+            "on_stderr": streams.stderr,
+            "keep_streams": False,
+        }
         try:
             try:
-                ex = cast(ExecutionLike, await runner(code, context=context or None, timeout=timeout, max_output=cap))
+                ex = cast(ExecutionLike, await runner(code, context=context or None, **kw))
             except NotFoundError:
                 # A context the model named for the first time: create it, run once more.
                 if not context or context == DEFAULT_CONTEXT or not await self._new_context(sb, context):
                     raise
-                ex = cast(ExecutionLike, await runner(code, context=context, timeout=timeout, max_output=cap))
+                ex = cast(ExecutionLike, await runner(code, context=context, **kw))
         except SandboxTimeoutError as e:
             # CodeExecutionTimeout: the kernel was interrupted; what it printed comes along.
             partial = getattr(e, "execution", None)
             if partial is None:
                 raise
-            out = self.code_output(cast(ExecutionLike, partial))
+            out = self.code_output(cast(ExecutionLike, partial), streams)
             out.summary["timed_out"] = True
             return out
-        return self.code_output(ex)
+        return self.code_output(ex, streams)
 
     async def _new_context(self, sb: AsyncSandbox, context: str) -> bool:
         """Creates code context ``context``; False when the SDK cannot name contexts."""
@@ -356,19 +379,28 @@ class Tools:
             return False
         return True
 
-    def code_output(self, ex: ExecutionLike) -> CodeOutput:
-        """The bounded answer of one execution: text of the main result, stdout, stderr,
-        the error, other results' text (at most limits.results of them, their texts
-        within one output_bytes), and PNG/JPEG images (at most limits.images)."""
+    def code_output(self, ex: ExecutionLike, streams: Streams | None = None) -> CodeOutput:
+        """The bounded answer of one execution: text of the main result, stdout, stderr
+        (from streams, the captures the run fed; else the Execution's), the error, other
+        results' text (at most limits.results of them, their texts within one
+        output_bytes), and PNG/JPEG images (at most limits.images)."""
         lim = self.limits
-        stdout, out_cut = bound_text(ex.stdout, lim.output_bytes)
-        stderr, err_cut = bound_text(ex.stderr, lim.output_bytes)
+        if streams is None:
+            streams = Streams(Capture(lim.output_bytes), Capture(lim.output_bytes))
+        # an SDK that kept the streams itself (no keep_streams): its texts
+        if not streams.out.total and ex.stdout:
+            streams.stdout(ex.stdout)
+        if not streams.err.total and ex.stderr:
+            streams.stderr(ex.stderr)
+        out, err = streams.out, streams.err
         summary: dict[str, Any] = {
             "execution_count": ex.execution_count,
             "text": None,
-            "stdout": stdout,
-            "stderr": stderr,
-            "truncated": ex.truncated or out_cut or err_cut,
+            "stdout": out.text(),
+            "stderr": err.text(),
+            "stdout_bytes": out.total,
+            "stderr_bytes": err.total,
+            "truncated": ex.truncated or out.truncated or err.truncated,
             "timed_out": bool(getattr(ex, "timed_out", False)),
             "error": None,
             "results": [],
