@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 import yaml
@@ -20,7 +21,7 @@ pytest.importorskip("mcp", reason="the mcp package is not installed (pip install
 
 from mcp import Client
 
-from agent_sandbox_sdk.mcp import Options, Tools, build_server
+from agent_sandbox_sdk.mcp import Limits, Options, Tools, _tools, build_server
 from agent_sandbox_sdk.mcp._bounds import marker
 from agent_sandbox_sdk.mcp._cli import options, parser
 
@@ -150,3 +151,57 @@ async def test_run_code_bounds_stdout_and_stderr_apart() -> None:
     assert s["stdout"].endswith("xTHE END")
     assert len(s["stdout"].encode()) < tools.limits.output_bytes + 100
     assert peak < 8 << 20, f"run_code peaked at {peak} bytes for {total} bytes of output"
+
+
+async def keepalives(*first: bytes) -> AsyncIterator[bytes]:
+    """An answer that never ends: first, then a keepalive newline every 50 ms (sandboxd
+    sends them to quiet streams; they keep the SDK's read timeout from firing)."""
+    for b in first:
+        yield b
+    while True:
+        await anyio.sleep(0.05)
+        yield b"\n"
+
+
+async def drip() -> AsyncIterator[bytes]:
+    """A file's bytes that never end: one every 50 ms."""
+    while True:
+        await anyio.sleep(0.05)
+        yield b"a"
+
+
+def never_ending(req: httpx.Request) -> httpx.Response:
+    p = req.url.path
+    if p == "/v1/processes":
+        return httpx.Response(200, content=keepalives(ndjson(START, {"type": "stdout", "data": "aGk="})))
+    if p.endswith("/execute"):
+        return httpx.Response(200, content=keepalives(ndjson({"type": "stdout", "text": "tick\n"})))
+    if p.startswith("/v1/files/"):  # a read, or a listing's page
+        return httpx.Response(200, content=drip())
+    return httpx.Response(204)
+
+
+async def test_calls_end_at_their_deadline_whatever_the_sandbox_sends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox that keeps a run's stream alive with keepalives but never ends it, or
+    drips a file: run_command and run_code return at their timeout plus a margin with what
+    came and timed_out: true; read_file and list_files fail at --max-timeout. Each held
+    the call for ever."""
+    monkeypatch.setattr(_tools, "DEADLINE_MARGIN", 0.3, raising=False)
+    tools = pinned(never_ending, limits=Limits(timeout=1.0))
+    with anyio.fail_after(10):
+        async with Client(build_server(tools)) as c:
+            start = anyio.current_time()
+            res = await c.call_tool("run_command", {"command": "true", "timeout_seconds": 0.5})
+            s = res.structured_content
+            assert s is not None and not res.is_error, res.content
+            assert s["timed_out"] and s["stdout"] == "hi" and s["exit_code"] == -1
+            assert anyio.current_time() - start < 3
+            res = await c.call_tool("run_code", {"code": "1", "timeout_seconds": 0.5})
+            s = res.structured_content
+            assert s is not None and not res.is_error, res.content
+            assert s["timed_out"] and s["stdout"] == "tick\n"
+            for tool in ("read_file", "list_files"):
+                start = anyio.current_time()
+                res = await c.call_tool(tool, {"path": "f"})
+                assert res.is_error and "within 1 s" in res.content[0].text, res.content  # type: ignore[union-attr]
+                assert anyio.current_time() - start < 3

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import math
 import os
 import secrets
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast
+
+import anyio
 
 from agent_sandbox_sdk import _k8s
 from agent_sandbox_sdk._conn import ENV_ROUTER_URL
@@ -39,6 +42,12 @@ COMMAND_TIMEOUT = 60.0
 CODE_TIMEOUT = 300.0
 """run_code's timeout when the model gives none (at most --max-timeout): sandboxd's own
 default (--exec-timeout), sent so that --max-timeout bounds it too."""
+
+DEADLINE_MARGIN = 30.0
+"""Seconds past a run's timeout after which run_command and run_code stop waiting for
+sandboxd's answer and return what came (timed_out: true). sandboxd's keepalives keep the
+SDK's read timeout from firing, so a sandbox that never ends a run (or its stream) held
+the call for ever."""
 
 HANDLE_CACHE = 256
 """Sandbox handles kept between calls (each is a few names and a cached route)."""
@@ -132,6 +141,26 @@ class Streams:
 
     def stderr(self, text: str) -> None:
         self.err.add(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True)
+class _NoExecution:
+    """The execution of a run_code whose answer did not come in time."""
+
+    stdout: str = ""
+    stderr: str = ""
+    results: tuple[CodeResultLike, ...] = ()
+    error: CodeErrorLike | None = None
+    execution_count: int = 0
+    truncated: bool = False
+
+
+NO_EXECUTION: ExecutionLike = _NoExecution()
+
+
+def _deadline(timeout: float | None) -> float:
+    """How long run_command and run_code wait for a run of this timeout."""
+    return (timeout or 0.0) + DEADLINE_MARGIN
 
 
 def _seconds(value: float | None, default: float | None, limits: Limits, what: str) -> float | None:
@@ -313,13 +342,16 @@ class Tools:
         sb = await self.handle(sandbox)
         out, err = Capture(self.limits.output_bytes), Capture(self.limits.output_bytes)
         exit_code, sig, timed_out = -1, 0, False
-        async for ev in sb.stream(command, cwd=cwd, env=env, timeout=timeout):
-            if ev.type == "stdout":
-                out.add(ev.data)
-            elif ev.type == "stderr":
-                err.add(ev.data)
-            elif ev.type == "exit":
-                exit_code, sig, timed_out = ev.exit_code, ev.signal, ev.timed_out
+        with anyio.move_on_after(_deadline(timeout)) as scope:
+            async for ev in sb.stream(command, cwd=cwd, env=env, timeout=timeout):
+                if ev.type == "stdout":
+                    out.add(ev.data)
+                elif ev.type == "stderr":
+                    err.add(ev.data)
+                elif ev.type == "exit":
+                    exit_code, sig, timed_out = ev.exit_code, ev.signal, ev.timed_out
+        if scope.cancelled_caught:
+            timed_out = True  # no exit came within the timeout and the margin
         return {
             "exit_code": exit_code,
             "signal": sig,
@@ -350,14 +382,21 @@ class Tools:
             "on_stderr": streams.stderr,
             "keep_streams": False,
         }
+        ex: ExecutionLike = NO_EXECUTION
         try:
-            try:
-                ex = cast(ExecutionLike, await runner(code, context=context or None, **kw))
-            except NotFoundError:
-                # A context the model named for the first time: create it, run once more.
-                if not context or context == DEFAULT_CONTEXT or not await self._new_context(sb, context):
-                    raise
-                ex = cast(ExecutionLike, await runner(code, context=context, **kw))
+            with anyio.move_on_after(_deadline(timeout)) as scope:
+                try:
+                    ex = cast(ExecutionLike, await runner(code, context=context or None, **kw))
+                except NotFoundError:
+                    # A context the model named for the first time: create it, run once more.
+                    if not context or context == DEFAULT_CONTEXT or not await self._new_context(sb, context):
+                        raise
+                    ex = cast(ExecutionLike, await runner(code, context=context, **kw))
+            if scope.cancelled_caught:
+                # no end event within the timeout and the margin: what was printed
+                out = self.code_output(NO_EXECUTION, streams)
+                out.summary["timed_out"] = True
+                return out
         except SandboxTimeoutError as e:
             # CodeExecutionTimeout: the kernel was interrupted; what it printed comes along.
             partial = getattr(e, "execution", None)
@@ -472,12 +511,14 @@ class Tools:
         data = bytearray()
         stream = cast(AsyncGenerator[bytes, None], sb.files.iter_read(path))
         try:
-            async for chunk in stream:
-                data += chunk
-                if len(data) > limit:
-                    break
+            with self._file_deadline(f"read_file {path}"):
+                async for chunk in stream:
+                    data += chunk
+                    if len(data) > limit:
+                        break
         finally:
-            await stream.aclose()
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
         cut = len(data) > limit
         body = bytes(data[:limit])
         if encoding == "base64":
@@ -493,6 +534,18 @@ class Tools:
         if cut:
             text += f"\n[... file truncated after {len(body)} bytes; pass a larger max_bytes or use run_command ...]"
         return {"path": path, "encoding": "text", "content": text, "truncated": cut}
+
+    @contextlib.contextmanager
+    def _file_deadline(self, what: str) -> Iterator[None]:
+        """Bounds a file read or listing by --max-timeout (a sandbox that sends a byte now
+        and then, or never ends the answer, held it for ever): past it, a tool error."""
+        try:
+            with anyio.fail_after(self.limits.timeout):
+                yield
+        except TimeoutError:
+            raise ToolFailure(
+                f"{what}: the sandbox did not answer completely within {self.limits.timeout:g} s (--max-timeout)"
+            ) from None
 
     async def write_file(
         self, sandbox: str | None, path: str, content: str, encoding: Literal["text", "base64"], mode: str | None
@@ -521,7 +574,8 @@ class Tools:
         n = self.limits.list_entries
         # the first n entries kept, the rest only counted: a directory of a million
         # files costs one listing page of memory here, not the whole listing
-        entries, total = await sb.files._list_head(path, n)
+        with self._file_deadline(f"list_files {path}"):
+            entries, total = await sb.files._list_head(path, n)
         return {
             "path": path,
             "entries": [
