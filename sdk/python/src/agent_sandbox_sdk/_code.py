@@ -241,7 +241,7 @@ def run_code(sb: Sandbox, body: dict[str, Any], col: Collector) -> Execution:
             raise _wire.transport_error(e, "run_code", False) from e
         try:
             if resp.status_code >= 400:
-                resp.read()
+                _wire.read_error(resp)
                 if not woke and _wire.not_forwarded(resp, t.via_kube) and sb._wake(force=True):
                     continue
                 raise _wire.error(resp, "run_code")
@@ -314,7 +314,7 @@ async def arun_code(sb: AsyncSandbox, body: dict[str, Any], col: Collector) -> E
             raise _wire.transport_error(e, "run_code", False) from e
         try:
             if resp.status_code >= 400:
-                await resp.aread()
+                await _wire.aread_error(resp)
                 if not woke and _wire.not_forwarded(resp, t.via_kube) and await sb._wake(force=True):
                     continue
                 raise _wire.error(resp, "run_code")

@@ -425,15 +425,57 @@ def exists_answer(resp: httpx.Response, what: str) -> bool:
 _ROUTER_SUSPENDED = re.compile(r"Sandbox ([^/\s]+)/(\S+) is suspended and its idle policy does not resume it")
 
 
+MAX_ERROR_BODY = 64 * 1024
+"""The most bytes of a failed answer's body read (read_error): an error's text is short,
+and a sandbox (or a proxy) answering an error with gigabytes is not buffered."""
+
+MAX_ERROR_MESSAGE = 4096
+"""The most characters of an error's message an exception quotes (the rest is cut)."""
+
+
+def read_error(resp: httpx.Response) -> None:
+    """Reads at most MAX_ERROR_BODY bytes of a failed streamed answer's body, closes it,
+    and leaves them as its content (for error() and the retry checks)."""
+    data = bytearray()
+    try:
+        for chunk in resp.iter_bytes():
+            data += chunk
+            if len(data) >= MAX_ERROR_BODY:
+                break
+    finally:
+        resp.close()
+    resp._content = bytes(data[:MAX_ERROR_BODY])
+
+
+async def aread_error(resp: httpx.Response) -> None:
+    """The async twin of read_error."""
+    data = bytearray()
+    try:
+        async for chunk in resp.aiter_bytes():
+            data += chunk
+            if len(data) >= MAX_ERROR_BODY:
+                break
+    finally:
+        await resp.aclose()
+    resp._content = bytes(data[:MAX_ERROR_BODY])
+
+
+def _cut(msg: str) -> str:
+    if len(msg) <= MAX_ERROR_MESSAGE:
+        return msg
+    return f"{msg[:MAX_ERROR_MESSAGE]}... [{len(msg) - MAX_ERROR_MESSAGE} more characters cut]"
+
+
 def error(resp: httpx.Response, what: str, body: bytes | None = None) -> SandboxError:
-    """Maps a failed sandboxd/router/pod-proxy response to an exception."""
+    """Maps a failed sandboxd/router/pod-proxy response to an exception (its message cut
+    to MAX_ERROR_MESSAGE characters)."""
     raw = body if body is not None else resp.content
     code, msg = "", raw[:300].decode("utf-8", "replace")
     try:
         j = json.loads(raw)
         if isinstance(j, dict):
-            code = str(j.get("code") or j.get("reason") or "")
-            msg = str(j.get("message") or j.get("detail") or msg)
+            code = _cut(str(j.get("code") or j.get("reason") or ""))[:200]
+            msg = _cut(str(j.get("message") or j.get("detail") or msg))
     except ValueError:
         pass
     s = resp.status_code

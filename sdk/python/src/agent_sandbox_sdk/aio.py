@@ -442,16 +442,12 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
             t = await self._route()
             try:
                 http = self._http(t)
-                if stream:
-                    req = http.build_request(method, t.base + path, **att.kwargs(t.headers))
-                    resp = await http.send(req, stream=True)
-                    if resp.status_code >= 400:
-                        try:
-                            await resp.aread()
-                        finally:
-                            await resp.aclose()
-                else:
-                    resp = await http.request(method, t.base + path, **att.kwargs(t.headers))
+                req = http.build_request(method, t.base + path, **att.kwargs(t.headers))
+                resp = await http.send(req, stream=True)
+                if resp.status_code >= 400:
+                    await _wire.aread_error(resp)  # at most MAX_ERROR_BODY bytes of it
+                elif not stream:
+                    await resp.aread()
             except httpx.TransportError as e:
                 att.lost(e)
                 self._lost()
@@ -530,8 +526,7 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
                     continue
                 raise _wire.transport_error(e, "spawn", False) from e
             if resp.status_code >= 400:
-                await resp.aread()
-                await resp.aclose()
+                await _wire.aread_error(resp)
                 if not woke and _wire.not_forwarded(resp, t.via_kube) and await self._wake(force=True):
                     continue
                 raise _wire.error(resp, "spawn")

@@ -356,7 +356,7 @@ class BackgroundProcess:
             raise _wire.transport_error(e, what, True) from e
         try:
             if resp.status_code >= 400:
-                resp.read()
+                _wire.read_error(resp)
                 err = _wire.error(resp, what)
                 raise typed(err) if isinstance(err, RequestError) else err
             for line in _wire.split_lines(resp.iter_bytes(), _wire.MAX_PROCESS_LINE, what):
@@ -501,7 +501,7 @@ class AsyncBackgroundProcess:
             raise _wire.transport_error(e, what, True) from e
         try:
             if resp.status_code >= 400:
-                await resp.aread()
+                await _wire.aread_error(resp)
                 err = _wire.error(resp, what)
                 raise typed(err) if isinstance(err, RequestError) else err
             async for line in _wire.asplit_lines(resp.aiter_bytes(), _wire.MAX_PROCESS_LINE, what):

@@ -424,16 +424,12 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
             t = self._route()
             try:
                 http = self._http(t)
-                if stream:
-                    req = http.build_request(method, t.base + path, **att.kwargs(t.headers))
-                    resp = http.send(req, stream=True)
-                    if resp.status_code >= 400:
-                        try:
-                            resp.read()
-                        finally:
-                            resp.close()
-                else:
-                    resp = http.request(method, t.base + path, **att.kwargs(t.headers))
+                req = http.build_request(method, t.base + path, **att.kwargs(t.headers))
+                resp = http.send(req, stream=True)
+                if resp.status_code >= 400:
+                    _wire.read_error(resp)  # at most MAX_ERROR_BODY bytes of it
+                elif not stream:
+                    resp.read()
             except httpx.TransportError as e:
                 att.lost(e)
                 self._lost()
@@ -513,8 +509,7 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
                     continue
                 raise _wire.transport_error(e, "spawn", False) from e
             if resp.status_code >= 400:
-                resp.read()
-                resp.close()
+                _wire.read_error(resp)
                 if not woke and _wire.not_forwarded(resp, t.via_kube) and self._wake(force=True):
                     continue
                 raise _wire.error(resp, "spawn")

@@ -3,7 +3,7 @@ typed input schemas, output schemas and descriptions written for a model."""
 
 import json
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from agent_sandbox_sdk._kubeconfig import ConfigError
 from agent_sandbox_sdk.errors import SandboxError
+from agent_sandbox_sdk.mcp._bounds import bound_text
 from agent_sandbox_sdk.mcp._tools import CODE_TIMEOUT, COMMAND_TIMEOUT, ToolFailure, Tools
 
 INSTRUCTIONS = """\
@@ -138,28 +139,34 @@ EXPECTED = (ToolFailure, SandboxError, ValueError, TypeError)
 """The failures a tool reports to the model as a tool error (isError)."""
 
 
-def _tool_error(e: BaseException) -> ToolError:
-    """The tool error of an expected failure."""
+def _tool_error(e: BaseException, limit: int) -> ToolError:
+    """The tool error of an expected failure, its text cut to limit bytes (head, marker,
+    tail: a sandbox's error message can be megabytes, and is the sandbox's to choose)."""
     if isinstance(e, ConfigError):
         log.warning("tool call failed on the cluster configuration: %s", e)
         return ToolError(CONFIG_ERROR_TEXT)
-    if isinstance(e, SandboxError):
-        return ToolError(f"{type(e).__name__}: {e}")
-    return ToolError(str(e))
+    text = f"{type(e).__name__}: {e}" if isinstance(e, SandboxError) else str(e)
+    return ToolError(bound_text(text, limit)[0])
 
 
-async def _call(aw: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-    """Runs a tool body; expected failures become tool errors (isError) for the model."""
-    try:
-        return await aw
-    except EXPECTED as e:
-        raise _tool_error(e) from None
+def _caller(limit: int) -> Callable[[Awaitable[dict[str, Any]]], Awaitable[dict[str, Any]]]:
+    """What runs a tool body: expected failures become tool errors (isError) for the
+    model, their texts within limit bytes."""
+
+    async def call(aw: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return await aw
+        except EXPECTED as e:
+            raise _tool_error(e, limit) from None
+
+    return call
 
 
 def build_server(tools: Tools) -> MCPServer:
     """An MCPServer with the sandbox tools bound to ``tools``."""
     server: MCPServer = MCPServer("agent-sandbox", instructions=INSTRUCTIONS, log_level="WARNING")
     lim = tools.limits
+    call = _caller(lim.output_bytes)
     ro = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
     opened = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 
@@ -174,20 +181,20 @@ def build_server(tools: Tools) -> MCPServer:
         """Creates a sandbox and waits until it is ready; returns its name. Give a warm
         pool (fast: claims a pre-started sandbox) or a template; with neither, the
         server's default is used. Delete it with delete_sandbox when done."""
-        return Created.model_validate(await _call(tools.create_sandbox(template, pool, ttl_seconds)))
+        return Created.model_validate(await call(tools.create_sandbox(template, pool, ttl_seconds)))
 
     @server.tool(annotations=ro)
     async def list_sandboxes() -> SandboxList:
         """Lists the sandboxes of the namespace: name, readiness, the claim that owns it,
         and whether this server created it."""
-        return SandboxList.model_validate(await _call(tools.list_sandboxes()))
+        return SandboxList.model_validate(await call(tools.list_sandboxes()))
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
     async def delete_sandbox(
         sandbox: Annotated[str, Field(description="Sandbox or SandboxClaim name")],
     ) -> Deleted:
         """Deletes a sandbox (its claim when it came from a warm pool). Its files are lost."""
-        return Deleted.model_validate(await _call(tools.delete_sandbox(sandbox)))
+        return Deleted.model_validate(await call(tools.delete_sandbox(sandbox)))
 
     @server.tool(
         annotations=opened,
@@ -211,7 +218,7 @@ def build_server(tools: Tools) -> MCPServer:
             ),
         ] = None,
     ) -> CommandResult:
-        return CommandResult.model_validate(await _call(tools.run_command(sandbox, command, cwd, env, timeout_seconds)))
+        return CommandResult.model_validate(await call(tools.run_command(sandbox, command, cwd, env, timeout_seconds)))
 
     @server.tool(annotations=opened, structured_output=True)
     async def run_code(
@@ -238,7 +245,7 @@ def build_server(tools: Tools) -> MCPServer:
         try:
             out = await tools.run_code(sandbox, code, context, timeout_seconds)
         except EXPECTED as e:
-            raise _tool_error(e) from None
+            raise _tool_error(e, lim.output_bytes) from None
         structured = CodeRun.model_validate(out.summary).model_dump(mode="json")
         content: list[ContentBlock] = [TextContent(type="text", text=json.dumps(structured, indent=1))]
         content += [ImageContent(type="image", data=i.data, mime_type=i.mime_type) for i in out.images]
@@ -257,7 +264,7 @@ def build_server(tools: Tools) -> MCPServer:
     ) -> FileContent:
         """Reads a file of a sandbox. Text is returned as is; a binary file needs
         encoding='base64'. Files larger than the limit come back cut, truncated=true."""
-        return FileContent.model_validate(await _call(tools.read_file(sandbox, path, encoding, max_bytes)))
+        return FileContent.model_validate(await call(tools.read_file(sandbox, path, encoding, max_bytes)))
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False))
     async def write_file(
@@ -268,7 +275,7 @@ def build_server(tools: Tools) -> MCPServer:
         mode: Annotated[str | None, Field(description="permission bits in octal, e.g. '755'")] = None,
     ) -> Written:
         """Writes (creates or replaces, atomically) a file in a sandbox."""
-        return Written.model_validate(await _call(tools.write_file(sandbox, path, content, encoding, mode)))
+        return Written.model_validate(await call(tools.write_file(sandbox, path, content, encoding, mode)))
 
     @server.tool(annotations=ro)
     async def list_files(
@@ -277,6 +284,6 @@ def build_server(tools: Tools) -> MCPServer:
     ) -> Listing:
         """Lists a directory of a sandbox: name, type (file, directory, other), size,
         modification time and mode of each entry."""
-        return Listing.model_validate(await _call(tools.list_files(sandbox, path)))
+        return Listing.model_validate(await call(tools.list_files(sandbox, path)))
 
     return server
