@@ -27,7 +27,8 @@ from agent_sandbox_sdk.mcp import Limits, Options, Tools, _tools, build_server
 from agent_sandbox_sdk.mcp._bounds import marker
 from agent_sandbox_sdk.mcp._cli import options, parser
 
-from .fakes import async_sandbox
+from .fakes import FakeKube, FakeSandboxd, async_client, async_sandbox
+from .test_client_fake import bind_on_create
 
 
 def exec_kubeconfig(tmp: Path, script: str, *args: str) -> Path:
@@ -267,3 +268,25 @@ def test_an_error_message_is_cut() -> None:
     MAX_ERROR_MESSAGE characters in the exception's text."""
     e = _wire.error(httpx.Response(500, json={"code": "INTERNAL", "message": "m" * 50_000}), "run")
     assert len(str(e)) < _wire.MAX_ERROR_MESSAGE + 200 and "more characters cut" in str(e)
+
+
+async def test_ttl_is_the_ceiling_too() -> None:
+    """--ttl 600 is the most ttl_seconds may ask (a model asked 7 days and got them), and
+    the default; --ttl must be finite and positive."""
+    for bad in ("nan", "inf", "0", "-5"):
+        with pytest.raises(SystemExit, match="--ttl"):
+            options(parser().parse_args(["--ttl", bad]))
+    fake = FakeKube()
+    fake.on_create = bind_on_create
+    fake.sandboxd = FakeSandboxd()
+    tools = Tools(options(parser().parse_args(["--default-pool", "p", "--ttl", "600"])))
+    tools._client = async_client(fake)
+    async with Client(build_server(tools)) as c:
+        res = await c.call_tool("create_sandbox", {"ttl_seconds": 604800})
+        assert res.is_error and "--ttl of 600" in res.content[0].text  # type: ignore[union-attr]
+        assert not [k for k in fake.store if k[0] == "sandboxclaims"]
+        res = await c.call_tool("create_sandbox", {"ttl_seconds": 60})
+        assert not res.is_error and res.structured_content and res.structured_content["ttl_seconds"] == 60
+        res = await c.call_tool("create_sandbox", {})
+        assert not res.is_error and res.structured_content and res.structured_content["ttl_seconds"] == 600
+    await tools.aclose()

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import hmac
 import ipaddress
+import math
 import os
 import signal
 import sys
@@ -75,7 +76,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--only-created", action="store_true",
                    help="only touch sandboxes this server created")  # fmt: skip
     s.add_argument("--cleanup", action="store_true", help="delete the sandboxes this server created when it stops")
-    s.add_argument("--ttl", type=float, help="default TTL (seconds) of created sandboxes")
+    s.add_argument("--ttl", type=float,
+                   help="TTL (seconds) of created sandboxes: the default and the most a call may ask")  # fmt: skip
     s.add_argument("--create-timeout", type=float, default=180.0, help="seconds to wait for a new sandbox")
     b = p.add_argument_group("bounds")
     b.add_argument("--max-output-bytes", type=int, default=DEFAULT_MAX_OUTPUT_BYTES,
@@ -100,6 +102,8 @@ def options(ns: argparse.Namespace) -> Options:
         raise SystemExit(f"agent-sandbox-mcp: --max-output-bytes must be at least {MIN_OUTPUT_BYTES}")
     if ns.max_image_bytes < 0 or ns.max_timeout <= 0:
         raise SystemExit("agent-sandbox-mcp: --max-image-bytes and --max-timeout must be positive")
+    if ns.ttl is not None and not (math.isfinite(ns.ttl) and ns.ttl > 0):
+        raise SystemExit("agent-sandbox-mcp: --ttl must be a positive number of seconds")
     limits = Limits(output_bytes=ns.max_output_bytes, image_bytes=ns.max_image_bytes, timeout=ns.max_timeout)
     return Options(
         namespace=ns.namespace,

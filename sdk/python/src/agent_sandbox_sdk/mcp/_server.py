@@ -175,7 +175,11 @@ def build_server(tools: Tools) -> MCPServer:
         template: Annotated[str | None, Field(description="SandboxTemplate to start a fresh sandbox from")] = None,
         pool: Annotated[str | None, Field(description="SandboxWarmPool to claim a ready sandbox from (fast)")] = None,
         ttl_seconds: Annotated[
-            float | None, Field(description="delete the sandbox automatically after this many seconds")
+            float | None,
+            Field(
+                description="delete the sandbox automatically after this many seconds"
+                + (f" (default and at most {tools.opts.default_ttl:g})" if tools.opts.default_ttl else "")
+            ),
         ] = None,
     ) -> Created:
         """Creates a sandbox and waits until it is ready; returns its name. Give a warm

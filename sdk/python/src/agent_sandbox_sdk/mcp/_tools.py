@@ -43,6 +43,9 @@ CODE_TIMEOUT = 300.0
 """run_code's timeout when the model gives none (at most --max-timeout): sandboxd's own
 default (--exec-timeout), sent so that --max-timeout bounds it too."""
 
+MAX_TTL = 7 * 86400.0
+"""The longest ttl_seconds create_sandbox takes without --ttl (with it: --ttl)."""
+
 DEADLINE_MARGIN = 30.0
 """Seconds past a run's timeout after which run_command and run_code stop waiting for
 sandboxd's answer and return what came (timed_out: true). sandboxd's keepalives keep the
@@ -261,7 +264,10 @@ class Tools:
                 template = None
             if not pool and not template:
                 raise ToolFailure("give a template or a pool (this server has no default)")
-        ttl = _seconds(ttl_seconds, self.opts.default_ttl, Limits(timeout=7 * 86400.0), "ttl_seconds")
+        ceiling = self.opts.default_ttl
+        if ceiling is not None and ttl_seconds is not None and ttl_seconds > ceiling:
+            raise ToolFailure(f"ttl_seconds {ttl_seconds:g} is above this server's --ttl of {ceiling:g} seconds")
+        ttl = _seconds(ttl_seconds, ceiling, Limits(timeout=ceiling or MAX_TTL), "ttl_seconds")
         sb = await self.client().create(
             pool,
             template=template,
