@@ -817,22 +817,27 @@ class AsyncFiles:
 
     async def list(self, path: str = "") -> builtins.list[FileEntry]:
         """The directory's entries, sorted by name, page by page (see Files.list)."""
-        out, _ = await self._list_head(path, None)
+        out, _, _ = await self._list_head(path, None)
         return out
 
-    async def _list_head(self, path: str, keep: int | None) -> tuple[builtins.list[FileEntry], int]:
-        """The first keep entries (None: all) and how many there are, page by page: no
-        more than one page beyond keep is held, whatever the directory's size. At most
-        _wire.MAX_LISTING_ENTRIES entries are read (counted or kept; see Files.list)."""
+    async def _list_head(self, path: str, keep: int | None) -> tuple[builtins.list[FileEntry], int, bool]:
+        """The first keep entries (None: all), how many entries were seen and whether that
+        is all of them, page by page. With keep, the listing stops at the page that shows
+        more than keep entries (the count is then a lower bound): one page is held and
+        read beyond keep, whatever the directory's size. At most
+        _wire.MAX_LISTING_ENTRIES entries are read (see Files.list)."""
         out: builtins.list[FileEntry] = []
         pages = _wire.ListingPages(path)
         while True:
             kw = pages.params()
             resp = await self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"list {path}", **kw)
             page, nxt = _wire.listing_page(resp, path)
-            out.extend(page if keep is None else page[: max(keep - len(out), 0)])
+            if keep is not None and len(out) + len(page) > keep:
+                out.extend(page[: keep - len(out)])
+                return out, pages.total + len(page), False
+            out.extend(page)
             if not pages.more(len(page), nxt):
-                return out, pages.total
+                return out, pages.total, True
 
     async def exists(self, path: str) -> bool:
         """Whether path exists (a stat; see _wire.exists_answer for the 404s that raise)."""

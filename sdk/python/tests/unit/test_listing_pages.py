@@ -84,8 +84,12 @@ async def test_async_pages_are_followed() -> None:
     asked: list[str | None] = []
     sb = async_sandbox(sandboxd(three_pages, asked))
     assert [e.name for e in await sb.files.list("d")] == ["a", "b", "c", "d", "e"]
-    entries, total = await sb.files._list_head("d", 1)
-    assert [e.name for e in entries] == ["a"] and total == 5
+    entries, seen, complete = await sb.files._list_head("d", 10)
+    assert [e.name for e in entries] == ["a", "b", "c", "d", "e"] and (seen, complete) == (5, True)
+    # the MCP server's: stops at the page that shows more than it keeps
+    asked.clear()
+    entries, seen, complete = await sb.files._list_head("d", 1)
+    assert [e.name for e in entries] == ["a"] and not complete and 1 < seen <= 5 and asked == [None]
 
 
 @pytest.mark.usefixtures("small_cap")
@@ -106,7 +110,7 @@ async def test_an_endless_async_listing_stops(case: str, pager: Pager, error: st
     with pytest.raises(SandboxError, match=error):
         await sb.files.list("d")
     with pytest.raises(SandboxError, match=error):
-        await sb.files._list_head("d", 1)  # the MCP server's: counts past what it keeps
+        await sb.files._list_head("d", 1000)  # the MCP server's (keeps more than the cap)
 
 
 def test_the_cap_is_a_million() -> None:

@@ -290,3 +290,39 @@ async def test_ttl_is_the_ceiling_too() -> None:
         res = await c.call_tool("create_sandbox", {})
         assert not res.is_error and res.structured_content and res.structured_content["ttl_seconds"] == 600
     await tools.aclose()
+
+
+async def test_list_files_of_a_huge_directory_reads_one_page() -> None:
+    """A directory of 1,000,001 entries in pages of 10,000: list_files answers the first
+    1,000 with truncated: true and total_at_least from the one page it asked for (it read
+    every page to count them, and failed past 1,000,000 entries); a small directory has
+    its exact total."""
+    size, page = 1_000_001, 10_000
+    asked: list[str | None] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        token = req.url.params.get("continue")
+        asked.append(token)
+        start = int(token or 0)
+        n = min(page, size - start)
+        entries = [
+            {"name": f"f{start + i:07d}", "type": "file", "size": 1, "modified_at": "2026-01-01T00:00:00Z"}
+            for i in range(n)
+        ]
+        body: dict[str, Any] = {"entries": entries}
+        if start + n < size:
+            body["continue"] = str(start + n)
+        return httpx.Response(200, json=body)
+
+    tools = pinned(handler)
+    async with Client(build_server(tools)) as c:
+        res = await c.call_tool("list_files", {"path": "big"})
+        s = res.structured_content
+        assert s is not None and not res.is_error, res.content
+        assert len(s["entries"]) == 1000 and s["entries"][-1]["name"] == "f0000999"
+        assert s["truncated"] and s["total"] is None and s["total_at_least"] == page
+        assert len(asked) == 1
+        size = 3
+        res = await c.call_tool("list_files", {"path": "small"})
+        s = res.structured_content
+        assert s is not None and (s["truncated"], s["total"], s["total_at_least"]) == (False, 3, 3)

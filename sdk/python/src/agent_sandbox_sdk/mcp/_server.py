@@ -122,8 +122,9 @@ class FileEntryOut(BaseModel):
 class Listing(BaseModel):
     path: str
     entries: list[FileEntryOut]
-    truncated: bool
-    total: int
+    truncated: bool = Field(description="more entries than listed")
+    total: int | None = Field(description="entries in the directory; null when truncated (not all were counted)")
+    total_at_least: int = Field(description="entries seen: the directory's size when not truncated, else a lower bound")
 
 
 log = logging.getLogger("agent_sandbox_sdk.mcp")

@@ -578,18 +578,19 @@ class Tools:
     async def list_files(self, sandbox: str | None, path: str) -> dict[str, Any]:
         sb = await self.handle(sandbox)
         n = self.limits.list_entries
-        # the first n entries kept, the rest only counted: a directory of a million
-        # files costs one listing page of memory here, not the whole listing
+        # the first n entries; the listing stops at the page that shows more: a directory
+        # of a million files costs one page request and one page of memory
         with self._file_deadline(f"list_files {path}"):
-            entries, total = await sb.files._list_head(path, n)
+            entries, seen, complete = await sb.files._list_head(path, n)
         return {
             "path": path,
             "entries": [
                 {"name": e.name, "type": e.type, "size": e.size, "modified": e.modified.isoformat(), "mode": e.mode}
                 for e in entries
             ],
-            "truncated": total > n,
-            "total": total,
+            "truncated": not complete,
+            "total": seen if complete else None,
+            "total_at_least": seen,
         }
 
 
