@@ -29,6 +29,7 @@ from agent_sandbox_sdk.mcp._cli import options, parser
 
 from .fakes import FakeKube, FakeSandboxd, async_client, async_sandbox
 from .test_client_fake import bind_on_create
+from .test_mcp import serve_until_signalled
 
 
 def exec_kubeconfig(tmp: Path, script: str, *args: str) -> Path:
@@ -326,3 +327,43 @@ async def test_list_files_of_a_huge_directory_reads_one_page() -> None:
         res = await c.call_tool("list_files", {"path": "small"})
         s = res.structured_content
         assert s is not None and (s["truncated"], s["total"], s["total_at_least"]) == (False, 3, 3)
+
+
+async def test_a_foreign_origin_is_refused_with_a_token_too() -> None:
+    """Served with a bearer token on 127.0.0.2 (the MCP SDK checks Origin by itself on
+    127.0.0.1, localhost and ::1 only): a request with another site's Origin gets 403,
+    one without Origin, with the server's own or a loopback one passes, and so does one
+    named by --allowed-origin."""
+    seen: dict[str, int] = {}
+
+    def client(extra: dict[str, dict[str, str]]) -> Any:
+        async def run(url: str) -> None:
+            port = url.split(":")[2].split("/")[0]
+            body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+            hdrs = {
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                "Authorization": "Bearer tok",
+            }
+            cases = {
+                "evil": {"Origin": "http://evil.example"},
+                "none": {},
+                "own": {"Origin": f"http://127.0.0.2:{port}"},
+                "loopback": {"Origin": "http://localhost:3000"},
+                **extra,
+            }
+            async with httpx.AsyncClient(timeout=5) as h:
+                for name, more in cases.items():
+                    seen[name] = (await h.post(url, json=body, headers={**hdrs, **more})).status_code
+
+        return run
+
+    await serve_until_signalled(["--host", "127.0.0.2"], "tok", client({}))
+    assert seen["evil"] == 403, seen
+    assert all(seen[k] not in (401, 403, 421) for k in ("none", "own", "loopback")), seen
+    seen.clear()
+    extra = {"allowed": {"Origin": "https://app.example.com"}, "other": {"Origin": "https://app.example.org"}}
+    await serve_until_signalled(
+        ["--host", "127.0.0.2", "--allowed-origin", "https://app.example.com/"], "tok", client(extra)
+    )
+    assert seen["evil"] == 403 and seen["other"] == 403 and seen["allowed"] not in (401, 403, 421), seen

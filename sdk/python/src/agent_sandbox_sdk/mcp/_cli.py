@@ -10,8 +10,9 @@ import math
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 import uvicorn
@@ -94,6 +95,13 @@ def parser() -> argparse.ArgumentParser:
         help=f"HTTP: clients must send 'Authorization: Bearer <token>' with the token of this file "
         f"(or ${ENV_AUTH_TOKEN}); required for a non-loopback --host",
     )
+    t.add_argument(
+        "--allowed-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="HTTP: a browser Origin (e.g. https://app.example.com) allowed besides the server's own and "
+        "loopback ones; others get 403 (repeatable)",
+    )
     return p
 
 
@@ -157,11 +165,54 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+def origin_allowed(origin: str, host: str, allowed: Collection[str]) -> bool:
+    """Whether a request with this Origin header may be served: one of allowed
+    (--allowed-origin), the request's own origin (Origin's host and port are its Host), or
+    a loopback one (http or https on 127.0.0.0/8, ::1, localhost)."""
+    o = origin.strip().rstrip("/").lower()
+    if o in allowed:
+        return True
+    try:
+        u = urlsplit(o)
+    except ValueError:
+        return False
+    if u.scheme not in ("http", "https") or not u.netloc:
+        return False
+    if host and u.netloc == host.strip().lower():
+        return True
+    return binds_loopback_only(u.hostname or "")
+
+
+class OriginCheck:
+    """ASGI wrapper: an HTTP request whose Origin (a browser's page) is neither the
+    server's own, loopback, nor one of allowed gets 403. Requests without Origin (MCP
+    clients that are not browsers) pass. With a bearer token too: a page of another site
+    must not reach the server through a browser that holds the token (the MCP SDK checks
+    Origin by itself on 127.0.0.1, localhost and ::1 only)."""
+
+    def __init__(self, app: ASGIApp, allowed: Sequence[str] = ()) -> None:
+        self.app = app
+        self.allowed = frozenset(o.strip().rstrip("/").lower() for o in allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            origin = headers.get(b"origin")
+            host = headers.get(b"host", b"").decode("latin-1")
+            if origin is not None and not origin_allowed(origin.decode("latin-1"), host, self.allowed):
+                await send(
+                    {"type": "http.response.start", "status": 403, "headers": [(b"content-type", b"text/plain")]}
+                )
+                await send({"type": "http.response.body", "body": b"origin not allowed (see --allowed-origin)\n"})
+                return
+        await self.app(scope, receive, send)
+
+
 GRACEFUL_STOP_SECONDS = 10
 """How long a stopping HTTP server waits for requests in flight before cancelling them."""
 
 
-def transport_security(host: str, token: str | None) -> TransportSecuritySettings | None:
+def transport_security(host: str, token: str | None, origins: Sequence[str] = ()) -> TransportSecuritySettings | None:
     """The MCP SDK's DNS-rebinding protection for a token-free bind (loopback only, see
     binds_loopback_only): Host and Origin must name this machine's loopback. The SDK turns
     it on by itself for 127.0.0.1, localhost and ::1 only, so a bind on 127.0.0.2 or
@@ -175,7 +226,7 @@ def transport_security(host: str, token: str | None) -> TransportSecuritySetting
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{n}:*" for n in names],
-        allowed_origins=[f"http://{n}:*" for n in names],
+        allowed_origins=[f"http://{n}:*" for n in names] + [o.rstrip("/") for o in origins],
     )
 
 
@@ -206,10 +257,13 @@ async def _serve(ns: argparse.Namespace, tools: Tools, token: str | None) -> Non
     web: _Uvicorn | None = None
     if ns.transport == "http":
         app: ASGIApp = server.streamable_http_app(
-            streamable_http_path=ns.path, host=ns.host, transport_security=transport_security(ns.host, token)
+            streamable_http_path=ns.path,
+            host=ns.host,
+            transport_security=transport_security(ns.host, token, ns.allowed_origin or ()),
         )
         if token:
             app = BearerAuth(app, token)
+        app = OriginCheck(app, ns.allowed_origin or ())
         AppStatus.should_exit = False
         web = _Uvicorn(
             uvicorn.Config(
