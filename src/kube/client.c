@@ -626,10 +626,10 @@ static CURLcode perform_once(struct kube_client *c, const struct kube__prep *p, 
 /* Exponential back-off with jitter in [d/2, d], or the server's Retry-After. */
 static usec_t backoff(int attempt, long retry_after_s)
 {
-    if (retry_after_s > 0) {
-        usec_t ra = (usec_t)retry_after_s * USEC_PER_SEC;
-        return ra < LIMIT_KUBE_RETRY_AFTER ? ra : LIMIT_KUBE_RETRY_AFTER;
-    }
+    if (retry_after_s > 0) /* compared before the product, which could wrap */
+        return (usec_t)retry_after_s < LIMIT_KUBE_RETRY_AFTER / USEC_PER_SEC
+                   ? (usec_t)retry_after_s * USEC_PER_SEC
+                   : LIMIT_KUBE_RETRY_AFTER;
     usec_t d = LIMIT_KUBE_BACKOFF_MIN;
     for (int i = 0; i < attempt && d < LIMIT_KUBE_BACKOFF_MAX; i++)
         d *= 2;

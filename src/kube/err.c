@@ -93,8 +93,8 @@ static void fill_from_status(struct kube_err *e, const json_t *st)
         (void)str_copy(e->reason, sizeof(e->reason), reason);
     if (message)
         (void)str_copy(e->message, sizeof(e->message), message);
-    if (ra > 0)
-        e->retry_after_s = (long)ra;
+    if (ra > 0) /* the longest honoured is far below this; a long cannot wrap then */
+        e->retry_after_s = ra < 86400 ? (long)ra : 86400;
     e->ns_terminating = ns_terminating(details);
     if (e->http_status == 0 && code > 0 && code < 1000)
         e->http_status = (long)code;

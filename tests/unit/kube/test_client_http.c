@@ -322,6 +322,38 @@ static void test_retry_after(void **state)
     kube_client_free(c);
 }
 
+/* A 503 whose Status asks for retryAfterSeconds far past any honoured wait. */
+static int h_503_huge_retry_after(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)rq;
+    if (n == 0)
+        script_respond(fd, 503, NULL,
+                       "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\",\"code\":503,"
+                       "\"details\":{\"retryAfterSeconds\":18446744073710}}");
+    else
+        script_respond(fd, 200, NULL, pod);
+    return 0;
+}
+
+/* A huge retryAfterSeconds in a Status body is the longest honoured wait (60 s): a
+ * request whose deadline is nearer gives up instead of retrying. Before, seconds times
+ * 10^6 wrapped to about 0.45 s and the request was sent again at once. */
+static void test_retry_after_huge(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(3, h_503_huge_retry_after);
+    struct kube_req r;
+    struct kube_err e;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.ns = "ns";
+    r.name = "p";
+    r.timeout = 3 * USEC_PER_SEC;
+    assert_true(kube_request(c, &r, NULL, &e) < 0);
+    assert_int_equal(server_requests(), 1);
+    kube_client_free(c);
+}
+
 static int h_401_rotate(struct srv *s, const struct srv_req *rq, int n, int fd)
 {
     (void)n;
@@ -1116,6 +1148,7 @@ int main(void)
         cmocka_unit_test(test_resend_on_reused_connection),
         cmocka_unit_test(test_post_without_body_leaves_stdin),
         cmocka_unit_test(test_retry_after),
+        cmocka_unit_test(test_retry_after_huge),
         cmocka_unit_test(test_401_refresh),
         cmocka_unit_test(test_401_burst_runs_plugin_once),
         cmocka_unit_test(test_errors_not_retried),
