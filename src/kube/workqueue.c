@@ -485,25 +485,11 @@ void wq_done(struct wq *q, const char *key)
     (void)pthread_mutex_unlock(&q->lock);
 }
 
-void wq_shutdown(struct wq *q)
-{
-    struct heap_entry *e;
-
-    (void)pthread_mutex_lock(&q->lock);
-    q->shutting_down = true;
-    while ((e = heap_pop(&q->timers)))
-        item_release(q, container_of(e, struct wq_item, he));
-    while (q->sleepers || q->timer_waiter)
-        wake_one_locked(q, false);
-    (void)pthread_mutex_unlock(&q->lock);
-}
-
-void wq_shutdown_discard(struct wq *q)
+/* Drops the queued keys and marks the re-adds of keys being processed to be dropped. */
+static void discard_locked(struct wq *q)
 {
     struct wq_item *it, *next;
 
-    wq_shutdown(q);
-    (void)pthread_mutex_lock(&q->lock);
     q->discarding = true;
     for (it = q->head; it; it = next) {
         next = it->next;
@@ -515,7 +501,33 @@ void wq_shutdown_discard(struct wq *q)
     q->head = q->tail = NULL;
     if (q->m && q->m->depth)
         q->m->depth(q->m->ctx, q->name, depth_locked(q));
+}
+
+/* The queue's end in one critical section: with discard, the queued keys are gone before
+ * any getter is woken (a woken worker, or one back from wq_done, would take them). */
+static void shutdown_queue(struct wq *q, bool discard)
+{
+    struct heap_entry *e;
+
+    (void)pthread_mutex_lock(&q->lock);
+    q->shutting_down = true;
+    while ((e = heap_pop(&q->timers)))
+        item_release(q, container_of(e, struct wq_item, he));
+    if (discard)
+        discard_locked(q);
+    while (q->sleepers || q->timer_waiter)
+        wake_one_locked(q, false);
     (void)pthread_mutex_unlock(&q->lock);
+}
+
+void wq_shutdown(struct wq *q)
+{
+    shutdown_queue(q, false);
+}
+
+void wq_shutdown_discard(struct wq *q)
+{
+    shutdown_queue(q, true);
 }
 
 void wq_shutdown_drain(struct wq *q)
