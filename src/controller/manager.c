@@ -377,6 +377,16 @@ static int start_informers(struct ctrl_manager *m)
     return 0;
 }
 
+/* The client's write gate while this manager elects a leader: its writes go only while
+ * it leads, but for the Lease itself and token and access reviews (the secure metrics
+ * server's, on every replica). */
+static bool may_write(void *ctx, const struct kube_req *r)
+{
+    struct ctrl_manager *m = ctx;
+    return r->res == &KUBE_RES_LEASES || r->res == &KUBE_RES_TOKENREVIEWS ||
+           r->res == &KUBE_RES_SUBJECTACCESSREVIEWS || ctrl_manager_leading(m);
+}
+
 static int start_election(struct ctrl_manager *m)
 {
     struct lease_opts lo = {
@@ -393,8 +403,11 @@ static int start_election(struct ctrl_manager *m)
     int r;
     lease_api_kube(m->opts.client, &lo.api);
     r = lease_elector_new(&lo, &m->elector);
-    if (r >= 0)
+    if (r >= 0) {
+        m->gate = (struct kube_write_gate){.may = may_write, .ctx = m};
+        kube_client_set_write_gate(m->opts.client, &m->gate);
         r = lease_elector_start(m->elector);
+    }
     if (r < 0)
         return log_error_errno(r, "cannot start leader election");
     metric_set(m->met.leader, (const char *const[]){m->lease_name}, 0);
@@ -631,6 +644,8 @@ void ctrl_manager_free(struct ctrl_manager *m)
     if (!m)
         return;
     ctrl_manager_stop(m);
+    if (m->elector) /* the gate is m's */
+        kube_client_set_write_gate(m->opts.client, NULL);
     lease_elector_free(m->elector);
     ext_ctrl_free(m->ext);
     cascade_free(m->cascade);

@@ -11,6 +11,7 @@
 #include "controller/manager.h"
 #include "controller/sandbox_reconcile.h"
 #include "controller/workloop.h"
+#include "kube/client.h"
 
 struct kube_informer;
 struct lease_elector;
@@ -41,6 +42,7 @@ struct ctrl_manager {
     struct idle_ctrl *idle;
     struct events_recorder *events;
     struct lease_elector *elector;
+    struct kube_write_gate gate; /* the client's writes only while leading (elector set) */
     struct http_server_thread *metrics_srv, *health_srv;
     struct http_router *metrics_router, *health_router;
     struct tls_front *metrics_tls;     /* --metrics-secure (manager_secure.c) */

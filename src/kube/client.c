@@ -809,6 +809,22 @@ static int cancelled(const struct kube__prep *p, struct kube_err *e)
     return -ECANCELED;
 }
 
+void kube_client_set_write_gate(struct kube_client *c, const struct kube_write_gate *g)
+{
+    atomic_store(&c->gate, g);
+}
+
+/* A write the client's gate refuses now (kube_client_set_write_gate): -ENOLCK, unsent. */
+static int gate_refuses(struct kube_client *c, const struct kube_req *r, struct kube_err *e)
+{
+    const struct kube_write_gate *g = atomic_load(&c->gate);
+    if (!g || !r->method || strcmp(r->method, "GET") == 0 || g->may(g->ctx, r))
+        return 0;
+    kube_err_set(e, -ENOLCK, "%s not sent: this process may not write now (no longer the leader)",
+                 r->method);
+    return -ENOLCK;
+}
+
 /* The back-off between attempts; a cancellable request looks at its flag every 20 ms. */
 static void backoff_sleep(const struct kube__prep *p, usec_t d)
 {
@@ -842,7 +858,7 @@ int kube_request(struct kube_client *c, const struct kube_req *r, json_t **ret_o
     for (int attempt = 0; ret >= 0;) {
         CURLcode cc = CURLE_OK;
         usec_t d = 0;
-        if ((ret = cancelled(&p, &e)) < 0)
+        if ((ret = cancelled(&p, &e)) < 0 || (ret = gate_refuses(c, r, &e)) < 0)
             break;
         ret = attempt_once(c, &p, &rs, &cc, &e);
         e.sent = rs.sent;

@@ -75,6 +75,19 @@ const char *kube_client_namespace(const struct kube_client *c);
 /** The config the client was made from. Borrowed. */
 const struct kube_config *kube_client_config(const struct kube_client *c);
 
+struct kube_req;
+
+/** A gate on writes: may(ctx, r) is asked before each attempt (retries too) of a request
+ * whose method is not GET; false ends it with -ENOLCK before it is sent. For a leader: a
+ * write begun while leading and retried past the renew deadline must not reach the API
+ * server after another replica took the Lease. Borrowed: it must outlive its use. */
+struct kube_write_gate {
+    bool (*may)(void *ctx, const struct kube_req *r);
+    void *ctx;
+};
+/** Sets (NULL: clears) c's write gate; safe while other threads use c. */
+void kube_client_set_write_gate(struct kube_client *c, const struct kube_write_gate *g);
+
 /** Counters for tests and metrics (monotonic since creation). */
 struct kube_client_stats {
     unsigned long requests;     /* HTTP requests sent, retries included */

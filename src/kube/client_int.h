@@ -88,6 +88,7 @@ struct kube_client {
     long (*fault)(void *ctx, const char *method, const struct kube_res *res,
                   const char *subresource, const char *url, long status);
     void *fault_ctx;
+    _Atomic(const struct kube_write_gate *) gate; /* kube_client_set_write_gate; NULL: none */
 };
 
 /** A request turned into wire pieces. */

@@ -354,6 +354,56 @@ static void test_retry_after_huge(void **state)
     kube_client_free(c);
 }
 
+/* Every request: 503 with Retry-After 1 s. */
+static int h_503(struct srv *s, const struct srv_req *rq, int n, int fd)
+{
+    (void)s;
+    (void)rq;
+    (void)n;
+    script_respond(fd, 503, "Retry-After: 1\r\n",
+                   "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\",\"code\":503}");
+    return 0;
+}
+
+static atomic_int gate_asked;
+
+/* Lets the first write through, then refuses (leadership lost during its back-off). */
+static bool gate_first_only(void *ctx, const struct kube_req *r)
+{
+    (void)ctx;
+    (void)r;
+    return atomic_fetch_add(&gate_asked, 1) == 0;
+}
+
+/* A write gate refuses a write's retry (the first attempt went through): the request
+ * ends with -ENOLCK and is not sent again; reads pass. */
+static void test_write_gate(void **state)
+{
+    (void)state;
+    struct kube_client *c = client(3, h_503);
+    struct kube_write_gate g = {.may = gate_first_only};
+    struct kube_err e;
+    atomic_store(&gate_asked, 0);
+    kube_client_set_write_gate(c, &g);
+    json_t *cm = json_pack("{s:s, s:{s:s}}", "kind", "ConfigMap", "metadata", "name", "x");
+    assert_int_equal(kube_update(c, &KUBE_RES_CONFIGMAPS, "ns", cm, NULL, &e), -ENOLCK);
+    assert_int_equal(server_requests(), 1);
+    assert_int_equal(atomic_load(&gate_asked), 2);
+    assert_false(e.sent);
+    json_decref(cm);
+    /* a GET is not gated (it is retried, and the gate is never asked) */
+    struct kube_req r;
+    kube_req_init(&r, "GET", &KUBE_RES_PODS);
+    r.ns = "ns";
+    r.name = "p";
+    r.timeout = 1500 * USEC_PER_MSEC;
+    assert_true(kube_request(c, &r, NULL, &e) < 0);
+    assert_int_equal(server_requests(), 3);
+    assert_int_equal(atomic_load(&gate_asked), 2);
+    kube_client_set_write_gate(c, NULL);
+    kube_client_free(c);
+}
+
 static int h_401_rotate(struct srv *s, const struct srv_req *rq, int n, int fd)
 {
     (void)n;
@@ -1149,6 +1199,7 @@ int main(void)
         cmocka_unit_test(test_post_without_body_leaves_stdin),
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_retry_after_huge),
+        cmocka_unit_test(test_write_gate),
         cmocka_unit_test(test_401_refresh),
         cmocka_unit_test(test_401_burst_runs_plugin_once),
         cmocka_unit_test(test_errors_not_retried),
