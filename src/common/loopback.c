@@ -49,11 +49,9 @@ bool loopback_host(struct str host)
 bool loopback_url_exposes(const char *url)
 {
     const char *sep = strstr(url, "://");
-    if (!sep)
-        return true;
-    if (sep - url == 5 && str_eq_nocase(str_make(url, 5), STR_LIT("https")))
+    if (sep && sep - url == 5 && str_eq_nocase(str_make(url, 5), STR_LIT("https")))
         return false;
-    const char *auth = sep + 3;
+    const char *auth = sep ? sep + 3 : url; /* no scheme: http, as curl guesses */
     size_t alen = strcspn(auth, "/?#");
     const char *at = memchr(auth, '@', alen);
     if (at) {

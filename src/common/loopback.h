@@ -19,5 +19,5 @@ bool loopback_host(struct str host);
 
 /** url (NUL-terminated) sends its credentials in clear text off this machine: its scheme
  * is not https and its host is not a loopback one (see loopback_host; userinfo before an
- * '@' is skipped). A URL without "://" counts as clear text to a remote host. */
+ * '@' is skipped). A URL without "://" is taken as http://, as curl does. */
 bool loopback_url_exposes(const char *url);

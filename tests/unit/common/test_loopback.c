@@ -44,10 +44,16 @@ static void test_host(void **state)
 static void test_url_exposes(void **state)
 {
     (void)state;
-    static const char *const safe[] = {
-        "https://router.example:8443",  "HTTPS://10.0.0.1/",          "http://127.0.0.1:8080",
-        "http://localhost:8080/path",   "http://[::1]:1/x?y",         "http://user@localhost:1",
-        "http://sandbox.localhost:80/", "http://localhost.?q=example"};
+    static const char *const safe[] = {"https://router.example:8443",
+                                       "HTTPS://10.0.0.1/",
+                                       "http://127.0.0.1:8080",
+                                       "http://localhost:8080/path",
+                                       "http://[::1]:1/x?y",
+                                       "http://user@localhost:1",
+                                       "http://sandbox.localhost:80/",
+                                       "http://localhost.?q=example",
+                                       "localhost:8080",
+                                       "127.0.0.1:8080/x"};
     static const char *const exposed[] = {"http://10.0.0.1:8080",
                                           "http://router.example/",
                                           "http://localhost@evil.example:80/",
