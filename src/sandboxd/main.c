@@ -79,7 +79,7 @@ static void usage(FILE *out)
         "                           follow a {\"type\":\"keepalive\"} line; again every D\n"
         "                           (default 15s)\n"
         "  --exec-timeout D         default run timeout, whole seconds (default 300s;\n"
-        "                           0: none; also $SANDBOX_EXEC_TIMEOUT_SECONDS, in seconds)\n"
+        "                           0: none; also $SANDBOX_EXEC_TIMEOUT_SECONDS, seconds > 0)\n"
         "  --header-timeout D, --body-timeout D, --idle-timeout D   slow-client limits\n"
         "  --shutdown-timeout D     graceful shutdown budget (default 10s)\n"
         "  --memory-merge[=MODE]    mark sandboxd and every process it starts mergeable\n"

@@ -64,8 +64,11 @@ struct sbd_path_made;
 int sbd_path_open_parent_made(const struct sbd_root *root, const char *rel, const char **ret_name,
                               struct sbd_path_made **ret_made);
 /** Removes the directories m recorded, deepest first, each only while it is still the one
- * made and empty (unlinkat(AT_REMOVEDIR) in the descriptor of the directory it was made
- * in: no path is resolved again), and frees m (NULL is fine). */
+ * made and empty: the chain is walked down from the directory the first was made in
+ * (openat with O_NOFOLLOW, each made one checked by device and inode; no path is resolved
+ * from the root again), and frees m (NULL is fine). Where a link or another directory
+ * took a step's place meanwhile, the walk stops there: the directories made below it are
+ * left (empty), never reached through the link. */
 void sbd_path_made_undo(struct sbd_path_made *m);
 /** Frees m (NULL is fine), keeping the directories. */
 void sbd_path_made_free(struct sbd_path_made *m);
