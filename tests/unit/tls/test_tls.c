@@ -460,7 +460,8 @@ static void test_front_session_of_expired_cert(void **state)
     SSL_SESSION *sess[ARRAY_SIZE(versions)] = {NULL};
     (void)state;
     mtls_fix_init(&f);
-    assert_int_equal(tls_self_signed_for("brief", 2, &dir), 0);
+    assert_int_equal(tls_self_signed_for("brief", 5, &dir), 0);
+    usec_t expiry = clock_now() + 5 * USEC_PER_SEC;
     (void)snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
     (void)snprintf(key, sizeof(key), "%s/tls.key", dir);
     f.to.client_ca = cert;
@@ -469,7 +470,8 @@ static void test_front_session_of_expired_cert(void **state)
         assert_false(get_info_tls(port, cert, key, versions[i], &sess[i], buf, sizeof(buf)));
         assert_non_null(strstr(buf, "\r\n\r\nbrief|system:authenticated|"));
     }
-    clock_sleep(3 * USEC_PER_SEC); /* past its notAfter (whole seconds) */
+    while (clock_now() < expiry + 1500 * USEC_PER_MSEC) /* past notAfter (whole seconds) */
+        clock_sleep(100 * USEC_PER_MSEC);
     for (size_t i = 0; i < ARRAY_SIZE(versions); i++) {
         assert_false(get_info_tls(port, cert, key, versions[i], &sess[i], buf, sizeof(buf)));
         assert_null(strstr(buf, "HTTP/1.1 200"));
@@ -503,8 +505,12 @@ static void test_front_budget_per_front(void **state)
     assert_non_null(strstr(buf, "\r\n\r\nunit|system:authenticated|"));
     for (int i = 0; i < 2; i++)
         (void)close(held[i]);
-    clock_sleep(300 * USEC_PER_MSEC); /* the held bridges end at their EOF */
-    get_info(pa, a.cert, a.key, buf, sizeof(buf));
+    /* the held bridges end at their EOF, and their places are free again */
+    usec_t end = clock_now() + 10 * USEC_PER_SEC;
+    do {
+        clock_sleep(100 * USEC_PER_MSEC);
+        get_info(pa, a.cert, a.key, buf, sizeof(buf));
+    } while (!strstr(buf, "HTTP/1.1 200") && clock_now() < end);
     assert_non_null(strstr(buf, "\r\n\r\nunit|system:authenticated|"));
     front_fix_done(&a);
     front_fix_done(&b);
