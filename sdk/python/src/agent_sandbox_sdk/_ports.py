@@ -16,12 +16,13 @@ gets none.
 
 from __future__ import annotations
 
+import posixpath
 import ssl
 import threading
 from collections.abc import AsyncGenerator, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote_to_bytes, urlsplit, urlunsplit
 
 import httpx
 
@@ -137,7 +138,16 @@ class Scope:
         return self._origin(url) == self.origin
 
     def __contains__(self, url: httpx.URL) -> bool:
-        return self.same_origin(url) and url.raw_path.startswith(self.prefix)
+        if not self.same_origin(url):
+            return False
+        raw = url.raw_path.split(b"?", 1)[0]
+        # httpx keeps percent-encoded dot segments (%2e%2e): the path as a server that
+        # decodes them would resolve it must stay below the prefix too.
+        decoded = unquote_to_bytes(raw)
+        clean = posixpath.normpath(decoded.decode("latin-1")).encode("latin-1")
+        if decoded.endswith(b"/") and not clean.endswith(b"/"):
+            clean += b"/"
+        return raw.startswith(self.prefix) and clean.startswith(self.prefix)
 
 
 class _Bearer(httpx.Auth):

@@ -151,3 +151,21 @@ def test_the_client_certificate_only_in_scope(monkeypatch: pytest.MonkeyPatch) -
         assert c.get("https://evil.test/x").text == "2"
         assert c.get("https://api.test:6443/api/v1/nodes").text == "1"
     assert made[1] is not made[0] and made[1] is not True and made[2] is True
+
+
+@pytest.mark.parametrize(
+    ("path", "inside"),
+    [
+        ("x/y", True),
+        ("a/%2e%2e/b", True),  # stays below the prefix once decoded
+        ("%2e%2e/%2e%2e/%2e%2e/%2e%2e/secrets", False),
+        ("%2E%2E/%2E%2E/%2E%2E/%2E%2E/secrets", False),
+        ("x/%2e%2e%2f%2e%2e%2f%2e%2e%2f%2e%2e%2f%2e%2e%2fsecrets", False),
+        ("..%2f..%2f..%2f..%2fsecrets", False),
+    ],
+)
+def test_scope_decodes_dot_segments(path: str, inside: bool) -> None:
+    # httpx keeps percent-encoded dot segments; a server that decodes them would resolve
+    # the path above the prefix, so the credential must not go there.
+    base = "https://api.test:6443/api/v1/namespaces/ns/pods/p:8080/proxy/"
+    assert (httpx.URL(base + path) in _ports.Scope(base)) is inside
