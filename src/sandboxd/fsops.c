@@ -302,6 +302,18 @@ static int move_respond(struct http_req *req, int r, const char *from, const cha
     }
 }
 
+/* rel (under root) is a directory itself, not a link to one (a link may move into the
+ * directory it points to, as mv does). */
+static bool is_real_dir(const struct sbd_root *root, const char *rel)
+{
+    struct stat st;
+    int fd = sbd_path_open(root, rel, O_PATH | O_NOFOLLOW, 0);
+    bool dir = fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+    if (fd >= 0)
+        (void)close(fd);
+    return dir;
+}
+
 static int move_post(struct http_req *req, void *ctx)
 {
     struct sbd *d = ctx;
@@ -315,7 +327,7 @@ static int move_post(struct http_req *req, void *ctx)
         /* answered */
     } else if (strcmp(from, ".") == 0 || strcmp(to, ".") == 0) {
         (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, "move: cannot move the root");
-    } else if (is_inside(to, from)) {
+    } else if (is_inside(to, from) && is_real_dir(d->root, from)) {
         (void)sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT,
                                 "move: cannot move a directory into itself");
     } else {

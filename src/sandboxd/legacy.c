@@ -376,9 +376,10 @@ static int list_dir(struct http_req *req, struct sbd *d, const char *rel, int fd
     (void)buf_putc(&b, '[');
     struct dirent *de;
     size_t n = 0;
-    while ((de = readdir(dir)) && n++ < LIMIT_SBD_LISTING) {
+    while (n < LIMIT_SBD_LISTING && (de = readdir(dir))) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
+            continue; /* not counted: LIMIT_SBD_LISTING entries are listed */
+        n++;
         char *child =
             strcmp(rel, ".") == 0 ? xstrdup(de->d_name) : xasprintf("%s/%s", rel, de->d_name);
         int cfd = sbd_path_open(d->legacy_root, child, O_PATH, 0);

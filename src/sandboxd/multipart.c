@@ -35,7 +35,10 @@ int sbd_header_param(struct str value, const char *name, struct buf *out)
         if (quoted)
             val = str_make(val.p + 1, val.len - 2);
         for (size_t j = 0; j < val.len; j++) {
-            if (quoted && val.p[j] == '\\' && j + 1 < val.len)
+            /* only \" and \\ are escapes (as browsers and python-multipart read them);
+             * any other backslash is a character of the value (a\b.txt) */
+            if (quoted && val.p[j] == '\\' && j + 1 < val.len &&
+                (val.p[j + 1] == '"' || val.p[j + 1] == '\\'))
                 j++;
             if (buf_putc(out, val.p[j]) < 0)
                 return -E2BIG;
@@ -80,6 +83,12 @@ void sbd_multipart_done(struct sbd_multipart *m)
     buf_done(&m->in);
 }
 
+/* The bytes fed and not parsed yet. */
+static struct str unparsed(const struct sbd_multipart *m)
+{
+    return str_make(m->in.data + m->off, m->in.len - m->off);
+}
+
 /* Parses the part headers in p[0..n) (without the final CRLF CRLF). */
 static int part_headers(struct sbd_multipart *m, struct str h)
 {
@@ -111,7 +120,7 @@ static int part_headers(struct sbd_multipart *m, struct str h)
 
 static int step_headers(struct sbd_multipart *m)
 {
-    struct str in = str_make(m->in.data, m->in.len);
+    struct str in = unparsed(m);
     size_t skip;
     const char *end;
     if (in.len >= 2 && memcmp(in.p, "\r\n", 2) == 0) {
@@ -121,12 +130,16 @@ static int step_headers(struct sbd_multipart *m)
         end = memmem(in.p, in.len, "\r\n\r\n", 4);
         skip = 4;
     }
+    /* too long whether or not its end has come yet (the same body in any split) */
+    if ((!end && in.len > LIMIT_SBD_MULTIPART_HEAD) ||
+        (end && (size_t)(end - in.p) > LIMIT_SBD_MULTIPART_HEAD))
+        return -E2BIG;
     if (!end)
-        return in.len > LIMIT_SBD_MULTIPART_HEAD ? -E2BIG : 0;
+        return 0;
     int r = part_headers(m, str_make(in.p, (size_t)(end - in.p)));
     if (r < 0)
         return r;
-    buf_consume(&m->in, (size_t)(end - in.p) + skip);
+    m->off += (size_t)(end - in.p) + skip;
     m->state = MP_DATA;
     return 1;
 }
@@ -173,7 +186,7 @@ static long find_delim(const struct sbd_multipart *m, struct str in, size_t *ret
 
 static int step_data(struct sbd_multipart *m, bool preamble)
 {
-    struct str in = str_make(m->in.data, m->in.len);
+    struct str in = unparsed(m);
     size_t safe = 0;
     long d = find_delim(m, in, &safe);
     size_t emit = d >= 0 ? (size_t)d : safe;
@@ -183,10 +196,10 @@ static int step_data(struct sbd_multipart *m, bool preamble)
             return r;
     }
     if (d < 0) {
-        buf_consume(&m->in, emit);
+        m->off += emit;
         return 0;
     }
-    buf_consume(&m->in, emit + m->delim_len);
+    m->off += emit + m->delim_len;
     if (!preamble && m->accepted) {
         m->accepted = false;
         int r = m->end(m->ctx);
@@ -199,22 +212,24 @@ static int step_data(struct sbd_multipart *m, bool preamble)
 
 static int step_after_delim(struct sbd_multipart *m)
 {
-    if (m->in.len < 2)
+    struct str in = unparsed(m);
+    if (in.len < 2)
         return 0;
-    if (memcmp(m->in.data, "--", 2) == 0) {
+    if (memcmp(in.p, "--", 2) == 0) {
         m->state = MP_END;
         buf_reset(&m->in);
+        m->off = 0;
         return 1;
     }
     /* Linear whitespace may follow the boundary before the CRLF. */
     size_t i = 0;
-    while (i < m->in.len && (m->in.data[i] == ' ' || m->in.data[i] == '\t'))
+    while (i < in.len && (in.p[i] == ' ' || in.p[i] == '\t'))
         i++;
-    if (i + 2 > m->in.len)
+    if (i + 2 > in.len)
         return 0;
-    if (memcmp(m->in.data + i, "\r\n", 2) != 0)
+    if (memcmp(in.p + i, "\r\n", 2) != 0)
         return -EPROTO;
-    buf_consume(&m->in, i + 2);
+    m->off += i + 2;
     m->state = MP_HEADERS;
     return 1;
 }
@@ -232,13 +247,16 @@ static int step(struct sbd_multipart *m)
         return step_data(m, false);
     default:
         buf_reset(&m->in);
+        m->off = 0;
         return 0;
     }
 }
 
 int sbd_multipart_feed(struct sbd_multipart *m, struct str data, bool last)
 {
-    while (data.len || m->in.len) {
+    while (data.len || m->in.len > m->off) {
+        buf_consume(&m->in, m->off); /* what the last steps parsed, at once */
+        m->off = 0;
         size_t room = m->in.limit - m->in.len;
         size_t n = data.len < room ? data.len : room;
         if (n && buf_append(&m->in, data.p, n) < 0)

@@ -23,6 +23,8 @@ struct sbd_multipart {
     char *delim; /* "\r\n--" boundary */
     size_t delim_len;
     struct buf in;
+    size_t off; /* bytes of in already parsed: dropped once per feed, not per part (a
+                   memmove of the rest for each of thousands of tiny parts was quadratic) */
     bool accepted;
     sbd_part_begin_fn *begin;
     sbd_part_data_fn *data;

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "ndjson_client.h"
 #include "sandboxd/fsops.h"
 #include "sbd_test.h"
@@ -75,6 +77,17 @@ static void test_stat_mkdir_move(void **state)
     test_http_resp_done(&r);
     assert_int_equal(sbd_do(f->port, "POST", "/v1/move", hdr, "{\"from\":\"a\"}", &r), 400);
     test_http_resp_done(&r);
+    /* a link to a directory moves into that directory (as mv does): not "into itself" */
+    char ln[600];
+    (void)snprintf(ln, sizeof(ln), "%s/ln", f->root);
+    assert_int_equal(symlink("a", ln), 0);
+    assert_int_equal(
+        sbd_do(f->port, "POST", "/v1/move", hdr, "{\"from\":\"ln\",\"to\":\"ln/x\"}", &r), 200);
+    test_http_resp_done(&r);
+    (void)snprintf(ln, sizeof(ln), "%s/a/x", f->root);
+    struct stat st;
+    assert_int_equal(lstat(ln, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
     sbd_fixture_stop(f);
 }
 

@@ -9,9 +9,14 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <unistd.h>
 
+#include <sys/stat.h>
 #include <sys/time.h>
 
+#include "common/limits.h"
 #include "sandboxd/shlex.h"
 #include "sbd_test.h"
 
@@ -76,6 +81,27 @@ static void test_root_and_execute(void **state)
     expect(p, "GET", "/execute", NULL, NULL, 405, "{\"detail\":\"Method Not Allowed\"}");
 }
 
+/* /list of a directory with one entry more than LIMIT_SBD_LISTING lists exactly that
+ * many ("." and ".." counted before, so two fewer came). */
+static void list_cap(const struct sbd_fixture *f, uint16_t p)
+{
+    char dir[256], path[300];
+    (void)snprintf(dir, sizeof(dir), "%s/many", f->root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    for (int i = 0; i <= LIMIT_SBD_LISTING; i++) {
+        (void)snprintf(path, sizeof(path), "%s/f%d", dir, i);
+        int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        (void)close(fd);
+    }
+    struct test_http_resp r;
+    assert_int_equal(sbd_do(p, "GET", "/list/many", NULL, NULL, &r), 200);
+    json_t *j = json_loads(buf_str(&r.body), 0, NULL);
+    assert_int_equal(json_array_size(j), LIMIT_SBD_LISTING);
+    json_decref(j);
+    test_http_resp_done(&r);
+}
+
 static void test_files(void **state)
 {
     struct sbd_fixture *f = *state;
@@ -111,6 +137,7 @@ static void test_files(void **state)
     assert_int_equal(utimes(path, tv), 0);
     expect(p, "GET", "/list/sub", NULL, NULL, 200,
            "[{\"name\":\"up.txt\",\"size\":7,\"type\":\"file\",\"mod_time\":1700000000.25}]");
+    list_cap(f, p);
 }
 
 static void check_split(const char *in, const char *const *want)
