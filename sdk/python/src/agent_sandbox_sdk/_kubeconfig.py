@@ -403,6 +403,18 @@ def _path(base: str, p: Any) -> str:
     return s if os.path.isabs(s) else os.path.join(base, s)
 
 
+def _flag(section: dict[str, Any], key: str, path: str) -> bool:
+    """A boolean field: a YAML boolean only (absent or null: false). Anything else, a
+    quoted "false" above all (bool("false") is True), is a ConfigError naming the field,
+    not a guess: for insecure-skip-tls-verify a wrong guess turns TLS verification off."""
+    v = section.get(key)
+    if v is None:
+        return False
+    if isinstance(v, bool):
+        return v
+    raise ConfigError(f"{path}: {key} must be true or false (a YAML boolean, unquoted), not {v!r}")
+
+
 def _named(items: Any, name: str, what: str, path: str) -> dict[str, Any]:
     for it in items or []:
         if it.get("name") == name:
@@ -430,7 +442,7 @@ def load_kubeconfig(path: str | os.PathLike[str] | None = None, context: str | N
     cfg = KubeConfig(
         server=str(cluster.get("server", "")).rstrip("/"),
         namespace=str(ctx.get("namespace") or "default"),
-        insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
+        insecure=_flag(cluster, "insecure-skip-tls-verify", p),
         base_dir=base,
     )
     if not cfg.server:

@@ -253,3 +253,20 @@ def test_a_failed_exec_plugin_names_its_command_not_its_arguments(tmp_path: Path
     e = info.value
     shown = e.__cause__ or (None if e.__suppress_context__ else e.__context__)  # what a traceback prints
     assert shown is None or "XYZ" not in str(shown)
+
+
+@pytest.mark.parametrize("value", ["false", "true", "no", 0, 1, "", []], ids=repr)
+def test_insecure_skip_tls_verify_takes_only_a_yaml_boolean(tmp_path: Path, value: object) -> None:
+    """insecure-skip-tls-verify: "false" (quoted) turned verification off (bool("false")
+    is True); anything but a YAML boolean is refused, naming the field."""
+    p = write(tmp_path, {"token": "x"}, {"server": "https://h:1", "insecure-skip-tls-verify": value})
+    with pytest.raises(ConfigError, match="insecure-skip-tls-verify"):
+        load_kubeconfig(p)
+
+
+@pytest.mark.parametrize(("value", "insecure"), [(True, True), (False, False), (None, False)])
+def test_insecure_skip_tls_verify_booleans(tmp_path: Path, value: object, insecure: bool) -> None:
+    p = write(tmp_path, {"token": "x"}, {"server": "https://h:1", "insecure-skip-tls-verify": value})
+    cfg = load_kubeconfig(p)
+    assert cfg.insecure is insecure
+    assert cfg.ssl_context().verify_mode.name == ("CERT_NONE" if insecure else "CERT_REQUIRED")
