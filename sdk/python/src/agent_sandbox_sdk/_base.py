@@ -66,8 +66,9 @@ class SandboxBase(Generic[C]):
         self._target: _conn.Target | None = None
         self._read_at = 0.0  # time.monotonic() of the last read of _obj (resume on traffic)
         # The UID of the claim (or, without one, the Sandbox) the handle stands for, once
-        # known (create's answer, get's read): delete() is conditioned on it.
-        self._uid = "" if claim else _k8s.uid_of(obj)
+        # known (create's answer, get's read): delete() is conditioned on it. With a
+        # claim, obj is its Sandbox, whose ownerReference to the claim holds the claim's.
+        self._uid = _k8s.owner_claim_uid(obj, claim) if claim else _k8s.uid_of(obj)
         # The handle made its client (connect()): closing the handle closes it.
         self._owns_client = False
 

@@ -470,6 +470,15 @@ def owner_claim(obj: Mapping[str, Any]) -> str:
     return ""
 
 
+def owner_claim_uid(obj: Mapping[str, Any] | None, claim: str) -> str:
+    """The UID of the SandboxClaim called claim in a Sandbox's ownerReferences ("" for
+    none): the claim's own UID, which the claim's controller set there."""
+    for ref in ((obj or {}).get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "SandboxClaim" and ref.get("name") == claim:
+            return str(ref.get("uid") or "")
+    return ""
+
+
 def sandbox_infos(listing: Mapping[str, Any]) -> list[SandboxInfo]:
     """The SandboxInfo of each Sandbox of a list answer."""
     return [sandbox_info(o, owner_claim(o)) for o in listing.get("items") or []]

@@ -171,7 +171,9 @@ class SandboxClient(_base.ClientBase):
             raise _k8s.no_such_sandbox(ns, name) from None
         w = _k8s.Wait("SandboxClaim", name)
         self.kube.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_bound)
-        return Sandbox(self, ns, w.sandbox, claim=name, keep=True)
+        sb = Sandbox(self, ns, w.sandbox, claim=name, keep=True)
+        sb._uid = _k8s.uid_of(claim)  # delete() leaves a claim made again under the name
+        return sb
 
     def list(self, *, namespace: str | None = None, label_selector: str | None = None) -> builtins.list[SandboxInfo]:
         """Sandboxes in the namespace (optionally filtered by a label selector)."""

@@ -416,3 +416,47 @@ def test_the_rollback_of_a_failed_wait_leaves_an_object_made_again_under_the_nam
         httpx_sync_client(fake).create(pod_spec={"containers": [{"name": "c", "image": "x"}]}, name="mine")
     assert json.loads(fake.calls("DELETE", ".")[0].content)["preconditions"] == {"uid": "ours"}
     assert fake.store[("sandboxes", "default", "mine")]["metadata"]["uid"] == "theirs"
+
+
+def _claimed(fake: FakeKube) -> None:
+    """Claim job-1 (UID ours) bound to Sandbox sb-1, which its controller ownerReference
+    ties to that claim."""
+    fake.put("sandboxclaims", {"metadata": {"name": "job-1", "uid": "ours"}, "status": {"sandbox": {"name": "sb-1"}}})
+    owner = {"kind": "SandboxClaim", "name": "job-1", "uid": "ours", "controller": True}
+    fake.put("sandboxes", {"metadata": {"name": "sb-1", "uid": "sb-uid", "ownerReferences": [owner]}})
+
+
+@pytest.mark.parametrize("by", ["job-1", "sb-1"], ids=["by claim", "by sandbox"])
+def test_a_handle_from_get_deletes_only_the_claim_it_read(by: str) -> None:
+    """get() read the claim (or its Sandbox, whose ownerReference holds the claim's UID):
+    the handle's delete() is conditioned on that UID, so a claim made again under the
+    name by another client is left alone (the handle's UID was "", a delete by name)."""
+    fake = FakeKube()
+    _claimed(fake)
+    sb = httpx_sync_client(fake).get(by)
+    assert sb.claim == "job-1"
+    _replaced(fake, "sandboxclaims", "job-1")
+    assert sb.delete() is False
+    [delete] = fake.calls("DELETE", "/sandboxclaims/job-1")
+    assert json.loads(delete.content)["preconditions"] == {"uid": "ours"}
+    assert fake.store[("sandboxclaims", "default", "job-1")]["metadata"]["uid"] == "theirs"
+
+
+@pytest.mark.parametrize("by", ["job-1", "sb-1"], ids=["by claim", "by sandbox"])
+async def test_async_a_handle_from_get_deletes_only_the_claim_it_read(by: str) -> None:
+    fake = FakeKube()
+    _claimed(fake)
+    async with httpx_async_client(fake) as c:
+        sb = await c.get(by)
+        _replaced(fake, "sandboxclaims", "job-1")
+        assert await sb.delete() is False
+    [delete] = fake.calls("DELETE", "/sandboxclaims/job-1")
+    assert json.loads(delete.content)["preconditions"] == {"uid": "ours"}
+    assert fake.store[("sandboxclaims", "default", "job-1")]["metadata"]["uid"] == "theirs"
+
+
+def test_a_handle_from_get_deletes_its_own_claim() -> None:
+    fake = FakeKube()
+    _claimed(fake)
+    assert httpx_sync_client(fake).get("job-1").delete() is True
+    assert ("sandboxclaims", "default", "job-1") not in fake.store
