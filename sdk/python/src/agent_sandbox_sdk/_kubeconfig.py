@@ -118,16 +118,21 @@ class KubeConfig:
 
     def bearer_token(self) -> str | None:
         """The current bearer token (a token file is re-read each time). Safe to call from
-        several threads: an exec plugin runs once for all callers waiting on it."""
+        several threads: an exec plugin runs once for all callers waiting on it. A token
+        file wins over a literal token, which is the fallback while the file cannot be
+        read or is empty (as client-go)."""
         if self.token_file:
             try:
-                return Path(self.token_file).read_text().strip() or None
+                tok = Path(self.token_file).read_text().strip()
             except OSError as e:
+                if self.token:
+                    return self.token
                 raise ConfigError(f"cannot read the token file {self.token_file}: {e}") from e
+            return tok or self.token or None
         if self.token:
             return self.token
-        tok = self._exec_credential().get("token")
-        return str(tok) if tok else None
+        ex = self._exec_credential().get("token")
+        return str(ex) if ex else None
 
     async def bearer_token_async(self) -> str | None:
         """bearer_token for async callers: an exec plugin that has to run runs in a worker
@@ -462,9 +467,10 @@ def _apply_user(cfg: KubeConfig, user: dict[str, Any], base: str) -> None:
     elif user.get("client-certificate"):
         cfg.cert_file = _path(base, user["client-certificate"])
         cfg.key_file = _path(base, user["client-key"]) if user.get("client-key") else None
+    # both: the file wins, re-read as it rotates; the token is its fallback (bearer_token)
     if user.get("token"):
         cfg.token = str(user["token"])
-    elif user.get("tokenFile"):
+    if user.get("tokenFile"):
         cfg.token_file = _path(base, user["tokenFile"])
     if user.get("username") is not None:
         cfg.username, cfg.password = str(user["username"]), str(user.get("password", ""))

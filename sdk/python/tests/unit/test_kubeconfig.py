@@ -270,3 +270,23 @@ def test_insecure_skip_tls_verify_booleans(tmp_path: Path, value: object, insecu
     cfg = load_kubeconfig(p)
     assert cfg.insecure is insecure
     assert cfg.ssl_context().verify_mode.name == ("CERT_NONE" if insecure else "CERT_REQUIRED")
+
+
+def test_a_token_file_wins_over_a_token(tmp_path: Path) -> None:
+    """With both token and tokenFile the file wins, re-read as it rotates (client-go; the
+    file was ignored), and the token is the fallback while the file cannot be read."""
+    tf = tmp_path / "tok"
+    tf.write_text("from-file\n")
+    cfg = load_kubeconfig(write(tmp_path, {"token": "literal", "tokenFile": "tok"}))
+    assert cfg.token_file == str(tf)
+    assert bearer(cfg) == "Bearer from-file"
+    tf.write_text("rotated")
+    assert bearer(cfg) == "Bearer rotated"
+    tf.unlink()
+    assert bearer(cfg) == "Bearer literal"
+
+
+def test_an_unreadable_token_file_without_a_token_is_a_config_error(tmp_path: Path) -> None:
+    cfg = load_kubeconfig(write(tmp_path, {"tokenFile": "missing"}))
+    with pytest.raises(ConfigError, match="cannot read the token file"):
+        cfg.bearer_token()
