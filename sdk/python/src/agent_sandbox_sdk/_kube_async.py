@@ -172,6 +172,8 @@ class AsyncKubeClient:
                 raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
             if a is not None:
                 return _k8s.fast_result(a.status, a.content_type, a.body, c.what)
+        if self.http.is_closed:  # httpx's own error is a RuntimeError
+            raise SandboxError(f"{c.what}: the client is closed")
         kw = _k8s.kw_within(c, self.timeout, deadline - clock(), self.cfg.server)
         if mark is not None:
             mark()  # httpx may send it from here (its wait for a connection counts too: to be safe)
@@ -259,6 +261,8 @@ class AsyncKubeClient:
 
     @contextlib.asynccontextmanager
     async def _httpx_watch_lines(self, c: _k8s.ApiCall) -> AsyncGenerator[AsyncGenerator[str, None], None]:
+        if self.http.is_closed:
+            raise SandboxError(f"{c.what}: the client is closed")
         with _k8s.watching(c.what, streaming=False):
             resp = await self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
         try:

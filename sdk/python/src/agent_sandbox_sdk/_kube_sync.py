@@ -363,6 +363,11 @@ class KubeClient:
         self.http = self._make_http(ctx)
         self._streams: dict[str, HandoutStream] = {}
         self._streams_lock = threading.Lock()
+        # The stops of the waits in flight, which stop_waits() ends (close(): a create
+        # waiting rolls back on the still-open client); _closing refuses later waits.
+        self._stops: set[WatchStop] = set()
+        self._stops_lock = threading.Lock()
+        self._closing = False
         self._later = Later()
         ua = self.http.headers.get("user-agent", "agent-sandbox-sdk")
         self._fast = _fasthttp.FastPool(cfg, timeout, ua, ctx)
@@ -385,7 +390,34 @@ class KubeClient:
         while len(self._retired) > 2:
             self._retired.pop(0).close()
 
+    def stop_waits(self) -> None:
+        """Ends the waits in flight, each with SandboxError (the client is closing), and
+        refuses later ones; other calls still go (a create's rollback DELETE)."""
+        with self._stops_lock:
+            self._closing = True
+            stops = list(self._stops)
+        for stop in stops:
+            stop.stop()
+
+    @contextlib.contextmanager
+    def _waiting(self, w: _k8s.Wait, *stops: WatchStop) -> Iterator[None]:
+        """Registers a wait's stops for stop_waits(); a wait that stop_waits() ended (w
+        not done) raises SandboxError, as does one begun after it."""
+        what = f"waiting for {w.kind} {w.name}"
+        with self._stops_lock:
+            if self._closing:
+                raise SandboxError(f"{what}: the client is closed")
+            self._stops.update(stops)
+        try:
+            yield
+        finally:
+            with self._stops_lock:
+                self._stops.difference_update(stops)
+        if self._closing and not w.done:
+            raise SandboxError(f"{what}: the client was closed")
+
     def close(self) -> None:
+        self.stop_waits()
         self._later.close()
         self._fast.close()
         with self._streams_lock:
@@ -436,6 +468,8 @@ class KubeClient:
                 raise SandboxConnectionError(f"{c.what}: no answer from the API server {self.cfg.server}: {e!r}") from e
             if a is not None:
                 return _k8s.fast_result(a.status, a.content_type, a.body, c.what)
+        if self.http.is_closed:  # httpx's own error is a RuntimeError
+            raise SandboxError(f"{c.what}: the client is closed")
         kw = _k8s.kw_within(c, self.timeout, deadline - time.monotonic(), self.cfg.server)
         if mark is not None:
             mark()  # httpx may send it from here (its wait for a connection counts too: to be safe)
@@ -533,6 +567,8 @@ class KubeClient:
                     lean.close()
                 _k8s.fast_result(lean.status_code, lean.content_type, body, c.what)
             return _LeanWatch(lean, c.what)
+        if self.http.is_closed:
+            raise SandboxError(f"{c.what}: the client is closed")
         with _k8s.watching(c.what, streaming=False):
             resp = self.http.send(self.http.build_request(c.method, c.url, **c.kw), stream=True)
         if resp.status_code >= 400:
@@ -557,7 +593,11 @@ class KubeClient:
     ) -> dict[str, Any]:
         """Waits by watch until step() marks w done. obj is a current copy (from a create or
         a get) to evaluate first and to watch from; None gets it. A stop() ends the wait
-        with w not done."""
+        with w not done; without one, the client's close() ends it with SandboxError."""
+        if stop is None:
+            own = WatchStop()
+            with self._waiting(w, own):
+                return self.wait(resource, ns, name, obj, timeout, w, step, own)
         loop = _k8s.WaitLoop(resource, ns, name, timeout, w, step)
         if loop.first(obj if obj is not None else self.get(resource, ns, name)):
             return loop.obj
@@ -612,14 +652,29 @@ class KubeClient:
         that leads reads it for all), else by a watch of its own. The claim is watched on
         a thread of its own, started by the client's timer (Later) from claim_watch_delay
         on, or at once when the Sandbox watch is refused: a warm hand-out ends the wait on
-        the caller's thread alone, without a thread started or waited for."""
+        the caller's thread alone, without a thread started or waited for. The client's
+        close() ends the wait with SandboxError."""
         uid = _k8s.handout_uid(claim)
         _k8s.on_claim_event(w, "ADDED", claim)  # raises when it failed already
         if not uid or w.done:  # (a claim that is Ready already: wait_ready)
             self.wait("sandboxclaims", ns, name, claim, timeout, w, _k8s.on_claim_event)
             return {}
-        hw = _k8s.Wait("Sandbox", "")
         claim_stop, hand_stop = WatchStop(), WatchStop()
+        with self._waiting(w, claim_stop, hand_stop):
+            return self._wait_claim(ns, name, claim, timeout, w, uid, claim_stop, hand_stop)
+
+    def _wait_claim(
+        self,
+        ns: str,
+        name: str,
+        claim: dict[str, Any],
+        timeout: float,
+        w: _k8s.Wait,
+        uid: str,
+        claim_stop: WatchStop,
+        hand_stop: WatchStop,
+    ) -> dict[str, Any]:
+        hw = _k8s.Wait("Sandbox", "")
         failed: list[BaseException] = []
 
         def claim_wait() -> None:

@@ -42,6 +42,17 @@ from .models import (
 
 RETRY_STATUS = _wire.RETRY_STATUS
 
+CLOSE_WAIT_CALLS = 3
+"""aclose() awaits a create() in flight for up to this many API calls' timeouts (its POST,
+its rollback DELETE, a spare) plus _k8s.CLEANUP_TIMEOUT (the looks of a lost create's
+rollback)."""
+
+
+def _cancel_requested() -> bool:
+    """Whether the current task was asked to cancel (Python 3.11+; False before)."""
+    cancelling = getattr(asyncio.current_task(), "cancelling", None)
+    return bool(cancelling is not None and cancelling())
+
 
 class AsyncSandboxClient(_base.ClientBase):
     """Creates, finds and deletes sandboxes.
@@ -71,10 +82,23 @@ class AsyncSandboxClient(_base.ClientBase):
         opts = _wire.client_options(timeout)  # its limits go to the transport: httpx ignores them
         self.http = httpx.AsyncClient(**opts, transport=_proxy.async_transport(verify, limits=opts["limits"]))
         self._cleanups: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._creates: set[asyncio.Future[None]] = set()  # one per create() in flight
+        self._waits: set[asyncio.Task[None]] = set()  # their waits, which aclose() ends
+        self._closed_waits: set[asyncio.Task[None]] = set()  # the waits aclose() cancelled
 
     async def aclose(self) -> None:
         """Closes the HTTP connections (sandboxes keep running), once the deletes still
-        running for failed creates are done (see _cleanup)."""
+        running for failed creates are done (see _cleanup). A create() waiting in another
+        task is ended first (SandboxError) and deletes what it created before the client
+        is closed (awaited for up to CLOSE_WAIT_CALLS API calls' timeouts plus
+        _k8s.CLEANUP_TIMEOUT)."""
+        self._closing = True
+        for task in list(self._waits):
+            self._closed_waits.add(task)
+            task.cancel()
+        if self._creates:
+            await asyncio.wait(set(self._creates), timeout=CLOSE_WAIT_CALLS * self.kube.timeout + _k8s.CLEANUP_TIMEOUT)
         while self._cleanups:
             await asyncio.gather(*self._cleanups, return_exceptions=True)
         await self.http.aclose()
@@ -92,6 +116,25 @@ class AsyncSandboxClient(_base.ClientBase):
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
         await asyncio.shield(task)
+
+    async def _closable_wait(self, coro: Coroutine[Any, Any, None], what: str) -> None:
+        """Awaits coro, a create's wait, in a task that aclose() may cancel: the wait then
+        raises SandboxError, and the create deletes what it created before aclose()
+        closes the client. The caller's own cancellation goes to the task as before."""
+        if self._closing:
+            coro.close()
+            raise SandboxError(f"{what}: the client is closed")
+        task = asyncio.ensure_future(coro)
+        self._waits.add(task)
+        try:
+            await task
+        except asyncio.CancelledError:
+            if task in self._closed_waits and task.cancelled() and not _cancel_requested():
+                raise SandboxError(f"{what}: the client was closed") from None
+            raise
+        finally:
+            self._waits.discard(task)
+            self._closed_waits.discard(task)
 
     async def __aenter__(self) -> AsyncSandboxClient:
         return self
@@ -123,48 +166,57 @@ class AsyncSandboxClient(_base.ClientBase):
         """Creates a sandbox from a warm pool (a SandboxClaim), a SandboxTemplate name or a
         pod spec (a Sandbox), and waits until it is Ready (by watch; ``timeout`` seconds).
         On any failure the created object is deleted again. The returned Sandbox deletes
-        itself when used as a context manager unless ``keep`` is true."""
-        ns = namespace or self.namespace
-        plan = _k8s.plan_create(
-            pool,
-            template,
-            pod_spec,
-            name=name,
-            env=env,
-            labels=labels,
-            annotations=annotations,
-            pod_labels=pod_labels,
-            pod_annotations=pod_annotations,
-            ttl=ttl,
-            shutdown_time=shutdown_time,
-        )
-        tmpl = await self._get_template(ns, template) if template is not None else None
-        for tries_left in range(_k8s.CREATE_NAME_TRIES - 1, -1, -1):
-            resource, body = plan.body(tmpl)
-            sandbox, claim = _k8s.created_names(resource, body)
-            sb = AsyncSandbox(self, ns, sandbox, claim=claim, keep=keep)
-            mark = _k8s.SendMark()
-            try:
-                created = await self.kube.create(resource, ns, body, mark)
-                break
-            except BaseException as e:
-                # Under a name drawn here (never one the caller gave): a taken name is
-                # drawn again; a create that may have stored the object is undone (not
-                # a POST never sent, e.g. a task cancelled while it waited for a
-                # connection, nor on a client closed meanwhile).
-                if plan.name is None and _k8s.name_taken(e) and tries_left:
-                    continue
-                if plan.name is None and _k8s.create_unsettled(e, mark) and not self.kube.http.is_closed:
-                    await self._cleanup(sb._delete_lost())
-                raise
-        sb._uid = _k8s.uid_of(created)
-        if wait:
-            try:
-                await sb._wait_created(created, timeout)
-            except BaseException:
-                await self._cleanup(sb._delete_quietly())
-                raise
-        return sb
+        itself when used as a context manager unless ``keep`` is true. On any failure
+        the created object is deleted again, also when aclose() is called meanwhile (it
+        waits for that)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._creates.add(done)  # aclose() waits for it
+        try:
+            ns = namespace or self.namespace
+            plan = _k8s.plan_create(
+                pool,
+                template,
+                pod_spec,
+                name=name,
+                env=env,
+                labels=labels,
+                annotations=annotations,
+                pod_labels=pod_labels,
+                pod_annotations=pod_annotations,
+                ttl=ttl,
+                shutdown_time=shutdown_time,
+            )
+            tmpl = await self._get_template(ns, template) if template is not None else None
+            for tries_left in range(_k8s.CREATE_NAME_TRIES - 1, -1, -1):
+                resource, body = plan.body(tmpl)
+                sandbox, claim = _k8s.created_names(resource, body)
+                sb = AsyncSandbox(self, ns, sandbox, claim=claim, keep=keep)
+                mark = _k8s.SendMark()
+                try:
+                    created = await self.kube.create(resource, ns, body, mark)
+                    break
+                except BaseException as e:
+                    # Under a name drawn here (never one the caller gave): a taken name is
+                    # drawn again; a create that may have stored the object is undone (not
+                    # a POST never sent, e.g. a task cancelled while it waited for a
+                    # connection, nor on a client closed meanwhile).
+                    if plan.name is None and _k8s.name_taken(e) and tries_left:
+                        continue
+                    if plan.name is None and _k8s.create_unsettled(e, mark) and not self.kube.http.is_closed:
+                        await self._cleanup(sb._delete_lost())
+                    raise
+            sb._uid = _k8s.uid_of(created)
+            if wait:
+                try:
+                    what = f"waiting for SandboxClaim {claim}" if claim else f"waiting for Sandbox {sandbox}"
+                    await self._closable_wait(sb._wait_created(created, timeout), what)
+                except BaseException:
+                    await self._cleanup(sb._delete_quietly())
+                    raise
+            return sb
+        finally:
+            self._creates.discard(done)
+            done.set_result(None)
 
     async def _get_template(self, ns: str, name: str) -> dict[str, Any]:
         try:

@@ -5,6 +5,7 @@ _base's (shared with agent_sandbox_sdk.aio)."""
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import threading
 import time
@@ -40,6 +41,11 @@ from .models import (
 
 RETRY_STATUS = _wire.RETRY_STATUS
 
+CLOSE_WAIT_CALLS = 3
+"""close() waits for a create() in flight for up to this many API calls' timeouts (its
+POST, its rollback DELETE, a spare) plus _k8s.CLEANUP_TIMEOUT (the looks of a lost
+create's rollback)."""
+
 
 class SandboxClient(_base.ClientBase):
     """Creates, finds and deletes sandboxes.
@@ -68,11 +74,34 @@ class SandboxClient(_base.ClientBase):
         verify = self._verify()
         opts = _wire.client_options(timeout)  # its limits go to the transport: httpx ignores them
         self.http = httpx.Client(**opts, transport=_proxy.transport(verify, limits=opts["limits"]))
+        self._creates: builtins.list[int] = []  # the threads of the create() calls in flight
+        self._creates_done = threading.Condition()
 
     def close(self) -> None:
-        """Closes the HTTP connections (sandboxes keep running)."""
+        """Closes the HTTP connections (sandboxes keep running). A create() waiting in
+        another thread is ended first (SandboxError) and close() returns once it has
+        deleted what it created (bounded: CLOSE_WAIT_CALLS API calls' timeouts plus
+        _k8s.CLEANUP_TIMEOUT; not for a create() of the calling thread, say one a signal
+        handler interrupted to call close())."""
+        self.kube.stop_waits()
+        bound = CLOSE_WAIT_CALLS * self.kube.timeout + _k8s.CLEANUP_TIMEOUT
+        me = threading.get_ident()
+        with self._creates_done:
+            self._creates_done.wait_for(lambda: all(t == me for t in self._creates), timeout=bound)
         self.http.close()
         self.kube.close()
+
+    @contextlib.contextmanager
+    def _create_in_flight(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._creates_done:
+            self._creates.append(me)
+        try:
+            yield
+        finally:
+            with self._creates_done:
+                self._creates.remove(me)
+                self._creates_done.notify_all()
 
     def __enter__(self) -> SandboxClient:
         return self
@@ -103,51 +132,53 @@ class SandboxClient(_base.ClientBase):
     ) -> Sandbox:
         """Creates a sandbox from a warm pool (a SandboxClaim), a SandboxTemplate name or a
         pod spec (a Sandbox), and waits until it is Ready (by watch; ``timeout`` seconds).
-        On any failure the created object is deleted again. The returned Sandbox deletes
-        itself when used as a context manager unless ``keep`` is true."""
-        ns = namespace or self.namespace
-        plan = _k8s.plan_create(
-            pool,
-            template,
-            pod_spec,
-            name=name,
-            env=env,
-            labels=labels,
-            annotations=annotations,
-            pod_labels=pod_labels,
-            pod_annotations=pod_annotations,
-            ttl=ttl,
-            shutdown_time=shutdown_time,
-        )
-        tmpl = self._get_template(ns, template) if template is not None else None
-        for tries_left in range(_k8s.CREATE_NAME_TRIES - 1, -1, -1):
-            resource, body = plan.body(tmpl)
-            sandbox, claim = _k8s.created_names(resource, body)
-            sb = Sandbox(self, ns, sandbox, claim=claim, keep=keep)
-            mark = _k8s.SendMark()
-            try:
-                created = self.kube.create(resource, ns, body, mark)
-                break
-            except BaseException as e:
-                # Under a name drawn here (never one the caller gave, which could be
-                # someone else's object): a taken name is drawn again; a create that may
-                # have stored the object (no answer, a 5xx; not a POST never sent, e.g.
-                # Ctrl-C while it waited for a connection, nor on a client closed
-                # meanwhile) is undone by that name. After Ctrl-C by the DELETE alone,
-                # best effort: the looks for a late landing would hold it up for seconds.
-                if plan.name is None and _k8s.name_taken(e) and tries_left:
-                    continue
-                if plan.name is None and _k8s.create_unsettled(e, mark) and not self.kube.http.is_closed:
-                    sb._delete_lost(look=isinstance(e, Exception))
-                raise
-        sb._uid = _k8s.uid_of(created)
-        if wait:
-            try:
-                sb._wait_created(created, timeout)
-            except BaseException:
-                sb._delete_quietly()
-                raise
-        return sb
+        On any failure the created object is deleted again, also when close() is called
+        meanwhile (it waits for that). The returned Sandbox deletes itself when used as a
+        context manager unless ``keep`` is true."""
+        with self._create_in_flight():
+            ns = namespace or self.namespace
+            plan = _k8s.plan_create(
+                pool,
+                template,
+                pod_spec,
+                name=name,
+                env=env,
+                labels=labels,
+                annotations=annotations,
+                pod_labels=pod_labels,
+                pod_annotations=pod_annotations,
+                ttl=ttl,
+                shutdown_time=shutdown_time,
+            )
+            tmpl = self._get_template(ns, template) if template is not None else None
+            for tries_left in range(_k8s.CREATE_NAME_TRIES - 1, -1, -1):
+                resource, body = plan.body(tmpl)
+                sandbox, claim = _k8s.created_names(resource, body)
+                sb = Sandbox(self, ns, sandbox, claim=claim, keep=keep)
+                mark = _k8s.SendMark()
+                try:
+                    created = self.kube.create(resource, ns, body, mark)
+                    break
+                except BaseException as e:
+                    # Under a name drawn here (never one the caller gave, which could be
+                    # someone else's object): a taken name is drawn again; a create that may
+                    # have stored the object (no answer, a 5xx; not a POST never sent, e.g.
+                    # Ctrl-C while it waited for a connection, nor on a client closed
+                    # meanwhile) is undone by that name. After Ctrl-C by the DELETE alone,
+                    # best effort: the looks for a late landing would hold it up for seconds.
+                    if plan.name is None and _k8s.name_taken(e) and tries_left:
+                        continue
+                    if plan.name is None and _k8s.create_unsettled(e, mark) and not self.kube.http.is_closed:
+                        sb._delete_lost(look=isinstance(e, Exception))
+                    raise
+            sb._uid = _k8s.uid_of(created)
+            if wait:
+                try:
+                    sb._wait_created(created, timeout)
+                except BaseException:
+                    sb._delete_quietly()
+                    raise
+            return sb
 
     def _get_template(self, ns: str, name: str) -> dict[str, Any]:
         try:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_sandbox_sdk import NotFoundError, RequestError, Sandbox, SandboxConnectionError, _k8s
+from agent_sandbox_sdk import NotFoundError, RequestError, Sandbox, SandboxConnectionError, SandboxError, _k8s
 
 from . import fakes
 from .fakes import FakeKube, _status, httpx_async_client, httpx_sync_client
@@ -134,8 +134,8 @@ def test_a_create_on_a_closed_client_is_not_rolled_back(monkeypatch: pytest.Monk
     fake = FakeKube()
     c = httpx_sync_client(fake)
     c.close()
-    with pytest.raises(RuntimeError):
-        c.create("pool")  # httpx: the client has been closed (a DELETE could not go either)
+    with pytest.raises(SandboxError, match="the client is closed"):
+        c.create("pool")  # (a DELETE could not go either)
     assert fake.requests == [] and undone == []
 
 
