@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 import httpx
 
+from ._fasthttp import MAX_ANSWER, MAX_LINE, take_lines
 from ._kubeconfig import KubeConfig
 from .errors import (
     AuthError,
@@ -1242,6 +1243,59 @@ def kw_within(c: ApiCall, timeout: float, left: float, server: str) -> dict[str,
     if "timeout" in c.kw or left >= timeout:
         return c.kw
     return {**c.kw, "timeout": httpx.Timeout(left, connect=min(10.0, left))}
+
+
+def _too_large(what: str) -> SandboxConnectionError:
+    return SandboxConnectionError(f"{what}: the API server's answer is larger than {MAX_ANSWER} bytes")
+
+
+def read_answer(resp: httpx.Response, what: str) -> None:
+    """Reads a streamed one-object answer through httpx (the lean pool's fallback) as the
+    lean pool does: at most MAX_ANSWER bytes, else SandboxConnectionError; left as its
+    content. Closes it."""
+    data = bytearray()
+    try:
+        for part in resp.iter_bytes():
+            data += part
+            if len(data) > MAX_ANSWER:
+                raise _too_large(what)
+    finally:
+        resp.close()
+    resp._content = bytes(data)
+
+
+async def aread_answer(resp: httpx.Response, what: str) -> None:
+    """The async twin of read_answer."""
+    data = bytearray()
+    try:
+        async for part in resp.aiter_bytes():
+            data += part
+            if len(data) > MAX_ANSWER:
+                raise _too_large(what)
+    finally:
+        await resp.aclose()
+    resp._content = bytes(data)
+
+
+class WatchLines:
+    """Splits a watch answer's bytes read through httpx into lines as the lean pool does:
+    each line at most MAX_LINE bytes (httpx's iter_lines had no bound: one endless event
+    was buffered whole), else SandboxConnectionError."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.buf = bytearray()
+
+    def take(self, part: bytes) -> list[str]:
+        """The lines part completes, without their line ends."""
+        lines = take_lines(self.buf, part)
+        if len(self.buf) > MAX_LINE or any(len(line) > MAX_LINE for line in lines):
+            raise SandboxConnectionError(f"{self.what}: a watch event longer than {MAX_LINE} bytes")
+        return lines
+
+    def rest(self) -> list[str]:
+        """The last line, when the answer did not end with a line end."""
+        return [self.buf.decode()] if self.buf else []
 
 
 def api_result(resp: httpx.Response, what: str) -> dict[str, Any]:

@@ -178,7 +178,11 @@ class AsyncKubeClient:
         if mark is not None:
             mark()  # httpx may send it from here (its wait for a connection counts too: to be safe)
         with _k8s.reaching(c.what, self.cfg.server):
-            resp = await self.http.request(c.method, c.url, **kw)
+            if not c.one_object:
+                resp = await self.http.request(c.method, c.url, **kw)
+            else:  # read as the lean pool reads it: at most MAX_ANSWER bytes
+                resp = await self.http.send(self.http.build_request(c.method, c.url, **kw), stream=True)
+                await _k8s.aread_answer(resp, c.what)
         return _k8s.api_result(resp, c.what)
 
     async def get(self, resource: str, ns: str, name: str) -> dict[str, Any]:
@@ -268,7 +272,7 @@ class AsyncKubeClient:
         try:
             if resp.status_code >= 400:
                 with _k8s.watching(c.what, streaming=True):
-                    await resp.aread()
+                    await _k8s.aread_answer(resp, c.what)
                 raise _k8s.api_error(resp, c.what)
             yield _httpx_lines(resp, c.what)
         finally:
@@ -465,6 +469,10 @@ async def _lean_lines(ls: _fasthttp_async.LineStream, what: str) -> AsyncGenerat
 
 
 async def _httpx_lines(resp: httpx.Response, what: str) -> AsyncGenerator[str, None]:
+    lines = _k8s.WatchLines(what)
     with _k8s.watching(what, streaming=True):
-        async for line in resp.aiter_lines():
+        async for part in resp.aiter_bytes():
+            for line in lines.take(part):
+                yield line
+        for line in lines.rest():
             yield line

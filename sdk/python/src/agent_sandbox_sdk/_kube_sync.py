@@ -37,8 +37,11 @@ class _HttpxWatch:
         self.resp, self.what = resp, what
 
     def iter_lines(self) -> Iterator[str]:
+        lines = _k8s.WatchLines(self.what)
         with _k8s.watching(self.what, streaming=True):
-            yield from self.resp.iter_lines()
+            for part in self.resp.iter_bytes():
+                yield from lines.take(part)
+            yield from lines.rest()
 
     def shutdown(self) -> None:
         stream = self.resp.extensions.get("network_stream")
@@ -474,7 +477,11 @@ class KubeClient:
         if mark is not None:
             mark()  # httpx may send it from here (its wait for a connection counts too: to be safe)
         with _k8s.reaching(c.what, self.cfg.server):
-            resp = self.http.request(c.method, c.url, **kw)
+            if not c.one_object:
+                resp = self.http.request(c.method, c.url, **kw)
+            else:  # read as the lean pool reads it: at most MAX_ANSWER bytes
+                resp = self.http.send(self.http.build_request(c.method, c.url, **kw), stream=True)
+                _k8s.read_answer(resp, c.what)
         return _k8s.api_result(resp, c.what)
 
     def get(self, resource: str, ns: str, name: str) -> dict[str, Any]:
@@ -574,7 +581,7 @@ class KubeClient:
         if resp.status_code >= 400:
             try:
                 with _k8s.watching(c.what, streaming=True):
-                    resp.read()
+                    _k8s.read_answer(resp, c.what)
                 raise _k8s.api_error(resp, c.what)
             finally:
                 resp.close()
