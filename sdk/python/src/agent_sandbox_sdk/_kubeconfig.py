@@ -17,6 +17,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import ssl
 import subprocess
 import tempfile
@@ -388,13 +389,20 @@ def _run_exec_plugin(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
     return status
 
 
+_FRACTION = re.compile(r"(:\d\d)\.(\d+)")
+
+
 def _expiry(ts: Any) -> float:
     """The POSIX time of an ExecCredential's expirationTimestamp (RFC 3339); 0.0 for none.
-    ConfigError when it is not a timestamp."""
+    ConfigError when it is not a timestamp. A fraction of a second of any length (Go's
+    RFC3339Nano gives up to 9 digits, trailing zeros dropped) is made 6 digits first:
+    Python 3.10's fromisoformat takes only 3 or 6."""
     if not ts:
         return 0.0
+    text = str(ts).strip().replace("Z", "+00:00").replace("z", "+00:00")
+    text = _FRACTION.sub(lambda m: f"{m[1]}.{(m[2] + '000000')[:6]}", text, count=1)
     try:
-        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(text).timestamp()
     except (ValueError, OverflowError, OSError) as e:
         raise ConfigError(f"the exec credential plugin's expirationTimestamp {ts!r} is not an RFC 3339 time") from e
 

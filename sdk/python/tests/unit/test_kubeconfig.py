@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import re
 import shutil
 import stat
 import subprocess
 import sys
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
@@ -290,3 +292,36 @@ def test_an_unreadable_token_file_without_a_token_is_a_config_error(tmp_path: Pa
     cfg = load_kubeconfig(write(tmp_path, {"tokenFile": "missing"}))
     with pytest.raises(ConfigError, match="cannot read the token file"):
         cfg.bearer_token()
+
+
+class _StrictFractions(datetime):
+    """datetime.fromisoformat as on Python 3.10: a fraction of a second of 3 or 6 digits
+    only (3.11 takes any)."""
+
+    @classmethod
+    def fromisoformat(cls, date_string: str) -> datetime:
+        m = re.search(r"\.(\d+)", date_string)
+        if m and len(m[1]) not in (3, 6):
+            raise ValueError(f"Invalid isoformat string: {date_string!r}")
+        return datetime.fromisoformat(date_string)
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["this python", "python 3.10"])
+@pytest.mark.parametrize(
+    ("ts", "micro"),
+    [
+        ("2030-01-02T03:04:05.12Z", 120000),
+        ("2030-01-02T03:04:05.123456789Z", 123456),
+        ("2030-01-02T03:04:05.5+00:00", 500000),
+        ("2030-01-02T03:04:05Z", 0),
+    ],
+)
+def test_an_expiration_timestamp_takes_any_fraction(
+    monkeypatch: pytest.MonkeyPatch, strict: bool, ts: str, micro: int
+) -> None:
+    """An exec plugin's expirationTimestamp with a fraction of other than 3 or 6 digits
+    (Go's RFC3339Nano: up to 9, trailing zeros dropped) was a ConfigError on Python 3.10."""
+    if strict:
+        monkeypatch.setattr(_kubeconfig, "datetime", _StrictFractions)
+    want = datetime(2030, 1, 2, 3, 4, 5, micro, tzinfo=timezone.utc).timestamp()
+    assert _kubeconfig._expiry(ts) == want
