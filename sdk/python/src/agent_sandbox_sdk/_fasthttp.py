@@ -146,7 +146,7 @@ class PoolBase:
         self._closed = False
         self.sent = 0  # requests answered
         self.connects = 0  # connections made
-        self.usable = self._to.usable
+        self.usable = self._to.usable and not cfg.proxy_url  # a kubeconfig's proxy: httpx goes through it
         self._setup()
 
     def _setup(self) -> None:

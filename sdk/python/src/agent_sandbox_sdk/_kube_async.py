@@ -107,7 +107,7 @@ class AsyncKubeClient:
 
     def _make_http(self, ctx: Any, pending: bool = False) -> httpx.AsyncClient:
         opts = _k8s.client_options(self.cfg, self.timeout, ctx)  # its limits go to the transport
-        transport = _proxy.async_transport(ctx, limits=opts["limits"])
+        transport = _proxy.async_transport(ctx, limits=opts["limits"], proxy=self.cfg.proxy_url)
         if pending:
             transport = _AfterTLS(self._tls, transport)
         return httpx.AsyncClient(**opts, transport=transport)

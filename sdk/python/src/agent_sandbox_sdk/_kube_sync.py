@@ -377,7 +377,7 @@ class KubeClient:
 
     def _make_http(self, ctx: Any) -> httpx.Client:
         opts = _k8s.client_options(self.cfg, self.timeout, ctx)  # its limits go to the transport
-        return httpx.Client(**opts, transport=_proxy.transport(ctx, limits=opts["limits"]))
+        return httpx.Client(**opts, transport=_proxy.transport(ctx, limits=opts["limits"], proxy=self.cfg.proxy_url))
 
     def _renew_tls(self) -> None:
         """An exec plugin run gave another client certificate (CertRenewal): requests from

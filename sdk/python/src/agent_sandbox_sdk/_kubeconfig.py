@@ -2,8 +2,9 @@
 
 Supports what real kubeconfigs use: server URL, CA (file or data), client certificates
 (file or data), bearer tokens (inline or file, re-read on every request so rotated
-tokens are picked up), basic auth, ``insecure-skip-tls-verify`` and exec credential
-plugins (client.authentication.k8s.io). Auth-provider plugins are not supported.
+tokens are picked up), basic auth, ``insecure-skip-tls-verify``, ``tls-server-name``,
+``proxy-url`` and exec credential plugins (client.authentication.k8s.io). Auth-provider
+plugins are not supported.
 
 An exec plugin runs once for all callers waiting on it, in whichever thread asks first;
 the async client's callers await a run in a worker thread (``bearer_token_async``), one
@@ -18,6 +19,7 @@ import base64
 import json
 import os
 import re
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import yaml
@@ -62,6 +65,11 @@ class KubeConfig:
     exec_config: dict[str, Any] | None = None
     in_cluster: bool = False
     base_dir: str = "."
+    # tls-server-name: the name given (SNI) and checked in the server's certificate
+    # instead of the server URL's host; proxy-url: the proxy every request to the server
+    # goes through (the environment's proxies are not asked then), as client-go's
+    tls_server_name: str | None = None
+    proxy_url: str | None = None
     _exec_cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # Guards _exec_cache: httpx's auth hook, the lean POST connection and the port
     # helpers may ask for the token from several threads at once; the plugin runs once.
@@ -103,6 +111,10 @@ class KubeConfig:
             ctx = ssl.create_default_context(cafile=self.ca_file)
         else:
             ctx = ssl.create_default_context()
+        if self.tls_server_name:
+            ctx.__class__ = ServerNameContext  # the same context, but for the name it checks
+            assert isinstance(ctx, ServerNameContext)
+            ctx.server_name = self.tls_server_name
         return ctx
 
     def _load_client_cert(self, ctx: ssl.SSLContext, ex: dict[str, Any]) -> None:
@@ -224,6 +236,38 @@ class KubeConfig:
             self._cert_last = cert
             self._cert_gen += 1
         return status
+
+
+class ServerNameContext(ssl.SSLContext):
+    """A TLS context that gives server_name (kubeconfig's tls-server-name) for SNI and
+    checks the server's certificate against it, whatever host name a connection passes:
+    http.client, asyncio and httpx (through a proxy's tunnel too, where httpx's
+    sni_hostname extension is not used) all pass the server URL's host."""
+
+    server_name: str = ""
+
+    def wrap_socket(
+        self,
+        sock: socket.socket,
+        server_side: bool = False,
+        do_handshake_on_connect: bool = True,
+        suppress_ragged_eofs: bool = True,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLSocket:
+        name = server_hostname if server_side else self.server_name
+        return super().wrap_socket(sock, server_side, do_handshake_on_connect, suppress_ragged_eofs, name, session)
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        name = server_hostname if server_side else self.server_name
+        return super().wrap_bio(incoming, outgoing, server_side, name, session)
 
 
 class AsyncTLS:
@@ -428,6 +472,35 @@ def _flag(section: dict[str, Any], key: str, path: str) -> bool:
     raise ConfigError(f"{path}: {key} must be true or false (a YAML boolean, unquoted), not {v!r}")
 
 
+def _text(section: dict[str, Any], key: str, path: str) -> str | None:
+    """A string field (absent, null or empty: None); anything else is a ConfigError."""
+    v = section.get(key)
+    if v is None or v == "":
+        return None
+    if not isinstance(v, str):
+        raise ConfigError(f"{path}: {key} must be a string, not {v!r}")
+    return v
+
+
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+
+
+def _proxy_url(cluster: dict[str, Any], path: str) -> str | None:
+    """The cluster's proxy-url: an http, https or socks5 URL with a host (client-go's
+    schemes; socks5 needs httpx's socks extra)."""
+    url = _text(cluster, "proxy-url", path)
+    if url is None:
+        return None
+    try:
+        u = urlsplit(url)
+        ok = u.scheme.lower() in PROXY_SCHEMES and bool(u.hostname) and (u.port or 0) >= 0  # a bad port raises
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"{path}: proxy-url must be an http, https or socks5 URL with a host, not {url!r}")
+    return url
+
+
 def _named(items: Any, name: str, what: str, path: str) -> dict[str, Any]:
     for it in items or []:
         if it.get("name") == name:
@@ -460,6 +533,8 @@ def load_kubeconfig(path: str | os.PathLike[str] | None = None, context: str | N
     )
     if not cfg.server:
         raise ConfigError(f"{p}: cluster {ctx.get('cluster')!r} has no server")
+    cfg.tls_server_name = _text(cluster, "tls-server-name", p)
+    cfg.proxy_url = _proxy_url(cluster, p)
     if cluster.get("certificate-authority-data"):
         cfg.ca_data = _b64(cluster["certificate-authority-data"]).decode()
     elif cluster.get("certificate-authority"):

@@ -287,7 +287,8 @@ def http_client(t: PortURL, conn: Connection, cfg: KubeConfig | None, timeout: f
     opts = client_options(t, conn, cfg, timeout)
     verify = opts.pop("verify", True)
     scope = Scope(t.base_url)
-    transport = _proxy.transport(verify, retries=0, limits=opts["limits"])
+    proxy = cfg.proxy_url if t.needs_kube_tls and cfg is not None else None  # to the API server
+    transport = _proxy.transport(verify, retries=0, limits=opts["limits"], proxy=proxy)
     if t.needs_kube_tls and cfg is not None:
         transport = ScopedTransport(scope, transport, cfg._ca_context(), opts["limits"])
     return httpx.Client(**opts, transport=transport, event_hooks={"request": [strip_outside(scope)]})
@@ -298,7 +299,8 @@ def async_http_client(t: PortURL, conn: Connection, cfg: KubeConfig | None, time
     opts = client_options(t, conn, cfg, timeout)
     verify = opts.pop("verify", True)
     scope = Scope(t.base_url)
-    transport = _proxy.async_transport(verify, retries=0, limits=opts["limits"])
+    proxy = cfg.proxy_url if t.needs_kube_tls and cfg is not None else None  # to the API server
+    transport = _proxy.async_transport(verify, retries=0, limits=opts["limits"], proxy=proxy)
     if t.needs_kube_tls and cfg is not None:
         transport = AsyncScopedTransport(scope, transport, cfg._ca_context(), opts["limits"])
     strip = strip_outside(scope)

@@ -292,20 +292,29 @@ def _transport_options(verify: Any, retries: int, limits: httpx.Limits | None) -
     return opts
 
 
-def transport(verify: Any, *, retries: int = 2, limits: httpx.Limits | None = None) -> httpx.BaseTransport:
+def transport(
+    verify: Any, *, retries: int = 2, limits: httpx.Limits | None = None, proxy: str | None = None
+) -> httpx.BaseTransport:
     """The transport of a sync client: ``httpx.HTTPTransport(verify=verify,
     retries=retries)`` (with limits, when given), or, when the environment names a
-    proxy, a RoutingTransport over it and one such transport per proxy."""
+    proxy, a RoutingTransport over it and one such transport per proxy. A proxy given
+    (a kubeconfig's proxy-url) takes every request, whatever the environment says."""
     opts = _transport_options(verify, retries, limits)
+    if proxy:
+        return httpx.HTTPTransport(**opts, proxy=proxy)
     rules = Rules.from_env()
     if not rules.proxies:
         return httpx.HTTPTransport(**opts)
     return RoutingTransport(rules, lambda proxy: httpx.HTTPTransport(**opts, proxy=proxy))
 
 
-def async_transport(verify: Any, *, retries: int = 2, limits: httpx.Limits | None = None) -> httpx.AsyncBaseTransport:
+def async_transport(
+    verify: Any, *, retries: int = 2, limits: httpx.Limits | None = None, proxy: str | None = None
+) -> httpx.AsyncBaseTransport:
     """transport for an async client (httpx.AsyncHTTPTransport)."""
     opts = _transport_options(verify, retries, limits)
+    if proxy:
+        return httpx.AsyncHTTPTransport(**opts, proxy=proxy)
     rules = Rules.from_env()
     if not rules.proxies:
         return httpx.AsyncHTTPTransport(**opts)
