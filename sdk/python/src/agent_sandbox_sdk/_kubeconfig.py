@@ -501,45 +501,101 @@ def _proxy_url(cluster: dict[str, Any], path: str) -> str | None:
     return url
 
 
-def _named(items: Any, name: str, what: str, path: str) -> dict[str, Any]:
-    for it in items or []:
-        if it.get("name") == name:
-            return dict(it.get(what) or {})
-    raise ConfigError(f"{path}: no {what} named {name!r}")
+@dataclass
+class _Entry:
+    """A context, cluster or user of a kubeconfig file: its fields, the file, and that
+    file's directory (its relative paths' base)."""
+
+    fields: dict[str, Any]
+    path: str
+    base: str
+
+
+_SECTIONS = (("contexts", "context"), ("clusters", "cluster"), ("users", "user"))
+
+
+def _kubeconfig_files(path: str | os.PathLike[str] | None) -> list[str]:
+    """``path`` alone, else $KUBECONFIG's entries (empty ones dropped, each once), else
+    ~/.kube/config."""
+    if path:
+        return [str(path)]
+    files = list(dict.fromkeys(e for e in os.environ.get("KUBECONFIG", "").split(os.pathsep) if e))
+    return files or [os.path.expanduser("~/.kube/config")]
+
+
+def _read_kubeconfigs(files: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Each file's document. Of several files (a $KUBECONFIG list), a missing one is
+    skipped, as kubectl does; any other read error, or none left, is a ConfigError."""
+    docs: list[tuple[str, dict[str, Any]]] = []
+    for p in files:
+        try:
+            text = Path(p).read_text()
+        except FileNotFoundError as e:
+            if len(files) > 1:
+                continue
+            raise ConfigError(f"cannot read the kubeconfig {p}: {e}; pass kubeconfig=... or set $KUBECONFIG") from e
+        except OSError as e:
+            raise ConfigError(f"cannot read the kubeconfig {p}: {e}; pass kubeconfig=... or set $KUBECONFIG") from e
+        doc = yaml.safe_load(text) or {}
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{p}: not a kubeconfig (no mapping at its top)")
+        docs.append((p, doc))
+    if not docs:
+        raise ConfigError(
+            f"cannot read the kubeconfig: none of $KUBECONFIG's files exists ({', '.join(files)}); "
+            "pass kubeconfig=... or set $KUBECONFIG"
+        )
+    return docs
+
+
+def _pick(entries: dict[str, _Entry], name: str, what: str, where: str) -> _Entry:
+    entry = entries.get(name)
+    if entry is None:
+        raise ConfigError(f"{where}: no {what} named {name!r}")
+    return entry
 
 
 def load_kubeconfig(path: str | os.PathLike[str] | None = None, context: str | None = None) -> KubeConfig:
-    """Loads a kubeconfig file: ``path``, else the first file of $KUBECONFIG, else
-    ~/.kube/config. ``context`` defaults to the file's current-context."""
-    p = str(path) if path else (os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "")
-    if not p:
-        p = os.path.expanduser("~/.kube/config")
-    try:
-        doc = yaml.safe_load(Path(p).read_text()) or {}
-    except OSError as e:
-        raise ConfigError(f"cannot read the kubeconfig {p}: {e}; pass kubeconfig=... or set $KUBECONFIG") from e
-    base = os.path.dirname(os.path.abspath(p))
-    ctx_name = context or doc.get("current-context")
+    """Loads a kubeconfig: the file ``path``, else the files of $KUBECONFIG merged as
+    kubectl merges them, else ~/.kube/config. Of a $KUBECONFIG list, empty and missing
+    entries are skipped; the first context, cluster and user of each name wins, and the
+    current-context is that of the first file that sets one; each entry's relative paths
+    are taken from its own file's directory. ``context`` defaults to the current-context."""
+    docs = _read_kubeconfigs(_kubeconfig_files(path))
+    where = docs[0][0] if len(docs) == 1 else f"$KUBECONFIG ({', '.join(p for p, _ in docs)})"
+    named: dict[str, dict[str, _Entry]] = {section: {} for section, _ in _SECTIONS}
+    current = ""
+    for p, doc in docs:
+        base = os.path.dirname(os.path.abspath(p))
+        current = current or str(doc.get("current-context") or "")
+        for section, key in _SECTIONS:
+            for it in doc.get(section) or []:
+                name = it.get("name") if isinstance(it, dict) else None
+                if isinstance(name, str) and name not in named[section]:
+                    named[section][name] = _Entry(dict(it.get(key) or {}), p, base)
+    ctx_name = context or current
     if not ctx_name:
-        raise ConfigError(f"{p}: no current-context; pass context=...")
-    ctx = _named(doc.get("contexts"), ctx_name, "context", p)
-    cluster = _named(doc.get("clusters"), str(ctx.get("cluster")), "cluster", p)
-    user = _named(doc.get("users"), str(ctx.get("user")), "user", p) if ctx.get("user") else {}
+        raise ConfigError(f"{where}: no current-context; pass context=...")
+    ctx = _pick(named["contexts"], ctx_name, "context", where).fields
+    cl = _pick(named["clusters"], str(ctx.get("cluster")), "cluster", where)
+    cluster, cp = cl.fields, cl.path
+    user = _pick(named["users"], str(ctx.get("user")), "user", where) if ctx.get("user") else None
     cfg = KubeConfig(
         server=str(cluster.get("server", "")).rstrip("/"),
         namespace=str(ctx.get("namespace") or "default"),
-        insecure=_flag(cluster, "insecure-skip-tls-verify", p),
-        base_dir=base,
+        insecure=_flag(cluster, "insecure-skip-tls-verify", cp),
+        base_dir=user.base if user is not None else cl.base,  # an exec plugin's working directory
     )
     if not cfg.server:
-        raise ConfigError(f"{p}: cluster {ctx.get('cluster')!r} has no server")
-    cfg.tls_server_name = _text(cluster, "tls-server-name", p)
-    cfg.proxy_url = _proxy_url(cluster, p)
+        raise ConfigError(f"{cp}: cluster {ctx.get('cluster')!r} has no server")
+    cfg.tls_server_name = _text(cluster, "tls-server-name", cp)
+    cfg.proxy_url = _proxy_url(cluster, cp)
     if cluster.get("certificate-authority-data"):
         cfg.ca_data = _b64(cluster["certificate-authority-data"]).decode()
     elif cluster.get("certificate-authority"):
-        cfg.ca_file = _path(base, cluster["certificate-authority"])
-    _apply_user(cfg, user, base)
+        cfg.ca_file = _path(cl.base, cluster["certificate-authority"])
+    if user is not None:
+        _apply_user(cfg, user.fields, user.base)
     return cfg
 
 

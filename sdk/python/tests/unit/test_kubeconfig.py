@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import re
 import shutil
 import stat
@@ -325,3 +326,78 @@ def test_an_expiration_timestamp_takes_any_fraction(
         monkeypatch.setattr(_kubeconfig, "datetime", _StrictFractions)
     want = datetime(2030, 1, 2, 3, 4, 5, micro, tzinfo=timezone.utc).timestamp()
     assert _kubeconfig._expiry(ts) == want
+
+
+def _doc(path: Path, **fields: object) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", **fields}))
+    return str(path)
+
+
+def _kubeconfig_env(monkeypatch: pytest.MonkeyPatch, *entries: str) -> None:
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join(entries))
+
+
+def test_kubeconfig_files_are_merged_as_kubectl_merges_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The context and cluster in one file, the user in another (its tokenFile beside
+    it, not beside the first): kubectl merges them; only the first file was read."""
+    a = _doc(
+        tmp_path / "a.yaml",
+        contexts=[{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "team"}}],
+        clusters=[{"name": "k", "cluster": {"server": "https://a:6443", "certificate-authority": "ca.pem"}}],
+    )
+    b = _doc(
+        tmp_path / "sub" / "b.yaml",
+        **{"current-context": "c"},
+        users=[{"name": "u", "user": {"tokenFile": "tok"}}],
+        clusters=[{"name": "k", "cluster": {"server": "https://b:6443"}}],  # a's wins
+    )
+    (tmp_path / "sub" / "tok").write_text("from-b-dir\n")
+    _kubeconfig_env(monkeypatch, a, b)
+    cfg = load_kubeconfig()
+    assert (cfg.server, cfg.namespace) == ("https://a:6443", "team")
+    assert cfg.ca_file == str(tmp_path / "ca.pem")  # a's own directory
+    assert bearer(cfg) == "Bearer from-b-dir"  # b's own directory
+    assert cfg.base_dir == str(tmp_path / "sub")  # the user's file's: an exec plugin runs there
+
+
+def test_the_first_of_each_name_and_the_first_current_context_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = [{"name": "k", "cluster": {"server": "https://k:6443"}}]
+    a = _doc(
+        tmp_path / "a.yaml",
+        **{"current-context": "one"},
+        contexts=[{"name": "one", "context": {"cluster": "k", "user": "u"}}],
+        users=[{"name": "u", "user": {"token": "first"}}],
+        clusters=cluster,
+    )
+    b = _doc(
+        tmp_path / "b.yaml",
+        **{"current-context": "two"},
+        contexts=[{"name": "two", "context": {"cluster": "k", "user": "u", "namespace": "two"}}],
+        users=[{"name": "u", "user": {"token": "second"}}],
+    )
+    _kubeconfig_env(monkeypatch, a, b)
+    cfg = load_kubeconfig()
+    assert (cfg.namespace, bearer(cfg)) == ("default", "Bearer first")
+    assert load_kubeconfig(context="two").namespace == "two"
+    _kubeconfig_env(monkeypatch, b, a)
+    cfg = load_kubeconfig()
+    assert (cfg.namespace, bearer(cfg)) == ("two", "Bearer second")
+
+
+def test_empty_and_missing_kubeconfig_entries_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = write(tmp_path, {"token": "abc"})
+    _kubeconfig_env(monkeypatch, "", str(tmp_path / "missing.yaml"), "", str(p))
+    cfg = load_kubeconfig()
+    assert (cfg.server, bearer(cfg)) == ("https://10.0.0.1:6443", "Bearer abc")
+    _kubeconfig_env(monkeypatch, str(tmp_path / "missing.yaml"), str(tmp_path / "gone.yaml"))
+    with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
+        load_kubeconfig()
+    _kubeconfig_env(monkeypatch, str(p), str(tmp_path / "missing.yaml"))
+    with pytest.raises(ConfigError, match=r"kubeconfig: no context named 'other'"):  # the file read
+        load_kubeconfig(context="other")
+    _kubeconfig_env(monkeypatch, str(p), _doc(tmp_path / "b.yaml"))
+    with pytest.raises(ConfigError, match=r"\$KUBECONFIG \(.*kubeconfig, .*b\.yaml\): no context named 'other'"):
+        load_kubeconfig(context="other")
