@@ -162,35 +162,87 @@ static void read_page(const struct sbd_root *root, int fd, const char *rel,
         qsort(pg->v, pg->n, sizeof(*pg->v), entry_cmp);
 }
 
-/* Responds with the DirectoryListing page of fd (taken): "continue" when names remain. */
-static int send_listing(struct http_req *req, const struct sbd_root *root, const char *rel, int fd)
+/* Responds to req with the DirectoryListing pg of rel: "continue" when names remain.
+ * Frees pg's names and array (its objects go into the answer). */
+static int respond_listing(struct http_req *req, const char *rel, struct page *pg,
+                           const struct sbd_list_opts *o)
 {
-    struct sbd_list_opts o;
-    const char *err = NULL;
-    if (sbd_list_opts_parse(http_req_query(req), &o, &err) < 0) {
-        (void)close(fd);
-        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, err);
-    }
-    struct page pg;
-    read_page(root, fd, rel, &o, &pg);
     json_t *arr = json_array();
-    for (size_t i = 0; i < pg.n; i++) {
-        (void)json_array_append_new(arr, pg.v[i].obj);
-        if (i + 1 < pg.n || !pg.more)
-            xfree(pg.v[i].name);
+    for (size_t i = 0; i < pg->n; i++) {
+        (void)json_array_append_new(arr, pg->v[i].obj);
+        if (i + 1 < pg->n || !pg->more)
+            xfree(pg->v[i].name);
     }
     char *path = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
     json_t *j = json_pack("{s:o, s:o}", "path", sbd_json_name(path), "entries", arr);
     xfree(path);
-    if (pg.more && pg.n > 0) {
-        char token[2 * sizeof(o.after)];
-        sbd_list_token(pg.v[pg.n - 1].name, token, sizeof(token));
-        xfree(pg.v[pg.n - 1].name);
+    if (pg->more && pg->n > 0) {
+        char token[2 * sizeof(o->after)];
+        sbd_list_token(pg->v[pg->n - 1].name, token, sizeof(token));
+        xfree(pg->v[pg->n - 1].name);
         (void)json_object_set_new(j, "continue", json_string(token));
     }
-    xfree(pg.v);
+    xfree(pg->v);
     int r = http_respond_json(req, 200, j);
     json_decref(j);
+    return r;
+}
+
+/* A listing read off the loop: a directory of 300,000 entries takes seconds of stat
+ * calls, during which every other request and stream would wait. */
+struct list_job {
+    uv_work_t work;
+    struct http_req *req; /* a reference */
+    const struct sbd_root *root;
+    char *rel;
+    int fd; /* taken by read_page */
+    struct sbd_list_opts o;
+    struct page pg;
+};
+
+static void list_work(uv_work_t *w)
+{
+    struct list_job *j = w->data;
+    read_page(j->root, j->fd, j->rel, &j->o, &j->pg);
+}
+
+static void list_done(uv_work_t *w, int status)
+{
+    struct list_job *j = w->data;
+    if (status < 0) /* not run (cancelled): fd still ours */
+        (void)close(j->fd);
+    if (status < 0)
+        (void)sbd_respond_errno(j->req, status, "list");
+    else
+        (void)respond_listing(j->req, j->rel, &j->pg, &j->o);
+    http_req_unref(j->req);
+    xfree(j->rel);
+    xfree(j);
+}
+
+/* Responds with the DirectoryListing page of fd (taken), read on a worker thread. */
+static int send_listing(struct http_req *req, struct sbd *d, const char *rel, int fd)
+{
+    struct list_job *j = XNEW(struct list_job);
+    const char *err = NULL;
+    if (sbd_list_opts_parse(http_req_query(req), &j->o, &err) < 0) {
+        (void)close(fd);
+        xfree(j);
+        return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT, err);
+    }
+    j->work.data = j;
+    j->req = http_req_ref(req);
+    j->root = d->root;
+    j->rel = xstrdup(rel);
+    j->fd = fd;
+    int r = uv_queue_work(d->loop, &j->work, list_work, list_done);
+    if (r < 0) { /* read it here then */
+        read_page(j->root, j->fd, j->rel, &j->o, &j->pg);
+        r = respond_listing(req, j->rel, &j->pg, &j->o);
+        http_req_unref(j->req);
+        xfree(j->rel);
+        xfree(j);
+    }
     return r;
 }
 
@@ -520,7 +572,7 @@ static int files_get(struct http_req *req, void *ctx)
     } else if (fstat(fd, &st) < 0) {
         (void)sbd_respond_errno(req, -errno, "stat");
     } else if (S_ISDIR(st.st_mode)) {
-        (void)send_listing(req, d->root, rel, fd);
+        (void)send_listing(req, d, rel, fd);
         fd = -1; /* taken */
     } else if (S_ISREG(st.st_mode)) {
         add_mode_header(req, &st);
