@@ -85,9 +85,11 @@ static int list(char expire, int expiries, struct kube_err *err)
 {
     struct ctrl_ns_source *s = NULL;
     struct kube_informer_source src;
+    script_srv_lock(SRV); /* S is the server thread's under its lock */
     memset(&S, 0, sizeof(S));
     S.expire = expire;
     S.expiries = expiries;
+    script_srv_unlock(SRV);
     seen[0] = '\0';
     assert_int_equal(ctrl_ns_source_for("a,b", &s, &src), 0);
     assert_non_null(src.list_pages);
@@ -98,13 +100,21 @@ static int list(char expire, int expiries, struct kube_err *err)
     return r;
 }
 
+static int gets_seen(void)
+{
+    script_srv_lock(SRV);
+    int n = S.gets;
+    script_srv_unlock(SRV);
+    return n;
+}
+
 static void test_pages_in_order(void **state)
 {
     (void)state;
     struct kube_err err;
     assert_int_equal(list(0, 0, &err), 0);
     assert_string_equal(seen, "a:x a:y b:x b:y ");
-    assert_int_equal(S.gets, 4);
+    assert_int_equal(gets_seen(), 4);
 }
 
 static void test_first_namespace_restarts_alone(void **state)
