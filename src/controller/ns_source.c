@@ -81,45 +81,6 @@ static void set_rv(struct ctrl_ns_source *s, size_t i, const char *rv)
     pthread_mutex_unlock(&s->lock);
 }
 
-static int nss_list(void *ctx, const struct kube_informer_opts *o, json_t **ret_list,
-                    struct kube_err *reterr)
-{
-    struct ctrl_ns_source *s = ctx;
-    json_t *items = json_array(), *l = NULL;
-    const char *rv = NULL;
-    int r = 0;
-
-    for (size_t i = 0; r >= 0 && i < s->n; i++) {
-        struct kube_req q;
-        kube_req_init(&q, "GET", o->res);
-        q.label_selector = o->label_selector;
-        q.field_selector = o->field_selector;
-        q.cancel = o->cancel;
-        r = kube_list_all(o->client, o->res, s->ns[i], &q, &l, reterr);
-        if (r < 0)
-            break;
-        rv = kube_obj_resource_version(l);
-        if (!rv || !rv[0]) {
-            kube_err_set(reterr, -EPROTO, "list of %s in %s has no resourceVersion", o->res->plural,
-                         s->ns[i]);
-            r = -EPROTO;
-        } else {
-            set_rv(s, i, rv);
-            (void)json_array_extend(items, json_object_get(l, "items"));
-        }
-        json_decref(l);
-        l = NULL;
-    }
-    if (r < 0) {
-        json_decref(items);
-        return r;
-    }
-    /* The informer keeps this as its resume point; the watch uses each namespace's own. */
-    *ret_list =
-        json_pack("{s:o, s:{s:s}}", "items", items, "metadata", "resourceVersion", s->rv[s->n - 1]);
-    return 0;
-}
-
 /* One pass of a paged LIST over the namespaces: each page is handed on to the informer's
  * fn as it arrives, so one page is held at a time (not every namespace's whole list). */
 struct nss_pages {
@@ -384,8 +345,8 @@ int ctrl_ns_source_for(const char *spec, struct ctrl_ns_source **ret,
     pthread_cond_init(&s->ended, &ca);
     pthread_condattr_destroy(&ca);
     atomic_init(&s->stop_all, false);
-    *ret_src = (struct kube_informer_source){
-        .list = nss_list, .list_pages = nss_list_pages, .watch = nss_watch, .ctx = s};
+    *ret_src =
+        (struct kube_informer_source){.list_pages = nss_list_pages, .watch = nss_watch, .ctx = s};
     *ret = s;
     log_debug("watching %zu namespaces, each with its own list and watch\tnamespaces=%s", n, spec);
     return 0;

@@ -71,7 +71,8 @@ struct kube_informer_opts;
  * thread. */
 struct kube_informer_source {
     /** Lists every object: on success *ret_list gets a new reference to a List-shaped
-     * object {"items":[...],"metadata":{"resourceVersion":"..."}}. */
+     * object {"items":[...],"metadata":{"resourceVersion":"..."}}. Unused (may be NULL)
+     * when list_pages is set. */
     int (*list)(void *ctx, const struct kube_informer_opts *opts, json_t **ret_list,
                 struct kube_err *reterr);
     /** Optional; when set it is used instead of list: lists page by page as

@@ -71,10 +71,10 @@ static void test_source_only_for_several(void **state)
     assert_null(s);
     assert_int_equal(ctrl_ns_source_for("one", &s, &src), 0);
     assert_null(s);
-    assert_null(src.list);
+    assert_null(src.list_pages);
     assert_int_equal(ctrl_ns_source_for("a,b", &s, &src), 0);
     assert_non_null(s);
-    assert_non_null(src.list);
+    assert_non_null(src.list_pages);
     assert_non_null(src.watch);
     assert_ptr_equal(src.ctx, s);
     ctrl_ns_source_free(s);
