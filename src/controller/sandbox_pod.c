@@ -142,6 +142,37 @@ static void handle_candidate(struct sb_pass *p, json_t *c)
     json_decref(c);
 }
 
+/* Before a create: the Pod the annotation names when the cache has yet to show it (made
+ * just before the Sandbox, its event behind the Sandbox's on another watch). Without this
+ * read the pass would create a Pod of the Sandbox's name beside it. True when the Pod step
+ * is done for this pass: that Pod was found and handled as a candidate, or could not be
+ * read (retried). False when there is none to find: create. */
+static bool unseen_named_pod(struct sb_pass *p)
+{
+    const char *ann = kube_obj_annotation(p->sb, SB_ANN_POD_NAME);
+    struct kube_err e;
+    json_t *c = NULL;
+    if (!ann || !*ann || strcmp(ann, p->name) == 0)
+        return false;
+    if ((c = kube_store_get_ns(p->r->pods, p->ns, ann))) {
+        json_decref(c); /* seen, and not a candidate (candidate) */
+        return false;
+    }
+    if (kube_get(p->r->client, &KUBE_RES_PODS, p->ns, ann, &c, &e) < 0) {
+        if (kube_err_is_not_found(&e))
+            return false;
+        p->obs.pod_error = true;
+        sb__error(p, e.code ? e.code : -EIO, "reading pod \"%s\" failed: %s", ann, e.message);
+        return true;
+    }
+    if (sb_controlled_by(c, p->uid) || (sb_uncontrolled(c) && sb_adoptable_label(c))) {
+        handle_candidate(p, c);
+        return true;
+    }
+    json_decref(c);
+    return false;
+}
+
 /* A status selector means a Pod was there before (the selector is written with the
  * first Pod), and IPs or a node in the status that it ran (the status drops both with
  * the Pod: after a suspend there are none, and a resume whose first create failed left
@@ -342,7 +373,7 @@ void sb__reconcile_pod(struct sb_pass *p)
             delete_pod(p);
     } else if (p->pod) {
         sync_meta(p);
-    } else if (!p->obs.pod_error) {
+    } else if (!p->obs.pod_error && !unseen_named_pod(p)) {
         create_pod(p);
     }
     if (p->pod && (kube_obj_deleting(p->pod) || sb_memo_stale(p->r->memo, p->pod)))

@@ -42,7 +42,13 @@ struct srv {
     int next_pod;     /* numbers the created Pods' UIDs */
     json_t *writes;   /* the status writes' bodies, in order */
     json_t *existing; /* a Pod the API server has (a POST of one is refused), or NULL */
+    json_t *named;    /* the Pod OTHER_POD the API server has, or NULL (404) */
+    int named_gets, adopts;
+    json_t *sb; /* the Sandbox an annotation PATCH applies to (set by the test), or NULL */
+    int sb_patches;
 };
+
+#define OTHER_POD "named-pod" /* a Pod of another name that an annotation names */
 
 static struct srv S; /* the handler's, under the server's lock */
 static struct script_srv *SRV;
@@ -84,6 +90,28 @@ static int answer(int fd, const struct script_req *rq, void *ctx)
     } else if (strcmp(method, "POST") == 0 && strstr(target, "/pods") && obj) {
         status = 201;
         text = created_pod(obj);
+    } else if (strcmp(method, "GET") == 0 && strstr(target, "/pods/" OTHER_POD)) {
+        S.named_gets++;
+        status = S.named ? 200 : 404;
+        text = S.named ? json_dumps(S.named, JSON_COMPACT) : script_failure(404, "NotFound");
+    } else if (strcmp(method, "PATCH") == 0 && strstr(target, "/pods/" OTHER_POD) && S.named) {
+        /* the adoption: its ownerReferences and labels, guarded by the version */
+        const json_t *meta = json_object_get(obj, "metadata");
+        json_t *now = json_object_get(S.named, "metadata");
+        /* counted only when guarded by the version the server has */
+        if (strcmp(json_string_value(json_object_get(meta, "resourceVersion")) ?: "",
+                   json_string_value(json_object_get(now, "resourceVersion"))) == 0)
+            S.adopts++;
+        json_object_set(now, "ownerReferences", json_object_get(meta, "ownerReferences"));
+        json_object_set_new(now, "resourceVersion", json_string("401"));
+        text = json_dumps(S.named, JSON_COMPACT);
+    } else if (strcmp(method, "PATCH") == 0 && strstr(target, "/sandboxes/" NAME) && S.sb) {
+        /* the pod-name annotation's patch: its annotations applied */
+        json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+        json_t *meta = json_object_get(S.sb, "metadata");
+        S.sb_patches++;
+        json_object_update(json_object_get(meta, "annotations"), ann);
+        text = json_dumps(S.sb, JSON_COMPACT);
     } else if (strcmp(method, "GET") == 0 && strstr(target, "/pods/" NAME) && S.existing) {
         text = json_dumps(S.existing, JSON_COMPACT);
     } else {
@@ -157,6 +185,8 @@ static int teardown(void **state)
     script_srv_stop(SRV);
     json_decref(S.writes);
     json_decref(S.existing);
+    json_decref(S.named);
+    json_decref(S.sb);
     kube_client_free(E.client);
     kube_store_free(E.sandboxes);
     kube_store_free(E.pods);
@@ -554,6 +584,71 @@ static void test_multiple_pods_keep_service(void **state)
     assert_int_equal(count(&S.others), 0);
 }
 
+/* A Sandbox whose annotation names a Pod (unowned, labelled adoptable) that the Pod cache
+ * has yet to show (made just before the Sandbox): the pass reads it from the API server and
+ * adopts it rather than create a Pod of the Sandbox's name beside it. Once the cache shows
+ * the Pod (ours), no read is made; named Pod gone (404), the pass creates one. */
+static void test_named_pod_not_in_cache_adopted(void **state)
+{
+    json_t *sb, *pod;
+    (void)state;
+    new_sandbox(false);
+    pod = cached_sb();
+    sb = json_deep_copy(pod);
+    json_decref(pod);
+    json_object_set_new(json_object_get(sb, "metadata"), "annotations",
+                        json_pack("{s:s}", SB_ANN_POD_NAME, OTHER_POD));
+    cache_sb(sb);
+    pod = owned_pod(OTHER_POD, 5);
+    json_object_del(json_object_get(pod, "metadata"), "ownerReferences");
+    json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "labels"),
+                        SB_LABEL_ADOPTABLE, json_string("true"));
+    script_srv_lock(SRV);
+    S.named = pod;
+    script_srv_unlock(SRV);
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.named_gets), 1);
+    assert_int_equal(count(&S.adopts), 1);
+    assert_int_equal(count(&S.creates), 0);
+    /* the cache shows it, ours: no read, no create */
+    script_srv_lock(SRV);
+    assert_int_equal(kube_store_put(E.pods, json_deep_copy(S.named), NULL), 0);
+    script_srv_unlock(SRV);
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.named_gets), 1);
+    assert_int_equal(count(&S.creates), 0);
+    assert_int_equal(count(&S.others), 0);
+}
+
+/* The annotation names a Pod that is nowhere (404): the pass creates the Sandbox's own. */
+static void test_named_pod_absent_creates(void **state)
+{
+    json_t *sb, *copy;
+    char ann[64];
+    (void)state;
+    new_sandbox(false);
+    sb = cached_sb();
+    copy = json_deep_copy(sb);
+    json_decref(sb);
+    json_object_set_new(json_object_get(copy, "metadata"), "annotations",
+                        json_pack("{s:s}", SB_ANN_POD_NAME, OTHER_POD));
+    cache_sb(copy);
+    script_srv_lock(SRV);
+    S.sb = json_deep_copy(copy);
+    script_srv_unlock(SRV);
+    assert_int_equal(pass(), 0);
+    assert_int_equal(count(&S.named_gets), 1);
+    assert_int_equal(count(&S.adopts), 0);
+    assert_int_equal(count(&S.creates), 1);
+    /* the annotation now names the Pod made */
+    assert_int_equal(count(&S.sb_patches), 1);
+    script_srv_lock(SRV);
+    (void)snprintf(ann, sizeof(ann), "%s", kube_obj_annotation(S.sb, SB_ANN_POD_NAME) ?: "-");
+    script_srv_unlock(SRV);
+    assert_string_equal(ann, NAME);
+    assert_int_equal(count(&S.others), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -565,6 +660,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_suspend_delete_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multiple_pods_keep_service, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_named_pod_not_in_cache_adopted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_named_pod_absent_creates, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
