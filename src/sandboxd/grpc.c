@@ -222,7 +222,32 @@ static size_t all_unsent(const struct sbd_grpc *g)
     return n;
 }
 
+/* True when n more bytes would take the connection, or all of them, past their budget of
+ * answers not taken. */
+static bool over_budget(const struct gconn *c, size_t n)
+{
+    return conn_unsent(c) + n > LIMIT_SBD_GRPC_CONN_OUT ||
+           all_unsent(c->g) + n > c->g->o.max_unsent;
+}
+
+static int send_checked(struct sbd_gcall *call, const uint8_t *msg, size_t n, bool budget);
+
 int sbd_gcall_send(struct sbd_gcall *call, const uint8_t *msg, size_t n)
+{
+    /* Each call may hold a whole message, and 128 calls a connection: a client that
+     * grants no window does not get them all kept for it. A stream's chunk under the
+     * queue's size is not refused: its queue bounds it (its process pauses), and the
+     * process cap the live streams; a finished stream's queue counts against the
+     * budget that admits new calls (dispatch). */
+    return send_checked(call, msg, n, n > LIMIT_SBD_GRPC_QUEUE);
+}
+
+int sbd_gcall_reply(struct sbd_gcall *call, const uint8_t *msg, size_t n)
+{
+    return send_checked(call, msg, n, true);
+}
+
+static int send_checked(struct sbd_gcall *call, const uint8_t *msg, size_t n, bool budget)
 {
     if (call->finished)
         return -EPIPE;
@@ -233,13 +258,7 @@ int sbd_gcall_send(struct sbd_gcall *call, const uint8_t *msg, size_t n)
     call->out_off = 0;
     if (call->out.len + sizeof(pre) + n > call->out.limit)
         return -E2BIG;
-    /* Each call may hold a whole message, and 128 calls a connection: a client that
-     * grants no window does not get them all kept for it. Only large messages (unary
-     * replies) are refused: a stream's chunks are bounded by its own queue (its process
-     * pauses), and 128 small ones by the call count. */
-    if (n > LIMIT_SBD_GRPC_QUEUE &&
-        (conn_unsent(call->c) + sizeof(pre) + n > LIMIT_SBD_GRPC_CONN_OUT ||
-         all_unsent(call->c->g) + sizeof(pre) + n > call->c->g->o.max_unsent))
+    if (budget && over_budget(call->c, sizeof(pre) + n))
         return -ENOBUFS;
     (void)buf_append(&call->out, pre, sizeof(pre));
     (void)buf_append(&call->out, msg, n);
@@ -409,6 +428,11 @@ static void dispatch(struct sbd_gcall *call)
     }
     if (!check_head(call))
         return;
+    if (over_budget(call->c, 0)) {
+        /* its answers would only add to those no client takes */
+        sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, SBD_GRPC_UNSENT_MSG);
+        return;
+    }
     ssize_t n = check_message(call);
     if (n < 0)
         return;

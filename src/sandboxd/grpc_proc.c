@@ -26,25 +26,30 @@ struct gproc {
     struct buf out, err; /* Execute only */
 };
 
-static int send_msg(struct sbd_gcall *call, const ProtobufCMessage *m)
+/* Packs m and queues it: a unary call's answer (unary) or a stream's message. */
+static int pack_send(struct sbd_gcall *call, const ProtobufCMessage *m, bool unary)
 {
     size_t n = protobuf_c_message_get_packed_size(m);
     if (n > LIMIT_SBD_GRPC_MESSAGE)
         return -E2BIG;
     uint8_t *b = xmalloc(n ? n : 1);
     (void)protobuf_c_message_pack(m, b);
-    int r = sbd_gcall_send(call, b, n);
+    int r = unary ? sbd_gcall_reply(call, b, n) : sbd_gcall_send(call, b, n);
     xfree(b);
     return r;
+}
+
+static int send_msg(struct sbd_gcall *call, const ProtobufCMessage *m)
+{
+    return pack_send(call, m, false);
 }
 
 /* Sends the one response message of a unary call and ends it. */
 static void reply(struct sbd_gcall *call, const ProtobufCMessage *m)
 {
-    int r = send_msg(call, m);
+    int r = pack_send(call, m, true);
     if (r == -ENOBUFS)
-        sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED,
-                         "too many response bytes not read on this connection");
+        sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, SBD_GRPC_UNSENT_MSG);
     else if (r < 0)
         sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "response message too large");
     else

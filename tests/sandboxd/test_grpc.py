@@ -64,10 +64,11 @@ def hpack_literal(name, value):
     return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
 
 
-def raw_call_head(token=None, content_type="application/grpc"):
-    """A gRPC request head for Execute, as one HEADERS block (content_type None: none)."""
+def raw_call_head(token=None, content_type="application/grpc", method="Execute"):
+    """A gRPC request head for method (Execute), as one HEADERS block (content_type None:
+    none)."""
     hs = [(":method", "POST"), (":scheme", "http"), (":authority", "127.0.0.1"),
-          (":path", "/process.v1.ProcessService/Execute"), ("te", "trailers")]
+          (":path", f"/process.v1.ProcessService/{method}"), ("te", "trailers")]
     if content_type:
         hs.append(("content-type", content_type))
     if token:
@@ -101,10 +102,14 @@ def no_window_conn(port):
     return s
 
 
-def raw_execute(s, sid, req):
-    """Starts the Execute call req (an ExecuteRequest) as stream sid of a raw connection."""
+def raw_execute(s, sid, req, method="Execute"):
+    """Starts the call req (an ExecuteRequest, or the request of method) as stream sid of a
+    raw connection."""
     body = req.SerializeToString()
-    s.sendall(h2_frame(1, 4, sid, raw_call_head()) + h2_frame(0, 1, sid, b"\x00" + len(body).to_bytes(4, "big") + body))
+    s.sendall(
+        h2_frame(1, 4, sid, raw_call_head(method=method))
+        + h2_frame(0, 1, sid, b"\x00" + len(body).to_bytes(4, "big") + body)
+    )
 
 
 def answer_heads(s, sids):
@@ -872,6 +877,67 @@ class GrpcDaemonTest(unittest.TestCase):
         finally:
             for s in conns:
                 s.close()
+            self.assertEqual(d.stop(), 0)
+
+    def test_small_unread_replies_bounded_for_all_connections(self):
+        """The budget of answers no client takes counts every unary reply, not only those
+        over 128 KiB: with it at 250 kB, four Execute replies of 100 kB on a connection
+        that grants no window get two queued; the other two calls end with
+        RESOURCE_EXHAUSTED. Before, all four were kept (a reply under 128 KiB was never
+        refused, so 128 calls on each of 256 connections could hold 4 GiB)."""
+        size = 100000
+        d = Daemon(env={"SANDBOXD_GRPC_MAX_UNSENT": "250000"})
+        s = no_window_conn(d.gport)
+        try:
+            sids = (1, 3, 5, 7)
+            for sid in sids:
+                raw_execute(s, sid, pb.ExecuteRequest(config=cfg("head", "-c", str(size), "/dev/zero")))
+            heads = answer_heads(s, sids)
+            queued = [sid for sid, ended in heads.items() if not ended]
+            self.assertEqual(len(queued), 2, heads)
+            for sid, got in take_all(s, queued).items():
+                r = pb.ExecuteResponse.FromString(got[5:])
+                self.assertEqual(len(r.stdout), size)
+        finally:
+            s.close()
+            self.assertEqual(d.stop(), 0)
+
+    def test_calls_refused_while_over_budget(self):
+        """A Start stream's queue is bounded by its process pausing, not refused; but while
+        the answers no client takes are over the budget, new calls (on any connection) are
+        refused with RESOURCE_EXHAUSTED at their start, so finished streams' queues cannot
+        pile up past it. Once that client goes, calls are served again."""
+        d = Daemon(env={"SANDBOXD_GRPC_MAX_UNSENT": "100000"})
+        try:
+            s = no_window_conn(d.gport)
+            try:
+                # its output fills its queue (about 128 KiB, over the budget) and pauses it
+                raw_execute(s, 1, pb.StartRequest(config=cfg("head", "-c", "1000000", "/dev/zero")), method="Start")
+                refused = None
+                end = time.monotonic() + 20
+                while refused is None and time.monotonic() < end:
+                    try:
+                        d.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=10)
+                        time.sleep(0.1)
+                    except grpc.RpcError as e:
+                        refused = e
+                self.assertIsNotNone(refused, "no call was refused while over the budget")
+                self.assertEqual(refused.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                self.assertIn("not read", refused.details())
+            finally:
+                s.close()
+            # the stream's queue goes with its connection: served again
+            end = time.monotonic() + 20
+            while True:
+                try:
+                    r = d.stub.Execute(pb.ExecuteRequest(config=cfg("echo", "ok")), timeout=10)
+                    break
+                except grpc.RpcError:
+                    if time.monotonic() > end:
+                        raise
+                    time.sleep(0.1)
+            self.assertEqual(r.stdout, b"ok\n")
+        finally:
             self.assertEqual(d.stop(), 0)
 
     def test_token_checked_before_the_body(self):
