@@ -553,6 +553,9 @@ func TestPTYCloseStdinFailedCountsAsSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the stream's end (its kill of the process) within the test: it reads retryDelay,
+	// which later tests change
+	defer func() { cancel(); <-p.Done() }()
 	first := p.CloseStdin(ctx)
 	if first == nil {
 		t.Fatal("a failed PTY CloseStdin: nil")
