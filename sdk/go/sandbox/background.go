@@ -234,7 +234,9 @@ const (
 // or ctx ends, and returns its state (check Running after a timeout). Each request asks
 // sandboxd to hold it up to 25 s; one answered "running" well before that (in less than
 // half its time) is followed by a pause of 50 ms, doubling to 1 s, so that a server
-// that does not hold the wait is not asked in a tight loop.
+// that does not hold the wait is not asked in a tight loop. Without a context deadline
+// each request must be answered within its hold plus Options.DefaultTimeout: a wait
+// without a timeout lasts until the exit, but not past a server that stopped answering.
 func (p *BackgroundProcess) Wait(ctx context.Context, timeout time.Duration) (*BackgroundInfo, error) {
 	var deadline time.Time
 	if timeout > 0 {
@@ -267,7 +269,7 @@ func (p *BackgroundProcess) Wait(ctx context.Context, timeout time.Duration) (*B
 func (p *BackgroundProcess) waitOnce(ctx context.Context, slice time.Duration) (*BackgroundInfo, error) {
 	q := url.Values{"timeout": {strconv.FormatFloat(slice.Seconds(), 'f', -1, 64)}}
 	resp, err := p.do(ctx, call{op: "wait", method: http.MethodGet, path: p.path("wait"), query: q,
-		idempotent: true})
+		idempotent: true, limit: limitRun, runTimeout: slice})
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +392,7 @@ func (o *OutputStream) open() error {
 	q := url.Values{"follow": {strconv.FormatBool(o.follow)}, "offset": {strconv.FormatInt(o.offset, 10)}}
 	o.started = time.Now()
 	resp, err := o.p.do(o.ctx, call{op: "output", method: http.MethodGet, path: o.p.path("output"), query: q,
-		idempotent: true})
+		idempotent: true, limit: limitHead})
 	if err != nil {
 		if o.closed.Load() {
 			return io.EOF

@@ -48,6 +48,30 @@ type Options struct {
 	Namespace string
 	// Connection configures the data plane (processes and files).
 	Connection Connection
+	// DefaultTimeout is the default time limit of a call whose context has no deadline
+	// (a context with a deadline is left alone: the caller's deadline wins, shorter or
+	// longer). 0 means DefaultRequestTimeout (180 s); NoTimeout (or any negative value)
+	// means none: calls are then bounded by their contexts only. It applies to each
+	// request with its retries, by kind of call:
+	//   - an API request (get, list, create, patch, delete) and a data-plane request
+	//     with a short answer (stat, list, mkdir, a signal, stdin, StartBackground, ...):
+	//     the whole request, within DefaultTimeout;
+	//   - a call with a time of its own: Exec and Run (Cmd.Timeout, else sandboxd's
+	//     DefaultRunTimeout of 300 s), RunCode (CodeOptions.Timeout, likewise) and each
+	//     held request of BackgroundProcess.Wait (at most 25 s): that time plus
+	//     DefaultTimeout, so the call's own timeout is never cut short;
+	//   - a stream (Start, Files.Read, Files.Write and Create, Files.Watch,
+	//     BackgroundProcess.Output, Sandbox.HTTPClient's requests): DefaultTimeout until
+	//     the answer's head arrives (connecting, the body the peer does not take, the
+	//     answer after it; not the time the caller's reader takes), then nothing: the
+	//     stream lasts as long as its context;
+	//   - Files.ReadFile, WriteFile, ReadRange and WriteMany: as a stream, and after the
+	//     head DefaultTimeout without a byte of progress (a large file is not cut, a
+	//     stalled one is).
+	// Waits for Ready or Suspended are bounded by ReadyTimeout instead, whatever this
+	// says. A call the limit ended returns an error that matches
+	// context.DeadlineExceeded (errors.Is).
+	DefaultTimeout time.Duration
 	// ReadyTimeout bounds a wait for Ready when the context has no deadline
 	// (default 180 s).
 	ReadyTimeout time.Duration
@@ -105,6 +129,10 @@ func NewClient(opts Options) (*Client, error) {
 			rc.QPS, rc.Burst = 100, 200
 		}
 	}
+	limit := opts.DefaultTimeout
+	if limit == 0 {
+		limit = DefaultRequestTimeout
+	}
 	k := opts.kube
 	if k == nil {
 		cs, err := typed.NewForConfig(rc)
@@ -113,10 +141,14 @@ func NewClient(opts Options) (*Client, error) {
 		}
 		k = typedKube{cs}
 	}
+	if limit > 0 {
+		k = limitedKube{k: k, d: limit}
+	}
 	cn, err := newConn(opts.Connection, rc)
 	if err != nil {
 		return nil, err
 	}
+	cn.timeout = max(limit, 0)
 	c := &Client{kube: k, ns: ns, conn: cn, readyTimeout: opts.ReadyTimeout,
 		cleanupTimeout: opts.CleanupTimeout, maxRead: opts.MaxReadSize, waitClaimReady: opts.WaitForClaimReady}
 	if c.readyTimeout <= 0 {

@@ -46,6 +46,7 @@ type CodeOptions struct {
 	// on first use, id "default").
 	Context string
 	// Timeout interrupts the code after this long (0: sandboxd's default, 300 s).
+	// Without a context deadline RunCode ends at this time plus Options.DefaultTimeout.
 	Timeout time.Duration
 	// OnStdout and OnStderr receive output as it arrives; OnResult each rich result.
 	OnStdout, OnStderr func(text string)
@@ -152,7 +153,7 @@ func (s *Sandbox) RunCode(ctx context.Context, code string, opts CodeOptions) (*
 		return nil, err
 	}
 	resp, _, err := s.send(ctx, call{op: "run code", method: http.MethodPost, path: "/v1/code/execute",
-		body: body, contentType: "application/json"})
+		body: body, contentType: "application/json", limit: limitRun, runTimeout: runTime(opts.Timeout)})
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,8 @@ type Connection struct {
 	// themselves.
 	SandboxdToken string
 	// HTTPClient is used in ModeRouter and ModeDirect. Nil: a pooled client without an
-	// overall timeout (use contexts).
+	// overall timeout (its Timeout would cut streams): calls are bounded by their
+	// contexts and, without a deadline, by Options.DefaultTimeout.
 	HTTPClient *http.Client
 }
 
@@ -96,6 +97,9 @@ type conn struct {
 	// (set by routerPluginAuth), in pod-proxy mode ownTransport or one of its own (nil:
 	// the client's, see plainTransport).
 	plain http.RoundTripper
+	// timeout is the default time limit of a request whose context has no deadline
+	// (Options.DefaultTimeout; 0: none).
+	timeout time.Duration
 }
 
 func defaultHTTPClient() *http.Client {
@@ -115,8 +119,9 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 // podProxyClient is the data-plane client of pod-proxy mode: client-go's transport for
 // rc (TLS, credentials, proxy), in an http.Client of the SDK's own. It has no Timeout:
 // rest.Config.Timeout would cut every run, stream and watch at that age; calls are
-// bounded by their contexts. Nothing client-go returns is changed (for a config without
-// TLS, dialer or proxy it returns http.DefaultTransport, shared by the whole program):
+// bounded by their contexts and the default limit (limit.go). Nothing client-go returns
+// is changed (for a config without TLS, dialer or proxy it returns http.DefaultTransport,
+// shared by the whole program):
 // such a config gets a transport of the SDK's own under client-go's wrappers, returned as
 // own so that CloseIdleConnections closes that one and not the program's.
 func podProxyClient(rc *rest.Config) (*http.Client, *http.Transport, error) {
@@ -408,6 +413,10 @@ type call struct {
 	// unknown (outcomeUnknown): an error answer to a later attempt may then be the
 	// earlier attempt's doing (a 404 for a delete, a 409 for a mkdir).
 	mayHaveRun *bool
+	// limit is how the default time limit bounds the call when its context has no
+	// deadline (limit.go); runTimeout is the call's own time for limitRun.
+	limit      limitKind
+	runTimeout time.Duration
 }
 
 // retry budget: back-off retryDelay (50 ms) doubling to 1 s, at most this many attempts.
@@ -422,7 +431,14 @@ var retryDelay = 50 * time.Millisecond
 // router already waited for the Sandbox to start, and each attempt would be held as long
 // again, so it is returned at once as an error that matches ErrNotReady (routerError). A
 // router's 401 is sent again at once, once, when the token file holds a new token.
-func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error) {
+// Without a context deadline the default limit of cl.limit applies (limit.go), to the
+// attempts and back-offs together; a 2xx answer's body carries it on.
+func (c *conn) do(ctx context.Context, t target, cl call) (resp *http.Response, err error) {
+	l := newLimiter(ctx, c.timeout, cl.limit, cl.runTimeout)
+	if l != nil {
+		ctx = l.ctx
+		defer func() { resp, err = l.finish(resp, err) }()
+	}
 	delay := retryDelay
 	renewed := false
 	for attempt := 1; ; attempt++ {
@@ -453,12 +469,13 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 		if cl.stream == nil && cl.body != nil && !chunked {
 			req.ContentLength = int64(len(cl.body))
 		}
+		l.watchBody(req)
 		resp, err := c.hc.Do(req)
 		var herr *HTTPError
 		retry := false
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, context.Cause(ctx)
 			}
 			err = fmt.Errorf("sandbox: %s: %w: %w", cl.op, ErrUnavailable, err)
 			retry = cl.idempotent || isDialError(err)
@@ -482,7 +499,7 @@ func (c *conn) do(ctx context.Context, t target, cl call) (*http.Response, error
 		select {
 		case <-ctx.Done():
 			// The context's end, which also carries the last attempt's error.
-			return nil, &retryEndedError{ctx: ctx.Err(), last: err}
+			return nil, &retryEndedError{ctx: context.Cause(ctx), last: err}
 		case <-time.After(delay):
 		}
 		if delay *= 2; delay > time.Second {

@@ -22,6 +22,21 @@
 // *HTTPError, *ClaimFailedError, *SandboxFailedError and *TimeoutError (errors.As).
 // Waits that run out of time also match context.DeadlineExceeded.
 //
+// # Time limits
+//
+// Every call takes a context, and a context's deadline always wins (it is never cut
+// short nor extended). A call whose context has no deadline (context.Background())
+// still ends when the router, sandboxd or the API server stops answering: each request
+// gets the default limit Options.DefaultTimeout (180 s unless set; NoTimeout: none) by
+// kind of call. An ordinary request must be answered within it; Exec, Run and RunCode
+// get their own timeout (sandboxd's 300 s when they set none) plus it, and so does each
+// held request of BackgroundProcess.Wait; a stream (Start, Files.Read, Write, Create,
+// Watch, BackgroundProcess.Output, Sandbox.HTTPClient) gets it until its answer begins,
+// then lasts as long as its context; Files.ReadFile, WriteFile, ReadRange and WriteMany
+// end after it without progress. Waits for Ready are bounded by Options.ReadyTimeout
+// instead. A call the default limit ended returns an error that matches
+// context.DeadlineExceeded.
+//
 // # Contexts and goroutines
 //
 // Every call takes a context. A wait without a context deadline is bounded by

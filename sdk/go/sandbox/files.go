@@ -48,13 +48,21 @@ func (f *Files) do(ctx context.Context, cl call) (*http.Response, error) {
 	return resp, err
 }
 
-// Read opens the file at path for streaming. The caller closes the reader.
+// Read opens the file at path for streaming. The caller closes the reader. Without a
+// context deadline, Options.DefaultTimeout bounds the wait for the answer's head, not
+// the reading of the body (ReadFile's is bounded by it without progress).
 func (f *Files) Read(ctx context.Context, path string) (io.ReadCloser, error) {
+	return f.read(ctx, path, limitHead)
+}
+
+// read is Read under the default limit of kind.
+func (f *Files) read(ctx context.Context, path string, kind limitKind) (io.ReadCloser, error) {
 	p, err := filesPath(path, false)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := f.do(ctx, call{op: "read " + path, method: http.MethodGet, path: p, idempotent: true})
+	resp, err := f.do(ctx, call{op: "read " + path, method: http.MethodGet, path: p, idempotent: true,
+		limit: kind})
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +75,7 @@ func (f *Files) Read(ctx context.Context, path string) (io.ReadCloser, error) {
 
 // ReadFile reads the whole file at path (at most the client's MaxReadSize).
 func (f *Files) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	rc, err := f.Read(ctx, path)
+	rc, err := f.read(ctx, path, limitIdle)
 	if err != nil {
 		return nil, err
 	}
@@ -100,14 +108,17 @@ func writeQuery(opts []WriteOption) url.Values {
 }
 
 // Write streams r into the file at path (parents are created; the file is replaced
-// atomically once complete). The body is sent chunked; no retries.
+// atomically once complete). The body is sent chunked; no retries. Without a context
+// deadline, Options.DefaultTimeout bounds what the request waits for on the network
+// (connecting, the peer taking a chunk, the answer after the body), not the time r
+// takes.
 func (f *Files) Write(ctx context.Context, path string, r io.Reader, opts ...WriteOption) error {
 	p, err := filesPath(path, false)
 	if err != nil {
 		return err
 	}
 	resp, err := f.do(ctx, call{op: "write " + path, method: http.MethodPut, path: p, query: writeQuery(opts),
-		stream: r, contentType: "application/octet-stream"})
+		stream: r, contentType: "application/octet-stream", limit: limitHead})
 	if err != nil {
 		return err
 	}
@@ -124,7 +135,7 @@ func (f *Files) WriteFile(ctx context.Context, path string, data []byte, opts ..
 		data = []byte{}
 	}
 	resp, err := f.do(ctx, call{op: "write " + path, method: http.MethodPut, path: p, query: writeQuery(opts),
-		body: data, contentType: "application/octet-stream", idempotent: true})
+		body: data, contentType: "application/octet-stream", idempotent: true, limit: limitIdle})
 	if err != nil {
 		return err
 	}

@@ -229,7 +229,7 @@ func (f *Files) WriteMany(ctx context.Context, files []BatchFile) ([]WriteResult
 	}
 	body, _ := json.Marshal(req)
 	resp, err := f.do(ctx, call{op: "write many", method: http.MethodPost, path: "/v1/files:batch",
-		body: body, contentType: "application/json", idempotent: true})
+		body: body, contentType: "application/json", idempotent: true, limit: limitIdle})
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +276,8 @@ func (f *Files) ReadRange(ctx context.Context, path string, offset, maxBytes int
 	}
 	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "max_bytes": {strconv.FormatInt(maxBytes, 10)}}
 	op := "read " + path
-	resp, err := f.do(ctx, call{op: op, method: http.MethodGet, path: p, query: q, idempotent: true})
+	resp, err := f.do(ctx, call{op: op, method: http.MethodGet, path: p, query: q, idempotent: true,
+		limit: limitIdle})
 	var ae *HTTPError
 	if errors.As(err, &ae) && ae.StatusCode == http.StatusRequestedRangeNotSatisfiable {
 		return &Range{Offset: offset}, nil
@@ -366,6 +367,8 @@ type Watcher struct {
 
 // Watch starts watching the directory path; events that happen after it returns are
 // reported. The watch lasts until Close, ctx's end, or the directory's deletion.
+// Without a context deadline, Options.DefaultTimeout bounds its start (until the
+// stream's first byte), not the watch.
 func (f *Files) Watch(ctx context.Context, path string, opts WatchOptions) (*Watcher, error) {
 	p, err := apiPath("/v1/watch", path, true)
 	if err != nil {
@@ -376,7 +379,8 @@ func (f *Files) Watch(ctx context.Context, path string, opts WatchOptions) (*Wat
 		q.Set("queue", strconv.Itoa(opts.Queue))
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	resp, err := f.do(wctx, call{op: "watch " + path, method: http.MethodGet, path: p, query: q, idempotent: true})
+	resp, err := f.do(wctx, call{op: "watch " + path, method: http.MethodGet, path: p, query: q, idempotent: true,
+		limit: limitFirstByte})
 	if err != nil {
 		cancel()
 		return nil, err

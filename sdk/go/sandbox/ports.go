@@ -8,6 +8,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // PortURL says where a TCP port of a sandbox answers (any server listening in the pod,
@@ -104,7 +105,9 @@ func (s *Sandbox) URL(port int, path string) (string, error) {
 // Location the sandbox's server gave, another path of the router or the API server) goes
 // without, through a transport that adds no credential. It shares the client's
 // connection pool; redirects are not followed. The bearer token is the current one at
-// each request.
+// each request. A request whose context has no deadline waits for its answer's head at
+// most Options.DefaultTimeout (the time its body's reader takes does not count); the
+// body then streams for as long as it lasts. The client has no Timeout of its own.
 func (s *Sandbox) HTTPClient(port int) (*http.Client, string, error) {
 	p, err := s.PortURL(port, "/")
 	if err != nil {
@@ -121,7 +124,8 @@ func (s *Sandbox) HTTPClient(port int) (*http.Client, string, error) {
 	header := p.Header.Clone()
 	header.Del("Authorization")
 	ht := &headerTransport{base: base, plain: s.c.conn.plainTransport(), header: header,
-		token: s.c.conn.portBearer(port), scheme: strings.ToLower(u.Scheme), host: hostPort(u)}
+		token: s.c.conn.portBearer(port), scheme: strings.ToLower(u.Scheme), host: hostPort(u),
+		timeout: s.c.conn.timeout}
 	if p.Mode != ModeDirect {
 		ht.prefix, ht.rawPrefix = u.Path, u.EscapedPath()
 	}
@@ -144,6 +148,9 @@ type headerTransport struct {
 	// filled in) and, when set, path prefix (ending with "/"), decoded and escaped
 	scheme, host      string
 	prefix, rawPrefix string
+	// timeout: the default limit until an answer's head (limitHead) of a request whose
+	// context has no deadline; 0: none
+	timeout time.Duration
 }
 
 // hostPort is u's host name (lower case, no trailing dot) and port, the scheme's default
@@ -176,6 +183,15 @@ func (h *headerTransport) ours(req *http.Request) bool {
 }
 
 func (h *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	l := newLimiter(req.Context(), h.timeout, limitHead, 0)
+	if l != nil {
+		req = req.WithContext(l.ctx) // a copy: the caller's request is left alone
+		l.watchBody(req)
+	}
+	return l.finish(h.roundTrip(req))
+}
+
+func (h *headerTransport) roundTrip(req *http.Request) (*http.Response, error) {
 	if !h.ours(req) {
 		return h.plain.RoundTrip(req)
 	}

@@ -43,7 +43,8 @@ type Cmd struct {
 	// Stdout and Stderr receive the output as it arrives (Start only). Nil discards.
 	Stdout, Stderr io.Writer
 	// Timeout is enforced by sandboxd (0: its default, 300 s, for Run; none for Start).
-	// The context bounds the call as well.
+	// The context bounds the call as well; without a deadline Run and Exec end at this
+	// time (or the 300 s) plus Options.DefaultTimeout.
 	Timeout time.Duration
 	// MaxOutputBytes caps the buffered stdout and stderr of Run (0: sandboxd's cap).
 	MaxOutputBytes int
@@ -177,6 +178,15 @@ func (g *gatedReader) Read(b []byte) (int, error) {
 
 var errGaveUp = errors.New("sandbox: the call gave up reading stdin")
 
+// runTime is the time a run or code execution asking for timeout takes at most in
+// sandboxd (0: sandboxd's default, DefaultRunTimeout), for the default limit.
+func runTime(timeout time.Duration) time.Duration {
+	if timeout <= 0 {
+		return DefaultRunTimeout
+	}
+	return timeout
+}
+
 // Run runs command through "/bin/sh -c" to completion and returns its output.
 func (s *Sandbox) Run(ctx context.Context, command string) (*Result, error) {
 	return s.Exec(ctx, Cmd{Command: command})
@@ -194,7 +204,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (*Result, error) {
 	}
 	body, _ := json.Marshal(req)
 	resp, _, err := s.send(ctx, call{op: "run", method: http.MethodPost, path: "/v1/processes/run",
-		body: body, contentType: "application/json"})
+		body: body, contentType: "application/json", limit: limitRun, runTimeout: runTime(cmd.Timeout)})
 	if err != nil {
 		return nil, err
 	}
@@ -261,6 +271,8 @@ type event struct {
 // Start starts cmd and streams its output (chunked NDJSON) to cmd.Stdout and
 // cmd.Stderr. Cancelling ctx ends the stream and kills the process group (so does a
 // broken stream or a failing writer). Call Wait to release the stream's goroutine.
+// Without a context deadline, Options.DefaultTimeout bounds the start (until the
+// stream's first byte); the stream then lasts as long as ctx.
 func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	if _, err := s.target(); err != nil {
 		return nil, err
@@ -272,7 +284,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	body, _ := json.Marshal(req)
 	sctx, cancel := context.WithCancel(ctx)
 	resp, t, err := s.send(sctx, call{op: "start", method: http.MethodPost, path: "/v1/processes",
-		body: body, contentType: "application/json"})
+		body: body, contentType: "application/json", limit: limitFirstByte})
 	if err != nil {
 		cancel()
 		return nil, err
