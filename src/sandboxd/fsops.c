@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -411,26 +412,90 @@ static json_t *batch_result(const struct sbd_root *root, const struct sbd_batch_
     return j;
 }
 
-static int batch_post(struct http_req *req, void *ctx)
+/* A batch write, on libuv's thread pool: a thousand files, each fsync'ed, held the loop
+ * (every other request and stream of the daemon) for a second. The body is parsed there
+ * too (up to --max-body of JSON and base64). */
+struct batch_job {
+    uv_work_t work;
+    struct http_req *req; /* a reference: its body stays while it is held */
+    const struct sbd_root *root;
+    struct str body;     /* req's, borrowed (not touched by the loop once dispatched) */
+    uint64_t max_upload; /* one decoded file */
+    int status;          /* 200, or 400/413: the body is refused with err */
+    const char *err;     /* static */
+    json_t *answer;      /* new: the 200 answer; NULL otherwise */
+    atomic_bool stop;    /* the client went (or the daemon stops): the rest is not written */
+};
+
+/* Writes b's files in order, each one's result in the array results (borrowed); a stop
+ * asked meanwhile leaves the rest unwritten. Returns whether all were written. */
+static bool batch_write_all(struct batch_job *j, const struct sbd_batch_req *b, json_t *results)
 {
-    struct sbd *d = ctx;
-    struct sbd_batch_req b;
-    const char *err;
-    int r = sbd_batch_req_parse(http_req_body(req), d->cfg.max_upload, &b, &err);
-    if (r < 0)
-        return sbd_respond_error(req, r == -E2BIG ? 413 : 400, SBD_INVALID_ARGUMENT, err);
-    json_t *results = json_array();
     bool all = true;
-    for (size_t i = 0; i < b.n; i++) {
-        json_t *one = batch_result(d->root, &b.files[i]);
+    size_t i = 0;
+    for (; i < b->n && !atomic_load(&j->stop); i++) {
+        json_t *one = batch_result(j->root, &b->files[i]);
         all = all && json_is_true(json_object_get(one, "ok"));
         (void)json_array_append_new(results, one);
     }
+    return all && i == b->n;
+}
+
+static void batch_work(uv_work_t *w)
+{
+    struct batch_job *j = w->data;
+    struct sbd_batch_req b;
+    int r = sbd_batch_req_parse(j->body, j->max_upload, &b, &j->err);
+    if (r < 0) {
+        j->status = r == -E2BIG ? 413 : 400;
+        return;
+    }
+    json_t *results = json_array();
+    bool all = batch_write_all(j, &b, results);
     sbd_batch_req_done(&b);
-    json_t *j = json_pack("{s:b, s:o}", "ok", all, "results", results);
-    r = http_respond_json(req, 200, j);
-    json_decref(j);
-    return r;
+    j->answer = json_pack("{s:b, s:o}", "ok", all, "results", results);
+    j->status = 200;
+}
+
+static void batch_done(uv_work_t *w, int status)
+{
+    struct batch_job *j = w->data;
+    http_req_set_abort_cb(j->req, NULL, NULL);
+    if (status < 0) /* not run (cancelled) */
+        (void)sbd_respond_errno(j->req, status, "batch");
+    else if (j->status != 200)
+        (void)sbd_respond_error(j->req, j->status, SBD_INVALID_ARGUMENT, j->err);
+    else
+        (void)http_respond_json(j->req, 200, j->answer);
+    json_decref(j->answer);
+    http_req_unref(j->req);
+    xfree(j);
+}
+
+/* The client went, or the daemon stops (its connections close): the files not written
+ * yet are not, so a batch on a slow disk does not hold the shutdown. */
+static void batch_abort(struct http_req *req, void *ctx)
+{
+    struct batch_job *j = ctx;
+    (void)req;
+    atomic_store(&j->stop, true);
+}
+
+static int batch_post(struct http_req *req, void *ctx)
+{
+    struct sbd *d = ctx;
+    struct batch_job *j = XNEW(struct batch_job);
+    j->work.data = j;
+    j->req = http_req_ref(req);
+    j->root = d->root;
+    j->body = http_req_body(req);
+    j->max_upload = d->cfg.max_upload;
+    http_req_set_abort_cb(req, batch_abort, j);
+    if (uv_queue_work(d->loop, &j->work, batch_work, batch_done) < 0) {
+        batch_work(&j->work); /* written here then */
+        batch_done(&j->work, 0);
+    }
+    return 0;
 }
 
 /* ---- windowed reads ---------------------------------------------------------------- */
