@@ -364,16 +364,18 @@ static void list_entry(struct buf *b, const char *name, const struct stat *st)
     (void)buf_putc(b, '}');
 }
 
-static int list_dir(struct http_req *req, struct sbd *d, const char *rel, int fd)
+/* Appends the JSON array of the directory fd's entries (at most LIMIT_SBD_LISTING) to b;
+ * rel is its cleaned path beneath root. fd is taken. Returns 0 or a negative errno (the
+ * directory could not be read). */
+static int read_listing(const struct sbd_root *root, const char *rel, int fd, struct buf *b)
 {
     DIR *dir = fdopendir(fd);
     if (!dir) {
+        int r = -errno;
         (void)close(fd);
-        return respond_kv(req, 500, "message", "cannot list the directory");
+        return r;
     }
-    struct buf b;
-    buf_init(&b, SIZE_MAX);
-    (void)buf_putc(&b, '[');
+    (void)buf_putc(b, '[');
     struct dirent *de;
     size_t n = 0;
     while (n < LIMIT_SBD_LISTING && (de = readdir(dir))) {
@@ -382,17 +384,66 @@ static int list_dir(struct http_req *req, struct sbd *d, const char *rel, int fd
         n++;
         char *child =
             strcmp(rel, ".") == 0 ? xstrdup(de->d_name) : xasprintf("%s/%s", rel, de->d_name);
-        int cfd = sbd_path_open(d->legacy_root, child, O_PATH, 0);
+        int cfd = sbd_path_open(root, child, O_PATH, 0);
         struct stat st;
         if (cfd >= 0 && fstat(cfd, &st) == 0)
-            list_entry(&b, de->d_name, &st);
+            list_entry(b, de->d_name, &st);
         if (cfd >= 0)
             (void)close(cfd);
         xfree(child);
     }
     (void)closedir(dir);
-    (void)buf_putc(&b, ']');
-    return respond_buf(req, 200, &b);
+    (void)buf_putc(b, ']');
+    return 0;
+}
+
+/* A listing read on libuv's thread pool: 10,000 entries, each opened beneath the root
+ * and stat'ed, held every other request and stream of the daemon meanwhile. */
+struct list_job {
+    uv_work_t work;
+    struct http_req *req; /* a reference */
+    const struct sbd_root *root;
+    char *rel;
+    int fd; /* taken by read_listing */
+    int result;
+    struct buf body;
+};
+
+static void list_work(uv_work_t *w)
+{
+    struct list_job *j = w->data;
+    j->result = read_listing(j->root, j->rel, j->fd, &j->body);
+}
+
+static void list_done(uv_work_t *w, int status)
+{
+    struct list_job *j = w->data;
+    if (status < 0) /* not run (cancelled): fd still ours */
+        (void)close(j->fd);
+    if (status < 0 || j->result < 0)
+        (void)respond_kv(j->req, 500, "message", "cannot list the directory");
+    else
+        (void)respond_buf(j->req, 200, &j->body);
+    buf_done(&j->body);
+    http_req_unref(j->req);
+    xfree(j->rel);
+    xfree(j);
+}
+
+/* Answers req with the listing of fd (taken), read on a worker thread. */
+static void list_dir(struct http_req *req, struct sbd *d, const char *rel, int fd)
+{
+    struct list_job *j = XNEW(struct list_job);
+    j->work.data = j;
+    j->req = http_req_ref(req);
+    j->root = d->legacy_root;
+    j->rel = xstrdup(rel);
+    j->fd = fd;
+    buf_init(&j->body, SIZE_MAX);
+    if (uv_queue_work(d->loop, &j->work, list_work, list_done) < 0) {
+        list_work(&j->work); /* read here then */
+        list_done(&j->work, 0);
+    }
 }
 
 static int list(struct http_req *req, void *ctx)
@@ -407,7 +458,7 @@ static int list(struct http_req *req, void *ctx)
     else if (fd < 0)
         (void)respond_kv(req, 404, "message", "Path is not a directory");
     else
-        (void)list_dir(req, d, rel, fd);
+        list_dir(req, d, rel, fd);
     xfree(rel);
     return 0;
 }

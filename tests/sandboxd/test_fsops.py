@@ -455,6 +455,26 @@ class FsopsTest(unittest.TestCase):
         finally:
             d.stop()
 
+    def test_legacy_list_does_not_hold_other_requests(self):
+        # The legacy port's /list (10,000 entries, each opened and stat'ed) reads on a
+        # worker thread: requests sent while listings run are answered meanwhile (on the
+        # event loop, eight listings held every other request for over a second).
+        big = os.path.join(self.d.root, "legacybig")
+        os.makedirs(big)
+        base = os.path.join(self.d.dir, "legacylinked")
+        open(base, "w").close()
+        for i in range(10000):  # hard links: made fast
+            os.link(base, os.path.join(big, "f%05d" % i))
+        lport = self.d.lport
+
+        def listing():
+            st, data, _ = self.d.req("GET", "/list/legacybig", port=lport, timeout=120)
+            self.assertEqual(len(json.loads(data)), 10000)
+            return st
+
+        self.assert_not_held(listing, 8, [(lport, "/"), (None, "/v1/health")])
+        shutil.rmtree(big)
+
     def test_batch_write(self):
         files = [{"path": "bt/a.txt", "content": base64.b64encode(b"A\x00").decode()},
                  {"path": "bt/deep/b.txt", "content": "plain", "encoding": "utf-8", "mode": "0600"},
