@@ -151,7 +151,8 @@ static int is_dir(const struct sbd_root *root, const char *rel)
 }
 
 /* Creates rel. Returns 1 created, 0 already a directory (parents), or a negative errno:
- * -EEXIST (exists, or a non-directory is in the way: -ENOTDIR), -ENOENT (no parent). */
+ * -EEXIST (exists), -ENOTDIR (a non-directory is in the way: the name itself, or a
+ * component above it), -ENOENT (no parent). */
 static int do_mkdir(const struct sbd_root *root, const char *rel, const struct sbd_mkdir_opts *o)
 {
     const char *name;
@@ -183,6 +184,17 @@ static int do_mkdir(const struct sbd_root *root, const char *rel, const struct s
     return r;
 }
 
+/* After do_mkdir's -ENOTDIR: is the name itself taken (by a non-directory), rather than a
+ * component above it not a directory? */
+static bool name_taken(const struct sbd_root *root, const char *rel)
+{
+    struct stat st;
+    char *target = NULL;
+    int r = confined_lstat(root, rel, &st, &target);
+    xfree(target);
+    return r == 0;
+}
+
 static int mkdir_post(struct http_req *req, void *ctx)
 {
     struct sbd *d = ctx;
@@ -195,7 +207,9 @@ static int mkdir_post(struct http_req *req, void *ctx)
         return 0;
     int r = do_mkdir(d->root, rel, &o), k;
     struct stat st;
-    if (r == -ENOTDIR) {
+    if (r == -ENOTDIR && !name_taken(d->root, rel)) {
+        (void)sbd_respond_not_dir(req, "mkdir");
+    } else if (r == -ENOTDIR) {
         (void)sbd_respond_error(req, 409, SBD_CONFLICT, "mkdir: a non-directory is in the way");
     } else if (r == -EEXIST) {
         (void)sbd_respond_error(req, 409, SBD_CONFLICT,
@@ -249,13 +263,16 @@ static int rename_confined(int fp, const char *fname, int tp, const char *tname,
     return renameat(fp, fname, tp, tname) < 0 ? -errno : 0;
 }
 
-/* renameat2 between the two confined parents. Returns 0 or a negative errno. */
+/* renameat2 between the two confined parents. Returns 0 or a negative errno: -ENOENT for
+ * a source that is not there (a non-directory above it included), -ENOTDIR for a
+ * non-directory above the destination, -EISDIR for a directory onto a non-directory or
+ * back. */
 static int do_move(const struct sbd_root *root, const char *from, const char *to, bool overwrite)
 {
     const char *fname, *tname;
     int fp = sbd_path_open_parent(root, from, false, &fname);
     if (fp < 0)
-        return fp;
+        return fp == -ENOTDIR ? -ENOENT : fp;
     int tp = sbd_path_open_parent(root, to, false, &tname);
     if (tp < 0) {
         (void)close(fp);
@@ -267,6 +284,8 @@ static int do_move(const struct sbd_root *root, const char *from, const char *to
         r = 0; /* onto itself: nothing to do (RENAME_NOREPLACE would say it exists) */
     else if (r == 0)
         r = rename_confined(fp, fname, tp, tname, overwrite);
+    if (r == -ENOTDIR) /* the rename's: a directory onto a non-directory */
+        r = -EISDIR;
     (void)close(fp);
     (void)close(tp);
     return r;
@@ -289,9 +308,10 @@ static int move_respond(struct http_req *req, int r, const char *from, const cha
         return sbd_respond_error(req, 409, SBD_CONFLICT,
                                  "move: the destination exists (use overwrite=true)");
     case -EISDIR:
-    case -ENOTDIR:
         return sbd_respond_error(req, 409, SBD_CONFLICT,
                                  "move: cannot replace a directory with a non-directory or back");
+    case -ENOTDIR:
+        return sbd_respond_not_dir(req, "move");
     case -EXDEV:
         return sbd_respond_error(req, 400, SBD_INVALID_ARGUMENT,
                                  "move: source and destination are on different filesystems");
@@ -404,7 +424,9 @@ static json_t *batch_result(const struct sbd_root *root, const struct sbd_batch_
         const char *code;
         char eb[128];
         int status = errno_status(r, &code);
-        const char *msg = r == -EPERM ? "path escapes the root" : log_strerror(r, eb, sizeof(eb));
+        const char *msg = r == -EPERM     ? "path escapes the root"
+                          : r == -ENOTDIR ? SBD_MSG_NOT_DIR
+                                          : log_strerror(r, eb, sizeof(eb));
         j = json_pack("{s:o, s:b, s:i, s:s, s:s}", "path", sbd_json_name(f->path), "ok", 0,
                       "status", status, "code", code, "message", msg);
     }

@@ -383,6 +383,9 @@ static void put_done(struct http_req *req, int err, const char *path, void *ctx)
     case -EFBIG:
         (void)sbd_respond_error(req, 413, SBD_INVALID_ARGUMENT, "upload too large");
         return;
+    case -ENOTDIR: /* a file where a parent should be: not "not found" (the write creates) */
+        (void)sbd_respond_not_dir(req, "write");
+        return;
     default:
         (void)sbd_respond_errno(req, err, "write");
         return;

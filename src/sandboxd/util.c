@@ -75,6 +75,13 @@ int sbd_respond_errno(struct http_req *req, int err, const char *what)
     }
 }
 
+int sbd_respond_not_dir(struct http_req *req, const char *what)
+{
+    char msg[512];
+    (void)snprintf(msg, sizeof(msg), "%s: " SBD_MSG_NOT_DIR, what);
+    return sbd_respond_error(req, 409, SBD_CONFLICT, msg);
+}
+
 const char *sbd_code_for_status(int status)
 {
     switch (status) {

@@ -35,8 +35,17 @@ int sbd_query_get(struct str query, const char *name, struct buf *out);
 
 /** Sends {"code": code, "message": msg} with status (code and msg borrowed). */
 int sbd_respond_error(struct http_req *req, int status, const char *code, const char *msg);
-/** Maps a negative errno from a file operation to status + code and responds. */
+/** Maps a negative errno from a file operation to status + code and responds. ENOTDIR
+ * there is a path that must exist (a read, a delete, a move's source) running through a
+ * non-directory: 404 NOT_FOUND, as a missing one. */
 int sbd_respond_errno(struct http_req *req, int err, const char *what);
+/** The message of a write whose path runs through a non-directory (ENOTDIR: a regular
+ * file where a parent directory should be). */
+#define SBD_MSG_NOT_DIR "a path component is not a directory"
+/** Answers a write (PUT, mkdir, a move's destination; a batch file's result says the
+ * same) whose path runs through a non-directory: 409 CONFLICT "<what>: a path component
+ * is not a directory" (what borrowed). */
+int sbd_respond_not_dir(struct http_req *req, const char *what);
 /** The default error code for an HTTP status ("NOT_FOUND" for 404...); static. */
 const char *sbd_code_for_status(int status);
 /** http_error_body_fn for the REST server: {"code","message"}. */

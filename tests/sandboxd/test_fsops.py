@@ -543,6 +543,81 @@ class FsopsTest(unittest.TestCase):
         self.assertEqual(os.listdir(os.path.join(top, "d/e")), [])
         shutil.rmtree(top)
 
+    # ---- a regular file where a directory should be ------------------------------
+
+    NOT_DIR = "a path component is not a directory"
+
+    def file_in_the_way(self, top):
+        """top/f.txt, a regular file, and top/d, a directory with a file g in it."""
+        self.put(f"{top}/f.txt", b"F")
+        self.put(f"{top}/d/g", b"G")
+
+    def assert_not_dir(self, st, j, what):
+        self.assertEqual((st, j["code"], j["message"]), (409, "CONFLICT", f"{what}: {self.NOT_DIR}"))
+
+    def test_put_through_a_file(self):
+        # A write whose path runs through a regular file is 409 CONFLICT with a message
+        # that says so, as mkdir, move and batch writes answer (it was 404 "not found").
+        self.file_in_the_way("ndp")
+        multipart = (b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\n"
+                     b"xyz\r\n--b--\r\n", {"Content-Type": "multipart/form-data; boundary=b"})
+        for path, body, hdr in (("ndp/f.txt/x", b"x", None), ("ndp/f.txt/x/y/z", b"x", None),
+                                ("ndp/f.txt/x", *multipart)):
+            st, data, _ = self.req("PUT", "/v1/files/" + path, body, hdr)
+            self.assert_not_dir(st, json.loads(data), "write")
+        self.assertEqual(self.req("GET", "/v1/files/ndp/f.txt")[1], b"F")
+        self.assertEqual(sorted(os.listdir(os.path.join(self.d.root, "ndp"))), ["d", "f.txt"])
+        # reads (and a delete) of such a path answer as for a missing one
+        for method, path in (("GET", "/v1/files/ndp/f.txt/x"), ("GET", "/v1/stat/ndp/f.txt/x"),
+                             ("DELETE", "/v1/files/ndp/f.txt/x")):
+            st, j = self.jreq(method, path)
+            self.assertEqual((st, j["code"]), (404, "NOT_FOUND"), path)
+
+    def test_batch_write_through_a_file(self):
+        self.file_in_the_way("ndb")
+        files = [{"path": "ndb/f.txt/x", "content": "x", "encoding": "utf-8"},
+                 {"path": "ndb/f.txt/x/y", "content": "x", "encoding": "utf-8"},
+                 {"path": "ndb/d/h", "content": "H", "encoding": "utf-8"}]
+        st, j = self.jreq("POST", "/v1/files:batch", {"files": files})
+        self.assertEqual((st, j["ok"]), (200, False))
+        for r in j["results"][:2]:
+            self.assertEqual((r["ok"], r["status"], r["code"], r["message"]),
+                             (False, 409, "CONFLICT", self.NOT_DIR), r)
+        self.assertTrue(j["results"][2]["ok"])
+        self.assertEqual(self.req("GET", "/v1/files/ndb/f.txt")[1], b"F")
+
+    def test_mkdir_through_a_file(self):
+        self.file_in_the_way("ndm")
+        for q in ("", "?parents=true"):
+            st, j = self.jreq("POST", "/v1/mkdir/ndm/f.txt/x" + q)
+            self.assert_not_dir(st, j, "mkdir")
+        st, j = self.jreq("POST", "/v1/mkdir/ndm/f.txt/x/y?parents=true")
+        self.assert_not_dir(st, j, "mkdir")
+        # the name itself taken by a file: still said as before
+        st, j = self.jreq("POST", "/v1/mkdir/ndm/f.txt?parents=true")
+        self.assertEqual((st, j["code"], j["message"]),
+                         (409, "CONFLICT", "mkdir: a non-directory is in the way"))
+        self.assertTrue(os.path.isfile(os.path.join(self.d.root, "ndm/f.txt")))
+
+    def test_move_through_a_file(self):
+        # The destination's path through a file: 409 that says so (it said "cannot replace
+        # a directory with a non-directory"); the source's: 404, as a missing source.
+        self.file_in_the_way("ndv")
+        for to in ("ndv/f.txt/x", "ndv/f.txt/x/y"):
+            st, j = self.jreq("POST", "/v1/move", {"from": "ndv/d/g", "to": to})
+            self.assert_not_dir(st, j, "move")
+        st, j = self.jreq("POST", "/v1/move", {"from": "ndv/f.txt/x", "to": "ndv/d/h"})
+        self.assertEqual((st, j["code"], j["message"]), (404, "NOT_FOUND", "move: not found"))
+        # a directory onto a file (and back) keeps its own message
+        for body in ({"from": "ndv/d", "to": "ndv/f.txt", "overwrite": True},
+                     {"from": "ndv/f.txt", "to": "ndv/d", "overwrite": True}):
+            st, j = self.jreq("POST", "/v1/move", body)
+            self.assertEqual((st, j["code"], j["message"]),
+                             (409, "CONFLICT", "move: cannot replace a directory with a non-directory or back"),
+                             body)
+        self.assertEqual(self.req("GET", "/v1/files/ndv/d/g")[1], b"G")
+        self.assertEqual(self.req("GET", "/v1/files/ndv/f.txt")[1], b"F")
+
     # ---- listings -------------------------------------------------------------------
 
     def list_page(self, path, **query):
