@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/xalloc.h"
 #include "kube/config.h"
 
@@ -288,4 +289,26 @@ struct kube_client *script_client(const struct script_srv *s, const char *dir, c
     assert_int_equal(kube_config_load(&(struct kube_config_opts){.kubeconfig = kc}, &cfg, &e), 0);
     assert_int_equal(kube_client_new(cfg, o, &c), 0);
     return c;
+}
+
+void script_env_start(struct script_env *env, script_handler *h, void *ctx, bool locked,
+                      const char *ns, const struct kube_client_opts *o)
+{
+    struct kube_client_opts dflt = {.max_retries = 0, .timeout = 5 * USEC_PER_SEC};
+    memset(env, 0, sizeof(*env));
+    (void)snprintf(env->dir, sizeof(env->dir), "/tmp/as-test-srv-XXXXXX");
+    assert_non_null(mkdtemp(env->dir));
+    env->srv = script_srv_start(h, ctx, locked);
+    env->client = script_client(env->srv, env->dir, ns, "{token: t}", o ? o : &dflt);
+}
+
+void script_env_stop(struct script_env *env)
+{
+    char path[128];
+    kube_client_free(env->client);
+    script_srv_stop(env->srv);
+    (void)snprintf(path, sizeof(path), "%s/kubeconfig", env->dir);
+    (void)unlink(path);
+    (void)rmdir(env->dir);
+    memset(env, 0, sizeof(*env));
 }

@@ -55,3 +55,18 @@ void script_header(const char *head, const char *name, char *out, size_t size);
  * the user map user (YAML flow, e.g. "{token: t}"). Asserts on failure. */
 struct kube_client *script_client(const struct script_srv *s, const char *dir, const char *ns,
                                   const char *user, const struct kube_client_opts *o);
+
+/** A scripted server with a kube client of it: a unit test's usual set-up. */
+struct script_env {
+    struct script_srv *srv;
+    struct kube_client *client;
+    char dir[64]; /* a temporary directory holding the client's kubeconfig */
+};
+
+/** Starts env's server (h, ctx and locked as for script_srv_start) and a client of it
+ * with namespace ns and a token; o NULL: no retries and a 5 s timeout. Asserts on
+ * failure. */
+void script_env_start(struct script_env *env, script_handler *h, void *ctx, bool locked,
+                      const char *ns, const struct kube_client_opts *o);
+/** Frees the client, stops the server and removes the kubeconfig and its directory. */
+void script_env_stop(struct script_env *env);

@@ -55,8 +55,8 @@ struct srv {
     int posts, others, next_uid;
 };
 
-static struct srv S; /* the handler's, under the server's lock */
-static struct script_srv *SRV;
+static struct srv S;          /* the handler's, under the server's lock */
+static struct script_env ENV; /* the scripted API server and its client */
 
 static void count(json_t *counts, const char *name)
 {
@@ -173,67 +173,59 @@ static void srv_start(void)
     S.deletes = json_object();
     S.claim_writes = json_array();
     S.post_code = 201;
-    SRV = script_srv_start(answer, NULL, true);
+    script_env_start(&ENV, answer, NULL, true, NS, NULL);
 }
 
 /* Reads of the server's state (under its lock: the server thread writes it). */
 static int n_of(json_t *counts, const char *name)
 {
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     int n = (int)json_integer_value(json_object_get(counts, name));
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     return n;
 }
 
 static int n_posts(void)
 {
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     int n = S.posts;
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     return n;
 }
 
 static void srv_set(json_t *map, const char *name, json_t *v)
 {
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     json_object_set_new(map, name, v);
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
 }
 
 static void set_post_code(long code)
 {
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     S.post_code = code;
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
 }
 
 /* The last claim status write's status (new reference), or NULL. */
 static json_t *last_claim_status(void)
 {
     json_t *st;
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     size_t n = json_array_size(S.claim_writes);
     st = n ? json_incref(json_object_get(json_array_get(S.claim_writes, n - 1), "status")) : NULL;
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     return st;
 }
 
 /* ---- the controller on test caches -------------------------------------------------- */
 
 struct env {
-    struct kube_client *client;
     struct kube_informer *sandboxes, *pods;
     struct ext_ctrl *x;
-    char dir[64];
 };
 
 static struct env E;
-
-static void client_new(void)
-{
-    struct kube_client_opts o = {.max_retries = 0, .timeout = 5 * USEC_PER_SEC};
-    E.client = script_client(SRV, E.dir, NS, "{token: t}", &o);
-}
 
 static void ctrl_new(bool no_annotations)
 {
@@ -242,8 +234,8 @@ static void ctrl_new(bool no_annotations)
                          .no_claim_events = true,
                          .no_claim_annotations = no_annotations,
                          .label_domains = "sandbox.users.io"};
-    struct ext_deps d = {.client = E.client, .ns = NS};
-    struct kube_informer_opts io = {.client = E.client, .ns = NS};
+    struct ext_deps d = {.client = ENV.client, .ns = NS};
+    struct kube_informer_opts io = {.client = ENV.client, .ns = NS};
     assert_int_equal(ext_ctrl_new(&o, &d, &E.x), 0);
     assert_int_equal(ext__informers_new(E.x), 0);
     io.res = &API_RES_SANDBOXES;
@@ -257,31 +249,23 @@ static int setup(void **state)
 {
     (void)state;
     log_set_level(LOG_ERROR);
-    srv_start();
     memset(&E, 0, sizeof(E));
-    (void)snprintf(E.dir, sizeof(E.dir), "/tmp/as-test-claim-XXXXXX");
-    assert_non_null(mkdtemp(E.dir));
-    client_new();
+    srv_start();
     return 0;
 }
 
 static int teardown(void **state)
 {
-    char path[128];
     (void)state;
     ext_ctrl_free(E.x);
     kube_informer_free(E.sandboxes);
     kube_informer_free(E.pods);
-    script_srv_stop(SRV);
+    script_env_stop(&ENV);
     json_decref(S.objs);
     json_decref(S.patch_code);
     json_decref(S.patches);
     json_decref(S.deletes);
     json_decref(S.claim_writes);
-    kube_client_free(E.client);
-    (void)snprintf(path, sizeof(path), "%s/kubeconfig", E.dir);
-    (void)unlink(path);
-    (void)rmdir(E.dir);
     return 0;
 }
 
@@ -534,9 +518,9 @@ static void test_adopted_member_idle_clock_starts_at_claim(void **state)
         queue_candidate(name);
         assert_int_equal(claim_pass(NULL), 0);
         assert_int_equal(n_of(S.patches, name), 1);
-        script_srv_lock(SRV);
+        script_srv_lock(ENV.srv);
         got = json_deep_copy(json_object_get(S.objs, name));
-        script_srv_unlock(SRV);
+        script_srv_unlock(ENV.srv);
         assert_null(kube_obj_label(got, SB_LABEL_WARM_POOL)); /* adopted */
         if (with) {
             usec_t t;

@@ -32,9 +32,7 @@ static struct {
     char body[4096]; /* the last PATCH's */
 } S;
 
-static struct script_srv *SRV;
-static struct kube_client *C;
-static char DIR_[64];
+static struct script_env ENV; /* the scripted API server and its client */
 static int probes;
 
 static int answer(int fd, const struct script_req *rq, void *ctx)
@@ -76,28 +74,19 @@ static int probe_idle(void *ctx, const char *ip, uint16_t port, usec_t timeout,
 
 static int setup(void **state)
 {
-    struct kube_client_opts o = {.max_retries = 0, .timeout = 5 * USEC_PER_SEC};
     (void)state;
     log_set_level(LOG_ERROR);
     memset(&S, 0, sizeof(S));
     probes = 0;
     running = 0;
-    SRV = script_srv_start(answer, NULL, true);
-    (void)snprintf(DIR_, sizeof(DIR_), "/tmp/as-test-idle-XXXXXX");
-    assert_non_null(mkdtemp(DIR_));
-    C = script_client(SRV, DIR_, "ns", "{token: t}", &o);
+    script_env_start(&ENV, answer, NULL, true, "ns", NULL);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    char path[128];
     (void)state;
-    kube_client_free(C);
-    script_srv_stop(SRV);
-    (void)snprintf(path, sizeof(path), "%s/kubeconfig", DIR_);
-    (void)unlink(path);
-    (void)rmdir(DIR_);
+    script_env_stop(&ENV);
     return 0;
 }
 
@@ -142,26 +131,26 @@ static void test_suspend_refusals(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const struct refusal_case *k = &cases[i];
-        struct idle_ctrl_opts o = {.client = C, .probe = probe_idle};
+        struct idle_ctrl_opts o = {.client = ENV.client, .probe = probe_idle};
         struct idle_ctrl *c = idle_ctrl_new(&o);
         struct idle_ctrl_stats st;
         json_t *sb = idle_sandbox(k->timeout_s);
         usec_t requeue = 0;
         print_message("case: %s\n", k->what);
-        script_srv_lock(SRV);
+        script_srv_lock(ENV.srv);
         S.patch_code = k->code;
         S.patches = 0;
-        script_srv_unlock(SRV);
+        script_srv_unlock(ENV.srv);
         probes = 0;
         int r = idle_ctrl_check(c, sb, json_object_get(sb, "status"), k->stale, &requeue);
         assert_int_equal(r, k->want_ret);
-        script_srv_lock(SRV);
+        script_srv_lock(ENV.srv);
         assert_int_equal(S.patches, k->want_patches);
         if (k->want_patches) {
             assert_non_null(strstr(S.body, "\"resourceVersion\":\"7\""));
             assert_non_null(strstr(S.body, "\"operatingMode\":\"Suspended\""));
         }
-        script_srv_unlock(SRV);
+        script_srv_unlock(ENV.srv);
         assert_int_equal(probes, k->want_probes);
         assert_int_equal(requeue, k->want_requeue);
         idle_ctrl_stats(c, &st);
@@ -178,7 +167,7 @@ static void test_suspend_refusals(void **state)
  * is not: before, entries stayed until the map's limit cleared every live one too. */
 static void test_busy_remembered_until_forgotten(void **state)
 {
-    struct idle_ctrl_opts o = {.client = C, .probe = probe_idle};
+    struct idle_ctrl_opts o = {.client = ENV.client, .probe = probe_idle};
     struct idle_ctrl *c = idle_ctrl_new(&o);
     json_t *sb = idle_sandbox(60);
     const json_t *st = json_object_get(sb, "status");
@@ -195,9 +184,9 @@ static void test_busy_remembered_until_forgotten(void **state)
     assert_true(requeue > 55 * USEC_PER_SEC && requeue <= 60 * USEC_PER_SEC);
     idle_ctrl_forget(c, "u-1");
     idle_ctrl_forget(c, NULL);
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     S.patch_code = 409;
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     requeue = 0;
     assert_int_equal(idle_ctrl_check(c, sb, st, 0, &requeue), 0);
     assert_int_equal(probes, 2); /* forgotten: due again from its creation an hour ago */

@@ -28,9 +28,7 @@ static struct {
     int gets;
 } S;
 
-static struct script_srv *SRV;
-static struct kube_client *C;
-static char DIR_[64];
+static struct script_env ENV; /* the scripted API server and its client */
 
 /* ns's list: two pages (x, then y) unless its token expired; then one page (x and y). */
 static int answer(int fd, const struct script_req *rq, void *ctx)
@@ -85,15 +83,16 @@ static int list(char expire, int expiries, struct kube_err *err)
 {
     struct ctrl_ns_source *s = NULL;
     struct kube_informer_source src;
-    script_srv_lock(SRV); /* S is the server thread's under its lock */
+    script_srv_lock(ENV.srv); /* S is the server thread's under its lock */
     memset(&S, 0, sizeof(S));
     S.expire = expire;
     S.expiries = expiries;
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     seen[0] = '\0';
     assert_int_equal(ctrl_ns_source_for("a,b", &s, &src), 0);
     assert_non_null(src.list_pages);
-    struct kube_informer_opts o = {.client = C, .res = &KUBE_RES_CONFIGMAPS, .source = &src};
+    struct kube_informer_opts o = {
+        .client = ENV.client, .res = &KUBE_RES_CONFIGMAPS, .source = &src};
     kube_err_clear(err);
     int r = src.list_pages(src.ctx, &o, record, NULL, err);
     ctrl_ns_source_free(s);
@@ -102,9 +101,9 @@ static int list(char expire, int expiries, struct kube_err *err)
 
 static int gets_seen(void)
 {
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     int n = S.gets;
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     return n;
 }
 
@@ -144,25 +143,16 @@ static void test_later_namespace_expires_twice(void **state)
 
 static int setup(void **state)
 {
-    struct kube_client_opts o = {.max_retries = 0, .timeout = 5 * USEC_PER_SEC};
     (void)state;
     log_set_level(LOG_ERROR);
-    SRV = script_srv_start(answer, NULL, true);
-    (void)snprintf(DIR_, sizeof(DIR_), "/tmp/as-test-nss-XXXXXX");
-    assert_non_null(mkdtemp(DIR_));
-    C = script_client(SRV, DIR_, "ns", "{token: t}", &o);
+    script_env_start(&ENV, answer, NULL, true, "ns", NULL);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    char path[128];
     (void)state;
-    kube_client_free(C);
-    script_srv_stop(SRV);
-    (void)snprintf(path, sizeof(path), "%s/kubeconfig", DIR_);
-    (void)unlink(path);
-    (void)rmdir(DIR_);
+    script_env_stop(&ENV);
     return 0;
 }
 

@@ -50,8 +50,8 @@ struct srv {
 
 #define OTHER_POD "named-pod" /* a Pod of another name that an annotation names */
 
-static struct srv S; /* the handler's, under the server's lock */
-static struct script_srv *SRV;
+static struct srv S;          /* the handler's, under the server's lock */
+static struct script_env ENV; /* the scripted API server and its client */
 
 /* A Pod POST: the Pod as created (a UID, a resourceVersion, a creation time). */
 static char *created_pod(json_t *pod)
@@ -129,39 +129,28 @@ static int answer(int fd, const struct script_req *rq, void *ctx)
 /* ---- the reconciler on test caches -------------------------------------------------- */
 
 struct env {
-    struct kube_client *client;
     struct kube_store *sandboxes, *pods, *services, *pvcs;
     struct sb_memo *memo;
     struct sb_reconciler r;
-    char dir[64];
     int rv; /* the last resourceVersion given to the Sandbox */
 };
 
 static struct env E;
-
-static void client_new(void)
-{
-    struct kube_client_opts o = {.max_retries = 0, .timeout = 5 * USEC_PER_SEC};
-    E.client = script_client(SRV, E.dir, NS, "{token: t}", &o);
-}
 
 static void srv_start(void)
 {
     memset(&S, 0, sizeof(S));
     S.delete_status = 200;
     S.writes = json_array();
-    SRV = script_srv_start(answer, NULL, true);
+    script_env_start(&ENV, answer, NULL, true, NS, NULL);
 }
 
 static int setup(void **state)
 {
     (void)state;
     log_set_level(LOG_ERROR);
-    srv_start();
     memset(&E, 0, sizeof(E));
-    (void)snprintf(E.dir, sizeof(E.dir), "/tmp/as-test-pass-XXXXXX");
-    assert_non_null(mkdtemp(E.dir));
-    client_new();
+    srv_start();
     E.sandboxes = kube_store_new();
     E.pods = kube_store_new();
     E.services = kube_store_new();
@@ -169,7 +158,7 @@ static int setup(void **state)
     assert_int_equal(kube_store_add_index(E.pods, SB_INDEX_OWNER, kube_index_controller_uid, NULL),
                      0);
     E.memo = sb_memo_new();
-    E.r = (struct sb_reconciler){.client = E.client,
+    E.r = (struct sb_reconciler){.client = ENV.client,
                                  .sandboxes = E.sandboxes,
                                  .pods = E.pods,
                                  .services = E.services,
@@ -180,22 +169,17 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char path[128];
     (void)state;
-    script_srv_stop(SRV);
+    script_env_stop(&ENV);
     json_decref(S.writes);
     json_decref(S.existing);
     json_decref(S.named);
     json_decref(S.sb);
-    kube_client_free(E.client);
     kube_store_free(E.sandboxes);
     kube_store_free(E.pods);
     kube_store_free(E.services);
     kube_store_free(E.pvcs);
     sb_memo_free(E.memo);
-    (void)snprintf(path, sizeof(path), "%s/kubeconfig", E.dir);
-    (void)unlink(path);
-    (void)rmdir(E.dir);
     return 0;
 }
 
@@ -244,34 +228,34 @@ static void set_mode(const char *mode)
 /* A counter of the server's (written by its thread under its lock). */
 static int count(const int *c)
 {
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     int n = *c;
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     return n;
 }
 
 /* Sets the status the server answers DELETEs with. */
 static void set_delete_status(long status)
 {
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     S.delete_status = status;
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
 }
 
 static size_t nwrites(void)
 {
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     size_t n = json_array_size(S.writes);
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     return n;
 }
 
 /* The status of write i (a new reference). */
 static json_t *written(size_t i)
 {
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     json_t *st = json_incref(json_object_get(json_array_get(S.writes, i), "status"));
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     assert_non_null(st);
     return st;
 }
@@ -451,17 +435,17 @@ static void test_resume_finds_pod_terminating(void **state)
                         json_string("22222222-0000-0000-0000-000000000001"));
     json_object_set_new(json_object_get(going, "metadata"), "deletionTimestamp",
                         json_string("2026-01-01T00:00:00Z"));
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     S.existing = json_incref(going);
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     set_mode("Running");
     assert_int_equal(pass(), 0);
     assert_int_equal(count(&S.creates), 1);
     /* it goes (the cache never showed it: its record goes with its deletion) */
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     json_decref(S.existing);
     S.existing = NULL;
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     sb_memo_created_gone(E.memo, going);
     assert_int_equal(pass(), 0);
     assert_int_equal(count(&S.creates), 2);
@@ -603,17 +587,17 @@ static void test_named_pod_not_in_cache_adopted(void **state)
     json_object_del(json_object_get(pod, "metadata"), "ownerReferences");
     json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "labels"),
                         SB_LABEL_ADOPTABLE, json_string("true"));
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     S.named = pod;
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     assert_int_equal(pass(), 0);
     assert_int_equal(count(&S.named_gets), 1);
     assert_int_equal(count(&S.adopts), 1);
     assert_int_equal(count(&S.creates), 0);
     /* the cache shows it, ours: no read, no create */
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     assert_int_equal(kube_store_put(E.pods, json_deep_copy(S.named), NULL), 0);
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     assert_int_equal(pass(), 0);
     assert_int_equal(count(&S.named_gets), 1);
     assert_int_equal(count(&S.creates), 0);
@@ -633,18 +617,18 @@ static void test_named_pod_absent_creates(void **state)
     json_object_set_new(json_object_get(copy, "metadata"), "annotations",
                         json_pack("{s:s}", SB_ANN_POD_NAME, OTHER_POD));
     cache_sb(copy);
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     S.sb = json_deep_copy(copy);
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     assert_int_equal(pass(), 0);
     assert_int_equal(count(&S.named_gets), 1);
     assert_int_equal(count(&S.adopts), 0);
     assert_int_equal(count(&S.creates), 1);
     /* the annotation now names the Pod made */
     assert_int_equal(count(&S.sb_patches), 1);
-    script_srv_lock(SRV);
+    script_srv_lock(ENV.srv);
     (void)snprintf(ann, sizeof(ann), "%s", kube_obj_annotation(S.sb, SB_ANN_POD_NAME) ?: "-");
-    script_srv_unlock(SRV);
+    script_srv_unlock(ENV.srv);
     assert_string_equal(ann, NAME);
     assert_int_equal(count(&S.others), 0);
 }
