@@ -44,6 +44,7 @@ static void on_handle_closed(uv_handle_t *h)
     DLIST_REMOVE(s->conns, c);
     buf_done(&c->in);
     xfree(c->info);
+    http_cut_unref(c->cut);
     xfree(c);
     http__server_conn_gone(s);
 }
@@ -198,9 +199,24 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     *b = uv_buf_init(c->server->read_buf, LIMIT_HTTP_READ_CHUNK);
 }
 
+/* Whether the client's EOF is a cut-off input (its front marked the connection's
+ * http_cut) that ends a request: one being read or answered, or one read whole and not
+ * yet dispatched. Marks that request (http_req_input_cut). A connection with nothing in
+ * progress, or only its last answer to send (linger), ends as after any EOF. */
+static bool eof_cut(struct http_conn *c)
+{
+    if (!http_cut_marked(c->cut) || c->state == HTTP_CONN_LINGER ||
+        (c->state == HTTP_CONN_HEAD && c->in.len == 0))
+        return false;
+    if (c->req)
+        c->req->input_cut = true;
+    return true;
+}
+
 static void on_read_error(struct http_conn *c, ssize_t nread)
 {
-    if (nread != UV_EOF) {
+    /* an error, or a cut: the request is aborted, never taken as complete or half-closed */
+    if (nread != UV_EOF || eof_cut(c)) {
         http__conn_close(c);
         return;
     }
@@ -749,6 +765,7 @@ int http_server_adopt(struct http_server *s, int fd, const struct http_adopt_opt
     if (opts->peer)
         (void)str_copy(c->peer, sizeof(c->peer), opts->peer);
     c->secure = opts->secure;
+    c->cut = http_cut_ref(opts->cut);
     if (opts->info.len > 0) {
         c->info = xmalloc(opts->info.len);
         memcpy(c->info, opts->info.p, opts->info.len);

@@ -111,6 +111,25 @@ size_t http_server_connections(const struct http_server *s);
 /** Response bytes queued on all its connections (handed to the socket, not yet taken by
  * the kernel). Any thread, as http_server_connections. */
 size_t http_server_queued(const struct http_server *s);
+/** How an adopted connection's input ended, as its front knows it: shared by the front
+ * and the server (and whoever takes the connection over on an upgrade), reference
+ * counted, usable from any thread. A socketpair's EOF always looks clean, so a front whose
+ * client's input was cut off rather than ended (a TLS connection whose TCP ended without
+ * a close_notify, or with a reset or a TLS error) marks it before it ends its side of
+ * the socket; the server then takes that EOF for an abort (http_req_input_cut). */
+struct http_cut;
+/** Returns a new unmarked cut with one reference (the caller's). */
+struct http_cut *http_cut_new(void);
+/** Returns c with one more reference (NULL is fine). */
+struct http_cut *http_cut_ref(struct http_cut *c);
+/** Drops a reference; the last frees c (NULL is fine). */
+void http_cut_unref(struct http_cut *c);
+/** Marks the input as cut off (NULL is fine). Call before ending the side of the
+ * socket it concerns. */
+void http_cut_mark(struct http_cut *c);
+/** Whether c is marked (NULL: false). */
+bool http_cut_marked(struct http_cut *c);
+
 /** What http_server_adopt knows about an adopted connection's client. */
 struct http_adopt_opts {
     const char *peer; /* what http_req_peer reports (borrowed, copied); NULL: looked up */
@@ -120,6 +139,11 @@ struct http_adopt_opts {
      * life and hands it to handlers (http_req_peer_info). Borrowed; empty: none; at
      * most LIMIT_HTTP_PEER_INFO bytes. */
     struct str info;
+    /* Marked by the front when the client's input was cut off (see struct http_cut):
+     * the client's EOF then aborts a request being read or answered (its abort callback
+     * runs and http_req_input_cut is true) instead of ending its body or passing on as a
+     * half-close. Borrowed (the server takes a reference); NULL: none. */
+    struct http_cut *cut;
 };
 
 /** Serves an already connected stream socket fd (e.g. one end of a socketpair whose
@@ -187,6 +211,15 @@ bool http_req_secure(const struct http_req *req);
  * borrowed bytes, valid until the handler returns (copy what is kept); empty when there
  * is none or the connection is gone. */
 struct str http_req_peer_info(const struct http_req *req);
+
+/** Whether req was aborted because its client's input was cut off (its connection's
+ * http_adopt_opts.cut marked when the EOF came): a proxy then resets its upstream rather
+ * than ending it, so that the cut never reads as the request's or the stream's end. */
+bool http_req_input_cut(const struct http_req *req);
+/** The cut of req's connection (http_adopt_opts.cut), borrowed: take a reference to
+ * keep it past an upgrade (the tunnel's client EOF is then checked against it). NULL when
+ * there is none or the connection is gone. */
+struct http_cut *http_req_cut(const struct http_req *req);
 
 /** Sets the body receiver of a streamed-body route (call from the handler). */
 void http_req_set_body_cb(struct http_req *req, http_body_fn *fn, void *ctx);

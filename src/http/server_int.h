@@ -46,6 +46,7 @@ struct http_req {
     bool is_head_method;
     bool aborted;
     bool eof_aborts; /* the client's EOF ends the request (http_req_set_eof_aborts) */
+    bool input_cut;  /* aborted by a cut-off input's EOF (http_req_input_cut) */
     /* body */
     bool stream_body, body_done, body_paused;
     uint64_t body_left; /* HTTP_BODY_LENGTH */
@@ -87,6 +88,7 @@ struct http_conn {
     bool secure;    /* adopted from a TLS front (http_server_adopt) */
     char *info;     /* http_adopt_opts.info (owned copy); NULL: none */
     size_t info_len;
+    struct http_cut *cut; /* http_adopt_opts.cut (a reference); NULL: none */
 };
 
 struct http_post_item {

@@ -170,6 +170,16 @@ bool http_req_secure(const struct http_req *req)
     return req->conn && req->conn->secure;
 }
 
+bool http_req_input_cut(const struct http_req *req)
+{
+    return req->input_cut;
+}
+
+struct http_cut *http_req_cut(const struct http_req *req)
+{
+    return req->conn ? req->conn->cut : NULL;
+}
+
 struct str http_req_peer_info(const struct http_req *req)
 {
     if (!req->conn || !req->conn->info)
