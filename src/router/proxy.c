@@ -249,11 +249,15 @@ void proxy__px_fail(struct px *x, int status, const char *detail, const char *re
 static void on_abort(struct http_req *req, void *ctx)
 {
     struct px *x = ctx;
-    (void)req;
     if (!x->status)
         x->status = 499; /* client closed the request */
     if (x->up) {
-        upconn_close(x->up);
+        /* a cut-off client (TLS without close_notify): a reset, so that sandboxd never
+         * takes a truncated body, or the EOF after a request, for a clean end */
+        if (http_req_input_cut(req))
+            upconn_reset(x->up);
+        else
+            upconn_close(x->up);
         x->up = NULL;
     }
     proxy__px_finish(x);

@@ -49,6 +49,10 @@ struct up_conn *upconn_take(struct proxy *p, const char *ip, uint16_t port);
 void upconn_release(struct up_conn *u);
 /** Closes (idempotent); memory goes in the close callbacks. */
 void upconn_close(struct up_conn *u);
+/** As upconn_close, but with a reset instead of a FIN (queued writes are dropped): the
+ * sandbox sees the exchange aborted, never a clean end of what it was sent (a client's
+ * cut-off input passed on, http_req_input_cut). */
+void upconn_reset(struct up_conn *u);
 /** Copies and writes n bytes of parts. Returns 0 or negative (the caller closes). */
 int upconn_write(struct up_conn *u, const struct str *parts, size_t n);
 /** Shuts the write side once the queued writes are out (the client's EOF passed on); the

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Byte tunnels after 101 Switching Protocols (WebSocket and other upgrades): both ways
- * with back-pressure, half-close passed on, an idle timeout, and a list for shutdown. */
+ * with back-pressure, half-close passed on (a client's cut-off input as a reset
+ * instead), an idle timeout, and a list for shutdown. */
 #include <errno.h>
 #include <string.h>
 
@@ -19,7 +20,8 @@ struct tunnel {
     struct proxy *p;
     struct up_conn *up;
     struct tunnel *prev, *next;
-    struct buf early; /* upstream bytes that came with the 101 */
+    struct buf early;     /* upstream bytes that came with the 101 */
+    struct http_cut *cut; /* the client connection's (a reference; NULL: none) */
     int handles;
     size_t client_queued;
     usec_t last_activity;
@@ -51,6 +53,7 @@ static void tunnel_unref(struct tunnel *t)
     if (--t->handles > 0)
         return;
     buf_done(&t->early);
+    http_cut_unref(t->cut);
     xfree(t);
 }
 
@@ -180,6 +183,16 @@ static void on_client_alloc(uv_handle_t *h, size_t s, uv_buf_t *b)
     *b = uv_buf_init(t->p->read_buf, sizeof(t->p->read_buf));
 }
 
+/* The client's EOF is a cut-off input (its TLS front marked the connection's cut: no
+ * close_notify): the upstream is reset, not half-closed, so the sandbox never takes the
+ * cut for the end of the stream; the tunnel closes. */
+static void tunnel_abort(struct tunnel *t)
+{
+    log_debug("tunnel client input cut off, resetting upstream\tsandbox=%s", t->sandbox);
+    upconn_reset(t->up);
+    tunnel_close(t);
+}
+
 static void on_client_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 {
     struct tunnel *t = st->data;
@@ -188,6 +201,10 @@ static void on_client_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     if (n < 0) {
         if (n != UV_EOF) {
             tunnel_close(t);
+            return;
+        }
+        if (http_cut_marked(t->cut)) {
+            tunnel_abort(t);
             return;
         }
         t->client_eof = true;
@@ -274,6 +291,7 @@ static struct tunnel *tunnel_new(struct px *x)
     buf_init(&t->early, sizeof(p->read_buf) * 2);
     (void)buf_append(&t->early, x->in.data ? x->in.data : "", x->in.len);
     buf_reset(&x->in);
+    t->cut = http_cut_ref(http_req_cut(x->req)); /* before the upgrade detaches x->req */
     (void)uv_timer_init(p->loop, &t->timer);
     t->timer.data = t;
     t->handles = 2; /* the timer and the client handle (from the hand-over) */

@@ -53,7 +53,9 @@ static void pool_unlink(struct up_conn *u)
     u->prev = u->next = NULL;
 }
 
-void upconn_close(struct up_conn *u)
+/* Closes u; with reset, by a reset (SO_LINGER 0) when libuv can (not while a shutdown
+ * is under way: then its FIN went or goes first, and the close is an ordinary one). */
+static void up_close(struct up_conn *u, bool reset)
 {
     if (!u || u->closing)
         return;
@@ -61,8 +63,19 @@ void upconn_close(struct up_conn *u)
     pool_unlink(u);
     u->owner_kind = UP_NONE;
     u->owner = NULL;
-    uv_close((uv_handle_t *)&u->tcp, on_handle_closed);
+    if (!reset || uv_tcp_close_reset(&u->tcp, on_handle_closed) < 0)
+        uv_close((uv_handle_t *)&u->tcp, on_handle_closed);
     uv_close((uv_handle_t *)&u->timer, on_handle_closed);
+}
+
+void upconn_close(struct up_conn *u)
+{
+    up_close(u, false);
+}
+
+void upconn_reset(struct up_conn *u)
+{
+    up_close(u, true);
 }
 
 static void on_connect_timeout(uv_timer_t *t)
