@@ -78,10 +78,12 @@ struct bridge {
     char peer[INET6_ADDRSTRLEN];
     char *ident; /* the client certificate's identity (tls_identity.h); NULL: none */
     size_t ident_len;
+    struct http_cut *cut; /* shared with the server's connection (a reference); NULL: none */
     char in[BRIDGE_CHUNK], out[BRIDGE_CHUNK]; /* client->server, server->client */
     size_t in_len, in_off, out_len, out_off;
     uint64_t sent; /* bytes written to the client */
     bool client_eof, server_eof, failed;
+    bool client_cut; /* the client's input ended without close_notify (client_ended) */
 };
 
 int tls_mtls_parse(const char *s, enum tls_mtls_mode *ret)
@@ -179,6 +181,11 @@ static SSL_CTX *ctx_load(const struct tls_front_opts *o)
         return NULL;
     (void)SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     (void)SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    /* A TCP end without close_notify must stay an error (client_ended), not read as one
+     * (whatever a system openssl.cnf sets). */
+    (void)SSL_CTX_clear_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
     (void)SSL_CTX_set_mode(ctx,
                            SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* Without a session ID context, OpenSSL fails the handshake of a client that resumes
@@ -237,16 +244,18 @@ struct adopt_item {
     char peer[INET6_ADDRSTRLEN];
     char *ident; /* owned; NULL: none */
     size_t ident_len;
+    struct http_cut *cut; /* a reference */
 };
 
 static void adopt_on_loop(void *arg)
 {
     struct adopt_item *a = arg;
     struct http_adopt_opts o = {
-        .peer = a->peer, .secure = true, .info = str_make(a->ident, a->ident_len)};
+        .peer = a->peer, .secure = true, .info = str_make(a->ident, a->ident_len), .cut = a->cut};
     int r = http_server_adopt(a->server, a->fd, &o);
     if (r < 0)
         log_debug_errno(r, "TLS connection not served\tclient_ip=%s", a->peer);
+    http_cut_unref(a->cut);
     xfree(a->ident);
     xfree(a);
 }
@@ -258,13 +267,49 @@ static void set_nonblock(int fd)
         (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* Why SSL_read ended the client's input with error e (not SSL_ERROR_ZERO_RETURN), for
+ * the log; err: errno after the call. */
+static const char *cut_reason(int e, int err)
+{
+    if (e == SSL_ERROR_SYSCALL)
+        return err ? "reset or socket error" : "EOF without close_notify"; /* OpenSSL 1.1 */
+#ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
+    if (e == SSL_ERROR_SSL &&
+        ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+        return "EOF without close_notify"; /* OpenSSL 3 */
+#endif
+    return "TLS error";
+}
+
+/* The client's input ended, SSL_read's error e (errno err). Its close_notify
+ * (SSL_ERROR_ZERO_RETURN) ends it cleanly: passed on as a half-close. Anything else cuts
+ * it off: a TCP FIN without close_notify (OpenSSL 3: SSL_ERROR_SSL with
+ * SSL_R_UNEXPECTED_EOF_WHILE_READING; 1.1: SSL_ERROR_SYSCALL, errno 0), which anyone on
+ * the path can forge, a reset, or a TLS error. The socketpair's EOF cannot tell the two
+ * apart, so a cut is marked on the connection's http_cut before that EOF: the server and
+ * proxy then abort the request or tunnel (the sandbox's connection is reset) instead of
+ * taking the EOF for the end of a body or of a stream. */
+static void client_ended(struct bridge *b, int e, int err)
+{
+    b->client_eof = true;
+    if (e != SSL_ERROR_ZERO_RETURN) {
+        b->client_cut = true;
+        http_cut_mark(b->cut);
+        log_debug("TLS client input cut off\tclient_ip=%s reason=\"%s\"", b->peer,
+                  cut_reason(e, err));
+        ERR_clear_error(); /* SSL_get_error of later calls reads this thread's queue */
+    }
+    (void)shutdown(b->pair, SHUT_WR);
+}
+
 /* Client -> server: decrypts into in[], writes it to the pair. Sets the poll events
  * this direction waits for. Returns true when it moved bytes. */
 static bool pump_in(struct bridge *b, short *tcp_ev, short *pair_ev)
 {
     bool moved = false;
     if (b->in_len == 0 && !b->client_eof) {
-        int n = SSL_read(b->ssl, b->in, sizeof(b->in));
+        errno = 0;
+        int n = SSL_read(b->ssl, b->in, sizeof(b->in)), err = errno;
         if (n > 0) {
             b->in_len = (size_t)n, b->in_off = 0, moved = true;
         } else {
@@ -273,10 +318,8 @@ static bool pump_in(struct bridge *b, short *tcp_ev, short *pair_ev)
                 *tcp_ev |= POLLIN;
             else if (e == SSL_ERROR_WANT_WRITE)
                 *tcp_ev |= POLLOUT;
-            else {
-                b->client_eof = true; /* close_notify, EOF or an error */
-                (void)shutdown(b->pair, SHUT_WR);
-            }
+            else
+                client_ended(b, e, err);
         }
     }
     if (b->in_len > b->in_off) {
@@ -401,7 +444,15 @@ static void bridge_run(struct bridge *b)
             errno != EINTR)
             break;
     }
-    if (b->failed)
+    /* The bridge gives up on a client whose input has not ended (a failed write, a
+     * client that does not read): what the server reads next is no clean end either.
+     * After the server's end its reads are over (the linger below drains the client). */
+    if (!b->client_eof && (b->failed || !b->server_eof))
+        http_cut_mark(b->cut);
+    /* No close_notify after a cut: OpenSSL's connection failed (SSL_shutdown is not to
+     * be called then), and the server may have aborted its answer, whose end a
+     * close_notify would vouch for. */
+    if (b->failed || b->client_cut)
         return;
     if (b->server_eof && !b->client_eof)
         bridge_linger(b);
@@ -489,7 +540,10 @@ static bool connect_server(struct bridge *b)
     (void)str_copy(a->peer, sizeof(a->peer), b->peer);
     a->ident = b->ident;
     a->ident_len = b->ident_len;
+    b->cut = http_cut_new();
+    a->cut = http_cut_ref(b->cut);
     if (http_server_post(b->server, adopt_on_loop, a) < 0) {
+        http_cut_unref(a->cut);
         xfree(a); /* b still owns ident */
         (void)close(sp[0]);
         (void)close(sp[1]);
@@ -528,6 +582,7 @@ static void *bridge_thread(void *arg)
     if (b->pair >= 0)
         (void)close(b->pair);
     xfree(b->ident);
+    http_cut_unref(b->cut);
     atomic_fetch_sub(&b->budget->live, 1);
     budget_unref(b->budget);
     xfree(b);
