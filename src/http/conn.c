@@ -49,7 +49,9 @@ static void on_handle_closed(uv_handle_t *h)
     http__server_conn_gone(s);
 }
 
-/* Detaches the current request; tells its owner if no response was completed. */
+/* Detaches the current request; tells its owner if no response was completed (and
+ * whether the client's input was cut off by then, whatever ended the connection first:
+ * a write to a front that already closed fails before its EOF is read). */
 static void abort_req(struct http_conn *c)
 {
     struct http_req *req = c->req;
@@ -59,6 +61,7 @@ static void abort_req(struct http_conn *c)
     req->conn = NULL;
     if (req->resp != HTTP_RESP_DONE) {
         req->aborted = true;
+        req->input_cut = http_cut_marked(c->cut);
         if (req->abort_fn)
             req->abort_fn(req, req->abort_ctx);
     }
@@ -201,16 +204,12 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 
 /* Whether the client's EOF is a cut-off input (its front marked the connection's
  * http_cut) that ends a request: one being read or answered, or one read whole and not
- * yet dispatched. Marks that request (http_req_input_cut). A connection with nothing in
+ * yet dispatched (the close aborts it: http_req_input_cut). A connection with nothing in
  * progress, or only its last answer to send (linger), ends as after any EOF. */
 static bool eof_cut(struct http_conn *c)
 {
-    if (!http_cut_marked(c->cut) || c->state == HTTP_CONN_LINGER ||
-        (c->state == HTTP_CONN_HEAD && c->in.len == 0))
-        return false;
-    if (c->req)
-        c->req->input_cut = true;
-    return true;
+    return http_cut_marked(c->cut) && c->state != HTTP_CONN_LINGER &&
+           !(c->state == HTTP_CONN_HEAD && c->in.len == 0);
 }
 
 static void on_read_error(struct http_conn *c, ssize_t nread)

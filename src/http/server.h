@@ -212,9 +212,10 @@ bool http_req_secure(const struct http_req *req);
  * is none or the connection is gone. */
 struct str http_req_peer_info(const struct http_req *req);
 
-/** Whether req was aborted because its client's input was cut off (its connection's
- * http_adopt_opts.cut marked when the EOF came): a proxy then resets its upstream rather
- * than ending it, so that the cut never reads as the request's or the stream's end. */
+/** Whether req was aborted with its client's input cut off (its connection's
+ * http_adopt_opts.cut marked by then, whether the EOF or a failed write ended the
+ * connection first): a proxy then resets its upstream rather than ending it, so that the
+ * cut never reads as the request's or the stream's end. Valid in the abort callback. */
 bool http_req_input_cut(const struct http_req *req);
 /** The cut of req's connection (http_adopt_opts.cut), borrowed: take a reference to
  * keep it past an upgrade (the tunnel's client EOF is then checked against it). NULL when

@@ -46,7 +46,7 @@ struct http_req {
     bool is_head_method;
     bool aborted;
     bool eof_aborts; /* the client's EOF ends the request (http_req_set_eof_aborts) */
-    bool input_cut;  /* aborted by a cut-off input's EOF (http_req_input_cut) */
+    bool input_cut;  /* aborted after its input was cut off (http_req_input_cut) */
     /* body */
     bool stream_body, body_done, body_paused;
     uint64_t body_left; /* HTTP_BODY_LENGTH */

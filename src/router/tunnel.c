@@ -80,6 +80,9 @@ static void tunnel_close(struct tunnel *t)
     log_debug("tunnel closed\tsandbox=%s", t->sandbox);
     if (t->active)
         activity_end(p->o.activity, t->sandbox);
+    /* the client's input cut off (its EOF, or a write to it failing first): a reset */
+    if (http_cut_marked(t->cut))
+        upconn_reset(t->up);
     upconn_close(t->up);
     t->up = NULL;
     if (t->client_open)
@@ -184,12 +187,11 @@ static void on_client_alloc(uv_handle_t *h, size_t s, uv_buf_t *b)
 }
 
 /* The client's EOF is a cut-off input (its TLS front marked the connection's cut: no
- * close_notify): the upstream is reset, not half-closed, so the sandbox never takes the
- * cut for the end of the stream; the tunnel closes. */
+ * close_notify): the tunnel closes, its upstream reset (tunnel_close), not half-closed,
+ * so the sandbox never takes the cut for the end of the stream. */
 static void tunnel_abort(struct tunnel *t)
 {
     log_debug("tunnel client input cut off, resetting upstream\tsandbox=%s", t->sandbox);
-    upconn_reset(t->up);
     tunnel_close(t);
 }
 
