@@ -207,6 +207,7 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_SBD_OUTPUT         (16u * 1024 * 1024)     /* buffered stdout (and stderr) of run */
 #define LIMIT_SBD_PROCS          64                      /* concurrent processes (--max-procs) */
 #define LIMIT_SBD_CHILDREN_LIST  (256u * 1024)           /* a task's /proc children file read */
+#define LIMIT_SBD_ORPHANS_SEEN   1024                    /* children counted per /v1/activity */
 #define LIMIT_SBD_ARGS           4096                    /* argv entries + env entries */
 #define LIMIT_SBD_TIMEOUT_S      300                     /* default run timeout (seconds) */
 #define LIMIT_SBD_MAX_TIMEOUT_S  (24 * 3600)             /* largest accepted timeout */

@@ -128,14 +128,17 @@ static bool registered(const struct sbd_procs *ps, pid_t pid)
     return false;
 }
 
-/* Reaps the exited children that /proc/self/task/<task>/children lists, registered ones
- * excepted. A waitpid with WNOHANG leaves a running child alone. */
-static unsigned reap_task(const struct sbd_procs *ps, const char *task)
+/* Called for each child pid listed; returns false to stop the listing. */
+typedef bool (*child_fn)(const struct sbd_procs *ps, pid_t pid, void *ctx);
+
+/* Calls fn for each pid that /proc/self/task/<task>/children lists (at most
+ * LIMIT_SBD_CHILDREN_LIST bytes of it). Returns false when fn stopped it. */
+static bool task_children(const struct sbd_procs *ps, const char *task, child_fn fn, void *ctx)
 {
     char path[96], chunk[4096];
     struct buf b;
     struct str rest, pid_s;
-    unsigned reaped = 0;
+    bool go_on = true;
     ssize_t n;
     int fd;
     (void)snprintf(path, sizeof(path), "/proc/self/task/%s/children", task);
@@ -143,43 +146,83 @@ static unsigned reap_task(const struct sbd_procs *ps, const char *task)
     if (fd < 0) {
         static bool told;
         if (!told && errno == ENOENT) /* a kernel without CONFIG_PROC_CHILDREN */
-            log_warn("cannot list child processes (%s): orphans are not reaped", path);
+            log_warn("cannot list child processes (%s): orphans are not reaped or counted", path);
         told = true;
-        return 0;
+        return true;
     }
     buf_init(&b, LIMIT_SBD_CHILDREN_LIST);
     while ((n = read(fd, chunk, sizeof(chunk))) > 0 && buf_append(&b, chunk, (size_t)n) == 0)
         ;
     (void)close(fd);
     rest = str_make(b.data ? b.data : "", b.len);
-    while (rest.len > 0) {
+    while (go_on && rest.len > 0) {
         uint64_t pid;
         if (!str_cut(rest, ' ', &pid_s, &rest)) {
             pid_s = rest;
             rest = STR_NULL;
         }
-        if (str_to_u64(str_trim(pid_s), &pid) == 0 && pid > 0 && pid < INT32_MAX &&
-            !registered(ps, (pid_t)pid) && waitpid((pid_t)pid, NULL, WNOHANG) > 0)
-            reaped++;
+        if (str_to_u64(str_trim(pid_s), &pid) == 0 && pid > 0 && pid < INT32_MAX)
+            go_on = fn(ps, (pid_t)pid, ctx);
     }
     buf_done(&b);
-    return reaped;
+    return go_on;
+}
+
+/* Calls fn for each child of the daemon (every thread's), until fn returns false. */
+static void each_child(const struct sbd_procs *ps, child_fn fn, void *ctx)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    if (!d)
+        return;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.' && !task_children(ps, e->d_name, fn, ctx))
+            break;
+    (void)closedir(d);
+}
+
+/* Reaps pid (ctx: unsigned count) if it exited and is not registered. A waitpid with
+ * WNOHANG leaves a running child alone. */
+static bool reap_child(const struct sbd_procs *ps, pid_t pid, void *ctx)
+{
+    unsigned *reaped = ctx;
+    if (!registered(ps, pid) && waitpid(pid, NULL, WNOHANG) > 0)
+        (*reaped)++;
+    return true;
 }
 
 unsigned sbd_procs_reap_orphans(const struct sbd_procs *ps)
 {
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
     unsigned reaped = 0;
-    if (!d)
-        return 0;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.')
-            reaped += reap_task(ps, e->d_name);
-    (void)closedir(d);
+    each_child(ps, reap_child, &reaped);
     if (reaped)
         log_debug("reaped orphaned processes\tcount=%u", reaped);
     return reaped;
+}
+
+/* What count_child counts: live unregistered children, and children looked at. */
+struct orphan_count {
+    size_t live, seen;
+};
+
+/* Counts pid (ctx: struct orphan_count) if it is an unregistered child still running or
+ * stopped: WNOWAIT leaves an exited one to the reaper, and a pid no longer a child (reaped
+ * meanwhile) fails with ECHILD. Stops after LIMIT_SBD_ORPHANS_SEEN children. */
+static bool count_child(const struct sbd_procs *ps, pid_t pid, void *ctx)
+{
+    struct orphan_count *c = ctx;
+    siginfo_t si = {0};
+    if (!registered(ps, pid) && waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        si.si_pid == 0)
+        c->live++;
+    return ++c->seen < LIMIT_SBD_ORPHANS_SEEN;
+}
+
+size_t sbd_procs_count_orphans(const struct sbd_procs *ps)
+{
+    struct orphan_count c = {0};
+    each_child(ps, count_child, &c);
+    return c.live;
 }
 
 json_t *sbd_procs_list(const struct sbd_procs *ps)

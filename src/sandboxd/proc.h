@@ -71,6 +71,12 @@ json_t *sbd_procs_list(const struct sbd_procs *ps);
  * subreaper (main.c sets it). A registered process is left to its own pidfd handler.
  * Call on SIGCHLD. Returns how many were reaped. */
 unsigned sbd_procs_reap_orphans(const struct sbd_procs *ps);
+/** Counts the live (running or stopped) children of the daemon that are not registered
+ * processes: a command's background descendants that outlived it (nohup, "cmd &"),
+ * reparented to the daemon. Registered processes, and so code contexts' kernels, are not
+ * counted; neither are exited children not reaped yet. Looks at no more than
+ * LIMIT_SBD_ORPHANS_SEEN children (one waitid each). */
+size_t sbd_procs_count_orphans(const struct sbd_procs *ps);
 
 /** Sets the environment layered over the daemon's for processes started from now on
  * (late-bound configuration): NULL-terminated "NAME=value" entries, borrowed until the

@@ -250,6 +250,66 @@ class BackgroundTest(unittest.TestCase):
         st, err = get(d, f"/v1/processes/{a['id'] + 1}/output")
         self.assertEqual(st, 404)
 
+    def wait_activity(self, d, busy, timeout=5):
+        """Polls /v1/activity until running_processes is > 0 (busy) or 0; returns it."""
+        end = time.monotonic() + timeout
+        while True:
+            act = get(d, "/v1/activity")[1]
+            if bool(act["running_processes"]) == busy or time.monotonic() > end:
+                return act
+            time.sleep(0.05)
+
+    def test_daemonized_descendant_is_activity(self):
+        # A command that leaves a process behind (nohup ... &) and exits: the process is
+        # reparented to sandboxd (the subreaper) and keeps the sandbox busy until it ends
+        # (before: running_processes 0 and idle_seconds growing while it ran).
+        d = self.daemon()
+        st, data, _ = d.req("POST", "/v1/processes/run",
+                            json.dumps({"command": "nohup sleep 300 >/dev/null 2>&1 & echo $!"}))
+        self.assertEqual(st, 200, data)
+        pid = int(json.loads(data)["stdout"])
+        try:
+            time.sleep(1.5)
+            self.assertTrue(pid_alive(pid))
+            act = get(d, "/v1/activity")[1]
+            self.assertEqual((act["running_processes"], act["idle_seconds"],
+                              act.get("orphan_processes")), (1, 0.0, 1), act)
+        finally:
+            os.kill(pid, 9)
+        act = self.wait_activity(d, False)
+        self.assertEqual((act["running_processes"], act["orphan_processes"]), (0, 0), act)
+        self.assertGreater(act["idle_seconds"], 1.0, act)
+
+    def test_backgrounded_server_is_activity(self):
+        # A background process that starts a dev server with "&": its record exits at
+        # once, the server keeps running and keeps the sandbox busy.
+        d = self.daemon()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        st, info = start(d, f"{sys.executable} -m http.server {port} --bind 127.0.0.1 "
+                            ">/dev/null 2>&1 & echo $!")
+        self.assertEqual(st, 201, info)
+        st, done = get(d, f"/v1/processes/{info['id']}/wait?timeout=5")
+        self.assertEqual((done["state"], done["exit_code"]), ("exited", 0))
+        pid = int(text(output(d, info["id"])))
+        try:
+            end = time.monotonic() + 10
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    self.assertLess(time.monotonic(), end, "the server did not start")
+                    time.sleep(0.05)
+            act = get(d, "/v1/activity")[1]
+            self.assertEqual((act["running_processes"], act["idle_seconds"],
+                              act.get("orphan_processes")), (1, 0.0, 1), act)
+        finally:
+            os.kill(pid, 15)
+        act = self.wait_activity(d, False)
+        self.assertEqual(act["running_processes"], 0, act)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -18,7 +18,7 @@ static void test_compute_idle(void **state)
 {
     (void)state;
     struct sbd_activity a;
-    sbd_activity_compute(0, 10 * USEC_PER_SEC, 25 * USEC_PER_SEC, 1000 * USEC_PER_SEC, &a);
+    sbd_activity_compute(0, 0, 10 * USEC_PER_SEC, 25 * USEC_PER_SEC, 1000 * USEC_PER_SEC, &a);
     assert_int_equal(a.running_processes, 0);
     assert_int_equal(a.idle, 15 * USEC_PER_SEC);
     assert_int_equal(a.last_activity_wall, 985 * USEC_PER_SEC);
@@ -28,8 +28,23 @@ static void test_compute_busy(void **state)
 {
     (void)state;
     struct sbd_activity a;
-    sbd_activity_compute(2, 10 * USEC_PER_SEC, 25 * USEC_PER_SEC, 1000 * USEC_PER_SEC, &a);
+    sbd_activity_compute(2, 0, 10 * USEC_PER_SEC, 25 * USEC_PER_SEC, 1000 * USEC_PER_SEC, &a);
     assert_int_equal(a.running_processes, 2);
+    assert_int_equal(a.idle, 0);
+    assert_int_equal(a.last_activity_wall, 1000 * USEC_PER_SEC);
+}
+
+static void test_compute_orphans_are_busy(void **state)
+{
+    (void)state;
+    struct sbd_activity a;
+    /* A daemonized descendant of an exited command keeps the sandbox busy. */
+    sbd_activity_compute(1, 2, 10 * USEC_PER_SEC, 25 * USEC_PER_SEC, 1000 * USEC_PER_SEC, &a);
+    assert_int_equal(a.running_processes, 3);
+    assert_int_equal(a.orphan_processes, 2);
+    assert_int_equal(a.idle, 0);
+    sbd_activity_compute(0, 1, 10 * USEC_PER_SEC, 25 * USEC_PER_SEC, 1000 * USEC_PER_SEC, &a);
+    assert_int_equal(a.running_processes, 1);
     assert_int_equal(a.idle, 0);
     assert_int_equal(a.last_activity_wall, 1000 * USEC_PER_SEC);
 }
@@ -39,7 +54,7 @@ static void test_compute_clock_skew(void **state)
     (void)state;
     struct sbd_activity a;
     /* A last time after now (never in practice) must not underflow. */
-    sbd_activity_compute(0, 30 * USEC_PER_SEC, 25 * USEC_PER_SEC, 1000 * USEC_PER_SEC, &a);
+    sbd_activity_compute(0, 0, 30 * USEC_PER_SEC, 25 * USEC_PER_SEC, 1000 * USEC_PER_SEC, &a);
     assert_int_equal(a.idle, 0);
 }
 
@@ -47,10 +62,12 @@ static void test_json_shape(void **state)
 {
     (void)state;
     struct sbd_activity a = {.running_processes = 3,
+                             .orphan_processes = 1,
                              .last_activity_wall = 1764464523 * USEC_PER_SEC,
                              .idle = 1500 * USEC_PER_MSEC};
     json_t *j = sbd_activity_json(&a);
     assert_int_equal(json_integer_value(json_object_get(j, "running_processes")), 3);
+    assert_int_equal(json_integer_value(json_object_get(j, "orphan_processes")), 1);
     assert_string_equal(json_string_value(json_object_get(j, "last_activity")),
                         "2025-11-30T01:02:03.000000Z");
     assert_true(json_real_value(json_object_get(j, "idle_seconds")) == 1.5);
@@ -123,9 +140,13 @@ static void test_running_process_is_busy(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_compute_idle),       cmocka_unit_test(test_compute_busy),
-        cmocka_unit_test(test_compute_clock_skew), cmocka_unit_test(test_json_shape),
-        cmocka_unit_test(test_endpoint),           cmocka_unit_test(test_running_process_is_busy),
+        cmocka_unit_test(test_compute_idle),
+        cmocka_unit_test(test_compute_busy),
+        cmocka_unit_test(test_compute_orphans_are_busy),
+        cmocka_unit_test(test_compute_clock_skew),
+        cmocka_unit_test(test_json_shape),
+        cmocka_unit_test(test_endpoint),
+        cmocka_unit_test(test_running_process_is_busy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
