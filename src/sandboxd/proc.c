@@ -1074,9 +1074,12 @@ int sbd_proc_signal(struct sbd_proc *p, int sig)
 {
     if (sig <= 0 || sig >= NSIG)
         return -EINVAL;
+    /* After the leader's exit too, until the record is finished: its group (a "cmd &"
+     * still holding the output) is what the caller means, and the unreaped zombie keeps
+     * the id taken (see "signals"). */
     if (sig == SIGKILL)
-        kill_session(p); /* after the leader's exit too: stragglers of its session */
-    else if (!p->exited)
+        kill_session(p); /* stragglers of its session too */
+    else
         signal_proc(p, sig);
     return 0;
 }

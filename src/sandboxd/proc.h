@@ -109,8 +109,9 @@ int sbd_proc_write_close(struct sbd_proc *p, const void *data, size_t n);
 /** Sends sig to the process group (the process itself if that fails) and, on a PTY, to
  * the terminal's foreground process group (a job of a shell with job control). SIGKILL
  * goes to every process of the session instead (background jobs in groups of their own
- * too), even after the process itself exited. Signalling a process that already exited
- * otherwise does nothing and succeeds. Returns 0 or -EINVAL. */
+ * too). Both hold after the process itself exited as long as p is not finished (its
+ * output still open, the leader's zombie kept): what is left of its group or session
+ * gets it. Returns 0 or -EINVAL. */
 int sbd_proc_signal(struct sbd_proc *p, int sig);
 /** Resizes the PTY. Returns 0, -ENOTTY (no PTY) or -ESRCH (exited). */
 int sbd_proc_resize(struct sbd_proc *p, unsigned short cols, unsigned short rows);

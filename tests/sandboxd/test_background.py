@@ -310,6 +310,36 @@ class BackgroundTest(unittest.TestCase):
         act = self.wait_activity(d, False)
         self.assertEqual(act["running_processes"], 0, act)
 
+    def test_signal_after_the_leader_exited_reaches_its_group(self):
+        # "sleep 30 & echo ...": the shell exits at once, the sleep (same process group)
+        # holds the output, so the entry says running for up to the 2 s drain. A signal
+        # then goes to what is left of the group (before: 204, delivered to nobody, and the
+        # sleep ran on).
+        d = self.daemon()
+        st, info = start(d, "sleep 30 & echo $!")
+        self.assertEqual(st, 201, info)
+        end = time.monotonic() + 5
+        while not text(output(d, info["id"], "follow=false")).endswith(b"\n"):
+            self.assertLess(time.monotonic(), end, "no pid printed")
+            time.sleep(0.02)
+        pid = int(text(output(d, info["id"], "follow=false")))
+        try:
+            time.sleep(0.3)
+            self.assertFalse(pid_alive(info["pid"]))  # the leader exited
+            self.assertEqual(get(d, f"/v1/processes/{info['id']}")[1]["state"], "running")
+            st, data, _ = d.req("POST", f"/v1/processes/{info['id']}/signal",
+                                json.dumps({"signal": "TERM"}))
+            self.assertEqual(st, 204, data)
+            end = time.monotonic() + 1.5  # within the drain: the signal did it
+            while pid_alive(pid) and time.monotonic() < end:
+                time.sleep(0.02)
+            self.assertFalse(pid_alive(pid), "the sleep was not signalled")
+        finally:
+            if pid_alive(pid):
+                os.kill(pid, 9)
+        st, done = get(d, f"/v1/processes/{info['id']}/wait?timeout=5")
+        self.assertEqual((done["state"], done["exit_code"]), ("exited", 0))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -8,6 +8,7 @@ defaults from SANDBOX_BASE_DIR, metadata hygiene, and an upstream-SDK-style sess
 
   SANDBOXD_BIN=build/sandboxd/sandboxd python3 -m unittest tests/sandboxd/test_component.py
 """
+import base64
 import http.client
 import json
 import os
@@ -567,6 +568,43 @@ class ComponentTest(unittest.TestCase):
                     self.assertIn(") Z ", f.read())  # at most a zombie awaiting its reaper
             except FileNotFoundError:
                 pass
+
+    def test_signal_after_the_leader_exited_reaches_its_group(self):
+        # An attached stream whose shell exited while "sleep 30 &" holds its output: the
+        # stream waits for the output (up to the 2 s drain) and a signal in that time goes
+        # to the rest of the group, whose end closes the output (before: 204 and nothing
+        # sent; the exit came after the drain and the sleep ran on).
+        def alive(pid):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return ") Z " not in f.read()  # a zombie awaits its reaper
+            except FileNotFoundError:
+                return False
+
+        d = Daemon()
+        pid = None
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+            c.request("POST", "/v1/processes", json.dumps({"command": "sleep 30 & echo $!"}))
+            r = c.getresponse()
+            first = json.loads(r.readline())
+            self.assertEqual(first["type"], "start")
+            out = json.loads(r.readline())
+            self.assertEqual(out["type"], "stdout", out)
+            pid = int(base64.b64decode(out["data"]))
+            time.sleep(0.3)
+            self.assertFalse(alive(first["pid"]))  # the leader exited
+            st, data, _ = d.req("POST", f"/v1/processes/{first['id']}/signal",
+                                json.dumps({"signal": "SIGTERM"}))
+            self.assertEqual(st, 204, data)
+            rest = [json.loads(line) for line in r.read().splitlines() if line]
+            c.close()
+            self.assertEqual((rest[-1]["type"], rest[-1]["exit_code"]), ("exit", 0))
+            self.assertFalse(alive(pid), "the sleep was not signalled")
+        finally:
+            if pid and alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            d.stop()
 
     def test_legacy_sdk_session(self):
         base = tempfile.mkdtemp(prefix="sbd-legacy-")
