@@ -132,9 +132,10 @@ if cmake --preset release >/dev/null && cmake --build --preset release; then
 		hack/grpc-tests.sh
 	suite "sandboxd code contexts (kernel driver)" env SANDBOXD_BIN="$ROOT/build/release/sandboxd" \
 		python3 -m unittest -v tests/sandboxd/test_code.py
-	suite "kubectl-sandbox against scripted servers (exec, port-forward)" \
+	suite "kubectl-sandbox against scripted servers (exec, port-forward, streams)" \
 		env KUBECTL_SANDBOX="$ROOT/build/release/kubectl-sandbox" \
-		python3 -m unittest -v tests/cli/test_exec_fake.py tests/cli/test_portforward_fake.py
+		python3 -m unittest -v tests/cli/test_exec_fake.py tests/cli/test_portforward_fake.py \
+		tests/cli/test_cli_fake.py
 else
 	fail "build (release preset)"
 fi

@@ -41,7 +41,8 @@ struct exec_state {
      * the loop while the output keeps flowing; no more stdin is read meanwhile */
     struct buf pending;
     usec_t retry_at, backoff;
-    long stdin_refused; /* the status (or negative errno) that lost stdin; 0 if none */
+    long stdin_refused; /* the status (or negative errno) that lost stdin; 0 if none (a
+                           refusal because the command takes no more input is none) */
     bool close_pending; /* stdin's end to be told (again after a 429: the queue was full) */
 };
 
@@ -168,7 +169,8 @@ void cli_help_exec(FILE *out)
             "--sandboxd-url (direct, for debugging).\n"
             "Exit codes: the command's exit code; 128+N when it was killed by signal N; 124\n"
             "when --timeout killed it; 1/2/3 as for every command; 5 when sandboxd could not\n"
-            "be reached, refused the command, or did not take all of its input (-i).\n");
+            "be reached, refused the command, or lost some of its input (-i; a command\n"
+            "that exits or closes its stdin before reading all of it is no loss).\n");
 }
 
 /* ---- the event stream ---------------------------------------------------------------- */
@@ -209,19 +211,26 @@ static int on_line(void *ctx, const char *line, size_t len)
 
 /* ---- control requests ------------------------------------------------------------------ */
 
-/* POSTs to /v1/processes/ID/action. Returns the HTTP status or a negative errno. */
+/* POSTs to /v1/processes/ID/action; the answer's body goes to resp (may be NULL).
+ * Returns the HTTP status or a negative errno. */
+static long control_resp(struct exec_state *x, const char *action, const void *body, size_t len,
+                         const char *ctype, struct buf *resp)
+{
+    char path[96], err[512];
+    struct buf own;
+    long status = 0;
+    buf_init(&own, LIMIT_CLI_SBD_ERROR);
+    (void)snprintf(path, sizeof(path), "/v1/processes/%ld/%s", x->id, action);
+    int r = cli_sbd_call(x->s, "POST", path, body ? body : "", len, ctype, resp ? resp : &own,
+                         &status, err, sizeof(err));
+    buf_done(&own);
+    return r < 0 ? r : status;
+}
+
 static long control(struct exec_state *x, const char *action, const void *body, size_t len,
                     const char *ctype)
 {
-    char path[96], err[512];
-    struct buf resp;
-    long status = 0;
-    buf_init(&resp, LIMIT_CLI_SBD_ERROR);
-    (void)snprintf(path, sizeof(path), "/v1/processes/%ld/%s", x->id, action);
-    int r = cli_sbd_call(x->s, "POST", path, body ? body : "", len, ctype, &resp, &status, err,
-                         sizeof(err));
-    buf_done(&resp);
-    return r < 0 ? r : status;
+    return control_resp(x, action, body, len, ctype, NULL);
 }
 
 static void send_json(struct exec_state *x, const char *action, json_t *j)
@@ -270,14 +279,35 @@ static void send_close(struct exec_state *x)
         x->backoff = 0;
 }
 
+/* Whether sandboxd's refusal of stdin (status, body resp) says the command takes no
+ * more input: the process is gone (404 NOT_FOUND: it exited) or its stdin is closed
+ * (400/409 FAILED_PRECONDITION: it exited or closed it). That ends the input as a pipe's
+ * reader going away does (`yes | head`); it is no loss. A proxy's refusal (its 404 is
+ * another body) is not such an end. */
+static bool stdin_ended(long st, const struct buf *resp)
+{
+    if (st == 404)
+        return cli_sbd_error_is(resp->data, resp->len, "NOT_FOUND");
+    if (st == 400 || st == 409)
+        return cli_sbd_error_is(resp->data, resp->len, "FAILED_PRECONDITION");
+    return false;
+}
+
 /* Sends the pending stdin chunk. A 429 (sandboxd's stdin queue is full: the command is
  * not reading, perhaps because its own output waits for this loop) keeps it pending, to
- * be sent again after a back-off (back_off) while the loop reads output; any other
- * failure loses stdin: it is told, stdin is no longer forwarded, and the exit code says
- * so (finish). Returns false once stdin is given up. */
+ * be sent again after a back-off (back_off) while the loop reads output. A refusal
+ * because the command takes no more input (stdin_ended, or its exit already seen) ends
+ * the forwarding quietly, as EOF would. Any other failure loses stdin: it is told,
+ * stdin is no longer forwarded, and the exit code says so (finish). Returns false once
+ * stdin is no longer forwarded. */
 static bool send_pending(struct exec_state *x)
 {
-    long st = control(x, "stdin", x->pending.data, x->pending.len, "application/octet-stream");
+    struct buf resp;
+    buf_init(&resp, LIMIT_CLI_SBD_ERROR);
+    long st = control_resp(x, "stdin", x->pending.data, x->pending.len, "application/octet-stream",
+                           &resp);
+    bool ended = stdin_ended(st, &resp);
+    buf_done(&resp);
     if (st == 429) {
         back_off(x);
         return true;
@@ -286,7 +316,8 @@ static bool send_pending(struct exec_state *x)
     x->backoff = 0;
     if (st >= 200 && st < 300)
         return true;
-    x->stdin_refused = st ? st : -EIO;
+    if (!ended && !x->exited)
+        x->stdin_refused = st ? st : -EIO;
     return false;
 }
 

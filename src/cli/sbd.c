@@ -72,6 +72,15 @@ void cli_sbd_error_text(long status, const char *body, size_t len, char *out, si
     out_safe_inplace(out, size); /* no terminal controls from the other side */
 }
 
+bool cli_sbd_error_is(const char *body, size_t len, const char *code)
+{
+    json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+    const char *c = json_string_value(json_object_get(j, "code"));
+    bool is = c && strcmp(c, code) == 0 && json_is_string(json_object_get(j, "message"));
+    json_decref(j);
+    return is;
+}
+
 /* What the sandboxd client is built from (owned strings). */
 struct sbd_target {
     char *base;

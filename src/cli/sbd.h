@@ -44,6 +44,9 @@ int cli_sbd_files_path(const char *path, struct buf *out);
 /** Writes a readable text for a failed sandboxd response (its {"code","message"}, the
  * router's {"detail"}, an API server Status message, or the body itself) into out. */
 void cli_sbd_error_text(long status, const char *body, size_t len, char *out, size_t size);
+/** Whether body is sandboxd's own error answer {"code": code, "message": ...}: not a
+ * proxy's, the router's or the API server's (a pod proxy's 404 is "pod not found"). */
+bool cli_sbd_error_is(const char *body, size_t len, const char *code);
 
 /** Connects to the sandboxd of sandbox name (unused in direct mode). In proxy and router
  * mode the Sandbox is read first: it must exist and be Ready. Prints why not and returns

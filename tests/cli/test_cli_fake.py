@@ -1,0 +1,210 @@
+"""kubectl-sandbox (exec, watch, logs --process, run-code, ps, kill) against a scripted
+sandboxd: a local HTTP server whose answers each test sets, for what a real sandboxd,
+proxy or router does only under load or on failure (an empty error body, a refusal of
+stdin after the command exited, a server that stops answering). KUBECTL_SANDBOX names the
+binary (default: build/release/kubectl-sandbox)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import unittest
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = os.environ.get("KUBECTL_SANDBOX", str(ROOT / "build/release/kubectl-sandbox"))
+
+Route = Callable[["Handler", bytes], None]
+
+
+class Fake(ThreadingHTTPServer):
+    """Routes "METHOD /path" (the path without its query) to a function of the handler and
+    the request body; anything else is sandboxd's 404."""
+
+    daemon_threads = True
+
+    def __init__(self, routes: dict[str, Route]) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.routes = routes
+        self.lock = threading.Lock()
+        self.seen: list[str] = []
+        self.exit_now = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Fake
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _body(self) -> bytes:
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def answer(self, status: int, body: bytes = b"") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def event(self, ev: dict[str, object]) -> None:
+        data = json.dumps(ev).encode() + b"\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _route(self, method: str) -> None:
+        body = self._body()
+        key = f"{method} {self.path.split('?')[0]}"
+        with self.server.lock:
+            self.server.seen.append(key)
+        fn = self.server.routes.get(key)
+        if fn:
+            fn(self, body)
+        else:
+            self.answer(404, sbd_error("NOT_FOUND", "no such thing"))
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def do_DELETE(self) -> None:
+        self._route("DELETE")
+
+
+def sbd_error(code: str, message: str) -> bytes:
+    """sandboxd's own error body."""
+    return json.dumps({"code": code, "message": message}).encode()
+
+
+def process_stream(exit_code: int, wait: float = 30) -> Route:
+    """POST /v1/processes: the start event, then the exit (exit_code) once the fake's
+    exit_now is set (or after wait seconds: 99)."""
+
+    def run(h: Handler, body: bytes) -> None:
+        h.start_stream()
+        h.event({"type": "start", "id": 1})
+        done = h.server.exit_now.wait(wait)
+        h.event({"type": "exit", "exit_code": exit_code if done else 99})
+        h.end_stream()
+
+    return run
+
+
+def empty(status: int) -> Route:
+    def run(h: Handler, body: bytes) -> None:
+        h.answer(status)
+
+    return run
+
+
+@unittest.skipUnless(
+    "KUBECTL_SANDBOX" in os.environ or os.access(CLI, os.X_OK), f"no {CLI}"
+)
+class Base(unittest.TestCase):
+    def fake(self, routes: dict[str, Route]) -> Fake:
+        srv = Fake(routes)
+        t = threading.Thread(target=srv.serve_forever, daemon=True)
+        t.start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        self.addCleanup(srv.exit_now.set)
+        return srv
+
+    def cli(
+        self, srv: Fake, *args: str, input: bytes = b"", timeout: float = 30
+    ) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [CLI, "--sandboxd-url", srv.url, *args],
+            input=input,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+class ExecStdinRefused(Base):
+    """The command stops taking input: its own exit code, not 5 ("stdin was cut")."""
+
+    def refuse_second(self, status: int, body: bytes, exit_code: int, delay: float) -> Fake:
+        """Takes the first stdin chunk; refuses the next ones with status/body, and the
+        command's exit is reported delay seconds after the first refusal (the race of
+        a command that exited: its stdin refused before the exit event is read)."""
+        chunks = [0]
+
+        def stdin(h: Handler, b: bytes) -> None:
+            with h.server.lock:
+                chunks[0] += 1
+                first = chunks[0] == 1
+            if first:
+                h.answer(204)
+                return
+            h.answer(status, body)
+            threading.Timer(delay, h.server.exit_now.set).start()
+
+        return self.fake(
+            {
+                "POST /v1/processes": process_stream(exit_code),
+                "POST /v1/processes/1/stdin": stdin,
+                "POST /v1/processes/1/stdin/close": empty(204),
+            }
+        )
+
+    def run_exec(self, srv: Fake) -> subprocess.CompletedProcess[bytes]:
+        # more than one chunk (64 KiB) of input, given at once through a pipe
+        return self.cli(srv, "exec", "x", "-i", "--", "head", "-c", "2", input=b"y\n" * 200000)
+
+    def test_process_gone(self) -> None:
+        # before: exit 5, "did not take the command's input (HTTP 404): stdin was cut"
+        srv = self.refuse_second(404, sbd_error("NOT_FOUND", "no such process"), 3, 0.3)
+        r = self.run_exec(srv)
+        self.assertEqual(r.returncode, 3, r.stderr.decode(errors="replace"))
+        self.assertNotIn(b"stdin was cut", r.stderr)
+
+    def test_stdin_closed(self) -> None:
+        srv = self.refuse_second(400, sbd_error("FAILED_PRECONDITION", "stdin is closed"), 0, 0.3)
+        r = self.run_exec(srv)
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+        self.assertEqual(r.stderr, b"")
+
+    def test_proxy_404_is_a_loss(self) -> None:
+        # not sandboxd's answer (a pod proxy's "pods not found"): the input was lost
+        body = json.dumps({"kind": "Status", "code": 404, "message": "pods \"x\" not found"})
+        srv = self.refuse_second(404, body.encode(), 0, 0.3)
+        r = self.run_exec(srv)
+        self.assertEqual(r.returncode, 5, r.stderr.decode(errors="replace"))
+        self.assertIn(b"stdin was cut", r.stderr)
+
+    def test_unavailable_is_a_loss(self) -> None:
+        srv = self.refuse_second(503, b"upstream connect error", 0, 0.3)
+        r = self.run_exec(srv)
+        self.assertEqual(r.returncode, 5, r.stderr.decode(errors="replace"))
+        self.assertIn(b"stdin was cut", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
