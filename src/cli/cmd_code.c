@@ -241,7 +241,9 @@ static int do_code(const struct cli_globals *g, struct cli_sbd *s, const struct 
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cli_stream_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &x.st);
-    int rc = code_finish(g, &x, code_loop(&x), errbuf);
+    int cc = code_loop(&x);
+    cli_stream_settle(&x.st); /* a refusal with an empty body */
+    int rc = code_finish(g, &x, cc, errbuf);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
     xfree(text); /* jansson allocates with malloc: see output.c */

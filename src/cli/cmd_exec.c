@@ -470,6 +470,7 @@ static int do_exec(const struct cli_globals *g, struct cli_sbd *s, const struct 
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cli_stream_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &x.st);
     int cc = run_loop(&x, o);
+    cli_stream_settle(&x.st); /* a refusal with an empty body */
     int rc = finish(g, &x, cc, errbuf);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);

@@ -396,6 +396,7 @@ static int run_watch(const struct cli_globals *g, struct cli_sbd *s, const char 
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cli_stream_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &w.st);
     CURLcode cc = curl_easy_perform(h);
+    cli_stream_settle(&w.st); /* a refusal with an empty body */
     int rc = CLI_OK;
     if (w.st.status && w.st.status != 200) {
         char text[600];

@@ -364,6 +364,7 @@ static CURLcode logs_once(struct out_stream *x, struct cli_sbd *s, uint64_t id, 
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cli_stream_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &x->st);
     CURLcode cc = curl_easy_perform(h);
+    cli_stream_settle(&x->st); /* a refusal with an empty body */
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
     x->st.h = NULL;

@@ -49,6 +49,12 @@ size_t cli_stream_write(char *p, size_t size, size_t n, void *ctx)
     return r == 0 ? size * n : 0;
 }
 
+void cli_stream_settle(struct cli_stream *st)
+{
+    if (st->status == 0 && st->h)
+        (void)curl_easy_getinfo(st->h, CURLINFO_RESPONSE_CODE, &st->status);
+}
+
 const char *cli_stream_why(int proto_err, CURLcode cc, const char *errbuf)
 {
     if (proto_err == -E2BIG)

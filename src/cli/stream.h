@@ -15,7 +15,8 @@
 
 struct cli_stream {
     CURL *h;                   /* the transfer (borrowed), asked for its status */
-    long status;               /* the HTTP status once the first bytes came; 0 before */
+    long status;               /* the HTTP status once the first bytes came (or after
+                                  cli_stream_settle); 0 before */
     struct linebuf lb;         /* a line split across chunks */
     struct buf errbody;        /* the start of a refusal's body (LIMIT_CLI_SBD_ERROR) */
     linebuf_frame_fn *on_line; /* each line of a 200 answer; negative stops the transfer */
@@ -29,6 +30,9 @@ void cli_stream_init(struct cli_stream *st, size_t max_line, linebuf_frame_fn *o
 /** Readies st for a (new) transfer h: no status, no partial line, no error body. */
 void cli_stream_start(struct cli_stream *st, CURL *h);
 void cli_stream_done(struct cli_stream *st);
+/** After the transfer: the status of an answer with an empty body (no write call saw
+ * it, as a 503 of a proxy with no body) read from st->h; kept when already known. */
+void cli_stream_settle(struct cli_stream *st);
 /** The CURLOPT_WRITEFUNCTION of a stream (CURLOPT_WRITEDATA: the struct cli_stream).
  * Returns size * n, or 0 to end the transfer (a line too long or on_line's stop). */
 size_t cli_stream_write(char *p, size_t size, size_t n, void *st);

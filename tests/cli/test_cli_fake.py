@@ -206,5 +206,30 @@ class ExecStdinRefused(Base):
         self.assertIn(b"stdin was cut", r.stderr)
 
 
+class EmptyRefusal(Base):
+    """An HTTP error with no body (a proxy's 503): exit 5 and the status, never 0."""
+
+    def check(self, route: str, *args: str) -> None:
+        srv = self.fake({route: empty(503)})
+        r = self.cli(srv, *args)
+        err = r.stderr.decode(errors="replace")
+        self.assertEqual(r.returncode, 5, err)
+        self.assertIn("HTTP 503", err)
+        self.assertEqual(srv.seen, [route])
+
+    def test_watch(self) -> None:
+        self.check("GET /v1/watch/d", "watch", "x", "d")  # before: exit 0, nothing said
+
+    def test_logs_process(self) -> None:
+        self.check("GET /v1/processes/1/output", "logs", "x", "--process", "1")  # before: 0
+
+    def test_exec(self) -> None:
+        # before: exit 5 but "cannot reach ...: No error"
+        self.check("POST /v1/processes", "exec", "x", "--", "true")
+
+    def test_run_code(self) -> None:
+        self.check("POST /v1/code/execute", "run-code", "x", "-c", "1")
+
+
 if __name__ == "__main__":
     unittest.main()
