@@ -164,7 +164,7 @@ void cli_help_exec(FILE *out)
             "                   client, print its id and return (see ps, logs --process,\n"
             "                   kill; -o json prints its description)\n"
             "Unless the terminal is raw (-i -t), Ctrl-C is sent to the command as SIGINT; a\n"
-            "second one exits.\n"
+            "second one exits at once (130), whether or not sandboxd answers.\n"
             "The connection goes through the API server's pod proxy, --router-url, or\n"
             "--sandboxd-url (direct, for debugging).\n"
             "Exit codes: the command's exit code; 128+N when it was killed by signal N; 124\n"
@@ -211,8 +211,18 @@ static int on_line(void *ctx, const char *line, size_t len)
 
 /* ---- control requests ------------------------------------------------------------------ */
 
-/* POSTs to /v1/processes/ID/action; the answer's body goes to resp (may be NULL).
- * Returns the HTTP status or a negative errno. */
+/* A second Ctrl-C leaves: a request to sandboxd in flight is given up (within about a
+ * second: libcurl's progress callback). */
+static bool leaving(void *ctx)
+{
+    (void)ctx;
+    return got_int > 1;
+}
+
+/* POSTs to /v1/processes/ID/action; the answer's body goes to resp (may be NULL). A
+ * control request (signal, resize, stdin close) gives up after LIMIT_CLI_SBD_CONTROL, so
+ * a sandboxd that stops answering cannot hold the session; stdin has the stall limit
+ * only. Returns the HTTP status or a negative errno (-ETIMEDOUT, -ECANCELED: leaving). */
 static long control_resp(struct exec_state *x, const char *action, const void *body, size_t len,
                          const char *ctype, struct buf *resp)
 {
@@ -221,8 +231,14 @@ static long control_resp(struct exec_state *x, const char *action, const void *b
     long status = 0;
     buf_init(&own, LIMIT_CLI_SBD_ERROR);
     (void)snprintf(path, sizeof(path), "/v1/processes/%ld/%s", x->id, action);
-    int r = cli_sbd_call(x->s, "POST", path, body ? body : "", len, ctype, resp ? resp : &own,
-                         &status, err, sizeof(err));
+    struct sbd_client_req req = {.method = "POST",
+                                 .path = path,
+                                 .body = body ? body : "",
+                                 .len = len,
+                                 .content_type = ctype,
+                                 .timeout = strcmp(action, "stdin") ? LIMIT_CLI_SBD_CONTROL : 0,
+                                 .cancel = leaving};
+    int r = cli_sbd_request(x->s, &req, resp ? resp : &own, &status, err, sizeof(err));
     buf_done(&own);
     return r < 0 ? r : status;
 }
@@ -266,13 +282,14 @@ static void back_off(struct exec_state *x)
 }
 
 /* Tells sandboxd that stdin ended. A 429 (its stdin queue is full: on a PTY the end is a
- * ^D queued behind the input) keeps it to be told again after a back-off; before, it was
- * lost and the command waited for an end that never came. Other failures are left as
- * they were (the process may have exited already: nothing waits for the end then). */
+ * ^D queued behind the input) or no answer in time keeps it to be told again after a
+ * back-off (a close is idempotent); before, it was lost and the command waited for an
+ * end that never came. Other failures are left as they were (the process may have
+ * exited already: nothing waits for the end then). */
 static void send_close(struct exec_state *x)
 {
     long st = control(x, "stdin/close", NULL, 0, NULL);
-    x->close_pending = st == 429;
+    x->close_pending = st == 429 || st == -ETIMEDOUT;
     if (x->close_pending)
         back_off(x);
     else
@@ -316,7 +333,7 @@ static bool send_pending(struct exec_state *x)
     x->backoff = 0;
     if (st >= 200 && st < 300)
         return true;
-    if (!ended && !x->exited)
+    if (!ended && !x->exited && st != -ECANCELED) /* -ECANCELED: leaving (finish) */
         x->stdin_refused = st ? st : -EIO;
     return false;
 }
@@ -376,6 +393,8 @@ static bool loop_turn(void *ctx, bool running, int *ret_fd)
     struct loop *l = ctx;
     struct exec_state *x = l->x;
     *ret_fd = -1;
+    if (got_int > 1)
+        return false; /* the second Ctrl-C leaves at once: no more requests */
     if (x->id >= 0 && !x->exited) {
         if (!l->o->in && !l->closed_stdin) {
             send_close(x);
@@ -387,8 +406,8 @@ static bool loop_turn(void *ctx, bool running, int *ret_fd)
             got_winch = 0;
             send_resize(x);
         }
-        while (l->ints_sent < got_int) {
-            l->ints_sent++;
+        if (l->ints_sent < got_int) { /* the first Ctrl-C, passed on */
+            l->ints_sent = got_int;
             send_json(x, "signal", json_pack("{s:s}", "signal", "SIGINT"));
         }
         if (l->stdin_open && x->pending.len && clock_now() >= x->retry_at)
@@ -425,6 +444,8 @@ static int finish(const struct cli_globals *g, struct exec_state *x, int cc, con
                 strerror_r(-x->write_err, eb, sizeof(eb)));
         return CLI_ERR;
     }
+    if (!x->exited && got_int > 1)
+        return 130;         /* a request given up on the way out is no failure to report */
     if (x->stdin_refused) { /* the command did not get all of its input */
         char eb[128];
         if (x->stdin_refused > 0)
@@ -438,8 +459,6 @@ static int finish(const struct cli_globals *g, struct exec_state *x, int cc, con
     }
     if (x->exited)
         return x->timed_out ? 124 : x->sig > 0 ? 128 + x->sig : x->exit_code;
-    if (got_int > 1)
-        return 130;
     if (x->st.status == 0) {
         fprintf(g->err, "error: cannot reach %s: %s\n", x->s->what,
                 errbuf[0] ? errbuf : curl_easy_strerror((CURLcode)cc));

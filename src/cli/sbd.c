@@ -289,15 +289,23 @@ int cli_sbd_setup(struct cli_sbd *s, CURL *h, const char *method, const char *pa
     return sbd_client_setup(s->client, h, method, path, extra, ret_headers, errbuf);
 }
 
+int cli_sbd_request(struct cli_sbd *s, const struct sbd_client_req *req, struct buf *resp,
+                    long *ret_status, char *err, size_t errsize)
+{
+    char cerr[CURL_ERROR_SIZE] = "";
+    int r = sbd_client_call(s->client, req, resp, ret_status, cerr, sizeof(cerr));
+    if (r < 0)
+        (void)snprintf(err, errsize, "%s: %s", s->what, cerr);
+    if (r == -ETIMEDOUT && req->timeout)
+        return r;
+    return r < 0 && r != -E2BIG && r != -ENOMEM && r != -ECANCELED ? -EIO : r;
+}
+
 int cli_sbd_call(struct cli_sbd *s, const char *method, const char *path, const void *body,
                  size_t len, const char *ctype, struct buf *resp, long *ret_status, char *err,
                  size_t errsize)
 {
     struct sbd_client_req req = {
         .method = method, .path = path, .body = body, .len = len, .content_type = ctype};
-    char cerr[CURL_ERROR_SIZE] = "";
-    int r = sbd_client_call(s->client, &req, resp, ret_status, cerr, sizeof(cerr));
-    if (r < 0)
-        (void)snprintf(err, errsize, "%s: %s", s->what, cerr);
-    return r < 0 && r != -E2BIG && r != -ENOMEM ? -EIO : r;
+    return cli_sbd_request(s, &req, resp, ret_status, err, errsize);
 }

@@ -71,3 +71,8 @@ int cli_sbd_setup(struct cli_sbd *s, CURL *h, const char *method, const char *pa
 int cli_sbd_call(struct cli_sbd *s, const char *method, const char *path, const void *body,
                  size_t len, const char *ctype, struct buf *resp, long *ret_status, char *err,
                  size_t errsize);
+/** cli_sbd_call of req (borrowed), with its timeout and cancel function. Returns as
+ * cli_sbd_call, or -ETIMEDOUT / -ECANCELED when req->timeout passed / req->cancel said
+ * stop. */
+int cli_sbd_request(struct cli_sbd *s, const struct sbd_client_req *req, struct buf *resp,
+                    long *ret_status, char *err, size_t errsize);

@@ -277,6 +277,7 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_SBD_CALL_STALL \
     (60 * USEC_PER_SEC) /* a buffered sandboxd call silent this long fails */
 #define LIMIT_CLI_SBD_CONNECT (10 * USEC_PER_SEC)     /* TCP+TLS connect to sandboxd */
+#define LIMIT_CLI_SBD_CONTROL (5 * USEC_PER_SEC)      /* exec's signal, resize, stdin close */
 #define LIMIT_CLI_STDIN_CHUNK (64u * 1024)            /* one stdin POST of exec -i */
 #define LIMIT_CLI_CP_DEPTH    64                      /* directory nesting copied by cp */
 #define LIMIT_CLI_CP_ENTRIES  100000                  /* files copied by one cp */

@@ -187,11 +187,24 @@ static size_t discard(char *p, size_t size, size_t n, void *ctx)
     return size * n;
 }
 
+/* CURLOPT_XFERINFOFUNCTION of a call with a cancel function: non-zero aborts. */
+static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    const struct sbd_client_req *req = ctx;
+    (void)dt;
+    (void)dn;
+    (void)ut;
+    (void)un;
+    return req->cancel(req->cancel_ctx) ? 1 : 0;
+}
+
 static int transport_error(CURLcode cc)
 {
     switch (cc) {
     case CURLE_OPERATION_TIMEDOUT:
         return -ETIMEDOUT;
+    case CURLE_ABORTED_BY_CALLBACK:
+        return -ECANCELED;
     case CURLE_WRITE_ERROR:
         return -E2BIG;
     case CURLE_OUT_OF_MEMORY:
@@ -225,6 +238,13 @@ int sbd_client_call(const struct sbd_client *c, const struct sbd_client_req *req
      * keepalive spaces) must not hold a caller for ever, a terminal in raw mode included */
     (void)curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     (void)curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(LIMIT_SBD_CALL_STALL / USEC_PER_SEC));
+    if (req->timeout)
+        (void)curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(req->timeout / USEC_PER_MSEC));
+    if (req->cancel) {
+        (void)curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        (void)curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        (void)curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)req);
+    }
     cc = curl_easy_perform(h);
     if (cc != CURLE_OK) {
         r = transport_error(cc);

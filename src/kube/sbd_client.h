@@ -43,6 +43,12 @@ struct sbd_client_req {
     const void *body;         /* NULL = no body */
     size_t len;               /* of body */
     const char *content_type; /* of body; NULL = application/json */
+    usec_t timeout;           /* the whole call (connect included); 0 = none but the
+                                 stall limit (LIMIT_SBD_CALL_STALL) */
+    /* When set, asked about once a second (and at each transfer step): true ends the call
+     * with -ECANCELED (a caller the user interrupts). */
+    bool (*cancel)(void *ctx);
+    void *cancel_ctx;
 };
 
 /** Writes "scheme://host:port" into out, an IPv6 literal host in brackets (a host already
@@ -67,8 +73,9 @@ int sbd_client_setup(const struct sbd_client *c, CURL *h, const char *method, co
 
 /** Performs req. The response body is appended to resp (bounded by its limit; NULL
  * discards it) and the HTTP status stored in *ret_status. A transfer silent for
- * LIMIT_SBD_CALL_STALL fails (-ETIMEDOUT). Returns 0 when a response arrived (any
- * status), or -ETIMEDOUT, -E2BIG (the body passed resp's limit), -ENOMEM or
- * -EIO with libcurl's text in err (size bytes; may be NULL). */
+ * LIMIT_SBD_CALL_STALL fails (-ETIMEDOUT), as does one past req->timeout. Returns 0 when a
+ * response arrived (any status), or -ETIMEDOUT, -ECANCELED (req->cancel said so), -E2BIG
+ * (the body passed resp's limit), -ENOMEM or -EIO with libcurl's text in err (size bytes;
+ * may be NULL). */
 int sbd_client_call(const struct sbd_client *c, const struct sbd_client_req *req, struct buf *resp,
                     long *ret_status, char *err, size_t size);

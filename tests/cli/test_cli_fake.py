@@ -231,5 +231,82 @@ class EmptyRefusal(Base):
         self.check("POST /v1/code/execute", "run-code", "x", "-c", "1")
 
 
+class ExecInterrupt(Base):
+    """A sandboxd that takes the signal request and never answers: the second Ctrl-C
+    still leaves at once with 130 (before: each Ctrl-C waited out a 60 s request)."""
+
+    def test_second_ctrl_c_leaves(self) -> None:
+        started = threading.Event()
+
+        def stream(h: Handler, body: bytes) -> None:
+            started.set()
+            process_stream(0)(h, body)
+
+        def hang(h: Handler, body: bytes) -> None:
+            h.server.exit_now.wait(120)
+            h.answer(204)
+
+        srv = self.fake(
+            {
+                "POST /v1/processes": stream,
+                "POST /v1/processes/1/stdin/close": empty(204),
+                "POST /v1/processes/1/signal": hang,
+            }
+        )
+        p = subprocess.Popen(
+            [CLI, "--sandboxd-url", srv.url, "exec", "x", "--", "sleep", "100"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(p.kill)
+        self.assertTrue(started.wait(10))
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        end = time.monotonic() + 10
+        while "POST /v1/processes/1/signal" not in srv.seen and time.monotonic() < end:
+            time.sleep(0.05)
+        self.assertIn("POST /v1/processes/1/signal", srv.seen)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=15)
+        self.assertEqual(p.returncode, 130, err.decode(errors="replace"))
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertEqual(srv.seen.count("POST /v1/processes/1/signal"), 1)
+
+    def test_control_request_gives_up(self) -> None:
+        # one Ctrl-C, the signal request unanswered: it gives up after 5 s, the session goes
+        # on and the command's exit code comes back
+        def hang(h: Handler, body: bytes) -> None:
+            time.sleep(30)
+            h.answer(204)
+
+        srv = self.fake(
+            {
+                "POST /v1/processes": process_stream(7),
+                "POST /v1/processes/1/stdin/close": empty(204),
+                "POST /v1/processes/1/signal": hang,
+            }
+        )
+        p = subprocess.Popen(
+            [CLI, "--sandboxd-url", srv.url, "exec", "x", "--", "sleep", "100"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(p.kill)
+        time.sleep(1)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        end = time.monotonic() + 10
+        while "POST /v1/processes/1/signal" not in srv.seen and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(5.5)  # past the 5 s of a control request
+        srv.exit_now.set()
+        out, err = p.communicate(timeout=40)
+        self.assertEqual(p.returncode, 7, err.decode(errors="replace"))
+        self.assertLess(time.monotonic() - t0, 15)
+
+
 if __name__ == "__main__":
     unittest.main()
