@@ -109,6 +109,12 @@ typedef int cli_wait_fn(void *ctx, const json_t *obj, char *why, size_t why_size
 int cli_wait(struct kube_client *c, const struct kube_res *res, const char *ns, const char *name,
              usec_t timeout, cli_wait_fn *fn, void *ctx, json_t **ret_obj, char *why,
              size_t why_size, struct kube_err *e);
+/** cli_wait that also ends with -ECANCELED once *stop (borrowed; may be NULL; a signal
+ * handler may set it) turns true: before each request, and within about a second of
+ * the watch. */
+int cli_wait_stop(struct kube_client *c, const struct kube_res *res, const char *ns,
+                  const char *name, usec_t timeout, cli_wait_fn *fn, void *ctx, json_t **ret_obj,
+                  char *why, size_t why_size, const atomic_bool *stop, struct kube_err *e);
 
 /** A cli_wait_fn for a Deployment, as `kubectl rollout status` judges it: its
  * controller observed the current generation, spec.replicas replicas run that

@@ -3,6 +3,8 @@
  * template, or the objects of a manifest file; optionally waiting until Ready. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "api/extensions.h"
@@ -24,6 +26,7 @@ struct create_opts {
     const char *tmpl;
     const char *file;
     bool wait;
+    bool keep; /* claim --keep: an interrupted wait keeps the claim */
     usec_t timeout;
 };
 
@@ -31,14 +34,19 @@ void cli_help_claim(FILE *out)
 {
     fprintf(out,
             "Usage: kubectl-sandbox claim POOL [--name NAME] [--timeout 5m] [--no-wait]\n"
-            "                                 [-n NS] [-o json|yaml|name]\n\n"
+            "                                 [--keep] [-n NS] [-o json|yaml|name]\n\n"
             "Creates a SandboxClaim on the warm pool POOL (name sandbox-claim-XXXXX unless\n"
-            "--name), waits until it is Ready and prints the name of its sandbox.\n"
+            "--name), says `sandboxclaim.../NAME created` on stderr, waits until it is Ready\n"
+            "and prints the name of its sandbox.\n"
             "  --name NAME      claim name\n"
             "  --timeout D      how long to wait (default 5m; 90s, 2m, 1h)\n"
             "  --no-wait        print the claim name and return at once\n"
+            "  --keep           keep the claim when the wait is interrupted\n"
+            "SIGINT, SIGTERM or SIGHUP during the wait deletes the claim (only the one this\n"
+            "command made, by its UID) unless --keep; a second one ends at once.\n"
             "Exit codes: 0 Ready, 1 the claim failed (reason printed), 4 timed out (the claim\n"
-            "is kept: delete it with `kubectl-sandbox delete claim/NAME`).\n");
+            "is kept: delete it with `kubectl-sandbox delete claim/NAME`), 128+N after\n"
+            "signal N.\n");
 }
 
 void cli_help_create(FILE *out)
@@ -103,17 +111,21 @@ static int sandbox_ready(void *ctx, const json_t *o, char *why, size_t n)
     return 0;
 }
 
-/* Waits for obj (a Sandbox or SandboxClaim) to be Ready; prints why not. *ret_obj gets
- * the last state (optional). Returns a CLI exit code. */
-static int wait_ready(struct cli_globals *g, struct kube_client *c, const struct kube_res *res,
-                      const char *ns, const char *name, usec_t timeout, json_t **ret_obj)
+/* Waits for obj (a Sandbox or SandboxClaim) to be Ready, or until *stop (may be NULL);
+ * prints why not. *ret_obj gets the last state (optional). Returns a CLI exit code, or
+ * -ECANCELED when stopped (nothing printed). */
+static int wait_ready_stop(struct cli_globals *g, struct kube_client *c, const struct kube_res *res,
+                           const char *ns, const char *name, usec_t timeout,
+                           const atomic_bool *stop, json_t **ret_obj)
 {
     char why[1200] = "";
     struct kube_err e;
     kube_err_clear(&e);
     bool claim = res == &API_RES_SANDBOXCLAIMS;
-    int r = cli_wait(c, res, ns, name, timeout, claim ? claim_ready : sandbox_ready, NULL, ret_obj,
-                     why, sizeof(why), &e);
+    int r = cli_wait_stop(c, res, ns, name, timeout, claim ? claim_ready : sandbox_ready, NULL,
+                          ret_obj, why, sizeof(why), stop, &e);
+    if (r == -ECANCELED && stop && atomic_load(stop))
+        return -ECANCELED;
     out_safe_inplace(why, sizeof(why)); /* condition text from the cluster */
     const char *kind = claim ? "sandboxclaim" : "sandbox";
     if (r == -ETIMEDOUT) {
@@ -131,6 +143,13 @@ static int wait_ready(struct cli_globals *g, struct kube_client *c, const struct
     if (r < 0)
         return cli_fail(g, "waiting for Ready", r, &e);
     return CLI_OK;
+}
+
+/* wait_ready_stop without a stop. */
+static int wait_ready(struct cli_globals *g, struct kube_client *c, const struct kube_res *res,
+                      const char *ns, const char *name, usec_t timeout, json_t **ret_obj)
+{
+    return wait_ready_stop(g, c, res, ns, name, timeout, NULL, ret_obj);
 }
 
 /* ---- claim ------------------------------------------------------------------------- */
@@ -178,50 +197,124 @@ static int check_pool(struct cli_globals *g, struct kube_client *c, const char *
     return cli_fail(g, "reading the warm pool", r, &e);
 }
 
-/* Creates a claim on pool and (if wait) waits; prints the sandbox name. */
-static int do_claim(struct cli_globals *g, struct kube_client *c, const char *name,
-                    const char *pool, bool wait, usec_t timeout, bool print_claim)
+/* SIGINT, SIGTERM and SIGHUP while claim waits: the claim is deleted (claim_interrupted). */
+static const int claim_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+static atomic_bool claim_stop;
+static volatile sig_atomic_t claim_sig;
+
+static void on_claim_signal(int sig)
+{
+    claim_sig = sig;
+    atomic_store(&claim_stop, true);
+}
+
+/* Catches claim_sigs, each once (SA_RESETHAND: a second one takes its default action),
+ * unless ignored (nohup); old gets the dispositions that claim_unguard restores. */
+static void claim_guard(struct sigaction old[ARRAY_SIZE(claim_sigs)])
+{
+    struct sigaction sa = {.sa_handler = on_claim_signal, .sa_flags = SA_RESETHAND};
+    sigemptyset(&sa.sa_mask);
+    atomic_store(&claim_stop, false);
+    claim_sig = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(claim_sigs); i++) {
+        (void)sigaction(claim_sigs[i], NULL, &old[i]);
+        if (old[i].sa_handler != SIG_IGN)
+            (void)sigaction(claim_sigs[i], &sa, NULL);
+    }
+}
+
+static void claim_unguard(const struct sigaction old[ARRAY_SIZE(claim_sigs)])
+{
+    for (size_t i = 0; i < ARRAY_SIZE(claim_sigs); i++)
+        (void)sigaction(claim_sigs[i], &old[i], NULL);
+}
+
+/* The wait of claim was interrupted: deletes the claim it created (borrowed; guarded by
+ * its UID: one made again under the name is kept) unless keep. Returns 128 + signal. */
+static int claim_interrupted(struct cli_globals *g, struct kube_client *c, const json_t *created,
+                             bool keep)
+{
+    const char *name = kube_obj_name(created);
+    struct kube_err e;
+    kube_err_clear(&e);
+    if (keep) {
+        fprintf(g->err, "sandboxclaim %s is kept: `kubectl-sandbox delete claim/%s` removes it\n",
+                name, name);
+        return 128 + claim_sig;
+    }
+    int r = kube_delete_obj(c, &API_RES_SANDBOXCLAIMS, created, false, NULL, &e);
+    if (r == 0)
+        fprintf(g->err, "sandboxclaim %s deleted\n", name);
+    else if (!kube_err_is_not_found(&e) && !(r == -EBUSY && e.http_status == 409))
+        (void)cli_fail(g, "deleting the sandbox claim", r, &e);
+    return 128 + claim_sig;
+}
+
+/* Prints what claim and create --pool --wait print once the claim is Ready. */
+static void print_claimed(struct cli_globals *g, json_t *last)
+{
+    if (!strcmp(g->output, "json") || !strcmp(g->output, "yaml"))
+        cli_print_object(g, "sandboxclaim", API_RES_SANDBOXCLAIMS.group, last);
+    else if (!strcmp(g->output, "name"))
+        fprintf(g->out, "sandbox." SB_GROUP "/%s\n",
+                kube_obj_path_str(last, "status.sandbox.name"));
+    else
+        fprintf(g->out, "%s\n", kube_obj_path_str(last, "status.sandbox.name"));
+}
+
+/* Creates a claim on pool named o->name (NULL: generated) and, if o->wait, waits;
+ * prints the sandbox name. The claim's name goes to stderr at once (claim: when it waits;
+ * create --pool: without -o). For claim (is_claim) outside a shell session, a signal
+ * during the wait deletes the claim unless o->keep. */
+static int do_claim(struct cli_globals *g, struct kube_client *c, const struct create_opts *o,
+                    const char *pool, bool is_claim)
 {
     const char *ns = cli_namespace(g, c);
     int rc = check_pool(g, c, ns, pool);
     if (rc != CLI_OK)
         return rc;
-    json_t *obj = claim_object(name, pool), *created = NULL, *last = NULL;
+    json_t *obj = claim_object(o->name, pool), *created = NULL, *last = NULL;
     mark_session(g, obj);
+    bool guard = is_claim && o->wait && !g->session;
+    struct sigaction old[ARRAY_SIZE(claim_sigs)];
+    if (guard) /* from before the create: an early signal still deletes the claim */
+        claim_guard(old);
     struct kube_err e;
     int r = kube_create(c, &API_RES_SANDBOXCLAIMS, ns, obj, &created, &e);
     json_decref(obj);
-    if (r < 0)
-        return cli_fail(g, "creating the sandbox claim", r, &e);
-    const char *cname = kube_obj_name(created);
-    if (print_claim && !g->output[0])
+    const char *cname = r < 0 ? NULL : kube_obj_name(created);
+    if (cname && !g->session && (is_claim ? o->wait : !g->output[0]))
         fprintf(g->err, "sandboxclaim." SB_EXT_GROUP "/%s created\n", cname);
-    if (!wait) {
-        if (g->output[0])
-            cli_print_object(g, "sandboxclaim", API_RES_SANDBOXCLAIMS.group, created);
-        else
-            fprintf(g->out, "%s\n", cname);
-        json_decref(created);
-        return CLI_OK;
-    }
-    rc = wait_ready(g, c, &API_RES_SANDBOXCLAIMS, ns, cname, timeout, &last);
-    if (rc == CLI_OK && (!strcmp(g->output, "json") || !strcmp(g->output, "yaml")))
-        cli_print_object(g, "sandboxclaim", API_RES_SANDBOXCLAIMS.group, last);
-    else if (rc == CLI_OK && !strcmp(g->output, "name"))
-        fprintf(g->out, "sandbox." SB_GROUP "/%s\n",
-                kube_obj_path_str(last, "status.sandbox.name"));
-    else if (rc == CLI_OK)
-        fprintf(g->out, "%s\n", kube_obj_path_str(last, "status.sandbox.name"));
+    if (r < 0)
+        rc = cli_fail(g, "creating the sandbox claim", r, &e);
+    else if (!o->wait && g->output[0])
+        cli_print_object(g, "sandboxclaim", API_RES_SANDBOXCLAIMS.group, created);
+    else if (!o->wait)
+        fprintf(g->out, "%s\n", cname);
+    else
+        rc = wait_ready_stop(g, c, &API_RES_SANDBOXCLAIMS, ns, cname, o->timeout,
+                             guard ? &claim_stop : NULL, &last);
+    if (guard)
+        claim_unguard(old);
+    if (rc == -ECANCELED)
+        rc = claim_interrupted(g, c, created, o->keep);
+    else if (rc == CLI_OK && o->wait)
+        print_claimed(g, last);
     json_decref(last);
     json_decref(created);
     return rc;
 }
 
 static const struct option claim_opts[] = {
-    {"name", required_argument, NULL, 'N'},     {"timeout", required_argument, NULL, 'T'},
-    {"no-wait", no_argument, NULL, 'W'},        {"wait", no_argument, NULL, 'w'},
-    {"pool", required_argument, NULL, 'p'},     {"template", required_argument, NULL, 't'},
-    {"filename", required_argument, NULL, 'f'}, {NULL, 0, NULL, 0},
+    {"name", required_argument, NULL, 'N'},
+    {"timeout", required_argument, NULL, 'T'},
+    {"no-wait", no_argument, NULL, 'W'},
+    {"wait", no_argument, NULL, 'w'},
+    {"pool", required_argument, NULL, 'p'},
+    {"template", required_argument, NULL, 't'},
+    {"filename", required_argument, NULL, 'f'},
+    {"keep", no_argument, NULL, 'k'},
+    {NULL, 0, NULL, 0},
 };
 
 /* Parses the options of claim and create into o; leaves positional arguments. */
@@ -258,6 +351,9 @@ static int parse_opts(struct cli_globals *g, int argc, char **argv, struct creat
         case 'f':
             o->file = optarg;
             break;
+        case 'k':
+            o->keep = true;
+            break;
         default:
             fprintf(g->err, "error: unknown or incomplete option %s\n", argv[optind - 1]);
             return CLI_USAGE;
@@ -284,7 +380,7 @@ int cli_cmd_claim(struct cli_globals *g, int argc, char **argv)
     struct kube_client *c = NULL;
     rc = cli_client(g, &c);
     if (rc == CLI_OK)
-        rc = do_claim(g, c, o.name, argv[pos], o.wait, o.timeout, false);
+        rc = do_claim(g, c, &o, argv[pos], true);
     kube_client_free(c);
     return rc;
 }
@@ -402,6 +498,10 @@ static int create_from_file(struct cli_globals *g, struct kube_client *c,
 static int check_create_args(struct cli_globals *g, const struct create_opts *o, int npos)
 {
     int modes = !!o->pool + !!o->tmpl + !!o->file;
+    if (o->keep) {
+        fprintf(g->err, "error: --keep goes with claim\n");
+        return CLI_USAGE;
+    }
     if (modes != 1 || (o->file && npos != 0) || (!o->file && npos != 1)) {
         fprintf(g->err, "error: give NAME with exactly one of --pool, --template, or -f FILE\n");
         cli_help_create(g->err);
@@ -429,7 +529,7 @@ int cli_cmd_create(struct cli_globals *g, int argc, char **argv)
     if (rc != CLI_OK)
         return rc;
     if (o.pool)
-        rc = do_claim(g, c, o.name, o.pool, o.wait, o.timeout, true);
+        rc = do_claim(g, c, &o, o.pool, false);
     else if (o.tmpl)
         rc = create_from_template(g, c, &o);
     else

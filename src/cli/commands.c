@@ -8,7 +8,7 @@ const struct cli_cmd cli_commands[] = {
     {"create", "Create a sandbox from a pool (claim), a template or a file", cli_cmd_create,
      cli_help_create, "--pool --template --filename --wait --timeout --output"},
     {"claim", "Claim a sandbox from a warm pool and print its name", cli_cmd_claim, cli_help_claim,
-     "--name --timeout --no-wait --output"},
+     "--name --timeout --no-wait --keep --output"},
     {"list", "List sandboxes (Ready, Reason, Pod, Node, Age)", cli_cmd_list, cli_help_list, OUTF},
     {"get", "List or show sandboxes, templates, claims and warm pools", cli_cmd_get, cli_help_get,
      OUTF},

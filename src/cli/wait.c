@@ -59,7 +59,7 @@ static int initial(struct kube_client *c, const struct kube_res *res, const char
 
 static int watch_once(struct kube_client *c, const struct kube_res *res, const char *ns,
                       const char *sel, struct kube_watch *kw, const struct buf *rv, usec_t left,
-                      struct kube_err *e)
+                      const atomic_bool *stop, struct kube_err *e)
 {
     struct kube_req q;
     kube_req_init(&q, "GET", res);
@@ -70,12 +70,24 @@ static int watch_once(struct kube_client *c, const struct kube_res *res, const c
     q.resource_version = rv->len ? buf_str(rv) : "0";
     q.timeout_seconds = (long)(left / USEC_PER_SEC) + 1;
     kube_watch_reset(kw);
-    return kube_request_stream(c, &q, kube_watch_feed, kw, NULL, left + USEC_PER_SEC, e);
+    return kube_request_stream(c, &q, kube_watch_feed, kw, stop, left + USEC_PER_SEC, e);
+}
+
+static bool stopped(const atomic_bool *stop)
+{
+    return stop && atomic_load(stop);
 }
 
 int cli_wait(struct kube_client *c, const struct kube_res *res, const char *ns, const char *name,
              usec_t timeout, cli_wait_fn *fn, void *ctx, json_t **ret_obj, char *why,
              size_t why_size, struct kube_err *e)
+{
+    return cli_wait_stop(c, res, ns, name, timeout, fn, ctx, ret_obj, why, why_size, NULL, e);
+}
+
+int cli_wait_stop(struct kube_client *c, const struct kube_res *res, const char *ns,
+                  const char *name, usec_t timeout, cli_wait_fn *fn, void *ctx, json_t **ret_obj,
+                  char *why, size_t why_size, const atomic_bool *stop, struct kube_err *e)
 {
     struct waiter w = {.fn = fn, .ctx = ctx, .why = why, .why_size = why_size};
     struct kube_watch *kw = kube_watch_new(0, on_event, &w);
@@ -85,14 +97,18 @@ int cli_wait(struct kube_client *c, const struct kube_res *res, const char *ns, 
     usec_t deadline = clock_now() + timeout;
     int r = buf_printf(&sel, "metadata.name=%s", name);
     if (r == 0)
-        r = initial(c, res, ns, name, &w, &rv, e);
+        r = stopped(stop) ? -ECANCELED : initial(c, res, ns, name, &w, &rv, e);
     while (r == 0) {
         usec_t now = clock_now();
+        if (stopped(stop)) {
+            r = -ECANCELED;
+            break;
+        }
         if (now >= deadline) {
             r = -ETIMEDOUT;
             break;
         }
-        r = watch_once(c, res, ns, buf_str(&sel), kw, &rv, deadline - now, e);
+        r = watch_once(c, res, ns, buf_str(&sel), kw, &rv, deadline - now, stop, e);
         if (r == -WAIT_DONE) {
             r = 1;
         } else if (r < 0 && w.result < 0) {
@@ -103,7 +119,7 @@ int cli_wait(struct kube_client *c, const struct kube_res *res, const char *ns, 
             buf_reset(&rv);
             if (r != -ESTALE && last_rv)
                 (void)buf_puts(&rv, last_rv);
-            r = r == -ESTALE ? initial(c, res, ns, name, &w, &rv, e) : 0;
+            r = r == -ESTALE && !stopped(stop) ? initial(c, res, ns, name, &w, &rv, e) : 0;
         }
     }
     if (r > 0) {

@@ -334,7 +334,12 @@ static void test_claim(void **state)
                json_pack("{s:[o],s:{s:s}}", "conditions", cond("Ready", "True", "SandboxReady"),
                          "sandbox", "name", "py-x7k2q"));
     assert_int_equal(it_cli_finish(p, &out), 0);
-    assert_string_equal(buf_str(&out), "py-x7k2q\n");
+    /* the claim's name at once on stderr (the output takes both), then the sandbox's */
+    char said[256];
+    (void)snprintf(said, sizeof(said), "sandboxclaim.extensions.agents.x-k8s.io/%s created\n",
+                   fc.found);
+    assert_true(strncmp(buf_str(&out), said, strlen(said)) == 0);
+    assert_string_equal(buf_str(&out) + strlen(said), "py-x7k2q\n");
     /* a terminal reason fails fast with the reason */
     p = start_cli("claim py --name bad1 --timeout 60s -n %s", ns);
     struct find_claim bad = {.name = "bad1"};
@@ -350,6 +355,44 @@ static void test_claim(void **state)
     assert_non_null(strstr(buf_str(&out), "warm pool \"nope\" not found"));
     assert_int_equal(it_cli_runf(&out, "claim py --no-wait --name quick -o name -n %s", ns), 0);
     assert_string_equal(buf_str(&out), "sandboxclaim.extensions.agents.x-k8s.io/quick\n");
+    buf_done(&out);
+}
+
+/* Runs `claim py --name NAME ARGS` in the background until it said the claim was
+ * created, then sends it SIGTERM; out gets "rc=N" and its stderr. */
+static int claim_then_term(struct buf *out, const char *name, const char *args)
+{
+    char f[] = "/tmp/cli-claim-XXXXXX";
+    int fd = mkstemp(f);
+    assert_true(fd >= 0);
+    close(fd);
+    int r = it_cli_runf(out,
+                        "claim py --name %s %s --timeout 60s -n %s 2>%s & p=$!; i=0; "
+                        "until grep -q created %s || [ $i -gt 300 ]; do sleep 0.1; i=$((i+1)); "
+                        "done; kill -TERM $p; wait $p; echo rc=$?; cat %s",
+                        name, args, ns, f, f, f);
+    unlink(f);
+    return r;
+}
+
+/* An interrupted claim says its name at once and deletes the claim (unless --keep):
+ * none is left behind whose name was never shown. */
+static void test_claim_interrupted(void **state)
+{
+    (void)state;
+    struct buf out;
+    struct kube_err e;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(claim_then_term(&out, "intr1", ""), 0);
+    assert_non_null(strstr(buf_str(&out), "rc=143"));
+    assert_non_null(strstr(buf_str(&out), "sandboxclaim.extensions.agents.x-k8s.io/intr1 created"));
+    assert_non_null(strstr(buf_str(&out), "sandboxclaim intr1 deleted"));
+    assert_int_equal(kube_get(client, &API_RES_SANDBOXCLAIMS, ns, "intr1", NULL, &e), -ENOENT);
+    assert_int_equal(claim_then_term(&out, "intr2", "--keep"), 0);
+    assert_non_null(strstr(buf_str(&out), "rc=143"));
+    assert_non_null(strstr(buf_str(&out), "sandboxclaim intr2 is kept"));
+    IT_OK(kube_get(client, &API_RES_SANDBOXCLAIMS, ns, "intr2", NULL, &e), &e);
+    assert_int_equal(it_cli_runf(&out, "create x --pool py --keep -n %s", ns), 2);
     buf_done(&out);
 }
 
@@ -662,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_list_and_pools),
         cmocka_unit_test(test_create),
         cmocka_unit_test(test_claim),
+        cmocka_unit_test(test_claim_interrupted),
         cmocka_unit_test(test_shell_session_cleanup),
         cmocka_unit_test(test_suspend_resume),
         cmocka_unit_test(test_describe),
