@@ -60,6 +60,8 @@ void cli_help_create(FILE *out)
                  "  -f, --filename F  create the objects of a YAML/JSON file (\"-\": stdin)\n"
                  "  --wait            wait until sandboxes and claims are Ready\n"
                  "  --timeout D       how long to wait (default 5m)\n"
+                 "  -o json|yaml|name with --pool only: print the claim (--wait: as claim does);\n"
+                 "                    a bad format is refused before anything is created\n"
                  "Exit codes: 0 created (and Ready), 1 failed, 2 usage, 4 timed out waiting.\n");
 }
 
@@ -516,8 +518,9 @@ int cli_cmd_create(struct cli_globals *g, int argc, char **argv)
     int pos;
     int rc = parse_opts(g, argc, argv, &o, &pos);
     static const char *const fmts[] = {"", NULL};
-    if (rc == CLI_OK && !o.pool)
-        rc = cli_check_output(g, fmts);
+    static const char *const pool_fmts[] = {"", "json", "yaml", "name", NULL};
+    if (rc == CLI_OK) /* before anything is created */
+        rc = cli_check_output(g, o.pool ? pool_fmts : fmts);
     if (rc == CLI_OK)
         rc = check_create_args(g, &o, argc - pos);
     if (rc != CLI_OK)

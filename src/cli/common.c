@@ -98,6 +98,10 @@ int cli_check_output(const struct cli_globals *g, const char *const *allowed)
     for (const char *const *a = allowed; *a; a++)
         if (strcmp(g->output, *a) == 0)
             return CLI_OK;
+    if (!allowed[0] || (!allowed[0][0] && !allowed[1])) { /* only "": no -o at all */
+        fprintf(g->err, "error: this command takes no output format (-o %s)\n", g->output);
+        return CLI_USAGE;
+    }
     fprintf(g->err, "error: unknown output format \"%s\" for this command (", g->output);
     for (const char *const *a = allowed; *a; a++)
         if (**a)

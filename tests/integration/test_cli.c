@@ -279,6 +279,14 @@ static void test_create(void **state)
     assert_non_null(strstr(buf_str(&out), "Sandbox \"fromfile\""));
     unlink(path);
     assert_int_equal(it_cli_runf(&out, "create onlyname -n %s", ns), 2);
+    /* -o is checked before anything is created (before: --pool skipped the check) */
+    assert_int_equal(it_cli_runf(&out, "create bogus1 --pool py -o bogus -n %s", ns), 2);
+    assert_non_null(strstr(buf_str(&out), "unknown output format \"bogus\" for this command "
+                                          "(json, yaml, name)"));
+    assert_int_equal(kube_get(client, &API_RES_SANDBOXCLAIMS, ns, "bogus1", NULL, &e), -ENOENT);
+    assert_int_equal(it_cli_runf(&out, "create bogus2 --template tmpl -o json -n %s", ns), 2);
+    assert_non_null(strstr(buf_str(&out), "takes no output format (-o json)"));
+    assert_int_equal(kube_get(client, &API_RES_SANDBOXES, ns, "bogus2", NULL, &e), -ENOENT);
     buf_done(&out);
 }
 
