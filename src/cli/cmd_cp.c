@@ -95,7 +95,8 @@ void cli_help_cp(FILE *out)
                  "       kubectl-sandbox cp NAME:PATH LOCAL\n\n"
                  "Copies a file or a directory tree to or from sandbox NAME. PATH is relative\n"
                  "to sandboxd's root (a leading / is allowed). A destination ending in / (remote)\n"
-                 "or an existing local directory receives the source under its own name.\n"
+                 "or an existing local directory receives the source under its own name\n"
+                 "(a source ending in . or .. gives it its contents, as cp -r does).\n"
                  "File modes are kept; symbolic links and empty directories are not copied to\n"
                  "the sandbox. Parent directories are created.\n"
                  "Exit codes: 0 copied, 1 local I/O error, 2 usage, 5 sandboxd failed (e.g. no\n"
@@ -665,6 +666,14 @@ static bool split_remote(const char *arg, char *name, size_t size, const char **
     return true;
 }
 
+/* Whether base (a base_name) names its directory itself: ".", ".." or "/". Copied
+ * into a directory it goes into that directory, not into one of that name (GNU cp -r:
+ * `cp -r d/.. dst` fills dst). */
+static bool names_dir_itself(const char *base)
+{
+    return !*base || !strcmp(base, "/") || !strcmp(base, ".") || !strcmp(base, "..");
+}
+
 static char *base_name(const char *path)
 {
     char *copy = xstrdup(path), *b;
@@ -682,7 +691,9 @@ static int upload(struct cp_ctx *c, const char *local, const char *remote)
     size_t n = strlen(remote);
     if (n == 0 || remote[n - 1] == '/') {
         char *b = base_name(local);
-        target = xasprintf("%s%s", remote, b);
+        while (names_dir_itself(b) && n > 0 && remote[n - 1] == '/')
+            n--; /* "d/" itself: no "d/.." nor "d//x" */
+        target = names_dir_itself(b) ? xstrndup(remote, n) : xasprintf("%s%s", remote, b);
         xfree(b);
     } else {
         target = xstrdup(remote);
@@ -698,8 +709,7 @@ static int download(struct cp_ctx *c, const char *remote, const char *local)
     char *target;
     if (stat(local, &st) == 0 && S_ISDIR(st.st_mode)) {
         char *b = base_name(remote);
-        bool root = !*remote || !strcmp(b, "/") || !strcmp(b, ".");
-        target = root ? xstrdup(local) : xasprintf("%s/%s", local, b);
+        target = !*remote || names_dir_itself(b) ? xstrdup(local) : xasprintf("%s/%s", local, b);
         xfree(b);
     } else {
         target = xstrdup(local);

@@ -264,6 +264,19 @@ static void test_cp_round_trip(void **state)
     (void)snprintf(p, sizeof(p), "%s/back/a/run.sh", work);
     assert_int_equal(stat(p, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0750);
+    /* a source named ".." goes into the destination directory itself, as GNU cp -r
+     * (before: into its parent) */
+    (void)snprintf(p, sizeof(p), "%s/dotdot", work);
+    assert_int_equal(mkdir(p, 0755), 0);
+    assert_int_equal(run_direct(&out,
+                                "cp x:up/src/a/.. %s/dotdot && diff -r %s/src %s/dotdot && "
+                                "echo SAME",
+                                work, work, work),
+                     0);
+    assert_string_equal(buf_str(&out), "SAME\n");
+    assert_int_equal(run_direct(&out, "cp %s/src/a/.. x:up2/", work), 0);
+    (void)snprintf(p, sizeof(p), "%s/up2/a/run.sh", root);
+    assert_int_equal(stat(p, &st), 0);
     /* a single file to a name, and into an existing local directory */
     assert_int_equal(run_direct(&out, "cp %s/src/hi.txt x:one.txt && cat %s/one.txt", work, root),
                      0);
