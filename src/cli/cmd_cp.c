@@ -97,8 +97,9 @@ void cli_help_cp(FILE *out)
                  "to sandboxd's root (a leading / is allowed). A destination ending in / (remote)\n"
                  "or an existing local directory receives the source under its own name\n"
                  "(a source ending in . or .. gives it its contents, as cp -r does).\n"
-                 "File modes are kept; symbolic links and empty directories are not copied to\n"
-                 "the sandbox. Parent directories are created.\n"
+                 "File modes are kept. A symbolic link named as the source is followed; inside\n"
+                 "a tree, symbolic links and empty directories are not copied to the sandbox.\n"
+                 "Parent directories are created.\n"
                  "Exit codes: 0 copied, 1 local I/O error, 2 usage, 5 sandboxd failed (e.g. no\n"
                  "such file in the sandbox).\n");
 }
@@ -214,15 +215,21 @@ static int put_file(struct cp_ctx *c, const char *local, const struct stat *st, 
 
 static int put_tree(struct cp_ctx *c, const char *local, const char *remote, int depth);
 
+/* Uploads local to remote. The source named on the command line (depth 0) is followed
+ * when it is a symlink, as cp follows its operands (`cp -rH`), and must be a file or a
+ * directory (else exit 1); inside a tree, symlinks and special files are skipped with a
+ * warning. */
 static int put_entry(struct cp_ctx *c, const char *local, const char *remote, int depth)
 {
     struct stat st;
-    if (lstat(local, &st) < 0)
+    if ((depth == 0 ? stat(local, &st) : lstat(local, &st)) < 0)
         return local_fail(c, "cannot stat", local);
     if (S_ISREG(st.st_mode))
         return put_file(c, local, &st, remote);
     if (S_ISDIR(st.st_mode))
         return put_tree(c, local, remote, depth + 1);
+    if (depth == 0)
+        return path_fail(c, local, "is not a regular file or directory");
     char *safe = out_safe_dup(local);
     fprintf(c->g->err, "warning: cp: skipping %s (not a regular file or directory)\n", safe);
     xfree(safe);

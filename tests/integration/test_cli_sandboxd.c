@@ -277,6 +277,21 @@ static void test_cp_round_trip(void **state)
     assert_int_equal(run_direct(&out, "cp %s/src/a/.. x:up2/", work), 0);
     (void)snprintf(p, sizeof(p), "%s/up2/a/run.sh", root);
     assert_int_equal(stat(p, &st), 0);
+    /* a symlink named as the source is followed, to a file or to a directory (before:
+     * nothing copied, exit 0); a special file named so is an error */
+    (void)snprintf(p, sizeof(p), "%s/hi.link", work);
+    assert_int_equal(symlink("src/hi.txt", p), 0);
+    (void)snprintf(p, sizeof(p), "%s/src.link", work);
+    assert_int_equal(symlink("src", p), 0);
+    assert_int_equal(run_direct(&out, "cp %s/hi.link x:viafile && cat %s/viafile", work, root), 0);
+    assert_string_equal(buf_str(&out), "hi\n");
+    assert_int_equal(run_direct(&out, "cp %s/src.link x:viadir/", work), 0);
+    (void)snprintf(p, sizeof(p), "%s/viadir/src.link/a/run.sh", root);
+    assert_int_equal(stat(p, &st), 0);
+    (void)snprintf(p, sizeof(p), "%s/fifo", work);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_equal(run_direct(&out, "cp %s/fifo x:fifo", work), 1);
+    assert_non_null(strstr(buf_str(&out), "is not a regular file or directory"));
     /* a single file to a name, and into an existing local directory */
     assert_int_equal(run_direct(&out, "cp %s/src/hi.txt x:one.txt && cat %s/one.txt", work, root),
                      0);
