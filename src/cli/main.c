@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kubectl-sandbox entry point: global options, then dispatch to a subcommand. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +53,11 @@ int main(int argc, char **argv)
 {
     struct cli_globals g = {.output = "", .out = stdout, .err = stderr};
     char **rest = NULL;
+    /* a reader of the output that went away (| head) is an EPIPE each command ends on
+     * quietly (cli_output_done, the streams' write errors), not a death by SIGPIPE (141) */
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigemptyset(&ign.sa_mask);
+    (void)sigaction(SIGPIPE, &ign, NULL);
     log_set_component("kubectl-sandbox");
     log_set_level(LOG_WARN);
     int n = cli_split_globals(&g, argc, argv, &rest);

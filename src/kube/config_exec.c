@@ -122,9 +122,19 @@ static int spawn_plugin(const struct kube_exec_cfg *x, char **envp, struct child
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, po[1], 1);
     posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+    /* SIGPIPE back to its default: a caller that ignores it (kubectl-sandbox) must not
+     * hand that on to the plugin */
+    posix_spawnattr_t at;
+    sigset_t def;
+    posix_spawnattr_init(&at);
+    sigemptyset(&def);
+    sigaddset(&def, SIGPIPE);
+    posix_spawnattr_setsigdefault(&at, &def);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
     pid_t pid;
-    int e = strchr(x->command, '/') ? posix_spawn(&pid, x->command, &fa, NULL, x->argv, envp)
-                                    : posix_spawnp(&pid, x->command, &fa, NULL, x->argv, envp);
+    int e = strchr(x->command, '/') ? posix_spawn(&pid, x->command, &fa, &at, x->argv, envp)
+                                    : posix_spawnp(&pid, x->command, &fa, &at, x->argv, envp);
+    posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     (void)close(po[1]);
     (void)close(pe[1]);

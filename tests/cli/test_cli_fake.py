@@ -308,5 +308,56 @@ class ExecInterrupt(Base):
         self.assertLess(time.monotonic() - t0, 15)
 
 
+def endless(make: Callable[[int], dict[str, object]]) -> Route:
+    """A stream of events make(i), one every 5 ms, for up to 20 s."""
+
+    def run(h: Handler, body: bytes) -> None:
+        h.start_stream()
+        try:
+            for i in range(4000):
+                h.event(make(i))
+                time.sleep(0.005)
+            h.end_stream()
+        except OSError:
+            pass
+
+    return run
+
+
+class ReaderGone(Base):
+    """A reader of the output that goes away (| head): exit 0, not death by SIGPIPE."""
+
+    def check(self, route: str, make: Callable[[int], dict[str, object]], *args: str) -> None:
+        srv = self.fake({route: endless(make)})
+        p = subprocess.Popen(
+            [CLI, "--sandboxd-url", srv.url, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(p.kill)
+        assert p.stdout is not None
+        self.assertTrue(p.stdout.readline())
+        p.stdout.close()  # head -1 is done
+        err = p.stderr.read() if p.stderr else b""
+        p.wait(timeout=30)
+        self.assertEqual(p.returncode, 0, err.decode(errors="replace"))  # before: -13
+        self.assertEqual(err, b"")
+
+    def test_watch(self) -> None:
+        self.check(
+            "GET /v1/watch/d",
+            lambda i: {"type": "created", "path": f"d/f{i}", "is_dir": False},
+            "watch", "x", "d", "-o", "json",
+        )
+
+    def test_logs_process(self) -> None:
+        self.check(
+            "GET /v1/processes/1/output",
+            lambda i: {"type": "stdout", "data": "bGluZQo=", "offset": 5 * i},
+            "logs", "x", "--process", "1",
+        )
+
+
 if __name__ == "__main__":
     unittest.main()
