@@ -34,7 +34,8 @@ void cli_help_kill(FILE *out)
                  "  --rm               wait for the exit, then forget the background process\n"
                  "                     and its buffered output\n"
                  "Signalling a background process that already exited is not an error.\n"
-                 "Exit codes: 0 ok, 1 no such process, 2 usage, 5 sandboxd failed.\n");
+                 "Exit codes: 0 ok, 1 no such process (sandboxd's 404), 2 usage, 5 sandboxd\n"
+                 "failed or could not be reached (its pod gone).\n");
 }
 
 /* ---- shared ------------------------------------------------------------------------- */
@@ -56,8 +57,17 @@ void cli_proc_state(const json_t *p, char *out, size_t size)
         (void)snprintf(out, size, "exited");
 }
 
+/* Whether a refusal is sandboxd's own 404 (its {"code":"NOT_FOUND"} body): no such
+ * process. The API server's pod proxy answers 404 too when the pod is gone ("pods \"x\"
+ * not found"): sandboxd was not reached. */
+static bool no_such_process(long status, const char *body, size_t len)
+{
+    return status == 404 && cli_sbd_error_is(body, len, "NOT_FOUND");
+}
+
 /* One buffered request; prints sandboxd's refusal. Returns CLI_OK with *ret_status and
- * the body in resp, CLI_ERR for a 404, or CLI_SBD. */
+ * the body in resp, CLI_ERR for sandboxd's own 404 (no such process), or CLI_SBD (a
+ * proxy's 404 too: the pod is gone, sandboxd cannot be reached). */
 static int call(const struct cli_globals *g, struct cli_sbd *s, const char *method,
                 const char *path, const char *body, struct buf *resp, long *ret_status)
 {
@@ -74,7 +84,7 @@ static int call(const struct cli_globals *g, struct cli_sbd *s, const char *meth
         return CLI_OK;
     cli_sbd_error_text(status, resp->data, resp->len, text, sizeof(text));
     fprintf(g->err, "error: %s: %s %s: %s\n", s->what, method, path, text);
-    return status == 404 ? CLI_ERR : CLI_SBD;
+    return no_such_process(status, resp->data, resp->len) ? CLI_ERR : CLI_SBD;
 }
 
 static int parse_id(const struct cli_globals *g, const char *s, uint64_t *ret)
@@ -330,7 +340,8 @@ static int out_finish(struct out_stream *x, struct cli_sbd *s, CURLcode cc, cons
     if (x->st.status && x->st.status != 200) {
         cli_sbd_error_text(x->st.status, x->st.errbody.data, x->st.errbody.len, text, sizeof(text));
         fprintf(x->g->err, "error: %s: %s\n", s->what, text);
-        return x->st.status == 404 ? CLI_ERR : CLI_SBD;
+        return no_such_process(x->st.status, x->st.errbody.data, x->st.errbody.len) ? CLI_ERR
+                                                                                    : CLI_SBD;
     }
     if (x->write_err == -EPIPE)
         return CLI_OK; /* the reader went away (| head) */

@@ -359,5 +359,45 @@ class ReaderGone(Base):
         )
 
 
+def answer(status: int, body: bytes) -> Route:
+    def run(h: Handler, b: bytes) -> None:
+        h.answer(status, body)
+
+    return run
+
+
+POD_GONE = json.dumps(
+    {"kind": "Status", "status": "Failure", "message": 'pods "s1" not found',
+     "reason": "NotFound", "code": 404}
+).encode()
+
+
+class NotFound(Base):
+    """Only sandboxd's own 404 is "no such process" (1); the pod proxy's 404 (the pod is
+    gone) means sandboxd was not reached (5)."""
+
+    def test_ps_pod_gone(self) -> None:
+        srv = self.fake({"GET /v1/processes": answer(404, POD_GONE)})
+        r = self.cli(srv, "ps", "x")
+        self.assertEqual(r.returncode, 5, r.stderr.decode(errors="replace"))  # before: 1
+
+    def test_kill_pod_gone(self) -> None:
+        srv = self.fake({"POST /v1/processes/1/signal": answer(404, POD_GONE)})
+        r = self.cli(srv, "kill", "x", "1")
+        self.assertEqual(r.returncode, 5, r.stderr.decode(errors="replace"))  # before: 1
+
+    def test_logs_pod_gone(self) -> None:
+        srv = self.fake({"GET /v1/processes/1/output": answer(404, POD_GONE)})
+        r = self.cli(srv, "logs", "x", "--process", "1")
+        self.assertEqual(r.returncode, 5, r.stderr.decode(errors="replace"))  # before: 1
+
+    def test_kill_no_such_process(self) -> None:
+        srv = self.fake({})  # sandboxd's own 404 for everything
+        r = self.cli(srv, "kill", "x", "1")
+        self.assertEqual(r.returncode, 1, r.stderr.decode(errors="replace"))
+        r = self.cli(srv, "logs", "x", "--process", "1")
+        self.assertEqual(r.returncode, 1, r.stderr.decode(errors="replace"))
+
+
 if __name__ == "__main__":
     unittest.main()
