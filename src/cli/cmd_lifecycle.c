@@ -23,7 +23,8 @@ void cli_help_suspend(FILE *out)
     fprintf(out, "Usage: kubectl-sandbox suspend NAME... [--wait] [--timeout 5m] [-n NS]\n\n"
                  "Sets spec.operatingMode=Suspended: the controller deletes the pod and keeps\n"
                  "its volumes and service. --wait waits for the Suspended condition.\n"
-                 "Exit codes: 0 done, 1 failed, 4 timed out waiting.\n");
+                 "Every NAME is tried, also after one that failed.\n"
+                 "Exit codes: 0 done, 1 failed, 4 timed out waiting (the first failure's).\n");
 }
 
 void cli_help_resume(FILE *out)
@@ -31,7 +32,8 @@ void cli_help_resume(FILE *out)
     fprintf(out, "Usage: kubectl-sandbox resume NAME... [--wait] [--timeout 5m] [-n NS]\n\n"
                  "Sets spec.operatingMode=Running: the controller recreates the pod with the\n"
                  "same name and volumes. --wait waits until the sandbox is Ready again.\n"
-                 "Exit codes: 0 done, 1 failed, 4 timed out waiting.\n");
+                 "Every NAME is tried, also after one that failed.\n"
+                 "Exit codes: 0 done, 1 failed, 4 timed out waiting (the first failure's).\n");
 }
 
 void cli_help_delete(FILE *out)
@@ -149,6 +151,8 @@ static int set_mode(struct cli_globals *g, struct kube_client *c, const char *na
                   : wait_fail(g, r, name, susp ? SB_COND_SUSPENDED : SB_COND_READY, why, &e);
 }
 
+/* Sets mode on every NAME, also past one that fails (as delete does); returns the first
+ * failure's exit code. */
 static int run_mode(struct cli_globals *g, int argc, char **argv, const char *mode)
 {
     struct life_opts o = {0};
@@ -157,10 +161,13 @@ static int run_mode(struct cli_globals *g, int argc, char **argv, const char *mo
     struct kube_client *c = NULL;
     if (rc == CLI_OK)
         rc = cli_client(g, &c);
-    for (int i = pos; rc == CLI_OK && i < argc; i++)
+    int worst = rc;
+    for (int i = pos; rc != CLI_USAGE && rc != CLI_NO_CONFIG && i < argc; i++) {
         rc = set_mode(g, c, argv[i], mode, &o);
+        worst = worst == CLI_OK ? rc : worst;
+    }
     kube_client_free(c);
-    return rc;
+    return worst;
 }
 
 int cli_cmd_suspend(struct cli_globals *g, int argc, char **argv)

@@ -470,6 +470,10 @@ static void test_suspend_resume(void **state)
     assert_non_null(strstr(buf_str(&out), "sandbox.agents.x-k8s.io/alpha resumed"));
     assert_int_equal(it_cli_runf(&out, "resume missing -n %s", ns), 1);
     assert_non_null(strstr(buf_str(&out), "sandbox \"missing\""));
+    /* every NAME is tried, also after one that failed; the exit code is the failure's */
+    assert_int_equal(it_cli_runf(&out, "resume missing alpha -n %s", ns), 1);
+    assert_non_null(strstr(buf_str(&out), "sandbox \"missing\""));
+    assert_non_null(strstr(buf_str(&out), "sandbox.agents.x-k8s.io/alpha resumed"));
     buf_done(&out);
 }
 
