@@ -144,10 +144,23 @@ static void emit(struct wstream *s, json_t *j)
         flush(s);
 }
 
+/* The event {"type":type,"path":path,"is_dir":is_dir} (new). */
+static json_t *event_simple(const char *type, const char *path, bool is_dir)
+{
+    return json_pack("{s:s, s:o, s:b}", "type", type, "path", sbd_json_name(path), "is_dir",
+                     is_dir);
+}
+
+/* The event of a rename inside the tree (new). */
+static json_t *event_move(const char *from, const char *to, bool is_dir)
+{
+    return json_pack("{s:s, s:o, s:o, s:o, s:b}", "type", "move", "path", sbd_json_name(to), "from",
+                     sbd_json_name(from), "to", sbd_json_name(to), "is_dir", is_dir);
+}
+
 static void emit_simple(struct wstream *s, const char *type, const char *path, bool is_dir)
 {
-    emit(s,
-         json_pack("{s:s, s:o, s:b}", "type", type, "path", sbd_json_name(path), "is_dir", is_dir));
+    emit(s, event_simple(type, path, is_dir));
 }
 
 static void on_drain(struct http_req *req, void *ctx)
@@ -326,13 +339,13 @@ static size_t scan_dir(struct wstream *s, int pfd, struct found **ret)
 }
 
 /* Watches the directory name in pfd (borrowed), known as sub, and (recursive) the
- * directories below it. self (may be NULL): the type of the event reporting sub itself.
+ * directories below it. self (taken, may be NULL): the event reporting sub itself.
  * announce: report the entries found as "create" events (a directory that appeared while
  * it was not watched yet). The watch is added and the directory read before self is
  * emitted, so what a client does after seeing that event is reported once, by inotify.
  * (Nothing lets a directory go while this runs: its held descriptor stays valid.) */
 static void add_tree(struct wstream *s, int pfd, const char *name, const char *sub, unsigned depth,
-                     const char *self, bool announce)
+                     json_t *self, bool announce)
 {
     int fd = open_child(pfd, name), held = -1;
     int r = fd < 0 ? fd : add_watch_fd(s, fd, sub, &held);
@@ -343,11 +356,12 @@ static void add_tree(struct wstream *s, int pfd, const char *name, const char *s
     if (r == 0 && s->recursive)
         n = scan_dir(s, held, &v);
     if (self)
-        emit_simple(s, self, sub, true);
+        emit(s, self);
     for (size_t i = 0; i < n; i++) {
         char *child = join(sub, v[i].name);
         if (v[i].dir && depth < LIMIT_SBD_WATCH_DEPTH && !s->closing)
-            add_tree(s, held, v[i].name, child, depth + 1, announce ? "create" : NULL, announce);
+            add_tree(s, held, v[i].name, child, depth + 1,
+                     announce ? event_simple("create", child, true) : NULL, announce);
         else if (announce && !s->closing)
             emit_simple(s, "create", child, v[i].dir);
         xfree(child);
@@ -356,13 +370,19 @@ static void add_tree(struct wstream *s, int pfd, const char *name, const char *s
     xfree(v);
 }
 
+/* Is sub the directory top or below it? */
+static bool in_subtree(const char *sub, const char *top, size_t n)
+{
+    return strncmp(sub, top, n) == 0 && (sub[n] == '\0' || sub[n] == '/');
+}
+
 /* A directory moved from "from" to "to" inside the tree: renames its watches. */
 static void rename_subtree(struct wstream *s, const char *from, const char *to)
 {
     size_t n = strlen(from);
     for (size_t i = 0; i < s->ndirs; i++) {
         char *sub = s->dirs[i].sub;
-        if (strncmp(sub, from, n) != 0 || (sub[n] != '\0' && sub[n] != '/'))
+        if (!in_subtree(sub, from, n))
             continue;
         s->dirs[i].sub = xasprintf("%s%s", to, sub + n);
         xfree(sub);
@@ -374,8 +394,7 @@ static void drop_subtree(struct wstream *s, const char *from)
 {
     size_t n = strlen(from);
     for (size_t i = s->ndirs; i-- > 0;) {
-        const char *sub = s->dirs[i].sub;
-        if (strncmp(sub, from, n) != 0 || (sub[n] != '\0' && sub[n] != '/'))
+        if (!in_subtree(s->dirs[i].sub, from, n))
             continue;
         (void)inotify_rm_watch(s->ifd, s->dirs[i].wd);
         forget_wd(s, s->dirs[i].wd);
@@ -391,18 +410,17 @@ static unsigned depth_of(const char *sub)
     return n;
 }
 
-/* A directory that appeared (created, or moved in) as name in the watched directory pfd
- * (its held descriptor), at sub, reported as type: watched with what is below it, unless
- * it is deeper than a recursive watch goes (the first scan's bound,
- * LIMIT_SBD_WATCH_DEPTH): then only reported. */
-static void add_new_dir(struct wstream *s, int pfd, const char *name, const char *sub,
-                        const char *type)
+/* A directory that appeared (created, moved in, or renamed before it was watched) as name
+ * in the watched directory pfd (its held descriptor), at sub, reported by the event self
+ * (taken): watched with what is below it, unless it is deeper than a recursive watch goes
+ * (the first scan's bound, LIMIT_SBD_WATCH_DEPTH): then only reported. */
+static void add_new_dir(struct wstream *s, int pfd, const char *name, const char *sub, json_t *self)
 {
     unsigned depth = depth_of(sub);
     if (depth > LIMIT_SBD_WATCH_DEPTH)
-        emit_simple(s, type, sub, true);
+        emit(s, self);
     else
-        add_tree(s, pfd, name, sub, depth, type, true);
+        add_tree(s, pfd, name, sub, depth, self, true);
 }
 
 /* Was the watched directory deleted? */
@@ -472,19 +490,35 @@ static void flush_from(struct wstream *s)
     s->from = NULL;
 }
 
-/* An IN_MOVED_TO of path in the watched directory of ev->wd. */
-static void on_moved_to(struct wstream *s, const struct inotify_event *ev, const char *path,
-                        bool is_dir)
+/* The held IN_MOVED_FROM's path was renamed to path, name in the watched directory pfd
+ * (its held descriptor). A directory's watches are renamed; one that was not watched (its
+ * IN_CREATE was read after the rename: it was gone from its first name) is watched now,
+ * reported after the move event as a moved-in one is. */
+static void on_pair(struct wstream *s, int pfd, const char *name, const char *path, bool is_dir)
+{
+    char *from = s->from;
+    s->from = NULL;
+    s->has_from = false;
+    json_t *j = event_move(from, path, is_dir);
+    bool watched = false;
+    if (is_dir && s->recursive) {
+        for (size_t i = 0; i < s->ndirs && !watched; i++)
+            watched = strcmp(s->dirs[i].sub, from) == 0;
+        rename_subtree(s, from, path);
+    }
+    if (is_dir && s->recursive && !watched)
+        add_new_dir(s, pfd, name, path, j);
+    else
+        emit(s, j);
+    xfree(from);
+}
+
+/* An IN_MOVED_TO of path in the watched directory of ev->wd (its held descriptor pfd). */
+static void on_moved_to(struct wstream *s, const struct inotify_event *ev, int pfd,
+                        const char *path, bool is_dir)
 {
     if (s->has_from && s->from_cookie == ev->cookie) {
-        s->has_from = false;
-        emit(s, json_pack("{s:s, s:o, s:o, s:o, s:b}", "type", "move", "path", sbd_json_name(path),
-                          "from", sbd_json_name(s->from), "to", sbd_json_name(path), "is_dir",
-                          is_dir));
-        if (is_dir && s->recursive)
-            rename_subtree(s, s->from, path);
-        xfree(s->from);
-        s->from = NULL;
+        on_pair(s, pfd, ev->name, path, is_dir);
         return;
     }
     flush_from(s);
@@ -494,7 +528,7 @@ static void on_moved_to(struct wstream *s, const struct inotify_event *ev, const
     if (!w)
         return;
     if (is_dir && s->recursive)
-        add_new_dir(s, w->fd, ev->name, path, "move_to");
+        add_new_dir(s, w->fd, ev->name, path, event_simple("move_to", path, true));
     else
         emit_simple(s, "move_to", path, is_dir);
 }
@@ -533,7 +567,7 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
     int pfd = w->fd; /* w may move as directories are added */
     if (ev->mask & IN_CREATE) {
         if (is_dir && s->recursive)
-            add_new_dir(s, pfd, ev->name, path, "create");
+            add_new_dir(s, pfd, ev->name, path, event_simple("create", path, true));
         else
             emit_simple(s, "create", path, is_dir);
     } else if (ev->mask & IN_MODIFY) {
@@ -549,7 +583,7 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
         s->from = path;
         path = NULL;
     } else if (ev->mask & IN_MOVED_TO) {
-        on_moved_to(s, ev, path, is_dir);
+        on_moved_to(s, ev, pfd, path, is_dir);
     }
     xfree(path);
 }

@@ -766,6 +766,51 @@ class FsopsTest(unittest.TestCase):
         finally:
             w.close()
 
+    def test_watch_directory_renamed_before_its_create_is_read(self):
+        # mkdir tmp; fill it; mv tmp final (npm, pip, git): when the IN_CREATE of tmp is
+        # read after the rename, tmp is not there to watch; the rename then watches final
+        # (its entries reported after the move, as a moved-in directory's are). Before,
+        # final was never watched and everything in it was lost.
+        top = os.path.join(self.d.root, "wtmp")
+        os.makedirs(top)
+        w = Watch(self.d, "wtmp", recursive="true")
+        w.sock.settimeout(5)  # (less than the heartbeat's 15 s: a missing event fails)
+
+        def until(last):
+            got = []
+            while not got or got[-1] != ("create", last):
+                e = w.next()
+                self.assertIsNotNone(e, f"the stream ended after {got}")
+                got.append((e["type"], e["path"]))
+            return got
+
+        try:
+            os.kill(self.d.p.pid, signal.SIGSTOP)  # the events are read after the rename
+            try:
+                os.makedirs(os.path.join(top, "tmp/inner"))
+                open(os.path.join(top, "tmp/early"), "w").close()
+                os.rename(os.path.join(top, "tmp"), os.path.join(top, "final"))
+            finally:
+                os.kill(self.d.p.pid, signal.SIGCONT)
+            got = [(e["type"], e["path"]) for e in (w.next() for _ in range(4))]
+            self.assertEqual(got[:2], [("create", "tmp"), ("move", "final")])
+            self.assertEqual(sorted(got[2:]), [("create", "final/early"), ("create", "final/inner")])
+            for f in ("final/late", "final/inner/late", "sentinel"):
+                open(os.path.join(top, f), "w").close()
+            self.assertEqual(until("sentinel"), [("create", "final/late"),
+                                                 ("create", "final/inner/late"),
+                                                 ("create", "sentinel")])
+            # and without stopping sandboxd, racing its reads
+            for i in range(100):
+                os.mkdir(os.path.join(top, f"t{i}"))
+                os.rename(os.path.join(top, f"t{i}"), os.path.join(top, f"d{i}"))
+                open(os.path.join(top, f"d{i}/x"), "w").close()
+            open(os.path.join(top, "sentinel2"), "w").close()
+            got = set(until("sentinel2"))
+            self.assertEqual([i for i in range(100) if ("create", f"d{i}/x") not in got], [])
+        finally:
+            w.close()
+
     def test_watch_event_in_a_directory_moved_out(self):
         # Subdirectories moved out of the tree while sandboxd is stopped, each followed by
         # an event in itself (a directory made in it, one moved into it): each held
