@@ -389,6 +389,46 @@ static void rename_subtree(struct wstream *s, const char *from, const char *to)
     }
 }
 
+/* Swaps the names of the directories a and b and of those below them (RENAME_EXCHANGE). */
+static void swap_subtrees(struct wstream *s, const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    for (size_t i = 0; i < s->ndirs; i++) {
+        char *sub = s->dirs[i].sub;
+        if (in_subtree(sub, a, na))
+            s->dirs[i].sub = xasprintf("%s%s", b, sub + na);
+        else if (in_subtree(sub, b, nb))
+            s->dirs[i].sub = xasprintf("%s%s", a, sub + nb);
+        else
+            continue;
+        xfree(sub);
+    }
+}
+
+/* The watched directory known as sub, or NULL. */
+static struct wdir *find_sub(struct wstream *s, const char *sub)
+{
+    for (size_t i = 0; i < s->ndirs; i++)
+        if (strcmp(s->dirs[i].sub, sub) == 0)
+            return &s->dirs[i];
+    return NULL;
+}
+
+/* Is the directory of w the one now at name in the directory pfd (borrowed)? */
+static bool is_at(const struct wdir *w, int pfd, const char *name)
+{
+    struct stat a, b;
+    return fstat(w->fd, &a) == 0 && fstatat(pfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Was the directory of w deleted (removed, or replaced by a rename onto its name)? */
+static bool dir_deleted(const struct wdir *w)
+{
+    struct stat st;
+    return fstat(w->fd, &st) < 0 || st.st_nlink == 0;
+}
+
 /* A directory left the tree: drops its watches. */
 static void drop_subtree(struct wstream *s, const char *from)
 {
@@ -490,23 +530,41 @@ static void flush_from(struct wstream *s)
     s->from = NULL;
 }
 
+/* A directory moved from "from" to "to" (name in the watched directory pfd, borrowed)
+ * inside the tree: renames its watches. A watched directory at "to" is told apart by
+ * what it is, not by its name: deleted, it is the empty one the rename replaced (no
+ * IN_DELETE says so: let go); still there, the rename was a RENAME_EXCHANGE (the two
+ * swap names, and the second pair of events, which reports the other half, finds the
+ * directory at its name already). Returns whether the moved directory was not watched
+ * (its IN_CREATE was read after the rename, when it was gone from its first name). */
+static bool move_subtree(struct wstream *s, int pfd, const char *name, const char *from,
+                         const char *to)
+{
+    struct wdir *dst = find_sub(s, to);
+    if (dst && is_at(dst, pfd, name))
+        return false; /* the second half of an exchange */
+    bool watched = find_sub(s, from) != NULL;
+    if (dst && dir_deleted(dst)) {
+        drop_subtree(s, to);
+        dst = NULL;
+    }
+    if (dst)
+        swap_subtrees(s, from, to);
+    else
+        rename_subtree(s, from, to);
+    return !watched;
+}
+
 /* The held IN_MOVED_FROM's path was renamed to path, name in the watched directory pfd
- * (its held descriptor). A directory's watches are renamed; one that was not watched (its
- * IN_CREATE was read after the rename: it was gone from its first name) is watched now,
- * reported after the move event as a moved-in one is. */
+ * (its held descriptor). A directory's watches are renamed (move_subtree); one that was
+ * not watched is watched now, reported after the move event as a moved-in one is. */
 static void on_pair(struct wstream *s, int pfd, const char *name, const char *path, bool is_dir)
 {
     char *from = s->from;
     s->from = NULL;
     s->has_from = false;
     json_t *j = event_move(from, path, is_dir);
-    bool watched = false;
-    if (is_dir && s->recursive) {
-        for (size_t i = 0; i < s->ndirs && !watched; i++)
-            watched = strcmp(s->dirs[i].sub, from) == 0;
-        rename_subtree(s, from, path);
-    }
-    if (is_dir && s->recursive && !watched)
+    if (is_dir && s->recursive && move_subtree(s, pfd, name, from, path))
         add_new_dir(s, pfd, name, path, j);
     else
         emit(s, j);

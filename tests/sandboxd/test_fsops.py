@@ -7,6 +7,7 @@ and watch streams, and path escapes through each of them (standard library only)
   SANDBOXD_BIN=build/sandboxd/sandboxd python3 -m unittest tests/sandboxd/test_fsops.py
 """
 import base64
+import ctypes
 import http.client
 import json
 import os
@@ -775,15 +776,6 @@ class FsopsTest(unittest.TestCase):
         os.makedirs(top)
         w = Watch(self.d, "wtmp", recursive="true")
         w.sock.settimeout(5)  # (less than the heartbeat's 15 s: a missing event fails)
-
-        def until(last):
-            got = []
-            while not got or got[-1] != ("create", last):
-                e = w.next()
-                self.assertIsNotNone(e, f"the stream ended after {got}")
-                got.append((e["type"], e["path"]))
-            return got
-
         try:
             os.kill(self.d.p.pid, signal.SIGSTOP)  # the events are read after the rename
             try:
@@ -797,17 +789,67 @@ class FsopsTest(unittest.TestCase):
             self.assertEqual(sorted(got[2:]), [("create", "final/early"), ("create", "final/inner")])
             for f in ("final/late", "final/inner/late", "sentinel"):
                 open(os.path.join(top, f), "w").close()
-            self.assertEqual(until("sentinel"), [("create", "final/late"),
-                                                 ("create", "final/inner/late"),
-                                                 ("create", "sentinel")])
+            self.assertEqual(self.watch_until(w, "sentinel"),
+                             [("create", "final/late"), ("create", "final/inner/late"), ("create", "sentinel")])
             # and without stopping sandboxd, racing its reads
             for i in range(100):
                 os.mkdir(os.path.join(top, f"t{i}"))
                 os.rename(os.path.join(top, f"t{i}"), os.path.join(top, f"d{i}"))
                 open(os.path.join(top, f"d{i}/x"), "w").close()
             open(os.path.join(top, "sentinel2"), "w").close()
-            got = set(until("sentinel2"))
+            got = set(self.watch_until(w, "sentinel2"))
             self.assertEqual([i for i in range(100) if ("create", f"d{i}/x") not in got], [])
+        finally:
+            w.close()
+
+    def watch_until(self, w, last):
+        """The (type, path) of w's events up to ("create", last)."""
+        got = []
+        while not got or got[-1] != ("create", last):
+            e = w.next()
+            self.assertIsNotNone(e, f"the stream ended after {got}")
+            got.append((e["type"], e["path"]))
+        return got
+
+    def test_watch_rename_onto_a_directory(self):
+        # A directory renamed onto an empty one replaces it: no IN_DELETE says so, and the
+        # watch (and descriptor) of the replaced one is let go at the rename. Before, each
+        # such rename left one behind (and the two were both known as "target").
+        top = os.path.join(self.d.root, "wrepl")
+        os.makedirs(os.path.join(top, "target"))
+        w = Watch(self.d, "wrepl", recursive="true")
+        w.sock.settimeout(5)
+        fds = lambda: len(os.listdir(f"/proc/{self.d.p.pid}/fd"))  # noqa: E731
+        try:
+            before = fds()
+            for i in range(50):
+                os.mkdir(os.path.join(top, "tmp"))
+                os.rename(os.path.join(top, "tmp"), os.path.join(top, "target"))
+            open(os.path.join(top, "target/x"), "w").close()
+            open(os.path.join(top, "sentinel"), "w").close()
+            self.assertIn(("create", "target/x"), self.watch_until(w, "sentinel"))
+            self.assertLess(fds() - before, 5)
+        finally:
+            w.close()
+
+    def test_watch_rename_exchange(self):
+        # renameat2(RENAME_EXCHANGE) of two watched directories: they swap names, and
+        # events in each carry its new name. Before, b's events came as a's and a's as b's.
+        top = os.path.join(self.d.root, "wxchg")
+        os.makedirs(os.path.join(top, "a/suba"))
+        os.makedirs(os.path.join(top, "b/subb"))
+        w = Watch(self.d, "wxchg", recursive="true")
+        w.sock.settimeout(5)
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            a, b = (os.path.join(top, n).encode() for n in ("a", "b"))
+            if libc.renameat2(-100, a, -100, b, 2) != 0:  # AT_FDCWD, RENAME_EXCHANGE
+                self.skipTest(f"renameat2: {os.strerror(ctypes.get_errno())}")
+            for f in ("b/x", "b/suba/y", "a/z", "a/subb/t", "sentinel"):
+                open(os.path.join(top, f), "w").close()
+            self.assertEqual(self.watch_until(w, "sentinel"),
+                             [("move", "b"), ("move", "a"), ("create", "b/x"), ("create", "b/suba/y"),
+                              ("create", "a/z"), ("create", "a/subb/t"), ("create", "sentinel")])
         finally:
             w.close()
 
