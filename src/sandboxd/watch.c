@@ -42,12 +42,14 @@
 
 #include <linux/openat2.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/map.h"
 #include "common/xalloc.h"
 #include "sandboxd/activity.h"
 #include "sandboxd/fsops.h"
@@ -60,7 +62,8 @@
 #define WATCH_HEARTBEAT_TICKS 30  /* a quiet stream: "\n" every 15 s */
 #define WATCH_PAIR_MS         50  /* how long a held IN_MOVED_FROM waits for its IN_MOVED_TO */
 #define WATCH_READ_SIZE       (64 * 1024)
-#define WATCH_READ_ROUNDS     16 /* reads per poll callback */
+#define WATCH_READ_ROUNDS     16    /* reads per poll callback */
+#define WATCH_ANNOUNCED_MAX   65536 /* names of scanned entries kept against repeats */
 
 #define WATCH_MASK                                                                      \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
@@ -97,6 +100,12 @@ struct wstream {
     size_t queue_max;
     uint64_t lost;
     bool lost_unknown; /* the kernel dropped events (IN_Q_OVERFLOW): the marker says null */
+    /* entries the scan of a new directory reported, "wd/name" (values not owned): their
+     * IN_CREATE (queued before the scan's end) is not reported again (take_announced) */
+    struct map *announced;
+    uint64_t read_pos;      /* bytes of inotify events handled, the current one included */
+    size_t buf_left;        /* bytes of the current read after the current event */
+    uint64_t announced_end; /* read_pos past which no such IN_CREATE can be: forgotten */
     /* an IN_MOVED_FROM waiting for its IN_MOVED_TO */
     bool has_from, from_dir;
     uint32_t from_cookie;
@@ -203,11 +212,11 @@ static char *join(const char *sub, const char *name)
 }
 
 /* Adds an inotify watch on the directory fd (O_PATH, taken: held while the directory is
- * watched) known as sub (one watched already: marked seen, under that name). *ret_fd
- * (may be NULL) gets the descriptor held for it (borrowed: valid until the directory is
- * let go). Returns 0 or a negative errno (-ENOSPC past LIMIT_SBD_WATCHES or the
- * descriptor budget). */
-static int add_watch_fd(struct wstream *s, int fd, const char *sub, int *ret_fd)
+ * watched) known as sub (one watched already: marked seen, under that name, and *ret_known
+ * set if not NULL). *ret_fd (may be NULL) gets the descriptor held for it (borrowed: valid
+ * until the directory is let go). Returns the watch descriptor or a negative errno
+ * (-ENOSPC past LIMIT_SBD_WATCHES or the descriptor budget). */
+static int add_watch_fd(struct wstream *s, int fd, const char *sub, int *ret_fd, bool *ret_known)
 {
     char proc[64];
     (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
@@ -223,6 +232,8 @@ static int add_watch_fd(struct wstream *s, int fd, const char *sub, int *ret_fd)
         (void)close(fd);
     if (r < 0)
         return r;
+    if (ret_known)
+        *ret_known = old != NULL;
     if (old) { /* the same directory again (a rescan, or a rename: keep the new name) */
         xfree(old->sub);
         old->sub = xstrdup(sub);
@@ -238,7 +249,7 @@ static int add_watch_fd(struct wstream *s, int fd, const char *sub, int *ret_fd)
     }
     if (ret_fd)
         *ret_fd = old->fd;
-    return 0;
+    return wd;
 }
 
 /* Opens the directory name in the directory pfd (borrowed) as an O_PATH descriptor, a
@@ -338,30 +349,90 @@ static size_t scan_dir(struct wstream *s, int pfd, struct found **ret)
     return n;
 }
 
+/* ---- entries a scan reported ------------------------------------------------------ */
+
+/* A new directory is watched, then read: an entry made in between is found by the scan
+ * and has its IN_CREATE queued as well. The names the scan reported are kept until the
+ * events queued by its end are read, and such an IN_CREATE is not reported again
+ * (bounded: past WATCH_ANNOUNCED_MAX names, a repeat is possible). */
+
+/* The key of name in the watched directory wd (new). */
+static char *announced_key(int wd, const char *name)
+{
+    return xasprintf("%d/%s", wd, name);
+}
+
+static void note_announced(struct wstream *s, int wd, const char *name)
+{
+    if (map_len(s->announced) >= WATCH_ANNOUNCED_MAX)
+        return;
+    char *k = announced_key(wd, name);
+    (void)map_put(s->announced, k, s, NULL); /* (any non-NULL value) */
+    xfree(k);
+}
+
+/* A scan ended: its names are kept until the events queued now are read. */
+static void announced_until_queued(struct wstream *s)
+{
+    int queued = 0;
+    if (ioctl(s->ifd, FIONREAD, &queued) < 0 || queued < 0)
+        queued = 0;
+    uint64_t end = s->read_pos + s->buf_left + (uint64_t)queued;
+    if (end > s->announced_end)
+        s->announced_end = end;
+}
+
+/* Was name in the watched directory wd reported by a scan? Forgets it. */
+static bool take_announced(struct wstream *s, int wd, const char *name)
+{
+    if (!map_len(s->announced))
+        return false;
+    char *k = announced_key(wd, name);
+    bool was = map_remove(s->announced, k) != NULL;
+    xfree(k);
+    return was;
+}
+
+/* ---- adding directories -------------------------------------------------------------- */
+
+#define TREE_ANNOUNCE 1u /* report the entries found as "create" events */
+#define TREE_NEW      2u /* self says the directory was made: dropped when watched already */
+
 /* Watches the directory name in pfd (borrowed), known as sub, and (recursive) the
  * directories below it. self (taken, may be NULL): the event reporting sub itself.
- * announce: report the entries found as "create" events (a directory that appeared while
- * it was not watched yet). The watch is added and the directory read before self is
- * emitted, so what a client does after seeing that event is reported once, by inotify.
- * (Nothing lets a directory go while this runs: its held descriptor stays valid.) */
+ * how: TREE_ANNOUNCE (a directory that appeared while it was not watched yet) and
+ * TREE_NEW; an announced directory watched already was reported with its entries (by the
+ * scan of its parent, or under another name): it is not read again. The watch is added
+ * and the directory read before self is emitted, so what a client does after seeing that
+ * event is reported once, by inotify. (Nothing lets a directory go while this runs: its
+ * held descriptor stays valid.) */
 static void add_tree(struct wstream *s, int pfd, const char *name, const char *sub, unsigned depth,
-                     json_t *self, bool announce)
+                     json_t *self, unsigned how)
 {
     int fd = open_child(pfd, name), held = -1;
-    int r = fd < 0 ? fd : add_watch_fd(s, fd, sub, &held);
-    if (r == -ENOSPC)
+    bool known = false, announce = how & TREE_ANNOUNCE;
+    int wd = fd < 0 ? fd : add_watch_fd(s, fd, sub, &held, &known);
+    if (wd == -ENOSPC)
         say_limit(s);
+    if (wd >= 0 && known && announce && (how & TREE_NEW)) {
+        json_decref(self);
+        return;
+    }
     struct found *v = NULL;
     size_t n = 0;
-    if (r == 0 && s->recursive)
+    if (wd >= 0 && s->recursive && !(known && announce))
         n = scan_dir(s, held, &v);
+    if (n && announce)
+        announced_until_queued(s);
     if (self)
         emit(s, self);
     for (size_t i = 0; i < n; i++) {
         char *child = join(sub, v[i].name);
+        if (announce && !s->closing)
+            note_announced(s, wd, v[i].name);
         if (v[i].dir && depth < LIMIT_SBD_WATCH_DEPTH && !s->closing)
             add_tree(s, held, v[i].name, child, depth + 1,
-                     announce ? event_simple("create", child, true) : NULL, announce);
+                     announce ? event_simple("create", child, true) : NULL, how | TREE_NEW);
         else if (announce && !s->closing)
             emit_simple(s, "create", child, v[i].dir);
         xfree(child);
@@ -452,15 +523,16 @@ static unsigned depth_of(const char *sub)
 
 /* A directory that appeared (created, moved in, or renamed before it was watched) as name
  * in the watched directory pfd (its held descriptor), at sub, reported by the event self
- * (taken): watched with what is below it, unless it is deeper than a recursive watch goes
- * (the first scan's bound, LIMIT_SBD_WATCH_DEPTH): then only reported. */
-static void add_new_dir(struct wstream *s, int pfd, const char *name, const char *sub, json_t *self)
+ * (taken), how (add_tree): watched with what is below it, unless it is deeper than a recursive
+ * watch goes (the first scan's bound, LIMIT_SBD_WATCH_DEPTH): then only reported. */
+static void add_new_dir(struct wstream *s, int pfd, const char *name, const char *sub, json_t *self,
+                        unsigned how)
 {
     unsigned depth = depth_of(sub);
     if (depth > LIMIT_SBD_WATCH_DEPTH)
         emit(s, self);
     else
-        add_tree(s, pfd, name, sub, depth, self, true);
+        add_tree(s, pfd, name, sub, depth, self, how);
 }
 
 /* Was the watched directory deleted? */
@@ -496,7 +568,7 @@ static void on_overflow(struct wstream *s)
     for (size_t i = 0; i < s->ndirs; i++)
         s->dirs[i].seen = false;
     if (s->recursive)
-        add_tree(s, s->base_fd, ".", "", 0, NULL, false);
+        add_tree(s, s->base_fd, ".", "", 0, NULL, 0);
     recheck_unseen(s);
     for (size_t i = s->ndirs; i-- > 0;) {
         if (s->dirs[i].seen) {
@@ -565,7 +637,7 @@ static void on_pair(struct wstream *s, int pfd, const char *name, const char *pa
     s->has_from = false;
     json_t *j = event_move(from, path, is_dir);
     if (is_dir && s->recursive && move_subtree(s, pfd, name, from, path))
-        add_new_dir(s, pfd, name, path, j);
+        add_new_dir(s, pfd, name, path, j, TREE_ANNOUNCE);
     else
         emit(s, j);
     xfree(from);
@@ -586,7 +658,7 @@ static void on_moved_to(struct wstream *s, const struct inotify_event *ev, int p
     if (!w)
         return;
     if (is_dir && s->recursive)
-        add_new_dir(s, w->fd, ev->name, path, event_simple("move_to", path, true));
+        add_new_dir(s, w->fd, ev->name, path, event_simple("move_to", path, true), TREE_ANNOUNCE);
     else
         emit_simple(s, "move_to", path, is_dir);
 }
@@ -598,6 +670,8 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
         on_overflow(s);
         return;
     }
+    if (map_len(s->announced) && s->read_pos > s->announced_end)
+        map_clear(s->announced); /* the events queued by the last scan's end were read */
     struct wdir *w = find_wd(s, ev->wd);
     if (!w)
         return;
@@ -621,11 +695,15 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
         if (!(w = find_wd(s, ev->wd)))
             return;
     }
+    bool announced = take_announced(s, ev->wd, ev->name);
+    if (announced && (ev->mask & IN_CREATE))
+        return; /* reported by the scan of a new directory */
     char *path = join(w->sub, ev->name);
     int pfd = w->fd; /* w may move as directories are added */
     if (ev->mask & IN_CREATE) {
         if (is_dir && s->recursive)
-            add_new_dir(s, pfd, ev->name, path, event_simple("create", path, true));
+            add_new_dir(s, pfd, ev->name, path, event_simple("create", path, true),
+                        TREE_ANNOUNCE | TREE_NEW);
         else
             emit_simple(s, "create", path, is_dir);
     } else if (ev->mask & IN_MODIFY) {
@@ -671,9 +749,12 @@ static void on_inotify(uv_poll_t *h, int status, int events)
             break;
         for (char *p = buf; p < buf + n && !s->closing;) {
             const struct inotify_event *ev = (const struct inotify_event *)p;
-            on_event(s, ev);
             p += sizeof(*ev) + ev->len;
+            s->read_pos += sizeof(*ev) + ev->len;
+            s->buf_left = (size_t)(buf + n - p);
+            on_event(s, ev);
         }
+        s->buf_left = 0;
     }
     if (status < 0) {
         wstream_close(s);
@@ -697,6 +778,7 @@ static void wstream_free(struct wstream *s)
         xfree(s->dirs[i].sub);
     }
     xfree(s->dirs);
+    map_free(s->announced);
     xfree(s->from);
     xfree(s->base);
     sbd_ndjson_done(&s->out);
@@ -766,7 +848,7 @@ static int wstream_setup(struct wstream *s)
     if (s->base_fd < 0)
         return s->base_fd;
     int fd = fcntl(s->base_fd, F_DUPFD_CLOEXEC, 0);
-    int r = fd < 0 ? -errno : add_watch_fd(s, fd, "", NULL);
+    int r = fd < 0 ? -errno : add_watch_fd(s, fd, "", NULL, NULL);
     if (r < 0)
         return r;
     uv_loop_t *loop = http_req_loop(s->req);
@@ -805,6 +887,7 @@ static struct wstream *wstream_new(struct sbd *d, struct http_req *req, char *ba
     s->ifd = -1;
     s->base_fd = -1;
     s->fd_budget = fd_budget();
+    s->announced = map_new(NULL);
     sbd_ndjson_init(&s->out, req, LIMIT_SBD_WATCH_QUEUE_BYTES);
     atomic_fetch_add(&watch_streams, 1);
     return s;
@@ -872,7 +955,7 @@ static int watch_get(struct http_req *req, void *ctx)
     (void)uv_timer_start(&s->timer, on_tick, WATCH_TICK_MS, WATCH_TICK_MS);
     s->scanning = true;
     if (s->recursive)
-        add_tree(s, s->base_fd, ".", "", 0, NULL, false);
+        add_tree(s, s->base_fd, ".", "", 0, NULL, 0);
     char *pub = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
     emit(s, json_pack("{s:s, s:o, s:b}", "type", "ready", "path", sbd_json_name(pub), "recursive",
                       s->recursive));
