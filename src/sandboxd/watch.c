@@ -75,9 +75,10 @@ size_t sbd__watch_test_read_size;
 
 struct wdir {
     int wd;
-    int fd;    /* O_PATH descriptor of the directory (owned): its subdirectories open in it */
-    char *sub; /* path below the watched directory, "" for itself */
-    bool seen; /* found again by the rescan after a kernel queue overflow */
+    int fd;     /* O_PATH descriptor of the directory (owned): its subdirectories open in it */
+    char *sub;  /* path below the watched directory, "" for itself */
+    bool seen;  /* found again by the rescan after a kernel queue overflow */
+    size_t idx; /* in the stream's dirs */
 };
 
 struct wstream {
@@ -94,8 +95,9 @@ struct wstream {
     unsigned quiet_ticks; /* ticks since the last line was written */
     uv_poll_t poll;
     uv_timer_t timer, pair; /* pair: the end of a held IN_MOVED_FROM's wait */
-    struct wdir *dirs;
+    struct wdir **dirs;     /* owned, each also in bywd */
     size_t ndirs, cap;
+    struct map *bywd;      /* the watch descriptor (its bytes) -> its entry of dirs (borrowed) */
     struct sbd_ndjson out; /* its queue holds at most queue_max lines */
     size_t queue_max;
     uint64_t lost;
@@ -186,23 +188,21 @@ static void on_drain(struct http_req *req, void *ctx)
 
 static struct wdir *find_wd(struct wstream *s, int wd)
 {
-    for (size_t i = s->ndirs; i-- > 0;)
-        if (s->dirs[i].wd == wd)
-            return &s->dirs[i];
-    return NULL;
+    return map_getn(s->bywd, (const char *)&wd, sizeof(wd));
 }
 
 static void forget_wd(struct wstream *s, int wd)
 {
-    for (size_t i = 0; i < s->ndirs; i++) {
-        if (s->dirs[i].wd != wd)
-            continue;
-        (void)close(s->dirs[i].fd);
-        atomic_fetch_sub(&watch_fds, 1);
-        xfree(s->dirs[i].sub);
-        s->dirs[i] = s->dirs[--s->ndirs];
+    struct wdir *w = map_removen(s->bywd, (const char *)&wd, sizeof(wd));
+    if (!w)
         return;
-    }
+    (void)close(w->fd);
+    atomic_fetch_sub(&watch_fds, 1);
+    struct wdir *last = s->dirs[--s->ndirs];
+    s->dirs[w->idx] = last;
+    last->idx = w->idx;
+    xfree(w->sub);
+    xfree(w);
 }
 
 /* "sub/name" below the watched directory (new). */
@@ -244,8 +244,11 @@ static int add_watch_fd(struct wstream *s, int fd, const char *sub, int *ret_fd,
             s->dirs = xreallocarray(s->dirs, s->cap, sizeof(*s->dirs));
         }
         atomic_fetch_add(&watch_fds, 1);
-        old = &s->dirs[s->ndirs++];
-        *old = (struct wdir){.wd = wd, .fd = fd, .sub = xstrdup(sub), .seen = true};
+        old = XNEW(struct wdir);
+        *old =
+            (struct wdir){.wd = wd, .fd = fd, .sub = xstrdup(sub), .seen = true, .idx = s->ndirs};
+        s->dirs[s->ndirs++] = old;
+        (void)map_putn(s->bywd, (const char *)&wd, sizeof(wd), old, NULL);
     }
     if (ret_fd)
         *ret_fd = old->fd;
@@ -452,10 +455,10 @@ static void rename_subtree(struct wstream *s, const char *from, const char *to)
 {
     size_t n = strlen(from);
     for (size_t i = 0; i < s->ndirs; i++) {
-        char *sub = s->dirs[i].sub;
+        char *sub = s->dirs[i]->sub;
         if (!in_subtree(sub, from, n))
             continue;
-        s->dirs[i].sub = xasprintf("%s%s", to, sub + n);
+        s->dirs[i]->sub = xasprintf("%s%s", to, sub + n);
         xfree(sub);
     }
 }
@@ -465,11 +468,11 @@ static void swap_subtrees(struct wstream *s, const char *a, const char *b)
 {
     size_t na = strlen(a), nb = strlen(b);
     for (size_t i = 0; i < s->ndirs; i++) {
-        char *sub = s->dirs[i].sub;
+        char *sub = s->dirs[i]->sub;
         if (in_subtree(sub, a, na))
-            s->dirs[i].sub = xasprintf("%s%s", b, sub + na);
+            s->dirs[i]->sub = xasprintf("%s%s", b, sub + na);
         else if (in_subtree(sub, b, nb))
-            s->dirs[i].sub = xasprintf("%s%s", a, sub + nb);
+            s->dirs[i]->sub = xasprintf("%s%s", a, sub + nb);
         else
             continue;
         xfree(sub);
@@ -480,8 +483,8 @@ static void swap_subtrees(struct wstream *s, const char *a, const char *b)
 static struct wdir *find_sub(struct wstream *s, const char *sub)
 {
     for (size_t i = 0; i < s->ndirs; i++)
-        if (strcmp(s->dirs[i].sub, sub) == 0)
-            return &s->dirs[i];
+        if (strcmp(s->dirs[i]->sub, sub) == 0)
+            return s->dirs[i];
     return NULL;
 }
 
@@ -505,10 +508,10 @@ static void drop_subtree(struct wstream *s, const char *from)
 {
     size_t n = strlen(from);
     for (size_t i = s->ndirs; i-- > 0;) {
-        if (!in_subtree(s->dirs[i].sub, from, n))
+        if (!in_subtree(s->dirs[i]->sub, from, n))
             continue;
-        (void)inotify_rm_watch(s->ifd, s->dirs[i].wd);
-        forget_wd(s, s->dirs[i].wd);
+        (void)inotify_rm_watch(s->ifd, s->dirs[i]->wd);
+        forget_wd(s, s->dirs[i]->wd);
     }
 }
 
@@ -547,8 +550,8 @@ static bool base_gone(const struct wstream *s)
 static void recheck_unseen(struct wstream *s)
 {
     for (size_t i = 0; i < s->ndirs; i++)
-        if (!s->dirs[i].seen)
-            s->dirs[i].seen = still_there(s, &s->dirs[i]);
+        if (!s->dirs[i]->seen)
+            s->dirs[i]->seen = still_there(s, s->dirs[i]);
 }
 
 /* The kernel's queue overflowed (IN_Q_OVERFLOW): events were dropped, how many is not
@@ -566,17 +569,17 @@ static void on_overflow(struct wstream *s)
     }
     s->scanning = true; /* its errors follow the marker (say_held) */
     for (size_t i = 0; i < s->ndirs; i++)
-        s->dirs[i].seen = false;
+        s->dirs[i]->seen = false;
     if (s->recursive)
         add_tree(s, s->base_fd, ".", "", 0, NULL, 0);
     recheck_unseen(s);
     for (size_t i = s->ndirs; i-- > 0;) {
-        if (s->dirs[i].seen) {
-            base |= !*s->dirs[i].sub;
+        if (s->dirs[i]->seen) {
+            base |= !*s->dirs[i]->sub;
             continue;
         }
-        (void)inotify_rm_watch(s->ifd, s->dirs[i].wd);
-        forget_wd(s, s->dirs[i].wd);
+        (void)inotify_rm_watch(s->ifd, s->dirs[i]->wd);
+        forget_wd(s, s->dirs[i]->wd);
     }
     if (!base) {
         wstream_close(s); /* the watched directory is gone */
@@ -699,7 +702,7 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
     if (announced && (ev->mask & IN_CREATE))
         return; /* reported by the scan of a new directory */
     char *path = join(w->sub, ev->name);
-    int pfd = w->fd; /* w may move as directories are added */
+    int pfd = w->fd; /* (w may be let go as the event is handled) */
     if (ev->mask & IN_CREATE) {
         if (is_dir && s->recursive)
             add_new_dir(s, pfd, ev->name, path, event_simple("create", path, true),
@@ -773,11 +776,13 @@ static void wstream_free(struct wstream *s)
     if (s->base_fd >= 0)
         (void)close(s->base_fd);
     for (size_t i = 0; i < s->ndirs; i++) {
-        (void)close(s->dirs[i].fd);
+        (void)close(s->dirs[i]->fd);
         atomic_fetch_sub(&watch_fds, 1);
-        xfree(s->dirs[i].sub);
+        xfree(s->dirs[i]->sub);
+        xfree(s->dirs[i]);
     }
     xfree(s->dirs);
+    map_free(s->bywd);
     map_free(s->announced);
     xfree(s->from);
     xfree(s->base);
@@ -888,6 +893,7 @@ static struct wstream *wstream_new(struct sbd *d, struct http_req *req, char *ba
     s->base_fd = -1;
     s->fd_budget = fd_budget();
     s->announced = map_new(NULL);
+    s->bywd = map_new(NULL);
     sbd_ndjson_init(&s->out, req, LIMIT_SBD_WATCH_QUEUE_BYTES);
     atomic_fetch_add(&watch_streams, 1);
     return s;
