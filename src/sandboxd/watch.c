@@ -22,6 +22,10 @@
  * (on_overflow). The stream ends when the client goes, when the watched directory is
  * deleted, or at shutdown.
  *
+ * Scans: the whole tree (the first scan, and the rescan after an overflow) is read on a
+ * worker thread (struct scan_job) while the stream reads no events; a directory that
+ * appears later is read on the loop (add_tree).
+ *
  * Deletions: a held descriptor keeps the kernel from saying that its directory went
  * (IN_DELETE_SELF and IN_IGNORED wait for the last reference), so a subdirectory is let
  * go at its IN_DELETE in its parent, and the watched directory is looked at every tick
@@ -88,9 +92,11 @@ struct wstream {
     int base_fd;        /* O_PATH descriptor of the watched directory */
     unsigned fd_budget; /* directory descriptors all streams may hold */
     bool recursive, limit_said, closing;
-    bool scanning;      /* the first scan, before "ready": its errors wait for it */
-    bool held_limit;    /* say_limit during the first scan */
-    bool held_too_many; /* a directory too large to scan, during the first scan */
+    bool scanning;        /* a scan of the tree: its errors wait for its end (say_held) */
+    bool ready;           /* the first scan is done, "ready" sent */
+    struct scan_job *job; /* a scan under way on a worker thread (events not read) */
+    bool held_limit;      /* say_limit during the first scan */
+    bool held_too_many;   /* a directory too large to scan, during the first scan */
     int ifd, handles;
     unsigned quiet_ticks; /* ticks since the last line was written */
     uv_poll_t poll;
@@ -186,6 +192,13 @@ static void on_drain(struct http_req *req, void *ctx)
 
 /* ---- watched directories ----------------------------------------------------------- */
 
+/* Closes a directory descriptor counted in watch_fds. */
+static void release_fd(int fd)
+{
+    (void)close(fd);
+    atomic_fetch_sub(&watch_fds, 1);
+}
+
 static struct wdir *find_wd(struct wstream *s, int wd)
 {
     return map_getn(s->bywd, (const char *)&wd, sizeof(wd));
@@ -196,8 +209,7 @@ static void forget_wd(struct wstream *s, int wd)
     struct wdir *w = map_removen(s->bywd, (const char *)&wd, sizeof(wd));
     if (!w)
         return;
-    (void)close(w->fd);
-    atomic_fetch_sub(&watch_fds, 1);
+    release_fd(w->fd);
     struct wdir *last = s->dirs[--s->ndirs];
     s->dirs[w->idx] = last;
     last->idx = w->idx;
@@ -209,6 +221,21 @@ static void forget_wd(struct wstream *s, int wd)
 static char *join(const char *sub, const char *name)
 {
     return *sub ? xasprintf("%s/%s", sub, name) : xstrdup(name);
+}
+
+/* Records the watch wd of the directory fd (O_PATH, taken, counted in watch_fds) known as
+ * sub (taken). Returns its entry (borrowed). */
+static struct wdir *insert_dir(struct wstream *s, int wd, int fd, char *sub)
+{
+    if (s->ndirs == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 16;
+        s->dirs = xreallocarray(s->dirs, s->cap, sizeof(*s->dirs));
+    }
+    struct wdir *w = XNEW(struct wdir);
+    *w = (struct wdir){.wd = wd, .fd = fd, .sub = sub, .seen = true, .idx = s->ndirs};
+    s->dirs[s->ndirs++] = w;
+    (void)map_putn(s->bywd, (const char *)&wd, sizeof(wd), w, NULL);
+    return w;
 }
 
 /* Adds an inotify watch on the directory fd (O_PATH, taken: held while the directory is
@@ -239,16 +266,8 @@ static int add_watch_fd(struct wstream *s, int fd, const char *sub, int *ret_fd,
         old->sub = xstrdup(sub);
         old->seen = true;
     } else {
-        if (s->ndirs == s->cap) {
-            s->cap = s->cap ? s->cap * 2 : 16;
-            s->dirs = xreallocarray(s->dirs, s->cap, sizeof(*s->dirs));
-        }
         atomic_fetch_add(&watch_fds, 1);
-        old = XNEW(struct wdir);
-        *old =
-            (struct wdir){.wd = wd, .fd = fd, .sub = xstrdup(sub), .seen = true, .idx = s->ndirs};
-        s->dirs[s->ndirs++] = old;
-        (void)map_putn(s->bywd, (const char *)&wd, sizeof(wd), old, NULL);
+        old = insert_dir(s, wd, fd, xstrdup(sub));
     }
     if (ret_fd)
         *ret_fd = old->fd;
@@ -318,8 +337,9 @@ struct found {
 };
 
 /* Reads the entries of the directory pfd (O_PATH, borrowed) into a new array (at most
- * LIMIT_SBD_LISTING; more is reported as an error event). Returns the count. */
-static size_t scan_dir(struct wstream *s, int pfd, struct found **ret)
+ * LIMIT_SBD_LISTING; when there are more, *too_many is set). Returns the count. Runs on
+ * the loop or on a worker thread. */
+static size_t scan_dir(int pfd, struct found **ret, bool *too_many)
 {
     int fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -333,12 +353,15 @@ static size_t scan_dir(struct wstream *s, int pfd, struct found **ret)
     size_t n = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(dir))) {
-        struct stat st;
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-            fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        struct stat st; /* the type without a stat call when the file system says it */
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (de->d_type != DT_UNKNOWN)
+            st.st_mode = de->d_type == DT_DIR ? S_IFDIR : S_IFREG;
+        else if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (n == LIMIT_SBD_LISTING) {
-            say_error(s, &s->held_too_many, MSG_TOO_MANY);
+            *too_many = true;
             break;
         }
         if (n == cap) {
@@ -423,8 +446,11 @@ static void add_tree(struct wstream *s, int pfd, const char *name, const char *s
     }
     struct found *v = NULL;
     size_t n = 0;
+    bool big = false;
     if (wd >= 0 && s->recursive && !(known && announce))
-        n = scan_dir(s, held, &v);
+        n = scan_dir(held, &v, &big);
+    if (big)
+        say_error(s, &s->held_too_many, MSG_TOO_MANY);
     if (n && announce)
         announced_until_queued(s);
     if (self)
@@ -554,6 +580,8 @@ static void recheck_unseen(struct wstream *s)
             s->dirs[i]->seen = still_there(s, s->dirs[i]);
 }
 
+static void start_scan(struct wstream *s);
+
 /* The kernel's queue overflowed (IN_Q_OVERFLOW): events were dropped, how many is not
  * known (the marker says null). The tree is read again, as the first scan did but
  * reporting nothing: directories that appeared meanwhile are watched, renamed ones get
@@ -561,17 +589,20 @@ static void recheck_unseen(struct wstream *s)
  * let go. The stream ends when the watched directory itself is gone. */
 static void on_overflow(struct wstream *s)
 {
-    bool base = false;
     s->lost_unknown = true;
     if (base_gone(s)) {
         wstream_close(s);
         return;
     }
-    s->scanning = true; /* its errors follow the marker (say_held) */
     for (size_t i = 0; i < s->ndirs; i++)
         s->dirs[i]->seen = false;
-    if (s->recursive)
-        add_tree(s, s->base_fd, ".", "", 0, NULL, 0);
+    start_scan(s); /* its errors follow the marker (say_held) */
+}
+
+/* The rescan after an overflow is done: the directories it did not find are let go. */
+static void rescan_end(struct wstream *s)
+{
+    bool base = false;
     recheck_unseen(s);
     for (size_t i = s->ndirs; i-- > 0;) {
         if (s->dirs[i]->seen) {
@@ -588,6 +619,210 @@ static void on_overflow(struct wstream *s)
     if (!s->out.blocked && !s->closing)
         flush(s);
     say_held(s);
+}
+
+/* ---- scanning the tree off the loop ------------------------------------------------ */
+
+/* A directory the scan found. */
+struct scanned {
+    int wd;
+    int fd;    /* O_PATH (counted in watch_fds), or -1: the stream watches it already */
+    char *sub; /* its path below the watched directory */
+};
+
+/* A scan of the whole tree (the first one, or the rescan after a kernel queue overflow)
+ * on a worker thread: a tree of thousands of directories takes seconds to read, which
+ * every other request and stream waited for when it ran on the loop. It adds the watches
+ * (inotify calls are thread-safe) and lists what it found; the stream reads no events
+ * meanwhile (they wait in the kernel's queue, as they did while the scan ran on the loop)
+ * and takes that list on the loop (scan_done). */
+struct scan_job {
+    uv_work_t work;
+    struct wstream *s; /* touched on the loop only */
+    /* read by the worker */
+    int ifd, base_fd;   /* borrowed: the stream is freed after the job is done */
+    unsigned fd_budget; /* as the stream's */
+    size_t ndirs;       /* directories the stream watched at the start */
+    struct map *known;  /* the watch descriptors the stream has, and those added since */
+    atomic_bool cancel; /* the stream is closing: stop */
+    /* written by the worker */
+    struct scanned *v;
+    size_t n, cap, added;
+    bool limit, too_many;
+};
+
+static void on_inotify(uv_poll_t *h, int status, int events);
+static void wstream_free(struct wstream *s);
+
+/* One more directory descriptor for the job, within the per-stream and global bounds? */
+static bool job_take_budget(struct scan_job *j)
+{
+    if (j->ndirs + j->added >= LIMIT_SBD_WATCHES)
+        return false;
+    if (atomic_fetch_add(&watch_fds, 1) < j->fd_budget)
+        return true;
+    atomic_fetch_sub(&watch_fds, 1);
+    return false;
+}
+
+/* Watches the directory fd (O_PATH, borrowed) known as sub and lists it. Returns 1 when
+ * the list took fd (a directory new to the stream), 0 when it is watched already (fd
+ * stays the caller's), or a negative errno (-ENOSPC past the bounds). */
+static int job_watch(struct scan_job *j, int fd, const char *sub)
+{
+    char proc[64];
+    (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    int wd = inotify_add_watch(j->ifd, proc, WATCH_MASK);
+    if (wd < 0)
+        return -errno;
+    bool known = map_find(j->known, (const char *)&wd, sizeof(wd), NULL);
+    if (!known && !job_take_budget(j)) {
+        (void)inotify_rm_watch(j->ifd, wd);
+        return -ENOSPC;
+    }
+    if (!known) {
+        j->added++;
+        (void)map_putn(j->known, (const char *)&wd, sizeof(wd), j, NULL);
+    }
+    if (j->n == j->cap) {
+        j->cap = j->cap ? j->cap * 2 : 64;
+        j->v = xreallocarray(j->v, j->cap, sizeof(*j->v));
+    }
+    j->v[j->n++] = (struct scanned){.wd = wd, .fd = known ? -1 : fd, .sub = xstrdup(sub)};
+    return known ? 0 : 1;
+}
+
+static void job_tree(struct scan_job *j, int pfd, const char *name, const char *sub,
+                     unsigned depth);
+
+/* The subdirectories of the directory fd (borrowed), known as sub at depth. */
+static void job_below(struct scan_job *j, int fd, const char *sub, unsigned depth)
+{
+    struct found *v = NULL;
+    size_t n = scan_dir(fd, &v, &j->too_many);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].dir && depth < LIMIT_SBD_WATCH_DEPTH && !atomic_load(&j->cancel)) {
+            char *child = join(sub, v[i].name);
+            job_tree(j, fd, v[i].name, child, depth + 1);
+            xfree(child);
+        }
+        xfree(v[i].name);
+    }
+    xfree(v);
+}
+
+/* The directory name in pfd (borrowed), known as sub, and those below it. */
+static void job_tree(struct scan_job *j, int pfd, const char *name, const char *sub, unsigned depth)
+{
+    int fd = open_child(pfd, name);
+    int r = fd < 0 ? fd : job_watch(j, fd, sub);
+    if (r == -ENOSPC)
+        j->limit = true;
+    if (r >= 0)
+        job_below(j, fd, sub, depth);
+    if (fd >= 0 && r <= 0)
+        (void)close(fd);
+}
+
+static void scan_work(uv_work_t *w)
+{
+    struct scan_job *j = w->data;
+    job_tree(j, j->base_fd, ".", "", 0);
+}
+
+/* Takes a directory the scan found into the stream (sc's members taken). */
+static void take_scanned(struct wstream *s, struct scanned *sc)
+{
+    struct wdir *w = find_wd(s, sc->wd);
+    if (w) { /* watched already (a rescan: under the name found now) */
+        if (sc->fd >= 0)
+            release_fd(sc->fd);
+        xfree(w->sub);
+        w->sub = sc->sub;
+        w->seen = true;
+    } else if (sc->fd >= 0) {
+        (void)insert_dir(s, sc->wd, sc->fd, sc->sub);
+    } else {
+        xfree(sc->sub);
+    }
+}
+
+/* The first scan is done: "ready", then its errors. */
+static void first_scan_end(struct wstream *s)
+{
+    char *pub = strcmp(s->base, ".") == 0 ? xstrdup("/") : xasprintf("/%s", s->base);
+    emit(s, json_pack("{s:s, s:o, s:b}", "type", "ready", "path", sbd_json_name(pub), "recursive",
+                      s->recursive));
+    xfree(pub);
+    s->ready = true;
+    say_held(s);
+}
+
+/* A scan is done (its list taken): the stream goes on reading events. */
+static void scan_end(struct wstream *s)
+{
+    if (s->ready)
+        rescan_end(s);
+    else
+        first_scan_end(s);
+    if (!s->closing)
+        (void)uv_poll_start(&s->poll, UV_READABLE, on_inotify);
+}
+
+static void scan_done(uv_work_t *w, int status)
+{
+    struct scan_job *j = w->data;
+    struct wstream *s = j->s;
+    bool keep = !s->closing && status == 0;
+    s->job = NULL;
+    for (size_t i = 0; i < j->n; i++) {
+        if (keep) {
+            take_scanned(s, &j->v[i]);
+            continue;
+        }
+        if (j->v[i].fd >= 0)
+            release_fd(j->v[i].fd);
+        xfree(j->v[i].sub);
+    }
+    if (keep && j->limit)
+        say_limit(s);
+    if (keep && j->too_many)
+        say_error(s, &s->held_too_many, MSG_TOO_MANY);
+    xfree(j->v);
+    map_free(j->known);
+    xfree(j);
+    if (!s->closing)
+        scan_end(s);
+    else if (s->handles == 0)
+        wstream_free(s); /* (its handles were closed while the job ran) */
+}
+
+/* Reads the whole tree again (recursive) on a worker thread, the stream's events waiting
+ * meanwhile; scan_done (or, not recursive, scan_end at once) ends it. */
+static void start_scan(struct wstream *s)
+{
+    s->scanning = true;
+    if (!s->recursive) {
+        scan_end(s);
+        return;
+    }
+    struct scan_job *j = XNEW(struct scan_job);
+    j->work.data = j;
+    j->s = s;
+    j->ifd = s->ifd;
+    j->base_fd = s->base_fd;
+    j->fd_budget = s->fd_budget;
+    j->ndirs = s->ndirs;
+    j->known = map_new(NULL);
+    for (size_t i = 0; i < s->ndirs; i++)
+        (void)map_putn(j->known, (const char *)&s->dirs[i]->wd, sizeof(int), j, NULL);
+    atomic_init(&j->cancel, false);
+    s->job = j;
+    (void)uv_poll_stop(&s->poll);
+    if (uv_queue_work(http_req_loop(s->req), &j->work, scan_work, scan_done) < 0) {
+        scan_work(&j->work); /* here then */
+        scan_done(&j->work, 0);
+    }
 }
 
 /* ---- events ------------------------------------------------------------------------ */
@@ -746,11 +981,11 @@ static void on_inotify(uv_poll_t *h, int status, int events)
         size = sbd__watch_test_read_size;
         max_rounds = 1;
     }
-    for (int rounds = 0; status == 0 && rounds < max_rounds && !s->closing; rounds++) {
+    for (int rounds = 0; status == 0 && rounds < max_rounds && !s->closing && !s->job; rounds++) {
         ssize_t n = read(s->ifd, buf, size);
         if (n <= 0)
             break;
-        for (char *p = buf; p < buf + n && !s->closing;) {
+        for (char *p = buf; p < buf + n && !s->closing && !s->job;) {
             const struct inotify_event *ev = (const struct inotify_event *)p;
             p += sizeof(*ev) + ev->len;
             s->read_pos += sizeof(*ev) + ev->len;
@@ -795,8 +1030,8 @@ static void wstream_free(struct wstream *s)
 static void on_handle_closed(uv_handle_t *h)
 {
     struct wstream *s = h->data;
-    if (--s->handles == 0)
-        wstream_free(s);
+    if (--s->handles == 0 && !s->job)
+        wstream_free(s); /* (else when the scan under way is done) */
 }
 
 static void wstream_close(struct wstream *s)
@@ -804,6 +1039,8 @@ static void wstream_close(struct wstream *s)
     if (s->closing)
         return;
     s->closing = true;
+    if (s->job)
+        atomic_store(&s->job->cancel, true);
     http_req_set_abort_cb(s->req, NULL, NULL);
     http_req_set_drain_cb(s->req, NULL, NULL);
     if (!http_req_is_aborted(s->req))
@@ -824,6 +1061,10 @@ static void on_tick(uv_timer_t *t)
     struct wstream *s = t->data;
     if (s->d->shutting_down || http_req_is_aborted(s->req)) {
         wstream_close(s);
+        return;
+    }
+    if (s->job) { /* events are read after the scan */
+        sbd__activity_touch(s->d);
         return;
     }
     if (base_gone(s)) {
@@ -957,16 +1198,8 @@ static int watch_get(struct http_req *req, void *ctx)
     }
     http_req_set_abort_cb(req, on_abort, s);
     http_req_set_drain_cb(req, on_drain, s);
-    (void)uv_poll_start(&s->poll, UV_READABLE, on_inotify);
     (void)uv_timer_start(&s->timer, on_tick, WATCH_TICK_MS, WATCH_TICK_MS);
-    s->scanning = true;
-    if (s->recursive)
-        add_tree(s, s->base_fd, ".", "", 0, NULL, 0);
-    char *pub = strcmp(rel, ".") == 0 ? xstrdup("/") : xasprintf("/%s", rel);
-    emit(s, json_pack("{s:s, s:o, s:b}", "type", "ready", "path", sbd_json_name(pub), "recursive",
-                      s->recursive));
-    xfree(pub);
-    say_held(s);
+    start_scan(s); /* "ready" at its end, then events */
     return 0;
 }
 
