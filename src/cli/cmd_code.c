@@ -154,6 +154,16 @@ int cli_code_interrupt_path(const char *id, struct buf *out)
     return r == 0 ? buf_puts(out, "/interrupt") : r;
 }
 
+/* libcurl's progress callback of the interrupt request: a second Ctrl-C leaves at once. */
+static bool leaving(void *ctx)
+{
+    (void)ctx;
+    return code_ints > 1;
+}
+
+/* Asks sandboxd to interrupt the context's code: a control request, given up after
+ * LIMIT_CLI_SBD_CONTROL or on a second Ctrl-C, so a sandboxd that stops answering cannot
+ * hold the user. */
 static void interrupt(struct code_state *x)
 {
     char err[512];
@@ -161,9 +171,16 @@ static void interrupt(struct code_state *x)
     long status = 0;
     buf_init(&path, LIMIT_KUBE_URL);
     buf_init(&resp, LIMIT_CLI_SBD_ERROR);
-    if (cli_code_interrupt_path(x->context, &path) == 0)
-        (void)cli_sbd_call(x->s, "POST", buf_str(&path), "{}", 2, "application/json", &resp,
-                           &status, err, sizeof(err));
+    if (cli_code_interrupt_path(x->context, &path) == 0) {
+        struct sbd_client_req req = {.method = "POST",
+                                     .path = buf_str(&path),
+                                     .body = "{}",
+                                     .len = 2,
+                                     .content_type = "application/json",
+                                     .timeout = LIMIT_CLI_SBD_CONTROL,
+                                     .cancel = leaving};
+        (void)cli_sbd_request(x->s, &req, &resp, &status, err, sizeof(err));
+    }
     buf_done(&path);
     buf_done(&resp);
 }

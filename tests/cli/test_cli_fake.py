@@ -308,6 +308,76 @@ class ExecInterrupt(Base):
         self.assertLess(time.monotonic() - t0, 15)
 
 
+class RunCodeInterrupt(Base):
+    """run-code's Ctrl-C asks sandboxd to interrupt the code; a sandboxd that takes that
+    request and never answers does not hold the second Ctrl-C (130 at once; before, it
+    waited out the request: up to a minute), nor the session past 5 s."""
+
+    def serve(self, started: threading.Event) -> Fake:
+        release = threading.Event()  # the interrupt request's answer: only at the end
+
+        def execute(h: Handler, body: bytes) -> None:
+            h.start_stream()
+            h.event({"type": "start", "context": "c1"})
+            started.set()
+            done = h.server.exit_now.wait(60)
+            try:
+                h.event({"type": "end", "status": "ok" if done else "timeout"})
+                h.end_stream()
+            except OSError:
+                pass  # the client left
+
+        def hang(h: Handler, body: bytes) -> None:
+            release.wait(120)
+            try:
+                h.answer(204)
+            except OSError:
+                pass
+
+        self.addCleanup(release.set)
+
+        return self.fake({"POST /v1/code/execute": execute, "POST /v1/contexts/c1/interrupt": hang})
+
+    def start(self, srv: Fake, started: threading.Event) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen(
+            [CLI, "--sandboxd-url", srv.url, "run-code", "x", "-c", "1"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(p.kill)
+        self.assertTrue(started.wait(10))
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        end = time.monotonic() + 10
+        while "POST /v1/contexts/c1/interrupt" not in srv.seen and time.monotonic() < end:
+            time.sleep(0.05)
+        self.assertIn("POST /v1/contexts/c1/interrupt", srv.seen)
+        return p
+
+    def test_second_ctrl_c_leaves(self) -> None:
+        started = threading.Event()
+        srv = self.serve(started)
+        p = self.start(srv, started)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 130, err.decode(errors="replace"))
+        self.assertLess(time.monotonic() - t0, 3)
+
+    def test_interrupt_request_gives_up(self) -> None:
+        started = threading.Event()
+        srv = self.serve(started)
+        p = self.start(srv, started)
+        t0 = time.monotonic()
+        # the stream is read again once the request gives up (5 s): its end comes through
+        time.sleep(5.5)
+        srv.exit_now.set()
+        out, err = p.communicate(timeout=40)
+        self.assertEqual(p.returncode, 0, err.decode(errors="replace"))
+        self.assertLess(time.monotonic() - t0, 15)
+
+
 def endless(make: Callable[[int], dict[str, object]]) -> Route:
     """A stream of events make(i), one every 5 ms, for up to 20 s."""
 
