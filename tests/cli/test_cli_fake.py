@@ -269,7 +269,7 @@ class ExecInterrupt(Base):
         self.assertIn("POST /v1/processes/1/signal", srv.seen)
         t0 = time.monotonic()
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=15)
+        _out, err = p.communicate(timeout=15)
         self.assertEqual(p.returncode, 130, err.decode(errors="replace"))
         self.assertLess(time.monotonic() - t0, 3)
         self.assertEqual(srv.seen.count("POST /v1/processes/1/signal"), 1)
@@ -303,7 +303,7 @@ class ExecInterrupt(Base):
             time.sleep(0.05)
         time.sleep(5.5)  # past the 5 s of a control request
         srv.exit_now.set()
-        out, err = p.communicate(timeout=40)
+        _out, err = p.communicate(timeout=40)
         self.assertEqual(p.returncode, 7, err.decode(errors="replace"))
         self.assertLess(time.monotonic() - t0, 15)
 
@@ -361,7 +361,7 @@ class RunCodeInterrupt(Base):
         p = self.start(srv, started)
         t0 = time.monotonic()
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
+        _out, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 130, err.decode(errors="replace"))
         self.assertLess(time.monotonic() - t0, 3)
 
@@ -373,7 +373,7 @@ class RunCodeInterrupt(Base):
         # the stream is read again once the request gives up (5 s): its end comes through
         time.sleep(5.5)
         srv.exit_now.set()
-        out, err = p.communicate(timeout=40)
+        _out, err = p.communicate(timeout=40)
         self.assertEqual(p.returncode, 0, err.decode(errors="replace"))
         self.assertLess(time.monotonic() - t0, 15)
 
