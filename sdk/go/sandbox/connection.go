@@ -475,7 +475,7 @@ func (c *conn) do(ctx context.Context, t target, cl call) (resp *http.Response, 
 		retry := false
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, context.Cause(ctx)
+				return nil, ctxErr(ctx)
 			}
 			err = fmt.Errorf("sandbox: %s: %w: %w", cl.op, ErrUnavailable, err)
 			retry = cl.idempotent || isDialError(err)
@@ -499,7 +499,7 @@ func (c *conn) do(ctx context.Context, t target, cl call) (resp *http.Response, 
 		select {
 		case <-ctx.Done():
 			// The context's end, which also carries the last attempt's error.
-			return nil, &retryEndedError{ctx: context.Cause(ctx), last: err}
+			return nil, &retryEndedError{ctx: ctxErr(ctx), last: err}
 		case <-time.After(delay):
 		}
 		if delay *= 2; delay > time.Second {
@@ -512,7 +512,7 @@ func (c *conn) do(ctx context.Context, t target, cl call) (resp *http.Response, 
 // matches the context's error (errors.Is: context.DeadlineExceeded or context.Canceled)
 // and the last attempt's (e.g. a *HTTPError with errors.As, ErrUnavailable).
 type retryEndedError struct {
-	ctx  error // ctx.Err()
+	ctx  error // ctxErr(ctx)
 	last error
 }
 

@@ -158,6 +158,18 @@ func (l *limiter) release() {
 	l.cancel()
 }
 
+// ctxErr is why ctx ended: the default limit's own error (a *limitError, which matches
+// context.DeadlineExceeded) when that ended it, else ctx.Err(), never a cause of the
+// caller's own (context.WithTimeoutCause and the like): errors.Is(err,
+// context.DeadlineExceeded) and context.Canceled hold for what the SDK returns.
+func ctxErr(ctx context.Context) error {
+	var le *limitError
+	if cause := context.Cause(ctx); errors.As(cause, &le) {
+		return cause
+	}
+	return ctx.Err()
+}
+
 // err is err, carrying the limit's cause when the limit ended the request (an error
 // that ended it otherwise, the caller's cancellation included, stays what it is).
 func (l *limiter) err(err error) error {
@@ -217,15 +229,32 @@ func (l *limiter) finish(resp *http.Response, err error) (*http.Response, error)
 		l.release()
 		return resp, err
 	}
+	body := &limitedBody{rc: resp.Body, l: l}
+	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		// An upgraded connection (a WebSocket): a stream both ways, which its user
+		// writes to through the body; the limit ends at the head and is released on Close.
+		l.stop()
+		resp.Body = &limitedRWBody{limitedBody: body, w: rw}
+		return resp, nil
+	}
 	switch l.kind {
 	case limitHead:
 		l.stop()
 	case limitIdle:
 		l.kick()
 	} // limitFirstByte: on until the body's first byte
-	resp.Body = &limitedBody{rc: resp.Body, l: l}
+	resp.Body = body
 	return resp, nil
 }
+
+// limitedRWBody is the body of a 101 answer under its request's limit: it keeps the
+// transport's Write, through which the caller talks on the upgraded connection.
+type limitedRWBody struct {
+	*limitedBody
+	w io.Writer
+}
+
+func (b *limitedRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 // limitedBody is an answer's body under its request's limit.
 type limitedBody struct {

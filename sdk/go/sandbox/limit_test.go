@@ -137,6 +137,20 @@ func TestDefaultTimeout(t *testing.T) {
 			return ctx, cancel
 		}
 	}
+	// a caller's own causes (context.WithTimeoutCause, WithCancelCause): what the SDK
+	// returns still matches context.DeadlineExceeded or context.Canceled
+	withCause := func(d time.Duration) func() (context.Context, context.CancelFunc) {
+		return func() (context.Context, context.CancelFunc) {
+			return context.WithTimeoutCause(context.Background(), d, errors.New("the caller's cause"))
+		}
+	}
+	cancelCauseAfter := func(d time.Duration) func() (context.Context, context.CancelFunc) {
+		return func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			time.AfterFunc(d, func() { cancel(errors.New("the caller's cause")) })
+			return ctx, func() { cancel(nil) }
+		}
+	}
 	stat := func(ctx context.Context, sb *Sandbox) error { _, err := sb.Files().Stat(ctx, "x"); return err }
 	run := func(timeout time.Duration) func(context.Context, *Sandbox) error {
 		return func(ctx context.Context, sb *Sandbox) error {
@@ -233,6 +247,10 @@ func TestDefaultTimeout(t *testing.T) {
 		{"request: NoTimeout waits until the caller cancels", NoTimeout, never, cancelAfter(tlate), stat,
 			canceled, tlate},
 		{"request: a negative value is NoTimeout", -time.Second, never, cancelAfter(tlate), stat, canceled, tlate},
+		{"request: a caller's deadline with a cause of its own is a deadline", 10 * time.Second, never,
+			withCause(150 * time.Millisecond), stat, deadline, 150 * time.Millisecond},
+		{"request: a caller's cancel with a cause of its own is a cancel", 10 * time.Second, never,
+			cancelCauseAfter(tlate), stat, canceled, tlate},
 		{"run: its own timeout is not cut", tlimit, late(tlate, `{"id":1,"exit_code":0,"stdout":"","stderr":""}`),
 			background, run(2 * tlate), ok, 0},
 		{"run: no answer ends after its timeout plus the default", tlimit, never, background, run(2 * tlimit),
@@ -296,6 +314,53 @@ func TestDefaultTimeout(t *testing.T) {
 				t.Errorf("ended after %v, want about %v", took, tc.atLeast)
 			}
 		})
+	}
+}
+
+// TestDefaultTimeoutUpgrade: a port request answered 101 (a WebSocket) keeps a body the
+// caller can write to, under the default limit too, and the upgraded connection is not
+// cut after the limit.
+func TestDefaultTimeoutUpgrade(t *testing.T) {
+	srv := limitServer(t, func(release <-chan struct{}) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			conn, rw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+			_ = rw.Flush()
+			_, _ = io.Copy(conn, rw) // echo what the client writes, until it closes
+		}
+	})
+	sb := attachReady(t, Connection{RouterURL: srv.URL, RouterToken: "t"},
+		func(o *Options) { o.DefaultTimeout = tlimit })
+	hc, base, err := sb.HTTPClient(8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"ws", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	rw, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		t.Fatalf("the 101 answer's body %T cannot be written to", resp.Body)
+	}
+	time.Sleep(3 * tlimit) // past the limit: the upgraded connection is not cut
+	if _, err := rw.Write([]byte("ping")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	b := make([]byte, 4)
+	if _, err := io.ReadFull(rw, b); err != nil || string(b) != "ping" {
+		t.Fatalf("read %q, %v", b, err)
 	}
 }
 
