@@ -174,7 +174,7 @@ def open_watch(sb: Any, path: str, recursive: bool, queue: int | None) -> FileWa
         idempotent=True,
         what=f"watch {path}",
         stream=True,
-        timeout=_wire.STREAM_TIMEOUT,
+        timeout=_wire.process_stream_timeout(),  # a quiet watch gets a line every 15 s
     )
     return FileWatch(resp, path)
 
@@ -187,7 +187,7 @@ async def open_async_watch(sb: Any, path: str, recursive: bool, queue: int | Non
         idempotent=True,
         what=f"watch {path}",
         stream=True,
-        timeout=_wire.STREAM_TIMEOUT,
+        timeout=_wire.process_stream_timeout(),  # a quiet watch gets a line every 15 s
     )
     return await AsyncFileWatch(resp, path)._start()
 

@@ -77,6 +77,19 @@ def _direct_base(conn: DirectConnection, namespace: str, name: str, sandbox: dic
     return f"http://{host}:{port}/"
 
 
+def _sandboxd_port(conn: DirectConnection) -> int:
+    """The port sandboxd answers on: a pinned URL's own (its scheme's default without
+    one; conn.port is not used with a URL), else conn.port."""
+    if conn.url:
+        u = urlsplit(conn.url)
+        try:
+            explicit = u.port
+        except ValueError:
+            explicit = None
+        return explicit or _DEFAULT_PORTS.get((u.scheme or "http").lower(), 80)
+    return conn.port
+
+
 def port_target(
     conn: Connection,
     cfg: KubeConfig | None,
@@ -105,7 +118,7 @@ def port_target(
     if isinstance(conn, DirectConnection):
         base = _direct_base(conn, namespace, name, sandbox, port)
         # sandboxd's own token goes only to sandboxd's port
-        tok = conn.token if conn.token and port == conn.port else None
+        tok = conn.token if conn.token and port == _sandboxd_port(conn) else None
         headers = {"Authorization": f"Bearer {tok}"} if tok else {}
         return PortURL(_join(base, path), base, headers, tok, "direct")
     raise ValueError(f"unresolved connection {conn!r}")

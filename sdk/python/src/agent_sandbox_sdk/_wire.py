@@ -35,11 +35,9 @@ from .models import ExecResult, FileEntry, ProcessEvent
 CHUNK = 64 * 1024
 Command = str | Sequence[str]
 RETRY_STATUS = (502, 503, 504)
-STREAM_TIMEOUT = httpx.Timeout(None, connect=10.0)
-"""Timeout of streams that may be silent for as long as nothing happens (file watches):
-no read timeout."""
 STREAM_READ_TIMEOUT = 300.0
-"""Longest silence of a process or code stream, an output follow or a file write:
+"""Longest silence of a process or code stream, an output follow, a file watch or a file
+write (a quiet watch gets an empty line every 15 s):
 sandboxd sends a keepalive after 15 s of silence (--process-keepalive,
 --code-keepalive), so five minutes without a byte is a dead connection (the node lost,
 a network partition: a half-open socket never errors), not a quiet process. The call
@@ -47,7 +45,7 @@ then fails with SandboxConnectionError instead of hanging for ever."""
 
 
 def process_stream_timeout() -> httpx.Timeout:
-    """Timeout of process and code streams, output follows and file writes (reads and
+    """Timeout of process and code streams, output follows, file watches and writes (reads and
     writes bounded by STREAM_READ_TIMEOUT, read when the call is made)."""
     return httpx.Timeout(STREAM_READ_TIMEOUT, connect=10.0)
 

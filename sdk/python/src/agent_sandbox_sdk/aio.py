@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import httpx
 
-from . import _base, _code, _conn, _fsops, _k8s, _ports, _proxy, _wire
+from . import _base, _code, _conn, _fsops, _k8s, _localfile, _ports, _proxy, _wire
 from . import background as _bg
 from ._fsops import AsyncFileWatch
 from ._kube_async import AsyncKubeClient
@@ -812,8 +812,8 @@ class AsyncFiles:
     async def download(self, path: str, dest: str | os.PathLike[str] | IO[bytes]) -> int:
         """Streams a file to a local path or binary file object. Returns the byte count."""
         if isinstance(dest, (str, os.PathLike)):
-            Path(dest).parent.mkdir(parents=True, exist_ok=True)
-            with open(dest, "wb") as f:
+            # the local file is replaced only once the whole file has arrived
+            with _localfile.replacing(dest) as f:
                 return await self.download(path, f)
         n = 0
         async for chunk in self.iter_read(path):

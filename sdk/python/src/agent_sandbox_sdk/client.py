@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import httpx
 
-from . import _base, _code, _conn, _fsops, _k8s, _ports, _proxy, _wire
+from . import _base, _code, _conn, _fsops, _k8s, _localfile, _ports, _proxy, _wire
 from . import background as _bg
 from ._fsops import FileWatch
 from ._kube_sync import KubeClient
@@ -751,8 +751,8 @@ class Files:
         """Streams a file to a local path or binary file object. Returns the byte count."""
         n = 0
         if isinstance(dest, (str, os.PathLike)):
-            Path(dest).parent.mkdir(parents=True, exist_ok=True)
-            with open(dest, "wb") as f:
+            # the local file is replaced only once the whole file has arrived
+            with _localfile.replacing(dest) as f:
                 return self.download(path, f)
         for chunk in self.iter_read(path):
             dest.write(chunk)

@@ -96,6 +96,24 @@ def test_direct_token_kept_for_sandboxd_port() -> None:
     assert t.headers == {"Authorization": "Bearer st"}
 
 
+@pytest.mark.parametrize(
+    ("url", "sandboxd_port", "other_port"),
+    [
+        ("http://127.0.0.1:9000", 9000, 8080),  # a port-forward's local port, not conn.port's
+        ("http://127.0.0.1", 80, 8080),  # the scheme's default
+        ("https://sbd.example/", 443, 8080),
+    ],
+)
+def test_direct_token_only_to_the_pinned_urls_port(url: str, sandboxd_port: int, other_port: int) -> None:
+    conn = DirectConnection(url=url, token="st")
+    t = _ports.port_target(conn, None, "ns", "n", None, sandboxd_port)
+    assert t.headers == {"Authorization": "Bearer st"}
+    # before: conn.port (8080) got sandboxd's token, whatever listened there
+    t = _ports.port_target(conn, None, "ns", "n", None, other_port)
+    assert t.headers == {}
+    assert t.token is None
+
+
 def test_direct_ipv6_pod_ip() -> None:
     sb = {"status": {"podIPs": ["fd00::5"]}}
     assert _ports.port_target(DirectConnection(), None, "ns", "n", sb, 3000).url == "http://[fd00::5]:3000/"

@@ -38,3 +38,30 @@ async def test_async_silent_stream_ends(monkeypatch: pytest.MonkeyPatch, silent_
         with pytest.raises(SandboxConnectionError):
             await p.wait()
     assert time.monotonic() - t0 < 10
+
+
+@pytest.fixture
+def silent_watch() -> Iterator[str]:
+    """A server that answers a watch with its ready line, then stays silent (sandboxd
+    sends an empty line every 15 s on a quiet watch: this is a dead connection)."""
+    with silent_after(b'{"type":"ready"}\n') as url:
+        yield url
+
+
+def test_silent_watch_ends(monkeypatch: pytest.MonkeyPatch, silent_watch: str) -> None:
+    monkeypatch.setattr(_wire, "STREAM_READ_TIMEOUT", 0.5)
+    t0 = time.monotonic()
+    with connect(silent_watch) as sb, pytest.raises(SandboxConnectionError):
+        list(sb.files.watch("d"))
+    assert time.monotonic() - t0 < 10  # before: for ever (no read timeout)
+
+
+async def test_async_silent_watch_ends(monkeypatch: pytest.MonkeyPatch, silent_watch: str) -> None:
+    monkeypatch.setattr(_wire, "STREAM_READ_TIMEOUT", 0.5)
+    t0 = time.monotonic()
+    async with aio.connect(silent_watch) as sb:
+        w = await sb.files.watch("d")
+        with pytest.raises(SandboxConnectionError):
+            async for _ in w:
+                pass
+    assert time.monotonic() - t0 < 10
