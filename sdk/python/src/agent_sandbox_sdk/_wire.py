@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 import os
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
+import h11
 import httpx
 
 from . import _k8s
@@ -730,14 +732,32 @@ def write_options(data: bytes | str | object, mode: int | None) -> dict[str, Any
 
 
 def file_size(f: IO[bytes]) -> int | None:
-    """Bytes left in a regular file object; None for pipes, sockets and file-likes."""
+    """Bytes left in a regular file object read as it is stored (an io.FileIO, or a
+    buffered reader over one: what open(path, "rb") returns); None for pipes, sockets
+    and any other file object. A gzip, bz2 or lzma file (and any wrapper) has the
+    descriptor of the file beneath, whose size is not what read() gives: it goes
+    chunked."""
+    raw = f.raw if isinstance(f, (io.BufferedReader, io.BufferedRandom)) else f
+    if not isinstance(raw, io.FileIO):
+        return None
     try:
-        st = os.fstat(f.fileno())
+        st = os.fstat(raw.fileno())
         if not stat.S_ISREG(st.st_mode):
             return None
-        return st.st_size - f.tell()
-    except (OSError, AttributeError, ValueError):
+        return max(0, st.st_size - f.tell())
+    except (OSError, ValueError):
         return None
+
+
+PROTOCOL_ERRORS: tuple[type[Exception], ...] = (h11.ProtocolError,)
+"""What httpcore raises unmapped when a request cannot be sent as declared (h11's
+protocol errors: a file object that gave more or fewer bytes than its Content-Length)."""
+
+
+def protocol_error(e: Exception, what: str) -> SandboxConnectionError:
+    """Maps a request that broke HTTP/1.1's framing as it was sent (PROTOCOL_ERRORS) to
+    an exception: the connection is given up, the request was not (fully) sent."""
+    return SandboxConnectionError(f"{what}: the request could not be sent: {e!r} (a body that changed while read?)")
 
 
 def upload_files(local: str | os.PathLike[str], path: str) -> Iterator[tuple[Path, str]]:

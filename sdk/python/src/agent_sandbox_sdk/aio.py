@@ -512,6 +512,8 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
                 else:
                     await asyncio.sleep(att.backoff)
                 continue
+            except _wire.PROTOCOL_ERRORS as e:  # a body that broke its framing (h11's, unmapped)
+                raise _wire.protocol_error(e, what) from e
             att.answered(resp, t.via_kube)
             if att.renew(t.renew_token(resp)):
                 continue

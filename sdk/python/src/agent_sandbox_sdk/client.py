@@ -473,6 +473,8 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
                 else:
                     time.sleep(att.backoff)
                 continue
+            except _wire.PROTOCOL_ERRORS as e:  # a body that broke its framing (h11's, unmapped)
+                raise _wire.protocol_error(e, what) from e
             att.answered(resp, t.via_kube)
             if att.renew(t.renew_token(resp)):
                 continue
