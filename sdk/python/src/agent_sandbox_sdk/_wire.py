@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import codecs
+import dataclasses
 import io
 import json
 import os
@@ -15,7 +17,7 @@ import stat
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 from urllib.parse import quote
 
 import h11
@@ -32,7 +34,7 @@ from .errors import (
     SandboxSuspendedError,
     TooManyProcessesError,
 )
-from .models import ExecResult, FileEntry, ProcessEvent
+from .models import ExecResult, FileEntry, OutputEvent, ProcessEvent
 
 CHUNK = 64 * 1024
 Command = str | Sequence[str]
@@ -170,6 +172,51 @@ def parse_event(line: str | bytes) -> ProcessEvent | None:
     if t == "error":
         raise RequestError(f"sandboxd: {j.get('code')}: {j.get('message')}", status=400, code=str(j.get("code")))
     return None
+
+
+Fd = Literal["stdout", "stderr"]
+
+
+class StreamText:
+    """The text of one process stream's output events: an incremental UTF-8 decoder per
+    stream (stdout, stderr), so that a character split across events (sandboxd cuts them
+    at byte boundaries) is decoded whole, in the event that completes it. A sequence
+    still incomplete at the end of the output (the exit event; a ``dropped`` event,
+    after which the bytes do not follow on) is flushed, as U+FFFD, in an event of its
+    stream with empty data just before that one."""
+
+    def __init__(self) -> None:
+        self._dec: dict[Fd, codecs.IncrementalDecoder] = {}
+
+    def _decode(self, fd: Fd, data: bytes) -> str:
+        dec = self._dec.get(fd)
+        if dec is None:
+            dec = self._dec[fd] = codecs.getincrementaldecoder("utf-8")("replace")
+        return dec.decode(data)
+
+    def _flush(self) -> list[tuple[Fd, str]]:
+        out = []
+        for fd, dec in self._dec.items():
+            if tail := dec.decode(b"", final=True):
+                out.append((fd, tail))
+            dec.reset()
+        return out
+
+    def process_events(self, ev: ProcessEvent) -> list[ProcessEvent]:
+        """ev with its text, after the flush events it calls for."""
+        if ev.type == "stdout" or ev.type == "stderr":
+            return [dataclasses.replace(ev, _text=self._decode(ev.type, ev.data))]
+        if ev.type == "exit":
+            return [*(ProcessEvent(type=fd, _text=t) for fd, t in self._flush()), ev]
+        return [ev]
+
+    def output_events(self, ev: OutputEvent) -> list[OutputEvent]:
+        """The twin of process_events for a background process's output."""
+        if ev.type == "stdout" or ev.type == "stderr":
+            return [dataclasses.replace(ev, _text=self._decode(ev.type, ev.data))]
+        if ev.type == "exit" or ev.type == "dropped":
+            return [*(OutputEvent(type=fd, offset=ev.offset, _text=t) for fd, t in self._flush()), ev]
+        return [ev]
 
 
 MAX_PROCESS_LINE = 1 << 20

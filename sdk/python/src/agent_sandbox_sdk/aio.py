@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import collections
 import os
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable, Mapping
@@ -669,6 +670,8 @@ class AsyncProcess(_base.ProcessBase):
         self._sb = sandbox
         self._resp = resp
         self._lines = _wire.ALines(resp.aiter_bytes(), _wire.MAX_PROCESS_LINE, "spawn")
+        self._text = _wire.StreamText()
+        self._ahead: collections.deque[ProcessEvent] = collections.deque()  # decoded, not yet taken
         self.id = 0
         self.pid = 0
 
@@ -687,11 +690,14 @@ class AsyncProcess(_base.ProcessBase):
         return p
 
     async def _next(self) -> ProcessEvent | None:
+        if self._ahead:
+            return self._ahead.popleft()
         try:
             while (line := await self._lines.next()) is not None:
                 ev = _wire.parse_event(line)
                 if ev is not None:
-                    return ev
+                    self._ahead.extend(self._text.process_events(ev))
+                    return self._ahead.popleft()
         except httpx.TransportError as e:
             raise _wire.stream_lost(self.id, e) from e
         return None

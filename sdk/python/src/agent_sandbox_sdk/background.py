@@ -325,12 +325,13 @@ class BackgroundProcess:
         stream cut by a proxy's timeout is resumed from where it stopped. Closing the
         iterator early leaves the process running."""
         st = Resume(offset, follow)
+        text = _wire.StreamText()  # across resumes: the bytes go on where they stopped
         while not st.done:
             err: Exception | None = None
             try:
                 for ev in self._output_once(st.params()):
                     st.seen(ev)
-                    yield ev
+                    yield from text.output_events(ev)
             except httpx.TransportError as e:
                 err = e
             except SandboxConnectionError as e:  # the resume itself failed
@@ -470,12 +471,14 @@ class AsyncBackgroundProcess:
 
     async def output(self, *, follow: bool = True, offset: int = 0) -> AsyncIterator[OutputEvent]:
         st = Resume(offset, follow)
+        text = _wire.StreamText()  # across resumes: the bytes go on where they stopped
         while not st.done:
             err: Exception | None = None
             try:
                 async for ev in self._output_once(st.params()):
                     st.seen(ev)
-                    yield ev
+                    for out in text.output_events(ev):
+                        yield out
             except httpx.TransportError as e:
                 err = e
             except SandboxConnectionError as e:  # the resume itself failed

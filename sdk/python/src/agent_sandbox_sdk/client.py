@@ -5,6 +5,7 @@ _base's (shared with agent_sandbox_sdk.aio)."""
 from __future__ import annotations
 
 import builtins
+import collections
 import contextlib
 import os
 import threading
@@ -638,6 +639,8 @@ class Process(_base.ProcessBase):
         self._sb = sandbox
         self._resp = resp
         self._lines = _wire.split_lines(resp.iter_bytes(), _wire.MAX_PROCESS_LINE, "spawn")
+        self._text = _wire.StreamText()
+        self._ahead: collections.deque[ProcessEvent] = collections.deque()  # decoded, not yet taken
         try:
             first = self._next()
         except BaseException:  # a lost stream, a bad event, Ctrl-C: the connection goes back
@@ -648,11 +651,14 @@ class Process(_base.ProcessBase):
             raise _wire.not_started()
 
     def _next(self) -> ProcessEvent | None:
+        if self._ahead:
+            return self._ahead.popleft()
         try:
             for line in self._lines:
                 ev = _wire.parse_event(line)
                 if ev is not None:
-                    return ev
+                    self._ahead.extend(self._text.process_events(ev))
+                    return self._ahead.popleft()
         except httpx.TransportError as e:
             raise _wire.stream_lost(self.id if hasattr(self, "id") else "?", e) from e
         return None

@@ -65,11 +65,17 @@ class ProcessEvent:
     exit_code: int = -1
     signal: int = 0
     timed_out: bool = False
+    _text: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> str:
-        """``data`` decoded as UTF-8 (invalid bytes replaced)."""
-        return self.data.decode("utf-8", "replace")
+        """``data`` decoded as UTF-8 (invalid bytes replaced), as part of its stream: a
+        character that sandboxd's events split (they are cut at byte boundaries) is in the
+        text of the event that completes it, so the texts of one stream's events (stdout
+        and stderr apart) join to its whole text. A sequence left incomplete at the end
+        comes as U+FFFD in an event of its stream with empty ``data`` just before the
+        exit event. An event made by hand decodes its own ``data``."""
+        return self._text if self._text is not None else self.data.decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)
@@ -329,8 +335,12 @@ class OutputEvent:
     exit_code: int = -1
     signal: int = 0
     timed_out: bool = False
+    _text: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> str:
-        """``data`` decoded as UTF-8 (invalid bytes replaced)."""
-        return self.data.decode("utf-8", "replace")
+        """``data`` decoded as UTF-8 (invalid bytes replaced), as part of its stream (see
+        ProcessEvent.text): the texts of one output() call's stdout (or stderr) events
+        join to its whole text; a sequence left incomplete before a ``dropped`` or the
+        ``exit`` event comes as U+FFFD in an event with empty ``data`` at that offset."""
+        return self._text if self._text is not None else self.data.decode("utf-8", "replace")
