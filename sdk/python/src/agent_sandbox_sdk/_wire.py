@@ -14,7 +14,8 @@ import json
 import os
 import re
 import stat
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -136,6 +137,8 @@ def run_body(
         body["stdin_b64"] = base64.b64encode(stdin).decode()
     if pty:
         body["pty"] = {"cols": pty[0], "rows": pty[1]} if isinstance(pty, tuple) else True
+    if stdin:
+        check_body_size(body)
     return body
 
 
@@ -761,6 +764,81 @@ def stdin_content(data: str | bytes) -> bytes:
     """The bytes of stdin data: text as UTF-8; any buffer (a bytearray or memoryview
     passes for bytes in annotations) as its bytes, not iterated as ints."""
     return data.encode() if isinstance(data, str) else bytes(data)
+
+
+MAX_BODY = 9 << 20
+"""sandboxd's default --max-body: the largest request body it buffers (a JSON request,
+one stdin write); a larger one is refused with 413."""
+STDIN_CHUNK = 1 << 20
+"""The most bytes of stdin one write request carries: a larger write() is sent as
+several, in order."""
+STDIN_QUEUE_PATIENCE = 30.0
+"""How long (seconds) write() sends a part sandboxd refused because the process's stdin
+queue (8 MiB) is full again, waiting for the process to read, before it gives up."""
+
+
+def stdin_chunks(data: str | bytes) -> Iterator[bytes]:
+    """stdin data as the bodies of its write requests (one, empty, for empty data)."""
+    b = stdin_content(data)
+    yield b[:STDIN_CHUNK]
+    for i in range(STDIN_CHUNK, len(b), STDIN_CHUNK):
+        yield b[i : i + STDIN_CHUNK]
+
+
+def stdin_queue_full(e: RequestError) -> bool:
+    """Whether sandboxd refused a stdin write whole because the queue is full (429)."""
+    return e.status == 429 and "stdin queue is full" in str(e)
+
+
+def write_stdin(send: Callable[[bytes], object], data: str | bytes) -> None:
+    """Writes data to a process's stdin with send (one request per body), in parts of at
+    most STDIN_CHUNK bytes (sandboxd refuses a body over --max-body). A part refused
+    because the stdin queue is full is sent again once the process has read some (for up
+    to STDIN_QUEUE_PATIENCE seconds). A failure raises with the parts before it written."""
+    for chunk in stdin_chunks(data):
+        deadline = time.monotonic() + STDIN_QUEUE_PATIENCE
+        pause = 0.01
+        while True:
+            try:
+                send(chunk)
+                break
+            except RequestError as e:
+                if not stdin_queue_full(e) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(0.5, pause * 2)
+
+
+async def awrite_stdin(send: Callable[[bytes], Awaitable[object]], data: str | bytes) -> None:
+    """The async twin of write_stdin."""
+    for chunk in stdin_chunks(data):
+        deadline = time.monotonic() + STDIN_QUEUE_PATIENCE
+        pause = 0.01
+        while True:
+            try:
+                await send(chunk)
+                break
+            except RequestError as e:
+                if not stdin_queue_full(e) or time.monotonic() + pause > deadline:
+                    raise
+            await asyncio.sleep(pause)
+            pause = min(0.5, pause * 2)
+
+
+def check_body_size(body: Mapping[str, Any]) -> None:
+    """Refuses, before anything is sent, a process start whose inline stdin makes its
+    JSON body larger than sandboxd buffers (MAX_BODY; bytes go as base64, a third more):
+    it would only be answered 413 once sent."""
+    size = len(json.dumps(body))
+    if size > MAX_BODY:
+        raw = len(body.get("stdin") or "") or len(body.get("stdin_b64") or "") * 3 // 4
+        raise RequestError(
+            f"stdin of about {raw} bytes makes a request body of {size} bytes, over sandboxd's"
+            f" {MAX_BODY >> 20} MiB (--max-body): spawn() the command (or start_background(stdin=True))"
+            " and write() the data (sent in parts of 1 MiB), then close_stdin()",
+            status=413,
+            code="INVALID_ARGUMENT",
+        )
 
 
 # ---- files --------------------------------------------------------------------------

@@ -750,8 +750,9 @@ class AsyncProcess(_base.ProcessBase):
         await self._sb.request(**self._ctl_args(action), **kw)
 
     async def write(self, data: str | bytes) -> None:
-        """Sends data to the process's stdin."""
-        await self._ctl("stdin", content=_wire.stdin_content(data))
+        """Sends data to the process's stdin, in requests of at most 1 MiB (see
+        Process.write)."""
+        await _wire.awrite_stdin(lambda chunk: self._ctl("stdin", content=chunk), data)
 
     async def close_stdin(self) -> None:
         await self._ctl("stdin/close")

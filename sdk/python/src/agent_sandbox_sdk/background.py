@@ -369,8 +369,8 @@ class BackgroundProcess:
 
     def write(self, data: str | bytes) -> None:
         """Sends data to stdin (started with ``stdin=True``); ProcessExitedError after
-        the exit."""
-        self._call("POST", "stdin", idempotent=False, content=_wire.stdin_content(data))
+        the exit. Sent in requests of at most 1 MiB, in order (see Process.write)."""
+        _wire.write_stdin(lambda chunk: self._call("POST", "stdin", idempotent=False, content=chunk), data)
 
     def close_stdin(self) -> None:
         """Closes stdin once the queued data is written. Retried after a lost answer only
@@ -515,7 +515,7 @@ class AsyncBackgroundProcess:
             await resp.aclose()
 
     async def write(self, data: str | bytes) -> None:
-        await self._call("POST", "stdin", idempotent=False, content=_wire.stdin_content(data))
+        await _wire.awrite_stdin(lambda chunk: self._call("POST", "stdin", idempotent=False, content=chunk), data)
 
     async def close_stdin(self) -> None:
         await self._call("POST", "stdin/close", idempotent=_close_repeatable(self.last_info))

@@ -688,8 +688,9 @@ class Process(_base.ProcessBase):
         self._sb.request(**self._ctl_args(action), **kw)
 
     def write(self, data: str | bytes) -> None:
-        """Sends data to the process's stdin."""
-        self._ctl("stdin", content=_wire.stdin_content(data))
+        """Sends data to the process's stdin, in requests of at most 1 MiB (in order;
+        see _wire.write_stdin). A failure partway leaves the parts before it written."""
+        _wire.write_stdin(lambda chunk: self._ctl("stdin", content=chunk), data)
 
     def close_stdin(self) -> None:
         self._ctl("stdin/close")
