@@ -566,7 +566,7 @@ class ComponentTest(unittest.TestCase):
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     self.assertIn(") Z ", f.read())  # at most a zombie awaiting its reaper
-            except FileNotFoundError:
+            except OSError:  # gone (ENOENT, or ESRCH between the open and the read)
                 pass
 
     def test_signal_after_the_leader_exited_reaches_its_group(self):
@@ -578,7 +578,7 @@ class ComponentTest(unittest.TestCase):
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     return ") Z " not in f.read()  # a zombie awaits its reaper
-            except FileNotFoundError:
+            except OSError:  # gone: ENOENT, or ESRCH when it went between open and read
                 return False
 
         d = Daemon()
