@@ -34,6 +34,7 @@ struct job {
     json_t *user; /* known identity (token review cached) or the review's result */
     bool review_token;
     int token_rc, access_rc; /* review results (negative errno on failure) */
+    usec_t asked;            /* when its reviews were queued: a verdict's TTL counts from it */
     bool allowed, access_done;
     authz_done_fn *fn;
     void *ctx;
@@ -246,15 +247,23 @@ static void leader_done(struct authz *a, struct job *j)
         (void)map_remove(a->leaders, j->akey);
 }
 
+/* When a review's result stops being used. A verdict lives the TTL from when the review
+ * was asked for, not answered: the API server may have evaluated it at any point between,
+ * so a slow review does not lengthen a revoked token's life. A failure is held the error
+ * TTL from its answer, to keep a slow, failing API server from a review per request. */
+static usec_t expiry(const struct authz *a, const struct job *j, int rc, usec_t now)
+{
+    return rc < 0 ? now + a->o.error_ttl : j->asked + a->o.ttl;
+}
+
 /* Stores the job's review results and answers it. */
 static void finish_job(struct authz *a, struct job *j)
 {
     usec_t now = a->o.now();
     if (j->review_token) {
         a->st.token_reviews++;
-        usec_t ttl = j->token_rc < 0 ? a->o.error_ttl : a->o.ttl;
-        a->st.evictions +=
-            (uint64_t)authz_cache_put(a->tokens, j->tkey, j->token_rc, j->user, now + ttl);
+        a->st.evictions += (uint64_t)authz_cache_put(a->tokens, j->tkey, j->token_rc, j->user,
+                                                     expiry(a, j, j->token_rc, now));
     }
     enum authz_verdict v;
     if (j->review_token && j->token_rc < 0)
@@ -267,8 +276,8 @@ static void finish_job(struct authz *a, struct job *j)
         v = j->allowed ? AUTHZ_ALLOW : AUTHZ_FORBIDDEN;
     if (j->access_done) {
         a->st.access_reviews++;
-        usec_t ttl = j->access_rc < 0 ? a->o.error_ttl : a->o.ttl;
-        a->st.evictions += (uint64_t)authz_cache_put(a->access, j->akey, (int)v, NULL, now + ttl);
+        a->st.evictions += (uint64_t)authz_cache_put(a->access, j->akey, (int)v, NULL,
+                                                     expiry(a, j, j->access_rc, now));
     }
     leader_done(a, j);
     deliver(j, v, false);
@@ -499,6 +508,7 @@ static int submit(struct authz *a, struct job *j, const char *ns, const char *na
     }
     j->ns = xstrdup(ns);
     j->name = xstrdup(name);
+    j->asked = a->o.now();
     (void)map_put(a->leaders, j->akey, j, NULL);
     a->pending++;
     (void)pthread_mutex_lock(&a->lock);

@@ -338,6 +338,37 @@ static void test_ttl_and_error_ttl(void **state)
     fixture_free(f);
 }
 
+/* A verdict lives the TTL from when its review was asked for: a review that took 8 s of a
+ * 10 s TTL leaves 2 s of caching, not 10. A failure is held the error TTL from its answer. */
+static void test_ttl_counts_from_the_ask(void **state)
+{
+    (void)state;
+    struct fixture *f = fixture_new(NULL);
+    gate_set(true);
+    struct result r = {0}, e = {0};
+    assert_int_equal(authz_check(f->a, "hold-good-alice", "a", "s", "10.0.0.1", on_done, &r), 0);
+    assert_int_equal(authz_check(f->a, "hold-err", "a", "s", "10.0.0.1", on_done, &e), 0);
+    gate_wait_held(2);
+    fake_now += 8 * USEC_PER_SEC; /* the reviews are slow */
+    gate_set(false);
+    while (r.calls == 0 || e.calls == 0)
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(r.v, AUTHZ_ALLOW);
+    assert_int_equal(e.v, AUTHZ_ERROR);
+    struct result again;
+    assert_int_equal(check(f, "hold-err", "a", "s", &again), 1); /* held from its answer */
+    assert_int_equal(again.v, AUTHZ_ERROR);
+    fake_now += USEC_PER_SEC + 1; /* 9 s after the ask: still cached */
+    assert_int_equal(check(f, "hold-good-alice", "a", "s", &again), 1);
+    assert_true(again.cached);
+    fake_now += USEC_PER_SEC; /* 10 s after the ask, 2 s after the answer: reviewed again */
+    assert_int_equal(check(f, "hold-good-alice", "a", "s", &again), 0);
+    assert_int_equal(again.v, AUTHZ_ALLOW);
+    assert_false(again.cached);
+    assert_int_equal(atomic_load(&token_calls), 3);
+    fixture_free(f);
+}
+
 static void test_bounded(void **state)
 {
     (void)state;
@@ -582,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_verdicts_and_hits),
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_ttl_and_error_ttl),
+        cmocka_unit_test(test_ttl_counts_from_the_ask),
         cmocka_unit_test(test_bounded),
         cmocka_unit_test(test_pending_bound_and_free),
         cmocka_unit_test(test_same_key_one_review),
