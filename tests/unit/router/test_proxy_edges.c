@@ -12,7 +12,6 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,104 +23,37 @@
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "http/server.h"
-#include "kube/store.h"
 #include "router/proxy.h"
 #include "support/http_client.h"
+#include "support/router/proxy_env.h"
 
-#define T_IO    (10 * USEC_PER_SEC)
-#define MAX_UPS 64
+#define T_IO (10 * USEC_PER_SEC)
 
 /* ---- The upstream: answers by the request's path (see up_request) ------------------ */
 
-struct up {
-    uv_tcp_t tcp;
-    struct fx *f;
-    char buf[8192];
-    size_t len;
-    int nth; /* requests seen on this connection */
-};
-
 struct fx {
-    uv_loop_t loop;
-    uv_async_t stop;
-    uv_tcp_t listener;
-    pthread_t th;
-    struct kube_store *store;
-    struct proxy *proxy;
-    struct http_router *router;
-    struct http_server *server;
-    uint16_t port, up_port;
-    struct up *ups[MAX_UPS];
-    int nups;
-    size_t big_len;             /* body of /big */
-    struct up *pair[2];         /* /pair requests waiting for their partner */
-    bool close_listener;        /* after answering /ok: the next dial is refused */
-    bool listener_closed;       /* loop thread only */
-    atomic_int accepts, wsreqs; /* read by the test thread */
+    struct proxy_env env;
+    size_t big_len;               /* body of /big */
+    struct proxy_env_up *pair[2]; /* /pair requests waiting for their partner */
+    bool close_listener;          /* after answering /ok: the next dial is refused */
+    atomic_int wsreqs;            /* read by the test thread */
 };
 
-struct up_write {
-    uv_write_t w;
-    size_t len;
-    char data[];
-};
-
-static void on_up_closed(uv_handle_t *h)
+static void up_big(struct proxy_env_up *u)
 {
-    xfree(h->data);
-}
-
-static void on_up_written(uv_write_t *w, int status)
-{
-    (void)status;
-    xfree(container_of(w, struct up_write, w));
-}
-
-static void up_send(struct up *u, const char *p, size_t n)
-{
-    struct up_write *o = xmalloc(sizeof(*o) + n);
-    memcpy(o->data, p, n);
-    o->len = n;
-    uv_buf_t b = uv_buf_init(o->data, (unsigned)n);
-    if (uv_write(&o->w, (uv_stream_t *)&u->tcp, &b, 1, on_up_written) < 0)
-        xfree(o);
-}
-
-static void up_send_str(struct up *u, const char *s)
-{
-    up_send(u, s, strlen(s));
-}
-
-static void up_drop(struct up *u)
-{
-    struct fx *f = u->f;
-    for (int i = 0; i < f->nups; i++)
-        if (f->ups[i] == u)
-            f->ups[i] = NULL;
-    for (int i = 0; i < 2; i++)
-        if (f->pair[i] == u)
-            f->pair[i] = NULL;
-    if (!uv_is_closing((uv_handle_t *)&u->tcp))
-        uv_close((uv_handle_t *)&u->tcp, on_up_closed);
-}
-
-static void up_big(struct up *u)
-{
-    size_t n = u->f->big_len;
-    char head[128];
-    int hn = snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", n);
-    struct up_write *o = xmalloc(sizeof(*o) + (size_t)hn + n);
-    memcpy(o->data, head, (size_t)hn);
-    for (size_t i = 0; i < n; i++)
-        o->data[(size_t)hn + i] = (char)('a' + i % 26);
-    uv_buf_t b = uv_buf_init(o->data, (unsigned)((size_t)hn + n));
-    if (uv_write(&o->w, (uv_stream_t *)&u->tcp, &b, 1, on_up_written) < 0)
-        xfree(o);
+    struct fx *f = u->env->data;
+    struct buf b;
+    buf_init(&b, f->big_len + 128);
+    (void)buf_printf(&b, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", f->big_len);
+    for (size_t i = 0; i < f->big_len; i++)
+        (void)buf_putc(&b, (char)('a' + i % 26));
+    proxy_env_send(u, b.data, b.len);
+    buf_done(&b);
 }
 
 /* A head past the router's LIMIT_HTTP_RESP_HEADERS (not past its upstream head limit),
  * after headers a 502 must not carry. */
-static void up_huge_headers(struct up *u, const char *status_line)
+static void up_huge_headers(struct proxy_env_up *u, const char *status_line)
 {
     struct buf b;
     buf_init(&b, 64 * 1024);
@@ -135,167 +67,81 @@ static void up_huge_headers(struct up *u, const char *status_line)
         (void)buf_puts(&b, "\r\n");
     }
     (void)buf_puts(&b, "Content-Length: 2\r\n\r\nok");
-    up_send(u, b.data, b.len);
+    proxy_env_send(u, b.data, b.len);
     buf_done(&b);
 }
 
 static const char ok_answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 
-static void up_request(struct up *u, const char *head)
+static void up_request(struct proxy_env_up *u, const char *head, size_t len)
 {
-    struct fx *f = u->f;
-    u->nth++;
+    struct fx *f = u->env->data;
+    (void)len;
     if (strncmp(head, "GET /big ", 9) == 0) {
         up_big(u);
     } else if (strncmp(head, "GET /ws ", 8) == 0) {
         atomic_fetch_add(&f->wsreqs, 1);
-        up_send_str(u, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
-                       "Upgrade: websocket\r\n\r\n");
+        proxy_env_send_str(u, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                              "Upgrade: websocket\r\n\r\n");
     } else if (strncmp(head, "GET /pair ", 10) == 0) {
         /* answered once two wait: two upstream connections, both pooled after */
         f->pair[f->pair[0] ? 1 : 0] = u;
         if (f->pair[0] && f->pair[1]) {
-            up_send_str(f->pair[0], ok_answer);
-            up_send_str(f->pair[1], ok_answer);
+            proxy_env_send_str(f->pair[0], ok_answer);
+            proxy_env_send_str(f->pair[1], ok_answer);
             f->pair[0] = f->pair[1] = NULL;
         }
     } else if (strncmp(head, "GET /stale ", 11) == 0) {
         if (u->nth > 1) /* a reused connection the upstream had given up on */
-            up_drop(u);
+            proxy_env_drop(u);
         else
-            up_send_str(u, ok_answer);
+            proxy_env_send_str(u, ok_answer);
     } else if (strncmp(head, "GET /hugeh ", 11) == 0) {
         up_huge_headers(u, "HTTP/1.1 200 OK\r\n");
     } else if (strncmp(head, "GET /hugews ", 12) == 0) {
         up_huge_headers(u, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
                            "Upgrade: websocket\r\n");
     } else {
-        up_send_str(u, ok_answer);
-        if (f->close_listener && !f->listener_closed) {
-            f->listener_closed = true;
-            uv_close((uv_handle_t *)&f->listener, NULL);
-        }
+        proxy_env_send_str(u, ok_answer);
+        if (f->close_listener)
+            proxy_env_close_listener(&f->env);
     }
 }
 
-static void up_alloc(uv_handle_t *h, size_t s, uv_buf_t *b)
+static void up_drop(struct proxy_env_up *u)
 {
-    struct up *u = h->data;
-    (void)s;
-    *b = uv_buf_init(u->buf + u->len, (unsigned)(sizeof(u->buf) - u->len - 1));
+    struct fx *f = u->env->data;
+    for (int i = 0; i < 2; i++)
+        if (f->pair[i] == u)
+            f->pair[i] = NULL;
 }
 
-static void up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
-{
-    struct up *u = s->data;
-    (void)b;
-    if (n < 0) {
-        up_drop(u);
-        return;
-    }
-    u->len += (size_t)n;
-    u->buf[u->len] = '\0';
-    char *end;
-    while (!uv_is_closing((uv_handle_t *)s) && (end = memmem(u->buf, u->len, "\r\n\r\n", 4))) {
-        size_t used = (size_t)(end - u->buf) + 4;
-        up_request(u, u->buf);
-        memmove(u->buf, u->buf + used, u->len - used);
-        u->len -= used;
-        u->buf[u->len] = '\0';
-    }
-}
-
-static void up_accept(uv_stream_t *srv, int status)
-{
-    struct fx *f = srv->loop->data;
-    assert_int_equal(status, 0);
-    assert_true(f->nups < MAX_UPS);
-    struct up *u = XNEW(struct up);
-    u->f = f;
-    (void)uv_tcp_init(srv->loop, &u->tcp);
-    u->tcp.data = u;
-    assert_int_equal(uv_accept(srv, (uv_stream_t *)&u->tcp), 0);
-    f->ups[f->nups++] = u;
-    atomic_fetch_add(&f->accepts, 1);
-    assert_int_equal(uv_read_start((uv_stream_t *)&u->tcp, up_alloc, up_read), 0);
-}
-
-/* ---- Fixture: proxy + server + upstream on a loop thread ---------------------------- */
+/* ---- Fixture -------------------------------------------------------------------------- */
 
 struct fx_opts {
-    struct proxy_opts proxy; /* store and allow_loopback are set by fx_start */
+    struct proxy_opts proxy; /* store and allow_loopback are set by proxy_env_start */
     size_t write_queue;
     size_t big_len;
     bool close_listener;
 };
-
-static json_t *sandbox(void)
-{
-    return json_pack("{s:{s:s,s:s,s:s},s:{s:[s],s:[{s:s,s:s,s:s}]}}", "metadata", "name", "box",
-                     "namespace", "ns", "uid", "u1", "status", "podIPs", "127.0.0.1", "conditions",
-                     "type", "Ready", "status", "True", "reason", "DependenciesReady");
-}
-
-static void *loop_main(void *arg)
-{
-    struct fx *f = arg;
-    (void)uv_run(&f->loop, UV_RUN_DEFAULT);
-    return NULL;
-}
-
-static void on_stop(uv_async_t *a)
-{
-    struct fx *f = a->data;
-    proxy_free(f->proxy);
-    http_server_shutdown(f->server, 0, NULL, NULL); /* freed once the loop is done */
-    for (int i = 0; i < f->nups; i++)
-        if (f->ups[i])
-            up_drop(f->ups[i]);
-    if (!f->listener_closed)
-        uv_close((uv_handle_t *)&f->listener, NULL);
-    uv_close((uv_handle_t *)&f->stop, NULL);
-}
 
 static struct fx *fx_start(const struct fx_opts *o)
 {
     struct fx *f = XNEW(struct fx);
     f->big_len = o->big_len;
     f->close_listener = o->close_listener;
-    assert_int_equal(uv_loop_init(&f->loop), 0);
-    f->loop.data = f;
-    f->store = kube_store_new();
-    assert_int_equal(kube_store_put(f->store, sandbox(), NULL), 0);
-    struct proxy_opts po = o->proxy;
-    po.store = f->store;
-    po.allow_loopback = true;
-    f->proxy = proxy_new(&f->loop, &po);
-    f->router = http_router_new();
-    assert_int_equal(proxy_register(f->proxy, f->router), 0);
-    struct http_server_opts so = {.router = f->router, .write_queue = o->write_queue};
-    assert_int_equal(http_server_new(&f->loop, &so, &f->server), 0);
-    f->port = http_server_port(f->server);
-    struct sockaddr_in a;
-    (void)uv_ip4_addr("127.0.0.1", 0, &a);
-    (void)uv_tcp_init(&f->loop, &f->listener);
-    assert_int_equal(uv_tcp_bind(&f->listener, (struct sockaddr *)&a, 0), 0);
-    assert_int_equal(uv_listen((uv_stream_t *)&f->listener, 128, up_accept), 0);
-    int len = sizeof(a);
-    assert_int_equal(uv_tcp_getsockname(&f->listener, (struct sockaddr *)&a, &len), 0);
-    f->up_port = ntohs(a.sin_port);
-    assert_int_equal(uv_async_init(&f->loop, &f->stop, on_stop), 0);
-    f->stop.data = f;
-    assert_int_equal(pthread_create(&f->th, NULL, loop_main, f), 0);
+    struct proxy_env_opts eo = {.proxy = o->proxy,
+                                .write_queue = o->write_queue,
+                                .request = up_request,
+                                .drop = up_drop,
+                                .data = f};
+    proxy_env_start(&f->env, &eo);
     return f;
 }
 
 static void fx_stop(struct fx *f)
 {
-    assert_int_equal(uv_async_send(&f->stop), 0);
-    assert_int_equal(pthread_join(f->th, NULL), 0);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    http_server_free(f->server);
-    http_router_free(f->router);
-    kube_store_free(f->store);
+    proxy_env_stop(&f->env);
     xfree(f);
 }
 
@@ -331,7 +177,7 @@ static int request(struct fx *f, uint16_t up_port, const char *path, const char 
                    struct test_http_resp *r)
 {
     struct test_http_conn c;
-    assert_int_equal(test_http_connect(f->port, &c), 0);
+    assert_int_equal(test_http_connect(f->env.port, &c), 0);
     send_req(&c, up_port, path, extra);
     int rc = test_http_read(&c, false, T_IO, r);
     test_http_close(&c);
@@ -357,9 +203,9 @@ static void test_unwritten_101_frees_its_tunnel(void **state)
                         .big_len = 16u * 1024 * 1024}; /* past any socket buffers */
     struct fx *f = fx_start(&o);
     struct test_http_conn a;
-    connect_small(f->port, 4096, &a);
-    send_req(&a, f->up_port, "/big", NULL);
-    send_req(&a, f->up_port, "/ws", ws_headers);
+    connect_small(f->env.port, 4096, &a);
+    send_req(&a, f->env.up_port, "/big", NULL);
+    send_req(&a, f->env.up_port, "/ws", ws_headers);
     usec_t end = clock_now() + T_IO;
     while (atomic_load(&f->wsreqs) == 0 && clock_now() < end)
         sleep_ms(20);
@@ -369,7 +215,7 @@ static void test_unwritten_101_frees_its_tunnel(void **state)
     while (clock_now() < end) {
         struct test_http_resp r;
         test_http_resp_init(&r);
-        status = request(f, f->up_port, "/ws", ws_headers, &r);
+        status = request(f, f->env.up_port, "/ws", ws_headers, &r);
         test_http_resp_done(&r);
         if (status != 503)
             break;
@@ -390,13 +236,13 @@ static void test_upgrade_header_alone_is_no_upgrade(void **state)
     struct fx *f = fx_start(&o);
     struct test_http_resp r;
     test_http_resp_init(&r);
-    assert_int_equal(request(f, f->up_port, "/ws", "Upgrade: websocket\r\n", &r), 502);
+    assert_int_equal(request(f, f->env.up_port, "/ws", "Upgrade: websocket\r\n", &r), 502);
     test_http_resp_done(&r);
     struct test_http_conn c;
     char raw[256];
-    assert_int_equal(test_http_connect(f->port, &c), 0);
+    assert_int_equal(test_http_connect(f->env.port, &c), 0);
     (void)snprintf(raw, sizeof(raw), "GET /s/ns/box/%u/ws HTTP/1.0\r\nHost: h\r\n%s\r\n",
-                   (unsigned)f->up_port, ws_headers);
+                   (unsigned)f->env.up_port, ws_headers);
     assert_int_equal(test_http_send_str(&c, raw), 0);
     test_http_resp_init(&r);
     assert_int_equal(test_http_read(&c, false, T_IO, &r), 0);
@@ -404,7 +250,7 @@ static void test_upgrade_header_alone_is_no_upgrade(void **state)
     test_http_resp_done(&r);
     test_http_close(&c);
     test_http_resp_init(&r);
-    assert_int_equal(request(f, f->up_port, "/ws", ws_headers, &r), 101); /* the real thing */
+    assert_int_equal(request(f, f->env.up_port, "/ws", ws_headers, &r), 101); /* the real thing */
     test_http_resp_done(&r);
     fx_stop(f);
 }
@@ -435,7 +281,7 @@ static int read_whole(struct test_http_conn *c, size_t body_len)
 
 static bool queued_over(struct fx *f, size_t n)
 {
-    return http_server_queued(f->server) > n;
+    return http_server_queued(f->env.server) > n;
 }
 
 /* Clients that do not read: the bytes queued to all of them stop at the proxy's budget
@@ -452,13 +298,13 @@ static void test_queued_bytes_bounded_for_all_clients(void **state)
     struct fx *f = fx_start(&o);
     struct test_http_conn c[2];
     for (int i = 0; i < 2; i++) {
-        connect_small(f->port, 4096, &c[i]);
-        send_req(&c[i], f->up_port, "/big", NULL);
+        connect_small(f->env.port, 4096, &c[i]);
+        send_req(&c[i], f->env.up_port, "/big", NULL);
     }
     usec_t end = clock_now() + 2 * USEC_PER_SEC; /* the queues fill, then nothing moves */
     size_t most = 0;
     while (clock_now() < end) {
-        size_t q = http_server_queued(f->server);
+        size_t q = http_server_queued(f->env.server);
         most = q > most ? q : most;
         sleep_ms(10);
     }
@@ -467,7 +313,7 @@ static void test_queued_bytes_bounded_for_all_clients(void **state)
      * plus one read (64 KiB): the budget and that much per download at most */
     const size_t bound = budget + 2 * (LIMIT_ROUTER_QUEUED_SHARE + 64 * 1024);
     if (queued_over(f, bound))
-        fail_msg("%zu bytes queued to the clients, budget %zu", http_server_queued(f->server),
+        fail_msg("%zu bytes queued to the clients, budget %zu", http_server_queued(f->env.server),
                  budget);
     if (most > bound)
         fail_msg("at most %zu bytes queued to the clients, budget %zu", most, budget);
@@ -488,8 +334,8 @@ static void test_slow_download_is_not_idle(void **state)
                         .big_len = total};
     struct fx *f = fx_start(&o);
     struct test_http_conn c;
-    connect_small(f->port, 16384, &c);
-    send_req(&c, f->up_port, "/big", NULL);
+    connect_small(f->env.port, 16384, &c);
+    send_req(&c, f->env.up_port, "/big", NULL);
     size_t got = 0, want = 0; /* want: head + body, once the head is in */
     char tmp[16384], head[4096];
     /* ~128 KiB/s for 5 s: half a 1 MiB queue takes 4 s, a 64 KiB write 0.5 s */
@@ -529,18 +375,18 @@ static void test_retry_connects_anew(void **state)
     struct test_http_resp r;
     test_http_resp_init(&r);
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(test_http_connect(f->port, &c[i]), 0);
-        send_req(&c[i], f->up_port, "/pair", NULL);
+        assert_int_equal(test_http_connect(f->env.port, &c[i]), 0);
+        send_req(&c[i], f->env.up_port, "/pair", NULL);
     }
     for (int i = 0; i < 2; i++) {
         assert_int_equal(test_http_read(&c[i], false, T_IO, &r), 0);
         assert_int_equal(r.status, 200);
         test_http_close(&c[i]);
     }
-    assert_int_equal(atomic_load(&f->accepts), 2); /* both pooled now */
-    assert_int_equal(request(f, f->up_port, "/stale", NULL, &r), 200);
+    assert_int_equal(atomic_load(&f->env.accepts), 2); /* both pooled now */
+    assert_int_equal(request(f, f->env.up_port, "/stale", NULL, &r), 200);
     assert_string_equal(buf_str(&r.body), "ok");
-    assert_int_equal(atomic_load(&f->accepts), 3);
+    assert_int_equal(atomic_load(&f->env.accepts), 3);
     test_http_resp_done(&r);
     fx_stop(f);
 }
@@ -555,11 +401,11 @@ static void test_failed_retry_does_not_say_never_sent(void **state)
     struct test_http_conn c;
     struct test_http_resp r;
     test_http_resp_init(&r);
-    assert_int_equal(test_http_connect(f->port, &c), 0);
-    send_req(&c, f->up_port, "/ok", NULL); /* pooled; then the upstream's listener goes */
+    assert_int_equal(test_http_connect(f->env.port, &c), 0);
+    send_req(&c, f->env.up_port, "/ok", NULL); /* pooled; then the upstream's listener goes */
     assert_int_equal(test_http_read(&c, false, T_IO, &r), 0);
     assert_int_equal(r.status, 200);
-    send_req(&c, f->up_port, "/stale", NULL);
+    send_req(&c, f->env.up_port, "/stale", NULL);
     assert_int_equal(test_http_read(&c, false, T_IO, &r), 0);
     assert_int_equal(r.status, 502);
     assert_non_null(strstr(buf_str(&r.body), "closed the connection or answered badly: box"));
@@ -607,7 +453,7 @@ static void check_clean_502(struct fx *f, const char *path, const char *extra)
 {
     struct test_http_resp r;
     test_http_resp_init(&r);
-    assert_int_equal(request(f, f->up_port, path, extra, &r), 502);
+    assert_int_equal(request(f, f->env.up_port, path, extra, &r), 502);
     char *v = test_http_header(&r, "Set-Cookie");
     assert_null(v);
     v = test_http_header(&r, "Cache-Control");

@@ -12,7 +12,6 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,9 +25,7 @@
 
 #include "common/buf.h"
 #include "common/xalloc.h"
-#include "http/server.h"
-#include "kube/store.h"
-#include "router/proxy.h"
+#include "support/router/proxy_env.h"
 #include "tls/tls_front.h"
 
 #define T_IO_S 10
@@ -37,40 +34,12 @@
  * listening upstream socket served by the test thread itself ---------------------------- */
 
 struct fx {
-    uv_loop_t loop;
-    uv_async_t stop;
-    pthread_t th;
-    struct kube_store *store;
-    struct proxy *proxy;
-    struct http_router *router;
-    struct http_server *server;
+    struct proxy_env env; /* no upstream of its own: the test thread's, below */
     struct tls_front *front;
     char *cert_dir;
     int up_listen;
     uint16_t tls_port, up_port;
 };
-
-static json_t *sandbox(void)
-{
-    return json_pack("{s:{s:s,s:s,s:s},s:{s:[s],s:[{s:s,s:s,s:s}]}}", "metadata", "name", "box",
-                     "namespace", "ns", "uid", "u1", "status", "podIPs", "127.0.0.1", "conditions",
-                     "type", "Ready", "status", "True", "reason", "DependenciesReady");
-}
-
-static void *loop_main(void *arg)
-{
-    struct fx *f = arg;
-    (void)uv_run(&f->loop, UV_RUN_DEFAULT);
-    return NULL;
-}
-
-static void on_stop(uv_async_t *a)
-{
-    struct fx *f = a->data;
-    proxy_free(f->proxy);
-    http_server_shutdown(f->server, 0, NULL, NULL); /* freed once the loop is done */
-    uv_close((uv_handle_t *)&f->stop, NULL);
-}
 
 /* A blocking listener on 127.0.0.1 (an ephemeral port into *port). */
 static int listen_local(uint16_t *port)
@@ -91,23 +60,12 @@ static struct fx *fx_start(void)
 {
     struct fx *f = XNEW(struct fx);
     char cert[512], key[512];
-    assert_int_equal(uv_loop_init(&f->loop), 0);
-    f->store = kube_store_new();
-    assert_int_equal(kube_store_put(f->store, sandbox(), NULL), 0);
-    struct proxy_opts po = {.store = f->store, .allow_loopback = true};
-    f->proxy = proxy_new(&f->loop, &po);
-    f->router = http_router_new();
-    assert_int_equal(proxy_register(f->proxy, f->router), 0);
-    struct http_server_opts so = {.router = f->router};
-    assert_int_equal(http_server_new(&f->loop, &so, &f->server), 0);
-    assert_int_equal(uv_async_init(&f->loop, &f->stop, on_stop), 0);
-    f->stop.data = f;
-    assert_int_equal(pthread_create(&f->th, NULL, loop_main, f), 0);
+    proxy_env_start(&f->env, NULL);
     assert_int_equal(tls_self_signed("unit", &f->cert_dir), 0);
     (void)snprintf(cert, sizeof(cert), "%s/tls.crt", f->cert_dir);
     (void)snprintf(key, sizeof(key), "%s/tls.key", f->cert_dir);
     struct tls_front_opts to = {.host = "127.0.0.1", .cert_file = cert, .key_file = key};
-    assert_int_equal(tls_front_start(&to, f->server, &f->front), 0);
+    assert_int_equal(tls_front_start(&to, f->env.server, &f->front), 0);
     f->tls_port = tls_front_port(f->front);
     f->up_listen = listen_local(&f->up_port);
     return f;
@@ -116,12 +74,7 @@ static struct fx *fx_start(void)
 static void fx_stop(struct fx *f)
 {
     tls_front_stop(f->front);
-    assert_int_equal(uv_async_send(&f->stop), 0);
-    assert_int_equal(pthread_join(f->th, NULL), 0);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    http_server_free(f->server);
-    http_router_free(f->router);
-    kube_store_free(f->store);
+    proxy_env_stop(&f->env);
     tls_self_signed_remove(f->cert_dir);
     (void)close(f->up_listen);
     xfree(f);
