@@ -64,7 +64,8 @@ type Options struct {
 	//     BackgroundProcess.Output, Sandbox.HTTPClient's requests): DefaultTimeout until
 	//     the answer's head arrives (connecting, the body the peer does not take, the
 	//     answer after it; not the time the caller's reader takes), then nothing: the
-	//     stream lasts as long as its context;
+	//     stream lasts as long as its context (its silences bounded by
+	//     StreamIdleTimeout);
 	//   - Files.ReadFile, WriteFile, ReadRange and WriteMany: as a stream, and after the
 	//     head DefaultTimeout without a byte of progress (a large file is not cut, a
 	//     stalled one is).
@@ -72,6 +73,28 @@ type Options struct {
 	// says. A call the limit ended returns an error that matches
 	// context.DeadlineExceeded (errors.Is).
 	DefaultTimeout time.Duration
+	// StreamIdleTimeout bounds the silence of an answer of sandboxd once its head has
+	// come: a read of its body (a process's output for Start, a watch's events, a file
+	// for Files.Read, a background output follow, a run's or a code execution's answer)
+	// that waits this long for a byte fails with a *StreamIdleError (it matches
+	// context.DeadlineExceeded and ErrUnavailable) and closes the connection, so a
+	// connection that died without a word (a half-open TCP connection: a node lost, a
+	// partition) does not hold the stream for ever. It applies whatever the context's
+	// deadline. sandboxd sends a keepalive after 15 s of silence on every stream (its
+	// --process-keepalive and --code-keepalive; an empty line on a quiet watch), so a
+	// silent process is not cut. Only the time spent waiting in a read counts: a reader
+	// may take as long as it likes between reads. 0 means DefaultStreamIdleTimeout
+	// (300 s, as the Python SDK); NoTimeout (or any negative value) means none. Keep it
+	// well above sandboxd's keepalive interval. Sandbox.HTTPClient's answers (the port's
+	// own server, which may be silent for as long as it likes) are bounded by
+	// HTTPClientStreamIdleTimeout instead.
+	StreamIdleTimeout time.Duration
+	// HTTPClientStreamIdleTimeout is StreamIdleTimeout for the answers of
+	// Sandbox.HTTPClient's requests (an upgraded connection, 101, is never bounded). 0
+	// (the default) or a negative value means none: a server in the sandbox may
+	// legitimately be silent for long (a long poll, events without heartbeats); set it
+	// for servers known to send something more often.
+	HTTPClientStreamIdleTimeout time.Duration
 	// ReadyTimeout bounds a wait for Ready when the context has no deadline
 	// (default 180 s).
 	ReadyTimeout time.Duration
@@ -149,6 +172,12 @@ func NewClient(opts Options) (*Client, error) {
 		return nil, err
 	}
 	cn.timeout = max(limit, 0)
+	cn.streamIdle = opts.StreamIdleTimeout
+	if cn.streamIdle == 0 {
+		cn.streamIdle = DefaultStreamIdleTimeout
+	}
+	cn.streamIdle = max(cn.streamIdle, 0)
+	cn.portIdle = max(opts.HTTPClientStreamIdleTimeout, 0)
 	c := &Client{kube: k, ns: ns, conn: cn, readyTimeout: opts.ReadyTimeout,
 		cleanupTimeout: opts.CleanupTimeout, maxRead: opts.MaxReadSize, waitClaimReady: opts.WaitForClaimReady}
 	if c.readyTimeout <= 0 {

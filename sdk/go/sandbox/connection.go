@@ -100,6 +100,10 @@ type conn struct {
 	// timeout is the default time limit of a request whose context has no deadline
 	// (Options.DefaultTimeout; 0: none).
 	timeout time.Duration
+	// streamIdle bounds the silence of an answer's body (Options.StreamIdleTimeout; 0:
+	// none); portIdle that of Sandbox.HTTPClient's answers
+	// (Options.HTTPClientStreamIdleTimeout; 0: none).
+	streamIdle, portIdle time.Duration
 }
 
 func defaultHTTPClient() *http.Client {
@@ -432,12 +436,17 @@ var retryDelay = 50 * time.Millisecond
 // again, so it is returned at once as an error that matches ErrNotReady (routerError). A
 // router's 401 is sent again at once, once, when the token file holds a new token.
 // Without a context deadline the default limit of cl.limit applies (limit.go), to the
-// attempts and back-offs together; a 2xx answer's body carries it on.
+// attempts and back-offs together; a 2xx answer's body carries it on. The body is under
+// the idle bound as well (streamidle.go), whatever the context.
 func (c *conn) do(ctx context.Context, t target, cl call) (resp *http.Response, err error) {
 	l := newLimiter(ctx, c.timeout, cl.limit, cl.runTimeout)
 	if l != nil {
 		ctx = l.ctx
 		defer func() { resp, err = l.finish(resp, err) }()
+	}
+	var ib *idleBound
+	if ib, ctx = newIdleBound(ctx, cl.op, c.streamIdle); ib != nil {
+		defer func() { resp, err = ib.answer(resp, err) }() // before finish: the limit wraps the bound
 	}
 	delay := retryDelay
 	renewed := false

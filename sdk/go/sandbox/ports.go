@@ -107,7 +107,11 @@ func (s *Sandbox) URL(port int, path string) (string, error) {
 // connection pool; redirects are not followed. The bearer token is the current one at
 // each request. A request whose context has no deadline waits for its answer's head at
 // most Options.DefaultTimeout (the time its body's reader takes does not count); the
-// body then streams for as long as it lasts. The client has no Timeout of its own.
+// body then streams for as long as it lasts: the port's server may be silent for as long
+// as it likes (a long poll, events without heartbeats), unless
+// Options.HTTPClientStreamIdleTimeout is set (then a read that waits that long for a
+// byte fails with a *StreamIdleError and closes the connection; an upgraded connection,
+// 101, is never bounded). The client has no Timeout of its own.
 func (s *Sandbox) HTTPClient(port int) (*http.Client, string, error) {
 	p, err := s.PortURL(port, "/")
 	if err != nil {
@@ -125,7 +129,7 @@ func (s *Sandbox) HTTPClient(port int) (*http.Client, string, error) {
 	header.Del("Authorization")
 	ht := &headerTransport{base: base, plain: s.c.conn.plainTransport(), header: header,
 		token: s.c.conn.portBearer(port), scheme: strings.ToLower(u.Scheme), host: hostPort(u),
-		timeout: s.c.conn.timeout}
+		timeout: s.c.conn.timeout, idle: s.c.conn.portIdle}
 	if p.Mode != ModeDirect {
 		ht.prefix, ht.rawPrefix = u.Path, u.EscapedPath()
 	}
@@ -151,6 +155,9 @@ type headerTransport struct {
 	// timeout: the default limit until an answer's head (limitHead) of a request whose
 	// context has no deadline; 0: none
 	timeout time.Duration
+	// idle: the idle bound of an answer's body (Options.HTTPClientStreamIdleTimeout); 0:
+	// none
+	idle time.Duration
 }
 
 // hostPort is u's host name (lower case, no trailing dot) and port, the scheme's default
@@ -188,7 +195,11 @@ func (h *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = req.WithContext(l.ctx) // a copy: the caller's request is left alone
 		l.watchBody(req)
 	}
-	return l.finish(h.roundTrip(req))
+	ib, ctx := newIdleBound(req.Context(), req.Method+" "+req.URL.Path, h.idle)
+	if ib != nil {
+		req = req.WithContext(ctx)
+	}
+	return l.finish(ib.answer(h.roundTrip(req)))
 }
 
 func (h *headerTransport) roundTrip(req *http.Request) (*http.Response, error) {
