@@ -372,9 +372,10 @@ type OutputStream struct {
 
 // Output replays the output sandboxd still holds from byte offset on (a "dropped" event
 // first when part of it is gone), then, with follow, streams live output until the exit
-// event; a response cut by a proxy's timeout is resumed from where it stopped. Without
-// follow the stream ends after the replay (with the exit event when the process has
-// exited).
+// event; a response cut by a proxy's timeout, or silent for Options.StreamIdleTimeout
+// (sandboxd sends keepalives: a dead connection), is resumed from where it stopped.
+// Without follow the stream ends after the replay (with the exit event when the process
+// has exited), or Next returns the *StreamIdleError of a silent one.
 func (p *BackgroundProcess) Output(ctx context.Context, follow bool, offset int64) (*OutputStream, error) {
 	if offset < 0 {
 		return nil, fmt.Errorf("%w: offset %d", ErrInvalidArgument, offset)

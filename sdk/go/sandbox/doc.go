@@ -19,8 +19,9 @@
 //
 // Errors match the sentinel errors of this package with errors.Is (ErrNotFound,
 // ErrTimeout, ErrClaimFailed, ErrTemplateNotFound, ...) and carry details in
-// *HTTPError, *ClaimFailedError, *SandboxFailedError and *TimeoutError (errors.As).
-// Waits that run out of time also match context.DeadlineExceeded.
+// *HTTPError, *ClaimFailedError, *SandboxFailedError, *TimeoutError and
+// *StreamIdleError (errors.As). Waits that run out of time also match
+// context.DeadlineExceeded, and so does a stream that went silent.
 //
 // # Time limits
 //
@@ -36,6 +37,17 @@
 // end after it without progress. Waits for Ready are bounded by Options.ReadyTimeout
 // instead. A call the default limit ended returns an error that matches
 // context.DeadlineExceeded.
+//
+// Once a stream has begun, a connection that died without a word (a half-open TCP
+// connection: a node lost, a partition) would hold it for ever, so every answer of
+// sandboxd is also bounded by Options.StreamIdleTimeout (300 s unless set; NoTimeout:
+// none), whatever the context's deadline: a read of its body (a process's output, a
+// watch's events, a file, a run's answer) that waits that long for a byte fails with a
+// *StreamIdleError, which matches context.DeadlineExceeded and ErrUnavailable, and the
+// connection is closed. sandboxd sends a keepalive after 15 s of silence on each of its
+// streams, so a silent process is not cut; the time a caller takes between reads does
+// not count. The answers of Sandbox.HTTPClient (the sandbox's own servers, which may be
+// silent for long) are bounded only when Options.HTTPClientStreamIdleTimeout is set.
 //
 // # Contexts and goroutines
 //

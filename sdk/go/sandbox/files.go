@@ -50,7 +50,9 @@ func (f *Files) do(ctx context.Context, cl call) (*http.Response, error) {
 
 // Read opens the file at path for streaming. The caller closes the reader. Without a
 // context deadline, Options.DefaultTimeout bounds the wait for the answer's head, not
-// the reading of the body (ReadFile's is bounded by it without progress).
+// the reading of the body (ReadFile's is bounded by it without progress). A Read of the
+// reader that waits Options.StreamIdleTimeout for a byte fails with a *StreamIdleError
+// (the time between reads does not count).
 func (f *Files) Read(ctx context.Context, path string) (io.ReadCloser, error) {
 	return f.read(ctx, path, limitHead)
 }

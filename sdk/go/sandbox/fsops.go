@@ -368,7 +368,9 @@ type Watcher struct {
 // Watch starts watching the directory path; events that happen after it returns are
 // reported. The watch lasts until Close, ctx's end, or the directory's deletion.
 // Without a context deadline, Options.DefaultTimeout bounds its start (until the
-// stream's first byte), not the watch.
+// stream's first byte), not the watch. A quiet watch gets an empty line from sandboxd
+// every 15 s: one silent for Options.StreamIdleTimeout is a dead connection, and Next
+// returns a *StreamIdleError (watch again to go on).
 func (f *Files) Watch(ctx context.Context, path string, opts WatchOptions) (*Watcher, error) {
 	p, err := apiPath("/v1/watch", path, true)
 	if err != nil {

@@ -272,7 +272,9 @@ type event struct {
 // cmd.Stderr. Cancelling ctx ends the stream and kills the process group (so does a
 // broken stream or a failing writer). Call Wait to release the stream's goroutine.
 // Without a context deadline, Options.DefaultTimeout bounds the start (until the
-// stream's first byte); the stream then lasts as long as ctx.
+// stream's first byte); the stream then lasts as long as ctx, unless it gets no byte
+// (sandboxd sends keepalives) for Options.StreamIdleTimeout: Wait then returns an error
+// wrapping a *StreamIdleError, and the process is killed as for any broken stream.
 func (s *Sandbox) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	if _, err := s.target(); err != nil {
 		return nil, err
