@@ -50,6 +50,7 @@ func (e *StreamIdleError) Timeout() bool { return true }
 type idleBound struct {
 	op     string
 	d      time.Duration
+	ctx    context.Context // the request's
 	cancel context.CancelCauseFunc
 }
 
@@ -61,7 +62,7 @@ func newIdleBound(ctx context.Context, op string, d time.Duration) (*idleBound, 
 		return nil, ctx
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	return &idleBound{op: op, d: d, cancel: cancel}, ctx
+	return &idleBound{op: op, d: d, ctx: ctx, cancel: cancel}, ctx
 }
 
 // release ends the request's context (no answer, or an answer the SDK read and closed).
@@ -86,7 +87,8 @@ func (b *idleBound) answer(resp *http.Response, err error) (*http.Response, erro
 		resp.Body = &releasingRWBody{ReadWriteCloser: rw, release: b.release}
 		return resp, nil
 	}
-	resp.Body = &idleBody{rc: resp.Body, d: b.d, cancel: b.cancel, err: &StreamIdleError{Op: b.op, Idle: b.d}}
+	resp.Body = &idleBody{rc: resp.Body, d: b.d, ctx: b.ctx, cancel: b.cancel,
+		err: &StreamIdleError{Op: b.op, Idle: b.d}}
 	return resp, nil
 }
 
@@ -112,6 +114,7 @@ func (b *releasingRWBody) Close() error {
 type idleBody struct {
 	rc     io.ReadCloser
 	d      time.Duration
+	ctx    context.Context // the request's
 	cancel context.CancelCauseFunc
 	err    *StreamIdleError
 
@@ -160,10 +163,11 @@ func (b *idleBody) disarm() bool {
 
 // fire is the watchdog: it ends the request when a Read has been waiting for d. A
 // firing that comes late (its Read returned meanwhile; another one may have started
-// since, with a later deadline) or after Close does nothing.
+// since, with a later deadline), after Close or after the request's context ended (the
+// caller's cancel or deadline: the Read returns that) does nothing.
 func (b *idleBody) fire() {
 	b.mu.Lock()
-	if b.fired || b.closed || b.deadline.IsZero() || time.Now().Before(b.deadline) {
+	if b.fired || b.closed || b.deadline.IsZero() || time.Now().Before(b.deadline) || b.ctx.Err() != nil {
 		b.mu.Unlock()
 		return
 	}

@@ -366,8 +366,8 @@ func TestStreamIdleClosesConnection(t *testing.T) {
 
 // TestStreamIdleBody: the watchdog of one body: it runs only inside Read (a reader slow
 // between reads is not cut), fires on a Read that waits (ending the request's context
-// with the error as its cause), sticks, and after Close never fires; a late firing
-// does nothing.
+// with the error as its cause), sticks, and after Close never fires; a late firing,
+// or one after the caller's context ended, does nothing.
 func TestStreamIdleBody(t *testing.T) {
 	newBody := func(r io.ReadCloser) (*idleBody, context.Context) {
 		ib, ctx := newIdleBound(context.Background(), "op", tidle)
@@ -433,6 +433,20 @@ func TestStreamIdleBody(t *testing.T) {
 		if b.timer.Stop() {
 			t.Error("the watchdog was still on after Close")
 		}
+	})
+	t.Run("the caller's cancel first", func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		ib, _ := newIdleBound(parent, "op", tidle)
+		pr, pw := io.Pipe()
+		resp, _ := ib.answer(&http.Response{StatusCode: http.StatusOK, Body: pr}, nil)
+		b := resp.Body.(*idleBody)
+		cancel()
+		// a transport slow to end the Read: the watchdog leaves it to the caller's end
+		time.AfterFunc(2*tidle, func() { _, _ = pw.Write([]byte("a")) })
+		if n, err := b.Read(make([]byte, 1)); n != 1 || err != nil {
+			t.Fatalf("read %d, %v; want the byte, no error", n, err)
+		}
+		_ = b.Close()
 	})
 	t.Run("late firing", func(t *testing.T) {
 		b, ctx := newBody(io.NopCloser(strings.NewReader("abc")))
