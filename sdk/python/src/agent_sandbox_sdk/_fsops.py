@@ -13,7 +13,7 @@ from typing import Any, cast
 import httpx
 
 from . import _fasthttp, _wire
-from .errors import SandboxConnectionError, SandboxError
+from .errors import NotFoundError, SandboxConnectionError, SandboxError
 from .models import FileEvent, FileEventType, FileStat, WriteResult
 
 _EVENT_TYPES = ("create", "modify", "delete", "move", "move_from", "move_to", "overflow", "error")
@@ -28,6 +28,19 @@ def check_path(p: str) -> str:
     """p, after the checks of file_path (ValueError on '..' or control characters)."""
     _wire.file_path(p)
     return p
+
+
+def dir_only(p: str) -> bool:
+    """Whether p, below the root, ends with "/" (or "/."): then, as in path resolution,
+    it names a directory (a symlink to one included) or nothing. sandboxd drops the slash,
+    so stat, exists, delete and move check it: a stat follows the links of such a path
+    (the last one too) and finds a non-directory not there (NotFoundError, as sandboxd
+    answers ENOTDIR); a delete or move of one stats it first."""
+    return _wire.names_directory(p) and _wire.file_path(p) != "/v1/files/"
+
+
+def not_a_directory(what: str) -> NotFoundError:
+    return NotFoundError(f"{what}: not found (not a directory, and the path ends with '/')", name=what)
 
 
 def parse_time(s: str) -> datetime:
@@ -51,10 +64,29 @@ def parse_stat(j: Mapping[str, Any]) -> FileStat:
 
 def stat_request(path: str, follow_symlinks: bool) -> tuple[str, dict[str, Any]]:
     """The request path and request() arguments of a stat of path. With
-    ``follow_symlinks`` sandboxd is asked (``?follow=true``) to describe what a symlink
-    leads to, resolved beneath the root like the parents are."""
-    kw: dict[str, Any] = {"params": {"follow": "true"}} if follow_symlinks else {}
+    ``follow_symlinks`` (always for a path that ends with "/": dir_only) sandboxd is
+    asked (``?follow=true``) to describe what a symlink leads to, resolved beneath the
+    root like the parents are."""
+    follow = follow_symlinks or dir_only(path)
+    kw: dict[str, Any] = {"params": {"follow": "true"}} if follow else {}
     return api_path("/v1/stat/", path), kw
+
+
+def stat_answer(j: Mapping[str, Any], path: str) -> FileStat:
+    """The FileStat of a stat's answer j; NotFoundError when path ends with "/" and is
+    not a directory (dir_only)."""
+    st = parse_stat(j)
+    if dir_only(path) and not st.is_dir:
+        raise not_a_directory(f"stat {path}")
+    return st
+
+
+def exists_answer(resp: httpx.Response, path: str, what: str) -> bool:
+    """_wire.exists_answer of the stat of path (stat_request's); a path that ends with
+    "/" exists only as a directory (dir_only)."""
+    if not _wire.exists_answer(resp, what):
+        return False
+    return not dir_only(path) or parse_stat(resp.json()).is_dir
 
 
 def mkdir_args(parents: bool, mode: int | None) -> dict[str, Any]:
@@ -74,6 +106,13 @@ def made_before(resp: httpx.Response, st: FileStat | None, what: str) -> FileSta
     return st
 
 
+def move_needs_dir(src: str, dst: str) -> bool:
+    """Whether a move must first check that src is a directory: src or dst ends with "/"
+    (renaming a file to or from such a path fails with ENOTDIR; sandboxd drops the
+    slash and would move it)."""
+    return dir_only(check_path(src)) or dir_only(check_path(dst))
+
+
 def move_args(src: str, dst: str, overwrite: bool) -> dict[str, Any]:
     body = {"from": check_path(src), "to": check_path(dst), "overwrite": overwrite}
     return {"content": json.dumps(body).encode(), "headers": dict(_wire.JSON_HEADERS)}
@@ -89,7 +128,8 @@ def batch_args(files: Mapping[str, bytes | str] | Iterable[BatchItem]) -> dict[s
     for it in items:
         path, data = it[0], it[1]
         raw = data.encode() if isinstance(data, str) else bytes(data)
-        e: dict[str, Any] = {"path": check_path(path), "content": base64.b64encode(raw).decode()}
+        _wire.file_content_path(path, "write_many")
+        e: dict[str, Any] = {"path": path, "content": base64.b64encode(raw).decode()}
         if len(it) > 2 and it[2] is not None:
             e["mode"] = f"0{it[2]:03o}"
         out.append(e)

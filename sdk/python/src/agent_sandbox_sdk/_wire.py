@@ -85,6 +85,28 @@ def file_path(p: str) -> str:
     return "/v1/files/" + "/".join(quote(s, safe="") for s in parts)
 
 
+def names_directory(p: str) -> bool:
+    """Whether p names a directory by its form: it ends with "/" or "/." (or is the root:
+    "", "." or "/"). Path resolution takes such a path only to a directory (opening
+    "f.txt/" fails with ENOTDIR). sandboxd drops a trailing slash like any empty
+    component, so the SDK keeps that meaning itself: file_content_path refuses such a
+    path, and the stat of one (_fsops.dir_only) must find a directory."""
+    return p.rsplit("/", 1)[-1] in ("", ".")
+
+
+def file_content_path(p: str, what: str) -> str:
+    """file_path of a file that is read or written (read, iter_read, download, write,
+    upload of a file, write_many). ValueError when p names a directory by its form
+    (names_directory): sandboxd would read or write the file before the slash ("f.txt"
+    for "f.txt/"), where the system refuses."""
+    url = file_path(p)
+    if names_directory(p):
+        if url == "/v1/files/":
+            raise ValueError(f"{what} {p!r}: the path names the sandbox root, a directory, not a file")
+        raise ValueError(f"{what} {p!r}: a path that ends with '/' (or '/.') names a directory, not a file")
+    return url
+
+
 JSON_HEADERS = {"Content-Type": "application/json"}
 
 

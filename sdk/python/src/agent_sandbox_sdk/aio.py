@@ -791,7 +791,10 @@ Content = bytes | str | IO[bytes] | Iterable[bytes] | AsyncIterable[bytes]
 
 class AsyncFiles:
     """sandboxd's files under the sandbox root. Paths are relative to the root (a
-    leading / is allowed); ``..`` is refused."""
+    leading / is allowed); ``..`` is refused. A path that ends with "/" names a
+    directory, as in the shell: reading or writing a file through one raises ValueError
+    (``read("f.txt/")`` does not read f.txt); stat, exists, delete and move find only
+    a directory (or a symlink to one) there, else NotFoundError (exists: False)."""
 
     def __init__(self, sandbox: AsyncSandbox) -> None:
         self._sb = sandbox
@@ -799,7 +802,8 @@ class AsyncFiles:
     async def read(self, path: str, *, offset: int = 0, max_bytes: int | None = None) -> bytes:
         """A file's bytes, or at most max_bytes of them from offset (b"" past the end)."""
         kw = _fsops.read_args(offset, max_bytes)
-        resp = await self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"read {path}", **kw)
+        url = _wire.file_content_path(path, "read")
+        resp = await self._sb.request("GET", url, idempotent=True, what=f"read {path}", **kw)
         return _fsops.read_content(resp, path)
 
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
@@ -808,7 +812,8 @@ class AsyncFiles:
     async def iter_read(self, path: str, chunk_size: int = _wire.CHUNK) -> AsyncIterator[bytes]:
         """Streams a file's bytes without holding the whole file in memory (opening it is
         retried as other reads are)."""
-        resp = await self._sb.request("GET", _wire.file_path(path), idempotent=True, what=f"read {path}", stream=True)
+        url = _wire.file_content_path(path, "read")
+        resp = await self._sb.request("GET", url, idempotent=True, what=f"read {path}", stream=True)
         try:
             _wire.not_a_listing(resp, path)
             async for chunk in resp.aiter_bytes(chunk_size):
@@ -833,12 +838,11 @@ class AsyncFiles:
     async def write(self, path: str, data: Content, *, mode: int | None = None) -> None:
         """Writes bytes, text (UTF-8), a binary file object, or a sync or async iterable of
         chunks (streamed, never buffered whole). The write is atomic on the sandbox side."""
+        url = _wire.file_content_path(path, "write")
         kw = _wire.write_options(data, mode)
         if isinstance(data, (bytes, bytearray, memoryview, str)):  # a buffer: sent whole
             content = data.encode() if isinstance(data, str) else bytes(data)
-            await self._sb.request(
-                "PUT", _wire.file_path(path), idempotent=True, what=f"write {path}", content=content, **kw
-            )
+            await self._sb.request("PUT", url, idempotent=True, what=f"write {path}", content=content, **kw)
             return
         body: AsyncIterable[bytes]
         if hasattr(data, "read"):
@@ -847,7 +851,7 @@ class AsyncFiles:
             body = data
         else:
             body = _aiter_sync(data)
-        await self._sb.request("PUT", _wire.file_path(path), idempotent=False, what=f"write {path}", content=body, **kw)
+        await self._sb.request("PUT", url, idempotent=False, what=f"write {path}", content=body, **kw)
 
     async def upload(self, local: str | os.PathLike[str], path: str, *, mode: int | None = None) -> None:
         """Uploads a local file (streamed) or directory (recursively) to path."""
@@ -905,8 +909,9 @@ class AsyncFiles:
     async def exists(self, path: str) -> bool:
         """Whether path exists (a stat; see _wire.exists_answer for the 404s that raise)."""
         what = f"exists {path}"
-        resp = await self._sb.request("GET", _fsops.api_path("/v1/stat/", path), idempotent=True, what=what, ok=(404,))
-        return _wire.exists_answer(resp, what)
+        p, kw = _fsops.stat_request(path, False)
+        resp = await self._sb.request("GET", p, idempotent=True, what=what, ok=(404,), **kw)
+        return _fsops.exists_answer(resp, path, what)
 
     async def delete(self, path: str, *, recursive: bool = False, missing_ok: bool = False) -> None:
         """Deletes a file, or a directory (a non-empty one only with ``recursive``). The
@@ -914,6 +919,13 @@ class AsyncFiles:
         and other paths that resolve to it raise ValueError without a request."""
         url = _wire.delete_path(path)
         kw = _wire.delete_options(recursive, missing_ok)
+        if _fsops.dir_only(path):
+            try:
+                await self._must_be_dir(path, f"delete {path}")
+            except NotFoundError:
+                if missing_ok:
+                    return
+                raise
         await self._sb.request("DELETE", url, idempotent=True, what=f"delete {path}", **kw)
 
     async def stat(self, path: str, *, follow_symlinks: bool = False) -> FileStat:
@@ -921,7 +933,7 @@ class AsyncFiles:
         Files.stat)."""
         p, kw = _fsops.stat_request(path, follow_symlinks)
         resp = await self._sb.request("GET", p, idempotent=True, what=f"stat {path}", **kw)
-        return _fsops.parse_stat(resp.json())
+        return _fsops.stat_answer(resp.json(), path)
 
     async def mkdir(self, path: str, *, parents: bool = True, mode: int | None = None) -> FileStat:
         """Creates a directory (with its parents when ``parents``; an existing directory
@@ -934,6 +946,14 @@ class AsyncFiles:
             return _fsops.made_before(resp, await self._stat_or_none(path), what)
         return _fsops.parse_stat(resp.json())
 
+    async def _must_be_dir(self, path: str, what: str) -> None:
+        """NotFoundError unless path is a directory (a symlink to one included): the check
+        of a delete or move of a path that ends with "/" (_fsops.dir_only)."""
+        p, kw = _fsops.stat_request(path, True)
+        resp = await self._sb.request("GET", p, idempotent=True, what=what, **kw)
+        if not _fsops.parse_stat(resp.json()).is_dir:
+            raise _fsops.not_a_directory(what)
+
     async def _stat_or_none(self, path: str) -> FileStat | None:
         try:
             return await self.stat(path)
@@ -944,6 +964,8 @@ class AsyncFiles:
         """Renames src to dst (both under the root; dst's parent must exist). Without
         ``overwrite`` an existing dst raises ConflictError."""
         kw = _fsops.move_args(src, dst, overwrite)
+        if _fsops.move_needs_dir(src, dst):
+            await self._must_be_dir(src, f"move {src} to {dst}")
         await self._sb.request("POST", "/v1/move", idempotent=False, what=f"move {src} to {dst}", **kw)
 
     async def write_many(

@@ -227,3 +227,57 @@ def test_read_of_a_directory_raises(sandboxd_url: str) -> None:
 
     asyncio.run(aread())
     sb.files.delete(d, recursive=True)
+
+
+def test_a_trailing_slash_names_a_directory(sandboxd_url: str) -> None:
+    """sandboxd drops a trailing slash (GET /v1/files/f.txt/ serves f.txt): the SDK keeps
+    its meaning. Reading or writing a file through "f.txt/" is refused (ValueError, no
+    request); stat, exists, delete and move of "f.txt/" find no directory there
+    (NotFoundError, False) and leave f.txt as it was; "d/" still names the directory d
+    (sync and async)."""
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
+    d = _d()
+    sb.files.mkdir(f"{d}/sub")
+    sb.files.write(f"{d}/f.txt", b"file")
+    sb.run(f"ln -s sub {d}/link")
+    f = f"{d}/f.txt/"
+    for call in (
+        lambda: sb.files.read(f),
+        lambda: b"".join(sb.files.iter_read(f)),
+        lambda: sb.files.write(f, b"changed"),
+        lambda: sb.files.write_many({f: b"changed"}),
+    ):
+        with pytest.raises(ValueError, match="names a directory"):
+            call()
+    with pytest.raises(NotFoundError, match="not a directory"):
+        sb.files.stat(f)
+    assert not sb.files.exists(f)
+    with pytest.raises(NotFoundError, match="not a directory"):
+        sb.files.delete(f)
+    with pytest.raises(NotFoundError, match="not a directory"):
+        sb.files.move(f"{d}/f.txt", f"{d}/g/")
+    assert sb.files.read(f"{d}/f.txt") == b"file"
+    assert sb.files.stat(f"{d}/sub/").is_dir and sb.files.exists(f"{d}/link/")
+    assert sb.files.stat(f"{d}/link/").is_dir  # followed, as path resolution does
+
+    async def acheck() -> None:
+        async with aio.connect(sandboxd_url) as asb:
+            with pytest.raises(ValueError, match="names a directory"):
+                await asb.files.read(f)
+            with pytest.raises(ValueError, match="names a directory"):
+                await asb.files.write(f, b"changed")
+            with pytest.raises(NotFoundError, match="not a directory"):
+                await asb.files.stat(f)
+            assert not await asb.files.exists(f)
+            with pytest.raises(NotFoundError, match="not a directory"):
+                await asb.files.delete(f)
+            with pytest.raises(NotFoundError, match="not a directory"):
+                await asb.files.move(f, f"{d}/g")
+            assert await asb.files.read(f"{d}/f.txt") == b"file"
+            await asb.files.move(f"{d}/sub/", f"{d}/moved/")
+            assert (await asb.files.stat(f"{d}/moved")).is_dir
+
+    asyncio.run(acheck())
+    assert sb.files.read(f"{d}/f.txt") == b"file"
+    sb.files.delete(f"{d}/", recursive=True)
+    assert not sb.files.exists(d)
