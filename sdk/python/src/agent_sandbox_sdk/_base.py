@@ -71,6 +71,9 @@ class SandboxBase(Generic[C]):
         self._uid = _k8s.owner_claim_uid(obj, claim) if claim else _k8s.uid_of(obj)
         # The handle made its client (connect()): closing the handle closes it.
         self._owns_client = False
+        # Code contexts whose execution the handle gave up before its end (a cancelled
+        # run_code): context id -> time.monotonic() then (_code.Abandoned).
+        self._abandoned_code: dict[str, float] = {}
 
     def __repr__(self) -> str:
         return f"Sandbox({self.namespace}/{self.name or '?'}, claim={self.claim or None})"

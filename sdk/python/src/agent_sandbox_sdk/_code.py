@@ -5,8 +5,10 @@ they come."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -25,6 +27,17 @@ ContextRef = str | CodeContext | None
 """A context: its id, the CodeContext, or None for the sandbox's default context."""
 
 EXECUTE_PATH = "/v1/code/execute"
+
+DEFAULT_CONTEXT = "default"
+"""The context sandboxd runs code in when the request names none."""
+
+CANCEL_GRACE = 5.0
+"""How long (seconds) after a run_code given up before its end (the caller's task
+cancelled, KeyboardInterrupt, a callback's exception, a lost stream) the next run_code in
+that context through the same handle sends its request again while sandboxd answers 409
+"the context is executing other code". sandboxd interrupts the abandoned code once it
+sees the connection close and frees the context when the kernel has stopped (usually
+within milliseconds): until then the context is busy with it."""
 
 MAX_OUTPUT = 64 << 20
 """Default bound (characters) of what run_code collects: stdout, stderr and results'
@@ -90,6 +103,53 @@ def execute_body(code: str, context: ContextRef, timeout: float | None) -> dict[
     if timeout is not None:
         body["timeout"] = timeout
     return body
+
+
+def busy(resp: httpx.Response) -> bool:
+    """Whether sandboxd refused an execution because the context runs other code."""
+    if resp.status_code != 409 or _wire.answer_source(resp) != "sandboxd":
+        return False
+    try:
+        j = json.loads(resp.content)
+    except ValueError:
+        return False
+    return isinstance(j, dict) and "executing other code" in str(j.get("message", ""))
+
+
+class Abandoned:
+    """The executions of a handle given up before their end, by context (the handle's
+    ``_abandoned_code``: context id -> time.monotonic() then): a run_code in such a
+    context refused as busy is sent again until CANCEL_GRACE seconds after that, with a
+    short back-off. A genuine conflict (another caller's code running) still raises,
+    after the grace at most; one in a context given up long ago at once."""
+
+    def __init__(self, marks: dict[str, float], body: Mapping[str, Any]) -> None:
+        self.marks = marks
+        self.cid = str(body.get("context") or DEFAULT_CONTEXT)
+        self.pause = 0.01
+
+    def abandon(self) -> None:
+        """Marks the context's execution given up (its request was sent, or may have been)."""
+        self.marks[self.cid] = time.monotonic()
+
+    def started(self) -> None:
+        """The context took this execution: whatever was given up there has ended."""
+        self.marks.pop(self.cid, None)
+
+    def retry_after(self, resp: httpx.Response) -> float | None:
+        """The pause before sending again an execution answered resp, or None when the
+        answer is to be raised: it is no busy answer, or the context was not given up
+        (through this handle) less than CANCEL_GRACE seconds ago."""
+        at = self.marks.get(self.cid)
+        if at is None or not busy(resp):
+            return None
+        left = at + CANCEL_GRACE - time.monotonic()
+        if left <= 0:
+            self.marks.pop(self.cid, None)
+            return None
+        pause = min(self.pause, left)
+        self.pause = min(self.pause * 2, 0.2)
+        return pause
 
 
 def execute_request(base: str, headers: Mapping[str, str]) -> dict[str, Any]:
@@ -228,7 +288,12 @@ def _alines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
 
 
 def run_code(sb: Sandbox, body: dict[str, Any], col: Collector) -> Execution:
-    for woke in (False, True):
+    """Posts the execution and reads its events into col. Sent once, but again after a
+    resume on traffic that proves it never reached sandboxd, and while sandboxd refuses
+    it because the context still runs an execution this handle gave up (Abandoned)."""
+    ab = Abandoned(sb._abandoned_code, body)
+    woke = False
+    while True:
         t = sb._route()
         http = sb._http(t)
         req = http.build_request(**execute_request(t.base, t.headers), content=_wire.chunked_json(body))
@@ -237,19 +302,37 @@ def run_code(sb: Sandbox, body: dict[str, Any], col: Collector) -> Execution:
         except httpx.TransportError as e:
             sb._target = None
             if not woke and _wire.never_sent(e) and sb._wake(force=True):
+                woke = True
                 continue
+            if not _wire.never_sent(e):
+                ab.abandon()
             raise _wire.transport_error(e, "run_code", False) from e
+        except BaseException:  # Ctrl-C while sending: the code may be running
+            ab.abandon()
+            raise
+        pause = None
         try:
             if resp.status_code >= 400:
                 _wire.read_error(resp)
                 if not woke and _wire.not_forwarded(resp, t.via_kube) and sb._wake(force=True):
+                    woke = True
                     continue
-                raise _wire.error(resp, "run_code")
-            _read(_lines(resp.iter_bytes()), col)
+                pause = ab.retry_after(resp)
+                if pause is None:
+                    raise _wire.error(resp, "run_code")
+            else:
+                ab.started()
+                try:
+                    _read(_lines(resp.iter_bytes()), col)
+                except BaseException:
+                    if not col.ended:
+                        ab.abandon()
+                    raise
         finally:
             resp.close()
-        break
-    return col.result()
+        if pause is None:
+            return col.result()
+        time.sleep(pause)
 
 
 def _read(lines: Iterator[str], col: Collector) -> None:
@@ -301,7 +384,10 @@ class Contexts:
 
 
 async def arun_code(sb: AsyncSandbox, body: dict[str, Any], col: Collector) -> Execution:
-    for woke in (False, True):
+    """The async twin of run_code (a cancelled task gives its execution up)."""
+    ab = Abandoned(sb._abandoned_code, body)
+    woke = False
+    while True:
         t = await sb._route()
         http = sb._http(t)
         req = http.build_request(**execute_request(t.base, t.headers), content=_wire.achunked_json(body))
@@ -310,19 +396,37 @@ async def arun_code(sb: AsyncSandbox, body: dict[str, Any], col: Collector) -> E
         except httpx.TransportError as e:
             sb._target = None
             if not woke and _wire.never_sent(e) and await sb._wake(force=True):
+                woke = True
                 continue
+            if not _wire.never_sent(e):
+                ab.abandon()
             raise _wire.transport_error(e, "run_code", False) from e
+        except BaseException:  # cancelled while sending: the code may be running
+            ab.abandon()
+            raise
+        pause = None
         try:
             if resp.status_code >= 400:
                 await _wire.aread_error(resp)
                 if not woke and _wire.not_forwarded(resp, t.via_kube) and await sb._wake(force=True):
+                    woke = True
                     continue
-                raise _wire.error(resp, "run_code")
-            await _aread(_alines(resp.aiter_bytes()), col)
+                pause = ab.retry_after(resp)
+                if pause is None:
+                    raise _wire.error(resp, "run_code")
+            else:
+                ab.started()
+                try:
+                    await _aread(_alines(resp.aiter_bytes()), col)
+                except BaseException:
+                    if not col.ended:
+                        ab.abandon()
+                    raise
         finally:
             await resp.aclose()
-        break
-    return col.result()
+        if pause is None:
+            return col.result()
+        await asyncio.sleep(pause)
 
 
 async def _aread(lines: AsyncIterator[str], col: Collector) -> None:

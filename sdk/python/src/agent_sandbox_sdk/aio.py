@@ -651,7 +651,9 @@ class AsyncSandbox(_base.SandboxBase[AsyncSandboxClient]):
         max_output: int | None = None,
         keep_streams: bool = True,
     ) -> Execution:
-        """Runs Python code in a code context (see Sandbox.run_code)."""
+        """Runs Python code in a code context (see Sandbox.run_code). A cancelled run_code
+        interrupts its code; the next one in that context waits for the context to be
+        free again, for _code.CANCEL_GRACE seconds at most."""
         body = _code.execute_body(code, context, timeout)
         return await _code.arun_code(
             self,

@@ -621,7 +621,9 @@ class Sandbox(_base.SandboxBase[SandboxClient]):
         data in all (default _code.MAX_OUTPUT, 64 Mi); past it, it is ``truncated``.
         ``keep_streams=False``: stdout and stderr go to the callbacks only (the
         Execution's are empty and they take nothing of max_output), for a caller that
-        bounds them itself."""
+        bounds them itself. A run_code given up before its end (Ctrl-C, a callback that
+        raised) interrupts its code; the next one in that context waits for the context
+        to be free again, for _code.CANCEL_GRACE seconds at most."""
         body = _code.execute_body(code, context, timeout)
         return _code.run_code(
             self,

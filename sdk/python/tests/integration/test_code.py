@@ -115,3 +115,60 @@ def test_async_run_code(sandboxd_url: str) -> None:
             await sb.client.aclose()
 
     asyncio.run(main())
+
+
+SLEEPER = "x = 7\nprint('go', flush=True)\nimport time\ntime.sleep(60)"
+
+
+def _interrupt(_: str) -> None:
+    raise KeyboardInterrupt
+
+
+def test_run_code_after_a_keyboard_interrupt(sandboxd_url: str) -> None:
+    """Ctrl-C in a run_code gives its execution up (the connection closes: sandboxd
+    interrupts the code and frees the context once the kernel has stopped it): the next
+    run_code in that context, sent at once, waits for it rather than failing with 409
+    "the context is executing other code". The state is kept."""
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
+    ctx = sb.contexts.create()
+    try:
+        for i in range(5):
+            with pytest.raises(KeyboardInterrupt):
+                sb.run_code(SLEEPER, context=ctx, on_stdout=_interrupt)
+            ex = sb.run_code(f"x + {i}", context=ctx)
+            assert ex.text == str(7 + i)
+        # the default context too
+        with pytest.raises(KeyboardInterrupt):
+            sb.run_code(SLEEPER, on_stdout=_interrupt)
+        assert sb.run_code("x").text == "7"
+    finally:
+        sb.contexts.delete(ctx)
+        sb.close()
+
+
+def test_async_run_code_after_a_cancelled_task(sandboxd_url: str) -> None:
+    """A cancelled run_code task (asyncio.wait_for, TaskGroup, an MCP call's deadline)
+    does not make the next run_code in its context fail with 409."""
+
+    async def main() -> None:
+        async with aio.connect(sandboxd_url) as sb:
+            ctx = await sb.contexts.create()
+            try:
+                for i in range(5):
+                    started = asyncio.Event()
+                    task = asyncio.create_task(
+                        sb.run_code(SLEEPER, context=ctx, on_stdout=lambda _, s=started: s.set())
+                    )
+                    await asyncio.wait_for(started.wait(), 30)
+                    await asyncio.sleep(0.3)  # in time.sleep: the interrupt's end comes later
+                    task.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await task
+                    assert (await sb.run_code(f"x * {i}", context=ctx)).text == str(7 * i)
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(sb.run_code(SLEEPER, context=ctx), 1.0)
+                assert (await sb.run_code("x", context=ctx)).text == "7"
+            finally:
+                await sb.contexts.delete(ctx)
+
+    asyncio.run(main())
