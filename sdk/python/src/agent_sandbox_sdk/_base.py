@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import _conn, _k8s, _wire
 from ._kubeconfig import KubeConfig, load_config
 from .models import Connection, ProcessEvent
+
+if TYPE_CHECKING:
+    import httpx
+
+CTL_REFUSALS = (400, 404, 409)
+"""sandboxd's refusals of a process's control call that _wire.control_error maps."""
 
 STALE_AFTER = 1.0  # seconds: an older cached Sandbox object is read again before a call
 
@@ -167,10 +173,18 @@ class ProcessBase:
         return self._col.exit.exit_code if self._col.exit else None
 
     def _ctl_args(self, action: str) -> dict[str, Any]:
-        """request() arguments of a control call (stdin, stdin/close, signal, resize)."""
+        """request() arguments of a control call (stdin, stdin/close, signal, resize);
+        its refusals come back as answers, for _ctl_check."""
         return {
             "method": "POST",
             "path": f"/v1/processes/{self.id}/{action}",
             "idempotent": False,
             "what": f"process {action}",
+            "ok": CTL_REFUSALS,
         }
+
+    def _ctl_check(self, resp: httpx.Response, action: str) -> None:
+        """Raises the error of a refused control call: ProcessExitedError once the
+        process has exited (_wire.control_error), whether or not its exit event was read."""
+        if resp.status_code >= 400:
+            raise _wire.control_error(resp, f"process {action}", self._col.exit is not None)

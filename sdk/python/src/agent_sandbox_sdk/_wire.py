@@ -29,6 +29,7 @@ from .errors import (
     AuthError,
     ConflictError,
     NotFoundError,
+    ProcessExitedError,
     RequestError,
     SandboxConnectionError,
     SandboxError,
@@ -772,6 +773,31 @@ def spawn_request(base: str, headers: Mapping[str, str]) -> dict[str, Any]:
 
 def not_started() -> SandboxConnectionError:
     return SandboxConnectionError("spawn: the process stream did not start")
+
+
+def control_error(resp: httpx.Response, what: str, exit_seen: bool) -> SandboxError:
+    """The error of sandboxd's refusal of a control call (stdin, stdin/close, signal,
+    resize) of an attached process: ProcessExitedError when it says the process has
+    exited, else error(). sandboxd forgets a process once its exit was reported (404
+    NOT_FOUND "no such process": an id it gave is unknown only then); a background
+    process's record answers 409 FAILED_PRECONDITION "process has exited", a resize 400
+    FAILED_PRECONDITION "process has exited"; and after the exit event was read
+    (exit_seen), 400 "stdin is closed" too (sandboxd closes it at the exit). Otherwise
+    that 400 means stdin was closed (close_stdin, inline stdin) on a process that may
+    still run: a RequestError, as before. Only sandboxd's own answers count: a proxy's 404
+    (no such Sandbox or pod) says nothing of the process."""
+    s = resp.status_code
+    j = _error_body(resp)
+    code, msg = str(j.get("code", "")), str(j.get("message", ""))
+    exited = answer_source(resp) == "sandboxd" and (
+        (s == 404 and code == "NOT_FOUND" and msg == "no such process")
+        or s == 409
+        or (s == 400 and code == "FAILED_PRECONDITION" and (msg == "process has exited" or exit_seen))
+    )
+    if exited:
+        detail = f"HTTP {s}: {code}: {_cut(msg)}"
+        return ProcessExitedError(f"{what}: the process has exited ({detail})", status=s, code=code)
+    return error(resp, what)
 
 
 def stream_lost(pid: object, e: Exception) -> SandboxConnectionError:

@@ -749,11 +749,11 @@ class AsyncProcess(_base.ProcessBase):
         return self._col.result()
 
     async def _ctl(self, action: str, **kw: Any) -> None:
-        await self._sb.request(**self._ctl_args(action), **kw)
+        self._ctl_check(await self._sb.request(**self._ctl_args(action), **kw), action)
 
     async def write(self, data: str | bytes) -> None:
         """Sends data to the process's stdin, in requests of at most 1 MiB (see
-        Process.write)."""
+        Process.write); ProcessExitedError after the exit."""
         await _wire.awrite_stdin(lambda chunk: self._ctl("stdin", content=chunk), data)
 
     async def close_stdin(self) -> None:

@@ -687,11 +687,12 @@ class Process(_base.ProcessBase):
         return self._col.result()
 
     def _ctl(self, action: str, **kw: Any) -> None:
-        self._sb.request(**self._ctl_args(action), **kw)
+        self._ctl_check(self._sb.request(**self._ctl_args(action), **kw), action)
 
     def write(self, data: str | bytes) -> None:
         """Sends data to the process's stdin, in requests of at most 1 MiB (in order;
-        see _wire.write_stdin). A failure partway leaves the parts before it written."""
+        see _wire.write_stdin). A failure partway leaves the parts before it written.
+        ProcessExitedError after the exit (as close_stdin, signal and resize)."""
         _wire.write_stdin(lambda chunk: self._ctl("stdin", content=chunk), data)
 
     def close_stdin(self) -> None:

@@ -88,7 +88,9 @@ class RequestError(SandboxError):
 
 
 class ProcessExitedError(RequestError):
-    """The background process has exited: stdin and signals no longer apply (409)."""
+    """The process has exited: stdin, signals and resizes no longer apply (a background
+    process's 409; an attached process's 404 "no such process": sandboxd forgets it once
+    its exit was reported)."""
 
 
 class TooManyProcessesError(RequestError):

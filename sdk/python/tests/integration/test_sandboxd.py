@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import agent_sandbox_sdk
-from agent_sandbox_sdk import NotFoundError, RequestError, aio
+from agent_sandbox_sdk import NotFoundError, ProcessExitedError, RequestError, aio
 
 pytestmark = pytest.mark.integration
 
@@ -120,3 +120,39 @@ async def test_async_process_wait_cancelled_loses_nothing(sandboxd_url: str) -> 
             assert (await p.wait()).stdout == "got hello\ndone\n"
     finally:
         await sb.client.aclose()
+
+
+def test_control_calls_after_the_exit_raise_process_exited(sandboxd_url: str) -> None:
+    """write, close_stdin, signal and resize of an attached process that has exited raise
+    ProcessExitedError (sandboxd answers 404 NOT_FOUND "no such process" once it has
+    reported the exit), whether or not the exit event was read, sync and async."""
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
+    with sb.spawn(["cat"]) as p:
+        p.write("in\n")
+        p.close_stdin()
+        assert p.wait().stdout == "in\n"
+        for call in (lambda: p.write("late"), p.close_stdin, lambda: p.signal("TERM")):
+            with pytest.raises(ProcessExitedError, match="the process has exited"):
+                call()
+    with sb.spawn("exit 3", pty=True) as p:  # the exit not read: sandboxd has forgotten it
+        deadline = time.monotonic() + 10
+        while p.id in [x.get("id") for x in sb.processes()]:
+            assert time.monotonic() < deadline, "exited process still listed"
+            time.sleep(0.02)
+        with pytest.raises(ProcessExitedError) as ei:
+            p.write("late")
+        assert (ei.value.status, ei.value.code) == (404, "NOT_FOUND")
+        with pytest.raises(ProcessExitedError):
+            p.resize(100, 30)
+        assert p.wait().exit_code == 3
+
+    async def main() -> None:
+        async with aio.connect(sandboxd_url) as asb, await asb.spawn(["cat"]) as ap:
+            await ap.close_stdin()
+            assert (await ap.wait()).exit_code == 0
+            with pytest.raises(ProcessExitedError):
+                await ap.write("late")
+            with pytest.raises(ProcessExitedError):
+                await ap.signal("KILL")
+
+    asyncio.run(main())
