@@ -949,11 +949,25 @@ def child(path: str, name: str) -> str:
     return f"{path.rstrip('/')}/{name}"
 
 
+WINDOWS = os.name == "nt"
+
+
+def unsafe_entry_name(name: str, windows: bool = WINDOWS) -> bool:
+    """Whether a listed entry name could name anything but a new entry directly under
+    the local directory: empty, "." or "..", or holding "/" or NUL (an absolute name would
+    replace the directory). On Windows also a backslash (a separator there), a colon (a
+    drive, "C:x", or a stream), and a name of dots and spaces only, which Windows trims
+    to nothing ("...", ". ."). On POSIX a backslash or a colon is an ordinary
+    character of a file name, and such files are downloaded."""
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        return True
+    return windows and ("\\" in name or ":" in name or not name.rstrip(". "))
+
+
 def local_child(local: str | os.PathLike[str], name: str) -> Path:
     """The local path of a listed entry name under local. The listing comes from inside
-    the sandbox, where untrusted code runs: a name that is empty, "." or "..", or holds
-    a separator or NUL (an absolute name would replace local) is refused."""
-    if name in ("", ".", "..") or any(c in name for c in ("/", "\\", "\0")):
+    the sandbox, where untrusted code runs: an unsafe name (unsafe_entry_name) is refused."""
+    if unsafe_entry_name(name):
         raise SandboxError(f"download: the sandbox listed an unsafe entry name {name!r}")
     return Path(local) / name
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import time
 from pathlib import Path
 
@@ -156,3 +157,27 @@ def test_control_calls_after_the_exit_raise_process_exited(sandboxd_url: str) ->
                 await ap.signal("KILL")
 
     asyncio.run(main())
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX file names")
+def test_download_dir_keeps_backslashes_in_names(sandboxd_url: str, tmp_path: Path) -> None:
+    """On POSIX a backslash (or a colon) is an ordinary character of a file name:
+    download_dir fetches such files under the same names (it refused the whole tree),
+    sync and async; a name that would leave the local directory is still refused."""
+    sb = agent_sandbox_sdk.connect(sandboxd_url)
+    d = f"bs-{time.monotonic_ns()}"
+    sb.files.write(f"{d}/a\\b.txt", b"1")
+    sb.files.write(f"{d}/sub\\dir/c:d\\..\\e", b"2")
+    assert sorted(e.name for e in sb.files.list(d)) == ["a\\b.txt", "sub\\dir"]
+    assert sb.files.download_dir(d, tmp_path / "sync") == 2
+    assert (tmp_path / "sync" / "a\\b.txt").read_bytes() == b"1"
+    assert (tmp_path / "sync" / "sub\\dir" / "c:d\\..\\e").read_bytes() == b"2"
+
+    async def main() -> int:
+        async with aio.connect(sandboxd_url) as asb:
+            return await asb.files.download_dir(d, tmp_path / "async")
+
+    assert asyncio.run(main()) == 2
+    assert (tmp_path / "async" / "sub\\dir" / "c:d\\..\\e").read_bytes() == b"2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["async", "sync"]  # nothing beside them
+    sb.files.delete(d, recursive=True)

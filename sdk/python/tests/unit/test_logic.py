@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -155,16 +156,36 @@ def test_file_paths() -> None:
         _wire.file_path("a\x00b")
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "/etc/passwd", "a/b", "a\\b", "a\x00b"])
+@pytest.mark.parametrize("name", ["", ".", "..", "/etc/passwd", "a/b", "a\x00b", "../x", "/"])
 def test_local_child_refuses_unsafe_names(name: str, tmp_path: Path) -> None:
     # A listing comes from inside the sandbox: download_dir must not leave local.
     with pytest.raises(SandboxError, match="unsafe entry name"):
         _wire.local_child(tmp_path, name)
+    assert _wire.unsafe_entry_name(name, windows=False) and _wire.unsafe_entry_name(name, windows=True)
 
 
 def test_local_child_keeps_plain_names(tmp_path: Path) -> None:
     assert _wire.local_child(tmp_path, "a.txt") == tmp_path / "a.txt"
     assert _wire.local_child(tmp_path, ".hidden") == tmp_path / ".hidden"
+
+
+@pytest.mark.parametrize(
+    "name", ["a\\b", "\\", "..\\x", "C:x", "c:\\windows", "f.txt:stream", "...", ". .", "\\\\srv\\s"]
+)
+def test_backslashes_colons_and_dots_are_unsafe_only_on_windows(name: str) -> None:
+    """A backslash is a separator on Windows, a colon names a drive or a stream, and
+    Windows trims trailing dots and spaces; on POSIX all are ordinary characters of a
+    file name (a file named "a\\b" in the sandbox is downloaded as "a\\b")."""
+    assert _wire.unsafe_entry_name(name, windows=True)
+    assert not _wire.unsafe_entry_name(name, windows=False)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX file names")
+def test_local_child_keeps_backslashes_on_posix(tmp_path: Path) -> None:
+    p = _wire.local_child(tmp_path, "a\\b.txt")
+    assert p.parent == tmp_path and p.name == "a\\b.txt"
+    assert _wire.local_child(tmp_path, "x:y") == tmp_path / "x:y"
+    assert _wire.local_child(tmp_path, "...") == tmp_path / "..."
 
 
 def test_exists_answer() -> None:
