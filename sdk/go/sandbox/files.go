@@ -59,7 +59,7 @@ func (f *Files) Read(ctx context.Context, path string) (io.ReadCloser, error) {
 
 // read is Read under the default limit of kind.
 func (f *Files) read(ctx context.Context, path string, kind limitKind) (io.ReadCloser, error) {
-	p, err := filesPath(path, false)
+	p, err := fileContentPath(path)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func writeQuery(opts []WriteOption) url.Values {
 // (connecting, the peer taking a chunk, the answer after the body), not the time r
 // takes.
 func (f *Files) Write(ctx context.Context, path string, r io.Reader, opts ...WriteOption) error {
-	p, err := filesPath(path, false)
+	p, err := fileContentPath(path)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (f *Files) Write(ctx context.Context, path string, r io.Reader, opts ...Wri
 
 // WriteFile writes data to the file at path (retried when sandboxd was not reached).
 func (f *Files) WriteFile(ctx context.Context, path string, data []byte, opts ...WriteOption) error {
-	p, err := filesPath(path, false)
+	p, err := fileContentPath(path)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (f *Files) WriteFile(ctx context.Context, path string, data []byte, opts ..
 // upload and returns its result. Abandoning the writer without Close leaks the upload
 // until ctx ends.
 func (f *Files) Create(ctx context.Context, path string, opts ...WriteOption) (io.WriteCloser, error) {
-	if _, err := filesPath(path, false); err != nil {
+	if _, err := fileContentPath(path); err != nil {
 		return nil, err
 	}
 	pr, pw := io.Pipe()
@@ -287,11 +287,17 @@ func (f *Files) Exists(ctx context.Context, path string) (bool, error) {
 // spellings of the root are ErrInvalidPath, recursive or not. A missing path is
 // ErrNotFound, except on a retry after an attempt whose answer was lost (a cut
 // connection, a proxy's 502/503/504): that attempt may have deleted it, and Delete
-// succeeds.
+// succeeds. A path that ends with "/" deletes only a directory (a Stat first; a file
+// there is ErrNotFound and stays).
 func (f *Files) Delete(ctx context.Context, path string, recursive bool) error {
 	p, err := filesPath(path, recursive && path == "/")
 	if err != nil {
 		return err
+	}
+	if dirOnly(path) { // a directory's name by its form: never the file before the slash
+		if _, err := f.Stat(ctx, path); err != nil {
+			return err
+		}
 	}
 	q := url.Values{}
 	if recursive {

@@ -101,11 +101,16 @@ func statQuery(opts []StatOption) url.Values {
 }
 
 // Stat describes path ("" or "/" is the root): a symlink itself, unless
-// FollowSymlinks.
+// FollowSymlinks. A path that ends with "/" (or "/.") names a directory, as in path
+// resolution: its links are followed and anything else there is ErrNotFound.
 func (f *Files) Stat(ctx context.Context, path string, opts ...StatOption) (*FileStat, error) {
 	p, err := apiPath("/v1/stat", path, true)
 	if err != nil {
 		return nil, err
+	}
+	dir := dirOnly(path)
+	if dir {
+		opts = append(opts[:len(opts):len(opts)], FollowSymlinks())
 	}
 	op := "stat " + path
 	resp, err := f.do(ctx, call{op: op, method: http.MethodGet, path: p, query: statQuery(opts), idempotent: true})
@@ -116,7 +121,11 @@ func (f *Files) Stat(ctx context.Context, path string, opts ...StatOption) (*Fil
 	if err := decodeJSON(resp, op, &j); err != nil {
 		return nil, err
 	}
-	return j.stat(), nil
+	st := j.stat()
+	if dir && !st.IsDir() {
+		return nil, notADirectory(op)
+	}
+	return st, nil
 }
 
 // Mkdir creates the directory path (0755 unless WithMode). With parents, missing
@@ -160,10 +169,20 @@ func (f *Files) madeBefore(ctx context.Context, path string, err error) (*FileSt
 
 // Move renames from to to (both beneath the root; to's parent must exist). Without
 // overwrite an existing destination is ErrConflict; a directory cannot move into itself
-// (ErrInvalidArgument).
+// (ErrInvalidArgument). When from or to ends with "/" only a directory moves: a file
+// (checked with a Stat first) is ErrNotFound.
 func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) error {
 	for _, p := range []string{from, to} {
 		if _, err := cleanPath(p, false); err != nil {
+			return err
+		}
+	}
+	if dirOnly(from) || dirOnly(to) { // only a directory moves to or from such a path
+		st, err := f.Stat(ctx, from)
+		if err == nil && !st.IsDir() {
+			err = notADirectory("move " + from + " to " + to)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -218,7 +237,7 @@ func (f *Files) WriteMany(ctx context.Context, files []BatchFile) ([]WriteResult
 		Files []entry `json:"files"`
 	}{}
 	for _, bf := range files {
-		if _, err := cleanPath(bf.Path, false); err != nil {
+		if _, err := fileContentPath(bf.Path); err != nil {
 			return nil, err
 		}
 		e := entry{Path: bf.Path, Content: base64.StdEncoding.EncodeToString(bf.Data)}
@@ -264,7 +283,7 @@ type Range struct {
 // ReadRange reads at most maxBytes (< 0: up to the client's MaxReadSize) from offset.
 // Reading at or past the end gives empty Data.
 func (f *Files) ReadRange(ctx context.Context, path string, offset, maxBytes int64) (*Range, error) {
-	p, err := filesPath(path, false)
+	p, err := fileContentPath(path)
 	if err != nil {
 		return nil, err
 	}

@@ -477,3 +477,108 @@ func TestWatcherNextAfterTooLarge(t *testing.T) {
 		t.Fatalf("Next gave %.200s, want %s", g, want)
 	}
 }
+
+func TestNamesDir(t *testing.T) {
+	tests := []struct {
+		in                string
+		namesDir, dirOnly bool
+		contentErr        bool
+	}{
+		{"f.txt", false, false, false},
+		{"a/f.txt", false, false, false},
+		{"f.txt/", true, true, true},
+		{"a/b/.", true, true, true},
+		{"a//", true, true, true},
+		{"a/.b", false, false, false},
+		{"a/b.", false, false, false},
+		{"/", true, false, true},
+		{"/.", true, false, true},
+		{"", false, false, true},
+	}
+	for _, tt := range tests {
+		if got := namesDir(tt.in); got != tt.namesDir {
+			t.Errorf("namesDir(%q) = %v, want %v", tt.in, got, tt.namesDir)
+		}
+		if got := dirOnly(tt.in); got != tt.dirOnly {
+			t.Errorf("dirOnly(%q) = %v, want %v", tt.in, got, tt.dirOnly)
+		}
+		if _, err := fileContentPath(tt.in); (err != nil) != tt.contentErr || (err != nil && !errors.Is(err, ErrInvalidPath)) {
+			t.Errorf("fileContentPath(%q) = %v, want error %v", tt.in, err, tt.contentErr)
+		}
+	}
+}
+
+// TestLocalTrailingSlash: sandboxd drops a trailing slash, so "f.txt/" would be f.txt.
+// A path that ends with "/" names a directory: content is never read or written through
+// it, and Stat, Exists, Delete and Move find only a directory (a link to one included).
+func TestLocalTrailingSlash(t *testing.T) {
+	sb := localSandbox(t, ModeDirect)
+	ctx, f := testCtx(t), sb.Files()
+	if err := f.WriteFile(ctx, "ts/f.txt", []byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Mkdir(ctx, "ts/d", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WriteFile(ctx, "ts/d/in.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	content := []struct {
+		name string
+		err  error
+	}{
+		{"Read", func() error { _, e := f.Read(ctx, "ts/f.txt/"); return e }()},
+		{"ReadFile", func() error { _, e := f.ReadFile(ctx, "ts/f.txt/"); return e }()},
+		{"ReadRange", func() error { _, e := f.ReadRange(ctx, "ts/f.txt/", 0, 4); return e }()},
+		{"WriteFile", f.WriteFile(ctx, "ts/f.txt/", []byte("over"))},
+		{"WriteFile new", f.WriteFile(ctx, "ts/new.txt/.", []byte("new"))},
+		{"Create", func() error { _, e := f.Create(ctx, "ts/f.txt/"); return e }()},
+		{"WriteMany", func() error {
+			_, e := f.WriteMany(ctx, []BatchFile{{Path: "ts/ok.txt", Data: []byte("a")}, {Path: "ts/f.txt/", Data: []byte("b")}})
+			return e
+		}()},
+	}
+	for _, tc := range content {
+		if !errors.Is(tc.err, ErrInvalidPath) {
+			t.Errorf("%s: %v, want ErrInvalidPath", tc.name, tc.err)
+		}
+	}
+	checks := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"Stat file/", func() error { _, e := f.Stat(ctx, "ts/f.txt/"); return e }(), ErrNotFound},
+		{"Delete file/", f.Delete(ctx, "ts/f.txt/", false), ErrNotFound},
+		{"Move file/", f.Move(ctx, "ts/f.txt/", "ts/g.txt", false), ErrNotFound},
+		{"Move file to dir form", f.Move(ctx, "ts/f.txt", "ts/g/", false), ErrNotFound},
+	}
+	for _, tc := range checks {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+	if ok, err := f.Exists(ctx, "ts/f.txt/"); err != nil || ok {
+		t.Errorf("Exists(f.txt/) = %v, %v; want false", ok, err)
+	}
+	if b, err := f.ReadFile(ctx, "ts/f.txt"); err != nil || string(b) != "data" {
+		t.Fatalf("f.txt after the refused calls: %q, %v", b, err)
+	}
+	for _, p := range []string{"ts/new.txt", "ts/ok.txt", "ts/g.txt", "ts/g"} {
+		if ok, err := f.Exists(ctx, p); err != nil || ok {
+			t.Errorf("%s exists %v, %v after a refused call", p, ok, err)
+		}
+	}
+	if st, err := f.Stat(ctx, "ts/d/"); err != nil || !st.IsDir() {
+		t.Fatalf("Stat(d/) = %+v, %v", st, err)
+	}
+	if err := f.Move(ctx, "ts/d/", "ts/e/", false); err != nil {
+		t.Fatalf("Move(d/, e/) = %v", err)
+	}
+	if err := f.Delete(ctx, "ts/e/", true); err != nil {
+		t.Fatalf("Delete(e/) = %v", err)
+	}
+	if ok, err := f.Exists(ctx, "ts/e"); err != nil || ok {
+		t.Errorf("e after Delete(e/): exists %v, %v", ok, err)
+	}
+}

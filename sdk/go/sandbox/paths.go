@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 )
@@ -52,4 +53,35 @@ func filesPath(p string, allowRoot bool) (string, error) {
 		b.WriteString(url.PathEscape(s))
 	}
 	return b.String(), nil
+}
+
+// namesDir reports whether p ends with "/" or "/." below the root: path resolution then
+// takes it only to a directory (opening "f.txt/" fails with ENOTDIR). sandboxd drops a
+// trailing slash like any empty segment, so the SDK keeps that meaning itself: a file's
+// content is never read or written through such a path (fileContentPath), and Stat,
+// Exists, Delete and Move find only a directory there (dirOnly).
+func namesDir(p string) bool {
+	return strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.")
+}
+
+// dirOnly is namesDir for a path other than the root.
+func dirOnly(p string) bool {
+	segs, err := cleanPath(p, true)
+	return err == nil && len(segs) > 0 && namesDir(p)
+}
+
+// fileContentPath is filesPath of a file read or written: ErrInvalidPath when p names a
+// directory by its form (namesDir), where sandboxd would use the file before the slash.
+func fileContentPath(p string) (string, error) {
+	u, err := filesPath(p, false)
+	if err == nil && namesDir(p) {
+		err = fmt.Errorf("%w: %q ends with \"/\": it names a directory, not a file", ErrInvalidPath, p)
+	}
+	return u, err
+}
+
+// notADirectory is the ErrNotFound of a path that ends with "/" and is no directory.
+func notADirectory(op string) error {
+	return &HTTPError{Op: op, StatusCode: http.StatusNotFound, Code: "NOT_FOUND",
+		Message: "not a directory, and the path ends with \"/\""}
 }
