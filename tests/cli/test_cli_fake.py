@@ -1,150 +1,23 @@
 """kubectl-sandbox (exec, watch, logs --process, run-code, ps, kill) against a scripted
-sandboxd: a local HTTP server whose answers each test sets, for what a real sandboxd,
-proxy or router does only under load or on failure (an empty error body, a refusal of
-stdin after the command exited, a server that stops answering). KUBECTL_SANDBOX names the
-binary (default: build/release/kubectl-sandbox)."""
+sandboxd (fakesbd.py): a local HTTP server whose answers each test sets, for what a real
+sandboxd, proxy or router does only under load or on failure (an empty error body, a
+refusal of stdin after the command exited, a server that stops answering).
+KUBECTL_SANDBOX names the binary (default: build/release/kubectl-sandbox)."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import unittest
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-CLI = os.environ.get("KUBECTL_SANDBOX", str(ROOT / "build/release/kubectl-sandbox"))
-
-Route = Callable[["Handler", bytes], None]
-
-
-class Fake(ThreadingHTTPServer):
-    """Routes "METHOD /path" (the path without its query) to a function of the handler and
-    the request body; anything else is sandboxd's 404."""
-
-    daemon_threads = True
-
-    def __init__(self, routes: dict[str, Route]) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.routes = routes
-        self.lock = threading.Lock()
-        self.seen: list[str] = []
-        self.exit_now = threading.Event()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: Fake
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _body(self) -> bytes:
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
-
-    def answer(self, status: int, body: bytes = b"") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def start_stream(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-ndjson")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-    def event(self, ev: dict[str, object]) -> None:
-        data = json.dumps(ev).encode() + b"\n"
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-    def end_stream(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-        self.close_connection = True
-
-    def _route(self, method: str) -> None:
-        body = self._body()
-        key = f"{method} {self.path.split('?')[0]}"
-        with self.server.lock:
-            self.server.seen.append(key)
-        fn = self.server.routes.get(key)
-        if fn:
-            fn(self, body)
-        else:
-            self.answer(404, sbd_error("NOT_FOUND", "no such thing"))
-
-    def do_GET(self) -> None:
-        self._route("GET")
-
-    def do_POST(self) -> None:
-        self._route("POST")
-
-    def do_DELETE(self) -> None:
-        self._route("DELETE")
-
-
-def sbd_error(code: str, message: str) -> bytes:
-    """sandboxd's own error body."""
-    return json.dumps({"code": code, "message": message}).encode()
-
-
-def process_stream(exit_code: int, wait: float = 30) -> Route:
-    """POST /v1/processes: the start event, then the exit (exit_code) once the fake's
-    exit_now is set (or after wait seconds: 99)."""
-
-    def run(h: Handler, body: bytes) -> None:
-        h.start_stream()
-        h.event({"type": "start", "id": 1})
-        done = h.server.exit_now.wait(wait)
-        h.event({"type": "exit", "exit_code": exit_code if done else 99})
-        h.end_stream()
-
-    return run
-
-
-def empty(status: int) -> Route:
-    def run(h: Handler, body: bytes) -> None:
-        h.answer(status)
-
-    return run
-
-
-@unittest.skipUnless(
-    "KUBECTL_SANDBOX" in os.environ or os.access(CLI, os.X_OK), f"no {CLI}"
-)
-class Base(unittest.TestCase):
-    def fake(self, routes: dict[str, Route]) -> Fake:
-        srv = Fake(routes)
-        t = threading.Thread(target=srv.serve_forever, daemon=True)
-        t.start()
-        self.addCleanup(srv.server_close)
-        self.addCleanup(srv.shutdown)
-        self.addCleanup(srv.exit_now.set)
-        return srv
-
-    def cli(
-        self, srv: Fake, *args: str, input: bytes = b"", timeout: float = 30
-    ) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            [CLI, "--sandboxd-url", srv.url, *args],
-            input=input,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fakesbd import Base, Fake, Handler, Route, answer, process_stream, sbd_error  # noqa: E402
 
 
 class ExecStdinRefused(Base):
@@ -170,7 +43,7 @@ class ExecStdinRefused(Base):
             {
                 "POST /v1/processes": process_stream(exit_code),
                 "POST /v1/processes/1/stdin": stdin,
-                "POST /v1/processes/1/stdin/close": empty(204),
+                "POST /v1/processes/1/stdin/close": answer(204),
             }
         )
 
@@ -210,7 +83,7 @@ class EmptyRefusal(Base):
     """An HTTP error with no body (a proxy's 503): exit 5 and the status, never 0."""
 
     def check(self, route: str, *args: str) -> None:
-        srv = self.fake({route: empty(503)})
+        srv = self.fake({route: answer(503)})
         r = self.cli(srv, *args)
         err = r.stderr.decode(errors="replace")
         self.assertEqual(r.returncode, 5, err)
@@ -231,6 +104,10 @@ class EmptyRefusal(Base):
         self.check("POST /v1/code/execute", "run-code", "x", "-c", "1")
 
 
+EXEC_SLEEP = ("exec", "x", "--", "sleep", "100")
+SIGNAL = "POST /v1/processes/1/signal"
+
+
 class ExecInterrupt(Base):
     """A sandboxd that takes the signal request and never answers: the second Ctrl-C
     still leaves at once with 130 (before: each Ctrl-C waited out a 60 s request)."""
@@ -249,30 +126,17 @@ class ExecInterrupt(Base):
         srv = self.fake(
             {
                 "POST /v1/processes": stream,
-                "POST /v1/processes/1/stdin/close": empty(204),
-                "POST /v1/processes/1/signal": hang,
+                "POST /v1/processes/1/stdin/close": answer(204),
+                SIGNAL: hang,
             }
         )
-        p = subprocess.Popen(
-            [CLI, "--sandboxd-url", srv.url, "exec", "x", "--", "sleep", "100"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.addCleanup(p.kill)
-        self.assertTrue(started.wait(10))
-        time.sleep(0.5)
-        p.send_signal(signal.SIGINT)
-        end = time.monotonic() + 10
-        while "POST /v1/processes/1/signal" not in srv.seen and time.monotonic() < end:
-            time.sleep(0.05)
-        self.assertIn("POST /v1/processes/1/signal", srv.seen)
+        p = self.interrupt(srv, EXEC_SLEEP, SIGNAL, started)
         t0 = time.monotonic()
         p.send_signal(signal.SIGINT)
         _out, err = p.communicate(timeout=15)
         self.assertEqual(p.returncode, 130, err.decode(errors="replace"))
         self.assertLess(time.monotonic() - t0, 3)
-        self.assertEqual(srv.seen.count("POST /v1/processes/1/signal"), 1)
+        self.assertEqual(srv.seen.count(SIGNAL), 1)
 
     def test_control_request_gives_up(self) -> None:
         # one Ctrl-C, the signal request unanswered: it gives up after 5 s, the session goes
@@ -284,23 +148,12 @@ class ExecInterrupt(Base):
         srv = self.fake(
             {
                 "POST /v1/processes": process_stream(7),
-                "POST /v1/processes/1/stdin/close": empty(204),
-                "POST /v1/processes/1/signal": hang,
+                "POST /v1/processes/1/stdin/close": answer(204),
+                SIGNAL: hang,
             }
         )
-        p = subprocess.Popen(
-            [CLI, "--sandboxd-url", srv.url, "exec", "x", "--", "sleep", "100"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.addCleanup(p.kill)
-        time.sleep(1)
+        p = self.interrupt(srv, EXEC_SLEEP, SIGNAL, settle=1)
         t0 = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        end = time.monotonic() + 10
-        while "POST /v1/processes/1/signal" not in srv.seen and time.monotonic() < end:
-            time.sleep(0.05)
         time.sleep(5.5)  # past the 5 s of a control request
         srv.exit_now.set()
         _out, err = p.communicate(timeout=40)
@@ -339,21 +192,8 @@ class RunCodeInterrupt(Base):
         return self.fake({"POST /v1/code/execute": execute, "POST /v1/contexts/c1/interrupt": hang})
 
     def start(self, srv: Fake, started: threading.Event) -> subprocess.Popen[bytes]:
-        p = subprocess.Popen(
-            [CLI, "--sandboxd-url", srv.url, "run-code", "x", "-c", "1"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.addCleanup(p.kill)
-        self.assertTrue(started.wait(10))
-        time.sleep(0.3)
-        p.send_signal(signal.SIGINT)
-        end = time.monotonic() + 10
-        while "POST /v1/contexts/c1/interrupt" not in srv.seen and time.monotonic() < end:
-            time.sleep(0.05)
-        self.assertIn("POST /v1/contexts/c1/interrupt", srv.seen)
-        return p
+        args = ("run-code", "x", "-c", "1")
+        return self.interrupt(srv, args, "POST /v1/contexts/c1/interrupt", started, 0.3)
 
     def test_second_ctrl_c_leaves(self) -> None:
         started = threading.Event()
@@ -399,13 +239,7 @@ class ReaderGone(Base):
 
     def check(self, route: str, make: Callable[[int], dict[str, object]], *args: str) -> None:
         srv = self.fake({route: endless(make)})
-        p = subprocess.Popen(
-            [CLI, "--sandboxd-url", srv.url, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.addCleanup(p.kill)
+        p = self.popen(srv, *args)
         assert p.stdout is not None
         self.assertTrue(p.stdout.readline())
         p.stdout.close()  # head -1 is done
@@ -427,13 +261,6 @@ class ReaderGone(Base):
             lambda i: {"type": "stdout", "data": "bGluZQo=", "offset": 5 * i},
             "logs", "x", "--process", "1",
         )
-
-
-def answer(status: int, body: bytes) -> Route:
-    def run(h: Handler, b: bytes) -> None:
-        h.answer(status, body)
-
-    return run
 
 
 POD_GONE = json.dumps(

@@ -8,18 +8,19 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import unittest
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-CLI = os.environ.get("KUBECTL_SANDBOX", str(ROOT / "build/release/kubectl-sandbox"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fakesbd import CLI, needs_cli  # noqa: E402
+
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PORT = 8080
 
@@ -114,11 +115,7 @@ class FakeAPI:
         self.sock.close()
 
 
-# Named by KUBECTL_SANDBOX (as make test does), the binary must be there; else skipped
-# when no release build exists.
-@unittest.skipUnless(
-    "KUBECTL_SANDBOX" in os.environ or os.access(CLI, os.X_OK), f"no {CLI}"
-)
+@needs_cli
 class PortForwardErrorChannel(unittest.TestCase):
     def test_data_before_error_delivered_and_error_escaped(self) -> None:
         # Before: the error ended the connection at once, dropping the data the server
