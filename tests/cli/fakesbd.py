@@ -33,7 +33,8 @@ Route = Callable[["Handler", bytes], None]
 class Fake(ThreadingHTTPServer):
     """Routes "METHOD /path" (the path without its query) to a function of the handler and
     the request body; anything else is sandboxd's 404. `seen` lists the requests in the
-    order they came; `exit_now` is for the routes that wait for the test."""
+    order they came; `exit_now` is for the routes that wait for the test. A route that
+    answers a client gone meanwhile ends quietly."""
 
     daemon_threads = True
 
@@ -97,7 +98,10 @@ class Handler(BaseHTTPRequestHandler):
             self.server.seen.append(key)
         fn = self.server.routes.get(key)
         if fn:
-            fn(self, body)
+            try:
+                fn(self, body)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client left (a CLI that was interrupted)
         else:
             self.answer(404, sbd_error("NOT_FOUND", "no such thing"))
 
@@ -153,6 +157,14 @@ def process_stream(exit_code: int, wait: float = 30) -> Route:
     return run
 
 
+def end(p: subprocess.Popen[bytes]) -> None:
+    p.kill()
+    p.wait()
+    for f in (p.stdout, p.stderr):
+        if f:
+            f.close()
+
+
 @needs_cli
 class Base(unittest.TestCase):
     """A test case of the CLI against Fakes it starts (each stopped at its end)."""
@@ -174,14 +186,15 @@ class Base(unittest.TestCase):
         )
 
     def popen(self, srv: Fake, *args: str) -> subprocess.Popen[bytes]:
-        """The CLI running against srv (no input; killed at the test's end)."""
+        """The CLI running against srv (no input; killed and its pipes closed at the
+        test's end)."""
         p = subprocess.Popen(
             [CLI, "--sandboxd-url", srv.url, *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        self.addCleanup(p.kill)
+        self.addCleanup(end, p)
         return p
 
     def interrupt(
