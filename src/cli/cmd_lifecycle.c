@@ -43,7 +43,10 @@ void cli_help_delete(FILE *out)
             "Deletes sandboxes. A sandbox that a SandboxClaim owns is released by deleting\n"
             "the claim (the sandbox goes with it), else the claim would make a new one.\n"
             "claim/NAME deletes a SandboxClaim. --wait waits until the objects are gone.\n"
-            "Exit codes: 0 deleted, 1 failed (e.g. not found), 4 timed out waiting.\n");
+            "Every NAME is tried, also after one that failed; an argument of another form\n"
+            "is a usage error before anything is deleted.\n"
+            "Exit codes: 0 deleted, 1 failed (e.g. not found), 2 usage, 3 no usable cluster\n"
+            "config, 4 timed out waiting (the first failure's).\n");
 }
 
 static const struct option life_long[] = {
@@ -189,22 +192,36 @@ static int is_gone(void *ctx, const json_t *o, char *why, size_t n)
     return o ? 0 : 1;
 }
 
+static bool is_claim_arg(const char *arg)
+{
+    return !strncmp(arg, "claim/", 6) || !strncmp(arg, "sandboxclaim/", 13);
+}
+
+/* Whether arg is NAME, sandbox/NAME (sbx/NAME) or claim/NAME (sandboxclaim/NAME), NAME
+ * not empty; prints why not. */
+static bool delete_arg_ok(const struct cli_globals *g, const char *arg)
+{
+    const char *slash = strchr(arg, '/'), *name = slash ? slash + 1 : arg;
+    bool form =
+        !slash || is_claim_arg(arg) || !strncmp(arg, "sandbox/", 8) || !strncmp(arg, "sbx/", 4);
+    if (form && *name && !strchr(name, '/'))
+        return true;
+    fprintf(g->err, "error: cannot delete %s: use NAME, sandbox/NAME or claim/NAME\n", arg);
+    return false;
+}
+
 /* Resolves "sandbox/NAME", "claim/NAME" or "NAME" (a sandbox, or the claim that owns
- * it) to the object to delete. Returns CLI_OK with the resource and the name to delete
- * (borrowed from arg or written into owner), or prints why. */
-static int resolve(struct cli_globals *g, struct kube_client *c, const char *arg,
-                   const struct kube_res **ret_res, const char **ret_name, char *owner,
-                   size_t owner_size)
+ * it; arg passed delete_arg_ok) to the object to delete: the resource and the name to
+ * delete (borrowed from arg or written into owner). */
+static void resolve(struct cli_globals *g, struct kube_client *c, const char *arg,
+                    const struct kube_res **ret_res, const char **ret_name, char *owner,
+                    size_t owner_size)
 {
     const char *slash = strchr(arg, '/');
-    if (slash && (!strncmp(arg, "claim/", 6) || !strncmp(arg, "sandboxclaim/", 13))) {
+    if (is_claim_arg(arg)) {
         *ret_res = &API_RES_SANDBOXCLAIMS;
         *ret_name = slash + 1;
-        return CLI_OK;
-    }
-    if (slash && strncmp(arg, "sandbox/", 8) != 0 && strncmp(arg, "sbx/", 4) != 0) {
-        fprintf(g->err, "error: cannot delete %s: use NAME, sandbox/NAME or claim/NAME\n", arg);
-        return CLI_USAGE;
+        return;
     }
     const char *name = slash ? slash + 1 : arg;
     json_t *sb = NULL;
@@ -212,7 +229,7 @@ static int resolve(struct cli_globals *g, struct kube_client *c, const char *arg
     *ret_res = &API_RES_SANDBOXES;
     *ret_name = name;
     if (kube_get(c, &API_RES_SANDBOXES, cli_namespace(g, c), name, &sb, &e) < 0)
-        return CLI_OK; /* the DELETE reports it */
+        return; /* the DELETE reports it */
     const json_t *ref = kube_obj_controller_ref(sb);
     const char *kind = json_string_value(json_object_get(ref, "kind"));
     if (kind && strcmp(kind, EXT_KIND_CLAIM) == 0) {
@@ -223,7 +240,6 @@ static int resolve(struct cli_globals *g, struct kube_client *c, const char *arg
                 owner);
     }
     json_decref(sb);
-    return CLI_OK;
 }
 
 static int delete_one(struct cli_globals *g, struct kube_client *c, const char *arg,
@@ -232,9 +248,7 @@ static int delete_one(struct cli_globals *g, struct kube_client *c, const char *
     const struct kube_res *res;
     const char *name;
     char owner[256];
-    int rc = resolve(g, c, arg, &res, &name, owner, sizeof(owner));
-    if (rc != CLI_OK)
-        return rc;
+    resolve(g, c, arg, &res, &name, owner, sizeof(owner));
     const char *ns = cli_namespace(g, c);
     const char *kind = res == &API_RES_SANDBOXES ? "sandbox" : "sandboxclaim";
     struct kube_err e;
@@ -258,13 +272,15 @@ int cli_cmd_delete(struct cli_globals *g, int argc, char **argv)
     struct life_opts o = {0};
     int pos;
     int rc = parse_life(g, argc, argv, &o, &pos);
+    for (int i = pos; rc == CLI_OK && i < argc; i++) /* before anything is deleted */
+        rc = delete_arg_ok(g, argv[i]) ? CLI_OK : CLI_USAGE;
     struct kube_client *c = NULL;
     if (rc == CLI_OK)
         rc = cli_client(g, &c);
     int worst = rc;
-    for (int i = pos; rc != CLI_USAGE && rc != CLI_NO_CONFIG && i < argc; i++) {
-        rc = delete_one(g, c, argv[i], &o);
-        worst = worst == CLI_OK ? rc : worst;
+    for (int i = pos; rc == CLI_OK && i < argc; i++) { /* every NAME, past one that failed */
+        int r = delete_one(g, c, argv[i], &o);
+        worst = worst == CLI_OK ? r : worst;
     }
     kube_client_free(c);
     return worst;

@@ -618,6 +618,9 @@ static void test_delete(void **state)
     assert_int_equal(kube_get(client, &API_RES_SANDBOXES, ns, "beta", NULL, &e), -ENOENT);
     assert_int_equal(it_cli_runf(&out, "delete beta -n %s", ns), 1);
     assert_non_null(strstr(buf_str(&out), "sandbox \"beta\""));
+    /* an argument of another form is refused before any NAME is tried */
+    assert_int_equal(it_cli_runf(&out, "delete beta pod/x -n %s", ns), 2);
+    assert_null(strstr(buf_str(&out), "sandbox \"beta\""));
     /* a sandbox owned by a claim: the claim is deleted */
     json_t *claim = NULL;
     IT_OK(kube_get(client, &API_RES_SANDBOXCLAIMS, ns, "fileclaim", &claim, &e), &e);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kubectl-sandbox: global options anywhere, durations, sandboxd URLs and error texts,
- * the pod log path. */
+ * the pod log path, delete's arguments. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -208,6 +208,30 @@ static void test_logs_path(void **state)
     buf_done(&b);
 }
 
+/* delete's arguments are checked before anything is deleted: one of another form is a
+ * usage error before the cluster is asked (here: before its missing kubeconfig is read),
+ * not after the NAMEs ahead of it were deleted. */
+static void test_delete_args(void **state)
+{
+    (void)state;
+    struct cli_globals g = {
+        .output = "", .kubeconfig = "/nonexistent/kubeconfig", .out = devnull, .err = devnull};
+    char *bad[][4] = {
+        {"delete", "x", "pod/y", NULL},
+        {"delete", "claim/", NULL},
+        {"delete", "sandbox/a/b", NULL},
+        {"delete", "x", "--wait", "sbx/"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int argc = 0;
+        while (argc < 4 && bad[i][argc])
+            argc++;
+        assert_int_equal(cli_cmd_delete(&g, argc, bad[i]), CLI_USAGE);
+    }
+    char *good[] = {"delete", "x", "sbx/y", "sandbox/z", "claim/c", "sandboxclaim/d", NULL};
+    assert_int_equal(cli_cmd_delete(&g, 6, good), CLI_NO_CONFIG);
+}
+
 int main(void)
 {
     devnull = fopen("/dev/null", "w");
@@ -215,7 +239,7 @@ int main(void)
         cmocka_unit_test(test_globals_anywhere), cmocka_unit_test(test_globals_errors),
         cmocka_unit_test(test_duration),         cmocka_unit_test(test_proxy_base),
         cmocka_unit_test(test_error_text),       cmocka_unit_test(test_logs_path),
-        cmocka_unit_test(test_interrupt_path),
+        cmocka_unit_test(test_interrupt_path),   cmocka_unit_test(test_delete_args),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     fclose(devnull);
