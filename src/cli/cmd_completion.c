@@ -31,8 +31,8 @@ static const char *const bash_head =
     "        --kubeconfig|--context|-n|--namespace)\n"
     "            _ks_globals+=(\"$w\" \"${COMP_WORDS[i+1]}\"); ((i++)) ;;\n"
     "        -o|--output|-l|--selector|--router-url|--sandboxd-url|--sandboxd-port|-v|--v|"
-    "-c|--container|--tail|--timeout|--name|--pool|--template|-f|--filename|--cwd|-e|--env|"
-    "--address)\n"
+    "--log-format|-c|--container|--tail|--timeout|--name|--pool|--template|-f|--filename|"
+    "--cwd|-e|--env|--address|--code|--code-context|--signal|-s|--mode|--process)\n"
     "            ((i++)) ;;\n"
     "        --) break ;;\n"
     "        -*) ;;\n"
@@ -41,12 +41,13 @@ static const char *const bash_head =
     "    done\n"
     "    case $prev in\n"
     "    -o|--output) COMPREPLY=($(compgen -W 'wide json yaml name' -- \"$cur\")); return ;;\n"
+    "    --log-format) COMPREPLY=($(compgen -W 'text json' -- \"$cur\")); return ;;\n"
     "    --kubeconfig|-f|--filename) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n"
     "    --pool) COMPREPLY=($(compgen -W \"$(_kubectl_sandbox_names pools)\" -- \"$cur\"));"
     " return ;;\n"
     "    esac\n"
     "    local globals='--kubeconfig --context --namespace --all-namespaces --output "
-    "--selector --router-url --sandboxd-url --sandboxd-port --v --help'\n";
+    "--selector --router-url --sandboxd-url --sandboxd-port --v --log-format --help'\n";
 
 static const char *const bash_tail =
     "    if [[ $cur == -* ]]; then\n"
@@ -60,6 +61,9 @@ static const char *const bash_tail =
     "    claim) COMPREPLY=($(compgen -W \"$(_kubectl_sandbox_names pools)\" -- \"$cur\")) ;;\n"
     "    exec|run-code|describe|suspend|resume|delete|logs|list|port-forward|shell|ps|kill)\n"
     "        COMPREPLY=($(compgen -W \"$(_kubectl_sandbox_names list)\" -- \"$cur\")) ;;\n"
+    "    stat|mkdir|mv|watch) if ((npos == 0)); then\n"
+    "            COMPREPLY=($(compgen -W \"$(_kubectl_sandbox_names list)\" -- \"$cur\"))\n"
+    "         fi ;;\n"
     "    cp) COMPREPLY=($(compgen -f -- \"$cur\"))\n"
     "        COMPREPLY+=($(compgen -S : -W \"$(_kubectl_sandbox_names list)\" -- \"$cur\")) ;;\n"
     "    esac\n"

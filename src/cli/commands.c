@@ -45,7 +45,7 @@ const struct cli_cmd cli_commands[] = {
     {"install", "Install CRDs, RBAC, controller and router into the cluster", cli_cmd_install,
      cli_help_install, "--dry-run --wait --timeout"},
     {"uninstall", "Remove what install installed", cli_cmd_uninstall, cli_help_uninstall,
-     "--keep-crds --yes"},
+     "--keep-crds --yes --dry-run"},
     {"completion", "Print a shell completion script (bash or zsh)", cli_cmd_completion,
      cli_help_completion, ""},
     {"version", "Print the client and server versions", cli_cmd_version, cli_help_version,

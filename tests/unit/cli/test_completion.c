@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kubectl-sandbox completion: the bash and zsh scripts parse (bash -n), and bash
- * completes commands, flags, kinds and output formats (compgen smoke test). */
+ * completes commands, flags, kinds, output and log formats and sandbox names (compgen
+ * smoke test). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -79,6 +80,25 @@ static void test_bash(void **state)
              "echo ${COMPREPLY[@]}",
              &out);
     assert_string_equal(buf_str(&out), "zsh\n");
+    /* a global option's value is not taken for the command */
+    run_bash("COMP_WORDS=(kubectl-sandbox --log-format json get \"\"); COMP_CWORD=4; "
+             "_kubectl_sandbox; echo ${COMPREPLY[@]}",
+             &out);
+    assert_string_equal(buf_str(&out), "sandboxes templates claims pools\n");
+    run_bash("COMP_WORDS=(kubectl-sandbox --log-format j); COMP_CWORD=2; _kubectl_sandbox; "
+             "echo ${COMPREPLY[@]}",
+             &out);
+    assert_string_equal(buf_str(&out), "json\n");
+    /* stat, mkdir, mv and watch complete the sandbox NAME, then nothing of their own */
+    run_bash("_kubectl_sandbox_names() { echo box; }; COMP_WORDS=(kubectl-sandbox mv \"\"); "
+             "COMP_CWORD=2; _kubectl_sandbox; echo ${COMPREPLY[@]}",
+             &out);
+    assert_string_equal(buf_str(&out), "box\n");
+    run_bash("_kubectl_sandbox_names() { echo box; }; "
+             "COMP_WORDS=(kubectl-sandbox stat box \"\"); COMP_CWORD=3; _kubectl_sandbox; "
+             "echo ${COMPREPLY[@]}",
+             &out);
+    assert_string_equal(buf_str(&out), "\n");
     buf_done(&out);
     unlink(script);
 }
