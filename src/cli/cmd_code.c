@@ -57,8 +57,9 @@ void cli_help_run_code(FILE *out)
                  "expression; rich output (images, HTML) is summarised (use --json for it).\n"
                  "Ctrl-C interrupts the code; a second one exits.\n"
                  "Exit codes: 0; 1 when the code raised (its traceback is printed); 124 when\n"
-                 "--timeout interrupted it; 2 usage; 5 when sandboxd could not be reached or\n"
-                 "refused the code.\n");
+                 "--timeout interrupted it; 130 after a second Ctrl-C; 1/2/3 as for every\n"
+                 "command (2: also a FILE that cannot be read, code over 8 MiB); 5 when\n"
+                 "sandboxd could not be reached or refused the code.\n");
 }
 
 /* Writes s to fd; the first failure other than EPIPE (the reader went away) is kept in

@@ -100,8 +100,9 @@ void cli_help_cp(FILE *out)
                  "File modes are kept. A symbolic link named as the source is followed; inside\n"
                  "a tree, symbolic links and empty directories are not copied to the sandbox.\n"
                  "Parent directories are created.\n"
-                 "Exit codes: 0 copied, 1 local I/O error, 2 usage, 5 sandboxd failed (e.g. no\n"
-                 "such file in the sandbox).\n");
+                 "Exit codes: 0 copied, 1 local I/O error or a limit passed (64 levels, 100000\n"
+                 "files), 1/2/3 as for every command, 5 sandboxd failed (e.g. no such file in\n"
+                 "the sandbox).\n");
 }
 
 static int sbd_fail(struct cp_ctx *c, const char *what, const char *path, long status,

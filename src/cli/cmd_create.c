@@ -32,21 +32,20 @@ struct create_opts {
 
 void cli_help_claim(FILE *out)
 {
-    fprintf(out,
-            "Usage: kubectl-sandbox claim POOL [--name NAME] [--timeout 5m] [--no-wait]\n"
-            "                                 [--keep] [-n NS] [-o json|yaml|name]\n\n"
-            "Creates a SandboxClaim on the warm pool POOL (name sandbox-claim-XXXXX unless\n"
-            "--name), says `sandboxclaim.../NAME created` on stderr, waits until it is Ready\n"
-            "and prints the name of its sandbox.\n"
-            "  --name NAME      claim name\n"
-            "  --timeout D      how long to wait (default 5m; 90s, 2m, 1h)\n"
-            "  --no-wait        print the claim name and return at once\n"
-            "  --keep           keep the claim when the wait is interrupted\n"
-            "SIGINT, SIGTERM or SIGHUP during the wait deletes the claim (only the one this\n"
-            "command made, by its UID) unless --keep; a second one ends at once.\n"
-            "Exit codes: 0 Ready, 1 the claim failed (reason printed), 4 timed out (the claim\n"
-            "is kept: delete it with `kubectl-sandbox delete claim/NAME`), 128+N after\n"
-            "signal N.\n");
+    fprintf(out, "Usage: kubectl-sandbox claim POOL [--name NAME] [--timeout 5m] [--no-wait]\n"
+                 "                                 [--keep] [-n NS] [-o json|yaml|name]\n\n"
+                 "Creates a SandboxClaim on the warm pool POOL (name sandbox-claim-XXXXX unless\n"
+                 "--name), says `sandboxclaim.../NAME created` on stderr, waits until it is Ready\n"
+                 "and prints the name of its sandbox.\n"
+                 "  --name NAME      claim name\n"
+                 "  --timeout D      how long to wait (default 5m; 90s, 2m, 1h)\n"
+                 "  --no-wait        print the claim name and return at once\n"
+                 "  --keep           keep the claim when the wait is interrupted\n"
+                 "SIGINT, SIGTERM or SIGHUP during the wait deletes the claim (only the one this\n"
+                 "command made, by its UID) unless --keep; a second one ends at once.\n"
+                 "Exit codes: 0 Ready, 1 the claim failed (reason printed), 2 usage, 3 no usable\n"
+                 "cluster config, 4 timed out (the claim is kept: delete it with\n"
+                 "`kubectl-sandbox delete claim/NAME`), 128+N after signal N.\n");
 }
 
 void cli_help_create(FILE *out)
@@ -62,7 +61,9 @@ void cli_help_create(FILE *out)
                  "  --timeout D       how long to wait (default 5m)\n"
                  "  -o json|yaml|name with --pool only: print the claim (--wait: as claim does);\n"
                  "                    a bad format is refused before anything is created\n"
-                 "Exit codes: 0 created (and Ready), 1 failed, 2 usage, 4 timed out waiting.\n");
+                 "Without --wait, --pool prints the claim's name (with -o: the claim).\n"
+                 "Exit codes: 0 created (and Ready), 1 failed, 2 usage, 3 no usable cluster\n"
+                 "config, 4 timed out waiting.\n");
 }
 
 /* ---- predicates ---------------------------------------------------------------------- */

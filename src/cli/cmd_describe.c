@@ -16,10 +16,11 @@
 
 void cli_help_describe(FILE *out)
 {
-    fprintf(out, "Usage: kubectl-sandbox describe NAME [-n NS]\n\n"
+    fprintf(out, "Usage: kubectl-sandbox describe NAME... [-n NS]\n\n"
                  "Shows a sandbox: mode, conditions, its pod (phase, IP, node), the claim and\n"
                  "warm pool it came from, and recent events of the sandbox and its pod.\n"
-                 "Exit codes: 0 ok, 1 not found or the request failed.\n");
+                 "Exit codes: 0 ok, 1 not found or the request failed (the NAMEs after it are\n"
+                 "not shown), 2 usage, 3 no usable cluster config.\n");
 }
 
 static const char *str_or(const char *s, const char *dflt)

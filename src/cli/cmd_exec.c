@@ -168,9 +168,10 @@ void cli_help_exec(FILE *out)
             "The connection goes through the API server's pod proxy, --router-url, or\n"
             "--sandboxd-url (direct, for debugging).\n"
             "Exit codes: the command's exit code; 128+N when it was killed by signal N; 124\n"
-            "when --timeout killed it; 1/2/3 as for every command; 5 when sandboxd could not\n"
-            "be reached, refused the command, or lost some of its input (-i; a command\n"
-            "that exits or closes its stdin before reading all of it is no loss).\n");
+            "when --timeout killed it; 130 after a second Ctrl-C; 1/2/3 as for every\n"
+            "command; 5 when sandboxd could not be reached, refused the command, or lost\n"
+            "some of its input (-i; a command that exits or closes its stdin before reading\n"
+            "all of it is no loss). With -d: 0 started (its id printed), 1/2/3, 5.\n");
 }
 
 /* ---- the event stream ---------------------------------------------------------------- */

@@ -21,8 +21,8 @@ void cli_help_stat(FILE *out)
                  "mode, modification time and a symlink's target (not followed).\n"
                  "-L/--dereference describes what a symlink leads to instead (every link\n"
                  "followed, confined to the sandbox's root: a link out of it is refused).\n"
-                 "Exit codes: 0 ok, 2 usage, 5 sandboxd failed (e.g. no such path, a\n"
-                 "dangling link with -L).\n");
+                 "Exit codes: 0 ok, 1/2/3 as for every command, 5 sandboxd failed (e.g. no such\n"
+                 "path, a dangling link with -L).\n");
 }
 
 void cli_help_mkdir(FILE *out)
@@ -30,7 +30,8 @@ void cli_help_mkdir(FILE *out)
     fprintf(out, "Usage: kubectl-sandbox mkdir NAME PATH [-p] [--mode 0750]\n\n"
                  "Creates directory PATH in sandbox NAME. -p/--parents creates missing parents\n"
                  "and accepts an existing directory.\n"
-                 "Exit codes: 0 ok, 2 usage, 5 sandboxd failed (exists, file in the way, ...).\n");
+                 "Exit codes: 0 ok, 1/2/3 as for every command, 5 sandboxd failed (exists, file\n"
+                 "in the way, ...).\n");
 }
 
 void cli_help_mv(FILE *out)
@@ -38,7 +39,7 @@ void cli_help_mv(FILE *out)
     fprintf(out, "Usage: kubectl-sandbox mv NAME SRC DST [-f]\n\n"
                  "Renames SRC to DST inside sandbox NAME (DST's parent must exist). An existing\n"
                  "DST is replaced only with -f/--force.\n"
-                 "Exit codes: 0 ok, 2 usage, 5 sandboxd failed.\n");
+                 "Exit codes: 0 ok, 1/2/3 as for every command, 5 sandboxd failed.\n");
 }
 
 void cli_help_watch(FILE *out)
@@ -48,7 +49,8 @@ void cli_help_watch(FILE *out)
                  "as they happen, one per line (\"create  src/a.py\", \"move  a -> b\"), until\n"
                  "interrupted or the directory is deleted. -r/--recursive includes\n"
                  "subdirectories; -o json prints sandboxd's NDJSON events as they are.\n"
-                 "Exit codes: 0 ended, 2 usage, 5 sandboxd failed.\n");
+                 "Exit codes: 0 ended, 1 the output could not be written, 1/2/3 as for every\n"
+                 "command, 5 sandboxd failed.\n");
 }
 
 int cli_fs_api_path(const char *prefix, const char *path, struct buf *out)

@@ -190,7 +190,9 @@ void cli_help_get(FILE *out)
                  "                            [-o wide|json|yaml|name]\n\n"
                  "KIND: sandboxes (sandbox, sbx), sandboxtemplates (template), sandboxclaims\n"
                  "(claim), sandboxwarmpools (pool, swp).\n"
-                 "Without NAME, lists every object of KIND in the namespace.\n");
+                 "Without NAME, lists every object of KIND in the namespace.\n"
+                 "Exit codes: 0 ok, 1 the request failed or a NAME was not found (the others\n"
+                 "are still printed), 2 usage, 3 no usable cluster config.\n");
 }
 
 static void print_table(const struct cli_globals *g, const struct kind *k, const json_t *items)
@@ -348,7 +350,8 @@ void cli_help_list(FILE *out)
     fprintf(out, "Usage: kubectl-sandbox list [NAME...] [-n NS | -A] [-l SELECTOR]\n"
                  "                             [-o wide|json|yaml|name]\n\n"
                  "Lists sandboxes with READY, REASON, POD, NODE and AGE (wide adds the\n"
-                 "operating mode and the pod IP).\n");
+                 "operating mode and the pod IP).\n"
+                 "Exit codes as for get.\n");
 }
 
 int cli_cmd_list(struct cli_globals *g, int argc, char **argv)
@@ -361,7 +364,8 @@ void cli_help_pools(FILE *out)
     fprintf(out, "Usage: kubectl-sandbox pools [NAME...] [-n NS | -A] [-l SELECTOR]\n"
                  "                              [-o json|yaml|name]\n\n"
                  "Lists warm pools with their template and the desired and ready number of\n"
-                 "pool sandboxes.\n");
+                 "pool sandboxes.\n"
+                 "Exit codes as for get.\n");
 }
 
 int cli_cmd_pools(struct cli_globals *g, int argc, char **argv)

@@ -22,17 +22,16 @@ struct install_opts {
 
 void cli_help_install(FILE *out)
 {
-    fprintf(
-        out,
-        "Usage: kubectl-sandbox install [--dry-run] [--wait] [--timeout 5m]\n\n"
-        "Applies the manifests built into this binary to the current cluster with\n"
-        "server-side apply (field manager kubectl-sandbox): the CRDs (waiting until\n"
-        "they are Established), the controller's namespace, service account and RBAC,\n"
-        "and the controller and router deployments when the build had them.\n"
-        "  --dry-run   print what would be applied\n"
-        "  --wait      wait until each deployment is rolled out (kubectl rollout\n"
-        "              status: every replica new and available, none old left)\n"
-        "Exit codes: 0 installed, 1 an apply or a rollout failed, 3 no cluster, 4 timed out.\n");
+    fprintf(out, "Usage: kubectl-sandbox install [--dry-run] [--wait] [--timeout 5m]\n\n"
+                 "Applies the manifests built into this binary to the current cluster with\n"
+                 "server-side apply (field manager kubectl-sandbox): the CRDs (waiting until\n"
+                 "they are Established), the controller's namespace, service account and RBAC,\n"
+                 "and the controller and router deployments when the build had them.\n"
+                 "  --dry-run   print what would be applied\n"
+                 "  --wait      wait until each deployment is rolled out (kubectl rollout\n"
+                 "              status: every replica new and available, none old left)\n"
+                 "Exit codes: 0 installed, 1 an apply or a rollout failed, 2 usage, 3 no cluster,\n"
+                 "4 timed out.\n");
 }
 
 void cli_help_uninstall(FILE *out)
@@ -43,7 +42,9 @@ void cli_help_uninstall(FILE *out)
                  "--keep-crds removes only the controller, router and RBAC: the CRDs, every\n"
                  "object of theirs and the agent-sandbox-system namespace (with what else is\n"
                  "in it, such as agent-sandbox-config) stay.\n"
-                 "Exit codes: 0 removed (objects already gone are skipped), 1 a delete failed.\n");
+                 "  --dry-run   print what would be deleted\n"
+                 "Exit codes: 0 removed (objects already gone are skipped), 1 a delete failed,\n"
+                 "2 usage (neither --yes nor --keep-crds), 3 no cluster.\n");
 }
 
 static int parse_install(const struct cli_globals *g, int argc, char **argv, struct install_opts *o)

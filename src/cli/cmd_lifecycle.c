@@ -24,7 +24,8 @@ void cli_help_suspend(FILE *out)
                  "Sets spec.operatingMode=Suspended: the controller deletes the pod and keeps\n"
                  "its volumes and service. --wait waits for the Suspended condition.\n"
                  "Every NAME is tried, also after one that failed.\n"
-                 "Exit codes: 0 done, 1 failed, 4 timed out waiting (the first failure's).\n");
+                 "Exit codes: 0 done, 1 failed, 2 usage, 3 no usable cluster config, 4 timed\n"
+                 "out waiting (the first failure's).\n");
 }
 
 void cli_help_resume(FILE *out)
@@ -33,7 +34,8 @@ void cli_help_resume(FILE *out)
                  "Sets spec.operatingMode=Running: the controller recreates the pod with the\n"
                  "same name and volumes. --wait waits until the sandbox is Ready again.\n"
                  "Every NAME is tried, also after one that failed.\n"
-                 "Exit codes: 0 done, 1 failed, 4 timed out waiting (the first failure's).\n");
+                 "Exit codes: 0 done, 1 failed, 2 usage, 3 no usable cluster config, 4 timed\n"
+                 "out waiting (the first failure's).\n");
 }
 
 void cli_help_delete(FILE *out)

@@ -23,8 +23,9 @@ void cli_help_logs(FILE *out)
                  "  --tail N            only the last N lines\n"
                  "  -p, --process ID    the output of background process ID instead (see ps):\n"
                  "                      what sandboxd still holds, then with -f until it exits\n"
-                 "Exit codes: 0 ok, 1 no such sandbox or pod (e.g. suspended), 2 usage,\n"
-                 "5 sandboxd failed or could not be reached (with -p; 1: no such process).\n");
+                 "Exit codes: 0 ok, 1 no such sandbox or pod (e.g. suspended), 2 usage, 3 no\n"
+                 "usable cluster config, 5 sandboxd failed or could not be reached (with -p;\n"
+                 "1: no such process).\n");
 }
 
 int cli_logs_path(const char *ns, const char *pod, const struct cli_logs_opts *o, struct buf *out)

@@ -34,8 +34,9 @@ void cli_help_kill(FILE *out)
                  "  --rm               wait for the exit, then forget the background process\n"
                  "                     and its buffered output\n"
                  "Signalling a background process that already exited is not an error.\n"
-                 "Exit codes: 0 ok, 1 no such process (sandboxd's 404), 2 usage, 5 sandboxd\n"
-                 "failed or could not be reached (its pod gone).\n");
+                 "Exit codes: 0 ok, 1 no such process (sandboxd's 404) or, with --rm, it did\n"
+                 "not exit within 30s, 1/2/3 as for every command, 5 sandboxd failed or could\n"
+                 "not be reached (its pod gone).\n");
 }
 
 /* ---- shared ------------------------------------------------------------------------- */

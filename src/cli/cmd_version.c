@@ -11,7 +11,9 @@ void cli_help_version(FILE *out)
 {
     fprintf(out, "Usage: kubectl-sandbox version [--client]\n\n"
                  "Prints the client version, then the API server's version.\n"
-                 "  --client   only the client version (no cluster needed)\n");
+                 "  --client   only the client version (no cluster needed)\n"
+                 "Exit codes: 0 ok, 1 the API server did not answer, 2 usage, 3 no usable\n"
+                 "cluster config.\n");
 }
 
 int cli_cmd_version(struct cli_globals *g, int argc, char **argv)
