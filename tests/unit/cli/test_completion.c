@@ -58,47 +58,35 @@ static void test_bash(void **state)
     char cmd[256];
     (void)snprintf(cmd, sizeof(cmd), "bash -n %s", script);
     assert_int_equal(system(cmd), 0);
+    /* the words typed, the last one being completed; sandbox names are "box" */
+    static const struct {
+        const char *words, *want;
+    } cases[] = {
+        {"su", "suspend"},
+        {"-n x get \"\"", "sandboxes templates claims pools"},
+        {"list -o y", "yaml"},
+        {"exec box --st", "--stdin"},
+        {"completion z", "zsh"},
+        /* a global option's value is not taken for the command */
+        {"--log-format json get \"\"", "sandboxes templates claims pools"},
+        {"--log-format j", "json"},
+        /* stat, mkdir, mv and watch: the sandbox NAME, then nothing of their own */
+        {"mv \"\"", "box"},
+        {"stat box \"\"", ""},
+    };
     struct buf out;
     buf_init(&out, 1 << 16);
-    run_bash("COMP_WORDS=(kubectl-sandbox su); COMP_CWORD=1; _kubectl_sandbox; "
-             "echo ${COMPREPLY[@]}",
-             &out);
-    assert_string_equal(buf_str(&out), "suspend\n");
-    run_bash("COMP_WORDS=(kubectl-sandbox -n x get \"\"); COMP_CWORD=4; _kubectl_sandbox; "
-             "echo ${COMPREPLY[@]}",
-             &out);
-    assert_string_equal(buf_str(&out), "sandboxes templates claims pools\n");
-    run_bash("COMP_WORDS=(kubectl-sandbox list -o y); COMP_CWORD=3; _kubectl_sandbox; "
-             "echo ${COMPREPLY[@]}",
-             &out);
-    assert_string_equal(buf_str(&out), "yaml\n");
-    run_bash("COMP_WORDS=(kubectl-sandbox exec box --st); COMP_CWORD=3; _kubectl_sandbox; "
-             "echo ${COMPREPLY[@]}",
-             &out);
-    assert_string_equal(buf_str(&out), "--stdin\n");
-    run_bash("COMP_WORDS=(kubectl-sandbox completion z); COMP_CWORD=2; _kubectl_sandbox; "
-             "echo ${COMPREPLY[@]}",
-             &out);
-    assert_string_equal(buf_str(&out), "zsh\n");
-    /* a global option's value is not taken for the command */
-    run_bash("COMP_WORDS=(kubectl-sandbox --log-format json get \"\"); COMP_CWORD=4; "
-             "_kubectl_sandbox; echo ${COMPREPLY[@]}",
-             &out);
-    assert_string_equal(buf_str(&out), "sandboxes templates claims pools\n");
-    run_bash("COMP_WORDS=(kubectl-sandbox --log-format j); COMP_CWORD=2; _kubectl_sandbox; "
-             "echo ${COMPREPLY[@]}",
-             &out);
-    assert_string_equal(buf_str(&out), "json\n");
-    /* stat, mkdir, mv and watch complete the sandbox NAME, then nothing of their own */
-    run_bash("_kubectl_sandbox_names() { echo box; }; COMP_WORDS=(kubectl-sandbox mv \"\"); "
-             "COMP_CWORD=2; _kubectl_sandbox; echo ${COMPREPLY[@]}",
-             &out);
-    assert_string_equal(buf_str(&out), "box\n");
-    run_bash("_kubectl_sandbox_names() { echo box; }; "
-             "COMP_WORDS=(kubectl-sandbox stat box \"\"); COMP_CWORD=3; _kubectl_sandbox; "
-             "echo ${COMPREPLY[@]}",
-             &out);
-    assert_string_equal(buf_str(&out), "\n");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char snippet[512], want[256];
+        (void)snprintf(snippet, sizeof(snippet),
+                       "_kubectl_sandbox_names() { echo box; }; "
+                       "COMP_WORDS=(kubectl-sandbox %s); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); "
+                       "_kubectl_sandbox; echo ${COMPREPLY[@]}",
+                       cases[i].words);
+        (void)snprintf(want, sizeof(want), "%s\n", cases[i].want);
+        run_bash(snippet, &out);
+        assert_string_equal(buf_str(&out), want);
+    }
     buf_done(&out);
     unlink(script);
 }
