@@ -91,6 +91,9 @@ int cli_output_done(FILE *out, FILE *err, int rc);
 int cli_output_error(FILE *out, int e);
 /** Namespace to use: -n, else the client's default. Borrowed. */
 const char *cli_namespace(const struct cli_globals *g, const struct kube_client *c);
+/** Parses a --timeout value arg into *ret (above 0 when positive). Returns CLI_OK, or
+ * prints that arg is no such duration and returns CLI_USAGE. */
+int cli_parse_timeout(const struct cli_globals *g, const char *arg, bool positive, usec_t *ret);
 /** Checks g->output against the formats a command supports (a NULL-terminated list). */
 int cli_check_output(const struct cli_globals *g, const char *const *allowed);
 /** Prints one object for -o json|yaml|name (kind singular for name), dropping

@@ -12,7 +12,6 @@
 
 #include "cli/sbd.h"
 #include "cli/stream.h"
-#include "common/duration.h"
 #include "common/limits.h"
 #include "common/pct.h"
 #include "common/xalloc.h"
@@ -322,9 +321,10 @@ static int parse_code(const struct cli_globals *g, int argc, char **argv, struct
             o->context = optarg;
         else if (ch == 'J')
             o->json = true;
-        else if (ch == 'T' && duration_parse_secs(optarg, &o->timeout) == 0 && o->timeout > 0)
-            continue;
-        else {
+        else if (ch == 'T') {
+            if (cli_parse_timeout(g, optarg, true, &o->timeout) != CLI_OK)
+                return CLI_USAGE;
+        } else {
             fprintf(g->err, "error: bad option %s; see run-code --help\n", argv[optind - 1]);
             return CLI_USAGE;
         }

@@ -13,7 +13,6 @@
 #include "cli/cli.h"
 #include "cli/manifest.h"
 #include "cli/output.h"
-#include "common/duration.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
@@ -334,10 +333,8 @@ static int parse_opts(struct cli_globals *g, int argc, char **argv, struct creat
             o->name = optarg;
             break;
         case 'T':
-            if (duration_parse_secs(optarg, &o->timeout) < 0) {
-                fprintf(g->err, "error: --timeout: not a duration: %s (try 90s, 5m)\n", optarg);
+            if (cli_parse_timeout(g, optarg, false, &o->timeout) != CLI_OK)
                 return CLI_USAGE;
-            }
             break;
         case 'W':
             o->wait = false;

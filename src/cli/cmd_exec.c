@@ -16,7 +16,6 @@
 #include "cli/sbd.h"
 #include "cli/stream.h"
 #include "common/base64.h"
-#include "common/duration.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/linebuf.h"
@@ -534,8 +533,12 @@ static int parse_exec(const struct cli_globals *g, int argc, char **argv, struct
             char *k = xstrndup(optarg, (size_t)(eq - optarg));
             (void)json_object_set_new(o->env, k, json_string(eq + 1));
             xfree(k);
-        } else if (ch == 'T' && duration_parse_secs(optarg, &o->timeout) == 0) {
-            continue;
+        } else if (ch == 'e') {
+            fprintf(g->err, "error: -e/--env takes K=V, not %s\n", optarg);
+            return CLI_USAGE;
+        } else if (ch == 'T') {
+            if (cli_parse_timeout(g, optarg, false, &o->timeout) != CLI_OK)
+                return CLI_USAGE;
         } else {
             fprintf(g->err, "error: bad option %s; see exec --help\n", argv[optind - 1]);
             return CLI_USAGE;

@@ -9,7 +9,6 @@
 #include "cli/cli.h"
 #include "cli/install.h"
 #include "cli/manifest.h"
-#include "common/duration.h"
 #include "common/limits.h"
 #include "kube/obj.h"
 
@@ -67,7 +66,10 @@ static int parse_install(const struct cli_globals *g, int argc, char **argv, str
             o->keep_crds = true;
         else if (ch == 'y')
             o->yes = true;
-        else if (ch != 'T' || duration_parse_secs(optarg, &o->timeout) < 0) {
+        else if (ch == 'T') {
+            if (cli_parse_timeout(g, optarg, false, &o->timeout) != CLI_OK)
+                return CLI_USAGE;
+        } else {
             fprintf(g->err, "error: bad option %s; see %s --help\n", argv[optind - 1], argv[0]);
             return CLI_USAGE;
         }

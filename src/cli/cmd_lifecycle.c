@@ -9,7 +9,6 @@
 #include "api/sandbox.h"
 #include "cli/cli.h"
 #include "cli/output.h"
-#include "common/duration.h"
 #include "common/limits.h"
 #include "kube/obj.h"
 
@@ -67,8 +66,9 @@ static int parse_life(struct cli_globals *g, int argc, char **argv, struct life_
     while ((ch = getopt_long(argc, argv, "w", life_long, NULL)) != -1) {
         if (ch == 'w') {
             o->wait = true;
-        } else if (ch == 'T' && duration_parse_secs(optarg, &o->timeout) == 0) {
-            continue;
+        } else if (ch == 'T') {
+            if (cli_parse_timeout(g, optarg, false, &o->timeout) != CLI_OK)
+                return CLI_USAGE;
         } else {
             fprintf(g->err, "error: bad option %s; see %s --help\n", argv[optind - 1], argv[0]);
             return CLI_USAGE;

@@ -23,7 +23,6 @@
 
 #include "api/res.h"
 #include "cli/cli.h"
-#include "common/duration.h"
 #include "common/limits.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
@@ -89,9 +88,14 @@ static int parse_shell(const struct cli_globals *g, int argc, char **argv, struc
             o->keep = true;
         else if (ch == 'N' && *optarg)
             o->name = optarg;
-        else if (ch == 't' && duration_parse_secs(optarg, &d) == 0)
+        else if (ch == 'N') {
+            fprintf(g->err, "error: --name takes a name\n");
+            return CLI_USAGE;
+        } else if (ch == 't') {
+            if (cli_parse_timeout(g, optarg, false, &d) != CLI_OK)
+                return CLI_USAGE;
             o->timeout = optarg;
-        else {
+        } else {
             fprintf(g->err, "error: bad option %s; see shell --help\n", argv[optind - 1]);
             return CLI_USAGE;
         }

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/output.h"
+#include "common/duration.h"
 #include "common/xalloc.h"
 #include "kube/obj.h"
 
@@ -91,6 +92,18 @@ int cli_output_done(FILE *out, FILE *err, int rc)
 const char *cli_namespace(const struct cli_globals *g, const struct kube_client *c)
 {
     return g->ns ? g->ns : kube_client_namespace(c);
+}
+
+int cli_parse_timeout(const struct cli_globals *g, const char *arg, bool positive, usec_t *ret)
+{
+    usec_t d;
+    if (duration_parse_secs(arg, &d) == 0 && (d > 0 || !positive)) {
+        *ret = d;
+        return CLI_OK;
+    }
+    fprintf(g->err, "error: --timeout: not a duration%s: %s (try 90s, 5m)\n",
+            positive ? " above 0" : "", arg);
+    return CLI_USAGE;
 }
 
 int cli_check_output(const struct cli_globals *g, const char *const *allowed)

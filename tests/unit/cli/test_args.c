@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kubectl-sandbox: global options anywhere, durations, sandboxd URLs and error texts,
- * the pod log path, delete's arguments. */
+ * the pod log path, delete's arguments, the messages for bad option values. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -232,6 +232,68 @@ static void test_delete_args(void **state)
     assert_int_equal(cli_cmd_delete(&g, 6, good), CLI_NO_CONFIG);
 }
 
+/* Runs cmd (a NULL-terminated argv) with its errors into err (reset first); returns
+ * its exit code. */
+static int run_err(int (*cmd)(struct cli_globals *, int, char **), char **argv, struct buf *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    struct cli_globals g = {.output = "",
+                            .kubeconfig = "/nonexistent/kubeconfig",
+                            .sandboxd_url = "http://127.0.0.1:1",
+                            .out = devnull,
+                            .err = f};
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    int rc = cmd(&g, argc, argv);
+    (void)fclose(f);
+    buf_reset(err);
+    assert_int_equal(buf_append(err, text, len), 0);
+    xfree(text);
+    return rc;
+}
+
+/* A --timeout that is no duration is named as such (before: "bad option 5x", the value
+ * taken for an option), as are exec's -e without K=V and shell's empty --name. */
+static void test_bad_values(void **state)
+{
+    (void)state;
+    struct buf err;
+    buf_init(&err, 4096);
+    char *exec_t[] = {"exec", "x", "--timeout", "5x", "--", "true", NULL};
+    char *exec_e[] = {"exec", "x", "-e", "NOEQUALS", "--", "true", NULL};
+    char *code_t[] = {"run-code", "x", "--timeout", "0", "-c", "1", NULL};
+    char *susp_t[] = {"suspend", "x", "--timeout", "5x", NULL};
+    char *del_t[] = {"delete", "x", "--timeout=5x", NULL};
+    char *inst_t[] = {"install", "--dry-run", "--timeout", "5x", NULL};
+    char *claim_t[] = {"claim", "p", "--timeout", "5x", NULL};
+    char *shell_t[] = {"shell", "--pool", "p", "--timeout", "5x", NULL};
+    char *shell_n[] = {"shell", "--pool", "p", "--name", "", NULL};
+    const struct {
+        int (*cmd)(struct cli_globals *, int, char **);
+        char **argv;
+        const char *want;
+    } cases[] = {
+        {cli_cmd_exec, exec_t, "error: --timeout: not a duration: 5x"},
+        {cli_cmd_exec, exec_e, "error: -e/--env takes K=V, not NOEQUALS"},
+        {cli_cmd_run_code, code_t, "error: --timeout: not a duration above 0: 0"},
+        {cli_cmd_suspend, susp_t, "error: --timeout: not a duration: 5x"},
+        {cli_cmd_delete, del_t, "error: --timeout: not a duration: 5x"},
+        {cli_cmd_install, inst_t, "error: --timeout: not a duration: 5x"},
+        {cli_cmd_claim, claim_t, "error: --timeout: not a duration: 5x"},
+        {cli_cmd_shell, shell_t, "error: --timeout: not a duration: 5x"},
+        {cli_cmd_shell, shell_n, "error: --name takes a name"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(run_err(cases[i].cmd, cases[i].argv, &err), CLI_USAGE);
+        assert_non_null(strstr(buf_str(&err), cases[i].want));
+    }
+    buf_done(&err);
+}
+
 int main(void)
 {
     devnull = fopen("/dev/null", "w");
@@ -240,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_duration),         cmocka_unit_test(test_proxy_base),
         cmocka_unit_test(test_error_text),       cmocka_unit_test(test_logs_path),
         cmocka_unit_test(test_interrupt_path),   cmocka_unit_test(test_delete_args),
+        cmocka_unit_test(test_bad_values),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     fclose(devnull);
