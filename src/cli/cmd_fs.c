@@ -279,11 +279,18 @@ int cli_cmd_stat(struct cli_globals *g, int argc, char **argv)
     return rc;
 }
 
+/* A --mode of mkdir: 1 to 4 octal digits after any leading zeros (07777 at most). */
+static bool mode_ok(const char *m)
+{
+    size_t n = strlen(m), zeros = strspn(m, "0");
+    return n > 0 && strspn(m, "01234567") == n && n - zeros <= 4;
+}
+
 int cli_cmd_mkdir(struct cli_globals *g, int argc, char **argv)
 {
     struct fs_opts o = {0};
     int rc = parse_fs(g, argc, argv, &o, "p", 2, 2, cli_help_mkdir);
-    if (rc == CLI_OK && o.mode && strspn(o.mode, "01234567") != strlen(o.mode)) {
+    if (rc == CLI_OK && o.mode && !mode_ok(o.mode)) {
         fprintf(g->err, "error: --mode takes octal digits such as 0750\n");
         rc = CLI_USAGE;
     }

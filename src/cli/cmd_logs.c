@@ -23,9 +23,26 @@ void cli_help_logs(FILE *out)
                  "  --tail N            only the last N lines\n"
                  "  -p, --process ID    the output of background process ID instead (see ps):\n"
                  "                      what sandboxd still holds, then with -f until it exits\n"
+                 "                      (-c and --tail do not apply)\n"
                  "Exit codes: 0 ok, 1 no such sandbox or pod (e.g. suspended), 2 usage, 3 no\n"
                  "usable cluster config, 5 sandboxd failed or could not be reached (with -p;\n"
                  "1: no such process).\n");
+}
+
+/* Refuses what does not apply or cannot be used before anything is asked of the cluster:
+ * a --tail that is no count, -c or --tail with --process (sandboxd holds no pod log). */
+static int check_logs_opts(const struct cli_globals *g, const struct cli_logs_opts *o)
+{
+    uint64_t n;
+    if (o->tail && cstr_to_u64(o->tail, &n) < 0) {
+        fprintf(g->err, "error: --tail: not a count of lines: %s\n", o->tail);
+        return CLI_USAGE;
+    }
+    if (o->process && (o->container || o->tail)) {
+        fprintf(g->err, "error: -c and --tail do not apply to --process (see logs --help)\n");
+        return CLI_USAGE;
+    }
+    return CLI_OK;
 }
 
 int cli_logs_path(const char *ns, const char *pod, const struct cli_logs_opts *o, struct buf *out)
@@ -97,7 +114,7 @@ static int parse_logs(const struct cli_globals *g, int argc, char **argv, struct
         cli_help_logs(g->err);
         return CLI_USAGE;
     }
-    return CLI_OK;
+    return check_logs_opts(g, o);
 }
 
 static int stream_logs(struct cli_globals *g, struct kube_client *c, const char *ns,

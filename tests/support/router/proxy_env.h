@@ -6,13 +6,12 @@
  * for the test thread belongs to the loop thread. */
 #pragma once
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <jansson.h>
 #include <uv.h>
 
 #include "http/server.h"
@@ -27,9 +26,9 @@ struct proxy_env;
 struct proxy_env_up {
     uv_tcp_t tcp;
     struct proxy_env *env;
-    int nth;         /* requests read on this connection, the current one included */
-    void *data;      /* the test's state for it: opts.up_data zeroed bytes, freed with it */
-    char buf[8192];  /* unread bytes, NUL-terminated */
+    int nth;        /* requests read on this connection, the current one included */
+    void *data;     /* the test's state for it: opts.up_data zeroed bytes, freed with it */
+    char buf[8192]; /* unread bytes, NUL-terminated */
     size_t len;
 };
 
@@ -40,8 +39,8 @@ typedef void proxy_env_request_fn(struct proxy_env_up *u, const char *head, size
 typedef void proxy_env_drop_fn(struct proxy_env_up *u);
 
 struct proxy_env_opts {
-    struct proxy_opts proxy; /* store and allow_loopback are set by proxy_env_start */
-    size_t write_queue;      /* the server's per-client queue (0: its default) */
+    struct proxy_opts proxy;       /* store and allow_loopback are set by proxy_env_start */
+    size_t write_queue;            /* the server's per-client queue (0: its default) */
     proxy_env_request_fn *request; /* NULL: no upstream listener */
     proxy_env_drop_fn *drop;       /* may be NULL */
     size_t up_data;                /* bytes of each connection's data */
@@ -57,7 +56,7 @@ struct proxy_env {
     struct proxy *proxy;
     struct http_router *router;
     struct http_server *server;
-    uint16_t port, up_port; /* the server's and the upstream's (test thread too) */
+    uint16_t port, up_port;                  /* the server's and the upstream's (test thread too) */
     struct proxy_env_up *ups[PROXY_ENV_UPS]; /* accepted, NULL once gone */
     int nups;
     bool listening;

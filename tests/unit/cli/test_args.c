@@ -272,6 +272,11 @@ static void test_bad_values(void **state)
     char *claim_t[] = {"claim", "p", "--timeout", "5x", NULL};
     char *shell_t[] = {"shell", "--pool", "p", "--timeout", "5x", NULL};
     char *shell_n[] = {"shell", "--pool", "p", "--name", "", NULL};
+    char *logs_t[] = {"logs", "x", "--tail", "abc", NULL};
+    char *logs_p[] = {"logs", "x", "--process", "7", "--tail", "3", NULL};
+    char *logs_c[] = {"logs", "x", "-p", "7", "-c", "main", NULL};
+    char *mkdir_e[] = {"mkdir", "x", "d", "--mode=", NULL};
+    char *mkdir_big[] = {"mkdir", "x", "d", "--mode", "77777", NULL};
     const struct {
         int (*cmd)(struct cli_globals *, int, char **);
         char **argv;
@@ -286,6 +291,11 @@ static void test_bad_values(void **state)
         {cli_cmd_claim, claim_t, "error: --timeout: not a duration: 5x"},
         {cli_cmd_shell, shell_t, "error: --timeout: not a duration: 5x"},
         {cli_cmd_shell, shell_n, "error: --name takes a name"},
+        {cli_cmd_logs, logs_t, "error: --tail: not a count of lines: abc"},
+        {cli_cmd_logs, logs_p, "error: -c and --tail do not apply to --process"},
+        {cli_cmd_logs, logs_c, "error: -c and --tail do not apply to --process"},
+        {cli_cmd_mkdir, mkdir_e, "error: --mode takes octal digits such as 0750"},
+        {cli_cmd_mkdir, mkdir_big, "error: --mode takes octal digits such as 0750"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         assert_int_equal(run_err(cases[i].cmd, cases[i].argv, &err), CLI_USAGE);
