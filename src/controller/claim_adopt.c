@@ -252,6 +252,30 @@ static int adopt_candidate(struct ext_ctrl *x, const json_t *claim, const json_t
     return r;
 }
 
+/* The pool's template as a pass of claim__adopt judges its candidates by it. */
+struct adopt_tpl {
+    const json_t *tpl;                             /* borrowed; NULL: unknown */
+    bool recreate;                                 /* the pool's updateStrategy is Recreate */
+    char th[SB_HASH_LEN + 1], bh[SB_HASH_LEN + 1]; /* its name's hash, its fingerprint */
+};
+
+static void adopt_tpl_init(struct adopt_tpl *at, const json_t *pool, const json_t *tpl)
+{
+    const char *st = kube_obj_path_str(pool, "spec.updateStrategy.type");
+    *at = (struct adopt_tpl){.tpl = tpl, .recreate = st && strcmp(st, "Recreate") == 0};
+    if (!tpl)
+        return;
+    sb_name_hash(kube_obj_name(tpl), at->th);
+    tpl_blueprint_hash(tpl, at->bh);
+}
+
+/* Under Recreate a stale member is not handed out: the pool deletes it (upstream's
+ * Recreate-strategy guard). Under OnReplenish stale members are handed out. */
+static bool stale_under_recreate(const struct adopt_tpl *at, const json_t *sb)
+{
+    return at->recreate && at->tpl && tpl_member_stale(at->tpl, at->th, at->bh, sb);
+}
+
 /* True when member sb may be handed out as far as its template goes: built from the
  * template the pool names now, or from one it named before that still exists (upstream
  * hands such members out under OnReplenish too). A member whose template is gone is not:
@@ -268,16 +292,17 @@ static bool template_ok(struct ext_ctrl *x, const json_t *pool, const json_t *sb
 
 /* Tries one candidate. Returns 1 adopted, 0 skip it, ADOPT_REFUSED skip it but keep it for
  * others, negative errno to stop. */
-static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
-                   const char *name, json_t **ret_sb, char *msg, size_t size)
+static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool,
+                   const struct adopt_tpl *at, const char *pk, const char *name, json_t **ret_sb,
+                   char *msg, size_t size)
 {
     json_t *sb = kube_store_get_ns(ext__sandboxes(x), kube_obj_namespace(claim), name);
     int r;
     if (!sb || !ext__warm_candidate(sb) || !sb_controlled_by(sb, kube_obj_uid(pool)) ||
-        !template_ok(x, pool, sb)) {
+        !template_ok(x, pool, sb) || stale_under_recreate(at, sb)) {
         json_decref(sb);
-        return 0; /* gone, taken, not Ready, or of a template gone: the informer re-queues
-                     it when it is a candidate again */
+        return 0; /* gone, taken, not Ready, of a template gone, or stale under Recreate:
+                     the informer re-queues it when it is a candidate again */
     }
     r = adopt_candidate(x, claim, pool, pk, sb, false, ret_sb, msg, size);
     json_decref(sb);
@@ -313,15 +338,16 @@ struct adopt_skipped {
 
 /* Pops and tries candidates until one is adopted or fails the pass; returns as try_one
  * but 0 for those skipped. */
-static int try_queue(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
-                     json_t **ret_sb, char *msg, size_t size)
+static int try_queue(struct ext_ctrl *x, const json_t *claim, const json_t *pool,
+                     const struct adopt_tpl *at, const char *pk, json_t **ret_sb, char *msg,
+                     size_t size)
 {
     struct adopt_skipped *sk = XNEW(struct adopt_skipped);
     int r = 0;
     for (int i = 0; i < LIMIT_EXT_ADOPT_ATTEMPTS && r == 0; i++) {
         if (!claim_queue_pop(x->cq, pk, sk->name[sk->n], sizeof(sk->name[0])))
             break;
-        r = try_one(x, claim, pool, pk, sk->name[sk->n], ret_sb, msg, size);
+        r = try_one(x, claim, pool, at, pk, sk->name[sk->n], ret_sb, msg, size);
         if (r == ADOPT_REFUSED) {
             sk->n++;
             r = 0;
@@ -333,10 +359,11 @@ static int try_queue(struct ext_ctrl *x, const json_t *claim, const json_t *pool
     return r;
 }
 
-int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const json_t *prefer,
-                 bool prefer_only, json_t **ret_sb, char *msg, size_t size)
+int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const json_t *tpl,
+                 const json_t *prefer, bool prefer_only, json_t **ret_sb, char *msg, size_t size)
 {
     char pk[LIMIT_KUBE_STORE_KEY + 1];
+    struct adopt_tpl at;
     int r = 0;
     if (ext__key(kube_obj_namespace(pool), kube_obj_name(pool), pk, sizeof(pk)) < 0 ||
         (claim_queue_len(x->cq, pk) == 0 && !prefer))
@@ -347,8 +374,10 @@ int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, co
         metric_inc(x->met.adopt_waits, NULL);
     if (prefer)
         r = try_prefer(x, claim, pool, pk, prefer, ret_sb, msg, size);
-    if (r == 0 && !prefer_only)
-        r = try_queue(x, claim, pool, pk, ret_sb, msg, size);
+    if (r == 0 && !prefer_only) {
+        adopt_tpl_init(&at, pool, tpl);
+        r = try_queue(x, claim, pool, &at, pk, ret_sb, msg, size);
+    }
     fifo_sem_release(&x->adopt_sem);
     if (r == 1) {
         ext__binding_put(x, claim, *ret_sb);

@@ -392,8 +392,8 @@ static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json
      * read and its DELETE (a UID precondition only) would go, bound. Such a claim is
      * served cold; an adoption already under way (prefer) is still settled. */
     if ((warm && !kube_obj_deleting(pool)) || p->prefer)
-        r = claim__adopt(p->x, p->claim, pool, p->prefer, !warm || kube_obj_deleting(pool), &sb,
-                         msg, sizeof(msg));
+        r = claim__adopt(p->x, p->claim, pool, tpl, p->prefer, !warm || kube_obj_deleting(pool),
+                         &sb, msg, sizeof(msg));
     if (r > 0 && !warm) {
         p->sb = sb;
         late_fallback(p, tpl, pn);

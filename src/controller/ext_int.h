@@ -183,13 +183,14 @@ void ext__sb_deleted_drop(struct ext_ctrl *x, const char *uid);
 usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop);
 
 /** Warm adoption (claim_adopt.c): pops candidates of pool for claim and adopts the first
- * that passes. prefer (borrowed; NULL: none) comes first: a member an earlier adoption
- * PATCH of the claim may still land on, as read in the version that PATCH was guarded by.
- * It is patched by that same guard (so at most one of the two lands, both for the claim)
- * whether or not it is still a warm candidate, and settled: adopted, or known not to be
- * the claim's (the claim's binding is then dropped), or still unknown (an error; the
- * binding stays). prefer_only: no other candidate is taken. *ret_sb gets the adopted
- * Sandbox (new reference). Returns 1 adopted, 0 none available, or a negative errno
- * (reterr text in msg). */
-int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const json_t *prefer,
-                 bool prefer_only, json_t **ret_sb, char *msg, size_t size);
+ * that passes; tpl (borrowed; may be NULL) is the pool's template: under the Recreate
+ * update strategy a member stale against it is dropped, not adopted. prefer (borrowed; NULL: none)
+ * comes first: a member an earlier adoption PATCH of the claim may still land on, as read in the
+ * version that PATCH was guarded by. It is patched by that same guard (so at most one of the two
+ * lands, both for the claim) whether or not it is still a warm candidate, and settled: adopted, or
+ * known not to be the claim's (the claim's binding is then dropped), or still unknown (an error;
+ * the binding stays). prefer_only: no other candidate is taken. *ret_sb gets the adopted Sandbox
+ * (new reference). Returns 1 adopted, 0 none available, or a negative errno (reterr text in msg).
+ */
+int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const json_t *tpl,
+                 const json_t *prefer, bool prefer_only, json_t **ret_sb, char *msg, size_t size);

@@ -70,15 +70,7 @@ static bool member_other_template(struct pool_pass *p, const json_t *sb)
 
 static bool member_stale(struct pool_pass *p, const json_t *sb)
 {
-    const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
-    const char *bh = kube_obj_label(sb, EXT_LABEL_TEMPLATE_HASH);
-    if (!p->tpl)
-        return false;
-    if (!tr || strcmp(tr, p->th) != 0)
-        return true;
-    if (bh && strcmp(bh, p->bh) == 0)
-        return false;
-    return !tpl_blueprint_matches(p->tpl, sb);
+    return p->tpl && tpl_member_stale(p->tpl, p->th, p->bh, sb);
 }
 
 /* Fills p->m from the pool's members; returns how many. */

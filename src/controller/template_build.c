@@ -189,6 +189,17 @@ bool tpl_blueprint_matches(const json_t *tpl, const json_t *sb)
     return ok;
 }
 
+bool tpl_member_stale(const json_t *tpl, const char *th, const char *bh, const json_t *sb)
+{
+    const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
+    const char *h = kube_obj_label(sb, EXT_LABEL_TEMPLATE_HASH);
+    if (!tr || strcmp(tr, th) != 0)
+        return true;
+    if (h && strcmp(h, bh) == 0)
+        return false;
+    return !tpl_blueprint_matches(tpl, sb);
+}
+
 /* ---- NetworkPolicy ------------------------------------------------------------------ */
 
 /* The router, and the controller: its idle probes (sandboxd's /v1/activity) and

@@ -42,6 +42,11 @@ void tpl_pod_template_hash(const json_t *tpl, char out[SB_HASH_LEN + 1]);
  * compared with the config token injected as sb names it (lb_pod_spec_inject); sb has a
  * token (EXT_ANN_TOKEN_SECRET) exactly when the template is LateBound, else no match. */
 bool tpl_blueprint_matches(const json_t *tpl, const json_t *sb);
+/** True when pool member sb is stale against template tpl: built from another template
+ * (its template-ref label is not th, the hash of tpl's name), or its fingerprint label is
+ * not bh (tpl_blueprint_hash of tpl) and its spec does not match tpl's blueprint either
+ * (tpl_blueprint_matches). th and bh are passed in so a caller computes them once. */
+bool tpl_member_stale(const json_t *tpl, const char *th, const char *bh, const json_t *sb);
 /** Returns a new NetworkPolicy object "<template>-network-policy" owned by the
  * template: the secure default (ingress only from the router; egress to DNS and to
  * public addresses, never to private, link-local or metadata ranges) or the template's

@@ -29,6 +29,7 @@
 #include "controller/pool_expect.h"
 #include "controller/sandbox_names.h"
 #include "controller/sandbox_status.h"
+#include "controller/template_build.h"
 #include "controller/workloop.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -315,6 +316,15 @@ static json_t *pool_obj(const char *tpl, int replicas, bool deleting)
     return p;
 }
 
+/* The pool with updateStrategy type (Recreate or OnReplenish). */
+static json_t *pool_strategy(const char *tpl, const char *type)
+{
+    json_t *p = pool_obj(tpl, 1, false);
+    json_object_set_new(json_object_get(p, "spec"), "updateStrategy",
+                        json_pack("{s:s}", "type", type));
+    return p;
+}
+
 static json_t *owner(const char *kind, const char *name, const char *uid)
 {
     return json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", EXT_API_VERSION, "kind",
@@ -488,6 +498,60 @@ static void test_other_template_member_not_adopted(void **state)
     assert_int_equal(claim_pass(NULL), 0);
     assert_int_equal(n_of(S.patches, "pool-aaaaa"), 0);
     assert_int_equal(n_posts(), 1);
+}
+
+/* ---- the Recreate-strategy guard ---------------------------------------------------- */
+
+/* Under Recreate a member built from an older version of the template (another
+ * fingerprint, another image) is the pool's to replace, not handed out: the claim goes
+ * cold. Before, it was adopted like a fresh one. */
+static void test_recreate_stale_member_not_adopted(void **state)
+{
+    json_t *m;
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_strategy(TPL, "Recreate"));
+    put(EXT_INF_CLAIM, claim_obj(false));
+    m = member("pool-aaaaa", TPL, "10.0.0.1");
+    json_object_set_new(json_object_get(json_object_get(m, "metadata"), "labels"),
+                        EXT_LABEL_TEMPLATE_HASH, json_string("0123456789"));
+    json_object_set_new(json_array_get(kube_obj_path(m, "spec.podTemplate.spec.containers"), 0),
+                        "image", json_string("old"));
+    put_member(m, false);
+    queue_candidate("pool-aaaaa");
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_of(S.patches, "pool-aaaaa"), 0);
+    assert_int_equal(n_posts(), 1);
+    assert_int_equal(claim_queue_len(E.x->cq, NS "/" POOL), 0); /* dropped: the pool deletes it */
+}
+
+/* Under Recreate a member built from the template as it is now is adopted; under
+ * OnReplenish a stale one is too (as upstream). */
+static void test_recreate_fresh_member_adopted(void **state)
+{
+    (void)state;
+    for (int stale = 0; stale < 2; stale++) {
+        char bh[SB_HASH_LEN + 1];
+        json_t *m, *t;
+        ctrl_new(false);
+        put_template(TPL, false);
+        put(EXT_INF_POOL, pool_strategy(TPL, stale ? "OnReplenish" : "Recreate"));
+        put(EXT_INF_CLAIM, claim_obj(false));
+        t = kube_store_get(ext__store(E.x, EXT_INF_TEMPLATE), NS "/" TPL);
+        tpl_blueprint_hash(t, bh);
+        json_decref(t);
+        m = member("pool-aaaaa", TPL, "10.0.0.1");
+        json_object_set_new(json_object_get(json_object_get(m, "metadata"), "labels"),
+                            EXT_LABEL_TEMPLATE_HASH, json_string(stale ? "0123456789" : bh));
+        put_member(m, false);
+        queue_candidate("pool-aaaaa");
+        assert_int_equal(claim_pass(NULL), 0);
+        assert_int_equal(n_of(S.patches, "pool-aaaaa"), 1);
+        assert_int_equal(n_posts(), 0);
+        teardown(NULL);
+        setup(NULL);
+    }
 }
 
 /* A member with an idle policy that waited in the pool longer than its timeout (made and
@@ -856,6 +920,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_adoption_5xx_stops_pass, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adoption_meta_conflict_goes_cold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_template_member_not_adopted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recreate_stale_member_not_adopted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recreate_fresh_member_adopted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_template_member_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_former_template_member_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fallback_deleted_not_rebound, setup, teardown),
