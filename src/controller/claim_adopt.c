@@ -58,13 +58,29 @@ static void keep_pool_evict(const json_t *cur, json_t *want, json_t *patch)
                         SB_ANN_POD_OMIT_EVICT, json_string("true"));
 }
 
+/* The claim's pod metadata for member sb: rebuilt from the template sb was built from
+ * (tpl: the pool's, borrowed, may be NULL; ext__template_of), as upstream does, so that
+ * the template's pod metadata as it is now and the claim's identity labels reach it;
+ * merged into the member's own when that template is unknown. */
+static json_t *adopt_pod_meta(struct ext_ctrl *x, const json_t *claim, const json_t *sb,
+                              const json_t *tpl, struct claim_err *ce)
+{
+    json_t *own = ext__template_of(x, sb, tpl), *want;
+    if (own)
+        want = claim_sandbox_pod_meta(claim, own, ce);
+    else
+        want = claim_pod_meta(claim, NULL, kube_obj_path(sb, "spec.podTemplate.metadata"), ce);
+    json_decref(own);
+    return want;
+}
+
 /* The spec part of the patch: pod template metadata from the pool's to the claim's. */
-static int pod_meta_patch(const struct ext_ctrl *x, const json_t *claim, const json_t *sb,
-                          json_t *patch, char *msg, size_t size)
+static int pod_meta_patch(struct ext_ctrl *x, const json_t *claim, const json_t *sb,
+                          const json_t *tpl, json_t *patch, char *msg, size_t size)
 {
     const json_t *cur = kube_obj_path(sb, "spec.podTemplate.metadata");
     struct claim_err ce;
-    json_t *want = claim_pod_meta(claim, NULL, cur, &ce), *meta = json_object(), *d;
+    json_t *want = adopt_pod_meta(x, claim, sb, tpl, &ce), *meta = json_object(), *d;
     if (!want) {
         (void)snprintf(msg, size, "%s", ce.message);
         json_decref(meta);
@@ -84,8 +100,8 @@ static int pod_meta_patch(const struct ext_ctrl *x, const json_t *claim, const j
     return 0;
 }
 
-static json_t *adopt_patch(const struct ext_ctrl *x, const json_t *claim, const json_t *sb,
-                           char *msg, size_t size)
+static json_t *adopt_patch(struct ext_ctrl *x, const json_t *claim, const json_t *sb,
+                           const json_t *tpl, char *msg, size_t size)
 {
     const char *cb = kube_obj_label(claim, SB_LABEL_CREATED_BY);
     const char *trace = kube_obj_annotation(claim, SB_ANN_TRACE_CONTEXT);
@@ -112,7 +128,7 @@ static json_t *adopt_patch(const struct ext_ctrl *x, const json_t *claim, const 
         json_object_set_new(ext_obj_ensure(md, "annotations"), SB_ANN_LAST_ACTIVITY,
                             json_string(now));
     }
-    if (pod_meta_patch(x, claim, sb, p, msg, size) < 0) {
+    if (pod_meta_patch(x, claim, sb, tpl, p, msg, size) < 0) {
         json_decref(p);
         return NULL;
     }
@@ -230,13 +246,13 @@ static int adopt_send(struct ext_ctrl *x, const json_t *claim, const json_t *poo
     }
 }
 
-/* Builds and sends the adoption PATCH of candidate sb, guarded by sb's version; unsure as
- * adopt_send. Returns as try_one. */
+/* Builds and sends the adoption PATCH of candidate sb, guarded by sb's version; tpl: the
+ * pool's template (borrowed, may be NULL); unsure as adopt_send. Returns as try_one. */
 static int adopt_candidate(struct ext_ctrl *x, const json_t *claim, const json_t *pool,
-                           const char *pk, const json_t *sb, bool unsure, json_t **ret_sb,
-                           char *msg, size_t size)
+                           const json_t *tpl, const char *pk, const json_t *sb, bool unsure,
+                           json_t **ret_sb, char *msg, size_t size)
 {
-    json_t *patch = adopt_patch(x, claim, sb, msg, size);
+    json_t *patch = adopt_patch(x, claim, sb, tpl, msg, size);
     int r;
     if (!patch) {
         /* the member's pod metadata is at odds with the claim's (an older member, built
@@ -263,8 +279,8 @@ static void adopt_tpl_init(struct adopt_tpl *at, const json_t *pool, const json_
 {
     const char *st = kube_obj_path_str(pool, "spec.updateStrategy.type");
     *at = (struct adopt_tpl){.tpl = tpl, .recreate = st && strcmp(st, "Recreate") == 0};
-    if (!tpl)
-        return;
+    if (!tpl || !at->recreate)
+        return; /* th and bh serve the Recreate guard only */
     sb_name_hash(kube_obj_name(tpl), at->th);
     tpl_blueprint_hash(tpl, at->bh);
 }
@@ -304,7 +320,7 @@ static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool,
         return 0; /* gone, taken, not Ready, of a template gone, or stale under Recreate:
                      the informer re-queues it when it is a candidate again */
     }
-    r = adopt_candidate(x, claim, pool, pk, sb, false, ret_sb, msg, size);
+    r = adopt_candidate(x, claim, pool, at->tpl, pk, sb, false, ret_sb, msg, size);
     json_decref(sb);
     return r;
 }
@@ -312,8 +328,9 @@ static int try_one(struct ext_ctrl *x, const json_t *claim, const json_t *pool,
 /* Settles prefer (claim__adopt): the claim's own already (its cache shows it so), or
  * patched by the guard of prefer's version. Returns as try_one; the claim's binding is
  * dropped once prefer is known not to be the claim's. */
-static int try_prefer(struct ext_ctrl *x, const json_t *claim, const json_t *pool, const char *pk,
-                      const json_t *prefer, json_t **ret_sb, char *msg, size_t size)
+static int try_prefer(struct ext_ctrl *x, const json_t *claim, const json_t *pool,
+                      const struct adopt_tpl *at, const char *pk, const json_t *prefer,
+                      json_t **ret_sb, char *msg, size_t size)
 {
     const char *name = kube_obj_name(prefer), *uid = kube_obj_uid(claim);
     json_t *cached = kube_store_get_ns(ext__sandboxes(x), kube_obj_namespace(claim), name);
@@ -324,7 +341,7 @@ static int try_prefer(struct ext_ctrl *x, const json_t *claim, const json_t *poo
         return 1;
     }
     json_decref(cached);
-    r = adopt_candidate(x, claim, pool, pk, prefer, true, ret_sb, msg, size);
+    r = adopt_candidate(x, claim, pool, at->tpl, pk, prefer, true, ret_sb, msg, size);
     if (r == 0)
         ext__binding_drop(x, uid);
     return r;
@@ -372,12 +389,11 @@ int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, co
      * the candidates are read, so the one patched is as fresh as the cache has it */
     if (fifo_sem_acquire(&x->adopt_sem) && x->met.adopt_waits)
         metric_inc(x->met.adopt_waits, NULL);
+    adopt_tpl_init(&at, pool, tpl);
     if (prefer)
-        r = try_prefer(x, claim, pool, pk, prefer, ret_sb, msg, size);
-    if (r == 0 && !prefer_only) {
-        adopt_tpl_init(&at, pool, tpl);
+        r = try_prefer(x, claim, pool, &at, pk, prefer, ret_sb, msg, size);
+    if (r == 0 && !prefer_only)
         r = try_queue(x, claim, pool, &at, pk, ret_sb, msg, size);
-    }
     fifo_sem_release(&x->adopt_sem);
     if (r == 1) {
         ext__binding_put(x, claim, *ret_sb);

@@ -502,6 +502,26 @@ bool ext__former_template_gone(struct ext_ctrl *x, const char *pool_th, const js
            !ext__template_of_hash(x, kube_obj_namespace(sb), tr);
 }
 
+json_t *ext__template_of(struct ext_ctrl *x, const json_t *sb, const json_t *tpl)
+{
+    const char *tr = kube_obj_label(sb, SB_LABEL_TEMPLATE_REF);
+    const char *name = kube_obj_annotation(sb, SB_ANN_TEMPLATE_REF);
+    char h[SB_HASH_LEN + 1];
+    if (!tr)
+        return NULL;
+    if (tpl && kube_obj_name(tpl)) {
+        sb_name_hash(kube_obj_name(tpl), h);
+        if (strcmp(h, tr) == 0)
+            return json_incref((json_t *)tpl);
+    }
+    if (!name)
+        return NULL;
+    sb_name_hash(name, h);
+    if (strcmp(h, tr) != 0)
+        return NULL;
+    return kube_store_get_ns(ext__store(x, EXT_INF_TEMPLATE), kube_obj_namespace(sb), name);
+}
+
 bool ext__template_of_hash(struct ext_ctrl *x, const char *ns, const char *hash)
 {
     char key[LIMIT_KUBE_STORE_KEY + 1];

@@ -85,6 +85,11 @@ bool ext__template_of_hash(struct ext_ctrl *x, const char *ns, const char *hash)
  *  without the template-ref label is not (it is only stale). */
 bool ext__former_template_gone(struct ext_ctrl *x, const char *pool_th, const json_t *sb);
 struct kube_store *ext__pods(struct ext_ctrl *x);
+/** The template Sandbox sb was built from (new reference), or NULL when it is unknown or
+ * gone: tpl (borrowed, may be NULL; the pool's) when sb's template-ref label is its name's
+ * hash, else the one its sandbox-template-ref annotation names, if that name hashes to the
+ * label. */
+json_t *ext__template_of(struct ext_ctrl *x, const json_t *sb, const json_t *tpl);
 /** Queues key on a loop (now or after delay). */
 void ext__enqueue(struct ext_ctrl *x, int loop, const char *key, usec_t delay);
 /** Writes a merge patch no client waits for (the claim's first-ready annotations): queued

@@ -292,7 +292,7 @@ static void put(int which, json_t *obj)
     assert_int_equal(kube_store_put(s, obj, NULL), 0);
 }
 
-static void put_template(const char *name, bool late)
+static json_t *template_obj(const char *name, bool late)
 {
     json_t *t =
         json_pack("{s:s, s:s, s:o, s:{s:{s:{s:[{s:s, s:s}]}}, s:s}}", "apiVersion", EXT_API_VERSION,
@@ -302,6 +302,20 @@ static void put_template(const char *name, bool late)
     if (late)
         json_object_set_new(json_object_get(t, "spec"), "claimConfigDelivery",
                             json_pack("{s:s}", "mode", "LateBound"));
+    return t;
+}
+
+static void put_template(const char *name, bool late)
+{
+    put(EXT_INF_TEMPLATE, template_obj(name, late));
+}
+
+/* A template whose pod template has labels (taken). */
+static void put_template_labels(const char *name, json_t *labels)
+{
+    json_t *t = template_obj(name, false);
+    json_object_set_new(json_object_get(kube_obj_path(t, "spec"), "podTemplate"), "metadata",
+                        json_pack("{s:o}", "labels", labels));
     put(EXT_INF_TEMPLATE, t);
 }
 
@@ -461,19 +475,21 @@ static void test_adoption_5xx_stops_pass(void **state)
     assert_int_equal(n_posts(), 0);
 }
 
-/* A member whose pod metadata is at odds with the claim's: skipped, cold instead. */
+/* A member whose pod metadata is at odds with the claim's (built from a former template
+ * of the pool that sets the claim's label otherwise): skipped, cold instead. */
 static void test_adoption_meta_conflict_goes_cold(void **state)
 {
     json_t *m, *cl;
     (void)state;
     ctrl_new(false);
     put_template(TPL, false);
+    put_template_labels("old-tpl", json_pack("{s:s}", "sandbox.users.io/x", "a"));
     put(EXT_INF_POOL, pool_obj(TPL, 1, false));
     cl = claim_obj(false);
     json_object_set_new(json_object_get(cl, "spec"), "additionalPodMetadata",
                         json_pack("{s:{s:s}}", "labels", "sandbox.users.io/x", "b"));
     put(EXT_INF_CLAIM, cl);
-    m = member("pool-aaaaa", TPL, "10.0.0.1");
+    m = member("pool-aaaaa", "old-tpl", "10.0.0.1");
     json_object_set_new(json_object_get(kube_obj_path(m, "spec.podTemplate"), "metadata"), "labels",
                         json_pack("{s:s}", "sandbox.users.io/x", "a"));
     put_member(m, false);
@@ -482,6 +498,63 @@ static void test_adoption_meta_conflict_goes_cold(void **state)
     assert_int_equal(n_of(S.patches, "pool-aaaaa"), 0);
     assert_int_equal(n_posts(), 1);
     assert_int_equal(claim_queue_len(E.x->cq, NS "/" POOL), 1);
+}
+
+/* ---- pod metadata at adoption ---------------------------------------------------------- */
+
+/* The server's copy of Sandbox name (new reference). */
+static json_t *srv_obj(const char *name)
+{
+    json_t *o;
+    script_srv_lock(ENV.srv);
+    o = json_deep_copy(json_object_get(S.objs, name));
+    script_srv_unlock(ENV.srv);
+    return o;
+}
+
+/* An adopted member's pod metadata is rebuilt from the template as it is now (a label the
+ * template changed since the member was made) with the claim's identity labels, as a cold
+ * Sandbox's is; the pool's safe-to-evict stays in the pod template (kept off the Pod). Before,
+ * the member's old labels stayed and the identity labels were missing. */
+static void test_adoption_pod_meta_from_template(void **state)
+{
+    char th[SB_HASH_LEN + 1];
+    json_t *m, *cl, *got;
+    const json_t *pl;
+    (void)state;
+    ctrl_new(false);
+    put_template_labels(TPL, json_pack("{s:s}", "sandbox.users.io/tier", "gold"));
+    put(EXT_INF_POOL, pool_obj(TPL, 1, false));
+    cl = claim_obj(false);
+    json_object_set_new(json_object_get(cl, "metadata"), "labels",
+                        json_pack("{s:s}", SB_LABEL_CREATED_BY, "python-client"));
+    json_object_set_new(json_object_get(cl, "spec"), "additionalPodMetadata",
+                        json_pack("{s:{s:s}}", "labels", "sandbox.users.io/session", "s-1"));
+    put(EXT_INF_CLAIM, cl);
+    m = member("pool-aaaaa", TPL, "10.0.0.1");
+    json_object_set_new(json_object_get(kube_obj_path(m, "spec.podTemplate"), "metadata"), "labels",
+                        json_pack("{s:s}", "sandbox.users.io/tier", "silver"));
+    json_object_set_new(json_object_get(kube_obj_path(m, "spec.podTemplate"), "metadata"),
+                        "annotations", json_pack("{s:s}", SB_ANN_SAFE_TO_EVICT, "true"));
+    put_member(m, false);
+    queue_candidate("pool-aaaaa");
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_of(S.patches, "pool-aaaaa"), 1);
+    got = srv_obj("pool-aaaaa");
+    pl = kube_obj_path(got, "spec.podTemplate.metadata.labels");
+    sb_name_hash(TPL, th);
+    assert_string_equal(json_string_value(json_object_get(pl, "sandbox.users.io/tier")), "gold");
+    assert_string_equal(json_string_value(json_object_get(pl, "sandbox.users.io/session")), "s-1");
+    assert_string_equal(json_string_value(json_object_get(pl, EXT_LABEL_CLAIM_UID)), CL_UID);
+    assert_string_equal(json_string_value(json_object_get(pl, SB_LABEL_TEMPLATE_REF)), th);
+    assert_string_equal(json_string_value(json_object_get(pl, SB_LABEL_CREATED_BY)),
+                        "python-client");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            kube_obj_path(got, "spec.podTemplate.metadata.annotations"), SB_ANN_SAFE_TO_EVICT)),
+        "true");
+    assert_string_equal(kube_obj_annotation(got, SB_ANN_POD_OMIT_EVICT), "true");
+    json_decref(got);
 }
 
 /* ---- finding 2: members of the pool's former template ------------------------------- */
@@ -919,6 +992,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_adoption_invalid_goes_cold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adoption_5xx_stops_pass, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adoption_meta_conflict_goes_cold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adoption_pod_meta_from_template, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_template_member_not_adopted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recreate_stale_member_not_adopted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recreate_fresh_member_adopted, setup, teardown),
