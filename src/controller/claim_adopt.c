@@ -402,3 +402,90 @@ int claim__adopt(struct ext_ctrl *x, const json_t *claim, const json_t *pool, co
     }
     return r;
 }
+
+/* ---- a bound Sandbox's pod metadata kept in sync ------------------------------------ */
+
+/* The pool's safe-to-evict "true" that an adoption left in the pod template (keep_pool_evict:
+ * the Sandbox is marked SB_ANN_POD_OMIT_EVICT) stays there, unless the claim sets the key. */
+static void keep_left_evict(const json_t *sb, const json_t *cur, json_t *want)
+{
+    const char *omit = kube_obj_annotation(sb, SB_ANN_POD_OMIT_EVICT);
+    const char *ev = json_string_value(
+        json_object_get(json_object_get(cur, "annotations"), SB_ANN_SAFE_TO_EVICT));
+    if (omit && strcmp(omit, "true") == 0 && ev && strcmp(ev, "true") == 0 &&
+        !json_object_get(json_object_get(want, "annotations"), SB_ANN_SAFE_TO_EVICT))
+        json_object_set_new(ext_obj_ensure(want, "annotations"), SB_ANN_SAFE_TO_EVICT,
+                            json_string("true"));
+}
+
+/* The template of the claim's pool (new reference), or NULL. */
+static json_t *claim_pool_template(struct ext_ctrl *x, const json_t *claim)
+{
+    const char *ns = kube_obj_namespace(claim), *tn;
+    const char *pn = kube_obj_path_str(claim, "spec.warmPoolRef.name");
+    json_t *pool = pn ? kube_store_get_ns(ext__store(x, EXT_INF_POOL), ns, pn) : NULL, *tpl;
+    tn = kube_obj_path_str(pool, "spec.sandboxTemplateRef.name");
+    tpl = tn ? kube_store_get_ns(ext__store(x, EXT_INF_TEMPLATE), ns, tn) : NULL;
+    json_decref(pool);
+    return tpl;
+}
+
+/* The merge patch taking sb's pod template metadata (and its own created-by label) to
+ * want's; NULL when they are the same. */
+static json_t *sync_patch(const json_t *claim, const json_t *sb, const json_t *want)
+{
+    const json_t *cur = kube_obj_path(sb, "spec.podTemplate.metadata");
+    const char *cb = kube_obj_label(claim, SB_LABEL_CREATED_BY);
+    const char *have = kube_obj_label(sb, SB_LABEL_CREATED_BY);
+    json_t *meta = json_object(), *p = json_object(), *d;
+    if ((d = map_diff(json_object_get(cur, "labels"), json_object_get(want, "labels"))))
+        json_object_set_new(meta, "labels", d);
+    if ((d = map_diff(json_object_get(cur, "annotations"), json_object_get(want, "annotations"))))
+        json_object_set_new(meta, "annotations", d);
+    if (json_object_size(meta))
+        json_object_set_new(p, "spec", json_pack("{s:{s:o}}", "podTemplate", "metadata", meta));
+    else
+        json_decref(meta);
+    if ((cb && (!have || strcmp(cb, have) != 0)) || (!cb && have))
+        json_object_set_new(p, "metadata",
+                            json_pack("{s:{s:s?}}", "labels", SB_LABEL_CREATED_BY, cb));
+    if (json_object_size(p) == 0) {
+        json_decref(p);
+        return NULL;
+    }
+    json_object_set_new(ext_obj_ensure(p, "metadata"), "resourceVersion",
+                        json_string(kube_obj_resource_version(sb) ?: ""));
+    return p;
+}
+
+int claim__meta_sync(struct ext_ctrl *x, const json_t *claim, const json_t *sb, json_t **ret_sb,
+                     struct claim_err *ce, struct kube_err *e)
+{
+    json_t *pt = claim_pool_template(x, claim), *tpl = ext__template_of(x, sb, pt), *want;
+    json_t *patch = NULL;
+    int r = 0;
+    json_decref(pt);
+    *ret_sb = NULL;
+    kube_err_clear(e);
+    if (!tpl)
+        return 0; /* its template is gone: nothing to build the metadata from */
+    want = claim_sandbox_pod_meta(claim, tpl, ce);
+    if (!want) {
+        json_decref(tpl);
+        return -EEXIST;
+    }
+    keep_left_evict(sb, kube_obj_path(sb, "spec.podTemplate.metadata"), want);
+    patch = sync_patch(claim, sb, want);
+    if (patch && !x->o.keep_managed_fields)
+        kube_obj_reset_managed_fields(patch);
+    if (patch)
+        r = ext__patch(x, &API_RES_SANDBOXES, kube_obj_namespace(sb), kube_obj_name(sb), NULL,
+                       patch, ret_sb, e);
+    if (patch && r >= 0)
+        log_debug("pod metadata synced\tclaim=%s/%s sandbox=%s", kube_obj_namespace(claim),
+                  kube_obj_name(claim), kube_obj_name(sb));
+    json_decref(patch);
+    json_decref(want);
+    json_decref(tpl);
+    return r < 0 ? r : patch ? 1 : 0;
+}

@@ -457,6 +457,40 @@ static void provision(struct claim_pass *p)
     json_decref(tpl);
 }
 
+/* ---- the bound Sandbox's pod metadata ----------------------------------------------- */
+
+/* A bound claim's additionalPodMetadata (and its template's pod metadata, its identity
+ * labels) reach its Sandbox's pod template, and from there the Pod (claim__meta_sync): as
+ * upstream, they are validated first, and a key the template sets otherwise fails the
+ * claim (ReconcilerError), as at provisioning (meta_conflicts): an edit of the claim or of
+ * the template brings it back. Not while this process's binding is not confirmed by the
+ * cache (its event brings the claim back), nor on a Sandbox being deleted. */
+static void meta_sync(struct claim_pass *p)
+{
+    struct claim_domains d = {(const char *const *)p->x->domains, p->x->ndomains};
+    struct claim_err ce = {0};
+    struct kube_err e;
+    json_t *out = NULL;
+    int r;
+    if (!p->sb || kube_obj_deleting(p->sb) || ext__binding_has(p->x, p->uid))
+        return;
+    if (claim_meta_validate(p->claim, &d, &ce) < 0)
+        return fail(p, ce.reason, false, "%s", ce.message);
+    r = claim__meta_sync(p->x, p->claim, p->sb, &out, &ce, &e);
+    if (r > 0) {
+        json_decref(p->sb);
+        p->sb = out;
+    } else if (r == -EEXIST) {
+        fail(p, ce.reason, false, "%s", ce.message);
+    } else if (r < 0 && kube_err_is_conflict(&e)) {
+        requeue_min(p, LIMIT_EXT_CACHE_LAG_REQUEUE); /* the Sandbox changed: again, anew */
+    } else if (r < 0 && !kube_err_is_not_found(&e)) {
+        fail(p, SB_R_RECONCILER_ERROR, true, "Error seen: updating Sandbox %s: %s",
+             kube_obj_name(p->sb), e.message);
+        p->err = e.code ? e.code : -EIO;
+    }
+}
+
 /* ---- lifecycle ---------------------------------------------------------------------- */
 
 static void now_text(char *out, size_t size)
@@ -707,7 +741,8 @@ static void run(struct claim_pass *p)
             p->obs.err_reason = LB_R_DELIVERY_FAILED;
             p->obs.err_message = "the claim's late-bound env was never delivered";
         }
-        if (p->sb && !p->obs.timed_out)
+        meta_sync(p);
+        if (p->sb && !p->obs.timed_out && !p->obs.err_reason)
             late_redeliver(p);
         else if (!p->sb && !p->obs.timed_out)
             provision(p);

@@ -187,6 +187,19 @@ void ext__sb_deleted_drop(struct ext_ctrl *x, const char *uid);
 /** Wall time the claim key was first seen (0 when unknown); drop removes it. */
 usec_t ext__observed(struct ext_ctrl *x, const char *key, bool drop);
 
+struct claim_err;
+/** Keeps the pod template metadata of the claim's bound Sandbox sb (borrowed) as the claim
+ * wants it (claim_adopt.c; upstream's "update after claimed", KEP-174): rebuilt from the
+ * template sb was built from as it is now (ext__template_of, through the claim's pool) with
+ * the claim's identity labels and additionalPodMetadata (claim_sandbox_pod_meta; keys no
+ * longer wanted are removed), an adoption's safe-to-evict left as it was; and sb's own
+ * created-by label as the claim's. One merge patch guarded by sb's resourceVersion when
+ * anything differs. Returns 1 patched (*ret_sb: the Sandbox returned, new reference), 0
+ * nothing to do (or the template is gone), -EEXIST on a conflict with the template's
+ * metadata (ce filled), or the PATCH's error (e filled). */
+int claim__meta_sync(struct ext_ctrl *x, const json_t *claim, const json_t *sb, json_t **ret_sb,
+                     struct claim_err *ce, struct kube_err *e);
+
 /** Warm adoption (claim_adopt.c): pops candidates of pool for claim and adopts the first
  * that passes; tpl (borrowed; may be NULL) is the pool's template: under the Recreate
  * update strategy a member stale against it is dropped, not adopted. prefer (borrowed; NULL: none)

@@ -894,6 +894,73 @@ static void test_meta_conflict_fails_once(void **state)
     IT_OK(kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-conf", &e), &e);
 }
 
+/* What pod_meta_has waits for: annotation key on Sandbox sb's pod template and on its Pod
+ * with value (NULL: on neither). */
+struct meta_want {
+    const char *sb, *key, *value;
+};
+
+static bool ann_is(const json_t *anns, const char *key, const char *value)
+{
+    const char *v = json_string_value(json_object_get(anns, key));
+    return value ? v && strcmp(v, value) == 0 : !v;
+}
+
+static bool pod_meta_has(void *ctx)
+{
+    const struct meta_want *w = ctx;
+    json_t *sb = get(&API_RES_SANDBOXES, w->sb), *pod = get(&KUBE_RES_PODS, w->sb);
+    bool ok =
+        sb && pod &&
+        ann_is(kube_obj_path(sb, "spec.podTemplate.metadata.annotations"), w->key, w->value) &&
+        ann_is(kube_obj_path(pod, "metadata.annotations"), w->key, w->value);
+    json_decref(sb);
+    json_decref(pod);
+    return ok;
+}
+
+/* A bound warm claim's additionalPodMetadata edits reach its Sandbox's pod template and its
+ * Pod, without a restart (upstream's "update after claimed", as the Python SDK's snapshot
+ * resume and restore use it): an annotation added, then removed. */
+static void test_claim_pod_meta_update(void **state)
+{
+    struct kube_err e;
+    struct meta_want w = {.key = "sandbox.users.io/ps-name", .value = "snap-1"};
+    json_t *cl, *sb, *pod;
+    char uid[64];
+    (void)state;
+    create_pool("p-meta", "tpl", 1);
+    wait_pool("p-meta", 1, 1);
+    create_claim("c-meta", "p-meta", NULL);
+    cl = wait_claim("c-meta", "True", NULL);
+    sb = bound_sandbox(cl);
+    assert_string_equal(kube_obj_label(sb, SB_LABEL_LAUNCH_TYPE) ?: "", "warm");
+    w.sb = kube_obj_name(sb);
+    pod = get(&KUBE_RES_PODS, w.sb);
+    assert_non_null(pod);
+    (void)snprintf(uid, sizeof(uid), "%s", kube_obj_uid(pod));
+    patch(&API_RES_SANDBOXCLAIMS, "c-meta", NULL,
+          json_pack("{s:{s:{s:{s:s}}}}", "spec", "additionalPodMetadata", "annotations", w.key,
+                    w.value));
+    if (it_wait(pod_meta_has, &w, WAIT) < 0)
+        fail_msg("annotation %s=%s never reached Sandbox %s and its Pod", w.key, w.value, w.sb);
+    patch(&API_RES_SANDBOXCLAIMS, "c-meta", NULL,
+          json_pack("{s:{s:{s:{s:n}}}}", "spec", "additionalPodMetadata", "annotations", w.key));
+    w.value = NULL;
+    if (it_wait(pod_meta_has, &w, WAIT) < 0)
+        fail_msg("annotation %s never left Sandbox %s and its Pod", w.key, w.sb);
+    json_decref(pod);
+    pod = get(&KUBE_RES_PODS, w.sb);
+    assert_string_equal(kube_obj_uid(pod) ?: "", uid); /* the same Pod: no restart */
+    json_decref(pod);
+    json_decref(sb);
+    json_decref(cl);
+    cl = wait_claim("c-meta", "True", NULL);
+    json_decref(cl);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXCLAIMS, ns, "c-meta", &e), &e);
+    IT_OK(kube_delete(c, &API_RES_SANDBOXWARMPOOLS, ns, "p-meta", &e), &e);
+}
+
 /* A cold create whose answer is lost but which the server carried out: the claim reads
  * its Sandbox back in the same pass and binds it, without a failed pass (which left the
  * claim unbound: its next pass could take a warm member that had become Ready meanwhile,
@@ -1642,6 +1709,7 @@ int main(void)
         cmocka_unit_test(test_deleting_pool_serves_cold),
         cmocka_unit_test(test_pool_template_switch),
         cmocka_unit_test(test_meta_conflict_fails_once),
+        cmocka_unit_test(test_claim_pod_meta_update),
         cmocka_unit_test(test_cold_create_answer_lost),
         cmocka_unit_test_teardown(test_cold_create_lands_late, before_cancel),
         cmocka_unit_test(test_expired_blocked_claim),
