@@ -412,7 +412,9 @@ static void adopt_or_create(struct claim_pass *p, const json_t *pool, const json
 /* True (the claim failed) when the claim's additionalPodMetadata sets a key the
  * template's pod metadata sets otherwise: a cold Sandbox is refused for it, and every
  * warm member carries the template's metadata, so each adoption would fail the same way
- * (and be retried, with the candidate sent to the back of the pool's queue). */
+ * (and be retried, with the candidate sent to the back of the pool's queue). Not retried
+ * with back-off either: only an edit of the claim (its update event) or of the template
+ * (tpl_on_update queues the claims of its pools) can clear it. */
 static bool meta_conflicts(struct claim_pass *p, const json_t *tpl)
 {
     struct claim_err ce = {0};

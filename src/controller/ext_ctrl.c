@@ -658,7 +658,16 @@ static void obj_key(const json_t *obj, char *key, size_t size)
         key[0] = '\0';
 }
 
-static void tpl_changed(struct ext_ctrl *x, const json_t *tpl, bool added)
+/* Which claims of a template's pools a template event queues. */
+enum tpl_claims {
+    TPL_CLAIMS_NONE,
+    TPL_CLAIMS_UNBOUND, /* its creation: claims waiting for it (TemplateNotFound) */
+    TPL_CLAIMS_ALL,     /* a spec change: unbound claims it failed (a metadata conflict the
+                           edit may have cleared) and bound ones (their Sandbox's pod
+                           metadata follows the template's: claim__meta_sync) */
+};
+
+static void tpl_changed(struct ext_ctrl *x, const json_t *tpl, enum tpl_claims claims)
 {
     char key[LIMIT_KUBE_STORE_KEY + 1];
     struct kube_objv pools = {0};
@@ -671,21 +680,24 @@ static void tpl_changed(struct ext_ctrl *x, const json_t *tpl, bool added)
         char pk[LIMIT_KUBE_STORE_KEY + 1];
         obj_key(pools.v[i], pk, sizeof(pk));
         ext__enqueue(x, EXT_LOOP_POOL, pk, 0);
-        if (added) /* claims waiting for a missing template */
-            enqueue_index(x, EXT_INF_CLAIM, EXT_IDX_CLAIM_POOL, pk, EXT_LOOP_CLAIM, true);
+        if (claims != TPL_CLAIMS_NONE)
+            enqueue_index(x, EXT_INF_CLAIM, EXT_IDX_CLAIM_POOL, pk, EXT_LOOP_CLAIM,
+                          claims == TPL_CLAIMS_UNBOUND);
     }
     kube_objv_done(&pools);
 }
 
 static void tpl_on_add(void *ctx, const json_t *o)
 {
-    tpl_changed(ctx, o, true);
+    tpl_changed(ctx, o, TPL_CLAIMS_UNBOUND);
 }
 
 static void tpl_on_update(void *ctx, const json_t *o, const json_t *n)
 {
-    (void)o;
-    tpl_changed(ctx, n, false);
+    /* its own labelling and status leave the generation alone: no claim is queued */
+    tpl_changed(ctx, n,
+                kube_obj_generation(o) != kube_obj_generation(n) ? TPL_CLAIMS_ALL
+                                                                 : TPL_CLAIMS_NONE);
 }
 
 /* A template went: every pool of its namespace is looked at again, since one switched
@@ -711,7 +723,7 @@ static void tpl_gone(struct ext_ctrl *x, const json_t *tpl)
 static void tpl_on_delete(void *ctx, const json_t *o, bool unknown)
 {
     (void)unknown;
-    tpl_changed(ctx, o, false);
+    tpl_changed(ctx, o, TPL_CLAIMS_NONE);
     tpl_gone(ctx, o);
 }
 

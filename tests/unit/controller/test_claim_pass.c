@@ -35,6 +35,7 @@
 #include "kube/informer.h"
 #include "kube/obj.h"
 #include "kube/store.h"
+#include "kube/workqueue.h"
 #include "support/script_srv.h"
 
 #define NS       "ns"
@@ -641,6 +642,63 @@ static void test_bound_claim_pod_meta_conflict_and_unconfirmed(void **state)
     assert_int_equal(n_of(S.patches, "pool-aaaaa"), 0); /* unconfirmed: not yet */
 }
 
+/* ---- a template edit clears a metadata conflict ------------------------------------- */
+
+/* The claim keys queued on the claim loop (the loops are not started), drained. */
+static size_t claims_queued(void)
+{
+    struct wq *q = workloop_queue(E.x->loops[EXT_LOOP_CLAIM]);
+    size_t n = wq_len(q);
+    for (size_t i = 0; i < n; i++) {
+        const char *k;
+        assert_int_equal(wq_get(q, &k), 0);
+        assert_string_equal(k, NS "/" CLAIM);
+        wq_done(q, k);
+    }
+    return n;
+}
+
+/* A claim whose additionalPodMetadata sets a key the template sets otherwise fails
+ * (ReconcilerError); an edit of the template that drops the key brings it back and it is
+ * served. Before, nothing did: the failed pass was not retried and a template edit queued
+ * only its pools. Its labelling (no new generation) queues no claim. */
+static void test_template_edit_requeues_conflicting_claim(void **state)
+{
+    struct kube_informer_handlers h;
+    json_t *o, *n, *st;
+    (void)state;
+    ctrl_new(false);
+    put_template_labels(TPL, json_pack("{s:s}", "sandbox.users.io/x", "a"));
+    put(EXT_INF_POOL, pool_obj(TPL, 0, false));
+    put_claim_apm(json_pack("{s:{s:s}}", "labels", "sandbox.users.io/x", "b"));
+    (void)claims_queued();
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_posts(), 0);
+    st = last_claim_status();
+    assert_string_equal(json_string_value(json_object_get(status_ready(st), "reason")),
+                        SB_R_RECONCILER_ERROR);
+    json_decref(st);
+    ext__handlers(EXT_INF_TEMPLATE, &h);
+    o = kube_store_get(ext__store(E.x, EXT_INF_TEMPLATE), NS "/" TPL);
+    n = json_deep_copy(o);
+    json_object_set_new(json_object_get(n, "metadata"), "labels",
+                        json_pack("{s:s}", SB_LABEL_TEMPLATE_REF, "x"));
+    h.on_update(E.x, o, n); /* labelled only */
+    assert_int_equal(claims_queued(), 0);
+    json_object_set_new(json_object_get(n, "metadata"), "generation", json_integer(2));
+    json_object_del(json_object_get(n, "spec"), "podTemplate");
+    json_object_set_new(
+        json_object_get(n, "spec"), "podTemplate",
+        json_pack("{s:{s:[{s:s, s:s}]}}", "spec", "containers", "name", "c", "image", "i"));
+    put(EXT_INF_TEMPLATE, json_incref(n));
+    h.on_update(E.x, o, n);
+    assert_int_equal(claims_queued(), 1);
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_posts(), 1);
+    json_decref(o);
+    json_decref(n);
+}
+
 /* ---- finding 2: members of the pool's former template ------------------------------- */
 
 static void test_other_template_member_not_adopted(void **state)
@@ -1078,6 +1136,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_adoption_meta_conflict_goes_cold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adoption_pod_meta_from_template, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bound_claim_pod_meta_synced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_template_edit_requeues_conflicting_claim, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_bound_claim_pod_meta_conflict_and_unconfirmed, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_other_template_member_not_adopted, setup, teardown),
