@@ -135,6 +135,7 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_EXT_MISSING_REQUEUE   (60 * USEC_PER_SEC)      /* missing pool or template */
 #define LIMIT_EXT_CACHE_LAG_REQUEUE (200 * USEC_PER_MSEC)    /* AlreadyExists on a cold create */
 #define LIMIT_EXT_CLAIM_TIMEOUT     (10 * 60 * USEC_PER_SEC) /* --claim-timeout default */
+#define LIMIT_EXT_READY_FLIP_AFTER  (60 * USEC_PER_SEC)      /* claim_ready_before's slack */
 #define LIMIT_EXT_SIDE_RETRY        (1 * USEC_PER_SEC)       /* a failed first-ready write */
 #define LIMIT_EXT_ADOPT_ATTEMPTS    8                        /* warm candidates tried per pass */
 #define LIMIT_EXT_ADOPT_SENDS       3                        /* of one PATCH, while unsure */

@@ -570,8 +570,9 @@ static void record_first_ready(struct claim_pass *p)
     ext_metrics_first_ready(&p->x->met, p->claim, p->sb, seen, t);
     if (!p->x->o.no_claim_annotations)
         queue_first_ready(p, t, seen ? seen : t);
-    else if (json_array_size(kube_obj_path(p->claim, "spec.env")) > 0)
-        ext__ready_once_mark(p->x, p->uid); /* late_deliver must not fall back to cold */
+    else /* for the claim's life: late_deliver must not fall back to cold, and the claim
+            never times out (timed_out) */
+        ext__ready_once_mark(p->x, p->uid);
 }
 
 /* A Ready claim without the annotation that no write of this process is bound to give
@@ -684,6 +685,18 @@ static void write_status(struct claim_pass *p)
 
 /* ---- the pass ----------------------------------------------------------------------- */
 
+/* True when the claim was Ready once: it never times out, however long its Sandbox is not
+ * Ready later (a lost Pod, a suspension). The first-ready annotation says so, or this
+ * process saw it (with the annotations disabled, until the claim goes), or its Ready
+ * condition's last flip came well after its first status write (claim_ready_before: after
+ * a restart, with the annotations disabled). */
+static bool was_ready(struct claim_pass *p)
+{
+    return claim_ready(p->claim) || kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY) ||
+           ext__ready_once(p->x, p->uid) ||
+           claim_ready_before(p->claim, LIMIT_EXT_READY_FLIP_AFTER);
+}
+
 static bool timed_out(struct claim_pass *p)
 {
     usec_t deadline, now = clock_wall_now();
@@ -695,8 +708,7 @@ static bool timed_out(struct claim_pass *p)
     /* a Ready Sandbox whose late-bound delivery keeps failing (onFailure: Fail) does not
      * make the claim fine: it times out as documented, instead of retrying for ever */
     bool undelivered = reason && strcmp(reason, LB_R_DELIVERY_FAILED) == 0;
-    if (claim_ready(p->claim) || kube_obj_annotation(p->claim, EXT_ANN_FIRST_READY) ||
-        (kube_obj_condition_true(p->sb, SB_COND_READY) && !undelivered) ||
+    if (was_ready(p) || (kube_obj_condition_true(p->sb, SB_COND_READY) && !undelivered) ||
         claim_deadline(p->claim, dflt, &deadline) < 0)
         return false;
     if (now < deadline) {
@@ -744,9 +756,13 @@ static void run(struct claim_pass *p)
             p->obs.err_message = "the claim's late-bound env was never delivered";
         }
         meta_sync(p);
+        /* A timed-out claim reports ClaimTimeout but is still provisioned: the timeout
+         * is no reason to leave it without a Sandbox once its pool and template exist, or
+         * once a failed create would work (retried with back-off). A late-bound delivery
+         * into its Ready Sandbox that keeps failing stops at the timeout. */
         if (p->sb && !p->obs.timed_out && !p->obs.err_reason)
             late_redeliver(p);
-        else if (!p->sb && !p->obs.timed_out)
+        else if (!p->sb)
             provision(p);
     }
     p->obs.sb = p->sb;

@@ -154,6 +154,19 @@ bool claim_ready(const json_t *claim)
     return kube_obj_condition_true(claim, SB_COND_READY);
 }
 
+bool claim_ready_before(const json_t *claim, usec_t slack)
+{
+    const json_t *c = kube_obj_condition(claim, SB_COND_READY);
+    const char *s = json_string_value(json_object_get(c, "status"));
+    const char *t = json_string_value(json_object_get(c, "lastTransitionTime"));
+    const char *ct = kube_obj_path_str(claim, "metadata.creationTimestamp");
+    usec_t at, created;
+    if (!s || strcmp(s, "True") == 0 || !t || !ct || clock_parse_rfc3339(t, &at) < 0 ||
+        clock_parse_rfc3339(ct, &created) < 0)
+        return false;
+    return at > created && at - created > slack;
+}
+
 static int finished_at(const json_t *claim, usec_t *ret)
 {
     const json_t *f = kube_obj_condition(claim, SB_COND_FINISHED);

@@ -33,6 +33,12 @@ json_t *claim_status_build(const struct claim_observed *o, const char *now);
 bool claim_status_changed(const json_t *old_status, const json_t *new_status);
 /** True when the claim's status says Ready=True. */
 bool claim_ready(const json_t *claim);
+/** True when the claim's status says it was Ready before: its Ready condition is not True
+ * and changed status more than slack after the claim's creation. A claim never Ready keeps
+ * the transition time of its first status write (its first pass, moments after its
+ * creation); a later one is the flip from True. A claim first written more than slack
+ * after its creation (the controller was down) looks the same. */
+bool claim_ready_before(const json_t *claim, usec_t slack);
 /** When the claim expires (wall usec): the earlier of lifecycle.shutdownTime and the
  * Finished condition's lastTransitionTime + ttlSecondsAfterFinished. Returns 0 and
  * *ret, or -ENOENT when it never expires (as things stand). */

@@ -313,6 +313,26 @@ static void test_lifecycle(void **state)
     json_decref(c);
 }
 
+/* A claim's Ready condition that flipped well after its creation says it was Ready: not
+ * one that is True, flipped moments after the creation (its first write), or has none. */
+static void test_ready_before(void **state)
+{
+    json_t *c = claim_with(NULL);
+    (void)state;
+    assert_false(claim_ready_before(c, 60 * USEC_PER_SEC)); /* no status */
+    json_object_set_new(c, "status",
+                        json_pack("{s:[{s:s, s:s, s:s}]}", "conditions", "type", "Ready", "status",
+                                  "False", "lastTransitionTime", "2026-01-01T00:00:02Z"));
+    assert_false(claim_ready_before(c, 60 * USEC_PER_SEC)); /* its first write */
+    json_object_set_new(json_array_get(kube_obj_path(c, "status.conditions"), 0),
+                        "lastTransitionTime", json_string("2026-01-01T00:05:00Z"));
+    assert_true(claim_ready_before(c, 60 * USEC_PER_SEC)); /* the flip from True */
+    json_object_set_new(json_array_get(kube_obj_path(c, "status.conditions"), 0), "status",
+                        json_string("True"));
+    assert_false(claim_ready_before(c, 60 * USEC_PER_SEC)); /* Ready now */
+    json_decref(c);
+}
+
 static void test_queue(void **state)
 {
     struct claim_queue *q = claim_queue_new();
@@ -351,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_ready_rules),
         cmocka_unit_test(test_condition_times),
         cmocka_unit_test(test_lifecycle),
+        cmocka_unit_test(test_ready_before),
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_status_sandbox_kept_only_when_unsure),
     };

@@ -699,6 +699,128 @@ static void test_template_edit_requeues_conflicting_claim(void **state)
     json_decref(n);
 }
 
+/* ---- the claim timeout ---------------------------------------------------------------- */
+
+/* t (wall usec) as RFC 3339 into out. */
+static void time_text(usec_t t, char *out, size_t size)
+{
+    clock_format_rfc3339_sec(t, out, size);
+}
+
+/* The claim (env-less) made at created, with a Ready condition status/reason since at
+ * (at 0: no status), into the cache. */
+static void put_claim_at(usec_t created, const char *status, const char *reason, usec_t at)
+{
+    json_t *cl = claim_obj(false);
+    char ct[64], lt[64];
+    time_text(created, ct, sizeof(ct));
+    json_object_set_new(json_object_get(cl, "metadata"), "creationTimestamp", json_string(ct));
+    if (at) {
+        time_text(at, lt, sizeof(lt));
+        json_object_set_new(cl, "status",
+                            json_pack("{s:[{s:s, s:s, s:s, s:s, s:s, s:i}]}", "conditions", "type",
+                                      SB_COND_READY, "status", status, "reason", reason, "message",
+                                      "", "lastTransitionTime", lt, "observedGeneration", 1));
+    }
+    put(EXT_INF_CLAIM, cl);
+}
+
+/* The last claim status write's Ready reason is want; with kept, a write that leaves the
+ * conditions as they were (the claim's reason, want, kept) does too. */
+static void assert_last_reason(const char *want, bool kept)
+{
+    json_t *st = last_claim_status();
+    assert_non_null(st);
+    if (!kept || json_object_get(st, "conditions"))
+        assert_string_equal(json_string_value(json_object_get(status_ready(st), "reason")), want);
+    json_decref(st);
+}
+
+/* A claim made while its pool's template is missing, whose template comes after the claim
+ * timeout: it reports ClaimTimeout, and is provisioned once the template is there (its
+ * creation queues the claim). Before, a timed-out claim was never provisioned. */
+static void test_timed_out_claim_provisioned_when_template_appears(void **state)
+{
+    struct kube_informer_handlers h;
+    usec_t now = clock_wall_now();
+    json_t *t;
+    (void)state;
+    ctrl_new(false);
+    E.x->o.claim_timeout = 0; /* the default, 10 minutes */
+    put(EXT_INF_POOL, pool_obj(TPL, 0, false));
+    put_claim_at(now - 11 * 60 * USEC_PER_SEC, NULL, NULL, 0);
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_posts(), 0);
+    assert_last_reason(EXT_R_CLAIM_TIMEOUT, false);
+    put_template(TPL, false);
+    t = kube_store_get(ext__store(E.x, EXT_INF_TEMPLATE), NS "/" TPL);
+    ext__handlers(EXT_INF_TEMPLATE, &h);
+    (void)claims_queued();
+    h.on_add(E.x, t);
+    json_decref(t);
+    assert_int_equal(claims_queued(), 1);
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_posts(), 1);
+}
+
+/* With the annotations disabled, a claim that was Ready (this process saw it) and whose
+ * Sandbox is not Ready later is not timed out, and one whose Sandbox went is provisioned
+ * again; after a restart its Ready condition's late flip says the same. Before, both were
+ * ClaimTimeout past the timeout, and the second never got a Sandbox. */
+static void test_once_ready_claim_never_times_out(void **state)
+{
+    usec_t now = clock_wall_now(), created = now - 11 * 60 * USEC_PER_SEC;
+    json_t *m;
+    (void)state;
+    ctrl_new(true);
+    E.x->o.claim_timeout = 0;
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_obj(TPL, 0, false));
+    m = member("pool-aaaaa", TPL, "10.0.0.1");
+    adopted(json_object_get(m, "metadata"));
+    put_member(json_incref(m), false);
+    put_claim_at(created, NULL, NULL, 0);
+    assert_int_equal(claim_pass(NULL), 0); /* Ready */
+    assert_last_reason("Ready", false);
+    /* its Pod is lost; the claim's status flipped right after its first write (no history
+     * to read: only this process's memory tells) */
+    json_object_set_new(json_array_get(kube_obj_path(m, "status.conditions"), 0), "status",
+                        json_string("False"));
+    json_object_set_new(json_array_get(kube_obj_path(m, "status.conditions"), 0), "reason",
+                        json_string("DependenciesNotReady"));
+    put_member(json_incref(m), false);
+    put_claim_at(created, "False", "DependenciesNotReady", created + USEC_PER_SEC);
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_last_reason("DependenciesNotReady", true);
+    /* its Sandbox is gone: provisioned again */
+    assert_int_equal(kube_store_remove(kube_informer_store(E.sandboxes), NS "/pool-aaaaa", NULL),
+                     0);
+    script_srv_lock(ENV.srv);
+    json_object_del(S.objs, "pool-aaaaa");
+    script_srv_unlock(ENV.srv);
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_posts(), 1);
+    json_decref(m);
+    /* a restarted controller: the claim flipped to not Ready five minutes after its
+     * creation, so it was Ready before */
+    teardown(NULL);
+    setup(NULL);
+    ctrl_new(true);
+    E.x->o.claim_timeout = 0;
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_obj(TPL, 0, false));
+    m = member("pool-aaaaa", TPL, "10.0.0.1");
+    adopted(json_object_get(m, "metadata"));
+    json_object_set_new(json_array_get(kube_obj_path(m, "status.conditions"), 0), "status",
+                        json_string("False"));
+    json_object_set_new(json_array_get(kube_obj_path(m, "status.conditions"), 0), "reason",
+                        json_string("DependenciesNotReady"));
+    put_member(m, false);
+    put_claim_at(created, "False", "DependenciesNotReady", created + 5 * 60 * USEC_PER_SEC);
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_last_reason("DependenciesNotReady", true);
+}
+
 /* ---- finding 2: members of the pool's former template ------------------------------- */
 
 static void test_other_template_member_not_adopted(void **state)
@@ -1138,6 +1260,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bound_claim_pod_meta_synced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_template_edit_requeues_conflicting_claim, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_timed_out_claim_provisioned_when_template_appears,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_once_ready_claim_never_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bound_claim_pod_meta_conflict_and_unconfirmed, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_other_template_member_not_adopted, setup, teardown),
