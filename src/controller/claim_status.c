@@ -102,13 +102,16 @@ static void set_ready(json_t *st, const struct claim_observed *o, const char *no
                 now);
 }
 
-/* Finished mirrors the Sandbox's status, reason and message, with the claim's own
- * generation and transition time (now on a flip, else kept). */
+/* Finished mirrors the Sandbox's status, reason, message and transition time (as
+ * upstream: ttlSecondsAfterFinished counts from when the Sandbox finished, not from when
+ * this controller saw it), with the claim's own generation; a Sandbox condition without a
+ * time gets now on a flip. */
 static void set_finished(json_t *st, const struct claim_observed *o, const char *now)
 {
     const json_t *f =
         o->sb ? sb_cond_get(json_object_get(o->sb, "status"), SB_COND_FINISHED) : NULL;
     const char *fs = json_string_value(json_object_get(f, "status"));
+    const json_t *at = json_object_get(f, "lastTransitionTime");
     if (!o->sb && o->expired)
         return; /* a retained expired claim keeps it */
     if (!f || !fs) {
@@ -118,6 +121,9 @@ static void set_finished(json_t *st, const struct claim_observed *o, const char 
     sb_cond_set(st, SB_COND_FINISHED, fs, json_string_value(json_object_get(f, "reason")) ?: "",
                 json_string_value(json_object_get(f, "message")), kube_obj_generation(o->claim),
                 now);
+    if (json_is_string(at))
+        json_object_set((json_t *)sb_cond_get(st, SB_COND_FINISHED), "lastTransitionTime",
+                        (json_t *)at);
 }
 
 json_t *claim_status_build(const struct claim_observed *o, const char *now)

@@ -250,8 +250,10 @@ static void test_condition_times(void **state)
     st = claim_status_build(&o, "2026-01-01T00:00:30Z");
     assert_string_equal(cond_ltt(st, "Ready"), "2026-01-01T00:00:30Z");
     json_object_set_new(c, "status", st);
-    /* The Sandbox finishes: Finished gets the claim's time and generation, not the
-     * Sandbox's (00:00:05, generation 7); Ready flips too. */
+    /* The Sandbox finishes: Finished gets the Sandbox's time (00:00:05: a TTL after it
+     * counts from when the Sandbox finished, as upstream) and the claim's generation, not
+     * the Sandbox's (7); Ready flips too, at the claim's time. Before, Finished took the
+     * claim's write time. */
     json_t *sbconds = json_object_get(json_object_get(sb, "status"), "conditions");
     json_array_append_new(sbconds, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "type", "Finished",
                                              "status", "True", "reason", "PodSucceeded", "message",
@@ -259,11 +261,11 @@ static void test_condition_times(void **state)
                                              "observedGeneration", 7));
     json_object_set_new(json_array_get(sbconds, 0), "status", json_string("False"));
     st = claim_status_build(&o, "2026-01-01T00:00:40Z");
-    assert_string_equal(cond_ltt(st, "Finished"), "2026-01-01T00:00:40Z");
+    assert_string_equal(cond_ltt(st, "Finished"), "2026-01-01T00:00:05Z");
     assert_string_equal(cond_ltt(st, "Ready"), "2026-01-01T00:00:40Z");
     json_object_set_new(c, "status", st);
     st = claim_status_build(&o, "2026-01-01T00:00:50Z");
-    assert_string_equal(cond_ltt(st, "Finished"), "2026-01-01T00:00:40Z");
+    assert_string_equal(cond_ltt(st, "Finished"), "2026-01-01T00:00:05Z");
     assert_string_equal(cond_ltt(st, "Ready"), "2026-01-01T00:00:40Z");
     {
         json_t *w = json_pack("{s:O}", "status", st);
@@ -274,7 +276,16 @@ static void test_condition_times(void **state)
         json_decref(w);
     }
     assert_false(claim_status_changed(json_object_get(c, "status"), st));
-    json_decref(st);
+    /* ttlSecondsAfterFinished: 10 s after the Sandbox finished */
+    json_object_set_new(c, "status", st);
+    json_object_set_new(json_object_get(c, "spec"), "lifecycle",
+                        json_pack("{s:i}", "ttlSecondsAfterFinished", 10));
+    {
+        usec_t at = 0, want = 0;
+        assert_int_equal(claim_expire_at(c, &at), 0);
+        assert_int_equal(clock_parse_rfc3339("2026-01-01T00:00:15Z", &want), 0);
+        assert_true(at == want);
+    }
     json_decref(sb);
     json_decref(c);
 }
