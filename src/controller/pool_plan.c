@@ -15,6 +15,17 @@ static void add_del(struct pool_plan *p, size_t i, size_t cap)
     p->del[p->ndel++] = i;
 }
 
+/* Plans member i's deletion within the pass's max_batch; returns false when the batch is
+ * full: the member stays (counted as it is) for a later pass. */
+static bool plan_delete(const struct pool_plan_in *in, size_t i, struct pool_plan *p)
+{
+    if (p->ndel >= (size_t)in->max_batch)
+        return false;
+    add_del(p, i, in->n);
+    p->terminating++;
+    return true;
+}
+
 /* Classifies member i; returns true when it counts as active. */
 static bool classify(const struct pool_plan_in *in, size_t i, struct pool_plan *p)
 {
@@ -23,11 +34,8 @@ static bool classify(const struct pool_plan_in *in, size_t i, struct pool_plan *
         p->terminating++;
         return false;
     }
-    if ((m->stale && in->recreate) || m->other_template) {
-        add_del(p, i, in->n);
-        p->terminating++;
+    if (((m->stale && in->recreate) || m->other_template) && plan_delete(in, i, p))
         return false;
-    }
     if (!m->ready && m->created && in->now >= m->created) {
         usec_t age = in->now - m->created;
         if (age <= in->grace) {
@@ -36,9 +44,7 @@ static bool classify(const struct pool_plan_in *in, size_t i, struct pool_plan *
                 p->requeue = left;
         } else if (m->unschedulable) {
             p->held++; /* a replacement would be just as unschedulable */
-        } else {
-            add_del(p, i, in->n);
-            p->terminating++;
+        } else if (plan_delete(in, i, p)) {
             return false;
         }
     }
@@ -66,12 +72,12 @@ static void plan_excess(const struct pool_plan_in *in, const size_t *active, str
     size_t n = (size_t)p->active;
     size_t *order = xcalloc(n ? n : 1, sizeof(*order));
     struct excess_ctx ctx = {in->m};
-    int excess = p->active - in->desired;
+    int excess = p->active - in->desired, left = in->max_batch - (int)p->ndel;
     for (size_t i = 0; i < n; i++)
         order[i] = active[i];
     qsort_r(order, n, sizeof(*order), excess_cmp, &ctx);
-    if (excess > in->max_batch)
-        excess = in->max_batch;
+    if (excess > left)
+        excess = left;
     for (int i = 0; i < excess; i++)
         add_del(p, order[i], in->n);
     xfree(order);

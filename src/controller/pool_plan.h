@@ -27,7 +27,8 @@ struct pool_plan_in {
     const struct pool_member *m; /* borrowed */
     size_t n;
     int desired;   /* spec.replicas, already bounded */
-    int max_batch; /* creates or deletes per pass, > 0 */
+    int max_batch; /* creates per pass, and deletes per pass (stale, of a template gone,
+                      stuck, excess: all counted), > 0 */
     bool recreate; /* updateStrategy Recreate: stale members are replaced at once */
     usec_t grace;  /* readiness grace period */
     usec_t now;    /* wall usec */

@@ -3,6 +3,7 @@
  * expectations gate and the refill bucket), write the status. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,25 +124,78 @@ static bool delete_took(struct pool_pass *p, const json_t *sb)
     return took;
 }
 
+/* Runs worker(job) on this thread and on up to --sandbox-warm-pool-create-parallelism - 1
+ * more (no more than total - 1), and waits for them: the workers share total items. */
+static void fan_out(struct pool_pass *p, int total, void *(*worker)(void *), void *job)
+{
+    pthread_t t[LIMIT_EXT_CREATE_PARALLEL - 1];
+    int nt = 0, par = p->x->o.create_parallel > 0 ? p->x->o.create_parallel : 1;
+    if (par > LIMIT_EXT_CREATE_PARALLEL)
+        par = LIMIT_EXT_CREATE_PARALLEL;
+    while (nt < total - 1 && nt < par - 1 && pthread_create(&t[nt], NULL, worker, job) == 0)
+        nt++;
+    (void)worker(job);
+    for (int i = 0; i < nt; i++)
+        pthread_join(t[i], NULL);
+}
+
+/* Deletes member sb. Returns 0, or a negative errno worth a retry of the pass. */
+static int delete_one(struct pool_pass *p, const json_t *sb)
+{
+    struct kube_err e;
+    pool_expect_deletion(p->x->expect, p->key, kube_obj_uid(sb), clock_now());
+    /* With the member's resourceVersion as a precondition: a claim may have adopted it
+     * since the cache showed it (a large scale-down's deletions take a while), and an
+     * adopted Sandbox is the claim's. A refusal (409) means the member changed; its update
+     * event brings the pool back to look again. */
+    if (kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, sb, true, NULL, &e) < 0 &&
+        !(kube_err_outcome_unknown(&e) && delete_took(p, sb))) {
+        pool_expect_deletion_observed(p->x->expect, p->key, kube_obj_uid(sb));
+        if (!kube_err_is_not_found(&e) && !kube_err_is_conflict(&e))
+            return e.code ? e.code : -EIO;
+        return 0;
+    }
+    cascade_sandbox_deleted(p->x->d.cascade, sb); /* its Pod goes with it */
+    return 0;
+}
+
+/* The planned deletions shared by up to --sandbox-warm-pool-create-parallelism threads, as
+ * the creates are (fan_out); the first error stops new ones. */
+struct delete_job {
+    struct pool_pass *p;
+    const struct pool_plan *plan;
+    pthread_mutex_t lock;
+    size_t next;
+};
+
+static void *delete_worker(void *arg)
+{
+    struct delete_job *j = arg;
+    for (;;) {
+        size_t i = SIZE_MAX;
+        int r;
+        pthread_mutex_lock(&j->lock);
+        if (j->p->err == 0 && j->next < j->plan->ndel)
+            i = j->next++;
+        pthread_mutex_unlock(&j->lock);
+        if (i == SIZE_MAX)
+            return NULL;
+        r = delete_one(j->p, j->p->m[j->plan->del[i]].sb);
+        pthread_mutex_lock(&j->lock);
+        if (r < 0 && !j->p->err)
+            j->p->err = r;
+        pthread_mutex_unlock(&j->lock);
+    }
+}
+
 static void delete_members(struct pool_pass *p, const struct pool_plan *plan)
 {
-    for (size_t i = 0; i < plan->ndel; i++) {
-        const json_t *sb = p->m[plan->del[i]].sb;
-        struct kube_err e;
-        pool_expect_deletion(p->x->expect, p->key, kube_obj_uid(sb), clock_now());
-        /* With the member's resourceVersion as a precondition: a claim may have adopted
-         * it since the cache showed it (the deletions of a large scale-down go one after
-         * another), and an adopted Sandbox is the claim's. A refusal (409) means the
-         * member changed; its update event brings the pool back to look again. */
-        if (kube_delete_obj(p->x->d.client, &API_RES_SANDBOXES, sb, true, NULL, &e) < 0 &&
-            !(kube_err_outcome_unknown(&e) && delete_took(p, sb))) {
-            pool_expect_deletion_observed(p->x->expect, p->key, kube_obj_uid(sb));
-            if (!kube_err_is_not_found(&e) && !kube_err_is_conflict(&e) && !p->err)
-                p->err = e.code ? e.code : -EIO;
-        } else {
-            cascade_sandbox_deleted(p->x->d.cascade, sb); /* its Pod goes with it */
-        }
-    }
+    struct delete_job j = {.p = p, .plan = plan};
+    if (plan->ndel == 0)
+        return;
+    pthread_mutex_init(&j.lock, NULL);
+    fan_out(p, (int)plan->ndel, delete_worker, &j);
+    pthread_mutex_destroy(&j.lock);
 }
 
 static double refill_rate(struct pool_pass *p)
@@ -343,16 +397,8 @@ static int create_parallel(struct pool_pass *p, const json_t *sb, bool late, int
                            int *ret_unsure)
 {
     struct create_job j = {.p = p, .sb = sb, .late = late, .total = total};
-    pthread_t t[LIMIT_EXT_CREATE_PARALLEL - 1];
-    int nt = 0, par = p->x->o.create_parallel > 0 ? p->x->o.create_parallel : 1;
-    if (par > LIMIT_EXT_CREATE_PARALLEL)
-        par = LIMIT_EXT_CREATE_PARALLEL;
     pthread_mutex_init(&j.lock, NULL);
-    while (nt < total - 1 && nt < par - 1 && pthread_create(&t[nt], NULL, create_worker, &j) == 0)
-        nt++;
-    (void)create_worker(&j);
-    for (int i = 0; i < nt; i++)
-        pthread_join(t[i], NULL);
+    fan_out(p, total, create_worker, &j);
     pthread_mutex_destroy(&j.lock);
     *ret_unsure = j.unsure;
     return j.ok;

@@ -972,6 +972,35 @@ static void test_other_template_member_replaced(void **state)
     assert_int_equal(n_of(S.deletes, "pool-aaaaa"), 1); /* replaced as it goes */
 }
 
+/* A Recreate pool's stale members go at most --sandbox-warm-pool-max-batch-size a pass,
+ * several at a time with --sandbox-warm-pool-create-parallelism. */
+static void test_stale_deletes_batched(void **state)
+{
+    static const char *const names[] = {"pool-aaaa1", "pool-aaaa2", "pool-aaaa3", "pool-aaaa4",
+                                        "pool-aaaa5"};
+    usec_t rq = 0;
+    int deleted = 0;
+    (void)state;
+    ctrl_new(false);
+    E.x->o.max_batch = 3;
+    E.x->o.create_parallel = 4;
+    put_template(TPL, false);
+    json_t *pool = pool_strategy(TPL, "Recreate");
+    json_object_set_new(json_object_get(pool, "spec"), "replicas", json_integer(5));
+    put(EXT_INF_POOL, pool);
+    for (size_t i = 0; i < 5; i++) {
+        json_t *m = member(names[i], TPL, "10.0.0.1");
+        json_object_set_new(json_object_get(m, "metadata"), "uid",
+                            json_string(names[i])); /* distinct */
+        put_member(m, false);
+    }
+    assert_int_equal(pool_reconcile(E.x, NS "/" POOL, &rq), 0);
+    for (size_t i = 0; i < 5; i++)
+        deleted += n_of(S.deletes, names[i]);
+    assert_int_equal(deleted, 3);
+    assert_int_equal(n_posts(), 0); /* the deleted ones still count against the target */
+}
+
 /* ---- finding 3: a Sandbox deleted by the fallback is not bound again ----------------- */
 
 static void test_fallback_deleted_not_rebound(void **state)
@@ -1269,6 +1298,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recreate_stale_member_not_adopted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recreate_fresh_member_adopted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_template_member_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_deletes_batched, setup, teardown),
         cmocka_unit_test_setup_teardown(test_former_template_member_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fallback_deleted_not_rebound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fallback_retries_cold_only, setup, teardown),

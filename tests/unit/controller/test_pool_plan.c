@@ -55,6 +55,47 @@ static void test_unready_held_and_stuck(void **state)
     pool_plan_done(&p);
 }
 
+/* Deletions of stale, other-template and stuck members are capped by max_batch like the
+ * excess ones; those left over stay counted as they are for a later pass. Before, a pool of
+ * 1000 stale members under Recreate sent 1000 DELETEs in one pass. */
+static void test_deletes_capped(void **state)
+{
+    struct pool_member m[6] = {
+        {.ready = true, .created = 1 * S, .stale = true},
+        {.ready = true, .created = 1 * S, .stale = true},
+        {.ready = true, .created = 1 * S, .other_template = true},
+        {.created = 1 * S}, /* stuck past the grace */
+        {.created = 1 * S},
+        {.ready = true, .created = 1 * S},
+    };
+    struct pool_plan_in in = {.m = m,
+                              .n = 6,
+                              .desired = 6,
+                              .max_batch = 2,
+                              .recreate = true,
+                              .grace = 10 * S,
+                              .now = 100 * S};
+    struct pool_plan p;
+    (void)state;
+    pool_plan_compute(&in, &p);
+    assert_int_equal(p.ndel, 2);
+    assert_int_equal(p.del[0], 0);
+    assert_int_equal(p.del[1], 1);
+    assert_int_equal(p.terminating, 2);
+    assert_int_equal(p.active, 4); /* the other-template and stuck ones wait their turn */
+    assert_int_equal(p.create, 0);
+    pool_plan_done(&p);
+    /* the excess shares the batch: one stale member, then one of the two excess */
+    m[1].stale = m[2].other_template = false;
+    m[3].ready = m[4].ready = true;
+    in.n = 4;
+    in.desired = 1;
+    pool_plan_compute(&in, &p);
+    assert_int_equal(p.ndel, 2);
+    assert_int_equal(p.del[0], 0);
+    pool_plan_done(&p);
+}
+
 static void test_excess_and_stale(void **state)
 {
     struct pool_member m[4] = {
@@ -165,13 +206,10 @@ static void test_bucket(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fill_and_terminating),
-        cmocka_unit_test(test_unready_held_and_stuck),
-        cmocka_unit_test(test_excess_and_stale),
-        cmocka_unit_test(test_expectations),
-        cmocka_unit_test(test_other_template_replaced),
-        cmocka_unit_test(test_expectations_by_uid),
-        cmocka_unit_test(test_bucket),
+        cmocka_unit_test(test_fill_and_terminating), cmocka_unit_test(test_unready_held_and_stuck),
+        cmocka_unit_test(test_excess_and_stale),     cmocka_unit_test(test_deletes_capped),
+        cmocka_unit_test(test_expectations),         cmocka_unit_test(test_other_template_replaced),
+        cmocka_unit_test(test_expectations_by_uid),  cmocka_unit_test(test_bucket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
