@@ -60,14 +60,18 @@ static void keep_pool_evict(const json_t *cur, json_t *want, json_t *patch)
 
 /* The claim's pod metadata for member sb: rebuilt from the template sb was built from
  * (tpl: the pool's, borrowed, may be NULL; ext__template_of), as upstream does, so that
- * the template's pod metadata as it is now and the claim's identity labels reach it;
- * merged into the member's own when that template is unknown. */
+ * the template's pod metadata as it is now reaches it; merged into the member's own when
+ * that template is unknown. The claim's identity labels go into the pod template only
+ * with --warm-adoption-edits-pod-template (upstream's way): the Sandbox controller keeps
+ * reserved keys off the Pod anyway, and by default the adoption of a member built from
+ * the template as it is changes no spec (no new generation, no Sandbox status rewrite;
+ * keep_pool_evict). */
 static json_t *adopt_pod_meta(struct ext_ctrl *x, const json_t *claim, const json_t *sb,
                               const json_t *tpl, struct claim_err *ce)
 {
     json_t *own = ext__template_of(x, sb, tpl), *want;
     if (own)
-        want = claim_sandbox_pod_meta(claim, own, ce);
+        want = claim_sandbox_pod_meta(claim, own, x->o.adopt_edit_template, ce);
     else
         want = claim_pod_meta(claim, NULL, kube_obj_path(sb, "spec.podTemplate.metadata"), ce);
     json_decref(own);
@@ -463,13 +467,17 @@ int claim__meta_sync(struct ext_ctrl *x, const json_t *claim, const json_t *sb, 
 {
     json_t *pt = claim_pool_template(x, claim), *tpl = ext__template_of(x, sb, pt), *want;
     json_t *patch = NULL;
+    bool identity;
     int r = 0;
     json_decref(pt);
     *ret_sb = NULL;
     kube_err_clear(e);
     if (!tpl)
         return 0; /* its template is gone: nothing to build the metadata from */
-    want = claim_sandbox_pod_meta(claim, tpl, ce);
+    /* identity labels where the Sandbox has them (a cold one; adopt_pod_meta) */
+    identity = json_object_get(kube_obj_path(sb, "spec.podTemplate.metadata.labels"),
+                               EXT_LABEL_CLAIM_UID) != NULL;
+    want = claim_sandbox_pod_meta(claim, tpl, identity, ce);
     if (!want) {
         json_decref(tpl);
         return -EEXIST;

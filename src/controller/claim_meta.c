@@ -333,12 +333,13 @@ json_t *claim_pod_meta(const json_t *claim, const json_t *tpl, const json_t *bas
     return meta;
 }
 
-json_t *claim_sandbox_pod_meta(const json_t *claim, const json_t *tpl, struct claim_err *reterr)
+json_t *claim_sandbox_pod_meta(const json_t *claim, const json_t *tpl, bool identity,
+                               struct claim_err *reterr)
 {
     json_t *meta = claim_pod_meta(claim, tpl, NULL, reterr);
     char th[SB_HASH_LEN + 1];
-    if (!meta)
-        return NULL;
+    if (!meta || !identity)
+        return meta;
     sb_name_hash(kube_obj_name(tpl) ?: "", th);
     identity_labels(ext_obj_ensure(meta, "labels"), claim, th);
     return meta;
@@ -348,7 +349,7 @@ static int cold_spec(const json_t *claim, const json_t *tpl, json_t *bp, struct 
 {
     json_t *pt = json_object_get(bp, "podTemplate"), *vcts = NULL;
     const json_t *cv = kube_obj_path(claim, "spec.volumeClaimTemplates");
-    json_t *meta = claim_sandbox_pod_meta(claim, tpl, e);
+    json_t *meta = claim_sandbox_pod_meta(claim, tpl, true, e);
     int r;
     if (!meta)
         return -EEXIST;

@@ -59,7 +59,8 @@ json_t *claim_pod_meta(const json_t *claim, const json_t *tpl, const json_t *bas
                        struct claim_err *reterr);
 /** Returns the pod template metadata of a Sandbox of claim built from template tpl (both
  * borrowed), as a cold Sandbox gets it and an adoption or a later sync sets it: the
- * template's, the claim's identity labels (claim-uid, sandbox-template-ref-hash of tpl,
- * created-by as the claim has it or none) and additionalPodMetadata. NULL with reterr
- * filled on an override conflict. */
-json_t *claim_sandbox_pod_meta(const json_t *claim, const json_t *tpl, struct claim_err *reterr);
+ * template's, with identity the claim's identity labels (claim-uid,
+ * sandbox-template-ref-hash of tpl, created-by as the claim has it or none), and
+ * additionalPodMetadata. NULL with reterr filled on an override conflict. */
+json_t *claim_sandbox_pod_meta(const json_t *claim, const json_t *tpl, bool identity,
+                               struct claim_err *reterr);

@@ -191,8 +191,9 @@ struct claim_err;
 /** Keeps the pod template metadata of the claim's bound Sandbox sb (borrowed) as the claim
  * wants it (claim_adopt.c; upstream's "update after claimed", KEP-174): rebuilt from the
  * template sb was built from as it is now (ext__template_of, through the claim's pool) with
- * the claim's identity labels and additionalPodMetadata (claim_sandbox_pod_meta; keys no
- * longer wanted are removed), an adoption's safe-to-evict left as it was; and sb's own
+ * the claim's additionalPodMetadata and, where sb's pod template has them (a cold
+ * Sandbox's), its identity labels (claim_sandbox_pod_meta; keys no longer wanted are
+ * removed), an adoption's safe-to-evict left as it was; and sb's own
  * created-by label as the claim's. One merge patch guarded by sb's resourceVersion when
  * anything differs. Returns 1 patched (*ret_sb: the Sandbox returned, new reference), 0
  * nothing to do (or the template is gone), -EEXIST on a conflict with the template's

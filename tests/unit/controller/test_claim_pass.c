@@ -51,6 +51,7 @@ struct srv {
     json_t *objs;         /* Sandbox name -> the Sandbox the server has */
     json_t *patch_code;   /* Sandbox name -> the status its PATCHes get (default 200/404) */
     json_t *patches;      /* Sandbox name -> PATCHes of it */
+    json_t *last_patch;   /* Sandbox name -> the body of its last PATCH */
     json_t *deletes;      /* Sandbox name -> DELETEs of it */
     json_t *claim_writes; /* the claim status PATCHes' bodies */
     long post_code;       /* answer to a Sandbox POST: 201 or that error */
@@ -103,6 +104,7 @@ static char *patch_sb(const char *name, const json_t *obj, long *status)
     json_t *code = json_object_get(S.patch_code, name);
     char rv[32];
     count(S.patches, name);
+    json_object_set(S.last_patch, name, (json_t *)obj);
     *status = code ? (long)json_integer_value(code) : cur ? 200 : 404;
     if (*status != 200)
         return script_failure(*status, NULL);
@@ -172,6 +174,7 @@ static void srv_start(void)
     S.objs = json_object();
     S.patch_code = json_object();
     S.patches = json_object();
+    S.last_patch = json_object();
     S.deletes = json_object();
     S.claim_writes = json_array();
     S.post_code = 201;
@@ -266,6 +269,7 @@ static int teardown(void **state)
     json_decref(S.objs);
     json_decref(S.patch_code);
     json_decref(S.patches);
+    json_decref(S.last_patch);
     json_decref(S.deletes);
     json_decref(S.claim_writes);
     return 0;
@@ -513,49 +517,99 @@ static json_t *srv_obj(const char *name)
     return o;
 }
 
-/* An adopted member's pod metadata is rebuilt from the template as it is now (a label the
- * template changed since the member was made) with the claim's identity labels, as a cold
- * Sandbox's is; the pool's safe-to-evict stays in the pod template (kept off the Pod). Before,
- * the member's old labels stayed and the identity labels were missing. */
-static void test_adoption_pod_meta_from_template(void **state)
+/* The body of the last PATCH of Sandbox name (new reference), or NULL. */
+static json_t *last_patch(const char *name)
 {
-    char th[SB_HASH_LEN + 1];
-    json_t *m, *cl, *got;
-    const json_t *pl;
-    (void)state;
+    json_t *o;
+    script_srv_lock(ENV.srv);
+    o = json_deep_copy(json_object_get(S.last_patch, name));
+    script_srv_unlock(ENV.srv);
+    return o;
+}
+
+/* Adopts a member whose pod template has labels (taken) and the pool's safe-to-evict, by a
+ * claim with created-by python-client and additionalPodMetadata session=s-1 (none without
+ * apm), the adoption editing the pod template as upstream or not (edit). */
+static void adopt_with_meta(json_t *labels, bool apm, bool edit)
+{
+    json_t *m, *cl;
     ctrl_new(false);
+    E.x->o.adopt_edit_template = edit;
     put_template_labels(TPL, json_pack("{s:s}", "sandbox.users.io/tier", "gold"));
     put(EXT_INF_POOL, pool_obj(TPL, 1, false));
     cl = claim_obj(false);
     json_object_set_new(json_object_get(cl, "metadata"), "labels",
                         json_pack("{s:s}", SB_LABEL_CREATED_BY, "python-client"));
-    json_object_set_new(json_object_get(cl, "spec"), "additionalPodMetadata",
-                        json_pack("{s:{s:s}}", "labels", "sandbox.users.io/session", "s-1"));
+    if (apm)
+        json_object_set_new(json_object_get(cl, "spec"), "additionalPodMetadata",
+                            json_pack("{s:{s:s}}", "labels", "sandbox.users.io/session", "s-1"));
     put(EXT_INF_CLAIM, cl);
     m = member("pool-aaaaa", TPL, "10.0.0.1");
     json_object_set_new(json_object_get(kube_obj_path(m, "spec.podTemplate"), "metadata"), "labels",
-                        json_pack("{s:s}", "sandbox.users.io/tier", "silver"));
+                        labels);
     json_object_set_new(json_object_get(kube_obj_path(m, "spec.podTemplate"), "metadata"),
                         "annotations", json_pack("{s:s}", SB_ANN_SAFE_TO_EVICT, "true"));
     put_member(m, false);
     queue_candidate("pool-aaaaa");
     assert_int_equal(claim_pass(NULL), 0);
     assert_int_equal(n_of(S.patches, "pool-aaaaa"), 1);
-    got = srv_obj("pool-aaaaa");
-    pl = kube_obj_path(got, "spec.podTemplate.metadata.labels");
+}
+
+static const char *pod_label(const json_t *sb, const char *key)
+{
+    return json_string_value(
+        json_object_get(kube_obj_path(sb, "spec.podTemplate.metadata.labels"), key));
+}
+
+static const char *pod_annotation(const json_t *sb, const char *key)
+{
+    return json_string_value(
+        json_object_get(kube_obj_path(sb, "spec.podTemplate.metadata.annotations"), key));
+}
+
+/* An adopted member's pod metadata is rebuilt from the template as it is now (a label the
+ * template changed since the member was made), with the claim's additionalPodMetadata;
+ * the pool's safe-to-evict stays in the pod template (kept off the Pod). Before, the
+ * member's old labels stayed. With --warm-adoption-edits-pod-template the claim's identity
+ * labels go in too and safe-to-evict goes, as upstream. */
+static void test_adoption_pod_meta_from_template(void **state)
+{
+    char th[SB_HASH_LEN + 1];
+    json_t *got;
+    (void)state;
     sb_name_hash(TPL, th);
-    assert_string_equal(json_string_value(json_object_get(pl, "sandbox.users.io/tier")), "gold");
-    assert_string_equal(json_string_value(json_object_get(pl, "sandbox.users.io/session")), "s-1");
-    assert_string_equal(json_string_value(json_object_get(pl, EXT_LABEL_CLAIM_UID)), CL_UID);
-    assert_string_equal(json_string_value(json_object_get(pl, SB_LABEL_TEMPLATE_REF)), th);
-    assert_string_equal(json_string_value(json_object_get(pl, SB_LABEL_CREATED_BY)),
-                        "python-client");
-    assert_string_equal(
-        json_string_value(json_object_get(
-            kube_obj_path(got, "spec.podTemplate.metadata.annotations"), SB_ANN_SAFE_TO_EVICT)),
-        "true");
-    assert_string_equal(kube_obj_annotation(got, SB_ANN_POD_OMIT_EVICT), "true");
-    json_decref(got);
+    for (int edit = 0; edit < 2; edit++) {
+        adopt_with_meta(json_pack("{s:s}", "sandbox.users.io/tier", "silver"), true, edit);
+        got = srv_obj("pool-aaaaa");
+        assert_string_equal(pod_label(got, "sandbox.users.io/tier"), "gold");
+        assert_string_equal(pod_label(got, "sandbox.users.io/session"), "s-1");
+        if (edit) {
+            assert_string_equal(pod_label(got, EXT_LABEL_CLAIM_UID), CL_UID);
+            assert_string_equal(pod_label(got, SB_LABEL_TEMPLATE_REF), th);
+            assert_string_equal(pod_label(got, SB_LABEL_CREATED_BY), "python-client");
+            assert_null(pod_annotation(got, SB_ANN_SAFE_TO_EVICT));
+        } else {
+            assert_null(pod_label(got, EXT_LABEL_CLAIM_UID));
+            assert_string_equal(pod_annotation(got, SB_ANN_SAFE_TO_EVICT), "true");
+            assert_string_equal(kube_obj_annotation(got, SB_ANN_POD_OMIT_EVICT), "true");
+        }
+        json_decref(got);
+        teardown(NULL);
+        setup(NULL);
+    }
+}
+
+/* A member built from the template as it is, for a claim without additionalPodMetadata:
+ * the adoption changes no spec (no new generation, so no Sandbox status rewrite). */
+static void test_adoption_of_fresh_member_changes_no_spec(void **state)
+{
+    json_t *p;
+    (void)state;
+    adopt_with_meta(json_pack("{s:s}", "sandbox.users.io/tier", "gold"), false, false);
+    p = last_patch("pool-aaaaa");
+    assert_non_null(p);
+    assert_null(json_object_get(p, "spec"));
+    json_decref(p);
 }
 
 /* ---- a bound claim's additionalPodMetadata ------------------------------------------ */
@@ -569,9 +623,9 @@ static void put_claim_apm(json_t *apm)
 }
 
 /* A bound claim's additionalPodMetadata edits reach its Sandbox's pod template: an
- * annotation added, then replaced by another (the first removed), with the claim's
- * identity labels; nothing is written once they match. Before, only the adoption or the
- * cold create set them. */
+ * annotation added, then replaced by another (the first removed); nothing is written once
+ * they match, and a warm Sandbox gets no identity labels there (its adoption gave it none).
+ * Before, only the adoption or the cold create set them. */
 static void test_bound_claim_pod_meta_synced(void **state)
 {
     json_t *m, *got;
@@ -590,10 +644,7 @@ static void test_bound_claim_pod_meta_synced(void **state)
     pa = kube_obj_path(got, "spec.podTemplate.metadata.annotations");
     assert_string_equal(json_string_value(json_object_get(pa, "podsnapshot.gke.io/ps-name")),
                         "snap-1");
-    assert_string_equal(
-        json_string_value(json_object_get(kube_obj_path(got, "spec.podTemplate.metadata.labels"),
-                                          EXT_LABEL_CLAIM_UID)),
-        CL_UID);
+    assert_null(pod_label(got, EXT_LABEL_CLAIM_UID));
     put(EXT_INF_COUNT, got); /* the cache catches up */
     assert_int_equal(claim_pass(NULL), 0);
     assert_int_equal(n_of(S.patches, "pool-aaaaa"), 1); /* nothing to change */
@@ -604,6 +655,38 @@ static void test_bound_claim_pod_meta_synced(void **state)
     pa = kube_obj_path(got, "spec.podTemplate.metadata.annotations");
     assert_null(json_object_get(pa, "podsnapshot.gke.io/ps-name"));
     assert_string_equal(json_string_value(json_object_get(pa, "sandbox.users.io/b")), "2");
+    json_decref(got);
+}
+
+/* A cold Sandbox keeps its identity labels in sync: the claim's created-by changed, in its
+ * pod template and on the Sandbox, with an annotation the claim added. */
+static void test_cold_claim_pod_meta_synced(void **state)
+{
+    json_t *cl, *got;
+    (void)state;
+    ctrl_new(false);
+    put_template(TPL, false);
+    put(EXT_INF_POOL, pool_obj(TPL, 0, false));
+    put(EXT_INF_CLAIM, claim_obj(false));
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_posts(), 1);
+    got = srv_obj(CLAIM);
+    assert_string_equal(pod_label(got, EXT_LABEL_CLAIM_UID), CL_UID);
+    assert_null(pod_label(got, SB_LABEL_CREATED_BY));
+    put(EXT_INF_COUNT, got);
+    cl = claim_obj(false);
+    json_object_set_new(json_object_get(cl, "metadata"), "labels",
+                        json_pack("{s:s}", SB_LABEL_CREATED_BY, "python-client"));
+    json_object_set_new(json_object_get(cl, "spec"), "additionalPodMetadata",
+                        json_pack("{s:{s:s}}", "annotations", "note", "n"));
+    put(EXT_INF_CLAIM, cl);
+    assert_int_equal(claim_pass(NULL), 0);
+    assert_int_equal(n_of(S.patches, CLAIM), 1);
+    got = srv_obj(CLAIM);
+    assert_string_equal(pod_label(got, EXT_LABEL_CLAIM_UID), CL_UID);
+    assert_string_equal(pod_label(got, SB_LABEL_CREATED_BY), "python-client");
+    assert_string_equal(kube_obj_label(got, SB_LABEL_CREATED_BY), "python-client");
+    assert_string_equal(pod_annotation(got, "note"), "n");
     json_decref(got);
 }
 
@@ -1286,7 +1369,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_adoption_5xx_stops_pass, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adoption_meta_conflict_goes_cold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adoption_pod_meta_from_template, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adoption_of_fresh_member_changes_no_spec, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_bound_claim_pod_meta_synced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cold_claim_pod_meta_synced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_template_edit_requeues_conflicting_claim, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_timed_out_claim_provisioned_when_template_appears,
