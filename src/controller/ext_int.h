@@ -161,8 +161,8 @@ json_t *ext__binding_get(struct ext_ctrl *x, const char *claim_uid);
 bool ext__binding_has(struct ext_ctrl *x, const char *claim_uid);
 void ext__binding_drop(struct ext_ctrl *x, const char *claim_uid);
 /** Claims this process saw Ready and wrote (or holds) the first-ready annotation for, or
- * late-bound ones with the annotations disabled, for as long as the cache does not show
- * the annotation: mark, ask, forget. */
+ * any it saw Ready with the annotations disabled, for as long as the cache does not show
+ * the annotation (with them disabled, for the claim's life): mark, ask, forget. */
 void ext__ready_once_mark(struct ext_ctrl *x, const char *claim_uid);
 bool ext__ready_once(struct ext_ctrl *x, const char *claim_uid);
 /** Marked, and the annotation's write is pending (not failed since). */
