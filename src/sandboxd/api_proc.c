@@ -194,6 +194,7 @@ static int proc_run(struct http_req *req, void *ctx)
     }
     if (r.timeout_s == 0)
         r.timeout_s = d->cfg.exec_timeout_s;
+    r.stdin_null = !r.stdin_given; /* a command that reads stdin sees it empty, not a pipe */
     struct run *x = XNEW(struct run);
     x->base64 = r.base64;
     x->started = clock_now();
@@ -338,6 +339,7 @@ static int proc_stream(struct http_req *req, void *ctx)
     if (parse_body(req, d, &r) < 0)
         return 0;
     if (r.background) {
+        r.stdin_null = !r.stdin_given && !r.stdin_open; /* nothing ever comes: /dev/null */
         (void)sbd__bg_start(req, d, &r);
         sbd_procreq_done(&r);
         return 0;

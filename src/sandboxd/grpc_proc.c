@@ -402,13 +402,13 @@ static void h_execute(struct sbd_gcall *call, const uint8_t *msg, size_t n, void
         sbd_gcall_finish(call, st, err);
         return;
     }
+    r.stdin_null = true; /* as upstream: Execute has no stdin (a pipe made rg read it) */
     struct gproc *x = start(d, call, &r, &exec_ops);
     if (!x)
         return;
     buf_init(&x->out, LIMIT_SBD_GRPC_MESSAGE);
     buf_init(&x->err, LIMIT_SBD_GRPC_MESSAGE);
     sbd_gcall_set_callbacks(call, on_cancel, NULL, x);
-    (void)sbd_proc_close_stdin(x->p); /* like upstream: Execute has no stdin */
 }
 
 /* ---- control calls ----------------------------------------------------------------- */

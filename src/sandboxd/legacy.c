@@ -207,7 +207,11 @@ static int unprocessable(struct http_req *req)
 static int start_exec(struct http_req *req, struct sbd *d, char **argv)
 {
     struct sbd_procreq r = {
-        .argv = argv, .max_output = d->cfg.max_output, .timeout_s = d->cfg.exec_timeout_s};
+        .argv = argv,
+        .max_output = d->cfg.max_output,
+        .timeout_s = d->cfg.exec_timeout_s,
+        .stdin_null = true, /* nothing is ever written to it */
+    };
     struct exec *x = XNEW(struct exec);
     x->timeout_s = d->cfg.exec_timeout_s;
     buf_init(&x->out, d->cfg.max_output);
@@ -232,7 +236,6 @@ static int start_exec(struct http_req *req, struct sbd *d, char **argv)
     http_req_set_abort_cb(req, exec_abort, x);
     http_req_set_eof_aborts(req); /* a client that gave up: its process goes */
     sbd_late_start(&x->answer, req, d->cfg.proc_keepalive, x);
-    (void)sbd_proc_close_stdin(x->p);
     return 0;
 }
 

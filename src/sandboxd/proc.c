@@ -743,7 +743,8 @@ static int open_fds(struct fds *f, const struct sbd_proc_spec *spec)
     *f = (struct fds){{-1, -1}, {-1, -1}, {-1, -1}, -1, -1, {0}};
     if (spec->pty)
         return open_pty(f, spec);
-    if (pipe2(f->in, O_CLOEXEC) < 0 || pipe2(f->out, O_CLOEXEC) < 0 || pipe2(f->err, O_CLOEXEC) < 0)
+    if ((!spec->stdin_null && pipe2(f->in, O_CLOEXEC) < 0) || pipe2(f->out, O_CLOEXEC) < 0 ||
+        pipe2(f->err, O_CLOEXEC) < 0)
         return -errno;
     return 0;
 }
@@ -761,7 +762,8 @@ static int file_actions(posix_spawn_file_actions_t *fa, const struct fds *f,
         r = r ? r : posix_spawn_file_actions_adddup2(fa, 0, 1);
         r = r ? r : posix_spawn_file_actions_adddup2(fa, 0, 2);
     } else {
-        r = posix_spawn_file_actions_adddup2(fa, f->in[0], 0);
+        r = f->in[0] >= 0 ? posix_spawn_file_actions_adddup2(fa, f->in[0], 0)
+                          : posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
         r = r ? r : posix_spawn_file_actions_adddup2(fa, f->out[1], 1);
         r = r ? r : posix_spawn_file_actions_adddup2(fa, f->err[1], 2);
     }
@@ -859,6 +861,8 @@ static int init_handles(struct sbd_proc *p, struct fds *f)
     else
         (void)close(f->err[0]);
     f->err[0] = -1;
+    if (f->in[1] < 0) /* stdin is /dev/null */
+        return r;
     if (r == 0)
         r = open_stream(p, &p->in, f->in[1], &p->in_open);
     else

@@ -37,6 +37,8 @@ struct sbd_proc_spec {
     char *const *env;          /* NULL or NULL-terminated "NAME=value" overrides */
     int cwd_fd;                /* directory to start in; -1: the daemon's cwd */
     bool pty;                  /* run on a pseudo-terminal (stdout and stderr merged) */
+    bool stdin_null;           /* without a PTY: stdin is /dev/null, not a pipe (writes to it
+                                  fail with -EPIPE, closing it succeeds) */
     unsigned short cols, rows; /* initial window size of the PTY (0: kernel default) */
     usec_t timeout;            /* 0: none; else SIGKILL to the session after it */
 };

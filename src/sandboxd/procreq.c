@@ -63,6 +63,7 @@ static int parse_stdin(const json_t *j, struct sbd_procreq *r, const char **msg)
     const json_t *s = json_object_get(j, "stdin");
     const json_t *b = json_object_get(j, "stdin_b64");
     buf_init(&r->stdin_data, LIMIT_SBD_STDIN);
+    r->stdin_given = s || b;
     if (s && !json_is_string(s))
         return *msg = "stdin must be a string", -EINVAL;
     if (s && buf_append(&r->stdin_data, json_string_value(s), json_string_length(s)) < 0)
@@ -200,6 +201,7 @@ int sbd_procreq_spec(const struct sbd_procreq *r, const struct sbd_root *root,
         .env = r->env,
         .cwd_fd = fd,
         .pty = r->pty,
+        .stdin_null = r->stdin_null && !r->pty,
         .cols = r->cols,
         .rows = r->rows,
         .timeout = proc_timeout(r->timeout_s),

@@ -22,8 +22,10 @@ struct sbd_procreq {
     bool base64;
     bool pty;
     unsigned short cols, rows;
-    bool background; /* detached: survives its client (api_bg.c) */
-    bool stdin_open; /* background: keep stdin open for later writes */
+    bool background;  /* detached: survives its client (api_bg.c) */
+    bool stdin_open;  /* background: keep stdin open for later writes */
+    bool stdin_given; /* the request carried stdin or stdin_b64 (empty ones too) */
+    bool stdin_null;  /* set by the front: stdin is /dev/null (ignored with a PTY) */
 };
 
 /** Parses j (borrowed) into r (fresh; release with sbd_procreq_done). max_output caps the

@@ -154,6 +154,36 @@ class ComponentTest(unittest.TestCase):
         finally:
             d.stop()
 
+    def test_stdin_without_input_is_dev_null(self):
+        """A run without stdin (and a background process without stdin nor stdin_open,
+        and the legacy /execute) gets /dev/null as its stdin, as upstream's Execute: an
+        empty pipe made tools that read a piped stdin (rg) read it instead of their
+        usual input. A run given stdin, even empty, still reads it from a pipe."""
+        probe = "readlink /proc/self/fd/0; [ -p /dev/stdin ] && echo pipe || echo notpipe"
+        d = Daemon()
+        try:
+            st, data, _ = d.req("POST", "/v1/processes/run", json.dumps({"command": probe}))
+            self.assertEqual(st, 200, data)
+            self.assertEqual(json.loads(data)["stdout"], "/dev/null\nnotpipe\n")
+            for given in ({"stdin": ""}, {"stdin": "x"}, {"stdin_b64": ""}):
+                st, data, _ = d.req("POST", "/v1/processes/run",
+                                    json.dumps({"command": "[ -p /dev/stdin ] && echo pipe", **given}))
+                self.assertEqual((st, json.loads(data)["stdout"]), (200, "pipe\n"), given)
+            st, data, _ = d.req("POST", "/v1/processes", json.dumps(
+                {"command": probe, "background": True}))
+            self.assertEqual(st, 201, data)
+            pid = json.loads(data)["id"]
+            st, data, _ = d.req("POST", f"/v1/processes/{pid}/wait?timeout=10")
+            st, data, _ = d.req("GET", f"/v1/processes/{pid}/output?follow=false")
+            out = b"".join(base64.b64decode(e["data"]) for e in map(json.loads, data.splitlines())
+                           if e["type"] == "stdout")
+            self.assertEqual(out, b"/dev/null\nnotpipe\n")
+            st, data, _ = d.req("POST", "/execute", json.dumps({"command": "readlink /proc/self/fd/0"}),
+                                {"Content-Type": "application/json"}, port=d.lport)
+            self.assertEqual((st, json.loads(data)["stdout"]), (200, "/dev/null\n"))
+        finally:
+            d.stop()
+
     def test_large_download_sized_and_whole_to_half_closed_client(self):
         # A download larger than one read (streamed as the connection drains) carries its
         # Content-Length, and a client that half-closes right after its request (or a

@@ -275,6 +275,20 @@ class GrpcTest(unittest.TestCase):
         r = self.stub.Execute(pb.ExecuteRequest(config=cfg("sh", "-c", "kill -9 $$")), timeout=10)
         self.assertEqual(r.exit_code, -1)
 
+    def test_execute_stdin_is_dev_null(self):
+        """Execute's command has /dev/null as stdin, as upstream's: it was an empty pipe,
+        so a tool that reads a piped stdin instead of its usual input (rg searches stdin
+        rather than the directory when it is a pipe) found nothing."""
+        r = self.stub.Execute(pb.ExecuteRequest(config=cfg(
+            "sh", "-c", "readlink /proc/self/fd/0; [ -p /dev/stdin ] && echo pipe || echo notpipe")),
+            timeout=10)
+        self.assertEqual((r.exit_code, r.stdout), (0, b"/dev/null\nnotpipe\n"))
+        # Start keeps its pipe, for WriteStdin.
+        it = self.stub.Start(pb.StartRequest(config=cfg(
+            "sh", "-c", "[ -p /dev/stdin ] && echo pipe || echo notpipe")), timeout=10)
+        out = b"".join(ev.stdout for ev in it)
+        self.assertEqual(out, b"pipe\n")
+
     def test_invalid_argument_empty_command(self):
         code, _ = self.code_of(self.stub.Execute, pb.ExecuteRequest(config=cfg()), timeout=5)
         self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
