@@ -132,9 +132,10 @@ static enum sbd_gstatus start_error(int e, const char **msg)
     }
 }
 
-/* Starts r for the call on d's engine; finishes the call itself on failure. */
+/* Starts r for the call on d's engine, waiting up to drain after its exit for output a
+ * descendant holds open; finishes the call itself on failure. */
 static struct gproc *start(struct sbd *d, struct sbd_gcall *call, struct sbd_procreq *r,
-                           const struct sbd_proc_ops *ops)
+                           const struct sbd_proc_ops *ops, usec_t drain)
 {
     r->timeout_s = (double)sbd_gcall_timeout(call) / (double)USEC_PER_SEC;
     struct gproc *x = XNEW(struct gproc);
@@ -142,6 +143,7 @@ static struct gproc *start(struct sbd *d, struct sbd_gcall *call, struct sbd_pro
     struct sbd_proc_spec spec;
     int cwd_fd = -1;
     int e = sbd_procreq_spec(r, d->root, &spec, &cwd_fd);
+    spec.drain = drain;
     if (e == 0)
         e = sbd_proc_start(d->procs, &spec, ops, x, &x->p);
     if (cwd_fd >= 0)
@@ -336,7 +338,7 @@ static void h_start(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *
         sbd_gcall_finish(call, st, err);
         return;
     }
-    struct gproc *x = start(d, call, &r, &start_ops);
+    struct gproc *x = start(d, call, &r, &start_ops, LIMIT_SBD_GRPC_START_DRAIN);
     if (!x)
         return;
     sbd_gcall_set_callbacks(call, on_cancel, on_drain, x);
@@ -403,7 +405,7 @@ static void h_execute(struct sbd_gcall *call, const uint8_t *msg, size_t n, void
         return;
     }
     r.stdin_null = true; /* as upstream: Execute has no stdin (a pipe made rg read it) */
-    struct gproc *x = start(d, call, &r, &exec_ops);
+    struct gproc *x = start(d, call, &r, &exec_ops, LIMIT_SBD_GRPC_EXEC_DRAIN);
     if (!x)
         return;
     buf_init(&x->out, LIMIT_SBD_GRPC_MESSAGE);

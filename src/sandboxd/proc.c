@@ -58,6 +58,7 @@ struct sbd_proc {
     bool in_refused; /* a stdin write was refused for a full queue: tell stdin_drained */
     int in_last;     /* the last byte queued for stdin, or -1 (none, or after a ^D) */
     int handles;
+    usec_t drain; /* the output drain after the exit (spec's drain) */
     struct sbd_exit status;
     const struct sbd_proc_ops *ops;
     void *ctx;
@@ -611,10 +612,10 @@ static uint64_t pipe_buffered(struct sbd_proc *p)
     return total;
 }
 
-/* The output drain after the exit: LIMIT_SBD_DRAIN, then what the pipes hold then. */
+/* The output drain after the exit: p->drain, then what the pipes hold then. */
 static void start_drain(struct sbd_proc *p)
 {
-    (void)uv_timer_start(&p->timer, on_timer, LIMIT_SBD_DRAIN / USEC_PER_MSEC, 0);
+    (void)uv_timer_start(&p->timer, on_timer, p->drain / USEC_PER_MSEC, 0);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -882,6 +883,7 @@ static struct sbd_proc *proc_new(struct sbd_procs *ps, const struct sbd_proc_spe
     p->ops = ops;
     p->ctx = ctx;
     p->pty = spec->pty;
+    p->drain = spec->drain ? spec->drain : LIMIT_SBD_DRAIN;
     p->started = clock_now();
     p->argv = json_array();
     /* as text JSON can carry: an argument not UTF-8 (gRPC strings are not checked) made

@@ -41,6 +41,8 @@ struct sbd_proc_spec {
                                   fail with -EPIPE, closing it succeeds) */
     unsigned short cols, rows; /* initial window size of the PTY (0: kernel default) */
     usec_t timeout;            /* 0: none; else SIGKILL to the session after it */
+    usec_t drain; /* after the exit, how long output still held open (by a descendant) is
+                     waited for; 0: LIMIT_SBD_DRAIN */
 };
 
 /** Output callbacks, on the loop thread. data is borrowed for the call. */

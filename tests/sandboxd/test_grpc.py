@@ -289,6 +289,20 @@ class GrpcTest(unittest.TestCase):
         out = b"".join(ev.stdout for ev in it)
         self.assertEqual(out, b"pipe\n")
 
+    def test_late_output_of_descendants(self):
+        """Output a background descendant writes after the command exited is waited for as
+        upstream waits: 10 s for Execute (its WaitDelay), 5 s for Start; it was 2 s, so a
+        line 3 s late was lost."""
+        t0 = time.monotonic()
+        r = self.stub.Execute(pb.ExecuteRequest(config=cfg(
+            "sh", "-c", "(sleep 3; echo late) & echo early")), timeout=30)
+        self.assertEqual((r.exit_code, r.stdout), (0, b"early\nlate\n"))
+        self.assertGreaterEqual(time.monotonic() - t0, 2.9)
+        it = self.stub.Start(pb.StartRequest(config=cfg(
+            "sh", "-c", "(sleep 3; echo late) & echo early")), timeout=30)
+        out = b"".join(ev.stdout for ev in it)
+        self.assertEqual(out, b"early\nlate\n")
+
     def test_invalid_argument_empty_command(self):
         code, _ = self.code_of(self.stub.Execute, pb.ExecuteRequest(config=cfg()), timeout=5)
         self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
@@ -679,7 +693,7 @@ class GrpcTest(unittest.TestCase):
     def test_stalled_stream_loses_nothing(self):
         # The process exits while its stream is stalled (its output fills the client's
         # window, the call's queue and part of the pipe); the rest still arrives once the
-        # client reads again, later than the engine's 2 s output drain after an exit.
+        # client reads again, later than Start's 5 s output drain after an exit.
         # Sizes around that sum, each on its own connection, in parallel.
         def one(size):
             ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}",
@@ -688,7 +702,7 @@ class GrpcTest(unittest.TestCase):
                 it = pbg.ProcessServiceStub(ch).Start(
                     pb.StartRequest(config=cfg("head", "-c", str(size), "/dev/zero")), timeout=60)
                 next(it)
-                time.sleep(3.5)
+                time.sleep(5.5)
                 got, code = 0, None
                 for ev in it:
                     got += len(ev.stdout)
