@@ -238,21 +238,22 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 
 /* gRPC front (grpc.c) */
 #define LIMIT_SBD_GRPC_MESSAGE     (4u * 1024 * 1024) /* one message, either way (grpc's default) */
-#define LIMIT_SBD_GRPC_START_DRAIN (5 * USEC_PER_SEC) /* Start's drain after the exit (upstream) \
-                                                       */
-#define LIMIT_SBD_GRPC_EXEC_DRAIN (10 * USEC_PER_SEC) /* Execute's (upstream's WaitDelay) */
-#define LIMIT_SBD_GRPC_STREAMS    128                 /* concurrent calls per connection */
-#define LIMIT_SBD_GRPC_CONNS      256                 /* open connections */
-#define LIMIT_SBD_GRPC_CONN_REQ   (16u * 1024 * 1024) /* request bodies per connection */
-#define LIMIT_SBD_GRPC_CONN_OUT   (32u * 1024 * 1024) /* unsent responses: new calls refused */
-#define LIMIT_SBD_GRPC_ALL_OUT    (128u * 1024 * 1024) /* ... of all ($SANDBOXD_GRPC_MAX_UNSENT) */
-#define LIMIT_SBD_GRPC_QUEUE      (128u * 1024)      /* a call's queue; its process pauses above */
-#define LIMIT_SBD_GRPC_BACKLOG    (256u * 1024)      /* unwritten socket bytes per connection */
-#define LIMIT_SBD_GRPC_WINDOW     (1u * 1024 * 1024) /* HTTP/2 receive window per stream */
-#define LIMIT_SBD_GRPC_HEADERS    (16u * 1024)       /* request header list */
-#define LIMIT_SBD_GRPC_ACKS       64                 /* queued PING/SETTINGS acknowledgements */
-#define LIMIT_SBD_GRPC_RESETS     1000               /* started calls reset, at once (grpc.c) */
-#define LIMIT_SBD_GRPC_RESET_HZ   33                 /* then a second */
+#define LIMIT_SBD_GRPC_EXEC_OUT    (16u * 1024 * 1024) /* Execute's stdout + stderr, one answer */
+#define LIMIT_SBD_GRPC_REPLY       (LIMIT_SBD_GRPC_EXEC_OUT + 64) /* a unary answer */
+#define LIMIT_SBD_GRPC_START_DRAIN (5 * USEC_PER_SEC)   /* Start's output drain (upstream's) */
+#define LIMIT_SBD_GRPC_EXEC_DRAIN  (10 * USEC_PER_SEC)  /* Execute's (upstream's WaitDelay) */
+#define LIMIT_SBD_GRPC_STREAMS     128                  /* concurrent calls per connection */
+#define LIMIT_SBD_GRPC_CONNS       256                  /* open connections */
+#define LIMIT_SBD_GRPC_CONN_REQ    (16u * 1024 * 1024)  /* request bodies per connection */
+#define LIMIT_SBD_GRPC_CONN_OUT    (32u * 1024 * 1024)  /* unsent responses: new calls refused */
+#define LIMIT_SBD_GRPC_ALL_OUT     (128u * 1024 * 1024) /* ... of all ($SANDBOXD_GRPC_MAX_UNSENT) */
+#define LIMIT_SBD_GRPC_QUEUE       (128u * 1024)      /* a call's queue; its process pauses above */
+#define LIMIT_SBD_GRPC_BACKLOG     (256u * 1024)      /* unwritten socket bytes per connection */
+#define LIMIT_SBD_GRPC_WINDOW      (1u * 1024 * 1024) /* HTTP/2 receive window per stream */
+#define LIMIT_SBD_GRPC_HEADERS     (16u * 1024)       /* request header list */
+#define LIMIT_SBD_GRPC_ACKS        64                 /* queued PING/SETTINGS acknowledgements */
+#define LIMIT_SBD_GRPC_RESETS      1000               /* started calls reset, at once (grpc.c) */
+#define LIMIT_SBD_GRPC_RESET_HZ    33                 /* then a second */
 
 /* background processes (api_bg.c) */
 #define LIMIT_SBD_BG_PROCS  32 /* table entries, running + exited (--max-bg-procs) */

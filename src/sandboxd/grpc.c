@@ -22,6 +22,9 @@
 #include "http/sock.h"
 #include "sandboxd/util.h"
 
+/* A unary answer fits a connection's budget of answers not taken. */
+_Static_assert(LIMIT_SBD_GRPC_REPLY + 5 < LIMIT_SBD_GRPC_CONN_OUT, "reply over the budget");
+
 struct gconn;
 
 struct sbd_gcall {
@@ -124,7 +127,8 @@ static struct sbd_gcall *call_new(struct gconn *c, int32_t id)
     call->http_status = "200";
     call->bad_type = true; /* until an application/grpc content-type comes (none: 415) */
     buf_init(&call->req, LIMIT_SBD_GRPC_MESSAGE + 5);
-    buf_init(&call->out, LIMIT_SBD_GRPC_MESSAGE + 5 + LIMIT_SBD_GRPC_QUEUE + LIMIT_SBD_CHUNK + 64);
+    /* a stream's message on top of a full queue, or a unary call's one answer */
+    buf_init(&call->out, LIMIT_SBD_GRPC_REPLY + 5 + LIMIT_SBD_GRPC_QUEUE + LIMIT_SBD_CHUNK + 64);
     DLIST_PUSH(c->calls, call);
     c->ncalls++;
     c->last_active = clock_now();
@@ -239,11 +243,15 @@ int sbd_gcall_send(struct sbd_gcall *call, const uint8_t *msg, size_t n)
      * queue's size is not refused: its queue bounds it (its process pauses), and the
      * process cap the live streams; a finished stream's queue counts against the
      * budget that admits new calls (dispatch). */
+    if (n > LIMIT_SBD_GRPC_MESSAGE)
+        return -E2BIG;
     return send_checked(call, msg, n, n > LIMIT_SBD_GRPC_QUEUE);
 }
 
 int sbd_gcall_reply(struct sbd_gcall *call, const uint8_t *msg, size_t n)
 {
+    if (n > LIMIT_SBD_GRPC_REPLY)
+        return -E2BIG;
     return send_checked(call, msg, n, true);
 }
 
@@ -251,8 +259,6 @@ static int send_checked(struct sbd_gcall *call, const uint8_t *msg, size_t n, bo
 {
     if (call->finished)
         return -EPIPE;
-    if (n > LIMIT_SBD_GRPC_MESSAGE)
-        return -E2BIG;
     uint8_t pre[5] = {0, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
     buf_consume(&call->out, call->out_off); /* what HTTP/2 took already */
     call->out_off = 0;

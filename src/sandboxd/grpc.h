@@ -70,8 +70,10 @@ usec_t sbd_gcall_timeout(const struct sbd_gcall *c);
  * responses its client has not taken, or all connections max_unsent) or -EPIPE
  * (finished). */
 int sbd_gcall_send(struct sbd_gcall *c, const uint8_t *msg, size_t n);
-/** The same for a unary call's one answer: refused with -ENOBUFS past either budget
- * whatever its size (a stream's chunk only when over LIMIT_SBD_GRPC_QUEUE). A call is
+/** The same for a unary call's one answer, of at most LIMIT_SBD_GRPC_REPLY (over the
+ * message limit: grpc clients receive 4 MiB by default but may raise it, and upstream's
+ * server sends any size): refused with -ENOBUFS past either budget whatever its size (a
+ * stream's chunk only when over LIMIT_SBD_GRPC_QUEUE). A call is
  * also refused at its start, RESOURCE_EXHAUSTED with SBD_GRPC_UNSENT_MSG, while its
  * connection or all of them are past their budget. */
 int sbd_gcall_reply(struct sbd_gcall *c, const uint8_t *msg, size_t n);

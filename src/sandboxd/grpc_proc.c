@@ -24,13 +24,14 @@ struct gproc {
     struct sbd_proc *p;
     bool paused;
     struct buf out, err; /* Execute only */
+    uint64_t over;       /* Execute: output bytes past LIMIT_SBD_GRPC_EXEC_OUT, dropped */
 };
 
 /* Packs m and queues it: a unary call's answer (unary) or a stream's message. */
 static int pack_send(struct sbd_gcall *call, const ProtobufCMessage *m, bool unary)
 {
     size_t n = protobuf_c_message_get_packed_size(m);
-    if (n > LIMIT_SBD_GRPC_MESSAGE)
+    if (n > (unary ? LIMIT_SBD_GRPC_REPLY : LIMIT_SBD_GRPC_MESSAGE))
         return -E2BIG;
     uint8_t *b = xmalloc(n ? n : 1);
     (void)protobuf_c_message_pack(m, b);
@@ -44,16 +45,21 @@ static int send_msg(struct sbd_gcall *call, const ProtobufCMessage *m)
     return pack_send(call, m, false);
 }
 
-/* Sends the one response message of a unary call and ends it. */
-static void reply(struct sbd_gcall *call, const ProtobufCMessage *m)
+/* Ends a unary call after its answer was queued (r 0) or refused (r < 0). */
+static void finish_reply(struct sbd_gcall *call, int r)
 {
-    int r = pack_send(call, m, true);
     if (r == -ENOBUFS)
         sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, SBD_GRPC_UNSENT_MSG);
     else if (r < 0)
         sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "response message too large");
     else
         sbd_gcall_finish(call, SBD_GRPC_OK, NULL);
+}
+
+/* Sends the one response message of a unary call and ends it. */
+static void reply(struct sbd_gcall *call, const ProtobufCMessage *m)
+{
+    finish_reply(call, pack_send(call, m, true));
 }
 
 /* ---- the request ------------------------------------------------------------------- */
@@ -352,21 +358,48 @@ static void h_start(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *
 
 /* ---- Execute ----------------------------------------------------------------------- */
 
+/* Buffers Execute's output for its one answer. Past LIMIT_SBD_GRPC_EXEC_OUT the rest is
+ * read and dropped (counted): the command runs to its end, as upstream's does, and the
+ * call answers RESOURCE_EXHAUSTED then (exec_exit). */
 static void exec_output(struct sbd_proc *p, enum sbd_stream s, const char *data, size_t n,
                         void *ctx)
 {
     struct gproc *x = ctx;
     struct buf *b = s == SBD_STDERR ? &x->err : &x->out;
-    /* Both go into one response message, which must stay within the message limit. */
-    if (x->out.len + x->err.len + n + 64 > LIMIT_SBD_GRPC_MESSAGE) {
-        sbd_proc_detach(p);
-        sbd_gcall_finish(x->call, SBD_GRPC_RESOURCE_EXHAUSTED,
-                         "output exceeds the 4 MiB message limit of Execute (use Start to "
-                         "stream it); the process group was killed");
-        gproc_free(x);
+    (void)p;
+    if (x->over || x->out.len + x->err.len + n > LIMIT_SBD_GRPC_EXEC_OUT) {
+        x->over += n;
         return;
     }
     (void)buf_append(b, data, n);
+}
+
+static void exec_over(struct gproc *x, const struct sbd_exit *e)
+{
+    char msg[256];
+    (void)snprintf(msg, sizeof(msg),
+                   "output of %llu bytes is over Execute's limit of %u MiB (use Start to "
+                   "stream it); the command ran to its end: exit code %d",
+                   (unsigned long long)(x->out.len + x->err.len + x->over),
+                   LIMIT_SBD_GRPC_EXEC_OUT / (1024 * 1024), e->exit_code);
+    sbd_gcall_finish(x->call, SBD_GRPC_RESOURCE_EXHAUSTED, msg);
+}
+
+/* Answers Execute. The output is let go once packed: a 16 MiB answer is held twice at
+ * most (packed, and queued for HTTP/2), not three times. */
+static void exec_reply(struct gproc *x, int exit_code)
+{
+    Process__V1__ExecuteResponse m = PROCESS__V1__EXECUTE_RESPONSE__INIT;
+    m.exit_code = exit_code;
+    m.stdout = (ProtobufCBinaryData){x->out.len, (uint8_t *)x->out.data};
+    m.stderr = (ProtobufCBinaryData){x->err.len, (uint8_t *)x->err.data};
+    size_t n = protobuf_c_message_get_packed_size(&m.base);
+    uint8_t *b = xmalloc(n ? n : 1);
+    (void)protobuf_c_message_pack(&m.base, b);
+    buf_done(&x->out);
+    buf_done(&x->err);
+    finish_reply(x->call, sbd_gcall_reply(x->call, b, n));
+    xfree(b);
 }
 
 static void exec_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
@@ -376,12 +409,10 @@ static void exec_exit(struct sbd_proc *p, const struct sbd_exit *e, void *ctx)
     if (e->timed_out) {
         sbd_gcall_finish(x->call, SBD_GRPC_DEADLINE_EXCEEDED,
                          "deadline exceeded: the process group was killed");
+    } else if (x->over) {
+        exec_over(x, e);
     } else {
-        Process__V1__ExecuteResponse m = PROCESS__V1__EXECUTE_RESPONSE__INIT;
-        m.exit_code = e->exit_code;
-        m.stdout = (ProtobufCBinaryData){x->out.len, (uint8_t *)x->out.data};
-        m.stderr = (ProtobufCBinaryData){x->err.len, (uint8_t *)x->err.data};
-        reply(x->call, &m.base);
+        exec_reply(x, e->exit_code);
     }
     gproc_free(x);
 }
@@ -408,8 +439,8 @@ static void h_execute(struct sbd_gcall *call, const uint8_t *msg, size_t n, void
     struct gproc *x = start(d, call, &r, &exec_ops, LIMIT_SBD_GRPC_EXEC_DRAIN);
     if (!x)
         return;
-    buf_init(&x->out, LIMIT_SBD_GRPC_MESSAGE);
-    buf_init(&x->err, LIMIT_SBD_GRPC_MESSAGE);
+    buf_init(&x->out, LIMIT_SBD_GRPC_EXEC_OUT);
+    buf_init(&x->err, LIMIT_SBD_GRPC_EXEC_OUT);
     sbd_gcall_set_callbacks(call, on_cancel, NULL, x);
 }
 

@@ -522,10 +522,34 @@ class GrpcTest(unittest.TestCase):
         finally:
             s.close()
 
-    def test_execute_output_too_large(self):
-        code, msg = self.code_of(self.stub.Execute, pb.ExecuteRequest(
-            config=cfg("head", "-c", str(5 * MIB), "/dev/zero")), timeout=20)
+    def test_execute_large_output(self):
+        """Execute's output over grpc's 4 MiB default no longer kills the command part-way:
+        it runs to its end and its answer carries all of the output, as upstream's, which
+        a client that raised its receive limit gets (one with the default refuses it,
+        RESOURCE_EXHAUSTED on its side). Past 16 MiB the command still runs to its end
+        and the call answers RESOURCE_EXHAUSTED with its exit code."""
+        done = os.path.join(self.d.root, "large-output-done")
+        code, msg = self.code_of(self.stub.Execute, pb.ExecuteRequest(config=cfg(
+            "sh", "-c", f"head -c 5000000 /dev/zero; sleep .5; touch {done}")), timeout=20)
         self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, msg)
+        self.assertTrue(os.path.exists(done), "the command was killed part-way")
+        ch = grpc.insecure_channel(f"127.0.0.1:{self.d.gport}",
+                                   options=[("grpc.max_receive_message_length", 64 * MIB)])
+        try:
+            stub = pbg.ProcessServiceStub(ch)
+            r = stub.Execute(pb.ExecuteRequest(config=cfg(
+                "sh", "-c", "head -c 5000000 /dev/zero; head -c 1000 /dev/zero >&2; exit 4")),
+                timeout=20)
+            self.assertEqual((r.exit_code, len(r.stdout), len(r.stderr)), (4, 5000000, 1000))
+            os.unlink(done)
+            code, msg = self.code_of(stub.Execute, pb.ExecuteRequest(config=cfg(
+                "sh", "-c", f"head -c {17 * MIB} /dev/zero; touch {done}; exit 5")), timeout=30)
+            self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, msg)
+            self.assertIn(f"output of {17 * MIB} bytes", msg)
+            self.assertIn("exit code 5", msg)
+            self.assertTrue(os.path.exists(done))
+        finally:
+            ch.close()
 
     # ---- Start, stdin, signals, PTY --------------------------------------------------
 
