@@ -128,11 +128,12 @@ static enum sbd_gstatus start_error(int e, const char **msg)
     case -ENOEXEC:
         return *msg = "failed to start command: not an executable the kernel can run",
                SBD_GRPC_INVALID_ARGUMENT;
+    /* INTERNAL, as upstream: UNAVAILABLE would make upstream's SDK drop its channel */
     case -EMFILE:
     case -ENFILE:
     case -ENOMEM:
         return *msg = "failed to start command: out of descriptors or memory, try again",
-               SBD_GRPC_UNAVAILABLE;
+               SBD_GRPC_INTERNAL;
     default:
         return *msg = "failed to start command", SBD_GRPC_INTERNAL;
     }

@@ -200,7 +200,7 @@ def read_pid(path, timeout=30.0):
 
 
 class Daemon:
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, preexec_fn=None):
         self.dir = tempfile.mkdtemp(prefix="sbd-grpc-")
         self.root = os.path.join(self.dir, "root")
         self.port, self.gport = free_port(), free_port()
@@ -209,7 +209,7 @@ class Daemon:
         self.p = subprocess.Popen(
             [BIN, "--host", "127.0.0.1", "--port", str(self.port), "--legacy-port", "-1",
              "--grpc-port", str(self.gport), "--root", self.root, "--log-level", "warn", *args],
-            env=env)
+            env=env, preexec_fn=preexec_fn)
         end = time.monotonic() + 10
         while time.monotonic() < end:
             try:
@@ -866,6 +866,30 @@ class GrpcDaemonTest(unittest.TestCase):
         finally:
             self.assertEqual(d.stop(), 0)
             os.unlink(tok.name)
+
+    def test_out_of_descriptors_is_internal(self):
+        """A start that fails for want of descriptors (EMFILE) is INTERNAL, as upstream
+        answers it: it was UNAVAILABLE, on which upstream's SDK throws its channel away.
+        The daemon runs with 48 descriptors at most (a hard limit it cannot raise)."""
+        import resource
+        d = Daemon(preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48)))
+        its = []
+        try:
+            failed = None
+            for _ in range(40):
+                its.append(d.stub.Start(pb.StartRequest(config=cfg("sleep", "30")), timeout=30))
+                try:
+                    next(its[-1])
+                except grpc.RpcError as e:
+                    failed = (e.code(), e.details())
+                    break
+            self.assertIsNotNone(failed, "40 processes started within 48 descriptors")
+            self.assertEqual(failed[0], grpc.StatusCode.INTERNAL, failed)
+            self.assertIn("out of descriptors", failed[1])
+        finally:
+            for it in its:
+                it.cancel()
+            self.assertEqual(d.stop(), 0)
 
     def test_unread_answer_does_not_hold_the_connection(self):
         """A client that grants no flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0)
