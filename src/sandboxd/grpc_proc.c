@@ -455,6 +455,59 @@ static struct sbd_proc *find(struct sbd *d, struct sbd_gcall *call, int32_t id)
     return p;
 }
 
+/* A WriteStdin waiting for the process to take its input. call is NULL once the client
+ * went away; the write's callback frees it. */
+struct stdin_wait {
+    struct sbd_gcall *call;
+};
+
+static void stdin_answer(struct sbd_gcall *call, int e)
+{
+    if (e == -EAGAIN) {
+        sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "stdin queue full (8 MiB)");
+    } else if (e < 0) {
+        sbd_gcall_finish(call, SBD_GRPC_FAILED_PRECONDITION,
+                         "stdin is closed (or no process reads it any more)");
+    } else {
+        Process__V1__WriteStdinResponse m = PROCESS__V1__WRITE_STDIN_RESPONSE__INIT;
+        reply(call, &m.base);
+    }
+}
+
+static void on_stdin_taken(void *ctx, int status)
+{
+    struct stdin_wait *w = ctx;
+    if (w->call)
+        stdin_answer(w->call, status);
+    xfree(w);
+}
+
+static void on_stdin_cancel(void *ctx)
+{
+    struct stdin_wait *w = ctx;
+    w->call = NULL; /* the input stays queued: it cannot be taken back */
+}
+
+/* Queues input for p; the answer waits until the process's stdin took all of it (as
+ * upstream's blocking write: a client writing faster than the process reads is held
+ * back, where a queue of 8 MiB used to fill and refuse it), or the write failed. */
+static void write_input(struct sbd_gcall *call, struct sbd_proc *p, const uint8_t *data, size_t n)
+{
+    if (n == 0) {
+        stdin_answer(call, sbd_proc_write(p, data, 0));
+        return;
+    }
+    struct stdin_wait *w = XNEW(struct stdin_wait);
+    w->call = call;
+    int e = sbd_proc_write_cb(p, data, n, on_stdin_taken, w);
+    if (e < 0) {
+        xfree(w);
+        stdin_answer(call, e);
+        return;
+    }
+    sbd_gcall_set_callbacks(call, on_stdin_cancel, NULL, w);
+}
+
 static void h_write_stdin(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)
 {
     struct sbd *d = ctx;
@@ -463,22 +516,13 @@ static void h_write_stdin(struct sbd_gcall *call, const uint8_t *msg, size_t n, 
     if (!req)
         return;
     struct sbd_proc *p = find(d, call, req->process_id);
-    int e = 0;
-    if (p && req->payload_case == PROCESS__V1__WRITE_STDIN_REQUEST__PAYLOAD_EOF)
-        e = sbd_proc_close_stdin(p);
-    else if (p && req->payload_case == PROCESS__V1__WRITE_STDIN_REQUEST__PAYLOAD_INPUT)
-        e = sbd_proc_write(p, req->input.data, req->input.len);
+    if (p && req->payload_case == PROCESS__V1__WRITE_STDIN_REQUEST__PAYLOAD_INPUT)
+        write_input(call, p, req->input.data, req->input.len);
+    else if (p && req->payload_case == PROCESS__V1__WRITE_STDIN_REQUEST__PAYLOAD_EOF)
+        stdin_answer(call, sbd_proc_close_stdin(p));
+    else if (p)
+        stdin_answer(call, 0); /* neither: nothing to do */
     protobuf_c_message_free_unpacked(&req->base, NULL);
-    if (!p)
-        return;
-    if (e == -EAGAIN) {
-        sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, "stdin queue full (8 MiB)");
-    } else if (e < 0) {
-        sbd_gcall_finish(call, SBD_GRPC_FAILED_PRECONDITION, "stdin is closed");
-    } else {
-        Process__V1__WriteStdinResponse m = PROCESS__V1__WRITE_STDIN_RESPONSE__INIT;
-        reply(call, &m.base);
-    }
 }
 
 static void h_send_signal(struct sbd_gcall *call, const uint8_t *msg, size_t n, void *ctx)

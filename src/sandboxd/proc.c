@@ -957,11 +957,21 @@ pid_t sbd_proc_pid(const struct sbd_proc *p)
     return p->pid;
 }
 
+/* One queued stdin write: the request, whom to tell when it is done, then the bytes. */
+struct stdin_write {
+    uv_write_t w;
+    void (*done)(void *ctx, int status); /* NULL: nobody */
+    void *ctx;
+};
+
 static void on_stdin_written(uv_write_t *w, int status)
 {
     uv_stream_t *in = w->handle;
     struct sbd_proc *p = in->data;
-    xfree(w);
+    struct stdin_write *sw = (struct stdin_write *)w;
+    if (sw->done)
+        sw->done(sw->ctx, status < 0 ? -EPIPE : 0);
+    xfree(sw);
     /* The queue emptied, or failed (stdin closed under it: the holder's next write says
      * so): either way the one that was refused hears of it. */
     if (!p->in_refused || (status >= 0 && uv_stream_get_write_queue_size(in) > 0))
@@ -1003,8 +1013,10 @@ static size_t eof_count(const struct sbd_proc *p, const char *data, size_t n, bo
 }
 
 /* Queues data (copied) for stdin, followed by VEOF (^D) when eof (a PTY's end of input,
- * eof_count), in one write so that all of it fits or nothing goes. */
-static int queue_stdin(struct sbd_proc *p, const void *data, size_t n, bool eof)
+ * eof_count), in one write so that all of it fits or nothing goes. done (optional) hears
+ * how the write ended, unless nothing was queued (an error, or no byte). */
+static int queue_stdin(struct sbd_proc *p, const void *data, size_t n, bool eof,
+                       void (*done)(void *ctx, int status), void *ctx)
 {
     size_t eofs = eof_count(p, data, n, eof);
     size_t len = n + eofs;
@@ -1017,15 +1029,17 @@ static int queue_stdin(struct sbd_proc *p, const void *data, size_t n, bool eof)
         p->in_refused = true;
         return -EAGAIN; /* an empty queue takes one write of any size its caller allows */
     }
-    uv_write_t *w = xmalloc(sizeof(*w) + len);
-    char *copy = (char *)(w + 1);
+    struct stdin_write *sw = xmalloc(sizeof(*sw) + len);
+    char *copy = (char *)(sw + 1);
+    sw->done = done;
+    sw->ctx = ctx;
     if (n)
         memcpy(copy, data, n);
     memset(copy + n, VEOF_CHAR, eofs);
     uv_buf_t b = uv_buf_init(copy, (unsigned)len);
-    int r = uv_write(w, (uv_stream_t *)&p->in, &b, 1, on_stdin_written);
+    int r = uv_write(&sw->w, (uv_stream_t *)&p->in, &b, 1, on_stdin_written);
     if (r < 0) {
-        xfree(w);
+        xfree(sw);
         return -EPIPE;
     }
     if (eofs)
@@ -1042,7 +1056,15 @@ size_t sbd_proc_stdin_queued(const struct sbd_proc *p)
 
 int sbd_proc_write(struct sbd_proc *p, const void *data, size_t n)
 {
-    return queue_stdin(p, data, n, false);
+    return queue_stdin(p, data, n, false, NULL, NULL);
+}
+
+int sbd_proc_write_cb(struct sbd_proc *p, const void *data, size_t n,
+                      void (*done)(void *ctx, int status), void *ctx)
+{
+    if (n == 0)
+        return -EINVAL;
+    return queue_stdin(p, data, n, false, done, ctx);
 }
 
 static void on_stdin_shutdown(uv_shutdown_t *sr, int status)
@@ -1058,7 +1080,7 @@ int sbd_proc_close_stdin(struct sbd_proc *p)
     if (!p->in_open || p->in_closing)
         return 0;
     if (p->pty)
-        return queue_stdin(p, NULL, 0, true);
+        return queue_stdin(p, NULL, 0, true, NULL, NULL);
     p->in_closing = true;
     uv_shutdown_t *sr = XNEW(uv_shutdown_t);
     if (uv_shutdown(sr, (uv_stream_t *)&p->in, on_stdin_shutdown) < 0) {
@@ -1071,8 +1093,8 @@ int sbd_proc_close_stdin(struct sbd_proc *p)
 int sbd_proc_write_close(struct sbd_proc *p, const void *data, size_t n)
 {
     if (p->pty)
-        return queue_stdin(p, data, n, true);
-    int r = queue_stdin(p, data, n, false);
+        return queue_stdin(p, data, n, true, NULL, NULL);
+    int r = queue_stdin(p, data, n, false, NULL, NULL);
     return r < 0 ? r : sbd_proc_close_stdin(p);
 }
 

@@ -99,6 +99,13 @@ pid_t sbd_proc_pid(const struct sbd_proc *p);
  * process gone), -EAGAIN (too much queued: nothing taken; ops->stdin_drained follows once
  * the queue is empty). An empty queue takes one write of any size. */
 int sbd_proc_write(struct sbd_proc *p, const void *data, size_t n);
+/** sbd_proc_write of n > 0 bytes (-EINVAL for none) that also tells done(ctx, status),
+ * on the loop thread and never before this call returned, once the process's stdin took
+ * every byte (0) or the write failed (-EPIPE: nobody reads the pipe any more, or it
+ * was closed as the process finished). done runs exactly once when this returns 0, and
+ * not at all otherwise; ctx must live until then. */
+int sbd_proc_write_cb(struct sbd_proc *p, const void *data, size_t n,
+                      void (*done)(void *ctx, int status), void *ctx);
 /** Bytes queued for stdin and not yet taken by the process. */
 size_t sbd_proc_stdin_queued(const struct sbd_proc *p);
 /** Closes stdin once queued data is written (a PTY gets EOF characters instead, which need

@@ -577,6 +577,44 @@ class GrpcTest(unittest.TestCase):
                                timeout=5)
         self.assertEqual(code, grpc.StatusCode.NOT_FOUND)
 
+    def test_write_stdin_waits_for_the_reader(self):
+        """WriteStdin answers once the process's stdin took the input, as upstream's
+        blocking write: 16 MiB written 1 MiB at a time into a command that reads only
+        after 3 s all succeed, the first call held until it reads (past 8 MiB queued they
+        were refused with RESOURCE_EXHAUSTED)."""
+        it = self.stub.Start(pb.StartRequest(config=cfg("sh", "-c", "sleep 3; wc -c")), timeout=60)
+        pid = next(it).init.process_id
+        t0 = time.monotonic()
+        for _ in range(16):
+            self.stub.WriteStdin(pb.WriteStdinRequest(process_id=pid, input=b"a" * MIB), timeout=20)
+        self.assertGreater(time.monotonic() - t0, 2.0)
+        self.stub.WriteStdin(pb.WriteStdinRequest(process_id=pid, eof=empty_pb2.Empty()), timeout=5)
+        events = list(it)
+        self.assertEqual(b"".join(ev.stdout for ev in events).strip(), str(16 * MIB).encode())
+        self.assertEqual(events[-1].exit.exit_code, 0)
+
+    def test_write_stdin_nobody_reads(self):
+        """Input for a process whose stdin nobody reads any more (the leader exited, a
+        descendant holds its output open) is refused, FAILED_PRECONDITION as after EOF
+        (upstream: INTERNAL, broken pipe); it was answered OK and dropped. A client that
+        gives up on a write the process does not take leaves sandboxd sound."""
+        it = self.stub.Start(pb.StartRequest(config=cfg(
+            "sh", "-c", "exec 0<&-; (sleep 1.5) & exit 0")), timeout=30)
+        pid = next(it).init.process_id
+        time.sleep(0.5)
+        code, msg = self.code_of(self.stub.WriteStdin,
+                                 pb.WriteStdinRequest(process_id=pid, input=b"x"), timeout=5)
+        self.assertEqual(code, grpc.StatusCode.FAILED_PRECONDITION, msg)
+        list(it)
+        it = self.stub.Start(pb.StartRequest(config=cfg("sleep", "30")), timeout=30)
+        pid = next(it).init.process_id
+        code, _ = self.code_of(self.stub.WriteStdin,
+                               pb.WriteStdinRequest(process_id=pid, input=b"a" * MIB), timeout=0.5)
+        self.assertEqual(code, grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.stub.SendSignal(pb.SendSignalRequest(process_id=pid, signal=pb.SIGNAL_SIGKILL), timeout=5)
+        self.assertEqual(list(it)[-1].exit.exit_code, -1)
+        self.assertEqual(self.stub.Execute(pb.ExecuteRequest(config=cfg("true")), timeout=5).exit_code, 0)
+
     def test_signals(self):
         it = self.stub.Start(pb.StartRequest(config=cfg("sleep", "100")), timeout=20)
         pid = next(it).init.process_id
