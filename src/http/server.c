@@ -50,8 +50,14 @@ static int listen_socket(const char *host, uint16_t port, int backlog, uint16_t 
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
-    int one = 1, r = 0;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+    int one = 1, zero = 0, r = 0;
+    /* "::" takes IPv4 too (dual-stack, as Go's listeners), whatever the host's
+     * net.ipv6.bindv6only says */
+    if (ss.ss_family == AF_INET6 &&
+        IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr) &&
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0)
+        r = -errno;
+    if (r < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
         bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, backlog) < 0 ||
         getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
         r = -errno;

@@ -74,9 +74,10 @@ int http_router_add(struct http_router *r, const char *method, const char *path,
 
 /** Server options; zero fields take the LIMIT_HTTP_* defaults. */
 struct http_server_opts {
-    const char *host; /* numeric IPv4/IPv6 address; NULL: "127.0.0.1" (borrowed, copied) */
-    uint16_t port;    /* 0: an ephemeral port (see http_server_port) */
-    int backlog;      /* listen backlog; 0: 511 */
+    const char *host;               /* numeric IPv4/IPv6 address ("::": IPv4 too); NULL: "127.0.0.1"
+                                       (borrowed, copied) */
+    uint16_t port;                  /* 0: an ephemeral port (see http_server_port) */
+    int backlog;                    /* listen backlog; 0: 511 */
     struct http_router *router;     /* borrowed; must outlive the server */
     usec_t header_timeout;          /* whole request head (408) */
     usec_t body_timeout;            /* between two body reads (408 or close) */

@@ -935,6 +935,7 @@ int sbd_grpc_new(uv_loop_t *loop, const struct sbd_grpc_opts *o, struct sbd_grpc
     g->listener.data = g;
     g->listening = true;
     g->handles++;
+    /* flags 0: libuv turns IPV6_V6ONLY off, so "::" takes IPv4 too (dual-stack) */
     r = uv_tcp_bind(&g->listener, (const struct sockaddr *)&ss, 0);
     if (r == 0)
         r = uv_listen((uv_stream_t *)&g->listener, 511, on_connection);
@@ -946,7 +947,8 @@ int sbd_grpc_new(uv_loop_t *loop, const struct sbd_grpc_opts *o, struct sbd_grpc
     }
     int len = sizeof(ss);
     if (uv_tcp_getsockname(&g->listener, (struct sockaddr *)&ss, &len) == 0)
-        g->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        g->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                 : ((struct sockaddr_in *)&ss)->sin_port);
     *ret = g;
     return 0;
 }

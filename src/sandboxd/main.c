@@ -44,7 +44,7 @@ static void usage(FILE *out)
     fprintf(
         out,
         "usage: sandboxd [options]\n"
-        "  --host ADDR              bind address (default 0.0.0.0)\n"
+        "  --host ADDR              bind address (default ::, every address, IPv4 too)\n"
         "  --port N                 REST port (default 8080; alias --rest-port)\n"
         "  --legacy-port N          python-runtime port (default 8888; -1 disables)\n"
         "  --grpc-port N            gRPC ProcessService port, h2c (default 9090, or\n"

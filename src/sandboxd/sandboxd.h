@@ -12,7 +12,7 @@
 
 /** Daemon settings; sbd_config_defaults fills every field. Strings are borrowed. */
 struct sbd_config {
-    const char *host;            /* bind address of both servers */
+    const char *host;            /* bind address of all servers ("::": IPv4 too) */
     int port;                    /* REST port; 0: ephemeral */
     int legacy_port;             /* python-runtime port; 0: ephemeral; < 0: disabled */
     int grpc_port;               /* gRPC ProcessService port; 0: ephemeral; < 0: disabled */
@@ -47,8 +47,8 @@ struct sbd_config {
 
 struct sbd;
 
-/** Fills c with the defaults (host 0.0.0.0, ports 8080, 8888 and 9090 (gRPC), root
- * /workspace, ...). */
+/** Fills c with the defaults (host "::": IPv6 and IPv4, or 0.0.0.0 on a host without
+ * IPv6; ports 8080, 8888 and 9090 (gRPC), root /workspace, ...). */
 void sbd_config_defaults(struct sbd_config *c);
 /** Opens the root, binds both servers on loop (borrowed) and returns a new daemon; SIGPIPE
  * is ignored process-wide from then on. Returns 0 or a negative errno. cfg is borrowed (copied). */

@@ -6,6 +6,10 @@
 #include <signal.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "common/limits.h"
 #include "common/log.h"
@@ -26,7 +30,7 @@ extern char **environ;
 void sbd_config_defaults(struct sbd_config *c)
 {
     *c = (struct sbd_config){
-        .host = "0.0.0.0",
+        .host = "::", /* every address, IPv4 too (see bind_host) */
         .port = 8080,
         .legacy_port = 8888,
         .grpc_port = 9090,
@@ -197,10 +201,33 @@ static int metadata(struct http_req *req, void *ctx)
 
 /* ---- lifecycle --------------------------------------------------------------------- */
 
+/* Whether this host can listen on IPv6 (a kernel booted with ipv6.disable=1 cannot). */
+static bool ipv6_listen_works(void)
+{
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (fd >= 0)
+        (void)close(fd);
+    return ok;
+}
+
+/* The address both servers bind: host, except that "::" (every address: dual-stack, as
+ * upstream's Go listeners on "0.0.0.0" are) is 0.0.0.0 on a host without IPv6. */
+static const char *bind_host(const char *host)
+{
+    if (!host)
+        return "127.0.0.1";
+    if (strcmp(host, "::") != 0 || ipv6_listen_works())
+        return host;
+    log_info("no IPv6 on this host: listening on 0.0.0.0");
+    return "0.0.0.0";
+}
+
 static void copy_config(struct sbd *d, const struct sbd_config *cfg)
 {
     d->cfg = *cfg;
-    d->host = xstrdup(cfg->host ? cfg->host : "127.0.0.1");
+    d->host = xstrdup(bind_host(cfg->host));
     d->root_path = xstrdup(cfg->root);
     d->legacy_root_path = xstrdup(cfg->legacy_root ? cfg->legacy_root : cfg->root);
     d->token = cfg->token && *cfg->token ? xstrdup(cfg->token) : NULL;

@@ -929,6 +929,54 @@ class GrpcDaemonTest(unittest.TestCase):
                 it.cancel()
             self.assertEqual(d.stop(), 0)
 
+    def test_default_host_is_dual_stack(self):
+        """Without --host, the gRPC and REST ports take IPv6 and IPv4 (upstream's Go
+        listener on 0.0.0.0 is dual-stack; sandboxd's took IPv4 only), so a client that
+        resolves a name to ::1 (localhost in SANDBOXD_GRPC_ADDR) reaches it. An
+        explicit --host is kept: 127.0.0.1 takes no IPv6."""
+        try:
+            with socket.socket(socket.AF_INET6) as s:
+                s.bind(("::1", 0))
+        except OSError:
+            self.skipTest("no IPv6 on this host")
+        dirs = tempfile.mkdtemp(prefix="sbd-grpc-")
+        port, gport = free_port(), free_port()
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1")
+        p = subprocess.Popen([BIN, "--port", str(port), "--legacy-port", "-1", "--grpc-port",
+                              str(gport), "--root", os.path.join(dirs, "root"), "--log-level",
+                              "warn"], env=env)
+        chans = []
+        try:
+            end = time.monotonic() + 10
+            while True:
+                try:
+                    socket.create_connection(("::1", gport), 0.2).close()
+                    break
+                except OSError:
+                    if time.monotonic() > end or p.poll() is not None:
+                        raise
+                    time.sleep(0.02)
+            for host in ("::1", "127.0.0.1"):
+                socket.create_connection((host, port), 2).close()
+            for target, word in ((f"ipv6:[::1]:{gport}", "v6"), (f"127.0.0.1:{gport}", "v4")):
+                chans.append(grpc.insecure_channel(target))
+                r = pbg.ProcessServiceStub(chans[-1]).Execute(
+                    pb.ExecuteRequest(config=cfg("echo", word)), timeout=10)
+                self.assertEqual(r.stdout, f"{word}\n".encode())
+        finally:
+            for ch in chans:
+                ch.close()
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=30), 0)
+            shutil.rmtree(dirs, ignore_errors=True)
+        d = Daemon()  # --host 127.0.0.1
+        try:
+            with self.assertRaises(OSError):
+                socket.create_connection(("::1", d.gport), 2).close()
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_unread_answer_does_not_hold_the_connection(self):
         """A client that grants no flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0)
         and whose call has finished, its answer queued: past the idle timeout the
