@@ -422,29 +422,74 @@ static ssize_t check_message(struct sbd_gcall *call)
     return (ssize_t)n;
 }
 
-static void dispatch(struct sbd_gcall *call)
+/* Lets the call in (once): not while stopping, its head checked, within the budget of
+ * answers not taken. Finishes the call itself and returns false on failure. */
+static bool admit(struct sbd_gcall *call)
 {
-    if (call->finished || call->dispatched)
-        return;
+    if (call->finished)
+        return false;
+    if (call->dispatched)
+        return true;
     call->dispatched = true;
     struct sbd_grpc *g = call->c->g;
     if (g->stopping) {
         sbd_gcall_finish(call, SBD_GRPC_UNAVAILABLE, "sandboxd is shutting down");
-        return;
+        return false;
     }
     if (!check_head(call))
-        return;
+        return false;
     if (over_budget(call->c, 0)) {
         /* its answers would only add to those no client takes */
         sbd_gcall_finish(call, SBD_GRPC_RESOURCE_EXHAUSTED, SBD_GRPC_UNSENT_MSG);
+        return false;
+    }
+    if (g->o.activity)
+        g->o.activity(g->o.ctx);
+    return true;
+}
+
+/* A streaming method: hands each complete message over as it arrives, and the end of the
+ * client's side (end) once every message before it was. */
+static void stream_in(struct sbd_gcall *call, bool end)
+{
+    void *ctx = call->c->g->o.ctx;
+    while (!call->finished && call->req.len >= 5) {
+        const uint8_t *b = (const uint8_t *)call->req.data;
+        size_t n = (size_t)b[1] << 24 | (size_t)b[2] << 16 | (size_t)b[3] << 8 | b[4];
+        if (call->req.len < 5 + n)
+            break;
+        if (b[0] != 0) {
+            sbd_gcall_finish(call, SBD_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
+            return;
+        }
+        call->m->fn(call, b + 5, n, ctx);
+        if (call->finished)
+            return; /* sbd_gcall_finish let the request go */
+        call->c->req_bytes -= 5 + n;
+        buf_consume(&call->req, 5 + n);
+    }
+    if (!end || call->finished)
+        return;
+    if (call->req.len > 0)
+        sbd_gcall_finish(call, SBD_GRPC_INVALID_ARGUMENT, "the last message is cut short");
+    else
+        call->m->fn(call, NULL, 0, ctx);
+}
+
+static void dispatch(struct sbd_gcall *call)
+{
+    if (call->dispatched && !(call->m && call->m->stream_in))
+        return;
+    if (!admit(call))
+        return;
+    if (call->m->stream_in) {
+        stream_in(call, true);
         return;
     }
     ssize_t n = check_message(call);
     if (n < 0)
         return;
-    if (g->o.activity)
-        g->o.activity(g->o.ctx);
-    call->m->fn(call, (const uint8_t *)call->req.data + 5, (size_t)n, g->o.ctx);
+    call->m->fn(call, (const uint8_t *)call->req.data + 5, (size_t)n, call->c->g->o.ctx);
     /* The handler has unpacked what it needs (protobuf-c copies): the request leaves the
      * connection's budget now, not when the call ends (a Start lasts as long as its
      * process, and four large ones held every later call of the channel off). The call is
@@ -527,6 +572,8 @@ static int cb_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     struct sbd_gcall *call = nghttp2_session_get_stream_user_data(ng, id);
     if (call)
         take_data(ud, call, d, n);
+    if (call && call->m && call->m->stream_in && !call->finished && admit(call))
+        stream_in(call, false);
     return 0;
 }
 

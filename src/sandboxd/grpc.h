@@ -34,12 +34,16 @@ struct sbd_grpc;
 struct sbd_gcall;
 
 /** Runs when the request message (msg, n bytes, borrowed for the call) is complete. The
- * handler must eventually call sbd_gcall_finish (possibly later, from another callback). */
+ * handler must eventually call sbd_gcall_finish (possibly later, from another callback).
+ * For a streaming method it runs for each message as it arrives, then once with msg
+ * NULL when the client ended its side. */
 typedef void sbd_grpc_handler_fn(struct sbd_gcall *c, const uint8_t *msg, size_t n, void *ctx);
 
 struct sbd_grpc_method {
     const char *path; /* "/package.Service/Method" */
     sbd_grpc_handler_fn *fn;
+    bool stream_in; /* the client streams its messages (a bidirectional method); else the
+                       request is exactly one message */
 };
 
 struct sbd_grpc_opts {
