@@ -3,7 +3,8 @@
  *  - even: the rest are client bytes after the HTTP/2 preface, fed into a server session
  *    (sbd_grpc_feed: frames, HPACK, gRPC framing, limits, trailers) whose ProcessService
  *    methods decode their request and convert it like the real handlers do, then answer
- *    with a message and a status, but never start a process;
+ *    with a message and a status, but never start a process (the streaming reflection
+ *    method is the real one);
  *  - odd: the rest is a protobuf body for the request type (input[1] % 5) of one RPC,
  *    decoded and converted into a process request.
  * Invariants: no crash, no leak, converted requests have a non-empty argv[0] and a cwd
@@ -16,6 +17,7 @@
 #include "common/xalloc.h"
 #include "sandboxd/grpc.h"
 #include "sandboxd/grpc_proc.h"
+#include "sandboxd/grpc_reflect.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -130,6 +132,7 @@ static const struct sbd_grpc_method methods[] = {
     {"/process.v1.ProcessService/WriteStdin", h_stdin},
     {"/process.v1.ProcessService/SendSignal", h_signal},
     {"/process.v1.ProcessService/ResizeTTY", h_resize},
+    {SBD_REFLECT_V1, sbd__grpc_reflect, true}, /* the real one: it starts nothing */
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -20,6 +20,7 @@ printf '#define AS_VERSION "%s"\n#define AS_GIT_COMMIT "%s"\n' "$version" \
 sed 's/^\([[:space:]]*\)optional /\1/' api/proto/process/v1/process.proto >"$gen/process/v1/process.proto"
 protoc-c --c_out="$gen" -I"$gen" -I/usr/include "$gen/process/v1/process.proto" \
     /usr/include/google/protobuf/empty.proto
+sh src/sandboxd/gen-fdset.sh protoc-c api/proto /usr/include "$gen/process_fdset.c"
 # Generated code is compiled without warnings (like CMake does), ours with -Werror.
 for f in process/v1/process empty; do
     src=$gen/$f.pb-c.c
@@ -31,7 +32,7 @@ done
 if ! ${CC:-gcc} -std=gnu11 -O2 -g0 -static -D_GNU_SOURCE \
     -Wall -Wextra -Werror -Wno-missing-field-initializers -Isrc -I"$gen" \
     src/sandboxd/*.c src/http/*.c src/common/*.c \
-    "$gen/process.o" "$gen/empty.o" \
+    "$gen/process_fdset.c" "$gen/process.o" "$gen/empty.o" \
     -l:libuv_a.a -l:libjansson.a -l:libnghttp2.a -l:libprotobuf-c.a -lpthread -lm \
     -o "$out" 2>"$log"; then
     cat "$log" >&2

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sandboxd/activity.h"
+#include "sandboxd/grpc_reflect.h"
 #include "sandboxd/proc.h"
 #include "sandboxd/sbd_int.h"
 
@@ -582,6 +583,8 @@ static const struct sbd_grpc_method methods[] = {
     {"/process.v1.ProcessService/WriteStdin", h_write_stdin},
     {"/process.v1.ProcessService/SendSignal", h_send_signal},
     {"/process.v1.ProcessService/ResizeTTY", h_resize},
+    {SBD_REFLECT_V1, sbd__grpc_reflect, true},
+    {SBD_REFLECT_V1ALPHA, sbd__grpc_reflect, true},
 };
 
 static void on_activity(void *ctx)

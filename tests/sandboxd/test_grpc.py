@@ -3,7 +3,8 @@
 """Conformance tests of sandboxd's gRPC ProcessService (api/proto/process/v1/process.proto)
 with grpcio against the real binary on 127.0.0.1: every RPC, every error code, deadlines,
 cancellation, 64 MiB of streamed output, PTY resize, 1,000 concurrent Execute calls, a
-client that stops reading (sandboxd's RSS stays bounded), auth and the SIGTERM drain.
+client that stops reading (sandboxd's RSS stays bounded), auth, the SIGTERM drain and
+server reflection.
 
 The Python stubs are generated at test time into a temporary directory with grpcio-tools.
 hack/grpc-tests.sh makes the venv (.cache/grpc-venv) and runs this file:
@@ -49,6 +50,54 @@ def load_stubs():
 
 
 pb, pbg = load_stubs()
+
+# grpc/reflection/v1/reflection.proto's messages (v1alpha has the same), compiled at test
+# time like the process stubs, to speak to the reflection service as grpcurl does.
+REFLECTION_PROTO = """
+syntax = "proto3";
+package grpc.reflection.v1;
+message ServerReflectionRequest {
+  string host = 1;
+  oneof message_request {
+    string file_by_filename = 3;
+    string file_containing_symbol = 4;
+    ExtensionRequest file_containing_extension = 5;
+    string all_extension_numbers_of_type = 6;
+    string list_services = 7;
+  }
+}
+message ExtensionRequest { string containing_type = 1; int32 extension_number = 2; }
+message ServerReflectionResponse {
+  string valid_host = 1;
+  ServerReflectionRequest original_request = 2;
+  oneof message_response {
+    FileDescriptorResponse file_descriptor_response = 4;
+    ExtensionNumberResponse all_extension_numbers_response = 5;
+    ListServiceResponse list_services_response = 6;
+    ErrorResponse error_response = 7;
+  }
+}
+message FileDescriptorResponse { repeated bytes file_descriptor_proto = 1; }
+message ExtensionNumberResponse { string base_type_name = 1; repeated int32 extension_number = 2; }
+message ListServiceResponse { repeated ServiceResponse service = 1; }
+message ServiceResponse { string name = 1; }
+message ErrorResponse { int32 error_code = 1; string error_message = 2; }
+"""
+
+
+def load_reflection_stubs():
+    out = tempfile.mkdtemp(prefix="sbd-grpc-reflection-")
+    os.makedirs(os.path.join(out, "sbd_reflection"))
+    with open(os.path.join(out, "sbd_reflection", "reflection.proto"), "w") as f:
+        f.write(REFLECTION_PROTO)
+    if protoc.main(["protoc", f"-I{out}", f"--python_out={out}", "sbd_reflection/reflection.proto"]) != 0:
+        raise RuntimeError("protoc failed")
+    sys.path.insert(0, out)
+    from sbd_reflection import reflection_pb2  # noqa: E402
+    return reflection_pb2
+
+
+rpb = load_reflection_stubs()
 
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -550,6 +599,64 @@ class GrpcTest(unittest.TestCase):
             self.assertTrue(os.path.exists(done))
         finally:
             ch.close()
+
+    def test_server_reflection(self):
+        """Server reflection, v1 and v1alpha, as upstream registers it (grpcurl's examples
+        in upstream's guide use it): on one stream, each request answered before the next
+        is sent, as grpcurl does, list_services names the ProcessService; the file that
+        defines it, with its import, describes it well enough to call Execute from the
+        descriptors alone; an unknown symbol or file is an ErrorResponse NOT_FOUND."""
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+        import queue
+        for pkg in ("grpc.reflection.v1", "grpc.reflection.v1alpha"):
+            info = self.d.channel.stream_stream(
+                f"/{pkg}.ServerReflection/ServerReflectionInfo",
+                request_serializer=rpb.ServerReflectionRequest.SerializeToString,
+                response_deserializer=rpb.ServerReflectionResponse.FromString)
+            reqs = queue.Queue()
+            answers = info(iter(reqs.get, None), timeout=20)
+
+            def ask(**kw):
+                reqs.put(rpb.ServerReflectionRequest(**kw))
+                return next(answers)
+
+            r = ask(list_services="")
+            self.assertIn("process.v1.ProcessService", [s.name for s in r.list_services_response.service])
+            self.assertIn(pkg + ".ServerReflection", [s.name for s in r.list_services_response.service])
+            r = ask(host="h", file_containing_symbol="process.v1.ProcessService")
+            self.assertEqual((r.valid_host, r.original_request.file_containing_symbol),
+                             ("h", "process.v1.ProcessService"))
+            files = [descriptor_pb2.FileDescriptorProto.FromString(b)
+                     for b in r.file_descriptor_response.file_descriptor_proto]
+            self.assertEqual([f.name for f in files],
+                             ["process/v1/process.proto", "google/protobuf/empty.proto"])
+            pool = descriptor_pool.DescriptorPool()
+            for f in reversed(files):
+                pool.Add(f)
+            method = pool.FindServiceByName("process.v1.ProcessService").methods_by_name["Execute"]
+            req_cls = message_factory.GetMessageClass(method.input_type)
+            resp_cls = message_factory.GetMessageClass(method.output_type)
+            req = req_cls()
+            req.config.command.extend(["echo", "reflected"])
+            execute = self.d.channel.unary_unary("/process.v1.ProcessService/Execute",
+                                                 request_serializer=req_cls.SerializeToString,
+                                                 response_deserializer=resp_cls.FromString)
+            self.assertEqual(execute(req, timeout=10).stdout, b"reflected\n")
+            for sym in ("process.v1.ExecuteRequest", "process.v1.ProcessService.Start",
+                        "process.v1.SIGNAL_SIGTERM", "process.v1.ProcessConfig.cwd"):
+                r = ask(file_containing_symbol=sym)
+                self.assertEqual(r.WhichOneof("message_response"), "file_descriptor_response", sym)
+            r = ask(file_by_filename="google/protobuf/empty.proto")
+            self.assertEqual(len(r.file_descriptor_response.file_descriptor_proto), 1)
+            for kw in ({"file_containing_symbol": "process.v1.Nope"},
+                       {"file_by_filename": "nope.proto"},
+                       {"file_containing_extension": rpb.ExtensionRequest(
+                           containing_type="process.v1.ExecuteRequest", extension_number=5)}):
+                r = ask(**kw)
+                self.assertEqual(r.error_response.error_code, grpc.StatusCode.NOT_FOUND.value[0], kw)
+            reqs.put(None)  # the client's end ends the call, OK
+            self.assertEqual(list(answers), [])
+            self.assertEqual(answers.code(), grpc.StatusCode.OK)
 
     # ---- Start, stdin, signals, PTY --------------------------------------------------
 
