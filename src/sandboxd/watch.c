@@ -22,6 +22,11 @@
  * (on_overflow). The stream ends when the client goes, when the watched directory is
  * deleted, or at shutdown.
  *
+ * Reads: one read of at most WATCH_READ_SIZE bytes of events a loop turn (handle_events),
+ * the rest left in the kernel's queue, so that a flood of events (or a queue that waited
+ * for a scan) is handled over several turns with other requests answered between them;
+ * the lines of a turn go to the connection together.
+ *
  * Scans: the whole tree (the first scan, and the rescan after an overflow) is read on a
  * worker thread (struct scan_job) while the stream reads no events; a directory that
  * appears later is read on the loop (add_tree).
@@ -65,9 +70,10 @@
 #define WATCH_TICK_MS         500 /* shutdown / client checks */
 #define WATCH_HEARTBEAT_TICKS 30  /* a quiet stream: "\n" every 15 s */
 #define WATCH_PAIR_MS         50  /* how long a held IN_MOVED_FROM waits for its IN_MOVED_TO */
-#define WATCH_READ_SIZE       (64 * 1024)
-#define WATCH_READ_ROUNDS     16    /* reads per poll callback */
-#define WATCH_ANNOUNCED_MAX   65536 /* names of scanned entries kept against repeats */
+#define WATCH_READ_SIZE       (16 * 1024) /* one read a loop turn */
+#define WATCH_BATCH_BYTES     (64 * 1024) /* lines handed to the connection at once */
+#define WATCH_DRAIN_READS     64          /* reads that drain the queue when the watched one went */
+#define WATCH_ANNOUNCED_MAX   65536       /* names of scanned entries kept against repeats */
 
 #define WATCH_MASK                                                                      \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
@@ -112,8 +118,12 @@ struct wstream {
      * IN_CREATE (queued before the scan's end) is not reported again (take_announced) */
     struct map *announced;
     uint64_t read_pos;      /* bytes of inotify events handled, the current one included */
-    size_t buf_left;        /* bytes of the current read after the current event */
     uint64_t announced_end; /* read_pos past which no such IN_CREATE can be: forgotten */
+    /* the last read of the inotify descriptor (WATCH_READ_SIZE bytes, owned): its events
+     * from rpos on are not handled yet (a scan started, or the stream closed, first) */
+    char *rbuf;
+    size_t rpos, rlen;
+    bool in_events; /* handle_events is under way (a scan ended inside it goes on there) */
     /* an IN_MOVED_FROM waiting for its IN_MOVED_TO */
     bool has_from, from_dir;
     uint32_t from_cookie;
@@ -124,10 +134,12 @@ static void wstream_close(struct wstream *s);
 
 /* ---- output ------------------------------------------------------------------------ */
 
-/* Hands the queued lines and a due overflow marker to the connection. */
+/* Hands the queued lines and a due overflow marker to the connection. A kernel queue
+ * overflow's marker waits for the end of its rescan (rescan_end): a client that lists the
+ * directory again when it sees the marker then misses nothing. */
 static void flush(struct wstream *s)
 {
-    if (s->lost || s->lost_unknown) {
+    if ((s->lost || s->lost_unknown) && !s->scanning) {
         char m[64];
         int n = s->lost_unknown ? snprintf(m, sizeof(m), "{\"type\":\"overflow\",\"lost\":null}\n")
                                 : snprintf(m, sizeof(m), "{\"type\":\"overflow\",\"lost\":%llu}\n",
@@ -146,17 +158,35 @@ static void flush(struct wstream *s)
         s->quiet_ticks = 0;
 }
 
-/* Queues the event j (taken) as one line; drops and counts it when the queue is full, a
- * marker is due (it goes first), or the line is too long to encode. */
+/* Can a line of len bytes be queued (no marker due, the queue not full)? */
+static bool can_queue(const struct wstream *s, size_t len)
+{
+    return !s->lost && !s->lost_unknown && s->out.nlines < s->queue_max &&
+           s->out.queue.len + len <= s->out.queue.limit;
+}
+
+/* Queues the event j (taken) as one line. The lines of a loop turn go to the connection
+ * together (emit_end), or once WATCH_BATCH_BYTES wait; a queue that fills while the
+ * connection takes more goes to it first. The event is dropped and counted when the queue
+ * is full while the connection is not taking more, a marker is due (it goes first), or
+ * the line is too long to encode. */
 static void emit(struct wstream *s, json_t *j)
 {
     struct buf line;
     buf_init(&line, 4 * LIMIT_SBD_PATH);
     int r = sbd_ndjson_encode(j, &line);
-    if (r < 0 || s->out.nlines >= s->queue_max || s->lost || s->lost_unknown ||
-        sbd_ndjson_queue_raw(&s->out, line.data, line.len) < 0)
+    if (r == 0 && !can_queue(s, line.len) && !s->out.blocked && !s->closing)
+        flush(s);
+    if (r < 0 || !can_queue(s, line.len) || sbd_ndjson_queue_raw(&s->out, line.data, line.len) < 0)
         s->lost++;
     buf_done(&line);
+    if (s->out.queue.len >= WATCH_BATCH_BYTES && !s->out.blocked && !s->closing)
+        flush(s);
+}
+
+/* The end of a loop turn's events: their lines go to the connection. */
+static void emit_end(struct wstream *s)
+{
     if (!s->out.blocked && !s->closing)
         flush(s);
 }
@@ -403,7 +433,7 @@ static void announced_until_queued(struct wstream *s)
     int queued = 0;
     if (ioctl(s->ifd, FIONREAD, &queued) < 0 || queued < 0)
         queued = 0;
-    uint64_t end = s->read_pos + s->buf_left + (uint64_t)queued;
+    uint64_t end = s->read_pos + (s->rlen - s->rpos) + (uint64_t)queued;
     if (end > s->announced_end)
         s->announced_end = end;
 }
@@ -616,8 +646,8 @@ static void rescan_end(struct wstream *s)
         wstream_close(s); /* the watched directory is gone */
         return;
     }
-    if (!s->out.blocked && !s->closing)
-        flush(s);
+    s->scanning = false; /* the marker goes now, then the errors of the rescan */
+    emit_end(s);
     say_held(s);
 }
 
@@ -652,6 +682,8 @@ struct scan_job {
 };
 
 static void on_inotify(uv_poll_t *h, int status, int events);
+static void handle_events(struct wstream *s, unsigned reads);
+static void on_pair_timeout(uv_timer_t *t);
 static void wstream_free(struct wstream *s);
 
 /* One more directory descriptor for the job, within the per-stream and global bounds? */
@@ -765,7 +797,8 @@ static void scan_end(struct wstream *s)
         rescan_end(s);
     else
         first_scan_end(s);
-    if (!s->closing)
+    handle_events(s, 0); /* those read before it, if any */
+    if (!s->closing && !s->job)
         (void)uv_poll_start(&s->poll, UV_READABLE, on_inotify);
 }
 
@@ -962,44 +995,73 @@ static void on_event(struct wstream *s, const struct inotify_event *ev)
     xfree(path);
 }
 
-/* A held IN_MOVED_FROM's wait is over: it was a move out of the tree. */
+/* Handles the events read and not handled yet, then reads again while reads allows
+ * (each read up to WATCH_READ_SIZE bytes, at most what the kernel queued). Stops early
+ * when the stream closes or a scan starts: the rest waits in rbuf. */
+static void handle_events(struct wstream *s, unsigned reads)
+{
+    size_t size = WATCH_READ_SIZE;
+    if (sbd__watch_test_read_size && sbd__watch_test_read_size < size)
+        size = sbd__watch_test_read_size;
+    if (s->in_events)
+        return;
+    s->in_events = true;
+    while (!s->closing && !s->job) {
+        if (s->rpos == s->rlen) {
+            if (reads == 0)
+                break;
+            reads--;
+            ssize_t n = read(s->ifd, s->rbuf, size);
+            if (n <= 0)
+                break;
+            s->rpos = 0;
+            s->rlen = (size_t)n;
+        }
+        const struct inotify_event *ev = (const struct inotify_event *)(s->rbuf + s->rpos);
+        s->rpos += sizeof(*ev) + ev->len;
+        s->read_pos += sizeof(*ev) + ev->len;
+        on_event(s, ev);
+    }
+    s->in_events = false;
+    if (s->has_from && !s->closing)
+        (void)uv_timer_start(&s->pair, on_pair_timeout, WATCH_PAIR_MS, 0);
+    emit_end(s);
+}
+
+/* Are events waiting, read or in the kernel's queue? */
+static bool events_waiting(const struct wstream *s)
+{
+    int queued = 0;
+    return s->rpos < s->rlen || (ioctl(s->ifd, FIONREAD, &queued) == 0 && queued > 0);
+}
+
+/* A held IN_MOVED_FROM's wait is over: it was a move out of the tree, unless events wait
+ * (a loop turn that took longer than the wait): the next one decides. */
 static void on_pair_timeout(uv_timer_t *t)
 {
     struct wstream *s = t->data;
-    if (!s->closing)
-        flush_from(s);
+    if (s->closing || s->job || !s->has_from)
+        return;
+    if (events_waiting(s)) {
+        handle_events(s, 1);
+        return;
+    }
+    flush_from(s);
+    emit_end(s);
 }
 
+/* The inotify descriptor is readable: one read a loop turn (a flood of events, or a queue
+ * that waited for a scan, is read over several turns, other requests answered between
+ * them; the kernel's queue keeps the rest, and says when it overflowed). */
 static void on_inotify(uv_poll_t *h, int status, int events)
 {
     struct wstream *s = h->data;
     (void)events;
-    char buf[WATCH_READ_SIZE] __attribute__((aligned(__alignof__(struct inotify_event))));
-    size_t size = sizeof(buf);
-    int max_rounds = WATCH_READ_ROUNDS;
-    if (sbd__watch_test_read_size && sbd__watch_test_read_size < size) {
-        size = sbd__watch_test_read_size;
-        max_rounds = 1;
-    }
-    for (int rounds = 0; status == 0 && rounds < max_rounds && !s->closing && !s->job; rounds++) {
-        ssize_t n = read(s->ifd, buf, size);
-        if (n <= 0)
-            break;
-        for (char *p = buf; p < buf + n && !s->closing && !s->job;) {
-            const struct inotify_event *ev = (const struct inotify_event *)p;
-            p += sizeof(*ev) + ev->len;
-            s->read_pos += sizeof(*ev) + ev->len;
-            s->buf_left = (size_t)(buf + n - p);
-            on_event(s, ev);
-        }
-        s->buf_left = 0;
-    }
     if (status < 0) {
         wstream_close(s);
         return;
     }
-    if (s->has_from && !s->closing)
-        (void)uv_timer_start(&s->pair, on_pair_timeout, WATCH_PAIR_MS, 0);
+    handle_events(s, 1);
 }
 
 /* ---- lifecycle --------------------------------------------------------------------- */
@@ -1021,6 +1083,7 @@ static void wstream_free(struct wstream *s)
     map_free(s->announced);
     xfree(s->from);
     xfree(s->base);
+    xfree(s->rbuf);
     sbd_ndjson_done(&s->out);
     http_req_unref(s->req);
     atomic_fetch_sub(&watch_streams, 1);
@@ -1039,6 +1102,8 @@ static void wstream_close(struct wstream *s)
     if (s->closing)
         return;
     s->closing = true;
+    if (!s->out.blocked && !http_req_is_aborted(s->req))
+        flush(s); /* the lines of this turn */
     if (s->job)
         atomic_store(&s->job->cancel, true);
     http_req_set_abort_cb(s->req, NULL, NULL);
@@ -1068,7 +1133,9 @@ static void on_tick(uv_timer_t *t)
         return;
     }
     if (base_gone(s)) {
-        on_inotify(&s->poll, 0, UV_READABLE); /* the events queued before it went first */
+        handle_events(s, WATCH_DRAIN_READS); /* the events queued before it went first */
+        if (s->job)
+            return; /* a scan they started: looked at again after it */
         if (!s->closing) {
             flush_from(s);
             emit_simple(s, "delete", "", true);
@@ -1135,6 +1202,7 @@ static struct wstream *wstream_new(struct sbd *d, struct http_req *req, char *ba
     s->fd_budget = fd_budget();
     s->announced = map_new(NULL);
     s->bywd = map_new(NULL);
+    s->rbuf = xmalloc(WATCH_READ_SIZE);
     sbd_ndjson_init(&s->out, req, LIMIT_SBD_WATCH_QUEUE_BYTES);
     atomic_fetch_add(&watch_streams, 1);
     return s;
