@@ -56,6 +56,12 @@ race:test_http_connect
 # the same for the TLS front: a bridge's socketpair end that the HTTP server's loop closed
 # with syscall(SYS_close) is the number the acceptor's next accept4() gets
 race:accept4
+# the same for sandboxd's watch: it reads directories on libuv's thread pool (watch.c:
+# open_child, scan_dir, and job_tree's close), whose descriptors can get the number of a
+# connection that the loop thread's libuv closed with syscall(SYS_close)
+race:open_child
+race:scan_dir
+race:job_tree
 SUPP
 
 # jansson's inline json_decref drops a reference with release order only, so the thread

@@ -27,9 +27,10 @@
  * for a scan) is handled over several turns with other requests answered between them;
  * the lines of a turn go to the connection together.
  *
- * Scans: the whole tree (the first scan, and the rescan after an overflow) is read on a
- * worker thread (struct scan_job) while the stream reads no events; a directory that
- * appears later is read on the loop (add_tree).
+ * Scans: the whole tree (the first scan, and the rescan after an overflow), and a
+ * directory that appears later (created or moved in) with what is below it, are read on a
+ * worker thread (struct scan_job) while the stream reads no events; the loop takes what it
+ * found a batch a turn, reporting a new directory's entries as before.
  *
  * Deletions: a held descriptor keeps the kernel from saying that its directory went
  * (IN_DELETE_SELF and IN_IGNORED wait for the last reference), so a subdirectory is let
@@ -74,6 +75,7 @@
 #define WATCH_BATCH_BYTES     (64 * 1024) /* lines handed to the connection at once */
 #define WATCH_DRAIN_READS     64          /* reads that drain the queue when the watched one went */
 #define WATCH_ANNOUNCED_MAX   65536       /* names of scanned entries kept against repeats */
+#define WATCH_TAKE_BATCH      512         /* entries of a job's list taken a loop turn */
 
 #define WATCH_MASK                                                                      \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
@@ -107,6 +109,7 @@ struct wstream {
     unsigned quiet_ticks; /* ticks since the last line was written */
     uv_poll_t poll;
     uv_timer_t timer, pair; /* pair: the end of a held IN_MOVED_FROM's wait */
+    uv_idle_t more;         /* a job's list is taken over several loop turns */
     struct wdir **dirs;     /* owned, each also in bywd */
     size_t ndirs, cap;
     struct map *bywd;      /* the watch descriptor (its bytes) -> its entry of dirs (borrowed) */
@@ -268,40 +271,23 @@ static struct wdir *insert_dir(struct wstream *s, int wd, int fd, char *sub)
     return w;
 }
 
-/* Adds an inotify watch on the directory fd (O_PATH, taken: held while the directory is
- * watched) known as sub (one watched already: marked seen, under that name, and *ret_known
- * set if not NULL). *ret_fd (may be NULL) gets the descriptor held for it (borrowed: valid
- * until the directory is let go). Returns the watch descriptor or a negative errno
- * (-ENOSPC past LIMIT_SBD_WATCHES or the descriptor budget). */
-static int add_watch_fd(struct wstream *s, int fd, const char *sub, int *ret_fd, bool *ret_known)
+/* Adds the inotify watch of the watched directory, fd (O_PATH, taken: held while it is
+ * watched). Returns 0 or a negative errno (-ENOSPC past the descriptor budget). */
+static int watch_base(struct wstream *s, int fd)
 {
     char proc[64];
     (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-    int wd = inotify_add_watch(s->ifd, proc, WATCH_MASK);
-    int r = wd < 0 ? -errno : 0;
-    struct wdir *old = r == 0 ? find_wd(s, wd) : NULL;
-    if (r == 0 && !old &&
-        (s->ndirs >= LIMIT_SBD_WATCHES || atomic_load(&watch_fds) >= s->fd_budget)) {
-        (void)inotify_rm_watch(s->ifd, wd);
-        r = -ENOSPC;
-    }
-    if (r < 0 || old)
+    int wd = -ENOSPC;
+    if (atomic_load(&watch_fds) < s->fd_budget &&
+        (wd = inotify_add_watch(s->ifd, proc, WATCH_MASK)) < 0)
+        wd = -errno;
+    if (wd < 0) {
         (void)close(fd);
-    if (r < 0)
-        return r;
-    if (ret_known)
-        *ret_known = old != NULL;
-    if (old) { /* the same directory again (a rescan, or a rename: keep the new name) */
-        xfree(old->sub);
-        old->sub = xstrdup(sub);
-        old->seen = true;
-    } else {
-        atomic_fetch_add(&watch_fds, 1);
-        old = insert_dir(s, wd, fd, xstrdup(sub));
+        return wd;
     }
-    if (ret_fd)
-        *ret_fd = old->fd;
-    return wd;
+    atomic_fetch_add(&watch_fds, 1);
+    (void)insert_dir(s, wd, fd, xstrdup(""));
+    return 0;
 }
 
 /* Opens the directory name in the directory pfd (borrowed) as an O_PATH descriptor, a
@@ -427,12 +413,10 @@ static void note_announced(struct wstream *s, int wd, const char *name)
     xfree(k);
 }
 
-/* A scan ended: its names are kept until the events queued now are read. */
-static void announced_until_queued(struct wstream *s)
+/* A scan ended, queued bytes of events in the kernel's queue then (none read since): its
+ * names are kept until those events are read. */
+static void announced_until_queued(struct wstream *s, int queued)
 {
-    int queued = 0;
-    if (ioctl(s->ifd, FIONREAD, &queued) < 0 || queued < 0)
-        queued = 0;
     uint64_t end = s->read_pos + (s->rlen - s->rpos) + (uint64_t)queued;
     if (end > s->announced_end)
         s->announced_end = end;
@@ -453,52 +437,7 @@ static bool take_announced(struct wstream *s, int wd, const char *name)
 
 #define TREE_ANNOUNCE 1u /* report the entries found as "create" events */
 #define TREE_NEW      2u /* self says the directory was made: dropped when watched already */
-
-/* Watches the directory name in pfd (borrowed), known as sub, and (recursive) the
- * directories below it. self (taken, may be NULL): the event reporting sub itself.
- * how: TREE_ANNOUNCE (a directory that appeared while it was not watched yet) and
- * TREE_NEW; an announced directory watched already was reported with its entries (by the
- * scan of its parent, or under another name): it is not read again. The watch is added
- * and the directory read before self is emitted, so what a client does after seeing that
- * event is reported once, by inotify. (Nothing lets a directory go while this runs: its
- * held descriptor stays valid.) */
-static void add_tree(struct wstream *s, int pfd, const char *name, const char *sub, unsigned depth,
-                     json_t *self, unsigned how)
-{
-    int fd = open_child(pfd, name), held = -1;
-    bool known = false, announce = how & TREE_ANNOUNCE;
-    int wd = fd < 0 ? fd : add_watch_fd(s, fd, sub, &held, &known);
-    if (wd == -ENOSPC)
-        say_limit(s);
-    if (wd >= 0 && known && announce && (how & TREE_NEW)) {
-        json_decref(self);
-        return;
-    }
-    struct found *v = NULL;
-    size_t n = 0;
-    bool big = false;
-    if (wd >= 0 && s->recursive && !(known && announce))
-        n = scan_dir(held, &v, &big);
-    if (big)
-        say_error(s, &s->held_too_many, MSG_TOO_MANY);
-    if (n && announce)
-        announced_until_queued(s);
-    if (self)
-        emit(s, self);
-    for (size_t i = 0; i < n; i++) {
-        char *child = join(sub, v[i].name);
-        if (announce && !s->closing)
-            note_announced(s, wd, v[i].name);
-        if (v[i].dir && depth < LIMIT_SBD_WATCH_DEPTH && !s->closing)
-            add_tree(s, held, v[i].name, child, depth + 1,
-                     announce ? event_simple("create", child, true) : NULL, how | TREE_NEW);
-        else if (announce && !s->closing)
-            emit_simple(s, "create", child, v[i].dir);
-        xfree(child);
-        xfree(v[i].name);
-    }
-    xfree(v);
-}
+#define TREE_FULL     4u /* the whole tree: the first scan, or a rescan (scan_end after it) */
 
 /* Is sub the directory top or below it? */
 static bool in_subtree(const char *sub, const char *top, size_t n)
@@ -580,10 +519,14 @@ static unsigned depth_of(const char *sub)
     return n;
 }
 
+static void start_job(struct wstream *s, int pfd, const char *name, const char *sub, unsigned depth,
+                      json_t *self, unsigned how);
+
 /* A directory that appeared (created, moved in, or renamed before it was watched) as name
  * in the watched directory pfd (its held descriptor), at sub, reported by the event self
- * (taken), how (add_tree): watched with what is below it, unless it is deeper than a recursive
- * watch goes (the first scan's bound, LIMIT_SBD_WATCH_DEPTH): then only reported. */
+ * (taken), how (struct scan_job): watched with what is below it by a job on a worker thread,
+ * the stream's events waiting meanwhile, unless it is deeper than a recursive watch goes
+ * (the first scan's bound, LIMIT_SBD_WATCH_DEPTH): then only reported. */
 static void add_new_dir(struct wstream *s, int pfd, const char *name, const char *sub, json_t *self,
                         unsigned how)
 {
@@ -591,7 +534,7 @@ static void add_new_dir(struct wstream *s, int pfd, const char *name, const char
     if (depth > LIMIT_SBD_WATCH_DEPTH)
         emit(s, self);
     else
-        add_tree(s, pfd, name, sub, depth, self, how);
+        start_job(s, pfd, name, sub, depth, self, how);
 }
 
 /* Was the watched directory deleted? */
@@ -651,34 +594,60 @@ static void rescan_end(struct wstream *s)
     say_held(s);
 }
 
-/* ---- scanning the tree off the loop ------------------------------------------------ */
+/* ---- reading trees off the loop ------------------------------------------------- */
 
-/* A directory the scan found. */
+/* What a job found, in the order the stream takes it (a directory before its entries). */
 struct scanned {
-    int wd;
-    int fd;    /* O_PATH (counted in watch_fds), or -1: the stream watches it already */
-    char *sub; /* its path below the watched directory */
+    char *sub;     /* its path below the watched directory (owned) */
+    size_t name;   /* where its name starts in sub */
+    int parent_wd; /* the watch of the directory it is in, -1 for the job's top */
+    int wd;        /* (watch) its watch, or a negative errno (-ENOSPC: past the bounds) */
+    int fd;        /* (watch) O_PATH (counted in watch_fds), or -1: the stream watches it */
+    bool dir;      /* a directory */
+    bool watch;    /* a directory the job watched (or tried to) */
+    bool drop;     /* (watch) made (TREE_NEW) but watched already: its event is dropped */
+    bool big;      /* (watch) its listing was cut at LIMIT_SBD_LISTING */
 };
 
-/* A scan of the whole tree (the first one, or the rescan after a kernel queue overflow)
- * on a worker thread: a tree of thousands of directories takes seconds to read, which
- * every other request and stream waited for when it ran on the loop. It adds the watches
- * (inotify calls are thread-safe) and lists what it found; the stream reads no events
- * meanwhile (they wait in the kernel's queue, as they did while the scan ran on the loop)
- * and takes that list on the loop (scan_done). */
+/* A directory read on a worker thread with what is below it: the whole tree (the first
+ * scan, the rescan after a kernel queue overflow), or one that appeared later (created or
+ * moved in: add_new_dir). A tree of thousands of directories takes seconds to read, which
+ * every other request and stream waited for when it ran on the loop. The job adds the
+ * watches (inotify calls are thread-safe) and lists what it found; the stream reads no
+ * events meanwhile (they wait in the kernel's queue, and what was read waits in rbuf, as
+ * they did while the tree was read on the loop), so its directories do not change: the
+ * job reads its watch descriptors, and the descriptor it starts in stays open. The stream
+ * then takes the list on the loop (take_some), WATCH_TAKE_BATCH entries a loop turn,
+ * reporting them (announced) in the order the loop reported them before, and goes on
+ * with its events.
+ *
+ * how: TREE_ANNOUNCE (a directory that appeared while it was not watched yet: its entries
+ * are reported as "create" events after it) and TREE_NEW (self says the directory was
+ * made); an announced directory watched already was reported with its entries (by the
+ * scan of its parent, or under another name): it is not read again, and a made one's
+ * event is dropped. The watch of a directory is added and the directory read before its
+ * event is emitted, so what a client does after seeing that event is reported once, by
+ * inotify. */
 struct scan_job {
     uv_work_t work;
-    struct wstream *s; /* touched on the loop only */
+    /* the loop's */
+    struct wstream *s;
+    json_t *self; /* the event of the top directory (owned, may be NULL) */
+    bool done;    /* the worker is done: the list is the loop's */
+    size_t taken; /* entries of v taken by the stream */
     /* read by the worker */
-    int ifd, base_fd;   /* borrowed: the stream is freed after the job is done */
-    unsigned fd_budget; /* as the stream's */
-    size_t ndirs;       /* directories the stream watched at the start */
-    struct map *known;  /* the watch descriptors the stream has, and those added since */
-    atomic_bool cancel; /* the stream is closing: stop */
+    int ifd, pfd;           /* borrowed: the stream (and pfd's directory) outlive the job */
+    char *name, *sub;       /* the top: its name in pfd, its path below the watched one */
+    unsigned depth, how;    /* the top's depth, TREE_* */
+    unsigned fd_budget;     /* as the stream's */
+    size_t ndirs;           /* directories the stream watched at the start */
+    const struct map *bywd; /* the stream's (borrowed: unchanged while the job runs) */
+    atomic_bool cancel;     /* the stream is closing: stop */
     /* written by the worker */
+    struct map *added; /* the watch descriptors the job added */
     struct scanned *v;
-    size_t n, cap, added;
-    bool limit, too_many;
+    size_t n, cap;
+    int queued; /* bytes of events in the kernel's queue at its end */
 };
 
 static void on_inotify(uv_poll_t *h, int status, int events);
@@ -689,7 +658,7 @@ static void wstream_free(struct wstream *s);
 /* One more directory descriptor for the job, within the per-stream and global bounds? */
 static bool job_take_budget(struct scan_job *j)
 {
-    if (j->ndirs + j->added >= LIMIT_SBD_WATCHES)
+    if (j->ndirs + map_len(j->added) >= LIMIT_SBD_WATCHES)
         return false;
     if (atomic_fetch_add(&watch_fds, 1) < j->fd_budget)
         return true;
@@ -697,76 +666,109 @@ static bool job_take_budget(struct scan_job *j)
     return false;
 }
 
-/* Watches the directory fd (O_PATH, borrowed) known as sub and lists it. Returns 1 when
- * the list took fd (a directory new to the stream), 0 when it is watched already (fd
- * stays the caller's), or a negative errno (-ENOSPC past the bounds). */
-static int job_watch(struct scan_job *j, int fd, const char *sub)
+/* Adds the watch of the directory fd (O_PATH, borrowed); *known says whether the stream
+ * or the job watched it already. Returns the watch descriptor or a negative errno
+ * (-ENOSPC past the bounds). */
+static int job_watch(struct scan_job *j, int fd, bool *known)
 {
     char proc[64];
     (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
     int wd = inotify_add_watch(j->ifd, proc, WATCH_MASK);
     if (wd < 0)
         return -errno;
-    bool known = map_find(j->known, (const char *)&wd, sizeof(wd), NULL);
-    if (!known && !job_take_budget(j)) {
+    *known = map_find(j->bywd, (const char *)&wd, sizeof(wd), NULL) ||
+             map_find(j->added, (const char *)&wd, sizeof(wd), NULL);
+    if (*known)
+        return wd;
+    if (!job_take_budget(j)) {
         (void)inotify_rm_watch(j->ifd, wd);
         return -ENOSPC;
     }
-    if (!known) {
-        j->added++;
-        (void)map_putn(j->known, (const char *)&wd, sizeof(wd), j, NULL);
-    }
+    (void)map_putn(j->added, (const char *)&wd, sizeof(wd), j, NULL);
+    return wd;
+}
+
+/* Appends sc to the list. Returns its index. */
+static size_t job_add(struct scan_job *j, struct scanned sc)
+{
     if (j->n == j->cap) {
         j->cap = j->cap ? j->cap * 2 : 64;
         j->v = xreallocarray(j->v, j->cap, sizeof(*j->v));
     }
-    j->v[j->n++] = (struct scanned){.wd = wd, .fd = known ? -1 : fd, .sub = xstrdup(sub)};
-    return known ? 0 : 1;
+    j->v[j->n] = sc;
+    return j->n++;
 }
 
-static void job_tree(struct scan_job *j, int pfd, const char *name, const char *sub,
-                     unsigned depth);
+static void job_tree(struct scan_job *j, int pfd, const char *name, char *sub, size_t name_at,
+                     int parent_wd, unsigned depth, unsigned how);
 
-/* The subdirectories of the directory fd (borrowed), known as sub at depth. */
-static void job_below(struct scan_job *j, int fd, const char *sub, unsigned depth)
+/* The entries of the directory fd (borrowed) of v[at], at depth: its subdirectories
+ * (down to LIMIT_SBD_WATCH_DEPTH) through job_tree, the other entries listed when they
+ * are announced. */
+static void job_below(struct scan_job *j, int fd, size_t at, unsigned depth, unsigned how)
 {
     struct found *v = NULL;
-    size_t n = scan_dir(fd, &v, &j->too_many);
+    bool big = false;
+    size_t n = scan_dir(fd, &v, &big);
+    const char *sub = j->v[at].sub; /* (v may move as it grows, the string does not) */
+    size_t name_at = *sub ? strlen(sub) + 1 : 0;
+    int wd = j->v[at].wd;
+    j->v[at].big = big;
     for (size_t i = 0; i < n; i++) {
-        if (v[i].dir && depth < LIMIT_SBD_WATCH_DEPTH && !atomic_load(&j->cancel)) {
-            char *child = join(sub, v[i].name);
-            job_tree(j, fd, v[i].name, child, depth + 1);
-            xfree(child);
-        }
+        bool go = !atomic_load(&j->cancel);
+        if (go && v[i].dir && depth < LIMIT_SBD_WATCH_DEPTH)
+            job_tree(j, fd, v[i].name, join(sub, v[i].name), name_at, wd, depth + 1,
+                     how | TREE_NEW);
+        else if (go && (how & TREE_ANNOUNCE))
+            (void)job_add(j, (struct scanned){.sub = join(sub, v[i].name),
+                                              .name = name_at,
+                                              .parent_wd = wd,
+                                              .wd = -1,
+                                              .fd = -1,
+                                              .dir = v[i].dir});
         xfree(v[i].name);
     }
     xfree(v);
 }
 
-/* The directory name in pfd (borrowed), known as sub, and those below it. */
-static void job_tree(struct scan_job *j, int pfd, const char *name, const char *sub, unsigned depth)
+/* The directory name in pfd (borrowed), at sub (taken), in the watched directory
+ * parent_wd: watched, and read unless it is announced and watched already. */
+static void job_tree(struct scan_job *j, int pfd, const char *name, char *sub, size_t name_at,
+                     int parent_wd, unsigned depth, unsigned how)
 {
+    size_t at = job_add(j, (struct scanned){.sub = sub,
+                                            .name = name_at,
+                                            .parent_wd = parent_wd,
+                                            .fd = -1,
+                                            .dir = true,
+                                            .watch = true});
     int fd = open_child(pfd, name);
-    int r = fd < 0 ? fd : job_watch(j, fd, sub);
-    if (r == -ENOSPC)
-        j->limit = true;
-    if (r >= 0)
-        job_below(j, fd, sub, depth);
-    if (fd >= 0 && r <= 0)
+    bool known = false, announce = how & TREE_ANNOUNCE;
+    int wd = fd < 0 ? fd : job_watch(j, fd, &known);
+    j->v[at].wd = wd;
+    if (wd >= 0 && !known)
+        j->v[at].fd = fd;
+    if (wd >= 0 && known && announce && (how & TREE_NEW))
+        j->v[at].drop = true;
+    else if (wd >= 0 && !(known && announce))
+        job_below(j, fd, at, depth, how);
+    if (fd >= 0 && (wd < 0 || known))
         (void)close(fd);
 }
 
 static void scan_work(uv_work_t *w)
 {
     struct scan_job *j = w->data;
-    job_tree(j, j->base_fd, ".", "", 0);
+    job_tree(j, j->pfd, j->name, xstrdup(j->sub), 0, -1, j->depth, j->how);
+    if (ioctl(j->ifd, FIONREAD, &j->queued) < 0 || j->queued < 0)
+        j->queued = 0;
 }
 
-/* Takes a directory the scan found into the stream (sc's members taken). */
+/* Takes a directory the job watched into the stream (sc's members taken). */
 static void take_scanned(struct wstream *s, struct scanned *sc)
 {
     struct wdir *w = find_wd(s, sc->wd);
-    if (w) { /* watched already (a rescan: under the name found now) */
+    if (w) { /* watched already (a rescan, a rename: under the name found now) */
         if (sc->fd >= 0)
             release_fd(sc->fd);
         xfree(w->sub);
@@ -777,6 +779,52 @@ static void take_scanned(struct wstream *s, struct scanned *sc)
     } else {
         xfree(sc->sub);
     }
+}
+
+/* Takes the next entry of j, sc, into the stream: the name against repeats of its
+ * IN_CREATE (take_announced), the watch of a directory, the errors, then its event. */
+static void take_one(struct wstream *s, struct scan_job *j, struct scanned *sc)
+{
+    bool announce = j->how & TREE_ANNOUNCE;
+    if (announce && sc->parent_wd >= 0)
+        note_announced(s, sc->parent_wd, sc->sub + sc->name);
+    json_t *ev = NULL;
+    if (sc->parent_wd < 0) {
+        ev = j->self;
+        j->self = NULL;
+    } else if (announce) {
+        ev = event_simple("create", sc->sub, sc->dir);
+    }
+    if (sc->wd == -ENOSPC)
+        say_limit(s);
+    if (sc->drop) {
+        json_decref(ev);
+        ev = NULL;
+    }
+    if (sc->big)
+        say_error(s, &s->held_too_many, MSG_TOO_MANY);
+    if (ev)
+        emit(s, ev);
+    if (sc->watch && sc->wd >= 0)
+        take_scanned(s, sc);
+    else
+        xfree(sc->sub);
+}
+
+/* Frees j and what the stream did not take of it. */
+static void job_free(struct scan_job *j)
+{
+    for (size_t i = j->taken; i < j->n; i++) {
+        if (j->v[i].fd >= 0)
+            release_fd(j->v[i].fd);
+        xfree(j->v[i].sub);
+    }
+    xfree(j->v);
+    map_free(j->added);
+    json_decref(j->self);
+    xfree(j->name);
+    xfree(j->sub);
+    xfree(j);
 }
 
 /* The first scan is done: "ready", then its errors. */
@@ -790,65 +838,95 @@ static void first_scan_end(struct wstream *s)
     say_held(s);
 }
 
-/* A scan is done (its list taken): the stream goes on reading events. */
-static void scan_end(struct wstream *s)
+/* A job is done (its list taken), full: a scan of the whole tree. The stream goes on with
+ * its events, those read before it first. */
+static void scan_end(struct wstream *s, bool full)
 {
-    if (s->ready)
+    if (full && s->ready)
         rescan_end(s);
-    else
+    else if (full)
         first_scan_end(s);
-    handle_events(s, 0); /* those read before it, if any */
+    handle_events(s, 0);
     if (!s->closing && !s->job)
         (void)uv_poll_start(&s->poll, UV_READABLE, on_inotify);
+}
+
+/* The stream's job is over (taken, or let go when the stream closed). */
+static void job_end(struct wstream *s)
+{
+    struct scan_job *j = s->job;
+    bool full = j->how & TREE_FULL;
+    s->job = NULL;
+    job_free(j);
+    if (!s->closing)
+        scan_end(s, full);
+    else if (s->handles == 0)
+        wstream_free(s); /* (its handles were closed while the job ran) */
+}
+
+static void on_more(uv_idle_t *h);
+
+/* Takes the next WATCH_TAKE_BATCH entries of the stream's job, the rest at the next loop
+ * turn (on_more); ends the job after the last. */
+static void take_some(struct wstream *s)
+{
+    struct scan_job *j = s->job;
+    size_t end = j->n - j->taken > WATCH_TAKE_BATCH ? j->taken + WATCH_TAKE_BATCH : j->n;
+    while (j->taken < end && !s->closing)
+        take_one(s, j, &j->v[j->taken++]);
+    if (s->closing) {
+        job_end(s);
+        return;
+    }
+    if (j->taken < j->n) {
+        (void)uv_idle_start(&s->more, on_more);
+        emit_end(s);
+        return;
+    }
+    (void)uv_idle_stop(&s->more);
+    job_end(s);
+}
+
+static void on_more(uv_idle_t *h)
+{
+    struct wstream *s = h->data;
+    if (s->job && s->job->done && !s->closing)
+        take_some(s);
 }
 
 static void scan_done(uv_work_t *w, int status)
 {
     struct scan_job *j = w->data;
     struct wstream *s = j->s;
-    bool keep = !s->closing && status == 0;
-    s->job = NULL;
-    for (size_t i = 0; i < j->n; i++) {
-        if (keep) {
-            take_scanned(s, &j->v[i]);
-            continue;
-        }
-        if (j->v[i].fd >= 0)
-            release_fd(j->v[i].fd);
-        xfree(j->v[i].sub);
-    }
-    if (keep && j->limit)
-        say_limit(s);
-    if (keep && j->too_many)
-        say_error(s, &s->held_too_many, MSG_TOO_MANY);
-    xfree(j->v);
-    map_free(j->known);
-    xfree(j);
-    if (!s->closing)
-        scan_end(s);
-    else if (s->handles == 0)
-        wstream_free(s); /* (its handles were closed while the job ran) */
-}
-
-/* Reads the whole tree again (recursive) on a worker thread, the stream's events waiting
- * meanwhile; scan_done (or, not recursive, scan_end at once) ends it. */
-static void start_scan(struct wstream *s)
-{
-    s->scanning = true;
-    if (!s->recursive) {
-        scan_end(s);
+    j->done = true;
+    if (s->closing || status < 0) {
+        job_end(s);
         return;
     }
+    if (j->how & TREE_ANNOUNCE)
+        announced_until_queued(s, j->queued);
+    take_some(s);
+}
+
+/* Starts a job reading the directory name in pfd (borrowed), at sub and depth, reported by
+ * self (taken, may be NULL), how: TREE_*. The stream's events wait until it is done. */
+static void start_job(struct wstream *s, int pfd, const char *name, const char *sub, unsigned depth,
+                      json_t *self, unsigned how)
+{
     struct scan_job *j = XNEW(struct scan_job);
     j->work.data = j;
     j->s = s;
+    j->self = self;
     j->ifd = s->ifd;
-    j->base_fd = s->base_fd;
+    j->pfd = pfd;
+    j->name = xstrdup(name);
+    j->sub = xstrdup(sub);
+    j->depth = depth;
+    j->how = how;
     j->fd_budget = s->fd_budget;
     j->ndirs = s->ndirs;
-    j->known = map_new(NULL);
-    for (size_t i = 0; i < s->ndirs; i++)
-        (void)map_putn(j->known, (const char *)&s->dirs[i]->wd, sizeof(int), j, NULL);
+    j->bywd = s->bywd;
+    j->added = map_new(NULL);
     atomic_init(&j->cancel, false);
     s->job = j;
     (void)uv_poll_stop(&s->poll);
@@ -856,6 +934,18 @@ static void start_scan(struct wstream *s)
         scan_work(&j->work); /* here then */
         scan_done(&j->work, 0);
     }
+}
+
+/* Reads the whole tree again (recursive) on a worker thread, the stream's events waiting
+ * meanwhile; the job's end (or, not recursive, scan_end at once) ends it. */
+static void start_scan(struct wstream *s)
+{
+    s->scanning = true;
+    if (!s->recursive) {
+        scan_end(s, true);
+        return;
+    }
+    start_job(s, s->base_fd, ".", "", 0, NULL, TREE_FULL);
 }
 
 /* ---- events ------------------------------------------------------------------------ */
@@ -1068,6 +1158,8 @@ static void on_inotify(uv_poll_t *h, int status, int events)
 
 static void wstream_free(struct wstream *s)
 {
+    if (s->job) /* (done: a list the stream did not take) */
+        job_free(s->job);
     if (s->ifd >= 0)
         (void)close(s->ifd);
     if (s->base_fd >= 0)
@@ -1093,8 +1185,8 @@ static void wstream_free(struct wstream *s)
 static void on_handle_closed(uv_handle_t *h)
 {
     struct wstream *s = h->data;
-    if (--s->handles == 0 && !s->job)
-        wstream_free(s); /* (else when the scan under way is done) */
+    if (--s->handles == 0 && (!s->job || s->job->done))
+        wstream_free(s); /* (else when the job under way is done) */
 }
 
 static void wstream_close(struct wstream *s)
@@ -1113,6 +1205,7 @@ static void wstream_close(struct wstream *s)
     uv_close((uv_handle_t *)&s->poll, on_handle_closed);
     uv_close((uv_handle_t *)&s->timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->pair, on_handle_closed);
+    uv_close((uv_handle_t *)&s->more, on_handle_closed);
 }
 
 static void on_abort(struct http_req *req, void *ctx)
@@ -1161,7 +1254,7 @@ static int wstream_setup(struct wstream *s)
     if (s->base_fd < 0)
         return s->base_fd;
     int fd = fcntl(s->base_fd, F_DUPFD_CLOEXEC, 0);
-    int r = fd < 0 ? -errno : add_watch_fd(s, fd, "", NULL, NULL);
+    int r = fd < 0 ? -errno : watch_base(s, fd);
     if (r < 0)
         return r;
     uv_loop_t *loop = http_req_loop(s->req);
@@ -1170,10 +1263,12 @@ static int wstream_setup(struct wstream *s)
         return r;
     (void)uv_timer_init(loop, &s->timer);
     (void)uv_timer_init(loop, &s->pair);
-    s->handles = 3;
+    (void)uv_idle_init(loop, &s->more);
+    s->handles = 4;
     s->poll.data = s;
     s->timer.data = s;
     s->pair.data = s;
+    s->more.data = s;
     return 0;
 }
 
@@ -1219,6 +1314,7 @@ static void wstream_fail(struct wstream *s)
     uv_close((uv_handle_t *)&s->timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->pair, on_handle_closed);
     uv_close((uv_handle_t *)&s->poll, on_handle_closed);
+    uv_close((uv_handle_t *)&s->more, on_handle_closed);
 }
 
 static int respond_open_error(struct http_req *req, int r)

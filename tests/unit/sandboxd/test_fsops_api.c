@@ -384,6 +384,62 @@ static void test_watch_split_rename(void **state)
     sbd__watch_test_read_size = 0;
 }
 
+/* A tree moved into a recursive watch is read on a worker thread: its move_to, then each
+ * directory and file once (a directory before its entries), then its directories are
+ * watched; a client that goes while another tree is read leaves nothing behind. */
+static void test_watch_tree_moved_in(void **state)
+{
+    (void)state;
+    struct sbd_fixture *f = sbd_fixture_start(NULL, 0);
+    char w[256], p[320], q[320];
+    snprintf(w, sizeof(w), "%s/w", f->root);
+    assert_int_equal(mkdir(w, 0755), 0);
+    for (int i = 0; i < 2; i++) { /* base/t<i>/d<k>/e, a file in each */
+        snprintf(p, sizeof(p), "%s/t%d", f->base, i);
+        assert_int_equal(mkdir(p, 0755), 0);
+        for (int k = 0; k < 40; k++) {
+            snprintf(p, sizeof(p), "%s/t%d/d%d", f->base, i, k);
+            assert_int_equal(mkdir(p, 0755), 0);
+            snprintf(p, sizeof(p), "%s/t%d/d%d/e", f->base, i, k);
+            assert_int_equal(mkdir(p, 0755), 0);
+            sbd_write_file(p, "x", "");
+        }
+    }
+    struct nd_client n;
+    assert_int_equal(watch_start(&n, f->port, "w?recursive=true"), 200);
+    expect_event(&n, "ready", "/w");
+    snprintf(p, sizeof(p), "%s/t0", f->base);
+    snprintf(q, sizeof(q), "%s/t0", w);
+    assert_int_equal(rename(p, q), 0);
+    expect_event(&n, "move_to", "t0");
+    int seen[40] = {0};
+    for (int i = 0; i < 3 * 40; i++) { /* d<k>, then d<k>/e, then d<k>/e/x */
+        json_t *e = nd_next(&n, 10000);
+        assert_non_null(e);
+        assert_string_equal(jstr(e, "type"), "create");
+        int k = -1, len = 0;
+        assert_int_equal(sscanf(jstr(e, "path"), "t0/d%d%n", &k, &len), 1);
+        assert_true(k >= 0 && k < 40);
+        const char *want[] = {"", "/e", "/e/x"};
+        assert_string_equal(jstr(e, "path") + len, want[seen[k]++]);
+        json_decref(e);
+    }
+    snprintf(p, sizeof(p), "%s/t0/d39/e", w);
+    sbd_write_file(p, "y", "");
+    expect_event(&n, "create", "t0/d39/e/y");
+    /* a second client goes while its tree is read */
+    struct nd_client g;
+    assert_int_equal(watch_start(&g, f->port, "w?recursive=true"), 200);
+    expect_event(&g, "ready", "/w");
+    snprintf(p, sizeof(p), "%s/t1", f->base);
+    snprintf(q, sizeof(q), "%s/t1", w);
+    assert_int_equal(rename(p, q), 0);
+    nd_close(&g);
+    expect_event(&n, "move_to", "t1");
+    nd_close(&n);
+    sbd_fixture_stop(f);
+}
+
 /* A file name that is not UTF-8 is listed and stat'ed with U+FFFD for its bad bytes (as
  * Go's encoding/json writes it) instead of vanishing from the listing and making stat
  * answer 500. */
@@ -418,7 +474,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stat_mkdir_move),    cmocka_unit_test(test_stat_follow),
         cmocka_unit_test(test_batch_and_window),   cmocka_unit_test(test_watch),
-        cmocka_unit_test(test_watch_split_rename), cmocka_unit_test(test_non_utf8_names),
+        cmocka_unit_test(test_watch_split_rename), cmocka_unit_test(test_watch_tree_moved_in),
+        cmocka_unit_test(test_non_utf8_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
