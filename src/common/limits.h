@@ -95,10 +95,11 @@ _Static_assert(LIMIT_KUBE_TCP_UNACKED >=
 #define LIMIT_KUBE_WATCH_MIN_LIFE    (1 * USEC_PER_SEC) /* a shorter event-less watch backs off */
 
 /* HTTP server, beside the server-wide LIMIT_HTTP_* above */
-#define LIMIT_HTTP_REQUEST_LINE (16u * 1024)        /* request line; longer gets 414 */
-#define LIMIT_HTTP_READ_CHUNK   (64u * 1024)        /* one socket read (shared buffer) */
-#define LIMIT_HTTP_LINGER       (2 * USEC_PER_SEC)  /* drain input after an error reply */
-#define LIMIT_HTTP_WRITE_STALL  (30 * USEC_PER_SEC) /* queued response bytes not taken */
+#define LIMIT_HTTP_REQUEST_LINE    (16u * 1024)          /* request line; longer gets 414 */
+#define LIMIT_HTTP_READ_CHUNK      (64u * 1024)          /* one socket read (shared buffer) */
+#define LIMIT_HTTP_LINGER          (2 * USEC_PER_SEC)    /* drain input after an error reply */
+#define LIMIT_HTTP_SHUTDOWN_LINGER (100 * USEC_PER_MSEC) /* after a whole request, at shutdown */
+#define LIMIT_HTTP_WRITE_STALL     (30 * USEC_PER_SEC)   /* queued response bytes not taken */
 /* TCP keepalive of accepted connections (http_sock_keepalive): a peer gone without a FIN
  * or RST is found after IDLE + INTVL * CNT seconds of silence. */
 #define LIMIT_HTTP_KEEPALIVE_IDLE  60 /* seconds of silence before the first probe */

@@ -90,6 +90,14 @@ static void on_shutdown(uv_shutdown_t *sr, int status)
         http__conn_close(c);
 }
 
+/* How long a connection lingers: LIMIT_HTTP_LINGER, or LIMIT_HTTP_SHUTDOWN_LINGER for one
+ * that the server's shutdown alone ended after a request read whole (quick_linger:
+ * finish_request, http__conn_drain). */
+static usec_t linger_time(const struct http_conn *c)
+{
+    return c->quick_linger ? LIMIT_HTTP_SHUTDOWN_LINGER : LIMIT_HTTP_LINGER;
+}
+
 /* Ends the connection after the queued response: FIN after the writes, then keep reading
  * (and discarding) for a while so that unread request bytes do not turn our close into a
  * reset that destroys the response before the client read it. */
@@ -104,7 +112,7 @@ static void conn_end(struct http_conn *c)
         http__conn_close(c);
         return;
     }
-    arm(c, LIMIT_HTTP_LINGER, false);
+    arm(c, linger_time(c), false);
     http__conn_update_read(c);
 }
 
@@ -176,7 +184,7 @@ static void on_timer(uv_timer_t *t)
         return;
     case HTTP_CONN_LINGER:
         if (writes_moving(c)) { /* the FIN goes after them (uv_shutdown) */
-            arm(c, LIMIT_HTTP_LINGER, false);
+            arm(c, linger_time(c), false);
             return;
         }
         http__conn_close(c);
@@ -632,14 +640,19 @@ static int feed_body(struct http_conn *c)
 static void finish_request(struct http_conn *c)
 {
     struct http_req *req = c->req;
-    bool reuse = c->keep_alive && req && req->body_done && !c->server->shutting_down &&
-                 !(c->read_eof && c->in.len == 0);
+    bool whole = c->keep_alive && req && req->body_done; /* nothing of it left unread */
+    bool reuse = whole && !c->server->shutting_down && !(c->read_eof && c->in.len == 0);
     if (req) {
         c->req = NULL;
         req->conn = NULL;
         http_req_unref(req);
     }
     if (!reuse) {
+        /* kept but for the shutdown (a stream that began before it): no body to drain,
+         * only a request the client may have sent already, which arrives within a round
+         * trip; a client that keeps its connection for reuse never ends its side, and the
+         * whole linger held the shutdown */
+        c->quick_linger = whole && c->server->shutting_down;
         conn_end(c);
         return;
     }
@@ -718,10 +731,12 @@ void http__conn_drain(struct http_conn *c)
 {
     if (c->closing || c->state != HTTP_CONN_HEAD || c->in.len != 0)
         return;
-    if (c->queued > 0)
-        conn_end(c); /* the response's end still goes, then the FIN */
-    else
+    if (c->queued > 0) {
+        c->quick_linger = true; /* (kept alive: its request was read whole) */
+        conn_end(c);            /* the response's end still goes, then the FIN */
+    } else {
         http__conn_close(c);
+    }
 }
 
 static void on_reject_closed(uv_handle_t *h)

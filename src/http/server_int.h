@@ -81,12 +81,13 @@ struct http_conn {
     struct http_progress wp; /* the client taking bytes: the last completed write, the
                                 queue's start, or a change of the socket's queue */
     bool reading, read_eof, closing, keep_alive, in_process, resp_complete, idle_timer;
-    bool shut_done; /* our FIN went out (conn_end's shutdown completed) */
-    bool upgrading; /* http_req_upgrade: no more HTTP reads; the socket is being handed over */
-    bool held;      /* pipelined requests wait for the write queue to drain (on_write) */
-    char peer[48];  /* client address, looked up once (http_req_peer); "" until then */
-    bool secure;    /* adopted from a TLS front (http_server_adopt) */
-    char *info;     /* http_adopt_opts.info (owned copy); NULL: none */
+    bool shut_done;    /* our FIN went out (conn_end's shutdown completed) */
+    bool quick_linger; /* conn_end: LIMIT_HTTP_SHUTDOWN_LINGER (linger_time) */
+    bool upgrading;    /* http_req_upgrade: no more HTTP reads; the socket is being handed over */
+    bool held;         /* pipelined requests wait for the write queue to drain (on_write) */
+    char peer[48];     /* client address, looked up once (http_req_peer); "" until then */
+    bool secure;       /* adopted from a TLS front (http_server_adopt) */
+    char *info;        /* http_adopt_opts.info (owned copy); NULL: none */
     size_t info_len;
     struct http_cut *cut; /* http_adopt_opts.cut (a reference); NULL: none */
 };
