@@ -21,6 +21,8 @@ int sbd__read_window(struct http_req *req, int fd, const struct stat *st);
 
 /** Registers GET /v1/watch/ (watch.c). Returns 0 or -EINVAL. */
 int sbd__watch_register(struct sbd *d);
+/** Ends d's watch streams (shutdown): their responses end now, not at their next tick. */
+void sbd__watch_shutdown(struct sbd *d);
 
 /** Tests only: when nonzero (and below 64 KiB), each readiness of a watch's inotify
  * descriptor reads once, at most this many bytes, so that a rename's two events arrive in

@@ -377,6 +377,7 @@ void sbd_shutdown(struct sbd *d, usec_t grace, void (*done)(void *ctx), void *ct
     d->done_ctx = ctx;
     d->servers_open++; /* the processes count as one more part */
     sbd__kernels_shutdown(d);
+    sbd__watch_shutdown(d);
     if (!d->procs) {
         part_done(d);
     } else {

@@ -11,6 +11,7 @@
 struct sbd_procs;
 struct sbd_grpc;
 struct sbd_bgs;
+struct wstream;
 
 /** A registered route: authentication, then fn(req, d). */
 struct sbd;
@@ -43,6 +44,7 @@ struct sbd {
     struct sbd_bgs *bgs;               /* background processes (api_bg.c) */
     struct sbd_config_env *config_env; /* late-bound env (config_env.c) */
     struct sbd_kernels *kernels;       /* code contexts (kernel.c) */
+    struct wstream *watches;           /* open watch streams (watch.c), a list */
     json_t *metadata;
     usec_t started;
     usec_t last_activity; /* monotonic time of the last API request (activity.c) */

@@ -20,7 +20,7 @@
  * {"type":"overflow","lost":N} line follows the queued ones. A kernel queue overflow
  * (IN_Q_OVERFLOW) gives {"type":"overflow","lost":null} and a rescan of the tree
  * (on_overflow). The stream ends when the client goes, when the watched directory is
- * deleted, or at shutdown.
+ * deleted, or at shutdown (sbd__watch_shutdown: at once, a job under way told to stop).
  *
  * Reads: one read of at most WATCH_READ_SIZE bytes of events a loop turn (handle_events),
  * the rest left in the kernel's queue, so that a flood of events (or a queue that waited
@@ -95,6 +95,7 @@ struct wdir {
 
 struct wstream {
     struct sbd *d;
+    struct wstream *prev, *next; /* d->watches */
     struct http_req *req;
     char *base;         /* cleaned root-relative path of the watched directory (at start) */
     int base_fd;        /* O_PATH descriptor of the watched directory */
@@ -1179,6 +1180,12 @@ static void wstream_free(struct wstream *s)
     sbd_ndjson_done(&s->out);
     http_req_unref(s->req);
     atomic_fetch_sub(&watch_streams, 1);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        s->d->watches = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
     xfree(s);
 }
 
@@ -1300,6 +1307,10 @@ static struct wstream *wstream_new(struct sbd *d, struct http_req *req, char *ba
     s->rbuf = xmalloc(WATCH_READ_SIZE);
     sbd_ndjson_init(&s->out, req, LIMIT_SBD_WATCH_QUEUE_BYTES);
     atomic_fetch_add(&watch_streams, 1);
+    s->next = d->watches;
+    if (s->next)
+        s->next->prev = s;
+    d->watches = s;
     return s;
 }
 
@@ -1365,6 +1376,12 @@ static int watch_get(struct http_req *req, void *ctx)
     (void)uv_timer_start(&s->timer, on_tick, WATCH_TICK_MS, WATCH_TICK_MS);
     start_scan(s); /* "ready" at its end, then events */
     return 0;
+}
+
+void sbd__watch_shutdown(struct sbd *d)
+{
+    for (struct wstream *s = d->watches; s; s = s->next)
+        wstream_close(s); /* (freed later, when its handles are closed) */
 }
 
 int sbd__watch_register(struct sbd *d)
