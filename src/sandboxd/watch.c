@@ -30,7 +30,8 @@
  * Scans: the whole tree (the first scan, and the rescan after an overflow), and a
  * directory that appears later (created or moved in) with what is below it, are read on a
  * worker thread (struct scan_job) while the stream reads no events; the loop takes what it
- * found a batch a turn, reporting a new directory's entries as before.
+ * found a batch a turn, reporting a new directory's entries as before. A new directory
+ * whose tree is small (WATCH_INLINE_ENTRIES) is read on the loop at once.
  *
  * Deletions: a held descriptor keeps the kernel from saying that its directory went
  * (IN_DELETE_SELF and IN_IGNORED wait for the last reference), so a subdirectory is let
@@ -76,6 +77,7 @@
 #define WATCH_DRAIN_READS     64          /* reads that drain the queue when the watched one went */
 #define WATCH_ANNOUNCED_MAX   65536       /* names of scanned entries kept against repeats */
 #define WATCH_TAKE_BATCH      512         /* entries of a job's list taken a loop turn */
+#define WATCH_INLINE_ENTRIES  256         /* a new directory's tree this small: read on the loop */
 
 #define WATCH_MASK                                                                      \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
@@ -354,9 +356,9 @@ struct found {
 };
 
 /* Reads the entries of the directory pfd (O_PATH, borrowed) into a new array (at most
- * LIMIT_SBD_LISTING; when there are more, *too_many is set). Returns the count. Runs on
- * the loop or on a worker thread. */
-static size_t scan_dir(int pfd, struct found **ret, bool *too_many)
+ * max; when there are more, *too_many is set). Returns the count. Runs on the loop or on
+ * a worker thread. */
+static size_t scan_dir(int pfd, struct found **ret, bool *too_many, size_t max)
 {
     int fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -377,7 +379,7 @@ static size_t scan_dir(int pfd, struct found **ret, bool *too_many)
             st.st_mode = de->d_type == DT_DIR ? S_IFDIR : S_IFREG;
         else if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
-        if (n == LIMIT_SBD_LISTING) {
+        if (n == max) {
             *too_many = true;
             break;
         }
@@ -620,7 +622,10 @@ struct scanned {
  * job reads its watch descriptors, and the descriptor it starts in stays open. The stream
  * then takes the list on the loop (take_some), WATCH_TAKE_BATCH entries a loop turn,
  * reporting them (announced) in the order the loop reported them before, and goes on
- * with its events.
+ * with its events. A new directory is first read on the loop, at most WATCH_INLINE_ENTRIES
+ * entries (most are made empty: a trip to the thread pool for each, behind the other jobs
+ * there, cost more than reading it), and on a worker thread from the start when it has
+ * more (job_restart).
  *
  * how: TREE_ANNOUNCE (a directory that appeared while it was not watched yet: its entries
  * are reported as "create" events after it) and TREE_NEW (self says the directory was
@@ -648,7 +653,9 @@ struct scan_job {
     struct map *added; /* the watch descriptors the job added */
     struct scanned *v;
     size_t n, cap;
-    int queued; /* bytes of events in the kernel's queue at its end */
+    int queued;    /* bytes of events in the kernel's queue at its end */
+    size_t budget; /* entries a walk on the loop may list (0: on the worker, no bound) */
+    bool over;     /* the walk on the loop passed its budget: the worker does it again */
 };
 
 static void on_inotify(uv_poll_t *h, int status, int events);
@@ -709,14 +716,18 @@ static void job_tree(struct scan_job *j, int pfd, const char *name, char *sub, s
 static void job_below(struct scan_job *j, int fd, size_t at, unsigned depth, unsigned how)
 {
     struct found *v = NULL;
-    bool big = false;
-    size_t n = scan_dir(fd, &v, &big);
+    bool many = false;
+    size_t room = j->budget ? j->budget - (j->n < j->budget ? j->n : j->budget) : SIZE_MAX;
+    size_t n = scan_dir(fd, &v, &many, room < LIMIT_SBD_LISTING ? room : LIMIT_SBD_LISTING);
     const char *sub = j->v[at].sub; /* (v may move as it grows, the string does not) */
     size_t name_at = *sub ? strlen(sub) + 1 : 0;
     int wd = j->v[at].wd;
-    j->v[at].big = big;
+    if (many && room < LIMIT_SBD_LISTING)
+        j->over = true; /* (not the listing's bound: the budget's) */
+    else
+        j->v[at].big = many;
     for (size_t i = 0; i < n; i++) {
-        bool go = !atomic_load(&j->cancel);
+        bool go = !atomic_load(&j->cancel) && !j->over;
         if (go && v[i].dir && depth < LIMIT_SBD_WATCH_DEPTH)
             job_tree(j, fd, v[i].name, join(sub, v[i].name), name_at, wd, depth + 1,
                      how | TREE_NEW);
@@ -810,6 +821,30 @@ static void take_one(struct wstream *s, struct scan_job *j, struct scanned *sc)
         take_scanned(s, sc);
     else
         xfree(sc->sub);
+}
+
+/* A walk on the loop passed its budget: what it did is undone for the worker to do again
+ * from the start (the watches it added removed: the worker adds them again, then reads
+ * their directories, so nothing made meanwhile is missed). */
+static void job_restart(struct scan_job *j)
+{
+    struct map_iter it;
+    const char *key;
+    void *value;
+    map_foreach (j->added, it, key, value) {
+        int wd;
+        memcpy(&wd, key, sizeof(wd));
+        (void)inotify_rm_watch(j->ifd, wd);
+    }
+    map_clear(j->added);
+    for (size_t i = 0; i < j->n; i++) {
+        if (j->v[i].fd >= 0)
+            release_fd(j->v[i].fd);
+        xfree(j->v[i].sub);
+    }
+    j->n = 0;
+    j->budget = 0;
+    j->over = false;
 }
 
 /* Frees j and what the stream did not take of it. */
@@ -930,6 +965,15 @@ static void start_job(struct wstream *s, int pfd, const char *name, const char *
     j->added = map_new(NULL);
     atomic_init(&j->cancel, false);
     s->job = j;
+    if (!(how & TREE_FULL)) { /* a small tree (an empty directory made, mostly): here */
+        j->budget = WATCH_INLINE_ENTRIES;
+        scan_work(&j->work);
+        if (!j->over) {
+            scan_done(&j->work, 0);
+            return;
+        }
+        job_restart(j);
+    }
     (void)uv_poll_stop(&s->poll);
     if (uv_queue_work(http_req_loop(s->req), &j->work, scan_work, scan_done) < 0) {
         scan_work(&j->work); /* here then */

@@ -384,9 +384,10 @@ static void test_watch_split_rename(void **state)
     sbd__watch_test_read_size = 0;
 }
 
-/* A tree moved into a recursive watch is read on a worker thread: its move_to, then each
- * directory and file once (a directory before its entries), then its directories are
- * watched; a client that goes while another tree is read leaves nothing behind. */
+/* A tree moved into a recursive watch (300 entries: more than are read on the loop) is read
+ * on a worker thread: its move_to, then each directory and file once (a directory before
+ * its entries), then its directories are watched; a client that goes while another tree
+ * is read leaves nothing behind. */
 static void test_watch_tree_moved_in(void **state)
 {
     (void)state;
@@ -397,7 +398,7 @@ static void test_watch_tree_moved_in(void **state)
     for (int i = 0; i < 2; i++) { /* base/t<i>/d<k>/e, a file in each */
         snprintf(p, sizeof(p), "%s/t%d", f->base, i);
         assert_int_equal(mkdir(p, 0755), 0);
-        for (int k = 0; k < 40; k++) {
+        for (int k = 0; k < 100; k++) {
             snprintf(p, sizeof(p), "%s/t%d/d%d", f->base, i, k);
             assert_int_equal(mkdir(p, 0755), 0);
             snprintf(p, sizeof(p), "%s/t%d/d%d/e", f->base, i, k);
@@ -412,21 +413,21 @@ static void test_watch_tree_moved_in(void **state)
     snprintf(q, sizeof(q), "%s/t0", w);
     assert_int_equal(rename(p, q), 0);
     expect_event(&n, "move_to", "t0");
-    int seen[40] = {0};
-    for (int i = 0; i < 3 * 40; i++) { /* d<k>, then d<k>/e, then d<k>/e/x */
+    int seen[100] = {0};
+    for (int i = 0; i < 3 * 100; i++) { /* d<k>, then d<k>/e, then d<k>/e/x */
         json_t *e = nd_next(&n, 10000);
         assert_non_null(e);
         assert_string_equal(jstr(e, "type"), "create");
         int k = -1, len = 0;
         assert_int_equal(sscanf(jstr(e, "path"), "t0/d%d%n", &k, &len), 1);
-        assert_true(k >= 0 && k < 40);
+        assert_true(k >= 0 && k < 100);
         const char *want[] = {"", "/e", "/e/x"};
         assert_string_equal(jstr(e, "path") + len, want[seen[k]++]);
         json_decref(e);
     }
-    snprintf(p, sizeof(p), "%s/t0/d39/e", w);
+    snprintf(p, sizeof(p), "%s/t0/d99/e", w);
     sbd_write_file(p, "y", "");
-    expect_event(&n, "create", "t0/d39/e/y");
+    expect_event(&n, "create", "t0/d99/e/y");
     /* a second client goes while its tree is read */
     struct nd_client g;
     assert_int_equal(watch_start(&g, f->port, "w?recursive=true"), 200);
