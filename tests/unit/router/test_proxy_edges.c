@@ -45,8 +45,14 @@ static void up_big(struct proxy_env_up *u)
     struct buf b;
     buf_init(&b, f->big_len + 128);
     (void)buf_printf(&b, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", f->big_len);
-    for (size_t i = 0; i < f->big_len; i++)
-        (void)buf_putc(&b, (char)('a' + i % 26));
+    char block[26 * 256]; /* whole alphabets: the pattern runs on across blocks */
+    for (size_t i = 0; i < sizeof(block); i++)
+        block[i] = (char)('a' + i % 26);
+    for (size_t left = f->big_len; left > 0;) {
+        size_t n = left < sizeof(block) ? left : sizeof(block);
+        (void)buf_append(&b, block, n);
+        left -= n;
+    }
     proxy_env_send(u, b.data, b.len);
     buf_done(&b);
 }
